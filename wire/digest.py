@@ -1,0 +1,148 @@
+"""Entry and LAC digests (DUMMY, CRC32, CRC32C, HMAC-SHA1) and the master key.
+
+A packaged entry is ``ledgerId | entryId | lac | length`` (4 x i64 BE), the
+digest, then the payload; the digest covers the 32 header bytes followed by
+the payload.  A LAC body is ``ledgerId | lac`` and a digest over those 16
+bytes.  Bookies never look at digests; clients build and check them.
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import struct
+import zlib
+
+from crc32c import crc32c as _crc32c
+
+from .errors import DigestError
+from .protocol import ENTRY_HEADER_LENGTH
+
+_HEADER = struct.Struct(">qqqq")
+_LAC_HEADER = struct.Struct(">qq")
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+
+
+class DigestType(enum.IntEnum):
+    """Valued as in ledger metadata (``LedgerMetadataFormat.DigestType``)."""
+
+    CRC32 = 1
+    MAC = 2  # HMAC in the metadata enum
+    CRC32C = 3
+    DUMMY = 4
+
+    @classmethod
+    def parse(cls, name: str) -> "DigestType":
+        """Accept client API names and metadata names, any case (``hmac`` = ``mac``)."""
+        key = name.strip().upper()
+        if key == "HMAC":
+            key = "MAC"
+        try:
+            return cls[key]
+        except KeyError:
+            raise ValueError(f"unknown digest type {name!r} (crc32, crc32c, mac, dummy)") from None
+
+    @property
+    def metadata_name(self) -> str:
+        """The name used in protobuf text format ledger metadata."""
+        return "HMAC" if self is DigestType.MAC else self.name
+
+
+DIGEST_LENGTH = {DigestType.DUMMY: 0, DigestType.CRC32: 8, DigestType.CRC32C: 4, DigestType.MAC: 20}
+
+
+def master_key(password: bytes) -> bytes:
+    """The 20-byte key a writer presents to bookies: SHA-1(b"ledger" + password)."""
+    return hashlib.sha1(b"ledger" + password).digest()
+
+
+def mac_key(password: bytes) -> bytes:
+    return hashlib.sha1(b"mac" + password).digest()
+
+
+class DigestManager:
+    """Builds and verifies packaged entries and LAC bodies of one ledger."""
+
+    __slots__ = ("ledger_id", "digest_type", "digest_length", "_mac_key")
+
+    def __init__(self, ledger_id: int, digest_type: DigestType, password: bytes = b""):
+        self.ledger_id = ledger_id
+        self.digest_type = DigestType(digest_type)
+        self.digest_length = DIGEST_LENGTH[self.digest_type]
+        self._mac_key = mac_key(password) if self.digest_type is DigestType.MAC else None
+
+    def _digest(self, first: bytes, rest: bytes = b"") -> bytes:
+        dt = self.digest_type
+        if dt is DigestType.CRC32C:
+            return _U32.pack(_crc32c(rest, _crc32c(first)))
+        if dt is DigestType.CRC32:
+            return _U64.pack(zlib.crc32(rest, zlib.crc32(first)))
+        if dt is DigestType.MAC:
+            mac = hmac.new(self._mac_key, first, hashlib.sha1)
+            mac.update(rest)
+            return mac.digest()
+        return b""
+
+    # -- entries -----------------------------------------------------------
+    def package(self, entry_id: int, lac: int, length: int, payload: bytes) -> bytes:
+        """The bytes sent to bookies for one entry; ``length`` includes this payload."""
+        header = _HEADER.pack(self.ledger_id, entry_id, lac, length)
+        return b"".join((header, self._digest(header, payload), payload))
+
+    def verify(self, entry: bytes, entry_id: int | None = None) -> "VerifiedEntry":
+        """Check an entry read back from a bookie; ``entry_id=None`` skips the id check (LAC reads)."""
+        entry = bytes(entry)
+        d = self.digest_length
+        if len(entry) < ENTRY_HEADER_LENGTH + d:
+            raise DigestError(f"entry of {len(entry)} bytes is shorter than its header and digest")
+        header = entry[:ENTRY_HEADER_LENGTH]
+        payload = entry[ENTRY_HEADER_LENGTH + d:]
+        if d and not hmac.compare_digest(self._digest(header, payload), entry[ENTRY_HEADER_LENGTH:ENTRY_HEADER_LENGTH + d]):
+            raise DigestError(f"digest mismatch on ledger {self.ledger_id}")
+        ledger_id, got_entry, lac, length = _HEADER.unpack(header)
+        if ledger_id != self.ledger_id:
+            raise DigestError(f"entry belongs to ledger {ledger_id}, expected {self.ledger_id}")
+        if entry_id is not None and got_entry != entry_id:
+            raise DigestError(f"got entry {got_entry}, expected {entry_id}")
+        return VerifiedEntry(ledger_id, got_entry, lac, length, payload)
+
+    # -- LAC bodies --------------------------------------------------------
+    def package_lac(self, lac: int) -> bytes:
+        header = _LAC_HEADER.pack(self.ledger_id, lac)
+        return header + self._digest(header)
+
+    def verify_lac(self, body: bytes) -> int:
+        body = bytes(body)
+        d = self.digest_length
+        if len(body) < 16 + d:
+            raise DigestError(f"LAC body of {len(body)} bytes is too short")
+        header = body[:16]
+        if d and not hmac.compare_digest(self._digest(header), body[16:16 + d]):
+            raise DigestError(f"LAC digest mismatch on ledger {self.ledger_id}")
+        ledger_id, lac = _LAC_HEADER.unpack(header)
+        if ledger_id != self.ledger_id:
+            raise DigestError(f"LAC belongs to ledger {ledger_id}, expected {self.ledger_id}")
+        return lac
+
+
+class VerifiedEntry(tuple):
+    """(ledger_id, entry_id, lac, length, payload) of a checked entry."""
+
+    __slots__ = ()
+
+    def __new__(cls, ledger_id: int, entry_id: int, lac: int, length: int, payload: bytes):
+        return tuple.__new__(cls, (ledger_id, entry_id, lac, length, payload))
+
+    ledger_id = property(lambda self: self[0])
+    entry_id = property(lambda self: self[1])
+    lac = property(lambda self: self[2])
+    length = property(lambda self: self[3])
+    payload = property(lambda self: self[4])
+
+
+def entry_ids(entry: bytes) -> tuple[int, int, int]:
+    """(ledgerId, entryId, lac) from a packaged entry's header, without checking its digest."""
+    if len(entry) < 24:
+        raise DigestError(f"entry of {len(entry)} bytes has no ledger/entry header")
+    return struct.unpack_from(">qqq", entry, 0)

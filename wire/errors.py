@@ -1,0 +1,27 @@
+"""Exceptions shared by the codecs, the metadata store and the client."""
+from __future__ import annotations
+
+
+class BKError(Exception):
+    """Root of every error this library raises on purpose."""
+
+
+class CodecError(BKError, ValueError):
+    """Bytes that do not decode: a malformed frame, message or znode value."""
+
+
+class FrameTooLarge(CodecError):
+    """A frame whose declared length exceeds the configured maximum."""
+
+    def __init__(self, length: int, limit: int):
+        super().__init__(f"frame of {length} bytes exceeds the {limit}-byte limit")
+        self.length = length
+        self.limit = limit
+
+
+class DigestError(BKError):
+    """An entry or LAC body whose digest (or ids) does not check out."""
+
+
+class MetadataError(BKError):
+    """Invalid ledger metadata (bad quorum sizes, unknown state...)."""
