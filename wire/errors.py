@@ -25,3 +25,17 @@ class DigestError(BKError):
 
 class MetadataError(BKError):
     """Invalid ledger metadata (bad quorum sizes, unknown state...)."""
+
+
+# Categories the CLI maps to exit codes; concrete errors subclass one of them.
+
+class NotFound(BKError):
+    """The thing asked for does not exist (ledger, entry, bookie, cluster)."""
+
+
+class Conflict(BKError):
+    """A concurrent change won: version conflict, fenced or closed ledger, existing node."""
+
+
+class Unreachable(BKError):
+    """ZooKeeper or the bookies needed cannot be reached."""

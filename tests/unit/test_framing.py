@@ -1,0 +1,65 @@
+import struct
+
+import pytest
+from hypothesis import given, strategies as st
+
+from wire.errors import CodecError, FrameTooLarge
+from wire.framing import FrameDecoder, frame
+
+payloads = st.lists(st.binary(max_size=300), max_size=20)
+
+
+@given(payloads, st.data())
+def test_any_chunking_yields_the_same_frames(items, data):
+    stream = b"".join(frame(p) for p in items)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=30)))
+    decoder = FrameDecoder(max_frame_size=300)
+    out, last = [], 0
+    for cut in cuts + [len(stream)]:
+        out += decoder.feed(stream[last:cut])
+        last = cut
+    assert out == items
+    assert decoder.buffered == 0
+
+
+def test_one_byte_at_a_time():
+    stream = frame(b"abc") + frame(b"") + frame(b"z" * 1000)
+    decoder = FrameDecoder()
+    out = []
+    for i in range(len(stream)):
+        out += decoder.feed(stream[i:i + 1])
+    assert out == [b"abc", b"", b"z" * 1000]
+
+
+def test_oversized_frame_is_rejected_before_it_is_buffered():
+    decoder = FrameDecoder(max_frame_size=1024)
+    with pytest.raises(FrameTooLarge) as info:
+        decoder.feed(struct.pack(">i", 1025) + b"x" * 10)
+    assert info.value.length == 1025 and info.value.limit == 1024
+    assert decoder.buffered == 0
+    # the stream has lost its framing: the decoder stays broken
+    with pytest.raises(FrameTooLarge):
+        decoder.feed(frame(b"ok"))
+
+
+def test_default_limit_is_nettys_five_mebibytes():
+    decoder = FrameDecoder()
+    assert decoder.feed(frame(b"x" * (5 * 1024 * 1024))) == [b"x" * (5 * 1024 * 1024)]
+    with pytest.raises(FrameTooLarge):
+        decoder.feed(struct.pack(">i", 5 * 1024 * 1024 + 1))
+
+
+def test_negative_length_is_a_codec_error():
+    with pytest.raises(CodecError):
+        FrameDecoder().feed(b"\xff\xff\xff\xfe")
+
+
+@given(st.binary(max_size=2000), st.integers(1, 64))
+def test_random_input_raises_only_codec_errors_and_stays_bounded(blob, chunk):
+    decoder = FrameDecoder(max_frame_size=512)
+    try:
+        for i in range(0, len(blob), chunk):
+            decoder.feed(blob[i:i + chunk])
+            assert decoder.buffered <= 512 + 4
+    except CodecError:
+        pass

@@ -1,0 +1,83 @@
+"""Length-prefixed framing shared by v2 and v3: ``i32 length | payload``.
+
+:class:`FrameDecoder` accepts bytes in any chunking and returns whole
+payloads.  It never buffers more than one frame: a declared length above the
+limit raises :class:`~wire.errors.FrameTooLarge` before anything is kept.
+"""
+from __future__ import annotations
+
+import struct
+
+from .errors import CodecError, FrameTooLarge
+from .protocol import DEFAULT_MAX_FRAME_SIZE
+
+_LEN = struct.Struct(">i")
+
+
+def frame(payload: bytes) -> bytes:
+    """Prefix ``payload`` with its 4-byte big-endian length."""
+    return _LEN.pack(len(payload)) + payload
+
+
+class FrameDecoder:
+    """Incremental decoder: ``feed(chunk)`` returns the payloads completed by ``chunk``.
+
+    After an error the decoder stays broken (every later ``feed`` raises the
+    same error): the stream has lost its framing and the connection should
+    be closed.
+    """
+
+    __slots__ = ("max_frame_size", "_pending", "_pending_len", "_need", "_error")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE):
+        if max_frame_size <= 0:
+            raise ValueError("max_frame_size must be positive")
+        self.max_frame_size = max_frame_size
+        # Chunks of an incomplete frame, joined only once the frame is whole,
+        # so a large frame arriving in many small chunks costs O(n), not O(n^2).
+        self._pending: list[bytes] = []
+        self._pending_len = 0
+        self._need = 4
+        self._error: CodecError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for a frame that is not complete yet."""
+        return self._pending_len
+
+    def feed(self, data: bytes) -> list[bytes]:
+        if self._error is not None:
+            raise self._error
+        if self._pending:
+            self._pending.append(bytes(data))
+            self._pending_len += len(data)
+            if self._pending_len < self._need:
+                return []
+            buf = b"".join(self._pending)
+        else:
+            buf = bytes(data)
+        frames = []
+        pos = 0
+        end = len(buf)
+        limit = self.max_frame_size
+        unpack = _LEN.unpack_from
+        need = 4
+        while end - pos >= 4:
+            (length,) = unpack(buf, pos)
+            if length < 0 or length > limit:
+                self._pending, self._pending_len = [], 0
+                self._error = (FrameTooLarge(length, limit) if length > limit
+                               else CodecError(f"negative frame length {length}"))
+                raise self._error
+            stop = pos + 4 + length
+            if stop > end:
+                need = 4 + length
+                break
+            frames.append(buf[pos + 4:stop])
+            pos = stop
+        if pos < end:
+            rest = buf[pos:]
+            self._pending, self._pending_len, self._need = [rest], len(rest), need
+        else:
+            self._pending, self._pending_len, self._need = [], 0, 4
+        return frames
