@@ -1,0 +1,170 @@
+"""BookieServiceInfo: the data of ``available/<bookieId>`` (metadata.md section 4).
+
+Pure codecs, no I/O.  The value is the **binary** ``BookieServiceInfoFormat``
+protobuf (BookKeeper 4.12+); an empty value is "legacy": the bookie id itself
+is the ``host:port`` to connect to.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .errors import CodecError
+from .proto import formats_pb2
+
+__all__ = [
+    "BOOKIE_RPC",
+    "BookieServiceInfo",
+    "Endpoint",
+    "parse_bookie_id_address",
+    "parse_service_info",
+]
+
+BOOKIE_RPC = "bookie-rpc"
+HTTP = "http"
+BOOKIE_ENDPOINT_ID = "bookie"
+HTTP_ENDPOINT_ID = "httpserver"
+#: Java publishes the HTTP endpoint with this host (it listens on every interface).
+HTTP_ENDPOINT_HOST = "0.0.0.0"
+TLS_EXTENSION = "tls"
+
+
+def parse_bookie_id_address(bookie_id: str) -> tuple[str, int]:
+    """``"10.0.0.1:3181"`` -> ``("10.0.0.1", 3181)``; ``ValueError`` if it is not host:port."""
+    host, sep, port = bookie_id.rpartition(":")
+    if not sep or not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"bookie id {bookie_id!r} is not host:port")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    id: str
+    port: int
+    host: str
+    protocol: str
+    auth: tuple[str, ...] = ()
+    extensions: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "auth", tuple(self.auth))
+        object.__setattr__(self, "extensions", tuple(self.extensions))
+
+
+@dataclass(frozen=True)
+class BookieServiceInfo:
+    """Endpoints and free-form properties a bookie publishes.
+
+    ``properties`` is kept as a sorted tuple of ``(key, value)`` pairs so the
+    object is hashable; :attr:`property_map` gives a dict.  Binary map entries
+    are written in that sorted order (protobuf does not fix an order).
+    """
+
+    endpoints: tuple[Endpoint, ...] = ()
+    properties: tuple[tuple[str, str], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "endpoints", tuple(self.endpoints))
+        props = self.properties
+        pairs = props.items() if isinstance(props, Mapping) else props
+        object.__setattr__(self, "properties", tuple(sorted((str(k), str(v)) for k, v in pairs)))
+
+    @property
+    def property_map(self) -> dict[str, str]:
+        return dict(self.properties)
+
+    @property
+    def is_legacy(self) -> bool:
+        """No endpoints published: derive the address from the bookie id."""
+        return not self.endpoints
+
+    @classmethod
+    def for_bookie(
+        cls,
+        host: str,
+        port: int,
+        http_port: int | None = None,
+        tls: bool = False,
+        properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+    ) -> "BookieServiceInfo":
+        """What a Java bookie publishes: a ``bookie-rpc`` endpoint (+ ``tls`` extension),
+        and an ``http`` endpoint when the HTTP server is enabled."""
+        eps = [Endpoint(BOOKIE_ENDPOINT_ID, port, host, BOOKIE_RPC, (), (TLS_EXTENSION,) if tls else ())]
+        if http_port is not None:
+            eps.append(Endpoint(HTTP_ENDPOINT_ID, http_port, HTTP_ENDPOINT_HOST, HTTP))
+        return cls(tuple(eps), properties)
+
+    @classmethod
+    def legacy(cls) -> "BookieServiceInfo":
+        return cls()
+
+    def endpoint(self, protocol: str = BOOKIE_RPC) -> Endpoint | None:
+        for ep in self.endpoints:
+            if ep.protocol == protocol:
+                return ep
+        return None
+
+    def rpc_address(self, bookie_id: str | None = None) -> tuple[str, int]:
+        """``(host, port)`` of the ``bookie-rpc`` endpoint.
+
+        For legacy (empty) info, or info without that endpoint, the address is
+        derived from ``bookie_id`` (``ValueError`` if not given or not host:port).
+        """
+        ep = self.endpoint(BOOKIE_RPC)
+        if ep is not None:
+            return ep.host, ep.port
+        if bookie_id is None:
+            raise ValueError("no bookie-rpc endpoint published and no bookie id to derive the address from")
+        return parse_bookie_id_address(bookie_id)
+
+    def serialize(self) -> bytes:
+        """Binary ``BookieServiceInfoFormat``; legacy (no endpoints, no properties) is ``b""``."""
+        pb = formats_pb2.BookieServiceInfoFormat()
+        for ep in self.endpoints:
+            e = pb.endpoints.add()
+            e.id = ep.id
+            e.port = ep.port
+            e.host = ep.host
+            e.protocol = ep.protocol
+            e.auth.extend(ep.auth)
+            e.extensions.extend(ep.extensions)
+        body = pb.SerializeToString()
+        # map entries appended by hand so their order is deterministic
+        for key, value in self.properties:
+            entry = formats_pb2.BookieServiceInfoFormat.PropertiesEntry(key=key, value=value)
+            raw = entry.SerializeToString()
+            body += b"\x3a" + _varint(len(raw)) + raw
+        return body
+
+    def __bytes__(self) -> bytes:
+        return self.serialize()
+
+    @classmethod
+    def parse(cls, data: bytes) -> "BookieServiceInfo":
+        return parse_service_info(data)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def parse_service_info(data: bytes) -> BookieServiceInfo:
+    """Decode ``available/<id>`` data; ``b""`` is legacy.  Raises only :class:`CodecError`."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CodecError(f"bookie service info must be bytes, not {type(data).__name__}")
+    pb = formats_pb2.BookieServiceInfoFormat()
+    try:
+        pb.ParseFromString(bytes(data))
+    except Exception as exc:
+        raise CodecError(f"malformed bookie service info: {exc}") from None
+    eps = tuple(
+        Endpoint(e.id, e.port, e.host, e.protocol, tuple(e.auth), tuple(e.extensions)) for e in pb.endpoints
+    )
+    return BookieServiceInfo(eps, tuple(pb.properties.items()))
