@@ -22,9 +22,11 @@ def frame(payload: bytes) -> bytes:
 class FrameDecoder:
     """Incremental decoder: ``feed(chunk)`` returns the payloads completed by ``chunk``.
 
-    After an error the decoder stays broken (every later ``feed`` raises the
-    same error): the stream has lost its framing and the connection should
-    be closed.
+    A bad length raises at once, unless frames before it in the same chunk
+    are complete: those are returned and the next ``feed`` raises.  After an
+    error the decoder stays broken (every later ``feed`` raises the same
+    error): the stream has lost its framing and the connection should be
+    closed.
     """
 
     __slots__ = ("max_frame_size", "_pending", "_pending_len", "_need", "_error")
@@ -39,6 +41,11 @@ class FrameDecoder:
         self._pending_len = 0
         self._need = 4
         self._error: CodecError | None = None
+
+    @property
+    def failed(self) -> CodecError | None:
+        """The error that broke the stream (raised by the next ``feed``), or None."""
+        return self._error
 
     @property
     def buffered(self) -> int:
@@ -68,6 +75,8 @@ class FrameDecoder:
                 self._pending, self._pending_len = [], 0
                 self._error = (FrameTooLarge(length, limit) if length > limit
                                else CodecError(f"negative frame length {length}"))
+                if frames:  # hand over the good frames first; the next feed raises
+                    return frames
                 raise self._error
             stop = pos + 4 + length
             if stop > end:

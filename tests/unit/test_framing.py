@@ -63,3 +63,10 @@ def test_random_input_raises_only_codec_errors_and_stays_bounded(blob, chunk):
             assert decoder.buffered <= 512 + 4
     except CodecError:
         pass
+
+
+def test_frames_before_a_bad_length_are_delivered_then_the_error():
+    decoder = FrameDecoder(max_frame_size=100)
+    assert decoder.feed(frame(b"one") + frame(b"two") + struct.pack(">i", 101)) == [b"one", b"two"]
+    with pytest.raises(FrameTooLarge):
+        decoder.feed(b"")

@@ -1,0 +1,922 @@
+"""One client connection to one bookie, over Twisted.
+
+The split follows Twisted's own: :class:`BookieClientProtocol` turns bytes
+into decoded responses (framing, v2 or v3 decoding) and knows nothing of
+requests; :class:`BookieClientFactory` is one connection attempt; and
+:class:`BookieConnection` owns the lifetime of the TCP connection to one
+bookie id and everything about requests:
+
+* **Lazy connect, reuse.** The first request connects (the address comes
+  from a caller-supplied ``resolve(bookie_id)``, which may return a
+  Deferred, so a BookieServiceInfo lookup fits). Requests issued while
+  connecting are queued and sent once connected. Later requests reuse the
+  connection.
+* **Matching.** v3: by ``(txnId, operation)`` with a per-connection txnId
+  counter. v2: by ``(ledgerId, entryId, opcode)``, first-in first-out for
+  duplicate keys; BATCH_READ by its requestId.
+* **Timeouts.** Each request has its own timer on the injected clock
+  (``IReactorTime``): writes (ADD, WRITE_LAC, FORCE_LEDGER) use
+  ``add_timeout``, reads use ``read_timeout`` (a long poll adds its own
+  wait), GET_BOOKIE_INFO uses ``bookie_info_timeout``. The clock starts when
+  the request is issued, so time spent queued or connecting counts. A
+  response arriving after the timeout is dropped.
+* **Failures.** When the connection goes away every request on it (sent or
+  queued) fails with :class:`BookieUnavailable`. The next request after
+  that reconnects, but only once a backoff delay has passed (``backoff_initial``
+  doubling up to ``backoff_max``, back to the start as soon as the bookie
+  answers a request); inside the delay requests fail at once instead of
+  piling up. A response that does not decode closes the connection and
+  fails everything on it with :class:`MalformedResponse`.
+* **Back-pressure.** At most ``max_outstanding`` requests are on the wire;
+  the next ``max_queued`` wait locally; beyond that requests fail with
+  :class:`TooManyRequests`. Nothing grows without bound.
+* **Cancellation.** Cancelling a request's Deferred forgets the request
+  (a late response is dropped) and frees its slot.
+
+Operations return Deferreds that fire with plain values or fail with the
+errors of :mod:`wire.client.errors`. Argument errors (a master key that is
+not 20 bytes, ...) raise ValueError immediately.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import struct
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from twisted.internet import defer
+from twisted.internet.protocol import ClientFactory, Protocol
+from twisted.python.failure import Failure
+
+from wire import v2, v3
+from wire.errors import CodecError
+from wire.framing import FrameDecoder, frame
+from wire.protocol import (
+    BOOKIE_INFO_FREE_DISK_SPACE,
+    BOOKIE_INFO_TOTAL_DISK_CAPACITY,
+    DEFAULT_MAX_FRAME_SIZE,
+    LAST_ADD_CONFIRMED,
+    MASTER_KEY_LENGTH,
+    RC,
+    V2_CURRENT_VERSION,
+    Flag,
+    OpCode,
+    OperationType,
+    rc_from_v3,
+)
+from wire.serviceinfo import parse_bookie_id_address
+
+from .errors import (
+    BatchReadUnsupported,
+    BookieError,
+    BookieTimeout,
+    BookieUnavailable,
+    MalformedResponse,
+    NotSupported,
+    TooManyRequests,
+    error_for,
+)
+
+__all__ = [
+    "BookieClientProtocol",
+    "BookieClientFactory",
+    "BookieConnection",
+    "default_resolve",
+    "DEFAULT_ADD_TIMEOUT",
+    "DEFAULT_READ_TIMEOUT",
+    "DEFAULT_BOOKIE_INFO_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_MAX_OUTSTANDING",
+    "DEFAULT_MAX_QUEUED",
+    "DEFAULT_BACKOFF_INITIAL",
+    "DEFAULT_BACKOFF_MAX",
+]
+
+log = logging.getLogger(__name__)
+
+# Java client defaults (ClientConfiguration): readTimeout = 5 s, and both
+# addEntryTimeoutSec and readEntryTimeoutSec fall back to it;
+# getBookieInfoTimeoutSecs = 5; clientConnectTimeoutMillis = 10000.
+# WRITE_LAC and FORCE_LEDGER are timed with the add timeout here; Java's
+# completions for them inherit the read timeout (same value by default).
+# Java times a long poll with the plain read timeout; here its wait is added.
+DEFAULT_ADD_TIMEOUT = 5.0
+DEFAULT_READ_TIMEOUT = 5.0
+DEFAULT_BOOKIE_INFO_TIMEOUT = 5.0
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_MAX_OUTSTANDING = 1000
+DEFAULT_MAX_QUEUED = 1000
+DEFAULT_BACKOFF_INITIAL = 0.1
+DEFAULT_BACKOFF_MAX = 5.0
+DEFAULT_BACKOFF_FACTOR = 2.0
+
+_IDS = struct.Struct(">qq")
+
+# Request states.
+_QUEUED, _SENT, _DONE = 0, 1, 2
+
+_OP_ADD = int(OperationType.ADD_ENTRY)
+_OP_READ = int(OperationType.READ_ENTRY)
+_OP_READ_LAC = int(OperationType.READ_LAC)
+_OP_WRITE_LAC = int(OperationType.WRITE_LAC)
+_OP_FORCE = int(OperationType.FORCE_LEDGER)
+_OP_BOOKIE_INFO = int(OperationType.GET_BOOKIE_INFO)
+_OP_LIST_ENTRIES = int(OperationType.GET_LIST_OF_ENTRIES_OF_LEDGER)
+
+
+def default_resolve(bookie_id: str) -> tuple[str, int]:
+    """The address of a legacy bookie id, which *is* ``host:port``."""
+    return parse_bookie_id_address(bookie_id)
+
+
+# --------------------------------------------------------------- protocol
+
+
+class BookieClientProtocol(Protocol):
+    """Bytes to decoded responses for one TCP connection.
+
+    Frames are cut by a :class:`FrameDecoder` limited to ``max_frame_size``
+    (the client's nettyMaxFrameSizeBytes) and decoded as v3 ``Response``
+    messages or v2 response tuples. Each response goes to
+    ``owner._response_received(self, msg)``; bytes that do not decode go to
+    ``owner._malformed(self, exc)`` and nothing after them is read. The loss
+    of the connection goes to ``owner._connection_lost(self, reason)``.
+    :meth:`detach` cuts the protocol from its owner.
+    """
+
+    def __init__(self, owner: "BookieConnection | None", *, use_v3: bool = True,
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE):
+        self._owner = owner
+        self._decoder = FrameDecoder(max_frame_size)
+        self._decode = v3.parse_response if use_v3 else v2.decode_response
+        self._lost = False
+        self._lost_waiters: list[defer.Deferred] = []
+
+    def connectionMade(self) -> None:
+        transport = self.transport
+        # The Java client's defaults: clientTcpNoDelay and clientSockKeepalive on.
+        for option in ("setTcpNoDelay", "setTcpKeepAlive"):
+            setter = getattr(transport, option, None)
+            if setter is not None:
+                try:
+                    setter(True)
+                except Exception:  # not a socket (test transports, unix pipes...)
+                    pass
+        owner = self._owner
+        if owner is not None:
+            owner._connection_made(self)
+
+    def dataReceived(self, data: bytes) -> None:
+        owner = self._owner
+        if owner is None:
+            return
+        try:
+            payloads = self._decoder.feed(data)
+        except CodecError as exc:
+            owner._malformed(self, exc)
+            return
+        decode = self._decode
+        for payload in payloads:
+            if self._owner is None:  # a callback closed the connection
+                return
+            try:
+                msg = decode(payload)
+            except CodecError as exc:
+                owner._malformed(self, exc)
+                return
+            owner._response_received(self, msg)
+        failed = self._decoder.failed
+        if failed is not None and self._owner is not None:
+            self._owner._malformed(self, failed)
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        self._lost = True
+        owner, self._owner = self._owner, None
+        if owner is not None:
+            owner._connection_lost(self, reason)
+        waiters, self._lost_waiters = self._lost_waiters, []
+        for d in waiters:
+            d.callback(None)
+
+    # -- used by the connection ---------------------------------------------
+
+    def send(self, frames: list[bytes]) -> None:
+        """Write whole frames (length prefix included) in one go."""
+        if len(frames) == 1:
+            self.transport.write(frames[0])
+        else:
+            self.transport.writeSequence(frames)
+
+    def detach(self) -> None:
+        """Stop reporting to the owner: later bytes and the loss are ignored."""
+        self._owner = None
+
+    def when_lost(self) -> defer.Deferred:
+        """A Deferred that fires (with None) once the connection is lost."""
+        if self._lost:
+            return defer.succeed(None)
+        d = defer.Deferred()
+        self._lost_waiters.append(d)
+        return d
+
+
+class BookieClientFactory(ClientFactory):
+    """One connection attempt of a :class:`BookieConnection`.
+
+    A fresh factory is used for every attempt, so callbacks of an attempt
+    the connection has given up on (closed, superseded) are ignored:
+    :meth:`buildProtocol` then returns None, which makes the reactor drop
+    the socket.
+    """
+
+    protocol = BookieClientProtocol
+
+    def __init__(self, owner: "BookieConnection"):
+        self.owner = owner
+        self.connector = None
+
+    def startedConnecting(self, connector) -> None:
+        self.connector = connector
+
+    def buildProtocol(self, addr):
+        owner = self.owner
+        if owner._attempt is not self:
+            return None
+        proto = self.protocol(owner, use_v3=owner.use_v3, max_frame_size=owner.max_frame_size)
+        proto.factory = self
+        return proto
+
+    def clientConnectionFailed(self, connector, reason: Failure) -> None:
+        self.owner._connect_failed(self, reason)
+
+    def clientConnectionLost(self, connector, reason: Failure) -> None:
+        pass  # reported by the protocol's connectionLost
+
+
+# ------------------------------------------------------------ connection
+
+
+class _Request:
+    """One request: its wire bytes, how to match and complete it, its timer."""
+
+    __slots__ = ("what", "key", "frame", "complete", "deferred", "timer", "state", "is_batch")
+
+    def __init__(self, what: str, key: Any, frame_bytes: bytes,
+                 complete: Callable[["BookieConnection", "_Request", Any], Any],
+                 is_batch: bool = False):
+        self.what = what
+        self.key = key
+        self.frame = frame_bytes
+        self.complete = complete
+        self.deferred: defer.Deferred | None = None
+        self.timer = None
+        self.state = _QUEUED
+        self.is_batch = is_batch
+
+
+class BookieConnection:
+    """The connection to one bookie and the requests sent over it.
+
+    ``reactor`` must provide ``connectTCP`` (and ``callLater``/``seconds``
+    unless ``clock`` is given); ``None`` means the global reactor.
+    ``resolve(bookie_id)`` returns ``(host, port)`` or a Deferred of it
+    (default: the id itself is ``host:port``). ``protocol`` is ``"v3"``
+    (default) or ``"v2"``, fixed for the connection's lifetime. Timeouts are
+    in seconds. ``txn_ids`` is an iterator of txnIds (and v2 BATCH_READ
+    requestIds); by default each connection counts from 1.
+    """
+
+    def __init__(
+        self,
+        bookie_id: str,
+        reactor=None,
+        resolve: Callable[[str], Any] | None = None,
+        *,
+        protocol: str = "v3",
+        add_timeout: float = DEFAULT_ADD_TIMEOUT,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        bookie_info_timeout: float = DEFAULT_BOOKIE_INFO_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        max_outstanding: int = DEFAULT_MAX_OUTSTANDING,
+        max_queued: int = DEFAULT_MAX_QUEUED,
+        backoff_initial: float = DEFAULT_BACKOFF_INITIAL,
+        backoff_max: float = DEFAULT_BACKOFF_MAX,
+        backoff_factor: float = DEFAULT_BACKOFF_FACTOR,
+        clock=None,
+        txn_ids: Iterator[int] | None = None,
+    ):
+        if protocol not in ("v2", "v3"):
+            raise ValueError(f"protocol must be 'v2' or 'v3', not {protocol!r}")
+        for name, value in (("add_timeout", add_timeout), ("read_timeout", read_timeout),
+                            ("bookie_info_timeout", bookie_info_timeout),
+                            ("connect_timeout", connect_timeout),
+                            ("backoff_initial", backoff_initial)):
+            if not value > 0:
+                raise ValueError(f"{name} must be positive")
+        if max_outstanding < 1 or max_queued < 1:
+            # Requests wait in the queue while connecting, so it needs room for one.
+            raise ValueError("max_outstanding and max_queued must be >= 1")
+        if backoff_max < backoff_initial or backoff_factor < 1:
+            raise ValueError("need backoff_max >= backoff_initial and backoff_factor >= 1")
+        if reactor is None:
+            from twisted.internet import reactor as _global_reactor
+            reactor = _global_reactor
+        self.bookie_id = str(bookie_id)
+        self.protocol = protocol
+        self.use_v3 = protocol == "v3"
+        self.add_timeout = float(add_timeout)
+        self.read_timeout = float(read_timeout)
+        self.bookie_info_timeout = float(bookie_info_timeout)
+        self.connect_timeout = float(connect_timeout)
+        self.max_frame_size = max_frame_size
+        self.max_outstanding = max_outstanding
+        self.max_queued = max_queued
+        self.backoff_initial = float(backoff_initial)
+        self.backoff_max = float(backoff_max)
+        self.backoff_factor = float(backoff_factor)
+        #: None until known; True once a BATCH_READ was answered; False after
+        #: the bookie dropped the connection on one (batch reads then fail fast).
+        self.batch_read_supported: bool | None = None
+        self._reactor = reactor
+        self._clock = clock if clock is not None else reactor
+        self._resolve = resolve if resolve is not None else default_resolve
+        self._ids = txn_ids if txn_ids is not None else itertools.count(1)
+
+        self._proto: BookieClientProtocol | None = None
+        self._attempt: BookieClientFactory | None = None
+        self._closing: BookieClientProtocol | None = None
+        self._closed = False
+        self._queue: deque[_Request] = deque()
+        self._sent: dict[_Request, None] = {}  # insertion-ordered set of requests on the wire
+        self._v3_pending: dict[tuple[int, int], _Request] = {}
+        self._v2_pending: dict[tuple, deque[_Request]] = {}
+        self._failures = 0
+        self._retry_at = 0.0
+        self._last_error = ""
+
+    def __repr__(self) -> str:
+        return (f"<BookieConnection {self.bookie_id} {self.protocol} {self.state}"
+                f" outstanding={len(self._sent)} queued={len(self._queue)}>")
+
+    # ------------------------------------------------------------ status
+
+    @property
+    def state(self) -> str:
+        """``"closed"``, ``"connected"``, ``"connecting"``, ``"backoff"`` or ``"idle"``."""
+        if self._closed:
+            return "closed"
+        if self._proto is not None:
+            return "connected"
+        if self._attempt is not None:
+            return "connecting"
+        if self._clock.seconds() < self._retry_at:
+            return "backoff"
+        return "idle"
+
+    @property
+    def connected(self) -> bool:
+        return self._proto is not None
+
+    @property
+    def outstanding(self) -> int:
+        """Requests written to the bookie and not answered yet."""
+        return len(self._sent)
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting locally (for the connection or for a free slot)."""
+        return len(self._queue)
+
+    # -------------------------------------------------------- operations
+
+    def add(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, *,
+            recovery: bool = False, high_priority: bool = False,
+            deferred_sync: bool = False) -> defer.Deferred:
+        """ADD_ENTRY of a digest-packaged ``body``; fires with None once the
+        bookie acknowledged it. ``recovery`` is accepted on a fenced ledger,
+        ``deferred_sync`` (v3 only) is acknowledged before the journal fsync."""
+        _check_key(master_key)
+        what = f"ADD ledger {ledger_id} entry {entry_id}"
+        if self.use_v3:
+            txn = next(self._ids)
+            payload = v3.serialize(v3.add_request(
+                txn, ledger_id, entry_id, master_key, body, recovery=recovery,
+                high_priority=high_priority, deferred_sync=deferred_sync))
+            return self._submit(what, (txn, _OP_ADD), payload, _v3_add, self.add_timeout)
+        if deferred_sync:
+            return self._unsupported(what + " with DEFERRED_SYNC")
+        body = bytes(body)
+        if len(body) < _IDS.size or _IDS.unpack_from(body) != (ledger_id, entry_id):
+            raise ValueError("a v2 ADD body must start with the same ledger and entry ids")
+        flags = (Flag.RECOVERY_ADD if recovery else 0) | (Flag.HIGH_PRIORITY if high_priority else 0)
+        payload = v2.AddRequest(V2_CURRENT_VERSION, int(flags), bytes(master_key), body,
+                                ledger_id, entry_id).encode()
+        return self._submit(what, (ledger_id, entry_id, int(OpCode.ADD_ENTRY)), payload,
+                            _v2_add, self.add_timeout)
+
+    def read(self, ledger_id: int, entry_id: int, *, fence_master_key: bytes | None = None,
+             high_priority: bool = False) -> defer.Deferred:
+        """READ_ENTRY; fires with the stored entry bytes. ``entry_id`` -1
+        returns the entry with the highest id the bookie has. With
+        ``fence_master_key`` the read fences the ledger."""
+        if fence_master_key is not None:
+            _check_key(fence_master_key)
+        what = f"READ ledger {ledger_id} entry {entry_id}"
+        if fence_master_key is not None:
+            what += " (fencing)"
+        if self.use_v3:
+            txn = next(self._ids)
+            payload = v3.serialize(v3.read_request(
+                txn, ledger_id, entry_id, fence_master_key=fence_master_key,
+                high_priority=high_priority))
+            return self._submit(what, (txn, _OP_READ), payload, _v3_read, self.read_timeout)
+        flags = (Flag.DO_FENCING if fence_master_key is not None else 0) | (
+            Flag.HIGH_PRIORITY if high_priority else 0)
+        payload = v2.ReadRequest(V2_CURRENT_VERSION, int(flags), ledger_id, entry_id,
+                                 None if fence_master_key is None else bytes(fence_master_key)).encode()
+        return self._submit(what, (ledger_id, entry_id, int(OpCode.READ_ENTRY)), payload,
+                            _v2_read, self.read_timeout)
+
+    def read_long_poll(self, ledger_id: int, previous_lac: int, timeout_ms: int,
+                       piggyback: bool = True) -> defer.Deferred:
+        """Long-poll READ (v3): the bookie answers once its LAC passes
+        ``previous_lac`` or after ``timeout_ms``. Fires with ``(max_lac,
+        entry_id, body)``; with ``piggyback`` the bookie may add entry
+        previous_lac + 1, else ``entry_id`` and ``body`` are None. The local
+        timeout is read_timeout plus the poll's own wait."""
+        what = f"long-poll READ ledger {ledger_id} after LAC {previous_lac}"
+        if not self.use_v3:
+            return self._unsupported(what)
+        if timeout_ms < 0:
+            raise ValueError("timeout_ms must not be negative")
+        txn = next(self._ids)
+        payload = v3.serialize(v3.read_request(
+            txn, ledger_id, LAST_ADD_CONFIRMED, previous_lac=previous_lac,
+            timeout_ms=timeout_ms, piggyback=piggyback))
+        return self._submit(what, (txn, _OP_READ), payload, _v3_long_poll,
+                            self.read_timeout + timeout_ms / 1000.0)
+
+    def batch_read(self, ledger_id: int, start_entry_id: int, max_count: int, max_size: int, *,
+                   fence_master_key: bytes | None = None) -> defer.Deferred:
+        """BATCH_READ_ENTRY (v2 only, bookies 4.17+): fires with the list of
+        consecutive entries from ``start_entry_id`` the bookie fitted into
+        ``max_count`` (<= 0: no limit) and ``max_size`` bytes. Fails with
+        :class:`BatchReadUnsupported` when the bookie drops the connection on
+        it (older bookie): read entries one by one instead."""
+        if fence_master_key is not None:
+            _check_key(fence_master_key)
+        what = f"BATCH_READ ledger {ledger_id} from entry {start_entry_id}"
+        if self.use_v3:
+            return self._unsupported(what)
+        if self.batch_read_supported is False:
+            return defer.fail(BatchReadUnsupported(
+                f"{what}: bookie {self.bookie_id} does not support batch reads", bookie=self.bookie_id))
+        request_id = next(self._ids)
+        flags = Flag.DO_FENCING if fence_master_key is not None else 0
+        payload = v2.BatchReadRequest(
+            V2_CURRENT_VERSION, int(flags), ledger_id, start_entry_id, request_id, max_count,
+            max_size, None if fence_master_key is None else bytes(fence_master_key)).encode()
+        return self._submit(what, (int(OpCode.BATCH_READ_ENTRY), request_id), payload,
+                            _v2_batch_read, self.read_timeout, is_batch=True)
+
+    def read_lac(self, ledger_id: int) -> defer.Deferred:
+        """READ_LAC (v3): fires with ``(lac_body, last_entry_body)``, each
+        None when the bookie has none (if it has neither: NoSuchEntry)."""
+        what = f"READ_LAC ledger {ledger_id}"
+        if not self.use_v3:
+            return self._unsupported(what)
+        txn = next(self._ids)
+        payload = v3.serialize(v3.read_lac_request(txn, ledger_id))
+        return self._submit(what, (txn, _OP_READ_LAC), payload, _v3_read_lac, self.read_timeout)
+
+    def write_lac(self, ledger_id: int, lac: int, master_key: bytes, body: bytes) -> defer.Deferred:
+        """WRITE_LAC (v3) of a digest-packaged LAC ``body``; fires with None."""
+        _check_key(master_key)
+        what = f"WRITE_LAC ledger {ledger_id} lac {lac}"
+        if not self.use_v3:
+            return self._unsupported(what)
+        txn = next(self._ids)
+        payload = v3.serialize(v3.write_lac_request(txn, ledger_id, lac, master_key, body))
+        return self._submit(what, (txn, _OP_WRITE_LAC), payload,
+                            _v3_expect("writeLacResponse"), self.add_timeout)
+
+    def force_ledger(self, ledger_id: int) -> defer.Deferred:
+        """FORCE_LEDGER (v3): fires with None once everything written before
+        it for the ledger is durable."""
+        what = f"FORCE_LEDGER ledger {ledger_id}"
+        if not self.use_v3:
+            return self._unsupported(what)
+        txn = next(self._ids)
+        payload = v3.serialize(v3.force_ledger_request(txn, ledger_id))
+        return self._submit(what, (txn, _OP_FORCE), payload,
+                            _v3_expect("forceLedgerResponse"), self.add_timeout)
+
+    def bookie_info(self, requested: int = BOOKIE_INFO_TOTAL_DISK_CAPACITY
+                    | BOOKIE_INFO_FREE_DISK_SPACE) -> defer.Deferred:
+        """GET_BOOKIE_INFO (v3): fires with ``(total_disk_bytes,
+        free_disk_bytes)``; a field not asked for (or not sent) is None."""
+        what = "GET_BOOKIE_INFO"
+        if not self.use_v3:
+            return self._unsupported(what)
+        txn = next(self._ids)
+        payload = v3.serialize(v3.get_bookie_info_request(txn, requested))
+        return self._submit(what, (txn, _OP_BOOKIE_INFO), payload, _v3_bookie_info,
+                            self.bookie_info_timeout)
+
+    def entry_availability(self, ledger_id: int) -> defer.Deferred:
+        """GET_LIST_OF_ENTRIES_OF_LEDGER (v3): fires with the encoded
+        availability of the ledger's entries on the bookie (b"" if none sent)."""
+        what = f"GET_LIST_OF_ENTRIES_OF_LEDGER ledger {ledger_id}"
+        if not self.use_v3:
+            return self._unsupported(what)
+        txn = next(self._ids)
+        payload = v3.serialize(v3.get_list_of_entries_request(txn, ledger_id))
+        return self._submit(what, (txn, _OP_LIST_ENTRIES), payload, _v3_entry_list,
+                            self.read_timeout)
+
+    # ------------------------------------------------------------- close
+
+    def close(self) -> defer.Deferred:
+        """Fail every pending request with BookieUnavailable, cancel their
+        timers and drop the connection. Fires (with None) once the
+        transport is gone. Later requests fail at once."""
+        if self._closed:
+            closing = self._closing
+            return closing.when_lost() if closing is not None else defer.succeed(None)
+        self._closed = True
+        attempt, self._attempt = self._attempt, None
+        if attempt is not None and attempt.connector is not None:
+            try:
+                attempt.connector.stopConnecting()
+            except Exception:  # NotConnectingError: it already finished
+                pass
+        proto, self._proto = self._proto, None
+        done: defer.Deferred = defer.succeed(None)
+        if proto is not None:
+            proto.detach()
+            self._closing = proto
+            done = proto.when_lost()
+        self._fail_all(lambda r: BookieUnavailable(
+            f"{r.what}: connection to bookie {self.bookie_id} closed", bookie=self.bookie_id))
+        if proto is not None:
+            proto.transport.loseConnection()
+        return done
+
+    # ----------------------------------------------------------- internals
+
+    def _unsupported(self, what: str) -> defer.Deferred:
+        return defer.fail(NotSupported(
+            f"{what}: not available over protocol {self.protocol} (bookie {self.bookie_id})",
+            bookie=self.bookie_id))
+
+    def _submit(self, what: str, key: Any, payload: bytes, complete, timeout: float,
+                is_batch: bool = False) -> defer.Deferred:
+        if self._closed:
+            return defer.fail(BookieUnavailable(
+                f"{what}: connection to bookie {self.bookie_id} is closed", bookie=self.bookie_id))
+        idle = self._proto is None and self._attempt is None
+        if idle:
+            wait = self._retry_at - self._clock.seconds()
+            if wait > 0:
+                return defer.fail(BookieUnavailable(
+                    f"{what}: bookie {self.bookie_id} is unavailable ({self._last_error});"
+                    f" next connection attempt in {wait:.3g}s", bookie=self.bookie_id))
+        direct = (self._proto is not None and not self._queue
+                  and len(self._sent) < self.max_outstanding)
+        if not direct and len(self._queue) >= self.max_queued:
+            return defer.fail(TooManyRequests(
+                f"{what}: too many requests for bookie {self.bookie_id}"
+                f" ({len(self._sent)} outstanding, {len(self._queue)} queued)",
+                bookie=self.bookie_id))
+        req = _Request(what, key, frame(payload), complete, is_batch)
+        req.deferred = defer.Deferred(lambda _d: self._cancel(req))
+        req.timer = self._clock.callLater(timeout, self._timed_out, req, timeout)
+        d = req.deferred
+        if direct:
+            self._send([req])
+        else:
+            self._queue.append(req)
+            if idle:
+                self._connect()
+        return d
+
+    def _send(self, reqs: list[_Request]) -> None:
+        frames = []
+        for req in reqs:
+            req.state = _SENT
+            self._sent[req] = None
+            if self.use_v3:
+                self._v3_pending[req.key] = req
+            else:
+                self._v2_pending.setdefault(req.key, deque()).append(req)
+            frames.append(req.frame)
+            req.frame = b""  # on the wire: do not keep the bytes
+        self._proto.send(frames)
+
+    def _pump(self) -> None:
+        """Send queued requests while there is room on the wire."""
+        if self._proto is None or not self._queue:
+            return
+        room = self.max_outstanding - len(self._sent)
+        batch = []
+        queue = self._queue
+        while room > 0 and queue:
+            batch.append(queue.popleft())
+            room -= 1
+        if batch:
+            self._send(batch)
+
+    def _forget(self, req: _Request) -> None:
+        """Take a request out of the queue or the matching tables."""
+        if req.state == _QUEUED:
+            try:
+                self._queue.remove(req)
+            except ValueError:
+                pass
+        elif req.state == _SENT:
+            self._sent.pop(req, None)
+            if self.use_v3:
+                if self._v3_pending.get(req.key) is req:
+                    del self._v3_pending[req.key]
+            else:
+                waiting = self._v2_pending.get(req.key)
+                if waiting is not None:
+                    try:
+                        waiting.remove(req)
+                    except ValueError:
+                        pass
+                    if not waiting:
+                        del self._v2_pending[req.key]
+        req.state = _DONE
+
+    def _finish(self, req: _Request, result: Any) -> None:
+        """Fire a request that is already out of every table."""
+        req.state = _DONE
+        timer, req.timer = req.timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+        d, req.deferred = req.deferred, None
+        if d is not None:
+            if isinstance(result, BaseException):
+                d.errback(Failure(result))
+            elif isinstance(result, Failure):
+                d.errback(result)
+            else:
+                d.callback(result)
+
+    def _fail_all(self, make_error: Callable[[_Request], BookieError]) -> None:
+        """Fail every queued and sent request (sent ones first, oldest first)."""
+        reqs = list(self._sent) + list(self._queue)
+        self._sent.clear()
+        self._queue.clear()
+        self._v3_pending.clear()
+        self._v2_pending.clear()
+        for req in reqs:
+            req.state = _DONE
+        for req in reqs:
+            self._finish(req, make_error(req))
+
+    def _timed_out(self, req: _Request, timeout: float) -> None:
+        req.timer = None
+        if req.state == _DONE:
+            return
+        where = "waiting to be sent" if req.state == _QUEUED else "waiting for the answer"
+        self._forget(req)
+        self._pump()
+        self._finish(req, BookieTimeout(
+            f"{req.what}: no answer from bookie {self.bookie_id} within {timeout:g}s ({where})",
+            bookie=self.bookie_id))
+
+    def _cancel(self, req: _Request) -> None:
+        """Canceller of a request's Deferred (which then fails with CancelledError)."""
+        if req.state == _DONE:
+            return
+        self._forget(req)
+        timer, req.timer = req.timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+        req.deferred = None
+        self._pump()
+
+    def _backoff(self, why: str) -> None:
+        delay = min(self.backoff_initial * self.backoff_factor ** self._failures, self.backoff_max)
+        self._failures += 1
+        self._retry_at = self._clock.seconds() + delay
+        self._last_error = why
+
+    # -- connecting ----------------------------------------------------------
+
+    def _connect(self) -> None:
+        attempt = BookieClientFactory(self)
+        self._attempt = attempt
+        d = defer.maybeDeferred(self._resolve, self.bookie_id)
+        d.addCallbacks(self._resolved, self._connect_failed_resolve,
+                       callbackArgs=(attempt,), errbackArgs=(attempt,))
+        d.addErrback(lambda f: log.error("bookie %s: connect bookkeeping failed: %s",
+                                         self.bookie_id, f.getTraceback()))
+
+    def _resolved(self, address, attempt: BookieClientFactory) -> None:
+        if attempt is not self._attempt:
+            return
+        try:
+            host, port = address
+            self._reactor.connectTCP(host, int(port), attempt, timeout=self.connect_timeout)
+        except Exception:
+            self._connect_failed(attempt, Failure())
+
+    def _connect_failed_resolve(self, reason: Failure, attempt: BookieClientFactory) -> None:
+        self._connect_failed(attempt, reason, resolving=True)
+
+    def _connect_failed(self, attempt: BookieClientFactory, reason: Failure,
+                        resolving: bool = False) -> None:
+        if attempt is not self._attempt:
+            return
+        self._attempt = None
+        step = "resolving" if resolving else "connecting to"
+        why = f"{step} bookie {self.bookie_id} failed: {reason.getErrorMessage()}"
+        self._backoff(why)
+        log.info("%s", why)
+        self._fail_all(lambda r: BookieUnavailable(f"{r.what}: {why}", bookie=self.bookie_id))
+
+    def _connection_made(self, proto: BookieClientProtocol) -> None:
+        attempt = getattr(proto, "factory", None)
+        if self._closed or attempt is not self._attempt or self._proto is not None:
+            proto.detach()
+            proto.transport.loseConnection()
+            return
+        self._attempt = None
+        self._proto = proto
+        self._pump()
+
+    # -- connected ----------------------------------------------------------
+
+    def _match(self, msg) -> _Request | None:
+        if self.use_v3:
+            header = msg.header
+            req = self._v3_pending.pop((header.txnId, header.operation), None)
+        else:
+            if isinstance(msg, v2.BatchReadResponse):
+                key = (int(OpCode.BATCH_READ_ENTRY), msg.request_id)
+            elif isinstance(msg, v2.AddResponse):
+                key = (msg.ledger_id, msg.entry_id, int(OpCode.ADD_ENTRY))
+            elif isinstance(msg, v2.ReadResponse):
+                key = (msg.ledger_id, msg.entry_id, int(OpCode.READ_ENTRY))
+            else:
+                return None  # AUTH: never asked for
+            waiting = self._v2_pending.get(key)
+            if not waiting:
+                return None
+            req = waiting.popleft()
+            if not waiting:
+                del self._v2_pending[key]
+        if req is not None:
+            self._sent.pop(req, None)
+            req.state = _DONE
+        return req
+
+    def _response_received(self, proto: BookieClientProtocol, msg) -> None:
+        if proto is not self._proto:
+            return
+        req = self._match(msg)
+        if req is None:
+            log.debug("bookie %s: dropping a response nobody waits for (late or unknown)",
+                      self.bookie_id)
+            return
+        self._failures = 0  # the bookie answers: the next failure starts a fresh backoff
+        try:
+            result = req.complete(self, req, msg)
+        except BaseException as exc:  # noqa: BLE001 - hand everything to the caller
+            result = Failure(exc)
+        self._pump()
+        self._finish(req, result)
+
+    def _malformed(self, proto: BookieClientProtocol, exc: CodecError) -> None:
+        if proto is not self._proto:
+            return
+        proto.detach()
+        self._proto = None
+        why = f"malformed response: {exc}"
+        self._backoff(why)
+        log.warning("bookie %s sent a %s; closing the connection", self.bookie_id, why)
+        self._fail_all(lambda r: MalformedResponse(
+            f"{r.what}: bookie {self.bookie_id} sent a {why}; connection closed",
+            cause=exc, bookie=self.bookie_id))
+        abort = getattr(proto.transport, "abortConnection", None) or proto.transport.loseConnection
+        abort()
+
+    def _connection_lost(self, proto: BookieClientProtocol, reason: Failure) -> None:
+        if proto is not self._proto:
+            return
+        self._proto = None
+        why = f"connection lost: {reason.getErrorMessage() if reason is not None else 'closed'}"
+        batch_refused = (self.batch_read_supported is not True
+                         and any(r.is_batch for r in self._sent))
+        if batch_refused:
+            # An old bookie cannot decode BATCH_READ and drops the connection.
+            # It is up, so no backoff: the caller falls back to single reads.
+            self.batch_read_supported = False
+        else:
+            self._backoff(why)
+        log.info("bookie %s: %s", self.bookie_id, why)
+
+        def error(r: _Request) -> BookieError:
+            if batch_refused and r.is_batch:
+                return BatchReadUnsupported(
+                    f"{r.what}: bookie {self.bookie_id} closed the connection on a batch read"
+                    " (bookie older than 4.17?); read entries one by one",
+                    bookie=self.bookie_id)
+            return BookieUnavailable(f"{r.what}: bookie {self.bookie_id} {why}", bookie=self.bookie_id)
+
+        self._fail_all(error)
+
+
+# ------------------------------------------------------------ completions
+#
+# Each takes (connection, request, decoded response) and returns the result
+# or raises the error for the request's Deferred.
+
+
+def _check_key(master_key) -> None:
+    if len(master_key) != MASTER_KEY_LENGTH:
+        raise ValueError(f"master key must be {MASTER_KEY_LENGTH} bytes, not {len(master_key)}")
+
+
+def _v3_inner(conn: BookieConnection, req: _Request, msg, field: str):
+    """The operation's message of an EOK response, or raise the status's error."""
+    status = msg.status
+    inner = getattr(msg, field) if msg.HasField(field) else None
+    if status == 0 and inner is not None:
+        status = inner.status
+    if status != 0:
+        raise error_for(rc_from_v3(status), conn.bookie_id, req.what)
+    if inner is None:
+        raise MalformedResponse(f"{req.what}: bookie {conn.bookie_id} answered EOK without {field}",
+                                bookie=conn.bookie_id)
+    return inner
+
+
+def _v3_add(conn, req, msg) -> None:
+    status = msg.status
+    if status == 0 and msg.HasField("addResponse"):
+        status = msg.addResponse.status
+    if status != 0:
+        raise error_for(rc_from_v3(status), conn.bookie_id, req.what)
+
+
+def _v3_expect(field: str):
+    def complete(conn, req, msg) -> None:
+        _v3_inner(conn, req, msg, field)
+    return complete
+
+
+def _v3_read(conn, req, msg) -> bytes:
+    inner = _v3_inner(conn, req, msg, "readResponse")
+    return inner.body if inner.HasField("body") else b""
+
+
+def _v3_long_poll(conn, req, msg) -> tuple[int | None, int | None, bytes | None]:
+    inner = _v3_inner(conn, req, msg, "readResponse")
+    max_lac = inner.maxLAC if inner.HasField("maxLAC") else None
+    if inner.HasField("body"):
+        return max_lac, inner.entryId, inner.body
+    return max_lac, None, None
+
+
+def _v3_read_lac(conn, req, msg) -> tuple[bytes | None, bytes | None]:
+    inner = _v3_inner(conn, req, msg, "readLacResponse")
+    return (inner.lacBody if inner.HasField("lacBody") else None,
+            inner.lastEntryBody if inner.HasField("lastEntryBody") else None)
+
+
+def _v3_bookie_info(conn, req, msg) -> tuple[int | None, int | None]:
+    inner = _v3_inner(conn, req, msg, "getBookieInfoResponse")
+    return (inner.totalDiskCapacity if inner.HasField("totalDiskCapacity") else None,
+            inner.freeDiskSpace if inner.HasField("freeDiskSpace") else None)
+
+
+def _v3_entry_list(conn, req, msg) -> bytes:
+    inner = _v3_inner(conn, req, msg, "getListOfEntriesOfLedgerResponse")
+    return inner.availabilityOfEntriesOfLedger
+
+
+def _v2_check(conn, req, rc: int) -> None:
+    if rc != RC.EOK:
+        raise error_for(rc, conn.bookie_id, req.what)
+
+
+def _v2_add(conn, req, msg) -> None:
+    _v2_check(conn, req, msg.rc)
+
+
+def _v2_read(conn, req, msg) -> bytes:
+    _v2_check(conn, req, msg.rc)
+    return msg.body
+
+
+def _v2_batch_read(conn, req, msg) -> list[bytes]:
+    conn.batch_read_supported = True
+    _v2_check(conn, req, msg.rc)
+    return list(msg.entries)

@@ -1,0 +1,112 @@
+"""One shared :class:`~wire.client.connection.BookieConnection` per bookie.
+
+    pool = BookiePool(reactor, resolve, protocol="v3", add_timeout=5, read_timeout=5)
+    d = pool.get("10.0.0.1:3181").read(ledger_id, entry_id)
+    ...
+    yield pool.close()
+
+Connections are created on first use and kept; each one connects lazily,
+reconnects with backoff after a failure and bounds its own queue, so the
+pool only has to map bookie ids to connections.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from twisted.internet import defer
+
+from .connection import (
+    DEFAULT_ADD_TIMEOUT,
+    DEFAULT_READ_TIMEOUT,
+    BookieConnection,
+    default_resolve,
+)
+
+__all__ = ["BookiePool"]
+
+
+class BookiePool:
+    """Lazily created, reused connections, one per bookie id.
+
+    ``reactor`` provides ``connectTCP`` and, unless ``clock`` is given in
+    ``options``, ``callLater``/``seconds``. ``resolve(bookie_id)`` returns
+    ``(host, port)`` or a Deferred of it; by default the bookie id itself is
+    parsed as ``host:port``. ``protocol`` (``"v3"`` or ``"v2"``), the
+    timeouts and every other keyword of :class:`BookieConnection`
+    (``bookie_info_timeout``, ``connect_timeout``, ``max_outstanding``,
+    ``max_queued``, ``backoff_initial``, ``backoff_max``, ``max_frame_size``,
+    ``clock``, ...) apply to every connection the pool creates.
+    """
+
+    def __init__(
+        self,
+        reactor,
+        resolve: Callable[[str], Any] | None = None,
+        *,
+        protocol: str = "v3",
+        add_timeout: float = DEFAULT_ADD_TIMEOUT,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        **options: Any,
+    ):
+        if protocol not in ("v2", "v3"):
+            raise ValueError(f"protocol must be 'v2' or 'v3', not {protocol!r}")
+        if "txn_ids" in options:
+            raise TypeError("txn_ids is per connection; the pool gives each its own counter")
+        self.reactor = reactor
+        self.resolve = resolve if resolve is not None else default_resolve
+        self.protocol = protocol
+        self.add_timeout = add_timeout
+        self.read_timeout = read_timeout
+        self._options = options
+        self._connections: dict[str, BookieConnection] = {}
+        self._closed = False
+        # Fail on a bad option now rather than on the first get().
+        BookieConnection("pool-option-check:1", reactor, self.resolve, **self._connection_kwargs())
+
+    def _connection_kwargs(self) -> dict[str, Any]:
+        return dict(self._options, protocol=self.protocol, add_timeout=self.add_timeout,
+                    read_timeout=self.read_timeout)
+
+    def get(self, bookie_id: str) -> BookieConnection:
+        """The connection to ``bookie_id``, created (not yet connected) on first use."""
+        if self._closed:
+            raise RuntimeError("the bookie pool is closed")
+        key = str(bookie_id)
+        conn = self._connections.get(key)
+        if conn is None:
+            conn = BookieConnection(key, self.reactor, self.resolve, **self._connection_kwargs())
+            self._connections[key] = conn
+        return conn
+
+    __getitem__ = get
+
+    def __contains__(self, bookie_id: object) -> bool:
+        return str(bookie_id) in self._connections
+
+    def __len__(self) -> int:
+        return len(self._connections)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._connections))
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def remove(self, bookie_id: str) -> defer.Deferred:
+        """Close and forget one bookie's connection (a later get() makes a
+        new one). Fires once it is closed."""
+        conn = self._connections.pop(str(bookie_id), None)
+        return conn.close() if conn is not None else defer.succeed(None)
+
+    def close(self) -> defer.Deferred:
+        """Close every connection; fires (with None) when all are closed.
+        Later get() calls raise RuntimeError."""
+        self._closed = True
+        conns, self._connections = list(self._connections.values()), {}
+        if not conns:
+            return defer.succeed(None)
+        d = defer.gatherResults([c.close() for c in conns], consumeErrors=True)
+        d.addCallback(lambda _: None)
+        return d
