@@ -1,0 +1,404 @@
+"""Bookie semantics (wire.md sections 4-5), between the protocol and storage.
+
+Everything here runs on the reactor thread.  Callers pass a callback per
+request; it is called exactly once, with an :class:`~wire.protocol.RC` (and
+the data for reads).  Durability: an add's callback runs only after the
+journal has fsynced its record (``deferred_sync`` adds: after the write).
+
+An entry goes to the entry store *before* its journal record is queued, so
+a checkpoint (mark, flush, trim) never trims a record whose entry is not in
+the store yet.  Ledgers are sharded over journals and entry stores by id.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from typing import Callable
+
+from wire.protocol import LAST_ADD_CONFIRMED, RC
+
+from .entrystore import EntryCorrupted, WriteCacheFull
+from .journal import (
+    EntryRecord,
+    ExplicitLacRecord,
+    FenceRecord,
+    JournalFull,
+    JournalUnavailable,
+    MasterKeyRecord,
+)
+
+log = logging.getLogger("bookied.bookie")
+
+_LAC_IN_ENTRY = struct.Struct(">q")  # at offset 16 of a packaged entry, offset 8 of a LAC body
+#: Java's default maxBatchReadSize.
+MAX_BATCH_READ_SIZE = 5 * 1024 * 1024
+_BATCH_RESPONSE_OVERHEAD = 24 + 8 + 4
+_AVAILABILITY_HEADER = 64
+_GROUP = struct.Struct(">qqii")
+
+
+def _lac_of_entry(body: bytes) -> int:
+    return _LAC_IN_ENTRY.unpack_from(body, 16)[0] if len(body) >= 24 else -1
+
+
+def _lac_of_body(body: bytes) -> int:
+    return _LAC_IN_ENTRY.unpack_from(body, 8)[0] if len(body) >= 16 else -1
+
+
+class Bookie:
+    def __init__(self, journals, stores, *, clock, max_frame_size: int = 5 * 1024 * 1024,
+                 allow_high_priority_writes_when_readonly: bool = True):
+        self.journals = list(journals)
+        self.stores = list(stores)
+        self.clock = clock
+        self.max_frame_size = max_frame_size
+        self.allow_high_priority_writes = allow_high_priority_writes_when_readonly
+        self.readonly = False
+        #: Why the bookie is read-only ("disk full", "journal failed"...), or None.
+        self.readonly_reason: str | None = None
+        self.on_readonly_change: Callable[[bool], None] | None = None
+        self._lac: dict[int, int] = {}
+        self._lac_waiters: dict[int, list] = {}
+        self._fencing: dict[int, list] = {}  # ledger -> callbacks waiting for the fence record
+        self._connections: set = set()
+
+    # -- sharding ---------------------------------------------------------------
+    def _store(self, ledger_id: int):
+        return self.stores[ledger_id % len(self.stores)]
+
+    def _journal(self, ledger_id: int):
+        return self.journals[ledger_id % len(self.journals)]
+
+    # -- connections (for the server's bookkeeping) -------------------------------
+    def connection_opened(self, proto) -> None:
+        self._connections.add(proto)
+
+    def connection_closed(self, proto) -> None:
+        self._connections.discard(proto)
+
+    # -- start-up --------------------------------------------------------------
+    def replay(self) -> int:
+        """Re-apply every journal record after the last checkpoint; returns the record count."""
+        n = 0
+        for journal in self.journals:
+            for record in journal.replay():
+                self._store(record.ledger_id).apply(record)
+                if type(record) is EntryRecord:
+                    self._raise_lac(record.ledger_id, _lac_of_entry(record.data))
+                elif type(record) is ExplicitLacRecord:
+                    self._raise_lac(record.ledger_id, _lac_of_body(record.body))
+                n += 1
+        return n
+
+    # -- read-only mode ---------------------------------------------------------
+    def set_readonly(self, readonly: bool, reason: str | None = None) -> None:
+        if readonly == self.readonly:
+            return
+        self.readonly = readonly
+        self.readonly_reason = reason if readonly else None
+        log.warning("bookie is now %s%s", "read-only" if readonly else "writable",
+                    f" ({reason})" if reason else "")
+        if self.on_readonly_change is not None:
+            self.on_readonly_change(readonly)
+
+    def _journal_failed(self, journal, error) -> None:
+        self.set_readonly(True, f"journal write failed: {error}")
+
+    # -- master key ------------------------------------------------------------
+    def _check_key(self, ledger_id: int, key: bytes) -> int:
+        """EOK if ``key`` is the ledger's key; a new ledger adopts it (journaled)."""
+        store = self._store(ledger_id)
+        stored = store.get_master_key(ledger_id)
+        if stored is None:
+            store.set_master_key(ledger_id, bytes(key))
+            try:
+                self._journal(ledger_id).append(MasterKeyRecord(ledger_id, bytes(key)), _ignore)
+            except (JournalFull, JournalUnavailable) as e:
+                # the key stays in the store; it is persisted with the entry's record anyway
+                log.debug("master key record for ledger %d not journaled: %s", ledger_id, e)
+            return RC.EOK
+        return RC.EOK if stored == key else RC.EUA
+
+    # -- adds ------------------------------------------------------------------
+    def add_entry(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
+                  callback: Callable[[int], None], *, recovery: bool = False,
+                  high_priority: bool = False, deferred_sync: bool = False) -> None:
+        if self.readonly and not (high_priority and self.allow_high_priority_writes):
+            callback(RC.EREADONLY)
+            return
+        rc = self._check_key(ledger_id, master_key)
+        if rc != RC.EOK:
+            callback(rc)
+            return
+        store = self._store(ledger_id)
+        if not recovery and store.is_fenced(ledger_id):
+            callback(RC.EFENCED)
+            return
+        journal = self._journal(ledger_id)
+        if journal.failed is not None:
+            callback(RC.EIO)
+            return
+        try:
+            store.put_entry(ledger_id, entry_id, body)
+        except WriteCacheFull:
+            callback(RC.ETOOMANYREQUESTS)
+            return
+
+        def durable(error, callback=callback):
+            if error is None:
+                callback(RC.EOK)
+            else:
+                callback(RC.EIO)
+                self._journal_failed(journal, error)
+
+        try:
+            journal.append(EntryRecord(ledger_id, entry_id, body), durable, sync=not deferred_sync)
+        except JournalFull:
+            callback(RC.ETOOMANYREQUESTS)
+            return
+        except JournalUnavailable as e:
+            callback(RC.EIO)
+            self._journal_failed(journal, e)
+            return
+        self._raise_lac(ledger_id, _lac_of_entry(body))
+
+    # -- reads -----------------------------------------------------------------
+    def get_entry(self, ledger_id: int, entry_id: int) -> bytes | None:
+        return self._store(ledger_id).get_entry(ledger_id, entry_id)
+
+    def _read(self, ledger_id: int, entry_id: int) -> tuple[int, bytes | None]:
+        store = self._store(ledger_id)
+        if not store.has_ledger(ledger_id):
+            return RC.ENOLEDGER, None
+        if entry_id == LAST_ADD_CONFIRMED:
+            last = store.last_entry_id(ledger_id)
+            if last is None:
+                return RC.ENOENTRY, None
+            entry_id = last
+        try:
+            body = store.get_entry(ledger_id, entry_id)
+        except EntryCorrupted as e:
+            log.error("%s", e)
+            return RC.EIO, None
+        except OSError as e:
+            log.error("reading entry %d/%d: %s", ledger_id, entry_id, e)
+            return RC.EIO, None
+        if body is None:
+            return RC.ENOENTRY, None
+        return RC.EOK, body
+
+    def read_entry(self, ledger_id: int, entry_id: int, callback) -> None:
+        rc, body = self._read(ledger_id, entry_id)
+        callback(rc, body)
+
+    def fence_and_read(self, ledger_id: int, entry_id: int, master_key: bytes | None, callback) -> None:
+        """A fencing read: persist the fence, then answer the read."""
+        self._fence(ledger_id, master_key, lambda rc: callback(*(
+            self._read(ledger_id, entry_id) if rc == RC.EOK else (rc, None))))
+
+    def _fence(self, ledger_id: int, master_key: bytes | None, then: Callable[[int], None]) -> None:
+        if master_key is None:
+            then(RC.EUA)
+            return
+        rc = self._check_key(ledger_id, master_key)
+        if rc != RC.EOK:
+            then(rc)
+            return
+        waiting = self._fencing.get(ledger_id)
+        if waiting is not None:  # a fence record for this ledger is on its way to disk
+            waiting.append(then)
+            return
+        store = self._store(ledger_id)
+        if not store.set_fenced(ledger_id):  # already fenced (and persisted)
+            then(RC.EOK)
+            return
+        waiting = self._fencing[ledger_id] = [then]
+
+        def persisted(error):
+            callbacks = self._fencing.pop(ledger_id, [])
+            rc = RC.EOK if error is None else RC.EIO
+            if error is not None:
+                self._journal_failed(self._journal(ledger_id), error)
+            for cb in callbacks:
+                cb(rc)
+
+        try:
+            self._journal(ledger_id).append(FenceRecord(ledger_id), persisted)
+        except (JournalFull, JournalUnavailable) as e:
+            # the fence holds in memory; without a durable record we must not say EOK
+            log.error("fence record for ledger %d not journaled: %s", ledger_id, e)
+            self._fencing.pop(ledger_id, None)
+            for cb in waiting:
+                cb(RC.EIO)
+
+    def batch_read(self, ledger_id: int, start: int, max_count: int, max_size: int, callback, *,
+                   fence_key: bytes | None = None, fencing: bool = False) -> None:
+        def read(rc: int = RC.EOK) -> None:
+            if rc != RC.EOK:
+                callback(rc, [])
+                return
+            rc, first = self._read(ledger_id, start)
+            if rc != RC.EOK:
+                callback(rc, [])
+                return
+            budget = min(max_size, MAX_BATCH_READ_SIZE, self.max_frame_size) - _BATCH_RESPONSE_OVERHEAD
+            entries = [first]
+            used = 4 + len(first)
+            entry_id = start + 1
+            while max_count <= 0 or len(entries) < max_count:
+                try:
+                    body = self._store(ledger_id).get_entry(ledger_id, entry_id)
+                except OSError:
+                    break
+                if body is None or used + 4 + len(body) > budget:
+                    break
+                entries.append(body)
+                used += 4 + len(body)
+                entry_id += 1
+            callback(RC.EOK, entries)
+
+        if fencing:
+            self._fence(ledger_id, fence_key, read)
+        else:
+            read()
+
+    # -- LAC -------------------------------------------------------------------
+    def lac(self, ledger_id: int) -> int:
+        """The highest LAC this bookie has seen for the ledger (piggybacked or explicit)."""
+        known = self._lac.get(ledger_id)
+        if known is not None:
+            return known
+        store = self._store(ledger_id)
+        lac = -1
+        last = store.last_entry_id(ledger_id)
+        if last is not None:
+            try:
+                body = store.get_entry(ledger_id, last)
+            except OSError:
+                body = None
+            if body is not None:
+                lac = _lac_of_entry(body)
+        explicit = store.get_explicit_lac(ledger_id)
+        if explicit is not None:
+            lac = max(lac, _lac_of_body(explicit))
+        if store.has_ledger(ledger_id):
+            self._lac[ledger_id] = lac
+        return lac
+
+    def _raise_lac(self, ledger_id: int, lac: int) -> None:
+        current = self._lac.get(ledger_id)
+        if current is None:
+            current = self.lac(ledger_id)
+        if lac > current:
+            self._lac[ledger_id] = lac
+            waiters = self._lac_waiters.pop(ledger_id, None)
+            if waiters:
+                for previous, cb, timer in waiters:
+                    if lac > previous:
+                        if timer.active():
+                            timer.cancel()
+                        cb(RC.EOK, lac)
+                    else:
+                        self._lac_waiters.setdefault(ledger_id, []).append((previous, cb, timer))
+
+    def wait_lac(self, ledger_id: int, previous: int, timeout_ms: int, callback) -> None:
+        """Long poll: answer once the LAC passes ``previous``, or at the timeout with the LAC known then."""
+        if not self._store(ledger_id).has_ledger(ledger_id):
+            callback(RC.ENOLEDGER, -1)
+            return
+        lac = self.lac(ledger_id)
+        if lac > previous or timeout_ms <= 0:
+            callback(RC.EOK, lac)
+            return
+        waiters = self._lac_waiters.setdefault(ledger_id, [])
+
+        def expire():
+            pending = self._lac_waiters.get(ledger_id, [])
+            for item in pending:
+                if item[1] is callback:
+                    pending.remove(item)
+                    break
+            if not pending:
+                self._lac_waiters.pop(ledger_id, None)
+            callback(RC.EOK, self.lac(ledger_id))
+
+        timer = self.clock.callLater(timeout_ms / 1000.0, expire)
+        waiters.append((previous, callback, timer))
+
+    def read_lac(self, ledger_id: int) -> tuple[int, bytes | None, bytes | None]:
+        store = self._store(ledger_id)
+        explicit = store.get_explicit_lac(ledger_id)
+        rc, last = self._read(ledger_id, LAST_ADD_CONFIRMED)
+        if explicit is None and rc != RC.EOK:
+            # Java answers ENOENTRY here even for a ledger it has never seen (vectors, v3-flow 5)
+            return (RC.EIO if rc == RC.EIO else RC.ENOENTRY), None, None
+        return RC.EOK, explicit, last if rc == RC.EOK else None
+
+    def write_lac(self, ledger_id: int, lac: int, master_key: bytes, body: bytes, callback) -> None:
+        if self.readonly:
+            callback(RC.EREADONLY)
+            return
+        rc = self._check_key(ledger_id, master_key)
+        if rc != RC.EOK:
+            callback(rc)
+            return
+        self._store(ledger_id).set_explicit_lac(ledger_id, bytes(body))
+        journal = self._journal(ledger_id)
+
+        def written(error):
+            callback(RC.EOK if error is None else RC.EIO)
+
+        try:
+            journal.append(ExplicitLacRecord(ledger_id, bytes(body)), written)
+        except JournalFull:
+            callback(RC.ETOOMANYREQUESTS)
+            return
+        except JournalUnavailable:
+            callback(RC.EIO)
+            return
+        self._raise_lac(ledger_id, lac)
+
+    def force_ledger(self, ledger_id: int, callback) -> None:
+        try:
+            self._journal(ledger_id).force(lambda error: callback(RC.EOK if error is None else RC.EIO))
+        except JournalUnavailable:
+            callback(RC.EIO)
+
+    # -- info ------------------------------------------------------------------
+    def disk_space(self) -> tuple[int, int]:
+        """(total, free) bytes over the distinct filesystems of the ledger directories."""
+        seen = set()
+        total = free = 0
+        for store in self.stores:
+            st = os.statvfs(store.directory)
+            if st.f_fsid in seen:
+                continue
+            seen.add(st.f_fsid)
+            total += st.f_blocks * st.f_frsize
+            free += st.f_bavail * st.f_frsize
+        return total, free
+
+    def entry_availability(self, ledger_id: int) -> tuple[int, bytes | None]:
+        """GET_LIST_OF_ENTRIES_OF_LEDGER: runs of stored entry ids, one group per run."""
+        store = self._store(ledger_id)
+        if not store.has_ledger(ledger_id):
+            return RC.ENOLEDGER, None
+        last = store.last_entry_id(ledger_id)
+        groups = []
+        run_start = None
+        for entry_id in range(0, (last if last is not None else -1) + 2):
+            present = entry_id <= (last if last is not None else -1) and \
+                store.get_entry(ledger_id, entry_id) is not None
+            if present and run_start is None:
+                run_start = entry_id
+            elif not present and run_start is not None:
+                groups.append(_GROUP.pack(run_start, run_start, entry_id - run_start, 0))
+                run_start = None
+        header = struct.pack(">ii", 0, len(groups)).ljust(_AVAILABILITY_HEADER, b"\0")
+        return RC.EOK, header + b"".join(groups)
+
+
+def _ignore(error) -> None:
+    if error is not None:
+        log.error("journal write failed: %s", error)

@@ -1,0 +1,806 @@
+"""bookied's write-ahead journal, with group commit.
+
+Every ADD (and every master-key, fence and explicit-LAC change) is appended to
+the journal and acknowledged only once the journal is durable; the entry store
+(:mod:`bookied.entrystore`) catches up lazily, and after a crash the journal
+is replayed from the last checkpoint mark into the entry store.
+
+Threads and callbacks
+---------------------
+* ``append``/``force``/``mark``/``pending_bytes`` may be called from any
+  thread (normally the reactor thread). ``append`` never blocks on I/O: it
+  encodes the record, takes a short lock and queues it.
+* One writer thread (``bookied-journal``) takes every record queued while the
+  previous write + fsync ran, waits for more until the oldest one has waited
+  ``max_group_wait_ms`` or ``buffered_writes_threshold`` bytes are queued,
+  then writes the whole group with one ``write`` and one ``fdatasync``.
+* Callbacks run in the writer thread, through ``dispatch(callbacks, error)``
+  once per group (default: call each ``callback(error)`` in turn, logging
+  exceptions). A server on Twisted passes e.g.
+  ``dispatch=lambda cbs, err: reactor.callFromThread(Journal.call_all, cbs, err)``
+  so that one reactor wake-up completes a whole group. ``error`` is None on
+  success, else the OSError that failed the group.
+* A sync record's callback runs after the fsync that covers it; a
+  ``sync=False`` record's (v3 DEFERRED_SYNC) right after its write, before
+  that fsync. ``force(cb)`` calls back once everything appended before it is
+  fsynced (FORCE_LEDGER).
+* Back-pressure: ``append`` raises :class:`JournalFull` (map it to
+  ETOOMANYREQUESTS) when queued plus in-flight bytes would exceed
+  ``max_queue_bytes``; nothing is queued then and the callback is not called.
+* An I/O error (ENOSPC, EIO...) fails the group's callbacks and every queued
+  one with that OSError, sets ``journal.failed`` (the bookie should go
+  read-only) and stops the writer; later appends raise :class:`JournalUnavailable`.
+  Records acknowledged before the error were fsynced and stay replayable.
+
+Checkpoints
+-----------
+``mark()`` is the position just past the last fsynced byte. The bookie
+checkpoints like this: ``m = journal.mark()``; ``entrystore.flush()``;
+``journal.checkpoint(m)``. That is only correct if every record covered by
+``m`` was already handed to the entry store, so the server must put an entry
+into the entry store *before* (or while, in the same reactor turn as) it
+appends its journal record, never from the journal callback.
+``checkpoint`` writes the mark file atomically and deletes every journal file
+older than the mark's file. On start the bookie replays from the last
+checkpoint (``replay()``), re-applies the records to the entry store (all
+operations are idempotent), then calls ``start()``, which always opens a new
+journal file, as Java does at each restart.
+
+On-disk format (ours, not Java's; version 1)
+--------------------------------------------
+Files live in ``D/current/`` and are named ``<16 lowercase hex digits>.bjn``
+after their id; ids only grow (a new file gets max(existing ids, checkpoint
+file id) + 1). Each file starts with a 64-byte header::
+
+    0  4s  magic "BKDJ"
+    4  u32 format version (1)
+    8  u64 file id
+    16 u64 creation time, ms since the epoch
+    24 u32 CRC32C of bytes 0..24
+    28 zero padding up to 64
+
+then records, back to back (all integers big-endian)::
+
+    u32 crc     CRC32C of everything after this field (len .. end of body)
+    u32 len     number of bytes after this field (type byte + body)
+    u8  type    1 entry, 2 master key, 3 fence, 4 explicit LAC
+    i64 ledgerId
+    body        entry:        i64 entryId | packaged entry bytes
+                master key:   key bytes
+                fence:        nothing
+                explicit LAC: LAC body bytes
+
+Files are preallocated with ``posix_fallocate`` (``preallocate_mb`` at a
+time), so the tail of a file is normally zeros; a zero ``len`` ends it. A file
+rolls to the next id once adding a group would take it past ``max_size_mb``
+(a group is split at record boundaries; a single record larger than the limit
+gets a file to itself). The checkpoint mark is ``D/current/bookied.lastmark``:
+``"BKDM" | u32 version 1 | u64 file id | u64 offset | u32 CRC32C`` (28 bytes).
+
+Replay and damaged files
+------------------------
+A file is written strictly sequentially and a record is acknowledged only
+after the fsync that covers it *and everything before it*. So in any file,
+replay stops at the first record that is incomplete, has a bad length or a
+bad checksum: whatever follows was never acknowledged (a torn write may have
+persisted later sectors of the last group but not earlier ones), unless the
+medium corrupted acknowledged data in place, which no replay can repair.
+Replay logs a warning (logger ``bookied.journal``) giving the file, the offset
+and how many non-zero bytes it discards, never raises for it, and goes on with
+the next file. With ``repair=True`` (the default) the LAST file -- the one a
+crash can tear -- is also truncated physically at that offset, so the next
+replay is clean; damage in older files is reported but left in place. A
+corrupt or unreadable checkpoint mark file is logged and replay starts from
+the oldest journal file (safe, since re-applying records is idempotent).
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import mmap
+import os
+import re
+import struct
+import threading
+import time
+from typing import Callable, Iterator, NamedTuple, Union
+
+from crc32c import crc32c
+
+from . import layout
+
+log = logging.getLogger("bookied.journal")
+
+FORMAT_VERSION = 1
+FILE_MAGIC = b"BKDJ"
+MARK_MAGIC = b"BKDM"
+HEADER_SIZE = 64
+FILE_SUFFIX = ".bjn"
+MARK_FILE = "bookied.lastmark"
+#: Largest record body accepted (and believed when replaying).
+MAX_RECORD_BYTES = 256 * 1024 * 1024
+
+T_ENTRY = 1
+T_MASTER_KEY = 2
+T_FENCE = 3
+T_EXPLICIT_LAC = 4
+
+_FILE_HEADER = struct.Struct(">4sIQQ")  # 24 bytes, then u32 crc
+_MARK = struct.Struct(">4sIQQ")  # 24 bytes, then u32 crc
+_U32 = struct.Struct(">I")
+_CRC_LEN = struct.Struct(">II")
+_ENTRY_HEAD = struct.Struct(">IBqq")  # len, type, ledger, entry
+_HEAD = struct.Struct(">IBq")  # len, type, ledger
+_LEDGER_ENTRY = struct.Struct(">qq")
+_I64 = struct.Struct(">q")
+_NAME_RE = re.compile(r"^([0-9a-f]{16})" + re.escape(FILE_SUFFIX) + "$")
+_ZEROS = bytes(1 << 20)
+
+
+# ---------------------------------------------------------------- records
+class EntryRecord(NamedTuple):
+    """An added entry: ``data`` is the packaged entry exactly as received."""
+    ledger_id: int
+    entry_id: int
+    data: bytes
+
+
+class MasterKeyRecord(NamedTuple):
+    """The master key stored for a ledger (first add, or WRITE_LAC/fencing read on a new ledger)."""
+    ledger_id: int
+    key: bytes
+
+
+class FenceRecord(NamedTuple):
+    ledger_id: int
+
+
+class ExplicitLacRecord(NamedTuple):
+    """The explicit LAC payload of WRITE_LAC (``ledgerId | lac | digest``)."""
+    ledger_id: int
+    body: bytes
+
+
+Record = Union[EntryRecord, MasterKeyRecord, FenceRecord, ExplicitLacRecord]
+
+
+class LogMark(NamedTuple):
+    """A position in the journal: file id and byte offset in that file. Ordered as a tuple."""
+    file_id: int
+    offset: int
+
+
+def encode_record(rec: Record) -> bytes:
+    """The on-disk bytes of one record (checksum included)."""
+    t = type(rec)
+    if t is EntryRecord:
+        data = rec.data
+        head = _ENTRY_HEAD.pack(len(data) + 17, T_ENTRY, rec.ledger_id, rec.entry_id)
+        return _U32.pack(crc32c(data, crc32c(head))) + head + data
+    if t is MasterKeyRecord:
+        typ, body = T_MASTER_KEY, rec.key
+    elif t is FenceRecord:
+        typ, body = T_FENCE, b""
+    elif t is ExplicitLacRecord:
+        typ, body = T_EXPLICIT_LAC, rec.body
+    else:
+        raise TypeError(f"not a journal record: {rec!r}")
+    head = _HEAD.pack(len(body) + 9, typ, rec.ledger_id)
+    return _U32.pack(crc32c(body, crc32c(head))) + head + body
+
+
+def _decode_body(typ: int, buf, start: int, end: int) -> Record | None:
+    """Decode a checksummed record whose type byte is at ``start``; None for an unknown type."""
+    ledger_id = _I64.unpack_from(buf, start + 1)[0]
+    if typ == T_ENTRY:
+        if end - start < 17:
+            return None
+        entry_id = _I64.unpack_from(buf, start + 9)[0]
+        return EntryRecord(ledger_id, entry_id, bytes(buf[start + 17:end]))
+    if typ == T_MASTER_KEY:
+        return MasterKeyRecord(ledger_id, bytes(buf[start + 9:end]))
+    if typ == T_FENCE:
+        return FenceRecord(ledger_id)
+    if typ == T_EXPLICIT_LAC:
+        return ExplicitLacRecord(ledger_id, bytes(buf[start + 9:end]))
+    return None
+
+
+# ---------------------------------------------------------------- errors
+class JournalError(Exception):
+    """Base class of the journal's own errors."""
+
+
+class JournalFull(JournalError):
+    """Back-pressure: too many bytes queued; retry later (ETOOMANYREQUESTS)."""
+
+
+class JournalUnavailable(JournalError):
+    """The journal is not started, closed, or failed (see ``cause``)."""
+
+    def __init__(self, msg: str, cause: BaseException | None = None):
+        super().__init__(msg)
+        self.cause = cause
+
+
+# ---------------------------------------------------------------- file helpers
+def file_name(file_id: int) -> str:
+    return f"{file_id:016x}{FILE_SUFFIX}"
+
+
+def list_file_ids(directory: str) -> list[int]:
+    """Ids of the journal files in ``directory`` (a ``current/`` dir), ascending."""
+    ids = []
+    for name in os.listdir(directory):
+        m = _NAME_RE.match(name)
+        if m:
+            ids.append(int(m.group(1), 16))
+    ids.sort()
+    return ids
+
+
+def _encode_header(file_id: int) -> bytes:
+    head = _FILE_HEADER.pack(FILE_MAGIC, FORMAT_VERSION, file_id, int(time.time() * 1000))
+    return (head + _U32.pack(crc32c(head))).ljust(HEADER_SIZE, b"\0")
+
+
+def _check_header(buf, file_id: int | None) -> str | None:
+    """Problem with a file header, or None."""
+    if len(buf) < HEADER_SIZE:
+        return f"incomplete header ({len(buf)} bytes)"
+    magic, version, fid, _ms = _FILE_HEADER.unpack_from(buf, 0)
+    if magic != FILE_MAGIC:
+        return f"bad magic {bytes(magic)!r}"
+    if _U32.unpack_from(buf, 24)[0] != crc32c(buf[:24]):
+        return "bad header checksum"
+    if version != FORMAT_VERSION:
+        return f"unsupported format version {version}"
+    if file_id is not None and fid != file_id:
+        return f"header says file id {fid:x}"
+    return None
+
+
+class FileScan:
+    """Outcome of scanning one journal file (filled in as ``scan_file`` runs)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.records = 0
+        self.end = 0  # offset just past the last good record
+        self.size = 0  # file size
+        self.problem: str | None = None  # why the scan stopped early (None: clean end)
+        self.discarded_nonzero = 0  # non-zero bytes after ``end``
+        self.unknown_records = 0
+
+
+def _nonzero_count(view, start: int, end: int) -> int:
+    n = 0
+    pos = start
+    while pos < end:
+        stop = min(end, pos + len(_ZEROS))
+        chunk = view[pos:stop]
+        if chunk != _ZEROS[:stop - pos]:
+            n += (stop - pos) - bytes(chunk).count(0)
+        pos = stop
+    return n
+
+
+def scan_file(path: str, start: int = 0, scan: FileScan | None = None) -> Iterator[tuple[int, Record]]:
+    """Yield ``(offset, record)`` for the good records of one journal file from ``start``.
+
+    Stops at the first bad record or at the zero tail. Never raises for damaged
+    content; the outcome is left in ``scan`` (a :class:`FileScan`).
+    """
+    if scan is None:
+        scan = FileScan(path)
+    m = _NAME_RE.match(os.path.basename(path))
+    file_id = int(m.group(1), 16) if m else None
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        scan.size = size
+        if size == 0:
+            scan.problem = "empty file"
+            return
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    view = memoryview(mm)
+    try:
+        problem = _check_header(view[:HEADER_SIZE], file_id)
+        if problem:
+            scan.problem = problem
+            scan.end = 0
+            scan.discarded_nonzero = _nonzero_count(view, 0, size)
+            return
+        pos = max(start, HEADER_SIZE)
+        scan.end = pos
+        unpack = _CRC_LEN.unpack_from
+        while pos + 8 <= size:
+            crc, ln = unpack(view, pos)
+            if ln == 0 and crc == 0:
+                break  # preallocated zeros: the end (checked below)
+            body_end = pos + 8 + ln
+            if ln < 9 or ln > MAX_RECORD_BYTES + 17:
+                scan.problem = f"bad record length {ln} at offset {pos}"
+                break
+            if body_end > size:
+                scan.problem = f"record at offset {pos} runs past the end of the file"
+                break
+            if crc32c(view[pos + 4:body_end]) != crc:
+                scan.problem = f"bad checksum at offset {pos}"
+                break
+            typ = view[pos + 8]
+            rec = _decode_body(typ, view, pos + 8, body_end)
+            if rec is None:
+                scan.unknown_records += 1
+                log.warning("%s: skipping record of unknown type %d at offset %d", path, typ, pos)
+            else:
+                scan.records += 1
+                scan.end = body_end
+                yield pos, rec
+            pos = body_end
+            scan.end = pos
+        if scan.problem is None and pos < size:
+            tail = _nonzero_count(view, pos, size)
+            if tail:
+                scan.problem = f"garbage after the last good record at offset {pos}"
+        if scan.problem is not None:
+            scan.discarded_nonzero = _nonzero_count(view, scan.end, size)
+    finally:
+        view.release()
+        mm.close()
+
+
+# ---------------------------------------------------------------- mark file
+def read_mark_file(directory: str) -> LogMark | None:
+    """The checkpoint mark stored in ``directory`` (a ``current/`` dir), None if absent.
+
+    Raises ValueError if the file is damaged.
+    """
+    path = os.path.join(directory, MARK_FILE)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    if len(raw) != _MARK.size + 4:
+        raise ValueError(f"{path}: {len(raw)} bytes, expected {_MARK.size + 4}")
+    magic, version, file_id, offset = _MARK.unpack_from(raw, 0)
+    if magic != MARK_MAGIC or _U32.unpack_from(raw, _MARK.size)[0] != crc32c(raw[:_MARK.size]):
+        raise ValueError(f"{path}: bad magic or checksum")
+    if version != FORMAT_VERSION:
+        raise ValueError(f"{path}: unsupported version {version}")
+    return LogMark(file_id, offset)
+
+
+def write_mark_file(directory: str, mark: LogMark) -> None:
+    raw = _MARK.pack(MARK_MAGIC, FORMAT_VERSION, mark.file_id, mark.offset)
+    layout.atomic_write(os.path.join(directory, MARK_FILE), raw + _U32.pack(crc32c(raw)))
+
+
+# ---------------------------------------------------------------- the journal
+class JournalStats:
+    """Counters kept by the writer thread (read them from anywhere; they are only indicative)."""
+
+    __slots__ = ("records", "bytes", "groups", "writes", "fsyncs", "max_group_records", "files_created")
+
+    def __init__(self):
+        self.records = self.bytes = self.groups = self.writes = self.fsyncs = 0
+        self.max_group_records = self.files_created = 0
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+def _call_all(callbacks: list, error: BaseException | None) -> None:
+    for cb in callbacks:
+        try:
+            cb(error)
+        except Exception:  # a callback's bug must not kill the journal
+            log.exception("journal callback %r raised", cb)
+
+
+_IDLE = 1
+_GROUPING = 2
+
+
+class Journal:
+    """A journal in one directory ``D`` (files in ``D/current/``).
+
+    ``max_group_wait_ms`` (journalMaxGroupWaitMSec): how long the oldest
+    queued record may wait for company before its group is written; 0 writes
+    as soon as the writer is free (records that arrive during an fsync still
+    share the next one). ``buffered_writes_threshold``
+    (journalBufferedWritesThreshold): write at once when this many bytes are
+    queued. ``max_size_mb`` (journalMaxSizeMB): file roll size.
+    ``max_queue_bytes``: back-pressure bound on queued + in-flight bytes.
+    ``preallocate_mb``: posix_fallocate step (0 = off). ``dispatch``: see the
+    module doc.
+
+    Several journal directories are several Journal objects; the server
+    shards ledgers over them (e.g. ``ledger_id % n``).
+    """
+
+    call_all = staticmethod(_call_all)
+
+    def __init__(self, directory: str, *, max_group_wait_ms: float = 2.0,
+                 buffered_writes_threshold: int = 512 * 1024, max_size_mb: float = 2048,
+                 max_queue_bytes: int = 64 * 1024 * 1024, preallocate_mb: float = 16,
+                 dispatch: Callable[[list, BaseException | None], None] | None = None):
+        self.directory = layout.current_dir(directory)
+        os.makedirs(self.directory, exist_ok=True)
+        self.max_group_wait = max(0.0, max_group_wait_ms) / 1000.0
+        self.buffered_writes_threshold = max(1, int(buffered_writes_threshold))
+        self.max_size = max(HEADER_SIZE + 1, int(max_size_mb * 1024 * 1024))
+        self.max_queue_bytes = max(1, int(max_queue_bytes))
+        self.preallocate = max(0, int(preallocate_mb * 1024 * 1024))
+        self._dispatch = dispatch or _call_all
+        self.stats = JournalStats()
+        #: The OSError that failed the journal, or None.
+        self.failed: BaseException | None = None
+
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: list = []  # (bytes | None, callback, sync)
+        self._queue_bytes = 0
+        self._pending_bytes = 0  # queued + being written
+        self._first_arrival = 0.0
+        self._waiting = 0
+        self._closing = False
+        self._started = False
+        self._thread: threading.Thread | None = None
+        self._ckpt_lock = threading.Lock()
+
+        self._fd = -1
+        self._file_id = 0
+        self._offset = 0
+        self._prealloc_end = 0
+        self._checkpointed = self._load_mark()
+        self._durable = self._checkpointed or LogMark(0, 0)
+
+    # ------------------------------------------------------------ properties
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes appended but not yet completed (queued plus being written)."""
+        return self._pending_bytes
+
+    @property
+    def current_file_id(self) -> int:
+        return self._file_id
+
+    def mark(self) -> LogMark:
+        """Position just past the last fsynced record (before start: the last checkpoint)."""
+        return self._durable
+
+    def last_checkpoint(self) -> LogMark | None:
+        return self._checkpointed
+
+    def file_ids(self) -> list[int]:
+        return list_file_ids(self.directory)
+
+    def disk_usage(self) -> int:
+        total = 0
+        for fid in self.file_ids():
+            try:
+                total += os.path.getsize(os.path.join(self.directory, file_name(fid)))
+            except OSError:
+                pass
+        return total
+
+    def _load_mark(self) -> LogMark | None:
+        try:
+            return read_mark_file(self.directory)
+        except (OSError, ValueError) as e:
+            log.error("cannot use the journal checkpoint mark (%s); replay starts from the oldest "
+                      "journal file", e)
+            return None
+
+    # ------------------------------------------------------------ replay
+    def replay(self, from_mark: LogMark | None = None, *, repair: bool = True) -> Iterator[Record]:
+        """Yield the records from ``from_mark`` (default: the last checkpoint) to the end, in order.
+
+        Damaged data ends a file's replay with a warning (see the module doc);
+        with ``repair`` the last file is truncated after its last good record.
+        Must run before ``start()``.
+        """
+        if self._started:
+            raise JournalError("replay() must run before start()")
+        if from_mark is None:
+            from_mark = self._checkpointed or LogMark(0, 0)
+        ids = [i for i in self.file_ids() if i >= from_mark.file_id]
+        for n, fid in enumerate(ids):
+            path = os.path.join(self.directory, file_name(fid))
+            start = from_mark.offset if fid == from_mark.file_id else 0
+            scan = FileScan(path)
+            for _off, rec in scan_file(path, start, scan):
+                yield rec
+            if scan.problem is None:
+                continue
+            is_last = n == len(ids) - 1
+            if is_last and repair and scan.end < HEADER_SIZE and \
+                    (scan.size < HEADER_SIZE + 9 or scan.discarded_nonzero == 0):
+                # a crash while the file was being created: it cannot hold any record
+                log.warning("journal %s: %s and no records; removing it", path, scan.problem)
+                os.unlink(path)
+                layout.fsync_dir(self.directory)
+                continue
+            repaired = is_last and repair and scan.end >= HEADER_SIZE
+            log.warning("journal %s: %s; replay of this file stops at offset %d, discarding %d "
+                        "non-zero byte(s) after it%s", path, scan.problem, scan.end,
+                        scan.discarded_nonzero, " (truncated)" if repaired else "")
+            if repaired:
+                self._truncate(path, scan.end)
+
+    @staticmethod
+    def _truncate(path: str, size: int) -> None:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Open a new journal file and start the writer thread."""
+        if self._started:
+            raise JournalError("journal already started")
+        ids = self.file_ids()
+        last = max(ids[-1] if ids else 0, self._checkpointed.file_id if self._checkpointed else 0)
+        self._open_file(last + 1)
+        self._durable = LogMark(self._file_id, self._offset)
+        self._started = True
+        self._thread = threading.Thread(target=self._run, name="bookied-journal", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Write and fsync everything queued, call back, stop the writer, close the file."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------ appends
+    def append(self, record: Record, callback: Callable[[BaseException | None], None], *,
+               sync: bool = True) -> None:
+        """Queue ``record``; ``callback(error_or_None)`` runs in the writer thread when it is durable.
+
+        Raises JournalFull (back-pressure) or JournalUnavailable (not started,
+        closed or failed) without queueing anything.
+        """
+        data = encode_record(record)
+        n = len(data)
+        if n > MAX_RECORD_BYTES + 25:
+            raise ValueError(f"journal record of {n} bytes is too large")
+        with self._cond:
+            if not self._started or self._closing or self.failed is not None:
+                raise self._unavailable()
+            if self._pending_bytes and self._pending_bytes + n > self.max_queue_bytes:
+                raise JournalFull(f"journal queue is full ({self._pending_bytes} bytes pending)")
+            q = self._queue
+            if not q:
+                self._first_arrival = time.monotonic()
+            q.append((data, callback, sync))
+            self._pending_bytes += n
+            self._queue_bytes += n
+            w = self._waiting
+            if w == _IDLE or (w == _GROUPING and self._queue_bytes >= self.buffered_writes_threshold):
+                self._cond.notify()
+
+    def force(self, callback: Callable[[BaseException | None], None]) -> None:
+        """``callback(error_or_None)`` once everything appended before this call is fsynced."""
+        with self._cond:
+            if not self._started or self._closing or self.failed is not None:
+                raise self._unavailable()
+            if not self._queue:
+                self._first_arrival = time.monotonic()
+            self._queue.append((None, callback, True))
+            if self._waiting == _IDLE:
+                self._cond.notify()
+
+    def _unavailable(self) -> JournalUnavailable:
+        if self.failed is not None:
+            return JournalUnavailable(f"journal failed: {self.failed}", self.failed)
+        if self._closing:
+            return JournalUnavailable("journal is closed")
+        return JournalUnavailable("journal is not started")
+
+    # ------------------------------------------------------------ checkpoint
+    def checkpoint(self, mark: LogMark) -> None:
+        """Persist ``mark`` as the replay start and delete the journal files before its file.
+
+        Call it only after the entry store has durably absorbed every record
+        before ``mark`` (see the module doc). Older marks are ignored.
+        """
+        mark = LogMark(*mark)
+        with self._ckpt_lock:
+            if mark > self._durable:
+                raise ValueError(f"checkpoint {mark} is beyond the durable journal position {self._durable}")
+            if self._checkpointed is not None and mark <= self._checkpointed:
+                return
+            write_mark_file(self.directory, mark)
+            self._checkpointed = mark
+            limit = mark.file_id
+            if self._started:
+                limit = min(limit, self._file_id)
+            removed = False
+            for fid in self.file_ids():
+                if fid >= limit:
+                    break
+                try:
+                    os.unlink(os.path.join(self.directory, file_name(fid)))
+                    removed = True
+                except FileNotFoundError:
+                    pass
+            if removed:
+                layout.fsync_dir(self.directory)
+
+    # ------------------------------------------------------------ writer thread
+    def _open_file(self, file_id: int) -> None:
+        path = os.path.join(self.directory, file_name(file_id))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            self._write_all(fd, _encode_header(file_id))
+            self._prealloc_end = HEADER_SIZE
+            if self.preallocate:
+                self._preallocate(fd, HEADER_SIZE, min(self.preallocate, self.max_size) - HEADER_SIZE)
+            os.fsync(fd)
+            layout.fsync_dir(self.directory)
+        except BaseException:
+            os.close(fd)
+            raise
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = fd
+        self._file_id = file_id
+        self._offset = HEADER_SIZE
+        self.stats.files_created += 1
+
+    def _preallocate(self, fd: int, offset: int, length: int) -> None:
+        if length <= 0:
+            return
+        try:
+            os.posix_fallocate(fd, offset, length)
+        except OSError as e:
+            if e.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                self.preallocate = 0  # file system without fallocate: plain appends
+                return
+            raise
+        self._prealloc_end = max(self._prealloc_end, offset + length)
+
+    @staticmethod
+    def _write_all(fd: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            if n <= 0:
+                raise OSError(errno.EIO, "short write to the journal")
+            view = view[n:]
+
+    def _write_chunk(self, parts: list) -> None:
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        end = self._offset + len(data)
+        if self.preallocate and end > self._prealloc_end:
+            want = max(end, self._prealloc_end + self.preallocate)
+            self._preallocate(self._fd, self._prealloc_end, min(want, max(end, self.max_size)) - self._prealloc_end)
+        self._write_all(self._fd, data)
+        self._offset = end
+        self.stats.writes += 1
+        self.stats.bytes += len(data)
+
+    def _sync(self) -> None:
+        os.fdatasync(self._fd)
+        self.stats.fsyncs += 1
+
+    def _run(self) -> None:
+        cond = self._cond
+        while True:
+            with cond:
+                while not self._queue and not self._closing:
+                    self._waiting = _IDLE
+                    cond.wait()
+                self._waiting = 0
+                if not self._queue:
+                    return  # closing, nothing left
+                if self.max_group_wait > 0:
+                    deadline = self._first_arrival + self.max_group_wait
+                    while self._queue_bytes < self.buffered_writes_threshold and not self._closing:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            break
+                        self._waiting = _GROUPING
+                        cond.wait(remaining)
+                    self._waiting = 0
+                batch = self._queue
+                nbytes = self._queue_bytes
+                self._queue = []
+                self._queue_bytes = 0
+            error = self._commit(batch)
+            with cond:
+                self._pending_bytes -= nbytes
+                if error is not None:
+                    leftovers = self._queue
+                    self._queue = []
+                    self._queue_bytes = 0
+                    self._pending_bytes = 0
+                else:
+                    leftovers = None
+            if leftovers:
+                self._deliver([cb for _d, cb, _s in leftovers], error)
+            if error is not None:
+                return
+
+    def _deliver(self, callbacks: list, error: BaseException | None) -> None:
+        if not callbacks:
+            return
+        try:
+            self._dispatch(callbacks, error)
+        except Exception:
+            log.exception("journal dispatch of %d callbacks raised", len(callbacks))
+
+    def _commit(self, batch: list) -> BaseException | None:
+        """Write and fsync one group, run its callbacks; return the error that failed it, if any."""
+        synced: list = []
+        deferred: list = []
+        parts: list = []
+        size = 0
+        records = 0
+        try:
+            for data, cb, sync in batch:
+                if data is None:
+                    synced.append(cb)
+                    continue
+                n = len(data)
+                end = self._offset + size
+                if end > HEADER_SIZE and end + n > self.max_size:
+                    # roll: what is already in this file is written and fsynced first
+                    if parts:
+                        self._write_chunk(parts)
+                        parts, size = [], 0
+                    self._sync()
+                    self._durable = LogMark(self._file_id, self._offset)
+                    self._open_file(self._file_id + 1)
+                parts.append(data)
+                size += n
+                records += 1
+                (synced if sync else deferred).append(cb)
+            if parts:
+                self._write_chunk(parts)
+        except BaseException as e:  # OSError (ENOSPC, EIO...) or a bug: fail, never hang callers
+            self._fail(e)
+            # every callback of the group, including those of records not reached yet
+            self._deliver([cb for _d, cb, _s in batch], e)
+            return e
+        self._deliver(deferred, None)  # DEFERRED_SYNC: written, not yet fsynced
+        try:
+            self._sync()
+        except BaseException as e:
+            self._fail(e)
+            self._deliver(synced, e)
+            return e
+        self._durable = LogMark(self._file_id, self._offset)
+        st = self.stats
+        st.groups += 1
+        st.records += records
+        if records > st.max_group_records:
+            st.max_group_records = records
+        self._deliver(synced, None)
+        return None
+
+    def _fail(self, error: BaseException) -> None:
+        if isinstance(error, OSError):
+            log.error("journal %s failed: %s; no more appends are accepted", self.directory, error)
+        else:
+            log.error("journal %s writer crashed; no more appends are accepted", self.directory,
+                      exc_info=error)
+        with self._cond:
+            if self.failed is None:
+                self.failed = error

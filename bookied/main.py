@@ -1,0 +1,96 @@
+"""``bookied``: run a bookie.
+
+    bookied --conf /etc/bookkeeper/bk_server.conf [--bookie-port 3181 ...]
+
+Every bk_server.conf key has a flag (``journalDirectories`` ->
+``--journal-directories``) that overrides the file.  Exit status: 0 after a
+clean shutdown, 2 for a bad configuration, 1 when the bookie cannot start
+(cookie mismatch, unusable directory, ZooKeeper unreachable).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from .config import OPTIONS, ConfigError, load_config
+
+log = logging.getLogger("bookied")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bookied", description="A wire-compatible Apache BookKeeper bookie.",
+        epilog="Every bk_server.conf key has a flag; see bookied.conf(5). Exit status: 0 clean shutdown, "
+               "1 cannot start, 2 bad configuration.")
+    parser.add_argument("-c", "--conf", metavar="FILE", help="bk_server.conf to read")
+    parser.add_argument("--log-level", default=os.environ.get("BOOKIED_LOG_LEVEL", "INFO"),
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log threshold (default INFO)")
+    keys = parser.add_argument_group("configuration keys (override the file)")
+    for opt in OPTIONS:
+        keys.add_argument(opt.flag, dest=opt.name, metavar=opt.metavar, default=None,
+                          help=opt.help_text().replace("%", "%%"))
+    return parser
+
+
+def configure_logging(level: str) -> None:
+    """One line per event on stderr; journald adds its own timestamps."""
+    under_journald = "JOURNAL_STREAM" in os.environ
+    fmt = "%(levelname)s %(name)s: %(message)s" if under_journald else \
+        "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    logging.basicConfig(level=getattr(logging, level), format=fmt, stream=sys.stderr)
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(args.log_level)
+    overrides = {opt.name: getattr(args, opt.name) for opt in OPTIONS if getattr(args, opt.name) is not None}
+    try:
+        cfg = load_config(args.conf, overrides)
+    except ConfigError as e:
+        print(f"bookied: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"bookied: cannot read {args.conf}: {e.strerror}", file=sys.stderr)
+        return 2
+
+    from twisted.internet import reactor
+
+    from wire.errors import BKError
+
+    from .layout import LayoutError
+    from .service import BookieService
+
+    try:
+        service = BookieService(cfg, reactor)
+        service.start()
+    except ConfigError as e:
+        print(f"bookied: {e}", file=sys.stderr)
+        return 2
+    except (BKError, LayoutError, OSError) as e:
+        log.error("cannot start: %s", e)
+        _cleanup(locals().get("service"))
+        return 1
+    reactor.run()
+    return service.exit_code
+
+
+def _cleanup(service) -> None:
+    if service is None:
+        return
+    for j in service.journals:
+        j.close()
+    for s in service.stores:
+        s.close()
+    if service.zk is not None:
+        service.zk.close()
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

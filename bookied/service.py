@@ -1,0 +1,309 @@
+"""The bookie process: start-up order, periodic work and a clean shutdown.
+
+Start: check and prepare directories, connect to ZooKeeper, verify cookies,
+open journals and entry stores, replay the journal, listen, register
+(writable or read-only), then tell systemd READY=1.  Shutdown (SIGTERM):
+STOPPING=1, stop accepting, let the journal fsync and answer everything in
+flight, checkpoint, unregister, close ZooKeeper.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from twisted.internet import defer, task, threads
+
+from wire.serviceinfo import BookieServiceInfo
+
+from . import identity, layout, sdnotify
+from .bookie import Bookie
+from .config import BookieConfig, resolve_bookie_address, resolve_bookie_id, resolve_listen_host
+from .entrystore import EntryStore
+from .journal import Journal
+from .metrics import Metrics
+from .server import BookieServerFactory
+
+log = logging.getLogger("bookied")
+
+
+class BookieService:
+    def __init__(self, cfg: BookieConfig, reactor):
+        self.cfg = cfg
+        self.reactor = reactor
+        self.metrics = Metrics()
+        self.bookie_id = resolve_bookie_id(cfg)
+        self.running = False
+        self.stopping = False
+        self.exit_code = 0
+        self.zk = None
+        self.journals: list[Journal] = []
+        self.stores: list[EntryStore] = []
+        self.bookie: Bookie | None = None
+        self.port = None
+        self.http_port = None
+        self._loops: list[task.LoopingCall] = []
+        self._checkpointing = False
+        self._disk_readonly = False
+        self.notifier = sdnotify.Notifier.from_environment()
+
+    # -- start-up --------------------------------------------------------------
+    def start(self) -> None:
+        """Everything up to READY=1; blocking (runs before the reactor does)."""
+        cfg = self.cfg
+        journal_dirs = list(cfg.journal_directories)
+        ledger_dirs = list(cfg.ledger_directories)
+        # bookied keeps its index beside its entry logs; configured index dirs only enter the cookie
+        index_dirs = [] if cfg.is_derived("indexDirectories") else list(cfg.index_directories)
+        layout.prepare_dirs(list(dict.fromkeys(journal_dirs + ledger_dirs + index_dirs)))
+
+        from wire.zkstore import ZKMetadataStore
+
+        if not cfg.metadata_service_uri:
+            raise identity.IdentityError("no metadataServiceUri (or zkServers) configured")
+        self.zk = ZKMetadataStore(cfg.metadata_service_uri, timeout=cfg.zk_timeout / 1000.0)
+        self.zk.start()
+        instance_id = self.zk.instance_id()
+        if instance_id is None:
+            raise identity.IdentityError(f"no cluster at {cfg.metadata_service_uri} (no INSTANCEID); "
+                                         f"initialise it first, e.g. 'bkctl metaformat'")
+        cookie = identity.expected_cookie(self.bookie_id, journal_dirs, ledger_dirs, index_dirs, instance_id)
+        outcome = identity.check_and_stamp(self.zk, cookie, allow_expansion=cfg.allow_storage_expansion)
+        log.info("bookie %s: cookie %s (instance %s)", self.bookie_id, outcome, instance_id)
+
+        dispatch = self._journal_dispatch
+        self.journals = [Journal(d, max_group_wait_ms=cfg.journal_max_group_wait_msec,
+                                 buffered_writes_threshold=cfg.journal_buffered_writes_threshold,
+                                 max_size_mb=cfg.journal_max_size_mb,
+                                 preallocate_mb=cfg.journal_pre_alloc_size_mb,
+                                 dispatch=dispatch)
+                         for d in journal_dirs]
+        cache = cfg.db_storage_write_cache_max_size_mb * 1024 * 1024 // len(ledger_dirs)
+        self.stores = [EntryStore(d, write_cache_max_bytes=cache, on_flush_needed=self._flush_needed)
+                       for d in ledger_dirs]
+        self.bookie = Bookie(self.journals, self.stores, clock=self.reactor,
+                             max_frame_size=cfg.netty_max_frame_size_bytes)
+        started = time.monotonic()
+        replayed = self.bookie.replay()
+        log.info("journal replay: %d records in %.2f s", replayed, time.monotonic() - started)
+        for j in self.journals:
+            j.start()
+
+        self._register_metrics()
+        factory = BookieServerFactory(self.bookie, self.metrics, cfg.netty_max_frame_size_bytes)
+        host = resolve_listen_host(cfg)
+        self.port = self.reactor.listenTCP(cfg.bookie_port, factory, interface=host)
+        log.info("listening on %s:%d", host, self.port.getHost().port)
+        if cfg.http_server_enabled:
+            from .http import listen_http
+
+            self.http_port = listen_http(self.reactor, cfg.http_server_port, self, cfg.http_server_host)
+            log.info("HTTP admin on %s:%d", cfg.http_server_host, self.http_port.getHost().port)
+
+        if cfg.force_read_only_bookie:
+            self.bookie.readonly, self.bookie.readonly_reason = True, "forceReadOnlyBookie"
+        self._check_disks()
+        self.bookie.on_readonly_change = self._readonly_changed
+        self._every(cfg.flush_interval / 1000.0, self._checkpoint)
+        self._every(cfg.disk_check_interval / 1000.0, self._check_disks, now=False)
+        self._every(cfg.gc_wait_time / 1000.0, self._gc, now=False)
+        self.running = True
+        self.reactor.addSystemEventTrigger("before", "shutdown", self.stop)
+        self.reactor.callWhenRunning(self._register)
+
+    def _register(self):
+        """Register in ZooKeeper (waiting out a stale node of our previous life), then READY=1.
+
+        Runs once the reactor does, so clients that already know this bookie
+        are served while a stale ephemeral node of a killed predecessor expires.
+        """
+        readonly = self.bookie.readonly
+        d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), self.zk.register_bookie,
+                                      self.bookie_id, self._service_info(), readonly=readonly)
+
+        def registered(_):
+            log.info("registered %s as %s", self.bookie_id, "read-only" if readonly else "writable")
+            if self.bookie.readonly != readonly:  # changed while we registered
+                self._readonly_changed(self.bookie.readonly)
+            self.notifier.ready(f"serving as {self.bookie_id}")
+            sdnotify.start_watchdog(self.reactor, self.notifier)
+
+        def failed(f):
+            log.error("cannot register in ZooKeeper: %s", f.value)
+            self.exit_code = 1
+            self.reactor.stop()
+
+        d.addCallbacks(registered, failed)
+        return d
+
+    def _service_info(self) -> BookieServiceInfo:
+        host, port = resolve_bookie_address(self.cfg)
+        if self.port is not None and self.cfg.bookie_port == 0:
+            port = self.port.getHost().port
+        http = self.http_port.getHost().port if self.http_port is not None else None
+        return BookieServiceInfo.for_bookie(host, port, http_port=http)
+
+    def _every(self, seconds: float, fn, now: bool = True) -> None:
+        loop = task.LoopingCall(fn)
+        loop.clock = self.reactor
+        loop.start(max(seconds, 0.05), now=now).addErrback(lambda f: log.error("%s failed: %s", fn.__name__, f.value))
+        self._loops.append(loop)
+
+    # -- journal completions -----------------------------------------------------
+    def _journal_dispatch(self, callbacks, error) -> None:
+        """Runs on the journal thread once per group: one reactor wake-up completes the group."""
+        self.metrics.entries_per_fsync.observe(len(callbacks))
+        self.reactor.callFromThread(Journal.call_all, callbacks, error)
+
+    # -- periodic work -----------------------------------------------------------
+    def _flush_needed(self) -> None:
+        self.reactor.callFromThread(self._checkpoint)
+
+    def _checkpoint(self):
+        """Mark the journals, flush the entry stores, then trim the journals up to the marks."""
+        if self._checkpointing or not self.stores:
+            return None
+        self._checkpointing = True
+        marks = [j.mark() for j in self.journals]
+
+        def work():
+            for s in self.stores:
+                s.flush()
+            for j, m in zip(self.journals, marks):
+                j.checkpoint(m)
+
+        def done(result):
+            self._checkpointing = False
+            return result
+
+        d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), work)
+        d.addBoth(done)
+        d.addErrback(lambda f: log.error("checkpoint failed: %s", f.value))
+        return d
+
+    def disk_usage(self) -> float:
+        """The fullest of the journal and ledger filesystems, as a fraction."""
+        worst = 0.0
+        for d in list(self.cfg.journal_directories) + list(self.cfg.ledger_directories):
+            st = os.statvfs(d)
+            if st.f_blocks:
+                worst = max(worst, 1.0 - st.f_bavail / st.f_blocks)
+        return worst
+
+    def _check_disks(self) -> None:
+        bookie = self.bookie
+        try:
+            usage = self.disk_usage()
+        except OSError as e:
+            log.error("disk check failed: %s", e)
+            return
+        if usage >= self.cfg.disk_usage_threshold:
+            if not bookie.readonly:
+                self._disk_readonly = True
+                bookie.set_readonly(True, f"disk usage {usage:.1%} over diskUsageThreshold "
+                                          f"{self.cfg.disk_usage_threshold:.0%}")
+        elif bookie.readonly and self._disk_readonly and usage < self.cfg.disk_usage_warn_threshold:
+            self._disk_readonly = False
+            bookie.set_readonly(False)
+
+    def _readonly_changed(self, readonly: bool) -> None:
+        if self.stopping:
+            return
+        d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(),
+                                      self.zk.register_bookie, self.bookie_id, self._service_info(),
+                                      readonly=readonly)
+        d.addCallback(lambda _: log.info("registration moved to %s", "available/readonly" if readonly
+                                         else "available"))
+        d.addErrback(lambda f: log.error("could not update the registration: %s", f.value))
+
+    def _gc(self):
+        """Drop the entries of ledgers whose metadata is gone (deleted ledgers)."""
+        zk = self.zk
+
+        def work():
+            removed = 0
+            for store in self.stores:
+                for ledger_id in store.ledger_ids():
+                    if not zk.ledger_exists(ledger_id):
+                        store.delete_ledger(ledger_id)
+                        removed += 1
+            return removed
+
+        def done(removed):
+            if removed:
+                log.info("garbage collection removed %d deleted ledger(s)", removed)
+
+        d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), work)
+        d.addCallbacks(done, lambda f: log.error("garbage collection failed: %s", f.value))
+        return d
+
+    # -- metrics and status (HTTP admin) -----------------------------------------
+    def _register_metrics(self) -> None:
+        m = self.metrics
+        m.gauge("bookie_journal_queue_bytes", "Journal bytes appended but not yet durable.",
+                lambda: sum(j.pending_bytes for j in self.journals))
+        m.gauge("bookie_journal_fsyncs_total", "Journal fsyncs since start.",
+                lambda: sum(j.stats.fsyncs for j in self.journals))
+        m.gauge("bookie_journal_records_total", "Journal records written since start.",
+                lambda: sum(j.stats.records for j in self.journals))
+        m.gauge("bookie_write_cache_bytes", "Entries held in the write cache.",
+                lambda: sum(s.cached_bytes for s in self.stores))
+        m.gauge("bookie_disk_usage_ratio", "Fullest journal/ledger filesystem (0..1).", self.disk_usage)
+        m.gauge("bookie_read_only", "1 when the bookie is read-only.", lambda: int(self.is_readonly()))
+
+    def is_readonly(self) -> bool:
+        return bool(self.bookie and self.bookie.readonly)
+
+    def is_running(self) -> bool:
+        return self.running and not self.stopping
+
+    def metrics_text(self) -> str:
+        return self.metrics.render()
+
+    def info(self) -> dict:
+        total, free = self.bookie.disk_space()
+        return {"freeSpace": free, "totalSpace": total}
+
+    def state(self) -> dict:
+        return {"running": self.is_running(), "readOnly": self.is_readonly(),
+                "shuttingDown": self.stopping, "availableForHighPriorityWrites": True}
+
+    def set_readonly(self, readonly: bool) -> None:
+        self.bookie.set_readonly(readonly, "set through the HTTP admin API" if readonly else None)
+
+    # -- shutdown ---------------------------------------------------------------
+    @defer.inlineCallbacks
+    def stop(self):
+        if self.stopping:
+            return
+        self.stopping = True
+        log.info("shutting down")
+        self.notifier.stopping()
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
+        if self.port is not None:
+            yield self.port.stopListening()
+        if self.http_port is not None:
+            yield self.http_port.stopListening()
+        pool = self.reactor.getThreadPool()
+        # close() writes and fsyncs whatever is queued; its callbacks answer the clients
+        for j in self.journals:
+            yield threads.deferToThreadPool(self.reactor, pool, j.close)
+        yield task.deferLater(self.reactor, 0, lambda: None)  # let those answers be written
+        for proto in list(self.bookie._connections) if self.bookie else []:
+            proto.transport.loseConnection()
+        while self._checkpointing:
+            yield task.deferLater(self.reactor, 0.01, lambda: None)
+        marks = [j.mark() for j in self.journals]
+        for s in self.stores:
+            yield threads.deferToThreadPool(self.reactor, pool, s.close)  # flushes first
+        for j, m in zip(self.journals, marks):
+            j.checkpoint(m)
+        if self.zk is not None:
+            try:
+                yield threads.deferToThreadPool(self.reactor, pool, self.zk.unregister_bookie, self.bookie_id)
+            except Exception as e:
+                log.warning("could not unregister: %s", e)
+            yield threads.deferToThreadPool(self.reactor, pool, self.zk.close)
+        log.info("stopped")

@@ -1,0 +1,226 @@
+"""bookied as a real process against a real ZooKeeper: durability, faults, identity, service life."""
+import os
+import random
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+from tests.bookieproc import BookieProcess, WireClient
+from wire import v2, v3
+from wire.digest import DigestManager, DigestType, master_key
+from wire.protocol import Flag, RC
+from wire.zkstore import ZKMetadataStore
+
+pytestmark = pytest.mark.integration
+
+KEY = master_key(b"pw")
+
+
+@pytest.fixture
+def bookies(tmp_path, metadata_uri):
+    started: list[BookieProcess] = []
+
+    def make(name="b0", **settings) -> BookieProcess:
+        b = BookieProcess(tmp_path / name, metadata_uri, **settings)
+        started.append(b)
+        return b
+
+    yield make
+    for b in started:
+        b.kill()
+
+
+def package(ledger, entry, payload=None, lac=-1):
+    payload = payload if payload is not None else f"entry-{ledger}-{entry}".encode()
+    return DigestManager(ledger, DigestType.CRC32C, b"pw").package(entry, lac, 0, payload)
+
+
+def registered(uri, bookie_id):
+    with ZKMetadataStore(uri) as zk:
+        return bookie_id in zk.writable_bookies(), bookie_id in zk.readonly_bookies()
+
+
+def wait_for(predicate, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_sigkill_while_pipelining_loses_no_acknowledged_entry(bookies):
+    """20 rounds: a writer pipelines adds, the bookie is SIGKILLed at a random moment,
+    restarted, and every acknowledged entry must read back byte-identical."""
+    bookie = bookies().start()
+    rng = random.Random(1234)
+    acked: dict[tuple[int, int], bytes] = {}
+    for round_no in range(20):
+        ledger = round_no + 1
+        client = WireClient(bookie.port)
+        stop = threading.Event()
+
+        def reader(client=client, ledger=ledger):
+            try:
+                while not stop.is_set():
+                    resp = v3.parse_response(client.recv())
+                    if resp.status == 0:
+                        e = resp.addResponse.entryId
+                        acked[(ledger, e)] = package(ledger, e)
+            except (ConnectionError, OSError):
+                pass
+
+        t = threading.Thread(target=reader, daemon=True)
+        t.start()
+        deadline = time.monotonic() + rng.uniform(0.05, 0.4)
+        entry = 0
+        try:
+            while time.monotonic() < deadline:
+                client.send(v3.serialize(v3.add_request(entry + 1, ledger, entry, KEY, package(ledger, entry))))
+                entry += 1
+        except OSError:
+            pass
+        bookie.kill(signal.SIGKILL)
+        stop.set()
+        t.join(5)
+        client.close()
+        bookie.start()
+    assert len(acked) > 100, "the writer should have had many adds acknowledged"
+    client = WireClient(bookie.port)
+    for (ledger, entry), body in sorted(acked.items()):
+        resp = client.v2(v2.ReadRequest(2, 0, ledger, entry))
+        assert resp.rc == RC.EOK, f"acknowledged entry {ledger}/{entry} lost"
+        assert resp.body == body
+    client.close()
+
+
+def test_fence_persists_across_a_restart(bookies):
+    bookie = bookies().start()
+    c = WireClient(bookie.port)
+    assert c.v2(v2.AddRequest(2, 0, KEY, package(7, 0), 7, 0)).rc == RC.EOK
+    assert c.v2(v2.ReadRequest(2, Flag.DO_FENCING, 7, -1, KEY)).rc == RC.EOK
+    c.close()
+    bookie.kill(signal.SIGKILL)
+    bookie.start()
+    c = WireClient(bookie.port)
+    assert c.v2(v2.AddRequest(2, 0, KEY, package(7, 1), 7, 1)).rc == RC.EFENCED
+    assert c.v2(v2.AddRequest(2, 0, master_key(b"other"), package(7, 1), 7, 1)).rc == RC.EUA
+    assert c.v2(v2.AddRequest(2, Flag.RECOVERY_ADD, KEY, package(7, 1), 7, 1)).rc == RC.EOK
+    c.close()
+
+
+def test_malformed_input_closes_only_that_connection(bookies):
+    bookie = bookies().start()
+    rng = random.Random(7)
+    cases = [
+        b"\x00\x00\x00\x05\x02\x09\x00\x00\x00",  # v2 unknown opcode
+        b"\x00\x00\x00\x08\x02\x01\x00\x00abcd",  # truncated v2 ADD
+        b"\x7f\xff\xff\xff" + b"x" * 64,  # over nettyMaxFrameSizeBytes
+        b"\xff\xff\xff\xf0",  # negative length
+    ] + [len(blob).to_bytes(4, "big") + blob for blob in (rng.randbytes(rng.randint(1, 200)) for _ in range(20))]
+    for raw in cases:
+        c = WireClient(bookie.port)
+        c.sock.sendall(raw)
+        got_reply_or_close = c.closed_by_peer(timeout=0.3) or True
+        c.close()
+        assert got_reply_or_close
+        # the daemon still serves the next connection
+        d = WireClient(bookie.port)
+        assert d.v2(v2.ReadRequest(2, 0, 424242, 0)).rc == RC.ENOLEDGER
+        d.close()
+    c = WireClient(bookie.port)
+    c.sock.sendall(cases[0])
+    assert c.closed_by_peer(), "an unknown v2 opcode must close the connection"
+    assert bookie.proc.poll() is None
+
+
+def test_corrupt_journal_tail_is_truncated_with_a_warning(bookies):
+    bookie = bookies().start()
+    c = WireClient(bookie.port)
+    for e in range(5):
+        assert c.v2(v2.AddRequest(2, 0, KEY, package(3, e), 3, e)).rc == RC.EOK
+    c.close()
+    bookie.kill(signal.SIGKILL)
+    journal = bookie.journal_dir / "current"
+    newest = max(p for p in journal.iterdir() if p.suffix == ".bjn")
+    with open(newest, "r+b") as f:  # garbage where the next record would start
+        data = f.read()
+        end = len(data.rstrip(b"\0"))
+        f.seek(end)
+        f.write(b"\x13\x37" * 40)
+    bookie.start()
+    assert "journal" in bookie.log_tail(50) and "WARNING" in bookie.log_tail(50)
+    c = WireClient(bookie.port)
+    for e in range(5):
+        r = c.v2(v2.ReadRequest(2, 0, 3, e))
+        assert (r.rc, r.body) == (RC.EOK, package(3, e))
+    c.close()
+
+
+def test_cookie_mismatch_refuses_to_start(bookies, tmp_path):
+    bookie = bookies().start()
+    bookie.stop()
+    # same bookie id, different ledger directory: a wiped or swapped disk
+    bookie.settings["ledgerDirectories"] = tmp_path / "other-ledgers"
+    bookie.launch()
+    rc = bookie.proc.wait(timeout=30)
+    assert rc == 1
+    assert "cookie" in bookie.log_tail() and "mismatch" in bookie.log_tail()
+
+
+def test_missing_cookie_directory_refuses_to_start(bookies):
+    bookie = bookies().start()
+    bookie.stop()
+    os.remove(bookie.ledger_dir / "current" / "VERSION")
+    bookie.launch()
+    assert bookie.proc.wait(timeout=30) == 1
+    assert "without a cookie" in bookie.log_tail()
+
+
+def test_read_only_when_disk_usage_is_over_the_threshold(bookies, metadata_uri):
+    bookie = bookies(diskUsageThreshold=0.0001, diskUsageWarnThreshold=0.00005,
+                     diskUsageLwmThreshold=0.0001).start()
+    wait_for(lambda: registered(metadata_uri, bookie.bookie_id) == (False, True), what="read-only registration")
+    c = WireClient(bookie.port)
+    assert c.v2(v2.AddRequest(2, 0, KEY, package(1, 0), 1, 0)).rc == RC.EREADONLY
+    # recovery traffic is high priority and still gets through
+    assert c.v2(v2.AddRequest(2, Flag.RECOVERY_ADD | Flag.HIGH_PRIORITY, KEY, package(1, 0), 1, 0)).rc == RC.EOK
+    c.close()
+
+
+def test_readiness_through_notify_socket_and_sigterm_unregisters(bookies, metadata_uri, tmp_path):
+    sock_path = str(tmp_path / "notify.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    server.bind(sock_path)
+    server.settimeout(30)
+    bookie = bookies()
+    bookie.env_extra["NOTIFY_SOCKET"] = sock_path
+    bookie.launch()
+    message = server.recv(4096).decode()
+    assert "READY=1" in message
+    # READY=1 comes only after the registration exists
+    assert registered(metadata_uri, bookie.bookie_id) == (True, False)
+    c = WireClient(bookie.port)
+    assert c.v2(v2.AddRequest(2, 0, KEY, package(2, 0), 2, 0)).rc == RC.EOK
+    c.close()
+    os.kill(bookie.proc.pid, signal.SIGTERM)
+    assert "STOPPING=1" in server.recv(4096).decode()
+    assert bookie.proc.wait(timeout=30) == 0
+    assert registered(metadata_uri, bookie.bookie_id) == (False, False)
+    server.close()
+    # what was acknowledged before the SIGTERM is still there
+    bookie.env_extra.clear()
+    bookie.start()
+    c = WireClient(bookie.port)
+    assert c.v2(v2.ReadRequest(2, 0, 2, 0)).body == package(2, 0)
+    c.close()
+
+
+def test_bad_configuration_exits_2_naming_the_key(bookies):
+    bookie = bookies(bookiePort="abc")
+    bookie.launch()
+    assert bookie.proc.wait(timeout=30) == 2
+    assert "bookiePort" in bookie.log_tail()

@@ -1,0 +1,395 @@
+"""The bookie's protocol and semantics with Twisted's fakes: StringTransport, task.Clock,
+a journal whose fsyncs the test completes by hand, and a real entry store."""
+import struct
+
+import pytest
+from twisted.internet import task
+from twisted.internet.testing import StringTransport
+
+from bookied.bookie import Bookie
+from bookied.entrystore import EntryStore
+from bookied.journal import EntryRecord, FenceRecord, JournalFull, JournalUnavailable, MasterKeyRecord
+from bookied.metrics import Metrics
+from bookied.server import BookieServerFactory
+from wire import v2, v3
+from wire.digest import DigestManager, DigestType, master_key
+from wire.framing import FrameDecoder, frame
+from wire.protocol import Flag, RC
+
+KEY = master_key(b"password")
+OTHER_KEY = master_key(b"wrong")
+DM = DigestManager(1, DigestType.CRC32C, b"password")
+
+
+class ManualJournal:
+    """Stands in for bookied.journal.Journal: nothing is durable until the test says so."""
+
+    def __init__(self):
+        self.records = []
+        self.waiting = []
+        self.failed = None
+        self.full = False
+
+    def append(self, record, callback, *, sync=True):
+        if self.failed is not None:
+            raise JournalUnavailable("journal failed")
+        if self.full:
+            raise JournalFull("full")
+        self.records.append(record)
+        self.waiting.append(callback)
+
+    def force(self, callback):
+        self.waiting.append(callback)
+
+    def sync(self, error=None):
+        waiting, self.waiting = self.waiting, []
+        for cb in waiting:
+            cb(error)
+
+    def replay(self):
+        return iter(())
+
+
+@pytest.fixture
+def env(tmp_path):
+    journal = ManualJournal()
+    store = EntryStore(str(tmp_path / "ledgers"))
+    clock = task.Clock()
+    bookie = Bookie([journal], [store], clock=clock)
+    factory = BookieServerFactory(bookie, Metrics())
+    yield Env(factory, journal, store, clock, bookie)
+    store.close()
+
+
+class Env:
+    def __init__(self, factory, journal, store, clock, bookie):
+        self.factory, self.journal, self.store, self.clock, self.bookie = factory, journal, store, clock, bookie
+
+    def connect(self):
+        proto = self.factory.buildProtocol(None)
+        transport = StringTransport()
+        proto.makeConnection(transport)
+        return Conn(proto, transport)
+
+
+class Conn:
+    def __init__(self, proto, transport):
+        self.proto, self.transport = proto, transport
+        self.decoder = FrameDecoder()
+
+    def send(self, payload: bytes):
+        self.proto.dataReceived(frame(payload))
+
+    def replies(self):
+        data = self.transport.value()
+        self.transport.clear()
+        return self.decoder.feed(data)
+
+    def v2(self):
+        return [v2.decode_response(p) for p in self.replies()]
+
+    def v3(self):
+        return [v3.parse_response(p) for p in self.replies()]
+
+
+def entry(entry_id, payload=b"hello", lac=-1, ledger=1):
+    return DigestManager(ledger, DigestType.CRC32C, b"password").package(entry_id, lac, 5 * (entry_id + 1), payload)
+
+
+def add(c, entry_id, key=KEY, flags=0, ledger=1, lac=-1):
+    c.send(v2.AddRequest(2, flags, key, entry(entry_id, ledger=ledger, lac=lac), ledger, entry_id).encode())
+
+
+def test_add_is_acknowledged_only_after_the_journal_sync(env):
+    c = env.connect()
+    add(c, 0)
+    assert c.replies() == []  # not durable yet
+    assert env.journal.records[0] == MasterKeyRecord(1, KEY)
+    assert env.journal.records[1] == EntryRecord(1, 0, entry(0))
+    env.journal.sync()
+    [raw] = c.replies()
+    assert frame(raw).hex() == "00000018" "02010000" "00000000" "0000000000000001" "0000000000000000"
+
+
+def test_entries_read_back_verbatim_and_entry_minus_one_is_the_highest(env):
+    c = env.connect()
+    for i in range(3):
+        add(c, i, lac=i - 1)
+    env.journal.sync()
+    c.replies()
+    c.send(v2.ReadRequest(2, 0, 1, 1).encode())
+    c.send(v2.ReadRequest(2, 0, 1, -1).encode())
+    r1, rlac = c.v2()
+    assert (r1.rc, r1.entry_id, r1.body) == (RC.EOK, 1, entry(1, lac=0))
+    assert (rlac.rc, rlac.entry_id, rlac.body) == (RC.EOK, -1, entry(2, lac=1))
+
+
+def test_missing_entry_of_a_known_ledger_is_enoentry(env):
+    c = env.connect()
+    add(c, 0)
+    env.journal.sync()
+    c.replies()
+    c.send(v2.ReadRequest(2, 0, 1, 5).encode())
+    [missing_entry] = c.v2()
+    assert missing_entry.rc == RC.ENOENTRY
+
+
+def test_missing_ledger_is_enoledger(env):
+    c = env.connect()
+    c.send(v2.ReadRequest(2, 0, 99, 0).encode())
+    c.send(v2.ReadRequest(2, 0, 99, -1).encode())
+    assert [r.rc for r in c.v2()] == [RC.ENOLEDGER, RC.ENOLEDGER]
+
+
+def test_wrong_master_key_is_eua(env):
+    c = env.connect()
+    add(c, 0)
+    env.journal.sync()
+    c.replies()
+    add(c, 1, key=OTHER_KEY)
+    [r] = c.v2()
+    assert r.rc == RC.EUA
+
+
+def test_fence_then_add_is_efenced_but_recovery_add_passes(env):
+    c = env.connect()
+    add(c, 0)
+    env.journal.sync()
+    c.replies()
+    c.send(v2.ReadRequest(2, Flag.DO_FENCING, 1, -1, KEY).encode())
+    assert c.replies() == []  # the fence must be durable before the answer
+    assert env.journal.records[-1] == FenceRecord(1)
+    env.journal.sync()
+    [fenced_read] = c.v2()
+    assert (fenced_read.rc, fenced_read.body) == (RC.EOK, entry(0))
+    add(c, 1)
+    [r] = c.v2()
+    assert r.rc == RC.EFENCED
+    add(c, 1, flags=Flag.RECOVERY_ADD | Flag.HIGH_PRIORITY)
+    env.journal.sync()
+    [r] = c.v2()
+    assert r.rc == RC.EOK
+
+
+def test_fencing_read_without_key_or_with_wrong_key_is_eua(env):
+    c = env.connect()
+    add(c, 0)
+    env.journal.sync()
+    c.replies()
+    c.send(v2.ReadRequest(2, Flag.DO_FENCING, 1, 0).encode())  # no key on the wire
+    c.send(v2.ReadRequest(2, Flag.DO_FENCING, 1, 0, OTHER_KEY).encode())
+    assert [r.rc for r in c.v2()] == [RC.EUA, RC.EUA]
+    assert not env.store.is_fenced(1)
+
+
+def test_fence_record_failure_answers_eio_and_turns_read_only(env):
+    c = env.connect()
+    add(c, 0)
+    env.journal.sync()
+    c.replies()
+    c.send(v2.ReadRequest(2, Flag.DO_FENCING, 1, 0, KEY).encode())
+    env.journal.sync(OSError(28, "No space left on device"))
+    [r] = c.v2()
+    assert r.rc == RC.EIO
+    assert env.bookie.readonly
+
+
+def test_journal_error_fails_the_add_with_eio_and_turns_read_only(env):
+    c = env.connect()
+    add(c, 0)
+    env.journal.sync(OSError(28, "No space left on device"))
+    [r] = c.v2()
+    assert r.rc == RC.EIO
+    assert env.bookie.readonly
+    add(c, 1)
+    [r] = c.v2()
+    assert r.rc == RC.EREADONLY
+
+
+def test_journal_back_pressure_is_etoomanyrequests(env):
+    c = env.connect()
+    add(c, 0)
+    env.journal.sync()
+    c.replies()
+    env.journal.full = True
+    add(c, 1)
+    [r] = c.v2()
+    assert r.rc == RC.ETOOMANYREQUESTS
+
+
+def test_read_only_refuses_adds_unless_high_priority(env):
+    c = env.connect()
+    env.bookie.set_readonly(True, "test")
+    add(c, 0)
+    [r] = c.v2()
+    assert r.rc == RC.EREADONLY
+    add(c, 0, flags=Flag.HIGH_PRIORITY | Flag.RECOVERY_ADD)
+    env.journal.sync()
+    [r] = c.v2()
+    assert r.rc == RC.EOK
+
+
+def test_bad_v2_version_is_ebadversion(env):
+    c = env.connect()
+    payload = bytearray(v2.ReadRequest(2, 0, 1, 0).encode())
+    payload[0] = 7
+    c.send(bytes(payload))
+    [r] = c.v2()
+    assert (r.version, r.rc) == (7, RC.EBADVERSION)
+
+
+@pytest.mark.parametrize("payload", [
+    bytes([2, 4, 0, 0]) + b"\0" * 16,  # READ_LAC has no v2 layout
+    bytes([2, 9, 0, 0]),  # unknown opcode
+    bytes([2, 1, 0, 0]) + b"\0" * 10,  # truncated ADD
+])
+def test_undecodable_v2_closes_the_connection(env, payload):
+    c = env.connect()
+    c.send(v2.ReadRequest(2, 0, 1, 0).encode())  # switch to v2 first
+    c.send(payload)
+    assert c.transport.disconnecting
+
+
+def test_oversized_frame_closes_the_connection(env):
+    c = env.connect()
+    c.proto.dataReceived(struct.pack(">i", 6 * 1024 * 1024) + b"x" * 100)
+    assert c.transport.disconnecting
+    # the bookie still serves a new connection
+    c2 = env.connect()
+    c2.send(v2.ReadRequest(2, 0, 1, 0).encode())
+    assert c2.v2()[0].rc == RC.ENOLEDGER
+
+
+def test_v2_auth_is_answered_like_an_auth_less_java_bookie(env):
+    c = env.connect()
+    c.send(v2.AuthRequest(2, b"\x0a\x04test\x12\x00").encode())
+    [raw] = c.replies()
+    assert frame(raw).hex() == "0000001a" "02030000" "0a124175746844697361626c6564506c7567696e1200"
+
+
+def test_batch_read_respects_count_and_size(env):
+    c = env.connect()
+    for i in range(5):
+        add(c, i)
+    env.journal.sync()
+    c.replies()
+    c.send(v2.BatchReadRequest(2, 0, 1, 1, 42, 3, 1 << 20).encode())
+    one = len(entry(1))
+    c.send(v2.BatchReadRequest(2, 0, 1, 0, 43, 0, 36 + 2 * (4 + one)).encode())
+    c.send(v2.BatchReadRequest(2, 0, 1, 9, 44, 0, 1 << 20).encode())
+    a, b, missing = c.v2()
+    assert (a.request_id, list(a.entries)) == (42, [entry(1), entry(2), entry(3)])
+    assert (b.request_id, len(b.entries)) == (43, 2)
+    assert (missing.rc, missing.entries) == (RC.ENOENTRY, ())
+
+
+# -- v3 --------------------------------------------------------------------------
+
+def test_v3_add_read_and_read_lac(env):
+    c = env.connect()
+    body = entry(0)
+    c.send(v3.serialize(v3.add_request(1, 1, 0, KEY, body)))
+    env.journal.sync()
+    [r] = c.v3()
+    assert (r.status, r.header.txnId, r.addResponse.entryId) == (0, 1, 0)
+    c.send(v3.serialize(v3.read_request(2, 1, 0)))
+    c.send(v3.serialize(v3.read_lac_request(3, 1)))
+    read, lac = c.v3()
+    assert (read.status, read.readResponse.body) == (0, body)
+    assert (lac.status, lac.readLacResponse.lastEntryBody) == (0, body)
+    assert not lac.readLacResponse.HasField("lacBody")
+    assert c.proto.detector.is_v3
+
+
+def test_v3_read_lac_of_unknown_ledger_is_enoentry_as_java_answers(env):
+    c = env.connect()
+    c.send(v3.serialize(v3.read_lac_request(1, 77)))
+    [r] = c.v3()
+    assert r.status == RC.ENOENTRY.v3
+
+
+def test_v3_write_lac_is_returned_by_read_lac(env):
+    c = env.connect()
+    body = DM.package_lac(5)
+    c.send(v3.serialize(v3.write_lac_request(1, 1, 5, KEY, body)))
+    env.journal.sync()
+    c.send(v3.serialize(v3.read_lac_request(2, 1)))
+    w, r = c.v3()
+    assert w.status == 0 and r.readLacResponse.lacBody == body
+    assert env.bookie.lac(1) == 5
+
+
+def test_v3_long_poll_answers_when_the_lac_passes(env):
+    c = env.connect()
+    c.send(v3.serialize(v3.add_request(1, 1, 0, KEY, entry(0))))
+    env.journal.sync()
+    c.replies()
+    c.send(v3.serialize(v3.read_request(2, 1, -1, previous_lac=0, timeout_ms=1000, piggyback=True)))
+    assert c.replies() == []
+    c.send(v3.serialize(v3.add_request(3, 1, 1, KEY, entry(1, lac=0))))
+    c.send(v3.serialize(v3.add_request(4, 1, 2, KEY, entry(2, lac=1))))  # LAC 1 > 0 wakes the poll
+    polled = [r for r in c.v3() if r.header.txnId == 2]
+    assert polled and polled[0].readResponse.maxLAC == 1
+    assert polled[0].readResponse.entryId == 1 and polled[0].readResponse.body == entry(1, lac=0)
+    env.journal.sync()
+    assert env.clock.getDelayedCalls() == []
+
+
+def test_v3_long_poll_times_out_with_the_current_lac(env):
+    c = env.connect()
+    c.send(v3.serialize(v3.add_request(1, 1, 0, KEY, entry(0))))
+    env.journal.sync()
+    c.replies()
+    c.send(v3.serialize(v3.read_request(2, 1, -1, previous_lac=-1, timeout_ms=500, piggyback=True)))
+    assert c.replies() == []
+    env.clock.advance(0.5)
+    [r] = c.v3()
+    assert (r.status, r.readResponse.maxLAC, r.readResponse.HasField("body")) == (0, -1, False)
+
+
+def test_v3_fence_and_deferred_sync_and_force(env):
+    c = env.connect()
+    c.send(v3.serialize(v3.add_request(1, 1, 0, KEY, entry(0), deferred_sync=True)))
+    c.send(v3.serialize(v3.force_ledger_request(2, 1)))
+    env.journal.sync()
+    assert [r.status for r in c.v3()] == [0, 0]
+    c.send(v3.serialize(v3.read_request(3, 1, -1, fence_master_key=KEY)))
+    env.journal.sync()
+    [r] = c.v3()
+    assert r.status == 0 and env.store.is_fenced(1)
+    c.send(v3.serialize(v3.add_request(4, 1, 1, KEY, entry(1))))
+    c.send(v3.serialize(v3.add_request(5, 1, 1, KEY, entry(1), recovery=True)))
+    env.journal.sync()
+    fenced, recovered = c.v3()
+    assert fenced.status == RC.EFENCED.v3 and recovered.status == 0
+
+
+def test_v3_unknown_operation_start_tls_and_bad_version(env):
+    c = env.connect()
+    req = v3.read_lac_request(1, 1)
+    req.header.operation = 3  # RANGE_READ_ENTRY: not served
+    c.send(v3.serialize(req))
+    c.send(v3.serialize(v3.start_tls_request(2)))
+    bad = v3.read_request(3, 1, 0)
+    bad.header.version = 2
+    c.send(v3.serialize(bad))
+    unknown, tls, version = c.v3()
+    assert unknown.status == RC.EBADREQ.v3 and not unknown.HasField("readLacResponse")
+    assert tls.status == RC.EBADREQ.v3
+    assert version.readResponse.status == RC.EBADVERSION.v3
+
+
+def test_v3_get_bookie_info_reports_real_disk_space(env):
+    c = env.connect()
+    c.send(v3.serialize(v3.get_bookie_info_request(1, 3)))
+    [r] = c.v3()
+    info = r.getBookieInfoResponse
+    assert r.status == 0 and info.totalDiskCapacity > info.freeDiskSpace > 0
+
+
+def test_a_v3_connection_switches_to_v2_for_good(env):
+    c = env.connect()
+    c.send(v2.ReadRequest(2, 0, 1, 0).encode())
+    assert c.v2()[0].rc == RC.ENOLEDGER
+    c.send(v3.serialize(v3.read_request(1, 1, 0)))  # now decoded as v2 -> undecodable -> closed
+    assert c.transport.disconnecting

@@ -1,0 +1,485 @@
+"""bookied.entrystore: write cache, entry logs, LMDB index, ledger state, GC, replay, kill -9."""
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from bookied import entrystore as es
+from bookied.entrystore import EntryCorrupted, EntryStore, WriteCacheFull
+from bookied.journal import EntryRecord, ExplicitLacRecord, FenceRecord, Journal, MasterKeyRecord
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def data(ledger: int, entry: int, size: int = 100, tag: bytes = b"") -> bytes:
+    seed = hashlib.sha256(b"%d/%d/%s" % (ledger, entry, tag)).digest()
+    return (seed * (size // 32 + 1))[:size]
+
+
+def log_files(d) -> list[str]:
+    return sorted(n for n in os.listdir(os.path.join(d, "current")) if n.endswith(es.LOG_SUFFIX))
+
+
+@pytest.fixture
+def sdir(tmp_path):
+    return str(tmp_path / "ledgers")
+
+
+def test_put_get_from_cache_then_disk_then_reopen(sdir):
+    s = EntryStore(sdir)
+    assert s.get_entry(1, 0) is None and s.last_entry_id(1) is None and not s.has_ledger(1)
+    for l in (1, 2):
+        for e in range(50):
+            s.put_entry(l, e, data(l, e))
+    assert s.get_entry(1, 7) == data(1, 7)
+    assert s.last_entry_id(2) == 49 and s.has_ledger(2) and s.ledger_ids() == [1, 2]
+    assert s.cached_bytes == 100 * 100
+    assert log_files(sdir) == []  # nothing written before a flush
+    res = s.flush()
+    assert res.entries == 100 and res.bytes == 100 * 100 and s.cached_bytes == 0
+    assert len(log_files(sdir)) == 1
+    assert all(s.get_entry(l, e) == data(l, e) for l in (1, 2) for e in range(50))
+    assert s.get_entry(1, 50) is None and s.get_entry(3, 0) is None
+    loc = s.location(2, 3)
+    assert loc is not None and loc.length == 100 + 24
+    s.close()
+    s = EntryStore(sdir)
+    assert s.ledger_ids() == [1, 2] and s.last_entry_id(1) == 49
+    assert all(s.get_entry(l, e) == data(l, e) for l in (1, 2) for e in range(50))
+    # a new log per open, created lazily
+    s.put_entry(1, 50, data(1, 50))
+    s.flush()
+    assert len(log_files(sdir)) == 2
+    s.close()
+    s = EntryStore(sdir)
+    assert s.get_entry(1, 50) == data(1, 50) and s.last_entry_id(1) == 50
+    s.close()
+
+
+def test_invalid_ids_rejected(sdir):
+    with EntryStore(sdir) as s:
+        with pytest.raises(ValueError):
+            s.put_entry(1, -1, b"x")
+        with pytest.raises(ValueError):
+            s.put_entry(-5, 0, b"x")
+        assert s.get_entry(1, -1) is None
+
+
+def test_ledger_state_persists(sdir):
+    s = EntryStore(sdir)
+    s.set_master_key(9, b"K" * 20)
+    assert s.has_ledger(9) and s.get_master_key(9) == b"K" * 20
+    assert s.last_entry_id(9) is None and not s.is_fenced(9)
+    assert s.set_fenced(9) is True
+    assert s.set_fenced(9) is False
+    s.set_explicit_lac(9, b"lacbody")
+    s.set_master_key(10, b"")
+    s.flush()
+    s.set_explicit_lac(9, b"lac2")  # not flushed: close() flushes
+    s.close()
+    s = EntryStore(sdir)
+    assert s.get_master_key(9) == b"K" * 20 and s.is_fenced(9) and s.get_explicit_lac(9) == b"lac2"
+    assert s.get_master_key(10) == b"" and not s.is_fenced(10) and s.get_explicit_lac(10) is None
+    assert s.get_master_key(11) is None and s.get_explicit_lac(11) is None and not s.is_fenced(11)
+    s.close()
+    s = EntryStore(sdir)
+    s.set_fenced(10)
+    s.close(flush=False)  # state changes without a flush are lost (the journal has them)
+    s = EntryStore(sdir)
+    assert not s.is_fenced(10)
+    s.close()
+
+
+def test_reput_replaces_in_cache_and_on_disk(sdir):
+    s = EntryStore(sdir)
+    for e in range(10):
+        s.put_entry(1, e, data(1, e))
+    s.put_entry(1, 3, b"new3")
+    assert s.get_entry(1, 3) == b"new3"
+    assert s.cached_bytes == 9 * 100 + 4
+    s.flush()
+    assert s.get_entry(1, 3) == b"new3"
+    s.close()
+    s = EntryStore(sdir)
+    old_logs = log_files(sdir)
+    for e in range(10):  # recovery re-adds every entry: the old log has no live entry left
+        s.put_entry(1, e, data(1, e, tag=b"v2"))
+    s.flush()
+    assert all(s.get_entry(1, e) == data(1, e, tag=b"v2") for e in range(10))
+    assert old_logs[0] not in log_files(sdir)
+    usage = s.disk_usage()
+    assert usage["live_entries"] == 10 and usage["entry_logs"] == 1
+    s.close()
+
+
+def test_delete_ledger_and_log_gc(sdir):
+    s = EntryStore(sdir, log_size_limit=4096)
+    for e in range(100):  # ledger 1 fills logs on its own, then both ledgers share logs
+        s.put_entry(1, e, data(1, e))
+    s.flush()
+    for e in range(100, 150):
+        s.put_entry(1, e, data(1, e))
+        s.put_entry(2, e, data(2, e))
+    s.set_master_key(1, b"k")
+    s.set_fenced(1)
+    s.flush()
+    logs_before = log_files(sdir)
+    assert len(logs_before) > 3
+    s.put_entry(1, 150, b"cached")
+    assert s.delete_ledger(1) == 150
+    assert not s.has_ledger(1) and s.get_entry(1, 5) is None and s.get_entry(1, 150) is None
+    assert s.last_entry_id(1) is None and s.get_master_key(1) is None and not s.is_fenced(1)
+    assert s.ledger_ids() == [2]
+    logs_after = log_files(sdir)
+    assert len(logs_after) < len(logs_before)
+    assert all(s.get_entry(2, e) == data(2, e) for e in range(100, 150))
+    s.close()
+    s = EntryStore(sdir, log_size_limit=4096)
+    assert s.ledger_ids() == [2] and s.get_entry(1, 5) is None
+    assert all(s.get_entry(2, e) == data(2, e) for e in range(100, 150))
+    assert s.delete_ledger(2) == 50
+    assert s.delete_ledger(2) == 0
+    assert log_files(sdir) == []
+    assert s.disk_usage()["entry_logs"] == 0
+    s.close()
+
+
+def test_compaction_rewrites_sparse_logs(sdir):
+    s = EntryStore(sdir, log_size_limit=8192)
+    for e in range(200):
+        for l in (1, 2, 3, 4):
+            s.put_entry(l, e, data(l, e))
+        if e % 4 == 3:
+            s.flush()  # each flush writes 4 entries of every ledger: the logs mix all ledgers
+    s.close()
+    s = EntryStore(sdir, log_size_limit=8192)
+    for l in (1, 2, 3):
+        s.delete_ledger(l)
+    before = s.disk_usage()
+    assert before["live_bytes"] < before["entry_log_bytes"] / 2
+    stats = s.compact(0.5)
+    assert stats["logs"] > 0 and stats["moved_entries"] == 200
+    after = s.disk_usage()
+    assert after["entry_log_bytes"] < before["entry_log_bytes"] / 2
+    assert after["live_entries"] == 200
+    assert all(s.get_entry(4, e) == data(4, e) for e in range(200))
+    assert s.compact(0.5)["logs"] == 0
+    s.close()
+    s = EntryStore(sdir)
+    assert all(s.get_entry(4, e) == data(4, e) for e in range(200))
+    s.close()
+
+
+def test_write_cache_bound_and_flush_hint(sdir):
+    hints = []
+    s = EntryStore(sdir, write_cache_max_bytes=10_000, on_flush_needed=lambda: hints.append(1))
+    for e in range(49):
+        s.put_entry(1, e, b"x" * 100)
+    assert hints == []
+    s.put_entry(1, 49, b"x" * 100)  # half full
+    assert hints == [1]
+    for e in range(50, 100):
+        s.put_entry(1, e, b"x" * 100)
+    with pytest.raises(WriteCacheFull):
+        s.put_entry(1, 100, b"x")
+    assert hints == [1]
+    assert s.last_entry_id(1) == 99
+    s.flush()
+    s.put_entry(1, 100, b"x")
+    s.close()
+    # a single entry larger than the cache is still accepted into an empty cache
+    with EntryStore(sdir, write_cache_max_bytes=10) as s:
+        s.put_entry(5, 0, b"y" * 100)
+        assert s.get_entry(5, 0) == b"y" * 100
+
+
+def test_entries_between(sdir):
+    s = EntryStore(sdir)
+    for e in range(20):
+        s.put_entry(1, e, data(1, e, 50))
+    s.flush()
+    for e in range(20, 30):
+        s.put_entry(1, e, data(1, e, 50))  # half cached, half on disk
+    s.put_entry(1, 31, b"after a gap")
+    want = [data(1, e, 50) for e in range(30)]
+    assert s.entries_between(1, 0) == want
+    assert s.entries_between(1, 15, 24) == want[15:25]
+    assert s.entries_between(1, 15, max_count=3) == want[15:18]
+    assert s.entries_between(1, 15, max_bytes=120) == want[15:17]
+    assert s.entries_between(1, 15, max_bytes=10) == want[15:16]  # always at least one
+    assert s.entries_between(1, 30) == []
+    assert s.entries_between(2, 0) == []
+    s.close()
+
+
+def test_corrupted_log_detected_on_read(sdir):
+    s = EntryStore(sdir)
+    for e in range(5):
+        s.put_entry(1, e, data(1, e))
+    s.flush()
+    loc = s.location(1, 2)
+    path = os.path.join(sdir, "current", es.log_name(loc.log_id))
+    with open(path, "r+b") as f:
+        f.seek(loc.offset + 40)
+        f.write(b"\xff\xee")
+    with pytest.raises(EntryCorrupted) as info:
+        s.get_entry(1, 2)
+    assert isinstance(info.value, OSError)
+    assert s.get_entry(1, 3) == data(1, 3)
+    s.close()
+
+
+def test_open_cleans_uncommitted_log_data(sdir):
+    s = EntryStore(sdir)
+    s.put_entry(1, 0, b"committed")
+    s.flush()
+    s.close()
+    cur = os.path.join(sdir, "current")
+    (log,) = log_files(sdir)
+    size = os.path.getsize(os.path.join(cur, log))
+    with open(os.path.join(cur, log), "ab") as f:
+        f.write(b"torn flush tail")
+    orphan = os.path.join(cur, es.log_name(77))
+    with open(orphan, "wb") as f:
+        f.write(es._encode_log_header(77) + es.encode_log_record(1, 1, b"never indexed"))
+    s = EntryStore(sdir)
+    assert not os.path.exists(orphan)
+    assert os.path.getsize(os.path.join(cur, log)) == size
+    assert s.get_entry(1, 0) == b"committed" and s.get_entry(1, 1) is None
+    s.put_entry(1, 1, b"new")
+    s.flush()
+    assert max(int(n.split(".")[0], 16) for n in log_files(sdir)) > 77  # ids never reused
+    s.close()
+
+
+def test_flush_failure_keeps_entries_and_retries(sdir, monkeypatch):
+    s = EntryStore(sdir)
+    s.put_entry(1, 0, b"a")
+    real = os.fdatasync
+
+    def broken(fd):
+        raise OSError(5, "EIO")
+
+    monkeypatch.setattr(os, "fdatasync", broken)
+    with pytest.raises(OSError):
+        s.flush()
+    s.put_entry(1, 1, b"b")
+    assert s.get_entry(1, 0) == b"a" and s.get_entry(1, 1) == b"b"
+    monkeypatch.setattr(os, "fdatasync", real)
+    assert s.flush().entries == 2
+    s.close()
+    s = EntryStore(sdir)
+    assert s.get_entry(1, 0) == b"a" and s.get_entry(1, 1) == b"b"
+    s.close()
+
+
+def test_journal_replay_is_idempotent(sdir):
+    recs = [MasterKeyRecord(3, b"key")] + [EntryRecord(3, e, data(3, e)) for e in range(30)] + \
+        [ExplicitLacRecord(3, b"lac"), FenceRecord(3), EntryRecord(3, 5, b"recovery re-add")]
+    s = EntryStore(sdir, write_cache_max_bytes=1000)  # forces flushes during apply
+    for r in recs:
+        s.apply(r)
+    s.close()
+    s = EntryStore(sdir, write_cache_max_bytes=1000)
+    for r in recs:  # the same records again (crash before the checkpoint)
+        s.apply(r)
+    s.flush()
+    assert s.get_master_key(3) == b"key" and s.is_fenced(3) and s.get_explicit_lac(3) == b"lac"
+    assert s.get_entry(3, 5) == b"recovery re-add" and s.get_entry(3, 29) == data(3, 29)
+    assert s.last_entry_id(3) == 29
+    assert s.disk_usage()["live_entries"] == 30
+    with pytest.raises(TypeError):
+        s.apply("nope")
+    s.close()
+
+
+def test_reads_during_concurrent_flushes(sdir):
+    s = EntryStore(sdir, log_size_limit=64 * 1024)
+    stop = threading.Event()
+    errors = []
+
+    def flusher():
+        try:
+            while not stop.is_set():
+                s.flush()
+                time.sleep(0.001)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=flusher)
+    t.start()
+    try:
+        for e in range(3000):
+            s.put_entry(1, e, data(1, e))
+            back = random.randrange(0, e + 1)
+            assert s.get_entry(1, back) == data(1, back)
+            assert s.get_entry(1, e) == data(1, e)
+    finally:
+        stop.set()
+        t.join()
+    assert not errors
+    s.close()
+
+
+def test_index_survives_reopen_many_ledgers(sdir):
+    s = EntryStore(sdir)
+    for l in range(200):
+        s.set_master_key(l, b"%d" % l)
+        for e in range(5):
+            s.put_entry(l, e, data(l, e, 20))
+    s.flush()
+    s.close()
+    s = EntryStore(sdir)
+    assert s.ledger_ids() == list(range(200))
+    assert all(s.get_master_key(l) == b"%d" % l and s.last_entry_id(l) == 4 for l in range(200))
+    assert all(s.get_entry(l, e) == data(l, e, 20) for l in range(200) for e in range(5))
+    s.close()
+    with pytest.raises(es.EntryStoreClosed):
+        s.put_entry(1, 0, b"x")
+    s.close()  # idempotent
+
+
+# ------------------------------------------------------------------ kill -9, journal + entry store
+CHILD = r"""
+import os, sys, hashlib, threading, time
+sys.path.insert(0, sys.argv[1])
+from bookied.journal import Journal, EntryRecord, MasterKeyRecord, FenceRecord, JournalFull
+from bookied.entrystore import EntryStore, WriteCacheFull
+
+d, first = sys.argv[2], int(sys.argv[3])
+
+def payload(l, e):
+    seed = hashlib.sha256(b"%d/%d/" % (l, e)).digest()
+    return (seed * 8)[:1 + (e * 31) % 250]
+
+store = EntryStore(d, write_cache_max_bytes=256 * 1024, log_size_limit=64 * 1024)
+j = Journal(d, max_group_wait_ms=1, max_size_mb=0.1, preallocate_mb=0.05)
+for rec in j.replay():
+    store.apply(rec)
+j.start()
+m = j.mark()
+store.flush()
+j.checkpoint(m)
+os.write(1, b"ready\n")
+
+def checkpointer():
+    while True:
+        time.sleep(0.02)
+        m = j.mark()
+        store.flush()
+        j.checkpoint(m)
+
+threading.Thread(target=checkpointer, daemon=True).start()
+
+def ack(tag):
+    def cb(err):
+        if err is None:
+            os.write(1, tag + b"\n")
+    return cb
+
+i = first
+while True:
+    l, e = i % 7, i
+    if e % 50 == 0:
+        store.set_master_key(l, b"key%d" % l)
+        j.append(MasterKeyRecord(l, b"key%d" % l), ack(b"k %d" % l))
+    if e % 333 == 0:
+        store.set_fenced(100 + l)
+        j.append(FenceRecord(100 + l), ack(b"f %d" % (100 + l)))
+    try:
+        store.put_entry(l, e, payload(l, e))
+    except WriteCacheFull:
+        time.sleep(0.001)
+        continue
+    while True:
+        try:
+            j.append(EntryRecord(l, e, payload(l, e)), ack(b"e %d %d" % (l, e)))
+            break
+        except JournalFull:
+            time.sleep(0.0005)
+    i += 1
+"""
+
+
+def child_payload(l: int, e: int) -> bytes:
+    seed = hashlib.sha256(b"%d/%d/" % (l, e)).digest()
+    return (seed * 8)[:1 + (e * 31) % 250]
+
+
+def run_and_kill(args: list[str], rng: random.Random, max_run: float) -> list[str]:
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, REPO, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    assert first == b"ready\n", first + proc.stderr.read()
+    chunks: list[bytes] = []
+
+    def drain():
+        while True:
+            chunk = proc.stdout.read1(65536)
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    time.sleep(rng.uniform(0.05, max_run))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    reader.join(10)
+    err = proc.stderr.read()
+    proc.stdout.close()
+    proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL, err
+    return [line.decode() for line in b"".join(chunks).split(b"\n")[:-1]]
+
+
+def recover(d) -> EntryStore:
+    store = EntryStore(d, write_cache_max_bytes=256 * 1024, log_size_limit=64 * 1024)
+    j = Journal(d)
+    for rec in j.replay():
+        store.apply(rec)
+    return store
+
+
+def test_kill_minus_9_with_checkpoints_loses_nothing(tmp_path):
+    d = str(tmp_path / "bookie")
+    rng = random.Random(int(os.environ.get("STORE_CRASH_SEED", "99")))
+    entries: set[tuple[int, int]] = set()
+    keys: set[int] = set()
+    fenced: set[int] = set()
+    deadline = time.monotonic() + 20
+    rounds = 0
+    while rounds < 5 and time.monotonic() < deadline:
+        for line in run_and_kill([d, str(rounds * 1_000_000)], rng, 0.6):
+            kind, *rest = line.split()
+            if kind == "e":
+                entries.add((int(rest[0]), int(rest[1])))
+            elif kind == "k":
+                keys.add(int(rest[0]))
+            elif kind == "f":
+                fenced.add(int(rest[0]))
+        rounds += 1
+        store = recover(d)
+        try:
+            lost = [(l, e) for (l, e) in entries if store.get_entry(l, e) != child_payload(l, e)]
+            assert not lost, f"round {rounds}: lost {len(lost)} acknowledged entries, e.g. {lost[:5]}"
+            assert all(store.get_master_key(l) == b"key%d" % l for l in keys)
+            assert all(store.is_fenced(l) for l in fenced)
+            for l in range(7):
+                mine = [e for (ll, e) in entries if ll == l]
+                if mine:
+                    assert store.last_entry_id(l) >= max(mine)
+        finally:
+            store.close(flush=False)
+    assert rounds >= 3 and len(entries) > 500
+    # checkpoints really trimmed the journal
+    names = os.listdir(os.path.join(d, "current"))
+    assert "bookied.lastmark" in names

@@ -1,0 +1,144 @@
+"""bookied.layout: current/ directories, the layout stamp and atomic VERSION files."""
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+
+from bookied import layout
+
+
+def test_prepare_fresh_dirs_creates_current_and_stamp(tmp_path):
+    dirs = [str(tmp_path / "journal"), str(tmp_path / "ledgers")]
+    out = layout.prepare_dirs(dirs)
+    assert out == [os.path.join(d, "current") for d in dirs]
+    for d in dirs:
+        assert os.path.isdir(os.path.join(d, "current"))
+        assert layout.read_layout_version(d) == layout.CURRENT_LAYOUT_VERSION
+        text = open(os.path.join(d, "current", layout.LAYOUT_FILE)).read()
+        assert "format=bookied-storage" in text
+    # idempotent, and keeps what is there
+    layout.write_version_file(dirs[0], "cookie text\n")
+    assert layout.prepare_dirs(dirs) == out
+    assert layout.read_version_file(dirs[0]) == "cookie text\n"
+
+
+def test_prepare_existing_current_with_only_cookie_gets_stamped(tmp_path):
+    d = str(tmp_path / "d")
+    layout.write_version_file(d, "4\nbookieHost: \"x:3181\"\n")
+    assert layout.read_layout_version(d) is None
+    layout.prepare_dirs([d])
+    assert layout.read_layout_version(d) == layout.CURRENT_LAYOUT_VERSION
+
+
+@pytest.mark.parametrize("name,is_dir", [
+    ("VERSION", False), ("1a2b.txn", False), ("0.log", False), ("lastId", False),
+    ("lastMark", False), ("lastMark.1", False), ("ab", True),
+])
+def test_old_java_layout_needs_upgrade(tmp_path, name, is_dir):
+    good = tmp_path / "good"
+    old = tmp_path / "old"
+    old.mkdir()
+    if is_dir:
+        (old / name / "cd").mkdir(parents=True)
+        (old / name / "cd" / "abcd.idx").write_bytes(b"x")
+    else:
+        (old / name).write_bytes(b"2\n")
+    with pytest.raises(layout.UpgradeNeeded) as info:
+        layout.prepare_dirs([str(good), str(old)])
+    assert "upgrade needed" in str(info.value)
+    assert str(old) in str(info.value)
+    # nothing was created, not even for the good directory
+    assert not good.exists()
+    assert not (old / "current").exists()
+
+
+def test_unrelated_files_do_not_block(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "README").write_text("hi")
+    (d / "zz").mkdir()  # not hex
+    layout.prepare_dirs([str(d)])
+    assert layout.read_layout_version(str(d)) == layout.CURRENT_LAYOUT_VERSION
+
+
+@pytest.mark.parametrize("name", ["3.log", "ledgers", "lastMark", "1f.txn"])
+def test_java_storage_in_current_is_refused(tmp_path, name):
+    d = tmp_path / "d"
+    cur = d / "current"
+    cur.mkdir(parents=True)
+    (cur / "VERSION").write_text("cookie")
+    if name == "ledgers":
+        (cur / name).mkdir()
+    else:
+        (cur / name).write_bytes(b"\0" * 16)
+    with pytest.raises(layout.LayoutError) as info:
+        layout.prepare_dirs([str(d)])
+    assert not isinstance(info.value, layout.UpgradeNeeded)
+    assert "Java" in str(info.value)
+    assert layout.read_layout_version(str(d)) is None
+
+
+def test_layout_version_newer_and_older(tmp_path, monkeypatch):
+    d = str(tmp_path / "d")
+    layout.write_layout_version(d, layout.CURRENT_LAYOUT_VERSION + 1)
+    with pytest.raises(layout.LayoutError) as info:
+        layout.prepare_dirs([d])
+    assert "newer" in str(info.value)
+    layout.write_layout_version(d, 1)
+    monkeypatch.setattr(layout, "CURRENT_LAYOUT_VERSION", 2)
+    with pytest.raises(layout.UpgradeNeeded):
+        layout.prepare_dirs([d])
+
+
+def test_layout_file_roundtrip_and_garbage(tmp_path):
+    d = str(tmp_path / "d")
+    assert layout.read_layout_version(d) is None
+    for v in (1, 7, 12345):
+        layout.write_layout_version(d, v)
+        assert layout.read_layout_version(d) == v
+    with pytest.raises(ValueError):
+        layout.write_layout_version(d, 0)
+    path = os.path.join(d, "current", layout.LAYOUT_FILE)
+    for junk in (b"\xff\xfe", b"format=other\nversion=1\n", b"format=bookied-storage\n",
+                 b"format=bookied-storage\nversion=x\n", b"garbage"):
+        with open(path, "wb") as f:
+            f.write(junk)
+        with pytest.raises(layout.LayoutError):
+            layout.read_layout_version(d)
+    with pytest.raises(layout.LayoutError):
+        layout.prepare_dirs([d])
+
+
+def test_version_file_atomic_roundtrip(tmp_path):
+    d = str(tmp_path / "d")
+    assert layout.read_version_file(d) is None
+    layout.write_version_file(d, "first")
+    layout.write_version_file(d, "second\n")
+    assert layout.read_version_file(d) == "second\n"
+    assert sorted(os.listdir(os.path.join(d, "current"))) == ["VERSION"]
+
+
+def test_atomic_write_failure_keeps_old_content(tmp_path, monkeypatch):
+    d = str(tmp_path / "d")
+    layout.write_version_file(d, "old cookie")
+    real_write = os.write
+
+    def failing_write(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", failing_write)
+    with pytest.raises(OSError) as info:
+        layout.write_version_file(d, "new cookie")
+    monkeypatch.setattr(os, "write", real_write)
+    assert info.value.errno == errno.ENOSPC
+    assert layout.read_version_file(d) == "old cookie"
+    assert sorted(os.listdir(os.path.join(d, "current"))) == ["VERSION"]
+
+
+def test_not_a_directory(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(layout.LayoutError):
+        layout.prepare_dirs([str(f)])
