@@ -492,8 +492,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("journalBufferedEntriesThreshold", "int", 0,
            "Number of buffered journal entries that forces a grouped write; 0 disables this limit.",
            "journal", unit="entries", min=0, max=_JAVA_LONG_MAX),
-    Option("journalFlushWhenQueueEmpty", "bool", False,
-           "Whether the journal is flushed as soon as its queue of pending writes is empty.",
+    Option("journalFlushWhenQueueEmpty", "bool", True,
+           "Write and fsync as soon as the journal writer is free instead of waiting up to "
+           "journalMaxGroupWaitMSec for company; groups still form from what arrives during an fsync "
+           "(bookied defaults to true, Java to false).",
            "journal"),
     Option("journalMaxSizeMB", "int", 2048,
            "Size at which the current journal file is closed and a new one started.",

@@ -45,6 +45,8 @@ class BookieProtocol(protocol.Protocol):
 
     # -- transport events ------------------------------------------------------
     def connectionMade(self):
+        if hasattr(self.transport, "setTcpNoDelay"):
+            self.transport.setTcpNoDelay(True)  # small acks must not wait for Nagle (Java: serverTcpNoDelay)
         self.metrics.connections.inc()
         self.bookie.connection_opened(self)
 

@@ -72,7 +72,8 @@ class BookieService:
         log.info("bookie %s: cookie %s (instance %s)", self.bookie_id, outcome, instance_id)
 
         dispatch = self._journal_dispatch
-        self.journals = [Journal(d, max_group_wait_ms=cfg.journal_max_group_wait_msec,
+        group_wait = 0 if cfg.journal_flush_when_queue_empty else cfg.journal_max_group_wait_msec
+        self.journals = [Journal(d, max_group_wait_ms=group_wait,
                                  buffered_writes_threshold=cfg.journal_buffered_writes_threshold,
                                  max_size_mb=cfg.journal_max_size_mb,
                                  preallocate_mb=cfg.journal_pre_alloc_size_mb,
