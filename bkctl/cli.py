@@ -1,0 +1,109 @@
+"""The bkctl command tree.
+
+Command groups live in :mod:`bkctl.commands`; each click callback is a thin
+layer over a library function so the shell, cron jobs and tests run the
+same code.  Heavy modules (kazoo, twisted, pyspark) are imported inside the
+commands, keeping ``bkctl --help`` fast.
+"""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from . import __version__, exitcodes
+from .app import App, color_wanted
+
+EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(
+    f"  {code}  {text}" for code, text in exitcodes.DESCRIPTIONS.items())
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(context_settings=CONTEXT_SETTINGS, epilog=EXIT_CODES_HELP)
+@click.option("-m", "--metadata-uri", envvar="BKCTL_METADATA_URI", metavar="URI",
+              help="Metadata service URI, e.g. zk+hierarchical://127.0.0.1:2181/ledgers "
+                   "[env: BKCTL_METADATA_URI].")
+@click.option("--cluster", metavar="NAME", help="A cluster named in ~/.config/bkctl/config.toml.")
+@click.option("--json", "json_output", is_flag=True, help="Print one JSON document (JSON lines for streams).")
+@click.option("--no-color", is_flag=True, help="No colors (also when NO_COLOR is set).")
+@click.option("-v", "--verbose", count=True, help="More detail; tracebacks on errors.")
+@click.option("-q", "--quiet", is_flag=True, help="Only results and errors.")
+@click.version_option(__version__, "-V", "--version", prog_name="bkctl")
+@click.pass_context
+def cli(ctx: click.Context, metadata_uri, cluster, json_output, no_color, verbose, quiet):
+    """Administer Apache BookKeeper clusters: ledgers, bookies, autorecovery, exports."""
+    from .config import resolve_metadata_uri
+
+    app = ctx.obj if isinstance(ctx.obj, App) else None
+    if app is None:
+        app = App()
+        ctx.obj = app
+        ctx.call_on_close(app.close)
+    # Options given to this invocation override the (shell's) session defaults.
+    uri = resolve_metadata_uri(metadata_uri, cluster)
+    if uri:
+        app.metadata_uri = uri
+    app.json = json_output or app.json
+    app.color = color_wanted(no_color) and app.color
+    app.verbose = max(verbose, app.verbose)
+    app.quiet = quiet or app.quiet
+    _state["verbose"] = app.verbose
+    _configure_logging(app.verbose)
+
+
+def _configure_logging(verbose: int) -> None:
+    """Library chatter (kazoo's reconnect attempts...) only with -v; errors reach the user as one line."""
+    import logging
+
+    if verbose:
+        logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.INFO,
+                            format="%(levelname)s %(name)s: %(message)s")
+    else:
+        logging.getLogger().addHandler(logging.NullHandler())
+        logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+
+
+_state = {"verbose": 0}
+
+
+def _register() -> None:
+    from .commands import cluster, ledger, sandbox
+
+    cli.add_command(ledger.ledger)
+    cli.add_command(cluster.cluster)
+    cli.add_command(cluster.metaformat)
+    cli.add_command(cluster.autorecovery)
+    cli.add_command(sandbox.sandbox)
+
+
+_register()
+
+
+def run(args: list[str] | None = None, obj: App | None = None) -> int:
+    """Run one command line and return its exit code; errors become one line on stderr."""
+    try:
+        cli.main(args=args, prog_name="bkctl", standalone_mode=False, obj=obj)
+        return exitcodes.OK
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.UsageError as e:
+        e.show()
+        return exitcodes.USAGE
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    except (click.Abort, KeyboardInterrupt):
+        click.echo("bkctl: aborted", err=True)
+        return exitcodes.FAILED
+    except Exception as e:  # one line, a traceback only with -v
+        if _state["verbose"]:
+            import traceback
+
+            traceback.print_exc()
+        click.echo(f"bkctl: error: {e}", err=True)
+        return exitcodes.exit_code_for(e)
+
+
+def main() -> None:
+    sys.exit(run())

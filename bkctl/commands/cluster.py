@@ -1,0 +1,135 @@
+"""``bkctl cluster info``, ``bkctl metaformat`` and ``bkctl autorecovery ...``."""
+from __future__ import annotations
+
+import click
+
+from ..app import App, confirm_destructive
+from ..render import emit, fields, table
+from . import pass_app
+
+
+@click.group()
+def cluster():
+    """The cluster as a whole."""
+
+
+@cluster.command("info")
+@pass_app
+def cluster_info(app: App):
+    """Instance id, layout, bookies and autorecovery state."""
+    from ..ops.cluster import cluster_info as info
+
+    doc = info(app.store)
+
+    def human():
+        ar = doc["autorecovery"]
+        b = doc["bookies"]
+        fields(app, [
+            ("metadata URI", doc["uri"]),
+            ("instance id", doc["instance_id"]),
+            ("ledger manager", doc["layout"] and doc["layout"]["manager"]),
+            ("bookies", f"{len(b['writable'])} writable, {len(b['readonly'])} read-only, {len(b['all'])} with cookies"),
+            ("autorecovery", "enabled" if ar["enabled"] else "disabled"),
+            ("lost bookie delay", ar["lost_bookie_recovery_delay"]),
+            ("under-replicated", ar["underreplicated"]),
+            ("auditor", ar["auditor"] or "none"),
+        ])
+
+    emit(app, doc, human)
+
+
+@click.command()
+@click.option("-f", "--force", is_flag=True, help="Format without asking, even when the cluster has data.")
+@click.option("-n", "--non-interactive", is_flag=True,
+              help="Never prompt: refuse unless --force is given (as BookKeeper's -n).")
+@pass_app
+def metaformat(app: App, force: bool, non_interactive: bool):
+    """Format the cluster metadata: wipe ledgers, cookies and marks; new INSTANCEID.
+
+    Keeps available/, the autorecovery switch, lostBookieRecoveryDelay and
+    the auditor election, as BookKeeper's metaformat does.
+    """
+    from ..exitcodes import USAGE, CommandError
+    from ..ops.cluster import metaformat as do_format
+
+    def confirm() -> bool:
+        if non_interactive and not force:
+            raise CommandError("refusing to format existing cluster metadata without --force", USAGE)
+        confirm_destructive(app, "Ledger root already exists. Are you sure to format bookkeeper metadata? "
+                                 "This may cause data loss.", force, "format existing cluster metadata")
+        return True
+
+    result = do_format(app.store, confirm)
+    emit(app, result, lambda: app.console.print(
+        f"formatted; new instance id {result.get('instance_id')}" if result["formatted"] else "not formatted"))
+
+
+@click.group()
+def autorecovery():
+    """The autorecovery switch, lost-bookie delay and under-replicated ledgers."""
+
+
+@autorecovery.command("status")
+@pass_app
+def autorecovery_status(app: App):
+    """Whether autorecovery is enabled, and what it has to do."""
+    from ..ops.cluster import autorecovery_status as status
+
+    doc = status(app.store)
+    emit(app, doc, lambda: fields(app, [
+        ("autorecovery", "enabled" if doc["enabled"] else "disabled"),
+        ("lost bookie delay", doc["lost_bookie_recovery_delay"]),
+        ("under-replicated", doc["underreplicated"]),
+        ("auditor", doc["auditor"] or "none")]))
+
+
+@autorecovery.command("enable")
+@pass_app
+def autorecovery_enable(app: App):
+    """Enable autorecovery (delete underreplication/disable)."""
+    _toggle(app, True)
+
+
+@autorecovery.command("disable")
+@pass_app
+def autorecovery_disable(app: App):
+    """Disable autorecovery (create underreplication/disable)."""
+    _toggle(app, False)
+
+
+def _toggle(app: App, enabled: bool) -> None:
+    from ..ops.cluster import set_autorecovery
+
+    doc = set_autorecovery(app.store, enabled)
+    state = "enabled" if enabled else "disabled"
+    emit(app, doc, lambda: app.console.print(f"autorecovery {state}" if doc["changed"]
+                                             else f"autorecovery was already {state}"))
+
+
+@autorecovery.command("lost-bookie-delay")
+@click.argument("seconds", type=click.IntRange(0, 2**31 - 1), required=False)
+@pass_app
+def lost_bookie_delay(app: App, seconds: int | None):
+    """Show, or set, how long the auditor waits after a bookie disappears."""
+    store = app.store
+    if seconds is not None:
+        store.set_lost_bookie_recovery_delay(seconds)
+    value = store.get_lost_bookie_recovery_delay()
+    emit(app, {"lost_bookie_recovery_delay": value}, lambda: app.console.print(
+        "not set" if value is None else f"{value} s"))
+
+
+@autorecovery.command("underreplicated")
+@click.option("-c", "--count", is_flag=True, help="Only the number of under-replicated ledgers.")
+@pass_app
+def underreplicated(app: App, count: bool):
+    """Ledgers marked under-replicated, with their missing replicas."""
+    from ..ops.cluster import underreplicated as marks
+
+    if count:
+        n = app.store.count_underreplicated()
+        emit(app, {"count": n}, lambda: app.console.print(str(n)))
+        return
+    rows = marks(app.store)
+    emit(app, rows, lambda: table(app, ["ledger", "missing replicas"],
+                                  [(r["ledger_id"], ", ".join(r["missing_replicas"])) for r in rows]))

@@ -1,0 +1,145 @@
+"""``bkctl sandbox``: a local cluster (real ZooKeeper + bookied processes) for trying things out.
+
+The callbacks only parse options and print; the work is done by
+:mod:`bkctl.sandbox.cluster`, imported on use so ``bkctl --help`` stays fast.
+"""
+from __future__ import annotations
+
+import json
+
+import click
+
+DEFAULT_DIR = ".bkctl-sandbox"  # same as bkctl.sandbox.cluster.DEFAULT_DIR
+
+_dir_option = click.option(
+    "--dir", "directory", default=DEFAULT_DIR, show_default=True, metavar="DIR",
+    type=click.Path(file_okay=False), help="Sandbox directory (state file, logs and data).")
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+
+
+def _wants_json(ctx: click.Context, as_json: bool) -> bool:
+    # ctx.obj is the bkctl App (global --json) when run under the bkctl group
+    return as_json or bool(getattr(ctx.obj, "json", False))
+
+
+def _quiet(ctx: click.Context) -> bool:
+    return bool(getattr(ctx.obj, "quiet", False))
+
+
+def _progress(ctx: click.Context, as_json: bool):
+    if as_json or _quiet(ctx):
+        return lambda message: None
+    return lambda message: click.echo(message, err=True)
+
+
+class SandboxCommandError(click.ClickException):
+    """One line on stderr, like every other bkctl error, with bkctl's exit code."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def show(self, file=None) -> None:
+        click.echo(f"bkctl: error: {self.format_message()}", err=True, file=file)
+
+
+def _run(fn, *args, **kwargs):
+    """Call into the library; expected failures become one-line click errors with our exit codes."""
+    from wire.errors import BKError
+
+    from ..exitcodes import CommandError, exit_code_for
+
+    try:
+        return fn(*args, **kwargs)
+    except (CommandError, BKError) as exc:
+        raise SandboxCommandError(str(exc), exit_code_for(exc)) from None
+
+
+def _emit(doc: dict) -> None:
+    click.echo(json.dumps(doc, sort_keys=True))
+
+
+@click.group(name="sandbox")
+def sandbox() -> None:
+    """A throw-away local cluster: a real ZooKeeper and bookied processes.
+
+    \b
+      bkctl sandbox up --bookies 3      start (or resume) it, print the metadata URI
+      bkctl sandbox status              what is running
+      bkctl sandbox down                stop exactly what `up` started
+    """
+
+
+@sandbox.command("up")
+@click.option("--bookies", "-n", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Number of bookies to run.")
+@_dir_option
+@click.option("--zk-port", type=click.IntRange(1, 65535), default=None, metavar="PORT",
+              help="ZooKeeper client port (default: a free port).")
+@_json_option
+@click.pass_context
+def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, as_json: bool) -> None:
+    """Start ZooKeeper (or reuse the running one), initialise the cluster, start the bookies."""
+    from ..sandbox import cluster
+
+    as_json = _wants_json(ctx, as_json)
+    result = _run(cluster.sandbox_up, directory, bookies, zk_port, progress=_progress(ctx, as_json))
+    if as_json:
+        _emit(result)
+        return
+    zk = result["zookeeper"]
+    click.echo(f"sandbox     {result['dir']}")
+    click.echo(f"zookeeper   127.0.0.1:{zk['port']} (pid {zk['pid']})")
+    for b in result["bookies"]:
+        click.echo(f"bookie      {b['id']} (pid {b['pid']})")
+    click.echo(f"metadata URI: {result['uri']}")
+
+
+@sandbox.command("status")
+@_dir_option
+@_json_option
+@click.pass_context
+def status(ctx: click.Context, directory: str, as_json: bool) -> None:
+    """Show which sandbox processes are alive."""
+    from ..sandbox import cluster
+
+    result = _run(cluster.sandbox_status, directory)
+    if _wants_json(ctx, as_json):
+        _emit(result)
+        return
+    zk = result["zookeeper"]
+    state = "running" if zk["alive"] else "stopped"
+    click.echo(f"sandbox     {result['dir']}")
+    click.echo(f"zookeeper   127.0.0.1:{zk['port']} {state}" + (f" (pid {zk['pid']})" if zk["alive"] else ""))
+    for b in result["bookies"]:
+        if b["alive"]:
+            reg = f", {b['registered']}" if b["registered"] else ", not registered"
+            click.echo(f"bookie      {b['id']} running (pid {b['pid']}{reg})")
+        else:
+            click.echo(f"bookie      {b['id']} stopped")
+    click.echo(f"metadata URI: {result['uri']}")
+
+
+@sandbox.command("down")
+@_dir_option
+@click.option("--purge", is_flag=True, help="Also delete the sandbox directory (all its data).")
+@_json_option
+@click.pass_context
+def down(ctx: click.Context, directory: str, purge: bool, as_json: bool) -> None:
+    """Stop the processes `up` recorded (checked by pid); data is kept unless --purge."""
+    from ..sandbox import cluster
+
+    as_json = _wants_json(ctx, as_json)
+    result = _run(cluster.sandbox_down, directory, purge=purge, progress=_progress(ctx, as_json))
+    if as_json:
+        _emit(result)
+        return
+    if not result["stopped"]:
+        click.echo("nothing was running")
+    for item in result["stopped"]:
+        if item["kind"] == "bookie":
+            click.echo(f"stopped bookie {item['id']} (pid {item['pid']})")
+        else:
+            click.echo(f"stopped ZooKeeper on port {item['port']} (pid {item['pid']})")
+    if result["purged"]:
+        click.echo(f"deleted {result['dir']}")

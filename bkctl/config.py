@@ -1,0 +1,50 @@
+"""bkctl's own settings: named clusters in ``~/.config/bkctl/config.toml``.
+
+    default = "prod"
+
+    [clusters.prod]
+    metadata_uri = "zk+hierarchical://zk1:2181;zk2:2181/ledgers"
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import tomllib
+
+from .exitcodes import USAGE, CommandError
+
+
+def config_path() -> pathlib.Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return pathlib.Path(base) / "bkctl" / "config.toml"
+
+
+def load() -> dict:
+    path = config_path()
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as e:
+        raise CommandError(f"{path}: {e}", USAGE) from None
+
+
+def cluster_names() -> list[str]:
+    return sorted(load().get("clusters", {}))
+
+
+def resolve_metadata_uri(uri: str | None, cluster: str | None) -> str | None:
+    """--metadata-uri (or $BKCTL_METADATA_URI) wins; then --cluster; then the config's default."""
+    if uri:
+        return uri
+    settings = load()
+    clusters = settings.get("clusters", {})
+    name = cluster or settings.get("default")
+    if name is None:
+        return None
+    try:
+        return clusters[name]["metadata_uri"]
+    except KeyError:
+        known = ", ".join(sorted(clusters)) or "none"
+        raise CommandError(f"unknown cluster {name!r} in {config_path()} (known: {known})", USAGE) from None

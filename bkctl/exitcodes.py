@@ -1,0 +1,41 @@
+"""Exit codes of every bkctl command (documented in ``bkctl --help`` and bkctl(1))."""
+from __future__ import annotations
+
+OK = 0
+FAILED = 1
+USAGE = 2
+NOT_FOUND = 3
+CONFLICT = 4
+UNREACHABLE = 5
+
+DESCRIPTIONS = {
+    OK: "success",
+    FAILED: "the command failed",
+    USAGE: "usage error (bad option or argument)",
+    NOT_FOUND: "not found (ledger, entry, bookie, cluster)",
+    CONFLICT: "conflict: ledger fenced or closed, concurrent metadata change, already exists",
+    UNREACHABLE: "ZooKeeper or the needed bookies are unreachable",
+}
+
+
+class CommandError(Exception):
+    """An expected failure: printed as one line on stderr, exits with ``code``."""
+
+    def __init__(self, message: str, code: int = FAILED):
+        super().__init__(message)
+        self.code = code
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The exit code for an exception raised by a library operation."""
+    if isinstance(exc, CommandError):
+        return exc.code
+    from wire.errors import Conflict, NotFound, Unreachable
+
+    if isinstance(exc, NotFound):
+        return NOT_FOUND
+    if isinstance(exc, Conflict):
+        return CONFLICT
+    if isinstance(exc, Unreachable):
+        return UNREACHABLE
+    return FAILED

@@ -1,0 +1,1 @@
+"""Local throw-away BookKeeper clusters: a real ZooKeeper plus bookied processes."""

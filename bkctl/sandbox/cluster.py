@@ -1,0 +1,468 @@
+"""A local throw-away cluster: one real ZooKeeper and N ``bookied`` processes.
+
+Everything lives in one directory (default ``./.bkctl-sandbox``)::
+
+    sandbox.json            pids, ports and the metadata URI (the state file)
+    zookeeper/              zoo.cfg, zookeeper.log, data/
+    bookie-<i>/             bk_server.conf, bookied.log, journal/, ledgers/
+
+Processes run in their own sessions and outlive the command that started
+them; later commands find them through ``sandbox.json`` and only ever signal
+a recorded pid after checking (``/proc/<pid>/cmdline``) that it still is the
+process the sandbox started.  ``down`` keeps the data, so ``up`` brings the
+same cluster back (same ZooKeeper port when it is free, same bookie ports).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..exitcodes import FAILED, NOT_FOUND, UNREACHABLE, USAGE, CommandError
+from .zookeeper import (
+    MAIN_CLASS,
+    ZooKeeperError,
+    ZooKeeperServer,
+    free_port,
+    is_zookeeper_process,
+    pid_alive,
+    port_free,
+    process_matches,
+    server_answers,
+    terminate_pid,
+)
+
+DEFAULT_DIR = ".bkctl-sandbox"
+STATE_FILE = "sandbox.json"
+LOCK_FILE = ".lock"
+LEDGERS_ROOT = "/ledgers"
+HOST = "127.0.0.1"
+STATE_VERSION = 1
+
+Progress = Callable[[str], None]
+
+
+class SandboxError(CommandError):
+    """A sandbox operation that cannot go on; the message says what to do."""
+
+    def __init__(self, message: str, code: int = FAILED):
+        super().__init__(message, code)
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+# --------------------------------------------------------------------------
+# state file
+
+
+def sandbox_dir(directory: str | os.PathLike | None) -> Path:
+    return Path(directory if directory is not None else DEFAULT_DIR).expanduser().resolve()
+
+
+def state_path(directory: str | os.PathLike | None) -> Path:
+    return sandbox_dir(directory) / STATE_FILE
+
+
+def load_state(directory: str | os.PathLike | None) -> dict | None:
+    """The recorded state, or None when the directory holds no sandbox."""
+    path = state_path(directory)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        state = json.loads(text)
+    except ValueError as exc:
+        raise SandboxError(f"{path} is not valid JSON ({exc}); fix or delete it") from None
+    if not isinstance(state, dict):
+        raise SandboxError(f"{path} does not hold a sandbox state object; fix or delete it")
+    state.setdefault("bookies", [])
+    return state
+
+
+def save_state(directory: str | os.PathLike | None, state: dict) -> None:
+    path = state_path(directory)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """Serialise sandbox commands working on the same directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / LOCK_FILE, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SandboxError(f"another bkctl sandbox command is working on {directory}") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def metadata_uri_for(zk_port: int) -> str:
+    return f"zk+hierarchical://{HOST}:{zk_port}{LEDGERS_ROOT}"
+
+
+# --------------------------------------------------------------------------
+# ZooKeeper
+
+
+def _zk_dir(directory: Path) -> Path:
+    return directory / "zookeeper"
+
+
+def zookeeper_alive(directory: Path, record: dict | None) -> bool:
+    """Whether the recorded ZooKeeper still runs (and is ours)."""
+    if not record or not record.get("pid"):
+        return False
+    return is_zookeeper_process(int(record["pid"]), _zk_dir(directory))
+
+
+def ensure_zookeeper(directory: Path, state: dict, port: int | None = None,
+                     progress: Progress = _quiet) -> dict:
+    """Reuse the recorded ZooKeeper if it runs, else start one; returns its record."""
+    record = state.get("zookeeper") or {}
+    if zookeeper_alive(directory, record):
+        running = int(record["port"])
+        if port is not None and port != running:
+            raise SandboxError(
+                f"the sandbox ZooKeeper in {directory} already listens on port {running}; "
+                f"run `bkctl sandbox down --dir {directory}` before asking for port {port}",
+                USAGE,
+            )
+        if not server_answers(HOST, running, timeout=2.0):
+            raise SandboxError(
+                f"the sandbox ZooKeeper (pid {record['pid']}) does not answer on {HOST}:{running}; "
+                f"see {_zk_dir(directory) / 'zookeeper.log'}", UNREACHABLE)
+        progress(f"ZooKeeper already running on {HOST}:{running} (pid {record['pid']})")
+        return {"port": running, "pid": int(record["pid"]), "started": False}
+    if port is None and record.get("port") and port_free(HOST, int(record["port"])):
+        port = int(record["port"])  # same port as last time keeps the URI stable
+    server = ZooKeeperServer(_zk_dir(directory), port)
+    progress("starting ZooKeeper...")
+    try:
+        server.start()
+    except ZooKeeperError as exc:
+        raise SandboxError(str(exc)) from None
+    progress(f"ZooKeeper listening on {server.connect_string} (pid {server.pid})")
+    return {"port": server.port, "pid": server.pid, "started": True}
+
+
+def init_cluster(uri: str, timeout: float = 20.0) -> bool:
+    """``initnewcluster`` unless already done; True if it was created now."""
+    from wire.zkstore import ClusterExists, ZKMetadataStore, ZKStoreError
+
+    try:
+        with ZKMetadataStore(uri, timeout=timeout) as store:
+            if store.cluster_exists():
+                return False
+            try:
+                store.init_cluster()
+            except ClusterExists:
+                return False
+            return True
+    except ZKStoreError as exc:
+        raise SandboxError(f"cannot initialise the cluster at {uri}: {exc}", UNREACHABLE) from None
+
+
+# --------------------------------------------------------------------------
+# bookies
+
+
+def bookied_available() -> bool:
+    """Whether ``python -m bookied`` can run in this environment."""
+    try:
+        return importlib.util.find_spec("bookied.__main__") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def bookie_conf_text(*, port: int, journal_dir: Path, ledger_dir: Path, uri: str) -> str:
+    settings = [
+        ("bookiePort", str(port)),
+        ("advertisedAddress", HOST),
+        ("allowLoopback", "true"),
+        ("journalDirectories", str(journal_dir)),
+        ("ledgerDirectories", str(ledger_dir)),
+        ("metadataServiceUri", uri),
+        ("zkTimeout", "10000"),
+        ("httpServerEnabled", "false"),
+    ]
+    if Path("/sys/class/net/lo").exists():
+        settings.insert(2, ("listeningInterface", "lo"))  # listen on loopback only
+    lines = ["# generated by `bkctl sandbox up`; rewritten at every start"]
+    lines += [f"{key}={value}" for key, value in settings]
+    return "\n".join(lines) + "\n"
+
+
+def _bookie_paths(directory: Path, index: int) -> dict[str, Path]:
+    base = directory / f"bookie-{index}"
+    return {
+        "base": base,
+        "journal": base / "journal",
+        "ledgers": base / "ledgers",
+        "conf": base / "bk_server.conf",
+        "log": base / "bookied.log",
+    }
+
+
+def bookie_alive(record: dict) -> bool:
+    """Whether a recorded bookie still runs (pid alive and started with its conf)."""
+    pid, conf = record.get("pid"), record.get("conf")
+    if not pid or not conf:
+        return False
+    return process_matches(int(pid), ["bookied", str(conf)])
+
+
+def _log_tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log written)"
+
+
+def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int | None = None, *,
+                 timeout: float = 60.0, progress: Progress = _quiet) -> dict:
+    """Launch ``python -m bookied --conf <generated conf>`` and wait for its registration.
+
+    Returns the bookie's record: ``index``, ``id``, ``port``, ``pid``, ``dirs``,
+    ``conf`` and ``log``.  Raises :class:`SandboxError` (with the end of the
+    bookie's log) if it exits or does not register in ``available/<id>``
+    within *timeout* seconds.
+    """
+    directory = sandbox_dir(directory)
+    if not bookied_available():
+        raise SandboxError(
+            "bookied is not available in this environment (`python -m bookied` does not exist "
+            "yet); use `--bookies 0` to run only ZooKeeper")
+    paths = _bookie_paths(directory, index)
+    for key in ("journal", "ledgers"):
+        paths[key].mkdir(parents=True, exist_ok=True)
+    port = port or free_port(HOST)
+    paths["conf"].write_text(bookie_conf_text(port=port, journal_dir=paths["journal"],
+                                              ledger_dir=paths["ledgers"], uri=uri))
+    bookie_id = f"{HOST}:{port}"
+    cmd = [sys.executable, "-m", "bookied", "--conf", str(paths["conf"])]
+    progress(f"starting bookie {bookie_id}...")
+    with open(paths["log"], "ab") as log:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                cwd=str(paths["base"]), start_new_session=True, close_fds=True)
+    record = {
+        "index": index,
+        "id": bookie_id,
+        "port": port,
+        "pid": proc.pid,
+        "dirs": [str(paths["journal"]), str(paths["ledgers"])],
+        "conf": str(paths["conf"]),
+        "log": str(paths["log"]),
+    }
+    try:
+        _wait_registered(uri, bookie_id, proc, paths["log"], timeout)
+    except BaseException:
+        terminate_pid(proc.pid, 5.0, popen=proc)
+        raise
+    progress(f"bookie {bookie_id} registered (pid {proc.pid})")
+    return record
+
+
+def _wait_registered(uri: str, bookie_id: str, proc: subprocess.Popen, log: Path, timeout: float) -> None:
+    from wire.zkstore import ZKMetadataStore, ZKStoreError
+
+    deadline = time.monotonic() + timeout
+    try:
+        with ZKMetadataStore(uri, timeout=min(timeout, 20.0)) as store:
+            while True:
+                code = proc.poll()
+                if code is not None:
+                    raise SandboxError(
+                        f"bookie {bookie_id} exited with status {code} before registering; "
+                        f"last lines of {log}:\n{_log_tail(log)}")
+                if bookie_id in store.writable_bookies():
+                    return
+                if time.monotonic() > deadline:
+                    raise SandboxError(
+                        f"bookie {bookie_id} did not register in ZooKeeper within {timeout:g}s; "
+                        f"last lines of {log}:\n{_log_tail(log)}")
+                time.sleep(0.1)
+    except ZKStoreError as exc:
+        raise SandboxError(f"cannot watch bookie {bookie_id} register: {exc}", UNREACHABLE) from None
+
+
+# --------------------------------------------------------------------------
+# commands
+
+
+def _public(state: dict) -> dict:
+    """The documented ``up --json`` document."""
+    zk = state.get("zookeeper") or {}
+    return {
+        "uri": state.get("uri"),
+        "zookeeper": {"port": zk.get("port"), "pid": zk.get("pid")},
+        "bookies": [
+            {"id": b["id"], "port": b["port"], "pid": b.get("pid"), "dirs": list(b.get("dirs", []))}
+            for b in state.get("bookies", [])
+            if b.get("pid")
+        ],
+        "dir": state.get("dir"),
+    }
+
+
+def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_port: int | None = None, *,
+               bookie_timeout: float = 60.0, progress: Progress = _quiet) -> dict:
+    """Start (or reuse) ZooKeeper, initialise the cluster, run *bookies* bookies.
+
+    Returns ``{"uri", "zookeeper": {"port", "pid"}, "bookies": [{"id", "port",
+    "pid", "dirs"}], "dir"}``.  The state file is updated after every process
+    that starts, so ``down`` can clean up after a failure half-way.
+    """
+    if bookies < 0:
+        raise SandboxError("--bookies must be 0 or more", USAGE)
+    d = sandbox_dir(directory)
+    with _locked(d):
+        state = load_state(d) or {}
+        recorded = sorted(state.get("bookies", []), key=lambda b: b.get("index", 0))
+        wanted = recorded[:bookies]
+        to_start = [b for b in wanted if not bookie_alive(b)]
+        missing = bookies - len(wanted)
+        if (to_start or missing > 0) and not bookied_available():
+            raise SandboxError(
+                f"cannot start {bookies} bookie(s): bookied is not available yet "
+                "(no `python -m bookied`); run `bkctl sandbox up --bookies 0` for ZooKeeper only")
+
+        zk = ensure_zookeeper(d, state, zk_port, progress)
+        uri = metadata_uri_for(zk["port"])
+        state.update({
+            "version": STATE_VERSION,
+            "dir": str(d),
+            "uri": uri,
+            "zookeeper": {"port": zk["port"], "pid": zk["pid"], "dir": str(_zk_dir(d))},
+        })
+        # bookies beyond the requested count keep running and stay recorded
+        for extra in recorded[bookies:]:
+            if not bookie_alive(extra):
+                extra["pid"] = None
+        state["bookies"] = recorded
+        save_state(d, state)
+        if init_cluster(uri):
+            progress(f"initialised a new cluster at {uri}")
+
+        for record in to_start:
+            fresh = start_bookie(d, record["index"], uri, record["port"],
+                                 timeout=bookie_timeout, progress=progress)
+            record.update(fresh)
+            save_state(d, state)
+        next_index = max((b.get("index", 0) for b in recorded), default=-1) + 1
+        for i in range(max(0, missing)):
+            fresh = start_bookie(d, next_index + i, uri, timeout=bookie_timeout, progress=progress)
+            state["bookies"].append(fresh)
+            save_state(d, state)
+        return _public(state)
+
+
+def sandbox_status(directory: str | os.PathLike | None = None, *, check_registration: bool = True) -> dict:
+    """Which recorded processes are alive (and which bookies are registered)."""
+    d = sandbox_dir(directory)
+    state = load_state(d)
+    if state is None:
+        raise SandboxError(f"no sandbox in {d} (start one with `bkctl sandbox up`)", NOT_FOUND)
+    zk = state.get("zookeeper") or {}
+    zk_alive = zookeeper_alive(d, zk)
+    registered: dict[str, str] = {}
+    if zk_alive and check_registration and state.get("uri") and state.get("bookies"):
+        try:
+            from wire.zkstore import ZKMetadataStore, ZKStoreError
+
+            with ZKMetadataStore(state["uri"], timeout=5.0) as store:
+                registered.update({b: "writable" for b in store.writable_bookies()})
+                registered.update({b: "readonly" for b in store.readonly_bookies()})
+        except ZKStoreError:
+            pass
+    bookie_rows = []
+    for b in state.get("bookies", []):
+        alive = bookie_alive(b)
+        bookie_rows.append({
+            "id": b["id"],
+            "port": b["port"],
+            "pid": b.get("pid"),
+            "alive": alive,
+            "registered": registered.get(b["id"]),
+            "dirs": list(b.get("dirs", [])),
+        })
+    return {
+        "dir": str(d),
+        "uri": state.get("uri"),
+        "zookeeper": {"port": zk.get("port"), "pid": zk.get("pid"), "alive": zk_alive},
+        "bookies": bookie_rows,
+        "running": zk_alive or any(row["alive"] for row in bookie_rows),
+    }
+
+
+def sandbox_down(directory: str | os.PathLike | None = None, *, purge: bool = False,
+                 grace: float = 15.0, progress: Progress = _quiet) -> dict:
+    """Stop exactly the recorded processes that are still ours: bookies first, then ZooKeeper.
+
+    Returns ``{"dir", "stopped": [{"kind", "pid", ...}], "purged"}``.  With
+    *purge* the sandbox directory is deleted afterwards.
+    """
+    d = sandbox_dir(directory)
+    state = load_state(d)
+    if state is None:
+        raise SandboxError(f"no sandbox in {d} (nothing to stop)", NOT_FOUND)
+    stopped: list[dict[str, Any]] = []
+    with _locked(d):
+        for b in state.get("bookies", []):
+            if bookie_alive(b):
+                progress(f"stopping bookie {b['id']} (pid {b['pid']})...")
+                if terminate_pid(int(b["pid"]), grace):
+                    stopped.append({"kind": "bookie", "id": b["id"], "pid": b["pid"]})
+            b["pid"] = None
+            save_state(d, state)
+        zk = state.get("zookeeper") or {}
+        if zookeeper_alive(d, zk):
+            progress(f"stopping ZooKeeper (pid {zk['pid']})...")
+            if terminate_pid(int(zk["pid"]), grace):
+                stopped.append({"kind": "zookeeper", "port": zk.get("port"), "pid": zk["pid"]})
+        if zk:
+            zk["pid"] = None
+        save_state(d, state)
+    purged = False
+    if purge:
+        if (d / STATE_FILE).is_file():
+            shutil.rmtree(d)
+            purged = True
+    return {"dir": str(d), "stopped": stopped, "purged": purged}
+
+
+__all__ = [
+    "DEFAULT_DIR",
+    "MAIN_CLASS",
+    "SandboxError",
+    "bookie_alive",
+    "bookie_conf_text",
+    "bookied_available",
+    "ensure_zookeeper",
+    "init_cluster",
+    "load_state",
+    "metadata_uri_for",
+    "pid_alive",
+    "sandbox_down",
+    "sandbox_status",
+    "sandbox_up",
+    "save_state",
+    "start_bookie",
+    "state_path",
+    "zookeeper_alive",
+]

@@ -1,0 +1,135 @@
+"""bkctl's metadata commands as one-shot processes against a real ZooKeeper: output, JSON, exit codes."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wire.metadata import LedgerMetadata
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+
+
+def bkctl(uri, *args, stdin=None, env=None):
+    """Run bkctl in a fresh process, stdin not a terminal (like cron)."""
+    full_env = dict(os.environ, BKCTL_METADATA_URI=uri, NO_COLOR="1", PYTHONPATH=str(REPO), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "bkctl", *args], input=stdin, capture_output=True, text=True,
+                          env=full_env, cwd=REPO, timeout=60)
+
+
+def make_ledger(zkstore, bookies=("127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"), closed_at=None):
+    md = LedgerMetadata.new(list(bookies), 2, 2, password=b"pw", custom_metadata={"app": b"test"})
+    if closed_at is not None:
+        md = md.closed(closed_at, 10 * (closed_at + 1))
+    ledger_id, _ = zkstore.create_ledger(md)
+    return ledger_id
+
+
+def test_cluster_info_json_matches_the_metadata(metadata_uri, zkstore):
+    zkstore.register_bookie("127.0.0.1:3181")
+    r = bkctl(metadata_uri, "--json", "cluster", "info")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["instance_id"] == zkstore.instance_id()
+    assert doc["layout"]["manager"] == "hierarchical"
+    assert doc["bookies"]["writable"] == ["127.0.0.1:3181"]
+    assert doc["autorecovery"] == {"enabled": True, "lost_bookie_recovery_delay": None,
+                                   "underreplicated": 0, "auditor": None}
+
+
+def test_autorecovery_disable_enable_at_the_spec_znode(metadata_uri, zkstore, zk_client):
+    disable_node = zkstore.root + "/underreplication/disable"
+    r = bkctl(metadata_uri, "autorecovery", "disable")
+    assert r.returncode == 0 and "disabled" in r.stdout
+    assert zk_client.exists(disable_node) is not None
+    assert zk_client.get(disable_node)[0] == b""
+    r = bkctl(metadata_uri, "--json", "autorecovery", "disable")
+    assert json.loads(r.stdout) == {"enabled": False, "changed": False}
+    assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "status").stdout)["enabled"] is False
+    r = bkctl(metadata_uri, "autorecovery", "enable")
+    assert r.returncode == 0 and zk_client.exists(disable_node) is None
+
+
+def test_lost_bookie_delay_and_underreplicated(metadata_uri, zkstore, zk_client):
+    assert bkctl(metadata_uri, "autorecovery", "lost-bookie-delay", "45").returncode == 0
+    assert zk_client.get(zkstore.root + "/underreplication/lostBookieRecoveryDelay")[0] == b"45"
+    ledger_id = make_ledger(zkstore)
+    zkstore.mark_underreplicated(ledger_id, ["127.0.0.1:3182"])
+    rows = json.loads(bkctl(metadata_uri, "--json", "autorecovery", "underreplicated").stdout)
+    assert rows == [{"ledger_id": ledger_id, "missing_replicas": ["127.0.0.1:3182"], "ctime": None}]
+    assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "underreplicated", "--count").stdout) == {"count": 1}
+    assert bkctl(metadata_uri, "autorecovery", "lost-bookie-delay", "-5").returncode == 2
+
+
+def test_ledger_list_show_delete_and_exit_codes(metadata_uri, zkstore):
+    open_id = make_ledger(zkstore)
+    closed_id = make_ledger(zkstore, closed_at=4)
+    r = bkctl(metadata_uri, "--json", "ledger", "list")
+    assert [json.loads(line) for line in r.stdout.splitlines()] == [{"ledger_id": open_id}, {"ledger_id": closed_id}]
+    r = bkctl(metadata_uri, "--json", "ledger", "list", "--state", "closed")
+    [row] = [json.loads(line) for line in r.stdout.splitlines()]
+    assert (row["ledger_id"], row["state"], row["last_entry_id"], row["length"]) == (closed_id, "CLOSED", 4, 50)
+    shown = json.loads(bkctl(metadata_uri, "--json", "ledger", "show", str(open_id)).stdout)
+    assert shown["custom_metadata"] == {"app": "test"} and shown["password_set"] is True
+    assert shown["segments"] == [{"first_entry_id": 0, "bookies": ["127.0.0.1:3181", "127.0.0.1:3182",
+                                                                     "127.0.0.1:3183"]}]
+    human = bkctl(metadata_uri, "ledger", "show", str(open_id))
+    assert "OPEN" in human.stdout and "2/2/2" not in human.stdout and "3/2/2" in human.stdout
+
+    missing = bkctl(metadata_uri, "ledger", "show", "999999")
+    assert missing.returncode == 3 and missing.stderr.count("\n") == 1 and "999999" in missing.stderr
+
+    refused = bkctl(metadata_uri, "ledger", "delete", str(open_id))  # stdin is not a terminal
+    assert refused.returncode == 2 and "--force" in refused.stderr
+    assert zkstore.ledger_exists(open_id)
+    assert bkctl(metadata_uri, "ledger", "delete", str(open_id), "--force").returncode == 0
+    assert not zkstore.ledger_exists(open_id)
+    assert bkctl(metadata_uri, "ledger", "delete", str(open_id), "--force").returncode == 3
+
+
+def test_metaformat_refuses_without_force_and_formats_with_it(metadata_uri, zkstore, zk_client):
+    ledger_id = make_ledger(zkstore)
+    zkstore.put_cookie("127.0.0.1:3181", b"5\nbookieHost: \"127.0.0.1:3181\"\n")
+    zkstore.disable_autorecovery()
+    old_instance = zkstore.instance_id()
+    r = bkctl(metadata_uri, "metaformat")
+    assert r.returncode == 2 and "--force" in r.stderr
+    r = bkctl(metadata_uri, "metaformat", "--non-interactive")
+    assert r.returncode == 2
+    assert zkstore.ledger_exists(ledger_id)
+    r = bkctl(metadata_uri, "--json", "metaformat", "--force")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["formatted"] and doc["instance_id"] != old_instance
+    assert not zkstore.ledger_exists(ledger_id)
+    assert zkstore.all_bookies() == []
+    assert not zkstore.is_autorecovery_enabled()  # the switch is kept, as BookKeeper's metaformat keeps it
+
+
+def test_metaformat_prompts_on_a_terminal(metadata_uri, zkstore):
+    import pexpect
+
+    make_ledger(zkstore)
+    env = dict(os.environ, BKCTL_METADATA_URI=metadata_uri, NO_COLOR="1", PYTHONPATH=str(REPO))
+    child = pexpect.spawn(sys.executable, ["-m", "bkctl", "metaformat"], env=env, cwd=str(REPO), timeout=30,
+                          encoding="utf-8")
+    child.expect("Are you sure to format bookkeeper metadata")
+    child.sendline("n")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 1
+    assert list(zkstore.iter_ledger_ids())
+
+
+def test_unreachable_zookeeper_is_exit_5():
+    r = bkctl("zk+hierarchical://127.0.0.1:1/ledgers", "cluster", "info", env={})
+    assert r.returncode == 5
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_usage_errors_are_exit_2(metadata_uri):
+    assert bkctl(metadata_uri, "ledger", "show", "not-a-number").returncode == 2
+    assert bkctl(metadata_uri, "no-such-command").returncode == 2

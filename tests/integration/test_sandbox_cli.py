@@ -1,0 +1,141 @@
+"""``bkctl sandbox up/status/down`` with a real ZooKeeper."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bkctl.commands.sandbox import sandbox
+from bkctl.sandbox import cluster
+from bkctl.sandbox.zookeeper import is_zookeeper_process, pid_alive, server_answers
+from wire.zkstore import ZKMetadataStore
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def sandbox_dir(tmp_path):
+    """A sandbox directory whose recorded processes are stopped (by checked pid) after the test."""
+    d = tmp_path / "sbx"
+    yield d
+    state = cluster.load_state(d) if d.exists() else None
+    if state:
+        cluster.sandbox_down(d, grace=5)
+
+
+def invoke(*args: str):
+    result = CliRunner().invoke(sandbox, list(args), catch_exceptions=False)
+    return result
+
+
+def test_up_status_down_json(sandbox_dir):
+    result = invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"uri", "zookeeper", "bookies", "dir"}
+    assert doc["bookies"] == [] and doc["dir"] == str(sandbox_dir.resolve())
+    port, pid = doc["zookeeper"]["port"], doc["zookeeper"]["pid"]
+    assert doc["uri"] == f"zk+hierarchical://127.0.0.1:{port}/ledgers"
+    assert is_zookeeper_process(pid, sandbox_dir / "zookeeper")
+    assert server_answers("127.0.0.1", port)
+    with ZKMetadataStore(doc["uri"]) as store:
+        assert store.cluster_exists() and store.layout().manager == "hierarchical"
+        instance_id = store.instance_id()
+
+    # up again: same ZooKeeper, cluster untouched
+    again = json.loads(invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json").stdout)
+    assert again == doc
+    with ZKMetadataStore(doc["uri"]) as store:
+        assert store.instance_id() == instance_id
+
+    status = invoke("status", "--dir", str(sandbox_dir), "--json")
+    assert status.exit_code == 0
+    st = json.loads(status.stdout)
+    assert st["zookeeper"] == {"port": port, "pid": pid, "alive": True}
+    assert st["running"] is True
+
+    down = invoke("down", "--dir", str(sandbox_dir), "--json")
+    assert down.exit_code == 0
+    assert json.loads(down.stdout)["stopped"] == [{"kind": "zookeeper", "port": port, "pid": pid}]
+    assert not pid_alive(pid)
+
+    st = json.loads(invoke("status", "--dir", str(sandbox_dir), "--json").stdout)
+    assert st["zookeeper"]["alive"] is False and st["running"] is False
+    assert json.loads(invoke("down", "--dir", str(sandbox_dir), "--json").stdout)["stopped"] == []
+
+
+def test_up_resumes_the_same_cluster_after_down(sandbox_dir):
+    doc = json.loads(invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json").stdout)
+    with ZKMetadataStore(doc["uri"]) as store:
+        instance_id = store.instance_id()
+    invoke("down", "--dir", str(sandbox_dir))
+    assert not pid_alive(doc["zookeeper"]["pid"])
+    resumed = json.loads(invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json").stdout)
+    assert resumed["zookeeper"]["pid"] != doc["zookeeper"]["pid"]
+    # the recorded port is reused when still free (another process may have taken it meanwhile)
+    with ZKMetadataStore(resumed["uri"]) as store:
+        assert store.instance_id() == instance_id  # data kept in DIR/zookeeper/data
+
+
+def test_human_output_ends_with_uri(sandbox_dir):
+    result = invoke("up", "--bookies", "0", "--dir", str(sandbox_dir))
+    assert result.exit_code == 0
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("metadata URI: zk+hierarchical://127.0.0.1:")
+
+
+def test_status_without_sandbox(tmp_path):
+    result = CliRunner().invoke(sandbox, ["status", "--dir", str(tmp_path / "none")])
+    assert result.exit_code == 3
+    assert "no sandbox" in result.output
+
+
+def test_down_across_processes(sandbox_dir):
+    """The real CLI: `up` in one process, `down` in another, by the recorded pid."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    bkctl = [sys.executable, "-m", "bkctl"]
+    up = subprocess.run(bkctl + ["sandbox", "up", "--bookies", "0", "--dir", str(sandbox_dir), "--json"],
+                        capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert up.returncode == 0, up.stderr
+    doc = json.loads(up.stdout)
+    pid = doc["zookeeper"]["pid"]
+    assert is_zookeeper_process(pid, sandbox_dir / "zookeeper")
+    down = subprocess.run(bkctl + ["sandbox", "down", "--dir", str(sandbox_dir)],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert f"pid {pid}" in down.stdout
+    assert not pid_alive(pid)
+
+
+def test_up_with_a_bookie(sandbox_dir):
+    result = invoke("up", "--bookies", "1", "--dir", str(sandbox_dir), "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    [bookie] = doc["bookies"]
+    assert bookie["id"] == f"127.0.0.1:{bookie['port']}"
+    assert bookie["dirs"] == [str(sandbox_dir.resolve() / "bookie-0" / "journal"),
+                              str(sandbox_dir.resolve() / "bookie-0" / "ledgers")]
+    with ZKMetadataStore(doc["uri"]) as store:
+        assert store.writable_bookies() == [bookie["id"]]
+        assert store.get_cookie(bookie["id"]) is not None
+
+    st = json.loads(invoke("status", "--dir", str(sandbox_dir), "--json").stdout)
+    assert st["bookies"][0]["alive"] and st["bookies"][0]["registered"] == "writable"
+
+    down = json.loads(invoke("down", "--dir", str(sandbox_dir), "--json").stdout)
+    kinds = [item["kind"] for item in down["stopped"]]
+    assert kinds == ["bookie", "zookeeper"]
+    assert not pid_alive(bookie["pid"]) and not pid_alive(doc["zookeeper"]["pid"])
+
+    # up again restarts the same bookie (same port, same cookie-stamped dirs)
+    again = json.loads(invoke("up", "--bookies", "1", "--dir", str(sandbox_dir), "--json").stdout)
+    assert again["bookies"][0]["id"] == bookie["id"]
+    with ZKMetadataStore(again["uri"]) as store:
+        assert store.writable_bookies() == [bookie["id"]]
