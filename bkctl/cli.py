@@ -68,9 +68,12 @@ _state = {"verbose": 0}
 
 
 def _register() -> None:
-    from .commands import cluster, ledger, sandbox
+    from .commands import bookie, cluster, ledger, sandbox
 
     cli.add_command(ledger.ledger)
+    cli.add_command(bookie.bookie)
+    cli.add_command(bookie.bookieformat)
+    cli.add_command(bookie.upgrade)
     cli.add_command(cluster.cluster)
     cli.add_command(cluster.metaformat)
     cli.add_command(cluster.autorecovery)

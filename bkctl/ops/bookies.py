@@ -1,0 +1,211 @@
+"""Bookie operations: listing, formatting a bookie's disks, and the directory-layout upgrade.
+
+``bookieformat`` and ``upgrade`` act on the local directories named in a
+bk_server.conf (read with bookied's own configuration schema), so they run
+on the bookie's host, with the bookie stopped.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+
+from wire.cookie import Cookie
+
+from ..exitcodes import CONFLICT, FAILED, CommandError
+
+
+def list_bookies(store, which: str = "writable") -> list[dict]:
+    """``which``: writable, readonly or all (every bookie with a cookie)."""
+    writable, readonly = set(store.writable_bookies()), set(store.readonly_bookies())
+    if which == "all":
+        ids = set(store.all_bookies()) | writable | readonly
+    elif which == "readonly":
+        ids = readonly
+    else:
+        ids = writable
+    rows = []
+    for bookie_id in sorted(ids):
+        state = "writable" if bookie_id in writable else "read-only" if bookie_id in readonly else "down"
+        rows.append({"bookie_id": bookie_id, "state": state})
+    return rows
+
+
+# -- local directories ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BookieDirs:
+    bookie_id: str
+    journal: tuple[str, ...]
+    ledgers: tuple[str, ...]
+    index: tuple[str, ...]  # only when indexDirectories is configured
+    metadata_uri: str | None
+
+    @property
+    def all(self) -> list[str]:
+        return list(dict.fromkeys(self.journal + self.ledgers + self.index))
+
+    def cookie(self, instance_id: str | None) -> Cookie:
+        return Cookie(self.bookie_id, self.journal, self.ledgers, instance_id, self.index or None)
+
+
+def bookie_dirs(conf_path: str) -> BookieDirs:
+    from bookied.config import load_config, resolve_bookie_id
+
+    cfg = load_config(conf_path)
+    index = () if cfg.is_derived("indexDirectories") else tuple(cfg.index_directories)
+    return BookieDirs(resolve_bookie_id(cfg), tuple(cfg.journal_directories), tuple(cfg.ledger_directories),
+                      index, cfg.metadata_service_uri)
+
+
+def _non_empty(d: str) -> bool:
+    try:
+        return bool(os.listdir(d))
+    except FileNotFoundError:
+        return False
+
+
+def bookieformat(dirs: BookieDirs, store, confirm, delete_cookie: bool = False) -> dict:
+    """BookKeeper's ``bookieformat``: empty every journal, ledger and index directory.
+
+    ``confirm()`` is asked when a journal directory holds data.  With
+    ``delete_cookie`` the bookie's cookie in ZooKeeper is deleted too (it
+    must exist).
+    """
+    if any(_non_empty(d) for d in dirs.journal) and not confirm():
+        return {"formatted": False}
+    if store is not None and _is_registered(store, dirs.bookie_id):
+        raise CommandError(f"bookie {dirs.bookie_id} is running (registered in ZooKeeper); stop it first",
+                           CONFLICT)
+    wiped = []
+    for d in dirs.all:
+        os.makedirs(d, exist_ok=True)
+        for name in os.listdir(d):
+            path = os.path.join(d, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        wiped.append(d)
+    cookie_deleted = False
+    if delete_cookie:
+        found = store.get_cookie(dirs.bookie_id)
+        if found is None:
+            from wire.zkstore import NoSuchCookie
+
+            raise NoSuchCookie(f"bookie {dirs.bookie_id} has no cookie in ZooKeeper")
+        store.delete_cookie(dirs.bookie_id, found[1])
+        cookie_deleted = True
+    return {"formatted": True, "bookie_id": dirs.bookie_id, "directories": wiped, "cookie_deleted": cookie_deleted}
+
+
+def _is_registered(store, bookie_id: str) -> bool:
+    return bookie_id in store.writable_bookies() or bookie_id in store.readonly_bookies()
+
+
+# -- FileSystemUpgrade ------------------------------------------------------------------
+# Directory layout versions (admin.md section 4): 1 = data files directly in D, no VERSION;
+# 2 = the same plus D/VERSION holding "2"; 3+ = D/current/ with a cookie in current/VERSION.
+
+CURRENT_DIR_LAYOUT = 5
+
+
+def previous_version(d: str) -> int:
+    from bookied.layout import old_layout_files
+
+    try:
+        with open(os.path.join(d, "VERSION")) as f:
+            return int(f.read().strip())
+    except FileNotFoundError:
+        pass
+    except ValueError:
+        raise CommandError(f"{d}/VERSION does not hold a layout version number", FAILED) from None
+    return 1 if [n for n in old_layout_files(d) if n != "VERSION"] else CURRENT_DIR_LAYOUT
+
+
+def _old_entries(d: str) -> list[str]:
+    from bookied.layout import old_layout_files
+
+    return [n.rstrip("/") for n in old_layout_files(d) if n != "VERSION"]
+
+
+def upgrade(dirs: BookieDirs, store) -> dict:
+    """Move every old-layout directory to ``current/`` by hard links; then create the ZK cookie."""
+    instance_id = store.instance_id()
+    cookie = dirs.cookie(instance_id).serialize()
+    todo = [d for d in dirs.all if previous_version(d) < 3]
+    newer = [d for d in dirs.all if previous_version(d) > CURRENT_DIR_LAYOUT]
+    if newer:
+        raise CommandError(f"directory layout newer than this tool understands: {', '.join(newer)}", FAILED)
+    staged = []
+    for d in todo:
+        if os.path.exists(os.path.join(d, "current")):
+            raise CommandError(f"{d}/current already exists: finish or roll back the earlier upgrade first",
+                               CONFLICT)
+        tmp = os.path.join(d, f"upgradeTmp.{time.monotonic_ns()}")
+        os.makedirs(tmp)
+        with open(os.path.join(tmp, "VERSION"), "wb") as f:
+            f.write(cookie)
+        for name in _old_entries(d):
+            _link_tree(os.path.join(d, name), os.path.join(tmp, name))
+        staged.append((d, tmp))
+    for d, tmp in staged:
+        os.rename(tmp, os.path.join(d, "current"))
+    if staged:
+        store.put_cookie(dirs.bookie_id, cookie)  # create: fails if one exists
+    return {"upgraded": [d for d, _ in staged], "already_current": [d for d in dirs.all if d not in todo]}
+
+
+def _link_tree(src: str, dst: str) -> None:
+    if os.path.isdir(src):
+        os.makedirs(dst)
+        for name in os.listdir(src):
+            _link_tree(os.path.join(src, name), os.path.join(dst, name))
+    else:
+        os.link(src, dst)
+
+
+def finalize(dirs: BookieDirs) -> dict:
+    """Delete the old top-level files of upgraded directories (the copies in current/ stay)."""
+    done = []
+    for d in dirs.all:
+        if previous_version(d) >= 3:
+            continue
+        if not os.path.isdir(os.path.join(d, "current")):
+            raise CommandError(f"{d} has not been upgraded yet: run upgrade first", FAILED)
+        for name in _old_entries(d):
+            path = os.path.join(d, name)
+            shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
+        try:
+            os.unlink(os.path.join(d, "VERSION"))
+        except FileNotFoundError:
+            pass
+        done.append(d)
+    return {"finalized": done}
+
+
+def rollback(dirs: BookieDirs, store) -> dict:
+    """Undo an upgrade that is not finalized: delete ``current/`` and the ZK cookie.
+
+    Unlike Java's tool, which deletes ``current/`` of every directory (even
+    one that was never upgraded, losing its data), this refuses unless every
+    directory still has its old layout to fall back to.
+    """
+    not_upgraded = [d for d in dirs.all if previous_version(d) >= 3]
+    if not_upgraded:
+        raise CommandError("nothing to roll back to in " + ", ".join(not_upgraded) +
+                           " (no old layout: never upgraded, or already finalized)", FAILED)
+    rolled = []
+    for d in dirs.all:
+        cur = os.path.join(d, "current")
+        if os.path.isdir(cur):
+            shutil.rmtree(cur)
+            rolled.append(d)
+    found = store.get_cookie(dirs.bookie_id)
+    if found is None:
+        from wire.zkstore import NoSuchCookie
+
+        raise NoSuchCookie(f"bookie {dirs.bookie_id} has no cookie in ZooKeeper to delete")
+    store.delete_cookie(dirs.bookie_id, found[1])
+    return {"rolled_back": rolled, "cookie_deleted": True}
