@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Ledger client benchmark: adds/s and reads/s through wire.client against local bookieds.
+
+Prints figures, asserts nothing. Usage::
+
+    .venv/bin/python bench/bench_client.py [--uri URI] [--entries N] [--size B] [--quick]
+
+Without ``--uri`` a throw-away sandbox (a real ZooKeeper and 3 bookieds) is
+started in a temporary directory and stopped at the end.  Ledgers are
+E=3 Qw=2 Qa=2 with CRC32C digests.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from wire.client.blocking import BlockingBookKeeper  # noqa: E402
+
+
+def section(title: str) -> None:
+    print(f"\n== {title}", flush=True)
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * p))]
+
+
+def bench_pipelined_adds(bk: BlockingBookKeeper, n: int, size: int, max_inflight: int) -> int:
+    lh = bk.create(3, 2, 2, max_inflight=max_inflight)
+    payload = b"x" * size
+    started = time.perf_counter()
+    last = lh.add_many(payload for _ in range(n))
+    elapsed = time.perf_counter() - started
+    lh.close()
+    print(f"  {n} x {size} B, max_inflight {max_inflight}: {n / elapsed:,.0f} adds/s "
+          f"({elapsed:.2f}s, last entry {last})", flush=True)
+    return lh.ledger_id
+
+
+def bench_sync_adds(bk: BlockingBookKeeper, n: int, size: int) -> None:
+    lh = bk.create(3, 2, 2)
+    payload = b"y" * size
+    latencies = []
+    for _ in range(n):
+        t = time.perf_counter()
+        lh.add(payload)
+        latencies.append(time.perf_counter() - t)
+    lh.close()
+    print(f"  {n} synchronous adds: p50 {pct(latencies, 0.5) * 1e3:.2f} ms, "
+          f"p99 {pct(latencies, 0.99) * 1e3:.2f} ms", flush=True)
+
+
+def bench_reads(bk: BlockingBookKeeper, ledger_id: int, batch: int) -> None:
+    rh = bk.open(ledger_id)
+    started = time.perf_counter()
+    count = 0
+    for entries in rh.read_range(0, rh.last_entry_id, batch=batch):
+        count += len(entries)
+    elapsed = time.perf_counter() - started
+    print(f"  {count} entries in batches of {batch}: {count / elapsed:,.0f} entries/s ({elapsed:.2f}s)",
+          flush=True)
+
+
+def bench_recovery(bk: BlockingBookKeeper, n: int, size: int) -> None:
+    writer = BlockingBookKeeper(bk.client.store.uri)
+    lh = writer.create(3, 2, 2)
+    lh.add_many(b"z" * size for _ in range(n))
+    writer.run(lambda client: client.close())  # vanish without closing the ledger
+    started = time.perf_counter()
+    rh = bk.recover(lh.ledger_id)
+    print(f"  recovery of an open ledger with {n} entries: {(time.perf_counter() - started) * 1e3:.0f} ms "
+          f"(last entry {rh.last_entry_id})", flush=True)
+
+
+def run(uri: str, entries: int, size: int, quick: bool) -> None:
+    for protocol in ("v3", "v2"):
+        bk = BlockingBookKeeper(uri, protocol=protocol)
+        try:
+            section(f"pipelined adds, protocol {protocol}, E=3 Qw=2 Qa=2")
+            bench_pipelined_adds(bk, max(1000, entries // 10), size, 1000)  # warm-up
+            ledger_id = bench_pipelined_adds(bk, entries, size, 1000)
+            if not quick:
+                bench_pipelined_adds(bk, entries, size, 100)
+            section(f"synchronous adds, protocol {protocol}")
+            bench_sync_adds(bk, 200 if quick else 1000, size)
+            section(f"reads, protocol {protocol}")
+            bench_reads(bk, ledger_id, 1000)
+            if protocol == "v3":
+                section("recovery")
+                bench_recovery(bk, 1000, size)
+        finally:
+            bk.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--uri", help="metadata service URI of a running cluster (default: start a sandbox)")
+    parser.add_argument("--entries", type=int, default=50_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    entries = min(args.entries, 10_000) if args.quick else args.entries
+    if args.uri:
+        run(args.uri, entries, args.size, args.quick)
+        return
+    from bkctl.sandbox.cluster import sandbox_down, sandbox_up
+
+    with tempfile.TemporaryDirectory(prefix="bench-client-") as tmp:
+        print(f"starting a sandbox (ZooKeeper + 3 bookieds) in {tmp} ...", flush=True)
+        state = sandbox_up(tmp, bookies=3)
+        try:
+            run(state["uri"], entries, args.size, args.quick)
+        finally:
+            sandbox_down(tmp, purge=False)
+
+
+if __name__ == "__main__":
+    main()

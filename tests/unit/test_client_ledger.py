@@ -1,0 +1,927 @@
+"""The ledger layer with fake bookie connections, a fake metadata store and task.Clock.
+
+The fakes implement just what the ledger layer uses of a BookieConnection
+(add/read/read_lac with Deferreds the test fires by hand, or automatically
+from an in-memory entry map) and of a ZKMetadataStore (versioned ledger
+metadata with compare-and-set).
+"""
+from __future__ import annotations
+
+import random
+import struct
+
+import pytest
+from twisted.internet import defer, task
+from twisted.python.failure import Failure
+
+from wire.client.bookkeeper import BookKeeperClient, LedgerLocked, lock_path
+from wire.client.errors import (
+    BookieTimeout,
+    BookieUnavailable,
+    LedgerFencedError,
+    NoSuchEntry,
+    NoSuchLedgerOnBookie,
+    TooManyRequests,
+    Unauthorized,
+)
+from wire.client.ledger import (
+    EntryNotConfirmed,
+    LedgerClosedError,
+    LedgerHandle,
+    LedgerRecoveryError,
+    covered,
+)
+from wire.client.placement import NotEnoughBookies, RandomPlacement
+from wire.digest import DigestManager, DigestType
+from wire.errors import Conflict, DigestError, MetadataError
+from wire.metadata import LedgerMetadata, LedgerState
+from wire.zkstore import MetadataVersionConflict, NoSuchLedger
+
+B = [f"10.0.0.{i}:3181" for i in range(1, 7)]
+
+
+# ----------------------------------------------------------------- fakes
+
+
+class FakeConnection:
+    """One bookie.  ``auto``: adds are stored and acknowledged at once and
+    reads answer from the store; otherwise every add waits for the test."""
+
+    def __init__(self, bookie_id: str, clock: task.Clock | None = None, add_timeout: float | None = None):
+        self.bookie_id = bookie_id
+        self.auto = False
+        self.down = False
+        self.clock = clock
+        self.add_timeout = add_timeout
+        self.adds: dict[int, list[defer.Deferred]] = {}
+        self.sent: list[tuple[int, bytes, bool]] = []  # (entry_id, body, recovery)
+        self.stored: dict[tuple[int, int], bytes] = {}
+        self.fenced: set[int] = set()
+        self.keys: dict[int, bytes] = {}
+        self.reads: list[tuple[int, int, bool]] = []
+
+    def _unavailable(self, what):
+        return defer.fail(BookieUnavailable(f"{what}: bookie {self.bookie_id} is down", bookie=self.bookie_id))
+
+    def add(self, ledger_id, entry_id, master_key, body, *, recovery=False, high_priority=False,
+            deferred_sync=False):
+        self.sent.append((entry_id, body, recovery))
+        if self.down:
+            return self._unavailable(f"ADD {entry_id}")
+        if self.auto:
+            if ledger_id in self.keys and self.keys[ledger_id] != master_key:
+                return defer.fail(Unauthorized("EUA", bookie=self.bookie_id))
+            if ledger_id in self.fenced and not recovery:
+                return defer.fail(LedgerFencedError("EFENCED", bookie=self.bookie_id))
+            self.keys.setdefault(ledger_id, master_key)
+            self.stored[(ledger_id, entry_id)] = body
+            return defer.succeed(None)
+        d = defer.Deferred()
+        self.adds.setdefault(entry_id, []).append(d)
+        if self.clock is not None and self.add_timeout:
+            call = self.clock.callLater(self.add_timeout, self._timeout, d, entry_id)
+            d.addBoth(lambda r: (call.active() and call.cancel(), r)[1])
+        return d
+
+    def _timeout(self, d, entry_id):
+        if not d.called:
+            d.errback(BookieTimeout(f"ADD {entry_id}: timeout", bookie=self.bookie_id))
+
+    def ack(self, entry_id):
+        self.adds[entry_id].pop(0).callback(None)
+
+    def fail(self, entry_id, exc):
+        self.adds[entry_id].pop(0).errback(exc)
+
+    def outstanding(self, entry_id) -> int:
+        return sum(1 for d in self.adds.get(entry_id, []) if not d.called)
+
+    def read(self, ledger_id, entry_id, *, fence_master_key=None, high_priority=False):
+        self.reads.append((ledger_id, entry_id, fence_master_key is not None))
+        if self.down:
+            return self._unavailable(f"READ {entry_id}")
+        if fence_master_key is not None:
+            if ledger_id in self.keys and self.keys[ledger_id] != fence_master_key:
+                return defer.fail(Unauthorized("EUA", bookie=self.bookie_id))
+            self.fenced.add(ledger_id)
+        mine = {e: body for (lid, e), body in self.stored.items() if lid == ledger_id}
+        if not mine:
+            return defer.fail(NoSuchLedgerOnBookie("ENOLEDGER", bookie=self.bookie_id))
+        if entry_id == -1:
+            return defer.succeed(mine[max(mine)])
+        if entry_id not in mine:
+            return defer.fail(NoSuchEntry("ENOENTRY", bookie=self.bookie_id))
+        return defer.succeed(mine[entry_id])
+
+    def read_lac(self, ledger_id):
+        if self.down:
+            return self._unavailable("READ_LAC")
+        mine = {e: body for (lid, e), body in self.stored.items() if lid == ledger_id}
+        if not mine:
+            return defer.fail(NoSuchEntry("ENOENTRY", bookie=self.bookie_id))
+        return defer.succeed((None, mine[max(mine)]))
+
+
+class FakePool:
+    def __init__(self, clock=None, add_timeout=None):
+        self.conns: dict[str, FakeConnection] = {}
+        self.clock = clock
+        self.add_timeout = add_timeout
+        self.closed = False
+
+    def get(self, bookie_id):
+        if self.closed:
+            raise RuntimeError("closed")
+        if bookie_id not in self.conns:
+            self.conns[bookie_id] = FakeConnection(bookie_id, self.clock, self.add_timeout)
+        return self.conns[bookie_id]
+
+    __getitem__ = get
+
+    def close(self):
+        self.closed = True
+        return defer.succeed(None)
+
+
+class FakeStore:
+    root = "/ledgers"
+
+    def __init__(self, writable, readonly=()):
+        self.writable = list(writable)
+        self.readonly = list(readonly)
+        self.ledgers: dict[int, tuple[LedgerMetadata, int]] = {}
+        self.next_id = 1
+        self.updates: list[LedgerMetadata] = []
+
+    def start(self):
+        return self
+
+    def writable_bookies(self):
+        return sorted(self.writable)
+
+    def readonly_bookies(self):
+        return sorted(self.readonly)
+
+    def bookie_service_info(self, bookie_id):
+        return None
+
+    def create_ledger(self, md, ledger_id=None):
+        if ledger_id is None:
+            ledger_id = self.next_id
+            self.next_id += 1
+        self.ledgers[ledger_id] = (md, 0)
+        return ledger_id, 0
+
+    def read_ledger(self, ledger_id):
+        if ledger_id not in self.ledgers:
+            raise NoSuchLedger(ledger_id)
+        return self.ledgers[ledger_id]
+
+    def update_ledger(self, ledger_id, md, expected_version):
+        current, version = self.read_ledger(ledger_id)
+        if expected_version != version:
+            raise MetadataVersionConflict(ledger_id, expected_version, current, version)
+        self.ledgers[ledger_id] = (md, version + 1)
+        self.updates.append(md)
+        return version + 1
+
+    def poke(self, ledger_id, md):
+        """Someone else writes the metadata."""
+        _, version = self.read_ledger(ledger_id)
+        self.ledgers[ledger_id] = (md, version + 1)
+
+    def ledger_exists(self, ledger_id):
+        return ledger_id in self.ledgers
+
+    def delete_ledger(self, ledger_id):
+        self.ledgers.pop(ledger_id, None)
+
+
+def sync_blocking(call):
+    return defer.maybeDeferred(call)
+
+
+def make_client(bookies=B[:4], readonly=(), clock=None, add_timeout=None, **options):
+    store = FakeStore(bookies, readonly)
+    pool = FakePool(clock, add_timeout)
+    client = BookKeeperClient(store, task.Clock(), pool=pool, run_blocking=sync_blocking,
+                              placement=RandomPlacement(random.Random(7)), **options)
+    return client, store, pool
+
+
+def result_of(d: defer.Deferred):
+    """The result of a fired Deferred (raising its failure)."""
+    out = []
+    d.addBoth(out.append)
+    assert out, "Deferred has not fired"
+    if isinstance(out[0], Failure):
+        out[0].raiseException()
+    return out[0]
+
+
+def failure_of(d: defer.Deferred) -> Failure:
+    out = []
+    d.addBoth(out.append)
+    assert out and isinstance(out[0], Failure), f"expected a failure, got {out}"
+    return out[0]
+
+
+def create(client, e=3, qw=2, qa=2, **kw) -> LedgerHandle:
+    return result_of(client.create_ledger(e, qw, qa, **kw))
+
+
+def track(d, log, tag=None):
+    d.addCallbacks(lambda r: log.append(("ok", r if tag is None else tag)),
+                   lambda f: log.append(("err", f.value)))
+    return d
+
+
+def header(body: bytes):
+    """(ledger, entry, lac, length) of a packaged entry."""
+    return struct.unpack_from(">qqqq", body)
+
+
+# ----------------------------------------------------------------- placement
+
+
+def test_placement_picks_distinct_writable_bookies_and_excludes_read_only():
+    p = RandomPlacement(random.Random(1))
+    for _ in range(50):
+        ens = p.new_ensemble(3, B[:5], readonly=[B[0]])
+        assert len(set(ens)) == 3 and B[0] not in ens
+
+
+def test_placement_error_gives_the_counts():
+    p = RandomPlacement()
+    with pytest.raises(NotEnoughBookies) as exc:
+        p.new_ensemble(3, [B[0], B[1], B[2]], readonly=[B[2]])
+    assert str(exc.value) == "need 3 writable bookies, found 2 (1 read-only)"
+    assert (exc.value.needed, exc.value.available, exc.value.readonly) == (3, 2, 1)
+
+
+def test_placement_replacement_avoids_ensemble_and_failed_bookies():
+    p = RandomPlacement(random.Random(3))
+    ens = [B[0], B[1], B[2]]
+    for _ in range(30):
+        new = p.replace_bookies(ens, {B[1]}, B[:5], exclude={B[3]})
+        assert new == [B[0], B[4], B[2]]
+    with pytest.raises(NotEnoughBookies) as exc:
+        p.replace_bookies(ens, {B[1]}, B[:3])
+    assert "to replace 10.0.0.2:3181" in str(exc.value)
+
+
+def test_coverage_rule():
+    # E=3 Qw=2 Qa=2: each write quorum needs 1 answer
+    assert not covered({0}, 3, 2, 2)
+    assert covered({0, 1}, 3, 2, 2)
+    # E=3 Qw=3 Qa=2: two answers anywhere
+    assert not covered({0}, 3, 3, 2)
+    assert covered({0, 2}, 3, 3, 2)
+    # E=5 Qw=3 Qa=3: one answer per write quorum of 3
+    assert covered({0, 3}, 5, 3, 3)
+    assert not covered({0}, 5, 3, 3)
+
+
+# ----------------------------------------------------------------- create
+
+
+def test_create_validates_quorums_with_ledger_metadata_rules():
+    client, store, _ = make_client()
+    with pytest.raises(MetadataError):
+        create(client, 2, 3, 2)
+    with pytest.raises(MetadataError):
+        create(client, 3, 2, 0)
+    assert store.ledgers == {}
+
+
+def test_create_without_enough_bookies():
+    client, _, _ = make_client(bookies=B[:3], readonly=[B[2]])
+    with pytest.raises(NotEnoughBookies, match=r"need 3 writable bookies, found 2 \(1 read-only\)"):
+        create(client, 3, 2, 2)
+
+
+def test_create_writes_metadata_first():
+    client, store, pool = make_client()
+    lh = create(client, 3, 2, 2, password=b"pw", custom_metadata={"app": b"x"})
+    md, version = store.ledgers[lh.ledger_id]
+    assert md.state is LedgerState.OPEN and version == 0
+    assert (md.ensemble_size, md.write_quorum, md.ack_quorum) == (3, 2, 2)
+    assert md.password == b"pw" and md.digest_type is DigestType.CRC32C
+    assert md.custom_metadata == {"app": b"x"}
+    assert pool.conns == {}  # nothing sent to bookies yet
+
+
+# ----------------------------------------------------------------- striping, quorum, ordering
+
+
+def test_write_set_striping():
+    client, store, pool = make_client()
+    lh = create(client, 3, 2, 2)
+    ens = lh.metadata.last_ensemble
+    for _ in range(6):
+        lh.add_entry(b"x")
+    for e in range(6):
+        expected = {ens[e % 3], ens[(e + 1) % 3]}
+        got = {b for b, c in pool.conns.items() if c.outstanding(e)}
+        assert got == expected, f"entry {e}"
+        assert lh.metadata.write_set(e) == [ens[e % 3], ens[(e + 1) % 3]]
+
+
+def test_completions_fire_strictly_in_entry_order():
+    client, store, pool = make_client()
+    lh = create(client, 3, 2, 2)
+    done = []
+    for e in range(4):
+        track(lh.add_entry(b"e%d" % e), done)
+    ws = {e: lh.metadata.write_set(e) for e in range(4)}
+    for e in (3, 2, 1):  # later entries fully acknowledged first
+        for b in ws[e]:
+            pool.conns[b].ack(e)
+    assert done == [] and lh.last_add_confirmed == -1
+    pool.conns[ws[0][0]].ack(0)
+    assert done == []  # one ack of two
+    pool.conns[ws[0][1]].ack(0)
+    assert done == [("ok", 0), ("ok", 1), ("ok", 2), ("ok", 3)]
+    assert lh.last_add_confirmed == 3
+
+
+def test_ack_quorum_math():
+    client, store, pool = make_client()
+    lh = create(client, 3, 3, 2)
+    done = []
+    track(lh.add_entry(b"a"), done)
+    ws = lh.metadata.write_set(0)
+    assert len(ws) == 3
+    pool.conns[ws[2]].ack(0)
+    assert done == []
+    pool.conns[ws[0]].ack(0)
+    assert done == [("ok", 0)]
+    pool.conns[ws[1]].ack(0)  # the third copy changes nothing
+    assert done == [("ok", 0)]
+
+    lh1 = create(client, 3, 3, 1)
+    done1 = []
+    track(lh1.add_entry(b"a"), done1)
+    pool.conns[lh1.metadata.write_set(0)[1]].ack(0)
+    assert done1 == [("ok", 0)]
+
+
+def test_each_entry_carries_the_lac_known_when_it_was_sent():
+    client, store, pool = make_client()
+    lh = create(client, 3, 3, 3)
+    lh.add_entry(b"a")
+    lh.add_entry(b"bb")
+    conn = pool.conns[lh.metadata.last_ensemble[0]]
+    for b in lh.metadata.write_set(0):
+        pool.conns[b].ack(0)
+    lh.add_entry(b"ccc")
+    bodies = {e: body for e, body, _ in conn.sent}
+    assert header(bodies[0])[1:] == (0, -1, 1)
+    assert header(bodies[1])[1:] == (1, -1, 3)
+    assert header(bodies[2])[1:] == (2, 0, 6)
+    DigestManager(lh.ledger_id, DigestType.CRC32C, b"").verify(bodies[2], 2)
+
+
+def test_pipelining_is_bounded():
+    client, store, pool = make_client(max_inflight=2, max_waiting=2)
+    lh = create(client, 3, 3, 3)
+    conns = [pool.get(b) for b in lh.metadata.last_ensemble]
+    done = []
+    for e in range(4):
+        track(lh.add_entry(b"x"), done)
+    assert lh.pending_adds == 2 and lh.waiting_adds == 2
+    assert {e for e, _, _ in conns[0].sent} == {0, 1}
+    # no unbounded queue: beyond max_waiting the add is refused
+    with pytest.raises(TooManyRequests):
+        result_of(lh.add_entry(b"too many"))
+    assert not lh.writable()
+    room = lh.wait_writable()
+    assert not room.called
+    for c in conns:
+        c.ack(0)
+    assert done == [("ok", 0)]
+    assert {e for e, _, _ in conns[0].sent} == {0, 1, 2}  # a waiting add took the free slot
+    for e in (1, 2, 3):
+        for c in conns:
+            c.ack(e)
+    assert done == [("ok", 0), ("ok", 1), ("ok", 2), ("ok", 3)]
+    assert room.called
+
+
+def test_add_entries_pulls_payloads_only_when_there_is_room():
+    client, store, pool = make_client(max_inflight=3)
+    lh = create(client, 3, 3, 3)
+    conns = [pool.get(b) for b in lh.metadata.last_ensemble]
+    pulled = []
+
+    def payloads():
+        for i in range(10):
+            pulled.append(i)
+            yield b"p%d" % i
+
+    d = lh.add_entries(payloads())
+    assert len(pulled) == 3 and lh.waiting_adds == 0
+    for e in range(10):
+        for c in conns:
+            c.ack(e)
+        assert len(pulled) <= e + 1 + 3
+    assert result_of(d) == 9
+
+
+# ----------------------------------------------------------------- ensemble change
+
+
+def test_failed_bookie_triggers_ensemble_change_and_resend():
+    client, store, pool = make_client(bookies=B[:4])
+    lh = create(client, 3, 2, 2)
+    ens = list(lh.metadata.last_ensemble)
+    spare = next(b for b in B[:4] if b not in ens)
+    done = []
+    for e in range(2):
+        track(lh.add_entry(b"x"), done)
+        for b in lh.metadata.write_set(e):
+            pool.conns[b].ack(e)
+    assert done == [("ok", 0), ("ok", 1)]
+    for e in (2, 3):
+        track(lh.add_entry(b"x"), done)
+    # entry 2 goes to ens[2], ens[0]; ens[0] acknowledged 2, then ens[2] fails it
+    pool.conns[ens[0]].ack(2)
+    pool.conns[ens[2]].fail(2, BookieUnavailable("down", bookie=ens[2]))
+    md, version = store.ledgers[lh.ledger_id]
+    assert md.ensembles == ((0, tuple(ens)), (2, (ens[0], ens[1], spare)))
+    assert lh.metadata == md and lh.ensemble_changes == 1
+    # striping in the new segment uses the new ensemble
+    assert lh.metadata.write_set(2) == [spare, ens[0]]
+    assert lh.metadata.write_set(3) == [ens[0], ens[1]]
+    # entry 2 was re-sent to the replacement; entry 3's write set did not change
+    assert pool.conns[spare].outstanding(2) == 1
+    assert pool.conns[spare].outstanding(3) == 0
+    assert done == [("ok", 0), ("ok", 1)]
+    pool.conns[spare].ack(2)
+    assert done[-1] == ("ok", 2)
+    for b in lh.metadata.write_set(3):
+        pool.conns[b].ack(3)
+    assert done[-1] == ("ok", 3)
+    # later entries follow the new ensemble
+    track(lh.add_entry(b"x"), done)
+    assert {b for b, c in pool.conns.items() if c.outstanding(4)} == {ens[1], spare}
+
+
+def test_ack_from_the_replaced_bookie_is_discarded():
+    client, store, pool = make_client(bookies=B[:4])
+    lh = create(client, 3, 3, 2)
+    ens = list(lh.metadata.last_ensemble)
+    done = []
+    track(lh.add_entry(b"x"), done)
+    pool.conns[ens[0]].ack(0)  # one of two needed
+    pool.conns[ens[1]].fail(0, BookieTimeout("slow", bookie=ens[1]))
+    new = lh.metadata.last_ensemble
+    assert ens[1] not in new and lh.metadata.ensembles[-1][0] == 0  # segment 0 replaced in place
+    assert done == []
+    pool.conns[ens[2]].ack(0)
+    assert done == [("ok", 0)]
+
+
+def test_timeout_on_the_clock_changes_the_ensemble():
+    clock = task.Clock()
+    client, store, pool = make_client(bookies=B[:4], clock=clock, add_timeout=2.0)
+    lh = create(client, 3, 2, 2)
+    ens = list(lh.metadata.last_ensemble)
+    done = []
+    track(lh.add_entry(b"x"), done)
+    ws = lh.metadata.write_set(0)
+    pool.conns[ws[0]].ack(0)
+    clock.advance(1.9)
+    assert lh.ensemble_changes == 0
+    clock.advance(0.2)  # ws[1] never answered
+    assert lh.ensemble_changes == 1 and ws[1] not in lh.metadata.last_ensemble
+    replacement = next(b for b in lh.metadata.last_ensemble if b not in ens)
+    pool.conns[replacement].ack(0)
+    assert done == [("ok", 0)]
+
+
+def test_adds_made_during_an_ensemble_change_wait_for_it():
+    client, store, pool = make_client(bookies=B[:4])
+    lh = create(client, 3, 2, 2)
+    gate = defer.Deferred()
+    plain = client.run_blocking
+
+    def run_blocking(fn, *args, **kw):  # hold the metadata write until the test opens the gate
+        if fn == store.update_ledger:
+            return gate.addCallback(lambda _: fn(*args, **kw))
+        return plain(fn, *args, **kw)
+
+    client.run_blocking = run_blocking
+    done = []
+    track(lh.add_entry(b"x"), done)
+    bad = lh.metadata.write_set(0)[0]
+    good = lh.metadata.write_set(0)[1]
+    pool.conns[good].ack(0)
+    pool.conns[bad].fail(0, BookieUnavailable("down", bookie=bad))
+    track(lh.add_entry(b"y"), done)  # during the change: held back
+    assert all(c.outstanding(1) == 0 for c in pool.conns.values())
+    gate.callback(None)
+    md = lh.metadata
+    assert bad not in md.last_ensemble and md.ensembles[-1][0] == 0
+    for e in (0, 1):
+        for b in md.write_set(e):
+            if pool.conns[b].outstanding(e):
+                pool.conns[b].ack(e)
+    assert done == [("ok", 0), ("ok", 1)]
+
+
+def test_no_replacement_fails_the_adds():
+    client, store, pool = make_client(bookies=B[:3])
+    lh = create(client, 3, 2, 2)
+    done = []
+    track(lh.add_entry(b"x"), done)
+    bad = lh.metadata.write_set(0)[0]
+    pool.conns[bad].fail(0, BookieUnavailable("down", bookie=bad))
+    assert done and done[0][0] == "err" and isinstance(done[0][1], NotEnoughBookies)
+    assert lh.state == "failed"
+    with pytest.raises(NotEnoughBookies):
+        result_of(lh.add_entry(b"y"))
+
+
+def test_ensemble_change_on_a_ledger_being_recovered_fails_as_fenced():
+    client, store, pool = make_client(bookies=B[:4])
+    lh = create(client, 3, 2, 2)
+    store.poke(lh.ledger_id, lh.metadata.in_recovery())
+    done = []
+    track(lh.add_entry(b"x"), done)
+    track(lh.add_entry(b"y"), done)
+    bad = lh.metadata.write_set(0)[0]
+    pool.conns[bad].fail(0, BookieUnavailable("down", bookie=bad))
+    assert [k for k, _ in done] == ["err", "err"]
+    assert all(isinstance(v, LedgerFencedError) and isinstance(v, Conflict) for _, v in done)
+
+
+def test_ensemble_change_merges_with_unrelated_metadata_changes():
+    client, store, pool = make_client(bookies=B[:5])
+    lh = create(client, 3, 2, 2)
+    # someone (autorecovery-like) rewrites the metadata without touching the last segment
+    store.poke(lh.ledger_id, lh.metadata)
+    done = []
+    track(lh.add_entry(b"x"), done)
+    bad = lh.metadata.write_set(0)[0]
+    pool.conns[bad].fail(0, BookieUnavailable("down", bookie=bad))
+    md, version = store.ledgers[lh.ledger_id]
+    assert version == 2 and bad not in md.last_ensemble and lh.metadata_version == 2
+
+
+def test_fenced_add_fails_every_outstanding_add_in_order():
+    client, store, pool = make_client()
+    lh = create(client, 3, 2, 2)
+    done = []
+    for _ in range(3):
+        track(lh.add_entry(b"x"), done)
+    b = lh.metadata.write_set(1)[0]
+    pool.conns[b].fail(1, LedgerFencedError("EFENCED", bookie=b))
+    assert [k for k, _ in done] == ["err"] * 3
+    assert all(isinstance(v, LedgerFencedError) for _, v in done)
+    assert "fenced" in str(done[0][1])
+    with pytest.raises(LedgerFencedError):
+        result_of(lh.add_entry(b"later"))
+    result_of(lh.close())  # nothing to write: the recoverer closes the ledger
+    assert store.ledgers[lh.ledger_id][0].is_open
+
+
+def test_unauthorized_add_fails_without_ensemble_change():
+    client, store, pool = make_client()
+    lh = create(client, 3, 2, 2)
+    done = []
+    track(lh.add_entry(b"x"), done)
+    b = lh.metadata.write_set(0)[0]
+    pool.conns[b].fail(0, Unauthorized("EUA", bookie=b))
+    assert isinstance(done[0][1], Unauthorized) and lh.ensemble_changes == 0
+
+
+# ----------------------------------------------------------------- close
+
+
+def test_close_waits_for_pending_adds_then_writes_closed():
+    client, store, pool = make_client()
+    lh = create(client, 3, 2, 2)
+    for p in (b"ab", b"cde"):
+        lh.add_entry(p)
+    closing = lh.close()
+    assert not closing.called
+    with pytest.raises(LedgerClosedError):
+        result_of(lh.add_entry(b"no"))
+    for e in (0, 1):
+        for b in lh.metadata.write_set(e):
+            pool.conns[b].ack(e)
+    result_of(closing)
+    md, version = store.ledgers[lh.ledger_id]
+    assert md.state is LedgerState.CLOSED and (md.last_entry_id, md.length) == (1, 5) and version == 1
+    assert lh.is_closed and lh.last_entry_id == 1
+    result_of(lh.close())  # again: same outcome
+
+
+def test_close_of_an_empty_ledger():
+    client, store, pool = make_client()
+    lh = create(client)
+    result_of(lh.close())
+    md, _ = store.ledgers[lh.ledger_id]
+    assert md.is_closed and (md.last_entry_id, md.length) == (-1, 0)
+
+
+def test_close_conflicts():
+    client, store, pool = make_client()
+    pool_auto = lambda: [setattr(c, "auto", True) for c in pool.conns.values()]  # noqa: E731
+    for b in B[:4]:
+        pool.get(b).auto = True
+    pool_auto()
+    # metadata changed otherwise: retried on top of it
+    lh = create(client)
+    result_of(lh.add_entry(b"abc"))
+    store.poke(lh.ledger_id, lh.metadata)
+    result_of(lh.close())
+    assert store.ledgers[lh.ledger_id][0].last_entry_id == 0
+    # closed by someone else with the same result: fine
+    lh = create(client)
+    result_of(lh.add_entry(b"abc"))
+    store.poke(lh.ledger_id, lh.metadata.closed(0, 3))
+    result_of(lh.close())
+    # closed by someone else at another entry: a clear error
+    lh = create(client)
+    result_of(lh.add_entry(b"abc"))
+    result_of(lh.add_entry(b"d"))
+    store.poke(lh.ledger_id, lh.metadata.closed(0, 3))
+    f = failure_of(lh.close())
+    assert f.check(LedgerClosedError)
+    assert "closed by another client at entry 0" in str(f.value) and "up to 1" in str(f.value)
+    # in recovery: fenced
+    lh = create(client)
+    store.poke(lh.ledger_id, lh.metadata.in_recovery())
+    assert failure_of(lh.close()).check(LedgerFencedError)
+
+
+# ----------------------------------------------------------------- reads
+
+
+def filled_ledger(n=6, e=3, qw=2, qa=2, close=True, **kw):
+    client, store, pool = make_client(**kw)
+    for b in B[:4]:
+        pool.get(b).auto = True
+    lh = create(client, e, qw, qa)
+    for i in range(n):
+        result_of(lh.add_entry(b"entry-%d" % i))
+    if close:
+        result_of(lh.close())
+    return client, store, pool, lh
+
+
+def test_read_fails_over_in_write_set_order():
+    client, store, pool, lh = filled_ledger()
+    rh = result_of(client.open_ledger(lh.ledger_id))
+    ws = rh.metadata.write_set(4)
+    del pool.conns[ws[0]].stored[(lh.ledger_id, 4)]  # first replica: ENOENTRY
+    pool.conns[ws[0]].reads.clear()
+    pool.conns[ws[1]].reads.clear()
+    assert result_of(rh.read_entries(0, 5)) == [(i, b"entry-%d" % i) for i in range(6)]
+    assert (lh.ledger_id, 4, False) in pool.conns[ws[0]].reads
+    assert (lh.ledger_id, 4, False) in pool.conns[ws[1]].reads
+    # a corrupt copy is skipped too
+    body = bytearray(pool.conns[ws[1]].stored[(lh.ledger_id, 4)])
+    body[-1] ^= 1
+    good = pool.conns[ws[1]].stored[(lh.ledger_id, 4)]
+    pool.conns[ws[0]].stored[(lh.ledger_id, 4)] = bytes(body)
+    assert result_of(rh.read_entry(4)) == b"entry-4"
+    # bad bytes (or a wrong password) everywhere: a digest error, not "missing"
+    pool.conns[ws[1]].stored[(lh.ledger_id, 4)] = bytes(body)
+    with pytest.raises(DigestError, match="every replica"):
+        result_of(rh.read_entry(4))
+    # one replica down, the other corrupt: the read fails with the availability error
+    pool.conns[ws[1]].stored[(lh.ledger_id, 4)] = good
+    pool.conns[ws[1]].down = True
+    with pytest.raises(BookieUnavailable):
+        result_of(rh.read_entry(4))
+
+
+def test_read_of_an_entry_missing_everywhere_is_no_such_entry():
+    client, store, pool, lh = filled_ledger()
+    rh = result_of(client.open_ledger(lh.ledger_id))
+    for b in rh.metadata.write_set(2):
+        del pool.conns[b].stored[(lh.ledger_id, 2)]
+    with pytest.raises(NoSuchEntry, match="missing on every bookie"):
+        result_of(rh.read_entry(2))
+
+
+def test_reads_stop_at_the_lac_unless_asked():
+    client, store, pool, lh = filled_ledger(close=False)
+    rh = result_of(client.open_ledger(lh.ledger_id))
+    # the last entry's piggybacked LAC is 4: entry 5 is not confirmed yet for a reader
+    assert rh.last_add_confirmed == 4
+    with pytest.raises(EntryNotConfirmed):
+        result_of(rh.read_entries(0, 5))
+    assert result_of(rh.read_entries(5, 5, allow_unconfirmed=True)) == [(5, b"entry-5")]
+    closed = result_of(client.open_ledger(lh.ledger_id, recovery=True))
+    assert closed.last_entry_id == 5
+
+
+def test_read_range_streams_batches():
+    client, store, pool, lh = filled_ledger(n=10)
+    rh = result_of(client.open_ledger(lh.ledger_id))
+
+    async def collect():
+        batches = []
+        async for batch in rh.read_range(0, 9, batch=4):
+            batches.append([e for e, _ in batch])
+        return batches
+
+    assert result_of(defer.ensureDeferred(collect())) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+
+
+def test_wrong_password_is_refused_at_open():
+    client, store, pool, lh = filled_ledger()
+    with pytest.raises(Unauthorized):
+        result_of(client.open_ledger(lh.ledger_id, password=b"nope"))
+    rh = result_of(client.open_ledger(lh.ledger_id, password=b"", digest_type="crc32c"))
+    assert rh.last_entry_id == 5
+
+
+# ----------------------------------------------------------------- recovery and append
+
+
+def test_recovery_fences_and_closes_at_the_last_recoverable_entry():
+    client, store, pool, lh = filled_ledger(n=5, close=False)
+    ens = lh.metadata.last_ensemble
+    # entry 5 written to one replica only (never acknowledged): E=3 Qw=2 Qa=2 -> one "missing" is enough
+    body5 = DigestManager(lh.ledger_id, DigestType.CRC32C, b"").package(5, 3, 100, b"tail")
+    pool.conns[lh.metadata.write_set(5)[0]].stored[(lh.ledger_id, 5)] = body5
+    rh = result_of(client.open_ledger(lh.ledger_id, recovery=True))
+    md, _ = store.ledgers[lh.ledger_id]
+    assert md.is_closed and rh.last_entry_id == md.last_entry_id
+    assert md.last_entry_id in (4, 5)
+    assert all(lh.ledger_id in pool.conns[b].fenced for b in ens)
+    # states written: IN_RECOVERY then CLOSED
+    assert [u.state for u in store.updates[-2:]] == [LedgerState.IN_RECOVERY, LedgerState.CLOSED]
+    if md.last_entry_id == 5:  # found on its replica: written back to the whole write set
+        for b in md.write_set(5):
+            assert pool.conns[b].stored[(lh.ledger_id, 5)] == body5
+    # the old writer is fenced
+    with pytest.raises(LedgerFencedError):
+        result_of(lh.add_entry(b"late"))
+
+
+def test_recovery_rewrites_the_unconfirmed_tail_with_recovery_adds():
+    client, store, pool, lh = filled_ledger(n=4, e=3, qw=3, qa=2, close=False)
+    # entry 4 on 2 of 3 replicas (acknowledged by Qa=2), the writer died before telling anyone
+    body4 = DigestManager(lh.ledger_id, DigestType.CRC32C, b"").package(4, 3, 44, b"acked")
+    ws = lh.metadata.write_set(4)
+    for b in ws[:2]:
+        pool.conns[b].stored[(lh.ledger_id, 4)] = body4
+    rh = result_of(client.open_ledger(lh.ledger_id, recovery=True))
+    assert rh.last_entry_id == 4 and rh.length == 44
+    assert pool.conns[ws[2]].stored[(lh.ledger_id, 4)] == body4
+    assert any(e == 4 and rec for e, _, rec in pool.conns[ws[2]].sent)
+    assert result_of(rh.read_entries(0, 4))[-1] == (4, b"acked")
+
+
+def test_recovery_needs_enough_answers():
+    client, store, pool, lh = filled_ledger(n=3, close=False)
+    for b in lh.metadata.last_ensemble[:2]:
+        pool.conns[b].down = True
+    f = failure_of(client.open_ledger(lh.ledger_id, recovery=True))
+    assert f.check(LedgerRecoveryError)
+
+
+def test_recovery_of_a_closed_ledger_opens_it_directly():
+    client, store, pool, lh = filled_ledger(n=2)
+    updates = len(store.updates)
+    rh = result_of(client.open_ledger(lh.ledger_id, recovery=True))
+    assert rh.last_entry_id == 1 and len(store.updates) == updates
+
+
+def test_open_for_append_continues_after_the_tail(monkeypatch):
+    client, store, pool, lh = filled_ledger(n=3, close=False)
+    import wire.client.bookkeeper as bkmod
+
+    class FakeLock:
+        held = set()
+
+        def __init__(self, store, ledger_id):
+            self.ledger_id = ledger_id
+            self.path = lock_path(store.root, ledger_id)
+
+        def acquire(self, timeout):
+            if self.ledger_id in FakeLock.held:
+                raise LedgerLocked("held")
+            FakeLock.held.add(self.ledger_id)
+
+        def release(self):
+            FakeLock.held.discard(self.ledger_id)
+
+    monkeypatch.setattr(bkmod, "_AppendLock", FakeLock)
+    ah = result_of(client.open_for_append(lh.ledger_id))
+    assert ah.next_entry_id == 3 and ah.last_add_confirmed == 2
+    with pytest.raises(LedgerLocked):
+        result_of(client.open_for_append(lh.ledger_id))
+    assert result_of(ah.add_entry(b"more")) == 3
+    result_of(ah.close())
+    assert FakeLock.held == set()
+    md, _ = store.ledgers[lh.ledger_id]
+    assert md.is_closed and md.last_entry_id == 3
+    assert md.length == sum(len(b"entry-%d" % i) for i in range(3)) + 4
+    with pytest.raises(LedgerClosedError):
+        result_of(client.open_for_append(lh.ledger_id))
+    assert FakeLock.held == set()
+
+
+def test_delete_ledger():
+    client, store, pool = make_client()
+    lh = create(client)
+    result_of(client.delete_ledger(lh.ledger_id))
+    assert lh.ledger_id not in store.ledgers
+    with pytest.raises(NoSuchLedger):
+        result_of(client.delete_ledger(lh.ledger_id))
+
+
+def test_client_close_fails_outstanding_adds_as_client_closed():
+    client, store, pool = make_client()
+    lh = create(client)
+    done = []
+    track(lh.add_entry(b"x"), done)
+    result_of(client.close())
+    b = lh.metadata.write_set(0)[0]
+    pool.conns[b].fail(0, BookieUnavailable("closed", bookie=b))
+    from wire.client.ledger import ClientClosed
+    assert isinstance(done[0][1], ClientClosed)
+
+
+def test_add_entries_stops_at_the_first_failure():
+    client, store, pool = make_client(max_inflight=4)
+    lh = create(client, 3, 2, 2)
+    pulled = []
+
+    def payloads():
+        for i in range(100):
+            pulled.append(i)
+            yield b"p"
+
+    d = lh.add_entries(payloads())
+    b = lh.metadata.write_set(0)[0]
+    pool.conns[b].fail(0, LedgerFencedError("EFENCED", bookie=b))
+    assert failure_of(d).check(LedgerFencedError)
+    assert len(pulled) == 4
+
+
+def test_closing_wakes_a_producer_waiting_for_room():
+    client, store, pool = make_client(max_inflight=2)
+    lh = create(client, 3, 3, 3)
+    d = lh.add_entries(iter([b"a", b"b", b"c", b"d"]))
+    closing = lh.close()
+    assert failure_of(d).check(LedgerClosedError)
+    for e in (0, 1):
+        for b in lh.metadata.write_set(e):
+            pool.conns[b].ack(e)
+    result_of(closing)
+    assert store.ledgers[lh.ledger_id][0].last_entry_id == 1
+
+
+def test_oversized_entries_are_refused_before_sending():
+    client, store, pool = make_client(max_frame_size=4096)
+    lh = create(client)
+    assert lh.max_entry_size == 4096 - 1024 - 32 - 4
+    with pytest.raises(ValueError, match="larger than"):
+        result_of(lh.add_entry(b"x" * 4000))
+    assert pool.conns == {} and lh.next_entry_id == 0
+
+
+def test_writer_lac_and_length():
+    client, store, pool = make_client()
+    for b in B[:4]:
+        pool.get(b).auto = True
+    lh = create(client)
+    assert result_of(lh.read_lac()) == -1 and lh.length == 0
+    assert result_of(lh.add_entries([b"ab", b"cde"])) == 1
+    assert result_of(lh.read_lac()) == 1 and lh.length == 5
+    assert result_of(lh.read_entries(0, 1)) == [(0, b"ab"), (1, b"cde")]
+    with pytest.raises(EntryNotConfirmed):
+        result_of(lh.read_entries(0, 2))
+
+
+def test_bookie_ids_resolve_through_service_info_with_host_port_fallback():
+    from wire.serviceinfo import BookieServiceInfo
+
+    client, store, pool = make_client()
+    infos = {"bookie-a": BookieServiceInfo.for_bookie("192.0.2.7", 4181),
+             "10.0.0.9:3181": BookieServiceInfo.legacy()}
+    store.bookie_service_info = infos.get
+    assert result_of(client._resolve("bookie-a")) == ("192.0.2.7", 4181)
+    assert result_of(client._resolve("10.0.0.9:3181")) == ("10.0.0.9", 3181)  # legacy: the id itself
+    assert result_of(client._resolve("10.0.0.8:3181")) == ("10.0.0.8", 3181)  # not registered
+
+    def broken(bookie_id):
+        raise RuntimeError("zk down")
+
+    store.bookie_service_info = broken
+    assert result_of(client._resolve("bookie-a")) == ("192.0.2.7", 4181)  # last known address
+
+
+def test_long_reads_answered_synchronously_do_not_recurse():
+    client, store, pool, lh = filled_ledger(n=3000, close=True)
+    rh = result_of(client.open_ledger(lh.ledger_id))
+    entries = result_of(rh.read_entries(0, 2999))
+    assert len(entries) == 3000 and entries[-1] == (2999, b"entry-2999")

@@ -1,0 +1,254 @@
+"""A blocking facade over :class:`~wire.client.bookkeeper.BookKeeperClient`.
+
+For the CLI, scripts and tests: every call runs in the Twisted reactor,
+which crochet runs in a background thread (``crochet.setup()`` happens on
+first use, not at import: importing this module loads neither crochet nor a
+reactor), waits for the result and returns plain values.  Library exceptions
+are raised unchanged; a call that takes longer than ``timeout`` seconds is
+cancelled and raises :class:`OperationTimedOut`.
+
+    with BlockingBookKeeper("zk+hierarchical://127.0.0.1:2181/ledgers") as bk:
+        with bk.create(3, 2, 2, password=b"pw") as lh:
+            lh.add(b"hello")
+            lh.add_many(payloads)          # pipelined, bounded memory
+        for batch in bk.open(lh.ledger_id).read_range(0, batch=500):
+            ...
+
+Do not call these methods from the reactor thread itself (crochet refuses).
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from wire.errors import Unreachable
+
+__all__ = ["BlockingBookKeeper", "BlockingLedger", "OperationTimedOut", "run_in_reactor", "DEFAULT_TIMEOUT"]
+
+#: Seconds a blocking call may take before it is cancelled.
+DEFAULT_TIMEOUT = 120.0
+
+_setup_lock = threading.Lock()
+_crochet = None
+
+
+class OperationTimedOut(Unreachable, TimeoutError):
+    """A blocking call did not finish within its timeout (it was cancelled)."""
+
+
+def _ensure_reactor():
+    """Start the reactor thread once (crochet.setup); returns the crochet module."""
+    global _crochet
+    if _crochet is None:
+        with _setup_lock:
+            if _crochet is None:
+                import crochet
+                crochet.setup()
+                _crochet = crochet
+    return _crochet
+
+
+def run_in_reactor(fn: Callable, *args, timeout: float | None = DEFAULT_TIMEOUT, **kwargs) -> Any:
+    """Call ``fn(*args, **kwargs)`` in the reactor thread and wait for its
+    result (a Deferred's result if it returns one)."""
+    crochet = _ensure_reactor()
+    eventual = crochet.run_in_reactor(fn)(*args, **kwargs)
+    try:
+        return eventual.wait(timeout)
+    except crochet.TimeoutError:
+        eventual.cancel()
+        name = getattr(fn, "__name__", repr(fn))
+        raise OperationTimedOut(f"{name} did not finish within {timeout:g}s") from None
+
+
+class BlockingLedger:
+    """Blocking view of a ledger handle (read-only or writable)."""
+
+    def __init__(self, owner: "BlockingBookKeeper", handle):
+        self._owner = owner
+        #: the underlying Twisted handle (:class:`~wire.client.ledger.ReadHandle` or
+        #: :class:`~wire.client.ledger.LedgerHandle`)
+        self.handle = handle
+
+    def __repr__(self) -> str:
+        return f"<BlockingLedger {self.handle!r}>"
+
+    def _call(self, fn: Callable, *args, **kwargs) -> Any:
+        return run_in_reactor(fn, *args, timeout=self._owner.timeout, **kwargs)
+
+    # -- state ---------------------------------------------------------------------
+
+    @property
+    def ledger_id(self) -> int:
+        return self.handle.ledger_id
+
+    @property
+    def metadata(self):
+        return self.handle.metadata
+
+    @property
+    def last_add_confirmed(self) -> int:
+        return self.handle.last_add_confirmed
+
+    @property
+    def last_entry_id(self) -> int | None:
+        return self.handle.last_entry_id
+
+    @property
+    def length(self) -> int | None:
+        return self.handle.length
+
+    @property
+    def is_closed(self) -> bool:
+        return self.handle.is_closed
+
+    @property
+    def writable(self) -> bool:
+        return hasattr(self.handle, "add_entry")
+
+    # -- writing --------------------------------------------------------------------
+
+    def add(self, payload: bytes) -> int:
+        """Add one entry; returns its id once acknowledged."""
+        return self._call(self.handle.add_entry, payload)
+
+    def add_many(self, payloads: Iterable[bytes]) -> int | None:
+        """Add every payload, pipelined (at most ``max_inflight`` outstanding;
+        the iterable is consumed lazily, in the reactor thread).  Returns the
+        last entry id (None if there was nothing to add)."""
+        return self._call(self.handle.add_entries, payloads)
+
+    # -- reading --------------------------------------------------------------------
+
+    def _last(self, last: int | None) -> int:
+        if last is not None:
+            return last
+        limit = self.handle.last_entry_id if self.handle.is_closed else self.handle.last_add_confirmed
+        return limit
+
+    def read(self, first: int = 0, last: int | None = None, *,
+             allow_unconfirmed: bool = False) -> list[tuple[int, bytes]]:
+        """``[(entry_id, payload), ...]`` for ``first..last`` (default: up to
+        the LAC / last entry; an empty ledger gives [])."""
+        last = self._last(last)
+        if last < first:
+            return []
+        return self._call(self.handle.read_entries, first, last, allow_unconfirmed=allow_unconfirmed)
+
+    def read_entry(self, entry_id: int, *, allow_unconfirmed: bool = False) -> bytes:
+        return self._call(self.handle.read_entry, entry_id, allow_unconfirmed=allow_unconfirmed)
+
+    def read_range(self, first: int = 0, last: int | None = None, batch: int = 100, *,
+                   allow_unconfirmed: bool = False) -> Iterator[list[tuple[int, bytes]]]:
+        """Batches of ``[(entry_id, payload), ...]``, one read ahead."""
+        last = self._last(last)
+        if last < first:
+            return iter(())
+        reader = self._call(self.handle.read_range, first, last, batch, allow_unconfirmed=allow_unconfirmed)
+        return self._iterate(reader)
+
+    def _iterate(self, reader) -> Iterator[list[tuple[int, bytes]]]:
+        try:
+            while True:
+                entries = self._call(reader.next_batch)
+                if entries is None:
+                    return
+                yield entries
+        finally:
+            self._call(reader.cancel)
+
+    def read_lac(self) -> int:
+        """Ask the bookies for the LAC (the last entry if closed)."""
+        return self._call(self.handle.read_lac)
+
+    def refresh_metadata(self):
+        return self._call(self.handle.refresh_metadata)
+
+    # -- closing --------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the handle (a writer waits for its adds and writes CLOSED)."""
+        self._call(self.handle.close)
+
+    def __enter__(self) -> "BlockingLedger":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class BlockingBookKeeper:
+    """Blocking BookKeeper client.
+
+    ``metadata`` is a metadata service URI or a ZKMetadataStore; ``options``
+    are those of :class:`~wire.client.bookkeeper.BookKeeperClient`
+    (``protocol``, ``add_timeout``, ``read_timeout``, ``max_inflight``, ...).
+    ``timeout`` bounds every blocking call.
+    """
+
+    def __init__(self, metadata, *, timeout: float = DEFAULT_TIMEOUT, **options: Any):
+        self.timeout = timeout
+        self.client = run_in_reactor(self._make_client, metadata, options, timeout=timeout)
+
+    @staticmethod
+    def _make_client(metadata, options):
+        from .bookkeeper import BookKeeperClient
+        return BookKeeperClient(metadata, **options)
+
+    def __repr__(self) -> str:
+        return f"<BlockingBookKeeper {self.client!r}>"
+
+    def run(self, fn: Callable, *args, **kwargs) -> Any:
+        """Run ``fn(client, *args, **kwargs)`` in the reactor thread; waits for
+        the Deferred it may return."""
+        return run_in_reactor(fn, self.client, *args, timeout=self.timeout, **kwargs)
+
+    def _call(self, fn: Callable, *args, **kwargs) -> Any:
+        return run_in_reactor(fn, *args, timeout=self.timeout, **kwargs)
+
+    def create(self, ensemble_size: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
+               digest_type="CRC32C", password: bytes | str = b"", custom_metadata=None, *,
+               ledger_id: int | None = None, max_inflight: int | None = None) -> BlockingLedger:
+        """Create a ledger; returns a writable :class:`BlockingLedger`."""
+        handle = self._call(self.client.create_ledger, ensemble_size, write_quorum, ack_quorum, digest_type,
+                            password, custom_metadata, ledger_id=ledger_id, max_inflight=max_inflight)
+        return BlockingLedger(self, handle)
+
+    def open(self, ledger_id: int, password: bytes | str | None = None, *, recovery: bool = False,
+             digest_type=None, check_password: bool = True) -> BlockingLedger:
+        """Open for reading (``recovery=True``: recover and close an open ledger first)."""
+        handle = self._call(self.client.open_ledger, ledger_id, recovery, password,
+                            digest_type=digest_type, check_password=check_password)
+        return BlockingLedger(self, handle)
+
+    def recover(self, ledger_id: int, password: bytes | str | None = None, *, digest_type=None,
+                check_password: bool = True) -> BlockingLedger:
+        """Recover (fence, re-replicate the tail, close) and open for reading."""
+        return self.open(ledger_id, password, recovery=True, digest_type=digest_type,
+                         check_password=check_password)
+
+    def open_for_append(self, ledger_id: int, password: bytes | str | None = None, *, digest_type=None,
+                        check_password: bool = True, lock_timeout: float = 0.0,
+                        max_inflight: int | None = None) -> BlockingLedger:
+        """Continue writing an OPEN ledger (see ``BookKeeperClient.open_for_append``)."""
+        handle = self._call(self.client.open_for_append, ledger_id, password, digest_type=digest_type,
+                            check_password=check_password, lock_timeout=lock_timeout,
+                            max_inflight=max_inflight)
+        return BlockingLedger(self, handle)
+
+    def delete(self, ledger_id: int) -> None:
+        self._call(self.client.delete_ledger, ledger_id)
+
+    def metadata(self, ledger_id: int):
+        """``(LedgerMetadata, version)`` of a ledger."""
+        return self._call(self.client.read_metadata, ledger_id)
+
+    def close(self) -> None:
+        self._call(self.client.close)
+
+    def __enter__(self) -> "BlockingBookKeeper":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

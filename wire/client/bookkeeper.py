@@ -1,0 +1,438 @@
+"""The BookKeeper client (Twisted): creating, opening, recovering, deleting ledgers.
+
+    client = BookKeeperClient("zk+hierarchical://127.0.0.1:2181/ledgers")
+    lh = yield client.create_ledger(3, 2, 2, password=b"pw")
+    entry_id = yield lh.add_entry(b"hello")
+    yield lh.close()
+    rh = yield client.open_ledger(lh.ledger_id, recovery=True)
+    entries = yield rh.read_entries(0, rh.last_add_confirmed)
+    yield client.close()
+
+The client owns a :class:`~wire.client.pool.BookiePool` (one connection per
+bookie) and a :class:`~wire.zkstore.ZKMetadataStore` (or uses one it is
+given).  The store is blocking, so every metadata call runs in the reactor's
+thread pool.  Bookie ids are resolved through the BookieServiceInfo each
+bookie publishes in its registration node, falling back to the id itself as
+``host:port``.
+
+Ledger handles and their semantics are in :mod:`wire.client.ledger`; the
+blocking facade for scripts and the CLI is :mod:`wire.client.blocking`.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from twisted.internet import defer, threads
+
+from wire.digest import DigestType
+from wire.errors import Conflict, DigestError
+from wire.metadata import LedgerMetadata
+from wire.protocol import DEFAULT_MAX_FRAME_SIZE
+from wire.serviceinfo import parse_bookie_id_address
+
+from .errors import LedgerFencedError, Unauthorized
+from .ledger import (
+    ClientClosed,
+    EntryNotConfirmed,
+    LedgerClosedError,
+    LedgerHandle,
+    LedgerMetadataConflict,
+    LedgerRecoveryError,
+    ReadHandle,
+    replicate_tail,
+)
+from .placement import NotEnoughBookies, RandomPlacement
+
+__all__ = [
+    "BookKeeperClient",
+    "ClientClosed",
+    "EntryNotConfirmed",
+    "LedgerClosedError",
+    "LedgerLocked",
+    "LedgerMetadataConflict",
+    "LedgerRecoveryError",
+    "NotEnoughBookies",
+    "lock_path",
+]
+
+log = logging.getLogger(__name__)
+
+#: Largest ensemble we bother validating with placeholder bookies before asking
+#: the metadata store for real ones.
+_MAX_ENSEMBLE = 1024
+
+
+class LedgerLocked(Conflict):
+    """Another process holds the append lock of the ledger (``open_for_append``)."""
+
+
+def lock_path(root: str, ledger_id: int) -> str:
+    """The znode of the append lock of a ledger: a sibling of the BookKeeper
+    root (``/ledgers`` -> ``/ledgers-bkctl-locks/L<id>``), so it never shows up
+    inside the layout Java tools walk."""
+    return f"{root.rstrip('/')}-bkctl-locks/L{ledger_id}"
+
+
+class _AppendLock:
+    """A kazoo Lock on :func:`lock_path`; blocking, run in a thread."""
+
+    def __init__(self, store, ledger_id: int):
+        self.store = store
+        self.ledger_id = ledger_id
+        self.path = lock_path(store.root, ledger_id)
+        self.identifier = f"bkctl@{socket.gethostname()}:{os.getpid()}"
+        self._lock = None
+
+    def acquire(self, timeout: float) -> None:
+        lock = self.store.client.Lock(self.path, self.identifier)
+        if timeout and timeout > 0:
+            got = lock.acquire(blocking=True, timeout=timeout)
+        else:
+            got = lock.acquire(blocking=False)
+        if not got:
+            try:
+                holders = [h for h in lock.contenders() if h]
+            except Exception:  # noqa: BLE001 - only for the message
+                holders = []
+            who = f" by {', '.join(holders)}" if holders else ""
+            raise LedgerLocked(f"ledger {self.ledger_id} is already open for append{who} (lock {self.path})")
+        self._lock = lock
+
+    def release(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is None:
+            return
+        try:
+            lock.release()
+        finally:
+            try:  # tidy up the lock's parent; another contender may be using it
+                self.store.client.delete(self.path)
+            except Exception:  # noqa: BLE001 - NotEmpty, NoNode, connection loss
+                pass
+
+
+def _credentials(ledger_id: int, md: LedgerMetadata, password, digest_type, check_password: bool):
+    """(password, digest type) to use for a ledger, checked against its metadata
+    as Java's open does: a wrong password is Unauthorized, a different digest
+    type a DigestError.  ``password=None`` uses the stored one (admin use)."""
+    if isinstance(password, str):
+        password = password.encode("utf-8")
+    if digest_type is not None and not isinstance(digest_type, DigestType):
+        digest_type = DigestType.parse(digest_type) if isinstance(digest_type, str) else DigestType(digest_type)
+    if md.password is None:  # format-1 metadata stores neither
+        return (b"" if password is None else bytes(password),
+                digest_type if digest_type is not None else DigestType.CRC32)
+    if password is None:
+        password = md.password
+    elif check_password and bytes(password) != md.password:
+        raise Unauthorized(f"wrong password for ledger {ledger_id}")
+    if digest_type is None:
+        digest_type = md.digest_type
+    elif check_password and digest_type != md.digest_type:
+        raise DigestError(f"ledger {ledger_id} uses digest type {md.digest_type.name}, not {digest_type.name}")
+    return bytes(password), digest_type
+
+
+class BookKeeperClient:
+    """Ledgers on a BookKeeper cluster, over Twisted.
+
+    ``metadata`` is a metadata service URI (the client then owns a
+    :class:`~wire.zkstore.ZKMetadataStore`, connected on first use and closed
+    by :meth:`close`) or a store object (used as is, never closed here).
+    ``reactor`` defaults to the global reactor.  ``protocol``, ``add_timeout``
+    and ``read_timeout`` (seconds) and any other keyword go to the
+    :class:`~wire.client.pool.BookiePool`.  ``max_inflight`` bounds the adds
+    outstanding per ledger handle (``max_waiting`` how many more may wait),
+    ``read_window`` the entries read at once by ``read_entries``,
+    ``recovery_read_window`` the entries read ahead while looking for the
+    tail of an open ledger.
+
+    For tests: ``pool`` replaces the bookie pool, ``run_blocking(f, *args)``
+    (returning a Deferred) replaces the thread pool for metadata calls, and
+    ``placement`` the ensemble placement policy.
+    """
+
+    def __init__(self, metadata, reactor=None, *, protocol: str = "v3", add_timeout: float = 5.0,
+                 read_timeout: float = 5.0, max_inflight: int = 1000, max_waiting: int | None = None,
+                 read_window: int = 64, recovery_read_window: int = 16, placement=None,
+                 zk_timeout: float = 10.0, pool=None,
+                 run_blocking: Callable[..., defer.Deferred] | None = None, **pool_options: Any):
+        if reactor is None:
+            from twisted.internet import reactor as _reactor
+            reactor = _reactor
+        if max_inflight < 1:
+            raise ValueError("max_inflight must be >= 1")
+        self.reactor = reactor
+        self.protocol = protocol
+        self.add_timeout = add_timeout
+        self.read_timeout = read_timeout
+        self.max_inflight = int(max_inflight)
+        self.max_waiting = max_waiting
+        self.read_window = int(read_window)
+        self.recovery_read_window = int(recovery_read_window)
+        self.max_frame_size = int(pool_options.get("max_frame_size", DEFAULT_MAX_FRAME_SIZE))
+        self.placement = placement if placement is not None else RandomPlacement()
+        if isinstance(metadata, str):
+            from wire.zkstore import ZKMetadataStore
+            self.store = ZKMetadataStore(metadata, timeout=zk_timeout)
+            self._owns_store = True
+        else:
+            self.store = metadata
+            self._owns_store = False
+        self._run_blocking = run_blocking
+        self._start_lock = threading.Lock()
+        self._store_started = False
+        self._addresses: dict[str, tuple[str, int]] = {}
+        self.closed = False
+        if pool is None:
+            from .pool import BookiePool
+            pool = BookiePool(reactor, self._resolve, protocol=protocol, add_timeout=add_timeout,
+                              read_timeout=read_timeout, **pool_options)
+        self.pool = pool
+
+    def __repr__(self) -> str:
+        return f"<BookKeeperClient {getattr(self.store, 'uri', self.store)!r}{' closed' if self.closed else ''}>"
+
+    # -- plumbing ----------------------------------------------------------------
+
+    def _ensure_store(self) -> None:
+        if self._store_started:
+            return
+        with self._start_lock:
+            if not self._store_started:
+                start = getattr(self.store, "start", None)
+                if start is not None:
+                    start()
+                self._store_started = True
+
+    def run_blocking(self, fn: Callable, *args, **kwargs) -> defer.Deferred:
+        """Run a blocking (metadata store) call off the reactor thread; fires with its result."""
+        def call():
+            self._ensure_store()
+            return fn(*args, **kwargs)
+
+        if self._run_blocking is not None:
+            return self._run_blocking(call)
+        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), call)
+
+    def _lookup_address(self, bookie_id: str) -> tuple[str, int]:
+        try:
+            info = self.store.bookie_service_info(bookie_id)
+        except Exception as exc:  # noqa: BLE001 - fall back to what we knew or the id itself
+            log.info("cannot look up bookie %s in ZooKeeper (%s); using its id as address", bookie_id, exc)
+            info = None
+            cached = self._addresses.get(bookie_id)
+            if cached is not None:
+                return cached
+        address = None
+        if info is not None:
+            try:
+                address = info.rpc_address(bookie_id)
+            except ValueError:
+                address = None
+        if address is None:
+            address = parse_bookie_id_address(bookie_id)
+        self._addresses[bookie_id] = address
+        return address
+
+    def _resolve(self, bookie_id: str) -> defer.Deferred:
+        return self.run_blocking(self._lookup_address, bookie_id)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClientClosed("the BookKeeper client is closed")
+
+    # -- ledgers -------------------------------------------------------------------
+
+    def create_ledger(self, ensemble_size: int, write_quorum: int, ack_quorum: int,
+                      digest_type: DigestType | str = DigestType.CRC32C, password: bytes | str = b"",
+                      custom_metadata: Mapping[str, bytes] | None = None, *,
+                      ledger_id: int | None = None, max_inflight: int | None = None) -> defer.Deferred:
+        """Fires with a writable :class:`LedgerHandle` of a new ledger.
+
+        The metadata (OPEN, one ensemble of ``ensemble_size`` random writable
+        bookies) is written first.  ``ledger_id`` picks the id (fails with
+        ``LedgerExists`` if taken); by default one is generated.
+        """
+        return defer.ensureDeferred(self._create_ledger(
+            ensemble_size, write_quorum, ack_quorum, digest_type, password, custom_metadata,
+            ledger_id, max_inflight))
+
+    async def _create_ledger(self, ensemble_size, write_quorum, ack_quorum, digest_type, password,
+                             custom_metadata, ledger_id, max_inflight) -> LedgerHandle:
+        self._check_open()
+        if isinstance(digest_type, str):
+            digest_type = DigestType.parse(digest_type)
+        digest_type = DigestType(digest_type)
+        if isinstance(password, str):
+            password = password.encode("utf-8")
+        password = bytes(password)
+        # The quorum rules (E >= Qw >= Qa >= 1) are LedgerMetadata's; check them
+        # before asking ZooKeeper for bookies.
+        if isinstance(ensemble_size, int) and 0 <= ensemble_size <= _MAX_ENSEMBLE:
+            LedgerMetadata.new([f"placeholder-{i}:1" for i in range(ensemble_size)], write_quorum,
+                               ack_quorum, digest_type=digest_type, password=password,
+                               custom_metadata=custom_metadata)
+        writable = await self.run_blocking(self.store.writable_bookies)
+        readonly = await self.run_blocking(self.store.readonly_bookies)
+        ensemble = self.placement.new_ensemble(ensemble_size, writable, readonly)
+        md = LedgerMetadata.new(ensemble, write_quorum, ack_quorum, digest_type=digest_type,
+                                password=password, custom_metadata=custom_metadata,
+                                ctoken=random.getrandbits(63))
+        ledger_id, version = await self.run_blocking(self.store.create_ledger, md, ledger_id)
+        log.info("created ledger %d on %s (E=%d Qw=%d Qa=%d)", ledger_id, ensemble, ensemble_size,
+                 write_quorum, ack_quorum)
+        return LedgerHandle(self, ledger_id, md, version, password, digest_type,
+                            max_inflight=max_inflight or self.max_inflight, max_waiting=self.max_waiting)
+
+    def read_metadata(self, ledger_id: int) -> defer.Deferred:
+        """Fires with ``(LedgerMetadata, version)``."""
+        return self.run_blocking(self.store.read_ledger, ledger_id)
+
+    def open_ledger(self, ledger_id: int, recovery: bool = False, password: bytes | str | None = None, *,
+                    digest_type: DigestType | str | None = None, check_password: bool = True) -> defer.Deferred:
+        """Fires with a :class:`ReadHandle`.
+
+        Without ``recovery`` the LAC of an open ledger is read from its bookies
+        and reads stop there.  With ``recovery`` an open ledger is recovered
+        and closed first (metadata IN_RECOVERY, fencing, tail re-replicated,
+        CLOSED at the last entry found); concurrent recoveries converge on the
+        metadata the first of them wrote.  A closed ledger opens directly.
+
+        ``password=None`` uses the password stored in the metadata; a given
+        password (and ``digest_type``) must match it unless
+        ``check_password=False`` (then a wrong one shows up as digest errors
+        on reads and EUA on fencing).
+        """
+        return defer.ensureDeferred(self._open_ledger(ledger_id, recovery, password, digest_type,
+                                                      check_password))
+
+    async def _open_ledger(self, ledger_id, recovery, password, digest_type, check_password) -> ReadHandle:
+        self._check_open()
+        md, version = await self.run_blocking(self.store.read_ledger, ledger_id)
+        password, digest_type = _credentials(ledger_id, md, password, digest_type, check_password)
+        if md.is_closed:
+            return ReadHandle(self, ledger_id, md, version, password, digest_type)
+        if not recovery:
+            handle = ReadHandle(self, ledger_id, md, version, password, digest_type)
+            await handle.read_lac()
+            return handle
+        for attempt in range(5):
+            try:
+                return await self._recover(ledger_id, md, version, password, digest_type)
+            except (Conflict, LedgerRecoveryError) as exc:
+                # Someone else may have finished the job (another recovery
+                # closing the ledger): then their result is the result.
+                md, version = await self.run_blocking(self.store.read_ledger, ledger_id)
+                if md.is_closed:
+                    log.info("ledger %d: closed by another client during recovery (%s)", ledger_id, exc)
+                    return ReadHandle(self, ledger_id, md, version, password, digest_type)
+                if attempt == 4 or not isinstance(exc, Conflict):
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _recover(self, ledger_id, md, version, password, digest_type) -> ReadHandle:
+        from wire.zkstore import MetadataVersionConflict
+        while md.is_open:
+            marked = md.in_recovery()
+            try:
+                version = await self.run_blocking(self.store.update_ledger, ledger_id, marked, version)
+                md = marked
+            except MetadataVersionConflict as conflict:
+                md, version = conflict.metadata, conflict.current_version
+        if md.is_closed:
+            return ReadHandle(self, ledger_id, md, version, password, digest_type)
+        handle = LedgerHandle(self, ledger_id, md, version, password, digest_type, recovery=True,
+                              max_inflight=self.max_inflight)
+        await replicate_tail(handle, fence=True)
+        await handle.close()
+        if not handle.metadata.is_closed:
+            raise handle.error or LedgerMetadataConflict(f"ledger {ledger_id}: recovery did not close it")
+        log.info("recovered ledger %d: last entry %d, length %d", ledger_id,
+                 handle.metadata.last_entry_id, handle.metadata.length)
+        return ReadHandle(self, ledger_id, handle.metadata, handle.metadata_version, password, digest_type)
+
+    def open_for_append(self, ledger_id: int, password: bytes | str | None = None, *,
+                        digest_type: DigestType | str | None = None, check_password: bool = True,
+                        lock_timeout: float = 0.0, max_inflight: int | None = None) -> defer.Deferred:
+        """Fires with a writable :class:`LedgerHandle` continuing an OPEN ledger
+        (one left open by a writer that went away).
+
+        Takes an exclusive ZooKeeper lock (:func:`lock_path`; ``lock_timeout``
+        seconds to wait for it, 0 = fail at once with :class:`LedgerLocked`),
+        finds the tail like recovery does but without fencing, writes the
+        entries past the LAC back to full write quorums, and continues at the
+        entry after the last one found.  The lock is released by the handle's
+        ``close()``.  A closed ledger gives :class:`LedgerClosedError`, one in
+        recovery :class:`~wire.client.errors.LedgerFencedError`; if the ledger
+        gets fenced later, adds fail with LedgerFencedError.
+        """
+        return defer.ensureDeferred(self._open_for_append(ledger_id, password, digest_type, check_password,
+                                                          lock_timeout, max_inflight))
+
+    async def _open_for_append(self, ledger_id, password, digest_type, check_password, lock_timeout,
+                               max_inflight) -> LedgerHandle:
+        self._check_open()
+        lock = _AppendLock(self.store, ledger_id)
+        await self.run_blocking(lock.acquire, lock_timeout)
+        handle = None
+        try:
+            md, version = await self.run_blocking(self.store.read_ledger, ledger_id)
+            password, digest_type = _credentials(ledger_id, md, password, digest_type, check_password)
+            if md.is_closed:
+                raise LedgerClosedError(f"ledger {ledger_id} is closed (last entry {md.last_entry_id}); "
+                                        "it cannot be appended to")
+            if md.is_in_recovery:
+                raise LedgerFencedError(f"ledger {ledger_id} is being recovered (metadata IN_RECOVERY); "
+                                        "it cannot be appended to")
+            handle = LedgerHandle(self, ledger_id, md, version, password, digest_type,
+                                  max_inflight=max_inflight or self.max_inflight, max_waiting=self.max_waiting,
+                                  on_close=lambda: self.run_blocking(lock.release))
+            await replicate_tail(handle, fence=False)
+            if handle.state != "open":
+                raise handle.error or LedgerClosedError(f"ledger {ledger_id} is closed")
+            return handle
+        except BaseException:
+            if handle is not None:
+                handle._on_close = None
+            try:
+                await self.run_blocking(lock.release)
+            except Exception:  # noqa: BLE001
+                log.warning("ledger %d: releasing the append lock failed", ledger_id, exc_info=True)
+            raise
+
+    def delete_ledger(self, ledger_id: int) -> defer.Deferred:
+        """Delete the ledger's metadata (bookies drop the data at their next GC).
+        Fails with ``NoSuchLedger`` if there is no such ledger."""
+        return self.run_blocking(self._delete_ledger, ledger_id)
+
+    def _delete_ledger(self, ledger_id: int) -> None:
+        from wire.zkstore import NoSuchLedger
+        if not self.store.ledger_exists(ledger_id):
+            raise NoSuchLedger(ledger_id)
+        self.store.delete_ledger(ledger_id)
+
+    # -- life ------------------------------------------------------------------------
+
+    def close(self) -> defer.Deferred:
+        """Close every bookie connection (outstanding requests fail) and, if the
+        client made it, the metadata store.  Open ledgers are not closed: that
+        is what a writer that goes away looks like."""
+        if self.closed:
+            return defer.succeed(None)
+        self.closed = True
+        d = self.pool.close()
+        if self._owns_store:
+            def close_store(_):
+                if self._run_blocking is not None:
+                    return self._run_blocking(self.store.close)
+                return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), self.store.close)
+            d.addCallback(close_store)
+        d.addCallback(lambda _: None)
+        return d

@@ -1,0 +1,1191 @@
+"""Ledger handles: reading, writing, recovering one ledger (Twisted).
+
+Handles are made by :class:`wire.client.bookkeeper.BookKeeperClient`; they
+use its bookie pool, metadata store and placement policy through a small
+"client" interface (``pool``, ``store``, ``placement``, ``run_blocking``,
+``closed``, ``protocol`` and a few tunables), so tests can drive them with
+fakes.
+
+:class:`ReadHandle` reads entries of any ledger:
+
+* each entry is read from the bookies of its write set in write-set order,
+  moving to the next replica on a missing entry, a bad digest, a timeout or
+  any other failure; the read fails only when every replica failed
+  (:class:`~wire.client.errors.NoSuchEntry` when they all said "missing",
+  :class:`~wire.errors.DigestError` when a replica answered with bytes that
+  do not verify, else the last error);
+* reads stop at the last add confirmed (LAC) of an open ledger or the last
+  entry of a closed one, unless ``allow_unconfirmed=True``
+  (:class:`EntryNotConfirmed` otherwise);
+* the LAC of an open ledger comes from the bookies of its last ensemble:
+  the highest LAC piggybacked on their last entries (and, over v3, the
+  explicit LAC), accepted once every write quorum has had at least
+  ``Qw - Qa + 1`` valid answers, the coverage rule of BookKeeper's
+  ReadLastConfirmed.
+
+:class:`LedgerHandle` adds entries:
+
+* entry ``e`` goes to bookies ``(e + i) mod E`` of its segment's ensemble
+  for ``i < Qw`` and is acknowledged after ``Qa`` of them answered;
+* completions fire strictly in entry order, and the LAC piggybacked on
+  each entry is the one known when it was packaged;
+* at most ``max_inflight`` adds are outstanding.  Beyond that an add waits
+  for room (:meth:`LedgerHandle.wait_writable`, :meth:`LedgerHandle.add_entries`
+  give real back-pressure); at most ``max_waiting`` adds may wait, after
+  which :class:`~wire.client.errors.TooManyRequests` is raised;
+* a bookie that fails or times out is replaced: a new segment starting at
+  the first unacknowledged entry is written to the metadata with
+  compare-and-set, and every outstanding entry whose write set changed is
+  sent to the replacement (acknowledgements from the replaced bookie no
+  longer count).  Completions pause while the ensemble changes;
+* a fenced ledger (EFENCED, or metadata found IN_RECOVERY/CLOSED by someone
+  else) fails every outstanding add with
+  :class:`~wire.client.errors.LedgerFencedError` or
+  :class:`LedgerClosedError`; a wrong password (EUA) fails them with
+  :class:`~wire.client.errors.Unauthorized`;
+* :meth:`LedgerHandle.close` waits for the outstanding adds, then writes
+  CLOSED with the last entry id and length by compare-and-set.
+
+Recovery and append-resume (:func:`recover_ledger`,
+:func:`find_tail_for_append`) find the tail of an open ledger the way
+BookKeeper's LedgerRecoveryOp does: read the LAC from the last ensemble
+(fencing it for recovery), then read forward from LAC + 1 until an entry
+is declared missing by ``Qw - Qa + 1`` bookies of its write set, writing
+every entry found back to its whole write set before going on.
+"""
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from wire.digest import DigestManager, DigestType, VerifiedEntry, master_key
+from wire.errors import BKError, Conflict, DigestError, NotFound, Unreachable
+from wire.metadata import LedgerMetadata, write_set_indices
+from wire.protocol import DEFAULT_MAX_FRAME_SIZE
+
+from .errors import (
+    LedgerFencedError,
+    NoSuchEntry,
+    NoSuchLedgerOnBookie,
+    TooManyRequests,
+    Unauthorized,
+)
+
+__all__ = [
+    "ClientClosed",
+    "EntryNotConfirmed",
+    "LedgerClosedError",
+    "LedgerHandle",
+    "LedgerMetadataConflict",
+    "LedgerRecoveryError",
+    "RangeReader",
+    "ReadHandle",
+    "covered",
+    "replicate_tail",
+]
+
+log = logging.getLogger(__name__)
+
+_MISSING = (NoSuchEntry, NoSuchLedgerOnBookie)
+
+#: Room kept in a frame for the request envelope (v3 header, master key, ids).
+_FRAME_OVERHEAD = 1024
+
+
+# ----------------------------------------------------------------- errors
+
+
+class LedgerClosedError(Conflict):
+    """The ledger is closed: by this handle (adds after close) or by another
+    client (with a different last entry than this writer confirmed)."""
+
+
+class LedgerMetadataConflict(Conflict):
+    """The ledger metadata changed in a way this handle cannot merge (for
+    example another client changed the ensemble of the last segment)."""
+
+
+class LedgerRecoveryError(Unreachable):
+    """The tail of an open ledger could not be established: too few bookies
+    answered the LAC read, or an entry could neither be read from any replica
+    nor declared missing by enough of them."""
+
+
+class EntryNotConfirmed(NotFound):
+    """A read past the last add confirmed (open ledger) or the last entry
+    (closed ledger) without ``allow_unconfirmed``."""
+
+
+class ClientClosed(BKError):
+    """The BookKeeper client of this handle was closed."""
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def covered(responded: set[int] | frozenset[int], ensemble_size: int, write_quorum: int,
+            ack_quorum: int) -> bool:
+    """True when every write quorum has fewer than ``ack_quorum`` bookies
+    that did not answer (i.e. at least ``Qw - Qa + 1`` answered): no entry can
+    have been acknowledged by bookies we have not heard from."""
+    for start in range(ensemble_size):
+        unknown = 0
+        for i in range(write_quorum):
+            if (start + i) % ensemble_size not in responded:
+                unknown += 1
+        if unknown >= ack_quorum:
+            return False
+    return True
+
+
+def _ignore(failure: Failure) -> None:
+    return None
+
+
+def _describe(errors: list[BaseException], limit: int = 3) -> str:
+    shown = "; ".join(str(e) for e in errors[:limit])
+    if len(errors) > limit:
+        shown += f"; and {len(errors) - limit} more"
+    return shown
+
+
+# handle states
+_OPEN, _CLOSING, _CLOSED, _FAILED = "open", "closing", "closed", "failed"
+
+
+class _PendingAdd:
+    """One entry on its way to its write set."""
+
+    __slots__ = ("entry_id", "body", "length", "deferred", "bookies", "acked", "acks")
+
+    def __init__(self, entry_id: int, body: bytes, length: int):
+        self.entry_id = entry_id
+        self.body = body
+        self.length = length
+        self.deferred: defer.Deferred | None = None  # None: nobody waits for this one
+        self.bookies: list[str] | None = None  # write set, slot i = copy i; None until sent
+        self.acked: list[bool] = []
+        self.acks = 0
+
+
+# ----------------------------------------------------------------- reading
+
+
+class ReadHandle:
+    """Reads one ledger.  Made by ``BookKeeperClient.open_ledger``."""
+
+    def __init__(self, client, ledger_id: int, metadata: LedgerMetadata, version: int,
+                 password: bytes, digest_type: DigestType):
+        self.client = client
+        self.ledger_id = ledger_id
+        self._metadata = metadata
+        self._version = version
+        self.password = bytes(password)
+        self.digest_type = DigestType(digest_type)
+        self.digest = DigestManager(ledger_id, self.digest_type, self.password)
+        self.master_key = master_key(self.password)
+        self._lac = metadata.last_entry_id if metadata.is_closed else -1
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} ledger {self.ledger_id} {self._metadata.state.name}"
+                f" lac={self._lac}>")
+
+    # -- state ------------------------------------------------------------------
+
+    @property
+    def metadata(self) -> LedgerMetadata:
+        return self._metadata
+
+    @property
+    def metadata_version(self) -> int:
+        return self._version
+
+    @property
+    def is_closed(self) -> bool:
+        """True when the ledger's metadata (as this handle knows it) is CLOSED."""
+        return self._metadata.is_closed
+
+    @property
+    def last_add_confirmed(self) -> int:
+        """The highest entry known to be readable (-1: none)."""
+        return self._lac
+
+    @property
+    def last_entry_id(self) -> int | None:
+        """The last entry of a closed ledger (-1 if empty), else None."""
+        return self._metadata.last_entry_id if self._metadata.is_closed else None
+
+    @property
+    def length(self) -> int | None:
+        """Total payload bytes of a closed ledger, else None."""
+        return self._metadata.length if self._metadata.is_closed else None
+
+    def _readable_limit(self) -> int:
+        md = self._metadata
+        return md.last_entry_id if md.is_closed else self._lac
+
+    def close(self) -> defer.Deferred:
+        """Nothing to release for a reader; fires at once."""
+        return defer.succeed(None)
+
+    # -- LAC ----------------------------------------------------------------------
+
+    def read_lac(self) -> defer.Deferred:
+        """Fires with the LAC: the last entry of a closed ledger, else read from
+        the bookies (and remembered when higher than what was known)."""
+        if self._metadata.is_closed:
+            return defer.succeed(self._metadata.last_entry_id)
+        d = self._read_lac_quorum(fence=False)
+
+        def got(result):
+            lac, _lengths = result
+            lac = max(lac, self._metadata.ensembles[-1][0] - 1)
+            if lac > self._lac:
+                self._lac = lac
+            return self._lac
+
+        return d.addCallback(got)
+
+    def refresh_metadata(self) -> defer.Deferred:
+        """Re-read the metadata (to notice that an open ledger got closed)."""
+        d = self.client.run_blocking(self.client.store.read_ledger, self.ledger_id)
+
+        def got(result):
+            md, version = result
+            if version >= self._version:
+                self._metadata, self._version = md, version
+                if md.is_closed:
+                    self._lac = md.last_entry_id
+            return self._metadata
+
+        return d.addCallback(got)
+
+    def _read_lac_quorum(self, fence: bool) -> defer.Deferred:
+        """Ask every bookie of the last ensemble for its last entry (fencing it
+        with ``fence``); fires with ``(max piggybacked LAC, {entry_id: length})``
+        once the answers cover every write quorum."""
+        md = self._metadata
+        ensemble = md.last_ensemble
+        size, qw, qa = md.ensemble_size, md.write_quorum, md.ack_quorum
+        use_read_lac = not fence and self.client.protocol == "v3"
+        result: defer.Deferred = defer.Deferred()
+        state = {"pending": len(ensemble), "lac": -1, "done": False}
+        responded: set[int] = set()
+        lengths: dict[int, int] = {}
+        errors: list[BaseException] = []
+
+        def finish_check():
+            if state["done"]:
+                return
+            if responded and covered(responded, size, qw, qa):
+                state["done"] = True
+                result.callback((state["lac"], lengths))
+            elif state["pending"] == 0:
+                state["done"] = True
+                result.errback(LedgerRecoveryError(
+                    f"could not read the last add confirmed of ledger {self.ledger_id}: "
+                    f"{len(responded)} of {size} bookies answered, but every write quorum needs "
+                    f"{qw - qa + 1} answers ({_describe(errors)})"))
+
+        def take_entry(body: bytes) -> None:
+            entry = self.digest.verify(body, None)
+            state["lac"] = max(state["lac"], entry.lac)
+            lengths[entry.entry_id] = entry.length
+
+        def ok(value, index):
+            state["pending"] -= 1
+            try:
+                if use_read_lac:
+                    lac_body, last_entry = value
+                    if lac_body:
+                        state["lac"] = max(state["lac"], self.digest.verify_lac(lac_body))
+                    if last_entry:
+                        take_entry(last_entry)
+                else:
+                    take_entry(value)
+            except DigestError as exc:
+                errors.append(exc)
+            else:
+                responded.add(index)
+            finish_check()
+
+        def failed(f: Failure, index):
+            state["pending"] -= 1
+            exc = f.value
+            if isinstance(exc, _MISSING):
+                responded.add(index)  # nothing written there: a valid, empty answer
+            elif isinstance(exc, Unauthorized):
+                if not state["done"]:
+                    state["done"] = True
+                    result.errback(exc)
+                return
+            else:
+                errors.append(exc)
+            finish_check()
+
+        for index, bookie in enumerate(ensemble):
+            try:
+                conn = self.client.pool.get(bookie)
+                if fence:
+                    d = conn.read(self.ledger_id, -1, fence_master_key=self.master_key, high_priority=True)
+                elif use_read_lac:
+                    d = conn.read_lac(self.ledger_id)
+                else:
+                    d = conn.read(self.ledger_id, -1)
+            except Exception as exc:  # noqa: BLE001 - a closed pool and such
+                d = defer.fail(exc)
+            d.addCallbacks(ok, failed, callbackArgs=(index,), errbackArgs=(index,))
+            d.addErrback(lambda f: log.error("LAC read bookkeeping failed: %s", f.getTraceback()))
+        return result
+
+    # -- entries ------------------------------------------------------------------
+
+    def _check_range(self, first: int, last: int, allow_unconfirmed: bool) -> None:
+        if first < 0 or last < first:
+            raise ValueError(f"bad entry range {first}..{last}")
+        if allow_unconfirmed:
+            return
+        limit = self._readable_limit()
+        if last > limit:
+            what = (f"the last entry is {limit}" if self._metadata.is_closed
+                    else f"the last add confirmed is {limit}")
+            raise EntryNotConfirmed(
+                f"cannot read entries {first}..{last} of ledger {self.ledger_id}: {what}")
+
+    def _read_entry(self, entry_id: int) -> defer.Deferred:
+        """One entry, verified, with failover across its write set (in order)."""
+        bookies = self._metadata.write_set(entry_id)
+        errors: list[BaseException] = []
+
+        def attempt(i: int):
+            if i == len(bookies):
+                return defer.fail(self._read_error(entry_id, bookies, errors))
+            try:
+                d = self.client.pool.get(bookies[i]).read(self.ledger_id, entry_id)
+            except Exception as exc:  # noqa: BLE001
+                d = defer.fail(exc)
+
+            def ok(body):
+                try:
+                    return self.digest.verify(body, entry_id)
+                except DigestError as exc:
+                    errors.append(DigestError(f"bookie {bookies[i]}: {exc}"))
+                    return attempt(i + 1)
+
+            def bad(f: Failure):
+                errors.append(f.value)
+                return attempt(i + 1)
+
+            return d.addCallbacks(ok, bad)
+
+        return attempt(0)
+
+    def _read_error(self, entry_id: int, bookies: list[str], errors: list[BaseException]) -> BKError:
+        where = f"entry {entry_id} of ledger {self.ledger_id}"
+        if errors and all(isinstance(e, _MISSING) for e in errors):
+            return NoSuchEntry(f"{where} is missing on every bookie of its write set "
+                               f"({', '.join(bookies)})")
+        digest = [e for e in errors if isinstance(e, DigestError)]
+        if digest and all(isinstance(e, (DigestError,) + _MISSING) for e in errors):
+            return DigestError(f"{where} failed digest verification on every replica that has it "
+                               f"(wrong password or digest type, or corrupt data): {_describe(digest)}")
+        for e in errors:
+            if isinstance(e, Unauthorized):
+                return e
+        last = errors[-1] if errors else None
+        if isinstance(last, BKError):
+            return last
+        return BKError(f"cannot read {where}: {_describe(errors)}")
+
+    def read_entry(self, entry_id: int, *, allow_unconfirmed: bool = False) -> defer.Deferred:
+        """Fires with the payload of one entry."""
+        try:
+            self._check_range(entry_id, entry_id, allow_unconfirmed)
+        except (BKError, ValueError) as exc:
+            return defer.fail(exc)
+        return self._read_entry(entry_id).addCallback(lambda e: e.payload)
+
+    def read_entries(self, first: int, last: int, *, allow_unconfirmed: bool = False) -> defer.Deferred:
+        """Fires with ``[(entry_id, payload), ...]`` for ``first..last``
+        (inclusive).  Up to the client's ``read_window`` entries are read at
+        once; the first entry that cannot be read fails the whole call."""
+        try:
+            self._check_range(first, last, allow_unconfirmed)
+        except (BKError, ValueError) as exc:
+            return defer.fail(exc)
+        return self._read_span(first, last)
+
+    def read_range(self, first: int, last: int, batch: int = 100, *,
+                   allow_unconfirmed: bool = False) -> "RangeReader":
+        """Stream ``first..last`` in batches of at most ``batch`` entries.
+
+        The returned :class:`RangeReader` is an async iterator (``async for
+        entries in handle.read_range(...)`` inside ``defer.ensureDeferred``)
+        and has :meth:`RangeReader.next_batch` for callback code.  At most two
+        batches are in memory: the one handed out and the one being read.
+        """
+        if batch < 1:
+            raise ValueError("batch must be >= 1")
+        self._check_range(first, last, allow_unconfirmed)
+        return RangeReader(self, first, last, batch)
+
+    def _read_span(self, first: int, last: int) -> defer.Deferred:
+        count = last - first + 1
+        window = max(1, int(getattr(self.client, "read_window", 64)))
+        results: list[Any] = [None] * count
+        done: defer.Deferred = defer.Deferred()
+        state = {"next": 0, "running": 0, "finished": 0, "failed": False, "starting": False, "again": False}
+
+        def start_more():
+            # reads answered synchronously must not recurse once per entry
+            if state["starting"]:
+                state["again"] = True
+                return
+            state["starting"] = True
+            try:
+                state["again"] = True
+                while state["again"]:
+                    state["again"] = False
+                    while not state["failed"] and state["running"] < window and state["next"] < count:
+                        index = state["next"]
+                        state["next"] += 1
+                        state["running"] += 1
+                        d = self._read_entry(first + index)
+                        d.addCallbacks(got, bad, callbackArgs=(index,))
+            finally:
+                state["starting"] = False
+
+        def got(entry: VerifiedEntry, index: int):
+            state["running"] -= 1
+            if state["failed"]:
+                return
+            results[index] = (entry.entry_id, entry.payload)
+            state["finished"] += 1
+            if state["finished"] == count:
+                done.callback(results)
+            else:
+                start_more()
+
+        def bad(f: Failure):
+            state["running"] -= 1
+            if not state["failed"]:
+                state["failed"] = True
+                done.errback(f)
+
+        start_more()
+        return done
+
+
+class RangeReader:
+    """Batches of ``[(entry_id, payload), ...]`` over an entry range, with one
+    batch read ahead.  ``next_batch()`` fires with the next batch, or None at
+    the end; it is also an async iterator."""
+
+    def __init__(self, handle: ReadHandle, first: int, last: int, batch: int):
+        self.handle = handle
+        self.first = first
+        self.last = last
+        self.batch = batch
+        self._next_start = first
+        self._ahead: defer.Deferred | None = None
+        self._finished = False
+
+    def _fetch(self) -> defer.Deferred | None:
+        if self._next_start > self.last:
+            return None
+        start = self._next_start
+        stop = min(self.last, start + self.batch - 1)
+        self._next_start = stop + 1
+        return self.handle._read_span(start, stop)
+
+    def next_batch(self) -> defer.Deferred:
+        if self._finished:
+            return defer.succeed(None)
+        current = self._ahead if self._ahead is not None else self._fetch()
+        self._ahead = None
+        if current is None:
+            self._finished = True
+            return defer.succeed(None)
+        ahead = self._fetch()
+        if ahead is not None:
+            self._ahead = ahead  # its failure is handed to the call that asks for it
+        result: defer.Deferred = defer.Deferred()
+
+        def ok(entries):
+            result.callback(entries)
+
+        def bad(f):
+            self._finished = True
+            if self._ahead is not None:
+                self._ahead.addErrback(_ignore)
+                self._ahead = None
+            result.errback(f)
+
+        current.addCallbacks(ok, bad)
+        return result
+
+    def cancel(self) -> None:
+        """Stop: forget the batch read ahead."""
+        self._finished = True
+        if self._ahead is not None:
+            self._ahead.addErrback(_ignore)
+            self._ahead = None
+
+    def __aiter__(self) -> "RangeReader":
+        return self
+
+    async def __anext__(self):
+        entries = await self.next_batch()
+        if entries is None:
+            raise StopAsyncIteration
+        return entries
+
+
+# ----------------------------------------------------------------- writing
+
+
+class LedgerHandle(ReadHandle):
+    """Writes one ledger.  Made by ``BookKeeperClient.create_ledger`` and
+    ``open_for_append``; recovery uses one internally (``recovery=True``:
+    recovery adds, which fenced bookies still accept, and the close rules of a
+    recoverer)."""
+
+    def __init__(self, client, ledger_id: int, metadata: LedgerMetadata, version: int,
+                 password: bytes, digest_type: DigestType, *, max_inflight: int | None = None,
+                 max_waiting: int | None = None, recovery: bool = False,
+                 on_close: Callable[[], Any] | None = None):
+        super().__init__(client, ledger_id, metadata, version, password, digest_type)
+        if max_inflight is None:
+            max_inflight = getattr(client, "max_inflight", 1000)
+        if max_inflight < 1:
+            raise ValueError("max_inflight must be >= 1")
+        self.max_inflight = int(max_inflight)
+        self.max_waiting = int(max_waiting if max_waiting is not None else self.max_inflight)
+        self._refill = max(1, self.max_inflight // 8)
+        self.recovery = recovery
+        self._on_close = on_close
+        self._state = _OPEN
+        self._error: BaseException | None = None
+        self._next_entry_id = 0
+        self._length = 0  # cumulative length of the last entry handed out
+        self._confirmed_length: int | None = 0  # cumulative length at the LAC
+        self._pending: deque[_PendingAdd] = deque()
+        self._waiting: deque[tuple[bytes, defer.Deferred]] = deque()
+        self._room_waiters: deque[defer.Deferred] = deque()
+        self._idle_waiters: list[defer.Deferred] = []
+        self._failed: set[str] = set()  # bookies that failed for this ledger
+        self._changing = False
+        self._completing = False
+        self._recheck = False
+        self._md_lock = defer.DeferredLock()
+        self._close_waiters: list[defer.Deferred] = []
+        self._close_outcome: Failure | bool | None = None
+        self.ensemble_changes = 0
+
+    @property
+    def max_entry_size(self) -> int:
+        """The largest payload that fits in a bookie frame (nettyMaxFrameSizeBytes)."""
+        frame = int(getattr(self.client, "max_frame_size", DEFAULT_MAX_FRAME_SIZE))
+        return frame - _FRAME_OVERHEAD - 32 - self.digest.digest_length
+
+    def read_lac(self) -> defer.Deferred:
+        """A writer knows its LAC best: fires with it (the last entry once closed)."""
+        return defer.succeed(self._metadata.last_entry_id if self._metadata.is_closed else self._lac)
+
+    def refresh_metadata(self) -> defer.Deferred:
+        """A writer's metadata only changes through the writer: fires with it."""
+        return defer.succeed(self._metadata)
+
+    def __repr__(self) -> str:
+        return (f"<LedgerHandle ledger {self.ledger_id} {self._state} lac={self._lac}"
+                f" next={self._next_entry_id} pending={len(self._pending)}>")
+
+    def _resume_at(self, lac: int, length: int | None) -> None:
+        """Continue after ``lac`` whose cumulative length is ``length``."""
+        self._lac = lac
+        self._next_entry_id = lac + 1
+        self._confirmed_length = length
+        self._length = length if length is not None else 0
+
+    # -- state ------------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        """``open``, ``closing``, ``closed`` or ``failed``."""
+        return self._state
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the handle failed (state ``failed``), else None."""
+        return self._error
+
+    @property
+    def next_entry_id(self) -> int:
+        return self._next_entry_id
+
+    @property
+    def pending_adds(self) -> int:
+        """Adds sent and not completed yet."""
+        return len(self._pending)
+
+    @property
+    def waiting_adds(self) -> int:
+        """Adds waiting for room in the pipeline."""
+        return len(self._waiting)
+
+    @property
+    def length(self) -> int | None:
+        if self._metadata.is_closed:
+            return self._metadata.length
+        return self._confirmed_length
+
+    def _closed_error(self) -> BaseException:
+        if self._state == _FAILED and self._error is not None:
+            return self._error
+        return LedgerClosedError(f"ledger {self.ledger_id} is closed")
+
+    # -- adding -------------------------------------------------------------------
+
+    def add_entry(self, payload: bytes) -> defer.Deferred:
+        """Fires with the entry id once ``Qa`` bookies stored the entry and
+        every earlier entry completed."""
+        if self._state != _OPEN:
+            return defer.fail(self._closed_error())
+        payload = bytes(payload)
+        limit = self.max_entry_size
+        if len(payload) > limit:
+            return defer.fail(ValueError(
+                f"entry of {len(payload)} bytes is larger than the {limit} bytes a bookie frame can carry"))
+        if self._waiting or len(self._pending) >= self.max_inflight:
+            if len(self._waiting) >= self.max_waiting:
+                return defer.fail(TooManyRequests(
+                    f"ledger {self.ledger_id}: {len(self._pending)} adds in flight and "
+                    f"{len(self._waiting)} waiting; wait for completions (wait_writable) first"))
+            d: defer.Deferred = defer.Deferred()
+            self._waiting.append((payload, d))
+            return d
+        return self._start_add(payload)
+
+    def writable(self) -> bool:
+        """True when an add would be sent at once."""
+        return self._state == _OPEN and not self._waiting and len(self._pending) < self.max_inflight
+
+    def wait_writable(self) -> defer.Deferred:
+        """Fires once adds would be sent at once again: at once if there is
+        room, else when ``max_inflight // 8`` slots are free (so a producer
+        refills the pipeline in bursts).  Fails if the handle fails or closes."""
+        if self._state not in (_OPEN,):
+            return defer.fail(self._closed_error())
+        if self.writable():
+            return defer.succeed(None)
+        d: defer.Deferred = defer.Deferred()
+        self._room_waiters.append(d)
+        return d
+
+    def add_entries(self, payloads: Iterable[bytes]) -> defer.Deferred:
+        """Add every payload of an iterable, taking the next one only when
+        there is room in the pipeline (memory stays bounded).  Fires with the
+        last entry id (None for no payloads) once all completed; fails with
+        the first error (later payloads are not taken)."""
+        return defer.ensureDeferred(self._add_entries(payloads))
+
+    async def _add_entries(self, payloads: Iterable[bytes]):
+        # Entries added here get no Deferred of their own (completion is in
+        # order, so watching the last one is enough; a failure fails the handle).
+        limit = self.max_entry_size
+        last: _PendingAdd | None = None
+        it = iter(payloads)
+        while True:
+            if self._state != _OPEN:
+                raise self._closed_error()
+            if not self.writable():
+                await self.wait_writable()
+                continue
+            try:
+                payload = bytes(next(it))
+            except StopIteration:
+                break
+            if len(payload) > limit:
+                raise ValueError(f"entry of {len(payload)} bytes is larger than the {limit} bytes "
+                                 "a bookie frame can carry")
+            last = self._start_add(payload, with_deferred=False)
+        if last is None:
+            return None
+        if self._lac >= last.entry_id:
+            return last.entry_id
+        if self._state == _FAILED:
+            raise self._error
+        if last.deferred is None:
+            last.deferred = defer.Deferred()
+        return await last.deferred
+
+    def _start_add(self, payload: bytes, with_deferred: bool = True):
+        """Package and send the next entry; returns its Deferred (or, without
+        ``with_deferred``, the pending add itself)."""
+        entry_id = self._next_entry_id
+        self._next_entry_id += 1
+        self._length += len(payload)
+        body = self.digest.package(entry_id, self._lac, self._length, payload)
+        p = _PendingAdd(entry_id, body, self._length)
+        if with_deferred:
+            p.deferred = defer.Deferred()
+            return self._enqueue(p)
+        self._enqueue(p)
+        return p
+
+    def _add_packaged(self, entry_id: int, body: bytes, length: int) -> defer.Deferred:
+        """Re-write an entry read back (recovery): the bytes go out unchanged."""
+        if entry_id != self._next_entry_id:
+            raise AssertionError(f"entry {entry_id} added out of order (next is {self._next_entry_id})")
+        self._next_entry_id += 1
+        self._length = length
+        p = _PendingAdd(entry_id, body, length)
+        p.deferred = defer.Deferred()
+        return self._enqueue(p)
+
+    def _enqueue(self, p: _PendingAdd) -> defer.Deferred:
+        self._pending.append(p)
+        d = p.deferred
+        if not self._changing:
+            self._send(p)
+        return d
+
+    def _send(self, p: _PendingAdd) -> None:
+        md = self._metadata
+        last_first, ensemble = md.ensembles[-1]
+        if p.entry_id < last_first:  # never for a writer: pending entries are in the last segment
+            ensemble = md.ensemble_at(p.entry_id)
+        p.bookies = [ensemble[i] for i in write_set_indices(p.entry_id, md.ensemble_size, md.write_quorum)]
+        p.acked = [False] * len(p.bookies)
+        p.acks = 0
+        for slot in range(len(p.bookies)):
+            if self._state == _FAILED:
+                return
+            self._send_slot(p, slot)
+
+    def _send_slot(self, p: _PendingAdd, slot: int) -> None:
+        bookie = p.bookies[slot]
+        if bookie in self._failed:
+            return  # replaced by the ensemble change under way; sent then
+        try:
+            d = self.client.pool.get(bookie).add(
+                self.ledger_id, p.entry_id, self.master_key, p.body,
+                recovery=self.recovery, high_priority=self.recovery)
+        except Exception as exc:  # noqa: BLE001 - a closed pool raises
+            d = defer.fail(exc)
+        d.addCallbacks(self._add_ok, self._add_failed, callbackArgs=(p, slot, bookie),
+                       errbackArgs=(p, slot, bookie))
+
+    def _add_ok(self, _result, p: _PendingAdd, slot: int, bookie: str) -> None:
+        if p.bookies is None or p.bookies[slot] != bookie or p.acked[slot]:
+            return  # from a bookie that was replaced meanwhile, or a duplicate
+        p.acked[slot] = True
+        p.acks += 1
+        if p.acks >= self._metadata.ack_quorum and self._pending and self._pending[0] is p:
+            self._complete_ready()
+        elif p.acks >= self._metadata.ack_quorum:
+            pass  # completes when every earlier entry has
+
+    def _add_failed(self, f: Failure, p: _PendingAdd, slot: int, bookie: str) -> None:
+        if self._state in (_FAILED, _CLOSED):
+            return
+        if p.bookies is None or p.bookies[slot] != bookie:
+            return  # stale: that slot went to another bookie already
+        exc = f.value
+        if self.client.closed:
+            self._fail(ClientClosed(f"ledger {self.ledger_id}: the BookKeeper client was closed"))
+        elif isinstance(exc, LedgerFencedError):
+            self._fail(LedgerFencedError(
+                f"ledger {self.ledger_id} is fenced (another client is recovering or has recovered it); "
+                f"bookie {bookie} refused entry {p.entry_id}", bookie=bookie))
+        elif isinstance(exc, Unauthorized):
+            self._fail(Unauthorized(
+                f"ledger {self.ledger_id}: bookie {bookie} refused entry {p.entry_id}: wrong ledger "
+                f"password (master key) for a ledger it already has", bookie=bookie))
+        else:
+            log.info("ledger %d: bookie %s failed entry %d (%s); changing the ensemble",
+                     self.ledger_id, bookie, p.entry_id, exc)
+            self._bookie_failed(bookie)
+
+    # -- completion ------------------------------------------------------------------
+
+    def _complete_ready(self) -> None:
+        """Complete pending adds in entry order, start waiting adds, wake waiters."""
+        if self._completing:
+            self._recheck = True
+            return
+        self._completing = True
+        try:
+            self._recheck = True
+            while self._recheck:
+                self._recheck = False
+                if self._state == _FAILED:
+                    return
+                qa = self._metadata.ack_quorum
+                while self._pending and not self._changing:
+                    p = self._pending[0]
+                    if p.acks < qa:
+                        break
+                    self._pending.popleft()
+                    self._lac = p.entry_id
+                    self._confirmed_length = p.length
+                    if p.deferred is not None:
+                        p.deferred.callback(p.entry_id)
+                    if self._state == _FAILED:
+                        return
+                while (self._waiting and len(self._pending) < self.max_inflight
+                       and self._state in (_OPEN, _CLOSING)):
+                    payload, d = self._waiting.popleft()
+                    self._start_add(payload).chainDeferred(d)
+                # Wake writers waiting for room only once a few slots are free,
+                # so they refill the pipeline in bursts rather than one by one.
+                while (self._room_waiters and self._state == _OPEN and not self._waiting
+                       and len(self._pending) <= self.max_inflight - self._refill):
+                    self._room_waiters.popleft().callback(None)
+                if not self._pending and not self._waiting and self._idle_waiters:
+                    waiters, self._idle_waiters = self._idle_waiters, []
+                    for d in waiters:
+                        d.callback(None)
+        finally:
+            self._completing = False
+
+    def _drain(self) -> defer.Deferred:
+        """Fires once nothing is pending or waiting; fails if the handle fails."""
+        if self._state == _FAILED:
+            return defer.fail(self._error)
+        if not self._pending and not self._waiting:
+            return defer.succeed(None)
+        d: defer.Deferred = defer.Deferred()
+        self._idle_waiters.append(d)
+        return d
+
+    def _fail(self, error: BaseException) -> None:
+        """The handle cannot go on: fail every outstanding and later add."""
+        if self._state in (_FAILED, _CLOSED):
+            return
+        log.info("ledger %d: failing outstanding adds: %s", self.ledger_id, error)
+        self._state = _FAILED
+        self._error = error
+        pending, self._pending = list(self._pending), deque()
+        waiting, self._waiting = list(self._waiting), deque()
+        rooms, self._room_waiters = list(self._room_waiters), deque()
+        idle, self._idle_waiters = self._idle_waiters, []
+        for p in pending:
+            if p.deferred is not None:
+                p.deferred.errback(Failure(error))
+        for _payload, d in waiting:
+            d.errback(Failure(error))
+        for d in rooms + idle:
+            d.errback(Failure(error))
+
+    # -- ensemble change -------------------------------------------------------------
+
+    def _bookie_failed(self, bookie: str) -> None:
+        if bookie not in self._metadata.last_ensemble:
+            return
+        self._failed.add(bookie)
+        if not self._changing:
+            self._changing = True
+            d = defer.ensureDeferred(self._change_ensemble())
+            d.addErrback(lambda f: log.error("ledger %d: ensemble change bookkeeping failed: %s",
+                                             self.ledger_id, f.getTraceback()))
+
+    async def _change_ensemble(self) -> None:
+        try:
+            while self._state in (_OPEN, _CLOSING) and self._failed.intersection(self._metadata.last_ensemble):
+                await self._md_lock.acquire()
+                try:
+                    if self._state in (_OPEN, _CLOSING):
+                        await self._change_once()
+                finally:
+                    self._md_lock.release()
+        except Exception as exc:  # noqa: BLE001 - every failure fails the adds
+            if not isinstance(exc, BKError):
+                log.error("ledger %d: ensemble change failed unexpectedly", self.ledger_id, exc_info=True)
+            self._fail(exc)
+        finally:
+            self._changing = False
+        if self._state in (_OPEN, _CLOSING):
+            self._resend()
+            self._complete_ready()
+
+    async def _change_once(self) -> None:
+        md = self._metadata
+        failed_now = [b for b in md.last_ensemble if b in self._failed]
+        writable = await self.client.run_blocking(self.client.store.writable_bookies)
+        readonly = await self.client.run_blocking(self.client.store.readonly_bookies)
+        new_ensemble = self.client.placement.replace_bookies(
+            md.last_ensemble, failed_now, writable, readonly, exclude=self._failed)
+        first = self._lac + 1
+        new_md = md.with_ensemble_change(first, new_ensemble)
+        version = self._version
+        store = self.client.store
+        from wire.zkstore import MetadataVersionConflict  # wire-internal, cheap once loaded
+        for _attempt in range(100):
+            try:
+                version = await self.client.run_blocking(store.update_ledger, self.ledger_id, new_md, version)
+                break
+            except MetadataVersionConflict as conflict:
+                current, current_version = conflict.metadata, conflict.current_version
+                self._check_still_ours(current)
+                if current.ensembles[-1] == new_md.ensembles[-1]:
+                    new_md, version = current, current_version  # our write went through after all
+                    break
+                if current.ensembles[-1] != md.ensembles[-1]:
+                    raise LedgerMetadataConflict(
+                        f"ledger {self.ledger_id}: another client changed the ensemble of the last "
+                        f"segment (now {list(current.ensembles[-1][1])} from entry "
+                        f"{current.ensembles[-1][0]})") from None
+                md = current
+                new_md = current.with_ensemble_change(first, new_ensemble)
+                version = current_version
+        else:
+            raise LedgerMetadataConflict(f"ledger {self.ledger_id}: metadata keeps changing")
+        log.info("ledger %d: ensemble change at entry %d: %s -> %s", self.ledger_id, first,
+                 list(self._metadata.last_ensemble), new_ensemble)
+        self._metadata, self._version = new_md, version
+        self.ensemble_changes += 1
+
+    def _check_still_ours(self, current: LedgerMetadata) -> None:
+        """Raise when the metadata shows another client took the ledger over."""
+        if current.is_closed:
+            raise LedgerClosedError(
+                f"ledger {self.ledger_id} was closed by another client at entry "
+                f"{current.last_entry_id}")
+        if current.is_in_recovery and not self.recovery:
+            raise LedgerFencedError(
+                f"ledger {self.ledger_id} is being recovered by another client (metadata is IN_RECOVERY)")
+
+    def _resend(self) -> None:
+        """After an ensemble change: send unsent entries, and re-send every
+        entry whose write set changed to its new bookies."""
+        md = self._metadata
+        for p in list(self._pending):
+            if self._state == _FAILED:
+                return
+            if p.bookies is None:
+                self._send(p)
+                continue
+            ensemble = md.ensemble_at(p.entry_id)
+            new = [ensemble[i] for i in write_set_indices(p.entry_id, md.ensemble_size, md.write_quorum)]
+            for slot, bookie in enumerate(new):
+                if p.bookies[slot] != bookie:
+                    if p.acked[slot]:
+                        p.acked[slot] = False
+                        p.acks -= 1
+                    p.bookies[slot] = bookie
+                    self._send_slot(p, slot)
+                    if self._state == _FAILED:
+                        return
+
+    # -- closing ------------------------------------------------------------------------
+
+    def close(self) -> defer.Deferred:
+        """Wait for the outstanding adds, then write CLOSED (last entry = the
+        LAC, with its length) by compare-and-set.  Fires with None; calling it
+        again gives the same outcome."""
+        if self._close_outcome is not None:
+            return defer.succeed(None) if self._close_outcome is True else defer.fail(self._close_outcome)
+        d: defer.Deferred = defer.Deferred()
+        self._close_waiters.append(d)
+        if len(self._close_waiters) == 1:
+            defer.ensureDeferred(self._close()).addBoth(self._closed_with)
+        return d
+
+    def _closed_with(self, result) -> None:
+        self._close_outcome = result if isinstance(result, Failure) else True
+        waiters, self._close_waiters = self._close_waiters, []
+        for d in waiters:
+            if isinstance(result, Failure):
+                d.errback(result)
+            else:
+                d.callback(None)
+
+    async def _close(self) -> None:
+        try:
+            if self._state == _OPEN:
+                self._state = _CLOSING
+                rooms, self._room_waiters = list(self._room_waiters), deque()
+                for d in rooms:
+                    d.errback(Failure(LedgerClosedError(f"ledger {self.ledger_id} is being closed")))
+            try:
+                await self._drain()
+            except Exception:  # noqa: BLE001 - the adds got the error; decide below
+                pass
+            if self._state == _FAILED and isinstance(
+                    self._error, (LedgerFencedError, LedgerClosedError, LedgerMetadataConflict, ClientClosed)):
+                return  # another client owns the ledger now (or we cannot reach it): nothing to write
+            await self._md_lock.acquire()
+            try:
+                await self._write_closed()
+            finally:
+                self._md_lock.release()
+        finally:
+            if self._state != _FAILED:
+                self._state = _CLOSED
+            on_close, self._on_close = self._on_close, None
+            if on_close is not None:
+                try:
+                    await defer.maybeDeferred(on_close)
+                except Exception:  # noqa: BLE001
+                    log.warning("ledger %d: releasing the append lock failed", self.ledger_id, exc_info=True)
+
+    async def _write_closed(self) -> None:
+        from wire.zkstore import MetadataVersionConflict
+        lac = self._lac
+        length = self._confirmed_length
+        if length is None:
+            length = (await self._read_entry(lac)).length if lac >= 0 else 0
+            self._confirmed_length = length
+        md, version = self._metadata, self._version
+        store = self.client.store
+        for _attempt in range(100):
+            if md.is_closed:
+                break
+            new_md = md.closed(lac, length)
+            try:
+                version = await self.client.run_blocking(store.update_ledger, self.ledger_id, new_md, version)
+                md = new_md
+                break
+            except MetadataVersionConflict as conflict:
+                current, current_version = conflict.metadata, conflict.current_version
+                if current.is_closed:
+                    if self.recovery or (current.last_entry_id == lac and current.length == length):
+                        if current.last_entry_id != lac:
+                            log.warning("ledger %d: another recovery closed it at entry %d (this one found %d);"
+                                        " keeping theirs", self.ledger_id, current.last_entry_id, lac)
+                        md, version = current, current_version
+                        break
+                    raise LedgerClosedError(
+                        f"ledger {self.ledger_id} was closed by another client at entry "
+                        f"{current.last_entry_id} (length {current.length}); this writer had confirmed "
+                        f"entries up to {lac} (length {length})") from None
+                if current.is_in_recovery and not self.recovery:
+                    raise LedgerFencedError(
+                        f"ledger {self.ledger_id} is being recovered by another client; "
+                        f"it will be closed by the recovery") from None
+                md, version = current, current_version  # changed otherwise: close on top of it
+        else:
+            raise LedgerMetadataConflict(f"ledger {self.ledger_id}: metadata keeps changing")
+        self._metadata, self._version = md, version
+        self._lac = md.last_entry_id
+
+
+# ----------------------------------------------------------------- tail finding
+
+
+def _tail_read(handle: ReadHandle, md: LedgerMetadata, entry_id: int, fence: bool) -> defer.Deferred:
+    """Read ``entry_id`` from its whole write set at once.  Fires with
+    ``(VerifiedEntry, raw bytes)`` from the first replica that has it, or None
+    as soon as ``Qw - Qa + 1`` replicas said it is missing (so it can never have
+    been acknowledged); fails when neither can be concluded.
+
+    ``md`` is the metadata as it was before the tail search began: a bookie
+    brought in by an ensemble change meanwhile has none of these entries and
+    must not be counted as saying "missing"."""
+    bookies = md.write_set(entry_id)
+    need_missing = md.write_quorum - md.ack_quorum + 1
+    result: defer.Deferred = defer.Deferred()
+    state = {"pending": len(bookies), "missing": 0, "done": False}
+    errors: list[BaseException] = []
+    key = handle.master_key if fence else None
+
+    def settle():
+        if state["done"]:
+            return
+        if state["missing"] >= need_missing:
+            state["done"] = True
+            result.callback(None)
+        elif state["pending"] == 0:
+            state["done"] = True
+            result.errback(LedgerRecoveryError(
+                f"entry {entry_id} of ledger {handle.ledger_id} could not be read from any replica and "
+                f"only {state['missing']} of {len(bookies)} said it is missing (need {need_missing}): "
+                f"{_describe(errors)}"))
+
+    def ok(body, bookie):
+        state["pending"] -= 1
+        if state["done"]:
+            return
+        try:
+            entry = handle.digest.verify(body, entry_id)
+        except DigestError as exc:
+            errors.append(DigestError(f"bookie {bookie}: {exc}"))
+            settle()
+            return
+        state["done"] = True
+        result.callback((entry, bytes(body)))
+
+    def bad(f: Failure, bookie):
+        state["pending"] -= 1
+        if state["done"]:
+            return
+        exc = f.value
+        if isinstance(exc, _MISSING):
+            state["missing"] += 1
+        elif isinstance(exc, Unauthorized):
+            state["done"] = True
+            result.errback(exc)
+            return
+        else:
+            errors.append(exc)
+        settle()
+
+    for bookie in bookies:
+        try:
+            d = handle.client.pool.get(bookie).read(handle.ledger_id, entry_id, fence_master_key=key,
+                                                    high_priority=fence)
+        except Exception as exc:  # noqa: BLE001
+            d = defer.fail(exc)
+        d.addCallbacks(ok, bad, callbackArgs=(bookie,), errbackArgs=(bookie,))
+    return result
+
+
+async def replicate_tail(handle: LedgerHandle, fence: bool) -> None:
+    """Find the tail of ``handle``'s ledger and write it back to full write
+    quorums through ``handle`` (recovery adds if ``handle.recovery``).
+
+    Reads the LAC from the last ensemble (fencing with ``fence``), then reads
+    forward from LAC + 1, a window of entries at a time, until an entry is
+    declared missing; each entry found is added back in order.  Leaves the
+    handle positioned after the last entry found, with nothing pending.
+    """
+    md = handle.metadata
+    lac, lengths = await handle._read_lac_quorum(fence=fence)
+    # Segments before the last one are complete: an ensemble change starts a
+    # segment at the first entry not yet acknowledged.
+    lac = max(lac, md.ensembles[-1][0] - 1)
+    length = 0 if lac < 0 else lengths.get(lac)
+    handle._resume_at(lac, length)
+    window = max(1, int(getattr(handle.client, "recovery_read_window", 16)))
+    reads: deque[tuple[int, defer.Deferred]] = deque()
+    next_read = lac + 1
+    found = 0
+    try:
+        while True:
+            while len(reads) < window:
+                reads.append((next_read, _tail_read(handle, md, next_read, fence)))
+                next_read += 1
+            entry_id, d = reads.popleft()
+            got = await d
+            if got is None:
+                break
+            entry, raw = got
+            if not handle.writable():
+                await handle.wait_writable()
+            handle._add_packaged(entry_id, raw, entry.length).addErrback(_ignore)
+            found += 1
+    finally:
+        for _entry_id, d in reads:
+            d.addErrback(_ignore)
+    await handle._drain()
+    if found == 0 and handle._confirmed_length is None:
+        handle._confirmed_length = (await handle._read_entry(lac)).length
+        handle._length = handle._confirmed_length
+    log.info("ledger %d: tail found: LAC %d, %d more entries re-replicated, last entry %d",
+             handle.ledger_id, lac, found, handle.last_add_confirmed)
