@@ -8,7 +8,15 @@ Starts a real ZooKeeper and one bookied in a temporary directory, then:
 * entries/s read back with v2 BATCH_READ;
 * the bookie's peak RSS.
 
-Prints figures; asserts nothing.  ``python bench/bench_bookie.py [--seconds 5]``
+Each figure is printed next to its target; nothing is asserted.
+``python bench/bench_bookie.py [--seconds 5]``
+
+The latency run starts once the bookie has flushed what the throughput runs
+left in its write cache (it is about steady state, not the aftermath of a
+burst), and its load generator is a separate, lean process (no ZooKeeper
+client, garbage collector off) that sends on schedule and timestamps each
+answer as soon as it arrives, so that its own delays stay out of the figures.
+The disk's fsync latency is sampled 1,000 times right after.
 """
 from __future__ import annotations
 
@@ -26,17 +34,26 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bkctl.sandbox.zookeeper import ZooKeeperServer, free_port
+import json
+
 from wire import v2
 from wire.digest import DigestManager, DigestType, master_key
 from wire.framing import FrameDecoder, frame
-from wire.zkstore import ZKMetadataStore
 
 KEY = master_key(b"bench")
 _RC = struct.Struct(">i")
 
 
+# Targets (README / perf brief), printed next to the figures.
+TARGET_ADDS = 25_000
+TARGET_READS = 40_000
+TARGET_P99_OVER_DISK = 3.0
+TARGET_RSS_MB = 300
+
+
 def start_bookie(base: Path, uri: str) -> tuple[subprocess.Popen, int, int]:
+    from bkctl.sandbox.zookeeper import free_port
+
     port, http = free_port(), free_port()
     (base / "journal").mkdir(parents=True)
     (base / "ledgers").mkdir(parents=True)
@@ -107,31 +124,63 @@ def drive_adds(port: int, connections: int, size: int, seconds: float, window: i
     return sum(w["acked"] for w in work) / elapsed
 
 
-def steady_latency(port: int, rate: int, seconds: float) -> list[float]:
-    frames = add_frames(7, int(rate * seconds) + 10, 100)
+def steady_latency(port: int, rate: int, seconds: float, ledger: int = 7) -> list[float]:
+    """Add latencies (seconds) of ``rate`` adds/s for ``seconds``, measured by
+    a separate process (see :func:`latency_client`)."""
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--latency-client",
+                          str(port), str(rate), str(seconds), str(ledger)],
+                         check=True, capture_output=True, text=True, timeout=seconds * 3 + 60)
+    return json.loads(out.stdout)
+
+
+def latency_client(port: int, rate: int, seconds: float, ledger: int) -> list[float]:
+    """One connection, one 100 B add every 1/rate s on schedule; each answer is
+    timestamped when its bytes arrive (select wakes on them or at the next send)."""
+    import gc
+
+    n = int(rate * seconds)
+    frames = add_frames(ledger, n, 100)
     s = socket.create_connection(("127.0.0.1", port))
-    s.setblocking(False)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     dec = FrameDecoder()
-    sent_at: dict[int, float] = {}
+    sent_at = [0.0] * n
     lat: list[float] = []
-    start = time.perf_counter()
+    unpack = struct.Struct(">q").unpack_from
+    perf = time.perf_counter
+    gc.collect()
+    gc.disable()
+    start = perf() + 0.01
+    give_up = start + seconds * 3
     i = 0
-    while i < len(frames) - 10 or len(lat) < len(sent_at):
-        now = time.perf_counter()
-        due = int((now - start) * rate)
-        while i < min(due, len(frames) - 10):
+    while len(lat) < n:
+        now = perf()
+        while i < n and start + i / rate <= now:
             s.sendall(frames[i])
-            sent_at[i] = time.perf_counter()
+            sent_at[i] = perf()
             i += 1
-        r, _, _ = select.select([s], [], [], 0.0005)
-        if r:
-            for payload in dec.feed(s.recv(65536)):
-                entry = struct.unpack_from(">q", payload, 16)[0]
-                lat.append(time.perf_counter() - sent_at[entry])
-        if now - start > seconds * 3:
+        if now > give_up:
             break
+        wait = max(0.0, start + i / rate - perf()) if i < n else 0.1
+        if select.select([s], [], [], wait)[0]:
+            data = s.recv(1 << 16)
+            arrived = perf()
+            if not data:
+                break
+            for payload in dec.feed(data):
+                lat.append(arrived - sent_at[unpack(payload, 16)[0]])
     s.close()
     return lat
+
+
+def wait_for_flushes(http: int, limit_bytes: int = 1 << 20, timeout: float = 30.0) -> float:
+    """Wait until the bookie's write cache holds less than ``limit_bytes``
+    (the throughput runs leave up to the whole cache to flush); returns the wait."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if metric(http, "bookie_write_cache_bytes") < limit_bytes:
+            break
+        time.sleep(0.2)
+    return time.monotonic() - started
 
 
 def read_batches(port: int, ledger: int, entries: int, batch: int = 100) -> float:
@@ -152,7 +201,7 @@ def read_batches(port: int, ledger: int, entries: int, batch: int = 100) -> floa
     return got / (time.perf_counter() - start)
 
 
-def disk_fsync_latency(directory: Path, n: int = 300) -> list[float]:
+def disk_fsync_latency(directory: Path, n: int = 1000) -> list[float]:
     path = directory / "fsync-probe"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     out = []
@@ -186,7 +235,25 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def load_note() -> str:
+    """The machine's load while we measure (others share it)."""
+    note = f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+    try:
+        some = Path("/proc/pressure/cpu").read_text().split()[1]
+        note += f", CPU pressure {some.split('=')[1]}% (avg10)"
+    except (OSError, IndexError):
+        pass
+    return note
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--latency-client":
+        port, rate, seconds, ledger = sys.argv[2:6]
+        print(json.dumps(latency_client(int(port), int(rate), float(seconds), int(ledger))))
+        return
+    from bkctl.sandbox.zookeeper import ZooKeeperServer
+    from wire.zkstore import ZKMetadataStore
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     seconds = parser.parse_args().seconds
@@ -201,23 +268,29 @@ def main() -> None:
                 store.init_cluster()
             proc, port, http = start_bookie(base / "bookie", uri)
             time.sleep(1.0)
-            print(f"bookied pid {proc.pid} on 127.0.0.1:{port}; {seconds:.0f} s per run")
+            print(f"bookied pid {proc.pid} on 127.0.0.1:{port}; {seconds:.0f} s per run; {load_note()}")
             for size in (100, 1024):
                 for conns in (1, 8):
                     rate = drive_adds(port, conns, size, seconds)
-                    print(f"adds/s  {size:>5} B entries  {conns} connection(s): {rate:>10,.0f}")
+                    target = f"   (target >= {TARGET_ADDS:,})" if size == 100 else ""
+                    print(f"adds/s  {size:>5} B entries  {conns} connection(s): {rate:>10,.0f}{target}")
             fsyncs = metric(http, "bookie_journal_entries_per_fsync_count")
             records = metric(http, "bookie_journal_entries_per_fsync_sum")
             print(f"entries per journal fsync (mean over the runs): {records / fsyncs:,.1f}")
+            waited = wait_for_flushes(http)
+            print(f"(write cache flushed after the throughput runs: waited {waited:.1f} s; {load_note()})")
             lat = steady_latency(port, 1000, seconds)
             disk = disk_fsync_latency(base / "bookie" / "journal")
             print(f"add latency at 1,000 adds/s: p50 {pct(lat, .5):.2f} ms  p99 {pct(lat, .99):.2f} ms  "
-                  f"p999 {pct(lat, .999):.2f} ms  ({len(lat)} adds)")
+                  f"p999 {pct(lat, .999):.2f} ms  max {max(lat) * 1000:.2f} ms  ({len(lat)} adds)")
             print(f"disk fdatasync after a 100 B append: p50 {pct(disk, .5):.2f} ms  p99 {pct(disk, .99):.2f} ms  "
-                  f"mean {statistics.mean(disk) * 1000:.2f} ms")
-            print(f"p99 add latency / disk p99 fsync: {pct(lat, .99) / pct(disk, .99):.1f}x")
-            print(f"entries/s read with BATCH_READ (100 per batch): {read_batches(port, 1000 + 1000, 40000):>10,.0f}")
-            print(f"bookied peak RSS: {peak_rss_mb(proc.pid):.0f} MB")
+                  f"mean {statistics.mean(disk) * 1000:.2f} ms  ({len(disk)} samples)")
+            print(f"p99 add latency / disk p99 fsync: {pct(lat, .99) / pct(disk, .99):.1f}x"
+                  f"   (target <= {TARGET_P99_OVER_DISK:g}x)")
+            print(f"entries/s read with BATCH_READ (100 per batch): {read_batches(port, 1000 + 1000, 40000):>10,.0f}"
+                  f"   (target >= {TARGET_READS:,})")
+            print(f"bookied peak RSS: {peak_rss_mb(proc.pid):.0f} MB   (target <= {TARGET_RSS_MB} MB)")
+            print(f"({load_note()})")
         finally:
             if proc is not None:
                 proc.terminate()

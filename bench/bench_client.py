@@ -7,7 +7,9 @@ Prints figures, asserts nothing. Usage::
 
 Without ``--uri`` a throw-away sandbox (a real ZooKeeper and 3 bookieds) is
 started in a temporary directory and stopped at the end.  Ledgers are
-E=3 Qw=2 Qa=2 with CRC32C digests.
+E=3 Qw=2 Qa=2 with CRC32C digests.  The client, the bookies and ZooKeeper
+share the machine, so the figures depend on what else runs: the load and the
+client's own CPU time per add are printed with them.
 """
 from __future__ import annotations
 
@@ -31,15 +33,34 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(len(values) * p))]
 
 
-def bench_pipelined_adds(bk: BlockingBookKeeper, n: int, size: int, max_inflight: int) -> int:
+#: Pipelined 100 B adds, E=3 Qw=2 Qa=2, max_inflight 1000 (perf brief).
+TARGET_ADDS = 10_000
+
+
+def load_note() -> str:
+    """The machine's load while we measure (others share it)."""
+    note = f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+    try:
+        with open("/proc/pressure/cpu") as f:
+            note += f", CPU pressure {f.read().split()[1].split('=')[1]}% (avg10)"
+    except (OSError, IndexError):
+        pass
+    return note
+
+
+def bench_pipelined_adds(bk: BlockingBookKeeper, n: int, size: int, max_inflight: int,
+                         target: bool = False) -> int:
     lh = bk.create(3, 2, 2, max_inflight=max_inflight)
     payload = b"x" * size
     started = time.perf_counter()
+    cpu = time.process_time()  # the client process: its reactor thread does the work
     last = lh.add_many(payload for _ in range(n))
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu
     lh.close()
-    print(f"  {n} x {size} B, max_inflight {max_inflight}: {n / elapsed:,.0f} adds/s "
-          f"({elapsed:.2f}s, last entry {last})", flush=True)
+    note = f"   (target >= {TARGET_ADDS:,})" if target else ""
+    print(f"  {n} x {size} B, max_inflight {max_inflight}: {n / elapsed:,.0f} adds/s{note} "
+          f"({elapsed:.2f}s, client CPU {cpu / n * 1e6:.0f} us/add, last entry {last})", flush=True)
     return lh.ledger_id
 
 
@@ -63,8 +84,8 @@ def bench_reads(bk: BlockingBookKeeper, ledger_id: int, batch: int) -> None:
     for entries in rh.read_range(0, rh.last_entry_id, batch=batch):
         count += len(entries)
     elapsed = time.perf_counter() - started
-    print(f"  {count} entries in batches of {batch}: {count / elapsed:,.0f} entries/s ({elapsed:.2f}s)",
-          flush=True)
+    print(f"  {count} entries in batches of {batch}: {count / elapsed:,.0f} entries/s ({elapsed:.2f}s; "
+          f"{load_note()})", flush=True)
 
 
 def bench_recovery(bk: BlockingBookKeeper, n: int, size: int) -> None:
@@ -82,9 +103,9 @@ def run(uri: str, entries: int, size: int, quick: bool) -> None:
     for protocol in ("v3", "v2"):
         bk = BlockingBookKeeper(uri, protocol=protocol)
         try:
-            section(f"pipelined adds, protocol {protocol}, E=3 Qw=2 Qa=2")
+            section(f"pipelined adds, protocol {protocol}, E=3 Qw=2 Qa=2; {load_note()}")
             bench_pipelined_adds(bk, max(1000, entries // 10), size, 1000)  # warm-up
-            ledger_id = bench_pipelined_adds(bk, entries, size, 1000)
+            ledger_id = bench_pipelined_adds(bk, entries, size, 1000, target=size == 100)
             if not quick:
                 bench_pipelined_adds(bk, entries, size, 100)
             section(f"synchronous adds, protocol {protocol}")

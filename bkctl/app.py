@@ -19,7 +19,11 @@ class App:
     quiet: bool = False
     #: True inside ``bkctl shell``: connections stay open between commands.
     interactive: bool = False
+    #: Ledgers this session created and still writes (shell only): ledger id ->
+    #: :class:`bkctl.ops.ledgers.HeldLedger` (live write handle + append lock).
+    handles: dict = field(default_factory=dict, repr=False)
     _store: Any = field(default=None, repr=False)
+    _bk: Any = field(default=None, repr=False)
     _console: Any = field(default=None, repr=False)
     _err_console: Any = field(default=None, repr=False)
 
@@ -40,10 +44,43 @@ class App:
             self._store = store
         return self._store
 
+    @property
+    def bk(self):
+        """A :class:`~wire.client.blocking.BlockingBookKeeper` on :attr:`store`'s
+        ZooKeeper session, created on first use (starts the reactor thread)."""
+        if self._bk is None:
+            from wire.client.blocking import BlockingBookKeeper
+
+            self._bk = BlockingBookKeeper(self.store)
+        return self._bk
+
     def close(self) -> None:
+        """Let go of everything: held ledgers (left OPEN, their append locks
+        released), the bookie connections, the ZooKeeper session."""
+        handles, self.handles = dict(self.handles), {}
+        for held in handles.values():
+            try:
+                held.release()
+            except Exception:  # noqa: BLE001 - closing must go on
+                pass
+        if self._bk is not None:
+            bk, self._bk = self._bk, None
+            try:
+                bk.close()
+            except Exception:  # noqa: BLE001
+                pass
         if self._store is not None:
             self._store.close()
             self._store = None
+
+    # -- progress ------------------------------------------------------------
+    def progress(self, total: int | None, description: str):
+        """A rich progress bar on stderr when stderr is a terminal (and not
+        --quiet); otherwise a no-op with the same methods.  Use as a context
+        manager; ``advance(n)`` and ``update(total=...)`` are thread-safe."""
+        if self.quiet or not sys.stderr.isatty():
+            return _NoProgress()
+        return _Progress(self.err_console, total, description)
 
     # -- output --------------------------------------------------------------
     @property
@@ -70,6 +107,42 @@ class App:
         """A progress or status line for people, on stderr (silent with -q or --json)."""
         if not self.quiet and not self.json:
             self.err_console.print(message)
+
+
+class _NoProgress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def advance(self, n: int = 1) -> None:
+        pass
+
+    def update(self, **kw) -> None:
+        pass
+
+
+class _Progress(_NoProgress):
+    def __init__(self, console, total: int | None, description: str):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                             TimeElapsedColumn(), console=console, transient=True)
+        self._task = self._bar.add_task(description, total=total)
+
+    def __enter__(self):
+        self._bar.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._bar.stop()
+
+    def advance(self, n: int = 1) -> None:
+        self._bar.advance(self._task, n)
+
+    def update(self, **kw) -> None:
+        self._bar.update(self._task, **kw)
 
 
 def _json_default(obj: Any) -> Any:

@@ -13,6 +13,7 @@ import click
 
 from . import __version__, exitcodes
 from .app import App, color_wanted
+from .completion import complete_cluster
 
 EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(
     f"  {code}  {text}" for code, text in exitcodes.DESCRIPTIONS.items())
@@ -24,7 +25,8 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 @click.option("-m", "--metadata-uri", envvar="BKCTL_METADATA_URI", metavar="URI",
               help="Metadata service URI, e.g. zk+hierarchical://127.0.0.1:2181/ledgers "
                    "[env: BKCTL_METADATA_URI].")
-@click.option("--cluster", metavar="NAME", help="A cluster named in ~/.config/bkctl/config.toml.")
+@click.option("--cluster", metavar="NAME", shell_complete=complete_cluster,
+              help="A cluster named in ~/.config/bkctl/config.toml.")
 @click.option("--json", "json_output", is_flag=True, help="Print one JSON document (JSON lines for streams).")
 @click.option("--no-color", is_flag=True, help="No colors (also when NO_COLOR is set).")
 @click.option("-v", "--verbose", count=True, help="More detail; tracebacks on errors.")
@@ -42,7 +44,8 @@ def cli(ctx: click.Context, metadata_uri, cluster, json_output, no_color, verbos
         ctx.call_on_close(app.close)
     # Options given to this invocation override the (shell's) session defaults.
     uri = resolve_metadata_uri(metadata_uri, cluster)
-    if uri:
+    if uri and uri != app.metadata_uri:
+        app.close()  # connections to the previous cluster must not be reused
         app.metadata_uri = uri
     app.json = json_output or app.json
     app.color = color_wanted(no_color) and app.color
@@ -56,6 +59,9 @@ def _configure_logging(verbose: int) -> None:
     """Library chatter (kazoo's reconnect attempts...) only with -v; errors reach the user as one line."""
     import logging
 
+    if _state.get("logging") == verbose:
+        return
+    _state["logging"] = verbose
     if verbose:
         logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.INFO,
                             format="%(levelname)s %(name)s: %(message)s")
@@ -68,7 +74,7 @@ _state = {"verbose": 0}
 
 
 def _register() -> None:
-    from .commands import bookie, cluster, ledger, sandbox
+    from .commands import admin, bookie, cluster, completion, ledger, sandbox, shell
 
     cli.add_command(ledger.ledger)
     cli.add_command(bookie.bookie)
@@ -77,7 +83,13 @@ def _register() -> None:
     cli.add_command(cluster.cluster)
     cli.add_command(cluster.metaformat)
     cli.add_command(cluster.autorecovery)
+    cli.add_command(admin.recover)
+    cli.add_command(admin.decommission)
+    cli.add_command(admin.simpletest)
+    cli.add_command(admin.bench)
     cli.add_command(sandbox.sandbox)
+    cli.add_command(shell.shell)
+    cli.add_command(completion.completion)
 
 
 _register()
@@ -86,8 +98,9 @@ _register()
 def run(args: list[str] | None = None, obj: App | None = None) -> int:
     """Run one command line and return its exit code; errors become one line on stderr."""
     try:
-        cli.main(args=args, prog_name="bkctl", standalone_mode=False, obj=obj)
-        return exitcodes.OK
+        rv = cli.main(args=args, prog_name="bkctl", standalone_mode=False, obj=obj)
+        # without standalone mode click returns the code of ctx.exit(n) instead of raising
+        return rv if isinstance(rv, int) and not isinstance(rv, bool) else exitcodes.OK
     except click.exceptions.Exit as e:
         return e.exit_code
     except click.UsageError as e:

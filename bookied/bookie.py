@@ -127,15 +127,18 @@ class Bookie:
         if self.readonly and not (high_priority and self.allow_high_priority_writes):
             callback(RC.EREADONLY)
             return
-        rc = self._check_key(ledger_id, master_key)
-        if rc != RC.EOK:
-            callback(rc)
-            return
-        store = self._store(ledger_id)
+        stores = self.stores
+        store = stores[ledger_id % len(stores)] if len(stores) > 1 else stores[0]
+        if store.get_master_key(ledger_id) != master_key:  # a new ledger, or the wrong key
+            rc = self._check_key(ledger_id, master_key)
+            if rc != RC.EOK:
+                callback(rc)
+                return
         if not recovery and store.is_fenced(ledger_id):
             callback(RC.EFENCED)
             return
-        journal = self._journal(ledger_id)
+        journals = self.journals
+        journal = journals[ledger_id % len(journals)] if len(journals) > 1 else journals[0]
         if journal.failed is not None:
             callback(RC.EIO)
             return
@@ -145,15 +148,9 @@ class Bookie:
             callback(RC.ETOOMANYREQUESTS)
             return
 
-        def durable(error, callback=callback):
-            if error is None:
-                callback(RC.EOK)
-            else:
-                callback(RC.EIO)
-                self._journal_failed(journal, error)
-
         try:
-            journal.append(EntryRecord(ledger_id, entry_id, body), durable, sync=not deferred_sync)
+            journal.append(EntryRecord(ledger_id, entry_id, body), _Durable(self, journal, callback),
+                           sync=not deferred_sync)
         except JournalFull:
             callback(RC.ETOOMANYREQUESTS)
             return
@@ -161,7 +158,10 @@ class Bookie:
             callback(RC.EIO)
             self._journal_failed(journal, e)
             return
-        self._raise_lac(ledger_id, _lac_of_entry(body))
+        lac = _LAC_IN_ENTRY.unpack_from(body, 16)[0] if len(body) >= 24 else -1
+        known = self._lac.get(ledger_id)
+        if known is None or lac > known:
+            self._raise_lac(ledger_id, lac)
 
     # -- reads -----------------------------------------------------------------
     def get_entry(self, ledger_id: int, entry_id: int) -> bytes | None:
@@ -397,6 +397,26 @@ class Bookie:
                 run_start = None
         header = struct.pack(">ii", 0, len(groups)).ljust(_AVAILABILITY_HEADER, b"\0")
         return RC.EOK, header + b"".join(groups)
+
+
+class _Durable:
+    """The journal callback of an add: EOK once durable, else EIO (and the
+    bookie goes read-only). A slotted object rather than a closure: one
+    object per add waiting for its fsync."""
+
+    __slots__ = ("bookie", "journal", "callback")
+
+    def __init__(self, bookie: Bookie, journal, callback: Callable[[int], None]):
+        self.bookie = bookie
+        self.journal = journal
+        self.callback = callback
+
+    def __call__(self, error: BaseException | None) -> None:
+        if error is None:
+            self.callback(RC.EOK)
+        else:
+            self.callback(RC.EIO)
+            self.bookie._journal_failed(self.journal, error)
 
 
 def _ignore(error) -> None:

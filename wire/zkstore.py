@@ -323,6 +323,9 @@ class ZKMetadataStore:
         except Exception as exc:
             self._shutdown_client(zk)
             raise ZKUnavailable(f"cannot connect to ZooKeeper at {self.hosts}: {exc}") from None
+        except BaseException:  # Ctrl-C while connecting: stop kazoo's retrying thread too
+            self._shutdown_client(zk)
+            raise
         self._zk = zk
         self._closing = False
         self._reregister_thread = threading.Thread(

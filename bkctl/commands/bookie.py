@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from ..app import App, confirm_destructive
+from ..completion import complete_bookie_id
 from ..render import emit, fields, table
 from . import pass_app
 
@@ -79,3 +80,61 @@ def upgrade(app: App, conf: str, action: str | None):
         doc = ops.rollback(dirs, app.store)
         text = f"rolled back {len(doc['rolled_back'])} directories; cookie deleted"
     emit(app, doc, lambda: app.console.print(text))
+
+
+@bookie.command("info")
+@click.argument("bookie_id", metavar="BOOKIE", shell_complete=complete_bookie_id)
+@pass_app
+def bookie_info(app: App, bookie_id: str):
+    """A bookie's registration, cookie, endpoints and disk space.
+
+    Registration state and cookie come from ZooKeeper, the endpoints from
+    the BookieServiceInfo the bookie published, total and free disk from
+    the bookie itself (GET_BOOKIE_INFO).  Unknown bookie: exit 3; bookie not
+    answering: exit 5.  --json: bookie_id, state, address, cookie
+    {bookie_host, journal_dirs, ledger_dirs, index_dirs, instance_id,
+    layout_version, version}, service_info {endpoints [{id, protocol, host,
+    port, auth, extensions}], properties}, disk {total_bytes, free_bytes}.
+    """
+    from wire.client.admin import describe_bookie
+
+    from ..ops.recovery import check_bookie_ids
+
+    check_bookie_ids([bookie_id])
+    doc = app.bk.run(describe_bookie, bookie_id)
+
+    def human():
+        disk = doc["disk"]
+        pairs = [("bookie", doc["bookie_id"]), ("state", doc["state"]), ("address", doc["address"])]
+        if disk["total_bytes"] is not None:
+            used = disk["total_bytes"] - (disk["free_bytes"] or 0)
+            pairs.append(("disk", f"{_size(disk['free_bytes'])} free of {_size(disk['total_bytes'])} "
+                                  f"({used * 100 // max(1, disk['total_bytes'])}% used)"))
+        cookie = doc["cookie"]
+        if cookie is None:
+            pairs.append(("cookie", "none"))
+        else:
+            pairs += [("cookie instance", cookie["instance_id"]), ("journal dirs", ", ".join(cookie["journal_dirs"])),
+                      ("ledger dirs", ", ".join(cookie["ledger_dirs"]))]
+            if cookie["index_dirs"]:
+                pairs.append(("index dirs", ", ".join(cookie["index_dirs"])))
+        info = doc["service_info"]
+        for ep in (info or {}).get("endpoints", []):
+            pairs.append((f"endpoint {ep['id']}", f"{ep['protocol']}://{ep['host']}:{ep['port']}"
+                          + (f" ({', '.join(ep['extensions'])})" if ep["extensions"] else "")))
+        for key, value in (info or {}).get("properties", {}).items():
+            pairs.append((f"property {key}", value))
+        fields(app, pairs)
+
+    emit(app, doc, human)
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}" if unit != "B" else f"{n} B"
+        value /= 1024
+    return f"{n} B"

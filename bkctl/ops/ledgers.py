@@ -1,6 +1,8 @@
-"""Ledger operations on metadata: list, show, delete."""
+"""Ledger operations: list, show, delete (metadata); create, add, read,
+close, fence, recover, tail (through the client)."""
 from __future__ import annotations
 
+from collections import deque
 from typing import Iterator
 
 from wire.metadata import LedgerMetadata, LedgerState
@@ -58,3 +60,258 @@ def delete_ledger(store, ledger_id: int) -> dict:
     store.read_ledger(ledger_id)  # NoSuchLedger (exit 3) rather than a silent no-op
     store.delete_ledger(ledger_id)
     return {"ledger_id": ledger_id, "deleted": True}
+
+
+# -- ledgers through the client ------------------------------------------------------
+# ``bk`` below is a wire.client.blocking.BlockingBookKeeper (App.bk): these
+# functions are what `bkctl ledger ...`, the shell and scripts share.
+
+DIGESTS = ("crc32", "crc32c", "mac", "dummy")
+FORMATS = ("text", "hex", "raw")
+
+
+def parse_custom_metadata(pairs) -> dict[str, bytes]:
+    """``["k=v", ...]`` -> ``{"k": b"v"}``; ValueError for an item without ``=``."""
+    out: dict[str, bytes] = {}
+    for item in pairs or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"custom metadata must be KEY=VALUE, not {item!r}")
+        out[key] = value.encode("utf-8")
+    return out
+
+
+def create_ledger(bk, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2, digest: str = "crc32c",
+                  password: bytes = b"", custom_metadata: dict[str, bytes] | None = None):
+    """A new OPEN ledger; returns its writable BlockingLedger."""
+    return bk.create(ensemble, write_quorum, ack_quorum, digest, password, custom_metadata or None)
+
+
+class HeldLedger:
+    """A ledger a shell session created and keeps writing: the live write
+    handle plus the append lock (the one ``open_for_append`` takes), so other
+    bkctl processes cannot append to it meanwhile (they get exit 4)."""
+
+    def __init__(self, bk, ledger, store):
+        from wire.client.bookkeeper import AppendLock
+
+        self.bk = bk
+        self.ledger = ledger
+        self.ledger_id = ledger.ledger_id
+        self._lock = AppendLock(store, self.ledger_id)
+        self._lock.acquire(timeout=0)  # LedgerLocked (exit 4) if another process appends
+
+    def _unlock(self) -> None:
+        self._lock.release()
+
+    def release(self) -> None:
+        """Leave the ledger OPEN (LAC published), drop the handle and the lock."""
+        from wire.client.admin import release_handle
+        from wire.client.blocking import run_in_reactor
+
+        try:
+            run_in_reactor(release_handle, self.ledger.handle, timeout=self.bk.timeout)
+        finally:
+            self._unlock()
+
+    def close(self) -> None:
+        """Close the ledger (CLOSED at the last acknowledged entry), drop the lock."""
+        try:
+            self.ledger.close()
+        finally:
+            self._unlock()
+
+
+def _pipelined_add(handle, payloads, window: int = 256) -> list[int]:
+    """Add each payload through a Twisted LedgerHandle, taking the next one
+    in this (the calling) thread as soon as it comes: at most ``window``
+    adds in flight, ids returned in order once all are acknowledged."""
+    import crochet
+
+    submit = crochet.run_in_reactor(handle.add_entry)
+    pending = deque()
+    ids: list[int] = []
+    try:
+        for payload in payloads:
+            if len(pending) >= window:
+                ids.append(pending.popleft().wait(120))
+            pending.append(submit(payload))
+        while pending:
+            ids.append(pending.popleft().wait(120))
+    except crochet.TimeoutError:
+        from wire.client.blocking import OperationTimedOut
+
+        raise OperationTimedOut(f"ledger {handle.ledger_id}: an add did not complete within 120s") from None
+    return ids
+
+
+def _check_appendable(bk, ledger_id: int) -> None:
+    """A closed or fenced-for-recovery ledger: fail before taking the lock."""
+    from wire.client.errors import LedgerFencedError
+    from wire.client.ledger import LedgerClosedError
+
+    md, _ = bk.metadata(ledger_id)
+    if md.is_closed:
+        raise LedgerClosedError(f"ledger {ledger_id} is closed (last entry {md.last_entry_id}); "
+                                "it cannot be appended to")
+    if md.is_in_recovery:
+        raise LedgerFencedError(f"ledger {ledger_id} is being recovered; it cannot be appended to")
+
+
+def add_entries(bk, ledger_id: int, payloads, password: bytes | None = None, held: HeldLedger | None = None,
+                window: int = 256) -> dict:
+    """Append ``payloads`` (any iterable of bytes, consumed lazily) to a ledger.
+
+    With ``held`` (the session's own handle) the adds go through it and the
+    LAC is published afterwards.  Otherwise the ledger must be OPEN: it is
+    continued with ``open_for_append`` (append lock, tail re-replicated),
+    then released without closing, so a later ``add`` continues it.  A
+    closed or fenced ledger gives a Conflict (exit 4).
+    """
+    from wire.client.admin import release_handle, write_explicit_lac
+    from wire.client.blocking import run_in_reactor
+
+    if held is not None:
+        _check_password(held, password)
+        ids = _pipelined_add(held.ledger.handle, payloads, window)
+        run_in_reactor(write_explicit_lac, held.ledger.handle, timeout=bk.timeout)
+        return {"ledger_id": ledger_id, "entry_ids": ids}
+    _check_appendable(bk, ledger_id)
+    ledger = bk.open_for_append(ledger_id, password)
+    try:
+        ids = _pipelined_add(ledger.handle, payloads, window)
+    except BaseException:
+        try:
+            run_in_reactor(release_handle, ledger.handle, timeout=bk.timeout)
+        except Exception:  # noqa: BLE001 - the add's own error is the one to report
+            pass
+        raise
+    run_in_reactor(release_handle, ledger.handle, timeout=bk.timeout)
+    return {"ledger_id": ledger_id, "entry_ids": ids}
+
+
+def _check_password(held: HeldLedger, password: bytes | None) -> None:
+    if password is not None and bytes(password) != held.ledger.handle.password:
+        from wire.client.errors import Unauthorized
+
+        raise Unauthorized(f"wrong password for ledger {held.ledger_id}")
+
+
+def open_reader(bk, ledger_id: int, password: bytes | None = None, held: HeldLedger | None = None):
+    """A BlockingLedger to read with: the session's writer if it holds the ledger, else a new reader."""
+    if held is not None:
+        _check_password(held, password)
+        return held.ledger
+    return bk.open(ledger_id, password)
+
+
+def read_limit(reader) -> int:
+    """The last readable entry (-1 if none): the last entry of a closed ledger, else the LAC."""
+    return reader.last_entry_id if reader.is_closed else reader.last_add_confirmed
+
+
+def iter_entries(reader, first: int = 0, last: int | None = None, batch: int = 500):
+    """Batches of ``[(entry_id, payload), ...]`` from ``first`` to ``last``
+    (default: the last confirmed entry); at most two batches in memory."""
+    limit = read_limit(reader) if last is None else last
+    if limit < first:
+        return iter(())
+    return reader.read_range(first, limit, batch=batch)
+
+
+def entry_doc(ledger_id: int, entry_id: int, payload: bytes, fmt: str = "text") -> dict:
+    """The JSON line of one entry: ``payload`` is UTF-8 text (invalid bytes
+    replaced) for ``text``, lowercase hex for ``hex``, base64 for ``raw``;
+    ``encoding`` names which."""
+    if fmt == "hex":
+        encoding, value = "hex", payload.hex()
+    elif fmt == "raw":
+        import base64
+
+        encoding, value = "base64", base64.b64encode(payload).decode("ascii")
+    else:
+        encoding, value = "utf-8", payload.decode("utf-8", "replace")
+    return {"ledger_id": ledger_id, "entry_id": entry_id, "length": len(payload), "encoding": encoding,
+            "payload": value}
+
+
+_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, 0x85]}
+_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", ord("\\"): "\\\\",
+                 0x2028: "\\u2028", 0x2029: "\\u2029"})
+
+
+def entry_line(entry_id: int, payload: bytes, fmt: str = "text") -> str:
+    """``<entry id><TAB><payload>`` for people, one line per entry: text
+    with control characters escaped (``\\n``, ``\\t``, ``\\xNN``; a
+    backslash doubled), or hex."""
+    if fmt == "hex":
+        return f"{entry_id}\t{payload.hex()}"
+    return f"{entry_id}\t{payload.decode('utf-8', 'replace').translate(_ESCAPES)}"
+
+
+def close_ledger(bk, ledger_id: int, password: bytes | None = None, held: HeldLedger | None = None) -> dict:
+    """Close a ledger.  The session's own ledger is closed by its writer;
+    any other OPEN ledger is recovered (fenced, tail re-replicated, closed),
+    the only safe way to close a ledger whose writer may still be alive.
+    An already closed ledger is left as is (``already_closed``)."""
+    if held is not None:
+        _check_password(held, password)
+        try:
+            held.close()
+        except Exception:  # noqa: BLE001 - fenced or taken over meanwhile: recovery below settles it
+            pass
+        md, _ = bk.metadata(ledger_id)
+        if md.is_closed:
+            return {**_closed_doc(ledger_id, md), "already_closed": False, "fenced": False}
+    md, _ = bk.metadata(ledger_id)
+    if md.is_closed:
+        if password is not None:
+            bk.open(ledger_id, password)  # still check it
+        return {**_closed_doc(ledger_id, md), "already_closed": True, "fenced": False}
+    bk.recover(ledger_id, password)
+    md, _ = bk.metadata(ledger_id)
+    return {**_closed_doc(ledger_id, md), "already_closed": False, "fenced": True}
+
+
+def _closed_doc(ledger_id: int, md) -> dict:
+    return {"ledger_id": ledger_id, "state": md.state.name, "last_entry_id": md.last_entry_id,
+            "length": md.length}
+
+
+def recover_ledger(bk, ledger_id: int, password: bytes | None = None) -> dict:
+    """Open with recovery: an OPEN (or half-recovered) ledger is fenced, its
+    tail re-replicated and it is closed; concurrent recoveries agree."""
+    was, _ = bk.metadata(ledger_id)
+    reader = bk.recover(ledger_id, password)
+    md = reader.metadata
+    return {**_closed_doc(ledger_id, md), "previous_state": was.state.name}
+
+
+def fence_ledger(bk, ledger_id: int, password: bytes | None = None) -> dict:
+    """Fence without closing (see :func:`wire.client.admin.fence_ledger`)."""
+    from wire.client.admin import fence_ledger as fence
+
+    return bk.run(fence, ledger_id, password)
+
+
+def tail_ledger(bk, ledger_id: int, first: int | None = None, password: bytes | None = None,
+                interval: float = 0.5, batch: int = 500, sleep=None):
+    """Yield ``(entry_id, payload)`` as the ledger's LAC advances, from
+    ``first`` (default: the entry after the current LAC); ends once the
+    ledger is closed and its last entry was yielded."""
+    import time
+
+    sleep = sleep or time.sleep
+    reader = bk.open(ledger_id, password)
+    next_id = read_limit(reader) + 1 if first is None else first
+    while True:
+        reader.refresh_metadata()
+        closed = reader.is_closed
+        limit = reader.last_entry_id if closed else reader.read_lac()
+        if limit >= next_id:
+            for entries in reader.read_range(next_id, limit, batch=batch):
+                yield from entries
+            next_id = limit + 1
+        if closed:
+            return
+        sleep(interval)

@@ -813,7 +813,7 @@ def test_open_for_append_continues_after_the_tail(monkeypatch):
         def release(self):
             FakeLock.held.discard(self.ledger_id)
 
-    monkeypatch.setattr(bkmod, "_AppendLock", FakeLock)
+    monkeypatch.setattr(bkmod, "AppendLock", FakeLock)
     ah = result_of(client.open_for_append(lh.ledger_id))
     assert ah.next_entry_id == 3 and ah.last_add_confirmed == 2
     with pytest.raises(LedgerLocked):

@@ -79,8 +79,11 @@ def lock_path(root: str, ledger_id: int) -> str:
     return f"{root.rstrip('/')}-bkctl-locks/L{ledger_id}"
 
 
-class _AppendLock:
-    """A kazoo Lock on :func:`lock_path`; blocking, run in a thread."""
+class AppendLock:
+    """The exclusive right to append to a ledger: a kazoo Lock on :func:`lock_path`.
+
+    Blocking (kazoo); from Twisted code run it in a thread.
+    """
 
     def __init__(self, store, ledger_id: int):
         self.store = store
@@ -379,7 +382,7 @@ class BookKeeperClient:
     async def _open_for_append(self, ledger_id, password, digest_type, check_password, lock_timeout,
                                max_inflight) -> LedgerHandle:
         self._check_open()
-        lock = _AppendLock(self.store, ledger_id)
+        lock = AppendLock(self.store, ledger_id)
         await self.run_blocking(lock.acquire, lock_timeout)
         handle = None
         try:

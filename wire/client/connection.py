@@ -14,12 +14,15 @@ bookie id and everything about requests:
 * **Matching.** v3: by ``(txnId, operation)`` with a per-connection txnId
   counter. v2: by ``(ledgerId, entryId, opcode)``, first-in first-out for
   duplicate keys; BATCH_READ by its requestId.
-* **Timeouts.** Each request has its own timer on the injected clock
-  (``IReactorTime``): writes (ADD, WRITE_LAC, FORCE_LEDGER) use
-  ``add_timeout``, reads use ``read_timeout`` (a long poll adds its own
-  wait), GET_BOOKIE_INFO uses ``bookie_info_timeout``. The clock starts when
-  the request is issued, so time spent queued or connecting counts. A
-  response arriving after the timeout is dropped.
+* **Timeouts.** On the injected clock (``IReactorTime``): writes (ADD,
+  WRITE_LAC, FORCE_LEDGER) use ``add_timeout``, reads use ``read_timeout``
+  (a long poll adds its own wait), GET_BOOKIE_INFO uses
+  ``bookie_info_timeout``. The clock starts when the request is issued, so
+  time spent queued or connecting counts. A response arriving after the
+  timeout is dropped. Requests of one kind share a timeout, so they expire
+  in the order they were issued: each kind keeps its requests in a deque
+  with one timer, due when the oldest one expires (not one timer per
+  request), and the timer is gone once no request of the kind is left.
 * **Failures.** When the connection goes away every request on it (sent or
   queued) fails with :class:`BookieUnavailable`. The next request after
   that reconnects, but only once a backoff delay has passed (``backoff_initial``
@@ -124,6 +127,17 @@ _OP_WRITE_LAC = int(OperationType.WRITE_LAC)
 _OP_FORCE = int(OperationType.FORCE_LEDGER)
 _OP_BOOKIE_INFO = int(OperationType.GET_BOOKIE_INFO)
 _OP_LIST_ENTRIES = int(OperationType.GET_LIST_OF_ENTRIES_OF_LEDGER)
+_OPC_ADD = int(OpCode.ADD_ENTRY)
+_OPC_READ = int(OpCode.READ_ENTRY)
+_OPC_BATCH_READ = int(OpCode.BATCH_READ_ENTRY)
+_FLAG_RECOVERY_ADD = int(Flag.RECOVERY_ADD)
+_FLAG_HIGH_PRIORITY = int(Flag.HIGH_PRIORITY)
+# A framed v2 ADD starts with its frame length and the v2 header (version, opcode, flags).
+_V2_ADD_HEAD = struct.Struct(">ii")
+_V2_ADD_HEADER = (V2_CURRENT_VERSION << 24) | (_OPC_ADD << 16)
+
+# Kinds of request timeouts: each kind has one deadline queue (and one timer) per connection.
+_T_WRITE, _T_READ, _T_INFO, _T_POLL = "write", "read", "info", "poll"
 
 
 def default_resolve(bookie_id: str) -> tuple[str, int]:
@@ -178,9 +192,15 @@ class BookieClientProtocol(Protocol):
             owner._malformed(self, exc)
             return
         decode = self._decode
+        # v3: EOK answers to plain ADDs are known byte for byte in advance
+        acked = getattr(owner, "_v3_ok", None)
         for payload in payloads:
             if self._owner is None:  # a callback closed the connection
                 return
+            if acked:
+                req = acked.pop(payload, None)
+                if req is not None and owner._add_acked(self, req):
+                    continue
             try:
                 msg = decode(payload)
             except CodecError as exc:
@@ -208,6 +228,10 @@ class BookieClientProtocol(Protocol):
             self.transport.write(frames[0])
         else:
             self.transport.writeSequence(frames)
+
+    def send_one(self, data: bytes) -> None:
+        """Write one whole frame."""
+        self.transport.write(data)
 
     def detach(self) -> None:
         """Stop reporting to the owner: later bytes and the loss are ignored."""
@@ -259,21 +283,63 @@ class BookieClientFactory(ClientFactory):
 
 
 class _Request:
-    """One request: its wire bytes, how to match and complete it, its timer."""
+    """One request: its wire bytes, how to match and complete it, its deadline.
 
-    __slots__ = ("what", "key", "frame", "complete", "deferred", "timer", "state", "is_batch")
+    A request is completed either through its Deferred (the public API) or,
+    for the ledger layer's adds, through a plain ``on_done(ctx, slot,
+    bookie_id, error)`` call, which saves a Deferred and its callback chain
+    per request. ``what`` (the description used in error messages) is built
+    only when an error needs it.
+    """
 
-    def __init__(self, what: str, key: Any, frame_bytes: bytes,
+    __slots__ = ("_what", "ids", "key", "op", "frame", "complete", "deferred", "on_done", "ctx",
+                 "slot", "deadline", "timeouts", "state", "is_batch", "conn", "ok")
+
+    def __init__(self, what: str | None, key: Any, frame_bytes: bytes,
                  complete: Callable[["BookieConnection", "_Request", Any], Any],
                  is_batch: bool = False):
-        self.what = what
+        self._what = what
         self.key = key
         self.frame = frame_bytes
         self.complete = complete
         self.deferred: defer.Deferred | None = None
-        self.timer = None
+        self.on_done = None
+        self.timeouts: _Timeouts | None = None
         self.state = _QUEUED
         self.is_batch = is_batch
+        self.ok: bytes | None = None  # v3 plain ADD: the payload of its EOK answer
+
+    @property
+    def what(self) -> str:
+        what = self._what
+        if what is None:  # an ADD, described lazily
+            ledger_id, entry_id = self.ids
+            what = self._what = f"ADD ledger {ledger_id} entry {entry_id}"
+        return what
+
+    def __call__(self, _deferred: defer.Deferred) -> None:
+        """The canceller of the request's Deferred."""
+        self.conn._cancel(self)
+
+
+class _Timeouts:
+    """Deadlines of one kind of request on one connection, and their one timer.
+
+    Every request of a kind gets the same timeout, so issuing order is
+    deadline order: a deque holds them, and one timer on the clock is due
+    when the oldest live one expires. Answered requests leave the front of
+    the deque as soon as they are done (responses mostly come in order);
+    one answered out of order stays until the requests before it are done or
+    the timer passes it. The timer is cancelled when nothing is left.
+    """
+
+    __slots__ = ("timeout", "queue", "timer", "key")
+
+    def __init__(self, key: Any, timeout: float):
+        self.key = key
+        self.timeout = timeout
+        self.queue: deque[_Request] = deque()
+        self.timer = None
 
 
 class BookieConnection:
@@ -351,8 +417,16 @@ class BookieConnection:
         self._closed = False
         self._queue: deque[_Request] = deque()
         self._sent: dict[_Request, None] = {}  # insertion-ordered set of requests on the wire
-        self._v3_pending: dict[tuple[int, int], _Request] = {}
+        # v3 requests on the wire by txnId (``_v3_other`` by (txnId, operation)
+        # for the rare request whose txnId is already taken by another operation)
+        self._v3_pending: dict[int, _Request] = {}
+        self._v3_other: dict[tuple[int, int], _Request] = {}
+        # v3 plain ADDs on the wire by the exact payload of their EOK answer:
+        # such an answer is matched without being parsed (see _add_acked)
+        self._v3_ok: dict[bytes, _Request] = {}
         self._v2_pending: dict[tuple, deque[_Request]] = {}
+        self._timeouts: dict[Any, _Timeouts] = {}
+        self._encoder = v3.RequestEncoder() if self.use_v3 else None
         self._failures = 0
         self._retry_at = 0.0
         self._last_error = ""
@@ -398,24 +472,59 @@ class BookieConnection:
         """ADD_ENTRY of a digest-packaged ``body``; fires with None once the
         bookie acknowledged it. ``recovery`` is accepted on a fenced ledger,
         ``deferred_sync`` (v3 only) is acknowledged before the journal fsync."""
-        _check_key(master_key)
-        what = f"ADD ledger {ledger_id} entry {entry_id}"
+        req = self._add_request(ledger_id, entry_id, master_key, body, recovery, high_priority,
+                                deferred_sync)
+        if req is None:
+            return self._unsupported(f"ADD ledger {ledger_id} entry {entry_id} with DEFERRED_SYNC")
+        return self._submit_request(req, _T_WRITE, self.add_timeout)
+
+    def _add_nowait(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
+                    recovery: bool, high_priority: bool,
+                    on_done: Callable[[Any, int, str, BaseException | None], Any],
+                    ctx: Any, slot: int) -> None:
+        """:meth:`add` for the ledger layer, without a Deferred: the outcome
+        is ``on_done(ctx, slot, bookie_id, error)`` with ``error`` None once
+        the bookie acknowledged the entry, else the exception :meth:`add`'s
+        Deferred would fail with. ``on_done`` may run before this returns
+        (a refused request). Argument errors raise, as with :meth:`add`."""
+        req = self._add_request(ledger_id, entry_id, master_key, body, recovery, high_priority, False)
+        req.on_done = on_done
+        req.ctx = ctx
+        req.slot = slot
+        self._submit_request(req, _T_WRITE, self.add_timeout, False)
+
+    def _add_request(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
+                     recovery: bool, high_priority: bool, deferred_sync: bool) -> "_Request | None":
+        """The request of an ADD (None: DEFERRED_SYNC over v2, not supported)."""
+        if len(master_key) != MASTER_KEY_LENGTH:
+            _check_key(master_key)
         if self.use_v3:
             txn = next(self._ids)
-            payload = v3.serialize(v3.add_request(
-                txn, ledger_id, entry_id, master_key, body, recovery=recovery,
-                high_priority=high_priority, deferred_sync=deferred_sync))
-            return self._submit(what, (txn, _OP_ADD), payload, _v3_add, self.add_timeout)
-        if deferred_sync:
-            return self._unsupported(what + " with DEFERRED_SYNC")
-        body = bytes(body)
-        if len(body) < _IDS.size or _IDS.unpack_from(body) != (ledger_id, entry_id):
-            raise ValueError("a v2 ADD body must start with the same ledger and entry ids")
-        flags = (Flag.RECOVERY_ADD if recovery else 0) | (Flag.HIGH_PRIORITY if high_priority else 0)
-        payload = v2.AddRequest(V2_CURRENT_VERSION, int(flags), bytes(master_key), body,
-                                ledger_id, entry_id).encode()
-        return self._submit(what, (ledger_id, entry_id, int(OpCode.ADD_ENTRY)), payload,
-                            _v2_add, self.add_timeout)
+            if recovery or high_priority or deferred_sync:
+                payload = self._encoder.add(txn, ledger_id, entry_id, master_key, body, recovery=recovery,
+                                            high_priority=high_priority, deferred_sync=deferred_sync)
+                ok = None
+            else:
+                payload, ok = self._encoder.add_and_reply(txn, ledger_id, entry_id, master_key, body)
+            req = _Request(None, txn, frame(payload), _v3_add)
+            req.op = _OP_ADD
+            req.ok = ok
+        else:
+            if deferred_sync:
+                return None
+            if type(body) is not bytes:
+                body = bytes(body)
+            if len(body) < _IDS.size or _IDS.unpack_from(body) != (ledger_id, entry_id):
+                raise ValueError("a v2 ADD body must start with the same ledger and entry ids")
+            flags = (_FLAG_RECOVERY_ADD if recovery else 0) | (_FLAG_HIGH_PRIORITY if high_priority else 0)
+            # v2.AddRequest(V2_CURRENT_VERSION, flags, master_key, body, ...).encode(), framed
+            payload_len = 4 + MASTER_KEY_LENGTH + len(body)
+            req = _Request(None, (ledger_id, entry_id, _OPC_ADD),
+                           b"".join((_V2_ADD_HEAD.pack(payload_len, _V2_ADD_HEADER | flags),
+                                     bytes(master_key), body)),
+                           _v2_add)
+        req.ids = (ledger_id, entry_id)
+        return req
 
     def read(self, ledger_id: int, entry_id: int, *, fence_master_key: bytes | None = None,
              high_priority: bool = False) -> defer.Deferred:
@@ -429,15 +538,18 @@ class BookieConnection:
             what += " (fencing)"
         if self.use_v3:
             txn = next(self._ids)
-            payload = v3.serialize(v3.read_request(
-                txn, ledger_id, entry_id, fence_master_key=fence_master_key,
-                high_priority=high_priority))
-            return self._submit(what, (txn, _OP_READ), payload, _v3_read, self.read_timeout)
+            if fence_master_key is None and not high_priority:
+                payload = self._encoder.read(txn, ledger_id, entry_id)
+            else:
+                payload = v3.serialize(v3.read_request(
+                    txn, ledger_id, entry_id, fence_master_key=fence_master_key,
+                    high_priority=high_priority))
+            return self._submit(what, txn, payload, _v3_read, self.read_timeout, op=_OP_READ)
         flags = (Flag.DO_FENCING if fence_master_key is not None else 0) | (
             Flag.HIGH_PRIORITY if high_priority else 0)
         payload = v2.ReadRequest(V2_CURRENT_VERSION, int(flags), ledger_id, entry_id,
                                  None if fence_master_key is None else bytes(fence_master_key)).encode()
-        return self._submit(what, (ledger_id, entry_id, int(OpCode.READ_ENTRY)), payload,
+        return self._submit(what, (ledger_id, entry_id, _OPC_READ), payload,
                             _v2_read, self.read_timeout)
 
     def read_long_poll(self, ledger_id: int, previous_lac: int, timeout_ms: int,
@@ -456,8 +568,9 @@ class BookieConnection:
         payload = v3.serialize(v3.read_request(
             txn, ledger_id, LAST_ADD_CONFIRMED, previous_lac=previous_lac,
             timeout_ms=timeout_ms, piggyback=piggyback))
-        return self._submit(what, (txn, _OP_READ), payload, _v3_long_poll,
-                            self.read_timeout + timeout_ms / 1000.0)
+        timeout = self.read_timeout + timeout_ms / 1000.0
+        return self._submit(what, txn, payload, _v3_long_poll, timeout, op=_OP_READ,
+                            kind=(_T_POLL, timeout))
 
     def batch_read(self, ledger_id: int, start_entry_id: int, max_count: int, max_size: int, *,
                    fence_master_key: bytes | None = None) -> defer.Deferred:
@@ -479,7 +592,7 @@ class BookieConnection:
         payload = v2.BatchReadRequest(
             V2_CURRENT_VERSION, int(flags), ledger_id, start_entry_id, request_id, max_count,
             max_size, None if fence_master_key is None else bytes(fence_master_key)).encode()
-        return self._submit(what, (int(OpCode.BATCH_READ_ENTRY), request_id), payload,
+        return self._submit(what, (_OPC_BATCH_READ, request_id), payload,
                             _v2_batch_read, self.read_timeout, is_batch=True)
 
     def read_lac(self, ledger_id: int) -> defer.Deferred:
@@ -490,7 +603,7 @@ class BookieConnection:
             return self._unsupported(what)
         txn = next(self._ids)
         payload = v3.serialize(v3.read_lac_request(txn, ledger_id))
-        return self._submit(what, (txn, _OP_READ_LAC), payload, _v3_read_lac, self.read_timeout)
+        return self._submit(what, txn, payload, _v3_read_lac, self.read_timeout, op=_OP_READ_LAC)
 
     def write_lac(self, ledger_id: int, lac: int, master_key: bytes, body: bytes) -> defer.Deferred:
         """WRITE_LAC (v3) of a digest-packaged LAC ``body``; fires with None."""
@@ -500,8 +613,8 @@ class BookieConnection:
             return self._unsupported(what)
         txn = next(self._ids)
         payload = v3.serialize(v3.write_lac_request(txn, ledger_id, lac, master_key, body))
-        return self._submit(what, (txn, _OP_WRITE_LAC), payload,
-                            _v3_expect("writeLacResponse"), self.add_timeout)
+        return self._submit(what, txn, payload, _v3_expect("writeLacResponse"), self.add_timeout,
+                            op=_OP_WRITE_LAC, kind=_T_WRITE)
 
     def force_ledger(self, ledger_id: int) -> defer.Deferred:
         """FORCE_LEDGER (v3): fires with None once everything written before
@@ -511,8 +624,8 @@ class BookieConnection:
             return self._unsupported(what)
         txn = next(self._ids)
         payload = v3.serialize(v3.force_ledger_request(txn, ledger_id))
-        return self._submit(what, (txn, _OP_FORCE), payload,
-                            _v3_expect("forceLedgerResponse"), self.add_timeout)
+        return self._submit(what, txn, payload, _v3_expect("forceLedgerResponse"), self.add_timeout,
+                            op=_OP_FORCE, kind=_T_WRITE)
 
     def bookie_info(self, requested: int = BOOKIE_INFO_TOTAL_DISK_CAPACITY
                     | BOOKIE_INFO_FREE_DISK_SPACE) -> defer.Deferred:
@@ -523,8 +636,8 @@ class BookieConnection:
             return self._unsupported(what)
         txn = next(self._ids)
         payload = v3.serialize(v3.get_bookie_info_request(txn, requested))
-        return self._submit(what, (txn, _OP_BOOKIE_INFO), payload, _v3_bookie_info,
-                            self.bookie_info_timeout)
+        return self._submit(what, txn, payload, _v3_bookie_info, self.bookie_info_timeout,
+                            op=_OP_BOOKIE_INFO, kind=_T_INFO)
 
     def entry_availability(self, ledger_id: int) -> defer.Deferred:
         """GET_LIST_OF_ENTRIES_OF_LEDGER (v3): fires with the encoded
@@ -534,8 +647,8 @@ class BookieConnection:
             return self._unsupported(what)
         txn = next(self._ids)
         payload = v3.serialize(v3.get_list_of_entries_request(txn, ledger_id))
-        return self._submit(what, (txn, _OP_LIST_ENTRIES), payload, _v3_entry_list,
-                            self.read_timeout)
+        return self._submit(what, txn, payload, _v3_entry_list, self.read_timeout,
+                            op=_OP_LIST_ENTRIES)
 
     # ------------------------------------------------------------- close
 
@@ -573,56 +686,105 @@ class BookieConnection:
             bookie=self.bookie_id))
 
     def _submit(self, what: str, key: Any, payload: bytes, complete, timeout: float,
-                is_batch: bool = False) -> defer.Deferred:
-        if self._closed:
-            return defer.fail(BookieUnavailable(
-                f"{what}: connection to bookie {self.bookie_id} is closed", bookie=self.bookie_id))
-        idle = self._proto is None and self._attempt is None
-        if idle:
-            wait = self._retry_at - self._clock.seconds()
-            if wait > 0:
-                return defer.fail(BookieUnavailable(
-                    f"{what}: bookie {self.bookie_id} is unavailable ({self._last_error});"
-                    f" next connection attempt in {wait:.3g}s", bookie=self.bookie_id))
-        direct = (self._proto is not None and not self._queue
-                  and len(self._sent) < self.max_outstanding)
-        if not direct and len(self._queue) >= self.max_queued:
-            return defer.fail(TooManyRequests(
-                f"{what}: too many requests for bookie {self.bookie_id}"
-                f" ({len(self._sent)} outstanding, {len(self._queue)} queued)",
-                bookie=self.bookie_id))
+                is_batch: bool = False, *, op: int | None = None, kind: Any = _T_READ) -> defer.Deferred:
         req = _Request(what, key, frame(payload), complete, is_batch)
-        req.deferred = defer.Deferred(lambda _d: self._cancel(req))
-        req.timer = self._clock.callLater(timeout, self._timed_out, req, timeout)
-        d = req.deferred
+        req.op = op
+        return self._submit_request(req, kind, timeout)
+
+    def _refuse(self, req: _Request, error: BookieError) -> defer.Deferred | None:
+        """A request that never goes anywhere: fail it at once."""
+        req.state = _DONE
+        on_done = req.on_done
+        if on_done is None:
+            return defer.fail(error)
+        req.on_done = None
+        ctx, req.ctx = req.ctx, None
+        try:
+            on_done(ctx, req.slot, self.bookie_id, error)
+        except Exception:  # noqa: BLE001 - like an error in a Deferred callback: log it
+            log.exception("bookie %s: completion of %s raised", self.bookie_id, req.what)
+        return None
+
+    def _submit_request(self, req: _Request, kind: Any, timeout: float,
+                        with_deferred: bool = True) -> defer.Deferred | None:
+        if self._closed:
+            return self._refuse(req, BookieUnavailable(
+                f"{req.what}: connection to bookie {self.bookie_id} is closed", bookie=self.bookie_id))
+        proto = self._proto
+        now = self._clock.seconds()
+        idle = proto is None and self._attempt is None
+        if idle:
+            wait = self._retry_at - now
+            if wait > 0:
+                return self._refuse(req, BookieUnavailable(
+                    f"{req.what}: bookie {self.bookie_id} is unavailable ({self._last_error});"
+                    f" next connection attempt in {wait:.3g}s", bookie=self.bookie_id))
+        queue = self._queue
+        direct = proto is not None and not queue and len(self._sent) < self.max_outstanding
+        if not direct and len(queue) >= self.max_queued:
+            return self._refuse(req, TooManyRequests(
+                f"{req.what}: too many requests for bookie {self.bookie_id}"
+                f" ({len(self._sent)} outstanding, {len(queue)} queued)",
+                bookie=self.bookie_id))
+        d = None
+        if with_deferred:
+            req.conn = self
+            d = req.deferred = defer.Deferred(req)  # the request is the canceller
+        # The clock starts now: time spent queued or connecting counts.
+        timeouts = self._timeouts.get(kind)
+        if timeouts is None:
+            timeouts = self._timeouts[kind] = _Timeouts(kind, timeout)
+        req.deadline = now + timeout
+        req.timeouts = timeouts
+        timeouts.queue.append(req)
+        if timeouts.timer is None:
+            timeouts.timer = self._clock.callLater(timeout, self._sweep, timeouts)
         if direct:
-            self._send([req])
+            self._register(req)
+            data, req.frame = req.frame, b""  # on the wire: do not keep the bytes
+            proto.send_one(data)
         else:
-            self._queue.append(req)
+            queue.append(req)
             if idle:
                 self._connect()
         return d
 
+    def _register(self, req: _Request) -> None:
+        """Enter a request that goes on the wire into the matching tables."""
+        req.state = _SENT
+        self._sent[req] = None
+        if self.use_v3:
+            txn = req.key
+            other = self._v3_pending.setdefault(txn, req)
+            if other is not req:  # the txnId is taken (a caller-supplied txn_ids repeats itself)
+                if other.op == req.op:
+                    self._v3_pending[txn] = req  # same (txnId, operation): the newest one wins
+                else:
+                    self._v3_other[(txn, req.op)] = req
+            if req.ok is not None:
+                self._v3_ok[req.ok] = req
+        else:
+            waiting = self._v2_pending.get(req.key)
+            if waiting is None:
+                self._v2_pending[req.key] = deque((req,))
+            else:
+                waiting.append(req)
+
     def _send(self, reqs: list[_Request]) -> None:
         frames = []
         for req in reqs:
-            req.state = _SENT
-            self._sent[req] = None
-            if self.use_v3:
-                self._v3_pending[req.key] = req
-            else:
-                self._v2_pending.setdefault(req.key, deque()).append(req)
+            self._register(req)
             frames.append(req.frame)
             req.frame = b""  # on the wire: do not keep the bytes
         self._proto.send(frames)
 
     def _pump(self) -> None:
         """Send queued requests while there is room on the wire."""
-        if self._proto is None or not self._queue:
+        queue = self._queue
+        if not queue or self._proto is None:
             return
         room = self.max_outstanding - len(self._sent)
         batch = []
-        queue = self._queue
         while room > 0 and queue:
             batch.append(queue.popleft())
             room -= 1
@@ -641,6 +803,10 @@ class BookieConnection:
             if self.use_v3:
                 if self._v3_pending.get(req.key) is req:
                     del self._v3_pending[req.key]
+                elif self._v3_other.get((req.key, req.op)) is req:
+                    del self._v3_other[(req.key, req.op)]
+                if req.ok is not None and self._v3_ok.get(req.ok) is req:
+                    del self._v3_ok[req.ok]
             else:
                 waiting = self._v2_pending.get(req.key)
                 if waiting is not None:
@@ -652,20 +818,49 @@ class BookieConnection:
                         del self._v2_pending[req.key]
         req.state = _DONE
 
+    def _retire(self, req: _Request) -> None:
+        """A request is done: drop answered requests from the front of its
+        deadline queue, and the queue's timer once nothing is left in it."""
+        timeouts = req.timeouts
+        if timeouts is None:
+            return
+        req.timeouts = None
+        queue = timeouts.queue
+        while queue and queue[0].state == _DONE:
+            queue.popleft()
+        if not queue:
+            timer = timeouts.timer
+            if timer is not None:
+                timeouts.timer = None
+                timer.cancel()
+            if type(timeouts.key) is tuple and self._timeouts.get(timeouts.key) is timeouts:
+                del self._timeouts[timeouts.key]  # long polls: one queue per wait, dropped when idle
+
     def _finish(self, req: _Request, result: Any) -> None:
         """Fire a request that is already out of every table."""
         req.state = _DONE
-        timer, req.timer = req.timer, None
-        if timer is not None and timer.active():
-            timer.cancel()
-        d, req.deferred = req.deferred, None
+        if req.timeouts is not None:
+            self._retire(req)
+        d = req.deferred
         if d is not None:
+            req.deferred = None
             if isinstance(result, BaseException):
                 d.errback(Failure(result))
             elif isinstance(result, Failure):
                 d.errback(result)
             else:
                 d.callback(result)
+            return
+        on_done = req.on_done
+        if on_done is not None:
+            req.on_done = None
+            ctx, req.ctx = req.ctx, None
+            if isinstance(result, Failure):
+                result = result.value
+            try:
+                on_done(ctx, req.slot, self.bookie_id, result if isinstance(result, BaseException) else None)
+            except Exception:  # noqa: BLE001 - like an error in a Deferred callback: log it
+                log.exception("bookie %s: completion of %s raised", self.bookie_id, req.what)
 
     def _fail_all(self, make_error: Callable[[_Request], BookieError]) -> None:
         """Fail every queued and sent request (sent ones first, oldest first)."""
@@ -673,31 +868,59 @@ class BookieConnection:
         self._sent.clear()
         self._queue.clear()
         self._v3_pending.clear()
+        self._v3_other.clear()
+        self._v3_ok.clear()
         self._v2_pending.clear()
+        self._stop_timers()
         for req in reqs:
             req.state = _DONE
         for req in reqs:
             self._finish(req, make_error(req))
 
-    def _timed_out(self, req: _Request, timeout: float) -> None:
-        req.timer = None
-        if req.state == _DONE:
-            return
-        where = "waiting to be sent" if req.state == _QUEUED else "waiting for the answer"
-        self._forget(req)
-        self._pump()
-        self._finish(req, BookieTimeout(
-            f"{req.what}: no answer from bookie {self.bookie_id} within {timeout:g}s ({where})",
-            bookie=self.bookie_id))
+    def _stop_timers(self) -> None:
+        timeouts = list(self._timeouts.values())
+        self._timeouts.clear()
+        for t in timeouts:
+            t.queue.clear()
+            timer, t.timer = t.timer, None
+            if timer is not None:
+                timer.cancel()
+
+    def _sweep(self, timeouts: _Timeouts) -> None:
+        """The timer of a deadline queue: time out every request past its deadline."""
+        timeouts.timer = None
+        queue = timeouts.queue
+        now = self._clock.seconds()
+        expired = []
+        while queue:
+            req = queue[0]
+            if req.state != _DONE:
+                if req.deadline > now:
+                    break
+                expired.append(req)
+            queue.popleft()
+        if queue:
+            timeouts.timer = self._clock.callLater(max(0.0, queue[0].deadline - now), self._sweep, timeouts)
+        elif type(timeouts.key) is tuple and self._timeouts.get(timeouts.key) is timeouts:
+            del self._timeouts[timeouts.key]
+        timeout = timeouts.timeout
+        for req in expired:
+            req.timeouts = None
+            if req.state == _DONE:  # completed meanwhile (a callback closed the connection...)
+                continue
+            where = "waiting to be sent" if req.state == _QUEUED else "waiting for the answer"
+            self._forget(req)
+            self._pump()
+            self._finish(req, BookieTimeout(
+                f"{req.what}: no answer from bookie {self.bookie_id} within {timeout:g}s ({where})",
+                bookie=self.bookie_id))
 
     def _cancel(self, req: _Request) -> None:
         """Canceller of a request's Deferred (which then fails with CancelledError)."""
         if req.state == _DONE:
             return
         self._forget(req)
-        timer, req.timer = req.timer, None
-        if timer is not None and timer.active():
-            timer.cancel()
+        self._retire(req)
         req.deferred = None
         self._pump()
 
@@ -756,14 +979,25 @@ class BookieConnection:
     def _match(self, msg) -> _Request | None:
         if self.use_v3:
             header = msg.header
-            req = self._v3_pending.pop((header.txnId, header.operation), None)
+            txn = header.txnId
+            op = header.operation
+            pending = self._v3_pending
+            req = pending.get(txn)
+            if req is not None and req.op == op:
+                del pending[txn]
+            elif self._v3_other:
+                req = self._v3_other.pop((txn, op), None)
+            else:
+                return None
+            if req is not None and req.ok is not None and self._v3_ok.get(req.ok) is req:
+                del self._v3_ok[req.ok]
         else:
-            if isinstance(msg, v2.BatchReadResponse):
-                key = (int(OpCode.BATCH_READ_ENTRY), msg.request_id)
-            elif isinstance(msg, v2.AddResponse):
-                key = (msg.ledger_id, msg.entry_id, int(OpCode.ADD_ENTRY))
+            if isinstance(msg, v2.AddResponse):
+                key = (msg.ledger_id, msg.entry_id, _OPC_ADD)
             elif isinstance(msg, v2.ReadResponse):
-                key = (msg.ledger_id, msg.entry_id, int(OpCode.READ_ENTRY))
+                key = (msg.ledger_id, msg.entry_id, _OPC_READ)
+            elif isinstance(msg, v2.BatchReadResponse):
+                key = (_OPC_BATCH_READ, msg.request_id)
             else:
                 return None  # AUTH: never asked for
             waiting = self._v2_pending.get(key)
@@ -789,9 +1023,29 @@ class BookieConnection:
         try:
             result = req.complete(self, req, msg)
         except BaseException as exc:  # noqa: BLE001 - hand everything to the caller
-            result = Failure(exc)
-        self._pump()
+            result = Failure(exc) if req.deferred is not None else exc
+        if self._queue:
+            self._pump()
         self._finish(req, result)
+
+    def _add_acked(self, proto: BookieClientProtocol, req: _Request) -> bool:
+        """The bookie sent exactly the EOK answer of ``req``, a plain v3 ADD
+        (already out of ``_v3_ok``): what :meth:`_response_received` would do
+        with it, without parsing it. False when ``req`` is not the request
+        that answer matches (only with a repeating caller-supplied txn_ids):
+        then it is parsed and matched as usual."""
+        if proto is not self._proto:
+            return True  # a connection given up on: dropped, as any answer on it
+        if req.state != _SENT or self._v3_pending.get(req.key) is not req:
+            return False
+        del self._v3_pending[req.key]
+        self._sent.pop(req, None)
+        req.state = _DONE
+        self._failures = 0  # the bookie answers: the next failure starts a fresh backoff
+        if self._queue:
+            self._pump()
+        self._finish(req, None)
+        return True
 
     def _malformed(self, proto: BookieClientProtocol, exc: CodecError) -> None:
         if proto is not self._proto:

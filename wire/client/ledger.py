@@ -95,6 +95,7 @@ _MISSING = (NoSuchEntry, NoSuchLedgerOnBookie)
 
 #: Room kept in a frame for the request envelope (v3 header, master key, ids).
 _FRAME_OVERHEAD = 1024
+_INT32_MAX = (1 << 31) - 1
 
 
 # ----------------------------------------------------------------- errors
@@ -168,8 +169,10 @@ class _PendingAdd:
         self.body = body
         self.length = length
         self.deferred: defer.Deferred | None = None  # None: nobody waits for this one
-        self.bookies: list[str] | None = None  # write set, slot i = copy i; None until sent
-        self.acked: list[bool] = []
+        # write set, slot i = copy i; None until sent. A tuple shared with the
+        # other entries of the same stripe until an ensemble change edits it.
+        self.bookies: tuple[str, ...] | list[str] | None = None
+        self.acked = 0  # bit i: copy i acknowledged
         self.acks = 0
 
 
@@ -586,6 +589,8 @@ class LedgerHandle(ReadHandle):
         self._close_waiters: list[defer.Deferred] = []
         self._close_outcome: Failure | bool | None = None
         self.ensemble_changes = 0
+        self._ws_metadata: LedgerMetadata | None = None  # the metadata _ws_cache is for
+        self._ws_cache: dict[int, tuple[str, ...]] = {}
 
     @property
     def max_entry_size(self) -> int:
@@ -755,13 +760,35 @@ class LedgerHandle(ReadHandle):
             self._send(p)
         return d
 
+    def _write_set(self, entry_id: int) -> tuple[str, ...]:
+        """The write set of an entry of the last segment (a writer's entries
+        all are). Striping repeats every ensemble-size entries, so the write
+        sets are computed once per stripe and metadata version."""
+        md = self._metadata
+        if md is not self._ws_metadata:
+            self._ws_metadata = md
+            self._ws_cache = {}
+        size, qw = md.ensemble_size, md.write_quorum
+        cacheable = 0 <= entry_id and entry_id + qw <= _INT32_MAX  # Java's int truncation beyond
+        if cacheable:
+            ws = self._ws_cache.get(entry_id % size)
+            if ws is not None:
+                return ws
+        ensemble = md.ensembles[-1][1]
+        ws = tuple([ensemble[i] for i in write_set_indices(entry_id, size, qw)])
+        if cacheable:
+            self._ws_cache[entry_id % size] = ws
+        return ws
+
     def _send(self, p: _PendingAdd) -> None:
         md = self._metadata
-        last_first, ensemble = md.ensembles[-1]
-        if p.entry_id < last_first:  # never for a writer: pending entries are in the last segment
+        if p.entry_id < md.ensembles[-1][0]:  # never for a writer: pending entries are in the last segment
             ensemble = md.ensemble_at(p.entry_id)
-        p.bookies = [ensemble[i] for i in write_set_indices(p.entry_id, md.ensemble_size, md.write_quorum)]
-        p.acked = [False] * len(p.bookies)
+            p.bookies = tuple([ensemble[i] for i in write_set_indices(p.entry_id, md.ensemble_size,
+                                                                       md.write_quorum)])
+        else:
+            p.bookies = self._write_set(p.entry_id)
+        p.acked = 0
         p.acks = 0
         for slot in range(len(p.bookies)):
             if self._state == _FAILED:
@@ -773,30 +800,44 @@ class LedgerHandle(ReadHandle):
         if bookie in self._failed:
             return  # replaced by the ensemble change under way; sent then
         try:
-            d = self.client.pool.get(bookie).add(
-                self.ledger_id, p.entry_id, self.master_key, p.body,
-                recovery=self.recovery, high_priority=self.recovery)
+            conn = self.client.pool.get(bookie)
+            add_nowait = getattr(conn, "_add_nowait", None)
+            if add_nowait is not None:
+                # The connection calls _slot_done back: no Deferred per copy.
+                add_nowait(self.ledger_id, p.entry_id, self.master_key, p.body,
+                           self.recovery, self.recovery, self._slot_done, p, slot)
+                return
+            d = conn.add(self.ledger_id, p.entry_id, self.master_key, p.body,
+                         recovery=self.recovery, high_priority=self.recovery)
         except Exception as exc:  # noqa: BLE001 - a closed pool raises
             d = defer.fail(exc)
         d.addCallbacks(self._add_ok, self._add_failed, callbackArgs=(p, slot, bookie),
                        errbackArgs=(p, slot, bookie))
 
+    def _slot_done(self, p: _PendingAdd, slot: int, bookie: str, error: BaseException | None) -> None:
+        if error is None:
+            self._add_ok(None, p, slot, bookie)
+        else:
+            self._add_error(error, p, slot, bookie)
+
     def _add_ok(self, _result, p: _PendingAdd, slot: int, bookie: str) -> None:
-        if p.bookies is None or p.bookies[slot] != bookie or p.acked[slot]:
+        bit = 1 << slot
+        if p.bookies is None or p.bookies[slot] != bookie or p.acked & bit:
             return  # from a bookie that was replaced meanwhile, or a duplicate
-        p.acked[slot] = True
+        p.acked |= bit
         p.acks += 1
         if p.acks >= self._metadata.ack_quorum and self._pending and self._pending[0] is p:
             self._complete_ready()
-        elif p.acks >= self._metadata.ack_quorum:
-            pass  # completes when every earlier entry has
+        # else: it completes when every earlier entry has
 
     def _add_failed(self, f: Failure, p: _PendingAdd, slot: int, bookie: str) -> None:
+        self._add_error(f.value, p, slot, bookie)
+
+    def _add_error(self, exc: BaseException, p: _PendingAdd, slot: int, bookie: str) -> None:
         if self._state in (_FAILED, _CLOSED):
             return
         if p.bookies is None or p.bookies[slot] != bookie:
             return  # stale: that slot went to another bookie already
-        exc = f.value
         if self.client.closed:
             self._fail(ClientClosed(f"ledger {self.ledger_id}: the BookKeeper client was closed"))
         elif isinstance(exc, LedgerFencedError):
@@ -975,8 +1016,11 @@ class LedgerHandle(ReadHandle):
             new = [ensemble[i] for i in write_set_indices(p.entry_id, md.ensemble_size, md.write_quorum)]
             for slot, bookie in enumerate(new):
                 if p.bookies[slot] != bookie:
-                    if p.acked[slot]:
-                        p.acked[slot] = False
+                    if type(p.bookies) is not list:
+                        p.bookies = list(p.bookies)  # shared with its stripe until now
+                    bit = 1 << slot
+                    if p.acked & bit:
+                        p.acked &= ~bit
                         p.acks -= 1
                     p.bookies[slot] = bookie
                     self._send_slot(p, slot)

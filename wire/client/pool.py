@@ -70,6 +70,9 @@ class BookiePool:
 
     def get(self, bookie_id: str) -> BookieConnection:
         """The connection to ``bookie_id``, created (not yet connected) on first use."""
+        conn = self._connections.get(bookie_id)  # the common case: a str id, already known
+        if conn is not None:
+            return conn
         if self._closed:
             raise RuntimeError("the bookie pool is closed")
         key = str(bookie_id)

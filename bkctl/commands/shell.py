@@ -1,0 +1,86 @@
+"""``bkctl shell``: the interactive shell (the work is done by the top-level ``shell`` package)."""
+from __future__ import annotations
+
+import click
+
+from shell import builtins_help
+
+from ..completion import complete_cluster
+
+_HELP = f"""An interactive shell over the bkctl commands.
+
+Type commands without the leading "bkctl" (ledger list, autorecovery
+status...).  One ZooKeeper session serves the whole session.  Tab completes
+commands, options, choices, ledger and bookie ids (from a cache refreshed in
+the background); the history is kept in $XDG_DATA_HOME/bkctl/history
+(Ctrl-R searches it); the toolbar shows the cluster, its bookies and the
+autorecovery switch.  Output longer than the screen goes through $PAGER.
+Ctrl-C cancels the running command, Ctrl-D leaves.
+
+With stdin not a terminal, runs one command per line (blank lines and #
+comments are skipped) and exits with the status of the last failing line,
+0 if none.
+
+\b
+Shell commands:
+{builtins_help()}
+"""
+
+
+@click.command("shell", help=_HELP)
+@click.option("-m", "--metadata-uri", metavar="URI",
+              help="Metadata service URI for the session (instead of bkctl's -m).")
+@click.option("--cluster", metavar="NAME", shell_complete=complete_cluster,
+              help="A cluster named in ~/.config/bkctl/config.toml.")
+@click.pass_context
+def shell(ctx: click.Context, metadata_uri: str | None, cluster: str | None):
+    from shell.repl import Shell
+
+    from ..app import App
+    from ..config import resolve_metadata_uri
+
+    app = ctx.find_object(App)
+    if app is None:  # run on its own rather than under the bkctl group
+        app = ctx.ensure_object(App)
+        ctx.call_on_close(app.close)
+    if metadata_uri or cluster:
+        app.metadata_uri = resolve_metadata_uri(metadata_uri, cluster)
+    root = ctx.find_root()
+    name = _cluster_name(app.metadata_uri, cluster, root.params.get("cluster"))
+    code = Shell(app, root=root.command if isinstance(root.command, click.Group) else None,
+                 cluster_name=name).run()
+    if code:
+        raise _ScriptStatus(code)
+
+
+class _ScriptStatus(click.ClickException):
+    """Ends ``bkctl shell`` with a script's status; the failing line has already said why.
+
+    (Not ``ctx.exit(code)``: under ``standalone_mode=False``, as in
+    :func:`bkctl.cli.run`, click returns that code instead of raising it.)
+    """
+
+    def __init__(self, code: int):
+        super().__init__("")
+        self.exit_code = code
+
+    def show(self, file=None) -> None:
+        pass
+
+
+def _cluster_name(uri: str | None, *candidates: str | None) -> str | None:
+    """The configured name of the cluster at ``uri``, for the prompt (None if it has none)."""
+    from ..config import load
+
+    if not uri:
+        return None
+    try:
+        settings = load()
+    except Exception:
+        return None
+    clusters = settings.get("clusters", {})
+    for name in (*candidates, settings.get("default")):
+        entry = clusters.get(name) if name else None
+        if isinstance(entry, dict) and entry.get("metadata_uri") == uri:
+            return name
+    return None

@@ -1,0 +1,126 @@
+"""``bkctl bench``: write and read throughput of the cluster through the Python client.
+
+Writes ``entries`` entries of ``size`` random bytes to a new ledger, keeping
+``inflight`` adds outstanding, and records each add's latency (from the call
+to its acknowledgement, which comes in entry order); then closes the ledger,
+reads it back in batches and deletes it.  What is measured is this client
+(one Python process, one reactor thread) against the cluster, not what the
+bookies could take from many clients.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of an ascending list (0 for an empty one)."""
+    if not sorted_values:
+        return 0.0
+    n = len(sorted_values)
+    rank = min(n, max(1, math.ceil(round(fraction * n, 9))))
+    return sorted_values[rank - 1]
+
+
+def _drive_adds(client, handle, count: int, payload: bytes, inflight: int,
+                on_add: Callable[[], Any] | None):
+    """In the reactor thread: ``count`` adds, ``inflight`` outstanding at most;
+    fires with the latency (seconds) of each."""
+    from twisted.internet import defer
+
+    done: defer.Deferred = defer.Deferred()
+    latencies = [0.0] * count
+    state = {"next": 0, "acked": 0, "failed": False}
+    clock = time.perf_counter
+
+    def fill():
+        while not state["failed"] and state["next"] < count and state["next"] - state["acked"] < inflight:
+            index = state["next"]
+            state["next"] += 1
+            handle.add_entry(payload).addCallbacks(acked, failed, callbackArgs=(index, clock()))
+
+    def acked(_entry_id, index, started):
+        latencies[index] = clock() - started
+        state["acked"] += 1
+        if on_add is not None:
+            on_add()
+        if state["acked"] == count:
+            done.callback(latencies)
+        else:
+            fill()
+
+    def failed(f):
+        if not state["failed"]:
+            state["failed"] = True
+            done.errback(f)
+
+    if count == 0:
+        done.callback([])
+    else:
+        fill()
+    return done
+
+
+def bench(bk, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2, size: int = 100,
+          entries: int = 10000, inflight: int = 256, on_add: Callable[[], Any] | None = None,
+          on_read: Callable[[int], Any] | None = None) -> dict:
+    """Run the benchmark; returns ``ledger_id``, ``ensemble_size``,
+    ``write_quorum``, ``ack_quorum``, ``entry_size``, ``entries``,
+    ``inflight``, ``add`` {``seconds``, ``entries_per_second``,
+    ``mb_per_second``, ``latency_ms`` {``mean``, ``p50``, ``p99``, ``p999``,
+    ``max``}} and ``read`` {``seconds``, ``entries_per_second``,
+    ``mb_per_second``} (MB = 10^6 bytes of payload)."""
+    from wire.client.blocking import run_in_reactor
+
+    payload = os.urandom(size)
+    lh = bk.create(ensemble, write_quorum, ack_quorum, "CRC32C", b"", {"Bookie": b"bench"},
+                   max_inflight=max(1, inflight))
+    try:
+        started = time.perf_counter()
+        latencies = run_in_reactor(_drive_adds, bk.client, lh.handle, entries, payload, inflight, on_add,
+                                   timeout=None)
+        add_seconds = time.perf_counter() - started
+        lh.close()
+        reader = bk.open(lh.ledger_id)
+        started = time.perf_counter()
+        read = 0
+        for batch in reader.read_range(0, batch=1000) if entries else ():
+            read += len(batch)
+            if on_read is not None:
+                on_read(len(batch))
+        read_seconds = time.perf_counter() - started
+    finally:
+        try:
+            bk.delete(lh.ledger_id)
+        except Exception:  # noqa: BLE001 - the run's own error matters more
+            pass
+    ordered = sorted(latencies)
+    ms = 1000.0
+
+    def rate(n: int, seconds: float) -> float:
+        return round(n / seconds, 1) if seconds > 0 else 0.0
+
+    return {
+        "ledger_id": lh.ledger_id, "ensemble_size": ensemble, "write_quorum": write_quorum,
+        "ack_quorum": ack_quorum, "entry_size": size, "entries": entries, "inflight": inflight,
+        "add": {
+            "seconds": round(add_seconds, 6),
+            "entries_per_second": rate(entries, add_seconds),
+            "mb_per_second": round(entries * size / 1e6 / add_seconds, 3) if add_seconds > 0 else 0.0,
+            "latency_ms": {
+                "mean": round(sum(ordered) / len(ordered) * ms, 3) if ordered else 0.0,
+                "p50": round(percentile(ordered, 0.50) * ms, 3),
+                "p99": round(percentile(ordered, 0.99) * ms, 3),
+                "p999": round(percentile(ordered, 0.999) * ms, 3),
+                "max": round(ordered[-1] * ms, 3) if ordered else 0.0,
+            },
+        },
+        "read": {
+            "seconds": round(read_seconds, 6),
+            "entries_per_second": rate(read, read_seconds),
+            "mb_per_second": round(read * size / 1e6 / read_seconds, 3) if read_seconds > 0 else 0.0,
+        },
+    }

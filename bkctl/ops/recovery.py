@@ -1,0 +1,150 @@
+"""Recovering lost bookies and decommissioning bookies (BookKeeper's
+``recover`` and ``decommissionbookie``), over :mod:`wire.client.admin`.
+
+``recover_bookies`` re-replicates every fragment the given bookies held;
+``decommission`` does the same for one stopped bookie, checks by scanning
+that no ledger's metadata names it any more, and deletes its cookie.  Both
+return JSON-ready summaries (keys documented on :func:`summary`).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..exitcodes import CONFLICT, FAILED, USAGE, CommandError
+
+
+def check_bookie_ids(bookies: Iterable[str]) -> list[str]:
+    from wire.zkstore import is_valid_bookie_id
+
+    out = list(dict.fromkeys(bookies))
+    for b in out:
+        if not is_valid_bookie_id(b):
+            raise CommandError(f"not a bookie id: {b!r} (expected host:port or a bookie id)", USAGE)
+    return out
+
+
+def ledgers_on(store, bookies: Iterable[str]) -> list[int]:
+    """Ids of the ledgers whose metadata names one of ``bookies`` in any segment."""
+    from wire.errors import NotFound
+
+    wanted = set(bookies)
+    found = []
+    for ledger_id in store.iter_ledger_ids():
+        try:
+            md, _ = store.read_ledger(ledger_id)
+        except NotFound:
+            continue  # deleted meanwhile
+        if wanted.intersection(md.bookies):
+            found.append(ledger_id)
+    return found
+
+
+def summary(bookies: list[str], results: list[dict], *, dry_run: bool, target: str | None,
+            skip_open: bool) -> dict:
+    """The JSON document of ``bkctl recover``:
+
+    ``bookies``, ``target``, ``dry_run``, ``skip_open_ledgers``, ``ledgers``
+    (one per ledger: ``ledger_id``, ``state`` (before), ``status``
+    (recovered, planned, skipped, failed, clean, deleted), ``closed_first``
+    (an open ledger recovered/closed first, or that would be with
+    --dry-run), ``fragments`` (``first_entry_id``, ``last_entry_id`` (null:
+    open, end unknown), ``lost``, ``replacements`` {lost: new}, ``entries``
+    (held by the lost bookies; null if unknown), ``entries_copied``),
+    ``entries_copied``, ``error``), and ``totals`` (``ledgers``,
+    ``recovered``, ``planned``, ``skipped``, ``failed``, ``entries_copied``).
+    """
+    totals = {"ledgers": len(results), "recovered": 0, "planned": 0, "skipped": 0, "failed": 0,
+              "entries_copied": 0}
+    for r in results:
+        if r["status"] in totals:
+            totals[r["status"]] += 1
+        totals["entries_copied"] += r.get("entries_copied", 0)
+    return {"bookies": bookies, "target": target, "dry_run": dry_run, "skip_open_ledgers": skip_open,
+            "ledgers": results, "totals": totals}
+
+
+def recover_bookies(bk, store, bookies: Iterable[str], *, target: str | None = None, dry_run: bool = False,
+                    skip_open: bool = False, parallel: int = 4, window: int = 64,
+                    confirm: Callable[[list[int]], Any] | None = None,
+                    on_start: Callable[[int], Any] | None = None,
+                    on_ledger: Callable[[dict], Any] | None = None,
+                    on_entry: Callable[[int], Any] | None = None,
+                    ledger_ids: list[int] | None = None) -> dict:
+    """Re-replicate everything ``bookies`` held (see :func:`wire.client.admin.recover_ledger`).
+
+    ``confirm(ledger_ids)`` is called before anything changes (not with
+    ``dry_run``); ``on_start(count)``, ``on_ledger(result)`` and
+    ``on_entry(entry_id)`` report progress (the last two from the reactor
+    thread).  Returns :func:`summary`.
+    """
+    from wire.client.admin import recover_ledgers
+    from wire.client.blocking import run_in_reactor
+
+    bookies = check_bookie_ids(bookies)
+    if target is not None:
+        check_bookie_ids([target])
+        if target in bookies:
+            raise CommandError(f"the target {target} is one of the bookies to recover", USAGE)
+        if target not in store.writable_bookies():
+            raise CommandError(f"the target {target} is not a writable bookie", USAGE)
+    ids = ledgers_on(store, bookies) if ledger_ids is None else ledger_ids
+    if ids and not dry_run and confirm is not None:
+        confirm(ids)
+    if on_start is not None:
+        on_start(len(ids))
+    results = run_in_reactor(recover_ledgers, bk.client, ids, bookies, parallel=parallel, on_ledger=on_ledger,
+                             target=target, skip_open=skip_open, dry_run=dry_run, window=window,
+                             on_entry=on_entry, timeout=None)
+    return summary(bookies, results, dry_run=dry_run, target=target, skip_open=skip_open)
+
+
+def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[list[int]], Any] | None = None,
+                 on_start: Callable[[int], Any] | None = None, on_ledger=None, on_entry=None,
+                 parallel: int = 4) -> dict:
+    """Move every fragment off a stopped bookie, verify, delete its cookie.
+
+    The bookie must not be registered (exit 4 otherwise).  Its ledgers are
+    re-replicated (open ones whose last segment uses it are recovered and
+    closed first), then the metadata is scanned again; ledgers still naming
+    it get another pass, up to ``passes``.  If some remain, the cookie is
+    kept and CommandError (exit 1) says which.  Returns ``bookie_id``,
+    ``passes``, ``ledgers`` (per-ledger results of the last pass that
+    touched each), ``entries_copied``, ``remaining_ledgers``,
+    ``cookie_deleted``.
+    """
+    [bookie] = check_bookie_ids([bookie])
+    if store.is_bookie_registered(bookie):
+        raise CommandError(f"bookie {bookie} is registered (running); stop it before decommissioning it", CONFLICT)
+    by_ledger: dict[int, dict] = {}
+    copied = 0
+    ids = ledgers_on(store, [bookie])
+    done_passes = 0
+    if confirm is not None:  # even with no data: the cookie goes
+        confirm(ids)
+    while ids and done_passes < passes:
+        done_passes += 1
+        doc = recover_bookies(bk, store, [bookie], on_start=on_start, on_ledger=on_ledger, on_entry=on_entry,
+                              parallel=parallel, ledger_ids=ids)
+        for r in doc["ledgers"]:
+            by_ledger[r["ledger_id"]] = r
+        copied += doc["totals"]["entries_copied"]
+        ids = ledgers_on(store, [bookie])
+    result = {"bookie_id": bookie, "passes": done_passes, "ledgers": [by_ledger[k] for k in sorted(by_ledger)],
+              "entries_copied": copied, "remaining_ledgers": ids, "cookie_deleted": False}
+    if ids:
+        errors = [f"{r['ledger_id']}: {r['error']}" for r in result["ledgers"]
+                  if r["ledger_id"] in ids and r.get("error")]
+        raise CommandError(f"{len(ids)} ledgers still use bookie {bookie} ({', '.join(map(str, ids[:10]))}"
+                           f"{'...' if len(ids) > 10 else ''}); cookie kept"
+                           + (f": {'; '.join(errors[:3])}" if errors else ""), FAILED)
+    found = store.get_cookie(bookie)
+    if found is not None:
+        from wire.zkstore import NoSuchCookie
+
+        try:
+            store.delete_cookie(bookie, found[1])
+            result["cookie_deleted"] = True
+        except NoSuchCookie:
+            pass
+    return result

@@ -1,0 +1,103 @@
+"""``bkctl simpletest``: BookKeeper's simpletest, an end-to-end check of a cluster.
+
+Creates a ledger (CRC32C, empty password, custom metadata
+``Bookie=simpletest``), appends n 100-byte A-Z payloads, checks that the
+last entry id is n-1, reads them back (unconfirmed read through the writer),
+closes it, reopens it, reads the confirmed entries, and deletes it.  Unlike
+the legacy shell, which always exits 0, any failure raises.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..exitcodes import FAILED, CommandError
+
+ENTRY_SIZE = 100
+PAYLOAD = bytes(ord("A") + i % 26 for i in range(ENTRY_SIZE))
+
+
+class SimpleTestFailed(CommandError):
+    def __init__(self, step: str, message: str):
+        super().__init__(f"simpletest failed at {step}: {message}", FAILED)
+        self.step = step
+
+
+def simpletest(bk, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2, entries: int = 100,
+               on_step: Callable[[str], Any] | None = None) -> dict:
+    """Run the test; returns a JSON-ready summary: ``ledger_id``,
+    ``ensemble_size``, ``write_quorum``, ``ack_quorum``, ``entries``,
+    ``entry_size``, ``bookies``, ``last_entry_id``, ``write_seconds``,
+    ``read_seconds``, ``deleted``, ``ok``.  Raises :class:`SimpleTestFailed`
+    (exit 1) naming the step that failed; the ledger is deleted anyway."""
+    doc: dict[str, Any] = {"ledger_id": None, "ensemble_size": ensemble, "write_quorum": write_quorum,
+                           "ack_quorum": ack_quorum, "entries": entries, "entry_size": ENTRY_SIZE,
+                           "bookies": [], "last_entry_id": None, "write_seconds": None, "read_seconds": None,
+                           "deleted": False, "ok": False}
+    step = "create"
+
+    def at(name: str) -> None:
+        nonlocal step
+        step = name
+        if on_step is not None:
+            on_step(name)
+
+    try:
+        at("create")
+        lh = bk.create(ensemble, write_quorum, ack_quorum, "CRC32C", b"", {"Bookie": b"simpletest"})
+        doc["ledger_id"] = lh.ledger_id
+        doc["bookies"] = list(lh.metadata.last_ensemble)
+        at("write")
+        started = time.perf_counter()
+        last = lh.add_many(PAYLOAD for _ in range(entries))
+        doc["write_seconds"] = round(time.perf_counter() - started, 6)
+        expected_last = entries - 1
+        got_last = -1 if last is None else last
+        if got_last != expected_last or lh.last_add_confirmed != expected_last:
+            raise SimpleTestFailed("write", f"last entry id is {got_last} (LAC {lh.last_add_confirmed}), "
+                                            f"expected {expected_last}")
+        doc["last_entry_id"] = got_last
+        at("read unconfirmed")
+        _check(lh.read(0, expected_last, allow_unconfirmed=True) if entries else [], entries, "read unconfirmed")
+        at("close")
+        lh.close()
+        at("reopen")
+        rh = bk.open(lh.ledger_id)
+        if rh.last_entry_id != expected_last:
+            raise SimpleTestFailed("reopen", f"the closed ledger's last entry is {rh.last_entry_id}, "
+                                             f"expected {expected_last}")
+        at("read confirmed")
+        started = time.perf_counter()
+        _check([e for batch in rh.read_range(0, batch=1000) for e in batch] if entries else [], entries,
+               "read confirmed")
+        doc["read_seconds"] = round(time.perf_counter() - started, 6)
+        at("delete")
+        bk.delete(lh.ledger_id)
+        doc["deleted"] = True
+    except SimpleTestFailed:
+        _cleanup(bk, doc)
+        raise
+    except Exception as e:
+        _cleanup(bk, doc)
+        raise SimpleTestFailed(step, str(e) or type(e).__name__) from e
+    doc["ok"] = True
+    return doc
+
+
+def _check(entries: list[tuple[int, bytes]], n: int, step: str) -> None:
+    if [e for e, _ in entries] != list(range(n)):
+        raise SimpleTestFailed(step, f"read {len(entries)} entries, expected {n} in order")
+    for entry_id, payload in entries:
+        if payload != PAYLOAD:
+            raise SimpleTestFailed(step, f"entry {entry_id} does not hold what was written")
+
+
+def _cleanup(bk, doc: dict) -> None:
+    if doc["ledger_id"] is None or doc["deleted"]:
+        return
+    try:
+        bk.delete(doc["ledger_id"])
+        doc["deleted"] = True
+    except Exception:  # noqa: BLE001 - the failure itself is what gets reported
+        pass

@@ -1,0 +1,296 @@
+"""The completion scripts in completions/, run by REAL bash, zsh and fish against a real cluster.
+
+Each shell loads the committed script the way a user's would (bash:
+sourced; zsh: autoloaded from $fpath by compinit; fish: sourced) and asks
+``bkctl`` for candidates through click's protocol; ledger ids come from the
+test's own cluster in ZooKeeper.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+import pytest
+
+from .test_shell import ROOT, Terminal, bkctl_env, make_ledgers
+
+pytestmark = pytest.mark.integration
+
+COMPLETIONS = ROOT / "completions"
+SHELLS = ("bash", "zsh", "fish")
+LEDGER_IDS = [7, 71, 712, 4000]
+
+
+def _need(program: str) -> str:
+    path = shutil.which(program)
+    if path is None:
+        pytest.fail(f"{program} is needed by these tests: apt-get install {program}", pytrace=False)
+    return path
+
+
+@pytest.fixture
+def env(tmp_path, metadata_uri):
+    """``bkctl`` on PATH (this source tree), the test's cluster in $BKCTL_METADATA_URI."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    launcher = bin_dir / "bkctl"
+    launcher.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m bkctl \"$@\"\n")
+    launcher.chmod(0o755)
+    e = bkctl_env(tmp_path, BKCTL_METADATA_URI=metadata_uri)
+    e["PATH"] = f"{bin_dir}{os.pathsep}{e['PATH']}"
+    return e
+
+
+def bash_candidates(env: dict[str, str], line: str, script: Path = COMPLETIONS / "bkctl.bash") -> list[str]:
+    """What bash's completion function puts in COMPREPLY for ``line`` (cursor at its end)."""
+    words = shlex.split(line) + ([""] if line.endswith(" ") else [])
+    program = "\n".join([
+        f"source {shlex.quote(str(script))}",
+        f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)})",
+        f"COMP_CWORD={len(words) - 1}",
+        "_bkctl_completion bkctl",
+        'printf "%s\\n" "${COMPREPLY[@]}"',
+    ])
+    result = subprocess.run([_need("bash"), "--norc", "--noprofile", "-c", program], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    return [w for w in result.stdout.splitlines() if w]
+
+
+def fish_candidates(env: dict[str, str], line: str) -> list[str]:
+    program = f"source {shlex.quote(str(COMPLETIONS / 'bkctl.fish'))}; complete -C {shlex.quote(line)}"
+    result = subprocess.run([_need("fish"), "--no-config", "-c", program], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    return [w.split("\t")[0] for w in result.stdout.splitlines() if w]
+
+
+class Zsh:
+    """An interactive zsh in a pty, with compinit and completions/_bkctl on $fpath.
+
+    ``compadd`` is wrapped to also write every candidate it adds to a file:
+    that file is what zsh offers for a TAB.
+    """
+
+    def __init__(self, env: dict[str, str], tmp: Path):
+        fpath = tmp / "zfunc"
+        fpath.mkdir()
+        shutil.copy(COMPLETIONS / "_bkctl", fpath / "_bkctl")
+        self.capture = tmp / "zsh-candidates"
+        rc = tmp / "zshrc"
+        rc.write_text("\n".join([
+            f"fpath=({fpath} $fpath)",
+            "autoload -Uz compinit && compinit -u -D",
+            "compadd() {",
+            "  # calls that only query or fill arrays go straight through",
+            "  if (( ${@[(I)-[OADE]*]} )); then builtin compadd \"$@\"; return; fi",
+            "  local -a added",
+            "  builtin compadd -A added \"$@\"",
+            f"  print -rl -- \"${{added[@]}}\" >> {self.capture}",
+            "  builtin compadd \"$@\"",
+            "}",
+            "PS1='ZSH-READY%# '",
+            "",
+        ]))
+        self.term = Terminal([_need("zsh"), "-f", "-i"], dict(env, ZDOTDIR=str(tmp)), rows=50, cols=200)
+        self.term.line(f"source {rc}")
+        self.term.expect("ZSH-READY")
+
+    def candidates(self, line: str, timeout: float = 20.0) -> list[str]:
+        self.capture.unlink(missing_ok=True)
+        self.term.send(line + "\t")
+        deadline = time.monotonic() + timeout
+        while not self.capture.exists() and time.monotonic() < deadline:
+            self.term.pump(0.05)
+        self.term.settle(0.3)  # the rest of the same TAB
+        found = self.capture.read_text().split() if self.capture.exists() else []
+        self.term.send("\x03")  # abandon the line
+        self.term.expect("ZSH-READY")
+        return found
+
+    def close(self) -> None:
+        self.term.close()
+
+
+@pytest.fixture
+def zsh(env, tmp_path):
+    shell = Zsh(env, tmp_path)
+    yield shell
+    shell.close()
+
+
+def candidates(shell: str, request, line: str) -> list[str]:
+    env = request.getfixturevalue("env")
+    if shell == "bash":
+        return bash_candidates(env, line)
+    if shell == "fish":
+        return fish_candidates(env, line)
+    return request.getfixturevalue("zsh").candidates(line)
+
+
+def ledger_id_commands() -> list[str]:
+    """``ledger`` subcommands whose first argument is a ledger id (show now; read, close... later)."""
+    from bkctl.cli import cli
+
+    group = cli.commands["ledger"]
+    names = []
+    for name, cmd in sorted(group.commands.items()):
+        arguments = [p for p in cmd.params if isinstance(p, click.Argument)]
+        if arguments and arguments[0].name == "ledger_id" and name in ("show", "read"):
+            names.append(name)
+    return names
+
+
+# -- the three shells --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_command_names_complete(shell, request):
+    assert candidates(shell, request, "bkctl led") == ["ledger"]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_subcommands_complete(shell, request):
+    from bkctl.cli import cli
+
+    assert set(candidates(shell, request, "bkctl autorecovery ")) == set(cli.commands["autorecovery"].commands)
+
+
+@pytest.mark.parametrize("command", ledger_id_commands())
+@pytest.mark.parametrize("shell", SHELLS)
+def test_ledger_ids_come_from_the_cluster(shell, command, request, zkstore):
+    make_ledgers(zkstore, LEDGER_IDS)
+    assert candidates(shell, request, f"bkctl ledger {command} 7") == ["7", "71", "712"]
+    assert candidates(shell, request, f"bkctl ledger {command} ") == [str(i) for i in LEDGER_IDS]
+
+
+def test_zsh_completes_every_time_after_autoloading(zsh):
+    # click's script, autoloaded, would offer nothing on the second TAB of a session
+    assert zsh.candidates("bkctl led") == ["ledger"]
+    assert zsh.candidates("bkctl led") == ["ledger"]
+    assert zsh.candidates("bkctl ledger li") == ["list"]
+
+
+def test_choice_values_and_options(env):
+    assert bash_candidates(env, "bkctl ledger list --state ") == ["open", "in_recovery", "closed"]
+    assert "--bookie" in bash_candidates(env, "bkctl ledger list --")
+
+
+def test_cluster_names_from_the_config(env):
+    config = Path(env["XDG_CONFIG_HOME"]) / "bkctl" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[clusters.prod]\nmetadata_uri = "zk://a:2181/l"\n'
+                      '[clusters.staging]\nmetadata_uri = "zk://b:2181/l"\n')
+    assert bash_candidates(env, "bkctl shell --cluster ") == ["prod", "staging"]
+    assert fish_candidates(env, "bkctl shell --cluster st") == ["staging"]
+
+
+def test_unreachable_cluster_offers_nothing_and_prints_nothing(env):
+    from bkctl.sandbox.zookeeper import free_port
+
+    env = dict(env, BKCTL_METADATA_URI=f"zk+hierarchical://127.0.0.1:{free_port()}/ledgers")
+    started = time.monotonic()
+    assert bash_candidates(env, "bkctl ledger show ") == []  # (and bash_candidates checks stderr)
+    assert time.monotonic() - started < 15
+
+
+# -- the scripts and their installation ---------------------------------------------------
+
+
+def test_completion_show_prints_the_committed_scripts(env):
+    for shell, name in (("bash", "bkctl.bash"), ("zsh", "_bkctl"), ("fish", "bkctl.fish")):
+        shown = subprocess.run(["bkctl", "completion", "show", shell], env=env, capture_output=True,
+                               text=True, check=True).stdout
+        assert shown == (COMPLETIONS / name).read_text(), shell
+
+
+@pytest.mark.parametrize("shell,where,committed", [
+    ("bash", ".local/share/bash-completion/completions/bkctl", "bkctl.bash"),
+    ("zsh", ".zfunc/_bkctl", "_bkctl"),
+    ("fish", ".config/fish/completions/bkctl.fish", "bkctl.fish"),
+])
+def test_completion_install_writes_the_standard_place(shell, where, committed, env):
+    env = {k: v for k, v in env.items() if k not in ("XDG_DATA_HOME", "XDG_CONFIG_HOME")}
+    result = subprocess.run(["bkctl", "completion", "install", shell], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    path = Path(env["HOME"]) / where
+    assert path.read_text() == (COMPLETIONS / committed).read_text()
+    assert str(path) in result.stdout
+    if shell == "zsh":
+        assert "fpath=(~/.zfunc $fpath)" in result.stdout
+    if shell == "bash":  # and what was installed works
+        assert bash_candidates(env, "bkctl led", script=path) == ["ledger"]
+
+
+def test_completion_install_guesses_the_shell_and_honours_dir(env, tmp_path):
+    result = subprocess.run(["bkctl", "completion", "install", "--dir", str(tmp_path / "d")],
+                            env=dict(env, SHELL="/usr/bin/fish"), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "d" / "bkctl.fish").exists()
+    result = subprocess.run(["bkctl", "completion", "install"], env=dict(env, SHELL="/bin/tcsh"),
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and "bkctl completion install bash" in result.stderr
+
+
+def test_ledger_id_index_prefixes():
+    from bkctl.completion import LedgerIdIndex
+
+    index = LedgerIdIndex([1, 10, 2, 100, 12, 20, 1000, 5])
+    assert index.matching("") == ["1", "2", "5", "10", "12", "20", "100", "1000"]
+    assert index.matching("1") == ["1", "10", "12", "100", "1000"]
+    assert index.matching("1", limit=2) == ["1", "10"]
+    assert index.matching("10") == ["10", "100", "1000"]
+    assert index.matching("3") == [] and index.matching("x") == []
+
+
+# -- the convention other commands follow ------------------------------------------------
+
+
+def test_id_parameters_complete_from_the_cluster(monkeypatch):
+    """Every ledger id, bookie id or cluster parameter has a ``shell_complete=`` callback."""
+    from bkctl import completion
+    from bkctl.cli import cli
+
+    class Source:
+        def ledger_ids_matching(self, prefix, limit):
+            return ["424242"]
+
+        def bookie_states(self):
+            return {"bookie-sentinel:3181": "writable"}
+
+    monkeypatch.setattr(completion, "_session_source", Source())
+    missing = []
+
+    def wanted(param: click.Parameter) -> str | None:
+        if isinstance(param, click.Option) and (param.is_flag or param.count):
+            return None
+        if param.name in ("ledger_id", "ledger_ids", "ledger"):
+            return "424242"
+        if isinstance(param.type, click.types.IntParamType):  # counts (sandbox up --bookies 3)
+            return None
+        if param.name in ("bookie_id", "bookie_ids", "bookie", "bookies") or \
+                (param.metavar or "").startswith("BOOKIE"):
+            return "bookie-sentinel:3181"
+        return None
+
+    def visit(cmd: click.Command, ctx: click.Context, path: str) -> None:
+        for param in cmd.params:
+            want = wanted(param)
+            if want is None:
+                continue
+            values = [item.value for item in param.shell_complete(ctx, "")]
+            if want not in values:
+                missing.append(f"{path} {param.human_readable_name}")
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                visit(sub, click.Context(sub, info_name=name, parent=ctx), f"{path} {name}")
+
+    visit(cli, click.Context(cli, info_name="bkctl"), "bkctl")
+    assert not missing, ("add shell_complete=complete_ledger_id / complete_bookie_id (bkctl.completion) to: "
+                         + ", ".join(missing))

@@ -1,0 +1,557 @@
+"""``bkctl shell`` in a real pseudo-terminal (pexpect) against a real ZooKeeper.
+
+The shell is the real program (``python -m bkctl shell``); the terminal is a
+pty whose output is read as plain text: escape sequences are dropped, and
+cursor position requests are answered as a terminal would, so that
+prompt-toolkit draws its bottom toolbar.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from wire.metadata import LedgerMetadata
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+ENSEMBLE = ["127.0.0.1:3181", "127.0.0.1:3182"]
+
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]|\x1b[=>78DEHM]|[\x08\x07]")
+_CSI = re.compile(r"\x1b\[([0-?]*)[ -/]*([@-~])")
+_OTHER_ESCAPE = re.compile(r"\x1b(?:\][^\x07]*\x07|[()][0-9A-Za-z]|[=>78DEHMc])")
+
+
+def plain(text: str) -> str:
+    """Terminal output without escape sequences and carriage returns."""
+    return _ESCAPES.sub("", text).replace("\r", "")
+
+
+class Screen:
+    """Just enough of a VT100 to see what prompt-toolkit draws.
+
+    prompt-toolkit redraws by difference (it moves the cursor over what did
+    not change), so the byte stream does not contain the toolbar or the
+    completion menu as text: they have to be put on a screen.
+    """
+
+    def __init__(self, rows: int, cols: int):
+        self.rows, self.cols = rows, cols
+        self.cells = [[" "] * cols for _ in range(rows)]
+        self.y = self.x = 0
+        self.autowrap = True
+        self._pending = ""
+
+    def feed(self, data: str) -> list[str]:
+        """Apply ``data``; returns the replies the terminal owes (cursor position reports)."""
+        data, self._pending = self._pending + data, ""
+        replies, i = [], 0
+        while i < len(data):
+            c = data[i]
+            if c == "\x1b":
+                m = _CSI.match(data, i) or _OTHER_ESCAPE.match(data, i)
+                if m is None:
+                    if len(data) - i < 32:  # cut in the middle: finish with the next read
+                        self._pending = data[i:]
+                        break
+                    i += 1
+                    continue
+                if m.re is _CSI:
+                    reply = self._csi(m.group(1), m.group(2))
+                    if reply:
+                        replies.append(reply)
+                i = m.end()
+                continue
+            if c == "\r":
+                self.x = 0
+            elif c == "\n":
+                self._line_feed()
+            elif c == "\b":
+                self.x = max(self.x - 1, 0)
+            elif c >= " ":
+                if self.x >= self.cols:
+                    if not self.autowrap:
+                        self.x = self.cols - 1
+                    else:
+                        self.x = 0
+                        self._line_feed()
+                self.cells[self.y][self.x] = c
+                self.x += 1
+            i += 1
+        return replies
+
+    def _line_feed(self) -> None:
+        if self.y == self.rows - 1:
+            self.cells.pop(0)
+            self.cells.append([" "] * self.cols)
+        else:
+            self.y += 1
+
+    def _csi(self, params: str, final: str) -> str | None:
+        private = params.startswith("?")
+        numbers = [int(p) if p.isdigit() else 0 for p in params.lstrip("?").split(";")] if params else []
+        n = numbers[0] if numbers and numbers[0] else 1
+        if private:
+            if 7 in numbers and final in "hl":
+                self.autowrap = final == "h"
+            return None
+        if final == "A":
+            self.y = max(self.y - n, 0)
+        elif final == "B":
+            self.y = min(self.y + n, self.rows - 1)
+        elif final == "C":
+            self.x = min(self.x + n, self.cols - 1)
+        elif final == "D":
+            self.x = max(min(self.x, self.cols - 1) - n, 0)
+        elif final == "G":
+            self.x = min(n - 1, self.cols - 1)
+        elif final in "Hf":
+            row = numbers[0] if numbers and numbers[0] else 1
+            col = numbers[1] if len(numbers) > 1 and numbers[1] else 1
+            self.y, self.x = min(row, self.rows) - 1, min(col, self.cols) - 1
+        elif final == "J":
+            mode = numbers[0] if numbers else 0
+            rows = range(self.rows) if mode == 2 else range(self.y + 1, self.rows) if mode == 0 else range(self.y)
+            for r in rows:
+                self.cells[r] = [" "] * self.cols
+            if mode in (0, 1):
+                self._erase_line(mode)
+        elif final == "K":
+            self._erase_line(numbers[0] if numbers else 0)
+        elif final == "n" and numbers == [6]:
+            return f"\x1b[{self.y + 1};{min(self.x, self.cols - 1) + 1}R"
+        return None
+
+    def _erase_line(self, mode: int) -> None:
+        row = self.cells[self.y]
+        x = min(self.x, self.cols)
+        if mode == 0:
+            row[x:] = [" "] * (self.cols - x)
+        elif mode == 1:
+            row[:x + 1] = [" "] * (x + 1)
+        else:
+            self.cells[self.y] = [" "] * self.cols
+
+    def display(self) -> str:
+        return "\n".join("".join(row).rstrip() for row in self.cells)
+
+
+class Terminal:
+    """A program running in a real pseudo-terminal.
+
+    :meth:`expect` reads the output as a stream (what commands print);
+    :meth:`expect_screen` looks at the screen (what prompt-toolkit draws).
+    Wait with :meth:`settle`, never ``time.sleep``: output is only read, and
+    cursor position requests only answered, while the terminal is pumped
+    (prompt-toolkit waits for those answers, in raw mode, before it hands
+    the terminal to a command: a Ctrl-C sent meanwhile would be a keystroke).
+    """
+
+    def __init__(self, argv: list[str], env: dict[str, str], rows: int = 40, cols: int = 160):
+        self.child = pexpect.spawn(argv[0], argv[1:], env=env, dimensions=(rows, cols), encoding="utf-8",
+                                   codec_errors="replace", timeout=30)
+        self.screen = Screen(rows, cols)
+        self.raw = ""
+        self.mark = 0  # position in plain(self.raw) where the next expect starts looking
+
+    def pump(self, timeout: float = 0.05) -> None:
+        try:
+            data = self.child.read_nonblocking(65536, timeout=timeout)
+        except (pexpect.TIMEOUT, pexpect.EOF):
+            return
+        self.raw += data
+        for reply in self.screen.feed(data):
+            self.child.send(reply)
+
+    @property
+    def text(self) -> str:
+        return plain(self.raw)
+
+    def _wait(self, find, what: str, show, timeout: float):
+        deadline = time.monotonic() + timeout
+        while True:
+            found = find()
+            if found:
+                return found
+            if time.monotonic() > deadline or not self.child.isalive():
+                self.pump(0.2)
+                found = find()
+                if found:
+                    return found
+                state = "still running" if self.child.isalive() else f"exited ({self.child.exitstatus})"
+                raise AssertionError(f"{what} did not appear ({state}); the terminal shows:\n{show()}")
+            self.pump()
+
+    def expect(self, pattern: str, timeout: float = 20.0) -> re.Match:
+        """Wait for ``pattern`` in the output that came after the last match."""
+        rx = re.compile(pattern)
+
+        def find():
+            m = rx.search(self.text, self.mark)
+            if m:
+                self.mark = m.end()
+            return m
+
+        return self._wait(find, repr(pattern), lambda: self.text[self.mark:][-3000:], timeout)
+
+    def expect_screen(self, pattern: str, timeout: float = 20.0) -> re.Match:
+        """Wait for ``pattern`` on the screen as it is drawn now."""
+        rx = re.compile(pattern)
+        return self._wait(lambda: rx.search(self.screen.display()), f"{pattern!r} on the screen",
+                          self.screen.display, timeout)
+
+    def settle(self, seconds: float) -> str:
+        """Read for ``seconds``; the screen then."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.pump(0.05)
+        return self.screen.display()
+
+    def send(self, keys: str) -> None:
+        self.child.send(keys)
+
+    def line(self, text: str) -> None:
+        """Type a line and press Enter."""
+        self.child.send(text)
+        self.settle(0.05)
+        self.child.send("\r")
+
+    def close(self) -> None:
+        if self.child.isalive():
+            self.child.terminate(force=True)
+
+
+def bkctl_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """An environment with its own HOME, config and history, running this source tree."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BKCTL_", "XDG_", "_BKCTL"))}
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
+               TERM="xterm", PAGER="cat", LANG="C.UTF-8",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env.pop("NO_COLOR", None)
+    env.update(extra)
+    return env
+
+
+def require_shell_command() -> None:
+    from bkctl.cli import cli
+
+    if "shell" not in cli.commands:
+        pytest.fail("bkctl shell is not registered: add `from .commands import shell as shell_cmd` and "
+                    "`cli.add_command(shell_cmd.shell)` to bkctl/cli.py::_register", pytrace=False)
+
+
+@pytest.fixture
+def start_shell(tmp_path):
+    require_shell_command()
+    started: list[Terminal] = []
+
+    def start(uri: str | None, *args: str, env: dict[str, str] | None = None, rows: int = 40) -> Terminal:
+        argv = [sys.executable, "-m", "bkctl", "shell", *(["-m", uri] if uri else []), *args]
+        term = Terminal(argv, env or bkctl_env(tmp_path), rows=rows)
+        started.append(term)
+        term.expect(r"bkctl(:\S+)?>")
+        return term
+
+    yield start
+    for term in started:
+        term.close()
+
+
+def make_ledgers(zkstore, ids) -> None:
+    md = LedgerMetadata.new(ENSEMBLE)
+    for ledger_id in ids:
+        zkstore.create_ledger(md, ledger_id=ledger_id)
+
+
+def make_many_ledgers(zkstore, count: int) -> None:
+    """``count`` ledgers with ids 0..count-1 (one znode each, written in parallel)."""
+    from wire.metadata import serialize_ledger_metadata
+
+    data = serialize_ledger_metadata(LedgerMetadata.new(ENSEMBLE))
+    zkstore.create_ledger(LedgerMetadata.new(ENSEMBLE), ledger_id=0)  # creates the parent znodes
+    pending = [zkstore.client.create_async(zkstore.ledger_path(i), data) for i in range(1, count)]
+    for result in pending:
+        result.get(timeout=30)
+
+
+def complete(term: Terminal, typed: str, want: str, tries: int = 6) -> str:
+    """Type ``typed``, press Tab until ``want`` (a regex) is on the screen; the screen then."""
+    term.send(typed)
+    for _ in range(tries):
+        term.send("\t")
+        seen = term.settle(0.7)
+        if re.search(want, seen):
+            return seen
+    raise AssertionError(f"Tab after {typed!r} did not offer {want!r}; the terminal shows:\n{seen[-2000:]}")
+
+
+# -- the tests -----------------------------------------------------------------
+
+
+def test_completion_menu_offers_subcommands(start_shell, metadata_uri):
+    from bkctl.cli import cli
+
+    term = start_shell(metadata_uri)
+    ledger = cli.commands["ledger"]
+    if {"read", "recover"} <= set(ledger.commands):
+        seen = complete(term, "ledger re", r"recover")
+        assert "read" in seen and "recover" in seen
+    else:
+        seen = complete(term, "autorecovery ", r"underreplicated")
+        for sub in cli.commands["autorecovery"].commands:
+            assert sub in seen, sub
+    term.send("\x03")  # Ctrl-C at the prompt: clears the line, keeps the shell
+    term.line("autorecovery status")
+    term.expect(r"autorecovery\s+enabled")
+
+
+def test_choice_values_and_options_complete(start_shell, metadata_uri):
+    term = start_shell(metadata_uri)
+    seen = complete(term, "ledger list --state ", r"in_recovery")
+    assert "open" in seen and "closed" in seen
+    term.send("\x03")
+    seen = complete(term, "ledger list --", r"--bookie")
+    assert "--state" in seen
+
+
+def test_ledger_id_completes_and_command_prints_a_table(start_shell, metadata_uri, zkstore):
+    make_ledgers(zkstore, [4711, 4712, 90001])
+    zkstore.register_bookie("127.0.0.1:3181")
+    term = start_shell(metadata_uri)
+    term.expect_screen(r"bookies 1 writable, 0 read-only  autorecovery enabled")
+    term.settle(0.5)  # ledger ids come right after the bookies
+    seen = complete(term, "ledger show 47", r"4712")
+    assert "4711" in seen
+    term.send("\x03")
+    complete(term, "ledger show 900", r"90001")  # the only one: inserted into the line
+    term.send("\r")
+    term.expect(r"ledger\s+90001")
+    term.expect(r"state\s+OPEN")
+    term.line("ledger list --state open")
+    term.expect(r"ledger\s+state\s+E/Qw/Qa")
+    term.expect(r"4711\s+OPEN\s+2/2/2")
+    term.expect(r"90001\s+OPEN")
+
+
+def test_ctrl_c_cancels_a_long_command_and_keeps_the_session(start_shell, metadata_uri, zkstore):
+    from bkctl.sandbox.zookeeper import free_port
+
+    make_ledgers(zkstore, [4999])
+    term = start_shell(metadata_uri)
+    term.line("ledger show 4999")  # the session's ZooKeeper session is open...
+    term.expect(r"ledger\s+4999")
+    # ...and a command waits for a ZooKeeper that is not there (up to its 10 s connection timeout)
+    term.line(f"-m zk+hierarchical://127.0.0.1:{free_port()}/ledgers ledger list")
+    term.settle(1.0)
+    started = time.monotonic()
+    term.send("\x03")
+    term.expect("bkctl: aborted")
+    term.expect(r"bkctl>")
+    assert time.monotonic() - started < 5
+    term.line("ledger show 4999")  # the session goes on, on the same cluster
+    term.expect(r"ledger\s+4999")
+    assert term.child.isalive()
+
+
+def test_failing_commands_leave_the_shell_running(start_shell, metadata_uri):
+    term = start_shell(metadata_uri)
+    term.line("ledger show 123456")
+    term.expect(r"bkctl: error: .*123456")
+    term.line("no-such-command")
+    term.expect(r"No such command")
+    term.line('ledger show "unclosed')
+    term.expect(r"bkctl: error: cannot parse the line")
+    term.line("--json autorecovery status")  # options given on one line last for that line only
+    term.expect(r'"enabled": true')
+    term.line("autorecovery status")
+    term.expect(r"autorecovery\s+enabled")
+    term.line("shell")
+    term.expect("already in the shell")
+    assert term.child.isalive()
+    term.send("\x04")  # Ctrl-D leaves
+    term.child.expect(pexpect.EOF, timeout=10)
+    term.child.close()
+    assert term.child.exitstatus == 0
+
+
+def test_json_format_switch(start_shell, metadata_uri):
+    term = start_shell(metadata_uri)
+    term.line("\\j")
+    term.expect("output: json")
+    term.line("autorecovery status")
+    term.expect(r'\{"auditor": null, "enabled": true')
+    term.line("format table")
+    term.expect("output: table")
+    term.line("autorecovery status")
+    term.expect(r"autorecovery\s+enabled")
+
+
+def test_destructive_command_asks_first(start_shell, metadata_uri, zkstore):
+    make_ledgers(zkstore, [7])
+    term = start_shell(metadata_uri)
+    term.line("ledger delete 7")
+    term.expect(r"Delete ledger 7\? \[y/N\]")
+    term.line("n")
+    term.expect("declined")
+    assert zkstore.ledger_exists(7)
+    term.line("ledger delete 7")
+    term.expect(r"Delete ledger 7\? \[y/N\]")
+    term.line("y")
+    term.expect("ledger 7 deleted")
+    assert not zkstore.ledger_exists(7)
+
+
+def test_history_survives_a_restart(start_shell, metadata_uri, zkstore, tmp_path):
+    make_ledgers(zkstore, [31337])
+    env = bkctl_env(tmp_path)
+    term = start_shell(metadata_uri, env=env)
+    term.line("autorecovery status")
+    term.expect(r"autorecovery\s+enabled")
+    term.line("ledger list")
+    term.expect("31337")
+    term.send("\x04")
+    term.child.expect(pexpect.EOF, timeout=10)
+    history = Path(env["XDG_DATA_HOME"]) / "bkctl" / "history"
+    assert "autorecovery status" in history.read_text()
+    assert history.stat().st_mode & 0o077 == 0
+
+    term = start_shell(metadata_uri, env=env)
+    term.send("\x1b[A")  # Up: the last line of the previous session
+    term.settle(0.3)
+    term.send("\r")
+    term.expect("31337")
+    term.send("\x12")  # Ctrl-R: search the history
+    term.settle(0.2)
+    term.send("autorec")
+    term.settle(0.3)
+    term.send("\r")  # accept the match
+    term.settle(0.2)
+    term.send("\r")  # run it
+    term.expect(r"autorecovery\s+enabled")
+
+
+def test_long_output_goes_through_the_pager(start_shell, metadata_uri, zkstore, tmp_path):
+    make_many_ledgers(zkstore, 100)
+    paged = tmp_path / "paged.txt"
+    env = bkctl_env(tmp_path, PAGER=f"cat > {paged}")
+    term = start_shell(metadata_uri, env=env, rows=20)
+    term.line("ledger list")
+    term.expect(r"bkctl>")
+    deadline = time.monotonic() + 10
+    while not (paged.exists() and len(paged.read_text().split()) == 100) and time.monotonic() < deadline:
+        term.settle(0.1)
+    assert paged.read_text().split() == [str(i) for i in range(100)]
+    term.line("ledger show 5")  # short: straight to the terminal
+    term.expect(r"ledger\s+5\b")
+    assert "ledger" not in paged.read_text()
+
+
+def test_use_switches_cluster(start_shell, metadata_uri, zkstore):
+    from wire.zkstore import ZKMetadataStore
+
+    other = metadata_uri.rsplit("/", 1)[0] + "/other"
+    with ZKMetadataStore(other, timeout=20) as store:
+        store.init_cluster()
+        make_ledgers(store, [4242])
+    make_ledgers(zkstore, [1111])
+    term = start_shell(metadata_uri)
+    term.line("ledger list")
+    term.expect(r"\b1111\b")
+    term.line(f"use {other}")
+    term.expect(re.escape(f"cluster {other}"))
+    term.line("ledger list")
+    term.expect(r"\b4242\b")
+    assert "1111" not in term.text[term.mark:]
+    term.line(f"-m {metadata_uri} ledger list")  # one line on another cluster...
+    term.expect(r"\b1111\b")
+    term.line("ledger list")  # ...and back on the session's
+    term.expect(r"\b4242\b")
+
+
+def test_use_a_named_cluster(start_shell, metadata_uri, tmp_path):
+    env = bkctl_env(tmp_path)
+    config = Path(env["XDG_CONFIG_HOME"]) / "bkctl" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'[clusters.prod]\nmetadata_uri = "{metadata_uri}"\n')
+    term = start_shell(None, env=env)
+    assert "no cluster: use CLUSTER or use URI" in term.text
+    complete(term, "use pr", r"prod")
+    term.send("\r")
+    term.expect(r"cluster prod:")
+    term.expect(r"bkctl:prod>")
+    term.line("autorecovery status")
+    term.expect(r"autorecovery\s+enabled")
+
+
+# -- without a terminal ------------------------------------------------------------
+
+
+def run_script(tmp_path, uri: str, script: str) -> subprocess.CompletedProcess:
+    require_shell_command()
+    return subprocess.run([sys.executable, "-m", "bkctl", "shell", "-m", uri], input=script, text=True,
+                          capture_output=True, env=bkctl_env(tmp_path), timeout=120)
+
+
+def test_script_mode_runs_every_line_and_returns_the_last_failure(tmp_path, metadata_uri, zkstore):
+    make_ledgers(zkstore, [5])
+    result = run_script(tmp_path, metadata_uri, "\n".join([
+        "# a comment, then a blank line",
+        "",
+        "ledger show 5",
+        "ledger show 6          # not found: 3",
+        "no-such-command        # usage: 2",
+        "format json",
+        "ledger show 5",
+        "ledger delete 5        # no terminal: refuses without --force (2)",
+        "ledger show 999        # the last failure: 3",
+        "autorecovery status",
+    ]) + "\n")
+    assert result.returncode == 3, result.stderr
+    assert re.search(r"ledger\s+5", result.stdout)
+    assert '"ledger_id": 5' in result.stdout
+    assert "refusing to delete ledger 5 without --force" in result.stderr
+    assert result.stdout.rstrip().endswith("}")  # json stayed on for the last line
+    assert zkstore.ledger_exists(5)
+
+
+def test_script_mode_all_good_exits_0(tmp_path, metadata_uri):
+    result = run_script(tmp_path, metadata_uri, "autorecovery status\n\\j\nautorecovery status\n")
+    assert result.returncode == 0, result.stderr
+    assert '"enabled": true' in result.stdout
+
+
+def test_script_mode_stops_on_ctrl_c(tmp_path, metadata_uri):
+    import signal
+
+    from bkctl.sandbox.zookeeper import free_port
+
+    require_shell_command()
+    proc = subprocess.Popen([sys.executable, "-m", "bkctl", "shell", "-m", metadata_uri], text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=bkctl_env(tmp_path))
+    proc.stdin.write(f"-m zk+hierarchical://127.0.0.1:{free_port()}/ledgers ledger list\n"
+                     "autorecovery status\n")
+    proc.stdin.close()
+    proc.stdin = None  # (communicate() would flush it)
+    time.sleep(2.0)  # waiting for a ZooKeeper that is not there
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "aborted" in err and "autorecovery" not in out
+
+
+def test_importing_the_shell_loads_neither_kazoo_nor_twisted():
+    code = ("import sys, shell.repl, shell.completer, shell.lexer, shell.cache, shell.pager, bkctl.commands.shell\n"
+            "heavy = [m for m in ('kazoo', 'twisted') if m in sys.modules]\n"
+            "assert not heavy, heavy\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT,
+                   env=dict(os.environ, PYTHONPATH=str(ROOT)))

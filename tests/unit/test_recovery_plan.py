@@ -1,0 +1,295 @@
+"""Planning and copying for bookie recovery (wire.client.admin), with fake bookies and a fake store."""
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from twisted.internet import defer
+
+from bkctl.ops.bench import percentile
+from bkctl.ops.ledgers import entry_doc, entry_line, parse_custom_metadata
+from wire.client.admin import (
+    EntryUnrecoverable,
+    Fragment,
+    TargetUnusable,
+    choose_replacements,
+    fragments_to_recover,
+    ledger_credentials,
+    replace_in_metadata,
+    replicate_fragment,
+)
+from wire.client.errors import NoSuchEntry, Unauthorized
+from wire.client.placement import NotEnoughBookies, RandomPlacement
+from wire.digest import DigestManager, DigestType, master_key
+from wire.metadata import LedgerMetadata, write_set_indices
+
+A, B, C, D, E, F = (f"10.0.0.{i}:3181" for i in range(1, 7))
+
+
+def brute_force(first, last, ensemble, lost, qw):
+    positions = {i for i, b in enumerate(ensemble) if b in lost}
+    return [e for e in range(first, last + 1)
+            if positions.intersection(write_set_indices(e, len(ensemble), qw))]
+
+
+# -- which entries a lost bookie held -------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(size=st.integers(1, 7), data=st.data())
+def test_entries_and_count_match_the_write_sets(size, data):
+    qw = data.draw(st.integers(1, size))
+    ensemble = tuple(f"b{i}:1" for i in range(size))
+    lost = tuple(data.draw(st.sets(st.sampled_from(ensemble), min_size=1)))
+    lost = tuple(b for b in ensemble if b in lost)
+    first = data.draw(st.integers(0, 50))
+    last = data.draw(st.integers(first - 1, first + 80))
+    frag = Fragment(7, first, last, ensemble, lost, qw)
+    expected = brute_force(first, last, ensemble, lost, qw)
+    assert list(frag.entries()) == expected
+    assert frag.entry_count() == len(expected)
+
+
+def test_one_lost_bookie_of_three_with_qw_2_held_two_thirds():
+    frag = Fragment(1, 0, 299, (A, B, C), (B,), 2)
+    assert frag.entry_count() == 200
+    # entry e lives on (e, e+1) mod 3: position 1 holds e = 0, 1 (mod 3)
+    assert list(frag.entries())[:4] == [0, 1, 3, 4]
+    assert frag.copies_on_lost(0) == [1] and frag.copies_on_lost(2) == []
+
+
+def test_counting_across_the_java_int32_wrap():
+    first = 2**31 - 10
+    frag = Fragment(1, first, first + 30, (A, B, C, D), (C,), 2)
+    expected = brute_force(first, first + 30, frag.ensemble, frag.lost, 2)
+    assert list(frag.entries()) == expected and frag.entry_count() == len(expected)
+
+
+def test_open_ended_fragment_has_no_count():
+    frag = Fragment(1, 10, None, (A, B, C), (A,), 2)
+    assert frag.entry_count() is None
+    with pytest.raises(ValueError):
+        list(frag.entries())
+
+
+# -- fragments of a ledger ------------------------------------------------------------
+
+
+def two_segments(closed_at=None):
+    md = LedgerMetadata.new([A, B, C], 2, 2).with_ensemble_change(100, [A, D, C])
+    return md.closed(closed_at, 1000) if closed_at is not None else md
+
+
+def test_fragments_of_a_closed_ledger():
+    md = two_segments(closed_at=149)
+    frags = fragments_to_recover(5, md, [C])
+    assert [(f.first_entry_id, f.last_entry_id, f.lost) for f in frags] == [(0, 99, (C,)), (100, 149, (C,))]
+    assert [(f.first_entry_id, f.last_entry_id) for f in fragments_to_recover(5, md, [B])] == [(0, 99)]
+    assert [(f.first_entry_id, f.last_entry_id) for f in fragments_to_recover(5, md, [D])] == [(100, 149)]
+    assert fragments_to_recover(5, md, [E]) == []
+    both = fragments_to_recover(5, md, [A, C])
+    assert [f.lost for f in both] == [(A, C), (A, C)]
+
+
+def test_fragments_of_an_open_ledger_end_at_the_given_lac_or_are_open():
+    md = two_segments()
+    [f1, f2] = fragments_to_recover(5, md, [A])
+    assert (f1.last_entry_id, f2.last_entry_id) == (99, None)
+    [_, f2] = fragments_to_recover(5, md, [A], last_entry_id=120)
+    assert f2.last_entry_id == 120
+
+
+def test_an_empty_last_segment_of_a_closed_ledger_is_listed_with_no_entries():
+    md = two_segments(closed_at=99)  # nothing written to the segment from 100
+    frags = fragments_to_recover(5, md, [D])
+    assert [(f.first_entry_id, f.last_entry_id, f.entry_count()) for f in frags] == [(100, 99, 0)]
+
+
+# -- replacements -------------------------------------------------------------------------
+
+
+def test_random_replacement_avoids_the_ensemble_lost_and_readonly_bookies():
+    frag = Fragment(1, 0, 9, (A, B, C), (B,), 2)
+    placement = RandomPlacement(random.Random(1))
+    for _ in range(30):
+        chosen = choose_replacements(frag, [A, B, C, D, E, F], readonly=[E], exclude=[B, F], placement=placement)
+        assert chosen == {B: D}
+
+
+def test_two_lost_bookies_get_two_distinct_replacements():
+    frag = Fragment(1, 0, 9, (A, B, C), (A, C), 2)
+    chosen = choose_replacements(frag, [A, B, C, D, E], exclude=[A, C])
+    assert set(chosen) == {A, C} and set(chosen.values()) == {D, E}
+
+
+def test_target_is_used_first_and_checked():
+    frag = Fragment(1, 0, 9, (A, B, C), (B,), 2)
+    assert choose_replacements(frag, [A, C, D, E], target=E, exclude=[B]) == {B: E}
+    with pytest.raises(TargetUnusable, match="already in the ensemble"):
+        choose_replacements(frag, [A, C, D], target=C, exclude=[B])
+    with pytest.raises(TargetUnusable, match="not a writable"):
+        choose_replacements(frag, [A, C, D], target=E, exclude=[B])
+    with pytest.raises(TargetUnusable, match="not a writable"):
+        choose_replacements(frag, [A, C, D, E], readonly=[E], target=E, exclude=[B])
+    two = Fragment(1, 0, 9, (A, B, C), (A, B), 2)
+    chosen = choose_replacements(two, [C, D, E], target=E, exclude=[A, B])
+    assert chosen == {A: E, B: D}
+
+
+def test_not_enough_bookies():
+    frag = Fragment(1, 0, 9, (A, B, C), (B,), 2)
+    with pytest.raises(NotEnoughBookies):
+        choose_replacements(frag, [A, B, C], exclude=[B])
+
+
+# -- credentials ----------------------------------------------------------------------------
+
+
+def test_credentials_come_from_the_metadata():
+    md = LedgerMetadata.new([A, B, C], 2, 2, password=b"pw", digest_type=DigestType.MAC)
+    assert ledger_credentials(1, md) == (b"pw", DigestType.MAC)
+    assert ledger_credentials(1, md, "pw") == (b"pw", DigestType.MAC)
+    with pytest.raises(Unauthorized, match="wrong password"):
+        ledger_credentials(1, md, b"nope")
+    v1 = LedgerMetadata.new([A, B, C], 2, 2, format_version=1)
+    assert ledger_credentials(1, v1) == (b"", DigestType.CRC32)
+
+
+# -- copying with fake bookies --------------------------------------------------------------
+
+
+class FakeConn:
+    def __init__(self, bookie, cluster):
+        self.bookie = bookie
+        self.cluster = cluster
+
+    def read(self, ledger_id, entry_id, **kw):
+        self.cluster.reads.append((self.bookie, entry_id))
+        body = self.cluster.data.get(self.bookie, {}).get(entry_id)
+        if body is None:
+            return defer.fail(NoSuchEntry(f"no entry {entry_id} on {self.bookie}", bookie=self.bookie))
+        return defer.succeed(body)
+
+    def add(self, ledger_id, entry_id, key, body, recovery=False, high_priority=False):
+        self.cluster.adds.append((self.bookie, entry_id, recovery))
+        self.cluster.data.setdefault(self.bookie, {})[entry_id] = body
+        return defer.succeed(None)
+
+
+class FakeCluster:
+    def __init__(self):
+        self.data: dict[str, dict[int, bytes]] = {}
+        self.reads: list = []
+        self.adds: list = []
+
+    def get(self, bookie):
+        return FakeConn(bookie, self)
+
+
+class FakeStore:
+    def __init__(self, md):
+        self.md, self.version = md, 0
+        self.conflicts = 0
+
+    def read_ledger(self, ledger_id):
+        return self.md, self.version
+
+    def update_ledger(self, ledger_id, md, version):
+        from wire.zkstore import MetadataVersionConflict
+
+        if self.conflicts:
+            self.conflicts -= 1
+            self.version += 1  # someone else wrote meanwhile
+            raise MetadataVersionConflict(ledger_id, version, self.md, self.version)
+        assert version == self.version
+        self.md, self.version = md, version + 1
+        return self.version
+
+
+class FakeClient:
+    def __init__(self, md=None):
+        self.pool = FakeCluster()
+        self.store = FakeStore(md)
+
+    def run_blocking(self, fn, *args, **kw):
+        return defer.maybeDeferred(fn, *args, **kw)
+
+
+def run(coro):
+    d = defer.ensureDeferred(coro)
+    results = []
+    d.addBoth(results.append)
+    assert results, "did not complete synchronously"
+    if isinstance(results[0], Exception) or hasattr(results[0], "raiseException"):
+        results[0].raiseException()
+    return results[0]
+
+
+def write_ledger(client, ledger_id, ensemble, qw, n, digest):
+    for e in range(n):
+        body = digest.package(e, e - 1, e + 1, b"x")
+        for i in write_set_indices(e, len(ensemble), qw):
+            client.pool.data.setdefault(ensemble[i], {})[e] = body
+
+
+def test_replicate_copies_exactly_what_the_lost_bookie_held_from_survivors():
+    client = FakeClient()
+    digest = DigestManager(3, DigestType.CRC32C, b"")
+    write_ledger(client, 3, (A, B, C), 2, 30, digest)
+    lost_data = client.pool.data.pop(B)
+    frag = Fragment(3, 0, 29, (A, B, C), (B,), 2)
+    seen = []
+    copied = run(replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=4, on_entry=seen.append))
+    assert copied == 20 == len(seen)
+    assert client.pool.data[D] == lost_data
+    assert all(b != B for b, _ in client.pool.reads)  # never read from the lost bookie
+    assert all(recovery for _, _, recovery in client.pool.adds)
+
+
+def test_replicate_skips_a_corrupt_replica_and_fails_when_none_is_left():
+    client = FakeClient()
+    digest = DigestManager(3, DigestType.CRC32C, b"")
+    write_ledger(client, 3, (A, B, C), 3, 5, digest)
+    client.pool.data[A][2] = client.pool.data[A][2][:-1] + b"y"  # corrupt copy on A
+    frag = Fragment(3, 0, 4, (A, B, C), (B,), 3)
+    assert run(replicate_fragment(client, frag, {B: D}, digest, master_key(b""))) == 5
+    assert client.pool.data[D][2] == client.pool.data[C][2]
+    del client.pool.data[C][4]
+    client.pool.data[A][4] = b"garbage" * 10
+    with pytest.raises(EntryUnrecoverable, match="entry 4"):
+        run(replicate_fragment(client, frag, {B: E}, digest, master_key(b"")))
+
+
+def test_metadata_update_retries_on_conflict_and_is_idempotent():
+    md = two_segments(closed_at=149)
+    client = FakeClient(md)
+    client.store.conflicts = 2
+    new_md, version = run(replace_in_metadata(client, 5, 0, {B: E}))
+    assert new_md.ensembles[0][1] == (A, E, C) and new_md.ensembles[1][1] == (A, D, C)
+    assert client.store.md == new_md and version == client.store.version
+    again, version_again = run(replace_in_metadata(client, 5, 0, {B: F}))  # B is gone already: no change
+    assert again == new_md and version_again == version
+
+
+# -- small helpers of the commands ------------------------------------------------------
+
+
+def test_percentile_nearest_rank():
+    values = [float(i) for i in range(1, 101)]
+    assert percentile(values, 0.5) == 50 and percentile(values, 0.99) == 99 and percentile(values, 0.999) == 100
+    assert percentile([], 0.5) == 0.0 and percentile([3.0], 0.999) == 3.0
+
+
+def test_entry_rendering_and_metadata_pairs():
+    assert parse_custom_metadata(["a=b", "c=d=e", "empty="]) == {"a": b"b", "c": b"d=e", "empty": b""}
+    with pytest.raises(ValueError):
+        parse_custom_metadata(["novalue"])
+    assert entry_doc(1, 2, b"h\xffi", "text") == {"ledger_id": 1, "entry_id": 2, "length": 3,
+                                                   "encoding": "utf-8", "payload": "h\ufffdi"}
+    assert entry_doc(1, 2, b"\x00\x01", "hex")["payload"] == "0001"
+    assert entry_doc(1, 2, b"\x00\x01", "raw") == {"ledger_id": 1, "entry_id": 2, "length": 2,
+                                                   "encoding": "base64", "payload": "AAE="}
+    assert entry_line(4, b"a\nb\\", "text") == "4\ta\\nb\\\\"
+    assert entry_line(4, b"ab", "hex") == "4\t6162"
