@@ -74,7 +74,7 @@ _state = {"verbose": 0}
 
 
 def _register() -> None:
-    from .commands import admin, bookie, cluster, completion, ledger, sandbox, shell
+    from .commands import admin, bookie, cluster, completion, export, ledger, sandbox, shell
 
     cli.add_command(ledger.ledger)
     cli.add_command(bookie.bookie)
@@ -87,6 +87,7 @@ def _register() -> None:
     cli.add_command(admin.decommission)
     cli.add_command(admin.simpletest)
     cli.add_command(admin.bench)
+    cli.add_command(export.export)
     cli.add_command(sandbox.sandbox)
     cli.add_command(shell.shell)
     cli.add_command(completion.completion)

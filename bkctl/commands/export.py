@@ -1,0 +1,161 @@
+"""``bkctl export``: ledgers to Spark-ready Parquet through PySpark."""
+from __future__ import annotations
+
+import click
+
+from ..app import App
+from ..exitcodes import FAILED, USAGE, CommandError
+from . import pass_app
+
+EPILOG = """\b
+Output: Hive-style folders ledger_id=N/ (or date=YYYY-MM-DD/ledger_id=N/ with
+--partition-by date, the UTC day of the ledger's ctime) of Parquet files with
+the columns ledger_id, entry_id, payload, payload_size, ledger_ctime,
+ledger_state, ledger_metadata (and payload_text with --decode utf8), plus
+_manifest.json and _SUCCESS.  Spark writes into a staging folder next to DIR
+that replaces DIR only when everything was written and checked, so a failed
+export leaves the previous one untouched.
+
+\b
+Re-exporting: by default the partitions of the exported ledgers are replaced
+and every other ledger's partitions are kept (re-running is idempotent);
+--overwrite replaces the whole folder, --append adds rows to what is there.
+
+\b
+Clusters: --master spark://host:7077 (or yarn, k8s://...) runs the reads on
+the executors, which need `pip install 'bkctl[spark]'`, must reach ZooKeeper
+and the bookies, and must see DIR at the same path (a shared mount); set
+PYSPARK_PYTHON to that Python if it is not the executors' python3.
+"""
+
+
+def _ctime(ctx, param, value):
+    if value is None:
+        return None
+    from ..export.planning import SpecError, parse_ctime
+
+    try:
+        return parse_ctime(value)
+    except SpecError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@click.command("export", epilog=EPILOG)
+@click.option("-o", "--out", required=True, metavar="DIR", help="Output folder (created if missing).")
+@click.option("-l", "--ledgers", "ledger_spec", metavar="SPEC", help="Ledger ids and ranges: 1,2,5-9.")
+@click.option("--all", "all_ledgers", is_flag=True, help="Every ledger of the cluster.")
+@click.option("--since", callback=_ctime, metavar="CTIME",
+              help="Only ledgers created at or after CTIME (2026-11-21, 2026-11-21T10:00Z, epoch ms, 7d).")
+@click.option("--until", callback=_ctime, metavar="CTIME", help="Only ledgers created before CTIME.")
+@click.option("--partition-by", type=click.Choice(["ledger_id", "date"]), default="ledger_id",
+              show_default=True, help="Folder layout.")
+@click.option("--compression", type=click.Choice(["zstd", "snappy", "none"]), default="zstd",
+              show_default=True, help="Parquet compression codec.")
+@click.option("--master", default="local[*]", show_default=True, metavar="URL",
+              help="Spark master: local[N], spark://host:7077, yarn, ...")
+@click.option("--rows-per-file", type=click.IntRange(0), default=0, metavar="N",
+              help="At most N rows per Parquet file (0: no limit).")
+@click.option("--overwrite", is_flag=True, help="Replace everything in DIR.")
+@click.option("--append", is_flag=True, help="Add rows to DIR, keeping what is there.")
+@click.option("--decode", type=click.Choice(["utf8"]), help="Add payload_text (invalid UTF-8 becomes U+FFFD).")
+@click.option("--include-open", is_flag=True,
+              help="Also ledgers that are not closed, up to their last add confirmed.")
+@click.option("--split-entries", type=click.IntRange(1), default=100_000, show_default=True, metavar="N",
+              help="Entries per Spark task (larger ledgers are read by several tasks).")
+@click.option("--batch-size", type=click.IntRange(1), default=1000, show_default=True, metavar="N",
+              help="Entries per read batch inside a task.")
+@click.option("--protocol", type=click.Choice(["v3", "v2"]), default="v3", show_default=True,
+              help="Bookie protocol.")
+@click.option("--password", metavar="TEXT", help="Ledger password (default: the one stored in the metadata).")
+@click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark configuration.")
+@pass_app
+def export(app: App, out, ledger_spec, all_ledgers, since, until, partition_by, compression, master,
+           rows_per_file, overwrite, append, decode, include_open, split_entries, batch_size, protocol,
+           password, spark_conf):
+    """Export ledgers to Parquet that Spark, pyarrow and friends read directly."""
+    if bool(ledger_spec) == bool(all_ledgers):
+        raise CommandError("give exactly one of --ledgers SPEC and --all", USAGE)
+    if overwrite and append:
+        raise CommandError("--overwrite and --append cannot be used together", USAGE)
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        raise CommandError(f"bkctl export needs PySpark and pyarrow ({exc}): pip install 'bkctl[spark]'",
+                           FAILED) from None
+    from ..export.job import ExportOptions, run_export
+    from ..export.output import local_path
+    from ..export.planning import SpecError, parse_ledger_spec
+
+    conf = {}
+    for item in spark_conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CommandError(f"--conf {item!r}: want KEY=VALUE", USAGE)
+        conf[key.strip()] = value
+    try:
+        local_path(out)
+        options = ExportOptions(
+            out=out, spec=parse_ledger_spec("all" if all_ledgers else ledger_spec), since_ms=since,
+            until_ms=until, partition_by=partition_by, compression=compression, master=master,
+            rows_per_file=rows_per_file, mode="overwrite" if overwrite else "append" if append else "replace",
+            decode=decode, include_open=include_open, split_entries=split_entries, batch_size=batch_size,
+            protocol=protocol, password=password, spark_conf=conf)
+    except (SpecError, ValueError) as exc:
+        raise CommandError(str(exc), USAGE) from None
+    uri = app.require_uri()
+    store = app.store
+    with _progress_display(app) as progress:
+        summary = run_export(store, uri, options, progress=progress, info=app.info)
+    if app.json:
+        app.emit_json(summary)
+        return
+    if not app.quiet:
+        skipped = summary["skipped"]
+        app.console.print(
+            f"exported {summary['entries']} entries ({_size(summary['bytes'])}) of {summary['ledgers']} "
+            f"ledger(s) to {summary['out']} in {summary['seconds']:.1f}s: {summary['files']} file(s), "
+            f"master {summary['master']}")
+        for s in skipped[:20]:
+            app.console.print(f"  skipped ledger {s['ledger_id']}: {s['reason']}")
+        if len(skipped) > 20:
+            app.console.print(f"  ... and {len(skipped) - 20} more skipped (see {summary['manifest']})")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+class _progress_display:
+    """A rich progress bar on stderr, only when it is a terminal (and not --json/-q)."""
+
+    def __init__(self, app: App):
+        self.app = app
+        self.bar = None
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self):
+        app = self.app
+        if app.json or app.quiet or not app.err_console.is_terminal:
+            return None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), console=app.err_console, transient=True)
+        self.bar.start()
+        self.tasks["ledgers"] = self.bar.add_task("ledgers", total=None)
+        self.tasks["entries"] = self.bar.add_task("entries", total=None)
+        return self.update
+
+    def update(self, p) -> None:
+        self.bar.update(self.tasks["ledgers"], completed=p.ledgers_done, total=p.ledgers_total or None)
+        self.bar.update(self.tasks["entries"], completed=p.entries_done, total=p.entries_total or None)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+        return False

@@ -1,0 +1,20 @@
+"""Ledgers to Spark-ready Parquet.
+
+* :mod:`bkctl.export.datasource`: the ``bookkeeper`` PySpark data source
+  (``spark.read.format("bookkeeper")``), usable on its own in any PySpark 4
+  application;
+* :mod:`bkctl.export.job`: ``bkctl export``, which writes Parquet through that
+  source and commits it atomically with a manifest;
+* :mod:`bkctl.export.planning`: ledger specs, time filters and entry-range
+  planning (plain Python);
+* :mod:`bkctl.export.output`: the output directory (staging, locking, swap).
+
+Importing this package loads neither pyspark nor Twisted.  PySpark and
+pyarrow come with ``pip install 'bkctl[spark]'``; on a Spark cluster every
+executor needs that too, and must reach ZooKeeper and the bookies.
+"""
+
+__all__ = ["FORMAT"]
+
+#: The data source's format name.
+FORMAT = "bookkeeper"

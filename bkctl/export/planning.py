@@ -1,0 +1,379 @@
+"""What an export reads: ledger specs, time filters, ledger plans and entry ranges.
+
+Everything here is plain Python (no Spark, no Twisted), so it runs in the
+bkctl process, in Spark's planning worker and in unit tests alike.
+
+* :func:`parse_ledger_spec` turns ``"1,2,5-9"`` or ``"all"`` into a
+  :class:`LedgerSpec`.
+* :func:`parse_ctime` turns ``--since``/``--until`` values (ISO dates and
+  times, epoch milliseconds, or ages such as ``7d``) into epoch milliseconds.
+* :func:`plan_ledgers` reads ledger metadata through a metadata store and
+  decides, per ledger, which entries an export reads: ``0..last entry`` of a
+  closed ledger, ``0..LAC`` of an open one (only with ``include_open``).
+* :func:`split_ranges` cuts those plans into :class:`EntryRange` pieces of
+  at most ``split_entries`` entries: one Spark task each.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from wire.errors import NotFound
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_SPLIT_ENTRIES",
+    "EntryRange",
+    "LedgerPlan",
+    "LedgerSpec",
+    "NoSuchLedgers",
+    "SpecError",
+    "decode_custom_metadata",
+    "format_ctime",
+    "parse_ctime",
+    "parse_ledger_spec",
+    "plan_ledgers",
+    "plans_from_json",
+    "plans_to_json",
+    "split_ranges",
+]
+
+#: Entries per Spark task (a larger ledger is split into several tasks).
+DEFAULT_SPLIT_ENTRIES = 100_000
+#: Entries per read batch inside a task (one Arrow record batch each).
+DEFAULT_BATCH_SIZE = 1_000
+#: A range spanning at most this many ids is resolved by probing each id;
+#: wider ones walk the ledger tree once.
+_PROBE_LIMIT = 4096
+
+
+class SpecError(ValueError):
+    """A ledger spec, time filter or option value that cannot be understood."""
+
+
+class NoSuchLedgers(NotFound):
+    """Ledgers named in the spec do not exist (exit code 3 at the CLI)."""
+
+    def __init__(self, missing: Iterable[str]):
+        self.missing = list(missing)
+        shown = ", ".join(self.missing[:10])
+        if len(self.missing) > 10:
+            shown += f" and {len(self.missing) - 10} more"
+        what = "ledger" if len(self.missing) == 1 else "ledgers"
+        super().__init__(f"no such {what}: {shown}")
+
+
+# ---------------------------------------------------------------- ledger specs
+
+
+@dataclass(frozen=True)
+class LedgerSpec:
+    """Which ledgers to export: every ledger, or single ids and inclusive ranges.
+
+    A single id must exist; a range selects the ledgers that exist inside it
+    and must match at least one.
+    """
+
+    all: bool = False
+    ids: tuple[int, ...] = ()
+    ranges: tuple[tuple[int, int], ...] = ()
+
+    def __str__(self) -> str:
+        if self.all:
+            return "all"
+        parts = [str(i) for i in self.ids] + [f"{lo}-{hi}" for lo, hi in self.ranges]
+        return ",".join(parts)
+
+    def contains(self, ledger_id: int) -> bool:
+        if self.all:
+            return True
+        return ledger_id in self.ids or any(lo <= ledger_id <= hi for lo, hi in self.ranges)
+
+
+def parse_ledger_spec(spec: str) -> LedgerSpec:
+    """``"all"`` or a comma-separated list of ids and ``lo-hi`` ranges
+    (``"1,2,5-9"``).  Whitespace is ignored; duplicates and overlaps are fine."""
+    if spec is None:
+        raise SpecError("no ledger spec given")
+    text = spec.strip()
+    if not text:
+        raise SpecError("empty ledger spec")
+    if text.lower() == "all":
+        return LedgerSpec(all=True)
+    ids: set[int] = set()
+    ranges: list[tuple[int, int]] = []
+    for raw in text.split(","):
+        item = raw.strip()
+        if not item:
+            raise SpecError(f"empty item in ledger spec {spec!r}")
+        m = re.fullmatch(r"(\d+)\s*-\s*(\d+)", item)
+        if m:
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if lo > hi:
+                raise SpecError(f"bad ledger range {item!r} in {spec!r}: {lo} > {hi}")
+            if lo == hi:
+                ids.add(lo)
+            else:
+                ranges.append((lo, hi))
+            continue
+        if re.fullmatch(r"\d+", item):
+            ids.add(int(item))
+            continue
+        raise SpecError(f"bad ledger spec item {item!r} in {spec!r} (want ids like 7 or ranges like 5-9)")
+    # merge overlapping or touching ranges
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    singles = tuple(sorted(i for i in ids if not any(lo <= i <= hi for lo, hi in merged)))
+    for i in singles:
+        _check_ledger_id(i)
+    for lo, hi in merged:
+        _check_ledger_id(hi)
+    return LedgerSpec(ids=singles, ranges=tuple(merged))
+
+
+def _check_ledger_id(ledger_id: int) -> None:
+    if ledger_id >= 1 << 63:
+        raise SpecError(f"ledger id {ledger_id} is out of range (ids are 63-bit)")
+
+
+def resolve_spec(store, spec: LedgerSpec) -> list[int]:
+    """The existing ledger ids the spec selects, ascending.
+
+    Raises :class:`NoSuchLedgers` naming every single id that does not exist
+    and every range that matches none.
+    """
+    if spec.all:
+        return sorted(store.iter_ledger_ids())
+    found: set[int] = set()
+    missing: list[str] = []
+    for ledger_id in spec.ids:
+        if store.ledger_exists(ledger_id):
+            found.add(ledger_id)
+        else:
+            missing.append(str(ledger_id))
+    if spec.ranges:
+        span = sum(hi - lo + 1 for lo, hi in spec.ranges)
+        if span <= _PROBE_LIMIT:
+            in_ranges = [i for lo, hi in spec.ranges for i in range(lo, hi + 1) if store.ledger_exists(i)]
+        else:
+            in_ranges = [i for i in store.iter_ledger_ids() if any(lo <= i <= hi for lo, hi in spec.ranges)]
+        for lo, hi in spec.ranges:
+            if not any(lo <= i <= hi for i in in_ranges):
+                missing.append(f"{lo}-{hi} (no ledger in that range)")
+        found.update(in_ranges)
+    if missing:
+        raise NoSuchLedgers(missing)
+    return sorted(found)
+
+
+# ---------------------------------------------------------------- time filters
+
+_AGE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.IGNORECASE)
+_AGE_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_ctime(text: str, now_ms: int | None = None) -> int:
+    """Epoch milliseconds for a ``--since``/``--until`` value.
+
+    Accepts an ISO-8601 date (``2026-11-21``: midnight UTC) or date and time
+    (``2026-11-21T10:00:00``, UTC unless it carries an offset or ``Z``), an
+    integer of epoch milliseconds, or an age back from now (``90s``, ``15m``,
+    ``12h``, ``7d``, ``2w``).
+    """
+    value = str(text).strip()
+    if not value:
+        raise SpecError("empty time")
+    if re.fullmatch(r"\d{9,}", value):
+        return int(value)
+    m = _AGE.fullmatch(value)
+    if m:
+        if now_ms is None:
+            import time
+
+            now_ms = int(time.time() * 1000)
+        return now_ms - int(float(m.group(1)) * _AGE_SECONDS[m.group(2).lower()] * 1000)
+    iso = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", iso):
+            moment = _dt.datetime.combine(_dt.date.fromisoformat(iso), _dt.time(), _dt.timezone.utc)
+        else:
+            moment = _dt.datetime.fromisoformat(iso)
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=_dt.timezone.utc)
+    except ValueError:
+        raise SpecError(f"bad time {text!r}: want an ISO date/time (2026-11-21, 2026-11-21T10:00Z), "
+                        "epoch milliseconds, or an age such as 7d") from None
+    return int(moment.timestamp() * 1000)
+
+
+def format_ctime(ms: int | None) -> str | None:
+    """ISO-8601 (UTC, milliseconds) for epoch milliseconds."""
+    if ms is None:
+        return None
+    moment = _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def ctime_date(ms: int | None) -> str | None:
+    """The UTC calendar date (``YYYY-MM-DD``) of epoch milliseconds."""
+    if ms is None:
+        return None
+    return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).date().isoformat()
+
+
+# ---------------------------------------------------------------- plans
+
+
+def decode_custom_metadata(custom: Any) -> dict[str, str]:
+    """Custom metadata as text: values are UTF-8, with bytes that are not
+    written as ``\\xNN`` escapes."""
+    out: dict[str, str] = {}
+    for key, value in dict(custom or {}).items():
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            value = bytes(value).decode("utf-8", errors="backslashreplace")
+        out[str(key)] = str(value)
+    return out
+
+
+@dataclass(frozen=True)
+class LedgerPlan:
+    """One ledger of an export: entries ``first..last`` (none when last < first)."""
+
+    ledger_id: int
+    state: str
+    ctime_ms: int | None
+    metadata: dict[str, str] = field(default_factory=dict, compare=False)
+    first: int = 0
+    last: int = -1
+    #: payload bytes of the whole ledger when the metadata says (closed ledgers)
+    length: int | None = None
+    segments: int = 1
+
+    @property
+    def entries(self) -> int:
+        return max(0, self.last - self.first + 1)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ledger_id": self.ledger_id, "state": self.state, "ctime_ms": self.ctime_ms,
+                "metadata": dict(self.metadata), "first": self.first, "last": self.last,
+                "length": self.length, "segments": self.segments}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> "LedgerPlan":
+        try:
+            return cls(ledger_id=int(doc["ledger_id"]), state=str(doc.get("state", "CLOSED")),
+                       ctime_ms=None if doc.get("ctime_ms") is None else int(doc["ctime_ms"]),
+                       metadata={str(k): str(v) for k, v in (doc.get("metadata") or {}).items()},
+                       first=int(doc.get("first", 0)), last=int(doc["last"]),
+                       length=None if doc.get("length") is None else int(doc["length"]),
+                       segments=int(doc.get("segments", 1)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SpecError(f"bad ledger plan {doc!r}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class EntryRange:
+    """Entries ``first..last`` (inclusive) of one ledger: the work of one Spark task."""
+
+    ledger_id: int
+    first: int
+    last: int
+    ctime_ms: int | None
+    state: str
+    metadata: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def entries(self) -> int:
+        return self.last - self.first + 1
+
+
+def plans_to_json(plans: Iterable[LedgerPlan]) -> str:
+    import json
+
+    return json.dumps([p.to_json() for p in plans], separators=(",", ":"), sort_keys=True)
+
+
+def plans_from_json(text: str) -> list[LedgerPlan]:
+    import json
+
+    try:
+        docs = json.loads(text)
+    except ValueError as exc:
+        raise SpecError(f"the plan option is not JSON: {exc}") from None
+    if not isinstance(docs, list):
+        raise SpecError("the plan option must be a JSON list of ledger plans")
+    return [LedgerPlan.from_json(d) for d in docs]
+
+
+def plan_ledgers(store, spec: LedgerSpec, *, include_open: bool = False, since_ms: int | None = None,
+                 until_ms: int | None = None, lac_of: Callable[[int], int] | None = None,
+                 ) -> tuple[list[LedgerPlan], list[dict[str, Any]]]:
+    """Read the metadata of every ledger the spec selects and plan what to read.
+
+    Returns ``(plans, skipped)``: ``plans`` in ledger id order (empty ledgers
+    included, with ``last = -1``), ``skipped`` as ``{"ledger_id", "reason"}``
+    for ledgers left out (not closed without ``include_open``; ctime outside
+    ``since_ms <= ctime < until_ms``; deleted meanwhile, when the spec is
+    "all").
+
+    ``lac_of(ledger_id)`` gives the last add confirmed of a ledger that is not
+    closed (open it without recovery); it is needed only with ``include_open``.
+    """
+    from wire.zkstore import NoSuchLedger
+
+    if include_open and lac_of is None:
+        raise ValueError("include_open needs lac_of")
+    ids = resolve_spec(store, spec)
+    plans: list[LedgerPlan] = []
+    skipped: list[dict[str, Any]] = []
+    for ledger_id in ids:
+        try:
+            md, _version = store.read_ledger(ledger_id)
+        except NoSuchLedger:
+            if spec.all or ledger_id not in spec.ids:
+                skipped.append({"ledger_id": ledger_id, "reason": "deleted while planning"})
+                continue
+            raise NoSuchLedgers([str(ledger_id)]) from None
+        ctime = md.ctime
+        if since_ms is not None and (ctime is None or ctime < since_ms):
+            skipped.append({"ledger_id": ledger_id, "reason": "created before --since"})
+            continue
+        if until_ms is not None and (ctime is None or ctime >= until_ms):
+            skipped.append({"ledger_id": ledger_id, "reason": "created at or after --until"})
+            continue
+        state = md.state.name
+        if md.is_closed:
+            last, length = md.last_entry_id, md.length
+        elif not include_open:
+            skipped.append({"ledger_id": ledger_id, "reason": f"{state.lower()} (use --include-open)"})
+            continue
+        else:
+            last, length = int(lac_of(ledger_id)), None
+        plans.append(LedgerPlan(ledger_id=ledger_id, state=state, ctime_ms=ctime,
+                                metadata=decode_custom_metadata(md.custom_metadata), first=0,
+                                last=last, length=length, segments=len(md.ensembles)))
+    return plans, skipped
+
+
+def split_ranges(plans: Iterable[LedgerPlan], split_entries: int = DEFAULT_SPLIT_ENTRIES) -> list[EntryRange]:
+    """Cut each plan into ranges of at most ``split_entries`` entries, in
+    ledger then entry order.  Empty ledgers give no range."""
+    if split_entries < 1:
+        raise SpecError(f"splitEntries must be at least 1, not {split_entries}")
+    return list(_iter_ranges(plans, split_entries))
+
+
+def _iter_ranges(plans: Iterable[LedgerPlan], split_entries: int) -> Iterator[EntryRange]:
+    for plan in plans:
+        start = plan.first
+        while start <= plan.last:
+            stop = min(plan.last, start + split_entries - 1)
+            yield EntryRange(plan.ledger_id, start, stop, plan.ctime_ms, plan.state, plan.metadata)
+            start = stop + 1
