@@ -224,3 +224,31 @@ def test_bad_configuration_exits_2_naming_the_key(bookies):
     bookie.launch()
     assert bookie.proc.wait(timeout=30) == 2
     assert "bookiePort" in bookie.log_tail()
+
+
+def test_gc_reclaims_deleted_ledgers_and_keeps_live_ones(bookies, zkstore):
+    from wire.metadata import LedgerMetadata
+
+    bookie = bookies(gcWaitTime=500).start()
+    live, doomed = 501, 502
+    for ledger_id in (live, doomed):
+        zkstore.create_ledger(LedgerMetadata.new([bookie.bookie_id], 1, 1, password=b"pw"), ledger_id=ledger_id)
+    c = WireClient(bookie.port)
+    for ledger_id in (live, doomed):
+        for e in range(3):
+            assert c.v2(v2.AddRequest(2, 0, KEY, package(ledger_id, e), ledger_id, e)).rc == RC.EOK
+    zkstore.delete_ledger(doomed)
+
+    wait_for(lambda: c.v2(v2.ReadRequest(2, 0, doomed, 0)).rc == RC.ENOLEDGER, what="GC of the deleted ledger")
+    time.sleep(1.5)  # several more GC rounds: the live ledger must survive all of them
+    for e in range(3):
+        r = c.v2(v2.ReadRequest(2, 0, live, e))
+        assert (r.rc, r.body) == (RC.EOK, package(live, e))
+    c.close()
+    # and after a restart (journal replay), the reclaimed ledger stays gone once GC runs again
+    bookie.kill(signal.SIGKILL)
+    bookie.start()
+    c = WireClient(bookie.port)
+    wait_for(lambda: c.v2(v2.ReadRequest(2, 0, doomed, 0)).rc == RC.ENOLEDGER, what="GC after restart")
+    assert c.v2(v2.ReadRequest(2, 0, live, 2)).body == package(live, 2)
+    c.close()
