@@ -1,0 +1,47 @@
+"""The connection's fast path for v3 add answers behaves like full parsing."""
+import itertools
+
+from tests.unit.test_client_connection import Harness, KEY, entry, v3_requests, v3_reply, result_of, failure_of, no_result, sent_frames
+from wire.client import errors as E
+from wire import v3
+from wire.framing import frame
+from wire.protocol import RC
+
+def test_fast_ok_and_error_and_timeout():
+    h = Harness(add_timeout=1.0)
+    proto, t = h.connected()
+    d1 = h.conn.add(1, 0, KEY, entry(1, 0))
+    d2 = h.conn.add(1, 1, KEY, entry(1, 1))
+    d3 = h.conn.add(1, 2, KEY, entry(1, 2))
+    r1, r2, r3 = v3_requests(t)
+    assert len(h.conn._v3_ok) == 3
+    proto.dataReceived(v3_reply(r2, RC.EFENCED) + v3_reply(r1))
+    assert result_of(d1) is None
+    failure_of(d2, E.LedgerFencedError)
+    assert len(h.conn._v3_ok) == 1
+    h.reactor.advance(1.0)
+    failure_of(d3, E.BookieTimeout)
+    assert h.conn._v3_ok == {} and h.delayed() == []
+    proto.dataReceived(v3_reply(r3))  # late: dropped
+    assert h.conn.connected
+
+def test_repeating_txn_ids_newest_wins_like_before():
+    h = Harness(txn_ids=itertools.repeat(5))
+    proto, t = h.connected()  # bookie_info takes txn 5 too
+    d1 = h.conn.add(1, 0, KEY, entry(1, 0))
+    d2 = h.conn.add(1, 1, KEY, entry(1, 1))
+    r1, r2 = v3_requests(t)
+    # answer to the first (same txn, same op): matched by (txn, op) to the newest, as before
+    proto.dataReceived(v3_reply(r1))
+    assert result_of(d2) is None
+    no_result(d1)
+
+def test_cancel_removes_ok():
+    h = Harness()
+    proto, t = h.connected()
+    d = h.conn.add(1, 0, KEY, entry(1, 0))
+    (r,) = v3_requests(t)
+    d.cancel(); failure_of(d)
+    assert h.conn._v3_ok == {}
+    proto.dataReceived(v3_reply(r))
+    assert h.conn.connected

@@ -1,0 +1,37 @@
+"""The server's fast v3 ADD decoder agrees with the protobuf parser or declines."""
+from hypothesis import given, settings, strategies as st
+from bookied.server import _plain_v3_add
+from wire import v3
+i64 = st.integers(-(1 << 63), (1 << 63) - 1)
+@settings(max_examples=400)
+@given(st.integers(0, (1 << 64) - 1), i64, i64, st.binary(max_size=140), st.binary(max_size=300), st.booleans(), st.booleans(), st.booleans())
+def test_matches_parser(txn, l, e, k, b, r, h, d):
+    p = v3.serialize(v3.add_request(txn, l, e, k, b, recovery=r, high_priority=h, deferred_sync=d))
+    got = _plain_v3_add(p)
+    if r or d or len(k) >= 128:
+        assert got is None
+        return
+    req = v3.parse_request(p)
+    assert got == (req.header.txnId, req.addRequest.ledgerId, req.addRequest.entryId, req.addRequest.masterKey, req.addRequest.body, req.header.priority > 0)
+@settings(max_examples=400)
+@given(st.binary(max_size=80))
+def test_junk(b):
+    got = _plain_v3_add(b)
+    if got is not None:
+        req = v3.parse_request(b)  # must parse and agree
+        assert req.header.operation == 2 and req.header.version == 3
+        assert got == (req.header.txnId, req.addRequest.ledgerId, req.addRequest.entryId, req.addRequest.masterKey, req.addRequest.body, req.header.priority > 0)
+@settings(max_examples=400)
+@given(st.integers(0, 1 << 20), st.binary(max_size=30), st.data())
+def test_mutations(txn, body, data):
+    p = bytearray(v3.serialize(v3.add_request(txn, 5, 6, b"k" * 20, body)))
+    i = data.draw(st.integers(0, len(p) - 1)); p[i] = data.draw(st.integers(0, 255))
+    p = bytes(p)
+    got = _plain_v3_add(p)
+    if got is not None:
+        req = v3.parse_request(p)
+        assert got == (req.header.txnId, req.addRequest.ledgerId, req.addRequest.entryId, req.addRequest.masterKey, req.addRequest.body, req.header.priority > 0)
+def test_non_minimal_and_requestcontext():
+    p = v3.serialize(v3.add_request(1, 2, 3, b"k" * 20, b"x"))
+    req = v3.parse_request(p); c = req.requestContext.add(); c.key = "a"; c.value = "b"
+    assert _plain_v3_add(v3.serialize(req)) is None
