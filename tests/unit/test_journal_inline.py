@@ -33,7 +33,7 @@ def test_inline_mode_orders_and_acks(tmp_path):
     while len(acked) < 2000 and time.time() < deadline: time.sleep(0.01)
     assert len(acked) == 2000 and all(e is None for e, _ in acked.values())
     names = {n for _, n in acked.values()}
-    assert names  # callbacks ran (on the owner thread or the writer thread)
+    assert t.name in names  # with fast fsyncs the owner thread committed (some) groups itself
     j.close(); q.put(None); t.join()
     j2 = Journal(str(tmp_path))
     recs = list(j2.replay())
