@@ -559,7 +559,7 @@ class EntryStore:
         path = os.path.join(self.directory, log_name(log_id))
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            self._write_all(fd, _encode_log_header(log_id))
+            layout.write_all(fd, _encode_log_header(log_id), "an entry log")
             os.fsync(fd)
             layout.fsync_dir(self.directory)
         except BaseException:
@@ -572,15 +572,6 @@ class EntryStore:
             os.close(self._wfd)
             self._wfd = -1
             self._wlog = 0
-
-    @staticmethod
-    def _write_all(fd: int, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            if n <= 0:
-                raise OSError(errno.EIO, "short write to an entry log")
-            view = view[n:]
 
     def _append_records(self, batches: Iterable[tuple[int, list]]) -> tuple[list, dict]:
         """Append records to the current log (rolling as needed) and fdatasync what was written.
@@ -607,7 +598,7 @@ class EntryStore:
         def write_out():
             nonlocal written
             if parts:
-                self._write_all(self._wfd, b"".join(parts))
+                layout.write_all(self._wfd, b"".join(parts), "an entry log")
                 parts.clear()
                 written = pos
                 self._woff = pos

@@ -715,7 +715,7 @@ class Journal:
         path = os.path.join(self.directory, file_name(file_id))
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            self._write_all(fd, _encode_header(file_id))
+            layout.write_all(fd, _encode_header(file_id), "the journal")
             self._prealloc_end = HEADER_SIZE
             if self.preallocate:
                 self._preallocate(fd, HEADER_SIZE, min(self.preallocate, self.max_size) - HEADER_SIZE)
@@ -743,22 +743,13 @@ class Journal:
             raise
         self._prealloc_end = max(self._prealloc_end, offset + length)
 
-    @staticmethod
-    def _write_all(fd: int, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            if n <= 0:
-                raise OSError(errno.EIO, "short write to the journal")
-            view = view[n:]
-
     def _write_chunk(self, parts: list) -> None:
         data = parts[0] if len(parts) == 1 else b"".join(parts)
         end = self._offset + len(data)
         if self.preallocate and end > self._prealloc_end:
             want = max(end, self._prealloc_end + self.preallocate)
             self._preallocate(self._fd, self._prealloc_end, min(want, max(end, self.max_size)) - self._prealloc_end)
-        self._write_all(self._fd, data)
+        layout.write_all(self._fd, data, "the journal")
         self._offset = end
         self.stats.writes += 1
         self.stats.bytes += len(data)

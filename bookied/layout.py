@@ -28,6 +28,7 @@ fsync it, rename it over the target, fsync the directory.
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 from typing import Iterable
@@ -65,6 +66,16 @@ def fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_all(fd: int, data: bytes, what: str) -> None:
+    """os.write until every byte is written; a zero-length write is EIO (``what`` names the file kind)."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(errno.EIO, f"short write to {what}")
+        view = view[n:]
 
 
 def atomic_write(path: str, data: bytes) -> None:

@@ -32,6 +32,7 @@ from wire.client.connection import (
 from wire.errors import BKError, Conflict, NotFound, Unreachable
 from wire.framing import frame
 from wire.protocol import RC, Flag, OperationType, rc_from_v3
+from tests.deferreds import result_of
 
 BOOKIE = "bk1.example:3181"
 KEY = hashlib.sha1(b"ledgerpassword").digest()  # master key for password b"password"
@@ -44,15 +45,6 @@ EMPTY_KEY = hashlib.sha1(b"ledger").digest()
 def entry(ledger_id: int, entry_id: int, payload: bytes = b"x") -> bytes:
     """A packaged-entry lookalike: what matters here is that it starts with the ids."""
     return struct.pack(">qqqq", ledger_id, entry_id, entry_id - 1, len(payload)) + payload
-
-
-def result_of(d: defer.Deferred):
-    out = []
-    d.addBoth(out.append)
-    assert out, "Deferred has not fired"
-    if isinstance(out[0], Failure):
-        out[0].raiseException()
-    return out[0]
 
 
 def failure_of(d: defer.Deferred, *types) -> BaseException:

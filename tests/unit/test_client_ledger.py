@@ -36,6 +36,7 @@ from wire.digest import DigestManager, DigestType
 from wire.errors import Conflict, DigestError, MetadataError
 from wire.metadata import LedgerMetadata, LedgerState
 from wire.zkstore import MetadataVersionConflict, NoSuchLedger
+from tests.deferreds import result_of
 
 B = [f"10.0.0.{i}:3181" for i in range(1, 7)]
 
@@ -207,16 +208,6 @@ def make_client(bookies=B[:4], readonly=(), clock=None, add_timeout=None, **opti
     client = BookKeeperClient(store, task.Clock(), pool=pool, run_blocking=sync_blocking,
                               placement=RandomPlacement(random.Random(7)), **options)
     return client, store, pool
-
-
-def result_of(d: defer.Deferred):
-    """The result of a fired Deferred (raising its failure)."""
-    out = []
-    d.addBoth(out.append)
-    assert out, "Deferred has not fired"
-    if isinstance(out[0], Failure):
-        out[0].raiseException()
-    return out[0]
 
 
 def failure_of(d: defer.Deferred) -> Failure:

@@ -13,15 +13,7 @@ from wire.client.connection import BookieConnection
 from wire.client.pool import BookiePool
 from wire.framing import frame
 from wire.protocol import RC
-
-
-def result_of(d: defer.Deferred):
-    out = []
-    d.addBoth(out.append)
-    assert out, "Deferred has not fired"
-    if isinstance(out[0], Failure):
-        out[0].raiseException()
-    return out[0]
+from tests.deferreds import result_of
 
 
 def fired(d: defer.Deferred) -> bool:
