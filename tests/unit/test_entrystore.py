@@ -4,13 +4,13 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-import signal
-import subprocess
 import sys
 import threading
 import time
 
 import pytest
+
+from tests import crash
 
 from bookied import entrystore as es
 from bookied.entrystore import EntryCorrupted, EntryStore, WriteCacheFull
@@ -415,30 +415,7 @@ def child_payload(l: int, e: int) -> bytes:
 
 
 def run_and_kill(args: list[str], rng: random.Random, max_run: float) -> list[str]:
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, REPO, *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    first = proc.stdout.readline()
-    assert first == b"ready\n", first + proc.stderr.read()
-    chunks: list[bytes] = []
-
-    def drain():
-        while True:
-            chunk = proc.stdout.read1(65536)
-            if not chunk:
-                return
-            chunks.append(chunk)
-
-    reader = threading.Thread(target=drain)
-    reader.start()
-    time.sleep(rng.uniform(0.05, max_run))
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
-    reader.join(10)
-    err = proc.stderr.read()
-    proc.stdout.close()
-    proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL, err
-    return [line.decode() for line in b"".join(chunks).split(b"\n")[:-1]]
+    return crash.run_and_kill(CHILD, [REPO, *args], rng, 0.05, max_run)
 
 
 def recover(d) -> EntryStore:

@@ -6,13 +6,13 @@ import hashlib
 import logging
 import os
 import random
-import signal
-import subprocess
 import sys
 import threading
 import time
 
 import pytest
+
+from tests import crash
 
 from bookied import journal as jmod
 from bookied.journal import (
@@ -725,32 +725,7 @@ def child_payload(i: int) -> bytes:
 
 
 def run_and_kill(script: str, args: list[str], rng: random.Random, max_run: float) -> list[str]:
-    """Start a child, SIGKILL it at a random time after 'ready', return its complete stdout lines."""
-    proc = subprocess.Popen([sys.executable, "-c", script, REPO, *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    first = proc.stdout.readline()
-    assert first == b"ready\n", first + proc.stderr.read()
-    chunks: list[bytes] = []
-
-    def drain():  # keep the pipe empty so that the child never blocks on its acks
-        while True:
-            data = proc.stdout.read1(65536)
-            if not data:
-                return
-            chunks.append(data)
-
-    reader = threading.Thread(target=drain)
-    reader.start()
-    time.sleep(rng.uniform(0.02, max_run))
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=WAIT)
-    reader.join(WAIT)
-    err = proc.stderr.read()
-    proc.stdout.close()
-    proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL, err
-    lines = b"".join(chunks).split(b"\n")
-    return [line.decode() for line in lines[:-1]]  # the last piece may be a partial line
+    return crash.run_and_kill(script, [REPO, *args], rng, 0.02, max_run, wait=WAIT)
 
 
 def test_kill_minus_9_loses_no_acknowledged_record(jdir):
