@@ -625,16 +625,8 @@ class Journal:
             q.append((data, callback, sync))
             self._pending_bytes += n
             self._queue_bytes += n
-            w = self._waiting
-            schedule = None
-            if w == _IDLE:
-                if self._inline is not None and self.fsync_average < self._inline_max_fsync:
-                    if not self._inline_scheduled:
-                        self._inline_scheduled = True
-                        schedule = self._inline
-                else:
-                    self._cond.notify()
-            elif w == _GROUPING and self._queue_bytes >= self.buffered_writes_threshold:
+            schedule = self._wake_idle_writer()
+            if self._waiting == _GROUPING and self._queue_bytes >= self.buffered_writes_threshold:
                 self._cond.notify()
         if schedule is not None:
             schedule(self.commit)
@@ -647,16 +639,23 @@ class Journal:
             if not self._queue:
                 self._first_arrival = time.monotonic()
             self._queue.append((None, callback, True))
-            schedule = None
-            if self._waiting == _IDLE:
-                if self._inline is not None and self.fsync_average < self._inline_max_fsync:
-                    if not self._inline_scheduled:
-                        self._inline_scheduled = True
-                        schedule = self._inline
-                else:
-                    self._cond.notify()
+            schedule = self._wake_idle_writer()
         if schedule is not None:
             schedule(self.commit)
+
+    def _wake_idle_writer(self):
+        """With the lock held: get an idle writer going.  Returns the inline
+        scheduler to call (outside the lock) when this commit should run in the
+        owner's thread, else None (the writer thread was notified, or is busy)."""
+        if self._waiting != _IDLE:
+            return None
+        if self._inline is not None and self.fsync_average < self._inline_max_fsync:
+            if self._inline_scheduled:
+                return None
+            self._inline_scheduled = True
+            return self._inline
+        self._cond.notify()
+        return None
 
     def commit(self) -> None:
         """Write, fsync and call back what is queued, in the calling thread
