@@ -418,7 +418,8 @@ class Journal:
     queued. ``max_size_mb`` (journalMaxSizeMB): file roll size.
     ``max_queue_bytes``: back-pressure bound on queued + in-flight bytes.
     ``preallocate_mb``: posix_fallocate step (0 = off). ``dispatch``: see the
-    module doc.
+    module doc. ``on_fsync(seconds)``: called after each journal fsync, by
+    whichever thread committed (one at a time), e.g. to feed a histogram.
 
     ``inline`` (with ``max_group_wait_ms`` 0 only): commit in the caller's
     thread instead of handing every group to the writer thread and back.
@@ -449,7 +450,8 @@ class Journal:
                  dispatch: Callable[[list, BaseException | None], None] | None = None,
                  inline: Callable[[Callable[[], None]], None] | None = None,
                  inline_dispatch: Callable[[list, BaseException | None], None] | None = None,
-                 inline_max_fsync_ms: float = 2.0):
+                 inline_max_fsync_ms: float = 2.0,
+                 on_fsync: Callable[[float], None] | None = None):
         self.directory = layout.current_dir(directory)
         os.makedirs(self.directory, exist_ok=True)
         self.max_group_wait = max(0.0, max_group_wait_ms) / 1000.0
@@ -462,6 +464,7 @@ class Journal:
         self._inline_dispatch = inline_dispatch or _call_all
         self._inline_max_fsync = max(0.0, inline_max_fsync_ms) / 1000.0
         self._inline_scheduled = False
+        self._on_fsync = on_fsync
         #: Moving average of the fsync latency, seconds (decides inline commits).
         self.fsync_average = 0.0
         self.stats = JournalStats()
@@ -756,8 +759,11 @@ class Journal:
     def _sync(self) -> None:
         started = time.perf_counter()
         os.fdatasync(self._fd)
-        self.fsync_average += (time.perf_counter() - started - self.fsync_average) * 0.2
+        took = time.perf_counter() - started
+        self.fsync_average += (took - self.fsync_average) * 0.2
         self.stats.fsyncs += 1
+        if self._on_fsync is not None:
+            self._on_fsync(took)
 
     def _run(self) -> None:
         cond = self._cond

@@ -89,7 +89,8 @@ class BookieService:
                                  max_size_mb=cfg.journal_max_size_mb,
                                  preallocate_mb=cfg.journal_pre_alloc_size_mb,
                                  dispatch=dispatch, inline=self._at_end_of_iteration,
-                                 inline_dispatch=self._journal_inline_dispatch)
+                                 inline_dispatch=self._journal_inline_dispatch,
+                                 on_fsync=self.metrics.fsync_latency.observe)
                          for d in journal_dirs]
         cache = cfg.db_storage_write_cache_max_size_mb * 1024 * 1024 // len(ledger_dirs)
         self.stores = [EntryStore(d, write_cache_max_bytes=cache, on_flush_needed=self._flush_needed)

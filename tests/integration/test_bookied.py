@@ -252,3 +252,44 @@ def test_gc_reclaims_deleted_ledgers_and_keeps_live_ones(bookies, zkstore):
     wait_for(lambda: c.v2(v2.ReadRequest(2, 0, doomed, 0)).rc == RC.ENOLEDGER, what="GC after restart")
     assert c.v2(v2.ReadRequest(2, 0, live, 2)).body == package(live, 2)
     c.close()
+
+
+def scrape(port: int) -> dict[str, float]:
+    """/metrics as {'name{labels}': value}."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            samples[key] = float(value)
+    return samples
+
+
+def test_metrics_count_what_the_bookie_did(bookies):
+    from bkctl.sandbox.zookeeper import free_port
+
+    http = free_port()
+    bookie = bookies(httpServerEnabled="true", httpServerPort=http, httpServerHost="127.0.0.1").start()
+    c = WireClient(bookie.port)
+    for e in range(20):
+        assert c.v2(v2.AddRequest(2, 0, KEY, package(9, e), 9, e)).rc == RC.EOK
+    assert c.v2(v2.ReadRequest(2, 0, 9, 3)).rc == RC.EOK
+    assert c.v2(v2.ReadRequest(2, 0, 10, 0)).rc == RC.ENOLEDGER
+    m = scrape(http)
+    assert m['bookie_requests_total{op="add",status="EOK"}'] == 20
+    assert m['bookie_requests_total{op="read",status="EOK"}'] == 1
+    assert m['bookie_requests_total{op="read",status="ENOLEDGER"}'] == 1
+    assert m['bookie_request_latency_seconds_count{op="add"}'] == 20
+    # one add at a time: every add waited for an fsync of its own, and each fsync was timed
+    fsyncs = m["bookie_journal_fsyncs_total"]
+    assert fsyncs >= 20
+    assert m["bookie_journal_fsync_latency_seconds_count"] == fsyncs
+    assert m['bookie_journal_fsync_latency_seconds_bucket{le="+Inf"}'] == fsyncs
+    assert 0 < m["bookie_journal_fsync_latency_seconds_sum"] < fsyncs
+    assert m["bookie_journal_entries_per_fsync_sum"] >= 20
+    assert m["bookie_connections"] == 1
+    assert m["bookie_read_only"] == 0
+    assert 0 < m["bookie_disk_usage_ratio"] < 1
+    c.close()
