@@ -12,7 +12,7 @@ import logging
 import struct
 import time
 
-from twisted.internet import protocol
+from twisted.internet import abstract, protocol
 
 from wire import v2, v3
 from wire.detect import ProtocolDetector
@@ -445,6 +445,7 @@ class _AddReply:
         proto._observe("add", self.started, rc)
         if proto.closed:
             return
+        proto.factory.answered.add(proto)
         if self.txn_id is None:  # = send(v2.add_response_for(req, rc))
             proto.transport.write(_FRAMED_V2_ADD_RESPONSE.pack(24, _V2_ADD, rc, self.ledger_id, self.entry_id))
         else:  # = send(serialize(add_response(req, rc))) of an ADD_ENTRY request
@@ -457,6 +458,25 @@ class BookieServerFactory(protocol.Factory):
         self.bookie = bookie
         self.metrics = metrics
         self.max_frame_size = max_frame_size
+        #: Connections that were written add answers since the last :meth:`send_answers`.
+        self.answered: set = set()
+
+    def send_answers(self) -> None:
+        """Hand the add answers written since the last call to the kernel now.
+
+        The bookie calls this once a journal group's callbacks have run.  A
+        transport only sends when the reactor next polls it writable -- one
+        more loop iteration (an epoll round and a dispatch) per group, which
+        at low load is a good part of an add's latency. A transport that is
+        closing or has a producer is left to the reactor: its doWrite()
+        result must reach the reactor to finish the close.
+        """
+        answered, self.answered = self.answered, set()
+        for proto in answered:
+            t = proto.transport
+            if (not proto.closed and isinstance(t, abstract.FileDescriptor) and t.connected
+                    and not t.disconnecting and t.producer is None):
+                t.doWrite()  # a failed send is left queued; the reactor's next doWrite sees it too
 
     def buildProtocol(self, addr):
         p = BookieProtocol(self.bookie, self.metrics, self.max_frame_size)

@@ -3,8 +3,8 @@ a journal whose fsyncs the test completes by hand, and a real entry store."""
 import struct
 
 import pytest
-from twisted.internet import task
-from twisted.internet.testing import StringTransport
+from twisted.internet import abstract, task
+from twisted.internet.testing import MemoryReactor, StringTransport
 
 from bookied.bookie import Bookie
 from bookied.entrystore import EntryStore
@@ -393,3 +393,53 @@ def test_a_v3_connection_switches_to_v2_for_good(env):
     assert c.v2()[0].rc == RC.ENOLEDGER
     c.send(v3.serialize(v3.read_request(1, 1, 0)))  # now decoded as v2 -> undecodable -> closed
     assert c.transport.disconnecting
+
+
+class SocketlessTransport(abstract.FileDescriptor):
+    """Twisted's own write buffering over a pretend socket that takes everything."""
+
+    def __init__(self, reactor):
+        super().__init__(reactor)
+        self.connected = True
+        self.sent = b""
+
+    def writeSomeData(self, data):
+        self.sent += bytes(data)
+        return len(data)
+
+    def getPeer(self):
+        return None
+
+
+def real_buffering_conn(env):
+    reactor = MemoryReactor()
+    proto = env.factory.buildProtocol(None)
+    transport = SocketlessTransport(reactor)
+    proto.makeConnection(transport)
+    return proto, transport, reactor
+
+
+def test_add_answers_are_sent_when_their_group_completes_not_an_iteration_later(env):
+    proto, t, reactor = real_buffering_conn(env)
+    proto.dataReceived(frame(v2.AddRequest(2, 0, KEY, entry(0), 1, 0).encode()))
+    env.journal.sync()
+    # written but only buffered: a plain transport waits for the reactor to poll it writable
+    assert t.sent == b"" and t in reactor.getWriters()
+    env.factory.send_answers()
+    assert FrameDecoder().feed(t.sent)[0] == v2.AddResponse(2, RC.EOK, 1, 0).encode()
+    assert t not in reactor.getWriters()  # nothing left for the reactor to send
+    env.factory.send_answers()  # only once per answer
+    assert len(FrameDecoder().feed(t.sent)) == 1
+
+
+def test_closing_or_closed_connections_are_left_to_the_reactor(env):
+    closing, t1, reactor1 = real_buffering_conn(env)
+    closed, t2, _ = real_buffering_conn(env)
+    closing.dataReceived(frame(v2.AddRequest(2, 0, KEY, entry(0), 1, 0).encode()))
+    closed.dataReceived(frame(v2.AddRequest(2, 0, KEY, entry(1), 1, 1).encode()))
+    t1.loseConnection()  # data still buffered: the reactor must finish this close itself
+    env.journal.sync()
+    closed.connectionLost(None)
+    env.factory.send_answers()
+    assert t1.sent == b"" and t1 in reactor1.getWriters()
+    assert t2.sent == b""
