@@ -248,9 +248,39 @@ _ZSH_AUTOLOAD_FIX = ('    # autoload from fpath: complete now, and have later TA
                      '    compdef {func} {prog}\n    {func} "$@"\n')
 
 
+#: click's bash script hands bash's own words to bkctl, but bash also breaks
+#: words at ``:`` (COMP_WORDBREAKS), so a bookie id ``host:port`` arrives in
+#: three pieces and never completes.  Split the line up to the cursor on
+#: blanks instead, and give bash each candidate without the part of the word
+#: before its last ``:`` -- bash replaces only what follows it.
+_BASH_WORDS_CALL = ('    response=$(env COMP_WORDS="${{COMP_WORDS[*]}}" COMP_CWORD=$COMP_CWORD '
+                    '{var}=bash_complete $1)\n')
+_BASH_WORDS_FIX = (
+    '    # words split on blanks only: bash would also split host:port at the colon\n'
+    '    local line="${{COMP_LINE:0:COMP_POINT}}" words cword cur\n'
+    '    IFS=$\' \\t\' read -r -a words <<< "$line"\n'
+    '    [[ ${{#words[@]}} -eq 0 || $line == *[[:blank:]] ]] && words+=("")\n'
+    '    cword=$(( ${{#words[@]}} - 1 ))\n'
+    '    cur=${{words[cword]}}\n'
+    '    response=$(env COMP_WORDS="${{words[*]}}" COMP_CWORD=$cword {var}=bash_complete $1)\n')
+_BASH_REPLY = "            COMPREPLY+=($value)\n"
+_BASH_REPLY_FIX = ('            # bash replaces only what follows the last colon of the word\n'
+                   '            [[ $cur == *:* && $COMP_WORDBREAKS == *:* ]] && value=${value#"${cur%"${cur##*:}"}"}\n'
+                   '            COMPREPLY+=($value)\n')
+
+
+def _patched(body: str, old: str, new: str) -> str:
+    if old not in body:
+        raise RuntimeError(f"click's completion script changed; cannot apply bkctl's fix for: {old.strip()}")
+    return body.replace(old, new)
+
+
 def with_header(shell: str, body: str) -> str:
-    """``body`` (click's script) with :func:`script_header`; zsh keeps ``#compdef`` first."""
+    """``body`` (click's script) with :func:`script_header` and bkctl's fixes; zsh keeps ``#compdef`` first."""
     header = script_header(shell)
+    if shell == "bash":
+        body = _patched(body, _BASH_WORDS_CALL.format(var=COMPLETE_VAR), _BASH_WORDS_FIX.format(var=COMPLETE_VAR))
+        body = _patched(body, _BASH_REPLY, _BASH_REPLY_FIX)
     if shell == "zsh":
         func = f"_{PROG_NAME}_completion"
         body = body.replace(_ZSH_AUTOLOAD_CALL.format(func=func),

@@ -6,7 +6,13 @@ _bkctl_completion() {
     local IFS=$'\n'
     local response
 
-    response=$(env COMP_WORDS="${COMP_WORDS[*]}" COMP_CWORD=$COMP_CWORD _BKCTL_COMPLETE=bash_complete $1)
+    # words split on blanks only: bash would also split host:port at the colon
+    local line="${COMP_LINE:0:COMP_POINT}" words cword cur
+    IFS=$' \t' read -r -a words <<< "$line"
+    [[ ${#words[@]} -eq 0 || $line == *[[:blank:]] ]] && words+=("")
+    cword=$(( ${#words[@]} - 1 ))
+    cur=${words[cword]}
+    response=$(env COMP_WORDS="${words[*]}" COMP_CWORD=$cword _BKCTL_COMPLETE=bash_complete $1)
 
     for completion in $response; do
         IFS=',' read type value <<< "$completion"
@@ -18,6 +24,8 @@ _bkctl_completion() {
             COMPREPLY=()
             compopt -o default
         elif [[ $type == 'plain' ]]; then
+            # bash replaces only what follows the last colon of the word
+            [[ $cur == *:* && $COMP_WORDBREAKS == *:* ]] && value=${value#"${cur%"${cur##*:}"}"}
             COMPREPLY+=($value)
         fi
     done

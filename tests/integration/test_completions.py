@@ -47,13 +47,30 @@ def env(tmp_path, metadata_uri):
     return e
 
 
+def bash_words(line: str) -> list[str]:
+    """COMP_WORDS as bash fills it for ``line``: its default COMP_WORDBREAKS
+    also makes each ``:`` a word of its own (``a:b`` -> ``a``, ``:``, ``b``)."""
+    words = []
+    for w in shlex.split(line):
+        parts = w.split(":")
+        for i, part in enumerate(parts):
+            if i:
+                words.append(":")
+            if part:
+                words.append(part)
+    return words + ([""] if line.endswith(" ") or line.endswith(":") else [])
+
+
 def bash_candidates(env: dict[str, str], line: str, script: Path = COMPLETIONS / "bkctl.bash") -> list[str]:
-    """What bash's completion function puts in COMPREPLY for ``line`` (cursor at its end)."""
-    words = shlex.split(line) + ([""] if line.endswith(" ") else [])
+    """What bash's completion function puts in COMPREPLY for ``line`` (cursor at
+    its end), called with the variables bash sets for it."""
+    words = bash_words(line)
     program = "\n".join([
         f"source {shlex.quote(str(script))}",
         f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)})",
         f"COMP_CWORD={len(words) - 1}",
+        f"COMP_LINE={shlex.quote(line)}",
+        f"COMP_POINT={len(line)}",
         "_bkctl_completion bkctl",
         'printf "%s\\n" "${COMPREPLY[@]}"',
     ])
@@ -168,6 +185,37 @@ def test_ledger_ids_come_from_the_cluster(shell, command, request, zkstore):
     make_ledgers(zkstore, LEDGER_IDS)
     assert candidates(shell, request, f"bkctl ledger {command} 7") == ["7", "71", "712"]
     assert candidates(shell, request, f"bkctl ledger {command} ") == [str(i) for i in LEDGER_IDS]
+
+
+BOOKIES = ["10.0.0.7:3181", "10.0.0.8:3181"]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_bookie_ids_complete_across_their_colon(shell, request, zkstore):
+    for b in BOOKIES:
+        zkstore.register_bookie(b)
+    assert sorted(candidates(shell, request, "bkctl bookie info 10.0.0.")) == BOOKIES
+    # bash replaces only what follows the colon, so that is what its COMPREPLY holds
+    expected = ["3181"] if shell == "bash" else ["10.0.0.7:3181"]
+    assert candidates(shell, request, "bkctl bookie info 10.0.0.7:31") == expected
+    assert candidates(shell, request, "bkctl ledger list --bookie 10.0.0.8:") == (
+        ["3181"] if shell == "bash" else ["10.0.0.8:3181"])
+
+
+def test_bash_completes_a_bookie_id_on_the_command_line(env, zkstore, tmp_path):
+    """A real interactive bash, TAB after the colon of host:port."""
+    for b in BOOKIES:
+        zkstore.register_bookie(b)
+    term = Terminal([_need("bash"), "--norc", "--noprofile", "-i"], dict(env, PS1="BASH-READY$ "),
+                    rows=20, cols=200)
+    try:
+        term.line(f"source {shlex.quote(str(COMPLETIONS / 'bkctl.bash'))}")
+        term.expect("BASH-READY")
+        term.send("bkctl bookie info 10.0.0.7:31\t")
+        term.expect_screen(r"(?m)bkctl bookie info 10\.0\.0\.7:3181$")
+        term.send("\x03")
+    finally:
+        term.close()
 
 
 def test_zsh_completes_every_time_after_autoloading(zsh):
