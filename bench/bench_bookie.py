@@ -30,7 +30,6 @@ import argparse
 import os
 import select
 import socket
-import statistics
 import struct
 import subprocess
 import sys

@@ -106,11 +106,10 @@ class HeldLedger:
 
     def release(self) -> None:
         """Leave the ledger OPEN (LAC published), drop the handle and the lock."""
-        from wire.client.admin import release_handle
         from wire.client.blocking import run_in_reactor
 
         try:
-            run_in_reactor(release_handle, self.ledger.handle, timeout=self.bk.timeout)
+            run_in_reactor(self.ledger.handle.release, timeout=self.bk.timeout)
         finally:
             self._unlock()
 
@@ -168,13 +167,12 @@ def add_entries(bk, ledger_id: int, payloads, password: bytes | None = None, hel
     then released without closing, so a later ``add`` continues it.  A
     closed or fenced ledger gives a Conflict (exit 4).
     """
-    from wire.client.admin import release_handle, write_explicit_lac
     from wire.client.blocking import run_in_reactor
 
     if held is not None:
         _check_password(held, password)
         ids = _pipelined_add(held.ledger.handle, payloads, window)
-        run_in_reactor(write_explicit_lac, held.ledger.handle, timeout=bk.timeout)
+        run_in_reactor(held.ledger.handle.publish_lac, timeout=bk.timeout)
         return {"ledger_id": ledger_id, "entry_ids": ids}
     _check_appendable(bk, ledger_id)
     ledger = bk.open_for_append(ledger_id, password)
@@ -182,11 +180,11 @@ def add_entries(bk, ledger_id: int, payloads, password: bytes | None = None, hel
         ids = _pipelined_add(ledger.handle, payloads, window)
     except BaseException:
         try:
-            run_in_reactor(release_handle, ledger.handle, timeout=bk.timeout)
+            run_in_reactor(ledger.handle.release, timeout=bk.timeout)
         except Exception:  # noqa: BLE001 - the add's own error is the one to report
             pass
         raise
-    run_in_reactor(release_handle, ledger.handle, timeout=bk.timeout)
+    run_in_reactor(ledger.handle.release, timeout=bk.timeout)
     return {"ledger_id": ledger_id, "entry_ids": ids}
 
 

@@ -27,6 +27,7 @@ from wire.client.errors import (
 from wire.client.ledger import (
     EntryNotConfirmed,
     LedgerClosedError,
+    HandleReleased,
     LedgerHandle,
     LedgerRecoveryError,
     covered,
@@ -60,6 +61,7 @@ class FakeConnection:
         self.fenced: set[int] = set()
         self.keys: dict[int, bytes] = {}
         self.reads: list[tuple[int, int, bool]] = []
+        self.lacs: list[tuple[int, int, bytes, bytes]] = []  # WRITE_LACs taken
 
     def _unavailable(self, what):
         return defer.fail(BookieUnavailable(f"{what}: bookie {self.bookie_id} is down", bookie=self.bookie_id))
@@ -113,6 +115,12 @@ class FakeConnection:
         if entry_id not in mine:
             return defer.fail(NoSuchEntry("ENOENTRY", bookie=self.bookie_id))
         return defer.succeed(mine[entry_id])
+
+    def write_lac(self, ledger_id, lac, master_key, body):
+        if self.down:
+            return self._unavailable("WRITE_LAC")
+        self.lacs.append((ledger_id, lac, master_key, body))
+        return defer.succeed(None)
 
     def read_lac(self, ledger_id):
         if self.down:
@@ -916,3 +924,45 @@ def test_long_reads_answered_synchronously_do_not_recurse():
     rh = result_of(client.open_ledger(lh.ledger_id))
     entries = result_of(rh.read_entries(0, 2999))
     assert len(entries) == 3000 and entries[-1] == (2999, b"entry-2999")
+
+
+# ----------------------------------------------------------------- releasing
+
+
+def test_release_publishes_the_lac_and_stops_the_handle_without_closing_the_ledger():
+    client, store, pool = make_client()
+    released = []
+    h = result_of(client.create_ledger(3, 2, 2))
+    h._on_close = lambda: released.append(True)
+    ensemble = h.metadata.last_ensemble
+    for b in ensemble:
+        pool.get(b).auto = True
+    for i in range(3):
+        h.add_entry(b"x%d" % i)
+    away = ensemble[1]
+    pool.get(away).down = True  # one bookie of the ensemble is away: best effort
+    result_of(h.release())
+    took = {b: pool.get(b).lacs for b in ensemble}
+    assert [b for b in ensemble if took[b]] == [b for b in ensemble if b != away]
+    for b in ensemble:
+        for ledger_id, lac, key, body in took[b]:
+            assert (ledger_id, lac, key) == (h.ledger_id, 2, h.master_key)
+            assert h.digest.verify_lac(body) == 2
+    assert released == [True]
+    assert isinstance(failure_of(h.add_entry(b"late")).value, HandleReleased)
+    assert not store.read_ledger(h.ledger_id)[0].is_closed
+    result_of(h.release())  # again: nothing more happens
+    assert released == [True]
+
+
+def test_publish_lac_sends_nothing_before_the_first_add_or_over_v2():
+    client, _store, pool = make_client()
+    h = create(client)
+    assert result_of(h.publish_lac()) == 0
+    client_v2, _store, pool_v2 = make_client(protocol="v2")
+    h2 = create(client_v2)
+    for b in h2.metadata.last_ensemble:
+        pool_v2.get(b).auto = True
+    result_of(h2.add_entry(b"a"))
+    assert result_of(h2.publish_lac()) == 0
+    assert all(not c.lacs for c in pool_v2.conns.values())

@@ -30,11 +30,6 @@ does for one fragment):
 
 **Fencing** (:func:`fence_ledger`): a fencing read to every bookie of the
 last ensemble, the first step of recovery, without touching the metadata.
-
-**Releasing** (:func:`release_handle`): a writable handle lets go of its
-ledger but leaves it OPEN (its append lock, if any, is released), after
-publishing its LAC to the bookies as an explicit LAC
-(:func:`write_explicit_lac`) so readers see every acknowledged entry.
 """
 from __future__ import annotations
 
@@ -52,13 +47,12 @@ from wire.errors import BKError, DigestError, NotFound
 from wire.metadata import LedgerMetadata, write_set_indices
 
 from .errors import NoSuchEntry, NoSuchLedgerOnBookie, Unauthorized
-from .ledger import ClientClosed, LedgerMetadataConflict, LedgerRecoveryError, covered
+from .ledger import LedgerMetadataConflict, LedgerRecoveryError, covered
 from .placement import RandomPlacement
 
 __all__ = [
     "EntryUnrecoverable",
     "Fragment",
-    "HandleReleased",
     "RecoveryError",
     "TargetUnusable",
     "UnknownBookie",
@@ -69,10 +63,8 @@ __all__ = [
     "ledger_credentials",
     "recover_ledger",
     "recover_ledgers",
-    "release_handle",
     "replace_in_metadata",
     "replicate_fragment",
-    "write_explicit_lac",
 ]
 
 log = logging.getLogger(__name__)
@@ -99,10 +91,6 @@ class TargetUnusable(RecoveryError):
 
 class UnknownBookie(NotFound):
     """Neither registered nor holding a cookie in this cluster."""
-
-
-class HandleReleased(ClientClosed):
-    """The handle let go of its ledger (:func:`release_handle`); the ledger stays open."""
 
 
 # ----------------------------------------------------------------- planning (pure)
@@ -544,53 +532,6 @@ async def fence_ledger(client, ledger_id: int, password: bytes | str | None = No
 
 
 # ----------------------------------------------------------------- releasing a writer
-
-
-async def write_explicit_lac(handle) -> int:
-    """Send the handle's LAC to every bookie of its last ensemble as an
-    explicit LAC (WRITE_LAC, v3 connections only), so a reader sees the last
-    acknowledged entry too (normally only the next entry carries it).  Best
-    effort: returns how many bookies took it."""
-    client = handle.client
-    lac = handle.last_add_confirmed
-    if lac < 0 or getattr(client, "protocol", "v3") != "v3":
-        return 0
-    body = handle.digest.package_lac(lac)
-    calls = []
-    for bookie in handle.metadata.last_ensemble:
-        try:
-            calls.append(client.pool.get(bookie).write_lac(handle.ledger_id, lac, handle.master_key, body))
-        except Exception as exc:  # noqa: BLE001
-            calls.append(defer.fail(exc))
-    answers = await defer.DeferredList(calls, consumeErrors=True)
-    return sum(1 for ok, _ in answers if ok)
-
-
-async def release_handle(handle) -> None:
-    """Let go of a writable handle without closing its ledger.
-
-    Waits for outstanding adds, publishes the LAC (:func:`write_explicit_lac`),
-    stops the handle (later adds fail with :class:`HandleReleased`) and runs
-    its release hook (the append lock of ``open_for_append``).  The ledger
-    stays OPEN: the next writer continues it with ``open_for_append``.
-    """
-    # The client's LedgerHandle has no public "detach": this uses its drain,
-    # fail and close-hook internals, which its own close() uses the same way.
-    if handle.state == "open":
-        try:
-            await handle._drain()
-        except Exception:  # noqa: BLE001 - the adds reported it; release anyway
-            pass
-        if handle.state == "open":
-            try:
-                await write_explicit_lac(handle)
-            except Exception:  # noqa: BLE001
-                log.info("ledger %d: publishing the LAC failed", handle.ledger_id, exc_info=True)
-            handle._fail(HandleReleased(f"ledger {handle.ledger_id}: the handle was released "
-                                        "(the ledger is still open)"))
-    on_close, handle._on_close = getattr(handle, "_on_close", None), None
-    if on_close is not None:
-        await defer.maybeDeferred(on_close)
 
 
 # ----------------------------------------------------------------- bookie info

@@ -79,6 +79,7 @@ from .errors import (
 __all__ = [
     "ClientClosed",
     "EntryNotConfirmed",
+    "HandleReleased",
     "LedgerClosedError",
     "LedgerHandle",
     "LedgerMetadataConflict",
@@ -124,6 +125,10 @@ class EntryNotConfirmed(NotFound):
 
 class ClientClosed(BKError):
     """The BookKeeper client of this handle was closed."""
+
+
+class HandleReleased(ClientClosed):
+    """The handle let go of its ledger (:meth:`LedgerHandle.release`); the ledger stays open."""
 
 
 # ----------------------------------------------------------------- helpers
@@ -1026,6 +1031,50 @@ class LedgerHandle(ReadHandle):
                     self._send_slot(p, slot)
                     if self._state == _FAILED:
                         return
+
+    # -- letting go without closing ----------------------------------------------------
+
+    def publish_lac(self) -> defer.Deferred:
+        """Send the LAC to every bookie of the last ensemble as an explicit
+        LAC (WRITE_LAC, v3 connections only), so that a reader sees the last
+        acknowledged entry too (normally only the next entry carries it).
+        Best effort: fires with how many bookies took it."""
+        lac = self._lac
+        if lac < 0 or getattr(self.client, "protocol", "v3") != "v3":
+            return defer.succeed(0)
+        body = self.digest.package_lac(lac)
+        calls = []
+        for bookie in self._metadata.last_ensemble:
+            try:
+                calls.append(self.client.pool.get(bookie).write_lac(self.ledger_id, lac, self.master_key, body))
+            except Exception as exc:  # noqa: BLE001
+                calls.append(defer.fail(exc))
+        return defer.DeferredList(calls, consumeErrors=True).addCallback(
+            lambda answers: sum(1 for ok, _ in answers if ok))
+
+    def release(self) -> defer.Deferred:
+        """Let go of the ledger without closing it: wait for the outstanding
+        adds, publish the LAC (:meth:`publish_lac`), fail later adds with
+        :class:`HandleReleased` and run the release hook (the append lock of
+        ``open_for_append``).  The ledger stays OPEN for the next writer."""
+        return defer.ensureDeferred(self._release())
+
+    async def _release(self) -> None:
+        if self._state == _OPEN:
+            try:
+                await self._drain()
+            except Exception:  # noqa: BLE001 - the adds reported it; release anyway
+                pass
+            if self._state == _OPEN:
+                try:
+                    await self.publish_lac()
+                except Exception:  # noqa: BLE001
+                    log.info("ledger %d: publishing the LAC failed", self.ledger_id, exc_info=True)
+                self._fail(HandleReleased(f"ledger {self.ledger_id}: the handle was released "
+                                          "(the ledger is still open)"))
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            await defer.maybeDeferred(on_close)
 
     # -- closing ------------------------------------------------------------------------
 
