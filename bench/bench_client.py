@@ -7,7 +7,8 @@ Prints figures, asserts nothing. Usage::
 
 Without ``--uri`` a throw-away sandbox (a real ZooKeeper and 3 bookieds) is
 started in a temporary directory and stopped at the end.  Ledgers are
-E=3 Qw=2 Qa=2 with CRC32C digests.  The client, the bookies and ZooKeeper
+E=3 Qw=2 Qa=2 with CRC32C digests, plus one E=3 Qw=3 Qa=2 ledger read over
+v2, where the client uses batch reads.  The client, the bookies and ZooKeeper
 share the machine, so the figures depend on what else runs: the load and the
 client's own CPU time per add are printed with them.
 """
@@ -49,8 +50,8 @@ def load_note() -> str:
 
 
 def bench_pipelined_adds(bk: BlockingBookKeeper, n: int, size: int, max_inflight: int,
-                         target: bool = False) -> int:
-    lh = bk.create(3, 2, 2, max_inflight=max_inflight)
+                         target: bool = False, ensemble: tuple[int, int, int] = (3, 2, 2)) -> int:
+    lh = bk.create(*ensemble, max_inflight=max_inflight)
     payload = b"x" * size
     started = time.perf_counter()
     cpu = time.process_time()  # the client process: its reactor thread does the work
@@ -59,7 +60,8 @@ def bench_pipelined_adds(bk: BlockingBookKeeper, n: int, size: int, max_inflight
     cpu = time.process_time() - cpu
     lh.close()
     note = f"   (target >= {TARGET_ADDS:,})" if target else ""
-    print(f"  {n} x {size} B, max_inflight {max_inflight}: {n / elapsed:,.0f} adds/s{note} "
+    print(f"  {n} x {size} B, E/Qw/Qa {'/'.join(map(str, ensemble))}, max_inflight {max_inflight}: "
+          f"{n / elapsed:,.0f} adds/s{note} "
           f"({elapsed:.2f}s, client CPU {cpu / n * 1e6:.0f} us/add, last entry {last})", flush=True)
     return lh.ledger_id
 
@@ -112,6 +114,9 @@ def run(uri: str, entries: int, size: int, quick: bool) -> None:
             bench_sync_adds(bk, 200 if quick else 1000, size)
             section(f"reads, protocol {protocol}")
             bench_reads(bk, ledger_id, 1000)
+            if protocol == "v2":
+                section("reads of an unstriped ledger (E = Qw), protocol v2: BATCH_READ_ENTRY")
+                bench_reads(bk, bench_pipelined_adds(bk, entries, size, 1000, ensemble=(3, 3, 2)), 1000)
             if protocol == "v3":
                 section("recovery")
                 bench_recovery(bk, 1000, size)

@@ -7,6 +7,7 @@ as one coroutine in the reactor thread (``BlockingBookKeeper.run``).
 """
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
@@ -245,6 +246,53 @@ def test_read_failover_when_a_replica_is_down(bookie_cluster, clients):
     rh = clients().open(lh.ledger_id)
     assert sum(1 for e in range(60) if rh.metadata.write_set(e)[0] == down) == 20
     assert rh.read() == [(i, payload(i)) for i in range(60)]
+
+
+def test_v2_reads_of_an_unstriped_ledger_are_batch_reads_with_failover(bookie_cluster, clients):
+    procs = by_id(bookie_cluster(3))
+    writer = clients(protocol="v2")
+    lh = writer.create(3, 3, 2)
+    lh.add_many(payload(i) for i in range(1500))
+    lh.close()
+    down = lh.metadata.last_ensemble[1]
+    procs[down].kill(signal.SIGKILL)
+    reader = clients(protocol="v2")
+    assert reader.open(lh.ledger_id).read() == [(i, payload(i)) for i in range(1500)]
+    pool = reader.client.pool
+    # the live bookies answered BATCH_READ_ENTRY (a connection notes it on its first answer)
+    assert [pool.get(b).batch_read_supported for b in lh.metadata.last_ensemble if b != down] == [True, True]
+
+
+def test_a_stalled_bookie_with_qa_below_qw_slows_the_writer_down_but_is_not_replaced(bookie_cluster, clients):
+    """Qa < Qw: entries complete without the stalled bookie; its backlog stays
+    bounded (the writer waits) and it catches up: no ensemble change, which
+    with three bookies would have nowhere to go."""
+    import threading
+    import time
+
+    procs = by_id(bookie_cluster(3))
+    bk = clients()
+    lh = bk.create(3, 3, 2)
+    stalled = procs[lh.metadata.last_ensemble[2]]
+    outcome = {}
+    writer = threading.Thread(target=lambda: outcome.update(last=lh.add_many(payload(i) for i in range(40000))))
+    writer.start()
+    time.sleep(0.3)
+    os.kill(stalled.proc.pid, signal.SIGSTOP)
+    try:
+        time.sleep(1.0)  # below the add timeout (2 s): slow, not dead
+        assert writer.is_alive()
+    finally:
+        os.kill(stalled.proc.pid, signal.SIGCONT)
+    writer.join(120)
+    assert outcome.get("last") == 39999
+    assert lh.metadata.last_ensemble == bk.open(lh.ledger_id).metadata.last_ensemble
+    assert len(lh.metadata.ensembles) == 1
+    lh.close()
+    # the stalled bookie has every entry too
+    wire_client = WireClient(stalled.port)
+    assert wire_client.v2(v2.ReadRequest(2, 0, lh.ledger_id, 39999)).rc == RC.EOK
+    wire_client.close()
 
 
 def test_open_for_append_continues_a_ledger_of_a_dead_writer(bookie_cluster, clients, metadata_uri):

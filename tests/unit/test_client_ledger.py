@@ -16,6 +16,7 @@ from twisted.python.failure import Failure
 
 from wire.client.bookkeeper import BookKeeperClient, LedgerLocked, lock_path
 from wire.client.errors import (
+    BatchReadUnsupported,
     BookieTimeout,
     BookieUnavailable,
     LedgerFencedError,
@@ -62,6 +63,9 @@ class FakeConnection:
         self.keys: dict[int, bytes] = {}
         self.reads: list[tuple[int, int, bool]] = []
         self.lacs: list[tuple[int, int, bytes, bytes]] = []  # WRITE_LACs taken
+        self.batch_reads: list[tuple[int, int, int]] = []  # (ledger, first, max_count)
+        self.no_batch = False
+        self.batch_limit = 1 << 30
 
     def _unavailable(self, what):
         return defer.fail(BookieUnavailable(f"{what}: bookie {self.bookie_id} is down", bookie=self.bookie_id))
@@ -115,6 +119,24 @@ class FakeConnection:
         if entry_id not in mine:
             return defer.fail(NoSuchEntry("ENOENTRY", bookie=self.bookie_id))
         return defer.succeed(mine[entry_id])
+
+    def batch_read(self, ledger_id, first, max_count, max_size):
+        """Consecutive stored entries from ``first``, like a 4.17 bookie (``batch_limit``
+        stands for its byte budget; ``no_batch``: a bookie that cannot batch-read)."""
+        self.batch_reads.append((ledger_id, first, max_count))
+        if self.down:
+            return self._unavailable(f"BATCH_READ {first}")
+        if self.no_batch:
+            return defer.fail(BatchReadUnsupported("closed on BATCH_READ", bookie=self.bookie_id))
+        mine = {e: body for (lid, e), body in self.stored.items() if lid == ledger_id}
+        if not mine:
+            return defer.fail(NoSuchLedgerOnBookie("ENOLEDGER", bookie=self.bookie_id))
+        if first not in mine:
+            return defer.fail(NoSuchEntry("ENOENTRY", bookie=self.bookie_id))
+        out = []
+        while first + len(out) in mine and len(out) < min(max_count, self.batch_limit):
+            out.append(mine[first + len(out)])
+        return defer.succeed(out)
 
     def write_lac(self, ledger_id, lac, master_key, body):
         if self.down:
@@ -966,3 +988,117 @@ def test_publish_lac_sends_nothing_before_the_first_add_or_over_v2():
     result_of(h2.add_entry(b"a"))
     assert result_of(h2.publish_lac()) == 0
     assert all(not c.lacs for c in pool_v2.conns.values())
+
+
+# ----------------------------------------------------------------- batch reads (v2, E == Qw)
+
+
+def written(client, pool, n, e=3, qw=3, qa=2):
+    """A ledger with ``n`` entries stored on every bookie of its write sets."""
+    h = create(client, e, qw, qa)
+    for b in h.metadata.last_ensemble:
+        pool.get(b).auto = True
+    result_of(h.add_entries([b"payload-%d" % i for i in range(n)]))
+    return h
+
+
+def single_reads(pool):
+    return sum(len(c.reads) for c in pool.conns.values())
+
+
+def test_v2_reads_of_an_unstriped_ledger_use_batch_reads():
+    client, _store, pool = make_client(protocol="v2")
+    h = written(client, pool, 1500)  # more chunks than are kept in flight
+    got = result_of(h.read_entries(0, 1499))
+    assert got == [(i, b"payload-%d" % i) for i in range(1500)]
+    batches = [r for c in pool.conns.values() for r in c.batch_reads]
+    assert single_reads(pool) == 0
+    assert sorted(first for _l, first, _n in batches) == [0, 256, 512, 768, 1024, 1280]
+    assert all(n <= 256 for _l, _f, n in batches)
+    # requests rotate over the ensemble like the write sets do
+    assert len({c.bookie_id for c in pool.conns.values() if c.batch_reads}) > 1
+
+
+def test_short_answers_continue_and_corrupt_or_unable_replicas_hand_over():
+    client, _store, pool = make_client(protocol="v2")
+    h = written(client, pool, 100)
+    first, second, third = h.metadata.write_set(0)
+    pool.get(first).batch_limit = 7  # a byte budget that fits 7 entries
+    body = pool.get(first).stored[(h.ledger_id, 3)]
+    pool.get(first).stored[(h.ledger_id, 3)] = body[:-1] + bytes([body[-1] ^ 1])
+    pool.get(second).no_batch = True  # an older bookie
+    got = result_of(h.read_entries(0, 99))
+    assert got == [(i, b"payload-%d" % i) for i in range(100)]
+    assert (h.ledger_id, 3, 97) in pool.get(second).batch_reads  # tried after the corrupt entry ...
+    assert any(first_id == 3 for _l, first_id, _n in pool.get(third).batch_reads)  # ... and handed over
+    assert single_reads(pool) == 0
+
+
+def test_when_no_replica_can_batch_read_entries_are_read_one_by_one():
+    client, _store, pool = make_client(protocol="v2")
+    h = written(client, pool, 20)
+    for b in h.metadata.last_ensemble:
+        pool.get(b).no_batch = True
+    assert result_of(h.read_entries(0, 19)) == [(i, b"payload-%d" % i) for i in range(20)]
+    assert single_reads(pool) == 20
+
+
+def test_a_batch_read_of_a_missing_entry_fails_as_a_single_read_would():
+    client, _store, pool = make_client(protocol="v2")
+    h = written(client, pool, 10)
+    for b in h.metadata.last_ensemble:
+        del pool.get(b).stored[(h.ledger_id, 5)]
+    err = failure_of(h.read_entries(0, 9)).value
+    assert isinstance(err, NoSuchEntry) and "entry 5 " in str(err)
+
+
+def test_batch_reads_follow_ensemble_changes():
+    client, store, pool = make_client(bookies=B[:5], protocol="v2")
+    h = written(client, pool, 10, e=2, qw=2, qa=2)
+    old = h.metadata.last_ensemble
+    new = [b for b in B[:5] if b not in old][:2]
+    md = h.metadata.with_ensemble_change(6, new)
+    for (lid, e), body in list(pool.get(old[0]).stored.items()):
+        if e >= 6:
+            for b in old:
+                pool.get(b).stored.pop((lid, e), None)
+            for b in new:
+                pool.get(b).stored[(lid, e)] = body
+    h._metadata = md
+    assert result_of(h.read_entries(0, 9)) == [(i, b"payload-%d" % i) for i in range(10)]
+    assert {f for b in old for _l, f, _n in pool.get(b).batch_reads} == {0}
+    assert {f for b in new for _l, f, _n in pool.get(b).batch_reads} == {6}
+    assert single_reads(pool) == 0
+
+
+@pytest.mark.parametrize("protocol,e,qw", [("v2", 3, 2), ("v3", 3, 3)])
+def test_striped_ledgers_and_v3_read_entry_by_entry(protocol, e, qw):
+    client, _store, pool = make_client(protocol=protocol)
+    h = written(client, pool, 30, e=e, qw=qw, qa=2)
+    assert result_of(h.read_entries(0, 29)) == [(i, b"payload-%d" % i) for i in range(30)]
+    assert all(not c.batch_reads for c in pool.conns.values())
+    assert single_reads(pool) == 30
+
+
+# ----------------------------------------------------------------- a slow bookie with Qa < Qw
+
+
+def test_adds_wait_while_a_bookie_is_max_inflight_writes_behind():
+    client, store, pool = make_client(max_inflight=10)
+    h = create(client, 3, 3, 2)
+    fast, slow = h.metadata.last_ensemble[:2], pool.get(h.metadata.last_ensemble[2])
+    for b in fast:
+        pool.get(b).auto = True
+    done = []
+    for i in range(20):
+        track(h.add_entry(b"e%d" % i), done)
+    # Qa = 2 completes entries without the slow bookie, until it is 10 writes behind
+    assert done == [("ok", i) for i in range(10)]
+    assert sum(slow.outstanding(e) for e in range(20)) == 10
+    assert not h.writable() and h.ensemble_changes == 0
+    slow.ack(0)  # one answer is room for one more add (refill 10 // 8 = 1)
+    assert done == [("ok", i) for i in range(11)]
+    while any(slow.outstanding(e) for e in range(20)):
+        slow.ack(next(e for e in range(20) if slow.outstanding(e)))
+    assert done == [("ok", i) for i in range(20)]
+    assert h.writable() and h.ensemble_changes == 0 and store.updates == []

@@ -14,6 +14,13 @@ fakes.
   (:class:`~wire.client.errors.NoSuchEntry` when they all said "missing",
   :class:`~wire.errors.DigestError` when a replica answered with bytes that
   do not verify, else the last error);
+* over v2, ledgers whose ensemble size equals their write quorum (every
+  bookie holds every entry of its segment) are read with BATCH_READ_ENTRY
+  (bookies 4.17+), Java's rule: up to ``_BATCH_READ_ENTRIES`` consecutive
+  entries per request, a few requests in flight, each entry verified; a
+  bookie that fails, answers short of the first entry or cannot batch-read
+  hands over to the next of the write set, and when none can, that entry is
+  read alone as above (so its error is the same);
 * reads stop at the last add confirmed (LAC) of an open ledger or the last
   entry of a closed one, unless ``allow_unconfirmed=True``
   (:class:`EntryNotConfirmed` otherwise);
@@ -32,7 +39,11 @@ fakes.
 * at most ``max_inflight`` adds are outstanding.  Beyond that an add waits
   for room (:meth:`LedgerHandle.wait_writable`, :meth:`LedgerHandle.add_entries`
   give real back-pressure); at most ``max_waiting`` adds may wait, after
-  which :class:`~wire.client.errors.TooManyRequests` is raised;
+  which :class:`~wire.client.errors.TooManyRequests` is raised.  With
+  ``Qa < Qw`` entries complete without the slowest bookie of their write
+  set; adds also wait while a bookie of the ensemble has ``max_inflight``
+  writes unanswered, so a slow (not dead) bookie is not left with an
+  unbounded backlog -- nor replaced because its connection's queue filled;
 * a bookie that fails or times out is replaced: a new segment starting at
   the first unacknowledged entry is written to the metadata with
   compare-and-set, and every outstanding entry whose write set changed is
@@ -55,6 +66,8 @@ every entry found back to its whole write set before going on.
 """
 from __future__ import annotations
 
+import bisect
+import itertools
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -97,6 +110,12 @@ _MISSING = (NoSuchEntry, NoSuchLedgerOnBookie)
 #: Room kept in a frame for the request envelope (v3 header, master key, ids).
 _FRAME_OVERHEAD = 1024
 _INT32_MAX = (1 << 31) - 1
+_INT64_MAX = (1 << 63) - 1
+#: Entries asked for by one BATCH_READ_ENTRY, byte budget of its answer, and
+#: how many of them one span keeps in flight.
+_BATCH_READ_ENTRIES = 256
+_BATCH_READ_BYTES = 4 * 1024 * 1024
+_BATCH_READS_IN_FLIGHT = 4
 
 
 # ----------------------------------------------------------------- errors
@@ -443,6 +462,75 @@ class ReadHandle:
         return RangeReader(self, first, last, batch)
 
     def _read_span(self, first: int, last: int) -> defer.Deferred:
+        """Fires with ``[(entry_id, payload), ...]`` for ``first..last``."""
+        md = self._metadata
+        if md.ensemble_size == md.write_quorum and getattr(self.client, "protocol", "v3") == "v2":
+            return defer.ensureDeferred(self._read_span_batched(first, last))
+        return self._read_span_singly(first, last)
+
+    async def _read_span_batched(self, first: int, last: int) -> list:
+        step = _BATCH_READ_ENTRIES
+        chunks = iter(range(first, last + 1, step))
+
+        def start(begin: int) -> defer.Deferred:
+            return defer.ensureDeferred(self._read_chunk(begin, min(last, begin + step - 1)))
+
+        pending = deque(start(b) for b in itertools.islice(chunks, _BATCH_READS_IN_FLIGHT))
+        out: list = []
+        try:
+            while pending:
+                out.extend(await pending.popleft())
+                begin = next(chunks, None)
+                if begin is not None:
+                    pending.append(start(begin))
+        except BaseException:
+            for d in pending:
+                d.addErrback(_ignore)
+            raise
+        return out
+
+    async def _read_chunk(self, first: int, last: int) -> list:
+        out: list = []
+        next_id = first
+        while next_id <= last:
+            got = await self._batch_read(next_id, min(last, self._segment_last(next_id)))
+            if not got:  # no replica could batch-read it: alone, with failover and its error
+                entry = await self._read_entry(next_id)
+                got = [(entry.entry_id, entry.payload)]
+            out.extend(got)
+            next_id += len(got)
+        return out
+
+    def _segment_last(self, entry_id: int) -> int:
+        """The last entry id of ``entry_id``'s segment (a large number for the last one)."""
+        starts = self._metadata.first_entry_ids
+        i = bisect.bisect_right(starts, entry_id)
+        return starts[i] - 1 if i < len(starts) else _INT64_MAX
+
+    async def _batch_read(self, first: int, last: int) -> list:
+        """As many verified entries from ``first`` on (at most to ``last``, one
+        segment) as the first replica of ``first``'s write set that can gives
+        in one BATCH_READ; [] when none can."""
+        want = last - first + 1
+        for bookie in self._metadata.write_set(first):
+            try:
+                bodies = await self.client.pool.get(bookie).batch_read(
+                    self.ledger_id, first, want, _BATCH_READ_BYTES)
+            except Exception as exc:  # noqa: BLE001 - any failure: the next replica
+                log.debug("ledger %d: batch read from %s at %d failed: %s", self.ledger_id, bookie, first, exc)
+                continue
+            got = []
+            for entry_id, body in zip(range(first, last + 1), bodies):
+                try:
+                    entry = self.digest.verify(body, entry_id)
+                except DigestError:
+                    break  # the rest from the next replica
+                got.append((entry.entry_id, entry.payload))
+            if got:
+                return got
+        return []
+
+    def _read_span_singly(self, first: int, last: int) -> defer.Deferred:
         count = last - first + 1
         window = max(1, int(getattr(self.client, "read_window", 64)))
         results: list[Any] = [None] * count
@@ -587,6 +675,11 @@ class LedgerHandle(ReadHandle):
         self._room_waiters: deque[defer.Deferred] = deque()
         self._idle_waiters: list[defer.Deferred] = []
         self._failed: set[str] = set()  # bookies that failed for this ledger
+        # Writes sent to each bookie and not answered yet, completed entries included:
+        # with Qa < Qw a slow bookie falls behind, and adds wait while one of the
+        # ensemble is max_inflight writes behind (its backlog stays bounded).
+        self._unanswered: dict[str, int] = {}
+        self._behind: set[str] = set()
         self._changing = False
         self._completing = False
         self._recheck = False
@@ -671,7 +764,7 @@ class LedgerHandle(ReadHandle):
         if len(payload) > limit:
             return defer.fail(ValueError(
                 f"entry of {len(payload)} bytes is larger than the {limit} bytes a bookie frame can carry"))
-        if self._waiting or len(self._pending) >= self.max_inflight:
+        if self._waiting or len(self._pending) >= self.max_inflight or self._behind:
             if len(self._waiting) >= self.max_waiting:
                 return defer.fail(TooManyRequests(
                     f"ledger {self.ledger_id}: {len(self._pending)} adds in flight and "
@@ -683,7 +776,8 @@ class LedgerHandle(ReadHandle):
 
     def writable(self) -> bool:
         """True when an add would be sent at once."""
-        return self._state == _OPEN and not self._waiting and len(self._pending) < self.max_inflight
+        return (self._state == _OPEN and not self._waiting and len(self._pending) < self.max_inflight
+                and not self._behind)
 
     def wait_writable(self) -> defer.Deferred:
         """Fires once adds would be sent at once again: at once if there is
@@ -804,6 +898,10 @@ class LedgerHandle(ReadHandle):
         bookie = p.bookies[slot]
         if bookie in self._failed:
             return  # replaced by the ensemble change under way; sent then
+        n = self._unanswered.get(bookie, 0) + 1
+        self._unanswered[bookie] = n
+        if n >= self.max_inflight:
+            self._behind.add(bookie)
         try:
             conn = self.client.pool.get(bookie)
             add_nowait = getattr(conn, "_add_nowait", None)
@@ -816,10 +914,19 @@ class LedgerHandle(ReadHandle):
                          recovery=self.recovery, high_priority=self.recovery)
         except Exception as exc:  # noqa: BLE001 - a closed pool raises
             d = defer.fail(exc)
-        d.addCallbacks(self._add_ok, self._add_failed, callbackArgs=(p, slot, bookie),
+        d.addCallbacks(self._add_answered, self._add_failed, callbackArgs=(p, slot, bookie),
                        errbackArgs=(p, slot, bookie))
 
+    def _answered(self, bookie: str) -> None:
+        n = self._unanswered[bookie] - 1
+        self._unanswered[bookie] = n
+        if bookie in self._behind and n <= self.max_inflight - self._refill:
+            self._behind.discard(bookie)
+            if not self._behind:
+                self._complete_ready()  # start the adds that waited for it
+
     def _slot_done(self, p: _PendingAdd, slot: int, bookie: str, error: BaseException | None) -> None:
+        self._answered(bookie)
         if error is None:
             self._add_ok(None, p, slot, bookie)
         else:
@@ -835,7 +942,12 @@ class LedgerHandle(ReadHandle):
             self._complete_ready()
         # else: it completes when every earlier entry has
 
+    def _add_answered(self, _result, p: _PendingAdd, slot: int, bookie: str) -> None:
+        self._answered(bookie)
+        self._add_ok(None, p, slot, bookie)
+
     def _add_failed(self, f: Failure, p: _PendingAdd, slot: int, bookie: str) -> None:
+        self._answered(bookie)
         self._add_error(f.value, p, slot, bookie)
 
     def _add_error(self, exc: BaseException, p: _PendingAdd, slot: int, bookie: str) -> None:
@@ -884,13 +996,13 @@ class LedgerHandle(ReadHandle):
                         p.deferred.callback(p.entry_id)
                     if self._state == _FAILED:
                         return
-                while (self._waiting and len(self._pending) < self.max_inflight
+                while (self._waiting and len(self._pending) < self.max_inflight and not self._behind
                        and self._state in (_OPEN, _CLOSING)):
                     payload, d = self._waiting.popleft()
                     self._start_add(payload).chainDeferred(d)
                 # Wake writers waiting for room only once a few slots are free,
                 # so they refill the pipeline in bursts rather than one by one.
-                while (self._room_waiters and self._state == _OPEN and not self._waiting
+                while (self._room_waiters and self._state == _OPEN and not self._waiting and not self._behind
                        and len(self._pending) <= self.max_inflight - self._refill):
                     self._room_waiters.popleft().callback(None)
                 if not self._pending and not self._waiting and self._idle_waiters:
@@ -935,6 +1047,7 @@ class LedgerHandle(ReadHandle):
         if bookie not in self._metadata.last_ensemble:
             return
         self._failed.add(bookie)
+        self._behind.discard(bookie)  # it is being replaced: nothing to wait for
         if not self._changing:
             self._changing = True
             d = defer.ensureDeferred(self._change_ensemble())
