@@ -54,8 +54,12 @@ class Bookie:
         self.clock = clock
         self.max_frame_size = max_frame_size
         self.allow_high_priority_writes = allow_high_priority_writes_when_readonly
+        #: True while any cause in :attr:`readonly_causes` holds (a plain
+        #: attribute: every add reads it).
         self.readonly = False
-        #: Why the bookie is read-only ("disk full", "journal failed"...), or None.
+        #: Why the bookie is read-only, by cause (see :meth:`mark_readonly`).
+        self.readonly_causes: dict[str, str] = {}
+        #: The reasons, joined; None when writable.
         self.readonly_reason: str | None = None
         self.on_readonly_change: Callable[[bool], None] | None = None
         self._lac: dict[int, int] = {}
@@ -92,18 +96,31 @@ class Bookie:
         return n
 
     # -- read-only mode ---------------------------------------------------------
-    def set_readonly(self, readonly: bool, reason: str | None = None) -> None:
+    def mark_readonly(self, cause: str, reason: str) -> None:
+        """Read-only because of ``cause`` ("disk", "journal", "admin",
+        "config"), explained by ``reason``.  Each cause is cleared on its own
+        (:meth:`clear_readonly`): the bookie is writable again only once none
+        holds -- a disk that drains does not undo a failed journal."""
+        self.readonly_causes[cause] = reason
+        self._readonly_causes_changed()
+
+    def clear_readonly(self, cause: str) -> None:
+        if self.readonly_causes.pop(cause, None) is not None:
+            self._readonly_causes_changed()
+
+    def _readonly_causes_changed(self) -> None:
+        readonly = bool(self.readonly_causes)
+        self.readonly_reason = "; ".join(self.readonly_causes.values()) if readonly else None
         if readonly == self.readonly:
             return
         self.readonly = readonly
-        self.readonly_reason = reason if readonly else None
         log.warning("bookie is now %s%s", "read-only" if readonly else "writable",
-                    f" ({reason})" if reason else "")
+                    f" ({self.readonly_reason})" if readonly else "")
         if self.on_readonly_change is not None:
             self.on_readonly_change(readonly)
 
     def _journal_failed(self, journal, error) -> None:
-        self.set_readonly(True, f"journal write failed: {error}")
+        self.mark_readonly("journal", f"journal write failed: {error}")
 
     # -- master key ------------------------------------------------------------
     def _check_key(self, ledger_id: int, key: bytes) -> int:

@@ -53,7 +53,6 @@ class BookieService:
         self.http_port = None
         self._loops: list[task.LoopingCall] = []
         self._checkpointing = False
-        self._disk_readonly = False
         self.notifier = sdnotify.Notifier.from_environment()
 
     # -- start-up --------------------------------------------------------------
@@ -116,7 +115,7 @@ class BookieService:
             log.info("HTTP admin on %s:%d", cfg.http_server_host, self.http_port.getHost().port)
 
         if cfg.force_read_only_bookie:
-            self.bookie.readonly, self.bookie.readonly_reason = True, "forceReadOnlyBookie"
+            self.bookie.mark_readonly("config", "forceReadOnlyBookie")
         self._check_disks()
         self.bookie.on_readonly_change = self._readonly_changed
         self._every(cfg.flush_interval / 1000.0, self._checkpoint)
@@ -261,13 +260,11 @@ class BookieService:
             log.error("disk check failed: %s", e)
             return
         if usage >= self.cfg.disk_usage_threshold:
-            if not bookie.readonly:
-                self._disk_readonly = True
-                bookie.set_readonly(True, f"disk usage {usage:.1%} over diskUsageThreshold "
-                                          f"{self.cfg.disk_usage_threshold:.0%}")
-        elif bookie.readonly and self._disk_readonly and usage < self.cfg.disk_usage_warn_threshold:
-            self._disk_readonly = False
-            bookie.set_readonly(False)
+            if "disk" not in bookie.readonly_causes:
+                bookie.mark_readonly("disk", f"disk usage {usage:.1%} over diskUsageThreshold "
+                                             f"{self.cfg.disk_usage_threshold:.0%}")
+        elif usage < self.cfg.disk_usage_warn_threshold:
+            bookie.clear_readonly("disk")
 
     def _readonly_changed(self, readonly: bool) -> None:
         if self.stopping:
@@ -331,8 +328,25 @@ class BookieService:
         return {"running": self.is_running(), "readOnly": self.is_readonly(),
                 "shuttingDown": self.stopping, "availableForHighPriorityWrites": True}
 
-    def set_readonly(self, readonly: bool) -> None:
-        self.bookie.set_readonly(readonly, "set through the HTTP admin API" if readonly else None)
+    def set_readonly(self, readonly: bool, force: bool = False) -> None:
+        """The HTTP admin switch.  Writable again clears what the admin set;
+        with ``force`` also a full disk (until the next disk check finds it
+        full again).  A failed journal or forceReadOnlyBookie cannot be
+        switched off: ValueError (answered 400)."""
+        bookie = self.bookie
+        if readonly:
+            bookie.mark_readonly("admin", "set through the HTTP admin API")
+            return
+        if "config" in bookie.readonly_causes:
+            raise ValueError("Bookie is in forceReadOnly mode, cannot transit to writable mode")
+        if "journal" in bookie.readonly_causes:
+            raise ValueError(f"cannot turn writable: {bookie.readonly_causes['journal']} (restart the bookie)")
+        bookie.clear_readonly("admin")
+        if force:
+            bookie.clear_readonly("disk")
+        elif "disk" in bookie.readonly_causes:
+            raise ValueError(f"still read-only: {bookie.readonly_causes['disk']} "
+                             "(?force=true overrides it until the next disk check)")
 
     # -- shutdown ---------------------------------------------------------------
     @defer.inlineCallbacks

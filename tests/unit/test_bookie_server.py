@@ -219,7 +219,7 @@ def test_journal_back_pressure_is_etoomanyrequests(env):
 
 def test_read_only_refuses_adds_unless_high_priority(env):
     c = env.connect()
-    env.bookie.set_readonly(True, "test")
+    env.bookie.mark_readonly("admin", "test")
     add(c, 0)
     [r] = c.v2()
     assert r.rc == RC.EREADONLY
