@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import struct
 import time
+from collections import deque
 
 from twisted.internet import abstract, protocol
 
@@ -60,6 +61,9 @@ class BookieProtocol(protocol.Protocol):
         self.decoder = FrameDecoder(max_frame_size)
         self.detector = ProtocolDetector()
         self.closed = False
+        #: True while the client is not taking its answers (see :meth:`pauseProducing`).
+        self.paused = False
+        self._backlog: deque = deque()  # requests read but not served while paused
         self._add_responses = v3.AddResponseEncoder()
         #: (op, rc) -> (request counter, latency histogram) of ``metrics``, once seen
         self._observers: dict = {}
@@ -70,11 +74,41 @@ class BookieProtocol(protocol.Protocol):
             self.transport.setTcpNoDelay(True)  # small acks must not wait for Nagle (Java: serverTcpNoDelay)
         self.metrics.connections.inc()
         self.bookie.connection_opened(self)
+        # Answers a client does not read pile up in the transport; past its
+        # bufferSize it pauses us, and we stop reading requests until they have
+        # drained: TCP back-pressure, as Java's bookie turns autoRead off on an
+        # unwritable channel. Memory stays bounded by one answer over the buffer.
+        self.transport.registerProducer(self, True)
 
     def connectionLost(self, reason=None):
         self.closed = True
+        self._backlog.clear()
         self.metrics.connections.dec()
         self.bookie.connection_closed(self)
+
+    def close(self) -> None:
+        """Close once the answers written so far are sent (shutdown)."""
+        if self.transport.producer is self:
+            self.transport.unregisterProducer()  # a paused producer would keep the close waiting
+        self.transport.loseConnection()
+
+    # -- IPushProducer: the transport's write buffer is full / has drained ----------
+    def pauseProducing(self):
+        if not self.paused:
+            self.paused = True
+            self.transport.pauseProducing()  # stop reading from the socket
+
+    def resumeProducing(self):
+        self.paused = False
+        if self._backlog:
+            backlog = list(self._backlog)
+            self._backlog.clear()
+            self._serve(backlog)  # may pause again
+        if not self.paused and not self.closed:
+            self.transport.resumeProducing()
+
+    def stopProducing(self):
+        self._backlog.clear()
 
     def dataReceived(self, data: bytes):
         try:
@@ -82,9 +116,21 @@ class BookieProtocol(protocol.Protocol):
         except CodecError as e:
             self._drop(f"bad framing: {e}")
             return
+        if self._backlog:
+            self._backlog.extend(payloads)
+        else:
+            self._serve(payloads)
+        if self.decoder.failed is not None and not self.closed:
+            self._drop(f"bad framing: {self.decoder.failed}")
+
+    def _serve(self, payloads: list) -> None:
+        """Answer requests in order; stop and keep the rest once paused."""
         detector = self.detector
-        for payload in payloads:
+        for i, payload in enumerate(payloads):
             if self.closed:
+                return
+            if self.paused:
+                self._backlog.extend(payloads[i:])
                 return
             if detector.is_v3:
                 add = _plain_v3_add(payload)
@@ -100,8 +146,6 @@ class BookieProtocol(protocol.Protocol):
             except CodecError as e:
                 self._drop(f"undecodable {kind} request: {e}")
                 return
-        if self.decoder.failed is not None and not self.closed:
-            self._drop(f"bad framing: {self.decoder.failed}")
 
     def _drop(self, why: str) -> None:
         peer = self.transport.getPeer() if self.transport else None
@@ -468,14 +512,15 @@ class BookieServerFactory(protocol.Factory):
         transport only sends when the reactor next polls it writable -- one
         more loop iteration (an epoll round and a dispatch) per group, which
         at low load is a good part of an add's latency. A transport that is
-        closing or has a producer is left to the reactor: its doWrite()
-        result must reach the reactor to finish the close.
+        closing is left to the reactor: its doWrite() result must reach the
+        reactor to finish the close. (A drained buffer may resume the
+        protocol as a producer from here: it then serves what it held back.)
         """
         answered, self.answered = self.answered, set()
         for proto in answered:
             t = proto.transport
             if (not proto.closed and isinstance(t, abstract.FileDescriptor) and t.connected
-                    and not t.disconnecting and t.producer is None):
+                    and not t.disconnecting):
                 t.doWrite()  # a failed send is left queued; the reactor's next doWrite sees it too
 
     def buildProtocol(self, addr):

@@ -369,7 +369,7 @@ class BookieService:
             yield threads.deferToThreadPool(self.reactor, pool, j.close)
         yield task.deferLater(self.reactor, 0, lambda: None)  # let those answers be written
         for proto in list(self.bookie._connections) if self.bookie else []:
-            proto.transport.loseConnection()
+            proto.close()
         while self._checkpointing:
             yield task.deferLater(self.reactor, 0.01, lambda: None)
         marks = [j.mark() for j in self.journals]

@@ -293,3 +293,36 @@ def test_metrics_count_what_the_bookie_did(bookies):
     assert m["bookie_read_only"] == 0
     assert 0 < m["bookie_disk_usage_ratio"] < 1
     c.close()
+
+
+def _memory_kb(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} for {pid}")
+
+
+def test_a_client_that_does_not_read_its_answers_cannot_grow_the_bookie(bookies):
+    from wire.framing import FrameDecoder, frame
+
+    bookie = bookies().start()
+    c = WireClient(bookie.port)
+    big = package(11, 0, payload=os.urandom(1 << 20))
+    assert c.v2(v2.AddRequest(2, 0, KEY, big, 11, 0)).rc == RC.EOK
+    c.close()
+    before = _memory_kb(bookie.proc.pid, "VmRSS")
+    greedy = socket.create_connection(("127.0.0.1", bookie.port))
+    greedy.sendall(frame(v2.ReadRequest(2, 0, 11, 0).encode()) * 300)  # 300 MiB of answers
+    time.sleep(2.0)  # what the bookie would buffer, it has buffered by now
+    grown_mb = (_memory_kb(bookie.proc.pid, "VmHWM") - before) / 1024
+    assert grown_mb < 100, f"the bookie grew by {grown_mb:.0f} MB for a client that reads nothing"
+    # the client reads after all: every answer arrives, in order
+    greedy.settimeout(30)
+    decoder, answers = FrameDecoder(), []
+    while len(answers) < 300:
+        data = greedy.recv(1 << 20)
+        assert data, "connection closed"
+        answers.extend(decoder.feed(data))
+    assert all(v2.decode_response(a).body == big for a in answers)
+    greedy.close()

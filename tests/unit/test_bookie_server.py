@@ -402,10 +402,12 @@ class SocketlessTransport(abstract.FileDescriptor):
         super().__init__(reactor)
         self.connected = True
         self.sent = b""
+        self.take = 1 << 30  # bytes the pretend client reads per send; 0: it reads nothing
 
     def writeSomeData(self, data):
-        self.sent += bytes(data)
-        return len(data)
+        n = min(len(data), self.take)
+        self.sent += bytes(data[:n])
+        return n
 
     def getPeer(self):
         return None
@@ -443,3 +445,34 @@ def test_closing_or_closed_connections_are_left_to_the_reactor(env):
     env.factory.send_answers()
     assert t1.sent == b"" and t1 in reactor1.getWriters()
     assert t2.sent == b""
+
+
+def test_a_client_that_does_not_read_its_answers_is_not_read_either(env):
+    """TCP back-pressure: past the transport's buffer the bookie stops reading
+    requests; what it read is answered, in order, once the client reads again."""
+    c = env.connect()
+    big = b"z" * 100_000  # one answer is more than the transport's 64 KiB buffer
+    add(c, 0)
+    env.journal.sync()
+    c.send(v2.AddRequest(2, 0, KEY, entry(1, payload=big), 1, 1).encode())
+    env.journal.sync()
+    proto, t, reactor = real_buffering_conn(env)
+    t.startReading()
+    t.take = 0
+    reads = b"".join(frame(v2.ReadRequest(2, 0, 1, 1).encode()) for _ in range(50))
+    proto.dataReceived(reads)
+    served = env.factory.metrics.requests[("read", "EOK")]
+    assert served.value == 1  # one answer fills the buffer; the 49 others wait
+    assert t not in reactor.getReaders()  # and nothing more is read from the client
+    proto.dataReceived(frame(v2.ReadRequest(2, 0, 1, 0).encode()))  # (already in flight)
+    assert served.value == 1
+    rounds = 0
+    while t not in reactor.getReaders():
+        t.take = 1 << 30
+        t.doWrite()  # the client reads: the reactor sends what is buffered
+        rounds += 1
+        assert served.value <= rounds + 1  # never more than one answer ahead of the client
+    t.doWrite()
+    answers = [v2.decode_response(p) for p in FrameDecoder().feed(t.sent)]
+    assert [(a.entry_id, a.body[-len(big):] == big) for a in answers] == [(1, True)] * 50 + [(0, False)]
+    assert served.value == 51

@@ -310,6 +310,7 @@ def test_module_start_watchdog_reads_environment(monkeypatch, receiver):
     clock.advance(5)
     assert receiver.pending() == [b"WATCHDOG=1", b"WATCHDOG=1"]
     loop.stop()
+    loop.f.__self__.close()  # the notifier it built from the environment
 
 
 def test_watchdog_survives_missing_receiver(tmp_path):
