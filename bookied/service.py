@@ -16,6 +16,7 @@ import threading
 import time
 
 from twisted.internet import defer, task, threads
+from twisted.python.failure import Failure
 
 from wire.serviceinfo import BookieServiceInfo
 
@@ -236,11 +237,20 @@ class BookieService:
 
         def done(result):
             self._checkpointing = False
-            return result
+            bookie = self.bookie
+            if not isinstance(result, Failure):
+                if bookie is not None:
+                    bookie.clear_readonly("ledger")  # the entry logs take writes again
+                return result
+            log.error("checkpoint failed: %s", result.value)
+            if isinstance(result.value, OSError) and bookie is not None:
+                # ENOSPC, EIO...: the entries stay in the write cache (readable, and
+                # in the journal); take no new ones until a checkpoint succeeds again
+                bookie.mark_readonly("ledger", f"entry log write failed: {result.value}")
+            return None
 
         d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), work)
         d.addBoth(done)
-        d.addErrback(lambda f: log.error("checkpoint failed: %s", f.value))
         return d
 
     def disk_usage(self) -> float:

@@ -1,13 +1,33 @@
-"""The bookie's disk check: read-only over diskUsageThreshold, writable again only below
-diskUsageWarnThreshold (hysteresis), and never writable again for another reason's sake."""
+"""Why a bookie is read-only, and what makes it writable again: the disk check
+(read-only over diskUsageThreshold, writable again only below diskUsageWarnThreshold),
+entry-log write errors at checkpoints, the HTTP admin switch -- each undoes only its own."""
 from __future__ import annotations
 
 import pytest
 from twisted.internet.testing import MemoryReactorClock
+from twisted.python.failure import Failure
 
 from bookied.bookie import Bookie
 from bookied.config import load_config_text
 from bookied.service import BookieService
+
+
+class InlineThreadsReactor(MemoryReactorClock):
+    """Runs what is deferred to its thread pool at once, in the calling thread."""
+
+    def callFromThread(self, f, *args, **kwargs):
+        f(*args, **kwargs)
+
+    def getThreadPool(self):
+        return self
+
+    def callInThreadWithCallback(self, on_result, f, *args, **kwargs):
+        try:
+            result = f(*args, **kwargs)
+        except Exception:
+            on_result(False, Failure())
+        else:
+            on_result(True, result)
 
 
 @pytest.fixture
@@ -15,7 +35,7 @@ def service(tmp_path, monkeypatch):
     cfg = load_config_text(f"advertisedAddress=127.0.0.1\nallowLoopback=true\n"
                            f"journalDirectories={tmp_path / 'j'}\nledgerDirectories={tmp_path / 'l'}\n"
                            "diskUsageThreshold=0.95\ndiskUsageWarnThreshold=0.90\n")
-    svc = BookieService(cfg, MemoryReactorClock())
+    svc = BookieService(cfg, InlineThreadsReactor())
     svc.bookie = Bookie([], [], clock=svc.reactor)
     changes = []
     svc.bookie.on_readonly_change = changes.append
@@ -93,3 +113,28 @@ def test_a_failing_disk_check_changes_nothing(service, caplog):
     service._check_disks()
     assert service.bookie.readonly is False
     assert "disk check failed" in caplog.text
+
+
+class FailingStore:
+    """An entry store whose flushes fail with ``errors`` first."""
+
+    def __init__(self, *errors):
+        self.errors = list(errors)
+        self.flushes = 0
+
+    def flush(self):
+        self.flushes += 1
+        if self.errors:
+            raise self.errors.pop(0)
+
+
+def test_an_entry_log_write_error_makes_the_bookie_read_only_until_a_checkpoint_succeeds(service, caplog):
+    service.stores = [FailingStore(OSError(28, "No space left on device"))]
+    service._checkpoint()
+    assert service.bookie.readonly is True
+    assert "entry log write failed" in service.bookie.readonly_reason and "checkpoint failed" in caplog.text
+    assert check(service, 0.10) is True  # the disk check does not undo it
+    service._checkpoint()  # the retried flush goes through
+    assert service.stores[0].flushes == 2
+    assert service.bookie.readonly is False
+    assert service.changes == [True, False]
