@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=1000, help="entries per read batch")
     ap.add_argument("--read-window", type=int, default=256, help="entries in flight per reader")
     ap.add_argument("--protocol", default="v3", choices=["v3", "v2"])
+    ap.add_argument("--ensemble", default="3,2,2", metavar="E,QW,QA",
+                    help="ledger shape (default 3,2,2); with --protocol v2 and E = Qw (Pulsar's 2,2,2) "
+                         "reads are batch reads")
     ap.add_argument("--dir", help="work folder (default: a new temporary one, removed at the end)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     args = ap.parse_args(argv)
@@ -83,6 +86,7 @@ def run(args, uri: str, work: Path) -> int:
     from wire.client.blocking import BlockingBookKeeper
 
     size = args.payload_size
+    shape = tuple(int(x) for x in args.ensemble.split(","))
     total_bytes = args.entries * size
     per_ledger = [args.entries // args.ledgers + (1 if i < args.entries % args.ledgers else 0)
                   for i in range(args.ledgers)]
@@ -91,16 +95,17 @@ def run(args, uri: str, work: Path) -> int:
     ledger_ids = []
     t = time.monotonic()
     with BlockingBookKeeper(uri, add_timeout=60.0, read_timeout=30.0, timeout=3600) as bk:
-        with bk.create(3, 2, 2, password=b"bench") as lh:  # for warming Spark up
+        with bk.create(*shape, password=b"bench") as lh:  # for warming Spark up
             lh.add(b"warm-up")
         warm_id = lh.ledger_id
         start = 0
         for count in per_ledger:
-            with bk.create(3, 2, 2, password=b"bench") as lh:
+            with bk.create(*shape, password=b"bench") as lh:
                 lh.add_many(payload(i, size) for i in range(start, start + count))
             ledger_ids.append(lh.ledger_id)
             start += count
-    print(f"{'write (client, E3 Qw2 Qa2)':32} {rate(args.entries, total_bytes, time.monotonic() - t)}")
+    label = f"write (client, E{shape[0]} Qw{shape[1]} Qa{shape[2]})"
+    print(f"{label:32} {rate(args.entries, total_bytes, time.monotonic() - t)}")
 
     # -- raw read ----------------------------------------------------------------
     batches = []
