@@ -269,6 +269,12 @@ _BASH_REPLY_FIX = ('            # bash replaces only what follows the last colon
                    '            COMPREPLY+=($value)\n')
 
 
+#: click's fish script splits each candidate line at every comma, which cuts
+#: a help text at its first comma ("Every bookie with a cookie" ...).
+_FISH_SPLIT = '        set -l metadata (string split "," $completion);\n'
+_FISH_SPLIT_FIX = '        set -l metadata (string split --max 1 "," $completion);\n'
+
+
 def _patched(body: str, old: str, new: str) -> str:
     if old not in body:
         raise RuntimeError(f"click's completion script changed; cannot apply bkctl's fix for: {old.strip()}")
@@ -278,6 +284,8 @@ def _patched(body: str, old: str, new: str) -> str:
 def with_header(shell: str, body: str) -> str:
     """``body`` (click's script) with :func:`script_header` and bkctl's fixes; zsh keeps ``#compdef`` first."""
     header = script_header(shell)
+    if shell == "fish":
+        body = _patched(body, _FISH_SPLIT, _FISH_SPLIT_FIX)
     if shell == "bash":
         body = _patched(body, _BASH_WORDS_CALL.format(var=COMPLETE_VAR), _BASH_WORDS_FIX.format(var=COMPLETE_VAR))
         body = _patched(body, _BASH_REPLY, _BASH_REPLY_FIX)

@@ -6,7 +6,7 @@ function _bkctl_completion;
     set -l response (env _BKCTL_COMPLETE=fish_complete COMP_WORDS=(commandline -cp) COMP_CWORD=(commandline -t) bkctl);
 
     for completion in $response;
-        set -l metadata (string split "," $completion);
+        set -l metadata (string split --max 1 "," $completion);
 
         if test $metadata[1] = "dir";
             __fish_complete_directories $metadata[2];

@@ -80,12 +80,21 @@ def bash_candidates(env: dict[str, str], line: str, script: Path = COMPLETIONS /
     return [w for w in result.stdout.splitlines() if w]
 
 
-def fish_candidates(env: dict[str, str], line: str) -> list[str]:
+def fish_lines(env: dict[str, str], line: str) -> list[str]:
+    """What fish offers for ``line``: ``candidate<TAB>description`` lines."""
     program = f"source {shlex.quote(str(COMPLETIONS / 'bkctl.fish'))}; complete -C {shlex.quote(line)}"
     result = subprocess.run([_need("fish"), "--no-config", "-c", program], env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stderr == "", result.stderr
-    return [w.split("\t")[0] for w in result.stdout.splitlines() if w]
+    return [w for w in result.stdout.splitlines() if w]
+
+
+def fish_candidates(env: dict[str, str], line: str) -> list[str]:
+    return [w.split("\t")[0] for w in fish_lines(env, line)]
+
+
+def test_fish_keeps_descriptions_whole(env):
+    assert "--all\tEvery bookie with a cookie, running or not." in fish_lines(env, "bkctl bookie list --a")
 
 
 class Zsh:
