@@ -213,6 +213,9 @@ class ReadHandle:
         self._metadata = metadata
         self._version = version
         self.password = bytes(password)
+        self._ws_metadata: LedgerMetadata | None = None  # the metadata _ws_cache is for
+        self._ws_cache: dict[tuple[int, int], tuple[str, ...]] = {}
+        self._ws_starts: tuple[int, ...] = ()  # first entry ids of its segments
         self.digest_type = DigestType(digest_type)
         self.digest = DigestManager(ledger_id, self.digest_type, self.password)
         self.master_key = master_key(self.password)
@@ -372,6 +375,26 @@ class ReadHandle:
 
     # -- entries ------------------------------------------------------------------
 
+    def _write_set(self, entry_id: int) -> tuple[str, ...]:
+        """``metadata.write_set(entry_id)``, computed once per stripe position,
+        segment and metadata version: striping repeats every ensemble-size
+        entries (below Java's int truncation)."""
+        md = self._metadata
+        if md is not self._ws_metadata:
+            self._ws_metadata = md
+            self._ws_cache = {}
+            self._ws_starts = md.first_entry_ids
+        if not 0 <= entry_id <= _INT32_MAX - md.write_quorum:
+            return tuple(md.write_set(entry_id))
+        segment = bisect.bisect_right(self._ws_starts, entry_id) - 1
+        key = (segment, entry_id % md.ensemble_size)
+        ws = self._ws_cache.get(key)
+        if ws is None:
+            ensemble = md.ensembles[segment][1]
+            ws = self._ws_cache[key] = tuple(
+                [ensemble[i] for i in write_set_indices(entry_id, md.ensemble_size, md.write_quorum)])
+        return ws
+
     def _check_range(self, first: int, last: int, allow_unconfirmed: bool) -> None:
         if first < 0 or last < first:
             raise ValueError(f"bad entry range {first}..{last}")
@@ -386,7 +409,7 @@ class ReadHandle:
 
     def _read_entry(self, entry_id: int) -> defer.Deferred:
         """One entry, verified, with failover across its write set (in order)."""
-        bookies = self._metadata.write_set(entry_id)
+        bookies = self._write_set(entry_id)
         errors: list[BaseException] = []
 
         def attempt(i: int):
@@ -512,7 +535,7 @@ class ReadHandle:
         segment) as the first replica of ``first``'s write set that can gives
         in one BATCH_READ; [] when none can."""
         want = last - first + 1
-        for bookie in self._metadata.write_set(first):
+        for bookie in self._write_set(first):
             try:
                 bodies = await self.client.pool.get(bookie).batch_read(
                     self.ledger_id, first, want, _BATCH_READ_BYTES)
@@ -687,8 +710,6 @@ class LedgerHandle(ReadHandle):
         self._close_waiters: list[defer.Deferred] = []
         self._close_outcome: Failure | bool | None = None
         self.ensemble_changes = 0
-        self._ws_metadata: LedgerMetadata | None = None  # the metadata _ws_cache is for
-        self._ws_cache: dict[int, tuple[str, ...]] = {}
 
     @property
     def max_entry_size(self) -> int:
@@ -859,34 +880,8 @@ class LedgerHandle(ReadHandle):
             self._send(p)
         return d
 
-    def _write_set(self, entry_id: int) -> tuple[str, ...]:
-        """The write set of an entry of the last segment (a writer's entries
-        all are). Striping repeats every ensemble-size entries, so the write
-        sets are computed once per stripe and metadata version."""
-        md = self._metadata
-        if md is not self._ws_metadata:
-            self._ws_metadata = md
-            self._ws_cache = {}
-        size, qw = md.ensemble_size, md.write_quorum
-        cacheable = 0 <= entry_id and entry_id + qw <= _INT32_MAX  # Java's int truncation beyond
-        if cacheable:
-            ws = self._ws_cache.get(entry_id % size)
-            if ws is not None:
-                return ws
-        ensemble = md.ensembles[-1][1]
-        ws = tuple([ensemble[i] for i in write_set_indices(entry_id, size, qw)])
-        if cacheable:
-            self._ws_cache[entry_id % size] = ws
-        return ws
-
     def _send(self, p: _PendingAdd) -> None:
-        md = self._metadata
-        if p.entry_id < md.ensembles[-1][0]:  # never for a writer: pending entries are in the last segment
-            ensemble = md.ensemble_at(p.entry_id)
-            p.bookies = tuple([ensemble[i] for i in write_set_indices(p.entry_id, md.ensemble_size,
-                                                                       md.write_quorum)])
-        else:
-            p.bookies = self._write_set(p.entry_id)
+        p.bookies = self._write_set(p.entry_id)
         p.acked = 0
         p.acks = 0
         for slot in range(len(p.bookies)):
