@@ -17,6 +17,8 @@ class App:
     color: bool = True
     verbose: int = 0
     quiet: bool = False
+    #: Bookie wire protocol of :attr:`bk` ("v3" or "v2").
+    protocol: str = "v3"
     #: True inside ``bkctl shell``: connections stay open between commands.
     interactive: bool = False
     #: Ledgers this session created and still writes (shell only): ledger id ->
@@ -51,8 +53,18 @@ class App:
         if self._bk is None:
             from wire.client.blocking import BlockingBookKeeper
 
-            self._bk = BlockingBookKeeper(self.store)
+            self._bk = BlockingBookKeeper(self.store, protocol=self.protocol)
         return self._bk
+
+    def use_protocol(self, protocol: str) -> None:
+        """Speak ``protocol`` to the bookies.  A session whose connections are
+        open keeps their protocol: switching would drop its held ledgers."""
+        if protocol == self.protocol:
+            return
+        if self._bk is not None:
+            raise CommandError(f"this session already talks {self.protocol} to the bookies; "
+                               f"start it with --protocol {protocol}", USAGE)
+        self.protocol = protocol
 
     def close(self) -> None:
         """Let go of everything: held ledgers (left OPEN, their append locks

@@ -27,13 +27,16 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
                    "[env: BKCTL_METADATA_URI].")
 @click.option("--cluster", metavar="NAME", shell_complete=complete_cluster,
               help="A cluster named in ~/.config/bkctl/config.toml.")
+@click.option("--protocol", type=click.Choice(["v3", "v2"]), envvar="BKCTL_PROTOCOL",
+              help="Bookie wire protocol (default v3) [env: BKCTL_PROTOCOL]. Over v2, ledgers whose "
+                   "ensemble size equals their write quorum (Pulsar's default) are read with batch reads.")
 @click.option("--json", "json_output", is_flag=True, help="Print one JSON document (JSON lines for streams).")
 @click.option("--no-color", is_flag=True, help="No colors (also when NO_COLOR is set).")
 @click.option("-v", "--verbose", count=True, help="More detail; tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="Only results and errors.")
 @click.version_option(__version__, "-V", "--version", prog_name="bkctl")
 @click.pass_context
-def cli(ctx: click.Context, metadata_uri, cluster, json_output, no_color, verbose, quiet):
+def cli(ctx: click.Context, metadata_uri, cluster, protocol, json_output, no_color, verbose, quiet):
     """Administer Apache BookKeeper clusters: ledgers, bookies, autorecovery, exports."""
     from .config import resolve_metadata_uri
 
@@ -47,6 +50,8 @@ def cli(ctx: click.Context, metadata_uri, cluster, json_output, no_color, verbos
     if uri and uri != app.metadata_uri:
         app.close()  # connections to the previous cluster must not be reused
         app.metadata_uri = uri
+    if protocol:
+        app.use_protocol(protocol)
     app.json = json_output or app.json
     app.color = color_wanted(no_color) and app.color
     app.verbose = max(verbose, app.verbose)

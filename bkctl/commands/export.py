@@ -64,9 +64,10 @@ def _ctime(ctx, param, value):
               help="Entries per Spark task (larger ledgers are read by several tasks).")
 @click.option("--batch-size", type=click.IntRange(1), default=1000, show_default=True, metavar="N",
               help="Entries per read batch inside a task.")
-@click.option("--protocol", type=click.Choice(["v3", "v2"]), default="v3", show_default=True,
-              help="Bookie protocol. Over v2, ledgers whose ensemble size equals their write quorum "
-                   "(Pulsar's default) are read with batch reads (bookies 4.17+; older ones fall back).")
+@click.option("--protocol", type=click.Choice(["v3", "v2"]),
+              help="Bookie protocol of the readers (default: bkctl's --protocol). Over v2, ledgers whose "
+                   "ensemble size equals their write quorum are read with batch reads (bookies 4.17+; "
+                   "older ones fall back).")
 @click.option("--password", metavar="TEXT", help="Ledger password (default: the one stored in the metadata).")
 @click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark configuration.")
 @pass_app
@@ -101,7 +102,7 @@ def export(app: App, out, ledger_spec, all_ledgers, since, until, partition_by, 
             until_ms=until, partition_by=partition_by, compression=compression, master=master,
             rows_per_file=rows_per_file, mode="overwrite" if overwrite else "append" if append else "replace",
             decode=decode, include_open=include_open, split_entries=split_entries, batch_size=batch_size,
-            protocol=protocol, password=password, spark_conf=conf)
+            protocol=protocol or app.protocol, password=password, spark_conf=conf)
     except (SpecError, ValueError) as exc:
         raise CommandError(str(exc), USAGE) from None
     uri = app.require_uri()

@@ -344,3 +344,27 @@ def test_simpletest_and_bench(bookie_cluster, metadata_uri, zkstore):
     assert 0 < lat["p50"] <= lat["p99"] <= lat["p999"] <= lat["max"]
     assert not zkstore.ledger_exists(bench["ledger_id"])
     assert "add latency" in ok(bkctl(uri, "bench", "--entries", "300"))
+
+
+def test_protocol_v2_from_the_option_or_the_environment(bookie_cluster, metadata_uri, sessions):
+    bookie_cluster(3)
+    uri = metadata_uri
+    # Pulsar's ledger shape (E = Qw): over v2 its entries are read with batch reads
+    lid = json.loads(ok(bkctl(uri, "--protocol", "v2", "--json", "ledger", "create", "-e", "2", "-w", "2",
+                              "-a", "2")))["ledger_id"]
+    lines = b"".join(b"entry-%d\n" % i for i in range(600))
+    assert json.loads(ok(bkctl(uri, "--protocol", "v2", "--json", "ledger", "add", lid, "-",
+                               stdin=lines)))["entry_ids"] == list(range(600))
+    ok(bkctl(uri, "--protocol", "v2", "ledger", "close", lid))
+    r = subprocess.run([*BKCTL, "ledger", "read", str(lid)], capture_output=True, cwd=REPO, timeout=60,
+                       env=dict(env_for(uri), BKCTL_PROTOCOL="v2"))
+    assert ok(r).splitlines() == [f"{i}\tentry-{i}" for i in range(600)]
+    bad = subprocess.run([*BKCTL, "ledger", "read", str(lid)], capture_output=True, cwd=REPO, timeout=60,
+                         env=dict(env_for(uri), BKCTL_PROTOCOL="v9"))
+    assert bad.returncode == 2 and "'v9' is not one of 'v3', 'v2'" in bad.stderr.decode()
+    # a session keeps the protocol its connections speak
+    s = sessions()
+    assert s.run("ledger", "read", lid, "--to", "1")["rc"] == 0
+    switched = s.run("--protocol", "v2", "ledger", "read", lid)
+    assert switched["rc"] == 2
+    assert s.run("ledger", "read", lid, "--from", "599")["out"] == "599\tentry-599\n"
