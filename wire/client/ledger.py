@@ -913,7 +913,7 @@ class LedgerHandle(ReadHandle):
                        errbackArgs=(p, slot, bookie))
 
     def _answered(self, bookie: str) -> None:
-        n = self._unanswered[bookie] - 1
+        n = self._unanswered.get(bookie, 1) - 1
         self._unanswered[bookie] = n
         if bookie in self._behind and n <= self.max_inflight - self._refill:
             self._behind.discard(bookie)
