@@ -97,8 +97,8 @@ class Bookie:
 
     # -- read-only mode ---------------------------------------------------------
     def mark_readonly(self, cause: str, reason: str) -> None:
-        """Read-only because of ``cause`` ("disk", "journal", "admin",
-        "config"), explained by ``reason``.  Each cause is cleared on its own
+        """Read-only because of ``cause`` ("disk", "journal", "ledger",
+        "admin", "config"), explained by ``reason``.  Each cause is cleared on its own
         (:meth:`clear_readonly`): the bookie is writable again only once none
         holds -- a disk that drains does not undo a failed journal."""
         self.readonly_causes[cause] = reason

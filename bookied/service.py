@@ -357,6 +357,9 @@ class BookieService:
         elif "disk" in bookie.readonly_causes:
             raise ValueError(f"still read-only: {bookie.readonly_causes['disk']} "
                              "(?force=true overrides it until the next disk check)")
+        if "ledger" in bookie.readonly_causes:
+            raise ValueError(f"still read-only: {bookie.readonly_causes['ledger']} "
+                             "(until a checkpoint succeeds again)")
 
     # -- shutdown ---------------------------------------------------------------
     @defer.inlineCallbacks

@@ -134,6 +134,8 @@ def test_an_entry_log_write_error_makes_the_bookie_read_only_until_a_checkpoint_
     assert service.bookie.readonly is True
     assert "entry log write failed" in service.bookie.readonly_reason and "checkpoint failed" in caplog.text
     assert check(service, 0.10) is True  # the disk check does not undo it
+    with pytest.raises(ValueError, match="until a checkpoint succeeds"):
+        service.set_readonly(False, force=True)  # nor the operator
     service._checkpoint()  # the retried flush goes through
     assert service.stores[0].flushes == 2
     assert service.bookie.readonly is False
