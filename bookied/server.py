@@ -35,6 +35,7 @@ from wire.protocol import (
     ProtocolVersion,
     RC,
 )
+from wire.varint import decode_at as _varint_at
 
 log = logging.getLogger("bookied.server")
 
@@ -391,24 +392,6 @@ class BookieProtocol(protocol.Protocol):
         _OP.AUTH: _v3_auth,
         _OP.START_TLS: _v3_start_tls,
     }
-
-
-def _varint_at(b: bytes, pos: int) -> tuple[int, int]:
-    """The varint at ``b[pos]`` and the position after it (IndexError past the end)."""
-    x = b[pos]
-    if x < 0x80:
-        return x, pos + 1
-    value = x & 0x7F
-    shift = 7
-    while True:
-        pos += 1
-        x = b[pos]
-        value |= (x & 0x7F) << shift
-        if x < 0x80:
-            return value, pos + 1
-        shift += 7
-        if shift > 63:
-            raise IndexError("varint too long")
 
 
 _U64 = 1 << 64

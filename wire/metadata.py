@@ -32,6 +32,7 @@ from google.protobuf import text_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
+from . import varint
 from .digest import DigestType
 from .errors import CodecError, MetadataError
 from .proto import formats_pb2
@@ -540,18 +541,6 @@ def _to_proto(md: LedgerMetadata, with_ctoken: bool) -> Message:
     return pb
 
 
-def _encode_varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def _serialize_v1(md: LedgerMetadata) -> bytes:
     lines = [f"{md.write_quorum}\n{md.ensemble_size}\n{md.length}\n"]
     for first, ens in md.ensembles:
@@ -574,7 +563,7 @@ def serialize_ledger_metadata(md: LedgerMetadata, format_version: int | None = N
     version = md.format_version if format_version is None else format_version
     if version == 3:
         body = _to_proto(md, with_ctoken=True).SerializeToString()
-        return _header(3) + _encode_varint(len(body)) + body
+        return _header(3) + varint.encode(len(body)) + body
     if version == 2:
         return _header(2) + message_to_text(_to_proto(md, with_ctoken=False)).encode("utf-8")
     if version == 1:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from .errors import CodecError
 from .proto import formats_pb2
+from .varint import encode as _varint
 
 __all__ = [
     "BOOKIE_RPC",
@@ -144,15 +145,6 @@ class BookieServiceInfo:
     @classmethod
     def parse(cls, data: bytes) -> "BookieServiceInfo":
         return parse_service_info(data)
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def parse_service_info(data: bytes) -> BookieServiceInfo:

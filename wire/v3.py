@@ -38,6 +38,8 @@ from wire.protocol import (
     ProtocolVersion,
 )
 from wire.proto import bookkeeper_pb2 as pb
+from wire.varint import ONE_BYTE as _VARINT1
+from wire.varint import encode as _varint
 
 __all__ = [
     "Request",
@@ -358,7 +360,6 @@ class RequestEncoder:
         return self._read.SerializeToString()
 
 
-_VARINT1 = [bytes((i,)) for i in range(128)]
 _HEADER_FIELD = b"\x0a"  # Request.header: field 1, length-delimited
 _ADD_FIELD = b"\xaa\x06"  # Request.addRequest / Response.addResponse: field 101, length-delimited
 _STATUS_EOK_FIELD = b"\x10\x00"  # Response.status: field 2, varint EOK
@@ -370,22 +371,6 @@ _ADD_HEADER_FIELD = [b"\x0a" + bytes((5 + n,)) + b"\x08" + bytes((_V3,)) + b"\x1
 #: The last ADD encoded: ((ledger, entry), key, body, its addRequest field, the
 #: status and addResponse fields of its EOK answer).
 _last_add: tuple = ((None, None), None, None, b"", b"")
-
-
-def _varint(value: int) -> bytes:
-    """Protobuf varint of a non-negative int."""
-    if value < 0x80:
-        return _VARINT1[value]
-    if value < 0x4000:
-        return bytes(((value & 0x7F) | 0x80, value >> 7))
-    if value < 0x200000:
-        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def read_request(

@@ -1,0 +1,19 @@
+"""The hand-written varint codec against protobuf's own encoder."""
+import pytest
+from google.protobuf.internal.encoder import _VarintBytes
+from hypothesis import given, strategies as st
+
+from wire import varint
+
+
+@given(st.integers(0, 2**64 - 1))
+def test_encode_is_protobufs_varint_and_decodes_back(n):
+    raw = varint.encode(n)
+    assert raw == _VarintBytes(n)
+    assert varint.decode_at(b"\xff" + raw + b"tail", 1) == (n, 1 + len(raw))
+
+
+@pytest.mark.parametrize("raw", [b"", b"\x80", b"\xff\xff", b"\xff" * 11])
+def test_truncated_or_overlong_varints_raise_index_error(raw):
+    with pytest.raises(IndexError):
+        varint.decode_at(raw, 0)
