@@ -375,18 +375,24 @@ class ReadHandle:
 
     # -- entries ------------------------------------------------------------------
 
-    def _write_set(self, entry_id: int) -> tuple[str, ...]:
-        """``metadata.write_set(entry_id)``, computed once per stripe position,
-        segment and metadata version: striping repeats every ensemble-size
-        entries (below Java's int truncation)."""
+    def _segment_starts(self) -> tuple[int, ...]:
+        """The first entry ids of the segments; resets the write-set cache
+        when the metadata changed."""
         md = self._metadata
         if md is not self._ws_metadata:
             self._ws_metadata = md
             self._ws_cache = {}
             self._ws_starts = md.first_entry_ids
+        return self._ws_starts
+
+    def _write_set(self, entry_id: int) -> tuple[str, ...]:
+        """``metadata.write_set(entry_id)``, computed once per stripe position,
+        segment and metadata version: striping repeats every ensemble-size
+        entries (below Java's int truncation)."""
+        md = self._metadata
         if not 0 <= entry_id <= _INT32_MAX - md.write_quorum:
             return tuple(md.write_set(entry_id))
-        segment = bisect.bisect_right(self._ws_starts, entry_id) - 1
+        segment = bisect.bisect_right(self._segment_starts(), entry_id) - 1
         key = (segment, entry_id % md.ensemble_size)
         ws = self._ws_cache.get(key)
         if ws is None:
@@ -526,7 +532,7 @@ class ReadHandle:
 
     def _segment_last(self, entry_id: int) -> int:
         """The last entry id of ``entry_id``'s segment (a large number for the last one)."""
-        starts = self._metadata.first_entry_ids
+        starts = self._segment_starts()
         i = bisect.bisect_right(starts, entry_id)
         return starts[i] - 1 if i < len(starts) else _INT64_MAX
 
