@@ -40,9 +40,9 @@ from pathlib import Path
 
 import json
 
-from wire import v2
-from wire.digest import DigestManager, DigestType, master_key
-from wire.framing import FrameDecoder, frame
+from bkctl.wire import v2
+from bkctl.wire.digest import DigestManager, DigestType, master_key
+from bkctl.wire.framing import FrameDecoder, frame
 
 KEY = master_key(b"bench")
 _RC = struct.Struct(">i")
@@ -68,7 +68,7 @@ def start_bookie(base: Path, uri: str) -> tuple[subprocess.Popen, int, int]:
                     f"metadataServiceUri={uri}\nhttpServerEnabled=true\nhttpServerPort={http}\n"
                     f"httpServerHost=127.0.0.1\ndbStorage_writeCacheMaxSizeMb=128\n")
     log = open(base / "bookied.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "bookied", "--conf", str(conf), "--log-level", "WARNING"],
+    proc = subprocess.Popen([sys.executable, "-m", "bkctl.bookied", "--conf", str(conf), "--log-level", "WARNING"],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -280,7 +280,7 @@ def main() -> None:
         print(json.dumps(latency_client(int(port), int(rate), float(seconds), int(ledger))))
         return
     from bkctl.sandbox.zookeeper import ZooKeeperServer
-    from wire.zkstore import ZKMetadataStore
+    from bkctl.wire.zkstore import ZKMetadataStore
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)

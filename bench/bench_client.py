@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from wire.client.blocking import BlockingBookKeeper  # noqa: E402
+from bkctl.wire.client.blocking import BlockingBookKeeper  # noqa: E402
 
 
 def section(title: str) -> None:

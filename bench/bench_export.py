@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args, uri: str, work: Path) -> int:
-    from wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.client.blocking import BlockingBookKeeper
 
     size = args.payload_size
     shape = tuple(int(x) for x in args.ensemble.split(","))
@@ -160,7 +160,7 @@ def run(args, uri: str, work: Path) -> int:
     # -- Spark ---------------------------------------------------------------------
     from bkctl.export.job import ExportOptions, export_frame, run_export, spark_session, stop_spark
     from bkctl.export.planning import parse_ledger_spec, plan_ledgers
-    from wire.zkstore import ZKMetadataStore
+    from bkctl.wire.zkstore import ZKMetadataStore
 
     results = []
     with ZKMetadataStore(uri) as store:
@@ -230,7 +230,7 @@ def run(args, uri: str, work: Path) -> int:
 
 
 def _read_share(uri: str, share: list, batch: int, window: int, protocol: str) -> int:
-    from wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.client.blocking import BlockingBookKeeper
 
     n = 0
     with BlockingBookKeeper(uri, protocol=protocol, read_timeout=30.0, read_window=window, timeout=3600) as bk:

@@ -81,8 +81,8 @@ def bench_first_prompt(uri: str, runs: int, home: Path) -> list[float]:
 
 
 def make_ledgers(uri: str, count: int) -> float:
-    from wire.metadata import LedgerMetadata, serialize_ledger_metadata
-    from wire.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata import LedgerMetadata, serialize_ledger_metadata
+    from bkctl.wire.zkstore import ZKMetadataStore
 
     md = LedgerMetadata.new(["127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"])
     data = serialize_ledger_metadata(md)
@@ -111,8 +111,8 @@ def bench_completion(uri: str, ledgers: int, rounds: int) -> None:
     from bkctl.app import App
     from bkctl.cli import cli
     from bkctl.completion import set_session_source
-    from shell.cache import MetadataCache
-    from shell.completer import ShellCompleter
+    from bkctl.shell.cache import MetadataCache
+    from bkctl.shell.completer import ShellCompleter
 
     cache = MetadataCache(uri)
     started = time.perf_counter()

@@ -22,8 +22,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bookied.entrystore import EntryStore  # noqa: E402
-from bookied.journal import EntryRecord, Journal, JournalFull  # noqa: E402
+from bkctl.bookied.entrystore import EntryStore  # noqa: E402
+from bkctl.bookied.journal import EntryRecord, Journal, JournalFull  # noqa: E402
 
 
 def pct(values: list[float], p: float) -> float:

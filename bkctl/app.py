@@ -39,7 +39,7 @@ class App:
     def store(self):
         """The ZooKeeper metadata store, connected on first use."""
         if self._store is None:
-            from wire.zkstore import ZKMetadataStore
+            from bkctl.wire.zkstore import ZKMetadataStore
 
             store = ZKMetadataStore(self.require_uri())
             store.start()
@@ -48,10 +48,10 @@ class App:
 
     @property
     def bk(self):
-        """A :class:`~wire.client.blocking.BlockingBookKeeper` on :attr:`store`'s
+        """A :class:`~bkctl.wire.client.blocking.BlockingBookKeeper` on :attr:`store`'s
         ZooKeeper session, created on first use (starts the reactor thread)."""
         if self._bk is None:
-            from wire.client.blocking import BlockingBookKeeper
+            from bkctl.wire.client.blocking import BlockingBookKeeper
 
             self._bk = BlockingBookKeeper(self.store, protocol=self.protocol)
         return self._bk

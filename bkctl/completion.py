@@ -180,7 +180,7 @@ class _OneShot:
 
         # a completion must not print: keep kazoo's connection warnings quiet
         logging.getLogger("kazoo").setLevel(logging.CRITICAL + 1)
-        from wire.zkstore import ZKMetadataStore
+        from bkctl.wire.zkstore import ZKMetadataStore
 
         return ZKMetadataStore(self.uri, timeout=LOOKUP_TIMEOUT).start()
 

@@ -30,7 +30,7 @@ def exit_code_for(exc: BaseException) -> int:
     """The exit code for an exception raised by a library operation."""
     if isinstance(exc, CommandError):
         return exc.code
-    from wire.errors import Conflict, NotFound, Unreachable
+    from bkctl.wire.errors import Conflict, NotFound, Unreachable
 
     if isinstance(exc, NotFound):
         return NOT_FOUND

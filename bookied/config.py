@@ -23,7 +23,7 @@ File syntax is that of Java .properties files as Apache Commons Configuration
   single-valued key repeated, the first value wins (as in Java) and a
   warning is logged.
 
-Unknown keys are logged as warnings on the ``bookied.config`` logger with
+Unknown keys are logged as warnings on the ``bkctl.bookied.config`` logger with
 their file and line; keys that Java bookies know but bookied does not use
 (``IGNORED_KEYS``) are logged at debug level only.
 """
@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from wire.errors import BKError
+from bkctl.wire.errors import BKError
 
 __all__ = [
     "BookieConfig",

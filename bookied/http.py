@@ -335,7 +335,7 @@ def listen_http(reactor, port: int, status: BookieStatus, interface: str = "0.0.
 def listen_from_config(reactor, config, status: BookieStatus, *, access_log: bool = False):
     """:func:`listen_http` as the bookie's config says, or None if ``httpServerEnabled`` is false.
 
-    *config* is a :class:`bookied.config.BookieConfig` (``http_server_enabled``,
+    *config* is a :class:`bkctl.bookied.config.BookieConfig` (``http_server_enabled``,
     ``http_server_port``, ``http_server_host``).
     """
     if not config.http_server_enabled:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 
-from wire.cookie import Cookie, CookieMismatch, parse_cookie
-from wire.errors import BKError, CodecError
+from bkctl.wire.cookie import Cookie, CookieMismatch, parse_cookie
+from bkctl.wire.errors import BKError, CodecError
 
 from . import layout
 

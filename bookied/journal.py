@@ -2,7 +2,7 @@
 
 Every ADD (and every master-key, fence and explicit-LAC change) is appended to
 the journal and acknowledged only once the journal is durable; the entry store
-(:mod:`bookied.entrystore`) catches up lazily, and after a crash the journal
+(:mod:`bkctl.bookied.entrystore`) catches up lazily, and after a crash the journal
 is replayed from the last checkpoint mark into the entry store.
 
 Threads and callbacks
@@ -90,7 +90,7 @@ replay stops at the first record that is incomplete, has a bad length or a
 bad checksum: whatever follows was never acknowledged (a torn write may have
 persisted later sectors of the last group but not earlier ones), unless the
 medium corrupted acknowledged data in place, which no replay can repair.
-Replay logs a warning (logger ``bookied.journal``) giving the file, the offset
+Replay logs a warning (logger ``bkctl.bookied.journal``) giving the file, the offset
 and how many non-zero bytes it discards, never raises for it, and goes on with
 the next file. With ``repair=True`` (the default) the LAST file -- the one a
 crash can tear -- is also truncated physically at that offset, so the next

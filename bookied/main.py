@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from twisted.internet import reactor
 
-    from wire.errors import BKError
+    from bkctl.wire.errors import BKError
 
     from .layout import LayoutError
     from .service import BookieService

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import time
 
-from wire.protocol import RC
+from bkctl.wire.protocol import RC
 
 #: Seconds. The low end matters: an fsync on a disk with a write cache takes tens of microseconds.
 LATENCY_BUCKETS = (0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,

@@ -1,4 +1,4 @@
-"""The bookie's TCP protocol: decode -> dispatch to :class:`bookied.bookie.Bookie` -> encode.
+"""The bookie's TCP protocol: decode -> dispatch to :class:`bkctl.bookied.bookie.Bookie` -> encode.
 
 One :class:`BookieProtocol` per connection.  Each connection starts in v3
 mode and drops to v2 for good on the first frame that is not a v3 Request
@@ -15,11 +15,11 @@ from collections import deque
 
 from twisted.internet import abstract, protocol
 
-from wire import v2, v3
-from wire.detect import ProtocolDetector
-from wire.errors import CodecError
-from wire.framing import FrameDecoder, frame
-from wire.protocol import (
+from bkctl.wire import v2, v3
+from bkctl.wire.detect import ProtocolDetector
+from bkctl.wire.errors import CodecError
+from bkctl.wire.framing import FrameDecoder, frame
+from bkctl.wire.protocol import (
     ADD_FLAG_RECOVERY_ADD,
     AUTH_DISABLED_PLUGIN,
     BOOKIE_INFO_FREE_DISK_SPACE,
@@ -35,7 +35,7 @@ from wire.protocol import (
     ProtocolVersion,
     RC,
 )
-from wire.varint import decode_at as _varint_at
+from bkctl.wire.varint import decode_at as _varint_at
 
 log = logging.getLogger("bookied.server")
 
@@ -229,7 +229,7 @@ class BookieProtocol(protocol.Protocol):
                                    fence_key=req.master_key if req.is_fencing else None,
                                    fencing=req.is_fencing)
         else:  # AUTH: an auth-less bookie answers every AUTH with AuthDisabledPlugin
-            from wire.proto import bookkeeper_pb2 as pb
+            from bkctl.wire.proto import bookkeeper_pb2 as pb
 
             reply = pb.AuthMessage(authPluginName=AUTH_DISABLED_PLUGIN, payload=b"")
             self.send(v2.AuthResponse(req.version, reply.SerializeToString()).encode())

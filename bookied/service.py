@@ -18,7 +18,7 @@ import time
 from twisted.internet import defer, task, threads
 from twisted.python.failure import Failure
 
-from wire.serviceinfo import BookieServiceInfo
+from bkctl.wire.serviceinfo import BookieServiceInfo
 
 from . import identity, layout, sdnotify
 from .bookie import Bookie
@@ -66,7 +66,7 @@ class BookieService:
         index_dirs = [] if cfg.is_derived("indexDirectories") else list(cfg.index_directories)
         layout.prepare_dirs(list(dict.fromkeys(journal_dirs + ledger_dirs + index_dirs)))
 
-        from wire.zkstore import ZKMetadataStore
+        from bkctl.wire.zkstore import ZKMetadataStore
 
         if not cfg.metadata_service_uri:
             raise identity.IdentityError("no metadataServiceUri (or zkServers) configured")

@@ -8,9 +8,9 @@ cache of the cluster's metadata, syntax highlighting, persistent history,
 a status toolbar, a pager, and the few commands of its own listed in
 :data:`BUILTINS`.
 
-Modules: :mod:`shell.repl` (the session and its loop), :mod:`shell.cache`
-(background metadata cache), :mod:`shell.completer`, :mod:`shell.lexer`,
-:mod:`shell.pager`.  This module stays import-free so that ``bkctl --help``
+Modules: :mod:`bkctl.shell.repl` (the session and its loop), :mod:`bkctl.shell.cache`
+(background metadata cache), :mod:`bkctl.shell.completer`, :mod:`bkctl.shell.lexer`,
+:mod:`bkctl.shell.pager`.  This module stays import-free so that ``bkctl --help``
 can describe the shell without loading any of them.
 """
 from __future__ import annotations

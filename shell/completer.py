@@ -5,7 +5,7 @@ paths) come from click's ``shell_complete`` protocol, the same one bash,
 zsh and fish use, so the shell offers exactly what they offer.  Ledger and
 bookie ids come from the ``shell_complete=`` callbacks of
 :mod:`bkctl.completion`, which in the shell answer from the background
-cache (:mod:`shell.cache`) and never wait for ZooKeeper.  The shell's own
+cache (:mod:`bkctl.shell.cache`) and never wait for ZooKeeper.  The shell's own
 commands (``use``, ``format``, ``pager``, ``help``...) are completed here.
 """
 from __future__ import annotations

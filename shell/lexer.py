@@ -23,7 +23,7 @@ _TOKEN = re.compile(r"""
 
 _NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
 
-#: Style classes used by :class:`CommandLexer` (see :data:`shell.repl.STYLE`).
+#: Style classes used by :class:`CommandLexer` (see :data:`bkctl.shell.repl.STYLE`).
 CLASSES = ("builtin", "command", "option", "value", "number", "string", "comment", "error", "argument")
 
 

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from bkctl.sandbox.zookeeper import free_port
-from wire import v2, v3
-from wire.framing import FrameDecoder, frame
+from bkctl.wire import v2, v3
+from bkctl.wire.framing import FrameDecoder, frame
 
 
 class BookieProcess:
@@ -68,7 +68,7 @@ class BookieProcess:
         conf.write_text(self.conf_text())
         env = dict(os.environ, **self.env_extra)
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "bookied", "--conf", str(conf), *extra_args],
+            self.proc = subprocess.Popen([sys.executable, "-m", "bkctl.bookied", "--conf", str(conf), *extra_args],
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          env=env, start_new_session=True)
         return self.proc

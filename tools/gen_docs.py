@@ -11,9 +11,9 @@ Man pages:
   accepts);
 * ``bkctl-COMMAND.1`` for every top-level command, from its click help,
   usage, arguments and options (a group's page has all its subcommands);
-* ``bookied.8`` from ``bookied.main.build_parser()`` plus the service's
+* ``bookied.8`` from ``bkctl.bookied.main.build_parser()`` plus the service's
   behaviour (signals, systemd, exit statuses);
-* ``bookied.conf.5``: every ``bookied.config.OPTIONS`` key by ``SECTIONS``.
+* ``bkctl.bookied.conf.5``: every ``bkctl.bookied.config.OPTIONS`` key by ``SECTIONS``.
 
 Completion scripts come from click itself (``_BKCTL_COMPLETE=bash_source
 bkctl`` ...) with bkctl's header, as ``bkctl completion show`` prints them.
@@ -377,7 +377,7 @@ def _action_head(action: argparse.Action) -> str:
 
 
 def bookied_page(version: str) -> str:
-    from bookied.main import build_parser
+    from bkctl.bookied.main import build_parser
 
     parser = build_parser()
     lines = header("bookied", 8, f"bkctl {version}", "System Administration")
@@ -450,7 +450,7 @@ def bookied_page(version: str) -> str:
 
 
 def bookied_conf_page(version: str) -> str:
-    from bookied.config import IGNORED_KEYS, OPTIONS, SECTIONS
+    from bkctl.bookied.config import IGNORED_KEYS, OPTIONS, SECTIONS
 
     lines = header("bookied.conf", 5, f"bkctl {version}", "File Formats")
     lines += [

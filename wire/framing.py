@@ -2,7 +2,7 @@
 
 :class:`FrameDecoder` accepts bytes in any chunking and returns whole
 payloads.  It never buffers more than one frame: a declared length above the
-limit raises :class:`~wire.errors.FrameTooLarge` before anything is kept.
+limit raises :class:`~bkctl.wire.errors.FrameTooLarge` before anything is kept.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ depends on N:
 * 3 - varint32 length, then the binary ``LedgerMetadataFormat`` (4.9+).
 
 :func:`parse_ledger_metadata` reads all three and raises only
-:class:`~wire.errors.CodecError`; :func:`serialize_ledger_metadata` writes
+:class:`~bkctl.wire.errors.CodecError`; :func:`serialize_ledger_metadata` writes
 all three, byte-identical to what the Java client writes for the same
 metadata.  Updates keep the format a ledger was created with
 (``LedgerMetadata.format_version``).

@@ -1,9 +1,9 @@
 """The v2 ("pre-v3") bookie protocol: requests and responses as plain tuples.
 
-Payloads here exclude the 4-byte frame length (see :mod:`wire.framing`).
+Payloads here exclude the 4-byte frame length (see :mod:`bkctl.wire.framing`).
 Decoders accept any version byte and leave the version check to the bookie,
 which must answer an unsupported version with EBADVERSION rather than
-drop the connection.  Decoding raises :class:`~wire.errors.CodecError` and
+drop the connection.  Decoding raises :class:`~bkctl.wire.errors.CodecError` and
 nothing else; an opcode without a v2 layout raises :class:`UnknownOpcode`
 (the Java bookie closes the connection on those).
 """

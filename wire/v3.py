@@ -1,16 +1,16 @@
 """v3 (protobuf) codec: parse, serialize and build bookie Requests/Responses.
 
-The generated classes in :mod:`wire.proto.bookkeeper_pb2` *are* the message
+The generated classes in :mod:`bkctl.wire.proto.bookkeeper_pb2` *are* the message
 objects; this module only adds strict parsing, serialization and builders
 that reproduce the exact bytes a Java 4.17 client or bookie puts on the wire.
 
-Payloads here never include the 4-byte frame length; :mod:`wire.framing`
+Payloads here never include the 4-byte frame length; :mod:`bkctl.wire.framing`
 adds and strips it.
 
 Conventions:
 
 * ``status`` arguments take a v3 ``StatusCode`` number such as
-  ``RC.EFENCED.v3``, or an :class:`wire.protocol.RC` member (v2-valued). The
+  ``RC.EFENCED.v3``, or an :class:`bkctl.wire.protocol.RC` member (v2-valued). The
   v2 and v3 ranges only share 0 (EOK), so both forms are unambiguous; the
   Response always carries the v3 number. Anything else raises ValueError.
 * Request builders take the client's transaction id first. Response builders
@@ -24,8 +24,8 @@ Conventions:
 """
 from __future__ import annotations
 
-from wire.errors import CodecError
-from wire.protocol import (
+from bkctl.wire.errors import CodecError
+from bkctl.wire.protocol import (
     ADD_FLAG_RECOVERY_ADD,
     AUTH_DISABLED_PLUGIN,
     HIGH_PRIORITY_VALUE,
@@ -37,9 +37,9 @@ from wire.protocol import (
     OperationType,
     ProtocolVersion,
 )
-from wire.proto import bookkeeper_pb2 as pb
-from wire.varint import ONE_BYTE as _VARINT1
-from wire.varint import encode as _varint
+from bkctl.wire.proto import bookkeeper_pb2 as pb
+from bkctl.wire.varint import ONE_BYTE as _VARINT1
+from bkctl.wire.varint import encode as _varint
 
 __all__ = [
     "Request",

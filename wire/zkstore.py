@@ -14,7 +14,7 @@ cluster with us:
 * the autorecovery tree below ``<root>/underreplication``.
 
 It is synchronous (kazoo runs its own I/O thread) and thread-safe.  Expected
-failures surface as the :class:`~wire.errors.BKError` subclasses defined
+failures surface as the :class:`~bkctl.wire.errors.BKError` subclasses defined
 here, never as raw kazoo exceptions.
 """
 from __future__ import annotations

@@ -197,7 +197,7 @@ def ledger_add(app: App, ledger_id: int, data: tuple[str, ...], file, binary: bo
     try:
         doc = add_entries(app.bk, ledger_id, _payloads(data, file, binary), _password(password), held)
     except Exception as e:
-        from wire.errors import Conflict
+        from bkctl.wire.errors import Conflict
 
         if held is not None and isinstance(e, Conflict):
             _drop_held(app, ledger_id)  # fenced or closed by someone else: this session is done with it

@@ -45,7 +45,7 @@ class SandboxCommandError(click.ClickException):
 
 def _run(fn, *args, **kwargs):
     """Call into the library; expected failures become one-line click errors with our exit codes."""
-    from wire.errors import BKError
+    from bkctl.wire.errors import BKError
 
     from ..exitcodes import CommandError, exit_code_for
 

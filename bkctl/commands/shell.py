@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from shell import builtins_help
+from bkctl.shell import builtins_help
 
 from ..completion import complete_cluster
 
@@ -34,7 +34,7 @@ Shell commands:
               help="A cluster named in ~/.config/bkctl/config.toml.")
 @click.pass_context
 def shell(ctx: click.Context, metadata_uri: str | None, cluster: str | None):
-    from shell.repl import Shell
+    from bkctl.shell.repl import Shell
 
     from ..app import App
     from ..config import resolve_metadata_uri

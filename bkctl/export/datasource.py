@@ -234,7 +234,7 @@ def plan_partitions(options: ReadOptions) -> list[LedgerRangePartition]:
     if options.plan_json is not None:
         plans = plans_from_json(options.plan_json)
     else:
-        from wire.zkstore import ZKMetadataStore
+        from bkctl.wire.zkstore import ZKMetadataStore
 
         with ZKMetadataStore(options.uri) as store:
             lac_of = None
@@ -295,7 +295,7 @@ def _client(options: ReadOptions):
     """This process's BlockingBookKeeper for the cluster (made once, reused by
     every partition the process reads).  Its reactor is crochet's one thread."""
     global _clients_pid
-    from wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.client.blocking import BlockingBookKeeper
 
     key = options.client_key()
     with _clients_lock:

@@ -246,7 +246,7 @@ def _lac_reader(store, options: ExportOptions):
 
     def lac_of(ledger_id: int) -> int:
         if "bk" not in state:
-            from wire.client.blocking import BlockingBookKeeper
+            from bkctl.wire.client.blocking import BlockingBookKeeper
 
             state["bk"] = BlockingBookKeeper(store, protocol=options.protocol, read_timeout=options.read_timeout)
         password = None if options.password is None else options.password.encode("utf-8")

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from wire.errors import Conflict
+from bkctl.wire.errors import Conflict
 
 __all__ = [
     "MANIFEST",

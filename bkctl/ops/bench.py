@@ -73,7 +73,7 @@ def bench(bk, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2, siz
     ``mb_per_second``, ``latency_ms`` {``mean``, ``p50``, ``p99``, ``p999``,
     ``max``}} and ``read`` {``seconds``, ``entries_per_second``,
     ``mb_per_second``} (MB = 10^6 bytes of payload)."""
-    from wire.client.blocking import run_in_reactor
+    from bkctl.wire.client.blocking import run_in_reactor
 
     payload = os.urandom(size)
     lh = bk.create(ensemble, write_quorum, ack_quorum, "CRC32C", b"", {"Bookie": b"bench"},

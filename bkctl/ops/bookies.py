@@ -11,7 +11,7 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from wire.cookie import Cookie
+from bkctl.wire.cookie import Cookie
 
 from ..exitcodes import CONFLICT, FAILED, CommandError
 
@@ -51,7 +51,7 @@ class BookieDirs:
 
 
 def bookie_dirs(conf_path: str) -> BookieDirs:
-    from bookied.config import load_config, resolve_bookie_id
+    from bkctl.bookied.config import load_config, resolve_bookie_id
 
     cfg = load_config(conf_path)
     index = () if cfg.is_derived("indexDirectories") else tuple(cfg.index_directories)
@@ -92,7 +92,7 @@ def bookieformat(dirs: BookieDirs, store, confirm, delete_cookie: bool = False) 
     if delete_cookie:
         found = store.get_cookie(dirs.bookie_id)
         if found is None:
-            from wire.zkstore import NoSuchCookie
+            from bkctl.wire.zkstore import NoSuchCookie
 
             raise NoSuchCookie(f"bookie {dirs.bookie_id} has no cookie in ZooKeeper")
         store.delete_cookie(dirs.bookie_id, found[1])
@@ -112,7 +112,7 @@ CURRENT_DIR_LAYOUT = 5
 
 
 def previous_version(d: str) -> int:
-    from bookied.layout import old_layout_files
+    from bkctl.bookied.layout import old_layout_files
 
     try:
         with open(os.path.join(d, "VERSION")) as f:
@@ -125,7 +125,7 @@ def previous_version(d: str) -> int:
 
 
 def _old_entries(d: str) -> list[str]:
-    from bookied.layout import old_layout_files
+    from bkctl.bookied.layout import old_layout_files
 
     return [n.rstrip("/") for n in old_layout_files(d) if n != "VERSION"]
 
@@ -204,7 +204,7 @@ def rollback(dirs: BookieDirs, store) -> dict:
             rolled.append(d)
     found = store.get_cookie(dirs.bookie_id)
     if found is None:
-        from wire.zkstore import NoSuchCookie
+        from bkctl.wire.zkstore import NoSuchCookie
 
         raise NoSuchCookie(f"bookie {dirs.bookie_id} has no cookie in ZooKeeper to delete")
     store.delete_cookie(dirs.bookie_id, found[1])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Iterator
 
-from wire.metadata import LedgerMetadata, LedgerState
+from bkctl.wire.metadata import LedgerMetadata, LedgerState
 
 
 def describe(ledger_id: int, md: LedgerMetadata, version: int | None = None) -> dict:
@@ -38,7 +38,7 @@ def list_ledgers(store, state: str | None = None, bookie: str | None = None) -> 
         try:
             md, version = store.read_ledger(ledger_id)
         except Exception as e:  # deleted meanwhile, or corrupt: report and go on
-            from wire.errors import NotFound
+            from bkctl.wire.errors import NotFound
 
             if isinstance(e, NotFound):
                 continue
@@ -93,7 +93,7 @@ class HeldLedger:
     bkctl processes cannot append to it meanwhile (they get exit 4)."""
 
     def __init__(self, bk, ledger, store):
-        from wire.client.bookkeeper import AppendLock
+        from bkctl.wire.client.bookkeeper import AppendLock
 
         self.bk = bk
         self.ledger = ledger
@@ -106,7 +106,7 @@ class HeldLedger:
 
     def release(self) -> None:
         """Leave the ledger OPEN (LAC published), drop the handle and the lock."""
-        from wire.client.blocking import run_in_reactor
+        from bkctl.wire.client.blocking import run_in_reactor
 
         try:
             run_in_reactor(self.ledger.handle.release, timeout=self.bk.timeout)
@@ -138,7 +138,7 @@ def _pipelined_add(handle, payloads, window: int = 256) -> list[int]:
         while pending:
             ids.append(pending.popleft().wait(120))
     except crochet.TimeoutError:
-        from wire.client.blocking import OperationTimedOut
+        from bkctl.wire.client.blocking import OperationTimedOut
 
         raise OperationTimedOut(f"ledger {handle.ledger_id}: an add did not complete within 120s") from None
     return ids
@@ -146,8 +146,8 @@ def _pipelined_add(handle, payloads, window: int = 256) -> list[int]:
 
 def _check_appendable(bk, ledger_id: int) -> None:
     """A closed or fenced-for-recovery ledger: fail before taking the lock."""
-    from wire.client.errors import LedgerFencedError
-    from wire.client.ledger import LedgerClosedError
+    from bkctl.wire.client.errors import LedgerFencedError
+    from bkctl.wire.client.ledger import LedgerClosedError
 
     md, _ = bk.metadata(ledger_id)
     if md.is_closed:
@@ -167,7 +167,7 @@ def add_entries(bk, ledger_id: int, payloads, password: bytes | None = None, hel
     then released without closing, so a later ``add`` continues it.  A
     closed or fenced ledger gives a Conflict (exit 4).
     """
-    from wire.client.blocking import run_in_reactor
+    from bkctl.wire.client.blocking import run_in_reactor
 
     if held is not None:
         _check_password(held, password)
@@ -190,7 +190,7 @@ def add_entries(bk, ledger_id: int, payloads, password: bytes | None = None, hel
 
 def _check_password(held: HeldLedger, password: bytes | None) -> None:
     if password is not None and bytes(password) != held.ledger.handle.password:
-        from wire.client.errors import Unauthorized
+        from bkctl.wire.client.errors import Unauthorized
 
         raise Unauthorized(f"wrong password for ledger {held.ledger_id}")
 
@@ -286,8 +286,8 @@ def recover_ledger(bk, ledger_id: int, password: bytes | None = None) -> dict:
 
 
 def fence_ledger(bk, ledger_id: int, password: bytes | None = None) -> dict:
-    """Fence without closing (see :func:`wire.client.admin.fence_ledger`)."""
-    from wire.client.admin import fence_ledger as fence
+    """Fence without closing (see :func:`bkctl.wire.client.admin.fence_ledger`)."""
+    from bkctl.wire.client.admin import fence_ledger as fence
 
     return bk.run(fence, ledger_id, password)
 

@@ -1,5 +1,5 @@
 """Recovering lost bookies and decommissioning bookies (BookKeeper's
-``recover`` and ``decommissionbookie``), over :mod:`wire.client.admin`.
+``recover`` and ``decommissionbookie``), over :mod:`bkctl.wire.client.admin`.
 
 ``recover_bookies`` re-replicates every fragment the given bookies held;
 ``decommission`` does the same for one stopped bookie, checks by scanning
@@ -15,7 +15,7 @@ from ..exitcodes import CONFLICT, FAILED, USAGE, CommandError
 
 
 def check_bookie_ids(bookies: Iterable[str]) -> list[str]:
-    from wire.zkstore import is_valid_bookie_id
+    from bkctl.wire.zkstore import is_valid_bookie_id
 
     out = list(dict.fromkeys(bookies))
     for b in out:
@@ -26,7 +26,7 @@ def check_bookie_ids(bookies: Iterable[str]) -> list[str]:
 
 def ledgers_on(store, bookies: Iterable[str]) -> list[int]:
     """Ids of the ledgers whose metadata names one of ``bookies`` in any segment."""
-    from wire.errors import NotFound
+    from bkctl.wire.errors import NotFound
 
     wanted = set(bookies)
     found = []
@@ -71,15 +71,15 @@ def recover_bookies(bk, store, bookies: Iterable[str], *, target: str | None = N
                     on_ledger: Callable[[dict], Any] | None = None,
                     on_entry: Callable[[int], Any] | None = None,
                     ledger_ids: list[int] | None = None) -> dict:
-    """Re-replicate everything ``bookies`` held (see :func:`wire.client.admin.recover_ledger`).
+    """Re-replicate everything ``bookies`` held (see :func:`bkctl.wire.client.admin.recover_ledger`).
 
     ``confirm(ledger_ids)`` is called before anything changes (not with
     ``dry_run``); ``on_start(count)``, ``on_ledger(result)`` and
     ``on_entry(entry_id)`` report progress (the last two from the reactor
     thread).  Returns :func:`summary`.
     """
-    from wire.client.admin import recover_ledgers
-    from wire.client.blocking import run_in_reactor
+    from bkctl.wire.client.admin import recover_ledgers
+    from bkctl.wire.client.blocking import run_in_reactor
 
     bookies = check_bookie_ids(bookies)
     if target is not None:
@@ -140,7 +140,7 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
                            + (f": {'; '.join(errors[:3])}" if errors else ""), FAILED)
     found = store.get_cookie(bookie)
     if found is not None:
-        from wire.zkstore import NoSuchCookie
+        from bkctl.wire.zkstore import NoSuchCookie
 
         try:
             store.delete_cookie(bookie, found[1])

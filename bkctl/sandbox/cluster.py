@@ -163,7 +163,7 @@ def ensure_zookeeper(directory: Path, state: dict, port: int | None = None,
 
 def init_cluster(uri: str, timeout: float = 20.0) -> bool:
     """``initnewcluster`` unless already done; True if it was created now."""
-    from wire.zkstore import ClusterExists, ZKMetadataStore, ZKStoreError
+    from bkctl.wire.zkstore import ClusterExists, ZKMetadataStore, ZKStoreError
 
     try:
         with ZKMetadataStore(uri, timeout=timeout) as store:
@@ -183,9 +183,9 @@ def init_cluster(uri: str, timeout: float = 20.0) -> bool:
 
 
 def bookied_available() -> bool:
-    """Whether ``python -m bookied`` can run in this environment."""
+    """Whether ``python -m bkctl.bookied`` can run in this environment."""
     try:
-        return importlib.util.find_spec("bookied.__main__") is not None
+        return importlib.util.find_spec("bkctl.bookied.__main__") is not None
     except (ImportError, ValueError):
         return False
 
@@ -236,7 +236,7 @@ def _log_tail(path: Path, lines: int = 20) -> str:
 
 def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int | None = None, *,
                  timeout: float = 60.0, progress: Progress = _quiet) -> dict:
-    """Launch ``python -m bookied --conf <generated conf>`` and wait for its registration.
+    """Launch ``python -m bkctl.bookied --conf <generated conf>`` and wait for its registration.
 
     Returns the bookie's record: ``index``, ``id``, ``port``, ``pid``, ``dirs``,
     ``conf`` and ``log``.  Raises :class:`SandboxError` (with the end of the
@@ -246,7 +246,7 @@ def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int |
     directory = sandbox_dir(directory)
     if not bookied_available():
         raise SandboxError(
-            "bookied is not available in this environment (`python -m bookied` does not exist "
+            "bookied is not available in this environment (`python -m bkctl.bookied` does not exist "
             "yet); use `--bookies 0` to run only ZooKeeper")
     paths = _bookie_paths(directory, index)
     for key in ("journal", "ledgers"):
@@ -255,7 +255,7 @@ def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int |
     paths["conf"].write_text(bookie_conf_text(port=port, journal_dir=paths["journal"],
                                               ledger_dir=paths["ledgers"], uri=uri))
     bookie_id = f"{HOST}:{port}"
-    cmd = [sys.executable, "-m", "bookied", "--conf", str(paths["conf"])]
+    cmd = [sys.executable, "-m", "bkctl.bookied", "--conf", str(paths["conf"])]
     progress(f"starting bookie {bookie_id}...")
     with open(paths["log"], "ab") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -279,7 +279,7 @@ def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int |
 
 
 def _wait_registered(uri: str, bookie_id: str, proc: subprocess.Popen, log: Path, timeout: float) -> None:
-    from wire.zkstore import ZKMetadataStore, ZKStoreError
+    from bkctl.wire.zkstore import ZKMetadataStore, ZKStoreError
 
     deadline = time.monotonic() + timeout
     try:
@@ -340,7 +340,7 @@ def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_
         if (to_start or missing > 0) and not bookied_available():
             raise SandboxError(
                 f"cannot start {bookies} bookie(s): bookied is not available yet "
-                "(no `python -m bookied`); run `bkctl sandbox up --bookies 0` for ZooKeeper only")
+                "(no `python -m bkctl.bookied`); run `bkctl sandbox up --bookies 0` for ZooKeeper only")
 
         zk = ensure_zookeeper(d, state, zk_port, progress)
         uri = metadata_uri_for(zk["port"])
@@ -383,7 +383,7 @@ def sandbox_status(directory: str | os.PathLike | None = None, *, check_registra
     registered: dict[str, str] = {}
     if zk_alive and check_registration and state.get("uri") and state.get("bookies"):
         try:
-            from wire.zkstore import ZKMetadataStore, ZKStoreError
+            from bkctl.wire.zkstore import ZKMetadataStore, ZKStoreError
 
             with ZKMetadataStore(state["uri"], timeout=5.0) as store:
                 registered.update({b: "writable" for b in store.writable_bookies()})

@@ -9,10 +9,10 @@ import time
 import pytest
 
 from tests.bookieproc import BookieProcess, WireClient
-from wire import v2, v3
-from wire.digest import DigestManager, DigestType, master_key
-from wire.protocol import Flag, RC
-from wire.zkstore import ZKMetadataStore
+from bkctl.wire import v2, v3
+from bkctl.wire.digest import DigestManager, DigestType, master_key
+from bkctl.wire.protocol import Flag, RC
+from bkctl.wire.zkstore import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
 
@@ -227,7 +227,7 @@ def test_bad_configuration_exits_2_naming_the_key(bookies):
 
 
 def test_gc_reclaims_deleted_ledgers_and_keeps_live_ones(bookies, zkstore):
-    from wire.metadata import LedgerMetadata
+    from bkctl.wire.metadata import LedgerMetadata
 
     bookie = bookies(gcWaitTime=500).start()
     live, doomed = 501, 502
@@ -304,7 +304,7 @@ def _memory_kb(pid: int, field: str) -> int:
 
 
 def test_a_client_that_does_not_read_its_answers_cannot_grow_the_bookie(bookies):
-    from wire.framing import FrameDecoder, frame
+    from bkctl.wire.framing import FrameDecoder, frame
 
     bookie = bookies().start()
     c = WireClient(bookie.port)

@@ -10,9 +10,9 @@ import pytest
 
 from tests.bookieproc import WireClient
 from tests.integration.test_cli_ledger import BKCTL, REPO, bkctl, env_for, json_lines, ok, one_line_error
-from wire import v2
-from wire.digest import DigestManager
-from wire.protocol import RC
+from bkctl.wire import v2
+from bkctl.wire.digest import DigestManager
+from bkctl.wire.protocol import RC
 
 pytestmark = pytest.mark.integration
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def writer(metadata_uri):
     """Ledgers are written through the library (what is tested here is recovery, not `ledger add`)."""
-    from wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.client.blocking import BlockingBookKeeper
 
     bk = BlockingBookKeeper(metadata_uri, timeout=60)
     yield bk

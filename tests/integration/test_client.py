@@ -14,16 +14,16 @@ import pytest
 from twisted.internet import defer
 
 from tests.bookieproc import WireClient
-from wire import v2
-from wire.client.blocking import BlockingBookKeeper
-from wire.client.bookkeeper import LedgerLocked, lock_path
-from wire.client.errors import LedgerFencedError, Unauthorized
-from wire.client.ledger import ClientClosed, EntryNotConfirmed, LedgerClosedError
-from wire.digest import DigestManager, DigestType
-from wire.errors import DigestError
-from wire.metadata import LedgerState
-from wire.protocol import RC
-from wire.zkstore import NoSuchLedger, ZKMetadataStore
+from bkctl.wire import v2
+from bkctl.wire.client.blocking import BlockingBookKeeper
+from bkctl.wire.client.bookkeeper import LedgerLocked, lock_path
+from bkctl.wire.client.errors import LedgerFencedError, Unauthorized
+from bkctl.wire.client.ledger import ClientClosed, EntryNotConfirmed, LedgerClosedError
+from bkctl.wire.digest import DigestManager, DigestType
+from bkctl.wire.errors import DigestError
+from bkctl.wire.metadata import LedgerState
+from bkctl.wire.protocol import RC
+from bkctl.wire.zkstore import NoSuchLedger, ZKMetadataStore
 
 pytestmark = pytest.mark.integration
 

@@ -5,8 +5,8 @@ from collections import defaultdict
 import pytest
 
 from tests.bookieproc import BookieProcess, WireClient
-from tests.vectors import frames
-from wire import v2, v3
+from tests.golden import frames
+from bkctl.wire import v2, v3
 
 pytestmark = pytest.mark.integration
 

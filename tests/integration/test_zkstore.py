@@ -10,11 +10,11 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
-from tests.vectors import VECTORS
-from wire.cookie import Cookie, parse_cookie
-from wire.metadata import LedgerMetadata, LedgerState, parse_ledger_metadata
-from wire.serviceinfo import BookieServiceInfo
-from wire.zkstore import (
+from tests.golden import VECTORS
+from bkctl.wire.cookie import Cookie, parse_cookie
+from bkctl.wire.metadata import LedgerMetadata, LedgerState, parse_ledger_metadata
+from bkctl.wire.serviceinfo import BookieServiceInfo
+from bkctl.wire.zkstore import (
     BookieRegistrationError,
     ClusterExists,
     ClusterNotFound,

@@ -6,15 +6,15 @@ import pytest
 from twisted.internet import abstract, task
 from twisted.internet.testing import MemoryReactor, StringTransport
 
-from bookied.bookie import Bookie
-from bookied.entrystore import EntryStore
-from bookied.journal import EntryRecord, FenceRecord, JournalFull, JournalUnavailable, MasterKeyRecord
-from bookied.metrics import Metrics
-from bookied.server import BookieServerFactory
-from wire import v2, v3
-from wire.digest import DigestManager, DigestType, master_key
-from wire.framing import FrameDecoder, frame
-from wire.protocol import Flag, RC
+from bkctl.bookied.bookie import Bookie
+from bkctl.bookied.entrystore import EntryStore
+from bkctl.bookied.journal import EntryRecord, FenceRecord, JournalFull, JournalUnavailable, MasterKeyRecord
+from bkctl.bookied.metrics import Metrics
+from bkctl.bookied.server import BookieServerFactory
+from bkctl.wire import v2, v3
+from bkctl.wire.digest import DigestManager, DigestType, master_key
+from bkctl.wire.framing import FrameDecoder, frame
+from bkctl.wire.protocol import Flag, RC
 
 KEY = master_key(b"password")
 OTHER_KEY = master_key(b"wrong")

@@ -17,10 +17,10 @@ from twisted.internet.error import ConnectionDone, ConnectionLost, ConnectionRef
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
 
-from tests.vectors import frames
-from wire import v2, v3
-from wire.client import errors as E
-from wire.client.connection import (
+from tests.golden import frames
+from bkctl.wire import v2, v3
+from bkctl.wire.client import errors as E
+from bkctl.wire.client.connection import (
     DEFAULT_ADD_TIMEOUT,
     DEFAULT_BOOKIE_INFO_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
@@ -29,9 +29,9 @@ from wire.client.connection import (
     BookieConnection,
     default_resolve,
 )
-from wire.errors import BKError, Conflict, NotFound, Unreachable
-from wire.framing import frame
-from wire.protocol import RC, Flag, OperationType, rc_from_v3
+from bkctl.wire.errors import BKError, Conflict, NotFound, Unreachable
+from bkctl.wire.framing import frame
+from bkctl.wire.protocol import RC, Flag, OperationType, rc_from_v3
 from tests.deferreds import result_of
 
 BOOKIE = "bk1.example:3181"

@@ -2,10 +2,10 @@
 import itertools
 
 from tests.unit.test_client_connection import Harness, KEY, entry, v3_requests, v3_reply, result_of, failure_of, no_result, sent_frames
-from wire.client import errors as E
-from wire import v3
-from wire.framing import frame
-from wire.protocol import RC
+from bkctl.wire.client import errors as E
+from bkctl.wire import v3
+from bkctl.wire.framing import frame
+from bkctl.wire.protocol import RC
 
 def test_fast_ok_and_error_and_timeout():
     h = Harness(add_timeout=1.0)

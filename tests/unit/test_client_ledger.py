@@ -14,8 +14,8 @@ import pytest
 from twisted.internet import defer, task
 from twisted.python.failure import Failure
 
-from wire.client.bookkeeper import BookKeeperClient, LedgerLocked, lock_path
-from wire.client.errors import (
+from bkctl.wire.client.bookkeeper import BookKeeperClient, LedgerLocked, lock_path
+from bkctl.wire.client.errors import (
     BatchReadUnsupported,
     BookieTimeout,
     BookieUnavailable,
@@ -25,7 +25,7 @@ from wire.client.errors import (
     TooManyRequests,
     Unauthorized,
 )
-from wire.client.ledger import (
+from bkctl.wire.client.ledger import (
     EntryNotConfirmed,
     LedgerClosedError,
     HandleReleased,
@@ -33,11 +33,11 @@ from wire.client.ledger import (
     LedgerRecoveryError,
     covered,
 )
-from wire.client.placement import NotEnoughBookies, RandomPlacement
-from wire.digest import DigestManager, DigestType
-from wire.errors import Conflict, DigestError, MetadataError
-from wire.metadata import LedgerMetadata, LedgerState
-from wire.zkstore import MetadataVersionConflict, NoSuchLedger
+from bkctl.wire.client.placement import NotEnoughBookies, RandomPlacement
+from bkctl.wire.digest import DigestManager, DigestType
+from bkctl.wire.errors import Conflict, DigestError, MetadataError
+from bkctl.wire.metadata import LedgerMetadata, LedgerState
+from bkctl.wire.zkstore import MetadataVersionConflict, NoSuchLedger
 from tests.deferreds import result_of
 
 B = [f"10.0.0.{i}:3181" for i in range(1, 7)]
@@ -817,8 +817,7 @@ def test_recovery_of_a_closed_ledger_opens_it_directly():
 
 def test_open_for_append_continues_after_the_tail(monkeypatch):
     client, store, pool, lh = filled_ledger(n=3, close=False)
-    import wire.client.bookkeeper as bkmod
-
+    import bkctl.wire.client.bookkeeper as bkmod
     class FakeLock:
         held = set()
 
@@ -867,7 +866,7 @@ def test_client_close_fails_outstanding_adds_as_client_closed():
     result_of(client.close())
     b = lh.metadata.write_set(0)[0]
     pool.conns[b].fail(0, BookieUnavailable("closed", bookie=b))
-    from wire.client.ledger import ClientClosed
+    from bkctl.wire.client.ledger import ClientClosed
     assert isinstance(done[0][1], ClientClosed)
 
 
@@ -924,7 +923,7 @@ def test_writer_lac_and_length():
 
 
 def test_bookie_ids_resolve_through_service_info_with_host_port_fallback():
-    from wire.serviceinfo import BookieServiceInfo
+    from bkctl.wire.serviceinfo import BookieServiceInfo
 
     client, store, pool = make_client()
     infos = {"bookie-a": BookieServiceInfo.for_bookie("192.0.2.7", 4181),

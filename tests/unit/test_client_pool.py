@@ -7,12 +7,12 @@ from twisted.internet.error import ConnectionDone
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
 
-from wire import v2, v3
-from wire.client import errors as E
-from wire.client.connection import BookieConnection
-from wire.client.pool import BookiePool
-from wire.framing import frame
-from wire.protocol import RC
+from bkctl.wire import v2, v3
+from bkctl.wire.client import errors as E
+from bkctl.wire.client.connection import BookieConnection
+from bkctl.wire.client.pool import BookiePool
+from bkctl.wire.framing import frame
+from bkctl.wire.protocol import RC
 from tests.deferreds import result_of
 
 

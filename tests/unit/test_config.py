@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bookied.config import (
+from bkctl.bookied.config import (
     IGNORED_KEYS,
     OPTIONS,
     OPTIONS_BY_NAME,

@@ -4,10 +4,10 @@ from collections import defaultdict
 import pytest
 from hypothesis import given, strategies as st
 
-from tests.vectors import frames
-from wire import v3
-from wire.detect import ProtocolDetector
-from wire.errors import CodecError
+from tests.golden import frames
+from bkctl.wire import v3
+from bkctl.wire.detect import ProtocolDetector
+from bkctl.wire.errors import CodecError
 
 
 def client_requests(proto):

@@ -109,7 +109,7 @@ def test_bkctl_page_sections(generated):
 
 
 def test_bookied_conf_documents_every_key(generated):
-    from bookied.config import OPTIONS, SECTIONS
+    from bkctl.bookied.config import OPTIONS, SECTIONS
 
     page = generated["man/bookied.conf.5"]
     positions = []
@@ -128,7 +128,7 @@ def test_bookied_conf_documents_every_key(generated):
 
 
 def test_bookied_page_has_every_flag_and_the_service_behaviour(generated):
-    from bookied.main import build_parser
+    from bkctl.bookied.main import build_parser
 
     page = generated["man/bookied.8"]
     for action in build_parser()._actions:

@@ -12,9 +12,9 @@ import pytest
 
 from tests import crash
 
-from bookied import entrystore as es
-from bookied.entrystore import EntryCorrupted, EntryStore, WriteCacheFull
-from bookied.journal import EntryRecord, ExplicitLacRecord, FenceRecord, Journal, MasterKeyRecord
+from bkctl.bookied import entrystore as es
+from bkctl.bookied.entrystore import EntryCorrupted, EntryStore, WriteCacheFull
+from bkctl.bookied.journal import EntryRecord, ExplicitLacRecord, FenceRecord, Journal, MasterKeyRecord
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -351,8 +351,8 @@ def test_index_survives_reopen_many_ledgers(sdir):
 CHILD = r"""
 import os, sys, hashlib, threading, time
 sys.path.insert(0, sys.argv[1])
-from bookied.journal import Journal, EntryRecord, MasterKeyRecord, FenceRecord, JournalFull
-from bookied.entrystore import EntryStore, WriteCacheFull
+from bkctl.bookied.journal import Journal, EntryRecord, MasterKeyRecord, FenceRecord, JournalFull
+from bkctl.bookied.entrystore import EntryStore, WriteCacheFull
 
 d, first = sys.argv[2], int(sys.argv[3])
 

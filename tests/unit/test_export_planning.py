@@ -19,9 +19,9 @@ from bkctl.export.planning import (
     plan_ledgers,
     split_ranges,
 )
-from wire.errors import Conflict, NotFound
-from wire.metadata import LedgerMetadata
-from wire.zkstore import NoSuchLedger
+from bkctl.wire.errors import Conflict, NotFound
+from bkctl.wire.metadata import LedgerMetadata
+from bkctl.wire.zkstore import NoSuchLedger
 
 # ---------------------------------------------------------------- ledger specs
 
@@ -361,7 +361,7 @@ def test_spark_error_cause_finds_the_python_exception():
            "Caused by: org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
            '  File "/x/worker.py", line 1, in main\n    process()\n'
            '  File "/x/ledger.py", line 2, in _open\n    raise Unauthorized(msg)\n'
-           "wire.client.errors.Unauthorized: wrong password for ledger 3\n\n"
+           "bkctl.wire.client.errors.Unauthorized: wrong password for ledger 3\n\n"
            "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)\n")
-    assert spark_error_cause(RuntimeError(jvm)) == "wire.client.errors.Unauthorized: wrong password for ledger 3"
+    assert spark_error_cause(RuntimeError(jvm)) == "bkctl.wire.client.errors.Unauthorized: wrong password for ledger 3"
     assert spark_error_cause(RuntimeError("no traceback here")) is None

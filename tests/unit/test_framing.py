@@ -3,8 +3,8 @@ import struct
 import pytest
 from hypothesis import given, strategies as st
 
-from wire.errors import CodecError, FrameTooLarge
-from wire.framing import FrameDecoder, frame
+from bkctl.wire.errors import CodecError, FrameTooLarge
+from bkctl.wire.framing import FrameDecoder, frame
 
 payloads = st.lists(st.binary(max_size=300), max_size=20)
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 from google.protobuf.descriptor import FieldDescriptor as FD
 
-from wire.proto import bookkeeper_pb2 as pb
+from bkctl.wire.proto import bookkeeper_pb2 as pb
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -84,7 +84,7 @@ def test_message_fields_match_spec(name):
 
 
 def test_enums_match_spec():
-    from wire.protocol import V3_STATUS, OperationType, ProtocolVersion
+    from bkctl.wire.protocol import V3_STATUS, OperationType, ProtocolVersion
 
     def values(enum):
         return {v.name: v.number for v in enum.DESCRIPTOR.values}

@@ -19,8 +19,8 @@ from twisted.python.failure import Failure
 from twisted.web import server
 from twisted.web.test.requesthelper import DummyRequest
 
-from bookied import http as bhttp
-from bookied.http import (
+from bkctl.bookied import http as bhttp
+from bkctl.bookied.http import (
     AdminResource, AdminSite, BookieStatus, PROMETHEUS_CONTENT_TYPE, listen_from_config,
     listen_http, make_site,
 )
@@ -481,7 +481,7 @@ def test_listen_from_config():
 
 
 def test_listen_from_real_config():
-    from bookied.config import load_config_text
+    from bkctl.bookied.config import load_config_text
 
     reactor = MemoryReactorClock()
     cfg = load_config_text("httpServerEnabled=true\nhttpServerPort=8124\nhttpServerHost=127.0.0.1\n")
@@ -493,7 +493,7 @@ def test_listen_from_real_config():
 _REAL_SOCKET_SCRIPT = textwrap.dedent("""
     import json, sys, urllib.error, urllib.request
     from twisted.internet import reactor, threads
-    from bookied.http import listen_http
+    from bkctl.bookied.http import listen_http
 
     class Status:
         bookie_id = "127.0.0.1:3181"

@@ -14,8 +14,8 @@ import pytest
 
 from tests import crash
 
-from bookied import journal as jmod
-from bookied.journal import (
+from bkctl.bookied import journal as jmod
+from bkctl.bookied.journal import (
     EntryRecord, ExplicitLacRecord, FenceRecord, Journal, JournalFull, JournalUnavailable,
     LogMark, MasterKeyRecord,
 )
@@ -683,7 +683,7 @@ def test_custom_dispatch_gets_whole_groups(jdir):
 CHILD = r"""
 import os, sys, hashlib, time
 sys.path.insert(0, sys.argv[1])
-from bookied.journal import Journal, EntryRecord, JournalFull
+from bkctl.bookied.journal import Journal, EntryRecord, JournalFull
 
 d, first, wait_ms = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 

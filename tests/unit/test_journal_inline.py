@@ -3,7 +3,7 @@ import queue
 import threading
 import time
 
-from bookied.journal import Journal, EntryRecord
+from bkctl.bookied.journal import Journal, EntryRecord
 
 def test_inline_mode_orders_and_acks(tmp_path):
     q = queue.Queue()

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.vectors import VECTORS
-from wire.errors import CodecError
-from wire.layout import (
+from tests.golden import VECTORS
+from bkctl.wire.errors import CodecError
+from bkctl.wire.layout import (
     FACTORY_CLASSES,
     LedgerLayout,
     MetadataServiceURI,

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from bookied import layout
+from bkctl.bookied import layout
 
 
 def test_prepare_fresh_dirs_creates_current_and_stamp(tmp_path):

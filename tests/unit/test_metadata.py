@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.vectors import VECTORS
-from wire.digest import DigestType
-from wire.errors import CodecError, MetadataError
-from wire.metadata import (
+from tests.golden import VECTORS
+from bkctl.wire.digest import DigestType
+from bkctl.wire.errors import CodecError, MetadataError
+from bkctl.wire.metadata import (
     CustomMetadata,
     LedgerMetadata,
     LedgerState,
@@ -20,7 +20,7 @@ from wire.metadata import (
     serialize_ledger_metadata,
     write_set_indices,
 )
-from wire.proto import formats_pb2
+from bkctl.wire.proto import formats_pb2
 
 RAW = VECTORS / "zk" / "raw"
 B1, B2, B3 = "127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.vectors import VECTORS
-from wire import paths
-from wire.paths import (
+from tests.golden import VECTORS
+from bkctl.wire import paths
+from bkctl.wire.paths import (
     hob_name,
     idgen_sequence,
     is_ledger_node_name,

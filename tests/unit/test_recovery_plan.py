@@ -10,7 +10,7 @@ from twisted.internet import defer
 
 from bkctl.ops.bench import percentile
 from bkctl.ops.ledgers import entry_doc, entry_line, parse_custom_metadata
-from wire.client.admin import (
+from bkctl.wire.client.admin import (
     EntryUnrecoverable,
     Fragment,
     TargetUnusable,
@@ -20,10 +20,10 @@ from wire.client.admin import (
     replace_in_metadata,
     replicate_fragment,
 )
-from wire.client.errors import NoSuchEntry, Unauthorized
-from wire.client.placement import NotEnoughBookies, RandomPlacement
-from wire.digest import DigestManager, DigestType, master_key
-from wire.metadata import LedgerMetadata, write_set_indices
+from bkctl.wire.client.errors import NoSuchEntry, Unauthorized
+from bkctl.wire.client.placement import NotEnoughBookies, RandomPlacement
+from bkctl.wire.digest import DigestManager, DigestType, master_key
+from bkctl.wire.metadata import LedgerMetadata, write_set_indices
 
 A, B, C, D, E, F = (f"10.0.0.{i}:3181" for i in range(1, 7))
 
@@ -197,7 +197,7 @@ class FakeStore:
         return self.md, self.version
 
     def update_ledger(self, ledger_id, md, version):
-        from wire.zkstore import MetadataVersionConflict
+        from bkctl.wire.zkstore import MetadataVersionConflict
 
         if self.conflicts:
             self.conflicts -= 1

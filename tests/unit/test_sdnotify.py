@@ -8,8 +8,8 @@ import uuid
 import pytest
 from twisted.internet import task
 
-from bookied import sdnotify
-from bookied.sdnotify import Notifier, start_watchdog
+from bkctl.bookied import sdnotify
+from bkctl.bookied.sdnotify import Notifier, start_watchdog
 
 
 class Receiver:

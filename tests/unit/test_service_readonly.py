@@ -7,9 +7,9 @@ import pytest
 from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 
-from bookied.bookie import Bookie
-from bookied.config import load_config_text
-from bookied.service import BookieService
+from bkctl.bookied.bookie import Bookie
+from bkctl.bookied.config import load_config_text
+from bkctl.bookied.service import BookieService
 
 
 class InlineThreadsReactor(MemoryReactorClock):

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wire.errors import CodecError
-from wire.underreplication import (
+from bkctl.wire.errors import CodecError
+from bkctl.wire.underreplication import (
     UnderreplicatedLedger,
     parse_auditor_vote,
     parse_last_run_time,

@@ -5,10 +5,10 @@ import struct
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from tests.vectors import examples, frames
-from wire import v3
-from wire.errors import CodecError
-from wire.protocol import (
+from tests.golden import examples, frames
+from bkctl.wire import v3
+from bkctl.wire.errors import CodecError
+from bkctl.wire.protocol import (
     AUTH_DISABLED_PLUGIN,
     BOOKIE_INFO_FREE_DISK_SPACE,
     BOOKIE_INFO_TOTAL_DISK_CAPACITY,
@@ -17,7 +17,7 @@ from wire.protocol import (
     OperationType,
     ProtocolVersion,
 )
-from wire.proto import bookkeeper_pb2 as pb
+from bkctl.wire.proto import bookkeeper_pb2 as pb
 
 V3_FRAMES = [f for f in frames() if f["proto"] == "v3"]
 V3_EXAMPLES = [e for e in examples() if e["proto"] == "v3"]

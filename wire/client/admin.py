@@ -8,7 +8,7 @@ does for one fragment):
 * :func:`fragments_to_recover` lists the segments of a ledger whose ensemble
   contains a lost bookie (a *fragment*: entries ``first..last`` of one
   ensemble).  Entry ``e`` of a segment has its copies on ensemble positions
-  ``(e + i) mod E`` for ``i < Qw`` (:func:`wire.metadata.write_set_indices`);
+  ``(e + i) mod E`` for ``i < Qw`` (:func:`bkctl.wire.metadata.write_set_indices`);
   a lost bookie at position ``p`` held exactly the entries whose write set
   contains ``p`` (:meth:`Fragment.entries`, :meth:`Fragment.entry_count`).
 * :func:`choose_replacements` picks, per lost member, a writable bookie that
@@ -42,9 +42,9 @@ from typing import Any
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from wire.digest import DigestManager, DigestType, master_key
-from wire.errors import BKError, DigestError, NotFound
-from wire.metadata import LedgerMetadata, write_set_indices
+from bkctl.wire.digest import DigestManager, DigestType, master_key
+from bkctl.wire.errors import BKError, DigestError, NotFound
+from bkctl.wire.metadata import LedgerMetadata, write_set_indices
 
 from .errors import NoSuchEntry, NoSuchLedgerOnBookie, Unauthorized
 from .ledger import LedgerMetadataConflict, LedgerRecoveryError, covered
@@ -197,7 +197,7 @@ def choose_replacements(fragment: Fragment, writable: Iterable[str], readonly: C
     writable and outside the ensemble: :class:`TargetUnusable` otherwise);
     any further lost member of the same ensemble gets a random bookie, since
     one bookie cannot hold two positions of an ensemble.  Too few candidates:
-    :class:`~wire.client.placement.NotEnoughBookies`.
+    :class:`~bkctl.wire.client.placement.NotEnoughBookies`.
     """
     placement = placement if placement is not None else RandomPlacement()
     writable = list(writable)
@@ -228,7 +228,7 @@ def ledger_credentials(ledger_id: int, md: LedgerMetadata, password: bytes | str
     """The password and digest type to verify a ledger's entries with: the
     stored ones (format-1 metadata stores neither: ``password`` or b"", and
     ``digest_type`` or CRC32).  A given password that differs from the
-    stored one is :class:`~wire.client.errors.Unauthorized`."""
+    stored one is :class:`~bkctl.wire.client.errors.Unauthorized`."""
     if isinstance(password, str):
         password = password.encode("utf-8")
     if isinstance(digest_type, str):
@@ -338,7 +338,7 @@ async def replace_in_metadata(client, ledger_id: int, first_entry_id: int,
     compare-and-set (re-reading on conflict).  A lost bookie no longer in the
     segment (replaced by an earlier run or by someone else) is skipped.
     Returns the metadata and version now stored."""
-    from wire.zkstore import MetadataVersionConflict
+    from bkctl.wire.zkstore import MetadataVersionConflict
 
     store = client.store
     md, version = await client.run_blocking(store.read_ledger, ledger_id)
@@ -395,7 +395,7 @@ async def recover_ledger(client, ledger_id: int, lost: Iterable[str], *, target:
     ``failed`` (``error`` says why), ``clean`` (nothing on the lost bookies)
     or ``deleted`` (the ledger vanished meanwhile).
     """
-    from wire.zkstore import NoSuchLedger
+    from bkctl.wire.zkstore import NoSuchLedger
 
     lost = tuple(dict.fromkeys(lost))
     lost_set = set(lost)
@@ -483,7 +483,7 @@ async def fence_ledger(client, ledger_id: int, password: bytes | str | None = No
     normal adds (the writer fails with EFENCED) and accepts only recovery
     adds.  Succeeds when the fenced bookies cover every write quorum (fewer
     than Qa unfenced bookies in each), so no new entry can reach its ack
-    quorum; else :class:`~wire.client.ledger.LedgerRecoveryError`.  A closed
+    quorum; else :class:`~bkctl.wire.client.ledger.LedgerRecoveryError`.  A closed
     ledger needs no fencing (``fenced`` False).
     """
     md, _version = await client.run_blocking(client.store.read_ledger, ledger_id)
@@ -557,7 +557,7 @@ async def describe_bookie(client, bookie_id: str) -> dict:
     state, cookie, info = await client.run_blocking(from_zookeeper)
     if cookie is None and state == "not registered":
         raise UnknownBookie(f"bookie {bookie_id} is not registered and has no cookie in this cluster")
-    from wire.serviceinfo import parse_bookie_id_address
+    from bkctl.wire.serviceinfo import parse_bookie_id_address
 
     try:
         address = info.rpc_address(bookie_id) if info is not None else parse_bookie_id_address(bookie_id)

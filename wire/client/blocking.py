@@ -1,4 +1,4 @@
-"""A blocking facade over :class:`~wire.client.bookkeeper.BookKeeperClient`.
+"""A blocking facade over :class:`~bkctl.wire.client.bookkeeper.BookKeeperClient`.
 
 For the CLI, scripts and tests: every call runs in the Twisted reactor,
 which crochet runs in a background thread (``crochet.setup()`` happens on
@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from wire.errors import Unreachable
+from bkctl.wire.errors import Unreachable
 
 __all__ = ["BlockingBookKeeper", "BlockingLedger", "OperationTimedOut", "run_in_reactor", "DEFAULT_TIMEOUT"]
 
@@ -67,8 +67,8 @@ class BlockingLedger:
 
     def __init__(self, owner: "BlockingBookKeeper", handle):
         self._owner = owner
-        #: the underlying Twisted handle (:class:`~wire.client.ledger.ReadHandle` or
-        #: :class:`~wire.client.ledger.LedgerHandle`)
+        #: the underlying Twisted handle (:class:`~bkctl.wire.client.ledger.ReadHandle` or
+        #: :class:`~bkctl.wire.client.ledger.LedgerHandle`)
         self.handle = handle
 
     def __repr__(self) -> str:
@@ -182,7 +182,7 @@ class BlockingBookKeeper:
     """Blocking BookKeeper client.
 
     ``metadata`` is a metadata service URI or a ZKMetadataStore; ``options``
-    are those of :class:`~wire.client.bookkeeper.BookKeeperClient`
+    are those of :class:`~bkctl.wire.client.bookkeeper.BookKeeperClient`
     (``protocol``, ``add_timeout``, ``read_timeout``, ``max_inflight``, ...).
     ``timeout`` bounds every blocking call.
     """

@@ -8,15 +8,15 @@
     entries = yield rh.read_entries(0, rh.last_add_confirmed)
     yield client.close()
 
-The client owns a :class:`~wire.client.pool.BookiePool` (one connection per
-bookie) and a :class:`~wire.zkstore.ZKMetadataStore` (or uses one it is
+The client owns a :class:`~bkctl.wire.client.pool.BookiePool` (one connection per
+bookie) and a :class:`~bkctl.wire.zkstore.ZKMetadataStore` (or uses one it is
 given).  The store is blocking, so every metadata call runs in the reactor's
 thread pool.  Bookie ids are resolved through the BookieServiceInfo each
 bookie publishes in its registration node, falling back to the id itself as
 ``host:port``.
 
-Ledger handles and their semantics are in :mod:`wire.client.ledger`; the
-blocking facade for scripts and the CLI is :mod:`wire.client.blocking`.
+Ledger handles and their semantics are in :mod:`bkctl.wire.client.ledger`; the
+blocking facade for scripts and the CLI is :mod:`bkctl.wire.client.blocking`.
 """
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ from typing import Any
 
 from twisted.internet import defer, threads
 
-from wire.digest import DigestType
-from wire.errors import Conflict, DigestError
-from wire.metadata import LedgerMetadata
-from wire.protocol import DEFAULT_MAX_FRAME_SIZE
-from wire.serviceinfo import parse_bookie_id_address
+from bkctl.wire.digest import DigestType
+from bkctl.wire.errors import Conflict, DigestError
+from bkctl.wire.metadata import LedgerMetadata
+from bkctl.wire.protocol import DEFAULT_MAX_FRAME_SIZE
+from bkctl.wire.serviceinfo import parse_bookie_id_address
 
 from .errors import LedgerFencedError, Unauthorized
 from .ledger import (
@@ -146,11 +146,11 @@ class BookKeeperClient:
     """Ledgers on a BookKeeper cluster, over Twisted.
 
     ``metadata`` is a metadata service URI (the client then owns a
-    :class:`~wire.zkstore.ZKMetadataStore`, connected on first use and closed
+    :class:`~bkctl.wire.zkstore.ZKMetadataStore`, connected on first use and closed
     by :meth:`close`) or a store object (used as is, never closed here).
     ``reactor`` defaults to the global reactor.  ``protocol``, ``add_timeout``
     and ``read_timeout`` (seconds) and any other keyword go to the
-    :class:`~wire.client.pool.BookiePool`.  ``max_inflight`` bounds the adds
+    :class:`~bkctl.wire.client.pool.BookiePool`.  ``max_inflight`` bounds the adds
     outstanding per ledger handle (``max_waiting`` how many more may wait),
     ``read_window`` the entries read at once by ``read_entries``,
     ``recovery_read_window`` the entries read ahead while looking for the
@@ -182,7 +182,7 @@ class BookKeeperClient:
         self.max_frame_size = int(pool_options.get("max_frame_size", DEFAULT_MAX_FRAME_SIZE))
         self.placement = placement if placement is not None else RandomPlacement()
         if isinstance(metadata, str):
-            from wire.zkstore import ZKMetadataStore
+            from bkctl.wire.zkstore import ZKMetadataStore
             self.store = ZKMetadataStore(metadata, timeout=zk_timeout)
             self._owns_store = True
         else:
@@ -341,7 +341,7 @@ class BookKeeperClient:
         raise AssertionError("unreachable")
 
     async def _recover(self, ledger_id, md, version, password, digest_type) -> ReadHandle:
-        from wire.zkstore import MetadataVersionConflict
+        from bkctl.wire.zkstore import MetadataVersionConflict
         while md.is_open:
             marked = md.in_recovery()
             try:
@@ -373,7 +373,7 @@ class BookKeeperClient:
         entries past the LAC back to full write quorums, and continues at the
         entry after the last one found.  The lock is released by the handle's
         ``close()``.  A closed ledger gives :class:`LedgerClosedError`, one in
-        recovery :class:`~wire.client.errors.LedgerFencedError`; if the ledger
+        recovery :class:`~bkctl.wire.client.errors.LedgerFencedError`; if the ledger
         gets fenced later, adds fail with LedgerFencedError.
         """
         return defer.ensureDeferred(self._open_for_append(ledger_id, password, digest_type, check_password,
@@ -416,7 +416,7 @@ class BookKeeperClient:
         return self.run_blocking(self._delete_ledger, ledger_id)
 
     def _delete_ledger(self, ledger_id: int) -> None:
-        from wire.zkstore import NoSuchLedger
+        from bkctl.wire.zkstore import NoSuchLedger
         if not self.store.ledger_exists(ledger_id):
             raise NoSuchLedger(ledger_id)
         self.store.delete_ledger(ledger_id)

@@ -37,7 +37,7 @@ bookie id and everything about requests:
   (a late response is dropped) and frees its slot.
 
 Operations return Deferreds that fire with plain values or fail with the
-errors of :mod:`wire.client.errors`. Argument errors (a master key that is
+errors of :mod:`bkctl.wire.client.errors`. Argument errors (a master key that is
 not 20 bytes, ...) raise ValueError immediately.
 """
 from __future__ import annotations
@@ -53,10 +53,10 @@ from twisted.internet import defer
 from twisted.internet.protocol import ClientFactory, Protocol
 from twisted.python.failure import Failure
 
-from wire import v2, v3
-from wire.errors import CodecError
-from wire.framing import FrameDecoder, frame
-from wire.protocol import (
+from bkctl.wire import v2, v3
+from bkctl.wire.errors import CodecError
+from bkctl.wire.framing import FrameDecoder, frame
+from bkctl.wire.protocol import (
     BOOKIE_INFO_FREE_DISK_SPACE,
     BOOKIE_INFO_TOTAL_DISK_CAPACITY,
     DEFAULT_MAX_FRAME_SIZE,
@@ -69,7 +69,7 @@ from wire.protocol import (
     OperationType,
     rc_from_v3,
 )
-from wire.serviceinfo import parse_bookie_id_address
+from bkctl.wire.serviceinfo import parse_bookie_id_address
 
 from .errors import (
     BatchReadUnsupported,

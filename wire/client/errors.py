@@ -1,8 +1,8 @@
 """Errors a bookie connection reports, each carrying the bookie's return code.
 
-Every error is a :class:`BookieError` with ``.rc`` (a :class:`wire.protocol.RC`,
+Every error is a :class:`BookieError` with ``.rc`` (a :class:`bkctl.wire.protocol.RC`,
 or ``None`` when the bookie never answered) and ``.bookie`` (the bookie id).
-The classes also sit under the shared categories of :mod:`wire.errors`, so
+The classes also sit under the shared categories of :mod:`bkctl.wire.errors`, so
 code that only cares about "not found" / "conflict" / "unreachable" can catch
 those instead:
 
@@ -30,8 +30,8 @@ NotSupported               None                -
 """
 from __future__ import annotations
 
-from wire.errors import BKError, Conflict, NotFound, Unreachable
-from wire.protocol import RC
+from bkctl.wire.errors import BKError, Conflict, NotFound, Unreachable
+from bkctl.wire.protocol import RC
 
 __all__ = [
     "BookieError",
@@ -161,7 +161,7 @@ class BatchReadUnsupported(BookieUnavailable):
 class MalformedResponse(BookieUnavailable):
     """The bookie sent bytes that do not decode: the connection was closed
     and every request on it failed with this error (``cause`` is the
-    :class:`wire.errors.CodecError`). Also used, without closing anything,
+    :class:`bkctl.wire.errors.CodecError`). Also used, without closing anything,
     for a well-formed EOK answer that lacks the data the request needs."""
 
     def __init__(self, message: str, *, cause: BaseException | None = None, **kw):
@@ -206,7 +206,7 @@ def error_for(rc: int, bookie: str | None, what: str) -> BookieError:
     """The exception for a failed request.
 
     ``rc`` is a v2-valued return code (an :class:`RC` or its int; map v3
-    statuses with :func:`wire.protocol.rc_from_v3` first), ``what`` describes
+    statuses with :func:`bkctl.wire.protocol.rc_from_v3` first), ``what`` describes
     the request (``"ADD ledger 3 entry 0"``). An unknown code gives a plain
     :class:`BookieError` keeping the number. EOK is not an error: ValueError.
     """

@@ -1,6 +1,6 @@
 """Ledger handles: reading, writing, recovering one ledger (Twisted).
 
-Handles are made by :class:`wire.client.bookkeeper.BookKeeperClient`; they
+Handles are made by :class:`bkctl.wire.client.bookkeeper.BookKeeperClient`; they
 use its bookie pool, metadata store and placement policy through a small
 "client" interface (``pool``, ``store``, ``placement``, ``run_blocking``,
 ``closed``, ``protocol`` and a few tunables), so tests can drive them with
@@ -11,8 +11,8 @@ fakes.
 * each entry is read from the bookies of its write set in write-set order,
   moving to the next replica on a missing entry, a bad digest, a timeout or
   any other failure; the read fails only when every replica failed
-  (:class:`~wire.client.errors.NoSuchEntry` when they all said "missing",
-  :class:`~wire.errors.DigestError` when a replica answered with bytes that
+  (:class:`~bkctl.wire.client.errors.NoSuchEntry` when they all said "missing",
+  :class:`~bkctl.wire.errors.DigestError` when a replica answered with bytes that
   do not verify, else the last error);
 * over v2, ledgers whose ensemble size equals their write quorum (every
   bookie holds every entry of its segment) are read with BATCH_READ_ENTRY
@@ -39,7 +39,7 @@ fakes.
 * at most ``max_inflight`` adds are outstanding.  Beyond that an add waits
   for room (:meth:`LedgerHandle.wait_writable`, :meth:`LedgerHandle.add_entries`
   give real back-pressure); at most ``max_waiting`` adds may wait, after
-  which :class:`~wire.client.errors.TooManyRequests` is raised.  With
+  which :class:`~bkctl.wire.client.errors.TooManyRequests` is raised.  With
   ``Qa < Qw`` entries complete without the slowest bookie of their write
   set; adds also wait while a bookie of the ensemble has ``max_inflight``
   writes unanswered, so a slow (not dead) bookie is not left with an
@@ -51,9 +51,9 @@ fakes.
   longer count).  Completions pause while the ensemble changes;
 * a fenced ledger (EFENCED, or metadata found IN_RECOVERY/CLOSED by someone
   else) fails every outstanding add with
-  :class:`~wire.client.errors.LedgerFencedError` or
+  :class:`~bkctl.wire.client.errors.LedgerFencedError` or
   :class:`LedgerClosedError`; a wrong password (EUA) fails them with
-  :class:`~wire.client.errors.Unauthorized`;
+  :class:`~bkctl.wire.client.errors.Unauthorized`;
 * :meth:`LedgerHandle.close` waits for the outstanding adds, then writes
   CLOSED with the last entry id and length by compare-and-set.
 
@@ -76,10 +76,10 @@ from typing import Any
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from wire.digest import DigestManager, DigestType, VerifiedEntry, master_key
-from wire.errors import BKError, Conflict, DigestError, NotFound, Unreachable
-from wire.metadata import LedgerMetadata, write_set_indices
-from wire.protocol import DEFAULT_MAX_FRAME_SIZE
+from bkctl.wire.digest import DigestManager, DigestType, VerifiedEntry, master_key
+from bkctl.wire.errors import BKError, Conflict, DigestError, NotFound, Unreachable
+from bkctl.wire.metadata import LedgerMetadata, write_set_indices
+from bkctl.wire.protocol import DEFAULT_MAX_FRAME_SIZE
 
 from .errors import (
     LedgerFencedError,
@@ -1085,7 +1085,7 @@ class LedgerHandle(ReadHandle):
         new_md = md.with_ensemble_change(first, new_ensemble)
         version = self._version
         store = self.client.store
-        from wire.zkstore import MetadataVersionConflict  # wire-internal, cheap once loaded
+        from bkctl.wire.zkstore import MetadataVersionConflict  # wire-internal, cheap once loaded
         for _attempt in range(100):
             try:
                 version = await self.client.run_blocking(store.update_ledger, self.ledger_id, new_md, version)
@@ -1243,7 +1243,7 @@ class LedgerHandle(ReadHandle):
                     log.warning("ledger %d: releasing the append lock failed", self.ledger_id, exc_info=True)
 
     async def _write_closed(self) -> None:
-        from wire.zkstore import MetadataVersionConflict
+        from bkctl.wire.zkstore import MetadataVersionConflict
         lac = self._lac
         length = self._confirmed_length
         if length is None:

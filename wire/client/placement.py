@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from collections.abc import Collection, Iterable, Sequence
 
-from wire.errors import Unreachable
+from bkctl.wire.errors import Unreachable
 
 __all__ = ["NotEnoughBookies", "RandomPlacement"]
 

@@ -1,4 +1,4 @@
-"""One shared :class:`~wire.client.connection.BookieConnection` per bookie.
+"""One shared :class:`~bkctl.wire.client.connection.BookieConnection` per bookie.
 
     pool = BookiePool(reactor, resolve, protocol="v3", add_timeout=5, read_timeout=5)
     d = pool.get("10.0.0.1:3181").read(ledger_id, entry_id)

@@ -1,9 +1,10 @@
 """Access to the golden vectors captured from a real Java BookKeeper cluster.
 
-    from tests.vectors import VECTORS, frames, examples
+    from tests.golden import VECTORS, frames, examples
 
-``VECTORS`` is the shared vectors directory (``/work/shared/vectors`` beside
-the repository checkout; the ``BK_VECTORS`` environment variable overrides it).
+``VECTORS`` is ``tests/vectors/``, the repository's own copy of the vectors
+(see its README for where they were captured); the ``BK_VECTORS`` environment
+variable points the tests at another copy.
 """
 from __future__ import annotations
 
@@ -12,11 +13,7 @@ import os
 import pathlib
 from collections.abc import Iterator
 
-# tests/vectors.py -> parents[1] is the repository; shared/ sits beside it.
-VECTORS = pathlib.Path(
-    os.environ.get("BK_VECTORS")
-    or pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "vectors"
-)
+VECTORS = pathlib.Path(os.environ.get("BK_VECTORS") or pathlib.Path(__file__).resolve().parent / "vectors")
 
 
 def flows() -> list[str]:

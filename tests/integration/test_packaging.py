@@ -1,0 +1,111 @@
+"""What pip installs: the wheel in a fresh venv, beside PyPI's `shell` and `bookied`.
+
+The repository's folders wire/, bookied/ and shell/ must install as bkctl.wire,
+bkctl.bookied and bkctl.shell, so that no generic top-level name of ours exists in
+site-packages, nothing of ours can be shadowed by a file in the working directory,
+and installing or uninstalling another distribution never touches our files.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def _run(*cmd, cwd=None, check=True) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{cmd} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    # Built from a copy: setuptools leaves build/ and *.egg-info in the tree it builds.
+    src = tmp_path_factory.mktemp("src") / "bkctl"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", ".bkctl-sandbox", "__pycache__", ".hypothesis"))
+    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", out, src)
+    (whl,) = out.glob("bkctl-*.whl")
+    return whl
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory, wheel) -> Path:
+    """A fresh venv holding our wheel, PyPI's `shell` and `bookied`; our
+    dependencies come from the test environment's site-packages through a
+    .pth line (a plain path: the editable install's finder there is not run)."""
+    root = tmp_path_factory.mktemp("venv")
+    _run(sys.executable, "-m", "venv", root)
+    py = root / "bin" / "python"
+    _run(py, "-m", "pip", "install", "-q", "--no-deps", "shell==1.0.1", "bookied==0.0.3")
+    _run(py, "-m", "pip", "install", "-q", "--no-deps", wheel)
+    site = Path(_run(py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
+    deps = [p for p in sys.path if p.endswith("site-packages")]
+    (site / "zz_bkctl_test_deps.pth").write_text("\n".join(deps) + "\n")
+    return root
+
+
+def test_wheel_holds_every_package_folder_under_bkctl(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"bkctl"}
+    # Every folder with an __init__.py is packaged (pyproject lists packages by hand).
+    folders = {p.parent.relative_to(REPO) for p in REPO.glob("*/**/__init__.py")
+               if p.parts[len(REPO.parts)] in ("wire", "bookied", "shell", "bkctl")}
+    for folder in folders:
+        parts = folder.parts
+        installed = "/".join(parts if parts[0] == "bkctl" else ("bkctl", *parts))
+        assert f"{installed}/__init__.py" in names, folder
+    assert "bkctl/wire/proto/bookkeeper.proto" in names
+    assert "bkctl/bookied/bookied.service" in names
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"bkctl": "bkctl.cli:main", "bookied": "bkctl.bookied.main:run"}
+
+
+def test_generic_names_are_not_ours(venv, tmp_path):
+    py = venv / "bin" / "python"
+    probe = ("import importlib.util as u, shell\n"
+             "print(u.find_spec('wire'))\n"
+             "print(shell.__file__)\n"
+             "print(u.find_spec('bookied').origin)\n"
+             "import bkctl.wire.client.ledger, bkctl.bookied.main, bkctl.shell.repl\n"
+             "print('ours ok')\n")
+    out = _run(py, "-c", probe, cwd=tmp_path).stdout.splitlines()
+    assert out[0] == "None"                      # `import wire` fails
+    assert out[1].endswith("site-packages/shell.py")  # PyPI's shell, untouched
+    assert "site-packages/bookied/" in out[2]         # PyPI's bookied, untouched
+    assert out[3] == "ours ok"
+
+
+def test_cli_works_beside_shadowing_files(venv, tmp_path):
+    for name in ("shell.py", "wire.py", "bookied.py"):
+        (tmp_path / name).write_text("raise SystemExit('shadowed: ' + __name__)\n")
+    bindir = venv / "bin"
+    for cmd in ([bindir / "python", "-m", "bkctl", "--help"], [bindir / "bkctl", "--help"],
+                [bindir / "bkctl", "shell", "--help"], [bindir / "bookied", "--help"]):
+        proc = _run(*cmd, cwd=tmp_path)
+        assert "Usage" in proc.stdout or "usage" in proc.stdout, cmd
+        assert "shadowed" not in proc.stdout + proc.stderr
+
+
+def test_uninstalling_pypi_bookied_leaves_ours(venv, tmp_path):
+    """Our modules survive.  (PyPI's bookied also ships a `bookied` console
+    script, the one file two distributions of that name cannot both own: pip
+    removes it with PyPI's package; `python -m bkctl.bookied` is the same daemon.)"""
+    py = venv / "bin" / "python"
+    _run(py, "-m", "pip", "uninstall", "-y", "-q", "bookied")
+    _run(py, "-c", "import bkctl.bookied.main, bkctl.bookied.journal", cwd=tmp_path)
+    assert "usage" in _run(py, "-m", "bkctl.bookied", "--help", cwd=tmp_path).stdout
