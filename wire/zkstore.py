@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import random
 import re
 import threading
 import time
@@ -1253,6 +1254,138 @@ class ZKMetadataStore:
             return UR.parse_lock_data(data)
         except CodecError:
             return None
+
+    @_zk_call
+    def acquire_underreplicated_ledger(self, holder: str, *, skip: Iterable[int] = ()) -> tuple[UnderreplicatedMark, int] | None:
+        """Take one marked ledger that nobody holds, as Java's replication worker does:
+        walk the marker tree in random order, create the ledger's lock
+        ``B/locks/urL<id>`` (EPHEMERAL, ``LockDataFormat`` naming ``holder``),
+        then read the marker.  Returns the mark and the marker's version (give it
+        to :meth:`mark_ledger_replicated`), or None when every marker is locked
+        (or in ``skip``).  The lock goes with this session."""
+        self._ensure_ur()
+        skipped = set(skip)
+        lock_data = UR.serialize_lock_data(holder)
+        hex4 = re.compile(r"[0-9a-f]{4}")
+
+        def walk(path: str, level: int) -> Iterator[tuple[int, str]]:
+            names = self._children_or_empty(path)
+            random.shuffle(names)
+            for name in names:
+                if level == 4:
+                    try:
+                        yield P.parse_urL_name(name), f"{path}/{name}"
+                    except ValueError:
+                        continue
+                elif hex4.fullmatch(name):
+                    yield from walk(f"{path}/{name}", level + 1)
+
+        for ledger_id, path in walk(self._ur(P.UR_LEDGERS), 0):
+            if ledger_id in skipped:
+                continue
+            lock = P.underreplication_lock_path(ledger_id, self.root)
+            try:
+                self._zk.create(lock, lock_data, ephemeral=True)
+            except NodeExistsError:
+                continue
+            try:
+                data, stat = self._get(path)
+            except NoNodeError:  # replicated between the walk and the lock
+                self._delete_own(lock)
+                continue
+            return self._decode_ur(ledger_id, path, data), stat.version
+        return None
+
+    def _delete_own(self, path: str) -> bool:
+        """Delete an ephemeral node only if this session created it (a lock that
+        outlived our session may already be someone else's)."""
+        try:
+            _, stat = self._get(path)
+        except NoNodeError:
+            return False
+        if stat.ephemeralOwner != self.session_id:
+            return False
+        try:
+            self._zk.delete(path, version=stat.version)
+            return True
+        except (NoNodeError, BadVersionError):
+            return False
+
+    @_zk_call
+    def mark_ledger_replicated(self, ledger_id: int, version: int) -> bool:
+        """Delete the ledger's marker if it still has ``version`` (False: it was
+        re-marked meanwhile and stays), prune its empty hex directories, and
+        release the lock."""
+        path = P.underreplication_path(ledger_id, self.root)
+        try:
+            self._zk.delete(path, version=version)
+            done = True
+        except NoNodeError:
+            done = True
+        except BadVersionError:
+            done = False
+        if done:
+            for parent in reversed(P.underreplication_parent_paths(ledger_id, self.root)):
+                try:
+                    self._zk.delete(parent)
+                except (NotEmptyError, NoNodeError):
+                    break
+        self._delete_own(P.underreplication_lock_path(ledger_id, self.root))
+        return done
+
+    @_zk_call
+    def release_underreplicated_ledger(self, ledger_id: int) -> None:
+        """Let go of a ledger's replication lock (only if it is ours)."""
+        self._delete_own(P.underreplication_lock_path(ledger_id, self.root))
+
+    @_zk_call
+    def underreplication_locks(self) -> dict[int, str | None]:
+        """Every replication lock: ledger id -> the holder's host name."""
+        held: dict[int, str | None] = {}
+        base = self._ur(P.UR_LOCKS)
+        for name in self._children_or_empty(base):
+            try:
+                ledger_id = P.parse_urL_name(name)
+                data, _ = self._get(f"{base}/{name}")
+            except (ValueError, NoNodeError):
+                continue
+            try:
+                held[ledger_id] = UR.parse_lock_data(data)
+            except CodecError:
+                held[ledger_id] = None
+        return held
+
+    @_zk_call
+    def cast_auditor_vote(self, bookie_id: str) -> str:
+        """Create this daemon's EPHEMERAL_SEQUENTIAL vote ``B/auditorelection/V_%010d``
+        (AuditorVoteFormat); returns its node name."""
+        self._ensure_ur()
+        election = self._ur(P.UR_AUDITOR_ELECTION)
+        self._create_if_missing(election)
+        path = self._zk.create(f"{election}/{P.UR_VOTE_PREFIX}", UR.serialize_auditor_vote(bookie_id),
+                               ephemeral=True, sequence=True)
+        return path.rsplit("/", 1)[1]
+
+    @_zk_call
+    def auditor_votes(self) -> list[str]:
+        """Vote node names, lowest sequence number (the auditor) first."""
+        votes = []
+        for name in self._children_or_empty(self._ur(P.UR_AUDITOR_ELECTION)):
+            if name.startswith(P.UR_VOTE_PREFIX) and name[len(P.UR_VOTE_PREFIX):].isdigit():
+                votes.append((int(name[len(P.UR_VOTE_PREFIX):]), name))
+        return [name for _, name in sorted(votes)]
+
+    @_zk_call
+    def watch_vote_gone(self, name: str, callback: Callable[[], None]) -> bool:
+        """Call ``callback`` (from kazoo's thread) once vote ``name`` is deleted or
+        the session ends; False (no watch set) if it is already gone."""
+        path = f"{self._ur(P.UR_AUDITOR_ELECTION)}/{name}"
+        return self._zk.exists(path, watch=lambda _event: callback()) is not None
+
+    @_zk_call
+    def publish_auditor(self, bookie_id: str) -> None:
+        """Write the elected auditor into ``B/auditorelection`` (informational, as Java does)."""
+        self._zk.set(self._ur(P.UR_AUDITOR_ELECTION), UR.serialize_auditor_vote(bookie_id), version=-1)
 
     @_zk_call
     def who_is_auditor(self) -> str | None:

@@ -66,7 +66,78 @@ def metaformat(app: App, force: bool, non_interactive: bool):
 
 @click.group()
 def autorecovery():
-    """The autorecovery switch, lost-bookie delay and under-replicated ledgers."""
+    """The autorecovery daemon, its switch, lost-bookie delay and under-replicated ledgers."""
+
+
+@autorecovery.command("run")
+@click.option("--bookie-id", metavar="ID",
+              help="The id this daemon votes with in the auditor election (default: HOSTNAME:3181, "
+                   "the id of a bookie on this host).")
+@click.option("-o", "--set", "settings", metavar="KEY=VALUE", multiple=True,
+              help="An autorecovery key of bk_server.conf, in Java's units: lostBookieRecoveryDelay (s), "
+                   "auditorPeriodicCheckInterval (s), auditorPeriodicBookieCheckInterval (s), "
+                   "openLedgerRereplicationGracePeriod (ms), lockReleaseOfFailedLedgerGracePeriod (ms), "
+                   "rereplicationEntryBatchSize, replicationRateByBytes (bytes/s). Repeatable.")
+@pass_app
+def autorecovery_run(app: App, bookie_id: str | None, settings: tuple[str, ...]):
+    """Run the autorecovery daemon in the foreground (auditor election, auditor, replication worker).
+
+    For hosts whose bookies do not run it themselves (bookied runs it inside
+    with autoRecoveryDaemonEnabled=true). Stops cleanly on SIGTERM; exit 5
+    when ZooKeeper cannot be reached at start.
+    """
+    import socket
+
+    from ..exitcodes import USAGE, CommandError
+    from ..ops.autorecovery import config_from_settings, run_daemon
+
+    pairs = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise CommandError(f"--set {item!r}: expected KEY=VALUE", USAGE)
+        pairs[key.strip()] = value.strip()
+    try:
+        config = config_from_settings(pairs)
+    except ValueError as exc:
+        raise CommandError(f"--set: {exc}", USAGE) from None
+    uri = app.require_uri()
+    code = run_daemon(uri, bookie_id or f"{socket.gethostname()}:3181", config, protocol=app.protocol)
+    if code:
+        raise CommandError("the autorecovery daemon could not start (see the log above)", code)
+
+
+@autorecovery.command("whoisauditor")
+@pass_app
+def autorecovery_whoisauditor(app: App):
+    """The bookie id of the elected auditor ("none" when no daemon runs)."""
+    from ..ops.autorecovery import who_is_auditor
+
+    doc = who_is_auditor(app.store)
+    emit(app, doc, lambda: app.console.print(doc["auditor"] or "none"))
+
+
+@autorecovery.command("trigger-audit")
+@pass_app
+def autorecovery_trigger_audit(app: App):
+    """Make the auditor audit now (rewrites lostBookieRecoveryDelay with its own value)."""
+    from ..ops.autorecovery import trigger_audit
+
+    doc = trigger_audit(app.store)
+    emit(app, doc, lambda: app.console.print(
+        f"audit triggered (auditor {doc['auditor']})" if doc["auditor"]
+        else "audit triggered, but no auditor is elected: it runs when one is"))
+
+
+@autorecovery.command("query-status")
+@pass_app
+def autorecovery_query_status(app: App):
+    """Ledgers being re-replicated now, and which worker (host) holds each."""
+    from ..ops.autorecovery import query_status
+
+    rows = query_status(app.store)
+    emit(app, rows, lambda: table(app, ["ledger", "worker"], [(r["ledger_id"], r["worker"] or "?") for r in rows])
+         if rows else app.console.print("no ledger is being re-replicated"))
 
 
 @autorecovery.command("status")

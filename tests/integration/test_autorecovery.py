@@ -1,0 +1,126 @@
+"""Autorecovery with real ZooKeeper, real bookieds and real `bkctl autorecovery run` daemons:
+a lost bookie is detected, its ledgers marked, re-replicated by the workers and unmarked,
+without any operator command; the disable switch holds it back."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.integration.test_cli_recover import assert_fully_replicated, make_ledger
+from tests.integration.test_cli_ledger import bkctl, ok
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+
+@pytest.fixture
+def writer(metadata_uri):
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+
+    bk = BlockingBookKeeper(metadata_uri, timeout=60)
+    yield bk
+    bk.close()
+
+
+@pytest.fixture
+def daemons(tmp_path, metadata_uri):
+    """Start `bkctl autorecovery run` processes; each is stopped with SIGTERM and must exit 0."""
+    procs: list[subprocess.Popen] = []
+
+    def start(name: str, *settings: str) -> subprocess.Popen:
+        log = open(tmp_path / f"autorecovery-{name}.log", "wb")
+        args = [sys.executable, "-m", "bkctl", "-m", metadata_uri, "-v", "autorecovery", "run",
+                "--bookie-id", f"{name}:3181"]
+        for item in settings:
+            args += ["--set", item]
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+        procs.append(proc)
+        return proc
+
+    yield start
+    codes = []
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                codes.append(proc.wait(30))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                codes.append("hung")
+    assert all(c == 0 for c in codes), codes
+
+
+def wait_for(what: str, predicate, timeout: float = 120.0, interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+FAST = ("openLedgerRereplicationGracePeriod=3000", "lockReleaseOfFailedLedgerGracePeriod=1000",
+        "auditorPeriodicBookieCheckInterval=0", "auditorPeriodicCheckInterval=0")
+
+
+def test_a_lost_bookie_is_rereplicated_without_an_operator(bookie_cluster, metadata_uri, zkstore, writer, daemons):
+    procs = bookie_cluster(4, zkTimeout=4000)
+    ports = {p.bookie_id: p.port for p in procs}
+    zkstore.set_lost_bookie_recovery_delay(0)
+    closed = [make_ledger(writer, 3, 2, entries=60 + 10 * i) for i in range(6)]
+    still_open = make_ledger(writer, 3, 2, entries=40, close=False)
+    daemons("ar-one", *FAST)
+    daemons("ar-two", *FAST)
+    auditor = wait_for("an auditor", zkstore.who_is_auditor)
+    assert auditor in ("ar-one:3181", "ar-two:3181")
+    assert ok(bkctl(metadata_uri, "autorecovery", "whoisauditor")).strip() == auditor
+
+    named = {}
+    for lid in closed + [still_open]:
+        for b in zkstore.read_ledger(lid)[0].bookies:
+            named[b] = named.get(b, 0) + 1
+    victim_id = max(zkstore.read_ledger(still_open)[0].bookies, key=named.get)  # the open ledger loses one too
+    victim = next(p for p in procs if p.bookie_id == victim_id)
+    on_victim = [lid for lid in closed + [still_open] if victim_id in zkstore.read_ledger(lid)[0].bookies]
+    victim.kill()
+
+    def repaired():
+        return all(victim_id not in zkstore.read_ledger(lid)[0].bookies for lid in on_victim) \
+            and zkstore.count_underreplicated() == 0
+
+    wait_for("every ledger to stop naming the lost bookie", repaired, timeout=150)
+    assert zkstore.underreplication_locks() == {}
+    live = {b: port for b, port in ports.items() if b != victim_id}
+    for lid in closed + [still_open]:  # the open one was fenced and closed after its grace period
+        assert assert_fully_replicated(zkstore, live, lid, {victim_id}) > 0
+    assert still_open in on_victim and zkstore.read_ledger(still_open)[0].last_entry_id == 39
+
+
+def test_disable_holds_the_repair_back_and_enable_lets_it_finish(bookie_cluster, metadata_uri, zkstore, writer,
+                                                                  daemons):
+    procs = bookie_cluster(4, zkTimeout=4000)
+    zkstore.set_lost_bookie_recovery_delay(0)
+    ids = [make_ledger(writer, 3, 2, entries=30) for _ in range(4)]
+    daemons("ar-solo", *FAST)
+    wait_for("an auditor", zkstore.who_is_auditor)
+    ok(bkctl(metadata_uri, "autorecovery", "disable"))
+    victim = procs[0]
+    victim_id = victim.bookie_id
+    on_victim = [lid for lid in ids if victim_id in zkstore.read_ledger(lid)[0].bookies]
+    assert on_victim
+    victim.kill()
+    wait_for("the bookie's registration to go", lambda: victim_id not in zkstore.writable_bookies(), timeout=30)
+    ok(bkctl(metadata_uri, "autorecovery", "trigger-audit"))
+    time.sleep(3)  # the audit runs at once; while disabled it must mark and copy nothing
+    assert zkstore.count_underreplicated() == 0
+    assert all(victim_id in zkstore.read_ledger(lid)[0].bookies for lid in on_victim)
+    ok(bkctl(metadata_uri, "autorecovery", "enable"))
+    wait_for("the repair once enabled",
+             lambda: all(victim_id not in zkstore.read_ledger(lid)[0].bookies for lid in on_victim)
+             and zkstore.count_underreplicated() == 0, timeout=120)

@@ -1,0 +1,274 @@
+"""The auditor (Java's ``Auditor``): finds ledgers with missing replicas and
+marks them under-replicated for the replication workers.
+
+* **Lost bookies.**  It watches ``available/`` and ``available/readonly/``.
+  A bookie that ledger metadata names but that is registered in neither is
+  *lost*; once it has been lost for ``B/lostBookieRecoveryDelay`` seconds
+  (read live from ZooKeeper; 0, or more than one bookie lost at once, means at
+  once) every ledger naming it is marked (``urL`` node, replicas merged by
+  compare-and-set).  A bookie that comes back in time is never marked.  Any
+  write to the delay node reschedules the pending audit; writing the value it
+  already has, or 0, audits at once (that is what ``triggeraudit`` does).  The
+  delay also applies to bookies an auditor finds lost when it takes over.
+* **Periodic checks**: the same bookie audit every
+  ``auditorPeriodicBookieCheckInterval`` seconds, and every ledger's replicas
+  (:mod:`.checker`) every ``auditorPeriodicCheckInterval`` seconds
+  (``B/checkallledgersctime`` records the last run).  0 turns a check off.
+* While ``B/disable`` exists nothing is marked; removing it runs the audit
+  that was held back.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable
+
+from twisted.internet import defer
+
+from bkctl.wire import paths as P
+from bkctl.wire import underreplication as UR
+
+from .checker import bookies_missing_replicas
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Auditor"]
+
+
+class Auditor:
+    """Runs while this daemon is the elected auditor (:meth:`start` .. :meth:`stop`).
+
+    ``client`` is a :class:`~bkctl.wire.client.bookkeeper.BookKeeperClient`
+    whose ``store`` is the daemon's :class:`~bkctl.wire.zkstore.ZKMetadataStore`;
+    ``config`` an :class:`~bkctl.wire.autorecovery.service.AutoRecoveryConfig`.
+    """
+
+    def __init__(self, client, config, reactor, stats=None, clock: Callable[[], float] = time.time):
+        self.client = client
+        self.store = client.store
+        self.config = config
+        self.reactor = reactor
+        self.stats = stats
+        self.clock = clock
+        self.running = False
+        #: bookie id -> when this auditor first saw it lost (clock seconds)
+        self.lost_since: dict[str, float] = {}
+        self.delay: int = int(config.lost_bookie_recovery_delay)
+        self._delay_version: int | None = None
+        self._disabled = False
+        self._held_back = False
+        self._timers: dict[str, object] = {}
+        self._auditing = False
+        self._audit_again: bool | None = None
+        self._check_again = False
+        #: Deferred of the audit in progress (tests and stop() wait for it)
+        self.current: defer.Deferred | None = None
+
+    # -- lifecycle ----------------------------------------------------------------
+    def start(self) -> defer.Deferred:
+        self.running = True
+        return self.client.run_blocking(self._prepare).addCallback(lambda _: self._watch())
+
+    def _prepare(self) -> None:
+        self.store.ensure_underreplication_layout()
+        if self.store.get_lost_bookie_recovery_delay() is None:
+            self.store.set_lost_bookie_recovery_delay(int(self.config.lost_bookie_recovery_delay))
+
+    def _watch(self) -> None:
+        zk = self.store.client
+        root = self.store.root
+        hop = self.reactor.callFromThread
+
+        def registrations(_children):
+            if not self.running:
+                return False
+            hop(self.request_audit)
+
+        def delay_changed(data, stat):
+            if not self.running:
+                return False
+            if data is not None:
+                hop(self._delay_written, data, stat.version)
+
+        def disable_changed(data, stat):
+            if not self.running:
+                return False
+            hop(self._disable_changed, stat is not None)
+
+        zk.ChildrenWatch(f"{root}/{P.AVAILABLE}", registrations)
+        zk.ensure_path(f"{root}/{P.AVAILABLE}/{P.READONLY}")
+        zk.ChildrenWatch(f"{root}/{P.AVAILABLE}/{P.READONLY}", registrations)
+        zk.DataWatch(P.underreplication_node(P.UR_LOST_BOOKIE_RECOVERY_DELAY, root), delay_changed)
+        zk.DataWatch(P.underreplication_node(P.UR_DISABLE, root), disable_changed)
+        self._schedule("bookie-check", self.config.auditor_periodic_bookie_check_interval, self._periodic_bookie_check)
+        self._schedule("ledger-check", self.config.auditor_periodic_check_interval, self._periodic_ledger_check)
+
+    def stop(self) -> defer.Deferred:
+        """Step down: no more marking; waits for an audit in progress to end."""
+        self.running = False
+        for call in self._timers.values():
+            if call.active():
+                call.cancel()
+        self._timers.clear()
+        return self.current if self.current is not None else defer.succeed(None)
+
+    def _schedule(self, name: str, seconds: float, fn: Callable[[], None]) -> None:
+        old = self._timers.pop(name, None)
+        if old is not None and old.active():
+            old.cancel()
+        if self.running and seconds and seconds > 0:
+            self._timers[name] = self.reactor.callLater(seconds, fn)
+
+    def _periodic_bookie_check(self) -> None:
+        self.request_audit()
+        self._schedule("bookie-check", self.config.auditor_periodic_bookie_check_interval, self._periodic_bookie_check)
+
+    def _periodic_ledger_check(self) -> None:
+        self.request_audit(check_ledgers=True)
+        self._schedule("ledger-check", self.config.auditor_periodic_check_interval, self._periodic_ledger_check)
+
+    # -- events -------------------------------------------------------------------------
+    def _delay_written(self, data: bytes, version: int) -> None:
+        try:
+            delay = UR.parse_lost_bookie_recovery_delay(data)
+        except Exception as exc:  # noqa: BLE001
+            log.error("auditor: ignoring corrupt lostBookieRecoveryDelay %r: %s", data, exc)
+            return
+        first = self._delay_version is None
+        rewritten = not first and version != self._delay_version
+        self._delay_version = version
+        same = delay == self.delay
+        self.delay = delay
+        if first:
+            self.request_audit()
+        elif rewritten and (same or delay == 0):
+            log.info("auditor: lostBookieRecoveryDelay rewritten (%ds): auditing now", delay)
+            self.request_audit(force=True)
+        elif rewritten:
+            log.info("auditor: lostBookieRecoveryDelay is now %ds: rescheduling the audit", delay)
+            self.request_audit()
+
+    def _disable_changed(self, disabled: bool) -> None:
+        was, self._disabled = self._disabled, disabled
+        if was and not disabled:
+            log.info("auditor: autorecovery enabled again")
+            if self._held_back:
+                self.request_audit()
+        elif disabled and not was:
+            log.info("auditor: autorecovery disabled (B/disable exists): nothing will be marked")
+
+    # -- the audit ---------------------------------------------------------------------------
+    def request_audit(self, force: bool = False, check_ledgers: bool = False) -> defer.Deferred:
+        """Audit now (one at a time: a request during an audit runs right after it).
+        ``force`` marks every lost bookie regardless of the delay; ``check_ledgers``
+        also checks every ledger's replicas."""
+        if not self.running:
+            return defer.succeed(None)
+        if self._auditing:
+            self._audit_again = bool(self._audit_again) or force
+            self._check_again = self._check_again or check_ledgers
+            return self.current
+        self._auditing = True
+        self.current = defer.ensureDeferred(self._audit(force, check_ledgers))
+
+        def done(result):
+            self._auditing = False
+            again, self._audit_again = self._audit_again, None
+            check, self._check_again = self._check_again, False
+            if again is not None or check:
+                self.request_audit(force=bool(again), check_ledgers=check)
+            return result
+
+        def failed(failure):
+            log.error("auditor: audit failed: %s; next try in %gs", failure.getErrorMessage(),
+                      self.config.audit_retry_interval)
+            self._schedule("retry", self.config.audit_retry_interval, self.request_audit)
+
+        self.current.addErrback(failed).addBoth(done)
+        return self.current
+
+    async def _audit(self, force: bool, check_ledgers: bool) -> None:
+        run = self.client.run_blocking
+        registered, ledgers, disabled = await run(self._scan)
+        self._disabled = disabled
+        now = self.clock()
+        named = {bookie for md in ledgers.values() for bookie in md.bookies}
+        lost = named - registered
+        for bookie in list(self.lost_since):
+            if bookie not in lost:
+                log.info("auditor: bookie %s is back (or no ledger names it)", bookie)
+                del self.lost_since[bookie]
+        for bookie in lost - set(self.lost_since):
+            log.warning("auditor: bookie %s is lost (named by ledgers, not registered)", bookie)
+            self.lost_since[bookie] = now
+        if force or self.delay <= 0 or len(lost) > 1:
+            due = set(lost)
+        else:
+            due = {b for b in lost if now - self.lost_since[b] >= self.delay}
+        waiting = lost - due
+        if waiting:
+            wake = min(self.lost_since[b] for b in waiting) + self.delay - now
+            self._schedule("lost-bookie-delay", max(0.0, wake), self.request_audit)
+        else:
+            self._schedule("lost-bookie-delay", 0, lambda: None)
+        marks: dict[int, set[str]] = defaultdict(set)
+        for ledger_id, md in ledgers.items():
+            gone = due.intersection(md.bookies)
+            if gone:
+                marks[ledger_id] |= gone
+        if check_ledgers:
+            for ledger_id, md in ledgers.items():
+                if not self.running:
+                    return
+                missing = await bookies_missing_replicas(self.client, ledger_id, md, registered)
+                missing -= waiting
+                if missing:
+                    marks[ledger_id] |= missing
+        if not self.running:
+            return
+        if marks and self._disabled:
+            self._held_back = True
+            log.info("auditor: %d ledgers need re-replication, held back while autorecovery is disabled",
+                     len(marks))
+            return
+        self._held_back = False
+        if marks:
+            await run(self._mark, dict(marks))
+            log.info("auditor: marked %d ledgers under-replicated (lost: %s)", len(marks),
+                     ", ".join(sorted(due)) or "-")
+        if check_ledgers:
+            await run(self._record_check)
+        if self.stats is not None:
+            self.stats.audits += 1
+
+    def _scan(self):
+        """Registered bookies, every ledger's metadata and the disable switch (blocking)."""
+        from bkctl.wire.zkstore import NoSuchLedger
+
+        store = self.store
+        registered = set(store.writable_bookies()) | set(store.readonly_bookies())
+        ledgers = {}
+        for ledger_id in store.iter_ledger_ids():
+            try:
+                ledgers[ledger_id] = store.read_ledger(ledger_id)[0]
+            except NoSuchLedger:
+                continue
+        return registered, ledgers, not store.is_autorecovery_enabled()
+
+    def _mark(self, marks: dict[int, set[str]]) -> None:
+        for ledger_id, bookies in sorted(marks.items()):
+            if not self.running:
+                return
+            self.store.mark_underreplicated(ledger_id, sorted(bookies))
+            if self.stats is not None:
+                self.stats.ledgers_marked += 1
+
+    def _record_check(self) -> None:
+        path = P.underreplication_node(P.UR_CHECK_ALL_LEDGERS_CTIME, self.store.root)
+        data = UR.serialize_last_run_time(int(self.clock() * 1000))
+        zk = self.store.client
+        if zk.exists(path) is None:
+            zk.create(path, data, makepath=True)
+        else:
+            zk.set(path, data)

@@ -1,0 +1,81 @@
+"""Which bookies of a ledger are missing replicas (Java's ``LedgerChecker``).
+
+A segment's copy on one bookie is *under-replicated* when that bookie is not
+registered (neither writable nor read-only), or when it is registered but does
+not have the segment's first or last entry it should hold (Java's default,
+``auditorLedgerVerificationPercentage=0``, reads those two).  The last segment
+of an open ledger is judged by registration only: its last entry is not known.
+"""
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from twisted.internet import defer
+
+from bkctl.wire.client.errors import NoSuchEntry, NoSuchLedgerOnBookie
+from bkctl.wire.metadata import LedgerMetadata, write_set_indices
+
+__all__ = ["bookies_missing_replicas", "entries_held"]
+
+
+def entries_held(md: LedgerMetadata, segment: int, position: int, last_entry_id: int) -> tuple[int, int] | None:
+    """The first and last entry that ensemble ``position`` of ``segment`` holds,
+    up to ``last_entry_id``; None when it holds none."""
+    first = md.ensembles[segment][0]
+    last = md.ensembles[segment + 1][0] - 1 if segment + 1 < len(md.ensembles) else last_entry_id
+    if last < first:
+        return None
+    size, quorum = md.ensemble_size, md.write_quorum
+    low = next((e for e in range(first, min(last, first + size - 1) + 1)
+                if position in write_set_indices(e, size, quorum)), None)
+    if low is None:
+        return None
+    high = next(e for e in range(last, max(first, last - size + 1) - 1, -1)
+                if position in write_set_indices(e, size, quorum))
+    return low, high
+
+
+async def bookies_missing_replicas(client, ledger_id: int, md: LedgerMetadata,
+                                   registered: Collection[str]) -> set[str]:
+    """Bookies of ``md`` that lack replicas they should hold (see the module doc)."""
+    registered = set(registered)
+    missing: set[str] = set()
+    probes: list[tuple[str, defer.Deferred]] = []
+    last_entry = md.last_entry_id if md.is_closed else None
+    for segment, (_first, ensemble) in enumerate(md.ensembles):
+        open_tail = last_entry is None and segment == len(md.ensembles) - 1
+        for position, bookie in enumerate(ensemble):
+            if bookie not in registered:
+                missing.add(bookie)
+                continue
+            if open_tail or bookie in missing:
+                continue
+            if last_entry is None:  # an earlier segment of an open ledger: complete up to the next start
+                bound = md.ensembles[segment + 1][0] - 1
+            else:
+                bound = last_entry
+            held = entries_held(md, segment, position, bound)
+            if held is None:
+                continue
+            for entry_id in sorted(set(held)):
+                probes.append((bookie, _has_entry(client, bookie, ledger_id, entry_id)))
+    for bookie, probe in probes:
+        if not await probe:
+            missing.add(bookie)
+    return missing
+
+
+def _has_entry(client, bookie: str, ledger_id: int, entry_id: int) -> defer.Deferred:
+    """True when ``bookie`` answers the entry; False when it says it has no such
+    entry or ledger.  Other failures (timeouts, a refused connection) count as
+    missing too: a replica that cannot be read is not a replica."""
+    try:
+        d = client.pool.get(bookie).read(ledger_id, entry_id)
+    except Exception:  # noqa: BLE001
+        return defer.succeed(False)
+
+    def failed(failure):
+        failure.trap(NoSuchEntry, NoSuchLedgerOnBookie, Exception)
+        return False
+
+    return d.addCallbacks(lambda _body: True, failed)

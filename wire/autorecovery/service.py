@@ -1,0 +1,160 @@
+"""The autorecovery daemon (Java's ``AutoRecoveryMain``): an election voter,
+the auditor while elected, and a replication worker, on a ZooKeeper session
+and a BookKeeper client of their own.
+
+It runs on a Twisted reactor without blocking it (ZooKeeper calls go to the
+reactor's thread pool), so ``bookied`` can host it beside its bookie
+(``autoRecoveryDaemonEnabled=true``) and ``bkctl autorecovery run`` can run it
+alone for hosts whose bookies are Java's.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import dataclass, fields
+
+from twisted.application.service import Service
+from twisted.internet import defer
+
+from .auditor import Auditor
+from .election import AuditorElection
+from .worker import ReplicationWorker
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AutoRecoveryConfig", "AutoRecoveryDaemon", "AutoRecoveryStats", "CONFIG_KEYS"]
+
+
+@dataclass
+class AutoRecoveryConfig:
+    """The bk_server.conf keys of autorecovery (Java's names and defaults, in
+    :data:`CONFIG_KEYS`), in seconds where Java has milliseconds."""
+
+    #: lostBookieRecoveryDelay: s; written to B/lostBookieRecoveryDelay when missing
+    lost_bookie_recovery_delay: int = 0
+    #: auditorPeriodicCheckInterval: s between checks of every ledger's replicas (0: never)
+    auditor_periodic_check_interval: float = 604800
+    #: auditorPeriodicBookieCheckInterval: s between audits of lost bookies (0: only on changes)
+    auditor_periodic_bookie_check_interval: float = 86400
+    #: openLedgerRereplicationGracePeriod (ms in the file)
+    open_ledger_rereplication_grace_period: float = 30.0
+    #: lockReleaseOfFailedLedgerGracePeriod (ms in the file)
+    lock_release_of_failed_ledger_grace_period: float = 300.0
+    #: rereplicationEntryBatchSize: entries copied at a time
+    rereplication_entry_batch_size: int = 10
+    #: replicationRateByBytes: bytes/s a worker copies at most (<= 0: unlimited)
+    replication_rate_by_bytes: int = -1
+    #: not a Java key: how often an idle worker looks for marked ledgers (s)
+    worker_poll_interval: float = 1.0
+    #: not a Java key: pause before an audit that failed is tried again (s)
+    audit_retry_interval: float = 5.0
+
+
+#: bk_server.conf key -> (field, scale from the file's unit to the field's)
+CONFIG_KEYS: dict[str, tuple[str, float]] = {
+    "lostBookieRecoveryDelay": ("lost_bookie_recovery_delay", 1),
+    "auditorPeriodicCheckInterval": ("auditor_periodic_check_interval", 1),
+    "auditorPeriodicBookieCheckInterval": ("auditor_periodic_bookie_check_interval", 1),
+    "openLedgerRereplicationGracePeriod": ("open_ledger_rereplication_grace_period", 0.001),
+    "lockReleaseOfFailedLedgerGracePeriod": ("lock_release_of_failed_ledger_grace_period", 0.001),
+    "rereplicationEntryBatchSize": ("rereplication_entry_batch_size", 1),
+    "replicationRateByBytes": ("replication_rate_by_bytes", 1),
+}
+assert {f for f, _ in CONFIG_KEYS.values()} <= {f.name for f in fields(AutoRecoveryConfig)}
+
+
+@dataclass
+class AutoRecoveryStats:
+    """What the daemon has done, for /metrics and the HTTP API."""
+
+    audits: int = 0
+    ledgers_marked: int = 0
+    ledgers_rereplicated: int = 0
+    entries_rereplicated: int = 0
+    bytes_rereplicated: int = 0
+    failures: int = 0
+    elections_won: int = 0
+
+
+class AutoRecoveryDaemon(Service):
+    """Autorecovery for the cluster at ``metadata_uri``, voting as ``bookie_id``.
+
+    ``client_options`` go to :class:`~bkctl.wire.client.bookkeeper.BookKeeperClient`
+    (``protocol``, timeouts).  ``store``/``client`` may be given (tests).
+    """
+
+    name = "autorecovery"
+
+    def __init__(self, metadata_uri: str, bookie_id: str, config: AutoRecoveryConfig | None = None, *,
+                 reactor=None, zk_timeout: float = 10.0, hostname: str | None = None,
+                 client_options: dict | None = None):
+        if reactor is None:
+            from twisted.internet import reactor as _reactor
+            reactor = _reactor
+        self.metadata_uri = metadata_uri
+        self.bookie_id = bookie_id
+        self.config = config or AutoRecoveryConfig()
+        self.reactor = reactor
+        self.zk_timeout = zk_timeout
+        self.hostname = hostname or socket.gethostname()
+        self.client_options = dict(client_options or {})
+        self.stats = AutoRecoveryStats()
+        self.store = None
+        self.client = None
+        self.election: AuditorElection | None = None
+        self.auditor: Auditor | None = None
+        self.worker: ReplicationWorker | None = None
+
+    @property
+    def is_auditor(self) -> bool:
+        return self.auditor is not None and self.auditor.running
+
+    def startService(self) -> defer.Deferred:
+        super().startService()
+        return defer.ensureDeferred(self._start())
+
+    async def _start(self) -> None:
+        from bkctl.wire.client.bookkeeper import BookKeeperClient
+        from bkctl.wire.zkstore import ZKMetadataStore
+
+        self.store = ZKMetadataStore(self.metadata_uri, timeout=self.zk_timeout, store_ctime=True)
+        self.client = BookKeeperClient(self.store, self.reactor, **self.client_options)
+        await self.client.run_blocking(self.store.ensure_underreplication_layout)
+        self.worker = ReplicationWorker(self.client, self.config, self.reactor, self.stats, self.hostname)
+        self.worker.start()
+        self.election = AuditorElection(self.store, self.bookie_id, self.reactor, self.client.run_blocking,
+                                        self._elected, self._demoted)
+        self.election.start()
+        log.info("autorecovery started for %s (voting as %s)", self.metadata_uri, self.bookie_id)
+
+    def _elected(self) -> None:
+        self.stats.elections_won += 1
+        self.auditor = Auditor(self.client, self.config, self.reactor, self.stats)
+        self.auditor.start().addErrback(
+            lambda f: log.error("auditor could not start: %s", f.getErrorMessage()))
+
+    def _demoted(self) -> None:
+        auditor, self.auditor = self.auditor, None
+        if auditor is not None:
+            auditor.stop()
+
+    def stopService(self) -> defer.Deferred:
+        super().stopService()
+        return defer.ensureDeferred(self._stop())
+
+    async def _stop(self) -> None:
+        if self.election is not None:
+            await self.election.stop()
+        self._demoted()
+        if self.worker is not None:
+            await self.worker.stop()
+        if self.client is not None:
+            await self.client.close()
+        if self.store is not None:
+            store, self.store = self.store, None
+            await self._in_thread(store.close)
+        log.info("autorecovery stopped")
+
+    def _in_thread(self, fn) -> defer.Deferred:
+        from twisted.internet import threads
+        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn)

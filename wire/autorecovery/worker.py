@@ -1,0 +1,223 @@
+"""A replication worker (Java's ``ReplicationWorker``): takes under-replicated
+ledgers one at a time and re-replicates them.
+
+For each ledger: take its lock ``B/locks/urL<id>`` (EPHEMERAL, so it goes with
+this worker's session), read the marker's version, find which bookies lack
+replicas now (:mod:`.checker`: a bookie that came back is left alone), copy
+their fragments to other bookies with the same code ``bkctl recover`` uses
+(:func:`~bkctl.wire.client.rereplication.rereplicate_ledger`: entries first,
+then the metadata by compare-and-set), check again, and only then delete the
+marker with the version read (a marker re-marked meanwhile stays) and the lock.
+
+* An open ledger whose last segment lost a bookie is not fenced at once: its
+  writer may still replace the bookie itself.  The lock is kept for
+  ``openLedgerRereplicationGracePeriod``; then the ledger is recovered (fenced
+  and closed) and re-replicated.
+* A ledger that fails keeps its lock for ``lockReleaseOfFailedLedgerGracePeriod``
+  (doubling on each failure of that ledger, up to 8 times the grace period),
+  so no worker retries it at once; then the lock is released.
+* Nothing is taken while ``B/disable`` exists.
+* ``rereplicationEntryBatchSize`` entries are copied at a time and
+  ``replicationRateByBytes`` (bytes/s, <= 0 unlimited) bounds the copy rate.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+from twisted.internet import defer, task
+
+from .checker import bookies_missing_replicas
+
+log = logging.getLogger(__name__)
+
+__all__ = ["RateLimiter", "ReplicationWorker"]
+
+
+class RateLimiter:
+    """Spaces out writes to ``rate`` bytes per second: ``limiter(nbytes)`` returns
+    None (go now) or a Deferred that fires when the bytes may go."""
+
+    def __init__(self, rate: float, reactor):
+        self.rate = float(rate)
+        self.reactor = reactor
+        self._free_at = 0.0
+
+    def __call__(self, nbytes: int):
+        if self.rate <= 0:
+            return None
+        now = self.reactor.seconds()
+        start = max(now, self._free_at)
+        self._free_at = start + nbytes / self.rate
+        if start <= now:
+            return None
+        return task.deferLater(self.reactor, start - now, lambda: None)
+
+
+class ReplicationWorker:
+    """Re-replicates marked ledgers until :meth:`stop`."""
+
+    def __init__(self, client, config, reactor, stats=None, hostname: str | None = None):
+        self.client = client
+        self.store = client.store
+        self.config = config
+        self.reactor = reactor
+        self.stats = stats
+        #: what this worker writes into its locks (Java writes the host name)
+        self.hostname = hostname or socket.gethostname()
+        self.throttle = RateLimiter(config.replication_rate_by_bytes, reactor)
+        self.running = False
+        #: ledgers whose lock this worker keeps for a while (grace periods)
+        self.held: dict[int, object] = {}
+        self._failures: dict[int, int] = {}
+        self._grace_over: set[int] = set()
+        self._nap: defer.Deferred | None = None
+        self._loop: defer.Deferred | None = None
+        #: the ledger being re-replicated now, if any
+        self.current: int | None = None
+
+    def start(self) -> None:
+        self.running = True
+        self._loop = defer.ensureDeferred(self._run())
+        self._loop.addErrback(lambda f: log.error("replication worker stopped: %s", f.getTraceback()))
+
+    def stop(self) -> defer.Deferred:
+        self.running = False
+        for call in self.held.values():
+            if call.active():
+                call.cancel()
+        self.held.clear()
+        self.wake()
+        return self._loop if self._loop is not None else defer.succeed(None)
+
+    def wake(self) -> None:
+        """Look for work now instead of at the end of the current pause."""
+        nap, self._nap = self._nap, None
+        if nap is not None and not nap.called:
+            nap.callback(None)
+
+    def _sleep(self, seconds: float) -> defer.Deferred:
+        self._nap = defer.Deferred()
+        call = self.reactor.callLater(seconds, self.wake)
+        return self._nap.addBoth(lambda r: call.cancel() if call.active() else None)
+
+    # -- the loop ---------------------------------------------------------------------
+    async def _run(self) -> None:
+        run = self.client.run_blocking
+        while self.running:
+            try:
+                if not await run(self.store.is_autorecovery_enabled):
+                    await self._sleep(self.config.worker_poll_interval)
+                    continue
+                taken = await run(self.store.acquire_underreplicated_ledger, self.hostname,
+                                  skip=tuple(self.held))
+            except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: wait and look again
+                log.warning("replication worker: %s", exc)
+                await self._sleep(self.config.worker_poll_interval)
+                continue
+            if taken is None:
+                await self._sleep(self.config.worker_poll_interval)
+                continue
+            mark, version = taken
+            if not self.running:
+                await run(self.store.release_underreplicated_ledger, mark.ledger_id)
+                break
+            self.current = mark.ledger_id
+            try:
+                await self.rereplicate(mark.ledger_id, version)
+            finally:
+                self.current = None
+
+    async def rereplicate(self, ledger_id: int, version: int) -> str:
+        """Re-replicate one locked ledger; returns what happened: ``replicated``,
+        ``deleted``, ``clean`` (nothing was missing), ``waiting`` (open ledger in
+        its grace period), ``remarked`` (marked again meanwhile: lock released,
+        marker kept) or ``failed``."""
+        from bkctl.wire.client.admin import recover_ledger as rereplicate_ledger
+        from bkctl.wire.zkstore import NoSuchLedger
+
+        run = self.client.run_blocking
+        started = time.monotonic()
+        try:
+            md, _ = await run(self.store.read_ledger, ledger_id)
+        except NoSuchLedger:
+            await run(self.store.mark_ledger_replicated, ledger_id, version)
+            return "deleted"
+        except Exception as exc:  # noqa: BLE001
+            return await self._failed(ledger_id, str(exc))
+        registered = await run(self._registered)
+        lost = await bookies_missing_replicas(self.client, ledger_id, md, registered)
+        if lost:
+            recover_open = ledger_id in self._grace_over or self.config.open_ledger_rereplication_grace_period <= 0
+            if not md.is_closed and lost.intersection(md.last_ensemble) and not recover_open:
+                grace = self.config.open_ledger_rereplication_grace_period
+                log.info("ledger %d is open and its last ensemble lost %s: waiting %gs for its writer "
+                         "before fencing it", ledger_id, ", ".join(sorted(lost)), grace)
+                self.held[ledger_id] = self.reactor.callLater(grace, self._grace_expired, ledger_id, version)
+                return "waiting"
+            result = await rereplicate_ledger(self.client, ledger_id, sorted(lost),
+                                              window=self.config.rereplication_entry_batch_size)
+            status = result.get("status")
+            if status == "deleted":
+                await run(self.store.mark_ledger_replicated, ledger_id, version)
+                return "deleted"
+            if status not in ("recovered", "replicated", "clean"):
+                return await self._failed(ledger_id, result.get("error") or str(status))
+            if self.stats is not None:
+                self.stats.entries_rereplicated += int(result.get("entries_copied") or 0)
+                self.stats.bytes_rereplicated += int(result.get("bytes_copied") or 0)
+            md, _ = await run(self.store.read_ledger, ledger_id)
+            registered = await run(self._registered)
+            still = await bookies_missing_replicas(self.client, ledger_id, md, registered)
+            if still:
+                return await self._failed(ledger_id, f"still missing replicas on {', '.join(sorted(still))}")
+        self._grace_over.discard(ledger_id)
+        self._failures.pop(ledger_id, None)
+        done = await run(self.store.mark_ledger_replicated, ledger_id, version)
+        if not done:
+            log.info("ledger %d was marked again while it was re-replicated; it stays marked", ledger_id)
+            return "remarked"
+        if lost:
+            log.info("ledger %d re-replicated (was missing on %s) in %.1fs", ledger_id,
+                     ", ".join(sorted(lost)), time.monotonic() - started)
+            if self.stats is not None:
+                self.stats.ledgers_rereplicated += 1
+        return "replicated" if lost else "clean"
+
+    def _registered(self) -> set[str]:
+        return set(self.store.writable_bookies()) | set(self.store.readonly_bookies())
+
+    def _grace_expired(self, ledger_id: int, version: int) -> None:
+        self.held.pop(ledger_id, None)
+        if not self.running:
+            return
+        self._grace_over.add(ledger_id)
+        defer.ensureDeferred(self._retry_held(ledger_id, version))
+
+    async def _retry_held(self, ledger_id: int, version: int) -> None:
+        """Our lock is still held: re-replicate now, fencing the open ledger."""
+        try:
+            await self.rereplicate(ledger_id, version)
+        except Exception as exc:  # noqa: BLE001
+            await self._failed(ledger_id, str(exc))
+
+    async def _failed(self, ledger_id: int, why: str) -> str:
+        count = self._failures.get(ledger_id, 0) + 1
+        self._failures[ledger_id] = count
+        grace = self.config.lock_release_of_failed_ledger_grace_period * min(2 ** (count - 1), 8)
+        log.warning("ledger %d: re-replication failed (%s); keeping its lock %gs before letting go",
+                    ledger_id, why, grace)
+        if self.stats is not None:
+            self.stats.failures += 1
+        if grace > 0 and self.running:
+            self.held[ledger_id] = self.reactor.callLater(grace, self._release, ledger_id)
+        else:
+            self._release(ledger_id)
+        return "failed"
+
+    def _release(self, ledger_id: int) -> None:
+        self.held.pop(ledger_id, None)
+        self.client.run_blocking(self.store.release_underreplicated_ledger, ledger_id).addErrback(
+            lambda f: log.warning("ledger %d: could not release its lock: %s", ledger_id, f.getErrorMessage()))
+        self.wake()
