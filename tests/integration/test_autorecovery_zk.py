@@ -1,0 +1,194 @@
+"""Autorecovery's ZooKeeper protocol against a real ZooKeeper: the auditor election
+(one auditor, failover, stepping down when the session expires), replication locks
+(exactly one taker; the lock goes with the session; a re-marked ledger stays marked),
+Java-written nodes, and the auditor's lostBookieRecoveryDelay."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from kazoo.client import KazooClient
+
+from bkctl.wire import paths as P
+from bkctl.wire.client.blocking import run_in_reactor
+from bkctl.wire.metadata import LedgerMetadata
+from bkctl.wire.zkstore import ZKMetadataStore
+from tests.integration.test_zkstore import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def stores(metadata_uri):
+    opened: list[ZKMetadataStore] = []
+
+    def make(session_timeout: float = 20) -> ZKMetadataStore:
+        store = ZKMetadataStore(metadata_uri, timeout=20, session_timeout=session_timeout)
+        store.start()
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+def expire_session(store: ZKMetadataStore) -> None:
+    """Expire ``store``'s session for real: another client joins it and closes it."""
+    session_id, password = store.client.client_id
+    thief = KazooClient(hosts=store.hosts, client_id=(session_id, password))
+    thief.start(timeout=10)
+    thief.stop()
+    thief.close()
+
+
+class Voter:
+    """An :class:`AuditorElection` on the reactor thread, recording what it was told."""
+
+    def __init__(self, store, bookie_id):
+        from bkctl.wire.autorecovery.election import AuditorElection
+        from twisted.internet import reactor, threads
+
+        self.events: list[str] = []
+
+        def run_blocking(fn, *args):
+            return threads.deferToThread(fn, *args)
+
+        def make():
+            return AuditorElection(store, bookie_id, reactor, run_blocking,
+                                   lambda: self.events.append("elected"),
+                                   lambda: self.events.append("demoted"), retry_delay=0.2)
+
+        self.election = run_in_reactor(make)
+        run_in_reactor(self.election.start)
+
+    @property
+    def is_auditor(self) -> bool:
+        return self.election.is_auditor
+
+    def stop(self):
+        run_in_reactor(self.election.stop)
+
+
+def test_one_auditor_then_failover_then_step_down_on_session_expiry(stores):
+    a_store, b_store = stores(session_timeout=6), stores(session_timeout=6)
+    a = Voter(a_store, "10.0.0.1:3181")
+    wait_for(lambda: a.is_auditor, what="the first voter to be elected")
+    b = Voter(b_store, "10.0.0.2:3181")
+    wait_for(lambda: len(a_store.auditor_votes()) == 2, what="both votes")
+    time.sleep(0.5)
+    assert (a.is_auditor, b.is_auditor) == (True, False)
+    assert a_store.who_is_auditor() == "10.0.0.1:3181"
+    election = P.underreplication_node(P.UR_AUDITOR_ELECTION, a_store.root)
+    assert a_store.client.get(election)[0] == b'bookieId: "10.0.0.1:3181"\n'
+    votes = a_store.auditor_votes()
+    assert all(v.startswith("V_") and len(v) == 12 for v in votes)
+    assert a_store.client.get(f"{election}/{votes[1]}")[0] == b'bookieId: "10.0.0.2:3181"\n'
+
+    expire_session(a_store)  # the auditor's session ends: it steps down, the other takes over
+    wait_for(lambda: b.is_auditor, timeout=30, what="the second voter to take over")
+    wait_for(lambda: "demoted" in a.events, timeout=30, what="the old auditor to step down")
+    assert b_store.who_is_auditor() == "10.0.0.2:3181"
+    # The first voter votes again with its new session, behind the new auditor.
+    wait_for(lambda: len(b_store.auditor_votes()) == 2, timeout=30, what="a new vote")
+    assert not a.is_auditor and b.is_auditor
+
+    b.stop()  # leaving deletes the vote at once: no wait for a session timeout
+    wait_for(lambda: a.is_auditor, timeout=10, what="the first voter to be elected again")
+    assert a.events == ["elected", "demoted", "elected"]
+    a.stop()
+    assert a_store.auditor_votes() == []
+
+
+def test_exactly_one_worker_takes_a_marked_ledger(stores):
+    owner, *workers = stores(), stores(), stores(), stores()
+    owner.mark_underreplicated(7, ["10.0.0.9:3181"])
+    got: list = []
+    barrier = threading.Barrier(len(workers) * 3)
+
+    def take(store, name):
+        barrier.wait()
+        got.append((name, store.acquire_underreplicated_ledger(name)))
+
+    threads = [threading.Thread(target=take, args=(s, f"host{i}-{j}"))
+               for i, s in enumerate(workers) for j in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [(name, result) for name, result in got if result is not None]
+    assert len(winners) == 1
+    name, (mark, version) = winners[0]
+    assert mark.ledger_id == 7 and mark.replicas == ("10.0.0.9:3181",)
+    assert owner.underreplication_lock_holder(7) == name
+    assert owner.underreplication_locks() == {7: name}
+    winner = workers[int(name[4])]
+    loser = next(s for s in workers if s is not winner)
+    assert loser.acquire_underreplicated_ledger("late") is None
+    loser.release_underreplicated_ledger(7)  # not its lock: nothing happens
+    assert owner.underreplication_lock_holder(7) == name
+
+    owner.mark_underreplicated(7, ["10.0.0.8:3181"])  # re-marked during the copy
+    assert winner.mark_ledger_replicated(7, version) is False
+    assert owner.get_underreplicated(7).replicas == ("10.0.0.9:3181", "10.0.0.8:3181")
+    assert owner.underreplication_lock_holder(7) is None  # the lock was released all the same
+
+    mark, version = loser.acquire_underreplicated_ledger("second")
+    loser.close()  # a worker that dies: its lock goes with its session, the marker stays
+    assert owner.underreplication_locks() == {}
+    mark, version = winner.acquire_underreplicated_ledger("third")
+    assert winner.mark_ledger_replicated(7, version) is True
+    assert owner.get_underreplicated(7) is None
+    base = P.underreplication_node(P.UR_LEDGERS, owner.root)
+    assert owner.client.get_children(base) == []  # empty hex directories pruned
+
+
+def test_a_marker_written_by_java_is_taken(stores):
+    java, worker = stores(), stores()
+    java.ensure_underreplication_layout()
+    path = P.underreplication_path(0x1_0002_0003, java.root)
+    java.client.create(path, b'replica: "10.0.0.3:3181"\nreplica: "10.0.0.4:3181"\nctime: 1700000000000\n',
+                       makepath=True)
+    assert path.endswith("/0000/0001/0002/0003/urL4295098371")
+    mark, version = worker.acquire_underreplicated_ledger("worker-host")
+    assert (mark.ledger_id, mark.replicas, mark.ctime) == (0x1_0002_0003, ("10.0.0.3:3181", "10.0.0.4:3181"),
+                                                           1700000000000)
+    lock = P.underreplication_lock_path(0x1_0002_0003, java.root)
+    assert java.client.get(lock)[0] == b'bookieId: "worker-host"\n'
+
+
+def test_the_auditor_waits_lost_bookie_recovery_delay(stores):
+    """Bookies here are only registrations (the bookie audit reads metadata and
+    registrations, never the bookies): one goes, and its ledgers are marked no
+    sooner than the delay after it went; a ledger not naming it never is."""
+    from bkctl.wire.autorecovery.auditor import Auditor
+    from bkctl.wire.autorecovery.service import AutoRecoveryConfig
+    from bkctl.wire.client.bookkeeper import BookKeeperClient
+    from twisted.internet import reactor
+
+    admin, bookie_session = stores(), stores(session_timeout=4)
+    bookies = ["10.1.0.1:3181", "10.1.0.2:3181", "10.1.0.3:3181"]
+    for b in bookies[:2]:
+        admin.register_bookie(b)
+    bookie_session.register_bookie(bookies[2])
+    on_lost = admin.create_ledger(LedgerMetadata.new((bookies[0], bookies[2]), password=b"pw"))[0]
+    elsewhere = admin.create_ledger(LedgerMetadata.new((bookies[0], bookies[1]), password=b"pw"))[0]
+    admin.set_lost_bookie_recovery_delay(3)
+    config = AutoRecoveryConfig(auditor_periodic_check_interval=0, auditor_periodic_bookie_check_interval=0)
+    auditor_store = stores()
+    client = run_in_reactor(lambda: BookKeeperClient(auditor_store, reactor))
+    auditor = run_in_reactor(lambda: Auditor(client, config, reactor))
+    run_in_reactor(auditor.start)
+    try:
+        wait_for(lambda: auditor.current is not None and auditor.current.called, what="the first audit")
+        assert admin.count_underreplicated() == 0
+        bookie_session.close()
+        gone = time.time()
+        wait_for(lambda: admin.get_underreplicated(on_lost), timeout=30, interval=0.05, what="the mark")
+        mark = admin.get_underreplicated(on_lost)
+        assert mark.replicas == (bookies[2],)
+        assert time.time() - gone >= 3.0
+        assert admin.get_underreplicated(elsewhere) is None
+    finally:
+        run_in_reactor(auditor.stop)
