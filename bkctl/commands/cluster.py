@@ -192,15 +192,19 @@ def lost_bookie_delay(app: App, seconds: int | None):
 
 @autorecovery.command("underreplicated")
 @click.option("-c", "--count", is_flag=True, help="Only the number of under-replicated ledgers.")
+@click.option("--include-bookie", "include", metavar="BOOKIE", multiple=True,
+              help="Only ledgers missing a replica on this bookie (repeatable: any of them).")
+@click.option("--exclude-bookie", "exclude", metavar="BOOKIE", multiple=True,
+              help="Leave out ledgers missing a replica on this bookie (repeatable).")
 @pass_app
-def underreplicated(app: App, count: bool):
-    """Ledgers marked under-replicated, with their missing replicas."""
+def underreplicated(app: App, count: bool, include: tuple[str, ...], exclude: tuple[str, ...]):
+    """Ledgers marked under-replicated, their missing replicas and the worker re-replicating each."""
     from ..ops.cluster import underreplicated as marks
 
+    rows = marks(app.store, include=include, exclude=exclude)
     if count:
-        n = app.store.count_underreplicated()
-        emit(app, {"count": n}, lambda: app.console.print(str(n)))
+        emit(app, {"count": len(rows)}, lambda: app.console.print(str(len(rows))))
         return
-    rows = marks(app.store)
-    emit(app, rows, lambda: table(app, ["ledger", "missing replicas"],
-                                  [(r["ledger_id"], ", ".join(r["missing_replicas"])) for r in rows]))
+    emit(app, rows, lambda: table(app, ["ledger", "missing replicas", "worker"],
+                                  [(r["ledger_id"], ", ".join(r["missing_replicas"]), r["worker"] or "")
+                                   for r in rows]))

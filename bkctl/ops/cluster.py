@@ -42,6 +42,18 @@ def set_autorecovery(store, enabled: bool) -> dict:
     return {"enabled": enabled, "changed": changed}
 
 
-def underreplicated(store) -> list[dict]:
-    return [{"ledger_id": m.ledger_id, "missing_replicas": list(m.replicas), "ctime": m.ctime}
-            for m in store.iter_underreplicated()]
+def underreplicated(store, include=(), exclude=()) -> list[dict]:
+    """Marked ledgers (Java's ``listunderreplicated``): ``include`` keeps those
+    missing a replica on any of these bookies, ``exclude`` drops those missing
+    one on any of these; ``worker`` is the host holding the replication lock."""
+    include, exclude = set(include), set(exclude)
+    locks = store.underreplication_locks()
+    rows = []
+    for m in store.iter_underreplicated():
+        if include and not include.intersection(m.replicas):
+            continue
+        if exclude.intersection(m.replicas):
+            continue
+        rows.append({"ledger_id": m.ledger_id, "missing_replicas": list(m.replicas), "ctime": m.ctime,
+                     "worker": locks.get(m.ledger_id)})
+    return rows

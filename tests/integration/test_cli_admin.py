@@ -59,9 +59,55 @@ def test_lost_bookie_delay_and_underreplicated(metadata_uri, zkstore, zk_client)
     ledger_id = make_ledger(zkstore)
     zkstore.mark_underreplicated(ledger_id, ["127.0.0.1:3182"])
     rows = json.loads(bkctl(metadata_uri, "--json", "autorecovery", "underreplicated").stdout)
-    assert rows == [{"ledger_id": ledger_id, "missing_replicas": ["127.0.0.1:3182"], "ctime": None}]
+    assert rows == [{"ledger_id": ledger_id, "missing_replicas": ["127.0.0.1:3182"], "ctime": None, "worker": None}]
     assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "underreplicated", "--count").stdout) == {"count": 1}
     assert bkctl(metadata_uri, "autorecovery", "lost-bookie-delay", "-5").returncode == 2
+
+    other = make_ledger(zkstore)
+    zkstore.mark_underreplicated(other, ["127.0.0.1:3183", "127.0.0.1:3184"])
+    assert zkstore.acquire_underreplicated_ledger("worker-7", skip=[ledger_id])[0].ledger_id == other
+
+    def listed(*args):
+        out = bkctl(metadata_uri, "--json", "autorecovery", "underreplicated", *args)
+        assert out.returncode == 0, out.stderr
+        return [(r["ledger_id"], r["worker"]) for r in json.loads(out.stdout)]
+
+    assert listed() == [(ledger_id, None), (other, "worker-7")]
+    assert listed("--include-bookie", "127.0.0.1:3184") == [(other, "worker-7")]
+    assert listed("--include-bookie", "127.0.0.1:3184", "--include-bookie", "127.0.0.1:3182") == \
+        [(ledger_id, None), (other, "worker-7")]
+    assert listed("--exclude-bookie", "127.0.0.1:3183") == [(ledger_id, None)]
+    assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "underreplicated", "--count",
+                            "--include-bookie", "127.0.0.1:3183").stdout) == {"count": 1}
+    status = json.loads(bkctl(metadata_uri, "--json", "autorecovery", "query-status").stdout)
+    assert status == [{"ledger_id": other, "worker": "worker-7"}]
+    assert "worker-7" in bkctl(metadata_uri, "autorecovery", "underreplicated").stdout
+
+
+def test_whoisauditor_and_trigger_audit(metadata_uri, zkstore, zk_client):
+    out = bkctl(metadata_uri, "--json", "autorecovery", "whoisauditor")
+    assert out.returncode == 0 and json.loads(out.stdout) == {"auditor": None}
+    assert bkctl(metadata_uri, "autorecovery", "whoisauditor").stdout.strip() == "none"
+    zkstore.cast_auditor_vote("10.0.0.5:3181")
+    zkstore.cast_auditor_vote("10.0.0.6:3181")
+    assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "whoisauditor").stdout) == \
+        {"auditor": "10.0.0.5:3181"}
+    assert json.loads(bkctl(metadata_uri, "--json", "cluster", "info").stdout)["autorecovery"]["auditor"] == \
+        "10.0.0.5:3181"
+    delay_node = zkstore.root + "/underreplication/lostBookieRecoveryDelay"
+    zkstore.set_lost_bookie_recovery_delay(30)
+    version = zk_client.get(delay_node)[1].version
+    doc = json.loads(bkctl(metadata_uri, "--json", "autorecovery", "trigger-audit").stdout)
+    assert doc == {"triggered": True, "auditor": "10.0.0.5:3181", "lost_bookie_recovery_delay": 30}
+    data, stat = zk_client.get(delay_node)
+    assert data == b"30" and stat.version == version + 1  # rewritten with its own value
+
+
+def test_autorecovery_run_rejects_bad_settings(metadata_uri):
+    for bad in ("nope=1", "lostBookieRecoveryDelay", "rereplicationEntryBatchSize=0", "lostBookieRecoveryDelay=x"):
+        r = bkctl(metadata_uri, "autorecovery", "run", "--set", bad)
+        assert r.returncode == 2, (bad, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 def test_ledger_list_show_delete_and_exit_codes(metadata_uri, zkstore):
