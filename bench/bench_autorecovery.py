@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Autorecovery benchmark: how fast a lost bookie's replicas come back.
+
+Prints figures, asserts nothing. Usage::
+
+    .venv/bin/python bench/bench_autorecovery.py [--entries 1000000] [--ledgers 200] [--modes 1,4,recover]
+
+Each mode gets a fresh throw-away sandbox (a real ZooKeeper and 5 bookieds):
+``--ledgers`` E3/Qw2/Qa2 ledgers with ``--entries`` entries of ``--size`` bytes
+in all are written and closed, the bookie holding most of them is SIGKILLed,
+and the time until no ledger names it and nothing is marked under-replicated
+is measured.  Mode ``N`` runs N ``bkctl autorecovery run`` daemons
+(lostBookieRecoveryDelay 0); mode ``recover`` runs ``bkctl recover --parallel 4``
+from one process once the bookie's registration is gone.  Times include the
+bookie's ZooKeeper session timeout (the sandbox's 10 s) for the daemons, which is what an
+operator waits for too; the figure after the registration vanished is printed
+beside it.  Everything shares the machine: the load is printed with each figure.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench_client import load_note, section  # noqa: E402
+
+
+def write_ledgers(uri: str, ledgers: int, entries: int, size: int) -> list[int]:
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+
+    per = max(1, entries // ledgers)
+    payload = b"r" * size
+    ids = []
+    with BlockingBookKeeper(uri, timeout=600) as bk:
+        for _ in range(ledgers):
+            lh = bk.create(3, 2, 2)
+            lh.add_many(payload for _ in range(per))
+            lh.close()
+            ids.append(lh.ledger_id)
+    return ids
+
+
+def run_mode(mode: str, args) -> None:
+    from bkctl.sandbox.cluster import load_state, sandbox_down, sandbox_up
+    from bkctl.wire.zkstore import ZKMetadataStore
+
+    with tempfile.TemporaryDirectory(prefix="bench-ar-") as tmp:
+        state = sandbox_up(tmp, bookies=5)
+        uri = state["uri"]
+        daemons: list[subprocess.Popen] = []
+        try:
+            t = time.perf_counter()
+            ids = write_ledgers(uri, args.ledgers, args.entries, args.size)
+            print(f"  wrote {len(ids)} ledgers, {args.entries:,} x {args.size} B in {time.perf_counter() - t:.1f}s",
+                  flush=True)
+            store = ZKMetadataStore(uri, timeout=20).start()
+            store.set_lost_bookie_recovery_delay(0)
+            held: dict[str, int] = {}
+            for lid in ids:
+                md = store.read_ledger(lid)[0]
+                for entry_id in range(md.last_entry_id + 1) if args.exact else ():
+                    for b in md.write_set(entry_id):
+                        held[b] = held.get(b, 0) + 1
+                if not args.exact:
+                    for b in md.bookies:
+                        held[b] = held.get(b, 0) + (md.last_entry_id + 1) * 2 // 3
+            victim = max(held, key=held.get)
+            if mode != "recover":
+                for i in range(int(mode)):
+                    daemons.append(subprocess.Popen(
+                        [sys.executable, "-m", "bkctl", "-m", uri, "autorecovery", "run",
+                         "--bookie-id", f"bench-{i}:3181",
+                         "--set", "auditorPeriodicBookieCheckInterval=0", "--set", "auditorPeriodicCheckInterval=0",
+                         "--set", f"rereplicationEntryBatchSize={args.batch}"],
+                        stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, f"ar-{i}.log"), "wb")))
+                while store.who_is_auditor() is None:
+                    time.sleep(0.1)
+            record = next(b for b in (load_state(tmp) or {}).get("bookies", []) if b.get("id") == victim)
+            on_victim = [lid for lid in ids if victim in store.read_ledger(lid)[0].bookies]
+            killed = time.perf_counter()
+            os.kill(int(record["pid"]), signal.SIGKILL)
+            while victim in store.writable_bookies():
+                time.sleep(0.05)
+            unregistered = time.perf_counter()
+            if mode == "recover":
+                subprocess.run([sys.executable, "-m", "bkctl", "-m", uri, "-q", "recover", victim, "--force",
+                                "--parallel", "4"], check=True, stdout=subprocess.DEVNULL)
+            while True:
+                if store.count_underreplicated() == 0 and all(
+                        victim not in store.read_ledger(lid)[0].bookies for lid in on_victim):
+                    break
+                time.sleep(0.2)
+            done = time.perf_counter()
+            copied = held[victim]
+            repair = done - unregistered
+            label = "bkctl recover --parallel 4" if mode == "recover" else f"{mode} autorecovery daemon(s)"
+            print(f"  {label}: {len(on_victim)} ledgers, ~{copied:,} entries: {done - killed:.1f}s from SIGKILL, "
+                  f"{repair:.1f}s after the registration went: {copied / repair:,.0f} entries/s, "
+                  f"{copied * args.size / repair / 1e6:.2f} MB/s payload  ({load_note()})", flush=True)
+            store.close()
+        finally:
+            for proc in daemons:
+                proc.send_signal(signal.SIGTERM)
+            for proc in daemons:
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            sandbox_down(tmp, purge=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--entries", type=int, default=1_000_000)
+    parser.add_argument("--ledgers", type=int, default=200)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--batch", type=int, default=64, help="rereplicationEntryBatchSize for the daemons")
+    parser.add_argument("--modes", default="1,4,recover")
+    parser.add_argument("--exact", action="store_true", help="count the victim's entries exactly (slow)")
+    args = parser.parse_args()
+    section(f"autorecovery: {args.entries:,} entries in {args.ledgers} ledgers, 5 bookieds, one SIGKILLed")
+    for mode in args.modes.split(","):
+        run_mode(mode.strip(), args)
+
+
+if __name__ == "__main__":
+    main()
