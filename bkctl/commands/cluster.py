@@ -75,7 +75,7 @@ def autorecovery():
                    "the id of a bookie on this host).")
 @click.option("-o", "--set", "settings", metavar="KEY=VALUE", multiple=True,
               help="An autorecovery key of bk_server.conf, in Java's units: lostBookieRecoveryDelay (s), "
-                   "auditorPeriodicCheckInterval (s), auditorPeriodicBookieCheckInterval (s), "
+                   "auditorPeriodicCheckInterval (s), auditorPeriodicBookieCheckInterval (s), auditorReplicasCheckInterval (s), "
                    "openLedgerRereplicationGracePeriod (ms), lockReleaseOfFailedLedgerGracePeriod (ms), "
                    "rereplicationEntryBatchSize, replicationRateByBytes (bytes/s). Repeatable.")
 @pass_app

@@ -124,3 +124,64 @@ def test_disable_holds_the_repair_back_and_enable_lets_it_finish(bookie_cluster,
     wait_for("the repair once enabled",
              lambda: all(victim_id not in zkstore.read_ledger(lid)[0].bookies for lid in on_victim)
              and zkstore.count_underreplicated() == 0, timeout=120)
+
+
+def _in_process_auditor(store):
+    """An Auditor (never started: only its checks are called) on the crochet reactor."""
+    from twisted.internet import reactor
+
+    from bkctl.wire.autorecovery.auditor import Auditor
+    from bkctl.wire.autorecovery.service import AutoRecoveryConfig
+    from bkctl.wire.client.blocking import run_in_reactor
+    from bkctl.wire.client.bookkeeper import BookKeeperClient
+
+    client = run_in_reactor(lambda: BookKeeperClient(store, reactor))
+    auditor = run_in_reactor(lambda: Auditor(client, AutoRecoveryConfig(), reactor))
+    auditor.running = True
+    return auditor, client
+
+
+def test_ledger_check_marks_a_registered_bookie_that_lacks_its_entries(bookie_cluster, zkstore, writer):
+    """A bookie named by a segment, registered and answering, but without the
+    entries: only the periodic ledger check (reads) can find it; the bookie
+    audit (registrations) cannot."""
+    from bkctl.wire.client.blocking import run_in_reactor
+
+    procs = bookie_cluster(3)
+    lid = make_ledger(writer, 2, 2, entries=20)
+    md, version = zkstore.read_ledger(lid)
+    empty = next(p.bookie_id for p in procs if p.bookie_id not in md.bookies)
+    zkstore.update_ledger(lid, md.replace_bookie(0, md.ensembles[0][1][1], empty), version)
+    auditor, client = _in_process_auditor(zkstore)
+    try:
+        run_in_reactor(lambda: auditor.request_audit())
+        assert zkstore.get_underreplicated(lid) is None  # every bookie is registered
+        run_in_reactor(lambda: auditor.request_audit(check_ledgers=True))
+        assert zkstore.get_underreplicated(lid).replicas == (empty,)
+        assert zkstore.client.exists(zkstore.root + "/underreplication/checkallledgersctime") is not None
+    finally:
+        auditor.running = False
+        run_in_reactor(client.close)
+
+
+def test_replicas_check_counts_entries_below_the_quorums(bookie_cluster, zkstore, writer):
+    from bkctl.wire.client.blocking import run_in_reactor
+
+    procs = bookie_cluster(3)
+    lid = make_ledger(writer, 3, 2, entries=30)
+    auditor, client = _in_process_auditor(zkstore)
+    try:
+        totals = run_in_reactor(lambda: auditor.replicas_check())
+        assert (totals["entries"], totals["below_write_quorum"], totals["no_replica"]) == (30, 0, 0)
+        md = zkstore.read_ledger(lid)[0]
+        victim = next(p for p in procs if p.bookie_id == md.ensembles[0][1][0])
+        victim.kill()
+        held = sum(1 for e in range(30) if victim.bookie_id in md.write_set(e))
+        totals = run_in_reactor(lambda: auditor.replicas_check(), timeout=60)
+        assert totals["below_write_quorum"] == held == totals["below_ack_quorum"]
+        assert totals["no_replica"] == 0 and totals["ledgers_below_ack_quorum"] == 1
+        assert zkstore.get_underreplicated(lid) is None  # reported, not marked (as Java)
+        assert zkstore.client.exists(zkstore.root + "/underreplication/replicascheckctime") is not None
+    finally:
+        auditor.running = False
+        run_in_reactor(client.close)

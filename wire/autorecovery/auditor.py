@@ -11,9 +11,14 @@ marks them under-replicated for the replication workers.
   already has, or 0, audits at once (that is what ``triggeraudit`` does).  The
   delay also applies to bookies an auditor finds lost when it takes over.
 * **Periodic checks**: the same bookie audit every
-  ``auditorPeriodicBookieCheckInterval`` seconds, and every ledger's replicas
-  (:mod:`.checker`) every ``auditorPeriodicCheckInterval`` seconds
-  (``B/checkallledgersctime`` records the last run).  0 turns a check off.
+  ``auditorPeriodicBookieCheckInterval`` seconds; every ledger's fragments
+  (:mod:`.checker`: the first and last entry each bookie should hold) every
+  ``auditorPeriodicCheckInterval`` seconds, marking what is missing; and the
+  replicas check every ``auditorReplicasCheckInterval`` seconds (every entry's
+  copies counted against Qw and Qa; reported, not marked, as Java does).
+  ``B/checkallledgersctime`` and ``B/replicascheckctime`` record the last runs,
+  so a new auditor does not repeat a check that ran recently.  0 turns a check
+  off.  (Java's placement-policy check waits for placement policies.)
 * While ``B/disable`` exists nothing is marked; removing it runs the audit
   that was held back.
 """
@@ -102,7 +107,34 @@ class Auditor:
         zk.DataWatch(P.underreplication_node(P.UR_LOST_BOOKIE_RECOVERY_DELAY, root), delay_changed)
         zk.DataWatch(P.underreplication_node(P.UR_DISABLE, root), disable_changed)
         self._schedule("bookie-check", self.config.auditor_periodic_bookie_check_interval, self._periodic_bookie_check)
-        self._schedule("ledger-check", self.config.auditor_periodic_check_interval, self._periodic_ledger_check)
+        for name, interval, node, fn in self._timed_checks():
+            if interval and interval > 0:
+                self.client.run_blocking(self._read_last_run, node).addCallback(
+                    lambda last, name=name, interval=interval, fn=fn:
+                    self._schedule(name, self._initial_delay(interval, last), fn))
+
+    def _timed_checks(self):
+        return (("ledger-check", self.config.auditor_periodic_check_interval, P.UR_CHECK_ALL_LEDGERS_CTIME,
+                 self._periodic_ledger_check),
+                ("replicas-check", self.config.auditor_replicas_check_interval, P.UR_REPLICAS_CHECK_CTIME,
+                 self._periodic_replicas_check))
+
+    def _initial_delay(self, interval: float, last_run_ms: int | None) -> float:
+        """As Java: at once when the check never ran, else when ``interval`` has
+        passed since it last ran (whichever auditor ran it)."""
+        if last_run_ms is None:
+            return 0.001
+        return max(0.001, interval - (self.clock() - last_run_ms / 1000.0))
+
+    def _read_last_run(self, node: str) -> int | None:
+        try:
+            data, _ = self.store.client.get(P.underreplication_node(node, self.store.root))
+        except Exception:  # noqa: BLE001 - missing: never ran
+            return None
+        try:
+            return UR.parse_last_run_time(data)
+        except Exception:  # noqa: BLE001
+            return None
 
     def stop(self) -> defer.Deferred:
         """Step down: no more marking; waits for an audit in progress to end."""
@@ -127,6 +159,42 @@ class Auditor:
     def _periodic_ledger_check(self) -> None:
         self.request_audit(check_ledgers=True)
         self._schedule("ledger-check", self.config.auditor_periodic_check_interval, self._periodic_ledger_check)
+
+    def _periodic_replicas_check(self) -> None:
+        self._schedule("replicas-check", self.config.auditor_replicas_check_interval, self._periodic_replicas_check)
+        d = defer.ensureDeferred(self.replicas_check())
+        d.addErrback(lambda f: log.error("auditor: replicas check failed: %s", f.getErrorMessage()))
+
+    async def replicas_check(self) -> dict[str, int]:
+        """Count, over every closed ledger, entries stored on fewer bookies than
+        their write and ack quorums, and on none (Java's replicas check reports
+        these; it marks nothing).  Records ``B/replicascheckctime``."""
+        from .checker import replica_counts
+
+        _registered, ledgers, _disabled = await self.client.run_blocking(self._scan)
+        totals = {"ledgers": 0, "entries": 0, "below_write_quorum": 0, "below_ack_quorum": 0, "no_replica": 0,
+                  "ledgers_below_write_quorum": 0, "ledgers_below_ack_quorum": 0, "ledgers_without_replica": 0}
+        for ledger_id, md in sorted(ledgers.items()):
+            if not self.running:
+                return totals
+            counts = await replica_counts(self.client, ledger_id, md)
+            totals["ledgers"] += 1
+            for key in ("entries", "below_write_quorum", "below_ack_quorum", "no_replica"):
+                totals[key] += counts[key]
+            if counts["below_write_quorum"]:
+                totals["ledgers_below_write_quorum"] += 1
+            if counts["below_ack_quorum"]:
+                totals["ledgers_below_ack_quorum"] += 1
+                log.warning("auditor: ledger %d has %d entries on fewer than Qa=%d bookies", ledger_id,
+                            counts["below_ack_quorum"], md.ack_quorum)
+            if counts["no_replica"]:
+                totals["ledgers_without_replica"] += 1
+                log.error("auditor: ledger %d has %d entries with no replica at all", ledger_id, counts["no_replica"])
+        await self.client.run_blocking(self._record_run, P.UR_REPLICAS_CHECK_CTIME)
+        if self.stats is not None:
+            self.stats.last_replicas_check = totals
+        log.info("auditor: replicas check: %s", totals)
+        return totals
 
     # -- events -------------------------------------------------------------------------
     def _delay_written(self, data: bytes, version: int) -> None:
@@ -238,7 +306,7 @@ class Auditor:
             log.info("auditor: marked %d ledgers under-replicated (lost: %s)", len(marks),
                      ", ".join(sorted(due)) or "-")
         if check_ledgers:
-            await run(self._record_check)
+            await run(self._record_run, P.UR_CHECK_ALL_LEDGERS_CTIME)
         if self.stats is not None:
             self.stats.audits += 1
 
@@ -264,8 +332,9 @@ class Auditor:
             if self.stats is not None:
                 self.stats.ledgers_marked += 1
 
-    def _record_check(self) -> None:
-        path = P.underreplication_node(P.UR_CHECK_ALL_LEDGERS_CTIME, self.store.root)
+    def _record_run(self, node: str) -> None:
+        """Write when a periodic check last ran (``checkallledgersctime`` and friends)."""
+        path = P.underreplication_node(node, self.store.root)
         data = UR.serialize_last_run_time(int(self.clock() * 1000))
         zk = self.store.client
         if zk.exists(path) is None:

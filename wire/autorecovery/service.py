@@ -36,6 +36,8 @@ class AutoRecoveryConfig:
     auditor_periodic_check_interval: float = 604800
     #: auditorPeriodicBookieCheckInterval: s between audits of lost bookies (0: only on changes)
     auditor_periodic_bookie_check_interval: float = 86400
+    #: auditorReplicasCheckInterval: s between replicas checks (0: never, Java's default)
+    auditor_replicas_check_interval: float = 0
     #: openLedgerRereplicationGracePeriod (ms in the file)
     open_ledger_rereplication_grace_period: float = 30.0
     #: lockReleaseOfFailedLedgerGracePeriod (ms in the file)
@@ -55,6 +57,7 @@ CONFIG_KEYS: dict[str, tuple[str, float]] = {
     "lostBookieRecoveryDelay": ("lost_bookie_recovery_delay", 1),
     "auditorPeriodicCheckInterval": ("auditor_periodic_check_interval", 1),
     "auditorPeriodicBookieCheckInterval": ("auditor_periodic_bookie_check_interval", 1),
+    "auditorReplicasCheckInterval": ("auditor_replicas_check_interval", 1),
     "openLedgerRereplicationGracePeriod": ("open_ledger_rereplication_grace_period", 0.001),
     "lockReleaseOfFailedLedgerGracePeriod": ("lock_release_of_failed_ledger_grace_period", 0.001),
     "rereplicationEntryBatchSize": ("rereplication_entry_batch_size", 1),
@@ -74,6 +77,8 @@ class AutoRecoveryStats:
     bytes_rereplicated: int = 0
     failures: int = 0
     elections_won: int = 0
+    #: the figures of the last replicas check (see Auditor.replicas_check)
+    last_replicas_check: dict | None = None
 
 
 class AutoRecoveryDaemon(Service):
