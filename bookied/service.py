@@ -18,9 +18,10 @@ import time
 from twisted.internet import defer, task, threads
 from twisted.python.failure import Failure
 
+from bkctl.wire import sdnotify
 from bkctl.wire.serviceinfo import BookieServiceInfo
 
-from . import identity, layout, sdnotify
+from . import identity, layout
 from .bookie import Bookie
 from .config import BookieConfig, resolve_bookie_address, resolve_bookie_id, resolve_listen_host
 from .entrystore import EntryStore

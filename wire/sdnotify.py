@@ -11,7 +11,8 @@ With ``WatchdogSec=`` in the unit, systemd also sets ``$WATCHDOG_USEC`` (and
 usually ``$WATCHDOG_PID``) and kills the service if ``WATCHDOG=1`` does not
 arrive within that time.  sd_watchdog_enabled(3) recommends pinging every
 half of it; :meth:`Notifier.start_watchdog` does that from the reactor, so a
-wedged reactor stops the pings and systemd restarts the bookie.
+wedged reactor stops the pings and systemd restarts the daemon (bookied, or
+``bkctl autorecovery run``).
 
 Without ``$NOTIFY_SOCKET`` (started by hand, under a test runner, in a
 container) every call is a cheap no-op, and sending never raises: a lost
@@ -40,7 +41,7 @@ __all__ = [
     "start_watchdog",
 ]
 
-log = logging.getLogger("bookied.sdnotify")
+log = logging.getLogger(__name__)
 
 NOTIFY_SOCKET = "NOTIFY_SOCKET"
 WATCHDOG_USEC = "WATCHDOG_USEC"
