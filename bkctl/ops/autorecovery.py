@@ -31,18 +31,24 @@ def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
 
 def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol: str = "v3",
                zk_timeout: float = 10.0) -> int:
-    """Run the autorecovery daemon in the foreground until SIGTERM/SIGINT; 0 on a clean stop."""
+    """Run the autorecovery daemon in the foreground until SIGTERM/SIGINT; 0 on a
+    clean stop, 5 when it cannot start.  Under systemd (``Type=notify``) it sends
+    READY=1 once started, STOPPING=1 on the way out, and watchdog pings."""
     from twisted.internet import reactor
 
     from bkctl.wire.autorecovery.service import AutoRecoveryDaemon
+    from bkctl.wire.sdnotify import Notifier
 
     log = logging.getLogger("bkctl.autorecovery")
+    notifier = Notifier.from_environment()
+    watchdog = notifier.start_watchdog(reactor)
     daemon = AutoRecoveryDaemon(uri, bookie_id, config, reactor=reactor, zk_timeout=zk_timeout,
                                 client_options={"protocol": protocol})
     outcome = {"code": 0}
 
     def started(_):
         log.info("autorecovery daemon running for %s as %s", uri, bookie_id)
+        notifier.ready(f"autorecovery for {uri} as {bookie_id}")
 
     def failed(failure):
         log.error("autorecovery daemon could not start: %s", failure.getErrorMessage())
@@ -53,6 +59,9 @@ def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol
         if getattr(stop, "done", False):
             return
         stop.done = True
+        notifier.stopping()
+        if watchdog is not None and watchdog.running:
+            watchdog.stop()
         d = daemon.stopService()
         d.addErrback(lambda f: log.error("while stopping: %s", f.getErrorMessage()))
         d.addBoth(lambda _: reactor.stop())

@@ -31,13 +31,13 @@ def daemons(tmp_path, metadata_uri):
     """Start `bkctl autorecovery run` processes; each is stopped with SIGTERM and must exit 0."""
     procs: list[subprocess.Popen] = []
 
-    def start(name: str, *settings: str) -> subprocess.Popen:
+    def start(name: str, *settings: str, env: dict | None = None) -> subprocess.Popen:
         log = open(tmp_path / f"autorecovery-{name}.log", "wb")
         args = [sys.executable, "-m", "bkctl", "-m", metadata_uri, "-v", "autorecovery", "run",
                 "--bookie-id", f"{name}:3181"]
         for item in settings:
             args += ["--set", item]
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, **(env or {})))
         procs.append(proc)
         return proc
 
@@ -185,3 +185,20 @@ def test_replicas_check_counts_entries_below_the_quorums(bookie_cluster, zkstore
     finally:
         auditor.running = False
         run_in_reactor(client.close)
+
+
+def test_systemd_readiness_and_a_clean_sigterm(metadata_uri, zkstore, daemons, tmp_path):
+    import socket
+
+    sock_path = str(tmp_path / "notify.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    server.bind(sock_path)
+    server.settimeout(30)
+    proc = daemons("ar-notify", *FAST, env={"NOTIFY_SOCKET": sock_path})
+    assert "READY=1" in server.recv(4096).decode()
+    assert zkstore.who_is_auditor() == "ar-notify:3181"  # READY=1 comes after its vote
+    proc.send_signal(signal.SIGTERM)
+    assert "STOPPING=1" in server.recv(4096).decode()
+    assert proc.wait(30) == 0
+    assert zkstore.auditor_votes() == []  # it left the election at once
+    server.close()

@@ -71,6 +71,7 @@ def test_wheel_holds_every_package_folder_under_bkctl(wheel):
         assert f"{installed}/__init__.py" in names, folder
     assert "bkctl/wire/proto/bookkeeper.proto" in names
     assert "bkctl/bookied/bookied.service" in names
+    assert "bkctl/bookied/bkctl-autorecovery.service" in names
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"bkctl": "bkctl.cli:main", "bookied": "bkctl.bookied.main:run"}
 

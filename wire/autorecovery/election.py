@@ -48,10 +48,12 @@ class AuditorElection:
         self._retry = None
 
     # -- lifecycle ----------------------------------------------------------------
-    def start(self) -> None:
+    def start(self) -> defer.Deferred:
+        """Vote; fires once the first look at the votes is done (the vote is cast,
+        or the attempt failed and will be retried)."""
         self._running = True
         self.store.client.add_listener(self._session_state)
-        self._check()
+        return self._check() or defer.succeed(None)
 
     def stop(self) -> defer.Deferred:
         """Leave the election: step down and delete the vote (so the next voter
@@ -81,13 +83,13 @@ class AuditorElection:
         return P.underreplication_node(P.UR_AUDITOR_ELECTION, self.store.root)
 
     # -- the election -----------------------------------------------------------------
-    def _check(self) -> None:
+    def _check(self) -> defer.Deferred | None:
         """Look at the votes (one look at a time; a look asked for meanwhile runs next)."""
         if not self._running:
-            return
+            return None
         if self._checking:
             self._check_again = True
-            return
+            return None
         self._checking = True
         d = defer.ensureDeferred(self._look())
 
@@ -102,7 +104,7 @@ class AuditorElection:
             if self._running and (self._retry is None or not self._retry.active()):
                 self._retry = self.reactor.callLater(self.retry_delay, self._check)
 
-        d.addErrback(failed).addBoth(done)
+        return d.addErrback(failed).addBoth(done)
 
     async def _look(self) -> None:
         if self.vote is None:

@@ -129,7 +129,7 @@ class AutoRecoveryDaemon(Service):
         self.worker.start()
         self.election = AuditorElection(self.store, self.bookie_id, self.reactor, self.client.run_blocking,
                                         self._elected, self._demoted)
-        self.election.start()
+        await self.election.start()
         log.info("autorecovery started for %s (voting as %s)", self.metadata_uri, self.bookie_id)
 
     def _elected(self) -> None:
