@@ -1,0 +1,65 @@
+"""Autorecovery pieces without ZooKeeper: the byte-rate limiter (task.Clock), the
+bk_server.conf keys of `bkctl autorecovery run`, and which entries a bookie holds."""
+import pytest
+from twisted.internet import task
+
+from bkctl.ops.autorecovery import config_from_settings
+from bkctl.wire.autorecovery.checker import entries_held
+from bkctl.wire.autorecovery.worker import RateLimiter
+from bkctl.wire.metadata import LedgerMetadata
+
+
+def test_rate_limiter_spaces_writes_to_the_rate():
+    clock = task.Clock()
+    limiter = RateLimiter(1000, clock)  # bytes/s
+    assert limiter(500) is None          # the first write goes at once
+    waits = [limiter(500) for _ in range(3)]
+    assert all(w is not None for w in waits)
+    clock.advance(0.49)
+    assert not waits[0].called
+    clock.advance(0.02)
+    assert waits[0].called and not waits[1].called
+    clock.advance(0.5)                   # t = 1.01
+    assert waits[1].called and not waits[2].called
+    clock.advance(0.5)                   # t = 1.51
+    assert waits[2].called
+    clock.advance(10)                    # idle: no debt carried forward
+    assert limiter(100) is None
+
+
+def test_rate_limiter_off():
+    assert RateLimiter(-1, task.Clock())(10**9) is None
+    assert RateLimiter(0, task.Clock())(10**9) is None
+
+
+def test_config_keys_in_javas_units():
+    c = config_from_settings({"lostBookieRecoveryDelay": "30", "openLedgerRereplicationGracePeriod": "2500",
+                              "lockReleaseOfFailedLedgerGracePeriod": "1000", "rereplicationEntryBatchSize": "5",
+                              "replicationRateByBytes": "-1", "auditorReplicasCheckInterval": "3600"})
+    assert c.lost_bookie_recovery_delay == 30
+    assert c.open_ledger_rereplication_grace_period == pytest.approx(2.5)
+    assert c.lock_release_of_failed_ledger_grace_period == pytest.approx(1.0)
+    assert (c.rereplication_entry_batch_size, c.replication_rate_by_bytes) == (5, -1)
+    assert c.auditor_replicas_check_interval == 3600
+
+
+@pytest.mark.parametrize("settings, word", [
+    ({"nope": "1"}, "unknown"), ({"lostBookieRecoveryDelay": "x"}, "integer"),
+    ({"lostBookieRecoveryDelay": "-1"}, ">= 0"), ({"rereplicationEntryBatchSize": "0"}, ">= 1"),
+])
+def test_config_errors_name_the_key(settings, word):
+    with pytest.raises(ValueError, match=word):
+        config_from_settings(settings)
+
+
+def test_entries_held_by_each_position():
+    # E3 Qw2: entry e is on positions e%3 and (e+1)%3
+    md = LedgerMetadata.new(("a:1", "b:1", "c:1"), 2, 2, password=b"")
+    md = md.with_ensemble_change(10, ("a:1", "b:1", "d:1"))
+    assert entries_held(md, 0, 0, 99) == (0, 9)     # a holds 0,2,3,5,6,8,9
+    assert entries_held(md, 0, 1, 99) == (0, 9)     # b holds 0,1,3,4,6,7,9
+    assert entries_held(md, 0, 2, 99) == (1, 8)
+    assert entries_held(md, 1, 2, 10) == (10, 10)   # d holds 10 of a segment that ends at 10
+    assert entries_held(md, 1, 1, 9) is None        # the segment is empty
+    single = LedgerMetadata.new(("a:1", "b:1", "c:1"), 2, 2, password=b"")
+    assert entries_held(single, 0, 2, 0) is None    # entry 0 is on positions 0 and 1 only
