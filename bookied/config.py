@@ -408,6 +408,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("disk", "Disk usage"),
     ("gc", "Garbage collection"),
     ("metadata", "Metadata service"),
+    ("autorecovery", "Autorecovery"),
 )
 
 OPTIONS: tuple[Option, ...] = (
@@ -567,6 +568,40 @@ OPTIONS: tuple[Option, ...] = (
     Option("zkTimeout", "int", 10000,
            "ZooKeeper session timeout; the bookie exits if its session expires.",
            "metadata", unit="ms", min=1, max=_JAVA_INT_MAX),
+    # -- autorecovery (bkctl.wire.autorecovery; the same keys as `bkctl autorecovery run --set`) --
+    Option("autoRecoveryDaemonEnabled", "bool", False,
+           "Whether the bookie also runs the autorecovery daemon: it votes in the auditor election "
+           "(the elected daemon audits the cluster) and re-replicates under-replicated ledgers.",
+           "autorecovery"),
+    Option("lostBookieRecoveryDelay", "int", 0,
+           "How long the auditor waits after a bookie disappears before marking its ledgers "
+           "under-replicated; written to ZooKeeper by the first auditor, which then reads it from there.",
+           "autorecovery", unit="s", min=0, max=_JAVA_INT_MAX),
+    Option("auditorPeriodicCheckInterval", "int", 604800,
+           "Interval between the auditor's checks of every ledger's fragments on their bookies (0: never).",
+           "autorecovery", unit="s", min=0, max=_JAVA_LONG_MAX),
+    Option("auditorPeriodicBookieCheckInterval", "int", 86400,
+           "Interval between the auditor's audits of lost bookies, besides those on registration changes "
+           "(0: only on changes).",
+           "autorecovery", unit="s", min=0, max=_JAVA_LONG_MAX),
+    Option("auditorReplicasCheckInterval", "int", 0,
+           "Interval between the auditor's replicas checks, which count entries stored below their "
+           "write and ack quorums and report them (0: never).",
+           "autorecovery", unit="s", min=0, max=_JAVA_LONG_MAX),
+    Option("openLedgerRereplicationGracePeriod", "int", 30000,
+           "How long a replication worker leaves an open ledger whose last ensemble lost a bookie to its "
+           "writer before fencing and closing it.",
+           "autorecovery", unit="ms", min=0, max=_JAVA_LONG_MAX),
+    Option("lockReleaseOfFailedLedgerGracePeriod", "int", 300000,
+           "How long a replication worker keeps the lock of a ledger it failed to re-replicate (doubling "
+           "on repeated failures, up to 8 times) before another worker may try.",
+           "autorecovery", unit="ms", min=0, max=_JAVA_LONG_MAX),
+    Option("rereplicationEntryBatchSize", "int", 10,
+           "Entries a replication worker copies at a time.",
+           "autorecovery", min=1, max=_JAVA_INT_MAX),
+    Option("replicationRateByBytes", "int", -1,
+           "Bytes per second a replication worker copies at most (-1: unlimited).",
+           "autorecovery", unit="bytes/s", min=-1, max=_JAVA_INT_MAX),
 )
 
 OPTIONS_BY_NAME: Mapping[str, Option] = {opt.name: opt for opt in OPTIONS}
@@ -620,12 +655,11 @@ IGNORED_KEYS: frozenset[str] = frozenset("""
     codahaleStatsPrefix codahaleStatsOutputFrequencySeconds codahaleStatsGraphiteEndpoint
     codahaleStatsCSVEndpoint codahaleStatsSlf4jEndpoint codahaleStatsJmxEndpoint
     statsExport statsHttpPort
-    autoRecoveryDaemonEnabled digestType passwd enableDigestTypeAutodetection
+    digestType passwd enableDigestTypeAutodetection
     ensemblePlacementPolicy reppDnsResolverClass networkTopologyScriptFileName
-    networkTopologyScriptNumberArgs auditorPeriodicBookieCheckInterval auditorPeriodicCheckInterval
-    auditorPeriodicPlacementPolicyCheckInterval auditorReplicasCheckInterval
-    auditorLedgerVerificationPercentage lostBookieRecoveryDelay rereplicationEntryBatchSize
-    openLedgerRereplicationGracePeriod lockReleaseOfFailedLedgerGracePeriod rwRereplicateBackoffMs
+    networkTopologyScriptNumberArgs
+    auditorPeriodicPlacementPolicyCheckInterval
+    auditorLedgerVerificationPercentage rwRereplicateBackoffMs
     underreplicatedLedgerRecoveryGracePeriod
     localConsistencyCheckOnStartup dataIntegrityChecking dataIntegrityStampMissingCookies
     allocatorPoolingPolicy allocatorPoolingConcurrency allocatorOutOfMemoryPolicy
@@ -945,6 +979,15 @@ class BookieConfig:
     zk_servers: tuple[str, ...] | None
     zk_ledgers_root_path: str
     zk_timeout: int
+    auto_recovery_daemon_enabled: bool
+    lost_bookie_recovery_delay: int
+    auditor_periodic_check_interval: int
+    auditor_periodic_bookie_check_interval: int
+    auditor_replicas_check_interval: int
+    open_ledger_rereplication_grace_period: int
+    lock_release_of_failed_ledger_grace_period: int
+    rereplication_entry_batch_size: int
+    replication_rate_by_bytes: int
 
     _settings: Mapping[str, _Setting] = field(default_factory=dict, compare=False, repr=False)
     _derived: frozenset[str] = field(default=frozenset(), compare=False, repr=False)

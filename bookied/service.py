@@ -53,6 +53,8 @@ class BookieService:
         self.factory: BookieServerFactory | None = None
         self.port = None
         self.http_port = None
+        #: the autorecovery daemon (autoRecoveryDaemonEnabled=true), once started
+        self.autorecovery = None
         self._loops: list[task.LoopingCall] = []
         self._checkpointing = False
         self.notifier = sdnotify.Notifier.from_environment()
@@ -172,6 +174,8 @@ class BookieService:
                 self._readonly_changed(self.bookie.readonly)
             self.notifier.ready(f"serving as {self.bookie_id}")
             sdnotify.start_watchdog(self.reactor, self.notifier)
+            if self.cfg.auto_recovery_daemon_enabled:
+                self._start_autorecovery()
 
         def failed(f):
             log.error("cannot register in ZooKeeper: %s", f.value)
@@ -180,6 +184,19 @@ class BookieService:
 
         d.addCallbacks(registered, failed)
         return d
+
+    def _start_autorecovery(self) -> None:
+        """The autorecovery daemon beside the bookie, voting with its bookie id, on a
+        ZooKeeper session of its own (its expiry makes it step down; the bookie's
+        registration does not depend on it).  It works on the reactor without
+        blocking it; the adds it sends are recovery adds to other bookies."""
+        from bkctl.wire.autorecovery.service import AutoRecoveryDaemon, config_from_keys
+
+        self.autorecovery = AutoRecoveryDaemon(self.cfg.metadata_service_uri, self.bookie_id,
+                                               config_from_keys(self.cfg), reactor=self.reactor,
+                                               zk_timeout=self.cfg.zk_timeout / 1000.0)
+        self.autorecovery.startService().addErrback(
+            lambda f: log.error("autorecovery daemon could not start: %s", f.getErrorMessage()))
 
     def _service_info(self) -> BookieServiceInfo:
         host, port = resolve_bookie_address(self.cfg)
@@ -370,6 +387,11 @@ class BookieService:
         self.stopping = True
         log.info("shutting down")
         self.notifier.stopping()
+        if self.autorecovery is not None:
+            try:
+                yield self.autorecovery.stopService()
+            except Exception as e:  # noqa: BLE001 - the bookie still stops cleanly
+                log.warning("autorecovery daemon: %s", e)
         for loop in self._loops:
             if loop.running:
                 loop.stop()

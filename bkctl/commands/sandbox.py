@@ -76,14 +76,19 @@ def sandbox() -> None:
 @_dir_option
 @click.option("--zk-port", type=click.IntRange(1, 65535), default=None, metavar="PORT",
               help="ZooKeeper client port (default: a free port).")
+@click.option("--autorecovery/--no-autorecovery", default=None,
+              help="Run the autorecovery daemon inside every bookie started (autoRecoveryDaemonEnabled=true); "
+                   "remembered for later `up`s. Bookies already running keep their setting.")
 @_json_option
 @click.pass_context
-def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, as_json: bool) -> None:
+def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, autorecovery: bool | None,
+       as_json: bool) -> None:
     """Start ZooKeeper (or reuse the running one), initialise the cluster, start the bookies."""
     from ..sandbox import cluster
 
     as_json = _wants_json(ctx, as_json)
-    result = _run(cluster.sandbox_up, directory, bookies, zk_port, progress=_progress(ctx, as_json))
+    result = _run(cluster.sandbox_up, directory, bookies, zk_port, progress=_progress(ctx, as_json),
+                  autorecovery=autorecovery)
     if as_json:
         _emit(result)
         return
@@ -92,6 +97,8 @@ def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, as
     click.echo(f"zookeeper   127.0.0.1:{zk['port']} (pid {zk['pid']})")
     for b in result["bookies"]:
         click.echo(f"bookie      {b['id']} (pid {b['pid']})")
+    if result.get("autorecovery"):
+        click.echo("autorecovery  on, in every bookie")
     click.echo(f"metadata URI: {result['uri']}")
 
 

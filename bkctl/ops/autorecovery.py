@@ -6,17 +6,16 @@ from __future__ import annotations
 import logging
 import signal
 
-from bkctl.wire.autorecovery.service import CONFIG_KEYS, AutoRecoveryConfig
+from bkctl.wire.autorecovery.service import CONFIG_KEYS, AutoRecoveryConfig, config_from_keys
 
 
 def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
     """An :class:`AutoRecoveryConfig` from bk_server.conf keys (Java's names and
     units); ValueError names an unknown key or a bad value."""
-    config = AutoRecoveryConfig()
+    values = {}
     for key, text in settings.items():
         if key not in CONFIG_KEYS:
             raise ValueError(f"unknown autorecovery key {key!r} (one of {', '.join(sorted(CONFIG_KEYS))})")
-        field, scale = CONFIG_KEYS[key]
         try:
             value = int(text)
         except ValueError:
@@ -25,8 +24,8 @@ def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
             raise ValueError(f"{key}: must be >= 0, got {value}")
         if key == "rereplicationEntryBatchSize" and value < 1:
             raise ValueError(f"{key}: must be >= 1, got {value}")
-        setattr(config, field, value * scale if scale != 1 else value)
-    return config
+        values[key] = value
+    return config_from_keys(values)
 
 
 def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol: str = "v3",

@@ -202,3 +202,88 @@ def test_systemd_readiness_and_a_clean_sigterm(metadata_uri, zkstore, daemons, t
     assert proc.wait(30) == 0
     assert zkstore.auditor_votes() == []  # it left the election at once
     server.close()
+
+
+def test_bookieds_repair_the_loss_of_the_auditors_own_bookie(bookie_cluster, metadata_uri, zkstore, writer):
+    """The issue's scenario: 5 bookieds running the daemon inside, 12 closed and 2
+    open ledgers being written; SIGKILL the auditor's own bookie: a new auditor is
+    elected and every ledger stops naming the dead bookie with no operator
+    command; then SIGKILL a second bookie and every entry still reads back.  The
+    live writers never see an add fail."""
+    import threading
+
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+
+    procs = bookie_cluster(5, zkTimeout=4000, autoRecoveryDaemonEnabled="true",
+                           openLedgerRereplicationGracePeriod=3000, lockReleaseOfFailedLedgerGracePeriod=1000,
+                           auditorPeriodicBookieCheckInterval=0, auditorPeriodicCheckInterval=0)
+    zkstore.set_lost_bookie_recovery_delay(0)
+    closed = [make_ledger(writer, 3, 2, entries=50 + i) for i in range(12)]
+    by_id = {p.bookie_id: p for p in procs}
+    auditor = wait_for("an auditor among the bookies", zkstore.who_is_auditor, timeout=60)
+    assert auditor in by_id
+
+    live_writer = BlockingBookKeeper(metadata_uri, timeout=60)
+    stop = threading.Event()
+    written: dict[int, list[bytes]] = {}
+    errors: list[BaseException] = []
+
+    def keep_writing(lh):
+        try:
+            i = 0
+            while not stop.is_set():
+                payload = f"live{lh.ledger_id}-{i}".encode()
+                lh.add(payload)
+                written[lh.ledger_id].append(payload)
+                i += 1
+                time.sleep(0.005)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    handles = [live_writer.create(3, 2, 2) for _ in range(2)]
+    threads = []
+    for lh in handles:
+        written[lh.ledger_id] = []
+        t = threading.Thread(target=keep_writing, args=(lh,), daemon=True)
+        t.start()
+        threads.append(t)
+    try:
+        time.sleep(1)
+        ids = closed + [lh.ledger_id for lh in handles]
+        first = by_id[auditor]
+        on_first = [lid for lid in ids if auditor in zkstore.read_ledger(lid)[0].bookies]
+        assert on_first
+        first.kill()
+        successor = wait_for("a new auditor", lambda: (zkstore.who_is_auditor() or auditor) != auditor and
+                             zkstore.who_is_auditor(), timeout=60)
+        assert successor in by_id and successor != auditor
+
+        def repaired():
+            return all(auditor not in zkstore.read_ledger(lid)[0].bookies for lid in ids) \
+                and zkstore.count_underreplicated() == 0
+
+        wait_for("every ledger to stop naming the dead bookie", repaired, timeout=150)
+        assert not errors, errors
+        second = next(p for b, p in by_id.items() if b not in (auditor, successor))
+        second.kill()
+        time.sleep(1)
+        stop.set()
+        for t in threads:
+            t.join(30)
+        assert not errors, errors
+        for lh in handles:
+            lh.close()
+        reader = BlockingBookKeeper(metadata_uri, timeout=120)
+        try:
+            for lid in closed:
+                md = zkstore.read_ledger(lid)[0]
+                got = [p for batch in reader.open(lid).read_range(0, batch=100) for _, p in batch]
+                assert got == [f"e{lid}-{i}".encode() for i in range(md.last_entry_id + 1)]
+            for lh in handles:
+                got = [p for batch in reader.open(lh.ledger_id).read_range(0, batch=100) for _, p in batch]
+                assert got == written[lh.ledger_id] and len(got) > 50
+        finally:
+            reader.close()
+    finally:
+        stop.set()
+        live_writer.close()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 import os
 import subprocess
 import sys
@@ -39,8 +40,8 @@ def test_up_status_down_json(sandbox_dir):
     result = invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert set(doc) == {"uri", "zookeeper", "bookies", "dir"}
-    assert doc["bookies"] == [] and doc["dir"] == str(sandbox_dir.resolve())
+    assert set(doc) == {"uri", "zookeeper", "bookies", "dir", "autorecovery"}
+    assert doc["bookies"] == [] and doc["dir"] == str(sandbox_dir.resolve()) and doc["autorecovery"] is False
     port, pid = doc["zookeeper"]["port"], doc["zookeeper"]["pid"]
     assert doc["uri"] == f"zk+hierarchical://127.0.0.1:{port}/ledgers"
     assert is_zookeeper_process(pid, sandbox_dir / "zookeeper")
@@ -82,6 +83,25 @@ def test_up_resumes_the_same_cluster_after_down(sandbox_dir):
     # the recorded port is reused when still free (another process may have taken it meanwhile)
     with ZKMetadataStore(resumed["uri"]) as store:
         assert store.instance_id() == instance_id  # data kept in DIR/zookeeper/data
+
+
+def test_up_with_autorecovery_runs_the_daemon_in_every_bookie(sandbox_dir):
+    doc = json.loads(invoke("up", "--bookies", "2", "--autorecovery", "--dir", str(sandbox_dir), "--json").stdout)
+    assert doc["autorecovery"] is True
+    ids = {b["id"] for b in doc["bookies"]}
+    for b in doc["bookies"]:
+        conf = (sandbox_dir / f"bookie-{doc['bookies'].index(b)}" / "bk_server.conf").read_text()
+        assert "autoRecoveryDaemonEnabled=true" in conf
+    with ZKMetadataStore(doc["uri"]) as store:
+        deadline = time.monotonic() + 60
+        while len(store.auditor_votes()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(store.auditor_votes()) == 2  # one vote per bookie's daemon
+        assert store.who_is_auditor() in ids
+    # remembered: a bookie added later runs it too
+    again = json.loads(invoke("up", "--bookies", "3", "--dir", str(sandbox_dir), "--json").stdout)
+    assert again["autorecovery"] is True
+    assert "autoRecoveryDaemonEnabled=true" in (sandbox_dir / "bookie-2" / "bk_server.conf").read_text()
 
 
 def test_human_output_ends_with_uri(sandbox_dir):

@@ -22,7 +22,7 @@ from .worker import ReplicationWorker
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AutoRecoveryConfig", "AutoRecoveryDaemon", "AutoRecoveryStats", "CONFIG_KEYS"]
+__all__ = ["AutoRecoveryConfig", "AutoRecoveryDaemon", "AutoRecoveryStats", "CONFIG_KEYS", "config_from_keys"]
 
 
 @dataclass
@@ -64,6 +64,17 @@ CONFIG_KEYS: dict[str, tuple[str, float]] = {
     "replicationRateByBytes": ("replication_rate_by_bytes", 1),
 }
 assert {f for f, _ in CONFIG_KEYS.values()} <= {f.name for f in fields(AutoRecoveryConfig)}
+
+
+def config_from_keys(values) -> AutoRecoveryConfig:
+    """An :class:`AutoRecoveryConfig` from typed bk_server.conf values
+    (``values.get(java_key)``; missing keys keep their defaults)."""
+    config = AutoRecoveryConfig()
+    for key, (name, scale) in CONFIG_KEYS.items():
+        value = values.get(key)
+        if value is not None:
+            setattr(config, name, value * scale if scale != 1 else value)
+    return config
 
 
 @dataclass
