@@ -926,7 +926,11 @@ class ZKMetadataStore:
             self._delete_quiet(self._registration_path(bookie_id, True))
 
     def _create_registration(self, path: str, data: bytes) -> None:
-        deadline = time.monotonic() + self.session_timeout
+        # A killed predecessor's node goes when ZooKeeper expires its session: up to
+        # a tick after its timeout, counted on the server's clock.  Waiting only one
+        # session timeout made a quick restart after kill -9 fail at random.
+        wait = 2 * self.session_timeout
+        deadline = time.monotonic() + wait
         while True:
             gone = threading.Event()
 
@@ -952,7 +956,7 @@ class ZKMetadataStore:
             if remaining <= 0 or not gone.wait(remaining):
                 raise BookieRegistrationError(
                     f"{path} is held by another ZooKeeper session (0x{stat.ephemeralOwner:x}) "
-                    f"and did not go away within {self.session_timeout:g}s"
+                    f"and did not go away within {wait:g}s"
                 )
 
     @_zk_call

@@ -12,7 +12,6 @@ from collections.abc import Collection
 
 from twisted.internet import defer
 
-from bkctl.wire.client.errors import NoSuchEntry, NoSuchLedgerOnBookie
 from bkctl.wire.metadata import LedgerMetadata, write_set_indices
 
 __all__ = ["bookies_missing_replicas", "entries_held", "replica_counts"]
@@ -74,11 +73,7 @@ def _has_entry(client, bookie: str, ledger_id: int, entry_id: int) -> defer.Defe
     except Exception:  # noqa: BLE001
         return defer.succeed(False)
 
-    def failed(failure):
-        failure.trap(NoSuchEntry, NoSuchLedgerOnBookie, Exception)
-        return False
-
-    return d.addCallbacks(lambda _body: True, failed)
+    return d.addCallbacks(lambda _body: True, lambda _failure: False)
 
 
 async def replica_counts(client, ledger_id: int, md: LedgerMetadata) -> dict[str, int]:

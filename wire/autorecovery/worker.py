@@ -83,13 +83,18 @@ class ReplicationWorker:
         self._loop.addErrback(lambda f: log.error("replication worker stopped: %s", f.getTraceback()))
 
     def stop(self) -> defer.Deferred:
+        """Stop taking ledgers.  A copy in progress is not waited for: its lock
+        goes with the session when the daemon closes it, the metadata changes
+        only after a whole fragment is copied, and another worker starts over."""
         self.running = False
         for call in self.held.values():
             if call.active():
                 call.cancel()
         self.held.clear()
         self.wake()
-        return self._loop if self._loop is not None else defer.succeed(None)
+        if self._loop is None or self.current is not None:
+            return defer.succeed(None)
+        return self._loop
 
     def wake(self) -> None:
         """Look for work now instead of at the end of the current pause."""
