@@ -15,7 +15,7 @@ from collections import deque
 
 from twisted.internet import abstract, protocol
 
-from bkctl.wire import v2, v3
+from bkctl.wire import fastpath, v2, v3
 from bkctl.wire.detect import ProtocolDetector
 from bkctl.wire.errors import CodecError
 from bkctl.wire.framing import FrameDecoder, frame
@@ -56,6 +56,10 @@ _now = time.perf_counter
 
 
 class BookieProtocol(protocol.Protocol):
+    #: Whether the v2 ADD and plain v3 ADD fast paths are used (the project's
+    #: switch, :data:`bkctl.wire.fastpath.ENABLED`; the factory passes its own).
+    fastpaths: bool = fastpath.ENABLED
+
     def __init__(self, bookie, metrics, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE):
         self.bookie = bookie
         self.metrics = metrics
@@ -133,7 +137,7 @@ class BookieProtocol(protocol.Protocol):
             if self.paused:
                 self._backlog.extend(payloads[i:])
                 return
-            if detector.is_v3:
+            if detector.is_v3 and self.fastpaths:
                 add = _plain_v3_add(payload)
                 if add is not None:
                     self._v3_plain_add(*add)
@@ -178,7 +182,7 @@ class BookieProtocol(protocol.Protocol):
 
     # -- v2 --------------------------------------------------------------------
     def _v2(self, payload: bytes) -> None:
-        if len(payload) >= _V2_ADD_MIN:
+        if self.fastpaths and len(payload) >= _V2_ADD_MIN:
             header = _I32.unpack_from(payload)[0]
             if header & ~0xFFFF == _V2_ADD:  # the common case: a version-2 ADD
                 self._v2_add(payload, header & 0xFFFF)
@@ -189,13 +193,10 @@ class BookieProtocol(protocol.Protocol):
             if bad_version:
                 self.send(v2.add_response_for(req, RC.EBADVERSION))
                 return
-            started = time.perf_counter()
-
-            def done(rc, req=req, started=started):
-                self._observe("add", started, rc)
-                self.send(v2.add_response_for(req, rc))
-
-            self.bookie.add_entry(req.ledger_id, req.entry_id, req.master_key, req.body, done,
+            # answered by the same object as the fast path's, so at the same moment
+            reply = _AddReply(self, _now(), None, req.ledger_id, req.entry_id,
+                              v2.pack_header(req.version, OpCode.ADD_ENTRY))
+            self.bookie.add_entry(req.ledger_id, req.entry_id, req.master_key, req.body, reply,
                                   recovery=bool(req.flags & Flag.RECOVERY_ADD),
                                   high_priority=bool(req.flags & Flag.HIGH_PRIORITY))
         elif isinstance(req, v2.ReadRequest):
@@ -454,18 +455,20 @@ class _AddReply:
 
     One small object per add in flight instead of a closure and its cells:
     thousands of adds can wait for the same fsync, and fewer live objects
-    make the garbage collector's passes shorter. ``txn_id`` None: a v2 add.
+    make the garbage collector's passes shorter. ``txn_id`` None: a v2 add,
+    answered with ``v2_header`` (the request's version and ADD_ENTRY).
     """
 
-    __slots__ = ("proto", "started", "txn_id", "ledger_id", "entry_id")
+    __slots__ = ("proto", "started", "txn_id", "ledger_id", "entry_id", "v2_header")
 
     def __init__(self, proto: BookieProtocol, started: float, txn_id: int | None,
-                 ledger_id: int, entry_id: int):
+                 ledger_id: int, entry_id: int, v2_header: int = _V2_ADD):
         self.proto = proto
         self.started = started
         self.txn_id = txn_id
         self.ledger_id = ledger_id
         self.entry_id = entry_id
+        self.v2_header = v2_header
 
     def __call__(self, rc: int) -> None:
         proto = self.proto
@@ -474,17 +477,21 @@ class _AddReply:
             return
         proto.factory.answered.add(proto)
         if self.txn_id is None:  # = send(v2.add_response_for(req, rc))
-            proto.transport.write(_FRAMED_V2_ADD_RESPONSE.pack(24, _V2_ADD, rc, self.ledger_id, self.entry_id))
+            proto.transport.write(_FRAMED_V2_ADD_RESPONSE.pack(24, self.v2_header, rc, self.ledger_id,
+                                                               self.entry_id))
         else:  # = send(serialize(add_response(req, rc))) of an ADD_ENTRY request
             proto.transport.write(frame(proto._add_responses.encode(self.txn_id, rc, self.ledger_id,
                                                                     self.entry_id)))
 
 
 class BookieServerFactory(protocol.Factory):
-    def __init__(self, bookie, metrics, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE):
+    def __init__(self, bookie, metrics, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, *,
+                 fastpaths: bool | None = None):
         self.bookie = bookie
         self.metrics = metrics
         self.max_frame_size = max_frame_size
+        #: Whether new connections use the ADD fast paths (default: the project's switch).
+        self.fastpaths = fastpath.ENABLED if fastpaths is None else bool(fastpaths)
         #: Connections that were written add answers since the last :meth:`send_answers`.
         self.answered: set = set()
 
@@ -509,4 +516,5 @@ class BookieServerFactory(protocol.Factory):
     def buildProtocol(self, addr):
         p = BookieProtocol(self.bookie, self.metrics, self.max_frame_size)
         p.factory = self
+        p.fastpaths = self.fastpaths
         return p

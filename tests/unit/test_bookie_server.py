@@ -421,17 +421,48 @@ def real_buffering_conn(env):
     return proto, transport, reactor
 
 
-def test_add_answers_are_sent_when_their_group_completes_not_an_iteration_later(env):
+ADD_REQUESTS = {
+    # the v2 ADD of the current version (fast path), an older one (always the general path)
+    "v2": (lambda: v2.AddRequest(2, 0, KEY, entry(0), 1, 0).encode(),
+           lambda raw: v2.decode_response(raw) == v2.AddResponse(2, RC.EOK, 1, 0)),
+    "v2-version-1": (lambda: v2.AddRequest(1, 0, KEY, entry(0), 1, 0).encode(),
+                     lambda raw: v2.decode_response(raw) == v2.AddResponse(1, RC.EOK, 1, 0)),
+    "v3": (lambda: v3.serialize(v3.add_request(7, 1, 0, KEY, entry(0))),
+           lambda raw: (v3.parse_response(raw).status, v3.parse_response(raw).header.txnId) == (0, 7)),
+}
+
+
+@pytest.mark.parametrize("fastpaths", [True, False], ids=["fast", "general"])
+@pytest.mark.parametrize("kind", sorted(ADD_REQUESTS))
+def test_add_answers_are_sent_when_their_group_completes_not_an_iteration_later(env, kind, fastpaths):
+    """Fast path or not, an add's answer goes out with its group's send_answers()."""
+    env.factory.fastpaths = fastpaths
+    request, is_ok = ADD_REQUESTS[kind]
     proto, t, reactor = real_buffering_conn(env)
-    proto.dataReceived(frame(v2.AddRequest(2, 0, KEY, entry(0), 1, 0).encode()))
+    assert proto.fastpaths is fastpaths
+    proto.dataReceived(frame(request()))
     env.journal.sync()
     # written but only buffered: a plain transport waits for the reactor to poll it writable
     assert t.sent == b"" and t in reactor.getWriters()
     env.factory.send_answers()
-    assert FrameDecoder().feed(t.sent)[0] == v2.AddResponse(2, RC.EOK, 1, 0).encode()
+    [answer] = FrameDecoder().feed(t.sent)
+    assert is_ok(answer)
     assert t not in reactor.getWriters()  # nothing left for the reactor to send
     env.factory.send_answers()  # only once per answer
     assert len(FrameDecoder().feed(t.sent)) == 1
+
+
+@pytest.mark.parametrize("kind", sorted(ADD_REQUESTS))
+def test_fast_and_general_paths_answer_adds_with_the_same_bytes(env, kind):
+    request, _ = ADD_REQUESTS[kind]
+    answers = []
+    for fastpaths in (True, False):
+        env.factory.fastpaths = fastpaths
+        c = env.connect()
+        c.send(request())
+        env.journal.sync()
+        answers.append(c.replies())
+    assert len(answers[0]) == 1 and answers[0] == answers[1]
 
 
 def test_closing_or_closed_connections_are_left_to_the_reactor(env):
