@@ -78,10 +78,10 @@ def who_is_auditor(store) -> dict:
 
 def trigger_audit(store) -> dict:
     """Rewrite ``lostBookieRecoveryDelay`` with its own value: the auditor audits at once."""
-    delay = store.get_lost_bookie_recovery_delay()
-    store.set_lost_bookie_recovery_delay(0 if delay is None else delay)
-    return {"triggered": True, "auditor": store.who_is_auditor(),
-            "lost_bookie_recovery_delay": 0 if delay is None else delay}
+    from bkctl.wire.autorecovery.admin import trigger_audit as rewrite_delay
+
+    delay = rewrite_delay(store)
+    return {"triggered": True, "auditor": store.who_is_auditor(), "lost_bookie_recovery_delay": delay}
 
 
 def query_status(store) -> list[dict]:

@@ -46,14 +46,11 @@ def underreplicated(store, include=(), exclude=()) -> list[dict]:
     """Marked ledgers (Java's ``listunderreplicated``): ``include`` keeps those
     missing a replica on any of these bookies, ``exclude`` drops those missing
     one on any of these; ``worker`` is the host holding the replication lock."""
-    include, exclude = set(include), set(exclude)
+    from bkctl.wire.autorecovery.admin import matching_marks
+
     locks = store.underreplication_locks()
     rows = []
-    for m in store.iter_underreplicated():
-        if include and not include.intersection(m.replicas):
-            continue
-        if exclude.intersection(m.replicas):
-            continue
+    for m in matching_marks(store.iter_underreplicated(), include, exclude):
         rows.append({"ledger_id": m.ledger_id, "missing_replicas": list(m.replicas), "ctime": m.ctime,
                      "worker": locks.get(m.ledger_id)})
     return rows
