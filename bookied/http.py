@@ -19,6 +19,52 @@ path                                       method  answer
                                                    ``?force=true``); answers the new state
 =========================================  ======  ==========================================
 
+With a ZooKeeper store (``status.zk``, see :class:`BookieStatus`) it also
+answers Java's autorecovery endpoints.  They need only ZooKeeper, not the
+autorecovery daemon (decommission needs an elected auditor somewhere in
+the cluster), and their ZooKeeper calls run in the reactor's thread pool.
+Success bodies are Java's, text where Java answers text:
+
+=====================================  ======  ==========================================
+path (under ``/api/v1/autorecovery``)  method  answer
+=====================================  ======  ==========================================
+``/who_is_auditor``                    GET     ``Auditor: <bookie id>``; 404 when no
+                                               auditor is elected
+``/trigger_audit``                     PUT     ``Success trigger audit.``; 503 when no
+                                               auditor is elected, 409 when autorecovery
+                                               is disabled (Java answers 200 and does
+                                               nothing)
+``/lost_bookie_recovery_delay``        GET     ``lostBookieRecoveryDelay value: N`` (404
+                                               while the node is missing)
+``/lost_bookie_recovery_delay``        PUT     body ``{"delay_seconds": N}``, 0 <= N <
+                                               2**31: ``Success set
+                                               lostBookieRecoveryDelay to N``
+``/list_under_replicated_ledger``      GET     JSON list of ledger ids; with
+                                               ``?printmissingreplica`` an object
+                                               ``{"<id>": [bookie, ...]}``.
+                                               ``?missingreplica=B`` keeps the ledgers
+                                               missing a replica on B,
+                                               ``?excludingmissingreplica=B`` drops them;
+                                               404 when none matches
+``/status``                            GET     ``{"enabled": bool}``
+``/status``                            PUT     ``?enabled=true|false``; answers the new
+                                               ``{"enabled": bool}``
+``/decommission``                      PUT     body ``{"bookie_src": "host:port"}``:
+                                               triggers the audit that makes the daemons
+                                               re-replicate the stopped bookie's ledgers;
+                                               ``Success send decommission Bookie
+                                               command B``.  409 while B is registered or
+                                               autorecovery is disabled, 503 with no
+                                               auditor.  Unlike Java it does not wait to
+                                               delete B's cookie (``bkctl decommission``
+                                               does both)
+``/bookie``                            PUT     501: not supported, copying a bookie's
+                                               ledgers is ``bkctl recover``'s job
+=====================================  ======  ==========================================
+
+Where Java answers a bad body with 404 (or 500 for a missing ``enabled``)
+this one answers 400, and ZooKeeper unreachable is 503 (Java: 404).
+
 HEAD is accepted wherever GET is.  A trailing slash is ignored.  Where the
 Java bookie answers a wrong method with 403 or 404, this one answers 405
 with an ``Allow`` header; unknown paths get a 404 with a JSON body.  Every
@@ -34,9 +80,10 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import parse_qs
 
-from twisted.internet import defer
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet import defer, threads
+from twisted.internet.interfaces import IReactorThreads, IReactorTime
 from twisted.python.failure import Failure
 from twisted.web import http, resource, server
 
@@ -54,6 +101,13 @@ __all__ = [
     "listen_from_config",
     "listen_http",
     "make_site",
+    "AUTORECOVERY_BOOKIE",
+    "AUTORECOVERY_DECOMMISSION",
+    "AUTORECOVERY_LIST_UNDER_REPLICATED_LEDGER",
+    "AUTORECOVERY_LOST_BOOKIE_RECOVERY_DELAY",
+    "AUTORECOVERY_STATUS",
+    "AUTORECOVERY_TRIGGER_AUDIT",
+    "AUTORECOVERY_WHO_IS_AUDITOR",
 ]
 
 log = logging.getLogger("bookied.http")
@@ -65,6 +119,13 @@ BOOKIE_INFO = "/api/v1/bookie/info"
 BOOKIE_STATE = "/api/v1/bookie/state"
 BOOKIE_IS_READY = "/api/v1/bookie/is_ready"
 BOOKIE_STATE_READONLY = "/api/v1/bookie/state/readonly"
+AUTORECOVERY_WHO_IS_AUDITOR = "/api/v1/autorecovery/who_is_auditor"
+AUTORECOVERY_TRIGGER_AUDIT = "/api/v1/autorecovery/trigger_audit"
+AUTORECOVERY_LOST_BOOKIE_RECOVERY_DELAY = "/api/v1/autorecovery/lost_bookie_recovery_delay"
+AUTORECOVERY_LIST_UNDER_REPLICATED_LEDGER = "/api/v1/autorecovery/list_under_replicated_ledger"
+AUTORECOVERY_STATUS = "/api/v1/autorecovery/status"
+AUTORECOVERY_BOOKIE = "/api/v1/autorecovery/bookie"
+AUTORECOVERY_DECOMMISSION = "/api/v1/autorecovery/decommission"
 
 PROMETHEUS_CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 TEXT_CONTENT_TYPE = b"text/plain; charset=utf-8"
@@ -83,6 +144,10 @@ class BookieStatus(Protocol):
     answered with 400 like Java's "forceReadOnly" / "readOnly mode
     disabled" refusals.  ``force`` is passed only when the request has
     ``?force=true``.
+
+    ``zk`` is optional too: an attribute holding the bookie's
+    :class:`~bkctl.wire.zkstore.ZKMetadataStore` (None until it is
+    connected).  With it the autorecovery endpoints are served.
     """
 
     bookie_id: str
@@ -120,9 +185,12 @@ class AdminResource(resource.Resource):
 
     isLeaf = True
 
-    def __init__(self, status: BookieStatus):
+    def __init__(self, status: BookieStatus, *, run_blocking: Callable[..., defer.Deferred] | None = None):
+        """*run_blocking(fn, *args)* runs a blocking (ZooKeeper) call and returns
+        a Deferred; by default in the global reactor's thread pool."""
         super().__init__()
         self.status = status
+        self._run_blocking = run_blocking
         routes: dict[str, dict[bytes, Handler]] = {
             HEARTBEAT: {b"GET": self.get_heartbeat},
             METRICS: {b"GET": self.get_metrics},
@@ -133,6 +201,18 @@ class AdminResource(resource.Resource):
         }
         if callable(getattr(status, "set_readonly", None)):
             routes[BOOKIE_STATE_READONLY][b"PUT"] = self.put_readonly
+        if hasattr(status, "zk"):
+            routes.update({
+                AUTORECOVERY_WHO_IS_AUDITOR: {b"GET": self.get_who_is_auditor},
+                AUTORECOVERY_TRIGGER_AUDIT: {b"PUT": self.put_trigger_audit},
+                AUTORECOVERY_LOST_BOOKIE_RECOVERY_DELAY: {b"GET": self.get_lost_bookie_recovery_delay,
+                                                          b"PUT": self.put_lost_bookie_recovery_delay},
+                AUTORECOVERY_LIST_UNDER_REPLICATED_LEDGER: {b"GET": self.get_under_replicated},
+                AUTORECOVERY_STATUS: {b"GET": self.get_autorecovery_status,
+                                      b"PUT": self.put_autorecovery_status},
+                AUTORECOVERY_DECOMMISSION: {b"PUT": self.put_decommission},
+                AUTORECOVERY_BOOKIE: {b"PUT": self.put_recover_bookie},
+            })
         self.routes = routes
 
     # -- dispatch -------------------------------------------------------------
@@ -244,20 +324,25 @@ class AdminResource(resource.Resource):
             return self._finish_later(request, result)
         return self.readonly_body(request)
 
-    def _finish_later(self, request, d: defer.Deferred):
-        """Answer once *d* (from ``set_readonly``) fires, unless the client has gone."""
+    def _finish_later(self, request, d: defer.Deferred, answer=None, refusal=None):
+        """Answer once *d* fires, unless the client has gone: with
+        ``answer(request, result)`` (default: the read-only state, for
+        ``set_readonly``) or, when *d* fails, the :class:`HTTPError` that
+        ``refusal(exception)`` makes of it."""
+        answer = answer or (lambda req, _result: self.readonly_body(req))
+        refusal = refusal or self._refusal
         gone: list[bool] = []
         request.notifyFinish().addErrback(lambda _failure: gone.append(True))
 
         def send(result):
             try:
                 if isinstance(result, Failure):
-                    exc = self._refusal(result.value)
+                    exc = refusal(result.value)
                     body = self.error(request, exc.code, exc.message)
                 else:
-                    body = self.readonly_body(request)
+                    body = answer(request, result)
             except Exception:
-                log.exception("HTTP admin: answering PUT %s failed", BOOKIE_STATE_READONLY)
+                log.exception("HTTP admin: answering %s %s failed", request.method, self.request_path(request))
                 body = self.error(request, http.INTERNAL_SERVER_ERROR, "internal error")
             if gone:
                 return
@@ -279,18 +364,194 @@ class AdminResource(resource.Resource):
         return HTTPError(http.INTERNAL_SERVER_ERROR, "internal error")
 
     @staticmethod
-    def _parse_readonly_body(request) -> bool:
+    def _json_request(request, example: str) -> Any:
+        """The request's JSON body; 400 naming *example* when it is not JSON."""
         content = getattr(request, "content", None)
         raw = content.read(MAX_REQUEST_BODY + 1) if content is not None else b""
         if len(raw) > MAX_REQUEST_BODY:
             raise HTTPError(http.REQUEST_ENTITY_TOO_LARGE, "request body too large")
         try:
-            doc = json.loads(raw.decode("utf-8"))
+            return json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
-            raise HTTPError(http.BAD_REQUEST, 'body must be JSON like {"readOnly": true}') from None
+            raise HTTPError(http.BAD_REQUEST, f"body must be JSON like {example}") from None
+
+    @classmethod
+    def _parse_readonly_body(cls, request) -> bool:
+        example = '{"readOnly": true}'
+        doc = cls._json_request(request, example)
         if not isinstance(doc, dict) or not isinstance(doc.get("readOnly"), bool):
-            raise HTTPError(http.BAD_REQUEST, 'body must be JSON like {"readOnly": true}')
+            raise HTTPError(http.BAD_REQUEST, f"body must be JSON like {example}")
         return doc["readOnly"]
+
+    # -- autorecovery (Java's /api/v1/autorecovery/*) ---------------------------------
+
+    def run_blocking(self, fn, *args) -> defer.Deferred:
+        if self._run_blocking is not None:
+            return self._run_blocking(fn, *args)
+        from twisted.internet import reactor, threads
+        return threads.deferToThreadPool(reactor, reactor.getThreadPool(), fn, *args)
+
+    def _with_store(self, request, work: Callable[[Any], tuple[int, bytes, bytes]]):
+        """Run ``work(store)`` off the reactor thread and answer its
+        ``(code, content type, body)``; it may raise :class:`HTTPError`."""
+        store = getattr(self.status, "zk", None)
+        if store is None or not getattr(store, "connected", True):
+            raise HTTPError(http.SERVICE_UNAVAILABLE, "ZooKeeper is not connected")
+        return self._finish_later(request, self.run_blocking(work, store),
+                                  answer=self._send_reply, refusal=self._zk_refusal)
+
+    @staticmethod
+    def _send_reply(request, reply: tuple[int, bytes, bytes]) -> bytes:
+        code, content_type, body = reply
+        request.setResponseCode(code)
+        request.setHeader(b"Content-Type", content_type)
+        return body
+
+    @staticmethod
+    def _zk_refusal(exc: BaseException) -> HTTPError:
+        from bkctl.wire.errors import Unreachable
+
+        if isinstance(exc, HTTPError):
+            return exc
+        if isinstance(exc, Unreachable):
+            return HTTPError(http.SERVICE_UNAVAILABLE, f"ZooKeeper is unreachable: {exc}")
+        log.error("HTTP admin: ZooKeeper call failed: %r", exc)
+        return HTTPError(http.INTERNAL_SERVER_ERROR, f"ZooKeeper call failed: {exc}")
+
+    @staticmethod
+    def _text(body: str) -> tuple[int, bytes, bytes]:
+        return http.OK, TEXT_CONTENT_TYPE, body.encode("utf-8")
+
+    @staticmethod
+    def _json(value: Any) -> tuple[int, bytes, bytes]:
+        return http.OK, JSON_CONTENT_TYPE, to_json(value)
+
+    def get_who_is_auditor(self, request):
+        def work(store):
+            auditor = store.who_is_auditor()
+            if auditor is None:
+                raise HTTPError(http.NOT_FOUND, "No auditor elected")
+            return self._text(f"Auditor: {auditor}")
+        return self._with_store(request, work)
+
+    def put_trigger_audit(self, request):
+        from bkctl.wire.autorecovery.admin import trigger_audit
+
+        def work(store):
+            self._require_auditor(store)
+            trigger_audit(store)
+            return self._text("Success trigger audit.")
+        return self._with_store(request, work)
+
+    @staticmethod
+    def _require_auditor(store) -> str:
+        """Raise unless autorecovery is enabled and an auditor is elected (Java's
+        triggerAudit gives up silently then; this one says why)."""
+        if not store.is_autorecovery_enabled():
+            raise HTTPError(http.CONFLICT, "Autorecovery is disabled (PUT "
+                            f"{AUTORECOVERY_STATUS}?enabled=true enables it)")
+        auditor = store.who_is_auditor()
+        if auditor is None:
+            raise HTTPError(http.SERVICE_UNAVAILABLE, "No auditor elected: no autorecovery daemon is running")
+        return auditor
+
+    def get_lost_bookie_recovery_delay(self, request):
+        def work(store):
+            delay = store.get_lost_bookie_recovery_delay()
+            if delay is None:
+                raise HTTPError(http.NOT_FOUND, "lostBookieRecoveryDelay is not set (no auditor has run yet)")
+            return self._text(f"lostBookieRecoveryDelay value: {delay}")
+        return self._with_store(request, work)
+
+    def put_lost_bookie_recovery_delay(self, request):
+        example = '{"delay_seconds": 60}'
+        doc = self._json_request(request, example)
+        delay = doc.get("delay_seconds") if isinstance(doc, dict) else None
+        if isinstance(delay, bool) or not isinstance(delay, int):
+            raise HTTPError(http.BAD_REQUEST, f"body must be JSON like {example}")
+        if not 0 <= delay < 2**31:
+            raise HTTPError(http.BAD_REQUEST, f"delay_seconds must be between 0 and {2**31 - 1}, got {delay}")
+
+        def work(store):
+            store.set_lost_bookie_recovery_delay(delay)
+            return self._text(f"Success set lostBookieRecoveryDelay to {delay}")
+        return self._with_store(request, work)
+
+    @staticmethod
+    def _params(request, name: str) -> list[str]:
+        """The non-blank values of query parameter *name*."""
+        values = [v.decode("utf-8", "replace").strip() for v in request.args.get(name.encode(), [])]
+        return [v for v in values if v]
+
+    @staticmethod
+    def _has_param(request, name: str) -> bool:
+        """Whether the query has *name*, even without a value (``?flag``, which
+        twisted leaves out of ``request.args``)."""
+        if name.encode() in request.args:
+            return True
+        query = (getattr(request, "uri", b"") or b"").partition(b"?")[2]
+        return name.encode() in parse_qs(query, keep_blank_values=True)
+
+    def get_under_replicated(self, request):
+        from bkctl.wire.autorecovery.admin import matching_marks
+
+        include = self._params(request, "missingreplica")
+        exclude = self._params(request, "excludingmissingreplica")
+        with_replicas = self._has_param(request, "printmissingreplica")  # Java: present means true
+
+        def work(store):
+            marks = list(matching_marks(store.iter_underreplicated(), include, exclude))
+            if not marks:
+                raise HTTPError(http.NOT_FOUND, "No under replicated ledgers found")
+            if with_replicas:
+                return self._json({str(m.ledger_id): list(m.replicas) for m in marks})
+            return self._json([m.ledger_id for m in marks])
+        return self._with_store(request, work)
+
+    def get_autorecovery_status(self, request):
+        return self._with_store(request, lambda store: self._json({"enabled": store.is_autorecovery_enabled()}))
+
+    def put_autorecovery_status(self, request):
+        values = [v.lower() for v in self._params(request, "enabled")]
+        if len(values) != 1 or values[0] not in ("true", "false"):
+            raise HTTPError(http.BAD_REQUEST, "query parameter 'enabled' must be true or false")
+        enable = values[0] == "true"
+
+        def work(store):
+            if enable:
+                store.enable_autorecovery()
+            else:
+                store.disable_autorecovery()
+            return self._json({"enabled": store.is_autorecovery_enabled()})
+        return self._with_store(request, work)
+
+    def put_decommission(self, request):
+        from bkctl.wire.autorecovery.admin import trigger_audit
+        from bkctl.wire.zkstore import is_valid_bookie_id
+
+        example = '{"bookie_src": "bookie1.example.com:3181"}'
+        doc = self._json_request(request, example)
+        bookie = doc.get("bookie_src") if isinstance(doc, dict) else None
+        if not isinstance(bookie, str):
+            raise HTTPError(http.BAD_REQUEST, f"body must be JSON like {example}")
+        if not is_valid_bookie_id(bookie):
+            raise HTTPError(http.BAD_REQUEST, f"invalid bookie id {bookie!r}")
+
+        def work(store):
+            if bookie in store.writable_bookies() or bookie in store.readonly_bookies():
+                raise HTTPError(http.CONFLICT, f"bookie {bookie} is registered (running); stop it before "
+                                               "decommissioning it")
+            self._require_auditor(store)
+            trigger_audit(store)
+            log.info("HTTP admin: decommission of %s: audit triggered", bookie)
+            return self._text(f"Success send decommission Bookie command {bookie}")
+        return self._with_store(request, work)
+
+    def put_recover_bookie(self, request):
+        raise HTTPError(http.NOT_IMPLEMENTED,
+                        "recovering a bookie is not supported by bookied's HTTP API: run 'bkctl recover "
+                        f"BOOKIE', or stop the bookie and PUT {AUTORECOVERY_DECOMMISSION} to let the "
+                        "autorecovery daemons re-replicate its ledgers")
 
 
 class AdminSite(server.Site):
@@ -313,9 +574,12 @@ class AdminSite(server.Site):
             super().log(request)
 
 
-def make_site(status: BookieStatus, *, access_log: bool = False, reactor=None) -> AdminSite:
-    """The admin site for *status*; serve it with ``reactor.listenTCP`` or :func:`listen_http`."""
-    return AdminSite(AdminResource(status), access_log=access_log, reactor=reactor)
+def make_site(status: BookieStatus, *, access_log: bool = False, reactor=None,
+              run_blocking: Callable[..., defer.Deferred] | None = None) -> AdminSite:
+    """The admin site for *status*; serve it with ``reactor.listenTCP`` or :func:`listen_http`.
+
+    *run_blocking* runs the ZooKeeper calls (see :class:`AdminResource`)."""
+    return AdminSite(AdminResource(status, run_blocking=run_blocking), access_log=access_log, reactor=reactor)
 
 
 def listen_http(reactor, port: int, status: BookieStatus, interface: str = "0.0.0.0", *,
@@ -326,7 +590,11 @@ def listen_http(reactor, port: int, status: BookieStatus, interface: str = "0.0.
     interfaces such as ``"::"`` work too.
     """
     clock = reactor if IReactorTime.providedBy(reactor) else None
-    site = make_site(status, access_log=access_log, reactor=clock)
+    run_blocking = None
+    if IReactorThreads.providedBy(reactor):
+        def run_blocking(fn, *args):
+            return threads.deferToThreadPool(reactor, reactor.getThreadPool(), fn, *args)
+    site = make_site(status, access_log=access_log, reactor=clock, run_blocking=run_blocking)
     listening = reactor.listenTCP(port, site, interface=interface)
     log.info("HTTP admin server listening on %s:%s", interface, listening.getHost().port)
     return listening

@@ -8,9 +8,14 @@ may see one observation half-recorded, never a corrupted histogram.
 from __future__ import annotations
 
 import bisect
+import logging
 import time
 
+from twisted.python.failure import Failure
+
 from bkctl.wire.protocol import RC
+
+log = logging.getLogger("bookied.metrics")
 
 #: Seconds. The low end matters: an fsync on a disk with a write cache takes tens of microseconds.
 LATENCY_BUCKETS = (0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
@@ -70,6 +75,8 @@ class Metrics:
         self.fsync_latency = Histogram()
         self.entries_per_fsync = Histogram(SIZE_BUCKETS)
         self.gauges: dict[str, tuple[str, object]] = {}
+        #: name -> (help, type, read): counters and summaries read at scrape time
+        self.exported: dict[str, tuple[str, str, object]] = {}
 
     def observe(self, op: str, started: float, rc: int) -> None:
         key = (op, RC(rc).name if rc in RC._value2member_map_ else str(rc))
@@ -83,7 +90,16 @@ class Metrics:
         hist.observe(time.perf_counter() - started)
 
     def gauge(self, name: str, help_text: str, read) -> None:
+        """``read()`` at each scrape; a None value leaves the sample out (not known yet)."""
         self.gauges[name] = (help_text, read)
+
+    def counter(self, name: str, help_text: str, read) -> None:
+        """A counter kept elsewhere: ``read()`` at each scrape."""
+        self.exported[name] = (help_text, "counter", read)
+
+    def summary(self, name: str, help_text: str, read) -> None:
+        """A summary without quantiles: ``read()`` returns ``(sum, count)``."""
+        self.exported[name] = (help_text, "summary", read)
 
     def render(self) -> str:
         out: list[str] = []
@@ -119,5 +135,103 @@ class Metrics:
         for name, (help_text, read) in sorted(self.gauges.items()):
             out.append(f"# HELP {name} {help_text}")
             out.append(f"# TYPE {name} gauge")
-            out.append(f"{name} {read()}")
+            value = read()
+            if value is not None:
+                out.append(f"{name} {value}")
+        for name, (help_text, kind, read) in sorted(self.exported.items()):
+            out.append(f"# HELP {name} {help_text}")
+            out.append(f"# TYPE {name} {kind}")
+            if kind == "summary":
+                total, count = read()
+                out.append(f"{name}_sum {total:.6f}")
+                out.append(f"{name}_count {count}")
+            else:
+                out.append(f"{name} {read()}")
         return "\n".join(out) + "\n"
+
+
+class Refreshed:
+    """A value that is costly to get (a ZooKeeper walk): ``compute()`` runs off
+    the reactor thread through ``run_blocking(compute)`` (a Deferred), at most
+    once every ``max_age`` seconds and only when asked for.  Calling the object
+    (on the reactor thread, e.g. from a scrape) returns the last value at once
+    -- None before the first one and after a failure -- and starts a refresh
+    when the value is older than ``max_age``."""
+
+    def __init__(self, compute, run_blocking, clock, max_age: float = 5.0):
+        self.compute = compute
+        self.run_blocking = run_blocking
+        self.clock = clock
+        self.max_age = max_age
+        self.value = None
+        self.refreshed_at: float | None = None
+        self.pending = None
+
+    def __call__(self):
+        now = self.clock.seconds()
+        if self.pending is None and (self.refreshed_at is None or now - self.refreshed_at >= self.max_age):
+            self.refresh()
+        return self.value
+
+    def refresh(self):
+        """Start a refresh now unless one is running; returns its Deferred."""
+        if self.pending is not None:
+            return self.pending
+        self.refreshed_at = self.clock.seconds()
+        d = self.pending = self.run_blocking(self.compute)
+
+        def done(result):
+            self.pending = None
+            if isinstance(result, Failure):
+                self.value = None
+                log.warning("metrics: cannot refresh %s: %s", getattr(self.compute, "__name__", "a value"),
+                            result.getErrorMessage())
+            else:
+                self.value = result
+            return None
+
+        d.addBoth(done)
+        return d
+
+
+def register_autorecovery(metrics: Metrics, daemon, under_replicated) -> None:
+    """The autorecovery daemon's figures.  ``daemon()`` returns the
+    :class:`~bkctl.wire.autorecovery.service.AutoRecoveryDaemon` (None until
+    it runs: everything reads 0); ``under_replicated`` is a callable returning
+    the number of marked ledgers or None (a :class:`Refreshed`).  Names follow
+    Java's ReplicationStats, lower-cased, where Java has one."""
+
+    def stat(name):
+        def read():
+            d = daemon()
+            return getattr(d.stats, name) if d is not None else 0
+        return read
+
+    metrics.gauge("autorecovery_num_under_replicated_ledgers",
+                  "Ledgers marked under-replicated in ZooKeeper (refreshed at most every few seconds).",
+                  under_replicated)
+    metrics.gauge("autorecovery_is_auditor", "1 while this bookie's autorecovery daemon is the elected auditor.",
+                  lambda: int(bool(daemon() is not None and daemon().is_auditor)))
+    for name, field, help_text in (
+            ("autorecovery_elections_won_total", "elections_won", "Auditor elections this daemon won."),
+            ("autorecovery_audits_total", "audits", "Audits of lost bookies run by this daemon's auditor."),
+            ("autorecovery_ledgers_marked_total", "ledgers_marked",
+             "Ledgers this daemon's auditor marked under-replicated."),
+            ("autorecovery_num_full_or_partial_ledgers_replicated_total", "ledgers_rereplicated",
+             "Ledgers this daemon's worker re-replicated."),
+            ("autorecovery_num_entries_written_total", "entries_rereplicated",
+             "Entries this daemon's worker copied to new bookies."),
+            ("autorecovery_num_bytes_written_total", "bytes_rereplicated",
+             "Bytes of entries this daemon's worker copied to new bookies."),
+            ("autorecovery_rereplicate_failures_total", "failures",
+             "Re-replications of a ledger by this daemon's worker that failed.")):
+        metrics.counter(name, help_text, stat(field))
+
+    def recovery():
+        d = daemon()
+        return (d.stats.recovery_seconds_sum, d.stats.recovery_seconds_count) if d is not None else (0.0, 0)
+
+    metrics.summary("autorecovery_ledger_recovery_seconds",
+                    "From a ledger's under-replication mark (the ctime the auditor wrote into it) to this "
+                    "daemon's worker deleting the mark once the ledger was re-replicated (two hosts' clocks).",
+                    recovery)

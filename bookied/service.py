@@ -338,6 +338,13 @@ class BookieService:
                 lambda: sum(s.cached_bytes for s in self.stores))
         m.gauge("bookie_disk_usage_ratio", "Fullest journal/ledger filesystem (0..1).", self.disk_usage)
         m.gauge("bookie_read_only", "1 when the bookie is read-only.", lambda: int(self.is_readonly()))
+        if self.cfg.auto_recovery_daemon_enabled:
+            from .metrics import Refreshed, register_autorecovery
+
+            count = Refreshed(lambda: self.zk.count_underreplicated(), clock=self.reactor,
+                              run_blocking=lambda fn: threads.deferToThreadPool(
+                                  self.reactor, self.reactor.getThreadPool(), fn))
+            register_autorecovery(m, lambda: self.autorecovery, count)
 
     def is_readonly(self) -> bool:
         return bool(self.bookie and self.bookie.readonly)

@@ -88,6 +88,10 @@ class AutoRecoveryStats:
     bytes_rereplicated: int = 0
     failures: int = 0
     elections_won: int = 0
+    #: seconds from each re-replicated ledger's mark (its ctime) to the worker deleting it, summed
+    recovery_seconds_sum: float = 0.0
+    #: how many ledgers recovery_seconds_sum covers (marks without a ctime are not counted)
+    recovery_seconds_count: int = 0
     #: the figures of the last replicas check (see Auditor.replicas_check)
     last_replicas_check: dict | None = None
 

@@ -76,6 +76,8 @@ class ReplicationWorker:
         self._loop: defer.Deferred | None = None
         #: the ledger being re-replicated now, if any
         self.current: int | None = None
+        #: ledger id -> its mark's ctime (ms), while this worker holds its lock
+        self._marked_at: dict[int, int | None] = {}
 
     def start(self) -> None:
         self.running = True
@@ -129,10 +131,13 @@ class ReplicationWorker:
                 await run(self.store.release_underreplicated_ledger, mark.ledger_id)
                 break
             self.current = mark.ledger_id
+            self._marked_at[mark.ledger_id] = mark.ctime
             try:
                 await self.rereplicate(mark.ledger_id, version)
             finally:
                 self.current = None
+                if mark.ledger_id not in self.held:
+                    self._marked_at.pop(mark.ledger_id, None)
 
     async def rereplicate(self, ledger_id: int, version: int) -> str:
         """Re-replicate one locked ledger; returns what happened: ``replicated``,
@@ -188,7 +193,19 @@ class ReplicationWorker:
                      ", ".join(sorted(lost)), time.monotonic() - started)
             if self.stats is not None:
                 self.stats.ledgers_rereplicated += 1
+                self._record_recovery_time(ledger_id)
         return "replicated" if lost else "clean"
+
+    def _record_recovery_time(self, ledger_id: int) -> None:
+        """Mark's ctime (the marking host's clock) to now (ours); skipped when the
+        mark has no ctime or the clocks disagree so much that it is negative."""
+        ctime = self._marked_at.pop(ledger_id, None)
+        if ctime is None:
+            return
+        waited = self.reactor.seconds() - ctime / 1000.0
+        if waited >= 0:
+            self.stats.recovery_seconds_sum += waited
+            self.stats.recovery_seconds_count += 1
 
     def _registered(self) -> set[str]:
         return set(self.store.writable_bookies()) | set(self.store.readonly_bookies())
@@ -223,6 +240,7 @@ class ReplicationWorker:
 
     def _release(self, ledger_id: int) -> None:
         self.held.pop(ledger_id, None)
+        self._marked_at.pop(ledger_id, None)
         self.client.run_blocking(self.store.release_underreplicated_ledger, ledger_id).addErrback(
             lambda f: log.warning("ledger %d: could not release its lock: %s", ledger_id, f.getErrorMessage()))
         self.wake()
