@@ -31,8 +31,15 @@ class App:
 
     # -- connections ---------------------------------------------------------
     def require_uri(self) -> str:
+        """The metadata service URI, checked by the parser the store uses (bad: exit 2)."""
         if not self.metadata_uri:
             raise CommandError("no cluster given: use --metadata-uri/-m, $BKCTL_METADATA_URI or --cluster", USAGE)
+        from bkctl.wire.layout import MetadataServiceURI, MetadataServiceURIError
+
+        try:
+            MetadataServiceURI.parse(self.metadata_uri)
+        except MetadataServiceURIError as e:
+            raise CommandError(str(e), USAGE) from None
         return self.metadata_uri
 
     @property

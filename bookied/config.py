@@ -41,23 +41,27 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bkctl.wire.bookieid import bookie_id_problem
 from bkctl.wire.errors import BKError
+from bkctl.wire.layout import (
+    MetadataServiceURI,
+    MetadataServiceURIError,
+    root_path_problem,
+    zk_server_problem,
+)
 
 __all__ = [
     "BookieConfig",
     "ConfigError",
     "IGNORED_KEYS",
-    "MetadataServiceUri",
     "OPTIONS",
     "OPTIONS_BY_NAME",
     "Option",
     "Resolver",
     "SECTIONS",
     "find_option",
-    "format_metadata_service_uri",
     "load_config",
     "load_config_text",
-    "parse_metadata_service_uri",
     "read_properties",
     "render_config",
     "resolve_bookie_address",
@@ -125,26 +129,15 @@ def _bad(key: str, value: str, problem: str, origin: _Origin | None = None) -> C
 # --------------------------------------------------------------------------
 # Value checks used by the schema
 
-_BOOKIE_ID_RE = re.compile(r"[A-Za-z0-9\x3a-\x5f.\-]+")
-
-
-def _bookie_id_problem(value: str) -> str | None:
-    if not _BOOKIE_ID_RE.fullmatch(value):
-        return ("is not a valid bookie id (allowed: letters, digits, "
-                "ASCII ':' to '_', '.' and '-')")
-    if value.lower() == "readonly":
-        return "is reserved and cannot be a bookie id"
-    return None
-
-
 def _check_bookie_id(value: str) -> None:
-    problem = _bookie_id_problem(value)
+    problem = bookie_id_problem(value)
     if problem:
         raise _Invalid(problem)
 
 
 def _check_advertised_address(value: str) -> None:
-    if not _BOOKIE_ID_RE.fullmatch(value):
+    # the address becomes the host part of the bookie id host:port
+    if bookie_id_problem(f"{value}:3181"):
         raise _Invalid("contains characters not allowed in a bookie id "
                        "(letters, digits, ASCII ':' to '_', '.' and '-')")
 
@@ -155,32 +148,26 @@ def _check_no_blanks(value: str) -> None:
 
 
 def _check_zk_path(value: str) -> None:
-    if not value.startswith("/"):
-        raise _Invalid("must be an absolute ZooKeeper path starting with '/'")
-    if value == "/" or value.endswith("/"):
-        raise _Invalid("must not end with '/'")
-    if "//" in value:
-        raise _Invalid("must not contain an empty path component")
-    _check_no_blanks(value)
-
-
-_HOST_PORT_RE = re.compile(r"(?P<host>.*?)(?::(?P<port>\d+))?")
+    problem = root_path_problem(value)
+    if problem:
+        raise _Invalid(problem)
 
 
 def _check_zk_server(value: str) -> None:
-    if any(ch.isspace() for ch in value) or any(ch in value for ch in ";/"):
-        raise _Invalid("is not a host[:port] ZooKeeper server")
-    match = _HOST_PORT_RE.fullmatch(value)
-    assert match is not None
-    if not match.group("host"):
-        raise _Invalid("is not a host[:port] ZooKeeper server")
-    port = match.group("port")
-    if port is not None and not 0 < int(port) <= 65535:
-        raise _Invalid("has a port outside 1..65535")
+    problem = zk_server_problem(value)
+    if problem:
+        raise _Invalid(problem)
 
 
 def _check_metadata_uri(value: str) -> None:
     _parse_uri(value)
+
+
+def _parse_uri(value: str) -> MetadataServiceURI:
+    try:
+        return MetadataServiceURI.parse(value)
+    except MetadataServiceURIError as exc:
+        raise _Invalid(exc.problem) from None
 
 
 # --------------------------------------------------------------------------
@@ -843,78 +830,6 @@ def _read_text(path: str | os.PathLike[str]) -> str:
 
 
 # --------------------------------------------------------------------------
-# Metadata service URI
-
-
-_URI_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://(?P<hosts>[^/]*)(?P<path>/.*)?")
-_ZK_LAYOUTS = ("hierarchical", "longhierarchical", "flat", "null")
-
-
-@dataclass(frozen=True)
-class MetadataServiceUri:
-    """A parsed ``zk[+layout]://host:port;host:port/path`` metadata service URI."""
-
-    scheme: str                 # always "zk" for now
-    layout: str                 # ledger manager layout: hierarchical unless the URI says otherwise
-    servers: tuple[str, ...]    # host:port elements
-    ledgers_root_path: str
-
-    @property
-    def zk_connect_string(self) -> str:
-        """Servers as ZooKeeper/kazoo take them: ``host1:2181,host2:2181``."""
-        return ",".join(self.servers)
-
-    def __str__(self) -> str:
-        return format_metadata_service_uri(self.servers, self.ledgers_root_path, self.layout)
-
-
-def format_metadata_service_uri(servers: Sequence[str], root: str,
-                                layout: str = "hierarchical") -> str:
-    """The URI Java derives from zkServers and zkLedgersRootPath."""
-    return f"zk+{layout}://{';'.join(servers)}{root}"
-
-
-def parse_metadata_service_uri(uri: str) -> MetadataServiceUri:
-    """Parse a metadataServiceUri such as ``zk+hierarchical://zk1:2181;zk2:2181/ledgers``.
-
-    Hosts may be separated by ``;`` (Java's form) or ``,``.  Raises ``ConfigError``.
-    """
-    try:
-        return _parse_uri(uri)
-    except _Invalid as exc:
-        raise ConfigError(f"metadataServiceUri: {uri!r} {exc}", key="metadataServiceUri",
-                          value=uri) from None
-
-
-def _parse_uri(uri: str) -> MetadataServiceUri:
-    match = _URI_RE.fullmatch(uri.strip())
-    if not match:
-        raise _Invalid("is not a metadata service URI such as zk+hierarchical://zk1:2181/ledgers")
-    scheme, _, layout = match.group("scheme").lower().partition("+")
-    if scheme != "zk":
-        raise _Invalid(f"uses metadata driver {scheme!r}; bookied supports only ZooKeeper (zk)")
-    layout = layout or "hierarchical"
-    if layout not in _ZK_LAYOUTS:
-        raise _Invalid(f"names unknown ledger layout {layout!r} (known: {', '.join(_ZK_LAYOUTS)})")
-    servers = tuple(s.strip() for s in re.split(r"[;,]", match.group("hosts")) if s.strip())
-    if not servers:
-        raise _Invalid("names no ZooKeeper server")
-    for server in servers:
-        try:
-            _check_zk_server(server)
-        except _Invalid as exc:
-            raise _Invalid(f"has server {server!r} that {exc}") from None
-    path = match.group("path") or ""
-    if not path:
-        raise _Invalid("has no ledgers root path (such as /ledgers)")
-    try:
-        _check_zk_path(path)
-    except _Invalid as exc:
-        raise _Invalid(f"has root path {path!r} that {exc}") from None
-    return MetadataServiceUri("zk", layout, servers, path)
-
-
-# --------------------------------------------------------------------------
 # The loaded configuration
 
 
@@ -1031,11 +946,11 @@ class BookieConfig:
     # -- derived views -----------------------------------------------------
 
     @property
-    def metadata(self) -> MetadataServiceUri | None:
+    def metadata(self) -> MetadataServiceURI | None:
         """The parsed metadata service URI, or None when none is configured."""
         if self.metadata_service_uri is None:
             return None
-        return parse_metadata_service_uri(self.metadata_service_uri)
+        return MetadataServiceURI.parse(self.metadata_service_uri)
 
     @property
     def zk_connect_string(self) -> str | None:
@@ -1218,7 +1133,7 @@ def _build(settings: Mapping[str, _Setting]) -> BookieConfig:
     if uri is not None:
         parsed = _parse_uri(uri)  # already checked by the option
         for key, from_uri in (("zkServers", parsed.servers),
-                              ("zkLedgersRootPath", parsed.ledgers_root_path)):
+                              ("zkLedgersRootPath", parsed.root)):
             if key in explicit and values[key] != from_uri:
                 log.warning("%s: %s %r ignored: metadataServiceUri (%s) takes precedence",
                             origin(key), key, OPTIONS_BY_NAME[key].format_value(values[key]),
@@ -1227,8 +1142,8 @@ def _build(settings: Mapping[str, _Setting]) -> BookieConfig:
                 derived.add(key)
             values[key] = from_uri
     elif values["zkServers"] is not None:
-        values["metadataServiceUri"] = format_metadata_service_uri(
-            values["zkServers"], values["zkLedgersRootPath"])
+        values["metadataServiceUri"] = str(MetadataServiceURI.for_servers(
+            values["zkServers"], values["zkLedgersRootPath"]))
         derived.add("metadataServiceUri")
 
     # Checks across keys.
@@ -1309,8 +1224,9 @@ def render_config(cfg: BookieConfig, *, comments: bool = True,
 
 
 def validate_bookie_id(value: str) -> str:
-    """Return ``value`` if it is a valid bookie id, else raise ``ConfigError``."""
-    problem = _bookie_id_problem(value)
+    """Return ``value`` if it is a valid bookie id (:mod:`bkctl.wire.bookieid`'s
+    rule), else raise ``ConfigError``."""
+    problem = bookie_id_problem(value)
     if problem:
         raise ConfigError(f"bookieId: {value!r} {problem}", key="bookieId", value=value)
     return value
@@ -1431,7 +1347,7 @@ def resolve_bookie_id(cfg: BookieConfig, resolver: Resolver | None = None) -> st
         return validate_bookie_id(cfg.bookie_id)
     host, port = resolve_bookie_address(cfg, resolver)
     ident = f"{host}:{port}"
-    problem = _bookie_id_problem(ident)
+    problem = bookie_id_problem(ident)
     if problem:
         raise ConfigError(f"derived bookie id {ident!r} {problem}; set bookieId",
                           key="bookieId", value=ident)

@@ -22,6 +22,11 @@ __all__ = [
     "LAYOUT_FORMAT_VERSION",
     "LedgerLayout",
     "MetadataServiceURI",
+    "MetadataServiceURIError",
+    "SUPPORTED_URI_MANAGERS",
+    "URI_MANAGERS",
+    "root_path_problem",
+    "zk_server_problem",
     "factory_class_for",
     "manager_for_factory",
     "parse_layout",
@@ -150,19 +155,62 @@ def parse_layout(data: bytes) -> LedgerLayout:
 # ---------------------------------------------------------------------------
 # metadataServiceUri
 # ---------------------------------------------------------------------------
+#: Ledger managers a ``zk+<manager>://`` URI may name in Java 4.17 (``null``:
+#: whatever LAYOUT says, as plain ``zk://``).
 URI_MANAGERS = ("flat", "hierarchical", "longhierarchical", "ms", "null")
+#: Those bkctl and bookied can work with: Java's ``ms`` (a deprecated
+#: MetaStore-backed manager) keeps ledger metadata outside ZooKeeper.
+SUPPORTED_URI_MANAGERS = ("flat", "hierarchical", "longhierarchical", "null")
+_URI = re.compile(r"(?P<scheme>[^:/?#]*)://(?P<authority>[^/?#]*)(?P<path>[^?#]*)(?P<rest>.*)", re.S)
 _HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+)(?::(\d{1,5}))?")
+_EXAMPLE = "zk+hierarchical://zk1:2181;zk2:2181/ledgers"
+
+
+class MetadataServiceURIError(ValueError):
+    """A metadataServiceUri that cannot be used.  ``problem`` is the phrase
+    that follows the quoted URI in the message (``has no ledgers root path``)."""
+
+    def __init__(self, uri: str, problem: str):
+        super().__init__(f"metadata service URI {uri!r} {problem}")
+        self.uri = uri
+        self.problem = problem
+
+
+def root_path_problem(root: str) -> str | None:
+    """None for a usable ledgers root (``/ledgers``, ``/a/b``), else a phrase
+    such as ``must not end with '/'``."""
+    if not root.startswith("/"):
+        return "must be an absolute ZooKeeper path starting with '/'"
+    if root == "/" or root.endswith("/"):
+        return "must not end with '/'"
+    if any(part in ("", ".", "..") for part in root[1:].split("/")):
+        return "must not contain an empty, '.' or '..' component"
+    if any(ch.isspace() or ord(ch) < 0x20 for ch in root):
+        return "must not contain blanks or control characters"
+    return None
+
+
+def zk_server_problem(server: str) -> str | None:
+    """None for a ``host[:port]`` ZooKeeper server (``[v6]:port`` too), else a phrase."""
+    host = _HOST.fullmatch(server)
+    if host is None:
+        return "is not a host[:port] ZooKeeper server"
+    if host.group(2) is not None and not 0 < int(host.group(2)) < 65536:
+        return "has a port outside 1..65535"
+    return None
 
 
 @dataclass(frozen=True)
 class MetadataServiceURI:
-    """``zk+<manager>://h1:2181;h2:2181/ledgers``.
+    """``zk+<manager>://h1:2181;h2:2181/ledgers``, parsed as Java's metadata drivers read it.
 
-    * ``scheme``: the metadata backend, always ``"zk"`` here;
-    * ``manager``: ``flat``, ``hierarchical``, ``longhierarchical``, ``ms`` or
-      ``null`` (plain ``zk://``: use whatever LAYOUT says);
-    * ``hosts``: kazoo connect string, ``"h1:2181,h2:2181"``;
-    * ``root``: the ledgers root, ``/ledgers`` when the URI has no path.
+    * ``scheme``: the metadata backend, always ``"zk"``;
+    * ``manager``: ``flat``, ``hierarchical``, ``longhierarchical`` or
+      ``null`` (plain ``zk://`` or ``zk+null://``: use whatever LAYOUT says);
+    * ``hosts``: the servers as ZooKeeper takes them, ``"h1:2181,h2:2181"``
+      (the URI separates them with ``;`` or ``,``; a server without a port
+      gets ZooKeeper's 2181);
+    * ``root``: the ledgers root, the URI's path, which it must have.
 
     ``str()`` gives ``zk+<manager>://h1:2181;h2:2181/root`` (``zk://`` for
     ``null``), which :meth:`parse` reads back to an equal object.
@@ -175,41 +223,59 @@ class MetadataServiceURI:
 
     @classmethod
     def parse(cls, uri: str) -> "MetadataServiceURI":
-        if not isinstance(uri, str) or "://" not in uri:
-            raise ValueError(f"invalid metadata service URI {uri!r}: expected zk+<manager>://host:port/root")
-        scheme_part, rest = uri.split("://", 1)
-        backend, plus, manager = scheme_part.lower().partition("+")
+        """Raises :class:`MetadataServiceURIError` (a ValueError) saying what is wrong."""
+        if not isinstance(uri, str):
+            raise MetadataServiceURIError(repr(uri), "is not a string")
+        m = _URI.fullmatch(uri.strip())
+        if m is None:
+            raise MetadataServiceURIError(uri, f"is not a metadata service URI such as {_EXAMPLE}")
+        backend, plus, manager = m.group("scheme").lower().partition("+")
         if backend != "zk":
-            raise ValueError(f"invalid metadata service URI {uri!r}: only the zk backend is supported, not {backend!r}")
+            raise MetadataServiceURIError(
+                uri, f"uses metadata driver {backend or m.group('scheme')!r}; only ZooKeeper (zk) is supported")
         if not plus:
             manager = "null"
         if manager not in URI_MANAGERS:
-            raise ValueError(
-                f"invalid metadata service URI {uri!r}: unknown ledger manager {manager!r}"
-                f" (one of {', '.join(URI_MANAGERS)})"
-            )
-        authority, slash, path = rest.partition("/")
-        if "?" in rest or "#" in rest:
-            raise ValueError(f"invalid metadata service URI {uri!r}: query strings and fragments are not allowed")
+            raise MetadataServiceURIError(
+                uri, f"names unknown ledger manager {manager!r} (known: {', '.join(URI_MANAGERS)})")
+        if manager not in SUPPORTED_URI_MANAGERS:
+            raise MetadataServiceURIError(
+                uri, f"names ledger manager {manager!r} (Java's deprecated MetaStore manager), which "
+                     f"bkctl and bookied do not support (use {', '.join(SUPPORTED_URI_MANAGERS)})")
+        if m.group("rest"):
+            raise MetadataServiceURIError(uri, f"has a query or fragment ({m.group('rest')!r}), "
+                                               "which a metadata service URI does not take")
+        authority = m.group("authority")
         hosts = []
         for item in re.split(r"[;,]", authority):
             item = item.strip()
             if not item:
-                raise ValueError(f"invalid metadata service URI {uri!r}: empty host in {authority!r}")
-            m = _HOST.fullmatch(item)
-            if not m or (m.group(2) is not None and not 0 < int(m.group(2)) < 65536):
-                raise ValueError(f"invalid metadata service URI {uri!r}: bad host:port {item!r}")
+                what = "names no ZooKeeper server" if not authority.strip() else f"has an empty server in {authority!r}"
+                raise MetadataServiceURIError(uri, what)
+            problem = zk_server_problem(item)
+            if problem:
+                raise MetadataServiceURIError(uri, f"has server {item!r} that {problem}")
             hosts.append(item)
-        root = ("/" + path).rstrip("/") if slash else ""
+        root = m.group("path")
         if not root:
-            root = DEFAULT_LEDGERS_ROOT
-        if "//" in root:
-            raise ValueError(f"invalid metadata service URI {uri!r}: bad path {root!r}")
+            raise MetadataServiceURIError(
+                uri, f"has no ledgers root path (such as /ledgers in {_EXAMPLE}); "
+                     "Java would put the cluster at the ZooKeeper root")
+        problem = root_path_problem(root)
+        if problem:
+            raise MetadataServiceURIError(uri, f"has root path {root!r} that {problem}")
         return cls("zk", manager, ",".join(hosts), root)
 
+    @classmethod
+    def for_servers(cls, servers, root: str = DEFAULT_LEDGERS_ROOT,
+                    manager: str = "hierarchical") -> "MetadataServiceURI":
+        """The URI Java derives from zkServers and zkLedgersRootPath (checked like a parsed one)."""
+        return cls.parse(f"zk+{manager}://{';'.join(servers)}{root}")
+
     @property
-    def servers(self) -> list[str]:
-        return self.hosts.split(",")
+    def servers(self) -> tuple[str, ...]:
+        """``("h1:2181", "h2:2181")``."""
+        return tuple(self.hosts.split(","))
 
     @property
     def layout_manager(self) -> str | None:
@@ -219,4 +285,3 @@ class MetadataServiceURI:
     def __str__(self) -> str:
         scheme = self.scheme if self.manager == "null" else f"{self.scheme}+{self.manager}"
         return f"{scheme}://{self.hosts.replace(',', ';')}{self.root}"
-

@@ -48,6 +48,7 @@ from kazoo.retry import KazooRetry
 from . import paths as P
 from .cookie import Cookie, parse_cookie
 from .errors import BKError, CodecError, Conflict, NotFound, Unreachable
+from .bookieid import is_valid_bookie_id
 from .layout import LedgerLayout, MetadataServiceURI
 from .metadata import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
 from .serviceinfo import BookieServiceInfo
@@ -81,7 +82,6 @@ __all__ = [
 #: anything at or above this as an overflow of the 31-bit id space.
 _SEQ_OVERFLOW = 2**31 - 1
 _KEEP_HOB_NODES = 3
-_BOOKIE_ID = re.compile(r"[A-Za-z0-9:-_.\-]+")
 
 
 # ---------------------------------------------------------------------------
@@ -203,15 +203,6 @@ class UnderreplicatedMark(NamedTuple):
     ctime: int | None
 
 
-def is_valid_bookie_id(bookie_id: str) -> bool:
-    """BookKeeper's rule: ``[A-Za-z0-9]``, ``:`` to ``_``, ``.`` and ``-``; never ``readonly``."""
-    return (
-        isinstance(bookie_id, str)
-        and bookie_id.lower() != P.READONLY
-        and _BOOKIE_ID.fullmatch(bookie_id) is not None
-    )
-
-
 def _check_bookie_id(bookie_id: str) -> str:
     if not is_valid_bookie_id(bookie_id):
         raise ValueError(f"invalid bookie id {bookie_id!r}")
@@ -280,7 +271,7 @@ class ZKMetadataStore:
         self.uri = uri
         self._parsed = MetadataServiceURI.parse(uri)
         self.hosts: str = self._parsed.hosts
-        self.root: str = self._parsed.root.rstrip("/") or P.DEFAULT_ROOT
+        self.root: str = self._parsed.root
         configured = self._parsed.layout_manager
         if configured is not None and configured not in P.MANAGERS:
             raise ValueError(f"ledger manager {configured!r} is not supported by this store "

@@ -23,13 +23,11 @@ from bkctl.bookied.config import (
     find_option,
     load_config,
     load_config_text,
-    parse_metadata_service_uri,
     read_properties,
     render_config,
     resolve_bookie_address,
     resolve_bookie_id,
     resolve_listen_host,
-    validate_bookie_id,
 )
 
 LOGGER = "bookied.config"
@@ -462,9 +460,12 @@ def test_error_message_format(tmp_path, monkeypatch):
     ("zkLedgersRootPath", "/ledgers/", "must not end with '/'"),
     ("zkServers", "zk1:2181,zk 2", "is not a host[:port]"),
     ("zkServers", "zk1:99999", "port outside 1..65535"),
-    ("metadataServiceUri", "etcd://etcd1:2379/ledgers", "supports only ZooKeeper"),
+    ("metadataServiceUri", "etcd://etcd1:2379/ledgers", "only ZooKeeper (zk) is supported"),
     ("metadataServiceUri", "zk+hierarchical://zk1:2181,zk2:2181/ledgers", "unescaped ','"),
-    ("metadataServiceUri", "zk+weird://zk1:2181/ledgers", "unknown ledger layout"),
+    ("metadataServiceUri", "zk+weird://zk1:2181/ledgers", "unknown ledger manager 'weird'"),
+    ("metadataServiceUri", "zk+ms://zk1:2181/ledgers", "do not support"),
+    ("metadataServiceUri", "zk://zk1:2181/ledgers?timeout=5", "has a query"),
+    ("metadataServiceUri", "zk://zk1:2181/ledgers/", "must not end with '/'"),
     ("metadataServiceUri", "zk+hierarchical://zk1:2181", "no ledgers root path"),
     ("metadataServiceUri", "zk+hierarchical:///ledgers", "names no ZooKeeper server"),
     ("metadataServiceUri", "localhost:2181", "is not a metadata service URI"),
@@ -524,7 +525,7 @@ def test_uri_derived_from_zk_servers():
     assert cfg.zk_connect_string == "zk1:2181,zk2:2181"
     meta = cfg.metadata
     assert meta is not None
-    assert (meta.layout, meta.servers, meta.ledgers_root_path) == (
+    assert (meta.manager, meta.servers, meta.root) == (
         "hierarchical", ("zk1:2181", "zk2:2181"), "/bk/ledgers")
 
 
@@ -561,14 +562,14 @@ def test_consistent_zk_keys_do_not_warn(caplog):
     assert not caplog.records
 
 
-@pytest.mark.parametrize("uri, layout", [
-    ("zk://zk1:2181/ledgers", "hierarchical"),
+@pytest.mark.parametrize("uri, manager", [
+    ("zk://zk1:2181/ledgers", "null"),  # as Java: the manager comes from LAYOUT
     ("ZK+LongHierarchical://zk1:2181/ledgers", "longhierarchical"),
     ("zk+null://zk1:2181/ledgers", "null"),
 ])
-def test_uri_layouts(uri, layout):
-    parsed = parse_metadata_service_uri(uri)
-    assert parsed.layout == layout
+def test_uri_managers(uri, manager):
+    parsed = load_config_text(f"metadataServiceUri={uri}").metadata
+    assert parsed.manager == manager
     assert parsed.servers == ("zk1:2181",)
 
 
@@ -694,20 +695,6 @@ def test_real_loopback_interface():
         resolve_bookie_id(cfg.with_overrides({"allowLoopback": "false"}))
     with pytest.raises(ConfigError, match="no such network interface"):
         resolve_bookie_id(cfg.with_overrides({"listeningInterface": "nosuchif0"}))
-
-
-@pytest.mark.parametrize("ident", [
-    "bookie-1", "10.0.0.1:3181", "bk_1.example.com:3181", "fe80::1:3181", "BK@[zone]",
-    "a\\b", "read-only", "readonly1",
-])
-def test_valid_bookie_ids(ident):
-    assert validate_bookie_id(ident) == ident
-
-
-@pytest.mark.parametrize("ident", ["", "readonly", "READONLY", "a b", "a/b", "a,b", "caf\u00e9", "a#b"])
-def test_invalid_bookie_ids(ident):
-    with pytest.raises(ConfigError, match="bookieId"):
-        validate_bookie_id(ident)
 
 
 # ---------------------------------------------------------------------------
@@ -848,7 +835,8 @@ def test_lines_without_key_and_include_directives_warn(caplog):
     assert "f:2: 'include' directives are not supported" in caplog.text
 
 
-def test_parse_metadata_service_uri_raises_config_error():
+def test_an_invalid_uri_override_is_a_config_error():
     with pytest.raises(ConfigError, match="metadataServiceUri: 'http://x/y' uses metadata driver 'http'"):
-        parse_metadata_service_uri("http://x/y")
-    assert str(parse_metadata_service_uri("zk://a:1,b:2/l")) == "zk+hierarchical://a:1;b:2/l"
+        load_config(overrides={"metadataServiceUri": "http://x/y"})
+    cfg = load_config(overrides={"metadataServiceUri": "zk://a:1,b:2/l"})
+    assert str(cfg.metadata) == "zk://a:1;b:2/l" and cfg.zk_servers == ("a:1", "b:2")

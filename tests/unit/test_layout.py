@@ -1,20 +1,25 @@
 """LAYOUT znode and metadata service URI (wire/layout.py)."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.golden import VECTORS
+from bkctl.bookied.config import ConfigError, load_config
 from bkctl.wire.errors import CodecError
 from bkctl.wire.layout import (
     FACTORY_CLASSES,
     LedgerLayout,
     MetadataServiceURI,
+    MetadataServiceURIError,
     factory_class_for,
     manager_for_factory,
     parse_layout,
 )
+from bkctl.wire.zkstore import ZKMetadataStore
 
 GOLDEN = (VECTORS / "zk" / "raw" / "ledgers__LAYOUT.bin").read_bytes()
 
@@ -111,52 +116,100 @@ def test_random_layout_bytes_raise_only_codec_error(data):
 def test_uri_from_spec():
     uri = MetadataServiceURI.parse("zk+hierarchical://zk1:2181;zk2:2181/ledgers")
     assert (uri.scheme, uri.manager, uri.hosts, uri.root) == ("zk", "hierarchical", "zk1:2181,zk2:2181", "/ledgers")
-    assert uri.servers == ["zk1:2181", "zk2:2181"]
+    assert uri.servers == ("zk1:2181", "zk2:2181")
     assert uri.layout_manager == "hierarchical"
     assert str(uri) == "zk+hierarchical://zk1:2181;zk2:2181/ledgers"
     assert MetadataServiceURI.parse(str(uri)) == uri
 
 
-@pytest.mark.parametrize(
-    "text,manager,hosts,root,canonical",
-    [
-        ("zk://127.0.0.1:2181/ledgers", "null", "127.0.0.1:2181", "/ledgers", "zk://127.0.0.1:2181/ledgers"),
-        ("zk+null://h:2181/ledgers", "null", "h:2181", "/ledgers", "zk://h:2181/ledgers"),
-        ("zk+flat://h1:1,h2:2", "flat", "h1:1,h2:2", "/ledgers", "zk+flat://h1:1;h2:2/ledgers"),
-        ("zk+longhierarchical://h/", "longhierarchical", "h", "/ledgers", "zk+longhierarchical://h/ledgers"),
-        ("zk+ms://h:2181/a/b/", "ms", "h:2181", "/a/b", "zk+ms://h:2181/a/b"),
-        ("ZK+Hierarchical://h:2181/bk", "hierarchical", "h:2181", "/bk", "zk+hierarchical://h:2181/bk"),
-        ("zk+hierarchical://[::1]:2181/ledgers", "hierarchical", "[::1]:2181", "/ledgers",
-         "zk+hierarchical://[::1]:2181/ledgers"),
-    ],
-)
+# One parser for bkctl, bookied's config and the metadata store: (URI, manager,
+# ZooKeeper connect string, ledgers root, canonical form).  The first four rows
+# are where bookied's config and this module used to disagree.
+GOOD_URIS = [
+    # plain zk:// is Java's +null: the manager comes from LAYOUT (was "hierarchical" in bookied)
+    ("zk://h/ledgers", "null", "h", "/ledgers", "zk://h/ledgers"),
+    ("zk://127.0.0.1:2181/ledgers", "null", "127.0.0.1:2181", "/ledgers", "zk://127.0.0.1:2181/ledgers"),
+    ("zk+null://h:2181/ledgers", "null", "h:2181", "/ledgers", "zk://h:2181/ledgers"),
+    ("zk+flat://h1:1,h2:2/bk", "flat", "h1:1,h2:2", "/bk", "zk+flat://h1:1;h2:2/bk"),
+    ("zk+hierarchical://zk1:2181;zk2:2181;zk3/ledgers", "hierarchical", "zk1:2181,zk2:2181,zk3",
+     "/ledgers", "zk+hierarchical://zk1:2181;zk2:2181;zk3/ledgers"),
+    ("zk+longhierarchical://h/a/b", "longhierarchical", "h", "/a/b", "zk+longhierarchical://h/a/b"),
+    ("ZK+Hierarchical://h:2181/bk", "hierarchical", "h:2181", "/bk", "zk+hierarchical://h:2181/bk"),
+    ("zk+hierarchical://[::1]:2181/ledgers", "hierarchical", "[::1]:2181", "/ledgers",
+     "zk+hierarchical://[::1]:2181/ledgers"),
+    (" zk://h:1/l ", "null", "h:1", "/l", "zk://h:1/l"),
+]
+
+BAD_URIS = [
+    # no root: Java would use the ZooKeeper root itself (was defaulted to /ledgers here)
+    ("zk+flat://h1:1,h2:2", "has no ledgers root path"),
+    ("zk://h:2181/", "must not end with '/'"),
+    # zk+ms is Java's (deprecated MetaStore manager) but nothing here can use it (was accepted here)
+    ("zk+ms://h:2181/ledgers", "do not support"),
+    # a query string used to pass bookied's check and fail at start
+    ("zk://h:1/ledgers?x=1", "has a query or fragment"),
+    ("zk://h:1/ledgers#frag", "has a query or fragment"),
+    ("h1:2181/ledgers", "is not a metadata service URI"),
+    ("etcd://h:2379/ledgers", "uses metadata driver 'etcd'"),
+    ("zk+bogus://h:2181/ledgers", "unknown ledger manager 'bogus'"),
+    ("zk+legacyhierarchical://h:2181/ledgers", "unknown ledger manager"),
+    ("zk+hierarchical+x://h:2181/ledgers", "unknown ledger manager"),
+    ("zk://", "names no ZooKeeper server"),
+    ("zk:///ledgers", "names no ZooKeeper server"),
+    ("zk://h1;;h2/ledgers", "empty server"),
+    ("zk://h:99999/ledgers", "port outside 1..65535"),
+    ("zk://h:0/ledgers", "port outside 1..65535"),
+    ("zk://h:port/ledgers", "not a host[:port]"),
+    ("zk://h a:1/ledgers", "not a host[:port]"),
+    ("zk://user@h:1/ledgers", "not a host[:port]"),
+    ("zk://h:1/a//b", "empty, '.' or '..' component"),
+    ("zk://h:1/a/../b", "empty, '.' or '..' component"),
+    ("zk://h:1/led gers", "blanks"),
+]
+
+
+@pytest.mark.parametrize("text,manager,hosts,root,canonical", GOOD_URIS)
 def test_uri_variants(text, manager, hosts, root, canonical):
     uri = MetadataServiceURI.parse(text)
     assert (uri.scheme, uri.manager, uri.hosts, uri.root) == ("zk", manager, hosts, root)
+    assert uri.servers == tuple(hosts.split(","))
     assert str(uri) == canonical
     assert MetadataServiceURI.parse(str(uri)) == uri
     assert uri.layout_manager == (None if manager == "null" else manager)
 
 
-@pytest.mark.parametrize(
-    "text,pattern",
-    [
-        ("h1:2181/ledgers", "expected zk"),
-        ("etcd://h:2379/ledgers", "only the zk backend"),
-        ("zk+bogus://h:2181/ledgers", "unknown ledger manager 'bogus'"),
-        ("zk+legacyhierarchical://h:2181/ledgers", "unknown ledger manager"),
-        ("zk://", "empty host"),
-        ("zk://h1;;h2/ledgers", "empty host"),
-        ("zk://h:99999/ledgers", "bad host:port"),
-        ("zk://h:port/ledgers", "bad host:port"),
-        ("zk://h a:1/ledgers", "bad host:port"),
-        ("zk://h:1/a//b", "bad path"),
-        ("zk://h:1/ledgers?x=1", "query"),
-    ],
-)
+@pytest.mark.parametrize("text,pattern", BAD_URIS)
 def test_bad_uris(text, pattern):
-    with pytest.raises(ValueError, match=pattern):
+    with pytest.raises(MetadataServiceURIError, match=re.escape(pattern)) as info:
         MetadataServiceURI.parse(text)
+    assert str(info.value).startswith(f"metadata service URI {text!r} ")
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("text,manager,hosts,root,canonical", GOOD_URIS)
+def test_bookied_config_reads_the_uri_as_the_store_does(text, manager, hosts, root, canonical):
+    cfg = load_config(overrides={"metadataServiceUri": text})
+    assert cfg.metadata == MetadataServiceURI.parse(text)
+    assert (cfg.zk_servers, cfg.zk_ledgers_root_path) == (tuple(hosts.split(",")), root)
+
+
+@pytest.mark.parametrize("text,pattern", BAD_URIS)
+def test_bookied_config_refuses_what_the_store_would(text, pattern):
+    with pytest.raises(ConfigError, match=re.escape(pattern)):
+        load_config(overrides={"metadataServiceUri": text})
+
+
+@pytest.mark.parametrize("text,pattern", BAD_URIS)
+def test_the_metadata_store_refuses_bad_uris_before_connecting(text, pattern):
+    with pytest.raises(ValueError, match=re.escape(pattern)):
+        ZKMetadataStore(text)
+
+
+def test_zk_keys_make_the_uri_java_derives():
+    uri = MetadataServiceURI.for_servers(["a:1", "b"], "/bk")
+    assert str(uri) == "zk+hierarchical://a:1;b/bk"
+    with pytest.raises(MetadataServiceURIError, match="must not end with"):
+        MetadataServiceURI.for_servers(["a:1"], "/bk/")
 
 
 def test_factory_table_is_complete():
