@@ -48,8 +48,12 @@ def _lac_of_body(body: bytes) -> int:
 
 class Bookie:
     def __init__(self, journals, stores, *, clock, max_frame_size: int = 5 * 1024 * 1024,
-                 allow_high_priority_writes_when_readonly: bool = True):
+                 allow_high_priority_writes_when_readonly: bool = True, journal_write_data: bool = True):
         self.journals = list(journals)
+        #: journalWriteData: False puts entries in the entry store only and
+        #: acknowledges them at once (durable at the next checkpoint), as Java's
+        #: bookie does; master keys and fences are still journaled.
+        self.journal_write_data = journal_write_data
         self.stores = list(stores)
         self.clock = clock
         self.max_frame_size = max_frame_size
@@ -156,7 +160,8 @@ class Bookie:
             return
         journals = self.journals
         journal = journals[ledger_id % len(journals)] if len(journals) > 1 else journals[0]
-        if journal.failed is not None:
+        write_data = self.journal_write_data
+        if write_data and journal.failed is not None:
             callback(RC.EIO)
             return
         try:
@@ -165,20 +170,23 @@ class Bookie:
             callback(RC.ETOOMANYREQUESTS)
             return
 
-        try:
-            journal.append(EntryRecord(ledger_id, entry_id, body), _Durable(self, journal, callback),
-                           sync=not deferred_sync)
-        except JournalFull:
-            callback(RC.ETOOMANYREQUESTS)
-            return
-        except JournalUnavailable as e:
-            callback(RC.EIO)
-            self._journal_failed(journal, e)
-            return
+        if write_data:
+            try:
+                journal.append(EntryRecord(ledger_id, entry_id, body), _Durable(self, journal, callback),
+                               sync=not deferred_sync)
+            except JournalFull:
+                callback(RC.ETOOMANYREQUESTS)
+                return
+            except JournalUnavailable as e:
+                callback(RC.EIO)
+                self._journal_failed(journal, e)
+                return
         lac = _LAC_IN_ENTRY.unpack_from(body, 16)[0] if len(body) >= 24 else -1
         known = self._lac.get(ledger_id)
         if known is None or lac > known:
             self._raise_lac(ledger_id, lac)
+        if not write_data:
+            callback(RC.EOK)
 
     # -- reads -----------------------------------------------------------------
     def get_entry(self, ledger_id: int, entry_id: int) -> bytes | None:

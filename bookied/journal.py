@@ -45,11 +45,12 @@ checkpoints like this: ``m = journal.mark()``; ``entrystore.flush()``;
 ``m`` was already handed to the entry store, so the server must put an entry
 into the entry store *before* (or while, in the same reactor turn as) it
 appends its journal record, never from the journal callback.
-``checkpoint`` writes the mark file atomically and deletes every journal file
-older than the mark's file. On start the bookie replays from the last
-checkpoint (``replay()``), re-applies the records to the entry store (all
-operations are idempotent), then calls ``start()``, which always opens a new
-journal file, as Java does at each restart.
+``checkpoint`` writes the mark file atomically and deletes the journal files
+older than the mark's file, but for the newest ``max_backups`` of them. On
+start the bookie replays from the last checkpoint (``replay()``), re-applies
+the records to the entry store (all operations are idempotent), then calls
+``start()``, which always opens a new journal file, as Java does at each
+restart.
 
 On-disk format (ours, not Java's; version 1)
 --------------------------------------------
@@ -415,7 +416,14 @@ class Journal:
     as soon as the writer is free (records that arrive during an fsync still
     share the next one). ``buffered_writes_threshold``
     (journalBufferedWritesThreshold): write at once when this many bytes are
-    queued. ``max_size_mb`` (journalMaxSizeMB): file roll size.
+    queued; ``buffered_entries_threshold`` (journalBufferedEntriesThreshold):
+    write at once when more than this many records are queued (0: no limit).
+    ``sync_data`` (journalSyncData): False acknowledges a group once it is
+    written, without its fsync (the file is fsynced only when it rolls and at
+    close; a power failure can lose acknowledged records).
+    ``max_backups`` (journalMaxBackups): how many of the files a checkpoint
+    no longer needs it keeps (the newest ones).
+    ``max_size_mb`` (journalMaxSizeMB): file roll size.
     ``max_queue_bytes``: back-pressure bound on queued + in-flight bytes.
     ``preallocate_mb``: posix_fallocate step (0 = off). ``dispatch``: see the
     module doc. ``on_fsync(seconds)``: called after each journal fsync, by
@@ -445,7 +453,8 @@ class Journal:
     call_all = staticmethod(_call_all)
 
     def __init__(self, directory: str, *, max_group_wait_ms: float = 2.0,
-                 buffered_writes_threshold: int = 512 * 1024, max_size_mb: float = 2048,
+                 buffered_writes_threshold: int = 512 * 1024, buffered_entries_threshold: int = 0,
+                 sync_data: bool = True, max_backups: int = 0, max_size_mb: float = 2048,
                  max_queue_bytes: int = 64 * 1024 * 1024, preallocate_mb: float = 16,
                  dispatch: Callable[[list, BaseException | None], None] | None = None,
                  inline: Callable[[Callable[[], None]], None] | None = None,
@@ -456,6 +465,9 @@ class Journal:
         os.makedirs(self.directory, exist_ok=True)
         self.max_group_wait = max(0.0, max_group_wait_ms) / 1000.0
         self.buffered_writes_threshold = max(1, int(buffered_writes_threshold))
+        self.buffered_entries_threshold = max(0, int(buffered_entries_threshold))
+        self.sync_data = bool(sync_data)
+        self.max_backups = max(0, int(max_backups))
         self.max_size = max(HEADER_SIZE + 1, int(max_size_mb * 1024 * 1024))
         self.max_queue_bytes = max(1, int(max_queue_bytes))
         self.preallocate = max(0, int(preallocate_mb * 1024 * 1024))
@@ -596,6 +608,11 @@ class Journal:
             self._thread.join()
             self._thread = None
         if self._fd >= 0:
+            if not self.sync_data and self.failed is None:
+                try:  # what journalSyncData=false left in the page cache
+                    os.fdatasync(self._fd)
+                except OSError as e:
+                    log.error("journal %s: fsync at close failed: %s", self.directory, e)
             os.close(self._fd)
             self._fd = -1
 
@@ -629,7 +646,7 @@ class Journal:
             self._pending_bytes += n
             self._queue_bytes += n
             schedule = self._wake_idle_writer()
-            if self._waiting == _GROUPING and self._queue_bytes >= self.buffered_writes_threshold:
+            if self._waiting == _GROUPING and self._group_is_full():
                 self._cond.notify()
         if schedule is not None:
             schedule(self.commit)
@@ -645,6 +662,15 @@ class Journal:
             schedule = self._wake_idle_writer()
         if schedule is not None:
             schedule(self.commit)
+
+    def _group_is_full(self) -> bool:
+        """With the lock held: whether the queued records make a group without
+        waiting any longer (journalBufferedWritesThreshold bytes, or more than
+        journalBufferedEntriesThreshold records, as Java counts them)."""
+        if self._queue_bytes >= self.buffered_writes_threshold:
+            return True
+        limit = self.buffered_entries_threshold
+        return limit > 0 and len(self._queue) > limit
 
     def _wake_idle_writer(self):
         """With the lock held: get an idle writer going.  Returns the inline
@@ -701,9 +727,9 @@ class Journal:
             if self._started:
                 limit = min(limit, self._file_id)
             removed = False
-            for fid in self.file_ids():
-                if fid >= limit:
-                    break
+            older = [fid for fid in self.file_ids() if fid < limit]
+            # journalMaxBackups: the newest of them stay (never replayed: the mark is past them)
+            for fid in older[:max(0, len(older) - self.max_backups)]:
                 try:
                     os.unlink(os.path.join(self.directory, file_name(fid)))
                     removed = True
@@ -777,7 +803,7 @@ class Journal:
                     return  # closing, nothing left
                 if self.max_group_wait > 0:
                     deadline = self._first_arrival + self.max_group_wait
-                    while self._queue_bytes < self.buffered_writes_threshold and not self._closing:
+                    while not self._group_is_full() and not self._closing:
                         remaining = deadline - time.monotonic()
                         if remaining <= 0:
                             break
@@ -859,6 +885,13 @@ class Journal:
             # every callback of the group, including those of records not reached yet
             self._deliver([cb for _d, cb, _s in batch], e, dispatch)
             return e
+        if not self.sync_data:
+            # journalSyncData=false: written to the page cache is enough (fsyncs only at a roll
+            # and at close); everything is called back now, in order
+            self._durable = LogMark(self._file_id, self._offset)
+            self._count_group(records)
+            self._deliver([cb for _d, cb, _s in batch], None, dispatch)
+            return None
         self._deliver(deferred, None, dispatch)  # DEFERRED_SYNC: written, not yet fsynced
         try:
             self._sync()
@@ -867,13 +900,16 @@ class Journal:
             self._deliver(synced, e, dispatch)
             return e
         self._durable = LogMark(self._file_id, self._offset)
+        self._count_group(records)
+        self._deliver(synced, None, dispatch)
+        return None
+
+    def _count_group(self, records: int) -> None:
         st = self.stats
         st.groups += 1
         st.records += records
         if records > st.max_group_records:
             st.max_group_records = records
-        self._deliver(synced, None, dispatch)
-        return None
 
     def _fail(self, error: BaseException) -> None:
         if isinstance(error, OSError):

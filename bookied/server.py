@@ -68,7 +68,13 @@ class BookieProtocol(protocol.Protocol):
         self.closed = False
         #: True while the client is not taking its answers (see :meth:`pauseProducing`).
         self.paused = False
-        self._backlog: deque = deque()  # requests read but not served while paused
+        self._backlog: deque = deque()  # requests read but not served while paused or throttled
+        #: True while a request waits for an in-progress limit (see :class:`InProgressLimit`).
+        self.throttled = False
+        #: The factory's :class:`InProgressLimit` for adds and for reads (None: no limit).
+        self.adds: InProgressLimit | None = None
+        self.reads: InProgressLimit | None = None
+        self._gate: InProgressLimit | None = None  # taken for the request being dispatched
         self._add_responses = v3.AddResponseEncoder()
         #: (op, rc) -> (request counter, latency histogram) of ``metrics``, once seen
         self._observers: dict = {}
@@ -105,12 +111,52 @@ class BookieProtocol(protocol.Protocol):
 
     def resumeProducing(self):
         self.paused = False
-        if self._backlog:
+        self._drain()
+
+    def _drain(self) -> None:
+        """Serve what was held back, then read again unless paused or throttled anew."""
+        if self._backlog and not self.throttled:
             backlog = list(self._backlog)
             self._backlog.clear()
-            self._serve(backlog)  # may pause again
-        if not self.paused and not self.closed:
+            self._serve(backlog)  # may pause or throttle again
+        if not self.paused and not self.throttled and not self.closed:
             self.transport.resumeProducing()
+
+    # -- in-progress limits (maxAddsInProgressLimit, maxReadsInProgressLimit) ---------
+    def _limit_for(self, kind: str, msg) -> InProgressLimit | None:
+        if kind == "v3":
+            op = msg.header.operation
+            return self.adds if op == _OP.ADD_ENTRY else self.reads if op == _OP.READ_ENTRY else None
+        if len(msg) < 4:
+            return None
+        op = v2.unpack_header(_I32.unpack_from(msg)[0])[1]
+        if op == OpCode.ADD_ENTRY:
+            return self.adds
+        return self.reads if op in (OpCode.READ_ENTRY, OpCode.BATCH_READ_ENTRY) else None
+
+    def _admit(self, limit: InProgressLimit | None) -> bool:
+        """Take a place under ``limit`` for the next request, or stop reading
+        this connection until one is free (Java's bookie turns autoRead off and
+        blocks on its semaphore)."""
+        if limit is None or limit.try_start():
+            self._gate = limit
+            return True
+        self.throttled = True
+        self.transport.pauseProducing()
+        limit.waiting.append(self)
+        return False
+
+    def _unthrottle(self) -> None:
+        """A place is free: serve the held requests (called by the limit)."""
+        self.throttled = False
+        self._drain()
+
+    def _settle(self) -> None:
+        """After a dispatch: a place the request did not use (answered without
+        the bookie: a bad version, a missing field) is given back."""
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.finish()
 
     def stopProducing(self):
         self._backlog.clear()
@@ -129,20 +175,31 @@ class BookieProtocol(protocol.Protocol):
             self._drop(f"bad framing: {self.decoder.failed}")
 
     def _serve(self, payloads: list) -> None:
-        """Answer requests in order; stop and keep the rest once paused."""
+        """Answer requests in order; stop and keep the rest once paused or throttled."""
         detector = self.detector
+        limited = self.adds is not None or self.reads is not None
         for i, payload in enumerate(payloads):
             if self.closed:
                 return
-            if self.paused:
+            if self.paused or self.throttled:
                 self._backlog.extend(payloads[i:])
                 return
             if detector.is_v3 and self.fastpaths:
                 add = _plain_v3_add(payload)
                 if add is not None:
-                    self._v3_plain_add(*add)
+                    if limited:
+                        if not self._admit(self.adds):
+                            self._backlog.extend(payloads[i:])
+                            return
+                        self._v3_plain_add(*add)
+                        self._settle()
+                    else:
+                        self._v3_plain_add(*add)
                     continue
             kind, msg = detector.classify(payload)
+            if limited and not self._admit(self._limit_for(kind, msg if kind == "v3" else payload)):
+                self._backlog.extend(payloads[i:])
+                return
             try:
                 if kind == "v3":
                     self._v3(msg)
@@ -151,6 +208,9 @@ class BookieProtocol(protocol.Protocol):
             except CodecError as e:
                 self._drop(f"undecodable {kind} request: {e}")
                 return
+            finally:
+                if limited:
+                    self._settle()
 
     def _drop(self, why: str) -> None:
         peer = self.transport.getPeer() if self.transport else None
@@ -484,14 +544,86 @@ class _AddReply:
                                                                     self.entry_id)))
 
 
+class InProgressLimit:
+    """maxAddsInProgressLimit or maxReadsInProgressLimit: at most ``limit``
+    requests of one kind in progress (read, not yet answered) over all
+    connections.  A connection whose next request finds no place stops being
+    read and waits in ``waiting``, first come first served, as Java's bookie
+    blocks on a fair semaphore with autoRead off; back-pressure, never an
+    error answer."""
+
+    __slots__ = ("limit", "count", "waiting")
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.count = 0
+        self.waiting: deque = deque()
+
+    def try_start(self) -> bool:
+        if self.count < self.limit:
+            self.count += 1
+            return True
+        return False
+
+    def finish(self) -> None:
+        self.count -= 1
+        while self.waiting and self.count < self.limit:
+            proto = self.waiting.popleft()
+            if not proto.closed:
+                proto._unthrottle()
+
+
+class _Counted:
+    """The bookie as a limited connection sees it: the callback of an add or
+    read that took a place (``proto._gate``) gives the place back when it is
+    called, i.e. once the request is answered."""
+
+    def __init__(self, bookie, proto: BookieProtocol):
+        self._bookie = bookie
+        self._proto = proto
+
+    def __getattr__(self, name):
+        return getattr(self._bookie, name)
+
+    def _counted(self, callback):
+        gate, self._proto._gate = self._proto._gate, None
+        if gate is None:
+            return callback
+
+        def done(*args):
+            gate.finish()
+            callback(*args)
+
+        return done
+
+    def add_entry(self, ledger_id, entry_id, master_key, body, callback, **kw):
+        self._bookie.add_entry(ledger_id, entry_id, master_key, body, self._counted(callback), **kw)
+
+    def read_entry(self, ledger_id, entry_id, callback):
+        self._bookie.read_entry(ledger_id, entry_id, self._counted(callback))
+
+    def fence_and_read(self, ledger_id, entry_id, master_key, callback):
+        self._bookie.fence_and_read(ledger_id, entry_id, master_key, self._counted(callback))
+
+    def batch_read(self, ledger_id, start, max_count, max_size, callback, **kw):
+        self._bookie.batch_read(ledger_id, start, max_count, max_size, self._counted(callback), **kw)
+
+    def wait_lac(self, ledger_id, previous, timeout_ms, callback):
+        self._bookie.wait_lac(ledger_id, previous, timeout_ms, self._counted(callback))
+
+
 class BookieServerFactory(protocol.Factory):
     def __init__(self, bookie, metrics, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, *,
-                 fastpaths: bool | None = None):
+                 fastpaths: bool | None = None, max_adds_in_progress: int = 0,
+                 max_reads_in_progress: int = 0):
         self.bookie = bookie
         self.metrics = metrics
         self.max_frame_size = max_frame_size
         #: Whether new connections use the ADD fast paths (default: the project's switch).
         self.fastpaths = fastpath.ENABLED if fastpaths is None else bool(fastpaths)
+        #: maxAddsInProgressLimit / maxReadsInProgressLimit (None: 0, no limit).
+        self.adds = InProgressLimit(max_adds_in_progress) if max_adds_in_progress > 0 else None
+        self.reads = InProgressLimit(max_reads_in_progress) if max_reads_in_progress > 0 else None
         #: Connections that were written add answers since the last :meth:`send_answers`.
         self.answered: set = set()
 
@@ -517,4 +649,7 @@ class BookieServerFactory(protocol.Factory):
         p = BookieProtocol(self.bookie, self.metrics, self.max_frame_size)
         p.factory = self
         p.fastpaths = self.fastpaths
+        if self.adds is not None or self.reads is not None:
+            p.adds, p.reads = self.adds, self.reads
+            p.bookie = _Counted(self.bookie, p)
         return p

@@ -507,3 +507,96 @@ def test_a_client_that_does_not_read_its_answers_is_not_read_either(env):
     answers = [v2.decode_response(p) for p in FrameDecoder().feed(t.sent)]
     assert [(a.entry_id, a.body[-len(big):] == big) for a in answers] == [(1, True)] * 50 + [(0, False)]
     assert served.value == 51
+
+
+# -- maxAddsInProgressLimit / maxReadsInProgressLimit: back-pressure, not errors -------
+
+def limited_conn(factory):
+    proto = factory.buildProtocol(None)
+    transport = StringTransport()
+    proto.makeConnection(transport)
+    return Conn(proto, transport)
+
+
+@pytest.mark.parametrize("fastpaths", [True, False], ids=["fast", "general"])
+@pytest.mark.parametrize("protocol_version", ["v2", "v3"])
+def test_adds_over_the_in_progress_limit_wait_with_the_connection_unread(env, fastpaths, protocol_version):
+    factory = BookieServerFactory(env.bookie, Metrics(), max_adds_in_progress=2, fastpaths=fastpaths)
+
+    def send_add(c, i):
+        if protocol_version == "v2":
+            add(c, i)
+        else:
+            c.send(v3.serialize(v3.add_request(100 + i, 1, i, KEY, entry(i))))
+
+    a, b = limited_conn(factory), limited_conn(factory)
+    for i in range(3):
+        send_add(a, i)
+    send_add(b, 3)
+    entries = lambda: [r.entry_id for r in env.journal.records if isinstance(r, EntryRecord)]  # noqa: E731
+    assert entries() == [0, 1]  # the third add waits for a place, and so does b's
+    assert a.transport.producerState == "paused" and b.transport.producerState == "paused"
+    assert factory.adds.count == 2
+    env.journal.sync()  # two adds answered: a's third add, then b's, take their places
+    assert len(a.replies()) == 2 and b.replies() == []
+    assert entries() == [0, 1, 2, 3]
+    assert a.transport.producerState == "producing" and b.transport.producerState == "producing"
+    env.journal.sync()
+    assert len(a.replies()) == 1 and len(b.replies()) == 1
+    assert factory.adds.count == 0
+
+
+def test_requests_answered_without_the_bookie_give_their_place_back(env):
+    factory = BookieServerFactory(env.bookie, Metrics(), max_adds_in_progress=1, max_reads_in_progress=1)
+    c = limited_conn(factory)
+    bad = bytearray(v2.AddRequest(2, 0, KEY, entry(0), 1, 0).encode())
+    bad[0] = 7  # version 7: EBADVERSION at once
+    for _ in range(3):
+        c.send(bytes(bad))
+        c.send(v2.ReadRequest(2, 0, 99, 0).encode())  # ENOLEDGER at once
+    assert [r.rc for r in c.v2()] == [RC.EBADVERSION, RC.ENOLEDGER] * 3
+    assert (factory.adds.count, factory.reads.count) == (0, 0)
+    assert c.transport.producerState == "producing"
+
+
+def test_reads_over_the_in_progress_limit_wait_for_a_fencing_read(env):
+    c0 = env.connect()
+    add(c0, 0)
+    env.journal.sync()
+    factory = BookieServerFactory(env.bookie, Metrics(), max_reads_in_progress=1)
+    c = limited_conn(factory)
+    c.send(v2.ReadRequest(2, Flag.DO_FENCING, 1, 0, KEY).encode())  # waits for its fence record
+    c.send(v2.ReadRequest(2, 0, 1, 0).encode())
+    assert c.replies() == [] and c.transport.producerState == "paused"
+    env.journal.sync()
+    fenced, plain = c.v2()
+    assert (fenced.rc, plain.rc) == (RC.EOK, RC.EOK)
+    assert factory.reads.count == 0 and c.transport.producerState == "producing"
+
+
+def test_a_throttled_connection_that_closes_leaves_its_place_to_others(env):
+    factory = BookieServerFactory(env.bookie, Metrics(), max_adds_in_progress=1)
+    a, b, c = limited_conn(factory), limited_conn(factory), limited_conn(factory)
+    add(a, 0)
+    add(b, 1)
+    add(c, 2)
+    b.proto.connectionLost(None)
+    env.journal.sync()  # a's add done: b is gone, c takes the place
+    assert [r.entry_id for r in env.journal.records if isinstance(r, EntryRecord)] == [0, 2]
+    env.journal.sync()
+    assert [r.rc for r in c.v2()] == [RC.EOK] and factory.adds.count == 0
+
+
+def test_without_journal_write_data_adds_skip_the_journal_and_are_answered_at_once(tmp_path):
+    journal = ManualJournal()
+    store = EntryStore(str(tmp_path / "ledgers"))
+    bookie = Bookie([journal], [store], clock=task.Clock(), journal_write_data=False)
+    c = limited_conn(BookieServerFactory(bookie, Metrics()))
+    add(c, 0)
+    [r] = c.v2()
+    assert r.rc == RC.EOK
+    assert journal.records == [MasterKeyRecord(1, KEY)]  # the key is journaled, the entry is not
+    assert store.get_entry(1, 0) == entry(0)
+    c.send(v2.ReadRequest(2, 0, 1, 0).encode())
+    assert c.v2()[0].body == entry(0)
+    store.close()

@@ -749,3 +749,73 @@ def test_kill_minus_9_loses_no_acknowledged_record(jdir):
         r = recs[i]
         assert r.ledger_id == i % 5 and r.data == child_payload(i)
     assert len(files(jdir)) > rounds  # rollovers happened
+
+
+# -- journalSyncData, journalBufferedEntriesThreshold, journalMaxBackups ---------------
+
+def test_without_sync_data_records_are_acknowledged_unsynced_and_synced_at_close(jdir, monkeypatch):
+    syncs = []
+    real = os.fdatasync
+    acks = Acks()
+    j = Journal(jdir, max_group_wait_ms=0, sync_data=False)
+    j.start()
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (syncs.append(len(acks.results)), real(fd)))
+    for i in range(20):
+        j.append(EntryRecord(1, i, payload(i)), acks.cb(i))
+    j.force(acks.cb("force"))
+    res = acks.wait(21)
+    assert [t for t, _ in res] == list(range(20)) + ["force"]  # in order, and FORCE_LEDGER too
+    assert all(err is None for _, err in res)
+    assert syncs == [] and j.stats.fsyncs == 0
+    assert j.mark() > LogMark(j.current_file_id, jmod.HEADER_SIZE)  # checkpoints may pass what is written
+    j.close()
+    assert syncs == [21]  # what the page cache held is made durable at close
+    assert [r.entry_id for r in replay_all(jdir)] == list(range(20))
+
+
+def test_with_sync_data_every_group_is_fsynced_before_its_acks(jdir, monkeypatch):
+    syncs = []
+    real = os.fdatasync
+    acks = Acks()
+    with Journal(jdir, max_group_wait_ms=0) as j:
+        j.start()
+        monkeypatch.setattr(os, "fdatasync", lambda fd: (syncs.append(len(acks.results)), real(fd)))
+        j.append(EntryRecord(1, 0, b"x"), acks.cb(0))
+        acks.wait(1)
+        assert syncs == [0]
+
+
+def test_more_than_buffered_entries_threshold_records_make_a_group_without_waiting(jdir):
+    acks = Acks()
+    # the group wait is a minute: only the entries threshold can end it within the test's wait
+    with Journal(jdir, max_group_wait_ms=60_000, buffered_entries_threshold=3) as j:
+        j.start()
+        for i in range(4):
+            j.append(EntryRecord(1, i, b"x"), acks.cb(i))
+        acks.wait(4, timeout=WAIT)
+        # Java's rule: more than the threshold; three records would have waited for the fourth
+        assert (j.stats.groups, j.stats.max_group_records) == (1, 4)
+
+
+def test_checkpoint_keeps_journal_max_backups_old_files(jdir):
+    acks = Acks()
+    j = Journal(jdir, max_size_mb=1024 / (1024 * 1024), max_group_wait_ms=0, max_backups=2)
+    j.start()
+    for i in range(60):
+        j.append(EntryRecord(1, i, payload(i, 200)), acks.cb(i))
+        acks.wait(i + 1)
+    mark = j.mark()
+    ids = [int(n.split(".")[0], 16) for n in files(jdir)]
+    older = [fid for fid in ids if fid < mark.file_id]
+    assert len(older) > 3
+    j.checkpoint(mark)
+    kept = [int(n.split(".")[0], 16) for n in files(jdir)]
+    assert kept == older[-2:] + [fid for fid in ids if fid >= mark.file_id]
+    j.close()
+    # the backups are never replayed: replay starts at the mark
+    assert list(Journal(jdir).replay()) == []
+    j0 = Journal(jdir, max_backups=0)
+    j0.start()
+    j0.checkpoint(j0.mark())
+    assert files(jdir) == [jmod.file_name(j0.current_file_id)]
+    j0.close()
