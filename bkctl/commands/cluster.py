@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from ..app import App, confirm_destructive
+from ..completion import complete_bookie_id
 from ..render import emit, fields, table
 from . import pass_app
 
@@ -70,7 +71,7 @@ def autorecovery():
 
 
 @autorecovery.command("run")
-@click.option("--bookie-id", metavar="ID",
+@click.option("--bookie-id", metavar="ID", shell_complete=complete_bookie_id,
               help="The id this daemon votes with in the auditor election (default: HOSTNAME:3181, "
                    "the id of a bookie on this host).")
 @click.option("-o", "--set", "settings", metavar="KEY=VALUE", multiple=True,
@@ -192,9 +193,9 @@ def lost_bookie_delay(app: App, seconds: int | None):
 
 @autorecovery.command("underreplicated")
 @click.option("-c", "--count", is_flag=True, help="Only the number of under-replicated ledgers.")
-@click.option("--include-bookie", "include", metavar="BOOKIE", multiple=True,
+@click.option("--include-bookie", "include", metavar="BOOKIE", multiple=True, shell_complete=complete_bookie_id,
               help="Only ledgers missing a replica on this bookie (repeatable: any of them).")
-@click.option("--exclude-bookie", "exclude", metavar="BOOKIE", multiple=True,
+@click.option("--exclude-bookie", "exclude", metavar="BOOKIE", multiple=True, shell_complete=complete_bookie_id,
               help="Leave out ledgers missing a replica on this bookie (repeatable).")
 @pass_app
 def underreplicated(app: App, count: bool, include: tuple[str, ...], exclude: tuple[str, ...]):
