@@ -23,9 +23,12 @@ File syntax is that of Java .properties files as Apache Commons Configuration
   single-valued key repeated, the first value wins (as in Java) and a
   warning is logged.
 
-Unknown keys are logged as warnings on the ``bkctl.bookied.config`` logger with
-their file and line; keys that Java bookies know but bookied does not use
-(``IGNORED_KEYS``) are logged at debug level only.
+Unknown keys are logged as warnings on the ``bookied.config`` logger with
+their file and line; so are keys that Java bookies know but bookied does not
+support (``IGNORED_KEYS``), once per key, as having no effect.  Settings that
+weaken durability (``journalSyncData=false``, ``journalWriteData=false``) or
+that bookied cannot honour (``journalAdaptiveGroupWrites=false``) are in
+``startup_warnings``, which bookied logs when it starts.
 """
 from __future__ import annotations
 
@@ -67,6 +70,7 @@ __all__ = [
     "resolve_bookie_address",
     "resolve_bookie_id",
     "resolve_listen_host",
+    "startup_warnings",
     "validate_bookie_id",
 ]
 
@@ -430,12 +434,14 @@ OPTIONS: tuple[Option, ...] = (
            "of the fully qualified name.",
            "server"),
     Option("maxAddsInProgressLimit", "int", 0,
-           "Number of add requests in progress at which the bookie stops reading further requests "
-           "(back-pressure); 0 means no limit.",
+           "Number of add requests in progress (read, not yet answered) at which the bookie stops "
+           "reading a connection whose next request is an add until one is answered (back-pressure, "
+           "as Java's bookie blocks; no error is answered); 0 means no limit.",
            "server", unit="requests", min=0, max=_JAVA_INT_MAX),
     Option("maxReadsInProgressLimit", "int", 0,
-           "Number of read requests in progress at which the bookie stops reading further requests "
-           "(back-pressure); 0 means no limit.",
+           "Number of read requests in progress (entry and batch reads, fencing reads and long polls "
+           "included) at which the bookie stops reading a connection whose next request is a read "
+           "until one is answered; 0 means no limit.",
            "server", unit="requests", min=0, max=_JAVA_INT_MAX),
     Option("nettyMaxFrameSizeBytes", "int", 5 * 1024 * 1024,
            "Largest request frame accepted from a client; larger frames are rejected.",
@@ -459,26 +465,34 @@ OPTIONS: tuple[Option, ...] = (
            "(deprecated since BookKeeper 4.5).",
            "journal", deprecated=True, metavar_name="DIR"),
     Option("journalSyncData", "bool", True,
-           "Whether journal writes are synced to disk before entries are acknowledged; without it "
-           "a power failure can lose acknowledged entries.",
+           "Whether journal writes are fsynced before entries are acknowledged; when false an add is "
+           "acknowledged once written to the operating system's page cache, the journal is fsynced "
+           "only when a file rolls and at shutdown, a power failure can lose acknowledged entries, "
+           "and the bookie logs a warning at start.",
            "journal"),
     Option("journalWriteData", "bool", True,
-           "Whether entries are written to the journal before being acknowledged; when false only "
-           "ledger storage makes them durable.",
+           "Whether entries are written to the journal before being acknowledged; when false an add "
+           "is acknowledged as soon as the entry is in the write cache, only the next checkpoint "
+           "(flushInterval) makes it durable, a crash loses what came since, and the bookie logs a "
+           "warning at start (master keys and fences are still journaled).",
            "journal"),
     Option("journalAdaptiveGroupWrites", "bool", True,
-           "Whether journal writes from several requests are grouped into one forced write "
-           "(group commit).",
+           "Whether journal writes queued while an fsync runs share the next fsync (group commit), "
+           "which bookied's journal, writing and fsyncing each group in one step, always does; "
+           "false is not supported and is warned about at start.",
            "journal"),
     Option("journalMaxGroupWaitMSec", "int", 2,
            "Longest time a journal write waits to be grouped with others before being forced.",
            "journal", unit="ms", min=0, max=_JAVA_LONG_MAX,
            attr_name="journal_max_group_wait_msec"),
     Option("journalBufferedWritesThreshold", "int", 512 * 1024,
-           "Amount of buffered journal data that forces a grouped write without waiting longer.",
+           "Amount of queued journal data that ends the wait for a group (journalMaxGroupWaitMSec, "
+           "with journalFlushWhenQueueEmpty=false) and writes it at once.",
            "journal", unit="bytes", min=0, max=_JAVA_LONG_MAX),
     Option("journalBufferedEntriesThreshold", "int", 0,
-           "Number of buffered journal entries that forces a grouped write; 0 disables this limit.",
+           "Number of queued journal records which, once exceeded, ends the wait for a group "
+           "(journalMaxGroupWaitMSec, with journalFlushWhenQueueEmpty=false) and writes it at once; "
+           "0 disables this limit.",
            "journal", unit="entries", min=0, max=_JAVA_LONG_MAX),
     Option("journalFlushWhenQueueEmpty", "bool", True,
            "Write and fsync as soon as the journal writer is free instead of waiting up to "
@@ -489,7 +503,8 @@ OPTIONS: tuple[Option, ...] = (
            "Size at which the current journal file is closed and a new one started.",
            "journal", unit="MB", min=1, max=_JAVA_LONG_MAX),
     Option("journalMaxBackups", "int", 5,
-           "Number of old journal files kept after they are no longer needed.",
+           "Number of journal files a checkpoint keeps among those it no longer needs (the newest); "
+           "they are not replayed.",
            "journal", unit="files", min=0, max=_JAVA_INT_MAX),
     Option("journalPreAllocSizeMB", "int", 16,
            "Space preallocated at a time as a journal file grows.",
@@ -514,24 +529,25 @@ OPTIONS: tuple[Option, ...] = (
            "storage", unit="MB", min=1, max=_JAVA_LONG_MAX),
     # -- disk ---------------------------------------------------------------
     Option("diskUsageThreshold", "float", 0.95,
-           "Fraction of a ledger disk in use above which the disk counts as full; with all disks "
-           "full the bookie turns read-only or shuts down.",
+           "Fraction in use of the fullest journal or ledger filesystem at or above which the bookie "
+           "turns read-only (or, with readOnlyModeEnabled=false, shuts down).",
            "disk", unit="fraction", min=0.0, max=1.0, min_exclusive=True, max_exclusive=True),
     Option("diskUsageWarnThreshold", "float", 0.90,
-           "Fraction of a ledger disk in use above which a warning is logged and garbage "
-           "collection is forced; at most diskUsageThreshold.",
+           "Fraction of disk in use at or above which a warning is logged and garbage collection "
+           "runs at once; at most diskUsageThreshold.",
            "disk", unit="fraction", min=0.0, max=1.0, min_exclusive=True, max_exclusive=True),
     Option("diskUsageLwmThreshold", "float", None,
-           "Fraction of a full disk in use below which it becomes writable again; "
-           "at most diskUsageThreshold.",
+           "Fraction of disk in use below which a bookie that disk usage made read-only becomes "
+           "writable again; at most diskUsageThreshold.",
            "disk", unit="fraction", min=0.0, max=1.0, min_exclusive=True, max_exclusive=True,
            fallback="diskUsageThreshold"),
     Option("diskCheckInterval", "int", 10000,
            "Interval between checks of ledger and index disk usage.",
            "disk", unit="ms", min=1, max=_JAVA_INT_MAX),
     Option("readOnlyModeEnabled", "bool", True,
-           "Whether the bookie turns read-only, instead of shutting down, when all ledger disks "
-           "are full.",
+           "Whether the bookie may turn read-only (full disk, failed journal or entry-log write); "
+           "when false it shuts down instead (exit status 1), refuses to start on a full disk, and "
+           "forceReadOnlyBookie cannot be set.",
            "disk"),
     Option("forceReadOnlyBookie", "bool", False,
            "Whether the bookie starts, and stays, in read-only mode.",
@@ -593,7 +609,8 @@ OPTIONS: tuple[Option, ...] = (
 
 OPTIONS_BY_NAME: Mapping[str, Option] = {opt.name: opt for opt in OPTIONS}
 
-# Keys of the Java bookie that bookied accepts and ignores (logged at debug).
+# Keys of the Java bookie that bookied accepts but does not support: each one a
+# file sets is warned about, once, as having no effect.
 IGNORED_KEYS: frozenset[str] = frozenset("""
     ledgerStorageClass sortedLedgerStorageEnabled logSizeLimit entryLogFilePreallocationEnabled
     flushEntrylogBytes readBufferSizeBytes writeBufferSizeBytes entryLogPerLedgerEnabled
@@ -1016,15 +1033,22 @@ def load_config_text(text: str, overrides: Mapping[str, Any] | None = None, *,
     return _build(settings)
 
 
+def _warn_unsupported(origin: _Origin, key: str) -> None:
+    log.warning("%s: %s is a Java bookie setting that bookied does not support; it has no effect",
+                origin, key)
+
+
 def _settings_from_text(text: str, where: str) -> dict[str, _Setting]:
     settings: dict[str, _Setting] = {}
+    unsupported: set[str] = set()
     for number, key, raw in _raw_properties(text, where):
         origin = _Origin(where, number)
         opt = OPTIONS_BY_NAME.get(key)
         if opt is None:
             if key in IGNORED_KEYS:
-                log.debug("%s: %s is a Java bookie setting bookied does not use; ignored",
-                          origin, key)
+                if key not in unsupported:
+                    unsupported.add(key)
+                    _warn_unsupported(origin, key)
             elif not key:
                 log.warning("%s: line without a key ignored", origin)
             elif key == "include":
@@ -1073,7 +1097,7 @@ def _settings_from_overrides(overrides: Mapping[str, Any]) -> dict[str, _Setting
         opt = find_option(key)
         if opt is None:
             if key in IGNORED_KEYS:
-                log.debug("override %s is a Java bookie setting bookied does not use; ignored", key)
+                _warn_unsupported(origin, key)
                 continue
             raise ConfigError(f"unknown configuration key {key!r}{_suggest(key)}", key=key)
         if isinstance(value, bool):
@@ -1161,6 +1185,10 @@ def _build(settings: Mapping[str, _Setting]) -> BookieConfig:
         raise _bad("diskUsageThreshold", shown("diskUsageThreshold"),
                    f"is below {key} ({_num(values[key])}, its default)",
                    origin("diskUsageThreshold"))
+    if values["forceReadOnlyBookie"] and not values["readOnlyModeEnabled"]:
+        raise _bad("forceReadOnlyBookie", shown("forceReadOnlyBookie"),
+                   "contradicts readOnlyModeEnabled=false: a forced read-only bookie needs read-only "
+                   "mode (Java refuses to start too)", origin("forceReadOnlyBookie"))
     if (values["httpServerEnabled"] and values["httpServerPort"] != 0
             and values["httpServerPort"] == values["bookiePort"]):
         raise _bad("httpServerPort", shown("httpServerPort"),
@@ -1171,6 +1199,24 @@ def _build(settings: Mapping[str, _Setting]) -> BookieConfig:
         _settings={key: settings[key] for key in explicit},
         _derived=frozenset(derived),
     )
+
+
+def startup_warnings(cfg: BookieConfig) -> list[str]:
+    """What bookied warns about when it starts with ``cfg``: settings that
+    weaken durability, and values it cannot honour."""
+    out = []
+    if not cfg.journal_sync_data:
+        out.append("journalSyncData=false: journal writes are NOT fsynced; adds are acknowledged once "
+                   "in the page cache, and a power failure or kernel crash can lose acknowledged entries")
+    if not cfg.journal_write_data:
+        out.append("journalWriteData=false: entries are NOT journaled; adds are acknowledged from the "
+                   f"write cache and are durable only after the next checkpoint (flushInterval "
+                   f"{cfg.flush_interval} ms): a crash loses acknowledged entries")
+    if not cfg.journal_adaptive_group_writes:
+        out.append("journalAdaptiveGroupWrites=false is not supported by bookied and has no effect: "
+                   "its journal writes and fsyncs each group in one step, so what arrives during an "
+                   "fsync always shares the next one")
+    return out
 
 
 # --------------------------------------------------------------------------

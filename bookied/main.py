@@ -5,7 +5,8 @@
 Every bk_server.conf key has a flag (``journalDirectories`` ->
 ``--journal-directories``) that overrides the file.  Exit status: 0 after a
 clean shutdown, 2 for a bad configuration, 1 when the bookie cannot start
-(cookie mismatch, unusable directory, ZooKeeper unreachable).
+(cookie mismatch, unusable directory, ZooKeeper unreachable) or stopped
+where it would have turned read-only with readOnlyModeEnabled=false.
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bookied", description="A wire-compatible Apache BookKeeper bookie.",
         epilog="Every bk_server.conf key has a flag; see bookied.conf(5). Exit status: 0 clean shutdown, "
-               "1 cannot start, 2 bad configuration.")
+               "1 cannot start (or would have turned read-only with readOnlyModeEnabled=false), "
+               "2 bad configuration.")
     parser.add_argument("-c", "--conf", metavar="FILE", help="bk_server.conf to read")
     parser.add_argument("--log-level", default=os.environ.get("BOOKIED_LOG_LEVEL", "INFO"),
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log threshold (default INFO)")

@@ -23,7 +23,15 @@ from bkctl.wire.serviceinfo import BookieServiceInfo
 
 from . import identity, layout
 from .bookie import Bookie
-from .config import BookieConfig, resolve_bookie_address, resolve_bookie_id, resolve_listen_host
+from bkctl.wire.errors import BKError
+
+from .config import (
+    BookieConfig,
+    resolve_bookie_address,
+    resolve_bookie_id,
+    resolve_listen_host,
+    startup_warnings,
+)
 from .entrystore import EntryStore
 from .journal import Journal
 from .metrics import Metrics
@@ -35,6 +43,10 @@ log = logging.getLogger("bookied")
 SWITCH_INTERVAL = 0.0001
 #: gc.set_threshold() of the bookie process (CPython's default: 700, 10, 10).
 GC_THRESHOLD = (10_000, 10, 10)
+
+
+class ReadOnlyNotAllowed(BKError):
+    """The bookie would start read-only, but readOnlyModeEnabled=false."""
 
 
 class BookieService:
@@ -57,12 +69,15 @@ class BookieService:
         self.autorecovery = None
         self._loops: list[task.LoopingCall] = []
         self._checkpointing = False
+        self._disk_warned = False  # over diskUsageWarnThreshold at the last check
         self.notifier = sdnotify.Notifier.from_environment()
 
     # -- start-up --------------------------------------------------------------
     def start(self) -> None:
         """Everything up to READY=1; blocking (runs before the reactor does)."""
         cfg = self.cfg
+        for warning in startup_warnings(cfg):
+            log.warning("%s", warning)
         journal_dirs = list(cfg.journal_directories)
         ledger_dirs = list(cfg.ledger_directories)
         # bookied keeps its index beside its entry logs; configured index dirs only enter the cookie
@@ -90,6 +105,9 @@ class BookieService:
         self._reactor_thread = threading.get_ident()  # start() runs in the thread that runs the reactor
         self.journals = [Journal(d, max_group_wait_ms=group_wait,
                                  buffered_writes_threshold=cfg.journal_buffered_writes_threshold,
+                                 buffered_entries_threshold=cfg.journal_buffered_entries_threshold,
+                                 sync_data=cfg.journal_sync_data,
+                                 max_backups=cfg.journal_max_backups,
                                  max_size_mb=cfg.journal_max_size_mb,
                                  preallocate_mb=cfg.journal_pre_alloc_size_mb,
                                  dispatch=dispatch, inline=self._at_end_of_iteration,
@@ -100,15 +118,21 @@ class BookieService:
         self.stores = [EntryStore(d, write_cache_max_bytes=cache, on_flush_needed=self._flush_needed)
                        for d in ledger_dirs]
         self.bookie = Bookie(self.journals, self.stores, clock=self.reactor,
-                             max_frame_size=cfg.netty_max_frame_size_bytes)
+                             max_frame_size=cfg.netty_max_frame_size_bytes,
+                             journal_write_data=cfg.journal_write_data)
         started = time.monotonic()
         replayed = self.bookie.replay()
         log.info("journal replay: %d records in %.2f s", replayed, time.monotonic() - started)
         for j in self.journals:
             j.start()
 
+        self._initial_state()
+
         self._register_metrics()
-        self.factory = factory = BookieServerFactory(self.bookie, self.metrics, cfg.netty_max_frame_size_bytes)
+        self.factory = factory = BookieServerFactory(
+            self.bookie, self.metrics, cfg.netty_max_frame_size_bytes,
+            max_adds_in_progress=cfg.max_adds_in_progress_limit,
+            max_reads_in_progress=cfg.max_reads_in_progress_limit)
         host = resolve_listen_host(cfg)
         self.port = self.reactor.listenTCP(cfg.bookie_port, factory, interface=host)
         log.info("listening on %s:%d", host, self.port.getHost().port)
@@ -118,9 +142,6 @@ class BookieService:
             self.http_port = listen_http(self.reactor, cfg.http_server_port, self, cfg.http_server_host)
             log.info("HTTP admin on %s:%d", cfg.http_server_host, self.http_port.getHost().port)
 
-        if cfg.force_read_only_bookie:
-            self.bookie.mark_readonly("config", "forceReadOnlyBookie")
-        self._check_disks()
         self.bookie.on_readonly_change = self._readonly_changed
         self._every(cfg.flush_interval / 1000.0, self._checkpoint)
         self._every(cfg.disk_check_interval / 1000.0, self._check_disks, now=False)
@@ -129,6 +150,16 @@ class BookieService:
         self.reactor.addSystemEventTrigger("before", "shutdown", self.stop)
         self.reactor.callWhenRunning(self._register)
         self._tune_runtime()
+
+    def _initial_state(self) -> None:
+        """Read-only from the start (forceReadOnlyBookie, a full disk), which
+        readOnlyModeEnabled=false forbids: then the bookie does not start."""
+        if self.cfg.force_read_only_bookie:
+            self.bookie.mark_readonly("config", "forceReadOnlyBookie")
+        self._check_disks()
+        if self.bookie.readonly and not self.cfg.read_only_mode_enabled:
+            raise ReadOnlyNotAllowed(f"the bookie would start read-only ({self.bookie.readonly_reason}), "
+                                     "and readOnlyModeEnabled=false forbids it")
 
     @staticmethod
     def _tune_runtime() -> None:
@@ -287,15 +318,31 @@ class BookieService:
         except OSError as e:
             log.error("disk check failed: %s", e)
             return
-        if usage >= self.cfg.disk_usage_threshold:
+        cfg = self.cfg
+        if usage >= cfg.disk_usage_threshold:
             if "disk" not in bookie.readonly_causes:
                 bookie.mark_readonly("disk", f"disk usage {usage:.1%} over diskUsageThreshold "
-                                             f"{self.cfg.disk_usage_threshold:.0%}")
-        elif usage < self.cfg.disk_usage_warn_threshold:
+                                             f"{cfg.disk_usage_threshold:.0%}")
+        elif usage < cfg.disk_usage_lwm_threshold:  # hysteresis: writable again only below the LWM
             bookie.clear_readonly("disk")
+        if usage < cfg.disk_usage_warn_threshold:
+            self._disk_warned = False
+        elif not self._disk_warned:
+            self._disk_warned = True
+            log.warning("disk usage %.1f%% is over diskUsageWarnThreshold %g; running garbage "
+                        "collection now", usage * 100, cfg.disk_usage_warn_threshold)
+            if self.zk is not None:
+                self._gc()
 
     def _readonly_changed(self, readonly: bool) -> None:
         if self.stopping:
+            return
+        if readonly and not self.cfg.read_only_mode_enabled:
+            # Java's bookie shuts down where it would go read-only
+            log.error("bookie would turn read-only (%s), but readOnlyModeEnabled=false: shutting down",
+                      self.bookie.readonly_reason)
+            self.exit_code = 1
+            self.reactor.stop()
             return
         d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(),
                                       self.zk.register_bookie, self.bookie_id, self._service_info(),
@@ -370,6 +417,9 @@ class BookieService:
         switched off: ValueError (answered 400)."""
         bookie = self.bookie
         if readonly:
+            if not self.cfg.read_only_mode_enabled:
+                raise ValueError("readOnlyModeEnabled=false: this bookie cannot turn read-only "
+                                 "(it would shut down instead)")
             bookie.mark_readonly("admin", "set through the HTTP admin API")
             return
         if "config" in bookie.readonly_causes:

@@ -441,7 +441,8 @@ def bookied_page(version: str) -> str:
         ".TP", bold("0"), esc("Clean shutdown."),
         ".TP", bold("1"),
         esc("The bookie cannot start or register (cookie mismatch, unusable directory, ZooKeeper "
-            "unreachable)."),
+            "unreachable), or it stopped where it would have turned read-only while "
+            "readOnlyModeEnabled=false."),
         ".TP", bold("2"), esc("Bad configuration or command line."),
         ".SH SEE ALSO",
         see_also(["bookied.conf(5)", "bkctl(1)", "systemd.service(5)", "sd_notify(3)"]),
@@ -474,7 +475,8 @@ def bookied_conf_page(version: str) -> str:
             "keys the first line wins, with a warning."),
         ".PP",
         esc("Unknown keys are logged as warnings with their file and line. Keys that Java bookies "
-            "know but bookied does not use are accepted silently (see IGNORED KEYS)."),
+            "know but bookied does not support are accepted, and each one the file sets is logged "
+            "once as a warning saying it has no effect (see UNSUPPORTED KEYS)."),
     ]
     for section, title in SECTIONS:
         options = [o for o in OPTIONS if o.section == section]
@@ -492,9 +494,13 @@ def bookied_conf_page(version: str) -> str:
             lines += [".br", esc("; ".join(facts) + ".")]
             if opt.deprecated:
                 lines += [".br", esc("Deprecated.")]
-    lines += [".SH IGNORED KEYS", ".PP",
-              esc("Accepted for compatibility with Java bookies, and not used: "
-                  + ", ".join(sorted(IGNORED_KEYS)) + "."),
+    lines += [".SH UNSUPPORTED KEYS", ".PP",
+              esc("Accepted for compatibility with Java bookies, warned about at start, and without "
+                  "effect in bookied: " + ", ".join(sorted(IGNORED_KEYS)) + "."),
+              ".PP",
+              esc("journalAdaptiveGroupWrites=false is not supported either (see above); "
+                  "journalSyncData=false and journalWriteData=false are honoured, with a warning at "
+                  "start because they lose acknowledged entries in a crash."),
               ".SH EXAMPLE", ".PP", ".nf", ".RS 2"]
     lines += [esc(line) for line in (
         "bookiePort=3181",

@@ -28,6 +28,7 @@ from bkctl.bookied.config import (
     resolve_bookie_address,
     resolve_bookie_id,
     resolve_listen_host,
+    startup_warnings,
 )
 
 LOGGER = "bookied.config"
@@ -380,16 +381,49 @@ def test_wrong_case_key_gets_a_hint(caplog):
     assert "case-sensitive" in caplog.text
 
 
-def test_ignored_java_keys_log_at_debug_only(tmp_path, caplog):
+def test_each_unsupported_java_key_is_warned_about_once(tmp_path, caplog):
     text = ("ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage\n"
             "logSizeLimit=1073741824\n"
-            "numAddWorkerThreads=8\n")
-    with caplog.at_level(logging.DEBUG, logger=LOGGER):
+            "numAddWorkerThreads=8\n"
+            "logSizeLimit=2147483648\n"
+            "auditorLedgerVerificationPercentage=10\n")
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
         cfg = load_config(write(tmp_path, text))
     assert cfg == load_config()
-    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
-    debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
-    assert any("ledgerStorageClass" in m and ":1:" in m for m in debug)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 4, warnings
+    path = str(tmp_path / "bk_server.conf")
+    for line, key in ((1, "ledgerStorageClass"), (2, "logSizeLimit"), (3, "numAddWorkerThreads"),
+                      (5, "auditorLedgerVerificationPercentage")):
+        assert f"{path}:{line}: {key} is a Java bookie setting that bookied does not support; " \
+               "it has no effect" in warnings
+
+
+def test_an_unsupported_key_given_as_an_override_is_warned_about(caplog):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        load_config(overrides={"journalQueueSize": "100"})
+    assert "command line: journalQueueSize is a Java bookie setting that bookied does not support" \
+        in caplog.text
+
+
+def test_force_read_only_needs_read_only_mode():
+    with pytest.raises(ConfigError, match="forceReadOnlyBookie: 'true' contradicts readOnlyModeEnabled=false"):
+        load_config_text("readOnlyModeEnabled=false\nforceReadOnlyBookie=true\n")
+    assert not load_config_text("readOnlyModeEnabled=false\n").read_only_mode_enabled
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("", []),
+    ("journalSyncData=false", ["journalSyncData=false: journal writes are NOT fsynced"]),
+    ("journalWriteData=false\nflushInterval=5000",
+     ["journalWriteData=false: entries are NOT journaled", "flushInterval 5000 ms"]),
+    ("journalAdaptiveGroupWrites=false", ["journalAdaptiveGroupWrites=false is not supported by bookied"]),
+])
+def test_startup_warnings(text, expected):
+    warnings = startup_warnings(load_config_text(text))
+    assert len(warnings) == (1 if expected else 0)
+    for phrase in expected:
+        assert phrase in warnings[0]
 
 
 def test_stock_java_sample_loads_quietly(caplog):
@@ -407,8 +441,10 @@ zkTimeout=10000
 zkEnableSecurity=false
 """
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        cfg = load_config_text(sample)
-    assert not caplog.records
+        cfg = load_config_text(sample, source="bk_server.conf")
+    # only the two keys bookied cannot honour are mentioned
+    assert [r.getMessage().split(" is a Java")[0] for r in caplog.records] == [
+        "bk_server.conf:6: httpServerClass", "bk_server.conf:12: zkEnableSecurity"]
     assert cfg.metadata_service_uri == "zk+hierarchical://localhost:2181/ledgers"
     assert cfg.zk_servers == ("localhost:2181",)
 
@@ -811,6 +847,8 @@ def _overrides(draw):
         chosen["diskUsageLwmThreshold"] = draw(st.floats(0.05, threshold))
     if chosen.get("httpServerPort") == chosen.get("bookiePort", 3181):
         chosen.pop("httpServerPort")
+    if chosen.get("forceReadOnlyBookie") and chosen.get("readOnlyModeEnabled") is False:
+        chosen.pop("forceReadOnlyBookie")  # refused: see test_force_read_only_needs_read_only_mode
     return chosen
 
 

@@ -1,7 +1,10 @@
 """Why a bookie is read-only, and what makes it writable again: the disk check
-(read-only over diskUsageThreshold, writable again only below diskUsageWarnThreshold),
-entry-log write errors at checkpoints, the HTTP admin switch -- each undoes only its own."""
+(read-only over diskUsageThreshold, writable again only below diskUsageLwmThreshold),
+entry-log write errors at checkpoints, the HTTP admin switch -- each undoes only its own;
+and readOnlyModeEnabled=false, which shuts the bookie down instead."""
 from __future__ import annotations
+
+import re
 
 import pytest
 from twisted.internet.testing import MemoryReactorClock
@@ -9,7 +12,7 @@ from twisted.python.failure import Failure
 
 from bkctl.bookied.bookie import Bookie
 from bkctl.bookied.config import load_config_text
-from bkctl.bookied.service import BookieService
+from bkctl.bookied.service import BookieService, ReadOnlyNotAllowed
 
 
 class InlineThreadsReactor(MemoryReactorClock):
@@ -30,19 +33,23 @@ class InlineThreadsReactor(MemoryReactorClock):
             on_result(True, result)
 
 
-@pytest.fixture
-def service(tmp_path, monkeypatch):
+def make_service(tmp_path, monkeypatch, settings="", *, record_changes=True):
     cfg = load_config_text(f"advertisedAddress=127.0.0.1\nallowLoopback=true\n"
                            f"journalDirectories={tmp_path / 'j'}\nledgerDirectories={tmp_path / 'l'}\n"
-                           "diskUsageThreshold=0.95\ndiskUsageWarnThreshold=0.90\n")
+                           "diskUsageThreshold=0.95\ndiskUsageWarnThreshold=0.90\n" + settings)
     svc = BookieService(cfg, InlineThreadsReactor())
     svc.bookie = Bookie([], [], clock=svc.reactor)
     changes = []
-    svc.bookie.on_readonly_change = changes.append
+    svc.bookie.on_readonly_change = changes.append if record_changes else svc._readonly_changed
     usage = {"now": 0.5}
     monkeypatch.setattr(svc, "disk_usage", lambda: usage["now"])
     svc.usage, svc.changes = usage, changes
     return svc
+
+
+@pytest.fixture
+def service(tmp_path, monkeypatch):
+    return make_service(tmp_path, monkeypatch, "diskUsageLwmThreshold=0.85\n")
 
 
 def check(svc, usage):
@@ -51,14 +58,84 @@ def check(svc, usage):
     return svc.bookie.readonly
 
 
-def test_read_only_over_the_threshold_and_writable_only_below_the_warn_threshold(service):
+def test_read_only_over_the_threshold_and_writable_only_below_the_low_water_mark(service):
     assert check(service, 0.94) is False
     assert check(service, 0.95) is True
     assert "diskUsageThreshold" in service.bookie.readonly_reason
     assert check(service, 0.92) is True  # between the two thresholds: stays read-only
-    assert check(service, 0.90) is True
-    assert check(service, 0.89) is False
+    assert check(service, 0.89) is True  # below the warn threshold too: still over the LWM
+    assert check(service, 0.85) is True
+    assert check(service, 0.84) is False
+    assert check(service, 0.94) is False  # writable until the threshold again
     assert service.changes == [True, False]
+
+
+def test_the_low_water_mark_defaults_to_the_threshold(tmp_path, monkeypatch):
+    svc = make_service(tmp_path, monkeypatch)
+    assert svc.cfg.disk_usage_lwm_threshold == 0.95
+    assert check(svc, 0.96) is True
+    assert check(svc, 0.94) is False  # as Java: no hysteresis unless diskUsageLwmThreshold says so
+    assert svc.changes == [True, False]
+
+
+def test_the_warn_threshold_logs_once_and_runs_garbage_collection(service, caplog):
+    runs = []
+    service.zk = object()
+    service._gc = lambda: runs.append(service.usage["now"])
+    assert check(service, 0.89) is False
+    assert runs == [] and "diskUsageWarnThreshold" not in caplog.text
+    assert check(service, 0.90) is False
+    assert check(service, 0.93) is False
+    assert runs == [0.90] and caplog.text.count("over diskUsageWarnThreshold 0.9") == 1
+    check(service, 0.50)
+    check(service, 0.91)  # a new crossing
+    assert runs == [0.90, 0.91]
+
+
+@pytest.mark.parametrize("cause", ["disk", "journal", "ledger", "admin"])
+def test_without_read_only_mode_the_bookie_shuts_down_instead(tmp_path, monkeypatch, caplog, cause):
+    svc = make_service(tmp_path, monkeypatch, "readOnlyModeEnabled=false\n", record_changes=False)
+    assert check(svc, 0.50) is False
+    if cause == "disk":
+        check(svc, 0.97)
+    elif cause == "journal":
+        svc.bookie._journal_failed(None, OSError(5, "Input/output error"))
+    elif cause == "ledger":
+        svc.stores = [FailingStore(OSError(28, "No space left on device"))]
+        svc._checkpoint()
+    else:
+        with pytest.raises(ValueError, match="readOnlyModeEnabled=false"):
+            svc.set_readonly(True)
+        assert not svc.reactor.hasStopped and not svc.bookie.readonly
+        return
+    assert svc.reactor.hasStopped and svc.exit_code == 1
+    assert "but readOnlyModeEnabled=false: shutting down" in caplog.text
+
+
+def test_with_read_only_mode_the_bookie_keeps_running(tmp_path, monkeypatch):
+    svc = make_service(tmp_path, monkeypatch, record_changes=False)
+    svc._readonly_changed = svc.changes.append  # (no ZooKeeper to move the registration in)
+    svc.bookie.on_readonly_change = svc._readonly_changed
+    check(svc, 0.97)
+    assert svc.changes == [True] and not svc.reactor.hasStopped and svc.exit_code == 0
+
+
+@pytest.mark.parametrize("settings, usage, refused", [
+    ("readOnlyModeEnabled=false\n", 0.97, "disk usage 97.0% over diskUsageThreshold"),
+    ("readOnlyModeEnabled=false\n", 0.50, None),
+    ("", 0.97, None),
+    ("forceReadOnlyBookie=true\n", 0.50, None),
+])
+def test_a_bookie_that_would_start_read_only_without_read_only_mode_does_not_start(
+        tmp_path, monkeypatch, settings, usage, refused):
+    svc = make_service(tmp_path, monkeypatch, settings)
+    svc.usage["now"] = usage
+    if refused:
+        with pytest.raises(ReadOnlyNotAllowed, match=re.escape(refused)):
+            svc._initial_state()
+    else:
+        svc._initial_state()
+        assert svc.bookie.readonly is (usage > 0.95 or "force" in settings)
 
 
 def test_a_bookie_read_only_for_another_reason_stays_read_only(service):
