@@ -102,8 +102,14 @@ def autorecovery_run(app: App, bookie_id: str | None, settings: tuple[str, ...])
         config = config_from_settings(pairs)
     except ValueError as exc:
         raise CommandError(f"--set: {exc}", USAGE) from None
+    from bkctl.wire.bookieid import bookie_id_problem
+
+    bookie_id = bookie_id or f"{socket.gethostname()}:3181"
+    problem = bookie_id_problem(bookie_id)
+    if problem:
+        raise CommandError(f"--bookie-id {bookie_id!r} {problem}", USAGE)
     uri = app.require_uri()
-    code = run_daemon(uri, bookie_id or f"{socket.gethostname()}:3181", config, protocol=app.protocol)
+    code = run_daemon(uri, bookie_id, config, protocol=app.protocol)
     if code:
         raise CommandError("the autorecovery daemon could not start (see the log above)", code)
 

@@ -108,6 +108,9 @@ def test_autorecovery_run_rejects_bad_settings(metadata_uri):
         r = bkctl(metadata_uri, "autorecovery", "run", "--set", bad)
         assert r.returncode == 2, (bad, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    for bad_id in ("readonly", "a/b:1", "has space:1"):
+        r = bkctl(metadata_uri, "autorecovery", "run", "--bookie-id", bad_id)
+        assert r.returncode == 2 and "bookie id" in r.stderr, (bad_id, r.stderr)
 
 
 def test_ledger_list_show_delete_and_exit_codes(metadata_uri, zkstore):
