@@ -6,6 +6,16 @@ from bkctl.wire.client import errors as E
 from bkctl.wire import v3
 from bkctl.wire.framing import frame
 from bkctl.wire.protocol import RC
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def fast_paths_on(monkeypatch):
+    """These tests look inside the fast path itself, so it is on even in the
+    suite's BKCTL_FASTPATHS=0 run (which checks the behaviour without it)."""
+    from bkctl.wire import fastpath
+    monkeypatch.setattr(fastpath, "ENABLED", True)
+
 
 def test_fast_ok_and_error_and_timeout():
     h = Harness(add_timeout=1.0)
@@ -45,3 +55,20 @@ def test_cancel_removes_ok():
     assert h.conn._v3_ok == {}
     proto.dataReceived(v3_reply(r))
     assert h.conn.connected
+
+
+def test_switched_off_sends_the_same_bytes_and_parses_every_answer():
+    frames = []
+    for on in (True, False):
+        h = Harness()
+        h.conn.fastpaths = on
+        proto, t = h.connected()
+        d = h.conn.add(1, 0, KEY, entry(1, 0))
+        d2 = h.conn.read(1, 0)
+        assert len(h.conn._v3_ok) == (1 if on else 0)  # off: no answer is matched unparsed
+        r1, = v3_requests(t)[:1]
+        frames.append(sent_frames(t))
+        proto.dataReceived(v3_reply(r1))
+        assert result_of(d) is None
+        no_result(d2)
+    assert frames[0] == frames[1]

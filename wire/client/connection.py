@@ -53,7 +53,7 @@ from twisted.internet import defer
 from twisted.internet.protocol import ClientFactory, Protocol
 from twisted.python.failure import Failure
 
-from bkctl.wire import v2, v3
+from bkctl.wire import fastpath, v2, v3
 from bkctl.wire.errors import CodecError
 from bkctl.wire.framing import FrameDecoder, frame
 from bkctl.wire.protocol import (
@@ -427,6 +427,10 @@ class BookieConnection:
         self._v2_pending: dict[tuple, deque[_Request]] = {}
         self._timeouts: dict[Any, _Timeouts] = {}
         self._encoder = v3.RequestEncoder() if self.use_v3 else None
+        #: the v3 fast paths (reused request encoders, EOK add answers matched
+        #: unparsed); off with BKCTL_FASTPATHS=0 (bkctl.wire.fastpath), when
+        #: every request goes through the builders and every answer is parsed
+        self.fastpaths = fastpath.ENABLED
         self._failures = 0
         self._retry_at = 0.0
         self._last_error = ""
@@ -500,7 +504,11 @@ class BookieConnection:
             _check_key(master_key)
         if self.use_v3:
             txn = next(self._ids)
-            if recovery or high_priority or deferred_sync:
+            if not self.fastpaths:
+                payload = v3.serialize(v3.add_request(txn, ledger_id, entry_id, master_key, body, recovery=recovery,
+                                                      high_priority=high_priority, deferred_sync=deferred_sync))
+                ok = None
+            elif recovery or high_priority or deferred_sync:
                 payload = self._encoder.add(txn, ledger_id, entry_id, master_key, body, recovery=recovery,
                                             high_priority=high_priority, deferred_sync=deferred_sync)
                 ok = None
@@ -538,7 +546,7 @@ class BookieConnection:
             what += " (fencing)"
         if self.use_v3:
             txn = next(self._ids)
-            if fence_master_key is None and not high_priority:
+            if fence_master_key is None and not high_priority and self.fastpaths:
                 payload = self._encoder.read(txn, ledger_id, entry_id)
             else:
                 payload = v3.serialize(v3.read_request(
