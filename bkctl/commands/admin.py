@@ -78,16 +78,17 @@ class _Reporter:
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @click.option("--skip-open-ledgers", is_flag=True, help="Leave ledgers that are not closed alone.")
 @click.option("--parallel", type=click.IntRange(1, 64), default=4, show_default=True,
-              help="Ledgers recovered at once.")
+              help="Ledgers re-replicated at once.")
 @click.option("-f", "--force", is_flag=True, help="Do not ask.")
 @pass_app
 def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: bool, skip_open_ledgers: bool,
             parallel: int, force: bool):
-    """Re-replicate every entry the given (lost) bookies held.
+    """Re-replicate every entry the given (lost) bookies held (Java's `recover`).
 
-    For each ledger with a segment on them: an open ledger whose last
-    segment contains one is recovered first (fenced and closed; skipped with
-    --skip-open-ledgers).  Then for each such segment a replacement is
+    Re-replication copies fragments to other bookies; ledger recovery (fence
+    and close, `ledger recover`) is a different operation, done here first
+    for an open ledger whose last segment contains a lost bookie (skipped
+    with --skip-open-ledgers).  Then for each such segment a replacement is
     chosen per lost bookie, every entry the lost bookie held (entry e lives
     on ensemble positions (e+i) mod E, i < Qw) is read from a surviving
     replica, verified, and written to the replacement; finally that segment
@@ -105,23 +106,23 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
     planned, skipped, failed, entries_copied).
     """
     from ..exitcodes import FAILED, CommandError
-    from ..ops.recovery import recover_bookies
+    from ..ops.recovery import rereplicate_bookies
 
     what = ", ".join(bookies)
 
     def confirm(ids: list[int]) -> None:
-        confirm_destructive(app, f"Recover {len(ids)} ledgers off {what}?", force, f"recover {what}")
+        confirm_destructive(app, f"Re-replicate {len(ids)} ledgers off {what}?", force, f"recover {what}")
 
-    reporter = _Reporter(app, "recovering")
+    reporter = _Reporter(app, "re-replicating")
     try:
-        doc = recover_bookies(app.bk, app.store, bookies, target=target, dry_run=dry_run,
+        doc = rereplicate_bookies(app.bk, app.store, bookies, target=target, dry_run=dry_run,
                               skip_open=skip_open_ledgers, parallel=parallel, confirm=confirm,
                               on_start=reporter.start, on_ledger=reporter.ledger, on_entry=reporter.entry)
     finally:
         reporter.stop()
     emit(app, doc, lambda: _show_plan_or_result(app, doc, what))
     if doc["totals"]["failed"]:
-        raise CommandError(f"{doc['totals']['failed']} ledgers could not be recovered", FAILED)
+        raise CommandError(f"{doc['totals']['failed']} ledgers could not be re-replicated", FAILED)
 
 
 @click.command()

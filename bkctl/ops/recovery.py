@@ -1,7 +1,7 @@
-"""Recovering lost bookies and decommissioning bookies (BookKeeper's
-``recover`` and ``decommissionbookie``), over :mod:`bkctl.wire.client.admin`.
+"""Re-replicating lost bookies' data and decommissioning bookies (BookKeeper's
+``recover`` and ``decommissionbookie``), over :mod:`bkctl.wire.client.rereplication`.
 
-``recover_bookies`` re-replicates every fragment the given bookies held;
+``rereplicate_bookies`` copies every fragment the given bookies held;
 ``decommission`` does the same for one stopped bookie, checks by scanning
 that no ledger's metadata names it any more, and deletes its cookie.  Both
 return JSON-ready summaries (keys documented on :func:`summary`).
@@ -64,21 +64,21 @@ def summary(bookies: list[str], results: list[dict], *, dry_run: bool, target: s
             "ledgers": results, "totals": totals}
 
 
-def recover_bookies(bk, store, bookies: Iterable[str], *, target: str | None = None, dry_run: bool = False,
+def rereplicate_bookies(bk, store, bookies: Iterable[str], *, target: str | None = None, dry_run: bool = False,
                     skip_open: bool = False, parallel: int = 4, window: int = 64,
                     confirm: Callable[[list[int]], Any] | None = None,
                     on_start: Callable[[int], Any] | None = None,
                     on_ledger: Callable[[dict], Any] | None = None,
                     on_entry: Callable[[int], Any] | None = None,
                     ledger_ids: list[int] | None = None) -> dict:
-    """Re-replicate everything ``bookies`` held (see :func:`bkctl.wire.client.admin.recover_ledger`).
+    """Re-replicate everything ``bookies`` held (see :func:`bkctl.wire.client.rereplication.rereplicate_ledger`).
 
     ``confirm(ledger_ids)`` is called before anything changes (not with
     ``dry_run``); ``on_start(count)``, ``on_ledger(result)`` and
     ``on_entry(entry_id)`` report progress (the last two from the reactor
     thread).  Returns :func:`summary`.
     """
-    from bkctl.wire.client.admin import recover_ledgers
+    from bkctl.wire.client.rereplication import rereplicate_ledgers
     from bkctl.wire.client.blocking import run_in_reactor
 
     bookies = check_bookie_ids(bookies)
@@ -93,7 +93,7 @@ def recover_bookies(bk, store, bookies: Iterable[str], *, target: str | None = N
         confirm(ids)
     if on_start is not None:
         on_start(len(ids))
-    results = run_in_reactor(recover_ledgers, bk.client, ids, bookies, parallel=parallel, on_ledger=on_ledger,
+    results = run_in_reactor(rereplicate_ledgers, bk.client, ids, bookies, parallel=parallel, on_ledger=on_ledger,
                              target=target, skip_open=skip_open, dry_run=dry_run, window=window,
                              on_entry=on_entry, timeout=None)
     return summary(bookies, results, dry_run=dry_run, target=target, skip_open=skip_open)
@@ -124,7 +124,7 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
         confirm(ids)
     while ids and done_passes < passes:
         done_passes += 1
-        doc = recover_bookies(bk, store, [bookie], on_start=on_start, on_ledger=on_ledger, on_entry=on_entry,
+        doc = rereplicate_bookies(bk, store, [bookie], on_start=on_start, on_ledger=on_ledger, on_entry=on_entry,
                               parallel=parallel, ledger_ids=ids)
         for r in doc["ledgers"]:
             by_ledger[r["ledger_id"]] = r

@@ -287,3 +287,34 @@ def test_bookieds_repair_the_loss_of_the_auditors_own_bookie(bookie_cluster, met
     finally:
         stop.set()
         live_writer.close()
+
+
+def test_a_worker_killed_mid_copy_leaves_the_ledger_to_another(bookie_cluster, metadata_uri, zkstore, writer,
+                                                               daemons):
+    """replicationRateByBytes slows the first worker down so that it is SIGKILLed in
+    the middle of the copy: nothing is marked replicated, the metadata still names the
+    lost bookie, its lock goes with its session, and a second worker finishes the job;
+    every entry is then on every bookie of the new ensemble (read from each directly)."""
+    procs = bookie_cluster(4, zkTimeout=4000)
+    ports = {p.bookie_id: p.port for p in procs}
+    zkstore.set_lost_bookie_recovery_delay(0)
+    lid = make_ledger(writer, 3, 2, entries=3000)
+    md = zkstore.read_ledger(lid)[0]
+    victim = next(p for p in procs if p.bookie_id == md.ensembles[0][1][0])
+    slow = daemons("ar-slow", *FAST, "replicationRateByBytes=20000", "rereplicationEntryBatchSize=4")
+    wait_for("an auditor", zkstore.who_is_auditor)
+    victim.kill()
+    wait_for("the slow worker to take the ledger", lambda: lid in zkstore.underreplication_locks(), timeout=60)
+    time.sleep(2)  # it copies about 20 kB/s: well inside the copy of ~280 kB
+    slow.kill()
+    slow.wait(10)
+    assert zkstore.get_underreplicated(lid) is not None           # not marked replicated
+    assert victim.bookie_id in zkstore.read_ledger(lid)[0].bookies  # metadata untouched
+    wait_for("the dead worker's lock to go with its session", lambda: lid not in zkstore.underreplication_locks(),
+             timeout=60)
+    daemons("ar-fast", *FAST)
+    wait_for("the second worker to finish",
+             lambda: victim.bookie_id not in zkstore.read_ledger(lid)[0].bookies
+             and zkstore.get_underreplicated(lid) is None, timeout=120)
+    live = {b: port for b, port in ports.items() if b != victim.bookie_id}
+    assert assert_fully_replicated(zkstore, live, lid, {victim.bookie_id}) == 3000

@@ -140,7 +140,7 @@ def test_recover_prompts_on_a_terminal_and_skips_open_ledgers(bookie_cluster, me
 
     child = pexpect.spawn(BKCTL[0], [*BKCTL[1:], "recover", victim.bookie_id], env=env_for(uri), cwd=str(REPO),
                           timeout=60, encoding="utf-8")
-    child.expect(r"Recover 2 ledgers off")
+    child.expect(r"Re-replicate 2 ledgers off")
     child.sendline("n")
     child.expect(pexpect.EOF)
     child.close()

@@ -1,4 +1,4 @@
-"""Planning and copying for bookie recovery (wire.client.admin), with fake bookies and a fake store."""
+"""Planning and copying for re-replication (wire.client.rereplication), with fake bookies and a fake store."""
 from __future__ import annotations
 
 import random
@@ -10,13 +10,12 @@ from twisted.internet import defer
 
 from bkctl.ops.bench import percentile
 from bkctl.ops.ledgers import entry_doc, entry_line, parse_custom_metadata
-from bkctl.wire.client.admin import (
-    EntryUnrecoverable,
+from bkctl.wire.client.admin import ledger_credentials
+from bkctl.wire.client.errors import EntryUnrecoverable, TargetUnusable
+from bkctl.wire.client.rereplication import (
     Fragment,
-    TargetUnusable,
     choose_replacements,
-    fragments_to_recover,
-    ledger_credentials,
+    fragments_to_rereplicate,
     replace_in_metadata,
     replicate_fragment,
 )
@@ -84,26 +83,26 @@ def two_segments(closed_at=None):
 
 def test_fragments_of_a_closed_ledger():
     md = two_segments(closed_at=149)
-    frags = fragments_to_recover(5, md, [C])
+    frags = fragments_to_rereplicate(5, md, [C])
     assert [(f.first_entry_id, f.last_entry_id, f.lost) for f in frags] == [(0, 99, (C,)), (100, 149, (C,))]
-    assert [(f.first_entry_id, f.last_entry_id) for f in fragments_to_recover(5, md, [B])] == [(0, 99)]
-    assert [(f.first_entry_id, f.last_entry_id) for f in fragments_to_recover(5, md, [D])] == [(100, 149)]
-    assert fragments_to_recover(5, md, [E]) == []
-    both = fragments_to_recover(5, md, [A, C])
+    assert [(f.first_entry_id, f.last_entry_id) for f in fragments_to_rereplicate(5, md, [B])] == [(0, 99)]
+    assert [(f.first_entry_id, f.last_entry_id) for f in fragments_to_rereplicate(5, md, [D])] == [(100, 149)]
+    assert fragments_to_rereplicate(5, md, [E]) == []
+    both = fragments_to_rereplicate(5, md, [A, C])
     assert [f.lost for f in both] == [(A, C), (A, C)]
 
 
 def test_fragments_of_an_open_ledger_end_at_the_given_lac_or_are_open():
     md = two_segments()
-    [f1, f2] = fragments_to_recover(5, md, [A])
+    [f1, f2] = fragments_to_rereplicate(5, md, [A])
     assert (f1.last_entry_id, f2.last_entry_id) == (99, None)
-    [_, f2] = fragments_to_recover(5, md, [A], last_entry_id=120)
+    [_, f2] = fragments_to_rereplicate(5, md, [A], last_entry_id=120)
     assert f2.last_entry_id == 120
 
 
 def test_an_empty_last_segment_of_a_closed_ledger_is_listed_with_no_entries():
     md = two_segments(closed_at=99)  # nothing written to the segment from 100
-    frags = fragments_to_recover(5, md, [D])
+    frags = fragments_to_rereplicate(5, md, [D])
     assert [(f.first_entry_id, f.last_entry_id, f.entry_count()) for f in frags] == [(100, 99, 0)]
 
 

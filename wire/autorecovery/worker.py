@@ -144,7 +144,7 @@ class ReplicationWorker:
         ``deleted``, ``clean`` (nothing was missing), ``waiting`` (open ledger in
         its grace period), ``remarked`` (marked again meanwhile: lock released,
         marker kept) or ``failed``."""
-        from bkctl.wire.client.admin import recover_ledger as rereplicate_ledger
+        from bkctl.wire.client.rereplication import rereplicate_ledger
         from bkctl.wire.zkstore import NoSuchLedger
 
         run = self.client.run_blocking
@@ -167,7 +167,8 @@ class ReplicationWorker:
                 self.held[ledger_id] = self.reactor.callLater(grace, self._grace_expired, ledger_id, version)
                 return "waiting"
             result = await rereplicate_ledger(self.client, ledger_id, sorted(lost),
-                                              window=self.config.rereplication_entry_batch_size)
+                                              window=self.config.rereplication_entry_batch_size,
+                                              throttle=self._pace)
             status = result.get("status")
             if status == "deleted":
                 await run(self.store.mark_ledger_replicated, ledger_id, version)
@@ -176,7 +177,6 @@ class ReplicationWorker:
                 return await self._failed(ledger_id, result.get("error") or str(status))
             if self.stats is not None:
                 self.stats.entries_rereplicated += int(result.get("entries_copied") or 0)
-                self.stats.bytes_rereplicated += int(result.get("bytes_copied") or 0)
             md, _ = await run(self.store.read_ledger, ledger_id)
             registered = await run(self._registered)
             still = await bookies_missing_replicas(self.client, ledger_id, md, registered)
@@ -206,6 +206,12 @@ class ReplicationWorker:
         if waited >= 0:
             self.stats.recovery_seconds_sum += waited
             self.stats.recovery_seconds_count += 1
+
+    def _pace(self, nbytes: int):
+        """Count the bytes about to be written and hold them to replicationRateByBytes."""
+        if self.stats is not None:
+            self.stats.bytes_rereplicated += nbytes
+        return self.throttle(nbytes)
 
     def _registered(self) -> set[str]:
         return set(self.store.writable_bookies()) | set(self.store.readonly_bookies())

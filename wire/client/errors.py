@@ -52,6 +52,10 @@ __all__ = [
     "NotSupported",
     "ERROR_CLASSES",
     "error_for",
+    "ReplicationError",
+    "EntryUnrecoverable",
+    "TargetUnusable",
+    "UnknownBookie",
 ]
 
 
@@ -220,3 +224,22 @@ def error_for(rc: int, bookie: str | None, what: str) -> BookieError:
     cls = ERROR_CLASSES.get(code, BookieError)
     return cls(f"{what} on bookie {bookie}: {code.name} ({_DESCRIPTIONS[code]})",
                rc=code, bookie=bookie)
+
+
+# -- re-replication and administration (not bookie answers) ----------------------
+
+class ReplicationError(BKError):
+    """A ledger (or one fragment of it) could not be re-replicated."""
+
+
+class EntryUnrecoverable(ReplicationError):
+    """No surviving replica could provide an entry a lost bookie held."""
+
+
+class TargetUnusable(ReplicationError):
+    """The requested target bookie cannot take a fragment (not writable, or
+    already in that ensemble)."""
+
+
+class UnknownBookie(NotFound):
+    """Neither registered nor holding a cookie in this cluster."""

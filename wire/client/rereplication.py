@@ -1,0 +1,447 @@
+"""Re-replication (Java's ``LedgerFragmentReplicator`` and the copying half of
+``BookKeeperAdmin.recoverBookieData``): copying what lost bookies held of a
+ledger to other bookies.  Not to be confused with *ledger recovery* (fencing
+an open ledger and closing it at its last entry), which re-replication does
+first for an open ledger whose last segment lost a bookie.
+
+* :func:`fragments_to_rereplicate` lists the segments of a ledger whose
+  ensemble contains a lost bookie (a *fragment*: entries ``first..last`` of
+  one ensemble).  Entry ``e`` of a segment has its copies on ensemble
+  positions ``(e + i) mod E`` for ``i < Qw``
+  (:func:`bkctl.wire.metadata.write_set_indices`); a lost bookie at position
+  ``p`` held exactly the entries whose write set contains ``p``
+  (:meth:`Fragment.entries`, :meth:`Fragment.entry_count`).
+* :func:`choose_replacements` picks, per lost member, a writable bookie that
+  is not in that ensemble (or the operator's target).
+* :func:`replicate_fragment` reads each of those entries from the surviving
+  replicas of its write set (digest verified, next replica on any failure),
+  and writes the stored bytes unchanged to the replacement with a recovery
+  add (accepted on fenced ledgers), at most ``window`` entries at a time,
+  optionally paced by a ``throttle`` (bytes).
+* :func:`replace_in_metadata` then swaps the bookies in that one segment by
+  compare-and-set, re-reading on conflict.  It is idempotent: a segment that
+  no longer names the lost bookie is left alone.  Since the metadata changes
+  only after every entry was copied, a run that stops half way leaves the
+  ledger as it was (plus harmless extra copies); running again completes it.
+* :func:`rereplicate_ledger` does all of that for one ledger, first
+  recovering (fencing and closing) an open ledger whose last segment
+  contains a lost bookie, as BookKeeper's admin does;
+  :func:`rereplicate_ledgers` runs several ledgers at once and reports each
+  (one ledger failing does not stop the others).  ``bkctl recover``,
+  ``bkctl decommission`` and the autorecovery workers all copy through them.
+"""
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from bkctl.wire.digest import DigestManager, master_key
+from bkctl.wire.errors import BKError, DigestError
+from bkctl.wire.metadata import LedgerMetadata, write_set_indices
+
+from .admin import ledger_credentials
+from .errors import (
+    EntryUnrecoverable,
+    NoSuchEntry,
+    NoSuchLedgerOnBookie,
+    ReplicationError,
+    TargetUnusable,
+    Unauthorized,
+)
+from .ledger import LedgerMetadataConflict
+from .placement import RandomPlacement
+
+__all__ = [
+    "Fragment",
+    "choose_replacements",
+    "fragments_to_rereplicate",
+    "replace_in_metadata",
+    "replicate_fragment",
+    "rereplicate_ledger",
+    "rereplicate_ledgers",
+]
+
+log = logging.getLogger(__name__)
+
+_MISSING = (NoSuchEntry, NoSuchLedgerOnBookie)
+
+#: Below this, Java's int truncation in the striping formula changes nothing,
+#: so which positions hold an entry depends only on ``entry_id mod E``.
+_PERIODIC_LIMIT = 2**31 - 1
+
+
+# ----------------------------------------------------------------- planning (pure)
+
+
+def _holding_residues(positions: Collection[int], ensemble_size: int, write_quorum: int) -> frozenset[int]:
+    """Residues ``r`` (mod E) of the entries that have a copy on one of ``positions``."""
+    return frozenset(r for r in range(ensemble_size)
+                     if any(i in positions for i in write_set_indices(r, ensemble_size, write_quorum)))
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """Entries ``first_entry_id..last_entry_id`` of one segment of a ledger,
+    whose ensemble contains the lost bookies ``lost`` (in ensemble order).
+
+    ``last_entry_id`` is None for the last segment of a ledger that is not
+    closed (its end is not known until the ledger is recovered), and below
+    ``first_entry_id`` for an empty segment.
+    """
+
+    ledger_id: int
+    first_entry_id: int
+    last_entry_id: int | None
+    ensemble: tuple[str, ...]
+    lost: tuple[str, ...]
+    write_quorum: int
+
+    @property
+    def ensemble_size(self) -> int:
+        return len(self.ensemble)
+
+    @property
+    def positions(self) -> tuple[int, ...]:
+        """Ensemble positions of the lost bookies."""
+        return tuple(i for i, b in enumerate(self.ensemble) if b in self.lost)
+
+    def copies_on_lost(self, entry_id: int) -> list[int]:
+        """Positions of lost bookies in the write set of ``entry_id`` (write-set order)."""
+        lost = set(self.positions)
+        return [i for i in write_set_indices(entry_id, self.ensemble_size, self.write_quorum) if i in lost]
+
+    def entries(self) -> Iterator[int]:
+        """The entries of the fragment that had a copy on a lost bookie, ascending."""
+        if self.last_entry_id is None:
+            raise ValueError(f"ledger {self.ledger_id}: the open segment from entry "
+                             f"{self.first_entry_id} has no known end")
+        size, qw = self.ensemble_size, self.write_quorum
+        residues = _holding_residues(self.positions, size, qw)
+        periodic_end = min(self.last_entry_id, _PERIODIC_LIMIT - qw)
+        for entry_id in range(self.first_entry_id, periodic_end + 1):
+            if entry_id % size in residues:
+                yield entry_id
+        for entry_id in range(max(self.first_entry_id, periodic_end + 1), self.last_entry_id + 1):
+            if self.copies_on_lost(entry_id):
+                yield entry_id
+
+    def entry_count(self) -> int | None:
+        """How many entries :meth:`entries` yields (None when the end is not known)."""
+        if self.last_entry_id is None:
+            return None
+        first, last = self.first_entry_id, self.last_entry_id
+        if last < first:
+            return 0
+        if last > _PERIODIC_LIMIT - self.write_quorum:
+            return sum(1 for _ in self.entries())
+        size = self.ensemble_size
+        residues = _holding_residues(self.positions, size, self.write_quorum)
+
+        def upto(n: int) -> int:  # entries 0..n-1 held by a lost bookie
+            whole, rest = divmod(n, size)
+            return whole * len(residues) + sum(1 for r in residues if r < rest)
+
+        return upto(last + 1) - upto(first)
+
+
+def fragments_to_rereplicate(ledger_id: int, md: LedgerMetadata, lost: Iterable[str],
+                         last_entry_id: int | None = None) -> list[Fragment]:
+    """Every segment of ``md`` whose ensemble contains one of ``lost``.
+
+    The last segment ends at the ledger's last entry when it is closed, else
+    at ``last_entry_id`` (e.g. a LAC) if given, else its end is unknown (None).
+    """
+    lost = set(lost)
+    out = []
+    for first, last, ensemble in md.segment_ranges():
+        members = tuple(b for b in ensemble if b in lost)
+        if not members:
+            continue
+        if last is None:
+            last = last_entry_id
+        out.append(Fragment(ledger_id, first, last, tuple(ensemble), members, md.write_quorum))
+    return out
+
+
+def choose_replacements(fragment: Fragment, writable: Iterable[str], readonly: Collection[str] = (), *,
+                        target: str | None = None, exclude: Collection[str] = (),
+                        placement=None) -> dict[str, str]:
+    """``{lost bookie: replacement}`` for one fragment.
+
+    Replacements are writable (not read-only), outside the fragment's
+    ensemble, not in ``exclude`` (pass every lost bookie) and distinct.  With
+    ``target``, the first lost member goes to the target (which must be
+    writable and outside the ensemble: :class:`TargetUnusable` otherwise);
+    any further lost member of the same ensemble gets a random bookie, since
+    one bookie cannot hold two positions of an ensemble.  Too few candidates:
+    :class:`~bkctl.wire.client.placement.NotEnoughBookies`.
+    """
+    placement = placement if placement is not None else RandomPlacement()
+    writable = list(writable)
+    ensemble = list(fragment.ensemble)
+    lost = list(fragment.lost)
+    chosen: dict[str, str] = {}
+    if target is not None:
+        where = f"ledger {fragment.ledger_id} segment from entry {fragment.first_entry_id}"
+        if target in ensemble:
+            raise TargetUnusable(f"target bookie {target} is already in the ensemble of {where}")
+        if target in exclude:
+            raise TargetUnusable(f"target bookie {target} is one of the bookies being recovered")
+        if target not in writable or target in readonly:
+            raise TargetUnusable(f"target bookie {target} is not a writable bookie")
+        first = lost.pop(0)
+        chosen[first] = target
+        ensemble[ensemble.index(first)] = target
+    if lost:
+        replaced = placement.replace_bookies(ensemble, lost, writable, readonly,
+                                             exclude=set(exclude) | set(fragment.lost))
+        for old in lost:
+            chosen[old] = replaced[ensemble.index(old)]
+    return chosen
+
+
+# ----------------------------------------------------------------- re-replication
+
+
+def _ignore(_failure: Failure) -> None:
+    return None
+
+
+async def _read_verified(client, ledger_id: int, entry_id: int, sources: list[str],
+                         digest: DigestManager) -> bytes:
+    """The stored bytes of an entry from the first of ``sources`` whose copy
+    verifies."""
+    errors: list[str] = []
+    for bookie in sources:
+        try:
+            body = await client.pool.get(bookie).read(ledger_id, entry_id)
+        except Unauthorized:
+            raise
+        except Exception as exc:  # noqa: BLE001 - try the next replica
+            errors.append(str(exc) if isinstance(exc, _MISSING + (BKError,)) else f"{bookie}: {exc!r}")
+            continue
+        try:
+            digest.verify(body, entry_id)
+        except DigestError as exc:
+            errors.append(f"bookie {bookie}: {exc}")
+            continue
+        return bytes(body)
+    if not sources:
+        raise EntryUnrecoverable(f"entry {entry_id} of ledger {ledger_id}: every bookie of its write set is lost")
+    raise EntryUnrecoverable(f"entry {entry_id} of ledger {ledger_id} could not be read from any surviving "
+                             f"replica ({', '.join(sources)}): {'; '.join(errors[:3])}")
+
+
+async def replicate_fragment(client, fragment: Fragment, replacements: dict[str, str], digest: DigestManager,
+                             key: bytes, *, window: int = 64,
+                             on_entry: Callable[[int], Any] | None = None,
+                             throttle: Callable[[int], Any] | None = None) -> int:
+    """Copy every entry a lost bookie of ``fragment`` held to its replacement.
+
+    Each entry is read from the surviving members of its write set (lost
+    ones never count as sources), verified, and added unchanged to the
+    replacement of every lost member of its write set, with recovery adds.
+    At most ``window`` entries are in flight.  ``on_entry(entry_id)`` is
+    called (in the reactor thread) after each entry is copied.  ``throttle(n)``,
+    when given, is called with the bytes about to be written for each entry and
+    may return a Deferred to wait for (a byte-rate limit).  Returns the
+    number of entries copied; the first failure raises (a
+    :class:`ReplicationError` or the bookie's error) and stops the copy.
+    """
+    if window < 1:
+        raise ValueError("window must be >= 1")
+    ensemble = fragment.ensemble
+    lost_positions = set(fragment.positions)
+    ledger_id = fragment.ledger_id
+
+    async def copy(entry_id: int) -> None:
+        indexes = write_set_indices(entry_id, fragment.ensemble_size, fragment.write_quorum)
+        sources = [ensemble[i] for i in indexes if i not in lost_positions]
+        targets = [replacements[ensemble[i]] for i in indexes
+                   if i in lost_positions and ensemble[i] in replacements]
+        if not targets:
+            return
+        body = await _read_verified(client, ledger_id, entry_id, sources, digest)
+        if throttle is not None:
+            wait = throttle(len(body) * len(targets))
+            if wait is not None:
+                await wait
+        adds = []
+        for bookie in targets:
+            try:
+                adds.append(client.pool.get(bookie).add(ledger_id, entry_id, key, body, recovery=True,
+                                                        high_priority=True))
+            except Exception as exc:  # noqa: BLE001 - a closed pool
+                adds.append(defer.fail(exc))
+        results = await defer.DeferredList(adds, consumeErrors=True)
+        for ok, value in results:
+            if not ok:
+                exc = value.value
+                raise exc if isinstance(exc, BKError) else ReplicationError(
+                    f"writing entry {entry_id} of ledger {ledger_id} to its new bookie failed: {exc!r}")
+        if on_entry is not None:
+            on_entry(entry_id)
+
+    pending: deque[defer.Deferred] = deque()
+    copied = 0
+    try:
+        for entry_id in fragment.entries():
+            if len(pending) >= window:
+                await pending.popleft()
+                copied += 1
+            pending.append(defer.ensureDeferred(copy(entry_id)))
+        while pending:
+            await pending.popleft()
+            copied += 1
+    finally:
+        for d in pending:
+            d.addErrback(_ignore)
+    return copied
+
+
+async def replace_in_metadata(client, ledger_id: int, first_entry_id: int,
+                              replacements: dict[str, str]) -> tuple[LedgerMetadata, int]:
+    """Swap ``old -> new`` in the segment starting at ``first_entry_id``, by
+    compare-and-set (re-reading on conflict).  A lost bookie no longer in the
+    segment (replaced by an earlier run or by someone else) is skipped.
+    Returns the metadata and version now stored."""
+    from bkctl.wire.zkstore import MetadataVersionConflict
+
+    store = client.store
+    md, version = await client.run_blocking(store.read_ledger, ledger_id)
+    for _attempt in range(100):
+        segments = dict(md.ensembles)
+        if first_entry_id not in segments:
+            raise ReplicationError(f"ledger {ledger_id}: no segment starts at entry {first_entry_id} any more")
+        new_md = md
+        for old, new in replacements.items():
+            members = dict(new_md.ensembles)[first_entry_id]
+            if old not in members:
+                continue
+            if new in members:
+                raise ReplicationError(f"ledger {ledger_id}: {new} joined the segment from entry {first_entry_id} "
+                                    f"meanwhile; run the recovery again")
+            new_md = new_md.replace_bookie(first_entry_id, old, new)
+        if new_md is md:
+            return md, version
+        try:
+            version = await client.run_blocking(store.update_ledger, ledger_id, new_md, version)
+            return new_md, version
+        except MetadataVersionConflict as conflict:
+            md, version = conflict.metadata, conflict.current_version
+    raise LedgerMetadataConflict(f"ledger {ledger_id}: metadata keeps changing")
+
+
+def _fragment_doc(fragment: Fragment, replacements: dict[str, str] | None) -> dict:
+    return {
+        "first_entry_id": fragment.first_entry_id,
+        "last_entry_id": fragment.last_entry_id,
+        "lost": list(fragment.lost),
+        "replacements": dict(replacements or {}),
+        "entries": fragment.entry_count(),
+        "entries_copied": 0,
+    }
+
+
+async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, target: str | None = None,
+                             skip_open: bool = False, dry_run: bool = False, window: int = 64,
+                             password: bytes | str | None = None, placement=None,
+                             on_entry: Callable[[int], Any] | None = None,
+                             throttle: Callable[[int], Any] | None = None) -> dict:
+    """Re-replicate everything the ``lost`` bookies held of one ledger.
+
+    A ledger that is not closed is skipped with ``skip_open``; otherwise, if
+    its last segment contains a lost bookie it is recovered first (fenced and
+    closed: :meth:`BookKeeperClient.open_ledger` with recovery), so every
+    segment has a known end.  Then each fragment on a lost bookie is copied
+    to a replacement and the metadata updated.  With ``dry_run`` nothing is
+    changed and the plan is returned (replacements as they would be chosen
+    now).
+
+    Never raises for the ledger's own problems: returns a JSON-ready dict
+    with ``status`` one of ``recovered``, ``planned``, ``skipped``,
+    ``failed`` (``error`` says why), ``clean`` (nothing on the lost bookies)
+    or ``deleted`` (the ledger vanished meanwhile).
+    """
+    from bkctl.wire.zkstore import NoSuchLedger
+
+    lost = tuple(dict.fromkeys(lost))
+    lost_set = set(lost)
+    result: dict[str, Any] = {"ledger_id": ledger_id, "state": None, "status": None, "closed_first": False,
+                              "fragments": [], "entries_copied": 0, "error": None}
+    try:
+        md, _version = await client.run_blocking(client.store.read_ledger, ledger_id)
+        result["state"] = md.state.name
+        if not lost_set.intersection(md.bookies):
+            result["status"] = "clean"
+            return result
+        if not md.is_closed:
+            if skip_open:
+                result["status"] = "skipped"
+                result["error"] = f"ledger is {md.state.name} (--skip-open-ledgers)"
+                return result
+            if lost_set.intersection(md.last_ensemble):
+                result["closed_first"] = True
+                if not dry_run:
+                    await client.open_ledger(ledger_id, recovery=True, password=password)
+                    md, _version = await client.run_blocking(client.store.read_ledger, ledger_id)
+        password_bytes, digest_type = ledger_credentials(ledger_id, md, password)
+        digest = DigestManager(ledger_id, digest_type, password_bytes)
+        key = master_key(password_bytes)
+        writable = await client.run_blocking(client.store.writable_bookies)
+        readonly = await client.run_blocking(client.store.readonly_bookies)
+        for fragment in fragments_to_rereplicate(ledger_id, md, lost):
+            replacements = choose_replacements(fragment, writable, readonly, target=target, exclude=lost,
+                                               placement=placement)
+            doc = _fragment_doc(fragment, replacements)
+            result["fragments"].append(doc)
+            if dry_run:
+                continue
+            copied = await replicate_fragment(client, fragment, replacements, digest, key, window=window,
+                                              on_entry=on_entry, throttle=throttle)
+            await replace_in_metadata(client, ledger_id, fragment.first_entry_id, replacements)
+            doc["entries_copied"] = copied
+            result["entries_copied"] += copied
+            log.info("ledger %d: entries %d..%s re-replicated (%d copied): %s", ledger_id,
+                     fragment.first_entry_id, fragment.last_entry_id, copied, replacements)
+        result["status"] = "planned" if dry_run else "recovered"
+    except NoSuchLedger:
+        result["status"] = "deleted"
+    except Exception as exc:  # noqa: BLE001 - reported, the other ledgers go on
+        if not isinstance(exc, BKError):
+            log.error("ledger %d: recovery failed unexpectedly", ledger_id, exc_info=True)
+        result["status"] = "failed"
+        result["error"] = str(exc) or type(exc).__name__
+    return result
+
+
+async def rereplicate_ledgers(client, ledger_ids: Iterable[int], lost: Iterable[str], *, parallel: int = 4,
+                          on_ledger: Callable[[dict], Any] | None = None, **options: Any) -> list[dict]:
+    """:func:`rereplicate_ledger` for each ledger, at most ``parallel`` at a time;
+    ``on_ledger(result)`` after each.  Returns the results in ledger order."""
+    if parallel < 1:
+        raise ValueError("parallel must be >= 1")
+    lost = tuple(lost)
+    results: list[dict] = []
+
+    def done(result: dict) -> dict:
+        results.append(result)
+        if on_ledger is not None:
+            on_ledger(result)
+        return result
+
+    pending: deque[defer.Deferred] = deque()
+    for ledger_id in ledger_ids:
+        if len(pending) >= parallel:
+            await pending.popleft()
+        pending.append(defer.ensureDeferred(rereplicate_ledger(client, ledger_id, lost, **options)).addCallback(done))
+    while pending:
+        await pending.popleft()
+    results.sort(key=lambda r: r["ledger_id"])
+    return results
