@@ -127,17 +127,28 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
 
 @click.command()
 @click.argument("bookie", metavar="BOOKIE", shell_complete=complete_bookie_id)
+@click.option("--daemons/--no-daemons", "daemons", default=None,
+              help="Let the autorecovery daemons copy (default when autorecovery is enabled and an auditor is "
+                   "elected), or copy from this process.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=3600, show_default=True, metavar="SECONDS",
+              help="With the daemons: how long to wait for them to move every ledger.")
 @click.option("-f", "--force", is_flag=True, help="Do not ask.")
 @pass_app
-def decommission(app: App, bookie: str, force: bool):
+def decommission(app: App, bookie: str, daemons: bool | None, timeout: float, force: bool):
     """Retire a stopped bookie: move its data off, then delete its cookie.
 
-    The bookie must not be registered (exit 4: stop it first).  Every
-    fragment on it is re-replicated as `recover` does (open ledgers using it
-    in their last segment are recovered and closed), then the metadata is
-    scanned until no ledger names it (up to 3 passes); only then is its
-    cookie deleted.  --json: bookie_id, passes, ledgers[] (as `recover`),
-    entries_copied, remaining_ledgers, cookie_deleted.
+    The bookie must not be registered (exit 4: stop it first).  When
+    autorecovery is enabled and an auditor is elected, the autorecovery
+    daemons copy its data, as Java's decommissionbookie lets them: the audit
+    is triggered and the progress shown until no ledger names the bookie
+    (exit 1 after --timeout, cookie kept).  Otherwise (or --no-daemons) every
+    fragment on it is re-replicated from this process as `recover` does
+    (open ledgers using it in their last segment are recovered: fenced and
+    closed), then the metadata is scanned until no ledger names it (up to 3
+    passes).  Only then is its cookie deleted.  --json: bookie_id, mode
+    (autorecovery or local), passes, ledgers[] (as `recover`; with the
+    daemons ledger_id and status), entries_copied (null with the daemons),
+    remaining_ledgers, cookie_deleted.
     """
     from ..ops.recovery import decommission as run
 
@@ -148,12 +159,14 @@ def decommission(app: App, bookie: str, force: bool):
     reporter = _Reporter(app, f"decommissioning {bookie}")
     try:
         doc = run(app.bk, app.store, bookie, confirm=confirm, on_start=reporter.start,
-                  on_ledger=reporter.ledger, on_entry=reporter.entry)
+                  on_ledger=reporter.ledger, on_entry=reporter.entry, use_daemons=daemons, timeout=timeout)
     finally:
         reporter.stop()
+    copied = ("by the autorecovery daemons" if doc["mode"] == "autorecovery"
+              else f"{doc['entries_copied']} entries copied")
     emit(app, doc, lambda: app.console.print(
-        f"bookie {bookie} decommissioned: {len(doc['ledgers'])} ledgers moved, {doc['entries_copied']} entries "
-        f"copied; cookie {'deleted' if doc['cookie_deleted'] else 'not found'}"))
+        f"bookie {bookie} decommissioned: {len(doc['ledgers'])} ledgers moved, {copied}; "
+        f"cookie {'deleted' if doc['cookie_deleted'] else 'not found'}"))
 
 
 def _quorum_options(f):

@@ -99,38 +99,82 @@ def rereplicate_bookies(bk, store, bookies: Iterable[str], *, target: str | None
     return summary(bookies, results, dry_run=dry_run, target=target, skip_open=skip_open)
 
 
+def autorecovery_available(store) -> bool:
+    """Whether autorecovery daemons can do the copying: enabled, with an auditor elected."""
+    return store.is_autorecovery_enabled() and store.who_is_auditor() is not None
+
+
 def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[list[int]], Any] | None = None,
                  on_start: Callable[[int], Any] | None = None, on_ledger=None, on_entry=None,
-                 parallel: int = 4) -> dict:
+                 parallel: int = 4, use_daemons: bool | None = None, timeout: float = 3600.0,
+                 poll: float = 1.0) -> dict:
     """Move every fragment off a stopped bookie, verify, delete its cookie.
 
-    The bookie must not be registered (exit 4 otherwise).  Its ledgers are
-    re-replicated (open ones whose last segment uses it are recovered and
-    closed first), then the metadata is scanned again; ledgers still naming
-    it get another pass, up to ``passes``.  If some remain, the cookie is
-    kept and CommandError (exit 1) says which.  Returns ``bookie_id``,
-    ``passes``, ``ledgers`` (per-ledger results of the last pass that
-    touched each), ``entries_copied``, ``remaining_ledgers``,
-    ``cookie_deleted``.
+    The bookie must not be registered (exit 4 otherwise).  When autorecovery
+    is enabled and an auditor is elected (``use_daemons`` None: decided so;
+    True/False force it), the daemons do the copying, as Java's
+    ``decommissionbookie`` lets them: the audit is triggered (the bookie,
+    unregistered, is lost and its ledgers are marked at once) and the
+    metadata is watched until no ledger names the bookie, for at most
+    ``timeout`` seconds.  Otherwise this process re-replicates the ledgers
+    itself (open ones whose last segment uses the bookie are recovered and
+    closed first), then scans again; ledgers still naming it get another
+    pass, up to ``passes``.  If some remain, the cookie is kept and
+    CommandError (exit 1) says which.  Returns ``bookie_id``, ``mode``
+    (``autorecovery`` or ``local``), ``passes``, ``ledgers`` (per-ledger
+    results; with the daemons just ``ledger_id`` and ``status``),
+    ``entries_copied`` (null with the daemons: they count it in their
+    metrics), ``remaining_ledgers``, ``cookie_deleted``.
     """
+    import time
+
     [bookie] = check_bookie_ids([bookie])
     if store.is_bookie_registered(bookie):
         raise CommandError(f"bookie {bookie} is registered (running); stop it before decommissioning it", CONFLICT)
     by_ledger: dict[int, dict] = {}
-    copied = 0
+    copied: int | None = 0
     ids = ledgers_on(store, [bookie])
     done_passes = 0
     if confirm is not None:  # even with no data: the cookie goes
         confirm(ids)
-    while ids and done_passes < passes:
+    if use_daemons is None:
+        use_daemons = bool(ids) and autorecovery_available(store)
+    if use_daemons and ids:
+        from bkctl.wire.autorecovery.admin import trigger_audit
+
+        if not autorecovery_available(store):
+            raise CommandError("autorecovery is disabled or no auditor is elected: "
+                               "decommission without the daemons (--no-daemons)", CONFLICT)
+        copied = None
+        if on_start is not None:
+            on_start(len(ids))
+        trigger_audit(store)
+        waiting = set(ids)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = set(ledgers_on(store, [bookie])) & waiting
+            for lid in sorted(waiting - left):
+                by_ledger[lid] = {"ledger_id": lid, "status": "replicated"}
+                if on_ledger is not None:
+                    on_ledger(by_ledger[lid])
+            waiting = left
+            if not waiting or time.monotonic() >= deadline:
+                break
+            time.sleep(poll)
+        ids = ledgers_on(store, [bookie])
+        for lid in ids:
+            by_ledger.setdefault(lid, {"ledger_id": lid, "status": "waiting",
+                                       "error": f"still names {bookie} after {timeout:g}s"})
+    while ids and done_passes < passes and not use_daemons:
         done_passes += 1
         doc = rereplicate_bookies(bk, store, [bookie], on_start=on_start, on_ledger=on_ledger, on_entry=on_entry,
-                              parallel=parallel, ledger_ids=ids)
+                                  parallel=parallel, ledger_ids=ids)
         for r in doc["ledgers"]:
             by_ledger[r["ledger_id"]] = r
         copied += doc["totals"]["entries_copied"]
         ids = ledgers_on(store, [bookie])
-    result = {"bookie_id": bookie, "passes": done_passes, "ledgers": [by_ledger[k] for k in sorted(by_ledger)],
+    result = {"bookie_id": bookie, "mode": "autorecovery" if use_daemons else "local", "passes": done_passes,
+              "ledgers": [by_ledger[k] for k in sorted(by_ledger)],
               "entries_copied": copied, "remaining_ledgers": ids, "cookie_deleted": False}
     if ids:
         errors = [f"{r['ledger_id']}: {r['error']}" for r in result["ledgers"]

@@ -318,3 +318,29 @@ def test_a_worker_killed_mid_copy_leaves_the_ledger_to_another(bookie_cluster, m
              and zkstore.get_underreplicated(lid) is None, timeout=120)
     live = {b: port for b, port in ports.items() if b != victim.bookie_id}
     assert assert_fully_replicated(zkstore, live, lid, {victim.bookie_id}) == 3000
+
+
+def test_decommission_lets_the_daemons_copy(bookie_cluster, metadata_uri, zkstore, writer, daemons):
+    """With an auditor elected, `bkctl decommission` triggers the audit (which ignores
+    lostBookieRecoveryDelay, as Java's triggeraudit) and waits for the daemons."""
+    import json
+
+    procs = bookie_cluster(4)
+    ports = {p.bookie_id: p.port for p in procs}
+    zkstore.set_lost_bookie_recovery_delay(3600)
+    ids = [make_ledger(writer, 3, 2, entries=40) for _ in range(4)]
+    daemons("ar-decom", *FAST)
+    wait_for("an auditor", zkstore.who_is_auditor)
+    victim = procs[0]
+    on_victim = [lid for lid in ids if victim.bookie_id in zkstore.read_ledger(lid)[0].bookies]
+    victim.stop()
+    wait_for("the registration to go", lambda: not zkstore.is_bookie_registered(victim.bookie_id), timeout=30)
+    doc = json.loads(ok(bkctl(metadata_uri, "--json", "decommission", victim.bookie_id, "--force",
+                              "--timeout", "120")))
+    assert doc["mode"] == "autorecovery" and doc["entries_copied"] is None
+    assert [r["ledger_id"] for r in doc["ledgers"]] == sorted(on_victim)
+    assert {r["status"] for r in doc["ledgers"]} == {"replicated"}
+    assert doc["cookie_deleted"] is True and zkstore.get_cookie(victim.bookie_id) is None
+    live = {b: port for b, port in ports.items() if b != victim.bookie_id}
+    for lid in ids:
+        assert assert_fully_replicated(zkstore, live, lid, {victim.bookie_id}) == 40

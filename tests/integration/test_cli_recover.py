@@ -215,8 +215,11 @@ def test_decommission(bookie_cluster, metadata_uri, zkstore, writer):
     assert bkctl(uri, "decommission", victim_id).returncode == 2  # no terminal, no --force
     assert zkstore.get_cookie(victim_id) is not None
 
+    refused = bkctl(uri, "decommission", victim_id, "--force", "--daemons")  # no auditor is elected
+    assert "no auditor" in one_line_error(refused, 4)
     doc = json.loads(ok(bkctl(uri, "--json", "decommission", victim_id, "--force")))
     assert doc["bookie_id"] == victim_id and doc["cookie_deleted"] is True and doc["remaining_ledgers"] == []
+    assert doc["mode"] == "local"
     assert len(doc["ledgers"]) == counts[victim_id]
     assert zkstore.get_cookie(victim_id) is None
     live = {p.bookie_id: p.port for p in procs if p is not victim}
@@ -229,5 +232,5 @@ def test_decommission(bookie_cluster, metadata_uri, zkstore, writer):
             assert assert_fully_replicated(zkstore, live, lid, {victim_id}) == (50 if lid != lids[-1] else 25)
 
     nothing = json.loads(ok(bkctl(uri, "--json", "decommission", "127.0.0.1:1", "--force")))
-    assert nothing == {"bookie_id": "127.0.0.1:1", "passes": 0, "ledgers": [], "entries_copied": 0,
+    assert nothing == {"bookie_id": "127.0.0.1:1", "mode": "local", "passes": 0, "ledgers": [], "entries_copied": 0,
                        "remaining_ledgers": [], "cookie_deleted": False}
