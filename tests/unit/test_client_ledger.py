@@ -90,6 +90,14 @@ class FakeConnection:
             d.addBoth(lambda r: (call.active() and call.cancel(), r)[1])
         return d
 
+    def add_with_callback(self, ledger_id, entry_id, master_key, body, recovery, high_priority, on_done, ctx,
+                          slot):
+        """The channel's add as the ledger layer calls it (BookieChannel); the
+        outcome goes to ``on_done`` as BookieConnection reports it."""
+        d = self.add(ledger_id, entry_id, master_key, body, recovery=recovery, high_priority=high_priority)
+        d.addCallbacks(lambda _: on_done(ctx, slot, self.bookie_id, None),
+                       lambda f: on_done(ctx, slot, self.bookie_id, f.value))
+
     def _timeout(self, d, entry_id):
         if not d.called:
             d.errback(BookieTimeout(f"ADD {entry_id}: timeout", bookie=self.bookie_id))
@@ -120,9 +128,10 @@ class FakeConnection:
             return defer.fail(NoSuchEntry("ENOENTRY", bookie=self.bookie_id))
         return defer.succeed(mine[entry_id])
 
-    def batch_read(self, ledger_id, first, max_count, max_size):
+    def batch_read(self, ledger_id, start_entry_id, max_count, max_size, *, fence_master_key=None):
         """Consecutive stored entries from ``first``, like a 4.17 bookie (``batch_limit``
         stands for its byte budget; ``no_batch``: a bookie that cannot batch-read)."""
+        first = start_entry_id
         self.batch_reads.append((ledger_id, first, max_count))
         if self.down:
             return self._unavailable(f"BATCH_READ {first}")

@@ -482,11 +482,12 @@ class BookieConnection:
             return self._unsupported(f"ADD ledger {ledger_id} entry {entry_id} with DEFERRED_SYNC")
         return self._submit_request(req, _T_WRITE, self.add_timeout)
 
-    def _add_nowait(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
-                    recovery: bool, high_priority: bool,
-                    on_done: Callable[[Any, int, str, BaseException | None], Any],
-                    ctx: Any, slot: int) -> None:
-        """:meth:`add` for the ledger layer, without a Deferred: the outcome
+    def add_with_callback(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
+                          recovery: bool, high_priority: bool,
+                          on_done: Callable[[Any, int, str, BaseException | None], Any],
+                          ctx: Any, slot: int) -> None:
+        """:meth:`add` for the ledger layer (:class:`~bkctl.wire.client.channel.BookieChannel`),
+        without a Deferred: the outcome
         is ``on_done(ctx, slot, bookie_id, error)`` with ``error`` None once
         the bookie acknowledged the entry, else the exception :meth:`add`'s
         Deferred would fail with. ``on_done`` may run before this returns

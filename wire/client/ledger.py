@@ -81,6 +81,7 @@ from bkctl.wire.errors import BKError, Conflict, DigestError, NotFound, Unreacha
 from bkctl.wire.metadata import LedgerMetadata, write_set_indices
 from bkctl.wire.protocol import DEFAULT_MAX_FRAME_SIZE
 
+from .channel import BookieChannel
 from .errors import (
     LedgerFencedError,
     NoSuchEntry,
@@ -904,19 +905,12 @@ class LedgerHandle(ReadHandle):
         if n >= self.max_inflight:
             self._behind.add(bookie)
         try:
-            conn = self.client.pool.get(bookie)
-            add_nowait = getattr(conn, "_add_nowait", None)
-            if add_nowait is not None:
-                # The connection calls _slot_done back: no Deferred per copy.
-                add_nowait(self.ledger_id, p.entry_id, self.master_key, p.body,
-                           self.recovery, self.recovery, self._slot_done, p, slot)
-                return
-            d = conn.add(self.ledger_id, p.entry_id, self.master_key, p.body,
-                         recovery=self.recovery, high_priority=self.recovery)
-        except Exception as exc:  # noqa: BLE001 - a closed pool raises
-            d = defer.fail(exc)
-        d.addCallbacks(self._add_answered, self._add_failed, callbackArgs=(p, slot, bookie),
-                       errbackArgs=(p, slot, bookie))
+            conn: BookieChannel = self.client.pool.get(bookie)
+            # The connection calls _slot_done back: no Deferred per copy.
+            conn.add_with_callback(self.ledger_id, p.entry_id, self.master_key, p.body,
+                                   self.recovery, self.recovery, self._slot_done, p, slot)
+        except Exception as exc:  # noqa: BLE001 - a closed pool or a bad argument raises
+            self._slot_done(p, slot, bookie, exc)
 
     def _answered(self, bookie: str) -> None:
         n = self._unanswered.get(bookie, 1) - 1
@@ -942,14 +936,6 @@ class LedgerHandle(ReadHandle):
         if p.acks >= self._metadata.ack_quorum and self._pending and self._pending[0] is p:
             self._complete_ready()
         # else: it completes when every earlier entry has
-
-    def _add_answered(self, _result, p: _PendingAdd, slot: int, bookie: str) -> None:
-        self._answered(bookie)
-        self._add_ok(None, p, slot, bookie)
-
-    def _add_failed(self, f: Failure, p: _PendingAdd, slot: int, bookie: str) -> None:
-        self._answered(bookie)
-        self._add_error(f.value, p, slot, bookie)
 
     def _add_error(self, exc: BaseException, p: _PendingAdd, slot: int, bookie: str) -> None:
         if self._state in (_FAILED, _CLOSED):

@@ -1,0 +1,46 @@
+"""What the ledger layer needs from a connection to one bookie: one typed
+interface.  :class:`~bkctl.wire.client.connection.BookieConnection` implements
+it over the wire; the unit tests' fake bookies implement it in memory, so the
+handles run the same code paths in both (tests/unit/test_client_channel.py
+checks that every implementation matches these signatures).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from twisted.internet import defer
+
+__all__ = ["AddDone", "BookieChannel"]
+
+#: ``on_done(ctx, slot, bookie_id, error)``: how an add reports back without a
+#: Deferred; ``error`` is None once the bookie acknowledged the entry.
+AddDone = Callable[[Any, int, str, "BaseException | None"], Any]
+
+
+@runtime_checkable
+class BookieChannel(Protocol):
+    """Requests to one bookie.  Every method but :meth:`add_with_callback`
+    returns a Deferred that fails with a :mod:`~bkctl.wire.client.errors` error."""
+
+    bookie_id: str
+
+    def add_with_callback(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
+                          recovery: bool, high_priority: bool, on_done: AddDone, ctx: Any, slot: int) -> None:
+        """ADD_ENTRY of a digest-packaged ``body``, reported through ``on_done``
+        (which may run before this returns, for a refused request).  The
+        writer's hot path: no Deferred per copy of an entry."""
+
+    def read(self, ledger_id: int, entry_id: int, *, fence_master_key: bytes | None = None,
+             high_priority: bool = False) -> defer.Deferred:
+        """READ_ENTRY (entry -1: the bookie's last entry; with a master key: fencing)."""
+
+    def batch_read(self, ledger_id: int, start_entry_id: int, max_count: int, max_size: int, *,
+                   fence_master_key: bytes | None = None) -> defer.Deferred:
+        """BATCH_READ_ENTRY: consecutive stored entries from ``start_entry_id``."""
+
+    def read_lac(self, ledger_id: int) -> defer.Deferred:
+        """READ_LAC: ``(lac_body, last_entry_body)``."""
+
+    def write_lac(self, ledger_id: int, lac: int, master_key: bytes, body: bytes) -> defer.Deferred:
+        """WRITE_LAC of a digest-packaged LAC ``body``."""
