@@ -147,7 +147,7 @@ def _pipelined_add(handle, payloads, window: int = 256) -> list[int]:
 def _check_appendable(bk, ledger_id: int) -> None:
     """A closed or fenced-for-recovery ledger: fail before taking the lock."""
     from bkctl.wire.client.errors import LedgerFencedError
-    from bkctl.wire.client.ledger import LedgerClosedError
+    from bkctl.wire.client.errors import LedgerClosedError
 
     md, _ = bk.metadata(ledger_id)
     if md.is_closed:

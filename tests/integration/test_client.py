@@ -16,9 +16,10 @@ from twisted.internet import defer
 from tests.bookieproc import WireClient
 from bkctl.wire import v2
 from bkctl.wire.client.blocking import BlockingBookKeeper
-from bkctl.wire.client.bookkeeper import LedgerLocked, lock_path
+from bkctl.wire.client.bookkeeper import lock_path
+from bkctl.wire.client.errors import LedgerLocked
 from bkctl.wire.client.errors import LedgerFencedError, Unauthorized
-from bkctl.wire.client.ledger import ClientClosed, EntryNotConfirmed, LedgerClosedError
+from bkctl.wire.client.errors import ClientClosed, EntryNotConfirmed, LedgerClosedError
 from bkctl.wire.digest import DigestManager, DigestType
 from bkctl.wire.errors import DigestError
 from bkctl.wire.metadata import LedgerState

@@ -82,7 +82,7 @@ def test_generic_names_are_not_ours(venv, tmp_path):
              "print(u.find_spec('wire'))\n"
              "print(shell.__file__)\n"
              "print(u.find_spec('bookied').origin)\n"
-             "import bkctl.wire.client.ledger, bkctl.bookied.main, bkctl.shell.repl\n"
+             "import bkctl.wire.client.ledger_handle, bkctl.bookied.main, bkctl.shell.repl\n"
              "print('ours ok')\n")
     out = _run(py, "-c", probe, cwd=tmp_path).stdout.splitlines()
     assert out[0] == "None"                      # `import wire` fails

@@ -14,7 +14,8 @@ import pytest
 from twisted.internet import defer, task
 from twisted.python.failure import Failure
 
-from bkctl.wire.client.bookkeeper import BookKeeperClient, LedgerLocked, lock_path
+from bkctl.wire.client.bookkeeper import BookKeeperClient, lock_path
+from bkctl.wire.client.errors import LedgerLocked
 from bkctl.wire.client.errors import (
     BatchReadUnsupported,
     BookieTimeout,
@@ -25,15 +26,11 @@ from bkctl.wire.client.errors import (
     TooManyRequests,
     Unauthorized,
 )
-from bkctl.wire.client.ledger import (
-    EntryNotConfirmed,
-    LedgerClosedError,
-    HandleReleased,
-    LedgerHandle,
-    LedgerRecoveryError,
-    covered,
-)
-from bkctl.wire.client.placement import NotEnoughBookies, RandomPlacement
+from bkctl.wire.client.errors import EntryNotConfirmed, HandleReleased, LedgerClosedError, LedgerRecoveryError
+from bkctl.wire.client.ledger_handle import LedgerHandle
+from bkctl.wire.client.read_handle import covered
+from bkctl.wire.client.errors import NotEnoughBookies
+from bkctl.wire.client.placement import RandomPlacement
 from bkctl.wire.digest import DigestManager, DigestType
 from bkctl.wire.errors import Conflict, DigestError, MetadataError
 from bkctl.wire.metadata import LedgerMetadata, LedgerState
@@ -875,7 +872,7 @@ def test_client_close_fails_outstanding_adds_as_client_closed():
     result_of(client.close())
     b = lh.metadata.write_set(0)[0]
     pool.conns[b].fail(0, BookieUnavailable("closed", bookie=b))
-    from bkctl.wire.client.ledger import ClientClosed
+    from bkctl.wire.client.errors import ClientClosed
     assert isinstance(done[0][1], ClientClosed)
 
 

@@ -20,7 +20,8 @@ from bkctl.wire.client.rereplication import (
     replicate_fragment,
 )
 from bkctl.wire.client.errors import NoSuchEntry, Unauthorized
-from bkctl.wire.client.placement import NotEnoughBookies, RandomPlacement
+from bkctl.wire.client.errors import NotEnoughBookies
+from bkctl.wire.client.placement import RandomPlacement
 from bkctl.wire.digest import DigestManager, DigestType, master_key
 from bkctl.wire.metadata import LedgerMetadata, write_set_indices
 

@@ -16,8 +16,8 @@ from bkctl.wire.digest import DigestManager, DigestType, master_key
 from bkctl.wire.errors import DigestError
 from bkctl.wire.metadata import LedgerMetadata
 
-from .errors import NoSuchEntry, NoSuchLedgerOnBookie, Unauthorized, UnknownBookie
-from .ledger import LedgerRecoveryError, covered
+from .errors import LedgerRecoveryError, NoSuchEntry, NoSuchLedgerOnBookie, Unauthorized, UnknownBookie
+from .read_handle import covered
 
 __all__ = [
     "describe_bookie",
@@ -55,7 +55,7 @@ async def fence_ledger(client, ledger_id: int, password: bytes | str | None = No
     normal adds (the writer fails with EFENCED) and accepts only recovery
     adds.  Succeeds when the fenced bookies cover every write quorum (fewer
     than Qa unfenced bookies in each), so no new entry can reach its ack
-    quorum; else :class:`~bkctl.wire.client.ledger.LedgerRecoveryError`.  A closed
+    quorum; else :class:`~bkctl.wire.client.errors.LedgerRecoveryError`.  A closed
     ledger needs no fencing (``fenced`` False).
     """
     md, _version = await client.run_blocking(client.store.read_ledger, ledger_id)

@@ -67,8 +67,8 @@ class BlockingLedger:
 
     def __init__(self, owner: "BlockingBookKeeper", handle):
         self._owner = owner
-        #: the underlying Twisted handle (:class:`~bkctl.wire.client.ledger.ReadHandle` or
-        #: :class:`~bkctl.wire.client.ledger.LedgerHandle`)
+        #: the underlying Twisted handle (:class:`~bkctl.wire.client.read_handle.ReadHandle` or
+        #: :class:`~bkctl.wire.client.ledger_handle.LedgerHandle`)
         self.handle = handle
 
     def __repr__(self) -> str:

@@ -15,7 +15,8 @@ thread pool.  Bookie ids are resolved through the BookieServiceInfo each
 bookie publishes in its registration node, falling back to the id itself as
 ``host:port``.
 
-Ledger handles and their semantics are in :mod:`bkctl.wire.client.ledger`; the
+Ledger handles and their semantics are in :mod:`bkctl.wire.client.read_handle`,
+:mod:`~bkctl.wire.client.ledger_handle` and :mod:`~bkctl.wire.client.ledger_recovery`; the
 blocking facade for scripts and the CLI is :mod:`bkctl.wire.client.blocking`.
 """
 from __future__ import annotations
@@ -36,40 +37,27 @@ from bkctl.wire.metadata import LedgerMetadata
 from bkctl.wire.protocol import DEFAULT_MAX_FRAME_SIZE
 from bkctl.wire.serviceinfo import parse_bookie_id_address
 
-from .errors import LedgerFencedError, Unauthorized
-from .ledger import (
+from .errors import (
     ClientClosed,
-    EntryNotConfirmed,
+    LedgerLocked,
     LedgerClosedError,
-    LedgerHandle,
+    LedgerFencedError,
     LedgerMetadataConflict,
     LedgerRecoveryError,
-    ReadHandle,
-    replicate_tail,
+    Unauthorized,
 )
-from .placement import NotEnoughBookies, RandomPlacement
+from .ledger_handle import LedgerHandle
+from .ledger_recovery import replicate_tail
+from .read_handle import ReadHandle
+from .placement import RandomPlacement
 
-__all__ = [
-    "BookKeeperClient",
-    "ClientClosed",
-    "EntryNotConfirmed",
-    "LedgerClosedError",
-    "LedgerLocked",
-    "LedgerMetadataConflict",
-    "LedgerRecoveryError",
-    "NotEnoughBookies",
-    "lock_path",
-]
+__all__ = ["BookKeeperClient", "lock_path"]
 
 log = logging.getLogger(__name__)
 
 #: Largest ensemble we bother validating with placeholder bookies before asking
 #: the metadata store for real ones.
 _MAX_ENSEMBLE = 1024
-
-
-class LedgerLocked(Conflict):
-    """Another process holds the append lock of the ledger (``open_for_append``)."""
 
 
 def lock_path(root: str, ledger_id: int) -> str:

@@ -56,6 +56,14 @@ __all__ = [
     "EntryUnrecoverable",
     "TargetUnusable",
     "UnknownBookie",
+    "ClientClosed",
+    "EntryNotConfirmed",
+    "HandleReleased",
+    "LedgerClosedError",
+    "LedgerLocked",
+    "LedgerMetadataConflict",
+    "LedgerRecoveryError",
+    "NotEnoughBookies",
 ]
 
 
@@ -243,3 +251,56 @@ class TargetUnusable(ReplicationError):
 
 class UnknownBookie(NotFound):
     """Neither registered nor holding a cookie in this cluster."""
+
+
+# -- ledger handles (not bookie answers) ----------------------------------------
+
+
+class LedgerClosedError(Conflict):
+    """The ledger is closed: by this handle (adds after close) or by another
+    client (with a different last entry than this writer confirmed)."""
+
+
+class LedgerMetadataConflict(Conflict):
+    """The ledger metadata changed in a way this handle cannot merge (for
+    example another client changed the ensemble of the last segment)."""
+
+
+class LedgerRecoveryError(Unreachable):
+    """The tail of an open ledger could not be established: too few bookies
+    answered the LAC read, or an entry could neither be read from any replica
+    nor declared missing by enough of them."""
+
+
+class EntryNotConfirmed(NotFound):
+    """A read past the last add confirmed (open ledger) or the last entry
+    (closed ledger) without ``allow_unconfirmed``."""
+
+
+class ClientClosed(BKError):
+    """The BookKeeper client of this handle was closed."""
+
+
+class HandleReleased(ClientClosed):
+    """The handle let go of its ledger (:meth:`LedgerHandle.release`); the ledger stays open."""
+
+
+class LedgerLocked(Conflict):
+    """Another process holds the append lock of the ledger (``open_for_append``)."""
+
+
+class NotEnoughBookies(Unreachable):
+    """There are not enough usable bookies for an ensemble or a replacement.
+
+    ``needed`` is how many bookies were wanted, ``available`` how many
+    candidates there were, ``readonly`` how many bookies are registered
+    read-only and ``excluded`` how many writable bookies could not be used
+    (already in the ensemble, failed, excluded by the caller).
+    """
+
+    def __init__(self, message: str, *, needed: int, available: int, readonly: int, excluded: int = 0):
+        super().__init__(message)
+        self.needed = needed
+        self.available = available
+        self.readonly = readonly
+        self.excluded = excluded

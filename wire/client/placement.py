@@ -19,26 +19,9 @@ from __future__ import annotations
 import random
 from collections.abc import Collection, Iterable, Sequence
 
-from bkctl.wire.errors import Unreachable
+from .errors import NotEnoughBookies
 
-__all__ = ["NotEnoughBookies", "RandomPlacement"]
-
-
-class NotEnoughBookies(Unreachable):
-    """There are not enough usable bookies for an ensemble or a replacement.
-
-    ``needed`` is how many bookies were wanted, ``available`` how many
-    candidates there were, ``readonly`` how many bookies are registered
-    read-only and ``excluded`` how many writable bookies could not be used
-    (already in the ensemble, failed, excluded by the caller).
-    """
-
-    def __init__(self, message: str, *, needed: int, available: int, readonly: int, excluded: int = 0):
-        super().__init__(message)
-        self.needed = needed
-        self.available = available
-        self.readonly = readonly
-        self.excluded = excluded
+__all__ = ["RandomPlacement"]
 
 
 def _plural(n: int, word: str) -> str:

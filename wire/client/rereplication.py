@@ -48,13 +48,13 @@ from bkctl.wire.metadata import LedgerMetadata, write_set_indices
 from .admin import ledger_credentials
 from .errors import (
     EntryUnrecoverable,
+    LedgerMetadataConflict,
     NoSuchEntry,
     NoSuchLedgerOnBookie,
     ReplicationError,
     TargetUnusable,
     Unauthorized,
 )
-from .ledger import LedgerMetadataConflict
 from .placement import RandomPlacement
 
 __all__ = [

@@ -1,0 +1,505 @@
+"""Reading one ledger (Java's ``ReadOnlyLedgerHandle`` and ``PendingReadOp``).
+
+:class:`ReadHandle` reads entries of any ledger:
+* each entry is read from the bookies of its write set in write-set order,
+  moving to the next replica on a missing entry, a bad digest, a timeout or
+  any other failure; the read fails only when every replica failed
+  (:class:`~bkctl.wire.client.errors.NoSuchEntry` when they all said "missing",
+  :class:`~bkctl.wire.errors.DigestError` when a replica answered with bytes that
+  do not verify, else the last error);
+* over v2, ledgers whose ensemble size equals their write quorum (every
+  bookie holds every entry of its segment) are read with BATCH_READ_ENTRY
+  (bookies 4.17+), Java's rule: up to ``_BATCH_READ_ENTRIES`` consecutive
+  entries per request, a few requests in flight, each entry verified; a
+  bookie that fails, answers short of the first entry or cannot batch-read
+  hands over to the next of the write set, and when none can, that entry is
+  read alone as above (so its error is the same);
+* reads stop at the last add confirmed (LAC) of an open ledger or the last
+  entry of a closed one, unless ``allow_unconfirmed=True``
+  (:class:`EntryNotConfirmed` otherwise);
+* the LAC of an open ledger comes from the bookies of its last ensemble:
+  the highest LAC piggybacked on their last entries (and, over v3, the
+  explicit LAC), accepted once every write quorum has had at least
+  ``Qw - Qa + 1`` valid answers, the coverage rule of BookKeeper's
+  ReadLastConfirmed.
+"""
+from __future__ import annotations
+
+import bisect
+import itertools
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from bkctl.wire.digest import DigestManager, DigestType, VerifiedEntry, master_key
+from bkctl.wire.errors import BKError, DigestError
+from bkctl.wire.metadata import LedgerMetadata, write_set_indices
+
+from .errors import (
+    EntryNotConfirmed,
+    LedgerRecoveryError,
+    NoSuchEntry,
+    NoSuchLedgerOnBookie,
+    Unauthorized,
+)
+
+if TYPE_CHECKING:
+    from .range_reader import RangeReader
+
+__all__ = ["ReadHandle", "covered"]
+
+log = logging.getLogger(__name__)
+
+_MISSING = (NoSuchEntry, NoSuchLedgerOnBookie)
+
+_INT32_MAX = (1 << 31) - 1
+_INT64_MAX = (1 << 63) - 1
+#: Entries asked for by one BATCH_READ_ENTRY, byte budget of its answer, and
+#: how many of them one span keeps in flight.
+_BATCH_READ_ENTRIES = 256
+_BATCH_READ_BYTES = 4 * 1024 * 1024
+_BATCH_READS_IN_FLIGHT = 4
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def covered(responded: set[int] | frozenset[int], ensemble_size: int, write_quorum: int,
+            ack_quorum: int) -> bool:
+    """True when every write quorum has fewer than ``ack_quorum`` bookies
+    that did not answer (i.e. at least ``Qw - Qa + 1`` answered): no entry can
+    have been acknowledged by bookies we have not heard from."""
+    for start in range(ensemble_size):
+        unknown = 0
+        for i in range(write_quorum):
+            if (start + i) % ensemble_size not in responded:
+                unknown += 1
+        if unknown >= ack_quorum:
+            return False
+    return True
+
+
+def _ignore(failure: Failure) -> None:
+    return None
+
+
+def _describe(errors: list[BaseException], limit: int = 3) -> str:
+    shown = "; ".join(str(e) for e in errors[:limit])
+    if len(errors) > limit:
+        shown += f"; and {len(errors) - limit} more"
+    return shown
+
+
+# handle states
+
+# ----------------------------------------------------------------- reading
+
+
+class ReadHandle:
+    """Reads one ledger.  Made by ``BookKeeperClient.open_ledger``."""
+
+    def __init__(self, client, ledger_id: int, metadata: LedgerMetadata, version: int,
+                 password: bytes, digest_type: DigestType):
+        self.client = client
+        self.ledger_id = ledger_id
+        self._metadata = metadata
+        self._version = version
+        self.password = bytes(password)
+        self._ws_metadata: LedgerMetadata | None = None  # the metadata _ws_cache is for
+        self._ws_cache: dict[tuple[int, int], tuple[str, ...]] = {}
+        self._ws_starts: tuple[int, ...] = ()  # first entry ids of its segments
+        self.digest_type = DigestType(digest_type)
+        self.digest = DigestManager(ledger_id, self.digest_type, self.password)
+        self.master_key = master_key(self.password)
+        self._lac = metadata.last_entry_id if metadata.is_closed else -1
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} ledger {self.ledger_id} {self._metadata.state.name}"
+                f" lac={self._lac}>")
+
+    # -- state ------------------------------------------------------------------
+
+    @property
+    def metadata(self) -> LedgerMetadata:
+        return self._metadata
+
+    @property
+    def metadata_version(self) -> int:
+        return self._version
+
+    @property
+    def is_closed(self) -> bool:
+        """True when the ledger's metadata (as this handle knows it) is CLOSED."""
+        return self._metadata.is_closed
+
+    @property
+    def last_add_confirmed(self) -> int:
+        """The highest entry known to be readable (-1: none)."""
+        return self._lac
+
+    @property
+    def last_entry_id(self) -> int | None:
+        """The last entry of a closed ledger (-1 if empty), else None."""
+        return self._metadata.last_entry_id if self._metadata.is_closed else None
+
+    @property
+    def length(self) -> int | None:
+        """Total payload bytes of a closed ledger, else None."""
+        return self._metadata.length if self._metadata.is_closed else None
+
+    def _readable_limit(self) -> int:
+        md = self._metadata
+        return md.last_entry_id if md.is_closed else self._lac
+
+    def close(self) -> defer.Deferred:
+        """Nothing to release for a reader; fires at once."""
+        return defer.succeed(None)
+
+    # -- LAC ----------------------------------------------------------------------
+
+    def read_lac(self) -> defer.Deferred:
+        """Fires with the LAC: the last entry of a closed ledger, else read from
+        the bookies (and remembered when higher than what was known)."""
+        if self._metadata.is_closed:
+            return defer.succeed(self._metadata.last_entry_id)
+        d = self._read_lac_quorum(fence=False)
+
+        def got(result):
+            lac, _lengths = result
+            lac = max(lac, self._metadata.ensembles[-1][0] - 1)
+            if lac > self._lac:
+                self._lac = lac
+            return self._lac
+
+        return d.addCallback(got)
+
+    def refresh_metadata(self) -> defer.Deferred:
+        """Re-read the metadata (to notice that an open ledger got closed)."""
+        d = self.client.run_blocking(self.client.store.read_ledger, self.ledger_id)
+
+        def got(result):
+            md, version = result
+            if version >= self._version:
+                self._metadata, self._version = md, version
+                if md.is_closed:
+                    self._lac = md.last_entry_id
+            return self._metadata
+
+        return d.addCallback(got)
+
+    def _read_lac_quorum(self, fence: bool) -> defer.Deferred:
+        """Ask every bookie of the last ensemble for its last entry (fencing it
+        with ``fence``); fires with ``(max piggybacked LAC, {entry_id: length})``
+        once the answers cover every write quorum."""
+        md = self._metadata
+        ensemble = md.last_ensemble
+        size, qw, qa = md.ensemble_size, md.write_quorum, md.ack_quorum
+        use_read_lac = not fence and self.client.protocol == "v3"
+        result: defer.Deferred = defer.Deferred()
+        state = {"pending": len(ensemble), "lac": -1, "done": False}
+        responded: set[int] = set()
+        lengths: dict[int, int] = {}
+        errors: list[BaseException] = []
+
+        def finish_check():
+            if state["done"]:
+                return
+            if responded and covered(responded, size, qw, qa):
+                state["done"] = True
+                result.callback((state["lac"], lengths))
+            elif state["pending"] == 0:
+                state["done"] = True
+                result.errback(LedgerRecoveryError(
+                    f"could not read the last add confirmed of ledger {self.ledger_id}: "
+                    f"{len(responded)} of {size} bookies answered, but every write quorum needs "
+                    f"{qw - qa + 1} answers ({_describe(errors)})"))
+
+        def take_entry(body: bytes) -> None:
+            entry = self.digest.verify(body, None)
+            state["lac"] = max(state["lac"], entry.lac)
+            lengths[entry.entry_id] = entry.length
+
+        def ok(value, index):
+            state["pending"] -= 1
+            try:
+                if use_read_lac:
+                    lac_body, last_entry = value
+                    if lac_body:
+                        state["lac"] = max(state["lac"], self.digest.verify_lac(lac_body))
+                    if last_entry:
+                        take_entry(last_entry)
+                else:
+                    take_entry(value)
+            except DigestError as exc:
+                errors.append(exc)
+            else:
+                responded.add(index)
+            finish_check()
+
+        def failed(f: Failure, index):
+            state["pending"] -= 1
+            exc = f.value
+            if isinstance(exc, _MISSING):
+                responded.add(index)  # nothing written there: a valid, empty answer
+            elif isinstance(exc, Unauthorized):
+                if not state["done"]:
+                    state["done"] = True
+                    result.errback(exc)
+                return
+            else:
+                errors.append(exc)
+            finish_check()
+
+        for index, bookie in enumerate(ensemble):
+            try:
+                conn = self.client.pool.get(bookie)
+                if fence:
+                    d = conn.read(self.ledger_id, -1, fence_master_key=self.master_key, high_priority=True)
+                elif use_read_lac:
+                    d = conn.read_lac(self.ledger_id)
+                else:
+                    d = conn.read(self.ledger_id, -1)
+            except Exception as exc:  # noqa: BLE001 - a closed pool and such
+                d = defer.fail(exc)
+            d.addCallbacks(ok, failed, callbackArgs=(index,), errbackArgs=(index,))
+            d.addErrback(lambda f: log.error("LAC read bookkeeping failed: %s", f.getTraceback()))
+        return result
+
+    # -- entries ------------------------------------------------------------------
+
+    def _segment_starts(self) -> tuple[int, ...]:
+        """The first entry ids of the segments; resets the write-set cache
+        when the metadata changed."""
+        md = self._metadata
+        if md is not self._ws_metadata:
+            self._ws_metadata = md
+            self._ws_cache = {}
+            self._ws_starts = md.first_entry_ids
+        return self._ws_starts
+
+    def _write_set(self, entry_id: int) -> tuple[str, ...]:
+        """``metadata.write_set(entry_id)``, computed once per stripe position,
+        segment and metadata version: striping repeats every ensemble-size
+        entries (below Java's int truncation)."""
+        md = self._metadata
+        if not 0 <= entry_id <= _INT32_MAX - md.write_quorum:
+            return tuple(md.write_set(entry_id))
+        segment = bisect.bisect_right(self._segment_starts(), entry_id) - 1
+        key = (segment, entry_id % md.ensemble_size)
+        ws = self._ws_cache.get(key)
+        if ws is None:
+            ensemble = md.ensembles[segment][1]
+            ws = self._ws_cache[key] = tuple(
+                [ensemble[i] for i in write_set_indices(entry_id, md.ensemble_size, md.write_quorum)])
+        return ws
+
+    def _check_range(self, first: int, last: int, allow_unconfirmed: bool) -> None:
+        if first < 0 or last < first:
+            raise ValueError(f"bad entry range {first}..{last}")
+        if allow_unconfirmed:
+            return
+        limit = self._readable_limit()
+        if last > limit:
+            what = (f"the last entry is {limit}" if self._metadata.is_closed
+                    else f"the last add confirmed is {limit}")
+            raise EntryNotConfirmed(
+                f"cannot read entries {first}..{last} of ledger {self.ledger_id}: {what}")
+
+    def _read_entry(self, entry_id: int) -> defer.Deferred:
+        """One entry, verified, with failover across its write set (in order)."""
+        bookies = self._write_set(entry_id)
+        errors: list[BaseException] = []
+
+        def attempt(i: int):
+            if i == len(bookies):
+                return defer.fail(self._read_error(entry_id, bookies, errors))
+            try:
+                d = self.client.pool.get(bookies[i]).read(self.ledger_id, entry_id)
+            except Exception as exc:  # noqa: BLE001
+                d = defer.fail(exc)
+
+            def ok(body):
+                try:
+                    return self.digest.verify(body, entry_id)
+                except DigestError as exc:
+                    errors.append(DigestError(f"bookie {bookies[i]}: {exc}"))
+                    return attempt(i + 1)
+
+            def bad(f: Failure):
+                errors.append(f.value)
+                return attempt(i + 1)
+
+            return d.addCallbacks(ok, bad)
+
+        return attempt(0)
+
+    def _read_error(self, entry_id: int, bookies: list[str], errors: list[BaseException]) -> BKError:
+        where = f"entry {entry_id} of ledger {self.ledger_id}"
+        if errors and all(isinstance(e, _MISSING) for e in errors):
+            return NoSuchEntry(f"{where} is missing on every bookie of its write set "
+                               f"({', '.join(bookies)})")
+        digest = [e for e in errors if isinstance(e, DigestError)]
+        if digest and all(isinstance(e, (DigestError,) + _MISSING) for e in errors):
+            return DigestError(f"{where} failed digest verification on every replica that has it "
+                               f"(wrong password or digest type, or corrupt data): {_describe(digest)}")
+        for e in errors:
+            if isinstance(e, Unauthorized):
+                return e
+        last = errors[-1] if errors else None
+        if isinstance(last, BKError):
+            return last
+        return BKError(f"cannot read {where}: {_describe(errors)}")
+
+    def read_entry(self, entry_id: int, *, allow_unconfirmed: bool = False) -> defer.Deferred:
+        """Fires with the payload of one entry."""
+        try:
+            self._check_range(entry_id, entry_id, allow_unconfirmed)
+        except (BKError, ValueError) as exc:
+            return defer.fail(exc)
+        return self._read_entry(entry_id).addCallback(lambda e: e.payload)
+
+    def read_entries(self, first: int, last: int, *, allow_unconfirmed: bool = False) -> defer.Deferred:
+        """Fires with ``[(entry_id, payload), ...]`` for ``first..last``
+        (inclusive).  Up to the client's ``read_window`` entries are read at
+        once; the first entry that cannot be read fails the whole call."""
+        try:
+            self._check_range(first, last, allow_unconfirmed)
+        except (BKError, ValueError) as exc:
+            return defer.fail(exc)
+        return self._read_span(first, last)
+
+    def read_range(self, first: int, last: int, batch: int = 100, *,
+                   allow_unconfirmed: bool = False) -> "RangeReader":
+        """Stream ``first..last`` in batches of at most ``batch`` entries.
+
+        The returned :class:`RangeReader` is an async iterator (``async for
+        entries in handle.read_range(...)`` inside ``defer.ensureDeferred``)
+        and has :meth:`RangeReader.next_batch` for callback code.  At most two
+        batches are in memory: the one handed out and the one being read.
+        """
+        if batch < 1:
+            raise ValueError("batch must be >= 1")
+        self._check_range(first, last, allow_unconfirmed)
+        from .range_reader import RangeReader  # it imports this module
+
+        return RangeReader(self, first, last, batch)
+
+    def _read_span(self, first: int, last: int) -> defer.Deferred:
+        """Fires with ``[(entry_id, payload), ...]`` for ``first..last``."""
+        md = self._metadata
+        if md.ensemble_size == md.write_quorum and getattr(self.client, "protocol", "v3") == "v2":
+            return defer.ensureDeferred(self._read_span_batched(first, last))
+        return self._read_span_singly(first, last)
+
+    async def _read_span_batched(self, first: int, last: int) -> list:
+        step = _BATCH_READ_ENTRIES
+        chunks = iter(range(first, last + 1, step))
+
+        def start(begin: int) -> defer.Deferred:
+            return defer.ensureDeferred(self._read_chunk(begin, min(last, begin + step - 1)))
+
+        pending = deque(start(b) for b in itertools.islice(chunks, _BATCH_READS_IN_FLIGHT))
+        out: list = []
+        try:
+            while pending:
+                out.extend(await pending.popleft())
+                begin = next(chunks, None)
+                if begin is not None:
+                    pending.append(start(begin))
+        except BaseException:
+            for d in pending:
+                d.addErrback(_ignore)
+            raise
+        return out
+
+    async def _read_chunk(self, first: int, last: int) -> list:
+        out: list = []
+        next_id = first
+        while next_id <= last:
+            got = await self._batch_read(next_id, min(last, self._segment_last(next_id)))
+            if not got:  # no replica could batch-read it: alone, with failover and its error
+                entry = await self._read_entry(next_id)
+                got = [(entry.entry_id, entry.payload)]
+            out.extend(got)
+            next_id += len(got)
+        return out
+
+    def _segment_last(self, entry_id: int) -> int:
+        """The last entry id of ``entry_id``'s segment (a large number for the last one)."""
+        starts = self._segment_starts()
+        i = bisect.bisect_right(starts, entry_id)
+        return starts[i] - 1 if i < len(starts) else _INT64_MAX
+
+    async def _batch_read(self, first: int, last: int) -> list:
+        """As many verified entries from ``first`` on (at most to ``last``, one
+        segment) as the first replica of ``first``'s write set that can gives
+        in one BATCH_READ; [] when none can."""
+        want = last - first + 1
+        for bookie in self._write_set(first):
+            try:
+                bodies = await self.client.pool.get(bookie).batch_read(
+                    self.ledger_id, first, want, _BATCH_READ_BYTES)
+            except Exception as exc:  # noqa: BLE001 - any failure: the next replica
+                log.debug("ledger %d: batch read from %s at %d failed: %s", self.ledger_id, bookie, first, exc)
+                continue
+            got = []
+            for entry_id, body in zip(range(first, last + 1), bodies):
+                try:
+                    entry = self.digest.verify(body, entry_id)
+                except DigestError:
+                    break  # the rest from the next replica
+                got.append((entry.entry_id, entry.payload))
+            if got:
+                return got
+        return []
+
+    def _read_span_singly(self, first: int, last: int) -> defer.Deferred:
+        count = last - first + 1
+        window = max(1, int(getattr(self.client, "read_window", 64)))
+        results: list[Any] = [None] * count
+        done: defer.Deferred = defer.Deferred()
+        state = {"next": 0, "running": 0, "finished": 0, "failed": False, "starting": False, "again": False}
+
+        def start_more():
+            # reads answered synchronously must not recurse once per entry
+            if state["starting"]:
+                state["again"] = True
+                return
+            state["starting"] = True
+            try:
+                state["again"] = True
+                while state["again"]:
+                    state["again"] = False
+                    while not state["failed"] and state["running"] < window and state["next"] < count:
+                        index = state["next"]
+                        state["next"] += 1
+                        state["running"] += 1
+                        d = self._read_entry(first + index)
+                        d.addCallbacks(got, bad, callbackArgs=(index,))
+            finally:
+                state["starting"] = False
+
+        def got(entry: VerifiedEntry, index: int):
+            state["running"] -= 1
+            if state["failed"]:
+                return
+            results[index] = (entry.entry_id, entry.payload)
+            state["finished"] += 1
+            if state["finished"] == count:
+                done.callback(results)
+            else:
+                start_more()
+
+        def bad(f: Failure):
+            state["running"] -= 1
+            if not state["failed"]:
+                state["failed"] = True
+                done.errback(f)
+
+        start_more()
+        return done
+
+
