@@ -26,7 +26,7 @@ from .errors import (
 from .ledger_handle import LedgerHandle
 from .read_handle import _MISSING, ReadHandle, _describe, _ignore
 
-__all__ = ["replicate_tail"]
+__all__ = ["TailEntryRead", "replicate_tail"]
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 # ----------------------------------------------------------------- tail finding
 
 
-def _tail_read(handle: ReadHandle, md: LedgerMetadata, entry_id: int, fence: bool) -> defer.Deferred:
-    """Read ``entry_id`` from its whole write set at once.  Fires with
+class TailEntryRead:
+    """One entry of the tail, read from its whole write set at once.  Fires with
     ``(VerifiedEntry, raw bytes)`` from the first replica that has it, or None
     as soon as ``Qw - Qa + 1`` replicas said it is missing (so it can never have
     been acknowledged); fails when neither can be concluded.
@@ -43,62 +43,71 @@ def _tail_read(handle: ReadHandle, md: LedgerMetadata, entry_id: int, fence: boo
     ``md`` is the metadata as it was before the tail search began: a bookie
     brought in by an ensemble change meanwhile has none of these entries and
     must not be counted as saying "missing"."""
-    bookies = md.write_set(entry_id)
-    need_missing = md.write_quorum - md.ack_quorum + 1
-    result: defer.Deferred = defer.Deferred()
-    state = {"pending": len(bookies), "missing": 0, "done": False}
-    errors: list[BaseException] = []
-    key = handle.master_key if fence else None
 
-    def settle():
-        if state["done"]:
+    def __init__(self, handle: ReadHandle, md: LedgerMetadata, entry_id: int, fence: bool):
+        self.handle = handle
+        self.entry_id = entry_id
+        self.fence = fence
+        self.bookies = md.write_set(entry_id)
+        self.need_missing = md.write_quorum - md.ack_quorum + 1
+        self.result: defer.Deferred = defer.Deferred()
+        self.pending = len(self.bookies)
+        self.missing = 0
+        self.done = False
+        self.errors: list[BaseException] = []
+
+    def start(self) -> defer.Deferred:
+        h = self.handle
+        key = h.master_key if self.fence else None
+        for bookie in self.bookies:
+            try:
+                d = h.client.pool.get(bookie).read(h.ledger_id, self.entry_id, fence_master_key=key,
+                                                   high_priority=self.fence)
+            except Exception as exc:  # noqa: BLE001
+                d = defer.fail(exc)
+            d.addCallbacks(self._answered, self._failed, callbackArgs=(bookie,), errbackArgs=(bookie,))
+        return self.result
+
+    def _settle(self) -> None:
+        if self.done:
             return
-        if state["missing"] >= need_missing:
-            state["done"] = True
-            result.callback(None)
-        elif state["pending"] == 0:
-            state["done"] = True
-            result.errback(LedgerRecoveryError(
-                f"entry {entry_id} of ledger {handle.ledger_id} could not be read from any replica and "
-                f"only {state['missing']} of {len(bookies)} said it is missing (need {need_missing}): "
-                f"{_describe(errors)}"))
+        if self.missing >= self.need_missing:
+            self.done = True
+            self.result.callback(None)
+        elif self.pending == 0:
+            self.done = True
+            self.result.errback(LedgerRecoveryError(
+                f"entry {self.entry_id} of ledger {self.handle.ledger_id} could not be read from any replica "
+                f"and only {self.missing} of {len(self.bookies)} said it is missing (need {self.need_missing}): "
+                f"{_describe(self.errors)}"))
 
-    def ok(body, bookie):
-        state["pending"] -= 1
-        if state["done"]:
+    def _answered(self, body, bookie: str) -> None:
+        self.pending -= 1
+        if self.done:
             return
         try:
-            entry = handle.digest.verify(body, entry_id)
+            entry = self.handle.digest.verify(body, self.entry_id)
         except DigestError as exc:
-            errors.append(DigestError(f"bookie {bookie}: {exc}"))
-            settle()
+            self.errors.append(DigestError(f"bookie {bookie}: {exc}"))
+            self._settle()
             return
-        state["done"] = True
-        result.callback((entry, bytes(body)))
+        self.done = True
+        self.result.callback((entry, bytes(body)))
 
-    def bad(f: Failure, bookie):
-        state["pending"] -= 1
-        if state["done"]:
+    def _failed(self, f: Failure, bookie: str) -> None:
+        self.pending -= 1
+        if self.done:
             return
         exc = f.value
         if isinstance(exc, _MISSING):
-            state["missing"] += 1
+            self.missing += 1
         elif isinstance(exc, Unauthorized):
-            state["done"] = True
-            result.errback(exc)
+            self.done = True
+            self.result.errback(exc)
             return
         else:
-            errors.append(exc)
-        settle()
-
-    for bookie in bookies:
-        try:
-            d = handle.client.pool.get(bookie).read(handle.ledger_id, entry_id, fence_master_key=key,
-                                                    high_priority=fence)
-        except Exception as exc:  # noqa: BLE001
-            d = defer.fail(exc)
-        d.addCallbacks(ok, bad, callbackArgs=(bookie,), errbackArgs=(bookie,))
-    return result
+            self.errors.append(exc)
+        self._settle()
 
 
 async def replicate_tail(handle: LedgerHandle, fence: bool) -> None:
@@ -124,7 +133,7 @@ async def replicate_tail(handle: LedgerHandle, fence: bool) -> None:
     try:
         while True:
             while len(reads) < window:
-                reads.append((next_read, _tail_read(handle, md, next_read, fence)))
+                reads.append((next_read, TailEntryRead(handle, md, next_read, fence).start()))
                 next_read += 1
             entry_id, d = reads.popleft()
             got = await d

@@ -193,80 +193,8 @@ class ReadHandle:
     def _read_lac_quorum(self, fence: bool) -> defer.Deferred:
         """Ask every bookie of the last ensemble for its last entry (fencing it
         with ``fence``); fires with ``(max piggybacked LAC, {entry_id: length})``
-        once the answers cover every write quorum."""
-        md = self._metadata
-        ensemble = md.last_ensemble
-        size, qw, qa = md.ensemble_size, md.write_quorum, md.ack_quorum
-        use_read_lac = not fence and self.client.protocol == "v3"
-        result: defer.Deferred = defer.Deferred()
-        state = {"pending": len(ensemble), "lac": -1, "done": False}
-        responded: set[int] = set()
-        lengths: dict[int, int] = {}
-        errors: list[BaseException] = []
-
-        def finish_check():
-            if state["done"]:
-                return
-            if responded and covered(responded, size, qw, qa):
-                state["done"] = True
-                result.callback((state["lac"], lengths))
-            elif state["pending"] == 0:
-                state["done"] = True
-                result.errback(LedgerRecoveryError(
-                    f"could not read the last add confirmed of ledger {self.ledger_id}: "
-                    f"{len(responded)} of {size} bookies answered, but every write quorum needs "
-                    f"{qw - qa + 1} answers ({_describe(errors)})"))
-
-        def take_entry(body: bytes) -> None:
-            entry = self.digest.verify(body, None)
-            state["lac"] = max(state["lac"], entry.lac)
-            lengths[entry.entry_id] = entry.length
-
-        def ok(value, index):
-            state["pending"] -= 1
-            try:
-                if use_read_lac:
-                    lac_body, last_entry = value
-                    if lac_body:
-                        state["lac"] = max(state["lac"], self.digest.verify_lac(lac_body))
-                    if last_entry:
-                        take_entry(last_entry)
-                else:
-                    take_entry(value)
-            except DigestError as exc:
-                errors.append(exc)
-            else:
-                responded.add(index)
-            finish_check()
-
-        def failed(f: Failure, index):
-            state["pending"] -= 1
-            exc = f.value
-            if isinstance(exc, _MISSING):
-                responded.add(index)  # nothing written there: a valid, empty answer
-            elif isinstance(exc, Unauthorized):
-                if not state["done"]:
-                    state["done"] = True
-                    result.errback(exc)
-                return
-            else:
-                errors.append(exc)
-            finish_check()
-
-        for index, bookie in enumerate(ensemble):
-            try:
-                conn = self.client.pool.get(bookie)
-                if fence:
-                    d = conn.read(self.ledger_id, -1, fence_master_key=self.master_key, high_priority=True)
-                elif use_read_lac:
-                    d = conn.read_lac(self.ledger_id)
-                else:
-                    d = conn.read(self.ledger_id, -1)
-            except Exception as exc:  # noqa: BLE001 - a closed pool and such
-                d = defer.fail(exc)
-            d.addCallbacks(ok, failed, callbackArgs=(index,), errbackArgs=(index,))
-            d.addErrback(lambda f: log.error("LAC read bookkeeping failed: %s", f.getTraceback()))
-        return result
+        once the answers cover every write quorum (:class:`ReadLacQuorum`)."""
+        return ReadLacQuorum(self, fence).start()
 
     # -- entries ------------------------------------------------------------------
 
@@ -457,49 +385,156 @@ class ReadHandle:
         return []
 
     def _read_span_singly(self, first: int, last: int) -> defer.Deferred:
-        count = last - first + 1
         window = max(1, int(getattr(self.client, "read_window", 64)))
-        results: list[Any] = [None] * count
-        done: defer.Deferred = defer.Deferred()
-        state = {"next": 0, "running": 0, "finished": 0, "failed": False, "starting": False, "again": False}
+        return WindowedReads(self, first, last, window).start()
 
-        def start_more():
-            # reads answered synchronously must not recurse once per entry
-            if state["starting"]:
-                state["again"] = True
-                return
-            state["starting"] = True
+
+class ReadLacQuorum:
+    """One LAC read of an open ledger (Java's ``ReadLastConfirmedOp``): every
+    bookie of the last ensemble is asked for its last entry (its piggybacked
+    LAC, and over v3 the explicit LAC); the read completes once the answers
+    cover every write quorum (:func:`covered`), and fails when all answered
+    without covering them.  A missing ledger or entry is a valid, empty
+    answer; a wrong password fails the read at once."""
+
+    def __init__(self, handle: ReadHandle, fence: bool):
+        self.handle = handle
+        self.fence = fence
+        md = handle.metadata
+        self.ensemble = md.last_ensemble
+        self.quorums = (md.ensemble_size, md.write_quorum, md.ack_quorum)
+        self.use_read_lac = not fence and handle.client.protocol == "v3"
+        self.result: defer.Deferred = defer.Deferred()
+        self.pending = len(self.ensemble)
+        self.lac = -1
+        self.done = False
+        self.responded: set[int] = set()
+        self.lengths: dict[int, int] = {}
+        self.errors: list[BaseException] = []
+
+    def start(self) -> defer.Deferred:
+        h = self.handle
+        for index, bookie in enumerate(self.ensemble):
             try:
-                state["again"] = True
-                while state["again"]:
-                    state["again"] = False
-                    while not state["failed"] and state["running"] < window and state["next"] < count:
-                        index = state["next"]
-                        state["next"] += 1
-                        state["running"] += 1
-                        d = self._read_entry(first + index)
-                        d.addCallbacks(got, bad, callbackArgs=(index,))
-            finally:
-                state["starting"] = False
+                conn = h.client.pool.get(bookie)
+                if self.fence:
+                    d = conn.read(h.ledger_id, -1, fence_master_key=h.master_key, high_priority=True)
+                elif self.use_read_lac:
+                    d = conn.read_lac(h.ledger_id)
+                else:
+                    d = conn.read(h.ledger_id, -1)
+            except Exception as exc:  # noqa: BLE001 - a closed pool and such
+                d = defer.fail(exc)
+            d.addCallbacks(self._answered, self._failed, callbackArgs=(index,), errbackArgs=(index,))
+            d.addErrback(lambda f: log.error("LAC read bookkeeping failed: %s", f.getTraceback()))
+        return self.result
 
-        def got(entry: VerifiedEntry, index: int):
-            state["running"] -= 1
-            if state["failed"]:
-                return
-            results[index] = (entry.entry_id, entry.payload)
-            state["finished"] += 1
-            if state["finished"] == count:
-                done.callback(results)
+    def _settle(self) -> None:
+        if self.done:
+            return
+        size, qw, qa = self.quorums
+        if self.responded and covered(self.responded, size, qw, qa):
+            self.done = True
+            self.result.callback((self.lac, self.lengths))
+        elif self.pending == 0:
+            self.done = True
+            self.result.errback(LedgerRecoveryError(
+                f"could not read the last add confirmed of ledger {self.handle.ledger_id}: "
+                f"{len(self.responded)} of {size} bookies answered, but every write quorum needs "
+                f"{qw - qa + 1} answers ({_describe(self.errors)})"))
+
+    def _take_entry(self, body: bytes) -> None:
+        entry = self.handle.digest.verify(body, None)
+        self.lac = max(self.lac, entry.lac)
+        self.lengths[entry.entry_id] = entry.length
+
+    def _answered(self, value, index: int) -> None:
+        self.pending -= 1
+        try:
+            if self.use_read_lac:
+                lac_body, last_entry = value
+                if lac_body:
+                    self.lac = max(self.lac, self.handle.digest.verify_lac(lac_body))
+                if last_entry:
+                    self._take_entry(last_entry)
             else:
-                start_more()
+                self._take_entry(value)
+        except DigestError as exc:
+            self.errors.append(exc)
+        else:
+            self.responded.add(index)
+        self._settle()
 
-        def bad(f: Failure):
-            state["running"] -= 1
-            if not state["failed"]:
-                state["failed"] = True
-                done.errback(f)
+    def _failed(self, f: Failure, index: int) -> None:
+        self.pending -= 1
+        exc = f.value
+        if isinstance(exc, _MISSING):
+            self.responded.add(index)  # nothing written there: a valid, empty answer
+        elif isinstance(exc, Unauthorized):
+            if not self.done:
+                self.done = True
+                self.result.errback(exc)
+            return
+        else:
+            self.errors.append(exc)
+        self._settle()
 
-        start_more()
-        return done
 
+class WindowedReads:
+    """Entries ``first..last`` read one request each, at most ``window`` at a
+    time; fires with ``[(entry_id, payload), ...]`` in order, or with the first
+    failure (the reads still running are then ignored)."""
 
+    def __init__(self, handle: ReadHandle, first: int, last: int, window: int):
+        self.handle = handle
+        self.first = first
+        self.count = last - first + 1
+        self.window = window
+        self.results: list[Any] = [None] * self.count
+        self.done: defer.Deferred = defer.Deferred()
+        self.next = 0
+        self.running = 0
+        self.finished = 0
+        self.failed = False
+        self._starting = False
+        self._again = False
+
+    def start(self) -> defer.Deferred:
+        self._start_more()
+        return self.done
+
+    def _start_more(self) -> None:
+        # reads answered synchronously must not recurse once per entry
+        if self._starting:
+            self._again = True
+            return
+        self._starting = True
+        try:
+            self._again = True
+            while self._again:
+                self._again = False
+                while not self.failed and self.running < self.window and self.next < self.count:
+                    index = self.next
+                    self.next += 1
+                    self.running += 1
+                    d = self.handle._read_entry(self.first + index)
+                    d.addCallbacks(self._got, self._bad, callbackArgs=(index,))
+        finally:
+            self._starting = False
+
+    def _got(self, entry: VerifiedEntry, index: int) -> None:
+        self.running -= 1
+        if self.failed:
+            return
+        self.results[index] = (entry.entry_id, entry.payload)
+        self.finished += 1
+        if self.finished == self.count:
+            self.done.callback(self.results)
+        else:
+            self._start_more()
+
+    def _bad(self, f: Failure) -> None:
+        self.running -= 1
+        if not self.failed:
+            self.failed = True
+            self.done.errback(f)
