@@ -178,7 +178,7 @@ def ledger_add(app: App, ledger_id: int, data: tuple[str, ...], file, binary: bo
     quorum before the command returns.
 
     A ledger another process created is continued like a writer that took
-    over: its ZooKeeper append lock is taken, its tail re-replicated, the
+    over: its ZooKeeper append lock is taken, its tail written back to full write quorums, the
     entries appended, the LAC published, and the lock released; the ledger
     stays open.  In the shell, a ledger created in the session is written
     through its live handle.  A closed, fenced or locked ledger: exit 4.
@@ -285,7 +285,7 @@ def ledger_close(app: App, ledger_id: int, password: str | None):
 
     A ledger this shell session writes is closed by its writer.  Any other
     OPEN ledger is recovered: fenced on its bookies (so a writer that is
-    still alive cannot add behind our back), its tail re-replicated, then
+    still alive cannot add behind our back), its tail written back to full write quorums, then
     closed at the last entry found.  Closing a closed ledger changes
     nothing.  --json: {"ledger_id", "state", "last_entry_id", "length",
     "already_closed", "fenced"}.
@@ -335,7 +335,9 @@ def ledger_fence(app: App, ledger_id: int, password: str | None):
 @_PASSWORD
 @pass_app
 def ledger_recover(app: App, ledger_id: int, password: str | None):
-    """Open a ledger with recovery: fence, re-replicate the tail, close.
+    """Ledger recovery: fence, write the tail back to full write quorums, close.
+
+    (Re-replication, copying a lost bookie's fragments elsewhere, is `bkctl recover`.)
 
     Every entry acknowledged to the old writer is kept; the writer's next
     add fails (fenced).  Concurrent recoveries agree on the last entry.  A
