@@ -4,6 +4,7 @@
 Prints figures, asserts nothing. Usage::
 
     .venv/bin/python bench/bench_autorecovery.py [--entries 1000000] [--ledgers 200] [--modes 1,4,recover]
+        [--rate-limit BYTES_PER_S] [--probe-rate ADDS_PER_S]
 
 Each mode gets a fresh throw-away sandbox (a real ZooKeeper and 5 bookieds):
 ``--ledgers`` E3/Qw2/Qa2 ledgers with ``--entries`` entries of ``--size`` bytes
@@ -15,6 +16,12 @@ from one process once the bookie's registration is gone.  Times include the
 bookie's ZooKeeper session timeout (the sandbox's 10 s) for the daemons, which is what an
 operator waits for too; the figure after the registration vanished is printed
 beside it.  Everything shares the machine: the load is printed with each figure.
+
+``--probe-rate`` (default 200) adds 100 B entries at that steady rate to a
+ledger of its own on the four survivors while the repair runs, and prints the
+add latency p50/p99 during the repair next to the same figures idle (taken
+before the SIGKILL): the cost of the repair to the cluster's live writers.
+``--rate-limit`` sets the daemons' ``replicationRateByBytes``.
 """
 from __future__ import annotations
 
@@ -24,11 +31,67 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench_client import load_note, section  # noqa: E402
+from bench_client import load_note, pct, section  # noqa: E402
+
+
+class LatencyProbe:
+    """Adds entries at a steady rate from a thread of its own and keeps each
+    add's latency; :meth:`window` returns those since the last call."""
+
+    def __init__(self, uri: str, rate: float, avoid: str):
+        from bkctl.wire.client.blocking import BlockingBookKeeper
+
+        self.bk = BlockingBookKeeper(uri, timeout=60)
+        # a ledger on survivors only, so that its writer measures the repair's load
+        # rather than its own ensemble change
+        for _ in range(50):
+            self.handle = self.bk.create(3, 2, 2)
+            if avoid not in self.handle.handle.metadata.bookies:
+                break
+            self.handle.close()
+        else:
+            raise RuntimeError(f"could not place the probe's ledger away from {avoid}")
+        self.interval = 1.0 / rate
+        self.samples: list[float] = []
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        payload = b"p" * 100
+        due = time.perf_counter()
+        while not self._stop.is_set():
+            due += self.interval
+            t = time.perf_counter()
+            try:
+                self.handle.add(payload)
+                self.samples.append(time.perf_counter() - t)
+            except Exception:  # noqa: BLE001 - counted and reported
+                self.failures += 1
+            pause = due - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+
+    def window(self) -> list[float]:
+        taken, self.samples = self.samples, []
+        return taken
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.bk.close()
+
+
+def latency_note(samples: list[float]) -> str:
+    if not samples:
+        return "no adds"
+    return f"p50 {pct(samples, 0.5) * 1e3:.2f} ms, p99 {pct(samples, 0.99) * 1e3:.2f} ms ({len(samples):,} adds)"
 
 
 def write_ledgers(uri: str, ledgers: int, entries: int, size: int) -> list[int]:
@@ -71,23 +134,33 @@ def run_mode(mode: str, args) -> None:
                     for b in md.bookies:
                         held[b] = held.get(b, 0) + (md.last_entry_id + 1) * 2 // 3
             victim = max(held, key=held.get)
+            probe = None
+            if args.probe_rate > 0:
+                probe = LatencyProbe(uri, args.probe_rate, victim)
             if mode != "recover":
                 for i in range(int(mode)):
                     daemons.append(subprocess.Popen(
                         [sys.executable, "-m", "bkctl", "-m", uri, "autorecovery", "run",
                          "--bookie-id", f"bench-{i}:3181",
                          "--set", "auditorPeriodicBookieCheckInterval=0", "--set", "auditorPeriodicCheckInterval=0",
-                         "--set", f"rereplicationEntryBatchSize={args.batch}"],
+                         "--set", f"rereplicationEntryBatchSize={args.batch}",
+                         "--set", f"replicationRateByBytes={args.rate_limit}"],
                         stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, f"ar-{i}.log"), "wb")))
                 while store.who_is_auditor() is None:
                     time.sleep(0.1)
             record = next(b for b in (load_state(tmp) or {}).get("bookies", []) if b.get("id") == victim)
             on_victim = [lid for lid in ids if victim in store.read_ledger(lid)[0].bookies]
+            if probe is not None:
+                probe.window()
+                time.sleep(5)
+                idle = probe.window()
             killed = time.perf_counter()
             os.kill(int(record["pid"]), signal.SIGKILL)
             while victim in store.writable_bookies():
                 time.sleep(0.05)
             unregistered = time.perf_counter()
+            if probe is not None:
+                probe.window()
             if mode == "recover":
                 subprocess.run([sys.executable, "-m", "bkctl", "-m", uri, "-q", "recover", victim, "--force",
                                 "--parallel", "4"], check=True, stdout=subprocess.DEVNULL)
@@ -103,6 +176,14 @@ def run_mode(mode: str, args) -> None:
             print(f"  {label}: {len(on_victim)} ledgers, ~{copied:,} entries: {done - killed:.1f}s from SIGKILL, "
                   f"{repair:.1f}s after the registration went: {copied / repair:,.0f} entries/s, "
                   f"{copied * args.size / repair / 1e6:.2f} MB/s payload  ({load_note()})", flush=True)
+            if probe is not None:
+                during = probe.window()
+                print(f"    live adds at {args.probe_rate:g}/s: idle {latency_note(idle)}; during the repair "
+                      f"{latency_note(during)}; p99 ratio {pct(during, 0.99) / pct(idle, 0.99):.2f}x"
+                      f"{f', {probe.failures} adds failed' if probe.failures else ''}"
+                      if idle and during else f"    live adds: idle {latency_note(idle)}, during {latency_note(during)}",
+                      flush=True)
+                probe.close()
             store.close()
         finally:
             for proc in daemons:
@@ -123,6 +204,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64, help="rereplicationEntryBatchSize for the daemons")
     parser.add_argument("--modes", default="1,4,recover")
     parser.add_argument("--exact", action="store_true", help="count the victim's entries exactly (slow)")
+    parser.add_argument("--rate-limit", type=int, default=0,
+                        help="the daemons' replicationRateByBytes (bytes/s, 0 = unlimited)")
+    parser.add_argument("--probe-rate", type=float, default=200,
+                        help="steady adds/s whose latency is measured idle and during the repair (0 = off)")
     args = parser.parse_args()
     section(f"autorecovery: {args.entries:,} entries in {args.ledgers} ledgers, 5 bookieds, one SIGKILLed")
     for mode in args.modes.split(","):

@@ -13,7 +13,7 @@ Man pages:
   usage, arguments and options (a group's page has all its subcommands);
 * ``bookied.8`` from ``bkctl.bookied.main.build_parser()`` plus the service's
   behaviour (signals, systemd, exit statuses);
-* ``bkctl.bookied.conf.5``: every ``bkctl.bookied.config.OPTIONS`` key by ``SECTIONS``.
+* ``bookied.conf.5``: every ``bkctl.bookied.config.OPTIONS`` key by ``SECTIONS``.
 
 Completion scripts come from click itself (``_BKCTL_COMPLETE=bash_source
 bkctl`` ...) with bkctl's header, as ``bkctl completion show`` prints them.
