@@ -79,7 +79,7 @@ _state = {"verbose": 0}
 
 
 def _register() -> None:
-    from .commands import admin, bookie, cluster, completion, export, ledger, sandbox, shell
+    from .commands import admin, bookie, cluster, completion, cookie, export, ledger, sandbox, shell
 
     cli.add_command(ledger.ledger)
     cli.add_command(bookie.bookie)
@@ -96,6 +96,7 @@ def _register() -> None:
     cli.add_command(sandbox.sandbox)
     cli.add_command(shell.shell)
     cli.add_command(completion.completion)
+    cli.add_command(cookie.cookie)
 
 
 _register()
