@@ -79,10 +79,11 @@ _state = {"verbose": 0}
 
 
 def _register() -> None:
-    from .commands import admin, bookie, cluster, completion, cookie, export, ledger, sandbox, shell
+    from .commands import admin, bookie, bookie_admin, cluster, completion, cookie, export, ledger, sandbox, shell
 
     cli.add_command(ledger.ledger)
     cli.add_command(bookie.bookie)
+    bookie.bookie.add_command(bookie_admin.replace_id)
     cli.add_command(bookie.bookieformat)
     cli.add_command(bookie.upgrade)
     cli.add_command(cluster.cluster)
