@@ -79,9 +79,11 @@ _state = {"verbose": 0}
 
 
 def _register() -> None:
-    from .commands import admin, bookie, bookie_admin, cluster, completion, cookie, export, ledger, sandbox, shell
+    from .commands import (admin, bookie, bookie_admin, cluster, completion, cookie, export, ledger, ledger_metadata,
+                           sandbox, shell)
 
     cli.add_command(ledger.ledger)
+    ledger.ledger.add_command(ledger_metadata.metadata)
     cli.add_command(bookie.bookie)
     bookie.bookie.add_command(bookie_admin.replace_id)
     cli.add_command(bookie.bookieformat)

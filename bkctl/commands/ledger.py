@@ -20,24 +20,67 @@ def ledger():
 @click.option("--state", type=STATES, help="Only ledgers in this state.")
 @click.option("--bookie", metavar="BOOKIE", shell_complete=complete_bookie_id,
               help="Only ledgers with a segment on this bookie.")
+@click.option("--meta", "meta", multiple=True, metavar="KEY=GLOB",
+              help="Only ledgers whose custom metadata has KEY matching GLOB (repeatable; all must match), "
+                   "e.g. --meta 'pulsar/managed-ledger=tenant/ns/persistent/topic*'.")
+@click.option("--min-size", metavar="SIZE", help="Only ledgers of at least SIZE bytes (512k, 10M, 1G; the "
+              "metadata's length, known once closed).")
+@click.option("--older-than", metavar="AGE", help="Only ledgers created more than AGE ago (90s, 30m, 1h, 7d, 2w).")
+@click.option("--open-longer-than", metavar="AGE", help="Only OPEN ledgers created more than AGE ago.")
+@click.option("--totals", "with_totals", is_flag=True,
+              help="End with the totals (count, entries, bytes); with --json a last line {\"totals\": ...}.")
 @pass_app
-def ledger_list(app: App, state: str | None, bookie: str | None):
-    """Ledger ids in ascending order (with details when filtering)."""
+def ledger_list(app: App, state: str | None, bookie: str | None, meta: tuple[str, ...], min_size: str | None,
+                older_than: str | None, open_longer_than: str | None, with_totals: bool):
+    """Ledger ids in ascending order (with details when filtering).
+
+    With a filter (or --totals) the table ends with the totals: count,
+    entries (of closed ledgers) and bytes (their length).
+    """
+    from ..ops.ledger_meta import totals
     from ..ops.ledgers import list_ledgers
 
-    rows = list_ledgers(app.store, state, bookie)
+    match = _ledger_filter(meta, min_size, older_than, open_longer_than)
+    if with_totals and match is None:
+        match = _every_ledger  # totals need every ledger's metadata
+    rows = list_ledgers(app.store, state, bookie, match)
     if app.json:  # a stream: JSON lines, one per ledger
+        seen = []
         for row in rows:
             app.emit_json(row)
+            seen.append(row)
+        if with_totals:
+            app.emit_json({"totals": totals(seen)})
         return
-    if state is None and bookie is None:
+    if state is None and bookie is None and match is None:
         for row in rows:
             click.echo(row["ledger_id"])
         return
+    rows = list(rows)
     table(app, ["ledger", "state", "E/Qw/Qa", "last entry", "length", "bookies"],
           ((r["ledger_id"], r.get("state", r.get("error")), _quorums(r), r.get("last_entry_id"),
             r.get("length"), ", ".join(sorted({b for s in r.get("segments", []) for b in s["bookies"]})))
            for r in rows))
+    t = totals(rows)
+    app.console.print(f"{t['count']} ledgers, {t['entries']} entries, {t['bytes']} bytes")
+
+
+def _ledger_filter(meta, min_size, older_than, open_longer_than):
+    """The metadata filter of `ledger list`, or None; bad values are usage errors."""
+    from ..ops.ledger_meta import LedgerFilter, parse_duration, parse_meta_filters, parse_size
+
+    try:
+        f = LedgerFilter(tuple(parse_meta_filters(meta)),
+                         None if min_size is None else parse_size(min_size),
+                         None if older_than is None else parse_duration(older_than),
+                         None if open_longer_than is None else parse_duration(open_longer_than))
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    return f if f.active else None
+
+
+def _every_ledger(_md) -> bool:
+    return True
 
 
 def _quorums(r: dict) -> str:

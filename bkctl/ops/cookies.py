@@ -40,17 +40,9 @@ def _check_id(bookie_id: str) -> str:
 
 def read_cookie_file(path: str) -> Cookie:
     """A cookie file (as ``cookie generate`` or a VERSION file holds), parsed; bad file: exit 2."""
-    from bkctl.wire.errors import CodecError
+    from . import parse_input_file
 
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise CommandError(f"cannot read {path}: {e.strerror}", USAGE) from None
-    try:
-        return parse_cookie(data)
-    except CodecError as e:
-        raise CommandError(f"{path} is not a cookie: {e}", USAGE) from None
+    return parse_input_file(path, parse_cookie, "a cookie")[1]
 
 
 def _check_host(bookie_id: str, cookie: Cookie, path: str) -> None:
