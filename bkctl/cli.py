@@ -85,7 +85,8 @@ def _register() -> None:
     cli.add_command(ledger.ledger)
     ledger.ledger.add_command(ledger_metadata.metadata)
     cli.add_command(bookie.bookie)
-    bookie.bookie.add_command(bookie_admin.replace_id)
+    for command in (bookie_admin.replace_id, bookie_admin.state, bookie_admin.readonly, bookie_admin.gc):
+        bookie.bookie.add_command(command)
     cli.add_command(bookie.bookieformat)
     cli.add_command(bookie.upgrade)
     cli.add_command(cluster.cluster)

@@ -74,3 +74,110 @@ def replace_id(app: App, old: str, new: str, dry_run: bool, rate: float, paralle
         raise CommandError(f"{t['failed']} ledgers could not be updated", FAILED)
     if t["conflict"]:
         raise CommandError(f"{t['conflict']} ledgers already name {new} in a segment that names {old}", CONFLICT)
+
+
+# -- capacity -------------------------------------------------------------------------------
+
+def list_with_disk(app: App, which: str) -> None:
+    """`bookie list --disk`."""
+    from ..ops.bookies import list_bookies
+    from ..ops.capacity import with_disk
+    from .bookie import _size
+
+    rows = list_bookies(app.store, which)
+    asked = sum(1 for r in rows if r["state"] != "down")
+    with app.progress(asked, "asking bookies") as bar:
+        doc = with_disk(app.bk, rows, on_answer=bar.advance)
+
+    def human():
+        def line(r):
+            if r["total_bytes"] is None:
+                return (r["bookie_id"], r["state"], "", "", "", r.get("error") or "")
+            return (r["bookie_id"], r["state"], _size(r["total_bytes"]), _size(r["free_bytes"]),
+                    f"{r['used_percent']:.1f}%", "")
+
+        t = doc["total"]
+        rows_out = [line(r) for r in doc["bookies"]]
+        rows_out.append((f"total ({t['answered']}/{t['bookies']} answered)", "",
+                         _size(t["total_bytes"]) if t["answered"] else "", _size(t["free_bytes"]) if t["answered"] else "",
+                         f"{t['used_percent']:.1f}%" if t["used_percent"] is not None else "", ""))
+        table(app, ["bookie", "state", "total", "free", "used", "error"], rows_out)
+
+    emit(app, doc, human)
+
+
+# -- runtime control through the bookie's HTTP admin -------------------------------------------
+
+_HTTP = click.option("--http", metavar="HOST:PORT",
+                     help="The bookie's HTTP admin address (default: from its registration's http endpoint).")
+
+
+@click.command("state")
+@click.argument("bookie_id", metavar="BOOKIE", shell_complete=complete_bookie_id)
+@_HTTP
+@pass_app
+def state(app: App, bookie_id: str, http: str | None):
+    """A running bookie's state from its HTTP admin (GET /api/v1/bookie/state).
+
+    Not registered: exit 3; no HTTP endpoint or an error answer: exit 1; not
+    answering: exit 5.  --json: bookie_id, http, state {running, readOnly,
+    shuttingDown, availableForHighPriorityWrites, ...}, registration.
+    """
+    from ..ops.bookie_http import state as get_state
+    from ..render import fields
+
+    doc = get_state(app.store, bookie_id, http)
+    emit(app, doc, lambda: fields(app, [("bookie", bookie_id), ("http", doc["http"]),
+                                        ("registration", doc["registration"])]
+                                  + [(k, v) for k, v in doc["state"].items()]))
+
+
+@click.command("readonly")
+@click.argument("bookie_id", metavar="BOOKIE", shell_complete=complete_bookie_id)
+@click.argument("mode", type=click.Choice(["on", "off"]))
+@_HTTP
+@pass_app
+def readonly(app: App, bookie_id: str, mode: str, http: str | None):
+    """Turn a running bookie read-only (on) or writable again (off), through its HTTP admin.
+
+    PUT /api/v1/bookie/state/readonly, then waits (up to 10 s) until the
+    registration in ZooKeeper shows it.  A bookie that refuses (forced
+    read-only, full disk, failed journal): exit 1 with its reason.  --json:
+    bookie_id, http, read_only, registration.
+    """
+    from ..exitcodes import FAILED, CommandError
+    from ..ops.bookie_http import set_readonly
+
+    doc = set_readonly(app.store, bookie_id, mode == "on", http)
+    emit(app, doc, lambda: app.console.print(f"bookie {bookie_id} is {'read-only' if doc['read_only'] else 'writable'}"
+                                             f" (registered as {doc['registration']})"))
+    if doc["registration"] != ("read-only" if mode == "on" else "writable"):
+        raise CommandError(f"the registration of {bookie_id} still says {doc['registration']}", FAILED)
+
+
+@click.command("gc")
+@click.argument("bookie_id", metavar="BOOKIE", shell_complete=complete_bookie_id)
+@click.option("--status", "status_only", is_flag=True, help="Only show whether a forced GC runs, and its details.")
+@_HTTP
+@pass_app
+def gc(app: App, bookie_id: str, status_only: bool, http: str | None):
+    """Start garbage collection on a running bookie (PUT /api/v1/bookie/gc), or show its status.
+
+    --json: bookie_id, http, triggered, message, is_in_force_gc, details
+    (Java's gc_details list: forceCompacting, majorCompacting, ...).
+    """
+    from ..ops.bookie_http import gc as run_gc
+    from ..render import fields
+
+    doc = run_gc(app.store, bookie_id, status_only, http)
+
+    def human():
+        pairs = [("bookie", bookie_id)]
+        if doc["triggered"]:
+            pairs.append(("gc", "triggered"))
+        pairs.append(("in forced gc", doc["is_in_force_gc"]))
+        for d in doc["details"] if isinstance(doc["details"], list) else []:
+            pairs += [(k, v) for k, v in d.items()]
+        fields(app, pairs)
+
+    emit(app, doc, human)
