@@ -79,8 +79,8 @@ _state = {"verbose": 0}
 
 
 def _register() -> None:
-    from .commands import (admin, bookie, bookie_admin, cluster, completion, cookie, export, ledger, ledger_metadata,
-                           sandbox, shell)
+    from .commands import (admin, bookie, bookie_admin, cluster, cluster_admin, completion, cookie, export, ledger,
+                           ledger_metadata, sandbox, shell)
 
     cli.add_command(ledger.ledger)
     ledger.ledger.add_command(ledger_metadata.metadata)
@@ -90,6 +90,7 @@ def _register() -> None:
     cli.add_command(bookie.bookieformat)
     cli.add_command(bookie.upgrade)
     cli.add_command(cluster.cluster)
+    cluster.cluster.add_command(cluster_admin.nuke)
     cli.add_command(cluster.metaformat)
     cli.add_command(cluster.autorecovery)
     cli.add_command(admin.recover)

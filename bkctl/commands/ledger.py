@@ -265,8 +265,12 @@ def ledger_add(app: App, ledger_id: int, data: tuple[str, ...], file, binary: bo
 @click.option("--format", "fmt", type=click.Choice(["text", "hex", "raw"]), default="text", show_default=True,
               help="text: UTF-8 (bad bytes replaced); hex; raw: the bytes as they are.")
 @_PASSWORD
+@click.option("--bookie", metavar="BOOKIE", shell_complete=complete_bookie_id,
+              help="Read only the replicas on this bookie, straight from it (to compare replicas); entries it "
+                   "lacks or that fail their digest are reported on stderr and make the exit status 1.")
 @pass_app
-def ledger_read(app: App, ledger_id: int, first: int, last: int | None, fmt: str, password: str | None):
+def ledger_read(app: App, ledger_id: int, first: int, last: int | None, fmt: str, password: str | None,
+                bookie: str | None = None):
     """Print entries (default: every confirmed one), streamed in batches.
 
     text and hex print one "ENTRY_ID<TAB>PAYLOAD" line per entry (text
@@ -274,9 +278,15 @@ def ledger_read(app: App, ledger_id: int, first: int, last: int | None, fmt: str
     JSON lines {"ledger_id", "entry_id", "length", "encoding", "payload"}
     where payload is UTF-8 text (encoding "utf-8"), hex ("hex") or, with
     --format raw, base64 ("base64").  Reading past the last confirmed entry
-    is exit 3.
+    is exit 3.  With --bookie only the entries whose write set holds that
+    bookie are read, from it alone (to the ledger's last entry, or for an
+    open ledger the highest the bookie has); --json lines then also carry
+    "bookie" and "status" (ok, missing, corrupt, error).
     """
     from ..ops.ledgers import entry_doc, entry_line, iter_entries, open_reader, read_limit
+
+    if bookie is not None:
+        return _read_replica(app, ledger_id, bookie, first, last, fmt, password)
 
     reader = open_reader(app.bk, ledger_id, _password(password), _held(app, ledger_id))
     end = read_limit(reader) if last is None else last
@@ -294,6 +304,38 @@ def ledger_read(app: App, ledger_id: int, first: int, last: int | None, fmt: str
             if out is not None:
                 out.flush()
             bar.advance(len(batch))
+
+
+def _read_replica(app: App, ledger_id: int, bookie: str, first: int, last: int | None, fmt: str,
+                  password: str | None) -> None:
+    from ..exitcodes import FAILED, CommandError
+    from ..ops.ledgers import entry_doc, entry_line
+    from ..ops.recovery import check_bookie_ids
+    from ..ops.replica_read import read_replica
+
+    check_bookie_ids([bookie])
+    doc = app.bk.run(read_replica, ledger_id, bookie, first, last, _password(password))
+    out = _binary_stdout() if fmt == "raw" and not app.json else None
+    bad = 0
+    for row in doc["entries"]:
+        if row["status"] != "ok":
+            bad += 1
+            if app.json:
+                app.emit_json({"ledger_id": ledger_id, "entry_id": row["entry_id"], "bookie": bookie,
+                               "status": row["status"], "error": row["error"]})
+            else:
+                app.err_console.print(f"entry {row['entry_id']}: {row['status']} on {bookie}: {row['error']}")
+            continue
+        if app.json:
+            app.emit_json(dict(entry_doc(ledger_id, row["entry_id"], row["payload"], fmt), bookie=bookie, status="ok"))
+        elif out is not None:
+            out.write(row["payload"])
+        else:
+            click.echo(entry_line(row["entry_id"], row["payload"], fmt))
+    if out is not None:
+        out.flush()
+    if bad:
+        raise CommandError(f"{bad} of {len(doc['entries'])} entries are missing or bad on {bookie}", FAILED)
 
 
 def _binary_stdout():
