@@ -85,7 +85,8 @@ def _register() -> None:
     cli.add_command(ledger.ledger)
     ledger.ledger.add_command(ledger_metadata.metadata)
     cli.add_command(bookie.bookie)
-    for command in (bookie_admin.replace_id, bookie_admin.state, bookie_admin.readonly, bookie_admin.gc):
+    for command in (bookie_admin.replace_id, bookie_admin.state, bookie_admin.readonly, bookie_admin.gc,
+                    bookie_admin.inspect, bookie_admin.check):
         bookie.bookie.add_command(command)
     cli.add_command(bookie.bookieformat)
     cli.add_command(bookie.upgrade)

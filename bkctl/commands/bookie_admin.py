@@ -2,6 +2,8 @@
 day-2 operations on one bookie, added to the ``bookie`` group in bkctl.cli."""
 from __future__ import annotations
 
+import os
+
 import click
 
 from ..app import App, confirm_destructive
@@ -181,3 +183,205 @@ def gc(app: App, bookie_id: str, status_only: bool, http: str | None):
         fields(app, pairs)
 
     emit(app, doc, human)
+
+
+# -- on-disk inspection of a stopped bookie -----------------------------------------------------
+
+@click.group("inspect")
+def inspect():
+    """Read a stopped bookie's files (Java's and bookied's formats); nothing is written.
+
+    Java: journal *.txn, entry logs *.log, InterleavedLedgerStorage index
+    xx/yy/*.idx, lastMark; bookied: *.bjn, *.bel, index.lmdb,
+    bookied.lastmark.  DbLedgerStorage's RocksDB index (ledgers/,
+    locations/) is not read (no RocksDB binding is used): `inspect files`
+    lists it, `inspect index` says so.  --json prints JSON lines, one per
+    record.
+    """
+
+
+_INSPECT_CONF = click.option("-c", "--conf", "conf", required=True, type=click.Path(exists=True, dir_okay=False),
+                             help="The bookie's bk_server.conf (its directories are read).")
+_LEDGER = click.option("--ledger", "ledger", type=click.IntRange(0), metavar="ID", help="Only this ledger.")
+_ENTRY = click.option("--entry", "entry", type=click.IntRange(0), metavar="ID", help="Only this entry (with --ledger).")
+_DIGEST = click.option("--digest", type=click.Choice(["crc32", "crc32c", "mac", "dummy"], case_sensitive=False),
+                       help="The ledgers' digest type: strip the digest and show payloads as text.")
+
+
+def _stream(app: App, rows, columns: list[str], line) -> int:
+    """JSON lines, or a table of ``line(row)``; returns the number of rows."""
+    n = 0
+    if app.json:
+        for row in rows:
+            app.emit_json(row)
+            n += 1
+        return n
+    out = []
+    for row in rows:
+        out.append(line(row))
+    table(app, columns, out)
+    return len(out)
+
+
+def _payload(row: dict) -> str:
+    if "error" in row:
+        return f"ERROR: {row['error']}"
+    if "payload" in row:
+        return row["payload"]
+    if "body" in row:
+        return row["body"][:48] + ("..." if len(row["body"]) > 48 else "")
+    return row.get("data", "")[:48]
+
+
+def _dirs(conf: str):
+    from ..ops.bookies import bookie_dirs
+
+    return bookie_dirs(conf)
+
+
+@inspect.command("journal")
+@_INSPECT_CONF
+@_LEDGER
+@_ENTRY
+@_DIGEST
+@pass_app
+def inspect_journal(app: App, conf: str, ledger: int | None, entry: int | None, digest: str | None):
+    """Journal records: entries, master keys, fences, explicit LACs (file, offset, ledger, entry, kind).
+
+    --json lines: file, format (java|bookied), version, offset, ledger_id,
+    entry_id (null for special records), kind (entry, master_key, fence,
+    explicit_lac, ...), and for entries size, lac, length and body (hex; with
+    --digest: payload as text), else data (hex).
+    """
+    from ..ops import inspect as ops
+
+    ops.check_filters(ledger, entry)
+    _stream(app, ops.journal(_dirs(conf), ledger, entry, digest),
+            ["file", "offset", "ledger", "entry", "kind", "size", "payload"],
+            lambda r: (os.path.basename(r["file"]), r["offset"], r["ledger_id"],
+                       "" if r["entry_id"] is None else r["entry_id"], r["kind"], r.get("size", ""), _payload(r)))
+
+
+@inspect.command("entrylog")
+@_INSPECT_CONF
+@_LEDGER
+@_ENTRY
+@_DIGEST
+@pass_app
+def inspect_entrylog(app: App, conf: str, ledger: int | None, entry: int | None, digest: str | None):
+    """Entries in the entry logs, in file order (Java's readlog).
+
+    --json lines: file, format, offset (Java: the location offset, just
+    past the size field; bookied: the record's), ledger_id, entry_id, size,
+    lac, length, body (hex) or with --digest payload.
+    """
+    from ..ops import inspect as ops
+
+    ops.check_filters(ledger, entry)
+    _stream(app, ops.entrylog(_dirs(conf), ledger, entry, digest),
+            ["file", "offset", "ledger", "entry", "lac", "size", "payload"],
+            lambda r: (os.path.basename(r["file"]), r["offset"], r["ledger_id"], r["entry_id"], r.get("lac", ""),
+                       r["size"], _payload(r)))
+
+
+@inspect.command("index")
+@_INSPECT_CONF
+@_LEDGER
+@_ENTRY
+@_DIGEST
+@pass_app
+def inspect_index(app: App, conf: str, ledger: int | None, entry: int | None, digest: str | None):
+    """The ledger index: one row per ledger, or with --ledger one per entry with its location
+    and the entry read from there.
+
+    --json lines, per ledger: format, file, ledger_id, fenced, master_key,
+    explicit_lac, entries, first_entry_id, last_entry_id; per entry:
+    format, dir, file, ledger_id, entry_id, location {log_id, offset},
+    size, lac, length, body or payload (or error).
+    """
+    from ..ops import inspect as ops
+
+    ops.check_filters(ledger, entry)
+    dirs = _dirs(conf)
+    for path in ops.rocksdb_dirs(dirs):
+        app.err_console.print(f"{path}: DbLedgerStorage RocksDB index, not read (no RocksDB binding)")
+    if ledger is None:
+        _stream(app, ops.index(dirs), ["ledger", "format", "fenced", "entries", "first", "last"],
+                lambda r: (r["ledger_id"], r["format"], r["fenced"], r["entries"], r["first_entry_id"],
+                           r["last_entry_id"]))
+    else:
+        _stream(app, ops.index(dirs, ledger, entry, digest), ["ledger", "entry", "format", "location", "payload"],
+                lambda r: (r["ledger_id"], r["entry_id"], r["format"],
+                           f"{r['location']['log_id']:x}:{r['location']['offset']}", _payload(r)))
+
+
+@inspect.command("lastmark")
+@_INSPECT_CONF
+@pass_app
+def inspect_lastmark(app: App, conf: str):
+    """The journal position the ledger storage is checkpointed to (Java's lastMark files,
+    bookied's bookied.lastmark).  --json lines: file, format, journal_file_id, journal_file, offset."""
+    from ..ops import inspect as ops
+
+    _stream(app, ops.lastmark(_dirs(conf)), ["file", "journal file", "offset"],
+            lambda r: (r["file"], r["journal_file"], r["offset"]))
+
+
+@inspect.command("files")
+@_INSPECT_CONF
+@pass_app
+def inspect_files(app: App, conf: str):
+    """Every file in the bookie's directories with its kind and format (Java's listfilesondisc).
+    --json lines: dir, path, name, kind, format, size."""
+    from ..ops import inspect as ops
+
+    _stream(app, ops.files(_dirs(conf)), ["dir", "file", "kind", "format", "size"],
+            lambda r: (r["dir"], r["name"], r["kind"], r["format"], r["size"]))
+
+
+@click.command("check")
+@_INSPECT_CONF
+@click.option("--offline", is_flag=True, help="Do not read ledger metadata: check ids only, no digests.")
+@pass_app
+def check(app: App, conf: str, offline: bool):
+    """Local consistency check of a stopped bookie (Java's localconsistencycheck).
+
+    Every indexed entry is read through its location; its header must name
+    the indexed ledger and entry, and its digest must verify with the
+    ledger's digest type and password, read from the cluster's metadata
+    (entries of ledgers without metadata, or with --offline, are counted
+    unverified).  Exit 0 when no entry is bad, 1 otherwise.  --json:
+    entries, ledgers, ok, unverified, bad, problems [{ledger_id, entry_id,
+    format, location, error}].
+    """
+    from ..exitcodes import FAILED, CommandError
+    from ..ops import inspect as ops
+
+    dirs = _dirs(conf)
+    if not app.metadata_uri and dirs.metadata_uri:
+        app.metadata_uri = dirs.metadata_uri
+    store = None if offline or not app.metadata_uri else app.store
+    for path in ops.rocksdb_dirs(dirs):
+        app.err_console.print(f"{path}: DbLedgerStorage RocksDB index, not checked (no RocksDB binding)")
+    bar = None
+
+    def total(n: int) -> None:
+        nonlocal bar
+        bar = app.progress(n, "checking entries").__enter__()
+
+    try:
+        doc = ops.check(dirs, store, on_total=total, on_entry=lambda: bar.advance(1))
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+
+    def human():
+        if doc["problems"]:
+            table(app, ["ledger", "entry", "format", "error"],
+                  [(p["ledger_id"], p["entry_id"], p["format"], p["error"]) for p in doc["problems"]])
+        app.console.print(f"{doc['entries']} entries of {doc['ledgers']} ledgers: {doc['ok']} ok, "
+                          f"{doc['unverified']} unverified (no metadata), {doc['bad']} bad")
+
+    emit(app, doc, human)
+    if doc["bad"]:
+        raise CommandError(f"{doc['bad']} entries are bad", FAILED)
