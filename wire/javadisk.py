@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from .errors import CodecError
+from .varint import decode_at
 
 __all__ = [
     "ENTRY_HEADER",
@@ -21,6 +22,9 @@ __all__ = [
     "LogEntry",
     "entry_header",
     "index_relpath",
+    "parse_db_ledger_data",
+    "parse_db_location",
+    "parse_db_location_key",
     "parse_index",
     "parse_last_id",
     "parse_last_mark",
@@ -208,3 +212,59 @@ def parse_last_id(buf) -> int:
         return int(bytes(buf).decode("ascii").strip(), 16)
     except (UnicodeDecodeError, ValueError):
         raise CodecError(f"lastId does not hold a hex number: {bytes(buf)[:32]!r}") from None
+
+
+# -- DbLedgerStorage's RocksDB rows (the databases themselves are read by the caller) ----------
+
+def parse_db_ledger_data(raw: bytes) -> dict:
+    """A ``ledgers`` database value: protobuf ``LedgerData`` {1 exists, 2 fenced, 3 masterKey,
+    4 explicitLac, 5 limbo}; unknown fields are skipped."""
+    out = {"exists": False, "fenced": False, "master_key": b"", "explicit_lac": None, "limbo": False}
+    names = {1: "exists", 2: "fenced", 3: "master_key", 4: "explicit_lac", 5: "limbo"}
+    raw = bytes(raw)
+    pos = 0
+    try:
+        while pos < len(raw):
+            tag, pos = decode_at(raw, pos)
+            field, wire = tag >> 3, tag & 7
+            if wire == 0:
+                value, pos = decode_at(raw, pos)
+                if field in names:
+                    out[names[field]] = bool(value)
+            elif wire == 2:
+                n, pos = decode_at(raw, pos)
+                if pos + n > len(raw):
+                    raise CodecError("LedgerData field runs past the value")
+                if field in names:
+                    out[names[field]] = raw[pos:pos + n]
+                pos += n
+            elif wire in (1, 5):
+                pos += 8 if wire == 1 else 4
+            else:
+                raise CodecError(f"LedgerData has an unsupported wire type {wire}")
+    except IndexError:
+        raise CodecError("LedgerData is truncated") from None
+    return out
+
+
+def parse_db_location_key(key: bytes) -> tuple[int, int]:
+    """A ``locations`` database key: ``(ledger id, entry id)``."""
+    if len(key) != 16:
+        raise CodecError(f"location key of {len(key)} bytes, not 16")
+    return _II.unpack(key)
+
+
+def parse_db_location(value: bytes) -> tuple[int, int]:
+    """A ``locations`` database value: ``(entry log id, offset)``."""
+    if len(value) != 8:
+        raise CodecError(f"location of {len(value)} bytes, not 8")
+    loc = _I64.unpack(value)[0]
+    return (loc >> 32) & 0xFFFFFFFF, loc & 0xFFFFFFFF
+
+
+def db_ledger_key(ledger_id: int) -> bytes:
+    return _I64.pack(ledger_id)
+
+
+def db_location_key(ledger_id: int, entry_id: int) -> bytes:
+    return _II.pack(ledger_id, entry_id)

@@ -194,9 +194,9 @@ def inspect():
     Java: journal *.txn, entry logs *.log, InterleavedLedgerStorage index
     xx/yy/*.idx, lastMark; bookied: *.bjn, *.bel, index.lmdb,
     bookied.lastmark.  DbLedgerStorage's RocksDB index (ledgers/,
-    locations/) is not read (no RocksDB binding is used): `inspect files`
-    lists it, `inspect index` says so.  --json prints JSON lines, one per
-    record.
+    locations/) is read through the optional rocksdb extra (pip install
+    'bkctl[rocksdb]'; without it: exit 1 saying so), opened read-only.
+    --json prints JSON lines, one per record.
     """
 
 
@@ -303,8 +303,6 @@ def inspect_index(app: App, conf: str, ledger: int | None, entry: int | None, di
 
     ops.check_filters(ledger, entry)
     dirs = _dirs(conf)
-    for path in ops.rocksdb_dirs(dirs):
-        app.err_console.print(f"{path}: DbLedgerStorage RocksDB index, not read (no RocksDB binding)")
     if ledger is None:
         _stream(app, ops.index(dirs), ["ledger", "format", "fenced", "entries", "first", "last"],
                 lambda r: (r["ledger_id"], r["format"], r["fenced"], r["entries"], r["first_entry_id"],
@@ -361,8 +359,6 @@ def check(app: App, conf: str, offline: bool):
     if not app.metadata_uri and dirs.metadata_uri:
         app.metadata_uri = dirs.metadata_uri
     store = None if offline or not app.metadata_uri else app.store
-    for path in ops.rocksdb_dirs(dirs):
-        app.err_console.print(f"{path}: DbLedgerStorage RocksDB index, not checked (no RocksDB binding)")
     bar = None
 
     def total(n: int) -> None:

@@ -191,6 +191,93 @@ def entrylog(dirs, ledger: int | None = None, entry: int | None = None, digest: 
                                     "entry_id": entry_id}, **entry_fields(data, dlen))
 
 
+# -- DbLedgerStorage (RocksDB) -----------------------------------------------------------------------
+
+ROCKSDB_HINT = "reading DbLedgerStorage's RocksDB index needs the rocksdb extra: pip install 'bkctl[rocksdb]'"
+_ROCKSDICT_CONFIG = "rocksdict-config.json"
+
+
+@contextmanager
+def _rocksdb(path: str):
+    """A RocksDB database opened read-only, leaving its directory as it was."""
+    import shutil
+    import tempfile
+
+    try:
+        from rocksdict import AccessType, Options, Rdict
+    except ImportError:
+        from ..exitcodes import FAILED
+
+        raise CommandError(f"{path}: {ROCKSDB_HINT}", FAILED) from None
+    config = os.path.join(path, _ROCKSDICT_CONFIG)
+    had_config = os.path.exists(config)
+    logs = tempfile.mkdtemp(prefix="bkctl-rocksdb-")
+    opts = Options(raw_mode=True)
+    opts.set_db_log_dir(logs)
+    db = None
+    try:
+        db = Rdict(path, opts, access_type=AccessType.read_only())
+        yield db
+    finally:
+        if db is not None:
+            db.close()
+        if not had_config and os.path.exists(config):
+            os.unlink(config)
+        shutil.rmtree(logs, ignore_errors=True)
+
+
+def _db_pairs(dirs) -> Iterator[tuple[str, str]]:
+    """``(index dir, ledger dir)`` of each DbLedgerStorage directory: the i-th index
+    directory holds the index of the i-th ledger directory's entry logs."""
+    index = list(dirs.index or dirs.ledgers)
+    for i, ld in enumerate(dirs.ledgers):
+        idir = index[i] if i < len(index) else ld
+        if all(os.path.isdir(os.path.join(_current(idir), n)) for n in ROCKSDB_DIRS):
+            yield idir, ld
+
+
+def _db_rows(db, ledger_id: int | None = None) -> Iterator[tuple[int, int, int, int]]:
+    from bkctl.wire.javadisk import db_location_key, parse_db_location, parse_db_location_key
+
+    it = db.iter()
+    if ledger_id is None:
+        it.seek_to_first()
+    else:
+        it.seek(db_location_key(ledger_id, 0))
+    while it.valid():
+        lid, eid = parse_db_location_key(it.key())
+        if ledger_id is not None and lid != ledger_id:
+            break
+        yield (lid, eid) + parse_db_location(it.value())
+        it.next()
+
+
+def _db_ledgers(idir: str) -> Iterator[dict]:
+    from bkctl.wire.javadisk import parse_db_ledger_data
+
+    with _rocksdb(os.path.join(_current(idir), "ledgers")) as db:
+        rows = [(int.from_bytes(k, "big", signed=True), parse_db_ledger_data(v)) for k, v in db.items()]
+    with _rocksdb(os.path.join(_current(idir), "locations")) as db:
+        for ledger_id, st in rows:
+            ids = [eid for _l, eid, _lg, _o in _db_rows(db, ledger_id)]
+            yield {"format": "java-rocksdb", "file": os.path.join(_current(idir), "ledgers"), "ledger_id": ledger_id,
+                   "fenced": st["fenced"], "master_key": st["master_key"].hex(),
+                   "explicit_lac": st["explicit_lac"].hex() if st["explicit_lac"] else None,
+                   "limbo": st["limbo"], "entries": len(ids), "first_entry_id": ids[0] if ids else None,
+                   "last_entry_id": ids[-1] if ids else None}
+
+
+def _db_entries(idir: str, ldir: str) -> Iterator[dict]:
+    logs = _java_logs([ldir])
+    path = os.path.join(_current(idir), "locations")
+    with _rocksdb(path) as db:
+        rows = list(_db_rows(db))
+    for ledger_id, entry_id, log_id, offset in rows:
+        yield {"format": "java-rocksdb", "dir": idir, "ledger_id": ledger_id, "entry_id": entry_id,
+               "location": {"log_id": log_id, "offset": offset}, "file": path,
+               "read": _java_reader(logs, log_id, offset)}
+
+
 # -- index ---------------------------------------------------------------------------------------
 
 def _java_index_files(d: str) -> Iterator[tuple[int, str]]:
@@ -215,11 +302,7 @@ def index_entries(dirs) -> Iterator[dict]:
     from bkctl.bookied import entrystore as be
     from bkctl.wire.javadisk import parse_index
 
-    logs: dict[int, str] = {}
-    for d in dirs.ledgers:
-        for name in _names(d):
-            if name.endswith(".log") and re.fullmatch(r"[0-9a-f]+\.log", name):
-                logs[int(name[:-4], 16)] = os.path.join(_current(d), name)
+    logs = _java_logs(dirs.ledgers)
     for d in dict.fromkeys(dirs.index or dirs.ledgers):
         for ledger_id, path in _java_index_files(d):
             with open(path, "rb") as f:
@@ -228,6 +311,8 @@ def index_entries(dirs) -> Iterator[dict]:
                 yield {"format": "java", "dir": d, "ledger_id": ledger_id, "entry_id": entry_id,
                        "location": {"log_id": log_id, "offset": offset}, "file": path,
                        "read": _java_reader(logs, log_id, offset)}
+    for idir, ldir in _db_pairs(dirs):
+        yield from _db_entries(idir, ldir)
     for d in dirs.ledgers:
         if not os.path.isdir(os.path.join(_current(d), be.INDEX_DIR)):
             continue
@@ -240,6 +325,16 @@ def index_entries(dirs) -> Iterator[dict]:
                        "read": (lambda s=store, l=ledger_id, e=entry_id, c=loc: s.read(l, e, c))}
         finally:
             store.close()
+
+
+def _java_logs(ledger_dirs) -> dict[int, str]:
+    """Entry log id -> path of the Java entry logs in these ledger directories."""
+    logs: dict[int, str] = {}
+    for d in ledger_dirs:
+        for name in _names(d):
+            if re.fullmatch(r"[0-9a-f]+\.log", name):
+                logs[int(name[:-4], 16)] = os.path.join(_current(d), name)
+    return logs
 
 
 def _java_reader(logs: dict[int, str], log_id: int, offset: int):
@@ -269,6 +364,8 @@ def index_ledgers(dirs) -> Iterator[dict]:
                    "master_key": idx.master_key.hex(), "explicit_lac": idx.explicit_lac.hex() if idx.explicit_lac else None,
                    "entries": len(ids), "first_entry_id": ids[0] if ids else None,
                    "last_entry_id": ids[-1] if ids else None}
+    for idir, _ldir in _db_pairs(dirs):
+        yield from _db_ledgers(idir)
     for d in dirs.ledgers:
         if not os.path.isdir(os.path.join(_current(d), be.INDEX_DIR)):
             continue
@@ -304,12 +401,6 @@ def index(dirs, ledger: int | None = None, entry: int | None = None, digest: str
         except Exception as e:  # noqa: BLE001 - a bad location is what the operator looks for
             row["error"] = str(e)
         yield row
-
-
-def rocksdb_dirs(dirs) -> list[str]:
-    """DbLedgerStorage's RocksDB databases present (not read: see the module doc)."""
-    return [os.path.join(_current(d), n) for d in dict.fromkeys(dirs.index or dirs.ledgers)
-            for n in ROCKSDB_DIRS if os.path.isdir(os.path.join(_current(d), n))]
 
 
 # -- lastMark --------------------------------------------------------------------------------

@@ -117,3 +117,54 @@ def test_inspect_and_check_bookied_files(tmp_path, metadata_uri, zkstore):
     assert marks and all(r["format"] == "bookied" for r in marks)
     doc = json.loads(bkctl(metadata_uri, "--json", "bookie", "check", "-c", conf).stdout)
     assert doc["ok"] >= 3 and doc["bad"] == 0
+
+
+def _tree(path: Path) -> dict:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_inspect_and_check_db_ledger_storage(tmp_path, metadata_uri, zkstore):
+    """A DbLedgerStorage directory (RocksDB ledgers/ and locations/ as admin.md describes them,
+    written here with rocksdict; Java's entry log 0.log from the vectors) is read, and left as it was."""
+    import struct
+
+    from rocksdict import Options, Rdict
+
+    cur = tmp_path / "ledgers" / "current"
+    cur.mkdir(parents=True)
+    (tmp_path / "journal" / "current").mkdir(parents=True)
+    shutil.copy(VECTORS / "disk" / "bk1__ledgers__current__0.log.bin", cur / "0.log")
+    key12 = bytes(range(20))
+    with_key = b"\x08\x01\x1a\x14" + key12  # LedgerData {exists: true, masterKey: ...}
+    fenced = b"\x08\x01\x10\x01\x1a\x00"  # {exists: true, fenced: true, masterKey: ""}
+    for name, rows in (("ledgers", {struct.pack(">q", 12): with_key, struct.pack(">q", 5): fenced}),
+                       ("locations", {struct.pack(">qq", 12, 0): struct.pack(">q", 1451),
+                                      struct.pack(">qq", 12, 1): struct.pack(">q", 1498),
+                                      struct.pack(">qq", 5, 0): struct.pack(">q", 1310),
+                                      struct.pack(">qq", 5, 2): struct.pack(">q", 1404)})):
+        db = Rdict(str(cur / name), Options(raw_mode=True))
+        for k, v in rows.items():
+            db[k] = v
+        db.close()
+        (cur / name / "rocksdict-config.json").unlink()  # Java's databases have none
+    for ledger_id in (5, 12):
+        zkstore.restore_ledger_bytes(
+            ledger_id, (VECTORS / "zk" / "raw" / f"ledgers__00__0000__L{ledger_id:04d}.bin").read_bytes())
+    conf = tmp_path / "bk_server.conf"
+    conf.write_text(f"journalDirectories={tmp_path}/journal\nledgerDirectories={tmp_path}/ledgers\nbookiePort=3181\n"
+                    f"advertisedAddress=127.0.0.1\nmetadataServiceUri={metadata_uri}\n"
+                    "ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage\n")
+    before = _tree(tmp_path / "ledgers")
+
+    ledgers = _lines(bkctl(metadata_uri, "--json", "bookie", "inspect", "index", "-c", str(conf)))
+    assert {r["ledger_id"]: (r["format"], r["fenced"], r["entries"], r["master_key"]) for r in ledgers} == {
+        5: ("java-rocksdb", True, 2, ""), 12: ("java-rocksdb", False, 2, key12.hex())}
+    rows = _lines(bkctl(metadata_uri, "--json", "bookie", "inspect", "index", "-c", str(conf), "--ledger", "12",
+                        "--digest", "dummy"))
+    assert [(r["entry_id"], r["location"], r["payload"]) for r in rows] == [
+        (0, {"log_id": 0, "offset": 1451}, "dig-DUMMY-0"), (1, {"log_id": 0, "offset": 1498}, "dig-DUMMY-1")]
+    doc = json.loads(bkctl(metadata_uri, "--json", "bookie", "check", "-c", str(conf)).stdout)
+    assert (doc["entries"], doc["ok"], doc["bad"]) == (4, 4, 0)
+    files = _lines(bkctl(metadata_uri, "--json", "bookie", "inspect", "files", "-c", str(conf)))
+    assert {r["format"] for r in files if r["kind"] == "index"} == {"java-rocksdb"}
+    assert _tree(tmp_path / "ledgers") == before  # read-only: nothing added, nothing changed
