@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ..app import App, confirm_destructive
-from ..completion import complete_bookie_id
+from ..completion import complete_bookie_id, complete_ledger_id
 from ..render import emit, fields, table
 from . import pass_app
 
@@ -79,7 +79,7 @@ class _Reporter:
 @click.option("--skip-open-ledgers", is_flag=True, help="Leave ledgers that are not closed alone.")
 @click.option("--parallel", type=click.IntRange(1, 64), default=4, show_default=True,
               help="Ledgers re-replicated at once.")
-@click.option("--ledger", "ledger_id", type=click.IntRange(0), metavar="ID",
+@click.option("--ledger", "ledger_id", type=click.IntRange(0), metavar="ID", shell_complete=complete_ledger_id,
               help="Only this ledger (exit 3 if it does not exist).")
 @click.option("--rate", type=click.FloatRange(min=0), default=0, metavar="BYTES_PER_S",
               help="At most this many bytes per second written to the replacements (default: no limit).")

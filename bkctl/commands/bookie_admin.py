@@ -7,7 +7,7 @@ import os
 import click
 
 from ..app import App, confirm_destructive
-from ..completion import complete_bookie_id
+from ..completion import complete_bookie_id, complete_ledger_id
 from ..render import emit, table
 from . import pass_app
 
@@ -202,7 +202,8 @@ def inspect():
 
 _INSPECT_CONF = click.option("-c", "--conf", "conf", required=True, type=click.Path(exists=True, dir_okay=False),
                              help="The bookie's bk_server.conf (its directories are read).")
-_LEDGER = click.option("--ledger", "ledger", type=click.IntRange(0), metavar="ID", help="Only this ledger.")
+_LEDGER = click.option("--ledger", "ledger", type=click.IntRange(0), metavar="ID", shell_complete=complete_ledger_id,
+                       help="Only this ledger.")
 _ENTRY = click.option("--entry", "entry", type=click.IntRange(0), metavar="ID", help="Only this entry (with --ledger).")
 _DIGEST = click.option("--digest", type=click.Choice(["crc32", "crc32c", "mac", "dummy"], case_sensitive=False),
                        help="The ledgers' digest type: strip the digest and show payloads as text.")

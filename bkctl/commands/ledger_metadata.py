@@ -34,7 +34,7 @@ def metadata_dump(app: App, ledger_id: int, path: str):
 
 @metadata.command("restore")
 @click.argument("path", metavar="FILE", type=click.Path(exists=True, dir_okay=False))
-@click.option("--ledger-id", "-l", type=click.IntRange(0), metavar="ID",
+@click.option("--ledger-id", "-l", type=click.IntRange(0), metavar="ID", shell_complete=complete_ledger_id,
               help="The ledger to restore (default: the one number in FILE's name, e.g. ledger-42.meta).")
 @click.option("--force", is_flag=True, help="Replace the metadata of a ledger that exists, without asking.")
 @pass_app
