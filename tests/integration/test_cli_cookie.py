@@ -130,3 +130,31 @@ def test_cookie_admin_hostname_switch_and_expand(tmp_path, metadata_uri, zkstore
         assert _registered(zkstore, host_id)
     finally:
         b.stop()
+
+
+def test_cookie_admin_on_a_java_bookies_directories(tmp_path, metadata_uri, zkstore):
+    """bk1's journal and ledger directories as a Java 4.17.2 bookie left them (VERSION cookies
+    from the vectors) and its ZooKeeper cookie: listed, then moved to a new bookie id."""
+    import shutil
+    from pathlib import Path
+
+    vectors = Path(__file__).resolve().parents[1] / "vectors"
+    for kind in ("journal", "ledgers"):
+        (tmp_path / kind / "current").mkdir(parents=True)
+        shutil.copy(vectors / "disk" / f"bk1__{kind}__current__VERSION.bin", tmp_path / kind / "current" / "VERSION")
+    zkstore.put_cookie("127.0.0.1:3181", (vectors / "zk" / "raw" / "ledgers__cookies__127.0.0.1:3181.bin").read_bytes())
+    conf = tmp_path / "bk_server.conf"
+    conf.write_text(f"journalDirectories={tmp_path}/journal\nledgerDirectories={tmp_path}/ledgers\n"
+                    f"bookiePort=3181\nadvertisedAddress=bk1.example.com\nmetadataServiceUri={metadata_uri}\n")
+    listed = json.loads(bkctl(metadata_uri, "--json", "cookie", "admin", "-c", str(conf), "--list").stdout)
+    assert listed["bookie_id"] == "bk1.example.com:3181" and listed["zookeeper"]["exists"] is False
+    assert [r["bookie_host"] for r in listed["local"]] == ["127.0.0.1:3181", "127.0.0.1:3181"]
+
+    moved = bkctl(metadata_uri, "--json", "cookie", "admin", "-c", str(conf), "--from-id", "127.0.0.1:3181")
+    assert moved.returncode == 0, moved.stderr
+    new, _ = zkstore.get_cookie("bk1.example.com:3181")
+    assert new.bookie_id == "bk1.example.com:3181" and new.journal_dirs == ("/data/bk1/journal",)
+    assert new.instance_id == "f2102f9c-59f2-47c2-8e7f-f85b6701affc"  # everything but the id kept
+    for kind in ("journal", "ledgers"):
+        assert parse_cookie((tmp_path / kind / "current" / "VERSION").read_bytes()) == new
+    assert zkstore.get_cookie("127.0.0.1:3181") is None
