@@ -36,15 +36,25 @@ def _names(d: str) -> list[str]:
 
 @contextmanager
 def _mapped(path: str):
+    """The file's bytes (mmap); a CodecError while they are decoded names the file (exit 1)."""
+    from bkctl.wire.errors import CodecError
+
+    from ..exitcodes import FAILED
+
     with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            yield b""
-            return
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else None
         try:
-            yield mm
+            yield b"" if mm is None else mm
+        except CodecError as e:
+            raise CommandError(f"{path}: {e}", FAILED) from None
         finally:
-            mm.close()
+            if mm is not None:
+                mm.close()
+
+
+def _parse_file(path: str, parse):
+    with _mapped(path) as buf:
+        return parse(bytes(buf))
 
 
 def _digest_length(digest: str | None) -> int | None:
@@ -305,8 +315,7 @@ def index_entries(dirs) -> Iterator[dict]:
     logs = _java_logs(dirs.ledgers)
     for d in dict.fromkeys(dirs.index or dirs.ledgers):
         for ledger_id, path in _java_index_files(d):
-            with open(path, "rb") as f:
-                idx = parse_index(f.read())
+            idx = _parse_file(path, parse_index)
             for entry_id, (log_id, offset) in sorted(idx.locations.items()):
                 yield {"format": "java", "dir": d, "ledger_id": ledger_id, "entry_id": entry_id,
                        "location": {"log_id": log_id, "offset": offset}, "file": path,
@@ -357,8 +366,7 @@ def index_ledgers(dirs) -> Iterator[dict]:
 
     for d in dict.fromkeys(dirs.index or dirs.ledgers):
         for ledger_id, path in _java_index_files(d):
-            with open(path, "rb") as f:
-                idx = parse_index(f.read())
+            idx = _parse_file(path, parse_index)
             ids = sorted(idx.locations)
             yield {"format": "java", "file": path, "ledger_id": ledger_id, "fenced": idx.fenced,
                    "master_key": idx.master_key.hex(), "explicit_lac": idx.explicit_lac.hex() if idx.explicit_lac else None,
@@ -413,8 +421,7 @@ def lastmark(dirs) -> Iterator[dict]:
         for name in _names(d):
             if name == "lastMark" or re.fullmatch(r"lastMark\.\d+", name):
                 path = os.path.join(_current(d), name)
-                with open(path, "rb") as f:
-                    file_id, offset = parse_last_mark(f.read())
+                file_id, offset = _parse_file(path, parse_last_mark)
                 yield {"file": path, "format": "java", "journal_file_id": file_id,
                        "journal_file": f"{file_id:x}.txn", "offset": offset}
     for d in dirs.journal:

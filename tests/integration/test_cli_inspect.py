@@ -168,3 +168,10 @@ def test_inspect_and_check_db_ledger_storage(tmp_path, metadata_uri, zkstore):
     files = _lines(bkctl(metadata_uri, "--json", "bookie", "inspect", "files", "-c", str(conf)))
     assert {r["format"] for r in files if r["kind"] == "index"} == {"java-rocksdb"}
     assert _tree(tmp_path / "ledgers") == before  # read-only: nothing added, nothing changed
+
+
+def test_a_damaged_java_file_is_one_line_naming_it(metadata_uri, java_bookie):
+    idx = Path(java_bookie).parent / "bk1" / "ledgers" / "current" / "0" / "0" / "0.idx"
+    idx.write_bytes(b"garbage")
+    res = bkctl(metadata_uri, "bookie", "inspect", "index", "-c", java_bookie)
+    assert res.returncode == 1 and str(idx) in res.stderr and len(res.stderr.strip().splitlines()) == 1
