@@ -53,3 +53,20 @@ def test_marks_and_errors():
         J.entry_log_header(b"BKLG")
     with pytest.raises(CodecError):
         J.read_entry_at(_read("bk1__ledgers__current__0.log.bin"), 5000)
+
+
+def test_db_ledger_storage_rows():
+    key = bytes(range(20))
+    raw = b"\x08\x01\x10\x01\x1a\x14" + key + b"\x22\x03abc" + b"\x28\x01" + b"\x30\x07"  # + unknown field 6
+    assert J.parse_db_ledger_data(raw) == {"exists": True, "fenced": True, "master_key": key,
+                                           "explicit_lac": b"abc", "limbo": True}
+    assert J.parse_db_ledger_data(b"") == {"exists": False, "fenced": False, "master_key": b"",
+                                           "explicit_lac": None, "limbo": False}
+    with pytest.raises(CodecError):
+        J.parse_db_ledger_data(b"\x1a\x14abc")  # masterKey runs past the value
+    with pytest.raises(CodecError):
+        J.parse_db_ledger_data(b"\x08")  # truncated varint
+    assert J.parse_db_location_key(J.db_location_key(12, 3)) == (12, 3)
+    assert J.parse_db_location((7 << 32 | 1451).to_bytes(8, "big")) == (7, 1451)
+    with pytest.raises(CodecError):
+        J.parse_db_location(b"\x00" * 4)
