@@ -108,7 +108,7 @@ def test_replace_id_interrupted_then_finished(metadata_uri, zkstore):
     naming = _make(zkstore, 16)
     env = dict(os.environ, BKCTL_METADATA_URI=metadata_uri, NO_COLOR="1", PYTHONPATH=str(REPO))
     proc = subprocess.Popen([sys.executable, "-m", "bkctl", "bookie", "replace-id", OLD, NEW, "--force",
-                             "--rate", "4"], env=env, cwd=REPO, stdin=subprocess.DEVNULL,
+                             "--rate", "2"], env=env, cwd=REPO, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(_naming(zkstore, OLD)) == len(naming):
