@@ -50,16 +50,12 @@ def _replace_all(md, old: str, new: str):
     return md
 
 
-def _one_ledger(store, ledger_id: int, old: str, new: str, dry_run: bool) -> dict:
+def _one_ledger(store, ledger_id: int, md, version: int, old: str, new: str, dry_run: bool) -> dict:
+    """Rewrite one ledger, starting from the metadata the scan read (re-read on a conflict)."""
     from bkctl.wire.errors import MetadataError, NotFound
     from bkctl.wire.zkstore import MetadataVersionConflict
 
     row = {"ledger_id": ledger_id, "status": "unchanged", "segments": 0}
-    try:
-        md, version = store.read_ledger(ledger_id)
-    except NotFound:
-        row["status"] = "deleted"
-        return row
     for _ in range(MAX_ATTEMPTS):
         firsts = _segments_naming(md, old)
         if not firsts:
@@ -115,24 +111,24 @@ def replace_bookie_id(store, old: str, new: str, *, dry_run: bool = False, rate:
     from bkctl.wire.errors import NotFound
 
     scanned = 0
-    matched: list[int] = []
+    matched: list[tuple[int, object, int]] = []
     for ledger_id in store.iter_ledger_ids():
         scanned += 1
         try:
-            md, _ = store.read_ledger(ledger_id)
+            md, version = store.read_ledger(ledger_id)
         except NotFound:
             continue
         if old in md.bookies:
-            matched.append(ledger_id)
+            matched.append((ledger_id, md, version))
     if matched and not dry_run and confirm is not None:
         confirm(len(matched))
     if on_start is not None:
         on_start(len(matched))
     pace = _Pace(rate)
 
-    def work(ledger_id: int) -> dict:
+    def work(item) -> dict:
         pace.wait()
-        row = _one_ledger(store, ledger_id, old, new, dry_run)
+        row = _one_ledger(store, *item, old, new, dry_run)
         if on_ledger is not None:
             on_ledger(row)
         return row
@@ -141,7 +137,7 @@ def replace_bookie_id(store, old: str, new: str, *, dry_run: bool = False, rate:
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             rows = list(pool.map(work, matched))
     else:
-        rows = [work(i) for i in matched]
+        rows = [work(item) for item in matched]
     totals = {"matched": len(matched), "updated": 0, "planned": 0, "unchanged": 0, "deleted": 0,
               "conflict": 0, "failed": 0, "segments": 0}
     for r in rows:
