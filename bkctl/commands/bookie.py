@@ -24,7 +24,8 @@ def bookie_list(app: App, which: str | None, disk: bool):
     """Writable bookies (or read-only ones, or all).
 
     With --disk each registered bookie is asked for its disk space at once
-    (a progress bar on a terminal): --json prints {"bookies": [{bookie_id,
+    (a progress bar on a terminal; GET_BOOKIE_INFO exists only in protocol
+    v3, so under --protocol v2 every bookie shows an error): --json prints {"bookies": [{bookie_id,
     state, total_bytes, free_bytes, used_bytes, used_percent, error}],
     "total": {bookies, answered, total_bytes, free_bytes, used_bytes,
     used_percent}}.
