@@ -101,7 +101,8 @@ def list_with_disk(app: App, which: str) -> None:
         t = doc["total"]
         rows_out = [line(r) for r in doc["bookies"]]
         rows_out.append((f"total ({t['answered']}/{t['bookies']} answered)", "",
-                         _size(t["total_bytes"]) if t["answered"] else "", _size(t["free_bytes"]) if t["answered"] else "",
+                         _size(t["total_bytes"]) if t["answered"] else "",
+                         _size(t["free_bytes"]) if t["answered"] else "",
                          f"{t['used_percent']:.1f}%" if t["used_percent"] is not None else "", ""))
         table(app, ["bookie", "state", "total", "free", "used", "error"], rows_out)
 

@@ -141,7 +141,8 @@ def cookie_generate(app: App, bookie_id: str, instance_id: str | None, journal_d
 @click.option("--expand", "action", flag_value="expand",
               help="Accept new, empty ledger/index directories added to the configuration.")
 @click.option("--list", "action", flag_value="list", help="Show the local VERSION files and the ZooKeeper cookie.")
-@click.option("--delete", "action", flag_value="delete", help="Delete the local VERSION files and the ZooKeeper cookie.")
+@click.option("--delete", "action", flag_value="delete",
+              help="Delete the local VERSION files and the ZooKeeper cookie.")
 @click.option("--force", is_flag=True, help="With --delete: do not ask.")
 @pass_app
 def cookie_admin(app: App, conf: str, action: str | None, from_id: str | None, force: bool):

@@ -369,7 +369,8 @@ def index_ledgers(dirs) -> Iterator[dict]:
             idx = _parse_file(path, parse_index)
             ids = sorted(idx.locations)
             yield {"format": "java", "file": path, "ledger_id": ledger_id, "fenced": idx.fenced,
-                   "master_key": idx.master_key.hex(), "explicit_lac": idx.explicit_lac.hex() if idx.explicit_lac else None,
+                   "master_key": idx.master_key.hex(),
+                   "explicit_lac": idx.explicit_lac.hex() if idx.explicit_lac else None,
                    "entries": len(ids), "first_entry_id": ids[0] if ids else None,
                    "last_entry_id": ids[-1] if ids else None}
     for idir, _ldir in _db_pairs(dirs):
