@@ -175,3 +175,12 @@ def test_a_damaged_java_file_is_one_line_naming_it(metadata_uri, java_bookie):
     idx.write_bytes(b"garbage")
     res = bkctl(metadata_uri, "bookie", "inspect", "index", "-c", java_bookie)
     assert res.returncode == 1 and str(idx) in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_inspect_reads_another_hosts_conf(metadata_uri, java_bookie):
+    """Disks copied from another host: its listeningInterface does not exist here, inspect reads anyway."""
+    conf = Path(java_bookie)
+    conf.write_text(conf.read_text().replace("advertisedAddress=127.0.0.1", "listeningInterface=no-such-nic0"))
+    ledgers = _lines(bkctl(metadata_uri, "--json", "bookie", "inspect", "index", "-c", str(conf)))
+    assert sorted(r["ledger_id"] for r in ledgers) == [0, 3, 5, 12]
+    assert bkctl(metadata_uri, "cookie", "admin", "-c", str(conf), "--list").returncode == 1  # needs the id
