@@ -79,13 +79,19 @@ _state = {"verbose": 0}
 
 
 def _register() -> None:
-    from .commands import admin, bookie, cluster, completion, export, ledger, sandbox, shell
+    from .commands import (admin, bookie, bookie_admin, cluster, cluster_admin, completion, cookie, export, ledger,
+                           ledger_metadata, sandbox, shell)
 
     cli.add_command(ledger.ledger)
+    ledger.ledger.add_command(ledger_metadata.metadata)
     cli.add_command(bookie.bookie)
+    for command in (bookie_admin.replace_id, bookie_admin.state, bookie_admin.readonly, bookie_admin.gc,
+                    bookie_admin.inspect, bookie_admin.check):
+        bookie.bookie.add_command(command)
     cli.add_command(bookie.bookieformat)
     cli.add_command(bookie.upgrade)
     cli.add_command(cluster.cluster)
+    cluster.cluster.add_command(cluster_admin.nuke)
     cli.add_command(cluster.metaformat)
     cli.add_command(cluster.autorecovery)
     cli.add_command(admin.recover)
@@ -96,6 +102,7 @@ def _register() -> None:
     cli.add_command(sandbox.sandbox)
     cli.add_command(shell.shell)
     cli.add_command(completion.completion)
+    cli.add_command(cookie.cookie)
 
 
 _register()

@@ -249,6 +249,62 @@ def scan_log(path: str):
         mm.close()
 
 
+def check_record(data: bytes, ledger_id: int, entry_id: int, loc: Location) -> bytes:
+    """The entry in the record ``data`` read at ``loc``; EntryCorrupted if it is short, fails
+    its checksum or holds another entry."""
+    if len(data) != loc.length or loc.length < 24:
+        raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: short read in {log_name(loc.log_id)}")
+    crc, ln, lid, eid = _REC_CHECK.unpack_from(data, 0)
+    if ln != loc.length - 8 or lid != ledger_id or eid != entry_id or crc32c(memoryview(data)[4:]) != crc:
+        raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: bad record at {log_name(loc.log_id)}:{loc.offset}")
+    return data[24:]
+
+
+class OfflineIndex:
+    """A read-only look at a stopped store's index (``bkctl bookie inspect`` and ``check``):
+    unlike :class:`EntryStore` it repairs nothing (no truncation, no deletion) and takes no lock."""
+
+    def __init__(self, directory: str):
+        self.directory = layout.current_dir(directory)
+        path = os.path.join(self.directory, INDEX_DIR)
+        if not os.path.isdir(path):
+            raise FileNotFoundError(f"{path}: no index")
+        self._env = lmdb.open(path, readonly=True, lock=False, max_dbs=4, subdir=True)
+        self._idx = self._env.open_db(b"idx", create=False)
+        self._ldb = self._env.open_db(b"ledgers", create=False)
+
+    def close(self) -> None:
+        self._env.close()
+
+    def ledgers(self) -> dict[int, dict]:
+        """ledger id -> ``{"fenced", "master_key", "explicit_lac", "last_entry_id"}``."""
+        out = {}
+        with self._env.begin(db=self._ldb) as txn:
+            for k, v in txn.cursor():
+                led = _Ledger.decode(v)
+                out[_I64.unpack(k)[0]] = {"fenced": led.fenced, "master_key": led.master_key,
+                                          "explicit_lac": led.lac, "last_entry_id": led.last_entry}
+        return out
+
+    def rows(self, ledger_id: int | None = None):
+        """``(ledger id, entry id, Location)`` of every index row (of one ledger), in key order."""
+        with self._env.begin(db=self._idx) as txn:
+            cur = txn.cursor()
+            ok = cur.set_range(_KEY.pack(ledger_id, 0)) if ledger_id is not None else cur.first()
+            while ok:
+                lid, eid = _KEY.unpack(cur.key())
+                if ledger_id is not None and lid != ledger_id:
+                    break
+                yield lid, eid, Location(*_LOC.unpack(cur.value()))
+                ok = cur.next()
+
+    def read(self, ledger_id: int, entry_id: int, loc: Location) -> bytes:
+        """The entry at ``loc``, checked (EntryCorrupted; FileNotFoundError without its log)."""
+        with open(os.path.join(self.directory, log_name(loc.log_id)), "rb") as f:
+            data = os.pread(f.fileno(), loc.length, loc.offset)
+        return check_record(data, ledger_id, entry_id, loc)
+
+
 class EntryStore:
     """Entry storage in one ledger directory ``D`` (files in ``D/current/``).
 
@@ -512,13 +568,7 @@ class EntryStore:
                         continue  # compacted or deleted under us: look the row up again
                     self._readers[log_id] = fd
                 data = os.pread(fd, length, offset)
-            if len(data) != length or length < 24:
-                raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: short read in {log_name(log_id)}")
-            crc, ln, lid, eid = _REC_CHECK.unpack_from(data, 0)
-            if ln != length - 8 or lid != ledger_id or eid != entry_id or crc32c(memoryview(data)[4:]) != crc:
-                raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: bad record at "
-                                     f"{log_name(log_id)}:{offset}")
-            return data[24:]
+            return check_record(data, ledger_id, entry_id, Location(log_id, offset, length))
         raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: its entry log is missing")
 
     def entries_between(self, ledger_id: int, first: int, last: int | None = None,

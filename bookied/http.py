@@ -17,6 +17,24 @@ path                                       method  answer
 ``/api/v1/bookie/state/readonly``          GET     ``{"readOnly": bool}``
 ``/api/v1/bookie/state/readonly``          PUT     body ``{"readOnly": bool}`` (optional
                                                    ``?force=true``); answers the new state
+``/api/v1/bookie/gc``                      GET     ``{"is_in_force_gc": "true"|"false"}``
+``/api/v1/bookie/gc``                      PUT     starts a GC pass (optional body
+                                                   ``{"forceMajor": b, "forceMinor": b}``,
+                                                   accepted, no compaction here); answers
+                                                   ``"Triggered GC on BookieServer: <id>"``
+``/api/v1/bookie/gc_details``              GET     ``[{"forceCompacting", "majorCompacting",
+                                                   "minorCompacting", "lastMajorCompactionTime",
+                                                   "lastMinorCompactionTime", "majorCompactionCounter",
+                                                   "minorCompactionCounter", "gcRunning", "gcRuns",
+                                                   "ledgersRemoved"}]``
+``/api/v1/bookie/list_disk_file``          GET     ``?file_type=journal|entrylog|index`` (else
+                                                   all): ``{"journal files": "name\\t...", ...}``
+``/api/v1/bookie/last_log_mark``           GET     ``{"LastLogMark: Journal Id - N(hex.txn)":
+                                                   "Pos - P"}`` per journal
+``/api/v1/bookie/expand_storage``          PUT     checks the configured directories against
+                                                   the cookie with expansion allowed (stamps new
+                                                   empty ones): ``"Success expand storage"``;
+                                                   409 on a mismatch
 =========================================  ======  ==========================================
 
 With a ZooKeeper store (``status.zk``, see :class:`BookieStatus`) it also
@@ -90,7 +108,12 @@ from twisted.web import http, resource, server
 __all__ = [
     "AdminResource",
     "AdminSite",
+    "BOOKIE_EXPAND_STORAGE",
+    "BOOKIE_GC",
+    "BOOKIE_GC_DETAILS",
     "BOOKIE_INFO",
+    "BOOKIE_LAST_LOG_MARK",
+    "BOOKIE_LIST_DISK_FILE",
     "BOOKIE_IS_READY",
     "BOOKIE_STATE",
     "BOOKIE_STATE_READONLY",
@@ -119,6 +142,11 @@ BOOKIE_INFO = "/api/v1/bookie/info"
 BOOKIE_STATE = "/api/v1/bookie/state"
 BOOKIE_IS_READY = "/api/v1/bookie/is_ready"
 BOOKIE_STATE_READONLY = "/api/v1/bookie/state/readonly"
+BOOKIE_GC = "/api/v1/bookie/gc"
+BOOKIE_GC_DETAILS = "/api/v1/bookie/gc_details"
+BOOKIE_LIST_DISK_FILE = "/api/v1/bookie/list_disk_file"
+BOOKIE_LAST_LOG_MARK = "/api/v1/bookie/last_log_mark"
+BOOKIE_EXPAND_STORAGE = "/api/v1/bookie/expand_storage"
 AUTORECOVERY_WHO_IS_AUDITOR = "/api/v1/autorecovery/who_is_auditor"
 AUTORECOVERY_TRIGGER_AUDIT = "/api/v1/autorecovery/trigger_audit"
 AUTORECOVERY_LOST_BOOKIE_RECOVERY_DELAY = "/api/v1/autorecovery/lost_bookie_recovery_delay"
@@ -201,6 +229,14 @@ class AdminResource(resource.Resource):
         }
         if callable(getattr(status, "set_readonly", None)):
             routes[BOOKIE_STATE_READONLY][b"PUT"] = self.put_readonly
+        if callable(getattr(status, "force_gc", None)):  # a whole bookie (bookied.service)
+            routes.update({
+                BOOKIE_GC: {b"GET": self.get_gc, b"PUT": self.put_gc},
+                BOOKIE_GC_DETAILS: {b"GET": self.get_gc_details},
+                BOOKIE_LIST_DISK_FILE: {b"GET": self.get_list_disk_file},
+                BOOKIE_LAST_LOG_MARK: {b"GET": self.get_last_log_mark},
+                BOOKIE_EXPAND_STORAGE: {b"PUT": self.put_expand_storage},
+            })
         if hasattr(status, "zk"):
             routes.update({
                 AUTORECOVERY_WHO_IS_AUDITOR: {b"GET": self.get_who_is_auditor},
@@ -382,6 +418,42 @@ class AdminResource(resource.Resource):
         if not isinstance(doc, dict) or not isinstance(doc.get("readOnly"), bool):
             raise HTTPError(http.BAD_REQUEST, f"body must be JSON like {example}")
         return doc["readOnly"]
+
+    # -- day-2 bookie endpoints (bookied.admin) ----------------------------------------
+
+    def get_gc(self, request) -> bytes:
+        return self.json_body(request, {"is_in_force_gc": "true" if self.status.in_force_gc() else "false"})
+
+    def put_gc(self, request) -> bytes:
+        content = getattr(request, "content", None)
+        raw = content.read(MAX_REQUEST_BODY) if content is not None else b""
+        if raw.strip():
+            content.seek(0)
+            doc = self._json_request(request, '{"forceMajor": true, "forceMinor": false}')
+            if not isinstance(doc, dict):
+                raise HTTPError(http.BAD_REQUEST, 'body must be JSON like {"forceMajor": true}')
+        self.status.force_gc()
+        return self.json_body(request, f"Triggered GC on BookieServer: {self.status.bookie_id}")
+
+    def get_gc_details(self, request) -> bytes:
+        return self.json_body(request, self.status.gc_details())
+
+    def get_list_disk_file(self, request) -> bytes:
+        kind = request.args.get(b"file_type", [b""])[-1].decode("utf-8", "replace") or None
+        return self.json_body(request, self.status.list_disk_files(kind))
+
+    def get_last_log_mark(self, request) -> bytes:
+        return self.json_body(request, self.status.last_log_marks())
+
+    def put_expand_storage(self, request):
+        def refusal(exc):
+            if isinstance(exc, ValueError):
+                return HTTPError(http.CONFLICT, str(exc))
+            return self._zk_refusal(exc)
+
+        return self._finish_later(request, defer.maybeDeferred(self.status.expand_storage),
+                                  answer=lambda req, _r: self.json_body(req, "Success expand storage"),
+                                  refusal=refusal)
 
     # -- autorecovery (Java's /api/v1/autorecovery/*) ---------------------------------
 

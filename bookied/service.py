@@ -21,7 +21,8 @@ from twisted.python.failure import Failure
 from bkctl.wire import sdnotify
 from bkctl.wire.serviceinfo import BookieServiceInfo
 
-from . import identity, layout
+from . import admin, identity, layout
+from .admin import GarbageCollector
 from .bookie import Bookie
 from bkctl.wire.errors import BKError
 
@@ -145,7 +146,8 @@ class BookieService:
         self.bookie.on_readonly_change = self._readonly_changed
         self._every(cfg.flush_interval / 1000.0, self._checkpoint)
         self._every(cfg.disk_check_interval / 1000.0, self._check_disks, now=False)
-        self._every(cfg.gc_wait_time / 1000.0, self._gc, now=False)
+        self.gc = GarbageCollector(self._gc, self.reactor)
+        self._every(cfg.gc_wait_time / 1000.0, self.gc, now=False)
         self.running = True
         self.reactor.addSystemEventTrigger("before", "shutdown", self.stop)
         self.reactor.callWhenRunning(self._register)
@@ -367,6 +369,7 @@ class BookieService:
         def done(removed):
             if removed:
                 log.info("garbage collection removed %d deleted ledger(s)", removed)
+            return removed
 
         d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), work)
         d.addCallbacks(done, lambda f: log.error("garbage collection failed: %s", f.value))
@@ -435,6 +438,41 @@ class BookieService:
         if "ledger" in bookie.readonly_causes:
             raise ValueError(f"still read-only: {bookie.readonly_causes['ledger']} "
                              "(until a checkpoint succeeds again)")
+
+    # -- day-2 admin (HTTP: gc, gc_details, list_disk_file, last_log_mark, expand_storage) --
+    def force_gc(self):
+        return self.gc(force=True)
+
+    def in_force_gc(self) -> bool:
+        return self.gc.in_force_gc()
+
+    def gc_details(self) -> list[dict]:
+        return self.gc.details()
+
+    def _dirs(self) -> tuple[list[str], list[str], list[str]]:
+        cfg = self.cfg
+        index = [] if cfg.is_derived("indexDirectories") else list(cfg.index_directories)
+        return list(cfg.journal_directories), list(cfg.ledger_directories), index
+
+    def list_disk_files(self, file_type: str | None) -> dict:
+        return admin.list_disk_files(file_type, *self._dirs())
+
+    def last_log_marks(self) -> dict:
+        return admin.last_log_marks(tuple(j.mark()) for j in self.journals)
+
+    def expand_storage(self):
+        """Java's expand_storage: the configured directories checked against the cookie with
+        expansion allowed (new empty ones stamped); ValueError on a mismatch."""
+        journal, ledgers, index = self._dirs()
+
+        def work():
+            cookie = identity.expected_cookie(self.bookie_id, journal, ledgers, index, self.zk.instance_id())
+            try:
+                return identity.check_and_stamp(self.zk, cookie, allow_expansion=True)
+            except identity.IdentityError as e:
+                raise ValueError(str(e)) from None
+
+        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), work)
 
     # -- shutdown ---------------------------------------------------------------
     @defer.inlineCallbacks

@@ -777,6 +777,25 @@ class ZKMetadataStore:
         return data, stat.version
 
     @_zk_call
+    def restore_ledger_bytes(self, ledger_id: int, data: bytes, overwrite: bool = False) -> int:
+        """Write serialized metadata (any format, checked by parsing) exactly as given, as
+        Java's ``ledgermetadata -restorefromfile``: create the znode, or with *overwrite*
+        replace an existing one (version -1).  Raises :class:`LedgerExists` when it exists
+        and *overwrite* is false; returns the new version."""
+        try:
+            parse_ledger_metadata(data)
+        except CodecError as exc:
+            raise MetadataStoreError(f"not ledger metadata: {exc}") from None
+        path = self.ledger_path(ledger_id)
+        try:
+            self._zk.create(path, data, makepath=True)
+            return 0
+        except NodeExistsError:
+            if not overwrite:
+                raise LedgerExists(ledger_id) from None
+        return self._zk.set(path, data, version=-1).version
+
+    @_zk_call
     def ledger_exists(self, ledger_id: int) -> bool:
         return self._exists(self.ledger_path(ledger_id)) is not None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ..app import App, confirm_destructive
-from ..completion import complete_bookie_id
+from ..completion import complete_bookie_id, complete_ledger_id
 from ..render import emit, fields, table
 from . import pass_app
 
@@ -79,10 +79,16 @@ class _Reporter:
 @click.option("--skip-open-ledgers", is_flag=True, help="Leave ledgers that are not closed alone.")
 @click.option("--parallel", type=click.IntRange(1, 64), default=4, show_default=True,
               help="Ledgers re-replicated at once.")
+@click.option("--ledger", "ledger_id", type=click.IntRange(0), metavar="ID", shell_complete=complete_ledger_id,
+              help="Only this ledger (exit 3 if it does not exist).")
+@click.option("--rate", type=click.FloatRange(min=0), default=0, metavar="BYTES_PER_S",
+              help="At most this many bytes per second written to the replacements (default: no limit).")
+@click.option("--delete-cookie", is_flag=True,
+              help="Afterwards, if every ledger was recovered, delete the bookies' cookies (not with --dry-run).")
 @click.option("-f", "--force", is_flag=True, help="Do not ask.")
 @pass_app
 def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: bool, skip_open_ledgers: bool,
-            parallel: int, force: bool):
+            parallel: int, force: bool, ledger_id: int | None = None, rate: float = 0, delete_cookie: bool = False):
     """Re-replicate every entry the given (lost) bookies held (Java's `recover`).
 
     Re-replication copies fragments to other bookies; ledger recovery (fence
@@ -103,24 +109,41 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
     ledgers[] (ledger_id, state, status, closed_first, fragments[]
     (first_entry_id, last_entry_id, lost, replacements, entries,
     entries_copied), entries_copied, error) and totals (ledgers, recovered,
-    planned, skipped, failed, entries_copied).
+    planned, skipped, failed, entries_copied); with --delete-cookie also
+    cookies {bookie: deleted | none | kept: registered}.
     """
     from ..exitcodes import FAILED, CommandError
-    from ..ops.recovery import rereplicate_bookies
+    from ..ops.recovery import delete_cookies, rereplicate_bookies
 
     what = ", ".join(bookies)
 
     def confirm(ids: list[int]) -> None:
         confirm_destructive(app, f"Re-replicate {len(ids)} ledgers off {what}?", force, f"recover {what}")
 
+    only = None
+    if ledger_id is not None:
+        app.store.read_ledger(ledger_id)  # not found: exit 3
+        only = [ledger_id]
     reporter = _Reporter(app, "re-replicating")
     try:
         doc = rereplicate_bookies(app.bk, app.store, bookies, target=target, dry_run=dry_run,
                               skip_open=skip_open_ledgers, parallel=parallel, confirm=confirm,
-                              on_start=reporter.start, on_ledger=reporter.ledger, on_entry=reporter.entry)
+                              on_start=reporter.start, on_ledger=reporter.ledger, on_entry=reporter.entry,
+                              ledger_ids=only, rate=rate)
     finally:
         reporter.stop()
-    emit(app, doc, lambda: _show_plan_or_result(app, doc, what))
+    if delete_cookie and not dry_run:
+        doc["cookies"] = ({} if doc["totals"]["failed"] or doc["totals"]["skipped"]
+                          else delete_cookies(app.store, doc["bookies"]))
+
+    def human():
+        _show_plan_or_result(app, doc, what)
+        for b, outcome in doc.get("cookies", {}).items():
+            app.console.print(f"cookie of {b}: {outcome}")
+        if delete_cookie and not dry_run and not doc.get("cookies"):
+            app.console.print("cookies kept: not every ledger was recovered")
+
+    emit(app, doc, human)
     if doc["totals"]["failed"]:
         raise CommandError(f"{doc['totals']['failed']} ledgers could not be re-replicated", FAILED)
 
@@ -183,8 +206,12 @@ def _quorum_options(f):
 @_quorum_options
 @click.option("-n", "--entries", type=click.IntRange(0), default=100, show_default=True,
               help="Entries to write.")
+@click.option("--bookie", metavar="BOOKIE", shell_complete=complete_bookie_id,
+              help="Test this one writable bookie alone (ensemble, write and ack quorum 1; exit 3 if it is not "
+                   "registered, 4 if it is read-only).")
 @pass_app
-def simpletest(app: App, ensemble: int, write_quorum: int, ack_quorum: int, entries: int):
+def simpletest(app: App, ensemble: int, write_quorum: int, ack_quorum: int, entries: int,
+               bookie: str | None = None):
     """Write, read back, close, reopen, read and delete a test ledger.
 
     BookKeeper's simpletest: a CRC32C ledger with an empty password and
@@ -200,7 +227,18 @@ def simpletest(app: App, ensemble: int, write_quorum: int, ack_quorum: int, entr
 
     if not ensemble >= write_quorum >= ack_quorum:
         raise CommandError("need ensemble >= write quorum >= ack quorum", USAGE)
-    doc = run(app.bk, ensemble, write_quorum, ack_quorum, entries, on_step=lambda s: app.info(f"{s}...") if app.verbose else None)
+    if bookie is not None:
+        from ..exitcodes import CONFLICT, NOT_FOUND
+        from ..ops.recovery import check_bookie_ids
+
+        check_bookie_ids([bookie])
+        if bookie in app.store.readonly_bookies():
+            raise CommandError(f"bookie {bookie} is read-only", CONFLICT)
+        if bookie not in app.store.writable_bookies():
+            raise CommandError(f"bookie {bookie} is not registered", NOT_FOUND)
+        ensemble = write_quorum = ack_quorum = 1
+    doc = run(app.bk, ensemble, write_quorum, ack_quorum, entries,
+              on_step=lambda s: app.info(f"{s}...") if app.verbose else None, bookie=bookie)
     emit(app, doc, lambda: app.console.print(
         f"simpletest OK: {entries} entries written to ledger {doc['ledger_id']} "
         f"({ensemble}/{write_quorum}/{ack_quorum} on {', '.join(doc['bookies'])}) in {doc['write_seconds']:.3f}s,"

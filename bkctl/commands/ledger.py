@@ -20,24 +20,67 @@ def ledger():
 @click.option("--state", type=STATES, help="Only ledgers in this state.")
 @click.option("--bookie", metavar="BOOKIE", shell_complete=complete_bookie_id,
               help="Only ledgers with a segment on this bookie.")
+@click.option("--meta", "meta", multiple=True, metavar="KEY=GLOB",
+              help="Only ledgers whose custom metadata has KEY matching GLOB (repeatable; all must match), "
+                   "e.g. --meta 'pulsar/managed-ledger=tenant/ns/persistent/topic*'.")
+@click.option("--min-size", metavar="SIZE", help="Only ledgers of at least SIZE bytes (512k, 10M, 1G; the "
+              "metadata's length, known once closed).")
+@click.option("--older-than", metavar="AGE", help="Only ledgers created more than AGE ago (90s, 30m, 1h, 7d, 2w).")
+@click.option("--open-longer-than", metavar="AGE", help="Only OPEN ledgers created more than AGE ago.")
+@click.option("--totals", "with_totals", is_flag=True,
+              help="End with the totals (count, entries, bytes); with --json a last line {\"totals\": ...}.")
 @pass_app
-def ledger_list(app: App, state: str | None, bookie: str | None):
-    """Ledger ids in ascending order (with details when filtering)."""
+def ledger_list(app: App, state: str | None, bookie: str | None, meta: tuple[str, ...], min_size: str | None,
+                older_than: str | None, open_longer_than: str | None, with_totals: bool):
+    """Ledger ids in ascending order (with details when filtering).
+
+    With a filter (or --totals) the table ends with the totals: count,
+    entries (of closed ledgers) and bytes (their length).
+    """
+    from ..ops.ledger_meta import totals
     from ..ops.ledgers import list_ledgers
 
-    rows = list_ledgers(app.store, state, bookie)
+    match = _ledger_filter(meta, min_size, older_than, open_longer_than)
+    if with_totals and match is None:
+        match = _every_ledger  # totals need every ledger's metadata
+    rows = list_ledgers(app.store, state, bookie, match)
     if app.json:  # a stream: JSON lines, one per ledger
+        seen = []
         for row in rows:
             app.emit_json(row)
+            seen.append(row)
+        if with_totals:
+            app.emit_json({"totals": totals(seen)})
         return
-    if state is None and bookie is None:
+    if state is None and bookie is None and match is None:
         for row in rows:
             click.echo(row["ledger_id"])
         return
+    rows = list(rows)
     table(app, ["ledger", "state", "E/Qw/Qa", "last entry", "length", "bookies"],
           ((r["ledger_id"], r.get("state", r.get("error")), _quorums(r), r.get("last_entry_id"),
             r.get("length"), ", ".join(sorted({b for s in r.get("segments", []) for b in s["bookies"]})))
            for r in rows))
+    t = totals(rows)
+    app.console.print(f"{t['count']} ledgers, {t['entries']} entries, {t['bytes']} bytes")
+
+
+def _ledger_filter(meta, min_size, older_than, open_longer_than):
+    """The metadata filter of `ledger list`, or None; bad values are usage errors."""
+    from ..ops.ledger_meta import LedgerFilter, parse_duration, parse_meta_filters, parse_size
+
+    try:
+        f = LedgerFilter(tuple(parse_meta_filters(meta)),
+                         None if min_size is None else parse_size(min_size),
+                         None if older_than is None else parse_duration(older_than),
+                         None if open_longer_than is None else parse_duration(open_longer_than))
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    return f if f.active else None
+
+
+def _every_ledger(_md) -> bool:
+    return True
 
 
 def _quorums(r: dict) -> str:
@@ -222,8 +265,12 @@ def ledger_add(app: App, ledger_id: int, data: tuple[str, ...], file, binary: bo
 @click.option("--format", "fmt", type=click.Choice(["text", "hex", "raw"]), default="text", show_default=True,
               help="text: UTF-8 (bad bytes replaced); hex; raw: the bytes as they are.")
 @_PASSWORD
+@click.option("--bookie", metavar="BOOKIE", shell_complete=complete_bookie_id,
+              help="Read only the replicas on this bookie, straight from it (to compare replicas); entries it "
+                   "lacks or that fail their digest are reported on stderr and make the exit status 1.")
 @pass_app
-def ledger_read(app: App, ledger_id: int, first: int, last: int | None, fmt: str, password: str | None):
+def ledger_read(app: App, ledger_id: int, first: int, last: int | None, fmt: str, password: str | None,
+                bookie: str | None = None):
     """Print entries (default: every confirmed one), streamed in batches.
 
     text and hex print one "ENTRY_ID<TAB>PAYLOAD" line per entry (text
@@ -231,9 +278,15 @@ def ledger_read(app: App, ledger_id: int, first: int, last: int | None, fmt: str
     JSON lines {"ledger_id", "entry_id", "length", "encoding", "payload"}
     where payload is UTF-8 text (encoding "utf-8"), hex ("hex") or, with
     --format raw, base64 ("base64").  Reading past the last confirmed entry
-    is exit 3.
+    is exit 3.  With --bookie only the entries whose write set holds that
+    bookie are read, from it alone (to the ledger's last entry, or for an
+    open ledger the highest the bookie has); --json lines then also carry
+    "bookie" and "status" (ok, missing, corrupt, error).
     """
     from ..ops.ledgers import entry_doc, entry_line, iter_entries, open_reader, read_limit
+
+    if bookie is not None:
+        return _read_replica(app, ledger_id, bookie, first, last, fmt, password)
 
     reader = open_reader(app.bk, ledger_id, _password(password), _held(app, ledger_id))
     end = read_limit(reader) if last is None else last
@@ -251,6 +304,38 @@ def ledger_read(app: App, ledger_id: int, first: int, last: int | None, fmt: str
             if out is not None:
                 out.flush()
             bar.advance(len(batch))
+
+
+def _read_replica(app: App, ledger_id: int, bookie: str, first: int, last: int | None, fmt: str,
+                  password: str | None) -> None:
+    from ..exitcodes import FAILED, CommandError
+    from ..ops.ledgers import entry_doc, entry_line
+    from ..ops.recovery import check_bookie_ids
+    from ..ops.replica_read import read_replica
+
+    check_bookie_ids([bookie])
+    doc = app.bk.run(read_replica, ledger_id, bookie, first, last, _password(password))
+    out = _binary_stdout() if fmt == "raw" and not app.json else None
+    bad = 0
+    for row in doc["entries"]:
+        if row["status"] != "ok":
+            bad += 1
+            if app.json:
+                app.emit_json({"ledger_id": ledger_id, "entry_id": row["entry_id"], "bookie": bookie,
+                               "status": row["status"], "error": row["error"]})
+            else:
+                app.err_console.print(f"entry {row['entry_id']}: {row['status']} on {bookie}: {row['error']}")
+            continue
+        if app.json:
+            app.emit_json(dict(entry_doc(ledger_id, row["entry_id"], row["payload"], fmt), bookie=bookie, status="ok"))
+        elif out is not None:
+            out.write(row["payload"])
+        else:
+            click.echo(entry_line(row["entry_id"], row["payload"], fmt))
+    if out is not None:
+        out.flush()
+    if bad:
+        raise CommandError(f"{bad} of {len(doc['entries'])} entries are missing or bad on {bookie}", FAILED)
 
 
 def _binary_stdout():

@@ -50,12 +50,20 @@ class BookieDirs:
         return Cookie(self.bookie_id, self.journal, self.ledgers, instance_id, self.index or None)
 
 
-def bookie_dirs(conf_path: str) -> BookieDirs:
-    from bkctl.bookied.config import load_config, resolve_bookie_id
+def bookie_dirs(conf_path: str, need_id: bool = True) -> BookieDirs:
+    """The directories a bk_server.conf names.  With ``need_id=False`` (reading files only) a
+    bookie id that cannot be resolved on this host (another host's interface...) is None."""
+    from bkctl.bookied.config import ConfigError, load_config, resolve_bookie_id
 
     cfg = load_config(conf_path)
     index = () if cfg.is_derived("indexDirectories") else tuple(cfg.index_directories)
-    return BookieDirs(resolve_bookie_id(cfg), tuple(cfg.journal_directories), tuple(cfg.ledger_directories),
+    try:
+        bookie_id = resolve_bookie_id(cfg)
+    except ConfigError:
+        if need_id:
+            raise
+        bookie_id = None
+    return BookieDirs(bookie_id, tuple(cfg.journal_directories), tuple(cfg.ledger_directories),
                       index, cfg.metadata_service_uri)
 
 

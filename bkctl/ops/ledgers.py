@@ -28,11 +28,13 @@ def describe(ledger_id: int, md: LedgerMetadata, version: int | None = None) -> 
     }
 
 
-def list_ledgers(store, state: str | None = None, bookie: str | None = None) -> Iterator[dict]:
-    """Stream ledgers in id order; with a filter each ledger's metadata is read."""
+def list_ledgers(store, state: str | None = None, bookie: str | None = None, match=None) -> Iterator[dict]:
+    """Stream ledgers in id order; with a filter each ledger's metadata is read.
+
+    ``match(metadata) -> bool`` is a further filter (see ``ops.ledger_meta.LedgerFilter``)."""
     want_state = LedgerState[state.upper()] if state else None
     for ledger_id in store.iter_ledger_ids():
-        if want_state is None and bookie is None:
+        if want_state is None and bookie is None and match is None:
             yield {"ledger_id": ledger_id}
             continue
         try:
@@ -47,6 +49,8 @@ def list_ledgers(store, state: str | None = None, bookie: str | None = None) -> 
         if want_state is not None and md.state is not want_state:
             continue
         if bookie is not None and bookie not in md.bookies:
+            continue
+        if match is not None and not match(md):
             continue
         yield describe(ledger_id, md, version)
 

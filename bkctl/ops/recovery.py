@@ -70,13 +70,15 @@ def rereplicate_bookies(bk, store, bookies: Iterable[str], *, target: str | None
                     on_start: Callable[[int], Any] | None = None,
                     on_ledger: Callable[[dict], Any] | None = None,
                     on_entry: Callable[[int], Any] | None = None,
-                    ledger_ids: list[int] | None = None) -> dict:
+                    ledger_ids: list[int] | None = None, rate: float = 0) -> dict:
     """Re-replicate everything ``bookies`` held (see :func:`bkctl.wire.client.rereplication.rereplicate_ledger`).
 
     ``confirm(ledger_ids)`` is called before anything changes (not with
     ``dry_run``); ``on_start(count)``, ``on_ledger(result)`` and
     ``on_entry(entry_id)`` report progress (the last two from the reactor
-    thread).  Returns :func:`summary`.
+    thread).  ``rate``: at most that many bytes per second written to the
+    replacements (0: no limit; the autorecovery worker's throttle).
+    ``ledger_ids`` limits the run to those ledgers.  Returns :func:`summary`.
     """
     from bkctl.wire.client.rereplication import rereplicate_ledgers
     from bkctl.wire.client.blocking import run_in_reactor
@@ -93,9 +95,16 @@ def rereplicate_bookies(bk, store, bookies: Iterable[str], *, target: str | None
         confirm(ids)
     if on_start is not None:
         on_start(len(ids))
+    throttle = None
+    if rate:
+        from twisted.internet import reactor
+
+        from bkctl.wire.autorecovery.worker import RateLimiter
+
+        throttle = RateLimiter(rate, reactor)
     results = run_in_reactor(rereplicate_ledgers, bk.client, ids, bookies, parallel=parallel, on_ledger=on_ledger,
                              target=target, skip_open=skip_open, dry_run=dry_run, window=window,
-                             on_entry=on_entry, timeout=None)
+                             on_entry=on_entry, throttle=throttle, timeout=None)
     return summary(bookies, results, dry_run=dry_run, target=target, skip_open=skip_open)
 
 
@@ -192,3 +201,20 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
         except NoSuchCookie:
             pass
     return result
+
+
+def delete_cookies(store, bookies: Iterable[str]) -> dict[str, str]:
+    """After a recovery (``recover --delete-cookie``): delete each bookie's cookie.
+    Returns bookie -> ``deleted``, ``none`` (it had none) or ``kept: registered``."""
+    out = {}
+    for b in bookies:
+        if store.is_bookie_registered(b):
+            out[b] = "kept: registered"
+            continue
+        found = store.get_cookie(b)
+        if found is None:
+            out[b] = "none"
+            continue
+        store.delete_cookie(b, found[1])
+        out[b] = "deleted"
+    return out

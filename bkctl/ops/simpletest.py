@@ -25,12 +25,24 @@ class SimpleTestFailed(CommandError):
 
 
 def simpletest(bk, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2, entries: int = 100,
-               on_step: Callable[[str], Any] | None = None) -> dict:
+               on_step: Callable[[str], Any] | None = None, bookie: str | None = None) -> dict:
     """Run the test; returns a JSON-ready summary: ``ledger_id``,
     ``ensemble_size``, ``write_quorum``, ``ack_quorum``, ``entries``,
     ``entry_size``, ``bookies``, ``last_entry_id``, ``write_seconds``,
     ``read_seconds``, ``deleted``, ``ok``.  Raises :class:`SimpleTestFailed`
-    (exit 1) naming the step that failed; the ledger is deleted anyway."""
+    (exit 1) naming the step that failed; the ledger is deleted anyway.
+
+    ``bookie`` pins the test to that one bookie (ensemble, write and ack
+    quorum 1, no ensemble change to another bookie), as Java's bookiesanity."""
+    if bookie is not None:
+        from bkctl.wire.client.placement import PinnedPlacement
+
+        client = bk.client
+        saved, client.placement = client.placement, PinnedPlacement([bookie])
+        try:
+            return simpletest(bk, 1, 1, 1, entries, on_step)
+        finally:
+            client.placement = saved
     doc: dict[str, Any] = {"ledger_id": None, "ensemble_size": ensemble, "write_quorum": write_quorum,
                            "ack_quorum": ack_quorum, "entries": entries, "entry_size": ENTRY_SIZE,
                            "bookies": [], "last_entry_id": None, "write_seconds": None, "read_seconds": None,

@@ -88,3 +88,23 @@ class RandomPlacement:
         for i, b in zip(to_replace, chosen):
             out[i] = b
         return out
+
+
+class PinnedPlacement(RandomPlacement):
+    """Ensembles drawn only from ``bookies`` (a sanity test pinned to given bookies):
+    an ensemble change that would need another bookie fails with NotEnoughBookies."""
+
+    def __init__(self, bookies: Iterable[str], rng: random.Random | None = None):
+        super().__init__(rng)
+        self.bookies = tuple(bookies)
+
+    def new_ensemble(self, size: int, writable: Iterable[str], readonly: Collection[str] = (),
+                     exclude: Collection[str] = ()) -> list[str]:
+        writable = set(writable)
+        return super().new_ensemble(size, [b for b in self.bookies if b in writable], readonly, exclude)
+
+    def replace_bookies(self, ensemble: Sequence[str], failed: Collection[str], writable: Iterable[str],
+                        readonly: Collection[str] = (), exclude: Collection[str] = ()) -> list[str]:
+        writable = set(writable)
+        return super().replace_bookies(ensemble, failed, [b for b in self.bookies if b in writable], readonly,
+                                       exclude)

@@ -1,0 +1,385 @@
+"""``bkctl bookie replace-id``, ``readonly``, ``gc``, ``state``, ``inspect`` and ``check``:
+day-2 operations on one bookie, added to the ``bookie`` group in bkctl.cli."""
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..app import App, confirm_destructive
+from ..completion import complete_bookie_id, complete_ledger_id
+from ..render import emit, table
+from . import pass_app
+
+
+@click.command("replace-id")
+@click.argument("old", metavar="FROM", shell_complete=complete_bookie_id)
+@click.argument("new", metavar="TO", shell_complete=complete_bookie_id)
+@click.option("--dry-run", is_flag=True, help="Count the ledgers and segments that name FROM; change nothing.")
+@click.option("--rate", type=click.FloatRange(min=0), default=0, metavar="N",
+              help="At most N ledger updates per second (default: no limit).")
+@click.option("--parallel", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Ledger updates at once.")
+@click.option("--force", is_flag=True, help="Do not ask.")
+@pass_app
+def replace_id(app: App, old: str, new: str, dry_run: bool, rate: float, parallel: int, force: bool):
+    """Rewrite bookie id FROM to TO in every ledger's metadata (Java's updateledgers).
+
+    Use it after a bookie got a new id (`cookie admin --hostname`, a new
+    address) with its data.  Each segment naming FROM gets TO, by
+    compare-and-set on the version just read (a concurrent change is
+    re-read and retried).  Ledgers that no longer name FROM are left alone,
+    so a second run, or a run after an interruption, finishes the job.  A
+    segment that already names TO is a conflict: left unchanged, exit 4.
+    FROM must not be registered (exit 4).  --json: from, to, dry_run,
+    ledgers_scanned, ledgers[] (ledger_id, status: updated, planned,
+    unchanged, deleted, conflict, failed; segments, error), totals
+    (matched, updated, planned, unchanged, deleted, conflict, failed,
+    segments).
+    """
+    from ..exitcodes import CONFLICT, FAILED, CommandError
+    from ..ops.replace_id import replace_bookie_id
+
+    bar = None
+
+    def start(n: int) -> None:
+        nonlocal bar
+        bar = app.progress(n, f"{old} -> {new}").__enter__()
+
+    try:
+        doc = replace_bookie_id(
+            app.store, old, new, dry_run=dry_run, rate=rate, parallel=parallel,
+            confirm=lambda n: confirm_destructive(app, f"Rewrite {old} to {new} in {n} ledgers?", force,
+                                                  f"rewrite {old} in {n} ledgers"),
+            on_start=start, on_ledger=lambda _row: bar.advance(1))
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+    t = doc["totals"]
+
+    def human():
+        bad = [r for r in doc["ledgers"] if r["status"] in ("conflict", "failed")]
+        if bad:
+            table(app, ["ledger", "status", "error"], [(r["ledger_id"], r["status"], r.get("error")) for r in bad])
+        if dry_run:
+            app.console.print(f"dry run: {t['planned']} ledgers ({t['segments']} segments) name {old}; "
+                              f"nothing changed ({doc['ledgers_scanned']} ledgers scanned)")
+        else:
+            app.console.print(f"{t['updated']} ledgers ({t['segments']} segments) rewritten from {old} to {new}"
+                              + (f"; {t['unchanged'] + t['deleted']} already done or deleted"
+                                 if t["unchanged"] + t["deleted"] else "")
+                              + (f"; {t['conflict']} conflicts" if t["conflict"] else "")
+                              + (f"; {t['failed']} FAILED" if t["failed"] else ""))
+
+    emit(app, doc, human)
+    if t["failed"]:
+        raise CommandError(f"{t['failed']} ledgers could not be updated", FAILED)
+    if t["conflict"]:
+        raise CommandError(f"{t['conflict']} ledgers already name {new} in a segment that names {old}", CONFLICT)
+
+
+# -- capacity -------------------------------------------------------------------------------
+
+def list_with_disk(app: App, which: str) -> None:
+    """`bookie list --disk`."""
+    from ..ops.bookies import list_bookies
+    from ..ops.capacity import with_disk
+    from .bookie import _size
+
+    rows = list_bookies(app.store, which)
+    asked = sum(1 for r in rows if r["state"] != "down")
+    with app.progress(asked, "asking bookies") as bar:
+        doc = with_disk(app.bk, rows, on_answer=bar.advance)
+
+    def human():
+        def line(r):
+            if r["total_bytes"] is None:
+                return (r["bookie_id"], r["state"], "", "", "", r.get("error") or "")
+            return (r["bookie_id"], r["state"], _size(r["total_bytes"]), _size(r["free_bytes"]),
+                    f"{r['used_percent']:.1f}%", "")
+
+        t = doc["total"]
+        rows_out = [line(r) for r in doc["bookies"]]
+        rows_out.append((f"total ({t['answered']}/{t['bookies']} answered)", "",
+                         _size(t["total_bytes"]) if t["answered"] else "",
+                         _size(t["free_bytes"]) if t["answered"] else "",
+                         f"{t['used_percent']:.1f}%" if t["used_percent"] is not None else "", ""))
+        table(app, ["bookie", "state", "total", "free", "used", "error"], rows_out)
+
+    emit(app, doc, human)
+
+
+# -- runtime control through the bookie's HTTP admin -------------------------------------------
+
+_HTTP = click.option("--http", metavar="HOST:PORT",
+                     help="The bookie's HTTP admin address (default: from its registration's http endpoint).")
+
+
+@click.command("state")
+@click.argument("bookie_id", metavar="BOOKIE", shell_complete=complete_bookie_id)
+@_HTTP
+@pass_app
+def state(app: App, bookie_id: str, http: str | None):
+    """A running bookie's state from its HTTP admin (GET /api/v1/bookie/state).
+
+    Not registered: exit 3; no HTTP endpoint or an error answer: exit 1; not
+    answering: exit 5.  --json: bookie_id, http, state {running, readOnly,
+    shuttingDown, availableForHighPriorityWrites, ...}, registration.
+    """
+    from ..ops.bookie_http import state as get_state
+    from ..render import fields
+
+    doc = get_state(app.store, bookie_id, http)
+    emit(app, doc, lambda: fields(app, [("bookie", bookie_id), ("http", doc["http"]),
+                                        ("registration", doc["registration"])]
+                                  + [(k, v) for k, v in doc["state"].items()]))
+
+
+@click.command("readonly")
+@click.argument("bookie_id", metavar="BOOKIE", shell_complete=complete_bookie_id)
+@click.argument("mode", type=click.Choice(["on", "off"]))
+@_HTTP
+@pass_app
+def readonly(app: App, bookie_id: str, mode: str, http: str | None):
+    """Turn a running bookie read-only (on) or writable again (off), through its HTTP admin.
+
+    PUT /api/v1/bookie/state/readonly, then waits (up to 10 s) until the
+    registration in ZooKeeper shows it.  A bookie that refuses (forced
+    read-only, full disk, failed journal): exit 1 with its reason.  --json:
+    bookie_id, http, read_only, registration.
+    """
+    from ..exitcodes import FAILED, CommandError
+    from ..ops.bookie_http import set_readonly
+
+    doc = set_readonly(app.store, bookie_id, mode == "on", http)
+    emit(app, doc, lambda: app.console.print(f"bookie {bookie_id} is {'read-only' if doc['read_only'] else 'writable'}"
+                                             f" (registered as {doc['registration']})"))
+    if doc["registration"] != ("read-only" if mode == "on" else "writable"):
+        raise CommandError(f"the registration of {bookie_id} still says {doc['registration']}", FAILED)
+
+
+@click.command("gc")
+@click.argument("bookie_id", metavar="BOOKIE", shell_complete=complete_bookie_id)
+@click.option("--status", "status_only", is_flag=True, help="Only show whether a forced GC runs, and its details.")
+@_HTTP
+@pass_app
+def gc(app: App, bookie_id: str, status_only: bool, http: str | None):
+    """Start garbage collection on a running bookie (PUT /api/v1/bookie/gc), or show its status.
+
+    --json: bookie_id, http, triggered, message, is_in_force_gc, details
+    (Java's gc_details list: forceCompacting, majorCompacting, ...).
+    """
+    from ..ops.bookie_http import gc as run_gc
+    from ..render import fields
+
+    doc = run_gc(app.store, bookie_id, status_only, http)
+
+    def human():
+        pairs = [("bookie", bookie_id)]
+        if doc["triggered"]:
+            pairs.append(("gc", "triggered"))
+        pairs.append(("in forced gc", doc["is_in_force_gc"]))
+        for d in doc["details"] if isinstance(doc["details"], list) else []:
+            pairs += [(k, v) for k, v in d.items()]
+        fields(app, pairs)
+
+    emit(app, doc, human)
+
+
+# -- on-disk inspection of a stopped bookie -----------------------------------------------------
+
+@click.group("inspect")
+def inspect():
+    """Read a stopped bookie's files (Java's and bookied's formats); nothing is written.
+
+    Java: journal *.txn, entry logs *.log, InterleavedLedgerStorage index
+    xx/yy/*.idx, lastMark; bookied: *.bjn, *.bel, index.lmdb,
+    bookied.lastmark.  DbLedgerStorage's RocksDB index (ledgers/,
+    locations/) is read through the optional rocksdb extra (pip install
+    'bkctl[rocksdb]'; without it: exit 1 saying so), opened read-only.
+    --json prints JSON lines, one per record.
+    """
+
+
+_INSPECT_CONF = click.option("-c", "--conf", "conf", required=True, type=click.Path(exists=True, dir_okay=False),
+                             help="The bookie's bk_server.conf (its directories are read).")
+_LEDGER = click.option("--ledger", "ledger", type=click.IntRange(0), metavar="ID", shell_complete=complete_ledger_id,
+                       help="Only this ledger.")
+_ENTRY = click.option("--entry", "entry", type=click.IntRange(0), metavar="ID", help="Only this entry (with --ledger).")
+_DIGEST = click.option("--digest", type=click.Choice(["crc32", "crc32c", "mac", "dummy"], case_sensitive=False),
+                       help="The ledgers' digest type: strip the digest and show payloads as text.")
+
+
+def _stream(app: App, rows, columns: list[str], line) -> int:
+    """JSON lines, or a table of ``line(row)``; returns the number of rows."""
+    n = 0
+    if app.json:
+        for row in rows:
+            app.emit_json(row)
+            n += 1
+        return n
+    out = []
+    for row in rows:
+        out.append(line(row))
+    table(app, columns, out)
+    return len(out)
+
+
+def _payload(row: dict) -> str:
+    if "error" in row:
+        return f"ERROR: {row['error']}"
+    if "payload" in row:
+        return row["payload"]
+    if "body" in row:
+        return row["body"][:48] + ("..." if len(row["body"]) > 48 else "")
+    return row.get("data", "")[:48]
+
+
+def _dirs(conf: str):
+    from ..ops.bookies import bookie_dirs
+
+    return bookie_dirs(conf, need_id=False)  # files only: the conf may be another host's
+
+
+@inspect.command("journal")
+@_INSPECT_CONF
+@_LEDGER
+@_ENTRY
+@_DIGEST
+@pass_app
+def inspect_journal(app: App, conf: str, ledger: int | None, entry: int | None, digest: str | None):
+    """Journal records: entries, master keys, fences, explicit LACs (file, offset, ledger, entry, kind).
+
+    --json lines: file, format (java|bookied), version, offset, ledger_id,
+    entry_id (null for special records), kind (entry, master_key, fence,
+    explicit_lac, ...), and for entries size, lac, length and body (hex; with
+    --digest: payload as text), else data (hex).
+    """
+    from ..ops import inspect as ops
+
+    ops.check_filters(ledger, entry)
+    _stream(app, ops.journal(_dirs(conf), ledger, entry, digest),
+            ["file", "offset", "ledger", "entry", "kind", "size", "payload"],
+            lambda r: (os.path.basename(r["file"]), r["offset"], r["ledger_id"],
+                       "" if r["entry_id"] is None else r["entry_id"], r["kind"], r.get("size", ""), _payload(r)))
+
+
+@inspect.command("entrylog")
+@_INSPECT_CONF
+@_LEDGER
+@_ENTRY
+@_DIGEST
+@pass_app
+def inspect_entrylog(app: App, conf: str, ledger: int | None, entry: int | None, digest: str | None):
+    """Entries in the entry logs, in file order (Java's readlog).
+
+    --json lines: file, format, offset (Java: the location offset, just
+    past the size field; bookied: the record's), ledger_id, entry_id, size,
+    lac, length, body (hex) or with --digest payload.
+    """
+    from ..ops import inspect as ops
+
+    ops.check_filters(ledger, entry)
+    _stream(app, ops.entrylog(_dirs(conf), ledger, entry, digest),
+            ["file", "offset", "ledger", "entry", "lac", "size", "payload"],
+            lambda r: (os.path.basename(r["file"]), r["offset"], r["ledger_id"], r["entry_id"], r.get("lac", ""),
+                       r["size"], _payload(r)))
+
+
+@inspect.command("index")
+@_INSPECT_CONF
+@_LEDGER
+@_ENTRY
+@_DIGEST
+@pass_app
+def inspect_index(app: App, conf: str, ledger: int | None, entry: int | None, digest: str | None):
+    """The ledger index: one row per ledger, or with --ledger one per entry with its location
+    and the entry read from there.
+
+    --json lines, per ledger: format, file, ledger_id, fenced, master_key,
+    explicit_lac, entries, first_entry_id, last_entry_id; per entry:
+    format, dir, file, ledger_id, entry_id, location {log_id, offset},
+    size, lac, length, body or payload (or error).
+    """
+    from ..ops import inspect as ops
+
+    ops.check_filters(ledger, entry)
+    dirs = _dirs(conf)
+    if ledger is None:
+        _stream(app, ops.index(dirs), ["ledger", "format", "fenced", "entries", "first", "last"],
+                lambda r: (r["ledger_id"], r["format"], r["fenced"], r["entries"], r["first_entry_id"],
+                           r["last_entry_id"]))
+    else:
+        _stream(app, ops.index(dirs, ledger, entry, digest), ["ledger", "entry", "format", "location", "payload"],
+                lambda r: (r["ledger_id"], r["entry_id"], r["format"],
+                           f"{r['location']['log_id']:x}:{r['location']['offset']}", _payload(r)))
+
+
+@inspect.command("lastmark")
+@_INSPECT_CONF
+@pass_app
+def inspect_lastmark(app: App, conf: str):
+    """The journal position the ledger storage is checkpointed to (Java's lastMark files,
+    bookied's bookied.lastmark).  --json lines: file, format, journal_file_id, journal_file, offset."""
+    from ..ops import inspect as ops
+
+    _stream(app, ops.lastmark(_dirs(conf)), ["file", "journal file", "offset"],
+            lambda r: (r["file"], r["journal_file"], r["offset"]))
+
+
+@inspect.command("files")
+@_INSPECT_CONF
+@pass_app
+def inspect_files(app: App, conf: str):
+    """Every file in the bookie's directories with its kind and format (Java's listfilesondisc).
+    --json lines: dir, path, name, kind, format, size."""
+    from ..ops import inspect as ops
+
+    _stream(app, ops.files(_dirs(conf)), ["dir", "file", "kind", "format", "size"],
+            lambda r: (r["dir"], r["name"], r["kind"], r["format"], r["size"]))
+
+
+@click.command("check")
+@_INSPECT_CONF
+@click.option("--offline", is_flag=True, help="Do not read ledger metadata: check ids only, no digests.")
+@pass_app
+def check(app: App, conf: str, offline: bool):
+    """Local consistency check of a stopped bookie (Java's localconsistencycheck).
+
+    Every indexed entry is read through its location; its header must name
+    the indexed ledger and entry, and its digest must verify with the
+    ledger's digest type and password, read from the cluster's metadata
+    (entries of ledgers without metadata, or with --offline, are counted
+    unverified).  Exit 0 when no entry is bad, 1 otherwise.  --json:
+    entries, ledgers, ok, unverified, bad, problems [{ledger_id, entry_id,
+    format, location, error}].
+    """
+    from ..exitcodes import FAILED, CommandError
+    from ..ops import inspect as ops
+
+    dirs = _dirs(conf)
+    if not app.metadata_uri and dirs.metadata_uri:
+        app.metadata_uri = dirs.metadata_uri
+    store = None if offline or not app.metadata_uri else app.store
+    bar = None
+
+    def total(n: int) -> None:
+        nonlocal bar
+        bar = app.progress(n, "checking entries").__enter__()
+
+    try:
+        doc = ops.check(dirs, store, on_total=total, on_entry=lambda: bar.advance(1))
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+
+    def human():
+        if doc["problems"]:
+            table(app, ["ledger", "entry", "format", "error"],
+                  [(p["ledger_id"], p["entry_id"], p["format"], p["error"]) for p in doc["problems"]])
+        app.console.print(f"{doc['entries']} entries of {doc['ledgers']} ledgers: {doc['ok']} ok, "
+                          f"{doc['unverified']} unverified (no metadata), {doc['bad']} bad")
+
+    emit(app, doc, human)
+    if doc["bad"]:
+        raise CommandError(f"{doc['bad']} entries are bad", FAILED)

@@ -1,0 +1,119 @@
+"""A bookie's HTTP admin API (Java's ``HttpRouter`` endpoints, which bookied serves too):
+read-only switch, state, garbage collection.
+
+The address comes from the bookie's registration: the ``http`` endpoint of the
+BookieServiceInfo it published (Java publishes host 0.0.0.0 there, so the host
+is taken from its ``bookie-rpc`` endpoint, or from the bookie id).
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from ..exitcodes import FAILED, NOT_FOUND, UNREACHABLE, USAGE, CommandError
+
+STATE = "/api/v1/bookie/state"
+READONLY = "/api/v1/bookie/state/readonly"
+GC = "/api/v1/bookie/gc"
+GC_DETAILS = "/api/v1/bookie/gc_details"
+TIMEOUT = 10.0
+
+
+def http_address(store, bookie_id: str, override: str | None = None) -> str:
+    """``host:port`` of the bookie's HTTP admin server."""
+    from bkctl.wire.serviceinfo import HTTP, parse_bookie_id_address
+
+    if override:
+        try:
+            host, port = parse_bookie_id_address(override)
+        except ValueError:
+            raise CommandError(f"--http takes HOST:PORT, not {override!r}", USAGE) from None
+        return f"{host}:{port}"
+    if not store.is_bookie_registered(bookie_id):
+        raise CommandError(f"bookie {bookie_id} is not registered (not running?)", NOT_FOUND)
+    info = store.bookie_service_info(bookie_id)
+    ep = info.endpoint(HTTP) if info is not None else None
+    if ep is None:
+        raise CommandError(f"bookie {bookie_id} publishes no HTTP endpoint (httpServerEnabled=false?); "
+                           f"give --http HOST:PORT", FAILED)
+    try:
+        host = info.rpc_address(bookie_id)[0]
+    except ValueError:
+        host = ep.host
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return f"{host}:{ep.port}"
+
+
+def call(address: str, method: str, path: str, body=None, query: str = ""):
+    """One request; the decoded JSON answer (or text).  Unreachable: exit 5; an error answer: exit 1."""
+    import urllib.error
+    import urllib.request
+
+    host, _, port = address.rpartition(":")
+    if ":" in host:
+        host = f"[{host}]"
+    url = f"http://{host}:{port}{path}" + (f"?{query}" if query else "")
+    data = None if body is None else json.dumps(body).encode("utf-8")
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"} if data is not None else {})
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+            raw = resp.read()
+    except urllib.error.HTTPError as e:
+        text = e.read().decode("utf-8", "replace").strip()
+        try:
+            text = json.loads(text).get("error", text)
+        except (ValueError, AttributeError):
+            pass
+        raise CommandError(f"{method} {url}: HTTP {e.code}: {text}", FAILED) from None
+    except OSError as e:
+        reason = getattr(e, "reason", e)
+        raise CommandError(f"{method} {url}: {reason}", UNREACHABLE) from None
+    text = raw.decode("utf-8", "replace")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def state(store, bookie_id: str, http: str | None = None) -> dict:
+    address = http_address(store, bookie_id, http)
+    doc = call(address, "GET", STATE)
+    return {"bookie_id": bookie_id, "http": address, "state": doc, "registration": registration(store, bookie_id)}
+
+
+def registration(store, bookie_id: str) -> str:
+    if bookie_id in store.readonly_bookies():
+        return "read-only"
+    if bookie_id in store.writable_bookies():
+        return "writable"
+    return "not registered"
+
+
+def set_readonly(store, bookie_id: str, readonly: bool, http: str | None = None, wait: float = 10.0) -> dict:
+    """Switch the bookie, then wait (up to ``wait`` s) until its registration shows it."""
+    address = http_address(store, bookie_id, http)
+    answer = call(address, "PUT", READONLY, {"readOnly": readonly})
+    want = "read-only" if readonly else "writable"
+    deadline = time.monotonic() + wait
+    seen = registration(store, bookie_id)
+    while seen != want and time.monotonic() < deadline:
+        time.sleep(0.1)
+        seen = registration(store, bookie_id)
+    return {"bookie_id": bookie_id, "http": address,
+            "read_only": bool(answer.get("readOnly")) if isinstance(answer, dict) else readonly,
+            "registration": seen}
+
+
+def gc(store, bookie_id: str, status_only: bool = False, http: str | None = None) -> dict:
+    address = http_address(store, bookie_id, http)
+    triggered = None
+    if not status_only:
+        triggered = call(address, "PUT", GC)
+    running = call(address, "GET", GC)
+    details = call(address, "GET", GC_DETAILS)
+    return {"bookie_id": bookie_id, "http": address, "triggered": triggered is not None, "message": triggered,
+            "is_in_force_gc": str(running.get("is_in_force_gc", "false")).lower() == "true"
+            if isinstance(running, dict) else None,
+            "details": details}

@@ -1,0 +1,264 @@
+"""Bookie cookies: the ZooKeeper node ``cookies/<bookieId>`` and every directory's ``current/VERSION``.
+
+Raw CRUD on the ZooKeeper cookie (Java bkctl's ``cookie get|create|update|
+delete|generate``) and ``cookie admin`` (BookieShell's ``updatecookie``) for a
+stopped bookie's local directories.  Cookies are read and written with the
+one codec, :mod:`bkctl.wire.cookie`; local VERSION files with bookied's
+layout helpers.  Java bookies' directories and bookied's hold the same
+``current/VERSION``, so everything here works for both.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from bkctl.wire.cookie import Cookie, parse_cookie
+
+from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
+
+
+def cookie_doc(bookie_id: str, cookie: Cookie, version: int | None) -> dict:
+    """JSON-ready description of a cookie (same keys as in ``bookie info``)."""
+    return {
+        "bookie_id": bookie_id,
+        "bookie_host": cookie.bookie_id,
+        "journal_dirs": list(cookie.journal_dirs),
+        "ledger_dirs": list(cookie.ledger_dirs),
+        "index_dirs": None if cookie.index_dirs is None else list(cookie.index_dirs),
+        "instance_id": cookie.instance_id,
+        "layout_version": cookie.layout_version,
+        "version": version,
+        "text": cookie.serialize().decode("utf-8"),
+    }
+
+
+def _check_id(bookie_id: str) -> str:
+    from .recovery import check_bookie_ids
+
+    return check_bookie_ids([bookie_id])[0]
+
+
+def read_cookie_file(path: str) -> Cookie:
+    """A cookie file (as ``cookie generate`` or a VERSION file holds), parsed; bad file: exit 2."""
+    from . import parse_input_file
+
+    return parse_input_file(path, parse_cookie, "a cookie")[1]
+
+
+def _check_host(bookie_id: str, cookie: Cookie, path: str) -> None:
+    if cookie.bookie_id != bookie_id:
+        raise CommandError(f"{path} is the cookie of bookie {cookie.bookie_id}, not of {bookie_id}", USAGE)
+
+
+def get(store, bookie_id: str) -> dict:
+    found = store.get_cookie(_check_id(bookie_id))
+    if found is None:
+        from bkctl.wire.zkstore import NoSuchCookie
+
+        raise NoSuchCookie(bookie_id)
+    return cookie_doc(bookie_id, *found)
+
+
+def create(store, bookie_id: str, path: str) -> dict:
+    """ZooKeeper create (exit 4 if the bookie has a cookie already)."""
+    cookie = read_cookie_file(path)
+    _check_host(_check_id(bookie_id), cookie, path)
+    version = store.put_cookie(bookie_id, cookie)
+    return cookie_doc(bookie_id, cookie, version)
+
+
+def update(store, bookie_id: str, path: str) -> dict:
+    """Replace the stored cookie (compare-and-set on the version just read; exit 3 without one)."""
+    cookie = read_cookie_file(path)
+    _check_host(_check_id(bookie_id), cookie, path)
+    found = store.get_cookie(bookie_id)
+    if found is None:
+        from bkctl.wire.zkstore import NoSuchCookie
+
+        raise NoSuchCookie(bookie_id)
+    version = store.put_cookie(bookie_id, cookie, version=found[1])
+    doc = cookie_doc(bookie_id, cookie, version)
+    doc["previous"] = cookie_doc(bookie_id, *found)
+    return doc
+
+
+def _refuse_registered(store, bookie_id: str) -> None:
+    if store.is_bookie_registered(bookie_id):
+        raise CommandError(f"bookie {bookie_id} is running (registered in ZooKeeper); stop it first", CONFLICT)
+
+
+def delete(store, bookie_id: str, confirm=None) -> dict:
+    """Delete the ZooKeeper cookie of a bookie that is not running (exit 4 while it is)."""
+    found = store.get_cookie(_check_id(bookie_id))
+    if found is None:
+        from bkctl.wire.zkstore import NoSuchCookie
+
+        raise NoSuchCookie(bookie_id)
+    _refuse_registered(store, bookie_id)
+    if confirm is not None:
+        confirm()
+    store.delete_cookie(bookie_id, found[1])
+    return {"bookie_id": bookie_id, "deleted": True, "version": found[1]}
+
+
+def generate(bookie_id: str, instance_id: str | None, journal_dirs, ledger_dirs, index_dirs, out: str) -> dict:
+    """Write a cookie for these directories to ``out`` (layout 5, Java's text format)."""
+    cookie = Cookie(_check_id(bookie_id), tuple(journal_dirs), tuple(ledger_dirs), instance_id,
+                    tuple(index_dirs) if index_dirs else None)
+    data = cookie.serialize()
+    with open(out, "wb") as f:
+        f.write(data)
+    doc = cookie_doc(bookie_id, cookie, None)
+    doc["file"] = out
+    return doc
+
+
+def split_dirs(values) -> list[str]:
+    """``--journal-dirs a,b --journal-dirs c`` -> ``[a, b, c]``."""
+    out: list[str] = []
+    for v in values or ():
+        out += [d.strip() for d in v.split(",") if d.strip()]
+    return out
+
+
+# -- cookie admin: a stopped bookie's directories ----------------------------------------
+
+def _local_cookies(dirs) -> dict[str, Cookie | None | str]:
+    """Every directory's VERSION cookie: a Cookie, None (no VERSION) or an error text."""
+    from bkctl.bookied import layout
+    from bkctl.wire.errors import CodecError
+
+    out: dict[str, Cookie | None | str] = {}
+    for d in dirs.all:
+        text = layout.read_version_file(d)
+        if text is None:
+            out[d] = None
+            continue
+        try:
+            out[d] = parse_cookie(text.encode("utf-8"))
+        except CodecError as e:
+            out[d] = f"unreadable: {e}"
+    return out
+
+
+def version_path(d: str) -> str:
+    from bkctl.bookied import layout
+
+    return os.path.join(layout.current_dir(d), layout.VERSION_FILE)
+
+
+def admin_list(store, dirs) -> dict:
+    """The local VERSION files and the ZooKeeper cookie of the configured bookie."""
+    from bkctl.wire import paths
+
+    zk = store.get_cookie(dirs.bookie_id) if store is not None else None
+    local = []
+    for d, c in _local_cookies(dirs).items():
+        local.append({"dir": d, "path": version_path(d), "exists": c is not None,
+                      "bookie_host": c.bookie_id if isinstance(c, Cookie) else None,
+                      "matches_zookeeper": isinstance(c, Cookie) and zk is not None and c == zk[0],
+                      "error": c if isinstance(c, str) else None})
+    return {"bookie_id": dirs.bookie_id,
+            "zookeeper": {"path": paths.cookie_path(dirs.bookie_id, store.root) if store is not None else None,
+                          "exists": zk is not None, "version": zk[1] if zk else None,
+                          "bookie_host": zk[0].bookie_id if zk else None},
+            "local": local}
+
+
+def admin_delete(store, dirs, confirm) -> dict:
+    """Delete every local VERSION file and the ZooKeeper cookie (``confirm(what)`` asked first)."""
+    _refuse_registered(store, dirs.bookie_id)
+    files = [version_path(d) for d, c in _local_cookies(dirs).items() if c is not None]
+    zk = store.get_cookie(dirs.bookie_id)
+    if not files and zk is None:
+        raise CommandError(f"bookie {dirs.bookie_id} has no cookie, locally or in ZooKeeper", NOT_FOUND)
+    confirm(len(files), zk is not None)
+    for f in files:
+        os.unlink(f)
+    if zk is not None:
+        store.delete_cookie(dirs.bookie_id, zk[1])
+    return {"bookie_id": dirs.bookie_id, "deleted_files": files, "zookeeper_deleted": zk is not None}
+
+
+def admin_expand(store, dirs) -> dict:
+    """Accept new empty ledger/index directories: stamp them and rewrite the ZooKeeper cookie
+    (bookied's start-up check with allowStorageExpansion=true)."""
+    from bkctl.bookied.identity import IdentityError, check_and_stamp
+
+    _refuse_registered(store, dirs.bookie_id)
+    before = {d for d, c in _local_cookies(dirs).items() if c is not None}
+    try:
+        outcome = check_and_stamp(store, dirs.cookie(store.instance_id()), allow_expansion=True)
+    except IdentityError as e:
+        raise CommandError(str(e), CONFLICT) from None
+    return {"bookie_id": dirs.bookie_id, "outcome": outcome,
+            "added_dirs": [d for d in dirs.all if d not in before] if outcome != "ok" else []}
+
+
+def other_id_form(conf_path: str, use_hostname: bool) -> tuple[str, str]:
+    """``(old, new)`` bookie ids for switching a bookie to host-name (or IP) ids.
+
+    As Java's ``updatecookie -bookieId``, the configuration must already ask
+    for the new form (``useHostNameAsBookieID``); the old id is the same
+    configuration resolved the other way.
+    """
+    from bkctl.bookied.config import ConfigError, load_config, resolve_bookie_id
+
+    cfg = load_config(conf_path)
+    wanted = "hostname" if use_hostname else "ip"
+    if cfg.bookie_id is not None:
+        raise CommandError("the configuration sets bookieId explicitly; switching between host-name and IP "
+                           "ids does not apply (use --from-id OLD)", USAGE)
+    if bool(cfg.use_host_name_as_bookie_id) != use_hostname:
+        raise CommandError(f"set useHostNameAsBookieID={'true' if use_hostname else 'false'} in {conf_path} "
+                           f"first: the configuration must already use {wanted} ids", USAGE)
+    try:
+        new = resolve_bookie_id(cfg)
+        old = resolve_bookie_id(cfg.with_overrides({"useHostNameAsBookieID": not use_hostname}))
+    except ConfigError as e:
+        raise CommandError(str(e), USAGE) from None
+    return old, new
+
+
+def admin_rename(store, dirs, old_id: str) -> dict:
+    """Move a stopped bookie's cookie from ``old_id`` to the configured id.
+
+    Java's order: every local VERSION gets the cookie with the new id, the
+    ZooKeeper cookie is created under the new id, then the old one is
+    deleted (on the version read).  Safe to run again after an interruption:
+    directories already rewritten and a new ZooKeeper cookie equal to ours
+    are accepted.
+    """
+    new_id = dirs.bookie_id
+    _check_id(old_id)
+    if old_id == new_id:
+        raise CommandError(f"the configured bookie id is already {new_id}", USAGE)
+    for b in (old_id, new_id):
+        _refuse_registered(store, b)
+    old = store.get_cookie(old_id)
+    new = store.get_cookie(new_id)
+    if old is None and new is None:
+        raise CommandError(f"no cookie in ZooKeeper for {old_id} (nor {new_id})", NOT_FOUND)
+    source = old[0] if old is not None else new[0]
+    cookie = replace(source, bookie_id=new_id)
+    if new is not None and new[0] != cookie:
+        raise CommandError(f"bookie {new_id} already has a different cookie in ZooKeeper", CONFLICT)
+    from bkctl.bookied import layout
+
+    rewritten = []
+    for d, c in _local_cookies(dirs).items():
+        if isinstance(c, str):
+            raise CommandError(f"{version_path(d)}: {c}", CONFLICT)
+        if c is not None and c.bookie_id not in (old_id, new_id):
+            raise CommandError(f"{version_path(d)} belongs to bookie {c.bookie_id}, not {old_id}", CONFLICT)
+        if c is not None and c != cookie:  # a directory without VERSION is new: --expand's business
+            layout.write_version_file(d, cookie.serialize().decode("utf-8"))
+            rewritten.append(d)
+    if new is None:
+        store.put_cookie(new_id, cookie)
+    old_deleted = False
+    if old is not None:
+        store.delete_cookie(old_id, old[1])
+        old_deleted = True
+    return {"bookie_id": new_id, "old_bookie_id": old_id, "rewritten_dirs": rewritten,
+            "zookeeper_created": new is None, "old_cookie_deleted": old_deleted}

@@ -1,0 +1,68 @@
+"""Pure parts of the day-2 operations: ledger list filters, sizes and durations, the HTTP admin
+address taken from a bookie's registration."""
+import pytest
+
+from bkctl.exitcodes import CommandError
+from bkctl.ops.bookie_http import http_address
+from bkctl.ops.ledger_meta import LedgerFilter, ledger_id_from_file_name, parse_duration, parse_size, totals
+from bkctl.wire.metadata import LedgerMetadata
+from bkctl.wire.serviceinfo import BookieServiceInfo
+
+DAY = 86400 * 1000
+
+
+def test_durations_and_sizes():
+    assert parse_duration("90") == 90 and parse_duration("30m") == 1800 and parse_duration("1h30m") == 5400
+    assert parse_duration("7d") == 7 * 86400 and parse_duration("2w") == 14 * 86400
+    assert parse_size("1048576") == 1 << 20 and parse_size("512k") == 512 << 10 and parse_size("1GiB") == 1 << 30
+    for bad in ("7x", "", "h", "1h 2"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+    with pytest.raises(ValueError):
+        parse_size("lots")
+    assert ledger_id_from_file_name("/backups/ledger-42.meta") == 42
+    assert ledger_id_from_file_name("l1-v2") is None and ledger_id_from_file_name("meta") is None
+
+
+def test_ledger_filter():
+    now = 100 * DAY
+    md = LedgerMetadata.new(["a:1", "b:1"], 2, 2, ctime=now - 3 * DAY,
+                            custom_metadata={"pulsar/managed-ledger": b"t/ns/persistent/orders"})
+    closed = md.closed(9, 5000)
+    f = LedgerFilter(meta=(("pulsar/managed-ledger", "*/orders"),), now_ms=now)
+    assert f(md) and f.active and not LedgerFilter().active
+    assert not LedgerFilter(meta=(("pulsar/managed-ledger", "*/billing"),))(md)
+    assert LedgerFilter(meta=(("pulsar/*", "t/*"),))(md) and not LedgerFilter(meta=(("app", "*"),))(md)
+    assert LedgerFilter(older_than=2 * 86400, now_ms=now)(md) and not LedgerFilter(older_than=4 * 86400, now_ms=now)(md)
+    assert LedgerFilter(open_longer_than=86400, now_ms=now)(md)
+    assert not LedgerFilter(open_longer_than=86400, now_ms=now)(closed)  # closed: not open for long
+    assert LedgerFilter(min_size=5000)(closed) and not LedgerFilter(min_size=5001)(closed)
+    assert totals([{"state": "CLOSED", "last_entry_id": 9, "length": 5000}, {"state": "OPEN", "last_entry_id": -1,
+                   "length": 0}]) == {"count": 2, "entries": 10, "bytes": 5000}
+
+
+class _Store:
+    def __init__(self, info, registered=True):
+        self.info = info
+        self.registered = registered
+
+    def is_bookie_registered(self, _b):
+        return self.registered
+
+    def bookie_service_info(self, _b):
+        return self.info
+
+
+def test_http_address_from_the_registration():
+    info = BookieServiceInfo.for_bookie("10.0.0.5", 3181, http_port=8000)
+    assert http_address(_Store(info), "bk5:3181") == "10.0.0.5:8000"  # Java publishes 0.0.0.0: the RPC host
+    assert http_address(_Store(info), "bk5:3181", "h:1") == "h:1"
+    with pytest.raises(CommandError) as e:
+        http_address(_Store(BookieServiceInfo.for_bookie("10.0.0.5", 3181)), "bk5:3181")
+    assert e.value.code == 1 and "no HTTP endpoint" in str(e.value)
+    with pytest.raises(CommandError) as e:
+        http_address(_Store(info, registered=False), "bk5:3181")
+    assert e.value.code == 3
+    with pytest.raises(CommandError) as e:
+        http_address(_Store(info), "bk5:3181", "nonsense")
+    assert e.value.code == 2
