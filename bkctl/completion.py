@@ -27,7 +27,6 @@ up to this; it is what ``bkctl completion show`` prints and what
 from __future__ import annotations
 
 import bisect
-import os
 import time
 from typing import Iterable, Protocol
 
@@ -159,12 +158,11 @@ def _metadata_uri(ctx) -> str | None:
 
     root = ctx.find_root() if ctx is not None else None
     if root is None:
-        return os.environ.get("BKCTL_METADATA_URI") or resolve_metadata_uri(None, None)
+        return resolve_metadata_uri(None, None)
     if isinstance(root.obj, App) and root.obj.metadata_uri:
         return root.obj.metadata_uri
     params = root.params or {}
-    uri = params.get("metadata_uri") or os.environ.get("BKCTL_METADATA_URI")
-    return resolve_metadata_uri(uri, params.get("cluster"))
+    return resolve_metadata_uri(params.get("metadata_uri"), params.get("cluster"))
 
 
 class _OneShot:

@@ -31,7 +31,7 @@ from . import BUILTIN_NAMES, BUILTINS, builtins_help
 
 #: App attributes a single command line may change (``--json``, ``-v``...)
 #: that must not outlive it.
-SESSION_FIELDS = ("metadata_uri", "json", "color", "verbose", "quiet")
+SESSION_FIELDS = ("metadata_uri", "cluster_name", "json", "color", "verbose", "quiet")
 
 #: Root options that point one command at another cluster.
 _CLUSTER_OPTION_NAMES = ("metadata_uri", "cluster")
@@ -73,13 +73,19 @@ class Shell:
         self.app = app
         app.interactive = True
         self.root = root
-        self.cluster_name = cluster_name
+        if cluster_name is not None:
+            app.cluster_name = cluster_name
         self.stdin = stdin if stdin is not None else sys.stdin
         self.pager = True
         self.paging_active = False  # set while a terminal session runs
         self.cache = None
         self.last_failure = exitcodes.OK
         self._session = None
+
+    @property
+    def cluster_name(self) -> str | None:
+        """The config's name of the session's cluster (what the prompt shows)."""
+        return self.app.cluster_name
 
     # -- entry point -----------------------------------------------------------
     def run(self) -> int:
@@ -132,14 +138,15 @@ class Shell:
 
     def run_command(self, args: list[str]) -> int:
         """``bkctl ARGS`` on the session App; options given here last for this line only."""
-        from bkctl.cli import run
+        from bkctl.cli import hoist_global_options, run
 
+        args = hoist_global_options(self.root, list(args))
         if self._command_word(args) == "shell":
             return self._fail("already in the shell")
         target = self.app
         if self._names_other_cluster(args):  # -m/--cluster: a one-off App for that cluster
             target = App(interactive=True, json=self.app.json, color=self.app.color,
-                         verbose=self.app.verbose, quiet=self.app.quiet)
+                         verbose=self.app.verbose, quiet=self.app.quiet, zk_timeout=self.app.zk_timeout)
         saved = {name: getattr(self.app, name) for name in SESSION_FIELDS}
         out = None
         real_stdout = sys.stdout
@@ -249,19 +256,17 @@ class Shell:
         if len(args) > 1:
             return self._fail("usage: use CLUSTER|URI", exitcodes.USAGE)
         target = args[0]
-        if "://" in target:
-            uri, name = target, None
-        else:
-            from bkctl.config import resolve_metadata_uri
-            from bkctl.exitcodes import CommandError
+        from bkctl.config import resolve_cluster
+        from bkctl.exitcodes import CommandError
 
-            try:
-                uri, name = resolve_metadata_uri(None, target), target
-            except CommandError as e:
-                return self._fail(str(e), e.code)
+        try:
+            uri, name = resolve_cluster(target, None) if "://" in target else resolve_cluster(None, target)
+            App(metadata_uri=uri).require_uri()  # a URI the store cannot parse: exit 2 now
+        except CommandError as e:
+            return self._fail(str(e), e.code)
         self.app.close()  # the old cluster's ZooKeeper session and connections
         self.app.metadata_uri = uri
-        self.cluster_name = name
+        self.app.cluster_name = name
         if self.cache is not None:
             self.cache.set_uri(uri)
         return self._say(self._describe_cluster())

@@ -320,7 +320,8 @@ def bkctl_page(root: click.Group, version: str) -> str:
     lines += [
         ".SH ENVIRONMENT",
         ".TP", bold("BKCTL_METADATA_URI"),
-        esc("The metadata service URI when -m is not given, e.g. zk+hierarchical://zk1:2181;zk2:2181/ledgers."),
+        esc("The metadata service URI when neither -m nor --cluster is given (it beats the config file's "
+            "default), e.g. zk+hierarchical://zk1:2181;zk2:2181/ledgers."),
         ".TP", bold("BKCTL_PROTOCOL"),
         esc("The bookie wire protocol (v3 or v2) when --protocol is not given."),
         ".TP", bold("NO_COLOR"), esc("When set (to anything), no colors, as with --no-color."),

@@ -5,7 +5,7 @@ import click
 
 from ..app import App, confirm_destructive
 from ..completion import complete_bookie_id
-from ..render import emit, fields, table
+from ..render import emit, emit_rows, fields, human_size as _size, table
 from . import pass_app
 
 
@@ -15,15 +15,25 @@ def bookie():
 
 
 @bookie.command("list")
-@click.option("--readonly", "which", flag_value="readonly", help="Only read-only bookies.")
-@click.option("--all", "which", flag_value="all", help="Every bookie with a cookie, running or not.")
+@click.option("--writable", "states", flag_value="writable", multiple=True, help="Writable bookies.")
+@click.option("--readonly", "states", flag_value="read-only", multiple=True, help="Read-only bookies.")
+@click.option("--down", "states", flag_value="down", multiple=True,
+              help="Bookies with a cookie, not registered: stopped or lost.")
+@click.option("--all", "states", flag_value="all", multiple=True, help="Every state (the default).")
 @pass_app
-def bookie_list(app: App, which: str | None):
-    """Writable bookies (or read-only ones, or all)."""
+def bookie_list(app: App, states: tuple[str, ...]):
+    """Every bookie with its state: writable, read-only or down.
+
+    Down bookies are those with a cookie that are not registered.  The
+    state flags filter and add up (--writable --readonly: both).  --json:
+    JSON lines {"bookie_id", "state"}.
+    """
     from ..ops.bookies import list_bookies
 
-    rows = list_bookies(app.store, which or "writable")
-    emit(app, rows, lambda: table(app, ["bookie", "state"], [(r["bookie_id"], r["state"]) for r in rows]))
+    rows = list_bookies(app.store, "all")
+    if states and "all" not in states:
+        rows = [r for r in rows if r["state"] in states]
+    emit_rows(app, rows, lambda rows: table(app, ["bookie", "state"], [(r["bookie_id"], r["state"]) for r in rows]))
 
 
 _CONF = click.option("-c", "--conf", "conf", required=True, type=click.Path(exists=True, dir_okay=False),
@@ -128,13 +138,3 @@ def bookie_info(app: App, bookie_id: str):
 
     emit(app, doc, human)
 
-
-def _size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.1f} {unit}" if unit != "B" else f"{n} B"
-        value /= 1024
-    return f"{n} B"

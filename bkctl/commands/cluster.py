@@ -5,7 +5,7 @@ import click
 
 from ..app import App, confirm_destructive
 from ..completion import complete_bookie_id
-from ..render import emit, fields, table
+from ..render import emit, emit_rows, fields, table
 from . import pass_app
 
 
@@ -17,15 +17,16 @@ def cluster():
 @cluster.command("info")
 @pass_app
 def cluster_info(app: App):
-    """Instance id, layout, bookies and autorecovery state."""
+    """The cluster in use (config name, URI), instance id, layout, bookies and autorecovery state."""
     from ..ops.cluster import cluster_info as info
 
-    doc = info(app.store)
+    doc = info(app.store, app.cluster_name)
 
     def human():
         ar = doc["autorecovery"]
         b = doc["bookies"]
         fields(app, [
+            ("cluster", doc["cluster"] or "(not in the config file)"),
             ("metadata URI", doc["uri"]),
             ("instance id", doc["instance_id"]),
             ("ledger manager", doc["layout"] and doc["layout"]["manager"]),
@@ -60,7 +61,7 @@ def metaformat(app: App, force: bool, non_interactive: bool):
                                  "This may cause data loss.", force, "format existing cluster metadata")
         return True
 
-    result = do_format(app.store, confirm)
+    result = do_format(app.connect_store(), confirm)
     emit(app, result, lambda: app.console.print(
         f"formatted; new instance id {result.get('instance_id')}" if result["formatted"] else "not formatted"))
 
@@ -139,12 +140,16 @@ def autorecovery_trigger_audit(app: App):
 @autorecovery.command("query-status")
 @pass_app
 def autorecovery_query_status(app: App):
-    """Ledgers being re-replicated now, and which worker (host) holds each."""
+    """Ledgers being re-replicated now, and which worker (host) holds each.
+
+    --json: JSON lines {"ledger_id", "worker"}.
+    """
     from ..ops.autorecovery import query_status
 
     rows = query_status(app.store)
-    emit(app, rows, lambda: table(app, ["ledger", "worker"], [(r["ledger_id"], r["worker"] or "?") for r in rows])
-         if rows else app.console.print("no ledger is being re-replicated"))
+    emit_rows(app, rows, lambda rows: table(app, ["ledger", "worker"], [(r["ledger_id"], r["worker"] or "?")
+                                                                       for r in rows])
+              if rows else app.console.print("no ledger is being re-replicated"))
 
 
 @autorecovery.command("status")
@@ -205,13 +210,17 @@ def lost_bookie_delay(app: App, seconds: int | None):
               help="Leave out ledgers missing a replica on this bookie (repeatable).")
 @pass_app
 def underreplicated(app: App, count: bool, include: tuple[str, ...], exclude: tuple[str, ...]):
-    """Ledgers marked under-replicated, their missing replicas and the worker re-replicating each."""
+    """Ledgers marked under-replicated, their missing replicas and the worker re-replicating each.
+
+    --json: JSON lines {"ledger_id", "missing_replicas", "ctime", "worker"}
+    ({"count"} with --count).
+    """
     from ..ops.cluster import underreplicated as marks
 
     rows = marks(app.store, include=include, exclude=exclude)
     if count:
         emit(app, {"count": len(rows)}, lambda: app.console.print(str(len(rows))))
         return
-    emit(app, rows, lambda: table(app, ["ledger", "missing replicas", "worker"],
+    emit_rows(app, rows, lambda rows: table(app, ["ledger", "missing replicas", "worker"],
                                   [(r["ledger_id"], ", ".join(r["missing_replicas"]), r["worker"] or "")
                                    for r in rows]))

@@ -1,12 +1,14 @@
 """``bkctl ledger ...``: create, write, read, close, fence, recover, list, show, delete."""
 from __future__ import annotations
 
+import sys
+
 import click
 
 from ..app import App, confirm_destructive
 from ..completion import complete_bookie_id, complete_ledger_id
-from ..render import emit, fields, table
-from . import pass_app
+from ..render import emit, fields, human_size, human_time, table
+from . import LEDGER_ID, pass_app
 
 STATES = click.Choice(["open", "in_recovery", "closed"], case_sensitive=False)
 
@@ -22,10 +24,20 @@ def ledger():
               help="Only ledgers with a segment on this bookie.")
 @pass_app
 def ledger_list(app: App, state: str | None, bookie: str | None):
-    """Ledger ids in ascending order (with details when filtering)."""
-    from ..ops.ledgers import list_ledgers
+    """Ledger ids in ascending order (with details when filtering).
 
-    rows = list_ledgers(app.store, state, bookie)
+    With --state or --bookie, a table of the matching ledgers; an open
+    ledger's "last entry" is its last add confirmed, read from its bookies
+    (marked "LAC"), since its metadata says -1 until it is closed.  --json
+    always prints JSON lines with every ledger's metadata, as `ledger show
+    --json` does (last_add_confirmed included).
+    """
+    from ..ops.ledgers import add_confirmed_lac, list_ledgers
+
+    details = app.json or state is not None or bookie is not None
+    rows = list_ledgers(app.store, state, bookie, details=details)
+    if details:
+        rows = (add_confirmed_lac(app.bk, r) for r in rows)
     if app.json:  # a stream: JSON lines, one per ledger
         for row in rows:
             app.emit_json(row)
@@ -34,9 +46,10 @@ def ledger_list(app: App, state: str | None, bookie: str | None):
         for row in rows:
             click.echo(row["ledger_id"])
         return
-    table(app, ["ledger", "state", "E/Qw/Qa", "last entry", "length", "bookies"],
-          ((r["ledger_id"], r.get("state", r.get("error")), _quorums(r), r.get("last_entry_id"),
-            r.get("length"), ", ".join(sorted({b for s in r.get("segments", []) for b in s["bookies"]})))
+    table(app, ["ledger", "state", "E/Qw/Qa", "last entry", "length", "created", "bookies"],
+          ((r["ledger_id"], r.get("state", r.get("error")), _quorums(r), _last_entry(r),
+            _length(r), human_time(r.get("ctime")),
+            ", ".join(sorted({b for s in r.get("segments", []) for b in s["bookies"]})))
            for r in rows))
 
 
@@ -44,23 +57,54 @@ def _quorums(r: dict) -> str:
     return f"{r['ensemble_size']}/{r['write_quorum']}/{r['ack_quorum']}" if "ensemble_size" in r else ""
 
 
+def _last_entry(r: dict) -> str:
+    if "state" not in r or r["state"] == "CLOSED":
+        return "" if r.get("last_entry_id") is None else str(r["last_entry_id"])
+    lac = r.get("last_add_confirmed")
+    return "? (LAC unknown)" if lac is None else f"{lac} (LAC)"
+
+
+def _length(r: dict) -> str:
+    if "state" not in r:
+        return ""
+    return human_size(r["length"]) if r["state"] == "CLOSED" else "open"
+
+
 @ledger.command("show")
-@click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @pass_app
 def ledger_show(app: App, ledger_id: int):
-    """A ledger's metadata: state, quorums, last entry, segments."""
-    from ..ops.ledgers import show_ledger
+    """A ledger's metadata: state, quorums, last entry, segments.
 
-    doc = show_ledger(app.store, ledger_id)
+    For a ledger that is not closed, its metadata's last entry (-1) and
+    length (0) are only set when it closes: the last add confirmed is read
+    from its bookies and shown too (--json: last_add_confirmed, null with
+    lac_error when the bookies cannot tell; a closed ledger's is its last
+    entry).  Times are local ISO 8601 and sizes KiB/MiB for people; --json
+    keeps the raw values (ctime in epoch ms, length in bytes).
+    """
+    from ..ops.ledgers import add_confirmed_lac, show_ledger
+
+    doc = add_confirmed_lac(app.bk, show_ledger(app.store, ledger_id))
 
     def human():
-        fields(app, [
-            ("ledger", doc["ledger_id"]), ("state", doc["state"]),
-            ("ensemble/write/ack", _quorums(doc)), ("last entry", doc["last_entry_id"]),
-            ("length", doc["length"]), ("digest", doc["digest"]),
-            ("password", "set" if doc["password_set"] else "empty"), ("ctime", doc["ctime"]),
-            ("metadata format", doc["format_version"]), ("znode version", doc["version"]),
-        ] + [(f"meta {k}", v) for k, v in doc["custom_metadata"].items()])
+        closed = doc["state"] == "CLOSED"
+        pairs = [("ledger", doc["ledger_id"]), ("state", doc["state"]),
+                 ("ensemble/write/ack", _quorums(doc))]
+        if closed:
+            pairs += [("last entry", doc["last_entry_id"]),
+                      ("length", f"{human_size(doc['length'])} ({doc['length']} bytes)")]
+        else:
+            lac = doc["last_add_confirmed"]
+            pairs += [("last add confirmed", f"{lac} (read from the bookies)" if lac is not None
+                       else f"unknown ({doc.get('lac_error')})"),
+                      ("last entry", f"{doc['last_entry_id']} (metadata: set when the ledger is closed)"),
+                      ("length", f"{doc['length']} (metadata: set when the ledger is closed)")]
+        pairs += [("digest", doc["digest"]),
+                  ("password", "set" if doc["password_set"] else "empty"),
+                  ("created", human_time(doc["ctime"]) or "unknown"),
+                  ("metadata format", doc["format_version"]), ("znode version", doc["version"])]
+        fields(app, pairs + [(f"meta {k}", v) for k, v in doc["custom_metadata"].items()])
         table(app, ["first entry", "ensemble"],
               [(s["first_entry_id"], ", ".join(s["bookies"])) for s in doc["segments"]])
 
@@ -68,7 +112,7 @@ def ledger_show(app: App, ledger_id: int):
 
 
 @ledger.command("delete")
-@click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @click.option("-f", "--force", is_flag=True, help="Do not ask.")
 @pass_app
 def ledger_delete(app: App, ledger_id: int, force: bool):
@@ -163,7 +207,7 @@ def _strip_newline(line: bytes) -> bytes:
 
 
 @ledger.command("add")
-@click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @click.argument("data", nargs=-1)
 @click.option("-f", "--file", "file", type=click.File("rb"), help="Read entries from FILE (- = stdin).")
 @click.option("--binary", is_flag=True, help="The whole input (FILE or stdin) is ONE entry.")
@@ -216,30 +260,41 @@ def ledger_add(app: App, ledger_id: int, data: tuple[str, ...], file, binary: bo
 
 
 @ledger.command("read")
-@click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
-@click.option("--from", "first", type=click.IntRange(0), default=0, show_default=True, help="First entry.")
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
+@click.option("--from", "first", type=click.IntRange(0), help="First entry (default 0).")
 @click.option("--to", "last", type=click.IntRange(0), help="Last entry (default: the last confirmed one).")
 @click.option("--format", "fmt", type=click.Choice(["text", "hex", "raw"]), default="text", show_default=True,
               help="text: UTF-8 (bad bytes replaced); hex; raw: the bytes as they are.")
 @_PASSWORD
 @pass_app
-def ledger_read(app: App, ledger_id: int, first: int, last: int | None, fmt: str, password: str | None):
+def ledger_read(app: App, ledger_id: int, first: int | None, last: int | None, fmt: str, password: str | None):
     """Print entries (default: every confirmed one), streamed in batches.
 
     text and hex print one "ENTRY_ID<TAB>PAYLOAD" line per entry (text
     escapes control characters: \\n, \\t, \\xNN); raw writes the payloads back to back to stdout.  --json prints
     JSON lines {"ledger_id", "entry_id", "length", "encoding", "payload"}
-    where payload is UTF-8 text (encoding "utf-8"), hex ("hex") or, with
-    --format raw, base64 ("base64").  Reading past the last confirmed entry
-    is exit 3.
+    where payload is UTF-8 text (encoding "utf-8") when the entry is valid
+    UTF-8, else base64 ("base64"); hex ("hex") with --format hex, and
+    always base64 with --format raw.  --from or --to past the last
+    confirmed entry is exit 3; --to before --from is exit 2.
     """
+    from ..exitcodes import NOT_FOUND, USAGE, CommandError
     from ..ops.ledgers import entry_doc, entry_line, iter_entries, open_reader, read_limit
 
+    if first is not None and last is not None and last < first:
+        raise CommandError(f"--to {last} is before --from {first}", USAGE)
     reader = open_reader(app.bk, ledger_id, _password(password), _held(app, ledger_id))
-    end = read_limit(reader) if last is None else last
+    limit = read_limit(reader)
+    if first is not None and first > limit:
+        raise CommandError(f"ledger {ledger_id}: entry {first} is past the last confirmed entry ({limit})",
+                           NOT_FOUND)
+    first = first or 0
+    end = limit if last is None else last
     total = max(0, end - first + 1)
     out = _binary_stdout() if fmt == "raw" and not app.json else None
-    with (app.progress(total, f"ledger {ledger_id}") if total > 2000 else _quiet()) as bar:
+    # no bar when the entries go to the terminal (or the shell's pager): only for pipes and files
+    bar = app.progress(total, f"ledger {ledger_id}") if total > 2000 and not sys.stdout.isatty() else _quiet()
+    with bar:
         for batch in iter_entries(reader, first, last):
             for entry_id, payload in batch:
                 if app.json:
@@ -277,7 +332,7 @@ def _quiet():
 
 
 @ledger.command("close")
-@click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @_PASSWORD
 @pass_app
 def ledger_close(app: App, ledger_id: int, password: str | None):
@@ -300,7 +355,7 @@ def ledger_close(app: App, ledger_id: int, password: str | None):
 
 
 @ledger.command("fence")
-@click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @_PASSWORD
 @pass_app
 def ledger_fence(app: App, ledger_id: int, password: str | None):
@@ -331,7 +386,7 @@ def ledger_fence(app: App, ledger_id: int, password: str | None):
 
 
 @ledger.command("recover")
-@click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @_PASSWORD
 @pass_app
 def ledger_recover(app: App, ledger_id: int, password: str | None):
@@ -353,7 +408,7 @@ def ledger_recover(app: App, ledger_id: int, password: str | None):
 
 
 @ledger.command("tail")
-@click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @click.option("--from", "first", type=click.IntRange(0),
               help="Start at this entry (default: the first entry after the current LAC).")
 @click.option("--format", "fmt", type=click.Choice(["text", "hex", "raw"]), default="text", show_default=True,

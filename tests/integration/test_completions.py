@@ -94,7 +94,7 @@ def fish_candidates(env: dict[str, str], line: str) -> list[str]:
 
 
 def test_fish_keeps_descriptions_whole(env):
-    assert "--all\tEvery bookie with a cookie, running or not." in fish_lines(env, "bkctl bookie list --a")
+    assert "--down\tBookies with a cookie, not registered: stopped or lost." in fish_lines(env, "bkctl bookie list --d")
 
 
 class Zsh:
