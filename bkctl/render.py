@@ -78,3 +78,8 @@ def human_time(epoch_ms: int | None) -> str:
     import datetime
 
     return datetime.datetime.fromtimestamp(epoch_ms / 1000).astimezone().isoformat(timespec="seconds")
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``1 ledger``, ``2 ledgers``; ``words`` for an irregular plural (``entries``)."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"

@@ -100,8 +100,10 @@ def bookie_info(app: App, bookie_id: str):
 
     Registration state and cookie come from ZooKeeper, the endpoints from
     the BookieServiceInfo the bookie published, total and free disk from
-    the bookie itself (GET_BOOKIE_INFO).  Unknown bookie: exit 3; bookie not
-    answering: exit 5.  --json: bookie_id, state, address, cookie
+    the bookie itself (GET_BOOKIE_INFO).  Unknown bookie: exit 3.  A bookie
+    that does not answer is shown as "unreachable" with what ZooKeeper
+    knows (exit 5 after printing it).  --json: bookie_id, state, reachable,
+    error (why it is unreachable, else null), address, cookie
     {bookie_host, journal_dirs, ledger_dirs, index_dirs, instance_id,
     layout_version, version}, service_info {endpoints [{id, protocol, host,
     port, auth, extensions}], properties}, disk {total_bytes, free_bytes}.
@@ -115,7 +117,8 @@ def bookie_info(app: App, bookie_id: str):
 
     def human():
         disk = doc["disk"]
-        pairs = [("bookie", doc["bookie_id"]), ("state", doc["state"]), ("address", doc["address"])]
+        state = doc["state"] if doc["reachable"] else f"{doc['state']}, unreachable ({doc['error']})"
+        pairs = [("bookie", doc["bookie_id"]), ("state", state), ("address", doc["address"])]
         if disk["total_bytes"] is not None:
             used = disk["total_bytes"] - (disk["free_bytes"] or 0)
             pairs.append(("disk", f"{_size(disk['free_bytes'])} free of {_size(disk['total_bytes'])} "
@@ -137,4 +140,8 @@ def bookie_info(app: App, bookie_id: str):
         fields(app, pairs)
 
     emit(app, doc, human)
+    if not doc["reachable"]:
+        from ..exitcodes import UNREACHABLE, CommandError
+
+        raise CommandError(f"bookie {bookie_id} does not answer: {doc['error']}", UNREACHABLE)
 

@@ -32,7 +32,7 @@ def cluster_info(app: App):
             ("ledger manager", doc["layout"] and doc["layout"]["manager"]),
             ("bookies", f"{len(b['writable'])} writable, {len(b['readonly'])} read-only, {len(b['all'])} with cookies"),
             ("autorecovery", "enabled" if ar["enabled"] else "disabled"),
-            ("lost bookie delay", ar["lost_bookie_recovery_delay"]),
+            ("lost bookie delay", delay_text(ar["lost_bookie_recovery_delay"])),
             ("under-replicated", ar["underreplicated"]),
             ("auditor", ar["auditor"] or "none"),
         ])
@@ -161,7 +161,7 @@ def autorecovery_status(app: App):
     doc = status(app.store)
     emit(app, doc, lambda: fields(app, [
         ("autorecovery", "enabled" if doc["enabled"] else "disabled"),
-        ("lost bookie delay", doc["lost_bookie_recovery_delay"]),
+        ("lost bookie delay", delay_text(doc["lost_bookie_recovery_delay"])),
         ("under-replicated", doc["underreplicated"]),
         ("auditor", doc["auditor"] or "none")]))
 
@@ -189,17 +189,46 @@ def _toggle(app: App, enabled: bool) -> None:
                                              else f"autorecovery was already {state}"))
 
 
+class Duration(click.ParamType):
+    """Seconds, or a duration with a unit: 90, 90s, 15m, 1h, 1d."""
+
+    name = "duration"
+    _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().lower()
+        unit = self._UNITS.get(text[-1:]) if text[-1:].isalpha() else 1
+        digits = text[:-1] if text[-1:].isalpha() else text
+        if unit is None or not digits.isdigit():
+            self.fail(f"{value!r} is not a duration: seconds, or a number with s, m, h or d (1h)", param, ctx)
+        seconds = int(digits) * unit
+        if seconds > 2**31 - 1:
+            self.fail(f"{value!r} is too long (at most {2**31 - 1} s)", param, ctx)
+        return seconds
+
+
+def delay_text(seconds: int | None) -> str:
+    """The lost-bookie delay as every command shows it."""
+    return "not set (the auditor's lostBookieRecoveryDelay)" if seconds is None else f"{seconds} s"
+
+
 @autorecovery.command("lost-bookie-delay")
-@click.argument("seconds", type=click.IntRange(0, 2**31 - 1), required=False)
+@click.argument("delay", type=Duration(), required=False)
 @pass_app
-def lost_bookie_delay(app: App, seconds: int | None):
-    """Show, or set, how long the auditor waits after a bookie disappears."""
+def lost_bookie_delay(app: App, delay: int | None):
+    """Show, or set, how long the auditor waits after a bookie disappears.
+
+    DELAY is seconds or a duration with a unit (90s, 15m, 1h, 1d).  --json:
+    {"lost_bookie_recovery_delay"} in seconds (null when not set: the
+    auditor writes its own lostBookieRecoveryDelay when it starts).
+    """
     store = app.store
-    if seconds is not None:
-        store.set_lost_bookie_recovery_delay(seconds)
+    if delay is not None:
+        store.set_lost_bookie_recovery_delay(delay)
     value = store.get_lost_bookie_recovery_delay()
-    emit(app, {"lost_bookie_recovery_delay": value}, lambda: app.console.print(
-        "not set" if value is None else f"{value} s"))
+    emit(app, {"lost_bookie_recovery_delay": value}, lambda: app.console.print(delay_text(value)))
 
 
 @autorecovery.command("underreplicated")

@@ -7,7 +7,7 @@ import click
 
 from ..app import App, confirm_destructive
 from ..completion import complete_bookie_id, complete_ledger_id
-from ..render import emit, fields, human_size, human_time, table
+from ..render import emit, fields, human_size, human_time, plural, table
 from . import LEDGER_ID, pass_app
 
 STATES = click.Choice(["open", "in_recovery", "closed"], case_sensitive=False)
@@ -214,7 +214,7 @@ def _strip_newline(line: bytes) -> bytes:
 @_PASSWORD
 @pass_app
 def ledger_add(app: App, ledger_id: int, data: tuple[str, ...], file, binary: bool, password: str | None):
-    """Append entries to an OPEN ledger; prints the new entry ids.
+    """Append entries to an OPEN ledger; says which entry ids they got.
 
     Each DATA argument is one entry (UTF-8).  With `-` (or -f FILE), each
     input line is one entry, its newline stripped; with --binary the whole
@@ -226,7 +226,8 @@ def ledger_add(app: App, ledger_id: int, data: tuple[str, ...], file, binary: bo
     entries appended, the LAC published, and the lock released; the ledger
     stays open.  In the shell, a ledger created in the session is written
     through its live handle.  A closed, fenced or locked ledger: exit 4.
-    --json prints {"ledger_id", "entry_ids"}.
+    Prints "ledger N: added K entries, FIRST..LAST" (one entry as many);
+    with -q only the last entry id.  --json prints {"ledger_id", "entry_ids"}.
     """
     from ..exitcodes import USAGE, CommandError
     from ..ops.ledgers import add_entries
@@ -249,12 +250,14 @@ def ledger_add(app: App, ledger_id: int, data: tuple[str, ...], file, binary: bo
 
     def human():
         ids = doc["entry_ids"]
-        if not ids:
+        if app.quiet:  # the result alone: the last entry id added
+            if ids:
+                click.echo(ids[-1])
+        elif not ids:
             app.console.print(f"ledger {ledger_id}: nothing added")
-        elif len(ids) == 1:
-            click.echo(ids[0])
         else:
-            app.console.print(f"ledger {ledger_id}: added {len(ids)} entries, {ids[0]}..{ids[-1]}")
+            span = str(ids[0]) if len(ids) == 1 else f"{ids[0]}..{ids[-1]}"
+            app.console.print(f"ledger {ledger_id}: added {plural(len(ids), 'entry', 'entries')}, {span}")
 
     emit(app, doc, human)
 
@@ -349,9 +352,7 @@ def ledger_close(app: App, ledger_id: int, password: str | None):
 
     held = app.handles.pop(ledger_id, None)
     doc = close_ledger(app.bk, ledger_id, _password(password), held)
-    emit(app, doc, lambda: app.console.print(
-        f"ledger {ledger_id} {'was already' if doc['already_closed'] else 'is now'} closed: last entry "
-        f"{doc['last_entry_id']}, length {doc['length']}"))
+    emit(app, doc, lambda: app.console.print(_closed_text(doc, doc["already_closed"])))
 
 
 @ledger.command("fence")
@@ -375,7 +376,8 @@ def ledger_fence(app: App, ledger_id: int, password: str | None):
 
     def human():
         if not doc["fenced"]:
-            app.console.print(f"ledger {ledger_id} is {doc['state']}: nothing to fence")
+            app.console.print(f"ledger {ledger_id} was already {doc['state'].lower().replace('_', ' ')}: "
+                              "nothing to fence")
             return
         app.console.print(f"ledger {ledger_id} fenced on {', '.join(doc['bookies_fenced'])}"
                           f" (last add confirmed {doc['last_add_confirmed']})")
@@ -403,8 +405,13 @@ def ledger_recover(app: App, ledger_id: int, password: str | None):
 
     _drop_held(app, ledger_id)
     doc = recover_ledger(app.bk, ledger_id, _password(password))
-    emit(app, doc, lambda: fields(app, [("ledger", ledger_id), ("state", doc["state"]),
-                                        ("last entry", doc["last_entry_id"]), ("length", doc["length"])]))
+    emit(app, doc, lambda: app.console.print(_closed_text(doc, doc["previous_state"] == "CLOSED")))
+
+
+def _closed_text(doc: dict, already: bool) -> str:
+    """What close and recover say: the same words for the same outcome."""
+    return (f"ledger {doc['ledger_id']} {'was already' if already else 'is now'} closed: last entry "
+            f"{doc['last_entry_id']}, length {human_size(doc['length'])}")
 
 
 @ledger.command("tail")

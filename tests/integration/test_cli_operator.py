@@ -297,3 +297,119 @@ def test_the_shell_pages_a_long_read(cluster_env, metadata_uri, tmp_path):
         assert "e1234" not in term.text
     finally:
         term.close()
+
+
+# -- 7. recover and decommission check their bookies ---------------------------------------------
+
+
+def test_recover_and_decommission_check_the_bookie_ids(cluster_env, zkstore):
+    for command in (["recover", "127.0.0.1:1.2", "--force"], ["decommission", "127.0.0.1:1.2", "--force"],
+                    ["recover", "127.0.0.1:70000", "--dry-run"]):
+        r = run(cluster_env, *command)
+        assert r.returncode == 2 and b"not a bookie id" in r.stderr, (command, r.stderr)
+    for command in (["recover", "1.2.3.4:9999", "--force"], ["decommission", "1.2.3.4:9999", "--force"]):
+        assert "unknown bookie 1.2.3.4:9999" in failed(run(cluster_env, *command), 3)
+    live = zkstore.writable_bookies()[0]
+    assert "is running (registered)" in failed(run(cluster_env, "recover", live), 4)
+    r = run(cluster_env, "recover", live, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert f"warning: bookie {live} is running" in r.stderr.decode()
+
+
+# -- 12. the same words for the same things ------------------------------------------------------
+
+
+def test_add_close_fence_recover_word_their_outcomes_alike(cluster_env):
+    ledger_id = ok(run(cluster_env, "ledger", "create")).strip()
+    assert ok(run(cluster_env, "ledger", "add", ledger_id, "x")).strip() == f"ledger {ledger_id}: added 1 entry, 0"
+    assert ok(run(cluster_env, "ledger", "add", ledger_id, "y", "z")).strip() == \
+        f"ledger {ledger_id}: added 2 entries, 1..2"
+    assert ok(run(cluster_env, "ledger", "add", ledger_id, "w", "-q")).strip() == "3"
+    assert ok(run(cluster_env, "ledger", "close", ledger_id)).strip() == \
+        f"ledger {ledger_id} is now closed: last entry 3, length 4 B"
+    already = f"ledger {ledger_id} was already closed"
+    assert ok(run(cluster_env, "ledger", "close", ledger_id)).startswith(already + ": last entry 3")
+    assert ok(run(cluster_env, "ledger", "recover", ledger_id)).startswith(already + ": last entry 3")
+    assert ok(run(cluster_env, "ledger", "fence", ledger_id)).strip() == already + ": nothing to fence"
+
+
+def test_the_lost_bookie_delay_reads_the_same_everywhere(metadata_uri, tmp_path):
+    env = bkctl_env(tmp_path, BKCTL_METADATA_URI=metadata_uri, NO_COLOR="1")
+    assert ok(run(env, "autorecovery", "lost-bookie-delay")).strip().startswith("not set")
+    assert ok(run(env, "autorecovery", "lost-bookie-delay", "1h")).strip() == "3600 s"
+    assert ok(run(env, "autorecovery", "lost-bookie-delay", "90s")).strip() == "90 s"
+    for command in (["autorecovery", "status"], ["cluster", "info"]):
+        assert re.search(r"lost bookie delay\s+90 s\n", ok(run(env, *command))), command
+    assert json.loads(ok(run(env, "autorecovery", "lost-bookie-delay", "--json"))) == \
+        {"lost_bookie_recovery_delay": 90}
+    assert run(env, "autorecovery", "lost-bookie-delay", "1y").returncode == 2
+
+
+def test_a_dry_run_says_a_shared_failure_once(bookie_cluster, metadata_uri, tmp_path):
+    procs = bookie_cluster(3)
+    env = bkctl_env(tmp_path, BKCTL_METADATA_URI=metadata_uri, NO_COLOR="1")
+    for _ in range(4):
+        new_ledger(env, b"a\nb\n", close=True)
+    victim = procs[0]
+    victim.kill()
+    r = run(env, "recover", victim.bookie_id, "--dry-run")
+    out = r.stdout.decode()
+    assert r.returncode == 1 and "4 ledgers could not be re-replicated" in r.stderr.decode(), r.stderr
+    errors = [line for line in out.splitlines() if line.startswith("4 ledgers: ")]
+    assert len(errors) == 1, out
+    assert out.count(errors[0][len("4 ledgers: "):]) == 1, out
+
+
+# -- 14. a bookie that is down ---------------------------------------------------------------------
+
+
+def test_bookie_info_on_a_down_bookie_shows_what_zookeeper_knows(bookie_cluster, metadata_uri, tmp_path):
+    procs = bookie_cluster(1)
+    env = bkctl_env(tmp_path, BKCTL_METADATA_URI=metadata_uri, NO_COLOR="1")
+    victim = procs[0]
+    victim.kill()
+    r = run(env, "bookie", "info", victim.bookie_id)
+    assert r.returncode == 5 and len(r.stderr.decode().strip().splitlines()) == 1, r.stderr
+    out = r.stdout.decode()
+    assert re.search(r"state\s+.*unreachable", out), out
+    assert re.search(r"journal dirs\s+\S", out) and re.search(r"cookie instance\s+\S", out), out
+    r = run(env, "bookie", "info", victim.bookie_id, "--json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 5 and doc["reachable"] is False and doc["error"]
+    assert doc["cookie"]["journal_dirs"] and doc["disk"] == {"total_bytes": None, "free_bytes": None}
+
+
+# -- 11, 16. sandbox up: the export line, and bookie_id like every other command -----------------------
+
+
+def test_sandbox_up_prints_the_export_line_and_bookie_ids(tmp_path):
+    env = bkctl_env(tmp_path, NO_COLOR="1")
+    d = tmp_path / "sb"
+    try:
+        out = ok(run(env, "sandbox", "up", "--bookies", "1", "--dir", d, timeout=180))
+        [uri] = re.findall(r"^metadata URI: (\S+)$", out, re.M)
+        assert f"export BKCTL_METADATA_URI='{uri}'" in out
+        shell = subprocess.run(["bash", "-c", out.splitlines()[-1] + "\necho \"$BKCTL_METADATA_URI\""],
+                               capture_output=True, text=True)
+        assert shell.stdout.strip() == uri  # the line works when pasted
+        status = json.loads(ok(run(env, "sandbox", "status", "--dir", d, "--json")))
+        [bookie] = status["bookies"]
+        assert bookie["registered"] == "writable" and "id" not in bookie
+        listed = [json.loads(line) for line in ok(run(env, "-m", uri, "bookie", "list", "--json")).splitlines()]
+        assert [b["bookie_id"] for b in listed] == [bookie["bookie_id"]]
+    finally:
+        down = json.loads(ok(run(env, "sandbox", "down", "--dir", d, "--json", timeout=120)))
+    assert [item.get("bookie_id") for item in down["stopped"] if item["kind"] == "bookie"] == [bookie["bookie_id"]]
+
+
+# -- 17. export -q says nothing; counts are words ---------------------------------------------------
+
+
+def test_export_quiet_is_silent_and_counts_are_pluralised(cluster_env, tmp_path):
+    ledger_id = new_ledger(cluster_env, b"a\nb\n", close=True)
+    r = run(cluster_env, "export", "-q", "-o", tmp_path / "q", "-l", ledger_id, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert (r.stdout, r.stderr) == (b"", b"")  # neither the JVM's warnings nor a progress bar
+    out = ok(run(cluster_env, "export", "-o", tmp_path / "loud", "-l", ledger_id, timeout=300))
+    assert re.search(r"exported 2 entries \(\d+ B\) of 1 ledger to .*: \d+ files?, master", out), out
+    assert "(s)" not in out
