@@ -131,8 +131,10 @@ class App:
             self._err_console = _console(stderr=True, no_color=not self.color, highlight=False)
         return self._err_console
 
-    def emit_json(self, doc: Any) -> None:
-        sys.stdout.write(json.dumps(doc, sort_keys=True, default=_json_default) + "\n")
+    def emit_json(self, doc: Any, pretty: bool = False) -> None:
+        """One JSON document on one line (``pretty``: indented, for the shell on a terminal)."""
+        sys.stdout.write(json.dumps(doc, sort_keys=True, default=_json_default, indent=2 if pretty else None)
+                         + "\n")
         sys.stdout.flush()
 
     def info(self, message: str) -> None:

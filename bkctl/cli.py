@@ -195,6 +195,9 @@ def _register() -> None:
     cli.add_command(sandbox.sandbox)
     cli.add_command(shell.shell)
     cli.add_command(completion.completion)
+    from .examples import attach
+
+    attach(cli)
 
 
 _register()
@@ -212,7 +215,11 @@ def run(args: list[str] | None = None, obj: App | None = None) -> int:
     except click.exceptions.Exit as e:
         return e.exit_code
     except click.UsageError as e:
-        e.show()
+        if obj is not None and obj.interactive:  # the shell: one line, pointing at its own help
+            path = e.ctx.command_path.partition(" ")[2] if e.ctx is not None else ""
+            click.echo(f"bkctl: error: {e.format_message()} (see: help{' ' + path if path else ''})", err=True)
+        else:
+            e.show()
         return exitcodes.USAGE
     except click.ClickException as e:
         e.show()

@@ -38,6 +38,7 @@ __all__ = [
     "MetadataSource",
     "SHELLS",
     "complete_bookie_id",
+    "complete_down_bookie_id",
     "complete_cluster",
     "complete_ledger_id",
     "completion_script",
@@ -94,7 +95,7 @@ class MetadataSource(Protocol):
         ...
 
     def bookie_states(self) -> dict[str, str]:
-        """bookie id -> "writable", "read-only" or "cookie only"."""
+        """bookie id -> "writable", "read-only" or "down" (a cookie, no registration), as `bookie list` says."""
         ...
 
 
@@ -130,6 +131,11 @@ def complete_bookie_id(ctx, param, incomplete: str) -> list[CompletionItem]:
         return []
     return [CompletionItem(b, help=state) for b, state in sorted(states.items())
             if b.startswith(incomplete)][:MAX_CANDIDATES]
+
+
+def complete_down_bookie_id(ctx, param, incomplete: str) -> list[CompletionItem]:
+    """``shell_complete=`` for commands that want a stopped bookie (decommission): the "down" ones."""
+    return [item for item in complete_bookie_id(ctx, param, incomplete) if item.help == "down"]
 
 
 def complete_cluster(ctx, param, incomplete: str) -> list[CompletionItem]:
@@ -212,7 +218,7 @@ def _one_shot(ctx) -> _OneShot:
 
 def bookie_states(store) -> dict[str, str]:
     """Every bookie the cluster knows, with its state (shared with the shell's cache)."""
-    states = {b: "cookie only" for b in store.all_bookies()}
+    states = {b: "down" for b in store.all_bookies()}
     states.update({b: "read-only" for b in store.readonly_bookies()})
     states.update({b: "writable" for b in store.writable_bookies()})
     return states

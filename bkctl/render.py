@@ -54,7 +54,7 @@ def emit_rows(app: App, rows: Iterable[dict], human: Callable[[list], None]) -> 
 def emit(app: App, doc: Any, human: Callable[[], None]) -> None:
     """``doc`` as JSON under --json, else whatever ``human`` prints."""
     if app.json:
-        app.emit_json(doc)
+        app.emit_json(doc, pretty=app.interactive and app.console.is_terminal)
     else:
         human()
 

@@ -80,6 +80,7 @@ class Shell:
         self.paging_active = False  # set while a terminal session runs
         self.cache = None
         self.last_failure = exitcodes.OK
+        self.last_line: str | None = None
         self._session = None
 
     @property
@@ -100,13 +101,17 @@ class Shell:
         Ctrl-C stops the script (status 130), as it would stop a shell script.
         """
         with _CountingInterrupts() as interrupts:
-            for line in lines:
+            for number, line in _joined_lines(lines):
+                real_stderr = sys.stderr
+                sys.stderr = _LinePrefixed(real_stderr, f"line {number}: ")  # errors say where
                 try:
                     code = self.execute(line)
                 except _Leave:
                     break
                 except KeyboardInterrupt:
                     return 130
+                finally:
+                    sys.stderr = real_stderr
                 if code:
                     self.last_failure = code
                 if interrupts.count:  # run() reported it as a failed command; the script ends here
@@ -120,6 +125,8 @@ class Shell:
         if not text or text.startswith("#"):
             return exitcodes.OK
         word, _, rest = text.partition(" ")
+        if word != "\\e":
+            self.last_line = text
         if word.startswith("\\") and word in BUILTIN_NAMES:  # \j, \q: shlex would eat the backslash
             return self._builtin(word, rest.split())
         try:
@@ -233,6 +240,11 @@ class Shell:
             return self._say(f"output: {'json' if self.app.json else 'table'}")
         if name == "pager":
             return self._pager(args)
+        if name == "clear":
+            click.clear()
+            return exitcodes.OK
+        if name == "\\e":
+            return self._edit()
         return self._fail(f"{name}: not implemented")  # pragma: no cover - BUILTINS and this agree
 
     def _help(self, args: list[str]) -> int:
@@ -294,6 +306,16 @@ class Shell:
         if args:
             self.pager = args[0] == "on"
         return self._say(f"pager: {pager_command() if self.pager else 'off'}")
+
+    def _edit(self) -> int:
+        """``\\e``: the last command in $EDITOR; what is saved runs, line by line."""
+        edited = click.edit((self.last_line or "") + "\n", extension=".bkctl")
+        if edited is None or not edited.strip():
+            return self._say("nothing to run")
+        code = exitcodes.OK
+        for _number, line in _joined_lines(edited.splitlines()):
+            code = self.execute(line) or code
+        return code
 
     def _say(self, text: str) -> int:
         if not self.app.quiet:
@@ -364,6 +386,8 @@ class Shell:
             bottom_toolbar=self.toolbar,
             search_ignore_case=True,
             include_default_pygments_style=False,
+            enable_open_in_editor=True,  # Ctrl-X Ctrl-E
+            prompt_continuation="... ",
         )
         set_session_source(self.cache)
         # kazoo is imported by the refresher: let the first prompt win the race
@@ -375,6 +399,8 @@ class Shell:
             while True:
                 try:
                     line = self._session.prompt(self.prompt_text)
+                    while _continues(line):  # a trailing backslash: the command goes on
+                        line = line[:-1] + " " + self._session.prompt("... ")
                 except KeyboardInterrupt:  # Ctrl-C at the prompt clears the line
                     continue
                 except EOFError:  # Ctrl-D
@@ -391,6 +417,43 @@ class Shell:
             self.cache.close()
             self._session = None
         return exitcodes.OK
+
+
+def _continues(line: str) -> bool:
+    """Whether ``line`` ends with a backslash that continues it on the next line."""
+    stripped = line.rstrip()
+    return stripped.endswith("\\") and not stripped.endswith("\\\\")
+
+
+def _joined_lines(lines: Iterable[str]):
+    """``(first line number, command)``: lines ending with a backslash joined with the next."""
+    pending, start = "", 0
+    for number, line in enumerate(lines, 1):
+        line = line.rstrip("\n")
+        if not pending:
+            start = number
+        if _continues(line):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        yield start, pending + line
+        pending = ""
+    if pending:
+        yield start, pending
+
+
+class _LinePrefixed:
+    """stderr for one script line: every "bkctl: " message says the line it comes from."""
+
+    def __init__(self, real: TextIO, where: str):
+        self.real = real
+        self.where = where
+
+    def write(self, text: str) -> int:
+        self.real.write(text.replace("bkctl: ", "bkctl: " + self.where) if "bkctl: " in text else text)
+        return len(text)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
 
 
 class _CountingInterrupts:

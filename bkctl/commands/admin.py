@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ..app import App, confirm_destructive
-from ..completion import complete_bookie_id
+from ..completion import complete_bookie_id, complete_down_bookie_id
 from ..render import emit, fields, plural as _plural, table
 from . import pass_app
 
@@ -149,7 +149,7 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
 
 
 @click.command()
-@click.argument("bookie", metavar="BOOKIE", shell_complete=complete_bookie_id)
+@click.argument("bookie", metavar="BOOKIE", shell_complete=complete_down_bookie_id)
 @click.option("--daemons/--no-daemons", "daemons", default=None,
               help="Let the autorecovery daemons copy (default when autorecovery is enabled and an auditor is "
                    "elected), or copy from this process.")

@@ -42,7 +42,8 @@ def _ctime(ctx, param, value):
 
 
 @click.command("export", epilog=EPILOG)
-@click.option("-o", "--out", required=True, metavar="DIR", help="Output folder (created if missing).")
+@click.option("-o", "--out", required=True, metavar="DIR", type=click.Path(file_okay=False),
+              help="Output folder (created if missing).")
 @click.option("-l", "--ledgers", "ledger_spec", metavar="SPEC", help="Ledger ids and ranges: 1,2,5-9.")
 @click.option("--all", "all_ledgers", is_flag=True, help="Every ledger of the cluster.")
 @click.option("--since", callback=_ctime, metavar="CTIME",

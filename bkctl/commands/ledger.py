@@ -193,6 +193,8 @@ def _payloads(data: tuple[str, ...], file, binary: bool):
     """The entries to add, as a lazy iterator of bytes."""
     if file is None and data == ("-",):
         file = click.get_binary_stream("stdin")
+        if file.isatty():
+            click.echo("reading entries from the terminal, one per line; Ctrl-D ends them", err=True)
     if file is None:
         return (d.encode("utf-8") for d in data)
     if binary:

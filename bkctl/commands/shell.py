@@ -14,12 +14,14 @@ status...).  One ZooKeeper session serves the whole session.  Tab completes
 commands, options, choices, ledger and bookie ids (from a cache refreshed in
 the background); the history is kept in $XDG_DATA_HOME/bkctl/history
 (Ctrl-R searches it); the toolbar shows the cluster, its bookies and the
-autorecovery switch.  Output longer than the screen goes through $PAGER.
+autorecovery switch.  Output longer than the screen goes through $PAGER;
+JSON documents are indented.  A line ending with a backslash goes on on the
+next one; Ctrl-X Ctrl-E edits the line in $EDITOR, \\e the last command.
 Ctrl-C cancels the running command, Ctrl-D leaves.
 
 With stdin not a terminal, runs one command per line (blank lines and #
-comments are skipped) and exits with the status of the last failing line,
-0 if none.
+comments are skipped; a trailing backslash joins lines; errors name their
+line) and exits with the status of the last failing line, 0 if none.
 
 \b
 Shell commands:

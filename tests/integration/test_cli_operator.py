@@ -413,3 +413,82 @@ def test_export_quiet_is_silent_and_counts_are_pluralised(cluster_env, tmp_path)
     out = ok(run(cluster_env, "export", "-o", tmp_path / "loud", "-l", ledger_id, timeout=300))
     assert re.search(r"exported 2 entries \(\d+ B\) of 1 ledger to .*: \d+ files?, master", out), out
     assert "(s)" not in out
+
+
+# -- 16. help and shell polish -----------------------------------------------------------------------
+
+
+def shell_on(env: dict, rows: int = 40) -> Terminal:
+    env = dict(env, TERM="xterm")
+    env.pop("NO_COLOR", None)
+    term = Terminal([*BKCTL, "shell"], env, rows=rows)
+    term.expect(r"bkctl(:\S+)?>")
+    return term
+
+
+def test_shell_polish(cluster_env, tmp_path):
+    from tests.integration.test_shell import complete
+
+    ledger_id = new_ledger(cluster_env, b"one\n")
+    editor = tmp_path / "editor.sh"  # $EDITOR: turns "show" into "read" in the file it is given
+    editor.write_text('#!/bin/sh\nsed -i "s/ledger show/ledger read/" "$1"\n')
+    editor.chmod(0o755)
+    term = shell_on(dict(cluster_env, EDITOR=str(editor), VISUAL=str(editor)))
+    try:
+        term.line("ledger show --bogus")  # a usage error: one line, the shell's help
+        term.expect(r"bkctl: error: No such option '--bogus'.* \(see: help ledger show\)")
+        assert "Try 'bkctl" not in term.text
+        term.line("ledger show \\")  # a command over two lines
+        term.expect(r"\.\.\. ")
+        term.line(ledger_id)
+        term.expect(rf"ledger\s+{ledger_id}\b")
+        term.line("\\e")  # the last command, edited: read instead of show
+        term.expect(r"0\tone")
+        term.line("format json")
+        term.line(f"ledger show {ledger_id}")  # pretty JSON on a terminal
+        term.expect(r'\{\n  "ack_quorum": 2,\n')
+        term.line("format table")
+        term.line("clear")
+        term.expect(r"bkctl>")
+        seen = complete(term, "autorecovery ", r"query-status")
+        assert "which worker (host) holds each" in seen  # not cut at 45 characters
+        term.send("\x15")  # Ctrl-U: drop the half-typed line
+        term.line(f"ledger add {ledger_id} -")  # stdin is the terminal: say how to end it
+        term.expect(r"reading entries from the terminal, one per line; Ctrl-D ends them")
+        term.line("two")
+        term.send("\x04")
+        term.expect(rf"ledger {ledger_id}: added 1 entry, 1")
+    finally:
+        term.close()
+
+
+def test_script_errors_name_their_line(metadata_uri, tmp_path):
+    env = bkctl_env(tmp_path, BKCTL_METADATA_URI=metadata_uri, NO_COLOR="1")
+    script = b"autorecovery status\n\nledger show 999\nledger list \\\n  --bogus\n"
+    r = subprocess.run([*BKCTL, "shell"], input=script, capture_output=True, env=env, cwd=ROOT, timeout=60)
+    assert r.returncode == 2
+    err = r.stderr.decode().splitlines()
+    assert err[0].startswith("bkctl: line 3: error: ") and "999" in err[0]
+    assert err[1].startswith("bkctl: line 4: error: No such option '--bogus'")
+
+
+def test_completions_offer_paths_and_stopped_bookies(bookie_cluster, metadata_uri, tmp_path, zkstore):
+    from tests.integration.test_shell import complete
+
+    procs = bookie_cluster(2)
+    (tmp_path / "exports-here").mkdir()
+    procs[0].kill()
+    deadline = time.monotonic() + 30
+    while procs[0].bookie_id in zkstore.writable_bookies():  # its ZooKeeper session ends
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    env = bkctl_env(tmp_path, BKCTL_METADATA_URI=metadata_uri)
+    term = shell_on(env)
+    try:
+        seen = complete(term, f"export --out {tmp_path}/exports-h", r"exports-here")
+        assert "exports-here" in seen
+        term.send("\x15")
+        seen = complete(term, "decommission 127.0.0.1:", re.escape(procs[0].bookie_id))
+        assert procs[1].bookie_id not in seen  # running: not one to decommission
+    finally:
+        term.close()
