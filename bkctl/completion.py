@@ -39,6 +39,7 @@ __all__ = [
     "SHELLS",
     "complete_bookie_id",
     "complete_down_bookie_id",
+    "complete_open_ledger_id",
     "complete_cluster",
     "complete_ledger_id",
     "completion_script",
@@ -98,6 +99,10 @@ class MetadataSource(Protocol):
         """bookie id -> "writable", "read-only" or "down" (a cookie, no registration), as `bookie list` says."""
         ...
 
+    def open_ledgers(self, ledger_ids: Iterable[int]) -> set[int]:
+        """Those of ``ledger_ids`` that are not closed."""
+        ...
+
 
 _session_source: MetadataSource | None = None
 
@@ -131,6 +136,35 @@ def complete_bookie_id(ctx, param, incomplete: str) -> list[CompletionItem]:
         return []
     return [CompletionItem(b, help=state) for b, state in sorted(states.items())
             if b.startswith(incomplete)][:MAX_CANDIDATES]
+
+
+def complete_open_ledger_id(ctx, param, incomplete: str) -> list[CompletionItem]:
+    """``shell_complete=`` for commands that want a ledger that is not closed (ledger close)."""
+    try:
+        source = _session_source if _session_source is not None else _one_shot(ctx)
+        texts = source.ledger_ids_matching(incomplete, MAX_CANDIDATES)
+        opened = source.open_ledgers(int(t) for t in texts)
+    except Exception:
+        return []
+    return [CompletionItem(t, help="open") for t in texts if int(t) in opened]
+
+
+def open_ledgers(store, ledger_ids: Iterable[int], timeout: float = LOOKUP_TIMEOUT) -> set[int]:
+    """Those of ``ledger_ids`` whose metadata is not CLOSED (read all at once)."""
+    from bkctl.wire.metadata import parse_ledger_metadata
+
+    zk = store.client
+    pending = [(i, zk.get_async(store.ledger_path(i))) for i in ledger_ids]
+    deadline = time.monotonic() + timeout
+    found = set()
+    for ledger_id, result in pending:
+        try:
+            data, _stat = result.get(timeout=max(0.0, deadline - time.monotonic()))
+            if not parse_ledger_metadata(data).is_closed:
+                found.add(ledger_id)
+        except Exception:  # deleted meanwhile, corrupt, too slow: not offered
+            continue
+    return found
 
 
 def complete_down_bookie_id(ctx, param, incomplete: str) -> list[CompletionItem]:
@@ -208,6 +242,13 @@ class _OneShot:
         store = self._store()
         try:
             return bookie_states(store)
+        finally:
+            store.close()
+
+    def open_ledgers(self, ledger_ids: Iterable[int]) -> set[int]:
+        store = self._store()
+        try:
+            return open_ledgers(store, ledger_ids)
         finally:
             store.close()
 

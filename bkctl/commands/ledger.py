@@ -6,7 +6,7 @@ import sys
 import click
 
 from ..app import App, confirm_destructive
-from ..completion import complete_bookie_id, complete_ledger_id
+from ..completion import complete_bookie_id, complete_ledger_id, complete_open_ledger_id
 from ..render import emit, fields, human_size, human_time, plural, table
 from . import LEDGER_ID, pass_app
 
@@ -337,7 +337,7 @@ def _quiet():
 
 
 @ledger.command("close")
-@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_open_ledger_id)
 @_PASSWORD
 @pass_app
 def ledger_close(app: App, ledger_id: int, password: str | None):

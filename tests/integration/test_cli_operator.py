@@ -472,19 +472,28 @@ def test_script_errors_name_their_line(metadata_uri, tmp_path):
     assert err[1].startswith("bkctl: line 4: error: No such option '--bogus'")
 
 
-def test_completions_offer_paths_and_stopped_bookies(bookie_cluster, metadata_uri, tmp_path, zkstore):
+def test_completions_offer_paths_open_ledgers_and_stopped_bookies(bookie_cluster, metadata_uri, tmp_path, zkstore):
     from tests.integration.test_shell import complete
 
-    procs = bookie_cluster(2)
+    procs = bookie_cluster(3)
+    env = bkctl_env(tmp_path, BKCTL_METADATA_URI=metadata_uri)
+    open_id, closed_id = 97531, 97532  # ids that nothing else on the screen looks like
+    md = LedgerMetadata.new(ENSEMBLE)
+    zkstore.create_ledger(md, ledger_id=open_id)
+    zkstore.create_ledger(md.closed(4, 50), ledger_id=closed_id)
     (tmp_path / "exports-here").mkdir()
     procs[0].kill()
     deadline = time.monotonic() + 30
     while procs[0].bookie_id in zkstore.writable_bookies():  # its ZooKeeper session ends
         assert time.monotonic() < deadline
         time.sleep(0.2)
-    env = bkctl_env(tmp_path, BKCTL_METADATA_URI=metadata_uri)
     term = shell_on(env)
     try:
+        seen = complete(term, "ledger close 975", rf"\b{open_id}\b")
+        assert str(closed_id) not in seen  # closed: nothing to close
+        term.send("\x15")
+        assert str(closed_id) in complete(term, "ledger show 975", rf"\b{closed_id}\b")  # any ledger
+        term.send("\x15")
         seen = complete(term, f"export --out {tmp_path}/exports-h", r"exports-here")
         assert "exports-here" in seen
         term.send("\x15")

@@ -319,7 +319,10 @@ def test_id_parameters_complete_from_the_cluster(monkeypatch):
             return ["424242"]
 
         def bookie_states(self):
-            return {"bookie-sentinel:3181": "writable"}
+            return {"bookie-sentinel:3181": "down"}  # stopped: decommission offers only those
+
+        def open_ledgers(self, ledger_ids):
+            return set(ledger_ids)  # all open: ledger close offers only those
 
     monkeypatch.setattr(completion, "_session_source", Source())
     missing = []

@@ -107,8 +107,9 @@ def test_up_with_autorecovery_runs_the_daemon_in_every_bookie(sandbox_dir):
 def test_human_output_ends_with_uri(sandbox_dir):
     result = invoke("up", "--bookies", "0", "--dir", str(sandbox_dir))
     assert result.exit_code == 0
-    last = result.stdout.strip().splitlines()[-1]
-    assert last.startswith("metadata URI: zk+hierarchical://127.0.0.1:")
+    uri_line, export_line = result.stdout.strip().splitlines()[-2:]
+    assert uri_line.startswith("metadata URI: zk+hierarchical://127.0.0.1:")
+    assert export_line.startswith(f"export BKCTL_METADATA_URI='{uri_line.split(': ', 1)[1]}'")
 
 
 def test_status_without_sandbox(tmp_path):
