@@ -196,6 +196,26 @@ def test_ledger_ids_come_from_the_cluster(shell, command, request, zkstore):
     assert candidates(shell, request, f"bkctl ledger {command} ") == [str(i) for i in LEDGER_IDS]
 
 
+@pytest.mark.parametrize("shell", SHELLS)
+def test_close_offers_open_ledgers_and_decommission_stopped_bookies(shell, request, zkstore):
+    from bkctl.wire.metadata import LedgerMetadata
+
+    md = LedgerMetadata.new(["127.0.0.1:3181", "127.0.0.1:3182"])
+    zkstore.create_ledger(md, ledger_id=81)
+    zkstore.create_ledger(md.closed(4, 50), ledger_id=82)
+    assert candidates(shell, request, "bkctl ledger close 8") == ["81"]
+    assert candidates(shell, request, "bkctl ledger show 8") == ["81", "82"]
+    zkstore.register_bookie("10.0.0.5:3181")
+    zkstore.put_cookie("10.0.0.6:3181", b'5\nbookieHost: "10.0.0.6:3181"\n')  # a cookie, not running
+    assert candidates(shell, request, "bkctl decommission 10.0.0.") in (["10.0.0.6:3181"], ["6:3181"])
+
+
+def test_fish_completes_directories_for_export_out(env, tmp_path):
+    (tmp_path / "exports-here").mkdir()
+    (tmp_path / "exports-file").write_text("")
+    assert fish_candidates(env, f"bkctl export --out {tmp_path}/exports-") == [f"{tmp_path}/exports-here/"]
+
+
 BOOKIES = ["10.0.0.7:3181", "10.0.0.8:3181"]
 
 
