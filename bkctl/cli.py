@@ -26,6 +26,12 @@ class _ReaderGone(Exception):
 
 
 class _Root(click.Group):
+    def _main_shell_completion(self, ctx_args, prog_name, complete_var=None):
+        from .completion import register_global_option_completion
+
+        register_global_option_completion(self)
+        return super()._main_shell_completion(ctx_args, prog_name, complete_var)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)

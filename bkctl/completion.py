@@ -189,6 +189,51 @@ def complete_cluster(ctx, param, incomplete: str) -> list[CompletionItem]:
     return items
 
 
+# -- global options anywhere (see bkctl.cli.hoist_global_options) ----------------
+
+def completion_args(root, args: list[str]) -> list[str]:
+    """The words before the one being completed, as click must see them:
+    root options typed after the command moved in front of it.  A root
+    option still waiting for its value keeps only the root options (its
+    value is completed as the root's)."""
+    from .cli import _option_table, hoist_global_options
+
+    takes_value = _option_table(root.params, lambda p: not p.is_eager)
+    if args and takes_value.get(args[-1]):
+        hoisted = hoist_global_options(root, args[:-1])
+        command_at = next((i for i, w in enumerate(hoisted) if w in root.commands), len(hoisted))
+        return hoisted[:command_at] + [args[-1]]
+    return hoist_global_options(root, args)
+
+
+def root_option_items(root, incomplete: str, have: set[str]) -> list[CompletionItem]:
+    """The root's options that start with ``incomplete`` (offered after any command too)."""
+    import click
+
+    items = []
+    for param in root.params:
+        if isinstance(param, click.Option) and not param.is_eager and not param.hidden:
+            for opt in (*param.opts, *param.secondary_opts):
+                if opt.startswith(incomplete) and opt not in have:
+                    items.append(CompletionItem(opt, help=param.help))
+    return items
+
+
+def register_global_option_completion(root) -> None:
+    """Make bash, zsh and fish completion understand global options after the command."""
+    from click.shell_completion import BashComplete, FishComplete, ZshComplete, add_completion_class
+
+    for base in (BashComplete, ZshComplete, FishComplete):
+        class Hoisting(base):
+            def get_completions(self, args, incomplete):
+                items = super().get_completions(completion_args(root, list(args)), incomplete)
+                if incomplete.startswith("-") and any(a in root.commands for a in args):
+                    items += root_option_items(root, incomplete, {str(i.value) for i in items})
+                return items
+
+        add_completion_class(Hoisting, base.name)
+
+
 # -- one-shot lookups (a completion process of bash, zsh or fish) ----------------
 
 def _metadata_uri(ctx) -> str | None:

@@ -59,10 +59,15 @@ class ShellCompleter(Completer):
 
     # -- click's side ----------------------------------------------------------
     def click_items(self, words: list[str], incomplete: str) -> list[CompletionItem]:
+        from bkctl.completion import completion_args, root_option_items
+
         try:
-            items = self._click.get_completions(list(words), incomplete)
+            args = completion_args(self.root, list(words))  # global options may follow the command
+            items = self._click.get_completions(args, incomplete)
             if not items and not incomplete:  # a command without arguments left: offer its options
-                items = self._click.get_completions(list(words), "-")
+                items = self._click.get_completions(args, "-")
+            if incomplete.startswith("-") and any(w in self.root.commands for w in words):
+                items += root_option_items(self.root, incomplete, {str(i.value) for i in items})
         except Exception:  # a half-typed line click cannot make sense of
             return []
         return items

@@ -210,6 +210,24 @@ def test_close_offers_open_ledgers_and_decommission_stopped_bookies(shell, reque
     assert candidates(shell, request, "bkctl decommission 10.0.0.") in (["10.0.0.6:3181"], ["6:3181"])
 
 
+@pytest.mark.parametrize("shell", SHELLS)
+def test_global_options_complete_after_the_command(shell, request, zkstore):
+    make_ledgers(zkstore, LEDGER_IDS)
+    assert candidates(shell, request, "bkctl ledger show --json 7") == ["7", "71", "712"]
+    assert candidates(shell, request, "bkctl ledger show 7 --js") == ["--json"]
+    assert candidates(shell, request, "bkctl ledger read 7 --fo") == ["--format"]
+
+
+def test_the_shell_completes_global_options_after_the_command(metadata_uri):
+    from bkctl.app import App
+    from bkctl.cli import cli
+    from bkctl.shell.completer import ShellCompleter
+
+    completer = ShellCompleter(cli, App(metadata_uri=metadata_uri))
+    assert completer.completions("ledger show 7 --js") == ["--json"]
+    assert set(completer.completions("ledger list --json --state ")) == {"open", "in_recovery", "closed"}
+
+
 def test_fish_completes_directories_for_export_out(env, tmp_path):
     (tmp_path / "exports-here").mkdir()
     (tmp_path / "exports-file").write_text("")
