@@ -51,7 +51,7 @@ class _Root(click.Group):
                    "ensemble size equals their write quorum (Pulsar's default) are read with batch reads.")
 @click.option("--timeout", "zk_timeout", type=click.FloatRange(0.1), metavar="SECONDS",
               help="How long to wait for ZooKeeper to answer the first time (default 10).")
-@click.option("--json", "json_output", is_flag=True, help="Print one JSON document (JSON lines for streams).")
+@click.option("--json", "json_output", is_flag=True, help="Print one JSON document (JSON lines for lists and streams).")
 @click.option("--no-color", is_flag=True, help="No colors (also when NO_COLOR is set).")
 @click.option("-v", "--verbose", count=True, help="More detail; tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="Only results and errors.")
