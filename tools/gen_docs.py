@@ -268,7 +268,7 @@ EXAMPLES = (
      "Instance id, layout, bookies and autorecovery state of a cluster."),
     ("bkctl --cluster prod ledger list --state open", "The open ledgers of the cluster named prod."),
     ("bkctl --json ledger show 42", "Ledger 42's metadata as one JSON document."),
-    ("bkctl bookie list", "The bookies, writable and read-only."),
+    ("bkctl bookie list", "Every bookie with its state: writable, read-only or down."),
     ("bkctl autorecovery disable", "Stop autorecovery, e.g. for a rolling restart."),
     ("bkctl --cluster prod shell", "An interactive shell on the cluster named prod."),
     ("bkctl completion install bash", "Tab completion for bash."),
