@@ -13,6 +13,10 @@ from .exitcodes import USAGE, CommandError
 @dataclass
 class App:
     metadata_uri: str | None = None
+    #: The config file's name for :attr:`metadata_uri` (None when it has none).
+    cluster_name: str | None = None
+    #: Seconds to wait for ZooKeeper when connecting (``--timeout``).
+    zk_timeout: float = 10.0
     json: bool = False
     color: bool = True
     verbose: int = 0
@@ -25,6 +29,7 @@ class App:
     #: :class:`bkctl.ops.ledgers.HeldLedger` (live write handle + append lock).
     handles: dict = field(default_factory=dict, repr=False)
     _store: Any = field(default=None, repr=False)
+    _cluster_checked: bool = field(default=False, repr=False)
     _bk: Any = field(default=None, repr=False)
     _console: Any = field(default=None, repr=False)
     _err_console: Any = field(default=None, repr=False)
@@ -44,13 +49,25 @@ class App:
 
     @property
     def store(self):
-        """The ZooKeeper metadata store, connected on first use."""
+        """The ZooKeeper metadata store, connected on first use; its root must
+        hold a BookKeeper cluster (else exit 3, with a hint)."""
+        store = self.connect_store()
+        if not self._cluster_checked:
+            from .ops.cluster import require_cluster
+
+            require_cluster(store)
+            self._cluster_checked = True
+        return store
+
+    def connect_store(self):
+        """The store even when its root holds no cluster yet (metaformat)."""
         if self._store is None:
             from bkctl.wire.zkstore import ZKMetadataStore
 
-            store = ZKMetadataStore(self.require_uri())
+            store = ZKMetadataStore(self.require_uri(), timeout=self.zk_timeout)
             store.start()
             self._store = store
+            self._cluster_checked = False
         return self._store
 
     @property
@@ -105,27 +122,38 @@ class App:
     @property
     def console(self):
         if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(no_color=not self.color, highlight=False, soft_wrap=True)
+            self._console = _console(no_color=not self.color, highlight=False, soft_wrap=True)
         return self._console
 
     @property
     def err_console(self):
         if self._err_console is None:
-            from rich.console import Console
-
-            self._err_console = Console(stderr=True, no_color=not self.color, highlight=False)
+            self._err_console = _console(stderr=True, no_color=not self.color, highlight=False)
         return self._err_console
 
-    def emit_json(self, doc: Any) -> None:
-        sys.stdout.write(json.dumps(doc, sort_keys=True, default=_json_default) + "\n")
+    def emit_json(self, doc: Any, pretty: bool = False) -> None:
+        """One JSON document on one line (``pretty``: indented, for the shell on a terminal)."""
+        sys.stdout.write(json.dumps(doc, sort_keys=True, default=_json_default, indent=2 if pretty else None)
+                         + "\n")
         sys.stdout.flush()
 
     def info(self, message: str) -> None:
         """A progress or status line for people, on stderr (silent with -q or --json)."""
         if not self.quiet and not self.json:
             self.err_console.print(message)
+
+
+def _console(**kw):
+    """A rich Console whose broken pipe (``| head``) is a BrokenPipeError for
+    :func:`bkctl.cli.run` to end quietly (rich's own answer exits 1)."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError(32, "Broken pipe")
+
+    return _Console(**kw)
 
 
 class _NoProgress:

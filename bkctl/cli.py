@@ -21,43 +21,148 @@ EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(context_settings=CONTEXT_SETTINGS, epilog=EXIT_CODES_HELP)
-@click.option("-m", "--metadata-uri", envvar="BKCTL_METADATA_URI", metavar="URI",
+class _ReaderGone(Exception):
+    """stdout's reader went away (``| head``)."""
+
+
+class _Root(click.Group):
+    def _main_shell_completion(self, ctx_args, prog_name, complete_var=None):
+        from .completion import register_global_option_completion
+
+        register_global_option_completion(self)
+        return super()._main_shell_completion(ctx_args, prog_name, complete_var)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # before click's main() makes it an exit 1
+            raise _ReaderGone() from None
+
+
+@click.group(cls=_Root, context_settings=CONTEXT_SETTINGS, epilog=EXIT_CODES_HELP)
+@click.option("-m", "--metadata-uri", metavar="URI",
               help="Metadata service URI, e.g. zk+hierarchical://127.0.0.1:2181/ledgers "
-                   "[env: BKCTL_METADATA_URI].")
+                   "(beats $BKCTL_METADATA_URI, which beats the config's default cluster).")
 @click.option("--cluster", metavar="NAME", shell_complete=complete_cluster,
-              help="A cluster named in ~/.config/bkctl/config.toml.")
+              help="A cluster named in ~/.config/bkctl/config.toml (as explicit as -m; both: exit 2 "
+                   "unless they agree).")
 @click.option("--protocol", type=click.Choice(["v3", "v2"]), envvar="BKCTL_PROTOCOL",
               help="Bookie wire protocol (default v3) [env: BKCTL_PROTOCOL]. Over v2, ledgers whose "
                    "ensemble size equals their write quorum (Pulsar's default) are read with batch reads.")
-@click.option("--json", "json_output", is_flag=True, help="Print one JSON document (JSON lines for streams).")
+@click.option("--timeout", "zk_timeout", type=click.FloatRange(0.1), metavar="SECONDS",
+              help="How long to wait for ZooKeeper to answer the first time (default 10).")
+@click.option("--json", "json_output", is_flag=True, help="Print one JSON document (JSON lines for lists and streams).")
 @click.option("--no-color", is_flag=True, help="No colors (also when NO_COLOR is set).")
 @click.option("-v", "--verbose", count=True, help="More detail; tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="Only results and errors.")
 @click.version_option(__version__, "-V", "--version", prog_name="bkctl")
 @click.pass_context
-def cli(ctx: click.Context, metadata_uri, cluster, protocol, json_output, no_color, verbose, quiet):
-    """Administer Apache BookKeeper clusters: ledgers, bookies, autorecovery, exports."""
-    from .config import resolve_metadata_uri
+def cli(ctx: click.Context, metadata_uri, cluster, protocol, zk_timeout, json_output, no_color, verbose, quiet):
+    """Administer Apache BookKeeper clusters: ledgers, bookies, autorecovery, exports.
+
+    Global options (those above) may be given anywhere on the line:
+    `bkctl ledger show 7 --json` is `bkctl --json ledger show 7`.
+    """
+    from .config import resolve_cluster
 
     app = ctx.obj if isinstance(ctx.obj, App) else None
     if app is None:
         app = App()
         ctx.obj = app
         ctx.call_on_close(app.close)
-    # Options given to this invocation override the (shell's) session defaults.
-    uri = resolve_metadata_uri(metadata_uri, cluster)
-    if uri and uri != app.metadata_uri:
-        app.close()  # connections to the previous cluster must not be reused
-        app.metadata_uri = uri
+    # An explicit -m/--cluster overrides the (shell's) session cluster; the
+    # environment and the config's default only fill in a session without one.
+    if metadata_uri or cluster or app.metadata_uri is None:
+        uri, name = resolve_cluster(metadata_uri, cluster)
+        if uri and uri != app.metadata_uri:
+            app.close()  # connections to the previous cluster must not be reused
+            app.metadata_uri = uri
+        if uri:
+            app.cluster_name = name
     if protocol:
         app.use_protocol(protocol)
+    if zk_timeout:
+        app.zk_timeout = zk_timeout
     app.json = json_output or app.json
     app.color = color_wanted(no_color) and app.color
     app.verbose = max(verbose, app.verbose)
     app.quiet = quiet or app.quiet
     _state["verbose"] = app.verbose
     _configure_logging(app.verbose)
+
+
+def hoist_global_options(group: click.Group, args: list[str]) -> list[str]:
+    """``args`` with the root group's options moved in front of the command.
+
+    This is what makes every root option (``--json``, ``-q``, ``-m``...) a
+    global one: ``ledger show 7 --json`` becomes ``--json ledger show 7``.
+    It is derived from ``group.params`` and the command tree, so a new root
+    option or a new command needs nothing here.  A command's own option of
+    the same name wins (``decommission --timeout``); nothing after ``--``
+    moves.
+    """
+    root_opts = _option_table(group.params, lambda p: not p.is_eager)
+    head: list[str] = []
+    i = 0
+    while i < len(args):  # root options already in front stay
+        width = _width(root_opts, args, i)
+        if not width:
+            break
+        head += args[i:i + width]
+        i += width
+    if i >= len(args) or args[i] == "--":
+        return list(args)
+    hoisted: list[str] = []
+    tail: list[str] = []
+    command: click.Command | None = group
+    while i < len(args):
+        word = args[i]
+        if word == "--":
+            tail += args[i:]
+            break
+        own = _option_table(command.params, lambda p: True) if command is not None else {}
+        width = _width(own, args, i)
+        if width:
+            tail += args[i:i + width]
+            i += width
+            continue
+        width = _width(root_opts, args, i)
+        if width:
+            hoisted += args[i:i + width]
+            i += width
+            continue
+        if isinstance(command, click.Group) and not word.startswith("-"):
+            command = command.commands.get(word)
+        tail.append(word)
+        i += 1
+    return head + hoisted + tail
+
+
+def _option_table(params, keep) -> dict[str, bool]:
+    """Option string -> whether it takes a value, for the click options ``keep`` accepts."""
+    table: dict[str, bool] = {}
+    for p in params:
+        if isinstance(p, click.Option) and keep(p):
+            takes = not (p.is_flag or p.count)
+            for opt in (*p.opts, *p.secondary_opts):
+                table[opt] = takes
+    return table
+
+
+def _width(options: dict[str, bool], args: list[str], i: int) -> int:
+    """How many words the option at ``args[i]`` spans (0: not one of ``options``)."""
+    word = args[i]
+    if not word.startswith("-") or word in ("-", "--"):
+        return 0
+    if word in options:
+        return 2 if options[word] and i + 1 < len(args) else 1
+    name, eq, _ = word.partition("=")
+    if word.startswith("--"):
+        return 1 if eq and options.get(name) else 0
+    if options.get(word[:2]):  # -mURI
+        return 1
+    letters = [f"-{c}" for c in word[1:]]  # -vq
+    return 1 if all(options.get(opt) is False for opt in letters) else 0
 
 
 def _configure_logging(verbose: int) -> None:
@@ -103,6 +208,9 @@ def _register() -> None:
     cli.add_command(shell.shell)
     cli.add_command(completion.completion)
     cli.add_command(cookie.cookie)
+    from .examples import attach
+
+    attach(cli)
 
 
 _register()
@@ -110,6 +218,9 @@ _register()
 
 def run(args: list[str] | None = None, obj: App | None = None) -> int:
     """Run one command line and return its exit code; errors become one line on stderr."""
+    if args is None:
+        args = sys.argv[1:]
+    args = hoist_global_options(cli, list(args))
     try:
         rv = cli.main(args=args, prog_name="bkctl", standalone_mode=False, obj=obj)
         # without standalone mode click returns the code of ctx.exit(n) instead of raising
@@ -117,22 +228,42 @@ def run(args: list[str] | None = None, obj: App | None = None) -> int:
     except click.exceptions.Exit as e:
         return e.exit_code
     except click.UsageError as e:
-        e.show()
+        if obj is not None and obj.interactive:  # the shell: one line, pointing at its own help
+            path = e.ctx.command_path.partition(" ")[2] if e.ctx is not None else ""
+            click.echo(f"bkctl: error: {e.format_message()} (see: help{' ' + path if path else ''})", err=True)
+        else:
+            e.show()
         return exitcodes.USAGE
     except click.ClickException as e:
         e.show()
         return e.exit_code
+    except BrokenPipeError:  # the reader left (| head): done, as for any Unix filter
+        _state["broken_pipe"] = True
+        return exitcodes.OK
+    except _ReaderGone:
+        _state["broken_pipe"] = True
+        return exitcodes.OK
     except (click.Abort, KeyboardInterrupt):
         click.echo("bkctl: aborted", err=True)
-        return exitcodes.FAILED
+        return exitcodes.INTERRUPTED
     except Exception as e:  # one line, a traceback only with -v
         if _state["verbose"]:
             import traceback
 
             traceback.print_exc()
-        click.echo(f"bkctl: error: {e}", err=True)
+        click.echo(f"bkctl: error: {exitcodes.describe(e)}", err=True)
         return exitcodes.exit_code_for(e)
 
 
 def main() -> None:
-    sys.exit(run())
+    code = run()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _state["broken_pipe"] = True
+    if _state.get("broken_pipe"):
+        # nothing more can reach the reader; keep the interpreter's last flush quiet
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(code)

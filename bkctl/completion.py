@@ -27,7 +27,6 @@ up to this; it is what ``bkctl completion show`` prints and what
 from __future__ import annotations
 
 import bisect
-import os
 import time
 from typing import Iterable, Protocol
 
@@ -39,6 +38,8 @@ __all__ = [
     "MetadataSource",
     "SHELLS",
     "complete_bookie_id",
+    "complete_down_bookie_id",
+    "complete_open_ledger_id",
     "complete_cluster",
     "complete_ledger_id",
     "completion_script",
@@ -95,7 +96,11 @@ class MetadataSource(Protocol):
         ...
 
     def bookie_states(self) -> dict[str, str]:
-        """bookie id -> "writable", "read-only" or "cookie only"."""
+        """bookie id -> "writable", "read-only" or "down" (a cookie, no registration), as `bookie list` says."""
+        ...
+
+    def open_ledgers(self, ledger_ids: Iterable[int]) -> set[int]:
+        """Those of ``ledger_ids`` that are not closed."""
         ...
 
 
@@ -133,6 +138,40 @@ def complete_bookie_id(ctx, param, incomplete: str) -> list[CompletionItem]:
             if b.startswith(incomplete)][:MAX_CANDIDATES]
 
 
+def complete_open_ledger_id(ctx, param, incomplete: str) -> list[CompletionItem]:
+    """``shell_complete=`` for commands that want a ledger that is not closed (ledger close)."""
+    try:
+        source = _session_source if _session_source is not None else _one_shot(ctx)
+        texts = source.ledger_ids_matching(incomplete, MAX_CANDIDATES)
+        opened = source.open_ledgers(int(t) for t in texts)
+    except Exception:
+        return []
+    return [CompletionItem(t, help="open") for t in texts if int(t) in opened]
+
+
+def open_ledgers(store, ledger_ids: Iterable[int], timeout: float = LOOKUP_TIMEOUT) -> set[int]:
+    """Those of ``ledger_ids`` whose metadata is not CLOSED (read all at once)."""
+    from bkctl.wire.metadata import parse_ledger_metadata
+
+    zk = store.client
+    pending = [(i, zk.get_async(store.ledger_path(i))) for i in ledger_ids]
+    deadline = time.monotonic() + timeout
+    found = set()
+    for ledger_id, result in pending:
+        try:
+            data, _stat = result.get(timeout=max(0.0, deadline - time.monotonic()))
+            if not parse_ledger_metadata(data).is_closed:
+                found.add(ledger_id)
+        except Exception:  # deleted meanwhile, corrupt, too slow: not offered
+            continue
+    return found
+
+
+def complete_down_bookie_id(ctx, param, incomplete: str) -> list[CompletionItem]:
+    """``shell_complete=`` for commands that want a stopped bookie (decommission): the "down" ones."""
+    return [item for item in complete_bookie_id(ctx, param, incomplete) if item.help == "down"]
+
+
 def complete_cluster(ctx, param, incomplete: str) -> list[CompletionItem]:
     """``shell_complete=`` for cluster names from ``~/.config/bkctl/config.toml``."""
     try:
@@ -150,6 +189,51 @@ def complete_cluster(ctx, param, incomplete: str) -> list[CompletionItem]:
     return items
 
 
+# -- global options anywhere (see bkctl.cli.hoist_global_options) ----------------
+
+def completion_args(root, args: list[str]) -> list[str]:
+    """The words before the one being completed, as click must see them:
+    root options typed after the command moved in front of it.  A root
+    option still waiting for its value keeps only the root options (its
+    value is completed as the root's)."""
+    from .cli import _option_table, hoist_global_options
+
+    takes_value = _option_table(root.params, lambda p: not p.is_eager)
+    if args and takes_value.get(args[-1]):
+        hoisted = hoist_global_options(root, args[:-1])
+        command_at = next((i for i, w in enumerate(hoisted) if w in root.commands), len(hoisted))
+        return hoisted[:command_at] + [args[-1]]
+    return hoist_global_options(root, args)
+
+
+def root_option_items(root, incomplete: str, have: set[str]) -> list[CompletionItem]:
+    """The root's options that start with ``incomplete`` (offered after any command too)."""
+    import click
+
+    items = []
+    for param in root.params:
+        if isinstance(param, click.Option) and not param.is_eager and not param.hidden:
+            for opt in (*param.opts, *param.secondary_opts):
+                if opt.startswith(incomplete) and opt not in have:
+                    items.append(CompletionItem(opt, help=param.help))
+    return items
+
+
+def register_global_option_completion(root) -> None:
+    """Make bash, zsh and fish completion understand global options after the command."""
+    from click.shell_completion import BashComplete, FishComplete, ZshComplete, add_completion_class
+
+    for base in (BashComplete, ZshComplete, FishComplete):
+        class Hoisting(base):
+            def get_completions(self, args, incomplete):
+                items = super().get_completions(completion_args(root, list(args)), incomplete)
+                if incomplete.startswith("-") and any(a in root.commands for a in args):
+                    items += root_option_items(root, incomplete, {str(i.value) for i in items})
+                return items
+
+        add_completion_class(Hoisting, base.name)
+
+
 # -- one-shot lookups (a completion process of bash, zsh or fish) ----------------
 
 def _metadata_uri(ctx) -> str | None:
@@ -159,12 +243,11 @@ def _metadata_uri(ctx) -> str | None:
 
     root = ctx.find_root() if ctx is not None else None
     if root is None:
-        return os.environ.get("BKCTL_METADATA_URI") or resolve_metadata_uri(None, None)
+        return resolve_metadata_uri(None, None)
     if isinstance(root.obj, App) and root.obj.metadata_uri:
         return root.obj.metadata_uri
     params = root.params or {}
-    uri = params.get("metadata_uri") or os.environ.get("BKCTL_METADATA_URI")
-    return resolve_metadata_uri(uri, params.get("cluster"))
+    return resolve_metadata_uri(params.get("metadata_uri"), params.get("cluster"))
 
 
 class _OneShot:
@@ -207,6 +290,13 @@ class _OneShot:
         finally:
             store.close()
 
+    def open_ledgers(self, ledger_ids: Iterable[int]) -> set[int]:
+        store = self._store()
+        try:
+            return open_ledgers(store, ledger_ids)
+        finally:
+            store.close()
+
 
 def _one_shot(ctx) -> _OneShot:
     return _OneShot(_metadata_uri(ctx))
@@ -214,7 +304,7 @@ def _one_shot(ctx) -> _OneShot:
 
 def bookie_states(store) -> dict[str, str]:
     """Every bookie the cluster knows, with its state (shared with the shell's cache)."""
-    states = {b: "cookie only" for b in store.all_bookies()}
+    states = {b: "down" for b in store.all_bookies()}
     states.update({b: "read-only" for b in store.readonly_bookies()})
     states.update({b: "writable" for b in store.writable_bookies()})
     return states

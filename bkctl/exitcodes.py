@@ -7,6 +7,7 @@ USAGE = 2
 NOT_FOUND = 3
 CONFLICT = 4
 UNREACHABLE = 5
+INTERRUPTED = 130
 
 DESCRIPTIONS = {
     OK: "success",
@@ -15,6 +16,7 @@ DESCRIPTIONS = {
     NOT_FOUND: "not found (ledger, entry, bookie, cluster)",
     CONFLICT: "conflict: ledger fenced or closed, concurrent metadata change, already exists",
     UNREACHABLE: "ZooKeeper or the needed bookies are unreachable",
+    INTERRUPTED: "interrupted (Ctrl-C); a closed pipe (| head) is 0",
 }
 
 
@@ -39,3 +41,15 @@ def exit_code_for(exc: BaseException) -> int:
     if isinstance(exc, Unreachable):
         return UNREACHABLE
     return FAILED
+
+
+def describe(exc: BaseException) -> str:
+    """The one-line message for ``exc``: an I/O error names its file first."""
+    if isinstance(exc, OSError) and exc.strerror:
+        import errno
+
+        if exc.filename is not None:
+            return f"{exc.filename}: {exc.strerror}"
+        if exc.errno in (errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT):
+            return f"writing the output: {exc.strerror}"  # stdout is the file a command writes unnamed
+    return str(exc)

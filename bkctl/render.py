@@ -7,13 +7,23 @@ from .app import App
 
 
 def table(app: App, columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None) -> None:
+    """A table: rich's on a terminal; piped, plain aligned columns that are
+    never wrapped nor padded at the end of a line (for grep, awk, cut)."""
+    cells = [["" if v is None else str(v) for v in row] for row in rows]
+    if not app.console.is_terminal:
+        widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+        lines = [title] if title else []
+        for row in [list(columns), *cells]:
+            lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+        app.console.out("\n".join(lines), highlight=False)
+        return
     from rich.table import Table
 
     t = Table(title=title, box=None, header_style="bold", pad_edge=False)
     for c in columns:
         t.add_column(c)
-    for row in rows:
-        t.add_row(*("" if v is None else str(v) for v in row))
+    for row in cells:
+        t.add_row(*row)
     app.console.print(t)
 
 
@@ -22,12 +32,54 @@ def fields(app: App, pairs: Iterable[tuple[str, Any]]) -> None:
     pairs = list(pairs)
     width = max((len(k) for k, _ in pairs), default=0)
     for k, v in pairs:
-        app.console.print(f"[bold]{k.ljust(width)}[/bold]  {'' if v is None else v}", markup=True)
+        value = "" if v is None else str(v)
+        if app.console.is_terminal:
+            from rich.markup import escape
+
+            app.console.print(f"[bold]{escape(k.ljust(width))}[/bold]  {escape(value)}", markup=True)
+        else:
+            app.console.out(f"{k.ljust(width)}  {value}".rstrip(), highlight=False)
+
+
+def emit_rows(app: App, rows: Iterable[dict], human: Callable[[list], None]) -> None:
+    """A list: under --json one JSON line per row (as every list and stream
+    of bkctl), else ``human(rows)``."""
+    if app.json:
+        for row in rows:
+            app.emit_json(row)
+    else:
+        human(list(rows))
 
 
 def emit(app: App, doc: Any, human: Callable[[], None]) -> None:
     """``doc`` as JSON under --json, else whatever ``human`` prints."""
     if app.json:
-        app.emit_json(doc)
+        app.emit_json(doc, pretty=app.interactive and app.console.is_terminal)
     else:
         human()
+
+
+def human_size(n: int | None) -> str:
+    """Bytes for people: ``512 B``, ``19.1 MiB`` ("?" when unknown)."""
+    if n is None:
+        return "?"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover - the loop always returns
+
+
+def human_time(epoch_ms: int | None) -> str:
+    """A time in epoch milliseconds as local ISO 8601 (``2026-11-23T07:04:05+01:00``); "" when unset."""
+    if not epoch_ms:
+        return ""
+    import datetime
+
+    return datetime.datetime.fromtimestamp(epoch_ms / 1000).astimezone().isoformat(timespec="seconds")
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``1 ledger``, ``2 ledgers``; ``words`` for an irregular plural (``entries``)."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"

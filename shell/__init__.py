@@ -23,6 +23,8 @@ BUILTINS: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (("format",), "json|table", "Print JSON documents or tables."),
     (("\\j",), "", "Toggle between JSON and tables."),
     (("pager",), "on|off", "Page long output through $PAGER (default: less -FRX)."),
+    (("clear",), "", "Clear the screen (also Ctrl-L)."),
+    (("\\e",), "", "Edit the last command in $EDITOR, then run it."),
     (("exit", "quit", "\\q"), "", "Leave the shell (also Ctrl-D)."),
 )
 

@@ -119,6 +119,16 @@ class MetadataCache:
     def bookie_states(self) -> dict[str, str]:
         return dict(self._status.bookies)
 
+    def open_ledgers(self, ledger_ids) -> set[int]:
+        """Those of ``ledger_ids`` that are not closed, asked of ZooKeeper at
+        once (the completion thread waits at most a second; none without a session)."""
+        from bkctl.completion import open_ledgers
+
+        store = self._store
+        if store is None:
+            return set()
+        return open_ledgers(store, ledger_ids, timeout=1.0)
+
     # -- the refresher thread ------------------------------------------------
     def _notify(self) -> None:
         if self.on_change is not None:

@@ -59,10 +59,15 @@ class ShellCompleter(Completer):
 
     # -- click's side ----------------------------------------------------------
     def click_items(self, words: list[str], incomplete: str) -> list[CompletionItem]:
+        from bkctl.completion import completion_args, root_option_items
+
         try:
-            items = self._click.get_completions(list(words), incomplete)
+            args = completion_args(self.root, list(words))  # global options may follow the command
+            items = self._click.get_completions(args, incomplete)
             if not items and not incomplete:  # a command without arguments left: offer its options
-                items = self._click.get_completions(list(words), "-")
+                items = self._click.get_completions(args, "-")
+            if incomplete.startswith("-") and any(w in self.root.commands for w in words):
+                items += root_option_items(self.root, incomplete, {str(i.value) for i in items})
         except Exception:  # a half-typed line click cannot make sense of
             return []
         return items
@@ -72,12 +77,30 @@ class ShellCompleter(Completer):
         # click completes the value of "--opt=val" as "val": replace only that part
         value_part = raw.partition("=")[2] if raw.startswith("-") and "=" in raw else raw
         start = -len(value_part)
+        group = self._group_of(words)
         for item in items:
             if item.type == "plain":
+                sub = group.commands.get(str(item.value)) if group is not None else None
+                # click cuts a command's description at 45 characters: the menu has room for it whole
+                meta = sub.get_short_help_str(limit=120) if sub is not None else item.help or ""
                 yield Completion(_quote(str(item.value)), start_position=start,
-                                 display=str(item.value), display_meta=item.help or "")
+                                 display=str(item.value), display_meta=meta)
             elif item.type in ("file", "dir"):
                 yield from self._path_completions(incomplete, dirs_only=item.type == "dir")
+
+    def _group_of(self, words: list[str]) -> click.Group | None:
+        """The group whose subcommands come after ``words`` (None when a command was reached)."""
+        group: click.Command = self.root
+        for word in words:
+            if word.startswith("-"):
+                continue
+            if not isinstance(group, click.Group):
+                return None
+            nxt = group.commands.get(word)
+            if nxt is None:
+                continue  # a root option's value (-m URI)
+            group = nxt
+        return group if isinstance(group, click.Group) else None
 
     def _path_completions(self, incomplete: str, dirs_only: bool):
         completer = PathCompleter(only_directories=dirs_only, expanduser=True) if dirs_only else self._paths

@@ -31,7 +31,7 @@ from . import BUILTIN_NAMES, BUILTINS, builtins_help
 
 #: App attributes a single command line may change (``--json``, ``-v``...)
 #: that must not outlive it.
-SESSION_FIELDS = ("metadata_uri", "json", "color", "verbose", "quiet")
+SESSION_FIELDS = ("metadata_uri", "cluster_name", "json", "color", "verbose", "quiet")
 
 #: Root options that point one command at another cluster.
 _CLUSTER_OPTION_NAMES = ("metadata_uri", "cluster")
@@ -73,13 +73,20 @@ class Shell:
         self.app = app
         app.interactive = True
         self.root = root
-        self.cluster_name = cluster_name
+        if cluster_name is not None:
+            app.cluster_name = cluster_name
         self.stdin = stdin if stdin is not None else sys.stdin
         self.pager = True
         self.paging_active = False  # set while a terminal session runs
         self.cache = None
         self.last_failure = exitcodes.OK
+        self.last_line: str | None = None
         self._session = None
+
+    @property
+    def cluster_name(self) -> str | None:
+        """The config's name of the session's cluster (what the prompt shows)."""
+        return self.app.cluster_name
 
     # -- entry point -----------------------------------------------------------
     def run(self) -> int:
@@ -94,13 +101,17 @@ class Shell:
         Ctrl-C stops the script (status 130), as it would stop a shell script.
         """
         with _CountingInterrupts() as interrupts:
-            for line in lines:
+            for number, line in _joined_lines(lines):
+                real_stderr = sys.stderr
+                sys.stderr = _LinePrefixed(real_stderr, f"line {number}: ")  # errors say where
                 try:
                     code = self.execute(line)
                 except _Leave:
                     break
                 except KeyboardInterrupt:
                     return 130
+                finally:
+                    sys.stderr = real_stderr
                 if code:
                     self.last_failure = code
                 if interrupts.count:  # run() reported it as a failed command; the script ends here
@@ -114,6 +125,8 @@ class Shell:
         if not text or text.startswith("#"):
             return exitcodes.OK
         word, _, rest = text.partition(" ")
+        if word != "\\e":
+            self.last_line = text
         if word.startswith("\\") and word in BUILTIN_NAMES:  # \j, \q: shlex would eat the backslash
             return self._builtin(word, rest.split())
         try:
@@ -132,14 +145,15 @@ class Shell:
 
     def run_command(self, args: list[str]) -> int:
         """``bkctl ARGS`` on the session App; options given here last for this line only."""
-        from bkctl.cli import run
+        from bkctl.cli import hoist_global_options, run
 
+        args = hoist_global_options(self.root, list(args))
         if self._command_word(args) == "shell":
             return self._fail("already in the shell")
         target = self.app
         if self._names_other_cluster(args):  # -m/--cluster: a one-off App for that cluster
             target = App(interactive=True, json=self.app.json, color=self.app.color,
-                         verbose=self.app.verbose, quiet=self.app.quiet)
+                         verbose=self.app.verbose, quiet=self.app.quiet, zk_timeout=self.app.zk_timeout)
         saved = {name: getattr(self.app, name) for name in SESSION_FIELDS}
         out = None
         real_stdout = sys.stdout
@@ -226,6 +240,11 @@ class Shell:
             return self._say(f"output: {'json' if self.app.json else 'table'}")
         if name == "pager":
             return self._pager(args)
+        if name == "clear":
+            click.clear()
+            return exitcodes.OK
+        if name == "\\e":
+            return self._edit()
         return self._fail(f"{name}: not implemented")  # pragma: no cover - BUILTINS and this agree
 
     def _help(self, args: list[str]) -> int:
@@ -249,19 +268,17 @@ class Shell:
         if len(args) > 1:
             return self._fail("usage: use CLUSTER|URI", exitcodes.USAGE)
         target = args[0]
-        if "://" in target:
-            uri, name = target, None
-        else:
-            from bkctl.config import resolve_metadata_uri
-            from bkctl.exitcodes import CommandError
+        from bkctl.config import resolve_cluster
+        from bkctl.exitcodes import CommandError
 
-            try:
-                uri, name = resolve_metadata_uri(None, target), target
-            except CommandError as e:
-                return self._fail(str(e), e.code)
+        try:
+            uri, name = resolve_cluster(target, None) if "://" in target else resolve_cluster(None, target)
+            App(metadata_uri=uri).require_uri()  # a URI the store cannot parse: exit 2 now
+        except CommandError as e:
+            return self._fail(str(e), e.code)
         self.app.close()  # the old cluster's ZooKeeper session and connections
         self.app.metadata_uri = uri
-        self.cluster_name = name
+        self.app.cluster_name = name
         if self.cache is not None:
             self.cache.set_uri(uri)
         return self._say(self._describe_cluster())
@@ -289,6 +306,16 @@ class Shell:
         if args:
             self.pager = args[0] == "on"
         return self._say(f"pager: {pager_command() if self.pager else 'off'}")
+
+    def _edit(self) -> int:
+        """``\\e``: the last command in $EDITOR; what is saved runs, line by line."""
+        edited = click.edit((self.last_line or "") + "\n", extension=".bkctl")
+        if edited is None or not edited.strip():
+            return self._say("nothing to run")
+        code = exitcodes.OK
+        for _number, line in _joined_lines(edited.splitlines()):
+            code = self.execute(line) or code
+        return code
 
     def _say(self, text: str) -> int:
         if not self.app.quiet:
@@ -359,6 +386,8 @@ class Shell:
             bottom_toolbar=self.toolbar,
             search_ignore_case=True,
             include_default_pygments_style=False,
+            enable_open_in_editor=True,  # Ctrl-X Ctrl-E
+            prompt_continuation="... ",
         )
         set_session_source(self.cache)
         # kazoo is imported by the refresher: let the first prompt win the race
@@ -370,6 +399,8 @@ class Shell:
             while True:
                 try:
                     line = self._session.prompt(self.prompt_text)
+                    while _continues(line):  # a trailing backslash: the command goes on
+                        line = line[:-1] + " " + self._session.prompt("... ")
                 except KeyboardInterrupt:  # Ctrl-C at the prompt clears the line
                     continue
                 except EOFError:  # Ctrl-D
@@ -386,6 +417,43 @@ class Shell:
             self.cache.close()
             self._session = None
         return exitcodes.OK
+
+
+def _continues(line: str) -> bool:
+    """Whether ``line`` ends with a backslash that continues it on the next line."""
+    stripped = line.rstrip()
+    return stripped.endswith("\\") and not stripped.endswith("\\\\")
+
+
+def _joined_lines(lines: Iterable[str]):
+    """``(first line number, command)``: lines ending with a backslash joined with the next."""
+    pending, start = "", 0
+    for number, line in enumerate(lines, 1):
+        line = line.rstrip("\n")
+        if not pending:
+            start = number
+        if _continues(line):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        yield start, pending + line
+        pending = ""
+    if pending:
+        yield start, pending
+
+
+class _LinePrefixed:
+    """stderr for one script line: every "bkctl: " message says the line it comes from."""
+
+    def __init__(self, real: TextIO, where: str):
+        self.real = real
+        self.where = where
+
+    def write(self, text: str) -> int:
+        self.real.write(text.replace("bkctl: ", "bkctl: " + self.where) if "bkctl: " in text else text)
+        return len(text)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
 
 
 class _CountingInterrupts:

@@ -198,6 +198,11 @@ def command_block(path: tuple[str, ...], cmd: click.Command, ctx: click.Context,
     if opts:
         lines += [".PP", "Options:"] if nested else [".SH OPTIONS"]
         lines += opts
+    examples = getattr(cmd, "examples", ())
+    if examples:
+        lines += [".PP", "Examples:"] if nested else [".SH EXAMPLES"]
+        for line, what in examples:
+            lines += [".TP", bold(line), esc(what[:1].upper() + what[1:] + ".")]
     return lines
 
 
@@ -232,7 +237,8 @@ def command_page(root: click.Group, name: str, version: str) -> str:
 
 
 def global_options_note(name: str) -> str:
-    return f"The global options of {bold('bkctl')}(1) (-m, --cluster, --json...) go before {bold(name)}."
+    return (f"The global options of {bold('bkctl')}(1) (-m, --cluster, --json, -q...) may be given anywhere "
+            f"on the line, before or after {bold(name)}.")
 
 
 def see_also(refs: list[str]) -> str:
@@ -262,7 +268,7 @@ EXAMPLES = (
      "Instance id, layout, bookies and autorecovery state of a cluster."),
     ("bkctl --cluster prod ledger list --state open", "The open ledgers of the cluster named prod."),
     ("bkctl --json ledger show 42", "Ledger 42's metadata as one JSON document."),
-    ("bkctl bookie list", "The bookies, writable and read-only."),
+    ("bkctl bookie list", "Every bookie with its state: writable, read-only or down."),
     ("bkctl autorecovery disable", "Stop autorecovery, e.g. for a rolling restart."),
     ("bkctl --cluster prod shell", "An interactive shell on the cluster named prod."),
     ("bkctl completion install bash", "Tab completion for bash."),
@@ -273,7 +279,9 @@ def example_accepted(root: click.Group, line: str) -> bool:
     """Whether ``line`` parses against the current tree (callbacks are not run)."""
     import shlex
 
-    args = shlex.split(line)[1:]
+    from bkctl.cli import hoist_global_options
+
+    args = hoist_global_options(root, shlex.split(line)[1:])
     try:
         ctx = root.make_context("bkctl", args)
         cmd = root
@@ -286,6 +294,8 @@ def example_accepted(root: click.Group, line: str) -> bool:
                 return False
             ctx = cmd.make_context(name, rest, parent=ctx)
         return True
+    except click.BadParameter as e:  # a file the example names need not exist here
+        return isinstance(getattr(e.param, "type", None), (click.Path, click.File))
     except (click.ClickException, click.exceptions.Exit):
         return False
 
@@ -320,7 +330,8 @@ def bkctl_page(root: click.Group, version: str) -> str:
     lines += [
         ".SH ENVIRONMENT",
         ".TP", bold("BKCTL_METADATA_URI"),
-        esc("The metadata service URI when -m is not given, e.g. zk+hierarchical://zk1:2181;zk2:2181/ledgers."),
+        esc("The metadata service URI when neither -m nor --cluster is given (it beats the config file's "
+            "default), e.g. zk+hierarchical://zk1:2181;zk2:2181/ledgers."),
         ".TP", bold("BKCTL_PROTOCOL"),
         esc("The bookie wire protocol (v3 or v2) when --protocol is not given."),
         ".TP", bold("NO_COLOR"), esc("When set (to anything), no colors, as with --no-color."),

@@ -4,15 +4,22 @@ from __future__ import annotations
 import click
 
 from ..app import App, confirm_destructive
-from ..completion import complete_bookie_id, complete_ledger_id
-from ..render import emit, fields, table
+from ..completion import complete_bookie_id, complete_down_bookie_id, complete_ledger_id
+from ..render import emit, fields, plural as _plural, table
 from . import pass_app
 
 
-def _fragment_rows(ledgers: list[dict]):
+def _fragment_rows(ledgers: list[dict], repeated: set[str] = frozenset()):
+    """Table rows; an error in ``repeated`` is left out of the rows (said once below the table)."""
+    def with_error(note: str, r: dict) -> str:
+        error = r.get("error")
+        if not error:
+            return note
+        return note + (" (see below)" if error in repeated else f": {error}")
+
     for r in ledgers:
         if not r["fragments"]:
-            yield (r["ledger_id"], r["state"], "", "", r["status"] + (f": {r['error']}" if r.get("error") else ""))
+            yield (r["ledger_id"], r["state"], "", "", with_error(r["status"], r))
             continue
         for f in r["fragments"]:
             end = "open" if f["last_entry_id"] is None else f["last_entry_id"]
@@ -21,22 +28,27 @@ def _fragment_rows(ledgers: list[dict]):
             note = r["status"]
             if r["closed_first"]:
                 note += " (closed first)" if r["status"] != "planned" else " (would be closed first)"
-            if r.get("error"):
-                note += f": {r['error']}"
-            yield (r["ledger_id"], f"{f['first_entry_id']}..{end}", moves, count, note)
+            yield (r["ledger_id"], f"{f['first_entry_id']}..{end}", moves, count, with_error(note, r))
 
 
 def _show_plan_or_result(app: App, doc: dict, what: str) -> None:
-    rows = list(_fragment_rows(doc["ledgers"]))
+    from collections import Counter
+
+    errors = Counter(r["error"] for r in doc["ledgers"] if r.get("error"))
+    repeated = {e for e, n in errors.items() if n > 1}
+    rows = list(_fragment_rows(doc["ledgers"], repeated))
     if rows:
         table(app, ["ledger", "entries", "lost -> replacement", "count", "status"], rows)
+    for error in sorted(repeated):
+        app.console.print(f"{_plural(errors[error], 'ledger')}: {error}")
     t = doc["totals"]
     if doc["dry_run"]:
-        app.console.print(f"dry run: {t['planned']} ledgers to recover off {what}, nothing changed"
+        app.console.print(f"dry run: {_plural(t['planned'], 'ledger')} to recover off {what}, nothing changed"
                           + (f"; {t['skipped']} skipped" if t["skipped"] else "")
                           + (f"; {t['failed']} cannot be planned" if t["failed"] else ""))
     else:
-        app.console.print(f"{t['recovered']} ledgers recovered off {what}, {t['entries_copied']} entries copied"
+        app.console.print(f"{_plural(t['recovered'], 'ledger')} recovered off {what}, "
+                          f"{_plural(t['entries_copied'], 'entry', 'entries')} copied"
                           + (f"; {t['skipped']} skipped" if t["skipped"] else "")
                           + (f"; {t['failed']} FAILED" if t["failed"] else ""))
 
@@ -101,7 +113,10 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
     of the metadata is updated by compare-and-set.  Metadata changes only
     after the copy, so an interrupted run leaves the ledger as it was and a
     second run completes it.  A ledger that fails is reported and the others
-    go on; the exit status is 1 if any failed.
+    go on; the exit status is 1 if any failed.  An id that is not a bookie id
+    (host:1.2) is exit 2; a bookie with no cookie, no registration and in no
+    ledger is exit 3; a running (registered) bookie is exit 4 unless
+    --force (or --dry-run), and a warning with it.
 
     --dry-run prints, per ledger and segment, the lost bookie, the
     replacement it would get now and how many entries it held.  --json
@@ -112,13 +127,21 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
     planned, skipped, failed, entries_copied); with --delete-cookie also
     cookies {bookie: deleted | none | kept: registered}.
     """
-    from ..exitcodes import FAILED, CommandError
-    from ..ops.recovery import delete_cookies, rereplicate_bookies
+    from ..exitcodes import CONFLICT, FAILED, CommandError
+    from ..ops.recovery import check_bookie_ids, delete_cookies, live_bookies, rereplicate_bookies
 
     what = ", ".join(bookies)
+    live = live_bookies(app.store, check_bookie_ids(bookies))
+    if live and not (force or dry_run):
+        raise CommandError(f"{', '.join(live)} {'is' if len(live) == 1 else 'are'} running (registered): "
+                           "stop it first, or give --force to copy its data anyway", CONFLICT)
+    for b in live:
+        click.echo(f"bkctl: warning: bookie {b} is running (registered); its data is copied although it "
+                   "still serves it", err=True)
 
     def confirm(ids: list[int]) -> None:
-        confirm_destructive(app, f"Re-replicate {len(ids)} ledgers off {what}?", force, f"recover {what}")
+        confirm_destructive(app, f"Re-replicate {_plural(len(ids), 'ledger')} off {what}?", force,
+                            f"recover {what}")
 
     only = None
     if ledger_id is not None:
@@ -145,11 +168,11 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
 
     emit(app, doc, human)
     if doc["totals"]["failed"]:
-        raise CommandError(f"{doc['totals']['failed']} ledgers could not be re-replicated", FAILED)
+        raise CommandError(f"{_plural(doc['totals']['failed'], 'ledger')} could not be re-replicated", FAILED)
 
 
 @click.command()
-@click.argument("bookie", metavar="BOOKIE", shell_complete=complete_bookie_id)
+@click.argument("bookie", metavar="BOOKIE", shell_complete=complete_down_bookie_id)
 @click.option("--daemons/--no-daemons", "daemons", default=None,
               help="Let the autorecovery daemons copy (default when autorecovery is enabled and an auditor is "
                    "elected), or copy from this process.")
@@ -160,7 +183,8 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
 def decommission(app: App, bookie: str, daemons: bool | None, timeout: float, force: bool):
     """Retire a stopped bookie: move its data off, then delete its cookie.
 
-    The bookie must not be registered (exit 4: stop it first).  When
+    The bookie must not be registered (exit 4: stop it first) and must be
+    known to the cluster (a cookie or a ledger naming it; else exit 3).  When
     autorecovery is enabled and an auditor is elected, the autorecovery
     daemons copy its data, as Java's decommissionbookie lets them: the audit
     is triggered and the progress shown until no ledger names the bookie
@@ -176,7 +200,7 @@ def decommission(app: App, bookie: str, daemons: bool | None, timeout: float, fo
     from ..ops.recovery import decommission as run
 
     def confirm(ids: list[int]) -> None:
-        confirm_destructive(app, f"Move {len(ids)} ledgers off {bookie} and delete its cookie?", force,
+        confirm_destructive(app, f"Move {_plural(len(ids), 'ledger')} off {bookie} and delete its cookie?", force,
                             f"decommission {bookie}")
 
     reporter = _Reporter(app, f"decommissioning {bookie}")
@@ -186,9 +210,9 @@ def decommission(app: App, bookie: str, daemons: bool | None, timeout: float, fo
     finally:
         reporter.stop()
     copied = ("by the autorecovery daemons" if doc["mode"] == "autorecovery"
-              else f"{doc['entries_copied']} entries copied")
+              else f"{_plural(doc['entries_copied'], 'entry', 'entries')} copied")
     emit(app, doc, lambda: app.console.print(
-        f"bookie {bookie} decommissioned: {len(doc['ledgers'])} ledgers moved, {copied}; "
+        f"bookie {bookie} decommissioned: {_plural(len(doc['ledgers']), 'ledger')} moved, {copied}; "
         f"cookie {'deleted' if doc['cookie_deleted'] else 'not found'}"))
 
 

@@ -5,7 +5,7 @@ import click
 
 from ..app import App, confirm_destructive
 from ..completion import complete_bookie_id
-from ..render import emit, fields, table
+from ..render import emit, emit_rows, fields, human_size as _size, table
 from . import pass_app
 
 
@@ -15,30 +15,38 @@ def bookie():
 
 
 @bookie.command("list")
-@click.option("--readonly", "which", flag_value="readonly", help="Only read-only bookies.")
-@click.option("--all", "which", flag_value="all", help="Every bookie with a cookie, running or not.")
+@click.option("--writable", "states", flag_value="writable", multiple=True, help="Writable bookies.")
+@click.option("--readonly", "states", flag_value="read-only", multiple=True, help="Read-only bookies.")
+@click.option("--down", "states", flag_value="down", multiple=True,
+              help="Bookies with a cookie, not registered: stopped or lost.")
+@click.option("--all", "states", flag_value="all", multiple=True, help="Every state (the default).")
 @click.option("--disk", is_flag=True, help="Free/total/used disk per bookie (GET_BOOKIE_INFO) and the cluster's "
-              "total; lists every bookie unless --readonly is given.")
+              "total.")
 @pass_app
-def bookie_list(app: App, which: str | None, disk: bool):
-    """Writable bookies (or read-only ones, or all).
+def bookie_list(app: App, states: tuple[str, ...], disk: bool):
+    """Every bookie with its state: writable, read-only or down.
+
+    Down bookies are those with a cookie that are not registered.  The
+    state flags filter and add up (--writable --readonly: both).  --json:
+    JSON lines {"bookie_id", "state"}.
 
     With --disk each registered bookie is asked for its disk space at once
     (a progress bar on a terminal; GET_BOOKIE_INFO exists only in protocol
-    v3, so under --protocol v2 every bookie shows an error): --json prints {"bookies": [{bookie_id,
-    state, total_bytes, free_bytes, used_bytes, used_percent, error}],
-    "total": {bookies, answered, total_bytes, free_bytes, used_bytes,
-    used_percent}}.
+    v3, so under --protocol v2 every bookie shows an error): --json prints
+    JSON lines {bookie_id, state, total_bytes, free_bytes, used_bytes,
+    used_percent, error}, then a last line {"total": {bookies, answered,
+    total_bytes, free_bytes, used_bytes, used_percent}}.
     """
     from ..ops.bookies import list_bookies
 
+    rows = list_bookies(app.store, "all")
+    if states and "all" not in states:
+        rows = [r for r in rows if r["state"] in states]
     if disk:
         from .bookie_admin import list_with_disk
 
-        return list_with_disk(app, which or "all")
-
-    rows = list_bookies(app.store, which or "writable")
-    emit(app, rows, lambda: table(app, ["bookie", "state"], [(r["bookie_id"], r["state"]) for r in rows]))
+        return list_with_disk(app, rows)
+    emit_rows(app, rows, lambda rows: table(app, ["bookie", "state"], [(r["bookie_id"], r["state"]) for r in rows]))
 
 
 _CONF = click.option("-c", "--conf", "conf", required=True, type=click.Path(exists=True, dir_okay=False),
@@ -105,8 +113,10 @@ def bookie_info(app: App, bookie_id: str):
 
     Registration state and cookie come from ZooKeeper, the endpoints from
     the BookieServiceInfo the bookie published, total and free disk from
-    the bookie itself (GET_BOOKIE_INFO).  Unknown bookie: exit 3; bookie not
-    answering: exit 5.  --json: bookie_id, state, address, cookie
+    the bookie itself (GET_BOOKIE_INFO).  Unknown bookie: exit 3.  A bookie
+    that does not answer is shown as "unreachable" with what ZooKeeper
+    knows (exit 5 after printing it).  --json: bookie_id, state, reachable,
+    error (why it is unreachable, else null), address, cookie
     {bookie_host, journal_dirs, ledger_dirs, index_dirs, instance_id,
     layout_version, version}, service_info {endpoints [{id, protocol, host,
     port, auth, extensions}], properties}, disk {total_bytes, free_bytes}.
@@ -120,7 +130,8 @@ def bookie_info(app: App, bookie_id: str):
 
     def human():
         disk = doc["disk"]
-        pairs = [("bookie", doc["bookie_id"]), ("state", doc["state"]), ("address", doc["address"])]
+        state = doc["state"] if doc["reachable"] else f"{doc['state']}, unreachable ({doc['error']})"
+        pairs = [("bookie", doc["bookie_id"]), ("state", state), ("address", doc["address"])]
         if disk["total_bytes"] is not None:
             used = disk["total_bytes"] - (disk["free_bytes"] or 0)
             pairs.append(("disk", f"{_size(disk['free_bytes'])} free of {_size(disk['total_bytes'])} "
@@ -142,14 +153,8 @@ def bookie_info(app: App, bookie_id: str):
         fields(app, pairs)
 
     emit(app, doc, human)
+    if not doc["reachable"]:
+        from ..exitcodes import UNREACHABLE, CommandError
 
+        raise CommandError(f"bookie {bookie_id} does not answer: {doc['error']}", UNREACHABLE)
 
-def _size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.1f} {unit}" if unit != "B" else f"{n} B"
-        value /= 1024
-    return f"{n} B"

@@ -80,13 +80,11 @@ def replace_id(app: App, old: str, new: str, dry_run: bool, rate: float, paralle
 
 # -- capacity -------------------------------------------------------------------------------
 
-def list_with_disk(app: App, which: str) -> None:
-    """`bookie list --disk`."""
-    from ..ops.bookies import list_bookies
+def list_with_disk(app: App, rows: list[dict]) -> None:
+    """`bookie list --disk` of the bookies ``rows`` (from ``ops.bookies.list_bookies``)."""
     from ..ops.capacity import with_disk
-    from .bookie import _size
+    from ..render import human_size as _size
 
-    rows = list_bookies(app.store, which)
     asked = sum(1 for r in rows if r["state"] != "down")
     with app.progress(asked, "asking bookies") as bar:
         doc = with_disk(app.bk, rows, on_answer=bar.advance)
@@ -106,7 +104,12 @@ def list_with_disk(app: App, which: str) -> None:
                          f"{t['used_percent']:.1f}%" if t["used_percent"] is not None else "", ""))
         table(app, ["bookie", "state", "total", "free", "used", "error"], rows_out)
 
-    emit(app, doc, human)
+    if app.json:  # a list: JSON lines, the totals last
+        for row in doc["bookies"]:
+            app.emit_json(row)
+        app.emit_json({"total": doc["total"]})
+    else:
+        human()
 
 
 # -- runtime control through the bookie's HTTP admin -------------------------------------------

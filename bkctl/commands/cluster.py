@@ -5,7 +5,7 @@ import click
 
 from ..app import App, confirm_destructive
 from ..completion import complete_bookie_id
-from ..render import emit, fields, table
+from ..render import emit, emit_rows, fields, table
 from . import pass_app
 
 
@@ -17,21 +17,22 @@ def cluster():
 @cluster.command("info")
 @pass_app
 def cluster_info(app: App):
-    """Instance id, layout, bookies and autorecovery state."""
+    """The cluster in use (config name, URI), instance id, layout, bookies and autorecovery state."""
     from ..ops.cluster import cluster_info as info
 
-    doc = info(app.store)
+    doc = info(app.store, app.cluster_name)
 
     def human():
         ar = doc["autorecovery"]
         b = doc["bookies"]
         fields(app, [
+            ("cluster", doc["cluster"] or "(not in the config file)"),
             ("metadata URI", doc["uri"]),
             ("instance id", doc["instance_id"]),
             ("ledger manager", doc["layout"] and doc["layout"]["manager"]),
             ("bookies", f"{len(b['writable'])} writable, {len(b['readonly'])} read-only, {len(b['all'])} with cookies"),
             ("autorecovery", "enabled" if ar["enabled"] else "disabled"),
-            ("lost bookie delay", ar["lost_bookie_recovery_delay"]),
+            ("lost bookie delay", delay_text(ar["lost_bookie_recovery_delay"])),
             ("under-replicated", ar["underreplicated"]),
             ("auditor", ar["auditor"] or "none"),
         ])
@@ -60,7 +61,7 @@ def metaformat(app: App, force: bool, non_interactive: bool):
                                  "This may cause data loss.", force, "format existing cluster metadata")
         return True
 
-    result = do_format(app.store, confirm)
+    result = do_format(app.connect_store(), confirm)
     emit(app, result, lambda: app.console.print(
         f"formatted; new instance id {result.get('instance_id')}" if result["formatted"] else "not formatted"))
 
@@ -139,12 +140,16 @@ def autorecovery_trigger_audit(app: App):
 @autorecovery.command("query-status")
 @pass_app
 def autorecovery_query_status(app: App):
-    """Ledgers being re-replicated now, and which worker (host) holds each."""
+    """Ledgers being re-replicated now, and which worker (host) holds each.
+
+    --json: JSON lines {"ledger_id", "worker"}.
+    """
     from ..ops.autorecovery import query_status
 
     rows = query_status(app.store)
-    emit(app, rows, lambda: table(app, ["ledger", "worker"], [(r["ledger_id"], r["worker"] or "?") for r in rows])
-         if rows else app.console.print("no ledger is being re-replicated"))
+    emit_rows(app, rows, lambda rows: table(app, ["ledger", "worker"], [(r["ledger_id"], r["worker"] or "?")
+                                                                       for r in rows])
+              if rows else app.console.print("no ledger is being re-replicated"))
 
 
 @autorecovery.command("status")
@@ -156,7 +161,7 @@ def autorecovery_status(app: App):
     doc = status(app.store)
     emit(app, doc, lambda: fields(app, [
         ("autorecovery", "enabled" if doc["enabled"] else "disabled"),
-        ("lost bookie delay", doc["lost_bookie_recovery_delay"]),
+        ("lost bookie delay", delay_text(doc["lost_bookie_recovery_delay"])),
         ("under-replicated", doc["underreplicated"]),
         ("auditor", doc["auditor"] or "none")]))
 
@@ -184,17 +189,46 @@ def _toggle(app: App, enabled: bool) -> None:
                                              else f"autorecovery was already {state}"))
 
 
+class Duration(click.ParamType):
+    """Seconds, or a duration with a unit: 90, 90s, 15m, 1h, 1d."""
+
+    name = "duration"
+    _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().lower()
+        unit = self._UNITS.get(text[-1:]) if text[-1:].isalpha() else 1
+        digits = text[:-1] if text[-1:].isalpha() else text
+        if unit is None or not digits.isdigit():
+            self.fail(f"{value!r} is not a duration: seconds, or a number with s, m, h or d (1h)", param, ctx)
+        seconds = int(digits) * unit
+        if seconds > 2**31 - 1:
+            self.fail(f"{value!r} is too long (at most {2**31 - 1} s)", param, ctx)
+        return seconds
+
+
+def delay_text(seconds: int | None) -> str:
+    """The lost-bookie delay as every command shows it."""
+    return "not set (the auditor's lostBookieRecoveryDelay)" if seconds is None else f"{seconds} s"
+
+
 @autorecovery.command("lost-bookie-delay")
-@click.argument("seconds", type=click.IntRange(0, 2**31 - 1), required=False)
+@click.argument("delay", type=Duration(), required=False)
 @pass_app
-def lost_bookie_delay(app: App, seconds: int | None):
-    """Show, or set, how long the auditor waits after a bookie disappears."""
+def lost_bookie_delay(app: App, delay: int | None):
+    """Show, or set, how long the auditor waits after a bookie disappears.
+
+    DELAY is seconds or a duration with a unit (90s, 15m, 1h, 1d).  --json:
+    {"lost_bookie_recovery_delay"} in seconds (null when not set: the
+    auditor writes its own lostBookieRecoveryDelay when it starts).
+    """
     store = app.store
-    if seconds is not None:
-        store.set_lost_bookie_recovery_delay(seconds)
+    if delay is not None:
+        store.set_lost_bookie_recovery_delay(delay)
     value = store.get_lost_bookie_recovery_delay()
-    emit(app, {"lost_bookie_recovery_delay": value}, lambda: app.console.print(
-        "not set" if value is None else f"{value} s"))
+    emit(app, {"lost_bookie_recovery_delay": value}, lambda: app.console.print(delay_text(value)))
 
 
 @autorecovery.command("underreplicated")
@@ -205,13 +239,17 @@ def lost_bookie_delay(app: App, seconds: int | None):
               help="Leave out ledgers missing a replica on this bookie (repeatable).")
 @pass_app
 def underreplicated(app: App, count: bool, include: tuple[str, ...], exclude: tuple[str, ...]):
-    """Ledgers marked under-replicated, their missing replicas and the worker re-replicating each."""
+    """Ledgers marked under-replicated, their missing replicas and the worker re-replicating each.
+
+    --json: JSON lines {"ledger_id", "missing_replicas", "ctime", "worker"}
+    ({"count"} with --count).
+    """
     from ..ops.cluster import underreplicated as marks
 
     rows = marks(app.store, include=include, exclude=exclude)
     if count:
         emit(app, {"count": len(rows)}, lambda: app.console.print(str(len(rows))))
         return
-    emit(app, rows, lambda: table(app, ["ledger", "missing replicas", "worker"],
+    emit_rows(app, rows, lambda rows: table(app, ["ledger", "missing replicas", "worker"],
                                   [(r["ledger_id"], ", ".join(r["missing_replicas"]), r["worker"] or "")
                                    for r in rows]))

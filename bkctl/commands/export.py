@@ -5,6 +5,7 @@ import click
 
 from ..app import App
 from ..exitcodes import FAILED, USAGE, CommandError
+from ..render import human_size, plural
 from . import pass_app
 
 EPILOG = """\b
@@ -41,7 +42,8 @@ def _ctime(ctx, param, value):
 
 
 @click.command("export", epilog=EPILOG)
-@click.option("-o", "--out", required=True, metavar="DIR", help="Output folder (created if missing).")
+@click.option("-o", "--out", required=True, metavar="DIR", type=click.Path(file_okay=False),
+              help="Output folder (created if missing).")
 @click.option("-l", "--ledgers", "ledger_spec", metavar="SPEC", help="Ledger ids and ranges: 1,2,5-9.")
 @click.option("--all", "all_ledgers", is_flag=True, help="Every ledger of the cluster.")
 @click.option("--since", callback=_ctime, metavar="CTIME",
@@ -102,7 +104,7 @@ def export(app: App, out, ledger_spec, all_ledgers, since, until, partition_by, 
             until_ms=until, partition_by=partition_by, compression=compression, master=master,
             rows_per_file=rows_per_file, mode="overwrite" if overwrite else "append" if append else "replace",
             decode=decode, include_open=include_open, split_entries=split_entries, batch_size=batch_size,
-            protocol=protocol or app.protocol, password=password, spark_conf=conf)
+            protocol=protocol or app.protocol, password=password, spark_conf=conf, quiet=app.quiet)
     except (SpecError, ValueError) as exc:
         raise CommandError(str(exc), USAGE) from None
     uri = app.require_uri()
@@ -115,21 +117,13 @@ def export(app: App, out, ledger_spec, all_ledgers, since, until, partition_by, 
     if not app.quiet:
         skipped = summary["skipped"]
         app.console.print(
-            f"exported {summary['entries']} entries ({_size(summary['bytes'])}) of {summary['ledgers']} "
-            f"ledger(s) to {summary['out']} in {summary['seconds']:.1f}s: {summary['files']} file(s), "
-            f"master {summary['master']}")
+            f"exported {plural(summary['entries'], 'entry', 'entries')} ({human_size(summary['bytes'])}) of "
+            f"{plural(summary['ledgers'], 'ledger')} to {summary['out']} in {summary['seconds']:.1f}s: "
+            f"{plural(summary['files'], 'file')}, master {summary['master']}")
         for s in skipped[:20]:
             app.console.print(f"  skipped ledger {s['ledger_id']}: {s['reason']}")
         if len(skipped) > 20:
             app.console.print(f"  ... and {len(skipped) - 20} more skipped (see {summary['manifest']})")
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 class _progress_display:

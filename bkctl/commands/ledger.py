@@ -1,12 +1,14 @@
 """``bkctl ledger ...``: create, write, read, close, fence, recover, list, show, delete."""
 from __future__ import annotations
 
+import sys
+
 import click
 
 from ..app import App, confirm_destructive
-from ..completion import complete_bookie_id, complete_ledger_id
-from ..render import emit, fields, table
-from . import pass_app
+from ..completion import complete_bookie_id, complete_ledger_id, complete_open_ledger_id
+from ..render import emit, fields, human_size, human_time, plural, table
+from . import LEDGER_ID, pass_app
 
 STATES = click.Choice(["open", "in_recovery", "closed"], case_sensitive=False)
 
@@ -34,16 +36,24 @@ def ledger_list(app: App, state: str | None, bookie: str | None, meta: tuple[str
                 older_than: str | None, open_longer_than: str | None, with_totals: bool):
     """Ledger ids in ascending order (with details when filtering).
 
-    With a filter (or --totals) the table ends with the totals: count,
-    entries (of closed ledgers) and bytes (their length).
+    With a filter (--state, --bookie, --meta, --min-size, --older-than,
+    --open-longer-than) a table of the matching ledgers, ending with the
+    totals: count, entries (of closed ledgers) and bytes (their length); an
+    open ledger's "last entry" is its last add confirmed, read from its
+    bookies (marked "LAC"), since its metadata says -1 until it is closed.
+    --json always prints JSON lines with every ledger's metadata, as
+    `ledger show --json` does (last_add_confirmed included).
     """
     from ..ops.ledger_meta import totals
-    from ..ops.ledgers import list_ledgers
+    from ..ops.ledgers import add_confirmed_lac, list_ledgers
 
     match = _ledger_filter(meta, min_size, older_than, open_longer_than)
     if with_totals and match is None:
         match = _every_ledger  # totals need every ledger's metadata
-    rows = list_ledgers(app.store, state, bookie, match)
+    details = app.json or state is not None or bookie is not None or match is not None
+    rows = list_ledgers(app.store, state, bookie, match, details=details)
+    if details:
+        rows = (add_confirmed_lac(app.bk, r) for r in rows)
     if app.json:  # a stream: JSON lines, one per ledger
         seen = []
         for row in rows:
@@ -57,12 +67,14 @@ def ledger_list(app: App, state: str | None, bookie: str | None, meta: tuple[str
             click.echo(row["ledger_id"])
         return
     rows = list(rows)
-    table(app, ["ledger", "state", "E/Qw/Qa", "last entry", "length", "bookies"],
-          ((r["ledger_id"], r.get("state", r.get("error")), _quorums(r), r.get("last_entry_id"),
-            r.get("length"), ", ".join(sorted({b for s in r.get("segments", []) for b in s["bookies"]})))
+    table(app, ["ledger", "state", "E/Qw/Qa", "last entry", "length", "created", "bookies"],
+          ((r["ledger_id"], r.get("state", r.get("error")), _quorums(r), _last_entry(r),
+            _length(r), human_time(r.get("ctime")),
+            ", ".join(sorted({b for s in r.get("segments", []) for b in s["bookies"]})))
            for r in rows))
     t = totals(rows)
-    app.console.print(f"{t['count']} ledgers, {t['entries']} entries, {t['bytes']} bytes")
+    app.console.print(f"{plural(t['count'], 'ledger')}, {plural(t['entries'], 'entry', 'entries')}, "
+                      f"{human_size(t['bytes'])}")
 
 
 def _ledger_filter(meta, min_size, older_than, open_longer_than):
@@ -87,23 +99,54 @@ def _quorums(r: dict) -> str:
     return f"{r['ensemble_size']}/{r['write_quorum']}/{r['ack_quorum']}" if "ensemble_size" in r else ""
 
 
+def _last_entry(r: dict) -> str:
+    if "state" not in r or r["state"] == "CLOSED":
+        return "" if r.get("last_entry_id") is None else str(r["last_entry_id"])
+    lac = r.get("last_add_confirmed")
+    return "? (LAC unknown)" if lac is None else f"{lac} (LAC)"
+
+
+def _length(r: dict) -> str:
+    if "state" not in r:
+        return ""
+    return human_size(r["length"]) if r["state"] == "CLOSED" else "open"
+
+
 @ledger.command("show")
-@click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @pass_app
 def ledger_show(app: App, ledger_id: int):
-    """A ledger's metadata: state, quorums, last entry, segments."""
-    from ..ops.ledgers import show_ledger
+    """A ledger's metadata: state, quorums, last entry, segments.
 
-    doc = show_ledger(app.store, ledger_id)
+    For a ledger that is not closed, its metadata's last entry (-1) and
+    length (0) are only set when it closes: the last add confirmed is read
+    from its bookies and shown too (--json: last_add_confirmed, null with
+    lac_error when the bookies cannot tell; a closed ledger's is its last
+    entry).  Times are local ISO 8601 and sizes KiB/MiB for people; --json
+    keeps the raw values (ctime in epoch ms, length in bytes).
+    """
+    from ..ops.ledgers import add_confirmed_lac, show_ledger
+
+    doc = add_confirmed_lac(app.bk, show_ledger(app.store, ledger_id))
 
     def human():
-        fields(app, [
-            ("ledger", doc["ledger_id"]), ("state", doc["state"]),
-            ("ensemble/write/ack", _quorums(doc)), ("last entry", doc["last_entry_id"]),
-            ("length", doc["length"]), ("digest", doc["digest"]),
-            ("password", "set" if doc["password_set"] else "empty"), ("ctime", doc["ctime"]),
-            ("metadata format", doc["format_version"]), ("znode version", doc["version"]),
-        ] + [(f"meta {k}", v) for k, v in doc["custom_metadata"].items()])
+        closed = doc["state"] == "CLOSED"
+        pairs = [("ledger", doc["ledger_id"]), ("state", doc["state"]),
+                 ("ensemble/write/ack", _quorums(doc))]
+        if closed:
+            pairs += [("last entry", doc["last_entry_id"]),
+                      ("length", f"{human_size(doc['length'])} ({doc['length']} bytes)")]
+        else:
+            lac = doc["last_add_confirmed"]
+            pairs += [("last add confirmed", f"{lac} (read from the bookies)" if lac is not None
+                       else f"unknown ({doc.get('lac_error')})"),
+                      ("last entry", f"{doc['last_entry_id']} (metadata: set when the ledger is closed)"),
+                      ("length", f"{doc['length']} (metadata: set when the ledger is closed)")]
+        pairs += [("digest", doc["digest"]),
+                  ("password", "set" if doc["password_set"] else "empty"),
+                  ("created", human_time(doc["ctime"]) or "unknown"),
+                  ("metadata format", doc["format_version"]), ("znode version", doc["version"])]
+        fields(app, pairs + [(f"meta {k}", v) for k, v in doc["custom_metadata"].items()])
         table(app, ["first entry", "ensemble"],
               [(s["first_entry_id"], ", ".join(s["bookies"])) for s in doc["segments"]])
 
@@ -111,7 +154,7 @@ def ledger_show(app: App, ledger_id: int):
 
 
 @ledger.command("delete")
-@click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @click.option("-f", "--force", is_flag=True, help="Do not ask.")
 @pass_app
 def ledger_delete(app: App, ledger_id: int, force: bool):
@@ -192,6 +235,8 @@ def _payloads(data: tuple[str, ...], file, binary: bool):
     """The entries to add, as a lazy iterator of bytes."""
     if file is None and data == ("-",):
         file = click.get_binary_stream("stdin")
+        if file.isatty():
+            click.echo("reading entries from the terminal, one per line; Ctrl-D ends them", err=True)
     if file is None:
         return (d.encode("utf-8") for d in data)
     if binary:
@@ -206,14 +251,14 @@ def _strip_newline(line: bytes) -> bytes:
 
 
 @ledger.command("add")
-@click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @click.argument("data", nargs=-1)
 @click.option("-f", "--file", "file", type=click.File("rb"), help="Read entries from FILE (- = stdin).")
 @click.option("--binary", is_flag=True, help="The whole input (FILE or stdin) is ONE entry.")
 @_PASSWORD
 @pass_app
 def ledger_add(app: App, ledger_id: int, data: tuple[str, ...], file, binary: bool, password: str | None):
-    """Append entries to an OPEN ledger; prints the new entry ids.
+    """Append entries to an OPEN ledger; says which entry ids they got.
 
     Each DATA argument is one entry (UTF-8).  With `-` (or -f FILE), each
     input line is one entry, its newline stripped; with --binary the whole
@@ -225,7 +270,8 @@ def ledger_add(app: App, ledger_id: int, data: tuple[str, ...], file, binary: bo
     entries appended, the LAC published, and the lock released; the ledger
     stays open.  In the shell, a ledger created in the session is written
     through its live handle.  A closed, fenced or locked ledger: exit 4.
-    --json prints {"ledger_id", "entry_ids"}.
+    Prints "ledger N: added K entries, FIRST..LAST" (one entry as many);
+    with -q only the last entry id.  --json prints {"ledger_id", "entry_ids"}.
     """
     from ..exitcodes import USAGE, CommandError
     from ..ops.ledgers import add_entries
@@ -248,19 +294,21 @@ def ledger_add(app: App, ledger_id: int, data: tuple[str, ...], file, binary: bo
 
     def human():
         ids = doc["entry_ids"]
-        if not ids:
+        if app.quiet:  # the result alone: the last entry id added
+            if ids:
+                click.echo(ids[-1])
+        elif not ids:
             app.console.print(f"ledger {ledger_id}: nothing added")
-        elif len(ids) == 1:
-            click.echo(ids[0])
         else:
-            app.console.print(f"ledger {ledger_id}: added {len(ids)} entries, {ids[0]}..{ids[-1]}")
+            span = str(ids[0]) if len(ids) == 1 else f"{ids[0]}..{ids[-1]}"
+            app.console.print(f"ledger {ledger_id}: added {plural(len(ids), 'entry', 'entries')}, {span}")
 
     emit(app, doc, human)
 
 
 @ledger.command("read")
-@click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
-@click.option("--from", "first", type=click.IntRange(0), default=0, show_default=True, help="First entry.")
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
+@click.option("--from", "first", type=click.IntRange(0), help="First entry (default 0).")
 @click.option("--to", "last", type=click.IntRange(0), help="Last entry (default: the last confirmed one).")
 @click.option("--format", "fmt", type=click.Choice(["text", "hex", "raw"]), default="text", show_default=True,
               help="text: UTF-8 (bad bytes replaced); hex; raw: the bytes as they are.")
@@ -269,30 +317,42 @@ def ledger_add(app: App, ledger_id: int, data: tuple[str, ...], file, binary: bo
               help="Read only the replicas on this bookie, straight from it (to compare replicas); entries it "
                    "lacks or that fail their digest are reported on stderr and make the exit status 1.")
 @pass_app
-def ledger_read(app: App, ledger_id: int, first: int, last: int | None, fmt: str, password: str | None,
+def ledger_read(app: App, ledger_id: int, first: int | None, last: int | None, fmt: str, password: str | None,
                 bookie: str | None = None):
     """Print entries (default: every confirmed one), streamed in batches.
 
     text and hex print one "ENTRY_ID<TAB>PAYLOAD" line per entry (text
     escapes control characters: \\n, \\t, \\xNN); raw writes the payloads back to back to stdout.  --json prints
     JSON lines {"ledger_id", "entry_id", "length", "encoding", "payload"}
-    where payload is UTF-8 text (encoding "utf-8"), hex ("hex") or, with
-    --format raw, base64 ("base64").  Reading past the last confirmed entry
-    is exit 3.  With --bookie only the entries whose write set holds that
-    bookie are read, from it alone (to the ledger's last entry, or for an
-    open ledger the highest the bookie has); --json lines then also carry
-    "bookie" and "status" (ok, missing, corrupt, error).
+    where payload is UTF-8 text (encoding "utf-8") when the entry is valid
+    UTF-8, else base64 ("base64"); hex ("hex") with --format hex, and
+    always base64 with --format raw.  --from or --to past the last
+    confirmed entry is exit 3; --to before --from is exit 2.  With --bookie
+    only the entries whose write set holds that bookie are read, from it
+    alone (to the ledger's last entry, or for an open ledger the highest
+    the bookie has); --json lines then also carry "bookie" and "status"
+    (ok, missing, corrupt, error).
     """
+    from ..exitcodes import NOT_FOUND, USAGE, CommandError
     from ..ops.ledgers import entry_doc, entry_line, iter_entries, open_reader, read_limit
 
+    if first is not None and last is not None and last < first:
+        raise CommandError(f"--to {last} is before --from {first}", USAGE)
     if bookie is not None:
-        return _read_replica(app, ledger_id, bookie, first, last, fmt, password)
+        return _read_replica(app, ledger_id, bookie, first or 0, last, fmt, password)
 
     reader = open_reader(app.bk, ledger_id, _password(password), _held(app, ledger_id))
-    end = read_limit(reader) if last is None else last
+    limit = read_limit(reader)
+    if first is not None and first > limit:
+        raise CommandError(f"ledger {ledger_id}: entry {first} is past the last confirmed entry ({limit})",
+                           NOT_FOUND)
+    first = first or 0
+    end = limit if last is None else last
     total = max(0, end - first + 1)
     out = _binary_stdout() if fmt == "raw" and not app.json else None
-    with (app.progress(total, f"ledger {ledger_id}") if total > 2000 else _quiet()) as bar:
+    # no bar when the entries go to the terminal (or the shell's pager): only for pipes and files
+    bar = app.progress(total, f"ledger {ledger_id}") if total > 2000 and not sys.stdout.isatty() else _quiet()
+    with bar:
         for batch in iter_entries(reader, first, last):
             for entry_id, payload in batch:
                 if app.json:
@@ -362,7 +422,7 @@ def _quiet():
 
 
 @ledger.command("close")
-@click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_open_ledger_id)
 @_PASSWORD
 @pass_app
 def ledger_close(app: App, ledger_id: int, password: str | None):
@@ -379,13 +439,11 @@ def ledger_close(app: App, ledger_id: int, password: str | None):
 
     held = app.handles.pop(ledger_id, None)
     doc = close_ledger(app.bk, ledger_id, _password(password), held)
-    emit(app, doc, lambda: app.console.print(
-        f"ledger {ledger_id} {'was already' if doc['already_closed'] else 'is now'} closed: last entry "
-        f"{doc['last_entry_id']}, length {doc['length']}"))
+    emit(app, doc, lambda: app.console.print(_closed_text(doc, doc["already_closed"])))
 
 
 @ledger.command("fence")
-@click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @_PASSWORD
 @pass_app
 def ledger_fence(app: App, ledger_id: int, password: str | None):
@@ -405,7 +463,8 @@ def ledger_fence(app: App, ledger_id: int, password: str | None):
 
     def human():
         if not doc["fenced"]:
-            app.console.print(f"ledger {ledger_id} is {doc['state']}: nothing to fence")
+            app.console.print(f"ledger {ledger_id} was already {doc['state'].lower().replace('_', ' ')}: "
+                              "nothing to fence")
             return
         app.console.print(f"ledger {ledger_id} fenced on {', '.join(doc['bookies_fenced'])}"
                           f" (last add confirmed {doc['last_add_confirmed']})")
@@ -416,7 +475,7 @@ def ledger_fence(app: App, ledger_id: int, password: str | None):
 
 
 @ledger.command("recover")
-@click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @_PASSWORD
 @pass_app
 def ledger_recover(app: App, ledger_id: int, password: str | None):
@@ -433,12 +492,17 @@ def ledger_recover(app: App, ledger_id: int, password: str | None):
 
     _drop_held(app, ledger_id)
     doc = recover_ledger(app.bk, ledger_id, _password(password))
-    emit(app, doc, lambda: fields(app, [("ledger", ledger_id), ("state", doc["state"]),
-                                        ("last entry", doc["last_entry_id"]), ("length", doc["length"])]))
+    emit(app, doc, lambda: app.console.print(_closed_text(doc, doc["previous_state"] == "CLOSED")))
+
+
+def _closed_text(doc: dict, already: bool) -> str:
+    """What close and recover say: the same words for the same outcome."""
+    return (f"ledger {doc['ledger_id']} {'was already' if already else 'is now'} closed: last entry "
+            f"{doc['last_entry_id']}, length {human_size(doc['length'])}")
 
 
 @ledger.command("tail")
-@click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
+@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @click.option("--from", "first", type=click.IntRange(0),
               help="Start at this entry (default: the first entry after the current LAC).")
 @click.option("--format", "fmt", type=click.Choice(["text", "hex", "raw"]), default="text", show_default=True,

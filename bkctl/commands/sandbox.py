@@ -96,10 +96,11 @@ def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, au
     click.echo(f"sandbox     {result['dir']}")
     click.echo(f"zookeeper   127.0.0.1:{zk['port']} (pid {zk['pid']})")
     for b in result["bookies"]:
-        click.echo(f"bookie      {b['id']} (pid {b['pid']})")
+        click.echo(f"bookie      {b['bookie_id']} (pid {b['pid']})")
     if result.get("autorecovery"):
         click.echo("autorecovery  on, in every bookie")
     click.echo(f"metadata URI: {result['uri']}")
+    click.echo(f"export BKCTL_METADATA_URI='{result['uri']}'   # for the bkctl commands that follow")
 
 
 @sandbox.command("status")
@@ -121,9 +122,9 @@ def status(ctx: click.Context, directory: str, as_json: bool) -> None:
     for b in result["bookies"]:
         if b["alive"]:
             reg = f", {b['registered']}" if b["registered"] else ", not registered"
-            click.echo(f"bookie      {b['id']} running (pid {b['pid']}{reg})")
+            click.echo(f"bookie      {b['bookie_id']} running (pid {b['pid']}{reg})")
         else:
-            click.echo(f"bookie      {b['id']} stopped")
+            click.echo(f"bookie      {b['bookie_id']} stopped")
     click.echo(f"metadata URI: {result['uri']}")
 
 
@@ -145,7 +146,7 @@ def down(ctx: click.Context, directory: str, purge: bool, as_json: bool) -> None
         click.echo("nothing was running")
     for item in result["stopped"]:
         if item["kind"] == "bookie":
-            click.echo(f"stopped bookie {item['id']} (pid {item['pid']})")
+            click.echo(f"stopped bookie {item['bookie_id']} (pid {item['pid']})")
         else:
             click.echo(f"stopped ZooKeeper on port {item['port']} (pid {item['pid']})")
     if result["purged"]:

@@ -14,12 +14,14 @@ status...).  One ZooKeeper session serves the whole session.  Tab completes
 commands, options, choices, ledger and bookie ids (from a cache refreshed in
 the background); the history is kept in $XDG_DATA_HOME/bkctl/history
 (Ctrl-R searches it); the toolbar shows the cluster, its bookies and the
-autorecovery switch.  Output longer than the screen goes through $PAGER.
+autorecovery switch.  Output longer than the screen goes through $PAGER;
+JSON documents are indented.  A line ending with a backslash goes on on the
+next one; Ctrl-X Ctrl-E edits the line in $EDITOR, \\e the last command.
 Ctrl-C cancels the running command, Ctrl-D leaves.
 
 With stdin not a terminal, runs one command per line (blank lines and #
-comments are skipped) and exits with the status of the last failing line,
-0 if none.
+comments are skipped; a trailing backslash joins lines; errors name their
+line) and exits with the status of the last failing line, 0 if none.
 
 \b
 Shell commands:
@@ -37,18 +39,17 @@ def shell(ctx: click.Context, metadata_uri: str | None, cluster: str | None):
     from bkctl.shell.repl import Shell
 
     from ..app import App
-    from ..config import resolve_metadata_uri
+    from ..config import resolve_cluster
 
     app = ctx.find_object(App)
     if app is None:  # run on its own rather than under the bkctl group
         app = ctx.ensure_object(App)
         ctx.call_on_close(app.close)
     if metadata_uri or cluster:
-        app.metadata_uri = resolve_metadata_uri(metadata_uri, cluster)
+        app.close()
+        app.metadata_uri, app.cluster_name = resolve_cluster(metadata_uri, cluster)
     root = ctx.find_root()
-    name = _cluster_name(app.metadata_uri, cluster, root.params.get("cluster"))
-    code = Shell(app, root=root.command if isinstance(root.command, click.Group) else None,
-                 cluster_name=name).run()
+    code = Shell(app, root=root.command if isinstance(root.command, click.Group) else None).run()
     if code:
         raise _ScriptStatus(code)
 
@@ -66,21 +67,3 @@ class _ScriptStatus(click.ClickException):
 
     def show(self, file=None) -> None:
         pass
-
-
-def _cluster_name(uri: str | None, *candidates: str | None) -> str | None:
-    """The configured name of the cluster at ``uri``, for the prompt (None if it has none)."""
-    from ..config import load
-
-    if not uri:
-        return None
-    try:
-        settings = load()
-    except Exception:
-        return None
-    clusters = settings.get("clusters", {})
-    for name in (*candidates, settings.get("default")):
-        entry = clusters.get(name) if name else None
-        if isinstance(entry, dict) and entry.get("metadata_uri") == uri:
-            return name
-    return None

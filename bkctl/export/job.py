@@ -69,6 +69,8 @@ class ExportOptions:
     read_timeout: float = 10.0
     read_window: int = 256
     spark_conf: dict[str, str] = field(default_factory=dict)
+    #: the JVM (and its Python workers) write nothing at all (``bkctl -q export``)
+    quiet: bool = False
 
     def __post_init__(self) -> None:
         if self.partition_by not in ("ledger_id", "date"):
@@ -144,28 +146,34 @@ def _log4j2_file() -> str:
 
 
 @contextmanager
-def _stdout_to_stderr():
+def _stdout_to_stderr(quiet: bool = False):
     """Point file descriptor 1 at stderr while the JVM starts, so that neither
-    it nor the Python workers it spawns ever write to our stdout."""
+    it nor the Python workers it spawns ever write to our stdout; ``quiet``
+    points both 1 and 2 at /dev/null (its warnings included)."""
     sys.stdout.flush()
-    saved = os.dup(1)
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    sink = os.open(os.devnull, os.O_WRONLY) if quiet else 2
     try:
-        os.dup2(2, 1)
+        os.dup2(sink, 1)
+        os.dup2(sink, 2)
         yield
     finally:
         sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, *([sink] if quiet else [])):
+            os.close(fd)
 
 
 def _is_local(master: str) -> bool:
     return master == "local" or master.startswith("local[") or master.startswith("local-cluster")
 
 
-def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None):
+def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, quiet: bool = False):
     """``(spark, created)``: the SparkSession running in this process, else a
-    new one for ``master`` (quiet: WARN logs on stderr, no console progress,
-    no UI)."""
+    new one for ``master`` (WARN logs on stderr, none at all with ``quiet``;
+    no console progress, no UI)."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -185,7 +193,7 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None):
                    .config("spark.driver.bindAddress", "127.0.0.1"))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    with _stdout_to_stderr():
+    with _stdout_to_stderr(quiet):
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark, True
@@ -554,7 +562,7 @@ def run_export(store, uri: str, options: ExportOptions, *, progress: ProgressCal
         if to_read:
             t = time.monotonic()
             say(f"starting Spark ({master})...")
-            spark, created = spark_session(master, options.spark_conf)
+            spark, created = spark_session(master, options.spark_conf, quiet=options.quiet)
             master = spark.sparkContext.master
             timings["spark_start"] = time.monotonic() - t
             try:

@@ -4,11 +4,57 @@ from __future__ import annotations
 from typing import Callable
 
 
-def cluster_info(store) -> dict:
+def require_cluster(store) -> None:
+    """Raise (exit 3) unless the store's root holds a BookKeeper cluster
+    (its LAYOUT or INSTANCEID), naming the closest root that does."""
+    from bkctl.wire import paths as P
+    from bkctl.wire.zkstore import ClusterNotFound
+
+    zk = store.client
+    if any(zk.exists(f"{store.root}/{name}") for name in (P.LAYOUT, P.INSTANCEID)):
+        return
+    hint = _closest_cluster_root(zk, store.root)
+    raise ClusterNotFound(f"no BookKeeper cluster at {store.uri}"
+                          + (f" (did you mean {hint}?)" if hint else " (no LAYOUT or INSTANCEID under "
+                             f"{store.root}; `bkctl metaformat` creates one)"))
+
+
+def _closest_cluster_root(zk, root: str, budget: int = 500) -> str | None:
+    """The cluster root on this ZooKeeper most like ``root``: cluster roots
+    are looked for among the nearest existing ancestor's children and
+    grandchildren (at most ``budget`` znodes)."""
+    import difflib
+
+    from bkctl.wire import paths as P
+
+    ancestor = root.rstrip("/").rsplit("/", 1)[0] or "/"
+    while ancestor != "/" and not zk.exists(ancestor):
+        ancestor = ancestor.rsplit("/", 1)[0] or "/"
+    found: list[str] = []
+    level = [ancestor]
+    for _depth in range(2):
+        nxt = []
+        for parent in level:
+            for child in sorted(zk.get_children(parent)):
+                path = f"{parent.rstrip('/')}/{child}"
+                if path == "/zookeeper" or budget <= 0:
+                    continue
+                budget -= 1
+                if path != root and zk.exists(f"{path}/{P.LAYOUT}"):
+                    found.append(path)
+                else:
+                    nxt.append(path)
+        level = nxt
+    best = difflib.get_close_matches(root, found, n=1, cutoff=0.5)
+    return best[0] if best else None
+
+
+def cluster_info(store, cluster_name: str | None = None) -> dict:
     layout = store.layout()
     writable, readonly = store.writable_bookies(), store.readonly_bookies()
     return {
         "uri": store.uri,
+        "cluster": cluster_name,
         "instance_id": store.instance_id(),
         "layout": None if layout is None else {"manager": layout.manager,
                                                "factory": layout.manager_factory_class,

@@ -17,6 +17,8 @@ def describe(ledger_id: int, md: LedgerMetadata, version: int | None = None) -> 
         "write_quorum": md.write_quorum,
         "ack_quorum": md.ack_quorum,
         "last_entry_id": md.last_entry_id,
+        # a closed ledger's last entry; for an open one, what the bookies say (add_confirmed_lac)
+        "last_add_confirmed": md.last_entry_id if md.is_closed else None,
         "length": md.length,
         "digest": md.digest_type.name if md.digest_type is not None else None,
         "password_set": bool(md.password),
@@ -28,13 +30,15 @@ def describe(ledger_id: int, md: LedgerMetadata, version: int | None = None) -> 
     }
 
 
-def list_ledgers(store, state: str | None = None, bookie: str | None = None, match=None) -> Iterator[dict]:
-    """Stream ledgers in id order; with a filter each ledger's metadata is read.
+def list_ledgers(store, state: str | None = None, bookie: str | None = None, match=None,
+                 details: bool = False) -> Iterator[dict]:
+    """Stream ledgers in id order; with a filter (or ``details``) each
+    ledger's metadata is read and described, else only ids are listed.
 
     ``match(metadata) -> bool`` is a further filter (see ``ops.ledger_meta.LedgerFilter``)."""
     want_state = LedgerState[state.upper()] if state else None
     for ledger_id in store.iter_ledger_ids():
-        if want_state is None and bookie is None and match is None:
+        if not details and want_state is None and bookie is None and match is None:
             yield {"ledger_id": ledger_id}
             continue
         try:
@@ -58,6 +62,20 @@ def list_ledgers(store, state: str | None = None, bookie: str | None = None, mat
 def show_ledger(store, ledger_id: int) -> dict:
     md, version = store.read_ledger(ledger_id)
     return describe(ledger_id, md, version)
+
+
+def add_confirmed_lac(bk, doc: dict) -> dict:
+    """Fill ``last_add_confirmed`` of a ledger that is not closed (its
+    metadata says -1 until it is) from its bookies; when they cannot tell,
+    it stays None and ``lac_error`` says why."""
+    if doc.get("state") in (None, "CLOSED"):
+        return doc
+    try:
+        reader = bk.open(doc["ledger_id"])
+        doc["last_add_confirmed"] = reader.last_add_confirmed
+    except Exception as e:  # noqa: BLE001 - the metadata is still worth showing
+        doc["lac_error"] = str(e) or type(e).__name__
+    return doc
 
 
 def delete_ledger(store, ledger_id: int) -> dict:
@@ -222,17 +240,20 @@ def iter_entries(reader, first: int = 0, last: int | None = None, batch: int = 5
 
 
 def entry_doc(ledger_id: int, entry_id: int, payload: bytes, fmt: str = "text") -> dict:
-    """The JSON line of one entry: ``payload`` is UTF-8 text (invalid bytes
-    replaced) for ``text``, lowercase hex for ``hex``, base64 for ``raw``;
-    ``encoding`` names which."""
+    """The JSON line of one entry: ``payload`` is the UTF-8 text for
+    ``text`` when the entry is valid UTF-8, else base64 (never mangled);
+    lowercase hex for ``hex``; base64 for ``raw``.  ``encoding`` names which."""
+    import base64
+
     if fmt == "hex":
         encoding, value = "hex", payload.hex()
     elif fmt == "raw":
-        import base64
-
         encoding, value = "base64", base64.b64encode(payload).decode("ascii")
     else:
-        encoding, value = "utf-8", payload.decode("utf-8", "replace")
+        try:
+            encoding, value = "utf-8", bytes(payload).decode("utf-8")
+        except UnicodeDecodeError:
+            encoding, value = "base64", base64.b64encode(payload).decode("ascii")
     return {"ledger_id": ledger_id, "entry_id": entry_id, "length": len(payload), "encoding": encoding,
             "payload": value}
 

@@ -11,17 +11,63 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..exitcodes import CONFLICT, FAILED, USAGE, CommandError
+from ..exitcodes import CONFLICT, FAILED, NOT_FOUND, USAGE, CommandError
 
 
 def check_bookie_ids(bookies: Iterable[str]) -> list[str]:
+    """The ids, deduplicated; exit 2 for one that is not a bookie id, or
+    looks like host:port with a port that is not 1-65535 (``host:1.2``)."""
     from bkctl.wire.zkstore import is_valid_bookie_id
 
     out = list(dict.fromkeys(bookies))
     for b in out:
-        if not is_valid_bookie_id(b):
-            raise CommandError(f"not a bookie id: {b!r} (expected host:port or a bookie id)", USAGE)
+        host, colon, port = b.rpartition(":")
+        if not is_valid_bookie_id(b) or (colon and not (host and port.isdigit() and 0 < int(port) < 65536)):
+            raise CommandError(f"not a bookie id: {b!r} (expected host:port with a port 1-65535, "
+                               "or a bookie id)", USAGE)
     return out
+
+
+def check_known(store, bookies: Iterable[str], ledger_ids: Iterable[int]) -> None:
+    """Exit 3 for a bookie the cluster has never heard of: no cookie, not
+    registered, named by none of ``ledger_ids`` (those naming any of ``bookies``)."""
+    from bkctl.wire.errors import NotFound
+
+    unknown = [b for b in bookies if store.get_cookie(b) is None and not store.is_bookie_registered(b)]
+    if not unknown:
+        return
+    for ledger_id in ledger_ids:
+        try:
+            md, _ = store.read_ledger(ledger_id)
+        except NotFound:
+            continue
+        unknown = [b for b in unknown if b not in md.bookies]
+        if not unknown:
+            return
+    raise CommandError(f"unknown bookie{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: no cookie, "
+                       "not registered, in no ledger's ensemble", NOT_FOUND)
+
+
+def live_bookies(store, bookies: Iterable[str], connect_timeout: float = 1.0) -> list[str]:
+    """Those of ``bookies`` that are registered (writable or read-only) and
+    accept a connection: a bookie that just died stays registered until
+    its ZooKeeper session expires, but it does not answer any more."""
+    import socket
+
+    from bkctl.wire.serviceinfo import parse_bookie_id_address
+
+    live = []
+    for b in bookies:
+        if not store.is_bookie_registered(b):
+            continue
+        try:
+            info = store.bookie_service_info(b)
+            host, port = info.rpc_address(b) if info is not None else parse_bookie_id_address(b)
+            socket.create_connection((host, port), timeout=connect_timeout).close()
+        except (OSError, ValueError):
+            continue
+        live.append(b)
+    return live
 
 
 def ledgers_on(store, bookies: Iterable[str]) -> list[int]:
@@ -91,6 +137,8 @@ def rereplicate_bookies(bk, store, bookies: Iterable[str], *, target: str | None
         if target not in store.writable_bookies():
             raise CommandError(f"the target {target} is not a writable bookie", USAGE)
     ids = ledgers_on(store, bookies) if ledger_ids is None else ledger_ids
+    if ledger_ids is None:
+        check_known(store, bookies, ids)
     if ids and not dry_run and confirm is not None:
         confirm(ids)
     if on_start is not None:
@@ -143,6 +191,7 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
     by_ledger: dict[int, dict] = {}
     copied: int | None = 0
     ids = ledgers_on(store, [bookie])
+    check_known(store, [bookie], ids)
     done_passes = 0
     if confirm is not None:  # even with no data: the cookie goes
         confirm(ids)

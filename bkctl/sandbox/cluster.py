@@ -314,7 +314,7 @@ def _public(state: dict) -> dict:
         "uri": state.get("uri"),
         "zookeeper": {"port": zk.get("port"), "pid": zk.get("pid")},
         "bookies": [
-            {"id": b["id"], "port": b["port"], "pid": b.get("pid"), "dirs": list(b.get("dirs", []))}
+            {"bookie_id": b["id"], "port": b["port"], "pid": b.get("pid"), "dirs": list(b.get("dirs", []))}
             for b in state.get("bookies", [])
             if b.get("pid")
         ],
@@ -331,7 +331,7 @@ def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_
     daemon (``autoRecoveryDaemonEnabled=true``); None keeps what the sandbox
     was last started with.  Bookies already running keep their setting.
 
-    Returns ``{"uri", "zookeeper": {"port", "pid"}, "bookies": [{"id", "port",
+    Returns ``{"uri", "zookeeper": {"port", "pid"}, "bookies": [{"bookie_id", "port",
     "pid", "dirs"}], "dir"}``.  The state file is updated after every process
     that starts, so ``down`` can clean up after a failure half-way.
     """
@@ -346,7 +346,7 @@ def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_
         missing = bookies - len(wanted)
         if (to_start or missing > 0) and not bookied_available():
             raise SandboxError(
-                f"cannot start {bookies} bookie(s): bookied is not available yet "
+                f"cannot start {bookies} bookie{'' if bookies == 1 else 's'}: bookied is not available yet "
                 "(no `python -m bkctl.bookied`); run `bkctl sandbox up --bookies 0` for ZooKeeper only")
 
         zk = ensure_zookeeper(d, state, zk_port, progress)
@@ -398,14 +398,14 @@ def sandbox_status(directory: str | os.PathLike | None = None, *, check_registra
 
             with ZKMetadataStore(state["uri"], timeout=5.0) as store:
                 registered.update({b: "writable" for b in store.writable_bookies()})
-                registered.update({b: "readonly" for b in store.readonly_bookies()})
+                registered.update({b: "read-only" for b in store.readonly_bookies()})
         except ZKStoreError:
             pass
     bookie_rows = []
     for b in state.get("bookies", []):
         alive = bookie_alive(b)
         bookie_rows.append({
-            "id": b["id"],
+            "bookie_id": b["id"],
             "port": b["port"],
             "pid": b.get("pid"),
             "alive": alive,
@@ -438,7 +438,7 @@ def sandbox_down(directory: str | os.PathLike | None = None, *, purge: bool = Fa
             if bookie_alive(b):
                 progress(f"stopping bookie {b['id']} (pid {b['pid']})...")
                 if terminate_pid(int(b["pid"]), grace):
-                    stopped.append({"kind": "bookie", "id": b["id"], "pid": b["pid"]})
+                    stopped.append({"kind": "bookie", "bookie_id": b["id"], "pid": b["pid"]})
             b["pid"] = None
             save_state(d, state)
         zk = state.get("zookeeper") or {}

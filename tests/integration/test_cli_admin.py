@@ -53,12 +53,17 @@ def test_autorecovery_disable_enable_at_the_spec_znode(metadata_uri, zkstore, zk
     assert r.returncode == 0 and zk_client.exists(disable_node) is None
 
 
+def json_lines(text: str) -> list:
+    """Lists are JSON lines, one row each."""
+    return [json.loads(line) for line in text.splitlines()]
+
+
 def test_lost_bookie_delay_and_underreplicated(metadata_uri, zkstore, zk_client):
     assert bkctl(metadata_uri, "autorecovery", "lost-bookie-delay", "45").returncode == 0
     assert zk_client.get(zkstore.root + "/underreplication/lostBookieRecoveryDelay")[0] == b"45"
     ledger_id = make_ledger(zkstore)
     zkstore.mark_underreplicated(ledger_id, ["127.0.0.1:3182"])
-    rows = json.loads(bkctl(metadata_uri, "--json", "autorecovery", "underreplicated").stdout)
+    rows = json_lines(bkctl(metadata_uri, "--json", "autorecovery", "underreplicated").stdout)
     assert rows == [{"ledger_id": ledger_id, "missing_replicas": ["127.0.0.1:3182"], "ctime": None, "worker": None}]
     assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "underreplicated", "--count").stdout) == {"count": 1}
     assert bkctl(metadata_uri, "autorecovery", "lost-bookie-delay", "-5").returncode == 2
@@ -70,7 +75,7 @@ def test_lost_bookie_delay_and_underreplicated(metadata_uri, zkstore, zk_client)
     def listed(*args):
         out = bkctl(metadata_uri, "--json", "autorecovery", "underreplicated", *args)
         assert out.returncode == 0, out.stderr
-        return [(r["ledger_id"], r["worker"]) for r in json.loads(out.stdout)]
+        return [(r["ledger_id"], r["worker"]) for r in json_lines(out.stdout)]
 
     assert listed() == [(ledger_id, None), (other, "worker-7")]
     assert listed("--include-bookie", "127.0.0.1:3184") == [(other, "worker-7")]
@@ -79,7 +84,7 @@ def test_lost_bookie_delay_and_underreplicated(metadata_uri, zkstore, zk_client)
     assert listed("--exclude-bookie", "127.0.0.1:3183") == [(ledger_id, None)]
     assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "underreplicated", "--count",
                             "--include-bookie", "127.0.0.1:3183").stdout) == {"count": 1}
-    status = json.loads(bkctl(metadata_uri, "--json", "autorecovery", "query-status").stdout)
+    status = json_lines(bkctl(metadata_uri, "--json", "autorecovery", "query-status").stdout)
     assert status == [{"ledger_id": other, "worker": "worker-7"}]
     assert "worker-7" in bkctl(metadata_uri, "autorecovery", "underreplicated").stdout
 
@@ -117,7 +122,9 @@ def test_ledger_list_show_delete_and_exit_codes(metadata_uri, zkstore):
     open_id = make_ledger(zkstore)
     closed_id = make_ledger(zkstore, closed_at=4)
     r = bkctl(metadata_uri, "--json", "ledger", "list")
-    assert [json.loads(line) for line in r.stdout.splitlines()] == [{"ledger_id": open_id}, {"ledger_id": closed_id}]
+    rows = [json.loads(line) for line in r.stdout.splitlines()]  # one shape, with or without a filter
+    assert [(row["ledger_id"], row["state"]) for row in rows] == [(open_id, "OPEN"), (closed_id, "CLOSED")]
+    assert rows[1]["last_add_confirmed"] == 4
     r = bkctl(metadata_uri, "--json", "ledger", "list", "--state", "closed")
     [row] = [json.loads(line) for line in r.stdout.splitlines()]
     assert (row["ledger_id"], row["state"], row["last_entry_id"], row["length"]) == (closed_id, "CLOSED", 4, 50)

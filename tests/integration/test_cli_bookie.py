@@ -27,13 +27,18 @@ def test_bookie_list(metadata_uri, zkstore):
     zkstore.register_bookie("127.0.0.1:4001")
     zkstore.register_bookie("127.0.0.1:4002", readonly=True)
     zkstore.put_cookie("127.0.0.1:4003", b"5\nbookieHost: \"127.0.0.1:4003\"\n")
-    assert json.loads(bkctl(metadata_uri, "--json", "bookie", "list").stdout) == [
-        {"bookie_id": "127.0.0.1:4001", "state": "writable"}]
-    assert json.loads(bkctl(metadata_uri, "--json", "bookie", "list", "--readonly").stdout) == [
-        {"bookie_id": "127.0.0.1:4002", "state": "read-only"}]
-    rows = json.loads(bkctl(metadata_uri, "--json", "bookie", "list", "--all").stdout)
-    assert {r["bookie_id"]: r["state"] for r in rows} == {
-        "127.0.0.1:4001": "writable", "127.0.0.1:4002": "read-only", "127.0.0.1:4003": "down"}
+    def rows(*flags):  # JSON lines, one per bookie
+        out = bkctl(metadata_uri, "--json", "bookie", "list", *flags).stdout
+        return {r["bookie_id"]: r["state"] for r in map(json.loads, out.splitlines())}
+
+    everyone = {"127.0.0.1:4001": "writable", "127.0.0.1:4002": "read-only", "127.0.0.1:4003": "down"}
+    assert rows() == rows("--all") == everyone  # every state by default
+    assert rows("--readonly") == {"127.0.0.1:4002": "read-only"}
+    assert rows("--writable", "--down") == {"127.0.0.1:4001": "writable", "127.0.0.1:4003": "down"}
+    assert rows("--readonly", "--all") == everyone  # no flag is silently dropped
+    table = bkctl(metadata_uri, "bookie", "list").stdout.splitlines()
+    assert table[0].split() == ["bookie", "state"]
+    assert [line.split() for line in table[1:]] == [[b, s] for b, s in everyone.items()]
 
 
 def test_bookieformat_refuses_prompts_and_formats(tmp_path, metadata_uri, zkstore):

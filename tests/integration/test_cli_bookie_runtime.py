@@ -27,7 +27,8 @@ def test_bookie_list_disk(metadata_uri, zkstore, bookie_cluster):
     zkstore.put_cookie("127.0.0.1:9", b'5\nbookieHost: "127.0.0.1:9"\njournalDir: "/j"\nledgerDirs: "1\\t/l"\n')
     res = bkctl(metadata_uri, "--json", "bookie", "list", "--disk")
     assert res.returncode == 0, res.stderr
-    doc = json.loads(res.stdout)
+    lines = [json.loads(line) for line in res.stdout.splitlines()]
+    doc = {"bookies": lines[:-1], **lines[-1]}  # JSON lines, the totals last
     rows = {r["bookie_id"]: r for r in doc["bookies"]}
     assert set(rows) == {b.bookie_id for b in bookies} | {"127.0.0.1:9"}
     for b in bookies:
@@ -54,8 +55,8 @@ def test_readonly_state_and_gc_through_http(metadata_uri, zkstore, bookie_cluste
     assert json.loads(on.stdout) == {"bookie_id": b, "http": state["http"], "read_only": True,
                                      "registration": "read-only"}
     assert b in zkstore.readonly_bookies() and b not in zkstore.writable_bookies()
-    disk = json.loads(bkctl(metadata_uri, "--json", "bookie", "list", "--disk").stdout)
-    assert {r["bookie_id"]: r["state"] for r in disk["bookies"]}[b] == "read-only"
+    disk = [json.loads(line) for line in bkctl(metadata_uri, "--json", "bookie", "list", "--disk").stdout.splitlines()]
+    assert {r["bookie_id"]: r["state"] for r in disk[:-1]}[b] == "read-only"
     off = bkctl(metadata_uri, "--json", "bookie", "readonly", b, "off")
     assert off.returncode == 0 and json.loads(off.stdout)["registration"] == "writable"
     assert b in zkstore.writable_bookies()

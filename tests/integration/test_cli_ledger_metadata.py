@@ -95,7 +95,7 @@ def test_ledger_list_filters_and_totals(metadata_uri, zkstore):
     rows = ids("--meta", "pulsar/managed-ledger=*", "--totals")
     assert rows[-1] == {"totals": {"count": 3, "entries": 11, "bytes": 5100}}
     human = bkctl(metadata_uri, "ledger", "list", "--meta", "pulsar/managed-ledger=*/orders")
-    assert "2 ledgers, 11 entries, 5100 bytes" in human.stdout
+    assert "2 ledgers, 11 entries, 5.0 KiB" in human.stdout
     for bad in (("--older-than", "7x"), ("--min-size", "lots"), ("--meta", "novalue")):
         res = bkctl(metadata_uri, "ledger", "list", *bad)
         assert res.returncode == 2 and "Traceback" not in res.stderr

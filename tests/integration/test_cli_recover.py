@@ -231,6 +231,5 @@ def test_decommission(bookie_cluster, metadata_uri, zkstore, writer):
         if md.is_closed:
             assert assert_fully_replicated(zkstore, live, lid, {victim_id}) == (50 if lid != lids[-1] else 25)
 
-    nothing = json.loads(ok(bkctl(uri, "--json", "decommission", "127.0.0.1:1", "--force")))
-    assert nothing == {"bookie_id": "127.0.0.1:1", "mode": "local", "passes": 0, "ledgers": [], "entries_copied": 0,
-                       "remaining_ledgers": [], "cookie_deleted": False}
+    unknown = bkctl(uri, "decommission", "127.0.0.1:1", "--force")  # no cookie, in no ledger
+    assert unknown.returncode == 3 and "unknown bookie 127.0.0.1:1" in unknown.stderr.decode()

@@ -94,7 +94,7 @@ def fish_candidates(env: dict[str, str], line: str) -> list[str]:
 
 
 def test_fish_keeps_descriptions_whole(env):
-    assert "--all\tEvery bookie with a cookie, running or not." in fish_lines(env, "bkctl bookie list --a")
+    assert "--down\tBookies with a cookie, not registered: stopped or lost." in fish_lines(env, "bkctl bookie list --d")
 
 
 class Zsh:
@@ -194,6 +194,44 @@ def test_ledger_ids_come_from_the_cluster(shell, command, request, zkstore):
     make_ledgers(zkstore, LEDGER_IDS)
     assert candidates(shell, request, f"bkctl ledger {command} 7") == ["7", "71", "712"]
     assert candidates(shell, request, f"bkctl ledger {command} ") == [str(i) for i in LEDGER_IDS]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_close_offers_open_ledgers_and_decommission_stopped_bookies(shell, request, zkstore):
+    from bkctl.wire.metadata import LedgerMetadata
+
+    md = LedgerMetadata.new(["127.0.0.1:3181", "127.0.0.1:3182"])
+    zkstore.create_ledger(md, ledger_id=81)
+    zkstore.create_ledger(md.closed(4, 50), ledger_id=82)
+    assert candidates(shell, request, "bkctl ledger close 8") == ["81"]
+    assert candidates(shell, request, "bkctl ledger show 8") == ["81", "82"]
+    zkstore.register_bookie("10.0.0.5:3181")
+    zkstore.put_cookie("10.0.0.6:3181", b'5\nbookieHost: "10.0.0.6:3181"\n')  # a cookie, not running
+    assert candidates(shell, request, "bkctl decommission 10.0.0.") in (["10.0.0.6:3181"], ["6:3181"])
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_global_options_complete_after_the_command(shell, request, zkstore):
+    make_ledgers(zkstore, LEDGER_IDS)
+    assert candidates(shell, request, "bkctl ledger show --json 7") == ["7", "71", "712"]
+    assert candidates(shell, request, "bkctl ledger show 7 --js") == ["--json"]
+    assert candidates(shell, request, "bkctl ledger read 7 --fo") == ["--format"]
+
+
+def test_the_shell_completes_global_options_after_the_command(metadata_uri):
+    from bkctl.app import App
+    from bkctl.cli import cli
+    from bkctl.shell.completer import ShellCompleter
+
+    completer = ShellCompleter(cli, App(metadata_uri=metadata_uri))
+    assert completer.completions("ledger show 7 --js") == ["--json"]
+    assert set(completer.completions("ledger list --json --state ")) == {"open", "in_recovery", "closed"}
+
+
+def test_fish_completes_directories_for_export_out(env, tmp_path):
+    (tmp_path / "exports-here").mkdir()
+    (tmp_path / "exports-file").write_text("")
+    assert fish_candidates(env, f"bkctl export --out {tmp_path}/exports-") == [f"{tmp_path}/exports-here/"]
 
 
 BOOKIES = ["10.0.0.7:3181", "10.0.0.8:3181"]
@@ -319,7 +357,10 @@ def test_id_parameters_complete_from_the_cluster(monkeypatch):
             return ["424242"]
 
         def bookie_states(self):
-            return {"bookie-sentinel:3181": "writable"}
+            return {"bookie-sentinel:3181": "down"}  # stopped: decommission offers only those
+
+        def open_ledgers(self, ledger_ids):
+            return set(ledger_ids)  # all open: ledger close offers only those
 
     monkeypatch.setattr(completion, "_session_source", Source())
     missing = []

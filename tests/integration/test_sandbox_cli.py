@@ -88,7 +88,7 @@ def test_up_resumes_the_same_cluster_after_down(sandbox_dir):
 def test_up_with_autorecovery_runs_the_daemon_in_every_bookie(sandbox_dir):
     doc = json.loads(invoke("up", "--bookies", "2", "--autorecovery", "--dir", str(sandbox_dir), "--json").stdout)
     assert doc["autorecovery"] is True
-    ids = {b["id"] for b in doc["bookies"]}
+    ids = {b["bookie_id"] for b in doc["bookies"]}
     for b in doc["bookies"]:
         conf = (sandbox_dir / f"bookie-{doc['bookies'].index(b)}" / "bk_server.conf").read_text()
         assert "autoRecoveryDaemonEnabled=true" in conf
@@ -107,8 +107,9 @@ def test_up_with_autorecovery_runs_the_daemon_in_every_bookie(sandbox_dir):
 def test_human_output_ends_with_uri(sandbox_dir):
     result = invoke("up", "--bookies", "0", "--dir", str(sandbox_dir))
     assert result.exit_code == 0
-    last = result.stdout.strip().splitlines()[-1]
-    assert last.startswith("metadata URI: zk+hierarchical://127.0.0.1:")
+    uri_line, export_line = result.stdout.strip().splitlines()[-2:]
+    assert uri_line.startswith("metadata URI: zk+hierarchical://127.0.0.1:")
+    assert export_line.startswith(f"export BKCTL_METADATA_URI='{uri_line.split(': ', 1)[1]}'")
 
 
 def test_status_without_sandbox(tmp_path):
@@ -139,12 +140,12 @@ def test_up_with_a_bookie(sandbox_dir):
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     [bookie] = doc["bookies"]
-    assert bookie["id"] == f"127.0.0.1:{bookie['port']}"
+    assert bookie["bookie_id"] == f"127.0.0.1:{bookie['port']}"
     assert bookie["dirs"] == [str(sandbox_dir.resolve() / "bookie-0" / "journal"),
                               str(sandbox_dir.resolve() / "bookie-0" / "ledgers")]
     with ZKMetadataStore(doc["uri"]) as store:
-        assert store.writable_bookies() == [bookie["id"]]
-        assert store.get_cookie(bookie["id"]) is not None
+        assert store.writable_bookies() == [bookie["bookie_id"]]
+        assert store.get_cookie(bookie["bookie_id"]) is not None
 
     st = json.loads(invoke("status", "--dir", str(sandbox_dir), "--json").stdout)
     assert st["bookies"][0]["alive"] and st["bookies"][0]["registered"] == "writable"
@@ -156,6 +157,6 @@ def test_up_with_a_bookie(sandbox_dir):
 
     # up again restarts the same bookie (same port, same cookie-stamped dirs)
     again = json.loads(invoke("up", "--bookies", "1", "--dir", str(sandbox_dir), "--json").stdout)
-    assert again["bookies"][0]["id"] == bookie["id"]
+    assert again["bookies"][0]["bookie_id"] == bookie["bookie_id"]
     with ZKMetadataStore(again["uri"]) as store:
-        assert store.writable_bookies() == [bookie["id"]]
+        assert store.writable_bookies() == [bookie["bookie_id"]]

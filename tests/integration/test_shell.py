@@ -388,7 +388,7 @@ def test_json_format_switch(start_shell, metadata_uri):
     term.line("\\j")
     term.expect("output: json")
     term.line("autorecovery status")
-    term.expect(r'\{"auditor": null, "enabled": true')
+    term.expect(r'\{\n  "auditor": null,\n  "enabled": true')  # indented on a terminal
     term.line("format table")
     term.expect("output: table")
     term.line("autorecovery status")

@@ -287,7 +287,8 @@ def test_entry_rendering_and_metadata_pairs():
     with pytest.raises(ValueError):
         parse_custom_metadata(["novalue"])
     assert entry_doc(1, 2, b"h\xffi", "text") == {"ledger_id": 1, "entry_id": 2, "length": 3,
-                                                   "encoding": "utf-8", "payload": "h\ufffdi"}
+                                                   "encoding": "base64", "payload": "aP9p"}  # never mangled
+    assert entry_doc(1, 3, "hé".encode(), "text")["payload"] == "hé"
     assert entry_doc(1, 2, b"\x00\x01", "hex")["payload"] == "0001"
     assert entry_doc(1, 2, b"\x00\x01", "raw") == {"ledger_id": 1, "entry_id": 2, "length": 2,
                                                    "encoding": "base64", "payload": "AAE="}

@@ -110,8 +110,9 @@ async def describe_bookie(client, bookie_id: str) -> dict:
     """What ZooKeeper and the bookie itself say about a bookie: registration
     state, cookie, published service info, and GET_BOOKIE_INFO's disk
     figures (v3).  A bookie with neither a registration nor a cookie is
-    :class:`UnknownBookie` (not found); one that does not
-    answer fails with the connection's Unreachable error."""
+    :class:`UnknownBookie` (not found); one that does not answer is
+    described all the same, with ``reachable`` False, ``error`` saying
+    why and no disk figures."""
     store = client.store
 
     def from_zookeeper():
@@ -132,7 +133,14 @@ async def describe_bookie(client, bookie_id: str) -> dict:
         address = info.rpc_address(bookie_id) if info is not None else parse_bookie_id_address(bookie_id)
     except ValueError:
         address = None
-    total, free = await client.pool.get(bookie_id).bookie_info()
+    from bkctl.wire.errors import Unreachable
+
+    try:
+        total, free = await client.pool.get(bookie_id).bookie_info()
+        error = None
+    except Unreachable as exc:  # what ZooKeeper knows is still worth showing
+        total = free = None
+        error = str(exc) or type(exc).__name__
     return {
         "bookie_id": bookie_id,
         "state": state,
@@ -152,4 +160,6 @@ async def describe_bookie(client, bookie_id: str) -> dict:
             "properties": info.property_map,
         },
         "disk": {"total_bytes": total, "free_bytes": free},
+        "reachable": error is None,
+        "error": error,
     }

@@ -1,0 +1,137 @@
+"""The "Examples" of every command's --help and man page, in one place.
+
+Keyed by the command's path; :func:`attach` puts them on the commands (an
+``Examples:`` epilog for ``--help``, ``cmd.examples`` for tools/gen_docs.py).
+A new command gets its examples by adding a key here (a unit test checks
+that every command has some and that they parse).
+"""
+from __future__ import annotations
+
+import click
+
+EXAMPLES: dict[str, list[tuple[str, str]]] = {
+    "ledger list": [("bkctl ledger list", "every ledger id"),
+                    ("bkctl ledger list --state open", "open ledgers, with their LAC"),
+                    ("bkctl ledger list --bookie 10.0.0.3:3181 --json", "ledgers on a bookie, as JSON lines"),
+                    ("bkctl ledger list --meta 'pulsar/managed-ledger=public/default/*' --totals",
+                     "a namespace's ledgers, with totals"),
+                    ("bkctl ledger list --open-longer-than 1d", "ledgers left open")],
+    "ledger show": [("bkctl ledger show 42", "metadata, and the LAC if it is open"),
+                    ("bkctl ledger show 42 --json | jq .segments", "its ensembles")],
+    "ledger delete": [("bkctl ledger delete 42", "asks first on a terminal"),
+                      ("bkctl ledger delete 42 --force", "in a script")],
+    "ledger create": [("bkctl ledger create", "3/2/2, CRC32C, empty password; prints the id"),
+                      ("bkctl ledger create -e 5 -w 3 -a 2 --meta app=orders", "with custom metadata")],
+    "ledger add": [("bkctl ledger add 42 hello world", "two entries"),
+                   ("seq 1 1000 | bkctl ledger add 42 -", "one entry per line of stdin"),
+                   ("bkctl ledger add 42 -f image.png --binary", "a whole file as one entry")],
+    "ledger read": [("bkctl ledger read 42", "every confirmed entry"),
+                    ("bkctl ledger read 42 --from 100 --to 199 --format hex", "a range, in hex"),
+                    ("bkctl ledger read 42 --json | head -1", "the first entry as JSON"),
+                    ("bkctl ledger read 42 --bookie 10.0.0.3:3181", "one replica, straight from its bookie")],
+    "ledger close": [("bkctl ledger close 42", "recover and close an open ledger")],
+    "ledger fence": [("bkctl ledger fence 42", "stop its writer without closing it")],
+    "ledger recover": [("bkctl ledger recover 42", "fence, write the tail back, close")],
+    "ledger tail": [("bkctl ledger tail 42", "follow new entries until Ctrl-C"),
+                    ("bkctl ledger tail 42 --from 0 --json", "from the start, as JSON lines")],
+    "bookie list": [("bkctl bookie list", "every bookie with its state"),
+                    ("bkctl bookie list --readonly --down", "only read-only and down bookies"),
+                    ("bkctl bookie list --disk", "free and used disk, with the cluster's total")],
+    "bookie info": [("bkctl bookie info 10.0.0.3:3181", "registration, cookie, endpoints, disk")],
+    "bookieformat": [("bkctl bookieformat -c /etc/bookkeeper/bk_server.conf", "wipe a stopped bookie's data"),
+                     ("bkctl bookieformat -c bk_server.conf --force --delete-cookie", "and its cookie, no questions")],
+    "upgrade": [("bkctl upgrade -c /etc/bookkeeper/bk_server.conf --upgrade", "move old layouts into current/"),
+                ("bkctl upgrade -c /etc/bookkeeper/bk_server.conf --finalize", "then drop the old files")],
+    "cluster info": [("bkctl cluster info", "the cluster in use"),
+                     ("bkctl --cluster prod cluster info --json", "a named cluster, as JSON")],
+    "metaformat": [("bkctl metaformat", "asks before wiping existing metadata"),
+                   ("bkctl metaformat --non-interactive --force", "in a script")],
+    "autorecovery run": [("bkctl autorecovery run --bookie-id 10.0.0.3:3181", "the daemon for that host's bookie"),
+                         ("bkctl autorecovery run -o lostBookieRecoveryDelay=60", "with a setting")],
+    "autorecovery whoisauditor": [("bkctl autorecovery whoisauditor", "the elected auditor")],
+    "autorecovery trigger-audit": [("bkctl autorecovery trigger-audit", "audit now")],
+    "autorecovery query-status": [("bkctl autorecovery query-status", "ledgers being re-replicated")],
+    "autorecovery status": [("bkctl autorecovery status", "switch, delay, marks, auditor")],
+    "autorecovery enable": [("bkctl autorecovery enable", "after a rolling restart")],
+    "autorecovery disable": [("bkctl autorecovery disable", "before a rolling restart")],
+    "autorecovery lost-bookie-delay": [("bkctl autorecovery lost-bookie-delay", "the current delay"),
+                                       ("bkctl autorecovery lost-bookie-delay 15m", "wait 15 minutes")],
+    "autorecovery underreplicated": [("bkctl autorecovery underreplicated", "marked ledgers"),
+                                     ("bkctl autorecovery underreplicated --count", "how many")],
+    "recover": [("bkctl recover 10.0.0.3:3181 --dry-run", "the plan, nothing changed"),
+                ("bkctl recover 10.0.0.3:3181 --force", "copy a lost bookie's data, no questions"),
+                ("bkctl recover 10.0.0.3:3181 --ledger 42 --rate 10000000", "one ledger, at most 10 MB/s")],
+    "decommission": [("bkctl decommission 10.0.0.3:3181", "retire a stopped bookie"),
+                     ("bkctl decommission 10.0.0.3:3181 --no-daemons --force", "copying from this process")],
+    "simpletest": [("bkctl simpletest", "100 entries on 3/2/2"),
+                   ("bkctl simpletest -e 2 -w 2 -a 2 -n 1000", "on two bookies")],
+    "bench": [("bkctl bench", "10,000 adds of 100 bytes"),
+              ("bkctl bench --size 4096 --entries 50000 --inflight 512", "bigger entries, more in flight")],
+    "export": [("bkctl export --out /data/bk --ledgers 1,2,5-9", "some ledgers to Parquet"),
+               ("bkctl export --out /data/bk --all --since 7d --append", "last week's ledgers, added")],
+    "sandbox up": [("bkctl sandbox up --bookies 3", "start; prints the export line for the URI"),
+                   ("bkctl sandbox up --json | jq -r .uri", "the URI alone")],
+    "sandbox status": [("bkctl sandbox status", "what is running")],
+    "sandbox down": [("bkctl sandbox down", "stop it, keep the data"),
+                     ("bkctl sandbox down --purge", "and delete the data")],
+    "shell": [("bkctl shell", "on the default cluster"),
+              ("bkctl --cluster prod shell", "on the cluster named prod"),
+              ("bkctl shell < commands.txt", "run a script, one command per line")],
+    "completion show": [("bkctl completion show zsh", "print the zsh completion script")],
+    "completion install": [("bkctl completion install bash", "install it for bash")],
+    "cookie get": [("bkctl cookie get 10.0.0.3:3181", "the cookie, decoded"),
+                   ("bkctl cookie get 10.0.0.3:3181 --raw", "the text exactly as stored")],
+    "cookie create": [("bkctl cookie create 10.0.0.3:3181 --from-file cookie.txt", "put back a saved cookie")],
+    "cookie update": [("bkctl cookie update 10.0.0.3:3181 --from-file cookie.txt", "replace it (compare-and-set)")],
+    "cookie delete": [("bkctl cookie delete 10.0.0.3:3181", "asks first on a terminal"),
+                      ("bkctl cookie delete 10.0.0.3:3181 --force", "in a script")],
+    "cookie generate": [("bkctl cookie generate 10.0.0.3:3181 -j /bk/journal -l /bk/l1,/bk/l2 -o cookie.txt",
+                         "a cookie for these directories")],
+    "cookie admin": [("bkctl cookie admin -c bk_server.conf --list", "a stopped bookie's cookies"),
+                     ("bkctl cookie admin -c bk_server.conf --from-id 10.0.0.3:3181", "after an address change"),
+                     ("bkctl cookie admin -c bk_server.conf --expand", "accept new empty ledger dirs")],
+    "bookie replace-id": [("bkctl bookie replace-id 10.0.0.3:3181 bk3.example.com:3181 --dry-run", "count only"),
+                          ("bkctl bookie replace-id 10.0.0.3:3181 bk3.example.com:3181 --force --rate 100",
+                           "rewrite, 100 ledgers/s")],
+    "bookie readonly": [("bkctl bookie readonly 10.0.0.3:3181 on", "stop new writes to it"),
+                        ("bkctl bookie readonly 10.0.0.3:3181 off", "writable again")],
+    "bookie gc": [("bkctl bookie gc 10.0.0.3:3181", "run its garbage collection now"),
+                  ("bkctl bookie gc 10.0.0.3:3181 --status", "whether it runs")],
+    "bookie state": [("bkctl bookie state 10.0.0.3:3181", "its state from its HTTP admin")],
+    "bookie check": [("bkctl bookie check -c bk_server.conf", "every indexed entry readable and intact"),
+                     ("bkctl bookie check -c bk_server.conf --offline", "without ZooKeeper: ids only")],
+    "bookie inspect journal": [("bkctl bookie inspect journal -c bk_server.conf --ledger 42", "its journal records"),
+                               ("bkctl bookie inspect journal -c bk_server.conf --digest crc32c",
+                                "payloads as text")],
+    "bookie inspect entrylog": [("bkctl bookie inspect entrylog -c bk_server.conf --ledger 42 --entry 0",
+                                 "one entry in the entry logs")],
+    "bookie inspect index": [("bkctl bookie inspect index -c bk_server.conf --ledger 42", "where its entries are")],
+    "bookie inspect lastmark": [("bkctl bookie inspect lastmark -c bk_server.conf", "the journal's checkpoint")],
+    "bookie inspect files": [("bkctl bookie inspect files -c bk_server.conf", "journal, log and index files")],
+    "ledger metadata dump": [("bkctl ledger metadata dump 42 ledger-42.meta", "back up its metadata")],
+    "ledger metadata restore": [("bkctl ledger metadata restore ledger-42.meta", "recreate ledger 42"),
+                                ("bkctl ledger metadata restore saved.meta -l 42 --force", "replace it")],
+    "cluster nuke": [("bkctl cluster nuke --instance-id 6f1c...", "delete the cluster's metadata, checked"),
+                     ("bkctl cluster nuke --force", "no questions, no check")],
+}
+
+
+def attach(root: click.Group) -> None:
+    """Give every command under ``root`` its examples (``--help`` epilog and ``cmd.examples``)."""
+    for path, cmd in walk(root):
+        examples = EXAMPLES.get(" ".join(path))
+        if not examples:
+            continue
+        cmd.examples = examples
+        width = max(len(line) for line, _ in examples)
+        text = "\n".join(f"  {line.ljust(width)}  # {what}" for line, what in examples)
+        cmd.epilog = "\b\nExamples:\n" + text + (f"\n\n{cmd.epilog}" if cmd.epilog else "")
+
+
+def walk(group: click.Group, path: tuple[str, ...] = ()):
+    """``(path, command)`` of every command (not group) under ``group``."""
+    for name, cmd in sorted(group.commands.items()):
+        if isinstance(cmd, click.Group):
+            yield from walk(cmd, path + (name,))
+        else:
+            yield path + (name,), cmd
