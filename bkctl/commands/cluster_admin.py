@@ -27,7 +27,8 @@ def nuke(app: App, instance_id: str | None, force: bool):
 
     if instance_id is None and not force:
         raise CommandError("give --instance-id ID (the cluster's INSTANCEID) or --force", USAGE)
-    store = app.store
+    # --force also finishes a nuke that was interrupted (LAYOUT already gone)
+    store = app.connect_store() if instance_id is None else app.store
     confirm_destructive(app, f"Delete the whole BookKeeper cluster at {app.metadata_uri}? All its ledgers are lost.",
                         force, f"nuke the cluster at {app.metadata_uri}")
     nuked = store.nuke_cluster(instance_id=instance_id) if instance_id is not None else store.nuke_cluster(force=True)
