@@ -255,7 +255,8 @@ def test_piped_tables_are_neither_wrapped_nor_padded(cluster_env):
     new_ledger(cluster_env, b"a\n")
     out = ok(run(cluster_env, "ledger", "list", "--state", "open"))
     lines = out.splitlines()
-    assert len(lines) == 2 and max(map(len, lines)) > 80  # three bookie ids on one line
+    assert len(lines) == 3 and max(map(len, lines)) > 80  # three bookie ids on one line
+    assert lines[-1].startswith("1 ledger, ")  # the totals of a filtered list
     assert all(line == line.rstrip() for line in lines)
 
 
