@@ -446,6 +446,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("nettyMaxFrameSizeBytes", "int", 5 * 1024 * 1024,
            "Largest request frame accepted from a client; larger frames are rejected.",
            "server", unit="bytes", min=1, max=_JAVA_INT_MAX),
+    Option("shutdownTimeoutMs", "int", 5000,
+           "Longest a shutdown (SIGTERM) may take: unregistering from ZooKeeper is tried once within "
+           "at most half of it, and an unreachable ZooKeeper never holds the process past it "
+           "(the journals are closed first, so acknowledged entries are durable either way).",
+           "server", unit="ms", min=100, max=_JAVA_INT_MAX),
     # -- http ---------------------------------------------------------------
     Option("httpServerEnabled", "bool", False,
            "Whether to start the HTTP admin server.",
@@ -880,6 +885,7 @@ class BookieConfig:
     max_adds_in_progress_limit: int
     max_reads_in_progress_limit: int
     netty_max_frame_size_bytes: int
+    shutdown_timeout_ms: int
     http_server_enabled: bool
     http_server_port: int
     http_server_host: str

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -20,6 +21,7 @@ from twisted.python.failure import Failure
 
 from bkctl.wire import sdnotify
 from bkctl.wire.serviceinfo import BookieServiceInfo
+from bkctl.wire.shutdown import ExitDeadline, call_with_timeout
 
 from . import identity, layout
 from .bookie import Bookie
@@ -71,6 +73,8 @@ class BookieService:
         self._checkpointing = False
         self._disk_warned = False  # over diskUsageWarnThreshold at the last check
         self.notifier = sdnotify.Notifier.from_environment()
+        self._exit_deadline = ExitDeadline("bookie shutdown")
+        self._signalled = False  # SIGTERM/SIGINT received
 
     # -- start-up --------------------------------------------------------------
     def start(self) -> None:
@@ -148,6 +152,7 @@ class BookieService:
         self._every(cfg.gc_wait_time / 1000.0, self._gc, now=False)
         self.running = True
         self.reactor.addSystemEventTrigger("before", "shutdown", self.stop)
+        self.reactor.callWhenRunning(self._deadline_on_signals)
         self.reactor.callWhenRunning(self._register)
         self._tune_runtime()
 
@@ -209,9 +214,11 @@ class BookieService:
                 self._start_autorecovery()
 
         def failed(f):
+            if self.stopping:  # SIGTERM before ZooKeeper answered: nothing to register for
+                return
             log.error("cannot register in ZooKeeper: %s", f.value)
             self.exit_code = 1
-            self.reactor.stop()
+            self._stop_reactor()
 
         d.addCallbacks(registered, failed)
         return d
@@ -342,7 +349,7 @@ class BookieService:
             log.error("bookie would turn read-only (%s), but readOnlyModeEnabled=false: shutting down",
                       self.bookie.readonly_reason)
             self.exit_code = 1
-            self.reactor.stop()
+            self._stop_reactor()
             return
         d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(),
                                       self.zk.register_bookie, self.bookie_id, self._service_info(),
@@ -437,18 +444,49 @@ class BookieService:
                              "(until a checkpoint succeeds again)")
 
     # -- shutdown ---------------------------------------------------------------
+    def _arm_exit_deadline(self) -> None:
+        self._exit_deadline.arm(self.cfg.shutdown_timeout_ms / 1000.0, lambda: self.exit_code)
+
+    def _deadline_on_signals(self) -> None:
+        """Arm the exit deadline in the signal handler itself (wrapping the
+        reactor's): a reactor blocked on a ZooKeeper call would never run stop()."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous = signal.getsignal(sig)
+            if not callable(previous):
+                continue
+
+            def handler(signum, frame, previous=previous):
+                self._arm_exit_deadline()
+                if not self._signalled:  # a second reactor.stop() would raise ReactorNotRunning
+                    self._signalled = True
+                    previous(signum, frame)
+
+            signal.signal(sig, handler)
+
+    def _stop_reactor(self) -> None:
+        """Stop the reactor unless a shutdown is under way (stopping it twice raises ReactorNotRunning)."""
+        if not self.stopping:
+            self.reactor.stop()
+
     @defer.inlineCallbacks
     def stop(self):
+        """Bounded by shutdownTimeoutMs: the journals and entry stores are closed
+        first; ZooKeeper (unregister, close) gets what is left, at most half the
+        budget each, in threads that are abandoned if it does not answer; and
+        an :class:`ExitDeadline` ends the process if anything else hangs."""
         if self.stopping:
             return
         self.stopping = True
+        budget = self.cfg.shutdown_timeout_ms / 1000.0
+        deadline = time.monotonic() + budget
+        self._arm_exit_deadline()
         log.info("shutting down")
         self.notifier.stopping()
         if self.autorecovery is not None:
             try:
-                yield self.autorecovery.stopService()
+                yield self.autorecovery.stopService().addTimeout(budget / 4, self.reactor)
             except Exception as e:  # noqa: BLE001 - the bookie still stops cleanly
-                log.warning("autorecovery daemon: %s", e)
+                log.warning("autorecovery daemon: %s", e or type(e).__name__)
         for loop in self._loops:
             if loop.running:
                 loop.stop()
@@ -471,9 +509,14 @@ class BookieService:
         for j, m in zip(self.journals, marks):
             j.checkpoint(m)
         if self.zk is not None:
-            try:
-                yield threads.deferToThreadPool(self.reactor, pool, self.zk.unregister_bookie, self.bookie_id)
-            except Exception as e:
-                log.warning("could not unregister: %s", e)
-            yield threads.deferToThreadPool(self.reactor, pool, self.zk.close)
+            for what, fn, args in (("unregister", self.zk.unregister_bookie, (self.bookie_id,)),
+                                   ("close the ZooKeeper session", self.zk.close, ())):
+                left = min(budget / 2, deadline - time.monotonic() - 0.2)
+                try:
+                    yield call_with_timeout(self.reactor, fn, *args, timeout=max(left, 0.05), what=what)
+                except defer.TimeoutError:
+                    log.warning("could not %s: ZooKeeper did not answer within %.1f s", what, max(left, 0.05))
+                    break
+                except Exception as e:  # noqa: BLE001 - the bookie still stops
+                    log.warning("could not %s: %s", what, e)
         log.info("stopped")
