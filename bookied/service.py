@@ -29,6 +29,7 @@ from bkctl.wire.errors import BKError
 
 from .config import (
     BookieConfig,
+    ConfigError,
     resolve_bookie_address,
     resolve_bookie_id,
     resolve_listen_host,
@@ -49,6 +50,34 @@ GC_THRESHOLD = (10_000, 10, 10)
 
 class ReadOnlyNotAllowed(BKError):
     """The bookie would start read-only, but readOnlyModeEnabled=false."""
+
+
+class ClusterNotReady(BKError):
+    """ZooKeeper answers but holds no initialised cluster at the configured root."""
+
+
+class PortInUse(BKError):
+    """Another process listens on bookiePort."""
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Bind ``host:port`` as the listener will (SO_REUSEADDR, as Twisted does) and
+    let it go; raises :class:`PortInUse`.  Port 0 (allowEphemeralPorts) is always free."""
+    import errno
+    import socket
+
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise PortInUse(f"bookiePort {port} on {host} is in use by another process "
+                                f"(another bookie on this host?)") from None
+            raise
 
 
 class BookieService:
@@ -86,18 +115,21 @@ class BookieService:
         ledger_dirs = list(cfg.ledger_directories)
         # bookied keeps its index beside its entry logs; configured index dirs only enter the cookie
         index_dirs = [] if cfg.is_derived("indexDirectories") else list(cfg.index_directories)
-        layout.prepare_dirs(list(dict.fromkeys(journal_dirs + ledger_dirs + index_dirs)))
+        # the port first: a bookie that cannot listen must not touch its directories or ZooKeeper
+        check_port_free(resolve_listen_host(cfg), cfg.bookie_port)
+        self._prepare_dirs(journal_dirs, ledger_dirs, index_dirs)
 
         from bkctl.wire.zkstore import ZKMetadataStore
 
         if not cfg.metadata_service_uri:
-            raise identity.IdentityError("no metadataServiceUri (or zkServers) configured")
+            raise ConfigError("metadataServiceUri: not set (nor zkServers): the bookie needs its cluster",
+                              key="metadataServiceUri")
         self.zk = ZKMetadataStore(cfg.metadata_service_uri, timeout=cfg.zk_timeout / 1000.0)
         self.zk.start()
         instance_id = self.zk.instance_id()
         if instance_id is None:
-            raise identity.IdentityError(f"no cluster at {cfg.metadata_service_uri} (no INSTANCEID); "
-                                         f"initialise it first, e.g. 'bkctl metaformat'")
+            raise ClusterNotReady(f"no cluster at {cfg.metadata_service_uri} (no INSTANCEID); "
+                                  f"initialise it first, e.g. 'bkctl metaformat'")
         cookie = identity.expected_cookie(self.bookie_id, journal_dirs, ledger_dirs, index_dirs, instance_id)
         outcome = identity.check_and_stamp(self.zk, cookie, allow_expansion=cfg.allow_storage_expansion)
         log.info("bookie %s: cookie %s (instance %s)", self.bookie_id, outcome, instance_id)
@@ -155,6 +187,31 @@ class BookieService:
         self.reactor.callWhenRunning(self._deadline_on_signals)
         self.reactor.callWhenRunning(self._register)
         self._tune_runtime()
+
+    def _prepare_dirs(self, journal_dirs, ledger_dirs, index_dirs) -> None:
+        """layout.prepare_dirs; a directory that cannot be created is a
+        configuration error naming the directory and its key, and so is one
+        under a private /tmp (systemd's PrivateTmp=yes deletes it at every stop:
+        the default journal and ledger directories are under /tmp)."""
+        if layout.private_tmp():
+            for key, dirs in (("journalDirectories", journal_dirs), ("ledgerDirectories", ledger_dirs),
+                              ("indexDirectories", index_dirs)):
+                for d in dirs:
+                    if layout.under_tmp(d):
+                        raise ConfigError(f"{key}: {d} is under a private /tmp (systemd PrivateTmp=yes) that is "
+                                          f"deleted when the service stops; set {key} to a persistent "
+                                          f"directory such as /var/lib/bookkeeper/...", key=key, value=d)
+        try:
+            layout.prepare_dirs(list(dict.fromkeys(journal_dirs + ledger_dirs + index_dirs)))
+        except OSError as e:
+            where = e.filename or ""
+            key = next((k for k, dirs in (("journalDirectories", journal_dirs),
+                                          ("ledgerDirectories", ledger_dirs),
+                                          ("indexDirectories", index_dirs))
+                        if any(where == d or where.startswith(d.rstrip("/") + "/") for d in dirs)),
+                       "journalDirectories/ledgerDirectories")
+            raise ConfigError(f"{key}: cannot create {where or 'a directory'}: {e.strerror or e}",
+                              key=key, value=where) from None
 
     def _initial_state(self) -> None:
         """Read-only from the start (forceReadOnlyBookie, a full disk), which

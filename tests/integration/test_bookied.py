@@ -167,7 +167,7 @@ def test_cookie_mismatch_refuses_to_start(bookies, tmp_path):
     bookie.settings["ledgerDirectories"] = tmp_path / "other-ledgers"
     bookie.launch()
     rc = bookie.proc.wait(timeout=30)
-    assert rc == 1
+    assert rc == 3  # refused: a restart cannot help (bookied.service's RestartPreventExitStatus=)
     assert "cookie" in bookie.log_tail() and "mismatch" in bookie.log_tail()
 
 
@@ -176,7 +176,7 @@ def test_missing_cookie_directory_refuses_to_start(bookies):
     bookie.stop()
     os.remove(bookie.ledger_dir / "current" / "VERSION")
     bookie.launch()
-    assert bookie.proc.wait(timeout=30) == 1
+    assert bookie.proc.wait(timeout=30) == 3
     assert "without a cookie" in bookie.log_tail()
 
 
