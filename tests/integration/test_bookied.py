@@ -19,20 +19,6 @@ pytestmark = pytest.mark.integration
 KEY = master_key(b"pw")
 
 
-@pytest.fixture
-def bookies(tmp_path, metadata_uri):
-    started: list[BookieProcess] = []
-
-    def make(name="b0", **settings) -> BookieProcess:
-        b = BookieProcess(tmp_path / name, metadata_uri, **settings)
-        started.append(b)
-        return b
-
-    yield make
-    for b in started:
-        b.kill()
-
-
 def package(ledger, entry, payload=None, lac=-1):
     payload = payload if payload is not None else f"entry-{ledger}-{entry}".encode()
     return DigestManager(ledger, DigestType.CRC32C, b"pw").package(entry, lac, 0, payload)

@@ -20,20 +20,6 @@ from bkctl.wire.zkstore import ZKMetadataStore
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def bookies(tmp_path, metadata_uri):
-    started: list[BookieProcess] = []
-
-    def make(name="b0", **settings) -> BookieProcess:
-        b = BookieProcess(tmp_path / name, metadata_uri, **settings)
-        started.append(b)
-        return b
-
-    yield make
-    for b in started:
-        b.kill()
-
-
 def _log_lines(bookie: BookieProcess) -> list[str]:
     return bookie.log_path.read_text().splitlines()
 
