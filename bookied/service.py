@@ -56,6 +56,15 @@ class ClusterNotReady(BKError):
     """ZooKeeper answers but holds no initialised cluster at the configured root."""
 
 
+class NoRoomForCheckpoint(OSError):
+    """A disk over diskUsageThreshold has no room for what a checkpoint would write."""
+
+
+def _free_bytes(path: str) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
 class PortInUse(BKError):
     """Another process listens on bookiePort."""
 
@@ -101,6 +110,8 @@ class BookieService:
         self._loops: list[task.LoopingCall] = []
         self._checkpointing = False
         self._disk_warned = False  # over diskUsageWarnThreshold at the last check
+        self._disk_check_pending = False  # a write-path disk check is on its way to the reactor
+        self._checkpoint_waiting = False  # checkpoints postponed for want of room
         self.notifier = sdnotify.Notifier.from_environment()
         self._exit_deadline = ExitDeadline("bookie shutdown")
         self._signalled = False  # SIGTERM/SIGINT received
@@ -148,7 +159,8 @@ class BookieService:
                                  preallocate_mb=cfg.journal_pre_alloc_size_mb,
                                  dispatch=dispatch, inline=self._at_end_of_iteration,
                                  inline_dispatch=self._journal_inline_dispatch,
-                                 on_fsync=self.metrics.fsync_latency.observe)
+                                 on_fsync=self.metrics.fsync_latency.observe,
+                                 on_grow=self._disk_check_soon)
                          for d in journal_dirs]
         cache = cfg.db_storage_write_cache_max_size_mb * 1024 * 1024 // len(ledger_dirs)
         self.stores = [EntryStore(d, write_cache_max_bytes=cache, on_flush_needed=self._flush_needed)
@@ -342,7 +354,19 @@ class BookieService:
         self._checkpointing = True
         marks = [j.mark() for j in self.journals]
 
+        disk_full = "disk" in self.bookie.readonly_causes if self.bookie is not None else False
+        reserve = self.cfg.min_usable_size_for_entry_log_creation
+
         def work():
+            for s in self.stores:
+                if disk_full and s.cached_bytes:
+                    free = _free_bytes(s.directory)
+                    if free < s.cached_bytes + reserve:
+                        # keep the entries in the write cache and the journal (not trimmed):
+                        # the next checkpoint tries again, once there is room
+                        raise NoRoomForCheckpoint(
+                            f"{s.directory}: {free} bytes free, a checkpoint needs {s.cached_bytes} "
+                            f"plus minUsableSizeForEntryLogCreation {reserve}")
             for s in self.stores:
                 s.flush()
             for j, m in zip(self.journals, marks):
@@ -351,10 +375,20 @@ class BookieService:
         def done(result):
             self._checkpointing = False
             bookie = self.bookie
+            if bookie is not None and not self.stopping:
+                self._check_disks()  # the entry logs grew: look at the disks now
             if not isinstance(result, Failure):
+                if self._checkpoint_waiting:
+                    log.info("checkpoint done: there is room again")
+                self._checkpoint_waiting = False
                 if bookie is not None:
                     bookie.clear_readonly("ledger")  # the entry logs take writes again
                 return result
+            if isinstance(result.value, NoRoomForCheckpoint):
+                if not self._checkpoint_waiting:
+                    log.warning("checkpoint postponed: %s", result.value)
+                self._checkpoint_waiting = True
+                return None
             log.error("checkpoint failed: %s", result.value)
             if isinstance(result.value, OSError) and bookie is not None:
                 # ENOSPC, EIO...: the entries stay in the write cache (readable, and
@@ -368,27 +402,46 @@ class BookieService:
 
     def disk_usage(self) -> float:
         """The fullest of the journal and ledger filesystems, as a fraction."""
-        worst = 0.0
+        return self._disk_stats()[0]
+
+    def _disk_stats(self) -> tuple[float, int]:
+        """(usage of the fullest journal/ledger filesystem, fewest free bytes on any)."""
+        worst, least = 0.0, None
         for d in list(self.cfg.journal_directories) + list(self.cfg.ledger_directories):
             st = os.statvfs(d)
             if st.f_blocks:
                 worst = max(worst, 1.0 - st.f_bavail / st.f_blocks)
-        return worst
+            free = st.f_bavail * st.f_frsize
+            least = free if least is None else min(least, free)
+        return worst, least or 0
+
+    def _disk_check_soon(self) -> None:
+        """From the journal's thread when it created or preallocated a file: check
+        the disks in the reactor thread now, not at the next diskCheckInterval."""
+        if not self._disk_check_pending:
+            self._disk_check_pending = True
+            self.reactor.callFromThread(self._check_disks)
 
     def _check_disks(self) -> None:
+        self._disk_check_pending = False
         bookie = self.bookie
         try:
-            usage = self.disk_usage()
+            usage, free = self._disk_stats()
         except OSError as e:
             log.error("disk check failed: %s", e)
             return
         cfg = self.cfg
+        # Java's "available for high-priority writes": recovery adds and fences of a
+        # read-only bookie need the room this keeps
+        bookie.allow_high_priority_writes = free >= cfg.min_usable_size_for_high_priority_writes
         if usage >= cfg.disk_usage_threshold:
             if "disk" not in bookie.readonly_causes:
                 bookie.mark_readonly("disk", f"disk usage {usage:.1%} over diskUsageThreshold "
                                              f"{cfg.disk_usage_threshold:.0%}")
         elif usage < cfg.disk_usage_lwm_threshold:  # hysteresis: writable again only below the LWM
             bookie.clear_readonly("disk")
+            if self._checkpoint_waiting and self.running:
+                self._checkpoint()  # what waited for room (journal replay included) goes out now
         if usage < cfg.disk_usage_warn_threshold:
             self._disk_warned = False
         elif not self._disk_warned:
@@ -472,7 +525,8 @@ class BookieService:
 
     def state(self) -> dict:
         return {"running": self.is_running(), "readOnly": self.is_readonly(),
-                "shuttingDown": self.stopping, "availableForHighPriorityWrites": True}
+                "shuttingDown": self.stopping,
+                "availableForHighPriorityWrites": bool(self.bookie and self.bookie.allow_high_priority_writes)}
 
     def set_readonly(self, readonly: bool, force: bool = False) -> None:
         """The HTTP admin switch.  Writable again clears what the admin set;

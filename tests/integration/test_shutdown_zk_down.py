@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bookieproc import BookieProcess
+from tests.bookieproc import BookieProcess, wait_for
 from bkctl.wire.zkstore import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
@@ -44,15 +44,6 @@ def _registered(uri: str, bookie_id: str) -> bool:
         return bookie_id in zk.writable_bookies()
 
 
-def _wait(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out")
-
-
 @pytest.mark.parametrize("autorecovery", [False, True], ids=["bookie", "bookie+autorecovery"])
 def test_sigterm_ends_bookied_while_zookeeper_is_down(tmp_path, own_zookeeper, autorecovery):
     zk, uri = own_zookeeper
@@ -60,7 +51,7 @@ def test_sigterm_ends_bookied_while_zookeeper_is_down(tmp_path, own_zookeeper, a
                            autoRecoveryDaemonEnabled=str(autorecovery).lower())
     try:
         bookie.start()
-        _wait(lambda: _registered(uri, bookie.bookie_id))
+        wait_for(lambda: _registered(uri, bookie.bookie_id))
         zk.stop()
         time.sleep(1)  # the bookie's session has noticed: kazoo is reconnecting
         os.kill(bookie.proc.pid, signal.SIGTERM)
@@ -86,7 +77,7 @@ def test_sigterm_ends_autorecovery_run_while_zookeeper_is_down(tmp_path, own_zoo
                                  "--bookie-id", "auditor-test:3181"],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        _wait(lambda: "autorecovery daemon running" in log_path.read_text())
+        wait_for(lambda: "autorecovery daemon running" in log_path.read_text())
         zk.stop()
         time.sleep(1)
         proc.send_signal(signal.SIGTERM)
