@@ -27,6 +27,20 @@ def mount_tmpfs(path: Path, size_mb: int) -> None:
         raise CannotMount(f"mount -t tmpfs failed: {out.stderr.strip() or out.returncode}")
 
 
+def mount_ext4_image(path: Path, image: Path, size_mb: int) -> None:
+    """A loop-mounted ext4 in ``image`` (a file on the real disk, so its fsyncs
+    reach that disk: a competing writer there makes it a slow disk)."""
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        raise CannotMount("mounting a small filesystem needs root")
+    with open(image, "wb") as f:
+        f.truncate(size_mb * 1024 * 1024)
+    for cmd in (["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], ["mount", "-o", "loop", str(image), str(path)]):
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise CannotMount(f"{' '.join(cmd[:2])} failed: {out.stderr.strip() or out.returncode}")
+
+
 def unmount(path: Path) -> None:
     out = subprocess.run(["umount", str(path)], capture_output=True, text=True)
     if out.returncode != 0:  # something still holds it: detach now, freed once released
@@ -64,6 +78,14 @@ def usage(path: Path) -> float:
 def fill(path: Path, name: str, leave_bytes: int) -> Path:
     """Grow ``path/name`` until ``leave_bytes`` (about) are left free."""
     filler = path / name
+    st = os.statvfs(path)
+    room = st.f_bavail * st.f_frsize - leave_bytes
+    if room > 0:
+        with open(filler, "ab") as f:
+            try:  # instant where the filesystem allocates without writing (ext4, tmpfs)
+                os.posix_fallocate(f.fileno(), os.fstat(f.fileno()).st_size, room)
+            except OSError:
+                pass
     with open(filler, "ab") as f:
         chunk = b"\xa5" * (256 * 1024)
         while True:
