@@ -21,17 +21,21 @@ EXIT_OK = 0
 EXIT_CANNOT_START = 1
 EXIT_CONFIG = 2
 EXIT_REFUSED = 3
-#: Every exit status with its meaning: the epilog of --help and bookied(8) show these.
+#: Every exit status: (code, in short for --help, in full for bookied(8)).
 EXIT_STATUSES = (
-    (EXIT_OK, "Clean shutdown."),
-    (EXIT_CANNOT_START, "The bookie cannot start or register for now (ZooKeeper unreachable, bookiePort in "
-                        "use, an I/O error), or it stopped where it would have turned read-only while "
-                        "readOnlyModeEnabled=false; a restart may succeed."),
-    (EXIT_CONFIG, "Bad configuration or command line, including a directory that cannot be created; "
-                  "a restart cannot help."),
-    (EXIT_REFUSED, "The bookie refuses to start as the bookie its directories belong to: cookie mismatch, "
-                   "directories without a cookie or with an old layout, or a decommissioned bookie "
-                   "(cookie gone from ZooKeeper); a restart cannot help."),
+    (EXIT_OK, "clean shutdown", "Clean shutdown."),
+    (EXIT_CANNOT_START, "cannot start for now (ZooKeeper unreachable, port in use; or would have turned "
+                        "read-only with readOnlyModeEnabled=false)",
+     "The bookie cannot start or register for now (ZooKeeper unreachable, bookiePort in use, an I/O "
+     "error), or it stopped where it would have turned read-only while readOnlyModeEnabled=false; a "
+     "restart may succeed."),
+    (EXIT_CONFIG, "bad configuration",
+     "Bad configuration or command line, including a directory that cannot be created; a restart "
+     "cannot help."),
+    (EXIT_REFUSED, "refused: cookie mismatch or decommissioned bookie",
+     "The bookie refuses to start as the bookie its directories belong to: cookie mismatch, directories "
+     "without a cookie or with an old layout, or a decommissioned bookie (cookie gone from ZooKeeper); "
+     "a restart cannot help."),
 )
 
 
@@ -47,10 +51,8 @@ def _version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bookied", description="A wire-compatible Apache BookKeeper bookie.",
-        epilog="Every bk_server.conf key has a flag; see bookied.conf(5). Exit status: 0 clean shutdown, "
-               "1 cannot start for now (ZooKeeper unreachable, port in use; or would have turned read-only "
-               "with readOnlyModeEnabled=false), 2 bad configuration, 3 refused: cookie mismatch or "
-               "decommissioned bookie (see bookied(8)).")
+        epilog="Every bk_server.conf key has a flag; see bookied.conf(5). Exit status: "
+               + ", ".join(f"{code} {short}" for code, short, _ in EXIT_STATUSES) + " (see bookied(8)).")
     parser.add_argument("-c", "--conf", metavar="FILE", help="bk_server.conf to read")
     parser.add_argument("-V", "--version", action="version", version=f"bookied (bkctl) {_version()}")
     parser.add_argument("--log-level", default=os.environ.get("BOOKIED_LOG_LEVEL", "INFO"),

@@ -443,7 +443,7 @@ def bookied_page(version: str) -> str:
     ]
     from bkctl.bookied.main import EXIT_STATUSES
 
-    for code, meaning in EXIT_STATUSES:
+    for code, _short, meaning in EXIT_STATUSES:
         lines += [".TP", bold(str(code)), esc(meaning)]
     lines += [
         ".PP",
