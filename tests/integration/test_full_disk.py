@@ -7,8 +7,11 @@ CI=true they fail).  The periodic disk check is made rare (diskCheckInterval
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -108,10 +111,14 @@ def test_full_disks_go_read_only_before_enospc_and_a_ledger_on_them_is_recovered
         assert "over diskUsageThreshold" in log
         assert usage(p.journal_fs) < 0.99
 
-    # a fresh client fences and closes the ledger on the three read-only bookies
+    # the operator fences and closes the ledger on the three read-only bookies, no restart
+    out = subprocess.run([sys.executable, "-m", "bkctl", "-m", metadata_uri, "--json", "ledger", "recover",
+                          str(ledger_id), "--password", "pw"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["state"] == "CLOSED"
     recoverer = BlockingBookKeeper(metadata_uri, add_timeout=5.0, read_timeout=5.0, timeout=60)
     try:
-        handle = recoverer.recover(ledger_id, b"pw")
+        handle = recoverer.open(ledger_id, b"pw")
         last = handle.last_add_confirmed
         assert handle.is_closed and last >= max(acked)
         got = dict(handle.read(0, last))
