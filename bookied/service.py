@@ -163,7 +163,8 @@ class BookieService:
                                  on_grow=self._disk_check_soon)
                          for d in journal_dirs]
         cache = cfg.db_storage_write_cache_max_size_mb * 1024 * 1024 // len(ledger_dirs)
-        self.stores = [EntryStore(d, write_cache_max_bytes=cache, on_flush_needed=self._flush_needed)
+        self.stores = [EntryStore(d, write_cache_max_bytes=cache, on_flush_needed=self._flush_needed,
+                                  on_grow=self._disk_check_soon)
                        for d in ledger_dirs]
         self.bookie = Bookie(self.journals, self.stores, clock=self.reactor,
                              max_frame_size=cfg.netty_max_frame_size_bytes,

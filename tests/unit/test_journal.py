@@ -824,3 +824,15 @@ def test_checkpoint_keeps_journal_max_backups_old_files(jdir):
     j0.checkpoint(j0.mark())
     assert files(jdir) == [jmod.file_name(j0.current_file_id)]
     j0.close()
+
+
+def test_creating_and_preallocating_journal_files_calls_on_grow(jdir):
+    grown = []
+    j = Journal(jdir, max_group_wait_ms=0, preallocate_mb=0.001, on_grow=lambda: grown.append(1))
+    j.start()
+    assert len(grown) == 1  # the first file's preallocation
+    acks = Acks()
+    j.append(EntryRecord(1, 0, payload(0, 4000)), acks.cb(0))
+    acks.wait(1)
+    j.close()
+    assert len(grown) >= 2  # grown past the first step: checked again
