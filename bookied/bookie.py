@@ -24,6 +24,7 @@ from .journal import (
     ExplicitLacRecord,
     FenceRecord,
     JournalFull,
+    JournalNoSpace,
     JournalUnavailable,
     MasterKeyRecord,
 )
@@ -124,6 +125,11 @@ class Bookie:
             self.on_readonly_change(readonly)
 
     def _journal_failed(self, journal, error) -> None:
+        if isinstance(error, JournalNoSpace):
+            # the journal itself still works: read-only until the disk check finds room
+            # again (below diskUsageLwmThreshold), not until a restart
+            self.mark_readonly("disk", f"journal: {error}")
+            return
         self.mark_readonly("journal", f"journal write failed: {error}")
 
     # -- master key ------------------------------------------------------------
@@ -360,8 +366,9 @@ class Bookie:
             return (RC.EIO if rc == RC.EIO else RC.ENOENTRY), None, None
         return RC.EOK, explicit, last if rc == RC.EOK else None
 
-    def write_lac(self, ledger_id: int, lac: int, master_key: bytes, body: bytes, callback) -> None:
-        if self.readonly:
+    def write_lac(self, ledger_id: int, lac: int, master_key: bytes, body: bytes, callback, *,
+                  high_priority: bool = False) -> None:
+        if self.readonly and not (high_priority and self.allow_high_priority_writes):
             callback(RC.EREADONLY)
             return
         rc = self._check_key(ledger_id, master_key)

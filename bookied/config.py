@@ -446,6 +446,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("nettyMaxFrameSizeBytes", "int", 5 * 1024 * 1024,
            "Largest request frame accepted from a client; larger frames are rejected.",
            "server", unit="bytes", min=1, max=_JAVA_INT_MAX),
+    Option("shutdownTimeoutMs", "int", 5000,
+           "Longest a shutdown (SIGTERM) may take: unregistering from ZooKeeper is tried once within "
+           "at most half of it, and an unreachable ZooKeeper never holds the process past it "
+           "(the journals are closed first, so acknowledged entries are durable either way).",
+           "server", unit="ms", min=100, max=_JAVA_INT_MAX),
     # -- http ---------------------------------------------------------------
     Option("httpServerEnabled", "bool", False,
            "Whether to start the HTTP admin server.",
@@ -544,6 +549,17 @@ OPTIONS: tuple[Option, ...] = (
     Option("diskCheckInterval", "int", 10000,
            "Interval between checks of ledger and index disk usage.",
            "disk", unit="ms", min=1, max=_JAVA_INT_MAX),
+    Option("minUsableSizeForEntryLogCreation", "int", int(1.2 * 1024 ** 3),
+           "Free bytes a ledger filesystem over diskUsageThreshold must keep, beyond what a checkpoint "
+           "writes, for the checkpoint to write entry logs there (journal replay and recovery adds of a "
+           "read-only bookie); otherwise the entries stay in the write cache and the journal until there "
+           "is room.",
+           "disk", unit="bytes", min=0, max=_JAVA_LONG_MAX),
+    Option("minUsableSizeForHighPriorityWrites", "int", None,
+           "Free bytes every journal and ledger filesystem must have for a read-only bookie to accept "
+           "high-priority writes (recovery adds, high-priority explicit LAC writes; fences are always "
+           "accepted).",
+           "disk", unit="bytes", min=0, max=_JAVA_LONG_MAX, fallback="minUsableSizeForEntryLogCreation"),
     Option("readOnlyModeEnabled", "bool", True,
            "Whether the bookie may turn read-only (full disk, failed journal or entry-log write); "
            "when false it shuts down instead (exit status 1), refuses to start on a full disk, and "
@@ -639,8 +655,7 @@ IGNORED_KEYS: frozenset[str] = frozenset("""
     dbStorage_rocksDB_blockCacheSize dbStorage_rocksDB_writeBufferSizeMB
     dbStorage_rocksDB_sstSizeInMB dbStorage_rocksDB_blockSize dbStorage_rocksDB_bloomFilterBitsPerKey
     dbStorage_rocksDB_numLevels dbStorage_rocksDB_numFilesInLevel0 dbStorage_rocksDB_maxSizeInLevel1MB
-    minUsableSizeForIndexFileCreation minUsableSizeForEntryLogCreation
-    minUsableSizeForHighPriorityWrites allowMultipleDirsUnderSameDiskPartition
+    minUsableSizeForIndexFileCreation allowMultipleDirsUnderSameDiskPartition
     readOnlyModeOnAnyDiskFullEnabled persistBookieStatusEnabled
     enableLocalTransport disableServerSocketBind bookieDeathWatchInterval
     extraServerComponents ignoreExtraServerComponentsStartupFailures
@@ -880,6 +895,7 @@ class BookieConfig:
     max_adds_in_progress_limit: int
     max_reads_in_progress_limit: int
     netty_max_frame_size_bytes: int
+    shutdown_timeout_ms: int
     http_server_enabled: bool
     http_server_port: int
     http_server_host: str
@@ -904,6 +920,8 @@ class BookieConfig:
     disk_usage_warn_threshold: float
     disk_usage_lwm_threshold: float
     disk_check_interval: int
+    min_usable_size_for_entry_log_creation: int
+    min_usable_size_for_high_priority_writes: int
     read_only_mode_enabled: bool
     force_read_only_bookie: bool
     gc_wait_time: int
@@ -1151,6 +1169,9 @@ def _build(settings: Mapping[str, _Setting]) -> BookieConfig:
     if "diskUsageLwmThreshold" not in explicit:
         values["diskUsageLwmThreshold"] = values["diskUsageThreshold"]
         derived.add("diskUsageLwmThreshold")
+    if "minUsableSizeForHighPriorityWrites" not in explicit:
+        values["minUsableSizeForHighPriorityWrites"] = values["minUsableSizeForEntryLogCreation"]
+        derived.add("minUsableSizeForHighPriorityWrites")
 
     # Metadata service: the URI wins; otherwise derive it from the ZooKeeper keys.
     uri = values["metadataServiceUri"]

@@ -312,13 +312,18 @@ class EntryStore:
     ``log_size_limit`` is the entry log roll size (at most 3 GiB);
     ``index_map_size`` the LMDB map size; ``on_flush_needed()`` is called, in
     the thread of the ``put_entry`` that crossed it, when the cache passes half
-    of its bound or first refuses an entry (once until the next flush).
+    of its bound or first refuses an entry (once until the next flush);
+    ``on_grow()`` when a new entry log is created.
     """
 
     def __init__(self, directory: str, *, write_cache_max_bytes: int = 64 * 1024 * 1024,
                  log_size_limit: int = 1024 ** 3, index_map_size: int = 256 * 1024 ** 3,
-                 on_flush_needed: Callable[[], None] | None = None):
+                 on_flush_needed: Callable[[], None] | None = None,
+                 on_grow: Callable[[], None] | None = None):
         self.directory = layout.current_dir(directory)
+        #: Called (in the flushing thread) when a new entry log is created: the
+        #: bookie checks its disk usage on the write path.
+        self._on_grow = on_grow
         os.makedirs(self.directory, exist_ok=True)
         self.write_cache_max_bytes = max(1, int(write_cache_max_bytes))
         self.log_size_limit = min(MAX_LOG_SIZE, max(LOG_HEADER_SIZE + 1, int(log_size_limit)))
@@ -616,6 +621,8 @@ class EntryStore:
             os.close(fd)
             raise
         self._wfd, self._wlog, self._woff = fd, log_id, LOG_HEADER_SIZE
+        if self._on_grow is not None:
+            self._on_grow()
 
     def _close_writer(self) -> None:
         if self._wfd >= 0:

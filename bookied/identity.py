@@ -22,6 +22,10 @@ class IdentityError(BKError):
     """The bookie must not start: its cookie does not match its directories or the cluster."""
 
 
+class Decommissioned(IdentityError):
+    """The directories hold this bookie's cookie, ZooKeeper no longer does."""
+
+
 def expected_cookie(bookie_id: str, journal_dirs, ledger_dirs, index_dirs, instance_id) -> Cookie:
     return Cookie(bookie_id, tuple(journal_dirs), tuple(ledger_dirs), instance_id,
                   tuple(index_dirs) if index_dirs else None)
@@ -44,20 +48,27 @@ def check_and_stamp(store, cookie: Cookie, *, allow_expansion: bool = False) -> 
     zk = store.get_cookie(cookie.bookie_id)
     stamped = [d for d, c in found.items() if c is not None]
 
-    if zk is None and not stamped:
+    first = dirs[0]
+    if zk is None and (not stamped or (layout.stamping_marker(first)
+                                       and all(found[d] in (None, cookie) for d in dirs))):
+        # A new bookie, or one that crashed while stamping (the marker says so):
+        # the marker first, then every directory, ZooKeeper last, then no marker.
+        layout.set_stamping_marker(first, True)
         for d in dirs:
             layout.write_version_file(d, cookie.serialize().decode())
         store.put_cookie(cookie.bookie_id, cookie)
+        layout.set_stamping_marker(first, False)
         log.info("new bookie %s: cookie written to %d directories and ZooKeeper", cookie.bookie_id, len(dirs))
         return "new"
     if zk is None:
-        # Every directory stamped but no ZooKeeper cookie: a crash between the two steps of
-        # a first start, if the stamps are exactly ours.  Anything else is refused.
         if len(stamped) == len(dirs) and all(found[d] == cookie for d in dirs):
-            store.put_cookie(cookie.bookie_id, cookie)
-            return "new"
+            raise Decommissioned(
+                f"bookie {cookie.bookie_id} has no cookie in ZooKeeper while its directories hold one: "
+                f"it was decommissioned (or its cookie deleted); to bring it back as a new, empty bookie, "
+                f"format its directories first ('bkctl bookieformat')")
         raise IdentityError(f"bookie {cookie.bookie_id} has cookies in {', '.join(stamped)} but none in "
                             f"ZooKeeper (was the cluster formatted? run 'bkctl bookieformat' to reuse the disks)")
+    layout.set_stamping_marker(first, False)  # a crash after the ZooKeeper cookie, before this
     zk_cookie, zk_version = zk
     try:
         cookie.verify_against(zk_cookie, allow_expansion=allow_expansion)

@@ -221,6 +221,15 @@ class JournalFull(JournalError):
     """Back-pressure: too many bytes queued; retry later (ETOOMANYREQUESTS)."""
 
 
+class JournalNoSpace(OSError):
+    """ENOSPC while creating or preallocating a journal file, before any record
+    was written there: the group fails, the journal does not (the next group
+    tries again), unlike an error in the middle of a write."""
+
+    def __init__(self, what: str, cause: OSError):
+        super().__init__(errno.ENOSPC, f"no space left for {what}: {cause.strerror or cause}")
+
+
 class JournalUnavailable(JournalError):
     """The journal is not started, closed, or failed (see ``cause``)."""
 
@@ -460,7 +469,8 @@ class Journal:
                  inline: Callable[[Callable[[], None]], None] | None = None,
                  inline_dispatch: Callable[[list, BaseException | None], None] | None = None,
                  inline_max_fsync_ms: float = 2.0,
-                 on_fsync: Callable[[float], None] | None = None):
+                 on_fsync: Callable[[float], None] | None = None,
+                 on_grow: Callable[[], None] | None = None):
         self.directory = layout.current_dir(directory)
         os.makedirs(self.directory, exist_ok=True)
         self.max_group_wait = max(0.0, max_group_wait_ms) / 1000.0
@@ -477,6 +487,9 @@ class Journal:
         self._inline_max_fsync = max(0.0, inline_max_fsync_ms) / 1000.0
         self._inline_scheduled = False
         self._on_fsync = on_fsync
+        #: Called (in the committing thread) after a file was created or preallocated
+        #: further: the bookie checks its disk usage on the write path, not only periodically.
+        self._on_grow = on_grow
         #: Moving average of the fsync latency, seconds (decides inline commits).
         self.fsync_average = 0.0
         self.stats = JournalStats()
@@ -593,7 +606,13 @@ class Journal:
             raise JournalError("journal already started")
         ids = self.file_ids()
         last = max(ids[-1] if ids else 0, self._checkpointed.file_id if self._checkpointed else 0)
-        self._open_file(last + 1)
+        self._file_id = last
+        try:
+            self._open_file(last + 1)
+        except JournalNoSpace as e:
+            # a full disk does not keep the bookie from starting (read-only): the
+            # first group that finds room creates the file
+            log.warning("journal %s: %s; the file is created once there is room", self.directory, e)
         self._durable = LogMark(self._file_id, self._offset)
         self._started = True
         self._thread = threading.Thread(target=self._run, name="bookied-journal", daemon=True)
@@ -696,7 +715,7 @@ class Journal:
         if not self._commit_lock.acquire(blocking=False):
             return
         try:
-            if self._fd >= 0:
+            if self._fd >= 0 or (self._started and not self._closing):  # no file yet: see start
                 self._take_and_commit(self._inline_dispatch)
         finally:
             self._commit_lock.release()
@@ -749,8 +768,11 @@ class Journal:
                 self._preallocate(fd, HEADER_SIZE, min(self.preallocate, self.max_size) - HEADER_SIZE)
             os.fsync(fd)
             layout.fsync_dir(self.directory)
-        except BaseException:
+        except BaseException as e:
             os.close(fd)
+            if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+                os.unlink(path)  # nothing of it is used: the next try creates it afresh
+                raise e if isinstance(e, JournalNoSpace) else JournalNoSpace("a new journal file", e) from None
             raise
         if self._fd >= 0:
             os.close(self._fd)
@@ -768,15 +790,25 @@ class Journal:
             if e.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
                 self.preallocate = 0  # file system without fallocate: plain appends
                 return
+            if e.errno == errno.ENOSPC:
+                raise JournalNoSpace("the journal's preallocation", e) from None
             raise
         self._prealloc_end = max(self._prealloc_end, offset + length)
+        if self._on_grow is not None:
+            self._on_grow()
 
     def _write_chunk(self, parts: list) -> None:
         data = parts[0] if len(parts) == 1 else b"".join(parts)
         end = self._offset + len(data)
         if self.preallocate and end > self._prealloc_end:
             want = max(end, self._prealloc_end + self.preallocate)
-            self._preallocate(self._fd, self._prealloc_end, min(want, max(end, self.max_size)) - self._prealloc_end)
+            try:
+                self._preallocate(self._fd, self._prealloc_end,
+                                  min(want, max(end, self.max_size)) - self._prealloc_end)
+            except JournalNoSpace:
+                # no room for a whole step: the last bytes of the disk go to what is
+                # written now (the fences and recovery adds of a read-only bookie)
+                self._preallocate(self._fd, self._prealloc_end, end - self._prealloc_end)
         layout.write_all(self._fd, data, "the journal")
         self._offset = end
         self.stats.writes += 1
@@ -811,8 +843,8 @@ class Journal:
                         cond.wait(remaining)
                     self._waiting = 0
             with self._commit_lock:
-                error = self._take_and_commit(self._dispatch)
-            if error is not None:
+                self._take_and_commit(self._dispatch)
+            if self.failed is not None:  # not after a JournalNoSpace: the next group tries again
                 return
 
     def _take_and_commit(self, dispatch) -> BaseException | None:
@@ -860,6 +892,8 @@ class Journal:
         size = 0
         records = 0
         try:
+            if self._fd < 0:  # started on a full disk (see start)
+                self._open_file(self._file_id + 1)
             for data, cb, sync in batch:
                 if data is None:
                     synced.append(cb)
@@ -881,7 +915,11 @@ class Journal:
             if parts:
                 self._write_chunk(parts)
         except BaseException as e:  # OSError (ENOSPC, EIO...) or a bug: fail, never hang callers
-            self._fail(e)
+            if isinstance(e, JournalNoSpace):
+                # nothing was written where the next group goes: only this group fails
+                log.warning("journal %s: %s", self.directory, e)
+            else:
+                self._fail(e)
             # every callback of the group, including those of records not reached yet
             self._deliver([cb for _d, cb, _s in batch], e, dispatch)
             return e

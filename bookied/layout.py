@@ -123,6 +123,50 @@ def write_version_file(d: str, text: str) -> None:
     atomic_write(os.path.join(cur, VERSION_FILE), text.encode("utf-8"))
 
 
+# ---------------------------------------------------------------- systemd's PrivateTmp=
+def private_tmp(mountinfo: str | None = None) -> bool:
+    """Whether this process sees a systemd private /tmp (PrivateTmp=yes): /tmp is
+    then a bind mount of a ``systemd-private-*`` directory that systemd deletes
+    when the service stops.  ``mountinfo``: the text of /proc/self/mountinfo."""
+    if mountinfo is None:
+        try:
+            with open("/proc/self/mountinfo") as f:
+                mountinfo = f.read()
+        except OSError:
+            return False
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) > 4 and fields[4] in ("/tmp", "/var/tmp") and "/systemd-private-" in fields[3]:
+            return True
+    return False
+
+
+def under_tmp(d: str) -> bool:
+    path = os.path.abspath(d)
+    return any(path == t or path.startswith(t + "/") for t in ("/tmp", "/var/tmp"))
+
+
+# ---------------------------------------------------------------- first-start marker
+#: Present in the first directory's ``current/`` while a new bookie stamps its
+#: cookies (directories first, ZooKeeper last): it tells a crash between the two
+#: steps from a bookie whose ZooKeeper cookie was deleted (decommissioned).
+STAMPING_FILE = "bookied.stamping"
+
+
+def stamping_marker(d: str) -> bool:
+    return os.path.exists(os.path.join(current_dir(d), STAMPING_FILE))
+
+
+def set_stamping_marker(d: str, present: bool) -> None:
+    path = os.path.join(current_dir(d), STAMPING_FILE)
+    if present:
+        os.makedirs(current_dir(d), exist_ok=True)
+        atomic_write(path, b"cookies being stamped by a new bookie\n")
+    elif os.path.exists(path):
+        os.unlink(path)
+        fsync_dir(current_dir(d))
+
+
 # ---------------------------------------------------------------- layout stamp
 def read_layout_version(d: str) -> int | None:
     """The bookied storage layout version of ``D`` (None if ``D/current/bookied.layout`` is absent).

@@ -3,10 +3,8 @@
     bookied --conf /etc/bookkeeper/bk_server.conf [--bookie-port 3181 ...]
 
 Every bk_server.conf key has a flag (``journalDirectories`` ->
-``--journal-directories``) that overrides the file.  Exit status: 0 after a
-clean shutdown, 2 for a bad configuration, 1 when the bookie cannot start
-(cookie mismatch, unusable directory, ZooKeeper unreachable) or stopped
-where it would have turned read-only with readOnlyModeEnabled=false.
+``--journal-directories``) that overrides the file.  Exit statuses: see
+:data:`EXIT_STATUSES` (bookied(8) and bookied.service use them).
 """
 from __future__ import annotations
 
@@ -19,14 +17,44 @@ from .config import OPTIONS, ConfigError, load_config
 
 log = logging.getLogger("bookied")
 
+EXIT_OK = 0
+EXIT_CANNOT_START = 1
+EXIT_CONFIG = 2
+EXIT_REFUSED = 3
+#: Every exit status: (code, in short for --help, in full for bookied(8)).
+EXIT_STATUSES = (
+    (EXIT_OK, "clean shutdown", "Clean shutdown."),
+    (EXIT_CANNOT_START, "cannot start for now (ZooKeeper unreachable, port in use; or would have turned "
+                        "read-only with readOnlyModeEnabled=false)",
+     "The bookie cannot start or register for now (ZooKeeper unreachable, bookiePort in use, an I/O "
+     "error), or it stopped where it would have turned read-only while readOnlyModeEnabled=false; a "
+     "restart may succeed."),
+    (EXIT_CONFIG, "bad configuration",
+     "Bad configuration or command line, including a directory that cannot be created; a restart "
+     "cannot help."),
+    (EXIT_REFUSED, "refused: cookie mismatch or decommissioned bookie",
+     "The bookie refuses to start as the bookie its directories belong to: cookie mismatch, directories "
+     "without a cookie or with an old layout, or a decommissioned bookie (cookie gone from ZooKeeper); "
+     "a restart cannot help."),
+)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bkctl")
+    except PackageNotFoundError:
+        return "unknown"
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bookied", description="A wire-compatible Apache BookKeeper bookie.",
-        epilog="Every bk_server.conf key has a flag; see bookied.conf(5). Exit status: 0 clean shutdown, "
-               "1 cannot start (or would have turned read-only with readOnlyModeEnabled=false), "
-               "2 bad configuration.")
+        epilog="Every bk_server.conf key has a flag; see bookied.conf(5). Exit status: "
+               + ", ".join(f"{code} {short}" for code, short, _ in EXIT_STATUSES) + " (see bookied(8)).")
     parser.add_argument("-c", "--conf", metavar="FILE", help="bk_server.conf to read")
+    parser.add_argument("-V", "--version", action="version", version=f"bookied (bkctl) {_version()}")
     parser.add_argument("--log-level", default=os.environ.get("BOOKIED_LOG_LEVEL", "INFO"),
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log threshold (default INFO)")
     keys = parser.add_argument_group("configuration keys (override the file)")
@@ -53,15 +81,17 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.conf, overrides)
     except ConfigError as e:
         print(f"bookied: {e}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     except OSError as e:
         print(f"bookied: cannot read {args.conf}: {e.strerror}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
 
     from twisted.internet import reactor
+    from twisted.internet.error import CannotListenError
 
     from bkctl.wire.errors import BKError
 
+    from .identity import IdentityError
     from .layout import LayoutError
     from .service import BookieService
 
@@ -70,11 +100,16 @@ def main(argv: list[str] | None = None) -> int:
         service.start()
     except ConfigError as e:
         print(f"bookied: {e}", file=sys.stderr)
-        return 2
-    except (BKError, LayoutError, OSError) as e:
+        _cleanup(locals().get("service"))
+        return EXIT_CONFIG
+    except (IdentityError, LayoutError) as e:
+        log.error("refusing to start: %s", e)
+        _cleanup(locals().get("service"))
+        return EXIT_REFUSED
+    except (BKError, OSError, CannotListenError) as e:
         log.error("cannot start: %s", e)
         _cleanup(locals().get("service"))
-        return 1
+        return EXIT_CANNOT_START
     reactor.run()
     return service.exit_code
 

@@ -407,7 +407,7 @@ class BookieProtocol(protocol.Protocol):
             self._observe("write_lac", started, rc)
             self.send(v3.serialize(v3.write_lac_response(req, rc)))
 
-        self.bookie.write_lac(w.ledgerId, w.lac, w.masterKey, w.body, done)
+        self.bookie.write_lac(w.ledgerId, w.lac, w.masterKey, w.body, done, high_priority=high_priority)
 
     def _v3_force(self, req, high_priority: bool) -> None:
         started = time.perf_counter()

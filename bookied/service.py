@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -20,6 +21,7 @@ from twisted.python.failure import Failure
 
 from bkctl.wire import sdnotify
 from bkctl.wire.serviceinfo import BookieServiceInfo
+from bkctl.wire.shutdown import ExitDeadline, call_with_timeout
 
 from . import admin, identity, layout
 from .admin import GarbageCollector
@@ -28,6 +30,7 @@ from bkctl.wire.errors import BKError
 
 from .config import (
     BookieConfig,
+    ConfigError,
     resolve_bookie_address,
     resolve_bookie_id,
     resolve_listen_host,
@@ -48,6 +51,43 @@ GC_THRESHOLD = (10_000, 10, 10)
 
 class ReadOnlyNotAllowed(BKError):
     """The bookie would start read-only, but readOnlyModeEnabled=false."""
+
+
+class ClusterNotReady(BKError):
+    """ZooKeeper answers but holds no initialised cluster at the configured root."""
+
+
+class NoRoomForCheckpoint(OSError):
+    """A disk over diskUsageThreshold has no room for what a checkpoint would write."""
+
+
+def _free_bytes(path: str) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+class PortInUse(BKError):
+    """Another process listens on bookiePort."""
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Bind ``host:port`` as the listener will (SO_REUSEADDR, as Twisted does) and
+    let it go; raises :class:`PortInUse`.  Port 0 (allowEphemeralPorts) is always free."""
+    import errno
+    import socket
+
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise PortInUse(f"bookiePort {port} on {host} is in use by another process "
+                                f"(another bookie on this host?)") from None
+            raise
 
 
 class BookieService:
@@ -71,7 +111,11 @@ class BookieService:
         self._loops: list[task.LoopingCall] = []
         self._checkpointing = False
         self._disk_warned = False  # over diskUsageWarnThreshold at the last check
+        self._disk_check_pending = False  # a write-path disk check is on its way to the reactor
+        self._checkpoint_waiting = False  # checkpoints postponed for want of room
         self.notifier = sdnotify.Notifier.from_environment()
+        self._exit_deadline = ExitDeadline("bookie shutdown")
+        self._signalled = False  # SIGTERM/SIGINT received
 
     # -- start-up --------------------------------------------------------------
     def start(self) -> None:
@@ -83,18 +127,21 @@ class BookieService:
         ledger_dirs = list(cfg.ledger_directories)
         # bookied keeps its index beside its entry logs; configured index dirs only enter the cookie
         index_dirs = [] if cfg.is_derived("indexDirectories") else list(cfg.index_directories)
-        layout.prepare_dirs(list(dict.fromkeys(journal_dirs + ledger_dirs + index_dirs)))
+        # the port first: a bookie that cannot listen must not touch its directories or ZooKeeper
+        check_port_free(resolve_listen_host(cfg), cfg.bookie_port)
+        self._prepare_dirs(journal_dirs, ledger_dirs, index_dirs)
 
         from bkctl.wire.zkstore import ZKMetadataStore
 
         if not cfg.metadata_service_uri:
-            raise identity.IdentityError("no metadataServiceUri (or zkServers) configured")
+            raise ConfigError("metadataServiceUri: not set (nor zkServers): the bookie needs its cluster",
+                              key="metadataServiceUri")
         self.zk = ZKMetadataStore(cfg.metadata_service_uri, timeout=cfg.zk_timeout / 1000.0)
         self.zk.start()
         instance_id = self.zk.instance_id()
         if instance_id is None:
-            raise identity.IdentityError(f"no cluster at {cfg.metadata_service_uri} (no INSTANCEID); "
-                                         f"initialise it first, e.g. 'bkctl metaformat'")
+            raise ClusterNotReady(f"no cluster at {cfg.metadata_service_uri} (no INSTANCEID); "
+                                  f"initialise it first, e.g. 'bkctl metaformat'")
         cookie = identity.expected_cookie(self.bookie_id, journal_dirs, ledger_dirs, index_dirs, instance_id)
         outcome = identity.check_and_stamp(self.zk, cookie, allow_expansion=cfg.allow_storage_expansion)
         log.info("bookie %s: cookie %s (instance %s)", self.bookie_id, outcome, instance_id)
@@ -113,10 +160,12 @@ class BookieService:
                                  preallocate_mb=cfg.journal_pre_alloc_size_mb,
                                  dispatch=dispatch, inline=self._at_end_of_iteration,
                                  inline_dispatch=self._journal_inline_dispatch,
-                                 on_fsync=self.metrics.fsync_latency.observe)
+                                 on_fsync=self.metrics.fsync_latency.observe,
+                                 on_grow=self._disk_check_soon)
                          for d in journal_dirs]
         cache = cfg.db_storage_write_cache_max_size_mb * 1024 * 1024 // len(ledger_dirs)
-        self.stores = [EntryStore(d, write_cache_max_bytes=cache, on_flush_needed=self._flush_needed)
+        self.stores = [EntryStore(d, write_cache_max_bytes=cache, on_flush_needed=self._flush_needed,
+                                  on_grow=self._disk_check_soon)
                        for d in ledger_dirs]
         self.bookie = Bookie(self.journals, self.stores, clock=self.reactor,
                              max_frame_size=cfg.netty_max_frame_size_bytes,
@@ -150,8 +199,34 @@ class BookieService:
         self._every(cfg.gc_wait_time / 1000.0, self.gc, now=False)
         self.running = True
         self.reactor.addSystemEventTrigger("before", "shutdown", self.stop)
+        self.reactor.callWhenRunning(self._deadline_on_signals)
         self.reactor.callWhenRunning(self._register)
         self._tune_runtime()
+
+    def _prepare_dirs(self, journal_dirs, ledger_dirs, index_dirs) -> None:
+        """layout.prepare_dirs; a directory that cannot be created is a
+        configuration error naming the directory and its key, and so is one
+        under a private /tmp (systemd's PrivateTmp=yes deletes it at every stop:
+        the default journal and ledger directories are under /tmp)."""
+        if layout.private_tmp():
+            for key, dirs in (("journalDirectories", journal_dirs), ("ledgerDirectories", ledger_dirs),
+                              ("indexDirectories", index_dirs)):
+                for d in dirs:
+                    if layout.under_tmp(d):
+                        raise ConfigError(f"{key}: {d} is under a private /tmp (systemd PrivateTmp=yes) that is "
+                                          f"deleted when the service stops; set {key} to a persistent "
+                                          f"directory such as /var/lib/bookkeeper/...", key=key, value=d)
+        try:
+            layout.prepare_dirs(list(dict.fromkeys(journal_dirs + ledger_dirs + index_dirs)))
+        except OSError as e:
+            where = e.filename or ""
+            key = next((k for k, dirs in (("journalDirectories", journal_dirs),
+                                          ("ledgerDirectories", ledger_dirs),
+                                          ("indexDirectories", index_dirs))
+                        if any(where == d or where.startswith(d.rstrip("/") + "/") for d in dirs)),
+                       "journalDirectories/ledgerDirectories")
+            raise ConfigError(f"{key}: cannot create {where or 'a directory'}: {e.strerror or e}",
+                              key=key, value=where) from None
 
     def _initial_state(self) -> None:
         """Read-only from the start (forceReadOnlyBookie, a full disk), which
@@ -211,9 +286,11 @@ class BookieService:
                 self._start_autorecovery()
 
         def failed(f):
+            if self.stopping:  # SIGTERM before ZooKeeper answered: nothing to register for
+                return
             log.error("cannot register in ZooKeeper: %s", f.value)
             self.exit_code = 1
-            self.reactor.stop()
+            self._stop_reactor()
 
         d.addCallbacks(registered, failed)
         return d
@@ -280,7 +357,19 @@ class BookieService:
         self._checkpointing = True
         marks = [j.mark() for j in self.journals]
 
+        disk_full = "disk" in self.bookie.readonly_causes if self.bookie is not None else False
+        reserve = self.cfg.min_usable_size_for_entry_log_creation
+
         def work():
+            for s in self.stores:
+                if disk_full and s.cached_bytes:
+                    free = _free_bytes(s.directory)
+                    if free < s.cached_bytes + reserve:
+                        # keep the entries in the write cache and the journal (not trimmed):
+                        # the next checkpoint tries again, once there is room
+                        raise NoRoomForCheckpoint(
+                            f"{s.directory}: {free} bytes free, a checkpoint needs {s.cached_bytes} "
+                            f"plus minUsableSizeForEntryLogCreation {reserve}")
             for s in self.stores:
                 s.flush()
             for j, m in zip(self.journals, marks):
@@ -289,10 +378,20 @@ class BookieService:
         def done(result):
             self._checkpointing = False
             bookie = self.bookie
+            if bookie is not None and not self.stopping:
+                self._check_disks()  # the entry logs grew: look at the disks now
             if not isinstance(result, Failure):
+                if self._checkpoint_waiting:
+                    log.info("checkpoint done: there is room again")
+                self._checkpoint_waiting = False
                 if bookie is not None:
                     bookie.clear_readonly("ledger")  # the entry logs take writes again
                 return result
+            if isinstance(result.value, NoRoomForCheckpoint):
+                if not self._checkpoint_waiting:
+                    log.warning("checkpoint postponed: %s", result.value)
+                self._checkpoint_waiting = True
+                return None
             log.error("checkpoint failed: %s", result.value)
             if isinstance(result.value, OSError) and bookie is not None:
                 # ENOSPC, EIO...: the entries stay in the write cache (readable, and
@@ -306,27 +405,46 @@ class BookieService:
 
     def disk_usage(self) -> float:
         """The fullest of the journal and ledger filesystems, as a fraction."""
-        worst = 0.0
+        return self._disk_stats()[0]
+
+    def _disk_stats(self) -> tuple[float, int]:
+        """(usage of the fullest journal/ledger filesystem, fewest free bytes on any)."""
+        worst, least = 0.0, None
         for d in list(self.cfg.journal_directories) + list(self.cfg.ledger_directories):
             st = os.statvfs(d)
             if st.f_blocks:
                 worst = max(worst, 1.0 - st.f_bavail / st.f_blocks)
-        return worst
+            free = st.f_bavail * st.f_frsize
+            least = free if least is None else min(least, free)
+        return worst, least or 0
+
+    def _disk_check_soon(self) -> None:
+        """From the journal's thread when it created or preallocated a file: check
+        the disks in the reactor thread now, not at the next diskCheckInterval."""
+        if not self._disk_check_pending:
+            self._disk_check_pending = True
+            self.reactor.callFromThread(self._check_disks)
 
     def _check_disks(self) -> None:
+        self._disk_check_pending = False
         bookie = self.bookie
         try:
-            usage = self.disk_usage()
+            usage, free = self._disk_stats()
         except OSError as e:
             log.error("disk check failed: %s", e)
             return
         cfg = self.cfg
+        # Java's "available for high-priority writes": recovery adds and fences of a
+        # read-only bookie need the room this keeps
+        bookie.allow_high_priority_writes = free >= cfg.min_usable_size_for_high_priority_writes
         if usage >= cfg.disk_usage_threshold:
             if "disk" not in bookie.readonly_causes:
                 bookie.mark_readonly("disk", f"disk usage {usage:.1%} over diskUsageThreshold "
                                              f"{cfg.disk_usage_threshold:.0%}")
         elif usage < cfg.disk_usage_lwm_threshold:  # hysteresis: writable again only below the LWM
             bookie.clear_readonly("disk")
+            if self._checkpoint_waiting and self.running:
+                self._checkpoint()  # what waited for room (journal replay included) goes out now
         if usage < cfg.disk_usage_warn_threshold:
             self._disk_warned = False
         elif not self._disk_warned:
@@ -344,7 +462,7 @@ class BookieService:
             log.error("bookie would turn read-only (%s), but readOnlyModeEnabled=false: shutting down",
                       self.bookie.readonly_reason)
             self.exit_code = 1
-            self.reactor.stop()
+            self._stop_reactor()
             return
         d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(),
                                       self.zk.register_bookie, self.bookie_id, self._service_info(),
@@ -411,7 +529,8 @@ class BookieService:
 
     def state(self) -> dict:
         return {"running": self.is_running(), "readOnly": self.is_readonly(),
-                "shuttingDown": self.stopping, "availableForHighPriorityWrites": True}
+                "shuttingDown": self.stopping,
+                "availableForHighPriorityWrites": bool(self.bookie and self.bookie.allow_high_priority_writes)}
 
     def set_readonly(self, readonly: bool, force: bool = False) -> None:
         """The HTTP admin switch.  Writable again clears what the admin set;
@@ -475,18 +594,49 @@ class BookieService:
         return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), work)
 
     # -- shutdown ---------------------------------------------------------------
+    def _arm_exit_deadline(self) -> None:
+        self._exit_deadline.arm(self.cfg.shutdown_timeout_ms / 1000.0, lambda: self.exit_code)
+
+    def _deadline_on_signals(self) -> None:
+        """Arm the exit deadline in the signal handler itself (wrapping the
+        reactor's): a reactor blocked on a ZooKeeper call would never run stop()."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous = signal.getsignal(sig)
+            if not callable(previous):
+                continue
+
+            def handler(signum, frame, previous=previous):
+                self._arm_exit_deadline()
+                if not self._signalled:  # a second reactor.stop() would raise ReactorNotRunning
+                    self._signalled = True
+                    previous(signum, frame)
+
+            signal.signal(sig, handler)
+
+    def _stop_reactor(self) -> None:
+        """Stop the reactor unless a shutdown is under way (stopping it twice raises ReactorNotRunning)."""
+        if not self.stopping:
+            self.reactor.stop()
+
     @defer.inlineCallbacks
     def stop(self):
+        """Bounded by shutdownTimeoutMs: the journals and entry stores are closed
+        first; ZooKeeper (unregister, close) gets what is left, at most half the
+        budget each, in threads that are abandoned if it does not answer; and
+        an :class:`ExitDeadline` ends the process if anything else hangs."""
         if self.stopping:
             return
         self.stopping = True
+        budget = self.cfg.shutdown_timeout_ms / 1000.0
+        deadline = time.monotonic() + budget
+        self._arm_exit_deadline()
         log.info("shutting down")
         self.notifier.stopping()
         if self.autorecovery is not None:
             try:
-                yield self.autorecovery.stopService()
+                yield self.autorecovery.stopService().addTimeout(budget / 4, self.reactor)
             except Exception as e:  # noqa: BLE001 - the bookie still stops cleanly
-                log.warning("autorecovery daemon: %s", e)
+                log.warning("autorecovery daemon: %s", e or type(e).__name__)
         for loop in self._loops:
             if loop.running:
                 loop.stop()
@@ -509,9 +659,14 @@ class BookieService:
         for j, m in zip(self.journals, marks):
             j.checkpoint(m)
         if self.zk is not None:
-            try:
-                yield threads.deferToThreadPool(self.reactor, pool, self.zk.unregister_bookie, self.bookie_id)
-            except Exception as e:
-                log.warning("could not unregister: %s", e)
-            yield threads.deferToThreadPool(self.reactor, pool, self.zk.close)
+            for what, fn, args in (("unregister", self.zk.unregister_bookie, (self.bookie_id,)),
+                                   ("close the ZooKeeper session", self.zk.close, ())):
+                left = min(budget / 2, deadline - time.monotonic() - 0.2)
+                try:
+                    yield call_with_timeout(self.reactor, fn, *args, timeout=max(left, 0.05), what=what)
+                except defer.TimeoutError:
+                    log.warning("could not %s: ZooKeeper did not answer within %.1f s", what, max(left, 0.05))
+                    break
+                except Exception as e:  # noqa: BLE001 - the bookie still stops
+                    log.warning("could not %s: %s", what, e)
         log.info("stopped")

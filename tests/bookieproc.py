@@ -109,6 +109,16 @@ class BookieProcess:
             return "(no log)"
 
 
+def wait_for(predicate, timeout: float = 30.0, what: str = "condition", interval: float = 0.1) -> None:
+    """Poll ``predicate`` until it is true; AssertionError naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 class WireClient:
     """A blocking client for tests: send requests, wait for the replies."""
 

@@ -427,7 +427,9 @@ def bookied_page(version: str) -> str:
         ".TP", bold("SIGTERM") + ", " + bold("SIGINT"),
         esc("Clean shutdown: tell systemd STOPPING=1, stop accepting connections, let the journal "
             "write and fsync everything queued and answer the requests in flight, checkpoint the "
-            "entry storage, unregister from ZooKeeper, close the session, exit 0."),
+            "entry storage, unregister from ZooKeeper, close the session, exit 0. The whole shutdown "
+            "takes at most shutdownTimeoutMs (5 s by default): an unreachable ZooKeeper is given up on "
+            "and never holds the process."),
         ".TP", bold("SIGKILL"),
         esc("No shutdown: acknowledged entries are safe in the journal, which is replayed at the "
             "next start."),
@@ -449,12 +451,15 @@ def bookied_page(version: str) -> str:
         ".TP", bold("bookied.service"),
         esc("The systemd unit: copy it to /etc/systemd/system/ and adjust it with systemctl edit."),
         ".SH EXIT STATUS",
-        ".TP", bold("0"), esc("Clean shutdown."),
-        ".TP", bold("1"),
-        esc("The bookie cannot start or register (cookie mismatch, unusable directory, ZooKeeper "
-            "unreachable), or it stopped where it would have turned read-only while "
-            "readOnlyModeEnabled=false."),
-        ".TP", bold("2"), esc("Bad configuration or command line."),
+    ]
+    from bkctl.bookied.main import EXIT_STATUSES
+
+    for code, _short, meaning in EXIT_STATUSES:
+        lines += [".TP", bold(str(code)), esc(meaning)]
+    lines += [
+        ".PP",
+        esc("The shipped bookied.service does not restart the bookie after statuses 2 and 3 "
+            "(RestartPreventExitStatus=)."),
         ".SH SEE ALSO",
         see_also(["bookied.conf(5)", "bkctl(1)", "systemd.service(5)", "sd_notify(3)"]),
     ]

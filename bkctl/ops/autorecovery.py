@@ -29,14 +29,16 @@ def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
 
 
 def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol: str = "v3",
-               zk_timeout: float = 10.0) -> int:
+               zk_timeout: float = 10.0, shutdown_timeout: float = 5.0) -> int:
     """Run the autorecovery daemon in the foreground until SIGTERM/SIGINT; 0 on a
     clean stop, 5 when it cannot start.  Under systemd (``Type=notify``) it sends
-    READY=1 once started, STOPPING=1 on the way out, and watchdog pings."""
-    from twisted.internet import reactor
+    READY=1 once started, STOPPING=1 on the way out, and watchdog pings.  The
+    stop takes at most ``shutdown_timeout`` seconds, ZooKeeper reachable or not."""
+    from twisted.internet import defer, reactor
 
     from bkctl.wire.autorecovery.service import AutoRecoveryDaemon
     from bkctl.wire.sdnotify import Notifier
+    from bkctl.wire.shutdown import ExitDeadline
 
     log = logging.getLogger("bkctl.autorecovery")
     notifier = Notifier.from_environment()
@@ -58,15 +60,25 @@ def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol
         if getattr(stop, "done", False):
             return
         stop.done = True
+        deadline.arm(shutdown_timeout, lambda: outcome["code"])
         notifier.stopping()
         if watchdog is not None and watchdog.running:
             watchdog.stop()
-        d = daemon.stopService()
-        d.addErrback(lambda f: log.error("while stopping: %s", f.getErrorMessage()))
+        d = daemon.stopService().addTimeout(shutdown_timeout / 2, reactor)
+        d.addErrback(lambda f: log.warning("while stopping: %s", "ZooKeeper did not answer in time"
+                                           if f.check(defer.TimeoutError) else f.getErrorMessage()))
         d.addBoth(lambda _: reactor.stop())
 
+    # Armed by the signal itself: a thread stuck in ZooKeeper holds the reactor's
+    # shutdown (it joins its threads), and a reactor blocked on one never runs stop().
+    deadline = ExitDeadline("autorecovery daemon shutdown")
+
+    def on_signal(*_):
+        deadline.arm(shutdown_timeout, lambda: outcome["code"])
+        reactor.callFromThread(stop)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: reactor.callFromThread(stop))
+        signal.signal(sig, on_signal)
     reactor.callWhenRunning(lambda: daemon.startService().addCallbacks(started, failed))
     reactor.run(installSignalHandlers=False)
     return outcome["code"]

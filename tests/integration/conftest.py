@@ -58,3 +58,19 @@ def bookie_cluster(tmp_path, metadata_uri):
     yield make
     for b in started:
         b.kill()
+
+
+@pytest.fixture
+def bookies(tmp_path, metadata_uri):
+    """``make(name, **bk_server_conf) -> BookieProcess``: a bookied not started yet
+    (``.start()`` or ``.launch()`` it); all killed at the end of the test."""
+    started: list[BookieProcess] = []
+
+    def make(name="b0", **settings) -> BookieProcess:
+        b = BookieProcess(tmp_path / name, metadata_uri, **settings)
+        started.append(b)
+        return b
+
+    yield make
+    for b in started:
+        b.kill()

@@ -19,20 +19,6 @@ pytestmark = pytest.mark.integration
 KEY = master_key(b"pw")
 
 
-@pytest.fixture
-def bookies(tmp_path, metadata_uri):
-    started: list[BookieProcess] = []
-
-    def make(name="b0", **settings) -> BookieProcess:
-        b = BookieProcess(tmp_path / name, metadata_uri, **settings)
-        started.append(b)
-        return b
-
-    yield make
-    for b in started:
-        b.kill()
-
-
 def package(ledger, entry, payload=None, lac=-1):
     payload = payload if payload is not None else f"entry-{ledger}-{entry}".encode()
     return DigestManager(ledger, DigestType.CRC32C, b"pw").package(entry, lac, 0, payload)
@@ -167,7 +153,7 @@ def test_cookie_mismatch_refuses_to_start(bookies, tmp_path):
     bookie.settings["ledgerDirectories"] = tmp_path / "other-ledgers"
     bookie.launch()
     rc = bookie.proc.wait(timeout=30)
-    assert rc == 1
+    assert rc == 3  # refused: a restart cannot help (bookied.service's RestartPreventExitStatus=)
     assert "cookie" in bookie.log_tail() and "mismatch" in bookie.log_tail()
 
 
@@ -176,7 +162,7 @@ def test_missing_cookie_directory_refuses_to_start(bookies):
     bookie.stop()
     os.remove(bookie.ledger_dir / "current" / "VERSION")
     bookie.launch()
-    assert bookie.proc.wait(timeout=30) == 1
+    assert bookie.proc.wait(timeout=30) == 3
     assert "without a cookie" in bookie.log_tail()
 
 

@@ -124,7 +124,7 @@ def test_an_upgraded_empty_old_layout_serves_as_a_bookie(tmp_path, metadata_uri)
     b.base.mkdir(exist_ok=True)
     (b.base / "bk_server.conf").write_text(b.conf_text())
     b.launch()
-    assert b.proc.wait(timeout=30) == 1 and "upgrade needed" in b.log_tail()
+    assert b.proc.wait(timeout=30) == 3 and "upgrade needed" in b.log_tail()
     assert bkctl(metadata_uri, "upgrade", "--conf", str(b.base / "bk_server.conf"), "--upgrade").returncode == 0
     b.start()
     c = WireClient(b.port)

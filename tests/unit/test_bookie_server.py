@@ -600,3 +600,38 @@ def test_without_journal_write_data_adds_skip_the_journal_and_are_answered_at_on
     c.send(v2.ReadRequest(2, 0, 1, 0).encode())
     assert c.v2()[0].body == entry(0)
     store.close()
+
+
+def test_read_only_takes_high_priority_explicit_lac_writes_only(env):
+    c = env.connect()
+    env.bookie.mark_readonly("disk", "test")
+    body = DM.package_lac(5)
+    c.send(v3.serialize(v3.write_lac_request(1, 1, 5, KEY, body)))
+    [r] = c.v3()
+    assert r.status == RC.EREADONLY.v3
+    high = v3.write_lac_request(2, 1, 5, KEY, body)
+    high.header.priority = 100
+    c.send(v3.serialize(high))
+    env.journal.sync()
+    [r] = c.v3()
+    assert r.status == 0 and env.bookie.lac(1) == 5
+
+
+def test_high_priority_writes_need_room_for_them(env):
+    c = env.connect()
+    env.bookie.mark_readonly("disk", "test")
+    env.bookie.allow_high_priority_writes = False  # under minUsableSizeForHighPriorityWrites
+    add(c, 0, flags=Flag.HIGH_PRIORITY | Flag.RECOVERY_ADD)
+    [r] = c.v2()
+    assert r.rc == RC.EREADONLY
+
+
+def test_a_journal_out_of_space_turns_read_only_for_the_disk_not_for_good(env):
+    from bkctl.bookied.journal import JournalNoSpace
+
+    c = env.connect()
+    add(c, 0)
+    env.journal.sync(JournalNoSpace("the journal's preallocation", OSError(28, "No space left on device")))
+    [r] = c.v2()
+    assert r.rc == RC.EIO
+    assert set(env.bookie.readonly_causes) == {"disk"}  # the disk check undoes it, no restart needed

@@ -460,3 +460,17 @@ def test_kill_minus_9_with_checkpoints_loses_nothing(tmp_path):
     # checkpoints really trimmed the journal
     names = os.listdir(os.path.join(d, "current"))
     assert "bookied.lastmark" in names
+
+
+def test_a_new_entry_log_calls_on_grow(tmp_path):
+    grown = []
+    store = EntryStore(str(tmp_path / "ledgers"), on_grow=lambda: grown.append(1))
+    try:
+        store.put_entry(1, 0, b"x" * 100)
+        store.flush()
+        assert grown == [1]  # the bookie's write-path disk check
+        store.put_entry(1, 1, b"y" * 100)
+        store.flush()
+        assert grown == [1]  # same log: nothing created
+    finally:
+        store.close()

@@ -16,7 +16,7 @@ from tests import crash
 
 from bkctl.bookied import journal as jmod
 from bkctl.bookied.journal import (
-    EntryRecord, ExplicitLacRecord, FenceRecord, Journal, JournalFull, JournalUnavailable,
+    EntryRecord, ExplicitLacRecord, FenceRecord, Journal, JournalFull, JournalNoSpace, JournalUnavailable,
     LogMark, MasterKeyRecord,
 )
 
@@ -634,15 +634,20 @@ def test_enospc_on_fsync_and_on_new_file(jdir, monkeypatch):
         except JournalUnavailable:
             break
     res = acks.wait(accepted)
-    assert j.failed is not None and j.failed.errno == errno.ENOSPC
-    assert any(e is not None for _, e in res)
+    # nothing was written where fallocate failed: the groups fail, the journal does not
+    assert accepted == 20 and j.failed is None
+    failed = [e for _, e in res if e is not None]
+    assert failed and all(isinstance(e, JournalNoSpace) and e.errno == errno.ENOSPC for e in failed)
     time.sleep(0.05)
     assert sorted(t for t, _ in acks.results) == list(range(accepted))  # each exactly once
     acked = [t for t, e in res if e is None]
-    j.close()
     monkeypatch.undo()
-    recs = replay_all(jdir2)
-    assert [r.entry_id for r in recs][:len(acked)] == acked
+    # room again: the same journal takes records
+    j.append(EntryRecord(1, 100, payload(100, 100)), acks.cb(100))
+    assert acks.wait(accepted + 1)[-1] == (100, None)
+    j.close()
+    recs = [r.entry_id for r in replay_all(jdir2)]
+    assert [e for e in recs if e in acked] == acked and recs[-1] == 100
 
 
 def test_callback_exception_does_not_kill_writer(jdir, caplog):
@@ -819,3 +824,15 @@ def test_checkpoint_keeps_journal_max_backups_old_files(jdir):
     j0.checkpoint(j0.mark())
     assert files(jdir) == [jmod.file_name(j0.current_file_id)]
     j0.close()
+
+
+def test_creating_and_preallocating_journal_files_calls_on_grow(jdir):
+    grown = []
+    j = Journal(jdir, max_group_wait_ms=0, preallocate_mb=0.001, on_grow=lambda: grown.append(1))
+    j.start()
+    assert len(grown) == 1  # the first file's preallocation
+    acks = Acks()
+    j.append(EntryRecord(1, 0, payload(0, 4000)), acks.cb(0))
+    acks.wait(1)
+    j.close()
+    assert len(grown) >= 2  # grown past the first step: checked again

@@ -41,8 +41,8 @@ def make_service(tmp_path, monkeypatch, settings="", *, record_changes=True):
     svc.bookie = Bookie([], [], clock=svc.reactor)
     changes = []
     svc.bookie.on_readonly_change = changes.append if record_changes else svc._readonly_changed
-    usage = {"now": 0.5}
-    monkeypatch.setattr(svc, "disk_usage", lambda: usage["now"])
+    usage = {"now": 0.5, "free": 1 << 40}
+    monkeypatch.setattr(svc, "_disk_stats", lambda: (usage["now"], usage["free"]))
     svc.usage, svc.changes = usage, changes
     return svc
 
@@ -186,7 +186,7 @@ def test_a_failing_disk_check_changes_nothing(service, caplog):
     def broken():
         raise OSError(5, "Input/output error")
 
-    service.disk_usage = broken
+    service._disk_stats = broken
     service._check_disks()
     assert service.bookie.readonly is False
     assert "disk check failed" in caplog.text

@@ -1,0 +1,119 @@
+"""SIGTERM ends the daemons while their ZooKeeper is down (issue 16, item 4).
+
+Each test runs a ZooKeeper of its own so it can stop it: bookied (alone and with
+its autorecovery daemon) and `bkctl autorecovery run` get a SIGTERM once
+ZooKeeper is gone, and must exit 0 with no traceback.  Before the fix bookied
+logged "shutting down" and then hung in kazoo's unregister for as long as
+ZooKeeper stayed away.  The 30 s wait below is a hang detector, not a speed
+claim: shutdownTimeoutMs is 2 s.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.bookieproc import BookieProcess, wait_for
+from bkctl.wire.zkstore import ZKMetadataStore
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def own_zookeeper(tmp_path):
+    from bkctl.sandbox.zookeeper import ZooKeeperServer
+
+    server = ZooKeeperServer(tmp_path / "zk")
+    server.start()
+    uri = f"zk+hierarchical://{server.connect_string}/ledgers"
+    with ZKMetadataStore(uri, timeout=20) as store:
+        store.init_cluster()
+    try:
+        yield server, uri
+    finally:
+        server.stop()
+
+
+def _registered(uri: str, bookie_id: str) -> bool:
+    with ZKMetadataStore(uri, timeout=10) as zk:
+        return bookie_id in zk.writable_bookies()
+
+
+@pytest.mark.parametrize("autorecovery", [False, True], ids=["bookie", "bookie+autorecovery"])
+def test_sigterm_ends_bookied_while_zookeeper_is_down(tmp_path, own_zookeeper, autorecovery):
+    zk, uri = own_zookeeper
+    bookie = BookieProcess(tmp_path / "b0", uri, shutdownTimeoutMs=2000,
+                           autoRecoveryDaemonEnabled=str(autorecovery).lower())
+    try:
+        bookie.start()
+        wait_for(lambda: _registered(uri, bookie.bookie_id))
+        zk.stop()
+        time.sleep(1)  # the bookie's session has noticed: kazoo is reconnecting
+        os.kill(bookie.proc.pid, signal.SIGTERM)
+        time.sleep(0.3)
+        os.kill(bookie.proc.pid, signal.SIGTERM)  # an impatient operator: no second shutdown, no traceback
+        try:
+            code = bookie.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"bookied still running 30 s after SIGTERM with ZooKeeper down:\n{bookie.log_tail()}")
+        log = bookie.log_path.read_text()
+        assert code == 0, log
+        assert "Traceback" not in log
+        assert "could not unregister" in log or "did not finish within" in log
+    finally:
+        bookie.kill()
+
+
+def test_sigterm_ends_autorecovery_run_while_zookeeper_is_down(tmp_path, own_zookeeper):
+    zk, uri = own_zookeeper
+    log_path = tmp_path / "autorecovery.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "bkctl", "-m", uri, "-v", "autorecovery", "run",
+                                 "--bookie-id", "auditor-test:3181"],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: "autorecovery daemon running" in log_path.read_text())
+        zk.stop()
+        time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"autorecovery run still running 30 s after SIGTERM with ZooKeeper down:\n"
+                        f"{log_path.read_text()[-3000:]}")
+        text = log_path.read_text()
+        assert code == 0, text
+        assert "Traceback" not in text
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_sandbox_down_stops_bookies_cleanly_when_zookeeper_died(tmp_path):
+    """Its ZooKeeper SIGKILLed, `sandbox down` still gets a clean stop from every
+    bookie (their logs end with "stopped"), not a SIGKILL after the grace."""
+    from bkctl.sandbox import cluster
+    from bkctl.sandbox.zookeeper import pid_alive
+
+    d = tmp_path / "sbx"
+    try:
+        doc = cluster.sandbox_up(d, bookies=2)
+        bookies = cluster.load_state(d)["bookies"]
+        os.kill(int(doc["zookeeper"]["pid"]), signal.SIGKILL)
+        time.sleep(1)
+        result = cluster.sandbox_down(d, grace=20)
+        assert sorted(s["kind"] for s in result["stopped"]) == ["bookie", "bookie"]
+        for b in bookies:
+            assert not pid_alive(int(b["pid"]))
+            lines = Path(b["log"]).read_text().splitlines()
+            assert lines[-1].endswith("INFO bookied: stopped"), lines[-5:]
+            assert not any("Traceback" in line for line in lines)
+    finally:
+        if cluster.load_state(d):
+            cluster.sandbox_down(d, grace=5)

@@ -1,0 +1,102 @@
+"""bookied's start-up identity and environment checks (issue 15, items 15 and 17)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bkctl.bookied import identity, layout
+from bkctl.bookied.config import ConfigError, load_config
+from bkctl.bookied.main import EXIT_CONFIG, EXIT_REFUSED
+from bkctl.bookied.service import BookieService
+
+UNIT = Path(__file__).resolve().parents[2] / "bookied" / "bookied.service"
+
+
+class FakeCookieStore:
+    def __init__(self):
+        self.cookies = {}
+
+    def get_cookie(self, bookie_id):
+        return (self.cookies[bookie_id], 0) if bookie_id in self.cookies else None
+
+    def put_cookie(self, bookie_id, cookie, version=None):
+        self.cookies[bookie_id] = cookie
+        return 0
+
+
+class CrashingStore(FakeCookieStore):
+    def put_cookie(self, bookie_id, cookie, version=None):
+        raise ConnectionError("ZooKeeper went away")
+
+
+def _cookie(tmp_path):
+    j, l = str(tmp_path / "journal"), str(tmp_path / "ledgers")
+    layout.prepare_dirs([j, l])
+    return identity.expected_cookie("127.0.0.1:3181", [j], [l], [], "instance-1")
+
+
+def test_a_crash_between_stamping_the_directories_and_zookeeper_is_finished_at_the_next_start(tmp_path):
+    cookie = _cookie(tmp_path)
+    with pytest.raises(ConnectionError):
+        identity.check_and_stamp(CrashingStore(), cookie)
+    store = FakeCookieStore()
+    assert identity.check_and_stamp(store, cookie) == "new"
+    assert store.cookies[cookie.bookie_id] == cookie
+    assert not layout.stamping_marker(cookie.journal_dirs[0])
+    assert identity.check_and_stamp(store, cookie) == "ok"
+
+
+def test_a_bookie_whose_zookeeper_cookie_was_deleted_is_refused(tmp_path):
+    cookie = _cookie(tmp_path)
+    store = FakeCookieStore()
+    assert identity.check_and_stamp(store, cookie) == "new"
+    del store.cookies[cookie.bookie_id]  # bkctl decommission
+    with pytest.raises(identity.Decommissioned, match="decommissioned.*bkctl bookieformat"):
+        identity.check_and_stamp(store, cookie)
+    assert cookie.bookie_id not in store.cookies
+
+
+MOUNTINFO_PRIVATE = """\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+410 22 8:1 /tmp/systemd-private-6f2c-bookied.service-Ab12/tmp /tmp rw,relatime shared:1 - ext4 /dev/sda1 rw
+"""
+MOUNTINFO_PLAIN = """\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+30 22 0:27 / /tmp rw,nosuid,nodev shared:5 - tmpfs tmpfs rw
+"""
+
+
+def test_private_tmp_is_recognised_from_mountinfo():
+    assert layout.private_tmp(MOUNTINFO_PRIVATE) is True
+    assert layout.private_tmp(MOUNTINFO_PLAIN) is False
+
+
+def test_default_directories_in_a_private_tmp_are_a_configuration_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(layout, "private_tmp", lambda mountinfo=None: True)
+    cfg = load_config(None, {"ledgerDirectories": str(tmp_path / "ledgers")})  # journal: /tmp/bk-txn
+    service = BookieService.__new__(BookieService)
+    service.cfg = cfg
+    with pytest.raises(ConfigError, match=r"journalDirectories: /tmp/bk-txn is under a private /tmp"):
+        service._prepare_dirs(list(cfg.journal_directories), list(cfg.ledger_directories), [])
+
+
+def _directives(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if re.match(r"^[A-Z]\w+=", line))
+
+
+def test_unit_does_not_restart_after_configuration_errors_or_refusals():
+    directives = _directives(UNIT.read_text())
+    codes = {int(c) for c in directives["RestartPreventExitStatus"].split()}
+    assert codes == {EXIT_CONFIG, EXIT_REFUSED}
+
+
+def test_unit_comments_say_what_protect_system_does():
+    text = UNIT.read_text()
+    directives = _directives(text)
+    comments = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    # the header tells operators that directories elsewhere need ReadWritePaths=: true only with strict
+    assert "ReadWritePaths=" in comments
+    assert re.search(r"ProtectSystem=(\w+)", comments).group(1) == directives["ProtectSystem"] == "strict"
+    assert directives["PrivateTmp"] == "yes" and "journalDirectories=/var/lib/" in comments

@@ -1,0 +1,84 @@
+"""Bounded shutdown for the daemons (bookied, ``bkctl autorecovery run``).
+
+A SIGTERM must end a daemon within a known time even when ZooKeeper is
+unreachable: kazoo's calls then block until the connection returns, and a
+reactor whose thread pool holds such a call never finishes its shutdown
+(Twisted joins the pool's threads).  Two tools:
+
+* :func:`call_with_timeout` runs one blocking call (unregister, close the
+  session) in a daemon thread of its own and gives up on it after a timeout:
+  the caller goes on, the thread dies with the process.
+* :class:`ExitDeadline` is the last resort: armed when the shutdown starts, it
+  ends the process with ``os._exit`` if the orderly path has not finished by
+  then (a pool thread stuck in ZooKeeper, say), after logging why.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+
+from twisted.internet import defer
+
+log = logging.getLogger("bkctl.shutdown")
+
+
+def call_with_timeout(reactor, fn, *args, timeout: float, what: str) -> defer.Deferred:
+    """Run ``fn(*args)`` in a daemon thread; the Deferred fires with its result,
+    its exception, or :class:`defer.TimeoutError` after ``timeout`` seconds
+    (the call is then abandoned, not interrupted)."""
+    d: defer.Deferred = defer.Deferred()
+
+    def settle(ok: bool, value) -> None:
+        if d.called:  # timed out meanwhile
+            return
+        if ok:
+            d.callback(value)
+        else:
+            d.errback(value)
+
+    def run() -> None:
+        try:
+            result = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            reactor.callFromThread(settle, False, e)
+        else:
+            reactor.callFromThread(settle, True, result)
+
+    threading.Thread(target=run, name=f"shutdown: {what}", daemon=True).start()
+    d.addTimeout(timeout, reactor)
+    return d
+
+
+class ExitDeadline:
+    """End the process ``seconds`` after :meth:`arm` unless it is gone by then."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self._timer: threading.Timer | None = None
+
+    def arm(self, seconds: float, exit_code=lambda: 0) -> None:
+        """``exit_code``: called at the deadline for the status to exit with."""
+        if self._timer is not None:
+            return
+        timer = threading.Timer(seconds, self._expire, args=(seconds, exit_code))
+        timer.daemon = True
+        timer.name = "shutdown deadline"
+        timer.start()
+        self._timer = timer
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _expire(self, seconds: float, exit_code) -> None:
+        code = exit_code()
+        log.warning("%s did not finish within %g s (ZooKeeper unreachable?); exiting now", self.what, seconds)
+        for handler in logging.getLogger().handlers:
+            try:
+                handler.flush()
+            except Exception:  # noqa: BLE001 - exiting anyway
+                pass
+        sys.stderr.flush()
+        os._exit(code)
