@@ -79,15 +79,30 @@ def bench_sync_adds(bk: BlockingBookKeeper, n: int, size: int) -> None:
           f"p99 {pct(latencies, 0.99) * 1e3:.2f} ms", flush=True)
 
 
-def bench_reads(bk: BlockingBookKeeper, ledger_id: int, batch: int) -> None:
+def bench_reads(bk: BlockingBookKeeper, ledger_id: int, batch: int, profile: bool = False) -> None:
     rh = bk.open(ledger_id)
+    md = rh.metadata
+    profiler = None
+    if profile:  # the reactor thread does the work: profile it there
+        import cProfile
+        profiler = cProfile.Profile()
+        bk.run(lambda _client: profiler.enable())
     started = time.perf_counter()
+    cpu = time.process_time()  # the client process: its reactor thread does the work
     count = 0
     for entries in rh.read_range(0, rh.last_entry_id, batch=batch):
         count += len(entries)
     elapsed = time.perf_counter() - started
-    print(f"  {count} entries in batches of {batch}: {count / elapsed:,.0f} entries/s ({elapsed:.2f}s; "
-          f"{load_note()})", flush=True)
+    cpu = time.process_time() - cpu
+    if profiler is not None:
+        bk.run(lambda _client: profiler.disable())
+    print(f"  {count} entries of E/Qw/Qa {md.ensemble_size}/{md.write_quorum}/{md.ack_quorum} in batches of "
+          f"{batch}: {count / elapsed:,.0f} entries/s ({elapsed:.2f}s, client CPU {cpu / max(count, 1) * 1e6:.1f}"
+          f" us/entry; {load_note()})", flush=True)
+    if profiler is not None:
+        import pstats
+        print("  where the reactor thread's time goes (cProfile inflates it; tottime order):")
+        pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(18)
 
 
 def bench_recovery(bk: BlockingBookKeeper, n: int, size: int) -> None:
@@ -101,7 +116,7 @@ def bench_recovery(bk: BlockingBookKeeper, n: int, size: int) -> None:
           f"(last entry {rh.last_entry_id})", flush=True)
 
 
-def run(uri: str, entries: int, size: int, quick: bool) -> None:
+def run(uri: str, entries: int, size: int, quick: bool, profile: bool = False) -> None:
     for protocol in ("v3", "v2"):
         bk = BlockingBookKeeper(uri, protocol=protocol)
         try:
@@ -110,10 +125,12 @@ def run(uri: str, entries: int, size: int, quick: bool) -> None:
             ledger_id = bench_pipelined_adds(bk, entries, size, 1000, target=size == 100)
             if not quick:
                 bench_pipelined_adds(bk, entries, size, 100)
+            single_id = bench_pipelined_adds(bk, entries, size, 1000, ensemble=(1, 1, 1))
             section(f"synchronous adds, protocol {protocol}")
             bench_sync_adds(bk, 200 if quick else 1000, size)
-            section(f"reads, protocol {protocol}")
-            bench_reads(bk, ledger_id, 1000)
+            section(f"reads, protocol {protocol} (targets over v3: >= 40,000/s E3/Qw2/Qa2, >= 35,000/s E1/Qw1/Qa1)")
+            bench_reads(bk, ledger_id, 1000, profile)
+            bench_reads(bk, single_id, 1000, profile and protocol == "v3")
             if protocol == "v2":
                 section("reads of an unstriped ledger (E = Qw), protocol v2: BATCH_READ_ENTRY")
                 bench_reads(bk, bench_pipelined_adds(bk, entries, size, 1000, ensemble=(3, 3, 2)), 1000)
@@ -130,10 +147,12 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=50_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile the client's reactor thread while it reads (cProfile, top functions)")
     args = parser.parse_args()
     entries = min(args.entries, 10_000) if args.quick else args.entries
     if args.uri:
-        run(args.uri, entries, args.size, args.quick)
+        run(args.uri, entries, args.size, args.quick, args.profile)
         return
     from bkctl.sandbox.cluster import sandbox_down, sandbox_up
 
@@ -141,7 +160,7 @@ def main() -> None:
         print(f"starting a sandbox (ZooKeeper + 3 bookieds) in {tmp} ...", flush=True)
         state = sandbox_up(tmp, bookies=3)
         try:
-            run(state["uri"], entries, args.size, args.quick)
+            run(state["uri"], entries, args.size, args.quick, args.profile)
         finally:
             sandbox_down(tmp, purge=False)
 

@@ -39,6 +39,7 @@ from bkctl.wire.protocol import (
 )
 from bkctl.wire.proto import bookkeeper_pb2 as pb
 from bkctl.wire.varint import ONE_BYTE as _VARINT1
+from bkctl.wire.varint import decode_at as _decode_at
 from bkctl.wire.varint import encode as _varint
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "RESPONSE_FIELD",
     "parse_request",
     "parse_response",
+    "plain_read_body",
     "serialize",
     "v3_status",
     "is_high_priority",
@@ -180,6 +182,55 @@ def parse_response(payload: bytes | bytearray | memoryview) -> pb.Response:
             "v3 Response lacks required fields: " + ", ".join(msg.FindInitializationErrors())
         )
     return msg
+
+
+_READ_EOK = b"\x10\x00\xa2\x06"  # Response.status EOK (2), then readResponse (100), length-delimited
+_READ_EOK_INNER = b"\x08\x00\x10"  # ReadResponse.status EOK (1), then the ledgerId tag (2)
+_U64_MASK = (1 << 64) - 1
+
+
+def plain_read_body(payload: bytes, pos: int, ledger_id: int, entry_id: int) -> bytes | None:
+    """The body of an EOK READ_ENTRY answer for ``ledger_id``/``entry_id``
+    whose header field ends at ``pos``, taken apart by hand (a client's hot
+    path); None when the bytes after the header are anything else (another
+    status, other ids, other or repeated fields...): then parse them with
+    :func:`parse_response`.
+
+    Accepted: the top-level status EOK, then the readResponse field holding
+    exactly status EOK, these ids, and optionally body, maxLAC and
+    lacUpdateTimestamp, in field order (as a Java or bkctl bookie writes
+    them), up to the end of ``payload``. What is accepted is a complete,
+    well-formed Response, and the result is what its readResponse.body reads
+    as (b"" when absent).
+    """
+    try:
+        if payload[pos:pos + 4] != _READ_EOK:
+            return None
+        size, pos = _decode_at(payload, pos + 4)
+        end = pos + size
+        if end != len(payload) or payload[pos:pos + 3] != _READ_EOK_INNER:
+            return None
+        got, pos = _decode_at(payload, pos + 3)
+        if got != ledger_id & _U64_MASK or payload[pos] != 0x18:  # entryId (3)
+            return None
+        got, pos = _decode_at(payload, pos + 1)
+        if got != entry_id & _U64_MASK:
+            return None
+        body = b""
+        if pos < end and payload[pos] == 0x22:  # body (4)
+            size, pos = _decode_at(payload, pos + 1)
+            stop = pos + size
+            if stop > end:
+                return None
+            body = payload[pos:stop]
+            pos = stop
+        if pos < end and payload[pos] == 0x28:  # maxLAC (5)
+            _, pos = _decode_at(payload, pos + 1)
+        if pos < end and payload[pos] == 0x30:  # lacUpdateTimestamp (6)
+            _, pos = _decode_at(payload, pos + 1)
+    except IndexError:  # a varint or field running past the end
+        return None
+    return body if pos == end else None
 
 
 def serialize(msg) -> bytes:

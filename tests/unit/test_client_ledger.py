@@ -125,6 +125,13 @@ class FakeConnection:
             return defer.fail(NoSuchEntry("ENOENTRY", bookie=self.bookie_id))
         return defer.succeed(mine[entry_id])
 
+    def read_with_callback(self, ledger_id, entry_id, on_done, ctx, slot):
+        """The channel's plain read as the ledger layer calls it (BookieChannel);
+        the outcome goes to ``on_done`` as BookieConnection reports it."""
+        d = self.read(ledger_id, entry_id)
+        d.addCallbacks(lambda body: on_done(ctx, slot, self.bookie_id, body),
+                       lambda f: on_done(ctx, slot, self.bookie_id, f.value))
+
     def batch_read(self, ledger_id, start_entry_id, max_count, max_size, *, fence_master_key=None):
         """Consecutive stored entries from ``first``, like a 4.17 bookie (``batch_limit``
         stands for its byte budget; ``no_batch``: a bookie that cannot batch-read)."""

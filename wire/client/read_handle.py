@@ -237,32 +237,9 @@ class ReadHandle:
                 f"cannot read entries {first}..{last} of ledger {self.ledger_id}: {what}")
 
     def _read_entry(self, entry_id: int) -> defer.Deferred:
-        """One entry, verified, with failover across its write set (in order)."""
-        bookies = self._write_set(entry_id)
-        errors: list[BaseException] = []
-
-        def attempt(i: int):
-            if i == len(bookies):
-                return defer.fail(self._read_error(entry_id, bookies, errors))
-            try:
-                d = self.client.pool.get(bookies[i]).read(self.ledger_id, entry_id)
-            except Exception as exc:  # noqa: BLE001
-                d = defer.fail(exc)
-
-            def ok(body):
-                try:
-                    return self.digest.verify(body, entry_id)
-                except DigestError as exc:
-                    errors.append(DigestError(f"bookie {bookies[i]}: {exc}"))
-                    return attempt(i + 1)
-
-            def bad(f: Failure):
-                errors.append(f.value)
-                return attempt(i + 1)
-
-            return d.addCallbacks(ok, bad)
-
-        return attempt(0)
+        """One entry, verified (a :class:`~bkctl.wire.digest.VerifiedEntry`),
+        with failover across its write set (in order): :class:`EntryRead`."""
+        return EntryRead(self, entry_id).start()
 
     def _read_error(self, entry_id: int, bookies: list[str], errors: list[BaseException]) -> BKError:
         where = f"entry {entry_id} of ledger {self.ledger_id}"
@@ -480,13 +457,91 @@ class ReadLacQuorum:
         self._settle()
 
 
-class WindowedReads:
+class EntryReads:
+    """Single-entry reads with failover, the core of Java's ``PendingReadOp``:
+    an entry is asked of the first bookie of its write set, and on a missing
+    entry, a bad digest, a timeout or any other failure of the next one, in
+    write-set order; it fails only when every replica failed (the error is
+    :meth:`ReadHandle._read_error`'s).  Requests go through the channel's
+    callback read (no Deferred per request); a subclass gets each outcome
+    through :meth:`_entry_read` (with what ``check(body, entry_id)`` made of
+    the bytes) and :meth:`_entry_failed`."""
+
+    def __init__(self, handle: ReadHandle, check):
+        self.handle = handle
+        self._ledger_id = handle.ledger_id
+        self._pool = handle.client.pool
+        self._check = check
+        #: entries that failed on some replica: their write set (kept from the
+        #: first failure on) and the errors so far
+        self._failing: dict[int, tuple[tuple[str, ...], list[BaseException]]] = {}
+
+    def _read(self, entry_id: int, replica: int = 0, bookies: tuple[str, ...] | None = None) -> None:
+        if bookies is None:
+            bookies = self.handle._write_set(entry_id)
+        bookie = bookies[replica]
+        try:
+            self._pool.get(bookie).read_with_callback(self._ledger_id, entry_id, self._answered, entry_id, replica)
+        except Exception as exc:  # noqa: BLE001 - a closed pool and such: that replica failed
+            self._answered(entry_id, replica, bookie, exc)
+
+    def _answered(self, entry_id: int, replica: int, bookie_id: str, result: Any) -> None:
+        if type(result) is bytes:
+            try:
+                value = self._check(result, entry_id)
+            except DigestError as exc:
+                result = DigestError(f"bookie {bookie_id}: {exc}")
+            else:
+                if self._failing:
+                    self._failing.pop(entry_id, None)
+                self._entry_read(entry_id, value)
+                return
+        elif not isinstance(result, BaseException):  # not what a read answers
+            result = BKError(f"bookie {bookie_id} answered a read of entry {entry_id} with {result!r}")
+        failing = self._failing.get(entry_id)
+        if failing is None:
+            failing = self._failing[entry_id] = (self.handle._write_set(entry_id), [])
+        bookies, errors = failing
+        errors.append(result)
+        if replica + 1 < len(bookies):
+            self._read(entry_id, replica + 1, bookies)
+        else:
+            del self._failing[entry_id]
+            self._entry_failed(entry_id, self.handle._read_error(entry_id, list(bookies), errors))
+
+    def _entry_read(self, entry_id: int, value: Any) -> None:
+        raise NotImplementedError
+
+    def _entry_failed(self, entry_id: int, error: BaseException) -> None:
+        raise NotImplementedError
+
+
+class EntryRead(EntryReads):
+    """One entry: fires with its :class:`~bkctl.wire.digest.VerifiedEntry`."""
+
+    def __init__(self, handle: ReadHandle, entry_id: int):
+        super().__init__(handle, handle.digest.verify)
+        self.entry_id = entry_id
+        self.done: defer.Deferred = defer.Deferred()
+
+    def start(self) -> defer.Deferred:
+        self._read(self.entry_id)
+        return self.done
+
+    def _entry_read(self, entry_id: int, value: VerifiedEntry) -> None:
+        self.done.callback(value)
+
+    def _entry_failed(self, entry_id: int, error: BaseException) -> None:
+        self.done.errback(Failure(error))
+
+
+class WindowedReads(EntryReads):
     """Entries ``first..last`` read one request each, at most ``window`` at a
     time; fires with ``[(entry_id, payload), ...]`` in order, or with the first
     failure (the reads still running are then ignored)."""
 
     def __init__(self, handle: ReadHandle, first: int, last: int, window: int):
-        self.handle = handle
+        super().__init__(handle, handle.digest.payload)
         self.first = first
         self.count = last - first + 1
         self.window = window
@@ -517,24 +572,23 @@ class WindowedReads:
                     index = self.next
                     self.next += 1
                     self.running += 1
-                    d = self.handle._read_entry(self.first + index)
-                    d.addCallbacks(self._got, self._bad, callbackArgs=(index,))
+                    self._read(self.first + index)
         finally:
             self._starting = False
 
-    def _got(self, entry: VerifiedEntry, index: int) -> None:
+    def _entry_read(self, entry_id: int, payload: bytes) -> None:
         self.running -= 1
         if self.failed:
             return
-        self.results[index] = (entry.entry_id, entry.payload)
+        self.results[entry_id - self.first] = (entry_id, payload)
         self.finished += 1
         if self.finished == self.count:
             self.done.callback(self.results)
         else:
             self._start_more()
 
-    def _bad(self, f: Failure) -> None:
+    def _entry_failed(self, entry_id: int, error: BaseException) -> None:
         self.running -= 1
         if not self.failed:
             self.failed = True
-            self.done.errback(f)
+            self.done.errback(Failure(error))
