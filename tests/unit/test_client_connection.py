@@ -1065,3 +1065,47 @@ def test_v3_read_answers_with_other_ids_are_not_taken_for_the_request():
     other = v3.read_request(req.header.txnId, 1, 7)
     proto.dataReceived(frame(v3.serialize(v3.read_response(other, RC.EOK, b"seven"))))
     assert result_of(d) == b"seven"
+
+
+def test_requests_issued_while_answers_are_handed_out_go_out_in_one_write_in_order():
+    h = Harness()
+    proto, transport = h.connected()
+    writes = []
+    transport.write = lambda data: writes.append([data])
+    transport.writeSequence = lambda seq: writes.append(list(seq))
+    done = Outcomes()
+
+    def more(ctx, slot, bookie_id, result):
+        done(ctx, slot, bookie_id, result)
+        h.conn.read_with_callback(2, ctx, done, ctx + 100, 0)  # two per answer
+        h.conn.read_with_callback(3, ctx, done, ctx + 200, 0)
+
+    h.conn.read_with_callback(1, 1, more, 1, 0)
+    h.conn.read_with_callback(1, 2, more, 2, 0)
+    assert len(writes) == 2  # issued outside an answer: written at once
+    reqs = [v3.parse_request(w[0][4:]) for w in writes]
+    writes.clear()
+    proto.dataReceived(v3_reply(reqs[0], body=b"a") + v3_reply(reqs[1], body=b"b"))
+    assert len(writes) == 1 and len(writes[0]) == 4
+    assert [(r.readRequest.ledgerId, r.readRequest.entryId)
+            for r in (v3.parse_request(f[4:]) for f in writes[0])] == [(2, 1), (3, 1), (2, 2), (3, 2)]
+    assert h.conn.outstanding == 4
+
+
+def test_frames_held_for_a_connection_closed_meanwhile_are_dropped():
+    h = Harness()
+    proto, transport = h.connected()
+    done = Outcomes()
+
+    def issue_then_close(ctx, slot, bookie_id, result):
+        h.conn.read_with_callback(2, 2, done, "issued", 0)
+        h.conn.close()
+
+    h.conn.read_with_callback(1, 1, issue_then_close, 1, 0)
+    h.conn.read_with_callback(1, 2, done, 2, 0)
+    r1, r2 = v3_requests(transport)
+    transport.clear()
+    proto.dataReceived(v3_reply(r1, body=b"a") + v3_reply(r2, body=b"b"))
+    assert transport.value() == b""
+    assert [(ctx, type(r)) for ctx, _, _, r in done.seen] == [
+        (2, E.BookieUnavailable), ("issued", E.BookieUnavailable)]

@@ -143,6 +143,10 @@ _V2_READ_HEADER = (V2_CURRENT_VERSION << 24) | (_OPC_READ << 16)
 # Kinds of request timeouts: each kind has one deadline queue (and one timer) per connection.
 _T_WRITE, _T_READ, _T_INFO, _T_POLL = "write", "read", "info", "poll"
 
+#: While a BookieClientProtocol hands out a chunk of answers: the connections
+#: holding frames to write once it is done (BookieConnection._uncork), else None.
+_corked: "list[BookieConnection] | None" = None
+
 
 def default_resolve(bookie_id: str) -> tuple[str, int]:
     """The address of a legacy bookie id, which *is* ``host:port``."""
@@ -187,6 +191,7 @@ class BookieClientProtocol(Protocol):
             owner._connection_made(self)
 
     def dataReceived(self, data: bytes) -> None:
+        global _corked
         owner = self._owner
         if owner is None:
             return
@@ -195,6 +200,20 @@ class BookieClientProtocol(Protocol):
         except CodecError as exc:
             owner._malformed(self, exc)
             return
+        if _corked is not None or len(payloads) < 2:
+            self._answers(owner, payloads)
+            return
+        # Requests the answers' callbacks issue (a reader keeping its window
+        # full...) are held and written once per connection at the end.
+        corked = _corked = []
+        try:
+            self._answers(owner, payloads)
+        finally:
+            _corked = None
+            for conn in corked:
+                conn._uncork()
+
+    def _answers(self, owner: "BookieConnection", payloads: list[bytes]) -> None:
         decode = self._decode
         # v3: the EOK answer to a plain ADD or READ starts with its request's
         # header field, byte for byte: such answers are matched by it and
@@ -436,6 +455,9 @@ class BookieConnection:
         self._v3_fast: dict[bytes, _Request] = {}
         self._v2_pending: dict[tuple, deque[_Request]] = {}
         self._timeouts: dict[Any, _Timeouts] = {}
+        # frames of requests issued while answers were handed out, written
+        # together afterwards (one write instead of one per request)
+        self._held: list[bytes] = []
         self._encoder = v3.RequestEncoder() if self.use_v3 else None
         #: the fast paths (reused v3 request encoders, v3 EOK add and read
         #: answers matched and taken apart without the general parser, v2 plain
@@ -794,7 +816,12 @@ class BookieConnection:
         if direct:
             self._register(req)
             data, req.frame = req.frame, b""  # on the wire: do not keep the bytes
-            proto.send_one(data)
+            if _corked is None:
+                proto.send_one(data)
+            else:
+                if not self._held:
+                    _corked.append(self)
+                self._held.append(data)
         else:
             queue.append(req)
             if idle:
@@ -828,7 +855,21 @@ class BookieConnection:
             self._register(req)
             frames.append(req.frame)
             req.frame = b""  # on the wire: do not keep the bytes
-        self._proto.send(frames)
+        if _corked is None:
+            self._proto.send(frames)
+        else:  # after what is held already, in issuing order
+            if not self._held:
+                _corked.append(self)
+            self._held.extend(frames)
+
+    def _uncork(self) -> None:
+        """Write the frames held while answers were handed out (see
+        BookieClientProtocol.dataReceived); dropped if the connection went
+        away meanwhile (its requests have failed)."""
+        held, self._held = self._held, []
+        proto = self._proto
+        if held and proto is not None:
+            proto.send(held)
 
     def _pump(self) -> None:
         """Send queued requests while there is room on the wire."""
@@ -917,6 +958,7 @@ class BookieConnection:
     def _fail_all(self, make_error: Callable[[_Request], BookieError]) -> None:
         """Fail every queued and sent request (sent ones first, oldest first)."""
         reqs = list(self._sent) + list(self._queue)
+        self._held = []
         self._sent.clear()
         self._queue.clear()
         self._v3_pending.clear()
