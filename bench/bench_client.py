@@ -116,6 +116,63 @@ def bench_recovery(bk: BlockingBookKeeper, n: int, size: int) -> None:
           f"(last entry {rh.last_entry_id})", flush=True)
 
 
+def bench_tail(uri: str, rate: float, n: int, size: int, explicit_lac: bool) -> None:
+    """Delay from an add's acknowledgement to `bkctl ledger tail` printing the
+    entry (a separate process, default --interval), with a writer adding
+    ``rate`` entries/s; with ``explicit_lac`` the writer also sends its LAC
+    to the bookies after every add (WRITE_LAC, what Java's
+    explicitLacInterval does), else readers learn an entry is confirmed
+    only from the next one."""
+    import subprocess
+    import threading
+
+    writer = BlockingBookKeeper(uri)
+    lh = writer.create(3, 2, 2)
+    bkctl = os.path.join(os.path.dirname(sys.executable), "bkctl")
+    tail = subprocess.Popen([bkctl, "--json", "ledger", "tail", str(lh.ledger_id), "--from", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                            env=dict(os.environ, BKCTL_METADATA_URI=uri))
+    printed: dict[int, float] = {}
+
+    def follow() -> None:
+        import json
+        for line in tail.stdout:
+            printed[json.loads(line)["entry_id"]] = time.monotonic()
+
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    acked: dict[int, float] = {}
+    try:
+        lh.add(b"w" * size)  # entry 0: the tail has started once it prints it
+        deadline = time.monotonic() + 30
+        while 0 not in printed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        payload = b"t" * size
+        started = time.monotonic()
+        for i in range(1, n + 1):
+            pause = started + i / rate - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            entry_id = lh.add(payload)
+            acked[entry_id] = time.monotonic()
+            if explicit_lac:
+                lh._call(lh.handle.publish_lac)
+        lh.close()  # the tail ends once it printed the last entry
+        tail.wait(60)
+        reader.join(10)
+    finally:
+        if tail.poll() is None:
+            tail.kill()
+            tail.wait()
+        writer.close()
+    delays = [printed[e] - t for e, t in acked.items() if e in printed]
+    missing = len(acked) - len(delays)
+    how = "explicit LAC after every add" if explicit_lac else "LAC piggybacked on the next add"
+    print(f"  {len(delays)} adds at {rate:g}/s ({how}): add ack -> tail prints it: p50 {pct(delays, 0.5) * 1e3:.1f} ms, "
+          f"p90 {pct(delays, 0.9) * 1e3:.1f} ms, max {max(delays) * 1e3:.1f} ms"
+          f"{f', {missing} never printed' if missing else ''}  (target p50 <= 5 ms; {load_note()})", flush=True)
+
+
 def run(uri: str, entries: int, size: int, quick: bool, profile: bool = False) -> None:
     for protocol in ("v3", "v2"):
         bk = BlockingBookKeeper(uri, protocol=protocol)
@@ -137,6 +194,9 @@ def run(uri: str, entries: int, size: int, quick: bool, profile: bool = False) -
             if protocol == "v3":
                 section("recovery")
                 bench_recovery(bk, 1000, size)
+                section("ledger tail (bkctl ledger tail --json, v3)")
+                for explicit_lac in (False, True):
+                    bench_tail(uri, 100, 200 if quick else 500, size, explicit_lac)
         finally:
             bk.close()
 

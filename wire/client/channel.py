@@ -47,6 +47,12 @@ class BookieChannel(Protocol):
                    fence_master_key: bytes | None = None) -> defer.Deferred:
         """BATCH_READ_ENTRY: consecutive stored entries from ``start_entry_id``."""
 
+    def read_long_poll(self, ledger_id: int, previous_lac: int, timeout_ms: int,
+                       piggyback: bool = True) -> defer.Deferred:
+        """Long-poll READ (v3): ``(max_lac, entry_id, body)`` once the bookie's
+        LAC passes ``previous_lac`` (with entry previous_lac + 1 when
+        ``piggyback`` and it has it) or after ``timeout_ms``."""
+
     def read_lac(self, ledger_id: int) -> defer.Deferred:
         """READ_LAC: ``(lac_body, last_entry_body)``."""
 

@@ -154,6 +154,12 @@ class ReadHandle:
         md = self._metadata
         return md.last_entry_id if md.is_closed else self._lac
 
+    def _learn_lac(self, lac: int) -> None:
+        """A LAC the bookies reported: remembered when higher (never past
+        the last entry of a closed ledger)."""
+        if lac > self._lac and not self._metadata.is_closed:
+            self._lac = lac
+
     def close(self) -> defer.Deferred:
         """Nothing to release for a reader; fires at once."""
         return defer.succeed(None)
@@ -175,6 +181,17 @@ class ReadHandle:
             return self._lac
 
         return d.addCallback(got)
+
+    def wait_for_entry(self, entry_id: int, timeout_ms: int) -> defer.Deferred:
+        """Wait (long poll, v3) until the LAC reaches ``entry_id``, at most
+        ``timeout_ms``: Java's ``ReadLastConfirmedAndEntryOp``.  Fires with
+        ``(lac, entry)``: the LAC then known (remembered when higher), and
+        ``(entry_id, payload)`` when a bookie sent that entry along with its
+        LAC, else None (the LAC did not reach it in time, or the entry is to
+        be read the usual way).  See :class:`LongPollRead`."""
+        if entry_id <= self._readable_limit():
+            return defer.succeed((self._readable_limit(), None))
+        return LongPollRead(self, entry_id, timeout_ms).start()
 
     def refresh_metadata(self) -> defer.Deferred:
         """Re-read the metadata (to notice that an open ledger got closed)."""
@@ -455,6 +472,86 @@ class ReadLacQuorum:
         else:
             self.errors.append(exc)
         self._settle()
+
+
+class LongPollRead:
+    """One long-poll LAC read with the next entry piggybacked (Java's
+    ``ReadLastConfirmedAndEntryOp``, in its parallel form): every bookie of
+    the last ensemble is asked to answer once its LAC passes ``entry_id - 1``
+    (or after ``timeout_ms``), adding that entry when it has it.  The first
+    answer that moves the LAC completes the read: with the entry if it came
+    along and verifies (its digest and id), else with the LAC only; answers
+    that do not move it (the wait ended) count as empty.  The polls still
+    running are then cancelled.  Fails only when every bookie failed."""
+
+    def __init__(self, handle: ReadHandle, entry_id: int, timeout_ms: int):
+        self.handle = handle
+        self.entry_id = entry_id
+        self.timeout_ms = max(0, int(timeout_ms))
+        self.result: defer.Deferred = defer.Deferred()
+        self.polls: list[defer.Deferred] = []
+        self.pending = 0
+        self.failed = 0
+        self.done = False
+
+    def start(self) -> defer.Deferred:
+        h = self.handle
+        previous = self.entry_id - 1
+        ensemble = h.metadata.last_ensemble
+        self.pending = len(ensemble)
+        for bookie in ensemble:
+            try:
+                d = h.client.pool.get(bookie).read_long_poll(h.ledger_id, previous, self.timeout_ms,
+                                                             piggyback=True)
+            except Exception as exc:  # noqa: BLE001 - a closed pool and such
+                d = defer.fail(exc)
+            self.polls.append(d)
+            d.addCallbacks(self._answered, self._failed, callbackArgs=(bookie,))
+        return self.result
+
+    def _finish(self, entry) -> None:
+        self.done = True
+        polls, self.polls = self.polls, []
+        self.result.callback((self.handle._readable_limit(), entry))
+        for d in polls:
+            if not d.called:
+                d.cancel()
+
+    def _answered(self, answer, bookie: str) -> None:
+        self.pending -= 1
+        if self.done:
+            return
+        max_lac, entry_id, body = answer
+        h = self.handle
+        entry = None
+        if body is not None and entry_id == self.entry_id:
+            try:
+                checked = h.digest.verify(body, self.entry_id)
+            except DigestError as exc:  # that copy is not used; its LAC still counts
+                log.info("ledger %d: long poll answer of bookie %s: %s", h.ledger_id, bookie, exc)
+            else:
+                entry = (checked.entry_id, checked.payload)
+                # the bookie's LAC passed the entry before it, so the entry is confirmed
+                h._learn_lac(max(checked.entry_id, checked.lac))
+        if max_lac is not None:
+            h._learn_lac(max_lac)
+        if entry is not None or h._readable_limit() >= self.entry_id:
+            self._finish(entry)
+        elif self.pending == 0:
+            self._finish(None)
+
+    def _failed(self, f: Failure) -> None:
+        self.pending -= 1
+        if self.done:
+            return
+        self.failed += 1
+        if self.pending == 0:
+            if self.failed == len(self.polls):  # nobody answered
+                self.done = True
+                self.polls = []
+                self.result.errback(f)
+            else:
+                self._finish(None)
 
 
 class EntryReads:
