@@ -190,48 +190,65 @@ _READ_EOK_INNER = b"\x08\x00\x10"  # ReadResponse.status EOK (1), then the ledge
 _U64_MASK = (1 << 64) - 1
 
 
-def plain_read_body(payload: bytes, pos: int, ledger_id: int, entry_id: int) -> bytes | None:
-    """The body of an EOK READ_ENTRY answer for ``ledger_id``/``entry_id``
-    whose header field ends at ``pos``, taken apart by hand (a client's hot
-    path); None when the bytes after the header are anything else (another
-    status, other ids, other or repeated fields...): then parse them with
-    :func:`parse_response`.
+def plain_read_body(payload: bytes, pos: int) -> bytes | None:
+    """The body of an EOK READ_ENTRY answer whose header field ends at
+    ``pos``, taken apart by hand (a client's hot path); None when the bytes
+    after the header are anything else (another status, other or repeated
+    fields...): then parse them with :func:`parse_response`.
 
     Accepted: the top-level status EOK, then the readResponse field holding
-    exactly status EOK, these ids, and optionally body, maxLAC and
+    exactly status EOK, ledgerId, entryId, body, and optionally maxLAC and
     lacUpdateTimestamp, in field order (as a Java or bkctl bookie writes
     them), up to the end of ``payload``. What is accepted is a complete,
     well-formed Response, and the result is what its readResponse.body reads
-    as (b"" when absent).
+    as. As with the parser, the ids are not looked at: the entry's digest
+    check covers them.
     """
+    if payload[pos:pos + 4] != _READ_EOK:
+        return None
+    end = len(payload)
     try:
-        if payload[pos:pos + 4] != _READ_EOK:
+        size = payload[pos + 4]
+        if size < 0x80:
+            pos += 5
+        else:
+            size, pos = _decode_at(payload, pos + 4)
+        if pos + size != end or payload[pos:pos + 3] != _READ_EOK_INNER:
             return None
-        size, pos = _decode_at(payload, pos + 4)
-        end = pos + size
-        if end != len(payload) or payload[pos:pos + 3] != _READ_EOK_INNER:
+        pos = _skip_varint(payload, pos + 3)  # ledgerId
+        if payload[pos] != 0x18:  # entryId (3)
             return None
-        got, pos = _decode_at(payload, pos + 3)
-        if got != ledger_id & _U64_MASK or payload[pos] != 0x18:  # entryId (3)
+        pos = _skip_varint(payload, pos + 1)
+        if payload[pos] != 0x22:  # body (4)
             return None
-        got, pos = _decode_at(payload, pos + 1)
-        if got != entry_id & _U64_MASK:
-            return None
-        body = b""
-        if pos < end and payload[pos] == 0x22:  # body (4)
+        size = payload[pos + 1]
+        if size < 0x80:
+            pos += 2
+        else:
             size, pos = _decode_at(payload, pos + 1)
-            stop = pos + size
-            if stop > end:
-                return None
-            body = payload[pos:stop]
-            pos = stop
-        if pos < end and payload[pos] == 0x28:  # maxLAC (5)
-            _, pos = _decode_at(payload, pos + 1)
-        if pos < end and payload[pos] == 0x30:  # lacUpdateTimestamp (6)
-            _, pos = _decode_at(payload, pos + 1)
+        stop = pos + size
+        if stop > end:
+            return None
+        if stop < end and payload[stop] == 0x28:  # maxLAC (5)
+            stop = _skip_varint(payload, stop + 1)
+            if stop < end and payload[stop] == 0x30:  # lacUpdateTimestamp (6)
+                stop = _skip_varint(payload, stop + 1)
+        elif stop < end and payload[stop] == 0x30:
+            stop = _skip_varint(payload, stop + 1)
     except IndexError:  # a varint or field running past the end
         return None
-    return body if pos == end else None
+    return payload[pos:pos + size] if stop == end else None
+
+
+def _skip_varint(b: bytes, pos: int) -> int:
+    """The position after the varint at ``b[pos]`` (IndexError past the end
+    of ``b`` or beyond ten bytes)."""
+    start = pos
+    while b[pos] >= 0x80:
+        pos += 1
+    if pos - start > 9:
+        raise IndexError("varint too long")
+    return pos + 1
 
 
 def read_answer(header_field: bytes, ledger_id: int, entry_id: int, body: bytes, max_lac: int) -> bytes:

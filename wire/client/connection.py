@@ -35,6 +35,14 @@ bookie id and everything about requests:
   :class:`TooManyRequests`. Nothing grows without bound.
 * **Cancellation.** Cancelling a request's Deferred forgets the request
   (a late response is dropped) and frees its slot.
+* **Hot paths.** The ledger layer adds and reads through
+  :meth:`~BookieConnection.add_with_callback` and
+  :meth:`~BookieConnection.read_with_callback`: a plain callback per
+  request instead of a Deferred. Answers are handled a whole chunk (one
+  ``dataReceived``) at a time, and the requests their callbacks issue are
+  written once per connection after the chunk. v3 EOK answers to plain
+  ADDs and READs are matched by their header field and taken apart without
+  the general parser (a fast path: :mod:`bkctl.wire.fastpath`).
 
 Operations return Deferreds that fire with plain values or fail with the
 errors of :mod:`bkctl.wire.client.errors`. Argument errors (a master key that is
@@ -1127,7 +1135,7 @@ class BookieConnection:
         ADD or READ (already out of ``_v3_fast``): what :meth:`_response_received`
         would do with it, without the general parser, when it is the EOK
         answer of ``req``: exactly the expected bytes for an ADD, an EOK
-        ReadResponse of the same ids (:func:`bkctl.wire.v3.plain_read_body`)
+        ReadResponse with a body (:func:`bkctl.wire.v3.plain_read_body`)
         for a READ. False when it is anything else (an error, another shape,
         or ``req`` not the request it matches, with a repeating caller-supplied
         txn_ids): then it is parsed and matched as usual."""
@@ -1141,8 +1149,7 @@ class BookieConnection:
                 return False
             result = None
         else:
-            ledger_id, entry_id = req.ids
-            result = v3.plain_read_body(payload, len(req.fast), ledger_id, entry_id)
+            result = v3.plain_read_body(payload, len(req.fast))
             if result is None:
                 return False
         del self._v3_pending[req.key]

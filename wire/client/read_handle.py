@@ -3,7 +3,8 @@
 :class:`ReadHandle` reads entries of any ledger:
 * each entry is read from the bookies of its write set in write-set order,
   moving to the next replica on a missing entry, a bad digest, a timeout or
-  any other failure; the read fails only when every replica failed
+  any other failure (:class:`EntryReads`, one callback read per attempt, no
+  Deferred per entry); the read fails only when every replica failed
   (:class:`~bkctl.wire.client.errors.NoSuchEntry` when they all said "missing",
   :class:`~bkctl.wire.errors.DigestError` when a replica answered with bytes that
   do not verify, else the last error);
@@ -21,7 +22,10 @@
   the highest LAC piggybacked on their last entries (and, over v3, the
   explicit LAC), accepted once every write quorum has had at least
   ``Qw - Qa + 1`` valid answers, the coverage rule of BookKeeper's
-  ReadLastConfirmed.
+  ReadLastConfirmed;
+* a follower waits for the next entry with a long poll (v3,
+  :meth:`ReadHandle.wait_for_entry`): the bookies answer once their LAC
+  moves, with the entry along (Java's ReadLastConfirmedAndEntryOp).
 """
 from __future__ import annotations
 
