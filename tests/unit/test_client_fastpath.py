@@ -136,3 +136,23 @@ def test_switched_off_reads_send_the_same_bytes_and_get_the_same_results():
                                    + frame(v2.ReadResponse(2, RC.ENOENTRY, 5, 7).encode()))
             seen.append((protocol, frames_sent, got[0][3], type(failure_of(d, E.NoSuchEntry))))
     assert seen[:2] == seen[2:]
+
+
+def test_v2_eok_read_answers_are_cut_without_the_decoder_errors_are_decoded():
+    h = Harness("v2")
+    proto, t = h.connected()
+    got = []
+    h.conn.read_with_callback(1, 2, lambda *a: got.append(a[3]), None, 0)
+    d = h.conn.read(1, 3)
+    d2 = h.conn.read(1, 4)
+    decoded = []
+    general = proto._decode
+    proto._decode = lambda p: decoded.append(p) or general(p)
+    proto.dataReceived(frame(v2.ReadResponse(2, RC.EOK, 1, 3, b"three").encode())
+                       + frame(v2.ReadResponse(2, RC.EOK, 1, 2, b"two").encode())
+                       + frame(v2.ReadResponse(2, RC.ENOENTRY, 1, 4).encode())
+                       + frame(v2.ReadResponse(2, RC.EOK, 1, 9, b"nobody").encode()))
+    assert got == [b"two"] and result_of(d) == b"three"
+    failure_of(d2, E.NoSuchEntry)
+    assert len(decoded) == 2  # the error and the answer nobody waits for
+    assert h.conn.outstanding == 0 and h.conn._v2_pending == {}

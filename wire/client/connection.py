@@ -147,6 +147,9 @@ _V2_ADD_HEADER = (V2_CURRENT_VERSION << 24) | (_OPC_ADD << 16)
 _V2_READ_FRAME = struct.Struct(">iiqq")
 _V2_READ_LEN = _V2_READ_FRAME.size - 4
 _V2_READ_HEADER = (V2_CURRENT_VERSION << 24) | (_OPC_READ << 16)
+# The head of a v2 READ answer: header, rc, ledger and entry ids (the entry follows).
+_V2_READ_ANSWER = struct.Struct(">iiqq")
+_EOK = int(RC.EOK)
 
 # Kinds of request timeouts: each kind has one deadline queue (and one timer) per connection.
 _T_WRITE, _T_READ, _T_INFO, _T_POLL = "write", "read", "info", "poll"
@@ -181,6 +184,7 @@ class BookieClientProtocol(Protocol):
         self._owner = owner
         self._decoder = FrameDecoder(max_frame_size)
         self._decode = v3.parse_response if use_v3 else v2.decode_response
+        self._v3 = use_v3
         self._lost = False
         self._lost_waiters: list[defer.Deferred] = []
 
@@ -227,6 +231,8 @@ class BookieClientProtocol(Protocol):
         # header field, byte for byte: such answers are matched by it and
         # taken apart without the general parser (BookieConnection._fast_answer)
         fast = getattr(owner, "_v3_fast", None)
+        # v2: EOK READ answers are matched and cut without the response tuple
+        v2_reads = not self._v3 and getattr(owner, "fastpaths", False)
         for payload in payloads:
             if self._owner is None:  # a callback closed the connection
                 return
@@ -234,6 +240,9 @@ class BookieClientProtocol(Protocol):
                 req = fast.pop(payload[:2 + payload[1]], None)
                 if req is not None and owner._fast_answer(self, req, payload):
                     continue
+            elif (v2_reads and len(payload) >= _V2_READ_ANSWER.size and payload[1] == _OPC_READ
+                  and payload[0] and owner._v2_read_answer(self, payload)):
+                continue
             try:
                 msg = decode(payload)
             except CodecError as exc:
@@ -1153,13 +1162,36 @@ class BookieConnection:
             if result is None:
                 return False
         del self._v3_pending[req.key]
+        self._answered(req, result)
+        return True
+
+    def _v2_read_answer(self, proto: BookieClientProtocol, payload: bytes) -> bool:
+        """A v2 READ_ENTRY answer (version > 0, at least its 24-byte head):
+        what :meth:`_response_received` would do with an EOK one, without
+        building the response tuple. False for anything else (an error, an
+        answer nobody waits for): then it is decoded and matched as usual."""
+        if proto is not self._proto:
+            return True  # a connection given up on: dropped, as any answer on it
+        _head, rc, ledger_id, entry_id = _V2_READ_ANSWER.unpack_from(payload)
+        key = (ledger_id, entry_id, _OPC_READ)
+        waiting = self._v2_pending.get(key)
+        if rc != _EOK or not waiting:
+            return False
+        req = waiting.popleft()
+        if not waiting:
+            del self._v2_pending[key]
+        self._answered(req, payload[_V2_READ_ANSWER.size:])
+        return True
+
+    def _answered(self, req: _Request, result: Any) -> None:
+        """The end of :meth:`_response_received` for a request already out of
+        the matching tables, answered with ``result``."""
         self._sent.pop(req, None)
         req.state = _DONE
         self._failures = 0  # the bookie answers: the next failure starts a fresh backoff
         if self._queue:
             self._pump()
         self._finish(req, result)
-        return True
 
     def _malformed(self, proto: BookieClientProtocol, exc: CodecError) -> None:
         if proto is not self._proto:
