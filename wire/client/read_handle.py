@@ -494,7 +494,7 @@ class LongPollRead:
         self.timeout_ms = max(0, int(timeout_ms))
         self.result: defer.Deferred = defer.Deferred()
         self.polls: list[defer.Deferred] = []
-        self.pending = 0
+        self.pending = self.asked = 0
         self.failed = 0
         self.done = False
 
@@ -502,8 +502,10 @@ class LongPollRead:
         h = self.handle
         previous = self.entry_id - 1
         ensemble = h.metadata.last_ensemble
-        self.pending = len(ensemble)
+        self.pending = self.asked = len(ensemble)
         for bookie in ensemble:
+            if self.done:  # answered already (a fake bookie, a refusal of every bookie...)
+                break
             try:
                 d = h.client.pool.get(bookie).read_long_poll(h.ledger_id, previous, self.timeout_ms,
                                                              piggyback=True)
@@ -550,7 +552,7 @@ class LongPollRead:
             return
         self.failed += 1
         if self.pending == 0:
-            if self.failed == len(self.polls):  # nobody answered
+            if self.failed == self.asked:  # nobody answered
                 self.done = True
                 self.polls = []
                 self.result.errback(f)
