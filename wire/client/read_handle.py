@@ -383,7 +383,7 @@ class ReadHandle:
         return []
 
     def _read_span_singly(self, first: int, last: int) -> defer.Deferred:
-        window = max(1, int(getattr(self.client, "read_window", 64)))
+        window = max(1, int(getattr(self.client, "read_window", 256)))
         return WindowedReads(self, first, last, window).start()
 
 
