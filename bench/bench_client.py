@@ -79,15 +79,30 @@ def bench_sync_adds(bk: BlockingBookKeeper, n: int, size: int) -> None:
           f"p99 {pct(latencies, 0.99) * 1e3:.2f} ms", flush=True)
 
 
-def bench_reads(bk: BlockingBookKeeper, ledger_id: int, batch: int) -> None:
+def bench_reads(bk: BlockingBookKeeper, ledger_id: int, batch: int, profile: bool = False) -> None:
     rh = bk.open(ledger_id)
+    md = rh.metadata
+    profiler = None
+    if profile:  # the reactor thread does the work: profile it there
+        import cProfile
+        profiler = cProfile.Profile()
+        bk.run(lambda _client: profiler.enable())
     started = time.perf_counter()
+    cpu = time.process_time()  # the client process: its reactor thread does the work
     count = 0
     for entries in rh.read_range(0, rh.last_entry_id, batch=batch):
         count += len(entries)
     elapsed = time.perf_counter() - started
-    print(f"  {count} entries in batches of {batch}: {count / elapsed:,.0f} entries/s ({elapsed:.2f}s; "
-          f"{load_note()})", flush=True)
+    cpu = time.process_time() - cpu
+    if profiler is not None:
+        bk.run(lambda _client: profiler.disable())
+    print(f"  {count} entries of E/Qw/Qa {md.ensemble_size}/{md.write_quorum}/{md.ack_quorum} in batches of "
+          f"{batch}: {count / elapsed:,.0f} entries/s ({elapsed:.2f}s, client CPU {cpu / max(count, 1) * 1e6:.1f}"
+          f" us/entry; {load_note()})", flush=True)
+    if profiler is not None:
+        import pstats
+        print("  where the reactor thread's time goes (cProfile inflates it; tottime order):")
+        pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(18)
 
 
 def bench_recovery(bk: BlockingBookKeeper, n: int, size: int) -> None:
@@ -101,7 +116,64 @@ def bench_recovery(bk: BlockingBookKeeper, n: int, size: int) -> None:
           f"(last entry {rh.last_entry_id})", flush=True)
 
 
-def run(uri: str, entries: int, size: int, quick: bool) -> None:
+def bench_tail(uri: str, rate: float, n: int, size: int, explicit_lac: bool) -> None:
+    """Delay from an add's acknowledgement to `bkctl ledger tail` printing the
+    entry (a separate process, default --interval), with a writer adding
+    ``rate`` entries/s; with ``explicit_lac`` the writer also sends its LAC
+    to the bookies after every add (WRITE_LAC, what Java's
+    explicitLacInterval does), else readers learn an entry is confirmed
+    only from the next one."""
+    import subprocess
+    import threading
+
+    writer = BlockingBookKeeper(uri)
+    lh = writer.create(3, 2, 2)
+    bkctl = os.path.join(os.path.dirname(sys.executable), "bkctl")
+    tail = subprocess.Popen([bkctl, "--json", "ledger", "tail", str(lh.ledger_id), "--from", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                            env=dict(os.environ, BKCTL_METADATA_URI=uri))
+    printed: dict[int, float] = {}
+
+    def follow() -> None:
+        import json
+        for line in tail.stdout:
+            printed[json.loads(line)["entry_id"]] = time.monotonic()
+
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    acked: dict[int, float] = {}
+    try:
+        lh.add(b"w" * size)  # entry 0: the tail has started once it prints it
+        deadline = time.monotonic() + 30
+        while 0 not in printed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        payload = b"t" * size
+        started = time.monotonic()
+        for i in range(1, n + 1):
+            pause = started + i / rate - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            entry_id = lh.add(payload)
+            acked[entry_id] = time.monotonic()
+            if explicit_lac:
+                lh._call(lh.handle.publish_lac)
+        lh.close()  # the tail ends once it printed the last entry
+        tail.wait(60)
+        reader.join(10)
+    finally:
+        if tail.poll() is None:
+            tail.kill()
+            tail.wait()
+        writer.close()
+    delays = [printed[e] - t for e, t in acked.items() if e in printed]
+    missing = len(acked) - len(delays)
+    how = "explicit LAC after every add" if explicit_lac else "LAC piggybacked on the next add"
+    print(f"  {len(delays)} adds at {rate:g}/s ({how}): add ack -> tail prints it: p50 {pct(delays, 0.5) * 1e3:.1f} ms, "
+          f"p90 {pct(delays, 0.9) * 1e3:.1f} ms, max {max(delays) * 1e3:.1f} ms"
+          f"{f', {missing} never printed' if missing else ''}  (target p50 <= 5 ms; {load_note()})", flush=True)
+
+
+def run(uri: str, entries: int, size: int, quick: bool, profile: bool = False) -> None:
     for protocol in ("v3", "v2"):
         bk = BlockingBookKeeper(uri, protocol=protocol)
         try:
@@ -110,16 +182,21 @@ def run(uri: str, entries: int, size: int, quick: bool) -> None:
             ledger_id = bench_pipelined_adds(bk, entries, size, 1000, target=size == 100)
             if not quick:
                 bench_pipelined_adds(bk, entries, size, 100)
+            single_id = bench_pipelined_adds(bk, entries, size, 1000, ensemble=(1, 1, 1))
             section(f"synchronous adds, protocol {protocol}")
             bench_sync_adds(bk, 200 if quick else 1000, size)
-            section(f"reads, protocol {protocol}")
-            bench_reads(bk, ledger_id, 1000)
+            section(f"reads, protocol {protocol} (targets over v3: >= 40,000/s E3/Qw2/Qa2, >= 35,000/s E1/Qw1/Qa1)")
+            bench_reads(bk, ledger_id, 1000, profile)
+            bench_reads(bk, single_id, 1000, profile and protocol == "v3")
             if protocol == "v2":
                 section("reads of an unstriped ledger (E = Qw), protocol v2: BATCH_READ_ENTRY")
                 bench_reads(bk, bench_pipelined_adds(bk, entries, size, 1000, ensemble=(3, 3, 2)), 1000)
             if protocol == "v3":
                 section("recovery")
                 bench_recovery(bk, 1000, size)
+                section("ledger tail (bkctl ledger tail --json, v3)")
+                for explicit_lac in (False, True):
+                    bench_tail(uri, 100, 200 if quick else 500, size, explicit_lac)
         finally:
             bk.close()
 
@@ -130,10 +207,12 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=50_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile the client's reactor thread while it reads (cProfile, top functions)")
     args = parser.parse_args()
     entries = min(args.entries, 10_000) if args.quick else args.entries
     if args.uri:
-        run(args.uri, entries, args.size, args.quick)
+        run(args.uri, entries, args.size, args.quick, args.profile)
         return
     from bkctl.sandbox.cluster import sandbox_down, sandbox_up
 
@@ -141,7 +220,7 @@ def main() -> None:
         print(f"starting a sandbox (ZooKeeper + 3 bookieds) in {tmp} ...", flush=True)
         state = sandbox_up(tmp, bookies=3)
         try:
-            run(state["uri"], entries, args.size, args.quick)
+            run(state["uri"], entries, args.size, args.quick, args.profile)
         finally:
             sandbox_down(tmp, purge=False)
 

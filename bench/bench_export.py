@@ -16,7 +16,10 @@ entries with the client (spread over --ledgers ledgers), then measures:
   plan, read, Parquet through Spark, verify, commit).
 
 Then it prints entries/s and MB/s of each, the export rate as a share of
-the raw read rate (target: at least 50%), and where the export's time goes.
+the raw read rate at the same parallelism (target: at least 90%; with
+``local[2]`` and striped ledgers also at least 35,000 entries/s), the
+client's CPU per entry of the raw read, the load average, and where the
+export's time goes.
 Everything it starts is stopped at the end.
 """
 from __future__ import annotations
@@ -110,6 +113,7 @@ def run(args, uri: str, work: Path) -> int:
     # -- raw read ----------------------------------------------------------------
     batches = []
     t = time.monotonic()
+    cpu = time.process_time()
     n = 0
     with BlockingBookKeeper(uri, protocol=args.protocol, read_timeout=30.0, read_window=args.read_window,
                             timeout=3600) as bk:
@@ -119,9 +123,11 @@ def run(args, uri: str, work: Path) -> int:
                 n += len(entries)
                 batches.append((ledger_id, entries))
     raw_seconds = time.monotonic() - t
+    cpu = time.process_time() - cpu
     assert n == args.entries, (n, args.entries)
     raw_rate = n / raw_seconds
-    print(f"{'raw read (wire client, 1 proc)':32} {rate(n, total_bytes, raw_seconds)}")
+    print(f"{'raw read (wire client, 1 proc)':32} {rate(n, total_bytes, raw_seconds)}  "
+          f"[client CPU {cpu / n * 1e6:.1f} us/entry; {load_note()}]")
 
     # the same read with as many reader processes as the largest local[N] uses
     parallel = {}
@@ -203,18 +209,22 @@ def run(args, uri: str, work: Path) -> int:
     print()
     print(f"raw wire client read: {raw_rate:,.0f} entries/s ({raw_rate * size / 1e6:.2f} MB/s)")
     ok = True
+    striped = shape[0] > shape[1]
     for master, _start, noop_seconds, export_seconds, summary in results:
         export_rate = n / export_seconds
-        share = export_rate / raw_rate
-        ok = ok and share >= 0.5
-        print(f"export {master}: {export_rate:,.0f} entries/s ({export_rate * size / 1e6:.2f} MB/s) = "
-              f"{share:.0%} of the raw read rate [{'meets' if share >= 0.5 else 'BELOW'} the 50% target]")
         slots = _slots(master)
         read_part = parallel.get(slots, raw_seconds)
+        same = n / read_part  # the raw read at the same parallelism
+        share = export_rate / same
+        ok = ok and share >= 0.9
+        print(f"export {master}: {export_rate:,.0f} entries/s ({export_rate * size / 1e6:.2f} MB/s) = "
+              f"{share:.0%} of the raw read rate with {slots} reader process(es) ({same:,.0f} entries/s) "
+              f"[{'meets' if share >= 0.9 else 'BELOW'} the 90% target]; {load_note()}")
+        if slots == 2 and striped and size == 100:
+            print(f"  striped ledgers with local[2]: {export_rate:,.0f} entries/s "
+                  f"[{'meets' if export_rate >= 35_000 else 'below'} the 35,000/s target]")
         if slots > 1:
-            same = n / read_part
-            print(f"  vs the raw read with {slots} reader processes ({same:,.0f} entries/s): "
-                  f"{export_rate / same:.0%}")
+            print(f"  vs the raw read with 1 process ({raw_rate:,.0f} entries/s): {export_rate / raw_rate:.0%}")
         arrow_part = arrow_seconds / slots
         # differences of separate runs: on a busy machine they can come out below zero
         hand_over = noop_seconds - read_part - arrow_part
@@ -227,6 +237,11 @@ def run(args, uri: str, work: Path) -> int:
             noise = "  (below zero: run-to-run noise)" if secs < 0 else ""
             print(f"    {what:42} {secs:7.2f} s  {secs / export_seconds:5.0%}{noise}")
     return 0 if ok else 1
+
+
+def load_note() -> str:
+    """The machine's load while we measure (others share it)."""
+    return f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
 
 
 def _read_share(uri: str, share: list, batch: int, window: int, protocol: str) -> int:

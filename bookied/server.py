@@ -53,6 +53,9 @@ _FRAMED_V2_ADD_RESPONSE = struct.Struct(">iiiqq")
 _FLAG_RECOVERY_ADD = int(Flag.RECOVERY_ADD)
 _FLAG_HIGH_PRIORITY = int(Flag.HIGH_PRIORITY)
 _now = time.perf_counter
+#: Bytes of answers held while a chunk of requests is answered before they are
+#: written anyway: a transport's buffer, past which it pauses its producer.
+_HELD_ANSWERS_MAX = abstract.FileDescriptor.bufferSize
 
 
 class BookieProtocol(protocol.Protocol):
@@ -76,6 +79,9 @@ class BookieProtocol(protocol.Protocol):
         self.reads: InProgressLimit | None = None
         self._gate: InProgressLimit | None = None  # taken for the request being dispatched
         self._add_responses = v3.AddResponseEncoder()
+        #: while :meth:`_serve` answers a chunk of requests: the answers to write at its end
+        self._out: list[bytes] | None = None
+        self._out_bytes = 0
         #: (op, rc) -> (request counter, latency histogram) of ``metrics``, once seen
         self._observers: dict = {}
 
@@ -175,7 +181,21 @@ class BookieProtocol(protocol.Protocol):
             self._drop(f"bad framing: {self.decoder.failed}")
 
     def _serve(self, payloads: list) -> None:
-        """Answer requests in order; stop and keep the rest once paused or throttled."""
+        """Answer requests in order; stop and keep the rest once paused or throttled.
+        The answers :meth:`send` writes meanwhile go out in one write."""
+        if self._out is not None or len(payloads) < 2:
+            self._serve_each(payloads)
+            return
+        out = self._out = []
+        self._out_bytes = 0
+        try:
+            self._serve_each(payloads)
+        finally:
+            self._out = None
+            if out and not self.closed:
+                self.transport.writeSequence(out)
+
+    def _serve_each(self, payloads: list) -> None:
         detector = self.detector
         limited = self.adds is not None or self.reads is not None
         for i, payload in enumerate(payloads):
@@ -185,16 +205,21 @@ class BookieProtocol(protocol.Protocol):
                 self._backlog.extend(payloads[i:])
                 return
             if detector.is_v3 and self.fastpaths:
-                add = _plain_v3_add(payload)
-                if add is not None:
+                plain = _plain_v3_add(payload)
+                if plain is not None:
+                    serve, limit = self._v3_plain_add, self.adds
+                else:
+                    plain = _plain_v3_read(payload)
+                    serve, limit = self._v3_plain_read, self.reads
+                if plain is not None:
                     if limited:
-                        if not self._admit(self.adds):
+                        if not self._admit(limit):
                             self._backlog.extend(payloads[i:])
                             return
-                        self._v3_plain_add(*add)
+                        serve(*plain)
                         self._settle()
                     else:
-                        self._v3_plain_add(*add)
+                        serve(*plain)
                     continue
             kind, msg = detector.classify(payload)
             if limited and not self._admit(self._limit_for(kind, msg if kind == "v3" else payload)):
@@ -221,7 +246,17 @@ class BookieProtocol(protocol.Protocol):
 
     def send(self, payload: bytes) -> None:
         if not self.closed:
-            self.transport.write(frame(payload))
+            out = self._out
+            if out is None:
+                self.transport.write(frame(payload))
+            else:  # answering a chunk of requests: written together at its end (_serve)
+                data = frame(payload)
+                out.append(data)
+                self._out_bytes += len(data)
+                if self._out_bytes >= _HELD_ANSWERS_MAX:  # a transport's buffer: written now, so
+                    self.transport.writeSequence(out)  # a client that does not read pauses us
+                    out.clear()
+                    self._out_bytes = 0
 
     def _observe(self, op: str, started: float, rc: int) -> None:
         """``metrics.observe(op, started, rc)``, without its per-call name
@@ -339,6 +374,11 @@ class BookieProtocol(protocol.Protocol):
         self.bookie.add_entry(ledger_id, entry_id, master_key, body,
                               _AddReply(self, _now(), txn_id, ledger_id, entry_id),
                               high_priority=high_priority)
+
+    def _v3_plain_read(self, ledger_id: int, entry_id: int, header_len: int, payload: bytes) -> None:
+        """:meth:`_v3_read` of a request :func:`_plain_v3_read` took apart."""
+        self.bookie.read_entry(ledger_id, entry_id, _ReadReply(self, _now(), payload, ledger_id, entry_id,
+                                                               header_len))
 
     def _v3_read(self, req, high_priority: bool) -> None:
         if not req.HasField("readRequest"):
@@ -460,6 +500,28 @@ _I64_SIGN = 1 << 63
 _ADD_HEADER_START = b"\x08\x03\x10\x02\x18"  # BKPacketHeader: version 3, operation ADD_ENTRY, txnId ...
 
 
+def _ids_at(b: bytes, pos: int, field: bytes) -> tuple[int, int, int] | None:
+    """``(ledgerId, entryId, position after them)`` of the operation message
+    at ``b[pos]`` (tag ``field``, running to the end of ``b``) when it starts
+    with the two ids as fields 1 and 2; None otherwise.  IndexError past the end."""
+    if b[pos:pos + 2] != field:
+        return None
+    size, pos = _varint_at(b, pos + 2)
+    if pos + size != len(b) or b[pos] != 0x08:
+        return None
+    ledger_id, pos = _varint_at(b, pos + 1)
+    if b[pos] != 0x10:
+        return None
+    entry_id, pos = _varint_at(b, pos + 1)
+    if ledger_id >= _U64 or entry_id >= _U64:
+        return None
+    if ledger_id >= _I64_SIGN:
+        ledger_id -= _U64
+    if entry_id >= _I64_SIGN:
+        entry_id -= _U64
+    return ledger_id, entry_id, pos
+
+
 def _plain_v3_add(b: bytes) -> tuple[int, int, int, bytes, bytes, bool] | None:
     """``(txnId, ledgerId, entryId, masterKey, body, high_priority)`` of a v3
     ADD_ENTRY Request laid out the way clients write one (fields in number
@@ -481,15 +543,12 @@ def _plain_v3_add(b: bytes) -> tuple[int, int, int, bytes, bytes, bool] | None:
             if b[pos] != 0x20:
                 return None
             priority, pos = _varint_at(b, pos + 1)
-        if pos != end or b[pos] != 0xAA or b[pos + 1] != 0x06 or txn >= _U64 or priority >= 1 << 32:
+        if pos != end or txn >= _U64 or priority >= 1 << 32:
             return None
-        size, pos = _varint_at(b, pos + 2)
-        if pos + size != len(b) or b[pos] != 0x08:
+        ids = _ids_at(b, pos, _ADD_FIELD)
+        if ids is None:
             return None
-        ledger_id, pos = _varint_at(b, pos + 1)
-        if b[pos] != 0x10:
-            return None
-        entry_id, pos = _varint_at(b, pos + 1)
+        ledger_id, entry_id, pos = ids
         if b[pos] != 0x1A:
             return None
         key_len = b[pos + 1]
@@ -499,15 +558,66 @@ def _plain_v3_add(b: bytes) -> tuple[int, int, int, bytes, bytes, bool] | None:
         if key_len >= 0x80 or len(key) != key_len or b[pos] != 0x22:
             return None
         body_len, pos = _varint_at(b, pos + 1)
-        if pos + body_len != len(b) or ledger_id >= _U64 or entry_id >= _U64:
+        if pos + body_len != len(b):
             return None
     except IndexError:
         return None
-    if ledger_id >= _I64_SIGN:
-        ledger_id -= _U64
-    if entry_id >= _I64_SIGN:
-        entry_id -= _U64
     return txn, ledger_id, entry_id, key, b[pos:], priority > 0
+
+
+_READ_HEADER_START = b"\x08\x03\x10\x01\x18"  # BKPacketHeader: version 3, operation READ_ENTRY, txnId ...
+_ADD_FIELD = b"\xaa\x06"  # Request.addRequest: field 101, length-delimited
+_READ_FIELD = b"\xa2\x06"  # Request.readRequest: field 100, length-delimited
+
+
+def _plain_v3_read(b: bytes) -> tuple[int, int, int, bytes] | None:
+    """``(ledgerId, entryId, header length, b)`` of a plain v3 READ_ENTRY
+    Request (normal priority, no flag, master key, previousLAC or timeOut:
+    the header field then the readRequest holding only the two ids, as
+    clients write it), without building the message; None for anything
+    else, which goes through the parser.  For exactly these bytes
+    ``v3.parse_request`` gives a complete Request with these values."""
+    try:
+        if b[0] != 0x0A or b[2:7] != _READ_HEADER_START:
+            return None
+        end = 2 + b[1]  # b[1] < 0x80 as b[2] is 0x08: a one-byte header length
+        txn, pos = _varint_at(b, 7)
+        if pos != end or txn >= _U64:
+            return None
+        ids = _ids_at(b, pos, _READ_FIELD)
+        if ids is None or ids[2] != len(b):
+            return None
+    except IndexError:
+        return None
+    return ids[0], ids[1], end, b
+
+
+class _ReadReply:
+    """Answers one plain v3 READ_ENTRY (:func:`_plain_v3_read`) once the
+    bookie calls it with ``(rc, body)``: an EOK answer is built by hand
+    (``v3.read_answer``), anything else through the builders, as
+    :meth:`BookieProtocol._v3_read` answers."""
+
+    __slots__ = ("proto", "started", "payload", "ledger_id", "entry_id", "header_len")
+
+    def __init__(self, proto: BookieProtocol, started: float, payload: bytes, ledger_id: int, entry_id: int,
+                 header_len: int):
+        self.proto = proto
+        self.started = started
+        self.payload = payload
+        self.ledger_id = ledger_id
+        self.entry_id = entry_id
+        self.header_len = header_len
+
+    def __call__(self, rc: int, body: bytes | None) -> None:
+        proto = self.proto
+        proto._observe("read", self.started, rc)
+        if rc == RC.EOK:
+            ledger_id = self.ledger_id
+            proto.send(v3.read_answer(self.payload[:self.header_len], ledger_id, self.entry_id, body,
+                                      proto.bookie.lac(ledger_id)))
+        else:
+            proto.send(v3.serialize(v3.read_response(v3.parse_request(self.payload), rc)))
 
 
 class _AddReply:

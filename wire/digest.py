@@ -20,6 +20,7 @@ from .protocol import ENTRY_HEADER_LENGTH
 
 _HEADER = struct.Struct(">qqqq")
 _LAC_HEADER = struct.Struct(">qq")
+_IDS = _LAC_HEADER  # ledgerId, entryId: also the start of an entry's header
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 
@@ -93,19 +94,40 @@ class DigestManager:
     def verify(self, entry: bytes, entry_id: int | None = None) -> "VerifiedEntry":
         """Check an entry read back from a bookie; ``entry_id=None`` skips the id check (LAC reads)."""
         entry = bytes(entry)
+        payload = self.payload(entry, entry_id)
+        ledger_id, got_entry, lac, length = _HEADER.unpack_from(entry)
+        return VerifiedEntry(ledger_id, got_entry, lac, length, payload)
+
+    def payload(self, entry: bytes, entry_id: int | None = None) -> bytes:
+        """:meth:`verify` for a reader that only wants the payload (the same
+        checks, the same errors, without building the header tuple)."""
+        if type(entry) is not bytes:
+            entry = bytes(entry)
         d = self.digest_length
-        if len(entry) < ENTRY_HEADER_LENGTH + d:
+        start = ENTRY_HEADER_LENGTH + d
+        if len(entry) < start:
             raise DigestError(f"entry of {len(entry)} bytes is shorter than its header and digest")
-        header = entry[:ENTRY_HEADER_LENGTH]
-        payload = entry[ENTRY_HEADER_LENGTH + d:]
-        if d and not hmac.compare_digest(self._digest(header, payload), entry[ENTRY_HEADER_LENGTH:ENTRY_HEADER_LENGTH + d]):
+        payload = entry[start:]
+        dt = self.digest_type
+        if dt is DigestType.CRC32C:  # not a secret: compared as numbers
+            good = _U32.unpack_from(entry, ENTRY_HEADER_LENGTH)[0] == _crc32c(
+                payload, _crc32c(entry[:ENTRY_HEADER_LENGTH]))
+        elif dt is DigestType.CRC32:
+            good = _U64.unpack_from(entry, ENTRY_HEADER_LENGTH)[0] == zlib.crc32(
+                payload, zlib.crc32(entry[:ENTRY_HEADER_LENGTH]))
+        elif d:
+            good = hmac.compare_digest(self._digest(entry[:ENTRY_HEADER_LENGTH], payload),
+                                       entry[ENTRY_HEADER_LENGTH:start])
+        else:
+            good = True
+        if not good:
             raise DigestError(f"digest mismatch on ledger {self.ledger_id}")
-        ledger_id, got_entry, lac, length = _HEADER.unpack(header)
+        ledger_id, got_entry = _IDS.unpack_from(entry)
         if ledger_id != self.ledger_id:
             raise DigestError(f"entry belongs to ledger {ledger_id}, expected {self.ledger_id}")
         if entry_id is not None and got_entry != entry_id:
             raise DigestError(f"got entry {got_entry}, expected {entry_id}")
-        return VerifiedEntry(ledger_id, got_entry, lac, length, payload)
+        return payload
 
     # -- LAC bodies --------------------------------------------------------
     def package_lac(self, lac: int) -> bytes:

@@ -39,6 +39,7 @@ from bkctl.wire.protocol import (
 )
 from bkctl.wire.proto import bookkeeper_pb2 as pb
 from bkctl.wire.varint import ONE_BYTE as _VARINT1
+from bkctl.wire.varint import decode_at as _decode_at
 from bkctl.wire.varint import encode as _varint
 
 __all__ = [
@@ -49,6 +50,8 @@ __all__ = [
     "RESPONSE_FIELD",
     "parse_request",
     "parse_response",
+    "plain_read_body",
+    "read_answer",
     "serialize",
     "v3_status",
     "is_high_priority",
@@ -180,6 +183,83 @@ def parse_response(payload: bytes | bytearray | memoryview) -> pb.Response:
             "v3 Response lacks required fields: " + ", ".join(msg.FindInitializationErrors())
         )
     return msg
+
+
+_READ_EOK = b"\x10\x00\xa2\x06"  # Response.status EOK (2), then readResponse (100), length-delimited
+_READ_EOK_INNER = b"\x08\x00\x10"  # ReadResponse.status EOK (1), then the ledgerId tag (2)
+_U64_MASK = (1 << 64) - 1
+
+
+def plain_read_body(payload: bytes, pos: int) -> bytes | None:
+    """The body of an EOK READ_ENTRY answer whose header field ends at
+    ``pos``, taken apart by hand (a client's hot path); None when the bytes
+    after the header are anything else (another status, other or repeated
+    fields...): then parse them with :func:`parse_response`.
+
+    Accepted: the top-level status EOK, then the readResponse field holding
+    exactly status EOK, ledgerId, entryId, body, and optionally maxLAC and
+    lacUpdateTimestamp, in field order (as a Java or bkctl bookie writes
+    them), up to the end of ``payload``. What is accepted is a complete,
+    well-formed Response, and the result is what its readResponse.body reads
+    as. As with the parser, the ids are not looked at: the entry's digest
+    check covers them.
+    """
+    if payload[pos:pos + 4] != _READ_EOK:
+        return None
+    end = len(payload)
+    try:
+        size = payload[pos + 4]
+        if size < 0x80:
+            pos += 5
+        else:
+            size, pos = _decode_at(payload, pos + 4)
+        if pos + size != end or payload[pos:pos + 3] != _READ_EOK_INNER:
+            return None
+        pos = _skip_varint(payload, pos + 3)  # ledgerId
+        if payload[pos] != 0x18:  # entryId (3)
+            return None
+        pos = _skip_varint(payload, pos + 1)
+        if payload[pos] != 0x22:  # body (4)
+            return None
+        size = payload[pos + 1]
+        if size < 0x80:
+            pos += 2
+        else:
+            size, pos = _decode_at(payload, pos + 1)
+        stop = pos + size
+        if stop > end:
+            return None
+        if stop < end and payload[stop] == 0x28:  # maxLAC (5)
+            stop = _skip_varint(payload, stop + 1)
+            if stop < end and payload[stop] == 0x30:  # lacUpdateTimestamp (6)
+                stop = _skip_varint(payload, stop + 1)
+        elif stop < end and payload[stop] == 0x30:
+            stop = _skip_varint(payload, stop + 1)
+    except IndexError:  # a varint or field running past the end
+        return None
+    return payload[pos:pos + size] if stop == end else None
+
+
+def _skip_varint(b: bytes, pos: int) -> int:
+    """The position after the varint at ``b[pos]`` (IndexError past the end
+    of ``b`` or beyond ten bytes)."""
+    start = pos
+    while b[pos] >= 0x80:
+        pos += 1
+    if pos - start > 9:
+        raise IndexError("varint too long")
+    return pos + 1
+
+
+def read_answer(header_field: bytes, ledger_id: int, entry_id: int, body: bytes, max_lac: int) -> bytes:
+    """``serialize(read_response(request, EOK, body, max_lac=max_lac))`` for
+    a READ_ENTRY request of these ids whose header field (field 1, tag
+    included) is ``header_field`` and holds only version 3, READ_ENTRY and its
+    txnId: the answer's header is the same bytes.  Built by hand (a bookie's
+    hot path); the other answers go through :func:`read_response`."""
+    inner = b"".join((_READ_EOK_INNER, _varint(ledger_id & _U64_MASK), b"\x18", _varint(entry_id & _U64_MASK),
+                      b"\x22", _varint(len(body)), body, b"\x28", _varint(max_lac & _U64_MASK)))
+    return b"".join((header_field, _READ_EOK, _varint(len(inner)), inner))
 
 
 def serialize(msg) -> bytes:

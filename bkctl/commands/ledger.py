@@ -508,16 +508,19 @@ def _closed_text(doc: dict, already: bool) -> str:
 @click.option("--format", "fmt", type=click.Choice(["text", "hex", "raw"]), default="text", show_default=True,
               help="As for `ledger read`.")
 @click.option("--interval", type=click.FloatRange(0.01), default=0.5, show_default=True,
-              help="Seconds between polls of the LAC.")
+              help="Longest wait of one long poll of the bookies, after which the metadata is checked for "
+                   "the ledger being closed (over --protocol v2: seconds between polls of the LAC).")
 @_PASSWORD
 @pass_app
 def ledger_tail(app: App, ledger_id: int, first: int | None, fmt: str, interval: float, password: str | None):
     """Follow a ledger: print entries as its LAC advances.
 
-    Polls the bookies' LAC (and the metadata) every --interval seconds and
-    prints what became readable; stops on Ctrl-C (exit 0) or once the ledger
-    is closed and its last entry printed.  Output as `ledger read` (--json:
-    JSON lines).
+    Long-polls the bookies' LAC (they answer as soon as it moves, with the
+    next entry along, as Java's readLastAddConfirmedAndEntry) and prints
+    what became readable; stops on Ctrl-C (exit 0) or once the ledger is
+    closed and its last entry printed.  Over --protocol v2, which has no long
+    poll, the LAC and the metadata are polled every --interval seconds.
+    Output as `ledger read` (--json: JSON lines).
     """
     from ..ops.ledgers import entry_doc, entry_line, tail_ledger
 

@@ -321,20 +321,43 @@ def tail_ledger(bk, ledger_id: int, first: int | None = None, password: bytes | 
                 interval: float = 0.5, batch: int = 500, sleep=None):
     """Yield ``(entry_id, payload)`` as the ledger's LAC advances, from
     ``first`` (default: the entry after the current LAC); ends once the
-    ledger is closed and its last entry was yielded."""
+    ledger is closed and its last entry was yielded.
+
+    Over v3 the bookies are long-polled (they answer as soon as their LAC
+    moves, with the next entry along; ``interval`` bounds one wait, after
+    which the metadata is checked for the ledger being closed); over v2,
+    which has no long poll, the LAC and the metadata are polled every
+    ``interval`` seconds."""
     import time
 
     sleep = sleep or time.sleep
     reader = bk.open(ledger_id, password)
     next_id = read_limit(reader) + 1 if first is None else first
+    if getattr(bk.client, "protocol", "v3") != "v3":
+        while True:
+            reader.refresh_metadata()
+            closed = reader.is_closed
+            limit = reader.last_entry_id if closed else reader.read_lac()
+            if limit >= next_id:
+                for entries in reader.read_range(next_id, limit, batch=batch):
+                    yield from entries
+                next_id = limit + 1
+            if closed:
+                return
+            sleep(interval)
+    wait_ms = max(1, int(interval * 1000))
+    limit = read_limit(reader)
     while True:
-        reader.refresh_metadata()
-        closed = reader.is_closed
-        limit = reader.last_entry_id if closed else reader.read_lac()
         if limit >= next_id:
             for entries in reader.read_range(next_id, limit, batch=batch):
                 yield from entries
             next_id = limit + 1
-        if closed:
+        if reader.is_closed:
             return
-        sleep(interval)
+        limit, entry = reader.wait_for_entry(next_id, wait_ms)
+        if entry is not None:
+            yield entry
+            next_id = entry[0] + 1
+        elif limit < next_id:  # a whole wait without news: closed meanwhile?
+            reader.refresh_metadata()
+            limit = read_limit(reader)

@@ -635,3 +635,26 @@ def test_a_journal_out_of_space_turns_read_only_for_the_disk_not_for_good(env):
     [r] = c.v2()
     assert r.rc == RC.EIO
     assert set(env.bookie.readonly_causes) == {"disk"}  # the disk check undoes it, no restart needed
+
+
+def test_v3_plain_reads_answered_together_and_errors_as_the_builders_do(env):
+    c = env.connect()
+    for i in range(3):
+        c.send(v3.serialize(v3.add_request(i + 1, 1, i, KEY, entry(i, lac=i - 1))))
+    env.journal.sync()
+    c.replies()
+    writes = []
+    c.transport.write = lambda data: writes.append(1)
+    c.transport.writeSequence = lambda seq: writes.append(len(list(seq)))
+    reqs = [v3.read_request(10, 1, 0), v3.read_request(11, 1, 9), v3.read_request(12, 1, -1),
+            v3.read_request(13, 7, 0)]
+    c.proto.dataReceived(b"".join(frame(v3.serialize(r)) for r in reqs))
+    assert writes == [4]  # one write for the chunk's answers
+    del c.transport.write, c.transport.writeSequence
+    c.proto.dataReceived(b"".join(frame(v3.serialize(r)) for r in reqs))
+    answers = c.replies()
+    lac = env.bookie.lac(1)
+    assert answers == [v3.serialize(v3.read_response(reqs[0], RC.EOK, entry(0, lac=-1), max_lac=lac)),
+                       v3.serialize(v3.read_response(reqs[1], RC.ENOENTRY)),
+                       v3.serialize(v3.read_response(reqs[2], RC.EOK, entry(2, lac=1), max_lac=lac)),
+                       v3.serialize(v3.read_response(reqs[3], RC.ENOLEDGER))]

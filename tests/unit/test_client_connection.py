@@ -980,3 +980,132 @@ def test_close_after_timeouts_and_backoff_leaves_nothing():
     lose(proto)
     h.conn.close()
     assert h.delayed() == []
+
+
+# ------------------------------------------------------- reads without Deferreds
+
+
+class Outcomes:
+    """An ``on_done`` that records ``(ctx, slot, bookie_id, result)``."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, ctx, slot, bookie_id, result):
+        self.seen.append((ctx, slot, bookie_id, result))
+
+
+@pytest.mark.parametrize("protocol", ["v3", "v2"])
+def test_read_with_callback_reports_bodies_and_errors(protocol):
+    h = Harness(protocol)
+    proto, transport = h.connected()
+    done = Outcomes()
+    h.conn.read_with_callback(1, 2, done, "a", 0)
+    h.conn.read_with_callback(1, 3, done, "b", 1)
+    h.conn.read_with_callback(1, 4, done, "c", 2)
+    if protocol == "v3":
+        r2, r3, r4 = v3_requests(transport)
+        assert [r.readRequest.entryId for r in (r2, r3, r4)] == [2, 3, 4]
+        assert not any(v3.is_fence_read(r) or r.readRequest.HasField("previousLAC") for r in (r2, r3, r4))
+        proto.dataReceived(v3_reply(r3, RC.ENOENTRY) + v3_reply(r2, body=b"two", max_lac=9)
+                           + v3_reply(r4, body=b""))
+    else:
+        reqs = v2_requests(transport)
+        assert [(r.ledger_id, r.entry_id, r.flags, r.master_key) for r in reqs] == [
+            (1, 2, 0, None), (1, 3, 0, None), (1, 4, 0, None)]
+        proto.dataReceived(frame(v2.ReadResponse(2, RC.ENOENTRY, 1, 3).encode())
+                           + frame(v2.ReadResponse(2, RC.EOK, 1, 2, b"two").encode())
+                           + frame(v2.ReadResponse(2, RC.EOK, 1, 4, b"").encode()))
+    (c1, s1, b1, err), (c2, s2, b2, body), (c3, s3, b3, empty) = done.seen
+    assert (c1, s1, b1) == ("b", 1, BOOKIE) and isinstance(err, E.NoSuchEntry)
+    assert "READ ledger 1 entry 3" in str(err) and err.bookie == BOOKIE
+    assert (c2, s2, b2, body) == ("a", 0, BOOKIE, b"two")
+    assert (c3, s3, b3, empty) == ("c", 2, BOOKIE, b"")
+    assert h.conn.outstanding == 0 and h.delayed() == []
+
+
+@pytest.mark.parametrize("protocol", ["v3", "v2"])
+def test_read_with_callback_timeout_loss_and_refusal(protocol):
+    h = Harness(protocol, read_timeout=2.0)
+    proto, transport = h.connected()
+    done = Outcomes()
+    h.conn.read_with_callback(1, 2, done, 0, 0)
+    h.reactor.advance(2.0)
+    (_, _, _, err), = done.seen
+    assert isinstance(err, E.BookieTimeout) and "READ ledger 1 entry 2" in str(err)
+    h.conn.read_with_callback(1, 3, done, 1, 0)
+    lose(proto)
+    assert isinstance(done.seen[1][3], E.BookieUnavailable)
+    h.conn.read_with_callback(1, 4, done, 2, 0)  # inside the backoff: refused at once
+    assert len(done.seen) == 3 and isinstance(done.seen[2][3], E.BookieUnavailable)
+    h.conn.close()
+    h.conn.read_with_callback(1, 5, done, 3, 0)
+    assert len(done.seen) == 4 and isinstance(done.seen[3][3], E.BookieUnavailable)
+
+
+def test_a_late_answer_to_a_timed_out_read_goes_to_nobody():
+    h = Harness(read_timeout=1.0)
+    proto, transport = h.connected()
+    done = Outcomes()
+    h.conn.read_with_callback(1, 2, done, 0, 0)
+    (req,) = v3_requests(transport)
+    h.reactor.advance(1.0)
+    assert len(done.seen) == 1
+    proto.dataReceived(v3_reply(req, body=b"late"))
+    assert len(done.seen) == 1 and h.conn.connected
+
+
+def test_v3_read_answers_with_other_ids_are_not_taken_for_the_request():
+    """An answer with the request's txnId but another entry's ids is parsed
+    and matched as before (by txnId and operation): the caller gets its body."""
+    h = Harness()
+    proto, transport = h.connected()
+    d = h.conn.read(1, 2)
+    (req,) = v3_requests(transport)
+    other = v3.read_request(req.header.txnId, 1, 7)
+    proto.dataReceived(frame(v3.serialize(v3.read_response(other, RC.EOK, b"seven"))))
+    assert result_of(d) == b"seven"
+
+
+def test_requests_issued_while_answers_are_handed_out_go_out_in_one_write_in_order():
+    h = Harness()
+    proto, transport = h.connected()
+    writes = []
+    transport.write = lambda data: writes.append([data])
+    transport.writeSequence = lambda seq: writes.append(list(seq))
+    done = Outcomes()
+
+    def more(ctx, slot, bookie_id, result):
+        done(ctx, slot, bookie_id, result)
+        h.conn.read_with_callback(2, ctx, done, ctx + 100, 0)  # two per answer
+        h.conn.read_with_callback(3, ctx, done, ctx + 200, 0)
+
+    h.conn.read_with_callback(1, 1, more, 1, 0)
+    h.conn.read_with_callback(1, 2, more, 2, 0)
+    assert len(writes) == 2  # issued outside an answer: written at once
+    reqs = [v3.parse_request(w[0][4:]) for w in writes]
+    writes.clear()
+    proto.dataReceived(v3_reply(reqs[0], body=b"a") + v3_reply(reqs[1], body=b"b"))
+    assert len(writes) == 1 and len(writes[0]) == 4
+    assert [(r.readRequest.ledgerId, r.readRequest.entryId)
+            for r in (v3.parse_request(f[4:]) for f in writes[0])] == [(2, 1), (3, 1), (2, 2), (3, 2)]
+    assert h.conn.outstanding == 4
+
+
+def test_frames_held_for_a_connection_closed_meanwhile_are_dropped():
+    h = Harness()
+    proto, transport = h.connected()
+    done = Outcomes()
+
+    def issue_then_close(ctx, slot, bookie_id, result):
+        h.conn.read_with_callback(2, 2, done, "issued", 0)
+        h.conn.close()
+
+    h.conn.read_with_callback(1, 1, issue_then_close, 1, 0)
+    h.conn.read_with_callback(1, 2, done, 2, 0)
+    r1, r2 = v3_requests(transport)
+    transport.clear()
+    proto.dataReceived(v3_reply(r1, body=b"a") + v3_reply(r2, body=b"b"))
+    assert transport.value() == b""
+    assert [(ctx, type(r)) for ctx, _, _, r in done.seen] == [
+        (2, E.BookieUnavailable), ("issued", E.BookieUnavailable)]

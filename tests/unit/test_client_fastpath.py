@@ -2,6 +2,7 @@
 import itertools
 
 from tests.unit.test_client_connection import Harness, KEY, entry, v3_requests, v3_reply, result_of, failure_of, no_result, sent_frames
+from bkctl.wire import v2
 from bkctl.wire.client import errors as E
 from bkctl.wire import v3
 from bkctl.wire.framing import frame
@@ -24,14 +25,14 @@ def test_fast_ok_and_error_and_timeout():
     d2 = h.conn.add(1, 1, KEY, entry(1, 1))
     d3 = h.conn.add(1, 2, KEY, entry(1, 2))
     r1, r2, r3 = v3_requests(t)
-    assert len(h.conn._v3_ok) == 3
+    assert len(h.conn._v3_fast) == 3
     proto.dataReceived(v3_reply(r2, RC.EFENCED) + v3_reply(r1))
     assert result_of(d1) is None
     failure_of(d2, E.LedgerFencedError)
-    assert len(h.conn._v3_ok) == 1
+    assert len(h.conn._v3_fast) == 1
     h.reactor.advance(1.0)
     failure_of(d3, E.BookieTimeout)
-    assert h.conn._v3_ok == {} and h.delayed() == []
+    assert h.conn._v3_fast == {} and h.delayed() == []
     proto.dataReceived(v3_reply(r3))  # late: dropped
     assert h.conn.connected
 
@@ -52,7 +53,7 @@ def test_cancel_removes_ok():
     d = h.conn.add(1, 0, KEY, entry(1, 0))
     (r,) = v3_requests(t)
     d.cancel(); failure_of(d)
-    assert h.conn._v3_ok == {}
+    assert h.conn._v3_fast == {}
     proto.dataReceived(v3_reply(r))
     assert h.conn.connected
 
@@ -65,10 +66,93 @@ def test_switched_off_sends_the_same_bytes_and_parses_every_answer():
         proto, t = h.connected()
         d = h.conn.add(1, 0, KEY, entry(1, 0))
         d2 = h.conn.read(1, 0)
-        assert len(h.conn._v3_ok) == (1 if on else 0)  # off: no answer is matched unparsed
+        assert len(h.conn._v3_fast) == (2 if on else 0)  # off: no answer is matched unparsed
         r1, = v3_requests(t)[:1]
         frames.append(sent_frames(t))
         proto.dataReceived(v3_reply(r1))
         assert result_of(d) is None
         no_result(d2)
     assert frames[0] == frames[1]
+
+
+def _no_parsing(proto):
+    def refuse(payload):
+        raise AssertionError("parsed an answer the fast path should take")
+    proto._decode = refuse
+
+
+def test_eok_read_answers_are_taken_without_the_parser():
+    h = Harness()
+    proto, t = h.connected()
+    got = []
+    d = h.conn.read(1, 2)
+    h.conn.read_with_callback(1, 3, lambda *a: got.append(a), "ctx", 1)
+    r2, r3 = v3_requests(t)
+    assert len(h.conn._v3_fast) == 2
+    _no_parsing(proto)
+    proto.dataReceived(v3_reply(r3, body=b"three", max_lac=2) + v3_reply(r2, body=b"two"))
+    assert got == [("ctx", 1, h.conn.bookie_id, b"three")]
+    assert result_of(d) == b"two"
+    assert h.conn._v3_fast == {} and h.conn.outstanding == 0
+
+
+def test_error_read_answers_go_through_the_parser():
+    h = Harness()
+    proto, t = h.connected()
+    d = h.conn.read(1, 2)
+    (r,) = v3_requests(t)
+    proto.dataReceived(v3_reply(r, RC.ENOENTRY))
+    failure_of(d, E.NoSuchEntry)
+    assert h.conn._v3_fast == {}
+
+
+def test_fencing_and_priority_reads_are_not_on_the_fast_path():
+    h = Harness()
+    proto, t = h.connected()
+    d1 = h.conn.read(1, 2, fence_master_key=KEY)
+    d2 = h.conn.read(1, 3, high_priority=True)
+    assert h.conn._v3_fast == {}
+    r1, r2 = v3_requests(t)
+    proto.dataReceived(v3_reply(r1, body=b"f") + v3_reply(r2, body=b"p"))
+    assert result_of(d1) == b"f" and result_of(d2) == b"p"
+
+
+def test_switched_off_reads_send_the_same_bytes_and_get_the_same_results():
+    seen = []
+    for on in (True, False):
+        for protocol in ("v3", "v2"):
+            h = Harness(protocol)
+            h.conn.fastpaths = on
+            proto, t = h.connected()
+            got = []
+            h.conn.read_with_callback(5, 6, lambda *a: got.append(a), None, 0)
+            d = h.conn.read(5, 7)
+            frames_sent = sent_frames(t)
+            if protocol == "v3":
+                r6, r7 = v3_requests(t)
+                proto.dataReceived(v3_reply(r6, body=b"six") + v3_reply(r7, RC.ENOENTRY))
+            else:
+                proto.dataReceived(frame(v2.ReadResponse(2, RC.EOK, 5, 6, b"six").encode())
+                                   + frame(v2.ReadResponse(2, RC.ENOENTRY, 5, 7).encode()))
+            seen.append((protocol, frames_sent, got[0][3], type(failure_of(d, E.NoSuchEntry))))
+    assert seen[:2] == seen[2:]
+
+
+def test_v2_eok_read_answers_are_cut_without_the_decoder_errors_are_decoded():
+    h = Harness("v2")
+    proto, t = h.connected()
+    got = []
+    h.conn.read_with_callback(1, 2, lambda *a: got.append(a[3]), None, 0)
+    d = h.conn.read(1, 3)
+    d2 = h.conn.read(1, 4)
+    decoded = []
+    general = proto._decode
+    proto._decode = lambda p: decoded.append(p) or general(p)
+    proto.dataReceived(frame(v2.ReadResponse(2, RC.EOK, 1, 3, b"three").encode())
+                       + frame(v2.ReadResponse(2, RC.EOK, 1, 2, b"two").encode())
+                       + frame(v2.ReadResponse(2, RC.ENOENTRY, 1, 4).encode())
+                       + frame(v2.ReadResponse(2, RC.EOK, 1, 9, b"nobody").encode()))
+    assert got == [b"two"] and result_of(d) == b"three"
+    failure_of(d2, E.NoSuchEntry)
+    assert len(decoded) == 2  # the error and the answer nobody waits for
+    assert h.conn.outstanding == 0 and h.conn._v2_pending == {}

@@ -63,6 +63,7 @@ class FakeConnection:
         self.batch_reads: list[tuple[int, int, int]] = []  # (ledger, first, max_count)
         self.no_batch = False
         self.batch_limit = 1 << 30
+        self.polls: list[tuple[int, int, defer.Deferred]] = []  # long polls waiting: (ledger, previous, d)
 
     def _unavailable(self, what):
         return defer.fail(BookieUnavailable(f"{what}: bookie {self.bookie_id} is down", bookie=self.bookie_id))
@@ -79,6 +80,7 @@ class FakeConnection:
                 return defer.fail(LedgerFencedError("EFENCED", bookie=self.bookie_id))
             self.keys.setdefault(ledger_id, master_key)
             self.stored[(ledger_id, entry_id)] = body
+            self.answer_polls()
             return defer.succeed(None)
         d = defer.Deferred()
         self.adds.setdefault(entry_id, []).append(d)
@@ -125,6 +127,13 @@ class FakeConnection:
             return defer.fail(NoSuchEntry("ENOENTRY", bookie=self.bookie_id))
         return defer.succeed(mine[entry_id])
 
+    def read_with_callback(self, ledger_id, entry_id, on_done, ctx, slot):
+        """The channel's plain read as the ledger layer calls it (BookieChannel);
+        the outcome goes to ``on_done`` as BookieConnection reports it."""
+        d = self.read(ledger_id, entry_id)
+        d.addCallbacks(lambda body: on_done(ctx, slot, self.bookie_id, body),
+                       lambda f: on_done(ctx, slot, self.bookie_id, f.value))
+
     def batch_read(self, ledger_id, start_entry_id, max_count, max_size, *, fence_master_key=None):
         """Consecutive stored entries from ``first``, like a 4.17 bookie (``batch_limit``
         stands for its byte budget; ``no_batch``: a bookie that cannot batch-read)."""
@@ -143,6 +152,35 @@ class FakeConnection:
         while first + len(out) in mine and len(out) < min(max_count, self.batch_limit):
             out.append(mine[first + len(out)])
         return defer.succeed(out)
+
+    def lac(self, ledger_id) -> int:
+        """The highest LAC piggybacked on the entries stored here (-1: none)."""
+        return max((header(body)[2] for (lid, _), body in self.stored.items() if lid == ledger_id), default=-1)
+
+    def read_long_poll(self, ledger_id, previous_lac, timeout_ms, piggyback=True):
+        """A v3 long poll, answered (with the next entry when stored here) once
+        this bookie's LAC passes ``previous_lac``, or by :meth:`answer_polls`
+        with ``expire``."""
+        if self.down:
+            return self._unavailable("long-poll READ")
+        d = defer.Deferred()
+        self.polls.append((ledger_id, previous_lac, d))
+        self.answer_polls()
+        return d
+
+    def answer_polls(self, expire=False):
+        waiting, self.polls = self.polls, []
+        for ledger_id, previous, d in waiting:
+            if d.called:  # cancelled
+                continue
+            lac = self.lac(ledger_id)
+            if lac > previous:
+                body = self.stored.get((ledger_id, previous + 1))
+                d.callback((lac, None if body is None else previous + 1, body))
+            elif expire:
+                d.callback((lac, None, None))
+            else:
+                self.polls.append((ledger_id, previous, d))
 
     def write_lac(self, ledger_id, lac, master_key, body):
         if self.down:
@@ -1112,3 +1150,62 @@ def test_adds_wait_while_a_bookie_is_max_inflight_writes_behind():
         slow.ack(next(e for e in range(20) if slow.outstanding(e)))
     assert done == [("ok", i) for i in range(20)]
     assert h.writable() and h.ensemble_changes == 0 and store.updates == []
+
+
+# ------------------------------------------------------------ long-poll LAC reads
+
+
+def test_long_poll_gets_the_next_entry_with_the_lac_and_cancels_the_other_polls():
+    client, store, pool, lh = filled_ledger(close=False)
+    rh = result_of(client.open_ledger(lh.ledger_id))
+    assert rh.last_add_confirmed == 4
+    assert result_of(rh.wait_for_entry(3, 1000)) == (4, None)  # readable already: no poll
+    assert all(not c.polls for c in pool.conns.values())
+    d = rh.wait_for_entry(5, 1000)
+    assert not d.called
+    polls = [p for b in rh.metadata.last_ensemble for p in pool.conns[b].polls]
+    assert len(polls) == 3 and {(lid, prev) for lid, prev, _ in polls} == {(lh.ledger_id, 4)}
+    result_of(lh.add_entry(b"entry-6"))  # carries LAC 5 to the bookies of its write set
+    assert result_of(d) == (5, (5, b"entry-5"))
+    assert rh.last_add_confirmed == 5
+    assert all(p[2].called for p in polls)  # the others were cancelled
+
+
+def test_long_poll_answer_without_the_entry_moves_the_lac_only():
+    client, store, pool, lh = filled_ledger(e=2, qw=1, qa=1, close=False)
+    rh = result_of(client.open_ledger(lh.ledger_id))
+    d = rh.wait_for_entry(5, 1000)
+    result_of(lh.add_entry(b"entry-6"))  # on the bookie that does not hold entry 5
+    assert result_of(d) == (5, None)
+    assert result_of(rh.read_entries(5, 5)) == [(5, b"entry-5")]
+
+
+def test_long_poll_that_waits_in_vain_and_one_with_a_bad_copy():
+    client, store, pool, lh = filled_ledger(close=False)
+    rh = result_of(client.open_ledger(lh.ledger_id))
+    d = rh.wait_for_entry(5, 1000)
+    for b in rh.metadata.last_ensemble:
+        pool.conns[b].answer_polls(expire=True)
+    assert result_of(d) == (4, None)
+    # the copy of entry 5 that comes along is corrupt: the LAC still counts, the entry is read as usual
+    for b in rh.metadata.write_set(5):
+        body = bytearray(pool.conns[b].stored[(lh.ledger_id, 5)])
+        body[-1] ^= 1
+        pool.conns[b].stored[(lh.ledger_id, 5)] = bytes(body)
+    d = rh.wait_for_entry(5, 1000)
+    result_of(lh.add_entry(b"entry-6"))
+    assert result_of(d) == (5, None)
+
+
+def test_long_poll_fails_only_when_every_bookie_fails():
+    client, store, pool, lh = filled_ledger(close=False)
+    rh = result_of(client.open_ledger(lh.ledger_id))
+    ensemble = rh.metadata.last_ensemble
+    pool.conns[ensemble[0]].down = True
+    d = rh.wait_for_entry(5, 1000)
+    for b in ensemble[1:]:
+        pool.conns[b].answer_polls(expire=True)
+    assert result_of(d) == (4, None)
+    for b in ensemble:
+        pool.conns[b].down = True
+    assert failure_of(rh.wait_for_entry(5, 1000)).check(BookieUnavailable)

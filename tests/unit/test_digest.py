@@ -69,6 +69,7 @@ def test_every_java_entry_verifies_and_rebuilds_byte_identically():
         dm = DigestManager(ledger_id, dtype, PASSWORDS.get(ledger_id, b"secret"))
         checked = dm.verify(entry, entry_id)
         assert dm.package(entry_id, lac, checked.length, checked.payload) == entry
+        assert dm.payload(entry, entry_id) == dm.payload(memoryview(entry), entry_id) == checked.payload
         seen.add(dtype)
     assert seen == set(DigestType)
 
@@ -107,6 +108,8 @@ def test_any_single_bit_flip_is_caught(dtype, payload, entry_id, lac, data):
     entry[bit // 8] ^= 1 << (bit % 8)
     with pytest.raises(DigestError):
         dm.verify(bytes(entry), entry_id)
+    with pytest.raises(DigestError):
+        dm.payload(bytes(entry), entry_id)
 
 
 def test_digest_type_names():

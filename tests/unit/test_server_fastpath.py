@@ -35,3 +35,49 @@ def test_non_minimal_and_requestcontext():
     p = v3.serialize(v3.add_request(1, 2, 3, b"k" * 20, b"x"))
     req = v3.parse_request(p); c = req.requestContext.add(); c.key = "a"; c.value = "b"
     assert _plain_v3_add(v3.serialize(req)) is None
+
+
+# -- plain v3 READ_ENTRY requests and their EOK answers ------------------------------------
+
+from bkctl.bookied.server import _plain_v3_read  # noqa: E402
+
+
+def _read_fields(p):
+    req = v3.parse_request(p)
+    return req.readRequest.ledgerId, req.readRequest.entryId
+
+
+@settings(max_examples=400)
+@given(st.integers(0, (1 << 64) - 1), i64, i64, st.booleans(), st.booleans(), st.booleans())
+def test_read_matches_parser(txn, l, e, fence, high, poll):
+    p = v3.serialize(v3.read_request(txn, l, e, fence_master_key=b"k" * 20 if fence else None, high_priority=high,
+                                     previous_lac=3 if poll else None, timeout_ms=10 if poll else None))
+    got = _plain_v3_read(p)
+    if fence or high or poll:
+        assert got is None
+        return
+    assert got is not None and got[:2] == _read_fields(p)
+    assert p[:got[2]] == p[:2 + p[1]]  # the header field
+
+
+@settings(max_examples=400)
+@given(st.integers(0, 1 << 20), st.data())
+def test_read_mutations_and_junk(txn, data):
+    p = bytearray(v3.serialize(v3.read_request(txn, 5, 6)))
+    i = data.draw(st.integers(0, len(p) - 1)); p[i] = data.draw(st.integers(0, 255))
+    for b in (bytes(p), data.draw(st.binary(max_size=40))):
+        got = _plain_v3_read(b)
+        if got is not None:
+            req = v3.parse_request(b)  # must parse and agree
+            assert (req.header.version, req.header.operation, req.header.priority) == (3, 1, 0)
+            assert not req.readRequest.HasField("flag") and not req.readRequest.HasField("previousLAC")
+            assert got[:2] == _read_fields(b)
+
+
+@settings(max_examples=300)
+@given(st.integers(0, (1 << 64) - 1), i64, i64, st.binary(max_size=300), i64)
+def test_read_answer_is_what_the_builder_writes(txn, l, e, body, max_lac):
+    p = v3.serialize(v3.read_request(txn, l, e))
+    head = p[:2 + p[1]]
+    assert v3.read_answer(head, l, e, body, max_lac) == v3.serialize(
+        v3.read_response(v3.parse_request(p), 0, body, max_lac=max_lac))

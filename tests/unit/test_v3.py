@@ -572,3 +572,104 @@ def test_deep_nesting_raises_codec_error():
         v3.parse_request(data)
     with pytest.raises(CodecError):
         v3.parse_response(data)
+
+
+# ------------------------------------------- plain READ answers taken apart by hand
+
+
+def _header_len(payload: bytes) -> int:
+    return 2 + payload[1]
+
+
+def _general_body(payload: bytes):
+    """What a client takes from an EOK read answer through the general parser."""
+    msg = v3.parse_response(payload)
+    inner = msg.readResponse
+    return inner.body if inner.HasField("body") else b""
+
+
+def _plain_read_answers():
+    """Java's EOK answers to plain (non-fencing, non-long-poll) reads, with their requests."""
+    out = []
+    for f in RESPONSES:
+        resp = v3.parse_response(payload_of(f))
+        if resp.header.operation != OperationType.READ_ENTRY or resp.status != 0:
+            continue
+        req = next(r for r in REQUESTS if r["flow"] == f["flow"] and r["txnId"] == f["txnId"]
+                   and r["op"] == f["op"])
+        request = v3.parse_request(payload_of(req))
+        if v3.is_fence_read(request) or request.readRequest.HasField("previousLAC") or v3.is_high_priority(request):
+            continue
+        out.append((payload_of(req), payload_of(f), request))
+    return out
+
+
+def test_java_answers_to_plain_reads_are_taken_apart_by_hand():
+    """Java's EOK answer starts with its request's header field, byte for
+    byte, and the hand parser reads the same body as the general one."""
+    answers = _plain_read_answers()
+    assert answers
+    for req_payload, payload, request in answers:
+        n = _header_len(req_payload)
+        assert payload[:n] == req_payload[:n]
+        assert v3.plain_read_body(payload, n) == _general_body(payload)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(UINT64, LEDGER_ID, ENTRY_ID, st.one_of(st.none(), st.binary(max_size=300)),
+       st.one_of(st.none(), INT64), st.one_of(st.none(), INT64))
+def test_plain_read_body_reads_what_the_parser_reads(txn, ledger_id, entry_id, body, max_lac, ts):
+    req = v3.read_request(txn, ledger_id, entry_id)
+    payload = v3.serialize(v3.read_response(req, RC.EOK, body, max_lac=max_lac, lac_update_ts=ts))
+    n = _header_len(payload)
+    assert payload[:n] == v3.serialize(req)[:n]
+    # without a body: left to the parser
+    assert v3.plain_read_body(payload, n) == (None if body is None else _general_body(payload))
+
+
+@pytest.mark.parametrize("rc", [RC.ENOENTRY, RC.ENOLEDGER, RC.EUA, RC.EIO, RC.ETOOMANYREQUESTS])
+def test_plain_read_body_leaves_errors_to_the_parser(rc):
+    req = v3.read_request(7, 3, 4)
+    payload = v3.serialize(v3.read_response(req, rc))
+    assert v3.plain_read_body(payload, _header_len(payload)) is None
+    # status EOK at the top, an error inside
+    msg = v3.read_response(req, RC.EOK, b"x")
+    msg.readResponse.status = rc.v3
+    payload = v3.serialize(msg)
+    assert v3.plain_read_body(payload, _header_len(payload)) is None
+
+
+def test_plain_read_body_leaves_other_shapes_to_the_parser():
+    req = v3.read_request(7, 3, 4)
+    good = v3.serialize(v3.read_response(req, RC.EOK, b"body", max_lac=3))
+    n = _header_len(good)
+    assert v3.plain_read_body(good, n) == b"body"
+    # every truncation: None, never an exception
+    for cut in range(n, len(good)):
+        assert v3.plain_read_body(good[:cut], n) is None
+    # a field after the readResponse, a repeated field, an unknown field inside it
+    assert v3.plain_read_body(good + b"\x10\x00", n) is None
+    assert v3.plain_read_body(good + b"\x28\x01", n) is None
+    msg = v3.read_response(req, RC.EOK, b"body")
+    inner = msg.readResponse.SerializeToString() + b"\x38\x01"  # field 7: unknown
+    assert v3.plain_read_body(good[:-2] + b"\x30\x05", n) == b"body"  # lacUpdateTimestamp alone
+    assert v3.plain_read_body(good + b"\x30\x05", n) is None  # the outer length no longer matches
+    odd = good[:n] + b"\x10\x00\xa2\x06" + bytes((len(inner),)) + inner
+    assert _general_body(odd) == b"body"  # the parser accepts it; the hand parser leaves it
+    assert v3.plain_read_body(odd, n) is None
+    # a body that claims more bytes than there are
+    assert v3.plain_read_body(good[:-2] + b"\x28", n) is None
+
+
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=60), st.integers(0, 1 << 20), st.data())
+def test_plain_read_body_of_mutated_answers_agrees_with_the_parser_or_declines(body, txn, data):
+    req = v3.read_request(txn, 5, 6)
+    p = bytearray(v3.serialize(v3.read_response(req, RC.EOK, body, max_lac=5)))
+    n = _header_len(p)
+    i = data.draw(st.integers(n, len(p) - 1))
+    p[i] = data.draw(st.integers(0, 255))
+    p = bytes(p)
+    got = v3.plain_read_body(p, n)
+    if got is not None:
+        assert got == _general_body(p)  # it parses (or this raises) and reads the same

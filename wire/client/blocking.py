@@ -162,6 +162,12 @@ class BlockingLedger:
         """Ask the bookies for the LAC (the last entry if closed)."""
         return self._call(self.handle.read_lac)
 
+    def wait_for_entry(self, entry_id: int, timeout_ms: int) -> tuple[int, tuple[int, bytes] | None]:
+        """Long-poll the bookies (v3) until the LAC reaches ``entry_id``, at
+        most ``timeout_ms``: ``(lac, (entry_id, payload) or None)`` (see
+        ``ReadHandle.wait_for_entry``)."""
+        return self._call(self.handle.wait_for_entry, entry_id, timeout_ms)
+
     def refresh_metadata(self):
         return self._call(self.handle.refresh_metadata)
 

@@ -140,7 +140,9 @@ class BookKeeperClient:
     and ``read_timeout`` (seconds) and any other keyword go to the
     :class:`~bkctl.wire.client.pool.BookiePool`.  ``max_inflight`` bounds the adds
     outstanding per ledger handle (``max_waiting`` how many more may wait),
-    ``read_window`` the entries read at once by ``read_entries``,
+    ``read_window`` the entries read at once by ``read_entries`` and
+    ``read_range`` (256, as the export: more answers per chunk read from a
+    bookie and per write, fewer system calls per entry),
     ``recovery_read_window`` the entries read ahead while looking for the
     tail of an open ledger.
 
@@ -151,7 +153,7 @@ class BookKeeperClient:
 
     def __init__(self, metadata, reactor=None, *, protocol: str = "v3", add_timeout: float = 5.0,
                  read_timeout: float = 5.0, max_inflight: int = 1000, max_waiting: int | None = None,
-                 read_window: int = 64, recovery_read_window: int = 16, placement=None,
+                 read_window: int = 256, recovery_read_window: int = 16, placement=None,
                  zk_timeout: float = 10.0, pool=None,
                  run_blocking: Callable[..., defer.Deferred] | None = None, **pool_options: Any):
         if reactor is None:

@@ -11,11 +11,14 @@ from typing import Any, Protocol, runtime_checkable
 
 from twisted.internet import defer
 
-__all__ = ["AddDone", "BookieChannel"]
+__all__ = ["AddDone", "ReadDone", "BookieChannel"]
 
 #: ``on_done(ctx, slot, bookie_id, error)``: how an add reports back without a
 #: Deferred; ``error`` is None once the bookie acknowledged the entry.
 AddDone = Callable[[Any, int, str, "BaseException | None"], Any]
+#: ``on_done(ctx, slot, bookie_id, result)``: how a read reports back without
+#: a Deferred; ``result`` is the stored entry's bytes, or the exception.
+ReadDone = Callable[[Any, int, str, "bytes | BaseException"], Any]
 
 
 @runtime_checkable
@@ -35,9 +38,20 @@ class BookieChannel(Protocol):
              high_priority: bool = False) -> defer.Deferred:
         """READ_ENTRY (entry -1: the bookie's last entry; with a master key: fencing)."""
 
+    def read_with_callback(self, ledger_id: int, entry_id: int, on_done: ReadDone, ctx: Any, slot: int) -> None:
+        """A plain READ_ENTRY reported through ``on_done`` (which may run before
+        this returns, for a refused request).  The reader's hot path: no
+        Deferred per entry."""
+
     def batch_read(self, ledger_id: int, start_entry_id: int, max_count: int, max_size: int, *,
                    fence_master_key: bytes | None = None) -> defer.Deferred:
         """BATCH_READ_ENTRY: consecutive stored entries from ``start_entry_id``."""
+
+    def read_long_poll(self, ledger_id: int, previous_lac: int, timeout_ms: int,
+                       piggyback: bool = True) -> defer.Deferred:
+        """Long-poll READ (v3): ``(max_lac, entry_id, body)`` once the bookie's
+        LAC passes ``previous_lac`` (with entry previous_lac + 1 when
+        ``piggyback`` and it has it) or after ``timeout_ms``."""
 
     def read_lac(self, ledger_id: int) -> defer.Deferred:
         """READ_LAC: ``(lac_body, last_entry_body)``."""

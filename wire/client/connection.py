@@ -35,6 +35,14 @@ bookie id and everything about requests:
   :class:`TooManyRequests`. Nothing grows without bound.
 * **Cancellation.** Cancelling a request's Deferred forgets the request
   (a late response is dropped) and frees its slot.
+* **Hot paths.** The ledger layer adds and reads through
+  :meth:`~BookieConnection.add_with_callback` and
+  :meth:`~BookieConnection.read_with_callback`: a plain callback per
+  request instead of a Deferred. Answers are handled a whole chunk (one
+  ``dataReceived``) at a time, and the requests their callbacks issue are
+  written once per connection after the chunk. v3 EOK answers to plain
+  ADDs and READs are matched by their header field and taken apart without
+  the general parser (a fast path: :mod:`bkctl.wire.fastpath`).
 
 Operations return Deferreds that fire with plain values or fail with the
 errors of :mod:`bkctl.wire.client.errors`. Argument errors (a master key that is
@@ -135,9 +143,20 @@ _FLAG_HIGH_PRIORITY = int(Flag.HIGH_PRIORITY)
 # A framed v2 ADD starts with its frame length and the v2 header (version, opcode, flags).
 _V2_ADD_HEAD = struct.Struct(">ii")
 _V2_ADD_HEADER = (V2_CURRENT_VERSION << 24) | (_OPC_ADD << 16)
+# A framed plain v2 READ: frame length, header (no flags), ledger and entry ids.
+_V2_READ_FRAME = struct.Struct(">iiqq")
+_V2_READ_LEN = _V2_READ_FRAME.size - 4
+_V2_READ_HEADER = (V2_CURRENT_VERSION << 24) | (_OPC_READ << 16)
+# The head of a v2 READ answer: header, rc, ledger and entry ids (the entry follows).
+_V2_READ_ANSWER = struct.Struct(">iiqq")
+_EOK = int(RC.EOK)
 
 # Kinds of request timeouts: each kind has one deadline queue (and one timer) per connection.
 _T_WRITE, _T_READ, _T_INFO, _T_POLL = "write", "read", "info", "poll"
+
+#: While a BookieClientProtocol hands out a chunk of answers: the connections
+#: holding frames to write once it is done (BookieConnection._uncork), else None.
+_corked: "list[BookieConnection] | None" = None
 
 
 def default_resolve(bookie_id: str) -> tuple[str, int]:
@@ -165,6 +184,7 @@ class BookieClientProtocol(Protocol):
         self._owner = owner
         self._decoder = FrameDecoder(max_frame_size)
         self._decode = v3.parse_response if use_v3 else v2.decode_response
+        self._v3 = use_v3
         self._lost = False
         self._lost_waiters: list[defer.Deferred] = []
 
@@ -183,6 +203,7 @@ class BookieClientProtocol(Protocol):
             owner._connection_made(self)
 
     def dataReceived(self, data: bytes) -> None:
+        global _corked
         owner = self._owner
         if owner is None:
             return
@@ -191,16 +212,37 @@ class BookieClientProtocol(Protocol):
         except CodecError as exc:
             owner._malformed(self, exc)
             return
+        if _corked is not None or len(payloads) < 2:
+            self._answers(owner, payloads)
+            return
+        # Requests the answers' callbacks issue (a reader keeping its window
+        # full...) are held and written once per connection at the end.
+        corked = _corked = []
+        try:
+            self._answers(owner, payloads)
+        finally:
+            _corked = None
+            for conn in corked:
+                conn._uncork()
+
+    def _answers(self, owner: "BookieConnection", payloads: list[bytes]) -> None:
         decode = self._decode
-        # v3: EOK answers to plain ADDs are known byte for byte in advance
-        acked = getattr(owner, "_v3_ok", None)
+        # v3: the EOK answer to a plain ADD or READ starts with its request's
+        # header field, byte for byte: such answers are matched by it and
+        # taken apart without the general parser (BookieConnection._fast_answer)
+        fast = getattr(owner, "_v3_fast", None)
+        # v2: EOK READ answers are matched and cut without the response tuple
+        v2_reads = not self._v3 and getattr(owner, "fastpaths", False)
         for payload in payloads:
             if self._owner is None:  # a callback closed the connection
                 return
-            if acked:
-                req = acked.pop(payload, None)
-                if req is not None and owner._add_acked(self, req):
+            if fast and len(payload) > 2:
+                req = fast.pop(payload[:2 + payload[1]], None)
+                if req is not None and owner._fast_answer(self, req, payload):
                     continue
+            elif (v2_reads and len(payload) >= _V2_READ_ANSWER.size and payload[1] == _OPC_READ
+                  and payload[0] and owner._v2_read_answer(self, payload)):
+                continue
             try:
                 msg = decode(payload)
             except CodecError as exc:
@@ -293,7 +335,7 @@ class _Request:
     """
 
     __slots__ = ("_what", "ids", "key", "op", "frame", "complete", "deferred", "on_done", "ctx",
-                 "slot", "deadline", "timeouts", "state", "is_batch", "conn", "ok")
+                 "slot", "deadline", "timeouts", "state", "is_batch", "conn", "ok", "fast", "verb")
 
     def __init__(self, what: str | None, key: Any, frame_bytes: bytes,
                  complete: Callable[["BookieConnection", "_Request", Any], Any],
@@ -308,13 +350,16 @@ class _Request:
         self.state = _QUEUED
         self.is_batch = is_batch
         self.ok: bytes | None = None  # v3 plain ADD: the payload of its EOK answer
+        #: v3 plain ADD or READ: its header field, which its EOK answer starts with
+        self.fast: bytes | None = None
+        self.verb = "ADD"
 
     @property
     def what(self) -> str:
         what = self._what
-        if what is None:  # an ADD, described lazily
+        if what is None:  # an ADD or a plain READ, described lazily
             ledger_id, entry_id = self.ids
-            what = self._what = f"ADD ledger {ledger_id} entry {entry_id}"
+            what = self._what = f"{self.verb} ledger {ledger_id} entry {entry_id}"
         return what
 
     def __call__(self, _deferred: defer.Deferred) -> None:
@@ -421,15 +466,21 @@ class BookieConnection:
         # for the rare request whose txnId is already taken by another operation)
         self._v3_pending: dict[int, _Request] = {}
         self._v3_other: dict[tuple[int, int], _Request] = {}
-        # v3 plain ADDs on the wire by the exact payload of their EOK answer:
-        # such an answer is matched without being parsed (see _add_acked)
-        self._v3_ok: dict[bytes, _Request] = {}
+        # v3 plain ADDs and READs on the wire by their header field, which
+        # their EOK answers start with: such an answer is matched and taken
+        # apart without the general parser (see _fast_answer)
+        self._v3_fast: dict[bytes, _Request] = {}
         self._v2_pending: dict[tuple, deque[_Request]] = {}
         self._timeouts: dict[Any, _Timeouts] = {}
+        # frames of requests issued while answers were handed out, written
+        # together afterwards (one write instead of one per request)
+        self._held: list[bytes] = []
         self._encoder = v3.RequestEncoder() if self.use_v3 else None
-        #: the v3 fast paths (reused request encoders, EOK add answers matched
-        #: unparsed); off with BKCTL_FASTPATHS=0 (bkctl.wire.fastpath), when
-        #: every request goes through the builders and every answer is parsed
+        #: the fast paths (reused v3 request encoders, v3 EOK add and read
+        #: answers matched and taken apart without the general parser, v2 plain
+        #: reads packed directly); off with BKCTL_FASTPATHS=0
+        #: (bkctl.wire.fastpath), when every request goes through the builders
+        #: and every answer is parsed
         self.fastpaths = fastpath.ENABLED
         self._failures = 0
         self._retry_at = 0.0
@@ -517,7 +568,9 @@ class BookieConnection:
                 payload, ok = self._encoder.add_and_reply(txn, ledger_id, entry_id, master_key, body)
             req = _Request(None, txn, frame(payload), _v3_add)
             req.op = _OP_ADD
-            req.ok = ok
+            if ok is not None:
+                req.ok = ok
+                req.fast = payload[:2 + payload[1]]
         else:
             if deferred_sync:
                 return None
@@ -542,24 +595,53 @@ class BookieConnection:
         ``fence_master_key`` the read fences the ledger."""
         if fence_master_key is not None:
             _check_key(fence_master_key)
-        what = f"READ ledger {ledger_id} entry {entry_id}"
-        if fence_master_key is not None:
-            what += " (fencing)"
+        req = self._read_request(ledger_id, entry_id, fence_master_key, high_priority)
+        return self._submit_request(req, _T_READ, self.read_timeout)
+
+    def read_with_callback(self, ledger_id: int, entry_id: int, on_done: Callable[[Any, int, str, Any], Any],
+                           ctx: Any, slot: int) -> None:
+        """A plain :meth:`read` for the ledger layer
+        (:class:`~bkctl.wire.client.channel.BookieChannel`), without a Deferred:
+        the outcome is ``on_done(ctx, slot, bookie_id, result)``, ``result``
+        being the stored entry's bytes, or the exception :meth:`read`'s
+        Deferred would fail with. ``on_done`` may run before this returns (a
+        refused request)."""
+        req = self._read_request(ledger_id, entry_id, None, False)
+        req.on_done = on_done
+        req.ctx = ctx
+        req.slot = slot
+        self._submit_request(req, _T_READ, self.read_timeout, False)
+
+    def _read_request(self, ledger_id: int, entry_id: int, fence_master_key: bytes | None,
+                      high_priority: bool) -> _Request:
+        plain = fence_master_key is None and not high_priority
         if self.use_v3:
             txn = next(self._ids)
-            if fence_master_key is None and not high_priority and self.fastpaths:
+            if plain and self.fastpaths:
                 payload = self._encoder.read(txn, ledger_id, entry_id)
+                req = _Request(None, txn, frame(payload), _v3_read)
+                req.fast = payload[:2 + payload[1]]
             else:
                 payload = v3.serialize(v3.read_request(
                     txn, ledger_id, entry_id, fence_master_key=fence_master_key,
                     high_priority=high_priority))
-            return self._submit(what, txn, payload, _v3_read, self.read_timeout, op=_OP_READ)
-        flags = (Flag.DO_FENCING if fence_master_key is not None else 0) | (
-            Flag.HIGH_PRIORITY if high_priority else 0)
-        payload = v2.ReadRequest(V2_CURRENT_VERSION, int(flags), ledger_id, entry_id,
-                                 None if fence_master_key is None else bytes(fence_master_key)).encode()
-        return self._submit(what, (ledger_id, entry_id, _OPC_READ), payload,
-                            _v2_read, self.read_timeout)
+                req = _Request(None, txn, frame(payload), _v3_read)
+            req.op = _OP_READ
+        elif plain and self.fastpaths:
+            # v2.ReadRequest(V2_CURRENT_VERSION, 0, ledger_id, entry_id).encode(), framed
+            req = _Request(None, (ledger_id, entry_id, _OPC_READ),
+                           _V2_READ_FRAME.pack(_V2_READ_LEN, _V2_READ_HEADER, ledger_id, entry_id), _v2_read)
+        else:
+            flags = (Flag.DO_FENCING if fence_master_key is not None else 0) | (
+                Flag.HIGH_PRIORITY if high_priority else 0)
+            payload = v2.ReadRequest(V2_CURRENT_VERSION, int(flags), ledger_id, entry_id,
+                                     None if fence_master_key is None else bytes(fence_master_key)).encode()
+            req = _Request(None, (ledger_id, entry_id, _OPC_READ), frame(payload), _v2_read)
+        req.ids = (ledger_id, entry_id)
+        req.verb = "READ"
+        if fence_master_key is not None:
+            req._what = f"READ ledger {ledger_id} entry {entry_id} (fencing)"
+        return req
 
     def read_long_poll(self, ledger_id: int, previous_lac: int, timeout_ms: int,
                        piggyback: bool = True) -> defer.Deferred:
@@ -751,7 +833,12 @@ class BookieConnection:
         if direct:
             self._register(req)
             data, req.frame = req.frame, b""  # on the wire: do not keep the bytes
-            proto.send_one(data)
+            if _corked is None:
+                proto.send_one(data)
+            else:
+                if not self._held:
+                    _corked.append(self)
+                self._held.append(data)
         else:
             queue.append(req)
             if idle:
@@ -770,8 +857,8 @@ class BookieConnection:
                     self._v3_pending[txn] = req  # same (txnId, operation): the newest one wins
                 else:
                     self._v3_other[(txn, req.op)] = req
-            if req.ok is not None:
-                self._v3_ok[req.ok] = req
+            if req.fast is not None:
+                self._v3_fast[req.fast] = req
         else:
             waiting = self._v2_pending.get(req.key)
             if waiting is None:
@@ -785,7 +872,21 @@ class BookieConnection:
             self._register(req)
             frames.append(req.frame)
             req.frame = b""  # on the wire: do not keep the bytes
-        self._proto.send(frames)
+        if _corked is None:
+            self._proto.send(frames)
+        else:  # after what is held already, in issuing order
+            if not self._held:
+                _corked.append(self)
+            self._held.extend(frames)
+
+    def _uncork(self) -> None:
+        """Write the frames held while answers were handed out (see
+        BookieClientProtocol.dataReceived); dropped if the connection went
+        away meanwhile (its requests have failed)."""
+        held, self._held = self._held, []
+        proto = self._proto
+        if held and proto is not None:
+            proto.send(held)
 
     def _pump(self) -> None:
         """Send queued requests while there is room on the wire."""
@@ -814,8 +915,8 @@ class BookieConnection:
                     del self._v3_pending[req.key]
                 elif self._v3_other.get((req.key, req.op)) is req:
                     del self._v3_other[(req.key, req.op)]
-                if req.ok is not None and self._v3_ok.get(req.ok) is req:
-                    del self._v3_ok[req.ok]
+                if req.fast is not None and self._v3_fast.get(req.fast) is req:
+                    del self._v3_fast[req.fast]
             else:
                 waiting = self._v2_pending.get(req.key)
                 if waiting is not None:
@@ -867,18 +968,19 @@ class BookieConnection:
             if isinstance(result, Failure):
                 result = result.value
             try:
-                on_done(ctx, req.slot, self.bookie_id, result if isinstance(result, BaseException) else None)
+                on_done(ctx, req.slot, self.bookie_id, result)
             except Exception:  # noqa: BLE001 - like an error in a Deferred callback: log it
                 log.exception("bookie %s: completion of %s raised", self.bookie_id, req.what)
 
     def _fail_all(self, make_error: Callable[[_Request], BookieError]) -> None:
         """Fail every queued and sent request (sent ones first, oldest first)."""
         reqs = list(self._sent) + list(self._queue)
+        self._held = []
         self._sent.clear()
         self._queue.clear()
         self._v3_pending.clear()
         self._v3_other.clear()
-        self._v3_ok.clear()
+        self._v3_fast.clear()
         self._v2_pending.clear()
         self._stop_timers()
         for req in reqs:
@@ -998,8 +1100,8 @@ class BookieConnection:
                 req = self._v3_other.pop((txn, op), None)
             else:
                 return None
-            if req is not None and req.ok is not None and self._v3_ok.get(req.ok) is req:
-                del self._v3_ok[req.ok]
+            if req is not None and req.fast is not None and self._v3_fast.get(req.fast) is req:
+                del self._v3_fast[req.fast]
         else:
             if isinstance(msg, v2.AddResponse):
                 key = (msg.ledger_id, msg.entry_id, _OPC_ADD)
@@ -1037,24 +1139,59 @@ class BookieConnection:
             self._pump()
         self._finish(req, result)
 
-    def _add_acked(self, proto: BookieClientProtocol, req: _Request) -> bool:
-        """The bookie sent exactly the EOK answer of ``req``, a plain v3 ADD
-        (already out of ``_v3_ok``): what :meth:`_response_received` would do
-        with it, without parsing it. False when ``req`` is not the request
-        that answer matches (only with a repeating caller-supplied txn_ids):
-        then it is parsed and matched as usual."""
+    def _fast_answer(self, proto: BookieClientProtocol, req: _Request, payload: bytes) -> bool:
+        """An answer that starts with the header field of ``req``, a plain v3
+        ADD or READ (already out of ``_v3_fast``): what :meth:`_response_received`
+        would do with it, without the general parser, when it is the EOK
+        answer of ``req``: exactly the expected bytes for an ADD, an EOK
+        ReadResponse with a body (:func:`bkctl.wire.v3.plain_read_body`)
+        for a READ. False when it is anything else (an error, another shape,
+        or ``req`` not the request it matches, with a repeating caller-supplied
+        txn_ids): then it is parsed and matched as usual."""
         if proto is not self._proto:
             return True  # a connection given up on: dropped, as any answer on it
         if req.state != _SENT or self._v3_pending.get(req.key) is not req:
             return False
+        ok = req.ok
+        if ok is not None:
+            if payload != ok:
+                return False
+            result = None
+        else:
+            result = v3.plain_read_body(payload, len(req.fast))
+            if result is None:
+                return False
         del self._v3_pending[req.key]
+        self._answered(req, result)
+        return True
+
+    def _v2_read_answer(self, proto: BookieClientProtocol, payload: bytes) -> bool:
+        """A v2 READ_ENTRY answer (version > 0, at least its 24-byte head):
+        what :meth:`_response_received` would do with an EOK one, without
+        building the response tuple. False for anything else (an error, an
+        answer nobody waits for): then it is decoded and matched as usual."""
+        if proto is not self._proto:
+            return True  # a connection given up on: dropped, as any answer on it
+        _head, rc, ledger_id, entry_id = _V2_READ_ANSWER.unpack_from(payload)
+        key = (ledger_id, entry_id, _OPC_READ)
+        waiting = self._v2_pending.get(key)
+        if rc != _EOK or not waiting:
+            return False
+        req = waiting.popleft()
+        if not waiting:
+            del self._v2_pending[key]
+        self._answered(req, payload[_V2_READ_ANSWER.size:])
+        return True
+
+    def _answered(self, req: _Request, result: Any) -> None:
+        """The end of :meth:`_response_received` for a request already out of
+        the matching tables, answered with ``result``."""
         self._sent.pop(req, None)
         req.state = _DONE
         self._failures = 0  # the bookie answers: the next failure starts a fresh backoff
         if self._queue:
             self._pump()
-        self._finish(req, None)
-        return True
+        self._finish(req, result)
 
     def _malformed(self, proto: BookieClientProtocol, exc: CodecError) -> None:
         if proto is not self._proto:

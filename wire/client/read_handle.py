@@ -3,7 +3,8 @@
 :class:`ReadHandle` reads entries of any ledger:
 * each entry is read from the bookies of its write set in write-set order,
   moving to the next replica on a missing entry, a bad digest, a timeout or
-  any other failure; the read fails only when every replica failed
+  any other failure (:class:`EntryReads`, one callback read per attempt, no
+  Deferred per entry); the read fails only when every replica failed
   (:class:`~bkctl.wire.client.errors.NoSuchEntry` when they all said "missing",
   :class:`~bkctl.wire.errors.DigestError` when a replica answered with bytes that
   do not verify, else the last error);
@@ -21,7 +22,10 @@
   the highest LAC piggybacked on their last entries (and, over v3, the
   explicit LAC), accepted once every write quorum has had at least
   ``Qw - Qa + 1`` valid answers, the coverage rule of BookKeeper's
-  ReadLastConfirmed.
+  ReadLastConfirmed;
+* a follower waits for the next entry with a long poll (v3,
+  :meth:`ReadHandle.wait_for_entry`): the bookies answer once their LAC
+  moves, with the entry along (Java's ReadLastConfirmedAndEntryOp).
 """
 from __future__ import annotations
 
@@ -154,6 +158,12 @@ class ReadHandle:
         md = self._metadata
         return md.last_entry_id if md.is_closed else self._lac
 
+    def _learn_lac(self, lac: int) -> None:
+        """A LAC the bookies reported: remembered when higher (never past
+        the last entry of a closed ledger)."""
+        if lac > self._lac and not self._metadata.is_closed:
+            self._lac = lac
+
     def close(self) -> defer.Deferred:
         """Nothing to release for a reader; fires at once."""
         return defer.succeed(None)
@@ -175,6 +185,17 @@ class ReadHandle:
             return self._lac
 
         return d.addCallback(got)
+
+    def wait_for_entry(self, entry_id: int, timeout_ms: int) -> defer.Deferred:
+        """Wait (long poll, v3) until the LAC reaches ``entry_id``, at most
+        ``timeout_ms``: Java's ``ReadLastConfirmedAndEntryOp``.  Fires with
+        ``(lac, entry)``: the LAC then known (remembered when higher), and
+        ``(entry_id, payload)`` when a bookie sent that entry along with its
+        LAC, else None (the LAC did not reach it in time, or the entry is to
+        be read the usual way).  See :class:`LongPollRead`."""
+        if entry_id <= self._readable_limit():
+            return defer.succeed((self._readable_limit(), None))
+        return LongPollRead(self, entry_id, timeout_ms).start()
 
     def refresh_metadata(self) -> defer.Deferred:
         """Re-read the metadata (to notice that an open ledger got closed)."""
@@ -237,32 +258,9 @@ class ReadHandle:
                 f"cannot read entries {first}..{last} of ledger {self.ledger_id}: {what}")
 
     def _read_entry(self, entry_id: int) -> defer.Deferred:
-        """One entry, verified, with failover across its write set (in order)."""
-        bookies = self._write_set(entry_id)
-        errors: list[BaseException] = []
-
-        def attempt(i: int):
-            if i == len(bookies):
-                return defer.fail(self._read_error(entry_id, bookies, errors))
-            try:
-                d = self.client.pool.get(bookies[i]).read(self.ledger_id, entry_id)
-            except Exception as exc:  # noqa: BLE001
-                d = defer.fail(exc)
-
-            def ok(body):
-                try:
-                    return self.digest.verify(body, entry_id)
-                except DigestError as exc:
-                    errors.append(DigestError(f"bookie {bookies[i]}: {exc}"))
-                    return attempt(i + 1)
-
-            def bad(f: Failure):
-                errors.append(f.value)
-                return attempt(i + 1)
-
-            return d.addCallbacks(ok, bad)
-
-        return attempt(0)
+        """One entry, verified (a :class:`~bkctl.wire.digest.VerifiedEntry`),
+        with failover across its write set (in order): :class:`EntryRead`."""
+        return EntryRead(self, entry_id).start()
 
     def _read_error(self, entry_id: int, bookies: list[str], errors: list[BaseException]) -> BKError:
         where = f"entry {entry_id} of ledger {self.ledger_id}"
@@ -385,7 +383,7 @@ class ReadHandle:
         return []
 
     def _read_span_singly(self, first: int, last: int) -> defer.Deferred:
-        window = max(1, int(getattr(self.client, "read_window", 64)))
+        window = max(1, int(getattr(self.client, "read_window", 256)))
         return WindowedReads(self, first, last, window).start()
 
 
@@ -480,13 +478,173 @@ class ReadLacQuorum:
         self._settle()
 
 
-class WindowedReads:
+class LongPollRead:
+    """One long-poll LAC read with the next entry piggybacked (Java's
+    ``ReadLastConfirmedAndEntryOp``, in its parallel form): every bookie of
+    the last ensemble is asked to answer once its LAC passes ``entry_id - 1``
+    (or after ``timeout_ms``), adding that entry when it has it.  The first
+    answer that moves the LAC completes the read: with the entry if it came
+    along and verifies (its digest and id), else with the LAC only; answers
+    that do not move it (the wait ended) count as empty.  The polls still
+    running are then cancelled.  Fails only when every bookie failed."""
+
+    def __init__(self, handle: ReadHandle, entry_id: int, timeout_ms: int):
+        self.handle = handle
+        self.entry_id = entry_id
+        self.timeout_ms = max(0, int(timeout_ms))
+        self.result: defer.Deferred = defer.Deferred()
+        self.polls: list[defer.Deferred] = []
+        self.pending = self.asked = 0
+        self.failed = 0
+        self.done = False
+
+    def start(self) -> defer.Deferred:
+        h = self.handle
+        previous = self.entry_id - 1
+        ensemble = h.metadata.last_ensemble
+        self.pending = self.asked = len(ensemble)
+        for bookie in ensemble:
+            if self.done:  # answered already (a fake bookie, a refusal of every bookie...)
+                break
+            try:
+                d = h.client.pool.get(bookie).read_long_poll(h.ledger_id, previous, self.timeout_ms,
+                                                             piggyback=True)
+            except Exception as exc:  # noqa: BLE001 - a closed pool and such
+                d = defer.fail(exc)
+            self.polls.append(d)
+            d.addCallbacks(self._answered, self._failed, callbackArgs=(bookie,))
+        return self.result
+
+    def _finish(self, entry) -> None:
+        self.done = True
+        polls, self.polls = self.polls, []
+        self.result.callback((self.handle._readable_limit(), entry))
+        for d in polls:
+            if not d.called:
+                d.cancel()
+
+    def _answered(self, answer, bookie: str) -> None:
+        self.pending -= 1
+        if self.done:
+            return
+        max_lac, entry_id, body = answer
+        h = self.handle
+        entry = None
+        if body is not None and entry_id == self.entry_id:
+            try:
+                checked = h.digest.verify(body, self.entry_id)
+            except DigestError as exc:  # that copy is not used; its LAC still counts
+                log.info("ledger %d: long poll answer of bookie %s: %s", h.ledger_id, bookie, exc)
+            else:
+                entry = (checked.entry_id, checked.payload)
+                # the bookie's LAC passed the entry before it, so the entry is confirmed
+                h._learn_lac(max(checked.entry_id, checked.lac))
+        if max_lac is not None:
+            h._learn_lac(max_lac)
+        if entry is not None or h._readable_limit() >= self.entry_id:
+            self._finish(entry)
+        elif self.pending == 0:
+            self._finish(None)
+
+    def _failed(self, f: Failure) -> None:
+        self.pending -= 1
+        if self.done:
+            return
+        self.failed += 1
+        if self.pending == 0:
+            if self.failed == self.asked:  # nobody answered
+                self.done = True
+                self.polls = []
+                self.result.errback(f)
+            else:
+                self._finish(None)
+
+
+class EntryReads:
+    """Single-entry reads with failover, the core of Java's ``PendingReadOp``:
+    an entry is asked of the first bookie of its write set, and on a missing
+    entry, a bad digest, a timeout or any other failure of the next one, in
+    write-set order; it fails only when every replica failed (the error is
+    :meth:`ReadHandle._read_error`'s).  Requests go through the channel's
+    callback read (no Deferred per request); a subclass gets each outcome
+    through :meth:`_entry_read` (with what ``check(body, entry_id)`` made of
+    the bytes) and :meth:`_entry_failed`."""
+
+    def __init__(self, handle: ReadHandle, check):
+        self.handle = handle
+        self._ledger_id = handle.ledger_id
+        self._pool = handle.client.pool
+        self._check = check
+        #: entries that failed on some replica: their write set (kept from the
+        #: first failure on) and the errors so far
+        self._failing: dict[int, tuple[tuple[str, ...], list[BaseException]]] = {}
+
+    def _read(self, entry_id: int, replica: int = 0, bookies: tuple[str, ...] | None = None) -> None:
+        if bookies is None:
+            bookies = self.handle._write_set(entry_id)
+        bookie = bookies[replica]
+        try:
+            self._pool.get(bookie).read_with_callback(self._ledger_id, entry_id, self._answered, entry_id, replica)
+        except Exception as exc:  # noqa: BLE001 - a closed pool and such: that replica failed
+            self._answered(entry_id, replica, bookie, exc)
+
+    def _answered(self, entry_id: int, replica: int, bookie_id: str, result: Any) -> None:
+        if type(result) is bytes:
+            try:
+                value = self._check(result, entry_id)
+            except DigestError as exc:
+                result = DigestError(f"bookie {bookie_id}: {exc}")
+            else:
+                if self._failing:
+                    self._failing.pop(entry_id, None)
+                self._entry_read(entry_id, value)
+                return
+        elif not isinstance(result, BaseException):  # not what a read answers
+            result = BKError(f"bookie {bookie_id} answered a read of entry {entry_id} with {result!r}")
+        failing = self._failing.get(entry_id)
+        if failing is None:
+            failing = self._failing[entry_id] = (self.handle._write_set(entry_id), [])
+        bookies, errors = failing
+        errors.append(result)
+        if replica + 1 < len(bookies):
+            self._read(entry_id, replica + 1, bookies)
+        else:
+            del self._failing[entry_id]
+            self._entry_failed(entry_id, self.handle._read_error(entry_id, list(bookies), errors))
+
+    def _entry_read(self, entry_id: int, value: Any) -> None:
+        raise NotImplementedError
+
+    def _entry_failed(self, entry_id: int, error: BaseException) -> None:
+        raise NotImplementedError
+
+
+class EntryRead(EntryReads):
+    """One entry: fires with its :class:`~bkctl.wire.digest.VerifiedEntry`."""
+
+    def __init__(self, handle: ReadHandle, entry_id: int):
+        super().__init__(handle, handle.digest.verify)
+        self.entry_id = entry_id
+        self.done: defer.Deferred = defer.Deferred()
+
+    def start(self) -> defer.Deferred:
+        self._read(self.entry_id)
+        return self.done
+
+    def _entry_read(self, entry_id: int, value: VerifiedEntry) -> None:
+        self.done.callback(value)
+
+    def _entry_failed(self, entry_id: int, error: BaseException) -> None:
+        self.done.errback(Failure(error))
+
+
+class WindowedReads(EntryReads):
     """Entries ``first..last`` read one request each, at most ``window`` at a
     time; fires with ``[(entry_id, payload), ...]`` in order, or with the first
     failure (the reads still running are then ignored)."""
 
     def __init__(self, handle: ReadHandle, first: int, last: int, window: int):
-        self.handle = handle
+        super().__init__(handle, handle.digest.payload)
         self.first = first
         self.count = last - first + 1
         self.window = window
@@ -517,24 +675,23 @@ class WindowedReads:
                     index = self.next
                     self.next += 1
                     self.running += 1
-                    d = self.handle._read_entry(self.first + index)
-                    d.addCallbacks(self._got, self._bad, callbackArgs=(index,))
+                    self._read(self.first + index)
         finally:
             self._starting = False
 
-    def _got(self, entry: VerifiedEntry, index: int) -> None:
+    def _entry_read(self, entry_id: int, payload: bytes) -> None:
         self.running -= 1
         if self.failed:
             return
-        self.results[index] = (entry.entry_id, entry.payload)
+        self.results[entry_id - self.first] = (entry_id, payload)
         self.finished += 1
         if self.finished == self.count:
             self.done.callback(self.results)
         else:
             self._start_more()
 
-    def _bad(self, f: Failure) -> None:
+    def _entry_failed(self, entry_id: int, error: BaseException) -> None:
         self.running -= 1
         if not self.failed:
             self.failed = True
-            self.done.errback(f)
+            self.done.errback(Failure(error))
