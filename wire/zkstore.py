@@ -1081,6 +1081,36 @@ class ZKMetadataStore:
         except BadVersionError:
             raise self._cookie_conflict(bookie_id, version) from None
 
+    # -- rack map --------------------------------------------------------------------
+    @_zk_call
+    def read_rack_map(self) -> tuple[dict, int | None]:
+        """Pulsar's rack map (``/bookies`` at the ZooKeeper root) and its
+        version; ``({}, None)`` when there is none."""
+        from .racks import RACK_MAP_PATH, parse_rack_map
+
+        try:
+            data, stat = self._get(RACK_MAP_PATH)
+        except NoNodeError:
+            return {}, None
+        return parse_rack_map(data), stat.version
+
+    @_zk_call
+    def write_rack_map(self, doc: dict, version: int | None) -> int:
+        """Create (``version=None``) or compare-and-set the rack map; returns
+        the new version (:class:`VersionConflict` when it changed meanwhile)."""
+        from .racks import RACK_MAP_PATH, serialize_rack_map
+
+        data = serialize_rack_map(doc)
+        try:
+            if version is None:
+                self._zk.create(RACK_MAP_PATH, data)
+                return 0
+            return self._zk.set(RACK_MAP_PATH, data, version=version).version
+        except (NodeExistsError, BadVersionError, NoNodeError):
+            current, current_version = self.read_rack_map()
+            raise VersionConflict("the rack map " + RACK_MAP_PATH, -1 if version is None else version,
+                                  current, -1 if current_version is None else current_version) from None
+
     # -- autorecovery ------------------------------------------------------------------
     @_zk_call
     def ensure_underreplication_layout(self) -> None:
