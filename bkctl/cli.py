@@ -30,15 +30,19 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 @click.option("--protocol", type=click.Choice(["v3", "v2"]), envvar="BKCTL_PROTOCOL",
               help="Bookie wire protocol (default v3) [env: BKCTL_PROTOCOL]. Over v2, ledgers whose "
                    "ensemble size equals their write quorum (Pulsar's default) are read with batch reads.")
+@click.option("--placement", type=click.Choice(["random", "rack", "region"]), envvar="BKCTL_PLACEMENT",
+              help="How new ensembles and replacements are chosen (default: rack when ZooKeeper's /bookies "
+                   "rack map names the cluster's bookies, else random; the profile's 'placement') "
+                   "[env: BKCTL_PLACEMENT].")
 @click.option("--json", "json_output", is_flag=True, help="Print one JSON document (JSON lines for streams).")
 @click.option("--no-color", is_flag=True, help="No colors (also when NO_COLOR is set).")
 @click.option("-v", "--verbose", count=True, help="More detail; tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="Only results and errors.")
 @click.version_option(__version__, "-V", "--version", prog_name="bkctl")
 @click.pass_context
-def cli(ctx: click.Context, metadata_uri, cluster, protocol, json_output, no_color, verbose, quiet):
+def cli(ctx: click.Context, metadata_uri, cluster, protocol, placement, json_output, no_color, verbose, quiet):
     """Administer Apache BookKeeper clusters: ledgers, bookies, autorecovery, exports."""
-    from .config import resolve_metadata_uri
+    from .config import resolve_metadata_uri, resolve_profile
 
     app = ctx.obj if isinstance(ctx.obj, App) else None
     if app is None:
@@ -52,6 +56,8 @@ def cli(ctx: click.Context, metadata_uri, cluster, protocol, json_output, no_col
         app.metadata_uri = uri
     if protocol:
         app.use_protocol(protocol)
+    app.profile = resolve_profile(metadata_uri, cluster) or app.profile
+    app.placement = placement or app.placement
     app.json = json_output or app.json
     app.color = color_wanted(no_color) and app.color
     app.verbose = max(verbose, app.verbose)
@@ -79,10 +85,11 @@ _state = {"verbose": 0}
 
 
 def _register() -> None:
-    from .commands import admin, bookie, cluster, completion, export, ledger, sandbox, shell
+    from .commands import admin, bookie, cluster, completion, export, ledger, rack, sandbox, shell
 
     cli.add_command(ledger.ledger)
     cli.add_command(bookie.bookie)
+    bookie.bookie.add_command(rack.rack)
     cli.add_command(bookie.bookieformat)
     cli.add_command(bookie.upgrade)
     cli.add_command(cluster.cluster)

@@ -4,6 +4,11 @@
 
     [clusters.prod]
     metadata_uri = "zk+hierarchical://zk1:2181;zk2:2181/ledgers"
+    placement = "rack"                    # random | rack | region (--placement)
+    min_racks_per_write_quorum = 2
+    enforce_min_racks_per_write_quorum = false
+    rack_map_file = "/etc/bkctl/racks.json"   # racks besides ZooKeeper's /bookies
+    network_topology_script = "/usr/local/bin/rack-of"
 """
 from __future__ import annotations
 
@@ -32,6 +37,14 @@ def load() -> dict:
 
 def cluster_names() -> list[str]:
     return sorted(load().get("clusters", {}))
+
+
+def resolve_profile(uri: str | None, cluster: str | None) -> dict:
+    """The keys of the cluster profile in use: --cluster's, or the default
+    cluster's when no URI was given ({} otherwise)."""
+    settings = load()
+    name = cluster or (None if uri else settings.get("default"))
+    return dict(settings.get("clusters", {}).get(name, {})) if name else {}
 
 
 def resolve_metadata_uri(uri: str | None, cluster: str | None) -> str | None:

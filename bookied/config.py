@@ -157,6 +157,16 @@ def _check_zk_path(value: str) -> None:
         raise _Invalid(problem)
 
 
+def _check_placement_policy(value: str) -> None:
+    from bkctl.wire.racks import policy_name
+
+    try:
+        policy_name(value)
+    except ValueError as exc:
+        raise _Invalid(str(exc).replace(f"unsupported ensemblePlacementPolicy {value!r} ", "is not supported ")) \
+            from None
+
+
 def _check_zk_server(value: str) -> None:
     problem = zk_server_problem(value)
     if problem:
@@ -591,6 +601,29 @@ OPTIONS: tuple[Option, ...] = (
            "Interval between the auditor's replicas checks, which count entries stored below their "
            "write and ack quorums and report them (0: never).",
            "autorecovery", unit="s", min=0, max=_JAVA_LONG_MAX),
+    Option("auditorPeriodicPlacementPolicyCheckInterval", "int", 0,
+           "Interval between the auditor's checks of every ledger's ensembles against the placement "
+           "policy; ledgers that break it are counted and logged, not marked (0: never).",
+           "autorecovery", unit="s", min=0, max=_JAVA_LONG_MAX),
+    Option("ensemblePlacementPolicy", "str", "org.apache.bookkeeper.client.RackawareEnsemblePlacementPolicy",
+           "How replication workers choose replacement bookies: RackawareEnsemblePlacementPolicy, "
+           "RegionAwareEnsemblePlacementPolicy (racks named /region/rack) or DefaultEnsemblePlacementPolicy "
+           "(random); racks come from ZooKeeper's /bookies rack map (Pulsar's) and "
+           "networkTopologyScriptFileName, bookies named by neither are in /default-rack.",
+           "autorecovery", metavar_name="CLASS", check=_check_placement_policy),
+    Option("networkTopologyScriptFileName", "str", None,
+           "A script run with host names as arguments that prints their racks, one per argument.",
+           "autorecovery", metavar_name="PATH"),
+    Option("networkTopologyScriptNumberArgs", "int", 100,
+           "Host names given to one run of networkTopologyScriptFileName.",
+           "autorecovery", min=1, max=_JAVA_INT_MAX),
+    Option("minNumRacksPerWriteQuorum", "int", 2,
+           "Racks every write quorum of a replacement's ensemble should span (at most the write quorum).",
+           "autorecovery", min=1, max=_JAVA_INT_MAX),
+    Option("enforceMinNumRacksPerWriteQuorum", "bool", False,
+           "Fail a replacement rather than break minNumRacksPerWriteQuorum; bookies in /default-rack are "
+           "then never chosen.",
+           "autorecovery"),
     Option("openLedgerRereplicationGracePeriod", "int", 30000,
            "How long a replication worker leaves an open ledger whose last ensemble lost a bookie to its "
            "writer before fencing and closing it.",
@@ -660,9 +693,7 @@ IGNORED_KEYS: frozenset[str] = frozenset("""
     codahaleStatsCSVEndpoint codahaleStatsSlf4jEndpoint codahaleStatsJmxEndpoint
     statsExport statsHttpPort
     digestType passwd enableDigestTypeAutodetection
-    ensemblePlacementPolicy reppDnsResolverClass networkTopologyScriptFileName
-    networkTopologyScriptNumberArgs
-    auditorPeriodicPlacementPolicyCheckInterval
+    reppDnsResolverClass
     auditorLedgerVerificationPercentage rwRereplicateBackoffMs
     underreplicatedLedgerRecoveryGracePeriod
     localConsistencyCheckOnStartup dataIntegrityChecking dataIntegrityStampMissingCookies
@@ -916,6 +947,12 @@ class BookieConfig:
     auditor_periodic_check_interval: int
     auditor_periodic_bookie_check_interval: int
     auditor_replicas_check_interval: int
+    auditor_periodic_placement_policy_check_interval: int
+    ensemble_placement_policy: str
+    network_topology_script_file_name: str | None
+    network_topology_script_number_args: int
+    min_num_racks_per_write_quorum: int
+    enforce_min_num_racks_per_write_quorum: bool
     open_ledger_rereplication_grace_period: int
     lock_release_of_failed_ledger_grace_period: int
     rereplication_entry_batch_size: int

@@ -31,7 +31,7 @@ from .errors import CodecError
 log = logging.getLogger(__name__)
 
 __all__ = ["RACK_MAP_PATH", "DEFAULT_GROUP", "RackMapError", "RackSource", "ScriptRacks", "host_of",
-           "load_rack_file", "normalize_rack", "parse_rack_map", "racks_by_bookie", "serialize_rack_map"]
+           "build_placement", "load_rack_file", "normalize_rack", "policy_name", "parse_rack_map", "racks_by_bookie", "serialize_rack_map"]
 
 #: Pulsar's rack map znode (BookieRackAffinityMapping.BOOKIE_INFO_ROOT_PATH), at the ZooKeeper root.
 RACK_MAP_PATH = "/bookies"
@@ -203,3 +203,37 @@ class RackSource:
     def names_any(self, bookies: Iterable[str]) -> bool:
         """Whether any of ``bookies`` has a rack (bkctl's default: rack-aware then)."""
         return any(self(b) is not None for b in bookies)
+
+
+#: Java's ensemblePlacementPolicy classes (short or fully qualified) -> our policy names
+JAVA_POLICIES = {"RackawareEnsemblePlacementPolicy": "rack", "RegionAwareEnsemblePlacementPolicy": "region",
+                 "DefaultEnsemblePlacementPolicy": "random"}
+
+
+def policy_name(value: str) -> str:
+    """``rack``, ``region`` or ``random`` for one of those names or a Java class name."""
+    short = value.rsplit(".", 1)[-1]
+    if value in ("random", "rack", "region"):
+        return value
+    if short in JAVA_POLICIES:
+        return JAVA_POLICIES[short]
+    raise ValueError(f"unsupported ensemblePlacementPolicy {value!r} (one of {', '.join(JAVA_POLICIES)})")
+
+
+def build_placement(name: str, *, store=None, rack_file: str | None = None, script: str | None = None,
+                    script_args: int = 100, min_racks: int = 2, enforce: bool = False, min_regions: int = 2):
+    """A placement policy by name (``random``, ``rack``, ``region``) whose racks
+    come from ``rack_file``, the rack map znode of ``store`` and ``script``."""
+    from .client.placement import POLICIES, RackAwarePlacement, RandomPlacement, RegionAwarePlacement
+
+    if name not in POLICIES:
+        raise ValueError(f"unknown placement policy {name!r} (one of {', '.join(POLICIES)})")
+    if name == "random":
+        return RandomPlacement()
+    source = RackSource(static=load_rack_file(rack_file) if rack_file else None, store=store,
+                        script=ScriptRacks(script, script_args) if script else None)
+    if name == "region":
+        return RegionAwarePlacement(source, refresh=source.refresh, min_racks_per_write_quorum=min_racks,
+                                    enforce=enforce, min_regions=min_regions)
+    return RackAwarePlacement(source, refresh=source.refresh, min_racks_per_write_quorum=min_racks,
+                              enforce=enforce)

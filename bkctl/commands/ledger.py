@@ -20,17 +20,20 @@ def ledger():
 @click.option("--state", type=STATES, help="Only ledgers in this state.")
 @click.option("--bookie", metavar="BOOKIE", shell_complete=complete_bookie_id,
               help="Only ledgers with a segment on this bookie.")
+@click.option("--not-adhering", is_flag=True,
+              help="Only ledgers with a segment whose ensemble breaks the placement policy (--placement; "
+                   "with --json, not_adhering lists those segments' first entries).")
 @pass_app
-def ledger_list(app: App, state: str | None, bookie: str | None):
+def ledger_list(app: App, state: str | None, bookie: str | None, not_adhering: bool):
     """Ledger ids in ascending order (with details when filtering)."""
     from ..ops.ledgers import list_ledgers
 
-    rows = list_ledgers(app.store, state, bookie)
+    rows = list_ledgers(app.store, state, bookie, app.placement_policy() if not_adhering else None)
     if app.json:  # a stream: JSON lines, one per ledger
         for row in rows:
             app.emit_json(row)
         return
-    if state is None and bookie is None:
+    if state is None and bookie is None and not not_adhering:
         for row in rows:
             click.echo(row["ledger_id"])
         return

@@ -16,6 +16,18 @@ def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
     for key, text in settings.items():
         if key not in CONFIG_KEYS:
             raise ValueError(f"unknown autorecovery key {key!r} (one of {', '.join(sorted(CONFIG_KEYS))})")
+        if key in ("ensemblePlacementPolicy", "networkTopologyScriptFileName"):
+            if key == "ensemblePlacementPolicy":
+                from bkctl.wire.racks import policy_name
+
+                policy_name(text)  # ValueError for a policy we do not have
+            values[key] = text
+            continue
+        if key == "enforceMinNumRacksPerWriteQuorum":
+            if text.lower() not in ("true", "false"):
+                raise ValueError(f"{key}: {text!r} is not true or false")
+            values[key] = text.lower() == "true"
+            continue
         try:
             value = int(text)
         except ValueError:

@@ -28,11 +28,19 @@ def describe(ledger_id: int, md: LedgerMetadata, version: int | None = None) -> 
     }
 
 
-def list_ledgers(store, state: str | None = None, bookie: str | None = None) -> Iterator[dict]:
-    """Stream ledgers in id order; with a filter each ledger's metadata is read."""
+def list_ledgers(store, state: str | None = None, bookie: str | None = None,
+                 placement=None) -> Iterator[dict]:
+    """Stream ledgers in id order; with a filter each ledger's metadata is read.
+
+    With ``placement`` only ledgers with a segment whose ensemble breaks that
+    policy are listed, ``not_adhering`` giving those segments' first entries."""
     want_state = LedgerState[state.upper()] if state else None
+    if placement is not None:
+        from bkctl.wire.client.placement import segments_not_adhering
+
+        placement.refresh(store.writable_bookies() + store.readonly_bookies())
     for ledger_id in store.iter_ledger_ids():
-        if want_state is None and bookie is None:
+        if want_state is None and bookie is None and placement is None:
             yield {"ledger_id": ledger_id}
             continue
         try:
@@ -47,6 +55,12 @@ def list_ledgers(store, state: str | None = None, bookie: str | None = None) -> 
         if want_state is not None and md.state is not want_state:
             continue
         if bookie is not None and bookie not in md.bookies:
+            continue
+        if placement is not None:
+            failing = segments_not_adhering(md, placement)
+            if not failing:
+                continue
+            yield {**describe(ledger_id, md, version), "not_adhering": failing}
             continue
         yield describe(ledger_id, md, version)
 

@@ -41,7 +41,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from .errors import NotEnoughBookies
 
 __all__ = ["DEFAULT_RACK", "MEETS_STRICT", "FAIL", "RandomPlacement", "RackAwarePlacement",
-           "RegionAwarePlacement", "POLICIES"]
+           "RegionAwarePlacement", "POLICIES", "segments_not_adhering"]
 
 #: Java's NetworkTopology.DEFAULT_RACK: where a bookie no rack source names lives.
 DEFAULT_RACK = "/default-rack"
@@ -396,6 +396,14 @@ class RegionAwarePlacement(RackAwarePlacement):
 
     def _level_word(self, level: int) -> str:
         return "regions" if level == 0 else "racks"
+
+
+def segments_not_adhering(md, placement) -> list[int]:
+    """First entry ids of the segments of ledger metadata ``md`` whose ensemble
+    does not meet ``placement`` (``bkctl ledger list --not-adhering`` and the
+    auditor's placement check)."""
+    return [first for first, ensemble in md.ensembles
+            if placement.adherence(list(ensemble), md.write_quorum) == FAIL]
 
 
 def region_of(rack: str) -> str:
