@@ -23,6 +23,8 @@ class App:
     placement: str | None = None
     #: the keys of the cluster profile in use (``[clusters.NAME]`` of config.toml)
     profile: dict = field(default_factory=dict, repr=False)
+    #: ZooKeeper credentials/TLS/ACLs in use (:class:`bkctl.wire.zksecurity.ZKSecurity`; None: not yet set)
+    zk_security: Any = None
     #: True inside ``bkctl shell``: connections stay open between commands.
     interactive: bool = False
     #: Ledgers this session created and still writes (shell only): ledger id ->
@@ -95,6 +97,16 @@ class App:
                 min_regions=int(prof.get("min_regions", 2)))
         except (RackMapError, ValueError, TypeError) as e:
             raise CommandError(f"placement: {e}", USAGE) from None
+
+    def use_zk_security(self, security) -> None:
+        """ZooKeeper credentials/TLS/ACLs for every session this process opens
+        (:func:`bkctl.wire.zksecurity.set_default`); a change drops open connections."""
+        from bkctl.wire import zksecurity
+
+        if security != zksecurity.get_default():
+            self.close()
+            zksecurity.set_default(security)
+        self.zk_security = security
 
     def use_protocol(self, protocol: str) -> None:
         """Speak ``protocol`` to the bookies.  A session whose connections are

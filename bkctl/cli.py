@@ -34,15 +34,29 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
               help="How new ensembles and replacements are chosen (default: rack when ZooKeeper's /bookies "
                    "rack map names the cluster's bookies, else random; the profile's 'placement') "
                    "[env: BKCTL_PLACEMENT].")
+@click.option("--zk-digest", metavar="USER:PASSWORD", envvar="BKCTL_ZK_DIGEST",
+              help="Authenticate to ZooKeeper with the digest scheme (profile: zk_digest) [env: BKCTL_ZK_DIGEST]. "
+                   "SASL: the profile's zk_sasl_mechanism, zk_sasl_username, zk_sasl_password "
+                   "[env: BKCTL_ZK_SASL_MECHANISM, BKCTL_ZK_SASL_USERNAME, BKCTL_ZK_SASL_PASSWORD].")
+@click.option("--zk-tls-ca", metavar="FILE", envvar="BKCTL_ZK_TLS_CA",
+              help="Talk TLS to ZooKeeper, trusting this PEM CA bundle (profile: zk_tls_ca; zk_tls = true for "
+                   "the system's CAs) [env: BKCTL_ZK_TLS_CA].")
+@click.option("--zk-tls-cert", metavar="FILE", envvar="BKCTL_ZK_TLS_CERT",
+              help="PEM client certificate for ZooKeeper TLS (profile: zk_tls_cert) [env: BKCTL_ZK_TLS_CERT].")
+@click.option("--zk-tls-key", metavar="FILE", envvar="BKCTL_ZK_TLS_KEY",
+              help="PEM key of --zk-tls-cert (profile: zk_tls_key) [env: BKCTL_ZK_TLS_KEY]. Znodes bkctl creates "
+                   "get the creator-all ACL with the profile's zk_enable_security = true "
+                   "[env: BKCTL_ZK_ENABLE_SECURITY=true].")
 @click.option("--json", "json_output", is_flag=True, help="Print one JSON document (JSON lines for streams).")
 @click.option("--no-color", is_flag=True, help="No colors (also when NO_COLOR is set).")
 @click.option("-v", "--verbose", count=True, help="More detail; tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="Only results and errors.")
 @click.version_option(__version__, "-V", "--version", prog_name="bkctl")
 @click.pass_context
-def cli(ctx: click.Context, metadata_uri, cluster, protocol, placement, json_output, no_color, verbose, quiet):
+def cli(ctx: click.Context, metadata_uri, cluster, protocol, placement, zk_digest, zk_tls_ca, zk_tls_cert, zk_tls_key,
+        json_output, no_color, verbose, quiet):
     """Administer Apache BookKeeper clusters: ledgers, bookies, autorecovery, exports."""
-    from .config import resolve_metadata_uri, resolve_profile
+    from .config import resolve_metadata_uri, resolve_profile, zk_security
 
     app = ctx.obj if isinstance(ctx.obj, App) else None
     if app is None:
@@ -58,6 +72,8 @@ def cli(ctx: click.Context, metadata_uri, cluster, protocol, placement, json_out
         app.use_protocol(protocol)
     app.profile = resolve_profile(metadata_uri, cluster) or app.profile
     app.placement = placement or app.placement
+    if app.zk_security is None or any((zk_digest, zk_tls_ca, zk_tls_cert, zk_tls_key)):
+        app.use_zk_security(zk_security(app.profile, zk_digest, zk_tls_ca, zk_tls_cert, zk_tls_key))
     app.json = json_output or app.json
     app.color = color_wanted(no_color) and app.color
     app.verbose = max(verbose, app.verbose)

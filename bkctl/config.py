@@ -9,6 +9,9 @@
     enforce_min_racks_per_write_quorum = false
     rack_map_file = "/etc/bkctl/racks.json"   # racks besides ZooKeeper's /bookies
     network_topology_script = "/usr/local/bin/rack-of"
+    zk_digest = "bkctl:secret"            # or zk_sasl_mechanism/zk_sasl_username/zk_sasl_password
+    zk_tls_ca = "/etc/bkctl/zk-ca.pem"    # zk_tls_cert, zk_tls_key: a client certificate
+    zk_enable_security = true             # creator-all ACLs on znodes bkctl creates
 """
 from __future__ import annotations
 
@@ -61,3 +64,34 @@ def resolve_metadata_uri(uri: str | None, cluster: str | None) -> str | None:
     except KeyError:
         known = ", ".join(sorted(clusters)) or "none"
         raise CommandError(f"unknown cluster {name!r} in {config_path()} (known: {known})", USAGE) from None
+
+
+def zk_security(profile: dict, digest: str | None = None, tls_ca: str | None = None, tls_cert: str | None = None,
+                tls_key: str | None = None):
+    """ZooKeeper credentials and TLS: flags (and their environment variables)
+    over the profile's ``zk_*`` keys; SASL and ``zk_enable_security`` from the
+    profile or ``BKCTL_ZK_SASL_*`` / ``BKCTL_ZK_ENABLE_SECURITY``."""
+    from bkctl.wire.zksecurity import ZKSecurity
+
+    env = os.environ
+
+    def pick(key: str, flag=None, var: str | None = None):
+        if flag is not None:
+            return flag
+        if var and env.get(var):
+            return env[var]
+        return profile.get(key)
+
+    enable = pick("zk_enable_security", None, "BKCTL_ZK_ENABLE_SECURITY")
+    try:
+        return ZKSecurity(
+            digest=pick("zk_digest", digest),
+            sasl_mechanism=pick("zk_sasl_mechanism", None, "BKCTL_ZK_SASL_MECHANISM"),
+            sasl_username=pick("zk_sasl_username", None, "BKCTL_ZK_SASL_USERNAME"),
+            sasl_password=pick("zk_sasl_password", None, "BKCTL_ZK_SASL_PASSWORD"),
+            tls=bool(profile.get("zk_tls", False)),
+            tls_ca=pick("zk_tls_ca", tls_ca), tls_cert=pick("zk_tls_cert", tls_cert),
+            tls_key=pick("zk_tls_key", tls_key),
+            enable_security=str(enable).lower() in ("true", "1", "yes") if enable is not None else False)
+    except ValueError as e:
+        raise CommandError(str(e), USAGE) from None

@@ -581,6 +581,33 @@ OPTIONS: tuple[Option, ...] = (
     Option("zkTimeout", "int", 10000,
            "ZooKeeper session timeout; the bookie exits if its session expires.",
            "metadata", unit="ms", min=1, max=_JAVA_INT_MAX),
+    Option("zkEnableSecurity", "bool", False,
+           "Create every znode with Java's creator-all ACL (only the identity that created a znode may "
+           "read or change it); use with zkDigestAuthPath or SASL.",
+           "metadata"),
+    Option("zkDigestAuthPath", "str", None,
+           "A file holding USER:PASSWORD, sent to ZooKeeper with the digest scheme "
+           "(what a Java bookie's JAAS Client section or addAuthInfo gives).",
+           "metadata", metavar_name="PATH"),
+    Option("zkSaslMechanism", "str", None,
+           "Authenticate to ZooKeeper with this SASL mechanism, such as DIGEST-MD5 (Java's DigestLoginModule) "
+           "or GSSAPI (Kerberos; needs a ticket).",
+           "metadata", metavar_name="MECHANISM"),
+    Option("zkSaslUsername", "str", None,
+           "The SASL user name for ZooKeeper.", "metadata", metavar_name="USER"),
+    Option("zkSaslPasswordPath", "str", None,
+           "A file holding the SASL password for ZooKeeper.", "metadata", metavar_name="PATH"),
+    Option("zkTlsEnabled", "bool", False,
+           "Connect to ZooKeeper over TLS (its secureClientPort; implied by zkTlsCaPath).",
+           "metadata"),
+    Option("zkTlsCaPath", "str", None,
+           "PEM CA bundle the ZooKeeper server's certificate must chain to.",
+           "metadata", metavar_name="PATH"),
+    Option("zkTlsCertificatePath", "str", None,
+           "PEM client certificate for ZooKeeper servers that ask for one.",
+           "metadata", metavar_name="PATH"),
+    Option("zkTlsKeyPath", "str", None,
+           "PEM private key of zkTlsCertificatePath.", "metadata", metavar_name="PATH"),
     # -- autorecovery (bkctl.wire.autorecovery; the same keys as `bkctl autorecovery run --set`) --
     Option("autoRecoveryDaemonEnabled", "bool", False,
            "Whether the bookie also runs the autorecovery daemon: it votes in the auditor election "
@@ -684,7 +711,7 @@ IGNORED_KEYS: frozenset[str] = frozenset("""
     tlsKeyStorePasswordPath tlsTrustStoreType tlsTrustStore tlsTrustStorePasswordPath
     tlsCertificatePath tlsCertFilesRefreshDurationSeconds tlsEnabledCipherSuites tlsEnabledProtocols
     zkRetryBackoffStartMs zkRetryBackoffMaxMs zkRetryBackoffMaxRetries zkRequestRateLimit
-    zkEnableSecurity ledgerManagerFactoryClass ledgerManagerType
+    ledgerManagerFactoryClass ledgerManagerType
     allowShadedLedgerManagerFactoryClass shadedLedgerManagerFactoryClassPrefix
     registrationManagerClass
     enableStatistics statsProviderClass enableTaskExecutionStats limitStatsLogging
@@ -942,6 +969,15 @@ class BookieConfig:
     zk_servers: tuple[str, ...] | None
     zk_ledgers_root_path: str
     zk_timeout: int
+    zk_enable_security: bool
+    zk_digest_auth_path: str | None
+    zk_sasl_mechanism: str | None
+    zk_sasl_username: str | None
+    zk_sasl_password_path: str | None
+    zk_tls_enabled: bool
+    zk_tls_ca_path: str | None
+    zk_tls_certificate_path: str | None
+    zk_tls_key_path: str | None
     auto_recovery_daemon_enabled: bool
     lost_bookie_recovery_delay: int
     auditor_periodic_check_interval: int
@@ -977,6 +1013,30 @@ class BookieConfig:
             return self[key]
         except KeyError:
             return default
+
+    def zk_security(self):
+        """The :class:`~bkctl.wire.zksecurity.ZKSecurity` these keys describe
+        (secrets read from their files); ConfigError when a file is unreadable."""
+        from bkctl.wire.zksecurity import ZKSecurity
+
+        def secret(key: str, path: str | None) -> str | None:
+            if path is None:
+                return None
+            try:
+                with open(path, encoding="utf-8") as f:
+                    return f.read().strip()
+            except OSError as exc:
+                raise ConfigError(f"{key}: cannot read {path}: {exc.strerror or exc}") from None
+
+        try:
+            return ZKSecurity(digest=secret("zkDigestAuthPath", self.zk_digest_auth_path),
+                              sasl_mechanism=self.zk_sasl_mechanism, sasl_username=self.zk_sasl_username,
+                              sasl_password=secret("zkSaslPasswordPath", self.zk_sasl_password_path),
+                              tls=self.zk_tls_enabled, tls_ca=self.zk_tls_ca_path,
+                              tls_cert=self.zk_tls_certificate_path, tls_key=self.zk_tls_key_path,
+                              enable_security=self.zk_enable_security)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     def as_dict(self) -> dict[str, Any]:
         """``{java_key: value}`` for every option, in schema order."""

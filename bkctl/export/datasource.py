@@ -190,6 +190,16 @@ class ReadOptions:
         self.batch_size = _int("batchSize", opts.get("batchsize"), DEFAULT_BATCH_SIZE)
         self.since_ms = parse_ctime(opts["since"]) if opts.get("since") else None
         self.until_ms = parse_ctime(opts["until"]) if opts.get("until") else None
+        security = opts.get("zksecurity")
+        if security:
+            from bkctl.wire.zksecurity import ZKSecurity
+
+            try:
+                self.zk_security = ZKSecurity.from_json(security)
+            except ValueError as e:
+                raise SpecError(f"option zkSecurity: {e}") from None
+        else:
+            self.zk_security = None
         self.protocol = str(opts.get("protocol") or "v3").lower()
         if self.protocol not in ("v2", "v3"):
             raise SpecError(f"option protocol must be v2 or v3, not {self.protocol!r}")
@@ -236,7 +246,7 @@ def plan_partitions(options: ReadOptions) -> list[LedgerRangePartition]:
     else:
         from bkctl.wire.zkstore import ZKMetadataStore
 
-        with ZKMetadataStore(options.uri) as store:
+        with ZKMetadataStore(options.uri, security=options.zk_security) as store:
             lac_of = None
             bk = None
             if options.include_open:
@@ -304,6 +314,10 @@ def _client(options: ReadOptions):
             _clients_pid = os.getpid()
         bk = _clients.get(key)
         if bk is None:
+            if options.zk_security is not None:
+                from bkctl.wire import zksecurity
+
+                zksecurity.set_default(options.zk_security)  # the executor's ZooKeeper sessions
             bk = BlockingBookKeeper(options.uri, protocol=options.protocol,
                                     read_timeout=options.read_timeout, add_timeout=options.read_timeout,
                                     read_window=options.read_window,
