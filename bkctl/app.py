@@ -25,6 +25,8 @@ class App:
     profile: dict = field(default_factory=dict, repr=False)
     #: ZooKeeper credentials/TLS/ACLs in use (:class:`bkctl.wire.zksecurity.ZKSecurity`; None: not yet set)
     zk_security: Any = None
+    #: TLS to the bookies (:class:`bkctl.wire.tls.TLSFiles`), False for plain text, None: not yet set
+    bookie_tls: Any = None
     #: True inside ``bkctl shell``: connections stay open between commands.
     interactive: bool = False
     #: Ledgers this session created and still writes (shell only): ledger id ->
@@ -66,7 +68,11 @@ class App:
         if self._bk is None:
             from bkctl.wire.client.blocking import BlockingBookKeeper
 
-            self._bk = BlockingBookKeeper(self.store, protocol=self.protocol, placement=self.placement_policy())
+            options = {"tls": self.bookie_tls} if self.bookie_tls else {}
+            if options and self.protocol != "v3":
+                raise CommandError("TLS to the bookies needs --protocol v3 (v2 has no START_TLS)", USAGE)
+            self._bk = BlockingBookKeeper(self.store, protocol=self.protocol, placement=self.placement_policy(),
+                                          **options)
         return self._bk
 
     def placement_policy(self):
@@ -97,6 +103,13 @@ class App:
                 min_regions=int(prof.get("min_regions", 2)))
         except (RackMapError, ValueError, TypeError) as e:
             raise CommandError(f"placement: {e}", USAGE) from None
+
+    def use_bookie_tls(self, tls) -> None:
+        """TLS settings for the bookie connections; a change drops the open ones."""
+        if self.bookie_tls is not None and tls != self.bookie_tls and self._bk is not None:
+            bk, self._bk = self._bk, None
+            bk.close()
+        self.bookie_tls = tls
 
     def use_zk_security(self, security) -> None:
         """ZooKeeper credentials/TLS/ACLs for every session this process opens

@@ -47,6 +47,14 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
               help="PEM key of --zk-tls-cert (profile: zk_tls_key) [env: BKCTL_ZK_TLS_KEY]. Znodes bkctl creates "
                    "get the creator-all ACL with the profile's zk_enable_security = true "
                    "[env: BKCTL_ZK_ENABLE_SECURITY=true].")
+@click.option("--tls-ca", metavar="FILE", envvar="BKCTL_TLS_CA",
+              help="Talk TLS to the bookies (v3 START_TLS), trusting this PEM CA bundle (profile: tls_ca) "
+                   "[env: BKCTL_TLS_CA].")
+@click.option("--tls-cert", metavar="FILE", envvar="BKCTL_TLS_CERT",
+              help="PEM client certificate for bookies with tlsClientAuthentication=true (profile: tls_cert) "
+                   "[env: BKCTL_TLS_CERT].")
+@click.option("--tls-key", metavar="FILE", envvar="BKCTL_TLS_KEY",
+              help="PEM key of --tls-cert (profile: tls_key) [env: BKCTL_TLS_KEY].")
 @click.option("--json", "json_output", is_flag=True, help="Print one JSON document (JSON lines for streams).")
 @click.option("--no-color", is_flag=True, help="No colors (also when NO_COLOR is set).")
 @click.option("-v", "--verbose", count=True, help="More detail; tracebacks on errors.")
@@ -54,9 +62,9 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 @click.version_option(__version__, "-V", "--version", prog_name="bkctl")
 @click.pass_context
 def cli(ctx: click.Context, metadata_uri, cluster, protocol, placement, zk_digest, zk_tls_ca, zk_tls_cert, zk_tls_key,
-        json_output, no_color, verbose, quiet):
+        tls_ca, tls_cert, tls_key, json_output, no_color, verbose, quiet):
     """Administer Apache BookKeeper clusters: ledgers, bookies, autorecovery, exports."""
-    from .config import resolve_metadata_uri, resolve_profile, zk_security
+    from .config import bookie_tls, resolve_metadata_uri, resolve_profile, zk_security
 
     app = ctx.obj if isinstance(ctx.obj, App) else None
     if app is None:
@@ -72,6 +80,8 @@ def cli(ctx: click.Context, metadata_uri, cluster, protocol, placement, zk_diges
         app.use_protocol(protocol)
     app.profile = resolve_profile(metadata_uri, cluster) or app.profile
     app.placement = placement or app.placement
+    if app.bookie_tls is None or any((tls_ca, tls_cert, tls_key)):
+        app.use_bookie_tls(bookie_tls(app.profile, tls_ca, tls_cert, tls_key))
     if app.zk_security is None or any((zk_digest, zk_tls_ca, zk_tls_cert, zk_tls_key)):
         app.use_zk_security(zk_security(app.profile, zk_digest, zk_tls_ca, zk_tls_cert, zk_tls_key))
     app.json = json_output or app.json

@@ -12,6 +12,7 @@
     zk_digest = "bkctl:secret"            # or zk_sasl_mechanism/zk_sasl_username/zk_sasl_password
     zk_tls_ca = "/etc/bkctl/zk-ca.pem"    # zk_tls_cert, zk_tls_key: a client certificate
     zk_enable_security = true             # creator-all ACLs on znodes bkctl creates
+    tls_ca = "/etc/bkctl/bookie-ca.pem"   # TLS to the bookies (tls_cert, tls_key: mutual TLS)
 """
 from __future__ import annotations
 
@@ -94,4 +95,23 @@ def zk_security(profile: dict, digest: str | None = None, tls_ca: str | None = N
             tls_key=pick("zk_tls_key", tls_key),
             enable_security=str(enable).lower() in ("true", "1", "yes") if enable is not None else False)
     except ValueError as e:
+        raise CommandError(str(e), USAGE) from None
+
+
+def bookie_tls(profile: dict, ca: str | None = None, cert: str | None = None, key: str | None = None):
+    """TLS to the bookies (:class:`bkctl.wire.tls.TLSFiles`), or False for plain
+    text: flags (and ``BKCTL_TLS_*``) over the profile's ``tls_*`` keys."""
+    from bkctl.wire.tls import TLSConfigError, TLSFiles
+
+    ca = ca or profile.get("tls_ca")
+    cert = cert or profile.get("tls_cert")
+    key = key or profile.get("tls_key")
+    if not (ca or cert or key):
+        return False
+    for path in (ca, cert, key):
+        if path and not os.path.isfile(path):
+            raise CommandError(f"TLS file {path} does not exist", USAGE)
+    try:
+        return TLSFiles(ca=ca, cert=cert, key=key)
+    except TLSConfigError as e:
         raise CommandError(str(e), USAGE) from None

@@ -167,6 +167,11 @@ def _check_placement_policy(value: str) -> None:
             from None
 
 
+def _check_tls_factory(value: str) -> None:
+    if not value.rsplit(".", 1)[-1] == "TLSContextFactory":
+        raise _Invalid("is not supported (only org.apache.bookkeeper.tls.TLSContextFactory)")
+
+
 def _check_zk_server(value: str) -> None:
     problem = zk_server_problem(value)
     if problem:
@@ -410,6 +415,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("gc", "Garbage collection"),
     ("metadata", "Metadata service"),
     ("autorecovery", "Autorecovery"),
+    ("tls", "TLS"),
 )
 
 OPTIONS: tuple[Option, ...] = (
@@ -665,6 +671,37 @@ OPTIONS: tuple[Option, ...] = (
     Option("replicationRateByBytes", "int", -1,
            "Bytes per second a replication worker copies at most (-1: unlimited).",
            "autorecovery", unit="bytes/s", min=-1, max=_JAVA_INT_MAX),
+    # -- tls (bkctl.wire.tls; Java's keys; the autorecovery daemon's client uses them too) --
+    Option("tlsProviderFactoryClass", "str", None,
+           "Set (to Java's org.apache.bookkeeper.tls.TLSContextFactory) to turn TLS on: clients must then "
+           "send START_TLS (v3) before anything else, other requests are refused with EUA.",
+           "tls", metavar_name="CLASS", check=_check_tls_factory),
+    Option("tlsProvider", "str", "OpenSSL",
+           "Java's choice of TLS engine; bookied always uses OpenSSL (through pyOpenSSL).",
+           "tls", choices=("OpenSSL", "JDK")),
+    Option("tlsKeyStoreType", "str", "PEM",
+           "Format of tlsKeyStore: PEM (a private key file, with tlsCertificatePath) or PKCS12.",
+           "tls", choices=("PEM", "PKCS12")),
+    Option("tlsKeyStore", "str", None,
+           "The bookie's private key (PEM) or key store (PKCS12).", "tls", metavar_name="PATH"),
+    Option("tlsKeyStorePasswordPath", "str", None,
+           "A file holding the password of tlsKeyStore (of the PEM key, or of the PKCS12 store).",
+           "tls", metavar_name="PATH"),
+    Option("tlsCertificatePath", "str", None,
+           "The bookie's PEM certificate chain (with a PEM tlsKeyStore).", "tls", metavar_name="PATH"),
+    Option("tlsTrustStoreType", "str", "PEM",
+           "Format of tlsTrustStore (PEM CA certificates only).", "tls", choices=("PEM",)),
+    Option("tlsTrustStore", "str", None,
+           "PEM CA certificates that client certificates (and, for autorecovery, other bookies' "
+           "certificates) must chain to.", "tls", metavar_name="PATH"),
+    Option("tlsTrustStorePasswordPath", "str", None,
+           "Accepted for Java's configurations; a PEM trust store has no password.", "tls",
+           metavar_name="PATH"),
+    Option("tlsClientAuthentication", "bool", False,
+           "Mutual TLS: clients must present a certificate that chains to tlsTrustStore.", "tls"),
+    Option("tlsCertFilesRefreshDurationSeconds", "int", 0,
+           "How often the bookie checks its TLS files and reloads them when changed (0: never).",
+           "tls", unit="s", min=0, max=_JAVA_INT_MAX),
 )
 
 OPTIONS_BY_NAME: Mapping[str, Option] = {opt.name: opt for opt in OPTIONS}
@@ -707,9 +744,7 @@ IGNORED_KEYS: frozenset[str] = frozenset("""
     httpServerClass httpServerTlsEnable httpServerKeyStorePath httpServerKeyStorePassword
     httpServerTrustStorePath httpServerTrustStorePassword
     bookieAuthProviderFactoryClass permittedStartupUsers authorizedRoles
-    tlsProvider tlsProviderFactoryClass tlsClientAuthentication tlsKeyStoreType tlsKeyStore
-    tlsKeyStorePasswordPath tlsTrustStoreType tlsTrustStore tlsTrustStorePasswordPath
-    tlsCertificatePath tlsCertFilesRefreshDurationSeconds tlsEnabledCipherSuites tlsEnabledProtocols
+    tlsEnabledCipherSuites tlsEnabledProtocols
     zkRetryBackoffStartMs zkRetryBackoffMaxMs zkRetryBackoffMaxRetries zkRequestRateLimit
     ledgerManagerFactoryClass ledgerManagerType
     allowShadedLedgerManagerFactoryClass shadedLedgerManagerFactoryClassPrefix
@@ -993,6 +1028,17 @@ class BookieConfig:
     lock_release_of_failed_ledger_grace_period: int
     rereplication_entry_batch_size: int
     replication_rate_by_bytes: int
+    tls_provider_factory_class: str | None
+    tls_provider: str
+    tls_key_store_type: str
+    tls_key_store: str | None
+    tls_key_store_password_path: str | None
+    tls_certificate_path: str | None
+    tls_trust_store_type: str
+    tls_trust_store: str | None
+    tls_trust_store_password_path: str | None
+    tls_client_authentication: bool
+    tls_cert_files_refresh_duration_seconds: int
 
     _settings: Mapping[str, _Setting] = field(default_factory=dict, compare=False, repr=False)
     _derived: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
@@ -1036,6 +1082,24 @@ class BookieConfig:
                               tls_cert=self.zk_tls_certificate_path, tls_key=self.zk_tls_key_path,
                               enable_security=self.zk_enable_security)
         except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def tls_files(self):
+        """The bookie's TLS files (:class:`~bkctl.wire.tls.TLSFiles`), or None when TLS is off."""
+        if not self.tls_provider_factory_class:
+            return None
+        from bkctl.wire.tls import TLSConfigError, TLSFiles
+
+        pkcs12 = self.tls_key_store_type == "PKCS12"
+        try:
+            return TLSFiles(ca=self.tls_trust_store,
+                            cert=None if pkcs12 else self.tls_certificate_path,
+                            key=None if pkcs12 else self.tls_key_store,
+                            key_password_path=None if pkcs12 else self.tls_key_store_password_path,
+                            pkcs12=self.tls_key_store if pkcs12 else None,
+                            pkcs12_password_path=self.tls_key_store_password_path if pkcs12 else None,
+                            require_client_cert=self.tls_client_authentication)
+        except TLSConfigError as exc:
             raise ConfigError(str(exc)) from None
 
     def as_dict(self) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from bkctl.wire.errors import BKError
 
 from .config import (
     BookieConfig,
+    ConfigError,
     resolve_bookie_address,
     resolve_bookie_id,
     resolve_listen_host,
@@ -132,7 +133,7 @@ class BookieService:
         self.factory = factory = BookieServerFactory(
             self.bookie, self.metrics, cfg.netty_max_frame_size_bytes,
             max_adds_in_progress=cfg.max_adds_in_progress_limit,
-            max_reads_in_progress=cfg.max_reads_in_progress_limit)
+            max_reads_in_progress=cfg.max_reads_in_progress_limit, tls=self._server_tls())
         host = resolve_listen_host(cfg)
         self.port = self.reactor.listenTCP(cfg.bookie_port, factory, interface=host)
         log.info("listening on %s:%d", host, self.port.getHost().port)
@@ -216,6 +217,30 @@ class BookieService:
         d.addCallbacks(registered, failed)
         return d
 
+    def _client_tls_options(self) -> dict:
+        """Autorecovery talks to the other bookies with the same files, as Java's client keys."""
+        files = self.cfg.tls_files()
+        if files is None:
+            return {}
+        from dataclasses import replace
+
+        return {"tls": replace(files, require_client_cert=False)}
+
+    def _server_tls(self):
+        """The bookie's TLS (tlsProviderFactoryClass set), files checked now: ConfigError otherwise."""
+        files = self.cfg.tls_files()
+        if files is None:
+            return None
+        from bkctl.wire.tls import ReloadingServerTLS, TLSConfigError
+
+        try:
+            tls = ReloadingServerTLS(files, self.cfg.tls_cert_files_refresh_duration_seconds)
+        except TLSConfigError as exc:
+            raise ConfigError(f"TLS: {exc}") from None
+        log.info("TLS on: clients must send START_TLS%s",
+                 " and present a certificate" if files.require_client_cert else "")
+        return tls
+
     def _start_autorecovery(self) -> None:
         """The autorecovery daemon beside the bookie, voting with its bookie id, on a
         ZooKeeper session of its own (its expiry makes it step down; the bookie's
@@ -225,7 +250,8 @@ class BookieService:
 
         self.autorecovery = AutoRecoveryDaemon(self.cfg.metadata_service_uri, self.bookie_id,
                                                config_from_keys(self.cfg), reactor=self.reactor,
-                                               zk_timeout=self.cfg.zk_timeout / 1000.0)
+                                               zk_timeout=self.cfg.zk_timeout / 1000.0,
+                                               client_options=self._client_tls_options())
         self.autorecovery.startService().addErrback(
             lambda f: log.error("autorecovery daemon could not start: %s", f.getErrorMessage()))
 

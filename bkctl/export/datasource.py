@@ -200,6 +200,18 @@ class ReadOptions:
                 raise SpecError(f"option zkSecurity: {e}") from None
         else:
             self.zk_security = None
+        tls = opts.get("bookietls")
+        if tls:
+            import json
+
+            from bkctl.wire.tls import TLSFiles
+
+            try:
+                self.bookie_tls = TLSFiles(**json.loads(tls))
+            except (ValueError, TypeError) as e:
+                raise SpecError(f"option bookieTls: {e}") from None
+        else:
+            self.bookie_tls = None
         self.protocol = str(opts.get("protocol") or "v3").lower()
         if self.protocol not in ("v2", "v3"):
             raise SpecError(f"option protocol must be v2 or v3, not {self.protocol!r}")
@@ -318,7 +330,8 @@ def _client(options: ReadOptions):
                 from bkctl.wire import zksecurity
 
                 zksecurity.set_default(options.zk_security)  # the executor's ZooKeeper sessions
-            bk = BlockingBookKeeper(options.uri, protocol=options.protocol,
+            tls = {"tls": options.bookie_tls} if options.bookie_tls else {}
+            bk = BlockingBookKeeper(options.uri, protocol=options.protocol, **tls,
                                     read_timeout=options.read_timeout, add_timeout=options.read_timeout,
                                     read_window=options.read_window,
                                     timeout=max(60.0, options.read_timeout * 6))

@@ -16,6 +16,7 @@ from tests.integration.test_cli_ledger import BKCTL, REPO, json_lines, ok, one_l
 from bkctl.sandbox.zookeeper import ZooKeeperServer, find_zookeeper_classpath, free_port, pyspark_jars_dir
 from bkctl.wire import zksecurity
 from bkctl.wire.zksecurity import ZKSecurity
+from tests.tlscerts import write_certs
 
 pytestmark = pytest.mark.integration
 
@@ -58,20 +59,7 @@ def auth_zk(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
-    import trustme
-    from cryptography.hazmat.primitives import serialization
-
-    d = tmp_path_factory.mktemp("zk-certs")
-    ca, other = trustme.CA(), trustme.CA()
-    ca.cert_pem.write_to_path(str(d / "ca.pem"))
-    other.cert_pem.write_to_path(str(d / "other-ca.pem"))
-    leaf = ca.issue_cert("127.0.0.1", "localhost")
-    # ZooKeeper's PEM key store reads PKCS#8 keys only
-    key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), None)
-    pkcs8 = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                              serialization.NoEncryption())
-    (d / "server.pem").write_bytes(pkcs8 + b"".join(c.bytes() for c in leaf.cert_chain_pems))
-    return d
+    return write_certs(tmp_path_factory.mktemp("zk-certs"), {"server": "127.0.0.1"}, pkcs8=True)
 
 
 @pytest.fixture(scope="module")

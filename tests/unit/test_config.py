@@ -823,6 +823,7 @@ def _value_strategy(opt):
         "httpServerHost": _host,
         "ensemblePlacementPolicy": st.sampled_from(["org.apache.bookkeeper.client.RackawareEnsemblePlacementPolicy",
                                                     "RegionAwareEnsemblePlacementPolicy", "random"]),
+        "tlsProviderFactoryClass": st.just("org.apache.bookkeeper.tls.TLSContextFactory"),
         "zkServers": st.lists(_zk_server, min_size=1, max_size=3),
         "zkLedgersRootPath": _zk_path,
         "metadataServiceUri": st.builds(
@@ -832,6 +833,8 @@ def _value_strategy(opt):
     }
     if opt.name in special:
         return special[opt.name]
+    if opt.choices:
+        return st.sampled_from(opt.choices)
     if opt.type == "bool":
         return st.booleans()
     if opt.type == "int":
