@@ -104,6 +104,12 @@ class App:
         except (RackMapError, ValueError, TypeError) as e:
             raise CommandError(f"placement: {e}", USAGE) from None
 
+    def use_placement(self, name: str) -> None:
+        """``--placement``; a session's open client switches policy at once."""
+        self.placement = name
+        if self._bk is not None:
+            self._bk.client.placement = self.placement_policy()
+
     def use_bookie_tls(self, tls) -> None:
         """TLS settings for the bookie connections; a change drops the open ones."""
         if self.bookie_tls is not None and tls != self.bookie_tls and self._bk is not None:

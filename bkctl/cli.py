@@ -79,7 +79,8 @@ def cli(ctx: click.Context, metadata_uri, cluster, protocol, placement, zk_diges
     if protocol:
         app.use_protocol(protocol)
     app.profile = resolve_profile(metadata_uri, cluster) or app.profile
-    app.placement = placement or app.placement
+    if placement and placement != app.placement:
+        app.use_placement(placement)
     if app.bookie_tls is None or any((tls_ca, tls_cert, tls_key)):
         app.use_bookie_tls(bookie_tls(app.profile, tls_ca, tls_cert, tls_key))
     if app.zk_security is None or any((zk_digest, zk_tls_ca, zk_tls_cert, zk_tls_key)):

@@ -59,22 +59,33 @@ def auth_zk(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
-    return write_certs(tmp_path_factory.mktemp("zk-certs"), {"server": "127.0.0.1"}, pkcs8=True)
+    return write_certs(tmp_path_factory.mktemp("zk-certs"), {"server": "127.0.0.1", "client": "bkctl"}, pkcs8=True)
 
 
-@pytest.fixture(scope="module")
-def tls_zk(tmp_path_factory, certs):
+def _tls_server(d, certs, client_auth: str) -> ZooKeeperServer:
     """ZooKeeper with a TLS secureClientPort (Netty), certificate from a throw-away CA."""
-    d = tmp_path_factory.mktemp("zk-tls")
     port = free_port()
     server = ZooKeeperServer(d, classpath=_classpath(), extra_config={
         "serverCnxnFactory": "org.apache.zookeeper.server.NettyServerCnxnFactory",
         "secureClientPort": str(port),
         "ssl.keyStore.location": str(certs / "server.pem"), "ssl.keyStore.type": "PEM",
         "ssl.trustStore.location": str(certs / "ca.pem"), "ssl.trustStore.type": "PEM",
-        "ssl.clientAuth": "none"})
+        "ssl.clientAuth": client_auth})
     server.secure_port = port
-    yield _start(server)
+    return _start(server)
+
+
+@pytest.fixture(scope="module")
+def tls_zk(tmp_path_factory, certs):
+    server = _tls_server(tmp_path_factory.mktemp("zk-tls"), certs, "none")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def mutual_tls_zk(tmp_path_factory, certs):
+    server = _tls_server(tmp_path_factory.mktemp("zk-mtls"), certs, "need")
+    yield server
     server.stop()
 
 
@@ -200,3 +211,12 @@ def test_zookeeper_over_tls(tls_zk, certs, tmp_path, process_security):
         _drop_rack_map(tls_zk.connect_string)
     err = one_line_error(run(uri, {"BKCTL_ZK_TLS_CA": str(certs / "other-ca.pem")}, "bookie", "list", timeout=90), 5)
     assert "certificate verify failed" in err
+
+
+def test_zookeeper_tls_with_a_client_certificate(mutual_tls_zk, certs):
+    uri = _uri(f"127.0.0.1:{mutual_tls_zk.secure_port}")
+    ca, mine = str(certs / "ca.pem"), str(certs / "client.pem")  # key and chain in one file
+    ok(run(uri, {}, "--zk-tls-ca", ca, "--zk-tls-cert", mine, "--zk-tls-key", mine, "metaformat", "--force"))
+    assert json.loads(ok(run(uri, {}, "--zk-tls-ca", ca, "--zk-tls-cert", mine, "--zk-tls-key", mine,
+                             "--json", "bookie", "list"))) == []
+    one_line_error(run(uri, {}, "--zk-tls-ca", ca, "bookie", "list", timeout=90), 5)
