@@ -980,3 +980,67 @@ def test_close_after_timeouts_and_backoff_leaves_nothing():
     lose(proto)
     h.conn.close()
     assert h.delayed() == []
+
+
+# ------------------------------------------------------------------ START_TLS
+
+
+class _FakeTLS:
+    def client_context(self):
+        return "client-context"
+
+
+class _TLSTransport(StringTransport):
+    def startTLS(self, context):
+        self.tls_context = context
+        self.sent_in_clear = self.value()
+
+
+def _tls_connected(h: Harness):
+    """Accept the connection with a transport that can start TLS; the START_TLS request it got."""
+    _host, _port, factory, _timeout, _bind = h.reactor.tcpClients[-1]
+    proto = factory.buildProtocol(None)
+    transport = _TLSTransport()
+    proto.makeConnection(transport)
+    [start] = sent_frames(transport)
+    return proto, transport, v3.parse_request(start[4:])
+
+
+def test_start_tls_comes_first_then_the_handshake_then_the_queued_requests():
+    h = Harness(tls=_FakeTLS())
+    d = h.conn.read_lac(7)
+    proto, transport, req = _tls_connected(h)
+    assert req.header.operation == OperationType.START_TLS and req.HasField("startTLSRequest")
+    transport.clear()
+    proto.dataReceived(frame(v3.serialize(v3.start_tls_response(req, RC.EOK))))
+    assert transport.tls_context == "client-context" and transport.sent_in_clear == b""
+    assert transport.value() == b""  # nothing goes out before the handshake is done
+    no_result(d)
+    proto.handshakeCompleted()
+    [lac] = sent_frames(transport)
+    assert v3.parse_request(lac[4:]).header.operation == OperationType.READ_LAC
+
+
+def test_a_bookie_without_tls_fails_the_requests_with_why():
+    h = Harness(tls=_FakeTLS())
+    d = h.conn.read_lac(7)
+    proto, transport = h.accept()
+    req = v3.parse_request(sent_frames(transport)[0][4:])
+    proto.dataReceived(frame(v3.serialize(v3.start_tls_response(req, RC.EBADREQ))))
+    err = failure_of(d, E.BookieUnavailable)
+    assert "does not do TLS" in str(err) and "EBADREQ" in str(err)
+    assert transport.disconnecting
+
+
+def test_a_failed_handshake_is_named():
+    h = Harness(tls=_FakeTLS())
+    d = h.conn.read_lac(7)
+    proto, transport, req = _tls_connected(h)
+    proto.dataReceived(frame(v3.serialize(v3.start_tls_response(req, RC.EOK))))
+    proto.connectionLost(Failure(Exception("[('SSL routines', '', 'certificate verify failed')]")))
+    assert "certificate verify failed" in str(failure_of(d, E.BookieUnavailable))
+
+
+def test_tls_needs_v3():
+    with pytest.raises(ValueError, match="v3"):
+        BookieConnection(BOOKIE, MemoryReactorClock(), protocol="v2", tls=_FakeTLS())

@@ -692,6 +692,8 @@ class BookieConnection:
             except Exception:  # NotConnectingError: it already finished
                 pass
         proto, self._proto = self._proto, None
+        if proto is None and self._tls_proto is not None:  # closed while starting TLS
+            proto, self._tls_proto = self._tls_proto, None
         done: defer.Deferred = defer.succeed(None)
         if proto is not None:
             proto.detach()
