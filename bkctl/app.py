@@ -69,8 +69,6 @@ class App:
             from bkctl.wire.client.blocking import BlockingBookKeeper
 
             options = {"tls": self.bookie_tls} if self.bookie_tls else {}
-            if options and self.protocol != "v3":
-                raise CommandError("TLS to the bookies needs --protocol v3 (v2 has no START_TLS)", USAGE)
             self._bk = BlockingBookKeeper(self.store, protocol=self.protocol, placement=self.placement_policy(),
                                           **options)
         return self._bk

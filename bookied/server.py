@@ -463,8 +463,9 @@ class BookieProtocol(protocol.Protocol):
 
     def _before_tls(self, payload: bytes) -> None:
         """A request on a TLS bookie's connection before START_TLS: START_TLS and
-        AUTH are served, anything else answered EUA (as Java's bookie refuses
-        requests of a connection that has not authenticated)."""
+        AUTH are served, v3 requests and v2 ADD/READ answered EUA, other v2
+        requests close the connection (as Java's bookie treats a connection
+        that has not authenticated, wire.md section 3)."""
         kind, msg = self.detector.classify(payload)
         if kind == "v3":
             if msg.header.operation in (_OP.START_TLS, _OP.AUTH):
@@ -479,11 +480,10 @@ class BookieProtocol(protocol.Protocol):
             self.send(v2.add_response_for(req, RC.EUA))
         elif isinstance(req, v2.ReadRequest):
             self.send(v2.ReadResponse(req.version, RC.EUA, req.ledger_id, req.entry_id).encode())
-        elif isinstance(req, v2.BatchReadRequest):
-            self.send(v2.BatchReadResponse(req.version, RC.EUA, req.ledger_id, req.start_entry_id,
-                                           req.request_id).encode())
-        else:
-            self._v2(payload)  # AUTH
+        elif isinstance(req, v2.AuthRequest):
+            self._v2(payload)
+        else:  # as Java before authentication: v2 operations other than ADD/READ close the connection
+            self._drop("v2 request before START_TLS")
 
     _V3_HANDLERS = {
         _OP.ADD_ENTRY: _v3_add,

@@ -36,6 +36,8 @@ def test_tls_bookies_life_cycle_export_recover_and_refusals(bookie_cluster, meta
     ok(bkctl(uri, *tls, "ledger", "close", lid))
     read = ok(bkctl(uri, *tls, "ledger", "read", lid))
     assert "entry-0" in read and "entry-49" in read
+    # v2 inside TLS, as Pulsar's client: the START_TLS exchange is v3, the reads (batch reads) v2
+    assert ok(bkctl(uri, *tls, "--protocol", "v2", "ledger", "read", lid)) == read
 
     # a client that did not start TLS is refused (EUA for every request), clearly
     err = one_line_error(bkctl(uri, "ledger", "read", lid), 1)

@@ -1041,6 +1041,17 @@ def test_a_failed_handshake_is_named():
     assert "certificate verify failed" in str(failure_of(d, E.BookieUnavailable))
 
 
-def test_tls_needs_v3():
-    with pytest.raises(ValueError, match="v3"):
-        BookieConnection(BOOKIE, MemoryReactorClock(), protocol="v2", tls=_FakeTLS())
+def test_a_v2_client_starts_tls_with_a_v3_exchange_then_speaks_v2():
+    h = Harness(protocol="v2", tls=_FakeTLS())
+    d = h.conn.read(7, 0)
+    proto, transport, req = _tls_connected(h)  # the START_TLS request is v3 even here
+    assert req.header.operation == OperationType.START_TLS
+    transport.clear()
+    proto.dataReceived(frame(v3.serialize(v3.start_tls_response(req, RC.EOK))))
+    assert transport.tls_context == "client-context"
+    proto.handshakeCompleted()
+    [read] = sent_frames(transport)
+    got = v2.decode_request(read[4:])
+    assert (got.ledger_id, got.entry_id) == (7, 0)
+    proto.dataReceived(frame(v2.ReadResponse(2, RC.EOK, 7, 0, entry(7, 0)).encode()))
+    assert bytes(result_of(d)).startswith(struct.pack(">qq", 7, 0))

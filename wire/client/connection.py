@@ -214,6 +214,10 @@ class BookieClientProtocol(Protocol):
         if failed is not None and self._owner is not None:
             self._owner._malformed(self, failed)
 
+    def use_v2_answers(self) -> None:
+        """From now on answers are v2 (a v2 client after its v3 START_TLS exchange)."""
+        self._decode = v2.decode_response
+
     def handshakeCompleted(self) -> None:
         """The TLS handshake after START_TLS is done (Twisted's IHandshakeListener)."""
         owner = self._owner
@@ -277,7 +281,9 @@ class BookieClientFactory(ClientFactory):
         owner = self.owner
         if owner._attempt is not self:
             return None
-        proto = self.protocol(owner, use_v3=owner.use_v3, max_frame_size=owner.max_frame_size)
+        # START_TLS is a v3 exchange even for a v2 client (Java's too): its answer is decoded as v3
+        proto = self.protocol(owner, use_v3=owner.use_v3 or owner.tls is not None,
+                              max_frame_size=owner.max_frame_size)
         proto.factory = self
         return proto
 
@@ -386,8 +392,6 @@ class BookieConnection:
     ):
         if protocol not in ("v2", "v3"):
             raise ValueError(f"protocol must be 'v2' or 'v3', not {protocol!r}")
-        if tls is not None and protocol != "v3":
-            raise ValueError("TLS needs the v3 protocol (v2 has no START_TLS)")
         for name, value in (("add_timeout", add_timeout), ("read_timeout", read_timeout),
                             ("bookie_info_timeout", bookie_info_timeout),
                             ("connect_timeout", connect_timeout),
@@ -1022,6 +1026,8 @@ class BookieConnection:
         if msg.header.operation != OperationType.START_TLS or rc != RC.EOK:
             self._tls_failed(proto, f"the bookie does not do TLS (START_TLS answered {rc.name})")
             return
+        if not self.use_v3:
+            proto.use_v2_answers()
         proto.transport.startTLS(self._tls_context)
 
     def _tls_ready(self, proto: BookieClientProtocol) -> None:
