@@ -260,7 +260,8 @@ class BookieService:
         if self.port is not None and self.cfg.bookie_port == 0:
             port = self.port.getHost().port
         http = self.http_port.getHost().port if self.http_port is not None else None
-        return BookieServiceInfo.for_bookie(host, port, http_port=http)
+        return BookieServiceInfo.for_bookie(host, port, http_port=http,
+                                            tls=bool(self.cfg.tls_provider_factory_class))
 
     def _every(self, seconds: float, fn, now: bool = True) -> None:
         loop = task.LoopingCall(fn)

@@ -36,6 +36,9 @@ def test_tls_bookies_life_cycle_export_recover_and_refusals(bookie_cluster, meta
     ok(bkctl(uri, *tls, "ledger", "close", lid))
     read = ok(bkctl(uri, *tls, "ledger", "read", lid))
     assert "entry-0" in read and "entry-49" in read
+    # the registration says so, as Java's: the bookie-rpc endpoint has the "tls" extension
+    info = zkstore.bookie_service_info(procs[0].bookie_id)
+    assert info.endpoint().extensions == ("tls",)
     # v2 inside TLS, as Pulsar's client: the START_TLS exchange is v3, the reads (batch reads) v2
     assert ok(bkctl(uri, *tls, "--protocol", "v2", "ledger", "read", lid)) == read
 
