@@ -23,6 +23,14 @@ class App:
     quiet: bool = False
     #: Bookie wire protocol of :attr:`bk` ("v3" or "v2").
     protocol: str = "v3"
+    #: ``--placement`` (random, rack, region); None: rack when the rack map names the cluster's bookies
+    placement: str | None = None
+    #: the keys of the cluster profile in use (``[clusters.NAME]`` of config.toml)
+    profile: dict = field(default_factory=dict, repr=False)
+    #: ZooKeeper credentials/TLS/ACLs in use (:class:`bkctl.wire.zksecurity.ZKSecurity`; None: not yet set)
+    zk_security: Any = None
+    #: TLS to the bookies (:class:`bkctl.wire.tls.TLSFiles`), False for plain text, None: not yet set
+    bookie_tls: Any = None
     #: True inside ``bkctl shell``: connections stay open between commands.
     interactive: bool = False
     #: Ledgers this session created and still writes (shell only): ledger id ->
@@ -77,8 +85,62 @@ class App:
         if self._bk is None:
             from bkctl.wire.client.blocking import BlockingBookKeeper
 
-            self._bk = BlockingBookKeeper(self.store, protocol=self.protocol)
+            options = {"tls": self.bookie_tls} if self.bookie_tls else {}
+            self._bk = BlockingBookKeeper(self.store, protocol=self.protocol, placement=self.placement_policy(),
+                                          **options)
         return self._bk
+
+    def placement_policy(self):
+        """The placement policy ``--placement`` (or the profile's ``placement``)
+        names; by default rack-aware when the profile names a rack source or
+        the rack map names one of the cluster's bookies (as Pulsar with its
+        rack-aware policy), else random.
+        The profile's ``rack_map_file``, ``network_topology_script``,
+        ``min_racks_per_write_quorum``, ``enforce_min_racks_per_write_quorum``
+        and ``min_regions`` tune it."""
+        from bkctl.wire.racks import RackMapError, RackSource, build_placement
+
+        prof = self.profile
+        name = self.placement or prof.get("placement")
+        try:
+            if name is None and (prof.get("rack_map_file") or prof.get("network_topology_script")):
+                name = "rack"
+            if name is None:
+                source = RackSource(store=self.store)
+                source.refresh()
+                registered = self.store.writable_bookies() + self.store.readonly_bookies()
+                name = "rack" if source.names_any(registered) else "random"
+            return build_placement(
+                name, store=self.store, rack_file=prof.get("rack_map_file"),
+                script=prof.get("network_topology_script"),
+                min_racks=int(prof.get("min_racks_per_write_quorum", 2)),
+                enforce=bool(prof.get("enforce_min_racks_per_write_quorum", False)),
+                min_regions=int(prof.get("min_regions", 2)))
+        except (RackMapError, ValueError, TypeError) as e:
+            raise CommandError(f"placement: {e}", USAGE) from None
+
+    def use_placement(self, name: str) -> None:
+        """``--placement``; a session's open client switches policy at once."""
+        self.placement = name
+        if self._bk is not None:
+            self._bk.client.placement = self.placement_policy()
+
+    def use_bookie_tls(self, tls) -> None:
+        """TLS settings for the bookie connections; a change drops the open ones."""
+        if self.bookie_tls is not None and tls != self.bookie_tls and self._bk is not None:
+            bk, self._bk = self._bk, None
+            bk.close()
+        self.bookie_tls = tls
+
+    def use_zk_security(self, security) -> None:
+        """ZooKeeper credentials/TLS/ACLs for every session this process opens
+        (:func:`bkctl.wire.zksecurity.set_default`); a change drops open connections."""
+        from bkctl.wire import zksecurity
+
+        if security != zksecurity.get_default():
+            self.close()
+            zksecurity.set_default(security)
+        self.zk_security = security
 
     def use_protocol(self, protocol: str) -> None:
         """Speak ``protocol`` to the bookies.  A session whose connections are

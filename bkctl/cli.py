@@ -51,19 +51,45 @@ class _Root(click.Group):
                    "ensemble size equals their write quorum (Pulsar's default) are read with batch reads.")
 @click.option("--timeout", "zk_timeout", type=click.FloatRange(0.1), metavar="SECONDS",
               help="How long to wait for ZooKeeper to answer the first time (default 10).")
+@click.option("--placement", type=click.Choice(["random", "rack", "region"]), envvar="BKCTL_PLACEMENT",
+              help="How new ensembles and replacements are chosen (default: rack when ZooKeeper's /bookies "
+                   "rack map names the cluster's bookies, else random; the profile's 'placement') "
+                   "[env: BKCTL_PLACEMENT].")
+@click.option("--zk-digest", metavar="USER:PASSWORD", envvar="BKCTL_ZK_DIGEST",
+              help="Authenticate to ZooKeeper with the digest scheme (profile: zk_digest) [env: BKCTL_ZK_DIGEST]. "
+                   "SASL: the profile's zk_sasl_mechanism, zk_sasl_username, zk_sasl_password "
+                   "[env: BKCTL_ZK_SASL_MECHANISM, BKCTL_ZK_SASL_USERNAME, BKCTL_ZK_SASL_PASSWORD].")
+@click.option("--zk-tls-ca", metavar="FILE", envvar="BKCTL_ZK_TLS_CA",
+              help="Talk TLS to ZooKeeper, trusting this PEM CA bundle (profile: zk_tls_ca; zk_tls = true for "
+                   "the system's CAs) [env: BKCTL_ZK_TLS_CA].")
+@click.option("--zk-tls-cert", metavar="FILE", envvar="BKCTL_ZK_TLS_CERT",
+              help="PEM client certificate for ZooKeeper TLS (profile: zk_tls_cert) [env: BKCTL_ZK_TLS_CERT].")
+@click.option("--zk-tls-key", metavar="FILE", envvar="BKCTL_ZK_TLS_KEY",
+              help="PEM key of --zk-tls-cert (profile: zk_tls_key) [env: BKCTL_ZK_TLS_KEY]. Znodes bkctl creates "
+                   "get the creator-all ACL with the profile's zk_enable_security = true "
+                   "[env: BKCTL_ZK_ENABLE_SECURITY=true].")
+@click.option("--tls-ca", metavar="FILE", envvar="BKCTL_TLS_CA",
+              help="Talk TLS to the bookies (v3 START_TLS), trusting this PEM CA bundle (profile: tls_ca) "
+                   "[env: BKCTL_TLS_CA].")
+@click.option("--tls-cert", metavar="FILE", envvar="BKCTL_TLS_CERT",
+              help="PEM client certificate for bookies with tlsClientAuthentication=true (profile: tls_cert) "
+                   "[env: BKCTL_TLS_CERT].")
+@click.option("--tls-key", metavar="FILE", envvar="BKCTL_TLS_KEY",
+              help="PEM key of --tls-cert (profile: tls_key) [env: BKCTL_TLS_KEY].")
 @click.option("--json", "json_output", is_flag=True, help="Print one JSON document (JSON lines for lists and streams).")
 @click.option("--no-color", is_flag=True, help="No colors (also when NO_COLOR is set).")
 @click.option("-v", "--verbose", count=True, help="More detail; tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="Only results and errors.")
 @click.version_option(__version__, "-V", "--version", prog_name="bkctl")
 @click.pass_context
-def cli(ctx: click.Context, metadata_uri, cluster, protocol, zk_timeout, json_output, no_color, verbose, quiet):
+def cli(ctx: click.Context, metadata_uri, cluster, protocol, zk_timeout, placement, zk_digest, zk_tls_ca, zk_tls_cert,
+        zk_tls_key, tls_ca, tls_cert, tls_key, json_output, no_color, verbose, quiet):
     """Administer Apache BookKeeper clusters: ledgers, bookies, autorecovery, exports.
 
     Global options (those above) may be given anywhere on the line:
     `bkctl ledger show 7 --json` is `bkctl --json ledger show 7`.
     """
-    from .config import resolve_cluster
+    from .config import bookie_tls, cluster_profile, resolve_cluster, zk_security
 
     app = ctx.obj if isinstance(ctx.obj, App) else None
     if app is None:
@@ -79,10 +105,17 @@ def cli(ctx: click.Context, metadata_uri, cluster, protocol, zk_timeout, json_ou
             app.metadata_uri = uri
         if uri:
             app.cluster_name = name
+            app.profile = cluster_profile(name)
     if protocol:
         app.use_protocol(protocol)
     if zk_timeout:
         app.zk_timeout = zk_timeout
+    if placement and placement != app.placement:
+        app.use_placement(placement)
+    if app.bookie_tls is None or any((tls_ca, tls_cert, tls_key)):
+        app.use_bookie_tls(bookie_tls(app.profile, tls_ca, tls_cert, tls_key))
+    if app.zk_security is None or any((zk_digest, zk_tls_ca, zk_tls_cert, zk_tls_key)):
+        app.use_zk_security(zk_security(app.profile, zk_digest, zk_tls_ca, zk_tls_cert, zk_tls_key))
     app.json = json_output or app.json
     app.color = color_wanted(no_color) and app.color
     app.verbose = max(verbose, app.verbose)
@@ -185,7 +218,7 @@ _state = {"verbose": 0}
 
 def _register() -> None:
     from .commands import (admin, bookie, bookie_admin, cluster, cluster_admin, completion, cookie, export, ledger,
-                           ledger_metadata, sandbox, shell)
+                           ledger_metadata, rack, sandbox, shell)
 
     cli.add_command(ledger.ledger)
     ledger.ledger.add_command(ledger_metadata.metadata)
@@ -193,6 +226,7 @@ def _register() -> None:
     for command in (bookie_admin.replace_id, bookie_admin.state, bookie_admin.readonly, bookie_admin.gc,
                     bookie_admin.inspect, bookie_admin.check):
         bookie.bookie.add_command(command)
+    bookie.bookie.add_command(rack.rack)
     cli.add_command(bookie.bookieformat)
     cli.add_command(bookie.upgrade)
     cli.add_command(cluster.cluster)

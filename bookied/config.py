@@ -157,6 +157,21 @@ def _check_zk_path(value: str) -> None:
         raise _Invalid(problem)
 
 
+def _check_placement_policy(value: str) -> None:
+    from bkctl.wire.racks import policy_name
+
+    try:
+        policy_name(value)
+    except ValueError as exc:
+        raise _Invalid(str(exc).replace(f"unsupported ensemblePlacementPolicy {value!r} ", "is not supported ")) \
+            from None
+
+
+def _check_tls_factory(value: str) -> None:
+    if not value.rsplit(".", 1)[-1] == "TLSContextFactory":
+        raise _Invalid("is not supported (only org.apache.bookkeeper.tls.TLSContextFactory)")
+
+
 def _check_zk_server(value: str) -> None:
     problem = zk_server_problem(value)
     if problem:
@@ -400,6 +415,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("gc", "Garbage collection"),
     ("metadata", "Metadata service"),
     ("autorecovery", "Autorecovery"),
+    ("tls", "TLS"),
 )
 
 OPTIONS: tuple[Option, ...] = (
@@ -587,6 +603,33 @@ OPTIONS: tuple[Option, ...] = (
     Option("zkTimeout", "int", 10000,
            "ZooKeeper session timeout; the bookie exits if its session expires.",
            "metadata", unit="ms", min=1, max=_JAVA_INT_MAX),
+    Option("zkEnableSecurity", "bool", False,
+           "Create every znode with Java's creator-all ACL (only the identity that created a znode may "
+           "read or change it); use with zkDigestAuthPath or SASL.",
+           "metadata"),
+    Option("zkDigestAuthPath", "str", None,
+           "A file holding USER:PASSWORD, sent to ZooKeeper with the digest scheme "
+           "(what a Java bookie's JAAS Client section or addAuthInfo gives).",
+           "metadata", metavar_name="PATH"),
+    Option("zkSaslMechanism", "str", None,
+           "Authenticate to ZooKeeper with this SASL mechanism, such as DIGEST-MD5 (Java's DigestLoginModule) "
+           "or GSSAPI (Kerberos; needs a ticket).",
+           "metadata", metavar_name="MECHANISM"),
+    Option("zkSaslUsername", "str", None,
+           "The SASL user name for ZooKeeper.", "metadata", metavar_name="USER"),
+    Option("zkSaslPasswordPath", "str", None,
+           "A file holding the SASL password for ZooKeeper.", "metadata", metavar_name="PATH"),
+    Option("zkTlsEnabled", "bool", False,
+           "Connect to ZooKeeper over TLS (its secureClientPort; implied by zkTlsCaPath).",
+           "metadata"),
+    Option("zkTlsCaPath", "str", None,
+           "PEM CA bundle the ZooKeeper server's certificate must chain to.",
+           "metadata", metavar_name="PATH"),
+    Option("zkTlsCertificatePath", "str", None,
+           "PEM client certificate for ZooKeeper servers that ask for one.",
+           "metadata", metavar_name="PATH"),
+    Option("zkTlsKeyPath", "str", None,
+           "PEM private key of zkTlsCertificatePath.", "metadata", metavar_name="PATH"),
     # -- autorecovery (bkctl.wire.autorecovery; the same keys as `bkctl autorecovery run --set`) --
     Option("autoRecoveryDaemonEnabled", "bool", False,
            "Whether the bookie also runs the autorecovery daemon: it votes in the auditor election "
@@ -607,6 +650,29 @@ OPTIONS: tuple[Option, ...] = (
            "Interval between the auditor's replicas checks, which count entries stored below their "
            "write and ack quorums and report them (0: never).",
            "autorecovery", unit="s", min=0, max=_JAVA_LONG_MAX),
+    Option("auditorPeriodicPlacementPolicyCheckInterval", "int", 0,
+           "Interval between the auditor's checks of every ledger's ensembles against the placement "
+           "policy; ledgers that break it are counted and logged, not marked (0: never).",
+           "autorecovery", unit="s", min=0, max=_JAVA_LONG_MAX),
+    Option("ensemblePlacementPolicy", "str", "org.apache.bookkeeper.client.RackawareEnsemblePlacementPolicy",
+           "How replication workers choose replacement bookies: RackawareEnsemblePlacementPolicy, "
+           "RegionAwareEnsemblePlacementPolicy (racks named /region/rack) or DefaultEnsemblePlacementPolicy "
+           "(random); racks come from ZooKeeper's /bookies rack map (Pulsar's) and "
+           "networkTopologyScriptFileName, bookies named by neither are in /default-rack.",
+           "autorecovery", metavar_name="CLASS", check=_check_placement_policy),
+    Option("networkTopologyScriptFileName", "str", None,
+           "A script run with host names as arguments that prints their racks, one per argument.",
+           "autorecovery", metavar_name="PATH"),
+    Option("networkTopologyScriptNumberArgs", "int", 100,
+           "Host names given to one run of networkTopologyScriptFileName.",
+           "autorecovery", min=1, max=_JAVA_INT_MAX),
+    Option("minNumRacksPerWriteQuorum", "int", 2,
+           "Racks every write quorum of a replacement's ensemble should span (at most the write quorum).",
+           "autorecovery", min=1, max=_JAVA_INT_MAX),
+    Option("enforceMinNumRacksPerWriteQuorum", "bool", False,
+           "Fail a replacement rather than break minNumRacksPerWriteQuorum; bookies in /default-rack are "
+           "then never chosen.",
+           "autorecovery"),
     Option("openLedgerRereplicationGracePeriod", "int", 30000,
            "How long a replication worker leaves an open ledger whose last ensemble lost a bookie to its "
            "writer before fencing and closing it.",
@@ -621,6 +687,37 @@ OPTIONS: tuple[Option, ...] = (
     Option("replicationRateByBytes", "int", -1,
            "Bytes per second a replication worker copies at most (-1: unlimited).",
            "autorecovery", unit="bytes/s", min=-1, max=_JAVA_INT_MAX),
+    # -- tls (bkctl.wire.tls; Java's keys; the autorecovery daemon's client uses them too) --
+    Option("tlsProviderFactoryClass", "str", None,
+           "Set (to Java's org.apache.bookkeeper.tls.TLSContextFactory) to turn TLS on: clients must then "
+           "send START_TLS (v3) before anything else, other requests are refused with EUA.",
+           "tls", metavar_name="CLASS", check=_check_tls_factory),
+    Option("tlsProvider", "str", "OpenSSL",
+           "Java's choice of TLS engine; bookied always uses OpenSSL (through pyOpenSSL).",
+           "tls", choices=("OpenSSL", "JDK")),
+    Option("tlsKeyStoreType", "str", "PEM",
+           "Format of tlsKeyStore: PEM (a private key file, with tlsCertificatePath) or PKCS12.",
+           "tls", choices=("PEM", "PKCS12")),
+    Option("tlsKeyStore", "str", None,
+           "The bookie's private key (PEM) or key store (PKCS12).", "tls", metavar_name="PATH"),
+    Option("tlsKeyStorePasswordPath", "str", None,
+           "A file holding the password of tlsKeyStore (of the PEM key, or of the PKCS12 store).",
+           "tls", metavar_name="PATH"),
+    Option("tlsCertificatePath", "str", None,
+           "The bookie's PEM certificate chain (with a PEM tlsKeyStore).", "tls", metavar_name="PATH"),
+    Option("tlsTrustStoreType", "str", "PEM",
+           "Format of tlsTrustStore (PEM CA certificates only).", "tls", choices=("PEM",)),
+    Option("tlsTrustStore", "str", None,
+           "PEM CA certificates that client certificates (and, for autorecovery, other bookies' "
+           "certificates) must chain to.", "tls", metavar_name="PATH"),
+    Option("tlsTrustStorePasswordPath", "str", None,
+           "Accepted for Java's configurations; a PEM trust store has no password.", "tls",
+           metavar_name="PATH"),
+    Option("tlsClientAuthentication", "bool", False,
+           "Mutual TLS: clients must present a certificate that chains to tlsTrustStore.", "tls"),
+    Option("tlsCertFilesRefreshDurationSeconds", "int", 0,
+           "How often the bookie checks its TLS files and reloads them when changed (0: never).",
+           "tls", unit="s", min=0, max=_JAVA_INT_MAX),
 )
 
 OPTIONS_BY_NAME: Mapping[str, Option] = {opt.name: opt for opt in OPTIONS}
@@ -662,11 +759,9 @@ IGNORED_KEYS: frozenset[str] = frozenset("""
     httpServerClass httpServerTlsEnable httpServerKeyStorePath httpServerKeyStorePassword
     httpServerTrustStorePath httpServerTrustStorePassword
     bookieAuthProviderFactoryClass permittedStartupUsers authorizedRoles
-    tlsProvider tlsProviderFactoryClass tlsClientAuthentication tlsKeyStoreType tlsKeyStore
-    tlsKeyStorePasswordPath tlsTrustStoreType tlsTrustStore tlsTrustStorePasswordPath
-    tlsCertificatePath tlsCertFilesRefreshDurationSeconds tlsEnabledCipherSuites tlsEnabledProtocols
+    tlsEnabledCipherSuites tlsEnabledProtocols
     zkRetryBackoffStartMs zkRetryBackoffMaxMs zkRetryBackoffMaxRetries zkRequestRateLimit
-    zkEnableSecurity ledgerManagerFactoryClass ledgerManagerType
+    ledgerManagerFactoryClass ledgerManagerType
     allowShadedLedgerManagerFactoryClass shadedLedgerManagerFactoryClassPrefix
     registrationManagerClass
     enableStatistics statsProviderClass enableTaskExecutionStats limitStatsLogging
@@ -675,9 +770,7 @@ IGNORED_KEYS: frozenset[str] = frozenset("""
     codahaleStatsCSVEndpoint codahaleStatsSlf4jEndpoint codahaleStatsJmxEndpoint
     statsExport statsHttpPort
     digestType passwd enableDigestTypeAutodetection
-    ensemblePlacementPolicy reppDnsResolverClass networkTopologyScriptFileName
-    networkTopologyScriptNumberArgs
-    auditorPeriodicPlacementPolicyCheckInterval
+    reppDnsResolverClass
     auditorLedgerVerificationPercentage rwRereplicateBackoffMs
     underreplicatedLedgerRecoveryGracePeriod
     localConsistencyCheckOnStartup dataIntegrityChecking dataIntegrityStampMissingCookies
@@ -929,15 +1022,41 @@ class BookieConfig:
     zk_servers: tuple[str, ...] | None
     zk_ledgers_root_path: str
     zk_timeout: int
+    zk_enable_security: bool
+    zk_digest_auth_path: str | None
+    zk_sasl_mechanism: str | None
+    zk_sasl_username: str | None
+    zk_sasl_password_path: str | None
+    zk_tls_enabled: bool
+    zk_tls_ca_path: str | None
+    zk_tls_certificate_path: str | None
+    zk_tls_key_path: str | None
     auto_recovery_daemon_enabled: bool
     lost_bookie_recovery_delay: int
     auditor_periodic_check_interval: int
     auditor_periodic_bookie_check_interval: int
     auditor_replicas_check_interval: int
+    auditor_periodic_placement_policy_check_interval: int
+    ensemble_placement_policy: str
+    network_topology_script_file_name: str | None
+    network_topology_script_number_args: int
+    min_num_racks_per_write_quorum: int
+    enforce_min_num_racks_per_write_quorum: bool
     open_ledger_rereplication_grace_period: int
     lock_release_of_failed_ledger_grace_period: int
     rereplication_entry_batch_size: int
     replication_rate_by_bytes: int
+    tls_provider_factory_class: str | None
+    tls_provider: str
+    tls_key_store_type: str
+    tls_key_store: str | None
+    tls_key_store_password_path: str | None
+    tls_certificate_path: str | None
+    tls_trust_store_type: str
+    tls_trust_store: str | None
+    tls_trust_store_password_path: str | None
+    tls_client_authentication: bool
+    tls_cert_files_refresh_duration_seconds: int
 
     _settings: Mapping[str, _Setting] = field(default_factory=dict, compare=False, repr=False)
     _derived: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
@@ -958,6 +1077,48 @@ class BookieConfig:
             return self[key]
         except KeyError:
             return default
+
+    def zk_security(self):
+        """The :class:`~bkctl.wire.zksecurity.ZKSecurity` these keys describe
+        (secrets read from their files); ConfigError when a file is unreadable."""
+        from bkctl.wire.zksecurity import ZKSecurity
+
+        def secret(key: str, path: str | None) -> str | None:
+            if path is None:
+                return None
+            try:
+                with open(path, encoding="utf-8") as f:
+                    return f.read().strip()
+            except OSError as exc:
+                raise ConfigError(f"{key}: cannot read {path}: {exc.strerror or exc}") from None
+
+        try:
+            return ZKSecurity(digest=secret("zkDigestAuthPath", self.zk_digest_auth_path),
+                              sasl_mechanism=self.zk_sasl_mechanism, sasl_username=self.zk_sasl_username,
+                              sasl_password=secret("zkSaslPasswordPath", self.zk_sasl_password_path),
+                              tls=self.zk_tls_enabled, tls_ca=self.zk_tls_ca_path,
+                              tls_cert=self.zk_tls_certificate_path, tls_key=self.zk_tls_key_path,
+                              enable_security=self.zk_enable_security)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def tls_files(self):
+        """The bookie's TLS files (:class:`~bkctl.wire.tls.TLSFiles`), or None when TLS is off."""
+        if not self.tls_provider_factory_class:
+            return None
+        from bkctl.wire.tls import TLSConfigError, TLSFiles
+
+        pkcs12 = self.tls_key_store_type == "PKCS12"
+        try:
+            return TLSFiles(ca=self.tls_trust_store,
+                            cert=None if pkcs12 else self.tls_certificate_path,
+                            key=None if pkcs12 else self.tls_key_store,
+                            key_password_path=None if pkcs12 else self.tls_key_store_password_path,
+                            pkcs12=self.tls_key_store if pkcs12 else None,
+                            pkcs12_password_path=self.tls_key_store_password_path if pkcs12 else None,
+                            require_client_cert=self.tls_client_authentication)
+        except TLSConfigError as exc:
+            raise ConfigError(str(exc)) from None
 
     def as_dict(self) -> dict[str, Any]:
         """``{java_key: value}`` for every option, in schema order."""

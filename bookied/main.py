@@ -96,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     from .service import BookieService
 
     try:
+        from bkctl.wire import zksecurity
+
+        # every ZooKeeper session of this process (the bookie's, autorecovery's) uses it
+        zksecurity.set_default(cfg.zk_security())
         service = BookieService(cfg, reactor)
         service.start()
     except ConfigError as e:

@@ -84,6 +84,11 @@ class BookieProtocol(protocol.Protocol):
         self._out_bytes = 0
         #: (op, rc) -> (request counter, latency histogram) of ``metrics``, once seen
         self._observers: dict = {}
+        #: The bookie's TLS (:class:`~bkctl.wire.tls.ReloadingServerTLS`; None: START_TLS answers EBADREQ).
+        self.tls = None
+        #: True while TLS is configured but this client has not started it: only
+        #: START_TLS and AUTH are served, everything else is refused with EUA.
+        self.insecure = False
 
     # -- transport events ------------------------------------------------------
     def connectionMade(self):
@@ -204,6 +209,13 @@ class BookieProtocol(protocol.Protocol):
             if self.paused or self.throttled:
                 self._backlog.extend(payloads[i:])
                 return
+            if self.insecure:
+                try:
+                    self._before_tls(payload)
+                except CodecError as e:
+                    self._drop(f"undecodable request: {e}")
+                    return
+                continue
             if detector.is_v3 and self.fastpaths:
                 plain = _plain_v3_add(payload)
                 if plain is not None:
@@ -479,8 +491,39 @@ class BookieProtocol(protocol.Protocol):
         self.send(v3.serialize(v3.auth_response(req, echo_header=True)))
 
     def _v3_start_tls(self, req, high_priority: bool) -> None:
-        # TLS is not configured on this bookie: Java answers EBADREQ.
-        self.send(v3.serialize(v3.start_tls_response(req, RC.EBADREQ)))
+        if self.tls is None or not self.insecure:
+            # TLS is not configured on this bookie (or already started): Java answers EBADREQ.
+            self.send(v3.serialize(v3.start_tls_response(req, RC.EBADREQ)))
+            return
+        # The answer goes in the clear (Twisted sends what was written before
+        # startTLS unencrypted); then the client's ClientHello starts the handshake.
+        self.send(v3.serialize(v3.start_tls_response(req, RC.EOK)))
+        self.insecure = False
+        self.transport.startTLS(self.tls.context())
+
+    def _before_tls(self, payload: bytes) -> None:
+        """A request on a TLS bookie's connection before START_TLS: START_TLS and
+        AUTH are served, v3 requests and v2 ADD/READ answered EUA, other v2
+        requests close the connection (as Java's bookie treats a connection
+        that has not authenticated, wire.md section 3)."""
+        kind, msg = self.detector.classify(payload)
+        if kind == "v3":
+            if msg.header.operation in (_OP.START_TLS, _OP.AUTH):
+                self._v3(msg)
+                return
+            self.metrics.protocol_errors.inc()
+            self.send(v3.serialize(v3.error_response(msg, RC.EUA, echo_header=True)))
+            return
+        req = v2.decode_request(payload)
+        self.metrics.protocol_errors.inc()
+        if isinstance(req, v2.AddRequest):
+            self.send(v2.add_response_for(req, RC.EUA))
+        elif isinstance(req, v2.ReadRequest):
+            self.send(v2.ReadResponse(req.version, RC.EUA, req.ledger_id, req.entry_id).encode())
+        elif isinstance(req, v2.AuthRequest):
+            self._v2(payload)
+        else:  # as Java before authentication: v2 operations other than ADD/READ close the connection
+            self._drop("v2 request before START_TLS")
 
     _V3_HANDLERS = {
         _OP.ADD_ENTRY: _v3_add,
@@ -725,8 +768,10 @@ class _Counted:
 class BookieServerFactory(protocol.Factory):
     def __init__(self, bookie, metrics, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, *,
                  fastpaths: bool | None = None, max_adds_in_progress: int = 0,
-                 max_reads_in_progress: int = 0):
+                 max_reads_in_progress: int = 0, tls=None):
         self.bookie = bookie
+        #: :class:`~bkctl.wire.tls.ReloadingServerTLS` when TLS is configured (clients must START_TLS)
+        self.tls = tls
         self.metrics = metrics
         self.max_frame_size = max_frame_size
         #: Whether new connections use the ADD fast paths (default: the project's switch).
@@ -759,6 +804,8 @@ class BookieServerFactory(protocol.Factory):
         p = BookieProtocol(self.bookie, self.metrics, self.max_frame_size)
         p.factory = self
         p.fastpaths = self.fastpaths
+        if self.tls is not None:
+            p.tls, p.insecure = self.tls, True
         if self.adds is not None or self.reads is not None:
             p.adds, p.reads = self.adds, self.reads
             p.bookie = _Counted(self.bookie, p)

@@ -182,7 +182,7 @@ class BookieService:
         self.factory = factory = BookieServerFactory(
             self.bookie, self.metrics, cfg.netty_max_frame_size_bytes,
             max_adds_in_progress=cfg.max_adds_in_progress_limit,
-            max_reads_in_progress=cfg.max_reads_in_progress_limit)
+            max_reads_in_progress=cfg.max_reads_in_progress_limit, tls=self._server_tls())
         host = resolve_listen_host(cfg)
         self.port = self.reactor.listenTCP(cfg.bookie_port, factory, interface=host)
         log.info("listening on %s:%d", host, self.port.getHost().port)
@@ -295,6 +295,30 @@ class BookieService:
         d.addCallbacks(registered, failed)
         return d
 
+    def _client_tls_options(self) -> dict:
+        """Autorecovery talks to the other bookies with the same files, as Java's client keys."""
+        files = self.cfg.tls_files()
+        if files is None:
+            return {}
+        from dataclasses import replace
+
+        return {"tls": replace(files, require_client_cert=False)}
+
+    def _server_tls(self):
+        """The bookie's TLS (tlsProviderFactoryClass set), files checked now: ConfigError otherwise."""
+        files = self.cfg.tls_files()
+        if files is None:
+            return None
+        from bkctl.wire.tls import ReloadingServerTLS, TLSConfigError
+
+        try:
+            tls = ReloadingServerTLS(files, self.cfg.tls_cert_files_refresh_duration_seconds)
+        except TLSConfigError as exc:
+            raise ConfigError(f"TLS: {exc}") from None
+        log.info("TLS on: clients must send START_TLS%s",
+                 " and present a certificate" if files.require_client_cert else "")
+        return tls
+
     def _start_autorecovery(self) -> None:
         """The autorecovery daemon beside the bookie, voting with its bookie id, on a
         ZooKeeper session of its own (its expiry makes it step down; the bookie's
@@ -304,7 +328,8 @@ class BookieService:
 
         self.autorecovery = AutoRecoveryDaemon(self.cfg.metadata_service_uri, self.bookie_id,
                                                config_from_keys(self.cfg), reactor=self.reactor,
-                                               zk_timeout=self.cfg.zk_timeout / 1000.0)
+                                               zk_timeout=self.cfg.zk_timeout / 1000.0,
+                                               client_options=self._client_tls_options())
         self.autorecovery.startService().addErrback(
             lambda f: log.error("autorecovery daemon could not start: %s", f.getErrorMessage()))
 
@@ -313,7 +338,8 @@ class BookieService:
         if self.port is not None and self.cfg.bookie_port == 0:
             port = self.port.getHost().port
         http = self.http_port.getHost().port if self.http_port is not None else None
-        return BookieServiceInfo.for_bookie(host, port, http_port=http)
+        return BookieServiceInfo.for_bookie(host, port, http_port=http,
+                                            tls=bool(self.cfg.tls_provider_factory_class))
 
     def _every(self, seconds: float, fn, now: bool = True) -> None:
         loop = task.LoopingCall(fn)

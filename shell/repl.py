@@ -276,9 +276,16 @@ class Shell:
             App(metadata_uri=uri).require_uri()  # a URI the store cannot parse: exit 2 now
         except CommandError as e:
             return self._fail(str(e), e.code)
+        from bkctl.config import cluster_profile
+
         self.app.close()  # the old cluster's ZooKeeper session and connections
         self.app.metadata_uri = uri
         self.app.cluster_name = name
+        self.app.profile = cluster_profile(name)
+        # TLS and ZooKeeper credentials follow the new cluster's profile: the next
+        # command works them out again
+        self.app.bookie_tls = None
+        self.app.zk_security = None
         if self.cache is not None:
             self.cache.set_uri(uri)
         return self._say(self._describe_cluster())

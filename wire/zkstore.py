@@ -26,20 +26,24 @@ import re
 import threading
 import time
 import uuid
+import weakref
 from dataclasses import replace
 from typing import Callable, Iterable, Iterator, NamedTuple, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
+    AuthFailedError,
     BadVersionError,
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
     OperationTimeoutError,
     RolledBackError,
+    SessionClosedRequireSaslError,
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
@@ -93,6 +97,10 @@ class ZKStoreError(BKError):
 
 class ZKUnavailable(ZKStoreError, Unreachable):
     """ZooKeeper cannot be reached (or the session was lost mid-operation)."""
+
+
+class ZKAuthError(ZKStoreError, Unreachable):
+    """ZooKeeper refused our credentials, or refused a znode to the identity they give."""
 
 
 class MetadataStoreError(ZKStoreError):
@@ -209,6 +217,35 @@ def _check_bookie_id(bookie_id: str) -> str:
     return bookie_id
 
 
+_AUTH_ERRORS = (NoAuthError, AuthFailedError, SessionClosedRequireSaslError)
+
+# kazoo's connection thread dies with the exception when SASL fails (the client
+# then only sees "connection closed"): keep it, keyed by thread, instead of
+# letting Python print its traceback, so the store can say what happened.
+_loop_failures: "weakref.WeakKeyDictionary[threading.Thread, BaseException]" = weakref.WeakKeyDictionary()
+_hook_lock = threading.Lock()
+
+
+def _install_loop_hook() -> None:
+    with _hook_lock:
+        if getattr(threading.excepthook, "_bkctl_zk", False):
+            return
+        previous = threading.excepthook
+
+        def hook(args):
+            if args.thread is not None and isinstance(args.exc_value, _AUTH_ERRORS):
+                _loop_failures[args.thread] = args.exc_value
+                return
+            previous(args)
+
+        hook._bkctl_zk = True
+        threading.excepthook = hook
+
+
+def _loop_failure(zk) -> BaseException | None:
+    routine = getattr(getattr(zk, "_connection", None), "_connection_routine", None)
+    return _loop_failures.get(routine) if routine is not None else None
+
 _CONNECTION_ERRORS = (
     ConnectionLoss,
     SessionExpiredError,
@@ -228,6 +265,8 @@ def _zk_call(method: _F) -> _F:
         self._require_started()
         try:
             return method(self, *args, **kwargs)
+        except _AUTH_ERRORS as exc:
+            raise self._auth_error(exc) from None
         except _CONNECTION_ERRORS as exc:
             raise self._unavailable(exc) from None
         except KazooException as exc:
@@ -245,6 +284,8 @@ def _zk_gen(method: _F) -> _F:
         gen = method(self, *args, **kwargs)
         try:
             yield from gen
+        except _AUTH_ERRORS as exc:
+            raise self._auth_error(exc) from None
         except _CONNECTION_ERRORS as exc:
             raise self._unavailable(exc) from None
         except KazooException as exc:
@@ -267,8 +308,12 @@ class ZKMetadataStore:
     """
 
     def __init__(self, uri: str, timeout: float = 10.0, *, session_timeout: float | None = None,
-                 store_ctime: bool = False):
+                 store_ctime: bool = False, security=None):
+        from .zksecurity import get_default
+
         self.uri = uri
+        #: credentials, TLS and ACLs (:class:`~bkctl.wire.zksecurity.ZKSecurity`); the process default if None
+        self.security = security if security is not None else get_default()
         self._parsed = MetadataServiceURI.parse(uri)
         self.hosts: str = self._parsed.hosts
         self.root: str = self._parsed.root
@@ -303,17 +348,24 @@ class ZKMetadataStore:
             timeout=self.session_timeout,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
             command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0),
+            **self.security.kazoo_args(),
         )
         zk.add_listener(self._on_state)
+        _install_loop_hook()
         try:
             zk.start(timeout=self.timeout)
         except KazooTimeoutError:
             self._shutdown_client(zk)
-            raise ZKUnavailable(
-                f"cannot connect to ZooKeeper at {self.hosts} within {self.timeout:g}s"
-            ) from None
+            failed = _loop_failure(zk)
+            raise (self._auth_error(failed) if failed else self._no_connection()) from None
+        except AuthFailedError as exc:
+            self._shutdown_client(zk)
+            raise self._auth_error(exc) from None
         except Exception as exc:
             self._shutdown_client(zk)
+            failed = _loop_failure(zk)
+            if failed is not None:
+                raise self._auth_error(failed) from None
             raise ZKUnavailable(f"cannot connect to ZooKeeper at {self.hosts}: {exc}") from None
         except BaseException:  # Ctrl-C while connecting: stop kazoo's retrying thread too
             self._shutdown_client(zk)
@@ -374,7 +426,30 @@ class ZKMetadataStore:
         if self._zk is None:
             raise ZKUnavailable(f"metadata store for {self.hosts} is not started")
 
-    def _unavailable(self, exc: Exception) -> ZKUnavailable:
+    def _no_connection(self) -> ZKStoreError:
+        """Why a start timed out: a TLS problem named by a direct handshake, else the timeout."""
+        if self.security.uses_tls:
+            from .zksecurity import tls_problem
+
+            problem = tls_problem(self.hosts, self.security)
+            if problem:
+                return ZKAuthError(f"TLS with ZooKeeper at {self.hosts} failed: {problem}")
+        hint = f" ({self.security.describe()})" if self.security != type(self.security)() else ""
+        return ZKUnavailable(f"cannot connect to ZooKeeper at {self.hosts} within {self.timeout:g}s{hint}")
+
+    def _auth_error(self, exc: Exception) -> ZKAuthError:
+        if isinstance(exc, NoAuthError):
+            return ZKAuthError(f"ZooKeeper at {self.hosts} denied access (NoAuth) with "
+                               f"{self.security.describe()}: wrong or missing credentials")
+        if isinstance(exc, SessionClosedRequireSaslError):
+            return ZKAuthError(f"ZooKeeper at {self.hosts} requires authentication and closed the session "
+                               f"({self.security.describe()})")
+        return ZKAuthError(f"ZooKeeper at {self.hosts} rejected the credentials ({self.security.describe()})")
+
+    def _unavailable(self, exc: Exception) -> ZKStoreError:
+        failed = _loop_failure(self._zk) if self._zk is not None else None
+        if failed is not None:
+            return self._auth_error(failed)
         reason = {
             SessionExpiredError: "session expired",
             ConnectionClosedError: "connection closed",
@@ -1099,6 +1174,36 @@ class ZKMetadataStore:
             raise NoSuchCookie(bookie_id) from None
         except BadVersionError:
             raise self._cookie_conflict(bookie_id, version) from None
+
+    # -- rack map --------------------------------------------------------------------
+    @_zk_call
+    def read_rack_map(self) -> tuple[dict, int | None]:
+        """Pulsar's rack map (``/bookies`` at the ZooKeeper root) and its
+        version; ``({}, None)`` when there is none."""
+        from .racks import RACK_MAP_PATH, parse_rack_map
+
+        try:
+            data, stat = self._get(RACK_MAP_PATH)
+        except NoNodeError:
+            return {}, None
+        return parse_rack_map(data), stat.version
+
+    @_zk_call
+    def write_rack_map(self, doc: dict, version: int | None) -> int:
+        """Create (``version=None``) or compare-and-set the rack map; returns
+        the new version (:class:`VersionConflict` when it changed meanwhile)."""
+        from .racks import RACK_MAP_PATH, serialize_rack_map
+
+        data = serialize_rack_map(doc)
+        try:
+            if version is None:
+                self._zk.create(RACK_MAP_PATH, data)
+                return 0
+            return self._zk.set(RACK_MAP_PATH, data, version=version).version
+        except (NodeExistsError, BadVersionError, NoNodeError):
+            current, current_version = self.read_rack_map()
+            raise VersionConflict("the rack map " + RACK_MAP_PATH, -1 if version is None else version,
+                                  current, -1 if current_version is None else current_version) from None
 
     # -- autorecovery ------------------------------------------------------------------
     @_zk_call

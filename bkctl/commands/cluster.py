@@ -110,7 +110,7 @@ def autorecovery_run(app: App, bookie_id: str | None, settings: tuple[str, ...])
     if problem:
         raise CommandError(f"--bookie-id {bookie_id!r} {problem}", USAGE)
     uri = app.require_uri()
-    code = run_daemon(uri, bookie_id, config, protocol=app.protocol)
+    code = run_daemon(uri, bookie_id, config, protocol=app.protocol, tls=app.bookie_tls or None)
     if code:
         raise CommandError("the autorecovery daemon could not start (see the log above)", code)
 

@@ -104,7 +104,8 @@ def export(app: App, out, ledger_spec, all_ledgers, since, until, partition_by, 
             until_ms=until, partition_by=partition_by, compression=compression, master=master,
             rows_per_file=rows_per_file, mode="overwrite" if overwrite else "append" if append else "replace",
             decode=decode, include_open=include_open, split_entries=split_entries, batch_size=batch_size,
-            protocol=protocol or app.protocol, password=password, spark_conf=conf, quiet=app.quiet)
+            protocol=protocol or app.protocol, password=password, spark_conf=conf, quiet=app.quiet,
+            bookie_tls=app.bookie_tls or None)
     except (SpecError, ValueError) as exc:
         raise CommandError(str(exc), USAGE) from None
     uri = app.require_uri()

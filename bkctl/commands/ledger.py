@@ -31,9 +31,12 @@ def ledger():
 @click.option("--open-longer-than", metavar="AGE", help="Only OPEN ledgers created more than AGE ago.")
 @click.option("--totals", "with_totals", is_flag=True,
               help="End with the totals (count, entries, bytes); with --json a last line {\"totals\": ...}.")
+@click.option("--not-adhering", is_flag=True,
+              help="Only ledgers with a segment whose ensemble breaks the placement policy (--placement; "
+                   "with --json, not_adhering lists those segments' first entries).")
 @pass_app
 def ledger_list(app: App, state: str | None, bookie: str | None, meta: tuple[str, ...], min_size: str | None,
-                older_than: str | None, open_longer_than: str | None, with_totals: bool):
+                older_than: str | None, open_longer_than: str | None, with_totals: bool, not_adhering: bool):
     """Ledger ids in ascending order (with details when filtering).
 
     With a filter (--state, --bookie, --meta, --min-size, --older-than,
@@ -42,7 +45,10 @@ def ledger_list(app: App, state: str | None, bookie: str | None, meta: tuple[str
     open ledger's "last entry" is its last add confirmed, read from its
     bookies (marked "LAC"), since its metadata says -1 until it is closed.
     --json always prints JSON lines with every ledger's metadata, as
-    `ledger show --json` does (last_add_confirmed included).
+    `ledger show --json` does (last_add_confirmed included).  With
+    --not-adhering, only ledgers with a segment whose ensemble breaks the
+    placement policy in use (--placement), each with not_adhering: those
+    segments' first entries.
     """
     from ..ops.ledger_meta import totals
     from ..ops.ledgers import add_confirmed_lac, list_ledgers
@@ -50,8 +56,9 @@ def ledger_list(app: App, state: str | None, bookie: str | None, meta: tuple[str
     match = _ledger_filter(meta, min_size, older_than, open_longer_than)
     if with_totals and match is None:
         match = _every_ledger  # totals need every ledger's metadata
-    details = app.json or state is not None or bookie is not None or match is not None
-    rows = list_ledgers(app.store, state, bookie, match, details=details)
+    details = app.json or state is not None or bookie is not None or match is not None or not_adhering
+    rows = list_ledgers(app.store, state, bookie, match, details=details,
+                        placement=app.placement_policy() if not_adhering else None)
     if details:
         rows = (add_confirmed_lac(app.bk, r) for r in rows)
     if app.json:  # a stream: JSON lines, one per ledger
@@ -62,7 +69,7 @@ def ledger_list(app: App, state: str | None, bookie: str | None, meta: tuple[str
         if with_totals:
             app.emit_json({"totals": totals(seen)})
         return
-    if state is None and bookie is None and match is None:
+    if state is None and bookie is None and match is None and not not_adhering:
         for row in rows:
             click.echo(row["ledger_id"])
         return

@@ -79,16 +79,19 @@ def sandbox() -> None:
 @click.option("--autorecovery/--no-autorecovery", default=None,
               help="Run the autorecovery daemon inside every bookie started (autoRecoveryDaemonEnabled=true); "
                    "remembered for later `up`s. Bookies already running keep their setting.")
+@click.option("--tls/--no-tls", default=None,
+              help="Bookies that speak only TLS, with a throw-away CA and certificate made in <dir>/tls; the "
+                   "CA's path is printed (--json: tls.ca) for `bkctl --tls-ca`. Remembered like --autorecovery.")
 @_json_option
 @click.pass_context
 def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, autorecovery: bool | None,
-       as_json: bool) -> None:
+       tls: bool | None, as_json: bool) -> None:
     """Start ZooKeeper (or reuse the running one), initialise the cluster, start the bookies."""
     from ..sandbox import cluster
 
     as_json = _wants_json(ctx, as_json)
     result = _run(cluster.sandbox_up, directory, bookies, zk_port, progress=_progress(ctx, as_json),
-                  autorecovery=autorecovery)
+                  autorecovery=autorecovery, tls=tls)
     if as_json:
         _emit(result)
         return
@@ -99,6 +102,8 @@ def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, au
         click.echo(f"bookie      {b['bookie_id']} (pid {b['pid']})")
     if result.get("autorecovery"):
         click.echo("autorecovery  on, in every bookie")
+    if result.get("tls"):
+        click.echo(f"tls         bookies speak only TLS: bkctl --tls-ca {result['tls']['ca']}")
     click.echo(f"metadata URI: {result['uri']}")
     click.echo(f"export BKCTL_METADATA_URI='{result['uri']}'   # for the bkctl commands that follow")
 

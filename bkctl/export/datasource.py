@@ -190,6 +190,28 @@ class ReadOptions:
         self.batch_size = _int("batchSize", opts.get("batchsize"), DEFAULT_BATCH_SIZE)
         self.since_ms = parse_ctime(opts["since"]) if opts.get("since") else None
         self.until_ms = parse_ctime(opts["until"]) if opts.get("until") else None
+        security = opts.get("zksecurity")
+        if security:
+            from bkctl.wire.zksecurity import ZKSecurity
+
+            try:
+                self.zk_security = ZKSecurity.from_json(security)
+            except ValueError as e:
+                raise SpecError(f"option zkSecurity: {e}") from None
+        else:
+            self.zk_security = None
+        tls = opts.get("bookietls")
+        if tls:
+            import json
+
+            from bkctl.wire.tls import TLSFiles
+
+            try:
+                self.bookie_tls = TLSFiles(**json.loads(tls))
+            except (ValueError, TypeError) as e:
+                raise SpecError(f"option bookieTls: {e}") from None
+        else:
+            self.bookie_tls = None
         self.protocol = str(opts.get("protocol") or "v3").lower()
         if self.protocol not in ("v2", "v3"):
             raise SpecError(f"option protocol must be v2 or v3, not {self.protocol!r}")
@@ -236,7 +258,7 @@ def plan_partitions(options: ReadOptions) -> list[LedgerRangePartition]:
     else:
         from bkctl.wire.zkstore import ZKMetadataStore
 
-        with ZKMetadataStore(options.uri) as store:
+        with ZKMetadataStore(options.uri, security=options.zk_security) as store:
             lac_of = None
             bk = None
             if options.include_open:
@@ -304,7 +326,12 @@ def _client(options: ReadOptions):
             _clients_pid = os.getpid()
         bk = _clients.get(key)
         if bk is None:
-            bk = BlockingBookKeeper(options.uri, protocol=options.protocol,
+            if options.zk_security is not None:
+                from bkctl.wire import zksecurity
+
+                zksecurity.set_default(options.zk_security)  # the executor's ZooKeeper sessions
+            tls = {"tls": options.bookie_tls} if options.bookie_tls else {}
+            bk = BlockingBookKeeper(options.uri, protocol=options.protocol, **tls,
                                     read_timeout=options.read_timeout, add_timeout=options.read_timeout,
                                     read_window=options.read_window,
                                     timeout=max(60.0, options.read_timeout * 6))

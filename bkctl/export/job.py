@@ -71,6 +71,8 @@ class ExportOptions:
     spark_conf: dict[str, str] = field(default_factory=dict)
     #: the JVM (and its Python workers) write nothing at all (``bkctl -q export``)
     quiet: bool = False
+    #: TLS to the bookies (:class:`bkctl.wire.tls.TLSFiles`), None for plain text
+    bookie_tls: Any = None
 
     def __post_init__(self) -> None:
         if self.partition_by not in ("ledger_id", "date"):
@@ -256,7 +258,9 @@ def _lac_reader(store, options: ExportOptions):
         if "bk" not in state:
             from bkctl.wire.client.blocking import BlockingBookKeeper
 
-            state["bk"] = BlockingBookKeeper(store, protocol=options.protocol, read_timeout=options.read_timeout)
+            tls = {"tls": options.bookie_tls} if options.bookie_tls else {}
+            state["bk"] = BlockingBookKeeper(store, protocol=options.protocol, read_timeout=options.read_timeout,
+                                             **tls)
         password = None if options.password is None else options.password.encode("utf-8")
         return state["bk"].open(ledger_id, password).last_add_confirmed
 
@@ -280,6 +284,15 @@ def _reader_options(uri: str, options: ExportOptions, plans: list[LedgerPlan]) -
     }
     if options.password is not None:
         opts["password"] = options.password
+    from bkctl.wire import zksecurity
+
+    if zksecurity.get_default() != zksecurity.ZKSecurity():  # executors authenticate as the driver does
+        opts["zkSecurity"] = zksecurity.get_default().to_json()
+    if options.bookie_tls:
+        import dataclasses
+        import json
+
+        opts["bookieTls"] = json.dumps(dataclasses.asdict(options.bookie_tls), sort_keys=True)
     return opts
 
 

@@ -16,6 +16,18 @@ def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
     for key, text in settings.items():
         if key not in CONFIG_KEYS:
             raise ValueError(f"unknown autorecovery key {key!r} (one of {', '.join(sorted(CONFIG_KEYS))})")
+        if key in ("ensemblePlacementPolicy", "networkTopologyScriptFileName"):
+            if key == "ensemblePlacementPolicy":
+                from bkctl.wire.racks import policy_name
+
+                policy_name(text)  # ValueError for a policy we do not have
+            values[key] = text
+            continue
+        if key == "enforceMinNumRacksPerWriteQuorum":
+            if text.lower() not in ("true", "false"):
+                raise ValueError(f"{key}: {text!r} is not true or false")
+            values[key] = text.lower() == "true"
+            continue
         try:
             value = int(text)
         except ValueError:
@@ -29,7 +41,7 @@ def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
 
 
 def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol: str = "v3",
-               zk_timeout: float = 10.0, shutdown_timeout: float = 5.0) -> int:
+               zk_timeout: float = 10.0, shutdown_timeout: float = 5.0, tls=None) -> int:
     """Run the autorecovery daemon in the foreground until SIGTERM/SIGINT; 0 on a
     clean stop, 5 when it cannot start.  Under systemd (``Type=notify``) it sends
     READY=1 once started, STOPPING=1 on the way out, and watchdog pings.  The
@@ -44,7 +56,7 @@ def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol
     notifier = Notifier.from_environment()
     watchdog = notifier.start_watchdog(reactor)
     daemon = AutoRecoveryDaemon(uri, bookie_id, config, reactor=reactor, zk_timeout=zk_timeout,
-                                client_options={"protocol": protocol})
+                                client_options={"protocol": protocol, **({"tls": tls} if tls else {})})
     outcome = {"code": 0}
 
     def started(_):

@@ -31,14 +31,20 @@ def describe(ledger_id: int, md: LedgerMetadata, version: int | None = None) -> 
 
 
 def list_ledgers(store, state: str | None = None, bookie: str | None = None, match=None,
-                 details: bool = False) -> Iterator[dict]:
+                 details: bool = False, placement=None) -> Iterator[dict]:
     """Stream ledgers in id order; with a filter (or ``details``) each
     ledger's metadata is read and described, else only ids are listed.
 
-    ``match(metadata) -> bool`` is a further filter (see ``ops.ledger_meta.LedgerFilter``)."""
+    ``match(metadata) -> bool`` is a further filter (see ``ops.ledger_meta.LedgerFilter``).
+    With ``placement`` only ledgers with a segment whose ensemble breaks that
+    policy are listed, ``not_adhering`` giving those segments' first entries."""
     want_state = LedgerState[state.upper()] if state else None
+    if placement is not None:
+        from bkctl.wire.client.placement import segments_not_adhering
+
+        placement.refresh(store.writable_bookies() + store.readonly_bookies())
     for ledger_id in store.iter_ledger_ids():
-        if not details and want_state is None and bookie is None and match is None:
+        if not details and want_state is None and bookie is None and match is None and placement is None:
             yield {"ledger_id": ledger_id}
             continue
         try:
@@ -55,6 +61,12 @@ def list_ledgers(store, state: str | None = None, bookie: str | None = None, mat
         if bookie is not None and bookie not in md.bookies:
             continue
         if match is not None and not match(md):
+            continue
+        if placement is not None:
+            failing = segments_not_adhering(md, placement)
+            if not failing:
+                continue
+            yield {**describe(ledger_id, md, version), "not_adhering": failing}
             continue
         yield describe(ledger_id, md, version)
 

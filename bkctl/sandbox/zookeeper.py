@@ -342,7 +342,9 @@ class ZooKeeperServer:
 
     ``ZooKeeperServer(data_dir, port=None)``: *data_dir* receives ``zoo.cfg``,
     ``zookeeper.log`` and the snapshots (``data/``); a free port is chosen
-    at :meth:`start` when *port* is None.
+    at :meth:`start` when *port* is None.  ``extra_config`` adds zoo.cfg
+    lines (authentication, ``secureClientPort``...), ``jvm_options`` java
+    flags (e.g. ``-Djava.security.auth.login.config=...`` for SASL).
     """
 
     HOST = "127.0.0.1"
@@ -350,7 +352,8 @@ class ZooKeeperServer:
     def __init__(self, data_dir: str | os.PathLike, port: int | None = None, *,
                  classpath: Sequence[str] | None = None, java: str | None = None,
                  start_timeout: float = 60.0, tick_time: int = 2000,
-                 fsync: bool = False, heap_mb: int = 256):
+                 fsync: bool = False, heap_mb: int = 256, extra_config: dict[str, str] | None = None,
+                 jvm_options: Sequence[str] = ()):
         self.data_dir = Path(data_dir).resolve()
         self._requested_port = port
         self._port: int | None = port
@@ -360,6 +363,8 @@ class ZooKeeperServer:
         self.tick_time = tick_time
         self.fsync = fsync
         self.heap_mb = heap_mb
+        self.extra_config = dict(extra_config or {})
+        self.jvm_options = list(jvm_options)
         self._proc: subprocess.Popen | None = None
 
     # -- properties --------------------------------------------------------
@@ -405,6 +410,7 @@ class ZooKeeperServer:
         ]
         if not self.fsync:
             lines.append("forceSync=no")
+        lines += [f"{k}={v}" for k, v in self.extra_config.items()]
         self.config_path.write_text("\n".join(lines) + "\n")
 
     def _command(self) -> list[str]:
@@ -416,6 +422,7 @@ class ZooKeeperServer:
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
             "-Dzookeeper.jmx.log4j.disable=true",
+            *self.jvm_options,
         ]
         if any("log4j-core" in Path(j).name for j in classpath):
             props = self.data_dir / "log4j2.properties"

@@ -40,7 +40,8 @@ def test_up_status_down_json(sandbox_dir):
     result = invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert set(doc) == {"uri", "zookeeper", "bookies", "dir", "autorecovery"}
+    assert set(doc) == {"uri", "zookeeper", "bookies", "dir", "autorecovery", "tls"}
+    assert doc["tls"] is None
     assert doc["bookies"] == [] and doc["dir"] == str(sandbox_dir.resolve()) and doc["autorecovery"] is False
     port, pid = doc["zookeeper"]["port"], doc["zookeeper"]["pid"]
     assert doc["uri"] == f"zk+hierarchical://127.0.0.1:{port}/ledgers"
@@ -102,6 +103,24 @@ def test_up_with_autorecovery_runs_the_daemon_in_every_bookie(sandbox_dir):
     again = json.loads(invoke("up", "--bookies", "3", "--dir", str(sandbox_dir), "--json").stdout)
     assert again["autorecovery"] is True
     assert "autoRecoveryDaemonEnabled=true" in (sandbox_dir / "bookie-2" / "bk_server.conf").read_text()
+
+
+def test_up_with_tls_runs_tls_only_bookies(sandbox_dir):
+    doc = json.loads(invoke("up", "--bookies", "2", "--tls", "--dir", str(sandbox_dir), "--json").stdout)
+    ca = doc["tls"]["ca"]
+    assert Path(ca).is_file()
+    env = dict(os.environ, BKCTL_METADATA_URI=doc["uri"], PYTHONPATH=str(REPO), NO_COLOR="1")
+
+    def bkctl(*args):
+        return subprocess.run([sys.executable, "-m", "bkctl", *args], capture_output=True, env=env, timeout=60)
+
+    made = bkctl("--tls-ca", ca, "--json", "ledger", "create", "-e", "2", "-w", "2", "-a", "2")
+    assert made.returncode == 0, made.stderr
+    lid = str(json.loads(made.stdout)["ledger_id"])
+    assert bkctl("--tls-ca", ca, "ledger", "add", lid, "over tls").returncode == 0
+    assert b"over tls" in bkctl("--tls-ca", ca, "ledger", "read", lid).stdout
+    plain = bkctl("ledger", "read", lid)
+    assert plain.returncode != 0 and b"TLS" in plain.stderr
 
 
 def test_human_output_ends_with_uri(sandbox_dir):

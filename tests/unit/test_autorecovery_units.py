@@ -43,7 +43,19 @@ def test_config_keys_in_javas_units():
     assert c.auditor_replicas_check_interval == 3600
 
 
+def test_placement_keys():
+    c = config_from_settings({"ensemblePlacementPolicy": "org.apache.bookkeeper.client.RegionAwareEnsemblePlacementPolicy",
+                              "enforceMinNumRacksPerWriteQuorum": "true", "minNumRacksPerWriteQuorum": "3",
+                              "networkTopologyScriptFileName": "/bin/rack-of",
+                              "auditorPeriodicPlacementPolicyCheckInterval": "60"})
+    assert c.ensemble_placement_policy.endswith("RegionAwareEnsemblePlacementPolicy")
+    assert (c.enforce_min_racks_per_write_quorum, c.min_racks_per_write_quorum) == (True, 3)
+    assert (c.network_topology_script, c.auditor_placement_policy_check_interval) == ("/bin/rack-of", 60)
+
+
 @pytest.mark.parametrize("settings, word", [
+    ({"ensemblePlacementPolicy": "com.example.MyPolicy"}, "unsupported ensemblePlacementPolicy"),
+    ({"enforceMinNumRacksPerWriteQuorum": "yes"}, "true or false"),
     ({"nope": "1"}, "unknown"), ({"lostBookieRecoveryDelay": "x"}, "integer"),
     ({"lostBookieRecoveryDelay": "-1"}, ">= 0"), ({"rereplicationEntryBatchSize": "0"}, ">= 1"),
 ])

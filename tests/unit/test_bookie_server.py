@@ -379,6 +379,56 @@ def test_v3_unknown_operation_start_tls_and_bad_version(env):
     assert version.readResponse.status == RC.EBADVERSION.v3
 
 
+class _TLSTransport(StringTransport):
+    """Records startTLS and what was written before it (that must go in the clear)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tls_started_after: bytes | None = None
+
+    def startTLS(self, context):
+        self.tls_started_after = self.value()
+        self.context = context
+
+
+class _FakeTLS:
+    def context(self):
+        return "server-context"
+
+
+def test_a_tls_bookie_refuses_plain_requests_then_starts_tls_after_its_clear_answer(env):
+    env.factory.tls = _FakeTLS()
+
+    def connect():
+        proto = env.factory.buildProtocol(None)
+        transport = _TLSTransport()
+        proto.makeConnection(transport)
+        return Conn(proto, transport), transport
+
+    old, _ = connect()
+    add(old, 0)  # v2 cannot start TLS: refused
+    assert [r.rc for r in old.v2()] == [RC.EUA]
+    c, transport = connect()
+    c.send(v3.serialize(v3.read_request(7, 1, 0)))
+    c.send(v3.serialize(v3.add_request(8, 1, 0, KEY, entry(0))))  # the plain ADD fast path too
+    read, added = c.v3()
+    assert read.status == RC.EUA.v3 and added.status == RC.EUA.v3
+    assert env.journal.records == []  # nothing reached the bookie
+    c.send(v3.serialize(v3.start_tls_request(9)))
+    [answer] = FrameDecoder().feed(transport.tls_started_after)
+    tls = v3.parse_response(answer)
+    assert tls.status == 0 and tls.HasField("startTLSResponse") and tls.header.txnId == 9
+    assert transport.context == "server-context"
+    c.replies()
+    c.send(v3.serialize(v3.start_tls_request(10)))  # once is enough
+    [again] = c.v3()
+    assert again.status == RC.EBADREQ.v3
+    c.send(v3.serialize(v3.add_request(11, 1, 0, KEY, entry(0))))  # now served
+    env.journal.sync()
+    [served] = c.v3()
+    assert served.status == 0
+
+
 def test_v3_get_bookie_info_reports_real_disk_space(env):
     c = env.connect()
     c.send(v3.serialize(v3.get_bookie_info_request(1, 3)))

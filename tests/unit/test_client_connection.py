@@ -1109,3 +1109,78 @@ def test_frames_held_for_a_connection_closed_meanwhile_are_dropped():
     assert transport.value() == b""
     assert [(ctx, type(r)) for ctx, _, _, r in done.seen] == [
         (2, E.BookieUnavailable), ("issued", E.BookieUnavailable)]
+
+
+# ------------------------------------------------------------------ START_TLS
+
+
+class _FakeTLS:
+    def client_context(self):
+        return "client-context"
+
+
+class _TLSTransport(StringTransport):
+    def startTLS(self, context):
+        self.tls_context = context
+        self.sent_in_clear = self.value()
+
+
+def _tls_connected(h: Harness):
+    """Accept the connection with a transport that can start TLS; the START_TLS request it got."""
+    _host, _port, factory, _timeout, _bind = h.reactor.tcpClients[-1]
+    proto = factory.buildProtocol(None)
+    transport = _TLSTransport()
+    proto.makeConnection(transport)
+    [start] = sent_frames(transport)
+    return proto, transport, v3.parse_request(start[4:])
+
+
+def test_start_tls_comes_first_then_the_handshake_then_the_queued_requests():
+    h = Harness(tls=_FakeTLS())
+    d = h.conn.read_lac(7)
+    proto, transport, req = _tls_connected(h)
+    assert req.header.operation == OperationType.START_TLS and req.HasField("startTLSRequest")
+    transport.clear()
+    proto.dataReceived(frame(v3.serialize(v3.start_tls_response(req, RC.EOK))))
+    assert transport.tls_context == "client-context" and transport.sent_in_clear == b""
+    assert transport.value() == b""  # nothing goes out before the handshake is done
+    no_result(d)
+    proto.handshakeCompleted()
+    [lac] = sent_frames(transport)
+    assert v3.parse_request(lac[4:]).header.operation == OperationType.READ_LAC
+
+
+def test_a_bookie_without_tls_fails_the_requests_with_why():
+    h = Harness(tls=_FakeTLS())
+    d = h.conn.read_lac(7)
+    proto, transport = h.accept()
+    req = v3.parse_request(sent_frames(transport)[0][4:])
+    proto.dataReceived(frame(v3.serialize(v3.start_tls_response(req, RC.EBADREQ))))
+    err = failure_of(d, E.BookieUnavailable)
+    assert "does not do TLS" in str(err) and "EBADREQ" in str(err)
+    assert transport.disconnecting
+
+
+def test_a_failed_handshake_is_named():
+    h = Harness(tls=_FakeTLS())
+    d = h.conn.read_lac(7)
+    proto, transport, req = _tls_connected(h)
+    proto.dataReceived(frame(v3.serialize(v3.start_tls_response(req, RC.EOK))))
+    proto.connectionLost(Failure(Exception("[('SSL routines', '', 'certificate verify failed')]")))
+    assert "certificate verify failed" in str(failure_of(d, E.BookieUnavailable))
+
+
+def test_a_v2_client_starts_tls_with_a_v3_exchange_then_speaks_v2():
+    h = Harness(protocol="v2", tls=_FakeTLS())
+    d = h.conn.read(7, 0)
+    proto, transport, req = _tls_connected(h)  # the START_TLS request is v3 even here
+    assert req.header.operation == OperationType.START_TLS
+    transport.clear()
+    proto.dataReceived(frame(v3.serialize(v3.start_tls_response(req, RC.EOK))))
+    assert transport.tls_context == "client-context"
+    proto.handshakeCompleted()
+    [read] = sent_frames(transport)
+    got = v2.decode_request(read[4:])
+    assert (got.ledger_id, got.entry_id) == (7, 0)
+    proto.dataReceived(frame(v2.ReadResponse(2, RC.EOK, 7, 0, entry(7, 0)).encode()))
+    assert bytes(result_of(d)).startswith(struct.pack(">qq", 7, 0))

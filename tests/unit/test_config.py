@@ -345,6 +345,18 @@ def test_unknown_override_is_an_error():
         load_config(overrides={"bookiePrt": "1"})
 
 
+def test_placement_policy_is_checked_and_reaches_autorecovery():
+    from bkctl.wire.autorecovery.service import config_from_keys
+
+    with pytest.raises(ConfigError, match="ensemblePlacementPolicy: 'com.example.Mine' is not supported"):
+        load_config(overrides={"ensemblePlacementPolicy": "com.example.Mine"})
+    cfg = load_config(overrides={"ensemblePlacementPolicy": "org.apache.bookkeeper.client.RegionAwareEnsemblePlacementPolicy",
+                                 "enforceMinNumRacksPerWriteQuorum": "true"})
+    ar = config_from_keys(cfg)
+    assert ar.ensemble_placement_policy.endswith("RegionAwareEnsemblePlacementPolicy")
+    assert ar.enforce_min_racks_per_write_quorum is True
+
+
 def test_ignored_java_key_override_is_accepted():
     assert load_config(overrides={"numAddWorkerThreads": "4"}) == load_config()
 
@@ -442,9 +454,9 @@ zkEnableSecurity=false
 """
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         cfg = load_config_text(sample, source="bk_server.conf")
-    # only the two keys bookied cannot honour are mentioned
+    # only the key bookied cannot honour is mentioned
     assert [r.getMessage().split(" is a Java")[0] for r in caplog.records] == [
-        "bk_server.conf:6: httpServerClass", "bk_server.conf:12: zkEnableSecurity"]
+        "bk_server.conf:6: httpServerClass"]  # zkEnableSecurity is supported
     assert cfg.metadata_service_uri == "zk+hierarchical://localhost:2181/ledgers"
     assert cfg.zk_servers == ("localhost:2181",)
 
@@ -809,6 +821,9 @@ def _value_strategy(opt):
         "advertisedAddress": _id_text,
         "listeningInterface": st.from_regex(r"[a-z]{2,4}[0-9]{0,2}", fullmatch=True),
         "httpServerHost": _host,
+        "ensemblePlacementPolicy": st.sampled_from(["org.apache.bookkeeper.client.RackawareEnsemblePlacementPolicy",
+                                                    "RegionAwareEnsemblePlacementPolicy", "random"]),
+        "tlsProviderFactoryClass": st.just("org.apache.bookkeeper.tls.TLSContextFactory"),
         "zkServers": st.lists(_zk_server, min_size=1, max_size=3),
         "zkLedgersRootPath": _zk_path,
         "metadataServiceUri": st.builds(
@@ -818,6 +833,8 @@ def _value_strategy(opt):
     }
     if opt.name in special:
         return special[opt.name]
+    if opt.choices:
+        return st.sampled_from(opt.choices)
     if opt.type == "bool":
         return st.booleans()
     if opt.type == "int":

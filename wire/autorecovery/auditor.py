@@ -18,7 +18,10 @@ marks them under-replicated for the replication workers.
   copies counted against Qw and Qa; reported, not marked, as Java does).
   ``B/checkallledgersctime`` and ``B/replicascheckctime`` record the last runs,
   so a new auditor does not repeat a check that ran recently.  0 turns a check
-  off.  (Java's placement-policy check waits for placement policies.)
+  off.  The placement check (``auditorPeriodicPlacementPolicyCheckInterval``,
+  off by default as in Java) counts the ledgers whose ensembles break the
+  client's placement policy -- what ``bkctl ledger list --not-adhering``
+  lists -- and logs them (``B/placementpolicycheckctime``); it marks nothing.
 * While ``B/disable`` exists nothing is marked; removing it runs the audit
   that was held back.
 """
@@ -117,7 +120,9 @@ class Auditor:
         return (("ledger-check", self.config.auditor_periodic_check_interval, P.UR_CHECK_ALL_LEDGERS_CTIME,
                  self._periodic_ledger_check),
                 ("replicas-check", self.config.auditor_replicas_check_interval, P.UR_REPLICAS_CHECK_CTIME,
-                 self._periodic_replicas_check))
+                 self._periodic_replicas_check),
+                ("placement-check", self.config.auditor_placement_policy_check_interval,
+                 P.UR_PLACEMENT_POLICY_CHECK_CTIME, self._periodic_placement_check))
 
     def _initial_delay(self, interval: float, last_run_ms: int | None) -> float:
         """As Java: at once when the check never ran, else when ``interval`` has
@@ -194,6 +199,33 @@ class Auditor:
         if self.stats is not None:
             self.stats.last_replicas_check = totals
         log.info("auditor: replicas check: %s", totals)
+        return totals
+
+    def _periodic_placement_check(self) -> None:
+        self._schedule("placement-check", self.config.auditor_placement_policy_check_interval,
+                       self._periodic_placement_check)
+        d = defer.ensureDeferred(self.placement_check())
+        d.addErrback(lambda f: log.error("auditor: placement check failed: %s", f.getErrorMessage()))
+
+    async def placement_check(self) -> dict:
+        """Ledgers whose segments' ensembles break the placement policy (Java's
+        placement policy check; reported, not marked).  Records
+        ``B/placementpolicycheckctime``."""
+        from bkctl.wire.client.placement import segments_not_adhering
+
+        registered, ledgers, _disabled = await self.client.run_blocking(self._scan)
+        placement = self.client.placement
+        await self.client.run_blocking(placement.refresh, sorted(registered))
+        failing = {ledger_id: segments_not_adhering(md, placement) for ledger_id, md in sorted(ledgers.items())}
+        failing = {ledger_id: firsts for ledger_id, firsts in failing.items() if firsts}
+        for ledger_id, firsts in failing.items():
+            log.warning("auditor: ledger %d does not adhere to the %s placement policy (segments from entries %s)",
+                        ledger_id, getattr(placement, "name", "?"), ", ".join(map(str, firsts)))
+        totals = {"ledgers": len(ledgers), "not_adhering": len(failing), "ledger_ids": sorted(failing)}
+        await self.client.run_blocking(self._record_run, P.UR_PLACEMENT_POLICY_CHECK_CTIME)
+        if self.stats is not None:
+            self.stats.last_placement_check = totals
+        log.info("auditor: placement check: %d of %d ledgers do not adhere", len(failing), len(ledgers))
         return totals
 
     # -- events -------------------------------------------------------------------------

@@ -46,6 +46,19 @@ class AutoRecoveryConfig:
     rereplication_entry_batch_size: int = 10
     #: replicationRateByBytes: bytes/s a worker copies at most (<= 0: unlimited)
     replication_rate_by_bytes: int = -1
+    #: ensemblePlacementPolicy: how replacements are chosen (a Java class name, or random/rack/region)
+    ensemble_placement_policy: str = "org.apache.bookkeeper.client.RackawareEnsemblePlacementPolicy"
+    #: networkTopologyScriptFileName: a script printing hosts' racks (besides the /bookies rack map)
+    network_topology_script: str | None = None
+    #: networkTopologyScriptNumberArgs: hosts per script run
+    network_topology_script_args: int = 100
+    #: minNumRacksPerWriteQuorum
+    min_racks_per_write_quorum: int = 2
+    #: enforceMinNumRacksPerWriteQuorum
+    enforce_min_racks_per_write_quorum: bool = False
+    #: auditorPeriodicPlacementPolicyCheckInterval: s between checks of every ledger's ensembles
+    #: against the placement policy (0: never, Java's default)
+    auditor_placement_policy_check_interval: float = 0
     #: not a Java key: how often an idle worker looks for marked ledgers (s)
     worker_poll_interval: float = 1.0
     #: not a Java key: pause before an audit that failed is tried again (s)
@@ -62,6 +75,12 @@ CONFIG_KEYS: dict[str, tuple[str, float]] = {
     "lockReleaseOfFailedLedgerGracePeriod": ("lock_release_of_failed_ledger_grace_period", 0.001),
     "rereplicationEntryBatchSize": ("rereplication_entry_batch_size", 1),
     "replicationRateByBytes": ("replication_rate_by_bytes", 1),
+    "ensemblePlacementPolicy": ("ensemble_placement_policy", 1),
+    "networkTopologyScriptFileName": ("network_topology_script", 1),
+    "networkTopologyScriptNumberArgs": ("network_topology_script_args", 1),
+    "minNumRacksPerWriteQuorum": ("min_racks_per_write_quorum", 1),
+    "enforceMinNumRacksPerWriteQuorum": ("enforce_min_racks_per_write_quorum", 1),
+    "auditorPeriodicPlacementPolicyCheckInterval": ("auditor_placement_policy_check_interval", 1),
 }
 assert {f for f, _ in CONFIG_KEYS.values()} <= {f.name for f in fields(AutoRecoveryConfig)}
 
@@ -94,6 +113,8 @@ class AutoRecoveryStats:
     recovery_seconds_count: int = 0
     #: the figures of the last replicas check (see Auditor.replicas_check)
     last_replicas_check: dict | None = None
+    #: the figures of the last placement check (see Auditor.placement_check)
+    last_placement_check: dict | None = None
 
 
 class AutoRecoveryDaemon(Service):
@@ -138,7 +159,7 @@ class AutoRecoveryDaemon(Service):
         from bkctl.wire.zkstore import ZKMetadataStore
 
         self.store = ZKMetadataStore(self.metadata_uri, timeout=self.zk_timeout, store_ctime=True)
-        self.client = BookKeeperClient(self.store, self.reactor, **self.client_options)
+        self.client = BookKeeperClient(self.store, self.reactor, placement=self.placement(), **self.client_options)
         await self.client.run_blocking(self.store.ensure_underreplication_layout)
         self.worker = ReplicationWorker(self.client, self.config, self.reactor, self.stats, self.hostname)
         self.worker.start()
@@ -146,6 +167,16 @@ class AutoRecoveryDaemon(Service):
                                         self._elected, self._demoted)
         await self.election.start()
         log.info("autorecovery started for %s (voting as %s)", self.metadata_uri, self.bookie_id)
+
+    def placement(self):
+        """The placement policy the config names, racks from the rack map znode and the script."""
+        from bkctl.wire.racks import build_placement, policy_name
+
+        c = self.config
+        return build_placement(policy_name(c.ensemble_placement_policy), store=self.store,
+                               script=c.network_topology_script, script_args=c.network_topology_script_args,
+                               min_racks=c.min_racks_per_write_quorum,
+                               enforce=c.enforce_min_racks_per_write_quorum)
 
     def _elected(self) -> None:
         self.stats.elections_won += 1

@@ -237,6 +237,19 @@ class BookKeeperClient:
     def _resolve(self, bookie_id: str) -> defer.Deferred:
         return self.run_blocking(self._lookup_address, bookie_id)
 
+    def bookie_lists(self) -> defer.Deferred:
+        """Fires with ``(writable, readonly)`` bookie ids, the placement's rack
+        source re-read on the way (what every choice of bookies starts from)."""
+        def fetch():
+            writable = self.store.writable_bookies()
+            readonly = self.store.readonly_bookies()
+            refresh = getattr(self.placement, "refresh", None)
+            if refresh is not None:
+                refresh(list(writable) + list(readonly))
+            return writable, readonly
+
+        return self.run_blocking(fetch)
+
     def _check_open(self) -> None:
         if self.closed:
             raise ClientClosed("the BookKeeper client is closed")
@@ -272,9 +285,8 @@ class BookKeeperClient:
             LedgerMetadata.new([f"placeholder-{i}:1" for i in range(ensemble_size)], write_quorum,
                                ack_quorum, digest_type=digest_type, password=password,
                                custom_metadata=custom_metadata)
-        writable = await self.run_blocking(self.store.writable_bookies)
-        readonly = await self.run_blocking(self.store.readonly_bookies)
-        ensemble = self.placement.new_ensemble(ensemble_size, writable, readonly)
+        writable, readonly = await self.bookie_lists()
+        ensemble = self.placement.new_ensemble(ensemble_size, writable, readonly, write_quorum=write_quorum)
         md = LedgerMetadata.new(ensemble, write_quorum, ack_quorum, digest_type=digest_type,
                                 password=password, custom_metadata=custom_metadata,
                                 ctoken=random.getrandbits(63))

@@ -58,8 +58,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from twisted.internet import defer
+from twisted.internet.interfaces import IHandshakeListener
 from twisted.internet.protocol import ClientFactory, Protocol
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from bkctl.wire import fastpath, v2, v3
 from bkctl.wire.errors import CodecError
@@ -167,6 +169,7 @@ def default_resolve(bookie_id: str) -> tuple[str, int]:
 # --------------------------------------------------------------- protocol
 
 
+@implementer(IHandshakeListener)
 class BookieClientProtocol(Protocol):
     """Bytes to decoded responses for one TCP connection.
 
@@ -253,6 +256,16 @@ class BookieClientProtocol(Protocol):
         if failed is not None and self._owner is not None:
             self._owner._malformed(self, failed)
 
+    def use_v2_answers(self) -> None:
+        """From now on answers are v2 (a v2 client after its v3 START_TLS exchange)."""
+        self._decode = v2.decode_response
+
+    def handshakeCompleted(self) -> None:
+        """The TLS handshake after START_TLS is done (Twisted's IHandshakeListener)."""
+        owner = self._owner
+        if owner is not None:
+            owner._tls_ready(self)
+
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         self._lost = True
         owner, self._owner = self._owner, None
@@ -310,7 +323,9 @@ class BookieClientFactory(ClientFactory):
         owner = self.owner
         if owner._attempt is not self:
             return None
-        proto = self.protocol(owner, use_v3=owner.use_v3, max_frame_size=owner.max_frame_size)
+        # START_TLS is a v3 exchange even for a v2 client (Java's too): its answer is decoded as v3
+        proto = self.protocol(owner, use_v3=owner.use_v3 or owner.tls is not None,
+                              max_frame_size=owner.max_frame_size)
         proto.factory = self
         return proto
 
@@ -418,6 +433,7 @@ class BookieConnection:
         backoff_factor: float = DEFAULT_BACKOFF_FACTOR,
         clock=None,
         txn_ids: Iterator[int] | None = None,
+        tls=None,
     ):
         if protocol not in ("v2", "v3"):
             raise ValueError(f"protocol must be 'v2' or 'v3', not {protocol!r}")
@@ -456,6 +472,10 @@ class BookieConnection:
         self._resolve = resolve if resolve is not None else default_resolve
         self._ids = txn_ids if txn_ids is not None else itertools.count(1)
 
+        #: :class:`~bkctl.wire.tls.TLSFiles` (None: plain text); its context is built on first connect
+        self.tls = tls
+        self._tls_context = None
+        self._tls_proto: BookieClientProtocol | None = None  # connected, START_TLS/handshake under way
         self._proto: BookieClientProtocol | None = None
         self._attempt: BookieClientFactory | None = None
         self._closing: BookieClientProtocol | None = None
@@ -758,6 +778,8 @@ class BookieConnection:
             except Exception:  # NotConnectingError: it already finished
                 pass
         proto, self._proto = self._proto, None
+        if proto is None and self._tls_proto is not None:  # closed while starting TLS
+            proto, self._tls_proto = self._tls_proto, None
         done: defer.Deferred = defer.succeed(None)
         if proto is not None:
             proto.detach()
@@ -1081,9 +1103,53 @@ class BookieConnection:
             proto.detach()
             proto.transport.loseConnection()
             return
+        if self.tls is not None:
+            self._start_tls(proto)
+            return
         self._attempt = None
         self._proto = proto
         self._pump()
+
+    # -- START_TLS (Java's PerChannelBookieClient.initiateTLS) ---------------------
+
+    def _start_tls(self, proto: BookieClientProtocol) -> None:
+        """Send START_TLS in the clear; the answer (:meth:`_tls_answered`) starts the handshake."""
+        if self._tls_context is None:
+            try:
+                self._tls_context = self.tls.client_context()
+            except Exception as exc:  # noqa: BLE001 - bad files: every request fails with why
+                self._tls_failed(proto, f"TLS files unusable: {exc}")
+                return
+        self._tls_proto = proto
+        proto.send_one(frame(v3.serialize(v3.start_tls_request(next(self._ids)))))
+
+    def _tls_answered(self, proto: BookieClientProtocol, msg) -> None:
+        rc = rc_from_v3(msg.status)
+        if msg.header.operation != OperationType.START_TLS or rc != RC.EOK:
+            self._tls_failed(proto, f"the bookie does not do TLS (START_TLS answered {rc.name})")
+            return
+        if not self.use_v3:
+            proto.use_v2_answers()
+        proto.transport.startTLS(self._tls_context)
+
+    def _tls_ready(self, proto: BookieClientProtocol) -> None:
+        if proto is not self._tls_proto:
+            return
+        self._tls_proto = None
+        self._attempt = None
+        self._proto = proto
+        self._pump()
+
+    def _tls_failed(self, proto: BookieClientProtocol, why: str) -> None:
+        if self._tls_proto is proto:
+            self._tls_proto = None
+        proto.detach()
+        abort = getattr(proto.transport, "abortConnection", None) or proto.transport.loseConnection
+        abort()
+        attempt = self._attempt
+        if attempt is not None:
+            self._connect_failed(attempt, Failure(BookieUnavailable(f"TLS with bookie {self.bookie_id}: {why}",
+                                                                    bookie=self.bookie_id)))
 
     # -- connected ----------------------------------------------------------
 
@@ -1124,6 +1190,8 @@ class BookieConnection:
 
     def _response_received(self, proto: BookieClientProtocol, msg) -> None:
         if proto is not self._proto:
+            if proto is self._tls_proto:
+                self._tls_answered(proto, msg)
             return
         req = self._match(msg)
         if req is None:
@@ -1195,6 +1263,8 @@ class BookieConnection:
 
     def _malformed(self, proto: BookieClientProtocol, exc: CodecError) -> None:
         if proto is not self._proto:
+            if proto is self._tls_proto:
+                self._tls_failed(proto, f"malformed answer to START_TLS: {exc}")
             return
         proto.detach()
         self._proto = None
@@ -1209,9 +1279,17 @@ class BookieConnection:
 
     def _connection_lost(self, proto: BookieClientProtocol, reason: Failure) -> None:
         if proto is not self._proto:
+            if proto is self._tls_proto:
+                from bkctl.wire.tls import describe_tls_failure
+
+                self._tls_failed(proto, describe_tls_failure(reason))
             return
         self._proto = None
         why = f"connection lost: {reason.getErrorMessage() if reason is not None else 'closed'}"
+        if self.tls is not None and reason is not None and "SSL" in type(reason.value).__module__ + str(reason.value):
+            from bkctl.wire.tls import describe_tls_failure  # TLS 1.3: the bookie refuses after the handshake
+
+            why = f"TLS with bookie {self.bookie_id}: {describe_tls_failure(reason)}"
         batch_refused = (self.batch_read_supported is not True
                          and any(r.is_batch for r in self._sent))
         if batch_refused:

@@ -204,7 +204,7 @@ _DESCRIPTIONS = {
     RC.ENOLEDGER: "no such ledger on the bookie",
     RC.ENOENTRY: "no such entry on the bookie",
     RC.EFENCED: "ledger is fenced",
-    RC.EUA: "unauthorized (wrong ledger password?)",
+    RC.EUA: "unauthorized: wrong ledger password, or the bookie requires TLS (START_TLS) first",
     RC.EREADONLY: "bookie is read-only",
     RC.ETOOMANYREQUESTS: "bookie is overloaded",
     RC.EIO: "I/O error on the bookie",

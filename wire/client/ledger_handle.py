@@ -472,10 +472,10 @@ class LedgerHandle(ReadHandle):
     async def _change_once(self) -> None:
         md = self._metadata
         failed_now = [b for b in md.last_ensemble if b in self._failed]
-        writable = await self.client.run_blocking(self.client.store.writable_bookies)
-        readonly = await self.client.run_blocking(self.client.store.readonly_bookies)
+        writable, readonly = await self.client.bookie_lists()
         new_ensemble = self.client.placement.replace_bookies(
-            md.last_ensemble, failed_now, writable, readonly, exclude=self._failed)
+            md.last_ensemble, failed_now, writable, readonly, exclude=self._failed,
+            write_quorum=md.write_quorum)
         first = self._lac + 1
         new_md = md.with_ensemble_change(first, new_ensemble)
         version = self._version

@@ -200,7 +200,8 @@ def choose_replacements(fragment: Fragment, writable: Iterable[str], readonly: C
         ensemble[ensemble.index(first)] = target
     if lost:
         replaced = placement.replace_bookies(ensemble, lost, writable, readonly,
-                                             exclude=set(exclude) | set(fragment.lost))
+                                             exclude=set(exclude) | set(fragment.lost),
+                                             write_quorum=fragment.write_quorum)
         for old in lost:
             chosen[old] = replaced[ensemble.index(old)]
     return chosen
@@ -394,11 +395,10 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
         password_bytes, digest_type = ledger_credentials(ledger_id, md, password)
         digest = DigestManager(ledger_id, digest_type, password_bytes)
         key = master_key(password_bytes)
-        writable = await client.run_blocking(client.store.writable_bookies)
-        readonly = await client.run_blocking(client.store.readonly_bookies)
+        writable, readonly = await client.bookie_lists()
         for fragment in fragments_to_rereplicate(ledger_id, md, lost):
             replacements = choose_replacements(fragment, writable, readonly, target=target, exclude=lost,
-                                               placement=placement)
+                                               placement=placement if placement is not None else client.placement)
             doc = _fragment_doc(fragment, replacements)
             result["fragments"].append(doc)
             if dry_run:

@@ -1,0 +1,97 @@
+"""The rack map (Pulsar's ``/bookies`` znode), as ``pulsar-admin bookies`` edits it.
+
+Every change re-reads the znode and writes it back with compare-and-set, so
+concurrent editors (bkctl, pulsar-admin) do not lose each other's changes.
+A bookie is in one group at a time: setting its rack in a group removes it
+from the others.
+"""
+from __future__ import annotations
+
+from bkctl.wire.errors import NotFound
+
+from ..exitcodes import USAGE, CommandError
+
+
+def _check(bookie: str) -> str:
+    from bkctl.wire.bookieid import is_valid_bookie_id
+
+    if not is_valid_bookie_id(bookie):
+        raise CommandError(f"invalid bookie id {bookie!r} (expected host:port or a custom id)", USAGE)
+    return bookie
+
+
+def _update(store, change) -> dict:
+    from bkctl.wire.zkstore import VersionConflict
+
+    for _ in range(20):
+        doc, version = store.read_rack_map()
+        result = change(doc)
+        try:
+            store.write_rack_map(doc, version)
+        except VersionConflict:
+            continue
+        return result
+    raise CommandError("the rack map keeps changing; try again")
+
+
+def set_rack(store, bookie: str, rack: str, group: str = "default", hostname: str | None = None) -> dict:
+    from bkctl.wire.racks import RackMapError, normalize_rack
+
+    _check(bookie)
+    try:
+        rack = normalize_rack(rack)
+    except RackMapError as e:
+        raise CommandError(str(e), USAGE) from None
+
+    def change(doc):
+        for members in doc.values():
+            members.pop(bookie, None)
+        info = {"rack": rack}
+        if hostname:
+            info["hostname"] = hostname
+        doc.setdefault(group, {})[bookie] = info
+        for name in [g for g, members in doc.items() if not members]:
+            del doc[name]
+        return {"bookie_id": bookie, "group": group, **info}
+
+    return _update(store, change)
+
+
+def get_rack(store, bookie: str) -> dict:
+    _check(bookie)
+    doc, _ = store.read_rack_map()
+    for group, members in doc.items():
+        if bookie in members:
+            return {"bookie_id": bookie, "group": group, **members[bookie]}
+    raise NotFound(f"bookie {bookie} is not in the rack map")
+
+
+def delete_rack(store, bookie: str) -> dict:
+    _check(bookie)
+
+    def change(doc):
+        found = None
+        for group, members in list(doc.items()):
+            if bookie in members:
+                found = {"bookie_id": bookie, "group": group, **members.pop(bookie)}
+                if not members:
+                    del doc[group]
+        if found is None:
+            raise NotFound(f"bookie {bookie} is not in the rack map")
+        return found
+
+    return _update(store, change)
+
+
+def list_racks(store) -> list[dict]:
+    """One row per bookie: group, rack, bookie_id, hostname, state (writable,
+    read-only, or not registered), sorted by rack."""
+    doc, _ = store.read_rack_map()
+    writable, readonly = set(store.writable_bookies()), set(store.readonly_bookies())
+    rows = []
+    for group, members in doc.items():
+        for bookie, info in members.items():
+            state = "writable" if bookie in writable else "readonly" if bookie in readonly else "not registered"
+            rows.append({"group": group, "rack": info.get("rack"), "bookie_id": bookie,
+                         "hostname": info.get("hostname"), "state": state})
+    return sorted(rows, key=lambda r: (str(r["rack"]), r["bookie_id"]))
