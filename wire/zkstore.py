@@ -530,6 +530,11 @@ class ZKMetadataStore:
         return self._exists(self.root) is not None
 
     @_zk_call
+    def holds_cluster(self) -> bool:
+        """Whether the root holds a BookKeeper cluster (its LAYOUT or INSTANCEID)."""
+        return any(self._exists(f"{self.root}/{name}") is not None for name in (P.LAYOUT, P.INSTANCEID))
+
+    @_zk_call
     def instance_id(self) -> str | None:
         """The cluster's INSTANCEID (None if the node is missing)."""
         if self._exists(self.root) is None:

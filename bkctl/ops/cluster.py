@@ -7,13 +7,16 @@ from typing import Callable
 def require_cluster(store) -> None:
     """Raise (exit 3) unless the store's root holds a BookKeeper cluster
     (its LAYOUT or INSTANCEID), naming the closest root that does."""
-    from bkctl.wire import paths as P
+    from kazoo.exceptions import KazooException
+
     from bkctl.wire.zkstore import ClusterNotFound
 
-    zk = store.client
-    if any(zk.exists(f"{store.root}/{name}") for name in (P.LAYOUT, P.INSTANCEID)):
+    if store.holds_cluster():  # its errors are the store's (NoAuth: exit 5)
         return
-    hint = _closest_cluster_root(zk, store.root)
+    try:
+        hint = _closest_cluster_root(store.client, store.root)
+    except KazooException:  # a hint is a courtesy: ACLs may hide the neighbours
+        hint = None
     raise ClusterNotFound(f"no BookKeeper cluster at {store.uri}"
                           + (f" (did you mean {hint}?)" if hint else " (no LAYOUT or INSTANCEID under "
                              f"{store.root}; `bkctl metaformat` creates one)"))
