@@ -366,10 +366,16 @@ def tail_ledger(bk, ledger_id: int, first: int | None = None, password: bytes | 
             next_id = limit + 1
         if reader.is_closed:
             return
+        started = time.monotonic()
         limit, entry = reader.wait_for_entry(next_id, wait_ms)
         if entry is not None:
             yield entry
             next_id = entry[0] + 1
         elif limit < next_id:  # a whole wait without news: closed meanwhile?
+            # bookies that know nothing of the ledger yet answer at once: wait out
+            # the interval rather than ask them again straight away
+            rest = interval - (time.monotonic() - started)
+            if rest > 0:
+                sleep(rest)
             reader.refresh_metadata()
             limit = read_limit(reader)

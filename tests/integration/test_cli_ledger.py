@@ -296,7 +296,7 @@ def test_tail_follows_until_the_ledger_closes(bookie_cluster, metadata_uri):
     try:
         ok(bkctl(uri, "ledger", "add", lid, "seen"))
         line = tail.stdout.readline()  # the test's timeout guards this
-        assert line == b"0\tseen\n"
+        assert line == b"0\tseen\n", (line, tail.poll(), line or tail.stderr.read().decode())
         tail.send_signal(signal.SIGINT)
         assert tail.wait(20) == 0
     finally:

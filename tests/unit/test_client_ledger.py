@@ -163,6 +163,8 @@ class FakeConnection:
         with ``expire``."""
         if self.down:
             return self._unavailable("long-poll READ")
+        if not any(lid == ledger_id for lid, _ in self.stored):  # as a bookie that never heard of it
+            return defer.fail(NoSuchLedgerOnBookie("ENOLEDGER", bookie=self.bookie_id))
         d = defer.Deferred()
         self.polls.append((ledger_id, previous_lac, d))
         self.answer_polls()
@@ -1195,6 +1197,20 @@ def test_long_poll_that_waits_in_vain_and_one_with_a_bad_copy():
     d = rh.wait_for_entry(5, 1000)
     result_of(lh.add_entry(b"entry-6"))
     assert result_of(d) == (5, None)
+
+
+def test_long_poll_of_a_ledger_the_bookies_never_heard_of_is_an_empty_answer():
+    """Nothing written yet: the bookies answer ENOLEDGER at once, which is no
+    news (a tail goes on waiting), not a failure."""
+    client, store, pool, lh = filled_ledger(n=0, close=False)
+    rh = result_of(client.open_ledger(lh.ledger_id))
+    ensemble = rh.metadata.last_ensemble
+    assert result_of(rh.wait_for_entry(0, 1000)) == (-1, None)
+    pool.conns[ensemble[0]].down = True  # a dead bookie among them changes nothing
+    assert result_of(rh.wait_for_entry(0, 1000)) == (-1, None)
+    for b in ensemble:
+        pool.conns[b].down = True
+    assert failure_of(rh.wait_for_entry(0, 1000)).check(BookieUnavailable)
 
 
 def test_long_poll_fails_only_when_every_bookie_fails():

@@ -485,7 +485,8 @@ class LongPollRead:
     (or after ``timeout_ms``), adding that entry when it has it.  The first
     answer that moves the LAC completes the read: with the entry if it came
     along and verifies (its digest and id), else with the LAC only; answers
-    that do not move it (the wait ended) count as empty.  The polls still
+    that do not move it (the wait ended), and a bookie's "no such ledger or
+    entry" (nothing written to it yet), count as empty.  The polls still
     running are then cancelled.  Fails only when every bookie failed."""
 
     def __init__(self, handle: ReadHandle, entry_id: int, timeout_ms: int):
@@ -549,6 +550,13 @@ class LongPollRead:
     def _failed(self, f: Failure) -> None:
         self.pending -= 1
         if self.done:
+            return
+        if f.check(*_MISSING):
+            # A bookie that holds nothing of the ledger yet (no entry written, so
+            # it never heard of it) answers at once: an empty answer, as Java's
+            # op counts NoSuchLedger/NoSuchEntry, not a failure.
+            if self.pending == 0:
+                self._finish(None)
             return
         self.failed += 1
         if self.pending == 0:
