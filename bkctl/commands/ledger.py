@@ -61,12 +61,13 @@ def ledger_list(app: App, state: str | None, bookie: str | None, meta: tuple[str
                         placement=app.placement_policy() if not_adhering else None)
     if details:
         rows = (add_confirmed_lac(app.bk, r) for r in rows)
-    if app.json:  # a stream: JSON lines, one per ledger
-        seen = []
+    if app.json:  # a stream: JSON lines, one per ledger (kept only when totals follow)
+        seen: list[dict] | None = [] if with_totals else None
         for row in rows:
             app.emit_json(row)
-            seen.append(row)
-        if with_totals:
+            if seen is not None:
+                seen.append(row)
+        if seen is not None:
             app.emit_json({"totals": totals(seen)})
         return
     if state is None and bookie is None and match is None and not not_adhering:
