@@ -528,7 +528,11 @@ def ledger_tail(app: App, ledger_id: int, first: int | None, fmt: str, interval:
     what became readable; stops on Ctrl-C (exit 0) or once the ledger is
     closed and its last entry printed.  Over --protocol v2, which has no long
     poll, the LAC and the metadata are polled every --interval seconds.
-    Output as `ledger read` (--json: JSON lines).
+    An entry shows once the bookies know it is confirmed: from the LAC the
+    writer's next add carries, or from an explicit LAC the writer sends
+    (Java's explicitLacInterval; `bkctl ledger add` sends one after its
+    entries); the last entry of a closed ledger, from the metadata after at
+    most --interval.  Output as `ledger read` (--json: JSON lines).
     """
     from ..ops.ledgers import entry_doc, entry_line, tail_ledger
 

@@ -1225,3 +1225,59 @@ def test_long_poll_fails_only_when_every_bookie_fails():
     for b in ensemble:
         pool.conns[b].down = True
     assert failure_of(rh.wait_for_entry(5, 1000)).check(BookieUnavailable)
+
+
+# ----------------------------------------------------------------- explicit LAC (explicitLacInterval)
+
+
+def _auto_ledger(**options):
+    client, store, pool = make_client(**options)
+    h = create(client)
+    for b in h.metadata.last_ensemble:
+        pool.get(b).auto = True
+    return client, pool, h
+
+
+def _lacs_sent(pool, h):
+    return {b: [lac for _lid, lac, _key, _body in pool.get(b).lacs] for b in h.metadata.last_ensemble}
+
+
+def test_explicit_lac_reaches_every_bookie_one_interval_after_the_last_add():
+    client, pool, h = _auto_ledger(explicit_lac_interval=0.002)
+    assert result_of(h.add_entry(b"a")) == 0
+    assert _lacs_sent(pool, h) == {b: [] for b in h.metadata.last_ensemble}
+    client.reactor.advance(0.002)
+    assert _lacs_sent(pool, h) == {b: [0] for b in h.metadata.last_ensemble}
+    for b in h.metadata.last_ensemble:
+        assert h.digest.verify_lac(pool.get(b).lacs[0][3]) == 0
+    assert client.reactor.getDelayedCalls() == []  # nothing left to tell: no more ticks
+    client.reactor.advance(1)
+    assert _lacs_sent(pool, h) == {b: [0] for b in h.metadata.last_ensemble}
+
+
+def test_explicit_lac_is_not_sent_while_adds_carry_newer_lacs():
+    client, pool, h = _auto_ledger(explicit_lac_interval=0.001)
+    for i in range(0, 10, 2):  # a busy stream: each tick finds that adds carried a newer LAC
+        result_of(h.add_entry(b"e%d" % i))
+        result_of(h.add_entry(b"e%d" % (i + 1)))
+        client.reactor.advance(0.001)
+    assert all(not sent for sent in _lacs_sent(pool, h).values())
+    client.reactor.advance(0.001)  # the stream stopped: the last LAC goes out once
+    assert _lacs_sent(pool, h) == {b: [9] for b in h.metadata.last_ensemble}
+    client.reactor.advance(0.01)
+    assert _lacs_sent(pool, h) == {b: [9] for b in h.metadata.last_ensemble}
+
+
+def test_explicit_lac_is_off_by_default_and_stops_at_close():
+    client, pool, h = _auto_ledger()
+    result_of(h.add_entry(b"a"))
+    assert client.reactor.getDelayedCalls() == []
+    client, pool, h = _auto_ledger(explicit_lac_interval=0.5)
+    result_of(h.add_entry(b"a"))
+    assert len(client.reactor.getDelayedCalls()) == 1
+    result_of(h.close())
+    assert client.reactor.getDelayedCalls() == []
+    client.reactor.advance(1)
+    assert all(not sent for sent in _lacs_sent(pool, h).values())
+    with pytest.raises(ValueError):
+        make_client(explicit_lac_interval=-1)

@@ -144,7 +144,10 @@ class BookKeeperClient:
     ``read_range`` (256, as the export: more answers per chunk read from a
     bookie and per write, fewer system calls per entry),
     ``recovery_read_window`` the entries read ahead while looking for the
-    tail of an open ledger.
+    tail of an open ledger, ``explicit_lac_interval`` (seconds, 0: off, as
+    Java's ``explicitLacInterval``) how soon a writer sends a confirmed LAC
+    that no add carried yet to its bookies (see
+    :class:`~bkctl.wire.client.ledger_handle.LedgerHandle`).
 
     For tests: ``pool`` replaces the bookie pool, ``run_blocking(f, *args)``
     (returning a Deferred) replaces the thread pool for metadata calls, and
@@ -153,7 +156,8 @@ class BookKeeperClient:
 
     def __init__(self, metadata, reactor=None, *, protocol: str = "v3", add_timeout: float = 5.0,
                  read_timeout: float = 5.0, max_inflight: int = 1000, max_waiting: int | None = None,
-                 read_window: int = 256, recovery_read_window: int = 16, placement=None,
+                 read_window: int = 256, recovery_read_window: int = 16, explicit_lac_interval: float = 0.0,
+                 placement=None,
                  zk_timeout: float = 10.0, pool=None,
                  run_blocking: Callable[..., defer.Deferred] | None = None, **pool_options: Any):
         if reactor is None:
@@ -169,6 +173,9 @@ class BookKeeperClient:
         self.max_waiting = max_waiting
         self.read_window = int(read_window)
         self.recovery_read_window = int(recovery_read_window)
+        if explicit_lac_interval < 0:
+            raise ValueError("explicit_lac_interval must be >= 0")
+        self.explicit_lac_interval = float(explicit_lac_interval)
         self.max_frame_size = int(pool_options.get("max_frame_size", DEFAULT_MAX_FRAME_SIZE))
         self.placement = placement if placement is not None else RandomPlacement()
         if isinstance(metadata, str):

@@ -24,7 +24,11 @@
   :class:`LedgerClosedError`; a wrong password (EUA) fails them with
   :class:`~bkctl.wire.client.errors.Unauthorized`;
 * :meth:`LedgerHandle.close` waits for the outstanding adds, then writes
-  CLOSED with the last entry id and length by compare-and-set.
+  CLOSED with the last entry id and length by compare-and-set;
+* with ``explicit_lac_interval`` (seconds; Java's ``explicitLacInterval``)
+  a LAC the adds have not carried to the bookies is sent to them as an
+  explicit LAC (WRITE_LAC) at most that long after it was confirmed, so a
+  tailing reader sees an entry without waiting for the next add.
 """
 from __future__ import annotations
 
@@ -93,7 +97,7 @@ class LedgerHandle(ReadHandle):
     def __init__(self, client, ledger_id: int, metadata: LedgerMetadata, version: int,
                  password: bytes, digest_type: DigestType, *, max_inflight: int | None = None,
                  max_waiting: int | None = None, recovery: bool = False,
-                 on_close: Callable[[], Any] | None = None):
+                 on_close: Callable[[], Any] | None = None, explicit_lac_interval: float | None = None):
         super().__init__(client, ledger_id, metadata, version, password, digest_type)
         if max_inflight is None:
             max_inflight = getattr(client, "max_inflight", 1000)
@@ -126,6 +130,14 @@ class LedgerHandle(ReadHandle):
         self._close_waiters: list[defer.Deferred] = []
         self._close_outcome: Failure | bool | None = None
         self.ensemble_changes = 0
+        if explicit_lac_interval is None:
+            explicit_lac_interval = getattr(client, "explicit_lac_interval", 0.0)
+        if explicit_lac_interval < 0:
+            raise ValueError("explicit_lac_interval must be >= 0")
+        self.explicit_lac_interval = 0.0 if recovery else float(explicit_lac_interval)
+        self._piggybacked_lac = -1  # the LAC packaged in the last entry sent
+        self._explicit_lac = -1  # the highest LAC the bookies were told, by adds or WRITE_LAC
+        self._lac_timer = None
 
     @property
     def max_entry_size(self) -> int:
@@ -271,6 +283,7 @@ class LedgerHandle(ReadHandle):
         entry_id = self._next_entry_id
         self._next_entry_id += 1
         self._length += len(payload)
+        self._piggybacked_lac = self._lac
         body = self.digest.package(entry_id, self._lac, self._length, payload)
         p = _PendingAdd(entry_id, body, self._length)
         if with_deferred:
@@ -388,6 +401,9 @@ class LedgerHandle(ReadHandle):
                     self._pending.popleft()
                     self._lac = p.entry_id
                     self._confirmed_length = p.length
+                    if self._lac_timer is None and self.explicit_lac_interval and self._state == _OPEN:
+                        self._lac_timer = self.client.reactor.callLater(self.explicit_lac_interval,
+                                                                        self._flush_lac)
                     if p.deferred is not None:
                         p.deferred.callback(p.entry_id)
                     if self._state == _FAILED:
@@ -424,6 +440,7 @@ class LedgerHandle(ReadHandle):
             return
         log.info("ledger %d: failing outstanding adds: %s", self.ledger_id, error)
         self._state = _FAILED
+        self._stop_lac_flush()
         self._error = error
         pending, self._pending = list(self._pending), deque()
         waiting, self._waiting = list(self._waiting), deque()
@@ -543,6 +560,29 @@ class LedgerHandle(ReadHandle):
                     if self._state == _FAILED:
                         return
 
+    # -- explicit LAC ---------------------------------------------------------------------
+
+    def _flush_lac(self) -> None:
+        """One tick of the explicit LAC policy (Java's ExplicitLacFlushPolicy):
+        while adds keep carrying newer LACs to the bookies nothing is sent;
+        once they stop, the LAC they did not carry goes out as a WRITE_LAC.
+        Ticks only while some confirmed LAC is not known to the bookies."""
+        self._lac_timer = None
+        if self._state != _OPEN:
+            return
+        if self._explicit_lac < self._piggybacked_lac:
+            self._explicit_lac = self._piggybacked_lac
+        elif self._lac > self._explicit_lac:
+            self._explicit_lac = self._lac
+            self.publish_lac()  # best effort: a reader falls back on the next add's LAC
+        if self._lac > self._explicit_lac:
+            self._lac_timer = self.client.reactor.callLater(self.explicit_lac_interval, self._flush_lac)
+
+    def _stop_lac_flush(self) -> None:
+        timer, self._lac_timer = self._lac_timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+
     # -- letting go without closing ----------------------------------------------------
 
     def publish_lac(self) -> defer.Deferred:
@@ -571,6 +611,7 @@ class LedgerHandle(ReadHandle):
         return defer.ensureDeferred(self._release())
 
     async def _release(self) -> None:
+        self._stop_lac_flush()
         if self._state == _OPEN:
             try:
                 await self._drain()
@@ -614,6 +655,7 @@ class LedgerHandle(ReadHandle):
         try:
             if self._state == _OPEN:
                 self._state = _CLOSING
+                self._stop_lac_flush()
                 rooms, self._room_waiters = list(self._room_waiters), deque()
                 for d in rooms:
                     d.errback(Failure(LedgerClosedError(f"ledger {self.ledger_id} is being closed")))
