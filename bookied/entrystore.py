@@ -135,6 +135,11 @@ _STATE_HEAD = struct.Struct(">BBqH")
 _first = operator.itemgetter(0)
 _LOG_NAME_RE = re.compile(r"^([0-9a-f]{16})" + re.escape(LOG_SUFFIX) + "$")
 
+#: :meth:`EntryStore.get_entries` reads records of one entry log with one pread when
+#: they lie within this span and at most this many bytes apart
+READ_SPAN_MAX = 1024 * 1024
+READ_GAP_MAX = 64 * 1024
+
 _F_FENCED = 1
 _F_KEY = 2
 _F_LAC = 4
@@ -553,6 +558,16 @@ class EntryStore:
             return None
         return self._read_flushed(ledger_id, entry_id)
 
+    def _open_reader(self, log_id: int) -> int | None:
+        """A read fd of the entry log, kept in ``_readers``; None if the log is gone (compacted
+        or deleted after the index row was read). Call with ``_files_lock`` held."""
+        try:
+            fd = os.open(os.path.join(self.directory, log_name(log_id)), os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        self._readers[log_id] = fd
+        return fd
+
     def _read_flushed(self, ledger_id: int, entry_id: int) -> bytes | None:
         key = _KEY.pack(ledger_id, entry_id)
         for _attempt in range(3):
@@ -567,14 +582,92 @@ class EntryStore:
             with self._files_lock:
                 fd = self._readers.get(log_id)
                 if fd is None:
-                    try:
-                        fd = os.open(os.path.join(self.directory, log_name(log_id)), os.O_RDONLY)
-                    except FileNotFoundError:
+                    fd = self._open_reader(log_id)
+                    if fd is None:
                         continue  # compacted or deleted under us: look the row up again
-                    self._readers[log_id] = fd
                 data = os.pread(fd, length, offset)
             return check_record(data, ledger_id, entry_id, Location(log_id, offset, length))
         raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: its entry log is missing")
+
+    def get_entries(self, ledger_id: int, entry_ids: list[int]) -> list:
+        """:meth:`get_entry` of each of ``entry_ids`` (one ledger), in their order: per entry its
+        bytes, None if absent, or the EntryCorrupted (OSError) :meth:`get_entry` would raise.
+
+        Cached entries come from the write cache; the others are looked up in one
+        index transaction, and records lying close together in one entry log are
+        read with one ``pread`` (at most :data:`READ_SPAN_MAX` bytes, skipping at
+        most :data:`READ_GAP_MAX` bytes between records); each record is checked on
+        its own, so a bad one fails only its entry.
+        """
+        out: list = [None] * len(entry_ids)
+        flushed = []
+        with self._lock:
+            active = self._active.get(ledger_id)
+            flushing = self._flushing.get(ledger_id) if self._flushing else None
+            for i, entry_id in enumerate(entry_ids):
+                data = active.get(entry_id) if active is not None else None
+                if data is None and flushing is not None:
+                    data = flushing.get(entry_id)
+                if data is not None:
+                    out[i] = data
+                elif entry_id >= 0:
+                    flushed.append(i)
+        if not flushed or ledger_id not in self._ledgers:
+            return out
+        for _attempt in range(3):
+            rows = []
+            txn = self._env.begin(db=self._idx)
+            try:
+                get, pack = txn.get, _KEY.pack
+                for i in flushed:
+                    raw = get(pack(ledger_id, entry_ids[i]))
+                    if raw is not None:
+                        rows.append(_LOC.unpack(raw) + (i,))
+            finally:
+                txn.abort()
+            if not rows:
+                return out
+            rows.sort()
+            flushed = []  # entries whose log went away under us: looked up again
+            with self._files_lock:
+                n = len(rows)
+                k = 0
+                while k < n:
+                    log_id, start, _length, _i = rows[k]
+                    end = k + 1
+                    stop = start + rows[k][2]
+                    while end < n:
+                        nlog, noff, nlen, _ = rows[end]
+                        if nlog != log_id or noff - stop > READ_GAP_MAX or noff + nlen - start > READ_SPAN_MAX:
+                            break
+                        stop = max(stop, noff + nlen)
+                        end += 1
+                    fd = self._readers.get(log_id)
+                    if fd is None:
+                        fd = self._open_reader(log_id)
+                        if fd is None:
+                            flushed.extend(row[3] for row in rows[k:end])
+                            k = end
+                            continue
+                    try:
+                        span = os.pread(fd, stop - start, start)
+                    except OSError as e:
+                        for row in rows[k:end]:
+                            out[row[3]] = e
+                        k = end
+                        continue
+                    for off, length, i in [row[1:] for row in rows[k:end]]:
+                        try:
+                            out[i] = check_record(span[off - start:off - start + length], ledger_id,
+                                                  entry_ids[i], Location(log_id, off, length))
+                        except EntryCorrupted as e:
+                            out[i] = e
+                    k = end
+            if not flushed:
+                return out
+        for i in flushed:
+            out[i] = EntryCorrupted(f"entry {ledger_id}/{entry_ids[i]}: its entry log is missing")
+        return out
 
     def entries_between(self, ledger_id: int, first: int, last: int | None = None,
                         max_count: int | None = None, max_bytes: int | None = None) -> list[bytes]:
