@@ -254,14 +254,15 @@ def scan_log(path: str):
         mm.close()
 
 
-def check_record(data: bytes, ledger_id: int, entry_id: int, loc: Location) -> bytes:
-    """The entry in the record ``data`` read at ``loc``; EntryCorrupted if it is short, fails
-    its checksum or holds another entry."""
-    if len(data) != loc.length or loc.length < 24:
-        raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: short read in {log_name(loc.log_id)}")
+def check_record(data: bytes, ledger_id: int, entry_id: int, log_id: int, offset: int, length: int) -> bytes:
+    """The entry in the record ``data`` read at the index row (``log_id``, ``offset``,
+    ``length``: a :class:`Location`'s fields); EntryCorrupted if it is short, fails its
+    checksum or holds another entry."""
+    if len(data) != length or length < 24:
+        raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: short read in {log_name(log_id)}")
     crc, ln, lid, eid = _REC_CHECK.unpack_from(data, 0)
-    if ln != loc.length - 8 or lid != ledger_id or eid != entry_id or crc32c(memoryview(data)[4:]) != crc:
-        raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: bad record at {log_name(loc.log_id)}:{loc.offset}")
+    if ln != length - 8 or lid != ledger_id or eid != entry_id or crc32c(memoryview(data)[4:]) != crc:
+        raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: bad record at {log_name(log_id)}:{offset}")
     return data[24:]
 
 
@@ -307,7 +308,7 @@ class OfflineIndex:
         """The entry at ``loc``, checked (EntryCorrupted; FileNotFoundError without its log)."""
         with open(os.path.join(self.directory, log_name(loc.log_id)), "rb") as f:
             data = os.pread(f.fileno(), loc.length, loc.offset)
-        return check_record(data, ledger_id, entry_id, loc)
+        return check_record(data, ledger_id, entry_id, *loc)
 
 
 class EntryStore:
@@ -586,7 +587,7 @@ class EntryStore:
                     if fd is None:
                         continue  # compacted or deleted under us: look the row up again
                 data = os.pread(fd, length, offset)
-            return check_record(data, ledger_id, entry_id, Location(log_id, offset, length))
+            return check_record(data, ledger_id, entry_id, log_id, offset, length)
         raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: its entry log is missing")
 
     def get_entries(self, ledger_id: int, entry_ids: list[int]) -> list:
@@ -615,16 +616,14 @@ class EntryStore:
         if not flushed or ledger_id not in self._ledgers:
             return out
         for _attempt in range(3):
-            rows = []
             txn = self._env.begin(db=self._idx)
             try:
-                get, pack = txn.get, _KEY.pack
-                for i in flushed:
-                    raw = get(pack(ledger_id, entry_ids[i]))
-                    if raw is not None:
-                        rows.append(_LOC.unpack(raw) + (i,))
+                pack = _KEY.pack
+                raws = list(map(txn.get, [pack(ledger_id, entry_ids[i]) for i in flushed]))
             finally:
                 txn.abort()
+            unpack = _LOC.unpack
+            rows = [unpack(raw) + (i,) for i, raw in zip(flushed, raws) if raw is not None]
             if not rows:
                 return out
             rows.sort()
@@ -656,10 +655,12 @@ class EntryStore:
                             out[row[3]] = e
                         k = end
                         continue
-                    for off, length, i in [row[1:] for row in rows[k:end]]:
+                    for k in range(k, end):
+                        _, off, length, i = rows[k]
+                        pos = off - start
                         try:
-                            out[i] = check_record(span[off - start:off - start + length], ledger_id,
-                                                  entry_ids[i], Location(log_id, off, length))
+                            out[i] = check_record(span[pos:pos + length], ledger_id, entry_ids[i],
+                                                  log_id, off, length)
                         except EntryCorrupted as e:
                             out[i] = e
                     k = end

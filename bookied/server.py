@@ -266,12 +266,15 @@ class BookieProtocol(protocol.Protocol):
         self.transport.abortConnection()
 
     def send(self, payload: bytes) -> None:
+        self.send_framed(frame(payload))
+
+    def send_framed(self, data: bytes) -> None:
+        """:meth:`send` of an answer already framed."""
         if not self.closed:
             out = self._out
             if out is None:
-                self.transport.write(frame(payload))
+                self.transport.write(data)
             else:  # answering a chunk of requests: written together at its end (_serve)
-                data = frame(payload)
                 out.append(data)
                 self._out_bytes += len(data)
                 if self._out_bytes >= _HELD_ANSWERS_MAX:  # a transport's buffer: written now, so
@@ -422,15 +425,19 @@ class BookieProtocol(protocol.Protocol):
         bookie = self.bookie
         results = bookie.read_entries(ledger_id, [r[1] for r in run])
         outcomes: dict[int, int] = {}
-        lac = None
+        answers = None
         answered = 0
+        eok = RC.EOK
         try:
             for (_lid, entry_id, header_len, payload), (rc, body) in zip(run, results):
                 answered += 1
                 outcomes[rc] = outcomes.get(rc, 0) + 1
-                if rc == RC.EOK and lac is None:
-                    lac = bookie.lac(ledger_id)  # nothing changes it while the run is answered
-                _answer_read(self, payload, header_len, ledger_id, entry_id, rc, body, lac)
+                if rc == eok:
+                    if answers is None:  # nothing changes the LAC while the run is answered
+                        answers = v3.ReadAnswers(ledger_id, bookie.lac(ledger_id))
+                    self.send_framed(answers.framed(payload[:header_len], entry_id, body))
+                else:
+                    _answer_read(self, payload, header_len, ledger_id, entry_id, rc, body)
                 if self.closed or self.paused:
                     break
         finally:
@@ -705,14 +712,12 @@ class _ReadReply:
 
 
 def _answer_read(proto: BookieProtocol, payload: bytes, header_len: int, ledger_id: int, entry_id: int,
-                 rc: int, body: bytes | None, lac: int | None = None) -> None:
+                 rc: int, body: bytes | None) -> None:
     """Send the answer to a plain v3 READ_ENTRY (:func:`_plain_v3_read`): an
-    EOK one built by hand (``v3.read_answer``, with the bookie's LAC of the
-    ledger, ``lac`` if given), anything else through the builders, as
-    :meth:`BookieProtocol._v3_read` answers."""
+    EOK one built by hand (``v3.read_answer``), anything else through the
+    builders, as :meth:`BookieProtocol._v3_read` answers."""
     if rc == RC.EOK:
-        proto.send(v3.read_answer(payload[:header_len], ledger_id, entry_id, body,
-                                  proto.bookie.lac(ledger_id) if lac is None else lac))
+        proto.send(v3.read_answer(payload[:header_len], ledger_id, entry_id, body, proto.bookie.lac(ledger_id)))
     else:
         proto.send(v3.serialize(v3.read_response(v3.parse_request(payload), rc)))
 
