@@ -641,16 +641,16 @@ class EntryStore:
                             break
                         stop = max(stop, noff + nlen)
                         end += 1
-                    fd = self._readers.get(log_id)
-                    if fd is None:
-                        fd = self._open_reader(log_id)
-                        if fd is None:
-                            flushed.extend(row[3] for row in rows[k:end])
-                            k = end
-                            continue
                     try:
+                        fd = self._readers.get(log_id)
+                        if fd is None:
+                            fd = self._open_reader(log_id)
+                            if fd is None:
+                                flushed.extend(row[3] for row in rows[k:end])
+                                k = end
+                                continue
                         span = os.pread(fd, stop - start, start)
-                    except OSError as e:
+                    except OSError as e:  # what get_entry would raise, for these entries only
                         for row in rows[k:end]:
                             out[row[3]] = e
                         k = end

@@ -620,3 +620,20 @@ def test_get_entries_of_a_missing_entry_log_is_eio_like_get_entry(sdir):
     assert "entry log is missing" in str(got[1])
     assert same_outcomes(got, one_by_one(s, 1, [0, 3, 9]))
     s.close()
+
+
+def test_get_entries_an_entry_log_that_cannot_be_opened_fails_its_entries_only(sdir, monkeypatch):
+    flushed_store(sdir, 5).close()
+    s = EntryStore(sdir)  # no read fd open yet
+    s.put_entry(1, 9, b"cached")
+
+    def out_of_fds(log_id):
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(s, "_open_reader", out_of_fds)
+    got = s.get_entries(1, [0, 9, 3, 7])
+    assert isinstance(got[0], OSError) and got[0].errno == 24 and got[3] is None
+    assert got[1] == b"cached" and isinstance(got[2], OSError)
+    with pytest.raises(OSError):
+        s.get_entry(1, 0)
+    s.close()
