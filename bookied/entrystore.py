@@ -46,9 +46,10 @@ is one binary dependency (``lmdb``, a wheel that bundles liblmdb) and a fixed
 map size (``index_map_size``, 256 GiB of address space by default; the file
 only grows as used).
 
-Threads: ``put_entry``, ``get_entry``, ``entries_between``, the ledger-state
-methods and ``last_entry_id`` are meant for the reactor thread and never do
-write I/O (reads of flushed entries do one ``pread``); they are thread-safe.
+Threads: ``put_entry``, ``get_entry``, ``get_entries``, ``entries_between``,
+the ledger-state methods and ``last_entry_id`` are meant for the reactor
+thread and never do write I/O (a read of a flushed entry does one ``pread``;
+``get_entries`` one per run of nearby records); they are thread-safe.
 ``flush``, ``delete_ledger``, ``compact`` and ``close`` do I/O and are
 serialised by a lock; call them from a background thread.
 

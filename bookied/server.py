@@ -61,8 +61,9 @@ _READ_RUN_MAX = 1024
 
 
 class BookieProtocol(protocol.Protocol):
-    #: Whether the v2 ADD and plain v3 ADD fast paths are used (the project's
-    #: switch, :data:`bkctl.wire.fastpath.ENABLED`; the factory passes its own).
+    #: Whether the fast paths are used -- v2 ADD, plain v3 ADD, plain v3 READ and
+    #: its batched runs (the project's switch, :data:`bkctl.wire.fastpath.ENABLED`;
+    #: the factory passes its own).
     fastpaths: bool = fastpath.ENABLED
 
     def __init__(self, bookie, metrics, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE):
