@@ -43,6 +43,7 @@ import json
 from bkctl.wire import v2
 from bkctl.wire.digest import DigestManager, DigestType, master_key
 from bkctl.wire.framing import FrameDecoder, frame
+from bench_bookie_reads import cpu_seconds  # bench/ is on sys.path when run as a script
 
 KEY = master_key(b"bench")
 _RC = struct.Struct(">i")
@@ -331,8 +332,11 @@ def main() -> None:
             print(f"p99 add latency / disk p99 fsync: {pct(lat, .99) / pct(disk_paced, .99):.1f}x"
                   f"   (target <= {TARGET_P99_OVER_DISK:g}x); against back-to-back fsyncs:"
                   f" {pct(lat, .99) / pct(disk_b2b, .99):.1f}x")
-            print(f"entries/s read with BATCH_READ (100 per batch): {read_batches(port, 1000 + 1000, 40000):>10,.0f}"
-                  f"   (target >= {TARGET_READS:,})")
+            cpu = cpu_seconds(proc.pid)
+            rate = read_batches(port, 1000 + 1000, 40000)
+            cpu = cpu_seconds(proc.pid) - cpu
+            print(f"entries/s read with BATCH_READ (100 per batch): {rate:>10,.0f}"
+                  f"   (target >= {TARGET_READS:,}); bookied CPU {cpu * 1e6 / 40000:.1f} us/entry")
             print(f"bookied peak RSS: {peak_rss_mb(proc.pid):.0f} MB   (target <= {TARGET_RSS_MB} MB)")
             print(f"({load_note()})")
         finally:

@@ -209,15 +209,32 @@ class Bookie:
             entry_id = last
         try:
             body = store.get_entry(ledger_id, entry_id)
-        except EntryCorrupted as e:
-            log.error("%s", e)
-            return RC.EIO, None
         except OSError as e:
-            log.error("reading entry %d/%d: %s", ledger_id, entry_id, e)
-            return RC.EIO, None
+            return _read_failed(ledger_id, entry_id, e)
         if body is None:
             return RC.ENOENTRY, None
         return RC.EOK, body
+
+    def read_entries(self, ledger_id: int, entry_ids: list[int]) -> list[tuple[int, bytes | None]]:
+        """``_read(ledger_id, e)`` of each of ``entry_ids``, in their order, with one
+        :meth:`EntryStore.get_entries` (one index transaction, coalesced preads)."""
+        store = self._store(ledger_id)
+        if not store.has_ledger(ledger_id):
+            return [(RC.ENOLEDGER, None)] * len(entry_ids)
+        if LAST_ADD_CONFIRMED in entry_ids:
+            last = store.last_entry_id(ledger_id)
+            last = -1 if last is None else last  # no entries: ENOENTRY, as _read
+            entry_ids = [last if e == LAST_ADD_CONFIRMED else e for e in entry_ids]
+        out = []
+        append = out.append
+        for entry_id, got in zip(entry_ids, store.get_entries(ledger_id, entry_ids)):
+            if got is None:
+                append((RC.ENOENTRY, None))
+            elif isinstance(got, OSError):
+                append(_read_failed(ledger_id, entry_id, got))
+            else:
+                append((RC.EOK, got))
+        return out
 
     def read_entry(self, ledger_id: int, entry_id: int, callback) -> None:
         rc, body = self._read(ledger_id, entry_id)
@@ -454,3 +471,12 @@ class _Durable:
 def _ignore(error) -> None:
     if error is not None:
         log.error("journal write failed: %s", error)
+
+
+def _read_failed(ledger_id: int, entry_id: int, e: OSError) -> tuple[int, None]:
+    """A read the store failed with ``e``: logged, answered EIO."""
+    if isinstance(e, EntryCorrupted):
+        log.error("%s", e)
+    else:
+        log.error("reading entry %d/%d: %s", ledger_id, entry_id, e)
+    return RC.EIO, None

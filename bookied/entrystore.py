@@ -46,9 +46,10 @@ is one binary dependency (``lmdb``, a wheel that bundles liblmdb) and a fixed
 map size (``index_map_size``, 256 GiB of address space by default; the file
 only grows as used).
 
-Threads: ``put_entry``, ``get_entry``, ``entries_between``, the ledger-state
-methods and ``last_entry_id`` are meant for the reactor thread and never do
-write I/O (reads of flushed entries do one ``pread``); they are thread-safe.
+Threads: ``put_entry``, ``get_entry``, ``get_entries``, ``entries_between``,
+the ledger-state methods and ``last_entry_id`` are meant for the reactor
+thread and never do write I/O (a read of a flushed entry does one ``pread``;
+``get_entries`` one per run of nearby records); they are thread-safe.
 ``flush``, ``delete_ledger``, ``compact`` and ``close`` do I/O and are
 serialised by a lock; call them from a background thread.
 
@@ -134,6 +135,11 @@ _REC_CHECK = struct.Struct(">IIqq")
 _STATE_HEAD = struct.Struct(">BBqH")
 _first = operator.itemgetter(0)
 _LOG_NAME_RE = re.compile(r"^([0-9a-f]{16})" + re.escape(LOG_SUFFIX) + "$")
+
+#: :meth:`EntryStore.get_entries` reads records of one entry log with one pread when
+#: they lie within this span and at most this many bytes apart
+READ_SPAN_MAX = 1024 * 1024
+READ_GAP_MAX = 64 * 1024
 
 _F_FENCED = 1
 _F_KEY = 2
@@ -249,14 +255,15 @@ def scan_log(path: str):
         mm.close()
 
 
-def check_record(data: bytes, ledger_id: int, entry_id: int, loc: Location) -> bytes:
-    """The entry in the record ``data`` read at ``loc``; EntryCorrupted if it is short, fails
-    its checksum or holds another entry."""
-    if len(data) != loc.length or loc.length < 24:
-        raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: short read in {log_name(loc.log_id)}")
+def check_record(data: bytes, ledger_id: int, entry_id: int, log_id: int, offset: int, length: int) -> bytes:
+    """The entry in the record ``data`` read at the index row (``log_id``, ``offset``,
+    ``length``: a :class:`Location`'s fields); EntryCorrupted if it is short, fails its
+    checksum or holds another entry."""
+    if len(data) != length or length < 24:
+        raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: short read in {log_name(log_id)}")
     crc, ln, lid, eid = _REC_CHECK.unpack_from(data, 0)
-    if ln != loc.length - 8 or lid != ledger_id or eid != entry_id or crc32c(memoryview(data)[4:]) != crc:
-        raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: bad record at {log_name(loc.log_id)}:{loc.offset}")
+    if ln != length - 8 or lid != ledger_id or eid != entry_id or crc32c(memoryview(data)[4:]) != crc:
+        raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: bad record at {log_name(log_id)}:{offset}")
     return data[24:]
 
 
@@ -302,7 +309,7 @@ class OfflineIndex:
         """The entry at ``loc``, checked (EntryCorrupted; FileNotFoundError without its log)."""
         with open(os.path.join(self.directory, log_name(loc.log_id)), "rb") as f:
             data = os.pread(f.fileno(), loc.length, loc.offset)
-        return check_record(data, ledger_id, entry_id, loc)
+        return check_record(data, ledger_id, entry_id, *loc)
 
 
 class EntryStore:
@@ -553,6 +560,16 @@ class EntryStore:
             return None
         return self._read_flushed(ledger_id, entry_id)
 
+    def _open_reader(self, log_id: int) -> int | None:
+        """A read fd of the entry log, kept in ``_readers``; None if the log is gone (compacted
+        or deleted after the index row was read). Call with ``_files_lock`` held."""
+        try:
+            fd = os.open(os.path.join(self.directory, log_name(log_id)), os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        self._readers[log_id] = fd
+        return fd
+
     def _read_flushed(self, ledger_id: int, entry_id: int) -> bytes | None:
         key = _KEY.pack(ledger_id, entry_id)
         for _attempt in range(3):
@@ -567,14 +584,92 @@ class EntryStore:
             with self._files_lock:
                 fd = self._readers.get(log_id)
                 if fd is None:
-                    try:
-                        fd = os.open(os.path.join(self.directory, log_name(log_id)), os.O_RDONLY)
-                    except FileNotFoundError:
+                    fd = self._open_reader(log_id)
+                    if fd is None:
                         continue  # compacted or deleted under us: look the row up again
-                    self._readers[log_id] = fd
                 data = os.pread(fd, length, offset)
-            return check_record(data, ledger_id, entry_id, Location(log_id, offset, length))
+            return check_record(data, ledger_id, entry_id, log_id, offset, length)
         raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: its entry log is missing")
+
+    def get_entries(self, ledger_id: int, entry_ids: list[int]) -> list:
+        """:meth:`get_entry` of each of ``entry_ids`` (one ledger), in their order: per entry its
+        bytes, None if absent, or the EntryCorrupted (OSError) :meth:`get_entry` would raise.
+
+        Cached entries come from the write cache; the others are looked up in one
+        index transaction, and records lying close together in one entry log are
+        read with one ``pread`` (at most :data:`READ_SPAN_MAX` bytes, skipping at
+        most :data:`READ_GAP_MAX` bytes between records); each record is checked on
+        its own, so a bad one fails only its entry.
+        """
+        out: list = [None] * len(entry_ids)
+        flushed = []
+        with self._lock:
+            active = self._active.get(ledger_id)
+            flushing = self._flushing.get(ledger_id) if self._flushing else None
+            for i, entry_id in enumerate(entry_ids):
+                data = active.get(entry_id) if active is not None else None
+                if data is None and flushing is not None:
+                    data = flushing.get(entry_id)
+                if data is not None:
+                    out[i] = data
+                elif entry_id >= 0:
+                    flushed.append(i)
+        if not flushed or ledger_id not in self._ledgers:
+            return out
+        for _attempt in range(3):
+            txn = self._env.begin(db=self._idx)
+            try:
+                pack = _KEY.pack
+                raws = list(map(txn.get, [pack(ledger_id, entry_ids[i]) for i in flushed]))
+            finally:
+                txn.abort()
+            unpack = _LOC.unpack
+            rows = [unpack(raw) + (i,) for i, raw in zip(flushed, raws) if raw is not None]
+            if not rows:
+                return out
+            rows.sort()
+            flushed = []  # entries whose log went away under us: looked up again
+            with self._files_lock:
+                n = len(rows)
+                k = 0
+                while k < n:
+                    log_id, start, _length, _i = rows[k]
+                    end = k + 1
+                    stop = start + rows[k][2]
+                    while end < n:
+                        nlog, noff, nlen, _ = rows[end]
+                        if nlog != log_id or noff - stop > READ_GAP_MAX or noff + nlen - start > READ_SPAN_MAX:
+                            break
+                        stop = max(stop, noff + nlen)
+                        end += 1
+                    try:
+                        fd = self._readers.get(log_id)
+                        if fd is None:
+                            fd = self._open_reader(log_id)
+                            if fd is None:
+                                flushed.extend(row[3] for row in rows[k:end])
+                                k = end
+                                continue
+                        span = os.pread(fd, stop - start, start)
+                    except OSError as e:  # what get_entry would raise, for these entries only
+                        for row in rows[k:end]:
+                            out[row[3]] = e
+                        k = end
+                        continue
+                    for k in range(k, end):
+                        _, off, length, i = rows[k]
+                        pos = off - start
+                        try:
+                            out[i] = check_record(span[pos:pos + length], ledger_id, entry_ids[i],
+                                                  log_id, off, length)
+                        except EntryCorrupted as e:
+                            out[i] = e
+                    k = end
+            if not flushed:
+                return out
+        for i in flushed:
+            out[i] = EntryCorrupted(f"entry {ledger_id}/{entry_ids[i]}: its entry log is missing")
+        return out
 
     def entries_between(self, ledger_id: int, first: int, last: int | None = None,
                         max_count: int | None = None, max_bytes: int | None = None) -> list[bytes]:

@@ -46,10 +46,11 @@ class Histogram:
         self.sum = 0.0
         self.count = 0
 
-    def observe(self, v: float) -> None:
-        self.counts[bisect.bisect_left(self.buckets, v)] += 1
-        self.sum += v
-        self.count += 1
+    def observe(self, v: float, n: int = 1) -> None:
+        """``n`` observations of the value ``v`` (a batch of requests answered together)."""
+        self.counts[bisect.bisect_left(self.buckets, v)] += n
+        self.sum += v * n
+        self.count += n
 
     def quantile(self, q: float) -> float:
         """Upper bucket bound below which a fraction q of observations fall."""
@@ -78,16 +79,17 @@ class Metrics:
         #: name -> (help, type, read): counters and summaries read at scrape time
         self.exported: dict[str, tuple[str, str, object]] = {}
 
-    def observe(self, op: str, started: float, rc: int) -> None:
+    def observe(self, op: str, started: float, rc: int, n: int = 1) -> None:
+        """``n`` requests of ``op`` that started at ``started`` ended now with ``rc``."""
         key = (op, RC(rc).name if rc in RC._value2member_map_ else str(rc))
         counter = self.requests.get(key)
         if counter is None:
             counter = self.requests[key] = Counter()
-        counter.value += 1
+        counter.value += n
         hist = self.latency.get(op)
         if hist is None:
             hist = self.latency[op] = Histogram()
-        hist.observe(time.perf_counter() - started)
+        hist.observe(time.perf_counter() - started, n)
 
     def gauge(self, name: str, help_text: str, read) -> None:
         """``read()`` at each scrape; a None value leaves the sample out (not known yet)."""

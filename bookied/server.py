@@ -56,11 +56,14 @@ _now = time.perf_counter
 #: Bytes of answers held while a chunk of requests is answered before they are
 #: written anyway: a transport's buffer, past which it pauses its producer.
 _HELD_ANSWERS_MAX = abstract.FileDescriptor.bufferSize
+#: At most this many pipelined plain v3 reads are served with one store call.
+_READ_RUN_MAX = 1024
 
 
 class BookieProtocol(protocol.Protocol):
-    #: Whether the v2 ADD and plain v3 ADD fast paths are used (the project's
-    #: switch, :data:`bkctl.wire.fastpath.ENABLED`; the factory passes its own).
+    #: Whether the fast paths are used -- v2 ADD, plain v3 ADD, plain v3 READ and
+    #: its batched runs (the project's switch, :data:`bkctl.wire.fastpath.ENABLED`;
+    #: the factory passes its own).
     fastpaths: bool = fastpath.ENABLED
 
     def __init__(self, bookie, metrics, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE):
@@ -203,7 +206,11 @@ class BookieProtocol(protocol.Protocol):
     def _serve_each(self, payloads: list) -> None:
         detector = self.detector
         limited = self.adds is not None or self.reads is not None
-        for i, payload in enumerate(payloads):
+        i = -1
+        count = len(payloads)
+        while i + 1 < count:
+            i += 1
+            payload = payloads[i]
             if self.closed:
                 return
             if self.paused or self.throttled:
@@ -222,6 +229,9 @@ class BookieProtocol(protocol.Protocol):
                     serve, limit = self._v3_plain_add, self.adds
                 else:
                     plain = _plain_v3_read(payload)
+                    if plain is not None and not limited and i + 1 < count:
+                        i = self._v3_plain_reads(payloads, i, plain) - 1
+                        continue
                     serve, limit = self._v3_plain_read, self.reads
                 if plain is not None:
                     if limited:
@@ -257,12 +267,15 @@ class BookieProtocol(protocol.Protocol):
         self.transport.abortConnection()
 
     def send(self, payload: bytes) -> None:
+        self.send_framed(frame(payload))
+
+    def send_framed(self, data: bytes) -> None:
+        """:meth:`send` of an answer already framed."""
         if not self.closed:
             out = self._out
             if out is None:
-                self.transport.write(frame(payload))
+                self.transport.write(data)
             else:  # answering a chunk of requests: written together at its end (_serve)
-                data = frame(payload)
                 out.append(data)
                 self._out_bytes += len(data)
                 if self._out_bytes >= _HELD_ANSWERS_MAX:  # a transport's buffer: written now, so
@@ -270,17 +283,17 @@ class BookieProtocol(protocol.Protocol):
                     out.clear()
                     self._out_bytes = 0
 
-    def _observe(self, op: str, started: float, rc: int) -> None:
-        """``metrics.observe(op, started, rc)``, without its per-call name
+    def _observe(self, op: str, started: float, rc: int, n: int = 1) -> None:
+        """``metrics.observe(op, started, rc, n)``, without its per-call name
         lookups once the (op, rc) pair has been seen: the counter and the
         histogram observe() updated are then updated directly."""
         seen = self._observers.get((op, rc))
         if seen is not None:
-            seen[0].value += 1
-            seen[1].observe(_now() - started)
+            seen[0].value += n
+            seen[1].observe(_now() - started, n)
             return
         metrics = self.metrics
-        metrics.observe(op, started, rc)
+        metrics.observe(op, started, rc, n)
         name = RC(rc).name if rc in RC._value2member_map_ else str(rc)
         counter = getattr(metrics, "requests", {}).get((op, name))
         hist = getattr(metrics, "latency", {}).get(op)
@@ -391,6 +404,47 @@ class BookieProtocol(protocol.Protocol):
         """:meth:`_v3_read` of a request :func:`_plain_v3_read` took apart."""
         self.bookie.read_entry(ledger_id, entry_id, _ReadReply(self, _now(), payload, ledger_id, entry_id,
                                                                header_len))
+
+    def _v3_plain_reads(self, payloads: list, i: int, first: tuple) -> int:
+        """Serve the run of plain v3 READ_ENTRYs of one ledger starting at
+        ``payloads[i]`` (taken apart: ``first``) with one
+        :meth:`Bookie.read_entries`, answering each as :meth:`_v3_plain_read`
+        would, in order; stops answering once the connection is closed or paused
+        (the rest is served again later). Returns the index of the first
+        payload not answered."""
+        ledger_id = first[0]
+        run = [first]
+        end = min(len(payloads), i + _READ_RUN_MAX)
+        j = i + 1
+        while j < end:
+            plain = _plain_v3_read(payloads[j])
+            if plain is None or plain[0] != ledger_id:
+                break
+            run.append(plain)
+            j += 1
+        started = _now()
+        bookie = self.bookie
+        results = bookie.read_entries(ledger_id, [r[1] for r in run])
+        outcomes: dict[int, int] = {}
+        answers = None
+        answered = 0
+        eok = RC.EOK
+        try:
+            for (_lid, entry_id, header_len, payload), (rc, body) in zip(run, results):
+                answered += 1
+                outcomes[rc] = outcomes.get(rc, 0) + 1
+                if rc == eok:
+                    if answers is None:  # nothing changes the LAC while the run is answered
+                        answers = v3.ReadAnswers(ledger_id, bookie.lac(ledger_id))
+                    self.send_framed(answers.framed(payload[:header_len], entry_id, body))
+                else:
+                    _answer_read(self, payload, header_len, ledger_id, entry_id, rc, body)
+                if self.closed or self.paused:
+                    break
+        finally:
+            for rc, n in outcomes.items():
+                self._observe("read", started, rc, n)
+        return i + answered
 
     def _v3_read(self, req, high_priority: bool) -> None:
         if not req.HasField("readRequest"):
@@ -655,12 +709,18 @@ class _ReadReply:
     def __call__(self, rc: int, body: bytes | None) -> None:
         proto = self.proto
         proto._observe("read", self.started, rc)
-        if rc == RC.EOK:
-            ledger_id = self.ledger_id
-            proto.send(v3.read_answer(self.payload[:self.header_len], ledger_id, self.entry_id, body,
-                                      proto.bookie.lac(ledger_id)))
-        else:
-            proto.send(v3.serialize(v3.read_response(v3.parse_request(self.payload), rc)))
+        _answer_read(proto, self.payload, self.header_len, self.ledger_id, self.entry_id, rc, body)
+
+
+def _answer_read(proto: BookieProtocol, payload: bytes, header_len: int, ledger_id: int, entry_id: int,
+                 rc: int, body: bytes | None) -> None:
+    """Send the answer to a plain v3 READ_ENTRY (:func:`_plain_v3_read`): an
+    EOK one built by hand (``v3.read_answer``), anything else through the
+    builders, as :meth:`BookieProtocol._v3_read` answers."""
+    if rc == RC.EOK:
+        proto.send(v3.read_answer(payload[:header_len], ledger_id, entry_id, body, proto.bookie.lac(ledger_id)))
+    else:
+        proto.send(v3.serialize(v3.read_response(v3.parse_request(payload), rc)))
 
 
 class _AddReply:

@@ -19,6 +19,11 @@ def frame(payload: bytes) -> bytes:
     return _LEN.pack(len(payload)) + payload
 
 
+#: ``length_prefix(n)``: the 4 bytes :func:`frame` puts before a payload of n bytes
+#: (for writers that build a frame from parts).
+length_prefix = _LEN.pack
+
+
 class FrameDecoder:
     """Incremental decoder: ``feed(chunk)`` returns the payloads completed by ``chunk``.
 

@@ -25,6 +25,7 @@ Conventions:
 from __future__ import annotations
 
 from bkctl.wire.errors import CodecError
+from bkctl.wire.framing import length_prefix
 from bkctl.wire.protocol import (
     ADD_FLAG_RECOVERY_ADD,
     AUTH_DISABLED_PLUGIN,
@@ -52,6 +53,7 @@ __all__ = [
     "parse_response",
     "plain_read_body",
     "read_answer",
+    "ReadAnswers",
     "serialize",
     "v3_status",
     "is_high_priority",
@@ -257,9 +259,34 @@ def read_answer(header_field: bytes, ledger_id: int, entry_id: int, body: bytes,
     included) is ``header_field`` and holds only version 3, READ_ENTRY and its
     txnId: the answer's header is the same bytes.  Built by hand (a bookie's
     hot path); the other answers go through :func:`read_response`."""
-    inner = b"".join((_READ_EOK_INNER, _varint(ledger_id & _U64_MASK), b"\x18", _varint(entry_id & _U64_MASK),
-                      b"\x22", _varint(len(body)), body, b"\x28", _varint(max_lac & _U64_MASK)))
-    return b"".join((header_field, _READ_EOK, _varint(len(inner)), inner))
+    return b"".join(ReadAnswers(ledger_id, max_lac).parts(header_field, entry_id, body)[1:])
+
+
+class ReadAnswers:
+    """:func:`read_answer` for many reads of one ledger answered with the same
+    ``max_lac``: the fields that do not depend on the entry are encoded once."""
+
+    __slots__ = ("_ledger", "_lac")
+
+    def __init__(self, ledger_id: int, max_lac: int):
+        self._ledger = b"".join((_READ_EOK_INNER, _varint(ledger_id & _U64_MASK), b"\x18"))
+        self._lac = b"\x28" + _varint(max_lac & _U64_MASK)
+
+    def parts(self, header_field: bytes, entry_id: int, body: bytes) -> tuple:
+        """The frame of the answer in parts: its 4-byte length, then the pieces of
+        :func:`read_answer`'s bytes."""
+        ledger, lac = self._ledger, self._lac
+        entry = _varint(entry_id & _U64_MASK)
+        size = len(body)
+        body_len = _varint(size)
+        inner = len(ledger) + len(entry) + 1 + len(body_len) + size + len(lac)
+        inner_len = _varint(inner)
+        return (length_prefix(len(header_field) + 4 + len(inner_len) + inner), header_field, _READ_EOK,
+                inner_len, ledger, entry, b"\x22", body_len, body, lac)
+
+    def framed(self, header_field: bytes, entry_id: int, body: bytes) -> bytes:
+        """``frame(read_answer(header_field, ledger_id, entry_id, body, max_lac))``."""
+        return b"".join(self.parts(header_field, entry_id, body))
 
 
 def serialize(msg) -> bytes:

@@ -220,16 +220,26 @@ def test_entries_between(sdir):
     s.close()
 
 
-def test_corrupted_log_detected_on_read(sdir):
-    s = EntryStore(sdir)
-    for e in range(5):
+def flushed_store(sdir, entries: int, **kw) -> EntryStore:
+    """A store holding entries 0..entries-1 of ledger 1, flushed to its entry logs."""
+    s = EntryStore(sdir, **kw)
+    for e in range(entries):
         s.put_entry(1, e, data(1, e))
     s.flush()
-    loc = s.location(1, 2)
-    path = os.path.join(sdir, "current", es.log_name(loc.log_id))
-    with open(path, "r+b") as f:
+    return s
+
+
+def corrupt(s: EntryStore, sdir, ledger: int, entry: int) -> None:
+    """Overwrite two bytes in the middle of the entry's record."""
+    loc = s.location(ledger, entry)
+    with open(os.path.join(sdir, "current", es.log_name(loc.log_id)), "r+b") as f:
         f.seek(loc.offset + 40)
         f.write(b"\xff\xee")
+
+
+def test_corrupted_log_detected_on_read(sdir):
+    s = flushed_store(sdir, 5)
+    corrupt(s, sdir, 1, 2)
     with pytest.raises(EntryCorrupted) as info:
         s.get_entry(1, 2)
     assert isinstance(info.value, OSError)
@@ -474,3 +484,156 @@ def test_a_new_entry_log_calls_on_grow(tmp_path):
         assert grown == [1]  # same log: nothing created
     finally:
         store.close()
+
+
+def one_by_one(s: EntryStore, ledger: int, entries: list[int]) -> list:
+    """What get_entries must give: get_entry of each, its EntryCorrupted in place of raising."""
+    out = []
+    for e in entries:
+        try:
+            out.append(s.get_entry(ledger, e))
+        except EntryCorrupted as exc:
+            out.append(exc)
+    return out
+
+
+def same_outcomes(got: list, want: list) -> bool:
+    return len(got) == len(want) and all(
+        (type(g) is type(w) and str(g) == str(w)) if isinstance(w, Exception) else g == w
+        for g, w in zip(got, want))
+
+
+@pytest.fixture
+def preads(monkeypatch):
+    """The (length, offset) of every os.pread the entry store does."""
+    calls = []
+    real = os.pread
+
+    def pread(fd, n, off):
+        calls.append((n, off))
+        return real(fd, n, off)
+
+    monkeypatch.setattr(es.os, "pread", pread)
+    return calls
+
+
+def test_get_entries_reads_cache_and_logs_like_get_entry(sdir, preads):
+    s = EntryStore(sdir)
+    for e in range(0, 60):
+        s.put_entry(1, e, data(1, e))
+        s.put_entry(2, e, data(2, e))
+    s.flush()
+    for e in range(60, 70):
+        s.put_entry(1, e, data(1, e))  # still in the write cache
+    wanted = [5, 3, 61, 200, 3, -1, 59, 0, 65, 70, 2 ** 62]
+    want = [data(1, e) if 0 <= e < 70 else None for e in wanted]
+    assert one_by_one(s, 1, wanted) == want
+    preads.clear()
+    assert s.get_entries(1, wanted) == want
+    # the five flushed records (3 twice) lie in one log within the gap: one pread
+    assert len(preads) == 1
+    assert s.get_entries(1, []) == []
+    assert s.get_entries(9, [0, 1]) == [None, None]
+    every_other = list(range(0, 60, 2))
+    preads.clear()
+    assert s.get_entries(1, every_other) == [data(1, e) for e in every_other]
+    assert len(preads) == 1
+    s.close()
+
+
+def test_get_entries_caps_the_span_and_the_gap_of_one_pread(sdir, preads, monkeypatch):
+    s = flushed_store(sdir, 100)
+    rec = s.location(1, 1).offset - s.location(1, 0).offset  # one record's bytes
+    monkeypatch.setattr(es, "READ_SPAN_MAX", 10 * rec)
+    preads.clear()
+    assert s.get_entries(1, list(range(100))) == [data(1, e) for e in range(100)]
+    assert len(preads) == 10 and max(n for n, _ in preads) <= 10 * rec
+    monkeypatch.setattr(es, "READ_SPAN_MAX", 1024 * 1024)
+    monkeypatch.setattr(es, "READ_GAP_MAX", 2 * rec)
+    preads.clear()
+    ids = [0, 1, 4, 8, 9, 50]  # gaps of 2 records are read over, 3 and 40 are not
+    assert s.get_entries(1, ids) == [data(1, e) for e in ids]
+    assert sorted(preads) == sorted([(5 * rec, s.location(1, 0).offset), (2 * rec, s.location(1, 8).offset),
+                                     (rec, s.location(1, 50).offset)])
+    s.close()
+
+
+def test_get_entries_a_corrupt_record_fails_only_its_entry(sdir, preads):
+    s = flushed_store(sdir, 10)
+    corrupt(s, sdir, 1, 4)
+    ids = list(range(10))
+    preads.clear()
+    got = s.get_entries(1, ids)
+    assert len(preads) == 1
+    assert isinstance(got[4], EntryCorrupted) and isinstance(got[4], OSError)
+    assert got[:4] + got[5:] == [data(1, e) for e in ids if e != 4]
+    assert same_outcomes(got, one_by_one(s, 1, ids))
+    s.close()
+
+
+def test_get_entries_a_truncated_log_fails_the_records_past_its_end(sdir):
+    s = flushed_store(sdir, 10)
+    loc = s.location(1, 7)
+    os.truncate(os.path.join(sdir, "current", es.log_name(loc.log_id)), loc.offset + 10)
+    got = s.get_entries(1, list(range(10)))
+    assert got[:7] == [data(1, e) for e in range(7)]
+    assert all(isinstance(g, EntryCorrupted) for g in got[7:])
+    assert same_outcomes(got, one_by_one(s, 1, list(range(10))))
+    s.close()
+
+
+def test_get_entries_after_compaction_and_deletion(sdir, monkeypatch):
+    s = EntryStore(sdir, log_size_limit=8192)
+    for e in range(200):
+        for l in (1, 2):
+            s.put_entry(l, e, data(l, e))
+        if e % 4 == 3:
+            s.flush()
+    ids = list(range(0, 200, 3))
+    assert s.get_entries(2, ids) == [data(2, e) for e in ids]  # read fds now open on the old logs
+    s.delete_ledger(1)
+    assert s.get_entries(1, ids) == [None] * len(ids)
+    assert s.compact(0.9)["logs"] > 0
+    assert s.get_entries(2, ids) == [data(2, e) for e in ids]
+    # a log that goes away between the index lookup and its open is looked up again
+    real_open, gone = s._open_reader, []
+
+    def open_reader(log_id):
+        if not gone:
+            gone.append(log_id)
+            return None
+        return real_open(log_id)
+
+    s._readers.clear()  # (leaks the fds of this test's store only)
+    monkeypatch.setattr(s, "_open_reader", open_reader)
+    assert s.get_entries(2, ids) == [data(2, e) for e in ids] and gone
+    s.close()
+
+
+def test_get_entries_of_a_missing_entry_log_is_eio_like_get_entry(sdir):
+    flushed_store(sdir, 5).close()
+    s = EntryStore(sdir)
+    for name in log_files(sdir):
+        os.unlink(os.path.join(sdir, "current", name))
+    got = s.get_entries(1, [0, 3, 9])
+    assert isinstance(got[0], EntryCorrupted) and isinstance(got[1], EntryCorrupted) and got[2] is None
+    assert "entry log is missing" in str(got[1])
+    assert same_outcomes(got, one_by_one(s, 1, [0, 3, 9]))
+    s.close()
+
+
+def test_get_entries_an_entry_log_that_cannot_be_opened_fails_its_entries_only(sdir, monkeypatch):
+    flushed_store(sdir, 5).close()
+    s = EntryStore(sdir)  # no read fd open yet
+    s.put_entry(1, 9, b"cached")
+
+    def out_of_fds(log_id):
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(s, "_open_reader", out_of_fds)
+    got = s.get_entries(1, [0, 9, 3, 7])
+    assert isinstance(got[0], OSError) and got[0].errno == 24 and got[3] is None
+    assert got[1] == b"cached" and isinstance(got[2], OSError)
+    with pytest.raises(OSError):
+        s.get_entry(1, 0)
+    s.close()

@@ -40,6 +40,7 @@ def test_non_minimal_and_requestcontext():
 # -- plain v3 READ_ENTRY requests and their EOK answers ------------------------------------
 
 from bkctl.bookied.server import _plain_v3_read  # noqa: E402
+from bkctl.wire.framing import frame  # noqa: E402
 
 
 def _read_fields(p):
@@ -79,5 +80,6 @@ def test_read_mutations_and_junk(txn, data):
 def test_read_answer_is_what_the_builder_writes(txn, l, e, body, max_lac):
     p = v3.serialize(v3.read_request(txn, l, e))
     head = p[:2 + p[1]]
-    assert v3.read_answer(head, l, e, body, max_lac) == v3.serialize(
-        v3.read_response(v3.parse_request(p), 0, body, max_lac=max_lac))
+    want = v3.serialize(v3.read_response(v3.parse_request(p), 0, body, max_lac=max_lac))
+    assert v3.read_answer(head, l, e, body, max_lac) == want
+    assert v3.ReadAnswers(l, max_lac).framed(head, e, body) == frame(want)
