@@ -245,6 +245,22 @@ class ReadHandle:
                 [ensemble[i] for i in write_set_indices(entry_id, md.ensemble_size, md.write_quorum)])
         return ws
 
+    def _stripe(self, entry_id: int) -> tuple[int, int, list[tuple[str, ...]]]:
+        """``(lo, hi, sets)``: the entries ``lo..hi`` around ``entry_id`` (0 <=
+        it <= Java's int limit) whose write sets are ``sets[e % ensemble_size]``
+        under the current metadata: ``entry_id``'s segment."""
+        md = self._metadata
+        starts = self._segment_starts()
+        i = bisect.bisect_right(starts, entry_id)
+        lo = starts[i - 1]
+        hi = min(starts[i] - 1 if i < len(starts) else _INT64_MAX, _INT32_MAX - md.write_quorum)
+        size = md.ensemble_size
+        ensemble = md.ensembles[i - 1][1]
+        sets: list = [None] * size
+        for e in range(size):  # striping depends on e % size only (below the limit)
+            sets[e] = tuple([ensemble[j] for j in write_set_indices(e, size, md.write_quorum)])
+        return lo, hi, sets
+
     def _check_range(self, first: int, last: int, allow_unconfirmed: bool) -> None:
         if first < 0 or last < first:
             raise ValueError(f"bad entry range {first}..{last}")
@@ -586,10 +602,26 @@ class EntryReads:
         #: entries that failed on some replica: their write set (kept from the
         #: first failure on) and the errors so far
         self._failing: dict[int, tuple[tuple[str, ...], list[BaseException]]] = {}
+        # write sets of the segment last read from (ReadHandle._stripe), for
+        # the metadata they were computed under
+        self._ws_md = None
+        self._ws_lo = 0
+        self._ws_hi = -1
+        self._ws_sets: list = []
+
+    def _write_set(self, entry_id: int) -> tuple[str, ...]:
+        h = self.handle
+        if self._ws_lo <= entry_id <= self._ws_hi and h._metadata is self._ws_md:
+            sets = self._ws_sets
+            return sets[entry_id % len(sets)]
+        if 0 <= entry_id <= _INT32_MAX - h._metadata.write_quorum:
+            self._ws_md = h._metadata
+            self._ws_lo, self._ws_hi, self._ws_sets = h._stripe(entry_id)
+        return h._write_set(entry_id)
 
     def _read(self, entry_id: int, replica: int = 0, bookies: tuple[str, ...] | None = None) -> None:
         if bookies is None:
-            bookies = self.handle._write_set(entry_id)
+            bookies = self._write_set(entry_id)
         bookie = bookies[replica]
         try:
             self._pool.get(bookie).read_with_callback(self._ledger_id, entry_id, self._answered, entry_id, replica)
@@ -611,7 +643,7 @@ class EntryReads:
             result = BKError(f"bookie {bookie_id} answered a read of entry {entry_id} with {result!r}")
         failing = self._failing.get(entry_id)
         if failing is None:
-            failing = self._failing[entry_id] = (self.handle._write_set(entry_id), [])
+            failing = self._failing[entry_id] = (self._write_set(entry_id), [])
         bookies, errors = failing
         errors.append(result)
         if replica + 1 < len(bookies):
@@ -652,7 +684,7 @@ class WindowedReads(EntryReads):
     failure (the reads still running are then ignored)."""
 
     def __init__(self, handle: ReadHandle, first: int, last: int, window: int):
-        super().__init__(handle, handle.digest.payload)
+        super().__init__(handle, handle.digest.payload_checker())
         self.first = first
         self.count = last - first + 1
         self.window = window
