@@ -626,11 +626,59 @@ class BookieConnection:
         being the stored entry's bytes, or the exception :meth:`read`'s
         Deferred would fail with. ``on_done`` may run before this returns (a
         refused request)."""
+        proto = self._proto
+        if (proto is not None and self.use_v3 and self.fastpaths and not self._queue
+                and len(self._sent) < self.max_outstanding and not self._closed):
+            self._read_now(proto, ledger_id, entry_id, on_done, ctx, slot)
+            return
         req = self._read_request(ledger_id, entry_id, None, False)
         req.on_done = on_done
         req.ctx = ctx
         req.slot = slot
         self._submit_request(req, _T_READ, self.read_timeout, False)
+
+    def _read_now(self, proto: "BookieClientProtocol", ledger_id: int, entry_id: int,
+                  on_done: Callable[[Any, int, str, Any], Any], ctx: Any, slot: int) -> None:
+        """:meth:`read_with_callback` of a v3 connection with room on the wire
+        and nothing queued (a fast path): what :meth:`_read_request`,
+        :meth:`_submit_request` and :meth:`_register` do for it, in one call."""
+        txn = next(self._ids)
+        data, head = self._encoder.read_frame(txn, ledger_id, entry_id)
+        req = _Request(None, txn, b"", _v3_read)
+        req.op = _OP_READ
+        req.fast = head
+        req.ids = (ledger_id, entry_id)
+        req.verb = "READ"
+        req.on_done = on_done
+        req.ctx = ctx
+        req.slot = slot
+        timeout = self.read_timeout
+        timeouts = self._timeouts.get(_T_READ)
+        if timeouts is None:
+            timeouts = self._timeouts[_T_READ] = _Timeouts(_T_READ, timeout)
+        req.deadline = self._clock.seconds() + timeout
+        req.timeouts = timeouts
+        timeouts.queue.append(req)
+        if timeouts.timer is None:
+            timeouts.timer = self._clock.callLater(timeout, self._sweep, timeouts)
+        req.state = _SENT
+        self._sent[req] = None
+        pending = self._v3_pending
+        if pending.setdefault(txn, req) is not req or self._v3_fast.get(head) is not None:
+            # a repeating caller-supplied txnId: the general registration sorts it out
+            self._register(req)
+        else:
+            self._v3_fast[head] = req
+        self._write_now(proto, data)
+
+    def _write_now(self, proto: "BookieClientProtocol", data: bytes) -> None:
+        """Write one request's frame, or hold it while answers are handed out."""
+        if _corked is None:
+            proto.send_one(data)
+        else:
+            if not self._held:
+                _corked.append(self)
+            self._held.append(data)
 
     def _read_request(self, ledger_id: int, entry_id: int, fence_master_key: bytes | None,
                       high_priority: bool) -> _Request:
@@ -810,13 +858,17 @@ class BookieConnection:
         on_done = req.on_done
         if on_done is None:
             return defer.fail(error)
+        self._call_on_done(req, on_done, error)
+        return None
+
+    def _call_on_done(self, req: _Request, on_done, result: Any) -> None:
+        """Complete a callback request (``on_done``, read off it by the caller)."""
         req.on_done = None
         ctx, req.ctx = req.ctx, None
         try:
-            on_done(ctx, req.slot, self.bookie_id, error)
+            on_done(ctx, req.slot, self.bookie_id, result)
         except Exception:  # noqa: BLE001 - like an error in a Deferred callback: log it
             log.exception("bookie %s: completion of %s raised", self.bookie_id, req.what)
-        return None
 
     def _submit_request(self, req: _Request, kind: Any, timeout: float,
                         with_deferred: bool = True) -> defer.Deferred | None:
@@ -855,12 +907,7 @@ class BookieConnection:
         if direct:
             self._register(req)
             data, req.frame = req.frame, b""  # on the wire: do not keep the bytes
-            if _corked is None:
-                proto.send_one(data)
-            else:
-                if not self._held:
-                    _corked.append(self)
-                self._held.append(data)
+            self._write_now(proto, data)
         else:
             queue.append(req)
             if idle:
@@ -985,14 +1032,9 @@ class BookieConnection:
             return
         on_done = req.on_done
         if on_done is not None:
-            req.on_done = None
-            ctx, req.ctx = req.ctx, None
             if isinstance(result, Failure):
                 result = result.value
-            try:
-                on_done(ctx, req.slot, self.bookie_id, result)
-            except Exception:  # noqa: BLE001 - like an error in a Deferred callback: log it
-                log.exception("bookie %s: completion of %s raised", self.bookie_id, req.what)
+            self._call_on_done(req, on_done, result)
 
     def _fail_all(self, make_error: Callable[[_Request], BookieError]) -> None:
         """Fail every queued and sent request (sent ones first, oldest first)."""
@@ -1229,6 +1271,19 @@ class BookieConnection:
             result = v3.plain_read_body(payload, len(req.fast))
             if result is None:
                 return False
+            on_done = req.on_done
+            if on_done is not None and req.deferred is None:
+                # a callback read (a reader's window): _answered and _finish, inline
+                del self._v3_pending[req.key]
+                self._sent.pop(req, None)
+                req.state = _DONE
+                self._failures = 0
+                if self._queue:
+                    self._pump()
+                if req.timeouts is not None:
+                    self._retire(req)
+                self._call_on_done(req, on_done, result)
+                return True
         del self._v3_pending[req.key]
         self._answered(req, result)
         return True

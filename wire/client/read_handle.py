@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
+from bkctl.wire import fastpath
 from bkctl.wire.digest import DigestManager, DigestType, VerifiedEntry, master_key
 from bkctl.wire.errors import BKError, DigestError
 from bkctl.wire.metadata import LedgerMetadata, write_set_indices
@@ -244,6 +245,22 @@ class ReadHandle:
             ws = self._ws_cache[key] = tuple(
                 [ensemble[i] for i in write_set_indices(entry_id, md.ensemble_size, md.write_quorum)])
         return ws
+
+    def _stripe(self, entry_id: int) -> tuple[int, int, list[tuple[str, ...]]]:
+        """``(lo, hi, sets)``: the entries ``lo..hi`` around ``entry_id`` (0 <=
+        it <= Java's int limit) whose write sets are ``sets[e % ensemble_size]``
+        under the current metadata: ``entry_id``'s segment."""
+        md = self._metadata
+        starts = self._segment_starts()
+        i = bisect.bisect_right(starts, entry_id)
+        lo = starts[i - 1]
+        hi = min(starts[i] - 1 if i < len(starts) else _INT64_MAX, _INT32_MAX - md.write_quorum)
+        size = md.ensemble_size
+        ensemble = md.ensembles[i - 1][1]
+        sets: list = [None] * size
+        for e in range(size):  # striping depends on e % size only (below the limit)
+            sets[e] = tuple([ensemble[j] for j in write_set_indices(e, size, md.write_quorum)])
+        return lo, hi, sets
 
     def _check_range(self, first: int, last: int, allow_unconfirmed: bool) -> None:
         if first < 0 or last < first:
@@ -586,10 +603,26 @@ class EntryReads:
         #: entries that failed on some replica: their write set (kept from the
         #: first failure on) and the errors so far
         self._failing: dict[int, tuple[tuple[str, ...], list[BaseException]]] = {}
+        # write sets of the segment last read from (ReadHandle._stripe), for
+        # the metadata they were computed under
+        self._ws_md = None
+        self._ws_lo = 0
+        self._ws_hi = -1
+        self._ws_sets: list = []
+
+    def _write_set(self, entry_id: int) -> tuple[str, ...]:
+        h = self.handle
+        if self._ws_lo <= entry_id <= self._ws_hi and h._metadata is self._ws_md:
+            sets = self._ws_sets
+            return sets[entry_id % len(sets)]
+        if 0 <= entry_id <= _INT32_MAX - h._metadata.write_quorum:
+            self._ws_md = h._metadata
+            self._ws_lo, self._ws_hi, self._ws_sets = h._stripe(entry_id)
+        return h._write_set(entry_id)
 
     def _read(self, entry_id: int, replica: int = 0, bookies: tuple[str, ...] | None = None) -> None:
         if bookies is None:
-            bookies = self.handle._write_set(entry_id)
+            bookies = self._write_set(entry_id)
         bookie = bookies[replica]
         try:
             self._pool.get(bookie).read_with_callback(self._ledger_id, entry_id, self._answered, entry_id, replica)
@@ -611,7 +644,7 @@ class EntryReads:
             result = BKError(f"bookie {bookie_id} answered a read of entry {entry_id} with {result!r}")
         failing = self._failing.get(entry_id)
         if failing is None:
-            failing = self._failing[entry_id] = (self.handle._write_set(entry_id), [])
+            failing = self._failing[entry_id] = (self._write_set(entry_id), [])
         bookies, errors = failing
         errors.append(result)
         if replica + 1 < len(bookies):
@@ -652,7 +685,7 @@ class WindowedReads(EntryReads):
     failure (the reads still running are then ignored)."""
 
     def __init__(self, handle: ReadHandle, first: int, last: int, window: int):
-        super().__init__(handle, handle.digest.payload)
+        super().__init__(handle, handle.digest.payload_checker())
         self.first = first
         self.count = last - first + 1
         self.window = window
@@ -664,6 +697,8 @@ class WindowedReads(EntryReads):
         self.failed = False
         self._starting = False
         self._again = False
+        if fastpath.ENABLED:
+            self._answered = self._answered_fast
 
     def start(self) -> defer.Deferred:
         self._start_more()
@@ -686,6 +721,25 @@ class WindowedReads(EntryReads):
                     self._read(self.first + index)
         finally:
             self._starting = False
+
+    def _answered_fast(self, entry_id: int, replica: int, bookie_id: str, result: Any) -> None:
+        """:meth:`_answered` of the common case, an entry that verifies at the
+        first try, without the general bookkeeping (a fast path)."""
+        if type(result) is bytes and not self._failing and not self.failed:
+            try:
+                payload = self._check(result, entry_id)
+            except DigestError:
+                pass  # the general path checks it again and moves to the next replica
+            else:
+                self.running -= 1
+                self.results[entry_id - self.first] = (entry_id, payload)
+                self.finished += 1
+                if self.finished == self.count:
+                    self.done.callback(self.results)
+                elif self.next < self.count:
+                    self._start_more()
+                return
+        EntryReads._answered(self, entry_id, replica, bookie_id, result)
 
     def _entry_read(self, entry_id: int, payload: bytes) -> None:
         self.running -= 1
