@@ -440,7 +440,7 @@ def test_shell_polish(cluster_env, tmp_path):
         term.expect(r"bkctl: error: No such option '--bogus'.* \(see: help ledger show\)")
         assert "Try 'bkctl" not in term.text
         term.line("ledger show \\")  # a command over two lines
-        term.expect(r"\.\.\. ")
+        term.expect(r"(?m)^\.\.\.")  # the continuation prompt (its space may be drawn as a cursor move)
         term.line(ledger_id)
         term.expect(rf"ledger\s+{ledger_id}\b")
         term.line("\\e")  # the last command, edited: read instead of show
