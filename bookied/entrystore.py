@@ -633,9 +633,9 @@ class EntryStore:
                 n = len(rows)
                 k = 0
                 while k < n:
-                    log_id, start, _length, _i = rows[k]
+                    log_id, start, length, _i = rows[k]
                     end = k + 1
-                    stop = start + rows[k][2]
+                    stop = start + length
                     while end < n:
                         nlog, noff, nlen, _ = rows[end]
                         if nlog != log_id or noff - stop > READ_GAP_MAX or noff + nlen - start > READ_SPAN_MAX:

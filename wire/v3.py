@@ -24,8 +24,6 @@ Conventions:
 """
 from __future__ import annotations
 
-import struct
-
 from bkctl.wire.errors import CodecError
 from bkctl.wire.framing import length_prefix
 from bkctl.wire.protocol import (
@@ -485,10 +483,10 @@ class RequestEncoder:
                 self._read_ledger = (ledger_id, part)
             inner = b"".join((part, b"\x10", _varint(entry_id)))
             # Request: header (1), readRequest (100) holding ledgerId (1), entryId (2)
-            return b"".join((_FRAME_LEN.pack(len(head) + 3 + len(inner)), head, _READ_FIELD,
+            return b"".join((length_prefix(len(head) + 3 + len(inner)), head, _READ_FIELD,
                              _VARINT1[len(inner)], inner)), head
         payload = self.read(txn_id, ledger_id, entry_id)
-        return _FRAME_LEN.pack(len(payload)) + payload, payload[:2 + payload[1]]
+        return length_prefix(len(payload)) + payload, payload[:2 + payload[1]]
 
 
 _HEADER_FIELD = b"\x0a"  # Request.header: field 1, length-delimited
@@ -497,7 +495,6 @@ _STATUS_EOK_FIELD = b"\x10\x00"  # Response.status: field 2, varint EOK
 _U64_LIMIT = 1 << 64
 _I64_LIMIT = 1 << 63
 _READ_FIELD = b"\xa2\x06"  # Request.readRequest: field 100, length-delimited
-_FRAME_LEN = struct.Struct(">I")  # the frame's length prefix (bkctl.wire.framing)
 # BKPacketHeader{version: 3, operation: ADD_ENTRY, txnId: <n-byte varint>}, field 1 of a
 # Request/Response, up to the txnId's bytes; indexed by the length of the txnId varint
 _ADD_HEADER_FIELD = [b"\x0a" + bytes((5 + n,)) + b"\x08" + bytes((_V3,)) + b"\x10" + bytes((_OP_ADD,)) + b"\x18"

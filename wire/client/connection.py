@@ -640,8 +640,8 @@ class BookieConnection:
     def _read_now(self, proto: "BookieClientProtocol", ledger_id: int, entry_id: int,
                   on_done: Callable[[Any, int, str, Any], Any], ctx: Any, slot: int) -> None:
         """:meth:`read_with_callback` of a v3 connection with room on the wire
-        and nothing queued (a fast path): what :meth:`_read_request`,
-        :meth:`_submit_request` and :meth:`_register` do for it, in one call."""
+        and nothing queued (a fast path): the frame encoded by hand, and what
+        :meth:`_submit_request` does for a request that goes out at once."""
         txn = next(self._ids)
         data, head = self._encoder.read_frame(txn, ledger_id, entry_id)
         req = _Request(None, txn, b"", _v3_read)
@@ -652,24 +652,21 @@ class BookieConnection:
         req.on_done = on_done
         req.ctx = ctx
         req.slot = slot
-        timeout = self.read_timeout
-        timeouts = self._timeouts.get(_T_READ)
+        self._start_clock(req, _T_READ, self.read_timeout, self._clock.seconds())
+        self._register(req)
+        self._write_now(proto, data)
+
+    def _start_clock(self, req: _Request, kind: Any, timeout: float, now: float) -> None:
+        """Put ``req`` in the deadline queue of its ``kind`` (``timeout`` from ``now``),
+        starting that queue's timer if it has none."""
+        timeouts = self._timeouts.get(kind)
         if timeouts is None:
-            timeouts = self._timeouts[_T_READ] = _Timeouts(_T_READ, timeout)
-        req.deadline = self._clock.seconds() + timeout
+            timeouts = self._timeouts[kind] = _Timeouts(kind, timeout)
+        req.deadline = now + timeout
         req.timeouts = timeouts
         timeouts.queue.append(req)
         if timeouts.timer is None:
             timeouts.timer = self._clock.callLater(timeout, self._sweep, timeouts)
-        req.state = _SENT
-        self._sent[req] = None
-        pending = self._v3_pending
-        if pending.setdefault(txn, req) is not req or self._v3_fast.get(head) is not None:
-            # a repeating caller-supplied txnId: the general registration sorts it out
-            self._register(req)
-        else:
-            self._v3_fast[head] = req
-        self._write_now(proto, data)
 
     def _write_now(self, proto: "BookieClientProtocol", data: bytes) -> None:
         """Write one request's frame, or hold it while answers are handed out."""
@@ -895,15 +892,7 @@ class BookieConnection:
         if with_deferred:
             req.conn = self
             d = req.deferred = defer.Deferred(req)  # the request is the canceller
-        # The clock starts now: time spent queued or connecting counts.
-        timeouts = self._timeouts.get(kind)
-        if timeouts is None:
-            timeouts = self._timeouts[kind] = _Timeouts(kind, timeout)
-        req.deadline = now + timeout
-        req.timeouts = timeouts
-        timeouts.queue.append(req)
-        if timeouts.timer is None:
-            timeouts.timer = self._clock.callLater(timeout, self._sweep, timeouts)
+        self._start_clock(req, kind, timeout, now)  # time spent queued or connecting counts
         if direct:
             self._register(req)
             data, req.frame = req.frame, b""  # on the wire: do not keep the bytes
@@ -1271,19 +1260,6 @@ class BookieConnection:
             result = v3.plain_read_body(payload, len(req.fast))
             if result is None:
                 return False
-            on_done = req.on_done
-            if on_done is not None and req.deferred is None:
-                # a callback read (a reader's window): _answered and _finish, inline
-                del self._v3_pending[req.key]
-                self._sent.pop(req, None)
-                req.state = _DONE
-                self._failures = 0
-                if self._queue:
-                    self._pump()
-                if req.timeouts is not None:
-                    self._retire(req)
-                self._call_on_done(req, on_done, result)
-                return True
         del self._v3_pending[req.key]
         self._answered(req, result)
         return True

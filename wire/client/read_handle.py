@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from bkctl.wire import fastpath
 from bkctl.wire.digest import DigestManager, DigestType, VerifiedEntry, master_key
 from bkctl.wire.errors import BKError, DigestError
 from bkctl.wire.metadata import LedgerMetadata, write_set_indices
@@ -697,8 +696,6 @@ class WindowedReads(EntryReads):
         self.failed = False
         self._starting = False
         self._again = False
-        if fastpath.ENABLED:
-            self._answered = self._answered_fast
 
     def start(self) -> defer.Deferred:
         self._start_more()
@@ -721,25 +718,6 @@ class WindowedReads(EntryReads):
                     self._read(self.first + index)
         finally:
             self._starting = False
-
-    def _answered_fast(self, entry_id: int, replica: int, bookie_id: str, result: Any) -> None:
-        """:meth:`_answered` of the common case, an entry that verifies at the
-        first try, without the general bookkeeping (a fast path)."""
-        if type(result) is bytes and not self._failing and not self.failed:
-            try:
-                payload = self._check(result, entry_id)
-            except DigestError:
-                pass  # the general path checks it again and moves to the next replica
-            else:
-                self.running -= 1
-                self.results[entry_id - self.first] = (entry_id, payload)
-                self.finished += 1
-                if self.finished == self.count:
-                    self.done.callback(self.results)
-                elif self.next < self.count:
-                    self._start_more()
-                return
-        EntryReads._answered(self, entry_id, replica, bookie_id, result)
 
     def _entry_read(self, entry_id: int, payload: bytes) -> None:
         self.running -= 1
