@@ -6,14 +6,22 @@
 Starts a sandbox (ZooKeeper + 3 bookieds) in a temporary folder, writes the
 entries with the client (spread over --ledgers ledgers), then measures:
 
-* raw read: the blocking client reading every entry in one process (the
-  same batch size and read window as the export uses);
+* raw read in this process: the client's CPU per entry;
 * Arrow conversion: turning those entries into the data source's record
   batches (in memory, one core);
 * Parquet encoding: pyarrow writing those batches (zstd), for scale;
-* per Spark master: the data source into Spark's ``noop`` sink (read +
-  Arrow + hand-over to the JVM), then the full export (``run_export``:
-  plan, read, Parquet through Spark, verify, commit).
+* per Spark master: the ``bookkeeper`` data source into Spark's ``noop``
+  sink (read + Arrow + hand-over to the JVM: the data source on its own,
+  which the export does not use for writing), then --repeat times in turns: the raw read
+  at the same parallelism (as many reader processes as the master has
+  slots, started and warmed up beforehand as Spark's Python workers are,
+  each reading a share of the ranges the export cuts), and the full export
+  (``run_export``: plan, Spark tasks that read and write Parquet, verify,
+  commit).
+
+Runs in turns, compared by their medians: on a shared 2-core machine one
+run of a few seconds can be 25% off the next, and the bookies flushing
+what was just written slow whichever run comes first.
 
 Then it prints entries/s and MB/s of each, the export rate as a share of
 the raw read rate at the same parallelism (target: at least 90%; with
@@ -27,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -60,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ensemble", default="3,2,2", metavar="E,QW,QA",
                     help="ledger shape (default 3,2,2); with --protocol v2 and E = Qw (Pulsar's 2,2,2) "
                          "reads are batch reads")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs of the raw read and the export, taken in turns, per master (default 3; "
+                         "the medians are compared)")
     ap.add_argument("--dir", help="work folder (default: a new temporary one, removed at the end)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     args = ap.parse_args(argv)
@@ -98,7 +110,7 @@ def run(args, uri: str, work: Path) -> int:
     ledger_ids = []
     t = time.monotonic()
     with BlockingBookKeeper(uri, add_timeout=60.0, read_timeout=30.0, timeout=3600) as bk:
-        with bk.create(*shape, password=b"bench") as lh:  # for warming Spark up
+        with bk.create(*shape, password=b"bench") as lh:  # for warming Spark and the readers up
             lh.add(b"warm-up")
         warm_id = lh.ledger_id
         start = 0
@@ -109,32 +121,23 @@ def run(args, uri: str, work: Path) -> int:
             start += count
     label = f"write (client, E{shape[0]} Qw{shape[1]} Qa{shape[2]})"
     print(f"{label:32} {rate(args.entries, total_bytes, time.monotonic() - t)}")
+    n = args.entries
+    masters = [m.strip() for m in args.masters.split(",") if m.strip()]
 
-    # -- raw read ----------------------------------------------------------------
+    # -- raw read, in-process: the client's CPU per entry, and the entries for the steps below ------
     batches = []
     t = time.monotonic()
     cpu = time.process_time()
-    n = 0
     with BlockingBookKeeper(uri, protocol=args.protocol, read_timeout=30.0, read_window=args.read_window,
                             timeout=3600) as bk:
         for ledger_id, count in zip(ledger_ids, per_ledger):
-            handle = bk.open(ledger_id)
-            for entries in handle.read_range(0, count - 1, batch=args.batch_size):
-                n += len(entries)
+            for entries in bk.open(ledger_id).read_range(0, count - 1, batch=args.batch_size):
                 batches.append((ledger_id, entries))
-    raw_seconds = time.monotonic() - t
+    seconds = time.monotonic() - t
     cpu = time.process_time() - cpu
-    assert n == args.entries, (n, args.entries)
-    raw_rate = n / raw_seconds
-    print(f"{'raw read (wire client, 1 proc)':32} {rate(n, total_bytes, raw_seconds)}  "
+    assert sum(len(e) for _, e in batches) == n
+    print(f"{'raw read (in this process)':32} {rate(n, total_bytes, seconds)}  "
           f"[client CPU {cpu / n * 1e6:.1f} us/entry; {load_note()}]")
-
-    # the same read with as many reader processes as the largest local[N] uses
-    parallel = {}
-    for slots in sorted({_slots(m.strip()) for m in args.masters.split(",") if m.strip()} - {1}):
-        seconds = _parallel_raw_read(uri, list(zip(ledger_ids, per_ledger)), slots, args)
-        parallel[slots] = seconds
-        print(f"{f'raw read (wire client, {slots} procs)':32} {rate(n, total_bytes, seconds)}")
 
     # -- Arrow conversion ----------------------------------------------------------
     from bkctl.export.datasource import LedgerRangePartition, _BatchBuilder
@@ -163,80 +166,97 @@ def run(args, uri: str, work: Path) -> int:
     print(f"{'Parquet encode (pyarrow, zstd)':32} {rate(n, total_bytes, pq_seconds)}")
     del arrow_batches
 
-    # -- Spark ---------------------------------------------------------------------
-    from bkctl.export.job import ExportOptions, export_frame, run_export, spark_session, stop_spark
-    from bkctl.export.planning import parse_ledger_spec, plan_ledgers
+    # -- per master: the raw read at the same parallelism and the export, in turns ----------------
+    from bkctl.export.job import ExportOptions, run_export, source_frame, spark_session, stop_spark
+    from bkctl.export.planning import LedgerPlan, parse_ledger_spec, plan_ledgers, split_ranges
     from bkctl.wire.zkstore import ZKMetadataStore
 
+    ranges = split_ranges([LedgerPlan(lid, "CLOSED", None, {}, 0, count - 1)
+                           for lid, count in zip(ledger_ids, per_ledger)], args.split_entries)
     results = []
     with ZKMetadataStore(uri) as store:
         spec = parse_ledger_spec(",".join(str(i) for i in ledger_ids))
         plans, _ = plan_ledgers(store, spec)
-        for master in [m.strip() for m in args.masters.split(",") if m.strip()]:
-            options = ExportOptions(out=str(work / f"export-{master.replace('[', '').replace(']', '')}"),
-                                    spec=spec, master=master, split_entries=args.split_entries,
-                                    batch_size=args.batch_size, protocol=args.protocol,
-                                    read_window=args.read_window, read_timeout=30.0)
+        for master in masters:
+            slots = _slots(master)
+            raw_times: list[float] = []
+            export_times: list[float] = []
             t = time.monotonic()
             spark, created = spark_session(master)
             start_seconds = time.monotonic() - t
             try:
-                # a first job starts Spark's Python workers (and their clients): a fixed cost per run
-                t = time.monotonic()
-                warm = ExportOptions(out=str(work / "warm-up"), spec=parse_ledger_spec(str(warm_id)), master=master)
-                run_export(store, uri, warm)
-                warm_seconds = time.monotonic() - t
-                t = time.monotonic()
-                export_frame(spark, uri, options, plans).write.format("noop").mode("overwrite").save()
-                noop_seconds = time.monotonic() - t
-                summary = run_export(store, uri, options)
+                with ReaderPool(uri, slots, warm_id, args) as readers:
+                    # a first job starts Spark's Python workers (and their clients): a fixed cost per run
+                    t = time.monotonic()
+                    run_export(store, uri, ExportOptions(out=str(work / "warm-up"), spec=parse_ledger_spec(str(warm_id)),
+                                                         master=master))
+                    warm_seconds = time.monotonic() - t
+                    t = time.monotonic()
+                    run_export(store, uri, ExportOptions(out=str(work / "warm-up"), spec=parse_ledger_spec(str(warm_id)),
+                                                         master=master))
+                    fixed_seconds = time.monotonic() - t
+                    print(f"{'spark start ' + master:32} {start_seconds:.1f} s, first (1-entry) export "
+                          f"{warm_seconds:.1f} s: fixed costs, not counted below; a second one {fixed_seconds:.2f} s "
+                          "(what every export below pays on top of its reads)")
+                    t = time.monotonic()
+                    source_frame(spark, uri, _export_options(args, work, master, spec, 0), plans) \
+                        .write.format("noop").mode("overwrite").save()
+                    noop_seconds = time.monotonic() - t
+                    print(f"{'data source -> noop ' + master:32} {rate(n, total_bytes, noop_seconds)}  "
+                          "[first run: starts the data source's own workers]")
+                    for rep in range(args.repeat):
+                        raw_times.append(readers.read(ranges))
+                        print(f"{f'  raw read, {slots} proc(s), run {rep + 1}':32} "
+                              f"{rate(n, total_bytes, raw_times[-1])}  [{load_note()}]")
+                        summary = run_export(store, uri, _export_options(args, work, master, spec, rep))
+                        assert summary["entries"] == n, summary
+                        timings = summary["timings"]
+                        export_times.append(timings["plan"] + timings["write"] + timings["verify"] +
+                                            timings["commit"])
+                        print(f"{f'  export {master}, run {rep + 1}':32} {rate(n, total_bytes, export_times[-1])}  "
+                              f"[{summary['files']} files; write {timings['write']:.2f} s, verify "
+                              f"{timings['verify']:.2f} s, commit {timings['commit']:.2f} s; {load_note()}]")
             finally:
                 if created:
                     stop_spark(spark)
-            assert summary["entries"] == args.entries, summary
-            export_seconds = summary["timings"]["write"] + summary["timings"]["verify"] + \
-                summary["timings"]["commit"] + summary["timings"]["plan"]
-            results.append((master, start_seconds, noop_seconds, export_seconds, summary))
-            print(f"{'spark start ' + master:32} {start_seconds:.1f} s, first (1-entry) export "
-                  f"{warm_seconds:.1f} s: fixed costs, not counted below")
-            print(f"{'read -> noop sink ' + master:32} {rate(n, total_bytes, noop_seconds)}")
-            print(f"{'export ' + master:32} {rate(n, total_bytes, export_seconds)}  "
-                  f"[{summary['files']} files; plan {summary['timings']['plan']:.2f} s, "
-                  f"write {summary['timings']['write']:.2f} s, verify {summary['timings']['verify']:.2f} s, "
-                  f"commit {summary['timings']['commit']:.2f} s]")
+            results.append((master, slots, fixed_seconds, raw_times, export_times))
 
     # -- summary ---------------------------------------------------------------------
     print()
-    print(f"raw wire client read: {raw_rate:,.0f} entries/s ({raw_rate * size / 1e6:.2f} MB/s)")
     ok = True
     striped = shape[0] > shape[1]
-    for master, _start, noop_seconds, export_seconds, summary in results:
-        export_rate = n / export_seconds
-        slots = _slots(master)
-        read_part = parallel.get(slots, raw_seconds)
-        same = n / read_part  # the raw read at the same parallelism
-        share = export_rate / same
+    for master, slots, fixed_seconds, raw_times, export_times in results:
+        raw_s, export_s = statistics.median(raw_times), statistics.median(export_times)
+        share = raw_s / export_s
         ok = ok and share >= 0.9
-        print(f"export {master}: {export_rate:,.0f} entries/s ({export_rate * size / 1e6:.2f} MB/s) = "
-              f"{share:.0%} of the raw read rate with {slots} reader process(es) ({same:,.0f} entries/s) "
-              f"[{'meets' if share >= 0.9 else 'BELOW'} the 90% target]; {load_note()}")
+        spread = f"runs {min(n / s for s in export_times):,.0f}..{max(n / s for s in export_times):,.0f}"
+        print(f"export {master}: {n / export_s:,.0f} entries/s ({n / export_s * size / 1e6:.2f} MB/s, {spread}) = "
+              f"{share:.0%} of the raw read with {slots} reader process(es) ({n / raw_s:,.0f} entries/s, runs "
+              f"{min(n / s for s in raw_times):,.0f}..{max(n / s for s in raw_times):,.0f}) "
+              f"[{'meets' if share >= 0.9 else 'BELOW'} the 90% target]; medians of {len(export_times)} runs "
+              f"taken in turns; {load_note()}")
         if slots == 2 and striped and size == 100:
-            print(f"  striped ledgers with local[2]: {export_rate:,.0f} entries/s "
-                  f"[{'meets' if export_rate >= 35_000 else 'below'} the 35,000/s target]")
-        if slots > 1:
-            print(f"  vs the raw read with 1 process ({raw_rate:,.0f} entries/s): {export_rate / raw_rate:.0%}")
-        arrow_part = arrow_seconds / slots
-        # differences of separate runs: on a busy machine they can come out below zero
-        hand_over = noop_seconds - read_part - arrow_part
-        write_part = export_seconds - noop_seconds
-        print(f"  where the time goes ({export_seconds:.1f} s, {slots} worker(s); read = the raw read at "
-              f"the same parallelism, Parquet = export minus the noop run):")
-        for what, secs in (("bookie reads (raw client rate)", read_part), ("Arrow conversion", arrow_part),
-                           ("Spark scheduling + Python->JVM hand-over", hand_over),
-                           ("Parquet write + verify + commit", write_part)):
+            print(f"  striped ledgers with local[2]: {n / export_s:,.0f} entries/s "
+                  f"[{'meets' if n / export_s >= 35_000 else 'below'} the 35,000/s target]")
+        encode_part = (arrow_seconds + pq_seconds) / slots
+        rest = export_s - raw_s - encode_part - fixed_seconds
+        print(f"  where the time goes ({export_s:.1f} s, {slots} worker(s); the first three measured on their own):")
+        for what, secs in (("bookie reads (the raw read's median)", raw_s),
+                           ("Arrow batches + Parquet encoding", encode_part),
+                           ("fixed cost of an export (1-entry export)", fixed_seconds),
+                           ("the rest: contention and noise", rest)):
             noise = "  (below zero: run-to-run noise)" if secs < 0 else ""
-            print(f"    {what:42} {secs:7.2f} s  {secs / export_seconds:5.0%}{noise}")
+            print(f"    {what:42} {secs:7.2f} s  {secs / export_s:5.0%}{noise}")
     return 0 if ok else 1
+
+
+def _export_options(args, work: Path, master: str, spec, rep: int):
+    from bkctl.export.job import ExportOptions
+
+    name = f"export-{master.replace('[', '').replace(']', '')}-{rep}"
+    return ExportOptions(out=str(work / name), spec=spec, master=master, split_entries=args.split_entries,
+                         batch_size=args.batch_size, protocol=args.protocol, read_window=args.read_window,
+                         read_timeout=30.0)
 
 
 def load_note() -> str:
@@ -244,35 +264,71 @@ def load_note() -> str:
     return f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
 
 
-def _read_share(uri: str, share: list, batch: int, window: int, protocol: str) -> int:
+def _reader(uri: str, warm_id: int, batch: int, window: int, protocol: str, conn) -> None:
+    """A reader process: one client, warmed up on ``warm_id``; reads the
+    shares it is sent and answers with the number of entries read."""
     from bkctl.wire.client.blocking import BlockingBookKeeper
 
-    n = 0
     with BlockingBookKeeper(uri, protocol=protocol, read_timeout=30.0, read_window=window, timeout=3600) as bk:
-        for ledger_id, first, last in share:
-            for entries in bk.open(ledger_id).read_range(first, last, batch=batch):
-                n += len(entries)
-    return n
+        for _ in bk.open(warm_id).read_range(0, 0):
+            pass
+        conn.send("ready")
+        while True:
+            share = conn.recv()
+            if share is None:
+                return
+            n = 0
+            for ledger_id, first, last in share:
+                for entries in bk.open(ledger_id).read_range(first, last, batch=batch):
+                    n += len(entries)
+            conn.send(n)
 
 
-def _parallel_raw_read(uri: str, ledgers: list, procs: int, args) -> float:
-    """Seconds for ``procs`` processes to read every entry, each a share of
-    the ranges (cut like the export cuts them)."""
-    import multiprocessing
+class ReaderPool:
+    """``procs`` reader processes, started and warmed up before anything is
+    timed (like Spark's Python workers, which a warm-up export starts)."""
 
-    from bkctl.export.planning import LedgerPlan, split_ranges
+    def __init__(self, uri: str, procs: int, warm_id: int, args):
+        import multiprocessing
 
-    ranges = split_ranges([LedgerPlan(lid, "CLOSED", None, {}, 0, count - 1) for lid, count in ledgers],
-                          args.split_entries)
-    shares = [[(r.ledger_id, r.first, r.last) for r in ranges[i::procs]] for i in range(procs)]
-    ctx = multiprocessing.get_context("spawn")
-    t = time.monotonic()
-    with ctx.Pool(procs) as pool:
-        counts = pool.starmap(_read_share, [(uri, share, args.batch_size, args.read_window, args.protocol)
-                                            for share in shares])
-    seconds = time.monotonic() - t
-    assert sum(counts) == sum(c for _, c in ledgers), counts
-    return seconds
+        ctx = multiprocessing.get_context("spawn")
+        self.conns = []
+        self.procs = []
+        for _ in range(procs):
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=_reader, args=(uri, warm_id, args.batch_size, args.read_window,
+                                                  args.protocol, child), daemon=True)
+            p.start()
+            self.conns.append(parent)
+            self.procs.append(p)
+        for conn in self.conns:
+            assert conn.recv() == "ready"
+
+    def read(self, ranges) -> float:
+        """Seconds for the readers to read every range, each a share (cut like the export cuts them)."""
+        k = len(self.conns)
+        t = time.monotonic()
+        for i, conn in enumerate(self.conns):
+            conn.send([(r.ledger_id, r.first, r.last) for r in ranges[i::k]])
+        total = sum(conn.recv() for conn in self.conns)
+        seconds = time.monotonic() - t
+        assert total == sum(r.entries for r in ranges), total
+        return seconds
+
+    def __enter__(self) -> "ReaderPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for conn in self.conns:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+        for p in self.procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+                p.join()
 
 
 def _slots(master: str) -> int:

@@ -13,9 +13,10 @@ Output: Hive-style folders ledger_id=N/ (or date=YYYY-MM-DD/ledger_id=N/ with
 --partition-by date, the UTC day of the ledger's ctime) of Parquet files with
 the columns ledger_id, entry_id, payload, payload_size, ledger_ctime,
 ledger_state, ledger_metadata (and payload_text with --decode utf8), plus
-_manifest.json and _SUCCESS.  Spark writes into a staging folder next to DIR
-that replaces DIR only when everything was written and checked, so a failed
-export leaves the previous one untouched.
+_manifest.json and _SUCCESS.  Each Spark task reads a range of entries and
+writes its Parquet files itself (no rows pass through the JVM) into a staging
+folder next to DIR that replaces DIR only when everything was written and
+checked, so a failed export leaves the previous one untouched.
 
 \b
 Re-exporting: by default the partitions of the exported ledgers are replaced

@@ -3,8 +3,9 @@
 * :mod:`bkctl.export.datasource`: the ``bookkeeper`` PySpark data source
   (``spark.read.format("bookkeeper")``), usable on its own in any PySpark 4
   application;
-* :mod:`bkctl.export.job`: ``bkctl export``, which writes Parquet through that
-  source and commits it atomically with a manifest;
+* :mod:`bkctl.export.job`: ``bkctl export``, a Spark job whose tasks read as
+  that source does and write Parquet (:mod:`bkctl.export.writing`), committed
+  atomically with a manifest;
 * :mod:`bkctl.export.planning`: ledger specs, time filters and entry-range
   planning (plain Python);
 * :mod:`bkctl.export.output`: the output directory (staging, locking, swap).

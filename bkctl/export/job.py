@@ -6,11 +6,13 @@
    previous export (:class:`~bkctl.export.output.OutputDir`);
 2. plan in this process from the ledger metadata (so a missing ledger is a
    :class:`~bkctl.export.planning.NoSuchLedgers`, exit 3, before Spark starts);
-3. read through the ``bookkeeper`` data source with the plan, and write
-   Parquet partitioned by ``ledger_id`` (or ``date``/``ledger_id``) into a
-   staging directory;
-4. check with Spark what was written against the plan (rows, first and last
-   entry per ledger);
+3. run one Spark task per entry range: each reads its entries as the
+   ``bookkeeper`` data source does and writes them as Parquet, partitioned by
+   ``ledger_id`` (or ``date``/``ledger_id``), below its attempt's folder in a
+   staging directory; the files of the successful attempts are moved into
+   place (:mod:`~bkctl.export.writing` says why the tasks write the files);
+4. check what was written against the plan (rows, first and last entry per
+   ledger, from the Parquet footers);
 5. add the previous partitions that are kept, write ``_manifest.json`` and
    ``_SUCCESS``, and swap the staging directory into place.
 
@@ -33,8 +35,8 @@ from . import planning
 from .output import MANIFEST, OutputDir
 from .planning import LedgerPlan, LedgerSpec
 
-__all__ = ["ExportOptions", "ExportProgress", "ExportError", "run_export", "spark_session", "stop_spark",
-           "EXPORT_COLUMNS"]
+__all__ = ["ExportOptions", "ExportProgress", "ExportError", "run_export", "source_frame", "spark_session",
+           "stop_spark", "EXPORT_COLUMNS"]
 
 MANIFEST_FORMAT = "bkctl-export/1"
 #: Columns of the exported files, in order (``payload_text`` only with decode).
@@ -185,8 +187,7 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_log4j2_file()}")
-               .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
+               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_log4j2_file()}"))
     if _is_local(master):
         # the workers must be this interpreter (where bkctl is installed), and
         # a single machine has no business listening on other interfaces
@@ -228,23 +229,6 @@ def stop_spark(spark, timeout: float = 60.0) -> None:
     except (OSError, subprocess.TimeoutExpired):
         proc.kill()
         proc.wait(timeout=timeout)
-
-
-@contextmanager
-def _sql_conf(spark, values: dict[str, str]):
-    """Set runtime SQL options for the duration of the export."""
-    before = {}
-    for key, value in values.items():
-        before[key] = spark.conf.get(key, None)
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 # ---------------------------------------------------------------- the job
@@ -296,26 +280,13 @@ def _reader_options(uri: str, options: ExportOptions, plans: list[LedgerPlan]) -
     return opts
 
 
-def export_frame(spark, uri: str, options: ExportOptions, plans: list[LedgerPlan]):
-    """The DataFrame that gets written: the data source's rows, plus
-    ``payload_text`` with decode and ``date`` when partitioned by date."""
-    from pyspark.sql import functions as F
-
+def source_frame(spark, uri: str, options: ExportOptions, plans: list[LedgerPlan]):
+    """The ``bookkeeper`` data source's DataFrame of what ``plans`` select
+    (the rows an export writes, before ``payload_text`` and ``date``)."""
     from .datasource import register
 
     register(spark)
-    df = spark.read.format("bookkeeper").options(**_reader_options(uri, options, plans)).load()
-    if options.decode == "utf8":
-        df = df.withColumn("payload_text", F.make_valid_utf8(F.col("payload").cast("string")))
-    if options.partition_by == "date":
-        # the UTC day of the ledger's ctime, whatever the session time zone
-        days = F.floor(F.unix_micros(F.col("ledger_ctime")) / F.lit(86_400_000_000))
-        df = df.withColumn("date", F.date_from_unix_date(days.cast("int")))
-    return df
-
-
-def _partition_columns(options: ExportOptions) -> list[str]:
-    return ["date", "ledger_id"] if options.partition_by == "date" else ["ledger_id"]
+    return spark.read.format("bookkeeper").options(**_reader_options(uri, options, plans)).load()
 
 
 def _progress_estimate(ranges: list[planning.EntryRange], plans: list[LedgerPlan]):
@@ -342,22 +313,31 @@ def _progress_estimate(ranges: list[planning.EntryRange], plans: list[LedgerPlan
     return estimate
 
 
-def _write(spark, df, staging: str, options: ExportOptions, ranges, plans,
-           progress: ProgressCallback | None) -> None:
-    """Write ``df`` into ``staging`` in a thread, reporting task progress."""
+def _write(spark, uri: str, staging: str, options: ExportOptions, ranges, plans,
+           progress: ProgressCallback | None) -> int:
+    """Run the tasks that write ``ranges`` into ``staging`` (in a thread,
+    reporting task progress), then commit their files; returns how many."""
+    import functools
+    import uuid
+
+    from .datasource import LedgerRangePartition, ReadOptions
+    from .writing import FileOptions, commit_files, write_range
+
     sc = spark.sparkContext
     group = f"bkctl-export-{os.getpid()}-{time.monotonic_ns()}"
-    outcome: dict[str, BaseException] = {}
+    read_options = ReadOptions(_reader_options(uri, options, [p for p in plans if p.entries]))
+    file_options = FileOptions(staging=staging, job=uuid.uuid4().hex, compression=options.compression,
+                               partition_by=options.partition_by, decode=options.decode,
+                               rows_per_file=options.rows_per_file)
+    tasks = [(index, LedgerRangePartition.of(r)) for index, r in enumerate(ranges)]
+    outcome: dict[str, Any] = {}
 
     def write() -> None:
         try:
             sc.setJobGroup(group, f"bkctl export to {options.out}", interruptOnCancel=True)
-            writer = (df.write.mode("overwrite").format("parquet")
-                      .option("compression", COMPRESSION[options.compression])
-                      .partitionBy(*_partition_columns(options)))
-            if options.rows_per_file:
-                writer = writer.option("maxRecordsPerFile", str(options.rows_per_file))
-            writer.save(staging)
+            reports = (sc.parallelize(tasks, len(tasks))
+                       .map(functools.partial(write_range, read_options, file_options)).collect())
+            outcome["reports"] = [file for task in reports for file in task]
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
             outcome["error"] = exc
 
@@ -390,9 +370,11 @@ def _write(spark, df, staging: str, options: ExportOptions, ranges, plans,
         if cause is not None:
             raise ExportError(f"the Spark job failed: {cause}") from error
         raise error
+    committed = commit_files(staging, outcome["reports"])
     if progress is not None:
         progress(ExportProgress("write", len(ranges), len(ranges), entries_total, entries_total,
                                 len(plans), len(plans)))
+    return committed
 
 
 def spark_error_cause(error: BaseException) -> str | None:
@@ -579,20 +561,11 @@ def run_export(store, uri: str, options: ExportOptions, *, progress: ProgressCal
             master = spark.sparkContext.master
             timings["spark_start"] = time.monotonic() - t
             try:
-                sql_conf = {
-                    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-                    "spark.sql.sources.partitionOverwriteMode": "static",
-                    # every task writes one partition folder: with concurrent writers allowed,
-                    # Spark does not sort (buffer) a task's rows by partition before writing them
-                    "spark.sql.maxConcurrentOutputFileWriters": "4",
-                }
-                with _sql_conf(spark, sql_conf):
-                    t = time.monotonic()
-                    say(f"exporting {sum(p.entries for p in to_read)} entries of {len(to_read)} ledgers "
-                        f"in {len(ranges)} tasks...")
-                    df = export_frame(spark, uri, options, to_read)
-                    _write(spark, df, str(out.staging), options, ranges, plans, progress)
-                    timings["write"] = time.monotonic() - t
+                t = time.monotonic()
+                say(f"exporting {sum(p.entries for p in to_read)} entries of {len(to_read)} ledgers "
+                    f"in {len(ranges)} tasks...")
+                _write(spark, uri, str(out.staging), options, ranges, plans, progress)
+                timings["write"] = time.monotonic() - t
             finally:
                 if created:
                     stop_spark(spark)

@@ -1,7 +1,7 @@
 """The export directory: staging, composing and swapping it into place.
 
-An export never writes into ``DIR`` itself.  Spark writes the new rows into
-a staging directory next to it (``DIR.bkctl-staging-TOKEN``); once the rows
+An export never writes into ``DIR`` itself.  Its Spark tasks write the new
+rows into a staging directory next to it (``DIR.bkctl-staging-TOKEN``); once the rows
 are verified, the partitions of the previous export that are kept are
 hard-linked into the staging directory (copied where links are not
 possible), the manifest and ``_SUCCESS`` are written, and the staging
@@ -52,7 +52,8 @@ MANIFEST = "_manifest.json"
 SUCCESS = "_SUCCESS"
 MODES = ("replace", "overwrite", "append")
 _LEAF_LEDGER = re.compile(r"ledger_id=(\d+)")
-_DATE = re.compile(r"date=(\d{4}-\d{2}-\d{2})")
+#: a date, or Spark's name for a missing one (a ledger with no creation time)
+_DATE = re.compile(r"date=(\d{4}-\d{2}-\d{2}|__HIVE_DEFAULT_PARTITION__)")
 
 
 class NotAnExport(Conflict):
@@ -229,7 +230,7 @@ class OutputDir:
                            "use the same --partition-by, or --overwrite to replace it")
         return previous
 
-    # -- after Spark wrote the staging directory ---------------------------------
+    # -- after the tasks wrote the staging directory ----------------------------
 
     def compose(self, mode: str, exported_ledgers: Iterable[int]) -> dict[str, int]:
         """Bring the kept partitions of the previous export into the staging

@@ -404,3 +404,24 @@ def test_open_ledgers_skipped_unless_included_cli_in_a_subprocess(cluster, capsy
     manifest = json.loads((out / "_manifest.json").read_text())
     assert manifest["ledgers"][str(ids["open"])]["state"] == "OPEN"
     assert manifest["ledgers"][str(ids["open"])]["ranges"] == [[0, 28]]
+
+
+def test_payload_text_is_sparks_make_valid_utf8(spark):
+    """--decode utf8 is computed in the tasks, not by Spark: it must give what
+    Spark's make_valid_utf8 gives, tricky byte sequences included."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from bkctl.export.writing import _payload_text
+
+    rng = random.Random(14)
+    pieces = [0x41, 0x80, 0xBF, 0xC0, 0xC2, 0xE0, 0xE2, 0xED, 0xF0, 0xF4, 0xF5, 0xFF, 0x82, 0x9F, 0xA0]
+    cases = [b"", b"plain", "h\u00e9llo \u20ac \U0001f600".encode(), b"\xed\xa0\x80", b"\xf4\x90\x80\x80",
+             b"\xe2\x82", b"a\xf0\x9f\x98b", b"\xc0\xaf"]
+    cases += [bytes(rng.choice(pieces) for _ in range(rng.randint(1, 8))) for _ in range(1500)]
+    df = spark.createDataFrame(list(enumerate(cases)), "i int, b binary")
+    sparks = {r["i"]: r["t"] for r in df.select("i", F.make_valid_utf8(F.col("b").cast("string")).alias("t")).collect()}
+    ours = _payload_text(pa.array(cases, pa.binary())).to_pylist()
+    assert [sparks[i] for i in range(len(cases))] == ours
+    assert ours[2] == "h\u00e9llo \u20ac \U0001f600" and ours[3] == "\ufffd" * 3
