@@ -42,7 +42,8 @@ MANIFEST_FORMAT = "bkctl-export/1"
 #: Columns of the exported files, in order (``payload_text`` only with decode).
 EXPORT_COLUMNS = ["ledger_id", "entry_id", "payload", "payload_size", "ledger_ctime", "ledger_state",
                   "ledger_metadata"]
-COMPRESSION = {"zstd": "zstd", "snappy": "snappy", "none": "uncompressed"}
+#: Parquet codecs (pyarrow's names).
+COMPRESSION = ("zstd", "snappy", "none")
 #: How many previous exports the manifest remembers.
 _HISTORY = 50
 
@@ -325,7 +326,8 @@ def _write(spark, uri: str, staging: str, options: ExportOptions, ranges, plans,
 
     sc = spark.sparkContext
     group = f"bkctl-export-{os.getpid()}-{time.monotonic_ns()}"
-    read_options = ReadOptions(_reader_options(uri, options, [p for p in plans if p.entries]))
+    # no plan: every task carries its own range, and reading needs no other
+    read_options = ReadOptions(_reader_options(uri, options, []))
     file_options = FileOptions(staging=staging, job=uuid.uuid4().hex, compression=options.compression,
                                partition_by=options.partition_by, decode=options.decode,
                                rows_per_file=options.rows_per_file)

@@ -110,7 +110,6 @@ class RangeWriter:
         self._source_columns = [name for name in self.schema.names if name != "payload_text"]
         self._prefix = f"part-{index:05d}-{options.job}"
         self._suffix = f"{_CODEC_SUFFIX[options.compression]}.parquet"
-        self._codec = "none" if options.compression == "none" else options.compression
         self._pending: list = []
         self._pending_bytes = 0
         self._file_rows = 0
@@ -160,7 +159,8 @@ class RangeWriter:
         if self._writer is None:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._name = f"{self._prefix}.c{len(self.files):03d}{self._suffix}"
-            self._writer = pq.ParquetWriter(self.directory / self._name, self.schema, compression=self._codec,
+            self._writer = pq.ParquetWriter(self.directory / self._name, self.schema,
+                                            compression=self.options.compression,
                                             use_dictionary=_DICTIONARY_COLUMNS)
         table = pa.Table.from_batches(self._pending, schema=self.schema)
         self._writer.write_table(table, row_group_size=table.num_rows)
