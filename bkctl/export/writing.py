@@ -204,8 +204,7 @@ def write_range(read_options, options: FileOptions, item: tuple[int, Any]) -> li
     except BaseException:
         writer.abort()
         raise
-    return [{"attempt": attempt, "leaf": leaf, "name": name, "rows": rows, "ledger_id": partition.ledger_id}
-            for name, rows in files]
+    return [{"attempt": attempt, "leaf": leaf, "name": name, "rows": rows} for name, rows in files]
 
 
 def commit_files(staging: str | os.PathLike, reports: Iterable[dict[str, Any]]) -> int:
