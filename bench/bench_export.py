@@ -10,14 +10,14 @@ entries with the client (spread over --ledgers ledgers), then measures:
 * Arrow conversion: turning those entries into the data source's record
   batches (in memory, one core);
 * Parquet encoding: pyarrow writing those batches (zstd), for scale;
-* per Spark master: the ``bookkeeper`` data source into Spark's ``noop``
-  sink (read + Arrow + hand-over to the JVM: the data source on its own,
-  which the export does not use for writing), then --repeat times in turns: the raw read
+* per Spark master, --repeat times in turns: the raw read
   at the same parallelism (as many reader processes as the master has
   slots, started and warmed up beforehand as Spark's Python workers are,
   each reading a share of the ranges the export cuts), and the full export
   (``run_export``: plan, Spark tasks that read and write Parquet, verify,
-  commit).
+  commit); then the ``bookkeeper`` data source into Spark's ``noop`` sink
+  (read + Arrow + hand-over to the JVM: the data source on its own, which
+  the export does not use).
 
 Runs in turns, compared by their medians: on a shared 2-core machine one
 run of a few seconds can be 25% off the next, and the bookies flushing
@@ -198,12 +198,6 @@ def run(args, uri: str, work: Path) -> int:
                     print(f"{'spark start ' + master:32} {start_seconds:.1f} s, first (1-entry) export "
                           f"{warm_seconds:.1f} s: fixed costs, not counted below; a second one {fixed_seconds:.2f} s "
                           "(what every export below pays on top of its reads)")
-                    t = time.monotonic()
-                    source_frame(spark, uri, _export_options(args, work, master, spec, 0), plans) \
-                        .write.format("noop").mode("overwrite").save()
-                    noop_seconds = time.monotonic() - t
-                    print(f"{'data source -> noop ' + master:32} {rate(n, total_bytes, noop_seconds)}  "
-                          "[first run: starts the data source's own workers]")
                     for rep in range(args.repeat):
                         raw_times.append(readers.read(ranges))
                         print(f"{f'  raw read, {slots} proc(s), run {rep + 1}':32} "
@@ -216,6 +210,13 @@ def run(args, uri: str, work: Path) -> int:
                         print(f"{f'  export {master}, run {rep + 1}':32} {rate(n, total_bytes, export_times[-1])}  "
                               f"[{summary['files']} files; write {timings['write']:.2f} s, verify "
                               f"{timings['verify']:.2f} s, commit {timings['commit']:.2f} s; {load_note()}]")
+                # last, so that neither its own Python daemons nor the JIT work it causes fall on the runs above
+                t = time.monotonic()
+                source_frame(spark, uri, _export_options(args, work, master, spec, 0), plans) \
+                    .write.format("noop").mode("overwrite").save()
+                noop_seconds = time.monotonic() - t
+                print(f"{'data source -> noop ' + master:32} {rate(n, total_bytes, noop_seconds)}  "
+                      "[a first use: Spark starts a Python daemon per kind of data source worker]")
             finally:
                 if created:
                     stop_spark(spark)
