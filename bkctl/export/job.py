@@ -315,9 +315,9 @@ def _progress_estimate(ranges: list[planning.EntryRange], plans: list[LedgerPlan
 
 
 def _write(spark, uri: str, staging: str, options: ExportOptions, ranges, plans,
-           progress: ProgressCallback | None) -> int:
+           progress: ProgressCallback | None) -> None:
     """Run the tasks that write ``ranges`` into ``staging`` (in a thread,
-    reporting task progress), then commit their files; returns how many."""
+    reporting task progress), then commit their files."""
     import functools
     import uuid
 
@@ -372,11 +372,10 @@ def _write(spark, uri: str, staging: str, options: ExportOptions, ranges, plans,
         if cause is not None:
             raise ExportError(f"the Spark job failed: {cause}") from error
         raise error
-    committed = commit_files(staging, outcome["reports"])
+    commit_files(staging, outcome["reports"])
     if progress is not None:
         progress(ExportProgress("write", len(ranges), len(ranges), entries_total, entries_total,
                                 len(plans), len(plans)))
-    return committed
 
 
 def spark_error_cause(error: BaseException) -> str | None:

@@ -40,6 +40,7 @@ from bkctl.wire.errors import Conflict
 __all__ = [
     "MANIFEST",
     "MODES",
+    "NO_DATE",
     "SUCCESS",
     "ExportLocked",
     "NotAnExport",
@@ -52,8 +53,9 @@ MANIFEST = "_manifest.json"
 SUCCESS = "_SUCCESS"
 MODES = ("replace", "overwrite", "append")
 _LEAF_LEDGER = re.compile(r"ledger_id=(\d+)")
-#: a date, or Spark's name for a missing one (a ledger with no creation time)
-_DATE = re.compile(r"date=(\d{4}-\d{2}-\d{2}|__HIVE_DEFAULT_PARTITION__)")
+#: Spark's (Hive's) value for a date partition whose ledger has no creation time.
+NO_DATE = "__HIVE_DEFAULT_PARTITION__"
+_DATE = re.compile(r"date=(\d{4}-\d{2}-\d{2}|" + NO_DATE + ")")
 
 
 class NotAnExport(Conflict):

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from .output import NO_DATE
+
 __all__ = ["ATTEMPTS", "FileOptions", "RangeWriter", "commit_files", "file_schema", "leaf_dir", "write_range"]
 
 #: The folder below the staging directory where task attempts write.
@@ -39,8 +41,6 @@ ATTEMPTS = "_attempts"
 #: A row group is written once this many bytes of rows are buffered (Spark
 #: writes 128 MB row groups; this keeps a task's memory lower).
 ROW_GROUP_BYTES = 64 << 20
-#: Spark's value for a date partition whose ledger has no creation time.
-NO_DATE = "__HIVE_DEFAULT_PARTITION__"
 _CODEC_SUFFIX = {"zstd": ".zstd", "snappy": ".snappy", "none": ""}
 #: Dictionary encoding for the columns that hold one value per ledger; the
 #: entry ids, payloads and sizes are nearly all distinct, and trying a
