@@ -35,6 +35,7 @@ from bkctl.wire.protocol import (
     ProtocolVersion,
     RC,
 )
+from bkctl.wire.v3 import ADD_FIELD, ADD_HEADER_START, READ_FIELD, READ_HEADER_START
 from bkctl.wire.varint import decode_at as _varint_at
 
 log = logging.getLogger("bookied.server")
@@ -594,7 +595,6 @@ class BookieProtocol(protocol.Protocol):
 
 _U64 = 1 << 64
 _I64_SIGN = 1 << 63
-_ADD_HEADER_START = b"\x08\x03\x10\x02\x18"  # BKPacketHeader: version 3, operation ADD_ENTRY, txnId ...
 
 
 def _ids_at(b: bytes, pos: int, field: bytes) -> tuple[int, int, int] | None:
@@ -631,7 +631,7 @@ def _plain_v3_add(b: bytes) -> tuple[int, int, int, bytes, bytes, bool] | None:
     (and checking its required fields) costs about twice this.
     """
     try:
-        if b[0] != 0x0A or b[2:7] != _ADD_HEADER_START:
+        if b[0] != 0x0A or b[2:7] != ADD_HEADER_START:
             return None
         end = 2 + b[1]  # b[1] < 0x80 as b[2] is 0x08: a one-byte header length
         txn, pos = _varint_at(b, 7)
@@ -642,7 +642,7 @@ def _plain_v3_add(b: bytes) -> tuple[int, int, int, bytes, bytes, bool] | None:
             priority, pos = _varint_at(b, pos + 1)
         if pos != end or txn >= _U64 or priority >= 1 << 32:
             return None
-        ids = _ids_at(b, pos, _ADD_FIELD)
+        ids = _ids_at(b, pos, ADD_FIELD)
         if ids is None:
             return None
         ledger_id, entry_id, pos = ids
@@ -662,11 +662,6 @@ def _plain_v3_add(b: bytes) -> tuple[int, int, int, bytes, bytes, bool] | None:
     return txn, ledger_id, entry_id, key, b[pos:], priority > 0
 
 
-_READ_HEADER_START = b"\x08\x03\x10\x01\x18"  # BKPacketHeader: version 3, operation READ_ENTRY, txnId ...
-_ADD_FIELD = b"\xaa\x06"  # Request.addRequest: field 101, length-delimited
-_READ_FIELD = b"\xa2\x06"  # Request.readRequest: field 100, length-delimited
-
-
 def _plain_v3_read(b: bytes) -> tuple[int, int, int, bytes] | None:
     """``(ledgerId, entryId, header length, b)`` of a plain v3 READ_ENTRY
     Request (normal priority, no flag, master key, previousLAC or timeOut:
@@ -675,13 +670,13 @@ def _plain_v3_read(b: bytes) -> tuple[int, int, int, bytes] | None:
     else, which goes through the parser.  For exactly these bytes
     ``v3.parse_request`` gives a complete Request with these values."""
     try:
-        if b[0] != 0x0A or b[2:7] != _READ_HEADER_START:
+        if b[0] != 0x0A or b[2:7] != READ_HEADER_START:
             return None
         end = 2 + b[1]  # b[1] < 0x80 as b[2] is 0x08: a one-byte header length
         txn, pos = _varint_at(b, 7)
         if pos != end or txn >= _U64:
             return None
-        ids = _ids_at(b, pos, _READ_FIELD)
+        ids = _ids_at(b, pos, READ_FIELD)
         if ids is None or ids[2] != len(b):
             return None
     except IndexError:

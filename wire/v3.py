@@ -49,6 +49,10 @@ __all__ = [
     "BKPacketHeader",
     "REQUEST_FIELD",
     "RESPONSE_FIELD",
+    "ADD_FIELD",
+    "READ_FIELD",
+    "ADD_HEADER_START",
+    "READ_HEADER_START",
     "parse_request",
     "parse_response",
     "plain_read_body",
@@ -106,6 +110,17 @@ _OP_FORCE = int(OperationType.FORCE_LEDGER)
 _OP_LIST_ENTRIES = int(OperationType.GET_LIST_OF_ENTRIES_OF_LEDGER)
 _EOK = 0
 _EBADVERSION = RC.EBADVERSION.v3
+
+# Protobuf bytes that the hand-made encoders here and the bookie's request
+# scanners (bookied.server) write and match, spelled out once.
+#: Request.addRequest / Response.addResponse: field 101, length-delimited.
+ADD_FIELD = b"\xaa\x06"
+#: Request.readRequest / Response.readResponse: field 100, length-delimited.
+READ_FIELD = b"\xa2\x06"
+#: A BKPacketHeader's bytes up to its txnId varint: version 3, ADD_ENTRY, the txnId tag.
+ADD_HEADER_START = bytes((0x08, _V3, 0x10, _OP_ADD, 0x18))
+#: The same for READ_ENTRY.
+READ_HEADER_START = bytes((0x08, _V3, 0x10, _OP_READ, 0x18))
 
 #: Name of the Request field that carries each operation's message.
 REQUEST_FIELD: dict[int, str] = {
@@ -441,13 +456,13 @@ class RequestEncoder:
             add.masterKey = master_key if type(master_key) is bytes else bytes(master_key)
             add.body = body if type(body) is bytes else bytes(body)
             inner = add.SerializeToString()
-            part = b"".join((_ADD_FIELD, _varint(len(inner)), inner))
+            part = b"".join((ADD_FIELD, _varint(len(inner)), inner))
             answer = self._add_reply
             answer.ledgerId = ledger_id
             answer.entryId = entry_id
             inner = answer.SerializeToString()
             # Response: header (1), status EOK (2), addResponse (101)
-            reply = b"".join((_STATUS_EOK_FIELD, _ADD_FIELD, _VARINT1[len(inner)], inner))
+            reply = b"".join((_STATUS_EOK_FIELD, ADD_FIELD, _VARINT1[len(inner)], inner))
             _last_add = ((ledger_id, entry_id), master_key, body, part, reply)
         if 0 <= txn_id < _U64_LIMIT and type(txn_id) is int:
             # the header field: version 3, operation ADD, txnId -- as upb writes it
@@ -483,25 +498,21 @@ class RequestEncoder:
                 self._read_ledger = (ledger_id, part)
             inner = b"".join((part, b"\x10", _varint(entry_id)))
             # Request: header (1), readRequest (100) holding ledgerId (1), entryId (2)
-            return b"".join((length_prefix(len(head) + 3 + len(inner)), head, _READ_FIELD,
+            return b"".join((length_prefix(len(head) + 3 + len(inner)), head, READ_FIELD,
                              _VARINT1[len(inner)], inner)), head
         payload = self.read(txn_id, ledger_id, entry_id)
         return length_prefix(len(payload)) + payload, payload[:2 + payload[1]]
 
 
 _HEADER_FIELD = b"\x0a"  # Request.header: field 1, length-delimited
-_ADD_FIELD = b"\xaa\x06"  # Request.addRequest / Response.addResponse: field 101, length-delimited
 _STATUS_EOK_FIELD = b"\x10\x00"  # Response.status: field 2, varint EOK
 _U64_LIMIT = 1 << 64
 _I64_LIMIT = 1 << 63
-_READ_FIELD = b"\xa2\x06"  # Request.readRequest: field 100, length-delimited
 # BKPacketHeader{version: 3, operation: ADD_ENTRY, txnId: <n-byte varint>}, field 1 of a
 # Request/Response, up to the txnId's bytes; indexed by the length of the txnId varint
-_ADD_HEADER_FIELD = [b"\x0a" + bytes((5 + n,)) + b"\x08" + bytes((_V3,)) + b"\x10" + bytes((_OP_ADD,)) + b"\x18"
-                     for n in range(11)]
+_ADD_HEADER_FIELD = [_HEADER_FIELD + bytes((5 + n,)) + ADD_HEADER_START for n in range(11)]
 # the same for READ_ENTRY
-_READ_HEADER_FIELD = [b"\x0a" + bytes((5 + n,)) + b"\x08" + bytes((_V3,)) + b"\x10" + bytes((_OP_READ,)) + b"\x18"
-                      for n in range(11)]
+_READ_HEADER_FIELD = [_HEADER_FIELD + bytes((5 + n,)) + READ_HEADER_START for n in range(11)]
 #: The last ADD encoded: ((ledger, entry), key, body, its addRequest field, the
 #: status and addResponse fields of its EOK answer).
 _last_add: tuple = ((None, None), None, None, b"", b"")
