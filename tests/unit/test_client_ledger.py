@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import struct
+from functools import partial
 
 import pytest
 from twisted.internet import defer, task
@@ -991,6 +992,28 @@ def test_long_reads_answered_synchronously_do_not_recurse():
     rh = result_of(client.open_ledger(lh.ledger_id))
     entries = result_of(rh.read_entries(0, 2999))
     assert len(entries) == 3000 and entries[-1] == (2999, b"entry-2999")
+
+
+def test_the_read_window_is_refilled_half_a_window_at_a_time(monkeypatch):
+    client, store, pool, lh = filled_ledger(n=40, close=True, read_window=8)
+    rh = result_of(client.open_ledger(lh.ledger_id))
+    held = []  # reads the bookies have not answered yet, in the order sent
+
+    def hold(conn, ledger_id, entry_id, on_done, ctx, slot):
+        held.append((entry_id, lambda: on_done(ctx, slot, conn.bookie_id, conn.stored[(ledger_id, entry_id)])))
+
+    for conn in pool.conns.values():
+        monkeypatch.setattr(conn, "read_with_callback", partial(hold, conn))
+    d = rh.read_entries(0, 39)
+    running = [len(held)]
+    while held:
+        _, answer = held.pop(0)
+        answer()
+        running.append(len(held))
+    # 8 go out; answers bring it down to 4 (half the window), then 4 more go out together
+    assert running[:10] == [8, 7, 6, 5, 8, 7, 6, 5, 8, 7]
+    assert max(running) == 8
+    assert result_of(d) == [(i, b"entry-%d" % i) for i in range(40)]
 
 
 # ----------------------------------------------------------------- releasing
