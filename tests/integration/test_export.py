@@ -165,6 +165,15 @@ def files_of(out: Path) -> dict[str, bytes]:
 # ---------------------------------------------------------------- tests
 
 
+def test_the_export_driver_jvm_runs_with_c1_and_the_serial_collector(spark):
+    jvm = spark.sparkContext._jvm
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert "-XX:TieredStopAtLevel=1" in arguments and "-XX:+UseSerialGC" in arguments
+    assert any(a.startswith("-Dlog4j2.configurationFile=") for a in arguments)
+    collectors = [c.getName() for c in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()]
+    assert not any("G1" in name for name in collectors), collectors
+
+
 def test_export_reads_back_with_pyarrow_and_spark(cluster, spark, capsys, tmp_path):
     import pyarrow.parquet as pq
     from pyspark.sql import types as T
