@@ -13,11 +13,12 @@ entries with the client (spread over --ledgers ledgers), then measures:
 * per Spark master, --repeat times in turns: the raw read
   at the same parallelism (as many reader processes as the master has
   slots, started and warmed up beforehand as Spark's Python workers are,
-  each reading a share of the ranges the export cuts), and the full export
-  (``run_export``: plan, Spark tasks that read and write Parquet, verify,
-  commit); then the ``bookkeeper`` data source into Spark's ``noop`` sink
-  (read + Arrow + hand-over to the JVM: the data source on its own, which
-  the export does not use).
+  each reading a share of the ranges the export cuts), the same raw read
+  in Spark tasks (the export's own workers and client, reading and
+  counting), and the full export (``run_export``: plan, Spark tasks that
+  read and write Parquet, verify, commit); then the ``bookkeeper`` data
+  source into Spark's ``noop`` sink (read + Arrow + hand-over to the JVM:
+  the data source on its own, which the export does not use).
 
 Runs in turns, compared by their medians: on a shared 2-core machine one
 run of a few seconds can be 25% off the next, and the bookies flushing
@@ -26,8 +27,10 @@ what was just written slow whichever run comes first.
 Then it prints entries/s and MB/s of each, the export rate as a share of
 the raw read rate at the same parallelism (target: at least 90%; with
 ``local[2]`` and striped ledgers also at least 35,000 entries/s), the
-client's CPU per entry of the raw read, the load average, and where the
-export's time goes.
+client's CPU per entry of the raw read, the load average, where the
+export's time goes, and the CPU each kind of process (bookies, readers or
+Spark's Python workers, Spark's JVM) used per entry in each run, from
+``/proc``.
 Everything it starts is stopped at the end.
 """
 from __future__ import annotations
@@ -39,6 +42,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -110,9 +114,13 @@ def run(args, uri: str, work: Path) -> int:
     ledger_ids = []
     t = time.monotonic()
     with BlockingBookKeeper(uri, add_timeout=60.0, read_timeout=30.0, timeout=3600) as bk:
-        with bk.create(*shape, password=b"bench") as lh:  # for warming Spark and the readers up
-            lh.add(b"warm-up")
+        # for warming Spark's workers and the readers up: one with an entry per worker, one with one entry
+        with bk.create(*shape, password=b"bench") as lh:
+            lh.add_many(b"warm-up" for _ in range(8))
         warm_id = lh.ledger_id
+        with bk.create(*shape, password=b"bench") as lh:
+            lh.add(b"warm-up")
+        one_entry_id = lh.ledger_id
         start = 0
         for count in per_ledger:
             with bk.create(*shape, password=b"bench") as lh:
@@ -140,6 +148,8 @@ def run(args, uri: str, work: Path) -> int:
           f"[client CPU {cpu / n * 1e6:.1f} us/entry; {load_note()}]")
 
     # -- Arrow conversion ----------------------------------------------------------
+    import pyarrow.compute  # noqa: F401 - imported before the clock starts, as a warm worker has it
+
     from bkctl.export.datasource import LedgerRangePartition, _BatchBuilder
 
     t = time.monotonic()
@@ -167,13 +177,14 @@ def run(args, uri: str, work: Path) -> int:
     del arrow_batches
 
     # -- per master: the raw read at the same parallelism and the export, in turns ----------------
-    from bkctl.export.job import ExportOptions, run_export, source_frame, spark_session, stop_spark
+    from bkctl.export.job import run_export, source_frame, spark_session, stop_spark
     from bkctl.export.planning import LedgerPlan, parse_ledger_spec, plan_ledgers, split_ranges
     from bkctl.wire.zkstore import ZKMetadataStore
 
     ranges = split_ranges([LedgerPlan(lid, "CLOSED", None, {}, 0, count - 1)
                            for lid, count in zip(ledger_ids, per_ledger)], args.split_entries)
     results = []
+    meter = CpuMeter()
     with ZKMetadataStore(uri) as store:
         spec = parse_ledger_spec(",".join(str(i) for i in ledger_ids))
         plans, _ = plan_ledgers(store, spec)
@@ -181,35 +192,53 @@ def run(args, uri: str, work: Path) -> int:
             slots = _slots(master)
             raw_times: list[float] = []
             export_times: list[float] = []
+            raw_cpu: list[dict[str, float]] = []
+            worker_times: list[float] = []
+            worker_cpu: list[dict[str, float]] = []
+            export_cpu: list[dict[str, float]] = []
             t = time.monotonic()
             spark, created = spark_session(master)
             start_seconds = time.monotonic() - t
             try:
                 with ReaderPool(uri, slots, warm_id, args) as readers:
-                    # a first job starts Spark's Python workers (and their clients): a fixed cost per run
+                    # a first job starts Spark's Python workers, one per task slot (8 one-entry tasks), and
+                    # their clients, with the options of the runs below: a fixed cost per Spark session
                     t = time.monotonic()
-                    run_export(store, uri, ExportOptions(out=str(work / "warm-up"), spec=parse_ledger_spec(str(warm_id)),
-                                                         master=master))
+                    run_export(store, uri, replace(_export_options(args, work, master, parse_ledger_spec(str(warm_id)),
+                                                                   "warm-up"), split_entries=1))
                     warm_seconds = time.monotonic() - t
                     t = time.monotonic()
-                    run_export(store, uri, ExportOptions(out=str(work / "warm-up"), spec=parse_ledger_spec(str(warm_id)),
-                                                         master=master))
+                    run_export(store, uri, _export_options(args, work, master, parse_ledger_spec(str(one_entry_id)),
+                                                           "one-entry"))
                     fixed_seconds = time.monotonic() - t
-                    print(f"{'spark start ' + master:32} {start_seconds:.1f} s, first (1-entry) export "
-                          f"{warm_seconds:.1f} s: fixed costs, not counted below; a second one {fixed_seconds:.2f} s "
-                          "(what every export below pays on top of its reads)")
+                    print(f"{'spark start ' + master:32} {start_seconds:.1f} s, first export (8 tasks of one entry) "
+                          f"{warm_seconds:.1f} s: fixed costs, not counted below; a one-entry export "
+                          f"{fixed_seconds:.2f} s (what every export below pays on top of its reads)")
                     for rep in range(args.repeat):
+                        before = meter.snapshot()
                         raw_times.append(readers.read(ranges))
+                        after = meter.snapshot()
+                        raw_cpu.append(meter.used(before, after))
                         print(f"{f'  raw read, {slots} proc(s), run {rep + 1}':32} "
-                              f"{rate(n, total_bytes, raw_times[-1])}  [{load_note()}]")
+                              f"{rate(n, total_bytes, raw_times[-1])}  [{load_note()}; {cpu_note(raw_cpu[-1], n)}]")
+                        t = time.monotonic()
+                        spark_raw_read(spark, uri, ranges, args)
+                        worker_times.append(time.monotonic() - t)
+                        before = meter.snapshot()
+                        worker_cpu.append(meter.used(after, before))
+                        print(f"{f'  raw read in Spark tasks, run {rep + 1}':32} "
+                              f"{rate(n, total_bytes, worker_times[-1])}  [{load_note()}; "
+                              f"{cpu_note(worker_cpu[-1], n)}]")
                         summary = run_export(store, uri, _export_options(args, work, master, spec, rep))
+                        export_cpu.append(meter.used(before, meter.snapshot()))
                         assert summary["entries"] == n, summary
                         timings = summary["timings"]
                         export_times.append(timings["plan"] + timings["write"] + timings["verify"] +
                                             timings["commit"])
                         print(f"{f'  export {master}, run {rep + 1}':32} {rate(n, total_bytes, export_times[-1])}  "
                               f"[{summary['files']} files; write {timings['write']:.2f} s, verify "
-                              f"{timings['verify']:.2f} s, commit {timings['commit']:.2f} s; {load_note()}]")
+                              f"{timings['verify']:.2f} s, commit {timings['commit']:.2f} s; {load_note()}; "
+                              f"{cpu_note(export_cpu[-1], n)}]")
                 # last, so that neither its own Python daemons nor the JIT work it causes fall on the runs above
                 t = time.monotonic()
                 source_frame(spark, uri, _export_options(args, work, master, spec, 0), plans) \
@@ -220,13 +249,15 @@ def run(args, uri: str, work: Path) -> int:
             finally:
                 if created:
                     stop_spark(spark)
-            results.append((master, slots, fixed_seconds, raw_times, export_times))
+            results.append((master, slots, fixed_seconds, raw_times, export_times, raw_cpu, export_cpu,
+                            worker_times, worker_cpu))
 
     # -- summary ---------------------------------------------------------------------
     print()
     ok = True
     striped = shape[0] > shape[1]
-    for master, slots, fixed_seconds, raw_times, export_times in results:
+    for master, slots, fixed_seconds, raw_times, export_times, raw_cpu, export_cpu, worker_times, worker_cpu \
+            in results:
         raw_s, export_s = statistics.median(raw_times), statistics.median(export_times)
         share = raw_s / export_s
         ok = ok and share >= 0.9
@@ -236,6 +267,12 @@ def run(args, uri: str, work: Path) -> int:
               f"{min(n / s for s in raw_times):,.0f}..{max(n / s for s in raw_times):,.0f}) "
               f"[{'meets' if share >= 0.9 else 'BELOW'} the 90% target]; medians of {len(export_times)} runs "
               f"taken in turns; {load_note()}")
+        pairs = sorted(r / e for r, e in zip(raw_times, export_times))
+        print(f"  run by run (each export against the raw read just before it): {statistics.median(pairs):.0%} "
+              f"median, {pairs[0]:.0%}..{pairs[-1]:.0%}")
+        worker_s = statistics.median(worker_times)
+        print(f"  the same raw read in Spark tasks (the export's workers, without Arrow or Parquet): "
+              f"{n / worker_s:,.0f} entries/s; the export is {worker_s / export_s:.0%} of it")
         if slots == 2 and striped and size == 100:
             print(f"  striped ledgers with local[2]: {n / export_s:,.0f} entries/s "
                   f"[{'meets' if n / export_s >= 35_000 else 'below'} the 35,000/s target]")
@@ -248,10 +285,17 @@ def run(args, uri: str, work: Path) -> int:
                            ("the rest: contention and noise", rest)):
             noise = "  (below zero: run-to-run noise)" if secs < 0 else ""
             print(f"    {what:42} {secs:7.2f} s  {secs / export_s:5.0%}{noise}")
+        print(f"  CPU per entry (us, medians): raw read, raw read in Spark tasks, export; "
+              f"the machine has {os.cpu_count()} CPUs:")
+        for group in CpuMeter.GROUPS + ("all",):
+            def per_entry(runs):
+                return statistics.median((sum(r.values()) if group == "all" else r[group]) / n * 1e6 for r in runs)
+            print(f"    {group:42} {per_entry(raw_cpu):7.1f} {per_entry(worker_cpu):7.1f} "
+                  f"{per_entry(export_cpu):7.1f}")
     return 0 if ok else 1
 
 
-def _export_options(args, work: Path, master: str, spec, rep: int):
+def _export_options(args, work: Path, master: str, spec, rep):
     from bkctl.export.job import ExportOptions
 
     name = f"export-{master.replace('[', '').replace(']', '')}-{rep}"
@@ -263,6 +307,34 @@ def _export_options(args, work: Path, master: str, spec, rep: int):
 def load_note() -> str:
     """The machine's load while we measure (others share it)."""
     return f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+
+
+def _read_in_task(read_options, share) -> int:
+    """A Spark task of :func:`spark_raw_read`: its ranges read with the
+    export's own client (``datasource._client``), the entries counted."""
+    from bkctl.export.datasource import _client
+
+    bk = _client(read_options)
+    n = 0
+    for ledger_id, first, last in share:
+        for entries in bk.open(ledger_id).read_range(first, last, batch=read_options.batch_size):
+            n += len(entries)
+    return n
+
+
+def spark_raw_read(spark, uri: str, ranges, args) -> None:
+    """The raw read in Spark's Python workers: one task per range, as the
+    export cuts them, reading and counting (what the export does less the
+    Arrow batches and the Parquet files)."""
+    from functools import partial
+
+    from bkctl.export.datasource import ReadOptions
+
+    options = ReadOptions({"metadataServiceUri": uri, "ledgers": "all", "batchSize": str(args.batch_size),
+                           "readWindow": str(args.read_window), "readTimeout": "30", "protocol": args.protocol})
+    shares = [[(r.ledger_id, r.first, r.last)] for r in ranges]
+    total = sum(spark.sparkContext.parallelize(shares, len(shares)).map(partial(_read_in_task, options)).collect())
+    assert total == sum(r.entries for r in ranges), total
 
 
 def _reader(uri: str, warm_id: int, batch: int, window: int, protocol: str, conn) -> None:
@@ -330,6 +402,58 @@ class ReaderPool:
             if p.is_alive():
                 p.kill()
                 p.join()
+
+
+class CpuMeter:
+    """CPU seconds used by each kind of process on the machine between two
+    :meth:`snapshot` calls, from ``/proc`` (what the export and the raw read
+    cost each process, rather than a residual of wall-clock times)."""
+
+    GROUPS = ("bookies", "readers / Python workers", "Spark JVM", "this process", "other")
+
+    def __init__(self):
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.me = os.getpid()
+
+    def _group(self, pid: int, cmdline: str) -> str:
+        if pid == self.me:
+            return "this process"
+        if "bkctl.bookied" in cmdline:
+            return "bookies"
+        if "pyspark.daemon" in cmdline or "pyspark.worker" in cmdline or "multiprocessing" in cmdline:
+            return "readers / Python workers"
+        if "java" in cmdline and "spark" in cmdline:
+            return "Spark JVM"
+        return "other"
+
+    def snapshot(self) -> dict[int, tuple[str, float]]:
+        out = {}
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            pid = int(name)
+            out[pid] = (self._group(pid, cmdline), (int(fields[11]) + int(fields[12])) / self.tick)
+        return out
+
+    def used(self, before: dict, after: dict) -> dict[str, float]:
+        """CPU seconds per group from ``before`` to ``after`` (processes that
+        ended in between are not counted)."""
+        used = dict.fromkeys(self.GROUPS, 0.0)
+        for pid, (group, cpu) in after.items():
+            used[group] += cpu - before.get(pid, (group, 0.0))[1]
+        return used
+
+
+def cpu_note(used: dict[str, float], n: int) -> str:
+    return "CPU us/entry: " + ", ".join(f"{group} {secs / n * 1e6:.1f}" for group, secs in used.items()
+                                         if secs / n * 1e6 >= 0.05)
 
 
 def _slots(master: str) -> int:
