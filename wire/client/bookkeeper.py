@@ -142,7 +142,8 @@ class BookKeeperClient:
     outstanding per ledger handle (``max_waiting`` how many more may wait),
     ``read_window`` the entries read at once by ``read_entries`` and
     ``read_range`` (256, as the export: more answers per chunk read from a
-    bookie and per write, fewer system calls per entry),
+    bookie and per write, fewer system calls per entry; refilled half a
+    window at a time),
     ``recovery_read_window`` the entries read ahead while looking for the
     tail of an open ledger, ``explicit_lac_interval`` (seconds, 0: off, as
     Java's ``explicitLacInterval``) how soon a writer sends a confirmed LAC
