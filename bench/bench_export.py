@@ -222,7 +222,7 @@ def run(args, uri: str, work: Path) -> int:
                         print(f"{f'  raw read, {slots} proc(s), run {rep + 1}':32} "
                               f"{rate(n, total_bytes, raw_times[-1])}  [{load_note()}; {cpu_note(raw_cpu[-1], n)}]")
                         t = time.monotonic()
-                        spark_raw_read(spark, uri, ranges, args)
+                        spark_raw_read(spark, uri, ranges, _export_options(args, work, master, spec, rep))
                         worker_times.append(time.monotonic() - t)
                         before = meter.snapshot()
                         worker_cpu.append(meter.used(after, before))
@@ -309,29 +309,35 @@ def load_note() -> str:
     return f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
 
 
+def _read_share(bk, share, batch: int) -> int:
+    """Read every ``(ledger_id, first, last)`` of ``share`` with the blocking
+    client ``bk``; the number of entries read."""
+    n = 0
+    for ledger_id, first, last in share:
+        for entries in bk.open(ledger_id).read_range(first, last, batch=batch):
+            n += len(entries)
+    return n
+
+
 def _read_in_task(read_options, share) -> int:
     """A Spark task of :func:`spark_raw_read`: its ranges read with the
     export's own client (``datasource._client``), the entries counted."""
     from bkctl.export.datasource import _client
 
-    bk = _client(read_options)
-    n = 0
-    for ledger_id, first, last in share:
-        for entries in bk.open(ledger_id).read_range(first, last, batch=read_options.batch_size):
-            n += len(entries)
-    return n
+    return _read_share(_client(read_options), share, read_options.batch_size)
 
 
-def spark_raw_read(spark, uri: str, ranges, args) -> None:
+def spark_raw_read(spark, uri: str, ranges, export_options) -> None:
     """The raw read in Spark's Python workers: one task per range, as the
-    export cuts them, reading and counting (what the export does less the
-    Arrow batches and the Parquet files)."""
+    export cuts them, with the read options the export gives its tasks,
+    reading and counting (what the export does less the Arrow batches and
+    the Parquet files)."""
     from functools import partial
 
     from bkctl.export.datasource import ReadOptions
+    from bkctl.export.job import _reader_options
 
-    options = ReadOptions({"metadataServiceUri": uri, "ledgers": "all", "batchSize": str(args.batch_size),
-                           "readWindow": str(args.read_window), "readTimeout": "30", "protocol": args.protocol})
+    options = ReadOptions(_reader_options(uri, export_options, []))
     shares = [[(r.ledger_id, r.first, r.last)] for r in ranges]
     total = sum(spark.sparkContext.parallelize(shares, len(shares)).map(partial(_read_in_task, options)).collect())
     assert total == sum(r.entries for r in ranges), total
@@ -350,11 +356,7 @@ def _reader(uri: str, warm_id: int, batch: int, window: int, protocol: str, conn
             share = conn.recv()
             if share is None:
                 return
-            n = 0
-            for ledger_id, first, last in share:
-                for entries in bk.open(ledger_id).read_range(first, last, batch=batch):
-                    n += len(entries)
-            conn.send(n)
+            conn.send(_read_share(bk, share, batch))
 
 
 class ReaderPool:
@@ -409,7 +411,7 @@ class CpuMeter:
     :meth:`snapshot` calls, from ``/proc`` (what the export and the raw read
     cost each process, rather than a residual of wall-clock times)."""
 
-    GROUPS = ("bookies", "readers / Python workers", "Spark JVM", "this process", "other")
+    GROUPS = ("bookies", "readers / Python workers", "Spark JVM", "ZooKeeper", "this process", "other")
 
     def __init__(self):
         self.tick = os.sysconf("SC_CLK_TCK")
@@ -422,8 +424,10 @@ class CpuMeter:
             return "bookies"
         if "pyspark.daemon" in cmdline or "pyspark.worker" in cmdline or "multiprocessing" in cmdline:
             return "readers / Python workers"
-        if "java" in cmdline and "spark" in cmdline:
+        if "org.apache.spark.deploy.SparkSubmit" in cmdline:  # not ZooKeeper's JVM, which may run from pyspark's jars
             return "Spark JVM"
+        if "org.apache.zookeeper" in cmdline:
+            return "ZooKeeper"
         return "other"
 
     def snapshot(self) -> dict[int, tuple[str, float]]:
