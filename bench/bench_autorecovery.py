@@ -111,7 +111,7 @@ def write_ledgers(uri: str, ledgers: int, entries: int, size: int) -> list[int]:
 
 def run_mode(mode: str, args) -> None:
     from bkctl.sandbox.cluster import load_state, sandbox_down, sandbox_up
-    from bkctl.wire.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
     with tempfile.TemporaryDirectory(prefix="bench-ar-") as tmp:
         state = sandbox_up(tmp, bookies=5)

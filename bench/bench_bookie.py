@@ -40,9 +40,9 @@ from pathlib import Path
 
 import json
 
-from bkctl.wire import v2
-from bkctl.wire.digest import DigestManager, DigestType, master_key
-from bkctl.wire.framing import FrameDecoder, frame
+from bkctl.wire.codecs import v2
+from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
+from bkctl.wire.codecs.framing import FrameDecoder, frame
 from bench_bookie_reads import cpu_seconds  # bench/ is on sys.path when run as a script
 
 KEY = master_key(b"bench")
@@ -281,7 +281,7 @@ def main() -> None:
         print(json.dumps(latency_client(int(port), int(rate), float(seconds), int(ledger))))
         return
     from bkctl.sandbox.zookeeper import ZooKeeperServer
-    from bkctl.wire.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)

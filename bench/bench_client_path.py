@@ -23,12 +23,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_client import load_note  # noqa: E402
 from twisted.internet.testing import MemoryReactorClock, StringTransport  # noqa: E402
 
-from bkctl.wire import fastpath, v3  # noqa: E402
+from bkctl.wire import fastpath
+from bkctl.wire.codecs import v3  # noqa: E402
 from bkctl.wire.client.connection import BookieConnection  # noqa: E402
 from bkctl.wire.client.read_handle import ReadHandle  # noqa: E402
-from bkctl.wire.digest import DigestManager, DigestType  # noqa: E402
-from bkctl.wire.framing import frame  # noqa: E402
-from bkctl.wire.metadata import LedgerMetadata, LedgerState  # noqa: E402
+from bkctl.wire.codecs.digest import DigestManager, DigestType  # noqa: E402
+from bkctl.wire.codecs.framing import frame  # noqa: E402
+from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState  # noqa: E402
 
 
 def run(n: int, chunk: int) -> float:

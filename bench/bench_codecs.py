@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from bkctl.wire import v2, v3
-from bkctl.wire.digest import DigestManager, DigestType, master_key
-from bkctl.wire.framing import FrameDecoder, frame
-from bkctl.wire.protocol import RC
+from bkctl.wire.codecs import v2, v3
+from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
+from bkctl.wire.codecs.framing import FrameDecoder, frame
+from bkctl.wire.codecs.protocol import RC
 
 PAYLOAD = b"x" * 100
 

@@ -44,8 +44,8 @@ def bkctl(uri: str, *args: str) -> tuple[float, subprocess.CompletedProcess]:
 
 
 def bench_replace_id(uri: str, ledgers: int) -> None:
-    from bkctl.wire.metadata import LedgerMetadata
-    from bkctl.wire.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.ledger import LedgerMetadata
+    from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
     old, new, other = "10.1.1.1:3181", "bk-a.example.com:3181", "bk-b.example.com:3181"
     with ZKMetadataStore(uri) as store:

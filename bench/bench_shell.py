@@ -81,8 +81,8 @@ def bench_first_prompt(uri: str, runs: int, home: Path) -> list[float]:
 
 
 def make_ledgers(uri: str, count: int) -> float:
-    from bkctl.wire.metadata import LedgerMetadata, serialize_ledger_metadata
-    from bkctl.wire.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.ledger import LedgerMetadata, serialize_ledger_metadata
+    from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
     md = LedgerMetadata.new(["127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"])
     data = serialize_ledger_metadata(md)

@@ -51,7 +51,7 @@ from twisted.internet import defer, task  # noqa: E402
 
 from bkctl.sandbox.zookeeper import ZooKeeperServer, free_port  # noqa: E402
 from bkctl.wire.client.blocking import BlockingBookKeeper  # noqa: E402
-from bkctl.wire.zkstore import ZKMetadataStore  # noqa: E402
+from bkctl.wire.metadata.zkstore import ZKMetadataStore  # noqa: E402
 from tests import smallfs  # noqa: E402
 from tests.bookieproc import BookieProcess  # noqa: E402
 

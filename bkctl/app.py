@@ -27,7 +27,7 @@ class App:
     placement: str | None = None
     #: the keys of the cluster profile in use (``[clusters.NAME]`` of config.toml)
     profile: dict = field(default_factory=dict, repr=False)
-    #: ZooKeeper credentials/TLS/ACLs in use (:class:`bkctl.wire.zksecurity.ZKSecurity`; None: not yet set)
+    #: ZooKeeper credentials/TLS/ACLs in use (:class:`bkctl.wire.metadata.zksecurity.ZKSecurity`; None: not yet set)
     zk_security: Any = None
     #: TLS to the bookies (:class:`bkctl.wire.tls.TLSFiles`), False for plain text, None: not yet set
     bookie_tls: Any = None
@@ -47,7 +47,7 @@ class App:
         """The metadata service URI, checked by the parser the store uses (bad: exit 2)."""
         if not self.metadata_uri:
             raise CommandError("no cluster given: use --metadata-uri/-m, $BKCTL_METADATA_URI or --cluster", USAGE)
-        from bkctl.wire.layout import MetadataServiceURI, MetadataServiceURIError
+        from bkctl.wire.metadata.layout import MetadataServiceURI, MetadataServiceURIError
 
         try:
             MetadataServiceURI.parse(self.metadata_uri)
@@ -70,7 +70,7 @@ class App:
     def connect_store(self):
         """The store even when its root holds no cluster yet (metaformat)."""
         if self._store is None:
-            from bkctl.wire.zkstore import ZKMetadataStore
+            from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
             store = ZKMetadataStore(self.require_uri(), timeout=self.zk_timeout)
             store.start()
@@ -98,7 +98,7 @@ class App:
         The profile's ``rack_map_file``, ``network_topology_script``,
         ``min_racks_per_write_quorum``, ``enforce_min_racks_per_write_quorum``
         and ``min_regions`` tune it."""
-        from bkctl.wire.racks import RackMapError, RackSource, build_placement
+        from bkctl.wire.metadata.racks import RackMapError, RackSource, build_placement
 
         prof = self.profile
         name = self.placement or prof.get("placement")
@@ -134,8 +134,8 @@ class App:
 
     def use_zk_security(self, security) -> None:
         """ZooKeeper credentials/TLS/ACLs for every session this process opens
-        (:func:`bkctl.wire.zksecurity.set_default`); a change drops open connections."""
-        from bkctl.wire import zksecurity
+        (:func:`bkctl.wire.metadata.zksecurity.set_default`); a change drops open connections."""
+        from bkctl.wire.metadata import zksecurity
 
         if security != zksecurity.get_default():
             self.close()

@@ -151,7 +151,7 @@ def complete_open_ledger_id(ctx, param, incomplete: str) -> list[CompletionItem]
 
 def open_ledgers(store, ledger_ids: Iterable[int], timeout: float = LOOKUP_TIMEOUT) -> set[int]:
     """Those of ``ledger_ids`` whose metadata is not CLOSED (read all at once)."""
-    from bkctl.wire.metadata import parse_ledger_metadata
+    from bkctl.wire.metadata.ledger import parse_ledger_metadata
 
     zk = store.client
     pending = [(i, zk.get_async(store.ledger_path(i))) for i in ledger_ids]
@@ -263,7 +263,7 @@ class _OneShot:
 
         # a completion must not print: keep kazoo's connection warnings quiet
         logging.getLogger("kazoo").setLevel(logging.CRITICAL + 1)
-        from bkctl.wire.zkstore import ZKMetadataStore
+        from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
         return ZKMetadataStore(self.uri, timeout=LOOKUP_TIMEOUT).start()
 

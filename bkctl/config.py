@@ -111,7 +111,7 @@ def zk_security(profile: dict, digest: str | None = None, tls_ca: str | None = N
     """ZooKeeper credentials and TLS: flags (and their environment variables)
     over the profile's ``zk_*`` keys; SASL and ``zk_enable_security`` from the
     profile or ``BKCTL_ZK_SASL_*`` / ``BKCTL_ZK_ENABLE_SECURITY``."""
-    from bkctl.wire.zksecurity import ZKSecurity
+    from bkctl.wire.metadata.zksecurity import ZKSecurity
 
     env = os.environ
 

@@ -1,7 +1,7 @@
 """Bookie semantics (wire.md sections 4-5), between the protocol and storage.
 
 Everything here runs on the reactor thread.  Callers pass a callback per
-request; it is called exactly once, with an :class:`~bkctl.wire.protocol.RC` (and
+request; it is called exactly once, with an :class:`~bkctl.wire.codecs.protocol.RC` (and
 the data for reads).  Durability: an add's callback runs only after the
 journal has fsynced its record (``deferred_sync`` adds: after the write).
 
@@ -16,7 +16,7 @@ import os
 import struct
 from typing import Callable
 
-from bkctl.wire.protocol import LAST_ADD_CONFIRMED, RC
+from bkctl.wire.codecs.protocol import LAST_ADD_CONFIRMED, RC
 
 from .entrystore import EntryCorrupted, WriteCacheFull
 from .journal import (

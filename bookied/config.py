@@ -44,9 +44,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bkctl.wire.bookieid import bookie_id_problem
+from bkctl.wire.metadata.bookieid import bookie_id_problem
 from bkctl.wire.errors import BKError
-from bkctl.wire.layout import (
+from bkctl.wire.metadata.layout import (
     MetadataServiceURI,
     MetadataServiceURIError,
     root_path_problem,
@@ -158,7 +158,7 @@ def _check_zk_path(value: str) -> None:
 
 
 def _check_placement_policy(value: str) -> None:
-    from bkctl.wire.racks import policy_name
+    from bkctl.wire.metadata.racks import policy_name
 
     try:
         policy_name(value)
@@ -1079,9 +1079,9 @@ class BookieConfig:
             return default
 
     def zk_security(self):
-        """The :class:`~bkctl.wire.zksecurity.ZKSecurity` these keys describe
+        """The :class:`~bkctl.wire.metadata.zksecurity.ZKSecurity` these keys describe
         (secrets read from their files); ConfigError when a file is unreadable."""
-        from bkctl.wire.zksecurity import ZKSecurity
+        from bkctl.wire.metadata.zksecurity import ZKSecurity
 
         def secret(key: str, path: str | None) -> str | None:
             if path is None:
@@ -1452,7 +1452,7 @@ def render_config(cfg: BookieConfig, *, comments: bool = True,
 
 
 def validate_bookie_id(value: str) -> str:
-    """Return ``value`` if it is a valid bookie id (:mod:`bkctl.wire.bookieid`'s
+    """Return ``value`` if it is a valid bookie id (:mod:`bkctl.wire.metadata.bookieid`'s
     rule), else raise ``ConfigError``."""
     problem = bookie_id_problem(value)
     if problem:

@@ -110,7 +110,7 @@ from typing import Callable, Iterable, NamedTuple
 import lmdb
 from crc32c import crc32c
 
-from . import layout
+from . import disk_layout as layout
 from .journal import EntryRecord, ExplicitLacRecord, FenceRecord, MasterKeyRecord
 
 log = logging.getLogger("bookied.entrystore")

@@ -174,7 +174,7 @@ class BookieStatus(Protocol):
     ``?force=true``.
 
     ``zk`` is optional too: an attribute holding the bookie's
-    :class:`~bkctl.wire.zkstore.ZKMetadataStore` (None until it is
+    :class:`~bkctl.wire.metadata.zkstore.ZKMetadataStore` (None until it is
     connected).  With it the autorecovery endpoints are served.
     """
 
@@ -419,7 +419,7 @@ class AdminResource(resource.Resource):
             raise HTTPError(http.BAD_REQUEST, f"body must be JSON like {example}")
         return doc["readOnly"]
 
-    # -- day-2 bookie endpoints (bookied.admin) ----------------------------------------
+    # -- day-2 bookie endpoints (bookied.garbage_collector) ----------------------------------------
 
     def get_gc(self, request) -> bytes:
         return self.json_body(request, {"is_in_force_gc": "true" if self.status.in_force_gc() else "false"})
@@ -507,7 +507,7 @@ class AdminResource(resource.Resource):
         return self._with_store(request, work)
 
     def put_trigger_audit(self, request):
-        from bkctl.wire.autorecovery.admin import trigger_audit
+        from bkctl.wire.autorecovery.control import trigger_audit
 
         def work(store):
             self._require_auditor(store)
@@ -565,7 +565,7 @@ class AdminResource(resource.Resource):
         return name.encode() in parse_qs(query, keep_blank_values=True)
 
     def get_under_replicated(self, request):
-        from bkctl.wire.autorecovery.admin import matching_marks
+        from bkctl.wire.autorecovery.control import matching_marks
 
         include = self._params(request, "missingreplica")
         exclude = self._params(request, "excludingmissingreplica")
@@ -598,8 +598,8 @@ class AdminResource(resource.Resource):
         return self._with_store(request, work)
 
     def put_decommission(self, request):
-        from bkctl.wire.autorecovery.admin import trigger_audit
-        from bkctl.wire.zkstore import is_valid_bookie_id
+        from bkctl.wire.autorecovery.control import trigger_audit
+        from bkctl.wire.metadata.zkstore import is_valid_bookie_id
 
         example = '{"bookie_src": "bookie1.example.com:3181"}'
         doc = self._json_request(request, example)

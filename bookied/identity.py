@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 
-from bkctl.wire.cookie import Cookie, CookieMismatch, parse_cookie
+from bkctl.wire.metadata.cookie import Cookie, CookieMismatch, parse_cookie
 from bkctl.wire.errors import BKError, CodecError
 
-from . import layout
+from . import disk_layout as layout
 
 log = logging.getLogger("bookied.identity")
 

@@ -113,7 +113,7 @@ from typing import Callable, Iterator, NamedTuple, Union
 
 from crc32c import crc32c
 
-from . import layout
+from . import disk_layout as layout
 
 log = logging.getLogger("bookied.journal")
 

@@ -92,11 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     from bkctl.wire.errors import BKError
 
     from .identity import IdentityError
-    from .layout import LayoutError
+    from .disk_layout import LayoutError
     from .service import BookieService
 
     try:
-        from bkctl.wire import zksecurity
+        from bkctl.wire.metadata import zksecurity
 
         # every ZooKeeper session of this process (the bookie's, autorecovery's) uses it
         zksecurity.set_default(cfg.zk_security())

@@ -13,7 +13,7 @@ import time
 
 from twisted.python.failure import Failure
 
-from bkctl.wire.protocol import RC
+from bkctl.wire.codecs.protocol import RC
 
 log = logging.getLogger("bookied.metrics")
 

@@ -15,11 +15,12 @@ from collections import deque
 
 from twisted.internet import abstract, protocol
 
-from bkctl.wire import fastpath, v2, v3
-from bkctl.wire.detect import ProtocolDetector
+from bkctl.wire import fastpath
+from bkctl.wire.codecs import v2, v3
+from bkctl.wire.codecs.detect import ProtocolDetector
 from bkctl.wire.errors import CodecError
-from bkctl.wire.framing import FrameDecoder, frame
-from bkctl.wire.protocol import (
+from bkctl.wire.codecs.framing import FrameDecoder, frame
+from bkctl.wire.codecs.protocol import (
     ADD_FLAG_RECOVERY_ADD,
     AUTH_DISABLED_PLUGIN,
     BOOKIE_INFO_FREE_DISK_SPACE,
@@ -35,8 +36,8 @@ from bkctl.wire.protocol import (
     ProtocolVersion,
     RC,
 )
-from bkctl.wire.v3 import ADD_FIELD, ADD_HEADER_START, READ_FIELD, READ_HEADER_START
-from bkctl.wire.varint import decode_at as _varint_at
+from bkctl.wire.codecs.v3 import ADD_FIELD, ADD_HEADER_START, READ_FIELD, READ_HEADER_START
+from bkctl.wire.codecs.varint import decode_at as _varint_at
 
 log = logging.getLogger("bookied.server")
 

@@ -19,12 +19,12 @@ import time
 from twisted.internet import defer, task, threads
 from twisted.python.failure import Failure
 
-from bkctl.wire import sdnotify
-from bkctl.wire.serviceinfo import BookieServiceInfo
-from bkctl.wire.shutdown import ExitDeadline, call_with_timeout
+from bkctl.wire.process import sdnotify
+from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
+from bkctl.wire.process.shutdown import ExitDeadline, call_with_timeout
 
-from . import admin, identity, layout
-from .admin import GarbageCollector
+from . import disk_layout as layout, garbage_collector, identity
+from .garbage_collector import GarbageCollector
 from .bookie import Bookie
 from bkctl.wire.errors import BKError
 
@@ -131,7 +131,7 @@ class BookieService:
         check_port_free(resolve_listen_host(cfg), cfg.bookie_port)
         self._prepare_dirs(journal_dirs, ledger_dirs, index_dirs)
 
-        from bkctl.wire.zkstore import ZKMetadataStore
+        from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
         if not cfg.metadata_service_uri:
             raise ConfigError("metadataServiceUri: not set (nor zkServers): the bookie needs its cluster",
@@ -600,10 +600,10 @@ class BookieService:
         return list(cfg.journal_directories), list(cfg.ledger_directories), index
 
     def list_disk_files(self, file_type: str | None) -> dict:
-        return admin.list_disk_files(file_type, *self._dirs())
+        return garbage_collector.list_disk_files(file_type, *self._dirs())
 
     def last_log_marks(self) -> dict:
-        return admin.last_log_marks(tuple(j.mark()) for j in self.journals)
+        return garbage_collector.last_log_marks(tuple(j.mark()) for j in self.journals)
 
     def expand_storage(self):
         """Java's expand_storage: the configured directories checked against the cookie with

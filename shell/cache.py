@@ -173,7 +173,7 @@ class MetadataCache:
         if store is not None and getattr(store, "uri", None) == uri:
             return store
         self._drop_store()
-        from bkctl.wire.zkstore import ZKMetadataStore
+        from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
         store = ZKMetadataStore(uri, timeout=self.connect_timeout)
         store.start()

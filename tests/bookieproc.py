@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from bkctl.sandbox.zookeeper import free_port
-from bkctl.wire import v2, v3
-from bkctl.wire.framing import FrameDecoder, frame
+from bkctl.wire.codecs import v2, v3
+from bkctl.wire.codecs.framing import FrameDecoder, frame
 
 
 class BookieProcess:

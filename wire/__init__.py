@@ -1,0 +1,15 @@
+"""The library bookied and bkctl share; it imports neither of them.
+
+* :mod:`.codecs` -- pure codecs of the bookie protocol (frames, v2, v3, digests) and of
+  Java bookies' files; no I/O;
+* :mod:`.metadata` -- the cluster's znode formats and the ZooKeeper metadata store;
+* :mod:`.client` -- the BookKeeper client over Twisted: connections, ledger handles,
+  reads, ledger recovery, re-replication, placement;
+* :mod:`.autorecovery` -- the auditor and the replication workers (Java's
+  ``replication`` package);
+* :mod:`.process` -- systemd notification and bounded shutdown for the daemons;
+* :mod:`.tls` -- TLS between clients and bookies (START_TLS), used by both sides;
+* :mod:`.proto` -- the generated protobuf classes (bookie protocol, metadata formats);
+* :mod:`.errors` -- exceptions shared by all of the above; :mod:`.fastpath` -- the one
+  switch for every fast path (``BKCTL_FASTPATHS=0``).
+"""

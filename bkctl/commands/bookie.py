@@ -121,7 +121,7 @@ def bookie_info(app: App, bookie_id: str):
     layout_version, version}, service_info {endpoints [{id, protocol, host,
     port, auth, extensions}], properties}, disk {total_bytes, free_bytes}.
     """
-    from bkctl.wire.client.admin import describe_bookie
+    from bkctl.wire.client.ledger_admin import describe_bookie
 
     from ..ops.recovery import check_bookie_ids
 

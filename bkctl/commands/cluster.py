@@ -103,7 +103,7 @@ def autorecovery_run(app: App, bookie_id: str | None, settings: tuple[str, ...])
         config = config_from_settings(pairs)
     except ValueError as exc:
         raise CommandError(f"--set: {exc}", USAGE) from None
-    from bkctl.wire.bookieid import bookie_id_problem
+    from bkctl.wire.metadata.bookieid import bookie_id_problem
 
     bookie_id = bookie_id or f"{socket.gethostname()}:3181"
     problem = bookie_id_problem(bookie_id)

@@ -192,7 +192,7 @@ class ReadOptions:
         self.until_ms = parse_ctime(opts["until"]) if opts.get("until") else None
         security = opts.get("zksecurity")
         if security:
-            from bkctl.wire.zksecurity import ZKSecurity
+            from bkctl.wire.metadata.zksecurity import ZKSecurity
 
             try:
                 self.zk_security = ZKSecurity.from_json(security)
@@ -256,7 +256,7 @@ def plan_partitions(options: ReadOptions) -> list[LedgerRangePartition]:
     if options.plan_json is not None:
         plans = plans_from_json(options.plan_json)
     else:
-        from bkctl.wire.zkstore import ZKMetadataStore
+        from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
         with ZKMetadataStore(options.uri, security=options.zk_security) as store:
             lac_of = None
@@ -327,7 +327,7 @@ def _client(options: ReadOptions):
         bk = _clients.get(key)
         if bk is None:
             if options.zk_security is not None:
-                from bkctl.wire import zksecurity
+                from bkctl.wire.metadata import zksecurity
 
                 zksecurity.set_default(options.zk_security)  # the executor's ZooKeeper sessions
             tls = {"tls": options.bookie_tls} if options.bookie_tls else {}

@@ -277,7 +277,7 @@ def _reader_options(uri: str, options: ExportOptions, plans: list[LedgerPlan]) -
     }
     if options.password is not None:
         opts["password"] = options.password
-    from bkctl.wire import zksecurity
+    from bkctl.wire.metadata import zksecurity
 
     if zksecurity.get_default() != zksecurity.ZKSecurity():  # executors authenticate as the driver does
         opts["zkSecurity"] = zksecurity.get_default().to_json()

@@ -326,7 +326,7 @@ def plan_ledgers(store, spec: LedgerSpec, *, include_open: bool = False, since_m
     ``lac_of(ledger_id)`` gives the last add confirmed of a ledger that is not
     closed (open it without recovery); it is needed only with ``include_open``.
     """
-    from bkctl.wire.zkstore import NoSuchLedger
+    from bkctl.wire.metadata.zkstore import NoSuchLedger
 
     if include_open and lac_of is None:
         raise ValueError("include_open needs lac_of")

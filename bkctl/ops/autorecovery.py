@@ -18,7 +18,7 @@ def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
             raise ValueError(f"unknown autorecovery key {key!r} (one of {', '.join(sorted(CONFIG_KEYS))})")
         if key in ("ensemblePlacementPolicy", "networkTopologyScriptFileName"):
             if key == "ensemblePlacementPolicy":
-                from bkctl.wire.racks import policy_name
+                from bkctl.wire.metadata.racks import policy_name
 
                 policy_name(text)  # ValueError for a policy we do not have
             values[key] = text
@@ -49,8 +49,8 @@ def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol
     from twisted.internet import defer, reactor
 
     from bkctl.wire.autorecovery.service import AutoRecoveryDaemon
-    from bkctl.wire.sdnotify import Notifier
-    from bkctl.wire.shutdown import ExitDeadline
+    from bkctl.wire.process.sdnotify import Notifier
+    from bkctl.wire.process.shutdown import ExitDeadline
 
     log = logging.getLogger("bkctl.autorecovery")
     notifier = Notifier.from_environment()
@@ -102,7 +102,7 @@ def who_is_auditor(store) -> dict:
 
 def trigger_audit(store) -> dict:
     """Rewrite ``lostBookieRecoveryDelay`` with its own value: the auditor audits at once."""
-    from bkctl.wire.autorecovery.admin import trigger_audit as rewrite_delay
+    from bkctl.wire.autorecovery.control import trigger_audit as rewrite_delay
 
     delay = rewrite_delay(store)
     return {"triggered": True, "auditor": store.who_is_auditor(), "lost_bookie_recovery_delay": delay}

@@ -21,7 +21,7 @@ TIMEOUT = 10.0
 
 def http_address(store, bookie_id: str, override: str | None = None) -> str:
     """``host:port`` of the bookie's HTTP admin server."""
-    from bkctl.wire.serviceinfo import HTTP, parse_bookie_id_address
+    from bkctl.wire.metadata.serviceinfo import HTTP, parse_bookie_id_address
 
     if override:
         try:

@@ -11,7 +11,7 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from bkctl.wire.cookie import Cookie
+from bkctl.wire.metadata.cookie import Cookie
 
 from ..exitcodes import CONFLICT, FAILED, CommandError
 
@@ -100,7 +100,7 @@ def bookieformat(dirs: BookieDirs, store, confirm, delete_cookie: bool = False) 
     if delete_cookie:
         found = store.get_cookie(dirs.bookie_id)
         if found is None:
-            from bkctl.wire.zkstore import NoSuchCookie
+            from bkctl.wire.metadata.zkstore import NoSuchCookie
 
             raise NoSuchCookie(f"bookie {dirs.bookie_id} has no cookie in ZooKeeper")
         store.delete_cookie(dirs.bookie_id, found[1])
@@ -120,7 +120,7 @@ CURRENT_DIR_LAYOUT = 5
 
 
 def previous_version(d: str) -> int:
-    from bkctl.bookied.layout import old_layout_files
+    from bkctl.bookied.disk_layout import old_layout_files
 
     try:
         with open(os.path.join(d, "VERSION")) as f:
@@ -133,7 +133,7 @@ def previous_version(d: str) -> int:
 
 
 def _old_entries(d: str) -> list[str]:
-    from bkctl.bookied.layout import old_layout_files
+    from bkctl.bookied.disk_layout import old_layout_files
 
     return [n.rstrip("/") for n in old_layout_files(d) if n != "VERSION"]
 
@@ -212,7 +212,7 @@ def rollback(dirs: BookieDirs, store) -> dict:
             rolled.append(d)
     found = store.get_cookie(dirs.bookie_id)
     if found is None:
-        from bkctl.wire.zkstore import NoSuchCookie
+        from bkctl.wire.metadata.zkstore import NoSuchCookie
 
         raise NoSuchCookie(f"bookie {dirs.bookie_id} has no cookie in ZooKeeper to delete")
     store.delete_cookie(dirs.bookie_id, found[1])

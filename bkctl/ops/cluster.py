@@ -9,7 +9,7 @@ def require_cluster(store) -> None:
     (its LAYOUT or INSTANCEID), naming the closest root that does."""
     from kazoo.exceptions import KazooException
 
-    from bkctl.wire.zkstore import ClusterNotFound
+    from bkctl.wire.metadata.zkstore import ClusterNotFound
 
     if store.holds_cluster():  # its errors are the store's (NoAuth: exit 5)
         return
@@ -28,7 +28,7 @@ def _closest_cluster_root(zk, root: str, budget: int = 500) -> str | None:
     grandchildren (at most ``budget`` znodes)."""
     import difflib
 
-    from bkctl.wire import paths as P
+    from bkctl.wire.metadata import paths as P
 
     ancestor = root.rstrip("/").rsplit("/", 1)[0] or "/"
     while ancestor != "/" and not zk.exists(ancestor):
@@ -95,7 +95,7 @@ def underreplicated(store, include=(), exclude=()) -> list[dict]:
     """Marked ledgers (Java's ``listunderreplicated``): ``include`` keeps those
     missing a replica on any of these bookies, ``exclude`` drops those missing
     one on any of these; ``worker`` is the host holding the replication lock."""
-    from bkctl.wire.autorecovery.admin import matching_marks
+    from bkctl.wire.autorecovery.control import matching_marks
 
     locks = store.underreplication_locks()
     rows = []

@@ -3,7 +3,7 @@
 Raw CRUD on the ZooKeeper cookie (Java bkctl's ``cookie get|create|update|
 delete|generate``) and ``cookie admin`` (BookieShell's ``updatecookie``) for a
 stopped bookie's local directories.  Cookies are read and written with the
-one codec, :mod:`bkctl.wire.cookie`; local VERSION files with bookied's
+one codec, :mod:`bkctl.wire.metadata.cookie`; local VERSION files with bookied's
 layout helpers.  Java bookies' directories and bookied's hold the same
 ``current/VERSION``, so everything here works for both.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from bkctl.wire.cookie import Cookie, parse_cookie
+from bkctl.wire.metadata.cookie import Cookie, parse_cookie
 
 from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
 
@@ -53,7 +53,7 @@ def _check_host(bookie_id: str, cookie: Cookie, path: str) -> None:
 def get(store, bookie_id: str) -> dict:
     found = store.get_cookie(_check_id(bookie_id))
     if found is None:
-        from bkctl.wire.zkstore import NoSuchCookie
+        from bkctl.wire.metadata.zkstore import NoSuchCookie
 
         raise NoSuchCookie(bookie_id)
     return cookie_doc(bookie_id, *found)
@@ -73,7 +73,7 @@ def update(store, bookie_id: str, path: str) -> dict:
     _check_host(_check_id(bookie_id), cookie, path)
     found = store.get_cookie(bookie_id)
     if found is None:
-        from bkctl.wire.zkstore import NoSuchCookie
+        from bkctl.wire.metadata.zkstore import NoSuchCookie
 
         raise NoSuchCookie(bookie_id)
     version = store.put_cookie(bookie_id, cookie, version=found[1])
@@ -91,7 +91,7 @@ def delete(store, bookie_id: str, confirm=None) -> dict:
     """Delete the ZooKeeper cookie of a bookie that is not running (exit 4 while it is)."""
     found = store.get_cookie(_check_id(bookie_id))
     if found is None:
-        from bkctl.wire.zkstore import NoSuchCookie
+        from bkctl.wire.metadata.zkstore import NoSuchCookie
 
         raise NoSuchCookie(bookie_id)
     _refuse_registered(store, bookie_id)
@@ -125,7 +125,7 @@ def split_dirs(values) -> list[str]:
 
 def _local_cookies(dirs) -> dict[str, Cookie | None | str]:
     """Every directory's VERSION cookie: a Cookie, None (no VERSION) or an error text."""
-    from bkctl.bookied import layout
+    from bkctl.bookied import disk_layout as layout
     from bkctl.wire.errors import CodecError
 
     out: dict[str, Cookie | None | str] = {}
@@ -142,14 +142,14 @@ def _local_cookies(dirs) -> dict[str, Cookie | None | str]:
 
 
 def version_path(d: str) -> str:
-    from bkctl.bookied import layout
+    from bkctl.bookied import disk_layout as layout
 
     return os.path.join(layout.current_dir(d), layout.VERSION_FILE)
 
 
 def admin_list(store, dirs) -> dict:
     """The local VERSION files and the ZooKeeper cookie of the configured bookie."""
-    from bkctl.wire import paths
+    from bkctl.wire.metadata import paths
 
     zk = store.get_cookie(dirs.bookie_id) if store is not None else None
     local = []
@@ -243,7 +243,7 @@ def admin_rename(store, dirs, old_id: str) -> dict:
     cookie = replace(source, bookie_id=new_id)
     if new is not None and new[0] != cookie:
         raise CommandError(f"bookie {new_id} already has a different cookie in ZooKeeper", CONFLICT)
-    from bkctl.bookied import layout
+    from bkctl.bookied import disk_layout as layout
 
     rewritten = []
     for d, c in _local_cookies(dirs).items():

@@ -3,7 +3,7 @@
 
 Which format a file has is told by its name: Java's journal ``*.txn``, entry logs
 ``*.log``, index ``xx/yy/*.idx`` and ``lastMark*`` (decoded by
-:mod:`bkctl.wire.javadisk`); bookied's journal ``*.bjn``, entry logs ``*.bel``,
+:mod:`bkctl.wire.codecs.javadisk`); bookied's journal ``*.bjn``, entry logs ``*.bel``,
 ``index.lmdb/`` and ``bookied.lastmark`` (decoded by bookied's own modules).
 DbLedgerStorage's RocksDB index (``ledgers/``, ``locations/``) is listed but
 not read.  Every function yields JSON-ready rows; nothing is written.
@@ -60,7 +60,7 @@ def _parse_file(path: str, parse):
 def _digest_length(digest: str | None) -> int | None:
     if digest is None:
         return None
-    from bkctl.wire.digest import DIGEST_LENGTH, DigestType
+    from bkctl.wire.codecs.digest import DIGEST_LENGTH, DigestType
 
     return DIGEST_LENGTH[DigestType.parse(digest)]
 
@@ -68,7 +68,7 @@ def _digest_length(digest: str | None) -> int | None:
 def entry_fields(data: bytes, digest_length: int | None) -> dict:
     """LAC, length and body of a packaged entry; with a digest length, its payload."""
     from bkctl.wire.errors import CodecError
-    from bkctl.wire.javadisk import ENTRY_HEADER, entry_header
+    from bkctl.wire.codecs.javadisk import ENTRY_HEADER, entry_header
 
     try:
         _l, _e, lac, length = entry_header(data)
@@ -141,7 +141,7 @@ def files(dirs) -> Iterator[dict]:
 
 def journal(dirs, ledger: int | None = None, entry: int | None = None, digest: str | None = None) -> Iterator[dict]:
     from bkctl.bookied import journal as bj
-    from bkctl.wire.javadisk import scan_journal
+    from bkctl.wire.codecs.javadisk import scan_journal
 
     dlen = _digest_length(digest)
     for d in dirs.journal:
@@ -180,7 +180,7 @@ def journal(dirs, ledger: int | None = None, entry: int | None = None, digest: s
 
 def entrylog(dirs, ledger: int | None = None, entry: int | None = None, digest: str | None = None) -> Iterator[dict]:
     from bkctl.bookied import entrystore as be
-    from bkctl.wire.javadisk import scan_entry_log
+    from bkctl.wire.codecs.javadisk import scan_entry_log
 
     dlen = _digest_length(digest)
     for d in dirs.ledgers:
@@ -247,7 +247,7 @@ def _db_pairs(dirs) -> Iterator[tuple[str, str]]:
 
 
 def _db_rows(db, ledger_id: int | None = None) -> Iterator[tuple[int, int, int, int]]:
-    from bkctl.wire.javadisk import db_location_key, parse_db_location, parse_db_location_key
+    from bkctl.wire.codecs.javadisk import db_location_key, parse_db_location, parse_db_location_key
 
     it = db.iter()
     if ledger_id is None:
@@ -263,7 +263,7 @@ def _db_rows(db, ledger_id: int | None = None) -> Iterator[tuple[int, int, int, 
 
 
 def _db_ledgers(idir: str) -> Iterator[dict]:
-    from bkctl.wire.javadisk import parse_db_ledger_data
+    from bkctl.wire.codecs.javadisk import parse_db_ledger_data
 
     with _rocksdb(os.path.join(_current(idir), "ledgers")) as db:
         rows = [(int.from_bytes(k, "big", signed=True), parse_db_ledger_data(v)) for k, v in db.items()]
@@ -310,7 +310,7 @@ def index_entries(dirs) -> Iterator[dict]:
     ``read()`` that returns the stored entry (raising on a bad one).  Java's .idx rows point
     into the ledger dirs' entry logs; bookied's LMDB rows into its own."""
     from bkctl.bookied import entrystore as be
-    from bkctl.wire.javadisk import parse_index
+    from bkctl.wire.codecs.javadisk import parse_index
 
     logs = _java_logs(dirs.ledgers)
     for d in dict.fromkeys(dirs.index or dirs.ledgers):
@@ -348,7 +348,7 @@ def _java_logs(ledger_dirs) -> dict[int, str]:
 
 def _java_reader(logs: dict[int, str], log_id: int, offset: int):
     def read() -> bytes:
-        from bkctl.wire.javadisk import read_entry_at
+        from bkctl.wire.codecs.javadisk import read_entry_at
 
         path = logs.get(log_id)
         if path is None:
@@ -362,7 +362,7 @@ def index_ledgers(dirs) -> Iterator[dict]:
     """One row per indexed ledger: format, fenced, master key, explicit LAC, entries, first and
     last entry id."""
     from bkctl.bookied import entrystore as be
-    from bkctl.wire.javadisk import parse_index
+    from bkctl.wire.codecs.javadisk import parse_index
 
     for d in dict.fromkeys(dirs.index or dirs.ledgers):
         for ledger_id, path in _java_index_files(d):
@@ -416,7 +416,7 @@ def index(dirs, ledger: int | None = None, entry: int | None = None, digest: str
 
 def lastmark(dirs) -> Iterator[dict]:
     from bkctl.bookied import journal as bj
-    from bkctl.wire.javadisk import parse_last_mark
+    from bkctl.wire.codecs.javadisk import parse_last_mark
 
     for d in dirs.ledgers:
         for name in _names(d):
@@ -439,9 +439,9 @@ def check(dirs, store=None, on_total=None, on_entry=None) -> dict:
     digest must verify with the ledger's digest type and password when its metadata can be
     read (``store``); otherwise the entry counts as ``unverified``.  Returns ``entries``,
     ``ok``, ``unverified``, ``bad`` and ``problems`` (ledger_id, entry_id, format, error)."""
-    from bkctl.wire.digest import DigestManager
+    from bkctl.wire.codecs.digest import DigestManager
     from bkctl.wire.errors import NotFound
-    from bkctl.wire.javadisk import entry_header
+    from bkctl.wire.codecs.javadisk import entry_header
 
     rows = list(index_entries(dirs))
     if on_total is not None:
@@ -452,7 +452,7 @@ def check(dirs, store=None, on_total=None, on_entry=None) -> dict:
         if ledger_id not in managers:
             managers[ledger_id] = None
             if store is not None:
-                from bkctl.wire.client.admin import ledger_credentials
+                from bkctl.wire.client.ledger_admin import ledger_credentials
 
                 try:
                     md, _ = store.read_ledger(ledger_id)

@@ -20,7 +20,7 @@ from ..exitcodes import USAGE, CommandError
 
 
 def dump(store, ledger_id: int, path: str) -> dict:
-    from bkctl.wire.metadata import parse_ledger_metadata
+    from bkctl.wire.metadata.ledger import parse_ledger_metadata
 
     data, version = store.read_ledger_bytes(ledger_id)
     md = parse_ledger_metadata(data)
@@ -41,7 +41,7 @@ def ledger_id_from_file_name(path: str) -> int | None:
 
 def read_dump(path: str):
     """``(bytes, metadata)`` of a dump file; not metadata: exit 2."""
-    from bkctl.wire.metadata import parse_ledger_metadata
+    from bkctl.wire.metadata.ledger import parse_ledger_metadata
 
     from . import parse_input_file
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Iterator
 
-from bkctl.wire.metadata import LedgerMetadata, LedgerState
+from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
 
 
 def describe(ledger_id: int, md: LedgerMetadata, version: int | None = None) -> dict:
@@ -323,8 +323,8 @@ def recover_ledger(bk, ledger_id: int, password: bytes | None = None) -> dict:
 
 
 def fence_ledger(bk, ledger_id: int, password: bytes | None = None) -> dict:
-    """Fence without closing (see :func:`bkctl.wire.client.admin.fence_ledger`)."""
-    from bkctl.wire.client.admin import fence_ledger as fence
+    """Fence without closing (see :func:`bkctl.wire.client.ledger_admin.fence_ledger`)."""
+    from bkctl.wire.client.ledger_admin import fence_ledger as fence
 
     return bk.run(fence, ledger_id, password)
 

@@ -13,7 +13,7 @@ from ..exitcodes import USAGE, CommandError
 
 
 def _check(bookie: str) -> str:
-    from bkctl.wire.bookieid import is_valid_bookie_id
+    from bkctl.wire.metadata.bookieid import is_valid_bookie_id
 
     if not is_valid_bookie_id(bookie):
         raise CommandError(f"invalid bookie id {bookie!r} (expected host:port or a custom id)", USAGE)
@@ -21,7 +21,7 @@ def _check(bookie: str) -> str:
 
 
 def _update(store, change) -> dict:
-    from bkctl.wire.zkstore import VersionConflict
+    from bkctl.wire.metadata.zkstore import VersionConflict
 
     for _ in range(20):
         doc, version = store.read_rack_map()
@@ -35,7 +35,7 @@ def _update(store, change) -> dict:
 
 
 def set_rack(store, bookie: str, rack: str, group: str = "default", hostname: str | None = None) -> dict:
-    from bkctl.wire.racks import RackMapError, normalize_rack
+    from bkctl.wire.metadata.racks import RackMapError, normalize_rack
 
     _check(bookie)
     try:

@@ -17,7 +17,7 @@ from ..exitcodes import CONFLICT, FAILED, NOT_FOUND, USAGE, CommandError
 def check_bookie_ids(bookies: Iterable[str]) -> list[str]:
     """The ids, deduplicated; exit 2 for one that is not a bookie id, or
     looks like host:port with a port that is not 1-65535 (``host:1.2``)."""
-    from bkctl.wire.zkstore import is_valid_bookie_id
+    from bkctl.wire.metadata.zkstore import is_valid_bookie_id
 
     out = list(dict.fromkeys(bookies))
     for b in out:
@@ -54,7 +54,7 @@ def live_bookies(store, bookies: Iterable[str], connect_timeout: float = 1.0) ->
     its ZooKeeper session expires, but it does not answer any more."""
     import socket
 
-    from bkctl.wire.serviceinfo import parse_bookie_id_address
+    from bkctl.wire.metadata.serviceinfo import parse_bookie_id_address
 
     live = []
     for b in bookies:
@@ -198,7 +198,7 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
     if use_daemons is None:
         use_daemons = bool(ids) and autorecovery_available(store)
     if use_daemons and ids:
-        from bkctl.wire.autorecovery.admin import trigger_audit
+        from bkctl.wire.autorecovery.control import trigger_audit
 
         if not autorecovery_available(store):
             raise CommandError("autorecovery is disabled or no auditor is elected: "
@@ -242,7 +242,7 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
                            + (f": {'; '.join(errors[:3])}" if errors else ""), FAILED)
     found = store.get_cookie(bookie)
     if found is not None:
-        from bkctl.wire.zkstore import NoSuchCookie
+        from bkctl.wire.metadata.zkstore import NoSuchCookie
 
         try:
             store.delete_cookie(bookie, found[1])

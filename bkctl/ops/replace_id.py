@@ -53,7 +53,7 @@ def _replace_all(md, old: str, new: str):
 def _one_ledger(store, ledger_id: int, md, version: int, old: str, new: str, dry_run: bool) -> dict:
     """Rewrite one ledger, starting from the metadata the scan read (re-read on a conflict)."""
     from bkctl.wire.errors import MetadataError, NotFound
-    from bkctl.wire.zkstore import MetadataVersionConflict
+    from bkctl.wire.metadata.zkstore import MetadataVersionConflict
 
     row = {"ledger_id": ledger_id, "status": "unchanged", "segments": 0}
     for _ in range(MAX_ATTEMPTS):

@@ -164,7 +164,7 @@ def ensure_zookeeper(directory: Path, state: dict, port: int | None = None,
 
 def init_cluster(uri: str, timeout: float = 20.0) -> bool:
     """``initnewcluster`` unless already done; True if it was created now."""
-    from bkctl.wire.zkstore import ClusterExists, ZKMetadataStore, ZKStoreError
+    from bkctl.wire.metadata.zkstore import ClusterExists, ZKMetadataStore, ZKStoreError
 
     try:
         with ZKMetadataStore(uri, timeout=timeout) as store:
@@ -289,7 +289,7 @@ def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int |
 
 
 def _wait_registered(uri: str, bookie_id: str, proc: subprocess.Popen, log: Path, timeout: float) -> None:
-    from bkctl.wire.zkstore import ZKMetadataStore, ZKStoreError
+    from bkctl.wire.metadata.zkstore import ZKMetadataStore, ZKStoreError
 
     deadline = time.monotonic() + timeout
     try:
@@ -415,7 +415,7 @@ def sandbox_status(directory: str | os.PathLike | None = None, *, check_registra
     registered: dict[str, str] = {}
     if zk_alive and check_registration and state.get("uri") and state.get("bookies"):
         try:
-            from bkctl.wire.zkstore import ZKMetadataStore, ZKStoreError
+            from bkctl.wire.metadata.zkstore import ZKMetadataStore, ZKStoreError
 
             with ZKMetadataStore(state["uri"], timeout=5.0) as store:
                 registered.update({b: "writable" for b in store.writable_bookies()})

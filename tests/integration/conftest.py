@@ -10,7 +10,7 @@ from tests.bookieproc import BookieProcess
 
 
 def _wait_registered(uri: str, bookie_ids: list[str], timeout: float = 30.0) -> None:
-    from bkctl.wire.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
     deadline = time.monotonic() + timeout
     with ZKMetadataStore(uri, timeout=20) as store:

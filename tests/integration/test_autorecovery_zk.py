@@ -10,10 +10,10 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from bkctl.wire import paths as P
+from bkctl.wire.metadata import paths as P
 from bkctl.wire.client.blocking import run_in_reactor
-from bkctl.wire.metadata import LedgerMetadata
-from bkctl.wire.zkstore import ZKMetadataStore
+from bkctl.wire.metadata.ledger import LedgerMetadata
+from bkctl.wire.metadata.zkstore import ZKMetadataStore
 from tests.integration.test_zkstore import wait_for
 
 pytestmark = pytest.mark.integration
@@ -199,7 +199,7 @@ def test_the_auditor_placement_check_reports_what_ledger_list_not_adhering_lists
     from bkctl.wire.autorecovery.auditor import Auditor
     from bkctl.wire.autorecovery.service import AutoRecoveryConfig, AutoRecoveryStats
     from bkctl.wire.client.bookkeeper import BookKeeperClient
-    from bkctl.wire.racks import RACK_MAP_PATH, build_placement
+    from bkctl.wire.metadata.racks import RACK_MAP_PATH, build_placement
     from twisted.internet import reactor
 
     admin = stores()

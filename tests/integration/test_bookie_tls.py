@@ -84,7 +84,7 @@ def test_autorecovery_inside_tls_bookies_copies_over_tls_within_the_lost_bookies
     rack-mate takes its place."""
     import time
 
-    from bkctl.wire.racks import RACK_MAP_PATH
+    from bkctl.wire.metadata.racks import RACK_MAP_PATH
 
     procs = bookie_cluster(4, **tls_settings(certs, autoRecoveryDaemonEnabled="true", zkTimeout=4000,
                                              auditorPeriodicBookieCheckInterval=0,

@@ -9,10 +9,10 @@ import time
 import pytest
 
 from tests.bookieproc import BookieProcess, WireClient
-from bkctl.wire import v2, v3
-from bkctl.wire.digest import DigestManager, DigestType, master_key
-from bkctl.wire.protocol import Flag, RC
-from bkctl.wire.zkstore import ZKMetadataStore
+from bkctl.wire.codecs import v2, v3
+from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
+from bkctl.wire.codecs.protocol import Flag, RC
+from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
 
@@ -213,7 +213,7 @@ def test_bad_configuration_exits_2_naming_the_key(bookies):
 
 
 def test_gc_reclaims_deleted_ledgers_and_keeps_live_ones(bookies, zkstore):
-    from bkctl.wire.metadata import LedgerMetadata
+    from bkctl.wire.metadata.ledger import LedgerMetadata
 
     bookie = bookies(gcWaitTime=500).start()
     live, doomed = 501, 502
@@ -290,7 +290,7 @@ def _memory_kb(pid: int, field: str) -> int:
 
 
 def test_a_client_that_does_not_read_its_answers_cannot_grow_the_bookie(bookies):
-    from bkctl.wire.framing import FrameDecoder, frame
+    from bkctl.wire.codecs.framing import FrameDecoder, frame
 
     bookie = bookies().start()
     c = WireClient(bookie.port)

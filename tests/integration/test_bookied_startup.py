@@ -15,7 +15,7 @@ import pytest
 from tests.bookieproc import BookieProcess
 from tests.integration.conftest import _wait_registered
 from bkctl.bookied.main import EXIT_CANNOT_START, EXIT_CONFIG, EXIT_REFUSED
-from bkctl.wire.zkstore import ZKMetadataStore
+from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
 

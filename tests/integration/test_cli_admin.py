@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bkctl.wire.metadata import LedgerMetadata
+from bkctl.wire.metadata.ledger import LedgerMetadata
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]

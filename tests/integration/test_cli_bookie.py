@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.bookieproc import BookieProcess, WireClient
-from bkctl.wire import v2
-from bkctl.wire.cookie import parse_cookie
-from bkctl.wire.digest import DigestManager, DigestType, master_key
-from bkctl.wire.protocol import RC
+from bkctl.wire.codecs import v2
+from bkctl.wire.metadata.cookie import parse_cookie
+from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
+from bkctl.wire.codecs.protocol import RC
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ import pytest
 
 from tests.bookieproc import BookieProcess
 from tests.integration.test_cli_bookie import bkctl
-from bkctl.wire.cookie import parse_cookie
+from bkctl.wire.metadata.cookie import parse_cookie
 
 pytestmark = pytest.mark.integration
 

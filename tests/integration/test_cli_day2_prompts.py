@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from tests.integration.test_cli_bookie import REPO
-from bkctl.wire.metadata import LedgerMetadata
+from bkctl.wire.metadata.ledger import LedgerMetadata
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_cli_bookie import bkctl
-from bkctl.wire.metadata import LedgerMetadata, parse_ledger_metadata
+from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata
 
 pytestmark = pytest.mark.integration
 RAW = Path(__file__).resolve().parents[1] / "vectors" / "zk" / "raw"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from bkctl.wire.metadata import LedgerMetadata
+from bkctl.wire.metadata.ledger import LedgerMetadata
 from tests.integration.test_shell import Terminal, bkctl_env
 
 pytestmark = pytest.mark.integration
@@ -51,7 +51,7 @@ def make_ledgers(store, ids) -> None:
 @pytest.fixture
 def two_clusters(metadata_uri, tmp_path):
     """Clusters a (ledger 1111) and b (ledger 4242) named in the config file; the env for a bkctl process."""
-    from bkctl.wire.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
     other = metadata_uri.rsplit("/", 1)[0] + "/other"
     with ZKMetadataStore(other, timeout=20) as store:

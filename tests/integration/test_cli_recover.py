@@ -10,9 +10,9 @@ import pytest
 
 from tests.bookieproc import WireClient
 from tests.integration.test_cli_ledger import BKCTL, REPO, bkctl, env_for, json_lines, ok, one_line_error
-from bkctl.wire import v2
-from bkctl.wire.digest import DigestManager
-from bkctl.wire.protocol import RC
+from bkctl.wire.codecs import v2
+from bkctl.wire.codecs.digest import DigestManager
+from bkctl.wire.codecs.protocol import RC
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.integration.test_cli_bookie import REPO, bkctl
 from bkctl.ops.replace_id import replace_bookie_id
-from bkctl.wire.metadata import LedgerMetadata
+from bkctl.wire.metadata.ledger import LedgerMetadata
 
 pytestmark = pytest.mark.integration
 

@@ -14,17 +14,17 @@ import pytest
 from twisted.internet import defer
 
 from tests.bookieproc import WireClient
-from bkctl.wire import v2
+from bkctl.wire.codecs import v2
 from bkctl.wire.client.blocking import BlockingBookKeeper
 from bkctl.wire.client.bookkeeper import lock_path
 from bkctl.wire.client.errors import LedgerLocked
 from bkctl.wire.client.errors import LedgerFencedError, Unauthorized
 from bkctl.wire.client.errors import ClientClosed, EntryNotConfirmed, LedgerClosedError
-from bkctl.wire.digest import DigestManager, DigestType
+from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import DigestError
-from bkctl.wire.metadata import LedgerState
-from bkctl.wire.protocol import RC
-from bkctl.wire.zkstore import NoSuchLedger, ZKMetadataStore
+from bkctl.wire.metadata.ledger import LedgerState
+from bkctl.wire.codecs.protocol import RC
+from bkctl.wire.metadata.zkstore import NoSuchLedger, ZKMetadataStore
 
 pytestmark = pytest.mark.integration
 

@@ -198,7 +198,7 @@ def test_ledger_ids_come_from_the_cluster(shell, command, request, zkstore):
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_close_offers_open_ledgers_and_decommission_stopped_bookies(shell, request, zkstore):
-    from bkctl.wire.metadata import LedgerMetadata
+    from bkctl.wire.metadata.ledger import LedgerMetadata
 
     md = LedgerMetadata.new(["127.0.0.1:3181", "127.0.0.1:3182"])
     zkstore.create_ledger(md, ledger_id=81)

@@ -53,7 +53,7 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
     from bkctl.wire.client.blocking import BlockingBookKeeper
-    from bkctl.wire.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
     root = f"/export{uuid.uuid4().hex[:10]}"
     uri = f"zk+hierarchical://{zookeeper.connect_string}{root}/ledgers"
@@ -194,7 +194,7 @@ def test_export_reads_back_with_pyarrow_and_spark(cluster, spark, capsys, tmp_pa
     assert doc["files"] >= 3 and doc["skipped"] == []
 
     # the changed ledger really has two segments, and the dead bookie held part of the big one
-    from bkctl.wire.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
     with ZKMetadataStore(cluster.uri) as store:
         md_changed, _ = store.read_ledger(ids["changed"])

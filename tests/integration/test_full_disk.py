@@ -19,11 +19,11 @@ import pytest
 from tests.bookieproc import BookieProcess, WireClient, wait_for
 from tests.integration.conftest import start_bookies
 from tests.smallfs import fill, mount_or_explain, shrink_to_usage, unmount, usage
-from bkctl.wire import v2
+from bkctl.wire.codecs import v2
 from bkctl.wire.client.blocking import BlockingBookKeeper
-from bkctl.wire.digest import DigestManager, DigestType, master_key
-from bkctl.wire.protocol import RC
-from bkctl.wire.zkstore import ZKMetadataStore
+from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
+from bkctl.wire.codecs.protocol import RC
+from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
 
@@ -135,7 +135,7 @@ def _package(ledger, entry, size=None):
 
 def test_a_bookie_with_a_full_disk_starts_read_only_and_is_writable_again_below_the_low_water_mark(
         mounts, procs, metadata_uri, zkstore):
-    from bkctl.wire.metadata import LedgerMetadata
+    from bkctl.wire.metadata.ledger import LedgerMetadata
 
     fs = mounts("fs")
     bookie = on_fs(fs, metadata_uri, diskCheckInterval=300, flushInterval=600000, **DISK)

@@ -14,7 +14,7 @@ from tests.bookieproc import BookieProcess, free_port
 from tests.integration.conftest import start_bookies
 from tests.integration.test_cli_ledger import bkctl, json_lines, ok, one_line_error
 from bkctl.wire.client.placement import MEETS_STRICT, RackAwarePlacement, RegionAwarePlacement
-from bkctl.wire.racks import RACK_MAP_PATH
+from bkctl.wire.metadata.racks import RACK_MAP_PATH
 
 pytestmark = pytest.mark.integration
 

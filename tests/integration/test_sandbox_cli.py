@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from bkctl.commands.sandbox import sandbox
 from bkctl.sandbox import cluster
 from bkctl.sandbox.zookeeper import is_zookeeper_process, pid_alive, server_answers
-from bkctl.wire.zkstore import ZKMetadataStore
+from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from bkctl.wire.metadata import LedgerMetadata
+from bkctl.wire.metadata.ledger import LedgerMetadata
 
 pytestmark = pytest.mark.integration
 
@@ -274,7 +274,7 @@ def make_ledgers(zkstore, ids) -> None:
 
 def make_many_ledgers(zkstore, count: int) -> None:
     """``count`` ledgers with ids 0..count-1 (one znode each, written in parallel)."""
-    from bkctl.wire.metadata import serialize_ledger_metadata
+    from bkctl.wire.metadata.ledger import serialize_ledger_metadata
 
     data = serialize_ledger_metadata(LedgerMetadata.new(ENSEMBLE))
     zkstore.create_ledger(LedgerMetadata.new(ENSEMBLE), ledger_id=0)  # creates the parent znodes
@@ -456,7 +456,7 @@ def test_long_output_goes_through_the_pager(start_shell, metadata_uri, zkstore, 
 
 
 def test_use_switches_cluster(start_shell, metadata_uri, zkstore):
-    from bkctl.wire.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
     other = metadata_uri.rsplit("/", 1)[0] + "/other"
     with ZKMetadataStore(other, timeout=20) as store:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.bookieproc import BookieProcess, wait_for
-from bkctl.wire.zkstore import ZKMetadataStore
+from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ import pytest
 
 from tests.bookieproc import BookieProcess, WireClient
 from tests.golden import frames
-from bkctl.wire import v2, v3
+from bkctl.wire.codecs import v2, v3
 
 pytestmark = pytest.mark.integration
 

@@ -11,10 +11,10 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.golden import VECTORS
-from bkctl.wire.cookie import Cookie, parse_cookie
-from bkctl.wire.metadata import LedgerMetadata, LedgerState, parse_ledger_metadata
-from bkctl.wire.serviceinfo import BookieServiceInfo
-from bkctl.wire.zkstore import (
+from bkctl.wire.metadata.cookie import Cookie, parse_cookie
+from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState, parse_ledger_metadata
+from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
+from bkctl.wire.metadata.zkstore import (
     BookieRegistrationError,
     ClusterExists,
     ClusterNotFound,

@@ -6,7 +6,7 @@ from twisted.internet import task
 from bkctl.ops.autorecovery import config_from_settings
 from bkctl.wire.autorecovery.checker import entries_held
 from bkctl.wire.autorecovery.worker import RateLimiter
-from bkctl.wire.metadata import LedgerMetadata
+from bkctl.wire.metadata.ledger import LedgerMetadata
 
 
 def test_rate_limiter_spaces_writes_to_the_rate():

@@ -4,7 +4,7 @@ import struct
 import pytest
 from hypothesis import given, strategies as st
 
-from bkctl.wire.availability import HEADER_SIZE, decode_availability, encode_availability
+from bkctl.wire.codecs.availability import HEADER_SIZE, decode_availability, encode_availability
 from bkctl.wire.errors import CodecError
 
 

@@ -11,10 +11,10 @@ from bkctl.bookied.entrystore import EntryStore, log_name
 from bkctl.bookied.journal import EntryRecord, FenceRecord, JournalFull, JournalUnavailable, MasterKeyRecord
 from bkctl.bookied.metrics import Metrics
 from bkctl.bookied.server import BookieServerFactory
-from bkctl.wire import v2, v3
-from bkctl.wire.digest import DigestManager, DigestType, master_key
-from bkctl.wire.framing import FrameDecoder, frame
-from bkctl.wire.protocol import Flag, RC
+from bkctl.wire.codecs import v2, v3
+from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
+from bkctl.wire.codecs.framing import FrameDecoder, frame
+from bkctl.wire.codecs.protocol import Flag, RC
 
 KEY = master_key(b"password")
 OTHER_KEY = master_key(b"wrong")

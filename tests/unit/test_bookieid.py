@@ -1,4 +1,4 @@
-"""One bookie-id rule (bkctl.wire.bookieid), used by bookied's config, the metadata store and bkctl."""
+"""One bookie-id rule (bkctl.wire.metadata.bookieid), used by bookied's config, the metadata store and bkctl."""
 from __future__ import annotations
 
 import re
@@ -6,8 +6,8 @@ import re
 import pytest
 
 from bkctl.bookied.config import ConfigError, load_config, validate_bookie_id
-from bkctl.wire.bookieid import bookie_id_problem, check_bookie_id, is_valid_bookie_id
-from bkctl.wire.zkstore import is_valid_bookie_id as store_rule
+from bkctl.wire.metadata.bookieid import bookie_id_problem, check_bookie_id, is_valid_bookie_id
+from bkctl.wire.metadata.zkstore import is_valid_bookie_id as store_rule
 
 # Java's BookieId: [a-zA-Z0-9:-_.\-]+ (":-_" is the range ':'..'_'), and never "readonly".
 VALID = ["bookie-1", "10.0.0.1:3181", "bk_1.example.com:3181", "fe80::1:3181", "BK@[zone]",

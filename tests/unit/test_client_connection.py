@@ -18,7 +18,7 @@ from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
 
 from tests.golden import frames
-from bkctl.wire import v2, v3
+from bkctl.wire.codecs import v2, v3
 from bkctl.wire.client import errors as E
 from bkctl.wire.client.connection import (
     DEFAULT_ADD_TIMEOUT,
@@ -30,8 +30,8 @@ from bkctl.wire.client.connection import (
     default_resolve,
 )
 from bkctl.wire.errors import BKError, Conflict, NotFound, Unreachable
-from bkctl.wire.framing import frame
-from bkctl.wire.protocol import RC, Flag, OperationType, rc_from_v3
+from bkctl.wire.codecs.framing import frame
+from bkctl.wire.codecs.protocol import RC, Flag, OperationType, rc_from_v3
 from tests.deferreds import result_of
 
 BOOKIE = "bk1.example:3181"

@@ -2,11 +2,11 @@
 import itertools
 
 from tests.unit.test_client_connection import Harness, KEY, entry, v3_requests, v3_reply, result_of, failure_of, no_result, sent_frames
-from bkctl.wire import v2
+from bkctl.wire.codecs import v2
 from bkctl.wire.client import errors as E
-from bkctl.wire import v3
-from bkctl.wire.framing import frame
-from bkctl.wire.protocol import RC
+from bkctl.wire.codecs import v3
+from bkctl.wire.codecs.framing import frame
+from bkctl.wire.codecs.protocol import RC
 import pytest
 
 

@@ -32,10 +32,10 @@ from bkctl.wire.client.ledger_handle import LedgerHandle
 from bkctl.wire.client.read_handle import covered
 from bkctl.wire.client.errors import NotEnoughBookies
 from bkctl.wire.client.placement import RandomPlacement
-from bkctl.wire.digest import DigestManager, DigestType
+from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import Conflict, DigestError, MetadataError
-from bkctl.wire.metadata import LedgerMetadata, LedgerState
-from bkctl.wire.zkstore import MetadataVersionConflict, NoSuchLedger
+from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
+from bkctl.wire.metadata.zkstore import MetadataVersionConflict, NoSuchLedger
 from tests.deferreds import result_of
 
 B = [f"10.0.0.{i}:3181" for i in range(1, 7)]
@@ -970,7 +970,7 @@ def test_writer_lac_and_length():
 
 
 def test_bookie_ids_resolve_through_service_info_with_host_port_fallback():
-    from bkctl.wire.serviceinfo import BookieServiceInfo
+    from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 
     client, store, pool = make_client()
     infos = {"bookie-a": BookieServiceInfo.for_bookie("192.0.2.7", 4181),

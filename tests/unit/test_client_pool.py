@@ -7,12 +7,12 @@ from twisted.internet.error import ConnectionDone
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
 
-from bkctl.wire import v2, v3
+from bkctl.wire.codecs import v2, v3
 from bkctl.wire.client import errors as E
 from bkctl.wire.client.connection import BookieConnection
 from bkctl.wire.client.pool import BookiePool
-from bkctl.wire.framing import frame
-from bkctl.wire.protocol import RC
+from bkctl.wire.codecs.framing import frame
+from bkctl.wire.codecs.protocol import RC
 from tests.deferreds import result_of
 
 

@@ -9,14 +9,14 @@ import types
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from bkctl.wire import v3
+from bkctl.wire.codecs import v3
 from bkctl.wire.client import errors as E
 from bkctl.wire.client.read_handle import EntryReads, ReadHandle
-from bkctl.wire.digest import DigestManager, DigestType
+from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import DigestError
-from bkctl.wire.framing import frame
-from bkctl.wire.metadata import LedgerMetadata, LedgerState
-from bkctl.wire.protocol import RC
+from bkctl.wire.codecs.framing import frame
+from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
+from bkctl.wire.codecs.protocol import RC
 from tests.unit.test_client_connection import Harness, v3_reply, v3_requests
 
 i64 = st.integers(-(1 << 63), (1 << 63) - 1)

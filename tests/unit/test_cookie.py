@@ -1,4 +1,4 @@
-"""Cookie text (wire/cookie.py) against the Java vectors and the match rules of metadata.md section 3."""
+"""Cookie text (wire/metadata/cookie.py) against the Java vectors and the match rules of metadata.md section 3."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.golden import VECTORS
-from bkctl.wire.cookie import Cookie, CookieMismatch, decode_dirs, encode_dirs, parse_cookie
+from bkctl.wire.metadata.cookie import Cookie, CookieMismatch, decode_dirs, encode_dirs, parse_cookie
 from bkctl.wire.errors import BKError, CodecError
 
 INSTANCE = "f2102f9c-59f2-47c2-8e7f-f85b6701affc"

@@ -5,8 +5,8 @@ import pytest
 from bkctl.exitcodes import CommandError
 from bkctl.ops.bookie_http import http_address
 from bkctl.ops.ledger_meta import LedgerFilter, ledger_id_from_file_name, parse_duration, parse_size, totals
-from bkctl.wire.metadata import LedgerMetadata
-from bkctl.wire.serviceinfo import BookieServiceInfo
+from bkctl.wire.metadata.ledger import LedgerMetadata
+from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 
 DAY = 86400 * 1000
 

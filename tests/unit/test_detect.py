@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tests.golden import frames
-from bkctl.wire import v3
-from bkctl.wire.detect import ProtocolDetector
+from bkctl.wire.codecs import v3
+from bkctl.wire.codecs.detect import ProtocolDetector
 from bkctl.wire.errors import CodecError
 
 

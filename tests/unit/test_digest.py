@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tests.golden import frames
-from bkctl.wire import v2, v3
-from bkctl.wire.digest import DIGEST_LENGTH, DigestManager, DigestType, entry_ids, mac_key, master_key
+from bkctl.wire.codecs import v2, v3
+from bkctl.wire.codecs.digest import DIGEST_LENGTH, DigestManager, DigestType, entry_ids, mac_key, master_key
 from bkctl.wire.errors import DigestError
 
 HELLO_HEADER = bytes.fromhex("0000000000000001" "0000000000000000" "ffffffffffffffff" "0000000000000005")

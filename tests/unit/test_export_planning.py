@@ -20,8 +20,8 @@ from bkctl.export.planning import (
     split_ranges,
 )
 from bkctl.wire.errors import Conflict, NotFound
-from bkctl.wire.metadata import LedgerMetadata
-from bkctl.wire.zkstore import NoSuchLedger
+from bkctl.wire.metadata.ledger import LedgerMetadata
+from bkctl.wire.metadata.zkstore import NoSuchLedger
 
 # ---------------------------------------------------------------- ledger specs
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from bkctl.wire.errors import CodecError, FrameTooLarge
-from bkctl.wire.framing import FrameDecoder, frame
+from bkctl.wire.codecs.framing import FrameDecoder, frame
 
 payloads = st.lists(st.binary(max_size=300), max_size=20)
 

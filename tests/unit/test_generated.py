@@ -84,7 +84,7 @@ def test_message_fields_match_spec(name):
 
 
 def test_enums_match_spec():
-    from bkctl.wire.protocol import V3_STATUS, OperationType, ProtocolVersion
+    from bkctl.wire.codecs.protocol import V3_STATUS, OperationType, ProtocolVersion
 
     def values(enum):
         return {v.name: v.number for v in enum.DESCRIPTOR.values}

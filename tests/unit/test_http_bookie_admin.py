@@ -6,7 +6,7 @@ import json
 
 from twisted.internet import defer, task
 
-from bkctl.bookied import admin
+from bkctl.bookied import garbage_collector
 from tests.unit.test_http import FakeStatus, body, code, render
 
 
@@ -15,7 +15,7 @@ class AdminStatus(FakeStatus):
         super().__init__()
         self.clock = task.Clock()
         self.pass_ = defer.Deferred()
-        self.gc = admin.GarbageCollector(lambda: self.pass_, self.clock)
+        self.gc = garbage_collector.GarbageCollector(lambda: self.pass_, self.clock)
         self.dirs = ([str(tmp_path / "j")], [str(tmp_path / "l")], [])
         self.expand_error: str | None = None
 
@@ -29,10 +29,10 @@ class AdminStatus(FakeStatus):
         return self.gc.details()
 
     def list_disk_files(self, file_type):
-        return admin.list_disk_files(file_type, *self.dirs)
+        return garbage_collector.list_disk_files(file_type, *self.dirs)
 
     def last_log_marks(self):
-        return admin.last_log_marks([(0x1a2b, 512)])
+        return garbage_collector.last_log_marks([(0x1a2b, 512)])
 
     def expand_storage(self):
         if self.expand_error:

@@ -1,9 +1,9 @@
-"""bkctl.wire.javadisk on the files of a real Java 4.17.2 bookie (tests/vectors/disk)."""
+"""bkctl.wire.codecs.javadisk on the files of a real Java 4.17.2 bookie (tests/vectors/disk)."""
 from pathlib import Path
 
 import pytest
 
-from bkctl.wire import javadisk as J
+from bkctl.wire.codecs import javadisk as J
 from bkctl.wire.errors import CodecError
 
 DISK = Path(__file__).resolve().parents[1] / "vectors" / "disk"

@@ -1,4 +1,4 @@
-"""LAYOUT znode and metadata service URI (wire/layout.py)."""
+"""LAYOUT znode and metadata service URI (wire/metadata/layout.py)."""
 from __future__ import annotations
 
 import re
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tests.golden import VECTORS
 from bkctl.bookied.config import ConfigError, load_config
 from bkctl.wire.errors import CodecError
-from bkctl.wire.layout import (
+from bkctl.wire.metadata.layout import (
     FACTORY_CLASSES,
     LedgerLayout,
     MetadataServiceURI,
@@ -19,7 +19,7 @@ from bkctl.wire.layout import (
     manager_for_factory,
     parse_layout,
 )
-from bkctl.wire.zkstore import ZKMetadataStore
+from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
 GOLDEN = (VECTORS / "zk" / "raw" / "ledgers__LAYOUT.bin").read_bytes()
 

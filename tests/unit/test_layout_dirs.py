@@ -1,4 +1,4 @@
-"""bookied.layout: current/ directories, the layout stamp and atomic VERSION files."""
+"""bookied.disk_layout: current/ directories, the layout stamp and atomic VERSION files."""
 from __future__ import annotations
 
 import errno
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from bkctl.bookied import layout
+from bkctl.bookied import disk_layout as layout
 
 
 def test_prepare_fresh_dirs_creates_current_and_stamp(tmp_path):

@@ -1,4 +1,4 @@
-"""Ledger metadata serde (wire/metadata.py) against the Java golden vectors and the spec."""
+"""Ledger metadata serde (wire/metadata/ledger.py) against the Java golden vectors and the spec."""
 from __future__ import annotations
 
 import json
@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.golden import VECTORS
-from bkctl.wire.digest import DigestType
+from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.errors import CodecError, MetadataError
-from bkctl.wire.metadata import (
+from bkctl.wire.metadata.ledger import (
     CustomMetadata,
     LedgerMetadata,
     LedgerState,

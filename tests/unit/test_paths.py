@@ -1,4 +1,4 @@
-"""Znode paths (wire/paths.py), with the examples of metadata.md sections 5 and 8."""
+"""Znode paths (wire/metadata/paths.py), with the examples of metadata.md sections 5 and 8."""
 from __future__ import annotations
 
 import json
@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.golden import VECTORS
-from bkctl.wire import paths
-from bkctl.wire.paths import (
+from bkctl.wire.metadata import paths
+from bkctl.wire.metadata.paths import (
     hob_name,
     idgen_sequence,
     is_ledger_node_name,

@@ -1,4 +1,4 @@
-"""Rack- and region-aware placement (wire/client/placement.py) and rack sources (wire/racks.py)."""
+"""Rack- and region-aware placement (wire/client/placement.py) and rack sources (wire/metadata/racks.py)."""
 from __future__ import annotations
 
 import json
@@ -17,7 +17,7 @@ from bkctl.wire.client.placement import (
     RandomPlacement,
     RegionAwarePlacement,
 )
-from bkctl.wire.racks import (
+from bkctl.wire.metadata.racks import (
     RackMapError,
     RackSource,
     ScriptRacks,

@@ -10,7 +10,7 @@ from twisted.internet import defer
 
 from bkctl.ops.bench import percentile
 from bkctl.ops.ledgers import entry_doc, entry_line, parse_custom_metadata
-from bkctl.wire.client.admin import ledger_credentials
+from bkctl.wire.client.ledger_admin import ledger_credentials
 from bkctl.wire.client.errors import EntryUnrecoverable, TargetUnusable
 from bkctl.wire.client.rereplication import (
     Fragment,
@@ -22,8 +22,8 @@ from bkctl.wire.client.rereplication import (
 from bkctl.wire.client.errors import NoSuchEntry, Unauthorized
 from bkctl.wire.client.errors import NotEnoughBookies
 from bkctl.wire.client.placement import RandomPlacement
-from bkctl.wire.digest import DigestManager, DigestType, master_key
-from bkctl.wire.metadata import LedgerMetadata, write_set_indices
+from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
+from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
 
 A, B, C, D, E, F = (f"10.0.0.{i}:3181" for i in range(1, 7))
 
@@ -197,7 +197,7 @@ class FakeStore:
         return self.md, self.version
 
     def update_ledger(self, ledger_id, md, version):
-        from bkctl.wire.zkstore import MetadataVersionConflict
+        from bkctl.wire.metadata.zkstore import MetadataVersionConflict
 
         if self.conflicts:
             self.conflicts -= 1

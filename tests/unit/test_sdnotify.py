@@ -8,8 +8,8 @@ import uuid
 import pytest
 from twisted.internet import task
 
-from bkctl.wire import sdnotify
-from bkctl.wire.sdnotify import Notifier, start_watchdog
+from bkctl.wire.process import sdnotify
+from bkctl.wire.process.sdnotify import Notifier, start_watchdog
 
 
 class Receiver:
@@ -142,7 +142,7 @@ def test_abstract_socket_from_environment(abstract_receiver):
 
 def test_missing_receiver_is_logged_not_raised(tmp_path, caplog):
     n = Notifier(str(tmp_path / "nobody-listens"))
-    with caplog.at_level("WARNING", logger="bkctl.wire.sdnotify"):
+    with caplog.at_level("WARNING", logger="bkctl.wire.process.sdnotify"):
         assert n.ready() is False
     assert "cannot notify" in caplog.text
 
@@ -185,7 +185,7 @@ def test_default_constructor_is_noop():
 
 
 def test_unsupported_address_is_noop(caplog):
-    with caplog.at_level("WARNING", logger="bkctl.wire.sdnotify"):
+    with caplog.at_level("WARNING", logger="bkctl.wire.process.sdnotify"):
         n = Notifier("relative/path")
     assert not n.enabled
     assert n.ready() is False

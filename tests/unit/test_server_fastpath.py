@@ -1,7 +1,7 @@
 """The server's fast v3 ADD decoder agrees with the protobuf parser or declines."""
 from hypothesis import given, settings, strategies as st
 from bkctl.bookied.server import _plain_v3_add
-from bkctl.wire import v3
+from bkctl.wire.codecs import v3
 i64 = st.integers(-(1 << 63), (1 << 63) - 1)
 @settings(max_examples=400)
 @given(st.integers(0, (1 << 64) - 1), i64, i64, st.binary(max_size=140), st.binary(max_size=300), st.booleans(), st.booleans(), st.booleans())
@@ -40,7 +40,7 @@ def test_non_minimal_and_requestcontext():
 # -- plain v3 READ_ENTRY requests and their EOK answers ------------------------------------
 
 from bkctl.bookied.server import _plain_v3_read  # noqa: E402
-from bkctl.wire.framing import frame  # noqa: E402
+from bkctl.wire.codecs.framing import frame  # noqa: E402
 
 
 def _read_fields(p):

@@ -1,4 +1,4 @@
-"""BookieServiceInfo binary serde (wire/serviceinfo.py)."""
+"""BookieServiceInfo binary serde (wire/metadata/serviceinfo.py)."""
 from __future__ import annotations
 
 import pytest
@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from tests.golden import VECTORS
 from bkctl.wire.errors import CodecError
-from bkctl.wire.serviceinfo import (
+from bkctl.wire.metadata.serviceinfo import (
     BookieServiceInfo,
     Endpoint,
     parse_bookie_id_address,

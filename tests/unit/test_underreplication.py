@@ -1,4 +1,4 @@
-"""Autorecovery znode values (wire/underreplication.py), metadata.md section 8."""
+"""Autorecovery znode values (wire/metadata/underreplication.py), metadata.md section 8."""
 from __future__ import annotations
 
 import pytest
@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bkctl.wire.errors import CodecError
-from bkctl.wire.underreplication import (
+from bkctl.wire.metadata.underreplication import (
     UnderreplicatedLedger,
     parse_auditor_vote,
     parse_last_run_time,

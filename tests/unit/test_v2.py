@@ -2,11 +2,11 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tests.golden import frames
-from bkctl.wire import v2
-from bkctl.wire.digest import DigestManager, DigestType, master_key
+from bkctl.wire.codecs import v2
+from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.errors import CodecError
-from bkctl.wire.framing import frame
-from bkctl.wire.protocol import Flag, OpCode, RC
+from bkctl.wire.codecs.framing import frame
+from bkctl.wire.codecs.protocol import Flag, OpCode, RC
 
 V2_OPS = {"ADD": OpCode.ADD_ENTRY, "READ": OpCode.READ_ENTRY, "BATCH_READ": OpCode.BATCH_READ_ENTRY,
           "AUTH": OpCode.AUTH}

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from tests.golden import examples, frames
-from bkctl.wire import v3
+from bkctl.wire.codecs import v3
 from bkctl.wire.errors import CodecError
-from bkctl.wire.protocol import (
+from bkctl.wire.codecs.protocol import (
     AUTH_DISABLED_PLUGIN,
     BOOKIE_INFO_FREE_DISK_SPACE,
     BOOKIE_INFO_TOTAL_DISK_CAPACITY,

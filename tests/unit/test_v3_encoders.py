@@ -1,6 +1,6 @@
 """The fast v3 encoders produce exactly the bytes of the reference builders (which match Java)."""
 import pytest
-from bkctl.wire import v3
+from bkctl.wire.codecs import v3
 from hypothesis import given, strategies as st, settings
 i64 = st.integers(-(1 << 63), (1 << 63) - 1)
 ENC = v3.RequestEncoder()
@@ -22,7 +22,7 @@ def test_errors_same():
         assert type(a.value) is type(b.value), (args, a.value, b.value)
     assert ENC.add(1, 2, 3, bytearray(b"k"), memoryview(b"b")) == v3.serialize(v3.add_request(1, 2, 3, b"k", b"b"))
     assert ENC.add(5, 6, 7, b"k" * 20, b"") == v3.serialize(v3.add_request(5, 6, 7, b"k" * 20, b""))
-from bkctl.wire.protocol import RC, V3_STATUS
+from bkctl.wire.codecs.protocol import RC, V3_STATUS
 RENC = v3.AddResponseEncoder()
 @settings(max_examples=400)
 @given(st.integers(0, (1 << 64) - 1), i64, i64, st.sampled_from(list(RC) + list(V3_STATUS.values())), st.booleans())

@@ -3,7 +3,7 @@ import pytest
 from google.protobuf.internal.encoder import _VarintBytes
 from hypothesis import given, strategies as st
 
-from bkctl.wire import varint
+from bkctl.wire.codecs import varint
 
 
 @given(st.integers(0, 2**64 - 1))

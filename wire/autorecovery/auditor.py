@@ -34,8 +34,8 @@ from collections.abc import Callable
 
 from twisted.internet import defer
 
-from bkctl.wire import paths as P
-from bkctl.wire import underreplication as UR
+from bkctl.wire.metadata import paths as P
+from bkctl.wire.metadata import underreplication as UR
 
 from .checker import bookies_missing_replicas
 
@@ -48,7 +48,7 @@ class Auditor:
     """Runs while this daemon is the elected auditor (:meth:`start` .. :meth:`stop`).
 
     ``client`` is a :class:`~bkctl.wire.client.bookkeeper.BookKeeperClient`
-    whose ``store`` is the daemon's :class:`~bkctl.wire.zkstore.ZKMetadataStore`;
+    whose ``store`` is the daemon's :class:`~bkctl.wire.metadata.zkstore.ZKMetadataStore`;
     ``config`` an :class:`~bkctl.wire.autorecovery.service.AutoRecoveryConfig`.
     """
 
@@ -344,7 +344,7 @@ class Auditor:
 
     def _scan(self):
         """Registered bookies, every ledger's metadata and the disable switch (blocking)."""
-        from bkctl.wire.zkstore import NoSuchLedger
+        from bkctl.wire.metadata.zkstore import NoSuchLedger
 
         store = self.store
         registered = set(store.writable_bookies()) | set(store.readonly_bookies())

@@ -12,7 +12,7 @@ from collections.abc import Collection
 
 from twisted.internet import defer
 
-from bkctl.wire.metadata import LedgerMetadata, write_set_indices
+from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
 
 __all__ = ["bookies_missing_replicas", "entries_held", "replica_counts"]
 
@@ -83,7 +83,7 @@ async def replica_counts(client, ledger_id: int, md: LedgerMetadata) -> dict[str
     cannot answer is counted as holding nothing."""
     import bisect
 
-    from bkctl.wire.availability import decode_availability
+    from bkctl.wire.codecs.availability import decode_availability
 
     counts = {"entries": 0, "below_write_quorum": 0, "below_ack_quorum": 0, "no_replica": 0}
     if not md.is_closed or md.last_entry_id < 0:

@@ -79,7 +79,7 @@ class AuditorElection:
         return self._run_blocking(delete)
 
     def _election_path(self) -> str:
-        from bkctl.wire import paths as P
+        from bkctl.wire.metadata import paths as P
         return P.underreplication_node(P.UR_AUDITOR_ELECTION, self.store.root)
 
     # -- the election -----------------------------------------------------------------

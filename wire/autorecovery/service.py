@@ -156,7 +156,7 @@ class AutoRecoveryDaemon(Service):
 
     async def _start(self) -> None:
         from bkctl.wire.client.bookkeeper import BookKeeperClient
-        from bkctl.wire.zkstore import ZKMetadataStore
+        from bkctl.wire.metadata.zkstore import ZKMetadataStore
 
         self.store = ZKMetadataStore(self.metadata_uri, timeout=self.zk_timeout, store_ctime=True)
         self.client = BookKeeperClient(self.store, self.reactor, placement=self.placement(), **self.client_options)
@@ -170,7 +170,7 @@ class AutoRecoveryDaemon(Service):
 
     def placement(self):
         """The placement policy the config names, racks from the rack map znode and the script."""
-        from bkctl.wire.racks import build_placement, policy_name
+        from bkctl.wire.metadata.racks import build_placement, policy_name
 
         c = self.config
         return build_placement(policy_name(c.ensemble_placement_policy), store=self.store,

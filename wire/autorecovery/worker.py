@@ -145,7 +145,7 @@ class ReplicationWorker:
         its grace period), ``remarked`` (marked again meanwhile: lock released,
         marker kept) or ``failed``."""
         from bkctl.wire.client.rereplication import rereplicate_ledger
-        from bkctl.wire.zkstore import NoSuchLedger
+        from bkctl.wire.metadata.zkstore import NoSuchLedger
 
         run = self.client.run_blocking
         started = time.monotonic()

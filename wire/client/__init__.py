@@ -8,7 +8,7 @@
 * :mod:`.ledger_recovery` -- finding an open ledger's tail: ledger recovery
   (fence and close) and resuming for appends;
 * :mod:`.rereplication` -- re-replication: copying lost bookies' fragments;
-* :mod:`.admin` -- credentials, fencing without closing, a bookie's own view;
+* :mod:`.ledger_admin` -- credentials, fencing without closing, a bookie's own view;
 * :mod:`.channel` -- what handles need from a connection;
   :mod:`.connection` -- the connection to one bookie; :mod:`.pool` -- one per bookie;
 * :mod:`.placement` -- choosing bookies; :mod:`.blocking` -- a blocking facade;

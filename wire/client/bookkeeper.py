@@ -9,7 +9,7 @@
     yield client.close()
 
 The client owns a :class:`~bkctl.wire.client.pool.BookiePool` (one connection per
-bookie) and a :class:`~bkctl.wire.zkstore.ZKMetadataStore` (or uses one it is
+bookie) and a :class:`~bkctl.wire.metadata.zkstore.ZKMetadataStore` (or uses one it is
 given).  The store is blocking, so every metadata call runs in the reactor's
 thread pool.  Bookie ids are resolved through the BookieServiceInfo each
 bookie publishes in its registration node, falling back to the id itself as
@@ -31,11 +31,11 @@ from typing import Any
 
 from twisted.internet import defer, threads
 
-from bkctl.wire.digest import DigestType
+from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.errors import Conflict, DigestError
-from bkctl.wire.metadata import LedgerMetadata
-from bkctl.wire.protocol import DEFAULT_MAX_FRAME_SIZE
-from bkctl.wire.serviceinfo import parse_bookie_id_address
+from bkctl.wire.metadata.ledger import LedgerMetadata
+from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
+from bkctl.wire.metadata.serviceinfo import parse_bookie_id_address
 
 from .errors import (
     ClientClosed,
@@ -134,7 +134,7 @@ class BookKeeperClient:
     """Ledgers on a BookKeeper cluster, over Twisted.
 
     ``metadata`` is a metadata service URI (the client then owns a
-    :class:`~bkctl.wire.zkstore.ZKMetadataStore`, connected on first use and closed
+    :class:`~bkctl.wire.metadata.zkstore.ZKMetadataStore`, connected on first use and closed
     by :meth:`close`) or a store object (used as is, never closed here).
     ``reactor`` defaults to the global reactor.  ``protocol``, ``add_timeout``
     and ``read_timeout`` (seconds) and any other keyword go to the
@@ -180,7 +180,7 @@ class BookKeeperClient:
         self.max_frame_size = int(pool_options.get("max_frame_size", DEFAULT_MAX_FRAME_SIZE))
         self.placement = placement if placement is not None else RandomPlacement()
         if isinstance(metadata, str):
-            from bkctl.wire.zkstore import ZKMetadataStore
+            from bkctl.wire.metadata.zkstore import ZKMetadataStore
             self.store = ZKMetadataStore(metadata, timeout=zk_timeout)
             self._owns_store = True
         else:
@@ -351,7 +351,7 @@ class BookKeeperClient:
         raise AssertionError("unreachable")
 
     async def _recover(self, ledger_id, md, version, password, digest_type) -> ReadHandle:
-        from bkctl.wire.zkstore import MetadataVersionConflict
+        from bkctl.wire.metadata.zkstore import MetadataVersionConflict
         while md.is_open:
             marked = md.in_recovery()
             try:
@@ -426,7 +426,7 @@ class BookKeeperClient:
         return self.run_blocking(self._delete_ledger, ledger_id)
 
     def _delete_ledger(self, ledger_id: int) -> None:
-        from bkctl.wire.zkstore import NoSuchLedger
+        from bkctl.wire.metadata.zkstore import NoSuchLedger
         if not self.store.ledger_exists(ledger_id):
             raise NoSuchLedger(ledger_id)
         self.store.delete_ledger(ledger_id)

@@ -63,10 +63,11 @@ from twisted.internet.protocol import ClientFactory, Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from bkctl.wire import fastpath, v2, v3
+from bkctl.wire import fastpath
+from bkctl.wire.codecs import v2, v3
 from bkctl.wire.errors import CodecError
-from bkctl.wire.framing import FrameDecoder, frame
-from bkctl.wire.protocol import (
+from bkctl.wire.codecs.framing import FrameDecoder, frame
+from bkctl.wire.codecs.protocol import (
     BOOKIE_INFO_FREE_DISK_SPACE,
     BOOKIE_INFO_TOTAL_DISK_CAPACITY,
     DEFAULT_MAX_FRAME_SIZE,
@@ -79,7 +80,7 @@ from bkctl.wire.protocol import (
     OperationType,
     rc_from_v3,
 )
-from bkctl.wire.serviceinfo import parse_bookie_id_address
+from bkctl.wire.metadata.serviceinfo import parse_bookie_id_address
 
 from .errors import (
     BatchReadUnsupported,
@@ -1243,7 +1244,7 @@ class BookieConnection:
         ADD or READ (already out of ``_v3_fast``): what :meth:`_response_received`
         would do with it, without the general parser, when it is the EOK
         answer of ``req``: exactly the expected bytes for an ADD, an EOK
-        ReadResponse with a body (:func:`bkctl.wire.v3.plain_read_body`)
+        ReadResponse with a body (:func:`bkctl.wire.codecs.v3.plain_read_body`)
         for a READ. False when it is anything else (an error, another shape,
         or ``req`` not the request it matches, with a repeating caller-supplied
         txn_ids): then it is parsed and matched as usual."""

@@ -1,6 +1,6 @@
 """Errors a bookie connection reports, each carrying the bookie's return code.
 
-Every error is a :class:`BookieError` with ``.rc`` (a :class:`bkctl.wire.protocol.RC`,
+Every error is a :class:`BookieError` with ``.rc`` (a :class:`bkctl.wire.codecs.protocol.RC`,
 or ``None`` when the bookie never answered) and ``.bookie`` (the bookie id).
 The classes also sit under the shared categories of :mod:`bkctl.wire.errors`, so
 code that only cares about "not found" / "conflict" / "unreachable" can catch
@@ -31,7 +31,7 @@ NotSupported               None                -
 from __future__ import annotations
 
 from bkctl.wire.errors import BKError, Conflict, NotFound, Unreachable
-from bkctl.wire.protocol import RC
+from bkctl.wire.codecs.protocol import RC
 
 __all__ = [
     "BookieError",
@@ -218,7 +218,7 @@ def error_for(rc: int, bookie: str | None, what: str) -> BookieError:
     """The exception for a failed request.
 
     ``rc`` is a v2-valued return code (an :class:`RC` or its int; map v3
-    statuses with :func:`bkctl.wire.protocol.rc_from_v3` first), ``what`` describes
+    statuses with :func:`bkctl.wire.codecs.protocol.rc_from_v3` first), ``what`` describes
     the request (``"ADD ledger 3 entry 0"``). An unknown code gives a plain
     :class:`BookieError` keeping the number. EOK is not an error: ValueError.
     """

@@ -40,10 +40,10 @@ from typing import Any
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from bkctl.wire.digest import DigestType
+from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.errors import BKError
-from bkctl.wire.metadata import LedgerMetadata, write_set_indices
-from bkctl.wire.protocol import DEFAULT_MAX_FRAME_SIZE
+from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
+from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 
 from .channel import BookieChannel
 from .errors import (
@@ -497,7 +497,7 @@ class LedgerHandle(ReadHandle):
         new_md = md.with_ensemble_change(first, new_ensemble)
         version = self._version
         store = self.client.store
-        from bkctl.wire.zkstore import (
+        from bkctl.wire.metadata.zkstore import (
             MetadataVersionConflict,  # wire-internal, cheap once loaded
         )
         for _attempt in range(100):
@@ -682,7 +682,7 @@ class LedgerHandle(ReadHandle):
                     log.warning("ledger %d: releasing the append lock failed", self.ledger_id, exc_info=True)
 
     async def _write_closed(self) -> None:
-        from bkctl.wire.zkstore import MetadataVersionConflict
+        from bkctl.wire.metadata.zkstore import MetadataVersionConflict
         lac = self._lac
         length = self._confirmed_length
         if length is None:

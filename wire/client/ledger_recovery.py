@@ -17,7 +17,7 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from bkctl.wire.errors import DigestError
-from bkctl.wire.metadata import LedgerMetadata
+from bkctl.wire.metadata.ledger import LedgerMetadata
 
 from .errors import (
     LedgerRecoveryError,

@@ -2,7 +2,7 @@
 
 Pure functions of the bookie lists (and racks) the caller fetched; nothing
 here does I/O, so the policies are easy to test and to swap.  Where racks
-come from is :mod:`bkctl.wire.racks`.
+come from is :mod:`bkctl.wire.metadata.racks`.
 
 * :class:`RandomPlacement` (BookKeeper's default without racks):
   ``new_ensemble`` takes ``size`` distinct writable bookies at random; a

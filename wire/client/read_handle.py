@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from bkctl.wire.digest import DigestManager, DigestType, VerifiedEntry, master_key
+from bkctl.wire.codecs.digest import DigestManager, DigestType, VerifiedEntry, master_key
 from bkctl.wire.errors import BKError, DigestError
-from bkctl.wire.metadata import LedgerMetadata, write_set_indices
+from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
 
 from .errors import (
     EntryNotConfirmed,
@@ -274,7 +274,7 @@ class ReadHandle:
                 f"cannot read entries {first}..{last} of ledger {self.ledger_id}: {what}")
 
     def _read_entry(self, entry_id: int) -> defer.Deferred:
-        """One entry, verified (a :class:`~bkctl.wire.digest.VerifiedEntry`),
+        """One entry, verified (a :class:`~bkctl.wire.codecs.digest.VerifiedEntry`),
         with failover across its write set (in order): :class:`EntryRead`."""
         return EntryRead(self, entry_id).start()
 
@@ -660,7 +660,7 @@ class EntryReads:
 
 
 class EntryRead(EntryReads):
-    """One entry: fires with its :class:`~bkctl.wire.digest.VerifiedEntry`."""
+    """One entry: fires with its :class:`~bkctl.wire.codecs.digest.VerifiedEntry`."""
 
     def __init__(self, handle: ReadHandle, entry_id: int):
         super().__init__(handle, handle.digest.verify)

@@ -8,7 +8,7 @@ first for an open ledger whose last segment lost a bookie.
   ensemble contains a lost bookie (a *fragment*: entries ``first..last`` of
   one ensemble).  Entry ``e`` of a segment has its copies on ensemble
   positions ``(e + i) mod E`` for ``i < Qw``
-  (:func:`bkctl.wire.metadata.write_set_indices`); a lost bookie at position
+  (:func:`bkctl.wire.metadata.ledger.write_set_indices`); a lost bookie at position
   ``p`` held exactly the entries whose write set contains ``p``
   (:meth:`Fragment.entries`, :meth:`Fragment.entry_count`).
 * :func:`choose_replacements` picks, per lost member, a writable bookie that
@@ -41,11 +41,11 @@ from typing import Any
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from bkctl.wire.digest import DigestManager, master_key
+from bkctl.wire.codecs.digest import DigestManager, master_key
 from bkctl.wire.errors import BKError, DigestError
-from bkctl.wire.metadata import LedgerMetadata, write_set_indices
+from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
 
-from .admin import ledger_credentials
+from .ledger_admin import ledger_credentials
 from .errors import (
     EntryUnrecoverable,
     LedgerMetadataConflict,
@@ -312,7 +312,7 @@ async def replace_in_metadata(client, ledger_id: int, first_entry_id: int,
     compare-and-set (re-reading on conflict).  A lost bookie no longer in the
     segment (replaced by an earlier run or by someone else) is skipped.
     Returns the metadata and version now stored."""
-    from bkctl.wire.zkstore import MetadataVersionConflict
+    from bkctl.wire.metadata.zkstore import MetadataVersionConflict
 
     store = client.store
     md, version = await client.run_blocking(store.read_ledger, ledger_id)
@@ -370,7 +370,7 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
     ``failed`` (``error`` says why), ``clean`` (nothing on the lost bookies)
     or ``deleted`` (the ledger vanished meanwhile).
     """
-    from bkctl.wire.zkstore import NoSuchLedger
+    from bkctl.wire.metadata.zkstore import NoSuchLedger
 
     lost = tuple(dict.fromkeys(lost))
     lost_set = set(lost)

@@ -26,7 +26,7 @@ import subprocess
 import threading
 from collections.abc import Iterable, Mapping
 
-from .errors import CodecError
+from bkctl.wire.errors import CodecError
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ class RackSource:
     """Racks of bookies from a static map, the rack map znode and/or a script.
 
     ``static``: ``{bookie or host: rack}``; ``store``: a started
-    :class:`~bkctl.wire.zkstore.ZKMetadataStore` whose rack map znode
+    :class:`~bkctl.wire.metadata.zkstore.ZKMetadataStore` whose rack map znode
     :meth:`refresh` re-reads; ``script``: a :class:`ScriptRacks`.  The first
     source naming a bookie wins: static, then znode, then script.
     :meth:`refresh` blocks (ZooKeeper, the script): run it off the reactor.

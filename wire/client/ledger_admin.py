@@ -12,9 +12,9 @@ from typing import Any
 
 from twisted.internet import defer
 
-from bkctl.wire.digest import DigestManager, DigestType, master_key
+from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.errors import DigestError
-from bkctl.wire.metadata import LedgerMetadata
+from bkctl.wire.metadata.ledger import LedgerMetadata
 
 from .errors import LedgerRecoveryError, NoSuchEntry, NoSuchLedgerOnBookie, Unauthorized, UnknownBookie
 from .read_handle import covered
@@ -127,7 +127,7 @@ async def describe_bookie(client, bookie_id: str) -> dict:
     state, cookie, info = await client.run_blocking(from_zookeeper)
     if cookie is None and state == "not registered":
         raise UnknownBookie(f"bookie {bookie_id} is not registered and has no cookie in this cluster")
-    from bkctl.wire.serviceinfo import parse_bookie_id_address
+    from bkctl.wire.metadata.serviceinfo import parse_bookie_id_address
 
     try:
         address = info.rpc_address(bookie_id) if info is not None else parse_bookie_id_address(bookie_id)

@@ -32,10 +32,10 @@ from google.protobuf import text_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from . import varint
-from .digest import DigestType
-from .errors import CodecError, MetadataError
-from .proto import formats_pb2
+from bkctl.wire.codecs import varint
+from bkctl.wire.codecs.digest import DigestType
+from bkctl.wire.errors import CodecError, MetadataError
+from bkctl.wire.proto import formats_pb2
 
 __all__ = [
     "CURRENT_FORMAT_VERSION",

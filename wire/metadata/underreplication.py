@@ -17,9 +17,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .errors import CodecError
-from .metadata import message_to_text, parse_text_message
-from .proto import formats_pb2
+from bkctl.wire.errors import CodecError
+from bkctl.wire.metadata.ledger import message_to_text, parse_text_message
+from bkctl.wire.proto import formats_pb2
 
 __all__ = [
     "LAYOUT_TYPE",

@@ -7,7 +7,7 @@ payloads. This mirrors the Java bookie, whose per-channel decoder gives up on
 protobuf after the first failure.
 
 Pure logic: one :class:`ProtocolDetector` per TCP connection, fed with frame
-payloads (length prefix already stripped by :mod:`bkctl.wire.framing`).
+payloads (length prefix already stripped by :mod:`bkctl.wire.codecs.framing`).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Literal, Union
 
 from bkctl.wire.errors import CodecError
 from bkctl.wire.proto.bookkeeper_pb2 import Request
-from bkctl.wire.v3 import parse_request
+from bkctl.wire.codecs.v3 import parse_request
 
 __all__ = ["ProtocolDetector", "Classified"]
 
@@ -43,7 +43,7 @@ class ProtocolDetector:
     def classify(self, payload: Payload) -> Classified:
         """``("v3", Request)`` while the connection is v3 and the frame parses,
         otherwise ``("v2", payload)`` with the payload object passed through
-        untouched (decode it with :mod:`bkctl.wire.v2`)."""
+        untouched (decode it with :mod:`bkctl.wire.codecs.v2`)."""
         if self._v3:
             try:
                 return "v3", parse_request(payload)

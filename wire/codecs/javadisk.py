@@ -12,8 +12,8 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from .errors import CodecError
-from .varint import decode_at
+from bkctl.wire.errors import CodecError
+from bkctl.wire.codecs.varint import decode_at
 
 __all__ = [
     "ENTRY_HEADER",

@@ -49,14 +49,14 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
-from . import paths as P
-from .cookie import Cookie, parse_cookie
-from .errors import BKError, CodecError, Conflict, NotFound, Unreachable
-from .bookieid import is_valid_bookie_id
-from .layout import LedgerLayout, MetadataServiceURI
-from .metadata import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
-from .serviceinfo import BookieServiceInfo
-from . import underreplication as UR
+from bkctl.wire.metadata import paths as P
+from bkctl.wire.metadata.cookie import Cookie, parse_cookie
+from bkctl.wire.errors import BKError, CodecError, Conflict, NotFound, Unreachable
+from bkctl.wire.metadata.bookieid import is_valid_bookie_id
+from bkctl.wire.metadata.layout import LedgerLayout, MetadataServiceURI
+from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
+from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
+from bkctl.wire.metadata import underreplication as UR
 
 log = logging.getLogger(__name__)
 
@@ -309,10 +309,10 @@ class ZKMetadataStore:
 
     def __init__(self, uri: str, timeout: float = 10.0, *, session_timeout: float | None = None,
                  store_ctime: bool = False, security=None):
-        from .zksecurity import get_default
+        from bkctl.wire.metadata.zksecurity import get_default
 
         self.uri = uri
-        #: credentials, TLS and ACLs (:class:`~bkctl.wire.zksecurity.ZKSecurity`); the process default if None
+        #: credentials, TLS and ACLs (:class:`~bkctl.wire.metadata.zksecurity.ZKSecurity`); the process default if None
         self.security = security if security is not None else get_default()
         self._parsed = MetadataServiceURI.parse(uri)
         self.hosts: str = self._parsed.hosts
@@ -429,7 +429,7 @@ class ZKMetadataStore:
     def _no_connection(self) -> ZKStoreError:
         """Why a start timed out: a TLS problem named by a direct handshake, else the timeout."""
         if self.security.uses_tls:
-            from .zksecurity import tls_problem
+            from bkctl.wire.metadata.zksecurity import tls_problem
 
             problem = tls_problem(self.hosts, self.security)
             if problem:
@@ -1185,7 +1185,7 @@ class ZKMetadataStore:
     def read_rack_map(self) -> tuple[dict, int | None]:
         """Pulsar's rack map (``/bookies`` at the ZooKeeper root) and its
         version; ``({}, None)`` when there is none."""
-        from .racks import RACK_MAP_PATH, parse_rack_map
+        from bkctl.wire.metadata.racks import RACK_MAP_PATH, parse_rack_map
 
         try:
             data, stat = self._get(RACK_MAP_PATH)
@@ -1197,7 +1197,7 @@ class ZKMetadataStore:
     def write_rack_map(self, doc: dict, version: int | None) -> int:
         """Create (``version=None``) or compare-and-set the rack map; returns
         the new version (:class:`VersionConflict` when it changed meanwhile)."""
-        from .racks import RACK_MAP_PATH, serialize_rack_map
+        from bkctl.wire.metadata.racks import RACK_MAP_PATH, serialize_rack_map
 
         data = serialize_rack_map(doc)
         try:

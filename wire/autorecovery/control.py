@@ -23,7 +23,7 @@ def trigger_audit(store) -> int:
 
 
 def matching_marks(marks: Iterable, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> Iterator:
-    """The :class:`~bkctl.wire.zkstore.UnderreplicatedMark` s missing a replica on
+    """The :class:`~bkctl.wire.metadata.zkstore.UnderreplicatedMark` s missing a replica on
     one of ``include`` (all when empty) and on none of ``exclude``."""
     include, exclude = set(include), set(exclude)
     for mark in marks:

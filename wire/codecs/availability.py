@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
-from .errors import CodecError
+from bkctl.wire.errors import CodecError
 
 __all__ = ["HEADER_SIZE", "decode_availability", "encode_availability"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .errors import CodecError
-from .proto import formats_pb2
-from .varint import encode as _varint
+from bkctl.wire.errors import CodecError
+from bkctl.wire.proto import formats_pb2
+from bkctl.wire.codecs.varint import encode as _varint
 
 __all__ = [
     "BOOKIE_RPC",

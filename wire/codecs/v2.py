@@ -1,6 +1,6 @@
 """The v2 ("pre-v3") bookie protocol: requests and responses as plain tuples.
 
-Payloads here exclude the 4-byte frame length (see :mod:`bkctl.wire.framing`).
+Payloads here exclude the 4-byte frame length (see :mod:`bkctl.wire.codecs.framing`).
 Decoders accept any version byte and leave the version check to the bookie,
 which must answer an unsupported version with EBADVERSION rather than
 drop the connection.  Decoding raises :class:`~bkctl.wire.errors.CodecError` and
@@ -12,8 +12,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from .errors import CodecError
-from .protocol import MASTER_KEY_LENGTH, V2_CURRENT_VERSION, Flag, OpCode, RC
+from bkctl.wire.errors import CodecError
+from bkctl.wire.codecs.protocol import MASTER_KEY_LENGTH, V2_CURRENT_VERSION, Flag, OpCode, RC
 
 _I32 = struct.Struct(">i")
 _ADD_IDS = struct.Struct(">qq")

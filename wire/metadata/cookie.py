@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .errors import BKError, CodecError
-from .metadata import message_to_text, parse_text_message
-from .proto import formats_pb2
+from bkctl.wire.errors import BKError, CodecError
+from bkctl.wire.metadata.ledger import message_to_text, parse_text_message
+from bkctl.wire.proto import formats_pb2
 
 __all__ = [
     "CURRENT_COOKIE_LAYOUT",

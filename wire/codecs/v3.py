@@ -4,13 +4,13 @@ The generated classes in :mod:`bkctl.wire.proto.bookkeeper_pb2` *are* the messag
 objects; this module only adds strict parsing, serialization and builders
 that reproduce the exact bytes a Java 4.17 client or bookie puts on the wire.
 
-Payloads here never include the 4-byte frame length; :mod:`bkctl.wire.framing`
+Payloads here never include the 4-byte frame length; :mod:`bkctl.wire.codecs.framing`
 adds and strips it.
 
 Conventions:
 
 * ``status`` arguments take a v3 ``StatusCode`` number such as
-  ``RC.EFENCED.v3``, or an :class:`bkctl.wire.protocol.RC` member (v2-valued). The
+  ``RC.EFENCED.v3``, or an :class:`bkctl.wire.codecs.protocol.RC` member (v2-valued). The
   v2 and v3 ranges only share 0 (EOK), so both forms are unambiguous; the
   Response always carries the v3 number. Anything else raises ValueError.
 * Request builders take the client's transaction id first. Response builders
@@ -25,8 +25,8 @@ Conventions:
 from __future__ import annotations
 
 from bkctl.wire.errors import CodecError
-from bkctl.wire.framing import length_prefix
-from bkctl.wire.protocol import (
+from bkctl.wire.codecs.framing import length_prefix
+from bkctl.wire.codecs.protocol import (
     ADD_FLAG_RECOVERY_ADD,
     AUTH_DISABLED_PLUGIN,
     HIGH_PRIORITY_VALUE,
@@ -39,9 +39,9 @@ from bkctl.wire.protocol import (
     ProtocolVersion,
 )
 from bkctl.wire.proto import bookkeeper_pb2 as pb
-from bkctl.wire.varint import ONE_BYTE as _VARINT1
-from bkctl.wire.varint import decode_at as _decode_at
-from bkctl.wire.varint import encode as _varint
+from bkctl.wire.codecs.varint import ONE_BYTE as _VARINT1
+from bkctl.wire.codecs.varint import decode_at as _decode_at
+from bkctl.wire.codecs.varint import encode as _varint
 
 __all__ = [
     "Request",

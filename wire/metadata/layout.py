@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import CodecError
+from bkctl.wire.errors import CodecError
 
 __all__ = [
     "DEFAULT_LEDGERS_ROOT",

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import struct
 
-from .errors import CodecError, FrameTooLarge
-from .protocol import DEFAULT_MAX_FRAME_SIZE
+from bkctl.wire.errors import CodecError, FrameTooLarge
+from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 
 _LEN = struct.Struct(">i")
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 
 from twisted.internet import defer
 
-log = logging.getLogger("bookied.admin")
+log = logging.getLogger("bookied.gc")
 
 
 class GarbageCollector:

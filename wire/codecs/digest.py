@@ -15,9 +15,9 @@ import zlib
 
 from crc32c import crc32c as _crc32c
 
-from . import fastpath
-from .errors import DigestError
-from .protocol import ENTRY_HEADER_LENGTH
+from bkctl.wire import fastpath
+from bkctl.wire.errors import DigestError
+from bkctl.wire.codecs.protocol import ENTRY_HEADER_LENGTH
 
 _HEADER = struct.Struct(">qqqq")
 _LAC_HEADER = struct.Struct(">qq")
