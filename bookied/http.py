@@ -97,6 +97,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import parse_qs
 
@@ -510,22 +511,28 @@ class AdminResource(resource.Resource):
         from bkctl.wire.autorecovery.control import trigger_audit
 
         def work(store):
-            self._require_auditor(store)
-            trigger_audit(store)
+            with self._audit_refusals():
+                trigger_audit(store)
             return self._text("Success trigger audit.")
         return self._with_store(request, work)
 
     @staticmethod
-    def _require_auditor(store) -> str:
-        """Raise unless autorecovery is enabled and an auditor is elected (Java's
-        triggerAudit gives up silently then; this one says why)."""
-        if not store.is_autorecovery_enabled():
+    @contextmanager
+    def _audit_refusals():
+        """The refusals of :func:`~bkctl.wire.autorecovery.control.trigger_audit` as
+        409 (autorecovery disabled) and 503 (no auditor); Java's triggerAudit
+        gives up silently then, this one says why, as ``bkctl autorecovery
+        trigger-audit`` does."""
+        from bkctl.wire.errors import AutorecoveryDisabled, NoAuditor
+
+        try:
+            yield
+        except AutorecoveryDisabled:
             raise HTTPError(http.CONFLICT, "Autorecovery is disabled (PUT "
-                            f"{AUTORECOVERY_STATUS}?enabled=true enables it)")
-        auditor = store.who_is_auditor()
-        if auditor is None:
-            raise HTTPError(http.SERVICE_UNAVAILABLE, "No auditor elected: no autorecovery daemon is running")
-        return auditor
+                            f"{AUTORECOVERY_STATUS}?enabled=true enables it)") from None
+        except NoAuditor as exc:
+            text = str(exc)
+            raise HTTPError(http.SERVICE_UNAVAILABLE, text[:1].upper() + text[1:]) from None
 
     def get_lost_bookie_recovery_delay(self, request):
         def work(store):
@@ -613,8 +620,8 @@ class AdminResource(resource.Resource):
             if bookie in store.writable_bookies() or bookie in store.readonly_bookies():
                 raise HTTPError(http.CONFLICT, f"bookie {bookie} is registered (running); stop it before "
                                                "decommissioning it")
-            self._require_auditor(store)
-            trigger_audit(store)
+            with self._audit_refusals():
+                trigger_audit(store)
             log.info("HTTP admin: decommission of %s: audit triggered", bookie)
             return self._text(f"Success send decommission Bookie command {bookie}")
         return self._with_store(request, work)

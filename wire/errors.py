@@ -39,3 +39,11 @@ class Conflict(BKError):
 
 class Unreachable(BKError):
     """ZooKeeper or the bookies needed cannot be reached."""
+
+
+class AutorecoveryDisabled(Conflict):
+    """An operation that needs autorecovery enabled (``underreplication/disable`` exists)."""
+
+
+class NoAuditor(Unreachable):
+    """No autorecovery daemon has won the auditor election (or the auditor has not started)."""

@@ -15,14 +15,18 @@ from . import pass_app
 @click.command("replace-id")
 @click.argument("old", metavar="FROM", shell_complete=complete_bookie_id)
 @click.argument("new", metavar="TO", shell_complete=complete_bookie_id)
-@click.option("--dry-run", is_flag=True, help="Count the ledgers and segments that name FROM; change nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Make every check of the real run, count the ledgers and segments that name FROM; change nothing.")
+@click.option("--allow-unknown-id", "allow_unknown", is_flag=True,
+              help="Accept a TO that is not registered and has no cookie (a bookie not started yet).")
 @click.option("--rate", type=click.FloatRange(min=0), default=0, metavar="N",
               help="At most N ledger updates per second (default: no limit).")
 @click.option("--parallel", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Ledger updates at once.")
 @click.option("--force", is_flag=True, help="Do not ask.")
 @pass_app
-def replace_id(app: App, old: str, new: str, dry_run: bool, rate: float, parallel: int, force: bool):
+def replace_id(app: App, old: str, new: str, dry_run: bool, allow_unknown: bool, rate: float, parallel: int,
+               force: bool):
     """Rewrite bookie id FROM to TO in every ledger's metadata (Java's updateledgers).
 
     Use it after a bookie got a new id (`cookie admin --hostname`, a new
@@ -31,7 +35,9 @@ def replace_id(app: App, old: str, new: str, dry_run: bool, rate: float, paralle
     re-read and retried).  Ledgers that no longer name FROM are left alone,
     so a second run, or a run after an interruption, finishes the job.  A
     segment that already names TO is a conflict: left unchanged, exit 4.
-    FROM must not be registered (exit 4).  --json: from, to, dry_run,
+    FROM must not be registered (exit 4); TO must be a bookie id the cluster
+    knows, registered or with a cookie (exit 3), unless --allow-unknown-id.
+    --dry-run makes the same checks.  --json: from, to, dry_run,
     ledgers_scanned, ledgers[] (ledger_id, status: updated, planned,
     unchanged, deleted, conflict, failed; segments, error), totals
     (matched, updated, planned, unchanged, deleted, conflict, failed,
@@ -48,7 +54,7 @@ def replace_id(app: App, old: str, new: str, dry_run: bool, rate: float, paralle
 
     try:
         doc = replace_bookie_id(
-            app.store, old, new, dry_run=dry_run, rate=rate, parallel=parallel,
+            app.store, old, new, dry_run=dry_run, rate=rate, parallel=parallel, allow_unknown=allow_unknown,
             confirm=lambda n: confirm_destructive(app, f"Rewrite {old} to {new} in {n} ledgers?", force,
                                                   f"rewrite {old} in {n} ledgers"),
             on_start=start, on_ledger=lambda _row: bar.advance(1))

@@ -44,12 +44,16 @@ def cluster_info(app: App):
 @click.option("-f", "--force", is_flag=True, help="Format without asking, even when the cluster has data.")
 @click.option("-n", "--non-interactive", is_flag=True,
               help="Never prompt: refuse unless --force is given (as BookKeeper's -n).")
+@click.option("--with-registered-bookies", "with_bookies", is_flag=True,
+              help="Format even while bookies are registered (their old ledgers then collide with new ids).")
 @pass_app
-def metaformat(app: App, force: bool, non_interactive: bool):
+def metaformat(app: App, force: bool, non_interactive: bool, with_bookies: bool):
     """Format the cluster metadata: wipe ledgers, cookies and marks; new INSTANCEID.
 
     Keeps available/, the autorecovery switch, lostBookieRecoveryDelay and
-    the auditor election, as BookKeeper's metaformat does.
+    the auditor election, as BookKeeper's metaformat does.  Refuses (exit 4)
+    while any bookie is registered, as `cluster nuke` does (Java's metaformat
+    does not check), unless --with-registered-bookies.
     """
     from ..exitcodes import USAGE, CommandError
     from ..ops.cluster import metaformat as do_format
@@ -61,7 +65,7 @@ def metaformat(app: App, force: bool, non_interactive: bool):
                                  "This may cause data loss.", force, "format existing cluster metadata")
         return True
 
-    result = do_format(app.connect_store(), confirm)
+    result = do_format(app.connect_store(), confirm, with_bookies=with_bookies)
     emit(app, result, lambda: app.console.print(
         f"formatted; new instance id {result.get('instance_id')}" if result["formatted"] else "not formatted"))
 
@@ -128,13 +132,17 @@ def autorecovery_whoisauditor(app: App):
 @autorecovery.command("trigger-audit")
 @pass_app
 def autorecovery_trigger_audit(app: App):
-    """Make the auditor audit now (rewrites lostBookieRecoveryDelay with its own value)."""
+    """Make the auditor audit now (rewrites lostBookieRecoveryDelay with its own value).
+
+    Refuses while autorecovery is disabled (exit 4) and when no auditor is
+    elected (exit 5), as Java's shell and bookied's HTTP endpoint do; the
+    delay itself never changes.  --json: triggered, auditor,
+    lost_bookie_recovery_delay.
+    """
     from ..ops.autorecovery import trigger_audit
 
     doc = trigger_audit(app.store)
-    emit(app, doc, lambda: app.console.print(
-        f"audit triggered (auditor {doc['auditor']})" if doc["auditor"]
-        else "audit triggered, but no auditor is elected: it runs when one is"))
+    emit(app, doc, lambda: app.console.print(f"audit triggered (auditor {doc['auditor']})"))
 
 
 @autorecovery.command("query-status")

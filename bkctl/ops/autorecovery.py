@@ -101,11 +101,13 @@ def who_is_auditor(store) -> dict:
 
 
 def trigger_audit(store) -> dict:
-    """Rewrite ``lostBookieRecoveryDelay`` with its own value: the auditor audits at once."""
+    """Rewrite ``lostBookieRecoveryDelay`` with its own value: the auditor audits
+    at once.  Refused (AutorecoveryDisabled: exit 4, NoAuditor: exit 5) when
+    no audit would run, as Java's shell and bookied's HTTP endpoint refuse it."""
     from bkctl.wire.autorecovery.control import trigger_audit as rewrite_delay
 
-    delay = rewrite_delay(store)
-    return {"triggered": True, "auditor": store.who_is_auditor(), "lost_bookie_recovery_delay": delay}
+    auditor, delay = rewrite_delay(store)
+    return {"triggered": True, "auditor": auditor, "lost_bookie_recovery_delay": delay}
 
 
 def query_status(store) -> list[dict]:

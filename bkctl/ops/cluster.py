@@ -68,9 +68,25 @@ def cluster_info(store, cluster_name: str | None = None) -> dict:
     }
 
 
-def metaformat(store, confirm: Callable[[], bool]) -> dict:
-    """BookKeeper's ``metaformat``: ``confirm()`` is asked only when the cluster already exists."""
+def registered_bookies(store) -> list[str]:
+    """Every registered bookie, read-only ones marked, as the guards name them."""
+    return store.writable_bookies() + [f"{b} (read-only)" for b in store.readonly_bookies()]
+
+
+def metaformat(store, confirm: Callable[[], bool], with_bookies: bool = False) -> dict:
+    """BookKeeper's ``metaformat``: ``confirm()`` is asked only when the cluster already exists.
+
+    Refuses (exit 4) while any bookie is registered, as ``cluster nuke`` does,
+    unless ``with_bookies``: a new INSTANCEID under running bookies restarts
+    ledger ids at 0, and the new ledgers collide with the old ones' data on them.
+    """
     existed = store.prepare_format()
+    running = registered_bookies(store) if existed else []
+    if running and not with_bookies:
+        from bkctl.exitcodes import CONFLICT, CommandError
+
+        raise CommandError(f"bookies are still registered ({', '.join(running)}); stop them before formatting, "
+                           "or give --with-registered-bookies", CONFLICT)
     if existed and not confirm():
         return {"formatted": False, "existed": True}
     store.format_cluster()

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from ..exitcodes import CONFLICT, USAGE, CommandError
+from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
 
 MAX_ATTEMPTS = 10
 
@@ -84,14 +84,16 @@ def _one_ledger(store, ledger_id: int, md, version: int, old: str, new: str, dry
 
 
 def replace_bookie_id(store, old: str, new: str, *, dry_run: bool = False, rate: float = 0, parallel: int = 1,
-                      confirm: Callable[[int], None] | None = None,
+                      allow_unknown: bool = False, confirm: Callable[[int], None] | None = None,
                       on_start: Callable[[int], None] | None = None,
                       on_ledger: Callable[[dict], None] | None = None) -> dict:
     """Rewrite ``old`` to ``new`` everywhere; returns the summary.
 
     ``confirm(n)`` is called (unless ``dry_run``) with the number of ledgers
     naming ``old`` before anything changes.  ``rate``: ledger updates per
-    second (0 = unlimited); ``parallel``: updates at once.
+    second (0 = unlimited); ``parallel``: updates at once.  ``new`` must be
+    known to the cluster (registered, or with a cookie) unless
+    ``allow_unknown``.  A dry run applies every check the real run applies.
 
     Summary keys: ``from``, ``to``, ``dry_run``, ``ledgers_scanned``,
     ``ledgers`` (one row per ledger naming ``old``: ``ledger_id``,
@@ -105,9 +107,13 @@ def replace_bookie_id(store, old: str, new: str, *, dry_run: bool = False, rate:
     check_bookie_ids([old, new])
     if old == new:
         raise CommandError("FROM and TO are the same bookie id", USAGE)
-    if not dry_run and store.is_bookie_registered(old):
+    if store.is_bookie_registered(old):
         raise CommandError(f"bookie {old} is registered (running); stop it, or restart it as {new}, first",
                            CONFLICT)
+    if not allow_unknown and not store.is_bookie_registered(new) and store.get_cookie(new) is None:
+        hint = "" if ":" in new else f"; {new!r} has no port (HOST:PORT)"
+        raise CommandError(f"unknown bookie {new}: not registered, no cookie{hint}; start the bookie as {new} "
+                           "first, or give --allow-unknown-id", NOT_FOUND)
     from bkctl.wire.errors import NotFound
 
     scanned = 0

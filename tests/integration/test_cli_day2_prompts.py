@@ -31,6 +31,7 @@ def test_cookie_delete_and_replace_id_ask(metadata_uri, zkstore):
     assert zkstore.get_cookie("127.0.0.1:7") is None
 
     ledger_id, _ = zkstore.create_ledger(LedgerMetadata.new(["127.0.0.1:1", "127.0.0.1:2"], 2, 2))
+    zkstore.register_bookie("127.0.0.1:3")  # the new id is running
     assert _ask(metadata_uri, ["bookie", "replace-id", "127.0.0.1:1", "127.0.0.1:3"], r"in 1 ledgers\?", "n") == 1
     assert "127.0.0.1:1" in zkstore.read_ledger(ledger_id)[0].bookies
     assert _ask(metadata_uri, ["bookie", "replace-id", "127.0.0.1:1", "127.0.0.1:3"], r"in 1 ledgers\?", "y") == 0

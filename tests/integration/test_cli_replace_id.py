@@ -18,6 +18,12 @@ OLD, NEW = "10.0.0.1:3181", "bk1.example.com:3181"
 OTHERS = ["10.0.0.2:3181", "10.0.0.3:3181", "10.0.0.4:3181"]
 
 
+@pytest.fixture(autouse=True)
+def new_id_has_a_cookie(zkstore):
+    """NEW is known to the cluster, as after `cookie admin --hostname`."""
+    zkstore.put_cookie(NEW, f'5\nbookieHost: "{NEW}"\njournalDir: "/j"\nledgerDirs: "1\\t/l"\n'.encode())
+
+
 def _make(zkstore, n: int) -> dict[int, int]:
     """n ledgers, every other one naming OLD (some in two segments); returns id -> segments naming OLD."""
     naming = {}

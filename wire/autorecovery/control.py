@@ -3,23 +3,43 @@ bookied's HTTP admin API (blocking: call them off the reactor thread).
 
 * :func:`trigger_audit` -- Java's ``BookKeeperAdmin.triggerAudit``: rewriting
   ``B/lostBookieRecoveryDelay`` with its own value makes the elected auditor
-  audit at once.
+  audit at once.  Refused, as Java refuses it, while autorecovery is disabled
+  or no auditor is elected (:func:`require_auditor`); the delay is never
+  changed, only rewritten.
 * :func:`matching_marks` -- Java's ``listunderreplicated`` filters.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-__all__ = ["matching_marks", "trigger_audit"]
+from bkctl.wire.errors import AutorecoveryDisabled, NoAuditor
+
+__all__ = ["matching_marks", "require_auditor", "trigger_audit"]
 
 
-def trigger_audit(store) -> int:
-    """Rewrite ``lostBookieRecoveryDelay`` with the value it has (0 when it is
-    missing); returns that value.  The auditor's watch fires on any write."""
+def require_auditor(store) -> str:
+    """The elected auditor's id; :class:`AutorecoveryDisabled` while autorecovery
+    is disabled, :class:`NoAuditor` when no daemon has won the election."""
+    if not store.is_autorecovery_enabled():
+        raise AutorecoveryDisabled("autorecovery is disabled (`bkctl autorecovery enable` enables it)")
+    auditor = store.who_is_auditor()
+    if auditor is None:
+        raise NoAuditor("no auditor elected: no autorecovery daemon is running")
+    return auditor
+
+
+def trigger_audit(store) -> tuple[str, int]:
+    """Rewrite ``lostBookieRecoveryDelay`` with the value it has: the auditor's
+    watch fires on any write.  Returns (auditor, delay).  A missing delay (the
+    auditor has not started yet) is :class:`NoAuditor`: writing one would set
+    the delay every later auditor uses instead of its own configuration."""
+    auditor = require_auditor(store)
     delay = store.get_lost_bookie_recovery_delay()
-    delay = 0 if delay is None else delay
+    if delay is None:
+        raise NoAuditor(f"no auditor elected yet: {auditor} won the election but has not started "
+                        "(no lostBookieRecoveryDelay); try again shortly")
     store.set_lost_bookie_recovery_delay(delay)
-    return delay
+    return auditor, delay
 
 
 def matching_marks(marks: Iterable, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> Iterator:
