@@ -86,6 +86,8 @@ class App:
             from bkctl.wire.client.blocking import BlockingBookKeeper
 
             options = {"tls": self.bookie_tls} if self.bookie_tls else {}
+            if self.bookie_tls:
+                check_tls_files(self.bookie_tls)
             self._bk = BlockingBookKeeper(self.store, protocol=self.protocol, placement=self.placement_policy(),
                                           **options)
         return self._bk
@@ -260,6 +262,17 @@ def _json_default(obj: Any) -> Any:
     if hasattr(obj, "_asdict"):
         return obj._asdict()
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+def check_tls_files(tls) -> None:
+    """Load the bookie TLS files once, before any connection: a file that cannot
+    be used is one line (exit 2), not the same error from every bookie."""
+    from bkctl.wire.tls import TLSConfigError
+
+    try:
+        tls.client_context()
+    except TLSConfigError as e:
+        raise CommandError(str(e), USAGE) from None
 
 
 def color_wanted(no_color_flag: bool) -> bool:

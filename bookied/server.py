@@ -14,6 +14,8 @@ import time
 from collections import deque
 
 from twisted.internet import abstract, protocol
+from twisted.internet.interfaces import IHandshakeListener
+from zope.interface import implementer
 
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2, v3
@@ -41,6 +43,33 @@ from bkctl.wire.codecs.varint import decode_at as _varint_at
 
 log = logging.getLogger("bookied.server")
 
+
+class HandshakeFailureLog:
+    """WARN for each TLS handshake a bookie refuses (peer, reason), at most one
+    line per ``interval`` seconds per peer host; the next line counts the
+    ones left out, so a client retrying in a loop cannot flood the log."""
+
+    def __init__(self, interval: float = 10.0, clock=time.monotonic):
+        self.interval = interval
+        self._clock = clock
+        self._last: dict[str, tuple[float, int]] = {}  # host -> (logged at, refusals left out since)
+
+    def refused(self, peer, reason) -> None:
+        from bkctl.wire.tls import tls_error_reason
+
+        host = getattr(peer, "host", str(peer))
+        now = self._clock()
+        logged_at, left_out = self._last.get(host, (None, 0))
+        if logged_at is not None and now - logged_at < self.interval:
+            self._last[host] = (logged_at, left_out + 1)
+            return
+        if len(self._last) > 4096:  # many peers: forget the old ones
+            self._last.clear()
+        self._last[host] = (now, 0)
+        more = f" ({left_out} more from {host} since the last report)" if left_out else ""
+        log.warning("TLS handshake with %s:%s refused: %s%s", host, getattr(peer, "port", "?"),
+                    tls_error_reason(reason), more)
+
 _OP = OperationType
 _V3 = int(ProtocolVersion.VERSION_THREE)
 
@@ -62,6 +91,7 @@ _HELD_ANSWERS_MAX = abstract.FileDescriptor.bufferSize
 _READ_RUN_MAX = 1024
 
 
+@implementer(IHandshakeListener)
 class BookieProtocol(protocol.Protocol):
     #: Whether the fast paths are used -- v2 ADD, plain v3 ADD, plain v3 READ and
     #: its batched runs (the project's switch, :data:`bkctl.wire.fastpath.ENABLED`;
@@ -94,6 +124,8 @@ class BookieProtocol(protocol.Protocol):
         #: True while TLS is configured but this client has not started it: only
         #: START_TLS and AUTH are served, everything else is refused with EUA.
         self.insecure = False
+        #: START_TLS answered, handshake not finished (a loss then is a refused handshake)
+        self.handshaking = False
 
     # -- transport events ------------------------------------------------------
     def connectionMade(self):
@@ -107,7 +139,15 @@ class BookieProtocol(protocol.Protocol):
         # unwritable channel. Memory stays bounded by one answer over the buffer.
         self.transport.registerProducer(self, True)
 
+    def handshakeCompleted(self) -> None:
+        """The TLS handshake after START_TLS is done (Twisted's IHandshakeListener)."""
+        self.handshaking = False
+
     def connectionLost(self, reason=None):
+        if self.handshaking:
+            failures = getattr(getattr(self, "factory", None), "handshake_failures", None)
+            if failures is not None:
+                failures.refused(self.transport.getPeer(), reason)
         self.closed = True
         self._backlog.clear()
         self.metrics.connections.dec()
@@ -555,6 +595,7 @@ class BookieProtocol(protocol.Protocol):
         # startTLS unencrypted); then the client's ClientHello starts the handshake.
         self.send(v3.serialize(v3.start_tls_response(req, RC.EOK)))
         self.insecure = False
+        self.handshaking = True
         self.transport.startTLS(self.tls.context())
 
     def _before_tls(self, payload: bytes) -> None:
@@ -837,6 +878,8 @@ class BookieServerFactory(protocol.Factory):
         self.reads = InProgressLimit(max_reads_in_progress) if max_reads_in_progress > 0 else None
         #: Connections that were written add answers since the last :meth:`send_answers`.
         self.answered: set = set()
+        #: Where refused TLS handshakes are reported (WARN, rate-limited per peer host).
+        self.handshake_failures = HandshakeFailureLog()
 
     def send_answers(self) -> None:
         """Hand the add answers written since the last call to the kernel now.

@@ -23,7 +23,7 @@ import os
 import time
 from dataclasses import dataclass
 
-__all__ = ["TLSConfigError", "TLSFiles", "ReloadingServerTLS", "describe_tls_failure"]
+__all__ = ["TLSConfigError", "TLSFiles", "ReloadingServerTLS", "describe_tls_failure", "tls_error_reason"]
 
 
 class TLSConfigError(ValueError):
@@ -42,6 +42,11 @@ def _password(path: str | None, what: str) -> bytes | None:
     if not path:
         return None
     return _read(path, f"{what} password file").strip() or None
+
+
+def _first_sentence(exc: BaseException) -> str:
+    """cryptography's message without its FAQ link and error code names."""
+    return str(exc).split(". ")[0].rstrip(".") or type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -98,11 +103,12 @@ class TLSFiles:
                 key = serialization.load_pem_private_key(_read(self.key, "TLS key"),
                                                          _password(self.key_password_path, "key"))
             except (ValueError, TypeError) as exc:
-                raise TLSConfigError(f"{self.key}: not a PEM private key or wrong password ({exc})") from None
+                raise TLSConfigError(f"{self.key}: not a PEM private key or wrong password "
+                                     f"({_first_sentence(exc)})") from None
             try:
                 chain = x509.load_pem_x509_certificates(_read(self.cert, "TLS certificate"))
             except ValueError as exc:
-                raise TLSConfigError(f"{self.cert}: not PEM certificates ({exc})") from None
+                raise TLSConfigError(f"{self.cert}: not PEM certificates ({_first_sentence(exc)})") from None
         else:
             return None
         key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, plain)
@@ -119,7 +125,7 @@ class TLSFiles:
         try:
             certs = x509.load_pem_x509_certificates(_read(self.ca, "CA file"))
         except ValueError as exc:
-            raise TLSConfigError(f"{self.ca}: not PEM CA certificates ({exc})") from None
+            raise TLSConfigError(f"{self.ca}: not PEM CA certificates ({_first_sentence(exc)})") from None
         return ssl.trustRootFromCertificates(
             [ssl.Certificate.loadPEM(c.public_bytes(serialization.Encoding.PEM)) for c in certs])
 
@@ -192,6 +198,18 @@ class ReloadingServerTLS:
                     logging.getLogger(__name__).error("TLS files changed but cannot be loaded (%s): "
                                                       "keeping the previous certificate", exc)
         return self._context
+
+
+def tls_error_reason(reason) -> str:
+    """OpenSSL's reason(s) for a failed handshake (a Twisted Failure or
+    exception), e.g. ``peer did not return a certificate``; else its text."""
+    exc = getattr(reason, "value", reason)
+    args = getattr(exc, "args", ())
+    if args and isinstance(args[0], list):
+        reasons = [item[-1] for item in args[0] if isinstance(item, tuple) and item and item[-1]]
+        if reasons:
+            return "; ".join(reasons)
+    return str(exc) or type(exc).__name__
 
 
 def describe_tls_failure(reason) -> str:

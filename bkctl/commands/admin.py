@@ -241,7 +241,8 @@ def simpletest(app: App, ensemble: int, write_quorum: int, ack_quorum: int, entr
     BookKeeper's simpletest: a CRC32C ledger with an empty password and
     custom metadata Bookie=simpletest gets N 100-byte A-Z entries; the last
     entry id must be N-1 and every entry must read back, before and after
-    closing.  Exit 1 on any failure (the legacy shell always exits 0).
+    closing.  Exit 1 on a failure, 5 when bookies cannot be reached or TLS
+    fails (the legacy shell always exits 0).
     --json: ledger_id, ensemble_size, write_quorum, ack_quorum, entries,
     entry_size, bookies, last_entry_id, write_seconds, read_seconds,
     deleted, ok.

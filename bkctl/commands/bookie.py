@@ -35,7 +35,8 @@ def bookie_list(app: App, states: tuple[str, ...], disk: bool):
     v3, so under --protocol v2 every bookie shows an error): --json prints
     JSON lines {bookie_id, state, total_bytes, free_bytes, used_bytes,
     used_percent, error}, then a last line {"total": {bookies, answered,
-    total_bytes, free_bytes, used_bytes, used_percent}}.
+    total_bytes, free_bytes, used_bytes, used_percent}}.  Exit 5 when
+    bookies were asked and none answered.
     """
     from ..ops.bookies import list_bookies
 

@@ -116,6 +116,11 @@ def list_with_disk(app: App, rows: list[dict]) -> None:
         app.emit_json({"total": doc["total"]})
     else:
         human()
+    if asked and not doc["total"]["answered"]:
+        from ..exitcodes import UNREACHABLE, CommandError
+
+        first = next((r["error"] for r in doc["bookies"] if r.get("error")), None)
+        raise CommandError(f"no bookie answered (0/{asked})" + (f": {first}" if first else ""), UNREACHABLE)
 
 
 # -- runtime control through the bookie's HTTP admin -------------------------------------------

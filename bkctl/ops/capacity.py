@@ -14,7 +14,7 @@ async def _disk_of(client, bookie_ids: list[str], on_answer: Callable[[], None] 
         out[bookie_id] = {"total_bytes": total, "free_bytes": free, "error": None}
 
     def failed(f, bookie_id):
-        out[bookie_id] = {"total_bytes": None, "free_bytes": None, "error": f.getErrorMessage()}
+        out[bookie_id] = {"total_bytes": None, "free_bytes": None, "error": str(client.explain(f.value))}
 
     def counted(_):
         if on_answer is not None:

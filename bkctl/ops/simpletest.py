@@ -12,15 +12,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..exitcodes import FAILED, CommandError
+from ..exitcodes import FAILED, CommandError, exit_code_for
 
 ENTRY_SIZE = 100
 PAYLOAD = bytes(ord("A") + i % 26 for i in range(ENTRY_SIZE))
 
 
 class SimpleTestFailed(CommandError):
-    def __init__(self, step: str, message: str):
-        super().__init__(f"simpletest failed at {step}: {message}", FAILED)
+    """The step that failed; exit 1, or the exit code of the error behind it
+    (5 when bookies are unreachable, a TLS handshake failed...)."""
+
+    def __init__(self, step: str, message: str, code: int = FAILED):
+        super().__init__(f"simpletest failed at {step}: {message}", code)
         self.step = step
 
 
@@ -30,7 +33,7 @@ def simpletest(bk, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2
     ``ensemble_size``, ``write_quorum``, ``ack_quorum``, ``entries``,
     ``entry_size``, ``bookies``, ``last_entry_id``, ``write_seconds``,
     ``read_seconds``, ``deleted``, ``ok``.  Raises :class:`SimpleTestFailed`
-    (exit 1) naming the step that failed; the ledger is deleted anyway.
+    naming the step that failed; the ledger is deleted anyway.
 
     ``bookie`` pins the test to that one bookie (ensemble, write and ack
     quorum 1, no ensemble change to another bookie), as Java's bookiesanity."""
@@ -92,7 +95,7 @@ def simpletest(bk, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2
         raise
     except Exception as e:
         _cleanup(bk, doc)
-        raise SimpleTestFailed(step, str(e) or type(e).__name__) from e
+        raise SimpleTestFailed(step, str(e) or type(e).__name__, exit_code_for(e)) from e
     doc["ok"] = True
     return doc
 

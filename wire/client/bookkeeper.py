@@ -44,6 +44,7 @@ from .errors import (
     LedgerFencedError,
     LedgerMetadataConflict,
     LedgerRecoveryError,
+    TLSRequired,
     Unauthorized,
 )
 from .ledger_handle import LedgerHandle
@@ -190,6 +191,9 @@ class BookKeeperClient:
         self._start_lock = threading.Lock()
         self._store_started = False
         self._addresses: dict[str, tuple[str, int]] = {}
+        #: bookies whose registration says their bookie-rpc endpoint speaks TLS
+        self._tls_bookies: set[str] = set()
+        self._uses_tls = pool_options.get("tls") is not None
         self.closed = False
         if pool is None:
             from .pool import BookiePool
@@ -233,6 +237,9 @@ class BookKeeperClient:
                 return cached
         address = None
         if info is not None:
+            endpoint = info.endpoint()
+            if endpoint is not None and "tls" in endpoint.extensions:
+                self._tls_bookies.add(bookie_id)
             try:
                 address = info.rpc_address(bookie_id)
             except ValueError:
@@ -241,6 +248,16 @@ class BookKeeperClient:
             address = parse_bookie_id_address(bookie_id)
         self._addresses[bookie_id] = address
         return address
+
+    def explain(self, exc: BaseException) -> BaseException:
+        """``exc``, or the same refusal naming its cause: EUA from a bookie whose
+        registration advertises TLS, to this plain-text client, is the missing
+        TLS (a Java or bookied bookie requiring TLS answers every request so),
+        not a wrong ledger password."""
+        bookie = getattr(exc, "bookie", None)
+        if isinstance(exc, Unauthorized) and not self._uses_tls and bookie in self._tls_bookies:
+            return TLSRequired(f"bookie {bookie} requires TLS (use --tls-ca)", rc=exc.rc, bookie=bookie)
+        return exc
 
     def _resolve(self, bookie_id: str) -> defer.Deferred:
         return self.run_blocking(self._lookup_address, bookie_id)

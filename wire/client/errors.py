@@ -13,6 +13,7 @@ NoSuchLedgerOnBookie       ENOLEDGER           NotFound
 NoSuchEntry                ENOENTRY            NotFound
 LedgerFencedError          EFENCED             Conflict
 Unauthorized               EUA                 -
+TLSRequired                EUA                 Unreachable (an Unauthorized)
 ReadOnlyBookie             EREADONLY           -
 TooManyRequests            ETOOMANYREQUESTS    -  (also local back-pressure)
 BookieIOError              EIO                 -
@@ -39,6 +40,7 @@ __all__ = [
     "NoSuchEntry",
     "LedgerFencedError",
     "Unauthorized",
+    "TLSRequired",
     "ReadOnlyBookie",
     "TooManyRequests",
     "BookieIOError",
@@ -114,6 +116,11 @@ class Unauthorized(BookieError):
     """EUA: wrong master key (ledger password) or the connection is not authenticated."""
 
     default_rc = RC.EUA
+
+
+class TLSRequired(Unauthorized, Unreachable):
+    """EUA from a bookie whose registration advertises TLS, to a plain-text
+    client: the bookie refuses every request until START_TLS."""
 
 
 class ReadOnlyBookie(BookieError):

@@ -52,6 +52,7 @@ from .errors import (
     LedgerClosedError,
     LedgerFencedError,
     LedgerMetadataConflict,
+    NotEnoughBookies,
     TooManyRequests,
     Unauthorized,
 )
@@ -118,6 +119,7 @@ class LedgerHandle(ReadHandle):
         self._room_waiters: deque[defer.Deferred] = deque()
         self._idle_waiters: list[defer.Deferred] = []
         self._failed: set[str] = set()  # bookies that failed for this ledger
+        self._failure_causes: dict[str, BaseException] = {}  # why each failed (named when none can replace it)
         # Writes sent to each bookie and not answered yet, completed entries included:
         # with Qa < Qw a slow bookie falls behind, and adds wait while one of the
         # ensemble is max_inflight writes behind (its backlog stays bounded).
@@ -371,13 +373,14 @@ class LedgerHandle(ReadHandle):
                 f"ledger {self.ledger_id} is fenced (another client is recovering or has recovered it); "
                 f"bookie {bookie} refused entry {p.entry_id}", bookie=bookie))
         elif isinstance(exc, Unauthorized):
-            self._fail(Unauthorized(
+            explained = self.client.explain(exc)
+            self._fail(explained if explained is not exc else Unauthorized(
                 f"ledger {self.ledger_id}: bookie {bookie} refused entry {p.entry_id}: wrong ledger "
                 f"password (master key) for a ledger it already has", bookie=bookie))
         else:
             log.info("ledger %d: bookie %s failed entry %d (%s); changing the ensemble",
                      self.ledger_id, bookie, p.entry_id, exc)
-            self._bookie_failed(bookie)
+            self._bookie_failed(bookie, exc)
 
     # -- completion ------------------------------------------------------------------
 
@@ -456,10 +459,12 @@ class LedgerHandle(ReadHandle):
 
     # -- ensemble change -------------------------------------------------------------
 
-    def _bookie_failed(self, bookie: str) -> None:
+    def _bookie_failed(self, bookie: str, cause: BaseException | None = None) -> None:
         if bookie not in self._metadata.last_ensemble:
             return
         self._failed.add(bookie)
+        if cause is not None:
+            self._failure_causes.setdefault(bookie, cause)
         self._behind.discard(bookie)  # it is being replaced: nothing to wait for
         if not self._changing:
             self._changing = True
@@ -490,9 +495,16 @@ class LedgerHandle(ReadHandle):
         md = self._metadata
         failed_now = [b for b in md.last_ensemble if b in self._failed]
         writable, readonly = await self.client.bookie_lists()
-        new_ensemble = self.client.placement.replace_bookies(
-            md.last_ensemble, failed_now, writable, readonly, exclude=self._failed,
-            write_quorum=md.write_quorum)
+        try:
+            new_ensemble = self.client.placement.replace_bookies(
+                md.last_ensemble, failed_now, writable, readonly, exclude=self._failed,
+                write_quorum=md.write_quorum)
+        except NotEnoughBookies as exc:  # say why the bookies to replace failed: that is the news
+            causes = "; ".join(str(self._failure_causes[b]) for b in failed_now if b in self._failure_causes)
+            if not causes:
+                raise
+            raise NotEnoughBookies(f"{exc}; {causes}", needed=exc.needed, available=exc.available,
+                                   readonly=exc.readonly, excluded=exc.excluded) from exc
         first = self._lac + 1
         new_md = md.with_ensemble_change(first, new_ensemble)
         version = self._version
