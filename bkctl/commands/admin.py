@@ -176,11 +176,12 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
 @click.option("--daemons/--no-daemons", "daemons", default=None,
               help="Let the autorecovery daemons copy (default when autorecovery is enabled and an auditor is "
                    "elected), or copy from this process.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=3600, show_default=True, metavar="SECONDS",
+@click.option("--wait", type=click.FloatRange(min=0), default=3600, show_default=True, metavar="SECONDS",
               help="With the daemons: how long to wait for them to move every ledger.")
+@click.option("--dry-run", is_flag=True, help="Make every check and show what would be re-replicated; change nothing.")
 @click.option("-f", "--force", is_flag=True, help="Do not ask.")
 @pass_app
-def decommission(app: App, bookie: str, daemons: bool | None, timeout: float, force: bool):
+def decommission(app: App, bookie: str, daemons: bool | None, wait: float, dry_run: bool, force: bool):
     """Retire a stopped bookie: move its data off, then delete its cookie.
 
     The bookie must not be registered (exit 4: stop it first) and must be
@@ -188,14 +189,17 @@ def decommission(app: App, bookie: str, daemons: bool | None, timeout: float, fo
     autorecovery is enabled and an auditor is elected, the autorecovery
     daemons copy its data, as Java's decommissionbookie lets them: the audit
     is triggered and the progress shown until no ledger names the bookie
-    (exit 1 after --timeout, cookie kept).  Otherwise (or --no-daemons) every
+    (exit 1 after --wait seconds, cookie kept; the global --timeout is, as
+    everywhere, how long to wait for ZooKeeper).  Otherwise (or --no-daemons) every
     fragment on it is re-replicated from this process as `recover` does
     (open ledgers using it in their last segment are recovered: fenced and
     closed), then the metadata is scanned until no ledger names it (up to 3
-    passes).  Only then is its cookie deleted.  --json: bookie_id, mode
+    passes).  Only then is its cookie deleted.  --dry-run makes the same
+    checks and shows the ledgers that would move (locally: the plan of
+    `recover --dry-run`); nothing changes.  --json: bookie_id, mode
     (autorecovery or local), passes, ledgers[] (as `recover`; with the
     daemons ledger_id and status), entries_copied (null with the daemons),
-    remaining_ledgers, cookie_deleted.
+    remaining_ledgers, cookie_deleted, dry_run.
     """
     from ..ops.recovery import decommission as run
 
@@ -206,14 +210,36 @@ def decommission(app: App, bookie: str, daemons: bool | None, timeout: float, fo
     reporter = _Reporter(app, f"decommissioning {bookie}")
     try:
         doc = run(app.bk, app.store, bookie, confirm=confirm, on_start=reporter.start,
-                  on_ledger=reporter.ledger, on_entry=reporter.entry, use_daemons=daemons, timeout=timeout)
+                  on_ledger=reporter.ledger, on_entry=reporter.entry, use_daemons=daemons, timeout=wait,
+                  dry_run=dry_run)
     finally:
         reporter.stop()
+    if dry_run:
+        _show_decommission_plan(app, doc)
+        return
     copied = ("by the autorecovery daemons" if doc["mode"] == "autorecovery"
               else f"{_plural(doc['entries_copied'], 'entry', 'entries')} copied")
     emit(app, doc, lambda: app.console.print(
         f"bookie {bookie} decommissioned: {_plural(len(doc['ledgers']), 'ledger')} moved, {copied}; "
         f"cookie {'deleted' if doc['cookie_deleted'] else 'not found'}"))
+
+
+def _show_decommission_plan(app: App, doc: dict) -> None:
+    def human():
+        n = _plural(len(doc["remaining_ledgers"]), "ledger")
+        if doc["mode"] == "autorecovery":
+            if doc["ledgers"]:
+                table(app, ["ledger", "status"], [(r["ledger_id"], r["status"]) for r in doc["ledgers"]])
+            app.console.print(f"dry run: {n} to move off {doc['bookie_id']} by the autorecovery daemons, then "
+                              "its cookie deleted; nothing changed")
+            return
+        rows = list(_fragment_rows(doc["ledgers"]))
+        if rows:
+            table(app, ["ledger", "entries", "lost -> replacement", "count", "status"], rows)
+        app.console.print(f"dry run: {n} to re-replicate off {doc['bookie_id']} from this process, then its "
+                          "cookie deleted; nothing changed")
+
+    emit(app, doc, human)
 
 
 def _quorum_options(f):

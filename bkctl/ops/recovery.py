@@ -164,7 +164,7 @@ def autorecovery_available(store) -> bool:
 def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[list[int]], Any] | None = None,
                  on_start: Callable[[int], Any] | None = None, on_ledger=None, on_entry=None,
                  parallel: int = 4, use_daemons: bool | None = None, timeout: float = 3600.0,
-                 poll: float = 1.0) -> dict:
+                 poll: float = 1.0, dry_run: bool = False) -> dict:
     """Move every fragment off a stopped bookie, verify, delete its cookie.
 
     The bookie must not be registered (exit 4 otherwise).  When autorecovery
@@ -181,7 +181,11 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
     (``autorecovery`` or ``local``), ``passes``, ``ledgers`` (per-ledger
     results; with the daemons just ``ledger_id`` and ``status``),
     ``entries_copied`` (null with the daemons: they count it in their
-    metrics), ``remaining_ledgers``, ``cookie_deleted``.
+    metrics), ``remaining_ledgers``, ``cookie_deleted``, ``dry_run``.
+
+    ``dry_run`` makes every check and changes nothing: with the daemons
+    each ledger is ``planned``; locally the rows are the re-replication plan
+    (as ``recover --dry-run``: replacements, entries, ledgers to close first).
     """
     import time
 
@@ -193,16 +197,25 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
     ids = ledgers_on(store, [bookie])
     check_known(store, [bookie], ids)
     done_passes = 0
-    if confirm is not None:  # even with no data: the cookie goes
-        confirm(ids)
     if use_daemons is None:
         use_daemons = bool(ids) and autorecovery_available(store)
+    if use_daemons and ids and not autorecovery_available(store):
+        raise CommandError("autorecovery is disabled or no auditor is elected: "
+                           "decommission without the daemons (--no-daemons)", CONFLICT)
+    if dry_run:
+        if use_daemons:
+            rows = [{"ledger_id": lid, "status": "planned"} for lid in ids]
+        else:
+            rows = rereplicate_bookies(bk, store, [bookie], dry_run=True, parallel=parallel,
+                                       ledger_ids=ids)["ledgers"] if ids else []
+        return {"bookie_id": bookie, "mode": "autorecovery" if use_daemons else "local", "passes": 0,
+                "ledgers": rows, "entries_copied": None if use_daemons else 0, "remaining_ledgers": ids,
+                "cookie_deleted": False, "dry_run": True}
+    if confirm is not None:  # even with no data: the cookie goes
+        confirm(ids)
     if use_daemons and ids:
         from bkctl.wire.autorecovery.control import trigger_audit
 
-        if not autorecovery_available(store):
-            raise CommandError("autorecovery is disabled or no auditor is elected: "
-                               "decommission without the daemons (--no-daemons)", CONFLICT)
         copied = None
         if on_start is not None:
             on_start(len(ids))
@@ -233,7 +246,7 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
         ids = ledgers_on(store, [bookie])
     result = {"bookie_id": bookie, "mode": "autorecovery" if use_daemons else "local", "passes": done_passes,
               "ledgers": [by_ledger[k] for k in sorted(by_ledger)],
-              "entries_copied": copied, "remaining_ledgers": ids, "cookie_deleted": False}
+              "entries_copied": copied, "remaining_ledgers": ids, "cookie_deleted": False, "dry_run": False}
     if ids:
         errors = [f"{r['ledger_id']}: {r['error']}" for r in result["ledgers"]
                   if r["ledger_id"] in ids and r.get("error")]

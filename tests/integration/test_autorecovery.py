@@ -335,8 +335,12 @@ def test_decommission_lets_the_daemons_copy(bookie_cluster, metadata_uri, zkstor
     on_victim = [lid for lid in ids if victim.bookie_id in zkstore.read_ledger(lid)[0].bookies]
     victim.stop()
     wait_for("the registration to go", lambda: not zkstore.is_bookie_registered(victim.bookie_id), timeout=30)
-    doc = json.loads(ok(bkctl(metadata_uri, "--json", "decommission", victim.bookie_id, "--force",
-                              "--timeout", "120")))
+    plan = json.loads(ok(bkctl(metadata_uri, "--json", "decommission", victim.bookie_id, "--dry-run")))
+    assert plan["dry_run"] and plan["mode"] == "autorecovery"
+    assert [(r["ledger_id"], r["status"]) for r in plan["ledgers"]] == [(lid, "planned") for lid in sorted(on_victim)]
+    assert zkstore.count_underreplicated() == 0 and zkstore.get_cookie(victim.bookie_id) is not None
+    doc = json.loads(ok(bkctl(metadata_uri, "--timeout", "5", "--json", "decommission", victim.bookie_id, "--force",
+                              "--wait", "120")))
     assert doc["mode"] == "autorecovery" and doc["entries_copied"] is None
     assert [r["ledger_id"] for r in doc["ledgers"]] == sorted(on_victim)
     assert {r["status"] for r in doc["ledgers"]} == {"replicated"}

@@ -207,6 +207,7 @@ def test_decommission(bookie_cluster, metadata_uri, zkstore, writer):
 
     running = bkctl(uri, "decommission", victim_id, "--force")
     assert "stop it" in one_line_error(running, 4)
+    assert "stop it" in one_line_error(bkctl(uri, "decommission", victim_id, "--dry-run"), 4)
     victim.stop()  # graceful: its registration goes at once
     deadline = time.monotonic() + 30
     while zkstore.is_bookie_registered(victim_id):
@@ -217,6 +218,16 @@ def test_decommission(bookie_cluster, metadata_uri, zkstore, writer):
 
     refused = bkctl(uri, "decommission", victim_id, "--force", "--daemons")  # no auditor is elected
     assert "no auditor" in one_line_error(refused, 4)
+    assert "no auditor" in one_line_error(bkctl(uri, "decommission", victim_id, "--dry-run", "--daemons"), 4)
+    before = snapshot(zkstore, lids)
+    # the global --timeout is ZooKeeper's, below a second too; the plan names every ledger and replacement
+    plan = json.loads(ok(bkctl(uri, "--timeout", "0.5", "--json", "decommission", victim_id, "--dry-run")))
+    assert plan["dry_run"] and plan["mode"] == "local" and plan["cookie_deleted"] is False
+    assert sorted(r["ledger_id"] for r in plan["ledgers"]) == sorted(used_victim)
+    assert {r["status"] for r in plan["ledgers"]} == {"planned"}
+    assert all(f["replacements"] for r in plan["ledgers"] for f in r["fragments"])
+    assert snapshot(zkstore, lids) == before and zkstore.get_cookie(victim_id) is not None
+    assert "dry run" in ok(bkctl(uri, "decommission", victim_id, "--dry-run"))
     doc = json.loads(ok(bkctl(uri, "--json", "decommission", victim_id, "--force")))
     assert doc["bookie_id"] == victim_id and doc["cookie_deleted"] is True and doc["remaining_ledgers"] == []
     assert doc["mode"] == "local"
