@@ -12,7 +12,7 @@ INTERRUPTED = 130
 DESCRIPTIONS = {
     OK: "success",
     FAILED: "the command failed",
-    USAGE: "usage error (bad option or argument)",
+    USAGE: "usage error (bad option or argument); a destructive command refused without --force",
     NOT_FOUND: "not found (ledger, entry, bookie, cluster)",
     CONFLICT: "conflict: ledger fenced or closed, concurrent metadata change, already exists",
     UNREACHABLE: "ZooKeeper or the needed bookies are unreachable",

@@ -44,7 +44,8 @@ def ledger_list(app: App, state: str | None, bookie: str | None, meta: tuple[str
     totals: count, entries (of closed ledgers) and bytes (their length); an
     open ledger's "last entry" is its last add confirmed, read from its
     bookies (marked "LAC"), since its metadata says -1 until it is closed.
-    --json always prints JSON lines with every ledger's metadata, as
+    The bookies column is in ensemble order (the first segment's ensemble,
+    then bookies later segments brought in).  --json always prints JSON lines with every ledger's metadata, as
     `ledger show --json` does (last_add_confirmed included).  With
     --not-adhering, only ledgers with a segment whose ensemble breaks the
     placement policy in use (--placement), each with not_adhering: those
@@ -78,7 +79,7 @@ def ledger_list(app: App, state: str | None, bookie: str | None, meta: tuple[str
     table(app, ["ledger", "state", "E/Qw/Qa", "last entry", "length", "created", "bookies"],
           ((r["ledger_id"], r.get("state", r.get("error")), _quorums(r), _last_entry(r),
             _length(r), human_time(r.get("ctime")),
-            ", ".join(sorted({b for s in r.get("segments", []) for b in s["bookies"]})))
+            ", ".join(dict.fromkeys(b for s in r.get("segments", []) for b in s["bookies"])))
            for r in rows))
     t = totals(rows)
     app.console.print(f"{plural(t['count'], 'ledger')}, {plural(t['entries'], 'entry', 'entries')}, "
@@ -335,7 +336,8 @@ def ledger_read(app: App, ledger_id: int, first: int | None, last: int | None, f
     where payload is UTF-8 text (encoding "utf-8") when the entry is valid
     UTF-8, else base64 ("base64"); hex ("hex") with --format hex, and
     always base64 with --format raw.  --from or --to past the last
-    confirmed entry is exit 3; --to before --from is exit 2.  With --bookie
+    confirmed entry is exit 3; --to before --from is exit 2.  An open
+    ledger is read to its last add confirmed, and stderr says so.  With --bookie
     only the entries whose write set holds that bookie are read, from it
     alone (to the ledger's last entry, or for an open ledger the highest
     the bookie has); --json lines then also carry "bookie" and "status"
@@ -372,6 +374,10 @@ def ledger_read(app: App, ledger_id: int, first: int | None, last: int | None, f
             if out is not None:
                 out.flush()
             bar.advance(len(batch))
+    if not reader.is_closed and last is None and _held(app, ledger_id) is None:
+        app.info(f"ledger {ledger_id} is open: only entries up to its last add confirmed ({limit}) are shown; "
+                 "a writer's last entries are confirmed by its next add, an explicit LAC (v2 writers send "
+                 f"none) or closing the ledger (`bkctl ledger close {ledger_id}`)")
 
 
 def _read_replica(app: App, ledger_id: int, bookie: str, first: int, last: int | None, fmt: str,

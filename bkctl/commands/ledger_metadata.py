@@ -17,19 +17,27 @@ def metadata():
 
 @metadata.command("dump")
 @click.argument("ledger_id", type=click.IntRange(0), shell_complete=complete_ledger_id)
-@click.argument("path", metavar="FILE", type=click.Path(dir_okay=False, writable=True))
+@click.argument("path", metavar="FILE", type=click.Path(dir_okay=False, writable=True, allow_dash=True))
 @pass_app
 def metadata_dump(app: App, ledger_id: int, path: str):
     """Write a ledger's metadata to FILE exactly as stored (the ledger's own format, v1/v2/v3).
 
+    FILE '-' is stdout (the summary then goes to stderr; not with --json).
     Unknown ledger: exit 3.  --json: ledger_id, file, bytes,
     format_version, state, version (the znode's).
     """
     from ..ops.ledger_meta import dump
 
+    if path == "-" and app.json:
+        from ..exitcodes import USAGE, CommandError
+
+        raise CommandError("--json and FILE '-' would share stdout: give a file name", USAGE)
     doc = dump(app.store, ledger_id, path)
-    emit(app, doc, lambda: app.console.print(
-        f"ledger {ledger_id}: {doc['bytes']} bytes of format-v{doc['format_version']} metadata written to {path}"))
+    text = f"ledger {ledger_id}: {doc['bytes']} bytes of format-v{doc['format_version']} metadata written to "
+    if path == "-":
+        app.info(text + "stdout")
+        return
+    emit(app, doc, lambda: app.console.print(text + path))
 
 
 @metadata.command("restore")

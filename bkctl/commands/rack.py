@@ -26,12 +26,18 @@ def rack():
 @click.option("--rack", "rack_name", required=True, metavar="RACK", help="The rack path, e.g. /rack1 or /eu/rack1.")
 @click.option("--group", default="default", show_default=True, help="The rack map group (Pulsar's bookie group).")
 @click.option("--hostname", metavar="HOST", help="The bookie's host name, stored with its rack.")
+@click.option("--allow-unknown-id", "allow_unknown", is_flag=True,
+              help="Accept a BOOKIE that is not registered and has no cookie (a bookie not started yet).")
 @pass_app
-def rack_set(app: App, bookie_id: str, rack_name: str, group: str, hostname: str | None):
-    """Put BOOKIE in a rack (moving it out of any other group)."""
+def rack_set(app: App, bookie_id: str, rack_name: str, group: str, hostname: str | None, allow_unknown: bool):
+    """Put BOOKIE in a rack (moving it out of any other group).
+
+    BOOKIE must be registered or have a cookie (exit 3 otherwise: a typo
+    would put no bookie in the rack) unless --allow-unknown-id.
+    """
     from ..ops.racks import set_rack
 
-    doc = set_rack(app.store, bookie_id, rack_name, group, hostname)
+    doc = set_rack(app.store, bookie_id, rack_name, group, hostname, allow_unknown=allow_unknown)
     emit(app, doc, lambda: app.console.print(f"bookie {bookie_id}: rack {doc['rack']} (group {group})"))
 
 

@@ -86,7 +86,14 @@ def sandbox() -> None:
 @click.pass_context
 def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, autorecovery: bool | None,
        tls: bool | None, as_json: bool) -> None:
-    """Start ZooKeeper (or reuse the running one), initialise the cluster, start the bookies."""
+    """Start ZooKeeper (or reuse the running one), initialise the cluster, start the bookies.
+
+    Each bookie gets an HTTP admin on a free 127.0.0.1 port (shown here and
+    in `sandbox status`) for `bookie state`, `bookie gc`, `bookie readonly`.
+    A bookie that does not start is reported (exit 1) and the others still
+    start.  --json: uri, zookeeper, bookies[] (bookie_id, port, http_port,
+    pid, dirs), failed[] (index, bookie_id, error), dir, autorecovery, tls.
+    """
     from ..sandbox import cluster
 
     as_json = _wants_json(ctx, as_json)
@@ -94,18 +101,36 @@ def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, au
                   autorecovery=autorecovery, tls=tls)
     if as_json:
         _emit(result)
+        _refuse_failed(result)
         return
     zk = result["zookeeper"]
     click.echo(f"sandbox     {result['dir']}")
     click.echo(f"zookeeper   127.0.0.1:{zk['port']} (pid {zk['pid']})")
     for b in result["bookies"]:
-        click.echo(f"bookie      {b['bookie_id']} (pid {b['pid']})")
+        click.echo(f"bookie      {b['bookie_id']} (pid {b['pid']}" + _http_text(b) + ")")
     if result.get("autorecovery"):
         click.echo("autorecovery  on, in every bookie")
     if result.get("tls"):
         click.echo(f"tls         bookies speak only TLS: bkctl --tls-ca {result['tls']['ca']}")
     click.echo(f"metadata URI: {result['uri']}")
     click.echo(f"export BKCTL_METADATA_URI='{result['uri']}'   # for the bkctl commands that follow")
+    _refuse_failed(result)
+
+
+def _http_text(bookie: dict) -> str:
+    return f", HTTP admin 127.0.0.1:{bookie['http_port']}" if bookie.get("http_port") else ""
+
+
+def _refuse_failed(result: dict) -> None:
+    """Exit 1 after the report when some bookies did not start, one line each on stderr."""
+    from ..exitcodes import FAILED
+
+    failed = result.get("failed") or []
+    for f in failed:
+        click.echo(f"bkctl: error: bookie {f['bookie_id'] or f['index']} did not start: {f['error']}", err=True)
+    if failed:
+        raise SandboxCommandError(f"{len(failed)} bookie{'s' if len(failed) > 1 else ''} did not start (see above); "
+                                  "the others run", FAILED)
 
 
 @sandbox.command("status")
@@ -127,7 +152,7 @@ def status(ctx: click.Context, directory: str, as_json: bool) -> None:
     for b in result["bookies"]:
         if b["alive"]:
             reg = f", {b['registered']}" if b["registered"] else ", not registered"
-            click.echo(f"bookie      {b['bookie_id']} running (pid {b['pid']}{reg})")
+            click.echo(f"bookie      {b['bookie_id']} running (pid {b['pid']}{reg}{_http_text(b)})")
         else:
             click.echo(f"bookie      {b['bookie_id']} stopped")
     click.echo(f"metadata URI: {result['uri']}")

@@ -23,16 +23,27 @@ def require_cluster(store) -> None:
 
 
 def _closest_cluster_root(zk, root: str, budget: int = 500) -> str | None:
-    """The cluster root on this ZooKeeper most like ``root``: cluster roots
-    are looked for among the nearest existing ancestor's children and
-    grandchildren (at most ``budget`` znodes)."""
+    """The cluster root on this ZooKeeper most like ``root``: an ancestor that
+    is one (``/ledgers`` for ``/ledgers/x``), else the closest among the
+    nearest existing ancestor's children and grandchildren (at most
+    ``budget`` znodes)."""
     import difflib
 
     from bkctl.wire.metadata import paths as P
 
+    def is_cluster_root(path: str) -> bool:
+        # LAYOUT alone is not enough: underreplication/ has its own LAYOUT
+        return bool(zk.exists(f"{path}/{P.LAYOUT}")) and bool(
+            zk.exists(f"{path}/{P.INSTANCEID}") or zk.exists(f"{path}/{P.AVAILABLE}"))
+
     ancestor = root.rstrip("/").rsplit("/", 1)[0] or "/"
     while ancestor != "/" and not zk.exists(ancestor):
         ancestor = ancestor.rsplit("/", 1)[0] or "/"
+    up = ancestor
+    while up != "/":
+        if is_cluster_root(up):
+            return up
+        up = up.rsplit("/", 1)[0] or "/"
     found: list[str] = []
     level = [ancestor]
     for _depth in range(2):
@@ -43,7 +54,7 @@ def _closest_cluster_root(zk, root: str, budget: int = 500) -> str | None:
                 if path == "/zookeeper" or budget <= 0:
                     continue
                 budget -= 1
-                if path != root and zk.exists(f"{path}/{P.LAYOUT}"):
+                if path != root and is_cluster_root(path):
                     found.append(path)
                 else:
                     nxt.append(path)

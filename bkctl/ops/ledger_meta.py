@@ -24,8 +24,14 @@ def dump(store, ledger_id: int, path: str) -> dict:
 
     data, version = store.read_ledger_bytes(ledger_id)
     md = parse_ledger_metadata(data)
-    with open(path, "wb") as f:
-        f.write(data)
+    if path == "-":  # stdout, as `ledger add ID -` reads stdin
+        import sys
+
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        with open(path, "wb") as f:
+            f.write(data)
     return {"ledger_id": ledger_id, "file": path, "bytes": len(data), "format_version": md.format_version,
             "version": version, "state": md.state.name}
 

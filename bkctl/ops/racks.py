@@ -34,10 +34,17 @@ def _update(store, change) -> dict:
     raise CommandError("the rack map keeps changing; try again")
 
 
-def set_rack(store, bookie: str, rack: str, group: str = "default", hostname: str | None = None) -> dict:
+def set_rack(store, bookie: str, rack: str, group: str = "default", hostname: str | None = None,
+             allow_unknown: bool = False) -> dict:
+    """Put ``bookie`` in ``rack``; a bookie the cluster does not know (not
+    registered, no cookie) only with ``allow_unknown`` (exit 3 otherwise)."""
     from bkctl.wire.metadata.racks import RackMapError, normalize_rack
 
+    from .recovery import require_known_bookie
+
     _check(bookie)
+    if not allow_unknown:
+        require_known_bookie(store, bookie, "--allow-unknown-id", "check the id (`bkctl bookie list`)")
     try:
         rack = normalize_rack(rack)
     except RackMapError as e:

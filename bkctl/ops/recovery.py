@@ -48,6 +48,17 @@ def check_known(store, bookies: Iterable[str], ledger_ids: Iterable[int]) -> Non
                        "not registered, in no ledger's ensemble", NOT_FOUND)
 
 
+def require_known_bookie(store, bookie: str, override: str, what: str) -> None:
+    """Exit 3 unless ``bookie`` is registered or has a cookie: ``what`` is the
+    action refused (e.g. "start the bookie as X first"), ``override`` the
+    flag that accepts it anyway (a bookie not started yet)."""
+    if store.is_bookie_registered(bookie) or store.get_cookie(bookie) is not None:
+        return
+    hint = "" if ":" in bookie else f"; {bookie!r} has no port (HOST:PORT)"
+    raise CommandError(f"unknown bookie {bookie}: not registered, no cookie{hint}; {what}, or give {override}",
+                       NOT_FOUND)
+
+
 def live_bookies(store, bookies: Iterable[str], connect_timeout: float = 1.0) -> list[str]:
     """Those of ``bookies`` that are registered (writable or read-only) and
     accept a connection: a bookie that just died stays registered until

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
+from ..exitcodes import CONFLICT, USAGE, CommandError
 
 MAX_ATTEMPTS = 10
 
@@ -102,7 +102,7 @@ def replace_bookie_id(store, old: str, new: str, *, dry_run: bool = False, rate:
     ``planned``, ``unchanged``, ``deleted``, ``conflict``, ``failed``,
     ``segments``).
     """
-    from .recovery import check_bookie_ids
+    from .recovery import check_bookie_ids, require_known_bookie
 
     check_bookie_ids([old, new])
     if old == new:
@@ -110,10 +110,8 @@ def replace_bookie_id(store, old: str, new: str, *, dry_run: bool = False, rate:
     if store.is_bookie_registered(old):
         raise CommandError(f"bookie {old} is registered (running); stop it, or restart it as {new}, first",
                            CONFLICT)
-    if not allow_unknown and not store.is_bookie_registered(new) and store.get_cookie(new) is None:
-        hint = "" if ":" in new else f"; {new!r} has no port (HOST:PORT)"
-        raise CommandError(f"unknown bookie {new}: not registered, no cookie{hint}; start the bookie as {new} "
-                           "first, or give --allow-unknown-id", NOT_FOUND)
+    if not allow_unknown:
+        require_known_bookie(store, new, "--allow-unknown-id", f"start the bookie as {new} first")
     from bkctl.wire.errors import NotFound
 
     scanned = 0

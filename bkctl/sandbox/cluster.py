@@ -192,7 +192,10 @@ def bookied_available() -> bool:
 
 
 def bookie_conf_text(*, port: int, journal_dir: Path, ledger_dir: Path, uri: str, autorecovery: bool = False,
-                     tls: dict | None = None) -> str:
+                     tls: dict | None = None, http_port: int | None = None) -> str:
+    """The bk_server.conf of a sandbox bookie; ``http_port``: its HTTP admin on
+    127.0.0.1 (``bookie state``, ``bookie gc``, ``bookie readonly`` and
+    Java's autorecovery endpoints), None for none."""
     settings = [
         ("bookiePort", str(port)),
         ("advertisedAddress", HOST),
@@ -201,8 +204,11 @@ def bookie_conf_text(*, port: int, journal_dir: Path, ledger_dir: Path, uri: str
         ("ledgerDirectories", str(ledger_dir)),
         ("metadataServiceUri", uri),
         ("zkTimeout", "10000"),
-        ("httpServerEnabled", "false"),
     ]
+    if http_port:
+        settings += [("httpServerEnabled", "true"), ("httpServerHost", HOST), ("httpServerPort", str(http_port))]
+    else:
+        settings.append(("httpServerEnabled", "false"))
     if autorecovery:
         settings.append(("autoRecoveryDaemonEnabled", "true"))
     if tls:  # TLS only: clients must START_TLS
@@ -244,11 +250,12 @@ def _log_tail(path: Path, lines: int = 20) -> str:
 
 def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int | None = None, *,
                  timeout: float = 60.0, progress: Progress = _quiet, autorecovery: bool = False,
-                 tls: dict | None = None) -> dict:
+                 tls: dict | None = None, http_port: int | None = None) -> dict:
     """Launch ``python -m bkctl.bookied --conf <generated conf>`` and wait for its registration.
 
-    Returns the bookie's record: ``index``, ``id``, ``port``, ``pid``, ``dirs``,
-    ``conf`` and ``log``.  Raises :class:`SandboxError` (with the end of the
+    Its HTTP admin listens on ``http_port`` when that is free, else on a
+    free port.  Returns the bookie's record: ``index``, ``id``, ``port``,
+    ``http_port``, ``pid``, ``dirs``, ``conf`` and ``log``.  Raises :class:`SandboxError` (with the end of the
     bookie's log) if it exits or does not register in ``available/<id>``
     within *timeout* seconds.
     """
@@ -261,9 +268,11 @@ def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int |
     for key in ("journal", "ledgers"):
         paths[key].mkdir(parents=True, exist_ok=True)
     port = port or free_port(HOST)
+    if not http_port or not port_free(HOST, http_port):
+        http_port = free_port(HOST)
     paths["conf"].write_text(bookie_conf_text(port=port, journal_dir=paths["journal"],
                                               ledger_dir=paths["ledgers"], uri=uri, autorecovery=autorecovery,
-                                              tls=tls))
+                                              tls=tls, http_port=http_port))
     bookie_id = f"{HOST}:{port}"
     cmd = [sys.executable, "-m", "bkctl.bookied", "--conf", str(paths["conf"])]
     progress(f"starting bookie {bookie_id}...")
@@ -274,6 +283,7 @@ def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int |
         "index": index,
         "id": bookie_id,
         "port": port,
+        "http_port": http_port,
         "pid": proc.pid,
         "dirs": [str(paths["journal"]), str(paths["ledgers"])],
         "conf": str(paths["conf"]),
@@ -322,10 +332,12 @@ def _public(state: dict) -> dict:
         "uri": state.get("uri"),
         "zookeeper": {"port": zk.get("port"), "pid": zk.get("pid")},
         "bookies": [
-            {"bookie_id": b["id"], "port": b["port"], "pid": b.get("pid"), "dirs": list(b.get("dirs", []))}
+            {"bookie_id": b["id"], "port": b["port"], "http_port": b.get("http_port"), "pid": b.get("pid"),
+             "dirs": list(b.get("dirs", []))}
             for b in state.get("bookies", [])
             if b.get("pid")
         ],
+        "failed": list(state.get("failed", [])),
         "dir": state.get("dir"),
         "autorecovery": bool(state.get("autorecovery", False)),
         "tls": {"ca": state["tls"]["ca"]} if state.get("tls") else None,
@@ -343,9 +355,12 @@ def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_
     *tls* likewise: bookies that speak only TLS, with a throw-away CA and
     certificate made in ``<dir>/tls`` (``tls.ca`` in the result).
 
+    Every bookie that can start is started: one that does not is reported
+    in ``failed`` (``index``, ``bookie_id``, ``error``) and the others go on.
+
     Returns ``{"uri", "zookeeper": {"port", "pid"}, "bookies": [{"bookie_id", "port",
-    "pid", "dirs"}], "dir"}``.  The state file is updated after every process
-    that starts, so ``down`` can clean up after a failure half-way.
+    "http_port", "pid", "dirs"}], "failed", "dir"}``.  The state file is updated
+    after every process that starts, so ``down`` can clean up after a failure half-way.
     """
     if bookies < 0:
         raise SandboxError("--bookies must be 0 or more", USAGE)
@@ -389,19 +404,29 @@ def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_
         if init_cluster(uri):
             progress(f"initialised a new cluster at {uri}")
 
+        failed: list[dict] = []
+
+        def start(index: int, port: int | None, http_port: int | None) -> dict | None:
+            try:
+                return start_bookie(d, index, uri, port, timeout=bookie_timeout, progress=progress,
+                                    autorecovery=autorecovery, tls=tls_files, http_port=http_port)
+            except SandboxError as exc:  # the next bookies still start
+                failed.append({"index": index, "bookie_id": f"{HOST}:{port}" if port else None, "error": str(exc)})
+                progress(f"bookie {index} did not start: {str(exc).splitlines()[0]}")
+                return None
+
         for record in to_start:
-            fresh = start_bookie(d, record["index"], uri, record["port"],
-                                 timeout=bookie_timeout, progress=progress, autorecovery=autorecovery,
-                                 tls=tls_files)
-            record.update(fresh)
-            save_state(d, state)
+            fresh = start(record["index"], record["port"], record.get("http_port"))
+            if fresh is not None:
+                record.update(fresh)
+                save_state(d, state)
         next_index = max((b.get("index", 0) for b in recorded), default=-1) + 1
         for i in range(max(0, missing)):
-            fresh = start_bookie(d, next_index + i, uri, timeout=bookie_timeout, progress=progress,
-                                 autorecovery=autorecovery, tls=tls_files)
-            state["bookies"].append(fresh)
-            save_state(d, state)
-        return _public(state)
+            fresh = start(next_index + i, None, None)
+            if fresh is not None:
+                state["bookies"].append(fresh)
+                save_state(d, state)
+        return dict(_public(state), failed=failed)
 
 
 def sandbox_status(directory: str | os.PathLike | None = None, *, check_registration: bool = True) -> dict:
@@ -428,6 +453,7 @@ def sandbox_status(directory: str | os.PathLike | None = None, *, check_registra
         bookie_rows.append({
             "bookie_id": b["id"],
             "port": b["port"],
+            "http_port": b.get("http_port"),
             "pid": b.get("pid"),
             "alive": alive,
             "registered": registered.get(b["id"]),
