@@ -11,7 +11,9 @@ What lives where:
 * :mod:`.properties` -- the generic Java ``.properties`` syntax (Commons
   Configuration 1.x): lines, continuations, escapes, list commas;
 * :mod:`.loading` -- :func:`load_config` into a validated, frozen
-  :class:`BookieConfig` (fallbacks, checks across keys, warnings);
+  :class:`BookieConfig` (fallbacks, checks across keys, warnings), and
+  :func:`validate_setting`, the check of one ``KEY=VALUE`` given anywhere
+  else (``bkctl autorecovery run --set``, ``bkctl sandbox up --set``);
 * :mod:`.render` -- :func:`render_config`, a configuration back as text;
 * :mod:`.addresses` -- the bookie id and the addresses to advertise and to
   listen on (advertisedAddress, listeningInterface, host names, DNS);
@@ -27,7 +29,7 @@ from .addresses import (
     validate_bookie_id,
 )
 from .errors import ConfigError
-from .loading import BookieConfig, load_config, load_config_text, startup_warnings
+from .loading import BookieConfig, load_config, load_config_text, startup_warnings, validate_setting
 from .properties import read_properties
 from .render import render_config
 from .schema import IGNORED_KEYS, OPTIONS, OPTIONS_BY_NAME, SECTIONS, Option, find_option
@@ -51,4 +53,5 @@ __all__ = [
     "resolve_listen_host",
     "startup_warnings",
     "validate_bookie_id",
+    "validate_setting",
 ]

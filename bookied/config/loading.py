@@ -30,7 +30,7 @@ from .schema import IGNORED_KEYS, OPTIONS, OPTIONS_BY_NAME, find_option, number_
 if TYPE_CHECKING:
     from .addresses import Resolver
 
-__all__ = ["BookieConfig", "load_config", "load_config_text", "startup_warnings"]
+__all__ = ["BookieConfig", "load_config", "load_config_text", "startup_warnings", "validate_setting"]
 
 log = logging.getLogger("bookied.config")
 
@@ -291,6 +291,30 @@ def load_config_text(text: str, overrides: Mapping[str, Any] | None = None, *,
     if overrides:
         settings.update(_settings_from_overrides(overrides))
     return _build(settings)
+
+
+def validate_setting(key: str, value: str) -> Any:
+    """The typed value of one bk_server.conf ``KEY=VALUE`` given outside a file
+    (``bkctl autorecovery run --set``, ``bkctl sandbox up --set``), checked by
+    ``OPTIONS`` exactly as bookied checks the key in its file.
+
+    ``key`` is the Java name; a list key's elements are separated by commas
+    (as in ``load_config``'s overrides).  Raises :class:`ConfigError` with a
+    one-line message (``minNumRacksPerWriteQuorum: '0' must be at least 1``)
+    for an unknown key, a Java key bookied does not support, or a bad value;
+    an empty value of a string or list key is None ("unset").  Checks across keys
+    (``diskUsageWarnThreshold`` below ``diskUsageThreshold``...) are left to
+    :func:`load_config`, which sees them all.
+    """
+    opt = OPTIONS_BY_NAME.get(key)
+    if opt is None:
+        if key in IGNORED_KEYS:
+            raise ConfigError(f"{key} is a Java bookie setting that bookied does not support", key=key)
+        raise ConfigError(f"unknown bk_server.conf key {key!r}{_suggest(key)}", key=key)
+    try:
+        return opt.convert(value.split(",") if opt.type == "list" else value)
+    except InvalidValue as exc:
+        raise bad_value(key, value, str(exc)) from None
 
 
 def _warn_unsupported(origin: Origin, key: str) -> None:

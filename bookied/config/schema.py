@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bkctl.wire.metadata.bookieid import bookie_id_problem
+from bkctl.wire.text import NOT_A_BOOLEAN, parse_bool
 from bkctl.wire.metadata.layout import (
     MetadataServiceURI,
     MetadataServiceURIError,
@@ -110,8 +111,6 @@ def _snake(name: str) -> str:
 
 
 _TYPES = ("int", "float", "bool", "str", "list")
-_TRUE = frozenset({"true", "yes", "on"})
-_FALSE = frozenset({"false", "no", "off"})
 _INT_RE = re.compile(r"[+-]?\d+")
 _FLOAT_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFdD]?")
 
@@ -267,12 +266,10 @@ class Option:
         if not text:
             raise InvalidValue(f"is empty; {_TYPE_WORD[self.type]} is required")
         if self.type == "bool":
-            lowered = text.lower()
-            if lowered in _TRUE:
-                return True
-            if lowered in _FALSE:
-                return False
-            raise InvalidValue("is not a boolean (use true or false)")
+            try:
+                return parse_bool(text, self.name)
+            except ValueError:
+                raise InvalidValue(NOT_A_BOOLEAN) from None
         if self.type == "int":
             if not _INT_RE.fullmatch(text):
                 raise InvalidValue("is not an integer")
