@@ -1,5 +1,4 @@
-"""Administration on top of the client (Twisted): a ledger's credentials,
-fencing a ledger without closing it, and what a bookie says about itself.
+"""Administration on top of the client (Twisted): fencing a ledger without closing it, and what a bookie says about itself.
 Re-replication (copying a lost bookie's fragments) is :mod:`.rereplication`.
 
 **Fencing** (:func:`fence_ledger`): a fencing read to every bookie of the
@@ -12,37 +11,19 @@ from typing import Any
 
 from twisted.internet import defer
 
-from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
+from bkctl.wire.codecs.digest import DigestManager, master_key
 from bkctl.wire.errors import DigestError
-from bkctl.wire.metadata.ledger import LedgerMetadata
 
 from .errors import LedgerRecoveryError, NoSuchEntry, NoSuchLedgerOnBookie, Unauthorized, UnknownBookie
+from .credentials import ledger_credentials
 from .read_handle import covered
 
 __all__ = [
     "describe_bookie",
     "fence_ledger",
-    "ledger_credentials",
 ]
 
 _MISSING = (NoSuchEntry, NoSuchLedgerOnBookie)
-
-
-def ledger_credentials(ledger_id: int, md: LedgerMetadata, password: bytes | str | None = None,
-                       digest_type: DigestType | str | None = None) -> tuple[bytes, DigestType]:
-    """The password and digest type to verify a ledger's entries with: the
-    stored ones (format-1 metadata stores neither: ``password`` or b"", and
-    ``digest_type`` or CRC32).  A given password that differs from the
-    stored one is :class:`~bkctl.wire.client.errors.Unauthorized`."""
-    if isinstance(password, str):
-        password = password.encode("utf-8")
-    if isinstance(digest_type, str):
-        digest_type = DigestType.parse(digest_type)
-    if md.password is None:
-        return (bytes(password or b""), DigestType(digest_type) if digest_type is not None else DigestType.CRC32)
-    if password is not None and bytes(password) != md.password:
-        raise Unauthorized(f"wrong password for ledger {ledger_id}")
-    return md.password, md.digest_type
 
 
 # ----------------------------------------------------------------- fencing

@@ -45,7 +45,7 @@ from bkctl.wire.codecs.digest import DigestManager, master_key
 from bkctl.wire.errors import BKError, DigestError
 from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
 
-from .ledger_admin import ledger_credentials
+from .credentials import ledger_credentials
 from .errors import (
     EntryUnrecoverable,
     LedgerMetadataConflict,
