@@ -14,16 +14,14 @@ from twisted.internet import defer
 from bkctl.wire.codecs.digest import DigestManager, master_key
 from bkctl.wire.errors import DigestError
 
-from .errors import LedgerRecoveryError, NoSuchEntry, NoSuchLedgerOnBookie, Unauthorized, UnknownBookie
 from .credentials import ledger_credentials
-from .read_handle import covered
+from .errors import MISSING_ON_BOOKIE, LedgerRecoveryError, Unauthorized, UnknownBookie
+from .quorum import QuorumSchedule
 
 __all__ = [
     "describe_bookie",
     "fence_ledger",
 ]
-
-_MISSING = (NoSuchEntry, NoSuchLedgerOnBookie)
 
 
 # ----------------------------------------------------------------- fencing
@@ -67,7 +65,7 @@ async def fence_ledger(client, ledger_id: int, password: bytes | str | None = No
             except DigestError as exc:
                 doc["bookies_failed"][bookie] = str(exc)
                 fenced.discard(index)
-        elif isinstance(value.value, _MISSING):
+        elif isinstance(value.value, MISSING_ON_BOOKIE):
             fenced.add(index)  # fenced, holds nothing of the ledger yet
         elif isinstance(value.value, Unauthorized):
             raise Unauthorized(f"ledger {ledger_id}: bookie {bookie} refused the fence: wrong password",
@@ -76,7 +74,7 @@ async def fence_ledger(client, ledger_id: int, password: bytes | str | None = No
             doc["bookies_failed"][bookie] = str(value.value)
     doc["bookies_fenced"] = [ensemble[i] for i in sorted(fenced)]
     doc["last_add_confirmed"] = lac
-    if not fenced or not covered(fenced, md.ensemble_size, md.write_quorum, md.ack_quorum):
+    if not fenced or not QuorumSchedule.of(md).covered(fenced):
         raise LedgerRecoveryError(
             f"ledger {ledger_id}: only {len(fenced)} of {len(ensemble)} bookies were fenced, too few to stop "
             f"every write quorum ({'; '.join(f'{b}: {e}' for b, e in doc['bookies_failed'].items())})")
