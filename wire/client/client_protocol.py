@@ -28,7 +28,12 @@ from bkctl.wire.errors import CodecError
 if TYPE_CHECKING:
     from .connection import BookieConnection
 
-__all__ = ["BookieClientProtocol", "BookieClientFactory", "CORK"]
+__all__ = ["BookieClientProtocol", "BookieClientFactory", "CORK", "CLOSE_GRACE"]
+
+#: Seconds a closing connection waits for the bookie to answer our TLS
+#: close_notify (or to close) before it is aborted.  A Java bookie does
+#: neither; Netty's own client does not wait for the answer at all.
+CLOSE_GRACE = 1.0
 
 _OPC_READ = int(OpCode.READ_ENTRY)
 _V2_READ_HEAD_SIZE = V2_READ_ANSWER_HEAD.size
@@ -185,6 +190,32 @@ class BookieClientProtocol(Protocol):
         d = defer.Deferred()
         self._lost_waiters.append(d)
         return d
+
+    def let_go(self, clock, grace: float = CLOSE_GRACE) -> defer.Deferred:
+        """Close, bounded whatever the peer does: ``loseConnection`` (over TLS
+        it sends close_notify, then waits for the peer's), and after ``grace``
+        seconds on ``clock`` ``abortConnection`` if the connection is still
+        there.  Fires (with None) once it is gone."""
+        done = self.when_lost()
+        if self._lost:
+            return done
+        self.transport.loseConnection()
+        if self._lost:
+            return done
+        timer = clock.callLater(grace, self._abort)
+
+        def stop_timer(result):
+            if timer.active():
+                timer.cancel()
+            return result
+
+        return done.addBoth(stop_timer)
+
+    def _abort(self) -> None:
+        if not self._lost:
+            abort = getattr(self.transport, "abortConnection", None)
+            if abort is not None:
+                abort()
 
 
 class BookieClientFactory(ClientFactory):

@@ -532,8 +532,10 @@ class BookieConnection(StartTLS):
 
     def close(self) -> defer.Deferred:
         """Fail every pending request with BookieUnavailable, cancel their
-        timers and drop the connection. Fires (with None) once the
-        transport is gone. Later requests fail at once."""
+        timers and drop the connection: a TLS close_notify is sent, and the
+        transport aborted after :data:`~.client_protocol.CLOSE_GRACE` seconds
+        if the bookie neither answers nor closes (a Java bookie does neither).
+        Fires (with None) once the transport is gone. Later requests fail at once."""
         if self._closed:
             closing = self._closing
             return closing.when_lost() if closing is not None else defer.succeed(None)
@@ -555,7 +557,7 @@ class BookieConnection(StartTLS):
         self._fail_all(lambda r: BookieUnavailable(
             f"{r.what}: connection to bookie {self.bookie_id} closed", bookie=self.bookie_id))
         if proto is not None:
-            proto.transport.loseConnection()
+            proto.let_go(self._clock)  # bounded: a Java bookie never answers close_notify
         return done
 
     # ----------------------------------------------------------- internals
@@ -765,7 +767,7 @@ class BookieConnection(StartTLS):
         attempt = getattr(proto, "factory", None)
         if self._closed or attempt is not self._attempt or self._proto is not None:
             proto.detach()
-            proto.transport.loseConnection()
+            proto.let_go(self._clock)
             return
         if self.tls is not None:
             self._start_tls(proto)
