@@ -91,8 +91,10 @@ def autorecovery_run(app: App, bookie_id: str | None, settings: tuple[str, ...])
     """Run the autorecovery daemon in the foreground (auditor election, auditor, replication worker).
 
     For hosts whose bookies do not run it themselves (bookied runs it inside
-    with autoRecoveryDaemonEnabled=true). Stops cleanly on SIGTERM; exit 5
-    when ZooKeeper cannot be reached at start.
+    with autoRecoveryDaemonEnabled=true). Logs its vote, its role (auditor or
+    worker) and each repair at INFO on stderr. Stops cleanly on SIGTERM;
+    exit 5 naming the cause when it cannot start (ZooKeeper not answering
+    within the global --timeout).
     """
     import socket
 
@@ -116,9 +118,17 @@ def autorecovery_run(app: App, bookie_id: str | None, settings: tuple[str, ...])
     if problem:
         raise CommandError(f"--bookie-id {bookie_id!r} {problem}", USAGE)
     uri = app.require_uri()
-    code = run_daemon(uri, bookie_id, config, protocol=app.protocol, tls=app.bookie_tls or None)
+    from ..ops.autorecovery import daemon_logging
+
+    if app.bookie_tls:
+        from ..app import check_tls_files
+
+        check_tls_files(app.bookie_tls)
+    daemon_logging()
+    code, why = run_daemon(uri, bookie_id, config, protocol=app.protocol, zk_timeout=app.zk_timeout,
+                           tls=app.bookie_tls or None)
     if code:
-        raise CommandError("the autorecovery daemon could not start (see the log above)", code)
+        raise CommandError(f"the autorecovery daemon could not start: {why}", code)
 
 
 @autorecovery.command("whoisauditor")
@@ -150,30 +160,76 @@ def autorecovery_trigger_audit(app: App):
 @autorecovery.command("query-status")
 @pass_app
 def autorecovery_query_status(app: App):
-    """Ledgers being re-replicated now, and which worker (host) holds each.
+    """Ledgers being re-replicated now: which worker holds each and why it is stuck.
 
-    --json: JSON lines {"ledger_id", "worker"}.
+    The worker is named by its daemon's bookie id (bookied's, or `autorecovery
+    run --bookie-id`), from the status the daemons keep in ZooKeeper (a
+    bkctl-daemons node under underreplication/ that Java's tools ignore); the
+    host is what the lock holds, as Java writes it.  --json: JSON lines
+    {"ledger_id", "worker", "host", "state", "last_failure": {ledger_id,
+    reason, at, lock_kept} or null}.
     """
     from ..ops.autorecovery import query_status
 
     rows = query_status(app.store)
-    emit_rows(app, rows, lambda rows: table(app, ["ledger", "worker"], [(r["ledger_id"], r["worker"] or "?")
-                                                                       for r in rows])
+
+    def failure(r):
+        f = r["last_failure"]
+        return f"{f['reason']} (lock kept {f.get('lock_kept', 0):g} s)" if f else ""
+
+    emit_rows(app, rows, lambda rows: table(app, ["ledger", "worker", "host", "state", "last failure"],
+                                            [(r["ledger_id"], r["worker"] or "?", r["host"] or "?", r["state"],
+                                              failure(r)) for r in rows])
               if rows else app.console.print("no ledger is being re-replicated"))
 
 
 @autorecovery.command("status")
 @pass_app
 def autorecovery_status(app: App):
-    """Whether autorecovery is enabled, and what it has to do."""
-    from ..ops.cluster import autorecovery_status as status
+    """Whether autorecovery is enabled, and what it has to do and waits for.
 
-    doc = status(app.store)
-    emit(app, doc, lambda: fields(app, [
-        ("autorecovery", "enabled" if doc["enabled"] else "disabled"),
-        ("lost bookie delay", delay_text(doc["lost_bookie_recovery_delay"])),
-        ("under-replicated", doc["underreplicated"]),
-        ("auditor", doc["auditor"] or "none")]))
+    Lost bookies are those with a cookie that are not registered (and those
+    the auditor found named by ledgers), with when the auditor saw them go
+    and when lostBookieRecoveryDelay makes them due (or why it is not waited
+    for: several bookies lost at once, a triggered audit).  Then what the
+    auditor waits for (the delay, autorecovery disabled), each worker, and
+    each under-replicated ledger with its state.  --json: enabled,
+    lost_bookie_recovery_delay, underreplicated, auditor, lost_bookies[]
+    (bookie_id, lost_since, due (ms), due_in (s), not_waited,
+    seen_by_auditor), auditor_waits_for, workers[], ledgers[] (ledger_id,
+    missing_replicas, ctime, worker, state).
+    """
+    import time
+
+    from ..ops.autorecovery import autorecovery_report
+    from ..render import human_time
+
+    doc = autorecovery_report(app.store, int(time.time() * 1000))
+
+    def lost_text(b):
+        since = f"since {human_time(b['lost_since'])}" if b["lost_since"] else "not seen by the auditor"
+        if b["not_waited"]:
+            return f"{b['bookie_id']} ({since}; marked at once: {b['not_waited']})"
+        if b["due_in"] is not None:
+            return f"{b['bookie_id']} ({since}; due in {b['due_in']:g} s)"
+        return f"{b['bookie_id']} ({since})"
+
+    def human():
+        fields(app, [
+            ("autorecovery", "enabled" if doc["enabled"] else "disabled"),
+            ("lost bookie delay", delay_text(doc["lost_bookie_recovery_delay"])),
+            ("auditor", doc["auditor"] or "none"),
+            ("lost bookies", "; ".join(lost_text(b) for b in doc["lost_bookies"]) or "none"),
+            ("auditor waits for", doc["auditor_waits_for"]),
+            ("workers", ", ".join(w["worker"] + (f" (ledger {w['current']})" if w.get("current") is not None
+                                                 else "") for w in doc["workers"]) or "none"),
+            ("under-replicated", doc["underreplicated"])])
+        if doc["ledgers"]:
+            table(app, ["ledger", "missing replicas", "worker", "state"],
+                  [(r["ledger_id"], ", ".join(r["missing_replicas"]), r["worker"] or "", r["state"])
+                   for r in doc["ledgers"]])
+
+    emit(app, doc, human)
 
 
 @autorecovery.command("enable")

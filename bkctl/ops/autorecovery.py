@@ -25,10 +25,26 @@ def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
     return config_from_keys(values)
 
 
+def daemon_logging() -> None:
+    """The daemon's log on stderr at INFO (vote, role, each repair), with times;
+    bkctl's other commands stay quiet unless -v."""
+    import sys
+
+    root = logging.getLogger()
+    if not any(type(h) is logging.StreamHandler for h in root.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    if root.level == logging.NOTSET or root.level > logging.INFO:
+        root.setLevel(logging.INFO)
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+
+
 def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol: str = "v3",
-               zk_timeout: float = 10.0, shutdown_timeout: float = 5.0, tls=None) -> int:
-    """Run the autorecovery daemon in the foreground until SIGTERM/SIGINT; 0 on a
-    clean stop, 5 when it cannot start.  Under systemd (``Type=notify``) it sends
+               zk_timeout: float = 10.0, shutdown_timeout: float = 5.0, tls=None) -> tuple[int, str | None]:
+    """Run the autorecovery daemon in the foreground until SIGTERM/SIGINT; (0, None)
+    on a clean stop, (5, why) when it cannot start (ZooKeeper not answering within
+    ``zk_timeout`` seconds...).  Under systemd (``Type=notify``) it sends
     READY=1 once started, STOPPING=1 on the way out, and watchdog pings.  The
     stop takes at most ``shutdown_timeout`` seconds, ZooKeeper reachable or not."""
     from twisted.internet import defer, reactor
@@ -42,14 +58,15 @@ def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol
     watchdog = notifier.start_watchdog(reactor)
     daemon = AutoRecoveryDaemon(uri, bookie_id, config, reactor=reactor, zk_timeout=zk_timeout,
                                 client_options={"protocol": protocol, **({"tls": tls} if tls else {})})
-    outcome = {"code": 0}
+    outcome = {"code": 0, "why": None}
 
     def started(_):
         log.info("autorecovery daemon running for %s as %s", uri, bookie_id)
         notifier.ready(f"autorecovery for {uri} as {bookie_id}")
 
     def failed(failure):
-        log.error("autorecovery daemon could not start: %s", failure.getErrorMessage())
+        outcome["why"] = failure.getErrorMessage() or failure.type.__name__
+        log.error("autorecovery daemon could not start: %s", outcome["why"])
         outcome["code"] = 5
         reactor.callLater(0, stop)
 
@@ -78,7 +95,7 @@ def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol
         signal.signal(sig, on_signal)
     reactor.callWhenRunning(lambda: daemon.startService().addCallbacks(started, failed))
     reactor.run(installSignalHandlers=False)
-    return outcome["code"]
+    return outcome["code"], outcome["why"]
 
 
 def who_is_auditor(store) -> dict:
@@ -95,7 +112,79 @@ def trigger_audit(store) -> dict:
     return {"triggered": True, "auditor": auditor, "lost_bookie_recovery_delay": delay}
 
 
+def _worker_of(ledger_id: int, workers: dict) -> tuple[str | None, dict | None]:
+    """(daemon id, its last failure on this ledger) of the worker whose status says it holds the ledger."""
+    for worker_id, doc in workers.items():
+        failure = doc.get("last_failure")
+        on_it = failure if isinstance(failure, dict) and failure.get("ledger_id") == ledger_id else None
+        if doc.get("current") == ledger_id or ledger_id in (doc.get("held") or []):
+            return worker_id, on_it
+    return None, None
+
+
 def query_status(store) -> list[dict]:
-    """Ledgers being re-replicated now: the lock holder (a host name, as Java writes it)."""
-    return [{"ledger_id": ledger_id, "worker": holder}
-            for ledger_id, holder in sorted(store.underreplication_locks().items())]
+    """Ledgers being re-replicated now: ``worker`` (the daemon's bookie id, from its
+    status node; the lock's host name when no daemon publishes one), ``host``
+    (what the lock holds, as Java writes it), ``state`` (re-replicating, or
+    failed: lock kept before another worker tries) and ``last_failure``
+    (``reason``, ``at`` ms) of that worker on that ledger."""
+    from bkctl.wire.autorecovery.status import read_daemon_status
+
+    workers = read_daemon_status(store)["workers"]
+    rows = []
+    for ledger_id, host in sorted(store.underreplication_locks().items()):
+        worker, failure = _worker_of(ledger_id, workers)
+        rows.append({"ledger_id": ledger_id, "worker": worker or host, "host": host,
+                     "state": "failed, lock kept" if failure else "re-replicating",
+                     "last_failure": failure})
+    return rows
+
+
+def autorecovery_report(store, now_ms: int) -> dict:
+    """Everything ``autorecovery status`` shows: the switch, the delay, the auditor,
+    lost bookies (cookie, not registered: since when the auditor saw them go, when
+    they are due), what the auditor waits for, each worker, each marked ledger."""
+    from bkctl.wire.autorecovery.status import read_daemon_status
+
+    daemons = read_daemon_status(store)
+    auditor_doc = daemons["auditor"] or {}
+    enabled = store.is_autorecovery_enabled()
+    delay = store.get_lost_bookie_recovery_delay()
+    registered = set(store.writable_bookies()) | set(store.readonly_bookies())
+    seen = {d["bookie_id"]: d for d in auditor_doc.get("lost", []) if isinstance(d, dict) and "bookie_id" in d}
+    lost = []
+    for bookie in sorted((set(store.all_bookies()) | set(seen)) - registered):
+        d = seen.get(bookie, {})
+        due = d.get("due")
+        lost.append({"bookie_id": bookie, "lost_since": d.get("lost_since"), "due": due,
+                     "due_in": None if due is None else max(0.0, round((due - now_ms) / 1000.0, 1)),
+                     "not_waited": d.get("not_waited"), "seen_by_auditor": bookie in seen})
+    auditor = store.who_is_auditor()
+    if auditor is None:
+        waiting = "no auditor is elected: nothing is audited or marked"
+    elif not enabled:
+        held = auditor_doc.get("held_back") or 0
+        waiting = ("held back while autorecovery is disabled"
+                   + (f": {held} ledgers to mark once enabled" if held else ""))
+    elif any(row["due"] is not None for row in lost):
+        soonest = min(row["due_in"] for row in lost if row["due_in"] is not None)
+        waiting = f"lostBookieRecoveryDelay: the next lost bookie is due in {soonest:g} s"
+    else:
+        waiting = "nothing"
+    workers = daemons["workers"]
+    ledgers = []
+    locks = store.underreplication_locks()
+    for mark in store.iter_underreplicated():
+        worker, failure = _worker_of(mark.ledger_id, workers)
+        if mark.ledger_id not in locks:
+            state = "waiting for a worker" if enabled else "waiting: autorecovery is disabled"
+        elif failure:
+            state = f"failed: {failure.get('reason')}"
+        else:
+            state = "being re-replicated"
+        ledgers.append({"ledger_id": mark.ledger_id, "missing_replicas": list(mark.replicas), "ctime": mark.ctime,
+                        "worker": worker or locks.get(mark.ledger_id), "state": state})
+    return {"enabled": enabled, "lost_bookie_recovery_delay": delay, "underreplicated": len(ledgers),
+            "auditor": auditor, "lost_bookies": lost, "auditor_waits_for": waiting,
+            "workers": [dict(doc, worker=worker_id) for worker_id, doc in sorted(workers.items())],
+            "ledgers": ledgers}

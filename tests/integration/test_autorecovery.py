@@ -116,8 +116,11 @@ def test_disable_holds_the_repair_back_and_enable_lets_it_finish(bookie_cluster,
     assert on_victim
     victim.kill()
     wait_for("the bookie's registration to go", lambda: victim_id not in zkstore.writable_bookies(), timeout=30)
-    ok(bkctl(metadata_uri, "autorecovery", "trigger-audit"))
-    time.sleep(3)  # the audit runs at once; while disabled it must mark and copy nothing
+    assert bkctl(metadata_uri, "autorecovery", "trigger-audit").returncode == 4  # refused while disabled
+    import json  # the audit runs at once (the registration went); while disabled it marks nothing
+
+    wait_for("the audit held back", lambda: "ledgers to mark once enabled" in json.loads(ok(bkctl(
+        metadata_uri, "--json", "autorecovery", "status")))["auditor_waits_for"], timeout=60)
     assert zkstore.count_underreplicated() == 0
     assert all(victim_id in zkstore.read_ledger(lid)[0].bookies for lid in on_victim)
     ok(bkctl(metadata_uri, "autorecovery", "enable"))

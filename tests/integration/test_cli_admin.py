@@ -85,7 +85,9 @@ def test_lost_bookie_delay_and_underreplicated(metadata_uri, zkstore, zk_client)
     assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "underreplicated", "--count",
                             "--include-bookie", "127.0.0.1:3183").stdout) == {"count": 1}
     status = json_lines(bkctl(metadata_uri, "--json", "autorecovery", "query-status").stdout)
-    assert status == [{"ledger_id": other, "worker": "worker-7"}]
+    # no daemon publishes its status here: the worker is the lock's holder, as Java writes it
+    assert status == [{"ledger_id": other, "worker": "worker-7", "host": "worker-7", "state": "re-replicating",
+                       "last_failure": None}]
     assert "worker-7" in bkctl(metadata_uri, "autorecovery", "underreplicated").stdout
 
 

@@ -52,7 +52,10 @@ class Auditor:
     ``config`` an :class:`~bkctl.wire.autorecovery.service.AutoRecoveryConfig`.
     """
 
-    def __init__(self, client, config, reactor, stats=None, clock: Callable[[], float] = time.time):
+    def __init__(self, client, config, reactor, stats=None, clock: Callable[[], float] = time.time,
+                 auditor_id: str | None = None):
+        #: the daemon's id, in the status node operators read (:mod:`.status`)
+        self.auditor_id = auditor_id
         self.client = client
         self.store = client.store
         self.config = config
@@ -65,7 +68,12 @@ class Auditor:
         self.delay: int = int(config.lost_bookie_recovery_delay)
         self._delay_version: int | None = None
         self._disabled = False
-        self._held_back = False
+        #: ledgers that needed marking while autorecovery was disabled (0: none)
+        self._held_back = 0
+        #: lost bookie -> when it is due (clock seconds), None when marked already
+        self._lost_due: dict[str, float | None] = {}
+        #: lost bookie -> why it was not waited for (several lost at once, a triggered audit)
+        self._at_once: dict[str, str] = {}
         self._timers: dict[str, object] = {}
         self._auditing = False
         self._audit_again: bool | None = None
@@ -257,6 +265,8 @@ class Auditor:
                 self.request_audit()
         elif disabled and not was:
             log.info("auditor: autorecovery disabled (B/disable exists): nothing will be marked")
+        if was != disabled:
+            self._publish()
 
     # -- the audit ---------------------------------------------------------------------------
     def request_audit(self, force: bool = False, check_ledgers: bool = False) -> defer.Deferred:
@@ -304,8 +314,15 @@ class Auditor:
             self.lost_since[bookie] = now
         if force or self.delay <= 0 or len(lost) > 1:
             due = set(lost)
+            if len(lost) > 1 and self.delay > 0 and not force:
+                why = f"{len(lost)} bookies lost at once: not waiting lostBookieRecoveryDelay ({self.delay}s)"
+                log.info("auditor: %s (as Java's auditor)", why)
+            else:
+                why = "audit triggered" if force else "lostBookieRecoveryDelay is 0"
+            self._at_once = {b: why for b in lost}
         else:
             due = {b for b in lost if now - self.lost_since[b] >= self.delay}
+            self._at_once = {}
         waiting = lost - due
         if waiting:
             wake = min(self.lost_since[b] for b in waiting) + self.delay - now
@@ -327,12 +344,15 @@ class Auditor:
                     marks[ledger_id] |= missing
         if not self.running:
             return
+        self._lost_due = {b: (None if b in due else self.lost_since[b] + self.delay) for b in lost}
         if marks and self._disabled:
-            self._held_back = True
+            self._held_back = len(marks)
             log.info("auditor: %d ledgers need re-replication, held back while autorecovery is disabled",
                      len(marks))
+            self._publish()
             return
-        self._held_back = False
+        self._held_back = 0
+        self._publish()
         if marks:
             await run(self._mark, dict(marks))
             log.info("auditor: marked %d ledgers under-replicated (lost: %s)", len(marks),
@@ -341,6 +361,26 @@ class Auditor:
             await run(self._record_run, P.UR_CHECK_ALL_LEDGERS_CTIME)
         if self.stats is not None:
             self.stats.audits += 1
+
+    def status(self) -> dict:
+        """What this auditor waits for, as ``bkctl autorecovery status`` shows it
+        (times in ms since the epoch, by this host's clock)."""
+        lost = []
+        for bookie, since in sorted(self.lost_since.items()):
+            due = self._lost_due.get(bookie)
+            lost.append({"bookie_id": bookie, "lost_since": int(since * 1000),
+                         "due": None if due is None else int(due * 1000),
+                         "not_waited": self._at_once.get(bookie)})
+        return {"auditor": self.auditor_id, "updated": int(self.clock() * 1000), "delay": self.delay,
+                "disabled": self._disabled, "held_back": self._held_back, "lost": lost}
+
+    def _publish(self) -> None:
+        from . import status
+
+        if not self.running:
+            return
+        self.client.run_blocking(status.publish, self.store, status.AUDITOR, self.status()).addErrback(
+            lambda f: log.info("auditor: could not publish its status: %s", f.getErrorMessage()))
 
     def _scan(self):
         """Registered bookies, every ledger's metadata and the disable switch (blocking)."""

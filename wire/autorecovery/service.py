@@ -161,7 +161,8 @@ class AutoRecoveryDaemon(Service):
         self.store = ZKMetadataStore(self.metadata_uri, timeout=self.zk_timeout, store_ctime=True)
         self.client = BookKeeperClient(self.store, self.reactor, placement=self.placement(), **self.client_options)
         await self.client.run_blocking(self.store.ensure_underreplication_layout)
-        self.worker = ReplicationWorker(self.client, self.config, self.reactor, self.stats, self.hostname)
+        self.worker = ReplicationWorker(self.client, self.config, self.reactor, self.stats, self.hostname,
+                                        worker_id=self.bookie_id)
         self.worker.start()
         self.election = AuditorElection(self.store, self.bookie_id, self.reactor, self.client.run_blocking,
                                         self._elected, self._demoted)
@@ -180,7 +181,7 @@ class AutoRecoveryDaemon(Service):
 
     def _elected(self) -> None:
         self.stats.elections_won += 1
-        self.auditor = Auditor(self.client, self.config, self.reactor, self.stats)
+        self.auditor = Auditor(self.client, self.config, self.reactor, self.stats, auditor_id=self.bookie_id)
         self.auditor.start().addErrback(
             lambda f: log.error("auditor could not start: %s", f.getErrorMessage()))
 

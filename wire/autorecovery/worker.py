@@ -58,7 +58,13 @@ class RateLimiter:
 class ReplicationWorker:
     """Re-replicates marked ledgers until :meth:`stop`."""
 
-    def __init__(self, client, config, reactor, stats=None, hostname: str | None = None):
+    def __init__(self, client, config, reactor, stats=None, hostname: str | None = None,
+                 worker_id: str | None = None):
+        #: the daemon's id (its bookie id), named in its status node (:mod:`.status`);
+        #: the locks keep Java's content, the host name
+        self.worker_id = worker_id
+        #: the last re-replication that failed: ledger_id, reason, at (ms), lock_kept (s)
+        self.last_failure: dict | None = None
         self.client = client
         self.store = client.store
         self.config = config
@@ -79,8 +85,24 @@ class ReplicationWorker:
         #: ledger id -> its mark's ctime (ms), while this worker holds its lock
         self._marked_at: dict[int, int | None] = {}
 
+    def status(self) -> dict:
+        """This worker as ``bkctl autorecovery query-status`` shows it."""
+        return {"worker": self.worker_id or self.hostname, "host": self.hostname, "current": self.current,
+                "held": sorted(self.held), "last_failure": self.last_failure,
+                "updated": int(self.reactor.seconds() * 1000)}
+
+    def _publish(self) -> None:
+        from . import status
+
+        if not self.running or self.worker_id is None:
+            return
+        self.client.run_blocking(status.publish, self.store, f"{status.WORKERS}/{self.worker_id}",
+                                 self.status()).addErrback(
+            lambda f: log.info("replication worker: could not publish its status: %s", f.getErrorMessage()))
+
     def start(self) -> None:
         self.running = True
+        self._publish()
         self._loop = defer.ensureDeferred(self._run())
         self._loop.addErrback(lambda f: log.error("replication worker stopped: %s", f.getTraceback()))
 
@@ -132,10 +154,12 @@ class ReplicationWorker:
                 break
             self.current = mark.ledger_id
             self._marked_at[mark.ledger_id] = mark.ctime
+            self._publish()
             try:
                 await self.rereplicate(mark.ledger_id, version)
             finally:
                 self.current = None
+                self._publish()
                 if mark.ledger_id not in self.held:
                     self._marked_at.pop(mark.ledger_id, None)
 
@@ -236,6 +260,9 @@ class ReplicationWorker:
         grace = self.config.lock_release_of_failed_ledger_grace_period * min(2 ** (count - 1), 8)
         log.warning("ledger %d: re-replication failed (%s); keeping its lock %gs before letting go",
                     ledger_id, why, grace)
+        self.last_failure = {"ledger_id": ledger_id, "reason": why, "at": int(self.reactor.seconds() * 1000),
+                             "lock_kept": grace if grace > 0 and self.running else 0}
+        self._publish()
         if self.stats is not None:
             self.stats.failures += 1
         if grace > 0 and self.running:

@@ -61,6 +61,9 @@ UR_VOTE_PREFIX = "V_"
 UR_CHECK_ALL_LEDGERS_CTIME = "checkallledgersctime"
 UR_PLACEMENT_POLICY_CHECK_CTIME = "placementpolicycheckctime"
 UR_REPLICAS_CHECK_CTIME = "replicascheckctime"
+#: bkctl's own: the autorecovery daemons' state for operators (ephemeral JSON nodes
+#: ``auditor`` and ``workers/<daemon id>``); Java has no such node and never reads it
+UR_DAEMON_STATUS = "bkctl-daemons"
 URL_PREFIX = "urL"
 
 #: Ids below this use the legacy (2+4+4 digit) form under the hierarchical manager.
