@@ -8,6 +8,7 @@ metadata with compare-and-set).
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 import struct
 from functools import partial
 
@@ -34,9 +35,10 @@ from bkctl.wire.client.errors import NotEnoughBookies
 from bkctl.wire.client.placement import RandomPlacement
 from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import Conflict, DigestError, MetadataError
-from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
-from bkctl.wire.metadata.zkstore import MetadataVersionConflict, NoSuchLedger
+from bkctl.wire.metadata.ledger import LedgerState
+from bkctl.wire.metadata.errors import NoSuchLedger, ZKUnavailable
 from tests.deferreds import result_of
+from tests.support.fake_store import FakeMetadataStore
 
 B = [f"10.0.0.{i}:3181" for i in range(1, 7)]
 
@@ -221,66 +223,16 @@ class FakePool:
         return defer.succeed(None)
 
 
-class FakeStore:
-    root = "/ledgers"
-
-    def __init__(self, writable, readonly=()):
-        self.writable = list(writable)
-        self.readonly = list(readonly)
-        self.ledgers: dict[int, tuple[LedgerMetadata, int]] = {}
-        self.next_id = 1
-        self.updates: list[LedgerMetadata] = []
-
-    def start(self):
-        return self
-
-    def writable_bookies(self):
-        return sorted(self.writable)
-
-    def readonly_bookies(self):
-        return sorted(self.readonly)
-
-    def bookie_service_info(self, bookie_id):
-        return None
-
-    def create_ledger(self, md, ledger_id=None):
-        if ledger_id is None:
-            ledger_id = self.next_id
-            self.next_id += 1
-        self.ledgers[ledger_id] = (md, 0)
-        return ledger_id, 0
-
-    def read_ledger(self, ledger_id):
-        if ledger_id not in self.ledgers:
-            raise NoSuchLedger(ledger_id)
-        return self.ledgers[ledger_id]
-
-    def update_ledger(self, ledger_id, md, expected_version):
-        current, version = self.read_ledger(ledger_id)
-        if expected_version != version:
-            raise MetadataVersionConflict(ledger_id, expected_version, current, version)
-        self.ledgers[ledger_id] = (md, version + 1)
-        self.updates.append(md)
-        return version + 1
-
-    def poke(self, ledger_id, md):
-        """Someone else writes the metadata."""
-        _, version = self.read_ledger(ledger_id)
-        self.ledgers[ledger_id] = (md, version + 1)
-
-    def ledger_exists(self, ledger_id):
-        return ledger_id in self.ledgers
-
-    def delete_ledger(self, ledger_id):
-        self.ledgers.pop(ledger_id, None)
-
-
 def sync_blocking(call):
     return defer.maybeDeferred(call)
 
 
 def make_client(bookies=B[:4], readonly=(), clock=None, add_timeout=None, **options):
-    store = FakeStore(bookies, readonly)
+    store = FakeMetadataStore().start()
+    for bookie in bookies:
+        store.registration.register(bookie)
+    for bookie in readonly:
+        store.registration.register(bookie, readonly=True)
     pool = FakePool(clock, add_timeout)
     client = BookKeeperClient(store, task.Clock(), pool=pool, run_blocking=sync_blocking,
                               placement=RandomPlacement(random.Random(7)), **options)
@@ -359,7 +311,7 @@ def test_create_validates_quorums_with_ledger_metadata_rules():
         create(client, 2, 3, 2)
     with pytest.raises(MetadataError):
         create(client, 3, 2, 0)
-    assert store.ledgers == {}
+    assert list(store.ledgers.ids()) == []
 
 
 def test_create_without_enough_bookies():
@@ -371,7 +323,7 @@ def test_create_without_enough_bookies():
 def test_create_writes_metadata_first():
     client, store, pool = make_client()
     lh = create(client, 3, 2, 2, password=b"pw", custom_metadata={"app": b"x"})
-    md, version = store.ledgers[lh.ledger_id]
+    md, version = store.ledgers.read(lh.ledger_id)
     assert md.state is LedgerState.OPEN and version == 0
     assert (md.ensemble_size, md.write_quorum, md.ack_quorum) == (3, 2, 2)
     assert md.password == b"pw" and md.digest_type is DigestType.CRC32C
@@ -515,9 +467,10 @@ def test_failed_bookie_triggers_ensemble_change_and_resend():
     # entry 2 goes to ens[2], ens[0]; ens[0] acknowledged 2, then ens[2] fails it
     pool.conns[ens[0]].ack(2)
     pool.conns[ens[2]].fail(2, BookieUnavailable("down", bookie=ens[2]))
-    md, version = store.ledgers[lh.ledger_id]
+    md, version = store.ledgers.read(lh.ledger_id)
     assert md.ensembles == ((0, tuple(ens)), (2, (ens[0], ens[1], spare)))
-    assert lh.metadata == md and lh.ensemble_changes == 1
+    # the store fills in its znode's ctime on reads; the writer's metadata has none
+    assert lh.metadata == replace(md, ctime=None) and lh.ensemble_changes == 1
     # striping in the new segment uses the new ensemble
     assert lh.metadata.write_set(2) == [spare, ens[0]]
     assert lh.metadata.write_set(3) == [ens[0], ens[1]]
@@ -575,7 +528,7 @@ def test_adds_made_during_an_ensemble_change_wait_for_it():
     plain = client.run_blocking
 
     def run_blocking(fn, *args, **kw):  # hold the metadata write until the test opens the gate
-        if fn == store.update_ledger:
+        if fn == store.ledgers.update:
             return gate.addCallback(lambda _: fn(*args, **kw))
         return plain(fn, *args, **kw)
 
@@ -614,7 +567,7 @@ def test_no_replacement_fails_the_adds():
 def test_ensemble_change_on_a_ledger_being_recovered_fails_as_fenced():
     client, store, pool = make_client(bookies=B[:4])
     lh = create(client, 3, 2, 2)
-    store.poke(lh.ledger_id, lh.metadata.in_recovery())
+    store.ledgers.update(lh.ledger_id, lh.metadata.in_recovery(), -1)  # another writer
     done = []
     track(lh.add_entry(b"x"), done)
     track(lh.add_entry(b"y"), done)
@@ -628,12 +581,12 @@ def test_ensemble_change_merges_with_unrelated_metadata_changes():
     client, store, pool = make_client(bookies=B[:5])
     lh = create(client, 3, 2, 2)
     # someone (autorecovery-like) rewrites the metadata without touching the last segment
-    store.poke(lh.ledger_id, lh.metadata)
+    store.ledgers.update(lh.ledger_id, lh.metadata, -1)  # another writer
     done = []
     track(lh.add_entry(b"x"), done)
     bad = lh.metadata.write_set(0)[0]
     pool.conns[bad].fail(0, BookieUnavailable("down", bookie=bad))
-    md, version = store.ledgers[lh.ledger_id]
+    md, version = store.ledgers.read(lh.ledger_id)
     assert version == 2 and bad not in md.last_ensemble and lh.metadata_version == 2
 
 
@@ -651,7 +604,7 @@ def test_fenced_add_fails_every_outstanding_add_in_order():
     with pytest.raises(LedgerFencedError):
         result_of(lh.add_entry(b"later"))
     result_of(lh.close())  # nothing to write: the recoverer closes the ledger
-    assert store.ledgers[lh.ledger_id][0].is_open
+    assert store.ledgers.read(lh.ledger_id)[0].is_open
 
 
 def test_unauthorized_add_fails_without_ensemble_change():
@@ -680,7 +633,7 @@ def test_close_waits_for_pending_adds_then_writes_closed():
         for b in lh.metadata.write_set(e):
             pool.conns[b].ack(e)
     result_of(closing)
-    md, version = store.ledgers[lh.ledger_id]
+    md, version = store.ledgers.read(lh.ledger_id)
     assert md.state is LedgerState.CLOSED and (md.last_entry_id, md.length) == (1, 5) and version == 1
     assert lh.is_closed and lh.last_entry_id == 1
     result_of(lh.close())  # again: same outcome
@@ -690,7 +643,7 @@ def test_close_of_an_empty_ledger():
     client, store, pool = make_client()
     lh = create(client)
     result_of(lh.close())
-    md, _ = store.ledgers[lh.ledger_id]
+    md, _ = store.ledgers.read(lh.ledger_id)
     assert md.is_closed and (md.last_entry_id, md.length) == (-1, 0)
 
 
@@ -703,25 +656,25 @@ def test_close_conflicts():
     # metadata changed otherwise: retried on top of it
     lh = create(client)
     result_of(lh.add_entry(b"abc"))
-    store.poke(lh.ledger_id, lh.metadata)
+    store.ledgers.update(lh.ledger_id, lh.metadata, -1)  # another writer
     result_of(lh.close())
-    assert store.ledgers[lh.ledger_id][0].last_entry_id == 0
+    assert store.ledgers.read(lh.ledger_id)[0].last_entry_id == 0
     # closed by someone else with the same result: fine
     lh = create(client)
     result_of(lh.add_entry(b"abc"))
-    store.poke(lh.ledger_id, lh.metadata.closed(0, 3))
+    store.ledgers.update(lh.ledger_id, lh.metadata.closed(0, 3), -1)  # another writer
     result_of(lh.close())
     # closed by someone else at another entry: a clear error
     lh = create(client)
     result_of(lh.add_entry(b"abc"))
     result_of(lh.add_entry(b"d"))
-    store.poke(lh.ledger_id, lh.metadata.closed(0, 3))
+    store.ledgers.update(lh.ledger_id, lh.metadata.closed(0, 3), -1)  # another writer
     f = failure_of(lh.close())
     assert f.check(LedgerClosedError)
     assert "closed by another client at entry 0" in str(f.value) and "up to 1" in str(f.value)
     # in recovery: fenced
     lh = create(client)
-    store.poke(lh.ledger_id, lh.metadata.in_recovery())
+    store.ledgers.update(lh.ledger_id, lh.metadata.in_recovery(), -1)  # another writer
     assert failure_of(lh.close()).check(LedgerFencedError)
 
 
@@ -819,12 +772,12 @@ def test_recovery_fences_and_closes_at_the_last_recoverable_entry():
     body5 = DigestManager(lh.ledger_id, DigestType.CRC32C, b"").package(5, 3, 100, b"tail")
     pool.conns[lh.metadata.write_set(5)[0]].stored[(lh.ledger_id, 5)] = body5
     rh = result_of(client.open_ledger(lh.ledger_id, recovery=True))
-    md, _ = store.ledgers[lh.ledger_id]
+    md, _ = store.ledgers.read(lh.ledger_id)
     assert md.is_closed and rh.last_entry_id == md.last_entry_id
     assert md.last_entry_id in (4, 5)
     assert all(lh.ledger_id in pool.conns[b].fenced for b in ens)
     # states written: IN_RECOVERY then CLOSED
-    assert [u.state for u in store.updates[-2:]] == [LedgerState.IN_RECOVERY, LedgerState.CLOSED]
+    assert [md.state for _, md, _ in store.called("ledgers.update")[-2:]] == [LedgerState.IN_RECOVERY, LedgerState.CLOSED]
     if md.last_entry_id == 5:  # found on its replica: written back to the whole write set
         for b in md.write_set(5):
             assert pool.conns[b].stored[(lh.ledger_id, 5)] == body5
@@ -857,9 +810,9 @@ def test_recovery_needs_enough_answers():
 
 def test_recovery_of_a_closed_ledger_opens_it_directly():
     client, store, pool, lh = filled_ledger(n=2)
-    updates = len(store.updates)
+    updates = len(store.called("ledgers.update"))
     rh = result_of(client.open_ledger(lh.ledger_id, recovery=True))
-    assert rh.last_entry_id == 1 and len(store.updates) == updates
+    assert rh.last_entry_id == 1 and len(store.called("ledgers.update")) == updates
 
 
 def test_open_for_append_continues_after_the_tail(monkeypatch):
@@ -888,7 +841,7 @@ def test_open_for_append_continues_after_the_tail(monkeypatch):
     assert result_of(ah.add_entry(b"more")) == 3
     result_of(ah.close())
     assert FakeLock.held == set()
-    md, _ = store.ledgers[lh.ledger_id]
+    md, _ = store.ledgers.read(lh.ledger_id)
     assert md.is_closed and md.last_entry_id == 3
     assert md.length == sum(len(b"entry-%d" % i) for i in range(3)) + 4
     with pytest.raises(LedgerClosedError):
@@ -900,7 +853,7 @@ def test_delete_ledger():
     client, store, pool = make_client()
     lh = create(client)
     result_of(client.delete_ledger(lh.ledger_id))
-    assert lh.ledger_id not in store.ledgers
+    assert not store.ledgers.exists(lh.ledger_id)
     with pytest.raises(NoSuchLedger):
         result_of(client.delete_ledger(lh.ledger_id))
 
@@ -944,7 +897,7 @@ def test_closing_wakes_a_producer_waiting_for_room():
         for b in lh.metadata.write_set(e):
             pool.conns[b].ack(e)
     result_of(closing)
-    assert store.ledgers[lh.ledger_id][0].last_entry_id == 1
+    assert store.ledgers.read(lh.ledger_id)[0].last_entry_id == 1
 
 
 def test_oversized_entries_are_refused_before_sending():
@@ -973,17 +926,13 @@ def test_bookie_ids_resolve_through_service_info_with_host_port_fallback():
     from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 
     client, store, pool = make_client()
-    infos = {"bookie-a": BookieServiceInfo.for_bookie("192.0.2.7", 4181),
-             "10.0.0.9:3181": BookieServiceInfo.legacy()}
-    store.bookie_service_info = infos.get
+    store.registration.register("bookie-a", BookieServiceInfo.for_bookie("192.0.2.7", 4181))
+    store.registration.register("10.0.0.9:3181", BookieServiceInfo.legacy())
     assert result_of(client._resolve("bookie-a")) == ("192.0.2.7", 4181)
     assert result_of(client._resolve("10.0.0.9:3181")) == ("10.0.0.9", 3181)  # legacy: the id itself
     assert result_of(client._resolve("10.0.0.8:3181")) == ("10.0.0.8", 3181)  # not registered
 
-    def broken(bookie_id):
-        raise RuntimeError("zk down")
-
-    store.bookie_service_info = broken
+    store.fail_with(ZKUnavailable("ZooKeeper at the fake unavailable: connection lost"))
     assert result_of(client._resolve("bookie-a")) == ("192.0.2.7", 4181)  # last known address
 
 
@@ -1040,7 +989,7 @@ def test_release_publishes_the_lac_and_stops_the_handle_without_closing_the_ledg
             assert h.digest.verify_lac(body) == 2
     assert released == [True]
     assert isinstance(failure_of(h.add_entry(b"late")).value, HandleReleased)
-    assert not store.read_ledger(h.ledger_id)[0].is_closed
+    assert not store.ledgers.read(h.ledger_id)[0].is_closed
     result_of(h.release())  # again: nothing more happens
     assert released == [True]
 
@@ -1174,7 +1123,7 @@ def test_adds_wait_while_a_bookie_is_max_inflight_writes_behind():
     while any(slow.outstanding(e) for e in range(20)):
         slow.ack(next(e for e in range(20) if slow.outstanding(e)))
     assert done == [("ok", i) for i in range(20)]
-    assert h.writable() and h.ensemble_changes == 0 and store.updates == []
+    assert h.writable() and h.ensemble_changes == 0 and store.called("ledgers.update") == []
 
 
 # ------------------------------------------------------------ long-poll LAC reads
