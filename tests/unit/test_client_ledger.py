@@ -1,9 +1,11 @@
-"""The ledger layer with fake bookie connections, a fake metadata store and task.Clock.
+"""The ledger layer with fake bookie connections, the in-memory metadata store and task.Clock.
 
-The fakes implement just what the ledger layer uses of a BookieConnection
-(add/read/read_lac with Deferreds the test fires by hand, or automatically
-from an in-memory entry map) and of a ZKMetadataStore (versioned ledger
-metadata with compare-and-set).
+The fake bookies implement the ledger layer's BookieChannel (add/read/read_lac
+with Deferreds the test fires by hand, or automatically from an in-memory entry
+map); the store is tests/support/fake_store.py, checked against ZooKeeper.  As in
+production, the client runs its metadata calls on the reactor's thread pool
+(tests/support/threads.py): they wait until the test settles them, and their
+results come back later, not inline.
 """
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import Conflict, DigestError, MetadataError
 from bkctl.wire.metadata.ledger import LedgerState
 from bkctl.wire.metadata.errors import NoSuchLedger, ZKUnavailable
-from tests.deferreds import result_of
+from tests import deferreds
+from tests.support.threads import ThreadedClock
 from tests.support.fake_store import FakeMetadataStore
 
 B = [f"10.0.0.{i}:3181" for i in range(1, 7)]
@@ -223,8 +226,24 @@ class FakePool:
         return defer.succeed(None)
 
 
-def sync_blocking(call):
-    return defer.maybeDeferred(call)
+_REACTORS: list[ThreadedClock] = []
+
+
+@pytest.fixture(autouse=True)
+def _forget_reactors():
+    yield
+    _REACTORS.clear()
+
+
+def settle() -> None:
+    """Run the metadata calls the clients handed to their thread pools, and deliver their results."""
+    for reactor in _REACTORS:
+        reactor.settle()
+
+
+def result_of(d: defer.Deferred):
+    settle()
+    return deferreds.result_of(d)
 
 
 def make_client(bookies=B[:4], readonly=(), clock=None, add_timeout=None, **options):
@@ -234,12 +253,15 @@ def make_client(bookies=B[:4], readonly=(), clock=None, add_timeout=None, **opti
     for bookie in readonly:
         store.registration.register(bookie, readonly=True)
     pool = FakePool(clock, add_timeout)
-    client = BookKeeperClient(store, task.Clock(), pool=pool, run_blocking=sync_blocking,
+    reactor = ThreadedClock()  # metadata calls go through its thread pool, as in production
+    _REACTORS.append(reactor)
+    client = BookKeeperClient(store, reactor, pool=pool,
                               placement=RandomPlacement(random.Random(7)), **options)
     return client, store, pool
 
 
 def failure_of(d: defer.Deferred) -> Failure:
+    settle()
     out = []
     d.addBoth(out.append)
     assert out and isinstance(out[0], Failure), f"expected a failure, got {out}"
@@ -329,6 +351,19 @@ def test_create_writes_metadata_first():
     assert md.password == b"pw" and md.digest_type is DigestType.CRC32C
     assert md.custom_metadata == {"app": b"x"}
     assert pool.conns == {}  # nothing sent to bookies yet
+
+
+def test_metadata_calls_run_on_the_thread_pool_and_answer_later():
+    client, store, pool = make_client()
+    store.calls.clear()
+    d = client.create_ledger(3, 2, 2)
+    assert not d.called and store.calls == []  # handed to the pool, nothing ran inline
+    [reactor] = _REACTORS
+    reactor.thread_pool.run_next()  # the bookie lists, read "on another thread"...
+    assert store.called("registration.writable_bookies") and not store.called("ledgers.create")
+    assert len(reactor.from_threads) == 1 and not d.called  # ...answer through callFromThread
+    settle()
+    assert store.ledgers.read(result_of(d).ledger_id)[1] == 0
 
 
 # ----------------------------------------------------------------- striping, quorum, ordering
@@ -467,6 +502,7 @@ def test_failed_bookie_triggers_ensemble_change_and_resend():
     # entry 2 goes to ens[2], ens[0]; ens[0] acknowledged 2, then ens[2] fails it
     pool.conns[ens[0]].ack(2)
     pool.conns[ens[2]].fail(2, BookieUnavailable("down", bookie=ens[2]))
+    settle()  # the metadata calls run on the thread pool
     md, version = store.ledgers.read(lh.ledger_id)
     assert md.ensembles == ((0, tuple(ens)), (2, (ens[0], ens[1], spare)))
     # the store fills in its znode's ctime on reads; the writer's metadata has none
@@ -496,6 +532,7 @@ def test_ack_from_the_replaced_bookie_is_discarded():
     track(lh.add_entry(b"x"), done)
     pool.conns[ens[0]].ack(0)  # one of two needed
     pool.conns[ens[1]].fail(0, BookieTimeout("slow", bookie=ens[1]))
+    settle()  # the metadata calls run on the thread pool
     new = lh.metadata.last_ensemble
     assert ens[1] not in new and lh.metadata.ensembles[-1][0] == 0  # segment 0 replaced in place
     assert done == []
@@ -515,6 +552,7 @@ def test_timeout_on_the_clock_changes_the_ensemble():
     clock.advance(1.9)
     assert lh.ensemble_changes == 0
     clock.advance(0.2)  # ws[1] never answered
+    settle()  # the metadata calls run on the thread pool
     assert lh.ensemble_changes == 1 and ws[1] not in lh.metadata.last_ensemble
     replacement = next(b for b in lh.metadata.last_ensemble if b not in ens)
     pool.conns[replacement].ack(0)
@@ -542,6 +580,7 @@ def test_adds_made_during_an_ensemble_change_wait_for_it():
     track(lh.add_entry(b"y"), done)  # during the change: held back
     assert all(c.outstanding(1) == 0 for c in pool.conns.values())
     gate.callback(None)
+    settle()  # the metadata calls run on the thread pool
     md = lh.metadata
     assert bad not in md.last_ensemble and md.ensembles[-1][0] == 0
     for e in (0, 1):
@@ -558,6 +597,7 @@ def test_no_replacement_fails_the_adds():
     track(lh.add_entry(b"x"), done)
     bad = lh.metadata.write_set(0)[0]
     pool.conns[bad].fail(0, BookieUnavailable("down", bookie=bad))
+    settle()  # the metadata calls run on the thread pool
     assert done and done[0][0] == "err" and isinstance(done[0][1], NotEnoughBookies)
     assert lh.state == "failed"
     with pytest.raises(NotEnoughBookies):
@@ -573,6 +613,7 @@ def test_ensemble_change_on_a_ledger_being_recovered_fails_as_fenced():
     track(lh.add_entry(b"y"), done)
     bad = lh.metadata.write_set(0)[0]
     pool.conns[bad].fail(0, BookieUnavailable("down", bookie=bad))
+    settle()  # the metadata calls run on the thread pool
     assert [k for k, _ in done] == ["err", "err"]
     assert all(isinstance(v, LedgerFencedError) and isinstance(v, Conflict) for _, v in done)
 
@@ -586,6 +627,7 @@ def test_ensemble_change_merges_with_unrelated_metadata_changes():
     track(lh.add_entry(b"x"), done)
     bad = lh.metadata.write_set(0)[0]
     pool.conns[bad].fail(0, BookieUnavailable("down", bookie=bad))
+    settle()  # the metadata calls run on the thread pool
     md, version = store.ledgers.read(lh.ledger_id)
     assert version == 2 and bad not in md.last_ensemble and lh.metadata_version == 2
 
