@@ -409,8 +409,8 @@ class RequestEncoder:
     Creating a message (and its header and operation sub-messages) costs
     upb about twice what assigning the fields and serializing do. An ADD
     goes to several bookies with only the txnId changing, so its AddRequest
-    part is encoded once (the last one is remembered, by identity of its key
-    and body) and each copy only adds its header: the Request is the header
+    part is encoded once per encoder (the last one is remembered, by identity
+    of its key and body) and each copy only adds its header: the Request is the header
     field (1) followed by the addRequest field (101), as proto2 writes them.
     The bytes are those of ``serialize(add_request(...))`` /
     ``serialize(read_request(...))``: every call assigns every field its
@@ -420,7 +420,7 @@ class RequestEncoder:
     """
 
     __slots__ = ("_header", "_add_inner", "_add_reply", "_read", "_read_header", "_read_inner",
-                 "_read_ledger")
+                 "_read_ledger", "_last_add")
 
     def __init__(self):
         self._header = pb.BKPacketHeader(version=_V3, operation=_OP_ADD)
@@ -430,6 +430,9 @@ class RequestEncoder:
         self._read_header = self._read.header
         self._read_inner = self._read.readRequest
         self._read_ledger: tuple = (None, b"")  # (ledgerId, its field) of the last read_frame
+        #: the last ADD encoded: ((ledger, entry), key, body, its addRequest field,
+        #: the status and addResponse fields of its EOK answer)
+        self._last_add: tuple = ((None, None), None, None, b"", b"")
 
     def add(self, txn_id: int, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, *,
             recovery: bool = False, high_priority: bool = False, deferred_sync: bool = False) -> bytes:
@@ -445,8 +448,7 @@ class RequestEncoder:
         and the payload of the bookie's EOK answer to it,
         ``serialize(add_response(request, EOK))`` -- the bytes a client can
         recognize that answer by without parsing it."""
-        global _last_add
-        last = _last_add
+        last = self._last_add
         if last[2] is body and last[1] is master_key and last[0] == (ledger_id, entry_id):
             part, reply = last[3], last[4]
         else:
@@ -463,7 +465,7 @@ class RequestEncoder:
             inner = answer.SerializeToString()
             # Response: header (1), status EOK (2), addResponse (101)
             reply = b"".join((_STATUS_EOK_FIELD, ADD_FIELD, _VARINT1[len(inner)], inner))
-            _last_add = ((ledger_id, entry_id), master_key, body, part, reply)
+            self._last_add = ((ledger_id, entry_id), master_key, body, part, reply)
         if 0 <= txn_id < _U64_LIMIT and type(txn_id) is int:
             # the header field: version 3, operation ADD, txnId -- as upb writes it
             txn = _varint(txn_id)
@@ -513,9 +515,6 @@ _I64_LIMIT = 1 << 63
 _ADD_HEADER_FIELD = [_HEADER_FIELD + bytes((5 + n,)) + ADD_HEADER_START for n in range(11)]
 # the same for READ_ENTRY
 _READ_HEADER_FIELD = [_HEADER_FIELD + bytes((5 + n,)) + READ_HEADER_START for n in range(11)]
-#: The last ADD encoded: ((ledger, entry), key, body, its addRequest field, the
-#: status and addResponse fields of its EOK answer).
-_last_add: tuple = ((None, None), None, None, b"", b"")
 
 
 def read_request(
