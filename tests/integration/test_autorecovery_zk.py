@@ -14,7 +14,7 @@ from bkctl.wire.metadata import paths as P
 from bkctl.wire.client.blocking import run_in_reactor
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.metadata.zkstore import ZKMetadataStore
-from tests.integration.test_zkstore import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

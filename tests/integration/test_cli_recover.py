@@ -8,33 +8,10 @@ import time
 
 import pytest
 
-from tests.bookieproc import WireClient
-from tests.integration.test_cli_ledger import BKCTL, REPO, bkctl, env_for, json_lines, ok, one_line_error
-from bkctl.wire.codecs import v2
-from bkctl.wire.codecs.digest import DigestManager
-from bkctl.wire.codecs.protocol import RC
+from tests.support.cli import BKCTL, REPO, bkctl_bytes as bkctl, env_for, json_lines, ok, one_line_error
+from tests.support.ledgers import assert_fully_replicated, make_ledger
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def writer(metadata_uri):
-    """Ledgers are written through the library (what is tested here is recovery, not `ledger add`)."""
-    from bkctl.wire.client.blocking import BlockingBookKeeper
-
-    bk = BlockingBookKeeper(metadata_uri, timeout=60)
-    yield bk
-    bk.close()  # ledgers not closed stay OPEN, as a writer that went away leaves them
-
-
-def make_ledger(bk, ensemble: int, write_quorum: int, ack_quorum: int = 2, *, entries: int, close: bool = True,
-                tag: str = "e", **create) -> int:
-    lh = bk.create(ensemble, write_quorum, ack_quorum, **create)
-    lid = lh.ledger_id
-    lh.add_many(f"{tag}{lid}-{i}".encode() for i in range(entries))
-    if close:
-        lh.close()
-    return lid
 
 
 def destroy(proc) -> None:
@@ -46,27 +23,6 @@ def destroy(proc) -> None:
 
 def snapshot(zkstore, ids):
     return {lid: zkstore.read_ledger_bytes(lid)[0] for lid in ids}
-
-
-def assert_fully_replicated(zkstore, ports: dict[str, int], ledger_id: int, gone: set[str]) -> int:
-    """Every entry of a closed ledger is on every bookie of its write set (asked directly,
-    digest checked), and no segment names a bookie in ``gone``.  Returns the entry count."""
-    md, _ = zkstore.read_ledger(ledger_id)
-    assert md.is_closed
-    assert not gone.intersection(md.bookies), (ledger_id, md.ensembles)
-    digest = DigestManager(ledger_id, md.digest_type, md.password)
-    clients = {}
-    try:
-        for entry_id in range(md.last_entry_id + 1):
-            for bookie in md.write_set(entry_id):
-                client = clients.get(bookie) or clients.setdefault(bookie, WireClient(ports[bookie]))
-                resp = client.v2(v2.ReadRequest(2, 0, ledger_id, entry_id))
-                assert resp.rc == RC.EOK, f"entry {ledger_id}/{entry_id} missing on {bookie}"
-                digest.verify(resp.body, entry_id)
-    finally:
-        for c in clients.values():
-            c.close()
-    return md.last_entry_id + 1
 
 
 def test_recover_a_destroyed_bookie(bookie_cluster, metadata_uri, zkstore, writer):

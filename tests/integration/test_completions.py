@@ -18,7 +18,9 @@ from pathlib import Path
 import click
 import pytest
 
-from .test_shell import ROOT, Terminal, bkctl_env, make_ledgers
+from tests.support.cli import REPO as ROOT
+from tests.support.ledgers import make_ledgers
+from tests.support.terminal import Terminal, bkctl_env
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,8 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
-from tests.golden import VECTORS
+from tests.support.golden import VECTORS
+from tests.support.waiting import wait_for
 from bkctl.wire.metadata.cookie import Cookie, parse_cookie
 from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState, parse_ledger_metadata
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
@@ -41,16 +42,6 @@ def root_of(uri: str) -> str:
 
 def md(*bookies: str, **kw) -> LedgerMetadata:
     return LedgerMetadata.new(bookies or ("127.0.0.1:3181", "127.0.0.1:3182"), password=b"pw", **kw)
-
-
-def wait_for(predicate, timeout=30.0, interval=0.05, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 # ---------------------------------------------------------------------------

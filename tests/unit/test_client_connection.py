@@ -17,7 +17,7 @@ from twisted.internet.error import ConnectionDone, ConnectionLost, ConnectionRef
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
 
-from tests.golden import frames
+from tests.support.golden import frames
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.client import errors as E
 from bkctl.wire.client.connection import (
@@ -32,7 +32,7 @@ from bkctl.wire.client.connection import (
 from bkctl.wire.errors import BKError, Conflict, NotFound, Unreachable
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC, Flag, OperationType, rc_from_v3
-from tests.deferreds import result_of
+from tests.support.deferreds import result_of
 
 BOOKIE = "bk1.example:3181"
 KEY = hashlib.sha1(b"ledgerpassword").digest()  # master key for password b"password"

@@ -36,7 +36,7 @@ from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import Conflict, DigestError, MetadataError
 from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
 from bkctl.wire.metadata.zkstore import MetadataVersionConflict, NoSuchLedger
-from tests.deferreds import result_of
+from tests.support.deferreds import result_of
 
 B = [f"10.0.0.{i}:3181" for i in range(1, 7)]
 

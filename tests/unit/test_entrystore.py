@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests import crash
+from tests.support import crash
 
 from bkctl.bookied import entrystore as es
 from bkctl.bookied.entrystore import EntryCorrupted, EntryStore, WriteCacheFull

@@ -14,7 +14,7 @@ from bkctl.bookied.http import AdminResource, make_site
 from bkctl.bookied.metrics import Metrics, Refreshed, register_autorecovery
 from bkctl.wire.autorecovery.service import AutoRecoveryStats
 from bkctl.wire.metadata.zkstore import MetadataStoreError, UnderreplicatedMark, ZKUnavailable
-from tests.unit.test_http import FakeStatus, exchange
+from tests.support.http import FakeStatus, exchange
 
 AR = "/api/v1/autorecovery"
 

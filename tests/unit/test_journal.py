@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests import crash
+from tests.support import crash
 
 from bkctl.bookied import journal as jmod
 from bkctl.bookied.journal import (
