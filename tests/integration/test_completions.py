@@ -292,9 +292,7 @@ def test_unreachable_cluster_offers_nothing_and_prints_nothing(env):
     from bkctl.sandbox.zookeeper import free_port
 
     env = dict(env, BKCTL_METADATA_URI=f"zk+hierarchical://127.0.0.1:{free_port()}/ledgers")
-    started = time.monotonic()
     assert bash_candidates(env, "bkctl ledger show ") == []  # (and bash_candidates checks stderr)
-    assert time.monotonic() - started < 15
 
 
 # -- the scripts and their installation ---------------------------------------------------

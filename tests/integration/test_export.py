@@ -24,7 +24,7 @@ from tests.support.cli import bkctl_in_process as bkctl
 pyspark = pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("export")]  # module-scoped fixtures: one xdist worker runs the whole module
 
 DATA_COLUMNS = [("entry_id", "int64"), ("payload", "binary"), ("payload_size", "int32"),
                 ("ledger_ctime", "timestamp[us, tz=UTC]"), ("ledger_state", "string")]

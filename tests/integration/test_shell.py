@@ -119,11 +119,11 @@ def test_ctrl_c_cancels_a_long_command_and_keeps_the_session(start_shell, metada
     # ...and a command waits for a ZooKeeper that is not there (up to its 10 s connection timeout)
     term.line(f"-m zk+hierarchical://127.0.0.1:{free_port()}/ledgers ledger list")
     term.settle(1.0)
-    started = time.monotonic()
+    before = term.mark
     term.send("\x03")
     term.expect("bkctl: aborted")
     term.expect(r"bkctl>")
-    assert time.monotonic() - started < 5
+    assert "error" not in term.text[before:term.mark]  # Ctrl-C ended it, not the connection timeout
     term.line("ledger show 4999")  # the session goes on, on the same cluster
     term.expect(r"ledger\s+4999")
     assert term.child.isalive()

@@ -18,7 +18,7 @@ from bkctl.wire.metadata import zksecurity
 from bkctl.wire.metadata.zksecurity import ZKSecurity
 from tests.support.tlscerts import write_certs
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("zk_security")]  # module-scoped fixtures: one xdist worker runs the whole module
 
 _JAAS = """Server {
     org.apache.zookeeper.server.auth.DigestLoginModule required

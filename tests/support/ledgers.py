@@ -23,6 +23,16 @@ def make_ledger(bk, ensemble: int, write_quorum: int, ack_quorum: int = 2, *, en
     return lid
 
 
+def most_named(zkstore, ledger_ids, procs):
+    """The bookie process named by the most of these ledgers' ensembles: a fault test's victim
+    that surely holds some of them (placement is random; ``procs[0]`` may hold none)."""
+    counts: dict[str, int] = {}
+    for lid in ledger_ids:
+        for bookie in zkstore.read_ledger(lid)[0].bookies:
+            counts[bookie] = counts.get(bookie, 0) + 1
+    return max((p for p in procs if p.bookie_id in counts), key=lambda p: counts[p.bookie_id])
+
+
 def make_ledgers(zkstore, ids) -> None:
     """Metadata-only ledgers with the given ids on :data:`ENSEMBLE`."""
     md = LedgerMetadata.new(ENSEMBLE)
