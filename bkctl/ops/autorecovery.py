@@ -99,7 +99,7 @@ def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol
 
 
 def who_is_auditor(store) -> dict:
-    return {"auditor": store.who_is_auditor()}
+    return {"auditor": store.auditor.current()}
 
 
 def trigger_audit(store) -> dict:
@@ -132,7 +132,7 @@ def query_status(store) -> list[dict]:
 
     workers = read_daemon_status(store)["workers"]
     rows = []
-    for ledger_id, host in sorted(store.underreplication_locks().items()):
+    for ledger_id, host in sorted(store.underreplication.locks().items()):
         worker, failure = _worker_of(ledger_id, workers)
         rows.append({"ledger_id": ledger_id, "worker": worker or host, "host": host,
                      "state": "failed, lock kept" if failure else "re-replicating",
@@ -148,18 +148,18 @@ def autorecovery_report(store, now_ms: int) -> dict:
 
     daemons = read_daemon_status(store)
     auditor_doc = daemons["auditor"] or {}
-    enabled = store.is_autorecovery_enabled()
-    delay = store.get_lost_bookie_recovery_delay()
-    registered = set(store.writable_bookies()) | set(store.readonly_bookies())
+    enabled = store.underreplication.is_enabled()
+    delay = store.underreplication.lost_bookie_recovery_delay()
+    registered = set(store.registration.writable_bookies()) | set(store.registration.readonly_bookies())
     seen = {d["bookie_id"]: d for d in auditor_doc.get("lost", []) if isinstance(d, dict) and "bookie_id" in d}
     lost = []
-    for bookie in sorted((set(store.all_bookies()) | set(seen)) - registered):
+    for bookie in sorted((set(store.registration.all_bookies()) | set(seen)) - registered):
         d = seen.get(bookie, {})
         due = d.get("due")
         lost.append({"bookie_id": bookie, "lost_since": d.get("lost_since"), "due": due,
                      "due_in": None if due is None else max(0.0, round((due - now_ms) / 1000.0, 1)),
                      "not_waited": d.get("not_waited"), "seen_by_auditor": bookie in seen})
-    auditor = store.who_is_auditor()
+    auditor = store.auditor.current()
     if auditor is None:
         waiting = "no auditor is elected: nothing is audited or marked"
     elif not enabled:
@@ -173,8 +173,8 @@ def autorecovery_report(store, now_ms: int) -> dict:
         waiting = "nothing"
     workers = daemons["workers"]
     ledgers = []
-    locks = store.underreplication_locks()
-    for mark in store.iter_underreplicated():
+    locks = store.underreplication.locks()
+    for mark in store.underreplication.marks():
         worker, failure = _worker_of(mark.ledger_id, workers)
         if mark.ledger_id not in locks:
             state = "waiting for a worker" if enabled else "waiting: autorecovery is disabled"

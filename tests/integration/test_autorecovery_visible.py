@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from tests.integration.test_autorecovery import wait_for, writer  # noqa: F401 - the writer fixture
-from tests.integration.test_cli_ledger import bkctl, env_for, ok
-from tests.integration.test_cli_recover import make_ledger
+from tests.support.cli import bkctl, env_for, ok
+from tests.support.ledgers import make_ledger
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -56,21 +56,21 @@ def query(uri) -> list[dict]:
 
 
 def test_lost_bookie_delay_held_back_and_a_stuck_ledger_are_visible(bookie_cluster, metadata_uri, zkstore,
-                                                                    writer, daemon):  # noqa: F811
+                                                                    writer, daemon):
     procs = bookie_cluster(3, zkTimeout=4000)
     uri = metadata_uri
     lid = make_ledger(writer, 3, 2, entries=20)  # every bookie in its ensemble: no replacement once one is lost
     _proc, log_path = daemon("ar-visible", "lostBookieRecoveryDelay=600", "auditorPeriodicBookieCheckInterval=0",
                              "auditorPeriodicCheckInterval=0", "lockReleaseOfFailedLedgerGracePeriod=300000")
-    wait_for("the auditor", lambda: zkstore.who_is_auditor() == "ar-visible:3181", timeout=60)
-    wait_for("its log", lambda: "is the auditor" in log_path.read_text(), timeout=30)
+    wait_for(what="the auditor", predicate=lambda: zkstore.auditor.current() == "ar-visible:3181", timeout=60)
+    wait_for(what="its log", predicate=lambda: "is the auditor" in log_path.read_text(), timeout=30)
     log = log_path.read_text()
     assert "ar-visible:3181 voted as V_" in log and "INFO" in log
 
     victim = procs[0]
     victim.stop()  # graceful: its registration goes at once
-    wait_for("the auditor to see the lost bookie",
-             lambda: any(b["seen_by_auditor"] for b in status(uri)["lost_bookies"]), timeout=60)
+    wait_for(what="the auditor to see the lost bookie",
+             predicate=lambda: any(b["seen_by_auditor"] for b in status(uri)["lost_bookies"]), timeout=60)
     doc = status(uri)
     [lost] = doc["lost_bookies"]
     assert lost["bookie_id"] == victim.bookie_id and lost["lost_since"] and 0 < lost["due_in"] <= 600
@@ -81,13 +81,13 @@ def test_lost_bookie_delay_held_back_and_a_stuck_ledger_are_visible(bookie_clust
     # disabled: the audit is held back, and says so
     ok(bkctl(uri, "autorecovery", "disable"))
     ok(bkctl(uri, "autorecovery", "lost-bookie-delay", "0"))
-    wait_for("the held-back audit", lambda: "held back" in status(uri)["auditor_waits_for"]
+    wait_for(what="the held-back audit", predicate=lambda: "held back" in status(uri)["auditor_waits_for"]
              and "1 ledgers" in status(uri)["auditor_waits_for"], timeout=60)
-    assert zkstore.count_underreplicated() == 0
+    assert zkstore.underreplication.count() == 0
 
     # enabled: marked, taken by the worker, stuck (no writable bookie outside the ensemble) -- and why
     ok(bkctl(uri, "autorecovery", "enable"))
-    wait_for("the stuck ledger", lambda: [r for r in query(uri) if r["last_failure"]], timeout=120)
+    wait_for(what="the stuck ledger", predicate=lambda: [r for r in query(uri) if r["last_failure"]], timeout=120)
     [row] = query(uri)
     assert row["ledger_id"] == lid and row["worker"] == "ar-visible:3181" and row["host"]
     assert "writable bookie outside the ensemble" in row["last_failure"]["reason"]

@@ -15,15 +15,15 @@ import pytest
 
 from bkctl.sandbox import cluster
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata
-from tests.integration.test_cli_ledger import BKCTL, REPO, bkctl, json_lines, ok, one_line_error
-from tests.integration.test_placement import rack_map  # noqa: F401 - the fixture
+from bkctl.wire.metadata.racks import RACK_MAP_PATH
+from tests.support.cli import BKCTL, REPO, bkctl_bytes as bkctl, json_lines, ok, one_line_error
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
 def test_metadata_dump_to_stdout(metadata_uri, zkstore, tmp_path):
-    lid, _ = zkstore.create_ledger(LedgerMetadata.new(["10.0.0.1:3181", "10.0.0.2:3181"], 2, 2))
-    stored = zkstore.read_ledger_bytes(lid)[0]
+    lid, _ = zkstore.ledgers.create(LedgerMetadata.new(["10.0.0.1:3181", "10.0.0.2:3181"], 2, 2))
+    stored = zkstore.ledgers.read_bytes(lid)[0]
     r = bkctl(metadata_uri, "ledger", "metadata", "dump", lid, "-", timeout=60)
     assert r.returncode == 0 and r.stdout == stored, r.stderr
     assert "written to stdout" in r.stderr.decode()
@@ -40,22 +40,30 @@ def test_a_root_below_a_cluster_suggests_the_cluster(metadata_uri, tmp_path):
 
 def test_ledger_list_shows_bookies_in_ensemble_order(metadata_uri, zkstore):
     ensemble = ["10.0.0.9:3181", "10.0.0.1:3181", "10.0.0.5:3181"]
-    lid, _ = zkstore.create_ledger(LedgerMetadata.new(ensemble, 2, 2).with_ensemble_change(
+    lid, _ = zkstore.ledgers.create(LedgerMetadata.new(ensemble, 2, 2).with_ensemble_change(
         5, ["10.0.0.9:3181", "10.0.0.3:3181", "10.0.0.5:3181"]))
     out = ok(bkctl(metadata_uri, "ledger", "list", "--state", "open"))
     row = next(line for line in out.splitlines() if line.split() and line.split()[0] == str(lid))
     assert "10.0.0.9:3181, 10.0.0.1:3181, 10.0.0.5:3181, 10.0.0.3:3181" in row
 
 
-def test_rack_set_refuses_a_bookie_the_cluster_does_not_know(bookie_cluster, metadata_uri, zkstore,
-                                                             rack_map):  # noqa: F811
+@pytest.fixture
+def no_rack_map(zk_client):
+    """The session ZooKeeper's rack map (/bookies, shared by every cluster) gone before and after."""
+    for _ in range(2):
+        if zk_client.exists(RACK_MAP_PATH):
+            zk_client.delete(RACK_MAP_PATH, recursive=True)
+        yield
+
+
+def test_rack_set_refuses_a_bookie_the_cluster_does_not_know(bookie_cluster, metadata_uri, zkstore, no_rack_map):
     [bookie] = bookie_cluster(1)
     err = one_line_error(bkctl(metadata_uri, "bookie", "rack", "set", "foo", "--rack", "/r1"), 3)
     assert "unknown bookie foo" in err and "--allow-unknown-id" in err
-    assert zkstore.read_rack_map()[0] == {}
+    assert zkstore.racks.read()[0] == {}
     ok(bkctl(metadata_uri, "bookie", "rack", "set", bookie.bookie_id, "--rack", "/r1"))
     ok(bkctl(metadata_uri, "bookie", "rack", "set", "bk9.example.com:3181", "--rack", "/r2", "--allow-unknown-id"))
-    assert set(zkstore.read_rack_map()[0]["default"]) == {bookie.bookie_id, "bk9.example.com:3181"}
+    assert set(zkstore.racks.read()[0]["default"]) == {bookie.bookie_id, "bk9.example.com:3181"}
 
 
 def test_reading_an_open_v2_ledger_says_why_nothing_shows(bookie_cluster, metadata_uri):

@@ -7,13 +7,14 @@ import json
 
 import pytest
 
-from tests.integration.test_bookie_tls import certs, tls_settings  # noqa: F401 - the certs fixture
-from tests.integration.test_cli_ledger import bkctl, json_lines, ok, one_line_error
+from tests.support.cli import bkctl_bytes as bkctl, json_lines, ok, one_line_error
+from tests.support.tlscerts import bookie_tls_settings as tls_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
-def test_tls_failures_name_their_cause(bookie_cluster, metadata_uri, certs, tmp_path):  # noqa: F811
+def test_tls_failures_name_their_cause(bookie_cluster, metadata_uri, tls_certs, tmp_path):
+    certs = tls_certs
     procs = bookie_cluster(3, **tls_settings(certs, tlsClientAuthentication="true"))
     uri = metadata_uri
     mine = ["--tls-ca", certs / "ca.pem", "--tls-cert", certs / "client.pem", "--tls-key", certs / "client.key"]

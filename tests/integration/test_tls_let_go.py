@@ -11,15 +11,15 @@ import pytest
 
 from tests.integration.test_bookie_tls import certs  # noqa: F401 - the certs fixture
 from tests.integration.test_cli_ledger import bkctl, ok
-from tests.java_tls_peer import JavaTLSPeer
+from tests.support.java_tls_peer import JavaTLSPeer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
 
 @pytest.fixture
-def java_peer(bookie_cluster, zk_client, zkstore, certs):  # noqa: F811
+def java_peer(bookie_cluster, zk_client, zkstore, tls_certs):
     [bookie] = bookie_cluster(1)
-    peer = JavaTLSPeer(bookie.port, str(certs / "bookie.pem"), str(certs / "bookie.key"))
+    peer = JavaTLSPeer(bookie.port, str(tls_certs / "bookie.pem"), str(tls_certs / "bookie.key"))
     peer.advertise(zk_client, zkstore.root, bookie.bookie_id)
     try:
         yield peer
@@ -27,9 +27,9 @@ def java_peer(bookie_cluster, zk_client, zkstore, certs):  # noqa: F811
         peer.stop()
 
 
-def test_every_command_exits_although_the_peer_never_closes(java_peer, metadata_uri, certs):  # noqa: F811
+def test_every_command_exits_although_the_peer_never_closes(java_peer, metadata_uri, tls_certs):
     uri = metadata_uri
-    tls = ["--tls-ca", certs / "ca.pem"]
+    tls = ["--tls-ca", tls_certs / "ca.pem"]
 
     def run(*args, stdin=None):
         # a command still waiting for the peer to close is killed at the timeout: TimeoutExpired fails the test
@@ -48,13 +48,13 @@ def test_every_command_exits_although_the_peer_never_closes(java_peer, metadata_
     assert java_peer.close_notifies >= 6
 
 
-def test_the_shell_exits_although_the_peer_never_closes(java_peer, metadata_uri, certs, tmp_path):  # noqa: F811
+def test_the_shell_exits_although_the_peer_never_closes(java_peer, metadata_uri, tls_certs, tmp_path):
+    import sys
+
     import pexpect
 
-    from tests.integration.test_cli_ledger import env_for
-
-    child = pexpect.spawn(__import__("sys").executable,
-                          ["-m", "bkctl", "--tls-ca", str(certs / "ca.pem"), "shell", "-m", metadata_uri],
+    child = pexpect.spawn(sys.executable,
+                          ["-m", "bkctl", "--tls-ca", str(tls_certs / "ca.pem"), "shell", "-m", metadata_uri],
                           env=dict(env_for(metadata_uri), HOME=str(tmp_path)), encoding="utf-8", timeout=90,
                           dimensions=(40, 160))
     try:

@@ -20,9 +20,9 @@ __all__ = ["matching_marks", "require_auditor", "trigger_audit"]
 def require_auditor(store) -> str:
     """The elected auditor's id; :class:`AutorecoveryDisabled` while autorecovery
     is disabled, :class:`NoAuditor` when no daemon has won the election."""
-    if not store.is_autorecovery_enabled():
+    if not store.underreplication.is_enabled():
         raise AutorecoveryDisabled("autorecovery is disabled (`bkctl autorecovery enable` enables it)")
-    auditor = store.who_is_auditor()
+    auditor = store.auditor.current()
     if auditor is None:
         raise NoAuditor("no auditor elected: no autorecovery daemon is running")
     return auditor
@@ -34,16 +34,16 @@ def trigger_audit(store) -> tuple[str, int]:
     auditor has not started yet) is :class:`NoAuditor`: writing one would set
     the delay every later auditor uses instead of its own configuration."""
     auditor = require_auditor(store)
-    delay = store.get_lost_bookie_recovery_delay()
+    delay = store.underreplication.lost_bookie_recovery_delay()
     if delay is None:
         raise NoAuditor(f"no auditor elected yet: {auditor} won the election but has not started "
                         "(no lostBookieRecoveryDelay); try again shortly")
-    store.set_lost_bookie_recovery_delay(delay)
+    store.underreplication.set_lost_bookie_recovery_delay(delay)
     return auditor, delay
 
 
 def matching_marks(marks: Iterable, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> Iterator:
-    """The :class:`~bkctl.wire.metadata.zkstore.UnderreplicatedMark` s missing a replica on
+    """The :class:`~bkctl.wire.metadata.store.UnderreplicatedMark` s missing a replica on
     one of ``include`` (all when empty) and on none of ``exclude``."""
     include, exclude = set(include), set(exclude)
     for mark in marks:

@@ -27,3 +27,14 @@ def write_certs(d: Path, leaves: dict[str, str], *, pkcs8: bool = False) -> Path
             leaf.private_key_pem.write_to_path(str(d / f"{name}.key"))
             (d / f"{name}.pem").write_bytes(chain)
     return d
+
+
+#: Java's TLS provider class, as bk_server.conf names it.
+TLS_FACTORY = "org.apache.bookkeeper.tls.TLSContextFactory"
+
+
+def bookie_tls_settings(certs: Path, **extra) -> dict:
+    """bk_server.conf keys of a bookie serving TLS with ``certs``' ``bookie`` certificate (PEM), trusting
+    ``ca.pem`` for client certificates; ``extra`` adds keys (``tlsClientAuthentication="true"``)."""
+    return dict(tlsProviderFactoryClass=TLS_FACTORY, tlsKeyStoreType="PEM", tlsKeyStore=certs / "bookie.key",
+                tlsCertificatePath=certs / "bookie.pem", tlsTrustStore=certs / "ca.pem", **extra)
