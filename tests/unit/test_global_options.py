@@ -15,7 +15,9 @@ from bkctl.global_options import completion_args, hoist_global_options, leading_
     ("ledger list -mzk://h:1/l", "-mzk://h:1/l ledger list"),
     ("ledger list --cluster=b -vq", "--cluster=b -vq ledger list"),
     # a command's own option of the same name wins; nothing after -- moves
-    ("decommission bk:3181 --timeout 5", "decommission bk:3181 --timeout 5"),
+    ("sandbox status --json", "sandbox status --json"),
+    # decommission's wait is --wait: --timeout is the global one there too
+    ("decommission bk:3181 --timeout 5", "--timeout 5 decommission bk:3181"),
     ("ledger add 1 -- --json", "ledger add 1 -- --json"),
 ])
 def test_hoist_global_options(line, hoisted):
