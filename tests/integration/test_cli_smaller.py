@@ -50,10 +50,13 @@ def test_ledger_list_shows_bookies_in_ensemble_order(metadata_uri, zkstore):
 @pytest.fixture
 def no_rack_map(zk_client):
     """The session ZooKeeper's rack map (/bookies, shared by every cluster) gone before and after."""
-    for _ in range(2):
+    def drop():
         if zk_client.exists(RACK_MAP_PATH):
             zk_client.delete(RACK_MAP_PATH, recursive=True)
-        yield
+
+    drop()
+    yield
+    drop()
 
 
 def test_rack_set_refuses_a_bookie_the_cluster_does_not_know(bookie_cluster, metadata_uri, zkstore, no_rack_map):

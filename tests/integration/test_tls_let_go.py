@@ -9,8 +9,7 @@ import json
 
 import pytest
 
-from tests.integration.test_bookie_tls import certs  # noqa: F401 - the certs fixture
-from tests.integration.test_cli_ledger import bkctl, ok
+from tests.support.cli import bkctl_bytes as bkctl, env_for, ok
 from tests.support.java_tls_peer import JavaTLSPeer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
