@@ -110,7 +110,7 @@ def make_ledgers(uri: str, count: int) -> float:
 def bench_completion(uri: str, ledgers: int, rounds: int) -> None:
     from bkctl.app import App
     from bkctl.cli import cli
-    from bkctl.completion import set_session_source
+    from bkctl.completers import set_session_source
     from bkctl.shell.cache import MetadataCache
     from bkctl.shell.completer import ShellCompleter
 

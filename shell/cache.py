@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from bkctl.completion import LedgerIdIndex, bookie_states
+from bkctl.completers import LedgerIdIndex, bookie_states
 
 
 #: Stop listing ledger ids for completion after this many.
@@ -43,7 +43,7 @@ class Status:
 
 
 class MetadataCache:
-    """Background-refreshed cluster facts; implements :class:`bkctl.completion.MetadataSource`."""
+    """Background-refreshed cluster facts; implements :class:`bkctl.completers.MetadataSource`."""
 
     def __init__(self, uri: str | None, interval: float = 10.0, ledger_interval: float = 30.0,
                  connect_timeout: float = 5.0, on_change: Callable[[], None] | None = None):
@@ -122,7 +122,7 @@ class MetadataCache:
     def open_ledgers(self, ledger_ids) -> set[int]:
         """Those of ``ledger_ids`` that are not closed, asked of ZooKeeper at
         once (the completion thread waits at most a second; none without a session)."""
-        from bkctl.completion import open_ledgers
+        from bkctl.completers import open_ledgers
 
         store = self._store
         if store is None:

@@ -6,7 +6,7 @@ import sys
 import click
 
 from ..app import App, confirm_destructive
-from ..completion import complete_bookie_id, complete_ledger_id, complete_open_ledger_id
+from ..completers import complete_bookie_id, complete_ledger_id, complete_open_ledger_id
 from ..render import emit, fields, human_size, human_time, plural, table
 from . import LEDGER_ID, pass_app
 

@@ -18,6 +18,7 @@ import pytest
 from twisted.internet import defer, task
 from twisted.python.failure import Failure
 
+from bkctl.wire import fastpath
 from bkctl.wire.client.bookkeeper import BookKeeperClient, lock_path
 from bkctl.wire.client.errors import LedgerLocked
 from bkctl.wire.client.errors import (
@@ -34,11 +35,13 @@ from bkctl.wire.client.errors import EntryNotConfirmed, HandleReleased, LedgerCl
 from bkctl.wire.client.ledger_handle import LedgerHandle
 from bkctl.wire.client.errors import NotEnoughBookies
 from bkctl.wire.client.placement import RandomPlacement
+from bkctl.wire.codecs import v2, v3
+from bkctl.wire.codecs.protocol import Flag
 from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import Conflict, DigestError, MetadataError
 from bkctl.wire.metadata.ledger import LedgerState
 from bkctl.wire.metadata.errors import NoSuchLedger, ZKUnavailable
-from tests import deferreds
+from tests.support import deferreds
 from tests.support.threads import ThreadedClock
 from tests.support.fake_store import FakeMetadataStore
 
@@ -101,6 +104,26 @@ class FakeConnection:
         d = self.add(ledger_id, entry_id, master_key, body, recovery=recovery, high_priority=high_priority)
         d.addCallbacks(lambda _: on_done(ctx, slot, self.bookie_id, None),
                        lambda f: on_done(ctx, slot, self.bookie_id, f.value))
+
+    def add_encoded(self, add, on_done, ctx, slot):
+        """The writer's fast-path add (BookieChannel): the shared bytes are
+        taken apart as a bookie would (v3 with a txnId of this connection,
+        v2 as they are), then it is an add like any other."""
+        if add.v3_part is not None:
+            head, _answer_head = v3.add_header_fields(7, add.high_priority)
+            req = v3.parse_request(head + add.v3_part)
+            inner = req.addRequest
+            ids, key, body = (inner.ledgerId, inner.entryId), inner.masterKey, inner.body
+            recovery = v3.is_recovery_add(req)
+            high_priority = v3.is_high_priority(req)
+        else:
+            req = v2.decode_request(add.v2_frame[4:])
+            (ids, key, body) = ((req.ledger_id, req.entry_id), req.master_key, req.body)
+            recovery = bool(req.flags & Flag.RECOVERY_ADD)
+            high_priority = bool(req.flags & Flag.HIGH_PRIORITY)
+        assert ids == (add.ledger_id, add.entry_id) and body == add.body
+        assert (recovery, high_priority) == (add.recovery, add.high_priority)
+        self.add_with_callback(ids[0], ids[1], key, body, recovery, high_priority, on_done, ctx, slot)
 
     def _timeout(self, d, entry_id):
         if not d.called:
@@ -1052,12 +1075,22 @@ def single_reads(pool):
     return sum(len(c.reads) for c in pool.conns.values())
 
 
-def test_v2_reads_of_an_unstriped_ledger_use_batch_reads():
+@pytest.fixture(params=[True, False], ids=["batch-reads", "fastpaths-off"])
+def batch_reads(request, monkeypatch):
+    """v2 batch reads are a fast path: each test runs with it on and off."""
+    monkeypatch.setattr(fastpath, "ENABLED", request.param)
+    return request.param
+
+
+def test_v2_reads_of_an_unstriped_ledger_use_batch_reads(batch_reads):
     client, _store, pool = make_client(protocol="v2")
     h = written(client, pool, 1500)  # more chunks than are kept in flight
     got = result_of(h.read_entries(0, 1499))
     assert got == [(i, b"payload-%d" % i) for i in range(1500)]
     batches = [r for c in pool.conns.values() for r in c.batch_reads]
+    if not batch_reads:
+        assert batches == [] and single_reads(pool) == 1500
+        return
     assert single_reads(pool) == 0
     assert sorted(first for _l, first, _n in batches) == [0, 256, 512, 768, 1024, 1280]
     assert all(n <= 256 for _l, _f, n in batches)
@@ -1065,7 +1098,7 @@ def test_v2_reads_of_an_unstriped_ledger_use_batch_reads():
     assert len({c.bookie_id for c in pool.conns.values() if c.batch_reads}) > 1
 
 
-def test_short_answers_continue_and_corrupt_or_unable_replicas_hand_over():
+def test_short_answers_continue_and_corrupt_or_unable_replicas_hand_over(batch_reads):
     client, _store, pool = make_client(protocol="v2")
     h = written(client, pool, 100)
     first, second, third = h.metadata.write_set(0)
@@ -1075,12 +1108,15 @@ def test_short_answers_continue_and_corrupt_or_unable_replicas_hand_over():
     pool.get(second).no_batch = True  # an older bookie
     got = result_of(h.read_entries(0, 99))
     assert got == [(i, b"payload-%d" % i) for i in range(100)]
+    if not batch_reads:  # entry by entry; entry 3 from the next replica
+        assert single_reads(pool) == 101
+        return
     assert (h.ledger_id, 3, 97) in pool.get(second).batch_reads  # tried after the corrupt entry ...
     assert any(first_id == 3 for _l, first_id, _n in pool.get(third).batch_reads)  # ... and handed over
     assert single_reads(pool) == 0
 
 
-def test_when_no_replica_can_batch_read_entries_are_read_one_by_one():
+def test_when_no_replica_can_batch_read_entries_are_read_one_by_one(batch_reads):
     client, _store, pool = make_client(protocol="v2")
     h = written(client, pool, 20)
     for b in h.metadata.last_ensemble:
@@ -1089,7 +1125,7 @@ def test_when_no_replica_can_batch_read_entries_are_read_one_by_one():
     assert single_reads(pool) == 20
 
 
-def test_a_batch_read_of_a_missing_entry_fails_as_a_single_read_would():
+def test_a_batch_read_of_a_missing_entry_fails_as_a_single_read_would(batch_reads):
     client, _store, pool = make_client(protocol="v2")
     h = written(client, pool, 10)
     for b in h.metadata.last_ensemble:
@@ -1099,7 +1135,7 @@ def test_a_batch_read_of_a_missing_entry_fails_as_a_single_read_would():
 
 
 @pytest.mark.parametrize("protocol", ["v2", "v3"])
-def test_reads_follow_ensemble_changes(protocol):
+def test_reads_follow_ensemble_changes(protocol, batch_reads):
     client, store, pool = make_client(bookies=B[:5], protocol=protocol)
     h = written(client, pool, 10, e=2, qw=2, qa=2)
     old = h.metadata.last_ensemble
@@ -1113,7 +1149,7 @@ def test_reads_follow_ensemble_changes(protocol):
                 pool.get(b).stored[(lid, e)] = body
     h._metadata = md
     assert result_of(h.read_entries(0, 9)) == [(i, b"payload-%d" % i) for i in range(10)]
-    if protocol == "v2":  # batch reads, one per segment
+    if protocol == "v2" and batch_reads:  # batch reads, one per segment
         assert {f for b in old for _l, f, _n in pool.get(b).batch_reads} == {0}
         assert {f for b in new for _l, f, _n in pool.get(b).batch_reads} == {6}
         assert single_reads(pool) == 0
