@@ -145,7 +145,7 @@ def open_ledgers(store, ledger_ids: Iterable[int], timeout: float = LOOKUP_TIMEO
     from bkctl.wire.metadata.ledger import parse_ledger_metadata
 
     zk = store.client
-    pending = [(i, zk.get_async(store.ledger_path(i))) for i in ledger_ids]
+    pending = [(i, zk.get_async(store.ledgers.path(i))) for i in ledger_ids]
     deadline = time.monotonic() + timeout
     found = set()
     for ledger_id, result in pending:
@@ -209,7 +209,7 @@ class _OneShot:
 
         # a completion must not print: keep kazoo's connection warnings quiet
         logging.getLogger("kazoo").setLevel(logging.CRITICAL + 1)
-        from bkctl.wire.metadata.zkstore import ZKMetadataStore
+        from bkctl.wire.metadata.zk import ZKMetadataStore
 
         return ZKMetadataStore(self.uri, timeout=LOOKUP_TIMEOUT).start()
 
@@ -220,7 +220,7 @@ class _OneShot:
         try:
             deadline = time.monotonic() + LOOKUP_TIMEOUT
             ids = []
-            for n, ledger_id in enumerate(store.iter_ledger_ids()):
+            for n, ledger_id in enumerate(store.ledgers.ids()):
                 if str(ledger_id).startswith(prefix):
                     ids.append(ledger_id)
                 if n >= LOOKUP_MAX_LEDGERS or (n % 256 == 0 and time.monotonic() > deadline):
@@ -250,7 +250,7 @@ def _one_shot(ctx) -> _OneShot:
 
 def bookie_states(store) -> dict[str, str]:
     """Every bookie the cluster knows, with its state (shared with the shell's cache)."""
-    states = {b: "down" for b in store.all_bookies()}
-    states.update({b: "read-only" for b in store.readonly_bookies()})
-    states.update({b: "writable" for b in store.writable_bookies()})
+    states = {b: "down" for b in store.registration.all_bookies()}
+    states.update({b: "read-only" for b in store.registration.readonly_bookies()})
+    states.update({b: "writable" for b in store.registration.writable_bookies()})
     return states

@@ -173,7 +173,7 @@ class MetadataCache:
         if store is not None and getattr(store, "uri", None) == uri:
             return store
         self._drop_store()
-        from bkctl.wire.metadata.zkstore import ZKMetadataStore
+        from bkctl.wire.metadata.zk import ZKMetadataStore
 
         store = ZKMetadataStore(uri, timeout=self.connect_timeout)
         store.start()
@@ -190,7 +190,7 @@ class MetadataCache:
         try:
             store = self._connected_store(uri, generation)
             bookies = bookie_states(store)
-            autorecovery = store.is_autorecovery_enabled()
+            autorecovery = store.underreplication.is_enabled()
         except _Stale:
             return
         if generation != self._generation:
@@ -204,7 +204,7 @@ class MetadataCache:
             return
         started = time.monotonic()
         ids = []
-        for ledger_id in store.iter_ledger_ids():
+        for ledger_id in store.ledgers.ids():
             ids.append(ledger_id)
             if len(ids) >= MAX_LEDGER_IDS or self._stop.is_set() or generation != self._generation:
                 break

@@ -228,8 +228,8 @@ def lost_bookie_delay(app: App, delay: int | None):
     """
     store = app.store
     if delay is not None:
-        store.set_lost_bookie_recovery_delay(delay)
-    value = store.get_lost_bookie_recovery_delay()
+        store.underreplication.set_lost_bookie_recovery_delay(delay)
+    value = store.underreplication.lost_bookie_recovery_delay()
     emit(app, {"lost_bookie_recovery_delay": value}, lambda: app.console.print(delay_text(value)))
 
 

@@ -145,7 +145,7 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
 
     only = None
     if ledger_id is not None:
-        app.store.read_ledger(ledger_id)  # not found: exit 3
+        app.store.ledgers.read(ledger_id)  # not found: exit 3
         only = [ledger_id]
     reporter = _Reporter(app, "re-replicating")
     try:

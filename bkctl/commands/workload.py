@@ -50,9 +50,9 @@ def simpletest(app: App, ensemble: int, write_quorum: int, ack_quorum: int, entr
         from ..ops.recovery import check_bookie_ids
 
         check_bookie_ids([bookie])
-        if bookie in app.store.readonly_bookies():
+        if bookie in app.store.registration.readonly_bookies():
             raise CommandError(f"bookie {bookie} is read-only", CONFLICT)
-        if bookie not in app.store.writable_bookies():
+        if bookie not in app.store.registration.writable_bookies():
             raise CommandError(f"bookie {bookie} is not registered", NOT_FOUND)
         ensemble = write_quorum = ack_quorum = 1
     doc = run(app.bk, ensemble, write_quorum, ack_quorum, entries,
