@@ -70,7 +70,7 @@ class App:
     def connect_store(self):
         """The store even when its root holds no cluster yet (metaformat)."""
         if self._store is None:
-            from bkctl.wire.metadata.zkstore import ZKMetadataStore
+            from bkctl.wire.metadata.zk import ZKMetadataStore
 
             store = ZKMetadataStore(self.require_uri(), timeout=self.zk_timeout)
             store.start()
@@ -99,6 +99,7 @@ class App:
         ``min_racks_per_write_quorum``, ``enforce_min_racks_per_write_quorum``
         and ``min_regions`` tune it."""
         from bkctl.wire.metadata.racks import RackMapError, RackSource, build_placement
+        from bkctl.wire.text import parse_bool
 
         prof = self.profile
         name = self.placement or prof.get("placement")
@@ -108,13 +109,14 @@ class App:
             if name is None:
                 source = RackSource(store=self.store)
                 source.refresh()
-                registered = self.store.writable_bookies() + self.store.readonly_bookies()
+                registered = self.store.registration.writable_bookies() + self.store.registration.readonly_bookies()
                 name = "rack" if source.names_any(registered) else "random"
             return build_placement(
                 name, store=self.store, rack_file=prof.get("rack_map_file"),
                 script=prof.get("network_topology_script"),
                 min_racks=int(prof.get("min_racks_per_write_quorum", 2)),
-                enforce=bool(prof.get("enforce_min_racks_per_write_quorum", False)),
+                enforce=parse_bool(prof.get("enforce_min_racks_per_write_quorum", False),
+                                   "enforce_min_racks_per_write_quorum"),
                 min_regions=int(prof.get("min_regions", 2)))
         except (RackMapError, ValueError, TypeError) as e:
             raise CommandError(f"placement: {e}", USAGE) from None

@@ -13,8 +13,7 @@ import signal
 import pytest
 from twisted.internet import defer
 
-from tests.bookieproc import WireClient
-from bkctl.wire import fastpath
+from tests.support.bookieproc import WireClient
 from bkctl.wire.codecs import v2
 from bkctl.wire.client.blocking import BlockingBookKeeper
 from bkctl.wire.client.bookkeeper import lock_path
@@ -25,7 +24,8 @@ from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import DigestError
 from bkctl.wire.metadata.ledger import LedgerState
 from bkctl.wire.codecs.protocol import RC
-from bkctl.wire.metadata.zkstore import NoSuchLedger, ZKMetadataStore
+from bkctl.wire.metadata.errors import NoSuchLedger
+from bkctl.wire.metadata.zk import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
 
@@ -315,7 +315,7 @@ def test_open_for_append_continues_a_ledger_of_a_dead_writer(bookie_cluster, cli
     ah.close()
     with ZKMetadataStore(metadata_uri) as zk:
         assert not zk.client.exists(lock_path(zk.root, lh.ledger_id))  # lock released
-        md, _ = zk.read_ledger(lh.ledger_id)
+        md, _ = zk.ledgers.read(lh.ledger_id)
     assert md.is_closed and md.last_entry_id == 29
     expected = [payload(i) for i in range(20)] + [payload(i, "more") for i in range(10)]
     assert [p for _, p in clients().open(lh.ledger_id).read()] == expected

@@ -22,9 +22,10 @@ from bkctl.wire.client.errors import LedgerFencedError, NoSuchEntry
 from bkctl.wire.client.errors import NotEnoughBookies
 from bkctl.wire.client.placement import RandomPlacement
 from bkctl.wire.codecs import v3
-from tests.deferreds import result_of
+from tests.support.deferreds import result_of
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
+from tests.support.fake_store import FakeMetadataStore
 
 A, B, C, D, E, F = (f"10.0.0.{i}:3181" for i in range(1, 7))
 
@@ -202,30 +203,12 @@ class FakeCluster:
         return FakeConn(bookie, self)
 
 
-class FakeStore:
-    def __init__(self, md):
-        self.md, self.version = md, 0
-        self.conflicts = 0
-
-    def read_ledger(self, ledger_id):
-        return self.md, self.version
-
-    def update_ledger(self, ledger_id, md, version):
-        from bkctl.wire.metadata.zkstore import MetadataVersionConflict
-
-        if self.conflicts:
-            self.conflicts -= 1
-            self.version += 1  # someone else wrote meanwhile
-            raise MetadataVersionConflict(ledger_id, version, self.md, self.version)
-        assert version == self.version
-        self.md, self.version = md, version + 1
-        return self.version
-
-
 class FakeClient:
     def __init__(self, md=None):
         self.pool = FakeCluster()
-        self.store = FakeStore(md)
+        self.store = FakeMetadataStore().start()
+        if md is not None:
+            self.store.ledgers.create(md, 5)
 
     def run_blocking(self, fn, *args, **kw):
         return defer.maybeDeferred(fn, *args, **kw)
@@ -333,10 +316,17 @@ def test_the_byte_rate_limit_holds_each_entry_back_before_its_adds():
 def test_metadata_update_retries_on_conflict_and_is_idempotent():
     md = two_segments(closed_at=149)
     client = FakeClient(md)
-    client.store.conflicts = 2
+    store = client.store
+
+    def another_writer(ledger_id, *_):
+        store.ledgers.update(ledger_id, store.ledgers.read(ledger_id)[0], -1)
+
+    store.before("ledgers.update", another_writer)
+    store.before("ledgers.update", another_writer)
     new_md, version = run(replace_in_metadata(client, 5, 0, {B: E}))
     assert new_md.ensembles[0][1] == (A, E, C) and new_md.ensembles[1][1] == (A, D, C)
-    assert client.store.md == new_md and version == client.store.version
+    assert store.ledgers.read(5) == (new_md, version) and version == 3  # two writes by the other, then ours
+    assert len(store.called("ledgers.update")) == 5  # ours lost twice, then won
     again, version_again = run(replace_in_metadata(client, 5, 0, {B: F}))  # B is gone already: no change
     assert again == new_md and version_again == version
 

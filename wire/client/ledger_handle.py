@@ -528,12 +528,10 @@ class LedgerHandle(ReadHandle):
         new_md = md.with_ensemble_change(first, new_ensemble)
         version = self._version
         store = self.client.store
-        from bkctl.wire.metadata.zkstore import (
-            MetadataVersionConflict,  # wire-internal, cheap once loaded
-        )
+        from bkctl.wire.metadata.errors import MetadataVersionConflict
         for _attempt in range(100):
             try:
-                version = await self.client.run_blocking(store.update_ledger, self.ledger_id, new_md, version)
+                version = await self.client.run_blocking(store.ledgers.update, self.ledger_id, new_md, version)
                 break
             except MetadataVersionConflict as conflict:
                 current, current_version = conflict.metadata, conflict.current_version
@@ -712,7 +710,7 @@ class LedgerHandle(ReadHandle):
                     log.warning("ledger %d: releasing the append lock failed", self.ledger_id, exc_info=True)
 
     async def _write_closed(self) -> None:
-        from bkctl.wire.metadata.zkstore import MetadataVersionConflict
+        from bkctl.wire.metadata.errors import MetadataVersionConflict
         lac = self._lac
         length = self._confirmed_length
         if length is None:
@@ -725,7 +723,7 @@ class LedgerHandle(ReadHandle):
                 break
             new_md = md.closed(lac, length)
             try:
-                version = await self.client.run_blocking(store.update_ledger, self.ledger_id, new_md, version)
+                version = await self.client.run_blocking(store.ledgers.update, self.ledger_id, new_md, version)
                 md = new_md
                 break
             except MetadataVersionConflict as conflict:

@@ -169,7 +169,7 @@ class ReadHandle:
 
     def refresh_metadata(self) -> defer.Deferred:
         """Re-read the metadata (to notice that an open ledger got closed)."""
-        d = self.client.run_blocking(self.client.store.read_ledger, self.ledger_id)
+        d = self.client.run_blocking(self.client.store.ledgers.read, self.ledger_id)
 
         def got(result):
             md, version = result

@@ -422,10 +422,10 @@ async def replace_in_metadata(client, ledger_id: int, first_entry_id: int,
     compare-and-set (re-reading on conflict).  A lost bookie no longer in the
     segment (replaced by an earlier run or by someone else) is skipped.
     Returns the metadata and version now stored."""
-    from bkctl.wire.metadata.zkstore import MetadataVersionConflict
+    from bkctl.wire.metadata.errors import MetadataVersionConflict
 
     store = client.store
-    md, version = await client.run_blocking(store.read_ledger, ledger_id)
+    md, version = await client.run_blocking(store.ledgers.read, ledger_id)
     for _attempt in range(100):
         segments = dict(md.ensembles)
         if first_entry_id not in segments:
@@ -442,7 +442,7 @@ async def replace_in_metadata(client, ledger_id: int, first_entry_id: int,
         if new_md is md:
             return md, version
         try:
-            version = await client.run_blocking(store.update_ledger, ledger_id, new_md, version)
+            version = await client.run_blocking(store.ledgers.update, ledger_id, new_md, version)
             return new_md, version
         except MetadataVersionConflict as conflict:
             md, version = conflict.metadata, conflict.current_version
@@ -480,14 +480,14 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
     ``failed`` (``error`` says why), ``clean`` (nothing on the lost bookies)
     or ``deleted`` (the ledger vanished meanwhile).
     """
-    from bkctl.wire.metadata.zkstore import NoSuchLedger
+    from bkctl.wire.metadata.errors import NoSuchLedger
 
     lost = tuple(dict.fromkeys(lost))
     lost_set = set(lost)
     result: dict[str, Any] = {"ledger_id": ledger_id, "state": None, "status": None, "closed_first": False,
                               "fragments": [], "entries_copied": 0, "error": None}
     try:
-        md, _version = await client.run_blocking(client.store.read_ledger, ledger_id)
+        md, _version = await client.run_blocking(client.store.ledgers.read, ledger_id)
         result["state"] = md.state.name
         if not lost_set.intersection(md.bookies):
             result["status"] = "clean"
@@ -501,7 +501,7 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
                 result["closed_first"] = True
                 if not dry_run:
                     await client.open_ledger(ledger_id, recovery=True, password=password)
-                    md, _version = await client.run_blocking(client.store.read_ledger, ledger_id)
+                    md, _version = await client.run_blocking(client.store.ledgers.read, ledger_id)
         password_bytes, digest_type = ledger_credentials(ledger_id, md, password)
         digest = DigestManager(ledger_id, digest_type, password_bytes)
         key = master_key(password_bytes)
