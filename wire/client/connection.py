@@ -732,12 +732,7 @@ class BookieConnection(EntryRequests, StartTLS):
         # a callback request (the ledger layer's adds and reads): _finish's work, inline
         if req.timeouts is not None:
             self._deadlines.retire(req)
-        req.on_done = None
-        ctx, req.ctx = req.ctx, None
-        try:
-            on_done(ctx, req.slot, self.bookie_id, result)
-        except Exception:  # noqa: BLE001 - like an error in a Deferred callback: log it
-            log.exception("bookie %s: completion of %s raised", self.bookie_id, req.what)
+        self._call_on_done(req, on_done, result)
 
     def _malformed(self, proto: BookieClientProtocol, exc: CodecError) -> None:
         if proto is not self._proto:
