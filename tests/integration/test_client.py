@@ -14,6 +14,7 @@ import pytest
 from twisted.internet import defer
 
 from tests.support.bookieproc import WireClient
+from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2
 from bkctl.wire.client.blocking import BlockingBookKeeper
 from bkctl.wire.client.bookkeeper import lock_path
