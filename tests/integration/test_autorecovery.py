@@ -85,7 +85,7 @@ def test_a_lost_bookie_is_rereplicated_without_an_operator(bookie_cluster, metad
 
 
 def test_disable_holds_the_repair_back_and_enable_lets_it_finish(bookie_cluster, metadata_uri, zkstore, writer,
-                                                                  daemons):
+                                                                  daemons, tmp_path):
     procs = bookie_cluster(4, zkTimeout=4000)
     zkstore.set_lost_bookie_recovery_delay(0)
     ids = [make_ledger(writer, 3, 2, entries=30) for _ in range(4)]
@@ -99,7 +99,9 @@ def test_disable_holds_the_repair_back_and_enable_lets_it_finish(bookie_cluster,
     victim.kill()
     wait_for(what="the bookie's registration to go", predicate=lambda: victim_id not in zkstore.writable_bookies(), timeout=30)
     ok(bkctl(metadata_uri, "autorecovery", "trigger-audit"))
-    time.sleep(3)  # the audit runs at once; while disabled it must mark and copy nothing
+    log = tmp_path / "autorecovery-ar-solo.log"
+    wait_for(what="an audit that finds the lost bookie's ledgers and holds them back",
+             predicate=lambda: "held back while autorecovery is disabled" in log.read_text(errors="replace"))
     assert zkstore.count_underreplicated() == 0
     assert all(victim_id in zkstore.read_ledger(lid)[0].bookies for lid in on_victim)
     ok(bkctl(metadata_uri, "autorecovery", "enable"))
