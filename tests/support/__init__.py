@@ -15,4 +15,6 @@ never from each other.
 * :mod:`.deferreds` -- the result of a fired Deferred in a synchronous test.
 * :mod:`.smallfs` -- a real, small filesystem to fill up (needs root).
 * :mod:`.tlscerts` -- throw-away CAs and certificates.
+* :mod:`.fake_store` -- the one in-memory metadata store, checked against ZooKeeper.
+* :mod:`.threads` -- a reactor clock whose thread pool the test drives.
 """

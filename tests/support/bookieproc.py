@@ -120,12 +120,12 @@ class BookieProcess:
 
 def wait_registered(uri: str, bookie_ids: list[str], timeout: float = 60.0) -> None:
     """Until every one of ``bookie_ids`` is registered writable at ``uri``."""
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     deadline = time.monotonic() + timeout
     with ZKMetadataStore(uri, timeout=20) as store:
         while True:
-            missing = set(bookie_ids) - set(store.writable_bookies())
+            missing = set(bookie_ids) - set(store.registration.writable_bookies())
             if not missing:
                 return
             if time.monotonic() > deadline:

@@ -28,7 +28,7 @@ def most_named(zkstore, ledger_ids, procs):
     that surely holds some of them (placement is random; ``procs[0]`` may hold none)."""
     counts: dict[str, int] = {}
     for lid in ledger_ids:
-        for bookie in zkstore.read_ledger(lid)[0].bookies:
+        for bookie in zkstore.ledgers.read(lid)[0].bookies:
             counts[bookie] = counts.get(bookie, 0) + 1
     return max((p for p in procs if p.bookie_id in counts), key=lambda p: counts[p.bookie_id])
 
@@ -37,13 +37,13 @@ def make_ledgers(zkstore, ids) -> None:
     """Metadata-only ledgers with the given ids on :data:`ENSEMBLE`."""
     md = LedgerMetadata.new(ENSEMBLE)
     for ledger_id in ids:
-        zkstore.create_ledger(md, ledger_id=ledger_id)
+        zkstore.ledgers.create(md, ledger_id=ledger_id)
 
 
 def assert_fully_replicated(zkstore, ports: dict[str, int], ledger_id: int, gone: set[str]) -> int:
     """Every entry of a closed ledger is on every bookie of its write set (asked directly,
     digest checked), and no segment names a bookie in ``gone``.  Returns the entry count."""
-    md, _ = zkstore.read_ledger(ledger_id)
+    md, _ = zkstore.ledgers.read(ledger_id)
     assert md.is_closed
     assert not gone.intersection(md.bookies), (ledger_id, md.ensembles)
     digest = DigestManager(ledger_id, md.digest_type, md.password)
