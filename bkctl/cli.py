@@ -218,7 +218,7 @@ _state = {"verbose": 0}
 
 def _register() -> None:
     from .commands import (admin, bookie, bookie_admin, cluster, cluster_admin, completion, cookie, export, ledger,
-                           ledger_metadata, rack, sandbox, shell)
+                           ledger_metadata, pulsar, rack, sandbox, shell)
 
     cli.add_command(ledger.ledger)
     ledger.ledger.add_command(ledger_metadata.metadata)
@@ -238,6 +238,7 @@ def _register() -> None:
     cli.add_command(admin.simpletest)
     cli.add_command(admin.bench)
     cli.add_command(export.export)
+    cli.add_command(pulsar.pulsar)
     cli.add_command(sandbox.sandbox)
     cli.add_command(shell.shell)
     cli.add_command(completion.completion)

@@ -100,3 +100,12 @@ def test_topic_names():
         TopicName.parse("non-persistent://public/default/x")
     with pytest.raises(ValueError, match="not a topic name"):
         TopicName.parse("justone")
+
+
+def test_unacked_entries_count_by_intervals_as_a_walk_would():
+    cursor = parse_cursor_info((ZK / "managed_cursor_info.sub1.bin").read_bytes())
+    state = CursorState.of(cursor)
+    for ledger_id, entries in ((999, 4), (1000, 3), (1001, 5), (1002, 2), (1003, 7)):
+        walk = sum(1 for e in range(entries) if not state.acked((ledger_id, e)))
+        assert state.unacked_entries(ledger_id, entries) == walk, ledger_id
+    assert state.unacked_entries(1001, 5) == 2 and state.first_unacked(1000) == 2

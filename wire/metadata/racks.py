@@ -224,7 +224,7 @@ def build_placement(name: str, *, store=None, rack_file: str | None = None, scri
                     script_args: int = 100, min_racks: int = 2, enforce: bool = False, min_regions: int = 2):
     """A placement policy by name (``random``, ``rack``, ``region``) whose racks
     come from ``rack_file``, the rack map znode of ``store`` and ``script``."""
-    from .client.placement import POLICIES, RackAwarePlacement, RandomPlacement, RegionAwarePlacement
+    from ..client.placement import POLICIES, RackAwarePlacement, RandomPlacement, RegionAwarePlacement
 
     if name not in POLICIES:
         raise ValueError(f"unknown placement policy {name!r} (one of {', '.join(POLICIES)})")

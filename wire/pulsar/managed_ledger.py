@@ -221,6 +221,30 @@ class CursorState:
         word = batch_index // 64
         return word >= len(words) or not (words[word] >> (batch_index % 64)) & 1
 
+    def first_unacked(self, ledger_id: int) -> int:
+        """The first entry of ``ledger_id`` after the mark-delete position (0 past it)."""
+        md_ledger, md_entry = self.mark_delete
+        if ledger_id < md_ledger:
+            return 1 << 62  # the whole ledger is acknowledged
+        return md_entry + 1 if ledger_id == md_ledger else 0
+
+    def unacked_entries(self, ledger_id: int, entries: int) -> int:
+        """How many of the entries ``0..entries-1`` of ``ledger_id`` are not
+        (wholly) acknowledged: interval arithmetic, no walk over the entries."""
+        start = self.first_unacked(ledger_id)
+        if start >= entries:
+            return 0
+        count = entries - start
+        for (lo_l, lo_e), (hi_l, hi_e) in self.ranges:
+            if hi_l < ledger_id or lo_l > ledger_id:
+                continue
+            first = lo_e + 1 if lo_l == ledger_id else 0
+            last = hi_e if hi_l == ledger_id else entries - 1
+            first, last = max(first, start), min(last, entries - 1)
+            if last >= first:
+                count -= last - first + 1
+        return count
+
     def to_json(self) -> dict[str, Any]:
         return {"mark_delete": f"{self.mark_delete[0]}:{self.mark_delete[1]}",
                 "individually_deleted": [f"({lo[0]}:{lo[1]}..{hi[0]}:{hi[1]}]" for lo, hi in self.ranges]}

@@ -131,8 +131,10 @@ class TopicReader:
         return sorted(found, key=lambda t: t.partition)
 
     def suggest(self, topic: TopicName, limit: int = 3) -> list[str]:
-        """Close names of existing topics (the namespace's first, then all)."""
-        same_ns = [str(t) for t in self.topics(topic.tenant, topic.namespace)] if \
-            self._children(f"{self.base}/{topic.tenant}") else []
-        pool = same_ns or [str(t) for t in self.topics()]
-        return difflib.get_close_matches(str(topic), pool, n=limit, cutoff=0.6)
+        """Close names of existing topics: by local name in the same namespace,
+        else by full name anywhere."""
+        same_ns = {t.local: str(t) for t in self.topics(topic.tenant, topic.namespace)} \
+            if self._children(f"{self.base}/{topic.tenant}/{topic.namespace}") else {}
+        if same_ns:
+            return [same_ns[n] for n in difflib.get_close_matches(topic.local, list(same_ns), n=limit, cutoff=0.6)]
+        return difflib.get_close_matches(str(topic), [str(t) for t in self.topics()], n=limit, cutoff=0.6)
