@@ -266,3 +266,185 @@ def test_human_output_of_ledger_owner(pulsar_cluster, capsys):
     out = capsys.readouterr().out
     assert out.strip() == (f"ledger {pulsar_cluster.orphan}: orphan (no managed ledger lists it; it names "
                            f"{NS}/persistent/three)")
+
+
+# ---------------------------------------------------------------- bkctl export --topic
+
+
+@pytest.fixture(scope="module")
+def spark(pulsar_cluster):
+    pytest.importorskip("pyspark")
+    from bkctl.export.job import spark_session, stop_spark
+
+    session, created = spark_session("local[2]")
+    try:
+        yield session
+    finally:
+        if created:
+            stop_spark(session)
+
+
+def export_rows(out):
+    """The exported rows as dicts, in storage order (ledger, entry, batch index)."""
+    from bkctl.export.reading import arrow_dataset
+
+    table = arrow_dataset(out).to_table()
+    rows = table.to_pylist()
+    return sorted(rows, key=lambda r: (r["topic"], r["ledger_id"], r["entry_id"], r["batch_index"]))
+
+
+def export(capsys, c, out, *args):
+    code, docs, err = bkctl(capsys, c.uri, "export", "--out", out, "--split-entries", "2", *args)
+    return code, (docs[0] if docs else None), err
+
+
+def assert_messages(rows, case, ledger_id, partition=-1):
+    want = pe.expected_messages(case)
+    assert len(rows) == len(want), case
+    for row, m in zip(rows, want):
+        got = (row["payload"] or b"", row["key"], row["ordering_key"], dict(row["properties"] or []),
+               None if row["event_time"] is None else int(row["event_time"].timestamp() * 1000),
+               row["sequence_id"], row["producer_name"], row["schema_version"], row["ledger_id"],
+               row["entry_id"], row["batch_index"], row["partition"], row["error"])
+        assert got == (m["payload"], m["partition_key"], m["ordering_key"], m["properties"], m["event_timestamp"],
+                       m["expected_sequence_id"], m["producer_name"], m["schema_version"], ledger_id,
+                       m["id"]["entry_id"], m["id"]["batch_index"], partition, None), case
+
+
+def test_export_topic_gives_what_the_client_sent_for_every_vector_case(pulsar_cluster, spark, capsys, tmp_path):
+    c = pulsar_cluster
+    for case in pe.cases():
+        out = tmp_path / case
+        code, doc, err = export(capsys, c, out, "--topic", f"persistent://{NS}/vec-{case}")
+        assert code == 0, (case, err)
+        want = pe.expected_messages(case)
+        assert doc["messages"] == len(want) and doc["problems"] == [], case
+        assert doc["entries"] == len(pe.case_entries(case))
+        rows = export_rows(out)
+        assert {r["topic"] for r in rows} == {f"persistent://{NS}/vec-{case}"}
+        assert_messages(rows, case, c.ledger_of_case[case])
+        for row in rows:  # the folder's day is the publish time's (UTC)
+            assert row["date"] == row["publish_time"].date()
+
+
+def test_a_topic_over_three_ledgers_ends_at_the_open_ledgers_lac(pulsar_cluster, spark, capsys, tmp_path):
+    c = pulsar_cluster
+    t = c.three
+    code, doc, err = export(capsys, c, tmp_path / "three", "--topic", f"persistent://{NS}/three")
+    assert code == 0, err
+    rows = export_rows(tmp_path / "three")
+    by_ledger = {lid: [r for r in rows if r["ledger_id"] == lid] for lid in (t["a"], t["b"], t["o"])}
+    assert_messages(by_ledger[t["a"]], "b_batch", t["a"])
+    assert_messages(by_ledger[t["b"]], "c_lz4_batch", t["b"])
+    plain = [m["payload"] for m in pe.expected_messages("a_plain")]
+    assert [r["payload"] for r in by_ledger[t["o"]]] == plain[:4]  # entry 4 is past the LAC a reader sees
+    assert doc["ledgers"] == 3 and doc["entries"] == 3 + 2 + 4
+    assert doc["messages"] == 25 + 15 + 4
+
+
+def test_unacked_only_exports_exactly_what_the_cursor_has_not_acknowledged(pulsar_cluster, spark, capsys,
+                                                                            tmp_path):
+    from bkctl.wire.pulsar.entry import decode_entry
+
+    c = pulsar_cluster
+    t = c.three
+    code, doc, err = export(capsys, c, tmp_path / "unacked", "--topic", f"persistent://{NS}/three",
+                            "--subscription", "sub1", "--unacked-only")
+    assert code == 0, err
+    got = [(r["ledger_id"], r["entry_id"], r["batch_index"]) for r in export_rows(tmp_path / "unacked")]
+    b0 = decode_entry(pe.case_entries("c_lz4_batch")[0]).metadata.num_messages_in_batch
+    assert got == ([(t["a"], 1, i) for i in range(5)] + [(t["b"], 0, i) for i in range(b0)]
+                   + [(t["o"], 2, -1), (t["o"], 3, -1)])
+    # sub2's newer position lives in its cursor ledger: everything after b:1
+    code, doc, err = export(capsys, c, tmp_path / "unacked2", "--topic", f"persistent://{NS}/three",
+                            "--subscription", "sub2", "--unacked-only")
+    assert code == 0, err
+    assert [(r["ledger_id"], r["entry_id"]) for r in export_rows(tmp_path / "unacked2")] == \
+        [(t["o"], e) for e in range(4)]
+    assert {s["reason"] for s in doc["skipped"]} == {"wholly acknowledged by sub2"}
+    code, _, err = export(capsys, c, tmp_path / "x", "--topic", f"persistent://{NS}/three", "--subscription", "nope",
+                          "--unacked-only")
+    assert code == 3 and "has no subscription 'nope' (it has: sub1, sub2)" in err
+
+
+def test_a_partitioned_topic_exports_every_partition(pulsar_cluster, spark, capsys, tmp_path):
+    c = pulsar_cluster
+    code, doc, err = export(capsys, c, tmp_path / "parts", "--topic", f"persistent://{NS}/parts")
+    assert code == 0, err
+    rows = export_rows(tmp_path / "parts")
+    for n, case in enumerate(("c_zlib_batch", "c_snappy_batch")):
+        mine = [r for r in rows if r["topic"] == f"persistent://{NS}/parts-partition-{n}"]
+        assert_messages(mine, case, mine[0]["ledger_id"], partition=n)
+        assert all(r["message_id"] == f"{r['ledger_id']}:{r['entry_id']}:{n}:{r['batch_index']}" for r in mine)
+
+
+def test_a_deleted_ledger_stops_the_export_unless_skip_missing(pulsar_cluster, spark, capsys, tmp_path):
+    c = pulsar_cluster
+    code, doc, err = export(capsys, c, tmp_path / "gone", "--topic", f"persistent://{NS}/gone")
+    assert code == 3 and doc is None
+    assert err.strip() == (f"bkctl: error: ledgers listed by persistent://{NS}/gone but deleted: "
+                           f"{c.gone['deleted']} (of persistent://{NS}/gone) (--skip-missing exports the rest)")
+    assert not (tmp_path / "gone").exists()
+    code, doc, err = export(capsys, c, tmp_path / "gone", "--topic", f"persistent://{NS}/gone", "--skip-missing")
+    assert code == 0, err
+    assert_messages(export_rows(tmp_path / "gone"), "a_plain", c.gone["kept"])
+    assert doc["skipped"] == [{"ledger_id": c.gone["deleted"], "topic": f"persistent://{NS}/gone",
+                               "reason": "listed by the managed ledger but deleted"}]
+
+
+def test_a_corrupt_entry_is_an_error_row_or_skipped_never_silent(pulsar_cluster, spark, capsys, tmp_path):
+    c = pulsar_cluster
+    code, doc, err = export(capsys, c, tmp_path / "broken", "--topic", f"persistent://{NS}/broken")
+    assert code == 0, err
+    [problem] = doc["problems"]
+    assert (problem["ledger_id"], problem["entry_id"]) == (c.broken, 1)
+    assert problem["reason"].startswith("checksum mismatch")
+    assert err.strip() == (f"bkctl: warning: persistent://{NS}/broken ledger {c.broken} entry 1: "
+                           f"{problem['reason']}")
+    rows = export_rows(tmp_path / "broken")
+    errors = [r for r in rows if r["error"]]
+    assert [(r["entry_id"], r["error"]) for r in errors] == [(1, problem["reason"])]
+    assert errors[0]["payload"] == c.topics["broken"]["entries"][c.broken][1]
+    assert len(rows) == 10 + 1 + 5
+    code, doc, err = export(capsys, c, tmp_path / "broken", "--topic", f"persistent://{NS}/broken",
+                            "--on-corrupt", "skip")
+    assert code == 0 and len(doc["problems"]) == 1 and "checksum mismatch" in err
+    assert [r["entry_id"] for r in export_rows(tmp_path / "broken")] == [0] * 10 + [2] * 5
+
+
+def test_publish_time_window_and_the_manifest(pulsar_cluster, spark, capsys, tmp_path):
+    from bkctl.export.reading import manifest
+
+    c = pulsar_cluster
+    rows = None
+    code, doc, err = export(capsys, c, tmp_path / "all", "--topic", f"persistent://{NS}/vec-b_batch")
+    assert code == 0, err
+    rows = export_rows(tmp_path / "all")
+    times = sorted({int(r["publish_time"].timestamp() * 1000) for r in rows})
+    assert len(times) >= 2
+    code, doc, err = export(capsys, c, tmp_path / "window", "--topic", f"persistent://{NS}/vec-b_batch",
+                            "--from", str(times[1]), "--to", str(times[-1] + 1))
+    assert code == 0, err
+    kept = export_rows(tmp_path / "window")
+    assert kept == [r for r in rows if int(r["publish_time"].timestamp() * 1000) >= times[1]]
+    doc = manifest(tmp_path / "window")
+    assert doc["partition_by"] == "topic" and doc["columns"][:3] == ["topic", "partition", "ledger_id"]
+    assert doc["last_export"]["options"]["topic"] == f"persistent://{NS}/vec-b_batch"
+    assert list(doc["topics"]) == [f"persistent://{NS}/vec-b_batch"]
+
+
+def test_reexport_is_idempotent_and_spark_reads_the_export(pulsar_cluster, spark, capsys, tmp_path):
+    from bkctl.export.reading import read_export
+
+    c = pulsar_cluster
+    out = tmp_path / "again"
+    for _ in range(2):
+        code, doc, err = export(capsys, c, out, "--topic", f"persistent://{NS}/vec-d_chunking")
+        assert code == 0, err
+    rows = export_rows(out)
+    assert_messages(rows, "d_chunking", c.ledger_of_case["d_chunking"])
+    df = read_export(spark, out)
+    assert df.count() == len(rows)
+    got = sorted((r["entry_id"], r["message_id"], bytes(r["payload"])) for r in df.collect())
+    assert got == sorted((r["entry_id"], r["message_id"], r["payload"]) for r in rows)
+    assert any(";" in mid for _, mid, _ in got)  # the chunked messages' "first;last" ids

@@ -196,3 +196,22 @@ def test_publish_time_window_and_keep():
     assert {r["publish_time"] for r in some} == set(times[1:-1])
     _, kept = decode_case("b_batch", keep=lambda pos, i: pos == (LEDGER, 1) and i % 2 == 0)
     assert [(r["entry_id"], r["batch_index"]) for r in kept] == [(1, i) for i in range(0, 10, 2)]
+
+
+def test_readers_of_adjacent_ranges_share_chunked_messages_without_overlap():
+    """A reader that ends inside a chunked message reads on for its chunks
+    only; the next reader leaves those chunks alone."""
+    entries = pe.case_entries("d_chunking")
+    rows = []
+    for first, last in ((0, 1), (2, 3), (4, 5), (6, 6)):
+        dec = TopicDecoder("persistent://public/default/c")
+        for entry_id in range(first, last + 1):
+            dec.add(1, entry_id, entries[entry_id], skip_continuations=first > 0)
+        entry_id = last
+        while dec.chunks.pending and entry_id + 1 < len(entries):
+            entry_id += 1
+            dec.add(1, entry_id, entries[entry_id], only_continuations=True)
+        dec.finish()
+        assert dec.problems == []
+        rows += dec.take()["payload"]
+    assert rows == [m["payload"] for m in pe.expected_messages("d_chunking")]

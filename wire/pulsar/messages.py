@@ -91,12 +91,18 @@ class TopicDecoder:
 
     # -- feeding ---------------------------------------------------------------
 
-    def add(self, ledger_id: int, entry_id: int, data: bytes, *, skip_continuations: bool = False) -> None:
+    def add(self, ledger_id: int, entry_id: int, data: bytes, *, skip_continuations: bool = False,
+            only_continuations: bool = False) -> None:
         """One entry.  ``skip_continuations``: a chunk that continues a message
-        started before this reader's first entry is another reader's."""
+        started before this reader's first entry is another reader's.
+        ``only_continuations``: reading past its range, a reader takes only
+        the chunks of the messages it began (the rest is the next reader's)."""
         self.entries += 1
         try:
             entry = decode_entry(data, self.verify)
+            if only_continuations and not (entry.is_chunk and self.chunks.started(entry.metadata.uuid)
+                                           and entry.metadata.chunk_id > 0):
+                return
             if entry.is_chunk and not entry.encrypted:
                 if skip_continuations and entry.metadata.chunk_id > 0 and not self.chunks.started(entry.metadata.uuid):
                     return
@@ -107,7 +113,8 @@ class TopicDecoder:
                 return
             messages = messages_of(entry)
         except CorruptEntry as exc:
-            self._problem(ledger_id, entry_id, exc.reason, bytes(data))
+            if not only_continuations:  # past the range: the next reader's to report
+                self._problem(ledger_id, entry_id, exc.reason, bytes(data))
             return
         md = entry.metadata
         publish = md.publish_time
