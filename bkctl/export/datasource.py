@@ -36,6 +36,9 @@ Options (names are case-insensitive, values strings):
     the ledger password; by default the one stored in the metadata.
 ``readTimeout`` / ``readWindow``
     per-request timeout in seconds (default 10) and entries in flight per task (default 256).
+``topic``
+    a Pulsar topic instead of ledgers: one row per message, with the options
+    and columns :mod:`bkctl.export.topic_source` describes.
 ``plan``
     JSON list of ledger plans made by :func:`bkctl.export.planning.plan_ledgers`
     (``bkctl export`` passes it so that what is read is exactly what it planned);
@@ -182,7 +185,9 @@ class ReadOptions:
             raise SpecError("the bookkeeper data source needs option metadataServiceUri")
         self.plan_json = opts.get("plan")
         ledgers = opts.get("ledgers")
-        if self.plan_json is None and not ledgers:
+        #: a Pulsar topic instead of ledgers (:mod:`bkctl.export.topic_source`)
+        self.topic = opts.get("topic")
+        if self.plan_json is None and not ledgers and not self.topic:
             raise SpecError("the bookkeeper data source needs option ledgers (\"all\" or ids like 1,2,5-9)")
         self.spec = parse_ledger_spec(ledgers) if ledgers else None
         self.include_open = _bool("includeOpen", opts.get("includeopen"), False)
@@ -283,10 +288,21 @@ class BookKeeperDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT
 
+    def _topic(self) -> bool:
+        return any(str(k).lower() == "topic" for k in dict(self.options or {}))
+
     def schema(self):
+        if self._topic():
+            from .topic_source import topic_schema
+
+            return topic_schema()
         return SCHEMA
 
-    def reader(self, schema: StructType) -> "BookKeeperReader":
+    def reader(self, schema: StructType):
+        if self._topic():
+            from .topic_source import TopicReader
+
+            return TopicReader(self.options, schema)
         return BookKeeperReader(ReadOptions(self.options), schema)
 
 

@@ -128,7 +128,7 @@ def plan_topic(store, options, lac_of, bk_factory=None) -> TopicPlan:
     """Plan the export of ``options.topic`` (see the module documentation)."""
     from bkctl.ops.pulsar import cursor_state, reader, resolve_topics
     from bkctl.wire.metadata.zkstore import NoSuchLedger
-    from bkctl.wire.pulsar.errors import NoSuchTopic
+    from bkctl.wire.pulsar.errors import NoSuchSubscription
 
     topics = reader(store, options.managed_ledgers)
     try:
@@ -143,7 +143,7 @@ def plan_topic(store, options, lac_of, bk_factory=None) -> TopicPlan:
         if options.subscription is not None:
             info = ml.cursors.get(options.subscription)
             if info is None:
-                raise NoSuchTopic(f"{name} has no subscription {options.subscription!r}"
+                raise NoSuchSubscription(f"{name} has no subscription {options.subscription!r}"
                                   f" (it has: {', '.join(sorted(ml.cursors)) or 'none'})")
             state, source = cursor_state(info, bk_factory)
             cursor = _cursor_json(state) if options.unacked_only else None

@@ -448,3 +448,22 @@ def test_reexport_is_idempotent_and_spark_reads_the_export(pulsar_cluster, spark
     got = sorted((r["entry_id"], r["message_id"], bytes(r["payload"])) for r in df.collect())
     assert got == sorted((r["entry_id"], r["message_id"], r["payload"]) for r in rows)
     assert any(";" in mid for _, mid, _ in got)  # the chunked messages' "first;last" ids
+
+
+def test_the_data_source_reads_a_topic_with_the_topic_option(pulsar_cluster, spark, tmp_path):
+    from bkctl.export.datasource import register
+
+    c = pulsar_cluster
+    register(spark)
+    df = (spark.read.format("bookkeeper").option("metadataServiceUri", c.uri)
+          .option("topic", f"persistent://{NS}/three").option("subscription", "sub1").option("unackedOnly", "true")
+          .option("splitEntries", "1").load())
+    assert df.columns[:4] == ["topic", "partition", "ledger_id", "entry_id"]
+    t = c.three
+    got = sorted((r["ledger_id"], r["entry_id"], r["batch_index"]) for r in df.collect())
+    assert got[:5] == [(t["a"], 1, i) for i in range(5)]
+    assert got[-2:] == [(t["o"], 2, -1), (t["o"], 3, -1)]
+    plain = (spark.read.format("bookkeeper").option("metadataServiceUri", c.uri)
+             .option("topic", f"persistent://{NS}/vec-g_samekey_batch").load())
+    rows = sorted(plain.collect(), key=lambda r: r["batch_index"])
+    assert [bytes(r["payload"]) for r in rows] == [m["payload"] for m in pe.expected_messages("g_samekey_batch")]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..errors import CodecError, NotFound
 
-__all__ = ["CorruptEntry", "NoSuchTopic", "PulsarFormatError"]
+__all__ = ["CorruptEntry", "NoSuchSubscription", "NoSuchTopic", "PulsarFormatError"]
 
 
 class PulsarFormatError(CodecError):
@@ -27,3 +27,7 @@ class NoSuchTopic(NotFound):
         self.suggestions = list(suggestions or [])
         hint = f" (did you mean {', '.join(self.suggestions)}?)" if self.suggestions else ""
         super().__init__(f"no such topic: {topic}{hint}")
+
+
+class NoSuchSubscription(NotFound):
+    """The topic has no cursor of that name (exit code 3 at the CLI)."""
