@@ -17,7 +17,6 @@ managed ledger lists but that were deleted: skipped instead of failing),
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -26,7 +25,7 @@ from . import planning
 from .datasource import ReadOptions, _bool, _client
 from .topic import TopicRange, plan_topic, read_topic_range, topic_arrow_schema
 
-__all__ = ["TopicOptions", "TopicRangePartition", "TopicReader", "topic_schema"]
+__all__ = ["TopicRangePartition", "TopicReader", "topic_options", "topic_schema"]
 
 
 def topic_schema():
@@ -36,34 +35,19 @@ def topic_schema():
     return from_arrow_schema(topic_arrow_schema())
 
 
-@dataclass
-class TopicOptions:
-    """What :func:`~bkctl.export.topic.plan_topic` needs, from data source options."""
+def topic_options(options: Any, read: ReadOptions):
+    """The export options :func:`~bkctl.export.topic.plan_topic` takes, from data source options."""
+    from .job import ExportOptions
 
-    topic: str
-    subscription: str | None = None
-    unacked_only: bool = False
-    from_ms: int | None = None
-    to_ms: int | None = None
-    skip_missing: bool = False
-    on_corrupt: str = "row"
-    managed_ledgers: str | None = None
-    split_entries: int = planning.DEFAULT_SPLIT_ENTRIES
-
-    @classmethod
-    def of(cls, options: Any, read: ReadOptions) -> "TopicOptions":
-        opts = {str(k).lower(): v for k, v in dict(options or {}).items()}
-        on_corrupt = str(opts.get("oncorrupt") or "row").lower()
-        if on_corrupt not in ("row", "skip"):
-            raise planning.SpecError(f"option onCorrupt must be row or skip, not {on_corrupt!r}")
-        unacked = _bool("unackedOnly", opts.get("unackedonly"), False)
-        if unacked and not opts.get("subscription"):
-            raise planning.SpecError("option unackedOnly needs option subscription")
-        return cls(topic=str(opts["topic"]), subscription=opts.get("subscription"), unacked_only=unacked,
-                   from_ms=planning.parse_ctime(opts["from"]) if opts.get("from") else None,
-                   to_ms=planning.parse_ctime(opts["to"]) if opts.get("to") else None,
-                   skip_missing=_bool("skipMissing", opts.get("skipmissing"), False), on_corrupt=on_corrupt,
-                   managed_ledgers=opts.get("managedledgers"), split_entries=read.split_entries)
+    opts = {str(k).lower(): v for k, v in dict(options or {}).items()}
+    return ExportOptions(
+        out="", spec=planning.LedgerSpec(), topic=str(opts["topic"]), subscription=opts.get("subscription"),
+        unacked_only=_bool("unackedOnly", opts.get("unackedonly"), False),
+        from_ms=planning.parse_ctime(opts["from"]) if opts.get("from") else None,
+        to_ms=planning.parse_ctime(opts["to"]) if opts.get("to") else None,
+        skip_missing=_bool("skipMissing", opts.get("skipmissing"), False),
+        on_corrupt=str(opts.get("oncorrupt") or "row").lower(), managed_ledgers=opts.get("managedledgers"),
+        split_entries=read.split_entries)
 
 
 class TopicRangePartition(InputPartition):
@@ -80,7 +64,7 @@ class TopicReader(DataSourceReader):
         if [f.name for f in schema.fields] != [f.name for f in topic_schema().fields]:
             raise planning.SpecError(f"the topic option has the fixed schema {topic_schema().simpleString()}")
         self.read_options = ReadOptions(options)
-        self.topic_options = TopicOptions.of(options, self.read_options)
+        self.topic_options = topic_options(options, self.read_options)
 
     def partitions(self) -> list[InputPartition]:
         from bkctl.wire.metadata.zkstore import ZKMetadataStore
