@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bkctl.bookied.entrystore import EntryStore  # noqa: E402
+from bkctl.bookied.storage import EntryStore  # noqa: E402
 from bkctl.bookied.journal import EntryRecord, Journal, JournalFull  # noqa: E402
 
 

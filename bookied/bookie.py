@@ -18,7 +18,7 @@ from typing import Callable
 
 from bkctl.wire.codecs.protocol import LAST_ADD_CONFIRMED, RC
 
-from .entrystore import EntryCorrupted, WriteCacheFull
+from .storage import EntryCorrupted, WriteCacheFull
 from .journal import (
     EntryRecord,
     ExplicitLacRecord,

@@ -2,7 +2,7 @@
 
 Every ADD (and every master-key, fence and explicit-LAC change) is appended to
 the journal and acknowledged only once the journal is durable; the entry store
-(:mod:`bkctl.bookied.entrystore`) catches up lazily, and after a crash the journal
+(:mod:`bkctl.bookied.storage`) catches up lazily, and after a crash the journal
 is replayed from the last checkpoint mark into the entry store.
 
 Threads and callbacks
@@ -40,7 +40,7 @@ Threads and callbacks
 Checkpoints
 -----------
 ``mark()`` is the position just past the last fsynced byte. The bookie
-checkpoints like this: ``m = journal.mark()``; ``entrystore.flush()``;
+checkpoints like this: ``m = journal.mark()``; ``store.flush()``;
 ``journal.checkpoint(m)``. That is only correct if every record covered by
 ``m`` was already handed to the entry store, so the server must put an entry
 into the entry store *before* (or while, in the same reactor turn as) it

@@ -36,7 +36,7 @@ from .config import (
     resolve_listen_host,
     startup_warnings,
 )
-from .entrystore import EntryStore
+from .storage import EntryStore
 from .journal import Journal
 from .metrics import Metrics
 from .server import BookieServerFactory

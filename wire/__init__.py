@@ -13,5 +13,6 @@
   ZooKeeper;
 * :mod:`.proto` -- the generated protobuf classes (bookie protocol, metadata formats, Pulsar's);
 * :mod:`.errors` -- exceptions shared by all of the above; :mod:`.fastpath` -- the one
-  switch for every fast path (``BKCTL_FASTPATHS=0``).
+  switch for every fast path (``BKCTL_FASTPATHS=0``);
+* :mod:`.text` -- the text rules every package shares: booleans, ``host:port``.
 """

@@ -179,7 +179,7 @@ def journal(dirs, ledger: int | None = None, entry: int | None = None, digest: s
 # -- entry logs ------------------------------------------------------------------------------
 
 def entrylog(dirs, ledger: int | None = None, entry: int | None = None, digest: str | None = None) -> Iterator[dict]:
-    from bkctl.bookied import entrystore as be
+    from bkctl.bookied import storage as be
     from bkctl.wire.codecs.javadisk import scan_entry_log
 
     dlen = _digest_length(digest)
@@ -309,7 +309,7 @@ def index_entries(dirs) -> Iterator[dict]:
     """Every index row: ``{"format", "dir", "ledger_id", "entry_id", "location"}`` plus a
     ``read()`` that returns the stored entry (raising on a bad one).  Java's .idx rows point
     into the ledger dirs' entry logs; bookied's LMDB rows into its own."""
-    from bkctl.bookied import entrystore as be
+    from bkctl.bookied import storage as be
     from bkctl.wire.codecs.javadisk import parse_index
 
     logs = _java_logs(dirs.ledgers)
@@ -361,7 +361,7 @@ def _java_reader(logs: dict[int, str], log_id: int, offset: int):
 def index_ledgers(dirs) -> Iterator[dict]:
     """One row per indexed ledger: format, fenced, master key, explicit LAC, entries, first and
     last entry id."""
-    from bkctl.bookied import entrystore as be
+    from bkctl.bookied import storage as be
     from bkctl.wire.codecs.javadisk import parse_index
 
     for d in dict.fromkeys(dirs.index or dirs.ledgers):
@@ -452,7 +452,7 @@ def check(dirs, store=None, on_total=None, on_entry=None) -> dict:
         if ledger_id not in managers:
             managers[ledger_id] = None
             if store is not None:
-                from bkctl.wire.client.ledger_admin import ledger_credentials
+                from bkctl.wire.client.credentials import ledger_credentials
 
                 try:
                     md, _ = store.read_ledger(ledger_id)

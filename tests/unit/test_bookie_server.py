@@ -7,7 +7,7 @@ from twisted.internet import abstract, task
 from twisted.internet.testing import MemoryReactor, StringTransport
 
 from bkctl.bookied.bookie import Bookie
-from bkctl.bookied.entrystore import EntryStore, log_name
+from bkctl.bookied.storage import EntryStore, log_name
 from bkctl.bookied.journal import EntryRecord, FenceRecord, JournalFull, JournalUnavailable, MasterKeyRecord
 from bkctl.bookied.metrics import Metrics
 from bkctl.bookied.server import BookieServerFactory

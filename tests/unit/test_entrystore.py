@@ -1,4 +1,4 @@
-"""bookied.entrystore: write cache, entry logs, LMDB index, ledger state, GC, replay, kill -9."""
+"""bookied.storage: write cache, entry logs, LMDB index, ledger state, GC, replay, kill -9."""
 from __future__ import annotations
 
 import hashlib
@@ -12,8 +12,9 @@ import pytest
 
 from tests import crash
 
-from bkctl.bookied import entrystore as es
-from bkctl.bookied.entrystore import EntryCorrupted, EntryStore, WriteCacheFull
+from bkctl.bookied import storage as es
+from bkctl.bookied.storage import entry_log, store as store_module
+from bkctl.bookied.storage import EntryCorrupted, EntryStore, WriteCacheFull
 from bkctl.bookied.journal import EntryRecord, ExplicitLacRecord, FenceRecord, Journal, MasterKeyRecord
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -259,7 +260,7 @@ def test_open_cleans_uncommitted_log_data(sdir):
         f.write(b"torn flush tail")
     orphan = os.path.join(cur, es.log_name(77))
     with open(orphan, "wb") as f:
-        f.write(es._encode_log_header(77) + es.encode_log_record(1, 1, b"never indexed"))
+        f.write(entry_log.encode_log_header(77) + es.encode_log_record(1, 1, b"never indexed"))
     s = EntryStore(sdir)
     assert not os.path.exists(orphan)
     assert os.path.getsize(os.path.join(cur, log)) == size
@@ -362,7 +363,7 @@ CHILD = r"""
 import os, sys, hashlib, threading, time
 sys.path.insert(0, sys.argv[1])
 from bkctl.bookied.journal import Journal, EntryRecord, MasterKeyRecord, FenceRecord, JournalFull
-from bkctl.bookied.entrystore import EntryStore, WriteCacheFull
+from bkctl.bookied.storage import EntryStore, WriteCacheFull
 
 d, first = sys.argv[2], int(sys.argv[3])
 
@@ -513,7 +514,7 @@ def preads(monkeypatch):
         calls.append((n, off))
         return real(fd, n, off)
 
-    monkeypatch.setattr(es.os, "pread", pread)
+    monkeypatch.setattr(entry_log.os, "pread", pread)
     return calls
 
 
@@ -544,12 +545,12 @@ def test_get_entries_reads_cache_and_logs_like_get_entry(sdir, preads):
 def test_get_entries_caps_the_span_and_the_gap_of_one_pread(sdir, preads, monkeypatch):
     s = flushed_store(sdir, 100)
     rec = s.location(1, 1).offset - s.location(1, 0).offset  # one record's bytes
-    monkeypatch.setattr(es, "READ_SPAN_MAX", 10 * rec)
+    monkeypatch.setattr(store_module, "READ_SPAN_MAX", 10 * rec)
     preads.clear()
     assert s.get_entries(1, list(range(100))) == [data(1, e) for e in range(100)]
     assert len(preads) == 10 and max(n for n, _ in preads) <= 10 * rec
-    monkeypatch.setattr(es, "READ_SPAN_MAX", 1024 * 1024)
-    monkeypatch.setattr(es, "READ_GAP_MAX", 2 * rec)
+    monkeypatch.setattr(store_module, "READ_SPAN_MAX", 1024 * 1024)
+    monkeypatch.setattr(store_module, "READ_GAP_MAX", 2 * rec)
     preads.clear()
     ids = [0, 1, 4, 8, 9, 50]  # gaps of 2 records are read over, 3 and 40 are not
     assert s.get_entries(1, ids) == [data(1, e) for e in ids]
@@ -596,7 +597,7 @@ def test_get_entries_after_compaction_and_deletion(sdir, monkeypatch):
     assert s.compact(0.9)["logs"] > 0
     assert s.get_entries(2, ids) == [data(2, e) for e in ids]
     # a log that goes away between the index lookup and its open is looked up again
-    real_open, gone = s._open_reader, []
+    real_open, gone = s.entry_log.open_reader, []
 
     def open_reader(log_id):
         if not gone:
@@ -604,8 +605,8 @@ def test_get_entries_after_compaction_and_deletion(sdir, monkeypatch):
             return None
         return real_open(log_id)
 
-    s._readers.clear()  # (leaks the fds of this test's store only)
-    monkeypatch.setattr(s, "_open_reader", open_reader)
+    s.entry_log.readers.clear()  # (leaks the fds of this test's store only)
+    monkeypatch.setattr(s.entry_log, "open_reader", open_reader)
     assert s.get_entries(2, ids) == [data(2, e) for e in ids] and gone
     s.close()
 
@@ -630,7 +631,7 @@ def test_get_entries_an_entry_log_that_cannot_be_opened_fails_its_entries_only(s
     def out_of_fds(log_id):
         raise OSError(24, "Too many open files")
 
-    monkeypatch.setattr(s, "_open_reader", out_of_fds)
+    monkeypatch.setattr(s.entry_log, "open_reader", out_of_fds)
     got = s.get_entries(1, [0, 9, 3, 7])
     assert isinstance(got[0], OSError) and got[0].errno == 24 and got[3] is None
     assert got[1] == b"cached" and isinstance(got[2], OSError)

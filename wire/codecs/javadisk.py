@@ -4,7 +4,7 @@ InterleavedLedgerStorage index ``.idx``, ``lastMark`` and ``lastId`` (admin.md s
 Pure decoders over bytes (a file's content or an mmap of it); no I/O.  Every
 field is big-endian.  Used by ``bkctl bookie inspect`` and ``bookie check``;
 bookied's own files have their own formats (``bkctl.bookied.journal`` and
-``entrystore``).
+``storage``).
 """
 from __future__ import annotations
 

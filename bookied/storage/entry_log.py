@@ -1,0 +1,292 @@
+"""Entry logs (Java's EntryLogger): append-only files of records, read back by offset.
+
+Format (ours; version 1), ``D/current/<16 hex digits>.bel``: a 64-byte header::
+
+    0 4s "BKDE" | 4 u32 version (1) | 8 u64 log id | 16 u64 creation ms |
+    24 u32 CRC32C of bytes 0..24 | zero padding to 64
+
+then records (big-endian)::
+
+    u32 crc (CRC32C of the rest) | u32 len (16 + data length) |
+    i64 ledgerId | i64 entryId | data (the packaged entry)
+
+A compacted log is an ordinary log: compaction copies live records into a new
+log with the same record format, so readers and ``bkctl bookie inspect`` need
+no second parser.
+
+:class:`EntryLogger` owns the directory's log ids, the read fds and file
+creation/removal; a :class:`LogWriter` is one stream of appends (the
+checkpoint's, or compaction's) that rolls to a new log at ``log_size_limit``.
+"""
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import re
+import struct
+import threading
+import time
+from typing import Callable, Iterable
+
+from crc32c import crc32c
+
+from .. import disk_layout as layout
+from .errors import EntryCorrupted
+from .index import KEY, LOC
+
+log = logging.getLogger("bookied.entrystore")
+
+FORMAT_VERSION = 1
+LOG_MAGIC = b"BKDE"
+LOG_HEADER_SIZE = 64
+LOG_SUFFIX = ".bel"
+MAX_LOG_SIZE = 3 * 1024 ** 3  # offsets are u32 in the index
+
+_LOG_HEADER = struct.Struct(">4sIQQ")
+_U32 = struct.Struct(">I")
+_REC_HEAD = struct.Struct(">Iqq")  # len, ledger, entry (after the crc)
+_CRC_LEN = struct.Struct(">II")
+_REC_CHECK = struct.Struct(">IIqq")
+_LOG_NAME_RE = re.compile(r"^([0-9a-f]{16})" + re.escape(LOG_SUFFIX) + "$")
+
+#: appends are written to the file in chunks of about this size
+_WRITE_CHUNK = 4 * 1024 * 1024
+
+
+def log_name(log_id: int) -> str:
+    return f"{log_id:016x}{LOG_SUFFIX}"
+
+
+def encode_log_header(log_id: int) -> bytes:
+    head = _LOG_HEADER.pack(LOG_MAGIC, FORMAT_VERSION, log_id, int(time.time() * 1000))
+    return (head + _U32.pack(crc32c(head))).ljust(LOG_HEADER_SIZE, b"\0")
+
+
+def encode_log_record(ledger_id: int, entry_id: int, data: bytes) -> bytes:
+    head = _REC_HEAD.pack(len(data) + 16, ledger_id, entry_id)
+    return _U32.pack(crc32c(data, crc32c(head))) + head + data
+
+
+def scan_log(path: str):
+    """Yield ``(offset, length, ledger_id, entry_id, data)`` for each good record of an entry log.
+
+    Stops silently at the first bad or incomplete record.
+    """
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < LOG_HEADER_SIZE:
+            return
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    view = memoryview(mm)
+    try:
+        magic, version, _lid, _ms = _LOG_HEADER.unpack_from(view, 0)
+        if magic != LOG_MAGIC or version != FORMAT_VERSION or \
+                _U32.unpack_from(view, 24)[0] != crc32c(view[:24]):
+            log.warning("%s: bad entry log header", path)
+            return
+        pos = LOG_HEADER_SIZE
+        while pos + 24 <= size:
+            crc, ln = _CRC_LEN.unpack_from(view, pos)
+            end = pos + 8 + ln
+            if ln < 16 or end > size or crc32c(view[pos + 4:end]) != crc:
+                return
+            ledger_id, entry_id = KEY.unpack_from(view, pos + 8)
+            yield pos, 8 + ln, ledger_id, entry_id, bytes(view[pos + 24:end])
+            pos = end
+    finally:
+        view.release()
+        mm.close()
+
+
+def check_record(data: bytes, ledger_id: int, entry_id: int, log_id: int, offset: int, length: int) -> bytes:
+    """The entry in the record ``data`` read at the index row (``log_id``, ``offset``,
+    ``length``: a Location's fields); EntryCorrupted if it is short, fails its
+    checksum or holds another entry."""
+    if len(data) != length or length < 24:
+        raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: short read in {log_name(log_id)}")
+    crc, ln, lid, eid = _REC_CHECK.unpack_from(data, 0)
+    if ln != length - 8 or lid != ledger_id or eid != entry_id or crc32c(memoryview(data)[4:]) != crc:
+        raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: bad record at {log_name(log_id)}:{offset}")
+    return data[24:]
+
+
+class EntryLogger:
+    """The entry logs of one directory: ids, creation, read fds, removal.
+
+    ``on_grow()`` is called (in the creating thread) when a new log is created.
+    """
+
+    def __init__(self, directory: str, log_size_limit: int, next_log: int = 1,
+                 on_grow: Callable[[], None] | None = None):
+        self.directory = directory
+        self.log_size_limit = min(MAX_LOG_SIZE, max(LOG_HEADER_SIZE + 1, int(log_size_limit)))
+        self.next_log = next_log
+        self._on_grow = on_grow
+        self._id_lock = threading.Lock()
+        self._files_lock = threading.Lock()  # read fds
+        self.readers: dict[int, int] = {}  # log id -> read fd (pread under _files_lock)
+
+    def path(self, log_id: int) -> str:
+        return os.path.join(self.directory, log_name(log_id))
+
+    def on_disk(self) -> dict[int, str]:
+        """log id -> path of every entry log file in the directory."""
+        found = {}
+        for name in os.listdir(self.directory):
+            m = _LOG_NAME_RE.match(name)
+            if m:
+                found[int(m.group(1), 16)] = os.path.join(self.directory, name)
+        return found
+
+    def create(self) -> tuple[int, int]:
+        """A new, empty log (header written and durable): ``(log id, write fd)``."""
+        with self._id_lock:
+            log_id = self.next_log
+            self.next_log += 1
+        fd = os.open(self.path(log_id), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            layout.write_all(fd, encode_log_header(log_id), "an entry log")
+            os.fsync(fd)
+            layout.fsync_dir(self.directory)
+        except BaseException:
+            os.close(fd)
+            raise
+        if self._on_grow is not None:
+            self._on_grow()
+        return log_id, fd
+
+    def open_reader(self, log_id: int) -> int | None:
+        """A read fd of the entry log, kept in ``readers``; None if the log is gone (compacted
+        or deleted after the index row was read). Call with ``_files_lock`` held."""
+        try:
+            fd = os.open(self.path(log_id), os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        self.readers[log_id] = fd
+        return fd
+
+    def pread(self, log_id: int, length: int, offset: int) -> bytes | None:
+        """``length`` bytes at ``offset`` of the log; None if the log is gone."""
+        with self._files_lock:
+            fd = self.readers.get(log_id)
+            if fd is None:
+                fd = self.open_reader(log_id)
+                if fd is None:
+                    return None
+            return os.pread(fd, length, offset)
+
+    def retire(self, log_id: int) -> None:
+        with self._files_lock:
+            fd = self.readers.pop(log_id, None)
+            if fd is not None:
+                os.close(fd)
+
+    def unlink(self, log_ids: Iterable[int]) -> None:
+        """Remove the logs (durably) and close their idle read fds."""
+        removed = False
+        for lid in log_ids:
+            # unlink first so that no reader can reopen it, then close idle fds
+            try:
+                os.unlink(self.path(lid))
+                removed = True
+            except FileNotFoundError:
+                pass
+            self.retire(lid)
+        if removed:
+            layout.fsync_dir(self.directory)
+
+    def close(self) -> None:
+        with self._files_lock:
+            for fd in self.readers.values():
+                os.close(fd)
+            self.readers.clear()
+
+
+class LogWriter:
+    """One stream of appends into the directory's entry logs; rolls at the logger's
+    ``log_size_limit``. Not thread-safe: one thread appends at a time."""
+
+    def __init__(self, logger: EntryLogger):
+        self.logger = logger
+        self.fd = -1
+        self.log_id = 0  # 0: no log open (the next append creates one)
+        self.offset = 0
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+            self.log_id = 0
+
+    def _roll(self) -> None:
+        self.close()
+        self.log_id, self.fd = self.logger.create()
+        self.offset = LOG_HEADER_SIZE
+
+    def append(self, batches: Iterable[tuple[int, list]]) -> tuple[list, dict]:
+        """Append records (rolling as needed) and fdatasync what was written.
+
+        ``batches`` is ``[(ledger_id, [(entry_id, data), ...]), ...]``. Returns
+        ``(rows, added)``: the index rows ``(key bytes, location bytes)`` in
+        input order, and per log id ``[end offset, bytes added, entries added]``.
+        """
+        rows: list = []
+        added: dict[int, list[int]] = {}
+        parts: list = []
+        pack_head = _REC_HEAD.pack
+        pack_crc = _U32.pack
+        pack_loc = LOC.pack
+        append_row = rows.append
+        extend_parts = parts.extend
+        limit = self.logger.log_size_limit
+        wlog = self.log_id if self.fd >= 0 else 0
+        pos = written = self.offset  # end of queued data / end of data written to the file
+        first = pos  # where this call started in the current log
+        count = 0
+
+        def write_out():
+            nonlocal written
+            if parts:
+                layout.write_all(self.fd, b"".join(parts), "an entry log")
+                parts.clear()
+                written = pos
+                self.offset = pos
+
+        def account():
+            if wlog and pos > first:
+                acc = added.setdefault(wlog, [0, 0, 0])
+                acc[0] = pos
+                acc[1] += pos - first
+                acc[2] += count
+
+        try:
+            for ledger_id, pairs in batches:
+                for entry_id, data in pairs:
+                    n = len(data) + 24
+                    if not wlog or (pos > LOG_HEADER_SIZE and pos + n > limit):
+                        write_out()
+                        account()
+                        if wlog:
+                            os.fdatasync(self.fd)
+                        self._roll()
+                        wlog = self.log_id
+                        pos = written = first = self.offset
+                        count = 0
+                    head = pack_head(n - 8, ledger_id, entry_id)
+                    extend_parts((pack_crc(crc32c(data, crc32c(head))), head, data))
+                    append_row((head[4:], pack_loc(wlog, pos, n)))
+                    pos += n
+                    count += 1
+                    if pos - written >= _WRITE_CHUNK:
+                        write_out()
+            write_out()
+            account()
+            if added:
+                os.fdatasync(self.fd)
+        except BaseException:
+            # the file position is unknown now: stop using this log; bytes in it that no
+            # committed index row covers are cut off at the next open
+            self.close()
+            raise
+        return rows, added
