@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .chunks import ChunkAssembler
-from .entry import decode_entry, messages_of
+from .entry import decode_entry, message_columns
 from .errors import CorruptEntry
 
 __all__ = ["COLUMNS", "Problem", "TopicDecoder", "message_id"]
@@ -111,7 +111,7 @@ class TopicDecoder:
                 if whole is not None:
                     self._add_chunked(whole)
                 return
-            messages = messages_of(entry)
+            fields = message_columns(entry)
         except CorruptEntry as exc:
             if not only_continuations:  # past the range: the next reader's to report
                 self._problem(ledger_id, entry_id, exc.reason, bytes(data))
@@ -120,44 +120,46 @@ class TopicDecoder:
         publish = md.publish_time
         if (self.from_ms is not None and publish < self.from_ms) or (self.to_ms is not None and publish >= self.to_ms):
             return
-        keep = self.keep
+        batch_index, payloads, keys, _b64, ordering, props, events, sequences, _nulls, _compacted = fields
         position = (ledger_id, entry_id)
+        if self.keep is not None:
+            keep = self.keep
+            wanted = [i for i, b in enumerate(batch_index) if keep(position, b)]
+            if len(wanted) != len(batch_index):
+                batch_index, payloads, keys, ordering, props, events, sequences = (
+                    [col[i] for i in wanted] for col in (batch_index, payloads, keys, ordering, props, events,
+                                                         sequences))
+        n = len(batch_index)
+        if not n:
+            return
+        sizes = [None if p is None else len(p) for p in payloads]
+        keys_enc = [k.key for k in md.encryption_keys] or None
         c = self.columns
-        schema_version = md.schema_version if md.HasField("schema_version") else None
-        keys = [k.key for k in md.encryption_keys] or None
-        encrypted = keys is not None
-        producer = md.producer_name
-        topic, partition = self.topic, self.partition
-        index = entry.broker_index
-        broker_ts = entry.broker_timestamp
-        for m in messages:
-            if keep is not None and not keep(position, m.batch_index):
-                continue
-            payload = m.payload
-            size = None if payload is None else len(payload)
-            c["topic"].append(topic)
-            c["partition"].append(partition)
-            c["ledger_id"].append(ledger_id)
-            c["entry_id"].append(entry_id)
-            c["batch_index"].append(m.batch_index)
-            c["message_id"].append(message_id(ledger_id, entry_id, partition, m.batch_index))
-            c["publish_time"].append(publish)
-            c["event_time"].append(m.event_time)
-            c["producer_name"].append(producer)
-            c["sequence_id"].append(m.sequence_id)
-            c["key"].append(m.key)
-            c["ordering_key"].append(m.ordering_key)
-            c["properties"].append(m.properties)
-            c["schema_version"].append(schema_version)
-            c["payload"].append(payload)
-            c["payload_size"].append(size)
-            c["encrypted"].append(encrypted)
-            c["encryption_keys"].append(keys)
-            c["index"].append(index)
-            c["broker_timestamp"].append(broker_ts)
-            c["error"].append(None)
-            self.messages += 1
-            self.payload_bytes += size or 0
+        partition = self.partition
+        prefix = f"{ledger_id}:{entry_id}:{partition}"
+        c["topic"] += [self.topic] * n
+        c["partition"] += [partition] * n
+        c["ledger_id"] += [ledger_id] * n
+        c["entry_id"] += [entry_id] * n
+        c["batch_index"] += batch_index
+        c["message_id"] += [prefix] if batch_index[0] < 0 else [f"{prefix}:{b}" for b in batch_index]
+        c["publish_time"] += [publish] * n
+        c["event_time"] += events
+        c["producer_name"] += [md.producer_name] * n
+        c["sequence_id"] += sequences
+        c["key"] += keys
+        c["ordering_key"] += ordering
+        c["properties"] += props
+        c["schema_version"] += [md.schema_version if md.HasField("schema_version") else None] * n
+        c["payload"] += payloads
+        c["payload_size"] += sizes
+        c["encrypted"] += [keys_enc is not None] * n
+        c["encryption_keys"] += [keys_enc] * n
+        c["index"] += [entry.broker_index] * n
+        c["broker_timestamp"] += [entry.broker_timestamp] * n
+        c["error"] += [None] * n
+        self.messages += n
+        self.payload_bytes += sum(x for x in sizes if x)
 
     def finish(self, reason: str = "the topic ends before the message's last chunk") -> None:
         """No more entries: unfinished chunk sets become problems."""
