@@ -467,3 +467,18 @@ def test_the_data_source_reads_a_topic_with_the_topic_option(pulsar_cluster, spa
              .option("topic", f"persistent://{NS}/vec-g_samekey_batch").load())
     rows = sorted(plain.collect(), key=lambda r: r["batch_index"])
     assert [bytes(r["payload"]) for r in rows] == [m["payload"] for m in pe.expected_messages("g_samekey_batch")]
+
+
+def test_human_output_of_a_topic_export_and_of_topic_show(pulsar_cluster, spark, capsys, tmp_path):
+    from bkctl.cli import run
+
+    c = pulsar_cluster
+    capsys.readouterr()
+    code = run(["-m", c.uri, "export", "--out", str(tmp_path / "h"), "--topic", f"persistent://{NS}/vec-b_batch"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.startswith(f"exported 25 messages (") and f"from 3 entries of 1 ledger of persistent://{NS}/vec-b_batch" \
+        f" to {tmp_path / 'h'}" in out
+    assert run(["-m", c.uri, "pulsar", "topic", "show", f"persistent://{NS}/three"]) == 0
+    out = capsys.readouterr().out
+    assert "sub1" in out and "sub2" in out and str(c.three["o"]) in out and "OPEN" in out

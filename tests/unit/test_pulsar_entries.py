@@ -215,3 +215,48 @@ def test_readers_of_adjacent_ranges_share_chunked_messages_without_overlap():
         assert dec.problems == []
         rows += dec.take()["payload"]
     assert rows == [m["payload"] for m in pe.expected_messages("d_chunking")]
+
+
+def split_into_chunks(md, payload: bytes, parts: int, codec=pb.NONE) -> list[bytes]:
+    """A message chunked as Pulsar's producer does it: compressed whole, then
+    sliced; every chunk's metadata names the codec and the whole sizes."""
+    stored = pe.compress(codec, payload)
+    md.uuid = f"{md.producer_name}-{md.sequence_id}"
+    md.num_chunks_from_msg = parts
+    md.total_chunk_msg_size = len(stored)
+    if codec != pb.NONE:
+        md.compression = codec
+        md.uncompressed_size = len(payload)
+    step = -(-len(stored) // parts)
+    out = []
+    for i in range(parts):
+        md.chunk_id = i
+        out.append(pe.encode_entry(md, stored[i * step:(i + 1) * step]))
+    return out
+
+
+@pytest.mark.parametrize("codec", [pb.NONE, pb.LZ4, pb.ZSTD])
+def test_a_compressed_chunked_message_is_decompressed_once_whole(codec):
+    payload = bytes(range(256)) * 60 + b"tail"
+    chunks = split_into_chunks(pe.metadata("prod", 9, 1000, partition_key="k"), payload, 3, codec)
+    dec = TopicDecoder("persistent://t/n/x")
+    for entry_id, data in enumerate(chunks):
+        dec.add(4, entry_id, data)
+    dec.finish()
+    cols = dec.take()
+    assert dec.problems == []
+    assert cols["payload"] == [payload] and cols["key"] == ["k"]
+    assert cols["message_id"] == ["4:0:-1;4:2:-1"]
+
+
+def test_an_encrypted_chunked_message_is_joined_and_kept_as_stored():
+    md = pe.metadata("prod", 1, 1000, compression=pb.LZ4, uncompressed_size=5000)
+    md.encryption_keys.add(key="k1", value=b"x")
+    secret = b"\x01\x02" * 900
+    chunks = split_into_chunks(md, secret, 2)
+    dec = TopicDecoder("persistent://t/n/x")
+    for entry_id, data in enumerate(chunks):
+        dec.add(4, entry_id, data)
+    cols = dec.take()
+    assert cols["payload"] == [secret]
+    assert (cols["encrypted"], cols["encryption_keys"]) == ([True], [["k1"]])

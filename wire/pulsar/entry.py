@@ -24,7 +24,7 @@ from ..proto import pulsar_api_pb2 as pb
 from .errors import CorruptEntry
 
 __all__ = ["MAGIC_BROKER_ENTRY_METADATA", "MAGIC_CRC32C", "MESSAGE_FIELDS", "Message", "StoredEntry",
-           "decode_entry", "decompress", "message_columns", "messages_of"]
+           "decode_entry", "decompress", "decompress_whole", "message_columns", "messages_of"]
 
 MAGIC_CRC32C = 0x0E01
 MAGIC_BROKER_ENTRY_METADATA = 0x0E02
@@ -180,11 +180,21 @@ def decode_entry(data: bytes | bytearray | memoryview, verify: bool = True) -> S
     if not md.IsInitialized():
         raise CorruptEntry("message metadata lacks required fields: " + ", ".join(md.FindInitializationErrors()))
     payload = data[off + size:]
-    if not md.encryption_keys:
+    entry = StoredEntry(md, payload, broker_timestamp, broker_index, checked)
+    # a chunk holds a slice of the compressed (and maybe encrypted) message: it is
+    # decompressed once whole (:func:`decompress_whole`), as Pulsar's consumer does
+    if not md.encryption_keys and not entry.is_chunk:
         codec = _compression_of(md, raw)
         if codec != pb.NONE:
-            payload = decompress(codec, payload, md.uncompressed_size)
-    return StoredEntry(md, payload, broker_timestamp, broker_index, checked)
+            entry.payload = decompress(codec, payload, md.uncompressed_size)
+    return entry
+
+
+def decompress_whole(metadata, payload: bytes) -> bytes:
+    """A reassembled chunked message's payload, decompressed (as stored when encrypted)."""
+    if metadata.encryption_keys or metadata.compression == pb.NONE:
+        return payload
+    return decompress(metadata.compression, payload, metadata.uncompressed_size)
 
 
 def _key(has_key: bool, key: str, null_key: bool) -> str | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .chunks import ChunkAssembler
-from .entry import decode_entry, message_columns
+from .entry import decode_entry, decompress_whole, message_columns
 from .errors import CorruptEntry
 
 __all__ = ["COLUMNS", "Problem", "TopicDecoder", "message_id"]
@@ -103,12 +103,18 @@ class TopicDecoder:
             if only_continuations and not (entry.is_chunk and self.chunks.started(entry.metadata.uuid)
                                            and entry.metadata.chunk_id > 0):
                 return
-            if entry.is_chunk and not entry.encrypted:
+            if entry.is_chunk:
                 if skip_continuations and entry.metadata.chunk_id > 0 and not self.chunks.started(entry.metadata.uuid):
                     return
                 whole = self.chunks.add((ledger_id, entry_id), entry)
                 self._chunk_problems()
                 if whole is not None:
+                    try:
+                        whole.payload = decompress_whole(whole.metadata, whole.payload)
+                    except CorruptEntry as exc:
+                        self._problem(ledger_id, entry_id, f"chunked message {whole.metadata.uuid}: {exc.reason}",
+                                      None, whole.metadata)
+                        return
                     self._add_chunked(whole)
                 return
             fields = message_columns(entry)
@@ -187,7 +193,8 @@ class TopicDecoder:
             "ordering_key": md.ordering_key if md.HasField("ordering_key") else None,
             "properties": [(p.key, p.value) for p in md.properties],
             "schema_version": md.schema_version if md.HasField("schema_version") else None,
-            "payload": payload, "payload_size": size, "encrypted": False, "encryption_keys": None,
+            "payload": payload, "payload_size": size, "encrypted": len(md.encryption_keys) > 0,
+            "encryption_keys": [k.key for k in md.encryption_keys] or None,
             "index": whole.broker_index, "broker_timestamp": whole.broker_timestamp, "error": None,
         }
         for name, value in row.items():
