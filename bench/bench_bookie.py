@@ -281,7 +281,7 @@ def main() -> None:
         print(json.dumps(latency_client(int(port), int(rate), float(seconds), int(ledger))))
         return
     from bkctl.sandbox.zookeeper import ZooKeeperServer
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -295,7 +295,7 @@ def main() -> None:
         try:
             uri = f"zk+hierarchical://{zk.connect_string}/ledgers"
             with ZKMetadataStore(uri) as store:
-                store.init_cluster()
+                store.cluster.init()
             proc, port, http = start_bookie(base / "bookie", uri)
             time.sleep(1.0)
             print(f"bookied pid {proc.pid} on 127.0.0.1:{port}; {seconds:.0f} s per run; {load_note()}")

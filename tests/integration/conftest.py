@@ -10,12 +10,12 @@ from tests.bookieproc import BookieProcess
 
 
 def _wait_registered(uri: str, bookie_ids: list[str], timeout: float = 30.0) -> None:
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     deadline = time.monotonic() + timeout
     with ZKMetadataStore(uri, timeout=20) as store:
         while True:
-            missing = set(bookie_ids) - set(store.writable_bookies())
+            missing = set(bookie_ids) - set(store.registration.writable_bookies())
             if not missing:
                 return
             if time.monotonic() > deadline:

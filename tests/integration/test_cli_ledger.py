@@ -332,7 +332,7 @@ def test_simpletest_and_bench(bookie_cluster, metadata_uri, zkstore):
     doc = json.loads(ok(bkctl(uri, "--json", "simpletest", "-n", "200")))
     assert doc["ok"] is True and doc["last_entry_id"] == 199 and doc["deleted"] is True
     assert (doc["ensemble_size"], doc["write_quorum"], doc["ack_quorum"], doc["entry_size"]) == (3, 2, 2, 100)
-    assert not zkstore.ledger_exists(doc["ledger_id"])
+    assert not zkstore.ledgers.exists(doc["ledger_id"])
     assert "simpletest OK" in ok(bkctl(uri, "simpletest", "-e", "3", "-w", "3", "-a", "3"))
     failed = bkctl(uri, "simpletest", "-e", "4", "-w", "2", "-a", "2")  # 3 bookies only
     assert failed.returncode == 1 and b"simpletest failed at create" in failed.stderr
@@ -342,7 +342,7 @@ def test_simpletest_and_bench(bookie_cluster, metadata_uri, zkstore):
     assert bench["add"]["entries_per_second"] > 0 and bench["read"]["entries_per_second"] > 0
     lat = bench["add"]["latency_ms"]
     assert 0 < lat["p50"] <= lat["p99"] <= lat["p999"] <= lat["max"]
-    assert not zkstore.ledger_exists(bench["ledger_id"])
+    assert not zkstore.ledgers.exists(bench["ledger_id"])
     assert "add latency" in ok(bkctl(uri, "bench", "--entries", "300"))
 
 

@@ -45,17 +45,17 @@ def failed(r, code: int) -> str:
 
 def make_ledgers(store, ids) -> None:
     for ledger_id in ids:
-        store.create_ledger(LedgerMetadata.new(ENSEMBLE), ledger_id=ledger_id)
+        store.ledgers.create(LedgerMetadata.new(ENSEMBLE), ledger_id=ledger_id)
 
 
 @pytest.fixture
 def two_clusters(metadata_uri, tmp_path):
     """Clusters a (ledger 1111) and b (ledger 4242) named in the config file; the env for a bkctl process."""
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     other = metadata_uri.rsplit("/", 1)[0] + "/other"
     with ZKMetadataStore(other, timeout=20) as store:
-        store.init_cluster()
+        store.cluster.init()
         make_ledgers(store, [4242])
     with ZKMetadataStore(metadata_uri, timeout=20) as store:
         make_ledgers(store, [1111])
@@ -310,7 +310,7 @@ def test_recover_and_decommission_check_the_bookie_ids(cluster_env, zkstore):
         assert r.returncode == 2 and b"not a bookie id" in r.stderr, (command, r.stderr)
     for command in (["recover", "1.2.3.4:9999", "--force"], ["decommission", "1.2.3.4:9999", "--force"]):
         assert "unknown bookie 1.2.3.4:9999" in failed(run(cluster_env, *command), 3)
-    live = zkstore.writable_bookies()[0]
+    live = zkstore.registration.writable_bookies()[0]
     assert "is running (registered)" in failed(run(cluster_env, "recover", live), 4)
     r = run(cluster_env, "recover", live, "--dry-run")
     assert r.returncode == 0, r.stderr
@@ -480,12 +480,12 @@ def test_completions_offer_paths_open_ledgers_and_stopped_bookies(bookie_cluster
     env = bkctl_env(tmp_path, BKCTL_METADATA_URI=metadata_uri)
     open_id, closed_id = 97531, 97532  # ids that nothing else on the screen looks like
     md = LedgerMetadata.new(ENSEMBLE)
-    zkstore.create_ledger(md, ledger_id=open_id)
-    zkstore.create_ledger(md.closed(4, 50), ledger_id=closed_id)
+    zkstore.ledgers.create(md, ledger_id=open_id)
+    zkstore.ledgers.create(md.closed(4, 50), ledger_id=closed_id)
     (tmp_path / "exports-here").mkdir()
     procs[0].kill()
     deadline = time.monotonic() + 30
-    while procs[0].bookie_id in zkstore.writable_bookies():  # its ZooKeeper session ends
+    while procs[0].bookie_id in zkstore.registration.writable_bookies():  # its ZooKeeper session ends
         assert time.monotonic() < deadline
         time.sleep(0.2)
     term = shell_on(env)

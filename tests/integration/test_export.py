@@ -53,12 +53,12 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
     from bkctl.wire.client.blocking import BlockingBookKeeper
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     root = f"/export{uuid.uuid4().hex[:10]}"
     uri = f"zk+hierarchical://{zookeeper.connect_string}{root}/ledgers"
     with ZKMetadataStore(uri, timeout=20) as store:
-        store.init_cluster()
+        store.cluster.init()
     base = tmp_path_factory.mktemp("export-bookies")
     procs = [BookieProcess(base / f"bookie{i}", uri) for i in range(4)]
     bk = None
@@ -194,11 +194,11 @@ def test_export_reads_back_with_pyarrow_and_spark(cluster, spark, capsys, tmp_pa
     assert doc["files"] >= 3 and doc["skipped"] == []
 
     # the changed ledger really has two segments, and the dead bookie held part of the big one
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     with ZKMetadataStore(cluster.uri) as store:
-        md_changed, _ = store.read_ledger(ids["changed"])
-        md_big, _ = store.read_ledger(ids["big"])
+        md_changed, _ = store.ledgers.read(ids["changed"])
+        md_big, _ = store.ledgers.read(ids["big"])
     assert len(md_changed.ensembles) == 2 and cluster.victim not in md_changed.ensembles[1][1]
     assert cluster.victim in md_big.ensembles[0][1]
     assert [p.proc.poll() is not None for p in cluster.procs].count(True) == 1

@@ -45,15 +45,15 @@ def test_autorecovery_over_http_and_metrics(bookie_cluster, zkstore):
 
     assert http(port, f"{AR}/lost_bookie_recovery_delay", "PUT", {"delay_seconds": 0}) == \
         (200, "Success set lostBookieRecoveryDelay to 0")
-    assert zkstore.get_lost_bookie_recovery_delay() == 0
+    assert zkstore.underreplication.lost_bookie_recovery_delay() == 0
     assert http(port, f"{AR}/lost_bookie_recovery_delay") == (200, "lostBookieRecoveryDelay value: 0")
     status, text = http(port, f"{AR}/lost_bookie_recovery_delay", "PUT", {"delay_seconds": "soon"})
     assert status == 400 and "delay_seconds" in json.loads(text)["error"]
 
     # held back: a marked ledger stays marked, and an audit is refused with the reason
     assert http(port, f"{AR}/status?enabled=false", "PUT") == (200, '{\n  "enabled" : false\n}')
-    assert zkstore.is_autorecovery_enabled() is False
-    zkstore.mark_underreplicated(4242, ["10.9.9.9:3181"])
+    assert zkstore.underreplication.is_enabled() is False
+    zkstore.underreplication.mark(4242, ["10.9.9.9:3181"])
     status, text = http(port, f"{AR}/list_under_replicated_ledger?printmissingreplica")
     assert (status, json.loads(text)) == (200, {"4242": ["10.9.9.9:3181"]})
     status, text = http(port, f"{AR}/trigger_audit", "PUT")
@@ -66,7 +66,7 @@ def test_autorecovery_over_http_and_metrics(bookie_cluster, zkstore):
 
     # enabled: the worker drops the mark of a ledger that does not exist; an audit runs on demand
     assert http(port, f"{AR}/status?enabled=true", "PUT") == (200, '{\n  "enabled" : true\n}')
-    wait_for("the mark to go", lambda: zkstore.count_underreplicated() == 0, timeout=60)
+    wait_for("the mark to go", lambda: zkstore.underreplication.count() == 0, timeout=60)
     assert http(port, f"{AR}/list_under_replicated_ledger")[0] == 404
     audits = samples(port)["autorecovery_audits_total"]
     assert http(port, f"{AR}/trigger_audit", "PUT") == (200, "Success trigger audit.")

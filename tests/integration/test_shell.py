@@ -269,7 +269,7 @@ def start_shell(tmp_path):
 def make_ledgers(zkstore, ids) -> None:
     md = LedgerMetadata.new(ENSEMBLE)
     for ledger_id in ids:
-        zkstore.create_ledger(md, ledger_id=ledger_id)
+        zkstore.ledgers.create(md, ledger_id=ledger_id)
 
 
 def make_many_ledgers(zkstore, count: int) -> None:
@@ -277,8 +277,8 @@ def make_many_ledgers(zkstore, count: int) -> None:
     from bkctl.wire.metadata.ledger import serialize_ledger_metadata
 
     data = serialize_ledger_metadata(LedgerMetadata.new(ENSEMBLE))
-    zkstore.create_ledger(LedgerMetadata.new(ENSEMBLE), ledger_id=0)  # creates the parent znodes
-    pending = [zkstore.client.create_async(zkstore.ledger_path(i), data) for i in range(1, count)]
+    zkstore.ledgers.create(LedgerMetadata.new(ENSEMBLE), ledger_id=0)  # creates the parent znodes
+    pending = [zkstore.client.create_async(zkstore.ledgers.path(i), data) for i in range(1, count)]
     for result in pending:
         result.get(timeout=30)
 
@@ -325,7 +325,7 @@ def test_choice_values_and_options_complete(start_shell, metadata_uri):
 
 def test_ledger_id_completes_and_command_prints_a_table(start_shell, metadata_uri, zkstore):
     make_ledgers(zkstore, [4711, 4712, 90001])
-    zkstore.register_bookie("127.0.0.1:3181")
+    zkstore.registration.register("127.0.0.1:3181")
     term = start_shell(metadata_uri)
     term.expect_screen(r"bookies 1 writable, 0 read-only  autorecovery enabled")
     term.settle(0.5)  # ledger ids come right after the bookies
@@ -402,12 +402,12 @@ def test_destructive_command_asks_first(start_shell, metadata_uri, zkstore):
     term.expect(r"Delete ledger 7\? \[y/N\]")
     term.line("n")
     term.expect("declined")
-    assert zkstore.ledger_exists(7)
+    assert zkstore.ledgers.exists(7)
     term.line("ledger delete 7")
     term.expect(r"Delete ledger 7\? \[y/N\]")
     term.line("y")
     term.expect("ledger 7 deleted")
-    assert not zkstore.ledger_exists(7)
+    assert not zkstore.ledgers.exists(7)
 
 
 def test_history_survives_a_restart(start_shell, metadata_uri, zkstore, tmp_path):
@@ -456,11 +456,11 @@ def test_long_output_goes_through_the_pager(start_shell, metadata_uri, zkstore, 
 
 
 def test_use_switches_cluster(start_shell, metadata_uri, zkstore):
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     other = metadata_uri.rsplit("/", 1)[0] + "/other"
     with ZKMetadataStore(other, timeout=20) as store:
-        store.init_cluster()
+        store.cluster.init()
         make_ledgers(store, [4242])
     make_ledgers(zkstore, [1111])
     term = start_shell(metadata_uri)
@@ -520,7 +520,7 @@ def test_script_mode_runs_every_line_and_returns_the_last_failure(tmp_path, meta
     assert '"ledger_id": 5' in result.stdout
     assert "refusing to delete ledger 5 without --force" in result.stderr
     assert result.stdout.rstrip().endswith("}")  # json stayed on for the last line
-    assert zkstore.ledger_exists(5)
+    assert zkstore.ledgers.exists(5)
 
 
 def test_script_mode_all_good_exits_0(tmp_path, metadata_uri):

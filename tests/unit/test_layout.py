@@ -19,7 +19,7 @@ from bkctl.wire.metadata.layout import (
     manager_for_factory,
     parse_layout,
 )
-from bkctl.wire.metadata.zkstore import ZKMetadataStore
+from bkctl.wire.metadata.zk import ZKMetadataStore
 
 GOLDEN = (VECTORS / "zk" / "raw" / "ledgers__LAYOUT.bin").read_bytes()
 

@@ -1,0 +1,1 @@
+"""What the tests share (as kazoo keeps its in ``kazoo.testing``): :mod:`.fake_store`, the in-memory metadata store; :mod:`.threads`, a reactor clock whose thread pool the test drives."""
