@@ -6,7 +6,7 @@
 Starts a sandbox (ZooKeeper + 3 bookieds) in a temporary folder and writes a
 Pulsar topic as a broker stores it: small messages in batches of
 ``--batch`` (100), LZ4-compressed, made by the encoder the tests check
-against the real client's bytes (tests/pulsar_entries.py), in ``--ledgers``
+against the real client's bytes (tests/support/pulsar_entries.py), in ``--ledgers``
 ledgers listed by a managed-ledger znode.  Then, in turns (``--repeat``):
 
 * the decoder alone, in this process (one core): messages/s and CPU per message;
@@ -63,7 +63,7 @@ def tree_cpu(root: int | None = None) -> float:
 
 def build_entries(messages: int, batch: int) -> list[bytes]:
     from bkctl.wire.proto import pulsar_api_pb2 as pb
-    from tests import pulsar_entries as pe
+    from tests.support import pulsar_entries as pe
 
     entries = []
     publish = 1_795_000_000_000
@@ -112,7 +112,7 @@ def run(args, uri: str, work: Path) -> int:
     from bkctl.export.job import ExportOptions, run_export, spark_session, stop_spark
     from bkctl.export.planning import LedgerSpec, parse_ledger_spec
     from bkctl.wire.client.blocking import BlockingBookKeeper
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
     from bkctl.wire.proto import pulsar_ml_pb2 as ml
     from bkctl.wire.pulsar.managed_ledger import TopicName
     from bkctl.wire.pulsar.messages import TopicDecoder

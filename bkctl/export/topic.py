@@ -127,7 +127,7 @@ def _cursor_from_json(text: str):
 def plan_topic(store, options, lac_of, bk_factory=None) -> TopicPlan:
     """Plan the export of ``options.topic`` (see the module documentation)."""
     from bkctl.ops.pulsar import cursor_state, reader, resolve_topics
-    from bkctl.wire.metadata.zkstore import NoSuchLedger
+    from bkctl.wire.metadata.errors import NoSuchLedger
     from bkctl.wire.pulsar.errors import NoSuchSubscription
 
     topics = reader(store, options.managed_ledgers)
@@ -153,7 +153,7 @@ def plan_topic(store, options, lac_of, bk_factory=None) -> TopicPlan:
         terminated = ml.terminated
         for ledger_id in ml.ledger_ids:
             try:
-                md, _version = store.read_ledger(ledger_id)
+                md, _version = store.ledgers.read(ledger_id)
             except NoSuchLedger:
                 missing.append(f"{ledger_id} (of {name})")
                 out.skipped.append({"ledger_id": ledger_id, "topic": name,

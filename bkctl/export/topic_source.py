@@ -67,7 +67,7 @@ class TopicReader(DataSourceReader):
         self.topic_options = topic_options(options, self.read_options)
 
     def partitions(self) -> list[InputPartition]:
-        from bkctl.wire.metadata.zkstore import ZKMetadataStore
+        from bkctl.wire.metadata.zk import ZKMetadataStore
 
         with ZKMetadataStore(self.read_options.uri, security=self.read_options.zk_security) as store:
             def bk():

@@ -108,12 +108,12 @@ class LedgerState:
 
 def ledger_states(store, ml: ManagedLedger, bk: BookKeeperFactory | None = None) -> list[LedgerState]:
     """Every ledger the managed ledger lists; the open one's LAC from the bookies when ``bk`` is given."""
-    from bkctl.wire.metadata.zkstore import NoSuchLedger
+    from bkctl.wire.metadata.errors import NoSuchLedger
 
     out = []
     for li in ml.info.ledgerInfo:
         try:
-            md, _version = store.read_ledger(li.ledgerId)
+            md, _version = store.ledgers.read(li.ledgerId)
         except NoSuchLedger:
             md = None
         lac = None
@@ -230,10 +230,10 @@ def ledger_owner(store, ledger_id: int, base: str | None = None) -> dict[str, An
     ledger) owns ``ledger_id``; ``orphan`` for a ledger with Pulsar's custom
     metadata that nothing lists, ``not-pulsar`` for one without it."""
     from bkctl.export.planning import decode_custom_metadata
-    from bkctl.wire.metadata.zkstore import NoSuchLedger
+    from bkctl.wire.metadata.errors import NoSuchLedger
 
     try:
-        md, _version = store.read_ledger(ledger_id)
+        md, _version = store.ledgers.read(ledger_id)
     except NoSuchLedger:
         raise NotFound(f"no such ledger: {ledger_id}") from None
     custom = decode_custom_metadata(md.custom_metadata)

@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
-from tests import pulsar_entries as pe
+from tests.support import pulsar_entries as pe
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +71,7 @@ class PulsarCluster:
 @pytest.fixture(scope="module")
 def pulsar_cluster(zookeeper, tmp_path_factory):
     from bkctl.wire.client.blocking import BlockingBookKeeper
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
     from tests.bookieproc import BookieProcess
     from tests.integration.conftest import start_bookies
 
@@ -81,7 +81,7 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
     procs = [BookieProcess(base / f"bookie{i}", uri) for i in range(3)]
     bk = None
     with ZKMetadataStore(uri, timeout=20) as store:
-        store.init_cluster()
+        store.cluster.init()
         zk = store.client
         try:
             start_bookies(procs, uri)
@@ -192,7 +192,7 @@ def test_topic_list_reports_every_topic_with_what_its_managed_ledger_records(pul
 
 
 def test_topic_show_gives_ledgers_bookies_and_cursor_backlogs(pulsar_cluster, capsys):
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     c = pulsar_cluster
     t = c.three
@@ -204,7 +204,7 @@ def test_topic_show_gives_ledgers_bookies_and_cursor_backlogs(pulsar_cluster, ca
     entries = c.topics["three"]["entries"]
     with ZKMetadataStore(c.uri) as store:
         for ls in part["ledgers"]:
-            md, _ = store.read_ledger(ls["ledger_id"])
+            md, _ = store.ledgers.read(ls["ledger_id"])
             assert ls["bookies"] == [str(b) for b in md.ensembles[0][1]]
     assert [(ls["ledger_id"], ls["state"], ls["entries"]) for ls in part["ledgers"]] == [
         (t["a"], "CLOSED", 3), (t["b"], "CLOSED", 2), (t["o"], "OPEN", 4)]  # open: a reader sees LAC 3

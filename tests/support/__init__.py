@@ -1,1 +1,1 @@
-"""What the tests share (as kazoo keeps its in ``kazoo.testing``): :mod:`.fake_store`, the in-memory metadata store; :mod:`.threads`, a reactor clock whose thread pool the test drives."""
+"""What the tests share (as kazoo keeps its in ``kazoo.testing``): :mod:`.fake_store`, the in-memory metadata store; :mod:`.threads`, a reactor clock whose thread pool the test drives; :mod:`.pulsar_entries`, Pulsar entries made as a producer and broker make them, and the Pulsar vectors."""

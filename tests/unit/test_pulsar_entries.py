@@ -9,7 +9,7 @@ from bkctl.wire.proto import pulsar_api_pb2 as pb
 from bkctl.wire.pulsar.entry import decode_entry, messages_of
 from bkctl.wire.pulsar.errors import CorruptEntry
 from bkctl.wire.pulsar.messages import TopicDecoder, message_id
-from tests import pulsar_entries as pe
+from tests.support import pulsar_entries as pe
 
 LEDGER = 1000
 
@@ -65,7 +65,7 @@ def test_broker_entry_metadata_is_read_and_the_entry_behind_it_too(case):
 
 
 def test_the_encoder_reproduces_the_clients_bytes():
-    """tests/pulsar_entries.py (used by the integration tests and the
+    """tests/support/pulsar_entries.py (used by the integration tests and the
     benchmark) writes what the real client wrote."""
     for case in ("a_plain", "c_lz4_single", "c_zlib_single", "c_snappy_single", "b_batch", "c_zstd_batch"):
         for data in pe.case_entries(case):

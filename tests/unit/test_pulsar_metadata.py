@@ -15,7 +15,7 @@ from bkctl.wire.pulsar.managed_ledger import (
     parse_cursor_info,
     parse_managed_ledger_info,
 )
-from tests import pulsar_entries as pe
+from tests.support import pulsar_entries as pe
 
 ZK = pe.vectors_dir() / "zk"
 
