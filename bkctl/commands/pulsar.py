@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from ..app import App
+from ..completers import complete_ledger_id
 from ..exitcodes import USAGE, CommandError
 from ..render import emit, emit_rows, fields, human_size, table
 from . import LEDGER_ID, pass_app
@@ -107,7 +108,7 @@ def topic_show(app: App, name):
 
 
 @pulsar.command("ledger-owner")
-@click.argument("ledger_id", type=LEDGER_ID, metavar="LEDGER")
+@click.argument("ledger_id", type=LEDGER_ID, metavar="LEDGER", shell_complete=complete_ledger_id)
 @pass_app
 def ledger_owner(app: App, ledger_id):
     """Which topic or cursor owns LEDGER, or "orphan".
