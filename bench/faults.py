@@ -52,8 +52,8 @@ from twisted.internet import defer, task  # noqa: E402
 from bkctl.sandbox.zookeeper import ZooKeeperServer, free_port  # noqa: E402
 from bkctl.wire.client.blocking import BlockingBookKeeper  # noqa: E402
 from bkctl.wire.metadata.zk import ZKMetadataStore  # noqa: E402
-from tests import smallfs  # noqa: E402
-from tests.bookieproc import BookieProcess  # noqa: E402
+from tests.support import smallfs  # noqa: E402
+from tests.support.bookieproc import BookieProcess  # noqa: E402
 
 FAULTS = ("kill", "stop", "zk-restart", "zk-expire", "disk-full", "slow-disk")
 DISK_FAULTS = ("disk-full", "slow-disk")

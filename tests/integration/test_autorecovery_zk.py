@@ -14,7 +14,7 @@ from bkctl.wire.metadata import paths as P
 from bkctl.wire.client.blocking import run_in_reactor
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.metadata.zk import ZKMetadataStore
-from tests.integration.test_zkstore import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -177,18 +177,24 @@ def test_the_auditor_waits_lost_bookie_recovery_delay(stores):
     admin.underreplication.set_lost_bookie_recovery_delay(3)
     config = AutoRecoveryConfig(auditor_periodic_check_interval=0, auditor_periodic_bookie_check_interval=0)
     auditor_store = stores()
+    now = [1_000_000.0]  # the auditor's clock: lost_since and the delay are read on it
     client = run_in_reactor(lambda: BookKeeperClient(auditor_store, reactor))
-    auditor = run_in_reactor(lambda: Auditor(client, config, reactor))
+    auditor = run_in_reactor(lambda: Auditor(client, config, reactor, clock=lambda: now[0]))
     run_in_reactor(auditor.start)
     try:
         wait_for(lambda: auditor.current is not None and auditor.current.called, what="the first audit")
         assert admin.underreplication.count() == 0
         bookie_session.close()
-        gone = time.time()
-        wait_for(lambda: admin.underreplication.get(on_lost), timeout=30, interval=0.05, what="the mark")
-        mark = admin.underreplication.get(on_lost)
+        wait_for(lambda: bookies[2] in auditor.lost_since, what="the auditor to see the bookie lost")
+        run_in_reactor(auditor.request_audit)  # (the audit that saw it, or one after it)
+        assert admin.underreplication.count() == 0  # lost, but not for the delay yet
+        now[0] += 2.9
+        run_in_reactor(auditor.request_audit)
+        assert admin.underreplication.count() == 0
+        now[0] += 0.1  # the delay has passed since the bookie went
+        run_in_reactor(auditor.request_audit)
+        mark = wait_for(lambda: admin.underreplication.get(on_lost), what="the mark")
         assert mark.replicas == (bookies[2],)
-        assert time.time() - gone >= 3.0
         assert admin.underreplication.get(elsewhere) is None
     finally:
         run_in_reactor(auditor.stop)

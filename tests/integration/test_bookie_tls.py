@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from tests.integration.test_cli_ledger import bkctl, json_lines, ok, one_line_error
-from tests.tlscerts import write_certs
+from tests.support.cli import bkctl_bytes as bkctl, json_lines, ok, one_line_error
+from tests.support.tlscerts import write_certs
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("bookie_tls")]  # module-scoped fixtures: one xdist worker runs the whole module
 
 TLS_FACTORY = "org.apache.bookkeeper.tls.TLSContextFactory"
 

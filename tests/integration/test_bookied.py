@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from tests.bookieproc import BookieProcess, WireClient
+from tests.support.bookieproc import BookieProcess, WireClient
+from tests.support.waiting import wait_for
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.protocol import Flag, RC
@@ -27,15 +28,6 @@ def package(ledger, entry, payload=None, lac=-1):
 def registered(uri, bookie_id):
     with ZKMetadataStore(uri) as zk:
         return bookie_id in zk.registration.writable_bookies(), bookie_id in zk.registration.readonly_bookies()
-
-
-def wait_for(predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_sigkill_while_pipelining_loses_no_acknowledged_entry(bookies):

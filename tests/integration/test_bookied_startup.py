@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from tests.bookieproc import BookieProcess
-from tests.integration.conftest import _wait_registered
+from tests.support.bookieproc import BookieProcess
+from tests.support.bookieproc import wait_registered as _wait_registered
 from bkctl.bookied.main import EXIT_CANNOT_START, EXIT_CONFIG, EXIT_REFUSED
 from bkctl.wire.metadata.zk import ZKMetadataStore
 

@@ -1,23 +1,15 @@
 """bkctl's metadata commands as one-shot processes against a real ZooKeeper: output, JSON, exit codes."""
 import json
 import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+
+from tests.support.cli import REPO, bkctl, json_lines
 
 from bkctl.wire.metadata.ledger import LedgerMetadata
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-
-
-def bkctl(uri, *args, stdin=None, env=None):
-    """Run bkctl in a fresh process, stdin not a terminal (like cron)."""
-    full_env = dict(os.environ, BKCTL_METADATA_URI=uri, NO_COLOR="1", PYTHONPATH=str(REPO), **(env or {}))
-    return subprocess.run([sys.executable, "-m", "bkctl", *args], input=stdin, capture_output=True, text=True,
-                          env=full_env, cwd=REPO, timeout=60)
 
 
 def make_ledger(zkstore, bookies=("127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"), closed_at=None):
@@ -51,11 +43,6 @@ def test_autorecovery_disable_enable_at_the_spec_znode(metadata_uri, zkstore, zk
     assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "status").stdout)["enabled"] is False
     r = bkctl(metadata_uri, "autorecovery", "enable")
     assert r.returncode == 0 and zk_client.exists(disable_node) is None
-
-
-def json_lines(text: str) -> list:
-    """Lists are JSON lines, one row each."""
-    return [json.loads(line) for line in text.splitlines()]
 
 
 def test_lost_bookie_delay_and_underreplicated(metadata_uri, zkstore, zk_client):

@@ -1,26 +1,18 @@
 """bkctl bookie list, bookieformat and upgrade on real bookie directories, real ZooKeeper, real bookied."""
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.bookieproc import BookieProcess, WireClient
+from tests.support.bookieproc import BookieProcess, WireClient
+from tests.support.cli import bkctl
 from bkctl.wire.codecs import v2
 from bkctl.wire.metadata.cookie import parse_cookie
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.protocol import RC
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-
-
-def bkctl(uri, *args):
-    env = dict(os.environ, BKCTL_METADATA_URI=uri, NO_COLOR="1", PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "bkctl", *args], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=60, stdin=subprocess.DEVNULL)
 
 
 def test_bookie_list(metadata_uri, zkstore):

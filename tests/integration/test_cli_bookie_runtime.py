@@ -5,7 +5,7 @@ import urllib.request
 
 import pytest
 
-from tests.integration.test_cli_bookie import bkctl
+from tests.support.cli import bkctl
 
 pytestmark = pytest.mark.integration
 

@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from tests.bookieproc import BookieProcess
-from tests.integration.test_cli_bookie import bkctl
+from tests.support.bookieproc import BookieProcess
+from tests.support.cli import bkctl
 from bkctl.wire.metadata.cookie import parse_cookie
 
 pytestmark = pytest.mark.integration

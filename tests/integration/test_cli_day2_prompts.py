@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from tests.integration.test_cli_bookie import REPO
+from tests.support.cli import REPO
 from bkctl.wire.metadata.ledger import LedgerMetadata
 
 pytestmark = pytest.mark.integration

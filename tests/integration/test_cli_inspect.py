@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.bookieproc import BookieProcess
-from tests.integration.test_cli_bookie import bkctl
+from tests.support.bookieproc import BookieProcess
+from tests.support.cli import bkctl
 
 pytestmark = pytest.mark.integration
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"

@@ -8,40 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.support.cli import BKCTL, REPO, bkctl_bytes as bkctl, env_for, json_lines, ok, one_line_error
+
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-
-BKCTL = [sys.executable, "-m", "bkctl"]
-
-
-def env_for(uri: str) -> dict:
-    return dict(os.environ, BKCTL_METADATA_URI=uri, NO_COLOR="1", PYTHONPATH=str(REPO))
-
-
-def bkctl(uri, *args, stdin: bytes | None = None, timeout: float = 60):
-    """One bkctl process, stdin not a terminal; stdout/stderr as bytes."""
-    return subprocess.run([*BKCTL, *map(str, args)], input=stdin if stdin is not None else b"",
-                          capture_output=True, env=env_for(uri), cwd=REPO, timeout=timeout)
-
-
-def ok(r) -> str:
-    assert r.returncode == 0, (r.returncode, r.stderr.decode(errors="replace"))
-    return r.stdout.decode()
-
-
-def one_line_error(r, code: int) -> str:
-    err = r.stderr.decode()
-    assert r.returncode == code, (r.returncode, err)
-    assert len(err.strip().splitlines()) == 1, err
-    return err
-
-
-def json_lines(text: str) -> list[dict]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 # A writer that lives across commands, like `bkctl shell`: an interactive App

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_cli_bookie import bkctl
+from tests.support.cli import bkctl
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata
 
 pytestmark = pytest.mark.integration

@@ -18,34 +18,11 @@ import pexpect
 import pytest
 
 from bkctl.wire.metadata.ledger import LedgerMetadata
-from tests.integration.test_shell import Terminal, bkctl_env
+from tests.support.cli import BKCTL, REPO as ROOT, ok, one_line_error as failed, run_bkctl as run
+from tests.support.ledgers import ENSEMBLE, make_ledgers
+from tests.support.terminal import Terminal, bkctl_env, complete
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
-BKCTL = [sys.executable, "-m", "bkctl"]
-ENSEMBLE = ["127.0.0.1:3181", "127.0.0.1:3182"]
-
-
-def run(env: dict, *args, stdin: bytes = b"", timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([*BKCTL, *map(str, args)], input=stdin, capture_output=True, env=env, cwd=ROOT,
-                          timeout=timeout)
-
-
-def ok(r) -> str:
-    assert r.returncode == 0, (r.returncode, r.stderr.decode(errors="replace"))
-    return r.stdout.decode()
-
-
-def failed(r, code: int) -> str:
-    err = r.stderr.decode()
-    assert r.returncode == code, (r.returncode, err, r.stdout.decode(errors="replace"))
-    assert len(err.strip().splitlines()) == 1, err
-    return err
-
-
-def make_ledgers(store, ids) -> None:
-    for ledger_id in ids:
-        store.ledgers.create(LedgerMetadata.new(ENSEMBLE), ledger_id=ledger_id)
 
 
 @pytest.fixture
@@ -428,7 +405,6 @@ def shell_on(env: dict, rows: int = 40) -> Terminal:
 
 
 def test_shell_polish(cluster_env, tmp_path):
-    from tests.integration.test_shell import complete
 
     ledger_id = new_ledger(cluster_env, b"one\n")
     editor = tmp_path / "editor.sh"  # $EDITOR: turns "show" into "read" in the file it is given
@@ -474,7 +450,6 @@ def test_script_errors_name_their_line(metadata_uri, tmp_path):
 
 
 def test_completions_offer_paths_open_ledgers_and_stopped_bookies(bookie_cluster, metadata_uri, tmp_path, zkstore):
-    from tests.integration.test_shell import complete
 
     procs = bookie_cluster(3)
     env = bkctl_env(tmp_path, BKCTL_METADATA_URI=metadata_uri)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.integration.test_cli_bookie import bkctl
+from tests.support.cli import bkctl
 
 pytestmark = pytest.mark.integration
 

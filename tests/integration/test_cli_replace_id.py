@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.integration.test_cli_bookie import REPO, bkctl
+from tests.support.cli import REPO, bkctl
 from bkctl.ops.replace_id import replace_bookie_id
 from bkctl.wire.metadata.ledger import LedgerMetadata
 

@@ -13,8 +13,7 @@ import signal
 import pytest
 from twisted.internet import defer
 
-from tests.bookieproc import WireClient
-from bkctl.wire import fastpath
+from tests.support.bookieproc import WireClient
 from bkctl.wire.codecs import v2
 from bkctl.wire.client.blocking import BlockingBookKeeper
 from bkctl.wire.client.bookkeeper import lock_path

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.bookieproc import BookieProcess
-from tests.integration.conftest import start_bookies
+from tests.support.bookieproc import BookieProcess, start_bookies
+from tests.support.cli import bkctl_in_process as bkctl
 
 pyspark = pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("export")]  # module-scoped fixtures: one xdist worker runs the whole module
 
 DATA_COLUMNS = [("entry_id", "int64"), ("payload", "binary"), ("payload_size", "int32"),
                 ("ledger_ctime", "timestamp[us, tz=UTC]"), ("ledger_state", "string")]
@@ -123,21 +123,6 @@ def spark(cluster):
     finally:
         if created:
             stop_spark(session)
-
-
-def bkctl(capsys, uri, *args):
-    """Run ``bkctl -m URI --json ARGS`` in this process: (exit code, JSON document or None, stderr)."""
-    from bkctl.cli import run
-
-    capsys.readouterr()
-    code = run(["-m", uri, "--json", *args])
-    out, err = capsys.readouterr()
-    doc = None
-    if out.strip():
-        lines = out.strip().splitlines()
-        assert len(lines) == 1, f"stdout must be one JSON document, got: {out!r}"
-        doc = json.loads(lines[0])
-    return code, doc, err
 
 
 def arrow_rows(out: Path) -> dict[int, list[tuple[int, bytes]]]:

@@ -16,9 +16,10 @@ import time
 
 import pytest
 
-from tests.bookieproc import BookieProcess, WireClient, wait_for
-from tests.integration.conftest import start_bookies
-from tests.smallfs import fill, mount_or_explain, shrink_to_usage, unmount, usage
+from tests.support.bookieproc import BookieProcess, WireClient
+from tests.support.waiting import wait_for
+from tests.support.bookieproc import start_bookies
+from tests.support.smallfs import fill, mount_or_explain, shrink_to_usage, unmount, usage
 from bkctl.wire.codecs import v2
 from bkctl.wire.client.blocking import BlockingBookKeeper
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key

@@ -10,9 +10,10 @@ import urllib.request
 
 import pytest
 
-from tests.bookieproc import BookieProcess, free_port
-from tests.integration.conftest import start_bookies
-from tests.integration.test_cli_ledger import bkctl, json_lines, ok, one_line_error
+from tests.support.bookieproc import BookieProcess
+from bkctl.sandbox.zookeeper import free_port
+from tests.support.bookieproc import start_bookies
+from tests.support.cli import bkctl_bytes as bkctl, json_lines, ok, one_line_error
 from bkctl.wire.client.placement import MEETS_STRICT, RackAwarePlacement, RegionAwarePlacement
 from bkctl.wire.metadata.racks import RACK_MAP_PATH
 
@@ -82,7 +83,7 @@ def _profile(tmp_path, uri: str, **keys) -> dict:
 def _bkctl_env(uri, env, *args):
     import subprocess
 
-    from tests.integration.test_cli_ledger import BKCTL, REPO, env_for
+    from tests.support.cli import BKCTL, REPO, env_for
 
     full = dict(env_for(uri), **env)
     full.pop("BKCTL_METADATA_URI")

@@ -72,8 +72,7 @@ class PulsarCluster:
 def pulsar_cluster(zookeeper, tmp_path_factory):
     from bkctl.wire.client.blocking import BlockingBookKeeper
     from bkctl.wire.metadata.zk import ZKMetadataStore
-    from tests.bookieproc import BookieProcess
-    from tests.integration.conftest import start_bookies
+    from tests.support.bookieproc import BookieProcess, start_bookies
 
     root = f"/pulsar{uuid.uuid4().hex[:10]}"
     uri = f"zk+hierarchical://{zookeeper.connect_string}{root}/ledgers"

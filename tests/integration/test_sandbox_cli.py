@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import REPO
 from click.testing import CliRunner
 
 from bkctl.commands.sandbox import sandbox
@@ -17,9 +19,6 @@ from bkctl.sandbox.zookeeper import is_zookeeper_process, pid_alive, server_answ
 from bkctl.wire.metadata.zk import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture
 def sandbox_dir(tmp_path):

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.bookieproc import BookieProcess, wait_for
+from tests.support.bookieproc import BookieProcess
+from tests.support.waiting import wait_for
 from bkctl.wire.metadata.zk import ZKMetadataStore
 
 pytestmark = pytest.mark.integration

@@ -83,7 +83,7 @@ def with_broker_metadata(entry: bytes, broker_timestamp: int | None = None, inde
 # ---------------------------------------------------------------- the vectors
 
 def vectors_dir():
-    from tests.golden import VECTORS
+    from tests.support.golden import VECTORS
 
     return VECTORS / "pulsar"
 

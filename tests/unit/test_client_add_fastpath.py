@@ -11,7 +11,7 @@ from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.add_frames import AddEncoder
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC, V2_CURRENT_VERSION, Flag
-from tests.unit.test_client_connection import KEY, Harness, entry, sent_frames, v2_requests, v3_reply, v3_requests
+from tests.support.connection import KEY, Harness, entry, sent_frames, v2_requests, v3_reply, v3_requests
 
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
 

@@ -41,7 +41,7 @@ from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import Conflict, DigestError, MetadataError
 from bkctl.wire.metadata.ledger import LedgerState
 from bkctl.wire.metadata.errors import NoSuchLedger, ZKUnavailable
-from tests import deferreds
+from tests.support import deferreds
 from tests.support.threads import ThreadedClock
 from tests.support.fake_store import FakeMetadataStore
 

@@ -15,7 +15,7 @@ from bkctl.bookied.metrics import Metrics, Refreshed, register_autorecovery
 from bkctl.wire.autorecovery.service import AutoRecoveryStats
 from bkctl.wire.metadata.errors import MetadataStoreError, ZKUnavailable
 from tests.support.fake_store import FakeMetadataStore
-from tests.unit.test_http import FakeStatus, exchange
+from tests.support.http import FakeStatus, exchange
 
 AR = "/api/v1/autorecovery"
 

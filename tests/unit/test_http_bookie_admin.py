@@ -7,7 +7,7 @@ import json
 from twisted.internet import defer, task
 
 from bkctl.bookied import garbage_collector
-from tests.unit.test_http import FakeStatus, body, code, render
+from tests.support.http import FakeStatus, body, code, render
 
 
 class AdminStatus(FakeStatus):

@@ -22,7 +22,7 @@ from bkctl.wire.client.errors import LedgerFencedError, NoSuchEntry
 from bkctl.wire.client.errors import NotEnoughBookies
 from bkctl.wire.client.placement import RandomPlacement
 from bkctl.wire.codecs import v3
-from tests.deferreds import result_of
+from tests.support.deferreds import result_of
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
 from tests.support.fake_store import FakeMetadataStore
