@@ -6,6 +6,8 @@ output directory, Spark tasks, commit, manifest); this module is what differs:
 * planning (:func:`plan_topic`): the ledgers the managed ledger lists (each
   partition's, for a partitioned topic), up to the last entry of a closed
   ledger or the LAC of the open one (never past a terminated position);
+  a ledger offloaded to tiered storage and deleted from BookKeeper is
+  skipped (reported);
   ledgers wholly acknowledged are left out with ``--unacked-only``; a listed
   ledger that was deleted stops the export (:class:`TopicLedgersMissing`,
   exit 3) unless ``skip_missing``;
@@ -151,10 +153,16 @@ def plan_topic(store, options, lac_of, bk_factory=None) -> TopicPlan:
                             "ledgers": ml.ledger_ids, "subscription": options.subscription,
                             "cursor": None if options.subscription is None else {**state.to_json(), "from": source}}
         terminated = ml.terminated
-        for ledger_id in ml.ledger_ids:
+        for li in ml.info.ledgerInfo:
+            ledger_id = li.ledgerId
+            offload = li.offloadContext if li.HasField("offloadContext") else None
             try:
                 md, _version = store.ledgers.read(ledger_id)
             except NoSuchLedger:
+                if offload is not None and offload.complete and offload.bookkeeperDeleted:
+                    out.skipped.append({"ledger_id": ledger_id, "topic": name,
+                                        "reason": "offloaded to tiered storage and deleted from BookKeeper"})
+                    continue
                 missing.append(f"{ledger_id} (of {name})")
                 out.skipped.append({"ledger_id": ledger_id, "topic": name,
                                     "reason": "listed by the managed ledger but deleted"})

@@ -51,7 +51,7 @@ class PulsarCluster:
             lh.close()
         return lh
 
-    def put_topic(self, short, ledgers, cursors=None, terminated=None, zk=None):
+    def put_topic(self, short, ledgers, cursors=None, terminated=None, zk=None, offloaded=()):
         """``ledgers``: [(ledger id, entries, closed)]; writes the ManagedLedgerInfo znode."""
         name = f"{NS}/persistent/{short}"
         info = ml.ManagedLedgerInfo()
@@ -59,6 +59,9 @@ class PulsarCluster:
             li = info.ledgerInfo.add(ledgerId=lid, timestamp=0)
             if closed:
                 li.entries, li.size, li.timestamp = len(entries), sum(map(len, entries)), 1795461470000 + lid
+            if lid in offloaded:
+                li.offloadContext.complete = li.offloadContext.bookkeeperDeleted = True
+                li.offloadContext.uidMsb, li.offloadContext.uidLsb = 7, 8
         if terminated:
             position(info.terminatedPosition, *terminated)
         zk.create(f"{self.base}/{name}", info.SerializeToString(), makepath=True)
@@ -136,6 +139,16 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
             c.put_topic("gone", [(kept, pe.case_entries("a_plain"), True),
                                  (deleted.ledger_id, pe.case_entries("f_nullkey_empty"), True)], zk=zk)
             c.gone = {"kept": kept, "deleted": deleted.ledger_id}
+
+            # a topic whose first ledger was offloaded to tiered storage and deleted from BookKeeper
+            ml_off = f"{NS}/persistent/offloaded"
+            gone_too = c.write_ledger(ml_off, pe.case_entries("f_nullkey_empty")).ledger_id
+            bk.delete(gone_too)
+            here = c.write_ledger(ml_off, pe.case_entries("a_plain")).ledger_id
+            c.put_topic("offloaded", [(gone_too, pe.case_entries("f_nullkey_empty"), True),
+                                      (here, pe.case_entries("a_plain"), True)], zk=zk,
+                        offloaded=[gone_too])
+            c.offloaded = {"deleted": gone_too, "here": here}
 
             # a corrupt entry between two good ones
             good = pe.case_entries("b_batch")
@@ -389,6 +402,19 @@ def test_a_deleted_ledger_stops_the_export_unless_skip_missing(pulsar_cluster, s
     assert_messages(export_rows(tmp_path / "gone"), "a_plain", c.gone["kept"])
     assert doc["skipped"] == [{"ledger_id": c.gone["deleted"], "topic": f"persistent://{NS}/gone",
                                "reason": "listed by the managed ledger but deleted"}]
+
+
+def test_a_ledger_offloaded_and_deleted_from_bookkeeper_is_skipped_and_said(pulsar_cluster, spark, capsys,
+                                                                            tmp_path):
+    c = pulsar_cluster
+    code, doc, err = export(capsys, c, tmp_path / "off", "--topic", f"persistent://{NS}/offloaded")
+    assert code == 0, err
+    assert doc["skipped"] == [{"ledger_id": c.offloaded["deleted"], "topic": f"persistent://{NS}/offloaded",
+                               "reason": "offloaded to tiered storage and deleted from BookKeeper"}]
+    assert_messages(export_rows(tmp_path / "off"), "a_plain", c.offloaded["here"])
+    code, [doc], err = bkctl(capsys, c.uri, "pulsar", "topic", "show", f"persistent://{NS}/offloaded")
+    assert [(ls["state"], ls["offloaded"]) for ls in doc["partitions"][0]["ledgers"]] == [("MISSING", True),
+                                                                                            ("CLOSED", False)]
 
 
 def test_a_corrupt_entry_is_an_error_row_or_skipped_never_silent(pulsar_cluster, spark, capsys, tmp_path):
