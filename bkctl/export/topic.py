@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
 
 from bkctl.wire.errors import NotFound
@@ -209,7 +210,6 @@ def _to_batch(columns: dict[str, list], schema) -> Any:
 def read_topic_range(read_options, part: TopicRange, stats: dict[str, Any] | None = None) -> Iterator[Any]:
     """Arrow record batches (:func:`topic_arrow_schema`) of the messages in
     ``part``; ``stats`` receives entries read, messages, bytes and problems."""
-    from bkctl.wire.pulsar.managed_ledger import CursorState  # noqa: F401 - loaded before the loop
     from bkctl.wire.pulsar.messages import TopicDecoder
 
     from .datasource import read_entries
@@ -268,8 +268,6 @@ def write_topic_range(read_options, options, item: tuple[int, TopicRange]) -> li
     schema = file_schema(options.decode)
     writers: dict[str, RangeWriter] = {}
     topic_dir = f"topic={escape_partition_value(part.topic)}"
-    from pathlib import Path
-
     stats: dict[str, Any] = {}
     try:
         for batch in read_topic_range(read_options, part, stats):
