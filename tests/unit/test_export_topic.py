@@ -45,3 +45,19 @@ def test_topic_export_options():
         ExportOptions(out="x", spec=LedgerSpec(), topic="persistent://a/b/c", unacked_only=True)
     with pytest.raises(SpecError, match="partition by ledger_id or date"):
         ExportOptions(out="x", spec=LedgerSpec(), partition_by="topic")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--topic", "persistent://a/b/c", "--unacked-only"], "--unacked-only needs --subscription"),
+    (["--ledgers", "1", "--subscription", "s"], "--subscription, --unacked-only, --from, --to and --skip-missing "
+                                                "go with --topic"),
+    (["--ledgers", "1", "--topic", "persistent://a/b/c"], "give exactly one of --ledgers SPEC, --all and --topic"),
+])
+def test_topic_export_options_are_checked_before_anything_runs(args, message, capsys, tmp_path):
+    pytest.importorskip("pyspark")
+    from bkctl.cli import run
+
+    code = run(["-m", "zk+hierarchical://127.0.0.1:1/ledgers", "export", "--out", str(tmp_path / "o"), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o").exists()
