@@ -15,7 +15,7 @@ from tests.support.ledgers import assert_fully_replicated, make_ledger, most_nam
 from tests.support.waiting import wait_for
 from tests.support.cli import bkctl_bytes as bkctl, ok
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def test_a_lost_bookie_is_rereplicated_without_an_operator(bookie_cluster, metad
     still_open = make_ledger(writer, 3, 2, entries=40, close=False)
     daemons("ar-one", *FAST)
     daemons("ar-two", *FAST)
-    auditor = wait_for(what="an auditor", predicate=zkstore.who_is_auditor)
+    auditor = wait_for(what="an auditor", predicate=zkstore.auditor.current)
     assert auditor in ("ar-one:3181", "ar-two:3181")
     assert ok(bkctl(metadata_uri, "autorecovery", "whoisauditor")).strip() == auditor
 
@@ -77,7 +77,8 @@ def test_a_lost_bookie_is_rereplicated_without_an_operator(bookie_cluster, metad
             and zkstore.underreplication.count() == 0
 
     wait_for(what="every ledger to stop naming the lost bookie", predicate=repaired, timeout=150)
-    assert zkstore.underreplication.locks() == {}
+    # a worker deletes the mark, then releases its lock (as Java's markLedgerReplicated)
+    wait_for(what="the workers to release their locks", predicate=lambda: zkstore.underreplication.locks() == {})
     live = {b: port for b, port in ports.items() if b != victim_id}
     for lid in closed + [still_open]:  # the open one was fenced and closed after its grace period
         assert assert_fully_replicated(zkstore, live, lid, {victim_id}) > 0
@@ -85,12 +86,12 @@ def test_a_lost_bookie_is_rereplicated_without_an_operator(bookie_cluster, metad
 
 
 def test_disable_holds_the_repair_back_and_enable_lets_it_finish(bookie_cluster, metadata_uri, zkstore, writer,
-                                                                  daemons):
+                                                                  daemons, tmp_path):
     procs = bookie_cluster(4, zkTimeout=4000)
     zkstore.underreplication.set_lost_bookie_recovery_delay(0)
     ids = [make_ledger(writer, 3, 2, entries=30) for _ in range(4)]
     daemons("ar-solo", *FAST)
-    wait_for(what="an auditor", predicate=zkstore.who_is_auditor)
+    wait_for(what="an auditor", predicate=zkstore.auditor.current)
     ok(bkctl(metadata_uri, "autorecovery", "disable"))
     victim = most_named(zkstore, ids, procs)  # 4 ledgers on 3 of 4 bookies: it holds 3 or 4 of them
     victim_id = victim.bookie_id
@@ -99,7 +100,9 @@ def test_disable_holds_the_repair_back_and_enable_lets_it_finish(bookie_cluster,
     victim.kill()
     wait_for(what="the bookie's registration to go", predicate=lambda: victim_id not in zkstore.registration.writable_bookies(), timeout=30)
     ok(bkctl(metadata_uri, "autorecovery", "trigger-audit"))
-    time.sleep(3)  # the audit runs at once; while disabled it must mark and copy nothing
+    log = tmp_path / "autorecovery-ar-solo.log"
+    wait_for(what="an audit that finds the lost bookie's ledgers and holds them back",
+             predicate=lambda: "held back while autorecovery is disabled" in log.read_text(errors="replace"))
     assert zkstore.underreplication.count() == 0
     assert all(victim_id in zkstore.ledgers.read(lid)[0].bookies for lid in on_victim)
     ok(bkctl(metadata_uri, "autorecovery", "enable"))
@@ -174,7 +177,7 @@ def test_systemd_readiness_and_a_clean_sigterm(metadata_uri, zkstore, daemons, t
     sock_path = str(tmp_path / "notify.sock")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     server.bind(sock_path)
-    server.settimeout(30)
+    server.settimeout(120)  # a deadline for a hang: the daemon starts slowly on a loaded machine
     proc = daemons("ar-notify", *FAST, env={"NOTIFY_SOCKET": sock_path})
     assert "READY=1" in server.recv(4096).decode()
     assert zkstore.auditor.current() == "ar-notify:3181"  # READY=1 comes after its vote
@@ -201,7 +204,7 @@ def test_bookieds_repair_the_loss_of_the_auditors_own_bookie(bookie_cluster, met
     zkstore.underreplication.set_lost_bookie_recovery_delay(0)
     closed = [make_ledger(writer, 3, 2, entries=50 + i) for i in range(12)]
     by_id = {p.bookie_id: p for p in procs}
-    auditor = wait_for(what="an auditor among the bookies", predicate=zkstore.who_is_auditor, timeout=60)
+    auditor = wait_for(what="an auditor among the bookies", predicate=zkstore.auditor.current, timeout=60)
     assert auditor in by_id
 
     live_writer = BlockingBookKeeper(metadata_uri, timeout=60)
@@ -283,7 +286,7 @@ def test_a_worker_killed_mid_copy_leaves_the_ledger_to_another(bookie_cluster, m
     md = zkstore.ledgers.read(lid)[0]
     victim = next(p for p in procs if p.bookie_id == md.ensembles[0][1][0])
     slow = daemons("ar-slow", *FAST, "replicationRateByBytes=20000", "rereplicationEntryBatchSize=4")
-    wait_for(what="an auditor", predicate=zkstore.who_is_auditor)
+    wait_for(what="an auditor", predicate=zkstore.auditor.current)
     victim.kill()
     wait_for(what="the slow worker to take the ledger", predicate=lambda: lid in zkstore.underreplication.locks(), timeout=60)
     time.sleep(2)  # it copies about 20 kB/s: well inside the copy of ~280 kB
@@ -310,7 +313,7 @@ def test_decommission_lets_the_daemons_copy(bookie_cluster, metadata_uri, zkstor
     zkstore.underreplication.set_lost_bookie_recovery_delay(3600)
     ids = [make_ledger(writer, 3, 2, entries=40) for _ in range(4)]
     daemons("ar-decom", *FAST)
-    wait_for(what="an auditor", predicate=zkstore.who_is_auditor)
+    wait_for(what="an auditor", predicate=zkstore.auditor.current)
     victim = most_named(zkstore, ids, procs)
     on_victim = [lid for lid in ids if victim.bookie_id in zkstore.ledgers.read(lid)[0].bookies]
     assert len(on_victim) >= 3

@@ -11,7 +11,7 @@ import pytest
 from bkctl.sandbox.zookeeper import free_port
 from tests.support.waiting import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.integration
 
 AR = "/api/v1/autorecovery"
 

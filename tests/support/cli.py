@@ -26,7 +26,7 @@ def env_for(uri: str | None, **extra: str) -> dict[str, str]:
     return env
 
 
-def run_bkctl(env: dict, *args, stdin=None, timeout: float = 60, text: bool = False) -> subprocess.CompletedProcess:
+def run_bkctl(env: dict, *args, stdin=None, timeout: float = 120, text: bool = False) -> subprocess.CompletedProcess:
     """The runner: ``bkctl ARGS`` in a fresh process with exactly ``env``, stdin not a terminal."""
     if stdin is None:
         stdin = "" if text else b""
@@ -35,13 +35,13 @@ def run_bkctl(env: dict, *args, stdin=None, timeout: float = 60, text: bool = Fa
 
 
 def bkctl(uri, *args, stdin: str | None = None, env: dict | None = None,
-          timeout: float = 60) -> subprocess.CompletedProcess:
+          timeout: float = 120) -> subprocess.CompletedProcess:
     """bkctl on cluster ``uri`` (``env``: extra variables); stdout/stderr as text."""
     return run_bkctl(env_for(uri, **(env or {})), *args, stdin=stdin, timeout=timeout, text=True)
 
 
 def bkctl_bytes(uri, *args, stdin: bytes | None = None, env: dict | None = None,
-                timeout: float = 60) -> subprocess.CompletedProcess:
+                timeout: float = 120) -> subprocess.CompletedProcess:
     """:func:`bkctl` with stdin, stdout and stderr as bytes."""
     return run_bkctl(env_for(uri, **(env or {})), *args, stdin=stdin, timeout=timeout, text=False)
 
