@@ -15,7 +15,9 @@ is measured.  Mode ``N`` runs N ``bkctl autorecovery run`` daemons
 from one process once the bookie's registration is gone.  Times include the
 bookie's ZooKeeper session timeout (the sandbox's 10 s) for the daemons, which is what an
 operator waits for too; the figure after the registration vanished is printed
-beside it.  Everything shares the machine: the load is printed with each figure.
+beside it.  Everything shares the machine: the load is printed with each figure,
+and so is the CPU the repairing processes (the daemons, or ``bkctl recover``)
+spent per entry copied (one read and one recovery add each), from /proc.
 
 ``--probe-rate`` (default 200) adds 100 B entries at that steady rate to a
 ledger of its own on the four survivors while the repair runs, and prints the
@@ -94,6 +96,21 @@ def latency_note(samples: list[float]) -> str:
     return f"p50 {pct(samples, 0.5) * 1e3:.2f} ms, p99 {pct(samples, 0.99) * 1e3:.2f} ms ({len(samples):,} adds)"
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a live process so far (/proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu() -> float:
+    """CPU of the children waited for so far (a finished ``bkctl recover``)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def write_ledgers(uri: str, ledgers: int, entries: int, size: int) -> list[int]:
     from bkctl.wire.client.blocking import BlockingBookKeeper
 
@@ -154,6 +171,7 @@ def run_mode(mode: str, args) -> None:
                 probe.window()
                 time.sleep(5)
                 idle = probe.window()
+            cpu_before = sum(cpu_seconds(p.pid) for p in daemons) + children_cpu()
             killed = time.perf_counter()
             os.kill(int(record["pid"]), signal.SIGKILL)
             while victim in store.registration.writable_bookies():
@@ -170,12 +188,14 @@ def run_mode(mode: str, args) -> None:
                     break
                 time.sleep(0.2)
             done = time.perf_counter()
+            cpu = sum(cpu_seconds(p.pid) for p in daemons) + children_cpu() - cpu_before
             copied = held[victim]
             repair = done - unregistered
             label = "bkctl recover --parallel 4" if mode == "recover" else f"{mode} autorecovery daemon(s)"
             print(f"  {label}: {len(on_victim)} ledgers, ~{copied:,} entries: {done - killed:.1f}s from SIGKILL, "
                   f"{repair:.1f}s after the registration went: {copied / repair:,.0f} entries/s, "
-                  f"{copied * args.size / repair / 1e6:.2f} MB/s payload  ({load_note()})", flush=True)
+                  f"{copied * args.size / repair / 1e6:.2f} MB/s payload, repair CPU {cpu / max(copied, 1) * 1e6:.1f} us"
+                  f" per entry copied  ({load_note()})", flush=True)
             if probe is not None:
                 during = probe.window()
                 print(f"    live adds at {args.probe_rate:g}/s: idle {latency_note(idle)}; during the repair "

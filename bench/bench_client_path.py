@@ -11,6 +11,10 @@ part and fed back ``--chunk`` at a time per bookie through dataReceived.
 What is timed is everything the client's reactor thread does per entry
 except the system calls: packaging, encoding and registering requests,
 matching and cutting answers, digest checks, quorum and window bookkeeping.
+Re-replication (``--op rereplicate``): one fragment of an E3/Qw2 ledger
+whose second bookie is lost, copied by ``replicate_fragment`` (``--window``
+entries at a time) from the two survivors to a replacement, all three on
+StringTransports: CPU per entry copied (a read and a recovery add).
 The figure is steadier than bench_client.py's on a shared machine; run it
 with BKCTL_FASTPATHS=0 for the general path.
 """
@@ -151,9 +155,60 @@ def run_adds(n: int, chunk: int, protocol: str, quorum: tuple[int, int, int]) ->
     return cpu / n * 1e6
 
 
+def run_rereplication(n: int, chunk: int, window: int) -> float:
+    """Client CPU (us) per entry copied by replicate_fragment, the bookies answered in process."""
+    from bkctl.wire.client.rereplication import Fragment, replicate_fragment
+    from bkctl.wire.codecs.digest import master_key
+
+    reactor = MemoryReactorClock()
+    ensemble = ("bookieA:3181", "bookieB:3181", "bookieC:3181")
+    target = "bookieD:3181"
+    conns = {b: _connected(b, reactor, "v3") for b in (ensemble[0], ensemble[2], target)}
+    dm = DigestManager(1, DigestType.CRC32C, b"")
+    bodies = [dm.package(e, e - 1, 100 * (e + 1), b"x" * 100) for e in range(n)]
+    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=lambda b: conns[b][0]), protocol="v3")
+    fragment = Fragment(1, 0, n - 1, ensemble, (ensemble[1],), 2)
+
+    def answers(data: bytes) -> list[bytes]:
+        out = []
+        for payload in _frames(data):
+            req = v3.parse_request(payload)
+            if req.header.operation == v3.pb.ADD_ENTRY:
+                out.append(frame(v3.serialize(v3.add_response(req, 0))))
+            elif req.readRequest.entryId >= 0 and req.readRequest.ledgerId == 1:
+                e = req.readRequest.entryId
+                out.append(frame(v3.read_answer(payload[:2 + payload[1]], 1, e, bodies[e], e - 1)))
+        return out
+
+    done: list = []
+    start = time.process_time()
+    d = replicate_fragment(client, fragment, {ensemble[1]: target}, dm, master_key(b""), window=window)
+    from twisted.internet import defer
+    defer.ensureDeferred(d).addBoth(done.append)
+    cpu = time.process_time() - start
+    pending = {b: [] for b in conns}
+    while not done:
+        fed = False
+        for b, (_conn, proto, transport) in conns.items():
+            pending[b].extend(answers(transport.value()))
+            transport.clear()
+            batch, pending[b] = pending[b][:chunk], pending[b][chunk:]
+            if batch:
+                fed = True
+                start = time.process_time()
+                proto.dataReceived(b"".join(batch))
+                cpu += time.process_time() - start
+        if not fed:
+            raise AssertionError("the copy stalled")
+    copied = done[0]
+    assert copied == fragment.entry_count(), copied
+    return cpu / copied * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--op", choices=("read", "add"), default="read")
+    parser.add_argument("--op", choices=("read", "add", "rereplicate"), default="read")
+    parser.add_argument("--window", type=int, default=64, help="re-replication: entries in flight")
     parser.add_argument("--protocol", choices=("v3", "v2"), default="v3", help="adds only")
     parser.add_argument("--quorum", default="3/2/2", help="E/Qw/Qa of the added ledger")
     parser.add_argument("--entries", type=int, default=60_000)
@@ -165,6 +220,12 @@ def main() -> None:
         best = min(run(args.entries, args.chunk) for _ in range(args.runs))
         print(f"client read path (in process, fast paths {switch}): "
               f"{best:.2f} us CPU per entry, best of {args.runs}, {args.chunk} answers per chunk; {load_note()}")
+        return
+    if args.op == "rereplicate":
+        best = min(run_rereplication(args.entries, args.chunk, args.window) for _ in range(args.runs))
+        print(f"client re-replication path (in process, fast paths {switch}): {best:.2f} us CPU per entry "
+              f"copied, window {args.window}, best of {args.runs}, {args.chunk} answers per chunk per bookie; "
+              f"{load_note()}")
         return
     quorum = tuple(int(q) for q in args.quorum.split("/"))
     best = min(run_adds(args.entries, args.chunk, args.protocol, quorum) for _ in range(args.runs))

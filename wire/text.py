@@ -8,9 +8,8 @@ data source option and ``~/.config/bkctl/config.toml``.
   in any case, blanks around ignored; anything else is refused with a
   one-line error naming the key.  Java's bk_server.conf goes through Apache
   Commons Configuration (commons-lang's ``BooleanUtils``), which takes
-  true/false, yes/no and on/off, and also single letters (``y``, ``t``...),
-  left out here as too easy to mistype; ``1``/``0`` are for environment
-  variables (``BKCTL_FASTPATHS=0``) and Spark options.
+  true/false, yes/no and on/off in any case; ``1``/``0`` are here for
+  environment variables (``BKCTL_FASTPATHS=0``) and Spark options.
 * ``host:port``: the port is the digits after the last colon (1 to 65535).
   A host may be an IPv6 address in brackets (``[::1]:3181``; the brackets are
   dropped) or bare, as Java's ``BookieSocketAddress`` writes a bookie id

@@ -13,7 +13,8 @@ What lives where:
 * :mod:`.loading` -- :func:`load_config` into a validated, frozen
   :class:`BookieConfig` (fallbacks, checks across keys, warnings), and
   :func:`validate_setting`, the check of one ``KEY=VALUE`` given anywhere
-  else (``bkctl autorecovery run --set``, ``bkctl sandbox up --set``);
+  else (``bkctl autorecovery run --set``; any other ``--set KEY=VALUE`` of
+  bk_server.conf keys should go through it too);
 * :mod:`.render` -- :func:`render_config`, a configuration back as text;
 * :mod:`.addresses` -- the bookie id and the addresses to advertise and to
   listen on (advertisedAddress, listeningInterface, host names, DNS);

@@ -295,8 +295,8 @@ def load_config_text(text: str, overrides: Mapping[str, Any] | None = None, *,
 
 def validate_setting(key: str, value: str) -> Any:
     """The typed value of one bk_server.conf ``KEY=VALUE`` given outside a file
-    (``bkctl autorecovery run --set``, ``bkctl sandbox up --set``), checked by
-    ``OPTIONS`` exactly as bookied checks the key in its file.
+    (``bkctl autorecovery run --set``, and any other ``--set`` of bk_server.conf
+    keys), checked by ``OPTIONS`` exactly as bookied checks the key in its file.
 
     ``key`` is the Java name; a list key's elements are separated by commas
     (as in ``load_config``'s overrides).  Raises :class:`ConfigError` with a

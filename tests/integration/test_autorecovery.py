@@ -59,7 +59,7 @@ def test_a_lost_bookie_is_rereplicated_without_an_operator(bookie_cluster, metad
     still_open = make_ledger(writer, 3, 2, entries=40, close=False)
     daemons("ar-one", *FAST)
     daemons("ar-two", *FAST)
-    auditor = wait_for(what="an auditor", predicate=zkstore.who_is_auditor)
+    auditor = wait_for(what="an auditor", predicate=zkstore.auditor.current)
     assert auditor in ("ar-one:3181", "ar-two:3181")
     assert ok(bkctl(metadata_uri, "autorecovery", "whoisauditor")).strip() == auditor
 
@@ -91,7 +91,7 @@ def test_disable_holds_the_repair_back_and_enable_lets_it_finish(bookie_cluster,
     zkstore.underreplication.set_lost_bookie_recovery_delay(0)
     ids = [make_ledger(writer, 3, 2, entries=30) for _ in range(4)]
     daemons("ar-solo", *FAST)
-    wait_for(what="an auditor", predicate=zkstore.who_is_auditor)
+    wait_for(what="an auditor", predicate=zkstore.auditor.current)
     ok(bkctl(metadata_uri, "autorecovery", "disable"))
     victim = most_named(zkstore, ids, procs)  # 4 ledgers on 3 of 4 bookies: it holds 3 or 4 of them
     victim_id = victim.bookie_id
@@ -204,7 +204,7 @@ def test_bookieds_repair_the_loss_of_the_auditors_own_bookie(bookie_cluster, met
     zkstore.underreplication.set_lost_bookie_recovery_delay(0)
     closed = [make_ledger(writer, 3, 2, entries=50 + i) for i in range(12)]
     by_id = {p.bookie_id: p for p in procs}
-    auditor = wait_for(what="an auditor among the bookies", predicate=zkstore.who_is_auditor, timeout=60)
+    auditor = wait_for(what="an auditor among the bookies", predicate=zkstore.auditor.current, timeout=60)
     assert auditor in by_id
 
     live_writer = BlockingBookKeeper(metadata_uri, timeout=60)
@@ -286,7 +286,7 @@ def test_a_worker_killed_mid_copy_leaves_the_ledger_to_another(bookie_cluster, m
     md = zkstore.ledgers.read(lid)[0]
     victim = next(p for p in procs if p.bookie_id == md.ensembles[0][1][0])
     slow = daemons("ar-slow", *FAST, "replicationRateByBytes=20000", "rereplicationEntryBatchSize=4")
-    wait_for(what="an auditor", predicate=zkstore.who_is_auditor)
+    wait_for(what="an auditor", predicate=zkstore.auditor.current)
     victim.kill()
     wait_for(what="the slow worker to take the ledger", predicate=lambda: lid in zkstore.underreplication.locks(), timeout=60)
     time.sleep(2)  # it copies about 20 kB/s: well inside the copy of ~280 kB
@@ -313,7 +313,7 @@ def test_decommission_lets_the_daemons_copy(bookie_cluster, metadata_uri, zkstor
     zkstore.underreplication.set_lost_bookie_recovery_delay(3600)
     ids = [make_ledger(writer, 3, 2, entries=40) for _ in range(4)]
     daemons("ar-decom", *FAST)
-    wait_for(what="an auditor", predicate=zkstore.who_is_auditor)
+    wait_for(what="an auditor", predicate=zkstore.auditor.current)
     victim = most_named(zkstore, ids, procs)
     on_victim = [lid for lid in ids if victim.bookie_id in zkstore.ledgers.read(lid)[0].bookies]
     assert len(on_victim) >= 3

@@ -114,3 +114,13 @@ def test_entries_held_by_each_position():
     assert entries_held(md, 1, 1, 9) is None        # the segment is empty
     single = LedgerMetadata.new(("a:1", "b:1", "c:1"), 2, 2, password=b"")
     assert entries_held(single, 0, 2, 0) is None    # entry 0 is on positions 0 and 1 only
+
+
+def test_set_takes_the_autorecovery_section_of_the_schema():
+    """`autorecovery run --set` says it takes the keys of bookied.conf(5)'s Autorecovery
+    section but autoRecoveryDaemonEnabled; the daemon's keys and the schema must agree."""
+    from bkctl.bookied.config import OPTIONS
+    from bkctl.wire.autorecovery.service import CONFIG_KEYS
+
+    section = {opt.name for opt in OPTIONS if opt.section == "autorecovery"}
+    assert set(CONFIG_KEYS) == section - {"autoRecoveryDaemonEnabled"}

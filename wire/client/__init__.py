@@ -8,14 +8,17 @@
 * :mod:`.ledger_recovery` -- finding an open ledger's tail: ledger recovery
   (fence and close) and resuming for appends;
 * :mod:`.rereplication` -- re-replication: copying lost bookies' fragments;
-* :mod:`.ledger_admin` -- credentials, fencing without closing, a bookie's own view;
+* :mod:`.ledger_admin` -- fencing without closing, a bookie's own view;
+  :mod:`.credentials` -- the one rule for a ledger's password and digest type;
+* :mod:`.quorum` -- the quorum schedule (write sets, ack quorum, coverage);
 * :mod:`.channel` -- what handles need from a connection;
   :mod:`.connection` -- the connection to one bookie, with its parts:
   :mod:`.client_protocol` (bytes to answers), :mod:`.requests` (matching
-  answers to requests), :mod:`.deadlines` (timeouts), :mod:`.backoff`,
+  answers to requests), :mod:`.entry_requests` (ADD and READ requests,
+  general and fast), :mod:`.deadlines` (timeouts), :mod:`.backoff`,
   :mod:`.start_tls`; :mod:`.pool` -- one connection per bookie;
 * :mod:`.placement` -- choosing bookies; :mod:`.blocking` -- a blocking facade;
-* :mod:`.errors` -- every error of the client.
+* :mod:`.errors` -- every error of the client; :mod:`.helpers` -- small shared helpers.
 
 Import the submodules directly; this package imports nothing (Twisted
 included) so that ``bkctl.wire.client.errors`` stays cheap to import.

@@ -36,6 +36,7 @@ from bkctl.wire.errors import Conflict
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 from bkctl.wire.metadata.serviceinfo import parse_bookie_id_address
+from bkctl.wire.metadata.store import MetadataStore
 
 from .credentials import ledger_credentials
 from .errors import (
@@ -113,7 +114,8 @@ class BookKeeperClient:
 
     ``metadata`` is a metadata service URI (the client then owns a
     :class:`~bkctl.wire.metadata.zk.ZKMetadataStore`, connected on first use and closed
-    by :meth:`close`) or a store object (used as is, never closed here).
+    by :meth:`close`) or a :class:`~bkctl.wire.metadata.store.MetadataStore` (used as is,
+    never closed here).
     ``reactor`` defaults to the global reactor.  ``protocol``, ``add_timeout``
     and ``read_timeout`` (seconds) and any other keyword go to the
     :class:`~bkctl.wire.client.pool.BookiePool`.  ``max_inflight`` bounds the adds
@@ -133,7 +135,7 @@ class BookKeeperClient:
     ``placement`` the ensemble placement policy.
     """
 
-    def __init__(self, metadata, reactor=None, *, protocol: str = "v3", add_timeout: float = 5.0,
+    def __init__(self, metadata: str | MetadataStore, reactor=None, *, protocol: str = "v3", add_timeout: float = 5.0,
                  read_timeout: float = 5.0, max_inflight: int = 1000, max_waiting: int | None = None,
                  read_window: int = 256, recovery_read_window: int = 16, explicit_lac_interval: float = 0.0,
                  placement=None,

@@ -34,14 +34,16 @@ attempt), :mod:`.requests` (a request, and matching answers to requests),
   :class:`TooManyRequests`. Nothing grows without bound.
 * **Cancellation.** Cancelling a request's Deferred forgets the request
   (a late response is dropped) and frees its slot.
-* **Hot paths.** The ledger layer adds and reads through
-  :meth:`~BookieConnection.add_with_callback` and
-  :meth:`~BookieConnection.read_with_callback`: a plain callback per
+* **Hot paths** (:mod:`.entry_requests`). The ledger layer adds and reads
+  through :meth:`~BookieConnection.add_with_callback` (or
+  :meth:`~BookieConnection.add_encoded`, an ADD encoded once for its write
+  set) and :meth:`~BookieConnection.read_with_callback`: a plain callback per
   request instead of a Deferred. Answers are handled a whole chunk (one
   ``dataReceived``) at a time, and the requests their callbacks issue are
-  written once per connection after the chunk. v3 EOK answers to plain
-  ADDs and READs are matched by their header field and taken apart without
-  the general parser (a fast path: :mod:`bkctl.wire.fastpath`).
+  written once per connection after the chunk (a writer's burst of adds
+  too). v3 EOK answers to ADDs and plain READs are matched by their header
+  field and taken apart without the general parser, v2 EOK ADD and READ
+  answers without the response tuple (fast paths: :mod:`bkctl.wire.fastpath`).
 
 Operations return Deferreds that fire with plain values or fail with the
 errors of :mod:`bkctl.wire.client.errors`. Argument errors (a master key that is
@@ -725,7 +727,14 @@ class BookieConnection(EntryRequests, StartTLS):
         self._backoff.failures = 0  # the bookie answers: the next failure starts a fresh backoff
         if self._queue:
             self._pump()
-        self._finish(req, result)
+        on_done = req.on_done
+        if on_done is None or req.deferred is not None:
+            self._finish(req, result)
+            return
+        # a callback request (the ledger layer's adds and reads): _finish's work, inline
+        if req.timeouts is not None:
+            self._deadlines.retire(req)
+        self._call_on_done(req, on_done, result)
 
     def _malformed(self, proto: BookieClientProtocol, exc: CodecError) -> None:
         if proto is not self._proto:

@@ -364,22 +364,23 @@ class LedgerHandle(ReadHandle):
         except Exception as exc:  # noqa: BLE001 - a closed pool or a bad argument raises
             self._slot_done(p, slot, bookie, exc)
 
-    def _answered(self, bookie: str) -> None:
-        n = self._unanswered.get(bookie, 1) - 1
-        self._unanswered[bookie] = n
+    def _answered(self, bookie: str, n: int) -> None:
+        """A bookie that was ``max_inflight`` writes behind has ``n`` unanswered now."""
         if bookie in self._behind and n <= self.max_inflight - self._refill:
             self._behind.discard(bookie)
             if not self._behind:
                 self._complete_ready()  # start the adds that waited for it
 
     def _slot_done(self, p: _PendingAdd, slot: int, bookie: str, error: BaseException | None) -> None:
-        self._answered(bookie)
-        if error is None:
-            self._add_ok(None, p, slot, bookie)
-        else:
+        """A bookie answered copy ``slot`` of entry ``p`` (``error`` None: acknowledged)."""
+        unanswered = self._unanswered
+        n = unanswered.get(bookie, 1) - 1
+        unanswered[bookie] = n
+        if self._behind and bookie in self._behind:
+            self._answered(bookie, n)
+        if error is not None:
             self._add_error(error, p, slot, bookie)
-
-    def _add_ok(self, _result, p: _PendingAdd, slot: int, bookie: str) -> None:
+            return
         bit = 1 << slot
         if p.bookies is None or p.bookies[slot] != bookie or p.acked & bit:
             return  # from a bookie that was replaced meanwhile, or a duplicate
