@@ -551,6 +551,10 @@ class EntryStore:
                  if lid not in writing and (entries == 0 or usage < threshold)]
         return [(lid, usage) for usage, lid in sorted(found)]
 
+    def committed_log_bytes(self) -> int:
+        """Committed bytes of all entry logs (what deleting or compacting logs reclaims)."""
+        return sum(row[0] for row in list(self.index.logs.values()))
+
     def log_size(self, log_id: int) -> int:
         row = self.index.logs.get(log_id)
         return row[0] if row is not None else 0
