@@ -99,6 +99,7 @@ class App:
         ``min_racks_per_write_quorum``, ``enforce_min_racks_per_write_quorum``
         and ``min_regions`` tune it."""
         from bkctl.wire.metadata.racks import RackMapError, RackSource, build_placement
+        from bkctl.wire.text import parse_bool
 
         prof = self.profile
         name = self.placement or prof.get("placement")
@@ -114,7 +115,8 @@ class App:
                 name, store=self.store, rack_file=prof.get("rack_map_file"),
                 script=prof.get("network_topology_script"),
                 min_racks=int(prof.get("min_racks_per_write_quorum", 2)),
-                enforce=bool(prof.get("enforce_min_racks_per_write_quorum", False)),
+                enforce=parse_bool(prof.get("enforce_min_racks_per_write_quorum", False),
+                                   "enforce_min_racks_per_write_quorum"),
                 min_regions=int(prof.get("min_regions", 2)))
         except (RackMapError, ValueError, TypeError) as e:
             raise CommandError(f"placement: {e}", USAGE) from None

@@ -90,6 +90,12 @@ def cli(ctx: click.Context, metadata_uri, cluster, protocol, zk_timeout, placeme
     `bkctl ledger show 7 --json` is `bkctl --json ledger show 7`.
     """
     from .config import bookie_tls, cluster_profile, resolve_cluster, zk_security
+    from .exitcodes import USAGE, CommandError
+
+    try:
+        from bkctl.wire import fastpath  # noqa: F401 - reads BKCTL_FASTPATHS once, refusing a bad word
+    except ValueError as e:
+        raise CommandError(str(e), USAGE) from None
 
     app = ctx.obj if isinstance(ctx.obj, App) else None
     if app is None:

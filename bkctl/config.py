@@ -112,6 +112,7 @@ def zk_security(profile: dict, digest: str | None = None, tls_ca: str | None = N
     over the profile's ``zk_*`` keys; SASL and ``zk_enable_security`` from the
     profile or ``BKCTL_ZK_SASL_*`` / ``BKCTL_ZK_ENABLE_SECURITY``."""
     from bkctl.wire.metadata.zksecurity import ZKSecurity
+    from bkctl.wire.text import parse_bool
 
     env = os.environ
 
@@ -122,17 +123,29 @@ def zk_security(profile: dict, digest: str | None = None, tls_ca: str | None = N
             return env[var]
         return profile.get(key)
 
-    enable = pick("zk_enable_security", None, "BKCTL_ZK_ENABLE_SECURITY")
+    def switch(key: str, var: str | None = None) -> bool:
+        """A yes/no from ``$var`` or the profile (off when neither says)."""
+        if var and env.get(var):
+            value, where = env[var], var
+        else:
+            value, where = profile.get(key, False), f"{config_path()}: {key}"
+        try:
+            return parse_bool(value, where)
+        except ValueError as e:
+            raise CommandError(str(e), USAGE) from None
+
+    enable = switch("zk_enable_security", "BKCTL_ZK_ENABLE_SECURITY")
+    tls = switch("zk_tls")
     try:
         return ZKSecurity(
             digest=pick("zk_digest", digest),
             sasl_mechanism=pick("zk_sasl_mechanism", None, "BKCTL_ZK_SASL_MECHANISM"),
             sasl_username=pick("zk_sasl_username", None, "BKCTL_ZK_SASL_USERNAME"),
             sasl_password=pick("zk_sasl_password", None, "BKCTL_ZK_SASL_PASSWORD"),
-            tls=bool(profile.get("zk_tls", False)),
+            tls=tls,
             tls_ca=pick("zk_tls_ca", tls_ca), tls_cert=pick("zk_tls_cert", tls_cert),
             tls_key=pick("zk_tls_key", tls_key),
-            enable_security=str(enable).lower() in ("true", "1", "yes") if enable is not None else False)
+            enable_security=enable)
     except ValueError as e:
         raise CommandError(str(e), USAGE) from None
 

@@ -418,8 +418,8 @@ def bookied_page(version: str) -> str:
             lines += [".SH CONFIGURATION KEYS",
                       ".PP",
                       esc("Each flag sets the bk_server.conf key of the same name, in camelCase, "
-                          "overriding the file. Booleans take true or false; lists take "
-                          "comma-separated values.")]
+                          "overriding the file. Booleans take true or false (yes/no, on/off and 1/0 "
+                          "too, in any case); lists take comma-separated values.")]
         for action in actions:
             lines += [".TP", _action_head(action), esc(_argparse_help(parser, action))]
     lines += [
@@ -485,6 +485,10 @@ def bookied_conf_page(version: str) -> str:
             "separator ignored; lines starting with # or ! are comments; a line ending in a "
             "backslash continues on the next one; \\t, \\n and \\uXXXX escapes work, and a "
             "backslash keeps the character after it."),
+        ".PP",
+        esc("A BOOL is true or false, in any case; yes/no, on/off and 1/0 work too, any other word "
+            "is an error. Java bookies (through Commons Configuration) take true/false, yes/no and "
+            "on/off: a file meant for both should stick to those."),
         ".PP",
         esc("Commas separate the elements of list keys. In a single-valued key an unescaped comma "
             "is an error. A list key given on several lines collects all their values; for other "

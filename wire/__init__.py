@@ -11,5 +11,6 @@
 * :mod:`.tls` -- TLS between clients and bookies (START_TLS), used by both sides;
 * :mod:`.proto` -- the generated protobuf classes (bookie protocol, metadata formats);
 * :mod:`.errors` -- exceptions shared by all of the above; :mod:`.fastpath` -- the one
-  switch for every fast path (``BKCTL_FASTPATHS=0``).
+  switch for every fast path (``BKCTL_FASTPATHS=0``);
+* :mod:`.text` -- the text rules every package shares: booleans, ``host:port``.
 """

@@ -19,6 +19,16 @@ class FrameTooLarge(CodecError):
         self.limit = limit
 
 
+class AddressError(BKError, ValueError):
+    """A ``host:port`` that is not one; ``problem`` is the phrase that follows
+    the quoted address in the message (``has a port outside 1..65535``)."""
+
+    def __init__(self, address: str, problem: str):
+        super().__init__(f"{address!r} {problem}")
+        self.address = address
+        self.problem = problem
+
+
 class DigestError(BKError):
     """An entry or LAC body whose digest (or ids) does not check out."""
 

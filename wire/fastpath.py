@@ -10,6 +10,17 @@ the two implementations cannot drift apart unnoticed.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+
+from bkctl.wire.text import parse_bool
+
+
+def from_environment(environ: Mapping[str, str]) -> bool:
+    """``BKCTL_FASTPATHS`` read as a boolean (:func:`bkctl.wire.text.parse_bool`;
+    unset or empty: on); ValueError naming the variable for any other word."""
+    value = environ.get("BKCTL_FASTPATHS", "")
+    return parse_bool(value, "BKCTL_FASTPATHS") if value.strip() else True
+
 
 #: False when the environment says ``BKCTL_FASTPATHS=0`` (or ``off``/``false``/``no``).
-ENABLED: bool = os.environ.get("BKCTL_FASTPATHS", "1").strip().lower() not in ("0", "off", "false", "no")
+ENABLED: bool = from_environment(os.environ)

@@ -76,10 +76,12 @@ def autorecovery():
               help="The id this daemon votes with in the auditor election (default: HOSTNAME:3181, "
                    "the id of a bookie on this host).")
 @click.option("-o", "--set", "settings", metavar="KEY=VALUE", multiple=True,
-              help="An autorecovery key of bk_server.conf, in Java's units: lostBookieRecoveryDelay (s), "
+              help="A key of the Autorecovery section of bookied.conf(5) but autoRecoveryDaemonEnabled, "
+                   "in Java's units and checked as bookied checks it: lostBookieRecoveryDelay (s), "
                    "auditorPeriodicCheckInterval (s), auditorPeriodicBookieCheckInterval (s), auditorReplicasCheckInterval (s), "
                    "openLedgerRereplicationGracePeriod (ms), lockReleaseOfFailedLedgerGracePeriod (ms), "
-                   "rereplicationEntryBatchSize, replicationRateByBytes (bytes/s). Repeatable.")
+                   "rereplicationEntryBatchSize, replicationRateByBytes (bytes/s), ensemblePlacementPolicy, "
+                   "minNumRacksPerWriteQuorum... Repeatable.")
 @pass_app
 def autorecovery_run(app: App, bookie_id: str | None, settings: tuple[str, ...]):
     """Run the autorecovery daemon in the foreground (auditor election, auditor, replication worker).

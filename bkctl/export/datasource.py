@@ -73,6 +73,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from bkctl.wire.text import parse_bool
+
 from .planning import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_SPLIT_ENTRIES,
@@ -138,14 +140,12 @@ def register(spark) -> None:
 
 
 def _bool(name: str, value: Any, default: bool) -> bool:
-    if value is None:
+    if value is None or str(value).strip() == "":
         return default
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off", ""):
-        return False
-    raise SpecError(f"option {name} must be true or false, not {value!r}")
+    try:
+        return parse_bool(value if isinstance(value, bool) else str(value), name)
+    except ValueError as e:
+        raise SpecError(f"option {e}") from None
 
 
 def _int(name: str, value: Any, default: int, minimum: int = 1) -> int:

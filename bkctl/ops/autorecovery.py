@@ -11,32 +11,17 @@ from bkctl.wire.autorecovery.service import CONFIG_KEYS, AutoRecoveryConfig, con
 
 def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
     """An :class:`AutoRecoveryConfig` from bk_server.conf keys (Java's names and
-    units); ValueError names an unknown key or a bad value."""
+    units), each checked by bookied's schema as bookied checks it
+    (:func:`bkctl.bookied.config.validate_setting`); ValueError (a ConfigError)
+    with a one-line message names an unknown key or a bad value."""
+    from bkctl.bookied.config import ConfigError, validate_setting
+
     values = {}
     for key, text in settings.items():
         if key not in CONFIG_KEYS:
-            raise ValueError(f"unknown autorecovery key {key!r} (one of {', '.join(sorted(CONFIG_KEYS))})")
-        if key in ("ensemblePlacementPolicy", "networkTopologyScriptFileName"):
-            if key == "ensemblePlacementPolicy":
-                from bkctl.wire.metadata.racks import policy_name
-
-                policy_name(text)  # ValueError for a policy we do not have
-            values[key] = text
-            continue
-        if key == "enforceMinNumRacksPerWriteQuorum":
-            if text.lower() not in ("true", "false"):
-                raise ValueError(f"{key}: {text!r} is not true or false")
-            values[key] = text.lower() == "true"
-            continue
-        try:
-            value = int(text)
-        except ValueError:
-            raise ValueError(f"{key}: {text!r} is not an integer") from None
-        if key != "replicationRateByBytes" and value < 0:
-            raise ValueError(f"{key}: must be >= 0, got {value}")
-        if key == "rereplicationEntryBatchSize" and value < 1:
-            raise ValueError(f"{key}: must be >= 1, got {value}")
-        values[key] = value
+            raise ConfigError(f"unknown autorecovery key {key!r} (one of {', '.join(sorted(CONFIG_KEYS))})",
+                              key=key)
+        values[key] = validate_setting(key, text)
     return config_from_keys(values)
 
 

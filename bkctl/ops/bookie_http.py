@@ -20,15 +20,15 @@ TIMEOUT = 10.0
 
 
 def http_address(store, bookie_id: str, override: str | None = None) -> str:
-    """``host:port`` of the bookie's HTTP admin server."""
-    from bkctl.wire.metadata.serviceinfo import HTTP, parse_bookie_id_address
+    """``host:port`` of the bookie's HTTP admin server (an IPv6 host in brackets)."""
+    from bkctl.wire.metadata.serviceinfo import HTTP
+    from bkctl.wire.text import join_host_port, split_host_port
 
     if override:
         try:
-            host, port = parse_bookie_id_address(override)
+            return join_host_port(*split_host_port(override))
         except ValueError:
             raise CommandError(f"--http takes HOST:PORT, not {override!r}", USAGE) from None
-        return f"{host}:{port}"
     if not store.is_bookie_registered(bookie_id):
         raise CommandError(f"bookie {bookie_id} is not registered (not running?)", NOT_FOUND)
     info = store.bookie_service_info(bookie_id)
@@ -42,7 +42,7 @@ def http_address(store, bookie_id: str, override: str | None = None) -> str:
         host = ep.host
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
-    return f"{host}:{ep.port}"
+    return join_host_port(host, ep.port)
 
 
 def call(address: str, method: str, path: str, body=None, query: str = ""):
@@ -50,10 +50,9 @@ def call(address: str, method: str, path: str, body=None, query: str = ""):
     import urllib.error
     import urllib.request
 
-    host, _, port = address.rpartition(":")
-    if ":" in host:
-        host = f"[{host}]"
-    url = f"http://{host}:{port}{path}" + (f"?{query}" if query else "")
+    from bkctl.wire.text import join_host_port, split_host_port
+
+    url = f"http://{join_host_port(*split_host_port(address))}{path}" + (f"?{query}" if query else "")
     data = None if body is None else json.dumps(body).encode("utf-8")
     req = urllib.request.Request(url, data=data, method=method,
                                  headers={"Content-Type": "application/json"} if data is not None else {})

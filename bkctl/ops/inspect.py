@@ -452,7 +452,7 @@ def check(dirs, store=None, on_total=None, on_entry=None) -> dict:
         if ledger_id not in managers:
             managers[ledger_id] = None
             if store is not None:
-                from bkctl.wire.client.ledger_admin import ledger_credentials
+                from bkctl.wire.client.credentials import ledger_credentials
 
                 try:
                     md, _ = store.read_ledger(ledger_id)

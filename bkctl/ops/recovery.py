@@ -18,11 +18,18 @@ def check_bookie_ids(bookies: Iterable[str]) -> list[str]:
     """The ids, deduplicated; exit 2 for one that is not a bookie id, or
     looks like host:port with a port that is not 1-65535 (``host:1.2``)."""
     from bkctl.wire.metadata.zkstore import is_valid_bookie_id
+    from bkctl.wire.text import split_host_port
+
+    def looks_like_an_address(b: str) -> bool:
+        try:
+            split_host_port(b)
+        except ValueError:
+            return False
+        return True
 
     out = list(dict.fromkeys(bookies))
     for b in out:
-        host, colon, port = b.rpartition(":")
-        if not is_valid_bookie_id(b) or (colon and not (host and port.isdigit() and 0 < int(port) < 65536)):
+        if not is_valid_bookie_id(b) or (":" in b and not looks_like_an_address(b)):
             raise CommandError(f"not a bookie id: {b!r} (expected host:port with a port 1-65535, "
                                "or a bookie id)", USAGE)
     return out

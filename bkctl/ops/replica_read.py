@@ -18,7 +18,7 @@ async def read_replica(client, ledger_id: int, bookie: str, first: int, last: in
     entry, or for an open ledger the highest entry the bookie has."""
     from twisted.internet import defer
 
-    from bkctl.wire.client.ledger_admin import ledger_credentials
+    from bkctl.wire.client.credentials import ledger_credentials
     from bkctl.wire.codecs.digest import DigestManager
     from bkctl.wire.errors import NotFound
 

@@ -1,12 +1,18 @@
 """Autorecovery pieces without ZooKeeper: the byte-rate limiter (task.Clock), the
 bk_server.conf keys of `bkctl autorecovery run`, and which entries a bookie holds."""
+import re
+
 import pytest
 from twisted.internet import task
 
+from bkctl.cli import run
+from bkctl.exitcodes import USAGE
 from bkctl.ops.autorecovery import config_from_settings
 from bkctl.wire.autorecovery.checker import entries_held
 from bkctl.wire.autorecovery.worker import RateLimiter
 from bkctl.wire.metadata.ledger import LedgerMetadata
+
+NO_ZOOKEEPER = "zk+hierarchical://127.0.0.1:1/ledgers"
 
 
 def test_rate_limiter_spaces_writes_to_the_rate():
@@ -54,14 +60,47 @@ def test_placement_keys():
 
 
 @pytest.mark.parametrize("settings, word", [
-    ({"ensemblePlacementPolicy": "com.example.MyPolicy"}, "unsupported ensemblePlacementPolicy"),
-    ({"enforceMinNumRacksPerWriteQuorum": "yes"}, "true or false"),
-    ({"nope": "1"}, "unknown"), ({"lostBookieRecoveryDelay": "x"}, "integer"),
-    ({"lostBookieRecoveryDelay": "-1"}, ">= 0"), ({"rereplicationEntryBatchSize": "0"}, ">= 1"),
+    ({"ensemblePlacementPolicy": "com.example.MyPolicy"}, "ensemblePlacementPolicy: 'com.example.MyPolicy' is not supported"),
+    ({"enforceMinNumRacksPerWriteQuorum": "maybe"}, "is not a boolean"),
+    ({"nope": "1"}, "unknown autorecovery key 'nope'"), ({"bookiePort": "3181"}, "unknown autorecovery key"),
+    ({"lostBookieRecoveryDelay": "x"}, "is not an integer"),
+    ({"lostBookieRecoveryDelay": "-1"}, "must not be negative"),
+    ({"rereplicationEntryBatchSize": "0"}, "must be at least 1"),
 ])
 def test_config_errors_name_the_key(settings, word):
     with pytest.raises(ValueError, match=word):
         config_from_settings(settings)
+
+
+# `--set` takes what bookied takes, and refuses what it refuses (bookied's schema
+# checks both); these four once disagreed.  Refusals come before ZooKeeper is
+# asked anything (the URI below has no server).
+@pytest.mark.parametrize("setting, message", [
+    ("minNumRacksPerWriteQuorum=0", "minNumRacksPerWriteQuorum: '0' must be at least 1"),
+    ("networkTopologyScriptNumberArgs=0", "networkTopologyScriptNumberArgs: '0' must be at least 1"),
+    ("lostBookieRecoveryDelay=99999999999", "lostBookieRecoveryDelay: '99999999999' is too large (at most 2147483647)"),
+])
+def test_autorecovery_run_set_refuses_what_bookied_refuses(setting, message, capsys):
+    from bkctl.bookied.config import ConfigError, load_config
+
+    key, _, value = setting.partition("=")
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(overrides={key: value})
+    assert run(["-m", NO_ZOOKEEPER, "autorecovery", "run", "--set", setting]) == USAGE
+    err = capsys.readouterr().err.strip()
+    assert err == f"bkctl: error: --set: {message}"
+
+
+def test_autorecovery_run_set_takes_what_bookied_takes(capsys):
+    from bkctl.bookied.config import load_config
+
+    assert load_config(overrides={"enforceMinNumRacksPerWriteQuorum": "yes"}).enforce_min_num_racks_per_write_quorum
+    assert config_from_settings({"enforceMinNumRacksPerWriteQuorum": "yes"}).enforce_min_racks_per_write_quorum
+    # past --set, the next check (the bookie id) is the one that stops the command
+    assert run(["-m", NO_ZOOKEEPER, "autorecovery", "run", "--set", "enforceMinNumRacksPerWriteQuorum=yes",
+                "--bookie-id", "readonly"]) == USAGE
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bkctl: error: --bookie-id 'readonly'") and "\n" not in err
 
 
 def test_entries_held_by_each_position():

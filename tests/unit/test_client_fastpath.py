@@ -25,14 +25,14 @@ def test_fast_ok_and_error_and_timeout():
     d2 = h.conn.add(1, 1, KEY, entry(1, 1))
     d3 = h.conn.add(1, 2, KEY, entry(1, 2))
     r1, r2, r3 = v3_requests(t)
-    assert len(h.conn._v3_fast) == 3
+    assert len(h.conn.requests.v3_fast) == 3
     proto.dataReceived(v3_reply(r2, RC.EFENCED) + v3_reply(r1))
     assert result_of(d1) is None
     failure_of(d2, E.LedgerFencedError)
-    assert len(h.conn._v3_fast) == 1
+    assert len(h.conn.requests.v3_fast) == 1
     h.reactor.advance(1.0)
     failure_of(d3, E.BookieTimeout)
-    assert h.conn._v3_fast == {} and h.delayed() == []
+    assert h.conn.requests.v3_fast == {} and h.delayed() == []
     proto.dataReceived(v3_reply(r3))  # late: dropped
     assert h.conn.connected
 
@@ -53,7 +53,7 @@ def test_cancel_removes_ok():
     d = h.conn.add(1, 0, KEY, entry(1, 0))
     (r,) = v3_requests(t)
     d.cancel(); failure_of(d)
-    assert h.conn._v3_fast == {}
+    assert h.conn.requests.v3_fast == {}
     proto.dataReceived(v3_reply(r))
     assert h.conn.connected
 
@@ -66,7 +66,7 @@ def test_switched_off_sends_the_same_bytes_and_parses_every_answer():
         proto, t = h.connected()
         d = h.conn.add(1, 0, KEY, entry(1, 0))
         d2 = h.conn.read(1, 0)
-        assert len(h.conn._v3_fast) == (2 if on else 0)  # off: no answer is matched unparsed
+        assert len(h.conn.requests.v3_fast) == (2 if on else 0)  # off: no answer is matched unparsed
         r1, = v3_requests(t)[:1]
         frames.append(sent_frames(t))
         proto.dataReceived(v3_reply(r1))
@@ -88,12 +88,12 @@ def test_eok_read_answers_are_taken_without_the_parser():
     d = h.conn.read(1, 2)
     h.conn.read_with_callback(1, 3, lambda *a: got.append(a), "ctx", 1)
     r2, r3 = v3_requests(t)
-    assert len(h.conn._v3_fast) == 2
+    assert len(h.conn.requests.v3_fast) == 2
     _no_parsing(proto)
     proto.dataReceived(v3_reply(r3, body=b"three", max_lac=2) + v3_reply(r2, body=b"two"))
     assert got == [("ctx", 1, h.conn.bookie_id, b"three")]
     assert result_of(d) == b"two"
-    assert h.conn._v3_fast == {} and h.conn.outstanding == 0
+    assert h.conn.requests.v3_fast == {} and h.conn.outstanding == 0
 
 
 def test_error_read_answers_go_through_the_parser():
@@ -103,7 +103,7 @@ def test_error_read_answers_go_through_the_parser():
     (r,) = v3_requests(t)
     proto.dataReceived(v3_reply(r, RC.ENOENTRY))
     failure_of(d, E.NoSuchEntry)
-    assert h.conn._v3_fast == {}
+    assert h.conn.requests.v3_fast == {}
 
 
 def test_fencing_and_priority_reads_are_not_on_the_fast_path():
@@ -111,7 +111,7 @@ def test_fencing_and_priority_reads_are_not_on_the_fast_path():
     proto, t = h.connected()
     d1 = h.conn.read(1, 2, fence_master_key=KEY)
     d2 = h.conn.read(1, 3, high_priority=True)
-    assert h.conn._v3_fast == {}
+    assert h.conn.requests.v3_fast == {}
     r1, r2 = v3_requests(t)
     proto.dataReceived(v3_reply(r1, body=b"f") + v3_reply(r2, body=b"p"))
     assert result_of(d1) == b"f" and result_of(d2) == b"p"
@@ -155,4 +155,4 @@ def test_v2_eok_read_answers_are_cut_without_the_decoder_errors_are_decoded():
     assert got == [b"two"] and result_of(d) == b"three"
     failure_of(d2, E.NoSuchEntry)
     assert len(decoded) == 2  # the error and the answer nobody waits for
-    assert h.conn.outstanding == 0 and h.conn._v2_pending == {}
+    assert h.conn.outstanding == 0 and h.conn.requests.v2_pending == {}

@@ -29,7 +29,6 @@ from bkctl.wire.client.errors import (
 )
 from bkctl.wire.client.errors import EntryNotConfirmed, HandleReleased, LedgerClosedError, LedgerRecoveryError
 from bkctl.wire.client.ledger_handle import LedgerHandle
-from bkctl.wire.client.read_handle import covered
 from bkctl.wire.client.errors import NotEnoughBookies
 from bkctl.wire.client.placement import RandomPlacement
 from bkctl.wire.codecs.digest import DigestManager, DigestType
@@ -336,18 +335,6 @@ def test_placement_replacement_avoids_ensemble_and_failed_bookies():
     with pytest.raises(NotEnoughBookies) as exc:
         p.replace_bookies(ens, {B[1]}, B[:3])
     assert "to replace 10.0.0.2:3181" in str(exc.value)
-
-
-def test_coverage_rule():
-    # E=3 Qw=2 Qa=2: each write quorum needs 1 answer
-    assert not covered({0}, 3, 2, 2)
-    assert covered({0, 1}, 3, 2, 2)
-    # E=3 Qw=3 Qa=2: two answers anywhere
-    assert not covered({0}, 3, 3, 2)
-    assert covered({0, 2}, 3, 3, 2)
-    # E=5 Qw=3 Qa=3: one answer per write quorum of 3
-    assert covered({0, 3}, 5, 3, 3)
-    assert not covered({0}, 5, 3, 3)
 
 
 # ----------------------------------------------------------------- create

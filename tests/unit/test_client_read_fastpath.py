@@ -61,13 +61,13 @@ def test_callback_reads_time_out_fail_and_succeed_like_general_ones():
         h.conn.read_with_callback(9, e, lambda *a: got.append(a), "c%d" % e, e)
     r1, r2, r3 = v3_requests(t)
     assert [r.readRequest.entryId for r in (r1, r2, r3)] == [1, 2, 3]
-    assert len(h.conn._v3_fast) == 3 and h.conn.outstanding == 3
+    assert len(h.conn.requests.v3_fast) == 3 and h.conn.outstanding == 3
     proto.dataReceived(v3_reply(r2, RC.ENOENTRY) + v3_reply(r1, body=b"one"))
     assert got[0][:3] == ("c2", 2, h.conn.bookie_id) and isinstance(got[0][3], E.NoSuchEntry)
     assert got[1] == ("c1", 1, h.conn.bookie_id, b"one")
     h.reactor.advance(2.0)
     assert got[2][:2] == ("c3", 3) and isinstance(got[2][3], E.BookieTimeout)
-    assert h.conn._v3_fast == {} and h.conn.outstanding == 0 and h.delayed() == []
+    assert h.conn.requests.v3_fast == {} and h.conn.outstanding == 0 and h.delayed() == []
     proto.dataReceived(v3_reply(r3, body=b"late"))  # dropped
     assert len(got) == 3 and h.conn.connected
 

@@ -498,7 +498,7 @@ def test_error_message_format(tmp_path, monkeypatch):
     ("dbStorage_writeCacheMaxSizeMb", "0", "must be at least 1"),
     ("journalMaxGroupWaitMSec", "99999999999999999999", "is too large"),
     ("httpServerEnabled", "maybe", "is not a boolean"),
-    ("readOnlyModeEnabled", "1", "is not a boolean"),
+    ("readOnlyModeEnabled", "2", "is not a boolean (true/false, yes/no, on/off, 1/0)"),
     ("bookieId", "readonly", "is reserved"),
     ("bookieId", "bk/1", "is not a valid bookie id"),
     ("bookieId", "bk 1", "is not a valid bookie id"),

@@ -10,7 +10,6 @@ from twisted.internet import defer
 
 from bkctl.ops.bench import percentile
 from bkctl.ops.ledgers import entry_doc, entry_line, parse_custom_metadata
-from bkctl.wire.client.ledger_admin import ledger_credentials
 from bkctl.wire.client.errors import EntryUnrecoverable, TargetUnusable
 from bkctl.wire.client.rereplication import (
     Fragment,
@@ -19,7 +18,7 @@ from bkctl.wire.client.rereplication import (
     replace_in_metadata,
     replicate_fragment,
 )
-from bkctl.wire.client.errors import NoSuchEntry, Unauthorized
+from bkctl.wire.client.errors import NoSuchEntry
 from bkctl.wire.client.errors import NotEnoughBookies
 from bkctl.wire.client.placement import RandomPlacement
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
@@ -142,19 +141,6 @@ def test_not_enough_bookies():
     frag = Fragment(1, 0, 9, (A, B, C), (B,), 2)
     with pytest.raises(NotEnoughBookies):
         choose_replacements(frag, [A, B, C], exclude=[B])
-
-
-# -- credentials ----------------------------------------------------------------------------
-
-
-def test_credentials_come_from_the_metadata():
-    md = LedgerMetadata.new([A, B, C], 2, 2, password=b"pw", digest_type=DigestType.MAC)
-    assert ledger_credentials(1, md) == (b"pw", DigestType.MAC)
-    assert ledger_credentials(1, md, "pw") == (b"pw", DigestType.MAC)
-    with pytest.raises(Unauthorized, match="wrong password"):
-        ledger_credentials(1, md, b"nope")
-    v1 = LedgerMetadata.new([A, B, C], 2, 2, format_version=1)
-    assert ledger_credentials(1, v1) == (b"", DigestType.CRC32)
 
 
 # -- copying with fake bookies --------------------------------------------------------------

@@ -127,3 +127,59 @@ def test_truncated_or_bit_flipped_golden_raises_only_codec_error(data):
         bit = data.draw(st.integers(0, len(buf) * 8 - 1))
         buf[bit // 8] ^= 1 << (bit % 8)
     _only_codec_error(bytes(buf))
+
+
+# -- the one host:port rule (bkctl.wire.text.split_host_port) -----------------------
+
+@pytest.mark.parametrize("address, expected", [
+    ("10.0.0.1:3181", ("10.0.0.1", 3181)),
+    ("bk-1.example.com:65535", ("bk-1.example.com", 65535)),
+    ("[::1]:3181", ("::1", 3181)),
+    # Java's BookieSocketAddress writes hostname + ":" + port, brackets or not
+    ("fe80::1:3181", ("fe80::1", 3181)),
+])
+def test_host_port(address, expected):
+    from bkctl.wire.text import join_host_port, split_host_port
+
+    assert split_host_port(address) == expected
+    assert parse_bookie_id_address(address) == expected
+    assert split_host_port(join_host_port(*expected)) == expected
+
+
+@pytest.mark.parametrize("address, problem", [
+    ("host", "is not host:port"), ("host:", "is not host:port"), (":3181", "is not host:port"),
+    ("host:x", "is not host:port"), ("host:+1", "is not host:port"), ("host:\u0661", "is not host:port"),
+    ("[::1]", "is not host:port"), ("[::1]3181", "is not host:port"), ("[::1:3181", "is not host:port"),
+    ("host:0", "has a port outside 1..65535"), ("host:70000", "has a port outside 1..65535"),
+])
+def test_host_port_refused(address, problem):
+    from bkctl.wire.errors import AddressError
+    from bkctl.wire.text import split_host_port
+
+    with pytest.raises(AddressError) as info:
+        split_host_port(address)
+    assert str(info.value) == f"{address!r} {problem}" and info.value.problem == problem
+
+
+def test_host_port_default_port():
+    from bkctl.wire.text import join_host_port, split_host_port
+
+    assert split_host_port("zk1", default_port=2181) == ("zk1", 2181)
+    assert split_host_port("[::1]", default_port=2181) == ("::1", 2181)
+    assert split_host_port("zk1:2182", default_port=2181) == ("zk1", 2182)
+    assert join_host_port("::1", 2181) == "[::1]:2181" and join_host_port("zk1", 2181) == "zk1:2181"
+
+
+def test_every_reader_of_bookie_addresses_uses_the_rule():
+    from bkctl.wire.client.connection import default_resolve
+    from bkctl.wire.metadata.layout import zk_server_problem
+    from bkctl.wire.metadata.racks import host_of
+
+    for text in ("[::1]:3181", "fe80::1:3181", "10.0.0.1:3181"):
+        host, port = parse_bookie_id_address(text)
+        assert default_resolve(text) == (host, port)
+        assert host_of(text) == host
+    assert host_of("bookie-7") == "bookie-7"  # a bookie id that is no address
+    assert zk_server_problem("[::1]:2181") is None and zk_server_problem("zk1") is None
+    assert zk_server_problem("zk1:0") == "has a port outside 1..65535"
+    assert zk_server_problem("::1") == zk_server_problem("zk 1") == "is not a host[:port] ZooKeeper server"

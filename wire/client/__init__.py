@@ -10,7 +10,10 @@
 * :mod:`.rereplication` -- re-replication: copying lost bookies' fragments;
 * :mod:`.ledger_admin` -- credentials, fencing without closing, a bookie's own view;
 * :mod:`.channel` -- what handles need from a connection;
-  :mod:`.connection` -- the connection to one bookie; :mod:`.pool` -- one per bookie;
+  :mod:`.connection` -- the connection to one bookie, with its parts:
+  :mod:`.client_protocol` (bytes to answers), :mod:`.requests` (matching
+  answers to requests), :mod:`.deadlines` (timeouts), :mod:`.backoff`,
+  :mod:`.start_tls`; :mod:`.pool` -- one connection per bookie;
 * :mod:`.placement` -- choosing bookies; :mod:`.blocking` -- a blocking facade;
 * :mod:`.errors` -- every error of the client.
 

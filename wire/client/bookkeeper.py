@@ -32,11 +32,12 @@ from typing import Any
 from twisted.internet import defer, threads
 
 from bkctl.wire.codecs.digest import DigestType
-from bkctl.wire.errors import Conflict, DigestError
+from bkctl.wire.errors import Conflict
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 from bkctl.wire.metadata.serviceinfo import parse_bookie_id_address
 
+from .credentials import ledger_credentials
 from .errors import (
     ClientClosed,
     LedgerLocked,
@@ -44,7 +45,6 @@ from .errors import (
     LedgerFencedError,
     LedgerMetadataConflict,
     LedgerRecoveryError,
-    Unauthorized,
 )
 from .ledger_handle import LedgerHandle
 from .ledger_recovery import replicate_tail
@@ -106,28 +106,6 @@ class AppendLock:
                 self.store.client.delete(self.path)
             except Exception:  # noqa: BLE001 - NotEmpty, NoNode, connection loss
                 pass
-
-
-def _credentials(ledger_id: int, md: LedgerMetadata, password, digest_type, check_password: bool):
-    """(password, digest type) to use for a ledger, checked against its metadata
-    as Java's open does: a wrong password is Unauthorized, a different digest
-    type a DigestError.  ``password=None`` uses the stored one (admin use)."""
-    if isinstance(password, str):
-        password = password.encode("utf-8")
-    if digest_type is not None and not isinstance(digest_type, DigestType):
-        digest_type = DigestType.parse(digest_type) if isinstance(digest_type, str) else DigestType(digest_type)
-    if md.password is None:  # format-1 metadata stores neither
-        return (b"" if password is None else bytes(password),
-                digest_type if digest_type is not None else DigestType.CRC32)
-    if password is None:
-        password = md.password
-    elif check_password and bytes(password) != md.password:
-        raise Unauthorized(f"wrong password for ledger {ledger_id}")
-    if digest_type is None:
-        digest_type = md.digest_type
-    elif check_password and digest_type != md.digest_type:
-        raise DigestError(f"ledger {ledger_id} uses digest type {md.digest_type.name}, not {digest_type.name}")
-    return bytes(password), digest_type
 
 
 class BookKeeperClient:
@@ -329,7 +307,7 @@ class BookKeeperClient:
     async def _open_ledger(self, ledger_id, recovery, password, digest_type, check_password) -> ReadHandle:
         self._check_open()
         md, version = await self.run_blocking(self.store.read_ledger, ledger_id)
-        password, digest_type = _credentials(ledger_id, md, password, digest_type, check_password)
+        password, digest_type = ledger_credentials(ledger_id, md, password, digest_type, check=check_password)
         if md.is_closed:
             return ReadHandle(self, ledger_id, md, version, password, digest_type)
         if not recovery:
@@ -397,7 +375,7 @@ class BookKeeperClient:
         handle = None
         try:
             md, version = await self.run_blocking(self.store.read_ledger, ledger_id)
-            password, digest_type = _credentials(ledger_id, md, password, digest_type, check_password)
+            password, digest_type = ledger_credentials(ledger_id, md, password, digest_type, check=check_password)
             if md.is_closed:
                 raise LedgerClosedError(f"ledger {ledger_id} is closed (last entry {md.last_entry_id}); "
                                         "it cannot be appended to")

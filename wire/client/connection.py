@@ -1,35 +1,34 @@
 """One client connection to one bookie, over Twisted.
 
-The split follows Twisted's own: :class:`BookieClientProtocol` turns bytes
-into decoded responses (framing, v2 or v3 decoding) and knows nothing of
-requests; :class:`BookieClientFactory` is one connection attempt; and
 :class:`BookieConnection` owns the lifetime of the TCP connection to one
-bookie id and everything about requests:
+bookie id and the requests sent over it; its parts live in modules of one
+job each: :mod:`.client_protocol` (bytes to decoded answers, one connection
+attempt), :mod:`.requests` (a request, and matching answers to requests),
+:mod:`.deadlines` (timeouts), :mod:`.backoff` (when to try again),
+:mod:`.start_tls` (START_TLS), and the answers' decoders are codecs
+(:mod:`bkctl.wire.codecs.answers`).
 
 * **Lazy connect, reuse.** The first request connects (the address comes
   from a caller-supplied ``resolve(bookie_id)``, which may return a
   Deferred, so a BookieServiceInfo lookup fits). Requests issued while
   connecting are queued and sent once connected. Later requests reuse the
   connection.
-* **Matching.** v3: by ``(txnId, operation)`` with a per-connection txnId
-  counter. v2: by ``(ledgerId, entryId, opcode)``, first-in first-out for
-  duplicate keys; BATCH_READ by its requestId.
-* **Timeouts.** On the injected clock (``IReactorTime``): writes (ADD,
-  WRITE_LAC, FORCE_LEDGER) use ``add_timeout``, reads use ``read_timeout``
-  (a long poll adds its own wait), GET_BOOKIE_INFO uses
-  ``bookie_info_timeout``. The clock starts when the request is issued, so
-  time spent queued or connecting counts. A response arriving after the
-  timeout is dropped. Requests of one kind share a timeout, so they expire
-  in the order they were issued: each kind keeps its requests in a deque
-  with one timer, due when the oldest one expires (not one timer per
-  request), and the timer is gone once no request of the kind is left.
+* **Matching** (:class:`~.requests.RequestTable`). v3: by ``(txnId,
+  operation)`` with a per-connection txnId counter. v2: by ``(ledgerId,
+  entryId, opcode)``, first-in first-out for duplicate keys; BATCH_READ by
+  its requestId.
+* **Timeouts** (:class:`~.deadlines.Deadlines`). On the injected clock
+  (``IReactorTime``): writes (ADD, WRITE_LAC, FORCE_LEDGER) use
+  ``add_timeout``, reads use ``read_timeout`` (a long poll adds its own
+  wait), GET_BOOKIE_INFO uses ``bookie_info_timeout``. The clock starts when
+  the request is issued, so time spent queued or connecting counts. A
+  response arriving after the timeout is dropped.
 * **Failures.** When the connection goes away every request on it (sent or
   queued) fails with :class:`BookieUnavailable`. The next request after
-  that reconnects, but only once a backoff delay has passed (``backoff_initial``
-  doubling up to ``backoff_max``, back to the start as soon as the bookie
-  answers a request); inside the delay requests fail at once instead of
-  piling up. A response that does not decode closes the connection and
-  fails everything on it with :class:`MalformedResponse`.
+  that reconnects, but only once a backoff delay has passed
+  (:class:`~.backoff.Backoff`); inside the delay requests fail at once
+  instead of piling up. A response that does not decode closes the
+  connection and fails everything on it with :class:`MalformedResponse`.
 * **Back-pressure.** At most ``max_outstanding`` requests are on the wire;
   the next ``max_queued`` wait locally; beyond that requests fail with
   :class:`TooManyRequests`. Nothing grows without bound.
@@ -58,30 +57,28 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from twisted.internet import defer
-from twisted.internet.interfaces import IHandshakeListener
-from twisted.internet.protocol import ClientFactory, Protocol
 from twisted.python.failure import Failure
-from zope.interface import implementer
 
 from bkctl.wire import fastpath
-from bkctl.wire.codecs import v2, v3
-from bkctl.wire.errors import CodecError
-from bkctl.wire.codecs.framing import FrameDecoder, frame
+from bkctl.wire.codecs import answers, v2, v3
+from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import (
     BOOKIE_INFO_FREE_DISK_SPACE,
     BOOKIE_INFO_TOTAL_DISK_CAPACITY,
     DEFAULT_MAX_FRAME_SIZE,
     LAST_ADD_CONFIRMED,
     MASTER_KEY_LENGTH,
-    RC,
     V2_CURRENT_VERSION,
     Flag,
     OpCode,
     OperationType,
-    rc_from_v3,
 )
+from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata.serviceinfo import parse_bookie_id_address
 
+from .backoff import DEFAULT_BACKOFF_FACTOR, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, Backoff
+from .client_protocol import CORK, BookieClientFactory, BookieClientProtocol
+from .deadlines import Deadlines
 from .errors import (
     BatchReadUnsupported,
     BookieError,
@@ -92,6 +89,8 @@ from .errors import (
     TooManyRequests,
     error_for,
 )
+from .requests import DONE, QUEUED, SENT, Request, RequestTable
+from .start_tls import StartTLS
 
 __all__ = [
     "BookieClientProtocol",
@@ -122,14 +121,8 @@ DEFAULT_BOOKIE_INFO_TIMEOUT = 5.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_MAX_OUTSTANDING = 1000
 DEFAULT_MAX_QUEUED = 1000
-DEFAULT_BACKOFF_INITIAL = 0.1
-DEFAULT_BACKOFF_MAX = 5.0
-DEFAULT_BACKOFF_FACTOR = 2.0
 
 _IDS = struct.Struct(">qq")
-
-# Request states.
-_QUEUED, _SENT, _DONE = 0, 1, 2
 
 _OP_ADD = int(OperationType.ADD_ENTRY)
 _OP_READ = int(OperationType.READ_ENTRY)
@@ -143,23 +136,13 @@ _OPC_READ = int(OpCode.READ_ENTRY)
 _OPC_BATCH_READ = int(OpCode.BATCH_READ_ENTRY)
 _FLAG_RECOVERY_ADD = int(Flag.RECOVERY_ADD)
 _FLAG_HIGH_PRIORITY = int(Flag.HIGH_PRIORITY)
-# A framed v2 ADD starts with its frame length and the v2 header (version, opcode, flags).
-_V2_ADD_HEAD = struct.Struct(">ii")
-_V2_ADD_HEADER = (V2_CURRENT_VERSION << 24) | (_OPC_ADD << 16)
-# A framed plain v2 READ: frame length, header (no flags), ledger and entry ids.
-_V2_READ_FRAME = struct.Struct(">iiqq")
-_V2_READ_LEN = _V2_READ_FRAME.size - 4
-_V2_READ_HEADER = (V2_CURRENT_VERSION << 24) | (_OPC_READ << 16)
-# The head of a v2 READ answer: header, rc, ledger and entry ids (the entry follows).
-_V2_READ_ANSWER = struct.Struct(">iiqq")
-_EOK = int(RC.EOK)
+_V2_READ_ANSWER = answers.V2_READ_ANSWER_HEAD
+_EOK = 0
+_WRITE_LAC_ANSWER = answers.v3_expect("writeLacResponse")
+_FORCE_ANSWER = answers.v3_expect("forceLedgerResponse")
 
 # Kinds of request timeouts: each kind has one deadline queue (and one timer) per connection.
 _T_WRITE, _T_READ, _T_INFO, _T_POLL = "write", "read", "info", "poll"
-
-#: While a BookieClientProtocol hands out a chunk of answers: the connections
-#: holding frames to write once it is done (BookieConnection._uncork), else None.
-_corked: "list[BookieConnection] | None" = None
 
 
 def default_resolve(bookie_id: str) -> tuple[str, int]:
@@ -167,243 +150,12 @@ def default_resolve(bookie_id: str) -> tuple[str, int]:
     return parse_bookie_id_address(bookie_id)
 
 
-# --------------------------------------------------------------- protocol
+def _check_key(master_key) -> None:
+    if len(master_key) != MASTER_KEY_LENGTH:
+        raise ValueError(f"master key must be {MASTER_KEY_LENGTH} bytes, not {len(master_key)}")
 
 
-@implementer(IHandshakeListener)
-class BookieClientProtocol(Protocol):
-    """Bytes to decoded responses for one TCP connection.
-
-    Frames are cut by a :class:`FrameDecoder` limited to ``max_frame_size``
-    (the client's nettyMaxFrameSizeBytes) and decoded as v3 ``Response``
-    messages or v2 response tuples. Each response goes to
-    ``owner._response_received(self, msg)``; bytes that do not decode go to
-    ``owner._malformed(self, exc)`` and nothing after them is read. The loss
-    of the connection goes to ``owner._connection_lost(self, reason)``.
-    :meth:`detach` cuts the protocol from its owner.
-    """
-
-    def __init__(self, owner: "BookieConnection | None", *, use_v3: bool = True,
-                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE):
-        self._owner = owner
-        self._decoder = FrameDecoder(max_frame_size)
-        self._decode = v3.parse_response if use_v3 else v2.decode_response
-        self._v3 = use_v3
-        self._lost = False
-        self._lost_waiters: list[defer.Deferred] = []
-
-    def connectionMade(self) -> None:
-        transport = self.transport
-        # The Java client's defaults: clientTcpNoDelay and clientSockKeepalive on.
-        for option in ("setTcpNoDelay", "setTcpKeepAlive"):
-            setter = getattr(transport, option, None)
-            if setter is not None:
-                try:
-                    setter(True)
-                except Exception:  # not a socket (test transports, unix pipes...)
-                    pass
-        owner = self._owner
-        if owner is not None:
-            owner._connection_made(self)
-
-    def dataReceived(self, data: bytes) -> None:
-        global _corked
-        owner = self._owner
-        if owner is None:
-            return
-        try:
-            payloads = self._decoder.feed(data)
-        except CodecError as exc:
-            owner._malformed(self, exc)
-            return
-        if _corked is not None or len(payloads) < 2:
-            self._answers(owner, payloads)
-            return
-        # Requests the answers' callbacks issue (a reader keeping its window
-        # full...) are held and written once per connection at the end.
-        corked = _corked = []
-        try:
-            self._answers(owner, payloads)
-        finally:
-            _corked = None
-            for conn in corked:
-                conn._uncork()
-
-    def _answers(self, owner: "BookieConnection", payloads: list[bytes]) -> None:
-        decode = self._decode
-        # v3: the EOK answer to a plain ADD or READ starts with its request's
-        # header field, byte for byte: such answers are matched by it and
-        # taken apart without the general parser (BookieConnection._fast_answer)
-        fast = getattr(owner, "_v3_fast", None)
-        # v2: EOK READ answers are matched and cut without the response tuple
-        v2_reads = not self._v3 and getattr(owner, "fastpaths", False)
-        for payload in payloads:
-            if self._owner is None:  # a callback closed the connection
-                return
-            if fast and len(payload) > 2:
-                req = fast.pop(payload[:2 + payload[1]], None)
-                if req is not None and owner._fast_answer(self, req, payload):
-                    continue
-            elif (v2_reads and len(payload) >= _V2_READ_ANSWER.size and payload[1] == _OPC_READ
-                  and payload[0] and owner._v2_read_answer(self, payload)):
-                continue
-            try:
-                msg = decode(payload)
-            except CodecError as exc:
-                owner._malformed(self, exc)
-                return
-            owner._response_received(self, msg)
-        failed = self._decoder.failed
-        if failed is not None and self._owner is not None:
-            self._owner._malformed(self, failed)
-
-    def use_v2_answers(self) -> None:
-        """From now on answers are v2 (a v2 client after its v3 START_TLS exchange)."""
-        self._decode = v2.decode_response
-
-    def handshakeCompleted(self) -> None:
-        """The TLS handshake after START_TLS is done (Twisted's IHandshakeListener)."""
-        owner = self._owner
-        if owner is not None:
-            owner._tls_ready(self)
-
-    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
-        self._lost = True
-        owner, self._owner = self._owner, None
-        if owner is not None:
-            owner._connection_lost(self, reason)
-        waiters, self._lost_waiters = self._lost_waiters, []
-        for d in waiters:
-            d.callback(None)
-
-    # -- used by the connection ---------------------------------------------
-
-    def send(self, frames: list[bytes]) -> None:
-        """Write whole frames (length prefix included) in one go."""
-        if len(frames) == 1:
-            self.transport.write(frames[0])
-        else:
-            self.transport.writeSequence(frames)
-
-    def send_one(self, data: bytes) -> None:
-        """Write one whole frame."""
-        self.transport.write(data)
-
-    def detach(self) -> None:
-        """Stop reporting to the owner: later bytes and the loss are ignored."""
-        self._owner = None
-
-    def when_lost(self) -> defer.Deferred:
-        """A Deferred that fires (with None) once the connection is lost."""
-        if self._lost:
-            return defer.succeed(None)
-        d = defer.Deferred()
-        self._lost_waiters.append(d)
-        return d
-
-
-class BookieClientFactory(ClientFactory):
-    """One connection attempt of a :class:`BookieConnection`.
-
-    A fresh factory is used for every attempt, so callbacks of an attempt
-    the connection has given up on (closed, superseded) are ignored:
-    :meth:`buildProtocol` then returns None, which makes the reactor drop
-    the socket.
-    """
-
-    protocol = BookieClientProtocol
-
-    def __init__(self, owner: "BookieConnection"):
-        self.owner = owner
-        self.connector = None
-
-    def startedConnecting(self, connector) -> None:
-        self.connector = connector
-
-    def buildProtocol(self, addr):
-        owner = self.owner
-        if owner._attempt is not self:
-            return None
-        # START_TLS is a v3 exchange even for a v2 client (Java's too): its answer is decoded as v3
-        proto = self.protocol(owner, use_v3=owner.use_v3 or owner.tls is not None,
-                              max_frame_size=owner.max_frame_size)
-        proto.factory = self
-        return proto
-
-    def clientConnectionFailed(self, connector, reason: Failure) -> None:
-        self.owner._connect_failed(self, reason)
-
-    def clientConnectionLost(self, connector, reason: Failure) -> None:
-        pass  # reported by the protocol's connectionLost
-
-
-# ------------------------------------------------------------ connection
-
-
-class _Request:
-    """One request: its wire bytes, how to match and complete it, its deadline.
-
-    A request is completed either through its Deferred (the public API) or,
-    for the ledger layer's adds, through a plain ``on_done(ctx, slot,
-    bookie_id, error)`` call, which saves a Deferred and its callback chain
-    per request. ``what`` (the description used in error messages) is built
-    only when an error needs it.
-    """
-
-    __slots__ = ("_what", "ids", "key", "op", "frame", "complete", "deferred", "on_done", "ctx",
-                 "slot", "deadline", "timeouts", "state", "is_batch", "conn", "ok", "fast", "verb")
-
-    def __init__(self, what: str | None, key: Any, frame_bytes: bytes,
-                 complete: Callable[["BookieConnection", "_Request", Any], Any],
-                 is_batch: bool = False):
-        self._what = what
-        self.key = key
-        self.frame = frame_bytes
-        self.complete = complete
-        self.deferred: defer.Deferred | None = None
-        self.on_done = None
-        self.timeouts: _Timeouts | None = None
-        self.state = _QUEUED
-        self.is_batch = is_batch
-        self.ok: bytes | None = None  # v3 plain ADD: the payload of its EOK answer
-        #: v3 plain ADD or READ: its header field, which its EOK answer starts with
-        self.fast: bytes | None = None
-        self.verb = "ADD"
-
-    @property
-    def what(self) -> str:
-        what = self._what
-        if what is None:  # an ADD or a plain READ, described lazily
-            ledger_id, entry_id = self.ids
-            what = self._what = f"{self.verb} ledger {ledger_id} entry {entry_id}"
-        return what
-
-    def __call__(self, _deferred: defer.Deferred) -> None:
-        """The canceller of the request's Deferred."""
-        self.conn._cancel(self)
-
-
-class _Timeouts:
-    """Deadlines of one kind of request on one connection, and their one timer.
-
-    Every request of a kind gets the same timeout, so issuing order is
-    deadline order: a deque holds them, and one timer on the clock is due
-    when the oldest live one expires. Answered requests leave the front of
-    the deque as soon as they are done (responses mostly come in order);
-    one answered out of order stays until the requests before it are done or
-    the timer passes it. The timer is cancelled when nothing is left.
-    """
-
-    __slots__ = ("timeout", "queue", "timer", "key")
-
-    def __init__(self, key: Any, timeout: float):
-        self.key = key
-        self.timeout = timeout
-        self.queue: deque[_Request] = deque()
-        self.timer = None
-
-
-class BookieConnection:
+class BookieConnection(StartTLS):
     """The connection to one bookie and the requests sent over it.
 
     ``reactor`` must provide ``connectTCP`` (and ``callLater``/``seconds``
@@ -440,15 +192,13 @@ class BookieConnection:
             raise ValueError(f"protocol must be 'v2' or 'v3', not {protocol!r}")
         for name, value in (("add_timeout", add_timeout), ("read_timeout", read_timeout),
                             ("bookie_info_timeout", bookie_info_timeout),
-                            ("connect_timeout", connect_timeout),
-                            ("backoff_initial", backoff_initial)):
+                            ("connect_timeout", connect_timeout)):
             if not value > 0:
                 raise ValueError(f"{name} must be positive")
         if max_outstanding < 1 or max_queued < 1:
             # Requests wait in the queue while connecting, so it needs room for one.
             raise ValueError("max_outstanding and max_queued must be >= 1")
-        if backoff_max < backoff_initial or backoff_factor < 1:
-            raise ValueError("need backoff_max >= backoff_initial and backoff_factor >= 1")
+        self._backoff = Backoff(backoff_initial, backoff_max, backoff_factor)
         if reactor is None:
             from twisted.internet import reactor as _global_reactor
             reactor = _global_reactor
@@ -462,9 +212,6 @@ class BookieConnection:
         self.max_frame_size = max_frame_size
         self.max_outstanding = max_outstanding
         self.max_queued = max_queued
-        self.backoff_initial = float(backoff_initial)
-        self.backoff_max = float(backoff_max)
-        self.backoff_factor = float(backoff_factor)
         #: None until known; True once a BATCH_READ was answered; False after
         #: the bookie dropped the connection on one (batch reads then fail fast).
         self.batch_read_supported: bool | None = None
@@ -481,18 +228,11 @@ class BookieConnection:
         self._attempt: BookieClientFactory | None = None
         self._closing: BookieClientProtocol | None = None
         self._closed = False
-        self._queue: deque[_Request] = deque()
-        self._sent: dict[_Request, None] = {}  # insertion-ordered set of requests on the wire
-        # v3 requests on the wire by txnId (``_v3_other`` by (txnId, operation)
-        # for the rare request whose txnId is already taken by another operation)
-        self._v3_pending: dict[int, _Request] = {}
-        self._v3_other: dict[tuple[int, int], _Request] = {}
-        # v3 plain ADDs and READs on the wire by their header field, which
-        # their EOK answers start with: such an answer is matched and taken
-        # apart without the general parser (see _fast_answer)
-        self._v3_fast: dict[bytes, _Request] = {}
-        self._v2_pending: dict[tuple, deque[_Request]] = {}
-        self._timeouts: dict[Any, _Timeouts] = {}
+        self._queue: deque[Request] = deque()
+        #: the requests on the wire, by what their answers carry
+        self.requests = RequestTable(self.use_v3)
+        self._sent = self.requests.sent
+        self._deadlines = Deadlines(self._clock, self._expired)
         # frames of requests issued while answers were handed out, written
         # together afterwards (one write instead of one per request)
         self._held: list[bytes] = []
@@ -503,9 +243,6 @@ class BookieConnection:
         #: (bkctl.wire.fastpath), when every request goes through the builders
         #: and every answer is parsed
         self.fastpaths = fastpath.ENABLED
-        self._failures = 0
-        self._retry_at = 0.0
-        self._last_error = ""
 
     def __repr__(self) -> str:
         return (f"<BookieConnection {self.bookie_id} {self.protocol} {self.state}"
@@ -522,7 +259,7 @@ class BookieConnection:
             return "connected"
         if self._attempt is not None:
             return "connecting"
-        if self._clock.seconds() < self._retry_at:
+        if self._backoff.wait(self._clock.seconds()) > 0:
             return "backoff"
         return "idle"
 
@@ -571,7 +308,7 @@ class BookieConnection:
         self._submit_request(req, _T_WRITE, self.add_timeout, False)
 
     def _add_request(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
-                     recovery: bool, high_priority: bool, deferred_sync: bool) -> "_Request | None":
+                     recovery: bool, high_priority: bool, deferred_sync: bool) -> "Request | None":
         """The request of an ADD (None: DEFERRED_SYNC over v2, not supported)."""
         if len(master_key) != MASTER_KEY_LENGTH:
             _check_key(master_key)
@@ -587,7 +324,7 @@ class BookieConnection:
                 ok = None
             else:
                 payload, ok = self._encoder.add_and_reply(txn, ledger_id, entry_id, master_key, body)
-            req = _Request(None, txn, frame(payload), _v3_add)
+            req = Request(None, txn, frame(payload), answers.v3_add)
             req.op = _OP_ADD
             if ok is not None:
                 req.ok = ok
@@ -600,12 +337,8 @@ class BookieConnection:
             if len(body) < _IDS.size or _IDS.unpack_from(body) != (ledger_id, entry_id):
                 raise ValueError("a v2 ADD body must start with the same ledger and entry ids")
             flags = (_FLAG_RECOVERY_ADD if recovery else 0) | (_FLAG_HIGH_PRIORITY if high_priority else 0)
-            # v2.AddRequest(V2_CURRENT_VERSION, flags, master_key, body, ...).encode(), framed
-            payload_len = 4 + MASTER_KEY_LENGTH + len(body)
-            req = _Request(None, (ledger_id, entry_id, _OPC_ADD),
-                           b"".join((_V2_ADD_HEAD.pack(payload_len, _V2_ADD_HEADER | flags),
-                                     bytes(master_key), body)),
-                           _v2_add)
+            req = Request(None, (ledger_id, entry_id, _OPC_ADD),
+                          answers.v2_add_frame(flags, bytes(master_key), body), answers.v2_add)
         req.ids = (ledger_id, entry_id)
         return req
 
@@ -638,14 +371,14 @@ class BookieConnection:
         req.slot = slot
         self._submit_request(req, _T_READ, self.read_timeout, False)
 
-    def _read_now(self, proto: "BookieClientProtocol", ledger_id: int, entry_id: int,
+    def _read_now(self, proto: BookieClientProtocol, ledger_id: int, entry_id: int,
                   on_done: Callable[[Any, int, str, Any], Any], ctx: Any, slot: int) -> None:
         """:meth:`read_with_callback` of a v3 connection with room on the wire
         and nothing queued (a fast path): the frame encoded by hand, and what
         :meth:`_submit_request` does for a request that goes out at once."""
         txn = next(self._ids)
         data, head = self._encoder.read_frame(txn, ledger_id, entry_id)
-        req = _Request(None, txn, b"", _v3_read)
+        req = Request(None, txn, b"", answers.v3_read)
         req.op = _OP_READ
         req.fast = head
         req.ids = (ledger_id, entry_id)
@@ -653,56 +386,44 @@ class BookieConnection:
         req.on_done = on_done
         req.ctx = ctx
         req.slot = slot
-        self._start_clock(req, _T_READ, self.read_timeout, self._clock.seconds())
-        self._register(req)
+        self._deadlines.start(req, _T_READ, self.read_timeout, self._clock.seconds())
+        self.requests.register(req)
         self._write_now(proto, data)
 
-    def _start_clock(self, req: _Request, kind: Any, timeout: float, now: float) -> None:
-        """Put ``req`` in the deadline queue of its ``kind`` (``timeout`` from ``now``),
-        starting that queue's timer if it has none."""
-        timeouts = self._timeouts.get(kind)
-        if timeouts is None:
-            timeouts = self._timeouts[kind] = _Timeouts(kind, timeout)
-        req.deadline = now + timeout
-        req.timeouts = timeouts
-        timeouts.queue.append(req)
-        if timeouts.timer is None:
-            timeouts.timer = self._clock.callLater(timeout, self._sweep, timeouts)
-
-    def _write_now(self, proto: "BookieClientProtocol", data: bytes) -> None:
+    def _write_now(self, proto: BookieClientProtocol, data: bytes) -> None:
         """Write one request's frame, or hold it while answers are handed out."""
-        if _corked is None:
+        holders = CORK.holders
+        if holders is None:
             proto.send_one(data)
         else:
             if not self._held:
-                _corked.append(self)
+                holders.append(self)
             self._held.append(data)
 
     def _read_request(self, ledger_id: int, entry_id: int, fence_master_key: bytes | None,
-                      high_priority: bool) -> _Request:
+                      high_priority: bool) -> Request:
         plain = fence_master_key is None and not high_priority
         if self.use_v3:
             txn = next(self._ids)
             if plain and self.fastpaths:
                 payload = self._encoder.read(txn, ledger_id, entry_id)
-                req = _Request(None, txn, frame(payload), _v3_read)
+                req = Request(None, txn, frame(payload), answers.v3_read)
                 req.fast = payload[:2 + payload[1]]
             else:
                 payload = v3.serialize(v3.read_request(
                     txn, ledger_id, entry_id, fence_master_key=fence_master_key,
                     high_priority=high_priority))
-                req = _Request(None, txn, frame(payload), _v3_read)
+                req = Request(None, txn, frame(payload), answers.v3_read)
             req.op = _OP_READ
         elif plain and self.fastpaths:
-            # v2.ReadRequest(V2_CURRENT_VERSION, 0, ledger_id, entry_id).encode(), framed
-            req = _Request(None, (ledger_id, entry_id, _OPC_READ),
-                           _V2_READ_FRAME.pack(_V2_READ_LEN, _V2_READ_HEADER, ledger_id, entry_id), _v2_read)
+            req = Request(None, (ledger_id, entry_id, _OPC_READ),
+                          answers.v2_plain_read_frame(ledger_id, entry_id), answers.v2_read)
         else:
             flags = (Flag.DO_FENCING if fence_master_key is not None else 0) | (
                 Flag.HIGH_PRIORITY if high_priority else 0)
             payload = v2.ReadRequest(V2_CURRENT_VERSION, int(flags), ledger_id, entry_id,
                                      None if fence_master_key is None else bytes(fence_master_key)).encode()
-            req = _Request(None, (ledger_id, entry_id, _OPC_READ), frame(payload), _v2_read)
+            req = Request(None, (ledger_id, entry_id, _OPC_READ), frame(payload), answers.v2_read)
         req.ids = (ledger_id, entry_id)
         req.verb = "READ"
         if fence_master_key is not None:
@@ -726,7 +447,7 @@ class BookieConnection:
             txn, ledger_id, LAST_ADD_CONFIRMED, previous_lac=previous_lac,
             timeout_ms=timeout_ms, piggyback=piggyback))
         timeout = self.read_timeout + timeout_ms / 1000.0
-        return self._submit(what, txn, payload, _v3_long_poll, timeout, op=_OP_READ,
+        return self._submit(what, txn, payload, answers.v3_long_poll, timeout, op=_OP_READ,
                             kind=(_T_POLL, timeout))
 
     def batch_read(self, ledger_id: int, start_entry_id: int, max_count: int, max_size: int, *,
@@ -750,7 +471,7 @@ class BookieConnection:
             V2_CURRENT_VERSION, int(flags), ledger_id, start_entry_id, request_id, max_count,
             max_size, None if fence_master_key is None else bytes(fence_master_key)).encode()
         return self._submit(what, (_OPC_BATCH_READ, request_id), payload,
-                            _v2_batch_read, self.read_timeout, is_batch=True)
+                            answers.v2_batch_read, self.read_timeout, is_batch=True)
 
     def read_lac(self, ledger_id: int) -> defer.Deferred:
         """READ_LAC (v3): fires with ``(lac_body, last_entry_body)``, each
@@ -760,7 +481,7 @@ class BookieConnection:
             return self._unsupported(what)
         txn = next(self._ids)
         payload = v3.serialize(v3.read_lac_request(txn, ledger_id))
-        return self._submit(what, txn, payload, _v3_read_lac, self.read_timeout, op=_OP_READ_LAC)
+        return self._submit(what, txn, payload, answers.v3_read_lac, self.read_timeout, op=_OP_READ_LAC)
 
     def write_lac(self, ledger_id: int, lac: int, master_key: bytes, body: bytes) -> defer.Deferred:
         """WRITE_LAC (v3) of a digest-packaged LAC ``body``; fires with None."""
@@ -770,7 +491,7 @@ class BookieConnection:
             return self._unsupported(what)
         txn = next(self._ids)
         payload = v3.serialize(v3.write_lac_request(txn, ledger_id, lac, master_key, body))
-        return self._submit(what, txn, payload, _v3_expect("writeLacResponse"), self.add_timeout,
+        return self._submit(what, txn, payload, _WRITE_LAC_ANSWER, self.add_timeout,
                             op=_OP_WRITE_LAC, kind=_T_WRITE)
 
     def force_ledger(self, ledger_id: int) -> defer.Deferred:
@@ -781,7 +502,7 @@ class BookieConnection:
             return self._unsupported(what)
         txn = next(self._ids)
         payload = v3.serialize(v3.force_ledger_request(txn, ledger_id))
-        return self._submit(what, txn, payload, _v3_expect("forceLedgerResponse"), self.add_timeout,
+        return self._submit(what, txn, payload, _FORCE_ANSWER, self.add_timeout,
                             op=_OP_FORCE, kind=_T_WRITE)
 
     def bookie_info(self, requested: int = BOOKIE_INFO_TOTAL_DISK_CAPACITY
@@ -793,7 +514,7 @@ class BookieConnection:
             return self._unsupported(what)
         txn = next(self._ids)
         payload = v3.serialize(v3.get_bookie_info_request(txn, requested))
-        return self._submit(what, txn, payload, _v3_bookie_info, self.bookie_info_timeout,
+        return self._submit(what, txn, payload, answers.v3_bookie_info, self.bookie_info_timeout,
                             op=_OP_BOOKIE_INFO, kind=_T_INFO)
 
     def entry_availability(self, ledger_id: int) -> defer.Deferred:
@@ -804,7 +525,7 @@ class BookieConnection:
             return self._unsupported(what)
         txn = next(self._ids)
         payload = v3.serialize(v3.get_list_of_entries_request(txn, ledger_id))
-        return self._submit(what, txn, payload, _v3_entry_list, self.read_timeout,
+        return self._submit(what, txn, payload, answers.v3_entry_list, self.read_timeout,
                             op=_OP_LIST_ENTRIES)
 
     # ------------------------------------------------------------- close
@@ -844,22 +565,22 @@ class BookieConnection:
             f"{what}: not available over protocol {self.protocol} (bookie {self.bookie_id})",
             bookie=self.bookie_id))
 
-    def _submit(self, what: str, key: Any, payload: bytes, complete, timeout: float,
+    def _submit(self, what: str, key: Any, payload: bytes, decode, timeout: float,
                 is_batch: bool = False, *, op: int | None = None, kind: Any = _T_READ) -> defer.Deferred:
-        req = _Request(what, key, frame(payload), complete, is_batch)
+        req = Request(what, key, frame(payload), decode, is_batch)
         req.op = op
         return self._submit_request(req, kind, timeout)
 
-    def _refuse(self, req: _Request, error: BookieError) -> defer.Deferred | None:
+    def _refuse(self, req: Request, error: BookieError) -> defer.Deferred | None:
         """A request that never goes anywhere: fail it at once."""
-        req.state = _DONE
+        req.state = DONE
         on_done = req.on_done
         if on_done is None:
             return defer.fail(error)
         self._call_on_done(req, on_done, error)
         return None
 
-    def _call_on_done(self, req: _Request, on_done, result: Any) -> None:
+    def _call_on_done(self, req: Request, on_done, result: Any) -> None:
         """Complete a callback request (``on_done``, read off it by the caller)."""
         req.on_done = None
         ctx, req.ctx = req.ctx, None
@@ -868,7 +589,7 @@ class BookieConnection:
         except Exception:  # noqa: BLE001 - like an error in a Deferred callback: log it
             log.exception("bookie %s: completion of %s raised", self.bookie_id, req.what)
 
-    def _submit_request(self, req: _Request, kind: Any, timeout: float,
+    def _submit_request(self, req: Request, kind: Any, timeout: float,
                         with_deferred: bool = True) -> defer.Deferred | None:
         if self._closed:
             return self._refuse(req, BookieUnavailable(
@@ -877,10 +598,10 @@ class BookieConnection:
         now = self._clock.seconds()
         idle = proto is None and self._attempt is None
         if idle:
-            wait = self._retry_at - now
+            wait = self._backoff.wait(now)
             if wait > 0:
                 return self._refuse(req, BookieUnavailable(
-                    f"{req.what}: bookie {self.bookie_id} is unavailable ({self._last_error});"
+                    f"{req.what}: bookie {self.bookie_id} is unavailable ({self._backoff.last_error});"
                     f" next connection attempt in {wait:.3g}s", bookie=self.bookie_id))
         queue = self._queue
         direct = proto is not None and not queue and len(self._sent) < self.max_outstanding
@@ -893,9 +614,9 @@ class BookieConnection:
         if with_deferred:
             req.conn = self
             d = req.deferred = defer.Deferred(req)  # the request is the canceller
-        self._start_clock(req, kind, timeout, now)  # time spent queued or connecting counts
+        self._deadlines.start(req, kind, timeout, now)  # time spent queued or connecting counts
         if direct:
-            self._register(req)
+            self.requests.register(req)
             data, req.frame = req.frame, b""  # on the wire: do not keep the bytes
             self._write_now(proto, data)
         else:
@@ -904,38 +625,19 @@ class BookieConnection:
                 self._connect()
         return d
 
-    def _register(self, req: _Request) -> None:
-        """Enter a request that goes on the wire into the matching tables."""
-        req.state = _SENT
-        self._sent[req] = None
-        if self.use_v3:
-            txn = req.key
-            other = self._v3_pending.setdefault(txn, req)
-            if other is not req:  # the txnId is taken (a caller-supplied txn_ids repeats itself)
-                if other.op == req.op:
-                    self._v3_pending[txn] = req  # same (txnId, operation): the newest one wins
-                else:
-                    self._v3_other[(txn, req.op)] = req
-            if req.fast is not None:
-                self._v3_fast[req.fast] = req
-        else:
-            waiting = self._v2_pending.get(req.key)
-            if waiting is None:
-                self._v2_pending[req.key] = deque((req,))
-            else:
-                waiting.append(req)
-
-    def _send(self, reqs: list[_Request]) -> None:
+    def _send(self, reqs: list[Request]) -> None:
         frames = []
+        register = self.requests.register
         for req in reqs:
-            self._register(req)
+            register(req)
             frames.append(req.frame)
             req.frame = b""  # on the wire: do not keep the bytes
-        if _corked is None:
+        holders = CORK.holders
+        if holders is None:
             self._proto.send(frames)
         else:  # after what is held already, in issuing order
             if not self._held:
-                _corked.append(self)
+                holders.append(self)
             self._held.extend(frames)
 
     def _uncork(self) -> None:
@@ -960,56 +662,40 @@ class BookieConnection:
         if batch:
             self._send(batch)
 
-    def _forget(self, req: _Request) -> None:
+    def _forget(self, req: Request) -> None:
         """Take a request out of the queue or the matching tables."""
-        if req.state == _QUEUED:
+        if req.state == QUEUED:
             try:
                 self._queue.remove(req)
             except ValueError:
                 pass
-        elif req.state == _SENT:
-            self._sent.pop(req, None)
-            if self.use_v3:
-                if self._v3_pending.get(req.key) is req:
-                    del self._v3_pending[req.key]
-                elif self._v3_other.get((req.key, req.op)) is req:
-                    del self._v3_other[(req.key, req.op)]
-                if req.fast is not None and self._v3_fast.get(req.fast) is req:
-                    del self._v3_fast[req.fast]
-            else:
-                waiting = self._v2_pending.get(req.key)
-                if waiting is not None:
-                    try:
-                        waiting.remove(req)
-                    except ValueError:
-                        pass
-                    if not waiting:
-                        del self._v2_pending[req.key]
-        req.state = _DONE
+        elif req.state == SENT:
+            self.requests.forget(req)
+        req.state = DONE
 
-    def _retire(self, req: _Request) -> None:
-        """A request is done: drop answered requests from the front of its
-        deadline queue, and the queue's timer once nothing is left in it."""
-        timeouts = req.timeouts
-        if timeouts is None:
+    def _cancel(self, req: Request) -> None:
+        """Canceller of a request's Deferred (which then fails with CancelledError)."""
+        if req.state == DONE:
             return
-        req.timeouts = None
-        queue = timeouts.queue
-        while queue and queue[0].state == _DONE:
-            queue.popleft()
-        if not queue:
-            timer = timeouts.timer
-            if timer is not None:
-                timeouts.timer = None
-                timer.cancel()
-            if type(timeouts.key) is tuple and self._timeouts.get(timeouts.key) is timeouts:
-                del self._timeouts[timeouts.key]  # long polls: one queue per wait, dropped when idle
+        self._forget(req)
+        self._deadlines.retire(req)
+        req.deferred = None
+        self._pump()
 
-    def _finish(self, req: _Request, result: Any) -> None:
+    def _expired(self, req: Request, timeout: float) -> None:
+        """``req`` was not answered in time (:class:`~.deadlines.Deadlines`)."""
+        where = "waiting to be sent" if req.state == QUEUED else "waiting for the answer"
+        self._forget(req)
+        self._pump()
+        self._finish(req, BookieTimeout(
+            f"{req.what}: no answer from bookie {self.bookie_id} within {timeout:g}s ({where})",
+            bookie=self.bookie_id))
+
+    def _finish(self, req: Request, result: Any) -> None:
         """Fire a request that is already out of every table."""
-        req.state = _DONE
+        req.state = DONE
         if req.timeouts is not None:
-            self._retire(req)
+            self._deadlines.retire(req)
         d = req.deferred
         if d is not None:
             req.deferred = None
@@ -1026,74 +712,20 @@ class BookieConnection:
                 result = result.value
             self._call_on_done(req, on_done, result)
 
-    def _fail_all(self, make_error: Callable[[_Request], BookieError]) -> None:
+    def _fail_all(self, make_error: Callable[[Request], BookieError]) -> None:
         """Fail every queued and sent request (sent ones first, oldest first)."""
-        reqs = list(self._sent) + list(self._queue)
+        reqs = self.requests.clear() + list(self._queue)
         self._held = []
-        self._sent.clear()
         self._queue.clear()
-        self._v3_pending.clear()
-        self._v3_other.clear()
-        self._v3_fast.clear()
-        self._v2_pending.clear()
-        self._stop_timers()
+        self._deadlines.stop()
         for req in reqs:
-            req.state = _DONE
+            req.state = DONE
         for req in reqs:
             self._finish(req, make_error(req))
 
-    def _stop_timers(self) -> None:
-        timeouts = list(self._timeouts.values())
-        self._timeouts.clear()
-        for t in timeouts:
-            t.queue.clear()
-            timer, t.timer = t.timer, None
-            if timer is not None:
-                timer.cancel()
-
-    def _sweep(self, timeouts: _Timeouts) -> None:
-        """The timer of a deadline queue: time out every request past its deadline."""
-        timeouts.timer = None
-        queue = timeouts.queue
-        now = self._clock.seconds()
-        expired = []
-        while queue:
-            req = queue[0]
-            if req.state != _DONE:
-                if req.deadline > now:
-                    break
-                expired.append(req)
-            queue.popleft()
-        if queue:
-            timeouts.timer = self._clock.callLater(max(0.0, queue[0].deadline - now), self._sweep, timeouts)
-        elif type(timeouts.key) is tuple and self._timeouts.get(timeouts.key) is timeouts:
-            del self._timeouts[timeouts.key]
-        timeout = timeouts.timeout
-        for req in expired:
-            req.timeouts = None
-            if req.state == _DONE:  # completed meanwhile (a callback closed the connection...)
-                continue
-            where = "waiting to be sent" if req.state == _QUEUED else "waiting for the answer"
-            self._forget(req)
-            self._pump()
-            self._finish(req, BookieTimeout(
-                f"{req.what}: no answer from bookie {self.bookie_id} within {timeout:g}s ({where})",
-                bookie=self.bookie_id))
-
-    def _cancel(self, req: _Request) -> None:
-        """Canceller of a request's Deferred (which then fails with CancelledError)."""
-        if req.state == _DONE:
-            return
-        self._forget(req)
-        self._retire(req)
-        req.deferred = None
-        self._pump()
-
-    def _backoff(self, why: str) -> None:
-        delay = min(self.backoff_initial * self.backoff_factor ** self._failures, self.backoff_max)
-        self._failures += 1
-        self._retry_at = self._clock.seconds() + delay
-        self._last_error = why
+    def _failed_attempt(self, why: str) -> None:
+        """A connection attempt or connection failed: back off before the next."""
+        self._backoff.failed(why, self._clock.seconds())
 
     # -- connecting ----------------------------------------------------------
 
@@ -1125,7 +757,7 @@ class BookieConnection:
         self._attempt = None
         step = "resolving" if resolving else "connecting to"
         why = f"{step} bookie {self.bookie_id} failed: {reason.getErrorMessage()}"
-        self._backoff(why)
+        self._failed_attempt(why)
         log.info("%s", why)
         self._fail_all(lambda r: BookieUnavailable(f"{r.what}: {why}", bookie=self.bookie_id))
 
@@ -1142,115 +774,52 @@ class BookieConnection:
         self._proto = proto
         self._pump()
 
-    # -- START_TLS (Java's PerChannelBookieClient.initiateTLS) ---------------------
-
-    def _start_tls(self, proto: BookieClientProtocol) -> None:
-        """Send START_TLS in the clear; the answer (:meth:`_tls_answered`) starts the handshake."""
-        if self._tls_context is None:
-            try:
-                self._tls_context = self.tls.client_context()
-            except Exception as exc:  # noqa: BLE001 - bad files: every request fails with why
-                self._tls_failed(proto, f"TLS files unusable: {exc}")
-                return
-        self._tls_proto = proto
-        proto.send_one(frame(v3.serialize(v3.start_tls_request(next(self._ids)))))
-
-    def _tls_answered(self, proto: BookieClientProtocol, msg) -> None:
-        rc = rc_from_v3(msg.status)
-        if msg.header.operation != OperationType.START_TLS or rc != RC.EOK:
-            self._tls_failed(proto, f"the bookie does not do TLS (START_TLS answered {rc.name})")
-            return
-        if not self.use_v3:
-            proto.use_v2_answers()
-        proto.transport.startTLS(self._tls_context)
-
-    def _tls_ready(self, proto: BookieClientProtocol) -> None:
-        if proto is not self._tls_proto:
-            return
-        self._tls_proto = None
-        self._attempt = None
-        self._proto = proto
-        self._pump()
-
-    def _tls_failed(self, proto: BookieClientProtocol, why: str) -> None:
-        if self._tls_proto is proto:
-            self._tls_proto = None
-        proto.detach()
-        abort = getattr(proto.transport, "abortConnection", None) or proto.transport.loseConnection
-        abort()
-        attempt = self._attempt
-        if attempt is not None:
-            self._connect_failed(attempt, Failure(BookieUnavailable(f"TLS with bookie {self.bookie_id}: {why}",
-                                                                    bookie=self.bookie_id)))
-
     # -- connected ----------------------------------------------------------
-
-    def _match(self, msg) -> _Request | None:
-        if self.use_v3:
-            header = msg.header
-            txn = header.txnId
-            op = header.operation
-            pending = self._v3_pending
-            req = pending.get(txn)
-            if req is not None and req.op == op:
-                del pending[txn]
-            elif self._v3_other:
-                req = self._v3_other.pop((txn, op), None)
-            else:
-                return None
-            if req is not None and req.fast is not None and self._v3_fast.get(req.fast) is req:
-                del self._v3_fast[req.fast]
-        else:
-            if isinstance(msg, v2.AddResponse):
-                key = (msg.ledger_id, msg.entry_id, _OPC_ADD)
-            elif isinstance(msg, v2.ReadResponse):
-                key = (msg.ledger_id, msg.entry_id, _OPC_READ)
-            elif isinstance(msg, v2.BatchReadResponse):
-                key = (_OPC_BATCH_READ, msg.request_id)
-            else:
-                return None  # AUTH: never asked for
-            waiting = self._v2_pending.get(key)
-            if not waiting:
-                return None
-            req = waiting.popleft()
-            if not waiting:
-                del self._v2_pending[key]
-        if req is not None:
-            self._sent.pop(req, None)
-            req.state = _DONE
-        return req
 
     def _response_received(self, proto: BookieClientProtocol, msg) -> None:
         if proto is not self._proto:
             if proto is self._tls_proto:
                 self._tls_answered(proto, msg)
             return
-        req = self._match(msg)
+        req = self.requests.match(msg)
         if req is None:
             log.debug("bookie %s: dropping a response nobody waits for (late or unknown)",
                       self.bookie_id)
             return
-        self._failures = 0  # the bookie answers: the next failure starts a fresh backoff
+        self._backoff.failures = 0  # the bookie answers: the next failure starts a fresh backoff
         try:
-            result = req.complete(self, req, msg)
+            result = self._decoded(req, msg)
         except BaseException as exc:  # noqa: BLE001 - hand everything to the caller
             result = Failure(exc) if req.deferred is not None else exc
         if self._queue:
             self._pump()
         self._finish(req, result)
 
-    def _fast_answer(self, proto: BookieClientProtocol, req: _Request, payload: bytes) -> bool:
+    def _decoded(self, req: Request, msg) -> Any:
+        """The result of ``req`` out of its answer, or raise its error."""
+        if req.is_batch:
+            self.batch_read_supported = True
+        try:
+            rc, value = req.decode(msg)
+        except CodecError as exc:
+            raise MalformedResponse(f"{req.what}: bookie {self.bookie_id} {exc}", bookie=self.bookie_id) from None
+        if rc != _EOK:
+            raise error_for(rc, self.bookie_id, req.what)
+        return value
+
+    def _fast_answer(self, proto: BookieClientProtocol, req: Request, payload: bytes) -> bool:
         """An answer that starts with the header field of ``req``, a plain v3
-        ADD or READ (already out of ``_v3_fast``): what :meth:`_response_received`
-        would do with it, without the general parser, when it is the EOK
-        answer of ``req``: exactly the expected bytes for an ADD, an EOK
-        ReadResponse with a body (:func:`bkctl.wire.codecs.v3.plain_read_body`)
-        for a READ. False when it is anything else (an error, another shape,
-        or ``req`` not the request it matches, with a repeating caller-supplied
-        txn_ids): then it is parsed and matched as usual."""
+        ADD or READ (already out of ``requests.v3_fast``): what
+        :meth:`_response_received` would do with it, without the general
+        parser, when it is the EOK answer of ``req``: exactly the expected
+        bytes for an ADD, an EOK ReadResponse with a body
+        (:func:`bkctl.wire.codecs.v3.plain_read_body`) for a READ. False when
+        it is anything else (an error, another shape, or ``req`` not the
+        request it matches, with a repeating caller-supplied txn_ids): then it
+        is parsed and matched as usual."""
         if proto is not self._proto:
             return True  # a connection given up on: dropped, as any answer on it
-        if req.state != _SENT or self._v3_pending.get(req.key) is not req:
+        if req.state != SENT or self.requests.v3_pending.get(req.key) is not req:
             return False
         ok = req.ok
         if ok is not None:
@@ -1261,7 +830,7 @@ class BookieConnection:
             result = v3.plain_read_body(payload, len(req.fast))
             if result is None:
                 return False
-        del self._v3_pending[req.key]
+        del self.requests.v3_pending[req.key]
         self._answered(req, result)
         return True
 
@@ -1273,22 +842,20 @@ class BookieConnection:
         if proto is not self._proto:
             return True  # a connection given up on: dropped, as any answer on it
         _head, rc, ledger_id, entry_id = _V2_READ_ANSWER.unpack_from(payload)
-        key = (ledger_id, entry_id, _OPC_READ)
-        waiting = self._v2_pending.get(key)
-        if rc != _EOK or not waiting:
+        if rc != _EOK:
             return False
-        req = waiting.popleft()
-        if not waiting:
-            del self._v2_pending[key]
+        req = self.requests.take_v2((ledger_id, entry_id, _OPC_READ))
+        if req is None:
+            return False
         self._answered(req, payload[_V2_READ_ANSWER.size:])
         return True
 
-    def _answered(self, req: _Request, result: Any) -> None:
+    def _answered(self, req: Request, result: Any) -> None:
         """The end of :meth:`_response_received` for a request already out of
         the matching tables, answered with ``result``."""
         self._sent.pop(req, None)
-        req.state = _DONE
-        self._failures = 0  # the bookie answers: the next failure starts a fresh backoff
+        req.state = DONE
+        self._backoff.failures = 0  # the bookie answers: the next failure starts a fresh backoff
         if self._queue:
             self._pump()
         self._finish(req, result)
@@ -1301,7 +868,7 @@ class BookieConnection:
         proto.detach()
         self._proto = None
         why = f"malformed response: {exc}"
-        self._backoff(why)
+        self._failed_attempt(why)
         log.warning("bookie %s sent a %s; closing the connection", self.bookie_id, why)
         self._fail_all(lambda r: MalformedResponse(
             f"{r.what}: bookie {self.bookie_id} sent a {why}; connection closed",
@@ -1312,16 +879,11 @@ class BookieConnection:
     def _connection_lost(self, proto: BookieClientProtocol, reason: Failure) -> None:
         if proto is not self._proto:
             if proto is self._tls_proto:
-                from bkctl.wire.tls import describe_tls_failure
-
-                self._tls_failed(proto, describe_tls_failure(reason))
+                self._tls_lost(proto, reason)
             return
         self._proto = None
-        why = f"connection lost: {reason.getErrorMessage() if reason is not None else 'closed'}"
-        if self.tls is not None and reason is not None and "SSL" in type(reason.value).__module__ + str(reason.value):
-            from bkctl.wire.tls import describe_tls_failure  # TLS 1.3: the bookie refuses after the handshake
-
-            why = f"TLS with bookie {self.bookie_id}: {describe_tls_failure(reason)}"
+        why = (self._tls_refused_why(reason)
+               or f"connection lost: {reason.getErrorMessage() if reason is not None else 'closed'}")
         batch_refused = (self.batch_read_supported is not True
                          and any(r.is_batch for r in self._sent))
         if batch_refused:
@@ -1329,10 +891,10 @@ class BookieConnection:
             # It is up, so no backoff: the caller falls back to single reads.
             self.batch_read_supported = False
         else:
-            self._backoff(why)
+            self._failed_attempt(why)
         log.info("bookie %s: %s", self.bookie_id, why)
 
-        def error(r: _Request) -> BookieError:
+        def error(r: Request) -> BookieError:
             if batch_refused and r.is_batch:
                 return BatchReadUnsupported(
                     f"{r.what}: bookie {self.bookie_id} closed the connection on a batch read"
@@ -1341,92 +903,3 @@ class BookieConnection:
             return BookieUnavailable(f"{r.what}: bookie {self.bookie_id} {why}", bookie=self.bookie_id)
 
         self._fail_all(error)
-
-
-# ------------------------------------------------------------ completions
-#
-# Each takes (connection, request, decoded response) and returns the result
-# or raises the error for the request's Deferred.
-
-
-def _check_key(master_key) -> None:
-    if len(master_key) != MASTER_KEY_LENGTH:
-        raise ValueError(f"master key must be {MASTER_KEY_LENGTH} bytes, not {len(master_key)}")
-
-
-def _v3_inner(conn: BookieConnection, req: _Request, msg, field: str):
-    """The operation's message of an EOK response, or raise the status's error."""
-    status = msg.status
-    inner = getattr(msg, field) if msg.HasField(field) else None
-    if status == 0 and inner is not None:
-        status = inner.status
-    if status != 0:
-        raise error_for(rc_from_v3(status), conn.bookie_id, req.what)
-    if inner is None:
-        raise MalformedResponse(f"{req.what}: bookie {conn.bookie_id} answered EOK without {field}",
-                                bookie=conn.bookie_id)
-    return inner
-
-
-def _v3_add(conn, req, msg) -> None:
-    status = msg.status
-    if status == 0 and msg.HasField("addResponse"):
-        status = msg.addResponse.status
-    if status != 0:
-        raise error_for(rc_from_v3(status), conn.bookie_id, req.what)
-
-
-def _v3_expect(field: str):
-    def complete(conn, req, msg) -> None:
-        _v3_inner(conn, req, msg, field)
-    return complete
-
-
-def _v3_read(conn, req, msg) -> bytes:
-    inner = _v3_inner(conn, req, msg, "readResponse")
-    return inner.body if inner.HasField("body") else b""
-
-
-def _v3_long_poll(conn, req, msg) -> tuple[int | None, int | None, bytes | None]:
-    inner = _v3_inner(conn, req, msg, "readResponse")
-    max_lac = inner.maxLAC if inner.HasField("maxLAC") else None
-    if inner.HasField("body"):
-        return max_lac, inner.entryId, inner.body
-    return max_lac, None, None
-
-
-def _v3_read_lac(conn, req, msg) -> tuple[bytes | None, bytes | None]:
-    inner = _v3_inner(conn, req, msg, "readLacResponse")
-    return (inner.lacBody if inner.HasField("lacBody") else None,
-            inner.lastEntryBody if inner.HasField("lastEntryBody") else None)
-
-
-def _v3_bookie_info(conn, req, msg) -> tuple[int | None, int | None]:
-    inner = _v3_inner(conn, req, msg, "getBookieInfoResponse")
-    return (inner.totalDiskCapacity if inner.HasField("totalDiskCapacity") else None,
-            inner.freeDiskSpace if inner.HasField("freeDiskSpace") else None)
-
-
-def _v3_entry_list(conn, req, msg) -> bytes:
-    inner = _v3_inner(conn, req, msg, "getListOfEntriesOfLedgerResponse")
-    return inner.availabilityOfEntriesOfLedger
-
-
-def _v2_check(conn, req, rc: int) -> None:
-    if rc != RC.EOK:
-        raise error_for(rc, conn.bookie_id, req.what)
-
-
-def _v2_add(conn, req, msg) -> None:
-    _v2_check(conn, req, msg.rc)
-
-
-def _v2_read(conn, req, msg) -> bytes:
-    _v2_check(conn, req, msg.rc)
-    return msg.body
-
-
-def _v2_batch_read(conn, req, msg) -> list[bytes]:
-    conn.batch_read_supported = True
-    _v2_check(conn, req, msg.rc)
-    return list(msg.entries)

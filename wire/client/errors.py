@@ -37,6 +37,7 @@ __all__ = [
     "BookieError",
     "NoSuchLedgerOnBookie",
     "NoSuchEntry",
+    "MISSING_ON_BOOKIE",
     "LedgerFencedError",
     "Unauthorized",
     "ReadOnlyBookie",
@@ -102,6 +103,11 @@ class NoSuchEntry(BookieError, NotFound):
     entry at all, for a last-entry read)."""
 
     default_rc = RC.ENOENTRY
+
+
+#: What a bookie answers when it does not hold an entry: the ledger or the
+#: entry is unknown to it (for a reader, "not here", not a failure).
+MISSING_ON_BOOKIE = (NoSuchEntry, NoSuchLedgerOnBookie)
 
 
 class LedgerFencedError(BookieError, Conflict):

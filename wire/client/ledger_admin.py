@@ -1,5 +1,4 @@
-"""Administration on top of the client (Twisted): a ledger's credentials,
-fencing a ledger without closing it, and what a bookie says about itself.
+"""Administration on top of the client (Twisted): fencing a ledger without closing it, and what a bookie says about itself.
 Re-replication (copying a lost bookie's fragments) is :mod:`.rereplication`.
 
 **Fencing** (:func:`fence_ledger`): a fencing read to every bookie of the
@@ -12,37 +11,17 @@ from typing import Any
 
 from twisted.internet import defer
 
-from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
+from bkctl.wire.codecs.digest import DigestManager, master_key
 from bkctl.wire.errors import DigestError
-from bkctl.wire.metadata.ledger import LedgerMetadata
 
-from .errors import LedgerRecoveryError, NoSuchEntry, NoSuchLedgerOnBookie, Unauthorized, UnknownBookie
-from .read_handle import covered
+from .credentials import ledger_credentials
+from .errors import MISSING_ON_BOOKIE, LedgerRecoveryError, Unauthorized, UnknownBookie
+from .quorum import QuorumSchedule
 
 __all__ = [
     "describe_bookie",
     "fence_ledger",
-    "ledger_credentials",
 ]
-
-_MISSING = (NoSuchEntry, NoSuchLedgerOnBookie)
-
-
-def ledger_credentials(ledger_id: int, md: LedgerMetadata, password: bytes | str | None = None,
-                       digest_type: DigestType | str | None = None) -> tuple[bytes, DigestType]:
-    """The password and digest type to verify a ledger's entries with: the
-    stored ones (format-1 metadata stores neither: ``password`` or b"", and
-    ``digest_type`` or CRC32).  A given password that differs from the
-    stored one is :class:`~bkctl.wire.client.errors.Unauthorized`."""
-    if isinstance(password, str):
-        password = password.encode("utf-8")
-    if isinstance(digest_type, str):
-        digest_type = DigestType.parse(digest_type)
-    if md.password is None:
-        return (bytes(password or b""), DigestType(digest_type) if digest_type is not None else DigestType.CRC32)
-    if password is not None and bytes(password) != md.password:
-        raise Unauthorized(f"wrong password for ledger {ledger_id}")
-    return md.password, md.digest_type
 
 
 # ----------------------------------------------------------------- fencing
@@ -86,7 +65,7 @@ async def fence_ledger(client, ledger_id: int, password: bytes | str | None = No
             except DigestError as exc:
                 doc["bookies_failed"][bookie] = str(exc)
                 fenced.discard(index)
-        elif isinstance(value.value, _MISSING):
+        elif isinstance(value.value, MISSING_ON_BOOKIE):
             fenced.add(index)  # fenced, holds nothing of the ledger yet
         elif isinstance(value.value, Unauthorized):
             raise Unauthorized(f"ledger {ledger_id}: bookie {bookie} refused the fence: wrong password",
@@ -95,7 +74,7 @@ async def fence_ledger(client, ledger_id: int, password: bytes | str | None = No
             doc["bookies_failed"][bookie] = str(value.value)
     doc["bookies_fenced"] = [ensemble[i] for i in sorted(fenced)]
     doc["last_add_confirmed"] = lac
-    if not fenced or not covered(fenced, md.ensemble_size, md.write_quorum, md.ack_quorum):
+    if not fenced or not QuorumSchedule.of(md).covered(fenced):
         raise LedgerRecoveryError(
             f"ledger {ledger_id}: only {len(fenced)} of {len(ensemble)} bookies were fenced, too few to stop "
             f"every write quorum ({'; '.join(f'{b}: {e}' for b, e in doc['bookies_failed'].items())})")

@@ -42,7 +42,7 @@ from twisted.python.failure import Failure
 
 from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.errors import BKError
-from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
+from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 
 from .channel import BookieChannel
@@ -355,7 +355,7 @@ class LedgerHandle(ReadHandle):
             return  # from a bookie that was replaced meanwhile, or a duplicate
         p.acked |= bit
         p.acks += 1
-        if p.acks >= self._metadata.ack_quorum and self._pending and self._pending[0] is p:
+        if p.acks >= self.schedule.ack_quorum and self._pending and self._pending[0] is p:
             self._complete_ready()
         # else: it completes when every earlier entry has
 
@@ -393,7 +393,7 @@ class LedgerHandle(ReadHandle):
                 self._recheck = False
                 if self._state == _FAILED:
                     return
-                qa = self._metadata.ack_quorum
+                qa = self.schedule.ack_quorum
                 while self._pending and not self._changing:
                     p = self._pending[0]
                     if p.acks < qa:
@@ -545,8 +545,7 @@ class LedgerHandle(ReadHandle):
             if p.bookies is None:
                 self._send(p)
                 continue
-            ensemble = md.ensemble_at(p.entry_id)
-            new = [ensemble[i] for i in write_set_indices(p.entry_id, md.ensemble_size, md.write_quorum)]
+            new = self.schedule.write_set_bookies(p.entry_id, md.ensemble_at(p.entry_id))
             for slot, bookie in enumerate(new):
                 if p.bookies[slot] != bookie:
                     if type(p.bookies) is not list:

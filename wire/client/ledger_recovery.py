@@ -20,11 +20,13 @@ from bkctl.wire.errors import DigestError
 from bkctl.wire.metadata.ledger import LedgerMetadata
 
 from .errors import (
+    MISSING_ON_BOOKIE,
     LedgerRecoveryError,
     Unauthorized,
 )
 from .ledger_handle import LedgerHandle
-from .read_handle import _MISSING, ReadHandle, _describe, _ignore
+from .helpers import describe_errors, ignore_failure
+from .read_handle import ReadHandle
 
 __all__ = ["TailEntryRead", "replicate_tail"]
 
@@ -49,7 +51,7 @@ class TailEntryRead:
         self.entry_id = entry_id
         self.fence = fence
         self.bookies = md.write_set(entry_id)
-        self.need_missing = md.write_quorum - md.ack_quorum + 1
+        self.need_missing = handle.schedule.answers_to_rule_out
         self.result: defer.Deferred = defer.Deferred()
         self.pending = len(self.bookies)
         self.missing = 0
@@ -79,7 +81,7 @@ class TailEntryRead:
             self.result.errback(LedgerRecoveryError(
                 f"entry {self.entry_id} of ledger {self.handle.ledger_id} could not be read from any replica "
                 f"and only {self.missing} of {len(self.bookies)} said it is missing (need {self.need_missing}): "
-                f"{_describe(self.errors)}"))
+                f"{describe_errors(self.errors)}"))
 
     def _answered(self, body, bookie: str) -> None:
         self.pending -= 1
@@ -99,7 +101,7 @@ class TailEntryRead:
         if self.done:
             return
         exc = f.value
-        if isinstance(exc, _MISSING):
+        if isinstance(exc, MISSING_ON_BOOKIE):
             self.missing += 1
         elif isinstance(exc, Unauthorized):
             self.done = True
@@ -142,11 +144,11 @@ async def replicate_tail(handle: LedgerHandle, fence: bool) -> None:
             entry, raw = got
             if not handle.writable():
                 await handle.wait_writable()
-            handle._add_packaged(entry_id, raw, entry.length).addErrback(_ignore)
+            handle._add_packaged(entry_id, raw, entry.length).addErrback(ignore_failure)
             found += 1
     finally:
         for _entry_id, d in reads:
-            d.addErrback(_ignore)
+            d.addErrback(ignore_failure)
     await handle._drain()
     if found == 0 and handle._confirmed_length is None:
         handle._confirmed_length = (await handle._read_entry(lac)).length

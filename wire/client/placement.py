@@ -39,6 +39,7 @@ import random
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from .errors import NotEnoughBookies
+from .quorum import QuorumSchedule
 
 __all__ = ["DEFAULT_RACK", "MEETS_STRICT", "FAIL", "RandomPlacement", "RackAwarePlacement",
            "RegionAwarePlacement", "POLICIES", "segments_not_adhering"]
@@ -159,13 +160,9 @@ def _too_few_replacements(ensemble, to_replace, candidates, readonly, excluded) 
         needed=len(to_replace), available=len(candidates), readonly=len(set(readonly)), excluded=excluded)
 
 
-def _windows(position: int, ensemble_size: int, write_quorum: int) -> list[list[int]]:
-    """The write quorums (lists of positions) that contain ``position``."""
-    qw = min(write_quorum, ensemble_size)
-    if qw >= ensemble_size:
-        return [list(range(ensemble_size))]
-    return [[(start + k) % ensemble_size for k in range(qw)]
-            for start in range(position - qw + 1, position + 1)]
+def _schedule(ensemble_size: int, write_quorum: int) -> QuorumSchedule:
+    """The write quorums of an ensemble (a write quorum larger than it: the whole ensemble)."""
+    return QuorumSchedule(ensemble_size, min(write_quorum, ensemble_size))
 
 
 class RackAwarePlacement(RandomPlacement):
@@ -256,7 +253,7 @@ class RackAwarePlacement(RandomPlacement):
         """The rack to take the bookie of ``position`` from, or ``None`` (enforced and impossible)."""
         ensemble_size = len(slots)
         mins = self._mins(write_quorum)
-        state = self._window_state(_windows(position, ensemble_size, write_quorum), slots, position, len(mins))
+        state = self._window_state(_schedule(ensemble_size, write_quorum).quorums_with(position), slots, position, len(mins))
         if prefer is not None and groups.get(prefer) and \
                 (not self.enforce or not any(self._score(self._keys(prefer), state, mins))):
             return prefer
@@ -388,10 +385,8 @@ class RackAwarePlacement(RandomPlacement):
             return FAIL
         mins = self._mins(write_quorum)
         keys = [self._keys(r) for r in racks]
-        qw = min(write_quorum, len(ensemble))
-        starts = range(1) if qw >= len(ensemble) else range(len(ensemble))
-        for start in starts:
-            window = [keys[(start + k) % len(ensemble)] for k in range(qw)]
+        for quorum in _schedule(len(ensemble), write_quorum).quorums():
+            window = [keys[i] for i in quorum]
             for level, need in enumerate(mins):
                 if len({k[level] for k in window}) < need:
                     return FAIL

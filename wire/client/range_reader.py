@@ -2,9 +2,14 @@
 iterator over a :class:`~bkctl.wire.client.read_handle.ReadHandle`)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from twisted.internet import defer
 
-from .read_handle import ReadHandle, _ignore
+from .helpers import ignore_failure
+
+if TYPE_CHECKING:
+    from .read_handle import ReadHandle
 
 __all__ = ["RangeReader"]
 
@@ -14,7 +19,7 @@ class RangeReader:
     batch read ahead.  ``next_batch()`` fires with the next batch, or None at
     the end; it is also an async iterator."""
 
-    def __init__(self, handle: ReadHandle, first: int, last: int, batch: int):
+    def __init__(self, handle: "ReadHandle", first: int, last: int, batch: int):
         self.handle = handle
         self.first = first
         self.last = last
@@ -50,7 +55,7 @@ class RangeReader:
         def bad(f):
             self._finished = True
             if self._ahead is not None:
-                self._ahead.addErrback(_ignore)
+                self._ahead.addErrback(ignore_failure)
                 self._ahead = None
             result.errback(f)
 
@@ -61,7 +66,7 @@ class RangeReader:
         """Stop: forget the batch read ahead."""
         self._finished = True
         if self._ahead is not None:
-            self._ahead.addErrback(_ignore)
+            self._ahead.addErrback(ignore_failure)
             self._ahead = None
 
     def __aiter__(self) -> "RangeReader":

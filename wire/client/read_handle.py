@@ -33,33 +33,30 @@ import bisect
 import itertools
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from bkctl.wire.codecs.digest import DigestManager, DigestType, VerifiedEntry, master_key
 from bkctl.wire.errors import BKError, DigestError
-from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
+from bkctl.wire.metadata.ledger import LedgerMetadata
 
 from .errors import (
+    MISSING_ON_BOOKIE,
     EntryNotConfirmed,
     LedgerRecoveryError,
     NoSuchEntry,
-    NoSuchLedgerOnBookie,
     Unauthorized,
 )
+from .helpers import describe_errors, ignore_failure
+from .quorum import QuorumSchedule
+from .range_reader import RangeReader
 
-if TYPE_CHECKING:
-    from .range_reader import RangeReader
-
-__all__ = ["ReadHandle", "covered"]
+__all__ = ["ReadHandle"]
 
 log = logging.getLogger(__name__)
 
-_MISSING = (NoSuchEntry, NoSuchLedgerOnBookie)
-
-_INT32_MAX = (1 << 31) - 1
 _INT64_MAX = (1 << 63) - 1
 #: Entries asked for by one BATCH_READ_ENTRY, byte budget of its answer, and
 #: how many of them one span keeps in flight.
@@ -67,37 +64,6 @@ _BATCH_READ_ENTRIES = 256
 _BATCH_READ_BYTES = 4 * 1024 * 1024
 _BATCH_READS_IN_FLIGHT = 4
 
-
-# ----------------------------------------------------------------- helpers
-
-
-def covered(responded: set[int] | frozenset[int], ensemble_size: int, write_quorum: int,
-            ack_quorum: int) -> bool:
-    """True when every write quorum has fewer than ``ack_quorum`` bookies
-    that did not answer (i.e. at least ``Qw - Qa + 1`` answered): no entry can
-    have been acknowledged by bookies we have not heard from."""
-    for start in range(ensemble_size):
-        unknown = 0
-        for i in range(write_quorum):
-            if (start + i) % ensemble_size not in responded:
-                unknown += 1
-        if unknown >= ack_quorum:
-            return False
-    return True
-
-
-def _ignore(failure: Failure) -> None:
-    return None
-
-
-def _describe(errors: list[BaseException], limit: int = 3) -> str:
-    shown = "; ".join(str(e) for e in errors[:limit])
-    if len(errors) > limit:
-        shown += f"; and {len(errors) - limit} more"
-    return shown
-
-
-# handle states
 
 # ----------------------------------------------------------------- reading
 
@@ -111,6 +77,8 @@ class ReadHandle:
         self.ledger_id = ledger_id
         self._metadata = metadata
         self._version = version
+        #: which bookies hold which entry, and the quorum rules (E, Qw, Qa never change)
+        self.schedule = QuorumSchedule.of(metadata)
         self.password = bytes(password)
         self._ws_metadata: LedgerMetadata | None = None  # the metadata _ws_cache is for
         self._ws_cache: dict[tuple[int, int], tuple[str, ...]] = {}
@@ -234,15 +202,14 @@ class ReadHandle:
         segment and metadata version: striping repeats every ensemble-size
         entries (below Java's int truncation)."""
         md = self._metadata
-        if not 0 <= entry_id <= _INT32_MAX - md.write_quorum:
+        schedule = self.schedule
+        if not 0 <= entry_id <= schedule.striped_until:
             return tuple(md.write_set(entry_id))
         segment = bisect.bisect_right(self._segment_starts(), entry_id) - 1
         key = (segment, entry_id % md.ensemble_size)
         ws = self._ws_cache.get(key)
         if ws is None:
-            ensemble = md.ensembles[segment][1]
-            ws = self._ws_cache[key] = tuple(
-                [ensemble[i] for i in write_set_indices(entry_id, md.ensemble_size, md.write_quorum)])
+            ws = self._ws_cache[key] = tuple(schedule.write_set_bookies(entry_id, md.ensembles[segment][1]))
         return ws
 
     def _stripe(self, entry_id: int) -> tuple[int, int, list[tuple[str, ...]]]:
@@ -253,13 +220,8 @@ class ReadHandle:
         starts = self._segment_starts()
         i = bisect.bisect_right(starts, entry_id)
         lo = starts[i - 1]
-        hi = min(starts[i] - 1 if i < len(starts) else _INT64_MAX, _INT32_MAX - md.write_quorum)
-        size = md.ensemble_size
-        ensemble = md.ensembles[i - 1][1]
-        sets: list = [None] * size
-        for e in range(size):  # striping depends on e % size only (below the limit)
-            sets[e] = tuple([ensemble[j] for j in write_set_indices(e, size, md.write_quorum)])
-        return lo, hi, sets
+        hi = min(starts[i] - 1 if i < len(starts) else _INT64_MAX, self.schedule.striped_until)
+        return lo, hi, self.schedule.stripe_bookies(md.ensembles[i - 1][1])
 
     def _check_range(self, first: int, last: int, allow_unconfirmed: bool) -> None:
         if first < 0 or last < first:
@@ -280,20 +242,20 @@ class ReadHandle:
 
     def _read_error(self, entry_id: int, bookies: list[str], errors: list[BaseException]) -> BKError:
         where = f"entry {entry_id} of ledger {self.ledger_id}"
-        if errors and all(isinstance(e, _MISSING) for e in errors):
+        if errors and all(isinstance(e, MISSING_ON_BOOKIE) for e in errors):
             return NoSuchEntry(f"{where} is missing on every bookie of its write set "
                                f"({', '.join(bookies)})")
         digest = [e for e in errors if isinstance(e, DigestError)]
-        if digest and all(isinstance(e, (DigestError,) + _MISSING) for e in errors):
+        if digest and all(isinstance(e, (DigestError,) + MISSING_ON_BOOKIE) for e in errors):
             return DigestError(f"{where} failed digest verification on every replica that has it "
-                               f"(wrong password or digest type, or corrupt data): {_describe(digest)}")
+                               f"(wrong password or digest type, or corrupt data): {describe_errors(digest)}")
         for e in errors:
             if isinstance(e, Unauthorized):
                 return e
         last = errors[-1] if errors else None
         if isinstance(last, BKError):
             return last
-        return BKError(f"cannot read {where}: {_describe(errors)}")
+        return BKError(f"cannot read {where}: {describe_errors(errors)}")
 
     def read_entry(self, entry_id: int, *, allow_unconfirmed: bool = False) -> defer.Deferred:
         """Fires with the payload of one entry."""
@@ -325,8 +287,6 @@ class ReadHandle:
         if batch < 1:
             raise ValueError("batch must be >= 1")
         self._check_range(first, last, allow_unconfirmed)
-        from .range_reader import RangeReader  # it imports this module
-
         return RangeReader(self, first, last, batch)
 
     def _read_span(self, first: int, last: int) -> defer.Deferred:
@@ -353,7 +313,7 @@ class ReadHandle:
                     pending.append(start(begin))
         except BaseException:
             for d in pending:
-                d.addErrback(_ignore)
+                d.addErrback(ignore_failure)
             raise
         return out
 
@@ -407,7 +367,7 @@ class ReadLacQuorum:
     """One LAC read of an open ledger (Java's ``ReadLastConfirmedOp``): every
     bookie of the last ensemble is asked for its last entry (its piggybacked
     LAC, and over v3 the explicit LAC); the read completes once the answers
-    cover every write quorum (:func:`covered`), and fails when all answered
+    cover every write quorum (:meth:`~.quorum.QuorumSchedule.covered`), and fails when all answered
     without covering them.  A missing ledger or entry is a valid, empty
     answer; a wrong password fails the read at once."""
 
@@ -416,7 +376,6 @@ class ReadLacQuorum:
         self.fence = fence
         md = handle.metadata
         self.ensemble = md.last_ensemble
-        self.quorums = (md.ensemble_size, md.write_quorum, md.ack_quorum)
         self.use_read_lac = not fence and handle.client.protocol == "v3"
         self.result: defer.Deferred = defer.Deferred()
         self.pending = len(self.ensemble)
@@ -446,16 +405,16 @@ class ReadLacQuorum:
     def _settle(self) -> None:
         if self.done:
             return
-        size, qw, qa = self.quorums
-        if self.responded and covered(self.responded, size, qw, qa):
+        schedule = self.handle.schedule
+        if self.responded and schedule.covered(self.responded):
             self.done = True
             self.result.callback((self.lac, self.lengths))
         elif self.pending == 0:
             self.done = True
             self.result.errback(LedgerRecoveryError(
                 f"could not read the last add confirmed of ledger {self.handle.ledger_id}: "
-                f"{len(self.responded)} of {size} bookies answered, but every write quorum needs "
-                f"{qw - qa + 1} answers ({_describe(self.errors)})"))
+                f"{len(self.responded)} of {schedule.ensemble_size} bookies answered, but every write "
+                f"quorum needs {schedule.answers_to_rule_out} answers ({describe_errors(self.errors)})"))
 
     def _take_entry(self, body: bytes) -> None:
         entry = self.handle.digest.verify(body, None)
@@ -482,7 +441,7 @@ class ReadLacQuorum:
     def _failed(self, f: Failure, index: int) -> None:
         self.pending -= 1
         exc = f.value
-        if isinstance(exc, _MISSING):
+        if isinstance(exc, MISSING_ON_BOOKIE):
             self.responded.add(index)  # nothing written there: a valid, empty answer
         elif isinstance(exc, Unauthorized):
             if not self.done:
@@ -567,7 +526,7 @@ class LongPollRead:
         self.pending -= 1
         if self.done:
             return
-        if f.check(*_MISSING):
+        if f.check(*MISSING_ON_BOOKIE):
             # A bookie that holds nothing of the ledger yet (no entry written, so
             # it never heard of it) answers at once: an empty answer, as Java's
             # op counts NoSuchLedger/NoSuchEntry, not a failure.
@@ -614,7 +573,7 @@ class EntryReads:
         if self._ws_lo <= entry_id <= self._ws_hi and h._metadata is self._ws_md:
             sets = self._ws_sets
             return sets[entry_id % len(sets)]
-        if 0 <= entry_id <= _INT32_MAX - h._metadata.write_quorum:
+        if 0 <= entry_id <= h.schedule.striped_until:
             self._ws_md = h._metadata
             self._ws_lo, self._ws_hi, self._ws_sets = h._stripe(entry_id)
         return h._write_set(entry_id)

@@ -8,7 +8,7 @@ first for an open ledger whose last segment lost a bookie.
   ensemble contains a lost bookie (a *fragment*: entries ``first..last`` of
   one ensemble).  Entry ``e`` of a segment has its copies on ensemble
   positions ``(e + i) mod E`` for ``i < Qw``
-  (:func:`bkctl.wire.metadata.ledger.write_set_indices`); a lost bookie at position
+  (:class:`~bkctl.wire.client.quorum.QuorumSchedule`); a lost bookie at position
   ``p`` held exactly the entries whose write set contains ``p``
   (:meth:`Fragment.entries`, :meth:`Fragment.entry_count`).
 * :func:`choose_replacements` picks, per lost member, a writable bookie that
@@ -39,23 +39,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet import defer
-from twisted.python.failure import Failure
 
 from bkctl.wire.codecs.digest import DigestManager, master_key
 from bkctl.wire.errors import BKError, DigestError
-from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
+from bkctl.wire.metadata.ledger import LedgerMetadata
 
-from .ledger_admin import ledger_credentials
+from .credentials import ledger_credentials
+from .helpers import ignore_failure
 from .errors import (
     EntryUnrecoverable,
     LedgerMetadataConflict,
-    NoSuchEntry,
-    NoSuchLedgerOnBookie,
+    MISSING_ON_BOOKIE,
     ReplicationError,
     TargetUnusable,
     Unauthorized,
 )
 from .placement import RandomPlacement
+from .quorum import QuorumSchedule
 
 __all__ = [
     "Fragment",
@@ -69,20 +69,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_MISSING = (NoSuchEntry, NoSuchLedgerOnBookie)
-
-#: Below this, Java's int truncation in the striping formula changes nothing,
-#: so which positions hold an entry depends only on ``entry_id mod E``.
-_PERIODIC_LIMIT = 2**31 - 1
-
-
 # ----------------------------------------------------------------- planning (pure)
 
 
-def _holding_residues(positions: Collection[int], ensemble_size: int, write_quorum: int) -> frozenset[int]:
+def _holding_residues(positions: Collection[int], schedule: QuorumSchedule) -> frozenset[int]:
     """Residues ``r`` (mod E) of the entries that have a copy on one of ``positions``."""
-    return frozenset(r for r in range(ensemble_size)
-                     if any(i in positions for i in write_set_indices(r, ensemble_size, write_quorum)))
+    return frozenset(r for r, ws in enumerate(schedule.stripe()) if any(i in positions for i in ws))
 
 
 @dataclass(frozen=True)
@@ -107,6 +99,11 @@ class Fragment:
         return len(self.ensemble)
 
     @property
+    def schedule(self) -> QuorumSchedule:
+        """Which positions of the ensemble hold which entry."""
+        return QuorumSchedule(len(self.ensemble), self.write_quorum)
+
+    @property
     def positions(self) -> tuple[int, ...]:
         """Ensemble positions of the lost bookies."""
         return tuple(i for i, b in enumerate(self.ensemble) if b in self.lost)
@@ -114,16 +111,17 @@ class Fragment:
     def copies_on_lost(self, entry_id: int) -> list[int]:
         """Positions of lost bookies in the write set of ``entry_id`` (write-set order)."""
         lost = set(self.positions)
-        return [i for i in write_set_indices(entry_id, self.ensemble_size, self.write_quorum) if i in lost]
+        return [i for i in self.schedule.write_set(entry_id) if i in lost]
 
     def entries(self) -> Iterator[int]:
         """The entries of the fragment that had a copy on a lost bookie, ascending."""
         if self.last_entry_id is None:
             raise ValueError(f"ledger {self.ledger_id}: the open segment from entry "
                              f"{self.first_entry_id} has no known end")
-        size, qw = self.ensemble_size, self.write_quorum
-        residues = _holding_residues(self.positions, size, qw)
-        periodic_end = min(self.last_entry_id, _PERIODIC_LIMIT - qw)
+        schedule = self.schedule
+        size = schedule.ensemble_size
+        residues = _holding_residues(self.positions, schedule)
+        periodic_end = min(self.last_entry_id, schedule.striped_until)
         for entry_id in range(self.first_entry_id, periodic_end + 1):
             if entry_id % size in residues:
                 yield entry_id
@@ -138,10 +136,11 @@ class Fragment:
         first, last = self.first_entry_id, self.last_entry_id
         if last < first:
             return 0
-        if last > _PERIODIC_LIMIT - self.write_quorum:
+        schedule = self.schedule
+        if last > schedule.striped_until:
             return sum(1 for _ in self.entries())
-        size = self.ensemble_size
-        residues = _holding_residues(self.positions, size, self.write_quorum)
+        size = schedule.ensemble_size
+        residues = _holding_residues(self.positions, schedule)
 
         def upto(n: int) -> int:  # entries 0..n-1 held by a lost bookie
             whole, rest = divmod(n, size)
@@ -210,10 +209,6 @@ def choose_replacements(fragment: Fragment, writable: Iterable[str], readonly: C
 # ----------------------------------------------------------------- re-replication
 
 
-def _ignore(_failure: Failure) -> None:
-    return None
-
-
 async def _read_verified(client, ledger_id: int, entry_id: int, sources: list[str],
                          digest: DigestManager) -> bytes:
     """The stored bytes of an entry from the first of ``sources`` whose copy
@@ -225,7 +220,7 @@ async def _read_verified(client, ledger_id: int, entry_id: int, sources: list[st
         except Unauthorized:
             raise
         except Exception as exc:  # noqa: BLE001 - try the next replica
-            errors.append(str(exc) if isinstance(exc, _MISSING + (BKError,)) else f"{bookie}: {exc!r}")
+            errors.append(str(exc) if isinstance(exc, MISSING_ON_BOOKIE + (BKError,)) else f"{bookie}: {exc!r}")
             continue
         try:
             digest.verify(body, entry_id)
@@ -258,11 +253,12 @@ async def replicate_fragment(client, fragment: Fragment, replacements: dict[str,
     if window < 1:
         raise ValueError("window must be >= 1")
     ensemble = fragment.ensemble
+    schedule = fragment.schedule
     lost_positions = set(fragment.positions)
     ledger_id = fragment.ledger_id
 
     async def copy(entry_id: int) -> None:
-        indexes = write_set_indices(entry_id, fragment.ensemble_size, fragment.write_quorum)
+        indexes = schedule.write_set(entry_id)
         sources = [ensemble[i] for i in indexes if i not in lost_positions]
         targets = [replacements[ensemble[i]] for i in indexes
                    if i in lost_positions and ensemble[i] in replacements]
@@ -302,7 +298,7 @@ async def replicate_fragment(client, fragment: Fragment, replacements: dict[str,
             copied += 1
     finally:
         for d in pending:
-            d.addErrback(_ignore)
+            d.addErrback(ignore_failure)
     return copied
 
 

@@ -3,6 +3,7 @@
 * :mod:`.protocol` -- opcodes, flags, return codes (v2 and v3 numbering);
 * :mod:`.framing` -- the ``i32 length | payload`` frames both versions share;
 * :mod:`.v2` and :mod:`.v3` -- requests and responses of each protocol version;
+  :mod:`.answers` -- what an answer to a client request says (its rc and value);
   :mod:`.detect` -- the bookie's per-connection choice between them;
 * :mod:`.varint` -- protobuf varints, for fields written or read by hand;
 * :mod:`.digest` -- entry and LAC digests and the master key;

@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bkctl.wire.errors import CodecError
+from bkctl.wire.errors import AddressError, CodecError
+from bkctl.wire.text import PORT_OUT_OF_RANGE, split_host_port
 
 __all__ = [
     "DEFAULT_LEDGERS_ROOT",
@@ -162,7 +163,8 @@ URI_MANAGERS = ("flat", "hierarchical", "longhierarchical", "ms", "null")
 #: MetaStore-backed manager) keeps ledger metadata outside ZooKeeper.
 SUPPORTED_URI_MANAGERS = ("flat", "hierarchical", "longhierarchical", "null")
 _URI = re.compile(r"(?P<scheme>[^:/?#]*)://(?P<authority>[^/?#]*)(?P<path>[^?#]*)(?P<rest>.*)", re.S)
-_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+)(?::(\d{1,5}))?")
+_HOST_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+_IPV6 = re.compile(r"[0-9A-Fa-f:.]+")
 _EXAMPLE = "zk+hierarchical://zk1:2181;zk2:2181/ledgers"
 
 
@@ -192,11 +194,12 @@ def root_path_problem(root: str) -> str | None:
 
 def zk_server_problem(server: str) -> str | None:
     """None for a ``host[:port]`` ZooKeeper server (``[v6]:port`` too), else a phrase."""
-    host = _HOST.fullmatch(server)
-    if host is None:
+    try:
+        host, _port = split_host_port(server, default_port=2181)
+    except AddressError as exc:
+        return exc.problem if exc.problem == PORT_OUT_OF_RANGE else "is not a host[:port] ZooKeeper server"
+    if not (_IPV6 if server.startswith("[") else _HOST_NAME).fullmatch(host):
         return "is not a host[:port] ZooKeeper server"
-    if host.group(2) is not None and not 0 < int(host.group(2)) < 65536:
-        return "has a port outside 1..65535"
     return None
 
 

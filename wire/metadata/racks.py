@@ -27,6 +27,7 @@ import threading
 from collections.abc import Iterable, Mapping
 
 from bkctl.wire.errors import CodecError
+from bkctl.wire.text import split_host_port
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +52,11 @@ def normalize_rack(rack: str) -> str:
 
 
 def host_of(bookie_id: str) -> str:
-    """``host`` of ``host:port`` (the id itself when it has no port)."""
-    host, sep, port = bookie_id.rpartition(":")
-    return host if sep and port.isdigit() else bookie_id
+    """``host`` of ``host:port`` (the id itself when it is not host:port)."""
+    try:
+        return split_host_port(bookie_id)[0]
+    except ValueError:
+        return bookie_id
 
 
 def parse_rack_map(data: bytes | str | None) -> dict[str, dict[str, dict]]:

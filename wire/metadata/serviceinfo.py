@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from bkctl.wire.errors import CodecError
 from bkctl.wire.proto import formats_pb2
 from bkctl.wire.codecs.varint import encode as _varint
+from bkctl.wire.text import split_host_port
 
 __all__ = [
     "BOOKIE_RPC",
@@ -31,13 +32,12 @@ TLS_EXTENSION = "tls"
 
 
 def parse_bookie_id_address(bookie_id: str) -> tuple[str, int]:
-    """``"10.0.0.1:3181"`` -> ``("10.0.0.1", 3181)``; ``ValueError`` if it is not host:port."""
-    host, sep, port = bookie_id.rpartition(":")
-    if not sep or not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"bookie id {bookie_id!r} is not host:port")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host, int(port)
+    """The address of a legacy bookie id (``"10.0.0.1:3181"`` -> ``("10.0.0.1", 3181)``),
+    by :func:`bkctl.wire.text.split_host_port`; ``ValueError`` if it is not host:port."""
+    try:
+        return split_host_port(bookie_id)
+    except ValueError as exc:
+        raise ValueError(f"bookie id {exc}") from None
 
 
 @dataclass(frozen=True)

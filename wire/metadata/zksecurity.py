@@ -119,12 +119,11 @@ def tls_problem(hosts: str, security: ZKSecurity, timeout: float = 5.0) -> str |
     import socket
     import ssl
 
+    from bkctl.wire.text import split_host_port
+
     first = hosts.split("/", 1)[0].split(",")[0].strip()
-    host, _, port = first.rpartition(":")
-    if not host:
-        host, port = first, "2181"
-    host = host.strip("[]")
     try:
+        host, port = split_host_port(first, default_port=2181)
         ctx = ssl.create_default_context(cafile=security.tls_ca)
         ctx.check_hostname = False  # kazoo does not check the name either, only the chain
         if security.tls_cert:

@@ -1,0 +1,190 @@
+"""A connection's requests and the table that matches answers to them.
+
+:class:`Request` is one request: its frame, how its answer is decoded, how
+it completes (a Deferred, or a plain ``on_done`` call for the ledger layer's
+hot paths), its deadline.  :class:`RequestTable` holds the requests on the
+wire of one connection and finds the one an answer belongs to:
+
+* v3 by ``(txnId, operation)``; by txnId alone in the common case, a second
+  dict for the rare request whose txnId is taken by another operation (a
+  caller-supplied ``txn_ids`` that repeats itself);
+* v3 plain ADDs and READs also by their header field, which their EOK answer
+  starts with byte for byte (the fast path matches such answers unparsed);
+* v2 by ``(ledgerId, entryId, opcode)``, first in first out for duplicate
+  keys; BATCH_READ by its requestId.
+"""
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet import defer
+
+from bkctl.wire.codecs import v2
+from bkctl.wire.codecs.protocol import OpCode
+
+__all__ = ["Request", "RequestTable", "QUEUED", "SENT", "DONE"]
+
+# Request states.
+QUEUED, SENT, DONE = 0, 1, 2
+
+_OPC_ADD = int(OpCode.ADD_ENTRY)
+_OPC_READ = int(OpCode.READ_ENTRY)
+_OPC_BATCH_READ = int(OpCode.BATCH_READ_ENTRY)
+
+
+class Request:
+    """One request: its wire bytes, how to match and complete it, its deadline.
+
+    A request is completed either through its Deferred (the public API) or,
+    for the ledger layer's adds and reads, through a plain ``on_done(ctx,
+    slot, bookie_id, result)`` call, which saves a Deferred and its callback
+    chain per request.  ``decode`` (:mod:`bkctl.wire.codecs.answers`) turns
+    its answer into ``(rc, value)``.  ``what`` (the description used in error
+    messages) is built only when an error needs it.
+    """
+
+    __slots__ = ("_what", "ids", "key", "op", "frame", "decode", "deferred", "on_done", "ctx",
+                 "slot", "deadline", "timeouts", "state", "is_batch", "conn", "ok", "fast", "verb")
+
+    def __init__(self, what: str | None, key: Any, frame_bytes: bytes,
+                 decode: Callable[[Any], tuple[int, Any]], is_batch: bool = False):
+        self._what = what
+        self.key = key
+        self.frame = frame_bytes
+        self.decode = decode
+        self.op: int | None = None
+        self.deferred: defer.Deferred | None = None
+        self.on_done = None
+        self.timeouts = None
+        self.state = QUEUED
+        self.is_batch = is_batch
+        self.ok: bytes | None = None  # v3 plain ADD: the payload of its EOK answer
+        #: v3 plain ADD or READ: its header field, which its EOK answer starts with
+        self.fast: bytes | None = None
+        self.verb = "ADD"
+
+    @property
+    def what(self) -> str:
+        what = self._what
+        if what is None:  # an ADD or a plain READ, described lazily
+            ledger_id, entry_id = self.ids
+            what = self._what = f"{self.verb} ledger {ledger_id} entry {entry_id}"
+        return what
+
+    def __call__(self, _deferred: defer.Deferred) -> None:
+        """The canceller of the request's Deferred."""
+        self.conn._cancel(self)
+
+
+class RequestTable:
+    """The requests of one connection that are on the wire, by what their answers carry."""
+
+    __slots__ = ("use_v3", "sent", "v3_pending", "v3_other", "v3_fast", "v2_pending")
+
+    def __init__(self, use_v3: bool):
+        self.use_v3 = use_v3
+        #: insertion-ordered set of the requests on the wire
+        self.sent: dict[Request, None] = {}
+        self.v3_pending: dict[int, Request] = {}
+        self.v3_other: dict[tuple[int, int], Request] = {}
+        #: v3 plain ADDs and READs by their header field
+        self.v3_fast: dict[bytes, Request] = {}
+        self.v2_pending: dict[tuple, deque[Request]] = {}
+
+    def __len__(self) -> int:
+        return len(self.sent)
+
+    def register(self, req: Request) -> None:
+        """Enter a request that goes on the wire."""
+        req.state = SENT
+        self.sent[req] = None
+        if self.use_v3:
+            txn = req.key
+            other = self.v3_pending.setdefault(txn, req)
+            if other is not req:  # the txnId is taken (a caller-supplied txn_ids repeats itself)
+                if other.op == req.op:
+                    self.v3_pending[txn] = req  # same (txnId, operation): the newest one wins
+                else:
+                    self.v3_other[(txn, req.op)] = req
+            if req.fast is not None:
+                self.v3_fast[req.fast] = req
+        else:
+            waiting = self.v2_pending.get(req.key)
+            if waiting is None:
+                self.v2_pending[req.key] = deque((req,))
+            else:
+                waiting.append(req)
+
+    def match(self, msg) -> Request | None:
+        """Take out (and mark done) the request a decoded answer belongs to."""
+        if self.use_v3:
+            header = msg.header
+            txn = header.txnId
+            op = header.operation
+            pending = self.v3_pending
+            req = pending.get(txn)
+            if req is not None and req.op == op:
+                del pending[txn]
+            elif self.v3_other:
+                req = self.v3_other.pop((txn, op), None)
+            else:
+                return None
+            if req is not None and req.fast is not None and self.v3_fast.get(req.fast) is req:
+                del self.v3_fast[req.fast]
+        else:
+            if isinstance(msg, v2.AddResponse):
+                key = (msg.ledger_id, msg.entry_id, _OPC_ADD)
+            elif isinstance(msg, v2.ReadResponse):
+                key = (msg.ledger_id, msg.entry_id, _OPC_READ)
+            elif isinstance(msg, v2.BatchReadResponse):
+                key = (_OPC_BATCH_READ, msg.request_id)
+            else:
+                return None  # AUTH: never asked for
+            req = self.take_v2(key)
+        if req is not None:
+            self.sent.pop(req, None)
+            req.state = DONE
+        return req
+
+    def take_v2(self, key: tuple) -> Request | None:
+        """The oldest v2 request waiting for an answer with ``key``, taken out
+        of the key's queue (not of :attr:`sent`)."""
+        waiting = self.v2_pending.get(key)
+        if not waiting:
+            return None
+        req = waiting.popleft()
+        if not waiting:
+            del self.v2_pending[key]
+        return req
+
+    def forget(self, req: Request) -> None:
+        """Take a request on the wire out of every table."""
+        self.sent.pop(req, None)
+        if self.use_v3:
+            if self.v3_pending.get(req.key) is req:
+                del self.v3_pending[req.key]
+            elif self.v3_other.get((req.key, req.op)) is req:
+                del self.v3_other[(req.key, req.op)]
+            if req.fast is not None and self.v3_fast.get(req.fast) is req:
+                del self.v3_fast[req.fast]
+        else:
+            waiting = self.v2_pending.get(req.key)
+            if waiting is not None:
+                try:
+                    waiting.remove(req)
+                except ValueError:
+                    pass
+                if not waiting:
+                    del self.v2_pending[req.key]
+
+    def clear(self) -> list[Request]:
+        """Empty every table; the requests that were on the wire, oldest first."""
+        reqs = list(self.sent)
+        self.sent.clear()
+        self.v3_pending.clear()
+        self.v3_other.clear()
+        self.v3_fast.clear()
+        self.v2_pending.clear()
+        return reqs
