@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.bookieproc import BookieProcess, wait_for
+from tests.integration.test_cli_bookie import bkctl
 from tests.integration.conftest import start_bookies
 from tests.smallfs import fill, mount_or_explain, unmount, usage
 from bkctl.bookied.storage.compactor import STOP_AT_ENV
@@ -193,3 +195,26 @@ def test_a_full_bookie_compacts_itself_writable_with_force_gc_when_no_space(tmp_
     assert disk_bytes(b)[0] < logs_before / 2 and usage(fs) < 0.8
     assert http(b, "GET", "/api/v1/bookie/gc")["majorCompactionCounter"] >= 1
     read_all(metadata_uri, kept, entries=150)
+
+
+def test_bkctl_bookie_gc_major_wait_and_status(tmp_path, metadata_uri, procs):
+    b = bookie(tmp_path, metadata_uri, **QUIET)
+    procs.append(b)
+    start_bookies([b], metadata_uri)
+    before = bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status", "--http", f"127.0.0.1:{b.http_port}")
+    assert before.returncode == 0, before.stderr
+    assert re.search(r"major compaction\s+0 runs, not periodic\n", before.stdout), before.stdout  # no time
+    assert "last compaction" not in before.stdout
+    kept, _deleted = churn(metadata_uri)
+    wait_for(lambda: gc_dropped_the_deleted_ledgers(b), timeout=30, what="GC to drop the deleted ledgers")
+    ran = bkctl(metadata_uri, "--json", "bookie", "gc", b.bookie_id, "--major", "--wait")
+    assert ran.returncode == 0, ran.stderr
+    doc = json.loads(ran.stdout)
+    assert doc["triggered"] and doc["kind"] == "major" and not doc["status"]["gcRunning"]
+    assert doc["status"]["lastCompaction"]["kind"] == "major" and doc["status"]["entriesMoved"] > 0
+    shown = bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status").stdout
+    assert re.search(r"major compaction\s+1 run, last \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", shown), shown
+    assert re.search(r"last compaction\s+major, \d+ logs compacted, \d+ entries", shown), shown
+    assert re.search(r"minor compaction\s+0 runs, not periodic", shown), shown  # no time: none ran
+    assert bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status", "--minor").returncode == 2
+    read_all(metadata_uri, kept)
