@@ -332,16 +332,18 @@ def inspect_entrylog(app: App, conf: str, ledger: int | None, entry: int | None,
     """Entries in the entry logs, in file order (Java's readlog).
 
     --json lines: file, format, offset (Java: the location offset, just
-    past the size field; bookied: the record's), ledger_id, entry_id, size,
-    lac, length, body (hex) or with --digest payload.
+    past the size field; bookied: the record's), ledger_id, entry_id, state
+    (bookied: live; stale, a deleted ledger's or a copy that compaction or a
+    re-add replaced; uncommitted, a crash's leftover removed at the next
+    start), size, lac, length, body (hex) or with --digest payload.
     """
     from ..ops import inspect as ops
 
     ops.check_filters(ledger, entry)
     _stream(app, ops.entrylog(_dirs(conf), ledger, entry, digest),
-            ["file", "offset", "ledger", "entry", "lac", "size", "payload"],
-            lambda r: (os.path.basename(r["file"]), r["offset"], r["ledger_id"], r["entry_id"], r.get("lac", ""),
-                       r["size"], _payload(r)))
+            ["file", "offset", "ledger", "entry", "state", "lac", "size", "payload"],
+            lambda r: (os.path.basename(r["file"]), r["offset"], r["ledger_id"], r["entry_id"], r.get("state") or "",
+                       r.get("lac", ""), r["size"], _payload(r)))
 
 
 @inspect.command("index")
@@ -408,9 +410,11 @@ def check(app: App, conf: str, offline: bool):
     the indexed ledger and entry, and its digest must verify with the
     ledger's digest type and password, read from the cluster's metadata
     (entries of ledgers without metadata, or with --offline, are counted
-    unverified).  Exit 0 when no entry is bad, 1 otherwise.  --json:
-    entries, ledgers, ok, unverified, bad, problems [{ledger_id, entry_id,
-    format, location, error}].
+    unverified).  bookied entry logs its index does not know (a flush or a
+    compaction killed before its commit; removed at the bookie's next start)
+    are listed, not counted bad.  Exit 0 when no entry is bad, 1 otherwise.
+    --json: entries, ledgers, ok, unverified, bad, problems [{ledger_id,
+    entry_id, format, location, error}], uncommitted_logs.
     """
     from ..exitcodes import FAILED, CommandError
     from ..ops import inspect as ops
@@ -437,6 +441,9 @@ def check(app: App, conf: str, offline: bool):
                   [(p["ledger_id"], p["entry_id"], p["format"], p["error"]) for p in doc["problems"]])
         app.console.print(f"{doc['entries']} entries of {doc['ledgers']} ledgers: {doc['ok']} ok, "
                           f"{doc['unverified']} unverified (no metadata), {doc['bad']} bad")
+        for path in doc["uncommitted_logs"]:
+            app.console.print(f"{path}: not committed to the index (a flush or compaction cut short); "
+                              "the bookie removes it when it starts")
 
     emit(app, doc, human)
     if doc["bad"]:

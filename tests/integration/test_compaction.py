@@ -144,6 +144,12 @@ def test_kill_9_at_a_compaction_step_loses_nothing(tmp_path, metadata_uri, procs
     wait_for(lambda: f"compaction: stopping at {step}" in b.log_path.read_text(errors="replace"), timeout=30,
              what=f"bookied to reach {step}")
     b.kill()
+    conf = str(b.base / "bk_server.conf")
+    if step == "copied":  # what bkctl sees of the stopped bookie: the copies are not committed yet
+        doc = json.loads(bkctl(metadata_uri, "--json", "bookie", "check", "-c", conf, "--offline").stdout)
+        assert doc["bad"] == 0 and doc["unverified"] == len(kept) * ENTRIES and len(doc["uncommitted_logs"]) == 1
+        states = {r["state"] for r in inspect_entrylog(metadata_uri, conf)}
+        assert states == {"live", "stale", "uncommitted"}
     del b.env_extra[STOP_AT_ENV]
     b.start()
     read_all(metadata_uri, kept)  # nothing lost, whatever the step
@@ -158,6 +164,17 @@ def test_kill_9_at_a_compaction_step_loses_nothing(tmp_path, metadata_uri, procs
     wait_for(lambda: disk_bytes(b)[0] <= 2 * live_bytes(kept) + LOG_SIZE, timeout=60,
              what="compaction to finish after the restart")
     read_all(metadata_uri, kept)
+    assert b.stop() == 0
+    doc = json.loads(bkctl(metadata_uri, "--json", "bookie", "check", "-c", conf, "--offline").stdout)
+    assert doc["bad"] == 0 and doc["unverified"] == len(kept) * ENTRIES and doc["uncommitted_logs"] == []
+    live = [(r["ledger_id"], r["entry_id"]) for r in inspect_entrylog(metadata_uri, conf) if r["state"] == "live"]
+    assert sorted(live) == [(lid, e) for lid in sorted(kept) for e in range(ENTRIES)]  # each entry live once
+
+
+def inspect_entrylog(uri: str, conf: str) -> list[dict]:
+    out = bkctl(uri, "--json", "bookie", "inspect", "entrylog", "-c", conf)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]
 
 
 @pytest.fixture
