@@ -568,10 +568,14 @@ class EntryStore:
             return writer
 
     def close_compaction_writer(self, writer: LogWriter) -> None:
+        """Stop a compaction writer; the logs it started that no commit made known (a failed
+        write, ENOSPC) are removed now rather than at the next open."""
         with self._flush_lock:
             writer.close()
             with self._lock:
                 self._compaction_writers.remove(writer)
+            if not self._closed:
+                self.entry_log.unlink([lid for lid in writer.created if lid not in self.index.logs])
 
     def live_records(self, log_id: int):
         """Yield ``(ledger id, entry id, data, index row)`` of the records of a log that the

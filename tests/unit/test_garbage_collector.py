@@ -3,6 +3,7 @@ injected clock, the compaction keys' checks at load, and compaction racing adds,
 re-puts and deletions in a real entry store."""
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -270,4 +271,29 @@ def test_full_disk_suspends_compaction_or_forces_it_with_limits_lifted(tmp_path)
     assert gc.force_gc  # still full: the periodic passes stay forced
     gc.disk_writable()
     assert not gc.in_force_gc()
+    s.close()
+
+
+def test_a_compaction_that_fails_to_write_leaves_no_file_behind(tmp_path, monkeypatch):
+    s = sparse_store(str(tmp_path / "l"))
+    victim = s.compaction_candidates(0.5)[0][0]
+    logs_before = sorted(os.listdir(s.directory))
+    real = os.fdatasync
+    calls = []
+
+    def full_disk(fd):  # the compaction log's first fdatasync fails as on a full disk
+        calls.append(fd)
+        raise OSError(28, "No space left on device")
+
+    throttle = Throttle(1, False)
+    throttle.lifted = True
+    with pytest.raises(OSError):
+        with EntryLogCompactor(s, throttle) as c:
+            monkeypatch.setattr(os, "fdatasync", full_disk)
+            try:
+                c.compact(victim)
+            finally:
+                monkeypatch.setattr(os, "fdatasync", real)
+    assert calls and sorted(os.listdir(s.directory)) == logs_before  # the copy's log is gone, the old one kept
+    assert all(s.get_entry(0, e) == data(0, e) for e in range(60))
     s.close()
