@@ -111,7 +111,7 @@ def write_ledgers(uri: str, ledgers: int, entries: int, size: int) -> list[int]:
 
 def run_mode(mode: str, args) -> None:
     from bkctl.sandbox.cluster import load_state, sandbox_down, sandbox_up
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     with tempfile.TemporaryDirectory(prefix="bench-ar-") as tmp:
         state = sandbox_up(tmp, bookies=5)
@@ -123,10 +123,10 @@ def run_mode(mode: str, args) -> None:
             print(f"  wrote {len(ids)} ledgers, {args.entries:,} x {args.size} B in {time.perf_counter() - t:.1f}s",
                   flush=True)
             store = ZKMetadataStore(uri, timeout=20).start()
-            store.set_lost_bookie_recovery_delay(0)
+            store.underreplication.set_lost_bookie_recovery_delay(0)
             held: dict[str, int] = {}
             for lid in ids:
-                md = store.read_ledger(lid)[0]
+                md = store.ledgers.read(lid)[0]
                 for entry_id in range(md.last_entry_id + 1) if args.exact else ():
                     for b in md.write_set(entry_id):
                         held[b] = held.get(b, 0) + 1
@@ -146,17 +146,17 @@ def run_mode(mode: str, args) -> None:
                          "--set", f"rereplicationEntryBatchSize={args.batch}",
                          "--set", f"replicationRateByBytes={args.rate_limit}"],
                         stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, f"ar-{i}.log"), "wb")))
-                while store.who_is_auditor() is None:
+                while store.auditor.current() is None:
                     time.sleep(0.1)
             record = next(b for b in (load_state(tmp) or {}).get("bookies", []) if b.get("id") == victim)
-            on_victim = [lid for lid in ids if victim in store.read_ledger(lid)[0].bookies]
+            on_victim = [lid for lid in ids if victim in store.ledgers.read(lid)[0].bookies]
             if probe is not None:
                 probe.window()
                 time.sleep(5)
                 idle = probe.window()
             killed = time.perf_counter()
             os.kill(int(record["pid"]), signal.SIGKILL)
-            while victim in store.writable_bookies():
+            while victim in store.registration.writable_bookies():
                 time.sleep(0.05)
             unregistered = time.perf_counter()
             if probe is not None:
@@ -165,8 +165,8 @@ def run_mode(mode: str, args) -> None:
                 subprocess.run([sys.executable, "-m", "bkctl", "-m", uri, "-q", "recover", victim, "--force",
                                 "--parallel", "4"], check=True, stdout=subprocess.DEVNULL)
             while True:
-                if store.count_underreplicated() == 0 and all(
-                        victim not in store.read_ledger(lid)[0].bookies for lid in on_victim):
+                if store.underreplication.count() == 0 and all(
+                        victim not in store.ledgers.read(lid)[0].bookies for lid in on_victim):
                     break
                 time.sleep(0.2)
             done = time.perf_counter()

@@ -280,13 +280,13 @@ def load_note() -> str:
 def start_cluster(base: Path):
     """A real ZooKeeper in ``base/zk`` with an initialised cluster: ``(server, metadata URI)``."""
     from bkctl.sandbox.zookeeper import ZooKeeperServer
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     zk = ZooKeeperServer(base / "zk")
     zk.start()
     uri = f"zk+hierarchical://{zk.connect_string}/ledgers"
     with ZKMetadataStore(uri) as store:
-        store.init_cluster()
+        store.cluster.init()
     return zk, uri
 
 

@@ -1,14 +1,18 @@
-"""The client's read path alone: client CPU per entry read over v3, in process.
+"""The client's read and add paths alone: client CPU per entry, in process.
 
-One BookieConnection on a StringTransport (Twisted's fake: no sockets, no
-bookie processes), a closed E1/Qw1/Qa1 ledger of 100 B entries with CRC32C
-digests, read with ReadHandle's window of 256; the bookie's EOK answers are
-built outside the timed part and fed back ``--chunk`` at a time through
-dataReceived.  What is timed is everything the client's reactor thread does
-per entry except the system calls: encoding and registering requests,
-matching and cutting answers, digest checks, the window's bookkeeping.  The
-figure is steadier than bench_client.py's on a shared machine; run it with
-BKCTL_FASTPATHS=0 for the general path.
+Reads (``--op read``, v3): one BookieConnection on a StringTransport
+(Twisted's fake: no sockets, no bookie processes), a closed E1/Qw1/Qa1
+ledger of 100 B entries with CRC32C digests, read with ReadHandle's window of
+256.  Adds (``--op add``, ``--protocol v3|v2``, ``--quorum 3/2/2|1/1/1``): a
+LedgerHandle over one BookieConnection per bookie, each on a
+StringTransport, adding 100 B entries with ``add_entries`` (1,000 in
+flight).  Either way the bookies' EOK answers are built outside the timed
+part and fed back ``--chunk`` at a time per bookie through dataReceived.
+What is timed is everything the client's reactor thread does per entry
+except the system calls: packaging, encoding and registering requests,
+matching and cutting answers, digest checks, quorum and window bookkeeping.
+The figure is steadier than bench_client.py's on a shared machine; run it
+with BKCTL_FASTPATHS=0 for the general path.
 """
 from __future__ import annotations
 
@@ -26,6 +30,8 @@ from twisted.internet.testing import MemoryReactorClock, StringTransport  # noqa
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import v3  # noqa: E402
 from bkctl.wire.client.connection import BookieConnection  # noqa: E402
+from bkctl.wire.client.ledger_handle import LedgerHandle  # noqa: E402
+from bkctl.wire.codecs import v2  # noqa: E402
 from bkctl.wire.client.read_handle import ReadHandle  # noqa: E402
 from bkctl.wire.codecs.digest import DigestManager, DigestType  # noqa: E402
 from bkctl.wire.codecs.framing import frame  # noqa: E402
@@ -73,15 +79,98 @@ def run(n: int, chunk: int) -> float:
     return cpu / n * 1e6
 
 
+def _connected(bookie: str, reactor, protocol: str):
+    """A connection to ``bookie`` on a StringTransport, ready for requests."""
+    conn = BookieConnection(bookie, reactor, protocol=protocol)
+    conn.read_with_callback(0, 0, lambda *_a: None, None, 0)  # starts the connection; never answered
+    proto = reactor.tcpClients[-1][2].buildProtocol(None)
+    transport = StringTransport()
+    proto.makeConnection(transport)
+    transport.clear()
+    return conn, proto, transport
+
+
+def _frames(data: bytes) -> list[bytes]:
+    out, pos = [], 0
+    while pos < len(data):
+        size = int.from_bytes(data[pos:pos + 4], "big")
+        out.append(data[pos + 4:pos + 4 + size])
+        pos += 4 + size
+    return out
+
+
+def _add_answers(data: bytes, protocol: str) -> list[bytes]:
+    """The bookie's EOK answers to the ADD requests written in ``data``."""
+    out = []
+    for payload in _frames(data):
+        if protocol == "v3":
+            req = v3.parse_request(payload)
+            if req.header.operation != v3.pb.ADD_ENTRY:
+                continue  # the unanswered read that started the connection
+            out.append(frame(v3.serialize(v3.add_response(req, 0))))
+        else:
+            req = v2.decode_request(payload)
+            if not isinstance(req, v2.AddRequest):
+                continue
+            out.append(frame(v2.add_response_for(req, 0)))
+    return out
+
+
+def run_adds(n: int, chunk: int, protocol: str, quorum: tuple[int, int, int]) -> float:
+    """Client CPU (us) per entry added by a LedgerHandle, the bookies answered in process."""
+    e, qw, qa = quorum
+    reactor = MemoryReactorClock()
+    bookies = [f"bookie{i}:3181" for i in range(e)]
+    conns = {b: _connected(b, reactor, protocol) for b in bookies}
+    md = LedgerMetadata.new(bookies, qw, qa, password=b"", digest_type=DigestType.CRC32C)
+    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=lambda b: conns[b][0]), protocol=protocol,
+                                   max_inflight=1000, explicit_lac_interval=0.0, closed=False,
+                                   reactor=reactor, max_frame_size=5 * 1024 * 1024)
+    handle = LedgerHandle(client, 1, md, 0, b"", DigestType.CRC32C, max_inflight=1000)
+    payload = b"x" * 100
+    done: list = []
+    start = time.process_time()
+    handle.add_entries(payload for _ in range(n)).addBoth(done.append)
+    cpu = time.process_time() - start
+    pending = {b: [] for b in bookies}
+    while not done:
+        fed = False
+        for b in bookies:
+            _conn, proto, transport = conns[b]
+            pending[b].extend(_add_answers(transport.value(), protocol))
+            transport.clear()
+            batch, pending[b] = pending[b][:chunk], pending[b][chunk:]
+            if batch:
+                fed = True
+                start = time.process_time()
+                proto.dataReceived(b"".join(batch))
+                cpu += time.process_time() - start
+        if not fed:
+            raise AssertionError(f"stalled after {handle.last_add_confirmed + 1} of {n} entries")
+    assert done[0] == n - 1, done[0]
+    return cpu / n * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--op", choices=("read", "add"), default="read")
+    parser.add_argument("--protocol", choices=("v3", "v2"), default="v3", help="adds only")
+    parser.add_argument("--quorum", default="3/2/2", help="E/Qw/Qa of the added ledger")
     parser.add_argument("--entries", type=int, default=60_000)
     parser.add_argument("--chunk", type=int, default=16, help="answers per dataReceived")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    best = min(run(args.entries, args.chunk) for _ in range(args.runs))
-    print(f"client read path (in process, fast paths {'on' if fastpath.ENABLED else 'off'}): "
-          f"{best:.2f} us CPU per entry, best of {args.runs}, {args.chunk} answers per chunk; {load_note()}")
+    switch = "on" if fastpath.ENABLED else "off"
+    if args.op == "read":
+        best = min(run(args.entries, args.chunk) for _ in range(args.runs))
+        print(f"client read path (in process, fast paths {switch}): "
+              f"{best:.2f} us CPU per entry, best of {args.runs}, {args.chunk} answers per chunk; {load_note()}")
+        return
+    quorum = tuple(int(q) for q in args.quorum.split("/"))
+    best = min(run_adds(args.entries, args.chunk, args.protocol, quorum) for _ in range(args.runs))
+    print(f"client add path {args.protocol} E{quorum[0]}/Qw{quorum[1]}/Qa{quorum[2]} (in process, fast paths "
+          f"{switch}): {best:.2f} us CPU per entry, best of {args.runs}, {args.chunk} answers per chunk "
+          f"per bookie; {load_note()}")
 
 
 if __name__ == "__main__":

@@ -45,12 +45,12 @@ def bkctl(uri: str, *args: str) -> tuple[float, subprocess.CompletedProcess]:
 
 def bench_replace_id(uri: str, ledgers: int) -> None:
     from bkctl.wire.metadata.ledger import LedgerMetadata
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     old, new, other = "10.1.1.1:3181", "bk-a.example.com:3181", "bk-b.example.com:3181"
     with ZKMetadataStore(uri) as store:
         for _ in range(ledgers):
-            store.create_ledger(LedgerMetadata.new([old, "10.1.1.2:3181", "10.1.1.3:3181"], 2, 2))
+            store.ledgers.create(LedgerMetadata.new([old, "10.1.1.2:3181", "10.1.1.3:3181"], 2, 2))
     for parallel, (src, dst) in ((1, (old, new)), (8, (new, other))):
         elapsed, res = bkctl(uri, "--json", "bookie", "replace-id", src, dst, "--force", "--parallel", str(parallel))
         done = json.loads(res.stdout)["totals"]["updated"]

@@ -179,7 +179,7 @@ def run(args, uri: str, work: Path) -> int:
     # -- per master: the raw read at the same parallelism and the export, in turns ----------------
     from bkctl.export.job import run_export, source_frame, spark_session, stop_spark
     from bkctl.export.planning import LedgerPlan, parse_ledger_spec, plan_ledgers, split_ranges
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     ranges = split_ranges([LedgerPlan(lid, "CLOSED", None, {}, 0, count - 1)
                            for lid, count in zip(ledger_ids, per_ledger)], args.split_entries)

@@ -82,15 +82,15 @@ def bench_first_prompt(uri: str, runs: int, home: Path) -> list[float]:
 
 def make_ledgers(uri: str, count: int) -> float:
     from bkctl.wire.metadata.ledger import LedgerMetadata, serialize_ledger_metadata
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     md = LedgerMetadata.new(["127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"])
     data = serialize_ledger_metadata(md)
     started = time.perf_counter()
     with ZKMetadataStore(uri, timeout=20) as store:
-        if not store.cluster_exists():
-            store.init_cluster()
-        have = sum(1 for _ in store.iter_ledger_ids())
+        if not store.cluster.exists():
+            store.cluster.init()
+        have = sum(1 for _ in store.ledgers.ids())
         if have >= count:
             return 0.0
         pending = []
@@ -99,9 +99,9 @@ def make_ledgers(uri: str, count: int) -> float:
                 for result in pending:
                     result.get(timeout=60)
                 pending = []
-                store.create_ledger(md, ledger_id=ledger_id)
+                store.ledgers.create(md, ledger_id=ledger_id)
             else:
-                pending.append(store.client.create_async(store.ledger_path(ledger_id), data))
+                pending.append(store.client.create_async(store.ledgers.path(ledger_id), data))
         for result in pending:
             result.get(timeout=60)
     return time.perf_counter() - started
@@ -110,7 +110,7 @@ def make_ledgers(uri: str, count: int) -> float:
 def bench_completion(uri: str, ledgers: int, rounds: int) -> None:
     from bkctl.app import App
     from bkctl.cli import cli
-    from bkctl.completion import set_session_source
+    from bkctl.completers import set_session_source
     from bkctl.shell.cache import MetadataCache
     from bkctl.shell.completer import ShellCompleter
 

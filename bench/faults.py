@@ -51,9 +51,9 @@ from twisted.internet import defer, task  # noqa: E402
 
 from bkctl.sandbox.zookeeper import ZooKeeperServer, free_port  # noqa: E402
 from bkctl.wire.client.blocking import BlockingBookKeeper  # noqa: E402
-from bkctl.wire.metadata.zkstore import ZKMetadataStore  # noqa: E402
-from tests import smallfs  # noqa: E402
-from tests.bookieproc import BookieProcess  # noqa: E402
+from bkctl.wire.metadata.zk import ZKMetadataStore  # noqa: E402
+from tests.support import smallfs  # noqa: E402
+from tests.support.bookieproc import BookieProcess  # noqa: E402
 
 FAULTS = ("kill", "stop", "zk-restart", "zk-expire", "disk-full", "slow-disk")
 DISK_FAULTS = ("disk-full", "slow-disk")
@@ -97,7 +97,7 @@ class Cluster:
         self.zk.start()
         self.uri = f"zk+hierarchical://{self.zk.connect_string}/ledgers"
         with ZKMetadataStore(self.uri, timeout=30) as store:
-            store.init_cluster()
+            store.cluster.init()
         for i in range(BOOKIES):
             fs = self.base / f"fs{i}"
             if self.use_mounts:
@@ -115,7 +115,7 @@ class Cluster:
 
     def writable(self) -> set[str]:
         with ZKMetadataStore(self.uri, timeout=10) as store:
-            return set(store.writable_bookies())
+            return set(store.registration.writable_bookies())
 
     def wait_healthy(self, timeout: float) -> bool:
         """Every bookie running and registered writable."""

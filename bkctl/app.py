@@ -70,7 +70,7 @@ class App:
     def connect_store(self):
         """The store even when its root holds no cluster yet (metaformat)."""
         if self._store is None:
-            from bkctl.wire.metadata.zkstore import ZKMetadataStore
+            from bkctl.wire.metadata.zk import ZKMetadataStore
 
             store = ZKMetadataStore(self.require_uri(), timeout=self.zk_timeout)
             store.start()
@@ -109,7 +109,7 @@ class App:
             if name is None:
                 source = RackSource(store=self.store)
                 source.refresh()
-                registered = self.store.writable_bookies() + self.store.readonly_bookies()
+                registered = self.store.registration.writable_bookies() + self.store.registration.readonly_bookies()
                 name = "rack" if source.names_any(registered) else "random"
             return build_placement(
                 name, store=self.store, rack_file=prof.get("rack_map_file"),

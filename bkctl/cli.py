@@ -13,7 +13,8 @@ import click
 
 from . import __version__, exitcodes
 from .app import App, color_wanted
-from .completion import complete_cluster
+from .completers import complete_cluster
+from .global_options import hoist_global_options
 
 EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(
     f"  {code}  {text}" for code, text in exitcodes.DESCRIPTIONS.items())
@@ -27,7 +28,7 @@ class _ReaderGone(Exception):
 
 class _Root(click.Group):
     def _main_shell_completion(self, ctx_args, prog_name, complete_var=None):
-        from .completion import register_global_option_completion
+        from .completion_scripts import register_global_option_completion
 
         register_global_option_completion(self)
         return super()._main_shell_completion(ctx_args, prog_name, complete_var)
@@ -89,7 +90,7 @@ def cli(ctx: click.Context, metadata_uri, cluster, protocol, zk_timeout, placeme
     Global options (those above) may be given anywhere on the line:
     `bkctl ledger show 7 --json` is `bkctl --json ledger show 7`.
     """
-    from .config import bookie_tls, cluster_profile, resolve_cluster, zk_security
+    from .clusters import bookie_tls, cluster_profile, resolve_cluster, zk_security
     from .exitcodes import USAGE, CommandError
 
     try:
@@ -130,80 +131,6 @@ def cli(ctx: click.Context, metadata_uri, cluster, protocol, zk_timeout, placeme
     _configure_logging(app.verbose)
 
 
-def hoist_global_options(group: click.Group, args: list[str]) -> list[str]:
-    """``args`` with the root group's options moved in front of the command.
-
-    This is what makes every root option (``--json``, ``-q``, ``-m``...) a
-    global one: ``ledger show 7 --json`` becomes ``--json ledger show 7``.
-    It is derived from ``group.params`` and the command tree, so a new root
-    option or a new command needs nothing here.  A command's own option of
-    the same name wins (``decommission --timeout``); nothing after ``--``
-    moves.
-    """
-    root_opts = _option_table(group.params, lambda p: not p.is_eager)
-    head: list[str] = []
-    i = 0
-    while i < len(args):  # root options already in front stay
-        width = _width(root_opts, args, i)
-        if not width:
-            break
-        head += args[i:i + width]
-        i += width
-    if i >= len(args) or args[i] == "--":
-        return list(args)
-    hoisted: list[str] = []
-    tail: list[str] = []
-    command: click.Command | None = group
-    while i < len(args):
-        word = args[i]
-        if word == "--":
-            tail += args[i:]
-            break
-        own = _option_table(command.params, lambda p: True) if command is not None else {}
-        width = _width(own, args, i)
-        if width:
-            tail += args[i:i + width]
-            i += width
-            continue
-        width = _width(root_opts, args, i)
-        if width:
-            hoisted += args[i:i + width]
-            i += width
-            continue
-        if isinstance(command, click.Group) and not word.startswith("-"):
-            command = command.commands.get(word)
-        tail.append(word)
-        i += 1
-    return head + hoisted + tail
-
-
-def _option_table(params, keep) -> dict[str, bool]:
-    """Option string -> whether it takes a value, for the click options ``keep`` accepts."""
-    table: dict[str, bool] = {}
-    for p in params:
-        if isinstance(p, click.Option) and keep(p):
-            takes = not (p.is_flag or p.count)
-            for opt in (*p.opts, *p.secondary_opts):
-                table[opt] = takes
-    return table
-
-
-def _width(options: dict[str, bool], args: list[str], i: int) -> int:
-    """How many words the option at ``args[i]`` spans (0: not one of ``options``)."""
-    word = args[i]
-    if not word.startswith("-") or word in ("-", "--"):
-        return 0
-    if word in options:
-        return 2 if options[word] and i + 1 < len(args) else 1
-    name, eq, _ = word.partition("=")
-    if word.startswith("--"):
-        return 1 if eq and options.get(name) else 0
-    if options.get(word[:2]):  # -mURI
-        return 1
-    letters = [f"-{c}" for c in word[1:]]  # -vq
-    return 1 if all(options.get(opt) is False for opt in letters) else 0
-
-
 def _configure_logging(verbose: int) -> None:
     """Library chatter (kazoo's reconnect attempts...) only with -v; errors reach the user as one line."""
     import logging
@@ -223,8 +150,8 @@ _state = {"verbose": 0}
 
 
 def _register() -> None:
-    from .commands import (admin, bookie, bookie_admin, cluster, cluster_admin, completion, cookie, export, ledger,
-                           ledger_metadata, rack, sandbox, shell)
+    from .commands import (bookie, bookie_admin, cluster, cluster_admin, completion, cookie, export, ledger,
+                           ledger_metadata, rack, recovery, sandbox, shell, workload)
 
     cli.add_command(ledger.ledger)
     ledger.ledger.add_command(ledger_metadata.metadata)
@@ -239,10 +166,10 @@ def _register() -> None:
     cluster.cluster.add_command(cluster_admin.nuke)
     cli.add_command(cluster.metaformat)
     cli.add_command(cluster.autorecovery)
-    cli.add_command(admin.recover)
-    cli.add_command(admin.decommission)
-    cli.add_command(admin.simpletest)
-    cli.add_command(admin.bench)
+    cli.add_command(recovery.recover)
+    cli.add_command(recovery.decommission)
+    cli.add_command(workload.simpletest)
+    cli.add_command(workload.bench)
     cli.add_command(export.export)
     cli.add_command(sandbox.sandbox)
     cli.add_command(shell.shell)

@@ -181,7 +181,7 @@ class BookieStatus(Protocol):
     ``?force=true``.
 
     ``zk`` is optional too: an attribute holding the bookie's
-    :class:`~bkctl.wire.metadata.zkstore.ZKMetadataStore` (None until it is
+    :class:`~bkctl.wire.metadata.zk.ZKMetadataStore` (None until it is
     connected).  With it the autorecovery endpoints are served.
     """
 
@@ -510,7 +510,7 @@ class AdminResource(resource.Resource):
 
     def get_who_is_auditor(self, request):
         def work(store):
-            auditor = store.who_is_auditor()
+            auditor = store.auditor.current()
             if auditor is None:
                 raise HTTPError(http.NOT_FOUND, "No auditor elected")
             return self._text(f"Auditor: {auditor}")
@@ -529,17 +529,17 @@ class AdminResource(resource.Resource):
     def _require_auditor(store) -> str:
         """Raise unless autorecovery is enabled and an auditor is elected (Java's
         triggerAudit gives up silently then; this one says why)."""
-        if not store.is_autorecovery_enabled():
+        if not store.underreplication.is_enabled():
             raise HTTPError(http.CONFLICT, "Autorecovery is disabled (PUT "
                             f"{AUTORECOVERY_STATUS}?enabled=true enables it)")
-        auditor = store.who_is_auditor()
+        auditor = store.auditor.current()
         if auditor is None:
             raise HTTPError(http.SERVICE_UNAVAILABLE, "No auditor elected: no autorecovery daemon is running")
         return auditor
 
     def get_lost_bookie_recovery_delay(self, request):
         def work(store):
-            delay = store.get_lost_bookie_recovery_delay()
+            delay = store.underreplication.lost_bookie_recovery_delay()
             if delay is None:
                 raise HTTPError(http.NOT_FOUND, "lostBookieRecoveryDelay is not set (no auditor has run yet)")
             return self._text(f"lostBookieRecoveryDelay value: {delay}")
@@ -555,7 +555,7 @@ class AdminResource(resource.Resource):
             raise HTTPError(http.BAD_REQUEST, f"delay_seconds must be between 0 and {2**31 - 1}, got {delay}")
 
         def work(store):
-            store.set_lost_bookie_recovery_delay(delay)
+            store.underreplication.set_lost_bookie_recovery_delay(delay)
             return self._text(f"Success set lostBookieRecoveryDelay to {delay}")
         return self._with_store(request, work)
 
@@ -582,7 +582,7 @@ class AdminResource(resource.Resource):
         with_replicas = self._has_param(request, "printmissingreplica")  # Java: present means true
 
         def work(store):
-            marks = list(matching_marks(store.iter_underreplicated(), include, exclude))
+            marks = list(matching_marks(store.underreplication.marks(), include, exclude))
             if not marks:
                 raise HTTPError(http.NOT_FOUND, "No under replicated ledgers found")
             if with_replicas:
@@ -591,7 +591,7 @@ class AdminResource(resource.Resource):
         return self._with_store(request, work)
 
     def get_autorecovery_status(self, request):
-        return self._with_store(request, lambda store: self._json({"enabled": store.is_autorecovery_enabled()}))
+        return self._with_store(request, lambda store: self._json({"enabled": store.underreplication.is_enabled()}))
 
     def put_autorecovery_status(self, request):
         values = [v.lower() for v in self._params(request, "enabled")]
@@ -601,15 +601,15 @@ class AdminResource(resource.Resource):
 
         def work(store):
             if enable:
-                store.enable_autorecovery()
+                store.underreplication.enable()
             else:
-                store.disable_autorecovery()
-            return self._json({"enabled": store.is_autorecovery_enabled()})
+                store.underreplication.disable()
+            return self._json({"enabled": store.underreplication.is_enabled()})
         return self._with_store(request, work)
 
     def put_decommission(self, request):
         from bkctl.wire.autorecovery.control import trigger_audit
-        from bkctl.wire.metadata.zkstore import is_valid_bookie_id
+        from bkctl.wire.metadata.bookieid import is_valid_bookie_id
 
         example = '{"bookie_src": "bookie1.example.com:3181"}'
         doc = self._json_request(request, example)
@@ -620,7 +620,7 @@ class AdminResource(resource.Resource):
             raise HTTPError(http.BAD_REQUEST, f"invalid bookie id {bookie!r}")
 
         def work(store):
-            if bookie in store.writable_bookies() or bookie in store.readonly_bookies():
+            if bookie in store.registration.writable_bookies() or bookie in store.registration.readonly_bookies():
                 raise HTTPError(http.CONFLICT, f"bookie {bookie} is registered (running); stop it before "
                                                "decommissioning it")
             self._require_auditor(store)

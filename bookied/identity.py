@@ -45,7 +45,7 @@ def check_and_stamp(store, cookie: Cookie, *, allow_expansion: bool = False) -> 
             found[d] = parse_cookie(text.encode() if isinstance(text, str) else text)
         except CodecError as e:
             raise IdentityError(f"{d}: unreadable cookie in current/VERSION: {e}") from None
-    zk = store.get_cookie(cookie.bookie_id)
+    zk = store.cookies.get(cookie.bookie_id)
     stamped = [d for d, c in found.items() if c is not None]
 
     first = dirs[0]
@@ -56,7 +56,7 @@ def check_and_stamp(store, cookie: Cookie, *, allow_expansion: bool = False) -> 
         layout.set_stamping_marker(first, True)
         for d in dirs:
             layout.write_version_file(d, cookie.serialize().decode())
-        store.put_cookie(cookie.bookie_id, cookie)
+        store.cookies.put(cookie.bookie_id, cookie)
         layout.set_stamping_marker(first, False)
         log.info("new bookie %s: cookie written to %d directories and ZooKeeper", cookie.bookie_id, len(dirs))
         return "new"
@@ -90,7 +90,7 @@ def check_and_stamp(store, cookie: Cookie, *, allow_expansion: bool = False) -> 
             layout.write_version_file(d, cookie.serialize().decode())
         for d in stamped:
             layout.write_version_file(d, cookie.serialize().decode())
-        store.put_cookie(cookie.bookie_id, cookie, version=zk_version)
+        store.cookies.put(cookie.bookie_id, cookie, version=zk_version)
         log.warning("storage expanded with %s", ", ".join(missing))
         return "expanded"
     return "ok"

@@ -113,6 +113,8 @@ from typing import Callable, Iterator, NamedTuple, Union
 
 from crc32c import crc32c
 
+from bkctl.wire import fastpath
+
 from . import disk_layout as layout
 
 log = logging.getLogger("bookied.journal")
@@ -417,6 +419,10 @@ _IDLE = 1
 _GROUPING = 2
 
 
+def _wait_on(condition: threading.Condition, seconds: float) -> None:
+    condition.wait(seconds)
+
+
 class Journal:
     """A journal in one directory ``D`` (files in ``D/current/``).
 
@@ -438,6 +444,13 @@ class Journal:
     module doc. ``on_fsync(seconds)``: called after each journal fsync, by
     whichever thread committed (one at a time), e.g. to feed a histogram.
 
+    Time: ``monotonic()`` (default :func:`time.monotonic`) dates the group
+    wait and times the fsyncs; ``wait_on(condition, seconds)`` (default:
+    ``condition.wait(seconds)``) is how the writer sleeps, holding
+    ``condition``, until a record arrives or the group wait is over.  A test
+    passes a manual clock for both and sees the group-commit timing
+    deterministically.
+
     ``inline`` (with ``max_group_wait_ms`` 0 only): commit in the caller's
     thread instead of handing every group to the writer thread and back.
     It is ``schedule(fn)``, which must run ``fn()`` soon in the thread that
@@ -454,6 +467,9 @@ class Journal:
     wake-ups per group (and their scheduling delays, which dominate the
     latency tail on a busy machine); the cost is that the owner's thread
     waits for the fsync, which is why a slow disk goes back to the writer.
+    Inline commits are a fast path (:mod:`bkctl.wire.fastpath`): with
+    ``fastpaths`` False (default: ``BKCTL_FASTPATHS``) ``inline`` is
+    ignored and the writer thread commits every group.
 
     Several journal directories are several Journal objects; the server
     shards ledgers over them (e.g. ``ledger_id % n``).
@@ -470,7 +486,10 @@ class Journal:
                  inline_dispatch: Callable[[list, BaseException | None], None] | None = None,
                  inline_max_fsync_ms: float = 2.0,
                  on_fsync: Callable[[float], None] | None = None,
-                 on_grow: Callable[[], None] | None = None):
+                 on_grow: Callable[[], None] | None = None,
+                 fastpaths: bool | None = None,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 wait_on: Callable[[threading.Condition, float], None] = _wait_on):
         self.directory = layout.current_dir(directory)
         os.makedirs(self.directory, exist_ok=True)
         self.max_group_wait = max(0.0, max_group_wait_ms) / 1000.0
@@ -482,7 +501,10 @@ class Journal:
         self.max_queue_bytes = max(1, int(max_queue_bytes))
         self.preallocate = max(0, int(preallocate_mb * 1024 * 1024))
         self._dispatch = dispatch or _call_all
-        self._inline = inline if self.max_group_wait == 0 else None
+        self.fastpaths = fastpath.ENABLED if fastpaths is None else bool(fastpaths)
+        self._inline = inline if self.max_group_wait == 0 and self.fastpaths else None
+        self._monotonic = monotonic
+        self._wait_on = wait_on
         self._inline_dispatch = inline_dispatch or _call_all
         self._inline_max_fsync = max(0.0, inline_max_fsync_ms) / 1000.0
         self._inline_scheduled = False
@@ -660,7 +682,7 @@ class Journal:
                 raise JournalFull(f"journal queue is full ({self._pending_bytes} bytes pending)")
             q = self._queue
             if not q:
-                self._first_arrival = time.monotonic()
+                self._first_arrival = self._monotonic()
             q.append((data, callback, sync))
             self._pending_bytes += n
             self._queue_bytes += n
@@ -676,7 +698,7 @@ class Journal:
             if not self._started or self._closing or self.failed is not None:
                 raise self._unavailable()
             if not self._queue:
-                self._first_arrival = time.monotonic()
+                self._first_arrival = self._monotonic()
             self._queue.append((None, callback, True))
             schedule = self._wake_idle_writer()
         if schedule is not None:
@@ -815,9 +837,9 @@ class Journal:
         self.stats.bytes += len(data)
 
     def _sync(self) -> None:
-        started = time.perf_counter()
+        started = self._monotonic()
         os.fdatasync(self._fd)
-        took = time.perf_counter() - started
+        took = self._monotonic() - started
         self.fsync_average += (took - self.fsync_average) * 0.2
         self.stats.fsyncs += 1
         if self._on_fsync is not None:
@@ -836,11 +858,11 @@ class Journal:
                 if self.max_group_wait > 0:
                     deadline = self._first_arrival + self.max_group_wait
                     while not self._group_is_full() and not self._closing:
-                        remaining = deadline - time.monotonic()
+                        remaining = deadline - self._monotonic()
                         if remaining <= 0:
                             break
                         self._waiting = _GROUPING
-                        cond.wait(remaining)
+                        self._wait_on(cond, remaining)
                     self._waiting = 0
             with self._commit_lock:
                 self._take_and_commit(self._dispatch)

@@ -132,14 +132,14 @@ class BookieService:
         check_port_free(resolve_listen_host(cfg), cfg.bookie_port)
         self._prepare_dirs(journal_dirs, ledger_dirs, index_dirs)
 
-        from bkctl.wire.metadata.zkstore import ZKMetadataStore
+        from bkctl.wire.metadata.zk import ZKMetadataStore
 
         if not cfg.metadata_service_uri:
             raise ConfigError("metadataServiceUri: not set (nor zkServers): the bookie needs its cluster",
                               key="metadataServiceUri")
         self.zk = ZKMetadataStore(cfg.metadata_service_uri, timeout=cfg.zk_timeout / 1000.0)
         self.zk.start()
-        instance_id = self.zk.instance_id()
+        instance_id = self.zk.cluster.instance_id()
         if instance_id is None:
             raise ClusterNotReady(f"no cluster at {cfg.metadata_service_uri} (no INSTANCEID); "
                                   f"initialise it first, e.g. 'bkctl metaformat'")
@@ -276,7 +276,7 @@ class BookieService:
         are served while a stale ephemeral node of a killed predecessor expires.
         """
         readonly = self.bookie.readonly
-        d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), self.zk.register_bookie,
+        d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), self.zk.registration.register,
                                       self.bookie_id, self._service_info(), readonly=readonly)
 
         def registered(_):
@@ -500,7 +500,7 @@ class BookieService:
             self._stop_reactor()
             return
         d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(),
-                                      self.zk.register_bookie, self.bookie_id, self._service_info(),
+                                      self.zk.registration.register, self.bookie_id, self._service_info(),
                                       readonly=readonly)
         d.addCallback(lambda _: log.info("registration moved to %s", "available/readonly" if readonly
                                          else "available"))
@@ -513,7 +513,7 @@ class BookieService:
         """In a pool thread: drop the ledgers of ``store`` whose metadata is gone (deleted ledgers)."""
         removed = 0
         for ledger_id in store.ledger_ids():
-            if not self.zk.ledger_exists(ledger_id):
+            if not self.zk.ledgers.exists(ledger_id):
                 store.delete_ledger(ledger_id)
                 removed += 1
         return removed
@@ -534,7 +534,7 @@ class BookieService:
         if self.cfg.auto_recovery_daemon_enabled:
             from .metrics import Refreshed, register_autorecovery
 
-            count = Refreshed(lambda: self.zk.count_underreplicated(), clock=self.reactor,
+            count = Refreshed(lambda: self.zk.underreplication.count(), clock=self.reactor,
                               run_blocking=lambda fn: threads.deferToThreadPool(
                                   self.reactor, self.reactor.getThreadPool(), fn))
             register_autorecovery(m, lambda: self.autorecovery, count)
@@ -613,7 +613,7 @@ class BookieService:
         journal, ledgers, index = self._dirs()
 
         def work():
-            cookie = identity.expected_cookie(self.bookie_id, journal, ledgers, index, self.zk.instance_id())
+            cookie = identity.expected_cookie(self.bookie_id, journal, ledgers, index, self.zk.cluster.instance_id())
             try:
                 return identity.check_and_stamp(self.zk, cookie, allow_expansion=True)
             except identity.IdentityError as e:
@@ -692,7 +692,7 @@ class BookieService:
         for j, m in zip(self.journals, marks):
             j.checkpoint(m)
         if self.zk is not None:
-            for what, fn, args in (("unregister", self.zk.unregister_bookie, (self.bookie_id,)),
+            for what, fn, args in (("unregister", self.zk.registration.unregister, (self.bookie_id,)),
                                    ("close the ZooKeeper session", self.zk.close, ())):
                 left = min(budget / 2, deadline - time.monotonic() - 0.2)
                 try:

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from bkctl.completion import LedgerIdIndex, bookie_states
+from bkctl.completers import LedgerIdIndex, bookie_states
 
 
 #: Stop listing ledger ids for completion after this many.
@@ -43,7 +43,7 @@ class Status:
 
 
 class MetadataCache:
-    """Background-refreshed cluster facts; implements :class:`bkctl.completion.MetadataSource`."""
+    """Background-refreshed cluster facts; implements :class:`bkctl.completers.MetadataSource`."""
 
     def __init__(self, uri: str | None, interval: float = 10.0, ledger_interval: float = 30.0,
                  connect_timeout: float = 5.0, on_change: Callable[[], None] | None = None):
@@ -122,7 +122,7 @@ class MetadataCache:
     def open_ledgers(self, ledger_ids) -> set[int]:
         """Those of ``ledger_ids`` that are not closed, asked of ZooKeeper at
         once (the completion thread waits at most a second; none without a session)."""
-        from bkctl.completion import open_ledgers
+        from bkctl.completers import open_ledgers
 
         store = self._store
         if store is None:
@@ -173,7 +173,7 @@ class MetadataCache:
         if store is not None and getattr(store, "uri", None) == uri:
             return store
         self._drop_store()
-        from bkctl.wire.metadata.zkstore import ZKMetadataStore
+        from bkctl.wire.metadata.zk import ZKMetadataStore
 
         store = ZKMetadataStore(uri, timeout=self.connect_timeout)
         store.start()
@@ -190,7 +190,7 @@ class MetadataCache:
         try:
             store = self._connected_store(uri, generation)
             bookies = bookie_states(store)
-            autorecovery = store.is_autorecovery_enabled()
+            autorecovery = store.underreplication.is_enabled()
         except _Stale:
             return
         if generation != self._generation:
@@ -204,7 +204,7 @@ class MetadataCache:
             return
         started = time.monotonic()
         ids = []
-        for ledger_id in store.iter_ledger_ids():
+        for ledger_id in store.ledgers.ids():
             ids.append(ledger_id)
             if len(ids) >= MAX_LEDGER_IDS or self._stop.is_set() or generation != self._generation:
                 break

@@ -4,7 +4,7 @@ Commands, subcommands, options and option values (``click.Choice`` values,
 paths) come from click's ``shell_complete`` protocol, the same one bash,
 zsh and fish use, so the shell offers exactly what they offer.  Ledger and
 bookie ids come from the ``shell_complete=`` callbacks of
-:mod:`bkctl.completion`, which in the shell answer from the background
+:mod:`bkctl.completers`, which in the shell answer from the background
 cache (:mod:`bkctl.shell.cache`) and never wait for ZooKeeper.  The shell's own
 commands (``use``, ``format``, ``pager``, ``help``...) are completed here.
 """
@@ -59,7 +59,7 @@ class ShellCompleter(Completer):
 
     # -- click's side ----------------------------------------------------------
     def click_items(self, words: list[str], incomplete: str) -> list[CompletionItem]:
-        from bkctl.completion import completion_args, root_option_items
+        from bkctl.global_options import completion_args, root_option_items
 
         try:
             args = completion_args(self.root, list(words))  # global options may follow the command

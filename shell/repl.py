@@ -26,6 +26,7 @@ import click
 
 from bkctl import __version__, exitcodes
 from bkctl.app import App
+from bkctl.global_options import hoist_global_options, leading_global_options, option_strings
 
 from . import BUILTIN_NAMES, BUILTINS, builtins_help
 
@@ -145,7 +146,7 @@ class Shell:
 
     def run_command(self, args: list[str]) -> int:
         """``bkctl ARGS`` on the session App; options given here last for this line only."""
-        from bkctl.cli import hoist_global_options, run
+        from bkctl.cli import run
 
         args = hoist_global_options(self.root, list(args))
         if self._command_word(args) == "shell":
@@ -188,41 +189,12 @@ class Shell:
             self.cache.poke()
         return code
 
-    def _root_value_options(self) -> tuple[set[str], set[str]]:
-        """Root option strings that take a value, and those that name a cluster."""
-        takes_value, names_cluster = set(), set()
-        for param in self.root.params:
-            if isinstance(param, click.Option) and not param.is_flag and not param.count:
-                takes_value.update(param.opts)
-                if param.name in _CLUSTER_OPTION_NAMES:
-                    names_cluster.update(param.opts)
-        return takes_value, names_cluster
-
-    def _root_options_and_command(self, args: list[str]) -> tuple[list[str], str | None]:
-        """The root options before the command name (names only), and the command name."""
-        takes_value, _ = self._root_value_options()
-        options, i = [], 0
-        while i < len(args):
-            word = args[i]
-            if word == "--":
-                return options, args[i + 1] if i + 1 < len(args) else None
-            if not word.startswith("-") or word == "-":
-                return options, word
-            name = word.partition("=")[0]
-            if not word.startswith("--") and len(word) > 2 and word[:2] in takes_value:
-                name = word[:2]  # -mURI: a short option with its value attached
-                i += 1
-            else:
-                i += 2 if word in takes_value else 1
-            options.append(name)
-        return options, None
-
     def _command_word(self, args: list[str]) -> str | None:
-        return self._root_options_and_command(args)[1]
+        return leading_global_options(self.root, args)[1]
 
     def _names_other_cluster(self, args: list[str]) -> bool:
-        _, names_cluster = self._root_value_options()
-        options, _ = self._root_options_and_command(args)
+        names_cluster = option_strings(self.root, _CLUSTER_OPTION_NAMES)
+        options, _ = leading_global_options(self.root, args)
         return any(opt in names_cluster for opt in options)
 
     # -- the shell's own commands ------------------------------------------------
@@ -268,7 +240,7 @@ class Shell:
         if len(args) > 1:
             return self._fail("usage: use CLUSTER|URI", exitcodes.USAGE)
         target = args[0]
-        from bkctl.config import resolve_cluster
+        from bkctl.clusters import resolve_cluster
         from bkctl.exitcodes import CommandError
 
         try:
@@ -276,7 +248,7 @@ class Shell:
             App(metadata_uri=uri).require_uri()  # a URI the store cannot parse: exit 2 now
         except CommandError as e:
             return self._fail(str(e), e.code)
-        from bkctl.config import cluster_profile
+        from bkctl.clusters import cluster_profile
 
         self.app.close()  # the old cluster's ZooKeeper session and connections
         self.app.metadata_uri = uri
@@ -373,8 +345,8 @@ class Shell:
         from prompt_toolkit.history import FileHistory
         from prompt_toolkit.styles import Style
 
-        from bkctl.completion import set_session_source
-        from bkctl.config import cluster_names
+        from bkctl.completers import set_session_source
+        from bkctl.clusters import cluster_names
 
         from .cache import MetadataCache
         from .completer import ShellCompleter

@@ -73,17 +73,17 @@ def uninitialised_uri(zookeeper, zk_namespace):
 @pytest.fixture
 def metadata_uri(uninitialised_uri):
     """Metadata service URI of a freshly initialised cluster (its own root per test)."""
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     with ZKMetadataStore(uninitialised_uri, timeout=20) as store:
-        store.init_cluster()
+        store.cluster.init()
     return uninitialised_uri
 
 
 @pytest.fixture
 def zkstore(metadata_uri):
-    """A started :class:`~bkctl.wire.metadata.zkstore.ZKMetadataStore` on :func:`metadata_uri`."""
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    """A started :class:`~bkctl.wire.metadata.zk.ZKMetadataStore` on :func:`metadata_uri`."""
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     store = ZKMetadataStore(metadata_uri, timeout=20)
     store.start()

@@ -279,7 +279,7 @@ def example_accepted(root: click.Group, line: str) -> bool:
     """Whether ``line`` parses against the current tree (callbacks are not run)."""
     import shlex
 
-    from bkctl.cli import hoist_global_options
+    from bkctl.global_options import hoist_global_options
 
     args = hoist_global_options(root, shlex.split(line)[1:])
     try:
@@ -301,7 +301,7 @@ def example_accepted(root: click.Group, line: str) -> bool:
 
 
 def bkctl_page(root: click.Group, version: str) -> str:
-    from bkctl.completion import SHELLS
+    from bkctl.completion_scripts import SHELLS
 
     ctx = context(root, "bkctl")
     lines = header("bkctl", 1, f"bkctl {version}")
@@ -537,7 +537,7 @@ def bookied_conf_page(version: str) -> str:
 
 def completion_file(shell: str) -> str:
     """click's script, asked of bkctl the way a user would (``_BKCTL_COMPLETE=bash_source bkctl``)."""
-    from bkctl.completion import COMPLETE_VAR, with_header
+    from bkctl.completion_scripts import COMPLETE_VAR, with_header
 
     env = dict(os.environ, **{COMPLETE_VAR: f"{shell}_source"})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
@@ -553,7 +553,7 @@ def generate() -> dict[str, str]:
     """Relative path -> text of every generated file."""
     from bkctl import __version__
     from bkctl.cli import cli
-    from bkctl.completion import SHELLS
+    from bkctl.completion_scripts import SHELLS
 
     files = {"man/bkctl.1": bkctl_page(cli, __version__)}
     ctx = context(cli, "bkctl")
@@ -570,7 +570,7 @@ def generate() -> dict[str, str]:
 
 def stale_files(root: Path, files: dict[str, str]) -> list[str]:
     """Generated-looking files on disk that generation no longer produces."""
-    from bkctl.completion import SHELLS
+    from bkctl.completion_scripts import SHELLS
 
     found = [f"man/{p.name}" for p in (root / "man").glob("*") if p.suffix in GENERATED_SUFFIXES]
     found += [f"completions/{p.name}" for p in (root / "completions").glob("*")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ..app import App, confirm_destructive
-from ..completion import complete_bookie_id
+from ..completers import complete_bookie_id
 from ..render import emit, emit_rows, fields, human_size as _size, table
 from . import pass_app
 

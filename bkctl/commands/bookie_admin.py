@@ -7,7 +7,7 @@ import os
 import click
 
 from ..app import App, confirm_destructive
-from ..completion import complete_bookie_id, complete_ledger_id
+from ..completers import complete_bookie_id, complete_ledger_id
 from ..render import emit, table
 from . import pass_app
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ..app import App, confirm_destructive
-from ..completion import complete_bookie_id
+from ..completers import complete_bookie_id
 from ..render import emit, emit_rows, fields, table
 from . import pass_app
 
@@ -228,8 +228,8 @@ def lost_bookie_delay(app: App, delay: int | None):
     """
     store = app.store
     if delay is not None:
-        store.set_lost_bookie_recovery_delay(delay)
-    value = store.get_lost_bookie_recovery_delay()
+        store.underreplication.set_lost_bookie_recovery_delay(delay)
+    value = store.underreplication.lost_bookie_recovery_delay()
     emit(app, {"lost_bookie_recovery_delay": value}, lambda: app.console.print(delay_text(value)))
 
 

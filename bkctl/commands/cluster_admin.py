@@ -31,6 +31,6 @@ def nuke(app: App, instance_id: str | None, force: bool):
     store = app.connect_store() if instance_id is None else app.store
     confirm_destructive(app, f"Delete the whole BookKeeper cluster at {app.metadata_uri}? All its ledgers are lost.",
                         force, f"nuke the cluster at {app.metadata_uri}")
-    nuked = store.nuke_cluster(instance_id=instance_id) if instance_id is not None else store.nuke_cluster(force=True)
+    nuked = store.cluster.nuke(instance_id=instance_id) if instance_id is not None else store.cluster.nuke(force=True)
     doc = {"uri": app.metadata_uri, "nuked": nuked}
     emit(app, doc, lambda: app.console.print("cluster nuked" if nuked else "no cluster there: nothing to nuke"))

@@ -6,7 +6,7 @@ import pathlib
 
 import click
 
-from ..completion import SHELLS
+from ..completion_scripts import SHELLS
 
 _SHELL_CHOICE = click.Choice(list(SHELLS))
 
@@ -20,7 +20,7 @@ def completion():
 @click.argument("shell_name", metavar="SHELL", type=_SHELL_CHOICE)
 def completion_show(shell_name: str):
     """Print the completion script for SHELL (to source, or to save where SHELL looks)."""
-    from ..completion import completion_script
+    from ..completion_scripts import completion_script
 
     click.echo(completion_script(shell_name), nl=False)
 
@@ -38,7 +38,7 @@ def completion_install(ctx: click.Context, shell_name: str | None, directory: st
       zsh   ~/.zfunc/_bkctl                                    (the directory must be in $fpath)
       fish  ~/.config/fish/completions/bkctl.fish
     """
-    from ..completion import completion_script
+    from ..completion_scripts import completion_script
 
     shell_name = shell_name or _shell_from_environment()
     path = install_path(shell_name, directory)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ..app import App, confirm_destructive
-from ..completion import complete_bookie_id
+from ..completers import complete_bookie_id
 from ..render import emit, fields, table
 from . import pass_app
 
@@ -123,7 +123,7 @@ def cookie_generate(app: App, bookie_id: str, instance_id: str | None, journal_d
     from ..ops.cookies import generate, split_dirs
 
     if instance_id is None:
-        instance_id = app.store.instance_id()
+        instance_id = app.store.cluster.instance_id()
     doc = generate(bookie_id, instance_id, split_dirs(journal_dirs), split_dirs(ledger_dirs),
                    split_dirs(index_dirs), out)
     emit(app, doc, lambda: app.console.print(f"cookie of {bookie_id} written to {out}"))

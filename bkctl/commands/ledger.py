@@ -6,7 +6,7 @@ import sys
 import click
 
 from ..app import App, confirm_destructive
-from ..completion import complete_bookie_id, complete_ledger_id, complete_open_ledger_id
+from ..completers import complete_bookie_id, complete_ledger_id, complete_open_ledger_id
 from ..render import emit, fields, human_size, human_time, plural, table
 from . import LEDGER_ID, pass_app
 
@@ -169,7 +169,7 @@ def ledger_delete(app: App, ledger_id: int, force: bool):
     """Delete a ledger's metadata; bookies reclaim its entries at their next GC."""
     from ..ops.ledgers import delete_ledger
 
-    app.store.read_ledger(ledger_id)  # not found -> exit 3 before asking
+    app.store.ledgers.read(ledger_id)  # not found -> exit 3 before asking
     confirm_destructive(app, f"Delete ledger {ledger_id}?", force, f"delete ledger {ledger_id}")
     _drop_held(app, ledger_id)
     doc = delete_ledger(app.store, ledger_id)
@@ -234,7 +234,7 @@ def ledger_create(app: App, ensemble: int, write_quorum: int, ack_quorum: int, d
     lh = create_ledger(app.bk, ensemble, write_quorum, ack_quorum, digest, password.encode("utf-8"), custom)
     if app.interactive:
         app.handles[lh.ledger_id] = HeldLedger(app.bk, lh, app.store)
-    md, version = app.store.read_ledger(lh.ledger_id)
+    md, version = app.store.ledgers.read(lh.ledger_id)
     doc = describe(lh.ledger_id, md, version)
     emit(app, doc, lambda: click.echo(lh.ledger_id))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..app import App, confirm_destructive
-from ..completion import complete_ledger_id
+from ..completers import complete_ledger_id
 from ..render import emit
 from . import pass_app
 

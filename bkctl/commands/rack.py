@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ..app import App
-from ..completion import complete_bookie_id
+from ..completers import complete_bookie_id
 from ..render import emit, emit_rows, fields, table
 from . import pass_app
 

@@ -5,7 +5,7 @@ import click
 
 from bkctl.shell import builtins_help
 
-from ..completion import complete_cluster
+from ..completers import complete_cluster
 
 _HELP = f"""An interactive shell over the bkctl commands.
 
@@ -39,7 +39,7 @@ def shell(ctx: click.Context, metadata_uri: str | None, cluster: str | None):
     from bkctl.shell.repl import Shell
 
     from ..app import App
-    from ..config import resolve_cluster
+    from ..clusters import resolve_cluster
 
     app = ctx.find_object(App)
     if app is None:  # run on its own rather than under the bkctl group

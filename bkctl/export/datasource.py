@@ -256,7 +256,7 @@ def plan_partitions(options: ReadOptions) -> list[LedgerRangePartition]:
     if options.plan_json is not None:
         plans = plans_from_json(options.plan_json)
     else:
-        from bkctl.wire.metadata.zkstore import ZKMetadataStore
+        from bkctl.wire.metadata.zk import ZKMetadataStore
 
         with ZKMetadataStore(options.uri, security=options.zk_security) as store:
             lac_of = None

@@ -150,20 +150,20 @@ def resolve_spec(store, spec: LedgerSpec) -> list[int]:
     and every range that matches none.
     """
     if spec.all:
-        return sorted(store.iter_ledger_ids())
+        return sorted(store.ledgers.ids())
     found: set[int] = set()
     missing: list[str] = []
     for ledger_id in spec.ids:
-        if store.ledger_exists(ledger_id):
+        if store.ledgers.exists(ledger_id):
             found.add(ledger_id)
         else:
             missing.append(str(ledger_id))
     if spec.ranges:
         span = sum(hi - lo + 1 for lo, hi in spec.ranges)
         if span <= _PROBE_LIMIT:
-            in_ranges = [i for lo, hi in spec.ranges for i in range(lo, hi + 1) if store.ledger_exists(i)]
+            in_ranges = [i for lo, hi in spec.ranges for i in range(lo, hi + 1) if store.ledgers.exists(i)]
         else:
-            in_ranges = [i for i in store.iter_ledger_ids() if any(lo <= i <= hi for lo, hi in spec.ranges)]
+            in_ranges = [i for i in store.ledgers.ids() if any(lo <= i <= hi for lo, hi in spec.ranges)]
         for lo, hi in spec.ranges:
             if not any(lo <= i <= hi for i in in_ranges):
                 missing.append(f"{lo}-{hi} (no ledger in that range)")
@@ -326,7 +326,7 @@ def plan_ledgers(store, spec: LedgerSpec, *, include_open: bool = False, since_m
     ``lac_of(ledger_id)`` gives the last add confirmed of a ledger that is not
     closed (open it without recovery); it is needed only with ``include_open``.
     """
-    from bkctl.wire.metadata.zkstore import NoSuchLedger
+    from bkctl.wire.metadata.errors import NoSuchLedger
 
     if include_open and lac_of is None:
         raise ValueError("include_open needs lac_of")
@@ -335,7 +335,7 @@ def plan_ledgers(store, spec: LedgerSpec, *, include_open: bool = False, since_m
     skipped: list[dict[str, Any]] = []
     for ledger_id in ids:
         try:
-            md, _version = store.read_ledger(ledger_id)
+            md, _version = store.ledgers.read(ledger_id)
         except NoSuchLedger:
             if spec.all or ledger_id not in spec.ids:
                 skipped.append({"ledger_id": ledger_id, "reason": "deleted while planning"})

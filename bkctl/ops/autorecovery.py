@@ -82,7 +82,7 @@ def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol
 
 
 def who_is_auditor(store) -> dict:
-    return {"auditor": store.who_is_auditor()}
+    return {"auditor": store.auditor.current()}
 
 
 def trigger_audit(store) -> dict:
@@ -90,10 +90,10 @@ def trigger_audit(store) -> dict:
     from bkctl.wire.autorecovery.control import trigger_audit as rewrite_delay
 
     delay = rewrite_delay(store)
-    return {"triggered": True, "auditor": store.who_is_auditor(), "lost_bookie_recovery_delay": delay}
+    return {"triggered": True, "auditor": store.auditor.current(), "lost_bookie_recovery_delay": delay}
 
 
 def query_status(store) -> list[dict]:
     """Ledgers being re-replicated now: the lock holder (a host name, as Java writes it)."""
     return [{"ledger_id": ledger_id, "worker": holder}
-            for ledger_id, holder in sorted(store.underreplication_locks().items())]
+            for ledger_id, holder in sorted(store.underreplication.locks().items())]

@@ -29,9 +29,9 @@ def http_address(store, bookie_id: str, override: str | None = None) -> str:
             return join_host_port(*split_host_port(override))
         except ValueError:
             raise CommandError(f"--http takes HOST:PORT, not {override!r}", USAGE) from None
-    if not store.is_bookie_registered(bookie_id):
+    if not store.registration.is_registered(bookie_id):
         raise CommandError(f"bookie {bookie_id} is not registered (not running?)", NOT_FOUND)
-    info = store.bookie_service_info(bookie_id)
+    info = store.registration.service_info(bookie_id)
     ep = info.endpoint(HTTP) if info is not None else None
     if ep is None:
         raise CommandError(f"bookie {bookie_id} publishes no HTTP endpoint (httpServerEnabled=false?); "
@@ -83,9 +83,9 @@ def state(store, bookie_id: str, http: str | None = None) -> dict:
 
 
 def registration(store, bookie_id: str) -> str:
-    if bookie_id in store.readonly_bookies():
+    if bookie_id in store.registration.readonly_bookies():
         return "read-only"
-    if bookie_id in store.writable_bookies():
+    if bookie_id in store.registration.writable_bookies():
         return "writable"
     return "not registered"
 

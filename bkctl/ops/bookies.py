@@ -18,9 +18,9 @@ from ..exitcodes import CONFLICT, FAILED, CommandError
 
 def list_bookies(store, which: str = "writable") -> list[dict]:
     """``which``: writable, readonly or all (every bookie with a cookie)."""
-    writable, readonly = set(store.writable_bookies()), set(store.readonly_bookies())
+    writable, readonly = set(store.registration.writable_bookies()), set(store.registration.readonly_bookies())
     if which == "all":
-        ids = set(store.all_bookies()) | writable | readonly
+        ids = set(store.registration.all_bookies()) | writable | readonly
     elif which == "readonly":
         ids = readonly
     else:
@@ -98,18 +98,18 @@ def bookieformat(dirs: BookieDirs, store, confirm, delete_cookie: bool = False) 
         wiped.append(d)
     cookie_deleted = False
     if delete_cookie:
-        found = store.get_cookie(dirs.bookie_id)
+        found = store.cookies.get(dirs.bookie_id)
         if found is None:
-            from bkctl.wire.metadata.zkstore import NoSuchCookie
+            from bkctl.wire.metadata.errors import NoSuchCookie
 
             raise NoSuchCookie(f"bookie {dirs.bookie_id} has no cookie in ZooKeeper")
-        store.delete_cookie(dirs.bookie_id, found[1])
+        store.cookies.delete(dirs.bookie_id, found[1])
         cookie_deleted = True
     return {"formatted": True, "bookie_id": dirs.bookie_id, "directories": wiped, "cookie_deleted": cookie_deleted}
 
 
 def _is_registered(store, bookie_id: str) -> bool:
-    return bookie_id in store.writable_bookies() or bookie_id in store.readonly_bookies()
+    return bookie_id in store.registration.writable_bookies() or bookie_id in store.registration.readonly_bookies()
 
 
 # -- FileSystemUpgrade ------------------------------------------------------------------
@@ -140,7 +140,7 @@ def _old_entries(d: str) -> list[str]:
 
 def upgrade(dirs: BookieDirs, store) -> dict:
     """Move every old-layout directory to ``current/`` by hard links; then create the ZK cookie."""
-    instance_id = store.instance_id()
+    instance_id = store.cluster.instance_id()
     cookie = dirs.cookie(instance_id).serialize()
     todo = [d for d in dirs.all if previous_version(d) < 3]
     newer = [d for d in dirs.all if previous_version(d) > CURRENT_DIR_LAYOUT]
@@ -161,7 +161,7 @@ def upgrade(dirs: BookieDirs, store) -> dict:
     for d, tmp in staged:
         os.rename(tmp, os.path.join(d, "current"))
     if staged:
-        store.put_cookie(dirs.bookie_id, cookie)  # create: fails if one exists
+        store.cookies.put(dirs.bookie_id, cookie)  # create: fails if one exists
     return {"upgraded": [d for d, _ in staged], "already_current": [d for d in dirs.all if d not in todo]}
 
 
@@ -210,10 +210,10 @@ def rollback(dirs: BookieDirs, store) -> dict:
         if os.path.isdir(cur):
             shutil.rmtree(cur)
             rolled.append(d)
-    found = store.get_cookie(dirs.bookie_id)
+    found = store.cookies.get(dirs.bookie_id)
     if found is None:
-        from bkctl.wire.metadata.zkstore import NoSuchCookie
+        from bkctl.wire.metadata.errors import NoSuchCookie
 
         raise NoSuchCookie(f"bookie {dirs.bookie_id} has no cookie in ZooKeeper to delete")
-    store.delete_cookie(dirs.bookie_id, found[1])
+    store.cookies.delete(dirs.bookie_id, found[1])
     return {"rolled_back": rolled, "cookie_deleted": True}

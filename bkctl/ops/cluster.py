@@ -9,9 +9,9 @@ def require_cluster(store) -> None:
     (its LAYOUT or INSTANCEID), naming the closest root that does."""
     from kazoo.exceptions import KazooException
 
-    from bkctl.wire.metadata.zkstore import ClusterNotFound
+    from bkctl.wire.metadata.errors import ClusterNotFound
 
-    if store.holds_cluster():  # its errors are the store's (NoAuth: exit 5)
+    if store.cluster.holds_cluster():  # its errors are the store's (NoAuth: exit 5)
         return
     try:
         hint = _closest_cluster_root(store.client, store.root)
@@ -53,41 +53,41 @@ def _closest_cluster_root(zk, root: str, budget: int = 500) -> str | None:
 
 
 def cluster_info(store, cluster_name: str | None = None) -> dict:
-    layout = store.layout()
-    writable, readonly = store.writable_bookies(), store.readonly_bookies()
+    layout = store.cluster.layout()
+    writable, readonly = store.registration.writable_bookies(), store.registration.readonly_bookies()
     return {
         "uri": store.uri,
         "cluster": cluster_name,
-        "instance_id": store.instance_id(),
+        "instance_id": store.cluster.instance_id(),
         "layout": None if layout is None else {"manager": layout.manager,
                                                "factory": layout.manager_factory_class,
                                                "format_version": layout.format_version},
         "bookies": {"writable": sorted(writable), "readonly": sorted(readonly),
-                    "all": sorted(store.all_bookies())},
+                    "all": sorted(store.registration.all_bookies())},
         "autorecovery": autorecovery_status(store),
     }
 
 
 def metaformat(store, confirm: Callable[[], bool]) -> dict:
     """BookKeeper's ``metaformat``: ``confirm()`` is asked only when the cluster already exists."""
-    existed = store.prepare_format()
+    existed = store.cluster.prepare_format()
     if existed and not confirm():
         return {"formatted": False, "existed": True}
-    store.format_cluster()
-    return {"formatted": True, "existed": existed, "instance_id": store.instance_id()}
+    store.cluster.format()
+    return {"formatted": True, "existed": existed, "instance_id": store.cluster.instance_id()}
 
 
 def autorecovery_status(store) -> dict:
     return {
-        "enabled": store.is_autorecovery_enabled(),
-        "lost_bookie_recovery_delay": store.get_lost_bookie_recovery_delay(),
-        "underreplicated": store.count_underreplicated(),
-        "auditor": store.who_is_auditor(),
+        "enabled": store.underreplication.is_enabled(),
+        "lost_bookie_recovery_delay": store.underreplication.lost_bookie_recovery_delay(),
+        "underreplicated": store.underreplication.count(),
+        "auditor": store.auditor.current(),
     }
 
 
 def set_autorecovery(store, enabled: bool) -> dict:
-    changed = store.enable_autorecovery() if enabled else store.disable_autorecovery()
+    changed = store.underreplication.enable() if enabled else store.underreplication.disable()
     return {"enabled": enabled, "changed": changed}
 
 
@@ -97,9 +97,9 @@ def underreplicated(store, include=(), exclude=()) -> list[dict]:
     one on any of these; ``worker`` is the host holding the replication lock."""
     from bkctl.wire.autorecovery.control import matching_marks
 
-    locks = store.underreplication_locks()
+    locks = store.underreplication.locks()
     rows = []
-    for m in matching_marks(store.iter_underreplicated(), include, exclude):
+    for m in matching_marks(store.underreplication.marks(), include, exclude):
         rows.append({"ledger_id": m.ledger_id, "missing_replicas": list(m.replicas), "ctime": m.ctime,
                      "worker": locks.get(m.ledger_id)})
     return rows

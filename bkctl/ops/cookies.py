@@ -51,9 +51,9 @@ def _check_host(bookie_id: str, cookie: Cookie, path: str) -> None:
 
 
 def get(store, bookie_id: str) -> dict:
-    found = store.get_cookie(_check_id(bookie_id))
+    found = store.cookies.get(_check_id(bookie_id))
     if found is None:
-        from bkctl.wire.metadata.zkstore import NoSuchCookie
+        from bkctl.wire.metadata.errors import NoSuchCookie
 
         raise NoSuchCookie(bookie_id)
     return cookie_doc(bookie_id, *found)
@@ -63,7 +63,7 @@ def create(store, bookie_id: str, path: str) -> dict:
     """ZooKeeper create (exit 4 if the bookie has a cookie already)."""
     cookie = read_cookie_file(path)
     _check_host(_check_id(bookie_id), cookie, path)
-    version = store.put_cookie(bookie_id, cookie)
+    version = store.cookies.put(bookie_id, cookie)
     return cookie_doc(bookie_id, cookie, version)
 
 
@@ -71,33 +71,33 @@ def update(store, bookie_id: str, path: str) -> dict:
     """Replace the stored cookie (compare-and-set on the version just read; exit 3 without one)."""
     cookie = read_cookie_file(path)
     _check_host(_check_id(bookie_id), cookie, path)
-    found = store.get_cookie(bookie_id)
+    found = store.cookies.get(bookie_id)
     if found is None:
-        from bkctl.wire.metadata.zkstore import NoSuchCookie
+        from bkctl.wire.metadata.errors import NoSuchCookie
 
         raise NoSuchCookie(bookie_id)
-    version = store.put_cookie(bookie_id, cookie, version=found[1])
+    version = store.cookies.put(bookie_id, cookie, version=found[1])
     doc = cookie_doc(bookie_id, cookie, version)
     doc["previous"] = cookie_doc(bookie_id, *found)
     return doc
 
 
 def _refuse_registered(store, bookie_id: str) -> None:
-    if store.is_bookie_registered(bookie_id):
+    if store.registration.is_registered(bookie_id):
         raise CommandError(f"bookie {bookie_id} is running (registered in ZooKeeper); stop it first", CONFLICT)
 
 
 def delete(store, bookie_id: str, confirm=None) -> dict:
     """Delete the ZooKeeper cookie of a bookie that is not running (exit 4 while it is)."""
-    found = store.get_cookie(_check_id(bookie_id))
+    found = store.cookies.get(_check_id(bookie_id))
     if found is None:
-        from bkctl.wire.metadata.zkstore import NoSuchCookie
+        from bkctl.wire.metadata.errors import NoSuchCookie
 
         raise NoSuchCookie(bookie_id)
     _refuse_registered(store, bookie_id)
     if confirm is not None:
         confirm()
-    store.delete_cookie(bookie_id, found[1])
+    store.cookies.delete(bookie_id, found[1])
     return {"bookie_id": bookie_id, "deleted": True, "version": found[1]}
 
 
@@ -151,7 +151,7 @@ def admin_list(store, dirs) -> dict:
     """The local VERSION files and the ZooKeeper cookie of the configured bookie."""
     from bkctl.wire.metadata import paths
 
-    zk = store.get_cookie(dirs.bookie_id) if store is not None else None
+    zk = store.cookies.get(dirs.bookie_id) if store is not None else None
     local = []
     for d, c in _local_cookies(dirs).items():
         local.append({"dir": d, "path": version_path(d), "exists": c is not None,
@@ -169,14 +169,14 @@ def admin_delete(store, dirs, confirm) -> dict:
     """Delete every local VERSION file and the ZooKeeper cookie (``confirm(what)`` asked first)."""
     _refuse_registered(store, dirs.bookie_id)
     files = [version_path(d) for d, c in _local_cookies(dirs).items() if c is not None]
-    zk = store.get_cookie(dirs.bookie_id)
+    zk = store.cookies.get(dirs.bookie_id)
     if not files and zk is None:
         raise CommandError(f"bookie {dirs.bookie_id} has no cookie, locally or in ZooKeeper", NOT_FOUND)
     confirm(len(files), zk is not None)
     for f in files:
         os.unlink(f)
     if zk is not None:
-        store.delete_cookie(dirs.bookie_id, zk[1])
+        store.cookies.delete(dirs.bookie_id, zk[1])
     return {"bookie_id": dirs.bookie_id, "deleted_files": files, "zookeeper_deleted": zk is not None}
 
 
@@ -188,7 +188,7 @@ def admin_expand(store, dirs) -> dict:
     _refuse_registered(store, dirs.bookie_id)
     before = {d for d, c in _local_cookies(dirs).items() if c is not None}
     try:
-        outcome = check_and_stamp(store, dirs.cookie(store.instance_id()), allow_expansion=True)
+        outcome = check_and_stamp(store, dirs.cookie(store.cluster.instance_id()), allow_expansion=True)
     except IdentityError as e:
         raise CommandError(str(e), CONFLICT) from None
     return {"bookie_id": dirs.bookie_id, "outcome": outcome,
@@ -235,8 +235,8 @@ def admin_rename(store, dirs, old_id: str) -> dict:
         raise CommandError(f"the configured bookie id is already {new_id}", USAGE)
     for b in (old_id, new_id):
         _refuse_registered(store, b)
-    old = store.get_cookie(old_id)
-    new = store.get_cookie(new_id)
+    old = store.cookies.get(old_id)
+    new = store.cookies.get(new_id)
     if old is None and new is None:
         raise CommandError(f"no cookie in ZooKeeper for {old_id} (nor {new_id})", NOT_FOUND)
     source = old[0] if old is not None else new[0]
@@ -255,10 +255,10 @@ def admin_rename(store, dirs, old_id: str) -> dict:
             layout.write_version_file(d, cookie.serialize().decode("utf-8"))
             rewritten.append(d)
     if new is None:
-        store.put_cookie(new_id, cookie)
+        store.cookies.put(new_id, cookie)
     old_deleted = False
     if old is not None:
-        store.delete_cookie(old_id, old[1])
+        store.cookies.delete(old_id, old[1])
         old_deleted = True
     return {"bookie_id": new_id, "old_bookie_id": old_id, "rewritten_dirs": rewritten,
             "zookeeper_created": new is None, "old_cookie_deleted": old_deleted}

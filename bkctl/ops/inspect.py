@@ -499,7 +499,7 @@ def check(dirs, store=None, on_total=None, on_entry=None) -> dict:
                 from bkctl.wire.client.credentials import ledger_credentials
 
                 try:
-                    md, _ = store.read_ledger(ledger_id)
+                    md, _ = store.ledgers.read(ledger_id)
                     password, digest_type = ledger_credentials(ledger_id, md)
                     managers[ledger_id] = DigestManager(ledger_id, digest_type, password)
                 except NotFound:

@@ -22,7 +22,7 @@ from ..exitcodes import USAGE, CommandError
 def dump(store, ledger_id: int, path: str) -> dict:
     from bkctl.wire.metadata.ledger import parse_ledger_metadata
 
-    data, version = store.read_ledger_bytes(ledger_id)
+    data, version = store.ledgers.read_bytes(ledger_id)
     md = parse_ledger_metadata(data)
     with open(path, "wb") as f:
         f.write(data)
@@ -52,10 +52,10 @@ def restore(store, ledger_id: int, path: str, confirm_overwrite: Callable[[], No
     """Create the ledger's znode from a dump; an existing one is replaced only after
     ``confirm_overwrite()`` (which raises to refuse)."""
     data, md = read_dump(path)
-    exists = store.ledger_exists(ledger_id)
+    exists = store.ledgers.exists(ledger_id)
     if exists:
         confirm_overwrite()
-    version = store.restore_ledger_bytes(ledger_id, data, overwrite=exists)
+    version = store.ledgers.restore_bytes(ledger_id, data, overwrite=exists)
     return {"ledger_id": ledger_id, "file": path, "bytes": len(data), "format_version": md.format_version,
             "state": md.state.name, "replaced": exists, "version": version}
 

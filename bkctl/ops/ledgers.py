@@ -42,13 +42,13 @@ def list_ledgers(store, state: str | None = None, bookie: str | None = None, mat
     if placement is not None:
         from bkctl.wire.client.placement import segments_not_adhering
 
-        placement.refresh(store.writable_bookies() + store.readonly_bookies())
-    for ledger_id in store.iter_ledger_ids():
+        placement.refresh(store.registration.writable_bookies() + store.registration.readonly_bookies())
+    for ledger_id in store.ledgers.ids():
         if not details and want_state is None and bookie is None and match is None and placement is None:
             yield {"ledger_id": ledger_id}
             continue
         try:
-            md, version = store.read_ledger(ledger_id)
+            md, version = store.ledgers.read(ledger_id)
         except Exception as e:  # deleted meanwhile, or corrupt: report and go on
             from bkctl.wire.errors import NotFound
 
@@ -72,7 +72,7 @@ def list_ledgers(store, state: str | None = None, bookie: str | None = None, mat
 
 
 def show_ledger(store, ledger_id: int) -> dict:
-    md, version = store.read_ledger(ledger_id)
+    md, version = store.ledgers.read(ledger_id)
     return describe(ledger_id, md, version)
 
 
@@ -91,8 +91,8 @@ def add_confirmed_lac(bk, doc: dict) -> dict:
 
 
 def delete_ledger(store, ledger_id: int) -> dict:
-    store.read_ledger(ledger_id)  # NoSuchLedger (exit 3) rather than a silent no-op
-    store.delete_ledger(ledger_id)
+    store.ledgers.read(ledger_id)  # NoSuchLedger (exit 3) rather than a silent no-op
+    store.ledgers.delete(ledger_id)
     return {"ledger_id": ledger_id, "deleted": True}
 
 

@@ -21,13 +21,13 @@ def _check(bookie: str) -> str:
 
 
 def _update(store, change) -> dict:
-    from bkctl.wire.metadata.zkstore import VersionConflict
+    from bkctl.wire.metadata.errors import VersionConflict
 
     for _ in range(20):
-        doc, version = store.read_rack_map()
+        doc, version = store.racks.read()
         result = change(doc)
         try:
-            store.write_rack_map(doc, version)
+            store.racks.write(doc, version)
         except VersionConflict:
             continue
         return result
@@ -59,7 +59,7 @@ def set_rack(store, bookie: str, rack: str, group: str = "default", hostname: st
 
 def get_rack(store, bookie: str) -> dict:
     _check(bookie)
-    doc, _ = store.read_rack_map()
+    doc, _ = store.racks.read()
     for group, members in doc.items():
         if bookie in members:
             return {"bookie_id": bookie, "group": group, **members[bookie]}
@@ -86,8 +86,8 @@ def delete_rack(store, bookie: str) -> dict:
 def list_racks(store) -> list[dict]:
     """One row per bookie: group, rack, bookie_id, hostname, state (writable,
     read-only, or not registered), sorted by rack."""
-    doc, _ = store.read_rack_map()
-    writable, readonly = set(store.writable_bookies()), set(store.readonly_bookies())
+    doc, _ = store.racks.read()
+    writable, readonly = set(store.registration.writable_bookies()), set(store.registration.readonly_bookies())
     rows = []
     for group, members in doc.items():
         for bookie, info in members.items():

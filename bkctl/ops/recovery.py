@@ -17,7 +17,7 @@ from ..exitcodes import CONFLICT, FAILED, NOT_FOUND, USAGE, CommandError
 def check_bookie_ids(bookies: Iterable[str]) -> list[str]:
     """The ids, deduplicated; exit 2 for one that is not a bookie id, or
     looks like host:port with a port that is not 1-65535 (``host:1.2``)."""
-    from bkctl.wire.metadata.zkstore import is_valid_bookie_id
+    from bkctl.wire.metadata.bookieid import is_valid_bookie_id
     from bkctl.wire.text import split_host_port
 
     def looks_like_an_address(b: str) -> bool:
@@ -40,12 +40,12 @@ def check_known(store, bookies: Iterable[str], ledger_ids: Iterable[int]) -> Non
     registered, named by none of ``ledger_ids`` (those naming any of ``bookies``)."""
     from bkctl.wire.errors import NotFound
 
-    unknown = [b for b in bookies if store.get_cookie(b) is None and not store.is_bookie_registered(b)]
+    unknown = [b for b in bookies if store.cookies.get(b) is None and not store.registration.is_registered(b)]
     if not unknown:
         return
     for ledger_id in ledger_ids:
         try:
-            md, _ = store.read_ledger(ledger_id)
+            md, _ = store.ledgers.read(ledger_id)
         except NotFound:
             continue
         unknown = [b for b in unknown if b not in md.bookies]
@@ -65,10 +65,10 @@ def live_bookies(store, bookies: Iterable[str], connect_timeout: float = 1.0) ->
 
     live = []
     for b in bookies:
-        if not store.is_bookie_registered(b):
+        if not store.registration.is_registered(b):
             continue
         try:
-            info = store.bookie_service_info(b)
+            info = store.registration.service_info(b)
             host, port = info.rpc_address(b) if info is not None else parse_bookie_id_address(b)
             socket.create_connection((host, port), timeout=connect_timeout).close()
         except (OSError, ValueError):
@@ -83,9 +83,9 @@ def ledgers_on(store, bookies: Iterable[str]) -> list[int]:
 
     wanted = set(bookies)
     found = []
-    for ledger_id in store.iter_ledger_ids():
+    for ledger_id in store.ledgers.ids():
         try:
-            md, _ = store.read_ledger(ledger_id)
+            md, _ = store.ledgers.read(ledger_id)
         except NotFound:
             continue  # deleted meanwhile
         if wanted.intersection(md.bookies):
@@ -141,7 +141,7 @@ def rereplicate_bookies(bk, store, bookies: Iterable[str], *, target: str | None
         check_bookie_ids([target])
         if target in bookies:
             raise CommandError(f"the target {target} is one of the bookies to recover", USAGE)
-        if target not in store.writable_bookies():
+        if target not in store.registration.writable_bookies():
             raise CommandError(f"the target {target} is not a writable bookie", USAGE)
     ids = ledgers_on(store, bookies) if ledger_ids is None else ledger_ids
     if ledger_ids is None:
@@ -165,7 +165,7 @@ def rereplicate_bookies(bk, store, bookies: Iterable[str], *, target: str | None
 
 def autorecovery_available(store) -> bool:
     """Whether autorecovery daemons can do the copying: enabled, with an auditor elected."""
-    return store.is_autorecovery_enabled() and store.who_is_auditor() is not None
+    return store.underreplication.is_enabled() and store.auditor.current() is not None
 
 
 def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[list[int]], Any] | None = None,
@@ -193,7 +193,7 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
     import time
 
     [bookie] = check_bookie_ids([bookie])
-    if store.is_bookie_registered(bookie):
+    if store.registration.is_registered(bookie):
         raise CommandError(f"bookie {bookie} is registered (running); stop it before decommissioning it", CONFLICT)
     by_ledger: dict[int, dict] = {}
     copied: int | None = 0
@@ -247,12 +247,12 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
         raise CommandError(f"{len(ids)} ledgers still use bookie {bookie} ({', '.join(map(str, ids[:10]))}"
                            f"{'...' if len(ids) > 10 else ''}); cookie kept"
                            + (f": {'; '.join(errors[:3])}" if errors else ""), FAILED)
-    found = store.get_cookie(bookie)
+    found = store.cookies.get(bookie)
     if found is not None:
-        from bkctl.wire.metadata.zkstore import NoSuchCookie
+        from bkctl.wire.metadata.errors import NoSuchCookie
 
         try:
-            store.delete_cookie(bookie, found[1])
+            store.cookies.delete(bookie, found[1])
             result["cookie_deleted"] = True
         except NoSuchCookie:
             pass
@@ -264,13 +264,13 @@ def delete_cookies(store, bookies: Iterable[str]) -> dict[str, str]:
     Returns bookie -> ``deleted``, ``none`` (it had none) or ``kept: registered``."""
     out = {}
     for b in bookies:
-        if store.is_bookie_registered(b):
+        if store.registration.is_registered(b):
             out[b] = "kept: registered"
             continue
-        found = store.get_cookie(b)
+        found = store.cookies.get(b)
         if found is None:
             out[b] = "none"
             continue
-        store.delete_cookie(b, found[1])
+        store.cookies.delete(b, found[1])
         out[b] = "deleted"
     return out

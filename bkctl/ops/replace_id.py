@@ -53,7 +53,7 @@ def _replace_all(md, old: str, new: str):
 def _one_ledger(store, ledger_id: int, md, version: int, old: str, new: str, dry_run: bool) -> dict:
     """Rewrite one ledger, starting from the metadata the scan read (re-read on a conflict)."""
     from bkctl.wire.errors import MetadataError, NotFound
-    from bkctl.wire.metadata.zkstore import MetadataVersionConflict
+    from bkctl.wire.metadata.errors import MetadataVersionConflict
 
     row = {"ledger_id": ledger_id, "status": "unchanged", "segments": 0}
     for _ in range(MAX_ATTEMPTS):
@@ -70,7 +70,7 @@ def _one_ledger(store, ledger_id: int, md, version: int, old: str, new: str, dry
             row["status"] = "planned"
             return row
         try:
-            store.update_ledger(ledger_id, updated, version)
+            store.ledgers.update(ledger_id, updated, version)
         except MetadataVersionConflict as e:
             md, version = e.metadata, e.current_version
             continue
@@ -105,17 +105,17 @@ def replace_bookie_id(store, old: str, new: str, *, dry_run: bool = False, rate:
     check_bookie_ids([old, new])
     if old == new:
         raise CommandError("FROM and TO are the same bookie id", USAGE)
-    if not dry_run and store.is_bookie_registered(old):
+    if not dry_run and store.registration.is_registered(old):
         raise CommandError(f"bookie {old} is registered (running); stop it, or restart it as {new}, first",
                            CONFLICT)
     from bkctl.wire.errors import NotFound
 
     scanned = 0
     matched: list[tuple[int, object, int]] = []
-    for ledger_id in store.iter_ledger_ids():
+    for ledger_id in store.ledgers.ids():
         scanned += 1
         try:
-            md, version = store.read_ledger(ledger_id)
+            md, version = store.ledgers.read(ledger_id)
         except NotFound:
             continue
         if old in md.bookies:

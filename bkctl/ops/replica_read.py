@@ -22,7 +22,7 @@ async def read_replica(client, ledger_id: int, bookie: str, first: int, last: in
     from bkctl.wire.codecs.digest import DigestManager
     from bkctl.wire.errors import NotFound
 
-    md, _ = await client.run_blocking(client.store.read_ledger, ledger_id)
+    md, _ = await client.run_blocking(client.store.ledgers.read, ledger_id)
     if bookie not in md.bookies:
         from ..exitcodes import NOT_FOUND, CommandError
 

@@ -164,14 +164,15 @@ def ensure_zookeeper(directory: Path, state: dict, port: int | None = None,
 
 def init_cluster(uri: str, timeout: float = 20.0) -> bool:
     """``initnewcluster`` unless already done; True if it was created now."""
-    from bkctl.wire.metadata.zkstore import ClusterExists, ZKMetadataStore, ZKStoreError
+    from bkctl.wire.metadata.errors import ClusterExists, ZKStoreError
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     try:
         with ZKMetadataStore(uri, timeout=timeout) as store:
-            if store.cluster_exists():
+            if store.cluster.exists():
                 return False
             try:
-                store.init_cluster()
+                store.cluster.init()
             except ClusterExists:
                 return False
             return True
@@ -329,7 +330,8 @@ def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int |
 
 
 def _wait_registered(uri: str, bookie_id: str, proc: subprocess.Popen, log: Path, timeout: float) -> None:
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore, ZKStoreError
+    from bkctl.wire.metadata.errors import ZKStoreError
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     deadline = time.monotonic() + timeout
     try:
@@ -340,7 +342,7 @@ def _wait_registered(uri: str, bookie_id: str, proc: subprocess.Popen, log: Path
                     raise SandboxError(
                         f"bookie {bookie_id} exited with status {code} before registering; "
                         f"last lines of {log}:\n{_log_tail(log)}")
-                if bookie_id in store.writable_bookies():
+                if bookie_id in store.registration.writable_bookies():
                     return
                 if time.monotonic() > deadline:
                     raise SandboxError(
@@ -463,11 +465,12 @@ def sandbox_status(directory: str | os.PathLike | None = None, *, check_registra
     registered: dict[str, str] = {}
     if zk_alive and check_registration and state.get("uri") and state.get("bookies"):
         try:
-            from bkctl.wire.metadata.zkstore import ZKMetadataStore, ZKStoreError
+            from bkctl.wire.metadata.errors import ZKStoreError
+            from bkctl.wire.metadata.zk import ZKMetadataStore
 
             with ZKMetadataStore(state["uri"], timeout=5.0) as store:
-                registered.update({b: "writable" for b in store.writable_bookies()})
-                registered.update({b: "read-only" for b in store.readonly_bookies()})
+                registered.update({b: "writable" for b in store.registration.writable_bookies()})
+                registered.update({b: "read-only" for b in store.registration.readonly_bookies()})
         except ZKStoreError:
             pass
     bookie_rows = []

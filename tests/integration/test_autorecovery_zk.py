@@ -13,8 +13,8 @@ from kazoo.client import KazooClient
 from bkctl.wire.metadata import paths as P
 from bkctl.wire.client.blocking import run_in_reactor
 from bkctl.wire.metadata.ledger import LedgerMetadata
-from bkctl.wire.metadata.zkstore import ZKMetadataStore
-from tests.integration.test_zkstore import wait_for
+from bkctl.wire.metadata.zk import ZKMetadataStore
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -76,40 +76,40 @@ def test_one_auditor_then_failover_then_step_down_on_session_expiry(stores):
     a = Voter(a_store, "10.0.0.1:3181")
     wait_for(lambda: a.is_auditor, what="the first voter to be elected")
     b = Voter(b_store, "10.0.0.2:3181")
-    wait_for(lambda: len(a_store.auditor_votes()) == 2, what="both votes")
+    wait_for(lambda: len(a_store.auditor.votes()) == 2, what="both votes")
     time.sleep(0.5)
     assert (a.is_auditor, b.is_auditor) == (True, False)
-    assert a_store.who_is_auditor() == "10.0.0.1:3181"
+    assert a_store.auditor.current() == "10.0.0.1:3181"
     election = P.underreplication_node(P.UR_AUDITOR_ELECTION, a_store.root)
     assert a_store.client.get(election)[0] == b'bookieId: "10.0.0.1:3181"\n'
-    votes = a_store.auditor_votes()
+    votes = a_store.auditor.votes()
     assert all(v.startswith("V_") and len(v) == 12 for v in votes)
     assert a_store.client.get(f"{election}/{votes[1]}")[0] == b'bookieId: "10.0.0.2:3181"\n'
 
     expire_session(a_store)  # the auditor's session ends: it steps down, the other takes over
     wait_for(lambda: b.is_auditor, timeout=30, what="the second voter to take over")
     wait_for(lambda: "demoted" in a.events, timeout=30, what="the old auditor to step down")
-    assert b_store.who_is_auditor() == "10.0.0.2:3181"
+    assert b_store.auditor.current() == "10.0.0.2:3181"
     # The first voter votes again with its new session, behind the new auditor.
-    wait_for(lambda: len(b_store.auditor_votes()) == 2, timeout=30, what="a new vote")
+    wait_for(lambda: len(b_store.auditor.votes()) == 2, timeout=30, what="a new vote")
     assert not a.is_auditor and b.is_auditor
 
     b.stop()  # leaving deletes the vote at once: no wait for a session timeout
     wait_for(lambda: a.is_auditor, timeout=10, what="the first voter to be elected again")
     assert a.events == ["elected", "demoted", "elected"]
     a.stop()
-    assert a_store.auditor_votes() == []
+    assert a_store.auditor.votes() == []
 
 
 def test_exactly_one_worker_takes_a_marked_ledger(stores):
     owner, *workers = stores(), stores(), stores(), stores()
-    owner.mark_underreplicated(7, ["10.0.0.9:3181"])
+    owner.underreplication.mark(7, ["10.0.0.9:3181"])
     got: list = []
     barrier = threading.Barrier(len(workers) * 3)
 
     def take(store, name):
         barrier.wait()
-        got.append((name, store.acquire_underreplicated_ledger(name)))
+        got.append((name, store.underreplication.acquire(name)))
 
     threads = [threading.Thread(target=take, args=(s, f"host{i}-{j}"))
                for i, s in enumerate(workers) for j in range(3)]
@@ -121,37 +121,37 @@ def test_exactly_one_worker_takes_a_marked_ledger(stores):
     assert len(winners) == 1
     name, (mark, version) = winners[0]
     assert mark.ledger_id == 7 and mark.replicas == ("10.0.0.9:3181",)
-    assert owner.underreplication_lock_holder(7) == name
-    assert owner.underreplication_locks() == {7: name}
+    assert owner.underreplication.lock_holder(7) == name
+    assert owner.underreplication.locks() == {7: name}
     winner = workers[int(name[4])]
     loser = next(s for s in workers if s is not winner)
-    assert loser.acquire_underreplicated_ledger("late") is None
-    loser.release_underreplicated_ledger(7)  # not its lock: nothing happens
-    assert owner.underreplication_lock_holder(7) == name
+    assert loser.underreplication.acquire("late") is None
+    loser.underreplication.release(7)  # not its lock: nothing happens
+    assert owner.underreplication.lock_holder(7) == name
 
-    owner.mark_underreplicated(7, ["10.0.0.8:3181"])  # re-marked during the copy
-    assert winner.mark_ledger_replicated(7, version) is False
-    assert owner.get_underreplicated(7).replicas == ("10.0.0.9:3181", "10.0.0.8:3181")
-    assert owner.underreplication_lock_holder(7) is None  # the lock was released all the same
+    owner.underreplication.mark(7, ["10.0.0.8:3181"])  # re-marked during the copy
+    assert winner.underreplication.mark_replicated(7, version) is False
+    assert owner.underreplication.get(7).replicas == ("10.0.0.9:3181", "10.0.0.8:3181")
+    assert owner.underreplication.lock_holder(7) is None  # the lock was released all the same
 
-    mark, version = loser.acquire_underreplicated_ledger("second")
+    mark, version = loser.underreplication.acquire("second")
     loser.close()  # a worker that dies: its lock goes with its session, the marker stays
-    assert owner.underreplication_locks() == {}
-    mark, version = winner.acquire_underreplicated_ledger("third")
-    assert winner.mark_ledger_replicated(7, version) is True
-    assert owner.get_underreplicated(7) is None
+    assert owner.underreplication.locks() == {}
+    mark, version = winner.underreplication.acquire("third")
+    assert winner.underreplication.mark_replicated(7, version) is True
+    assert owner.underreplication.get(7) is None
     base = P.underreplication_node(P.UR_LEDGERS, owner.root)
     assert owner.client.get_children(base) == []  # empty hex directories pruned
 
 
 def test_a_marker_written_by_java_is_taken(stores):
     java, worker = stores(), stores()
-    java.ensure_underreplication_layout()
+    java.underreplication.ensure_layout()
     path = P.underreplication_path(0x1_0002_0003, java.root)
     java.client.create(path, b'replica: "10.0.0.3:3181"\nreplica: "10.0.0.4:3181"\nctime: 1700000000000\n',
                        makepath=True)
     assert path.endswith("/0000/0001/0002/0003/urL4295098371")
-    mark, version = worker.acquire_underreplicated_ledger("worker-host")
+    mark, version = worker.underreplication.acquire("worker-host")
     assert (mark.ledger_id, mark.replicas, mark.ctime) == (0x1_0002_0003, ("10.0.0.3:3181", "10.0.0.4:3181"),
                                                            1700000000000)
     lock = P.underreplication_lock_path(0x1_0002_0003, java.root)
@@ -170,26 +170,32 @@ def test_the_auditor_waits_lost_bookie_recovery_delay(stores):
     admin, bookie_session = stores(), stores(session_timeout=4)
     bookies = ["10.1.0.1:3181", "10.1.0.2:3181", "10.1.0.3:3181"]
     for b in bookies[:2]:
-        admin.register_bookie(b)
-    bookie_session.register_bookie(bookies[2])
-    on_lost = admin.create_ledger(LedgerMetadata.new((bookies[0], bookies[2]), password=b"pw"))[0]
-    elsewhere = admin.create_ledger(LedgerMetadata.new((bookies[0], bookies[1]), password=b"pw"))[0]
-    admin.set_lost_bookie_recovery_delay(3)
+        admin.registration.register(b)
+    bookie_session.registration.register(bookies[2])
+    on_lost = admin.ledgers.create(LedgerMetadata.new((bookies[0], bookies[2]), password=b"pw"))[0]
+    elsewhere = admin.ledgers.create(LedgerMetadata.new((bookies[0], bookies[1]), password=b"pw"))[0]
+    admin.underreplication.set_lost_bookie_recovery_delay(3)
     config = AutoRecoveryConfig(auditor_periodic_check_interval=0, auditor_periodic_bookie_check_interval=0)
     auditor_store = stores()
+    now = [1_000_000.0]  # the auditor's clock: lost_since and the delay are read on it
     client = run_in_reactor(lambda: BookKeeperClient(auditor_store, reactor))
-    auditor = run_in_reactor(lambda: Auditor(client, config, reactor))
+    auditor = run_in_reactor(lambda: Auditor(client, config, reactor, clock=lambda: now[0]))
     run_in_reactor(auditor.start)
     try:
         wait_for(lambda: auditor.current is not None and auditor.current.called, what="the first audit")
-        assert admin.count_underreplicated() == 0
+        assert admin.underreplication.count() == 0
         bookie_session.close()
-        gone = time.time()
-        wait_for(lambda: admin.get_underreplicated(on_lost), timeout=30, interval=0.05, what="the mark")
-        mark = admin.get_underreplicated(on_lost)
+        wait_for(lambda: bookies[2] in auditor.lost_since, what="the auditor to see the bookie lost")
+        run_in_reactor(auditor.request_audit)  # (the audit that saw it, or one after it)
+        assert admin.underreplication.count() == 0  # lost, but not for the delay yet
+        now[0] += 2.9
+        run_in_reactor(auditor.request_audit)
+        assert admin.underreplication.count() == 0
+        now[0] += 0.1  # the delay has passed since the bookie went
+        run_in_reactor(auditor.request_audit)
+        mark = wait_for(lambda: admin.underreplication.get(on_lost), what="the mark")
         assert mark.replicas == (bookies[2],)
-        assert time.time() - gone >= 3.0
-        assert admin.get_underreplicated(elsewhere) is None
+        assert admin.underreplication.get(elsewhere) is None
     finally:
         run_in_reactor(auditor.stop)
 
@@ -205,14 +211,14 @@ def test_the_auditor_placement_check_reports_what_ledger_list_not_adhering_lists
     admin = stores()
     bookies = ["10.2.0.1:3181", "10.2.0.2:3181", "10.2.1.1:3181", "10.2.2.1:3181"]
     for b in bookies:
-        admin.register_bookie(b)
+        admin.registration.register(b)
     if zk_client.exists(RACK_MAP_PATH):
         zk_client.delete(RACK_MAP_PATH)
-    admin.write_rack_map({"default": {b: {"rack": "/r" + b.split(".")[2]} for b in bookies}}, None)
+    admin.racks.write({"default": {b: {"rack": "/r" + b.split(".")[2]} for b in bookies}}, None)
     try:
-        good = admin.create_ledger(LedgerMetadata.new((bookies[0], bookies[2], bookies[3]), write_quorum=2,
+        good = admin.ledgers.create(LedgerMetadata.new((bookies[0], bookies[2], bookies[3]), write_quorum=2,
                                                       ack_quorum=2, password=b"pw"))[0]
-        bad = admin.create_ledger(LedgerMetadata.new((bookies[0], bookies[1], bookies[2]), write_quorum=2,
+        bad = admin.ledgers.create(LedgerMetadata.new((bookies[0], bookies[1], bookies[2]), write_quorum=2,
                                                      ack_quorum=2, password=b"pw"))[0]
         config = AutoRecoveryConfig(auditor_periodic_check_interval=0, auditor_periodic_bookie_check_interval=0,
                                     auditor_placement_policy_check_interval=3600)

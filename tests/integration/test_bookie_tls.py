@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from tests.integration.test_cli_ledger import bkctl, json_lines, ok, one_line_error
-from tests.tlscerts import write_certs
+from tests.support.cli import bkctl_bytes as bkctl, json_lines, ok, one_line_error
+from tests.support.tlscerts import write_certs
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("bookie_tls")]  # module-scoped fixtures: one xdist worker runs the whole module
 
 TLS_FACTORY = "org.apache.bookkeeper.tls.TLSContextFactory"
 
@@ -37,7 +37,7 @@ def test_tls_bookies_life_cycle_export_recover_and_refusals(bookie_cluster, meta
     read = ok(bkctl(uri, *tls, "ledger", "read", lid))
     assert "entry-0" in read and "entry-49" in read
     # the registration says so, as Java's: the bookie-rpc endpoint has the "tls" extension
-    info = zkstore.bookie_service_info(procs[0].bookie_id)
+    info = zkstore.registration.service_info(procs[0].bookie_id)
     assert info.endpoint().extensions == ("tls",)
     # v2 inside TLS, as Pulsar's client: the START_TLS exchange is v3, the reads (batch reads) v2
     assert ok(bkctl(uri, *tls, "--protocol", "v2", "ledger", "read", lid)) == read
@@ -54,10 +54,10 @@ def test_tls_bookies_life_cycle_export_recover_and_refusals(bookie_cluster, meta
                               timeout=300)))
     assert doc["entries"] == 50
 
-    victim = zkstore.read_ledger(lid)[0].last_ensemble[0]
+    victim = zkstore.ledgers.read(lid)[0].last_ensemble[0]
     next(p for p in procs if p.bookie_id == victim).kill()
     ok(bkctl(uri, *tls, "--json", "recover", victim, "--force", timeout=300))
-    md = zkstore.read_ledger(lid)[0]
+    md = zkstore.ledgers.read(lid)[0]
     assert victim not in md.bookies
     assert "entry-49" in ok(bkctl(uri, *tls, "ledger", "read", lid))
 
@@ -97,21 +97,21 @@ def test_autorecovery_inside_tls_bookies_copies_over_tls_within_the_lost_bookies
     try:
         for bookie, rack in racks.items():
             ok(bkctl(uri, "bookie", "rack", "set", bookie, "--rack", rack))
-        zkstore.set_lost_bookie_recovery_delay(0)
+        zkstore.underreplication.set_lost_bookie_recovery_delay(0)
         lid = json.loads(ok(bkctl(uri, *tls, "--json", "ledger", "create", "-e", "2", "-w", "2",
                                   "-a", "2")))["ledger_id"]
         ok(bkctl(uri, *tls, "ledger", "add", lid, "-", stdin=b"".join(b"e%d\n" % i for i in range(30))))
         ok(bkctl(uri, *tls, "ledger", "close", lid))
-        ensemble = zkstore.read_ledger(lid)[0].last_ensemble
+        ensemble = zkstore.ledgers.read(lid)[0].last_ensemble
         assert {racks[b] for b in ensemble} == {"/rack0", "/rack1"}
         victim = ensemble[0]
         mate = next(b for b in racks if racks[b] == racks[victim] and b != victim)
         next(p for p in procs if p.bookie_id == victim).kill()
         deadline = time.monotonic() + 120
-        while victim in zkstore.read_ledger(lid)[0].bookies:
+        while victim in zkstore.ledgers.read(lid)[0].bookies:
             assert time.monotonic() < deadline, "the daemons did not re-replicate the lost bookie's ledger"
             time.sleep(0.5)
-        assert zkstore.read_ledger(lid)[0].last_ensemble[0] == mate
+        assert zkstore.ledgers.read(lid)[0].last_ensemble[0] == mate
         assert "e29" in ok(bkctl(uri, *tls, "ledger", "read", lid))
     finally:
         if zk_client.exists(RACK_MAP_PATH):

@@ -8,11 +8,12 @@ import time
 
 import pytest
 
-from tests.bookieproc import BookieProcess, WireClient
+from tests.support.bookieproc import BookieProcess, WireClient
+from tests.support.waiting import wait_for
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.protocol import Flag, RC
-from bkctl.wire.metadata.zkstore import ZKMetadataStore
+from bkctl.wire.metadata.zk import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
 
@@ -26,16 +27,7 @@ def package(ledger, entry, payload=None, lac=-1):
 
 def registered(uri, bookie_id):
     with ZKMetadataStore(uri) as zk:
-        return bookie_id in zk.writable_bookies(), bookie_id in zk.readonly_bookies()
-
-
-def wait_for(predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+        return bookie_id in zk.registration.writable_bookies(), bookie_id in zk.registration.readonly_bookies()
 
 
 def test_sigkill_while_pipelining_loses_no_acknowledged_entry(bookies):
@@ -218,12 +210,12 @@ def test_gc_reclaims_deleted_ledgers_and_keeps_live_ones(bookies, zkstore):
     bookie = bookies(gcWaitTime=500).start()
     live, doomed = 501, 502
     for ledger_id in (live, doomed):
-        zkstore.create_ledger(LedgerMetadata.new([bookie.bookie_id], 1, 1, password=b"pw"), ledger_id=ledger_id)
+        zkstore.ledgers.create(LedgerMetadata.new([bookie.bookie_id], 1, 1, password=b"pw"), ledger_id=ledger_id)
     c = WireClient(bookie.port)
     for ledger_id in (live, doomed):
         for e in range(3):
             assert c.v2(v2.AddRequest(2, 0, KEY, package(ledger_id, e), ledger_id, e)).rc == RC.EOK
-    zkstore.delete_ledger(doomed)
+    zkstore.ledgers.delete(doomed)
 
     wait_for(lambda: c.v2(v2.ReadRequest(2, 0, doomed, 0)).rc == RC.ENOLEDGER, what="GC of the deleted ledger")
     time.sleep(1.5)  # several more GC rounds: the live ledger must survive all of them

@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from tests.bookieproc import BookieProcess
-from tests.integration.conftest import _wait_registered
+from tests.support.bookieproc import BookieProcess
+from tests.support.bookieproc import wait_registered as _wait_registered
 from bkctl.bookied.main import EXIT_CANNOT_START, EXIT_CONFIG, EXIT_REFUSED
-from bkctl.wire.metadata.zkstore import ZKMetadataStore
+from bkctl.wire.metadata.zk import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,7 @@ def test_port_in_use_exits_1_before_touching_zookeeper(bookies, zkstore):
     assert not any("Traceback" in line for line in lines), lines
     assert any(f"bookiePort {bookie.port} on 127.0.0.1 is in use" in line for line in lines), lines
     # no phantom bookie: no cookie in ZooKeeper, none on disk
-    assert zkstore.get_cookie(bookie.bookie_id) is None
+    assert zkstore.cookies.get(bookie.bookie_id) is None
     assert not (bookie.ledger_dir / "current" / "VERSION").exists()
 
 
@@ -60,7 +60,7 @@ def test_directory_that_cannot_be_created_names_it_and_its_key(bookies, tmp_path
     text = bookie.log_path.read_text()
     assert "Traceback" not in text
     assert f"ledgerDirectories: cannot create {blocker / 'ledgers'}" in text, text
-    assert zkstore.get_cookie(bookie.bookie_id) is None
+    assert zkstore.cookies.get(bookie.bookie_id) is None
 
 
 def test_decommissioned_bookie_refuses_to_start_until_formatted(bookies, zkstore, metadata_uri):
@@ -68,17 +68,17 @@ def test_decommissioned_bookie_refuses_to_start_until_formatted(bookies, zkstore
     _wait_registered(metadata_uri, [bookie.bookie_id])
     assert bookie.stop() == 0
     # what `bkctl decommission` does once the bookie's ledgers are copied: delete its cookie
-    cookie, version = zkstore.get_cookie(bookie.bookie_id)
-    zkstore.delete_cookie(bookie.bookie_id, version)
+    cookie, version = zkstore.cookies.get(bookie.bookie_id)
+    zkstore.cookies.delete(bookie.bookie_id, version)
 
     bookie.launch()
     assert bookie.proc.wait(timeout=30) == EXIT_REFUSED
     text = bookie.log_path.read_text()
     assert "decommissioned" in text and "bkctl bookieformat" in text, text
     assert "Traceback" not in text
-    assert zkstore.get_cookie(bookie.bookie_id) is None  # it did not come back by itself
+    assert zkstore.cookies.get(bookie.bookie_id) is None  # it did not come back by itself
     with ZKMetadataStore(metadata_uri) as zk:
-        assert bookie.bookie_id not in zk.writable_bookies() + zk.readonly_bookies()
+        assert bookie.bookie_id not in zk.registration.writable_bookies() + zk.registration.readonly_bookies()
 
     # formatted (the operator's explicit choice), it starts as a new, empty bookie
     conf = bookie.base / "bk_server.conf"
@@ -86,4 +86,4 @@ def test_decommissioned_bookie_refuses_to_start_until_formatted(bookies, zkstore
                           "--force"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     bookie.start()
-    assert zkstore.get_cookie(bookie.bookie_id) is not None
+    assert zkstore.cookies.get(bookie.bookie_id) is not None

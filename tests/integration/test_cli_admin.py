@@ -1,39 +1,31 @@
 """bkctl's metadata commands as one-shot processes against a real ZooKeeper: output, JSON, exit codes."""
 import json
 import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+
+from tests.support.cli import REPO, bkctl, json_lines
 
 from bkctl.wire.metadata.ledger import LedgerMetadata
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-
-
-def bkctl(uri, *args, stdin=None, env=None):
-    """Run bkctl in a fresh process, stdin not a terminal (like cron)."""
-    full_env = dict(os.environ, BKCTL_METADATA_URI=uri, NO_COLOR="1", PYTHONPATH=str(REPO), **(env or {}))
-    return subprocess.run([sys.executable, "-m", "bkctl", *args], input=stdin, capture_output=True, text=True,
-                          env=full_env, cwd=REPO, timeout=60)
 
 
 def make_ledger(zkstore, bookies=("127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"), closed_at=None):
     md = LedgerMetadata.new(list(bookies), 2, 2, password=b"pw", custom_metadata={"app": b"test"})
     if closed_at is not None:
         md = md.closed(closed_at, 10 * (closed_at + 1))
-    ledger_id, _ = zkstore.create_ledger(md)
+    ledger_id, _ = zkstore.ledgers.create(md)
     return ledger_id
 
 
 def test_cluster_info_json_matches_the_metadata(metadata_uri, zkstore):
-    zkstore.register_bookie("127.0.0.1:3181")
+    zkstore.registration.register("127.0.0.1:3181")
     r = bkctl(metadata_uri, "--json", "cluster", "info")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["instance_id"] == zkstore.instance_id()
+    assert doc["instance_id"] == zkstore.cluster.instance_id()
     assert doc["layout"]["manager"] == "hierarchical"
     assert doc["bookies"]["writable"] == ["127.0.0.1:3181"]
     assert doc["autorecovery"] == {"enabled": True, "lost_bookie_recovery_delay": None,
@@ -53,24 +45,19 @@ def test_autorecovery_disable_enable_at_the_spec_znode(metadata_uri, zkstore, zk
     assert r.returncode == 0 and zk_client.exists(disable_node) is None
 
 
-def json_lines(text: str) -> list:
-    """Lists are JSON lines, one row each."""
-    return [json.loads(line) for line in text.splitlines()]
-
-
 def test_lost_bookie_delay_and_underreplicated(metadata_uri, zkstore, zk_client):
     assert bkctl(metadata_uri, "autorecovery", "lost-bookie-delay", "45").returncode == 0
     assert zk_client.get(zkstore.root + "/underreplication/lostBookieRecoveryDelay")[0] == b"45"
     ledger_id = make_ledger(zkstore)
-    zkstore.mark_underreplicated(ledger_id, ["127.0.0.1:3182"])
+    zkstore.underreplication.mark(ledger_id, ["127.0.0.1:3182"])
     rows = json_lines(bkctl(metadata_uri, "--json", "autorecovery", "underreplicated").stdout)
     assert rows == [{"ledger_id": ledger_id, "missing_replicas": ["127.0.0.1:3182"], "ctime": None, "worker": None}]
     assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "underreplicated", "--count").stdout) == {"count": 1}
     assert bkctl(metadata_uri, "autorecovery", "lost-bookie-delay", "-5").returncode == 2
 
     other = make_ledger(zkstore)
-    zkstore.mark_underreplicated(other, ["127.0.0.1:3183", "127.0.0.1:3184"])
-    assert zkstore.acquire_underreplicated_ledger("worker-7", skip=[ledger_id])[0].ledger_id == other
+    zkstore.underreplication.mark(other, ["127.0.0.1:3183", "127.0.0.1:3184"])
+    assert zkstore.underreplication.acquire("worker-7", skip=[ledger_id])[0].ledger_id == other
 
     def listed(*args):
         out = bkctl(metadata_uri, "--json", "autorecovery", "underreplicated", *args)
@@ -93,14 +80,14 @@ def test_whoisauditor_and_trigger_audit(metadata_uri, zkstore, zk_client):
     out = bkctl(metadata_uri, "--json", "autorecovery", "whoisauditor")
     assert out.returncode == 0 and json.loads(out.stdout) == {"auditor": None}
     assert bkctl(metadata_uri, "autorecovery", "whoisauditor").stdout.strip() == "none"
-    zkstore.cast_auditor_vote("10.0.0.5:3181")
-    zkstore.cast_auditor_vote("10.0.0.6:3181")
+    zkstore.auditor.cast_vote("10.0.0.5:3181")
+    zkstore.auditor.cast_vote("10.0.0.6:3181")
     assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "whoisauditor").stdout) == \
         {"auditor": "10.0.0.5:3181"}
     assert json.loads(bkctl(metadata_uri, "--json", "cluster", "info").stdout)["autorecovery"]["auditor"] == \
         "10.0.0.5:3181"
     delay_node = zkstore.root + "/underreplication/lostBookieRecoveryDelay"
-    zkstore.set_lost_bookie_recovery_delay(30)
+    zkstore.underreplication.set_lost_bookie_recovery_delay(30)
     version = zk_client.get(delay_node)[1].version
     doc = json.loads(bkctl(metadata_uri, "--json", "autorecovery", "trigger-audit").stdout)
     assert doc == {"triggered": True, "auditor": "10.0.0.5:3181", "lost_bookie_recovery_delay": 30}
@@ -140,29 +127,29 @@ def test_ledger_list_show_delete_and_exit_codes(metadata_uri, zkstore):
 
     refused = bkctl(metadata_uri, "ledger", "delete", str(open_id))  # stdin is not a terminal
     assert refused.returncode == 2 and "--force" in refused.stderr
-    assert zkstore.ledger_exists(open_id)
+    assert zkstore.ledgers.exists(open_id)
     assert bkctl(metadata_uri, "ledger", "delete", str(open_id), "--force").returncode == 0
-    assert not zkstore.ledger_exists(open_id)
+    assert not zkstore.ledgers.exists(open_id)
     assert bkctl(metadata_uri, "ledger", "delete", str(open_id), "--force").returncode == 3
 
 
 def test_metaformat_refuses_without_force_and_formats_with_it(metadata_uri, zkstore, zk_client):
     ledger_id = make_ledger(zkstore)
-    zkstore.put_cookie("127.0.0.1:3181", b"5\nbookieHost: \"127.0.0.1:3181\"\n")
-    zkstore.disable_autorecovery()
-    old_instance = zkstore.instance_id()
+    zkstore.cookies.put("127.0.0.1:3181", b"5\nbookieHost: \"127.0.0.1:3181\"\n")
+    zkstore.underreplication.disable()
+    old_instance = zkstore.cluster.instance_id()
     r = bkctl(metadata_uri, "metaformat")
     assert r.returncode == 2 and "--force" in r.stderr
     r = bkctl(metadata_uri, "metaformat", "--non-interactive")
     assert r.returncode == 2
-    assert zkstore.ledger_exists(ledger_id)
+    assert zkstore.ledgers.exists(ledger_id)
     r = bkctl(metadata_uri, "--json", "metaformat", "--force")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["formatted"] and doc["instance_id"] != old_instance
-    assert not zkstore.ledger_exists(ledger_id)
-    assert zkstore.all_bookies() == []
-    assert not zkstore.is_autorecovery_enabled()  # the switch is kept, as BookKeeper's metaformat keeps it
+    assert not zkstore.ledgers.exists(ledger_id)
+    assert zkstore.registration.all_bookies() == []
+    assert not zkstore.underreplication.is_enabled()  # the switch is kept, as BookKeeper's metaformat keeps it
 
 
 def test_metaformat_prompts_on_a_terminal(metadata_uri, zkstore):
@@ -177,7 +164,7 @@ def test_metaformat_prompts_on_a_terminal(metadata_uri, zkstore):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 1
-    assert list(zkstore.iter_ledger_ids())
+    assert list(zkstore.ledgers.ids())
 
 
 def test_unreachable_zookeeper_is_exit_5():

@@ -1,32 +1,24 @@
 """bkctl bookie list, bookieformat and upgrade on real bookie directories, real ZooKeeper, real bookied."""
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.bookieproc import BookieProcess, WireClient
+from tests.support.bookieproc import BookieProcess, WireClient
+from tests.support.cli import bkctl
 from bkctl.wire.codecs import v2
 from bkctl.wire.metadata.cookie import parse_cookie
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.protocol import RC
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-
-
-def bkctl(uri, *args):
-    env = dict(os.environ, BKCTL_METADATA_URI=uri, NO_COLOR="1", PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "bkctl", *args], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=60, stdin=subprocess.DEVNULL)
 
 
 def test_bookie_list(metadata_uri, zkstore):
-    zkstore.register_bookie("127.0.0.1:4001")
-    zkstore.register_bookie("127.0.0.1:4002", readonly=True)
-    zkstore.put_cookie("127.0.0.1:4003", b"5\nbookieHost: \"127.0.0.1:4003\"\n")
+    zkstore.registration.register("127.0.0.1:4001")
+    zkstore.registration.register("127.0.0.1:4002", readonly=True)
+    zkstore.cookies.put("127.0.0.1:4003", b"5\nbookieHost: \"127.0.0.1:4003\"\n")
     def rows(*flags):  # JSON lines, one per bookie
         out = bkctl(metadata_uri, "--json", "bookie", "list", *flags).stdout
         return {r["bookie_id"]: r["state"] for r in map(json.loads, out.splitlines())}
@@ -62,7 +54,7 @@ def test_bookieformat_refuses_prompts_and_formats(tmp_path, metadata_uri, zkstor
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["cookie_deleted"] is True
     assert os.listdir(b.journal_dir) == [] and os.listdir(b.ledger_dir) == []
-    assert zkstore.get_cookie(b.bookie_id) is None
+    assert zkstore.cookies.get(b.bookie_id) is None
     # the wiped bookie starts again as a new bookie, without the old data
     b.start()
     c = WireClient(b.port)
@@ -99,13 +91,13 @@ def test_upgrade_rollback_finalize(tmp_path, metadata_uri, zkstore):
     assert linked.read_bytes() == b"index"
     assert os.stat(linked).st_ino == os.stat(b.ledger_dir / "0" / "5" / "5.idx").st_ino  # a hard link
     cookie = parse_cookie((b.journal_dir / "current" / "VERSION").read_bytes())
-    assert cookie.bookie_id == b.bookie_id and cookie.instance_id == zkstore.instance_id()
-    assert zkstore.get_cookie(b.bookie_id)[0] == cookie
+    assert cookie.bookie_id == b.bookie_id and cookie.instance_id == zkstore.cluster.instance_id()
+    assert zkstore.cookies.get(b.bookie_id)[0] == cookie
 
     back = bkctl(metadata_uri, "upgrade", "--conf", str(conf), "--rollback")
     assert back.returncode == 0, back.stderr
     assert not (b.ledger_dir / "current").exists() and (b.ledger_dir / "0.log").read_bytes() == b"entrylog"
-    assert zkstore.get_cookie(b.bookie_id) is None
+    assert zkstore.cookies.get(b.bookie_id) is None
 
     assert bkctl(metadata_uri, "upgrade", "--conf", str(conf), "--upgrade").returncode == 0
     fin = bkctl(metadata_uri, "upgrade", "--conf", str(conf), "--finalize")

@@ -5,7 +5,7 @@ import urllib.request
 
 import pytest
 
-from tests.integration.test_cli_bookie import bkctl
+from tests.support.cli import bkctl
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +24,7 @@ def _get(address, path, method="GET", body=None):
 
 def test_bookie_list_disk(metadata_uri, zkstore, bookie_cluster):
     bookies = bookie_cluster(3)
-    zkstore.put_cookie("127.0.0.1:9", b'5\nbookieHost: "127.0.0.1:9"\njournalDir: "/j"\nledgerDirs: "1\\t/l"\n')
+    zkstore.cookies.put("127.0.0.1:9", b'5\nbookieHost: "127.0.0.1:9"\njournalDir: "/j"\nledgerDirs: "1\\t/l"\n')
     res = bkctl(metadata_uri, "--json", "bookie", "list", "--disk")
     assert res.returncode == 0, res.stderr
     lines = [json.loads(line) for line in res.stdout.splitlines()]
@@ -54,12 +54,12 @@ def test_readonly_state_and_gc_through_http(metadata_uri, zkstore, bookie_cluste
     assert on.returncode == 0, on.stderr
     assert json.loads(on.stdout) == {"bookie_id": b, "http": state["http"], "read_only": True,
                                      "registration": "read-only"}
-    assert b in zkstore.readonly_bookies() and b not in zkstore.writable_bookies()
+    assert b in zkstore.registration.readonly_bookies() and b not in zkstore.registration.writable_bookies()
     disk = [json.loads(line) for line in bkctl(metadata_uri, "--json", "bookie", "list", "--disk").stdout.splitlines()]
     assert {r["bookie_id"]: r["state"] for r in disk[:-1]}[b] == "read-only"
     off = bkctl(metadata_uri, "--json", "bookie", "readonly", b, "off")
     assert off.returncode == 0 and json.loads(off.stdout)["registration"] == "writable"
-    assert b in zkstore.writable_bookies()
+    assert b in zkstore.registration.writable_bookies()
 
     ledger_id = json.loads(bkctl(metadata_uri, "--json", "ledger", "create", "-e", "3", "-w", "3",
                                  "-a", "3").stdout)["ledger_id"]

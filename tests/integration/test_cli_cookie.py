@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from tests.bookieproc import BookieProcess
-from tests.integration.test_cli_bookie import bkctl
+from tests.support.bookieproc import BookieProcess
+from tests.support.cli import bkctl
 from bkctl.wire.metadata.cookie import parse_cookie
 
 pytestmark = pytest.mark.integration
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
 def _registered(zkstore, bookie_id, timeout=30.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if zkstore.is_bookie_registered(bookie_id):
+        if zkstore.registration.is_registered(bookie_id):
             return True
         time.sleep(0.1)
     return False
@@ -27,7 +27,7 @@ def test_cookie_crud(tmp_path, metadata_uri, zkstore):
     assert gen.returncode == 0, gen.stderr
     cookie = parse_cookie(out.read_bytes())
     assert cookie.bookie_id == b and cookie.ledger_dirs == ("/l1", "/l2")
-    assert cookie.instance_id == zkstore.instance_id()  # read from the cluster when not given
+    assert cookie.instance_id == zkstore.cluster.instance_id()  # read from the cluster when not given
 
     assert bkctl(metadata_uri, "cookie", "get", b).returncode == 3
     assert bkctl(metadata_uri, "cookie", "update", b, "--from-file", str(out)).returncode == 3
@@ -50,16 +50,16 @@ def test_cookie_crud(tmp_path, metadata_uri, zkstore):
     bkctl(metadata_uri, "cookie", "generate", b, "-i", "abc", "-j", "/j1", "-l", "/l1", "-o", str(out))
     upd = json.loads(bkctl(metadata_uri, "--json", "cookie", "update", b, "--from-file", str(out)).stdout)
     assert upd["version"] == 1 and upd["previous"]["ledger_dirs"] == ["/l1", "/l2"]
-    assert zkstore.get_cookie(b)[0].instance_id == "abc"
+    assert zkstore.cookies.get(b)[0].instance_id == "abc"
 
     refused = bkctl(metadata_uri, "cookie", "delete", b)  # no terminal, no --force
     assert refused.returncode == 2 and "--force" in refused.stderr
-    zkstore.register_bookie(b)
+    zkstore.registration.register(b)
     running = bkctl(metadata_uri, "cookie", "delete", b, "--force")
     assert running.returncode == 4
-    zkstore.unregister_bookie(b)
+    zkstore.registration.unregister(b)
     assert bkctl(metadata_uri, "cookie", "delete", b, "--force").returncode == 0
-    assert zkstore.get_cookie(b) is None
+    assert zkstore.cookies.get(b) is None
 
 
 def test_cookie_admin_after_address_change_lets_bookie_start(tmp_path, metadata_uri, zkstore):
@@ -80,8 +80,8 @@ def test_cookie_admin_after_address_change_lets_bookie_start(tmp_path, metadata_
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["old_cookie_deleted"] and len(doc["rewritten_dirs"]) == 2
-    assert zkstore.get_cookie(first.bookie_id) is None
-    assert zkstore.get_cookie(moved.bookie_id)[0].bookie_id == moved.bookie_id
+    assert zkstore.cookies.get(first.bookie_id) is None
+    assert zkstore.cookies.get(moved.bookie_id)[0].bookie_id == moved.bookie_id
     again = bkctl(metadata_uri, "cookie", "admin", "-c", conf, "--from-id", first.bookie_id)
     assert again.returncode == 0, again.stderr  # idempotent
     moved.start()
@@ -95,7 +95,7 @@ def test_cookie_admin_after_address_change_lets_bookie_start(tmp_path, metadata_
     assert refused.returncode == 2
     gone = json.loads(bkctl(metadata_uri, "--json", "cookie", "admin", "-c", conf, "--delete", "--force").stdout)
     assert len(gone["deleted_files"]) == 2 and gone["zookeeper_deleted"]
-    assert zkstore.get_cookie(moved.bookie_id) is None
+    assert zkstore.cookies.get(moved.bookie_id) is None
 
 
 class _NoAdvertised(BookieProcess):
@@ -121,10 +121,10 @@ def test_cookie_admin_hostname_switch_and_expand(tmp_path, metadata_uri, zkstore
     assert switched.returncode == 0, switched.stderr
     host_id = json.loads(switched.stdout)["bookie_id"]
     assert host_id != ip_id and host_id.endswith(f":{b.port}")
-    assert zkstore.get_cookie(ip_id) is None
+    assert zkstore.cookies.get(ip_id) is None
     expanded = json.loads(bkctl(metadata_uri, "--json", "cookie", "admin", "-c", conf, "--expand").stdout)
     assert expanded["added_dirs"] == [str(tmp_path / "more")]
-    assert zkstore.get_cookie(host_id)[0].ledger_dirs == (str(b.ledger_dir), str(tmp_path / "more"))
+    assert zkstore.cookies.get(host_id)[0].ledger_dirs == (str(b.ledger_dir), str(tmp_path / "more"))
     b.start()
     try:
         assert _registered(zkstore, host_id)
@@ -142,7 +142,7 @@ def test_cookie_admin_on_a_java_bookies_directories(tmp_path, metadata_uri, zkst
     for kind in ("journal", "ledgers"):
         (tmp_path / kind / "current").mkdir(parents=True)
         shutil.copy(vectors / "disk" / f"bk1__{kind}__current__VERSION.bin", tmp_path / kind / "current" / "VERSION")
-    zkstore.put_cookie("127.0.0.1:3181", (vectors / "zk" / "raw" / "ledgers__cookies__127.0.0.1:3181.bin").read_bytes())
+    zkstore.cookies.put("127.0.0.1:3181", (vectors / "zk" / "raw" / "ledgers__cookies__127.0.0.1:3181.bin").read_bytes())
     conf = tmp_path / "bk_server.conf"
     conf.write_text(f"journalDirectories={tmp_path}/journal\nledgerDirectories={tmp_path}/ledgers\n"
                     f"bookiePort=3181\nadvertisedAddress=bk1.example.com\nmetadataServiceUri={metadata_uri}\n")
@@ -152,9 +152,9 @@ def test_cookie_admin_on_a_java_bookies_directories(tmp_path, metadata_uri, zkst
 
     moved = bkctl(metadata_uri, "--json", "cookie", "admin", "-c", str(conf), "--from-id", "127.0.0.1:3181")
     assert moved.returncode == 0, moved.stderr
-    new, _ = zkstore.get_cookie("bk1.example.com:3181")
+    new, _ = zkstore.cookies.get("bk1.example.com:3181")
     assert new.bookie_id == "bk1.example.com:3181" and new.journal_dirs == ("/data/bk1/journal",)
     assert new.instance_id == "f2102f9c-59f2-47c2-8e7f-f85b6701affc"  # everything but the id kept
     for kind in ("journal", "ledgers"):
         assert parse_cookie((tmp_path / kind / "current" / "VERSION").read_bytes()) == new
-    assert zkstore.get_cookie("127.0.0.1:3181") is None
+    assert zkstore.cookies.get("127.0.0.1:3181") is None

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.bookieproc import BookieProcess
-from tests.integration.test_cli_bookie import bkctl
+from tests.support.bookieproc import BookieProcess
+from tests.support.cli import bkctl
 
 pytestmark = pytest.mark.integration
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
@@ -29,7 +29,7 @@ def java_bookie(tmp_path, metadata_uri, zkstore):
         shutil.copy(f, dest)
     for ledger_id in (0, 3, 5, 12):
         data = (VECTORS / "zk" / "raw" / f"ledgers__00__0000__L{ledger_id:04d}.bin").read_bytes()
-        zkstore.restore_ledger_bytes(ledger_id, data)
+        zkstore.ledgers.restore_bytes(ledger_id, data)
     conf = tmp_path / "bk_server.conf"
     conf.write_text(f"journalDirectories={tmp_path}/bk1/journal\nledgerDirectories={tmp_path}/bk1/ledgers\n"
                     f"bookiePort=3181\nadvertisedAddress=127.0.0.1\nmetadataServiceUri={metadata_uri}\n")
@@ -148,7 +148,7 @@ def test_inspect_and_check_db_ledger_storage(tmp_path, metadata_uri, zkstore):
         db.close()
         (cur / name / "rocksdict-config.json").unlink()  # Java's databases have none
     for ledger_id in (5, 12):
-        zkstore.restore_ledger_bytes(
+        zkstore.ledgers.restore_bytes(
             ledger_id, (VECTORS / "zk" / "raw" / f"ledgers__00__0000__L{ledger_id:04d}.bin").read_bytes())
     conf = tmp_path / "bk_server.conf"
     conf.write_text(f"journalDirectories={tmp_path}/journal\nledgerDirectories={tmp_path}/ledgers\nbookiePort=3181\n"

@@ -8,40 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.support.cli import BKCTL, REPO, bkctl_bytes as bkctl, env_for, json_lines, ok, one_line_error
+
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-
-BKCTL = [sys.executable, "-m", "bkctl"]
-
-
-def env_for(uri: str) -> dict:
-    return dict(os.environ, BKCTL_METADATA_URI=uri, NO_COLOR="1", PYTHONPATH=str(REPO))
-
-
-def bkctl(uri, *args, stdin: bytes | None = None, timeout: float = 60):
-    """One bkctl process, stdin not a terminal; stdout/stderr as bytes."""
-    return subprocess.run([*BKCTL, *map(str, args)], input=stdin if stdin is not None else b"",
-                          capture_output=True, env=env_for(uri), cwd=REPO, timeout=timeout)
-
-
-def ok(r) -> str:
-    assert r.returncode == 0, (r.returncode, r.stderr.decode(errors="replace"))
-    return r.stdout.decode()
-
-
-def one_line_error(r, code: int) -> str:
-    err = r.stderr.decode()
-    assert r.returncode == code, (r.returncode, err)
-    assert len(err.strip().splitlines()) == 1, err
-    return err
-
-
-def json_lines(text: str) -> list[dict]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 # A writer that lives across commands, like `bkctl shell`: an interactive App
@@ -332,7 +304,7 @@ def test_simpletest_and_bench(bookie_cluster, metadata_uri, zkstore):
     doc = json.loads(ok(bkctl(uri, "--json", "simpletest", "-n", "200")))
     assert doc["ok"] is True and doc["last_entry_id"] == 199 and doc["deleted"] is True
     assert (doc["ensemble_size"], doc["write_quorum"], doc["ack_quorum"], doc["entry_size"]) == (3, 2, 2, 100)
-    assert not zkstore.ledger_exists(doc["ledger_id"])
+    assert not zkstore.ledgers.exists(doc["ledger_id"])
     assert "simpletest OK" in ok(bkctl(uri, "simpletest", "-e", "3", "-w", "3", "-a", "3"))
     failed = bkctl(uri, "simpletest", "-e", "4", "-w", "2", "-a", "2")  # 3 bookies only
     assert failed.returncode == 1 and b"simpletest failed at create" in failed.stderr
@@ -342,7 +314,7 @@ def test_simpletest_and_bench(bookie_cluster, metadata_uri, zkstore):
     assert bench["add"]["entries_per_second"] > 0 and bench["read"]["entries_per_second"] > 0
     lat = bench["add"]["latency_ms"]
     assert 0 < lat["p50"] <= lat["p99"] <= lat["p999"] <= lat["max"]
-    assert not zkstore.ledger_exists(bench["ledger_id"])
+    assert not zkstore.ledgers.exists(bench["ledger_id"])
     assert "add latency" in ok(bkctl(uri, "bench", "--entries", "300"))
 
 

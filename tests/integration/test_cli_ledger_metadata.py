@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_cli_bookie import bkctl
+from tests.support.cli import bkctl
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata
 
 pytestmark = pytest.mark.integration
@@ -19,7 +19,7 @@ def test_dump_delete_restore_gives_back_a_readable_ledger(tmp_path, metadata_uri
     ledger_id = json.loads(created.stdout)["ledger_id"]
     assert bkctl(metadata_uri, "ledger", "add", str(ledger_id), "one", "two", "three").returncode == 0
     assert bkctl(metadata_uri, "ledger", "close", str(ledger_id)).returncode == 0
-    stored, _ = zkstore.read_ledger_bytes(ledger_id)
+    stored, _ = zkstore.ledgers.read_bytes(ledger_id)
 
     path = tmp_path / f"ledger-{ledger_id}.meta"
     dumped = bkctl(metadata_uri, "--json", "ledger", "metadata", "dump", str(ledger_id), str(path))
@@ -32,7 +32,7 @@ def test_dump_delete_restore_gives_back_a_readable_ledger(tmp_path, metadata_uri
     restored = bkctl(metadata_uri, "--json", "ledger", "metadata", "restore", str(path))  # id from the name
     assert restored.returncode == 0, restored.stderr
     assert json.loads(restored.stdout)["replaced"] is False
-    assert zkstore.read_ledger_bytes(ledger_id)[0] == stored
+    assert zkstore.ledgers.read_bytes(ledger_id)[0] == stored
     read = bkctl(metadata_uri, "ledger", "read", str(ledger_id))
     assert read.returncode == 0 and read.stdout.split() == ["0", "one", "1", "two", "2", "three"]
 
@@ -48,7 +48,7 @@ def test_java_metadata_restores_and_dumps_byte_for_byte(tmp_path, metadata_uri, 
         ledger_id = int(name[-8:-4]) + 100
         res = bkctl(metadata_uri, "ledger", "metadata", "restore", str(RAW / name), "--ledger-id", str(ledger_id))
         assert res.returncode == 0, res.stderr
-        assert zkstore.read_ledger_bytes(ledger_id)[0] == data
+        assert zkstore.ledgers.read_bytes(ledger_id)[0] == data
         out = tmp_path / "dump"
         assert bkctl(metadata_uri, "ledger", "metadata", "dump", str(ledger_id), str(out)).returncode == 0
         assert out.read_bytes() == data
@@ -70,7 +70,7 @@ def test_ledger_list_filters_and_totals(metadata_uri, zkstore):
         md = LedgerMetadata.new(ens, 2, 2, ctime=ctime, custom_metadata={k: v.encode() for k, v in meta.items()})
         if closed is not None:
             md = md.closed(*closed)
-        return zkstore.create_ledger(md)[0]
+        return zkstore.ledgers.create(md)[0]
 
     old_topic = make(now - 10 * day, {"pulsar/managed-ledger": "public/default/persistent/orders"}, (9, 5000))
     new_topic = make(now - 60 * 1000, {"pulsar/managed-ledger": "public/default/persistent/orders"}, (0, 100))

@@ -18,44 +18,21 @@ import pexpect
 import pytest
 
 from bkctl.wire.metadata.ledger import LedgerMetadata
-from tests.integration.test_shell import Terminal, bkctl_env
+from tests.support.cli import BKCTL, REPO as ROOT, ok, one_line_error as failed, run_bkctl as run
+from tests.support.ledgers import ENSEMBLE, make_ledgers
+from tests.support.terminal import Terminal, bkctl_env, complete
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
-BKCTL = [sys.executable, "-m", "bkctl"]
-ENSEMBLE = ["127.0.0.1:3181", "127.0.0.1:3182"]
-
-
-def run(env: dict, *args, stdin: bytes = b"", timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([*BKCTL, *map(str, args)], input=stdin, capture_output=True, env=env, cwd=ROOT,
-                          timeout=timeout)
-
-
-def ok(r) -> str:
-    assert r.returncode == 0, (r.returncode, r.stderr.decode(errors="replace"))
-    return r.stdout.decode()
-
-
-def failed(r, code: int) -> str:
-    err = r.stderr.decode()
-    assert r.returncode == code, (r.returncode, err, r.stdout.decode(errors="replace"))
-    assert len(err.strip().splitlines()) == 1, err
-    return err
-
-
-def make_ledgers(store, ids) -> None:
-    for ledger_id in ids:
-        store.create_ledger(LedgerMetadata.new(ENSEMBLE), ledger_id=ledger_id)
 
 
 @pytest.fixture
 def two_clusters(metadata_uri, tmp_path):
     """Clusters a (ledger 1111) and b (ledger 4242) named in the config file; the env for a bkctl process."""
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     other = metadata_uri.rsplit("/", 1)[0] + "/other"
     with ZKMetadataStore(other, timeout=20) as store:
-        store.init_cluster()
+        store.cluster.init()
         make_ledgers(store, [4242])
     with ZKMetadataStore(metadata_uri, timeout=20) as store:
         make_ledgers(store, [1111])
@@ -310,7 +287,7 @@ def test_recover_and_decommission_check_the_bookie_ids(cluster_env, zkstore):
         assert r.returncode == 2 and b"not a bookie id" in r.stderr, (command, r.stderr)
     for command in (["recover", "1.2.3.4:9999", "--force"], ["decommission", "1.2.3.4:9999", "--force"]):
         assert "unknown bookie 1.2.3.4:9999" in failed(run(cluster_env, *command), 3)
-    live = zkstore.writable_bookies()[0]
+    live = zkstore.registration.writable_bookies()[0]
     assert "is running (registered)" in failed(run(cluster_env, "recover", live), 4)
     r = run(cluster_env, "recover", live, "--dry-run")
     assert r.returncode == 0, r.stderr
@@ -428,7 +405,6 @@ def shell_on(env: dict, rows: int = 40) -> Terminal:
 
 
 def test_shell_polish(cluster_env, tmp_path):
-    from tests.integration.test_shell import complete
 
     ledger_id = new_ledger(cluster_env, b"one\n")
     editor = tmp_path / "editor.sh"  # $EDITOR: turns "show" into "read" in the file it is given
@@ -474,18 +450,17 @@ def test_script_errors_name_their_line(metadata_uri, tmp_path):
 
 
 def test_completions_offer_paths_open_ledgers_and_stopped_bookies(bookie_cluster, metadata_uri, tmp_path, zkstore):
-    from tests.integration.test_shell import complete
 
     procs = bookie_cluster(3)
     env = bkctl_env(tmp_path, BKCTL_METADATA_URI=metadata_uri)
     open_id, closed_id = 97531, 97532  # ids that nothing else on the screen looks like
     md = LedgerMetadata.new(ENSEMBLE)
-    zkstore.create_ledger(md, ledger_id=open_id)
-    zkstore.create_ledger(md.closed(4, 50), ledger_id=closed_id)
+    zkstore.ledgers.create(md, ledger_id=open_id)
+    zkstore.ledgers.create(md.closed(4, 50), ledger_id=closed_id)
     (tmp_path / "exports-here").mkdir()
     procs[0].kill()
     deadline = time.monotonic() + 30
-    while procs[0].bookie_id in zkstore.writable_bookies():  # its ZooKeeper session ends
+    while procs[0].bookie_id in zkstore.registration.writable_bookies():  # its ZooKeeper session ends
         assert time.monotonic() < deadline
         time.sleep(0.2)
     term = shell_on(env)

@@ -8,33 +8,10 @@ import time
 
 import pytest
 
-from tests.bookieproc import WireClient
-from tests.integration.test_cli_ledger import BKCTL, REPO, bkctl, env_for, json_lines, ok, one_line_error
-from bkctl.wire.codecs import v2
-from bkctl.wire.codecs.digest import DigestManager
-from bkctl.wire.codecs.protocol import RC
+from tests.support.cli import BKCTL, REPO, bkctl_bytes as bkctl, env_for, json_lines, ok, one_line_error
+from tests.support.ledgers import assert_fully_replicated, make_ledger, most_named
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def writer(metadata_uri):
-    """Ledgers are written through the library (what is tested here is recovery, not `ledger add`)."""
-    from bkctl.wire.client.blocking import BlockingBookKeeper
-
-    bk = BlockingBookKeeper(metadata_uri, timeout=60)
-    yield bk
-    bk.close()  # ledgers not closed stay OPEN, as a writer that went away leaves them
-
-
-def make_ledger(bk, ensemble: int, write_quorum: int, ack_quorum: int = 2, *, entries: int, close: bool = True,
-                tag: str = "e", **create) -> int:
-    lh = bk.create(ensemble, write_quorum, ack_quorum, **create)
-    lid = lh.ledger_id
-    lh.add_many(f"{tag}{lid}-{i}".encode() for i in range(entries))
-    if close:
-        lh.close()
-    return lid
 
 
 def destroy(proc) -> None:
@@ -45,28 +22,7 @@ def destroy(proc) -> None:
 
 
 def snapshot(zkstore, ids):
-    return {lid: zkstore.read_ledger_bytes(lid)[0] for lid in ids}
-
-
-def assert_fully_replicated(zkstore, ports: dict[str, int], ledger_id: int, gone: set[str]) -> int:
-    """Every entry of a closed ledger is on every bookie of its write set (asked directly,
-    digest checked), and no segment names a bookie in ``gone``.  Returns the entry count."""
-    md, _ = zkstore.read_ledger(ledger_id)
-    assert md.is_closed
-    assert not gone.intersection(md.bookies), (ledger_id, md.ensembles)
-    digest = DigestManager(ledger_id, md.digest_type, md.password)
-    clients = {}
-    try:
-        for entry_id in range(md.last_entry_id + 1):
-            for bookie in md.write_set(entry_id):
-                client = clients.get(bookie) or clients.setdefault(bookie, WireClient(ports[bookie]))
-                resp = client.v2(v2.ReadRequest(2, 0, ledger_id, entry_id))
-                assert resp.rc == RC.EOK, f"entry {ledger_id}/{entry_id} missing on {bookie}"
-                digest.verify(resp.body, entry_id)
-    finally:
-        for c in clients.values():
-            c.close()
-    return md.last_entry_id + 1
+    return {lid: zkstore.ledgers.read_bytes(lid)[0] for lid in ids}
 
 
 def test_recover_a_destroyed_bookie(bookie_cluster, metadata_uri, zkstore, writer):
@@ -76,15 +32,15 @@ def test_recover_a_destroyed_bookie(bookie_cluster, metadata_uri, zkstore, write
     closed_a = make_ledger(writer, 4, 2, entries=300)
     closed_b = make_ledger(writer, 4, 3, entries=80, digest_type="mac", password=b"pw")
     still_open = make_ledger(writer, 4, 2, entries=120, close=False)
-    md_a, _ = zkstore.read_ledger(closed_a)
+    md_a, _ = zkstore.ledgers.read(closed_a)
     in_all = set(md_a.last_ensemble)
     for lid in (closed_b, still_open):
-        in_all &= set(zkstore.read_ledger(lid)[0].bookies)
+        in_all &= set(zkstore.ledgers.read(lid)[0].bookies)
     victim_id = sorted(in_all)[0]  # 4 of 5 bookies each: at least two are in all three
     victim = next(p for p in procs if p.bookie_id == victim_id)
     elsewhere = make_ledger(writer, 3, 2, entries=20)
     ids = sorted([closed_a, closed_b, still_open, elsewhere])
-    on_victim = [lid for lid in ids if victim_id in zkstore.read_ledger(lid)[0].bookies]
+    on_victim = [lid for lid in ids if victim_id in zkstore.ledgers.read(lid)[0].bookies]
     assert {closed_a, closed_b, still_open} <= set(on_victim)
     destroy(victim)
     before = snapshot(zkstore, ids)
@@ -132,7 +88,7 @@ def test_recover_prompts_on_a_terminal_and_skips_open_ledgers(bookie_cluster, me
     uri = metadata_uri
     open_lid = make_ledger(writer, 4, 2, entries=10, close=False)
     closed_lid = make_ledger(writer, 3, 2, entries=30)
-    md, _ = zkstore.read_ledger(closed_lid)
+    md, _ = zkstore.ledgers.read(closed_lid)
     victim = next(p for p in procs if p.bookie_id == md.last_ensemble[0])
     target = next(p.bookie_id for p in procs if p.bookie_id not in md.last_ensemble)
     destroy(victim)
@@ -153,7 +109,7 @@ def test_recover_prompts_on_a_terminal_and_skips_open_ledgers(bookie_cluster, me
     assert status == {open_lid: "skipped", closed_lid: "recovered"}
     [frag] = next(r for r in doc["ledgers"] if r["ledger_id"] == closed_lid)["fragments"]
     assert frag["replacements"] == {victim.bookie_id: target}
-    assert zkstore.read_ledger(open_lid)[0].is_open  # left alone
+    assert zkstore.ledgers.read(open_lid)[0].is_open  # left alone
     live = {p.bookie_id: p.port for p in procs if p is not victim}
     assert assert_fully_replicated(zkstore, live, closed_lid, {victim.bookie_id}) == 30
 
@@ -166,13 +122,13 @@ def test_one_unrecoverable_ledger_does_not_stop_the_others(bookie_cluster, metad
     procs = bookie_cluster(6)
     uri = metadata_uri
     fragile = make_ledger(writer, 4, 2, entries=40)
-    md, _ = zkstore.read_ledger(fragile)
+    md, _ = zkstore.ledgers.read(fragile)
     # two neighbours in the ensemble: every 4th entry had both of its copies on them
     lost = list(md.last_ensemble[:2])
     sturdy = None
     for _attempt in range(20):
         lid = make_ledger(writer, 4, 3, entries=40, tag="s")
-        if set(lost) <= set(zkstore.read_ledger(lid)[0].last_ensemble):
+        if set(lost) <= set(zkstore.ledgers.read(lid)[0].last_ensemble):
             sturdy = lid
             break
     assert sturdy is not None
@@ -189,7 +145,7 @@ def test_one_unrecoverable_ledger_does_not_stop_the_others(bookie_cluster, metad
     assert doc["totals"]["failed"] >= 1
     live = {p.bookie_id: p.port for p in procs if p.bookie_id not in lost}
     assert assert_fully_replicated(zkstore, live, sturdy, set(lost)) == 40
-    assert set(lost) <= set(zkstore.read_ledger(fragile)[0].bookies)  # untouched, still names them
+    assert set(lost) <= set(zkstore.ledgers.read(fragile)[0].bookies)  # untouched, still names them
 
 
 def test_decommission(bookie_cluster, metadata_uri, zkstore, writer):
@@ -197,34 +153,30 @@ def test_decommission(bookie_cluster, metadata_uri, zkstore, writer):
     uri = metadata_uri
     lids = [make_ledger(writer, 3, 2, entries=50) for _ in range(3)]
     lids.append(make_ledger(writer, 3, 2, entries=25, close=False))
-    counts: dict[str, int] = {}
-    for lid in lids:
-        for b in zkstore.read_ledger(lid)[0].bookies:
-            counts[b] = counts.get(b, 0) + 1
-    victim_id = max(counts, key=counts.get)
-    victim = next(p for p in procs if p.bookie_id == victim_id)
-    used_victim = {lid for lid in lids if victim_id in zkstore.read_ledger(lid)[0].bookies}
+    victim = most_named(zkstore, lids, procs)
+    victim_id = victim.bookie_id
+    used_victim = {lid for lid in lids if victim_id in zkstore.ledgers.read(lid)[0].bookies}
 
     running = bkctl(uri, "decommission", victim_id, "--force")
     assert "stop it" in one_line_error(running, 4)
     victim.stop()  # graceful: its registration goes at once
     deadline = time.monotonic() + 30
-    while zkstore.is_bookie_registered(victim_id):
+    while zkstore.registration.is_registered(victim_id):
         assert time.monotonic() < deadline
         time.sleep(0.1)
     assert bkctl(uri, "decommission", victim_id).returncode == 2  # no terminal, no --force
-    assert zkstore.get_cookie(victim_id) is not None
+    assert zkstore.cookies.get(victim_id) is not None
 
     refused = bkctl(uri, "decommission", victim_id, "--force", "--daemons")  # no auditor is elected
     assert "no auditor" in one_line_error(refused, 4)
     doc = json.loads(ok(bkctl(uri, "--json", "decommission", victim_id, "--force")))
     assert doc["bookie_id"] == victim_id and doc["cookie_deleted"] is True and doc["remaining_ledgers"] == []
     assert doc["mode"] == "local"
-    assert len(doc["ledgers"]) == counts[victim_id]
-    assert zkstore.get_cookie(victim_id) is None
+    assert len(doc["ledgers"]) == len(used_victim) >= 3
+    assert zkstore.cookies.get(victim_id) is None
     live = {p.bookie_id: p.port for p in procs if p is not victim}
     for lid in lids:
-        md, _ = zkstore.read_ledger(lid)
+        md, _ = zkstore.ledgers.read(lid)
         assert victim_id not in md.bookies
         # the open ledger is closed (recovered) only if it used the victim
         assert md.is_closed == (lid != lids[-1] or lids[-1] in used_victim)

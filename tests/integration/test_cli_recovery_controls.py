@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.integration.test_cli_bookie import bkctl
+from tests.support.cli import bkctl
 
 pytestmark = pytest.mark.integration
 
@@ -21,30 +21,30 @@ def _ledger(uri, *args, entries=("a", "b", "c", "d", "e", "f")):
 def test_recover_one_ledger_with_rate_then_all_with_delete_cookie(metadata_uri, zkstore, bookie_cluster):
     bookies = bookie_cluster(4)
     first = _ledger(metadata_uri, "-e", "3", "-w", "3", "-a", "3")
-    lost = zkstore.read_ledger(first)[0].last_ensemble[0]
+    lost = zkstore.ledgers.read(first)[0].last_ensemble[0]
     second = None
     while second is None:  # a second ledger on the same bookie
         candidate = _ledger(metadata_uri, "-e", "3", "-w", "3", "-a", "3")
-        if lost in zkstore.read_ledger(candidate)[0].bookies:
+        if lost in zkstore.ledgers.read(candidate)[0].bookies:
             second = candidate
     victim = next(b for b in bookies if b.bookie_id == lost)
     victim.kill()
-    if zkstore.is_bookie_registered(lost):  # its session has not expired yet
-        zkstore.unregister_bookie(lost)
+    if zkstore.registration.is_registered(lost):  # its session has not expired yet
+        zkstore.registration.unregister(lost)
 
     assert bkctl(metadata_uri, "recover", lost, "--ledger", "999999", "--force").returncode == 3
     one = bkctl(metadata_uri, "--json", "recover", lost, "--ledger", str(first), "--rate", "100000", "--force")
     assert one.returncode == 0, one.stderr
     assert [r["ledger_id"] for r in json.loads(one.stdout)["ledgers"]] == [first]
-    assert lost not in zkstore.read_ledger(first)[0].bookies
-    assert lost in zkstore.read_ledger(second)[0].bookies  # left alone
-    assert zkstore.get_cookie(lost) is not None
+    assert lost not in zkstore.ledgers.read(first)[0].bookies
+    assert lost in zkstore.ledgers.read(second)[0].bookies  # left alone
+    assert zkstore.cookies.get(lost) is not None
 
     rest = bkctl(metadata_uri, "--json", "recover", lost, "--delete-cookie", "--force")
     assert rest.returncode == 0, rest.stderr
     doc = json.loads(rest.stdout)
-    assert doc["cookies"] == {lost: "deleted"} and zkstore.get_cookie(lost) is None
-    assert lost not in zkstore.read_ledger(second)[0].bookies
+    assert doc["cookies"] == {lost: "deleted"} and zkstore.cookies.get(lost) is None
+    assert lost not in zkstore.ledgers.read(second)[0].bookies
     read = bkctl(metadata_uri, "ledger", "read", str(second))
     assert read.returncode == 0 and read.stdout.split()[1::2] == ["a", "b", "c", "d", "e", "f"]
 
@@ -57,14 +57,14 @@ def test_simpletest_pinned_to_one_bookie(metadata_uri, zkstore, bookie_cluster):
     doc = json.loads(res.stdout)
     assert doc["bookies"] == [target] and doc["ensemble_size"] == 1 and doc["ok"]
     assert bkctl(metadata_uri, "simpletest", "--bookie", "127.0.0.1:1").returncode == 3
-    zkstore.register_bookie("127.0.0.1:2", readonly=True)
+    zkstore.registration.register("127.0.0.1:2", readonly=True)
     assert bkctl(metadata_uri, "simpletest", "--bookie", "127.0.0.1:2").returncode == 4
 
 
 def test_ledger_read_one_replica(metadata_uri, zkstore, bookie_cluster):
     bookies = bookie_cluster(4)
     ledger_id = _ledger(metadata_uri, "-e", "3", "-w", "2", "-a", "2")
-    md, version = zkstore.read_ledger(ledger_id)
+    md, version = zkstore.ledgers.read(ledger_id)
     ens = md.last_ensemble
     b0 = ens[0]
     res = bkctl(metadata_uri, "--json", "ledger", "read", str(ledger_id), "--bookie", b0)
@@ -75,7 +75,7 @@ def test_ledger_read_one_replica(metadata_uri, zkstore, bookie_cluster):
     assert [r["payload"] for r in rows] == ["abcdef"[e] for e in expected]
 
     spare = next(b.bookie_id for b in bookies if b.bookie_id not in ens)  # a replica that was never written
-    zkstore.update_ledger(ledger_id, md.replace_bookie(0, ens[2], spare), version)
+    zkstore.ledgers.update(ledger_id, md.replace_bookie(0, ens[2], spare), version)
     res = bkctl(metadata_uri, "--json", "ledger", "read", str(ledger_id), "--bookie", spare)
     assert res.returncode == 1
     rows = [json.loads(line) for line in res.stdout.splitlines()]
@@ -84,19 +84,19 @@ def test_ledger_read_one_replica(metadata_uri, zkstore, bookie_cluster):
 
 
 def test_cluster_nuke(metadata_uri, zkstore):
-    instance = zkstore.instance_id()
+    instance = zkstore.cluster.instance_id()
     assert bkctl(metadata_uri, "cluster", "nuke").returncode == 2
     refused = bkctl(metadata_uri, "cluster", "nuke", "--instance-id", instance)  # no terminal
     assert refused.returncode == 2 and "--force" in refused.stderr
     assert bkctl(metadata_uri, "cluster", "nuke", "--instance-id", "wrong", "--force").returncode == 4
-    zkstore.register_bookie("127.0.0.1:5")
+    zkstore.registration.register("127.0.0.1:5")
     busy = bkctl(metadata_uri, "cluster", "nuke", "--instance-id", instance, "--force")
     assert busy.returncode == 4 and "stop all bookies" in busy.stderr
-    zkstore.unregister_bookie("127.0.0.1:5")
+    zkstore.registration.unregister("127.0.0.1:5")
     done = bkctl(metadata_uri, "--json", "cluster", "nuke", "--instance-id", instance, "--force")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["nuked"] is True
-    assert not zkstore.cluster_exists()
+    assert not zkstore.cluster.exists()
     assert bkctl(metadata_uri, "cluster", "nuke", "--instance-id", instance, "--force").returncode == 3
     again = bkctl(metadata_uri, "--json", "cluster", "nuke", "--force")
     assert again.returncode == 0 and json.loads(again.stdout)["nuked"] is False

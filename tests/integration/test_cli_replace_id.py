@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.integration.test_cli_bookie import REPO, bkctl
+from tests.support.cli import REPO, bkctl
 from bkctl.ops.replace_id import replace_bookie_id
 from bkctl.wire.metadata.ledger import LedgerMetadata
 
@@ -30,7 +30,7 @@ def _make(zkstore, n: int) -> dict[int, int]:
             md = md.with_ensemble_change(5, [OTHERS[2], OTHERS[1], OTHERS[0]])
         if i % 5 == 0:
             md = md.closed(20, 100)
-        ledger_id, _ = zkstore.create_ledger(md)
+        ledger_id, _ = zkstore.ledgers.create(md)
         segs = sum(1 for _, ens in md.ensembles if OLD in ens)
         if segs:
             naming[ledger_id] = segs
@@ -38,18 +38,18 @@ def _make(zkstore, n: int) -> dict[int, int]:
 
 
 def _naming(zkstore, bookie):
-    return {i for i in zkstore.iter_ledger_ids() if bookie in zkstore.read_ledger(i)[0].bookies}
+    return {i for i in zkstore.ledgers.ids() if bookie in zkstore.ledgers.read(i)[0].bookies}
 
 
 def test_replace_id_dry_run_then_real_then_again(metadata_uri, zkstore):
     naming = _make(zkstore, 12)
-    before = {i: zkstore.read_ledger(i) for i in zkstore.iter_ledger_ids()}
+    before = {i: zkstore.ledgers.read(i) for i in zkstore.ledgers.ids()}
 
     dry = bkctl(metadata_uri, "--json", "bookie", "replace-id", OLD, NEW, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     doc = json.loads(dry.stdout)
     assert doc["totals"]["planned"] == len(naming) and doc["totals"]["segments"] == sum(naming.values())
-    assert {i: zkstore.read_ledger(i) for i in zkstore.iter_ledger_ids()} == before  # nothing changed
+    assert {i: zkstore.ledgers.read(i) for i in zkstore.ledgers.ids()} == before  # nothing changed
 
     refused = bkctl(metadata_uri, "bookie", "replace-id", OLD, NEW)  # no terminal, no --force
     assert refused.returncode == 2 and _naming(zkstore, OLD) == set(naming)
@@ -61,7 +61,7 @@ def test_replace_id_dry_run_then_real_then_again(metadata_uri, zkstore):
     assert _naming(zkstore, OLD) == set()
     assert _naming(zkstore, NEW) == set(naming)
     for i, (md, _) in before.items():
-        after, _ = zkstore.read_ledger(i)
+        after, _ = zkstore.ledgers.read(i)
         assert after.state == md.state and after.last_entry_id == md.last_entry_id
         assert [tuple(NEW if b == OLD else b for b in ens) for _, ens in md.ensembles] == \
             [ens for _, ens in after.ensembles]
@@ -71,36 +71,36 @@ def test_replace_id_dry_run_then_real_then_again(metadata_uri, zkstore):
 
 
 def test_replace_id_conflicts_and_running_bookie(metadata_uri, zkstore):
-    both, _ = zkstore.create_ledger(LedgerMetadata.new([OLD, NEW, OTHERS[0]], 2, 2))
-    fine, _ = zkstore.create_ledger(LedgerMetadata.new([OLD, OTHERS[0], OTHERS[1]], 2, 2))
-    zkstore.register_bookie(OLD)
+    both, _ = zkstore.ledgers.create(LedgerMetadata.new([OLD, NEW, OTHERS[0]], 2, 2))
+    fine, _ = zkstore.ledgers.create(LedgerMetadata.new([OLD, OTHERS[0], OTHERS[1]], 2, 2))
+    zkstore.registration.register(OLD)
     running = bkctl(metadata_uri, "bookie", "replace-id", OLD, NEW, "--force")
     assert running.returncode == 4 and "registered" in running.stderr
-    zkstore.unregister_bookie(OLD)
+    zkstore.registration.unregister(OLD)
     res = bkctl(metadata_uri, "--json", "bookie", "replace-id", OLD, NEW, "--force")
     assert res.returncode == 4
     rows = {r["ledger_id"]: r["status"] for r in json.loads(res.stdout)["ledgers"]}
     assert rows == {both: "conflict", fine: "updated"}
-    assert OLD in zkstore.read_ledger(both)[0].bookies
+    assert OLD in zkstore.ledgers.read(both)[0].bookies
     assert bkctl(metadata_uri, "bookie", "replace-id", OLD, OLD, "--force").returncode == 2
 
 
 def test_replace_id_retries_after_a_concurrent_change(metadata_uri, zkstore):
-    ledger_id, _ = zkstore.create_ledger(LedgerMetadata.new([OLD, OTHERS[0], OTHERS[1]], 2, 2))
-    real_update = zkstore.update_ledger
+    ledger_id, _ = zkstore.ledgers.create(LedgerMetadata.new([OLD, OTHERS[0], OTHERS[1]], 2, 2))
+    real_update = zkstore.ledgers.update
     raced = []
 
     def racing_update(lid, md, version):
         if not raced:  # a writer's ensemble change lands between our read and our write
-            cur, v = zkstore.read_ledger(lid)
+            cur, v = zkstore.ledgers.read(lid)
             real_update(lid, cur.with_ensemble_change(7, [OLD, OTHERS[1], OTHERS[2]]), v)
             raced.append(True)
         return real_update(lid, md, version)
 
-    zkstore.update_ledger = racing_update
+    zkstore.ledgers.update = racing_update
     doc = replace_bookie_id(zkstore, OLD, NEW)
     assert raced and doc["totals"]["updated"] == 1 and doc["totals"]["segments"] == 2
-    md, _ = zkstore.read_ledger(ledger_id)
+    md, _ = zkstore.ledgers.read(ledger_id)
     assert [first for first, _ in md.ensembles] == [0, 7] and OLD not in md.bookies
 
 
@@ -118,7 +118,7 @@ def test_replace_id_interrupted_then_finished(metadata_uri, zkstore):
     left = _naming(zkstore, OLD)
     assert 0 < len(left) < len(naming)  # interrupted half-way: some done, some not
     for i in set(naming) - left:
-        assert NEW in zkstore.read_ledger(i)[0].bookies
+        assert NEW in zkstore.ledgers.read(i)[0].bookies
     doc = json.loads(bkctl(metadata_uri, "--json", "bookie", "replace-id", OLD, NEW, "--force").stdout)
     assert doc["totals"]["updated"] == len(left)
     assert _naming(zkstore, OLD) == set() and _naming(zkstore, NEW) == set(naming)

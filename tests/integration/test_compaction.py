@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.bookieproc import BookieProcess, wait_for
-from tests.integration.test_cli_bookie import bkctl
-from tests.integration.conftest import start_bookies
-from tests.smallfs import fill, mount_or_explain, unmount, usage
+from tests.support.bookieproc import BookieProcess, start_bookies
+from tests.support.cli import bkctl
+from tests.support.smallfs import fill, mount_or_explain, unmount, usage
+from tests.support.waiting import wait_for
 from bkctl.bookied.storage.compactor import STOP_AT_ENV
 from bkctl.sandbox.zookeeper import free_port
 from bkctl.wire.client.blocking import BlockingBookKeeper

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.bookieproc import BookieProcess
-from tests.integration.conftest import start_bookies
+from tests.support.bookieproc import BookieProcess, start_bookies
+from tests.support.cli import bkctl_in_process as bkctl
 
 pyspark = pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("export")]  # module-scoped fixtures: one xdist worker runs the whole module
 
 DATA_COLUMNS = [("entry_id", "int64"), ("payload", "binary"), ("payload_size", "int32"),
                 ("ledger_ctime", "timestamp[us, tz=UTC]"), ("ledger_state", "string")]
@@ -53,12 +53,12 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
     from bkctl.wire.client.blocking import BlockingBookKeeper
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     root = f"/export{uuid.uuid4().hex[:10]}"
     uri = f"zk+hierarchical://{zookeeper.connect_string}{root}/ledgers"
     with ZKMetadataStore(uri, timeout=20) as store:
-        store.init_cluster()
+        store.cluster.init()
     base = tmp_path_factory.mktemp("export-bookies")
     procs = [BookieProcess(base / f"bookie{i}", uri) for i in range(4)]
     bk = None
@@ -125,21 +125,6 @@ def spark(cluster):
             stop_spark(session)
 
 
-def bkctl(capsys, uri, *args):
-    """Run ``bkctl -m URI --json ARGS`` in this process: (exit code, JSON document or None, stderr)."""
-    from bkctl.cli import run
-
-    capsys.readouterr()
-    code = run(["-m", uri, "--json", *args])
-    out, err = capsys.readouterr()
-    doc = None
-    if out.strip():
-        lines = out.strip().splitlines()
-        assert len(lines) == 1, f"stdout must be one JSON document, got: {out!r}"
-        doc = json.loads(lines[0])
-    return code, doc, err
-
-
 def arrow_rows(out: Path) -> dict[int, list[tuple[int, bytes]]]:
     from bkctl.export.reading import arrow_dataset
 
@@ -194,11 +179,11 @@ def test_export_reads_back_with_pyarrow_and_spark(cluster, spark, capsys, tmp_pa
     assert doc["files"] >= 3 and doc["skipped"] == []
 
     # the changed ledger really has two segments, and the dead bookie held part of the big one
-    from bkctl.wire.metadata.zkstore import ZKMetadataStore
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     with ZKMetadataStore(cluster.uri) as store:
-        md_changed, _ = store.read_ledger(ids["changed"])
-        md_big, _ = store.read_ledger(ids["big"])
+        md_changed, _ = store.ledgers.read(ids["changed"])
+        md_big, _ = store.ledgers.read(ids["big"])
     assert len(md_changed.ensembles) == 2 and cluster.victim not in md_changed.ensembles[1][1]
     assert cluster.victim in md_big.ensembles[0][1]
     assert [p.proc.poll() is not None for p in cluster.procs].count(True) == 1

@@ -16,14 +16,15 @@ import time
 
 import pytest
 
-from tests.bookieproc import BookieProcess, WireClient, wait_for
-from tests.integration.conftest import start_bookies
-from tests.smallfs import fill, mount_or_explain, shrink_to_usage, unmount, usage
+from tests.support.bookieproc import BookieProcess, WireClient
+from tests.support.waiting import wait_for
+from tests.support.bookieproc import start_bookies
+from tests.support.smallfs import fill, mount_or_explain, shrink_to_usage, unmount, usage
 from bkctl.wire.codecs import v2
 from bkctl.wire.client.blocking import BlockingBookKeeper
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.protocol import RC
-from bkctl.wire.metadata.zkstore import ZKMetadataStore
+from bkctl.wire.metadata.zk import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +68,7 @@ def procs():
 
 def _states(uri):
     with ZKMetadataStore(uri) as zk:
-        return set(zk.writable_bookies()), set(zk.readonly_bookies())
+        return set(zk.registration.writable_bookies()), set(zk.registration.readonly_bookies())
 
 
 def test_full_disks_go_read_only_before_enospc_and_a_ledger_on_them_is_recovered(mounts, procs, metadata_uri):
@@ -142,7 +143,7 @@ def test_a_bookie_with_a_full_disk_starts_read_only_and_is_writable_again_below_
     procs.append(bookie)
     start_bookies([bookie], metadata_uri)
     # ledger 7 exists (a full disk runs garbage collection, which drops ledgers without metadata)
-    zkstore.create_ledger(LedgerMetadata.new([bookie.bookie_id], 1, 1, password=b"pw"), ledger_id=7)
+    zkstore.ledgers.create(LedgerMetadata.new([bookie.bookie_id], 1, 1, password=b"pw"), ledger_id=7)
     c = WireClient(bookie.port)
     for e in range(50):
         assert c.v2(v2.AddRequest(2, 0, KEY, _package(7, e), 7, e)).rc == RC.EOK

@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from bkctl.sandbox.zookeeper import free_port
-from tests.integration.test_autorecovery import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -39,38 +39,38 @@ def test_autorecovery_over_http_and_metrics(bookie_cluster, zkstore):
                               autoRecoveryDaemonEnabled="true", auditorPeriodicBookieCheckInterval=0,
                               auditorPeriodicCheckInterval=0)
 
-    answer = wait_for("an auditor", lambda: (lambda r: r if r[0] == 200 else None)(
+    answer = wait_for(what="an auditor", predicate=lambda: (lambda r: r if r[0] == 200 else None)(
         http(port, f"{AR}/who_is_auditor")), timeout=60)
     assert answer == (200, f"Auditor: {bookie.bookie_id}")
 
     assert http(port, f"{AR}/lost_bookie_recovery_delay", "PUT", {"delay_seconds": 0}) == \
         (200, "Success set lostBookieRecoveryDelay to 0")
-    assert zkstore.get_lost_bookie_recovery_delay() == 0
+    assert zkstore.underreplication.lost_bookie_recovery_delay() == 0
     assert http(port, f"{AR}/lost_bookie_recovery_delay") == (200, "lostBookieRecoveryDelay value: 0")
     status, text = http(port, f"{AR}/lost_bookie_recovery_delay", "PUT", {"delay_seconds": "soon"})
     assert status == 400 and "delay_seconds" in json.loads(text)["error"]
 
     # held back: a marked ledger stays marked, and an audit is refused with the reason
     assert http(port, f"{AR}/status?enabled=false", "PUT") == (200, '{\n  "enabled" : false\n}')
-    assert zkstore.is_autorecovery_enabled() is False
-    zkstore.mark_underreplicated(4242, ["10.9.9.9:3181"])
+    assert zkstore.underreplication.is_enabled() is False
+    zkstore.underreplication.mark(4242, ["10.9.9.9:3181"])
     status, text = http(port, f"{AR}/list_under_replicated_ledger?printmissingreplica")
     assert (status, json.loads(text)) == (200, {"4242": ["10.9.9.9:3181"]})
     status, text = http(port, f"{AR}/trigger_audit", "PUT")
     assert status == 409 and "disabled" in json.loads(text)["error"]
 
-    figures = wait_for("the under-replicated gauge", lambda: (lambda s: s if s.get(
+    figures = wait_for(what="the under-replicated gauge", predicate=lambda: (lambda s: s if s.get(
         "autorecovery_num_under_replicated_ledgers") == 1 else None)(samples(port)), timeout=60)
     assert figures["autorecovery_is_auditor"] == 1
     assert figures["autorecovery_elections_won_total"] == 1
 
     # enabled: the worker drops the mark of a ledger that does not exist; an audit runs on demand
     assert http(port, f"{AR}/status?enabled=true", "PUT") == (200, '{\n  "enabled" : true\n}')
-    wait_for("the mark to go", lambda: zkstore.count_underreplicated() == 0, timeout=60)
+    wait_for(what="the mark to go", predicate=lambda: zkstore.underreplication.count() == 0, timeout=60)
     assert http(port, f"{AR}/list_under_replicated_ledger")[0] == 404
     audits = samples(port)["autorecovery_audits_total"]
     assert http(port, f"{AR}/trigger_audit", "PUT") == (200, "Success trigger audit.")
-    after = wait_for("the triggered audit", lambda: (lambda s: s if s["autorecovery_audits_total"] > audits
+    after = wait_for(what="the triggered audit", predicate=lambda: (lambda s: s if s["autorecovery_audits_total"] > audits
                                                      and s.get("autorecovery_num_under_replicated_ledgers") == 0
                                                      else None)(samples(port)), timeout=60)
     assert after["autorecovery_rereplicate_failures_total"] == 0

@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("packaging")]  # module-scoped fixtures: one xdist worker runs the whole module
 
 
 def _run(*cmd, cwd=None, check=True) -> subprocess.CompletedProcess:

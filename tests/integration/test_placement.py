@@ -10,9 +10,10 @@ import urllib.request
 
 import pytest
 
-from tests.bookieproc import BookieProcess, free_port
-from tests.integration.conftest import start_bookies
-from tests.integration.test_cli_ledger import bkctl, json_lines, ok, one_line_error
+from tests.support.bookieproc import BookieProcess
+from bkctl.sandbox.zookeeper import free_port
+from tests.support.bookieproc import start_bookies
+from tests.support.cli import bkctl_bytes as bkctl, json_lines, ok, one_line_error
 from bkctl.wire.client.placement import MEETS_STRICT, RackAwarePlacement, RegionAwarePlacement
 from bkctl.wire.metadata.racks import RACK_MAP_PATH
 
@@ -82,7 +83,7 @@ def _profile(tmp_path, uri: str, **keys) -> dict:
 def _bkctl_env(uri, env, *args):
     import subprocess
 
-    from tests.integration.test_cli_ledger import BKCTL, REPO, env_for
+    from tests.support.cli import BKCTL, REPO, env_for
 
     full = dict(env_for(uri), **env)
     full.pop("BKCTL_METADATA_URI")
@@ -135,7 +136,7 @@ def test_rack_aware_life_cycle(http_bookies, rack_map, metadata_uri, zkstore, zk
     finally:
         app.close()
     for lid in ids:
-        ens = zkstore.read_ledger(lid)[0].last_ensemble
+        ens = zkstore.ledgers.read(lid)[0].last_ensemble
         assert len({racks[b] for b in ens}) == 3, ens
         assert all(len({racks[b] for b in wq}) == 2 for wq in _write_quorums(ens, 2))
     assert ok(bkctl(uri, "--json", "ledger", "list", "--not-adhering")).strip() == ""
@@ -155,9 +156,9 @@ def test_rack_aware_life_cycle(http_bookies, rack_map, metadata_uri, zkstore, zk
     # rack2 read-only: two racks left; E3/Qw2 cannot pair every neighbour over two racks
     for p in procs[4:]:
         _set_readonly(p, True)
-    _wait(lambda: set(zkstore.readonly_bookies()) == {p.bookie_id for p in procs[4:]}, "rack2 read-only")
+    _wait(lambda: set(zkstore.registration.readonly_bookies()) == {p.bookie_id for p in procs[4:]}, "rack2 read-only")
     created = json.loads(ok(bkctl(uri, "--json", "ledger", "create", "-e", "3", "-w", "2", "-a", "2")))
-    ens = zkstore.read_ledger(created["ledger_id"])[0].last_ensemble
+    ens = zkstore.ledgers.read(created["ledger_id"])[0].last_ensemble
     assert {racks[b] for b in ens} == {"/rack0", "/rack1"}
     strict = _profile(tmp_path, uri, enforce_min_racks_per_write_quorum=True)
     err = one_line_error(_bkctl_env(uri, strict, "--cluster", "c", "ledger", "create", "-e", "3", "-w", "2",
@@ -167,17 +168,17 @@ def test_rack_aware_life_cycle(http_bookies, rack_map, metadata_uri, zkstore, zk
     ok(_bkctl_env(uri, strict, "--cluster", "c", "ledger", "create", "-e", "4", "-w", "2", "-a", "2"))
     for p in procs[4:]:
         _set_readonly(p, False)
-    _wait(lambda: not zkstore.readonly_bookies(), "rack2 writable again")
+    _wait(lambda: not zkstore.registration.readonly_bookies(), "rack2 writable again")
 
     # recover a lost bookie: every replacement is its rack-mate, so every ledger keeps 3 racks
     victim, mate = procs[2], procs[3]
     victim.kill()
-    _wait(lambda: victim.bookie_id not in zkstore.writable_bookies(), "victim gone", timeout=40)
-    on_victim = [lid for lid in ids if victim.bookie_id in zkstore.read_ledger(lid)[0].bookies]
+    _wait(lambda: victim.bookie_id not in zkstore.registration.writable_bookies(), "victim gone", timeout=40)
+    on_victim = [lid for lid in ids if victim.bookie_id in zkstore.ledgers.read(lid)[0].bookies]
     assert on_victim
     ok(bkctl(uri, "--json", "recover", victim.bookie_id, "--force", timeout=300))
     for lid in ids:
-        md = zkstore.read_ledger(lid)[0]
+        md = zkstore.ledgers.read(lid)[0]
         assert victim.bookie_id not in md.bookies
         for _first, ens in md.ensembles:
             assert len({racks[b] for b in ens}) == 3, (lid, ens)
@@ -201,7 +202,7 @@ def test_region_aware_two_regions_of_two_racks(bookie_cluster, rack_map, metadat
     finally:
         app.close()
     for lid in ids:
-        ens = zkstore.read_ledger(lid)[0].last_ensemble
+        ens = zkstore.ledgers.read(lid)[0].last_ensemble
         assert {racks[b] for b in ens} == set(names), ens
         assert all(len({racks[b].split("/")[1] for b in wq}) == 2 for wq in _write_quorums(ens, 2)), ens
     # east, east, west, west: write quorums inside one region break the region policy only

@@ -9,17 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import REPO
 from click.testing import CliRunner
 
 from bkctl.commands.sandbox import sandbox
 from bkctl.sandbox import cluster
 from bkctl.sandbox.zookeeper import is_zookeeper_process, pid_alive, server_answers
-from bkctl.wire.metadata.zkstore import ZKMetadataStore
+from bkctl.wire.metadata.zk import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture
 def sandbox_dir(tmp_path):
@@ -48,14 +47,14 @@ def test_up_status_down_json(sandbox_dir):
     assert is_zookeeper_process(pid, sandbox_dir / "zookeeper")
     assert server_answers("127.0.0.1", port)
     with ZKMetadataStore(doc["uri"]) as store:
-        assert store.cluster_exists() and store.layout().manager == "hierarchical"
-        instance_id = store.instance_id()
+        assert store.cluster.exists() and store.cluster.layout().manager == "hierarchical"
+        instance_id = store.cluster.instance_id()
 
     # up again: same ZooKeeper, cluster untouched
     again = json.loads(invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json").stdout)
     assert again == doc
     with ZKMetadataStore(doc["uri"]) as store:
-        assert store.instance_id() == instance_id
+        assert store.cluster.instance_id() == instance_id
 
     status = invoke("status", "--dir", str(sandbox_dir), "--json")
     assert status.exit_code == 0
@@ -76,14 +75,14 @@ def test_up_status_down_json(sandbox_dir):
 def test_up_resumes_the_same_cluster_after_down(sandbox_dir):
     doc = json.loads(invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json").stdout)
     with ZKMetadataStore(doc["uri"]) as store:
-        instance_id = store.instance_id()
+        instance_id = store.cluster.instance_id()
     invoke("down", "--dir", str(sandbox_dir))
     assert not pid_alive(doc["zookeeper"]["pid"])
     resumed = json.loads(invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json").stdout)
     assert resumed["zookeeper"]["pid"] != doc["zookeeper"]["pid"]
     # the recorded port is reused when still free (another process may have taken it meanwhile)
     with ZKMetadataStore(resumed["uri"]) as store:
-        assert store.instance_id() == instance_id  # data kept in DIR/zookeeper/data
+        assert store.cluster.instance_id() == instance_id  # data kept in DIR/zookeeper/data
 
 
 def test_up_with_autorecovery_runs_the_daemon_in_every_bookie(sandbox_dir):
@@ -95,10 +94,10 @@ def test_up_with_autorecovery_runs_the_daemon_in_every_bookie(sandbox_dir):
         assert "autoRecoveryDaemonEnabled=true" in conf
     with ZKMetadataStore(doc["uri"]) as store:
         deadline = time.monotonic() + 60
-        while len(store.auditor_votes()) < 2 and time.monotonic() < deadline:
+        while len(store.auditor.votes()) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert len(store.auditor_votes()) == 2  # one vote per bookie's daemon
-        assert store.who_is_auditor() in ids
+        assert len(store.auditor.votes()) == 2  # one vote per bookie's daemon
+        assert store.auditor.current() in ids
     # remembered: a bookie added later runs it too
     again = json.loads(invoke("up", "--bookies", "3", "--dir", str(sandbox_dir), "--json").stdout)
     assert again["autorecovery"] is True
@@ -195,8 +194,8 @@ def test_up_with_a_bookie(sandbox_dir):
     assert bookie["dirs"] == [str(sandbox_dir.resolve() / "bookie-0" / "journal"),
                               str(sandbox_dir.resolve() / "bookie-0" / "ledgers")]
     with ZKMetadataStore(doc["uri"]) as store:
-        assert store.writable_bookies() == [bookie["bookie_id"]]
-        assert store.get_cookie(bookie["bookie_id"]) is not None
+        assert store.registration.writable_bookies() == [bookie["bookie_id"]]
+        assert store.cookies.get(bookie["bookie_id"]) is not None
 
     st = json.loads(invoke("status", "--dir", str(sandbox_dir), "--json").stdout)
     assert st["bookies"][0]["alive"] and st["bookies"][0]["registered"] == "writable"
@@ -210,4 +209,4 @@ def test_up_with_a_bookie(sandbox_dir):
     again = json.loads(invoke("up", "--bookies", "1", "--dir", str(sandbox_dir), "--json").stdout)
     assert again["bookies"][0]["bookie_id"] == bookie["bookie_id"]
     with ZKMetadataStore(again["uri"]) as store:
-        assert store.writable_bookies() == [bookie["bookie_id"]]
+        assert store.registration.writable_bookies() == [bookie["bookie_id"]]

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.bookieproc import BookieProcess, wait_for
-from bkctl.wire.metadata.zkstore import ZKMetadataStore
+from tests.support.bookieproc import BookieProcess
+from tests.support.waiting import wait_for
+from bkctl.wire.metadata.zk import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +33,7 @@ def own_zookeeper(tmp_path):
     server.start()
     uri = f"zk+hierarchical://{server.connect_string}/ledgers"
     with ZKMetadataStore(uri, timeout=20) as store:
-        store.init_cluster()
+        store.cluster.init()
     try:
         yield server, uri
     finally:
@@ -41,7 +42,7 @@ def own_zookeeper(tmp_path):
 
 def _registered(uri: str, bookie_id: str) -> bool:
     with ZKMetadataStore(uri, timeout=10) as zk:
-        return bookie_id in zk.writable_bookies()
+        return bookie_id in zk.registration.writable_bookies()
 
 
 @pytest.mark.parametrize("autorecovery", [False, True], ids=["bookie", "bookie+autorecovery"])

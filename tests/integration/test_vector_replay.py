@@ -4,8 +4,8 @@ from collections import defaultdict
 
 import pytest
 
-from tests.bookieproc import BookieProcess, WireClient
-from tests.golden import frames
+from tests.support.bookieproc import BookieProcess, WireClient
+from tests.support.golden import frames
 from bkctl.wire.codecs import v2, v3
 
 pytestmark = pytest.mark.integration

@@ -128,7 +128,17 @@ def test_pyspark_classpath_is_minimal():
                    "commons-cli-", "snappy-java-"):
         assert any(n.startswith(prefix) for n in names), prefix
     assert not any(n.startswith("spark-") for n in names)
-    assert "pyspark" not in sys.modules or True  # located without needing the import
+
+
+def test_pyspark_jars_are_located_without_importing_pyspark():
+    """Finding the jars must not pay pyspark's import (the sandbox starts ZooKeeper on every `up`)."""
+    if zkmod.pyspark_jars_dir() is None:
+        pytest.skip("pyspark is not installed")
+    probe = ("import sys; from bkctl.sandbox import zookeeper as z; "
+             "assert z._from_pyspark(), 'no jars'; print(sorted(m for m in sys.modules if m.startswith('pyspark')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 def test_pid_alive_treats_zombies_as_dead():

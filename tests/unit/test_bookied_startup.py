@@ -10,25 +10,14 @@ from bkctl.bookied import disk_layout as layout, identity
 from bkctl.bookied.config import ConfigError, load_config
 from bkctl.bookied.main import EXIT_CONFIG, EXIT_REFUSED
 from bkctl.bookied.service import BookieService
+from bkctl.wire.metadata.errors import ZKUnavailable
+from tests.support.fake_store import FakeMetadataStore
 
 UNIT = Path(__file__).resolve().parents[2] / "bookied" / "bookied.service"
 
 
-class FakeCookieStore:
-    def __init__(self):
-        self.cookies = {}
-
-    def get_cookie(self, bookie_id):
-        return (self.cookies[bookie_id], 0) if bookie_id in self.cookies else None
-
-    def put_cookie(self, bookie_id, cookie, version=None):
-        self.cookies[bookie_id] = cookie
-        return 0
-
-
-class CrashingStore(FakeCookieStore):
-    def put_cookie(self, bookie_id, cookie, version=None):
-        raise ConnectionError("ZooKeeper went away")
+def _crash(*_args):
+    raise ZKUnavailable("ZooKeeper at the fake unavailable: connection lost")
 
 
 def _cookie(tmp_path):
@@ -39,23 +28,25 @@ def _cookie(tmp_path):
 
 def test_a_crash_between_stamping_the_directories_and_zookeeper_is_finished_at_the_next_start(tmp_path):
     cookie = _cookie(tmp_path)
-    with pytest.raises(ConnectionError):
-        identity.check_and_stamp(CrashingStore(), cookie)
-    store = FakeCookieStore()
+    store = FakeMetadataStore().start()
+    store.before("cookies.put", _crash)
+    with pytest.raises(ZKUnavailable):
+        identity.check_and_stamp(store, cookie)
+    assert store.cookies.get(cookie.bookie_id) is None
     assert identity.check_and_stamp(store, cookie) == "new"
-    assert store.cookies[cookie.bookie_id] == cookie
+    assert store.cookies.get(cookie.bookie_id) == (cookie, 0)
     assert not layout.stamping_marker(cookie.journal_dirs[0])
     assert identity.check_and_stamp(store, cookie) == "ok"
 
 
 def test_a_bookie_whose_zookeeper_cookie_was_deleted_is_refused(tmp_path):
     cookie = _cookie(tmp_path)
-    store = FakeCookieStore()
+    store = FakeMetadataStore().start()
     assert identity.check_and_stamp(store, cookie) == "new"
-    del store.cookies[cookie.bookie_id]  # bkctl decommission
+    store.cookies.delete(cookie.bookie_id)  # bkctl decommission
     with pytest.raises(identity.Decommissioned, match="decommissioned.*bkctl bookieformat"):
         identity.check_and_stamp(store, cookie)
-    assert cookie.bookie_id not in store.cookies
+    assert store.cookies.get(cookie.bookie_id) is None
 
 
 MOUNTINFO_PRIVATE = """\

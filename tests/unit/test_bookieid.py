@@ -7,7 +7,7 @@ import pytest
 
 from bkctl.bookied.config import ConfigError, load_config, validate_bookie_id
 from bkctl.wire.metadata.bookieid import bookie_id_problem, check_bookie_id, is_valid_bookie_id
-from bkctl.wire.metadata.zkstore import is_valid_bookie_id as store_rule
+from bkctl.wire.metadata.bookieid import is_valid_bookie_id as store_rule
 
 # Java's BookieId: [a-zA-Z0-9:-_.\-]+ (":-_" is the range ':'..'_'), and never "readonly".
 VALID = ["bookie-1", "10.0.0.1:3181", "bk_1.example.com:3181", "fe80::1:3181", "BK@[zone]",

@@ -42,19 +42,19 @@ def fastpaths(value):
 
 
 def profile_zk_enable_security(value):
-    from bkctl.config import zk_security
+    from bkctl.clusters import zk_security
 
     return zk_security({"zk_enable_security": value}).enable_security
 
 
 def profile_zk_tls(value):
-    from bkctl.config import zk_security
+    from bkctl.clusters import zk_security
 
     return zk_security({"zk_tls": value}).tls
 
 
 def env_zk_enable_security(value):
-    from bkctl.config import zk_security
+    from bkctl.clusters import zk_security
 
     os.environ["BKCTL_ZK_ENABLE_SECURITY"] = value
     try:

@@ -18,7 +18,7 @@ def params(fn):
 
 
 def test_the_interface_is_what_the_handles_use():
-    assert sorted(METHODS) == ["add_with_callback", "batch_read", "read", "read_lac", "read_long_poll",
+    assert sorted(METHODS) == ["add_encoded", "add_with_callback", "batch_read", "read", "read_lac", "read_long_poll",
                                "read_with_callback", "write_lac"]
 
 

@@ -1,7 +1,8 @@
 """The connection's fast path for v3 add answers behaves like full parsing."""
 import itertools
 
-from tests.unit.test_client_connection import Harness, KEY, entry, v3_requests, v3_reply, result_of, failure_of, no_result, sent_frames
+from tests.support.connection import Harness, KEY, entry, v3_requests, v3_reply, failure_of, no_result, sent_frames
+from tests.support.deferreds import result_of
 from bkctl.wire.codecs import v2
 from bkctl.wire.client import errors as E
 from bkctl.wire.codecs import v3

@@ -1,13 +1,16 @@
-"""The ledger layer with fake bookie connections, a fake metadata store and task.Clock.
+"""The ledger layer with fake bookie connections, the in-memory metadata store and task.Clock.
 
-The fakes implement just what the ledger layer uses of a BookieConnection
-(add/read/read_lac with Deferreds the test fires by hand, or automatically
-from an in-memory entry map) and of a ZKMetadataStore (versioned ledger
-metadata with compare-and-set).
+The fake bookies implement the ledger layer's BookieChannel (add/read/read_lac
+with Deferreds the test fires by hand, or automatically from an in-memory entry
+map); the store is tests/support/fake_store.py, checked against ZooKeeper.  As in
+production, the client runs its metadata calls on the reactor's thread pool
+(tests/support/threads.py): they wait until the test settles them, and their
+results come back later, not inline.
 """
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 import struct
 from functools import partial
 
@@ -15,6 +18,7 @@ import pytest
 from twisted.internet import defer, task
 from twisted.python.failure import Failure
 
+from bkctl.wire import fastpath
 from bkctl.wire.client.bookkeeper import BookKeeperClient, lock_path
 from bkctl.wire.client.errors import LedgerLocked
 from bkctl.wire.client.errors import (
@@ -31,11 +35,15 @@ from bkctl.wire.client.errors import EntryNotConfirmed, HandleReleased, LedgerCl
 from bkctl.wire.client.ledger_handle import LedgerHandle
 from bkctl.wire.client.errors import NotEnoughBookies
 from bkctl.wire.client.placement import RandomPlacement
+from bkctl.wire.codecs import v2, v3
+from bkctl.wire.codecs.protocol import Flag
 from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import Conflict, DigestError, MetadataError
-from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
-from bkctl.wire.metadata.zkstore import MetadataVersionConflict, NoSuchLedger
-from tests.deferreds import result_of
+from bkctl.wire.metadata.ledger import LedgerState
+from bkctl.wire.metadata.errors import NoSuchLedger, ZKUnavailable
+from tests.support import deferreds
+from tests.support.threads import ThreadedClock
+from tests.support.fake_store import FakeMetadataStore
 
 B = [f"10.0.0.{i}:3181" for i in range(1, 7)]
 
@@ -96,6 +104,26 @@ class FakeConnection:
         d = self.add(ledger_id, entry_id, master_key, body, recovery=recovery, high_priority=high_priority)
         d.addCallbacks(lambda _: on_done(ctx, slot, self.bookie_id, None),
                        lambda f: on_done(ctx, slot, self.bookie_id, f.value))
+
+    def add_encoded(self, add, on_done, ctx, slot):
+        """The writer's fast-path add (BookieChannel): the shared bytes are
+        taken apart as a bookie would (v3 with a txnId of this connection,
+        v2 as they are), then it is an add like any other."""
+        if add.v3_part is not None:
+            head, _answer_head = v3.add_header_fields(7, add.high_priority)
+            req = v3.parse_request(head + add.v3_part)
+            inner = req.addRequest
+            ids, key, body = (inner.ledgerId, inner.entryId), inner.masterKey, inner.body
+            recovery = v3.is_recovery_add(req)
+            high_priority = v3.is_high_priority(req)
+        else:
+            req = v2.decode_request(add.v2_frame[4:])
+            (ids, key, body) = ((req.ledger_id, req.entry_id), req.master_key, req.body)
+            recovery = bool(req.flags & Flag.RECOVERY_ADD)
+            high_priority = bool(req.flags & Flag.HIGH_PRIORITY)
+        assert ids == (add.ledger_id, add.entry_id) and body == add.body
+        assert (recovery, high_priority) == (add.recovery, add.high_priority)
+        self.add_with_callback(ids[0], ids[1], key, body, recovery, high_priority, on_done, ctx, slot)
 
     def _timeout(self, d, entry_id):
         if not d.called:
@@ -220,73 +248,42 @@ class FakePool:
         return defer.succeed(None)
 
 
-class FakeStore:
-    root = "/ledgers"
-
-    def __init__(self, writable, readonly=()):
-        self.writable = list(writable)
-        self.readonly = list(readonly)
-        self.ledgers: dict[int, tuple[LedgerMetadata, int]] = {}
-        self.next_id = 1
-        self.updates: list[LedgerMetadata] = []
-
-    def start(self):
-        return self
-
-    def writable_bookies(self):
-        return sorted(self.writable)
-
-    def readonly_bookies(self):
-        return sorted(self.readonly)
-
-    def bookie_service_info(self, bookie_id):
-        return None
-
-    def create_ledger(self, md, ledger_id=None):
-        if ledger_id is None:
-            ledger_id = self.next_id
-            self.next_id += 1
-        self.ledgers[ledger_id] = (md, 0)
-        return ledger_id, 0
-
-    def read_ledger(self, ledger_id):
-        if ledger_id not in self.ledgers:
-            raise NoSuchLedger(ledger_id)
-        return self.ledgers[ledger_id]
-
-    def update_ledger(self, ledger_id, md, expected_version):
-        current, version = self.read_ledger(ledger_id)
-        if expected_version != version:
-            raise MetadataVersionConflict(ledger_id, expected_version, current, version)
-        self.ledgers[ledger_id] = (md, version + 1)
-        self.updates.append(md)
-        return version + 1
-
-    def poke(self, ledger_id, md):
-        """Someone else writes the metadata."""
-        _, version = self.read_ledger(ledger_id)
-        self.ledgers[ledger_id] = (md, version + 1)
-
-    def ledger_exists(self, ledger_id):
-        return ledger_id in self.ledgers
-
-    def delete_ledger(self, ledger_id):
-        self.ledgers.pop(ledger_id, None)
+_REACTORS: list[ThreadedClock] = []
 
 
-def sync_blocking(call):
-    return defer.maybeDeferred(call)
+@pytest.fixture(autouse=True)
+def _forget_reactors():
+    yield
+    _REACTORS.clear()
+
+
+def settle() -> None:
+    """Run the metadata calls the clients handed to their thread pools, and deliver their results."""
+    for reactor in _REACTORS:
+        reactor.settle()
+
+
+def result_of(d: defer.Deferred):
+    settle()
+    return deferreds.result_of(d)
 
 
 def make_client(bookies=B[:4], readonly=(), clock=None, add_timeout=None, **options):
-    store = FakeStore(bookies, readonly)
+    store = FakeMetadataStore().start()
+    for bookie in bookies:
+        store.registration.register(bookie)
+    for bookie in readonly:
+        store.registration.register(bookie, readonly=True)
     pool = FakePool(clock, add_timeout)
-    client = BookKeeperClient(store, task.Clock(), pool=pool, run_blocking=sync_blocking,
+    reactor = ThreadedClock()  # metadata calls go through its thread pool, as in production
+    _REACTORS.append(reactor)
+    client = BookKeeperClient(store, reactor, pool=pool,
                               placement=RandomPlacement(random.Random(7)), **options)
     return client, store, pool
 
 
 def failure_of(d: defer.Deferred) -> Failure:
+    settle()
     out = []
     d.addBoth(out.append)
     assert out and isinstance(out[0], Failure), f"expected a failure, got {out}"
@@ -346,7 +343,7 @@ def test_create_validates_quorums_with_ledger_metadata_rules():
         create(client, 2, 3, 2)
     with pytest.raises(MetadataError):
         create(client, 3, 2, 0)
-    assert store.ledgers == {}
+    assert list(store.ledgers.ids()) == []
 
 
 def test_create_without_enough_bookies():
@@ -358,12 +355,25 @@ def test_create_without_enough_bookies():
 def test_create_writes_metadata_first():
     client, store, pool = make_client()
     lh = create(client, 3, 2, 2, password=b"pw", custom_metadata={"app": b"x"})
-    md, version = store.ledgers[lh.ledger_id]
+    md, version = store.ledgers.read(lh.ledger_id)
     assert md.state is LedgerState.OPEN and version == 0
     assert (md.ensemble_size, md.write_quorum, md.ack_quorum) == (3, 2, 2)
     assert md.password == b"pw" and md.digest_type is DigestType.CRC32C
     assert md.custom_metadata == {"app": b"x"}
     assert pool.conns == {}  # nothing sent to bookies yet
+
+
+def test_metadata_calls_run_on_the_thread_pool_and_answer_later():
+    client, store, pool = make_client()
+    store.calls.clear()
+    d = client.create_ledger(3, 2, 2)
+    assert not d.called and store.calls == []  # handed to the pool, nothing ran inline
+    [reactor] = _REACTORS
+    reactor.thread_pool.run_next()  # the bookie lists, read "on another thread"...
+    assert store.called("registration.writable_bookies") and not store.called("ledgers.create")
+    assert len(reactor.from_threads) == 1 and not d.called  # ...answer through callFromThread
+    settle()
+    assert store.ledgers.read(result_of(d).ledger_id)[1] == 0
 
 
 # ----------------------------------------------------------------- striping, quorum, ordering
@@ -502,9 +512,11 @@ def test_failed_bookie_triggers_ensemble_change_and_resend():
     # entry 2 goes to ens[2], ens[0]; ens[0] acknowledged 2, then ens[2] fails it
     pool.conns[ens[0]].ack(2)
     pool.conns[ens[2]].fail(2, BookieUnavailable("down", bookie=ens[2]))
-    md, version = store.ledgers[lh.ledger_id]
+    settle()  # the metadata calls run on the thread pool
+    md, version = store.ledgers.read(lh.ledger_id)
     assert md.ensembles == ((0, tuple(ens)), (2, (ens[0], ens[1], spare)))
-    assert lh.metadata == md and lh.ensemble_changes == 1
+    # the store fills in its znode's ctime on reads; the writer's metadata has none
+    assert lh.metadata == replace(md, ctime=None) and lh.ensemble_changes == 1
     # striping in the new segment uses the new ensemble
     assert lh.metadata.write_set(2) == [spare, ens[0]]
     assert lh.metadata.write_set(3) == [ens[0], ens[1]]
@@ -530,6 +542,7 @@ def test_ack_from_the_replaced_bookie_is_discarded():
     track(lh.add_entry(b"x"), done)
     pool.conns[ens[0]].ack(0)  # one of two needed
     pool.conns[ens[1]].fail(0, BookieTimeout("slow", bookie=ens[1]))
+    settle()  # the metadata calls run on the thread pool
     new = lh.metadata.last_ensemble
     assert ens[1] not in new and lh.metadata.ensembles[-1][0] == 0  # segment 0 replaced in place
     assert done == []
@@ -549,6 +562,7 @@ def test_timeout_on_the_clock_changes_the_ensemble():
     clock.advance(1.9)
     assert lh.ensemble_changes == 0
     clock.advance(0.2)  # ws[1] never answered
+    settle()  # the metadata calls run on the thread pool
     assert lh.ensemble_changes == 1 and ws[1] not in lh.metadata.last_ensemble
     replacement = next(b for b in lh.metadata.last_ensemble if b not in ens)
     pool.conns[replacement].ack(0)
@@ -562,7 +576,7 @@ def test_adds_made_during_an_ensemble_change_wait_for_it():
     plain = client.run_blocking
 
     def run_blocking(fn, *args, **kw):  # hold the metadata write until the test opens the gate
-        if fn == store.update_ledger:
+        if fn == store.ledgers.update:
             return gate.addCallback(lambda _: fn(*args, **kw))
         return plain(fn, *args, **kw)
 
@@ -576,6 +590,7 @@ def test_adds_made_during_an_ensemble_change_wait_for_it():
     track(lh.add_entry(b"y"), done)  # during the change: held back
     assert all(c.outstanding(1) == 0 for c in pool.conns.values())
     gate.callback(None)
+    settle()  # the metadata calls run on the thread pool
     md = lh.metadata
     assert bad not in md.last_ensemble and md.ensembles[-1][0] == 0
     for e in (0, 1):
@@ -592,6 +607,7 @@ def test_no_replacement_fails_the_adds():
     track(lh.add_entry(b"x"), done)
     bad = lh.metadata.write_set(0)[0]
     pool.conns[bad].fail(0, BookieUnavailable("down", bookie=bad))
+    settle()  # the metadata calls run on the thread pool
     assert done and done[0][0] == "err" and isinstance(done[0][1], NotEnoughBookies)
     assert lh.state == "failed"
     with pytest.raises(NotEnoughBookies):
@@ -601,12 +617,13 @@ def test_no_replacement_fails_the_adds():
 def test_ensemble_change_on_a_ledger_being_recovered_fails_as_fenced():
     client, store, pool = make_client(bookies=B[:4])
     lh = create(client, 3, 2, 2)
-    store.poke(lh.ledger_id, lh.metadata.in_recovery())
+    store.ledgers.update(lh.ledger_id, lh.metadata.in_recovery(), -1)  # another writer
     done = []
     track(lh.add_entry(b"x"), done)
     track(lh.add_entry(b"y"), done)
     bad = lh.metadata.write_set(0)[0]
     pool.conns[bad].fail(0, BookieUnavailable("down", bookie=bad))
+    settle()  # the metadata calls run on the thread pool
     assert [k for k, _ in done] == ["err", "err"]
     assert all(isinstance(v, LedgerFencedError) and isinstance(v, Conflict) for _, v in done)
 
@@ -615,12 +632,13 @@ def test_ensemble_change_merges_with_unrelated_metadata_changes():
     client, store, pool = make_client(bookies=B[:5])
     lh = create(client, 3, 2, 2)
     # someone (autorecovery-like) rewrites the metadata without touching the last segment
-    store.poke(lh.ledger_id, lh.metadata)
+    store.ledgers.update(lh.ledger_id, lh.metadata, -1)  # another writer
     done = []
     track(lh.add_entry(b"x"), done)
     bad = lh.metadata.write_set(0)[0]
     pool.conns[bad].fail(0, BookieUnavailable("down", bookie=bad))
-    md, version = store.ledgers[lh.ledger_id]
+    settle()  # the metadata calls run on the thread pool
+    md, version = store.ledgers.read(lh.ledger_id)
     assert version == 2 and bad not in md.last_ensemble and lh.metadata_version == 2
 
 
@@ -638,7 +656,7 @@ def test_fenced_add_fails_every_outstanding_add_in_order():
     with pytest.raises(LedgerFencedError):
         result_of(lh.add_entry(b"later"))
     result_of(lh.close())  # nothing to write: the recoverer closes the ledger
-    assert store.ledgers[lh.ledger_id][0].is_open
+    assert store.ledgers.read(lh.ledger_id)[0].is_open
 
 
 def test_unauthorized_add_fails_without_ensemble_change():
@@ -667,7 +685,7 @@ def test_close_waits_for_pending_adds_then_writes_closed():
         for b in lh.metadata.write_set(e):
             pool.conns[b].ack(e)
     result_of(closing)
-    md, version = store.ledgers[lh.ledger_id]
+    md, version = store.ledgers.read(lh.ledger_id)
     assert md.state is LedgerState.CLOSED and (md.last_entry_id, md.length) == (1, 5) and version == 1
     assert lh.is_closed and lh.last_entry_id == 1
     result_of(lh.close())  # again: same outcome
@@ -677,7 +695,7 @@ def test_close_of_an_empty_ledger():
     client, store, pool = make_client()
     lh = create(client)
     result_of(lh.close())
-    md, _ = store.ledgers[lh.ledger_id]
+    md, _ = store.ledgers.read(lh.ledger_id)
     assert md.is_closed and (md.last_entry_id, md.length) == (-1, 0)
 
 
@@ -690,25 +708,25 @@ def test_close_conflicts():
     # metadata changed otherwise: retried on top of it
     lh = create(client)
     result_of(lh.add_entry(b"abc"))
-    store.poke(lh.ledger_id, lh.metadata)
+    store.ledgers.update(lh.ledger_id, lh.metadata, -1)  # another writer
     result_of(lh.close())
-    assert store.ledgers[lh.ledger_id][0].last_entry_id == 0
+    assert store.ledgers.read(lh.ledger_id)[0].last_entry_id == 0
     # closed by someone else with the same result: fine
     lh = create(client)
     result_of(lh.add_entry(b"abc"))
-    store.poke(lh.ledger_id, lh.metadata.closed(0, 3))
+    store.ledgers.update(lh.ledger_id, lh.metadata.closed(0, 3), -1)  # another writer
     result_of(lh.close())
     # closed by someone else at another entry: a clear error
     lh = create(client)
     result_of(lh.add_entry(b"abc"))
     result_of(lh.add_entry(b"d"))
-    store.poke(lh.ledger_id, lh.metadata.closed(0, 3))
+    store.ledgers.update(lh.ledger_id, lh.metadata.closed(0, 3), -1)  # another writer
     f = failure_of(lh.close())
     assert f.check(LedgerClosedError)
     assert "closed by another client at entry 0" in str(f.value) and "up to 1" in str(f.value)
     # in recovery: fenced
     lh = create(client)
-    store.poke(lh.ledger_id, lh.metadata.in_recovery())
+    store.ledgers.update(lh.ledger_id, lh.metadata.in_recovery(), -1)  # another writer
     assert failure_of(lh.close()).check(LedgerFencedError)
 
 
@@ -806,12 +824,12 @@ def test_recovery_fences_and_closes_at_the_last_recoverable_entry():
     body5 = DigestManager(lh.ledger_id, DigestType.CRC32C, b"").package(5, 3, 100, b"tail")
     pool.conns[lh.metadata.write_set(5)[0]].stored[(lh.ledger_id, 5)] = body5
     rh = result_of(client.open_ledger(lh.ledger_id, recovery=True))
-    md, _ = store.ledgers[lh.ledger_id]
+    md, _ = store.ledgers.read(lh.ledger_id)
     assert md.is_closed and rh.last_entry_id == md.last_entry_id
     assert md.last_entry_id in (4, 5)
     assert all(lh.ledger_id in pool.conns[b].fenced for b in ens)
     # states written: IN_RECOVERY then CLOSED
-    assert [u.state for u in store.updates[-2:]] == [LedgerState.IN_RECOVERY, LedgerState.CLOSED]
+    assert [md.state for _, md, _ in store.called("ledgers.update")[-2:]] == [LedgerState.IN_RECOVERY, LedgerState.CLOSED]
     if md.last_entry_id == 5:  # found on its replica: written back to the whole write set
         for b in md.write_set(5):
             assert pool.conns[b].stored[(lh.ledger_id, 5)] == body5
@@ -844,9 +862,9 @@ def test_recovery_needs_enough_answers():
 
 def test_recovery_of_a_closed_ledger_opens_it_directly():
     client, store, pool, lh = filled_ledger(n=2)
-    updates = len(store.updates)
+    updates = len(store.called("ledgers.update"))
     rh = result_of(client.open_ledger(lh.ledger_id, recovery=True))
-    assert rh.last_entry_id == 1 and len(store.updates) == updates
+    assert rh.last_entry_id == 1 and len(store.called("ledgers.update")) == updates
 
 
 def test_open_for_append_continues_after_the_tail(monkeypatch):
@@ -875,7 +893,7 @@ def test_open_for_append_continues_after_the_tail(monkeypatch):
     assert result_of(ah.add_entry(b"more")) == 3
     result_of(ah.close())
     assert FakeLock.held == set()
-    md, _ = store.ledgers[lh.ledger_id]
+    md, _ = store.ledgers.read(lh.ledger_id)
     assert md.is_closed and md.last_entry_id == 3
     assert md.length == sum(len(b"entry-%d" % i) for i in range(3)) + 4
     with pytest.raises(LedgerClosedError):
@@ -887,7 +905,7 @@ def test_delete_ledger():
     client, store, pool = make_client()
     lh = create(client)
     result_of(client.delete_ledger(lh.ledger_id))
-    assert lh.ledger_id not in store.ledgers
+    assert not store.ledgers.exists(lh.ledger_id)
     with pytest.raises(NoSuchLedger):
         result_of(client.delete_ledger(lh.ledger_id))
 
@@ -931,7 +949,7 @@ def test_closing_wakes_a_producer_waiting_for_room():
         for b in lh.metadata.write_set(e):
             pool.conns[b].ack(e)
     result_of(closing)
-    assert store.ledgers[lh.ledger_id][0].last_entry_id == 1
+    assert store.ledgers.read(lh.ledger_id)[0].last_entry_id == 1
 
 
 def test_oversized_entries_are_refused_before_sending():
@@ -960,17 +978,13 @@ def test_bookie_ids_resolve_through_service_info_with_host_port_fallback():
     from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 
     client, store, pool = make_client()
-    infos = {"bookie-a": BookieServiceInfo.for_bookie("192.0.2.7", 4181),
-             "10.0.0.9:3181": BookieServiceInfo.legacy()}
-    store.bookie_service_info = infos.get
+    store.registration.register("bookie-a", BookieServiceInfo.for_bookie("192.0.2.7", 4181))
+    store.registration.register("10.0.0.9:3181", BookieServiceInfo.legacy())
     assert result_of(client._resolve("bookie-a")) == ("192.0.2.7", 4181)
     assert result_of(client._resolve("10.0.0.9:3181")) == ("10.0.0.9", 3181)  # legacy: the id itself
     assert result_of(client._resolve("10.0.0.8:3181")) == ("10.0.0.8", 3181)  # not registered
 
-    def broken(bookie_id):
-        raise RuntimeError("zk down")
-
-    store.bookie_service_info = broken
+    store.fail_with(ZKUnavailable("ZooKeeper at the fake unavailable: connection lost"))
     assert result_of(client._resolve("bookie-a")) == ("192.0.2.7", 4181)  # last known address
 
 
@@ -1027,7 +1041,7 @@ def test_release_publishes_the_lac_and_stops_the_handle_without_closing_the_ledg
             assert h.digest.verify_lac(body) == 2
     assert released == [True]
     assert isinstance(failure_of(h.add_entry(b"late")).value, HandleReleased)
-    assert not store.read_ledger(h.ledger_id)[0].is_closed
+    assert not store.ledgers.read(h.ledger_id)[0].is_closed
     result_of(h.release())  # again: nothing more happens
     assert released == [True]
 
@@ -1061,12 +1075,22 @@ def single_reads(pool):
     return sum(len(c.reads) for c in pool.conns.values())
 
 
-def test_v2_reads_of_an_unstriped_ledger_use_batch_reads():
+@pytest.fixture(params=[True, False], ids=["batch-reads", "fastpaths-off"])
+def batch_reads(request, monkeypatch):
+    """v2 batch reads are a fast path: each test runs with it on and off."""
+    monkeypatch.setattr(fastpath, "ENABLED", request.param)
+    return request.param
+
+
+def test_v2_reads_of_an_unstriped_ledger_use_batch_reads(batch_reads):
     client, _store, pool = make_client(protocol="v2")
     h = written(client, pool, 1500)  # more chunks than are kept in flight
     got = result_of(h.read_entries(0, 1499))
     assert got == [(i, b"payload-%d" % i) for i in range(1500)]
     batches = [r for c in pool.conns.values() for r in c.batch_reads]
+    if not batch_reads:
+        assert batches == [] and single_reads(pool) == 1500
+        return
     assert single_reads(pool) == 0
     assert sorted(first for _l, first, _n in batches) == [0, 256, 512, 768, 1024, 1280]
     assert all(n <= 256 for _l, _f, n in batches)
@@ -1074,7 +1098,7 @@ def test_v2_reads_of_an_unstriped_ledger_use_batch_reads():
     assert len({c.bookie_id for c in pool.conns.values() if c.batch_reads}) > 1
 
 
-def test_short_answers_continue_and_corrupt_or_unable_replicas_hand_over():
+def test_short_answers_continue_and_corrupt_or_unable_replicas_hand_over(batch_reads):
     client, _store, pool = make_client(protocol="v2")
     h = written(client, pool, 100)
     first, second, third = h.metadata.write_set(0)
@@ -1084,12 +1108,15 @@ def test_short_answers_continue_and_corrupt_or_unable_replicas_hand_over():
     pool.get(second).no_batch = True  # an older bookie
     got = result_of(h.read_entries(0, 99))
     assert got == [(i, b"payload-%d" % i) for i in range(100)]
+    if not batch_reads:  # entry by entry; entry 3 from the next replica
+        assert single_reads(pool) == 101
+        return
     assert (h.ledger_id, 3, 97) in pool.get(second).batch_reads  # tried after the corrupt entry ...
     assert any(first_id == 3 for _l, first_id, _n in pool.get(third).batch_reads)  # ... and handed over
     assert single_reads(pool) == 0
 
 
-def test_when_no_replica_can_batch_read_entries_are_read_one_by_one():
+def test_when_no_replica_can_batch_read_entries_are_read_one_by_one(batch_reads):
     client, _store, pool = make_client(protocol="v2")
     h = written(client, pool, 20)
     for b in h.metadata.last_ensemble:
@@ -1098,7 +1125,7 @@ def test_when_no_replica_can_batch_read_entries_are_read_one_by_one():
     assert single_reads(pool) == 20
 
 
-def test_a_batch_read_of_a_missing_entry_fails_as_a_single_read_would():
+def test_a_batch_read_of_a_missing_entry_fails_as_a_single_read_would(batch_reads):
     client, _store, pool = make_client(protocol="v2")
     h = written(client, pool, 10)
     for b in h.metadata.last_ensemble:
@@ -1108,7 +1135,7 @@ def test_a_batch_read_of_a_missing_entry_fails_as_a_single_read_would():
 
 
 @pytest.mark.parametrize("protocol", ["v2", "v3"])
-def test_reads_follow_ensemble_changes(protocol):
+def test_reads_follow_ensemble_changes(protocol, batch_reads):
     client, store, pool = make_client(bookies=B[:5], protocol=protocol)
     h = written(client, pool, 10, e=2, qw=2, qa=2)
     old = h.metadata.last_ensemble
@@ -1122,7 +1149,7 @@ def test_reads_follow_ensemble_changes(protocol):
                 pool.get(b).stored[(lid, e)] = body
     h._metadata = md
     assert result_of(h.read_entries(0, 9)) == [(i, b"payload-%d" % i) for i in range(10)]
-    if protocol == "v2":  # batch reads, one per segment
+    if protocol == "v2" and batch_reads:  # batch reads, one per segment
         assert {f for b in old for _l, f, _n in pool.get(b).batch_reads} == {0}
         assert {f for b in new for _l, f, _n in pool.get(b).batch_reads} == {6}
         assert single_reads(pool) == 0
@@ -1161,7 +1188,7 @@ def test_adds_wait_while_a_bookie_is_max_inflight_writes_behind():
     while any(slow.outstanding(e) for e in range(20)):
         slow.ack(next(e for e in range(20) if slow.outstanding(e)))
     assert done == [("ok", i) for i in range(20)]
-    assert h.writable() and h.ensemble_changes == 0 and store.updates == []
+    assert h.writable() and h.ensemble_changes == 0 and store.called("ledgers.update") == []
 
 
 # ------------------------------------------------------------ long-poll LAC reads

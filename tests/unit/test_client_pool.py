@@ -13,7 +13,7 @@ from bkctl.wire.client.connection import BookieConnection
 from bkctl.wire.client.pool import BookiePool
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC
-from tests.deferreds import result_of
+from tests.support.deferreds import result_of
 
 
 def fired(d: defer.Deferred) -> bool:

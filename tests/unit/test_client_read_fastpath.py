@@ -17,7 +17,7 @@ from bkctl.wire.errors import DigestError
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
 from bkctl.wire.codecs.protocol import RC
-from tests.unit.test_client_connection import Harness, v3_reply, v3_requests
+from tests.support.connection import Harness, v3_reply, v3_requests
 
 i64 = st.integers(-(1 << 63), (1 << 63) - 1)
 

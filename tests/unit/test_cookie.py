@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.golden import VECTORS
+from tests.support.golden import VECTORS
 from bkctl.wire.metadata.cookie import Cookie, CookieMismatch, decode_dirs, encode_dirs, parse_cookie
 from bkctl.wire.errors import BKError, CodecError
 

@@ -7,6 +7,7 @@ from bkctl.ops.bookie_http import http_address
 from bkctl.ops.ledger_meta import LedgerFilter, ledger_id_from_file_name, parse_duration, parse_size, totals
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
+from tests.support.fake_store import FakeMetadataStore
 
 DAY = 86400 * 1000
 
@@ -41,28 +42,23 @@ def test_ledger_filter():
                    "length": 0}]) == {"count": 2, "entries": 10, "bytes": 5000}
 
 
-class _Store:
-    def __init__(self, info, registered=True):
-        self.info = info
-        self.registered = registered
-
-    def is_bookie_registered(self, _b):
-        return self.registered
-
-    def bookie_service_info(self, _b):
-        return self.info
+def _store(info, registered=True):
+    store = FakeMetadataStore().start()
+    if registered:
+        store.registration.register("bk5:3181", info)
+    return store
 
 
 def test_http_address_from_the_registration():
     info = BookieServiceInfo.for_bookie("10.0.0.5", 3181, http_port=8000)
-    assert http_address(_Store(info), "bk5:3181") == "10.0.0.5:8000"  # Java publishes 0.0.0.0: the RPC host
-    assert http_address(_Store(info), "bk5:3181", "h:1") == "h:1"
+    assert http_address(_store(info), "bk5:3181") == "10.0.0.5:8000"  # Java publishes 0.0.0.0: the RPC host
+    assert http_address(_store(info), "bk5:3181", "h:1") == "h:1"
     with pytest.raises(CommandError) as e:
-        http_address(_Store(BookieServiceInfo.for_bookie("10.0.0.5", 3181)), "bk5:3181")
+        http_address(_store(BookieServiceInfo.for_bookie("10.0.0.5", 3181)), "bk5:3181")
     assert e.value.code == 1 and "no HTTP endpoint" in str(e.value)
     with pytest.raises(CommandError) as e:
-        http_address(_Store(info, registered=False), "bk5:3181")
+        http_address(_store(info, registered=False), "bk5:3181")
     assert e.value.code == 3
     with pytest.raises(CommandError) as e:
-        http_address(_Store(info), "bk5:3181", "nonsense")
+        http_address(_store(info), "bk5:3181", "nonsense")
     assert e.value.code == 2

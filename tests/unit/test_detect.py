@@ -4,7 +4,7 @@ from collections import defaultdict
 import pytest
 from hypothesis import given, strategies as st
 
-from tests.golden import frames
+from tests.support.golden import frames
 from bkctl.wire.codecs import v3
 from bkctl.wire.codecs.detect import ProtocolDetector
 from bkctl.wire.errors import CodecError

@@ -1,7 +1,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from tests.golden import frames
+from tests.support.golden import frames
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.digest import DIGEST_LENGTH, DigestManager, DigestType, entry_ids, mac_key, master_key
 from bkctl.wire.errors import DigestError

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests import crash
+from tests.support import crash
 
 from bkctl.bookied import storage as es
 from bkctl.bookied.storage import entry_log, store as store_module

@@ -21,7 +21,7 @@ from bkctl.export.planning import (
 )
 from bkctl.wire.errors import Conflict, NotFound
 from bkctl.wire.metadata.ledger import LedgerMetadata
-from bkctl.wire.metadata.zkstore import NoSuchLedger
+from tests.support.fake_store import FakeMetadataStore
 
 # ---------------------------------------------------------------- ledger specs
 
@@ -113,31 +113,17 @@ def _md(state="closed", last=-1, ctime=1_795_219_200_000, custom=None, segments=
     return md
 
 
-class FakeStore:
-    """The three metadata store calls planning uses."""
-
-    def __init__(self, ledgers: dict[int, LedgerMetadata]):
-        self.ledgers = ledgers
-        self.probes = 0
-        self.walks = 0
-
-    def ledger_exists(self, ledger_id):
-        self.probes += 1
-        return ledger_id in self.ledgers
-
-    def iter_ledger_ids(self):
-        self.walks += 1
-        return iter(sorted(self.ledgers))
-
-    def read_ledger(self, ledger_id):
-        try:
-            return self.ledgers[ledger_id], 3
-        except KeyError:
-            raise NoSuchLedger(ledger_id) from None
+def store_with(ledgers: dict[int, LedgerMetadata]) -> FakeMetadataStore:
+    """A store holding these ledgers, its call log empty."""
+    store = FakeMetadataStore().start()
+    for ledger_id, md in ledgers.items():
+        store.ledgers.create(md, ledger_id)
+    store.calls.clear()
+    return store
 
 
 def test_resolve_spec_singles_ranges_and_missing():
-    store = FakeStore({i: _md(last=i) for i in (1, 2, 5, 7, 40)})
+    store = store_with({i: _md(last=i) for i in (1, 2, 5, 7, 40)})
     assert planning.resolve_spec(store, parse_ledger_spec("1,5-9")) == [1, 5, 7]
     assert planning.resolve_spec(store, parse_ledger_spec("all")) == [1, 2, 5, 7, 40]
     with pytest.raises(NoSuchLedgers) as info:
@@ -148,13 +134,13 @@ def test_resolve_spec_singles_ranges_and_missing():
 
 
 def test_resolve_spec_wide_range_walks_once():
-    store = FakeStore({i: _md() for i in (3, 50_000, 90_000)})
+    store = store_with({i: _md() for i in (3, 50_000, 90_000)})
     assert planning.resolve_spec(store, parse_ledger_spec("10-100000")) == [50_000, 90_000]
-    assert store.walks == 1 and store.probes == 0
+    assert len(store.called("ledgers.ids")) == 1 and store.called("ledgers.exists") == []
 
 
 def test_plan_ledgers_closed_empty_open_and_filters():
-    store = FakeStore({
+    store = store_with({
         1: _md(last=-1),                                  # closed, empty
         2: _md(last=0, custom={"app": b"x", "raw": b"\xff"}),
         3: _md(last=2999, segments=2),
@@ -182,7 +168,7 @@ def test_plan_ledgers_closed_empty_open_and_filters():
 
 
 def test_plan_ledgers_unknown_ledger_is_not_found():
-    store = FakeStore({1: _md(last=3)})
+    store = store_with({1: _md(last=3)})
     with pytest.raises(NoSuchLedgers) as info:
         plan_ledgers(store, parse_ledger_spec("1,2"))
     assert info.value.missing == ["2"]
@@ -190,7 +176,7 @@ def test_plan_ledgers_unknown_ledger_is_not_found():
 
 def test_plan_ledgers_open_needs_lac_reader():
     with pytest.raises(ValueError):
-        plan_ledgers(FakeStore({}), LedgerSpec(all=True), include_open=True)
+        plan_ledgers(store_with({}), LedgerSpec(all=True), include_open=True)
 
 
 def test_plans_json_roundtrip():

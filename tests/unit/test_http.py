@@ -2,7 +2,6 @@
 listening (MemoryReactor) and one real socket (a short-lived reactor in a subprocess)."""
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -12,62 +11,21 @@ from types import SimpleNamespace
 
 import pytest
 from twisted.internet import defer, task
-from twisted.internet.address import IPv4Address
 from twisted.internet.error import ConnectionDone
-from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 from twisted.web import server
-from twisted.web.test.requesthelper import DummyRequest
 
 from bkctl.bookied import http as bhttp
 from bkctl.bookied.http import (
-    AdminResource, AdminSite, BookieStatus, PROMETHEUS_CONTENT_TYPE, listen_from_config,
+    AdminSite, BookieStatus, PROMETHEUS_CONTENT_TYPE, listen_from_config,
     listen_http, make_site,
+)
+from tests.support.http import (
+    METRICS, FakeStatus, as_json, body, code, exchange, header, render, request_bytes,
 )
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-METRICS = (
-    "# TYPE bookie_add_entry_count counter\n"
-    "bookie_add_entry_count 42\n"
-    "# TYPE bookie_journal_queue_size gauge\n"
-    "bookie_journal_queue_size 0\n"
-)
-
-
-class FakeStatus:
-    """The read-only interface http.py needs, with knobs for the tests."""
-
-    def __init__(self, *, running=True, readonly=False, state=None, info=None,
-                 metrics=METRICS):
-        self.bookie_id = "bookie-1.example.com:3181"
-        self.running = running
-        self.readonly = readonly
-        self._state = state if state is not None else {}
-        self._info = info if info is not None else {
-            "freeSpace": 1000, "totalSpace": 4000,
-            "journalDirectories": ["/var/lib/bookkeeper/journal"],
-            "ledgerDirectories": ["/var/lib/bookkeeper/ledgers"],
-        }
-        self._metrics = metrics
-
-    def is_readonly(self):
-        return self.readonly
-
-    def is_running(self):
-        return self.running
-
-    def metrics_text(self):
-        if isinstance(self._metrics, Exception):
-            raise self._metrics
-        return self._metrics
-
-    def info(self):
-        return self._info
-
-    def state(self):
-        return self._state
-
 
 class SwitchableStatus(FakeStatus):
     """Also has set_readonly; refuses like Java when asked to."""
@@ -89,70 +47,6 @@ class SwitchableStatus(FakeStatus):
             return self.pending
         self.readonly = read_only
         return None
-
-
-# -- helpers ------------------------------------------------------------------------
-
-
-def render(status, path: str, method: bytes = b"GET", body: bytes | None = None,
-           args: dict | None = None):
-    """Render *path* on a fresh AdminResource with a DummyRequest; returns the request."""
-    res = AdminResource(status)
-    segments = [s.encode() for s in path.split("?")[0].split("/")[1:]]
-    req = DummyRequest(segments)
-    req.method = method
-    if body is not None:
-        req.content = io.BytesIO(body)
-    req.args = args or {}
-    result = res.render(req)
-    if result is not server.NOT_DONE_YET:
-        assert isinstance(result, bytes)
-        req.write(result)
-        req.finish()
-    return req
-
-
-def code(req) -> int:
-    return req.responseCode or 200
-
-
-def body(req) -> bytes:
-    return b"".join(req.written)
-
-
-def header(req, name: str) -> str | None:
-    values = req.responseHeaders.getRawHeaders(name.encode())
-    return values[-1].decode() if values else None
-
-
-def as_json(req):
-    assert header(req, "content-type") == "application/json"
-    return json.loads(body(req))
-
-
-def exchange(site, raw: bytes):
-    """Push raw HTTP bytes through the real twisted.web stack; returns (status, headers, body)."""
-    proto = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 40000))
-    transport = StringTransport()
-    proto.makeConnection(transport)
-    proto.dataReceived(raw)
-    data = transport.value()
-    proto.connectionLost(Failure(ConnectionDone()))
-    head, _, rest = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {}
-    for line in lines[1:]:
-        k, _, v = line.partition(":")
-        headers[k.strip().lower()] = v.strip()
-    return status, headers, rest
-
-
-def request_bytes(method: str, path: str, body: bytes = b"", extra: str = "") -> bytes:
-    head = f"{method} {path} HTTP/1.1\r\nHost: bookie\r\nConnection: close\r\n{extra}"
-    if body:
-        head += f"Content-Length: {len(body)}\r\n"
-    return head.encode() + b"\r\n" + body
 
 
 # -- endpoints (DummyRequest) -------------------------------------------------------------

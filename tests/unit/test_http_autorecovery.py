@@ -13,70 +13,34 @@ from twisted.web.test.requesthelper import DummyRequest
 from bkctl.bookied.http import AdminResource, make_site
 from bkctl.bookied.metrics import Metrics, Refreshed, register_autorecovery
 from bkctl.wire.autorecovery.service import AutoRecoveryStats
-from bkctl.wire.metadata.zkstore import MetadataStoreError, UnderreplicatedMark, ZKUnavailable
-from tests.unit.test_http import FakeStatus, exchange
+from bkctl.wire.metadata.errors import MetadataStoreError, ZKUnavailable
+from tests.support.fake_store import FakeMetadataStore
+from tests.support.http import FakeStatus, exchange
 
 AR = "/api/v1/autorecovery"
 
 
-class FakeStore:
-    """The ZKMetadataStore calls the endpoints make, on plain attributes."""
+AUDITOR = "10.0.0.1:3181"
 
-    def __init__(self):
-        self.connected = True
-        self.auditor: str | None = "10.0.0.1:3181"
-        self.enabled = True
-        self.delay: int | None = 30
-        self.delay_writes: list[int] = []
-        self.marks = [UnderreplicatedMark(5, ("b1:3181",), 1000),
-                      UnderreplicatedMark(9, ("b1:3181", "b2:3181"), 2000),
-                      UnderreplicatedMark(12, ("b3:3181",), None)]
-        self.writable = ["10.0.0.1:3181"]
-        self.readonly: list[str] = []
-        self.fail: Exception | None = None
 
-    def _check(self):
-        if self.fail is not None:
-            raise self.fail
+def make_store(auditor: str | None = AUDITOR, delay: int | None = 30) -> FakeMetadataStore:
+    """A cluster with an auditor, a recovery delay, three marked ledgers and one
+    writable bookie; its call log empty."""
+    store = FakeMetadataStore().start()
+    if auditor is not None:
+        store.auditor.cast_vote(auditor)
+    if delay is not None:
+        store.underreplication.set_lost_bookie_recovery_delay(delay)
+    store.underreplication.mark(5, ["b1:3181"])
+    store.underreplication.mark(9, ["b1:3181", "b2:3181"])
+    store.underreplication.mark(12, ["b3:3181"])
+    store.registration.register(AUDITOR)
+    store.calls.clear()
+    return store
 
-    def who_is_auditor(self):
-        self._check()
-        return self.auditor
 
-    def is_autorecovery_enabled(self):
-        self._check()
-        return self.enabled
-
-    def enable_autorecovery(self):
-        self._check()
-        changed, self.enabled = not self.enabled, True
-        return changed
-
-    def disable_autorecovery(self):
-        self._check()
-        changed, self.enabled = self.enabled, False
-        return changed
-
-    def get_lost_bookie_recovery_delay(self):
-        self._check()
-        return self.delay
-
-    def set_lost_bookie_recovery_delay(self, seconds):
-        self._check()
-        self.delay = seconds
-        self.delay_writes.append(seconds)
-
-    def iter_underreplicated(self):
-        self._check()
-        return iter(self.marks)
-
-    def writable_bookies(self):
-        self._check()
-        return list(self.writable)
-
-    def readonly_bookies(self):
-        self._check()
-        return list(self.readonly)
+def delay_writes(store: FakeMetadataStore) -> list[int]:
+    return [args[0] for args in store.called("underreplication.set_lost_bookie_recovery_delay")]
 
 
 class ZKStatus(FakeStatus):
@@ -123,7 +87,7 @@ def error(req):
 
 @pytest.fixture
 def store():
-    return FakeStore()
+    return make_store()
 
 
 @pytest.fixture
@@ -139,20 +103,20 @@ def test_who_is_auditor(status):
     assert (code(req), text(req), ctype(req)) == (200, "Auditor: 10.0.0.1:3181", "text/plain; charset=utf-8")
 
 
-def test_who_is_auditor_none_elected_is_404(status, store):
-    store.auditor = None
+def test_who_is_auditor_none_elected_is_404():
+    status = ZKStatus(make_store(auditor=None))
     req = call(status, f"{AR}/who_is_auditor")
     assert code(req) == 404 and error(req) == "No auditor elected"
 
 
 def test_zookeeper_unreachable_is_503(status, store):
-    store.fail = ZKUnavailable("connection lost")
+    store.fail_with(ZKUnavailable("connection lost"))
     req = call(status, f"{AR}/who_is_auditor")
     assert code(req) == 503 and "ZooKeeper is unreachable" in error(req)
 
 
 def test_zookeeper_not_connected_is_503_without_a_call(status, store):
-    store.connected = False
+    store.lose_connection()
     calls = []
     req = call(status, f"{AR}/status", run_blocking=lambda fn, *a: calls.append(fn))
     assert code(req) == 503 and error(req) == "ZooKeeper is not connected" and calls == []
@@ -161,7 +125,7 @@ def test_zookeeper_not_connected_is_503_without_a_call(status, store):
 
 
 def test_other_zookeeper_error_is_500(status, store, caplog):
-    store.fail = MetadataStoreError("corrupt auditor vote")
+    store.fail_with(MetadataStoreError("corrupt auditor vote"))
     req = call(status, f"{AR}/who_is_auditor")
     assert code(req) == 500 and "corrupt auditor vote" in error(req)
 
@@ -208,21 +172,22 @@ def test_answer_waits_for_the_blocking_call(status):
 def test_trigger_audit_rewrites_the_delay(status, store):
     req = call(status, f"{AR}/trigger_audit", b"PUT")
     assert (code(req), text(req)) == (200, "Success trigger audit.")
-    assert store.delay_writes == [30]
+    assert delay_writes(store) == [30]
 
 
-def test_trigger_audit_without_auditor_is_503(status, store):
-    store.auditor = None
+def test_trigger_audit_without_auditor_is_503():
+    store = make_store(auditor=None)
+    status = ZKStatus(store)
     req = call(status, f"{AR}/trigger_audit", b"PUT")
     assert code(req) == 503 and "No auditor elected" in error(req)
-    assert store.delay_writes == []
+    assert delay_writes(store) == []
 
 
 def test_trigger_audit_while_disabled_is_409(status, store):
-    store.enabled = False
+    store.underreplication.disable()
     req = call(status, f"{AR}/trigger_audit", b"PUT")
     assert code(req) == 409 and "disabled" in error(req)
-    assert store.delay_writes == []
+    assert delay_writes(store) == []
 
 
 # -- lost_bookie_recovery_delay ----------------------------------------------------------
@@ -233,8 +198,8 @@ def test_get_delay(status):
     assert (code(req), text(req)) == (200, "lostBookieRecoveryDelay value: 30")
 
 
-def test_get_delay_missing_is_404(status, store):
-    store.delay = None
+def test_get_delay_missing_is_404():
+    status = ZKStatus(make_store(delay=None))
     req = call(status, f"{AR}/lost_bookie_recovery_delay")
     assert code(req) == 404 and "not set" in error(req)
 
@@ -242,7 +207,7 @@ def test_get_delay_missing_is_404(status, store):
 def test_put_delay(status, store):
     req = call(status, f"{AR}/lost_bookie_recovery_delay", b"PUT", {"delay_seconds": 120})
     assert (code(req), text(req)) == (200, "Success set lostBookieRecoveryDelay to 120")
-    assert store.delay == 120
+    assert store.underreplication.lost_bookie_recovery_delay() == 120
 
 
 @pytest.mark.parametrize("raw, word", [
@@ -254,7 +219,7 @@ def test_put_delay(status, store):
 def test_put_delay_bad_body_is_400(status, store, raw, word):
     req = call(status, f"{AR}/lost_bookie_recovery_delay", b"PUT", raw)
     assert code(req) == 400 and word in error(req)
-    assert store.delay_writes == []
+    assert delay_writes(store) == []
 
 
 # -- list_under_replicated_ledger ----------------------------------------------------------
@@ -284,7 +249,8 @@ def test_list_under_replicated_with_missing_replicas(status):
 
 def test_list_under_replicated_none_is_404(status, store):
     assert listing(status, missingreplica="nobody:1") == (404, "No under replicated ledgers found")
-    store.marks = []
+    for mark in list(store.underreplication.marks()):
+        store.underreplication.mark_replicated(mark.ledger_id, 0)
     assert listing(status) == (404, "No under replicated ledgers found")
 
 
@@ -294,11 +260,11 @@ def test_list_under_replicated_none_is_404(status, store):
 def test_status_get_and_put(status, store):
     assert json.loads(text(call(status, f"{AR}/status"))) == {"enabled": True}
     req = call(status, f"{AR}/status", b"PUT", args={b"enabled": [b"false"]})
-    assert (code(req), json.loads(text(req))) == (200, {"enabled": False}) and store.enabled is False
+    assert (code(req), json.loads(text(req))) == (200, {"enabled": False}) and store.underreplication.is_enabled() is False
     req = call(status, f"{AR}/status", b"PUT", args={b"enabled": [b"False"]})  # idempotent
     assert json.loads(text(req)) == {"enabled": False}
     req = call(status, f"{AR}/status", b"PUT", args={b"enabled": [b"TRUE"]})
-    assert json.loads(text(req)) == {"enabled": True} and store.enabled is True
+    assert json.loads(text(req)) == {"enabled": True} and store.underreplication.is_enabled() is True
 
 
 @pytest.mark.parametrize("args", [{}, {b"enabled": [b"yes"]}, {b"enabled": [b""]},
@@ -306,7 +272,7 @@ def test_status_get_and_put(status, store):
 def test_status_put_bad_parameter_is_400(status, store, args):
     req = call(status, f"{AR}/status", b"PUT", args=args)
     assert code(req) == 400 and "'enabled' must be true or false" in error(req)
-    assert store.enabled is True
+    assert store.underreplication.is_enabled() is True
 
 
 # -- decommission and bookie ---------------------------------------------------------------
@@ -315,21 +281,25 @@ def test_status_put_bad_parameter_is_400(status, store, args):
 def test_decommission_triggers_the_audit(status, store):
     req = call(status, f"{AR}/decommission", b"PUT", {"bookie_src": "10.0.0.9:3181"})
     assert (code(req), text(req)) == (200, "Success send decommission Bookie command 10.0.0.9:3181")
-    assert store.delay_writes == [30]
+    assert delay_writes(store) == [30]
 
 
 @pytest.mark.parametrize("writable, readonly", [(["10.0.0.9:3181"], []), ([], ["10.0.0.9:3181"])])
 def test_decommission_of_a_running_bookie_is_409(status, store, writable, readonly):
-    store.writable, store.readonly = writable, readonly
+    for bookie in writable:
+        store.registration.register(bookie)
+    for bookie in readonly:
+        store.registration.register(bookie, readonly=True)
     req = call(status, f"{AR}/decommission", b"PUT", {"bookie_src": "10.0.0.9:3181"})
     assert code(req) == 409 and "stop it before" in error(req)
-    assert store.delay_writes == []
+    assert delay_writes(store) == []
 
 
-def test_decommission_without_auditor_is_503(status, store):
-    store.auditor = None
+def test_decommission_without_auditor_is_503():
+    store = make_store(auditor=None)
+    status = ZKStatus(store)
     req = call(status, f"{AR}/decommission", b"PUT", {"bookie_src": "10.0.0.9:3181"})
-    assert code(req) == 503 and store.delay_writes == []
+    assert code(req) == 503 and delay_writes(store) == []
 
 
 @pytest.mark.parametrize("raw, word", [(b"nope", "JSON like"), (b"{}", "JSON like"),

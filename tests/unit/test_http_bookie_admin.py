@@ -8,7 +8,7 @@ from twisted.internet import defer, task
 
 from bkctl.bookied import day2
 from bkctl.bookied.garbage_collector import GarbageCollectorThread, GcPolicy
-from tests.unit.test_http import FakeStatus, body, code, render
+from tests.support.http import FakeStatus, body, code, render
 
 
 class OneLogStore:

@@ -1,69 +1,131 @@
-"""The journal's inline mode: commits run by the owner (reactor) thread, in order, falling back to the writer thread."""
+"""The journal's inline mode: commits run by the owner (reactor) thread, in order, falling back to
+the writer thread when the disk is slow.  Inline commits are a fast path: with ``BKCTL_FASTPATHS=0``
+(``./dev test`` runs the unit suite that way too) every group goes through the writer thread, and
+these tests check that instead."""
+import os
 import queue
 import threading
-import time
 
-from bkctl.bookied.journal import Journal, EntryRecord
+import pytest
+
+from bkctl.bookied.journal import EntryRecord, Journal
+from bkctl.wire import fastpath
+from tests.support.clocks import ManualClock
+
+INLINE = fastpath.ENABLED
+WAIT = 30.0
+
+
+def replayed_ids(directory, ledger_id):
+    return [r.entry_id for r in Journal(directory).replay() if r.ledger_id == ledger_id]
+
 
 def test_inline_mode_orders_and_acks(tmp_path):
     q = queue.Queue()
-    owner_calls = []
+
     def owner():
         while True:
             fn = q.get()
-            if fn is None: return
+            if fn is None:
+                return
             fn()
-    t = threading.Thread(target=owner); t.start()
+
+    t = threading.Thread(target=owner, name="owner")
+    t.start()
     acked = {}
     lock = threading.Lock()
-    j = Journal(str(tmp_path), max_group_wait_ms=0, inline=q.put, inline_max_fsync_ms=1000)
+    all_acked = threading.Event()
+    clock = ManualClock()  # fsyncs take no time on it: the disk always counts as fast
+    j = Journal(str(tmp_path), max_group_wait_ms=0, inline=q.put, monotonic=clock.monotonic, wait_on=clock.wait_on)
     j.start()
+
     def producer(tid, n):
         for i in range(n):
             def cb(err, key=(tid, i)):
                 with lock:
                     assert key not in acked
                     acked[key] = (err, threading.current_thread().name)
+                    if len(acked) == 2000:
+                        all_acked.set()
             j.append(EntryRecord(tid, i, b"x" * 50), cb)
-            if i % 97 == 0: time.sleep(0.001)
+
     ths = [threading.Thread(target=producer, args=(k, 500)) for k in range(4)]
-    for th in ths: th.start()
-    for th in ths: th.join()
-    deadline = time.time() + 20
-    while len(acked) < 2000 and time.time() < deadline: time.sleep(0.01)
-    assert len(acked) == 2000 and all(e is None for e, _ in acked.values())
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    assert all_acked.wait(WAIT), f"{len(acked)} of 2000 acknowledged"
+    assert all(e is None for e, _ in acked.values())
     names = {n for _, n in acked.values()}
-    assert t.name in names  # with fast fsyncs the owner thread committed (some) groups itself
-    j.close(); q.put(None); t.join()
-    j2 = Journal(str(tmp_path))
-    recs = list(j2.replay())
+    if INLINE:
+        assert "owner" in names  # with fast fsyncs the owner thread committed (some) groups itself
+    else:
+        assert names == {"bookied-journal"} and q.empty()  # never scheduled: the writer did it all
+    j.close()
+    q.put(None)
+    t.join()
     for k in range(4):
-        ids = [r.entry_id for r in recs if r.ledger_id == k]
-        assert ids == list(range(500))
+        assert replayed_ids(str(tmp_path), k) == list(range(500))
+
 
 def test_inline_then_slow_disk_falls_back(tmp_path, monkeypatch):
+    clock = ManualClock()
+    real = os.fdatasync
+
+    def slow_fdatasync(fd):  # 50 ms on the journal's clock: the average goes above the 2 ms limit
+        real(fd)
+        clock.advance(0.05)
+
+    monkeypatch.setattr(os, "fdatasync", slow_fdatasync)
     calls = []
-    j = Journal(str(tmp_path), max_group_wait_ms=0, inline=lambda fn: calls.append(fn), inline_max_fsync_ms=0.000001)
+    j = Journal(str(tmp_path), max_group_wait_ms=0, inline=calls.append, inline_max_fsync_ms=2,
+                monotonic=clock.monotonic, wait_on=clock.wait_on)
     j.start()
     done = threading.Event()
-    j.append(EntryRecord(1, 0, b"a"), lambda e: done.set())  # average 0 < limit: inline
-    assert len(calls) == 1 and not done.is_set()
-    calls[0]()
-    assert done.is_set()
-    # now the average is above the tiny limit: the writer thread takes it
+    j.append(EntryRecord(1, 0, b"a"), lambda e: done.set())
+    if INLINE:  # average 0 < limit: scheduled in the owner's thread, nothing written until it runs
+        assert len(calls) == 1 and not done.is_set()
+        calls[0]()
+        assert done.is_set()
+        assert j.fsync_average > 0.002
+    else:
+        assert calls == []
+        assert done.wait(WAIT)
+    # now the average is above the limit: the writer thread takes it
     done2 = threading.Event()
     j.append(EntryRecord(1, 1, b"b"), lambda e: done2.set())
-    assert len(calls) == 1
-    assert done2.wait(5)
+    assert len(calls) == (1 if INLINE else 0)
+    assert done2.wait(WAIT)
     j.close()
+    assert replayed_ids(str(tmp_path), 1) == [0, 1]
+
 
 def test_close_with_scheduled_commit_pending(tmp_path):
     calls = []
-    j = Journal(str(tmp_path), max_group_wait_ms=0, inline=lambda fn: calls.append(fn))
+    j = Journal(str(tmp_path), max_group_wait_ms=0, inline=calls.append)
     j.start()
     done = threading.Event()
     j.append(EntryRecord(1, 0, b"a"), lambda e: done.set())
     j.close()  # the writer drains what is queued
     assert done.is_set()
-    calls[0]()  # the late scheduled commit does nothing
-    assert [r.entry_id for r in Journal(str(tmp_path)).replay()] == [0]
+    assert len(calls) == (1 if INLINE else 0)
+    for late in calls:
+        late()  # the late scheduled commit does nothing
+    assert replayed_ids(str(tmp_path), 1) == [0]
+
+
+@pytest.mark.parametrize("fastpaths", [True, False])
+def test_the_fast_path_switch_decides_inline_commits(tmp_path, fastpaths):
+    """Whatever the environment says, ``fastpaths=`` decides; ``inline`` is ignored without it."""
+    calls = []
+    j = Journal(str(tmp_path), max_group_wait_ms=0, inline=calls.append, fastpaths=fastpaths)
+    j.start()
+    done = threading.Event()
+    j.append(EntryRecord(1, 0, b"a"), lambda e: done.set())
+    if fastpaths:
+        assert len(calls) == 1
+        calls[0]()
+    assert done.wait(WAIT)
+    j.close()
+    assert len(calls) == (1 if fastpaths else 0)
+    assert replayed_ids(str(tmp_path), 1) == [0]

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.golden import VECTORS
+from tests.support.golden import VECTORS
 from bkctl.bookied.config import ConfigError, load_config
 from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata.layout import (
@@ -19,7 +19,7 @@ from bkctl.wire.metadata.layout import (
     manager_for_factory,
     parse_layout,
 )
-from bkctl.wire.metadata.zkstore import ZKMetadataStore
+from bkctl.wire.metadata.zk import ZKMetadataStore
 
 GOLDEN = (VECTORS / "zk" / "raw" / "ledgers__LAYOUT.bin").read_bytes()
 

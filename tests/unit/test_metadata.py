@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.golden import VECTORS
+from tests.support.golden import VECTORS
 from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.errors import CodecError, MetadataError
 from bkctl.wire.metadata.ledger import (

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.golden import VECTORS
+from tests.support.golden import VECTORS
 from bkctl.wire.metadata import paths
 from bkctl.wire.metadata.paths import (
     hob_name,

@@ -18,11 +18,14 @@ from bkctl.wire.client.rereplication import (
     replace_in_metadata,
     replicate_fragment,
 )
-from bkctl.wire.client.errors import NoSuchEntry
+from bkctl.wire.client.errors import LedgerFencedError, NoSuchEntry
 from bkctl.wire.client.errors import NotEnoughBookies
 from bkctl.wire.client.placement import RandomPlacement
+from bkctl.wire.codecs import v3
+from tests.support.deferreds import result_of
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
+from tests.support.fake_store import FakeMetadataStore
 
 A, B, C, D, E, F = (f"10.0.0.{i}:3181" for i in range(1, 7))
 
@@ -163,41 +166,49 @@ class FakeConn:
         self.cluster.data.setdefault(self.bookie, {})[entry_id] = body
         return defer.succeed(None)
 
+    # the callback calls of the ledger layer (BookieChannel), answering as the calls above
+
+    def read_with_callback(self, ledger_id, entry_id, on_done, ctx, slot):
+        self.read(ledger_id, entry_id).addCallbacks(lambda body: on_done(ctx, slot, self.bookie, body),
+                                                    lambda f: on_done(ctx, slot, self.bookie, f.value))
+
+    def add_with_callback(self, ledger_id, entry_id, key, body, recovery, high_priority, on_done, ctx, slot):
+        def answer(error=None):
+            if error is None:
+                self.add(ledger_id, entry_id, key, body, recovery, high_priority)
+            on_done(ctx, slot, self.bookie, error)
+
+        if self.cluster.held is not None:  # acknowledged (or failed) when the test says so
+            self.cluster.held.append(answer)
+        else:
+            answer()
+
+    def add_encoded(self, add, on_done, ctx, slot):
+        """The fast-path add: its v3 bytes taken apart as a bookie would."""
+        head, _answer = v3.add_header_fields(1, add.high_priority)
+        req = v3.parse_request(head + add.v3_part)
+        inner = req.addRequest
+        self.add_with_callback(inner.ledgerId, inner.entryId, inner.masterKey, inner.body, v3.is_recovery_add(req),
+                               v3.is_high_priority(req), on_done, ctx, slot)
+
 
 class FakeCluster:
     def __init__(self):
         self.data: dict[str, dict[int, bytes]] = {}
         self.reads: list = []
         self.adds: list = []
+        self.held: list | None = None  # a list: adds wait there for the test
 
     def get(self, bookie):
         return FakeConn(bookie, self)
 
 
-class FakeStore:
-    def __init__(self, md):
-        self.md, self.version = md, 0
-        self.conflicts = 0
-
-    def read_ledger(self, ledger_id):
-        return self.md, self.version
-
-    def update_ledger(self, ledger_id, md, version):
-        from bkctl.wire.metadata.zkstore import MetadataVersionConflict
-
-        if self.conflicts:
-            self.conflicts -= 1
-            self.version += 1  # someone else wrote meanwhile
-            raise MetadataVersionConflict(ledger_id, version, self.md, self.version)
-        assert version == self.version
-        self.md, self.version = md, version + 1
-        return self.version
-
-
 class FakeClient:
     def __init__(self, md=None):
         self.pool = FakeCluster()
-        self.store = FakeStore(md)
+        self.store = FakeMetadataStore().start()
+        if md is not None:
+            self.store.ledgers.create(md, 5)
 
     def run_blocking(self, fn, *args, **kw):
         return defer.maybeDeferred(fn, *args, **kw)
@@ -248,13 +259,74 @@ def test_replicate_skips_a_corrupt_replica_and_fails_when_none_is_left():
         run(replicate_fragment(client, frag, {B: E}, digest, master_key(b"")))
 
 
+def test_the_copy_keeps_at_most_window_entries_in_flight_and_goes_on_as_adds_complete():
+    client = FakeClient()
+    digest = DigestManager(3, DigestType.CRC32C, b"")
+    write_ledger(client, 3, (A, B, C), 3, 10, digest)
+    client.pool.data.pop(B)
+    client.pool.held = []
+    frag = Fragment(3, 0, 9, (A, B, C), (B,), 3)
+    d = defer.ensureDeferred(replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=3))
+    assert [e for _b, e in client.pool.reads] == [0, 1, 2] and len(client.pool.held) == 3
+    client.pool.held.pop(1)()  # entry 1 copied: one more read starts
+    assert [e for _b, e in client.pool.reads] == [0, 1, 2, 3] and not d.called
+    held, client.pool.held = client.pool.held, None
+    for ack in held:
+        ack()
+    assert result_of(d) == 10 and sorted(client.pool.data[D]) == list(range(10))
+
+
+def test_an_add_that_fails_stops_the_copy():
+    client = FakeClient()
+    digest = DigestManager(3, DigestType.CRC32C, b"")
+    write_ledger(client, 3, (A, B, C), 3, 10, digest)
+    client.pool.held = []
+    frag = Fragment(3, 0, 9, (A, B, C), (B,), 3)
+    d = defer.ensureDeferred(replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=2))
+    client.pool.held.pop(0)(LedgerFencedError("EFENCED", bookie=D))
+    with pytest.raises(LedgerFencedError):
+        result_of(d)
+    client.pool.held.pop(0)()  # a late acknowledgement changes nothing
+    assert len(client.pool.reads) == 2
+
+
+def test_the_byte_rate_limit_holds_each_entry_back_before_its_adds():
+    client = FakeClient()
+    digest = DigestManager(3, DigestType.CRC32C, b"")
+    write_ledger(client, 3, (A, B, C), 3, 3, digest)
+    asked, gates = [], []
+
+    def throttle(nbytes):
+        asked.append(nbytes)
+        gates.append(defer.Deferred())
+        return gates[-1]
+
+    frag = Fragment(3, 0, 2, (A, B, C), (B,), 3)
+    d = defer.ensureDeferred(replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=8,
+                                                throttle=throttle))
+    body = len(client.pool.data[A][0])
+    assert asked == [body] * 3 and client.pool.adds == []
+    gates[1].callback(None)
+    assert client.pool.adds == [(D, 1, True)] and not d.called
+    gates[0].callback(None)
+    gates[2].callback(None)
+    assert result_of(d) == 3
+
+
 def test_metadata_update_retries_on_conflict_and_is_idempotent():
     md = two_segments(closed_at=149)
     client = FakeClient(md)
-    client.store.conflicts = 2
+    store = client.store
+
+    def another_writer(ledger_id, *_):
+        store.ledgers.update(ledger_id, store.ledgers.read(ledger_id)[0], -1)
+
+    store.before("ledgers.update", another_writer)
+    store.before("ledgers.update", another_writer)
     new_md, version = run(replace_in_metadata(client, 5, 0, {B: E}))
     assert new_md.ensembles[0][1] == (A, E, C) and new_md.ensembles[1][1] == (A, D, C)
-    assert client.store.md == new_md and version == client.store.version
+    assert store.ledgers.read(5) == (new_md, version) and version == 3  # two writes by the other, then ours
+    assert len(store.called("ledgers.update")) == 5  # ours lost twice, then won
     again, version_again = run(replace_in_metadata(client, 5, 0, {B: F}))  # B is gone already: no change
     assert again == new_md and version_again == version
 

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.golden import VECTORS
+from tests.support.golden import VECTORS
 from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata.serviceinfo import (
     BookieServiceInfo,

@@ -9,7 +9,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 
 from bkctl.wire.tls import ReloadingServerTLS, TLSConfigError, TLSFiles, describe_tls_failure
-from tests.tlscerts import write_certs
+from tests.support.tlscerts import write_certs
 
 
 @pytest.fixture(scope="module")

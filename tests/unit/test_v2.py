@@ -1,7 +1,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from tests.golden import frames
+from tests.support.golden import frames
 from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.errors import CodecError

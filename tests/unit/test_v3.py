@@ -5,7 +5,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from tests.golden import examples, frames
+from tests.support.golden import examples, frames
 from bkctl.wire.codecs import v3
 from bkctl.wire.errors import CodecError
 from bkctl.wire.codecs.protocol import (

@@ -48,7 +48,7 @@ class Auditor:
     """Runs while this daemon is the elected auditor (:meth:`start` .. :meth:`stop`).
 
     ``client`` is a :class:`~bkctl.wire.client.bookkeeper.BookKeeperClient`
-    whose ``store`` is the daemon's :class:`~bkctl.wire.metadata.zkstore.ZKMetadataStore`;
+    whose ``store`` is the daemon's :class:`~bkctl.wire.metadata.zk.ZKMetadataStore`;
     ``config`` an :class:`~bkctl.wire.autorecovery.service.AutoRecoveryConfig`.
     """
 
@@ -79,9 +79,9 @@ class Auditor:
         return self.client.run_blocking(self._prepare).addCallback(lambda _: self._watch())
 
     def _prepare(self) -> None:
-        self.store.ensure_underreplication_layout()
-        if self.store.get_lost_bookie_recovery_delay() is None:
-            self.store.set_lost_bookie_recovery_delay(int(self.config.lost_bookie_recovery_delay))
+        self.store.underreplication.ensure_layout()
+        if self.store.underreplication.lost_bookie_recovery_delay() is None:
+            self.store.underreplication.set_lost_bookie_recovery_delay(int(self.config.lost_bookie_recovery_delay))
 
     def _watch(self) -> None:
         zk = self.store.client
@@ -344,23 +344,23 @@ class Auditor:
 
     def _scan(self):
         """Registered bookies, every ledger's metadata and the disable switch (blocking)."""
-        from bkctl.wire.metadata.zkstore import NoSuchLedger
+        from bkctl.wire.metadata.errors import NoSuchLedger
 
         store = self.store
-        registered = set(store.writable_bookies()) | set(store.readonly_bookies())
+        registered = set(store.registration.writable_bookies()) | set(store.registration.readonly_bookies())
         ledgers = {}
-        for ledger_id in store.iter_ledger_ids():
+        for ledger_id in store.ledgers.ids():
             try:
-                ledgers[ledger_id] = store.read_ledger(ledger_id)[0]
+                ledgers[ledger_id] = store.ledgers.read(ledger_id)[0]
             except NoSuchLedger:
                 continue
-        return registered, ledgers, not store.is_autorecovery_enabled()
+        return registered, ledgers, not store.underreplication.is_enabled()
 
     def _mark(self, marks: dict[int, set[str]]) -> None:
         for ledger_id, bookies in sorted(marks.items()):
             if not self.running:
                 return
-            self.store.mark_underreplicated(ledger_id, sorted(bookies))
+            self.store.underreplication.mark(ledger_id, sorted(bookies))
             if self.stats is not None:
                 self.stats.ledgers_marked += 1
 

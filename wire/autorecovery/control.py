@@ -16,14 +16,14 @@ __all__ = ["matching_marks", "trigger_audit"]
 def trigger_audit(store) -> int:
     """Rewrite ``lostBookieRecoveryDelay`` with the value it has (0 when it is
     missing); returns that value.  The auditor's watch fires on any write."""
-    delay = store.get_lost_bookie_recovery_delay()
+    delay = store.underreplication.lost_bookie_recovery_delay()
     delay = 0 if delay is None else delay
-    store.set_lost_bookie_recovery_delay(delay)
+    store.underreplication.set_lost_bookie_recovery_delay(delay)
     return delay
 
 
 def matching_marks(marks: Iterable, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> Iterator:
-    """The :class:`~bkctl.wire.metadata.zkstore.UnderreplicatedMark` s missing a replica on
+    """The :class:`~bkctl.wire.metadata.store.UnderreplicatedMark` s missing a replica on
     one of ``include`` (all when empty) and on none of ``exclude``."""
     include, exclude = set(include), set(exclude)
     for mark in marks:

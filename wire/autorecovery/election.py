@@ -108,9 +108,9 @@ class AuditorElection:
 
     async def _look(self) -> None:
         if self.vote is None:
-            self.vote = await self._run_blocking(self.store.cast_auditor_vote, self.bookie_id)
+            self.vote = await self._run_blocking(self.store.auditor.cast_vote, self.bookie_id)
             log.info("auditor election: %s voted as %s", self.bookie_id, self.vote)
-        votes = await self._run_blocking(self.store.auditor_votes)
+        votes = await self._run_blocking(self.store.auditor.votes)
         if not self._running:
             return
         if self.vote not in votes:  # our session ended meanwhile: vote again
@@ -121,14 +121,14 @@ class AuditorElection:
         index = votes.index(self.vote)
         if index == 0:
             if not self.is_auditor:
-                await self._run_blocking(self.store.publish_auditor, self.bookie_id)
+                await self._run_blocking(self.store.auditor.publish, self.bookie_id)
                 self.is_auditor = True
                 log.info("auditor election: %s is the auditor", self.bookie_id)
                 self._on_elected()
             return
         self._step_down()
         predecessor = votes[index - 1]
-        watching = await self._run_blocking(self.store.watch_vote_gone, predecessor,
+        watching = await self._run_blocking(self.store.auditor.watch_vote_gone, predecessor,
                                             lambda: self.reactor.callFromThread(self._check))
         if not watching:  # it went between the listing and the watch
             self._check_again = True

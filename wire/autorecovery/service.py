@@ -156,11 +156,11 @@ class AutoRecoveryDaemon(Service):
 
     async def _start(self) -> None:
         from bkctl.wire.client.bookkeeper import BookKeeperClient
-        from bkctl.wire.metadata.zkstore import ZKMetadataStore
+        from bkctl.wire.metadata.zk import ZKMetadataStore
 
         self.store = ZKMetadataStore(self.metadata_uri, timeout=self.zk_timeout, store_ctime=True)
         self.client = BookKeeperClient(self.store, self.reactor, placement=self.placement(), **self.client_options)
-        await self.client.run_blocking(self.store.ensure_underreplication_layout)
+        await self.client.run_blocking(self.store.underreplication.ensure_layout)
         self.worker = ReplicationWorker(self.client, self.config, self.reactor, self.stats, self.hostname)
         self.worker.start()
         self.election = AuditorElection(self.store, self.bookie_id, self.reactor, self.client.run_blocking,

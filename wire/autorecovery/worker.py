@@ -114,10 +114,10 @@ class ReplicationWorker:
         run = self.client.run_blocking
         while self.running:
             try:
-                if not await run(self.store.is_autorecovery_enabled):
+                if not await run(self.store.underreplication.is_enabled):
                     await self._sleep(self.config.worker_poll_interval)
                     continue
-                taken = await run(self.store.acquire_underreplicated_ledger, self.hostname,
+                taken = await run(self.store.underreplication.acquire, self.hostname,
                                   skip=tuple(self.held))
             except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: wait and look again
                 log.warning("replication worker: %s", exc)
@@ -128,7 +128,7 @@ class ReplicationWorker:
                 continue
             mark, version = taken
             if not self.running:
-                await run(self.store.release_underreplicated_ledger, mark.ledger_id)
+                await run(self.store.underreplication.release, mark.ledger_id)
                 break
             self.current = mark.ledger_id
             self._marked_at[mark.ledger_id] = mark.ctime
@@ -145,14 +145,14 @@ class ReplicationWorker:
         its grace period), ``remarked`` (marked again meanwhile: lock released,
         marker kept) or ``failed``."""
         from bkctl.wire.client.rereplication import rereplicate_ledger
-        from bkctl.wire.metadata.zkstore import NoSuchLedger
+        from bkctl.wire.metadata.errors import NoSuchLedger
 
         run = self.client.run_blocking
         started = time.monotonic()
         try:
-            md, _ = await run(self.store.read_ledger, ledger_id)
+            md, _ = await run(self.store.ledgers.read, ledger_id)
         except NoSuchLedger:
-            await run(self.store.mark_ledger_replicated, ledger_id, version)
+            await run(self.store.underreplication.mark_replicated, ledger_id, version)
             return "deleted"
         except Exception as exc:  # noqa: BLE001
             return await self._failed(ledger_id, str(exc))
@@ -171,20 +171,20 @@ class ReplicationWorker:
                                               throttle=self._pace)
             status = result.get("status")
             if status == "deleted":
-                await run(self.store.mark_ledger_replicated, ledger_id, version)
+                await run(self.store.underreplication.mark_replicated, ledger_id, version)
                 return "deleted"
             if status not in ("recovered", "replicated", "clean"):
                 return await self._failed(ledger_id, result.get("error") or str(status))
             if self.stats is not None:
                 self.stats.entries_rereplicated += int(result.get("entries_copied") or 0)
-            md, _ = await run(self.store.read_ledger, ledger_id)
+            md, _ = await run(self.store.ledgers.read, ledger_id)
             registered = await run(self._registered)
             still = await bookies_missing_replicas(self.client, ledger_id, md, registered)
             if still:
                 return await self._failed(ledger_id, f"still missing replicas on {', '.join(sorted(still))}")
         self._grace_over.discard(ledger_id)
         self._failures.pop(ledger_id, None)
-        done = await run(self.store.mark_ledger_replicated, ledger_id, version)
+        done = await run(self.store.underreplication.mark_replicated, ledger_id, version)
         if not done:
             log.info("ledger %d was marked again while it was re-replicated; it stays marked", ledger_id)
             return "remarked"
@@ -214,7 +214,7 @@ class ReplicationWorker:
         return self.throttle(nbytes)
 
     def _registered(self) -> set[str]:
-        return set(self.store.writable_bookies()) | set(self.store.readonly_bookies())
+        return set(self.store.registration.writable_bookies()) | set(self.store.registration.readonly_bookies())
 
     def _grace_expired(self, ledger_id: int, version: int) -> None:
         self.held.pop(ledger_id, None)
@@ -247,6 +247,6 @@ class ReplicationWorker:
     def _release(self, ledger_id: int) -> None:
         self.held.pop(ledger_id, None)
         self._marked_at.pop(ledger_id, None)
-        self.client.run_blocking(self.store.release_underreplicated_ledger, ledger_id).addErrback(
+        self.client.run_blocking(self.store.underreplication.release, ledger_id).addErrback(
             lambda f: log.warning("ledger %d: could not release its lock: %s", ledger_id, f.getErrorMessage()))
         self.wake()

@@ -9,7 +9,7 @@
     yield client.close()
 
 The client owns a :class:`~bkctl.wire.client.pool.BookiePool` (one connection per
-bookie) and a :class:`~bkctl.wire.metadata.zkstore.ZKMetadataStore` (or uses one it is
+bookie) and a :class:`~bkctl.wire.metadata.zk.ZKMetadataStore` (or uses one it is
 given).  The store is blocking, so every metadata call runs in the reactor's
 thread pool.  Bookie ids are resolved through the BookieServiceInfo each
 bookie publishes in its registration node, falling back to the id itself as
@@ -112,7 +112,7 @@ class BookKeeperClient:
     """Ledgers on a BookKeeper cluster, over Twisted.
 
     ``metadata`` is a metadata service URI (the client then owns a
-    :class:`~bkctl.wire.metadata.zkstore.ZKMetadataStore`, connected on first use and closed
+    :class:`~bkctl.wire.metadata.zk.ZKMetadataStore`, connected on first use and closed
     by :meth:`close`) or a store object (used as is, never closed here).
     ``reactor`` defaults to the global reactor.  ``protocol``, ``add_timeout``
     and ``read_timeout`` (seconds) and any other keyword go to the
@@ -158,7 +158,7 @@ class BookKeeperClient:
         self.max_frame_size = int(pool_options.get("max_frame_size", DEFAULT_MAX_FRAME_SIZE))
         self.placement = placement if placement is not None else RandomPlacement()
         if isinstance(metadata, str):
-            from bkctl.wire.metadata.zkstore import ZKMetadataStore
+            from bkctl.wire.metadata.zk import ZKMetadataStore
             self.store = ZKMetadataStore(metadata, timeout=zk_timeout)
             self._owns_store = True
         else:
@@ -202,7 +202,7 @@ class BookKeeperClient:
 
     def _lookup_address(self, bookie_id: str) -> tuple[str, int]:
         try:
-            info = self.store.bookie_service_info(bookie_id)
+            info = self.store.registration.service_info(bookie_id)
         except Exception as exc:  # noqa: BLE001 - fall back to what we knew or the id itself
             log.info("cannot look up bookie %s in ZooKeeper (%s); using its id as address", bookie_id, exc)
             info = None
@@ -227,8 +227,8 @@ class BookKeeperClient:
         """Fires with ``(writable, readonly)`` bookie ids, the placement's rack
         source re-read on the way (what every choice of bookies starts from)."""
         def fetch():
-            writable = self.store.writable_bookies()
-            readonly = self.store.readonly_bookies()
+            writable = self.store.registration.writable_bookies()
+            readonly = self.store.registration.readonly_bookies()
             refresh = getattr(self.placement, "refresh", None)
             if refresh is not None:
                 refresh(list(writable) + list(readonly))
@@ -276,7 +276,7 @@ class BookKeeperClient:
         md = LedgerMetadata.new(ensemble, write_quorum, ack_quorum, digest_type=digest_type,
                                 password=password, custom_metadata=custom_metadata,
                                 ctoken=random.getrandbits(63))
-        ledger_id, version = await self.run_blocking(self.store.create_ledger, md, ledger_id)
+        ledger_id, version = await self.run_blocking(self.store.ledgers.create, md, ledger_id)
         log.info("created ledger %d on %s (E=%d Qw=%d Qa=%d)", ledger_id, ensemble, ensemble_size,
                  write_quorum, ack_quorum)
         return LedgerHandle(self, ledger_id, md, version, password, digest_type,
@@ -284,7 +284,7 @@ class BookKeeperClient:
 
     def read_metadata(self, ledger_id: int) -> defer.Deferred:
         """Fires with ``(LedgerMetadata, version)``."""
-        return self.run_blocking(self.store.read_ledger, ledger_id)
+        return self.run_blocking(self.store.ledgers.read, ledger_id)
 
     def open_ledger(self, ledger_id: int, recovery: bool = False, password: bytes | str | None = None, *,
                     digest_type: DigestType | str | None = None, check_password: bool = True) -> defer.Deferred:
@@ -306,7 +306,7 @@ class BookKeeperClient:
 
     async def _open_ledger(self, ledger_id, recovery, password, digest_type, check_password) -> ReadHandle:
         self._check_open()
-        md, version = await self.run_blocking(self.store.read_ledger, ledger_id)
+        md, version = await self.run_blocking(self.store.ledgers.read, ledger_id)
         password, digest_type = ledger_credentials(ledger_id, md, password, digest_type, check=check_password)
         if md.is_closed:
             return ReadHandle(self, ledger_id, md, version, password, digest_type)
@@ -320,7 +320,7 @@ class BookKeeperClient:
             except (Conflict, LedgerRecoveryError) as exc:
                 # Someone else may have finished the job (another recovery
                 # closing the ledger): then their result is the result.
-                md, version = await self.run_blocking(self.store.read_ledger, ledger_id)
+                md, version = await self.run_blocking(self.store.ledgers.read, ledger_id)
                 if md.is_closed:
                     log.info("ledger %d: closed by another client during recovery (%s)", ledger_id, exc)
                     return ReadHandle(self, ledger_id, md, version, password, digest_type)
@@ -329,11 +329,11 @@ class BookKeeperClient:
         raise AssertionError("unreachable")
 
     async def _recover(self, ledger_id, md, version, password, digest_type) -> ReadHandle:
-        from bkctl.wire.metadata.zkstore import MetadataVersionConflict
+        from bkctl.wire.metadata.errors import MetadataVersionConflict
         while md.is_open:
             marked = md.in_recovery()
             try:
-                version = await self.run_blocking(self.store.update_ledger, ledger_id, marked, version)
+                version = await self.run_blocking(self.store.ledgers.update, ledger_id, marked, version)
                 md = marked
             except MetadataVersionConflict as conflict:
                 md, version = conflict.metadata, conflict.current_version
@@ -374,7 +374,7 @@ class BookKeeperClient:
         await self.run_blocking(lock.acquire, lock_timeout)
         handle = None
         try:
-            md, version = await self.run_blocking(self.store.read_ledger, ledger_id)
+            md, version = await self.run_blocking(self.store.ledgers.read, ledger_id)
             password, digest_type = ledger_credentials(ledger_id, md, password, digest_type, check=check_password)
             if md.is_closed:
                 raise LedgerClosedError(f"ledger {ledger_id} is closed (last entry {md.last_entry_id}); "
@@ -404,10 +404,10 @@ class BookKeeperClient:
         return self.run_blocking(self._delete_ledger, ledger_id)
 
     def _delete_ledger(self, ledger_id: int) -> None:
-        from bkctl.wire.metadata.zkstore import NoSuchLedger
-        if not self.store.ledger_exists(ledger_id):
+        from bkctl.wire.metadata.errors import NoSuchLedger
+        if not self.store.ledgers.exists(ledger_id):
             raise NoSuchLedger(ledger_id)
-        self.store.delete_ledger(ledger_id)
+        self.store.ledgers.delete(ledger_id)
 
     # -- life ------------------------------------------------------------------------
 

@@ -7,9 +7,12 @@ checks that every implementation matches these signatures).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from twisted.internet import defer
+
+if TYPE_CHECKING:
+    from bkctl.wire.codecs.add_frames import EncodedAdd
 
 __all__ = ["AddDone", "ReadDone", "BookieChannel"]
 
@@ -33,6 +36,11 @@ class BookieChannel(Protocol):
         """ADD_ENTRY of a digest-packaged ``body``, reported through ``on_done``
         (which may run before this returns, for a refused request).  The
         writer's hot path: no Deferred per copy of an entry."""
+
+    def add_encoded(self, add: "EncodedAdd", on_done: AddDone, ctx: Any, slot: int) -> None:
+        """:meth:`add_with_callback` of an entry encoded once for its whole write
+        set (:class:`~bkctl.wire.codecs.add_frames.EncodedAdd`): the writer's
+        fast path, each connection only adds its own header."""
 
     def read(self, ledger_id: int, entry_id: int, *, fence_master_key: bytes | None = None,
              high_priority: bool = False) -> defer.Deferred:

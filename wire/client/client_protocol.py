@@ -20,7 +20,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from bkctl.wire.codecs import v2, v3
-from bkctl.wire.codecs.answers import V2_READ_ANSWER_HEAD
+from bkctl.wire.codecs.answers import V2_ANSWER_HEAD
 from bkctl.wire.codecs.framing import FrameDecoder
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE, OpCode
 from bkctl.wire.errors import CodecError
@@ -28,10 +28,11 @@ from bkctl.wire.errors import CodecError
 if TYPE_CHECKING:
     from .connection import BookieConnection
 
-__all__ = ["BookieClientProtocol", "BookieClientFactory", "CORK"]
+__all__ = ["BookieClientProtocol", "BookieClientFactory", "CORK", "hold_writes", "release_writes"]
 
 _OPC_READ = int(OpCode.READ_ENTRY)
-_V2_READ_HEAD_SIZE = V2_READ_ANSWER_HEAD.size
+_OPC_ADD = int(OpCode.ADD_ENTRY)
+_V2_ANSWER_HEAD_SIZE = V2_ANSWER_HEAD.size
 
 
 class _Cork:
@@ -48,6 +49,24 @@ class _Cork:
 CORK = _Cork()
 
 
+def hold_writes() -> bool:
+    """Hold the frames connections write from now on until
+    :func:`release_writes` (a writer's burst of adds: one write per bookie).
+    False when they are held already (by a chunk of answers being handed
+    out, or an outer burst): then the caller must not release them."""
+    if CORK.holders is not None:
+        return False
+    CORK.holders = []
+    return True
+
+
+def release_writes() -> None:
+    """Write what :func:`hold_writes` held, once per connection."""
+    holders, CORK.holders = CORK.holders, None
+    for conn in holders or ():
+        conn._uncork()
+
+
 @implementer(IHandshakeListener)
 class BookieClientProtocol(Protocol):
     """Bytes to decoded responses for one TCP connection.
@@ -62,8 +81,8 @@ class BookieClientProtocol(Protocol):
 
     Fast paths (the owner's ``fastpaths``): a v3 answer that starts with the
     header field of a plain ADD or READ on the wire goes to
-    ``owner._fast_answer`` unparsed, a v2 READ answer to
-    ``owner._v2_read_answer`` without the response tuple; either may decline
+    ``owner._fast_answer`` unparsed, a v2 READ or ADD answer to
+    ``owner._v2_answer`` without the response tuple; either may decline
     it (then it is decoded as usual).
     """
 
@@ -99,18 +118,18 @@ class BookieClientProtocol(Protocol):
         except CodecError as exc:
             owner._malformed(self, exc)
             return
-        if CORK.holders is not None or len(payloads) < 2:
+        if len(payloads) < 2:
             self._answers(owner, payloads)
             return
         # Requests the answers' callbacks issue (a reader keeping its window
-        # full...) are held and written once per connection at the end.
-        holders = CORK.holders = []
+        # full, a writer its pipeline...) are held and written once per
+        # connection at the end.
+        holding = hold_writes()
         try:
             self._answers(owner, payloads)
         finally:
-            CORK.holders = None
-            for conn in holders:
-                conn._uncork()
+            if holding:
+                release_writes()
 
     def _answers(self, owner: "BookieConnection", payloads: list[bytes]) -> None:
         decode = self._decode
@@ -119,8 +138,8 @@ class BookieClientProtocol(Protocol):
         # header field, byte for byte: such answers are matched by it and
         # taken apart without the general parser
         fast = owner.requests.v3_fast if fastpaths and self._v3 else None
-        # v2: EOK READ answers are matched and cut without the response tuple
-        v2_reads = fastpaths and not self._v3
+        # v2: EOK READ and ADD answers are matched and cut without the response tuple
+        v2_fast = fastpaths and not self._v3
         for payload in payloads:
             if self._owner is None:  # a callback closed the connection
                 return
@@ -128,8 +147,9 @@ class BookieClientProtocol(Protocol):
                 req = fast.pop(payload[:2 + payload[1]], None)
                 if req is not None and owner._fast_answer(self, req, payload):
                     continue
-            elif (v2_reads and len(payload) >= _V2_READ_HEAD_SIZE and payload[1] == _OPC_READ
-                  and payload[0] and owner._v2_read_answer(self, payload)):
+            elif (v2_fast and len(payload) >= _V2_ANSWER_HEAD_SIZE and payload[0]
+                  and (payload[1] == _OPC_READ or payload[1] == _OPC_ADD)
+                  and owner._v2_answer(self, payload, payload[1])):
                 continue
             try:
                 msg = decode(payload)

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import struct
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -67,7 +66,6 @@ from bkctl.wire.codecs.protocol import (
     BOOKIE_INFO_TOTAL_DISK_CAPACITY,
     DEFAULT_MAX_FRAME_SIZE,
     LAST_ADD_CONFIRMED,
-    MASTER_KEY_LENGTH,
     V2_CURRENT_VERSION,
     Flag,
     OpCode,
@@ -78,7 +76,8 @@ from bkctl.wire.metadata.serviceinfo import parse_bookie_id_address
 
 from .backoff import DEFAULT_BACKOFF_FACTOR, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, Backoff
 from .client_protocol import CORK, BookieClientFactory, BookieClientProtocol
-from .deadlines import Deadlines
+from .deadlines import INFO, POLL, READ, WRITE, Deadlines
+from .entry_requests import EntryRequests, check_master_key
 from .errors import (
     BatchReadUnsupported,
     BookieError,
@@ -122,27 +121,18 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_MAX_OUTSTANDING = 1000
 DEFAULT_MAX_QUEUED = 1000
 
-_IDS = struct.Struct(">qq")
-
-_OP_ADD = int(OperationType.ADD_ENTRY)
 _OP_READ = int(OperationType.READ_ENTRY)
 _OP_READ_LAC = int(OperationType.READ_LAC)
 _OP_WRITE_LAC = int(OperationType.WRITE_LAC)
 _OP_FORCE = int(OperationType.FORCE_LEDGER)
 _OP_BOOKIE_INFO = int(OperationType.GET_BOOKIE_INFO)
 _OP_LIST_ENTRIES = int(OperationType.GET_LIST_OF_ENTRIES_OF_LEDGER)
-_OPC_ADD = int(OpCode.ADD_ENTRY)
 _OPC_READ = int(OpCode.READ_ENTRY)
 _OPC_BATCH_READ = int(OpCode.BATCH_READ_ENTRY)
-_FLAG_RECOVERY_ADD = int(Flag.RECOVERY_ADD)
-_FLAG_HIGH_PRIORITY = int(Flag.HIGH_PRIORITY)
-_V2_READ_ANSWER = answers.V2_READ_ANSWER_HEAD
+_V2_ANSWER_HEAD = answers.V2_ANSWER_HEAD
 _EOK = 0
 _WRITE_LAC_ANSWER = answers.v3_expect("writeLacResponse")
 _FORCE_ANSWER = answers.v3_expect("forceLedgerResponse")
-
-# Kinds of request timeouts: each kind has one deadline queue (and one timer) per connection.
-_T_WRITE, _T_READ, _T_INFO, _T_POLL = "write", "read", "info", "poll"
 
 
 def default_resolve(bookie_id: str) -> tuple[str, int]:
@@ -150,12 +140,7 @@ def default_resolve(bookie_id: str) -> tuple[str, int]:
     return parse_bookie_id_address(bookie_id)
 
 
-def _check_key(master_key) -> None:
-    if len(master_key) != MASTER_KEY_LENGTH:
-        raise ValueError(f"master key must be {MASTER_KEY_LENGTH} bytes, not {len(master_key)}")
-
-
-class BookieConnection(StartTLS):
+class BookieConnection(EntryRequests, StartTLS):
     """The connection to one bookie and the requests sent over it.
 
     ``reactor`` must provide ``connectTCP`` (and ``callLater``/``seconds``
@@ -289,58 +274,7 @@ class BookieConnection(StartTLS):
                                 deferred_sync)
         if req is None:
             return self._unsupported(f"ADD ledger {ledger_id} entry {entry_id} with DEFERRED_SYNC")
-        return self._submit_request(req, _T_WRITE, self.add_timeout)
-
-    def add_with_callback(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
-                          recovery: bool, high_priority: bool,
-                          on_done: Callable[[Any, int, str, BaseException | None], Any],
-                          ctx: Any, slot: int) -> None:
-        """:meth:`add` for the ledger layer (:class:`~bkctl.wire.client.channel.BookieChannel`),
-        without a Deferred: the outcome
-        is ``on_done(ctx, slot, bookie_id, error)`` with ``error`` None once
-        the bookie acknowledged the entry, else the exception :meth:`add`'s
-        Deferred would fail with. ``on_done`` may run before this returns
-        (a refused request). Argument errors raise, as with :meth:`add`."""
-        req = self._add_request(ledger_id, entry_id, master_key, body, recovery, high_priority, False)
-        req.on_done = on_done
-        req.ctx = ctx
-        req.slot = slot
-        self._submit_request(req, _T_WRITE, self.add_timeout, False)
-
-    def _add_request(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
-                     recovery: bool, high_priority: bool, deferred_sync: bool) -> "Request | None":
-        """The request of an ADD (None: DEFERRED_SYNC over v2, not supported)."""
-        if len(master_key) != MASTER_KEY_LENGTH:
-            _check_key(master_key)
-        if self.use_v3:
-            txn = next(self._ids)
-            if not self.fastpaths:
-                payload = v3.serialize(v3.add_request(txn, ledger_id, entry_id, master_key, body, recovery=recovery,
-                                                      high_priority=high_priority, deferred_sync=deferred_sync))
-                ok = None
-            elif recovery or high_priority or deferred_sync:
-                payload = self._encoder.add(txn, ledger_id, entry_id, master_key, body, recovery=recovery,
-                                            high_priority=high_priority, deferred_sync=deferred_sync)
-                ok = None
-            else:
-                payload, ok = self._encoder.add_and_reply(txn, ledger_id, entry_id, master_key, body)
-            req = Request(None, txn, frame(payload), answers.v3_add)
-            req.op = _OP_ADD
-            if ok is not None:
-                req.ok = ok
-                req.fast = payload[:2 + payload[1]]
-        else:
-            if deferred_sync:
-                return None
-            if type(body) is not bytes:
-                body = bytes(body)
-            if len(body) < _IDS.size or _IDS.unpack_from(body) != (ledger_id, entry_id):
-                raise ValueError("a v2 ADD body must start with the same ledger and entry ids")
-            flags = (_FLAG_RECOVERY_ADD if recovery else 0) | (_FLAG_HIGH_PRIORITY if high_priority else 0)
-            req = Request(None, (ledger_id, entry_id, _OPC_ADD),
-                          answers.v2_add_frame(flags, bytes(master_key), body), answers.v2_add)
-        req.ids = (ledger_id, entry_id)
-        return req
+        return self._submit_request(req, WRITE, self.add_timeout)
 
     def read(self, ledger_id: int, entry_id: int, *, fence_master_key: bytes | None = None,
              high_priority: bool = False) -> defer.Deferred:
@@ -348,47 +282,9 @@ class BookieConnection(StartTLS):
         returns the entry with the highest id the bookie has. With
         ``fence_master_key`` the read fences the ledger."""
         if fence_master_key is not None:
-            _check_key(fence_master_key)
+            check_master_key(fence_master_key)
         req = self._read_request(ledger_id, entry_id, fence_master_key, high_priority)
-        return self._submit_request(req, _T_READ, self.read_timeout)
-
-    def read_with_callback(self, ledger_id: int, entry_id: int, on_done: Callable[[Any, int, str, Any], Any],
-                           ctx: Any, slot: int) -> None:
-        """A plain :meth:`read` for the ledger layer
-        (:class:`~bkctl.wire.client.channel.BookieChannel`), without a Deferred:
-        the outcome is ``on_done(ctx, slot, bookie_id, result)``, ``result``
-        being the stored entry's bytes, or the exception :meth:`read`'s
-        Deferred would fail with. ``on_done`` may run before this returns (a
-        refused request)."""
-        proto = self._proto
-        if (proto is not None and self.use_v3 and self.fastpaths and not self._queue
-                and len(self._sent) < self.max_outstanding and not self._closed):
-            self._read_now(proto, ledger_id, entry_id, on_done, ctx, slot)
-            return
-        req = self._read_request(ledger_id, entry_id, None, False)
-        req.on_done = on_done
-        req.ctx = ctx
-        req.slot = slot
-        self._submit_request(req, _T_READ, self.read_timeout, False)
-
-    def _read_now(self, proto: BookieClientProtocol, ledger_id: int, entry_id: int,
-                  on_done: Callable[[Any, int, str, Any], Any], ctx: Any, slot: int) -> None:
-        """:meth:`read_with_callback` of a v3 connection with room on the wire
-        and nothing queued (a fast path): the frame encoded by hand, and what
-        :meth:`_submit_request` does for a request that goes out at once."""
-        txn = next(self._ids)
-        data, head = self._encoder.read_frame(txn, ledger_id, entry_id)
-        req = Request(None, txn, b"", answers.v3_read)
-        req.op = _OP_READ
-        req.fast = head
-        req.ids = (ledger_id, entry_id)
-        req.verb = "READ"
-        req.on_done = on_done
-        req.ctx = ctx
-        req.slot = slot
-        self._deadlines.start(req, _T_READ, self.read_timeout, self._clock.seconds())
-        self.requests.register(req)
-        self._write_now(proto, data)
+        return self._submit_request(req, READ, self.read_timeout)
 
     def _write_now(self, proto: BookieClientProtocol, data: bytes) -> None:
         """Write one request's frame, or hold it while answers are handed out."""
@@ -399,36 +295,6 @@ class BookieConnection(StartTLS):
             if not self._held:
                 holders.append(self)
             self._held.append(data)
-
-    def _read_request(self, ledger_id: int, entry_id: int, fence_master_key: bytes | None,
-                      high_priority: bool) -> Request:
-        plain = fence_master_key is None and not high_priority
-        if self.use_v3:
-            txn = next(self._ids)
-            if plain and self.fastpaths:
-                payload = self._encoder.read(txn, ledger_id, entry_id)
-                req = Request(None, txn, frame(payload), answers.v3_read)
-                req.fast = payload[:2 + payload[1]]
-            else:
-                payload = v3.serialize(v3.read_request(
-                    txn, ledger_id, entry_id, fence_master_key=fence_master_key,
-                    high_priority=high_priority))
-                req = Request(None, txn, frame(payload), answers.v3_read)
-            req.op = _OP_READ
-        elif plain and self.fastpaths:
-            req = Request(None, (ledger_id, entry_id, _OPC_READ),
-                          answers.v2_plain_read_frame(ledger_id, entry_id), answers.v2_read)
-        else:
-            flags = (Flag.DO_FENCING if fence_master_key is not None else 0) | (
-                Flag.HIGH_PRIORITY if high_priority else 0)
-            payload = v2.ReadRequest(V2_CURRENT_VERSION, int(flags), ledger_id, entry_id,
-                                     None if fence_master_key is None else bytes(fence_master_key)).encode()
-            req = Request(None, (ledger_id, entry_id, _OPC_READ), frame(payload), answers.v2_read)
-        req.ids = (ledger_id, entry_id)
-        req.verb = "READ"
-        if fence_master_key is not None:
-            req._what = f"READ ledger {ledger_id} entry {entry_id} (fencing)"
-        return req
 
     def read_long_poll(self, ledger_id: int, previous_lac: int, timeout_ms: int,
                        piggyback: bool = True) -> defer.Deferred:
@@ -448,7 +314,7 @@ class BookieConnection(StartTLS):
             timeout_ms=timeout_ms, piggyback=piggyback))
         timeout = self.read_timeout + timeout_ms / 1000.0
         return self._submit(what, txn, payload, answers.v3_long_poll, timeout, op=_OP_READ,
-                            kind=(_T_POLL, timeout))
+                            kind=(POLL, timeout))
 
     def batch_read(self, ledger_id: int, start_entry_id: int, max_count: int, max_size: int, *,
                    fence_master_key: bytes | None = None) -> defer.Deferred:
@@ -458,7 +324,7 @@ class BookieConnection(StartTLS):
         :class:`BatchReadUnsupported` when the bookie drops the connection on
         it (older bookie): read entries one by one instead."""
         if fence_master_key is not None:
-            _check_key(fence_master_key)
+            check_master_key(fence_master_key)
         what = f"BATCH_READ ledger {ledger_id} from entry {start_entry_id}"
         if self.use_v3:
             return self._unsupported(what)
@@ -485,14 +351,14 @@ class BookieConnection(StartTLS):
 
     def write_lac(self, ledger_id: int, lac: int, master_key: bytes, body: bytes) -> defer.Deferred:
         """WRITE_LAC (v3) of a digest-packaged LAC ``body``; fires with None."""
-        _check_key(master_key)
+        check_master_key(master_key)
         what = f"WRITE_LAC ledger {ledger_id} lac {lac}"
         if not self.use_v3:
             return self._unsupported(what)
         txn = next(self._ids)
         payload = v3.serialize(v3.write_lac_request(txn, ledger_id, lac, master_key, body))
         return self._submit(what, txn, payload, _WRITE_LAC_ANSWER, self.add_timeout,
-                            op=_OP_WRITE_LAC, kind=_T_WRITE)
+                            op=_OP_WRITE_LAC, kind=WRITE)
 
     def force_ledger(self, ledger_id: int) -> defer.Deferred:
         """FORCE_LEDGER (v3): fires with None once everything written before
@@ -503,7 +369,7 @@ class BookieConnection(StartTLS):
         txn = next(self._ids)
         payload = v3.serialize(v3.force_ledger_request(txn, ledger_id))
         return self._submit(what, txn, payload, _FORCE_ANSWER, self.add_timeout,
-                            op=_OP_FORCE, kind=_T_WRITE)
+                            op=_OP_FORCE, kind=WRITE)
 
     def bookie_info(self, requested: int = BOOKIE_INFO_TOTAL_DISK_CAPACITY
                     | BOOKIE_INFO_FREE_DISK_SPACE) -> defer.Deferred:
@@ -515,7 +381,7 @@ class BookieConnection(StartTLS):
         txn = next(self._ids)
         payload = v3.serialize(v3.get_bookie_info_request(txn, requested))
         return self._submit(what, txn, payload, answers.v3_bookie_info, self.bookie_info_timeout,
-                            op=_OP_BOOKIE_INFO, kind=_T_INFO)
+                            op=_OP_BOOKIE_INFO, kind=INFO)
 
     def entry_availability(self, ledger_id: int) -> defer.Deferred:
         """GET_LIST_OF_ENTRIES_OF_LEDGER (v3): fires with the encoded
@@ -566,7 +432,7 @@ class BookieConnection(StartTLS):
             bookie=self.bookie_id))
 
     def _submit(self, what: str, key: Any, payload: bytes, decode, timeout: float,
-                is_batch: bool = False, *, op: int | None = None, kind: Any = _T_READ) -> defer.Deferred:
+                is_batch: bool = False, *, op: int | None = None, kind: Any = READ) -> defer.Deferred:
         req = Request(what, key, frame(payload), decode, is_batch)
         req.op = op
         return self._submit_request(req, kind, timeout)
@@ -822,8 +688,8 @@ class BookieConnection(StartTLS):
         if req.state != SENT or self.requests.v3_pending.get(req.key) is not req:
             return False
         ok = req.ok
-        if ok is not None:
-            if payload != ok:
+        if ok is not None:  # an ADD: the rest of its EOK answer, byte for byte
+            if len(payload) != len(req.fast) + len(ok) or not payload.endswith(ok):
                 return False
             result = None
         else:
@@ -834,20 +700,21 @@ class BookieConnection(StartTLS):
         self._answered(req, result)
         return True
 
-    def _v2_read_answer(self, proto: BookieClientProtocol, payload: bytes) -> bool:
-        """A v2 READ_ENTRY answer (version > 0, at least its 24-byte head):
-        what :meth:`_response_received` would do with an EOK one, without
-        building the response tuple. False for anything else (an error, an
-        answer nobody waits for): then it is decoded and matched as usual."""
+    def _v2_answer(self, proto: BookieClientProtocol, payload: bytes, opcode: int) -> bool:
+        """A v2 READ_ENTRY or ADD_ENTRY answer (``opcode``; version > 0, at
+        least its 24-byte head): what :meth:`_response_received` would do with
+        an EOK one, without building the response tuple. False for anything
+        else (an error, an answer nobody waits for): then it is decoded and
+        matched as usual."""
         if proto is not self._proto:
             return True  # a connection given up on: dropped, as any answer on it
-        _head, rc, ledger_id, entry_id = _V2_READ_ANSWER.unpack_from(payload)
+        _head, rc, ledger_id, entry_id = _V2_ANSWER_HEAD.unpack_from(payload)
         if rc != _EOK:
             return False
-        req = self.requests.take_v2((ledger_id, entry_id, _OPC_READ))
+        req = self.requests.take_v2((ledger_id, entry_id, opcode))
         if req is None:
             return False
-        self._answered(req, payload[_V2_READ_ANSWER.size:])
+        self._answered(req, payload[_V2_ANSWER_HEAD.size:] if opcode == _OPC_READ else None)
         return True
 
     def _answered(self, req: Request, result: Any) -> None:

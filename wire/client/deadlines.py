@@ -16,7 +16,11 @@ from typing import Any
 
 from .requests import DONE, Request
 
-__all__ = ["Deadlines"]
+__all__ = ["Deadlines", "WRITE", "READ", "INFO", "POLL"]
+
+#: Kinds of request: writes (ADD, WRITE_LAC, FORCE_LEDGER), reads, GET_BOOKIE_INFO,
+#: long polls (``(POLL, timeout)``: one kind per wait).
+WRITE, READ, INFO, POLL = "write", "read", "info", "poll"
 
 
 class _Timeouts:

@@ -37,7 +37,7 @@ async def fence_ledger(client, ledger_id: int, password: bytes | str | None = No
     quorum; else :class:`~bkctl.wire.client.errors.LedgerRecoveryError`.  A closed
     ledger needs no fencing (``fenced`` False).
     """
-    md, _version = await client.run_blocking(client.store.read_ledger, ledger_id)
+    md, _version = await client.run_blocking(client.store.ledgers.read, ledger_id)
     doc: dict[str, Any] = {"ledger_id": ledger_id, "state": md.state.name, "fenced": False,
                            "bookies_fenced": [], "bookies_failed": {}, "last_add_confirmed": None}
     if md.is_closed:
@@ -95,13 +95,13 @@ async def describe_bookie(client, bookie_id: str) -> dict:
     store = client.store
 
     def from_zookeeper():
-        if bookie_id in store.writable_bookies():
+        if bookie_id in store.registration.writable_bookies():
             state = "writable"
-        elif bookie_id in store.readonly_bookies():
+        elif bookie_id in store.registration.readonly_bookies():
             state = "read-only"
         else:
             state = "not registered"
-        return state, store.get_cookie(bookie_id), store.bookie_service_info(bookie_id)
+        return state, store.cookies.get(bookie_id), store.registration.service_info(bookie_id)
 
     state, cookie, info = await client.run_blocking(from_zookeeper)
     if cookie is None and state == "not registered":

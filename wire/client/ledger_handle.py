@@ -28,7 +28,13 @@
 * with ``explicit_lac_interval`` (seconds; Java's ``explicitLacInterval``)
   a LAC the adds have not carried to the bookies is sent to them as an
   explicit LAC (WRITE_LAC) at most that long after it was confirmed, so a
-  tailing reader sees an entry without waiting for the next add.
+  tailing reader sees an entry without waiting for the next add;
+* the fast path (:mod:`bkctl.wire.fastpath`): each entry is packaged (its
+  digest) and encoded once for its whole write set
+  (:class:`~bkctl.wire.codecs.add_frames.EncodedAdd`), each connection only
+  adds its header; the adds of a burst (``add_entries``, the adds started
+  by completions while a bookie's answers are handed out) are written once
+  per bookie.  Off, each copy is encoded by its connection.
 """
 from __future__ import annotations
 
@@ -40,12 +46,15 @@ from typing import Any
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
+from bkctl.wire import fastpath
+from bkctl.wire.codecs.add_frames import AddEncoder, EncodedAdd
 from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.errors import BKError
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 
 from .channel import BookieChannel
+from .client_protocol import hold_writes, release_writes
 from .errors import (
     ClientClosed,
     HandleReleased,
@@ -70,12 +79,14 @@ _OPEN, _CLOSING, _CLOSED, _FAILED = "open", "closing", "closed", "failed"
 class _PendingAdd:
     """One entry on its way to its write set."""
 
-    __slots__ = ("entry_id", "body", "length", "deferred", "bookies", "acked", "acks")
+    __slots__ = ("entry_id", "body", "length", "deferred", "bookies", "acked", "acks", "encoded")
 
     def __init__(self, entry_id: int, body: bytes, length: int):
         self.entry_id = entry_id
         self.body = body
         self.length = length
+        #: the fast path's ADD, encoded once for every bookie of the write set
+        self.encoded: EncodedAdd | None = None
         self.deferred: defer.Deferred | None = None  # None: nobody waits for this one
         # write set, slot i = copy i; None until sent. A tuple shared with the
         # other entries of the same stripe until an ensemble change edits it.
@@ -135,6 +146,8 @@ class LedgerHandle(ReadHandle):
         if explicit_lac_interval < 0:
             raise ValueError("explicit_lac_interval must be >= 0")
         self.explicit_lac_interval = 0.0 if recovery else float(explicit_lac_interval)
+        #: fast path: encodes each entry's ADD once for its write set (None: off)
+        self._adds = AddEncoder(getattr(client, "protocol", "v3")) if fastpath.ENABLED else None
         self._piggybacked_lac = -1  # the LAC packaged in the last entry sent
         self._explicit_lac = -1  # the highest LAC the bookies were told, by adds or WRITE_LAC
         self._lac_timer = None
@@ -259,14 +272,24 @@ class LedgerHandle(ReadHandle):
             if not self.writable():
                 await self.wait_writable()
                 continue
+            # a burst: up to the window, written once per bookie at its end
+            holding = hold_writes()
             try:
-                payload = bytes(next(it))
-            except StopIteration:
+                while self.writable():
+                    try:
+                        payload = bytes(next(it))
+                    except StopIteration:
+                        it = None
+                        break
+                    if len(payload) > limit:
+                        raise ValueError(f"entry of {len(payload)} bytes is larger than the {limit} bytes "
+                                         "a bookie frame can carry")
+                    last = self._start_add(payload, with_deferred=False)
+            finally:
+                if holding:
+                    release_writes()
+            if it is None:
                 break
-            if len(payload) > limit:
-                raise ValueError(f"entry of {len(payload)} bytes is larger than the {limit} bytes "
-                                 "a bookie frame can carry")
-            last = self._start_add(payload, with_deferred=False)
         if last is None:
             return None
         if self._lac >= last.entry_id:
@@ -313,6 +336,9 @@ class LedgerHandle(ReadHandle):
         p.bookies = self._write_set(p.entry_id)
         p.acked = 0
         p.acks = 0
+        if self._adds is not None and p.encoded is None:
+            p.encoded = self._adds.encode(self.ledger_id, p.entry_id, self.master_key, p.body,
+                                          self.recovery, self.recovery)
         for slot in range(len(p.bookies)):
             if self._state == _FAILED:
                 return
@@ -329,8 +355,12 @@ class LedgerHandle(ReadHandle):
         try:
             conn: BookieChannel = self.client.pool.get(bookie)
             # The connection calls _slot_done back: no Deferred per copy.
-            conn.add_with_callback(self.ledger_id, p.entry_id, self.master_key, p.body,
-                                   self.recovery, self.recovery, self._slot_done, p, slot)
+            encoded = p.encoded
+            if encoded is not None:
+                conn.add_encoded(encoded, self._slot_done, p, slot)
+            else:
+                conn.add_with_callback(self.ledger_id, p.entry_id, self.master_key, p.body,
+                                       self.recovery, self.recovery, self._slot_done, p, slot)
         except Exception as exc:  # noqa: BLE001 - a closed pool or a bad argument raises
             self._slot_done(p, slot, bookie, exc)
 
@@ -497,12 +527,10 @@ class LedgerHandle(ReadHandle):
         new_md = md.with_ensemble_change(first, new_ensemble)
         version = self._version
         store = self.client.store
-        from bkctl.wire.metadata.zkstore import (
-            MetadataVersionConflict,  # wire-internal, cheap once loaded
-        )
+        from bkctl.wire.metadata.errors import MetadataVersionConflict
         for _attempt in range(100):
             try:
-                version = await self.client.run_blocking(store.update_ledger, self.ledger_id, new_md, version)
+                version = await self.client.run_blocking(store.ledgers.update, self.ledger_id, new_md, version)
                 break
             except MetadataVersionConflict as conflict:
                 current, current_version = conflict.metadata, conflict.current_version
@@ -681,7 +709,7 @@ class LedgerHandle(ReadHandle):
                     log.warning("ledger %d: releasing the append lock failed", self.ledger_id, exc_info=True)
 
     async def _write_closed(self) -> None:
-        from bkctl.wire.metadata.zkstore import MetadataVersionConflict
+        from bkctl.wire.metadata.errors import MetadataVersionConflict
         lac = self._lac
         length = self._confirmed_length
         if length is None:
@@ -694,7 +722,7 @@ class LedgerHandle(ReadHandle):
                 break
             new_md = md.closed(lac, length)
             try:
-                version = await self.client.run_blocking(store.update_ledger, self.ledger_id, new_md, version)
+                version = await self.client.run_blocking(store.ledgers.update, self.ledger_id, new_md, version)
                 md = new_md
                 break
             except MetadataVersionConflict as conflict:

@@ -10,6 +10,7 @@
   do not verify, else the last error);
 * over v2, ledgers whose ensemble size equals their write quorum (every
   bookie holds every entry of its segment) are read with BATCH_READ_ENTRY
+  (a fast path: :mod:`bkctl.wire.fastpath`; off, entry by entry as above)
   (bookies 4.17+), Java's rule: up to ``_BATCH_READ_ENTRIES`` consecutive
   entries per request, a few requests in flight, each entry verified; a
   bookie that fails, answers short of the first entry or cannot batch-read
@@ -38,6 +39,7 @@ from typing import Any
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
+from bkctl.wire import fastpath
 from bkctl.wire.codecs.digest import DigestManager, DigestType, VerifiedEntry, master_key
 from bkctl.wire.errors import BKError, DigestError
 from bkctl.wire.metadata.ledger import LedgerMetadata
@@ -167,7 +169,7 @@ class ReadHandle:
 
     def refresh_metadata(self) -> defer.Deferred:
         """Re-read the metadata (to notice that an open ledger got closed)."""
-        d = self.client.run_blocking(self.client.store.read_ledger, self.ledger_id)
+        d = self.client.run_blocking(self.client.store.ledgers.read, self.ledger_id)
 
         def got(result):
             md, version = result
@@ -292,7 +294,9 @@ class ReadHandle:
     def _read_span(self, first: int, last: int) -> defer.Deferred:
         """Fires with ``[(entry_id, payload), ...]`` for ``first..last``."""
         md = self._metadata
-        if md.ensemble_size == md.write_quorum and getattr(self.client, "protocol", "v3") == "v2":
+        # BATCH_READ_ENTRY is a speed path (bkctl.wire.fastpath): off, every entry is read alone
+        if (md.ensemble_size == md.write_quorum and getattr(self.client, "protocol", "v3") == "v2"
+                and fastpath.ENABLED):
             return defer.ensureDeferred(self._read_span_batched(first, last))
         return self._read_span_singly(first, last)
 

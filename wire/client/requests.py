@@ -73,6 +73,12 @@ class Request:
             what = self._what = f"{self.verb} ledger {ledger_id} entry {entry_id}"
         return what
 
+    def callback_to(self, on_done, ctx: Any, slot: int) -> None:
+        """Complete through ``on_done(ctx, slot, bookie_id, result)``, not a Deferred."""
+        self.on_done = on_done
+        self.ctx = ctx
+        self.slot = slot
+
     def __call__(self, _deferred: defer.Deferred) -> None:
         """The canceller of the request's Deferred."""
         self.conn._cancel(self)

@@ -17,7 +17,8 @@ first for an open ledger whose last segment lost a bookie.
   replicas of its write set (digest verified, next replica on any failure),
   and writes the stored bytes unchanged to the replacement with a recovery
   add (accepted on fenced ledgers), at most ``window`` entries at a time,
-  optionally paced by a ``throttle`` (bytes).
+  optionally paced by a ``throttle`` (bytes): a pipeline of reads feeding
+  adds (:class:`FragmentCopy`).
 * :func:`replace_in_metadata` then swaps the bookies in that one segment by
   compare-and-set, re-reading on conflict.  It is idempotent: a segment that
   no longer names the lost bookie is left alone.  Since the metadata changes
@@ -39,13 +40,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet import defer
+from twisted.python.failure import Failure
 
+from bkctl.wire import fastpath
+from bkctl.wire.codecs.add_frames import AddEncoder
 from bkctl.wire.codecs.digest import DigestManager, master_key
 from bkctl.wire.errors import BKError, DigestError
 from bkctl.wire.metadata.ledger import LedgerMetadata
 
 from .credentials import ledger_credentials
-from .helpers import ignore_failure
 from .errors import (
     EntryUnrecoverable,
     LedgerMetadataConflict,
@@ -209,29 +212,186 @@ def choose_replacements(fragment: Fragment, writable: Iterable[str], readonly: C
 # ----------------------------------------------------------------- re-replication
 
 
-async def _read_verified(client, ledger_id: int, entry_id: int, sources: list[str],
-                         digest: DigestManager) -> bytes:
-    """The stored bytes of an entry from the first of ``sources`` whose copy
-    verifies."""
-    errors: list[str] = []
-    for bookie in sources:
+class _EntryCopy:
+    """One entry on its way: where it can be read, where it goes, what went wrong."""
+
+    __slots__ = ("entry_id", "sources", "targets", "errors", "unanswered")
+
+    def __init__(self, entry_id: int, sources: list[str], targets: list[str]):
+        self.entry_id = entry_id
+        self.sources = sources
+        self.targets = targets
+        self.errors: list[str] = []
+        self.unanswered = 0  # adds sent and not acknowledged yet
+
+
+class FragmentCopy:
+    """The copy of one fragment (:func:`replicate_fragment`) as a pipeline:
+    at most ``window`` entries in flight, each read from the first surviving
+    replica of its write set whose copy verifies (the next one on a missing
+    entry, a bad digest or any failure) and, as soon as it is read, added
+    unchanged to its replacements with recovery adds -- reads feeding adds,
+    a new entry started as each one is copied.  Reads and adds go through
+    the connections' callback calls (no Deferred or coroutine per entry);
+    with the fast path (:mod:`bkctl.wire.fastpath`) an entry's ADD is
+    encoded once for all its replacements, and the requests issued while a
+    bookie's answers are handed out leave in one write per bookie.  Fires
+    with the number of entries copied; the first failure fails it (the
+    entries still in flight are then ignored)."""
+
+    def __init__(self, client, fragment: Fragment, replacements: dict[str, str], digest: DigestManager,
+                 key: bytes, window: int, on_entry: Callable[[int], Any] | None,
+                 throttle: Callable[[int], Any] | None):
+        self.client = client
+        self.pool = client.pool
+        self.ledger_id = fragment.ledger_id
+        self.digest = digest
+        self.key = key
+        self.window = window
+        self.on_entry = on_entry
+        self.throttle = throttle
+        self.adds = AddEncoder(getattr(client, "protocol", "v3")) if fastpath.ENABLED else None
+        self._fragment = fragment
+        self._schedule = fragment.schedule
+        self._entries = iter(fragment.entries())
+        self._lost_positions = set(fragment.positions)
+        self._replacements = replacements
+        self.copied = 0
+        self.running = 0
+        self.done: defer.Deferred = defer.Deferred()
+        self._finished = False
+        self._exhausted = False
+        self._filling = False
+        self._again = False
+
+    def start(self) -> defer.Deferred:
+        self._fill()
+        return self.done
+
+    # -- the window -------------------------------------------------------------------
+
+    def _fill(self) -> None:
+        # reads and adds answered synchronously must not recurse once per entry
+        if self._filling:
+            self._again = True
+            return
+        self._filling = True
         try:
-            body = await client.pool.get(bookie).read(ledger_id, entry_id)
-        except Unauthorized:
-            raise
-        except Exception as exc:  # noqa: BLE001 - try the next replica
-            errors.append(str(exc) if isinstance(exc, MISSING_ON_BOOKIE + (BKError,)) else f"{bookie}: {exc!r}")
-            continue
+            self._again = True
+            while self._again:
+                self._again = False
+                while not self._finished and not self._exhausted and self.running < self.window:
+                    entry_id = next(self._entries, None)
+                    if entry_id is None:
+                        self._exhausted = True
+                        break
+                    copy = self._plan(entry_id)
+                    if not copy.targets:  # nothing of it was on a replaced bookie
+                        self.copied += 1
+                        continue
+                    self.running += 1
+                    self._read(copy, 0)
+            if self._exhausted and self.running == 0 and not self._finished:
+                self._finished = True
+                self.done.callback(self.copied)
+        finally:
+            self._filling = False
+
+    def _plan(self, entry_id: int) -> _EntryCopy:
+        ensemble = self._fragment.ensemble
+        lost, replacements = self._lost_positions, self._replacements
+        sources, targets = [], []
+        for i in self._schedule.write_set(entry_id):
+            if i not in lost:
+                sources.append(ensemble[i])
+            elif ensemble[i] in replacements:
+                targets.append(replacements[ensemble[i]])
+        return _EntryCopy(entry_id, sources, targets)
+
+    def _fail(self, error: BaseException) -> None:
+        if not self._finished:
+            self._finished = True
+            self.done.errback(Failure(error))
+
+    # -- reading ------------------------------------------------------------------
+
+    def _read(self, copy: _EntryCopy, index: int) -> None:
+        if index >= len(copy.sources):
+            what = f"entry {copy.entry_id} of ledger {self.ledger_id}"
+            if not copy.sources:
+                self._fail(EntryUnrecoverable(f"{what}: every bookie of its write set is lost"))
+            else:
+                self._fail(EntryUnrecoverable(f"{what} could not be read from any surviving replica "
+                                              f"({', '.join(copy.sources)}): {'; '.join(copy.errors[:3])}"))
+            return
+        bookie = copy.sources[index]
         try:
-            digest.verify(body, entry_id)
+            self.pool.get(bookie).read_with_callback(self.ledger_id, copy.entry_id, self._read_done, copy, index)
+        except Exception as exc:  # noqa: BLE001 - a closed pool: that replica failed
+            self._read_done(copy, index, bookie, exc)
+
+    def _read_done(self, copy: _EntryCopy, index: int, bookie: str, result: Any) -> None:
+        if self._finished:
+            return
+        if isinstance(result, BaseException):
+            if isinstance(result, Unauthorized):
+                self._fail(result)
+                return
+            copy.errors.append(str(result) if isinstance(result, MISSING_ON_BOOKIE + (BKError,))
+                               else f"{bookie}: {result!r}")
+            self._read(copy, index + 1)
+            return
+        try:
+            self.digest.verify(result, copy.entry_id)
         except DigestError as exc:
-            errors.append(f"bookie {bookie}: {exc}")
-            continue
-        return bytes(body)
-    if not sources:
-        raise EntryUnrecoverable(f"entry {entry_id} of ledger {ledger_id}: every bookie of its write set is lost")
-    raise EntryUnrecoverable(f"entry {entry_id} of ledger {ledger_id} could not be read from any surviving "
-                             f"replica ({', '.join(sources)}): {'; '.join(errors[:3])}")
+            copy.errors.append(f"bookie {bookie}: {exc}")
+            self._read(copy, index + 1)
+            return
+        body = bytes(result)
+        if self.throttle is not None:
+            wait = self.throttle(len(body) * len(copy.targets))
+            if wait is not None:
+                wait.addCallback(lambda _: self._add(copy, body))
+                wait.addErrback(lambda f: self._fail(f.value))
+                return
+        self._add(copy, body)
+
+    # -- adding -------------------------------------------------------------------
+
+    def _add(self, copy: _EntryCopy, body: bytes) -> None:
+        if self._finished:
+            return
+        copy.unanswered = len(copy.targets)
+        encoded = self.adds.encode(self.ledger_id, copy.entry_id, self.key, body, True, True) \
+            if self.adds is not None else None
+        for slot, bookie in enumerate(copy.targets):
+            try:
+                conn = self.pool.get(bookie)
+                if encoded is not None:
+                    conn.add_encoded(encoded, self._add_done, copy, slot)
+                else:
+                    conn.add_with_callback(self.ledger_id, copy.entry_id, self.key, body, True, True,
+                                           self._add_done, copy, slot)
+            except Exception as exc:  # noqa: BLE001 - a closed pool
+                self._add_done(copy, slot, bookie, exc)
+            if self._finished:
+                return
+
+    def _add_done(self, copy: _EntryCopy, slot: int, bookie: str, error: BaseException | None) -> None:
+        if self._finished:
+            return
+        if error is not None:
+            self._fail(error if isinstance(error, BKError) else ReplicationError(
+                f"writing entry {copy.entry_id} of ledger {self.ledger_id} to its new bookie failed: {error!r}"))
+            return
+        copy.unanswered -= 1
+        if copy.unanswered:
+            return
+        self.copied += 1
+        self.running -= 1
+        if self.on_entry is not None:
+            self.on_entry(copy.entry_id)
+        self._fill()
 
 
 async def replicate_fragment(client, fragment: Fragment, replacements: dict[str, str], digest: DigestManager,
@@ -242,64 +402,18 @@ async def replicate_fragment(client, fragment: Fragment, replacements: dict[str,
 
     Each entry is read from the surviving members of its write set (lost
     ones never count as sources), verified, and added unchanged to the
-    replacement of every lost member of its write set, with recovery adds.
-    At most ``window`` entries are in flight.  ``on_entry(entry_id)`` is
-    called (in the reactor thread) after each entry is copied.  ``throttle(n)``,
-    when given, is called with the bytes about to be written for each entry and
-    may return a Deferred to wait for (a byte-rate limit).  Returns the
-    number of entries copied; the first failure raises (a
-    :class:`ReplicationError` or the bookie's error) and stops the copy.
+    replacement of every lost member of its write set, with recovery adds
+    (:class:`FragmentCopy`: reads feeding adds).  At most ``window`` entries
+    are in flight.  ``on_entry(entry_id)`` is called (in the reactor thread)
+    after each entry is copied.  ``throttle(n)``, when given, is called with
+    the bytes about to be written for each entry and may return a Deferred
+    to wait for (a byte-rate limit).  Returns the number of entries copied;
+    the first failure raises (a :class:`ReplicationError` or the bookie's
+    error) and stops the copy.
     """
     if window < 1:
         raise ValueError("window must be >= 1")
-    ensemble = fragment.ensemble
-    schedule = fragment.schedule
-    lost_positions = set(fragment.positions)
-    ledger_id = fragment.ledger_id
-
-    async def copy(entry_id: int) -> None:
-        indexes = schedule.write_set(entry_id)
-        sources = [ensemble[i] for i in indexes if i not in lost_positions]
-        targets = [replacements[ensemble[i]] for i in indexes
-                   if i in lost_positions and ensemble[i] in replacements]
-        if not targets:
-            return
-        body = await _read_verified(client, ledger_id, entry_id, sources, digest)
-        if throttle is not None:
-            wait = throttle(len(body) * len(targets))
-            if wait is not None:
-                await wait
-        adds = []
-        for bookie in targets:
-            try:
-                adds.append(client.pool.get(bookie).add(ledger_id, entry_id, key, body, recovery=True,
-                                                        high_priority=True))
-            except Exception as exc:  # noqa: BLE001 - a closed pool
-                adds.append(defer.fail(exc))
-        results = await defer.DeferredList(adds, consumeErrors=True)
-        for ok, value in results:
-            if not ok:
-                exc = value.value
-                raise exc if isinstance(exc, BKError) else ReplicationError(
-                    f"writing entry {entry_id} of ledger {ledger_id} to its new bookie failed: {exc!r}")
-        if on_entry is not None:
-            on_entry(entry_id)
-
-    pending: deque[defer.Deferred] = deque()
-    copied = 0
-    try:
-        for entry_id in fragment.entries():
-            if len(pending) >= window:
-                await pending.popleft()
-                copied += 1
-            pending.append(defer.ensureDeferred(copy(entry_id)))
-        while pending:
-            await pending.popleft()
-            copied += 1
-    finally:
-        for d in pending:
-            d.addErrback(ignore_failure)
-    return copied
+    return await FragmentCopy(client, fragment, replacements, digest, key, window, on_entry, throttle).start()
 
 
 async def replace_in_metadata(client, ledger_id: int, first_entry_id: int,
@@ -308,10 +422,10 @@ async def replace_in_metadata(client, ledger_id: int, first_entry_id: int,
     compare-and-set (re-reading on conflict).  A lost bookie no longer in the
     segment (replaced by an earlier run or by someone else) is skipped.
     Returns the metadata and version now stored."""
-    from bkctl.wire.metadata.zkstore import MetadataVersionConflict
+    from bkctl.wire.metadata.errors import MetadataVersionConflict
 
     store = client.store
-    md, version = await client.run_blocking(store.read_ledger, ledger_id)
+    md, version = await client.run_blocking(store.ledgers.read, ledger_id)
     for _attempt in range(100):
         segments = dict(md.ensembles)
         if first_entry_id not in segments:
@@ -328,7 +442,7 @@ async def replace_in_metadata(client, ledger_id: int, first_entry_id: int,
         if new_md is md:
             return md, version
         try:
-            version = await client.run_blocking(store.update_ledger, ledger_id, new_md, version)
+            version = await client.run_blocking(store.ledgers.update, ledger_id, new_md, version)
             return new_md, version
         except MetadataVersionConflict as conflict:
             md, version = conflict.metadata, conflict.current_version
@@ -366,14 +480,14 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
     ``failed`` (``error`` says why), ``clean`` (nothing on the lost bookies)
     or ``deleted`` (the ledger vanished meanwhile).
     """
-    from bkctl.wire.metadata.zkstore import NoSuchLedger
+    from bkctl.wire.metadata.errors import NoSuchLedger
 
     lost = tuple(dict.fromkeys(lost))
     lost_set = set(lost)
     result: dict[str, Any] = {"ledger_id": ledger_id, "state": None, "status": None, "closed_first": False,
                               "fragments": [], "entries_copied": 0, "error": None}
     try:
-        md, _version = await client.run_blocking(client.store.read_ledger, ledger_id)
+        md, _version = await client.run_blocking(client.store.ledgers.read, ledger_id)
         result["state"] = md.state.name
         if not lost_set.intersection(md.bookies):
             result["status"] = "clean"
@@ -387,7 +501,7 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
                 result["closed_first"] = True
                 if not dry_run:
                     await client.open_ledger(ledger_id, recovery=True, password=password)
-                    md, _version = await client.run_blocking(client.store.read_ledger, ledger_id)
+                    md, _version = await client.run_blocking(client.store.ledgers.read, ledger_id)
         password_bytes, digest_type = ledger_credentials(ledger_id, md, password)
         digest = DigestManager(ledger_id, digest_type, password_bytes)
         key = master_key(password_bytes)

@@ -10,7 +10,7 @@ no client state: the connection picks one decoder per request.
 
 Also the fixed shapes the client writes and recognizes by hand (its fast
 paths): framed v2 ADD and plain READ requests, and the head of a v2 READ
-answer.
+or ADD answer.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ __all__ = [
     "Decoder",
     "v3_add", "v3_expect", "v3_read", "v3_long_poll", "v3_read_lac", "v3_bookie_info",
     "v3_entry_list", "v2_add", "v2_read", "v2_batch_read",
-    "v2_add_frame", "v2_plain_read_frame", "V2_READ_ANSWER_HEAD",
+    "v2_add_frame", "v2_plain_read_frame", "V2_ANSWER_HEAD",
 ]
 
 #: ``decoder(response) -> (rc, value)``
@@ -133,8 +133,8 @@ _V2_ADD_HEADER = (V2_CURRENT_VERSION << 24) | (_OPC_ADD << 16)
 _V2_READ_FRAME = struct.Struct(">iiqq")  # frame length, header (no flags), ledger and entry ids
 _V2_READ_LEN = _V2_READ_FRAME.size - 4
 _V2_READ_HEADER = (V2_CURRENT_VERSION << 24) | (_OPC_READ << 16)
-#: The head of a v2 READ answer: header, rc, ledger and entry ids (the entry follows).
-V2_READ_ANSWER_HEAD = struct.Struct(">iiqq")
+#: The head of a v2 READ or ADD answer: header, rc, ledger and entry ids (a read's entry follows).
+V2_ANSWER_HEAD = struct.Struct(">iiqq")
 
 
 def v2_add_frame(flags: int, master_key: bytes, body: bytes) -> bytes:

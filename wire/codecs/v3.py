@@ -409,8 +409,8 @@ class RequestEncoder:
     Creating a message (and its header and operation sub-messages) costs
     upb about twice what assigning the fields and serializing do. An ADD
     goes to several bookies with only the txnId changing, so its AddRequest
-    part is encoded once (the last one is remembered, by identity of its key
-    and body) and each copy only adds its header: the Request is the header
+    part is encoded once per encoder (the last one is remembered, by identity
+    of its key and body) and each copy only adds its header: the Request is the header
     field (1) followed by the addRequest field (101), as proto2 writes them.
     The bytes are those of ``serialize(add_request(...))`` /
     ``serialize(read_request(...))``: every call assigns every field its
@@ -419,17 +419,21 @@ class RequestEncoder:
     builders. Not thread-safe: one per connection (or per thread).
     """
 
-    __slots__ = ("_header", "_add_inner", "_add_reply", "_read", "_read_header", "_read_inner",
-                 "_read_ledger")
+    __slots__ = ("_header", "_add_inner", "_recovery_inner", "_add_reply", "_read", "_read_header",
+                 "_read_inner", "_read_ledger", "_last_add")
 
     def __init__(self):
         self._header = pb.BKPacketHeader(version=_V3, operation=_OP_ADD)
         self._add_inner = pb.AddRequest()
+        self._recovery_inner = pb.AddRequest(flag=ADD_FLAG_RECOVERY_ADD)
         self._add_reply = pb.AddResponse(status=_EOK)
         self._read = _new_request(_OP_READ, 0)
         self._read_header = self._read.header
         self._read_inner = self._read.readRequest
         self._read_ledger: tuple = (None, b"")  # (ledgerId, its field) of the last read_frame
+        #: the last ADD encoded: ((ledger, entry), key, body, its addRequest field,
+        #: the status and addResponse fields of its EOK answer)
+        self._last_add: tuple = ((None, None), None, None, b"", b"")
 
     def add(self, txn_id: int, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, *,
             recovery: bool = False, high_priority: bool = False, deferred_sync: bool = False) -> bytes:
@@ -445,35 +449,41 @@ class RequestEncoder:
         and the payload of the bookie's EOK answer to it,
         ``serialize(add_response(request, EOK))`` -- the bytes a client can
         recognize that answer by without parsing it."""
-        global _last_add
-        last = _last_add
+        last = self._last_add
         if last[2] is body and last[1] is master_key and last[0] == (ledger_id, entry_id):
             part, reply = last[3], last[4]
         else:
-            add = self._add_inner
-            add.ledgerId = ledger_id
-            add.entryId = entry_id
-            add.masterKey = master_key if type(master_key) is bytes else bytes(master_key)
-            add.body = body if type(body) is bytes else bytes(body)
-            inner = add.SerializeToString()
-            part = b"".join((ADD_FIELD, _varint(len(inner)), inner))
-            answer = self._add_reply
-            answer.ledgerId = ledger_id
-            answer.entryId = entry_id
-            inner = answer.SerializeToString()
-            # Response: header (1), status EOK (2), addResponse (101)
-            reply = b"".join((_STATUS_EOK_FIELD, ADD_FIELD, _VARINT1[len(inner)], inner))
-            _last_add = ((ledger_id, entry_id), master_key, body, part, reply)
-        if 0 <= txn_id < _U64_LIMIT and type(txn_id) is int:
-            # the header field: version 3, operation ADD, txnId -- as upb writes it
-            txn = _varint(txn_id)
-            head = b"".join((_ADD_HEADER_FIELD[len(txn)], txn))
-        else:  # what upb says about such a txnId
+            part, reply = self.add_part(ledger_id, entry_id, master_key, body)
+            self._last_add = ((ledger_id, entry_id), master_key, body, part, reply)
+        heads = add_header_fields(txn_id)
+        if heads is None:  # what upb says about such a txnId
             header = self._header
             header.txnId = txn_id
             head = header.SerializeToString()
             head = b"".join((_HEADER_FIELD, _VARINT1[len(head)], head))
+        else:
+            head = heads[0]
         return head + part, head + reply
+
+    def add_part(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
+                 recovery: bool = False) -> tuple[bytes, bytes]:
+        """The addRequest field (101) of an ADD without DEFERRED_SYNC (with the
+        RECOVERY_ADD flag when ``recovery``), and what the bookie's EOK answer
+        to it holds after its header field (status EOK, addResponse): the
+        part of an ADD that is the same for every bookie of the write set."""
+        add = self._recovery_inner if recovery else self._add_inner
+        add.ledgerId = ledger_id
+        add.entryId = entry_id
+        add.masterKey = master_key if type(master_key) is bytes else bytes(master_key)
+        add.body = body if type(body) is bytes else bytes(body)
+        inner = add.SerializeToString()
+        part = b"".join((ADD_FIELD, _varint(len(inner)), inner))
+        answer = self._add_reply
+        answer.ledgerId = ledger_id
+        answer.entryId = entry_id
+        inner = answer.SerializeToString()
+        # Response: header (1), status EOK (2), addResponse (101)
+        return part, b"".join((_STATUS_EOK_FIELD, ADD_FIELD, _VARINT1[len(inner)], inner))
 
     def read(self, txn_id: int, ledger_id: int, entry_id: int) -> bytes:
         """``serialize(read_request(txn_id, ledger_id, entry_id))``: a plain read."""
@@ -505,17 +515,31 @@ class RequestEncoder:
 
 
 _HEADER_FIELD = b"\x0a"  # Request.header: field 1, length-delimited
+_PRIORITY_FIELD = b"\x20" + _varint(HIGH_PRIORITY_VALUE)  # BKPacketHeader.priority (4): 100
 _STATUS_EOK_FIELD = b"\x10\x00"  # Response.status: field 2, varint EOK
 _U64_LIMIT = 1 << 64
 _I64_LIMIT = 1 << 63
 # BKPacketHeader{version: 3, operation: ADD_ENTRY, txnId: <n-byte varint>}, field 1 of a
 # Request/Response, up to the txnId's bytes; indexed by the length of the txnId varint
 _ADD_HEADER_FIELD = [_HEADER_FIELD + bytes((5 + n,)) + ADD_HEADER_START for n in range(11)]
+# the same with the priority field after the txnId (a high-priority ADD)
+_ADD_PRIORITY_HEADER_FIELD = [_HEADER_FIELD + bytes((5 + n + len(_PRIORITY_FIELD),)) + ADD_HEADER_START
+                              for n in range(11)]
 # the same for READ_ENTRY
 _READ_HEADER_FIELD = [_HEADER_FIELD + bytes((5 + n,)) + READ_HEADER_START for n in range(11)]
-#: The last ADD encoded: ((ledger, entry), key, body, its addRequest field, the
-#: status and addResponse fields of its EOK answer).
-_last_add: tuple = ((None, None), None, None, b"", b"")
+
+
+def add_header_fields(txn_id: int, high_priority: bool = False) -> tuple[bytes, bytes] | None:
+    """The header field (1) of an ADD request with ``txn_id`` (priority 100
+    with ``high_priority``), and that of the bookie's answer to it (no
+    priority), as upb writes them; None for a txnId that is not a uint64."""
+    if type(txn_id) is not int or not 0 <= txn_id < _U64_LIMIT:
+        return None
+    txn = _varint(txn_id)
+    head = _ADD_HEADER_FIELD[len(txn)] + txn
+    if high_priority:
+        return b"".join((_ADD_PRIORITY_HEADER_FIELD[len(txn)], txn, _PRIORITY_FIELD)), head
+    return head, head
 
 
 def read_request(

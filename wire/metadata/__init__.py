@@ -6,6 +6,11 @@ znode and metadata service URIs), :mod:`.ledger` (ledger metadata), :mod:`.cooki
 :mod:`.serviceinfo` (``available/<bookie>``), :mod:`.bookieid`, :mod:`.racks` (rack
 maps), :mod:`.underreplication` (autorecovery znodes).
 
-The store: :mod:`.zkstore` over kazoo, with :mod:`.zksecurity` for ZooKeeper
-authentication, ACLs and TLS.
+The store: :mod:`.store` states what callers need from one (the ``MetadataStore``
+protocol: ledgers, ledger ids, registration, cookies, under-replication, auditor
+election) and :mod:`.errors` holds its errors.  :mod:`.zk` implements it over kazoo,
+one module per manager over one shared session (``ZKMetadataStore``; see
+:mod:`.zk` for the table of managers), with :mod:`.zksecurity` for ZooKeeper
+authentication, ACLs and TLS.  The unit tests' in-memory store is
+``tests/support/fake_store.py``.
 """

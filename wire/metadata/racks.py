@@ -5,7 +5,7 @@
   set-bookie-rack``): JSON ``{"<group>": {"<bookieId>": {"rack": "/region/rack",
   "hostname": "..."}}}``.  :func:`parse_rack_map` / :func:`serialize_rack_map`
   are the one parser and writer of that format; the store reads and writes the
-  node (``ZKMetadataStore.read_rack_map`` / ``write_rack_map``).
+  node (``ZKMetadataStore.racks``).
 * A static map file (:func:`load_rack_file`): the same JSON, or a flat JSON
   object ``{"<bookieId or host>": "/rack"}``, or text lines ``BOOKIE RACK``
   (``#`` starts a comment).
@@ -167,7 +167,7 @@ class RackSource:
     """Racks of bookies from a static map, the rack map znode and/or a script.
 
     ``static``: ``{bookie or host: rack}``; ``store``: a started
-    :class:`~bkctl.wire.metadata.zkstore.ZKMetadataStore` whose rack map znode
+    :class:`~bkctl.wire.metadata.zk.ZKMetadataStore` whose rack map znode
     :meth:`refresh` re-reads; ``script``: a :class:`ScriptRacks`.  The first
     source naming a bookie wins: static, then znode, then script.
     :meth:`refresh` blocks (ZooKeeper, the script): run it off the reactor.
@@ -183,7 +183,7 @@ class RackSource:
 
     def refresh(self, bookies: Iterable[str] = ()) -> None:
         if self.store is not None:
-            doc, _version = self.store.read_rack_map()
+            doc, _version = self.store.racks.read()
             znode = racks_by_bookie(doc)
             with self._lock:
                 self._znode = znode

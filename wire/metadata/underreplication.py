@@ -139,7 +139,10 @@ def parse_last_run_time(data: bytes) -> int | None:
 
 # -- lostBookieRecoveryDelay ------------------------------------------------------------
 def serialize_lost_bookie_recovery_delay(seconds: int) -> bytes:
-    return str(int(seconds)).encode("ascii")
+    """The delay as Java writes it; a ValueError unless it is a 32-bit integer (Java's int)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or not -2**31 <= seconds < 2**31:
+        raise ValueError(f"lostBookieRecoveryDelay must be a 32-bit integer, got {seconds!r}")
+    return str(seconds).encode("ascii")
 
 
 def parse_lost_bookie_recovery_delay(data: bytes) -> int:

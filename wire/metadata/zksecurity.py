@@ -17,7 +17,7 @@ cluster and turns it into kazoo's arguments (:meth:`ZKSecurity.kazoo_args`):
   identity that created it may read or change it).
 
 The process-wide default (:func:`set_default`, what bkctl sets from its
-options) is what a :class:`~bkctl.wire.metadata.zkstore.ZKMetadataStore` uses when it
+options) is what a :class:`~bkctl.wire.metadata.zk.ZKMetadataStore` uses when it
 is given none.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Access to the golden vectors captured from a real Java BookKeeper cluster.
 
-    from tests.golden import VECTORS, frames, examples
+    from tests.support.golden import VECTORS, frames, examples
 
 ``VECTORS`` is ``tests/vectors/``, the repository's own copy of the vectors
 (see its README for where they were captured); the ``BK_VECTORS`` environment
@@ -13,7 +13,7 @@ import os
 import pathlib
 from collections.abc import Iterator
 
-VECTORS = pathlib.Path(os.environ.get("BK_VECTORS") or pathlib.Path(__file__).resolve().parent / "vectors")
+VECTORS = pathlib.Path(os.environ.get("BK_VECTORS") or pathlib.Path(__file__).resolve().parents[1] / "vectors")
 
 
 def flows() -> list[str]:

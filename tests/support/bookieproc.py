@@ -73,20 +73,29 @@ class BookieProcess:
                                          env=env, start_new_session=True)
         return self.proc
 
-    def start(self, timeout: float = 30.0) -> "BookieProcess":
+    def start(self, timeout: float = 60.0) -> "BookieProcess":
         """Start and wait until it answers on its port."""
         self.launch()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        try:
+            self.wait_listening(time.monotonic() + timeout)
+        except RuntimeError:
+            self.kill()
+            raise
+        return self
+
+    def wait_listening(self, deadline: float) -> None:
+        """Until the launched process accepts connections; RuntimeError (with its log) if it
+        exits first or ``deadline`` (a ``time.monotonic()`` value) passes."""
+        while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"bookied exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return self
+                return
             except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"bookied did not listen in time:\n{self.log_tail()}") from None
                 time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"bookied did not listen within {timeout}s:\n{self.log_tail()}")
 
     def kill(self, sig: int = signal.SIGKILL) -> int | None:
         if self.proc is None:
@@ -109,14 +118,30 @@ class BookieProcess:
             return "(no log)"
 
 
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition", interval: float = 0.1) -> None:
-    """Poll ``predicate`` until it is true; AssertionError naming ``what`` after ``timeout`` s."""
+def wait_registered(uri: str, bookie_ids: list[str], timeout: float = 60.0) -> None:
+    """Until every one of ``bookie_ids`` is registered writable at ``uri``."""
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
+    with ZKMetadataStore(uri, timeout=20) as store:
+        while True:
+            missing = set(bookie_ids) - set(store.registration.writable_bookies())
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"bookies {sorted(missing)} did not register within {timeout}s")
+            time.sleep(0.05)
+
+
+def start_bookies(procs: list[BookieProcess], uri: str, timeout: float = 60.0) -> list[BookieProcess]:
+    """Launch all at once, wait until each listens and is registered writable."""
+    for p in procs:
+        p.launch()
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        p.wait_listening(deadline)
+    wait_registered(uri, [p.bookie_id for p in procs], timeout)
+    return procs
 
 
 class WireClient:

@@ -1,0 +1,241 @@
+"""The same behavioural checks on both metadata stores: ZKMetadataStore on the real
+ZooKeeper of the test session, and the unit tests' in-memory fake
+(tests/support/fake_store.py).  Whatever the unit tests learn from the fake holds on
+ZooKeeper, because here the fake has to answer as ZooKeeper does."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from bkctl.wire.metadata.cookie import Cookie
+from bkctl.wire.metadata.errors import (
+    CookieExists,
+    CookieVersionConflict,
+    LedgerExists,
+    MetadataVersionConflict,
+    NoSuchCookie,
+    NoSuchLedger,
+    ZKUnavailable,
+)
+from bkctl.wire.metadata.ledger import LedgerMetadata
+from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
+from bkctl.wire.metadata.store import MetadataStore, UnderreplicatedMark
+from bkctl.wire.metadata.zk import ZKMetadataStore
+from tests.support.fake_store import FakeMetadataStore
+
+A, B, C = "127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"
+
+
+def md(**kw) -> LedgerMetadata:
+    return LedgerMetadata.new((A, B), password=b"pw", **kw)
+
+
+class Sessions:
+    """Stores of one kind on one cluster: ``open()`` a started one, ``unstarted()`` one never started."""
+
+    def __init__(self, kind: str, uri: str | None):
+        self.kind, self.uri = kind, uri
+        self.opened: list = []
+        self._fake: FakeMetadataStore | None = None
+
+    def unstarted(self) -> MetadataStore:
+        if self.kind == "zk":
+            return ZKMetadataStore(self.uri, timeout=20)
+        return FakeMetadataStore()
+
+    def open(self) -> MetadataStore:
+        """A store on the cluster; for the fake (one session), the same object restarted."""
+        if self.kind == "zk":
+            store = ZKMetadataStore(self.uri, timeout=20).start()
+            self.opened.append(store)
+            return store
+        if self._fake is None:
+            self._fake = FakeMetadataStore()
+        return self._fake.start()
+
+    def close_all(self) -> None:
+        for store in self.opened:
+            store.close()
+
+
+@pytest.fixture(params=["zk", "fake"])
+def sessions(request):
+    uri = request.getfixturevalue("metadata_uri") if request.param == "zk" else None
+    sessions = Sessions(request.param, uri)
+    try:
+        yield sessions
+    finally:
+        sessions.close_all()
+
+
+@pytest.fixture
+def store(sessions):
+    return sessions.open()
+
+
+def test_calls_before_start_are_unavailable(sessions):
+    store = sessions.unstarted()
+    assert isinstance(store, MetadataStore) and not store.connected
+    for call in (lambda: store.ledgers.read(1), lambda: store.registration.writable_bookies(),
+                 lambda: store.cookies.get(A), lambda: store.underreplication.count()):
+        with pytest.raises(ZKUnavailable):
+            call()
+
+
+def test_ledger_create_read_update_with_versions(store):
+    assert store.connected
+    assert store.ledgers.create(md(), 7) == (7, 0)
+    with pytest.raises(LedgerExists):
+        store.ledgers.create(md(), 7)
+    read, version = store.ledgers.read(7)
+    assert version == 0 and read.ctime is not None  # the znode's, as Java shows it
+    assert replace(read, ctime=None) == md()
+
+    closed = read.closed(4, 40)
+    assert store.ledgers.update(7, closed, 0) == 1
+    with pytest.raises(MetadataVersionConflict) as info:
+        store.ledgers.update(7, read.in_recovery(), 0)
+    assert info.value.current_version == 1 and info.value.metadata == closed
+    assert store.ledgers.read(7) == (closed, 1)  # the losing write changed nothing
+    assert store.ledgers.update(7, closed, -1) == 2  # version -1: unconditionally
+    assert store.ledgers.read(7)[0].ctime == read.ctime  # a ctime only shown, never stored, stays the znode's
+
+    with pytest.raises(NoSuchLedger):
+        store.ledgers.read(8)
+    with pytest.raises(NoSuchLedger):
+        store.ledgers.update(8, closed, 0)
+
+
+def test_ledger_delete_exists_and_ids(store):
+    for ledger_id in (2**33, 5, 70_000):
+        store.ledgers.create(md(), ledger_id)
+    generated, version = store.ledgers.create(md())
+    assert version == 0 and store.ledgers.exists(generated)
+    assert list(store.ledgers.ids()) == sorted({5, 70_000, 2**33, generated})
+
+    with pytest.raises(MetadataVersionConflict):
+        store.ledgers.delete(5, version=3)
+    assert store.ledgers.exists(5)
+    store.ledgers.delete(5, version=0)
+    store.ledgers.delete(5)  # a missing ledger is fine
+    store.ledgers.delete(70_000)
+    assert not store.ledgers.exists(5) and not store.ledgers.exists(70_000)
+    assert list(store.ledgers.ids()) == sorted({2**33, generated})
+
+
+def test_ledger_ids_are_new_and_ascending(store):
+    ids = [store.ledger_ids.generate() for _ in range(5)]
+    assert ids == sorted(set(ids)) and all(i >= 0 for i in ids)
+    created, _ = store.ledgers.create(md())
+    assert created not in ids
+
+
+def test_registration_lists_and_session_end(sessions, store):
+    info = BookieServiceInfo.for_bookie("127.0.0.1", 3181, http_port=8000)
+    assert store.registration.writable_bookies() == [] and store.registration.service_info(A) is None
+    store.registration.register(A, info)
+    store.registration.register(B, readonly=True)
+    assert store.registration.writable_bookies() == [A]
+    assert store.registration.readonly_bookies() == [B]
+    assert store.registration.is_registered(A) and store.registration.is_registered(B)
+    assert not store.registration.is_registered(C)
+    assert store.registration.service_info(A) == info
+    assert store.registration.service_info(B).rpc_address(B) == ("127.0.0.1", 3182)  # legacy: the id
+
+    store.registration.register(A, info, readonly=True)  # going read-only moves the node
+    assert store.registration.writable_bookies() == [] and store.registration.readonly_bookies() == [A, B]
+    store.registration.unregister(B)
+    assert store.registration.readonly_bookies() == [A]
+    with pytest.raises(ValueError):
+        store.registration.register("readonly")
+
+    assert store.registration.all_bookies() == []  # every bookie with a cookie, registered or not
+    store.cookies.put(C, Cookie(C, ("/j",), ("/l",), "instance"))
+    assert store.registration.all_bookies() == [C]
+
+    store.close()  # the registrations were the session's
+    assert sessions.open().registration.readonly_bookies() == []
+
+
+def test_cookies_with_versions(store):
+    cookie = Cookie(A, ("/data/journal",), ("/data/ledgers",), "instance-1")
+    grown = Cookie(A, ("/data/journal",), ("/data/ledgers", "/data/more"), "instance-1")
+    assert store.cookies.get(A) is None
+    with pytest.raises(NoSuchCookie):
+        store.cookies.put(A, cookie, version=0)
+    assert store.cookies.put(A, cookie) == 0
+    with pytest.raises(CookieExists):
+        store.cookies.put(A, cookie)
+    assert store.cookies.put(A, grown, version=0) == 1
+    with pytest.raises(CookieVersionConflict) as info:
+        store.cookies.put(A, cookie, version=0)
+    assert info.value.current_version == 1 and info.value.cookie == grown
+    assert store.cookies.get(A) == (grown, 1)
+    assert store.cookies.put(A, cookie.serialize(), version=-1) == 2  # bytes, unconditionally
+
+    with pytest.raises(CookieVersionConflict):
+        store.cookies.delete(A, version=1)
+    store.cookies.delete(A, version=2)
+    assert store.cookies.get(A) is None
+    with pytest.raises(NoSuchCookie):
+        store.cookies.delete(A)
+
+
+def test_replication_switch_and_delay(store):
+    ur = store.underreplication
+    assert ur.is_enabled()
+    assert ur.disable() is True and ur.disable() is False and not ur.is_enabled()
+    assert ur.enable() is True and ur.enable() is False and ur.is_enabled()
+    assert ur.lost_bookie_recovery_delay() is None
+    ur.set_lost_bookie_recovery_delay(30)
+    assert ur.lost_bookie_recovery_delay() == 30
+    for bad in (2**31, True, "5", 1.5):
+        with pytest.raises(ValueError):
+            ur.set_lost_bookie_recovery_delay(bad)
+    assert ur.lost_bookie_recovery_delay() == 30
+
+
+def test_underreplication_marks_and_locks(sessions, store):
+    ur = store.underreplication
+    assert ur.get(7) is None and ur.count() == 0 and ur.acquire("w1") is None
+    ur.mark(7, [A])
+    ur.mark(7, [A])  # already there: unchanged
+    ur.mark(7, [B, A])  # merged
+    ur.mark(3, [C])
+    assert ur.get(7) == UnderreplicatedMark(7, (A, B), None)
+    assert [m.ledger_id for m in ur.marks()] == [3, 7] and ur.count() == 2
+
+    taken, version = ur.acquire("w1", skip=[3])
+    assert taken == UnderreplicatedMark(7, (A, B), None) and version == 1  # created, then merged once
+    assert ur.lock_holder(7) == "w1" and ur.locks() == {7: "w1"}
+    assert ur.acquire("w2", skip=[3]) is None  # 7 is locked, 3 skipped
+
+    ur.mark(7, [C])  # re-marked while being replicated
+    assert ur.mark_replicated(7, version) is False  # so the mark stays
+    assert ur.get(7).replicas == (A, B, C) and ur.lock_holder(7) is None  # the lock is released anyway
+
+    taken, version = ur.acquire("w1", skip=[3])
+    assert ur.mark_replicated(7, version) is True
+    assert ur.get(7) is None and ur.locks() == {}
+    assert ur.mark_replicated(7, version) is True  # gone already: done
+
+    taken, _ = ur.acquire("w1")
+    assert taken.ledger_id == 3 and ur.lock_holder(3) == "w1"
+    ur.release(3)
+    assert ur.lock_holder(3) is None and ur.get(3) is not None
+
+    ur.acquire("w1")
+    store.close()  # the locks were the session's; the marks stay
+    again = sessions.open().underreplication
+    assert again.locks() == {} and again.count() == 1
+
+
+def test_auditor_election(sessions, store):
+    assert store.auditor.votes() == [] and store.auditor.current() is None
+    first = store.auditor.cast_vote(A)
+    second = store.auditor.cast_vote(B)
+    assert store.auditor.votes() == [first, second] and first < second
+    assert store.auditor.current() == A
+    store.close()  # the votes were the session's
+    assert sessions.open().auditor.current() is None

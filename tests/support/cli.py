@@ -1,0 +1,84 @@
+"""Running bkctl the way operators do: a fresh process on this source tree, stdin not a terminal.
+
+:func:`run_bkctl` is the one runner; :func:`bkctl` (text) and :func:`bkctl_bytes`
+(bytes: binary payloads, ``--format raw``) run it on a cluster's URI.  :func:`bkctl_in_process`
+runs a command in the test's own process (cheap, and sees its fixtures).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+#: The repository's root (this source tree is what the spawned processes import).
+REPO = Path(__file__).resolve().parents[2]
+#: The argv prefix that runs bkctl from this tree.
+BKCTL = [sys.executable, "-m", "bkctl"]
+
+
+def env_for(uri: str | None, **extra: str) -> dict[str, str]:
+    """The environment of a bkctl process on cluster ``uri``: no colours, this source tree."""
+    env = dict(os.environ, NO_COLOR="1", PYTHONPATH=str(REPO), **extra)
+    if uri is not None:
+        env["BKCTL_METADATA_URI"] = uri
+    return env
+
+
+def run_bkctl(env: dict, *args, stdin=None, timeout: float = 60, text: bool = False) -> subprocess.CompletedProcess:
+    """The runner: ``bkctl ARGS`` in a fresh process with exactly ``env``, stdin not a terminal."""
+    if stdin is None:
+        stdin = "" if text else b""
+    return subprocess.run([*BKCTL, *map(str, args)], input=stdin, capture_output=True, text=text,
+                          env=env, cwd=REPO, timeout=timeout)
+
+
+def bkctl(uri, *args, stdin: str | None = None, env: dict | None = None,
+          timeout: float = 60) -> subprocess.CompletedProcess:
+    """bkctl on cluster ``uri`` (``env``: extra variables); stdout/stderr as text."""
+    return run_bkctl(env_for(uri, **(env or {})), *args, stdin=stdin, timeout=timeout, text=True)
+
+
+def bkctl_bytes(uri, *args, stdin: bytes | None = None, env: dict | None = None,
+                timeout: float = 60) -> subprocess.CompletedProcess:
+    """:func:`bkctl` with stdin, stdout and stderr as bytes."""
+    return run_bkctl(env_for(uri, **(env or {})), *args, stdin=stdin, timeout=timeout, text=False)
+
+
+def _text(data) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else data
+
+
+def ok(r: subprocess.CompletedProcess) -> str:
+    """The stdout of a run that must have succeeded."""
+    assert r.returncode == 0, (r.returncode, _text(r.stderr))
+    return _text(r.stdout)
+
+
+def one_line_error(r: subprocess.CompletedProcess, code: int) -> str:
+    """The stderr of a run that must have failed with exit ``code`` and a one-line message."""
+    err = _text(r.stderr)
+    assert r.returncode == code, (r.returncode, err)
+    assert len(err.strip().splitlines()) == 1, err
+    return err
+
+
+def json_lines(text: str) -> list:
+    """A list printed with ``--json``: one JSON document per line."""
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def bkctl_in_process(capsys, uri, *args):
+    """``bkctl -m URI --json ARGS`` in this process: (exit code, JSON document or None, stderr)."""
+    from bkctl.cli import run
+
+    capsys.readouterr()
+    code = run(["-m", uri, "--json", *map(str, args)])
+    out, err = capsys.readouterr()
+    doc = None
+    if out.strip():
+        lines = out.strip().splitlines()
+        assert len(lines) == 1, f"stdout must be one JSON document, got: {out!r}"
+        doc = json.loads(lines[0])
+    return code, doc, err

@@ -1,0 +1,447 @@
+"""The one in-memory metadata store of the tests: a
+:class:`~bkctl.wire.metadata.store.MetadataStore` that keeps ZooKeeper's rules --
+versions that move on every write and compare-and-set on them, ephemeral nodes
+(registrations, auditor votes, replication locks) that end with the session,
+values stored as the same bytes the real store writes -- without a ZooKeeper.
+
+``tests/unit/test_metadata_store_protocol.py`` checks its signatures against the
+protocol and ``tests/integration/test_metadata_store_conformance.py`` runs the
+same behavioural checks on it and on :class:`~bkctl.wire.metadata.zk.ZKMetadataStore`
+over a real ZooKeeper, so it cannot drift from the real thing.
+
+What the tests add on top, none of which the code under test can see:
+
+* ``store.calls``: every call, ``("ledgers.update", args)``, in order;
+* ``store.before("ledgers.update", hook)``: run ``hook(*args)`` once, just before
+  the next such call (another writer racing us; raise from it to fail that call);
+* ``store.fail_with(exc)``: every call raises ``exc`` until ``fail_with(None)``;
+* ``store.lose_connection()`` / ``store.reconnect()``: not connected, and every
+  call fails with :class:`~bkctl.wire.metadata.errors.ZKUnavailable`, as the real
+  store between a connection loss and its reconnection.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Iterable, Iterator
+
+from bkctl.wire.errors import CodecError
+from bkctl.wire.metadata import paths as P
+from bkctl.wire.metadata import underreplication as UR
+from bkctl.wire.metadata.bookieid import check_bookie_id
+from bkctl.wire.metadata.cookie import Cookie, parse_cookie
+from bkctl.wire.metadata.errors import (
+    CookieExists,
+    CookieVersionConflict,
+    LedgerExists,
+    MetadataStoreError,
+    MetadataVersionConflict,
+    NoSuchCookie,
+    NoSuchLedger,
+    ZKUnavailable,
+)
+from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
+from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
+from bkctl.wire.metadata.store import UnderreplicatedMark, stored_ctime, with_znode_ctime
+
+__all__ = ["FakeMetadataStore"]
+
+#: what the fake's "znodes" say their ctime is, when a test does not set a clock (ms)
+DEFAULT_NOW_MS = 1_795_219_200_000
+
+
+def _call(method):
+    """Route a manager's public method through the store's checks and call log."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        self._store._enter(f"{self._name}.{method.__name__}", args, kwargs)
+        return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+class _Manager:
+    _name = ""
+
+    def __init__(self, store: "FakeMetadataStore"):
+        self._store = store
+
+
+class FakeLedgerManager(_Manager):
+    _name = "ledgers"
+
+    def __init__(self, store):
+        super().__init__(store)
+        self._znodes: dict[int, tuple[bytes, int, int]] = {}  # id -> (value, version, ctime ms)
+
+    def _read(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
+        try:
+            data, version, ctime = self._znodes[ledger_id]
+        except KeyError:
+            raise NoSuchLedger(ledger_id) from None
+        return with_znode_ctime(parse_ledger_metadata(data), ctime), version
+
+    @_call
+    def create(self, md: LedgerMetadata, ledger_id: int | None = None) -> tuple[int, int]:
+        if ledger_id is None:
+            ledger_id = self._store.ledger_ids._next()
+        P.ledger_path(ledger_id)  # the real store's check of the id
+        if ledger_id in self._znodes:
+            raise LedgerExists(ledger_id)
+        self._znodes[ledger_id] = (serialize_ledger_metadata(md), 0, self._store.now_ms())
+        return ledger_id, 0
+
+    @_call
+    def read(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
+        return self._read(ledger_id)
+
+    @_call
+    def update(self, ledger_id: int, md: LedgerMetadata, expected_version: int) -> int:
+        current, version = self._read(ledger_id)
+        if expected_version not in (-1, version):
+            raise MetadataVersionConflict(ledger_id, expected_version, current, version)
+        data, _, ctime = self._znodes[ledger_id]
+        stored = parse_ledger_metadata(data)
+        self._znodes[ledger_id] = (serialize_ledger_metadata(stored_ctime(md, ctime, stored)), version + 1, ctime)
+        return version + 1
+
+    @_call
+    def delete(self, ledger_id: int, version: int = -1) -> None:
+        if ledger_id not in self._znodes:
+            return
+        current, current_version = self._read(ledger_id)
+        if version not in (-1, current_version):
+            raise MetadataVersionConflict(ledger_id, version, current, current_version)
+        del self._znodes[ledger_id]
+
+    @_call
+    def exists(self, ledger_id: int) -> bool:
+        return ledger_id in self._znodes
+
+    @_call
+    def ids(self) -> Iterator[int]:
+        return iter(sorted(self._znodes))
+
+
+class FakeLedgerIdGenerator(_Manager):
+    _name = "ledger_ids"
+
+    def __init__(self, store):
+        super().__init__(store)
+        self._sequence = 0  # ZooKeeper's first sequential node is 0000000000
+
+    def _next(self) -> int:
+        seq, self._sequence = self._sequence, self._sequence + 1
+        return seq
+
+    @_call
+    def generate(self) -> int:
+        return self._next()
+
+
+class FakeRegistrationManager(_Manager):
+    _name = "registration"
+
+    def __init__(self, store):
+        super().__init__(store)
+        self._nodes: dict[str, tuple[bool, bytes]] = {}  # bookie id -> (readonly, service info)
+
+    @_call
+    def register(self, bookie_id: str, service_info: bytes | BookieServiceInfo = b"",
+                 readonly: bool = False) -> None:
+        check_bookie_id(bookie_id)
+        data = service_info if isinstance(service_info, bytes) else service_info.serialize()
+        self._nodes[bookie_id] = (readonly, data)
+
+    @_call
+    def unregister(self, bookie_id: str, readonly: bool | None = None) -> None:
+        check_bookie_id(bookie_id)
+        node = self._nodes.get(bookie_id)
+        if node is not None and readonly in (None, node[0]):
+            del self._nodes[bookie_id]
+
+    @_call
+    def writable_bookies(self) -> list[str]:
+        return sorted(b for b, (ro, _) in self._nodes.items() if not ro)
+
+    @_call
+    def readonly_bookies(self) -> list[str]:
+        return sorted(b for b, (ro, _) in self._nodes.items() if ro)
+
+    @_call
+    def all_bookies(self) -> list[str]:
+        return sorted(self._store.cookies._nodes)
+
+    @_call
+    def is_registered(self, bookie_id: str) -> bool:
+        check_bookie_id(bookie_id)
+        return bookie_id in self._nodes
+
+    @_call
+    def service_info(self, bookie_id: str) -> BookieServiceInfo | None:
+        check_bookie_id(bookie_id)
+        node = self._nodes.get(bookie_id)
+        if node is None:
+            return None
+        try:
+            return BookieServiceInfo.parse(node[1])
+        except CodecError as exc:
+            raise MetadataStoreError(f"corrupt registration of bookie {bookie_id}: {exc}") from None
+
+
+class FakeCookieManager(_Manager):
+    _name = "cookies"
+
+    def __init__(self, store):
+        super().__init__(store)
+        self._nodes: dict[str, tuple[bytes, int]] = {}
+
+    def _get(self, bookie_id: str) -> tuple[Cookie, int] | None:
+        node = self._nodes.get(bookie_id)
+        if node is None:
+            return None
+        try:
+            return parse_cookie(node[0]), node[1]
+        except CodecError as exc:
+            raise MetadataStoreError(f"corrupt cookie of bookie {bookie_id}: {exc}") from None
+
+    def _conflict(self, bookie_id: str, version: int) -> Exception:
+        cookie, current = self._get(bookie_id)  # type: ignore[misc]
+        return CookieVersionConflict(bookie_id, version, cookie, current)
+
+    @_call
+    def get(self, bookie_id: str) -> tuple[Cookie, int] | None:
+        check_bookie_id(bookie_id)
+        return self._get(bookie_id)
+
+    @_call
+    def put(self, bookie_id: str, cookie: Cookie | bytes, version: int | None = None) -> int:
+        check_bookie_id(bookie_id)
+        data = cookie if isinstance(cookie, bytes) else cookie.serialize()
+        node = self._nodes.get(bookie_id)
+        if version is None:
+            if node is not None:
+                raise CookieExists(bookie_id)
+            self._nodes[bookie_id] = (data, 0)
+            return 0
+        if node is None:
+            raise NoSuchCookie(bookie_id)
+        if version not in (-1, node[1]):
+            raise self._conflict(bookie_id, version)
+        self._nodes[bookie_id] = (data, node[1] + 1)
+        return node[1] + 1
+
+    @_call
+    def delete(self, bookie_id: str, version: int = -1) -> None:
+        check_bookie_id(bookie_id)
+        node = self._nodes.get(bookie_id)
+        if node is None:
+            raise NoSuchCookie(bookie_id)
+        if version not in (-1, node[1]):
+            raise self._conflict(bookie_id, version)
+        del self._nodes[bookie_id]
+
+
+class FakeUnderreplicationManager(_Manager):
+    _name = "underreplication"
+
+    def __init__(self, store, store_ctime: bool = False):
+        super().__init__(store)
+        self.store_ctime = store_ctime
+        self._enabled = True
+        self._delay: int | None = None
+        self._marks: dict[int, tuple[UR.UnderreplicatedLedger, int]] = {}  # id -> (mark, version)
+        self._locks: dict[int, str] = {}  # ledger id -> holder (this session's: they go with it)
+
+    @_call
+    def is_enabled(self) -> bool:
+        return self._enabled
+
+    @_call
+    def enable(self) -> bool:
+        changed, self._enabled = not self._enabled, True
+        return changed
+
+    @_call
+    def disable(self) -> bool:
+        changed, self._enabled = self._enabled, False
+        return changed
+
+    @_call
+    def lost_bookie_recovery_delay(self) -> int | None:
+        return self._delay
+
+    @_call
+    def set_lost_bookie_recovery_delay(self, seconds: int) -> None:
+        UR.serialize_lost_bookie_recovery_delay(seconds)  # the real store's check
+        self._delay = seconds
+
+    @_call
+    def mark(self, ledger_id: int, missing_replicas: Iterable[str]) -> None:
+        P.underreplication_path(ledger_id)  # the real store's check of the id
+        missing = list(dict.fromkeys(missing_replicas))
+        ctime = self._store.now_ms() if self.store_ctime else None
+        node = self._marks.get(ledger_id)
+        if node is None:
+            self._marks[ledger_id] = (UR.UnderreplicatedLedger(tuple(missing), ctime), 0)
+            return
+        marker, version = node
+        if all(r in marker.replicas for r in missing):
+            return
+        merged = marker.merged(missing)
+        if ctime is not None:
+            merged = UR.UnderreplicatedLedger(merged.replicas, ctime)
+        self._marks[ledger_id] = (merged, version + 1)
+
+    def _mark(self, ledger_id: int) -> UnderreplicatedMark:
+        marker = self._marks[ledger_id][0]
+        return UnderreplicatedMark(ledger_id, marker.replicas, marker.ctime)
+
+    @_call
+    def get(self, ledger_id: int) -> UnderreplicatedMark | None:
+        return self._mark(ledger_id) if ledger_id in self._marks else None
+
+    @_call
+    def marks(self) -> Iterator[UnderreplicatedMark]:
+        return iter([self._mark(i) for i in sorted(self._marks)])
+
+    @_call
+    def count(self) -> int:
+        return len(self._marks)
+
+    @_call
+    def lock_holder(self, ledger_id: int) -> str | None:
+        return self._locks.get(ledger_id)
+
+    @_call
+    def acquire(self, holder: str, *, skip: Iterable[int] = ()) -> tuple[UnderreplicatedMark, int] | None:
+        skipped = set(skip)
+        for ledger_id in sorted(self._marks):
+            if ledger_id in skipped or ledger_id in self._locks:
+                continue
+            self._locks[ledger_id] = holder
+            return self._mark(ledger_id), self._marks[ledger_id][1]
+        return None
+
+    @_call
+    def mark_replicated(self, ledger_id: int, version: int) -> bool:
+        node = self._marks.get(ledger_id)
+        done = node is None or node[1] == version
+        if done:
+            self._marks.pop(ledger_id, None)
+        self._locks.pop(ledger_id, None)
+        return done
+
+    @_call
+    def release(self, ledger_id: int) -> None:
+        self._locks.pop(ledger_id, None)
+
+    @_call
+    def locks(self) -> dict[int, str | None]:
+        return dict(self._locks)
+
+
+class FakeAuditorElection(_Manager):
+    _name = "auditor"
+
+    def __init__(self, store):
+        super().__init__(store)
+        self._votes: dict[str, str] = {}  # vote name -> bookie id
+        self._sequence = 0
+
+    @_call
+    def cast_vote(self, bookie_id: str) -> str:
+        name = f"{P.UR_VOTE_PREFIX}{self._sequence:010d}"
+        self._sequence += 1
+        self._votes[name] = bookie_id
+        return name
+
+    @_call
+    def votes(self) -> list[str]:
+        return sorted(self._votes)
+
+    @_call
+    def current(self) -> str | None:
+        return self._votes[min(self._votes)] if self._votes else None
+
+
+class FakeMetadataStore:
+    """An in-memory :class:`~bkctl.wire.metadata.store.MetadataStore` (one session).
+
+    ``now_ms`` gives the "znodes'" ctime (ledgers, and marks with *store_ctime*).
+    """
+
+    def __init__(self, root: str = P.DEFAULT_ROOT, *, store_ctime: bool = False,
+                 now_ms: Callable[[], int] = lambda: DEFAULT_NOW_MS):
+        self.root = root
+        self.now_ms = now_ms
+        self.calls: list[tuple[str, tuple]] = []
+        self._started = False
+        self._lost = False
+        self._failure: BaseException | None = None
+        self._hooks: dict[str, list[Callable[..., Any]]] = {}
+        self._in_hook = False
+        self.ledgers = FakeLedgerManager(self)
+        self.ledger_ids = FakeLedgerIdGenerator(self)
+        self.registration = FakeRegistrationManager(self)
+        self.cookies = FakeCookieManager(self)
+        self.underreplication = FakeUnderreplicationManager(self, store_ctime)
+        self.auditor = FakeAuditorElection(self)
+
+    # -- the session ---------------------------------------------------------------
+    def start(self) -> "FakeMetadataStore":
+        self._started = True
+        return self
+
+    def close(self) -> None:
+        """End the session: its ephemeral nodes (registrations, votes, locks) go."""
+        self._started = False
+        self.registration._nodes.clear()
+        self.auditor._votes.clear()
+        self.underreplication._locks.clear()
+
+    def __enter__(self) -> "FakeMetadataStore":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def connected(self) -> bool:
+        return self._started and not self._lost
+
+    # -- what tests do to it ---------------------------------------------------------
+    def before(self, name: str, hook: Callable[..., Any]) -> None:
+        """Run ``hook(*args)`` once, just before the next call of ``name`` (``"ledgers.update"``)."""
+        self._hooks.setdefault(name, []).append(hook)
+
+    def fail_with(self, failure: BaseException | None) -> None:
+        """Every call raises *failure* (None: calls work again)."""
+        self._failure = failure
+
+    def lose_connection(self) -> None:
+        self._lost = True
+
+    def reconnect(self) -> None:
+        self._lost = False
+
+    def called(self, name: str) -> list[tuple]:
+        """The arguments of every call of ``name`` so far."""
+        return [args for called, args in self.calls if called == name]
+
+    def _enter(self, name: str, args: tuple, kwargs: dict) -> None:
+        if not self._started:
+            raise ZKUnavailable("metadata store for the fake is not started")
+        if self._lost:
+            raise ZKUnavailable("ZooKeeper at the fake unavailable: connection lost")
+        if self._failure is not None:
+            raise self._failure
+        self.calls.append((name, args + tuple(kwargs.values())))
+        hooks = self._hooks.get(name)
+        if hooks and not self._in_hook:  # a hook's own calls run no hooks
+            hook = hooks.pop(0)
+            self._in_hook = True
+            try:
+                hook(*args, **kwargs)
+            finally:
+                self._in_hook = False

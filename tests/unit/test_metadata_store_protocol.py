@@ -1,0 +1,58 @@
+"""Both metadata stores -- ZKMetadataStore and the tests' in-memory fake -- match the
+MetadataStore protocol, manager by manager, signature by signature, so code tested
+on the fake calls exactly what it calls on ZooKeeper (the behaviour of both is
+checked alike in tests/integration/test_metadata_store_conformance.py)."""
+import inspect
+
+import pytest
+
+from bkctl.wire.metadata import store as S
+from bkctl.wire.metadata.zk import ZKMetadataStore
+from tests.support.fake_store import FakeMetadataStore
+
+MANAGERS = {
+    "ledgers": S.LedgerManager,
+    "ledger_ids": S.LedgerIdGenerator,
+    "registration": S.RegistrationManager,
+    "cookies": S.CookieManager,
+    "underreplication": S.UnderreplicationManager,
+    "auditor": S.AuditorElection,
+}
+
+
+def methods(protocol):
+    return sorted(name for name, value in vars(protocol).items()
+                  if callable(value) and not name.startswith("_"))
+
+
+def params(fn):
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()][1:]  # no self
+
+
+def stores():
+    return [ZKMetadataStore("zk://127.0.0.1:1/ledgers"), FakeMetadataStore()]
+
+
+def test_the_protocol_names_every_manager_the_callers_use():
+    annotations = S.MetadataStore.__annotations__
+    assert sorted(name for name in annotations if name != "root") == sorted(MANAGERS)
+    assert methods(S.MetadataStore) == ["close", "start"]
+
+
+@pytest.mark.parametrize("store", stores(), ids=["zk", "fake"])
+@pytest.mark.parametrize("attribute", sorted(MANAGERS))
+def test_managers_match_the_protocol(store, attribute):
+    protocol = MANAGERS[attribute]
+    manager = getattr(store, attribute)
+    assert isinstance(manager, protocol)
+    for name in methods(protocol):
+        assert params(getattr(type(manager), name)) == params(getattr(protocol, name)), name
+
+
+@pytest.mark.parametrize("store", stores(), ids=["zk", "fake"])
+def test_stores_are_metadata_stores(store):
+    assert isinstance(store, S.MetadataStore)
+    for name in methods(S.MetadataStore):
+        assert params(getattr(type(store), name)) == params(getattr(S.MetadataStore, name)), name
+    assert store.connected is False and store.root == "/ledgers"
+    assert not isinstance(object(), S.MetadataStore)

@@ -1,0 +1,68 @@
+"""One entry's ADD request, encoded once for every bookie of its write set.
+
+An entry goes to Qw bookies with only the v3 txnId changing between the
+copies (a v2 ADD has no per-request field at all), so the writer encodes it
+once: :class:`AddEncoder` turns a packaged entry into an :class:`EncodedAdd`
+holding the bytes every copy shares -- v3: the addRequest field and what the
+bookie's EOK answer holds after its header field; v2: the whole frame.  A
+connection then only adds a header (v3) and writes.  The bytes are exactly
+``frame(serialize(add_request(...)))`` / ``frame(v2.AddRequest(...).encode())``.
+DEFERRED_SYNC adds are not covered (they go through the request builders).
+"""
+from __future__ import annotations
+
+from .answers import v2_add_frame
+from .protocol import Flag
+from .v3 import RequestEncoder
+
+__all__ = ["AddEncoder", "EncodedAdd"]
+
+_FLAG_RECOVERY_ADD = int(Flag.RECOVERY_ADD)
+_FLAG_HIGH_PRIORITY = int(Flag.HIGH_PRIORITY)
+
+
+class EncodedAdd:
+    """The shared bytes of one entry's ADD (see the module's text), with what
+    it was made of (for a connection that cannot use them and builds the
+    request the general way)."""
+
+    __slots__ = ("ledger_id", "entry_id", "master_key", "body", "recovery", "high_priority",
+                 "v3_part", "v3_tail", "v2_frame")
+
+    def __init__(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
+                 recovery: bool, high_priority: bool):
+        self.ledger_id = ledger_id
+        self.entry_id = entry_id
+        self.master_key = master_key
+        self.body = body
+        self.recovery = recovery
+        self.high_priority = high_priority
+        #: v3: the request's addRequest field, and the EOK answer after its header field
+        self.v3_part: bytes | None = None
+        self.v3_tail: bytes | None = None
+        #: v2: the whole framed request
+        self.v2_frame: bytes | None = None
+
+
+class AddEncoder:
+    """Encodes the ADDs of one writer for ``protocol`` (``"v3"`` or ``"v2"``).
+    Not thread-safe: one per writer (the reactor's thread)."""
+
+    __slots__ = ("use_v3", "_encoder")
+
+    def __init__(self, protocol: str):
+        if protocol not in ("v2", "v3"):
+            raise ValueError(f"protocol must be 'v2' or 'v3', not {protocol!r}")
+        self.use_v3 = protocol == "v3"
+        self._encoder = RequestEncoder() if self.use_v3 else None
+
+    def encode(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
+               recovery: bool = False, high_priority: bool = False) -> EncodedAdd:
+        """``body`` is the digest-packaged entry (bytes); ``master_key`` 20 bytes."""
+        add = EncodedAdd(ledger_id, entry_id, master_key, body, recovery, high_priority)
+        if self.use_v3:
+            add.v3_part, add.v3_tail = self._encoder.add_part(ledger_id, entry_id, master_key, body, recovery)
+        else:
+            flags = (_FLAG_RECOVERY_ADD if recovery else 0) | (_FLAG_HIGH_PRIORITY if high_priority else 0)
+            add.v2_frame = v2_add_frame(flags, master_key, body)
+        return add

@@ -1,0 +1,215 @@
+"""What the rest of the code needs from a metadata store: one typed interface.
+
+:class:`~bkctl.wire.metadata.zk.ZKMetadataStore` implements it on ZooKeeper;
+the tests' in-memory fake (``tests/support/fake_store.py``) implements it in
+memory, and ``tests/unit/test_metadata_store_protocol.py`` and
+``tests/integration/test_metadata_store_conformance.py`` check that both match
+these signatures and behave alike.  As in Java, a store is a set of managers,
+each for one job; every call is synchronous (the Twisted client runs them in
+the reactor's thread pool) and fails with :mod:`bkctl.wire.metadata.errors`.
+
+Cluster bootstrap, format and nuke, the rack map and the auditor's watches are
+ZooKeeper-only operations (``ZKMetadataStore.cluster``, ``.racks``,
+``.auditor.watch_vote_gone``): only the CLI's cluster commands and the daemons
+use them, on a real store.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.cookie import Cookie
+    from bkctl.wire.metadata.ledger import LedgerMetadata
+    from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
+
+__all__ = [
+    "AuditorElection",
+    "CookieManager",
+    "LedgerIdGenerator",
+    "LedgerManager",
+    "MetadataStore",
+    "RegistrationManager",
+    "UnderreplicatedMark",
+    "UnderreplicationManager",
+    "stored_ctime",
+    "with_znode_ctime",
+]
+
+
+class UnderreplicatedMark(NamedTuple):
+    """One ``urL`` marker: the ledger, the bookies missing replicas, the mark time (ms) if stored."""
+
+    ledger_id: int
+    replicas: tuple[str, ...]
+    ctime: int | None
+
+
+def with_znode_ctime(md: "LedgerMetadata", znode_ctime: int) -> "LedgerMetadata":
+    """Metadata as read: a ledger written without a ``ctime`` shows its znode's."""
+    return md if md.ctime is not None else replace(md, ctime=znode_ctime)
+
+
+def stored_ctime(md: "LedgerMetadata", znode_ctime: int, stored: "LedgerMetadata | None") -> "LedgerMetadata":
+    """Metadata as written back: a ``ctime`` that :func:`with_znode_ctime` only filled
+    in is not stored (Java keeps such ledgers without one)."""
+    if md.ctime is not None and md.ctime == znode_ctime and (stored is None or stored.ctime is None):
+        return replace(md, ctime=None)
+    return md
+
+
+@runtime_checkable
+class LedgerManager(Protocol):
+    """Ledger metadata with compare-and-set on a version (Java's LedgerManager)."""
+
+    def create(self, md: "LedgerMetadata", ledger_id: int | None = None) -> tuple[int, int]:
+        """Store a new ledger (an id is generated when none is given): ``(ledger_id, 0)``;
+        :class:`~.errors.LedgerExists` when it is there."""
+
+    def read(self, ledger_id: int) -> tuple["LedgerMetadata", int]:
+        """``(metadata, version)``; :class:`~.errors.NoSuchLedger` when missing."""
+
+    def update(self, ledger_id: int, md: "LedgerMetadata", expected_version: int) -> int:
+        """Compare-and-set (version -1: unconditionally); the new version, or
+        :class:`~.errors.MetadataVersionConflict` carrying the current metadata."""
+
+    def delete(self, ledger_id: int, version: int = -1) -> None:
+        """Delete (a missing ledger is fine; a version that moved on is a conflict)."""
+
+    def exists(self, ledger_id: int) -> bool:
+        """Whether the ledger has metadata."""
+
+    def ids(self) -> Iterator[int]:
+        """Every ledger id, ascending."""
+
+
+@runtime_checkable
+class LedgerIdGenerator(Protocol):
+    def generate(self) -> int:
+        """A new ledger id, never handed out before."""
+
+
+@runtime_checkable
+class RegistrationManager(Protocol):
+    """Bookies' registrations (Java's RegistrationManager and RegistrationClient)."""
+
+    def register(self, bookie_id: str, service_info: "bytes | BookieServiceInfo" = b"",
+                 readonly: bool = False) -> None:
+        """Register the bookie (writable or read-only) for as long as the store's session lives."""
+
+    def unregister(self, bookie_id: str, readonly: bool | None = None) -> None:
+        """Remove its registration (both kinds when *readonly* is None)."""
+
+    def writable_bookies(self) -> list[str]:
+        """Registered writable bookies, sorted."""
+
+    def readonly_bookies(self) -> list[str]:
+        """Registered read-only bookies, sorted."""
+
+    def all_bookies(self) -> list[str]:
+        """Every bookie with a cookie, sorted."""
+
+    def is_registered(self, bookie_id: str) -> bool:
+        """Whether the bookie is registered (either kind)."""
+
+    def service_info(self, bookie_id: str) -> "BookieServiceInfo | None":
+        """What the bookie published when it registered; None if it is not registered."""
+
+
+@runtime_checkable
+class CookieManager(Protocol):
+    """Bookie cookies with compare-and-set on their version."""
+
+    def get(self, bookie_id: str) -> "tuple[Cookie, int] | None":
+        """``(cookie, version)``; None when there is none."""
+
+    def put(self, bookie_id: str, cookie: "Cookie | bytes", version: int | None = None) -> int:
+        """Create (``version=None``: :class:`~.errors.CookieExists` if there is one) or
+        compare-and-set (:class:`~.errors.CookieVersionConflict`); the new version."""
+
+    def delete(self, bookie_id: str, version: int = -1) -> None:
+        """Delete (:class:`~.errors.NoSuchCookie` when missing)."""
+
+
+@runtime_checkable
+class UnderreplicationManager(Protocol):
+    """Autorecovery's shared state (Java's LedgerUnderreplicationManager)."""
+
+    def is_enabled(self) -> bool:
+        """Whether ledger replication is enabled."""
+
+    def enable(self) -> bool:
+        """Enable it; False if it already was."""
+
+    def disable(self) -> bool:
+        """Disable it; False if it already was."""
+
+    def lost_bookie_recovery_delay(self) -> int | None:
+        """The delay in seconds (None: never set)."""
+
+    def set_lost_bookie_recovery_delay(self, seconds: int) -> None:
+        """Set it (a ValueError unless a 32-bit integer)."""
+
+    def mark(self, ledger_id: int, missing_replicas: Iterable[str]) -> None:
+        """Mark the ledger under-replicated, merging into an existing mark."""
+
+    def get(self, ledger_id: int) -> UnderreplicatedMark | None:
+        """The ledger's mark; None when it is not marked."""
+
+    def marks(self) -> Iterator[UnderreplicatedMark]:
+        """Every mark, ascending ledger ids."""
+
+    def count(self) -> int:
+        """How many ledgers are marked."""
+
+    def lock_holder(self, ledger_id: int) -> str | None:
+        """Who holds the ledger's replication lock (None: nobody, or unreadable)."""
+
+    def acquire(self, holder: str, *, skip: Iterable[int] = ()) -> tuple[UnderreplicatedMark, int] | None:
+        """Lock one marked ledger nobody holds: ``(mark, version)``; None when there is none."""
+
+    def mark_replicated(self, ledger_id: int, version: int) -> bool:
+        """Remove the mark if still at *version* (False: re-marked, it stays); release the lock."""
+
+    def release(self, ledger_id: int) -> None:
+        """Release this store's lock on the ledger."""
+
+    def locks(self) -> dict[int, str | None]:
+        """Every replication lock: ledger id -> holder."""
+
+
+@runtime_checkable
+class AuditorElection(Protocol):
+    """The autorecovery auditor's election (Java's LedgerAuditorManager)."""
+
+    def cast_vote(self, bookie_id: str) -> str:
+        """Enter the election for as long as the store's session lives; the vote's name."""
+
+    def votes(self) -> list[str]:
+        """Vote names, the auditor's first."""
+
+    def current(self) -> str | None:
+        """The elected auditor's bookie id (None: no auditor)."""
+
+
+@runtime_checkable
+class MetadataStore(Protocol):
+    """A BookKeeper cluster's metadata: a session and its managers."""
+
+    root: str
+    ledgers: LedgerManager
+    ledger_ids: LedgerIdGenerator
+    registration: RegistrationManager
+    cookies: CookieManager
+    underreplication: UnderreplicationManager
+    auditor: AuditorElection
+
+    @property
+    def connected(self) -> bool:
+        """Whether the session is up."""
+
+    def start(self) -> "MetadataStore":
+        """Open the session (idempotent); returns the store."""
+
+    def close(self) -> None:
+        """End the session: its registrations, votes and locks go with it."""

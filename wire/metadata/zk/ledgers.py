@@ -1,0 +1,216 @@
+"""Ledger metadata znodes, laid out by the cluster's ledger manager (Java's
+HierarchicalLedgerManager and its flat / legacy / long siblings): create, read,
+compare-and-set on the znode version, delete, and walking every ledger id."""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Iterator
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+
+from bkctl.wire.errors import CodecError
+from bkctl.wire.metadata import paths as P
+from bkctl.wire.metadata.errors import (
+    LedgerExists,
+    MetadataStoreError,
+    MetadataVersionConflict,
+    NoSuchLedger,
+    ZKStoreError,
+)
+from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
+from bkctl.wire.metadata.store import stored_ctime, with_znode_ctime
+from bkctl.wire.metadata.zk.session import Manager, ZKSession, zk_call, zk_gen
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.zk.cluster import ZKClusterManager
+    from bkctl.wire.metadata.zk.ledger_ids import ZKLedgerIdGenerator
+
+__all__ = ["ZKLedgerManager"]
+
+_DIGITS4 = re.compile(r"\d{4}")
+_LEAF4 = re.compile(r"L\d{4}")
+
+
+class ZKLedgerManager(Manager):
+    """Ledger metadata with compare-and-set on the znode version."""
+
+    def __init__(self, session: ZKSession, cluster: "ZKClusterManager", ids: "ZKLedgerIdGenerator"):
+        super().__init__(session)
+        self._cluster = cluster
+        self._ids = ids
+
+    def path(self, ledger_id: int) -> str:
+        return P.ledger_path(ledger_id, self._cluster.manager, self._root)
+
+    @staticmethod
+    def _decode(ledger_id: int, data: bytes, stat) -> LedgerMetadata:
+        try:
+            md = parse_ledger_metadata(data)
+        except CodecError as exc:
+            raise MetadataStoreError(f"ledger {ledger_id} has corrupt metadata: {exc}") from None
+        return with_znode_ctime(md, stat.ctime)
+
+    @zk_call
+    def create(self, md: LedgerMetadata, ledger_id: int | None = None) -> tuple[int, int]:
+        """Store *md* as a new ledger; returns ``(ledger_id, version)`` (version 0).
+
+        With no *ledger_id* one is generated.  Raises :class:`LedgerExists`
+        if the ledger znode is already there.
+        """
+        if ledger_id is None:
+            ledger_id = self._ids.generate()
+        path = self.path(ledger_id)
+        data = serialize_ledger_metadata(md)
+        for attempt in range(5):
+            try:
+                self._zk.create(path, data, makepath=True)
+                return ledger_id, 0
+            except NodeExistsError:
+                raise LedgerExists(ledger_id) from None
+            except NoNodeError:
+                # a concurrent delete pruned an empty parent between makepath and create
+                if attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
+
+    @zk_call
+    def read(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
+        """``(metadata, version)``; ``metadata.ctime`` falls back to the znode ctime."""
+        try:
+            data, stat = self._session.get(self.path(ledger_id))
+        except NoNodeError:
+            raise NoSuchLedger(ledger_id) from None
+        return self._decode(ledger_id, data, stat), stat.version
+
+    @zk_call
+    def read_bytes(self, ledger_id: int) -> tuple[bytes, int]:
+        """The raw znode value and its version (for dumps)."""
+        try:
+            data, stat = self._session.get(self.path(ledger_id))
+        except NoNodeError:
+            raise NoSuchLedger(ledger_id) from None
+        return data, stat.version
+
+    @zk_call
+    def restore_bytes(self, ledger_id: int, data: bytes, overwrite: bool = False) -> int:
+        """Write serialized metadata (any format, checked by parsing) exactly as given, as
+        Java's ``ledgermetadata -restorefromfile``: create the znode, or with *overwrite*
+        replace an existing one (version -1).  Raises :class:`LedgerExists` when it exists
+        and *overwrite* is false; returns the new version."""
+        try:
+            parse_ledger_metadata(data)
+        except CodecError as exc:
+            raise MetadataStoreError(f"not ledger metadata: {exc}") from None
+        path = self.path(ledger_id)
+        try:
+            self._zk.create(path, data, makepath=True)
+            return 0
+        except NodeExistsError:
+            if not overwrite:
+                raise LedgerExists(ledger_id) from None
+        return self._zk.set(path, data, version=-1).version
+
+    @zk_call
+    def exists(self, ledger_id: int) -> bool:
+        return self._session.exists(self.path(ledger_id)) is not None
+
+    def _conflict(self, ledger_id: int, expected_version: int) -> ZKStoreError:
+        try:
+            data, stat = self._session.get(self.path(ledger_id))
+        except NoNodeError:
+            return NoSuchLedger(ledger_id)
+        return MetadataVersionConflict(ledger_id, expected_version,
+                                       self._decode(ledger_id, data, stat), stat.version)
+
+    @zk_call
+    def update(self, ledger_id: int, md: LedgerMetadata, expected_version: int) -> int:
+        """Compare-and-set the metadata; returns the new version.
+
+        Raises :class:`MetadataVersionConflict` (carrying the current
+        metadata and version) when the znode moved on, :class:`NoSuchLedger`
+        when it is gone.  A ``ctime`` that :meth:`read` only filled in
+        from the znode is not written into the value (Java keeps such
+        ledgers without a stored ctime).
+        """
+        path = self.path(ledger_id)
+        if md.ctime is not None:
+            try:
+                current, stat = self._session.get(path)
+            except NoNodeError:
+                raise NoSuchLedger(ledger_id) from None
+            if expected_version != -1 and stat.version != expected_version:
+                raise MetadataVersionConflict(ledger_id, expected_version,
+                                              self._decode(ledger_id, current, stat), stat.version)
+            if md.ctime == stat.ctime:
+                try:
+                    stored = parse_ledger_metadata(current)
+                except CodecError:
+                    stored = None
+                md = stored_ctime(md, stat.ctime, stored)
+        data = serialize_ledger_metadata(md)
+        try:
+            stat = self._zk.set(path, data, version=expected_version)
+        except BadVersionError:
+            raise self._conflict(ledger_id, expected_version) from None
+        except NoNodeError:
+            raise NoSuchLedger(ledger_id) from None
+        return stat.version
+
+    @zk_call
+    def delete(self, ledger_id: int, version: int = -1) -> None:
+        """Delete the ledger znode, then its empty parents; a missing ledger is fine."""
+        path = self.path(ledger_id)
+        try:
+            self._zk.delete(path, version)
+        except NoNodeError:
+            pass
+        except BadVersionError:
+            raise self._conflict(ledger_id, version) from None
+        for parent in reversed(P.ledger_parent_paths(ledger_id, self._cluster.manager, self._root)):
+            try:
+                self._zk.delete(parent)
+            except NotEmptyError:
+                break
+            except NoNodeError:
+                continue
+
+    @zk_gen
+    def ids(self) -> Iterator[int]:
+        """Every ledger id, ascending, walking the hierarchy one level at a time."""
+        manager = self._cluster.manager
+        top = sorted(self._session.children_or_empty(self._root))
+        if manager == P.FLAT:
+            ids = []
+            for name in top:
+                if P.is_ledger_parent_name(name, P.FLAT):
+                    ids.append(int(name[1:]))
+            yield from sorted(ids)
+            return
+        if manager in (P.HIERARCHICAL, P.LEGACY_HIERARCHICAL):
+            legacy = [n for n in top if len(n) == 2 and P.is_ledger_parent_name(n, P.LEGACY_HIERARCHICAL)]
+            for ledger_id in self._walk(legacy, depth=3):
+                if manager == P.LEGACY_HIERARCHICAL or ledger_id < P.HIERARCHICAL_LONG_THRESHOLD:
+                    yield ledger_id
+        if manager in (P.HIERARCHICAL, P.LONG_HIERARCHICAL):
+            long_tops = [n for n in top if len(n) == 3 and P.is_ledger_parent_name(n, P.LONG_HIERARCHICAL)]
+            for ledger_id in self._walk(long_tops, depth=5):
+                if manager == P.LONG_HIERARCHICAL or ledger_id >= P.HIERARCHICAL_LONG_THRESHOLD:
+                    yield ledger_id
+
+    def _walk(self, tops: list[str], depth: int) -> Iterator[int]:
+        """Depth-first, sorted walk of ``depth``-level ledger paths below the root."""
+
+        def descend(prefix: list[str]) -> Iterator[int]:
+            level = len(prefix)
+            names = sorted(self._session.children_or_empty(self._session.path(*prefix)))
+            if level == depth - 1:
+                for name in names:
+                    if _LEAF4.fullmatch(name):
+                        yield int("".join(prefix) + name[1:])
+                return
+            for name in names:
+                if _DIGITS4.fullmatch(name):
+                    yield from descend(prefix + [name])
+
+        for top in tops:
+            yield from descend([top])

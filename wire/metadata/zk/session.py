@@ -1,0 +1,393 @@
+"""One ZooKeeper session shared by every manager of the store.
+
+:class:`ZKSession` owns the kazoo client: connecting (with the credentials,
+TLS and ACLs of :mod:`~bkctl.wire.metadata.zksecurity`), closing, turning
+kazoo's exceptions into :mod:`~bkctl.wire.metadata.errors`, and telling the
+managers when an expired session has been replaced (so registration can put
+its ephemeral nodes back).  The small znode helpers the managers share live
+here too.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+import weakref
+from typing import Callable, TypeVar
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    AuthFailedError,
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NoAuthError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    OperationTimeoutError,
+    SessionClosedRequireSaslError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
+
+from bkctl.wire.errors import CodecError
+from bkctl.wire.metadata.errors import ClusterNotFound, MetadataStoreError, ZKAuthError, ZKStoreError, ZKUnavailable
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Manager", "ZKSession", "zk_call", "zk_gen"]
+
+_AUTH_ERRORS = (NoAuthError, AuthFailedError, SessionClosedRequireSaslError)
+
+_CONNECTION_ERRORS = (
+    ConnectionLoss,
+    SessionExpiredError,
+    ConnectionClosedError,
+    OperationTimeoutError,
+    KazooTimeoutError,
+)
+
+# kazoo's connection thread dies with the exception when SASL fails (the client
+# then only sees "connection closed"): keep it, keyed by thread, instead of
+# letting Python print its traceback, so the store can say what happened.
+_loop_failures: "weakref.WeakKeyDictionary[threading.Thread, BaseException]" = weakref.WeakKeyDictionary()
+_hook_lock = threading.Lock()
+
+
+def _install_loop_hook() -> None:
+    with _hook_lock:
+        if getattr(threading.excepthook, "_bkctl_zk", False):
+            return
+        previous = threading.excepthook
+
+        def hook(args):
+            if args.thread is not None and isinstance(args.exc_value, _AUTH_ERRORS):
+                _loop_failures[args.thread] = args.exc_value
+                return
+            previous(args)
+
+        hook._bkctl_zk = True
+        threading.excepthook = hook
+
+
+def _loop_failure(zk) -> BaseException | None:
+    routine = getattr(getattr(zk, "_connection", None), "_connection_routine", None)
+    return _loop_failures.get(routine) if routine is not None else None
+
+
+_F = TypeVar("_F", bound=Callable)
+_T = TypeVar("_T")
+
+#: what a manager's public method may raise from kazoo (KazooTimeoutError is no KazooException)
+_KAZOO_ERRORS = (KazooException, KazooTimeoutError)
+
+
+def _translate(session: "ZKSession", exc: Exception, name: str) -> ZKStoreError:
+    if isinstance(exc, _AUTH_ERRORS):
+        return session.auth_error(exc)
+    if isinstance(exc, _CONNECTION_ERRORS):
+        return session.unavailable(exc)
+    return MetadataStoreError(f"ZooKeeper error in {name}: {type(exc).__name__} {exc}")
+
+
+def zk_call(method: _F) -> _F:
+    """Turn stray kazoo exceptions of a manager's public method into store errors."""
+
+    @functools.wraps(method)
+    def wrapper(self: "Manager", *args, **kwargs):
+        self._session.require_started()
+        try:
+            return method(self, *args, **kwargs)
+        except _KAZOO_ERRORS as exc:
+            raise _translate(self._session, exc, method.__name__) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def zk_gen(method: _F) -> _F:
+    """:func:`zk_call` for generator methods (errors surface while iterating)."""
+
+    @functools.wraps(method)
+    def wrapper(self: "Manager", *args, **kwargs):
+        self._session.require_started()
+        gen = method(self, *args, **kwargs)
+        try:
+            yield from gen
+        except _KAZOO_ERRORS as exc:
+            raise _translate(self._session, exc, method.__name__) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+class ZKSession:
+    """The kazoo client of one metadata store, and the znode helpers its managers share.
+
+    *timeout* bounds the initial connection; the session timeout defaults to it.
+    """
+
+    def __init__(self, hosts: str, root: str, timeout: float = 10.0, *,
+                 session_timeout: float | None = None, security=None):
+        from bkctl.wire.metadata.zksecurity import get_default
+
+        self.hosts = hosts
+        self.root = root
+        #: credentials, TLS and ACLs (:class:`~bkctl.wire.metadata.zksecurity.ZKSecurity`); the process default if None
+        self.security = security if security is not None else get_default()
+        self.timeout = float(timeout)
+        self.session_timeout = float(session_timeout if session_timeout is not None else timeout)
+        self._zk: KazooClient | None = None
+        self._session_lost = False
+        self._restore_needed = threading.Event()
+        self._restore_thread: threading.Thread | None = None
+        self._restorers: list[Callable[[], bool]] = []
+        self._closing = False
+
+    # -- lifecycle -----------------------------------------------------------
+    def start(self):
+        if self._zk is not None:
+            return self
+        zk = KazooClient(
+            hosts=self.hosts,
+            timeout=self.session_timeout,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
+            command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0),
+            **self.security.kazoo_args(),
+        )
+        zk.add_listener(self._on_state)
+        _install_loop_hook()
+        try:
+            zk.start(timeout=self.timeout)
+        except KazooTimeoutError:
+            self._shutdown_client(zk)
+            failed = _loop_failure(zk)
+            raise (self.auth_error(failed) if failed else self._no_connection()) from None
+        except AuthFailedError as exc:
+            self._shutdown_client(zk)
+            raise self.auth_error(exc) from None
+        except Exception as exc:
+            self._shutdown_client(zk)
+            failed = _loop_failure(zk)
+            if failed is not None:
+                raise self.auth_error(failed) from None
+            raise ZKUnavailable(f"cannot connect to ZooKeeper at {self.hosts}: {exc}") from None
+        except BaseException:  # Ctrl-C while connecting: stop kazoo's retrying thread too
+            self._shutdown_client(zk)
+            raise
+        self._zk = zk
+        self._closing = False
+        self._restore_thread = threading.Thread(target=self._restore_loop, name="zkstore-reregister",
+                                                daemon=True)
+        self._restore_thread.start()
+        return self
+
+    @staticmethod
+    def _shutdown_client(zk: KazooClient) -> None:
+        try:
+            zk.stop()
+            zk.close()
+        except Exception:  # pragma: no cover - best effort
+            pass
+
+    def close(self) -> None:
+        """Close the session: every ephemeral node of this store disappears."""
+        zk, self._zk = self._zk, None
+        self._closing = True
+        self._restore_needed.set()
+        if zk is not None:
+            self._shutdown_client(zk)
+        thread, self._restore_thread = self._restore_thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(5)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def connected(self) -> bool:
+        zk = self._zk
+        return zk is not None and zk.connected
+
+    @property
+    def client(self) -> KazooClient:
+        """The underlying kazoo client (for the managers, tests and kazoo recipes)."""
+        self.require_started()
+        return self._zk  # type: ignore[return-value]
+
+    @property
+    def session_id(self) -> int | None:
+        zk = self._zk
+        cid = zk.client_id if zk is not None else None
+        return cid[0] if cid else None
+
+    def require_started(self) -> None:
+        if self._zk is None:
+            raise ZKUnavailable(f"metadata store for {self.hosts} is not started")
+
+    # -- a new session after an expiry -------------------------------------------
+    def on_session_restored(self, restore: Callable[[], bool]) -> None:
+        """Call *restore* (on the store's own thread) after an expired session has been
+        replaced; it returns False to be called again half a second later."""
+        self._restorers.append(restore)
+
+    def _on_state(self, state: str) -> None:
+        # runs on kazoo's connection thread: never block or call ZooKeeper here
+        if state == KazooState.LOST:
+            self._session_lost = True
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._session_lost = False
+            self._restore_needed.set()
+
+    def _restore_loop(self) -> None:
+        while True:
+            self._restore_needed.wait()
+            if self._closing:
+                return
+            self._restore_needed.clear()
+            for restore in list(self._restorers):
+                if self._closing:
+                    return
+                if not restore():
+                    self._restore_needed.set()
+                    time.sleep(0.5)
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    # -- errors ------------------------------------------------------------------
+    def _no_connection(self) -> ZKStoreError:
+        """Why a start timed out: a TLS problem named by a direct handshake, else the timeout."""
+        if self.security.uses_tls:
+            from bkctl.wire.metadata.zksecurity import tls_problem
+
+            problem = tls_problem(self.hosts, self.security)
+            if problem:
+                return ZKAuthError(f"TLS with ZooKeeper at {self.hosts} failed: {problem}")
+        hint = f" ({self.security.describe()})" if self.security != type(self.security)() else ""
+        return ZKUnavailable(f"cannot connect to ZooKeeper at {self.hosts} within {self.timeout:g}s{hint}")
+
+    def auth_error(self, exc: BaseException) -> ZKAuthError:
+        if isinstance(exc, NoAuthError):
+            return ZKAuthError(f"ZooKeeper at {self.hosts} denied access (NoAuth) with "
+                               f"{self.security.describe()}: wrong or missing credentials")
+        if isinstance(exc, SessionClosedRequireSaslError):
+            return ZKAuthError(f"ZooKeeper at {self.hosts} requires authentication and closed the session "
+                               f"({self.security.describe()})")
+        return ZKAuthError(f"ZooKeeper at {self.hosts} rejected the credentials ({self.security.describe()})")
+
+    def unavailable(self, exc: BaseException) -> ZKStoreError:
+        failed = _loop_failure(self._zk) if self._zk is not None else None
+        if failed is not None:
+            return self.auth_error(failed)
+        reason = {
+            SessionExpiredError: "session expired",
+            ConnectionClosedError: "connection closed",
+            ConnectionLoss: "connection lost",
+        }.get(type(exc), type(exc).__name__)
+        return ZKUnavailable(f"ZooKeeper at {self.hosts} unavailable: {reason}")
+
+    # -- znode helpers -----------------------------------------------------------
+    def path(self, *names: str) -> str:
+        """A znode below the ledgers root."""
+        return "/".join((self.root,) + names)
+
+    def require_root(self) -> None:
+        """Raise :class:`ClusterNotFound` unless the ledgers root exists."""
+        if self.exists(self.root) is None:
+            raise ClusterNotFound(f"no BookKeeper cluster at {self.root} on {self.hosts}")
+
+    def exists(self, path: str):
+        return self._zk.retry(self._zk.exists, path)
+
+    def get(self, path: str):
+        return self._zk.retry(self._zk.get, path)
+
+    def get_parsed(self, path: str, parse: Callable[[bytes], _T]) -> _T | None:
+        """The znode's value through *parse* (None if the znode is missing; a value
+        that does not parse is a :class:`MetadataStoreError` naming the znode)."""
+        try:
+            data, _ = self.get(path)
+        except NoNodeError:
+            return None
+        try:
+            return parse(data)
+        except CodecError as exc:
+            raise MetadataStoreError(f"corrupt {path}: {exc}") from None
+
+    def children(self, path: str) -> list[str]:
+        return self._zk.retry(self._zk.get_children, path)
+
+    def children_or_empty(self, path: str) -> list[str]:
+        try:
+            return self.children(path)
+        except NoNodeError:
+            return []
+
+    def create_if_missing(self, path: str, value: bytes = b"") -> bool:
+        try:
+            self._zk.create(path, value)
+            return True
+        except NodeExistsError:
+            return False
+
+    def ensure_parents(self, path: str) -> None:
+        parent = path.rsplit("/", 1)[0]
+        if parent:
+            self._zk.ensure_path(parent)
+
+    def delete_tree(self, path: str) -> None:
+        """Delete *path* and everything below it (NONODE anywhere is fine)."""
+        for _ in range(5):
+            for child in self.children_or_empty(path):
+                self.delete_tree(f"{path}/{child}")
+            try:
+                self._zk.delete(path)
+                return
+            except NoNodeError:
+                return
+            except NotEmptyError:
+                continue  # something was added meanwhile; go again
+        raise MetadataStoreError(f"{path} keeps gaining children; could not delete it")
+
+    def delete_quiet(self, path: str, version: int = -1) -> None:
+        try:
+            self._zk.delete(path, version)
+        except (NoNodeError, NotEmptyError, BadVersionError):
+            pass
+
+    def delete_own(self, path: str) -> bool:
+        """Delete an ephemeral node only if this session created it (a lock that
+        outlived our session may already be someone else's)."""
+        try:
+            _, stat = self.get(path)
+        except NoNodeError:
+            return False
+        if stat.ephemeralOwner != self.session_id:
+            return False
+        try:
+            self._zk.delete(path, version=stat.version)
+            return True
+        except (NoNodeError, BadVersionError):
+            return False
+
+
+class Manager:
+    """One job of the store over the shared session (see :mod:`bkctl.wire.metadata.zk`)."""
+
+    def __init__(self, session: ZKSession):
+        self._session = session
+
+    @property
+    def _zk(self) -> KazooClient:
+        return self._session._zk  # type: ignore[return-value]
+
+    @property
+    def _root(self) -> str:
+        return self._session.root

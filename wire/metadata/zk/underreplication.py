@@ -1,0 +1,284 @@
+"""The autorecovery tree below ``<root>/underreplication``, as Java's
+ZkLedgerUnderreplicationManager keeps it: the replication switch, the lost-bookie
+recovery delay, one ``urL`` mark per under-replicated ledger and the replication
+workers' per-ledger locks.  The znode formats are :mod:`bkctl.wire.metadata.underreplication`."""
+from __future__ import annotations
+
+import random
+import re
+import time
+from typing import Callable, Iterable, Iterator
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+
+from bkctl.wire.errors import CodecError
+from bkctl.wire.metadata import paths as P
+from bkctl.wire.metadata import underreplication as UR
+from bkctl.wire.metadata.errors import MetadataStoreError
+from bkctl.wire.metadata.store import UnderreplicatedMark
+from bkctl.wire.metadata.zk.session import Manager, ZKSession, zk_call, zk_gen
+
+__all__ = ["ZKUnderreplicationManager"]
+
+_HEX4 = re.compile(r"[0-9a-f]{4}")
+
+
+class ZKUnderreplicationManager(Manager):
+    """Marks, locks, the enable switch and the recovery delay.
+
+    *store_ctime* writes the mark time into marks (Java's
+    storeSystemTimeAsLedgerUnderreplicatedMarkTime), read from *wall_clock*
+    (seconds since the epoch).
+    """
+
+    def __init__(self, session: ZKSession, store_ctime: bool = False,
+                 wall_clock: Callable[[], float] = time.time):
+        super().__init__(session)
+        self.store_ctime = store_ctime
+        self._wall_clock = wall_clock
+        self._checked = False
+
+    def forget_cached(self) -> None:
+        self._checked = False
+
+    def _node(self, name: str) -> str:
+        return P.underreplication_node(name, self._root)
+
+    @zk_call
+    def ensure_layout(self) -> None:
+        """Create ``B``, ``B/LAYOUT`` (checking an existing one), ``B/ledgers`` and ``B/locks``."""
+        s = self._session
+        s.require_root()
+        s.create_if_missing(P.underreplication_base(self._root))
+        path = self._node(P.UR_LAYOUT)
+        if not s.create_if_missing(path, UR.serialize_underreplication_layout()):
+            data, _ = s.get(path)
+            try:
+                UR.parse_underreplication_layout(data)
+            except CodecError as exc:
+                raise MetadataStoreError(f"{path}: {exc}") from None
+        s.create_if_missing(self._node(P.UR_LEDGERS))
+        s.create_if_missing(self._node(P.UR_LOCKS))
+        self._checked = True
+
+    def ensure_checked(self) -> None:
+        """:meth:`ensure_layout` once per store (again after a format or nuke)."""
+        if not self._checked:
+            self.ensure_layout()
+
+    # -- the switch and the delay ------------------------------------------------
+    @zk_call
+    def is_enabled(self) -> bool:
+        """Whether ledger replication is enabled (no ``B/disable``)."""
+        return self._session.exists(self._node(P.UR_DISABLE)) is None
+
+    @zk_call
+    def disable(self) -> bool:
+        """Create ``B/disable``; False if it was already disabled."""
+        self.ensure_checked()
+        return self._session.create_if_missing(self._node(P.UR_DISABLE), b"")
+
+    @zk_call
+    def enable(self) -> bool:
+        """Delete ``B/disable``; False if it was already enabled."""
+        self.ensure_checked()
+        try:
+            self._zk.delete(self._node(P.UR_DISABLE))
+            return True
+        except NoNodeError:
+            return False
+
+    @zk_call
+    def lost_bookie_recovery_delay(self) -> int | None:
+        """``B/lostBookieRecoveryDelay`` in seconds (None if the node is missing)."""
+        return self._session.get_parsed(self._node(P.UR_LOST_BOOKIE_RECOVERY_DELAY),
+                                        UR.parse_lost_bookie_recovery_delay)
+
+    @zk_call
+    def set_lost_bookie_recovery_delay(self, seconds: int) -> None:
+        data = UR.serialize_lost_bookie_recovery_delay(seconds)
+        self.ensure_checked()
+        path = self._node(P.UR_LOST_BOOKIE_RECOVERY_DELAY)
+        try:
+            self._zk.set(path, data, version=-1)
+        except NoNodeError:
+            try:
+                self._zk.create(path, data)
+            except NodeExistsError:
+                self._zk.set(path, data, version=-1)
+
+    # -- marks ---------------------------------------------------------------------
+    @zk_call
+    def mark(self, ledger_id: int, missing_replicas: Iterable[str]) -> None:
+        """Mark (or merge into) the ledger's ``urL`` node, retrying on version conflicts."""
+        missing = list(dict.fromkeys(missing_replicas))
+        self.ensure_checked()
+        path = P.underreplication_path(ledger_id, self._root)
+        for _ in range(100):
+            ctime = int(self._wall_clock() * 1000) if self.store_ctime else None
+            try:
+                self._zk.create(path, UR.UnderreplicatedLedger(tuple(missing), ctime).serialize(),
+                                makepath=True)
+                return
+            except NodeExistsError:
+                pass
+            try:
+                data, stat = self._session.get(path)
+            except NoNodeError:
+                continue
+            try:
+                marker = UR.parse_underreplicated_ledger(data)
+            except CodecError as exc:
+                raise MetadataStoreError(f"corrupt {path}: {exc}") from None
+            if all(r in marker.replicas for r in missing):
+                return
+            merged = marker.merged(missing)
+            if ctime is not None:
+                merged = UR.UnderreplicatedLedger(merged.replicas, ctime)
+            try:
+                self._zk.set(path, merged.serialize(), version=stat.version)
+                return
+            except (BadVersionError, NoNodeError):
+                continue
+        raise MetadataStoreError(f"could not mark ledger {ledger_id} under-replicated: too much contention")
+
+    @zk_call
+    def get(self, ledger_id: int) -> UnderreplicatedMark | None:
+        """The ledger's mark, None when it is not marked."""
+        path = P.underreplication_path(ledger_id, self._root)
+        try:
+            data, _ = self._session.get(path)
+        except NoNodeError:
+            return None
+        return self._decode(ledger_id, path, data)
+
+    @staticmethod
+    def _decode(ledger_id: int, path: str, data: bytes) -> UnderreplicatedMark:
+        try:
+            marker = UR.parse_underreplicated_ledger(data)
+        except CodecError as exc:
+            raise MetadataStoreError(f"corrupt {path}: {exc}") from None
+        return UnderreplicatedMark(ledger_id, marker.replicas, marker.ctime)
+
+    def _walk(self, *, shuffled: bool = False) -> Iterator[tuple[int, str]]:
+        """``(ledger_id, path)`` of each mark: ascending (lowercase hex sorts
+        numerically), or in random order as Java's replication worker walks."""
+
+        def descend(path: str, level: int) -> Iterator[tuple[int, str]]:
+            names = self._session.children_or_empty(path)
+            if shuffled:
+                random.shuffle(names)
+            else:
+                names.sort()
+            if level == 4:
+                found = []
+                for name in names:
+                    try:
+                        found.append((P.parse_urL_name(name), f"{path}/{name}"))
+                    except ValueError:
+                        continue
+                yield from (found if shuffled else sorted(found))
+                return
+            for name in names:
+                if _HEX4.fullmatch(name):
+                    yield from descend(f"{path}/{name}", level + 1)
+
+        yield from descend(self._node(P.UR_LEDGERS), 0)
+
+    @zk_gen
+    def marks(self) -> Iterator[UnderreplicatedMark]:
+        """Every mark, ascending ledger ids."""
+        for ledger_id, path in self._walk():
+            try:
+                data, _ = self._session.get(path)
+            except NoNodeError:
+                continue  # replicated meanwhile
+            yield self._decode(ledger_id, path, data)
+
+    @zk_call
+    def count(self) -> int:
+        return sum(1 for _ in self._walk())
+
+    # -- the replication workers' locks --------------------------------------------
+    @zk_call
+    def lock_holder(self, ledger_id: int) -> str | None:
+        """The host name in ``B/locks/urL<id>`` (who is re-replicating the ledger)."""
+        try:
+            data, _ = self._session.get(P.underreplication_lock_path(ledger_id, self._root))
+        except NoNodeError:
+            return None
+        try:
+            return UR.parse_lock_data(data)
+        except CodecError:
+            return None
+
+    @zk_call
+    def acquire(self, holder: str, *, skip: Iterable[int] = ()) -> tuple[UnderreplicatedMark, int] | None:
+        """Take one marked ledger that nobody holds, as Java's replication worker does:
+        walk the marks in random order, create the ledger's lock
+        ``B/locks/urL<id>`` (EPHEMERAL, ``LockDataFormat`` naming ``holder``),
+        then read the mark.  Returns the mark and its version (give it
+        to :meth:`mark_replicated`), or None when every mark is locked
+        (or in ``skip``).  The lock goes with this session."""
+        self.ensure_checked()
+        skipped = set(skip)
+        lock_data = UR.serialize_lock_data(holder)
+        for ledger_id, path in self._walk(shuffled=True):
+            if ledger_id in skipped:
+                continue
+            lock = P.underreplication_lock_path(ledger_id, self._root)
+            try:
+                self._zk.create(lock, lock_data, ephemeral=True)
+            except NodeExistsError:
+                continue
+            try:
+                data, stat = self._session.get(path)
+            except NoNodeError:  # replicated between the walk and the lock
+                self._session.delete_own(lock)
+                continue
+            return self._decode(ledger_id, path, data), stat.version
+        return None
+
+    @zk_call
+    def mark_replicated(self, ledger_id: int, version: int) -> bool:
+        """Delete the ledger's mark if it still has ``version`` (False: it was
+        re-marked meanwhile and stays), prune its empty hex directories, and
+        release the lock."""
+        path = P.underreplication_path(ledger_id, self._root)
+        try:
+            self._zk.delete(path, version=version)
+            done = True
+        except NoNodeError:
+            done = True
+        except BadVersionError:
+            done = False
+        if done:
+            for parent in reversed(P.underreplication_parent_paths(ledger_id, self._root)):
+                try:
+                    self._zk.delete(parent)
+                except (NotEmptyError, NoNodeError):
+                    break
+        self._session.delete_own(P.underreplication_lock_path(ledger_id, self._root))
+        return done
+
+    @zk_call
+    def release(self, ledger_id: int) -> None:
+        """Let go of a ledger's replication lock (only if it is ours)."""
+        self._session.delete_own(P.underreplication_lock_path(ledger_id, self._root))
+
+    @zk_call
+    def locks(self) -> dict[int, str | None]:
+        """Every replication lock: ledger id -> the holder's host name."""
+        held: dict[int, str | None] = {}
+        base = self._node(P.UR_LOCKS)
+        for name in self._session.children_or_empty(base):
+            try:
+                ledger_id = P.parse_urL_name(name)
+                data, _ = self._session.get(f"{base}/{name}")
+            except (ValueError, NoNodeError):
+                continue
+            try:
+                held[ledger_id] = UR.parse_lock_data(data)
+            except CodecError:
+                held[ledger_id] = None
+        return held
