@@ -76,7 +76,8 @@ class CompactionWatch(threading.Thread):
             self.stop.wait(0.1)
 
     def compacting_at(self, t: float) -> bool:
-        return any(a <= t <= b for a, b in self.intervals) or (self.running_since is not None and t >= self.running_since)
+        since = self.running_since
+        return any(a <= t <= b for a, b in self.intervals) or (since is not None and t >= since)
 
     def seconds(self) -> float:
         return sum(b - a for a, b in self.intervals)

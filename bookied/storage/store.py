@@ -58,10 +58,10 @@ a log whose live entry count drops to zero is deleted at once (never the log
 currently being appended to). ``compact(min_live_ratio)`` rewrites logs whose
 live fraction is below the ratio (see :mod:`.compactor`: the records the index
 still points to are copied into a compaction log, the index is switched to them
-in one transaction, then the old log is deleted). A ledger deleted after its records were checkpointed out of the journal
-stays deleted; one deleted while its records are still after the journal's
-checkpoint mark is resurrected by a crash + replay, so GC must simply run
-again (as in Java, where GC works from the metadata store's ledger list).
+in one transaction, then the old log is deleted). A ledger deleted after its
+records were checkpointed out of the journal stays deleted; one deleted while
+its records are still after the journal's checkpoint mark is resurrected by a
+crash + replay, so GC must simply run again (as in Java, where GC works from the metadata store's ledger list).
 
 Several ledger directories are several EntryStore objects; the server shards
 ledgers over them. Open a directory with one EntryStore at a time per process

@@ -207,7 +207,8 @@ def test_a_full_bookie_compacts_itself_writable_with_force_gc_when_no_space(tmp_
     excess = total - st.f_bavail * st.f_frsize - int(0.87 * total)
     os.truncate(filler, max(0, filler.stat().st_size - excess))
     assert usage(fs) > 0.85
-    wait_for(lambda: http(b, "GET", "/api/v1/bookie/state")["readOnly"], timeout=30, what="the bookie to turn read-only")
+    wait_for(lambda: http(b, "GET", "/api/v1/bookie/state")["readOnly"], timeout=30,
+             what="the bookie to turn read-only")
     wait_for(lambda: not http(b, "GET", "/api/v1/bookie/state")["readOnly"], timeout=60,
              what="the bookie to compact itself writable again")
     assert disk_bytes(b)[0] < logs_before / 2 and usage(fs) < 0.8
