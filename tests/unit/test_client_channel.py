@@ -7,7 +7,7 @@ import pytest
 
 from bkctl.wire.client.channel import BookieChannel
 from bkctl.wire.client.connection import BookieConnection
-from tests.unit.test_client_ledger import FakeConnection
+from tests.support.fake_bookie import FakeConnection
 
 METHODS = [name for name, value in vars(BookieChannel).items()
            if callable(value) and not name.startswith("_")]
