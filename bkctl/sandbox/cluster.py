@@ -257,6 +257,17 @@ def bookie_conf_text(*, port: int, journal_dir: Path, ledger_dir: Path, uri: str
     return "\n".join(lines) + "\n"
 
 
+def _http_wanted(settings: dict[str, str] | None) -> bool:
+    """Whether a sandbox bookie runs its HTTP admin (on, unless ``--set httpServerEnabled=false``)."""
+    from bkctl.wire.text import parse_bool
+
+    value = (settings or {}).get("httpServerEnabled")
+    try:
+        return True if value is None else parse_bool(value, "httpServerEnabled")
+    except ValueError:
+        return True  # bookied's own check of the conf refuses it, with its message
+
+
 def _bookie_paths(directory: Path, index: int) -> dict[str, Path]:
     base = directory / f"bookie-{index}"
     return {
@@ -304,7 +315,9 @@ def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int |
     for key in ("journal", "ledgers"):
         paths[key].mkdir(parents=True, exist_ok=True)
     port = port or free_port(HOST)
-    if not http_port or not port_free(HOST, http_port):
+    if not _http_wanted(settings):
+        http_port = None  # `--set httpServerEnabled=false`: no HTTP admin to show
+    elif not http_port or not port_free(HOST, http_port):
         http_port = free_port(HOST)
     conf = bookie_conf_text(port=port, journal_dir=paths["journal"], ledger_dir=paths["ledgers"], uri=uri,
                             autorecovery=autorecovery, tls=tls, extra=settings, http_port=http_port)

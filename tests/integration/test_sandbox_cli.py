@@ -125,19 +125,20 @@ def test_up_with_tls_runs_tls_only_bookies(sandbox_dir):
 
 def test_up_with_set_writes_checked_settings_into_every_bookie(sandbox_dir):
     doc = json.loads(invoke("up", "--bookies", "1", "--set", "logSizeLimit=1048576", "--set",
-                            "isForceGCAllowWhenNoSpace=true", "--set", "httpServerEnabled=true",
+                            "isForceGCAllowWhenNoSpace=true", "--set", "httpServerEnabled=false",
                             "--dir", str(sandbox_dir), "--json").stdout)
     assert doc["settings"] == {"logSizeLimit": "1048576", "isForceGCAllowWhenNoSpace": "true",
-                               "httpServerEnabled": "true"}
+                               "httpServerEnabled": "false"}
     conf = (sandbox_dir / "bookie-0" / "bk_server.conf").read_text()
     assert "logSizeLimit=1048576" in conf and "isForceGCAllowWhenNoSpace=true" in conf
-    assert "httpServerEnabled=true" in conf and "httpServerEnabled=false" not in conf  # replaces the sandbox's
+    assert "httpServerEnabled=false" in conf and "httpServerEnabled=true" not in conf  # replaces the sandbox's
+    assert doc["bookies"][0]["http_port"] is None  # no HTTP admin to show
     # remembered for bookies started later; KEY= forgets one
     again = json.loads(invoke("up", "--bookies", "2", "--set", "httpServerEnabled=", "--dir", str(sandbox_dir),
                               "--json").stdout)
     assert again["settings"] == {"logSizeLimit": "1048576", "isForceGCAllowWhenNoSpace": "true"}
     conf = (sandbox_dir / "bookie-1" / "bk_server.conf").read_text()
-    assert "logSizeLimit=1048576" in conf and "httpServerEnabled=false" in conf
+    assert "logSizeLimit=1048576" in conf and "httpServerEnabled=true" in conf
 
 
 @pytest.mark.parametrize("setting, message", [
