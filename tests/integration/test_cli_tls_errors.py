@@ -9,6 +9,7 @@ import pytest
 
 from tests.support.cli import bkctl_bytes as bkctl, json_lines, ok, one_line_error
 from tests.support.tlscerts import bookie_tls_settings as tls_settings
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -21,6 +22,18 @@ def test_tls_failures_name_their_cause(bookie_cluster, metadata_uri, tls_certs, 
     ok(bkctl(uri, *mine, "simpletest", "-n", "3"))
     lid = json.loads(ok(bkctl(uri, *mine, "--json", "ledger", "create", "-e", "3", "-w", "2", "-a", "2")))["ledger_id"]
     ok(bkctl(uri, *mine, "ledger", "add", lid, "x"))
+
+    # no client certificate: the client says what is missing, each bookie logs whom it refused and why
+    # (first: the bookies report one refusal per client host every 10 s)
+    err = one_line_error(bkctl(uri, "--tls-ca", certs / "ca.pem", "bookie", "list", "--disk"), 5)
+    assert "client certificate" in err
+    for p in procs:
+        def refusals(p=p):
+            return [line for line in p.log_path.read_text().splitlines()
+                    if "WARNING" in line and "TLS handshake with 127.0.0.1:" in line]
+
+        warnings = wait_for(refusals, timeout=30, what=f"bookie {p.bookie_id} to log the refusal")
+        assert "refused: peer did not return a certificate" in warnings[0], p.log_tail()
 
     # a CA that did not sign the bookies' certificates: exit 5 and the reason, from every command
     wrong = ["--tls-ca", certs / "other-ca.pem", "--tls-cert", certs / "client.pem", "--tls-key", certs / "client.key"]
@@ -43,10 +56,3 @@ def test_tls_failures_name_their_cause(bookie_cluster, metadata_uri, tls_certs, 
         err = one_line_error(bkctl(uri, "--tls-ca", garbage, *args), 2)
         assert err.count(str(garbage)) == 1 and "not PEM CA certificates" in err and "http" not in err, err
 
-    # no client certificate: the client says what is missing, each bookie logs whom it refused and why
-    err = one_line_error(bkctl(uri, "--tls-ca", certs / "ca.pem", "bookie", "list", "--disk"), 5)
-    assert "client certificate" in err
-    for p in procs:
-        warnings = [line for line in p.log_path.read_text().splitlines()
-                    if "WARNING" in line and "TLS handshake with 127.0.0.1:" in line]
-        assert warnings and "refused: peer did not return a certificate" in warnings[-1], p.log_tail()
