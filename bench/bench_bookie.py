@@ -57,17 +57,19 @@ TARGET_RSS_MB = 300
 LATENCY_RATE = 1000
 
 
-def start_bookie(base: Path, uri: str) -> tuple[subprocess.Popen, int, int]:
+def start_bookie(base: Path, uri: str, extra: dict | None = None) -> tuple[subprocess.Popen, int, int]:
+    """One bookied with its HTTP admin; ``extra`` bk_server.conf settings win over these."""
     from bkctl.sandbox.zookeeper import free_port
 
     port, http = free_port(), free_port()
     (base / "journal").mkdir(parents=True)
     (base / "ledgers").mkdir(parents=True)
     conf = base / "bk_server.conf"
-    conf.write_text(f"bookiePort={port}\nadvertisedAddress=127.0.0.1\nlisteningInterface=lo\nallowLoopback=true\n"
-                    f"journalDirectories={base / 'journal'}\nledgerDirectories={base / 'ledgers'}\n"
-                    f"metadataServiceUri={uri}\nhttpServerEnabled=true\nhttpServerPort={http}\n"
-                    f"httpServerHost=127.0.0.1\ndbStorage_writeCacheMaxSizeMb=128\n")
+    settings = {"bookiePort": port, "advertisedAddress": "127.0.0.1", "listeningInterface": "lo",
+                "allowLoopback": "true", "journalDirectories": base / "journal", "ledgerDirectories": base / "ledgers",
+                "metadataServiceUri": uri, "httpServerEnabled": "true", "httpServerPort": http,
+                "httpServerHost": "127.0.0.1", "dbStorage_writeCacheMaxSizeMb": 128, **(extra or {})}
+    conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
     log = open(base / "bookied.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "bkctl.bookied", "--conf", str(conf), "--log-level", "WARNING"],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -275,27 +277,33 @@ def load_note() -> str:
     return note
 
 
+def start_cluster(base: Path):
+    """A real ZooKeeper in ``base/zk`` with an initialised cluster: ``(server, metadata URI)``."""
+    from bkctl.sandbox.zookeeper import ZooKeeperServer
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    zk = ZooKeeperServer(base / "zk")
+    zk.start()
+    uri = f"zk+hierarchical://{zk.connect_string}/ledgers"
+    with ZKMetadataStore(uri) as store:
+        store.cluster.init()
+    return zk, uri
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--latency-client":
         port, rate, seconds, ledger = sys.argv[2:6]
         print(json.dumps(latency_client(int(port), int(rate), float(seconds), int(ledger))))
         return
-    from bkctl.sandbox.zookeeper import ZooKeeperServer
-    from bkctl.wire.metadata.zk import ZKMetadataStore
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     seconds = parser.parse_args().seconds
     latency_seconds = max(seconds, 10.0)  # >= 10,000 adds: a p999 from more than a handful of samples
     with tempfile.TemporaryDirectory(prefix="bench-bookie-") as tmp:
         base = Path(tmp)
-        zk = ZooKeeperServer(base / "zk")
-        zk.start()
+        zk, uri = start_cluster(base)
         proc = None
         try:
-            uri = f"zk+hierarchical://{zk.connect_string}/ledgers"
-            with ZKMetadataStore(uri) as store:
-                store.cluster.init()
             proc, port, http = start_bookie(base / "bookie", uri)
             time.sleep(1.0)
             print(f"bookied pid {proc.pid} on 127.0.0.1:{port}; {seconds:.0f} s per run; {load_note()}")

@@ -1,113 +1,412 @@
-"""What bookied's HTTP admin answers on Java's day-2 bookie endpoints (``HttpRouter``):
-``/api/v1/bookie/gc``, ``gc_details``, ``list_disk_file``, ``last_log_mark`` and
-``expand_storage``.  Bodies use Java's keys; bookied's own figures follow them.
+"""The bookie's garbage collection, as Java's GarbageCollectorThread.
+
+Every ``gcWaitTime`` a pass removes the ledgers whose metadata is gone from the
+entry stores (logs left without live entries go at once), then, as Java:
+
+* **major compaction** when ``majorCompactionInterval`` seconds have passed
+  since the last one (or the pass is forced), for the logs whose live fraction
+  is below ``majorCompactionThreshold``, for at most
+  ``majorCompactionMaxTimeMillis``;
+* otherwise **minor compaction** likewise with the minor keys.
+
+An interval or threshold of 0 disables that kind; ``forceAllowCompaction``
+still lets a forced pass (HTTP ``PUT /api/v1/bookie/gc``) run it. Compaction
+copies at ``compactionRateByEntries`` entries/s (or ``compactionRateByBytes``
+with ``isThrottleByBytes``), switching the index every
+``compactionMaxOutstandingRequests`` entries (:mod:`bookied.storage.compactor`).
+
+Disk pressure, as Java's LedgerDirsListener: over ``diskUsageWarnThreshold``
+major compaction is suspended, over ``diskUsageThreshold`` both kinds are
+(compaction needs room for the copies) -- unless ``isForceGCAllowWhenNoSpace``:
+then a forced pass runs at once instead, and on a full disk with the rate and
+time limits lifted, so that a full bookie can free itself and turn writable.
+
+The passes run in a thread pool (``run_in_thread``), one at a time; the
+scheduling and the figures live in the reactor thread (``clock`` is the
+reactor, ``task.Clock`` in tests).
 """
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable, Iterable
+import time
+from dataclasses import dataclass
+from typing import Callable
 
 from twisted.internet import defer
 
+from .storage.compactor import CompactionStopped, EntryLogCompactor, Throttle
+
 log = logging.getLogger("bookied.gc")
 
+MAJOR = "major"
+MINOR = "minor"
 
-class GarbageCollector:
-    """Runs the bookie's garbage collection (``run_once() -> Deferred`` of the number of
-    ledgers removed) one pass at a time, periodically or forced, and keeps Java's
-    ``GarbageCollectionStatus`` figures.  bookied's GC drops deleted ledgers and the
-    entry logs they empty; it has no major/minor compaction, so those counters stay 0.
+
+@dataclass(frozen=True)
+class GcPolicy:
+    """The GC keys, in Java's units (ms, except the intervals' seconds turned into ms)."""
+
+    gc_wait_ms: int = 600000
+    minor_threshold: float = 0.2
+    minor_interval_ms: int = 3600 * 1000
+    minor_max_ms: int = -1
+    major_threshold: float = 0.8
+    major_interval_ms: int = 86400 * 1000
+    major_max_ms: int = -1
+    rate_by_entries: int = 1000
+    rate_by_bytes: int = 1000000
+    throttle_by_bytes: bool = False
+    max_outstanding: int = 100000
+    force_allow: bool = False
+    force_when_no_space: bool = False
+
+    @classmethod
+    def from_config(cls, cfg) -> "GcPolicy":
+        return cls(gc_wait_ms=cfg.gc_wait_time,
+                   minor_threshold=cfg.minor_compaction_threshold,
+                   minor_interval_ms=cfg.minor_compaction_interval * 1000,
+                   minor_max_ms=cfg.minor_compaction_max_time_millis,
+                   major_threshold=cfg.major_compaction_threshold,
+                   major_interval_ms=cfg.major_compaction_interval * 1000,
+                   major_max_ms=cfg.major_compaction_max_time_millis,
+                   rate_by_entries=cfg.compaction_rate_by_entries,
+                   rate_by_bytes=cfg.compaction_rate_by_bytes,
+                   throttle_by_bytes=cfg.is_throttle_by_bytes,
+                   max_outstanding=cfg.compaction_max_outstanding_requests,
+                   force_allow=cfg.force_allow_compaction,
+                   force_when_no_space=cfg.is_force_gc_allow_when_no_space)
+
+    @property
+    def minor_enabled(self) -> bool:
+        return self.minor_interval_ms > 0 and self.minor_threshold > 0
+
+    @property
+    def major_enabled(self) -> bool:
+        return self.major_interval_ms > 0 and self.major_threshold > 0
+
+    @property
+    def force_minor_allowed(self) -> bool:
+        return self.force_allow and 0 < self.minor_threshold < 1
+
+    @property
+    def force_major_allowed(self) -> bool:
+        return self.force_allow and 0 < self.major_threshold < 1
+
+    def throttle(self, **kw) -> Throttle:
+        return Throttle(self.rate_by_bytes if self.throttle_by_bytes else self.rate_by_entries,
+                        self.throttle_by_bytes, **kw)
+
+
+def choose_compaction(policy: GcPolicy, now_ms: int, last_major_ms: int, last_minor_ms: int, force: bool,
+                      suspend_major: bool, suspend_minor: bool) -> str | None:
+    """Which compaction a pass runs (Java's runWithFlags): major before minor, None for neither."""
+    if not suspend_major and ((policy.force_major_allowed and force) or (
+            policy.major_enabled and (force or now_ms - last_major_ms > policy.major_interval_ms))):
+        return MAJOR
+    if not suspend_minor and ((policy.force_minor_allowed and force) or (
+            policy.minor_enabled and (force or now_ms - last_minor_ms > policy.minor_interval_ms))):
+        return MINOR
+    return None
+
+
+@dataclass
+class PassResult:
+    ledgers_removed: int = 0
+    reclaimed_by_deletion: int = 0
+    compaction: str | None = None
+    logs_compacted: int = 0
+    entries_moved: int = 0
+    bytes_moved: int = 0
+    reclaimed_by_compaction: int = 0
+
+
+class GarbageCollectorThread:
+    """Schedules the GC passes of the bookie's entry stores and keeps their figures.
+
+    ``collect_ledgers(store)`` (in a pool thread) deletes the ledgers of ``store``
+    whose metadata is gone and returns how many; ``run_in_thread(fn)`` returns a
+    Deferred of ``fn()`` run in a pool thread; ``on_pass_done()`` is called after
+    each pass (the bookie looks at its disks again).
     """
 
     __name__ = "gc"  # for the periodic runner's log lines
 
-    def __init__(self, run_once: Callable[[], defer.Deferred], clock):
-        self._run_once = run_once
+    def __init__(self, policy: GcPolicy, stores: list, collect_ledgers: Callable[[object], int], clock,
+                 run_in_thread: Callable[[Callable], defer.Deferred],
+                 on_pass_done: Callable[[], None] | None = None, throttle: Throttle | None = None):
+        self.policy = policy
+        self.stores = stores
+        self._collect = collect_ledgers
         self.clock = clock
+        self._run_in_thread = run_in_thread
+        self._on_pass_done = on_pass_done
+        self.throttle = throttle if throttle is not None else policy.throttle()
+        started = self._now_ms()
+        self.last_major_ms = self.last_minor_ms = started  # Java counts the intervals from start
+        self.force_gc = False  # Java's forceGarbageCollection: the next pass is forced
+        self.suspend_major = self.suspend_minor = False
+        self.no_space = False  # forced by a full disk: limits lifted
         self.running: defer.Deferred | None = None
-        self.forced = False
+        self.compacting: str | None = None
+        self._forced_now = False
+        self._waiters: list[defer.Deferred] = []
+        self._pending: tuple[bool, bool, bool] | None = None
+        self.stopped = False
+        # figures
         self.runs = 0
         self.ledgers_removed = 0
+        self.major_count = self.minor_count = 0
+        self.entries_moved = self.bytes_moved = 0
+        self.reclaimed_by_compaction = self.reclaimed_by_deletion = 0
         self.last_run_ms: int | None = None
+        self.last_compaction: dict | None = None
+        self.next_run_ms: int | None = started + policy.gc_wait_ms
 
-    def __call__(self, force: bool = False) -> defer.Deferred:
-        """Start a pass (or join the one running); fires when it is over."""
-        if self.running is not None:
-            self.forced = self.forced or force
-            d = defer.Deferred()
-            self.running.addBoth(lambda r: (d.callback(None), r)[1])
+    def _now_ms(self) -> int:
+        return int(self.clock.seconds() * 1000)
+
+    # -- triggers
+    def __call__(self) -> defer.Deferred:
+        """The periodic pass (every gcWaitTime)."""
+        self.next_run_ms = self._now_ms() + self.policy.gc_wait_ms
+        return self.run(self.force_gc, self.suspend_major, self.suspend_minor)
+
+    def trigger(self, force_major: bool | None = None, force_minor: bool | None = None) -> defer.Deferred:
+        """A forced pass (Java's enableForceGC): without arguments compaction as the disk
+        state allows; with them, only the kinds asked for."""
+        if force_major is None and force_minor is None:
+            return self.run(True, self.suspend_major, self.suspend_minor)
+        return self.run(True, not force_major, not force_minor)
+
+    def run(self, force: bool, suspend_major: bool, suspend_minor: bool) -> defer.Deferred:
+        """Start a pass, or queue one after the running pass (flags merged); fires when it is over."""
+        d = defer.Deferred()
+        if self.stopped:
+            d.callback(None)
             return d
-        self.forced = force
-        self.running = d = defer.maybeDeferred(self._run_once)
-
-        def done(removed):
-            self.runs += 1
-            self.ledgers_removed += removed or 0
-            self.last_run_ms = int(self.clock.seconds() * 1000)
-            return removed
-
-        def over(result):
-            self.running = None
-            self.forced = False
-            return result
-
-        d.addCallback(done)
-        d.addBoth(over)
-        d.addErrback(lambda f: log.error("garbage collection failed: %s", f.getErrorMessage()))
+        if self.running is not None:
+            if self._pending is None:
+                self._pending = (force, suspend_major, suspend_minor)
+            else:
+                f, sm, sn = self._pending
+                self._pending = (f or force, sm and suspend_major, sn and suspend_minor)
+            self._waiters.append(d)
+            return d
+        self._start(force, suspend_major, suspend_minor)
+        self.running.addBoth(lambda r: (d.callback(r), r)[1])
         return d
 
+    def _start(self, force: bool, suspend_major: bool, suspend_minor: bool) -> None:
+        kind = choose_compaction(self.policy, self._now_ms(), self.last_major_ms, self.last_minor_ms,
+                                 force, suspend_major, suspend_minor)
+        lifted = self.no_space and force
+        self._forced_now = force
+        self.compacting = kind
+        if force:
+            log.info("garbage collection forced%s", " (disk full: compaction limits lifted)" if lifted else "")
+        self.running = d = self._run_in_thread(lambda: self._pass(kind, lifted))
+        d.addCallbacks(self._done, self._failed, callbackArgs=(kind, force), errbackArgs=(kind, force))
+
+    # -- disk pressure (Java's LedgerDirsListener)
+    def disk_full(self) -> None:
+        """Over diskUsageThreshold (called at every disk check): forced passes with the limits
+        lifted from now on (one at once on the change), or no compaction at all."""
+        if self.policy.force_when_no_space:
+            changed = not self.no_space
+            self.no_space = self.force_gc = True
+            if changed and self.running is None:
+                self.trigger()
+        else:
+            self.suspend_major = self.suspend_minor = True
+
+    def disk_almost_full(self) -> None:
+        """Over diskUsageWarnThreshold: forced passes (one at once on the change), or no major
+        compaction."""
+        self.no_space = False
+        if self.policy.force_when_no_space:
+            changed = not self.force_gc
+            self.force_gc = True
+            if changed and self.running is None:
+                self.trigger()
+        else:
+            self.suspend_major = True
+            self.suspend_minor = False
+
+    def disk_writable(self) -> None:
+        self.no_space = self.force_gc = False
+        self.suspend_major = self.suspend_minor = False
+
+    # -- the pass (pool thread)
+    def _pass(self, kind: str | None, lifted: bool) -> PassResult:
+        result = PassResult(compaction=kind)
+        for store in self.stores:
+            before = store.committed_log_bytes()
+            result.ledgers_removed += self._collect(store)
+            result.reclaimed_by_deletion += max(0, before - store.committed_log_bytes())
+        if kind is None:
+            return result
+        policy = self.policy
+        threshold, max_ms = ((policy.major_threshold, policy.major_max_ms) if kind == MAJOR
+                             else (policy.minor_threshold, policy.minor_max_ms))
+        if lifted:
+            max_ms = -1
+        self.throttle.lifted = lifted
+        started = time.monotonic()
+        log.info("%s compaction of entry logs below %g live", kind, threshold)
+        try:
+            for store in self.stores:
+                with EntryLogCompactor(store, self.throttle, policy.max_outstanding) as compactor:
+                    for log_id, _usage in store.compaction_candidates(threshold):
+                        if max_ms > 0 and (time.monotonic() - started) * 1000 >= max_ms:
+                            log.info("%s compaction stopped after %d ms (%sCompactionMaxTimeMillis)",
+                                     kind, max_ms, kind)
+                            return result
+                        moved = compactor.compact(log_id)
+                        result.logs_compacted += moved.deleted
+                        result.entries_moved += moved.moved_entries
+                        result.bytes_moved += moved.moved_bytes
+                        result.reclaimed_by_compaction += moved.reclaimed_bytes
+        except CompactionStopped:
+            log.info("%s compaction stopped: the bookie is shutting down", kind)
+        finally:
+            self.throttle.lifted = False
+        return result
+
+    # -- bookkeeping (reactor thread)
+    def _finish(self) -> None:
+        self.running = None
+        self.compacting = None
+        self._forced_now = False
+        if self._on_pass_done is not None and not self.stopped:
+            self._on_pass_done()
+        if self._pending is not None and not self.stopped:
+            flags, self._pending = self._pending, None
+            waiters, self._waiters = self._waiters, []
+            self._start(*flags)
+            for w in waiters:
+                self.running.addBoth(lambda r, w=w: (w.callback(r), r)[1])
+        else:
+            waiters, self._waiters = self._waiters, []
+            for w in waiters:
+                w.callback(None)
+
+    def _done(self, result: PassResult, kind: str | None, force: bool) -> PassResult:
+        now = self._now_ms()
+        self.runs += 1
+        self.last_run_ms = now
+        self.ledgers_removed += result.ledgers_removed
+        self.reclaimed_by_deletion += result.reclaimed_by_deletion
+        if result.ledgers_removed:
+            log.info("garbage collection removed %d deleted ledger(s)", result.ledgers_removed)
+        if kind is not None:
+            if kind == MAJOR:
+                self.major_count += 1
+                self.last_major_ms = now
+            else:
+                self.minor_count += 1
+            self.last_minor_ms = now  # a major compaction also restarts the minor interval
+            self.entries_moved += result.entries_moved
+            self.bytes_moved += result.bytes_moved
+            self.reclaimed_by_compaction += result.reclaimed_by_compaction
+            self.last_compaction = {"kind": kind, "timeMs": now, "logsCompacted": result.logs_compacted,
+                                    "entriesMoved": result.entries_moved, "bytesMoved": result.bytes_moved,
+                                    "reclaimedBytes": result.reclaimed_by_compaction}
+            log.info("%s compaction: %d log(s) compacted, %d entries (%d bytes) moved, %d bytes reclaimed",
+                     kind, result.logs_compacted, result.entries_moved, result.bytes_moved,
+                     result.reclaimed_by_compaction)
+        if force:
+            self.force_gc = self.no_space and self.force_gc  # a full disk keeps forcing
+        self._finish()
+        return result
+
+    def _failed(self, failure, kind: str | None, force: bool):
+        log.error("garbage collection failed: %s", failure.getErrorMessage())
+        self._finish()
+        return None
+
+    def shutdown(self) -> defer.Deferred:
+        """Stop: cancel the throttle's waits; fires once the running pass is over."""
+        self.stopped = True
+        self.throttle.cancel()
+        self._pending = None
+        if self.running is None:
+            return defer.succeed(None)
+        d = defer.Deferred()
+        self.running.addBoth(lambda r: (d.callback(None), r)[1])
+        return d
+
+    # -- what the HTTP admin shows
     def in_force_gc(self) -> bool:
-        return self.running is not None and self.forced
+        return (self.running is not None and self._forced_now) or self.force_gc
+
+    def next_compaction_ms(self, kind: str) -> int | None:
+        """When the periodic passes will next run that kind (None: not periodically)."""
+        p = self.policy
+        enabled, last, interval = ((p.major_enabled, self.last_major_ms, p.major_interval_ms) if kind == MAJOR
+                                   else (p.minor_enabled, self.last_minor_ms, p.minor_interval_ms))
+        if not enabled:
+            return None
+        due = last + interval
+        # the first periodic pass after it is due runs it
+        nxt = self.next_run_ms if self.next_run_ms is not None else due
+        while nxt <= due:
+            nxt += p.gc_wait_ms
+        return nxt
+
+    def status(self) -> dict:
+        """``GET /api/v1/bookie/gc``: Java's ``is_in_force_gc`` and bookied's figures (ms since the epoch)."""
+        return {"is_in_force_gc": "true" if self.in_force_gc() else "false",
+                "gcRunning": self.running is not None, "compacting": self.compacting,
+                "gcRuns": self.runs, "lastGcTime": self.last_run_ms, "nextGcTime": self.next_run_ms,
+                "majorCompactionCounter": self.major_count, "minorCompactionCounter": self.minor_count,
+                "lastCompaction": self.last_compaction,
+                "nextMajorCompactionTime": self.next_compaction_ms(MAJOR),
+                "nextMinorCompactionTime": self.next_compaction_ms(MINOR),
+                "ledgersRemoved": self.ledgers_removed,
+                "reclaimedSpaceViaDeletes": self.reclaimed_by_deletion,
+                "reclaimedSpaceViaCompaction": self.reclaimed_by_compaction,
+                "entriesMoved": self.entries_moved, "bytesMoved": self.bytes_moved,
+                "majorCompactionSuspended": self.suspend_major, "minorCompactionSuspended": self.suspend_minor}
 
     def details(self) -> list[dict]:
-        """Java's ``gc_details`` body: one GarbageCollectionStatus (bookied: one GC thread)."""
-        last = self.last_run_ms if self.last_run_ms is not None else 0
+        """Java's ``gc_details`` body (one GarbageCollectionStatus: bookied has one GC thread),
+        then bookied's: the runs and each entry log's live ratio."""
+        logs = []
+        for store in self.stores:
+            for log_id, (size, live, entries, usage) in store.log_usage().items():
+                logs.append({"ledgerDirectory": store.directory, "logId": log_id, "sizeBytes": size,
+                             "liveBytes": live, "liveEntries": entries, "liveRatio": round(usage, 4)})
         return [{
-            "forceCompacting": self.in_force_gc(),
-            "majorCompacting": False,
-            "minorCompacting": False,
-            "lastMajorCompactionTime": last,
-            "lastMinorCompactionTime": last,
-            "majorCompactionCounter": 0,
-            "minorCompactionCounter": 0,
+            "forceCompacting": self.running is not None and self._forced_now and self.compacting is not None,
+            "majorCompacting": self.compacting == MAJOR,
+            "minorCompacting": self.compacting == MINOR,
+            "lastMajorCompactionTime": self.last_major_ms,
+            "lastMinorCompactionTime": self.last_minor_ms,
+            "majorCompactionCounter": self.major_count,
+            "minorCompactionCounter": self.minor_count,
             "gcRunning": self.running is not None,
             "gcRuns": self.runs,
             "ledgersRemoved": self.ledgers_removed,
+            "entryLogs": logs,
         }]
 
+    def register_metrics(self, metrics) -> None:
+        """Java's GarbageCollectorStats names, lower-cased with underscores, under ``bookie_gc_``."""
+        def active(field):
+            return lambda: sum(r[field] for s in self.stores for r in s.log_usage().values())
 
-#: file_type -> (Java's key, the suffixes of Java's and bookied's files)
-DISK_FILE_TYPES = {
-    "journal": ("journal files", (".txn", ".bjn")),
-    "entrylog": ("entrylog files", (".log", ".bel")),
-    "index": ("index files", (".idx", ".mdb")),
-}
-
-
-def _files(dirs: Iterable[str], suffixes: tuple[str, ...]) -> list[str]:
-    """Names of files ending in ``suffixes`` below each dir's ``current/``, sorted by name."""
-    found = []
-    for d in dict.fromkeys(dirs):
-        top = os.path.join(d, "current")
-        for root, _dirs, names in os.walk(top):
-            found += [(n, os.path.join(root, n)) for n in names if n.endswith(suffixes)]
-    return [n for n, _ in sorted(found)]
-
-
-def list_disk_files(file_type: str | None, journal_dirs, ledger_dirs, index_dirs) -> dict[str, str]:
-    """Java's ``list_disk_file`` body: ``{"journal files": "a\\tb\\t", ...}`` (each name
-    followed by a tab); an unknown or missing ``file_type`` lists all three."""
-    where = {"journal": journal_dirs, "entrylog": ledger_dirs, "index": index_dirs or ledger_dirs}
-    kinds = [file_type] if file_type in DISK_FILE_TYPES else list(DISK_FILE_TYPES)
-    out = {}
-    for kind in kinds:
-        key, suffixes = DISK_FILE_TYPES[kind]
-        out[key] = "".join(n + "\t" for n in _files(where[kind], suffixes))
-    return out
-
-
-def last_log_marks(marks: Iterable[tuple[int, int]]) -> dict[str, str]:
-    """Java's ``last_log_mark`` body: ``{"LastLogMark: Journal Id - N(hex.txn)": "Pos - P"}``
-    per journal, from each journal's ``(file_id, offset)`` mark."""
-    return {f"LastLogMark: Journal Id - {fid}({fid:x}.txn)": f"Pos - {offset}" for fid, offset in marks}
+        metrics.counter("bookie_gc_major_compaction_total", "Major compactions run.", lambda: self.major_count)
+        metrics.counter("bookie_gc_minor_compaction_total", "Minor compactions run.", lambda: self.minor_count)
+        metrics.counter("bookie_gc_reclaimed_space_via_compaction", "Bytes of entry logs deleted by compaction.",
+                        lambda: self.reclaimed_by_compaction)
+        metrics.counter("bookie_gc_reclaimed_space_via_deletes",
+                        "Bytes of entry logs deleted because their ledgers were.", lambda: self.reclaimed_by_deletion)
+        metrics.counter("bookie_gc_deleted_ledger_count", "Deleted ledgers removed from the entry stores.",
+                        lambda: self.ledgers_removed)
+        metrics.counter("bookie_gc_compacted_entries_total", "Entries moved by compaction (bookied's).",
+                        lambda: self.entries_moved)
+        metrics.counter("bookie_gc_compacted_bytes_total", "Bytes of entries moved by compaction (bookied's).",
+                        lambda: self.bytes_moved)
+        metrics.gauge("bookie_gc_active_entry_log_total", "Entry logs holding live entries.",
+                      lambda: sum(len(s.log_usage()) for s in self.stores))
+        metrics.gauge("bookie_gc_active_entry_log_space_bytes", "Live bytes in the entry logs.", active(1))

@@ -17,16 +17,23 @@ path                                       method  answer
 ``/api/v1/bookie/state/readonly``          GET     ``{"readOnly": bool}``
 ``/api/v1/bookie/state/readonly``          PUT     body ``{"readOnly": bool}`` (optional
                                                    ``?force=true``); answers the new state
-``/api/v1/bookie/gc``                      GET     ``{"is_in_force_gc": "true"|"false"}``
-``/api/v1/bookie/gc``                      PUT     starts a GC pass (optional body
-                                                   ``{"forceMajor": b, "forceMinor": b}``,
-                                                   accepted, no compaction here); answers
-                                                   ``"Triggered GC on BookieServer: <id>"``
+``/api/v1/bookie/gc``                      GET     ``{"is_in_force_gc": "true"|"false"}`` then
+                                                   bookied's figures: gcRunning, compacting,
+                                                   gcRuns, lastGcTime, nextGcTime, the
+                                                   compaction counters, lastCompaction,
+                                                   next{Major,Minor}CompactionTime,
+                                                   reclaimedSpaceVia{Deletes,Compaction},
+                                                   entriesMoved, bytesMoved (times: epoch ms)
+``/api/v1/bookie/gc``                      PUT     starts a forced GC pass; an optional body
+                                                   ``{"forceMajor": b, "forceMinor": b}``
+                                                   limits its compaction to those kinds;
+                                                   answers ``"Triggered GC on BookieServer: <id>"``
 ``/api/v1/bookie/gc_details``              GET     ``[{"forceCompacting", "majorCompacting",
                                                    "minorCompacting", "lastMajorCompactionTime",
                                                    "lastMinorCompactionTime", "majorCompactionCounter",
                                                    "minorCompactionCounter", "gcRunning", "gcRuns",
-                                                   "ledgersRemoved"}]``
+                                                   "ledgersRemoved", "entryLogs"}]`` (entryLogs:
+                                                   each log's size, live bytes and liveRatio)
 ``/api/v1/bookie/list_disk_file``          GET     ``?file_type=journal|entrylog|index`` (else
                                                    all): ``{"journal files": "name\\t...", ...}``
 ``/api/v1/bookie/last_log_mark``           GET     ``{"LastLogMark: Journal Id - N(hex.txn)":
@@ -419,10 +426,10 @@ class AdminResource(resource.Resource):
             raise HTTPError(http.BAD_REQUEST, f"body must be JSON like {example}")
         return doc["readOnly"]
 
-    # -- day-2 bookie endpoints (bookied.garbage_collector) ----------------------------------------
+    # -- day-2 bookie endpoints (bookied.garbage_collector, bookied.day2) ----------------------------------------
 
     def get_gc(self, request) -> bytes:
-        return self.json_body(request, {"is_in_force_gc": "true" if self.status.in_force_gc() else "false"})
+        return self.json_body(request, self.status.gc_status())
 
     def put_gc(self, request) -> bytes:
         content = getattr(request, "content", None)
@@ -432,7 +439,10 @@ class AdminResource(resource.Resource):
             doc = self._json_request(request, '{"forceMajor": true, "forceMinor": false}')
             if not isinstance(doc, dict):
                 raise HTTPError(http.BAD_REQUEST, 'body must be JSON like {"forceMajor": true}')
-        self.status.force_gc()
+            # Java reads each with Boolean.parseBoolean(value.toString()), absent meaning false
+            self.status.force_gc(*(str(doc.get(k, False)).lower() == "true" for k in ("forceMajor", "forceMinor")))
+        else:
+            self.status.force_gc()
         return self.json_body(request, f"Triggered GC on BookieServer: {self.status.bookie_id}")
 
     def get_gc_details(self, request) -> bytes:

@@ -23,8 +23,8 @@ from bkctl.wire.process import sdnotify
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.process.shutdown import ExitDeadline, call_with_timeout
 
-from . import disk_layout as layout, garbage_collector, identity
-from .garbage_collector import GarbageCollector
+from . import day2, disk_layout as layout, identity
+from .garbage_collector import GarbageCollectorThread, GcPolicy
 from .bookie import Bookie
 from bkctl.wire.errors import BKError
 
@@ -103,6 +103,7 @@ class BookieService:
         self.journals: list[Journal] = []
         self.stores: list[EntryStore] = []
         self.bookie: Bookie | None = None
+        self.gc: GarbageCollectorThread | None = None
         self.factory: BookieServerFactory | None = None
         self.port = None
         self.http_port = None
@@ -164,8 +165,8 @@ class BookieService:
                                  on_grow=self._disk_check_soon)
                          for d in journal_dirs]
         cache = cfg.db_storage_write_cache_max_size_mb * 1024 * 1024 // len(ledger_dirs)
-        self.stores = [EntryStore(d, write_cache_max_bytes=cache, on_flush_needed=self._flush_needed,
-                                  on_grow=self._disk_check_soon)
+        self.stores = [EntryStore(d, write_cache_max_bytes=cache, log_size_limit=cfg.log_size_limit,
+                                  on_flush_needed=self._flush_needed, on_grow=self._disk_check_soon)
                        for d in ledger_dirs]
         self.bookie = Bookie(self.journals, self.stores, clock=self.reactor,
                              max_frame_size=cfg.netty_max_frame_size_bytes,
@@ -195,7 +196,9 @@ class BookieService:
         self.bookie.on_readonly_change = self._readonly_changed
         self._every(cfg.flush_interval / 1000.0, self._checkpoint)
         self._every(cfg.disk_check_interval / 1000.0, self._check_disks, now=False)
-        self.gc = GarbageCollector(self._gc, self.reactor)
+        self.gc = GarbageCollectorThread(GcPolicy.from_config(cfg), self.stores, self._collect_ledgers,
+                                         self.reactor, self._in_pool, on_pass_done=self._check_disks)
+        self.gc.register_metrics(self.metrics)
         self._every(cfg.gc_wait_time / 1000.0, self.gc, now=False)
         self.running = True
         self.reactor.addSystemEventTrigger("before", "shutdown", self.stop)
@@ -463,6 +466,14 @@ class BookieService:
         # Java's "available for high-priority writes": recovery adds and fences of a
         # read-only bookie need the room this keeps
         bookie.allow_high_priority_writes = free >= cfg.min_usable_size_for_high_priority_writes
+        collector = self.gc
+        if collector is not None and self.zk is not None and not self.stopping:
+            if usage >= cfg.disk_usage_threshold:
+                collector.disk_full()
+            elif usage >= cfg.disk_usage_warn_threshold:
+                collector.disk_almost_full()
+            else:
+                collector.disk_writable()
         if usage >= cfg.disk_usage_threshold:
             if "disk" not in bookie.readonly_causes:
                 bookie.mark_readonly("disk", f"disk usage {usage:.1%} over diskUsageThreshold "
@@ -475,10 +486,8 @@ class BookieService:
             self._disk_warned = False
         elif not self._disk_warned:
             self._disk_warned = True
-            log.warning("disk usage %.1f%% is over diskUsageWarnThreshold %g; running garbage "
-                        "collection now", usage * 100, cfg.disk_usage_warn_threshold)
-            if self.zk is not None:
-                self._gc()
+            log.warning("disk usage %.1f%% is over diskUsageWarnThreshold %g", usage * 100,
+                        cfg.disk_usage_warn_threshold)
 
     def _readonly_changed(self, readonly: bool) -> None:
         if self.stopping:
@@ -497,27 +506,17 @@ class BookieService:
                                          else "available"))
         d.addErrback(lambda f: log.error("could not update the registration: %s", f.value))
 
-    def _gc(self):
-        """Drop the entries of ledgers whose metadata is gone (deleted ledgers)."""
-        zk = self.zk
+    def _in_pool(self, fn):
+        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn)
 
-        def work():
-            removed = 0
-            for store in self.stores:
-                for ledger_id in store.ledger_ids():
-                    if not zk.ledgers.exists(ledger_id):
-                        store.delete_ledger(ledger_id)
-                        removed += 1
-            return removed
-
-        def done(removed):
-            if removed:
-                log.info("garbage collection removed %d deleted ledger(s)", removed)
-            return removed
-
-        d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), work)
-        d.addCallbacks(done, lambda f: log.error("garbage collection failed: %s", f.value))
-        return d
+    def _collect_ledgers(self, store) -> int:
+        """In a pool thread: drop the ledgers of ``store`` whose metadata is gone (deleted ledgers)."""
+        removed = 0
+        for ledger_id in store.ledger_ids():
+            if not self.zk.ledgers.exists(ledger_id):
+                store.delete_ledger(ledger_id)
+                removed += 1
+        return removed
 
     # -- metrics and status (HTTP admin) -----------------------------------------
     def _register_metrics(self) -> None:
@@ -585,8 +584,11 @@ class BookieService:
                              "(until a checkpoint succeeds again)")
 
     # -- day-2 admin (HTTP: gc, gc_details, list_disk_file, last_log_mark, expand_storage) --
-    def force_gc(self):
-        return self.gc(force=True)
+    def force_gc(self, force_major: bool | None = None, force_minor: bool | None = None):
+        return self.gc.trigger(force_major, force_minor)
+
+    def gc_status(self) -> dict:
+        return self.gc.status()
 
     def in_force_gc(self) -> bool:
         return self.gc.in_force_gc()
@@ -600,10 +602,10 @@ class BookieService:
         return list(cfg.journal_directories), list(cfg.ledger_directories), index
 
     def list_disk_files(self, file_type: str | None) -> dict:
-        return garbage_collector.list_disk_files(file_type, *self._dirs())
+        return day2.list_disk_files(file_type, *self._dirs())
 
     def last_log_marks(self) -> dict:
-        return garbage_collector.last_log_marks(tuple(j.mark()) for j in self.journals)
+        return day2.last_log_marks(tuple(j.mark()) for j in self.journals)
 
     def expand_storage(self):
         """Java's expand_storage: the configured directories checked against the cookie with
@@ -677,6 +679,11 @@ class BookieService:
         yield task.deferLater(self.reactor, 0, lambda: None)  # let those answers be written
         for proto in list(self.bookie._connections) if self.bookie else []:
             proto.close()
+        if self.gc is not None:
+            try:  # a compaction stops at its next entry; the stores close after it
+                yield self.gc.shutdown().addTimeout(max(deadline - time.monotonic(), 0.05) / 2, self.reactor)
+            except defer.TimeoutError:
+                log.warning("garbage collection did not stop in time")
         while self._checkpointing:
             yield task.deferLater(self.reactor, 0.01, lambda: None)
         marks = [j.mark() for j in self.journals]

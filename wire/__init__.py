@@ -9,7 +9,9 @@
   ``replication`` package);
 * :mod:`.process` -- systemd notification and bounded shutdown for the daemons;
 * :mod:`.tls` -- TLS between clients and bookies (START_TLS), used by both sides;
-* :mod:`.proto` -- the generated protobuf classes (bookie protocol, metadata formats);
+* :mod:`.pulsar` -- Apache Pulsar's entry and managed-ledger formats, topics read from
+  ZooKeeper;
+* :mod:`.proto` -- the generated protobuf classes (bookie protocol, metadata formats, Pulsar's);
 * :mod:`.errors` -- exceptions shared by all of the above; :mod:`.fastpath` -- the one
   switch for every fast path (``BKCTL_FASTPATHS=0``);
 * :mod:`.text` -- the text rules every package shares: booleans, ``host:port``.

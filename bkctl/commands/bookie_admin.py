@@ -163,30 +163,85 @@ def readonly(app: App, bookie_id: str, mode: str, http: str | None):
 
 @click.command("gc")
 @click.argument("bookie_id", metavar="BOOKIE", shell_complete=complete_bookie_id)
-@click.option("--status", "status_only", is_flag=True, help="Only show whether a forced GC runs, and its details.")
+@click.option("--major", "kind", flag_value="major", default=None,
+              help="Only major compaction (body {\"forceMajor\": true, \"forceMinor\": false}).")
+@click.option("--minor", "kind", flag_value="minor", help="Only minor compaction.")
+@click.option("--wait", is_flag=True, help="Wait until the pass is over (bookied only), then show the status.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=600.0, show_default=True, metavar="SECONDS",
+              help="How long --wait waits (exit 1 after it).")
+@click.option("--status", "status_only", is_flag=True, help="Only show the garbage collector's status.")
 @_HTTP
 @pass_app
-def gc(app: App, bookie_id: str, status_only: bool, http: str | None):
-    """Start garbage collection on a running bookie (PUT /api/v1/bookie/gc), or show its status.
+def gc(app: App, bookie_id: str, kind: str | None, wait: bool, timeout: float, status_only: bool, http: str | None):
+    """Force garbage collection on a running bookie (PUT /api/v1/bookie/gc), or show its status.
 
-    --json: bookie_id, http, triggered, message, is_in_force_gc, details
-    (Java's gc_details list: forceCompacting, majorCompacting, ...).
+    A forced pass removes deleted ledgers, then runs major compaction (or, with --minor, minor
+    compaction; the bookie's thresholds apply, and forceAllowCompaction when its intervals are 0).
+    The status: last and next runs, compactions, bytes reclaimed, entries moved, the entry logs'
+    live ratio (compaction times only once one ran).  --json: bookie_id, http, triggered, message,
+    kind, is_in_force_gc, status (GET /api/v1/bookie/gc), details (Java's gc_details list).
     """
+    from ..exitcodes import USAGE, CommandError
     from ..ops.bookie_http import gc as run_gc
-    from ..render import fields
 
-    doc = run_gc(app.store, bookie_id, status_only, http)
+    if status_only and (kind or wait):
+        raise CommandError("--status only reads the status: no --major, --minor or --wait with it", USAGE)
+    doc = run_gc(app.store, bookie_id, status_only, http, kind=kind, wait=timeout if wait else None)
+    emit(app, doc, lambda: _print_gc(app, bookie_id, doc))
 
-    def human():
-        pairs = [("bookie", bookie_id)]
-        if doc["triggered"]:
-            pairs.append(("gc", "triggered"))
-        pairs.append(("in forced gc", doc["is_in_force_gc"]))
-        for d in doc["details"] if isinstance(doc["details"], list) else []:
-            pairs += [(k, v) for k, v in d.items()]
-        fields(app, pairs)
 
-    emit(app, doc, human)
+def _print_gc(app: App, bookie_id: str, doc: dict) -> None:
+    from ..render import fields, human_size, human_time, plural
+
+    st, details = doc["status"], doc["details"]
+    d = details[0] if isinstance(details, list) and details and isinstance(details[0], dict) else {}
+    pairs = [("bookie", bookie_id)]
+    if doc["triggered"]:
+        pairs.append(("gc", f"triggered{' (' + doc['kind'] + ' compaction only)' if doc['kind'] else ''}"
+                            f"{', over' if st.get('gcRuns') is not None and not st.get('gcRunning') else ''}"))
+    pairs.append(("in forced gc", "yes" if doc["is_in_force_gc"] else "no"))
+    if "gcRunning" in st:
+        pairs.append(("running", f"{st['compacting']} compaction" if st.get("compacting")
+                      else ("yes" if st["gcRunning"] else "no")))
+    if "gcRuns" in st:
+        pairs.append(("last gc", f"{human_time(st.get('lastGcTime')) or 'none yet'} "
+                                 f"({plural(st['gcRuns'], 'run')}, {plural(st.get('ledgersRemoved', 0), 'ledger')} "
+                                 "removed)"))
+        pairs.append(("next gc", human_time(st.get("nextGcTime"))))
+    for kind in ("major", "minor"):
+        count = d.get(f"{kind}CompactionCounter", st.get(f"{kind}CompactionCounter"))
+        if count is None:
+            continue
+        text = plural(count, "run")
+        if count:
+            text += f", last {human_time(d.get(f'last{kind.title()}CompactionTime'))}"
+        nxt = st.get(f"next{kind.title()}CompactionTime")
+        if nxt:
+            text += f", next {human_time(nxt)}"
+        elif "gcRuns" in st:
+            text += ", not periodic"
+        if st.get(f"{kind}CompactionSuspended"):
+            text += " (suspended: disk nearly full)"
+        pairs.append((f"{kind} compaction", text))
+    last = st.get("lastCompaction")
+    if last:
+        pairs.append(("last compaction", f"{last['kind']}, {plural(last['logsCompacted'], 'log')} compacted, "
+                                         f"{plural(last['entriesMoved'], 'entry', 'entries')} "
+                                         f"({human_size(last['bytesMoved'])}) moved, "
+                                         f"{human_size(last['reclaimedBytes'])} reclaimed"))
+    if "entriesMoved" in st:
+        pairs.append(("reclaimed", f"{human_size(st.get('reclaimedSpaceViaDeletes'))} by deleting logs, "
+                                   f"{human_size(st.get('reclaimedSpaceViaCompaction'))} by compaction"))
+        pairs.append(("moved", f"{plural(st['entriesMoved'], 'entry', 'entries')} "
+                               f"({human_size(st.get('bytesMoved'))})"))
+    logs = d.get("entryLogs")
+    if isinstance(logs, list):
+        size = sum(log.get("sizeBytes", 0) for log in logs)
+        live = sum(log.get("liveBytes", 0) for log in logs)
+        lowest = min((log.get("liveRatio", 1.0) for log in logs), default=None)
+        pairs.append(("entry logs", f"{len(logs)}, {human_size(live)} live of {human_size(size)}"
+                                    + (f", lowest live ratio {lowest:.2f}" if lowest is not None else "")))
+    fields(app, pairs)
 
 
 # -- on-disk inspection of a stopped bookie -----------------------------------------------------
@@ -277,16 +332,18 @@ def inspect_entrylog(app: App, conf: str, ledger: int | None, entry: int | None,
     """Entries in the entry logs, in file order (Java's readlog).
 
     --json lines: file, format, offset (Java: the location offset, just
-    past the size field; bookied: the record's), ledger_id, entry_id, size,
-    lac, length, body (hex) or with --digest payload.
+    past the size field; bookied: the record's), ledger_id, entry_id, state
+    (bookied: live; stale, a deleted ledger's or a copy that compaction or a
+    re-add replaced; uncommitted, a crash's leftover removed at the next
+    start), size, lac, length, body (hex) or with --digest payload.
     """
     from ..ops import inspect as ops
 
     ops.check_filters(ledger, entry)
     _stream(app, ops.entrylog(_dirs(conf), ledger, entry, digest),
-            ["file", "offset", "ledger", "entry", "lac", "size", "payload"],
-            lambda r: (os.path.basename(r["file"]), r["offset"], r["ledger_id"], r["entry_id"], r.get("lac", ""),
-                       r["size"], _payload(r)))
+            ["file", "offset", "ledger", "entry", "state", "lac", "size", "payload"],
+            lambda r: (os.path.basename(r["file"]), r["offset"], r["ledger_id"], r["entry_id"], r.get("state") or "",
+                       r.get("lac", ""), r["size"], _payload(r)))
 
 
 @inspect.command("index")
@@ -353,9 +410,11 @@ def check(app: App, conf: str, offline: bool):
     the indexed ledger and entry, and its digest must verify with the
     ledger's digest type and password, read from the cluster's metadata
     (entries of ledgers without metadata, or with --offline, are counted
-    unverified).  Exit 0 when no entry is bad, 1 otherwise.  --json:
-    entries, ledgers, ok, unverified, bad, problems [{ledger_id, entry_id,
-    format, location, error}].
+    unverified).  bookied entry logs its index does not know (a flush or a
+    compaction killed before its commit; removed at the bookie's next start)
+    are listed, not counted bad.  Exit 0 when no entry is bad, 1 otherwise.
+    --json: entries, ledgers, ok, unverified, bad, problems [{ledger_id,
+    entry_id, format, location, error}], uncommitted_logs.
     """
     from ..exitcodes import FAILED, CommandError
     from ..ops import inspect as ops
@@ -382,6 +441,9 @@ def check(app: App, conf: str, offline: bool):
                   [(p["ledger_id"], p["entry_id"], p["format"], p["error"]) for p in doc["problems"]])
         app.console.print(f"{doc['entries']} entries of {doc['ledgers']} ledgers: {doc['ok']} ok, "
                           f"{doc['unverified']} unverified (no metadata), {doc['bad']} bad")
+        for path in doc["uncommitted_logs"]:
+            app.console.print(f"{path}: not committed to the index (a flush or compaction cut short); "
+                              "the bookie removes it when it starts")
 
     emit(app, doc, human)
     if doc["bad"]:

@@ -24,6 +24,19 @@ and every other ledger's partitions are kept (re-running is idempotent);
 --overwrite replaces the whole folder, --append adds rows to what is there.
 
 \b
+Pulsar topics: --topic persistent://tenant/ns/topic exports one row per
+message (columns topic, partition, ledger_id, entry_id, batch_index,
+message_id, publish_time, event_time, producer_name, sequence_id, key,
+ordering_key, properties, schema_version, payload, payload_size, encrypted,
+encryption_keys, index, broker_timestamp, error) into
+topic=T/date=YYYY-MM-DD/ledger_id=N/ (the UTC day of the publish time), from
+the ledgers the topic's managed ledger lists, up to its last confirmed entry.
+Batches are split, compressed payloads decompressed, chunked messages joined;
+encrypted ones are kept as stored (encrypted, encryption_keys).  A corrupt
+entry or an incomplete chunked message is a warning and an error row (or
+skipped with --on-corrupt skip).
+
+\b
 Clusters: --master spark://host:7077 (or yarn, k8s://...) runs the reads on
 the executors, which need `pip install 'bkctl[spark]'`, must reach ZooKeeper
 and the bookies, and must see DIR at the same path (a shared mount); set
@@ -47,6 +60,21 @@ def _ctime(ctx, param, value):
               help="Output folder (created if missing).")
 @click.option("-l", "--ledgers", "ledger_spec", metavar="SPEC", help="Ledger ids and ranges: 1,2,5-9.")
 @click.option("--all", "all_ledgers", is_flag=True, help="Every ledger of the cluster.")
+@click.option("--topic", metavar="TOPIC",
+              help="A Pulsar topic (persistent://tenant/ns/topic; every partition of a partitioned one): one row "
+                   "per message, from the ledgers its managed ledger lists.")
+@click.option("--subscription", metavar="SUB", help="With --topic: the subscription whose cursor --unacked-only uses.")
+@click.option("--unacked-only", is_flag=True, help="With --subscription: only the messages it has not acknowledged.")
+@click.option("--from", "from_time", callback=_ctime, metavar="TIME",
+              help="With --topic: only messages published at or after TIME.")
+@click.option("--to", "to_time", callback=_ctime, metavar="TIME", help="With --topic: only messages published before TIME.")
+@click.option("--skip-missing", is_flag=True,
+              help="With --topic: export the rest when ledgers the managed ledger lists are deleted (else exit 3).")
+@click.option("--on-corrupt", type=click.Choice(["row", "skip"]), default="row", show_default=True,
+              help="With --topic: a corrupt entry becomes a row with `error` set, or is skipped (reported "
+                   "either way).")
+@click.option("--managed-ledgers", metavar="PATH",
+              help="With --topic: Pulsar's managed-ledger root in ZooKeeper (default: beside the ledger root).")
 @click.option("--since", callback=_ctime, metavar="CTIME",
               help="Only ledgers created at or after CTIME (2026-11-21, 2026-11-21T10:00Z, epoch ms, 7d).")
 @click.option("--until", callback=_ctime, metavar="CTIME", help="Only ledgers created before CTIME.")
@@ -74,12 +102,15 @@ def _ctime(ctx, param, value):
 @click.option("--password", metavar="TEXT", help="Ledger password (default: the one stored in the metadata).")
 @click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark configuration.")
 @pass_app
-def export(app: App, out, ledger_spec, all_ledgers, since, until, partition_by, compression, master,
+def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, unacked_only, from_time, to_time,
+           skip_missing, on_corrupt, managed_ledgers, since, until, partition_by, compression, master,
            rows_per_file, overwrite, append, decode, include_open, split_entries, batch_size, protocol,
            password, spark_conf):
-    """Export ledgers to Parquet that Spark, pyarrow and friends read directly."""
-    if bool(ledger_spec) == bool(all_ledgers):
-        raise CommandError("give exactly one of --ledgers SPEC and --all", USAGE)
+    """Export ledgers, or a Pulsar topic's messages, to Parquet that Spark, pyarrow and friends read directly."""
+    if sum(map(bool, (ledger_spec, all_ledgers, topic))) != 1:
+        raise CommandError("give exactly one of --ledgers SPEC, --all and --topic TOPIC", USAGE)
+    if not topic and (subscription or unacked_only or from_time is not None or to_time is not None or skip_missing):
+        raise CommandError("--subscription, --unacked-only, --from, --to and --skip-missing go with --topic", USAGE)
     if overwrite and append:
         raise CommandError("--overwrite and --append cannot be used together", USAGE)
     try:
@@ -90,7 +121,7 @@ def export(app: App, out, ledger_spec, all_ledgers, since, until, partition_by, 
                            FAILED) from None
     from ..export.job import ExportOptions, run_export
     from ..export.output import local_path
-    from ..export.planning import SpecError, parse_ledger_spec
+    from ..export.planning import LedgerSpec, SpecError, parse_ledger_spec
 
     conf = {}
     for item in spark_conf:
@@ -101,7 +132,9 @@ def export(app: App, out, ledger_spec, all_ledgers, since, until, partition_by, 
     try:
         local_path(out)
         options = ExportOptions(
-            out=out, spec=parse_ledger_spec("all" if all_ledgers else ledger_spec), since_ms=since,
+            out=out, spec=LedgerSpec() if topic else parse_ledger_spec("all" if all_ledgers else ledger_spec),
+            topic=topic, subscription=subscription, unacked_only=unacked_only, from_ms=from_time, to_ms=to_time,
+            skip_missing=skip_missing, on_corrupt=on_corrupt, managed_ledgers=managed_ledgers, since_ms=since,
             until_ms=until, partition_by=partition_by, compression=compression, master=master,
             rows_per_file=rows_per_file, mode="overwrite" if overwrite else "append" if append else "replace",
             decode=decode, include_open=include_open, split_entries=split_entries, batch_size=batch_size,
@@ -113,15 +146,29 @@ def export(app: App, out, ledger_spec, all_ledgers, since, until, partition_by, 
     store = app.store
     with _progress_display(app) as progress:
         summary = run_export(store, uri, options, progress=progress, info=app.info)
+    if not app.quiet:  # corrupt entries and incomplete chunked messages: never silent
+        for p in (summary.get("problems") or [])[:20]:
+            app.err_console.print(f"bkctl: warning: {p['topic']} ledger {p['ledger_id']} entry {p['entry_id']}: "
+                                  f"{p['reason']}", highlight=False, soft_wrap=True)
+        if len(summary.get("problems") or []) > 20:
+            app.err_console.print(f"bkctl: warning: ... and {len(summary['problems']) - 20} more problems "
+                                  f"(see {summary['manifest']})", highlight=False, soft_wrap=True)
     if app.json:
         app.emit_json(summary)
         return
     if not app.quiet:
         skipped = summary["skipped"]
-        app.console.print(
-            f"exported {plural(summary['entries'], 'entry', 'entries')} ({human_size(summary['bytes'])}) of "
-            f"{plural(summary['ledgers'], 'ledger')} to {summary['out']} in {summary['seconds']:.1f}s: "
-            f"{plural(summary['files'], 'file')}, master {summary['master']}")
+        if topic:
+            app.console.print(
+                f"exported {plural(summary['messages'], 'message')} ({human_size(summary['bytes'])}) from "
+                f"{plural(summary['entries'], 'entry', 'entries')} of {plural(summary['ledgers'], 'ledger')} of "
+                f"{', '.join(summary['topics'])} to {summary['out']} in {summary['seconds']:.1f}s: "
+                f"{plural(summary['files'], 'file')}, master {summary['master']}", highlight=False)
+        else:
+            app.console.print(
+                f"exported {plural(summary['entries'], 'entry', 'entries')} ({human_size(summary['bytes'])}) of "
+                f"{plural(summary['ledgers'], 'ledger')} to {summary['out']} in {summary['seconds']:.1f}s: "
+                f"{plural(summary['files'], 'file')}, master {summary['master']}")
         for s in skipped[:20]:
             app.console.print(f"  skipped ledger {s['ledger_id']}: {s['reason']}")
         if len(skipped) > 20:

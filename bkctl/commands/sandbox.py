@@ -82,16 +82,20 @@ def sandbox() -> None:
 @click.option("--tls/--no-tls", default=None,
               help="Bookies that speak only TLS, with a throw-away CA and certificate made in <dir>/tls; the "
                    "CA's path is printed (--json: tls.ca) for `bkctl --tls-ca`. Remembered like --autorecovery.")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="A bk_server.conf setting for every bookie started, checked by bookied's schema (repeatable; "
+                   "KEY= forgets one). Remembered like --autorecovery; bookies already running keep theirs.")
 @_json_option
 @click.pass_context
 def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, autorecovery: bool | None,
-       tls: bool | None, as_json: bool) -> None:
+       tls: bool | None, settings: tuple[str, ...], as_json: bool) -> None:
     """Start ZooKeeper (or reuse the running one), initialise the cluster, start the bookies."""
     from ..sandbox import cluster
 
     as_json = _wants_json(ctx, as_json)
+    extra = _run(cluster.parse_settings, settings)
     result = _run(cluster.sandbox_up, directory, bookies, zk_port, progress=_progress(ctx, as_json),
-                  autorecovery=autorecovery, tls=tls)
+                  autorecovery=autorecovery, tls=tls, settings=extra)
     if as_json:
         _emit(result)
         return
@@ -104,6 +108,8 @@ def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, au
         click.echo("autorecovery  on, in every bookie")
     if result.get("tls"):
         click.echo(f"tls         bookies speak only TLS: bkctl --tls-ca {result['tls']['ca']}")
+    for key, value in sorted(result.get("settings", {}).items()):
+        click.echo(f"set         {key}={value}")
     click.echo(f"metadata URI: {result['uri']}")
     click.echo(f"export BKCTL_METADATA_URI='{result['uri']}'   # for the bkctl commands that follow")
 

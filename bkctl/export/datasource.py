@@ -36,6 +36,9 @@ Options (names are case-insensitive, values strings):
     the ledger password; by default the one stored in the metadata.
 ``readTimeout`` / ``readWindow``
     per-request timeout in seconds (default 10) and entries in flight per task (default 256).
+``topic``
+    a Pulsar topic instead of ledgers: one row per message, with the options
+    and columns :mod:`bkctl.export.topic_source` describes.
 ``plan``
     JSON list of ledger plans made by :func:`bkctl.export.planning.plan_ledgers`
     (``bkctl export`` passes it so that what is read is exactly what it planned);
@@ -182,7 +185,9 @@ class ReadOptions:
             raise SpecError("the bookkeeper data source needs option metadataServiceUri")
         self.plan_json = opts.get("plan")
         ledgers = opts.get("ledgers")
-        if self.plan_json is None and not ledgers:
+        #: a Pulsar topic instead of ledgers (:mod:`bkctl.export.topic_source`)
+        self.topic = opts.get("topic")
+        if self.plan_json is None and not ledgers and not self.topic:
             raise SpecError("the bookkeeper data source needs option ledgers (\"all\" or ids like 1,2,5-9)")
         self.spec = parse_ledger_spec(ledgers) if ledgers else None
         self.include_open = _bool("includeOpen", opts.get("includeopen"), False)
@@ -283,10 +288,21 @@ class BookKeeperDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT
 
+    def _topic(self) -> bool:
+        return any(str(k).lower() == "topic" for k in dict(self.options or {}))
+
     def schema(self):
+        if self._topic():
+            from .topic_source import topic_schema
+
+            return topic_schema()
         return SCHEMA
 
-    def reader(self, schema: StructType) -> "BookKeeperReader":
+    def reader(self, schema: StructType):
+        if self._topic():
+            from .topic_source import TopicReader
+
+            return TopicReader(self.options, schema)
         return BookKeeperReader(ReadOptions(self.options), schema)
 
 
@@ -390,25 +406,30 @@ class _BatchBuilder:
              self.metadata.slice(0, n)], schema=self.schema)
 
 
-def read_partition(options: ReadOptions, partition: LedgerRangePartition) -> Iterator[Any]:
-    """Arrow record batches of the partition's entries, ``batchSize`` at a time."""
+def read_entries(options: ReadOptions, ledger_id: int, first: int, last: int) -> Iterator[list]:
+    """Entries ``first..last`` of a ledger as lists of ``(entry id, payload)``,
+    ``batchSize`` at a time, never past what the ledger has."""
     bk = _client(options)
-    ledger = bk.open(partition.ledger_id, options.password)
+    ledger = bk.open(ledger_id, options.password)
     limit = ledger.last_entry_id if ledger.is_closed else ledger.last_add_confirmed
-    if partition.last > limit:
+    if last > limit:
         what = "last entry" if ledger.is_closed else "last add confirmed"
-        raise LedgerRangeError(f"ledger {partition.ledger_id}: cannot read entries {partition.first}.."
-                               f"{partition.last}, its {what} is {limit}")
-    builder = _BatchBuilder(partition, min(options.batch_size, partition.entries))
-    expected = partition.first
-    for entries in ledger.read_range(partition.first, partition.last, batch=options.batch_size):
+        raise LedgerRangeError(f"ledger {ledger_id}: cannot read entries {first}..{last}, its {what} is {limit}")
+    expected = first
+    for entries in ledger.read_range(first, last, batch=options.batch_size):
         if not entries:
             continue
         if entries[0][0] != expected or entries[-1][0] != expected + len(entries) - 1:
-            raise LedgerRangeError(f"ledger {partition.ledger_id}: expected entries from {expected}, got "
+            raise LedgerRangeError(f"ledger {ledger_id}: expected entries from {expected}, got "
                                    f"{entries[0][0]}..{entries[-1][0]}")
         expected += len(entries)
+        yield entries
+    if expected != last + 1:
+        raise LedgerRangeError(f"ledger {ledger_id}: read stopped at entry {expected - 1}, wanted up to {last}")
+
+
+def read_partition(options: ReadOptions, partition: LedgerRangePartition) -> Iterator[Any]:
+    """Arrow record batches of the partition's entries, ``batchSize`` at a time."""
+    builder = _BatchBuilder(partition, min(options.batch_size, partition.entries))
+    for entries in read_entries(options, partition.ledger_id, partition.first, partition.last):
         yield builder.build(entries)
-    if expected != partition.last + 1:
-        raise LedgerRangeError(f"ledger {partition.ledger_id}: read stopped at entry {expected - 1}, "
-                               f"wanted up to {partition.last}")

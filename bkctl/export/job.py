@@ -76,9 +76,27 @@ class ExportOptions:
     quiet: bool = False
     #: TLS to the bookies (:class:`bkctl.wire.tls.TLSFiles`), None for plain text
     bookie_tls: Any = None
+    #: a Pulsar topic to export message by message instead of ledgers (:mod:`.topic`)
+    topic: str | None = None
+    subscription: str | None = None
+    unacked_only: bool = False
+    #: publish times ``from_ms <= t < to_ms`` (topic exports)
+    from_ms: int | None = None
+    to_ms: int | None = None
+    skip_missing: bool = False
+    #: a corrupt entry becomes an error ``row`` or is ``skip``ped (reported either way)
+    on_corrupt: str = "row"
+    #: Pulsar's managed-ledger root (default: beside the ledger root)
+    managed_ledgers: str | None = None
 
     def __post_init__(self) -> None:
-        if self.partition_by not in ("ledger_id", "date"):
+        if self.topic is not None:
+            self.partition_by = "topic"
+            if self.unacked_only and self.subscription is None:
+                raise planning.SpecError("--unacked-only needs --subscription")
+            if self.on_corrupt not in ("row", "skip"):
+                raise planning.SpecError(f"on corrupt entries: row or skip, not {self.on_corrupt!r}")
+        elif self.partition_by not in ("ledger_id", "date"):
             raise planning.SpecError(f"partition by ledger_id or date, not {self.partition_by!r}")
         if self.compression not in COMPRESSION:
             raise planning.SpecError(f"compression must be one of {', '.join(COMPRESSION)}")
@@ -96,6 +114,9 @@ class ExportOptions:
             "mode": self.mode, "decode": self.decode, "include_open": self.include_open,
             "split_entries": self.split_entries, "batch_size": self.batch_size, "protocol": self.protocol,
             "password_override": self.password is not None,
+            **({"topic": self.topic, "subscription": self.subscription, "unacked_only": self.unacked_only,
+                "from": planning.format_ctime(self.from_ms), "to": planning.format_ctime(self.to_ms),
+                "skip_missing": self.skip_missing, "on_corrupt": self.on_corrupt} if self.topic else {}),
         }
 
 
@@ -244,24 +265,29 @@ def stop_spark(spark, timeout: float = 60.0) -> None:
 
 
 def _lac_reader(store, options: ExportOptions):
-    """``(lac_of, close)`` for open ledgers, through the blocking client."""
+    """``(lac_of, close)`` for open ledgers, through the blocking client
+    (``lac_of.bk()`` is that client, made on first use)."""
     state: dict[str, Any] = {}
 
-    def lac_of(ledger_id: int) -> int:
+    def bk():
         if "bk" not in state:
             from bkctl.wire.client.blocking import BlockingBookKeeper
 
             tls = {"tls": options.bookie_tls} if options.bookie_tls else {}
             state["bk"] = BlockingBookKeeper(store, protocol=options.protocol, read_timeout=options.read_timeout,
                                              **tls)
+        return state["bk"]
+
+    def lac_of(ledger_id: int) -> int:
         password = None if options.password is None else options.password.encode("utf-8")
-        return state["bk"].open(ledger_id, password).last_add_confirmed
+        return bk().open(ledger_id, password).last_add_confirmed
 
     def close() -> None:
-        bk = state.pop("bk", None)
-        if bk is not None:
-            bk.close()
+        client = state.pop("bk", None)
+        if client is not None:
+            client.close()
 
+    lac_of.bk = bk
     return lac_of, close
 
 
@@ -323,9 +349,9 @@ def _progress_estimate(ranges: list[planning.EntryRange], plans: list[LedgerPlan
 
 
 def _write(spark, uri: str, staging: str, options: ExportOptions, ranges, plans,
-           progress: ProgressCallback | None) -> None:
+           progress: ProgressCallback | None, source=None) -> list[dict[str, Any]]:
     """Run the tasks that write ``ranges`` into ``staging`` (in a thread,
-    reporting task progress), then commit their files."""
+    reporting task progress), then commit their files; returns what the tasks reported."""
     import functools
     import uuid
 
@@ -339,14 +365,18 @@ def _write(spark, uri: str, staging: str, options: ExportOptions, ranges, plans,
     file_options = FileOptions(staging=staging, job=uuid.uuid4().hex, compression=options.compression,
                                partition_by=options.partition_by, decode=options.decode,
                                rows_per_file=options.rows_per_file)
-    tasks = [(index, LedgerRangePartition.of(r)) for index, r in enumerate(ranges)]
+    if source is None:
+        tasks = [(index, LedgerRangePartition.of(r)) for index, r in enumerate(ranges)]
+        run_task = functools.partial(write_range, read_options, file_options)
+    else:
+        tasks = list(enumerate(ranges))
+        run_task = functools.partial(source.write_fn, read_options, file_options)
     outcome: dict[str, Any] = {}
 
     def write() -> None:
         try:
             sc.setJobGroup(group, f"bkctl export to {options.out}", interruptOnCancel=True)
-            reports = (sc.parallelize(tasks, len(tasks))
-                       .map(functools.partial(write_range, read_options, file_options)).collect())
+            reports = sc.parallelize(tasks, len(tasks)).map(run_task).collect()
             outcome["reports"] = [file for task in reports for file in task]
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
             outcome["error"] = exc
@@ -380,10 +410,11 @@ def _write(spark, uri: str, staging: str, options: ExportOptions, ranges, plans,
         if cause is not None:
             raise ExportError(f"the Spark job failed: {cause}") from error
         raise error
-    commit_files(staging, outcome["reports"])
+    commit_files(staging, [r for r in outcome["reports"] if "name" in r])
     if progress is not None:
         progress(ExportProgress("write", len(ranges), len(ranges), entries_total, entries_total,
                                 len(plans), len(plans)))
+    return outcome["reports"]
 
 
 def spark_error_cause(error: BaseException) -> str | None:
@@ -547,19 +578,27 @@ def run_export(store, uri: str, options: ExportOptions, *, progress: ProgressCal
     # incompatible target, a ledger that does not exist
     out.check_target(options.mode, options.partition_by)
     lac_of, close_lac = _lac_reader(store, options)
+    source = None
     try:
-        plans, skipped = planning.plan_ledgers(
-            store, options.spec, include_open=options.include_open, since_ms=options.since_ms,
-            until_ms=options.until_ms, lac_of=lac_of)
+        if options.topic is not None:
+            from .topic import TopicSource
+
+            source = TopicSource(options)
+            plans, ranges, skipped = source.make_plan(store, lac_of, lac_of.bk)
+        else:
+            plans, skipped = planning.plan_ledgers(
+                store, options.spec, include_open=options.include_open, since_ms=options.since_ms,
+                until_ms=options.until_ms, lac_of=lac_of)
+            ranges = planning.split_ranges(plans, options.split_entries)
     finally:
         close_lac()
-    ranges = planning.split_ranges(plans, options.split_entries)
     timings["plan"] = time.monotonic() - t0
     with out.locked():
         previous = out.check_target(options.mode, options.partition_by)
         to_read = [p for p in plans if p.entries]
         master = options.master
         stats: dict[int, dict[str, int]] = {}
+        reports: list[dict[str, Any]] = []
         if progress is not None:
             progress(ExportProgress("plan", 0, len(ranges), 0, sum(r.entries for r in ranges),
                                     len(plans) - len(to_read), len(plans)))
@@ -573,26 +612,31 @@ def run_export(store, uri: str, options: ExportOptions, *, progress: ProgressCal
                 t = time.monotonic()
                 say(f"exporting {sum(p.entries for p in to_read)} entries of {len(to_read)} ledgers "
                     f"in {len(ranges)} tasks...")
-                _write(spark, uri, str(out.staging), options, ranges, plans, progress)
+                reports = _write(spark, uri, str(out.staging), options, ranges, plans, progress, source)
                 timings["write"] = time.monotonic() - t
             finally:
                 if created:
                     stop_spark(spark)
         t = time.monotonic()
-        stats, new_files = written_stats(out.staging)
-        _verify(to_read, stats)
+        if source is None:
+            stats, new_files = written_stats(out.staging)
+            _verify(to_read, stats)
+        else:
+            stats, new_files = source.verify(to_read, reports)
         timings["verify"] = time.monotonic() - t
         t = time.monotonic()
         out.compose(options.mode, [p.ledger_id for p in plans])
         files = _files_by_ledger(out.staging)
         seconds = time.monotonic() - t0
         manifest = _manifest(previous, options, plans, stats, files, skipped, started, seconds, master)
+        if source is not None:
+            source.amend_manifest(manifest)
         out.finish(manifest)
         timings["commit"] = time.monotonic() - t
     seconds = time.monotonic() - t0
     entries = sum(s["rows"] for s in stats.values())
     nbytes = sum(s["bytes"] for s in stats.values())
-    return {
+    summary = {
         "out": str(out.path),
         "ledgers": len(plans),
         "entries": entries,
@@ -607,5 +651,8 @@ def run_export(store, uri: str, options: ExportOptions, *, progress: ProgressCal
         "manifest": str(out.path / MANIFEST),
         "timings": {k: round(v, 3) for k, v in timings.items()},
     }
+    if source is not None:
+        source.amend_summary(summary)
+    return summary
 
 

@@ -56,6 +56,7 @@ _LEAF_LEDGER = re.compile(r"ledger_id=(\d+)")
 #: Spark's (Hive's) value for a date partition whose ledger has no creation time.
 NO_DATE = "__HIVE_DEFAULT_PARTITION__"
 _DATE = re.compile(r"date=(\d{4}-\d{2}-\d{2}|" + NO_DATE + ")")
+_TOPIC = re.compile(r"topic=[^/]+")
 
 
 class NotAnExport(Conflict):
@@ -81,12 +82,17 @@ def local_path(out: str | os.PathLike) -> Path:
 
 def leaf_partitions(root: Path) -> dict[str, int]:
     """``{relative leaf partition path: ledger id}`` below an export root
-    (``ledger_id=N`` or ``date=D/ledger_id=N``)."""
+    (``ledger_id=N``, ``date=D/ledger_id=N``, or a topic export's
+    ``topic=T/date=D/ledger_id=N``)."""
     leaves: dict[str, int] = {}
     if not root.is_dir():
         return leaves
     for child in sorted(root.iterdir()):
         if not child.is_dir():
+            continue
+        if _TOPIC.fullmatch(child.name):
+            leaves.update({f"{child.name}/{rel}": lid for rel, lid in leaf_partitions(child).items()
+                           if "/" in rel})
             continue
         m = _LEAF_LEDGER.fullmatch(child.name)
         if m:

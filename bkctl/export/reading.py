@@ -30,12 +30,14 @@ def _layout(out) -> tuple[str, list[str]]:
 
 def arrow_dataset(out: str | os.PathLike):
     """A ``pyarrow.dataset.Dataset`` of the export (``ledger_id`` int64,
-    ``date`` date32 when partitioned by date)."""
+    ``date`` date32 when partitioned by date; a topic export's ``topic``
+    string and ``date``)."""
     import pyarrow as pa
     import pyarrow.dataset as ds
 
     partition_by, _columns = _layout(out)
-    fields = [("date", pa.date32())] if partition_by == "date" else []
+    fields = [("topic", pa.string())] if partition_by == "topic" else []
+    fields += [("date", pa.date32())] if partition_by in ("date", "topic") else []
     fields.append(("ledger_id", pa.int64()))
     return ds.dataset(str(local_path(out)), format="parquet",
                       partitioning=ds.partitioning(pa.schema(fields), flavor="hive"))
@@ -43,10 +45,11 @@ def arrow_dataset(out: str | os.PathLike):
 
 def read_export(spark, out: str | os.PathLike):
     """A Spark DataFrame of the export: the exported columns in order
-    (``ledger_id`` as long), then ``date`` when partitioned by date."""
+    (``ledger_id`` as long), then ``date`` when partitioned by date (or, for a
+    topic export, by topic and date)."""
     from pyspark.sql import functions as F
 
     partition_by, columns = _layout(out)
     df = spark.read.parquet(str(local_path(out)))
-    wanted = columns + (["date"] if partition_by == "date" else [])
+    wanted = columns + (["date"] if partition_by in ("date", "topic") else [])
     return df.select(*[F.col(c).cast("long").alias(c) if c == "ledger_id" else F.col(c) for c in wanted])

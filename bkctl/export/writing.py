@@ -103,10 +103,11 @@ class RangeWriter:
     ``rows_per_file`` rows (0: one file), a row group every
     :data:`ROW_GROUP_BYTES` buffered."""
 
-    def __init__(self, directory: Path, index: int, options: FileOptions):
+    def __init__(self, directory: Path, index: int, options: FileOptions, schema=None):
         self.directory = Path(directory)
         self.options = options
-        self.schema = file_schema(options.decode)
+        #: the columns of the files (default: a ledger export's, :func:`file_schema`)
+        self.schema = schema if schema is not None else file_schema(options.decode)
         self._source_columns = [name for name in self.schema.names if name != "payload_text"]
         self._prefix = f"part-{index:05d}-{options.job}"
         self._suffix = f"{_CODEC_SUFFIX[options.compression]}.parquet"

@@ -105,14 +105,33 @@ def set_readonly(store, bookie_id: str, readonly: bool, http: str | None = None,
             "registration": seen}
 
 
-def gc(store, bookie_id: str, status_only: bool = False, http: str | None = None) -> dict:
+def gc(store, bookie_id: str, status_only: bool = False, http: str | None = None, kind: str | None = None,
+       wait: float | None = None, clock=time.monotonic, sleep=time.sleep) -> dict:
+    """Force a GC pass (``kind`` "major"/"minor": only that compaction, Java's forceMajor/forceMinor
+    body), or with ``status_only`` only read the status; with ``wait`` (seconds) wait until the pass
+    is over (bookied reports its runs; a Java bookie does not: exit 1)."""
     address = http_address(store, bookie_id, http)
     triggered = None
     if not status_only:
-        triggered = call(address, "PUT", GC)
+        before = call(address, "GET", GC) if wait is not None else None
+        if wait is not None and not (isinstance(before, dict) and "gcRuns" in before):
+            raise CommandError(f"bookie {bookie_id} does not report its garbage collection runs (not bookied?); "
+                               "--wait cannot tell when the pass is over", FAILED)
+        body = None if kind is None else {"forceMajor": kind == "major", "forceMinor": kind == "minor"}
+        triggered = call(address, "PUT", GC, body)
+        if wait is not None:
+            deadline = clock() + wait
+            while True:
+                now = call(address, "GET", GC)
+                if now.get("gcRuns", 0) > before["gcRuns"] and not now.get("gcRunning"):
+                    break
+                if clock() >= deadline:
+                    raise CommandError(f"the garbage collection of {bookie_id} was not over within {wait:g} s", FAILED)
+                sleep(0.2)
     running = call(address, "GET", GC)
     details = call(address, "GET", GC_DETAILS)
+    status = running if isinstance(running, dict) else {}
     return {"bookie_id": bookie_id, "http": address, "triggered": triggered is not None, "message": triggered,
-            "is_in_force_gc": str(running.get("is_in_force_gc", "false")).lower() == "true"
+            "kind": kind, "is_in_force_gc": str(status.get("is_in_force_gc", "false")).lower() == "true"
             if isinstance(running, dict) else None,
-            "details": details}
+            "status": status, "details": details}

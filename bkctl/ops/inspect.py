@@ -179,26 +179,69 @@ def journal(dirs, ledger: int | None = None, entry: int | None = None, digest: s
 # -- entry logs ------------------------------------------------------------------------------
 
 def entrylog(dirs, ledger: int | None = None, entry: int | None = None, digest: str | None = None) -> Iterator[dict]:
+    dlen = _digest_length(digest)
+    for d in dirs.ledgers:
+        with _offline_index(d) as idx:
+            logs = idx.logs() if idx is not None else {}
+            for name in _names(d):
+                yield from _entrylog_file(os.path.join(_current(d), name), idx, logs, ledger, entry, dlen)
+
+
+@contextmanager
+def _offline_index(d: str):
+    """bookied's index of ledger directory ``d`` read-only, or None where it has none."""
+    from bkctl.bookied import storage as be
+
+    if not os.path.isdir(os.path.join(_current(d), be.INDEX_DIR)):
+        yield None
+        return
+    idx = be.OfflineIndex(d)
+    try:
+        yield idx
+    finally:
+        idx.close()
+
+
+def _entrylog_file(path: str, idx, logs: dict, ledger, entry, dlen) -> Iterator[dict]:
+    """The records of one entry log; bookied's with their ``state`` in the index (live; stale:
+    a deleted ledger's, or replaced by a compaction's or a re-add's copy; uncommitted: a crash's
+    leftover that bookied removes at its next start)."""
     from bkctl.bookied import storage as be
     from bkctl.wire.codecs.javadisk import scan_entry_log
 
-    dlen = _digest_length(digest)
+    name = os.path.basename(path)
+    if name.endswith(".log") and os.path.isfile(path):
+        with _mapped(path) as buf:
+            if len(buf) == 0:
+                return
+            for e in scan_entry_log(buf):
+                if _wanted(e.ledger_id, e.entry_id, ledger, entry):
+                    yield dict({"file": path, "format": "java", "offset": e.offset,
+                                "ledger_id": e.ledger_id, "entry_id": e.entry_id}, **entry_fields(e.data, dlen))
+    elif name.endswith(be.LOG_SUFFIX):
+        log_id = int(name[:-len(be.LOG_SUFFIX)], 16)
+        for offset, length, ledger_id, entry_id, data in be.scan_log(path):
+            if _wanted(ledger_id, entry_id, ledger, entry):
+                state = idx.record_state(logs, log_id, offset, length, ledger_id, entry_id) if idx else None
+                yield dict({"file": path, "format": "bookied", "offset": offset, "ledger_id": ledger_id,
+                            "entry_id": entry_id, "state": state}, **entry_fields(data, dlen))
+
+
+def uncommitted_logs(dirs) -> list[str]:
+    """bookied entry logs the index does not know (a flush or a compaction killed before its
+    commit): they hold no entry the bookie acknowledged as stored, and bookied deletes them at start."""
+    from bkctl.bookied import storage as be
+
+    found = []
     for d in dirs.ledgers:
-        for name in _names(d):
-            path = os.path.join(_current(d), name)
-            if name.endswith(".log") and os.path.isfile(path):
-                with _mapped(path) as buf:
-                    if len(buf) == 0:
-                        continue
-                    for e in scan_entry_log(buf):
-                        if _wanted(e.ledger_id, e.entry_id, ledger, entry):
-                            yield dict({"file": path, "format": "java", "offset": e.offset,
-                                        "ledger_id": e.ledger_id, "entry_id": e.entry_id}, **entry_fields(e.data, dlen))
-            elif name.endswith(be.LOG_SUFFIX):
-                for offset, _length, ledger_id, entry_id, data in be.scan_log(path):
-                    if _wanted(ledger_id, entry_id, ledger, entry):
-                        yield dict({"file": path, "format": "bookied", "offset": offset, "ledger_id": ledger_id,
-                                    "entry_id": entry_id}, **entry_fields(data, dlen))
+        with _offline_index(d) as idx:
+            if idx is None:
+                continue
+            known = idx.logs()
+            for name in _names(d):
+                if name.endswith(be.LOG_SUFFIX) and int(name[:-len(be.LOG_SUFFIX)], 16) not in known:
+                    found.append(os.path.join(_current(d), name))
+    return found
 
 
 # -- DbLedgerStorage (RocksDB) -----------------------------------------------------------------------
@@ -438,7 +481,8 @@ def check(dirs, store=None, on_total=None, on_entry=None) -> dict:
     """Read every indexed entry; its header must name the indexed ledger and entry, and its
     digest must verify with the ledger's digest type and password when its metadata can be
     read (``store``); otherwise the entry counts as ``unverified``.  Returns ``entries``,
-    ``ok``, ``unverified``, ``bad`` and ``problems`` (ledger_id, entry_id, format, error)."""
+    ``ok``, ``unverified``, ``bad``, ``problems`` (ledger_id, entry_id, format, error) and
+    ``uncommitted_logs`` (:func:`uncommitted_logs`: not a problem, reported)."""
     from bkctl.wire.codecs.digest import DigestManager
     from bkctl.wire.errors import NotFound
     from bkctl.wire.codecs.javadisk import entry_header
@@ -463,7 +507,7 @@ def check(dirs, store=None, on_total=None, on_entry=None) -> dict:
         return managers[ledger_id]
 
     doc = {"entries": len(rows), "ok": 0, "unverified": 0, "bad": 0, "ledgers": len({r["ledger_id"] for r in rows}),
-           "problems": []}
+           "problems": [], "uncommitted_logs": uncommitted_logs(dirs)}
     for r in rows:
         try:
             data = r["read"]()

@@ -95,6 +95,20 @@ class BookieConfig:
     read_only_mode_enabled: bool
     force_read_only_bookie: bool
     gc_wait_time: int
+    minor_compaction_threshold: float
+    minor_compaction_interval: int
+    minor_compaction_max_time_millis: int
+    major_compaction_threshold: float
+    major_compaction_interval: int
+    major_compaction_max_time_millis: int
+    compaction_rate: int
+    compaction_rate_by_entries: int
+    compaction_rate_by_bytes: int
+    is_throttle_by_bytes: bool
+    compaction_max_outstanding_requests: int
+    force_allow_compaction: bool
+    is_force_gc_allow_when_no_space: bool
+    log_size_limit: int
     metadata_service_uri: str | None
     zk_servers: tuple[str, ...] | None
     zk_ledgers_root_path: str
@@ -435,6 +449,9 @@ def _build(settings: Mapping[str, _Setting]) -> BookieConfig:
     if "diskUsageLwmThreshold" not in explicit:
         values["diskUsageLwmThreshold"] = values["diskUsageThreshold"]
         derived.add("diskUsageLwmThreshold")
+    if "compactionRateByEntries" not in explicit:
+        values["compactionRateByEntries"] = values["compactionRate"]
+        derived.add("compactionRateByEntries")
     if "minUsableSizeForHighPriorityWrites" not in explicit:
         values["minUsableSizeForHighPriorityWrites"] = values["minUsableSizeForEntryLogCreation"]
         derived.add("minUsableSizeForHighPriorityWrites")
@@ -472,6 +489,7 @@ def _build(settings: Mapping[str, _Setting]) -> BookieConfig:
         raise bad_value("diskUsageThreshold", shown("diskUsageThreshold"),
                    f"is below {key} ({number_text(values[key])}, its default)",
                    origin("diskUsageThreshold"))
+    _check_compaction(values, shown, origin)
     if values["forceReadOnlyBookie"] and not values["readOnlyModeEnabled"]:
         raise bad_value("forceReadOnlyBookie", shown("forceReadOnlyBookie"),
                    "contradicts readOnlyModeEnabled=false: a forced read-only bookie needs read-only "
@@ -486,6 +504,23 @@ def _build(settings: Mapping[str, _Setting]) -> BookieConfig:
         _settings={key: settings[key] for key in explicit},
         _derived=frozenset(derived),
     )
+
+
+def _check_compaction(values: dict, shown, origin) -> None:
+    """The compaction settings Java's GarbageCollectorThread refuses at start."""
+    wait = values["gcWaitTime"]
+    enabled = {}
+    for kind in ("minor", "major"):
+        interval, threshold = values[f"{kind}CompactionInterval"], values[f"{kind}CompactionThreshold"]
+        enabled[kind] = interval > 0 and threshold > 0
+        if enabled[kind] and interval * 1000 < wait:
+            key = f"{kind}CompactionInterval"
+            raise bad_value(key, shown(key), f"seconds is shorter than gcWaitTime ({wait} ms)", origin(key))
+    if enabled["minor"] and enabled["major"]:
+        for key, other in (("minorCompactionInterval", "majorCompactionInterval"),
+                           ("minorCompactionThreshold", "majorCompactionThreshold")):
+            if values[key] >= values[other]:
+                raise bad_value(key, shown(key), f"is not below {other} ({shown(other)})", origin(key))
 
 
 def startup_warnings(cfg: BookieConfig) -> list[str]:

@@ -492,8 +492,58 @@ OPTIONS: tuple[Option, ...] = (
            "disk"),
     # -- gc -----------------------------------------------------------------
     Option("gcWaitTime", "int", 600000,
-           "Interval between garbage collection runs that reclaim the space of deleted ledgers.",
+           "Interval between garbage collection runs that reclaim the space of deleted ledgers "
+           "(and compact entry logs when a compaction is due).",
            "gc", unit="ms", min=1, max=_JAVA_LONG_MAX),
+    Option("minorCompactionThreshold", "float", 0.2,
+           "Minor compaction rewrites the entry logs whose live fraction is below this (0: no minor "
+           "compaction); below majorCompactionThreshold.",
+           "gc", unit="fraction", min=0.0, max=1.0),
+    Option("minorCompactionInterval", "int", 3600,
+           "Interval between minor compactions (0: none); at least gcWaitTime, shorter than "
+           "majorCompactionInterval.",
+           "gc", unit="s", min=0, max=_JAVA_LONG_MAX // 1000),
+    Option("minorCompactionMaxTimeMillis", "int", -1,
+           "A minor compaction starts no new entry log after running this long (-1: no limit).",
+           "gc", unit="ms", min=-1, max=_JAVA_LONG_MAX),
+    Option("majorCompactionThreshold", "float", 0.8,
+           "Major compaction rewrites the entry logs whose live fraction is below this (0: no major "
+           "compaction).",
+           "gc", unit="fraction", min=0.0, max=1.0),
+    Option("majorCompactionInterval", "int", 86400,
+           "Interval between major compactions (0: none); at least gcWaitTime.",
+           "gc", unit="s", min=0, max=_JAVA_LONG_MAX // 1000),
+    Option("majorCompactionMaxTimeMillis", "int", -1,
+           "A major compaction starts no new entry log after running this long (-1: no limit).",
+           "gc", unit="ms", min=-1, max=_JAVA_LONG_MAX),
+    Option("compactionRate", "int", 1000,
+           "Old name of compactionRateByEntries.",
+           "gc", unit="entries/s", min=1, max=_JAVA_INT_MAX, deprecated=True),
+    Option("compactionRateByEntries", "int", None,
+           "Entries per second compaction copies at most (unless isThrottleByBytes).",
+           "gc", unit="entries/s", min=1, max=_JAVA_INT_MAX, fallback="compactionRate"),
+    Option("compactionRateByBytes", "int", 1000000,
+           "Bytes per second compaction copies at most, with isThrottleByBytes.",
+           "gc", unit="bytes/s", min=1, max=_JAVA_INT_MAX),
+    Option("isThrottleByBytes", "bool", False,
+           "Throttle compaction by compactionRateByBytes instead of compactionRateByEntries.",
+           "gc"),
+    Option("compactionMaxOutstandingRequests", "int", 100000,
+           "Entries compaction copies before it switches their index rows in one transaction "
+           "(bookied also switches every 16 MiB).",
+           "gc", min=1, max=_JAVA_INT_MAX),
+    Option("forceAllowCompaction", "bool", False,
+           "Let a forced garbage collection (PUT /api/v1/bookie/gc, bkctl bookie gc) compact even "
+           "when the compaction intervals are 0.",
+           "gc"),
+    Option("isForceGCAllowWhenNoSpace", "bool", False,
+           "Over diskUsageWarnThreshold, force garbage collection instead of suspending major "
+           "compaction; over diskUsageThreshold, compact at once with the rate and time limits lifted, "
+           "so that a full bookie can turn writable again by itself.",
+           "gc"),
+    Option("logSizeLimit", "int", 1024 ** 3,
+           "Size at which an entry log is closed and a new one started.",
+           "storage", unit="bytes", min=64 * 1024, max=3 * 1024 ** 3),
     # -- metadata -----------------------------------------------------------
     Option("metadataServiceUri", "str", None,
            "Metadata store location, such as zk+hierarchical://zk1:2181;zk2:2181/ledgers.",
@@ -631,16 +681,13 @@ OPTIONS_BY_NAME: Mapping[str, Option] = {opt.name: opt for opt in OPTIONS}
 # Keys of the Java bookie that bookied accepts but does not support: each one a
 # file sets is warned about, once, as having no effect.
 IGNORED_KEYS: frozenset[str] = frozenset("""
-    ledgerStorageClass sortedLedgerStorageEnabled logSizeLimit entryLogFilePreallocationEnabled
+    ledgerStorageClass sortedLedgerStorageEnabled entryLogFilePreallocationEnabled
     flushEntrylogBytes readBufferSizeBytes writeBufferSizeBytes entryLogPerLedgerEnabled
     numOfMemtableFlushThreads entrylogMapAccessExpiryTimeInSeconds maximumNumberOfActiveEntryLogs
     entryLogPerLedgerCounterLimitsMultFactor
-    minorCompactionThreshold minorCompactionInterval minorCompactionMaxTimeMillis
-    majorCompactionThreshold majorCompactionInterval majorCompactionMaxTimeMillis
-    compactionRate compactionRateByEntries compactionRateByBytes isThrottleByBytes
-    compactionMaxOutstandingRequests useTransactionalCompaction forceAllowCompaction
+    useTransactionalCompaction
     gcOverreplicatedLedgerWaitTime gcOverreplicatedLedgerMaxConcurrentRequests
-    isForceGCAllowWhenNoSpace verifyMetadataOnGC gcEntryLogMetadataCacheEnabled
+    verifyMetadataOnGC gcEntryLogMetadataCacheEnabled
     gcEntryLogMetadataCachePath localScrubInterval localScrubRateLimit
     numAddWorkerThreads numReadWorkerThreads numLongPollWorkerThreads numJournalCallbackThreads
     numHighPriorityWorkerThreads maxPendingReadRequestsPerThread maxPendingAddRequestsPerThread

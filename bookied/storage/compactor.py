@@ -85,7 +85,7 @@ class Throttle:
 class CompactionResult(NamedTuple):
     moved_entries: int
     moved_bytes: int
-    reclaimed_bytes: int  # size of the old log, if it was deleted
+    reclaimed_bytes: int  # the old log's size less what was moved out of it, if it was deleted
     deleted: bool
 
 
@@ -138,7 +138,7 @@ class EntryLogCompactor:
             deleted = store.drop_log_if_empty(log_id)
         if deleted:
             stop_point("unlinked")
-        return CompactionResult(moved, moved_bytes, size if deleted else 0, deleted)
+        return CompactionResult(moved, moved_bytes, max(0, size - moved_bytes) if deleted else 0, deleted)
 
     def _switch(self, log_id: int, batch: list) -> tuple[int, bool]:
         rows, added = self.writer.append([(lid, [(eid, data)]) for lid, eid, data, _old in batch])

@@ -212,6 +212,7 @@ class LogWriter:
         self.fd = -1
         self.log_id = 0  # 0: no log open (the next append creates one)
         self.offset = 0
+        self.created: list[int] = []  # the logs this writer started
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -222,6 +223,7 @@ class LogWriter:
     def _roll(self) -> None:
         self.close()
         self.log_id, self.fd = self.logger.create()
+        self.created.append(self.log_id)
         self.offset = LOG_HEADER_SIZE
 
     def append(self, batches: Iterable[tuple[int, list]]) -> tuple[list, dict]:

@@ -27,11 +27,11 @@ FORMAT_VERSION = 1
 INDEX_DIR = "index.lmdb"
 
 _U32 = struct.Struct(">I")
-_U64 = struct.Struct(">Q")
+U64 = struct.Struct(">Q")
 I64 = struct.Struct(">q")
 KEY = struct.Struct(">qq")
 LOC = struct.Struct(">QII")
-_LOGROW = struct.Struct(">QQQ")
+LOGROW = struct.Struct(">QQQ")
 
 
 class Location(NamedTuple):
@@ -97,13 +97,13 @@ class EntryLocationIndex:
                 raise ValueError(f"{self.directory}: entry store format {_U32.unpack(fmt)[0]} is not "
                                  f"{FORMAT_VERSION}")
             raw = txn.get(b"next_log", db=self.meta)
-            next_log = _U64.unpack(raw)[0] if raw else 1
+            next_log = U64.unpack(raw)[0] if raw else 1
             for k, v in txn.cursor(db=self.ledger_db):
                 ledgers[I64.unpack(k)[0]] = LedgerState.decode(v)
             for k, v in txn.cursor(db=self.log_db):
-                self.logs[_U64.unpack(k)[0]] = list(_LOGROW.unpack(v))
+                self.logs[U64.unpack(k)[0]] = list(LOGROW.unpack(v))
             for lid in [lid for lid, row in self.logs.items() if row[2] == 0]:
-                txn.delete(_U64.pack(lid), db=self.log_db)
+                txn.delete(U64.pack(lid), db=self.log_db)
                 del self.logs[lid]
         return next_log, ledgers
 
@@ -139,20 +139,20 @@ class EntryLocationIndex:
             if row[2] == 0 and lid not in keep:
                 emptied.append(lid)
                 del new_logs[lid]
-                txn.delete(_U64.pack(lid), db=self.log_db)
+                txn.delete(U64.pack(lid), db=self.log_db)
             else:
-                txn.put(_U64.pack(lid), _LOGROW.pack(*row), db=self.log_db)
+                txn.put(U64.pack(lid), LOGROW.pack(*row), db=self.log_db)
         return emptied
 
     def drop_log_row(self, txn, new_logs: dict, log_id: int) -> None:
         new_logs.pop(log_id, None)
-        txn.delete(_U64.pack(log_id), db=self.log_db)
+        txn.delete(U64.pack(log_id), db=self.log_db)
 
     def put_ledger(self, txn, ledger_id: int, raw: bytes) -> None:
         txn.put(I64.pack(ledger_id), raw, db=self.ledger_db)
 
     def put_next_log(self, txn, next_log: int) -> None:
-        txn.put(b"next_log", _U64.pack(next_log), db=self.meta)
+        txn.put(b"next_log", U64.pack(next_log), db=self.meta)
 
     def delete_ledger_rows(self, txn, ledger_id: int, dead: dict) -> int:
         """Delete the ledger's index rows and state row; their records are added to ``dead``."""

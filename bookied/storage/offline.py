@@ -7,7 +7,7 @@ import lmdb
 
 from .. import disk_layout as layout
 from .entry_log import check_record, log_name
-from .index import INDEX_DIR, KEY, LOC, Location, I64
+from .index import INDEX_DIR, KEY, LOC, LOGROW, U64, I64, Location
 from .ledger_state import LedgerState
 
 
@@ -23,6 +23,7 @@ class OfflineIndex:
         self._env = lmdb.open(path, readonly=True, lock=False, max_dbs=4, subdir=True)
         self._idx = self._env.open_db(b"idx", create=False)
         self._ldb = self._env.open_db(b"ledgers", create=False)
+        self._logdb = self._env.open_db(b"logs", create=False)
 
     def close(self) -> None:
         self._env.close()
@@ -31,6 +32,26 @@ class OfflineIndex:
         """ledger id -> ``{"fenced", "master_key", "explicit_lac", "last_entry_id"}``."""
         with self._env.begin(db=self._ldb) as txn:
             return {I64.unpack(k)[0]: LedgerState.decode(v).as_dict() for k, v in txn.cursor()}
+
+    def logs(self) -> dict[int, tuple[int, int, int]]:
+        """log id -> (committed size, live bytes, live entries) of the logs holding committed entries."""
+        with self._env.begin(db=self._logdb) as txn:
+            return {U64.unpack(k)[0]: LOGROW.unpack(v) for k, v in txn.cursor()}
+
+    def location(self, ledger_id: int, entry_id: int) -> Location | None:
+        with self._env.begin(db=self._idx) as txn:
+            raw = txn.get(KEY.pack(ledger_id, entry_id))
+        return None if raw is None else Location(*LOC.unpack(raw))
+
+    def record_state(self, logs: dict, log_id: int, offset: int, length: int, ledger_id: int, entry_id: int) -> str:
+        """What a record of an entry log is to this index: "live" (its entry's row points at
+        it), "stale" (a deleted ledger's, or a copy that compaction or a re-add replaced) or
+        "uncommitted" (past what the index committed: a crash's leftover, removed at the next
+        start); ``logs`` is :meth:`logs`."""
+        row = logs.get(log_id)
+        if row is None or offset + length > row[0]:
+            return "uncommitted"
+        return "live" if self.location(ledger_id, entry_id) == (log_id, offset, length) else "stale"
 
     def rows(self, ledger_id: int | None = None):
         """``(ledger id, entry id, Location)`` of every index row (of one ledger), in key order."""

@@ -58,10 +58,10 @@ a log whose live entry count drops to zero is deleted at once (never the log
 currently being appended to). ``compact(min_live_ratio)`` rewrites logs whose
 live fraction is below the ratio (see :mod:`.compactor`: the records the index
 still points to are copied into a compaction log, the index is switched to them
-in one transaction, then the old log is deleted). A ledger deleted after its records were checkpointed out of the journal
-stays deleted; one deleted while its records are still after the journal's
-checkpoint mark is resurrected by a crash + replay, so GC must simply run
-again (as in Java, where GC works from the metadata store's ledger list).
+in one transaction, then the old log is deleted). A ledger deleted after its
+records were checkpointed out of the journal stays deleted; one deleted while
+its records are still after the journal's checkpoint mark is resurrected by a
+crash + replay, so GC must simply run again (as in Java, where GC works from the metadata store's ledger list).
 
 Several ledger directories are several EntryStore objects; the server shards
 ledgers over them. Open a directory with one EntryStore at a time per process
@@ -551,6 +551,10 @@ class EntryStore:
                  if lid not in writing and (entries == 0 or usage < threshold)]
         return [(lid, usage) for usage, lid in sorted(found)]
 
+    def committed_log_bytes(self) -> int:
+        """Committed bytes of all entry logs (what deleting or compacting logs reclaims)."""
+        return sum(row[0] for row in list(self.index.logs.values()))
+
     def log_size(self, log_id: int) -> int:
         row = self.index.logs.get(log_id)
         return row[0] if row is not None else 0
@@ -564,10 +568,14 @@ class EntryStore:
             return writer
 
     def close_compaction_writer(self, writer: LogWriter) -> None:
+        """Stop a compaction writer; the logs it started that no commit made known (a failed
+        write, ENOSPC) are removed now rather than at the next open."""
         with self._flush_lock:
             writer.close()
             with self._lock:
                 self._compaction_writers.remove(writer)
+            if not self._closed:
+                self.entry_log.unlink([lid for lid in writer.created if lid not in self.index.logs])
 
     def live_records(self, log_id: int):
         """Yield ``(ledger id, entry id, data, index row)`` of the records of a log that the

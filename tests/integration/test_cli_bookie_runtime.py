@@ -96,5 +96,5 @@ def test_bookied_serves_java_disk_endpoints(metadata_uri, zkstore, bookie_cluste
     marks = _get(address, "/api/v1/bookie/last_log_mark")
     (key, value), = marks.items()
     assert key.startswith("LastLogMark: Journal Id - ") and key.endswith(".txn)") and value.startswith("Pos - ")
-    assert _get(address, "/api/v1/bookie/gc") == {"is_in_force_gc": "false"}
+    assert _get(address, "/api/v1/bookie/gc")["is_in_force_gc"] == "false"
     assert _get(address, "/api/v1/bookie/expand_storage", "PUT") == "Success expand storage"

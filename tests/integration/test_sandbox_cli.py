@@ -39,7 +39,7 @@ def test_up_status_down_json(sandbox_dir):
     result = invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert set(doc) == {"uri", "zookeeper", "bookies", "dir", "autorecovery", "tls"}
+    assert set(doc) == {"uri", "zookeeper", "bookies", "dir", "autorecovery", "tls", "settings"}
     assert doc["tls"] is None
     assert doc["bookies"] == [] and doc["dir"] == str(sandbox_dir.resolve()) and doc["autorecovery"] is False
     port, pid = doc["zookeeper"]["port"], doc["zookeeper"]["pid"]
@@ -120,6 +120,38 @@ def test_up_with_tls_runs_tls_only_bookies(sandbox_dir):
     assert b"over tls" in bkctl("--tls-ca", ca, "ledger", "read", lid).stdout
     plain = bkctl("ledger", "read", lid)
     assert plain.returncode != 0 and b"TLS" in plain.stderr
+
+
+def test_up_with_set_writes_checked_settings_into_every_bookie(sandbox_dir):
+    doc = json.loads(invoke("up", "--bookies", "1", "--set", "logSizeLimit=1048576", "--set",
+                            "isForceGCAllowWhenNoSpace=true", "--set", "httpServerEnabled=true",
+                            "--dir", str(sandbox_dir), "--json").stdout)
+    assert doc["settings"] == {"logSizeLimit": "1048576", "isForceGCAllowWhenNoSpace": "true",
+                               "httpServerEnabled": "true"}
+    conf = (sandbox_dir / "bookie-0" / "bk_server.conf").read_text()
+    assert "logSizeLimit=1048576" in conf and "isForceGCAllowWhenNoSpace=true" in conf
+    assert "httpServerEnabled=true" in conf and "httpServerEnabled=false" not in conf  # replaces the sandbox's
+    # remembered for bookies started later; KEY= forgets one
+    again = json.loads(invoke("up", "--bookies", "2", "--set", "httpServerEnabled=", "--dir", str(sandbox_dir),
+                              "--json").stdout)
+    assert again["settings"] == {"logSizeLimit": "1048576", "isForceGCAllowWhenNoSpace": "true"}
+    conf = (sandbox_dir / "bookie-1" / "bk_server.conf").read_text()
+    assert "logSizeLimit=1048576" in conf and "httpServerEnabled=false" in conf
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("minorCompactionThreshold=1.5", "minorCompactionThreshold: '1.5'"),
+    ("noSuchKey=1", "unknown bk_server.conf key 'noSuchKey'"),
+    ("numAddWorkerThreads=4", "does not support"),
+    ("ledgerDirectories=/x", "the sandbox sets it itself"),
+    ("justakey", "expected KEY=VALUE"),
+    ("minorCompactionInterval=10", "minorCompactionInterval: '10' seconds is shorter than gcWaitTime"),
+])
+def test_up_refuses_a_bad_set_with_one_line_and_usage_exit(sandbox_dir, setting, message):
+    result = CliRunner().invoke(sandbox, ["up", "--bookies", "1", "--set", setting, "--dir", str(sandbox_dir)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert message in lines[-1] and not (sandbox_dir / "bookie-0" / "bk_server.conf").exists()
 
 
 def test_human_output_ends_with_uri(sandbox_dir):

@@ -19,4 +19,6 @@ never from each other.
 * :mod:`.fake_bookie` -- fake bookie connections for the ledger layer (its BookieChannel).
 * :mod:`.connection` -- a real bookie connection on Twisted's fakes (MemoryReactorClock, StringTransport).
 * :mod:`.threads` -- a reactor clock whose thread pool the test drives.
+* :mod:`.pulsar_entries` -- Pulsar entries made as a producer and broker make them, and the Pulsar
+  vectors (``tests/vectors/pulsar/``) in the order a reader meets them.
 """

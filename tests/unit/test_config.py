@@ -395,9 +395,9 @@ def test_wrong_case_key_gets_a_hint(caplog):
 
 def test_each_unsupported_java_key_is_warned_about_once(tmp_path, caplog):
     text = ("ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage\n"
-            "logSizeLimit=1073741824\n"
+            "entryLogFilePreallocationEnabled=true\n"
             "numAddWorkerThreads=8\n"
-            "logSizeLimit=2147483648\n"
+            "entryLogFilePreallocationEnabled=false\n"
             "auditorLedgerVerificationPercentage=10\n")
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         cfg = load_config(write(tmp_path, text))
@@ -405,7 +405,7 @@ def test_each_unsupported_java_key_is_warned_about_once(tmp_path, caplog):
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 4, warnings
     path = str(tmp_path / "bk_server.conf")
-    for line, key in ((1, "ledgerStorageClass"), (2, "logSizeLimit"), (3, "numAddWorkerThreads"),
+    for line, key in ((1, "ledgerStorageClass"), (2, "entryLogFilePreallocationEnabled"), (3, "numAddWorkerThreads"),
                       (5, "auditorLedgerVerificationPercentage")):
         assert f"{path}:{line}: {key} is a Java bookie setting that bookied does not support; " \
                "it has no effect" in warnings
@@ -846,14 +846,25 @@ def _value_strategy(opt):
     return _path_text
 
 
+_COMPACTION_SCHEDULE = {"gcWaitTime", "minorCompactionInterval", "majorCompactionInterval",
+                        "minorCompactionThreshold", "majorCompactionThreshold"}
+
+
 @st.composite
 def _overrides(draw):
     chosen = {}
     for opt in OPTIONS:
-        if opt.section == "disk" and opt.type == "float":
+        if (opt.section == "disk" and opt.type == "float") or opt.name in _COMPACTION_SCHEDULE:
             continue
         if draw(st.booleans()):
             chosen[opt.name] = draw(_value_strategy(opt))
+    if draw(st.booleans()):  # a schedule Java accepts: minor below major, intervals >= gcWaitTime
+        wait_s = draw(st.integers(1, 10**6))
+        minor_s = draw(st.integers(wait_s, 10**7))
+        minor = draw(st.floats(0.05, 0.5))
+        chosen.update(gcWaitTime=wait_s * 1000, minorCompactionInterval=minor_s,
+                      majorCompactionInterval=draw(st.integers(minor_s + 1, 10**8)),
+                      minorCompactionThreshold=minor, majorCompactionThreshold=draw(st.floats(minor + 0.01, 1.0)))
     threshold = draw(st.floats(0.1, 0.95))
     chosen["diskUsageThreshold"] = threshold
     if draw(st.booleans()):

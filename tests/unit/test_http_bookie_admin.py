@@ -1,26 +1,62 @@
 """bookied's day-2 HTTP endpoints (gc, gc_details, list_disk_file, last_log_mark, expand_storage)
-on a fake bookie, and the GarbageCollector's bookkeeping on task.Clock."""
+on a fake bookie whose GarbageCollectorThread runs on task.Clock."""
 from __future__ import annotations
 
 import json
 
 from twisted.internet import defer, task
 
-from bkctl.bookied import garbage_collector
+from bkctl.bookied import day2
+from bkctl.bookied.garbage_collector import GarbageCollectorThread, GcPolicy
 from tests.support.http import FakeStatus, body, code, render
+
+
+class OneLogStore:
+    """What the GC reads of an entry store: one log, half live, never compacted here."""
+
+    directory = "/d/current"
+
+    def committed_log_bytes(self):
+        return 1000
+
+    def log_usage(self):
+        return {7: (1000, 468, 3, 0.5)}
+
+    def compaction_candidates(self, threshold):
+        return []
+
+    def open_compaction_writer(self):
+        return None
+
+    def close_compaction_writer(self, writer):
+        pass
 
 
 class AdminStatus(FakeStatus):
     def __init__(self, tmp_path):
         super().__init__()
         self.clock = task.Clock()
-        self.pass_ = defer.Deferred()
-        self.gc = garbage_collector.GarbageCollector(lambda: self.pass_, self.clock)
+        self.passes: list[defer.Deferred] = []  # one per pass, fired by the test ("the thread")
+        self.removed = 3
+
+        def in_thread(fn):
+            d = defer.Deferred()
+            d.addCallback(lambda _: fn())
+            self.passes.append(d)
+            return d
+
+        self.gc = GarbageCollectorThread(GcPolicy(gc_wait_ms=1000, force_allow=True), [OneLogStore()],
+                                         lambda store: self.removed, self.clock, in_thread)
         self.dirs = ([str(tmp_path / "j")], [str(tmp_path / "l")], [])
         self.expand_error: str | None = None
+        self.forced: list = []
 
-    def force_gc(self):
-        return self.gc(force=True)
+    def force_gc(self, force_major=None, force_minor=None):
+        self.forced.append((force_major, force_minor))
+        return self.gc.trigger(force_major, force_minor)
+
+    def gc_status(self):
+        return self.gc.status()
 
     def in_force_gc(self):
         return self.gc.in_force_gc()
@@ -29,10 +65,10 @@ class AdminStatus(FakeStatus):
         return self.gc.details()
 
     def list_disk_files(self, file_type):
-        return garbage_collector.list_disk_files(file_type, *self.dirs)
+        return day2.list_disk_files(file_type, *self.dirs)
 
     def last_log_marks(self):
-        return garbage_collector.last_log_marks([(0x1a2b, 512)])
+        return day2.last_log_marks([(0x1a2b, 512)])
 
     def expand_storage(self):
         if self.expand_error:
@@ -40,24 +76,36 @@ class AdminStatus(FakeStatus):
         return defer.succeed("ok")
 
 
-def test_gc_forced_pass_and_details(tmp_path):
+def test_gc_forced_pass_status_and_details(tmp_path):
     s = AdminStatus(tmp_path)
-    assert json.loads(body(render(s, "/api/v1/bookie/gc"))) == {"is_in_force_gc": "false"}
+    status = json.loads(body(render(s, "/api/v1/bookie/gc")))
+    assert status["is_in_force_gc"] == "false" and status["gcRuns"] == 0 and status["lastGcTime"] is None
+    assert status["nextGcTime"] == 1000 and status["lastCompaction"] is None
     req = render(s, "/api/v1/bookie/gc", b"PUT")
     assert code(req) == 200 and json.loads(body(req)) == f"Triggered GC on BookieServer: {s.bookie_id}"
-    assert json.loads(body(render(s, "/api/v1/bookie/gc"))) == {"is_in_force_gc": "true"}
-    joined = s.gc()  # a periodic pass meanwhile joins the running one
+    assert s.forced == [(None, None)]
+    assert json.loads(body(render(s, "/api/v1/bookie/gc")))["is_in_force_gc"] == "true"
+    joined = s.gc()  # a periodic pass meanwhile is queued behind the running one
     s.clock.advance(5)
-    s.pass_.callback(3)
+    s.passes[0].callback(None)
+    assert not joined.called and len(s.passes) == 2
+    s.passes[1].callback(None)
     assert joined.called
     (details,) = json.loads(body(render(s, "/api/v1/bookie/gc_details")))
-    assert details["forceCompacting"] is False and details["gcRuns"] == 1 and details["ledgersRemoved"] == 3
-    assert details["lastMajorCompactionTime"] == 5000
-    assert json.loads(body(render(s, "/api/v1/bookie/gc"))) == {"is_in_force_gc": "false"}
+    assert details["forceCompacting"] is False and details["gcRuns"] == 2 and details["ledgersRemoved"] == 6
+    # the forced pass ran a major compaction (forceAllowCompaction), at t=5 s
+    assert details["majorCompactionCounter"] == 1 and details["lastMajorCompactionTime"] == 5000
+    assert details["entryLogs"] == [{"ledgerDirectory": "/d/current", "logId": 7, "sizeBytes": 1000,
+                                     "liveBytes": 468, "liveEntries": 3, "liveRatio": 0.5}]
+    status = json.loads(body(render(s, "/api/v1/bookie/gc")))
+    assert status["is_in_force_gc"] == "false" and status["lastGcTime"] == 5000
+    assert status["lastCompaction"]["kind"] == "major"
     bad = render(s, "/api/v1/bookie/gc", b"PUT", body=b"[not json")
     assert code(bad) == 400
     ok = render(s, "/api/v1/bookie/gc", b"PUT", body=b'{"forceMajor": true}')
-    assert code(ok) == 200
+    assert code(ok) == 200 and s.forced[-1] == (True, False)
+    ok = render(s, "/api/v1/bookie/gc", b"PUT", body=b'{"forceMajor": "TRUE", "forceMinor": "yes"}')
+    assert code(ok) == 200 and s.forced[-1] == (True, False)  # Java's Boolean.parseBoolean
 
 
 def test_list_disk_file_and_last_log_mark(tmp_path):

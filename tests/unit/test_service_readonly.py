@@ -78,18 +78,37 @@ def test_the_low_water_mark_defaults_to_the_threshold(tmp_path, monkeypatch):
     assert svc.changes == [True, False]
 
 
-def test_the_warn_threshold_logs_once_and_runs_garbage_collection(service, caplog):
-    runs = []
+class DiskPressure:
+    """What the disk checks tell the garbage collector (Java's LedgerDirsListener calls)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def disk_full(self):
+        self.calls.append("full")
+
+    def disk_almost_full(self):
+        self.calls.append("almost full")
+
+    def disk_writable(self):
+        self.calls.append("writable")
+
+
+def test_the_warn_threshold_logs_once_and_each_check_tells_the_garbage_collector(service, caplog):
     service.zk = object()
-    service._gc = lambda: runs.append(service.usage["now"])
+    service.gc = gc = DiskPressure()
     assert check(service, 0.89) is False
-    assert runs == [] and "diskUsageWarnThreshold" not in caplog.text
+    assert gc.calls == ["writable"] and "diskUsageWarnThreshold" not in caplog.text
     assert check(service, 0.90) is False
     assert check(service, 0.93) is False
-    assert runs == [0.90] and caplog.text.count("over diskUsageWarnThreshold 0.9") == 1
+    assert gc.calls[1:] == ["almost full", "almost full"]
+    assert caplog.text.count("over diskUsageWarnThreshold 0.9") == 1
+    assert check(service, 0.96) is True
+    assert gc.calls[-1] == "full"
     check(service, 0.50)
+    assert gc.calls[-1] == "writable"
     check(service, 0.91)  # a new crossing
-    assert runs == [0.90, 0.91]
+    assert caplog.text.count("over diskUsageWarnThreshold 0.9") == 2
 
 
 @pytest.mark.parametrize("cause", ["disk", "journal", "ledger", "admin"])

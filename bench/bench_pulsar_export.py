@@ -1,0 +1,189 @@
+"""Benchmark ``bkctl export --topic`` against the raw ledger export of the same ledgers.
+
+    .venv/bin/python bench/bench_pulsar_export.py                       # 1,000,000 messages
+    .venv/bin/python bench/bench_pulsar_export.py --messages 100000 --repeat 1
+
+Starts a sandbox (ZooKeeper + 3 bookieds) in a temporary folder and writes a
+Pulsar topic as a broker stores it: small messages in batches of
+``--batch`` (100), LZ4-compressed, made by the encoder the tests check
+against the real client's bytes (tests/support/pulsar_entries.py), in ``--ledgers``
+ledgers listed by a managed-ledger znode.  Then, in turns (``--repeat``):
+
+* the decoder alone, in this process (one core): messages/s and CPU per message;
+* (after one turn of both that warms Spark's workers up)
+* the raw ledger export of those ledgers (``run_export`` with their ids);
+* the topic export (``run_export`` with the topic): one row per message.
+
+It prints entries/s, messages/s, MiB/s of each (medians), the topic
+export's entries/s as a share of the raw export's (target: at least 80%),
+the CPU per message of this process and its descendants (Spark's JVM and
+Python workers; the bookies are not counted), and the load average.  It
+asserts nothing.  Everything it starts is stopped at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TOPIC = "persistent://public/default/bench"
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(root: int | None = None) -> float:
+    """CPU seconds (user + system) of ``root`` (this process) and every live descendant."""
+    root = root or os.getpid()
+    children: dict[int, list[int]] = {}
+    times: dict[int, float] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(name), int(fields[1])
+        children.setdefault(ppid, []).append(pid)
+        times[pid] = (int(fields[11]) + int(fields[12])) / CLK
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0.0)
+        todo.extend(children.get(pid, []))
+    return total
+
+
+def build_entries(messages: int, batch: int) -> list[bytes]:
+    from bkctl.wire.proto import pulsar_api_pb2 as pb
+    from tests.support import pulsar_entries as pe
+
+    entries = []
+    publish = 1_795_000_000_000
+    for start in range(0, messages, batch):
+        count = min(batch, messages - start)
+        body = pe.batch_payload([(pb.SingleMessageMetadata(partition_key=f"key-{(start + i) % 97}",
+                                                           sequence_id=start + i, event_time=publish + start + i),
+                                  b"%08d|" % (start + i) + b"x" * 40) for i in range(count)])
+        md = pe.metadata("bench-producer", start, publish + start, num_messages_in_batch=count)
+        entries.append(pe.encode_entry(md, body, pb.LZ4))
+    return entries
+
+
+def load_note() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=1_000_000, help="messages in all (default 1,000,000)")
+    ap.add_argument("--batch", type=int, default=100, help="messages per entry (default 100)")
+    ap.add_argument("--ledgers", type=int, default=4, help="ledgers of the topic (default 4)")
+    ap.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each export, in turns (default 3)")
+    ap.add_argument("--dir", help="work folder (default: a new temporary one, removed at the end)")
+    args = ap.parse_args(argv)
+
+    from bkctl.sandbox.cluster import sandbox_down, sandbox_up
+
+    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-pulsar-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        info = sandbox_up(work / "sandbox", bookies=3)
+        return run(args, info["uri"], work)
+    finally:
+        try:
+            sandbox_down(work / "sandbox")
+        except Exception as exc:  # noqa: BLE001
+            print(f"sandbox down failed: {exc}", file=sys.stderr)
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run(args, uri: str, work: Path) -> int:
+    from bkctl.export.job import ExportOptions, run_export, spark_session, stop_spark
+    from bkctl.export.planning import LedgerSpec, parse_ledger_spec
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+    from bkctl.wire.pulsar.managed_ledger import TopicName
+    from bkctl.wire.pulsar.messages import TopicDecoder
+    from bkctl.wire.pulsar.topics import default_base
+
+    entries = build_entries(args.messages, args.batch)
+    nbytes = sum(map(len, entries))
+    print(f"{args.messages:,} messages in {len(entries):,} entries of ~{nbytes // len(entries)} B (LZ4, batches of "
+          f"{args.batch}) in {args.ledgers} ledgers; {load_note()}")
+    name = TopicName.parse(TOPIC).managed_ledger
+    custom = {"application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": name.encode()}
+    info = ml.ManagedLedgerInfo()
+    ids = []
+    with BlockingBookKeeper(uri, add_timeout=60.0, timeout=3600) as bk:
+        per = -(-len(entries) // args.ledgers)
+        for i in range(0, len(entries), per):
+            part = entries[i:i + per]
+            with bk.create(3, 2, 2, password=b"", custom_metadata=custom) as lh:
+                lh.add_many(part)
+            ids.append(lh.ledger_id)
+            info.ledgerInfo.add(ledgerId=lh.ledger_id, entries=len(part), size=sum(map(len, part)),
+                                timestamp=int(time.time() * 1000))
+    with ZKMetadataStore(uri) as store:
+        store.client.create(f"{default_base(store.root)}/{name}", info.SerializeToString(), makepath=True)
+
+    # the decoder alone, one core
+    cpu = time.process_time()
+    t = time.monotonic()
+    dec = TopicDecoder(TOPIC)
+    for n, data in enumerate(entries):
+        dec.add(ids[0], n, data)
+        if dec.rows >= 10_000:
+            dec.take()
+    seconds, cpu = time.monotonic() - t, time.process_time() - cpu
+    print(f"{'decode (one core, no Arrow)':34} {args.messages / seconds:>10,.0f} messages/s  "
+          f"{len(entries) / seconds:>9,.0f} entries/s  {cpu / args.messages * 1e6:6.2f} us CPU/message")
+
+    spark, created = spark_session(args.master, quiet=True)
+    results: dict[str, list[tuple[float, float, dict]]] = {"raw": [], "topic": []}
+    try:
+        spec = parse_ledger_spec(",".join(map(str, ids)))
+        for rep in range(args.repeat + 1):  # the first turn warms Spark's workers up and is not counted
+            for kind in ("raw", "topic"):
+                opts = ExportOptions(out=str(work / f"out-{kind}"), spec=spec if kind == "raw" else LedgerSpec(),
+                                     topic=TOPIC if kind == "topic" else None, master=args.master,
+                                     mode="overwrite", split_entries=max(1, len(entries) // (2 * args.ledgers)))
+                with ZKMetadataStore(uri) as store:
+                    cpu = tree_cpu()
+                    t = time.monotonic()
+                    summary = run_export(store, uri, opts)
+                    if rep:
+                        results[kind].append((time.monotonic() - t, tree_cpu() - cpu, summary))
+    finally:
+        if created:
+            stop_spark(spark)
+
+    medians = {}
+    for kind, runs in results.items():
+        secs = statistics.median(r[0] for r in runs)
+        cpu = statistics.median(r[1] for r in runs)
+        medians[kind] = secs
+        s = runs[0][2]
+        rows = s.get("messages", s["entries"])
+        print(f"{kind + ' export (' + args.master + ')':34} {len(entries) / secs:>9,.0f} entries/s  "
+              f"{args.messages / secs:>10,.0f} messages/s  {nbytes / secs / 2**20:7.2f} MiB/s  "
+              f"{cpu / args.messages * 1e6:6.2f} us CPU/message  rows {rows:,}  ({secs:.2f} s median of "
+              f"{len(runs)})")
+    print(f"topic export entries/s = {medians['raw'] / medians['topic']:.0%} of the raw export's (target >= 80%); "
+          f"{load_note()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""``bkctl pulsar ...``: Pulsar topics straight from ZooKeeper and the bookies (read-only)."""
+from __future__ import annotations
+
+import click
+
+from ..app import App
+from ..completers import complete_ledger_id
+from ..exitcodes import USAGE, CommandError
+from ..render import emit, emit_rows, fields, human_size, table
+from . import LEDGER_ID, pass_app
+
+
+@click.group()
+@click.option("--managed-ledgers", "base", metavar="PATH",
+              help="Pulsar's managed-ledger root in ZooKeeper (default: managed-ledgers beside the ledger "
+                   "root, /managed-ledgers for /ledgers).")
+@click.pass_context
+def pulsar(ctx, base):
+    """Pulsar topics as stored: managed ledgers, cursors, which topic owns a ledger.
+
+    Read-only: Pulsar's managed-ledger znodes (ManagedLedgerInfo,
+    ManagedCursorInfo; binary, compressed or text) and BookKeeper's ledger
+    metadata; the bookies are asked only for the last add confirmed of a
+    topic's open ledger and the newest position in a cursor ledger.  To
+    export a topic's messages, see `bkctl export --topic`.
+    """
+    ctx.meta["pulsar_base"] = base
+
+
+def _base() -> str | None:
+    return click.get_current_context().meta.get("pulsar_base")
+
+
+def _topic_error(exc: ValueError) -> CommandError:
+    return CommandError(str(exc), USAGE)
+
+
+@pulsar.group()
+def topic():
+    """Topics: list them, show one."""
+
+
+@topic.command("list")
+@click.option("--tenant", metavar="T", help="Only this tenant's topics.")
+@click.option("--namespace", metavar="NS", help="Only this namespace's topics (NS or TENANT/NS).")
+@pass_app
+def topic_list(app: App, tenant, namespace):
+    """List persistent topics that have a managed ledger (each partition its own row).
+
+    --json: one line per topic: topic, managed_ledger, partition (-1: not a
+    partition), ledgers, entries, size (as the managed ledger records them;
+    the open ledger counts 0), cursors, terminated.
+    """
+    from ..ops.pulsar import list_topics
+
+    if namespace and "/" in namespace:
+        t, _, namespace = namespace.partition("/")
+        if tenant and tenant != t:
+            raise CommandError(f"--tenant {tenant} and --namespace {t}/{namespace} disagree", USAGE)
+        tenant = t
+    rows = list_topics(app.store, tenant, namespace, _base())
+
+    def human(rows):
+        table(app, ["topic", "ledgers", "entries", "size", "cursors", "terminated"],
+              [(r["topic"], r["ledgers"], r["entries"], human_size(r["size"]), ",".join(r["cursors"]),
+                "yes" if r["terminated"] else "") for r in rows])
+
+    emit_rows(app, rows, human)
+
+
+@topic.command("show")
+@click.argument("name", metavar="TOPIC")
+@pass_app
+def topic_show(app: App, name):
+    """Show a topic's ledgers and cursors (every partition of a partitioned topic).
+
+    TOPIC is persistent://tenant/namespace/topic (or tenant/namespace/topic).
+    Ledgers: entries, size, created (BookKeeper ctime), closed (the managed
+    ledger's timestamp), bookies; the open ledger's entries are its last add
+    confirmed + 1, asked of the bookies.  Cursors: mark-delete position,
+    individually deleted ranges, backlog in entries and bytes (bytes at each
+    ledger's mean entry size).  Exit 3 if there is no such topic (with
+    suggestions).  --json: topic, partitioned, partitions[] with ledgers[] and
+    cursors[].
+    """
+    from ..ops.pulsar import show_topic
+
+    try:
+        doc = show_topic(app.store, name, _base(), bk=lambda: app.bk)
+    except ValueError as exc:
+        raise _topic_error(exc) from None
+
+    def human():
+        for part in doc["partitions"]:
+            fields(app, [("topic", part["topic"]), ("managed ledger", part["managed_ledger"]),
+                         ("entries", part["entries"]), ("size", human_size(part["size"])),
+                         ("terminated at", part["terminated_at"] or "no")])
+            table(app, ["ledger", "state", "entries", "size", "created", "closed", "bookies"],
+                  [(ls["ledger_id"], ls["state"], ls["entries"], human_size(ls["size"]) if ls["size"] is not None
+                    else "", ls["created"], ls["closed"], ",".join(ls["bookies"])) for ls in part["ledgers"]])
+            if part["cursors"]:
+                table(app, ["cursor", "mark-delete", "backlog entries", "backlog bytes", "cursor ledger",
+                            "last active"],
+                      [(c["name"], c["mark_delete"], c["backlog_entries"], human_size(c["backlog_bytes"]),
+                        c["cursor_ledger"], c["last_active"]) for c in part["cursors"]])
+
+    emit(app, doc, human)
+
+
+@pulsar.command("ledger-owner")
+@click.argument("ledger_id", type=LEDGER_ID, metavar="LEDGER", shell_complete=complete_ledger_id)
+@pass_app
+def ledger_owner(app: App, ledger_id):
+    """Which topic or cursor owns LEDGER, or "orphan".
+
+    owner is topic (a data ledger its managed ledger lists), cursor (a
+    cursor's ledger), orphan (Pulsar's custom metadata, but nothing lists it:
+    what to look for when disks fill) or not-pulsar.  Exit 3 if the ledger
+    does not exist.  --json: ledger_id, owner, topic, cursor, managed_ledger,
+    custom_metadata.
+    """
+    from ..ops.pulsar import ledger_owner as owner
+
+    doc = owner(app.store, ledger_id, _base())
+
+    def human():
+        where = {"topic": f"topic {doc['topic']}", "cursor": f"cursor {doc['cursor']} of topic {doc['topic']}",
+                 "orphan": "orphan (no managed ledger lists it"
+                           + (f"; it names {doc['managed_ledger']}" if doc["managed_ledger"] else "") + ")",
+                 "not-pulsar": "not a Pulsar ledger (no Pulsar custom metadata, no managed ledger lists it)"}
+        app.console.print(f"ledger {ledger_id}: {where[doc['owner']]}", highlight=False)
+
+    emit(app, doc, human)

@@ -1,0 +1,268 @@
+"""``bkctl pulsar``: Pulsar topics as the bookies and ZooKeeper hold them, read-only.
+
+Everything is read from Pulsar's managed-ledger znodes (through the store's
+kazoo client) and BookKeeper's ledger metadata; the bookies are asked only
+for what ZooKeeper does not say: the last add confirmed of a topic's open
+ledger and the newest position in a cursor ledger.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bkctl.wire.errors import NotFound
+from bkctl.wire.pulsar.managed_ledger import (
+    APPLICATION,
+    APPLICATION_KEY,
+    CURSOR_KEY,
+    MANAGED_LEDGER_KEY,
+    CursorState,
+    TopicName,
+    parse_position_info,
+)
+from bkctl.wire.pulsar.topics import ManagedLedger, TopicReader, default_base
+
+__all__ = ["LedgerState", "cursor_state", "ledger_owner", "ledger_states", "list_topics", "reader", "resolve_topics",
+           "show_topic"]
+
+#: ``bk()``: a BlockingBookKeeper, made on first use (None: never ask the bookies)
+BookKeeperFactory = Callable[[], Any]
+
+
+def reader(store, base: str | None = None) -> TopicReader:
+    """A :class:`TopicReader` on the store's ZooKeeper session; ``base``
+    defaults to ``/managed-ledgers`` beside the store's ledger root."""
+    return TopicReader(store.client, base or default_base(store.root))
+
+
+def resolve_topics(topics: TopicReader, name: str) -> list[ManagedLedger]:
+    """The managed ledgers of ``name``: the topic itself, or every partition
+    of a partitioned topic; :class:`NoSuchTopic` (with suggestions) when none."""
+    from bkctl.wire.pulsar.errors import NoSuchTopic
+
+    topic = TopicName.parse(name)  # ValueError: not a topic name
+    try:
+        return [topics.read(topic)]
+    except NoSuchTopic:
+        parts = topics.partitions(topic)
+        if not parts:
+            raise
+    return [topics.read(p) for p in parts]
+
+
+# ---------------------------------------------------------------- ledgers
+
+
+class LedgerState:
+    """One ledger of a managed ledger, as ZooKeeper and the bookies tell it."""
+
+    def __init__(self, ledger_id: int, info: Any, metadata: Any | None, lac: int | None = None):
+        self.ledger_id = ledger_id
+        self.info = info
+        self.metadata = metadata
+        self.lac = lac
+
+    @property
+    def missing(self) -> bool:
+        return self.metadata is None
+
+    @property
+    def entries(self) -> int:
+        """Entries readable: the managed ledger's count for a closed ledger,
+        LAC + 1 for the open one (0 when unknown)."""
+        if self.metadata is not None and self.metadata.is_closed:
+            return self.metadata.last_entry_id + 1
+        if self.info.HasField("entries"):
+            return self.info.entries
+        return 0 if self.lac is None else self.lac + 1
+
+    @property
+    def size(self) -> int | None:
+        if self.info.HasField("size"):
+            return self.info.size
+        if self.metadata is not None and self.metadata.is_closed:
+            return self.metadata.length
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        from bkctl.export.planning import format_ctime
+
+        md = self.metadata
+        bookies: list[str] = []
+        for _first, ensemble in (md.ensembles if md is not None else ()):
+            for b in ensemble:
+                if str(b) not in bookies:
+                    bookies.append(str(b))
+        offload = self.info.offloadContext if self.info.HasField("offloadContext") else None
+        return {
+            "ledger_id": self.ledger_id,
+            "state": "MISSING" if md is None else md.state.name,
+            "entries": self.entries,
+            "size": self.size,
+            "created": format_ctime(md.ctime) if md is not None and md.ctime else None,
+            "closed": format_ctime(self.info.timestamp) if self.info.timestamp else None,
+            "bookies": bookies,
+            "offloaded": bool(offload and offload.complete),
+        }
+
+
+def ledger_states(store, ml: ManagedLedger, bk: BookKeeperFactory | None = None) -> list[LedgerState]:
+    """Every ledger the managed ledger lists; the open one's LAC from the bookies when ``bk`` is given."""
+    from bkctl.wire.metadata.errors import NoSuchLedger
+
+    out = []
+    for li in ml.info.ledgerInfo:
+        try:
+            md, _version = store.ledgers.read(li.ledgerId)
+        except NoSuchLedger:
+            md = None
+        lac = None
+        if md is not None and not md.is_closed and bk is not None:
+            lac = bk().open(li.ledgerId).last_add_confirmed
+        out.append(LedgerState(li.ledgerId, li, md, lac))
+    return out
+
+
+# ---------------------------------------------------------------- cursors
+
+
+def cursor_state(info: Any, bk: BookKeeperFactory | None = None) -> tuple[CursorState, str]:
+    """A cursor's acknowledgements and where they came from: the znode, or
+    the last entry of its cursor ledger (newer) when it has one."""
+    ledger_id = info.cursorsLedgerId
+    if ledger_id == -1 or bk is None:
+        return CursorState.of(info), "znode" if ledger_id == -1 else f"znode (cursor ledger {ledger_id} not read)"
+    try:
+        handle = bk().open(ledger_id)
+        last = handle.last_entry_id if handle.is_closed else handle.last_add_confirmed
+        if last is None or last < 0:
+            return CursorState.of(info), f"znode (cursor ledger {ledger_id} is empty)"
+        position = parse_position_info(handle.read_entry(last))
+    except NotFound:
+        return CursorState.of(info), f"znode (cursor ledger {ledger_id} is gone)"
+    return CursorState.of(info, position), f"cursor ledger {ledger_id} entry {last}"
+
+
+def _backlog(state: CursorState, ledgers: list[LedgerState]) -> tuple[int, int]:
+    """Unacknowledged entries and their bytes (at each ledger's mean entry
+    size; the open ledger's at the topic's mean)."""
+    known = [(ls.size, ls.entries) for ls in ledgers if ls.size and ls.entries]
+    mean = sum(s for s, _ in known) / sum(e for _, e in known) if known else 0.0
+    entries = 0
+    nbytes = 0.0
+    for ls in ledgers:
+        n = state.unacked_entries(ls.ledger_id, ls.entries)
+        entries += n
+        nbytes += n * (ls.size / ls.entries if ls.size and ls.entries else mean)
+    return entries, int(round(nbytes))
+
+
+def _cursor_doc(name: str, info: Any, ledgers: list[LedgerState], bk) -> dict[str, Any]:
+    from bkctl.export.planning import format_ctime
+
+    state, source = cursor_state(info, bk)
+    entries, nbytes = _backlog(state, ledgers)
+    return {
+        "name": name,
+        **state.to_json(),
+        "position_from": source,
+        "cursor_ledger": info.cursorsLedgerId,
+        "backlog_entries": entries,
+        "backlog_bytes": nbytes,
+        "last_active": format_ctime(info.lastActive) if info.lastActive else None,
+        "properties": {p.name: p.value for p in info.cursorProperties},
+    }
+
+
+# ---------------------------------------------------------------- commands
+
+
+def list_topics(store, tenant: str | None = None, namespace: str | None = None,
+                base: str | None = None) -> list[dict[str, Any]]:
+    """One row per topic (each partition its own): ledgers, entries and bytes
+    the managed ledger records, cursors, terminated."""
+    topics = reader(store, base)
+    rows = []
+    for topic in topics.topics(tenant, namespace):
+        try:
+            ml = topics.read(topic)
+        except NotFound:
+            continue  # deleted meanwhile
+        infos = list(ml.info.ledgerInfo)
+        rows.append({
+            "topic": str(topic),
+            "managed_ledger": ml.name,
+            "partition": topic.partition,
+            "ledgers": len(infos),
+            "entries": sum(li.entries for li in infos),
+            "size": sum(li.size for li in infos),
+            "cursors": sorted(ml.cursors),
+            "terminated": ml.terminated is not None,
+        })
+    return rows
+
+
+def show_topic(store, name: str, base: str | None = None, bk: BookKeeperFactory | None = None) -> dict[str, Any]:
+    """A topic (every partition of a partitioned one): ledgers with entries,
+    sizes, dates and bookies; cursors with their backlog."""
+    topics = reader(store, base)
+    parts = []
+    for ml in resolve_topics(topics, name):
+        ledgers = ledger_states(store, ml, bk)
+        parts.append({
+            "topic": str(ml.topic),
+            "managed_ledger": ml.name,
+            "path": ml.path,
+            "partition": ml.topic.partition,
+            "terminated_at": None if ml.terminated is None else f"{ml.terminated[0]}:{ml.terminated[1]}",
+            "properties": {p.key: p.value for p in ml.info.properties},
+            "ledgers": [ls.to_json() for ls in ledgers],
+            "entries": sum(ls.entries for ls in ledgers),
+            "size": sum(ls.size or 0 for ls in ledgers),
+            "cursors": [_cursor_doc(c, info, ledgers, bk) for c, info in sorted(ml.cursors.items())],
+        })
+    partitioned = parts[0]["topic"] != str(TopicName.parse(name))
+    return {"topic": str(TopicName.parse(name)), "partitioned": partitioned, "partitions": parts}
+
+
+def ledger_owner(store, ledger_id: int, base: str | None = None) -> dict[str, Any]:
+    """Which managed ledger (as a data ledger) or cursor (as its cursor
+    ledger) owns ``ledger_id``; ``orphan`` for a ledger with Pulsar's custom
+    metadata that nothing lists, ``not-pulsar`` for one without it."""
+    from bkctl.export.planning import decode_custom_metadata
+    from bkctl.wire.metadata.errors import NoSuchLedger
+
+    try:
+        md, _version = store.ledgers.read(ledger_id)
+    except NoSuchLedger:
+        raise NotFound(f"no such ledger: {ledger_id}") from None
+    custom = decode_custom_metadata(md.custom_metadata)
+    doc: dict[str, Any] = {"ledger_id": ledger_id, "owner": None, "topic": None, "cursor": None,
+                           "managed_ledger": custom.get(MANAGED_LEDGER_KEY), "custom_metadata": custom}
+    topics = reader(store, base)
+    named = custom.get(MANAGED_LEDGER_KEY)
+    candidates: list[TopicName] = []
+    if named:
+        try:
+            candidates = [TopicName.from_managed_ledger(named)]
+        except ValueError:
+            candidates = []
+    if not candidates:
+        candidates = topics.topics()  # no (usable) custom metadata: ask every managed ledger
+    for topic in candidates:
+        try:
+            ml = topics.read(topic)
+        except NotFound:
+            continue
+        if ledger_id in ml.ledger_ids:
+            doc.update(owner="topic", topic=str(topic), managed_ledger=ml.name)
+            return doc
+        for cursor, info in ml.cursors.items():
+            if info.cursorsLedgerId == ledger_id:
+                doc.update(owner="cursor", topic=str(topic), cursor=cursor, managed_ledger=ml.name)
+                return doc
+    is_pulsar = custom.get(APPLICATION_KEY) == APPLICATION or named is not None
+    doc["owner"] = "orphan" if is_pulsar else "not-pulsar"
+    if is_pulsar and CURSOR_KEY in custom:
+        doc["cursor"] = custom[CURSOR_KEY]
+    return doc

@@ -1,0 +1,239 @@
+"""Issue 24: a bookie that runs for months -- entry-log compaction in real bookied processes.
+
+40 ledgers are written interleaved into small entry logs (logSizeLimit 64 KiB) and 80% of them
+are deleted, so that every log keeps a few live entries: only compaction gets the space back.
+Kill points are deterministic: ``BOOKIED_TEST_STOP_AT=<step>`` makes bookied stop (sleep) at a
+named compaction step, logging it, and the test kill -9s it there.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.support.bookieproc import BookieProcess, start_bookies
+from tests.support.cli import bkctl
+from tests.support.smallfs import fill, mount_or_explain, unmount, usage
+from tests.support.waiting import wait_for
+from bkctl.bookied.storage.compactor import STOP_AT_ENV
+from bkctl.sandbox.zookeeper import free_port
+from bkctl.wire.client.blocking import BlockingBookKeeper
+
+pytestmark = pytest.mark.integration
+
+LEDGERS = 40
+ENTRIES = 50
+SIZE = 500
+LOG_SIZE = 64 * 1024
+#: GC every second; compaction only when forced (or as a test asks)
+QUIET = dict(logSizeLimit=LOG_SIZE, gcWaitTime=1000, minorCompactionInterval=0, majorCompactionInterval=0,
+             forceAllowCompaction="true")
+
+
+def payload(ledger_id: int, entry_id: int) -> bytes:
+    return ((b"%d/%d;" % (ledger_id, entry_id)) * SIZE)[:SIZE]
+
+
+def churn(uri: str, entries: int = ENTRIES) -> tuple[list[int], list[int]]:
+    """Write LEDGERS ledgers round-robin, close them, delete 80%: (kept ids, deleted ids)."""
+    bk = BlockingBookKeeper(uri, add_timeout=10.0, read_timeout=10.0, timeout=60)
+    try:
+        ledgers = [bk.create(1, 1, 1, password=b"pw") for _ in range(LEDGERS)]
+        for e in range(entries):
+            for lh in ledgers:
+                lh.add(payload(lh.ledger_id, e))
+        for lh in ledgers:
+            lh.close()
+        ids = [lh.ledger_id for lh in ledgers]
+        kept, deleted = ids[::5], [i for i in ids if i not in ids[::5]]
+        for ledger_id in deleted:
+            bk.delete(ledger_id)
+        return kept, deleted
+    finally:
+        bk.close()
+
+
+def read_all(uri: str, kept: list[int], entries: int = ENTRIES) -> None:
+    bk = BlockingBookKeeper(uri, read_timeout=10.0, timeout=60)
+    try:
+        for ledger_id in kept:
+            with bk.open(ledger_id, b"pw") as lh:
+                got = dict(lh.read(0, entries - 1))
+                assert got == {e: payload(ledger_id, e) for e in range(entries)}, ledger_id
+    finally:
+        bk.close()
+
+
+def http(b: BookieProcess, method: str, path: str, body: dict | None = None):
+    req = urllib.request.Request(f"http://127.0.0.1:{b.http_port}{path}", method=method,
+                                 data=json.dumps(body).encode() if body is not None else None)
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read() or b"null")
+
+
+def entry_logs(b: BookieProcess) -> list[dict]:
+    return http(b, "GET", "/api/v1/bookie/gc_details")[0]["entryLogs"]
+
+
+def disk_bytes(b: BookieProcess) -> tuple[int, int]:
+    """(entry log bytes, index bytes) in the bookie's ledger directory."""
+    current = Path(b.settings.get("ledgerDirectories", b.ledger_dir)) / "current"
+    logs = sum(p.stat().st_size for p in current.glob("*.bel"))
+    index = sum(p.stat().st_size for p in (current / "index.lmdb").iterdir())
+    return logs, index
+
+
+def live_bytes(kept: list[int]) -> int:
+    return len(kept) * ENTRIES * SIZE
+
+
+def bookie(tmp_path, uri, **settings) -> BookieProcess:
+    b = BookieProcess(tmp_path / "b", uri, httpServerEnabled="true", **settings)
+    b.http_port = free_port()
+    b.settings["httpServerPort"] = b.http_port
+    return b
+
+
+def gc_dropped_the_deleted_ledgers(b: BookieProcess, deleted_share: float = 0.5) -> bool:
+    logs = entry_logs(b)
+    return bool(logs) and sum(log["liveBytes"] for log in logs) < deleted_share * sum(log["sizeBytes"] for log in logs)
+
+
+@pytest.fixture
+def procs():
+    started: list[BookieProcess] = []
+    yield started
+    for p in started:
+        p.kill()
+
+
+def test_short_intervals_shrink_the_ledger_directory_and_keep_every_live_entry(tmp_path, metadata_uri, procs):
+    b = bookie(tmp_path, metadata_uri, logSizeLimit=LOG_SIZE, gcWaitTime=1000, minorCompactionInterval=2,
+               majorCompactionInterval=4)
+    procs.append(b)
+    start_bookies([b], metadata_uri)
+    kept, _deleted = churn(metadata_uri)
+    logs_before, _ = disk_bytes(b)
+    assert logs_before > 2 * live_bytes(kept) + LOG_SIZE  # not yet what the test waits for
+    wait_for(lambda: disk_bytes(b)[0] <= 2 * live_bytes(kept) + LOG_SIZE
+             and http(b, "GET", "/api/v1/bookie/gc")["entriesMoved"] > 0, timeout=60,
+             what="compaction to move the live entries and shrink the entry logs")
+    status = http(b, "GET", "/api/v1/bookie/gc")
+    assert status["majorCompactionCounter"] >= 1
+    assert status["reclaimedSpaceViaCompaction"] > 0
+    logs, index = disk_bytes(b)
+    assert logs + index <= 2 * live_bytes(kept) + LOG_SIZE + index
+    read_all(metadata_uri, kept)
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{b.http_port}/metrics", timeout=10).read().decode()
+    assert "bookie_gc_major_compaction_total" in metrics and "bookie_gc_active_entry_log_space_bytes" in metrics
+
+
+@pytest.mark.parametrize("step", ["copied", "switched", "unlinked"])
+def test_kill_9_at_a_compaction_step_loses_nothing(tmp_path, metadata_uri, procs, step):
+    b = bookie(tmp_path, metadata_uri, **QUIET)
+    b.env_extra[STOP_AT_ENV] = step
+    procs.append(b)
+    start_bookies([b], metadata_uri)
+    kept, _deleted = churn(metadata_uri)
+    wait_for(lambda: gc_dropped_the_deleted_ledgers(b), timeout=30, what="GC to drop the deleted ledgers")
+    logs_before = {log["logId"] for log in entry_logs(b)}
+    http(b, "PUT", "/api/v1/bookie/gc", {"forceMajor": True})
+    wait_for(lambda: f"compaction: stopping at {step}" in b.log_path.read_text(errors="replace"), timeout=30,
+             what=f"bookied to reach {step}")
+    b.kill()
+    conf = str(b.base / "bk_server.conf")
+    if step == "copied":  # what bkctl sees of the stopped bookie: the copies are not committed yet
+        doc = json.loads(bkctl(metadata_uri, "--json", "bookie", "check", "-c", conf, "--offline").stdout)
+        assert doc["bad"] == 0 and doc["unverified"] == len(kept) * ENTRIES and len(doc["uncommitted_logs"]) == 1
+        states = {r["state"] for r in inspect_entrylog(metadata_uri, conf)}
+        assert states == {"live", "stale", "uncommitted"}
+    del b.env_extra[STOP_AT_ENV]
+    b.start()
+    read_all(metadata_uri, kept)  # nothing lost, whatever the step
+    current = Path(b.ledger_dir) / "current"
+    on_disk = {int(p.stem, 16) for p in current.glob("*.bel")}
+    known = {log["logId"] for log in entry_logs(b)}
+    assert on_disk <= known | {max(on_disk)}  # nothing left over but the new checkpoint log
+    if step == "copied":
+        assert logs_before <= known  # the switch never happened: every old log still serves
+    # compaction completes after the restart
+    http(b, "PUT", "/api/v1/bookie/gc", {"forceMajor": True})
+    wait_for(lambda: disk_bytes(b)[0] <= 2 * live_bytes(kept) + LOG_SIZE, timeout=60,
+             what="compaction to finish after the restart")
+    read_all(metadata_uri, kept)
+    assert b.stop() == 0
+    doc = json.loads(bkctl(metadata_uri, "--json", "bookie", "check", "-c", conf, "--offline").stdout)
+    assert doc["bad"] == 0 and doc["unverified"] == len(kept) * ENTRIES and doc["uncommitted_logs"] == []
+    live = [(r["ledger_id"], r["entry_id"]) for r in inspect_entrylog(metadata_uri, conf) if r["state"] == "live"]
+    assert sorted(live) == [(lid, e) for lid in sorted(kept) for e in range(ENTRIES)]  # each entry live once
+
+
+def inspect_entrylog(uri: str, conf: str) -> list[dict]:
+    out = bkctl(uri, "--json", "bookie", "inspect", "entrylog", "-c", conf)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+@pytest.fixture
+def fs(tmp_path):
+    path = tmp_path / "fs"
+    mount_or_explain(path, 24)
+    yield path
+    unmount(path)
+
+
+def test_a_full_bookie_compacts_itself_writable_with_force_gc_when_no_space(tmp_path, metadata_uri, procs, fs):
+    # compaction enabled but never due, and GC passes rare: only the full disk starts one
+    b = BookieProcess(tmp_path / "b", metadata_uri, journalDirectories=fs / "journal", ledgerDirectories=fs / "ledgers",
+                      logSizeLimit=LOG_SIZE, gcWaitTime=3600000, minorCompactionInterval=7200,
+                      majorCompactionInterval=86400, isForceGCAllowWhenNoSpace="true", diskCheckInterval=500,
+                      diskUsageThreshold=0.85, diskUsageWarnThreshold=0.85, diskUsageLwmThreshold=0.8,
+                      minUsableSizeForEntryLogCreation=1024 * 1024, journalMaxSizeMB=2,
+                      dbStorage_writeCacheMaxSizeMb=4, httpServerEnabled="true")
+    b.http_port = free_port()
+    b.settings["httpServerPort"] = b.http_port
+    procs.append(b)
+    start_bookies([b], metadata_uri)
+    kept, _deleted = churn(metadata_uri, entries=150)
+    logs_before, _ = disk_bytes(b)
+    # leave the bookie just over diskUsageThreshold, its logs mostly dead
+    filler = fill(fs, "filler", leave_bytes=0)
+    st = os.statvfs(fs)
+    total = st.f_blocks * st.f_frsize
+    excess = total - st.f_bavail * st.f_frsize - int(0.87 * total)
+    os.truncate(filler, max(0, filler.stat().st_size - excess))
+    assert usage(fs) > 0.85
+    wait_for(lambda: http(b, "GET", "/api/v1/bookie/state")["readOnly"], timeout=30,
+             what="the bookie to turn read-only")
+    wait_for(lambda: not http(b, "GET", "/api/v1/bookie/state")["readOnly"], timeout=60,
+             what="the bookie to compact itself writable again")
+    assert disk_bytes(b)[0] < logs_before / 2 and usage(fs) < 0.8
+    assert http(b, "GET", "/api/v1/bookie/gc")["majorCompactionCounter"] >= 1
+    read_all(metadata_uri, kept, entries=150)
+
+
+def test_bkctl_bookie_gc_major_wait_and_status(tmp_path, metadata_uri, procs):
+    b = bookie(tmp_path, metadata_uri, **QUIET)
+    procs.append(b)
+    start_bookies([b], metadata_uri)
+    before = bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status", "--http", f"127.0.0.1:{b.http_port}")
+    assert before.returncode == 0, before.stderr
+    assert re.search(r"major compaction\s+0 runs, not periodic\n", before.stdout), before.stdout  # no time
+    assert "last compaction" not in before.stdout
+    kept, _deleted = churn(metadata_uri)
+    wait_for(lambda: gc_dropped_the_deleted_ledgers(b), timeout=30, what="GC to drop the deleted ledgers")
+    ran = bkctl(metadata_uri, "--json", "bookie", "gc", b.bookie_id, "--major", "--wait")
+    assert ran.returncode == 0, ran.stderr
+    doc = json.loads(ran.stdout)
+    assert doc["triggered"] and doc["kind"] == "major" and not doc["status"]["gcRunning"]
+    assert doc["status"]["lastCompaction"]["kind"] == "major" and doc["status"]["entriesMoved"] > 0
+    shown = bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status").stdout
+    assert re.search(r"major compaction\s+1 run, last \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", shown), shown
+    assert re.search(r"last compaction\s+major, \d+ logs compacted, \d+ entries", shown), shown
+    assert re.search(r"minor compaction\s+0 runs, not periodic", shown), shown  # no time: none ran
+    assert bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status", "--minor").returncode == 2
+    read_all(metadata_uri, kept)

@@ -1,0 +1,509 @@
+"""``bkctl pulsar`` and ``bkctl export --topic`` against REAL ZooKeeper and bookieds.
+
+The module fixture plays the part of a Pulsar broker's storage: it writes the
+entries the real Pulsar client produced (tests/vectors/pulsar) into ledgers
+with the project's client, as a broker does (digest CRC32C, empty password,
+Pulsar's custom metadata), and puts the managed-ledger and cursor znodes in
+place in Pulsar's formats.  Topics: one per vector case; ``three`` spanning 3
+ledgers (the last one left open) with cursors; ``parts`` partitioned in 2;
+``gone`` whose second ledger was deleted; ``broken`` with a corrupt entry;
+plus an orphan ledger and a cursor ledger.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from bkctl.wire.proto import pulsar_ml_pb2 as ml
+from tests.support import pulsar_entries as pe
+
+pytestmark = pytest.mark.integration
+
+NS = "public/default"
+
+
+def custom(ml_name: str, cursor: str | None = None) -> dict[str, bytes]:
+    doc = {"application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": ml_name.encode()}
+    if cursor is not None:
+        doc["pulsar/cursor"] = cursor.encode()
+    return doc
+
+
+def position(msg, ledger_id, entry_id):
+    msg.ledgerId, msg.entryId = ledger_id, entry_id
+
+
+class PulsarCluster:
+    def __init__(self, uri, base, bk):
+        self.uri = uri
+        self.base = base          # the managed-ledgers znode
+        self.bk = bk
+        self.topics = {}          # short name -> {"ledgers": [ids], "entries": {lid: [bytes]}}
+        self.ledger_of_case = {}  # vector case -> ledger id
+
+    def write_ledger(self, ml_name, entries, close=True, cursor=None):
+        lh = self.bk.create(3, 2, 2, digest_type="CRC32C", password=b"", custom_metadata=custom(ml_name, cursor))
+        for data in entries:
+            lh.add(data)
+        if close:
+            lh.close()
+        return lh
+
+    def put_topic(self, short, ledgers, cursors=None, terminated=None, zk=None, offloaded=()):
+        """``ledgers``: [(ledger id, entries, closed)]; writes the ManagedLedgerInfo znode."""
+        name = f"{NS}/persistent/{short}"
+        info = ml.ManagedLedgerInfo()
+        for lid, entries, closed in ledgers:
+            li = info.ledgerInfo.add(ledgerId=lid, timestamp=0)
+            if closed:
+                li.entries, li.size, li.timestamp = len(entries), sum(map(len, entries)), 1795461470000 + lid
+            if lid in offloaded:
+                li.offloadContext.complete = li.offloadContext.bookkeeperDeleted = True
+                li.offloadContext.uidMsb, li.offloadContext.uidLsb = 7, 8
+        if terminated:
+            position(info.terminatedPosition, *terminated)
+        zk.create(f"{self.base}/{name}", info.SerializeToString(), makepath=True)
+        for cursor, value in (cursors or {}).items():
+            zk.create(f"{self.base}/{name}/{cursor}", value.SerializeToString())
+        self.topics[short] = {"ledgers": [lid for lid, _, _ in ledgers],
+                              "entries": {lid: list(e) for lid, e, _ in ledgers}}
+
+
+@pytest.fixture(scope="module")
+def pulsar_cluster(zookeeper, tmp_path_factory):
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+    from tests.support.bookieproc import BookieProcess, start_bookies
+
+    root = f"/pulsar{uuid.uuid4().hex[:10]}"
+    uri = f"zk+hierarchical://{zookeeper.connect_string}{root}/ledgers"
+    base = tmp_path_factory.mktemp("pulsar-bookies")
+    procs = [BookieProcess(base / f"bookie{i}", uri) for i in range(3)]
+    bk = None
+    with ZKMetadataStore(uri, timeout=20) as store:
+        store.cluster.init()
+        zk = store.client
+        try:
+            start_bookies(procs, uri)
+            bk = BlockingBookKeeper(uri, timeout=60)
+            c = PulsarCluster(uri, f"{root}/managed-ledgers", bk)
+            for case in pe.cases():
+                short = f"vec-{case}"
+                entries = pe.case_entries(case)
+                lh = c.write_ledger(f"{NS}/persistent/{short}", entries)
+                c.ledger_of_case[case] = lh.ledger_id
+                c.put_topic(short, [(lh.ledger_id, entries, True)], zk=zk)
+
+            # three ledgers, the last one open (as the broker leaves the ledger it writes)
+            first, second, third = (pe.case_entries(k) for k in ("b_batch", "c_lz4_batch", "a_plain"))
+            ml_three = f"{NS}/persistent/three"
+            a = c.write_ledger(ml_three, first).ledger_id
+            b = c.write_ledger(ml_three, second).ledger_id
+            opened = c.write_ledger(ml_three, third, close=False)
+            o = opened.ledger_id
+            c.open_handle = opened
+            sub1 = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=a, markDeleteEntryId=0,
+                                        lastActive=1795461495000)
+            r = sub1.individualDeletedMessages.add()  # (a:1, a:2] acks a:2
+            position(r.lowerEndpoint, a, 1)
+            position(r.upperEndpoint, a, 2)
+            r = sub1.individualDeletedMessages.add()  # (b:0, o:1] acks b:1, o:0, o:1
+            position(r.lowerEndpoint, b, 0)
+            position(r.upperEndpoint, o, 1)
+            partly = sub1.batchedEntryDeletionIndexInfo.add()  # a:1: only messages 0..4 still unacked
+            position(partly.position, a, 1)
+            partly.deleteSet.append(0b11111)
+            # sub2 keeps its position in a cursor ledger (newer than the znode's)
+            newer = ml.PositionInfo(ledgerId=b, entryId=1)
+            cursor_ledger = c.write_ledger(ml_three, [ml.PositionInfo(ledgerId=a, entryId=2).SerializeToString(),
+                                                      newer.SerializeToString()], cursor="sub2").ledger_id
+            sub2 = ml.ManagedCursorInfo(cursorsLedgerId=cursor_ledger, markDeleteLedgerId=a, markDeleteEntryId=0)
+            c.put_topic("three", [(a, first, True), (b, second, True), (o, third, False)],
+                        cursors={"sub1": sub1, "sub2": sub2}, zk=zk)
+            c.three = {"a": a, "b": b, "o": o, "cursor_ledger": cursor_ledger}
+
+            # a partitioned topic: parts-partition-0 and -1
+            for n, case in enumerate(("c_zlib_batch", "c_snappy_batch")):
+                short = f"parts-partition-{n}"
+                entries = pe.case_entries(case)
+                lid = c.write_ledger(f"{NS}/persistent/{short}", entries).ledger_id
+                c.put_topic(short, [(lid, entries, True)], zk=zk)
+
+            # a topic whose second ledger was deleted (as after a bad manual cleanup)
+            ml_gone = f"{NS}/persistent/gone"
+            kept = c.write_ledger(ml_gone, pe.case_entries("a_plain")).ledger_id
+            deleted = c.write_ledger(ml_gone, pe.case_entries("f_nullkey_empty"))
+            bk.delete(deleted.ledger_id)
+            c.put_topic("gone", [(kept, pe.case_entries("a_plain"), True),
+                                 (deleted.ledger_id, pe.case_entries("f_nullkey_empty"), True)], zk=zk)
+            c.gone = {"kept": kept, "deleted": deleted.ledger_id}
+
+            # a topic whose first ledger was offloaded to tiered storage and deleted from BookKeeper
+            ml_off = f"{NS}/persistent/offloaded"
+            gone_too = c.write_ledger(ml_off, pe.case_entries("f_nullkey_empty")).ledger_id
+            bk.delete(gone_too)
+            here = c.write_ledger(ml_off, pe.case_entries("a_plain")).ledger_id
+            c.put_topic("offloaded", [(gone_too, pe.case_entries("f_nullkey_empty"), True),
+                                      (here, pe.case_entries("a_plain"), True)], zk=zk,
+                        offloaded=[gone_too])
+            c.offloaded = {"deleted": gone_too, "here": here}
+
+            # a corrupt entry between two good ones
+            good = pe.case_entries("b_batch")
+            bad = bytearray(good[1])
+            bad[-5] ^= 0x55
+            broken = [good[0], bytes(bad), good[2]]
+            lid = c.write_ledger(f"{NS}/persistent/broken", broken).ledger_id
+            c.put_topic("broken", [(lid, broken, True)], zk=zk)
+            c.broken = lid
+
+            # an orphan: Pulsar's metadata naming "three", listed nowhere
+            c.orphan = c.write_ledger(ml_three, pe.case_entries("a_plain")[:1]).ledger_id
+            c.not_pulsar = bk.create(3, 2, 2, password=b"x").ledger_id
+            yield c
+        finally:
+            if bk is not None:
+                try:
+                    bk.close()
+                except Exception:
+                    pass
+            for p in procs:
+                p.kill()
+
+
+def bkctl(capsys, uri, *args):
+    """``bkctl -m URI --json ARGS`` in this process: (exit code, stdout lines as JSON, stderr)."""
+    from bkctl.cli import run
+
+    capsys.readouterr()
+    code = run(["-m", uri, "--json", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, [json.loads(line) for line in out.splitlines() if line.strip()], err
+
+
+# ---------------------------------------------------------------- bkctl pulsar
+
+
+def test_topic_list_reports_every_topic_with_what_its_managed_ledger_records(pulsar_cluster, capsys):
+    c = pulsar_cluster
+    code, rows, err = bkctl(capsys, c.uri, "pulsar", "topic", "list", "--namespace", NS)
+    assert code == 0, err
+    by_topic = {r["topic"]: r for r in rows}
+    expected = {f"persistent://{NS}/{short}" for short in c.topics}
+    assert set(by_topic) == expected
+    three = by_topic[f"persistent://{NS}/three"]
+    first, second = (pe.case_entries(k) for k in ("b_batch", "c_lz4_batch"))
+    assert three == {"topic": f"persistent://{NS}/three", "managed_ledger": f"{NS}/persistent/three",
+                     "partition": -1, "ledgers": 3, "entries": len(first) + len(second),
+                     "size": sum(map(len, first + second)), "cursors": ["sub1", "sub2"], "terminated": False}
+    assert by_topic[f"persistent://{NS}/parts-partition-1"]["partition"] == 1
+    code, rows, _ = bkctl(capsys, c.uri, "pulsar", "topic", "list", "--tenant", "nobody")
+    assert code == 0 and rows == []
+
+
+def test_topic_show_gives_ledgers_bookies_and_cursor_backlogs(pulsar_cluster, capsys):
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    c = pulsar_cluster
+    t = c.three
+    code, docs, err = bkctl(capsys, c.uri, "pulsar", "topic", "show", f"persistent://{NS}/three")
+    assert code == 0, err
+    [doc] = docs
+    assert doc["partitioned"] is False
+    [part] = doc["partitions"]
+    entries = c.topics["three"]["entries"]
+    with ZKMetadataStore(c.uri) as store:
+        for ls in part["ledgers"]:
+            md, _ = store.ledgers.read(ls["ledger_id"])
+            assert ls["bookies"] == [str(b) for b in md.ensembles[0][1]]
+    assert [(ls["ledger_id"], ls["state"], ls["entries"]) for ls in part["ledgers"]] == [
+        (t["a"], "CLOSED", 3), (t["b"], "CLOSED", 2), (t["o"], "OPEN", 4)]  # open: a reader sees LAC 3
+    assert part["ledgers"][0]["size"] == sum(map(len, entries[t["a"]]))
+    assert part["ledgers"][2]["size"] is None and part["ledgers"][2]["closed"] is None
+    cursors = {cur["name"]: cur for cur in part["cursors"]}
+    # sub1: unacked a:1 (partly), b:0, o:2, o:3 (o:4 is past the LAC a reader sees)
+    assert cursors["sub1"]["backlog_entries"] == 4
+    assert cursors["sub1"]["mark_delete"] == f"{t['a']}:0"
+    assert cursors["sub1"]["position_from"] == "znode"
+    mean_a = sum(map(len, entries[t["a"]])) / 3
+    mean_b = sum(map(len, entries[t["b"]])) / 2
+    mean_all = (sum(map(len, entries[t["a"]])) + sum(map(len, entries[t["b"]]))) / 5
+    assert cursors["sub1"]["backlog_bytes"] == round(mean_a + mean_b + 2 * mean_all)
+    # sub2: the cursor ledger's last entry (b:1) is newer than its znode (a:0)
+    assert cursors["sub2"]["mark_delete"] == f"{t['b']}:1"
+    assert cursors["sub2"]["position_from"] == f"cursor ledger {t['cursor_ledger']} entry 1"
+    assert cursors["sub2"]["backlog_entries"] == 4
+
+
+def test_topic_show_of_a_partitioned_topic_shows_each_partition(pulsar_cluster, capsys):
+    c = pulsar_cluster
+    code, [doc], err = bkctl(capsys, c.uri, "pulsar", "topic", "show", f"persistent://{NS}/parts")
+    assert code == 0, err
+    assert doc["partitioned"] is True
+    assert [p["topic"] for p in doc["partitions"]] == [f"persistent://{NS}/parts-partition-{n}" for n in (0, 1)]
+    assert [p["entries"] for p in doc["partitions"]] == [2, 2]
+
+
+def test_a_missing_topic_is_exit_3_with_a_suggestion(pulsar_cluster, capsys):
+    code, rows, err = bkctl(capsys, pulsar_cluster.uri, "pulsar", "topic", "show", f"persistent://{NS}/thre")
+    assert code == 3 and rows == []
+    assert err.strip() == (f"bkctl: error: no such topic: persistent://{NS}/thre "
+                           f"(did you mean persistent://{NS}/three?)")
+    code, _, err = bkctl(capsys, pulsar_cluster.uri, "pulsar", "topic", "show", "non-persistent://a/b/c")
+    assert code == 2 and "only persistent topics" in err
+
+
+def test_ledger_owner_names_topic_cursor_orphan_or_not_pulsar(pulsar_cluster, capsys):
+    c = pulsar_cluster
+    t = c.three
+    cases = {t["b"]: ("topic", f"persistent://{NS}/three", None),
+             t["cursor_ledger"]: ("cursor", f"persistent://{NS}/three", "sub2"),
+             c.orphan: ("orphan", None, None),
+             c.not_pulsar: ("not-pulsar", None, None)}
+    for ledger_id, (owner, topic, cursor) in cases.items():
+        code, [doc], err = bkctl(capsys, c.uri, "pulsar", "ledger-owner", ledger_id)
+        assert code == 0, err
+        assert (doc["owner"], doc["topic"], doc["cursor"]) == (owner, topic, cursor), ledger_id
+    code, _, err = bkctl(capsys, c.uri, "pulsar", "ledger-owner", 987654321)
+    assert code == 3 and "no such ledger: 987654321" in err
+
+
+def test_human_output_of_ledger_owner(pulsar_cluster, capsys):
+    from bkctl.cli import run
+
+    capsys.readouterr()
+    assert run(["-m", pulsar_cluster.uri, "pulsar", "ledger-owner", str(pulsar_cluster.orphan)]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == (f"ledger {pulsar_cluster.orphan}: orphan (no managed ledger lists it; it names "
+                           f"{NS}/persistent/three)")
+
+
+# ---------------------------------------------------------------- bkctl export --topic
+
+
+@pytest.fixture(scope="module")
+def spark(pulsar_cluster):
+    pytest.importorskip("pyspark")
+    from bkctl.export.job import spark_session, stop_spark
+
+    session, created = spark_session("local[2]")
+    try:
+        yield session
+    finally:
+        if created:
+            stop_spark(session)
+
+
+def export_rows(out):
+    """The exported rows as dicts, in storage order (ledger, entry, batch index)."""
+    from bkctl.export.reading import arrow_dataset
+
+    table = arrow_dataset(out).to_table()
+    rows = table.to_pylist()
+    return sorted(rows, key=lambda r: (r["topic"], r["ledger_id"], r["entry_id"], r["batch_index"]))
+
+
+def export(capsys, c, out, *args):
+    code, docs, err = bkctl(capsys, c.uri, "export", "--out", out, "--split-entries", "2", *args)
+    return code, (docs[0] if docs else None), err
+
+
+def assert_messages(rows, case, ledger_id, partition=-1):
+    want = pe.expected_messages(case)
+    assert len(rows) == len(want), case
+    for row, m in zip(rows, want):
+        got = (row["payload"] or b"", row["key"], row["ordering_key"], dict(row["properties"] or []),
+               None if row["event_time"] is None else int(row["event_time"].timestamp() * 1000),
+               row["sequence_id"], row["producer_name"], row["schema_version"], row["ledger_id"],
+               row["entry_id"], row["batch_index"], row["partition"], row["error"])
+        assert got == (m["payload"], m["partition_key"], m["ordering_key"], m["properties"], m["event_timestamp"],
+                       m["expected_sequence_id"], m["producer_name"], m["schema_version"], ledger_id,
+                       m["id"]["entry_id"], m["id"]["batch_index"], partition, None), case
+
+
+def test_export_topic_gives_what_the_client_sent_for_every_vector_case(pulsar_cluster, spark, capsys, tmp_path):
+    c = pulsar_cluster
+    for case in pe.cases():
+        out = tmp_path / case
+        code, doc, err = export(capsys, c, out, "--topic", f"persistent://{NS}/vec-{case}")
+        assert code == 0, (case, err)
+        want = pe.expected_messages(case)
+        assert doc["messages"] == len(want) and doc["problems"] == [], case
+        assert doc["entries"] == len(pe.case_entries(case))
+        rows = export_rows(out)
+        assert {r["topic"] for r in rows} == {f"persistent://{NS}/vec-{case}"}
+        assert_messages(rows, case, c.ledger_of_case[case])
+        for row in rows:  # the folder's day is the publish time's (UTC)
+            assert row["date"] == row["publish_time"].date()
+
+
+def test_a_topic_over_three_ledgers_ends_at_the_open_ledgers_lac(pulsar_cluster, spark, capsys, tmp_path):
+    c = pulsar_cluster
+    t = c.three
+    code, doc, err = export(capsys, c, tmp_path / "three", "--topic", f"persistent://{NS}/three")
+    assert code == 0, err
+    rows = export_rows(tmp_path / "three")
+    by_ledger = {lid: [r for r in rows if r["ledger_id"] == lid] for lid in (t["a"], t["b"], t["o"])}
+    assert_messages(by_ledger[t["a"]], "b_batch", t["a"])
+    assert_messages(by_ledger[t["b"]], "c_lz4_batch", t["b"])
+    plain = [m["payload"] for m in pe.expected_messages("a_plain")]
+    assert [r["payload"] for r in by_ledger[t["o"]]] == plain[:4]  # entry 4 is past the LAC a reader sees
+    assert doc["ledgers"] == 3 and doc["entries"] == 3 + 2 + 4
+    assert doc["messages"] == 25 + 15 + 4
+
+
+def test_unacked_only_exports_exactly_what_the_cursor_has_not_acknowledged(pulsar_cluster, spark, capsys,
+                                                                            tmp_path):
+    from bkctl.wire.pulsar.entry import decode_entry
+
+    c = pulsar_cluster
+    t = c.three
+    code, doc, err = export(capsys, c, tmp_path / "unacked", "--topic", f"persistent://{NS}/three",
+                            "--subscription", "sub1", "--unacked-only")
+    assert code == 0, err
+    got = [(r["ledger_id"], r["entry_id"], r["batch_index"]) for r in export_rows(tmp_path / "unacked")]
+    b0 = decode_entry(pe.case_entries("c_lz4_batch")[0]).metadata.num_messages_in_batch
+    assert got == ([(t["a"], 1, i) for i in range(5)] + [(t["b"], 0, i) for i in range(b0)]
+                   + [(t["o"], 2, -1), (t["o"], 3, -1)])
+    # sub2's newer position lives in its cursor ledger: everything after b:1
+    code, doc, err = export(capsys, c, tmp_path / "unacked2", "--topic", f"persistent://{NS}/three",
+                            "--subscription", "sub2", "--unacked-only")
+    assert code == 0, err
+    assert [(r["ledger_id"], r["entry_id"]) for r in export_rows(tmp_path / "unacked2")] == \
+        [(t["o"], e) for e in range(4)]
+    assert {s["reason"] for s in doc["skipped"]} == {"wholly acknowledged by sub2"}
+    code, _, err = export(capsys, c, tmp_path / "x", "--topic", f"persistent://{NS}/three", "--subscription", "nope",
+                          "--unacked-only")
+    assert code == 3 and "has no subscription 'nope' (it has: sub1, sub2)" in err
+
+
+def test_a_partitioned_topic_exports_every_partition(pulsar_cluster, spark, capsys, tmp_path):
+    c = pulsar_cluster
+    code, doc, err = export(capsys, c, tmp_path / "parts", "--topic", f"persistent://{NS}/parts")
+    assert code == 0, err
+    rows = export_rows(tmp_path / "parts")
+    for n, case in enumerate(("c_zlib_batch", "c_snappy_batch")):
+        mine = [r for r in rows if r["topic"] == f"persistent://{NS}/parts-partition-{n}"]
+        assert_messages(mine, case, mine[0]["ledger_id"], partition=n)
+        assert all(r["message_id"] == f"{r['ledger_id']}:{r['entry_id']}:{n}:{r['batch_index']}" for r in mine)
+
+
+def test_a_deleted_ledger_stops_the_export_unless_skip_missing(pulsar_cluster, spark, capsys, tmp_path):
+    c = pulsar_cluster
+    code, doc, err = export(capsys, c, tmp_path / "gone", "--topic", f"persistent://{NS}/gone")
+    assert code == 3 and doc is None
+    assert err.strip() == (f"bkctl: error: ledgers listed by persistent://{NS}/gone but deleted: "
+                           f"{c.gone['deleted']} (of persistent://{NS}/gone) (--skip-missing exports the rest)")
+    assert not (tmp_path / "gone").exists()
+    code, doc, err = export(capsys, c, tmp_path / "gone", "--topic", f"persistent://{NS}/gone", "--skip-missing")
+    assert code == 0, err
+    assert_messages(export_rows(tmp_path / "gone"), "a_plain", c.gone["kept"])
+    assert doc["skipped"] == [{"ledger_id": c.gone["deleted"], "topic": f"persistent://{NS}/gone",
+                               "reason": "listed by the managed ledger but deleted"}]
+
+
+def test_a_ledger_offloaded_and_deleted_from_bookkeeper_is_skipped_and_said(pulsar_cluster, spark, capsys,
+                                                                            tmp_path):
+    c = pulsar_cluster
+    code, doc, err = export(capsys, c, tmp_path / "off", "--topic", f"persistent://{NS}/offloaded")
+    assert code == 0, err
+    assert doc["skipped"] == [{"ledger_id": c.offloaded["deleted"], "topic": f"persistent://{NS}/offloaded",
+                               "reason": "offloaded to tiered storage and deleted from BookKeeper"}]
+    assert_messages(export_rows(tmp_path / "off"), "a_plain", c.offloaded["here"])
+    code, [doc], err = bkctl(capsys, c.uri, "pulsar", "topic", "show", f"persistent://{NS}/offloaded")
+    assert [(ls["state"], ls["offloaded"]) for ls in doc["partitions"][0]["ledgers"]] == [("MISSING", True),
+                                                                                            ("CLOSED", False)]
+
+
+def test_a_corrupt_entry_is_an_error_row_or_skipped_never_silent(pulsar_cluster, spark, capsys, tmp_path):
+    c = pulsar_cluster
+    code, doc, err = export(capsys, c, tmp_path / "broken", "--topic", f"persistent://{NS}/broken")
+    assert code == 0, err
+    [problem] = doc["problems"]
+    assert (problem["ledger_id"], problem["entry_id"]) == (c.broken, 1)
+    assert problem["reason"].startswith("checksum mismatch")
+    assert err.strip() == (f"bkctl: warning: persistent://{NS}/broken ledger {c.broken} entry 1: "
+                           f"{problem['reason']}")
+    rows = export_rows(tmp_path / "broken")
+    errors = [r for r in rows if r["error"]]
+    assert [(r["entry_id"], r["error"]) for r in errors] == [(1, problem["reason"])]
+    assert errors[0]["payload"] == c.topics["broken"]["entries"][c.broken][1]
+    assert len(rows) == 10 + 1 + 5
+    code, doc, err = export(capsys, c, tmp_path / "broken", "--topic", f"persistent://{NS}/broken",
+                            "--on-corrupt", "skip")
+    assert code == 0 and len(doc["problems"]) == 1 and "checksum mismatch" in err
+    assert [r["entry_id"] for r in export_rows(tmp_path / "broken")] == [0] * 10 + [2] * 5
+
+
+def test_publish_time_window_and_the_manifest(pulsar_cluster, spark, capsys, tmp_path):
+    from bkctl.export.reading import manifest
+
+    c = pulsar_cluster
+    rows = None
+    code, doc, err = export(capsys, c, tmp_path / "all", "--topic", f"persistent://{NS}/vec-b_batch")
+    assert code == 0, err
+    rows = export_rows(tmp_path / "all")
+    times = sorted({int(r["publish_time"].timestamp() * 1000) for r in rows})
+    assert len(times) >= 2
+    code, doc, err = export(capsys, c, tmp_path / "window", "--topic", f"persistent://{NS}/vec-b_batch",
+                            "--from", str(times[1]), "--to", str(times[-1] + 1))
+    assert code == 0, err
+    kept = export_rows(tmp_path / "window")
+    assert kept == [r for r in rows if int(r["publish_time"].timestamp() * 1000) >= times[1]]
+    doc = manifest(tmp_path / "window")
+    assert doc["partition_by"] == "topic" and doc["columns"][:3] == ["topic", "partition", "ledger_id"]
+    assert doc["last_export"]["options"]["topic"] == f"persistent://{NS}/vec-b_batch"
+    assert list(doc["topics"]) == [f"persistent://{NS}/vec-b_batch"]
+
+
+def test_reexport_is_idempotent_and_spark_reads_the_export(pulsar_cluster, spark, capsys, tmp_path):
+    from bkctl.export.reading import read_export
+
+    c = pulsar_cluster
+    out = tmp_path / "again"
+    for _ in range(2):
+        code, doc, err = export(capsys, c, out, "--topic", f"persistent://{NS}/vec-d_chunking")
+        assert code == 0, err
+    rows = export_rows(out)
+    assert_messages(rows, "d_chunking", c.ledger_of_case["d_chunking"])
+    df = read_export(spark, out)
+    assert df.count() == len(rows)
+    got = sorted((r["entry_id"], r["message_id"], bytes(r["payload"])) for r in df.collect())
+    assert got == sorted((r["entry_id"], r["message_id"], r["payload"]) for r in rows)
+    assert any(";" in mid for _, mid, _ in got)  # the chunked messages' "first;last" ids
+
+
+def test_the_data_source_reads_a_topic_with_the_topic_option(pulsar_cluster, spark, tmp_path):
+    from bkctl.export.datasource import register
+
+    c = pulsar_cluster
+    register(spark)
+    df = (spark.read.format("bookkeeper").option("metadataServiceUri", c.uri)
+          .option("topic", f"persistent://{NS}/three").option("subscription", "sub1").option("unackedOnly", "true")
+          .option("splitEntries", "1").load())
+    assert df.columns[:4] == ["topic", "partition", "ledger_id", "entry_id"]
+    t = c.three
+    got = sorted((r["ledger_id"], r["entry_id"], r["batch_index"]) for r in df.collect())
+    assert got[:5] == [(t["a"], 1, i) for i in range(5)]
+    assert got[-2:] == [(t["o"], 2, -1), (t["o"], 3, -1)]
+    plain = (spark.read.format("bookkeeper").option("metadataServiceUri", c.uri)
+             .option("topic", f"persistent://{NS}/vec-g_samekey_batch").load())
+    rows = sorted(plain.collect(), key=lambda r: r["batch_index"])
+    assert [bytes(r["payload"]) for r in rows] == [m["payload"] for m in pe.expected_messages("g_samekey_batch")]
+
+
+def test_human_output_of_a_topic_export_and_of_topic_show(pulsar_cluster, spark, capsys, tmp_path):
+    from bkctl.cli import run
+
+    c = pulsar_cluster
+    capsys.readouterr()
+    code = run(["-m", c.uri, "export", "--out", str(tmp_path / "h"), "--topic", f"persistent://{NS}/vec-b_batch"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.startswith(f"exported 25 messages (") and f"from 3 entries of 1 ledger of persistent://{NS}/vec-b_batch" \
+        f" to {tmp_path / 'h'}" in out
+    assert run(["-m", c.uri, "pulsar", "topic", "show", f"persistent://{NS}/three"]) == 0
+    out = capsys.readouterr().out
+    assert "sub1" in out and "sub2" in out and str(c.three["o"]) in out and "OPEN" in out

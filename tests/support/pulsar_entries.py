@@ -1,0 +1,120 @@
+"""Pulsar entries made as a producer and broker make them, for tests and the benchmark.
+
+The layout follows the real client's bytes in ``tests/vectors/pulsar`` (a
+test checks that :func:`encode_entry` reproduces them byte for byte): the
+producer's ``MessageMetadata``, the (batch) payload compressed as a whole, the
+CRC32C over everything after it, and the broker's optional entry metadata in
+front.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+
+from crc32c import crc32c
+
+from bkctl.wire.proto import pulsar_api_pb2 as pb
+
+__all__ = ["batch_payload", "compress", "encode_entry", "metadata", "with_broker_metadata"]
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    if codec == pb.NONE:
+        return data
+    if codec == pb.LZ4:
+        import lz4.block
+
+        return lz4.block.compress(data, store_size=False)
+    if codec == pb.ZLIB:
+        return zlib.compress(data)
+    if codec == pb.ZSTD:
+        import zstandard
+
+        return zstandard.ZstdCompressor().compress(data)
+    if codec == pb.SNAPPY:
+        import cramjam
+
+        return bytes(cramjam.snappy.compress_raw(data))
+    raise ValueError(f"codec {codec}")
+
+
+def metadata(producer: str, sequence_id: int, publish_time: int, **fields) -> pb.MessageMetadata:
+    md = pb.MessageMetadata(producer_name=producer, sequence_id=sequence_id, publish_time=publish_time)
+    for name, value in fields.items():
+        if name == "properties":
+            md.properties.extend(pb.KeyValue(key=k, value=v) for k, v in value.items())
+        else:
+            setattr(md, name, value)
+    return md
+
+
+def batch_payload(messages: list[tuple[pb.SingleMessageMetadata, bytes]]) -> bytes:
+    """``[u32 size][SingleMessageMetadata][payload]`` for each message."""
+    out = bytearray()
+    for smd, body in messages:
+        smd.payload_size = len(body)
+        raw = smd.SerializeToString()
+        out += struct.pack(">I", len(raw)) + raw + body
+    return bytes(out)
+
+
+def encode_entry(md: pb.MessageMetadata, payload: bytes, codec: int = pb.NONE) -> bytes:
+    """``[0x0e01][crc32c][u32 size][metadata][payload]``, the payload
+    compressed with ``codec`` (``compression``/``uncompressed_size`` set)."""
+    if codec != pb.NONE:
+        md.compression = codec
+        md.uncompressed_size = len(payload)
+        payload = compress(codec, payload)
+    raw = md.SerializeToString()
+    body = struct.pack(">I", len(raw)) + raw + payload
+    return struct.pack(">HI", 0x0E01, crc32c(body)) + body
+
+
+def with_broker_metadata(entry: bytes, broker_timestamp: int | None = None, index: int | None = None) -> bytes:
+    bem = pb.BrokerEntryMetadata()
+    if broker_timestamp is not None:
+        bem.broker_timestamp = broker_timestamp
+    if index is not None:
+        bem.index = index
+    raw = bem.SerializeToString()
+    return struct.pack(">HI", 0x0E02, len(raw)) + raw + entry
+
+
+# ---------------------------------------------------------------- the vectors
+
+def vectors_dir():
+    from tests.support.golden import VECTORS
+
+    return VECTORS / "pulsar"
+
+
+def cases() -> list[str]:
+    return sorted(p.name for p in (vectors_dir() / "entries").iterdir())
+
+
+def case_entries(case: str, folder: str = "entries") -> list[bytes]:
+    """The stored entries of a case, by entry id."""
+    files = sorted((vectors_dir() / folder / case).glob("*.bin"), key=lambda p: int(p.stem))
+    return [f.read_bytes() for f in files]
+
+
+def expected_messages(case: str) -> list[dict]:
+    """What the application sent, in the order a reader meets the messages,
+    each with the message id the real client got back (``ledger_id`` 1000)."""
+    import base64
+    import json
+
+    root = vectors_dir()
+    sent = json.loads((root / "expected" / f"{case}.json").read_text())
+    ids = json.loads((root / "messageids" / f"{case}.json").read_text())
+    out = []
+    for i in ids["storage_order_of_send_indexes"]:
+        m = dict(sent["messages"][i])
+        m["payload"] = base64.b64decode(m["payload_b64"])
+        m["ordering_key"] = None if m["ordering_key_b64"] is None else base64.b64decode(m["ordering_key_b64"])
+        m["id"] = ids["messages"][i]
+        m["producer_name"] = sent["producer_name"]
+        schema = sent.get("schema_version_returned_by_recording_broker_b64")
+        m["schema_version"] = None if schema is None else base64.b64decode(schema)
+        out.append(m)
+    return out

@@ -1,0 +1,63 @@
+"""The topic export's pure parts: folder names, partitions, options."""
+import pytest
+
+from bkctl.export.output import leaf_partitions
+from bkctl.export.planning import LedgerSpec, SpecError
+from bkctl.export.topic import escape_partition_value, file_schema, topic_arrow_schema
+
+
+def test_topic_folders_are_escaped_as_spark_writes_them_and_read_back_by_pyarrow(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    topic = "persistent://public/default/a b=c%d"
+    folder = f"topic={escape_partition_value(topic)}"
+    assert folder == "topic=persistent%3A%2F%2Fpublic%2Fdefault%2Fa b%3Dc%25d"
+    leaf = tmp_path / folder / "date=2026-11-21" / "ledger_id=7"
+    leaf.mkdir(parents=True)
+    pq.write_table(pa.table({"entry_id": [1]}), leaf / "part-0.parquet")
+    (tmp_path / "ledger_id=8").mkdir()
+    assert leaf_partitions(tmp_path) == {f"{folder}/date=2026-11-21/ledger_id=7": 7, "ledger_id=8": 8}
+    part = ds.partitioning(pa.schema([("topic", pa.string()), ("date", pa.date32()), ("ledger_id", pa.int64())]),
+                           flavor="hive")
+    table = ds.dataset(str(tmp_path / folder), format="parquet", partitioning=part).to_table()
+    assert table.num_rows == 1
+    rows = ds.dataset(str(tmp_path), format="parquet", partitioning=part,
+                      exclude_invalid_files=True).to_table().to_pylist()
+    assert [r["topic"] for r in rows if r["ledger_id"] == 7] == [topic]
+
+
+def test_files_leave_out_the_partition_columns():
+    names = file_schema().names
+    assert "topic" not in names and "ledger_id" not in names
+    assert set(topic_arrow_schema().names) - set(names) == {"topic", "ledger_id"}
+    assert file_schema("utf8").names[-1] == "payload_text"
+
+
+def test_topic_export_options():
+    from bkctl.export.job import ExportOptions
+
+    opts = ExportOptions(out="x", spec=LedgerSpec(), topic="persistent://a/b/c")
+    assert opts.partition_by == "topic"
+    assert opts.describe()["topic"] == "persistent://a/b/c"
+    with pytest.raises(SpecError, match="--unacked-only needs --subscription"):
+        ExportOptions(out="x", spec=LedgerSpec(), topic="persistent://a/b/c", unacked_only=True)
+    with pytest.raises(SpecError, match="partition by ledger_id or date"):
+        ExportOptions(out="x", spec=LedgerSpec(), partition_by="topic")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--topic", "persistent://a/b/c", "--unacked-only"], "--unacked-only needs --subscription"),
+    (["--ledgers", "1", "--subscription", "s"], "--subscription, --unacked-only, --from, --to and --skip-missing "
+                                                "go with --topic"),
+    (["--ledgers", "1", "--topic", "persistent://a/b/c"], "give exactly one of --ledgers SPEC, --all and --topic"),
+])
+def test_topic_export_options_are_checked_before_anything_runs(args, message, capsys, tmp_path):
+    pytest.importorskip("pyspark")
+    from bkctl.cli import run
+
+    code = run(["-m", "zk+hierarchical://127.0.0.1:1/ledgers", "export", "--out", str(tmp_path / "o"), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o").exists()

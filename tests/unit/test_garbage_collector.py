@@ -1,0 +1,299 @@
+"""Garbage collection and compaction: Java's schedule rules, the throttle's accounting on an
+injected clock, the compaction keys' checks at load, and compaction racing adds, reads,
+re-puts and deletions in a real entry store."""
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+from twisted.internet import defer, task
+
+from bkctl.bookied.config import ConfigError, load_config
+from bkctl.bookied.garbage_collector import MAJOR, MINOR, GarbageCollectorThread, GcPolicy, choose_compaction
+from bkctl.bookied.storage import EntryStore
+from bkctl.bookied.storage.compactor import CompactionStopped, EntryLogCompactor, Throttle
+
+H = 3600 * 1000
+
+
+def data(ledger: int, entry: int, size: int = 200) -> bytes:
+    return (b"%d/%d:" % (ledger, entry)).ljust(size, b"x")
+
+
+# -- Java's schedule ---------------------------------------------------------------------------
+
+def test_major_before_minor_and_each_at_its_interval():
+    p = GcPolicy()  # Java's defaults: minor 1 h below 0.2, major 24 h below 0.8
+    assert choose_compaction(p, H, 0, 0, False, False, False) is None  # not yet due (strictly after)
+    assert choose_compaction(p, H + 1, 0, 0, False, False, False) == MINOR
+    assert choose_compaction(p, 24 * H + 1, 0, 0, False, False, False) == MAJOR
+    assert choose_compaction(p, 24 * H + 1, 0, 0, False, True, False) == MINOR  # major suspended
+    assert choose_compaction(p, 24 * H + 1, 0, 0, False, True, True) is None
+    assert choose_compaction(p, 1, 0, 0, True, False, False) == MAJOR  # forced: whatever is enabled
+
+
+def test_zero_disables_unless_force_allowed():
+    off = GcPolicy(minor_interval_ms=0, major_interval_ms=0)
+    assert choose_compaction(off, 10**12, 0, 0, True, False, False) is None
+    forced = GcPolicy(minor_interval_ms=0, major_interval_ms=0, force_allow=True)
+    assert choose_compaction(forced, 10**12, 0, 0, False, False, False) is None  # never periodically
+    assert choose_compaction(forced, 1, 0, 0, True, False, False) == MAJOR
+    assert choose_compaction(forced, 1, 0, 0, True, True, False) == MINOR
+    # a threshold of 1 (or 0) is not forceable (Java: 0 < threshold < 1)
+    one = GcPolicy(minor_interval_ms=0, major_interval_ms=0, major_threshold=1.0, force_allow=True)
+    assert choose_compaction(one, 1, 0, 0, True, False, True) is None
+
+
+# -- the throttle --------------------------------------------------------------------------------
+
+class FakeTime:
+    def __init__(self):
+        self.now = 100.0
+        self.sleeps: list[float] = []
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_throttle_by_bytes_holds_the_rate():
+    t = FakeTime()
+    th = Throttle(1_000_000, True, clock=t.clock, sleep=t.sleep)
+    sizes = [50_000] * 40 + [200_000] * 5
+    for n in sizes:
+        th.acquire(n)
+        t.now += 0.001  # the copy itself takes a little time
+    # every permit but the last is paid for before the next acquire returns: the bytes moved in
+    # the elapsed time are exactly the rate's allowance (Guava's RateLimiter, first one free)
+    elapsed = t.now - 100.0 - 0.001
+    assert th.permits == sum(sizes)
+    assert (sum(sizes) - sizes[-1]) / elapsed == pytest.approx(1_000_000, rel=1e-9)
+    assert th.slept == pytest.approx(sum(t.sleeps))
+
+
+def test_throttle_by_entries_counts_entries_not_bytes():
+    t = FakeTime()
+    th = Throttle(100, False, clock=t.clock, sleep=t.sleep)
+    for _ in range(201):
+        th.acquire(1_000_000)
+    assert th.permits == 201 and t.now - 100.0 == pytest.approx(2.0)
+
+
+def test_throttle_lifted_and_cancelled():
+    t = FakeTime()
+    th = Throttle(1, True, clock=t.clock, sleep=t.sleep)
+    th.lifted = True
+    for _ in range(10):
+        th.acquire(10**6)
+    assert t.sleeps == [] and th.permits == 0
+    th.cancel()
+    with pytest.raises(CompactionStopped):
+        th.acquire(1)
+
+
+# -- the keys at load ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("overrides, key, problem", [
+    ({"minorCompactionThreshold": "1.5"}, "minorCompactionThreshold", "out of range (0..1)"),
+    ({"majorCompactionThreshold": "-0.1"}, "majorCompactionThreshold", ""),
+    ({"compactionRateByBytes": "0"}, "compactionRateByBytes", ""),
+    ({"compactionRateByEntries": "0"}, "compactionRateByEntries", ""),
+    ({"compactionMaxOutstandingRequests": "0"}, "compactionMaxOutstandingRequests", ""),
+    ({"minorCompactionMaxTimeMillis": "-2"}, "minorCompactionMaxTimeMillis", ""),
+    ({"logSizeLimit": "1000"}, "logSizeLimit", ""),
+    ({"logSizeLimit": str(4 * 1024 ** 3)}, "logSizeLimit", "out of range"),
+    ({"isThrottleByBytes": "maybe"}, "isThrottleByBytes", ""),
+    ({"gcWaitTime": "7200000"}, "minorCompactionInterval", "shorter than gcWaitTime"),
+    ({"minorCompactionInterval": "86400"}, "minorCompactionInterval", "is not below majorCompactionInterval"),
+    ({"minorCompactionThreshold": "0.9"}, "minorCompactionThreshold", "is not below majorCompactionThreshold"),
+])
+def test_compaction_keys_out_of_range_are_refused(tmp_path, overrides, key, problem):
+    conf = tmp_path / "bk_server.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in overrides.items()))
+    with pytest.raises(ConfigError) as err:
+        load_config(str(conf))
+    message = str(err.value)
+    assert "\n" not in message and f"{key}: " in message and problem in message
+    assert message.startswith(str(conf) + ":") or key != next(iter(overrides))
+
+
+def test_compaction_keys_load_with_java_defaults_and_old_rate_name(tmp_path):
+    cfg = load_config()
+    policy = GcPolicy.from_config(cfg)
+    assert policy == GcPolicy()
+    assert cfg.log_size_limit == 1024 ** 3
+    conf = tmp_path / "bk_server.conf"
+    conf.write_text("compactionRate=250\nminorCompactionInterval=0\nisForceGCAllowWhenNoSpace=true\n")
+    policy = GcPolicy.from_config(load_config(str(conf)))
+    assert policy.rate_by_entries == 250 and not policy.minor_enabled and policy.force_when_no_space
+    # one of the pair disabled: no ordering between them is required (Java's rule)
+    conf.write_text("minorCompactionInterval=0\nminorCompactionThreshold=0.95\n")
+    assert load_config(str(conf)).minor_compaction_threshold == 0.95
+
+
+# -- compaction in a real store ------------------------------------------------------------------
+
+def sparse_store(sdir, ledgers=8, entries=60, keep=(0,)) -> EntryStore:
+    """Ledgers interleaved into small logs, all but ``keep`` deleted."""
+    s = EntryStore(sdir, log_size_limit=16 * 1024)
+    for e in range(entries):
+        for lid in range(ledgers):
+            s.put_entry(lid, e, data(lid, e))
+        if e % 10 == 9:
+            s.flush()
+    s.flush()
+    for lid in range(ledgers):
+        if lid not in keep:
+            s.delete_ledger(lid)
+    return s
+
+
+def test_compaction_keeps_every_live_entry_and_frees_the_logs(tmp_path):
+    s = sparse_store(str(tmp_path / "l"))
+    before = s.disk_usage()
+    assert before["entry_logs"] > 3 and before["live_bytes"] * 3 < before["entry_log_bytes"]
+    stats = s.compact(0.5)
+    after = s.disk_usage()
+    assert stats["logs"] >= before["entry_logs"] - 1 and stats["moved_entries"] >= 50
+    assert after["entry_log_bytes"] <= 2 * after["live_bytes"] + 2 * 16 * 1024
+    assert all(s.get_entry(0, e) == data(0, e) for e in range(60))
+    s.close()
+    s = EntryStore(str(tmp_path / "l"))
+    assert all(s.get_entry(0, e) == data(0, e) for e in range(60))
+    assert s.disk_usage()["live_entries"] == 60
+    s.close()
+
+
+def test_a_row_changed_during_compaction_is_not_switched(tmp_path):
+    """A re-put (recovery add) and a deleted ledger win over the compaction's copies."""
+    s = sparse_store(str(tmp_path / "l"), keep=(0, 1, 2))
+    victim = s.compaction_candidates(0.9)[0][0]
+    in_victim = {}
+    for lid, eid, _data, _row in s.live_records(victim):
+        in_victim.setdefault(lid, []).append(eid)
+    assert len(in_victim) >= 2
+    re_put_ledger, deleted_ledger = sorted(in_victim)[:2]
+    real = s.live_records
+
+    def racing(log_id):  # after the scan, before the switch: a re-put and a delete land
+        records = list(real(log_id))
+        for eid in in_victim[re_put_ledger]:
+            s.put_entry(re_put_ledger, eid, b"newer copy %d" % eid)
+        s.flush()
+        s.delete_ledger(deleted_ledger)
+        return records
+
+    s.live_records = racing
+    throttle = Throttle(1, False)
+    throttle.lifted = True
+    with EntryLogCompactor(s, throttle, max_outstanding=7) as c:
+        result = c.compact(victim)
+    assert result.deleted and result.moved_entries < sum(map(len, in_victim.values()))
+    assert all(s.get_entry(re_put_ledger, e) == b"newer copy %d" % e for e in in_victim[re_put_ledger])
+    assert not s.has_ledger(deleted_ledger) and s.get_entry(deleted_ledger, in_victim[deleted_ledger][0]) is None
+    usage = s.disk_usage()
+    assert usage["live_entries"] == sum(1 for lid in (0, 1, 2) if lid != deleted_ledger for _ in range(60))
+    s.close()
+
+
+def test_reads_and_adds_go_on_while_compaction_is_throttled(tmp_path):
+    s = sparse_store(str(tmp_path / "l"), keep=(0, 3))
+    reading = threading.Event()
+    errors = []
+
+    def reader():
+        while not reading.is_set():
+            for lid in (0, 3):
+                for e in range(0, 60, 7):
+                    if s.get_entry(lid, e) != data(lid, e):
+                        errors.append((lid, e))
+
+    t = threading.Thread(target=reader)
+    t.start()
+    adds = []
+
+    def slow_sleep(seconds):  # while compaction waits, the bookie adds and flushes
+        e = 100 + len(adds)
+        s.put_entry(9, e, data(9, e))
+        adds.append(e)
+        s.flush()
+
+    th = Throttle(50, False, sleep=slow_sleep)
+    try:
+        stats = s.compact(0.5, throttle=th, max_outstanding=5)
+    finally:
+        reading.set()
+        t.join()
+    assert not errors and stats["moved_entries"] >= 60 and len(adds) >= 60  # a wait per entry but the first
+    assert all(s.get_entry(9, e) == data(9, e) for e in adds)
+    assert all(s.get_entry(lid, e) == data(lid, e) for lid in (0, 3) for e in range(60))
+    s.close()
+
+
+# -- the thread's disk-pressure reactions, on task.Clock -------------------------------------------
+
+def gc_on_clock(policy, stores=()):
+    clock = task.Clock()
+    passes = []
+
+    def in_thread(fn):
+        d = defer.Deferred()
+        d.addCallback(lambda _: fn())
+        passes.append(d)
+        return d
+
+    return GarbageCollectorThread(policy, list(stores), lambda s: 0, clock, in_thread), clock, passes
+
+
+def test_full_disk_suspends_compaction_or_forces_it_with_limits_lifted(tmp_path):
+    gc, clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1000))
+    gc.disk_almost_full()
+    assert gc.suspend_major and not gc.suspend_minor and not passes
+    gc.disk_full()
+    assert gc.suspend_major and gc.suspend_minor and not passes
+    gc.disk_writable()
+    assert not (gc.suspend_major or gc.suspend_minor)
+
+    s = sparse_store(str(tmp_path / "l"))
+    gc, clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1000, force_when_no_space=True,
+                                             rate_by_entries=1, major_max_ms=1), [s])
+    gc.disk_full()
+    assert len(passes) == 1 and gc.in_force_gc()
+    gc.disk_full()  # the next disk check: no second pass while one runs
+    assert len(passes) == 1
+    clock.advance(1)
+    passes[0].callback(None)  # runs the pass: rate 1 entry/s and 1 ms max would take minutes
+    assert gc.major_count == 1 and gc.entries_moved == 60 and gc.reclaimed_by_compaction > 0
+    assert gc.force_gc  # still full: the periodic passes stay forced
+    gc.disk_writable()
+    assert not gc.in_force_gc()
+    s.close()
+
+
+def test_a_compaction_that_fails_to_write_leaves_no_file_behind(tmp_path, monkeypatch):
+    s = sparse_store(str(tmp_path / "l"))
+    victim = s.compaction_candidates(0.5)[0][0]
+    logs_before = sorted(os.listdir(s.directory))
+    real = os.fdatasync
+    calls = []
+
+    def full_disk(fd):  # the compaction log's first fdatasync fails as on a full disk
+        calls.append(fd)
+        raise OSError(28, "No space left on device")
+
+    throttle = Throttle(1, False)
+    throttle.lifted = True
+    with pytest.raises(OSError):
+        with EntryLogCompactor(s, throttle) as c:
+            monkeypatch.setattr(os, "fdatasync", full_disk)
+            try:
+                c.compact(victim)
+            finally:
+                monkeypatch.setattr(os, "fdatasync", real)
+    assert calls and sorted(os.listdir(s.directory)) == logs_before  # the copy's log is gone, the old one kept
+    assert all(s.get_entry(0, e) == data(0, e) for e in range(60))
+    s.close()

@@ -1,0 +1,254 @@
+"""Pulsar's managed-ledger metadata: topic names, znode values, positions.
+
+* Topic names: ``persistent://tenant/ns/local`` <-> the managed-ledger name
+  ``tenant/ns/persistent/<URL-encoded local name>`` (Java's ``URLEncoder``:
+  letters, digits and ``.-*_`` stay, a space becomes ``+``, the rest is
+  ``%XX`` of UTF-8).  Partitions are topics named ``<topic>-partition-N``.
+* Znode values (``ManagedLedgerInfo``, ``ManagedCursorInfo``) are accepted
+  as a broker may have written them: binary protobuf (the default), the same
+  behind a ``[0x4778][u32 size][...InfoMetadata]`` compression header, or
+  protobuf text (brokers before 2.x).
+* Positions ``(ledger, entry)``; a cursor has acknowledged everything up to
+  its mark-delete position and each ``(lower, upper]`` individually deleted
+  range.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from ..proto import pulsar_ml_pb2 as ml
+from .errors import PulsarFormatError
+
+__all__ = ["BASE_NODE", "CursorState", "MAGIC_MANAGED_INFO_METADATA", "TopicName", "decode_local_name",
+           "encode_local_name", "parse_cursor_info", "parse_managed_ledger_info", "parse_position_info"]
+
+#: Where Pulsar keeps managed ledgers, beside BookKeeper's root.
+BASE_NODE = "managed-ledgers"
+#: Custom metadata Pulsar puts on a managed ledger's data and cursor ledgers.
+APPLICATION_KEY, APPLICATION = "application", "pulsar"
+COMPONENT_KEY, COMPONENT = "component", "managed-ledger"
+MANAGED_LEDGER_KEY = "pulsar/managed-ledger"
+CURSOR_KEY = "pulsar/cursor"
+MAGIC_MANAGED_INFO_METADATA = 0x4778
+_PARTITION = re.compile(r"(.*)-partition-(\d+)")
+_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-*_")
+
+
+def encode_local_name(name: str) -> str:
+    """``URLEncoder.encode(name, UTF-8)`` as Java does it."""
+    out = []
+    for byte in name.encode("utf-8"):
+        if byte in _SAFE:
+            out.append(chr(byte))
+        elif byte == 0x20:
+            out.append("+")
+        else:
+            out.append(f"%{byte:02X}")
+    return "".join(out)
+
+
+def decode_local_name(encoded: str) -> str:
+    """``URLDecoder.decode(encoded, UTF-8)``."""
+    from urllib.parse import unquote_plus
+
+    return unquote_plus(encoded, encoding="utf-8", errors="strict")
+
+
+@dataclass(frozen=True)
+class TopicName:
+    """A persistent topic (v2 names: ``persistent://tenant/namespace/local``)."""
+
+    tenant: str
+    namespace: str
+    local: str
+    domain: str = "persistent"
+
+    @classmethod
+    def parse(cls, text: str) -> "TopicName":
+        """``persistent://t/ns/x``, ``t/ns/x`` or a managed-ledger name ``t/ns/persistent/x``."""
+        value = text.strip()
+        domain = "persistent"
+        if "://" in value:
+            domain, _, value = value.partition("://")
+            if domain != "persistent":
+                raise ValueError(f"{text!r}: only persistent topics are stored in BookKeeper")
+        parts = value.split("/")
+        if len(parts) == 4 and parts[2] == "persistent" and "://" not in text:
+            return cls(parts[0], parts[1], decode_local_name(parts[3]))
+        if len(parts) < 3 or not parts[0] or not parts[1] or not "/".join(parts[2:]):
+            raise ValueError(f"{text!r} is not a topic name (want persistent://tenant/namespace/topic)")
+        return cls(parts[0], parts[1], "/".join(parts[2:]), domain)
+
+    @classmethod
+    def from_managed_ledger(cls, name: str) -> "TopicName":
+        parts = name.split("/")
+        if len(parts) != 4 or parts[2] != "persistent":
+            raise ValueError(f"{name!r} is not a v2 managed-ledger name (tenant/namespace/persistent/topic)")
+        return cls(parts[0], parts[1], decode_local_name(parts[3]))
+
+    @property
+    def managed_ledger(self) -> str:
+        return f"{self.tenant}/{self.namespace}/{self.domain}/{encode_local_name(self.local)}"
+
+    @property
+    def partition(self) -> int:
+        """The partition index, -1 for a topic that is not a partition."""
+        m = _PARTITION.fullmatch(self.local)
+        return int(m.group(2)) if m else -1
+
+    @property
+    def partitioned_topic(self) -> "TopicName":
+        """The topic a partition belongs to (itself when it is none)."""
+        m = _PARTITION.fullmatch(self.local)
+        return TopicName(self.tenant, self.namespace, m.group(1), self.domain) if m else self
+
+    def __str__(self) -> str:
+        return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local}"
+
+
+# ---------------------------------------------------------------- znode values
+
+_CODECS = {ml.NONE: "NONE", ml.LZ4: "LZ4", ml.ZLIB: "ZLIB", ml.ZSTD: "ZSTD", ml.SNAPPY: "SNAPPY"}
+
+
+def _parse(data: bytes, message_class, header_class, what: str):
+    """One znode value: compressed, binary or text, as MetaStoreImpl reads it."""
+    data = bytes(data)
+    if len(data) >= 6 and struct.unpack_from(">H", data)[0] == MAGIC_MANAGED_INFO_METADATA:
+        size = struct.unpack_from(">I", data, 2)[0]
+        if 6 + size <= len(data):
+            header = header_class()
+            try:
+                header.ParseFromString(data[6:6 + size])
+                from .entry import decompress
+
+                inner = decompress(header.compressionType, data[6 + size:], header.uncompressedSize)
+                msg = message_class()
+                msg.ParseFromString(inner)
+                if msg.IsInitialized():
+                    return msg
+            except Exception:  # noqa: BLE001 - Pulsar falls back to the plain parse too
+                pass
+    msg = message_class()
+    try:
+        msg.ParseFromString(data)
+        if msg.IsInitialized():
+            return msg
+    except Exception:  # noqa: BLE001 - maybe text format
+        pass
+    from google.protobuf import text_format
+
+    try:
+        return text_format.Parse(data.decode("utf-8"), message_class())
+    except Exception as exc:  # noqa: BLE001
+        raise PulsarFormatError(f"{what} is neither binary, compressed nor text protobuf: {exc}") from None
+
+
+def parse_managed_ledger_info(data: bytes):
+    """A ``ManagedLedgerInfo`` znode value."""
+    return _parse(data, ml.ManagedLedgerInfo, ml.ManagedLedgerInfoMetadata, "ManagedLedgerInfo")
+
+
+def parse_cursor_info(data: bytes):
+    """A ``ManagedCursorInfo`` znode value."""
+    return _parse(data, ml.ManagedCursorInfo, ml.ManagedCursorInfoMetadata, "ManagedCursorInfo")
+
+
+def parse_position_info(data: bytes):
+    """A ``PositionInfo`` (an entry of a cursor ledger)."""
+    msg = ml.PositionInfo()
+    try:
+        msg.ParseFromString(bytes(data))
+    except Exception as exc:  # noqa: BLE001
+        raise PulsarFormatError(f"PositionInfo does not parse: {exc}") from None
+    if not msg.IsInitialized():
+        raise PulsarFormatError("PositionInfo lacks its ledger or entry id")
+    return msg
+
+
+# ---------------------------------------------------------------- cursors
+
+Position = tuple[int, int]
+
+
+class CursorState:
+    """What a cursor has acknowledged: everything up to ``mark_delete`` and
+    the ``(lower, upper]`` ranges; inside a partly acknowledged batch, its
+    ``deleteSet`` (a Java ``BitSet`` as 64-bit words) has the bits of the
+    messages *not yet* acknowledged set."""
+
+    def __init__(self, mark_delete: Position, ranges: list[tuple[Position, Position]],
+                 batch_deletes: dict[Position, tuple[int, ...]] | None = None):
+        self.mark_delete = mark_delete
+        self.ranges = sorted(ranges)
+        self._lows = [r[0] for r in self.ranges]
+        #: position -> the words of the batch's still-unacknowledged bit set
+        self.batch_deletes = dict(batch_deletes or {})
+
+    @classmethod
+    def of(cls, info: Any, position: Any = None) -> "CursorState":
+        """From a ``ManagedCursorInfo``, or from the newer ``PositionInfo`` of
+        its cursor ledger when given."""
+        src = position if position is not None else info
+        if position is not None:
+            mark = (position.ledgerId, position.entryId)
+        else:
+            mark = (info.markDeleteLedgerId, info.markDeleteEntryId)
+        ranges = [((r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId),
+                   (r.upperEndpoint.ledgerId, r.upperEndpoint.entryId)) for r in src.individualDeletedMessages]
+        deletes = {(b.position.ledgerId, b.position.entryId): tuple(b.deleteSet)
+                   for b in src.batchedEntryDeletionIndexInfo}
+        return cls(mark, ranges, deletes)
+
+    def acked(self, position: Position) -> bool:
+        """Whether the whole entry at ``position`` is acknowledged."""
+        if position <= self.mark_delete:
+            return True
+        i = bisect.bisect_left(self._lows, position) - 1
+        return i >= 0 and self._lows[i] < position <= self.ranges[i][1]
+
+    def message_acked(self, position: Position, batch_index: int) -> bool:
+        """Whether one message (``batch_index`` -1 outside a batch) is acknowledged."""
+        if self.acked(position):
+            return True
+        words = self.batch_deletes.get(position)
+        if words is None or batch_index < 0:
+            return False
+        word = batch_index // 64
+        return word >= len(words) or not (words[word] >> (batch_index % 64)) & 1
+
+    def first_unacked(self, ledger_id: int) -> int:
+        """The first entry of ``ledger_id`` after the mark-delete position (0 past it)."""
+        md_ledger, md_entry = self.mark_delete
+        if ledger_id < md_ledger:
+            return 1 << 62  # the whole ledger is acknowledged
+        return md_entry + 1 if ledger_id == md_ledger else 0
+
+    def unacked_entries(self, ledger_id: int, entries: int) -> int:
+        """How many of the entries ``0..entries-1`` of ``ledger_id`` are not
+        (wholly) acknowledged: interval arithmetic, no walk over the entries."""
+        start = self.first_unacked(ledger_id)
+        if start >= entries:
+            return 0
+        count = entries - start
+        for (lo_l, lo_e), (hi_l, hi_e) in self.ranges:
+            if hi_l < ledger_id or lo_l > ledger_id:
+                continue
+            first = lo_e + 1 if lo_l == ledger_id else 0
+            last = hi_e if hi_l == ledger_id else entries - 1
+            first, last = max(first, start), min(last, entries - 1)
+            if last >= first:
+                count -= last - first + 1
+        return count
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mark_delete": f"{self.mark_delete[0]}:{self.mark_delete[1]}",
+                "individually_deleted": [f"({lo[0]}:{lo[1]}..{hi[0]}:{hi[1]}]" for lo, hi in self.ranges]}
+
+
+def codec_name(codec: int) -> str:
+    return _CODECS.get(codec, str(codec))

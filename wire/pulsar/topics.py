@@ -1,0 +1,140 @@
+"""Pulsar topics read from ZooKeeper, read-only.
+
+Managed ledgers live at ``/managed-ledgers/<tenant>/<namespace>/persistent/<encoded
+topic>`` beside BookKeeper's root (``/ledgers`` -> ``/managed-ledgers``), each
+with its cursors as children.  This module uses only a kazoo client (the
+metadata store's ``client``) and never writes.
+"""
+from __future__ import annotations
+
+import difflib
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import Unreachable
+from .errors import NoSuchTopic, PulsarFormatError
+from .managed_ledger import (
+    BASE_NODE,
+    TopicName,
+    decode_local_name,
+    parse_cursor_info,
+    parse_managed_ledger_info,
+)
+
+__all__ = ["ManagedLedger", "TopicReader", "default_base"]
+
+
+def default_base(ledgers_root: str) -> str:
+    """``/managed-ledgers`` next to BookKeeper's root (``/x/ledgers`` -> ``/x/managed-ledgers``)."""
+    return posixpath.join(posixpath.dirname(ledgers_root.rstrip("/")) or "/", BASE_NODE)
+
+
+@dataclass
+class ManagedLedger:
+    """One topic's managed ledger: its info, znode version and cursors."""
+
+    topic: TopicName
+    path: str
+    info: Any
+    version: int
+    cursors: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.topic.managed_ledger
+
+    @property
+    def ledger_ids(self) -> list[int]:
+        return [li.ledgerId for li in self.info.ledgerInfo]
+
+    @property
+    def terminated(self) -> tuple[int, int] | None:
+        if not self.info.HasField("terminatedPosition"):
+            return None
+        return self.info.terminatedPosition.ledgerId, self.info.terminatedPosition.entryId
+
+
+class TopicReader:
+    """Lists and reads managed ledgers through ``client`` (a started KazooClient)."""
+
+    def __init__(self, client: Any, base: str = "/" + BASE_NODE):
+        self.client = client
+        self.base = base.rstrip("/") or "/"
+
+    def _call(self, method, *args):
+        from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
+
+        try:
+            return method(*args)
+        except NoNodeError:
+            raise
+        except (ConnectionLoss, SessionExpiredError) as exc:
+            raise Unreachable(f"ZooKeeper unavailable while reading Pulsar metadata: {type(exc).__name__}") from None
+
+    def _children(self, path: str) -> list[str]:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            return sorted(self._call(self.client.get_children, path))
+        except NoNodeError:
+            return []
+
+    def topics(self, tenant: str | None = None, namespace: str | None = None) -> list[TopicName]:
+        """Every persistent topic (v2 names) with a managed ledger, sorted."""
+        out: list[TopicName] = []
+        for t in [tenant] if tenant else self._children(self.base):
+            for ns in [namespace] if namespace else self._children(f"{self.base}/{t}"):
+                for encoded in self._children(f"{self.base}/{t}/{ns}/persistent"):
+                    try:
+                        out.append(TopicName(t, ns, decode_local_name(encoded)))
+                    except ValueError:
+                        continue
+        return sorted(out, key=str)
+
+    def path_of(self, topic: TopicName) -> str:
+        return f"{self.base}/{topic.managed_ledger}"
+
+    def read(self, topic: TopicName | str, cursors: bool = True) -> ManagedLedger:
+        """The managed ledger of ``topic``; :class:`NoSuchTopic` (with
+        suggestions) when there is none."""
+        from kazoo.exceptions import NoNodeError
+
+        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+        path = self.path_of(name)
+        try:
+            data, stat = self._call(self.client.get, path)
+        except NoNodeError:
+            raise NoSuchTopic(str(name), self.suggest(name)) from None
+        try:
+            info = parse_managed_ledger_info(data)
+        except PulsarFormatError as exc:
+            raise PulsarFormatError(f"{path}: {exc}") from None
+        ml = ManagedLedger(name, path, info, stat.version)
+        if cursors:
+            for child in self._children(path):
+                try:
+                    value, _ = self._call(self.client.get, f"{path}/{child}")
+                except NoNodeError:
+                    continue  # deleted meanwhile
+                try:
+                    ml.cursors[decode_local_name(child)] = parse_cursor_info(value)
+                except PulsarFormatError as exc:
+                    raise PulsarFormatError(f"{path}/{child}: {exc}") from None
+        return ml
+
+    def partitions(self, topic: TopicName) -> list[TopicName]:
+        """The partitions ``<topic>-partition-N`` that have managed ledgers, by N."""
+        prefix = topic.local + "-partition-"
+        found = [t for t in self.topics(topic.tenant, topic.namespace)
+                 if t.local.startswith(prefix) and t.partition >= 0 and t.partitioned_topic == topic]
+        return sorted(found, key=lambda t: t.partition)
+
+    def suggest(self, topic: TopicName, limit: int = 3) -> list[str]:
+        """Close names of existing topics: by local name in the same namespace,
+        else by full name anywhere."""
+        same_ns = {t.local: str(t) for t in self.topics(topic.tenant, topic.namespace)} \
+            if self._children(f"{self.base}/{topic.tenant}/{topic.namespace}") else {}
+        if same_ns:
+            return [same_ns[n] for n in difflib.get_close_matches(topic.local, list(same_ns), n=limit, cutoff=0.6)]
+        return difflib.get_close_matches(str(topic), [str(t) for t in self.topics()], n=limit, cutoff=0.6)
