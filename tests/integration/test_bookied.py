@@ -246,7 +246,7 @@ def scrape(port: int) -> dict[str, float]:
 
 
 def test_metrics_count_what_the_bookie_did(bookies):
-    from bkctl.sandbox.zookeeper import free_port
+    from tests.support.ports import free_port
 
     http = free_port()
     bookie = bookies(httpServerEnabled="true", httpServerPort=http, httpServerHost="127.0.0.1").start()

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from bkctl.sandbox.zookeeper import free_port
+from tests.support.ports import free_port
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

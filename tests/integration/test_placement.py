@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from tests.support.bookieproc import BookieProcess
-from bkctl.sandbox.zookeeper import free_port
+from tests.support.ports import free_port
 from tests.support.bookieproc import start_bookies
 from tests.support.cli import bkctl_bytes as bkctl, json_lines, ok, one_line_error
 from bkctl.wire.client.placement import MEETS_STRICT, RackAwarePlacement, RegionAwarePlacement

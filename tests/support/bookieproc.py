@@ -14,9 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from bkctl.sandbox.zookeeper import free_port
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import FrameDecoder, frame
+from tests.support.ports import free_port
 
 
 class BookieProcess:
@@ -118,8 +118,10 @@ class BookieProcess:
             return "(no log)"
 
 
-def wait_registered(uri: str, bookie_ids: list[str], timeout: float = 60.0) -> None:
-    """Until every one of ``bookie_ids`` is registered writable at ``uri``."""
+def wait_registered(uri: str, bookie_ids: list[str], timeout: float = 60.0,
+                    procs: list[BookieProcess] = ()) -> None:
+    """Until every one of ``bookie_ids`` is registered writable at ``uri``; RuntimeError
+    with its log at once if one of ``procs`` exits meanwhile."""
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     deadline = time.monotonic() + timeout
@@ -128,6 +130,9 @@ def wait_registered(uri: str, bookie_ids: list[str], timeout: float = 60.0) -> N
             missing = set(bookie_ids) - set(store.registration.writable_bookies())
             if not missing:
                 return
+            for p in procs:
+                if p.proc is not None and p.proc.poll() is not None:
+                    raise RuntimeError(f"bookied {p.bookie_id} exited with {p.proc.returncode}:\n{p.log_tail()}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"bookies {sorted(missing)} did not register within {timeout}s")
             time.sleep(0.05)
@@ -140,7 +145,7 @@ def start_bookies(procs: list[BookieProcess], uri: str, timeout: float = 60.0) -
     deadline = time.monotonic() + timeout
     for p in procs:
         p.wait_listening(deadline)
-    wait_registered(uri, [p.bookie_id for p in procs], timeout)
+    wait_registered(uri, [p.bookie_id for p in procs], timeout, procs)
     return procs
 
 

@@ -1,0 +1,53 @@
+"""Ports for the processes tests start, safe under parallel workers.
+
+``bind(0)`` hands out ports from the kernel's ephemeral range, the range every
+outgoing connection (ZooKeeper clients, bkctl processes...) also draws its
+local port from: between choosing a bookie's port that way and the bookie
+binding it, another connection can take it ("bookiePort ... is in use").
+These ports lie below that range, and each xdist worker hands out its own
+block of them, in turn from a random start; a port something already holds
+is skipped.
+"""
+from __future__ import annotations
+
+import os
+import random
+import socket
+import threading
+
+_FIRST = 20000
+_BLOCK = 1000
+_lock = threading.Lock()
+_next: int | None = None
+
+
+def _block_start() -> int:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")  # gw0, gw1, ...
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    blocks = max(1, (low - _FIRST) // _BLOCK)
+    return _FIRST + (index % blocks) * _BLOCK
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing holds, outside the ephemeral range, this worker's own."""
+    global _next
+    with _lock:
+        start = _block_start()
+        if _next is None:
+            _next = random.randrange(_BLOCK)
+        for _ in range(_BLOCK):
+            port = start + _next
+            _next = (_next + 1) % _BLOCK
+            if _free(port):
+                return port
+    raise RuntimeError(f"no free port in {start}-{start + _BLOCK - 1}")
