@@ -253,7 +253,7 @@ def test_read_failover_when_a_replica_is_down(bookie_cluster, clients):
 
 def test_v2_reads_of_an_unstriped_ledger_are_batch_reads_with_failover(bookie_cluster, clients):
     procs = by_id(bookie_cluster(3))
-    writer = clients(protocol="v2")
+    writer = clients(protocol="v2", add_timeout=15.0)  # a loaded machine may connect late
     lh = writer.create(3, 3, 2)
     lh.add_many(payload(i) for i in range(1500))
     lh.close()
