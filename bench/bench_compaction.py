@@ -14,7 +14,8 @@ Printed, each with the load average beside it (nothing is asserted):
   ledgers hold; target at steady state <= 1.5x live with the default thresholds);
 * compaction throughput: MiB moved per second of compaction;
 * add latency p50/p99 while compaction is idle vs. running (target p99 running <= 1.5x idle
-  with the default rate limit). Adds are sent one at a time and timed by the client.
+  with the default rate limit). ``--writers`` threads (16) share the topics, each sending its
+  adds one at a time at its share of the rate, so adds overlap as a broker's do; each is timed.
 
 ``python bench/bench_compaction.py [--volume-mb 64] [--topics 50] [--rate 1000] ...``
 """
@@ -24,7 +25,6 @@ import argparse
 import collections
 import json
 import os
-import sys
 import tempfile
 import threading
 import time
@@ -90,61 +90,95 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] * 1000
 
 
+class Churn:
+    """The topics' shared tallies; each writer thread owns the topics ``i`` with ``i % writers == w``."""
+
+    def __init__(self, args, bk):
+        self.args, self.bk = args, bk
+        self.lock = threading.Lock()
+        self.written = self.live_bytes = self.sent = 0
+        self.samples: list[tuple[float, float]] = []  # (time, latency)
+        self.errors: list[BaseException] = []
+        self.stop = threading.Event()
+
+    def writer(self, w: int, writers: int, start: float) -> None:
+        """Adds to its topics at rate/writers, rolling and deleting as Pulsar's retention does."""
+        args, bk = self.args, self.bk
+        payload = os.urandom(args.entry_size)
+        mine = list(range(w, args.topics, writers))
+        closed = {i: collections.deque() for i in mine}  # each topic's closed ledgers (id, entries), oldest first
+        current = {i: bk.create(1, 1, 1, password=b"bench") for i in mine}
+        counts = dict.fromkeys(mine, 0)
+        n = 0
+        target = args.volume_mb * 1024 * 1024
+        try:
+            while not self.stop.is_set():
+                with self.lock:
+                    if self.written >= target:
+                        return
+                    self.written += args.entry_size
+                    self.live_bytes += args.entry_size
+                i = mine[n % len(mine)]
+                due = start + n * writers / args.rate
+                n += 1
+                now = time.monotonic()
+                if due > now:
+                    time.sleep(due - now)
+                t0 = time.monotonic()
+                current[i].add(payload)
+                lat = time.monotonic() - t0
+                counts[i] += 1
+                freed = 0
+                if counts[i] >= args.roll:
+                    current[i].close()
+                    closed[i].append((current[i].ledger_id, counts[i]))
+                    current[i] = bk.create(1, 1, 1, password=b"bench")
+                    counts[i] = 0
+                    while len(closed[i]) > args.retain:
+                        old, entries = closed[i].popleft()
+                        bk.delete(old)
+                        freed += entries * args.entry_size
+                with self.lock:
+                    self.samples.append((t0, lat))
+                    self.sent += 1
+                    self.live_bytes -= freed
+        except BaseException as exc:  # reported by churn(), which stops the others
+            self.errors.append(exc)
+            self.stop.set()
+
+
 def churn(args, uri: str, http: int, ledgers_dir: Path) -> None:
     from bkctl.wire.client.blocking import BlockingBookKeeper
 
     bk = BlockingBookKeeper(uri, add_timeout=30.0, timeout=60)
     watch = CompactionWatch(http)
     watch.start()
-    payload = os.urandom(args.entry_size)
-    topics = [collections.deque() for _ in range(args.topics)]  # each: closed ledgers (id, entries), oldest first
-    current = [bk.create(1, 1, 1, password=b"bench") for _ in range(args.topics)]
-    counts = [0] * args.topics
-    live_bytes = 0  # bytes in ledgers not deleted
-    written = 0
-    samples: list[tuple[float, float]] = []  # (time, latency)
-    target = args.volume_mb * 1024 * 1024
+    state = Churn(args, bk)
+    writers = max(1, min(args.writers, args.topics))
     start = time.monotonic()
-    next_print = start + args.every
-    sent = 0
+    threads = [threading.Thread(target=state.writer, args=(w, writers, start), daemon=True) for w in range(writers)]
     print(f"{'t s':>6} {'written MiB':>11} {'live MiB':>9} {'disk MiB':>9} {'disk/live':>9} {'logs':>5} "
           f"{'moved MiB':>9} {'compacting':>10}  load")
     try:
-        while written < target:
-            i = sent % args.topics
-            due = start + sent / args.rate
-            now = time.monotonic()
-            if due > now:
-                time.sleep(due - now)
-            t0 = time.monotonic()
-            current[i].add(payload)
-            samples.append((t0, time.monotonic() - t0))
-            sent += 1
-            written += args.entry_size
-            live_bytes += args.entry_size
-            counts[i] += 1
-            if counts[i] >= args.roll:
-                current[i].close()
-                topics[i].append((current[i].ledger_id, counts[i]))
-                current[i] = bk.create(1, 1, 1, password=b"bench")
-                counts[i] = 0
-                while len(topics[i]) > args.retain:
-                    old, n = topics[i].popleft()
-                    bk.delete(old)
-                    live_bytes -= n * args.entry_size
-            if time.monotonic() >= next_print:
-                next_print += args.every
-                report(start, written, live_bytes, ledgers_dir, http, watch)
-        report(start, written, live_bytes, ledgers_dir, http, watch)
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(args.every / len(threads))
+            report(start, state.written, state.live_bytes, ledgers_dir, http, watch)
+        if state.errors:
+            raise state.errors[0]
         settle = time.monotonic() + args.settle
         print(f"(writing done; watching {args.settle:g} s more for the last compactions)")
         while time.monotonic() < settle:
             time.sleep(min(args.every, max(0.0, settle - time.monotonic())))
-            report(start, written, live_bytes, ledgers_dir, http, watch)
+            report(start, state.written, state.live_bytes, ledgers_dir, http, watch)
     finally:
+        state.stop.set()
         watch.stop.set()
         watch.join()
         bk.close()
+    sent, samples = state.sent, state.samples
     elapsed = time.monotonic() - start
     idle = [lat for t, lat in samples if not watch.compacting_at(t)]
     busy = [lat for t, lat in samples if watch.compacting_at(t)]
@@ -176,6 +210,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=50)
     parser.add_argument("--rate", type=int, default=1000, help="total adds/s")
+    parser.add_argument("--writers", type=int, default=16, help="threads adding concurrently (each owns topics)")
     parser.add_argument("--entry-size", type=int, default=1024)
     parser.add_argument("--roll", type=int, default=100, help="entries per ledger before a topic rolls")
     parser.add_argument("--retain", type=int, default=1, help="closed ledgers a topic keeps")

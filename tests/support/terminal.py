@@ -180,7 +180,7 @@ class Terminal:
                 raise AssertionError(f"{what} did not appear ({state}); the terminal shows:\n{show()}")
             self.pump()
 
-    def expect(self, pattern: str, timeout: float = 20.0) -> re.Match:
+    def expect(self, pattern: str, timeout: float = 60.0) -> re.Match:
         """Wait for ``pattern`` in the output that came after the last match."""
         rx = re.compile(pattern)
 
@@ -192,7 +192,7 @@ class Terminal:
 
         return self._wait(find, repr(pattern), lambda: self.text[self.mark:][-3000:], timeout)
 
-    def expect_screen(self, pattern: str, timeout: float = 20.0) -> re.Match:
+    def expect_screen(self, pattern: str, timeout: float = 60.0) -> re.Match:
         """Wait for ``pattern`` on the screen as it is drawn now."""
         rx = re.compile(pattern)
         return self._wait(lambda: rx.search(self.screen.display()), f"{pattern!r} on the screen",
