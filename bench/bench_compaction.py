@@ -154,6 +154,7 @@ def churn(args, uri: str, http: int, ledgers_dir: Path) -> None:
     watch = CompactionWatch(http)
     watch.start()
     state = Churn(args, bk)
+    writing = float("nan")
     writers = max(1, min(args.writers, args.topics))
     start = time.monotonic()
     threads = [threading.Thread(target=state.writer, args=(w, writers, start), daemon=True) for w in range(writers)]
@@ -166,6 +167,7 @@ def churn(args, uri: str, http: int, ledgers_dir: Path) -> None:
             for t in threads:
                 t.join(args.every / len(threads))
             report(start, state.written, state.live_bytes, ledgers_dir, http, watch)
+        writing = time.monotonic() - start
         if state.errors:
             raise state.errors[0]
         settle = time.monotonic() + args.settle
@@ -185,7 +187,8 @@ def churn(args, uri: str, http: int, ledgers_dir: Path) -> None:
     status = watch.last
     moved = status.get("bytesMoved", 0) / 2**20
     secs = watch.seconds()
-    print(f"adds: {sent:,} in {elapsed:.0f} s ({sent / elapsed:,.0f}/s asked {args.rate:,}/s); {load_note()}")
+    print(f"adds: {sent:,} in {writing:.1f} s of writing ({sent / writing:,.0f}/s asked {args.rate:,}/s; "
+          f"{elapsed:.0f} s with the watch after it); {load_note()}")
     print(f"compaction: {status.get('majorCompactionCounter', 0)} major, {status.get('minorCompactionCounter', 0)} "
           f"minor, {status.get('entriesMoved', 0):,} entries / {moved:.1f} MiB moved in {secs:.1f} s of compaction "
           f"({moved / secs if secs else float('nan'):.2f} MiB/s), "
