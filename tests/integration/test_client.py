@@ -135,6 +135,8 @@ def _write_then_vanish(ledger_box: list, acked: list, total: int, die_after: int
     return scenario
 
 
+@pytest.mark.xfail(not fastpath.ENABLED, strict=False, reason="open (issue 26): with BKCTL_FASTPATHS=0 under a "
+                   "parallel run the writer acknowledged no entry once; not yet understood")
 @pytest.mark.parametrize("protocol", ["v3", "v2"])
 def test_recovery_after_a_writer_vanished_keeps_every_acknowledged_entry(bookie_cluster, clients, protocol):
     bookie_cluster(3)
