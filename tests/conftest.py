@@ -7,6 +7,7 @@ each other's znodes.
 """
 from __future__ import annotations
 
+import signal
 import uuid
 
 import pytest
@@ -17,6 +18,15 @@ from hypothesis import settings
 # fault of the code under test.  The examples themselves still run and assert.
 settings.register_profile("bkctl", deadline=None)
 settings.load_profile("bkctl")
+
+# A shell without job control starts a background command (``./dev test`` runs the
+# fast-paths-off suite with ``&``; CI runners may do the same) with SIGINT ignored, and
+# an ignored signal stays ignored across fork and exec: a bkctl started by a test would
+# then never see the Ctrl-C the test sends it (Python installs its KeyboardInterrupt
+# handler only when SIGINT was not ignored at start).  Give pytest, its workers and so
+# every process they start the default Ctrl-C.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -239,9 +239,6 @@ def test_live_writer_is_fenced_by_fence_and_recover(bookie_cluster, metadata_uri
     assert ok(bkctl(uri, "ledger", "read", lid2)) == "0\tx\n1\ty\n"
 
 
-@pytest.mark.xfail(os.environ.get("BKCTL_FASTPATHS") == "0", strict=False,
-                   reason="open (issue 26): with BKCTL_FASTPATHS=0 under a parallel run, Ctrl-C did not stop "
-                          "ledger tail within 60 s; not yet understood")
 def test_tail_follows_until_the_ledger_closes(bookie_cluster, metadata_uri):
     bookie_cluster(3)
     uri = metadata_uri
