@@ -38,7 +38,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench_client import load_note, pct, section  # noqa: E402
+from common import cpu_seconds, load_note, pct, section  # noqa: E402
 
 
 class LatencyProbe:
@@ -94,13 +94,6 @@ def latency_note(samples: list[float]) -> str:
     if not samples:
         return "no adds"
     return f"p50 {pct(samples, 0.5) * 1e3:.2f} ms, p99 {pct(samples, 0.99) * 1e3:.2f} ms ({len(samples):,} adds)"
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a live process so far (/proc/<pid>/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def children_cpu() -> float:

@@ -43,7 +43,7 @@ import json
 from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.framing import FrameDecoder, frame
-from bench_bookie_reads import cpu_seconds  # bench/ is on sys.path when run as a script
+from common import cpu_seconds, load_note, pct_ms  # bench/ is on sys.path when run as a script
 
 KEY = master_key(b"bench")
 _RC = struct.Struct(">i")
@@ -250,11 +250,6 @@ def scrape(http: int) -> dict[str, float]:
             for line in text.splitlines() if line and not line.startswith("#")}
 
 
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))] * 1000
-
-
 def metric(http: int, name: str) -> float:
     return scrape(http).get(name, float("nan"))
 
@@ -264,17 +259,6 @@ def peak_rss_mb(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def load_note() -> str:
-    """The machine's load while we measure (others share it)."""
-    note = f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
-    try:
-        some = Path("/proc/pressure/cpu").read_text().split()[1]
-        note += f", CPU pressure {some.split('=')[1]}% (avg10)"
-    except (OSError, IndexError):
-        pass
-    return note
 
 
 def start_cluster(base: Path):
@@ -329,17 +313,17 @@ def main() -> None:
             journal_mean = (after["bookie_journal_fsync_latency_seconds_sum"]
                             - before["bookie_journal_fsync_latency_seconds_sum"]) / max(n, 1)
             journal_p99 = histogram_quantile(http, "bookie_journal_fsync_latency_seconds", .99, before)
-            print(f"add latency at {LATENCY_RATE:,} adds/s: p50 {pct(lat, .5):.2f} ms  p99 {pct(lat, .99):.2f} ms  "
-                  f"p999 {pct(lat, .999):.2f} ms  max {max(lat) * 1000:.2f} ms  ({len(lat)} adds)")
-            print(f"disk fdatasync after a 100 B append, one per {1000 / LATENCY_RATE:g} ms: p50 {pct(disk_paced, .5):.2f} ms"
-                  f"  p99 {pct(disk_paced, .99):.2f} ms  ({len(disk_paced)} samples, before and after the run)")
-            print(f"  ... back to back: p50 {pct(disk_b2b, .5):.2f} ms  p99 {pct(disk_b2b, .99):.2f} ms"
+            print(f"add latency at {LATENCY_RATE:,} adds/s: p50 {pct_ms(lat, .5):.2f} ms  p99 {pct_ms(lat, .99):.2f} ms  "
+                  f"p999 {pct_ms(lat, .999):.2f} ms  max {max(lat) * 1000:.2f} ms  ({len(lat)} adds)")
+            print(f"disk fdatasync after a 100 B append, one per {1000 / LATENCY_RATE:g} ms: p50 {pct_ms(disk_paced, .5):.2f} ms"
+                  f"  p99 {pct_ms(disk_paced, .99):.2f} ms  ({len(disk_paced)} samples, before and after the run)")
+            print(f"  ... back to back: p50 {pct_ms(disk_b2b, .5):.2f} ms  p99 {pct_ms(disk_b2b, .99):.2f} ms"
                   f"  ({len(disk_b2b)} samples)")
             print(f"  ... the journal's own fsyncs during the run (bookie's /metrics): mean {journal_mean * 1000:.2f} ms"
                   f"  p99 <= {journal_p99 * 1000:g} ms  ({n:.0f} fsyncs)")
-            print(f"p99 add latency / disk p99 fsync: {pct(lat, .99) / pct(disk_paced, .99):.1f}x"
+            print(f"p99 add latency / disk p99 fsync: {pct_ms(lat, .99) / pct_ms(disk_paced, .99):.1f}x"
                   f"   (target <= {TARGET_P99_OVER_DISK:g}x); against back-to-back fsyncs:"
-                  f" {pct(lat, .99) / pct(disk_b2b, .99):.1f}x")
+                  f" {pct_ms(lat, .99) / pct_ms(disk_b2b, .99):.1f}x")
             cpu = cpu_seconds(proc.pid)
             rate = read_batches(port, 1000 + 1000, 40000)
             cpu = cpu_seconds(proc.pid) - cpu

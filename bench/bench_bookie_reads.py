@@ -17,14 +17,8 @@ import os
 import time
 
 from bkctl.wire.client.blocking import BlockingBookKeeper
+from common import cpu_seconds  # bench/ is on sys.path when run as a script
 
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
 
 
 def main() -> None:

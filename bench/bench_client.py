@@ -23,30 +23,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bkctl.wire.client.blocking import BlockingBookKeeper  # noqa: E402
-
-
-def section(title: str) -> None:
-    print(f"\n== {title}", flush=True)
-
-
-def pct(values: list[float], p: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(len(values) * p))]
+from common import load_note, pct, section  # noqa: E402
 
 
 #: Pipelined 100 B adds, E=3 Qw=2 Qa=2, max_inflight 1000 (perf brief).
 TARGET_ADDS = 10_000
-
-
-def load_note() -> str:
-    """The machine's load while we measure (others share it)."""
-    note = f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
-    try:
-        with open("/proc/pressure/cpu") as f:
-            note += f", CPU pressure {f.read().split()[1].split('=')[1]}% (avg10)"
-    except (OSError, IndexError):
-        pass
-    return note
 
 
 def bench_pipelined_adds(bk: BlockingBookKeeper, n: int, size: int, max_inflight: int,

@@ -32,10 +32,7 @@ import urllib.request
 from pathlib import Path
 
 from bench_bookie import start_bookie, start_cluster  # bench/ is on sys.path when run as a script
-
-
-def load_note() -> str:
-    return f"load {os.getloadavg()[0]:.2f}/{os.cpu_count()} CPUs"
+from common import load_note, pct_ms  # bench/ is on sys.path when run as a script
 
 
 def get(http: int, path: str):
@@ -81,13 +78,6 @@ class CompactionWatch(threading.Thread):
 
     def seconds(self) -> float:
         return sum(b - a for a, b in self.intervals)
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))] * 1000
 
 
 class Churn:
@@ -194,9 +184,9 @@ def churn(args, uri: str, http: int, ledgers_dir: Path) -> None:
           f"({moved / secs if secs else float('nan'):.2f} MiB/s), "
           f"{status.get('reclaimedSpaceViaCompaction', 0) / 2**20:.1f} MiB reclaimed by compaction, "
           f"{status.get('reclaimedSpaceViaDeletes', 0) / 2**20:.1f} MiB by deleting whole logs; {load_note()}")
-    ratio = pct(busy, .99) / pct(idle, .99) if idle and busy else float("nan")
-    print(f"add latency idle:    p50 {pct(idle, .5):.2f} ms  p99 {pct(idle, .99):.2f} ms  ({len(idle):,} adds)")
-    print(f"add latency running: p50 {pct(busy, .5):.2f} ms  p99 {pct(busy, .99):.2f} ms  ({len(busy):,} adds); "
+    ratio = pct_ms(busy, .99) / pct_ms(idle, .99) if idle and busy else float("nan")
+    print(f"add latency idle:    p50 {pct_ms(idle, .5):.2f} ms  p99 {pct_ms(idle, .99):.2f} ms  ({len(idle):,} adds)")
+    print(f"add latency running: p50 {pct_ms(busy, .5):.2f} ms  p99 {pct_ms(busy, .99):.2f} ms  ({len(busy):,} adds); "
           f"p99 running/idle {ratio:.2f} (target <= 1.5); {load_note()}")
 
 

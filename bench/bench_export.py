@@ -44,6 +44,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from common import load_note  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -302,11 +303,6 @@ def _export_options(args, work: Path, master: str, spec, rep):
     return ExportOptions(out=str(work / name), spec=spec, master=master, split_entries=args.split_entries,
                          batch_size=args.batch_size, protocol=args.protocol, read_window=args.read_window,
                          read_timeout=30.0)
-
-
-def load_note() -> str:
-    """The machine's load while we measure (others share it)."""
-    return f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
 
 
 def _read_share(bk, share, batch: int) -> int:

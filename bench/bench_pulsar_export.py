@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from common import load_note  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -75,11 +76,6 @@ def build_entries(messages: int, batch: int) -> list[bytes]:
         md = pe.metadata("bench-producer", start, publish + start, num_messages_in_batch=count)
         entries.append(pe.encode_entry(md, body, pb.LZ4))
     return entries
-
-
-def load_note() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
 
 
 def main(argv: list[str] | None = None) -> int:

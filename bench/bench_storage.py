@@ -24,15 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bkctl.bookied.storage import EntryStore  # noqa: E402
 from bkctl.bookied.journal import EntryRecord, Journal, JournalFull  # noqa: E402
-
-
-def pct(values: list[float], p: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(len(values) * p))]
-
-
-def section(title: str) -> None:
-    print(f"\n== {title}")
+from common import pct, section  # noqa: E402
 
 
 # ------------------------------------------------------------------ disk

@@ -20,7 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_client import load_note  # noqa: E402
+from common import load_note  # noqa: E402
 
 from bkctl.wire.client.blocking import BlockingBookKeeper  # noqa: E402
 
