@@ -383,14 +383,14 @@ def test_sandbox_up_prints_the_export_line_and_bookie_ids(tmp_path):
 # -- 17. export -q says nothing; counts are words ---------------------------------------------------
 
 
-def test_export_quiet_is_silent_and_counts_are_pluralised(cluster_env, tmp_path):
+def test_export_quiet_is_silent(cluster_env, tmp_path):
+    """A real process with its own Spark: -q leaves neither the JVM's warnings nor a progress
+    bar (the summary it would print otherwise: test_export.py, in process)."""
     ledger_id = new_ledger(cluster_env, b"a\nb\n", close=True)
     r = run(cluster_env, "export", "-q", "-o", tmp_path / "q", "-l", ledger_id, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert (r.stdout, r.stderr) == (b"", b"")  # neither the JVM's warnings nor a progress bar
-    out = ok(run(cluster_env, "export", "-o", tmp_path / "loud", "-l", ledger_id, timeout=300))
-    assert re.search(r"exported 2 entries \(\d+ B\) of 1 ledger to .*: \d+ files?, master", out), out
-    assert "(s)" not in out
+    assert (r.stdout, r.stderr) == (b"", b"")
+    assert sorted(p.name for p in (tmp_path / "q").iterdir())[:2] == ["_SUCCESS", "_manifest.json"]
 
 
 # -- 16. help and shell polish -----------------------------------------------------------------------

@@ -121,13 +121,14 @@ def _write_then_vanish(ledger_box: list, acked: list, total: int, die_after: int
         async def go():
             lh = await client.create_ledger(3, 2, 2, password=b"pw")
             ledger_box.append(lh.ledger_id)
-            adds = []
+            adds, failed = [], []
             for i in range(total):
                 d = lh.add_entry(payload(i))
-                d.addCallbacks(acked.append, lambda f: f.trap(ClientClosed))
+                d.addCallbacks(acked.append, lambda f: None if f.check(ClientClosed) else failed.append(f.value))
                 adds.append(d)
             adds[die_after].addCallback(lambda _: client.close())
             await defer.DeferredList(adds)
+            assert not failed, failed[:3]  # only the vanishing may fail an add
             return lh.state
 
         return defer.ensureDeferred(go())
@@ -135,13 +136,14 @@ def _write_then_vanish(ledger_box: list, acked: list, total: int, die_after: int
     return scenario
 
 
-@pytest.mark.xfail(not fastpath.ENABLED, strict=False, reason="open (issue 26): with BKCTL_FASTPATHS=0 under a "
-                   "parallel run the writer acknowledged no entry once; not yet understood")
 @pytest.mark.parametrize("protocol", ["v3", "v2"])
 def test_recovery_after_a_writer_vanished_keeps_every_acknowledged_entry(bookie_cluster, clients, protocol):
     bookie_cluster(3)
     ledger_box, acked = [], []
-    writer = clients(protocol=protocol)
+    # No bookie fails here, and with E=3 on 3 bookies there is none to change to: on a
+    # loaded machine the module's 2 s add timeout could fail every add (the writer then
+    # acknowledged nothing), so the writer waits as long as a blocking call may.
+    writer = clients(protocol=protocol, add_timeout=60.0)
     writer.run(_write_then_vanish(ledger_box, acked, total=600, die_after=150))
     ledger_id = ledger_box[0]
     assert acked == list(range(len(acked))) and len(acked) >= 151

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -267,6 +268,21 @@ def test_reexport_is_idempotent_append_adds_overwrite_replaces(cluster, spark, c
     assert code == 0, err
     assert_rows(arrow_rows(out), cluster, ["changed"])
     assert list(json.loads((out / "_manifest.json").read_text())["ledgers"]) == [str(ids["changed"])]
+
+
+def test_people_get_a_summary_counted_in_words(cluster, spark, capsys, tmp_path):
+    """Without --json: one line with singular and plural said right (no "(s)")."""
+    from bkctl.cli import run
+
+    ids = cluster.ledgers
+    for spec, counted in ((str(ids["one"]), r"1 entry \(\d+ B\) of 1 ledger"),
+                          (f"{ids['one']},{ids['changed']}", r"401 entries \(\d+(\.\d)? KiB\) of 2 ledgers")):
+        capsys.readouterr()
+        code = run(["-m", cluster.uri, "export", "-o", str(tmp_path / spec), "-l", spec])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert re.fullmatch(rf"exported {counted} to .* in \d+\.\ds: \d+ files?, master local\[\d\]\n", out), out
+        assert "(s)" not in out
 
 
 def test_unknown_ledger_is_exit_3_and_touches_nothing(cluster, capsys, tmp_path):
