@@ -19,7 +19,7 @@ import pytest
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from tests.support import pulsar_entries as pe
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("pulsar")]  # module-scoped cluster and Spark session: one xdist worker runs the whole module
 
 NS = "public/default"
 
