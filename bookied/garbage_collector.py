@@ -20,6 +20,10 @@ major compaction is suspended, over ``diskUsageThreshold`` both kinds are
 (compaction needs room for the copies) -- unless ``isForceGCAllowWhenNoSpace``:
 then a forced pass runs at once instead, and on a full disk with the rate and
 time limits lifted, so that a full bookie can free itself and turn writable.
+As Java's ``allDisksFull`` does, every disk check that still finds the disk
+full asks for another forced pass once the last one is over: what a pass could
+not reclaim (entries still in the write cache, ledgers deleted since) is taken
+by the next, not left until ``gcWaitTime``.
 
 The passes run in a thread pool (``run_in_thread``), one at a time; the
 scheduling and the figures live in the reactor thread (``clock`` is the
@@ -144,6 +148,7 @@ class GarbageCollectorThread:
         started = self._now_ms()
         self.last_major_ms = self.last_minor_ms = started  # Java counts the intervals from start
         self.force_gc = False  # Java's forceGarbageCollection: the next pass is forced
+        self.pressure: str | None = None  # what the last disk check found: None, "warn" or "full"
         self.suspend_major = self.suspend_minor = False
         self.no_space = False  # forced by a full disk: limits lifted
         self.running: defer.Deferred | None = None
@@ -209,32 +214,38 @@ class GarbageCollectorThread:
 
     # -- disk pressure (Java's LedgerDirsListener)
     def disk_full(self) -> None:
-        """Over diskUsageThreshold (called at every disk check): forced passes with the limits
-        lifted from now on (one at once on the change), or no compaction at all."""
+        """Over diskUsageThreshold (called at every disk check, as Java's allDisksFull): a
+        forced pass with the limits lifted unless one is under way, or no compaction at all."""
+        self.pressure = "full"
         if self.policy.force_when_no_space:
-            changed = not self.no_space
-            self.no_space = self.force_gc = True
-            if changed and self.running is None:
-                self.trigger()
+            self.no_space = True
+            self._enable_force_gc()
         else:
             self.suspend_major = self.suspend_minor = True
 
     def disk_almost_full(self) -> None:
-        """Over diskUsageWarnThreshold: forced passes (one at once on the change), or no major
-        compaction."""
+        """Over diskUsageWarnThreshold: a forced pass when the disk turns almost full (Java's
+        diskAlmostFull, once per change), or no major compaction."""
+        changed, self.pressure = self.pressure != "warn", "warn"
         self.no_space = False
         if self.policy.force_when_no_space:
-            changed = not self.force_gc
-            self.force_gc = True
-            if changed and self.running is None:
-                self.trigger()
+            if changed:
+                self._enable_force_gc()
         else:
             self.suspend_major = True
             self.suspend_minor = False
 
     def disk_writable(self) -> None:
+        self.pressure = None
         self.no_space = self.force_gc = False
         self.suspend_major = self.suspend_minor = False
+
+    def _enable_force_gc(self) -> None:
+        """Java's enableForceGC: a forced pass now, unless one is asked for or running
+        (the flag drops when a forced pass ends, so the next call asks again)."""
+        if not self.force_gc and not (self.running is not None and self._forced_now):
+            self.force_gc = True
+            self.trigger()
 
     # -- the pass (pool thread)
     def _pass(self, kind: str | None, lifted: bool) -> PassResult:
@@ -314,15 +325,18 @@ class GarbageCollectorThread:
             log.info("%s compaction: %d log(s) compacted, %d entries (%d bytes) moved, %d bytes reclaimed",
                      kind, result.logs_compacted, result.entries_moved, result.bytes_moved,
                      result.reclaimed_by_compaction)
-        if force:
-            self.force_gc = self.no_space and self.force_gc  # a full disk keeps forcing
-        self._finish()
+        self._end_pass(force)
         return result
 
     def _failed(self, failure, kind: str | None, force: bool):
         log.error("garbage collection failed: %s", failure.getErrorMessage())
-        self._finish()
+        self._end_pass(force)
         return None
+
+    def _end_pass(self, force: bool) -> None:
+        self._finish()  # looks at the disks at once: a full disk asks for no pass yet (force_gc holds)...
+        if force and not (self.running is not None and self._forced_now):
+            self.force_gc = False  # ...the next periodic disk check that still finds it full does
 
     def shutdown(self) -> defer.Deferred:
         """Stop: cancel the throttle's waits; fires once the running pass is over."""

@@ -539,7 +539,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("isForceGCAllowWhenNoSpace", "bool", False,
            "Over diskUsageWarnThreshold, force garbage collection instead of suspending major "
            "compaction; over diskUsageThreshold, compact at once with the rate and time limits lifted, "
-           "so that a full bookie can turn writable again by itself.",
+           "and again at every disk check that still finds the disk full, so that a full bookie can "
+           "turn writable again by itself.",
            "gc"),
     Option("logSizeLimit", "int", 1024 ** 3,
            "Size at which an entry log is closed and a new one started.",

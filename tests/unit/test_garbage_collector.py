@@ -268,10 +268,43 @@ def test_full_disk_suspends_compaction_or_forces_it_with_limits_lifted(tmp_path)
     clock.advance(1)
     passes[0].callback(None)  # runs the pass: rate 1 entry/s and 1 ms max would take minutes
     assert gc.major_count == 1 and gc.entries_moved == 60 and gc.reclaimed_by_compaction > 0
-    assert gc.force_gc  # still full: the periodic passes stay forced
+    assert len(passes) == 1 and not gc.in_force_gc()
+    gc.disk_full()  # the next disk check finds it still full (as Java's allDisksFull): forced again
+    assert len(passes) == 2 and gc.in_force_gc() and gc.no_space
+    passes[1].callback(None)
     gc.disk_writable()
-    assert not gc.in_force_gc()
+    assert not gc.in_force_gc() and len(passes) == 2
     s.close()
+
+
+def test_a_full_disk_asks_again_after_each_forced_pass_even_a_failed_one():
+    gc, clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1000, force_when_no_space=True))
+    checks = []
+    gc._on_pass_done = lambda: (checks.append(1), gc.disk_full())  # the bookie looks at its disks after a pass
+    gc.disk_full()
+    assert len(passes) == 1
+    passes[0].errback(OSError("No space left on device"))
+    assert checks and len(passes) == 1  # the check right after the pass starts none...
+    gc.disk_full()  # ...the next periodic one does, although the pass failed
+    assert len(passes) == 2
+    passes[1].callback(None)
+    gc()  # a periodic pass while still full (force_gc dropped after the last): not forced
+    assert len(passes) == 3 and not gc._forced_now
+    gc.disk_full()  # asks for a forced pass after it
+    passes[2].callback(None)
+    assert len(passes) == 4 and gc._forced_now
+
+
+def test_an_almost_full_disk_forces_once_per_change():
+    gc, clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1000, force_when_no_space=True))
+    gc.disk_almost_full()
+    assert len(passes) == 1
+    passes[0].callback(None)
+    gc.disk_almost_full()
+    assert len(passes) == 1 and not gc.in_force_gc()  # Java's diskAlmostFull: on the change only
+    gc.disk_writable()
+    gc.disk_almost_full()
+    assert len(passes) == 2
 
 
 def test_a_compaction_that_fails_to_write_leaves_no_file_behind(tmp_path, monkeypatch):
