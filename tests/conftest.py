@@ -7,11 +7,15 @@ each other's znodes.
 """
 from __future__ import annotations
 
-import signal
 import uuid
 
 import pytest
 from hypothesis import settings
+
+from tests.support.interrupts import die_with_parent
+
+# SIGTERM stops the suite as Ctrl-C does, and Ctrl-C works in background runs too
+pytest_plugins = ["tests.support.interrupts"]
 
 # Hypothesis's per-example deadline (200 ms) is a wall-clock assertion: on a loaded
 # 2-core machine (parallel workers, bookieds, ZooKeeper) slow examples fail for no
@@ -19,22 +23,13 @@ from hypothesis import settings
 settings.register_profile("bkctl", deadline=None)
 settings.load_profile("bkctl")
 
-# A shell without job control starts a background command (``./dev test`` runs the
-# fast-paths-off suite with ``&``; CI runners may do the same) with SIGINT ignored, and
-# an ignored signal stays ignored across fork and exec: a bkctl started by a test would
-# then never see the Ctrl-C the test sends it (Python installs its KeyboardInterrupt
-# handler only when SIGINT was not ignored at start).  Give pytest, its workers and so
-# every process they start the default Ctrl-C.
-if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-
 
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory):
     """A running :class:`~bkctl.sandbox.zookeeper.ZooKeeperServer` for the whole session."""
     from bkctl.sandbox.zookeeper import ZooKeeperNotFound, ZooKeeperServer
 
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), preexec_fn=die_with_parent)
     try:
         server.start()
     except ZooKeeperNotFound as exc:

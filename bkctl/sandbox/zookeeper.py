@@ -25,7 +25,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 DEBIAN_JAR_DIR = Path("/usr/share/java")
@@ -353,8 +353,9 @@ class ZooKeeperServer:
                  classpath: Sequence[str] | None = None, java: str | None = None,
                  start_timeout: float = 60.0, tick_time: int = 2000,
                  fsync: bool = False, heap_mb: int = 256, extra_config: dict[str, str] | None = None,
-                 jvm_options: Sequence[str] = ()):
+                 jvm_options: Sequence[str] = (), preexec_fn: Callable[[], None] | None = None):
         self.data_dir = Path(data_dir).resolve()
+        self._preexec_fn = preexec_fn  # run in the child before exec (tests tie the server's life to theirs)
         self._requested_port = port
         self._port: int | None = port
         self._classpath = list(classpath) if classpath is not None else None
@@ -479,6 +480,7 @@ class ZooKeeperServer:
                 cwd=str(self.data_dir),
                 start_new_session=True,
                 close_fds=True,
+                preexec_fn=self._preexec_fn,
             )
         deadline = time.monotonic() + self.start_timeout
         while True:

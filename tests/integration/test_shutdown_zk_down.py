@@ -21,6 +21,7 @@ import pytest
 from tests.support.bookieproc import BookieProcess
 from tests.support.waiting import wait_for
 from bkctl.wire.metadata.zk import ZKMetadataStore
+from tests.support.interrupts import die_with_parent
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.integration
 def own_zookeeper(tmp_path):
     from bkctl.sandbox.zookeeper import ZooKeeperServer
 
-    server = ZooKeeperServer(tmp_path / "zk")
+    server = ZooKeeperServer(tmp_path / "zk", preexec_fn=die_with_parent)
     server.start()
     uri = f"zk+hierarchical://{server.connect_string}/ledgers"
     with ZKMetadataStore(uri, timeout=20) as store:

@@ -17,6 +17,7 @@ from bkctl.sandbox.zookeeper import ZooKeeperServer, find_zookeeper_classpath, f
 from bkctl.wire.metadata import zksecurity
 from bkctl.wire.metadata.zksecurity import ZKSecurity
 from tests.support.tlscerts import write_certs
+from tests.support.interrupts import die_with_parent
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("zk_security")]  # module-scoped fixtures: one xdist worker runs the whole module
 
@@ -49,7 +50,7 @@ def auth_zk(tmp_path_factory):
     """ZooKeeper that closes every session not authenticated with digest or SASL (DIGEST-MD5 user bob)."""
     d = tmp_path_factory.mktemp("zk-auth")
     (d / "jaas.conf").write_text(_JAAS)
-    server = ZooKeeperServer(d, classpath=_classpath(), extra_config={
+    server = ZooKeeperServer(d, classpath=_classpath(), preexec_fn=die_with_parent, extra_config={
         "authProvider.sasl": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
         "enforce.auth.enabled": "true", "enforce.auth.schemes": "digest,sasl"},
         jvm_options=[f"-Djava.security.auth.login.config={d / 'jaas.conf'}"])
@@ -65,7 +66,7 @@ def certs(tmp_path_factory):
 def _tls_server(d, certs, client_auth: str) -> ZooKeeperServer:
     """ZooKeeper with a TLS secureClientPort (Netty), certificate from a throw-away CA."""
     port = free_port()
-    server = ZooKeeperServer(d, classpath=_classpath(), extra_config={
+    server = ZooKeeperServer(d, classpath=_classpath(), preexec_fn=die_with_parent, extra_config={
         "serverCnxnFactory": "org.apache.zookeeper.server.NettyServerCnxnFactory",
         "secureClientPort": str(port),
         "ssl.keyStore.location": str(certs / "server.pem"), "ssl.keyStore.type": "PEM",

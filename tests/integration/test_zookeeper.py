@@ -22,6 +22,7 @@ from bkctl.sandbox.zookeeper import (
     process_cmdline,
     stop_recorded_zookeeper,
 )
+from tests.support.interrupts import die_with_parent
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +38,7 @@ def test_session_server_answers(zookeeper):
 
 
 def test_start_stop_by_pid(tmp_path):
-    server = ZooKeeperServer(tmp_path / "zk")
+    server = ZooKeeperServer(tmp_path / "zk", preexec_fn=die_with_parent)
     with server:
         pid, port = server.pid, server.port
         assert pid_alive(pid)
@@ -50,7 +51,7 @@ def test_start_stop_by_pid(tmp_path):
 
 
 def test_requested_port_in_use_fails_with_log_tail(zookeeper, tmp_path):
-    server = ZooKeeperServer(tmp_path / "zk2", port=zookeeper.port, start_timeout=30)
+    server = ZooKeeperServer(tmp_path / "zk2", port=zookeeper.port, start_timeout=30, preexec_fn=die_with_parent)
     with pytest.raises(ZooKeeperStartError) as info:
         server.start()
     assert str(zookeeper.port) in str(info.value)
@@ -68,7 +69,7 @@ def test_stop_recorded_pid_checks_it_is_ours(tmp_path):
         decoy.kill()
         decoy.wait()
 
-    server = ZooKeeperServer(tmp_path / "zk").start()
+    server = ZooKeeperServer(tmp_path / "zk", preexec_fn=die_with_parent).start()
     pid = server.pid
     try:
         # a different sandbox's directory does not match

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import FrameDecoder, frame
+from tests.support.interrupts import die_with_parent
 from tests.support.ports import free_port
 
 
@@ -70,7 +71,7 @@ class BookieProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "bkctl.bookied", "--conf", str(conf), *extra_args],
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                         env=env, start_new_session=True)
+                                         env=env, start_new_session=True, preexec_fn=die_with_parent)
         return self.proc
 
     def start(self, timeout: float = 60.0) -> "BookieProcess":
