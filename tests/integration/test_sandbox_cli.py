@@ -3,14 +3,11 @@ from __future__ import annotations
 
 import json
 import time
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.cli import REPO
+from tests.support.cli import env_for, run_bkctl
 from click.testing import CliRunner
 
 from bkctl.commands.sandbox import sandbox
@@ -109,10 +106,10 @@ def test_up_with_tls_runs_tls_only_bookies(sandbox_dir):
     doc = json.loads(invoke("up", "--bookies", "2", "--tls", "--dir", str(sandbox_dir), "--json").stdout)
     ca = doc["tls"]["ca"]
     assert Path(ca).is_file()
-    env = dict(os.environ, BKCTL_METADATA_URI=doc["uri"], PYTHONPATH=str(REPO), NO_COLOR="1")
+    env = env_for(doc["uri"])
 
     def bkctl(*args):
-        return subprocess.run([sys.executable, "-m", "bkctl", *args], capture_output=True, env=env, timeout=60)
+        return run_bkctl(env, *args, timeout=60)
 
     made = bkctl("--tls-ca", ca, "--json", "ledger", "create", "-e", "2", "-w", "2", "-a", "2")
     assert made.returncode == 0, made.stderr
@@ -172,16 +169,13 @@ def test_status_without_sandbox(tmp_path):
 
 def test_down_across_processes(sandbox_dir):
     """The real CLI: `up` in one process, `down` in another, by the recorded pid."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    bkctl = [sys.executable, "-m", "bkctl"]
-    up = subprocess.run(bkctl + ["sandbox", "up", "--bookies", "0", "--dir", str(sandbox_dir), "--json"],
-                        capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    env = env_for(None)
+    up = run_bkctl(env, "sandbox", "up", "--bookies", "0", "--dir", str(sandbox_dir), "--json", text=True)
     assert up.returncode == 0, up.stderr
     doc = json.loads(up.stdout)
     pid = doc["zookeeper"]["pid"]
     assert is_zookeeper_process(pid, sandbox_dir / "zookeeper")
-    down = subprocess.run(bkctl + ["sandbox", "down", "--dir", str(sandbox_dir)],
-                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    down = run_bkctl(env, "sandbox", "down", "--dir", str(sandbox_dir), text=True)
     assert down.returncode == 0, down.stderr
     assert f"pid {pid}" in down.stdout
     assert not pid_alive(pid)
