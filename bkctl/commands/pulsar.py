@@ -115,9 +115,12 @@ def ledger_owner(app: App, ledger_id):
 
     owner is topic (a data ledger its managed ledger lists), cursor (a
     cursor's ledger), orphan (Pulsar's custom metadata, but nothing lists it:
-    what to look for when disks fill) or not-pulsar.  Exit 3 if the ledger
-    does not exist.  --json: ledger_id, owner, topic, cursor, managed_ledger,
-    custom_metadata.
+    what to look for when disks fill) or not-pulsar; schema (a schema
+    registry ledger) and compacted-ledger (a topic compaction's output) are
+    named by their custom metadata and not checked against /schemas or the
+    __compaction cursor: never called orphans.  Exit 3 if the ledger does not
+    exist.  --json: ledger_id, owner, topic, cursor, managed_ledger,
+    custom_metadata, listed (false: no list was found or checked that names it).
     """
     from ..ops.pulsar import ledger_owner as owner
 
@@ -127,7 +130,11 @@ def ledger_owner(app: App, ledger_id):
         where = {"topic": f"topic {doc['topic']}", "cursor": f"cursor {doc['cursor']} of topic {doc['topic']}",
                  "orphan": "orphan (no managed ledger lists it"
                            + (f"; it names {doc['managed_ledger']}" if doc["managed_ledger"] else "") + ")",
-                 "not-pulsar": "not a Pulsar ledger (no Pulsar custom metadata, no managed ledger lists it)"}
+                 "not-pulsar": "not a Pulsar ledger (no Pulsar custom metadata, no managed ledger lists it)",
+                 "schema": f"schema registry ledger of {doc['custom_metadata'].get('pulsar/schemaId')} "
+                           "(by its custom metadata; /schemas not checked)",
+                 "compacted-ledger": f"compacted ledger of topic {doc['topic']} "
+                                     "(by its custom metadata; the __compaction cursor not checked)"}
         app.console.print(f"ledger {ledger_id}: {where[doc['owner']]}", highlight=False)
 
     emit(app, doc, human)

@@ -14,6 +14,10 @@ from bkctl.wire.errors import NotFound
 from bkctl.wire.pulsar.managed_ledger import (
     APPLICATION,
     APPLICATION_KEY,
+    COMPACTED_TOPIC_KEY,
+    COMPONENT_COMPACTED,
+    COMPONENT_KEY,
+    COMPONENT_SCHEMA,
     CURSOR_KEY,
     MANAGED_LEDGER_KEY,
     CursorState,
@@ -228,7 +232,13 @@ def show_topic(store, name: str, base: str | None = None, bk: BookKeeperFactory 
 def ledger_owner(store, ledger_id: int, base: str | None = None) -> dict[str, Any]:
     """Which managed ledger (as a data ledger) or cursor (as its cursor
     ledger) owns ``ledger_id``; ``orphan`` for a ledger with Pulsar's custom
-    metadata that nothing lists, ``not-pulsar`` for one without it."""
+    metadata that nothing lists, ``not-pulsar`` for one without it.
+
+    A schema registry ledger (``component=schema``) or a topic compaction's
+    output (``component=compacted-ledger``) is reported as such (``schema``,
+    ``compacted-ledger``), never as an orphan: Pulsar lists those elsewhere
+    (``/schemas``, the ``__compaction`` cursor's properties), which this does
+    not read -- ``listed`` is False then, meaning "not checked"."""
     from bkctl.export.planning import decode_custom_metadata
     from bkctl.wire.metadata.errors import NoSuchLedger
 
@@ -238,7 +248,14 @@ def ledger_owner(store, ledger_id: int, base: str | None = None) -> dict[str, An
         raise NotFound(f"no such ledger: {ledger_id}") from None
     custom = decode_custom_metadata(md.custom_metadata)
     doc: dict[str, Any] = {"ledger_id": ledger_id, "owner": None, "topic": None, "cursor": None,
-                           "managed_ledger": custom.get(MANAGED_LEDGER_KEY), "custom_metadata": custom}
+                           "managed_ledger": custom.get(MANAGED_LEDGER_KEY), "custom_metadata": custom,
+                           "listed": True}
+    component = custom.get(COMPONENT_KEY)
+    if custom.get(APPLICATION_KEY) == APPLICATION and component in (COMPONENT_SCHEMA, COMPONENT_COMPACTED):
+        doc.update(owner=component, listed=False)
+        if component == COMPONENT_COMPACTED and custom.get(COMPACTED_TOPIC_KEY):
+            doc["topic"] = custom[COMPACTED_TOPIC_KEY]
+        return doc
     topics = reader(store, base)
     named = custom.get(MANAGED_LEDGER_KEY)
     candidates: list[TopicName] = []
@@ -263,6 +280,7 @@ def ledger_owner(store, ledger_id: int, base: str | None = None) -> dict[str, An
                 return doc
     is_pulsar = custom.get(APPLICATION_KEY) == APPLICATION or named is not None
     doc["owner"] = "orphan" if is_pulsar else "not-pulsar"
+    doc["listed"] = False
     if is_pulsar and CURSOR_KEY in custom:
         doc["cursor"] = custom[CURSOR_KEY]
     return doc

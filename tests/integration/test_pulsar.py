@@ -162,6 +162,14 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
             # an orphan: Pulsar's metadata naming "three", listed nowhere
             c.orphan = c.write_ledger(ml_three, pe.case_entries("a_plain")[:1]).ledger_id
             c.not_pulsar = bk.create(3, 2, 2, password=b"x").ledger_id
+            # Pulsar's other ledgers, with the custom metadata its broker gives them (LedgerMetadataUtils)
+            c.schema = bk.create(3, 2, 2, password=b"", custom_metadata={
+                "application": b"pulsar", "component": b"schema", "pulsar/schemaId": f"{NS}/three".encode()}).ledger_id
+            compacted_to = ml.PositionInfo(ledgerId=b, entryId=0).SerializeToString()  # an id's bytes
+            c.compacted = bk.create(3, 2, 2, password=b"", custom_metadata={
+                "application": b"pulsar", "component": b"compacted-ledger",
+                "pulsar/compactedTopic": f"persistent://{NS}/three".encode(),
+                "pulsar/compactedTo": compacted_to}).ledger_id
             yield c
         finally:
             if bk is not None:
@@ -261,11 +269,14 @@ def test_ledger_owner_names_topic_cursor_orphan_or_not_pulsar(pulsar_cluster, ca
     cases = {t["b"]: ("topic", f"persistent://{NS}/three", None),
              t["cursor_ledger"]: ("cursor", f"persistent://{NS}/three", "sub2"),
              c.orphan: ("orphan", None, None),
-             c.not_pulsar: ("not-pulsar", None, None)}
+             c.not_pulsar: ("not-pulsar", None, None),
+             c.schema: ("schema", None, None),  # listed under /schemas, never an orphan
+             c.compacted: ("compacted-ledger", f"persistent://{NS}/three", None)}
     for ledger_id, (owner, topic, cursor) in cases.items():
         code, [doc], err = bkctl(capsys, c.uri, "pulsar", "ledger-owner", ledger_id)
         assert code == 0, err
         assert (doc["owner"], doc["topic"], doc["cursor"]) == (owner, topic, cursor), ledger_id
+        assert doc["listed"] == (owner in ("topic", "cursor")), ledger_id
     code, _, err = bkctl(capsys, c.uri, "pulsar", "ledger-owner", 987654321)
     assert code == 3 and "no such ledger: 987654321" in err
 
@@ -278,6 +289,10 @@ def test_human_output_of_ledger_owner(pulsar_cluster, capsys):
     out = capsys.readouterr().out
     assert out.strip() == (f"ledger {pulsar_cluster.orphan}: orphan (no managed ledger lists it; it names "
                            f"{NS}/persistent/three)")
+    assert run(["-m", pulsar_cluster.uri, "pulsar", "ledger-owner", str(pulsar_cluster.schema)]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == (f"ledger {pulsar_cluster.schema}: schema registry ledger of {NS}/three "
+                           "(by its custom metadata; /schemas not checked)")
 
 
 # ---------------------------------------------------------------- bkctl export --topic

@@ -33,6 +33,10 @@ APPLICATION_KEY, APPLICATION = "application", "pulsar"
 COMPONENT_KEY, COMPONENT = "component", "managed-ledger"
 MANAGED_LEDGER_KEY = "pulsar/managed-ledger"
 CURSOR_KEY = "pulsar/cursor"
+#: Pulsar's other ledgers: the schema registry's (listed under /schemas) and a topic
+#: compaction's output (named by the __compaction cursor's CompactedTopicLedger property).
+COMPONENT_SCHEMA, SCHEMA_ID_KEY = "schema", "pulsar/schemaId"
+COMPONENT_COMPACTED, COMPACTED_TOPIC_KEY = "compacted-ledger", "pulsar/compactedTopic"
 MAGIC_MANAGED_INFO_METADATA = 0x4778
 _PARTITION = re.compile(r"(.*)-partition-(\d+)")
 _SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-*_")
