@@ -6,7 +6,7 @@ import click
 from ..app import App
 from ..completers import complete_ledger_id
 from ..exitcodes import USAGE, CommandError
-from ..render import emit, emit_rows, fields, human_size, table
+from ..render import emit, emit_rows, fields, human_size, plural, table
 from . import LEDGER_ID, pass_app
 
 
@@ -115,10 +115,12 @@ def ledger_owner(app: App, ledger_id):
 
     owner is topic (a data ledger its managed ledger lists), cursor (a
     cursor's ledger), orphan (Pulsar's custom metadata, but nothing lists it:
-    what to look for when disks fill) or not-pulsar; schema (a schema
-    registry ledger) and compacted-ledger (a topic compaction's output) are
-    named by their custom metadata and not checked against /schemas or the
-    __compaction cursor: never called orphans.  Exit 3 if the ledger does not
+    what to look for when disks fill; `pulsar orphans` lists them all) or
+    not-pulsar.  A ledger of another Pulsar component -- schema (a schema
+    registry ledger), compacted-ledger (a topic compaction's output),
+    delayed-index-bucket, ... -- is named by its custom metadata's component
+    and not checked against /schemas or the cursors that list it: never
+    called an orphan.  Exit 3 if the ledger does not
     exist.  --json: ledger_id, owner, topic, cursor, managed_ledger,
     custom_metadata, listed (false: no list was found or checked that names it).
     """
@@ -135,6 +137,52 @@ def ledger_owner(app: App, ledger_id):
                            "(by its custom metadata; /schemas not checked)",
                  "compacted-ledger": f"compacted ledger of topic {doc['topic']} "
                                      "(by its custom metadata; the __compaction cursor not checked)"}
-        app.console.print(f"ledger {ledger_id}: {where[doc['owner']]}", highlight=False)
+        owner = doc["owner"]
+        text = where.get(owner, f"{owner} ledger (by its custom metadata; not checked)")
+        app.console.print(f"ledger {ledger_id}: {text}", highlight=False)
 
     emit(app, doc, human)
+
+
+@pulsar.command("orphans")
+@click.option("--older-than", metavar="AGE", default="1h", show_default=True,
+              help="Only ledgers created more than AGE ago (90s, 30m, 1h, 7d): a broker creates a ledger "
+                   "before its managed ledger lists it.")
+@pass_app
+def orphans(app: App, older_than):
+    """List every orphan: a ledger Pulsar made for a topic that nothing lists.
+
+    `pulsar ledger-owner`'s question for every ledger of the cluster:
+    ledgers whose custom metadata says a managed ledger made them
+    (application=pulsar, component=managed-ledger) that no managed ledger
+    lists as a data ledger and no cursor as its ledger -- left behind by a
+    broker that failed between creating a ledger and recording it, or by a
+    deleted topic.  Each candidate is checked again before it is listed.
+    Ledgers of Pulsar's other components (schema, compacted-ledger, ...) are
+    never listed.  Read-only: look at a ledger with `pulsar ledger-owner`
+    before `ledger delete`.  Exit 0 whether or not there are orphans.
+    --json: one line per orphan: ledger_id, managed_ledger, cursor, state,
+    entries and size (closed ledgers), created, bookies.
+    """
+    from ..ops.ledger_meta import parse_duration
+    from ..ops.pulsar import OrphanSweep
+
+    try:
+        age = parse_duration(older_than)
+    except ValueError as exc:
+        raise CommandError(f"--older-than: {exc}", USAGE) from None
+    sweep = OrphanSweep(app.store, _base(), older_than=age)
+
+    def human(rows):
+        if rows:
+            table(app, ["ledger", "managed ledger", "cursor", "state", "entries", "size", "created", "bookies"],
+                  [(r["ledger_id"], r["managed_ledger"] or "", r["cursor"] or "", r["state"],
+                    "" if r["entries"] is None else r["entries"], human_size(r["size"]), r["created"],
+                    ",".join(r["bookies"])) for r in rows])
+        app.console.print(
+            f"{plural(sweep.orphans, 'orphan')} ({human_size(sweep.orphan_bytes)} in closed ones) among "
+            f"{plural(sweep.pulsar, 'Pulsar ledger')} of {plural(sweep.checked, 'ledger')}; not judged: "
+            f"{sweep.young} younger than {older_than}, {sweep.unchecked} of Pulsar's other components",
+            highlight=False)
+
+    emit_rows(app, sweep, human)

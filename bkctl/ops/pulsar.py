@@ -15,9 +15,9 @@ from bkctl.wire.pulsar.managed_ledger import (
     APPLICATION,
     APPLICATION_KEY,
     COMPACTED_TOPIC_KEY,
+    COMPONENT,
     COMPONENT_COMPACTED,
     COMPONENT_KEY,
-    COMPONENT_SCHEMA,
     CURSOR_KEY,
     MANAGED_LEDGER_KEY,
     CursorState,
@@ -26,8 +26,8 @@ from bkctl.wire.pulsar.managed_ledger import (
 )
 from bkctl.wire.pulsar.topics import ManagedLedger, TopicReader, default_base
 
-__all__ = ["LedgerState", "cursor_state", "ledger_owner", "ledger_states", "list_topics", "reader", "resolve_topics",
-           "show_topic"]
+__all__ = ["LedgerState", "OrphanSweep", "cursor_state", "ledger_owner", "ledger_states", "list_topics",
+           "pulsar_component", "reader", "resolve_topics", "show_topic"]
 
 #: ``bk()``: a BlockingBookKeeper, made on first use (None: never ask the bookies)
 BookKeeperFactory = Callable[[], Any]
@@ -92,11 +92,7 @@ class LedgerState:
         from bkctl.export.planning import format_ctime
 
         md = self.metadata
-        bookies: list[str] = []
-        for _first, ensemble in (md.ensembles if md is not None else ()):
-            for b in ensemble:
-                if str(b) not in bookies:
-                    bookies.append(str(b))
+        bookies = bookies_of(md) if md is not None else []
         offload = self.info.offloadContext if self.info.HasField("offloadContext") else None
         return {
             "ledger_id": self.ledger_id,
@@ -108,6 +104,11 @@ class LedgerState:
             "bookies": bookies,
             "offloaded": bool(offload and offload.complete),
         }
+
+
+def bookies_of(md: Any) -> list[str]:
+    """Every bookie of a ledger's ensembles, in order of first appearance."""
+    return list(dict.fromkeys(str(b) for _first, ensemble in md.ensembles for b in ensemble))
 
 
 def ledger_states(store, ml: ManagedLedger, bk: BookKeeperFactory | None = None) -> list[LedgerState]:
@@ -229,16 +230,29 @@ def show_topic(store, name: str, base: str | None = None, bk: BookKeeperFactory 
     return {"topic": str(TopicName.parse(name)), "partitioned": partitioned, "partitions": parts}
 
 
+def pulsar_component(custom: dict[str, str]) -> str | None:
+    """What Pulsar made a ledger for, by its custom metadata: ``managed-ledger``
+    (a topic's data ledger or a cursor's ledger: what managed ledgers list),
+    another component (``schema``, ``compacted-ledger``,
+    ``delayed-index-bucket``, ...: listed elsewhere, by keys this tool does not
+    read), or None (not Pulsar's)."""
+    if custom.get(APPLICATION_KEY) != APPLICATION and MANAGED_LEDGER_KEY not in custom:
+        return None
+    return custom.get(COMPONENT_KEY) or COMPONENT
+
+
 def ledger_owner(store, ledger_id: int, base: str | None = None) -> dict[str, Any]:
     """Which managed ledger (as a data ledger) or cursor (as its cursor
     ledger) owns ``ledger_id``; ``orphan`` for a ledger with Pulsar's custom
     metadata that nothing lists, ``not-pulsar`` for one without it.
 
-    A schema registry ledger (``component=schema``) or a topic compaction's
-    output (``component=compacted-ledger``) is reported as such (``schema``,
-    ``compacted-ledger``), never as an orphan: Pulsar lists those elsewhere
-    (``/schemas``, the ``__compaction`` cursor's properties), which this does
-    not read -- ``listed`` is False then, meaning "not checked"."""
+    A ledger of another Pulsar component -- the schema registry's
+    (``schema``), a topic compaction's output (``compacted-ledger``), a
+    delayed-delivery index bucket (``delayed-index-bucket``), any other --
+    is reported as its component, never as an orphan: Pulsar lists those
+    elsewhere (``/schemas``, the ``__compaction`` cursor's and other cursors'
+    properties), which this does not read -- ``listed`` is False then,
+    meaning "not checked"."""
     from bkctl.export.planning import decode_custom_metadata
     from bkctl.wire.metadata.errors import NoSuchLedger
 
@@ -250,23 +264,14 @@ def ledger_owner(store, ledger_id: int, base: str | None = None) -> dict[str, An
     doc: dict[str, Any] = {"ledger_id": ledger_id, "owner": None, "topic": None, "cursor": None,
                            "managed_ledger": custom.get(MANAGED_LEDGER_KEY), "custom_metadata": custom,
                            "listed": True}
-    component = custom.get(COMPONENT_KEY)
-    if custom.get(APPLICATION_KEY) == APPLICATION and component in (COMPONENT_SCHEMA, COMPONENT_COMPACTED):
+    component = pulsar_component(custom)
+    if component not in (None, COMPONENT):
         doc.update(owner=component, listed=False)
         if component == COMPONENT_COMPACTED and custom.get(COMPACTED_TOPIC_KEY):
             doc["topic"] = custom[COMPACTED_TOPIC_KEY]
         return doc
     topics = reader(store, base)
-    named = custom.get(MANAGED_LEDGER_KEY)
-    candidates: list[TopicName] = []
-    if named:
-        try:
-            candidates = [TopicName.from_managed_ledger(named)]
-        except ValueError:
-            candidates = []
-    if not candidates:
-        candidates = topics.topics()  # no (usable) custom metadata: ask every managed ledger
-    for topic in candidates:
+    for topic in _candidates(topics, custom):
         try:
             ml = topics.read(topic)
         except NotFound:
@@ -278,9 +283,105 @@ def ledger_owner(store, ledger_id: int, base: str | None = None) -> dict[str, An
             if info.cursorsLedgerId == ledger_id:
                 doc.update(owner="cursor", topic=str(topic), cursor=cursor, managed_ledger=ml.name)
                 return doc
-    is_pulsar = custom.get(APPLICATION_KEY) == APPLICATION or named is not None
-    doc["owner"] = "orphan" if is_pulsar else "not-pulsar"
+    doc["owner"] = "orphan" if component else "not-pulsar"
     doc["listed"] = False
-    if is_pulsar and CURSOR_KEY in custom:
+    if component and CURSOR_KEY in custom:
         doc["cursor"] = custom[CURSOR_KEY]
     return doc
+
+
+def _candidates(topics: TopicReader, custom: dict[str, str]) -> list[TopicName]:
+    """The managed ledger a ledger's custom metadata names, else every one."""
+    named = custom.get(MANAGED_LEDGER_KEY)
+    if named:
+        try:
+            return [TopicName.from_managed_ledger(named)]
+        except ValueError:
+            pass
+    return topics.topics()
+
+
+def _listed_by(ml: ManagedLedger) -> set[int]:
+    return set(ml.ledger_ids) | {info.cursorsLedgerId for info in ml.cursors.values()}
+
+
+class OrphanSweep:
+    """Every ledger Pulsar made for a managed ledger (its custom metadata says
+    so) that no managed ledger lists as a data ledger and no cursor as its
+    ledger: what :func:`ledger_owner` calls an orphan, over the whole cluster.
+
+    Iterating yields one document per orphan, in ledger id order.  A broker
+    creates a ledger before its managed ledger lists it, and trims the list
+    before it deletes the ledger: ledgers younger than ``older_than`` seconds
+    are left out (counted in ``young``), and each candidate is checked again
+    (its managed ledger re-read, the ledger still there) before it is
+    reported.  Ledgers of Pulsar's other components are counted in
+    ``unchecked``, never reported."""
+
+    def __init__(self, store, base: str | None = None, older_than: float = 3600.0, now_ms: int | None = None):
+        self.store = store
+        self.topics = reader(store, base)
+        self.older_than = older_than
+        self.now_ms = now_ms
+        self.checked = self.pulsar = self.young = self.unchecked = self.orphans = self.orphan_bytes = 0
+
+    def __iter__(self):
+        import time
+
+        from bkctl.export.planning import decode_custom_metadata
+        from bkctl.wire.metadata.errors import NoSuchLedger
+
+        listed: set[int] = set()
+        for topic in self.topics.topics():
+            try:
+                listed |= _listed_by(self.topics.read(topic))
+            except NotFound:
+                continue  # deleted meanwhile
+        now_ms = self.now_ms if self.now_ms is not None else int(time.time() * 1000)
+        cutoff = now_ms - self.older_than * 1000
+        for ledger_id in self.store.ledgers.ids():
+            self.checked += 1
+            try:
+                md, _version = self.store.ledgers.read(ledger_id)
+            except NoSuchLedger:
+                continue
+            custom = decode_custom_metadata(md.custom_metadata)
+            component = pulsar_component(custom)
+            if component is None:
+                continue
+            self.pulsar += 1
+            if component != COMPONENT:
+                self.unchecked += 1
+                continue
+            if ledger_id in listed:
+                continue
+            if md.ctime is None or md.ctime > cutoff:
+                self.young += 1
+                continue
+            if self._listed_now(ledger_id, custom):
+                continue
+            self.orphans += 1
+            self.orphan_bytes += md.length if md.is_closed else 0
+            yield self._doc(ledger_id, md, custom)
+
+    def _listed_now(self, ledger_id: int, custom: dict[str, str]) -> bool:
+        """Whether the ledger is gone or listed after all (read again, now)."""
+        if not self.store.ledgers.exists(ledger_id):
+            return True
+        for topic in _candidates(self.topics, custom):
+            try:
+                if ledger_id in _listed_by(self.topics.read(topic)):
+                    return True
+            except NotFound:
+                continue
+        return False
+
+    @staticmethod
+    def _doc(ledger_id: int, md: Any, custom: dict[str, str]) -> dict[str, Any]:
+        from bkctl.export.planning import format_ctime
+
+        return {"ledger_id": ledger_id, "managed_ledger": custom.get(MANAGED_LEDGER_KEY),
+                "cursor": custom.get(CURSOR_KEY), "state": md.state.name,
+                "entries": md.last_entry_id + 1 if md.is_closed else None,
+                "size": md.length if md.is_closed else None, "created": format_ctime(md.ctime),
+                "bookies": bookies_of(md)}

@@ -170,6 +170,8 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
                 "application": b"pulsar", "component": b"compacted-ledger",
                 "pulsar/compactedTopic": f"persistent://{NS}/three".encode(),
                 "pulsar/compactedTo": compacted_to}).ledger_id
+            c.delayed = bk.create(3, 2, 2, password=b"", custom_metadata={
+                "application": b"pulsar", "component": b"delayed-index-bucket"}).ledger_id
             yield c
         finally:
             if bk is not None:
@@ -271,7 +273,8 @@ def test_ledger_owner_names_topic_cursor_orphan_or_not_pulsar(pulsar_cluster, ca
              c.orphan: ("orphan", None, None),
              c.not_pulsar: ("not-pulsar", None, None),
              c.schema: ("schema", None, None),  # listed under /schemas, never an orphan
-             c.compacted: ("compacted-ledger", f"persistent://{NS}/three", None)}
+             c.compacted: ("compacted-ledger", f"persistent://{NS}/three", None),
+             c.delayed: ("delayed-index-bucket", None, None)}  # any other component: named, never judged
     for ledger_id, (owner, topic, cursor) in cases.items():
         code, [doc], err = bkctl(capsys, c.uri, "pulsar", "ledger-owner", ledger_id)
         assert code == 0, err
@@ -293,6 +296,55 @@ def test_human_output_of_ledger_owner(pulsar_cluster, capsys):
     out = capsys.readouterr().out
     assert out.strip() == (f"ledger {pulsar_cluster.schema}: schema registry ledger of {NS}/three "
                            "(by its custom metadata; /schemas not checked)")
+    assert run(["-m", pulsar_cluster.uri, "pulsar", "ledger-owner", str(pulsar_cluster.delayed)]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == (f"ledger {pulsar_cluster.delayed}: delayed-index-bucket ledger "
+                           "(by its custom metadata; not checked)")
+
+
+def test_orphans_lists_exactly_the_ledger_nothing_lists_once_it_is_old_enough(pulsar_cluster, capsys):
+    from bkctl.cli import run
+
+    c = pulsar_cluster
+    code, rows, err = bkctl(capsys, c.uri, "pulsar", "orphans", "--older-than", "0")
+    assert code == 0, err
+    # the cursor ledger, the schema, compacted and delayed-index ledgers, the not-Pulsar one: not orphans
+    assert [r["ledger_id"] for r in rows] == [c.orphan]
+    [row] = rows
+    assert (row["managed_ledger"], row["cursor"], row["state"], row["entries"]) == \
+        (f"{NS}/persistent/three", None, "CLOSED", 1)
+    assert row["size"] == len(pe.case_entries("a_plain")[0]) and len(row["bookies"]) == 3
+    # the default leaves ledgers younger than an hour alone (a broker lists a ledger after creating it)
+    code, rows, err = bkctl(capsys, c.uri, "pulsar", "orphans")
+    assert (code, rows) == (0, []), err
+    assert run(["-m", c.uri, "pulsar", "orphans"]) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert summary.startswith("0 orphans (0 B in closed ones) among ")
+    assert summary.endswith("not judged: 1 younger than 1h, 3 of Pulsar's other components")
+    code, _, err = bkctl(capsys, c.uri, "pulsar", "orphans", "--older-than", "soon")
+    assert code == 2 and "--older-than: not a duration: 'soon'" in err
+
+
+def test_orphans_checks_a_candidate_again_before_reporting_it(pulsar_cluster, capsys):
+    """A ledger a broker lists after the sweep read the managed ledgers is not
+    reported: each candidate's managed ledger is read again."""
+    from bkctl.ops.pulsar import OrphanSweep
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    c = pulsar_cluster
+    late = c.write_ledger(f"{NS}/persistent/late", pe.case_entries("a_plain")[:1]).ledger_id
+    with ZKMetadataStore(c.uri, timeout=20) as store:
+        znode = f"{c.base}/{NS}/persistent/late"
+        try:
+            sweep = iter(OrphanSweep(store, c.base, older_than=0))
+            assert next(sweep)["ledger_id"] == c.orphan  # the managed ledgers were read before this
+            info = ml.ManagedLedgerInfo()
+            info.ledgerInfo.add(ledgerId=late, timestamp=0)
+            store.client.create(znode, info.SerializeToString(), makepath=True)
+            assert [r["ledger_id"] for r in sweep] == []
+        finally:
+            store.client.delete(znode)
+            c.bk.delete(late)
 
 
 # ---------------------------------------------------------------- bkctl export --topic
