@@ -79,19 +79,31 @@ def topic_show(app: App, name):
     ledger's timestamp), bookies; the open ledger's entries are its last add
     confirmed + 1, asked of the bookies.  Cursors: mark-delete position,
     individually deleted ranges, backlog in entries and bytes (bytes at each
-    ledger's mean entry size).  Exit 3 if there is no such topic (with
-    suggestions).  --json: topic, partitioned, partitions[] with ledgers[] and
-    cursors[].
+    ledger's mean entry size).  A partitioned topic shows every partition
+    its partitioned-topic metadata counts (read beside the managed ledgers,
+    under admin/partitioned-topics), those no broker has loaded yet without a
+    managed ledger.  Exit 3 if there is no such topic (with suggestions).
+    --json: topic, partitioned, declared_partitions (null: no metadata found),
+    partitions[] with ledgers[] and cursors[].
     """
+    from bkctl.wire.pulsar.managed_ledger import TopicName
+
     from ..ops.pulsar import show_topic
 
     try:
-        doc = show_topic(app.store, name, _base(), bk=lambda: app.bk)
+        TopicName.parse(name)
     except ValueError as exc:
         raise _topic_error(exc) from None
+    doc = show_topic(app.store, name, _base(), bk=lambda: app.bk)
 
     def human():
+        if doc["declared_partitions"] is not None:
+            app.console.print(f"{doc['topic']}: partitioned, {plural(doc['declared_partitions'], 'partition')}",
+                              highlight=False)
         for part in doc["partitions"]:
+            if part["managed_ledger"] is None:
+                fields(app, [("topic", part["topic"]), ("managed ledger", "none (no broker has loaded it: no data)")])
+                continue
             fields(app, [("topic", part["topic"]), ("managed ledger", part["managed_ledger"]),
                          ("entries", part["entries"]), ("size", human_size(part["size"])),
                          ("terminated at", part["terminated_at"] or "no")])

@@ -132,12 +132,14 @@ def plan_topic(store, options, lac_of, bk_factory=None) -> TopicPlan:
     from bkctl.ops.pulsar import cursor_state, reader, resolve_topics
     from bkctl.wire.metadata.errors import NoSuchLedger
     from bkctl.wire.pulsar.errors import NoSuchSubscription
+    from bkctl.wire.pulsar.managed_ledger import TopicName
 
     topics = reader(store, options.managed_ledgers)
     try:
-        managed = resolve_topics(topics, options.topic)
-    except ValueError as exc:
+        TopicName.parse(options.topic)
+    except ValueError as exc:  # a bad name; a znode that does not decode is no usage error
         raise planning.SpecError(str(exc)) from None
+    managed = resolve_topics(topics, options.topic)
     out = TopicPlan([], [])
     missing: list[str] = []
     for ml in managed:

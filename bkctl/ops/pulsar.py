@@ -41,7 +41,9 @@ def reader(store, base: str | None = None) -> TopicReader:
 
 def resolve_topics(topics: TopicReader, name: str) -> list[ManagedLedger]:
     """The managed ledgers of ``name``: the topic itself, or every partition
-    of a partitioned topic; :class:`NoSuchTopic` (with suggestions) when none."""
+    of a partitioned topic that has one (a partition no broker has loaded
+    yet has none, and no data); :class:`NoSuchTopic` (with suggestions) when
+    there is neither a managed ledger nor partitioned-topic metadata."""
     from bkctl.wire.pulsar.errors import NoSuchTopic
 
     topic = TopicName.parse(name)  # ValueError: not a topic name
@@ -49,7 +51,7 @@ def resolve_topics(topics: TopicReader, name: str) -> list[ManagedLedger]:
         return [topics.read(topic)]
     except NoSuchTopic:
         parts = topics.partitions(topic)
-        if not parts:
+        if not parts and topics.declared_partitions(topic) is None:
             raise
     return [topics.read(p) for p in parts]
 
@@ -211,6 +213,7 @@ def show_topic(store, name: str, base: str | None = None, bk: BookKeeperFactory 
     """A topic (every partition of a partitioned one): ledgers with entries,
     sizes, dates and bookies; cursors with their backlog."""
     topics = reader(store, base)
+    topic = TopicName.parse(name)
     parts = []
     for ml in resolve_topics(topics, name):
         ledgers = ledger_states(store, ml, bk)
@@ -226,8 +229,16 @@ def show_topic(store, name: str, base: str | None = None, bk: BookKeeperFactory 
             "size": sum(ls.size or 0 for ls in ledgers),
             "cursors": [_cursor_doc(c, info, ledgers, bk) for c, info in sorted(ml.cursors.items())],
         })
-    partitioned = parts[0]["topic"] != str(TopicName.parse(name))
-    return {"topic": str(TopicName.parse(name)), "partitioned": partitioned, "partitions": parts}
+    partitioned = not parts or parts[0]["topic"] != str(topic)
+    declared = topics.declared_partitions(topic) if partitioned else None
+    have = {part["partition"] for part in parts}
+    for n in range(declared or 0):  # partitions no broker has loaded yet: no managed ledger, no data
+        if n not in have:
+            parts.append({"topic": f"{topic}-partition-{n}", "managed_ledger": None, "path": None, "partition": n,
+                          "terminated_at": None, "properties": {}, "ledgers": [], "entries": 0, "size": 0,
+                          "cursors": []})
+    parts.sort(key=lambda part: part["partition"])
+    return {"topic": str(topic), "partitioned": partitioned, "declared_partitions": declared, "partitions": parts}
 
 
 def pulsar_component(custom: dict[str, str]) -> str | None:

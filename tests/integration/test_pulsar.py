@@ -131,6 +131,16 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
                 lid = c.write_ledger(f"{NS}/persistent/{short}", entries).ledger_id
                 c.put_topic(short, [(lid, entries, True)], zk=zk)
 
+            # partitioned-topic metadata as Pulsar's admin writes it (JSON in the configuration store, here
+            # the same ZooKeeper): "wide" has 3 partitions, only partition 1 loaded by a broker yet; "idle"
+            # has 2, none loaded; "badmeta"'s value is not JSON
+            admin = f"{root}/admin/partitioned-topics/{NS}/persistent"
+            zk.create(f"{admin}/wide", b'{"partitions":3,"deleted":false}', makepath=True)
+            zk.create(f"{admin}/idle", b'{"partitions":2}')
+            zk.create(f"{admin}/badmeta", b"partitions=2")
+            lid = c.write_ledger(f"{NS}/persistent/wide-partition-1", pe.case_entries("a_plain")).ledger_id
+            c.put_topic("wide-partition-1", [(lid, pe.case_entries("a_plain"), True)], zk=zk)
+
             # a topic whose second ledger was deleted (as after a bad manual cleanup)
             ml_gone = f"{NS}/persistent/gone"
             kept = c.write_ledger(ml_gone, pe.case_entries("a_plain")).ledger_id
@@ -254,6 +264,33 @@ def test_topic_show_of_a_partitioned_topic_shows_each_partition(pulsar_cluster, 
     assert doc["partitioned"] is True
     assert [p["topic"] for p in doc["partitions"]] == [f"persistent://{NS}/parts-partition-{n}" for n in (0, 1)]
     assert [p["entries"] for p in doc["partitions"]] == [2, 2]
+
+
+def test_topic_show_counts_partitions_by_the_partitioned_topic_metadata(pulsar_cluster, capsys):
+    from bkctl.cli import run
+
+    c = pulsar_cluster
+    code, [doc], err = bkctl(capsys, c.uri, "pulsar", "topic", "show", f"persistent://{NS}/wide")
+    assert code == 0, err
+    assert (doc["partitioned"], doc["declared_partitions"]) == (True, 3)
+    assert [(p["partition"], p["managed_ledger"], p["entries"]) for p in doc["partitions"]] == \
+        [(0, None, 0), (1, f"{NS}/persistent/wide-partition-1", len(pe.case_entries("a_plain"))), (2, None, 0)]
+    # no partition loaded yet: a topic all the same, with no data
+    code, [doc], err = bkctl(capsys, c.uri, "pulsar", "topic", "show", f"persistent://{NS}/idle")
+    assert code == 0, err
+    assert [p["managed_ledger"] for p in doc["partitions"]] == [None, None]
+    assert run(["-m", c.uri, "pulsar", "topic", "show", f"persistent://{NS}/idle"]) == 0
+    out = capsys.readouterr().out
+    assert f"persistent://{NS}/idle: partitioned, 2 partitions" in out
+    assert out.count("none (no broker has loaded it: no data)") == 2
+    # without metadata (parts) partitions are found by name
+    code, [doc], err = bkctl(capsys, c.uri, "pulsar", "topic", "show", f"persistent://{NS}/parts")
+    assert code == 0 and doc["declared_partitions"] is None, err
+    # metadata that does not decode: one line naming the znode, exit 1 (not a usage error)
+    code, rows, err = bkctl(capsys, c.uri, "pulsar", "topic", "show", f"persistent://{NS}/badmeta")
+    assert code == 1 and rows == []
+    assert err.startswith("bkctl: error: ") and f"admin/partitioned-topics/{NS}/persistent/badmeta: " \
+        "not partitioned-topic metadata" in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_missing_topic_is_exit_3_with_a_suggestion(pulsar_cluster, capsys):
@@ -455,6 +492,14 @@ def test_a_partitioned_topic_exports_every_partition(pulsar_cluster, spark, caps
         mine = [r for r in rows if r["topic"] == f"persistent://{NS}/parts-partition-{n}"]
         assert_messages(mine, case, mine[0]["ledger_id"], partition=n)
         assert all(r["message_id"] == f"{r['ledger_id']}:{r['entry_id']}:{n}:{r['batch_index']}" for r in mine)
+    # partitions counted by the metadata: those with a managed ledger hold the data
+    code, doc, err = export(capsys, c, tmp_path / "wide", "--topic", f"persistent://{NS}/wide")
+    assert code == 0, err
+    rows = export_rows(tmp_path / "wide")
+    assert {r["partition"] for r in rows} == {1}
+    assert_messages(rows, "a_plain", rows[0]["ledger_id"], partition=1)
+    code, doc, err = export(capsys, c, tmp_path / "idle", "--topic", f"persistent://{NS}/idle")
+    assert (code, doc["messages"], doc["problems"]) == (0, 0, []), err  # no partition loaded: nothing to export
 
 
 def test_a_deleted_ledger_stops_the_export_unless_skip_missing(pulsar_cluster, spark, capsys, tmp_path):

@@ -2,12 +2,18 @@
 
 Managed ledgers live at ``/managed-ledgers/<tenant>/<namespace>/persistent/<encoded
 topic>`` beside BookKeeper's root (``/ledgers`` -> ``/managed-ledgers``), each
-with its cursors as children.  This module uses only a kazoo client (the
-metadata store's ``client``) and never writes.
+with its cursors as children.  A partitioned topic is its partitions'
+managed ledgers (``<topic>-partition-N``) plus its partition count, JSON at
+``/admin/partitioned-topics/<tenant>/<namespace>/persistent/<encoded topic>``
+in Pulsar's configuration store -- read beside the managed ledgers (where it
+is when the configuration store is the same ZooKeeper); where it is not
+found, partitions are found by their managed ledgers' names.  This module
+uses only a kazoo client (the metadata store's ``client``) and never writes.
 """
 from __future__ import annotations
 
 import difflib
+import json
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +24,7 @@ from .managed_ledger import (
     BASE_NODE,
     TopicName,
     decode_local_name,
+    encode_local_name,
     parse_cursor_info,
     parse_managed_ledger_info,
 )
@@ -61,6 +68,8 @@ class TopicReader:
     def __init__(self, client: Any, base: str = "/" + BASE_NODE):
         self.client = client
         self.base = base.rstrip("/") or "/"
+        #: Pulsar's partitioned-topic metadata, beside the managed ledgers
+        self.partitioned_base = posixpath.join(posixpath.dirname(self.base), "admin", "partitioned-topics")
 
     def _call(self, method, *args):
         from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
@@ -122,6 +131,26 @@ class TopicReader:
                 except PulsarFormatError as exc:
                     raise PulsarFormatError(f"{path}/{child}: {exc}") from None
         return ml
+
+    def declared_partitions(self, topic: TopicName) -> int | None:
+        """The partition count Pulsar's partitioned-topic metadata gives
+        ``topic``; None when it has none here (not partitioned, or the
+        configuration store is elsewhere)."""
+        from kazoo.exceptions import NoNodeError
+
+        path = f"{self.partitioned_base}/{topic.tenant}/{topic.namespace}/{topic.domain}/" \
+               f"{encode_local_name(topic.local)}"
+        try:
+            data, _stat = self._call(self.client.get, path)
+        except NoNodeError:
+            return None
+        try:
+            count = json.loads(data)["partitions"]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise PulsarFormatError(f"{path}: not partitioned-topic metadata ({type(exc).__name__}: {exc})") from None
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise PulsarFormatError(f"{path}: partitions is {count!r}, not a count")
+        return count
 
     def partitions(self, topic: TopicName) -> list[TopicName]:
         """The partitions ``<topic>-partition-N`` that have managed ledgers, by N."""
