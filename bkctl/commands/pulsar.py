@@ -141,7 +141,8 @@ def ledger_owner(app: App, ledger_id):
     doc = owner(app.store, ledger_id, _base())
 
     def human():
-        where = {"topic": f"topic {doc['topic']}", "cursor": f"cursor {doc['cursor']} of topic {doc['topic']}",
+        owner_topic = doc["topic"] or f"of managed ledger {doc['managed_ledger']}"  # a v1 name: no topic URL
+        where = {"topic": f"topic {owner_topic}", "cursor": f"cursor {doc['cursor']} of topic {owner_topic}",
                  "orphan": "orphan (no managed ledger lists it"
                            + (f"; it names {doc['managed_ledger']}" if doc["managed_ledger"] else "") + ")",
                  "not-pulsar": "not a Pulsar ledger (no Pulsar custom metadata, no managed ledger lists it)",

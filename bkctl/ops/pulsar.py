@@ -7,7 +7,7 @@ ledger and the newest position in a cursor ledger.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from bkctl.wire.errors import NotFound
@@ -281,18 +281,14 @@ def ledger_owner(store, ledger_id: int, base: str | None = None) -> dict[str, An
         if component == COMPONENT_COMPACTED and custom.get(COMPACTED_TOPIC_KEY):
             doc["topic"] = custom[COMPACTED_TOPIC_KEY]
         return doc
-    topics = reader(store, base)
-    for topic in _candidates(topics, custom):
-        try:
-            ml = topics.read(topic)
-        except NotFound:
-            continue
+    for ml in _candidates(reader(store, base), custom):
+        topic = None if ml.topic is None else str(ml.topic)
         if ledger_id in ml.ledger_ids:
-            doc.update(owner="topic", topic=str(topic), managed_ledger=ml.name)
+            doc.update(owner="topic", topic=topic, managed_ledger=ml.name)
             return doc
         for cursor, info in ml.cursors.items():
             if info.cursorsLedgerId == ledger_id:
-                doc.update(owner="cursor", topic=str(topic), cursor=cursor, managed_ledger=ml.name)
+                doc.update(owner="cursor", topic=topic, cursor=cursor, managed_ledger=ml.name)
                 return doc
     doc["owner"] = "orphan" if component else "not-pulsar"
     doc["listed"] = False
@@ -301,19 +297,20 @@ def ledger_owner(store, ledger_id: int, base: str | None = None) -> dict[str, An
     return doc
 
 
-def _candidates(topics: TopicReader, custom: dict[str, str]) -> list[TopicName]:
-    """The managed ledger a ledger's custom metadata names, else every one."""
+def _candidates(topics: TopicReader, custom: dict[str, str]) -> Iterator[ManagedLedger]:
+    """The managed ledger a ledger's custom metadata names (v2 or v1 name),
+    else every one :meth:`TopicReader.topics` lists."""
     named = custom.get(MANAGED_LEDGER_KEY)
     if named:
+        ml = topics.read_named(named)
+        if ml is not None:
+            yield ml
+        return
+    for topic in topics.topics():
         try:
-            return [TopicName.from_managed_ledger(named)]
-        except ValueError:
-            pass
-    return topics.topics()
-
-
-def _listed_by(ml: ManagedLedger) -> set[int]:
-    return set(ml.ledger_ids) | {info.cursorsLedgerId for info in ml.cursors.values()}
+            yield topics.read(topic)
+        except NotFound:
+            continue  # deleted meanwhile
 
 
 class OrphanSweep:
@@ -343,11 +340,8 @@ class OrphanSweep:
         from bkctl.wire.metadata.errors import NoSuchLedger
 
         listed: set[int] = set()
-        for topic in self.topics.topics():
-            try:
-                listed |= _listed_by(self.topics.read(topic))
-            except NotFound:
-                continue  # deleted meanwhile
+        for ml in _candidates(self.topics, {}):
+            listed |= ml.listed
         now_ms = self.now_ms if self.now_ms is not None else int(time.time() * 1000)
         cutoff = now_ms - self.older_than * 1000
         for ledger_id in self.store.ledgers.ids():
@@ -366,10 +360,10 @@ class OrphanSweep:
                 continue
             if ledger_id in listed:
                 continue
+            if self._listed_now(ledger_id, custom):
+                continue
             if md.ctime is None or md.ctime > cutoff:
                 self.young += 1
-                continue
-            if self._listed_now(ledger_id, custom):
                 continue
             self.orphans += 1
             self.orphan_bytes += md.length if md.is_closed else 0
@@ -379,13 +373,7 @@ class OrphanSweep:
         """Whether the ledger is gone or listed after all (read again, now)."""
         if not self.store.ledgers.exists(ledger_id):
             return True
-        for topic in _candidates(self.topics, custom):
-            try:
-                if ledger_id in _listed_by(self.topics.read(topic)):
-                    return True
-            except NotFound:
-                continue
-        return False
+        return any(ledger_id in ml.listed for ml in _candidates(self.topics, custom))
 
     @staticmethod
     def _doc(ledger_id: int, md: Any, custom: dict[str, str]) -> dict[str, Any]:

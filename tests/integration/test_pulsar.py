@@ -131,6 +131,15 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
                 lid = c.write_ledger(f"{NS}/persistent/{short}", entries).ledger_id
                 c.put_topic(short, [(lid, entries, True)], zk=zk)
 
+            # a managed ledger with a v1 name (tenant/cluster/namespace/persistent/topic), as brokers
+            # before Pulsar 2 named them: topic list does not walk them, ledger-owner and orphans find it
+            v1_name = "legacy/cluster-a/ns/persistent/old"
+            lid = c.write_ledger(v1_name, pe.case_entries("a_plain")[:1]).ledger_id
+            info = ml.ManagedLedgerInfo()
+            info.ledgerInfo.add(ledgerId=lid, entries=1, size=len(pe.case_entries("a_plain")[0]), timestamp=1)
+            zk.create(f"{c.base}/{v1_name}", info.SerializeToString(), makepath=True)
+            c.v1 = {"name": v1_name, "ledger": lid}
+
             # partitioned-topic metadata as Pulsar's admin writes it (JSON in the configuration store, here
             # the same ZooKeeper): "wide" has 3 partitions, only partition 1 loaded by a broker yet; "idle"
             # has 2, none loaded; "badmeta"'s value is not JSON
@@ -311,7 +320,8 @@ def test_ledger_owner_names_topic_cursor_orphan_or_not_pulsar(pulsar_cluster, ca
              c.not_pulsar: ("not-pulsar", None, None),
              c.schema: ("schema", None, None),  # listed under /schemas, never an orphan
              c.compacted: ("compacted-ledger", f"persistent://{NS}/three", None),
-             c.delayed: ("delayed-index-bucket", None, None)}  # any other component: named, never judged
+             c.delayed: ("delayed-index-bucket", None, None),  # any other component: named, never judged
+             c.v1["ledger"]: ("topic", None, None)}  # a v1 managed-ledger name: no topic URL
     for ledger_id, (owner, topic, cursor) in cases.items():
         code, [doc], err = bkctl(capsys, c.uri, "pulsar", "ledger-owner", ledger_id)
         assert code == 0, err
@@ -337,6 +347,10 @@ def test_human_output_of_ledger_owner(pulsar_cluster, capsys):
     out = capsys.readouterr().out
     assert out.strip() == (f"ledger {pulsar_cluster.delayed}: delayed-index-bucket ledger "
                            "(by its custom metadata; not checked)")
+    assert run(["-m", pulsar_cluster.uri, "pulsar", "ledger-owner", str(pulsar_cluster.v1["ledger"])]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == (f"ledger {pulsar_cluster.v1['ledger']}: topic of managed ledger "
+                           f"{pulsar_cluster.v1['name']}")
 
 
 def test_orphans_lists_exactly_the_ledger_nothing_lists_once_it_is_old_enough(pulsar_cluster, capsys):
@@ -345,7 +359,8 @@ def test_orphans_lists_exactly_the_ledger_nothing_lists_once_it_is_old_enough(pu
     c = pulsar_cluster
     code, rows, err = bkctl(capsys, c.uri, "pulsar", "orphans", "--older-than", "0")
     assert code == 0, err
-    # the cursor ledger, the schema, compacted and delayed-index ledgers, the not-Pulsar one: not orphans
+    # the cursor ledger, the schema, compacted and delayed-index ledgers, the not-Pulsar one, the one a
+    # managed ledger with a v1 name lists: not orphans
     assert [r["ledger_id"] for r in rows] == [c.orphan]
     [row] = rows
     assert (row["managed_ledger"], row["cursor"], row["state"], row["entries"]) == \
@@ -355,7 +370,7 @@ def test_orphans_lists_exactly_the_ledger_nothing_lists_once_it_is_old_enough(pu
     code, rows, err = bkctl(capsys, c.uri, "pulsar", "orphans")
     assert (code, rows) == (0, []), err
     assert run(["-m", c.uri, "pulsar", "orphans"]) == 0
-    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    summary = " ".join(capsys.readouterr().out.split())  # rich wraps it at the console's width
     assert summary.startswith("0 orphans (0 B in closed ones) among ")
     assert summary.endswith("not judged: 1 younger than 1h, 3 of Pulsar's other components")
     code, _, err = bkctl(capsys, c.uri, "pulsar", "orphans", "--older-than", "soon")

@@ -39,21 +39,25 @@ def default_base(ledgers_root: str) -> str:
 
 @dataclass
 class ManagedLedger:
-    """One topic's managed ledger: its info, znode version and cursors."""
+    """One topic's managed ledger: its name (``tenant/namespace/persistent/topic``,
+    or a v1 name with the cluster), info, znode version and cursors; ``topic``
+    is None for a v1 name."""
 
-    topic: TopicName
+    name: str
+    topic: TopicName | None
     path: str
     info: Any
     version: int
     cursors: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def name(self) -> str:
-        return self.topic.managed_ledger
-
-    @property
     def ledger_ids(self) -> list[int]:
         return [li.ledgerId for li in self.info.ledgerInfo]
+
+    @property
+    def listed(self) -> set[int]:
+        """The ledgers it lists: its data ledgers and its cursors' ledgers."""
+        return set(self.ledger_ids) | {info.cursorsLedgerId for info in self.cursors.values()}
 
     @property
     def terminated(self) -> tuple[int, int] | None:
@@ -110,16 +114,39 @@ class TopicReader:
         from kazoo.exceptions import NoNodeError
 
         name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
-        path = self.path_of(name)
         try:
-            data, stat = self._call(self.client.get, path)
+            return self._read(name.managed_ledger, name, cursors)
         except NoNodeError:
             raise NoSuchTopic(str(name), self.suggest(name)) from None
+
+    def read_named(self, managed_ledger: str) -> ManagedLedger | None:
+        """The managed ledger of that name -- a v2 name, or a v1 name
+        (``tenant/cluster/namespace/persistent/topic``) that :meth:`topics`
+        does not list -- with its cursors; None when there is none."""
+        from kazoo.exceptions import NoNodeError
+
+        parts = managed_ledger.split("/")
+        if len(parts) not in (4, 5) or parts[-2] != "persistent" or any(p in ("", ".", "..") for p in parts):
+            return None  # not a managed-ledger name: nothing Pulsar would have written
+        try:
+            topic = TopicName.from_managed_ledger(managed_ledger)
+        except ValueError:
+            topic = None
+        try:
+            return self._read(managed_ledger, topic, True)
+        except NoNodeError:
+            return None
+
+    def _read(self, ml_name: str, topic: TopicName | None, cursors: bool) -> ManagedLedger:
+        from kazoo.exceptions import NoNodeError
+
+        path = f"{self.base}/{ml_name}"
+        data, stat = self._call(self.client.get, path)
         try:
             info = parse_managed_ledger_info(data)
         except PulsarFormatError as exc:
             raise PulsarFormatError(f"{path}: {exc}") from None
-        ml = ManagedLedger(name, path, info, stat.version)
+        ml = ManagedLedger(ml_name, topic, path, info, stat.version)
         if cursors:
             for child in self._children(path):
                 try:
