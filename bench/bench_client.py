@@ -3,7 +3,7 @@
 
 Prints figures, asserts nothing. Usage::
 
-    .venv/bin/python bench/bench_client.py [--uri URI] [--entries N] [--size B] [--quick]
+    .venv/bin/python bench/bench_client.py [--uri URI] [--entries N] [--size B] [--quick] [--default-gc]
 
 Without ``--uri`` a throw-away sandbox (a real ZooKeeper and 3 bookieds) is
 started in a temporary directory and stopped at the end.  Ledgers are
@@ -195,8 +195,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--profile", action="store_true",
                         help="profile the client's reactor thread while it reads (cProfile, top functions)")
+    parser.add_argument("--default-gc", action="store_true",
+                        help="leave CPython's garbage collector as it is (bkctl settles it before it talks to "
+                             "bookies: wire.process.runtime)")
     args = parser.parse_args()
     entries = min(args.entries, 10_000) if args.quick else args.entries
+    if not args.default_gc:
+        from bkctl.wire.process.runtime import settle_garbage_collector
+
+        settle_garbage_collector()  # as bkctl's App.bk does
     if args.uri:
         run(args.uri, entries, args.size, args.quick, args.profile)
         return

@@ -84,6 +84,9 @@ class App:
         ZooKeeper session, created on first use (starts the reactor thread)."""
         if self._bk is None:
             from bkctl.wire.client.blocking import BlockingBookKeeper
+            from bkctl.wire.process.runtime import settle_garbage_collector
+
+            settle_garbage_collector()  # what the commands that talk to bookies move dies young
 
             options = {"tls": self.bookie_tls} if self.bookie_tls else {}
             if self.bookie_tls:

@@ -8,7 +8,6 @@ flight, checkpoint, unregister, close ZooKeeper.
 """
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import signal
@@ -21,6 +20,7 @@ from twisted.python.failure import Failure
 
 from bkctl.wire.process import sdnotify
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
+from bkctl.wire.process.runtime import settle_garbage_collector
 from bkctl.wire.process.shutdown import ExitDeadline, call_with_timeout
 
 from . import day2, disk_layout as layout, identity
@@ -45,8 +45,6 @@ log = logging.getLogger("bookied")
 
 #: GIL switch interval of the bookie process, seconds (CPython's default: 0.005).
 SWITCH_INTERVAL = 0.0001
-#: gc.set_threshold() of the bookie process (CPython's default: 700, 10, 10).
-GC_THRESHOLD = (10_000, 10, 10)
 
 
 class ReadOnlyNotAllowed(BKError):
@@ -253,21 +251,13 @@ class BookieService:
           latency at 1,000 adds/s 7-11 ms with 0.5 ms, 4-5 ms with 0.1 ms
           (what remains is the flush's own fsyncs on the journal's disk);
           pipelined throughput unchanged.
-        * Garbage collection: the tens of thousands of objects loaded at start
-          (Twisted, kazoo, protobuf descriptors, ...) never become garbage;
-          gc.freeze() takes them out of the collector's sight, so a full
-          collection only walks what was allocated since -- a few ms of
-          reactor stall instead of tens. And the youngest generation is
-          collected every GC_THRESHOLD[0] net allocations instead of 700: the
-          objects of the adds in flight (thousands under load) live for an
-          fsync or two, and with the default they are promoted to the old
-          generations -- and walked again by each collection there -- before
-          they die.
+        * Garbage collection: settled as in every process that moves many
+          entries (:func:`~bkctl.wire.process.runtime.settle_garbage_collector`:
+          what was loaded at start frozen, the youngest generation collected
+          less often), so the adds in flight die young.
         """
         sys.setswitchinterval(SWITCH_INTERVAL)
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(*GC_THRESHOLD)
+        settle_garbage_collector()
 
     def _register(self):
         """Register in ZooKeeper (waiting out a stale node of our previous life), then READY=1.

@@ -50,9 +50,11 @@ def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol
     from twisted.internet import defer, reactor
 
     from bkctl.wire.autorecovery.service import AutoRecoveryDaemon
+    from bkctl.wire.process.runtime import settle_garbage_collector
     from bkctl.wire.process.sdnotify import Notifier
     from bkctl.wire.process.shutdown import ExitDeadline
 
+    settle_garbage_collector()  # a worker copies entries for hours: as bookied does
     log = logging.getLogger("bkctl.autorecovery")
     notifier = Notifier.from_environment()
     watchdog = notifier.start_watchdog(reactor)
