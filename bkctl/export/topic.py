@@ -15,8 +15,10 @@ output directory, Spark tasks, commit, manifest); this module is what differs:
   export does, decodes them (:class:`~bkctl.wire.pulsar.messages.TopicDecoder`),
   and writes rows below ``topic=T/date=D/ledger_id=N`` (the UTC day of each
   message's publish time).  A task whose range ends inside a chunked message
-  reads on until that message is complete; the next task leaves those
-  chunks alone;
+  reads on until that message is complete -- into the topic's next ledger
+  when a rollover cut the message there; its row then goes with the ledger
+  of its last chunk, whose position is Pulsar's id for it -- and the next
+  task leaves those chunks alone;
 * checking (:meth:`TopicSource.verify`): every planned entry was read, and
   the files hold the rows the tasks made.
 """
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -100,6 +102,14 @@ class TopicRange:
     from_ms: int | None = None
     to_ms: int | None = None
     error_rows: bool = True
+    #: the topic's next ledger, when it directly follows this one in the plan: where a
+    #: task reads on for a chunked message its ledger ends inside (Pulsar rolls a
+    #: ledger over between two chunks as between two messages)
+    next_ledger: int | None = None
+    next_last: int = -1
+    #: this ledger directly follows a planned one: chunks at its start that continue a
+    #: message begun there are the task's that began it
+    follows: bool = False
 
     @property
     def entries(self) -> int:
@@ -144,6 +154,7 @@ def plan_topic(store, options, lac_of, bk_factory=None) -> TopicPlan:
     missing: list[str] = []
     for ml in managed:
         name = str(ml.topic)
+        follows = 0  # the ranges of the ledger before, when it was planned: the last ones of out.ranges
         cursor = None
         if options.subscription is not None:
             info = ml.cursors.get(options.subscription)
@@ -162,6 +173,7 @@ def plan_topic(store, options, lac_of, bk_factory=None) -> TopicPlan:
             try:
                 md, _version = store.ledgers.read(ledger_id)
             except NoSuchLedger:
+                follows = 0
                 if offload is not None and offload.complete and offload.bookkeeperDeleted:
                     out.skipped.append({"ledger_id": ledger_id, "topic": name,
                                         "reason": "offloaded to tiered storage and deleted from BookKeeper"})
@@ -179,14 +191,21 @@ def plan_topic(store, options, lac_of, bk_factory=None) -> TopicPlan:
             if cursor is not None and state.first_unacked(ledger_id) > last:
                 out.skipped.append({"ledger_id": ledger_id, "topic": name,
                                     "reason": f"wholly acknowledged by {options.subscription}"})
+                follows = 0
                 continue
             plan = LedgerPlan(ledger_id=ledger_id, state=md.state.name, ctime_ms=md.ctime,
                               metadata=planning.decode_custom_metadata(md.custom_metadata), first=0, last=last,
                               length=md.length if md.is_closed else None, segments=len(md.ensembles))
             out.plans.append(plan)
-            for r in planning.split_ranges([plan], options.split_entries):
-                out.ranges.append(TopicRange(name, ml.topic.partition, ledger_id, r.first, r.last, last, cursor,
-                                             options.from_ms, options.to_ms, options.on_corrupt == "row"))
+            ranges = [TopicRange(name, ml.topic.partition, ledger_id, r.first, r.last, last, cursor,
+                                 options.from_ms, options.to_ms, options.on_corrupt == "row")
+                      for r in planning.split_ranges([plan], options.split_entries)]
+            if ranges and follows:  # a chunked message begun in any range of the ledger before may end here
+                out.ranges[-follows:] = [replace(r, next_ledger=ledger_id, next_last=last)
+                                         for r in out.ranges[-follows:]]
+                ranges[0] = replace(ranges[0], follows=True)
+            out.ranges.extend(ranges)
+            follows = len(ranges)
     if missing and not options.skip_missing:
         raise TopicLedgersMissing(f"ledgers listed by {options.topic} but deleted: {', '.join(missing)} "
                                   "(--skip-missing exports the rest)")
@@ -226,7 +245,7 @@ def read_topic_range(read_options, part: TopicRange, stats: dict[str, Any] | Non
     decoder = TopicDecoder(part.topic, part.partition, keep=keep, from_ms=part.from_ms, to_ms=part.to_ms,
                            error_rows=part.error_rows)
     schema = topic_arrow_schema()
-    skip = part.first > 0
+    skip = part.first > 0 or part.follows
     ledger_id = part.ledger_id
     for entries in read_entries(read_options, ledger_id, part.first, part.last):
         for entry_id, data in entries:
@@ -234,19 +253,33 @@ def read_topic_range(read_options, part: TopicRange, stats: dict[str, Any] | Non
         if decoder.rows:
             yield _to_batch(decoder.take(), schema)
     read_on = part.last
-    while decoder.chunks.pending and read_on < part.ledger_last:  # finish the chunked messages begun here
-        stop = min(part.ledger_last, read_on + 16)
+    read_ahead = _read_on(read_options, decoder, ledger_id, read_on, part.ledger_last)
+    ended = "the ledger ends before the message's last chunk"
+    if decoder.chunks.pending and part.next_ledger is not None:  # ... and then into the topic's next ledger
+        read_ahead += _read_on(read_options, decoder, part.next_ledger, -1, part.next_last)
+        ended = "the next ledger ends before the message's last chunk"
+    decoder.finish(ended)
+    if decoder.rows:
+        yield _to_batch(decoder.take(), schema)
+    if stats is not None:
+        stats.update(entries=part.entries, read_ahead=read_ahead, messages=decoder.messages,
+                     bytes=decoder.payload_bytes, problems=[p.to_json() for p in decoder.problems])
+
+
+def _read_on(read_options, decoder, ledger_id: int, after: int, last: int) -> int:
+    """Read ``ledger_id`` past entry ``after`` up to ``last``, 16 entries at a
+    time, taking only the chunks of messages begun before, until none is
+    unfinished; returns the entries read."""
+    from .datasource import read_entries
+
+    read_on = after
+    while decoder.chunks.pending and read_on < last:
+        stop = min(last, read_on + 16)
         for entries in read_entries(read_options, ledger_id, read_on + 1, stop):
             for entry_id, data in entries:
                 decoder.add(ledger_id, entry_id, data, only_continuations=True)
         read_on = stop
-    decoder.finish("the ledger ends before the message's last chunk" if read_on >= part.ledger_last else
-                   "incomplete")
-    if decoder.rows:
-        yield _to_batch(decoder.take(), schema)
-    if stats is not None:
-        stats.update(entries=part.entries, read_ahead=read_on - part.last, messages=decoder.messages,
-                     bytes=decoder.payload_bytes, problems=[p.to_json() for p in decoder.problems])
+    return read_on - after
 
 
 def _day(ms: int | None) -> str | None:
@@ -274,17 +307,22 @@ def write_topic_range(read_options, options, item: tuple[int, TopicRange]) -> li
     try:
         for batch in read_topic_range(read_options, part, stats):
             days = pc.cast(pc.divide(pc.cast(batch.column("publish_time"), pa.int64()), 86_400_000_000), pa.int64())
-            unique = pc.unique(days).to_pylist()
-            for day in unique:
-                rows = batch if len(unique) == 1 else batch.filter(
+            unique_days = pc.unique(days).to_pylist()
+            for day in unique_days:
+                by_day = batch if len(unique_days) == 1 else batch.filter(
                     pc.is_null(days) if day is None else pc.equal(days, day))
-                leaf = f"{topic_dir}/date={_day(None if day is None else day * 86_400_000) or NO_DATE}/" \
-                       f"ledger_id={part.ledger_id}"
-                writer = writers.get(leaf)
-                if writer is None:
-                    writer = writers[leaf] = RangeWriter(Path(options.staging) / ATTEMPTS / attempt / leaf, index,
-                                                         options, schema=schema)
-                writer.write(rows)
+                # a chunked message the next ledger finishes is that ledger's row
+                unique_ledgers = pc.unique(by_day.column("ledger_id")).to_pylist()
+                for ledger in unique_ledgers:
+                    rows = by_day if len(unique_ledgers) == 1 else by_day.filter(
+                        pc.equal(by_day.column("ledger_id"), ledger))
+                    leaf = f"{topic_dir}/date={_day(None if day is None else day * 86_400_000) or NO_DATE}/" \
+                           f"ledger_id={ledger}"
+                    writer = writers.get(leaf)
+                    if writer is None:
+                        writer = writers[leaf] = RangeWriter(Path(options.staging) / ATTEMPTS / attempt / leaf,
+                                                             index, options, schema=schema)
+                    writer.write(rows)
         files = [{"attempt": attempt, "leaf": leaf, "name": name, "rows": rows}
                  for leaf, writer in writers.items() for name, rows in writer.close()]
     except BaseException:
@@ -317,7 +355,9 @@ class TopicSource:
 
     def verify(self, plans: list[LedgerPlan], reports: list[dict[str, Any]]) -> tuple[dict[int, dict[str, int]], int]:
         """Per ledger: messages written and their bytes, from the tasks'
-        counts checked against the files they wrote; and the file count."""
+        counts checked against the files they wrote; and the file count.  (A
+        chunked message a rollover cut is counted with the ledger it began
+        in, though its row is in the next ledger's folder.)"""
         from .job import ExportError
 
         self.reports = [r for r in reports if "task" in r]

@@ -131,6 +131,16 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
                 lid = c.write_ledger(f"{NS}/persistent/{short}", entries).ledger_id
                 c.put_topic(short, [(lid, entries, True)], zk=zk)
 
+            # a chunked message that a ledger rollover cut in two (the broker rolls between any two
+            # entries): d_chunking's entries 0-2 (a message, chunks 0 and 1 of the next) in one ledger,
+            # 3-6 (its last chunk, a message, a second chunked message) in the next
+            chunked = pe.case_entries("d_chunking")
+            ml_span = f"{NS}/persistent/spanning"
+            x = c.write_ledger(ml_span, chunked[:3]).ledger_id
+            y = c.write_ledger(ml_span, chunked[3:]).ledger_id
+            c.put_topic("spanning", [(x, chunked[:3], True), (y, chunked[3:], True)], zk=zk)
+            c.spanning = (x, y)
+
             # a managed ledger with a v1 name (tenant/cluster/namespace/persistent/topic), as brokers
             # before Pulsar 2 named them: topic list does not walk them, ledger-owner and orphans find it
             v1_name = "legacy/cluster-a/ns/persistent/old"
@@ -583,6 +593,27 @@ def test_publish_time_window_and_the_manifest(pulsar_cluster, spark, capsys, tmp
     assert doc["partition_by"] == "topic" and doc["columns"][:3] == ["topic", "partition", "ledger_id"]
     assert doc["last_export"]["options"]["topic"] == f"persistent://{NS}/vec-b_batch"
     assert list(doc["topics"]) == [f"persistent://{NS}/vec-b_batch"]
+
+
+@pytest.mark.parametrize("split", ["2", "100"])
+def test_a_chunked_message_a_ledger_rollover_cut_in_two_is_put_back_together(pulsar_cluster, spark, capsys,
+                                                                           tmp_path, split):
+    """As Pulsar's consumer does, across ledgers: the message is the next
+    ledger's row (Pulsar's id for it is its last chunk's position), nothing is
+    reported incomplete, nothing is exported twice."""
+    c = pulsar_cluster
+    x, y = c.spanning
+    out = tmp_path / f"spanning-{split}"
+    code, docs, err = bkctl(capsys, c.uri, "export", "--out", out, "--split-entries", split,
+                            "--topic", f"persistent://{NS}/spanning")
+    assert code == 0, err
+    assert docs[0]["problems"] == []
+    rows = export_rows(out)
+    want = pe.expected_messages("d_chunking")
+    assert [r["payload"] or b"" for r in rows] == [m["payload"] for m in want]
+    positions = [(r["ledger_id"], r["entry_id"], r["message_id"]) for r in rows]
+    assert positions == [(x, 0, f"{x}:0:-1"), (y, 0, f"{x}:1:-1;{y}:0:-1"), (y, 1, f"{y}:1:-1"),
+                         (y, 3, f"{y}:2:-1;{y}:3:-1")]
 
 
 def test_reexport_is_idempotent_and_spark_reads_the_export(pulsar_cluster, spark, capsys, tmp_path):
