@@ -1,0 +1,141 @@
+"""The import graph the design fixes, read from the sources (ast, nothing imported):
+
+* ``wire`` imports none of ``bkctl``'s other modules, ``bookied`` or ``shell``, at any level;
+* ``bookied`` imports ``wire`` and nothing else of ``bkctl``;
+* module-level imports have no cycle (the issue allowed command registration's;
+  the command modules are imported lazily, so there is none).
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+#: source folder -> the package it installs as (pyproject.toml's package-dir)
+FOLDERS = {"bkctl": "bkctl", "wire": "bkctl.wire", "bookied": "bkctl.bookied", "shell": "bkctl.shell"}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for folder, package in FOLDERS.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            rel = path.relative_to(ROOT / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            if folder == "wire" and "proto" in parts:
+                continue  # generated protobuf modules
+            out[".".join([package, *parts])] = path
+    return out
+
+
+MODULES = modules()
+
+
+def _resolve(module: str, path: Path, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{node.module}" if node.module else package
+
+
+def _type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(test, (ast.Name, ast.Attribute)) and "TYPE_CHECKING" in ast.unparse(test)
+
+
+def imports(module: str, path: Path, top_level_only: bool) -> set[str]:
+    """The project modules ``module`` imports (``from X import Y``: X.Y when it is a module)."""
+    found: set[str] = set()
+
+    def visit(nodes, top: bool):
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(module, path, node)
+                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+            else:
+                names = []
+            for name in names:
+                while name and name not in MODULES:
+                    name = name.rpartition(".")[0]
+                if name and name != module:
+                    found.add(name)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                if not top_level_only:
+                    visit(ast.iter_child_nodes(node), False)
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, top)
+            elif isinstance(node, ast.If) and _type_checking(node):
+                if not top_level_only:
+                    visit(node.body, top)
+                visit(node.orelse, top)
+            elif not isinstance(node, (ast.Import, ast.ImportFrom)):
+                visit(ast.iter_child_nodes(node), top)
+
+    visit(ast.parse(path.read_text()).body, True)
+    return found
+
+
+def test_the_sources_are_found():
+    assert {"bkctl.cli", "bkctl.wire.client.ledger_handle", "bkctl.bookied.server", "bkctl.shell.repl"} <= set(MODULES)
+
+
+def test_wire_imports_nothing_of_the_programs_built_on_it():
+    bad = {(m, i) for m, p in MODULES.items() if m.startswith("bkctl.wire")
+           for i in imports(m, p, top_level_only=False) if not i.startswith("bkctl.wire")}
+    assert not bad, sorted(bad)
+
+
+def test_bookied_imports_only_wire_of_bkctl():
+    bad = {(m, i) for m, p in MODULES.items() if m.startswith("bkctl.bookied")
+           for i in imports(m, p, top_level_only=False)
+           if not i.startswith(("bkctl.bookied", "bkctl.wire"))}
+    assert not bad, sorted(bad)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return out
+
+
+def test_module_level_imports_have_no_cycle():
+    graph = {m: imports(m, p, top_level_only=True) for m, p in MODULES.items()}
+    assert sum(map(len, graph.values())) > 300  # the graph was read
+    cycles = _cycles(graph)
+    assert not cycles, cycles
+
+
+def test_the_cycle_check_sees_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
