@@ -105,9 +105,6 @@ class TopicReader:
                         continue
         return sorted(out, key=str)
 
-    def path_of(self, topic: TopicName) -> str:
-        return f"{self.base}/{topic.managed_ledger}"
-
     def read(self, topic: TopicName | str, cursors: bool = True) -> ManagedLedger:
         """The managed ledger of ``topic``; :class:`NoSuchTopic` (with
         suggestions) when there is none."""
