@@ -195,7 +195,8 @@ def orphans(app: App, older_than):
         app.console.print(
             f"{plural(sweep.orphans, 'orphan')} ({human_size(sweep.orphan_bytes)} in closed ones) among "
             f"{plural(sweep.pulsar, 'Pulsar ledger')} of {plural(sweep.checked, 'ledger')}; not judged: "
-            f"{sweep.young} younger than {older_than}, {sweep.unchecked} of Pulsar's other components",
+            f"{sweep.young} younger than {older_than}, {sweep.unchecked} of Pulsar's other components"
+            + (f", {sweep.unreadable} whose metadata does not decode" if sweep.unreadable else ""),
             highlight=False)
 
     emit_rows(app, sweep, human)

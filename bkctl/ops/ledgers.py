@@ -43,18 +43,15 @@ def list_ledgers(store, state: str | None = None, bookie: str | None = None, mat
         from bkctl.wire.client.placement import segments_not_adhering
 
         placement.refresh(store.registration.writable_bookies() + store.registration.readonly_bookies())
-    for ledger_id in store.ledgers.ids():
-        if not details and want_state is None and bookie is None and match is None and placement is None:
+    if not details and want_state is None and bookie is None and match is None and placement is None:
+        for ledger_id in store.ledgers.ids():
             yield {"ledger_id": ledger_id}
-            continue
-        try:
-            md, version = store.ledgers.read(ledger_id)
-        except Exception as e:  # deleted meanwhile, or corrupt: report and go on
-            from bkctl.wire.errors import NotFound
-
-            if isinstance(e, NotFound):
-                continue
-            yield {"ledger_id": ledger_id, "error": str(e)}
+        return
+    for ledger_id, md, version in store.ledgers.read_many(store.ledgers.ids()):
+        if md is None:
+            continue  # deleted meanwhile
+        if isinstance(md, Exception):  # corrupt: report and go on
+            yield {"ledger_id": ledger_id, "error": str(md)}
             continue
         if want_state is not None and md.state is not want_state:
             continue

@@ -124,6 +124,19 @@ def test_ledger_delete_exists_and_ids(store):
     assert list(store.ledgers.ids()) == sorted({2**33, generated})
 
 
+def test_ledger_read_many_in_order_with_the_missing_ones(store):
+    for ledger_id in (3, 9, 2**33):
+        store.ledgers.create(md(), ledger_id)
+    store.ledgers.update(9, store.ledgers.read(9)[0].closed(1, 10), 0)
+    got = list(store.ledgers.read_many([2**33, 4, 9, 3]))
+    assert [(i, v) for i, _, v in got] == [(2**33, 0), (4, -1), (9, 1), (3, 0)]
+    assert got[1][1] is None
+    assert [m for _, m, _ in got if m is not None] == [store.ledgers.read(i)[0] for i in (2**33, 9, 3)]
+    # a stream of ids streams out, in windows (more ids than one window holds)
+    assert [i for i, _, _ in store.ledgers.read_many(iter(range(600)))] == list(range(600))
+    assert [i for i, m, _ in store.ledgers.read_many(store.ledgers.ids()) if m is not None] == [3, 9, 2**33]
+
+
 def test_ledger_ids_are_new_and_ascending(store):
     ids = [store.ledger_ids.generate() for _ in range(5)]
     assert ids == sorted(set(ids)) and all(i >= 0 for i in ids)

@@ -668,3 +668,25 @@ def test_concurrent_init_only_one_wins(uninitialised_uri):
     assert outcomes.count("exists") == 3
     with ZKMetadataStore(uninitialised_uri) as store:
         assert store.cluster.instance_id() in outcomes
+
+
+def test_a_walk_of_ledger_metadata_goes_on_past_a_corrupt_one(metadata_uri, capsys):
+    """read_many names a ledger whose metadata does not decode in its place and
+    goes on; ``ledger list`` reports it in a row of its own (exit 0)."""
+    import json
+
+    from bkctl.cli import run
+
+    with ZKMetadataStore(metadata_uri, timeout=20) as store:
+        for ledger_id in (1, 2, 3):
+            store.ledgers.create(md("127.0.0.1:3181"), ledger_id)
+        store.client.set(store.ledgers.path(2), b"\x00not ledger metadata")
+        got = list(store.ledgers.read_many(store.ledgers.ids()))
+        assert [(i, type(m).__name__, v) for i, m, v in got] == \
+            [(1, "LedgerMetadata", 0), (2, "MetadataStoreError", -1), (3, "LedgerMetadata", 0)]
+        assert "ledger 2 has corrupt metadata" in str(got[1][1])
+    capsys.readouterr()
+    assert run(["-m", metadata_uri, "--json", "ledger", "list"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["ledger_id"] for r in rows] == [1, 2, 3]
+    assert "corrupt metadata" in rows[1]["error"] and "error" not in rows[0]

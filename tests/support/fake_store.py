@@ -122,6 +122,17 @@ class FakeLedgerManager(_Manager):
     def ids(self) -> Iterator[int]:
         return iter(sorted(self._znodes))
 
+    @_call
+    def read_many(self, ledger_ids: Iterable[int]) -> Iterator[tuple[int, LedgerMetadata | None, int]]:
+        out = []
+        for ledger_id in ledger_ids:
+            try:
+                md, version = self._read(ledger_id)
+            except NoSuchLedger:
+                md, version = None, -1
+            out.append((ledger_id, md, version))
+        return iter(out)
+
 
 class FakeLedgerIdGenerator(_Manager):
     _name = "ledger_ids"

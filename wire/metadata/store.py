@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from bkctl.wire.metadata.cookie import Cookie
     from bkctl.wire.metadata.ledger import LedgerMetadata
     from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
+    from bkctl.wire.metadata.errors import MetadataStoreError
 
 __all__ = [
     "AuditorElection",
@@ -81,6 +82,14 @@ class LedgerManager(Protocol):
 
     def ids(self) -> Iterator[int]:
         """Every ledger id, ascending."""
+
+    def read_many(self, ledger_ids: Iterable[int]
+                  ) -> Iterator[tuple[int, "LedgerMetadata | MetadataStoreError | None", int]]:
+        """``(ledger_id, metadata, version)`` for each of ``ledger_ids``, in
+        order; ``(ledger_id, None, -1)`` for one that is missing, the
+        :class:`~.errors.MetadataStoreError` :meth:`read` would raise in place
+        of metadata that does not decode.  Requests are pipelined: a walk over
+        many ledgers waits a round trip per window of them, not per ledger."""
 
 
 @runtime_checkable

@@ -3,8 +3,9 @@ HierarchicalLedgerManager and its flat / legacy / long siblings): create, read,
 compare-and-set on the znode version, delete, and walking every ledger id."""
 from __future__ import annotations
 
+import itertools
 import re
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["ZKLedgerManager"]
 
 _DIGITS4 = re.compile(r"\d{4}")
+#: ledger metadata reads in flight at once in :meth:`ZKLedgerManager.read_many`
+_READ_WINDOW = 256
 _LEAF4 = re.compile(r"L\d{4}")
 
 
@@ -173,6 +176,28 @@ class ZKLedgerManager(Manager):
                 break
             except NoNodeError:
                 continue
+
+    @zk_gen
+    def read_many(self, ledger_ids: Iterable[int]
+                  ) -> Iterator[tuple[int, LedgerMetadata | MetadataStoreError | None, int]]:
+        """``(ledger_id, metadata, version)`` for each of ``ledger_ids``, in
+        order, read with pipelined gets (:meth:`ZKSession.get_many`):
+        ``(ledger_id, None, -1)`` for a missing ledger, and the
+        :class:`MetadataStoreError` :meth:`read` would raise in place of
+        metadata that does not decode (so a walk goes on past it)."""
+        it = iter(ledger_ids)  # in windows, so that a stream of ids (ids()) streams out too
+        while chunk := list(itertools.islice(it, _READ_WINDOW)):
+            for ledger_id, got in zip(chunk, self._session.get_many([self.path(i) for i in chunk], _READ_WINDOW)):
+                if got is None:
+                    yield ledger_id, None, -1
+                    continue
+                data, stat = got
+                try:
+                    md = self._decode(ledger_id, data, stat)
+                except MetadataStoreError as exc:
+                    yield ledger_id, exc, -1
+                    continue
+                yield ledger_id, md, stat.version
 
     @zk_gen
     def ids(self) -> Iterator[int]:

@@ -10,11 +10,12 @@ here too.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import threading
 import time
 import weakref
-from typing import Callable, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -308,6 +309,27 @@ class ZKSession:
 
     def get(self, path: str):
         return self._zk.retry(self._zk.get, path)
+
+    def get_many(self, paths: Iterable[str], window: int = 256) -> Iterator[tuple[bytes, Any] | None]:
+        """``(value, stat)`` of each path, in order (None: no such znode), with
+        up to ``window`` gets in flight; a get that failed otherwise (a
+        connection loss) is retried alone, as :meth:`get` retries."""
+        it = iter(paths)
+        while True:
+            chunk = list(itertools.islice(it, window))
+            if not chunk:
+                return
+            pending = [(path, self._zk.get_async(path)) for path in chunk]
+            for path, result in pending:
+                try:
+                    yield result.get()
+                except NoNodeError:
+                    yield None
+                except KazooException:
+                    try:
+                        yield self.get(path)
+                    except NoNodeError:
+                        yield None
 
     def get_parsed(self, path: str, parse: Callable[[bytes], _T]) -> _T | None:
         """The znode's value through *parse* (None if the znode is missing; a value
