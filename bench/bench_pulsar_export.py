@@ -9,7 +9,9 @@ Pulsar topic as a broker stores it: small messages in batches of
 against the real client's bytes (tests/support/pulsar_entries.py), in ``--ledgers``
 ledgers listed by a managed-ledger znode.  Then, in turns (``--repeat``):
 
-* the decoder alone, in this process (one core): messages/s and CPU per message;
+* the decoder alone, in this process (one core), to Arrow record batches, with
+  its fast path (batches split by the C extension) and without: messages/s and
+  CPU per message;
 * (after one turn of both that warms Spark's workers up)
 * the raw ledger export of those ledgers (``run_export`` with their ids);
 * the topic export (``run_export`` with the topic): one row per message.
@@ -134,17 +136,26 @@ def run(args, uri: str, work: Path) -> int:
     with ZKMetadataStore(uri) as store:
         store.client.create(f"{default_base(store.root)}/{name}", info.SerializeToString(), makepath=True)
 
-    # the decoder alone, one core
-    cpu = time.process_time()
-    t = time.monotonic()
-    dec = TopicDecoder(TOPIC)
-    for n, data in enumerate(entries):
-        dec.add(ids[0], n, data)
-        if dec.rows >= 10_000:
-            dec.take()
-    seconds, cpu = time.monotonic() - t, time.process_time() - cpu
-    print(f"{'decode (one core, no Arrow)':34} {args.messages / seconds:>10,.0f} messages/s  "
-          f"{len(entries) / seconds:>9,.0f} entries/s  {cpu / args.messages * 1e6:6.2f} us CPU/message")
+    # the decoder alone, one core: rows made into Arrow record batches as the export's tasks do
+    from bkctl.export.topic import _to_batch, topic_arrow_schema
+    from bkctl.wire import fastpath
+    from bkctl.wire.pulsar.messages import PACKED_AVAILABLE
+
+    schema = topic_arrow_schema()
+    print(f"fast path: C extension {'built' if PACKED_AVAILABLE else 'MISSING'}, "
+          f"BKCTL_FASTPATHS {'on' if fastpath.ENABLED else 'off'}")
+    for label, packed in (("decode to Arrow, packed (one core)", True), ("decode to Arrow, general (one core)", False)):
+        cpu = time.process_time()
+        t = time.monotonic()
+        dec = TopicDecoder(TOPIC, packed=packed)
+        for n, data in enumerate(entries):
+            dec.add(ids[0], n, data)
+            if dec.rows >= 10_000:
+                [_to_batch(part, schema) for part in dec.take_parts()]
+        [_to_batch(part, schema) for part in dec.take_parts()]
+        seconds, cpu = time.monotonic() - t, time.process_time() - cpu
+        print(f"{label:36} {args.messages / seconds:>10,.0f} messages/s  {len(entries) / seconds:>9,.0f} entries/s  "
+              f"{cpu / args.messages * 1e6:6.2f} us CPU/message")
 
     spark, created = spark_session(args.master, quiet=True)
     results: dict[str, list[tuple[float, float, dict]]] = {"raw": [], "topic": []}

@@ -215,9 +215,14 @@ def plan_topic(store, options, lac_of, bk_factory=None) -> TopicPlan:
 # ---------------------------------------------------------------- reading
 
 
-def _to_batch(columns: dict[str, list], schema) -> Any:
+def _to_batch(columns, schema) -> Any:
+    """One record batch of ``schema`` from a part of :meth:`TopicDecoder.take_parts`."""
     import pyarrow as pa
 
+    from bkctl.wire.pulsar.messages import PackedColumns
+
+    if isinstance(columns, PackedColumns):
+        return _packed_batch(columns, schema)
     arrays = []
     for f in schema:
         values = columns[f.name]
@@ -225,6 +230,38 @@ def _to_batch(columns: dict[str, list], schema) -> Any:
             arrays.append(pa.array([None if v is None else v * 1000 for v in values], pa.int64()).cast(f.type))
         else:
             arrays.append(pa.array(values, f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _packed_batch(part, schema) -> Any:
+    """The packed buffers wrapped as Arrow arrays (no copy); the columns that
+    are the same in every row made here."""
+    import pyarrow as pa
+
+    n, buffers = part.rows, part.buffers
+    arrays = []
+    for f in schema:
+        name = f.name
+        if name == "topic":
+            arrays.append(pa.repeat(pa.scalar(part.topic, f.type), n))
+        elif name == "partition":
+            arrays.append(pa.repeat(pa.scalar(part.partition, f.type), n))
+        elif name == "encrypted":
+            arrays.append(pa.repeat(pa.scalar(False, f.type), n))
+        elif name in ("encryption_keys", "error"):
+            arrays.append(pa.nulls(n, f.type))
+        elif name == "properties":
+            offsets, key_offsets, key_data, value_offsets, value_data = buffers[name]
+            count = len(key_offsets) // 4 - 1
+            keys = pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(key_offsets), pa.py_buffer(key_data)])
+            items = pa.Array.from_buffers(pa.string(), count,
+                                          [None, pa.py_buffer(value_offsets), pa.py_buffer(value_data)])
+            arrays.append(pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(offsets)]),
+                                                  keys, items))
+        else:
+            validity, nulls, *data = buffers[name]
+            arrays.append(pa.Array.from_buffers(f.type, n, [None if validity is None else pa.py_buffer(validity)]
+                                                + [pa.py_buffer(b) for b in data], null_count=nulls))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
@@ -243,15 +280,15 @@ def read_topic_range(read_options, part: TopicRange, stats: dict[str, Any] | Non
             return not state.message_acked(position, batch_index)
 
     decoder = TopicDecoder(part.topic, part.partition, keep=keep, from_ms=part.from_ms, to_ms=part.to_ms,
-                           error_rows=part.error_rows)
+                           error_rows=part.error_rows, packed=True)
     schema = topic_arrow_schema()
     skip = part.first > 0 or part.follows
     ledger_id = part.ledger_id
     for entries in read_entries(read_options, ledger_id, part.first, part.last):
         for entry_id, data in entries:
             decoder.add(ledger_id, entry_id, data, skip_continuations=skip)
-        if decoder.rows:
-            yield _to_batch(decoder.take(), schema)
+        for columns in decoder.take_parts():
+            yield _to_batch(columns, schema)
     read_on = part.last
     read_ahead = _read_on(read_options, decoder, ledger_id, read_on, part.ledger_last)
     ended = "the ledger ends before the message's last chunk"
@@ -259,8 +296,8 @@ def read_topic_range(read_options, part: TopicRange, stats: dict[str, Any] | Non
         read_ahead += _read_on(read_options, decoder, part.next_ledger, -1, part.next_last)
         ended = "the next ledger ends before the message's last chunk"
     decoder.finish(ended)
-    if decoder.rows:
-        yield _to_batch(decoder.take(), schema)
+    for columns in decoder.take_parts():
+        yield _to_batch(columns, schema)
     if stats is not None:
         stats.update(entries=part.entries, read_ahead=read_ahead, messages=decoder.messages,
                      bytes=decoder.payload_bytes, problems=[p.to_json() for p in decoder.problems])

@@ -30,6 +30,9 @@ MAGIC_CRC32C = 0x0E01
 MAGIC_BROKER_ENTRY_METADATA = 0x0E02
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
+#: the largest value of an int64 column, and the largest time in ms that fits one in µs
+_INT64_MAX = 2**63 - 1
+_MS_MAX = _INT64_MAX // 1000
 _COMPRESSION_NAMES = {v.number: v.name for v in pb.CompressionType.DESCRIPTOR.values}
 #: the tag byte of MessageMetadata.compression (field 8, varint)
 _COMPRESSION_TAG = b"\x40"
@@ -179,6 +182,10 @@ def decode_entry(data: bytes | bytearray | memoryview, verify: bool = True) -> S
         raise CorruptEntry(f"message metadata does not parse: {exc}") from None
     if not md.IsInitialized():
         raise CorruptEntry("message metadata lacks required fields: " + ", ".join(md.FindInitializationErrors()))
+    _check_text("message metadata", md.producer_name, md.partition_key, md.properties,
+                *(k.key for k in md.encryption_keys))
+    _check_range("message metadata", publish_time=md.publish_time, event_time=md.event_time,
+                 sequence_id=md.sequence_id, broker_timestamp=broker_timestamp, index=broker_index)
     payload = data[off + size:]
     entry = StoredEntry(md, payload, broker_timestamp, broker_index, checked)
     # a chunk holds a slice of the compressed (and maybe encrypted) message: it is
@@ -188,6 +195,25 @@ def decode_entry(data: bytes | bytearray | memoryview, verify: bool = True) -> S
         if codec != pb.NONE:
             entry.payload = decompress(codec, payload, md.uncompressed_size)
     return entry
+
+
+def _check_text(where: str, *values) -> None:
+    """Protobuf hands a proto2 string that is not UTF-8 over as bytes; no
+    column takes that (CorruptEntry).  ``values``: strings, or KeyValue lists."""
+    for value in values:
+        if isinstance(value, bytes):
+            raise CorruptEntry(f"{where}: a text field is not UTF-8 ({value[:32]!r})")
+        if not isinstance(value, str):
+            for p in value:
+                _check_text(where, p.key, p.value)
+
+
+def _check_range(where: str, **values) -> None:
+    """Times (ms) and ids the row's int64 columns cannot hold: CorruptEntry."""
+    for name, value in values.items():
+        if value is not None and value > (_MS_MAX if name.endswith("time") or name.endswith("timestamp")
+                                          else _INT64_MAX):
+            raise CorruptEntry(f"{where}: {name} {value} is out of range")
 
 
 def decompress_whole(metadata, payload: bytes) -> bytes:
@@ -261,6 +287,8 @@ def _split_batch(payload: bytes, count: int, base_sequence: int) -> tuple[list, 
         length = smd.payload_size
         if length < 0 or off + length > n:
             raise CorruptEntry(f"batch message {index}: payload of {length} bytes overruns the batch")
+        if not isinstance(smd.partition_key, str) or smd.properties:
+            _check_text(f"batch message {index}", smd.partition_key, smd.properties)
         null_value = smd.null_value
         payloads.append(None if null_value else payload[off:off + length])
         off += length
@@ -269,8 +297,11 @@ def _split_batch(payload: bytes, count: int, base_sequence: int) -> tuple[list, 
         ordering.append(smd.ordering_key if has("ordering_key") else None)
         properties = smd.properties
         props.append([(p.key, p.value) for p in properties] if properties else [])
+        sequence = smd.sequence_id if has("sequence_id") else base_sequence + index
+        if smd.event_time > _MS_MAX or sequence > _INT64_MAX:
+            _check_range(f"batch message {index}", event_time=smd.event_time, sequence_id=sequence)
         events.append(smd.event_time or None)
-        sequences.append(smd.sequence_id if has("sequence_id") else base_sequence + index)
+        sequences.append(sequence)
         nulls.append(null_value)
         compacted.append(smd.compacted_out)
     if off != n:

@@ -6,17 +6,35 @@ one row per message, a chunked message once its last chunk is in, and for a
 corrupt entry or an incomplete chunk set either an error row (``error`` says
 what is wrong, ``payload`` holds the bytes as stored) or nothing -- but
 always a :class:`Problem` naming topic, ledger and entry.
+
+Fast path: with ``packed=True`` the rows of a batch go straight into
+Arrow-layout buffers (:class:`PackedColumns`, made by the C extension
+``_packed`` when it was built and fast paths are on): splitting a batch in
+Python is most of what a message costs.  Anything that is not a plain,
+well-formed batch (chunks, encrypted or single messages, ``keep``, a batch the
+extension does not decode) takes the general path, and the rows keep their
+storage order across both (:meth:`TopicDecoder.take_parts`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from bkctl.wire import fastpath
+
 from .chunks import ChunkAssembler
 from .entry import decode_entry, decompress_whole, message_columns
 from .errors import CorruptEntry
 
-__all__ = ["COLUMNS", "Problem", "TopicDecoder", "message_id"]
+try:
+    from ._packed import PackedRows as _PackedRows
+except ImportError:  # installed where no C compiler was found: the general path does it all
+    _PackedRows = None
+
+__all__ = ["COLUMNS", "PACKED_AVAILABLE", "PackedColumns", "Problem", "TopicDecoder", "message_id"]
+
+#: Whether the C extension behind ``TopicDecoder(packed=True)`` is installed.
+PACKED_AVAILABLE = _PackedRows is not None
 
 #: The row's columns, in order.
 COLUMNS = ["topic", "partition", "ledger_id", "entry_id", "batch_index", "message_id", "publish_time",
@@ -51,17 +69,34 @@ def message_id(ledger_id: int, entry_id: int, partition: int, batch_index: int =
     return text
 
 
+class PackedColumns:
+    """Rows in Arrow's memory layout, as the C extension made them:
+    ``buffers`` maps a column of :data:`COLUMNS` to its buffers (see
+    ``_packed.PackedRows.take``); ``topic``, ``partition``, ``encrypted``,
+    ``encryption_keys`` and ``error`` are the same in every row (the topic's,
+    False, None, None) and have none."""
+
+    __slots__ = ("rows", "buffers", "topic", "partition")
+
+    def __init__(self, rows: int, buffers: dict[str, tuple], topic: str, partition: int):
+        self.rows = rows
+        self.buffers = buffers
+        self.topic = topic
+        self.partition = partition
+
+
 class TopicDecoder:
     """Rows of one topic's messages.
 
     ``keep(position, batch_index)`` (optional) says whether a message is
     wanted (``--unacked-only``); ``from_ms``/``to_ms`` keep publish times
     ``from_ms <= t < to_ms``; ``error_rows`` False skips corrupt entries (they
-    are still counted in :attr:`problems`).
+    are still counted in :attr:`problems`).  ``packed``: batches' rows may
+    come as :class:`PackedColumns` (take the rows with :meth:`take_parts`).
     """
 
     def __init__(self, topic: str, partition: int = -1, *, keep=None, from_ms: int | None = None,
-                 to_ms: int | None = None, error_rows: bool = True, verify: bool = True):
+                 to_ms: int | None = None, error_rows: bool = True, verify: bool = True, packed: bool = False):
         self.topic = topic
         self.partition = partition
         self.keep = keep
@@ -74,6 +109,9 @@ class TopicDecoder:
         self.entries = 0
         self.messages = 0
         self.payload_bytes = 0
+        self._packed = _PackedRows(partition) if packed and _PackedRows is not None and fastpath.ENABLED else None
+        #: rows taken out of :attr:`columns` or the packed buffers, when the other kind came next
+        self._parts: list[dict[str, list] | PackedColumns] = []
         self._reset()
 
     def _reset(self) -> None:
@@ -81,13 +119,35 @@ class TopicDecoder:
 
     @property
     def rows(self) -> int:
-        return len(self.columns["ledger_id"])
+        rows = len(self.columns["ledger_id"]) + sum(
+            p.rows if isinstance(p, PackedColumns) else len(p["ledger_id"]) for p in self._parts)
+        return rows + (self._packed.rows if self._packed is not None else 0)
 
     def take(self) -> dict[str, list]:
-        """The rows so far (and start a new set)."""
+        """The rows so far (and start a new set); not with ``packed``."""
+        if self._packed is not None:
+            raise RuntimeError("a packed TopicDecoder's rows are taken with take_parts()")
         out = self.columns
         self._reset()
         return out
+
+    def take_parts(self) -> list[dict[str, list] | PackedColumns]:
+        """The rows so far in storage order, as lists per column or packed
+        (and start a new set)."""
+        self._seal_lists()
+        self._seal_packed()
+        out, self._parts = self._parts, []
+        return out
+
+    def _seal_lists(self) -> None:
+        if self.columns["ledger_id"]:
+            self._parts.append(self.columns)
+            self._reset()
+
+    def _seal_packed(self) -> None:
+        if self._packed is not None and self._packed.rows:
+            rows, buffers = self._packed.take()
+            self._parts.append(PackedColumns(rows, buffers, self.topic, self.partition))
 
     # -- feeding ---------------------------------------------------------------
 
@@ -117,6 +177,8 @@ class TopicDecoder:
                         return
                     self._add_chunked(whole)
                 return
+            if self._packed is not None and self._add_packed(ledger_id, entry_id, entry):
+                return
             fields = message_columns(entry)
         except CorruptEntry as exc:
             if not only_continuations:  # past the range: the next reader's to report
@@ -138,6 +200,7 @@ class TopicDecoder:
         n = len(batch_index)
         if not n:
             return
+        self._seal_packed()
         sizes = [None if p is None else len(p) for p in payloads]
         keys_enc = [k.key for k in md.encryption_keys] or None
         c = self.columns
@@ -166,6 +229,30 @@ class TopicDecoder:
         c["error"] += [None] * n
         self.messages += n
         self.payload_bytes += sum(x for x in sizes if x)
+
+    def _add_packed(self, ledger_id: int, entry_id: int, entry) -> bool:
+        """The fast path: a plain batch's rows into the packed buffers; False
+        when it is not one (nothing added)."""
+        md = entry.metadata
+        if self.keep is not None or not entry.is_batch or entry.encrypted:
+            return False
+        publish = md.publish_time
+        if (self.from_ms is not None and publish < self.from_ms) or (self.to_ms is not None and publish >= self.to_ms):
+            return False  # the general path checks the batch before leaving it out
+        producer = md.producer_name
+        if not isinstance(producer, str):  # not UTF-8: protobuf hands the bytes over
+            return False
+        if self.columns["ledger_id"]:
+            self._seal_lists()
+        added = self._packed.add_batch(entry.payload, md.num_messages_in_batch, md.sequence_id, ledger_id, entry_id,
+                                       publish, producer.encode(),
+                                       md.schema_version if md.HasField("schema_version") else None,
+                                       entry.broker_index, entry.broker_timestamp)
+        if added is None:
+            return False
+        self.messages += md.num_messages_in_batch
+        self.payload_bytes += added
+        return True
 
     def finish(self, reason: str = "the topic ends before the message's last chunk") -> None:
         """No more entries: unfinished chunk sets become problems."""
@@ -197,10 +284,14 @@ class TopicDecoder:
             "encryption_keys": [k.key for k in md.encryption_keys] or None,
             "index": whole.broker_index, "broker_timestamp": whole.broker_timestamp, "error": None,
         }
-        for name, value in row.items():
-            self.columns[name].append(value)
+        self._append_row(row)
         self.messages += 1
         self.payload_bytes += size or 0
+
+    def _append_row(self, row: dict[str, Any]) -> None:
+        self._seal_packed()
+        for name, value in row.items():
+            self.columns[name].append(value)
 
     def _chunk_problems(self) -> None:
         problems = self.chunks.problems
@@ -221,5 +312,4 @@ class TopicDecoder:
                    error=reason)
         if md is not None:
             row.update(publish_time=md.publish_time, producer_name=md.producer_name, sequence_id=md.sequence_id)
-        for name, value in row.items():
-            self.columns[name].append(value)
+        self._append_row(row)
