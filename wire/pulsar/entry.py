@@ -182,10 +182,14 @@ def decode_entry(data: bytes | bytearray | memoryview, verify: bool = True) -> S
         raise CorruptEntry(f"message metadata does not parse: {exc}") from None
     if not md.IsInitialized():
         raise CorruptEntry("message metadata lacks required fields: " + ", ".join(md.FindInitializationErrors()))
-    _check_text("message metadata", md.producer_name, md.partition_key, md.properties,
-                *(k.key for k in md.encryption_keys))
-    _check_range("message metadata", publish_time=md.publish_time, event_time=md.event_time,
-                 sequence_id=md.sequence_id, broker_timestamp=broker_timestamp, index=broker_index)
+    if not isinstance(md.producer_name, str) or not isinstance(md.partition_key, str) or md.properties \
+            or md.encryption_keys:
+        _check_text("message metadata", md.producer_name, md.partition_key, md.properties,
+                    *(k.key for k in md.encryption_keys))
+    if md.publish_time > _MS_MAX or md.event_time > _MS_MAX or md.sequence_id > _INT64_MAX \
+            or (broker_timestamp or 0) > _MS_MAX or (broker_index or 0) > _INT64_MAX:
+        _check_range("message metadata", publish_time=md.publish_time, event_time=md.event_time,
+                     sequence_id=md.sequence_id, broker_timestamp=broker_timestamp, index=broker_index)
     payload = data[off + size:]
     entry = StoredEntry(md, payload, broker_timestamp, broker_index, checked)
     # a chunk holds a slice of the compressed (and maybe encrypted) message: it is
