@@ -33,6 +33,28 @@ def test_rate_limiter_spaces_writes_to_the_rate():
     assert limiter(100) is None
 
 
+def test_rate_limiter_lets_many_small_writes_go_together_never_early():
+    """400 KB/s of 100-byte entries: one timer per tick, not one per entry; each
+    write goes at its time or within a tick after it, and the rate holds."""
+    clock = task.Clock()
+    limiter = RateLimiter(400_000, clock)
+    due, waits = [], []
+    for i in range(4_000):  # one second's worth, asked for at once
+        w = limiter(100)
+        due.append(i * 100 / 400_000)
+        waits.append(w)
+    assert waits[0] is None
+    assert len(clock.getDelayedCalls()) == 100  # 1 s / TICK
+    released = {}
+    for d_index, w in enumerate(waits[1:], 1):
+        w.addCallback(lambda _, i=d_index: released.setdefault(i, clock.seconds()))
+    while clock.getDelayedCalls():
+        clock.advance(min(c.getTime() for c in clock.getDelayedCalls()) - clock.seconds())
+    assert len(released) == 3_999
+    for i, at in released.items():
+        assert due[i] - 1e-9 <= at <= due[i] + RateLimiter.TICK + 1e-9, (i, at)
+
+
 def test_rate_limiter_off():
     assert RateLimiter(-1, task.Clock())(10**9) is None
     assert RateLimiter(0, task.Clock())(10**9) is None

@@ -23,10 +23,11 @@ marker with the version read (a marker re-marked meanwhile stays) and the lock.
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import time
 
-from twisted.internet import defer, task
+from twisted.internet import defer
 
 from .checker import bookies_missing_replicas
 
@@ -37,12 +38,23 @@ __all__ = ["RateLimiter", "ReplicationWorker"]
 
 class RateLimiter:
     """Spaces out writes to ``rate`` bytes per second: ``limiter(nbytes)`` returns
-    None (go now) or a Deferred that fires when the bytes may go."""
+    None (go now) or a Deferred that fires when the bytes may go.
+
+    The writes that must wait are let go on a grid of :attr:`TICK` seconds,
+    all those due in one tick by one timer: at 400 KB/s of 100-byte entries,
+    a timer per entry woke the reactor 4,000 times a second and doubled the
+    CPU each copied entry cost.  A write is never let go before its time, so
+    the rate holds; it goes at most a tick late."""
+
+    #: seconds between the times waiting writes are let go
+    TICK = 0.01
 
     def __init__(self, rate: float, reactor):
         self.rate = float(rate)
         self.reactor = reactor
         self._free_at = 0.0
+        #: tick number -> the Deferreds of the writes let go at its end
+        self._waiting: dict[int, list[defer.Deferred]] = {}
 
     def __call__(self, nbytes: int):
         if self.rate <= 0:
@@ -52,7 +64,18 @@ class RateLimiter:
         self._free_at = start + nbytes / self.rate
         if start <= now:
             return None
-        return task.deferLater(self.reactor, start - now, lambda: None)
+        tick = math.ceil(start / self.TICK)
+        waiting = self._waiting.get(tick)
+        if waiting is None:
+            waiting = self._waiting[tick] = []
+            self.reactor.callLater(max(0.0, tick * self.TICK - now), self._release, tick)
+        d = defer.Deferred()
+        waiting.append(d)
+        return d
+
+    def _release(self, tick: int) -> None:
+        for d in self._waiting.pop(tick, ()):
+            d.callback(None)
 
 
 class ReplicationWorker:
