@@ -34,7 +34,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,52 +42,78 @@ from common import cpu_seconds, load_note, pct, section  # noqa: E402
 
 
 class LatencyProbe:
-    """Adds entries at a steady rate from a thread of its own and keeps each
-    add's latency; :meth:`window` returns those since the last call."""
+    """Adds entries at a steady rate from a process of its own (as a live
+    writer is an application of its own: in this process, the GIL shared with
+    the completion polling below delayed the adds' answers by up to its switch
+    interval) and keeps each add's latency; :meth:`window` returns those since
+    the last call."""
 
     def __init__(self, uri: str, rate: float, avoid: str):
-        from bkctl.wire.client.blocking import BlockingBookKeeper
+        import multiprocessing
 
-        self.bk = BlockingBookKeeper(uri, timeout=60)
-        # a ledger on survivors only, so that its writer measures the repair's load
-        # rather than its own ensemble change
-        for _ in range(50):
-            self.handle = self.bk.create(3, 2, 2)
-            if avoid not in self.handle.handle.metadata.bookies:
-                break
-            self.handle.close()
-        else:
-            raise RuntimeError(f"could not place the probe's ledger away from {avoid}")
-        self.interval = 1.0 / rate
-        self.samples: list[float] = []
+        context = multiprocessing.get_context("spawn")  # this process has threads: no fork
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_probe_main, args=(uri, rate, avoid, child), daemon=True)
+        self._process.start()
+        ready = self._conn.recv()
+        if isinstance(ready, str):
+            raise RuntimeError(ready)
         self.failures = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
 
-    def _run(self) -> None:
-        payload = b"p" * 100
-        due = time.perf_counter()
-        while not self._stop.is_set():
-            due += self.interval
+    def window(self) -> list[float]:
+        self._conn.send("window")
+        samples, self.failures = self._conn.recv()
+        return samples
+
+    def close(self) -> None:
+        self._conn.send("stop")
+        self._process.join(30)
+        if self._process.is_alive():
+            self._process.kill()
+
+
+def _probe_main(uri: str, rate: float, avoid: str, conn) -> None:
+    """The probe's process: a ledger on survivors only (so that its writer
+    measures the repair's load rather than its own ensemble change), then adds
+    at ``rate`` until told to stop, answering "window" with the latencies."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+
+    bk = BlockingBookKeeper(uri, timeout=60)
+    for _ in range(50):
+        handle = bk.create(3, 2, 2)
+        if avoid not in handle.handle.metadata.bookies:
+            break
+        handle.close()
+    else:
+        conn.send(f"could not place the probe's ledger away from {avoid}")
+        return
+    conn.send(True)
+    payload = b"p" * 100
+    interval = 1.0 / rate
+    samples: list[float] = []
+    failures = 0
+    due = time.perf_counter()
+    try:
+        while True:
+            while conn.poll():
+                command = conn.recv()
+                if command == "stop":
+                    return
+                conn.send((samples, failures))
+                samples = []
+            due += interval
             t = time.perf_counter()
             try:
-                self.handle.add(payload)
-                self.samples.append(time.perf_counter() - t)
+                handle.add(payload)
+                samples.append(time.perf_counter() - t)
             except Exception:  # noqa: BLE001 - counted and reported
-                self.failures += 1
+                failures += 1
             pause = due - time.perf_counter()
             if pause > 0:
                 time.sleep(pause)
-
-    def window(self) -> list[float]:
-        taken, self.samples = self.samples, []
-        return taken
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        self.bk.close()
+    finally:
+        bk.close()
 
 
 def latency_note(samples: list[float]) -> str:
