@@ -17,7 +17,8 @@ bookie's ZooKeeper session timeout (the sandbox's 10 s) for the daemons, which i
 operator waits for too; the figure after the registration vanished is printed
 beside it.  Everything shares the machine: the load is printed with each figure,
 and so is the CPU the repairing processes (the daemons, or ``bkctl recover``)
-spent per entry copied (one read and one recovery add each), from /proc.
+spent per entry copied (one read and one recovery add each), from /proc, and the
+CPU the surviving bookies spent per entry copied (serving those reads and adds).
 
 ``--probe-rate`` (default 200) adds 100 B entries at that steady rate to a
 ledger of its own on the four survivors while the repair runs, and prints the
@@ -191,6 +192,8 @@ def run_mode(mode: str, args) -> None:
                 time.sleep(args.idle_seconds)
                 idle = probe.window()
             cpu_before = sum(cpu_seconds(p.pid) for p in daemons) + children_cpu()
+            survivors = [int(b["pid"]) for b in (load_state(tmp) or {}).get("bookies", []) if b.get("id") != victim]
+            bookies_before = sum(cpu_seconds(pid) for pid in survivors)
             killed = time.perf_counter()
             os.kill(int(record["pid"]), signal.SIGKILL)
             while victim in store.registration.writable_bookies():
@@ -208,13 +211,15 @@ def run_mode(mode: str, args) -> None:
                 time.sleep(0.2)
             done = time.perf_counter()
             cpu = sum(cpu_seconds(p.pid) for p in daemons) + children_cpu() - cpu_before
+            bookies_cpu = sum(cpu_seconds(pid) for pid in survivors) - bookies_before
             copied = held[victim]
             repair = done - unregistered
             label = "bkctl recover --parallel 4" if mode == "recover" else f"{mode} autorecovery daemon(s)"
             print(f"  {label}: {len(on_victim)} ledgers, ~{copied:,} entries: {done - killed:.1f}s from SIGKILL, "
                   f"{repair:.1f}s after the registration went: {copied / repair:,.0f} entries/s, "
                   f"{copied * args.size / repair / 1e6:.2f} MB/s payload, repair CPU {cpu / max(copied, 1) * 1e6:.1f} us"
-                  f" per entry copied  ({load_note()})", flush=True)
+                  f" per entry copied, the surviving bookies' {bookies_cpu / max(copied, 1) * 1e6:.1f} us"
+                  f"  ({load_note()})", flush=True)
             if probe is not None:
                 during = probe.window()
                 print(f"    live adds at {args.probe_rate:g}/s: idle {latency_note(idle)}; during the repair "
