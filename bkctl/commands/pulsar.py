@@ -42,10 +42,14 @@ def topic():
 
 @topic.command("list")
 @click.option("--tenant", metavar="T", help="Only this tenant's topics.")
-@click.option("--namespace", metavar="NS", help="Only this namespace's topics (NS or TENANT/NS).")
+@click.option("--namespace", metavar="NS",
+              help="Only this namespace's topics (NS, TENANT/NS, or TENANT/CLUSTER/NS for v1 names).")
 @pass_app
 def topic_list(app: App, tenant, namespace):
     """List persistent topics that have a managed ledger (each partition its own row).
+
+    v1 topics (persistent://tenant/cluster/namespace/topic, from brokers
+    before Pulsar 2) are listed too.
 
     --json: one line per topic: topic, managed_ledger, partition (-1: not a
     partition), ledgers, entries, size (as the managed ledger records them;
@@ -74,8 +78,8 @@ def topic_list(app: App, tenant, namespace):
 def topic_show(app: App, name):
     """Show a topic's ledgers and cursors (every partition of a partitioned topic).
 
-    TOPIC is persistent://tenant/namespace/topic (or tenant/namespace/topic).
-    Ledgers: entries, size, created (BookKeeper ctime), closed (the managed
+    TOPIC is persistent://tenant/namespace/topic (or tenant/namespace/topic;
+    a v1 name is persistent://tenant/cluster/namespace/topic).  Ledgers: entries, size, created (BookKeeper ctime), closed (the managed
     ledger's timestamp), bookies; the open ledger's entries are its last add
     confirmed + 1, asked of the bookies.  Cursors: mark-delete position,
     individually deleted ranges, backlog in entries and bytes (bytes at each
@@ -141,7 +145,7 @@ def ledger_owner(app: App, ledger_id):
     doc = owner(app.store, ledger_id, _base())
 
     def human():
-        owner_topic = doc["topic"] or f"of managed ledger {doc['managed_ledger']}"  # a v1 name: no topic URL
+        owner_topic = doc["topic"] or f"of managed ledger {doc['managed_ledger']}"  # its topic part does not decode
         where = {"topic": f"topic {owner_topic}", "cursor": f"cursor {doc['cursor']} of topic {owner_topic}",
                  "orphan": "orphan (no managed ledger lists it"
                            + (f"; it names {doc['managed_ledger']}" if doc["managed_ledger"] else "") + ")",

@@ -142,7 +142,7 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
             c.spanning = (x, y)
 
             # a managed ledger with a v1 name (tenant/cluster/namespace/persistent/topic), as brokers
-            # before Pulsar 2 named them: topic list does not walk them, ledger-owner and orphans find it
+            # before Pulsar 2 named them: topic list/show, ledger-owner, orphans and export find it
             v1_name = "legacy/cluster-a/ns/persistent/old"
             lid = c.write_ledger(v1_name, pe.case_entries("a_plain")[:1]).ledger_id
             info = ml.ManagedLedgerInfo()
@@ -242,6 +242,29 @@ def test_topic_list_reports_every_topic_with_what_its_managed_ledger_records(pul
     assert code == 0 and rows == []
 
 
+def test_a_v1_topic_is_listed_shown_and_exported_under_its_v1_name(pulsar_cluster, spark, capsys, tmp_path):
+    """persistent://tenant/cluster/namespace/topic, its managed ledger at
+    tenant/cluster/namespace/persistent/topic (brokers before Pulsar 2)."""
+    c = pulsar_cluster
+    name = "persistent://legacy/cluster-a/ns/old"
+    code, rows, err = bkctl(capsys, c.uri, "pulsar", "topic", "list")
+    assert code == 0, err
+    assert name in {r["topic"] for r in rows}
+    code, rows, err = bkctl(capsys, c.uri, "pulsar", "topic", "list", "--namespace", "legacy/cluster-a/ns")
+    assert code == 0, err
+    assert [(r["topic"], r["managed_ledger"], r["ledgers"], r["entries"]) for r in rows] == \
+        [(name, c.v1["name"], 1, 1)]
+    code, [doc], err = bkctl(capsys, c.uri, "pulsar", "topic", "show", name)
+    assert code == 0, err
+    [part] = doc["partitions"]
+    assert [ls["ledger_id"] for ls in part["ledgers"]] == [c.v1["ledger"]]
+    code, doc, err = export(capsys, c, tmp_path / "v1", "--topic", name)
+    assert code == 0, err
+    [row] = export_rows(tmp_path / "v1")
+    assert (row["topic"], row["ledger_id"], row["payload"]) == \
+        (name, c.v1["ledger"], pe.expected_messages("a_plain")[0]["payload"])
+
+
 def test_topic_show_gives_ledgers_bookies_and_cursor_backlogs(pulsar_cluster, capsys):
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
@@ -331,7 +354,7 @@ def test_ledger_owner_names_topic_cursor_orphan_or_not_pulsar(pulsar_cluster, ca
              c.schema: ("schema", None, None),  # listed under /schemas, never an orphan
              c.compacted: ("compacted-ledger", f"persistent://{NS}/three", None),
              c.delayed: ("delayed-index-bucket", None, None),  # any other component: named, never judged
-             c.v1["ledger"]: ("topic", None, None)}  # a v1 managed-ledger name: no topic URL
+             c.v1["ledger"]: ("topic", "persistent://legacy/cluster-a/ns/old", None)}  # a v1 name
     for ledger_id, (owner, topic, cursor) in cases.items():
         code, [doc], err = bkctl(capsys, c.uri, "pulsar", "ledger-owner", ledger_id)
         assert code == 0, err
@@ -359,8 +382,7 @@ def test_human_output_of_ledger_owner(pulsar_cluster, capsys):
                            "(by its custom metadata; not checked)")
     assert run(["-m", pulsar_cluster.uri, "pulsar", "ledger-owner", str(pulsar_cluster.v1["ledger"])]) == 0
     out = capsys.readouterr().out
-    assert out.strip() == (f"ledger {pulsar_cluster.v1['ledger']}: topic of managed ledger "
-                           f"{pulsar_cluster.v1['name']}")
+    assert out.strip() == f"ledger {pulsar_cluster.v1['ledger']}: topic persistent://legacy/cluster-a/ns/old"
 
 
 def test_orphans_lists_exactly_the_ledger_nothing_lists_once_it_is_old_enough(pulsar_cluster, capsys):

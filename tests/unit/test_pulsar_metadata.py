@@ -95,6 +95,17 @@ def test_topic_names():
     assert str(t.partitioned_topic) == "persistent://public/default/orders"
     assert TopicName.parse("public/default/persistent/a+b") == TopicName("public", "default", "a b")
     assert TopicName.parse("public/default/x") == TopicName("public", "default", "x")
+    # v1 names, as Pulsar's TopicName splits them: four parts after the domain, the last taking the rest
+    v1 = TopicName.parse("persistent://prop/us-west/ns/a/b")
+    assert (v1.tenant, v1.namespace, v1.local, v1.is_v1) == ("prop", "us-west/ns", "a/b", True)
+    assert v1.managed_ledger == "prop/us-west/ns/persistent/a%2Fb" and str(v1) == "persistent://prop/us-west/ns/a/b"
+    assert TopicName.parse(v1.managed_ledger) == v1 == TopicName.from_managed_ledger(v1.managed_ledger)
+    assert TopicName.parse("persistent://prop/us-west/ns/t-partition-2").partitioned_topic == \
+        TopicName("prop", "us-west/ns", "t")
+    assert not TopicName.parse("persistent://public/default/x").is_v1
+    for bad in ("public/default/a/b", "persistent://public//x", "persistent://public/default", "a/b/c/d/e/f"):
+        with pytest.raises(ValueError):
+            TopicName.parse(bad)
     assert TopicName.parse("persistent://public/default/x").partition == -1
     with pytest.raises(ValueError, match="only persistent"):
         TopicName.parse("non-persistent://public/default/x")

@@ -64,7 +64,11 @@ def decode_local_name(encoded: str) -> str:
 
 @dataclass(frozen=True)
 class TopicName:
-    """A persistent topic (v2 names: ``persistent://tenant/namespace/local``)."""
+    """A persistent topic: ``persistent://tenant/namespace/local`` (v2), or a
+    v1 name ``persistent://tenant/cluster/namespace/local`` -- brokers before
+    Pulsar 2 made them, and clusters upgraded since keep them -- whose
+    ``namespace`` is then ``cluster/namespace``, as Pulsar's NamespaceName
+    has it (so the managed ledger is ``tenant/cluster/namespace/persistent/local``)."""
 
     tenant: str
     namespace: str
@@ -73,26 +77,41 @@ class TopicName:
 
     @classmethod
     def parse(cls, text: str) -> "TopicName":
-        """``persistent://t/ns/x``, ``t/ns/x`` or a managed-ledger name ``t/ns/persistent/x``."""
+        """``persistent://t/ns/x`` (or ``persistent://t/cluster/ns/x``), ``t/ns/x``, or
+        a managed-ledger name ``t/ns/persistent/x`` (``t/cluster/ns/persistent/x``).
+        As Pulsar's TopicName: after the domain, three parts are a v2 name and
+        four a v1 name, the fourth taking any further slashes."""
         value = text.strip()
-        domain = "persistent"
+        usage = f"{text!r} is not a topic name (want persistent://tenant/namespace/topic)"
         if "://" in value:
             domain, _, value = value.partition("://")
             if domain != "persistent":
                 raise ValueError(f"{text!r}: only persistent topics are stored in BookKeeper")
+            parts = value.split("/", 3)
+            if len(parts) < 3 or not all(parts):
+                raise ValueError(usage)
+            return cls(parts[0], "/".join(parts[1:-1]), parts[-1], domain)
         parts = value.split("/")
-        if len(parts) == 4 and parts[2] == "persistent" and "://" not in text:
-            return cls(parts[0], parts[1], decode_local_name(parts[3]))
-        if len(parts) < 3 or not parts[0] or not parts[1] or not "/".join(parts[2:]):
-            raise ValueError(f"{text!r} is not a topic name (want persistent://tenant/namespace/topic)")
-        return cls(parts[0], parts[1], "/".join(parts[2:]), domain)
+        if len(parts) in (4, 5) and parts[-2] == "persistent" and all(parts):
+            return cls.from_managed_ledger(value)
+        if len(parts) != 3 or not all(parts):
+            raise ValueError(usage)
+        return cls(*parts)
 
     @classmethod
     def from_managed_ledger(cls, name: str) -> "TopicName":
+        """The topic of a managed-ledger name, v2 (``t/ns/persistent/x``) or v1
+        (``t/cluster/ns/persistent/x``)."""
         parts = name.split("/")
-        if len(parts) != 4 or parts[2] != "persistent":
-            raise ValueError(f"{name!r} is not a v2 managed-ledger name (tenant/namespace/persistent/topic)")
-        return cls(parts[0], parts[1], decode_local_name(parts[3]))
+        if len(parts) not in (4, 5) or parts[-2] != "persistent" or not all(parts):
+            raise ValueError(f"{name!r} is not a managed-ledger name (tenant/namespace/persistent/topic, "
+                             "or tenant/cluster/namespace/persistent/topic)")
+        return cls(parts[0], "/".join(parts[1:-2]), decode_local_name(parts[-1]))
+
+    @property
+    def is_v1(self) -> bool:
+        """A v1 name (its namespace names the cluster)."""
+        return "/" in self.namespace
 
     @property
     def managed_ledger(self) -> str:

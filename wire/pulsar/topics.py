@@ -1,7 +1,7 @@
 """Pulsar topics read from ZooKeeper, read-only.
 
 Managed ledgers live at ``/managed-ledgers/<tenant>/<namespace>/persistent/<encoded
-topic>`` beside BookKeeper's root (``/ledgers`` -> ``/managed-ledgers``), each
+topic>`` (a v1 topic's at ``<tenant>/<cluster>/<namespace>/persistent/...``) beside BookKeeper's root (``/ledgers`` -> ``/managed-ledgers``), each
 with its cursors as children.  A partitioned topic is its partitions'
 managed ledgers (``<topic>-partition-N``) plus its partition count, JSON at
 ``/admin/partitioned-topics/<tenant>/<namespace>/persistent/<encoded topic>``
@@ -41,7 +41,7 @@ def default_base(ledgers_root: str) -> str:
 class ManagedLedger:
     """One topic's managed ledger: its name (``tenant/namespace/persistent/topic``,
     or a v1 name with the cluster), info, znode version and cursors; ``topic``
-    is None for a v1 name."""
+    is None for a name whose topic part does not decode."""
 
     name: str
     topic: TopicName | None
@@ -94,16 +94,30 @@ class TopicReader:
             return []
 
     def topics(self, tenant: str | None = None, namespace: str | None = None) -> list[TopicName]:
-        """Every persistent topic (v2 names) with a managed ledger, sorted."""
+        """Every persistent topic with a managed ledger, sorted: v2 names, and v1
+        names (their ``namespace`` is ``cluster/namespace``; ``namespace`` may
+        name one so)."""
         out: list[TopicName] = []
         for t in [tenant] if tenant else self._children(self.base):
-            for ns in [namespace] if namespace else self._children(f"{self.base}/{t}"):
+            for ns in [namespace] if namespace else self._namespaces(t):
                 for encoded in self._children(f"{self.base}/{t}/{ns}/persistent"):
                     try:
                         out.append(TopicName(t, ns, decode_local_name(encoded)))
                     except ValueError:
                         continue
         return sorted(out, key=str)
+
+    def _namespaces(self, tenant: str) -> list[str]:
+        """A tenant's namespaces with managed ledgers: ``ns`` (``<tenant>/ns/persistent``)
+        and v1 ``cluster/ns`` (``<tenant>/cluster/ns/persistent``)."""
+        out = []
+        for name in self._children(f"{self.base}/{tenant}"):
+            for child in self._children(f"{self.base}/{tenant}/{name}"):
+                if child == "persistent":
+                    out.append(name)
+                else:
+                    out.append(f"{name}/{child}")  # a cluster's namespace (v1), if it has a persistent/
+        return out
 
     def read(self, topic: TopicName | str, cursors: bool = True) -> ManagedLedger:
         """The managed ledger of ``topic``; :class:`NoSuchTopic` (with
@@ -127,7 +141,7 @@ class TopicReader:
             return None  # not a managed-ledger name: nothing Pulsar would have written
         try:
             topic = TopicName.from_managed_ledger(managed_ledger)
-        except ValueError:
+        except ValueError:  # its local name does not decode
             topic = None
         try:
             return self._read(managed_ledger, topic, True)
