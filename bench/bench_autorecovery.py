@@ -24,7 +24,10 @@ CPU the surviving bookies spent per entry copied (serving those reads and adds).
 ledger of its own on the four survivors while the repair runs, and prints the
 add latency p50/p99 during the repair next to the same figures idle (taken
 for ``--idle-seconds`` before the SIGKILL): the cost of the repair to the
-cluster's live writers.
+cluster's live writers.  Beside them, from the survivors' own ``/metrics``:
+their journals' fsync latency and entries per fsync, and the latency of the
+adds they served (the repair's and the probe's), idle and during the repair --
+whether a slower live add waited in the bookies or elsewhere.
 ``--rate-limit`` sets the daemons' ``replicationRateByBytes``.
 """
 from __future__ import annotations
@@ -39,7 +42,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from common import cpu_seconds, load_note, pct, section  # noqa: E402
+from common import bookie_metrics, cpu_seconds, histogram_quantile, load_note, pct, section  # noqa: E402
 
 
 class LatencyProbe:
@@ -123,6 +126,18 @@ def latency_note(samples: list[float]) -> str:
     return f"p50 {pct(samples, 0.5) * 1e3:.2f} ms, p99 {pct(samples, 0.99) * 1e3:.2f} ms ({len(samples):,} adds)"
 
 
+def bookie_note(before: dict[str, float], after: dict[str, float]) -> str:
+    """The bookies' journal and add figures between two scrapes (bucket upper bounds)."""
+    def ms(name: str, q: float, labels: str = "") -> str:
+        return f"{histogram_quantile(before, after, name, q, labels) * 1e3:g}"
+
+    fsync = "bookie_journal_fsync_latency_seconds"
+    adds, add = "bookie_request_latency_seconds", 'op="add",'
+    return (f"journal fsync p50/p99 <= {ms(fsync, .5)}/{ms(fsync, .99)} ms, "
+            f"entries per fsync p50 <= {histogram_quantile(before, after, 'bookie_journal_entries_per_fsync', .5):g}, "
+            f"adds served p50/p99 <= {ms(adds, .5, add)}/{ms(adds, .99, add)} ms")
+
+
 def children_cpu() -> float:
     """CPU of the children waited for so far (a finished ``bkctl recover``)."""
     import resource
@@ -187,10 +202,14 @@ def run_mode(mode: str, args) -> None:
                     time.sleep(0.1)
             record = next(b for b in (load_state(tmp) or {}).get("bookies", []) if b.get("id") == victim)
             on_victim = [lid for lid in ids if victim in store.ledgers.read(lid)[0].bookies]
+            http_ports = [b["http_port"] for b in (load_state(tmp) or {}).get("bookies", [])
+                          if b.get("id") != victim and b.get("http_port")]
             if probe is not None:
                 probe.window()
+                idle_from = bookie_metrics(*http_ports)
                 time.sleep(args.idle_seconds)
                 idle = probe.window()
+                idle_to = bookie_metrics(*http_ports)
             cpu_before = sum(cpu_seconds(p.pid) for p in daemons) + children_cpu()
             survivors = [int(b["pid"]) for b in (load_state(tmp) or {}).get("bookies", []) if b.get("id") != victim]
             bookies_before = sum(cpu_seconds(pid) for pid in survivors)
@@ -201,6 +220,7 @@ def run_mode(mode: str, args) -> None:
             unregistered = time.perf_counter()
             if probe is not None:
                 probe.window()
+                repair_from = bookie_metrics(*http_ports)
             if mode == "recover":
                 subprocess.run([sys.executable, "-m", "bkctl", "-m", uri, "-q", "recover", victim, "--force",
                                 "--parallel", "4"], check=True, stdout=subprocess.DEVNULL)
@@ -228,6 +248,9 @@ def run_mode(mode: str, args) -> None:
                       if idle and during else f"    live adds: idle {latency_note(idle)}, during {latency_note(during)}",
                       flush=True)
                 probe.close()
+                repair_to = bookie_metrics(*http_ports)
+                print(f"    the survivors: idle {bookie_note(idle_from, idle_to)}; during the repair "
+                      f"{bookie_note(repair_from, repair_to)}", flush=True)
             store.close()
         finally:
             for proc in daemons:

@@ -35,7 +35,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import json
@@ -43,7 +42,7 @@ import json
 from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.framing import FrameDecoder, frame
-from common import cpu_seconds, load_note, pct_ms  # bench/ is on sys.path when run as a script
+from common import bookie_metrics, cpu_seconds, histogram_quantile, load_note, pct_ms  # bench/ is on sys.path when run as a script
 
 KEY = master_key(b"bench")
 _RC = struct.Struct(">i")
@@ -231,27 +230,8 @@ def disk_fsync_latency(directory: Path, n: int = 1000, interval: float = 0.0) ->
     return out
 
 
-def histogram_quantile(http: int, name: str, q: float, before: dict[str, float]) -> float:
-    """Upper bound of the bucket holding quantile ``q`` of what histogram ``name``
-    observed since ``before`` (an earlier :func:`scrape`)."""
-    now = scrape(http)
-    buckets = sorted((float(k.split('le="')[1].rstrip('"}')), v - before.get(k, 0.0))
-                     for k, v in now.items() if k.startswith(name + "_bucket"))
-    total = buckets[-1][1]
-    for bound, seen in buckets:
-        if seen >= q * total:
-            return bound
-    return float("inf")
-
-
-def scrape(http: int) -> dict[str, float]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics", timeout=10).read().decode()
-    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines() if line and not line.startswith("#")}
-
-
 def metric(http: int, name: str) -> float:
-    return scrape(http).get(name, float("nan"))
+    return bookie_metrics(http).get(name, float("nan"))
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -305,14 +285,14 @@ def main() -> None:
             # add, the CPU idle in between (slower than back to back: wake-ups).
             disk_paced = disk_fsync_latency(base / "bookie" / "journal", 2000, 1.0 / LATENCY_RATE)
             disk_b2b = disk_fsync_latency(base / "bookie" / "journal", 2000)
-            before = scrape(http)
+            before = bookie_metrics(http)
             lat = steady_latency(port, LATENCY_RATE, latency_seconds)
-            after = scrape(http)
+            after = bookie_metrics(http)
             disk_paced += disk_fsync_latency(base / "bookie" / "journal", 2000, 1.0 / LATENCY_RATE)
             n = after["bookie_journal_fsync_latency_seconds_count"] - before["bookie_journal_fsync_latency_seconds_count"]
             journal_mean = (after["bookie_journal_fsync_latency_seconds_sum"]
                             - before["bookie_journal_fsync_latency_seconds_sum"]) / max(n, 1)
-            journal_p99 = histogram_quantile(http, "bookie_journal_fsync_latency_seconds", .99, before)
+            journal_p99 = histogram_quantile(before, after, "bookie_journal_fsync_latency_seconds", .99)
             print(f"add latency at {LATENCY_RATE:,} adds/s: p50 {pct_ms(lat, .5):.2f} ms  p99 {pct_ms(lat, .99):.2f} ms  "
                   f"p999 {pct_ms(lat, .999):.2f} ms  max {max(lat) * 1000:.2f} ms  ({len(lat)} adds)")
             print(f"disk fdatasync after a 100 B append, one per {1000 / LATENCY_RATE:g} ms: p50 {pct_ms(disk_paced, .5):.2f} ms"

@@ -1,5 +1,5 @@
 """What every benchmark prints beside its figures: the machine's load, CPU
-seconds of a process, percentiles and section titles.
+seconds of a process, percentiles, the bookies' own histograms and section titles.
 
 The benchmarks run as scripts (``python bench/bench_x.py``), so ``bench/`` is
 on ``sys.path`` and they import this module as ``common``.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["cpu_seconds", "load_note", "pct", "pct_ms", "section"]
+__all__ = ["bookie_metrics", "cpu_seconds", "histogram_quantile", "load_note", "pct", "pct_ms", "section"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -48,3 +48,35 @@ def pct_ms(seconds: list[float], q: float) -> float:
 
 def section(title: str) -> None:
     print(f"\n== {title}", flush=True)
+
+
+def bookie_metrics(*http_ports: int) -> dict[str, float]:
+    """Every sample of the bookies' ``/metrics`` (Prometheus text) on these
+    HTTP ports, keyed by series (name and labels) and summed over the bookies."""
+    import urllib.request
+
+    total: dict[str, float] = {}
+    for port in http_ports:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                series, value = line.rsplit(" ", 1)
+                total[series] = total.get(series, 0.0) + float(value)
+    return total
+
+
+def histogram_quantile(before: dict[str, float], after: dict[str, float], name: str, q: float,
+                       labels: str = "") -> float:
+    """Upper bound of the bucket holding quantile ``q`` (0..1) of what histogram
+    ``name`` observed between two :func:`bookie_metrics` scrapes; ``labels`` as
+    the bookie renders them before ``le`` (e.g. ``op="add",``).  NaN when it
+    observed nothing."""
+    prefix = f'{name}_bucket{{{labels}le="'
+    buckets = sorted((float(series[len(prefix):-2]), value - before.get(series, 0.0))
+                     for series, value in after.items() if series.startswith(prefix))
+    if not buckets or buckets[-1][1] <= 0:
+        return float("nan")
+    for bound, seen in buckets:
+        if seen >= q * buckets[-1][1]:
+            return bound
+    return float("inf")
