@@ -33,18 +33,21 @@ def test_rate_limiter_spaces_writes_to_the_rate():
     assert limiter(100) is None
 
 
-def test_rate_limiter_lets_many_small_writes_go_together_never_early():
+@pytest.mark.parametrize("phase", [0.0, 0.0037])
+def test_rate_limiter_lets_many_small_writes_go_together_never_early(phase):
     """400 KB/s of 100-byte entries: one timer per tick, not one per entry; each
     write goes at its time or within a tick after it, and the rate holds."""
     clock = task.Clock()
-    limiter = RateLimiter(400_000, clock)
+    limiter = RateLimiter(400_000, clock, phase=phase)
     due, waits = [], []
     for i in range(4_000):  # one second's worth, asked for at once
         w = limiter(100)
         due.append(i * 100 / 400_000)
         waits.append(w)
     assert waits[0] is None
-    assert len(clock.getDelayedCalls()) == 100  # 1 s / TICK
+    # 1 s / TICK, and one more where the grid's phase cuts the second's last tick in two
+    assert len(clock.getDelayedCalls()) == (100 if phase == 0 else 101)
+    assert all(round((c.getTime() - phase) / RateLimiter.TICK, 6).is_integer() for c in clock.getDelayedCalls())
     released = {}
     for d_index, w in enumerate(waits[1:], 1):
         w.addCallback(lambda _, i=d_index: released.setdefault(i, clock.seconds()))
@@ -53,6 +56,19 @@ def test_rate_limiter_lets_many_small_writes_go_together_never_early():
     assert len(released) == 3_999
     for i, at in released.items():
         assert due[i] - 1e-9 <= at <= due[i] + RateLimiter.TICK + 1e-9, (i, at)
+
+
+def test_rate_limiters_do_not_share_a_grid():
+    """Daemons whose clocks agree (NTP) must not let their waiting writes go at
+    the same instants: each limiter's grid has its own phase."""
+    clock = task.Clock()
+    limiters = [RateLimiter(1000, clock) for _ in range(4)]
+    assert len({limiter.phase for limiter in limiters}) == 4
+    assert all(0 <= limiter.phase < RateLimiter.TICK for limiter in limiters)
+    for limiter in limiters:
+        limiter(500)
+        limiter(500)
+    assert len({round(c.getTime(), 9) for c in clock.getDelayedCalls()}) == 4
 
 
 def test_rate_limiter_off():

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import socket
 import time
 
@@ -44,14 +45,18 @@ class RateLimiter:
     all those due in one tick by one timer: at 400 KB/s of 100-byte entries,
     a timer per entry woke the reactor 4,000 times a second and doubled the
     CPU each copied entry cost.  A write is never let go before its time, so
-    the rate holds; it goes at most a tick late."""
+    the rate holds; it goes at most a tick late.  Each limiter's grid is
+    shifted by its own ``phase`` (random unless given): on a grid of the clock
+    alone, every daemon of a cluster -- their clocks kept together by NTP --
+    would send its tick's writes to the bookies at the same instants."""
 
     #: seconds between the times waiting writes are let go
     TICK = 0.01
 
-    def __init__(self, rate: float, reactor):
+    def __init__(self, rate: float, reactor, phase: float | None = None):
         self.rate = float(rate)
         self.reactor = reactor
+        self.phase = random.uniform(0.0, self.TICK) if phase is None else float(phase) % self.TICK
         self._free_at = 0.0
         #: tick number -> the Deferreds of the writes let go at its end
         self._waiting: dict[int, list[defer.Deferred]] = {}
@@ -64,11 +69,11 @@ class RateLimiter:
         self._free_at = start + nbytes / self.rate
         if start <= now:
             return None
-        tick = math.ceil(start / self.TICK)
+        tick = math.ceil((start - self.phase) / self.TICK)
         waiting = self._waiting.get(tick)
         if waiting is None:
             waiting = self._waiting[tick] = []
-            self.reactor.callLater(max(0.0, tick * self.TICK - now), self._release, tick)
+            self.reactor.callLater(max(0.0, tick * self.TICK + self.phase - now), self._release, tick)
         d = defer.Deferred()
         waiting.append(d)
         return d
