@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from tests.support.cli import BKCTL, REPO, bkctl_bytes as bkctl, env_for, json_lines, ok, one_line_error
+from tests.support.cli import (BKCTL, REPO, bkctl_bytes as bkctl, env_for, json_lines, ok, one_line_error,
+                               wait_or_show_threads)
 
 pytestmark = pytest.mark.integration
 
@@ -263,14 +264,14 @@ def test_tail_follows_until_the_ledger_closes(bookie_cluster, metadata_uri):
     # Ctrl-C stops a tail of an open ledger with exit 0
     lid = int(ok(bkctl(uri, "ledger", "create")))
     tail = subprocess.Popen([*BKCTL, "ledger", "tail", str(lid), "--from", "0", "--interval", "0.1"],
-                            stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env_for(uri), cwd=REPO, stdin=subprocess.DEVNULL)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env_for(uri, PYTHONFAULTHANDLER="1"),
+                            cwd=REPO, stdin=subprocess.DEVNULL)
     try:
         ok(bkctl(uri, "ledger", "add", lid, "seen"))
         line = tail.stdout.readline()  # the test's timeout guards this
         assert line == b"0\tseen\n", (line, tail.poll(), line or tail.stderr.read().decode())
         tail.send_signal(signal.SIGINT)
-        assert tail.wait(60) == 0  # a hang guard: a loaded machine may take a while to stop
+        assert wait_or_show_threads(tail, 60) == 0  # a loaded machine may take a while to stop
     finally:
         if tail.poll() is None:
             tail.kill()

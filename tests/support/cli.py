@@ -26,6 +26,26 @@ def env_for(uri: str | None, **extra: str) -> dict[str, str]:
     return env
 
 
+def wait_or_show_threads(proc: subprocess.Popen, timeout: float) -> int:
+    """``proc.wait(timeout)``, a hang guard: a process still running then is sent
+    SIGABRT and the assertion shows every thread's stack, as Python's faulthandler
+    prints them (start it with ``PYTHONFAULTHANDLER=1``, e.g. ``env_for(uri,
+    PYTHONFAULTHANDLER="1")``, and stderr piped) -- a hang seen once in a loaded run
+    then says where it was."""
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        import signal
+
+        proc.send_signal(signal.SIGABRT)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        raise AssertionError(f"{proc.args} still ran {timeout:g}s later; its threads then:\n{_text(err)}") from None
+
+
 def run_bkctl(env: dict, *args, stdin=None, timeout: float = 120, text: bool = False) -> subprocess.CompletedProcess:
     """The runner: ``bkctl ARGS`` in a fresh process with exactly ``env``, stdin not a terminal."""
     if stdin is None:
