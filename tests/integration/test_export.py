@@ -66,7 +66,7 @@ def cluster(zookeeper, tmp_path_factory):
     try:
         start_bookies(procs, uri)
         by_id = {p.bookie_id: p for p in procs}
-        bk = BlockingBookKeeper(uri, add_timeout=2.0, read_timeout=2.0, timeout=60)
+        bk = BlockingBookKeeper(uri, add_timeout=30.0, read_timeout=30.0, timeout=120)  # a loaded machine is slow, not dead
         ledgers, payloads = {}, {}
 
         def closed(name, count, **kw):
