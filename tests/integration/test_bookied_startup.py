@@ -65,7 +65,7 @@ def test_directory_that_cannot_be_created_names_it_and_its_key(bookies, tmp_path
 
 def test_decommissioned_bookie_refuses_to_start_until_formatted(bookies, zkstore, metadata_uri):
     bookie = bookies().start()
-    _wait_registered(metadata_uri, [bookie.bookie_id])
+    _wait_registered(metadata_uri, [bookie.bookie_id], procs=[bookie])
     assert bookie.stop() == 0
     # what `bkctl decommission` does once the bookie's ledgers are copied: delete its cookie
     cookie, version = zkstore.cookies.get(bookie.bookie_id)

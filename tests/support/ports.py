@@ -6,7 +6,12 @@ local port from: between choosing a bookie's port that way and the bookie
 binding it, another connection can take it ("bookiePort ... is in use").
 These ports lie below that range, and each xdist worker hands out its own
 block of them, in turn from a random start; a port something already holds
-is skipped.
+is skipped.  Two runs at once (``./dev test`` runs the fast-paths-off suites
+beside the whole suite, each with workers gw0, gw1...) keep apart by
+``BKCTL_TEST_PORT_BLOCK``: the first block of the run's workers (default 0).
+Sharing blocks, one run's bookie could take a port the other had just chosen;
+the other's bookie then exited ("in use") while its test, connecting to the
+port, took the first for it.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ _next: int | None = None
 def _block_start() -> int:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")  # gw0, gw1, ...
     index = int(worker[2:]) if worker[2:].isdigit() else 0
+    index += int(os.environ.get("BKCTL_TEST_PORT_BLOCK") or 0)
     low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
     blocks = max(1, (low - _FIRST) // _BLOCK)
     return _FIRST + (index % blocks) * _BLOCK
