@@ -200,10 +200,11 @@ def run_mode(mode: str, args) -> None:
                         stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, f"ar-{i}.log"), "wb")))
                 while store.auditor.current() is None:
                     time.sleep(0.1)
-            record = next(b for b in (load_state(tmp) or {}).get("bookies", []) if b.get("id") == victim)
+            bookie_records = (load_state(tmp) or {}).get("bookies", [])
+            record = next(b for b in bookie_records if b.get("id") == victim)
+            survivor_records = [b for b in bookie_records if b.get("id") != victim]
             on_victim = [lid for lid in ids if victim in store.ledgers.read(lid)[0].bookies]
-            http_ports = [b["http_port"] for b in (load_state(tmp) or {}).get("bookies", [])
-                          if b.get("id") != victim and b.get("http_port")]
+            http_ports = [b["http_port"] for b in survivor_records if b.get("http_port")]
             if probe is not None:
                 probe.window()
                 idle_from = bookie_metrics(*http_ports)
@@ -211,7 +212,7 @@ def run_mode(mode: str, args) -> None:
                 idle = probe.window()
                 idle_to = bookie_metrics(*http_ports)
             cpu_before = sum(cpu_seconds(p.pid) for p in daemons) + children_cpu()
-            survivors = [int(b["pid"]) for b in (load_state(tmp) or {}).get("bookies", []) if b.get("id") != victim]
+            survivors = [int(b["pid"]) for b in survivor_records]
             bookies_before = sum(cpu_seconds(pid) for pid in survivors)
             killed = time.perf_counter()
             os.kill(int(record["pid"]), signal.SIGKILL)
