@@ -91,7 +91,7 @@ class LedgerState:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        from bkctl.export.planning import format_ctime
+        from bkctl.wire.text import utc_iso as format_ctime
 
         md = self.metadata
         bookies = bookies_of(md) if md is not None else []
@@ -165,7 +165,7 @@ def _backlog(state: CursorState, ledgers: list[LedgerState]) -> tuple[int, int]:
 
 
 def _cursor_doc(name: str, info: Any, ledgers: list[LedgerState], bk) -> dict[str, Any]:
-    from bkctl.export.planning import format_ctime
+    from bkctl.wire.text import utc_iso as format_ctime
 
     state, source = cursor_state(info, bk)
     entries, nbytes = _backlog(state, ledgers)
@@ -264,7 +264,7 @@ def ledger_owner(store, ledger_id: int, base: str | None = None) -> dict[str, An
     elsewhere (``/schemas``, the ``__compaction`` cursor's and other cursors'
     properties), which this does not read -- ``listed`` is False then,
     meaning "not checked"."""
-    from bkctl.export.planning import decode_custom_metadata
+    from bkctl.wire.text import custom_metadata_text as decode_custom_metadata
     from bkctl.wire.metadata.errors import NoSuchLedger
 
     try:
@@ -339,7 +339,7 @@ class OrphanSweep:
     def __iter__(self):
         import time
 
-        from bkctl.export.planning import decode_custom_metadata
+        from bkctl.wire.text import custom_metadata_text as decode_custom_metadata
 
         listed: set[int] = set()
         for ml in _candidates(self.topics, {}):
@@ -380,7 +380,7 @@ class OrphanSweep:
 
     @staticmethod
     def _doc(ledger_id: int, md: Any, custom: dict[str, str]) -> dict[str, Any]:
-        from bkctl.export.planning import format_ctime
+        from bkctl.wire.text import utc_iso as format_ctime
 
         return {"ledger_id": ledger_id, "managed_ledger": custom.get(MANAGED_LEDGER_KEY),
                 "cursor": custom.get(CURSOR_KEY), "state": md.state.name,

@@ -139,3 +139,17 @@ def test_module_level_imports_have_no_cycle():
 
 def test_the_cycle_check_sees_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_export_has_no_cycle_counting_lazy_and_type_checking_imports():
+    graph = {m: {i for i in imports(m, p, top_level_only=False) if i.startswith("bkctl.export")}
+             for m, p in MODULES.items() if m.startswith("bkctl.export")}
+    assert len(graph) > 10 and sum(map(len, graph.values())) > 20  # the package was read
+    assert not _cycles(graph), _cycles(graph)
+
+
+def test_ops_imports_nothing_of_export():
+    """``export`` builds on ``ops`` (a topic's managed ledgers and cursors), never the other way."""
+    bad = {(m, i) for m, p in MODULES.items() if m.startswith("bkctl.ops")
+           for i in imports(m, p, top_level_only=False) if i.startswith("bkctl.export")}
+    assert not bad, sorted(bad)
