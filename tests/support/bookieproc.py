@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import FrameDecoder, frame
+from tests.support.folders import integration_only
 from tests.support.interrupts import die_with_parent
 from tests.support.ports import free_port
 
@@ -64,6 +65,7 @@ class BookieProcess:
 
     def launch(self, *extra_args: str) -> subprocess.Popen:
         """Start the process without waiting for anything."""
+        integration_only("a bookied")
         self.base.mkdir(parents=True, exist_ok=True)
         conf = self.base / "bk_server.conf"
         conf.write_text(self.conf_text())
