@@ -1,7 +1,7 @@
 """``bkctl pulsar``: Pulsar topics as the bookies and ZooKeeper hold them, read-only.
 
 Everything is read from Pulsar's managed-ledger znodes (through the store's
-kazoo client) and BookKeeper's ledger metadata; the bookies are asked only
+Pulsar manager) and BookKeeper's ledger metadata; the bookies are asked only
 for what ZooKeeper does not say: the last add confirmed of a topic's open
 ledger and the newest position in a cursor ledger.
 """
@@ -24,7 +24,7 @@ from bkctl.wire.pulsar.managed_ledger import (
     TopicName,
     parse_position_info,
 )
-from bkctl.wire.pulsar.topics import ManagedLedger, TopicReader, default_base
+from bkctl.wire.pulsar.topics import ManagedLedger, TopicMetadataReader
 
 __all__ = ["YOUNG_LEDGER_SECONDS", "LedgerState", "OrphanSweep", "Owners", "cursor_state", "ledger_owner", "ledger_states", "list_topics",
            "pulsar_component", "reader", "resolve_topics", "show_topic"]
@@ -33,13 +33,13 @@ __all__ = ["YOUNG_LEDGER_SECONDS", "LedgerState", "OrphanSweep", "Owners", "curs
 BookKeeperFactory = Callable[[], Any]
 
 
-def reader(store, base: str | None = None) -> TopicReader:
-    """A :class:`TopicReader` on the store's ZooKeeper session; ``base``
+def reader(store, base: str | None = None) -> TopicMetadataReader:
+    """A :class:`TopicMetadataReader` of the store's cluster; ``base``
     defaults to ``/managed-ledgers`` beside the store's ledger root."""
-    return TopicReader(store.client, base or default_base(store.root))
+    return TopicMetadataReader.of(store, base)
 
 
-def resolve_topics(topics: TopicReader, name: str) -> list[ManagedLedger]:
+def resolve_topics(topics: TopicMetadataReader, name: str) -> list[ManagedLedger]:
     """The managed ledgers of ``name``: the topic itself, or every partition
     of a partitioned topic that has one (a partition no broker has loaded
     yet has none, and no data); :class:`NoSuchTopic` (with suggestions) when
@@ -341,9 +341,9 @@ class Owners:
         return doc
 
 
-def _candidates(topics: TopicReader, custom: dict[str, str]) -> Iterator[ManagedLedger]:
+def _candidates(topics: TopicMetadataReader, custom: dict[str, str]) -> Iterator[ManagedLedger]:
     """The managed ledger a ledger's custom metadata names (v2 or v1 name),
-    else every one :meth:`TopicReader.topics` lists."""
+    else every one :meth:`TopicMetadataReader.topics` lists."""
     named = custom.get(MANAGED_LEDGER_KEY)
     if named:
         ml = topics.read_named(named)
