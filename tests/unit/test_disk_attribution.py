@@ -151,3 +151,33 @@ def test_the_one_line_answer_names_the_largest_share_and_its_cure():
            "threshold)" in line, line
     assert "; 10.7 KiB is deleted ledgers the next GC pass removes (now: `bkctl bookie gc BOOKIE`)" in line, line
     assert summary_line({"bookies": [], "totals": totals([])}).startswith("no bookie answered")
+
+
+def test_one_walk_attributes_topics_orphans_and_applications_on_the_fake_store():
+    """Topics from the managed ledgers, orphans by the sweep's rule, one pipelined read of the
+    ledgers for both; an open ledger's size unknown without the bookies."""
+    from bkctl.ops.disk import walk_ledgers
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+    from tests.support.fake_store import FakeMetadataStore
+
+    store = FakeMetadataStore().start()
+    name = "t/ns/persistent/x"
+    value = ml.ManagedLedgerInfo()
+    for lid in (1, 2):
+        value.ledgerInfo.add(ledgerId=lid, entries=10, size=1000, timestamp=1)
+    store.pulsar.put_managed_ledger(name, value.SerializeToString(), {"sub": ml.ManagedCursorInfo(
+        cursorsLedgerId=3, markDeleteLedgerId=1, markDeleteEntryId=0).SerializeToString()})
+    pulsar = {"application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": name.encode()}
+    ens = [A, B, C]
+    for lid, custom, closed in ((1, pulsar, True), (2, pulsar, False), (3, dict(pulsar, **{"pulsar/cursor": b"sub"}),
+                                True), (4, pulsar, True), (5, {"application": b"app"}, True)):
+        md = LedgerMetadata.new(ens, 2, 2, ctime=1, custom_metadata=custom)
+        store.ledgers.create(md.closed(9, 1000) if closed else md, lid)
+    store.calls.clear()
+    walk = walk_ledgers(store, None, older_than=60, now_ms=10**12)
+    assert [c for c, _ in store.calls].count("ledgers.read_many") == 1
+    assert walk.orphan_ids == [4] and walk.ledgers == 5 and walk.open_unknown == {2: "the bookies were not asked"}
+    owners = {(o.kind, o.component): row[0] for o, row in walk.tally.logical.items()}
+    assert owners == {("topic", "data"): 1, ("topic", "cursor"): 1, ("orphan", "data"): 1, ("application", None): 1}
+    per_bookie = sum(cell[1] for (b, _o), cell in walk.tally.cells.items() if b == A)
+    assert per_bookie == 4 * sum(1 for e in range(10) if A in md.write_set(e))
