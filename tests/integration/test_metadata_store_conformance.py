@@ -200,8 +200,13 @@ def test_registration_lists_and_session_end(sessions, store):
     store.cookies.put(C, Cookie(C, ("/j",), ("/l",), "instance"))
     assert store.registration.all_bookies() == [C]
 
+    held_by = store.registration.session_of(A)
+    assert held_by is not None and store.registration.session_of(C) is None
     store.close()  # the registrations were the session's
-    assert sessions.open().registration.readonly_bookies() == []
+    again = sessions.open()
+    assert again.registration.readonly_bookies() == [] and again.registration.session_of(A) is None
+    again.registration.register(A)  # a new session's registration: another session id
+    assert again.registration.session_of(A) not in (None, held_by)
 
 
 def test_cookies_with_versions(store):

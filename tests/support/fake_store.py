@@ -22,6 +22,7 @@ What the tests add on top, none of which the code under test can see:
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Any, Callable, Iterable, Iterator
 
 from bkctl.wire.errors import CodecError
@@ -53,6 +54,9 @@ __all__ = ["FakeMetadataStore"]
 
 #: what the fake's "znodes" say their ctime is, when a test does not set a clock (ms)
 DEFAULT_NOW_MS = 1_795_219_200_000
+
+#: session ids, as ZooKeeper's: a new one at every start, never reused
+_SESSION_IDS = itertools.count(0x1000)
 
 
 def _call(method):
@@ -169,6 +173,11 @@ class FakeRegistrationManager(_Manager):
         check_bookie_id(bookie_id)
         data = service_info if isinstance(service_info, bytes) else service_info.serialize()
         self._nodes[bookie_id] = (readonly, data)
+
+    @_call
+    def session_of(self, bookie_id: str) -> int | None:
+        check_bookie_id(bookie_id)
+        return self._store.session_id if bookie_id in self._nodes else None
 
     @_call
     def unregister(self, bookie_id: str, readonly: bool | None = None) -> None:
@@ -460,6 +469,7 @@ class FakeMetadataStore:
         self.now_ms = now_ms
         self.calls: list[tuple[str, tuple]] = []
         self._started = False
+        self.session_id: int | None = None
         self._lost = False
         self._failure: BaseException | None = None
         self._hooks: dict[str, list[Callable[..., Any]]] = {}
@@ -474,6 +484,8 @@ class FakeMetadataStore:
 
     # -- the session ---------------------------------------------------------------
     def start(self) -> "FakeMetadataStore":
+        if not self._started:
+            self.session_id = next(_SESSION_IDS)
         self._started = True
         return self
 

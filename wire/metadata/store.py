@@ -146,6 +146,12 @@ class RegistrationManager(Protocol):
     def service_info(self, bookie_id: str) -> "BookieServiceInfo | None":
         """What the bookie published when it registered; None if it is not registered."""
 
+    def session_of(self, bookie_id: str) -> int | None:
+        """The id of the session that holds the bookie's registration (writable, else
+        read-only); None when it is not registered.  A process that restarts a killed
+        bookie tells the new registration from the one the killed process left until
+        its session expires by this id."""
+
 
 @runtime_checkable
 class CookieManager(Protocol):
