@@ -16,7 +16,7 @@ from bkctl.wire.metadata.racks import RACK_MAP_PATH
 from tests.support.cli import BKCTL, REPO, bkctl_bytes as bkctl, json_lines, ok, one_line_error
 from tests.support.ports import held
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 
 def test_metadata_dump_to_stdout(metadata_uri, zkstore, tmp_path):

@@ -22,8 +22,6 @@ from tests.support.cli import REPO as ROOT
 from tests.support.ledgers import make_ledgers
 from tests.support.terminal import Terminal, bkctl_env
 
-pytestmark = pytest.mark.integration
-
 COMPLETIONS = ROOT / "completions"
 SHELLS = ("bash", "zsh", "fish")
 LEDGER_IDS = [7, 71, 712, 4000]

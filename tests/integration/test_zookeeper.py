@@ -20,8 +20,6 @@ from bkctl.sandbox.zookeeper import (
 )
 from tests.support.interrupts import die_with_parent
 
-pytestmark = pytest.mark.integration
-
 
 def test_session_server_answers(zookeeper):
     assert zookeeper.running and zookeeper.pid
