@@ -144,15 +144,17 @@ def run(args, uri: str, work: Path) -> int:
     from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema
     from bkctl.export.topic_source import record_batch as _to_batch
     from bkctl.wire import fastpath
-    from bkctl.wire.pulsar.messages import PACKED_AVAILABLE
+    from bkctl.wire.pulsar.rows import BatchRows, PyMessageRows, c_splitter
 
     schema = arrow_schema(TOPIC_COLUMNS)
-    print(f"fast path: C extension {'built' if PACKED_AVAILABLE else 'MISSING'}, "
-          f"BKCTL_FASTPATHS {'on' if fastpath.ENABLED else 'off'}")
-    for label, packed in (("decode to Arrow, packed (one core)", True), ("decode to Arrow, general (one core)", False)):
+    print(f"batch splitter in use: {BatchRows.__name__} (C extension {'usable' if c_splitter() else 'MISSING'}, "
+          f"BKCTL_FASTPATHS {'on' if fastpath.ENABLED else 'off'})")
+    splitters = ([("decode to Arrow, C splitter (one core)", BatchRows)] if BatchRows is not PyMessageRows else []) + \
+        [("decode to Arrow, Python splitter (one core)", PyMessageRows)]
+    for label, splitter in splitters:
         cpu = time.process_time()
         t = time.monotonic()
-        dec = TopicDecoder(TOPIC, packed=packed)
+        dec = TopicDecoder(TOPIC, splitter=splitter)
         for n, data in enumerate(entries):
             dec.add(ids[0], n, data)
             if dec.rows >= 10_000:

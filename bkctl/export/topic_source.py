@@ -212,57 +212,43 @@ def plan_topic(store, spec: TopicSpec, split_entries: int, lac_of, client=None) 
 
 # ---------------------------------------------------------------- reading
 
-_TIME_COLUMNS = ("publish_time", "event_time", "broker_timestamp")
-
-
-def record_batch(columns, schema) -> Any:
-    """One record batch of ``schema`` from a part of :meth:`TopicDecoder.take_parts`."""
+def record_batch(part, schema) -> Any:
+    """One record batch of ``schema`` from a :class:`~bkctl.wire.pulsar.messages.RowPart`,
+    whichever splitter made it: a column as a list (the Python twin) or as
+    Arrow buffers (the C twin, wrapped without a copy); the ``topic`` columns
+    and those the part lacks made here."""
     import pyarrow as pa
 
-    from bkctl.wire.pulsar.messages import PackedColumns
+    from bkctl.wire.pulsar.columns import BATCH_DEFAULTS
 
-    if isinstance(columns, PackedColumns):
-        return _packed_batch(columns, schema)
+    n = part.rows
+    constants = {"topic": part.topic, "partition": part.partition, **BATCH_DEFAULTS}
     arrays = []
     for f in schema:
-        values = columns[f.name]
-        if f.name in _TIME_COLUMNS:
-            arrays.append(pa.array([None if v is None else v * 1000 for v in values], pa.int64()).cast(f.type))
+        data = part.columns.get(f.name)
+        if data is None:
+            arrays.append(pa.repeat(pa.scalar(constants[f.name], f.type), n))
+        elif isinstance(data, list):
+            arrays.append(pa.array(data, f.type))
         else:
-            arrays.append(pa.array(values, f.type))
+            arrays.append(_wrap(f.type, n, data))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _packed_batch(part, schema) -> Any:
-    """The packed buffers wrapped as Arrow arrays (no copy); the columns that
-    are the same in every row made here."""
+def _wrap(arrow_type, n: int, buffers) -> Any:
+    """Arrow buffers ``(validity | None, null_count, values[, data])`` as an
+    array (a map's: ``(validity | None, null_count, offsets, keys, values)``)."""
     import pyarrow as pa
 
-    n, buffers = part.rows, part.buffers
-    arrays = []
-    for f in schema:
-        name = f.name
-        if name == "topic":
-            arrays.append(pa.repeat(pa.scalar(part.topic, f.type), n))
-        elif name == "partition":
-            arrays.append(pa.repeat(pa.scalar(part.partition, f.type), n))
-        elif name == "encrypted":
-            arrays.append(pa.repeat(pa.scalar(False, f.type), n))
-        elif name in ("encryption_keys", "error"):
-            arrays.append(pa.nulls(n, f.type))
-        elif name == "properties":
-            offsets, key_offsets, key_data, value_offsets, value_data = buffers[name]
-            count = len(key_offsets) // 4 - 1
-            keys = pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(key_offsets), pa.py_buffer(key_data)])
-            items = pa.Array.from_buffers(pa.string(), count,
-                                          [None, pa.py_buffer(value_offsets), pa.py_buffer(value_data)])
-            arrays.append(pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(offsets)]),
-                                                  keys, items))
-        else:
-            validity, nulls, *data = buffers[name]
-            arrays.append(pa.Array.from_buffers(f.type, n, [None if validity is None else pa.py_buffer(validity)]
-                                                + [pa.py_buffer(b) for b in data], null_count=nulls))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    validity, nulls, *data = buffers
+    bitmap = None if validity is None else pa.py_buffer(validity)
+    if pa.types.is_map(arrow_type):
+        offsets, keys, items = data
+        count = len(keys[2]) // 4 - 1
+        return pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), n + 1, [bitmap, pa.py_buffer(offsets)],
+                                                             null_count=nulls),
+                                       _wrap(arrow_type.key_type, count, keys), _wrap(arrow_type.item_type, count, items))
+    return pa.Array.from_buffers(arrow_type, n, [bitmap] + [pa.py_buffer(b) for b in data], null_count=nulls)
 
 
 def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, Any] | None = None) -> Iterator[Any]:
@@ -279,7 +265,7 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
             return not state.message_acked(position, batch_index)
 
     decoder = TopicDecoder(part.topic, part.partition, keep=keep, from_ms=part.from_ms, to_ms=part.to_ms,
-                           error_rows=part.error_rows, packed=True)
+                           error_rows=part.error_rows)
     schema = arrow_schema(TOPIC_COLUMNS)
     skip = part.first > 0 or part.follows
     ledger_id = part.ledger_id
@@ -287,18 +273,18 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
         for entry_id, data in entries:
             decoder.add(ledger_id, entry_id, data, skip_continuations=skip)
             if decoder.rows >= ROWS_PER_BATCH:
-                for columns in decoder.take_parts():
-                    yield record_batch(columns, schema)
-    for columns in decoder.take_parts():
-        yield record_batch(columns, schema)
+                for rows in decoder.take_parts():
+                    yield record_batch(rows, schema)
+    for rows in decoder.take_parts():
+        yield record_batch(rows, schema)
     read_ahead = _read_on(reader, decoder, ledger_id, part.last, part.ledger_last)
     ended = "the ledger ends before the message's last chunk"
     if decoder.chunks.pending and part.next_ledger is not None:  # ... and then into the topic's next ledger
         read_ahead += _read_on(reader, decoder, part.next_ledger, -1, part.next_last)
         ended = "the next ledger ends before the message's last chunk"
     decoder.finish(ended)
-    for columns in decoder.take_parts():
-        yield record_batch(columns, schema)
+    for rows in decoder.take_parts():
+        yield record_batch(rows, schema)
     if counts is not None:
         counts.update(entries=part.entries, read_ahead=read_ahead, messages=decoder.messages,
                       bytes=decoder.payload_bytes, problems=[p.to_json() for p in decoder.problems])

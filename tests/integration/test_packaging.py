@@ -85,8 +85,8 @@ def test_generic_names_are_not_ours(venv, tmp_path):
              "print(shell.__file__)\n"
              "print(u.find_spec('bookied').origin)\n"
              "import bkctl.wire.client.ledger_handle, bkctl.bookied.main, bkctl.shell.repl\n"
-             "from bkctl.wire.pulsar.messages import PACKED_AVAILABLE\n"
-             "print('ours ok', PACKED_AVAILABLE)\n")
+             "from bkctl.wire.pulsar import _packed\n"
+             "print('ours ok', hasattr(_packed, 'PackedRows'))\n")
     out = _run(py, "-c", probe, cwd=tmp_path).stdout.splitlines()
     assert out[0] == "None"                      # `import wire` fails
     assert out[1].endswith("site-packages/shell.py")  # PyPI's shell, untouched

@@ -1,7 +1,10 @@
-"""The topic export's fast path (``TopicDecoder(packed=True)``: batches split
-by the C extension straight into Arrow buffers) gives the rows and problems
-of the general path, for the real client's entries, random batches and
-random damage; and it is the path taken when it is there and switched on."""
+"""The batch splitter's twins: the C one (``_packed.PackedRows``, batches split
+straight into Arrow buffers) gives the rows and problems of the Python one
+(``rows.PyMessageRows``), for the real client's entries, random batches and
+random damage; it has the columns of the Python table; and it is the one in
+use when it is built and fast paths are on.  With the C one not in use
+(``BKCTL_FASTPATHS=0``, or not built) the comparisons are skipped, saying so:
+there is nothing to compare the Python twin with."""
 import struct
 
 import pyarrow as pa
@@ -11,20 +14,32 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema
-from bkctl.export.topic_source import record_batch as _to_batch
+from bkctl.export.topic_source import record_batch
 from bkctl.wire import fastpath
 from bkctl.wire.proto import pulsar_api_pb2 as pb
-from bkctl.wire.pulsar.messages import PACKED_AVAILABLE, PackedColumns, TopicDecoder
+from bkctl.wire.pulsar import rows
+from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
+from bkctl.wire.pulsar.messages import TopicDecoder
+from bkctl.wire.pulsar.rows import BatchRows, PyMessageRows
 from tests.support import pulsar_entries as pe
 
+try:
+    from bkctl.wire.pulsar._packed import COLUMNS as C_COLUMNS
+    from bkctl.wire.pulsar._packed import PackedRows
+except ImportError:
+    PackedRows = C_COLUMNS = None
+
 SCHEMA = arrow_schema(TOPIC_COLUMNS)
-#: whether packed=True really takes the C path here (BKCTL_FASTPATHS=0 runs this module too)
-PACKING = PACKED_AVAILABLE and fastpath.ENABLED
+#: whether the C twin splits the batches here (BKCTL_FASTPATHS=0 runs this module too)
+C_IN_USE = BatchRows is not PyMessageRows
+needs_c = pytest.mark.skipif(not C_IN_USE, reason="the C batch splitter is not in use (BKCTL_FASTPATHS=0 or "
+                                                  "bkctl.wire.pulsar._packed not built): nothing to compare the "
+                                                  "Python one with")
 
 
-def decode(entries, packed, partition=-1, take_every=0, **kw):
-    """The rows as one Arrow table, the problems, and how many packed parts there were."""
-    dec = TopicDecoder("persistent://t/n/x", partition, packed=packed, **kw)
+def decode(entries, splitter=None, partition=-1, take_every=0, **kw):
+    """The rows as one Arrow table, the problems, and how many parts the C twin made."""
+    dec = TopicDecoder("persistent://t/n/x", partition, splitter=splitter, **kw)
     parts = []
     for entry_id, data in enumerate(entries):
         dec.add(7, entry_id, data)
@@ -32,14 +47,18 @@ def decode(entries, packed, partition=-1, take_every=0, **kw):
             parts += dec.take_parts()
     dec.finish()
     parts += dec.take_parts()
-    table = pa.Table.from_batches([_to_batch(p, SCHEMA) for p in parts], schema=SCHEMA).combine_chunks()
-    packed_parts = sum(isinstance(p, PackedColumns) for p in parts)
-    return table, [str(p) for p in dec.problems], (dec.messages, dec.payload_bytes), packed_parts
+    table = pa.Table.from_batches([record_batch(p, SCHEMA) for p in parts], schema=SCHEMA).combine_chunks()
+    return table, [str(p) for p in dec.problems], (dec.messages, dec.payload_bytes), sum(map(made_in_c, parts))
+
+
+def made_in_c(part) -> bool:
+    return not isinstance(part.columns["ledger_id"], list)
 
 
 def assert_same(entries, **kw):
-    fast, fast_problems, fast_counts, packed_parts = decode(entries, True, **kw)
-    general, general_problems, general_counts, none = decode(entries, False, **kw)
+    """The C twin's rows, problems and counts are the Python twin's; returns how many parts the C twin made."""
+    fast, fast_problems, fast_counts, packed_parts = decode(entries, PackedRows, **kw)
+    general, general_problems, general_counts, none = decode(entries, PyMessageRows, **kw)
     assert none == 0
     assert fast_problems == general_problems
     assert fast_counts == general_counts
@@ -50,33 +69,80 @@ def assert_same(entries, **kw):
 
 
 def test_the_extension_is_built():
-    assert PACKED_AVAILABLE, "bkctl.wire.pulsar._packed is missing: ./dev setup builds it (gcc, Python headers)"
+    assert PackedRows is not None, "bkctl.wire.pulsar._packed is missing: ./dev setup builds it (gcc, Python headers)"
 
 
+def test_the_c_splitter_is_in_use_exactly_when_fast_paths_are_on():
+    assert C_IN_USE == (fastpath.ENABLED and PackedRows is not None)
+    assert (BatchRows is PackedRows) == C_IN_USE and rows.c_splitter() is (PackedRows if C_IN_USE else None)
+
+
+#: The C column kinds a DDL type is stored as.
+C_KINDS = {"long": "int64", "timestamp": "int64", "int": "int32", "string": "string", "binary": "binary",
+           "map<string,string>": "map"}
+
+
+def test_the_c_columns_are_the_python_tables_entry_and_message_columns_in_order():
+    """_packed.c's ROW_COLUMNS and MESSAGE_COLUMNS name the same columns, in
+    the same order, stored as their types want and made the same way: a
+    column added on one side only fails here."""
+    if C_COLUMNS is None:
+        pytest.skip("bkctl.wire.pulsar._packed is not built: no C table to compare")
+    want = [(c.name, C_KINDS[c.type], c.made_by) for c in MESSAGE_COLUMNS if c.made_by in ("entry", "message")]
+    assert list(C_COLUMNS) == want
+
+
+def test_the_comparison_sees_a_difference():
+    """assert_same fails when a rule differs: the C twin against a Python twin
+    whose null-key rule is turned around."""
+    if PackedRows is None:
+        pytest.skip("bkctl.wire.pulsar._packed is not built: no C twin to compare")
+    smd = pb.SingleMessageMetadata(partition_key="k", null_partition_key=True)
+    entry = _entry([(smd, b"x")])
+    fast, *_ = decode([entry], PackedRows)
+    general, *_ = decode([entry], PyMessageRows)
+    assert fast.column("key").to_pylist() == general.column("key").to_pylist() == [None]
+    original = rows.message_values
+
+    def wrong(md, *args):
+        values = list(original(md, *args))
+        values[rows.MESSAGE_VALUE_COLUMNS.index("key")] = md.partition_key  # null_partition_key ignored
+        return tuple(values)
+
+    rows.message_values = wrong
+    try:
+        general, *_ = decode([entry], PyMessageRows)
+    finally:
+        rows.message_values = original
+    assert fast.column("key").to_pylist() != general.column("key").to_pylist()
+
+
+@needs_c
 @pytest.mark.parametrize("case, folder", [(case, folder) for folder in ("entries", "entries_with_broker_entry_metadata")
                                           for case in pe.cases() if (pe.vectors_dir() / folder / case).is_dir()])
 def test_the_real_clients_entries_give_the_same_rows(case, folder):
     assert_same(pe.case_entries(case, folder), partition=3)
 
 
-def test_a_batch_takes_the_packed_path_and_a_plain_message_the_general_one():
+def test_a_batch_goes_to_the_splitter_in_use_and_a_plain_message_to_the_python_twin():
     batch = pe.encode_entry(pe.metadata("p", 0, 1_700_000_000_000, num_messages_in_batch=2),
                             pe.batch_payload([(pb.SingleMessageMetadata(), b"a"), (pb.SingleMessageMetadata(), b"b")]))
     plain = pe.encode_entry(pe.metadata("p", 2, 1_700_000_000_001), b"c")
-    dec = TopicDecoder("persistent://t/n/x", packed=True)
+    dec = TopicDecoder("persistent://t/n/x")
     for entry_id, data in enumerate([batch, batch, plain, batch]):
         dec.add(7, entry_id, data)
     parts = dec.take_parts()
-    kinds = [type(p) is PackedColumns for p in parts]
-    # storage order kept across the two kinds: packed (entries 0, 1), lists (2), packed (3)
-    assert kinds == ([True, False, True] if PACKING else [False])
-    assert sum(p.rows if isinstance(p, PackedColumns) else len(p["ledger_id"]) for p in parts) == 7
-    other = TopicDecoder("persistent://t/n/x", packed=True)
-    if PACKING:
-        with pytest.raises(RuntimeError):  # its rows may be packed: take_parts()
-            other.take()
+    # storage order kept across the two: C (entries 0, 1), Python (2), C (3)
+    assert [made_in_c(p) for p in parts] == ([True, False, True] if C_IN_USE else [False])
+    table = pa.Table.from_batches([record_batch(p, SCHEMA) for p in parts])
+    assert table.column("entry_id").to_pylist() == [0, 0, 1, 1, 2, 3, 3]
+    assert table.column("payload").to_pylist() == [b"a", b"b", b"a", b"b", b"c", b"a", b"b"]
+    dec.add(7, 4, batch)
+    if C_IN_USE:
+        with pytest.raises(RuntimeError):  # rows the C twin made: take_parts()
+            dec.take()
     else:
-        assert other.take()["ledger_id"] == []
+        assert dec.take()["payload"] == [b"a", b"b"]
 
 
 # ---------------------------------------------------------------- random batches
@@ -119,6 +185,7 @@ def _entry(messages, codec=pb.NONE, producer="prod", schema=None, sequence=5, br
     return data
 
 
+@needs_c
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=st.lists(st.lists(single(), min_size=1, max_size=6), min_size=1, max_size=5),
        codec=st.sampled_from([pb.NONE, pb.LZ4, pb.ZLIB, pb.ZSTD, pb.SNAPPY]),
@@ -133,9 +200,10 @@ def test_random_batches_give_the_same_rows(batches, codec, producer, schema, seq
     entries = [_entry(b, codec, producer, schema, sequence + i, broker, unknown, 1_700_000_000_000 + i)
                for i, b in enumerate(batches)]
     packed_parts = assert_same(entries, partition=partition, take_every=take_every)
-    assert (packed_parts > 0) == PACKING
+    assert packed_parts > 0
 
 
+@needs_c
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages=st.lists(single(), min_size=1, max_size=4), data=st.data())
 def test_damaged_batches_give_the_same_rows_and_problems(messages, data):
@@ -167,7 +235,7 @@ def test_a_batch_the_extension_refuses_leaves_nothing_behind():
     cut = bytearray(bad[:-2])
     struct.pack_into(">I", cut, 2, crc32c(bytes(cut[6:])))
     assert len(cut) > 10 + md_size
-    table, problems, counts, _ = decode([good, bytes(cut), good], True)
+    table, problems, counts, _ = decode([good, bytes(cut), good])
     assert table.column("payload").to_pylist() == [b"ok", bytes(cut), b"ok"]  # an error row holds the entry
     assert table.column("error").to_pylist()[1] is not None
     assert problems == ["persistent://t/n/x ledger 7 entry 1: " + table.column("error").to_pylist()[1]]
@@ -187,7 +255,8 @@ def test_numbers_no_column_holds_are_error_rows_not_a_crash(field):
                    publish=2**63 // 1000 + 1 if field == "publish" else 1_700_000_000_000,
                    broker=(2**63 // 1000 + 1, None) if field == "broker time" else (None, 2**63) if field == "index"
                    else None)
-    table, problems, counts, _ = decode([entry], True)
+    table, problems, counts, _ = decode([entry])
     assert counts == (0, 0) and len(problems) == 1 and "out of range" in problems[0]
     assert table.column("error").to_pylist() == [problems[0].split(": ", 1)[1]]
-    assert_same([entry])
+    if C_IN_USE:
+        assert_same([entry])

@@ -1,8 +1,12 @@
 """Apache Pulsar's storage formats, read from the bookies and ZooKeeper.
 
 * :mod:`.entry` -- a stored entry: broker entry metadata, checksum, message
-  metadata, decompression, batches (pure);
+  metadata, decompression (pure);
 * :mod:`.chunks` -- chunked messages put back together (pure);
+* :mod:`.columns` -- the message row's columns, stated once (pure);
+* :mod:`.rows` -- a batch's messages split into rows: the Python splitter,
+  the C one (``_packed``), and the choice between them;
+* :mod:`.messages` -- a topic's entries turned into rows (:class:`~.messages.TopicDecoder`);
 * :mod:`.managed_ledger` -- topic names, ``ManagedLedgerInfo`` and
   ``ManagedCursorInfo`` znode values, partitioned-topic metadata, cursor
   positions (pure);

@@ -1,26 +1,88 @@
 /*
- * bkctl.wire.pulsar._packed: a Pulsar batch's messages appended straight to
- * Arrow-layout column buffers (the fast path of ``bkctl export --topic``).
+ * bkctl.wire.pulsar._packed: the C twin of the Pulsar batch splitter.
  *
- * Splitting a batch in Python costs a protobuf parse, a dozen list appends
- * and later a pyarrow conversion per message: about 4 us a message, ten times
- * what the Parquet writer needs for the row.  Here one pass over the batch
- * walks each SingleMessageMetadata by hand and appends the row's values to
- * growable buffers laid out as Arrow's (validity bitmaps, int32 offsets,
+ * A Pulsar batch's messages appended straight to Arrow-layout column
+ * buffers (the fast path of ``bkctl export --topic``).  Splitting a batch in
+ * Python costs a protobuf parse, a dozen list appends and later a pyarrow
+ * conversion per message: about 4 us a message, ten times what the Parquet
+ * writer needs for the row.  Here one pass over the batch walks each
+ * SingleMessageMetadata by hand and appends the row's values to growable
+ * buffers laid out as Arrow's (uint8_t validity bitmaps, int32 offsets,
  * little-endian values), which the export wraps without copying again.
  *
- * The general path (bkctl.wire.pulsar.entry) stays the reference: whenever a
- * batch is anything but well formed and plainly decodable here (a truncated
- * message, a missing payload_size, a wire type we do not expect, text that
- * is not UTF-8, a value that does not fit a column) add_batch appends nothing
- * and returns None, and the caller decodes the entry the general way, which
- * says what is wrong.  Both are checked against each other by the tests.
+ * PackedRows and bkctl.wire.pulsar.rows.PyMessageRows are twins: the same
+ * interface (add_batch, take, rows), the same columns, the same rules; which
+ * one splits is chosen in one place, rows.BatchRows.  The Python twin is the
+ * reference: add_batch here appends nothing and returns None for anything
+ * but a well-formed batch it decodes plainly (a truncated message, a missing
+ * payload_size, a wire type protobuf would keep as unknown, text that is
+ * not UTF-8, a value that does not fit its column), and the caller hands the
+ * entry to the Python twin, which says what is wrong.
+ *
+ * The columns are ROW_COLUMNS below, one line each; the rules for a
+ * message's own values are message_values(), once.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
+
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "_packed writes Arrow's little-endian buffers with native stores: not built on a big-endian machine"
+#endif
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ------------------------------------------------------------ the columns */
+
+/* Every column a split batch fills, in the row's order: X(name, kind, made_by).
+ *   kind: INT64 (long; timestamp in microseconds), INT32, STRING (UTF-8),
+ *         BINARY, MAP (map<string,string>, never null; at most one);
+ *   made_by: ENTRY -- the same for every message of the batch, handed to
+ *         add_batch as the ``entry`` tuple, in this order, already in the
+ *         column's units; MESSAGE -- each message's own (message_values()).
+ * bkctl.wire.pulsar.columns.MESSAGE_COLUMNS is the reference: this list is
+ * its ``entry`` and ``message`` columns, in order (COLUMNS in the module;
+ * tests/unit/test_pulsar_packed.py fails when the two differ). */
+#define ROW_COLUMNS(X)                   \
+    X(ledger_id, INT64, ENTRY)           \
+    X(entry_id, INT64, ENTRY)            \
+    X(batch_index, INT32, MESSAGE)       \
+    X(message_id, STRING, MESSAGE)       \
+    X(publish_time, INT64, ENTRY)        \
+    X(event_time, INT64, MESSAGE)        \
+    X(producer_name, STRING, ENTRY)      \
+    X(sequence_id, INT64, MESSAGE)       \
+    X(key, STRING, MESSAGE)              \
+    X(ordering_key, BINARY, MESSAGE)     \
+    X(properties, MAP, MESSAGE)          \
+    X(schema_version, BINARY, ENTRY)     \
+    X(payload, BINARY, MESSAGE)          \
+    X(payload_size, INT32, MESSAGE)      \
+    X(index, INT64, ENTRY)               \
+    X(broker_timestamp, INT64, ENTRY)
+
+typedef enum { INT64, INT32, STRING, BINARY, MAP } Kind;
+typedef enum { ENTRY, MESSAGE } MadeBy;
+static const char *const KIND_NAMES[] = {"int64", "int32", "string", "binary", "map"};
+static const char *const MADE_BY_NAMES[] = {"entry", "message"};
+
+#define AS_ENUM(name, kind, made_by) COL_##name,
+enum { ROW_COLUMNS(AS_ENUM) NCOLUMNS };
+#define AS_ENTRY_COUNT(name, kind, made_by) +((made_by) == ENTRY)
+enum { NENTRY = 0 ROW_COLUMNS(AS_ENTRY_COUNT) };
+#define AS_MAP_COUNT(name, kind, made_by) +((kind) == MAP)
+_Static_assert(0 ROW_COLUMNS(AS_MAP_COUNT) <= 1, "one MAP column at most: its keys and values are map_keys/map_values");
+
+typedef struct {
+    const char *name;
+    Kind kind;
+    MadeBy made_by;
+} ColumnSpec;
+
+#define AS_SPEC(name, kind, made_by) {#name, kind, made_by},
+static const ColumnSpec COLUMN_SPECS[NCOLUMNS] = {ROW_COLUMNS(AS_SPEC)};
 
 /* ------------------------------------------------------------ buffers */
 
@@ -48,19 +110,6 @@ static int buf_reserve(Buf *b, Py_ssize_t extra)
     return 0;
 }
 
-static int buf_put(Buf *b, const void *src, Py_ssize_t n)
-{
-    if (buf_reserve(b, n) < 0)
-        return -1;
-    if (n)
-        memcpy(b->data + b->len, src, (size_t)n);
-    b->len += n;
-    return 0;
-}
-
-static int buf_i32(Buf *b, int32_t v) { return buf_put(b, &v, 4); }
-static int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, 8); }
-
 static void buf_free(Buf *b)
 {
     PyMem_Free(b->data);
@@ -68,88 +117,71 @@ static void buf_free(Buf *b)
     b->len = b->cap = 0;
 }
 
-/* A validity bitmap (bit set = value present); handed over as None when no
- * row is null, as Arrow allows. */
-typedef struct {
-    Buf bits;
-    int any_null;
-    Py_ssize_t nulls;
-} Validity;
+/* Appends that the caller has reserved room for. */
+static inline void put(Buf *b, const void *src, Py_ssize_t n)
+{
+    if (n)
+        memcpy(b->data + b->len, src, (size_t)n);
+    b->len += n;
+}
 
-static int reserve_validity(Validity *v, Py_ssize_t rows)
+static inline void put_i32(Buf *b, int32_t v) { put(b, &v, 4); }
+static inline void put_i64(Buf *b, int64_t v) { put(b, &v, 8); }
+
+/* One column in Arrow's layout: ``values`` holds the values of a fixed-width
+ * column, or the int32 offsets (rows + 1) of a variable-width or map column;
+ * ``data`` the bytes of a variable-width one; ``valid`` the validity bitmap
+ * (bit set = value present), handed over as None when no row is null. */
+typedef struct {
+    Buf values;
+    Buf data;
+    Buf valid;
+    Py_ssize_t nulls;
+} Column;
+
+/* Room in the bitmap for ``rows`` rows, the new bytes zeroed. */
+static int reserve_validity(Column *c, Py_ssize_t rows)
 {
     Py_ssize_t need = (rows + 7) / 8;
-    if (need > v->bits.len) {
-        Py_ssize_t grow = need - v->bits.len;
-        if (buf_reserve(&v->bits, grow) < 0)
+    if (need > c->valid.len) {
+        Py_ssize_t grow = need - c->valid.len;
+        if (buf_reserve(&c->valid, grow) < 0)
             return -1;
-        memset(v->bits.data + v->bits.len, 0, (size_t)grow);
-        v->bits.len = need;
+        memset(c->valid.data + c->valid.len, 0, (size_t)grow);
+        c->valid.len = need;
     }
     return 0;
 }
 
-static inline void mark_valid(Validity *v, Py_ssize_t row, int present)
+static inline void mark_valid(Column *c, Py_ssize_t row, int present)
 {
     if (present)
-        v->bits.data[row / 8] |= (char)(1 << (row % 8));
-    else {
-        v->any_null = 1;
-        v->nulls++;
-    }
+        ((uint8_t *)c->valid.data)[row / 8] |= (uint8_t)(1u << (row % 8));
+    else
+        c->nulls++;
 }
 
-static int validity_set(Validity *v, Py_ssize_t row, int present)
+/* A value of a variable-width column, room not reserved (the map's keys and values). */
+static int column_add_var(Column *c, Py_ssize_t row, const void *p, Py_ssize_t n)
 {
-    if (reserve_validity(v, row + 1) < 0)
+    if (buf_reserve(&c->data, n) < 0 || buf_reserve(&c->values, 4) < 0 || reserve_validity(c, row + 1) < 0)
         return -1;
-    mark_valid(v, row, present);
-    return 0;
-}
-
-/* A variable-width column (Arrow binary/string): offsets and data. */
-typedef struct {
-    Buf offsets; /* int32, rows + 1 */
-    Buf data;
-    Validity valid;
-} VarCol;
-
-static int varcol_init(VarCol *c) { return buf_i32(&c->offsets, 0); }
-
-static int varcol_add(VarCol *c, Py_ssize_t row, const char *p, Py_ssize_t n, int present)
-{
-    if (present && buf_put(&c->data, p, n) < 0)
-        return -1;
-    if (c->data.len > INT32_MAX) {
+    if (c->data.len + n > INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "more than 2 GiB in one column of a set of rows");
         return -1;
     }
-    if (buf_i32(&c->offsets, (int32_t)c->data.len) < 0)
-        return -1;
-    return validity_set(&c->valid, row, present);
+    put(&c->data, p, n);
+    put_i32(&c->values, (int32_t)c->data.len);
+    mark_valid(c, row, 1);
+    return 0;
 }
 
-static void varcol_free(VarCol *c)
-{
-    buf_free(&c->offsets);
-    buf_free(&c->data);
-    buf_free(&c->valid.bits);
-    c->valid.any_null = 0;
-    c->valid.nulls = 0;
-}
-
-/* A fixed-width column with a validity bitmap. */
-typedef struct {
-    Buf values;
-    Validity valid;
-} FixCol;
-
-static void fixcol_free(FixCol *c)
+static void column_free(Column *c)
 {
     buf_free(&c->values);
-    buf_free(&c->valid.bits);
-    c->valid.any_null = 0;
-    c->valid.nulls = 0;
+    buf_free(&c->data);
+    buf_free(&c->valid);
+    c->nulls = 0;
 }
 
 /* ------------------------------------------------------------ checks */
@@ -378,46 +410,51 @@ typedef struct {
     PyObject_HEAD
     int32_t partition;
     Py_ssize_t rows;
-    Buf ledger_id, entry_id, batch_index, publish_time, sequence_id;
-    FixCol event_time, index, broker_timestamp; /* int64 */
-    FixCol payload_size;                        /* int32 */
-    VarCol message_id, producer_name, key, ordering_key, schema_version, payload;
-    Buf prop_offsets; /* int32 per row + 1: where a row's properties start */
-    VarCol prop_keys, prop_values;
+    Column col[NCOLUMNS];
+    Column map_keys, map_values; /* the MAP column's entries */
 } PackedRows;
 
+/* Every column's storage, the map's entries last: what marks and rewinds walk. */
+#define NSTORED (NCOLUMNS + 2)
+
+static void stored_columns(PackedRows *s, Column *out[NSTORED])
+{
+    for (int i = 0; i < NCOLUMNS; i++)
+        out[i] = &s->col[i];
+    out[NCOLUMNS] = &s->map_keys;
+    out[NCOLUMNS + 1] = &s->map_values;
+}
+
+static int has_offsets(int stored)
+{
+    return stored >= NCOLUMNS || COLUMN_SPECS[stored].kind == STRING || COLUMN_SPECS[stored].kind == BINARY ||
+           COLUMN_SPECS[stored].kind == MAP;
+}
+
+/* Empty columns: a variable-width one starts with its first offset, 0. */
 static int packed_start(PackedRows *self)
 {
+    Column *cols[NSTORED];
+    stored_columns(self, cols);
     self->rows = 0;
-    if (varcol_init(&self->message_id) < 0 || varcol_init(&self->producer_name) < 0 ||
-        varcol_init(&self->key) < 0 || varcol_init(&self->ordering_key) < 0 ||
-        varcol_init(&self->schema_version) < 0 || varcol_init(&self->payload) < 0 ||
-        varcol_init(&self->prop_keys) < 0 || varcol_init(&self->prop_values) < 0 ||
-        buf_i32(&self->prop_offsets, 0) < 0)
-        return -1;
+    for (size_t i = 0; i < ARRAY_LEN(cols); i++) {
+        cols[i]->values.len = cols[i]->data.len = cols[i]->valid.len = 0;
+        cols[i]->nulls = 0;
+        if (has_offsets((int)i)) {
+            if (buf_reserve(&cols[i]->values, 4) < 0)
+                return -1;
+            put_i32(&cols[i]->values, 0);
+        }
+    }
     return 0;
 }
 
 static void packed_clear(PackedRows *self)
 {
-    buf_free(&self->ledger_id);
-    buf_free(&self->entry_id);
-    buf_free(&self->batch_index);
-    buf_free(&self->publish_time);
-    buf_free(&self->sequence_id);
-    fixcol_free(&self->event_time);
-    fixcol_free(&self->payload_size);
-    fixcol_free(&self->index);
-    fixcol_free(&self->broker_timestamp);
-    varcol_free(&self->message_id);
-    varcol_free(&self->producer_name);
-    varcol_free(&self->key);
-    varcol_free(&self->ordering_key);
-    varcol_free(&self->schema_version);
-    varcol_free(&self->payload);
-    buf_free(&self->prop_offsets);
-    varcol_free(&self->prop_keys);
-    varcol_free(&self->prop_values);
+    Column *cols[NSTORED];
+    stored_columns(self, cols);
+    for (size_t i = 0; i < ARRAY_LEN(cols); i++)
+        column_free(cols[i]);
     self->rows = 0;
 }
 
@@ -440,121 +477,51 @@ static void PackedRows_dealloc(PackedRows *self)
 
 /* Lengths of every buffer, to undo a batch that turned out not to decode here. */
 typedef struct {
-    Py_ssize_t rows, fix[5], fixcol[4], fixvalid[4], var_off[6], var_data[6], var_valid[6], prop_off, pk_off,
-        pk_data, pv_off, pv_data;
-    Py_ssize_t fix_nulls[4], var_nulls[6];
-    int fix_any[4], var_any[6];
-} Mark;
+    Py_ssize_t values, data, valid, nulls;
+} ColumnMark;
 
-#define FIXES(s) {&(s)->ledger_id, &(s)->entry_id, &(s)->batch_index, &(s)->publish_time, &(s)->sequence_id}
-#define FIXCOLS(s) {&(s)->event_time, &(s)->payload_size, &(s)->index, &(s)->broker_timestamp}
-#define VARCOLS(s) {&(s)->message_id, &(s)->producer_name, &(s)->key, &(s)->ordering_key, &(s)->schema_version, \
-                    &(s)->payload}
+typedef struct {
+    ColumnMark col[NSTORED];
+} Mark;
 
 static void mark_lengths(PackedRows *s, Mark *m)
 {
-    Buf *fixes[] = FIXES(s);
-    FixCol *fixcols[] = FIXCOLS(s);
-    VarCol *varcols[] = VARCOLS(s);
-    m->rows = s->rows;
-    for (int i = 0; i < 5; i++)
-        m->fix[i] = fixes[i]->len;
-    for (int i = 0; i < 4; i++) {
-        m->fixcol[i] = fixcols[i]->values.len;
-        m->fixvalid[i] = fixcols[i]->valid.bits.len;
-        m->fix_nulls[i] = fixcols[i]->valid.nulls;
-        m->fix_any[i] = fixcols[i]->valid.any_null;
-    }
-    for (int i = 0; i < 6; i++) {
-        m->var_off[i] = varcols[i]->offsets.len;
-        m->var_data[i] = varcols[i]->data.len;
-        m->var_valid[i] = varcols[i]->valid.bits.len;
-        m->var_nulls[i] = varcols[i]->valid.nulls;
-        m->var_any[i] = varcols[i]->valid.any_null;
-    }
-    m->prop_off = s->prop_offsets.len;
-    m->pk_off = s->prop_keys.offsets.len;
-    m->pk_data = s->prop_keys.data.len;
-    m->pv_off = s->prop_values.offsets.len;
-    m->pv_data = s->prop_values.data.len;
+    Column *cols[NSTORED];
+    stored_columns(s, cols);
+    for (size_t i = 0; i < ARRAY_LEN(cols); i++)
+        m->col[i] = (ColumnMark){cols[i]->values.len, cols[i]->data.len, cols[i]->valid.len, cols[i]->nulls};
 }
 
 /* Back to a mark.  Bits set past the mark's last row are cleared, so that
- * validity_set's "or" starts from zero again. */
-static void clear_bits_from(Validity *v, Py_ssize_t row, Py_ssize_t len)
+ * mark_valid's "or" starts from zero again. */
+static void rewind_to(PackedRows *s, const Mark *m, Py_ssize_t rows)
 {
-    v->bits.len = len;
-    if (row % 8 && row / 8 < len)
-        v->bits.data[row / 8] &= (char)((1 << (row % 8)) - 1);
-}
-
-static void rewind_to(PackedRows *s, const Mark *m)
-{
-    Buf *fixes[] = FIXES(s);
-    FixCol *fixcols[] = FIXCOLS(s);
-    VarCol *varcols[] = VARCOLS(s);
-    for (int i = 0; i < 5; i++)
-        fixes[i]->len = m->fix[i];
-    for (int i = 0; i < 4; i++) {
-        fixcols[i]->values.len = m->fixcol[i];
-        clear_bits_from(&fixcols[i]->valid, m->rows, m->fixvalid[i]);
-        fixcols[i]->valid.nulls = m->fix_nulls[i];
-        fixcols[i]->valid.any_null = m->fix_any[i];
+    Column *cols[NSTORED];
+    stored_columns(s, cols);
+    for (size_t i = 0; i < ARRAY_LEN(cols); i++) {
+        Column *c = cols[i];
+        const ColumnMark *cm = &m->col[i];
+        /* a column's own rows at the mark: the batch's, or for the map's entries their count */
+        Py_ssize_t row = i < NCOLUMNS ? rows : cm->values / 4 - 1;
+        c->values.len = cm->values;
+        c->data.len = cm->data;
+        c->valid.len = cm->valid;
+        c->nulls = cm->nulls;
+        if (row % 8 && row / 8 < cm->valid)
+            ((uint8_t *)c->valid.data)[row / 8] &= (uint8_t)((1u << (row % 8)) - 1);
     }
-    for (int i = 0; i < 6; i++) {
-        varcols[i]->offsets.len = m->var_off[i];
-        varcols[i]->data.len = m->var_data[i];
-        clear_bits_from(&varcols[i]->valid, m->rows, m->var_valid[i]);
-        varcols[i]->valid.nulls = m->var_nulls[i];
-        varcols[i]->valid.any_null = m->var_any[i];
-    }
-    s->prop_offsets.len = m->prop_off;
-    s->prop_keys.offsets.len = m->pk_off;
-    s->prop_keys.data.len = m->pk_data;
-    s->prop_values.offsets.len = m->pv_off;
-    s->prop_values.data.len = m->pv_data;
-    s->rows = m->rows;
+    s->rows = rows;
 }
 
-/* Appends that the caller has reserved room for (reserve_batch). */
-static inline void put(Buf *b, const void *src, Py_ssize_t n)
-{
-    memcpy(b->data + b->len, src, (size_t)n);
-    b->len += n;
-}
+/* ------------------------------------------------------------ a row's values */
 
-static inline void put_i32(Buf *b, int32_t v) { put(b, &v, 4); }
-static inline void put_i64(Buf *b, int64_t v) { put(b, &v, 8); }
-
-static inline void fix_put64(FixCol *c, Py_ssize_t row, int64_t v, int present)
-{
-    put_i64(&c->values, present ? v : 0);
-    mark_valid(&c->valid, row, present);
-}
-
-static inline void var_put(VarCol *c, Py_ssize_t row, const void *p, Py_ssize_t n, int present)
-{
-    if (present)
-        put(&c->data, p, n);
-    put_i32(&c->offsets, (int32_t)c->data.len);
-    mark_valid(&c->valid, row, present);
-}
-
-/* Room for ``rows`` more rows: ``bytes`` more in the variable-width data of
- * each column that takes slices of the batch; bitmaps grown and zeroed. */
-static int reserve_var(VarCol *c, Py_ssize_t total_rows, Py_ssize_t count, Py_ssize_t bytes)
-{
-    if (buf_reserve(&c->offsets, 4 * count) < 0 || buf_reserve(&c->data, bytes) < 0)
-        return -1;
-    return reserve_validity(&c->valid, total_rows);
-}
-
-static int reserve_fix(FixCol *c, Py_ssize_t total_rows, Py_ssize_t count, int width)
-{
-    if (buf_reserve(&c->values, width * count) < 0)
-        return -1;
-    return reserve_validity(&c->valid, total_rows);
-}
+typedef struct {
+    int present;
+    int64_t i;          /* INT64, INT32 */
+    const char *p;      /* STRING, BINARY */
+    Py_ssize_t n;
+    const Single *map;  /* MAP: the message whose properties they are */
+} Value;
 
 /* Decimal digits of a non-negative number, without snprintf's cost per message. */
 static int put_decimal(char *out, long long v)
@@ -570,43 +537,134 @@ static int put_decimal(char *out, long long v)
     return n;
 }
 
+/* The rules for a message of a batch, stated once on this side (the Python
+ * twin's: bkctl.wire.pulsar.rows.message_values): no key when it is unset or
+ * null_partition_key says so; the sequence id is the message's own, else the
+ * entry's plus the message's index; no event time when it is 0 (unset);
+ * no payload (and no size) when null_value says so.  0 when a value does
+ * not fit its column. */
+static int message_values(Value row[NCOLUMNS], const Single *m, long long i, int64_t base_sequence,
+                          const unsigned char *payload, char *id, int id_prefix)
+{
+    if (m->event_time > (uint64_t)(INT64_MAX / 1000))
+        return 0;
+    int64_t sequence;
+    if (m->has_sequence_id) {
+        if (m->sequence_id > (uint64_t)INT64_MAX)
+            return 0;
+        sequence = (int64_t)m->sequence_id;
+    } else {
+        if (base_sequence > INT64_MAX - i)
+            return 0;
+        sequence = base_sequence + (int64_t)i;
+    }
+    int has_payload = !m->null_value;
+    row[COL_batch_index] = (Value){.present = 1, .i = i};
+    row[COL_message_id] = (Value){.present = 1, .p = id, .n = id_prefix + put_decimal(id + id_prefix, i)};
+    row[COL_event_time] = (Value){.present = m->event_time != 0, .i = (int64_t)m->event_time * 1000};
+    row[COL_sequence_id] = (Value){.present = 1, .i = sequence};
+    row[COL_key] = (Value){.present = m->has_key && !m->null_key, .p = (const char *)m->key.p, .n = m->key.n};
+    row[COL_ordering_key] = (Value){.present = m->has_ordering_key, .p = (const char *)m->ordering_key.p,
+                                    .n = m->ordering_key.n};
+    row[COL_properties] = (Value){.present = 1, .map = m};
+    row[COL_payload] = (Value){.present = has_payload, .p = (const char *)payload, .n = (Py_ssize_t)m->payload_size};
+    row[COL_payload_size] = (Value){.present = has_payload, .i = (int64_t)m->payload_size};
+    return 1;
+}
+
+/* Appending a value, one function per kind (room reserved by reserve_rows,
+ * but for the map's entries); -1 with an exception set (out of memory). */
+static inline int append_INT64(PackedRows *self, Column *col, const Value *v)
+{
+    put_i64(&col->values, v->present ? v->i : 0);
+    return 0;
+}
+
+static inline int append_INT32(PackedRows *self, Column *col, const Value *v)
+{
+    put_i32(&col->values, v->present ? (int32_t)v->i : 0);
+    return 0;
+}
+
+static inline int append_STRING(PackedRows *self, Column *col, const Value *v)
+{
+    if (v->present)
+        put(&col->data, v->p, v->n);
+    put_i32(&col->values, (int32_t)col->data.len);
+    return 0;
+}
+
+#define append_BINARY append_STRING
+
+static inline int append_MAP(PackedRows *self, Column *col, const Value *v)
+{
+    for (int k = 0; k < v->map->nprops; k++) {
+        Py_ssize_t entry = self->map_keys.values.len / 4 - 1;
+        if (column_add_var(&self->map_keys, entry, v->map->props_key[k].p, v->map->props_key[k].n) < 0 ||
+            column_add_var(&self->map_values, entry, v->map->props_value[k].p, v->map->props_value[k].n) < 0)
+            return -1;
+    }
+    put_i32(&col->values, (int32_t)(self->map_keys.values.len / 4 - 1));
+    return 0;
+}
+
+/* One row: each column's value appended by its kind's function (the table
+ * unrolled at compile time). */
+static int append_row(PackedRows *self, const Value row[NCOLUMNS])
+{
+    Py_ssize_t r = self->rows;
+#define APPEND(name, kind, made_by)                                                        \
+    if (append_##kind(self, &self->col[COL_##name], &row[COL_##name]) < 0)                 \
+        return -1;                                                                         \
+    mark_valid(&self->col[COL_##name], r, row[COL_##name].present);
+    ROW_COLUMNS(APPEND)
+#undef APPEND
+    self->rows++;
+    return 0;
+}
+
+/* Room for ``count`` more rows: ``var_bytes[c]`` more data in each
+ * variable-width column (a map's: in its keys and in its values); 0 when an
+ * offset could pass int32 (not handled here). */
+static int reserve_rows(PackedRows *self, Py_ssize_t count, const Py_ssize_t var_bytes[NCOLUMNS])
+{
+    for (int c = 0; c < NCOLUMNS; c++) {
+        Column *col = &self->col[c];
+        Kind kind = COLUMN_SPECS[c].kind;
+        if ((kind == STRING || kind == BINARY) && col->data.len + var_bytes[c] > INT32_MAX)
+            return 0;
+        if (kind == MAP && (self->map_keys.data.len + var_bytes[c] > INT32_MAX ||
+                            self->map_values.data.len + var_bytes[c] > INT32_MAX))
+            return 0;
+        if (buf_reserve(&col->values, (kind == INT64 ? 8 : 4) * count) < 0 ||
+            ((kind == STRING || kind == BINARY) && buf_reserve(&col->data, var_bytes[c]) < 0) ||
+            reserve_validity(col, self->rows + count) < 0)
+            return -1;
+    }
+    return 1;
+}
+
 /* -1 with an exception set (out of memory), 0 if the batch does not decode
  * here (the caller rewinds: what was appended is dropped), 1 when its rows
  * were appended. */
 static int add_rows(PackedRows *self, const unsigned char *batch, Py_ssize_t n, long long count,
-                    unsigned long long base_sequence, long long ledger_id, long long entry_id, long long publish_ms,
-                    const char *producer, Py_ssize_t producer_len, const char *schema, Py_ssize_t schema_len,
-                    int has_schema, long long index, int has_index, long long broker_ms, int has_broker,
-                    long long *payload_bytes)
+                    int64_t base_sequence, Value row[NCOLUMNS], long long *payload_bytes)
 {
     if (count <= 0 || count > n / 4)
         return 0; /* every message takes at least its 4-byte size */
-    if (publish_ms > INT64_MAX / 1000 || publish_ms < INT64_MIN / 1000 ||
-        (has_broker && (broker_ms > INT64_MAX / 1000 || broker_ms < INT64_MIN / 1000)))
-        return 0;
-    char prefix[96];
-    int prefix_len = snprintf(prefix, 72, "%lld:%lld:%d:", ledger_id, entry_id, (int)self->partition);
-    Py_ssize_t rows = self->rows + (Py_ssize_t)count;
-    /* every Arrow offset must stay within int32 */
-    if (self->payload.data.len + n > INT32_MAX || self->key.data.len + n > INT32_MAX ||
-        self->ordering_key.data.len + n > INT32_MAX || self->prop_keys.data.len + n > INT32_MAX ||
-        self->prop_values.data.len + n > INT32_MAX ||
-        self->message_id.data.len + count * (prefix_len + 20) > INT32_MAX ||
-        self->producer_name.data.len + count * producer_len > INT32_MAX ||
-        self->schema_version.data.len + count * schema_len > INT32_MAX)
-        return 0;
-    if (buf_reserve(&self->ledger_id, 8 * count) < 0 || buf_reserve(&self->entry_id, 8 * count) < 0 ||
-        buf_reserve(&self->batch_index, 4 * count) < 0 || buf_reserve(&self->publish_time, 8 * count) < 0 ||
-        buf_reserve(&self->sequence_id, 8 * count) < 0 || buf_reserve(&self->prop_offsets, 4 * count) < 0 ||
-        reserve_fix(&self->event_time, rows, count, 8) < 0 || reserve_fix(&self->payload_size, rows, count, 4) < 0 ||
-        reserve_fix(&self->index, rows, count, 8) < 0 || reserve_fix(&self->broker_timestamp, rows, count, 8) < 0 ||
-        reserve_var(&self->message_id, rows, count, count * (prefix_len + 20)) < 0 ||
-        reserve_var(&self->producer_name, rows, count, count * producer_len) < 0 ||
-        reserve_var(&self->key, rows, count, n) < 0 || reserve_var(&self->ordering_key, rows, count, n) < 0 ||
-        reserve_var(&self->schema_version, rows, count, count * schema_len) < 0 ||
-        reserve_var(&self->payload, rows, count, n) < 0)
-        return -1;
-    int64_t publish_us = publish_ms * 1000, broker_us = broker_ms * 1000;
+    char id[96];
+    int id_prefix = snprintf(id, 72, "%lld:%lld:%d:", (long long)row[COL_ledger_id].i,
+                             (long long)row[COL_entry_id].i, (int)self->partition);
+    /* the data each column may take: every message's slices of the batch
+     * together are shorter than it; the entry's values repeat per message */
+    Py_ssize_t var_bytes[NCOLUMNS] = {0};
+    for (int c = 0; c < NCOLUMNS; c++)
+        if (COLUMN_SPECS[c].kind != INT64 && COLUMN_SPECS[c].kind != INT32)
+            var_bytes[c] = COLUMN_SPECS[c].made_by == ENTRY ? (Py_ssize_t)count * row[c].n : n;
+    var_bytes[COL_message_id] = (Py_ssize_t)count * (id_prefix + 20);
+    int room = reserve_rows(self, (Py_ssize_t)count, var_bytes);
+    if (room <= 0)
+        return room;
     Py_ssize_t off = 0;
     long long total = 0;
     Single m;
@@ -623,43 +681,13 @@ static int add_rows(PackedRows *self, const unsigned char *batch, Py_ssize_t n, 
         off += size;
         if (m.payload_size > (uint64_t)INT32_MAX || (Py_ssize_t)m.payload_size > n - off)
             return 0;
-        if (m.event_time > (uint64_t)(INT64_MAX / 1000))
+        if (!message_values(row, &m, i, base_sequence, batch + off, id, id_prefix))
             return 0;
-        if (!m.has_sequence_id && base_sequence > (unsigned long long)INT64_MAX - (unsigned long long)i)
-            return 0;
-        uint64_t sequence = m.has_sequence_id ? m.sequence_id : base_sequence + (uint64_t)i;
-        if (sequence > (uint64_t)INT64_MAX)
-            return 0;
-        Py_ssize_t row = self->rows;
-        int has_payload = !m.null_value;
-        put_i64(&self->ledger_id, ledger_id);
-        put_i64(&self->entry_id, entry_id);
-        put_i32(&self->batch_index, (int32_t)i);
-        put_i64(&self->publish_time, publish_us);
-        put_i64(&self->sequence_id, (int64_t)sequence);
-        fix_put64(&self->event_time, row, (int64_t)m.event_time * 1000, m.event_time != 0);
-        put_i32(&self->payload_size.values, has_payload ? (int32_t)m.payload_size : 0);
-        mark_valid(&self->payload_size.valid, row, has_payload);
-        fix_put64(&self->index, row, index, has_index);
-        fix_put64(&self->broker_timestamp, row, broker_us, has_broker);
-        int digits = put_decimal(prefix + prefix_len, i);
-        var_put(&self->message_id, row, prefix, prefix_len + digits, 1);
-        var_put(&self->producer_name, row, producer, producer_len, 1);
-        var_put(&self->key, row, m.key.p, m.key.n, m.has_key && !m.null_key);
-        var_put(&self->ordering_key, row, m.ordering_key.p, m.ordering_key.n, m.has_ordering_key);
-        var_put(&self->schema_version, row, schema, schema_len, has_schema);
-        var_put(&self->payload, row, batch + off, (Py_ssize_t)m.payload_size, has_payload);
-        for (int k = 0; k < m.nprops; k++) {
-            Py_ssize_t prop = self->prop_keys.offsets.len / 4 - 1;
-            if (varcol_add(&self->prop_keys, prop, (const char *)m.props_key[k].p, m.props_key[k].n, 1) < 0 ||
-                varcol_add(&self->prop_values, prop, (const char *)m.props_value[k].p, m.props_value[k].n, 1) < 0)
-                return -1;
-        }
-        put_i32(&self->prop_offsets, (int32_t)(self->prop_keys.offsets.len / 4 - 1));
-        if (has_payload)
+        if (append_row(self, row) < 0)
+            return -1;
+        if (!m.null_value)
             total += (long long)m.payload_size;
         off += (Py_ssize_t)m.payload_size;
-        self->rows++;
     }
     if (off != n)
         return 0;
@@ -667,132 +695,147 @@ static int add_rows(PackedRows *self, const unsigned char *batch, Py_ssize_t n, 
     return 1;
 }
 
-PyDoc_STRVAR(add_batch_doc,
-"add_batch(batch, count, base_sequence, ledger_id, entry_id, publish_time, producer_name,\n"
-"          schema_version, index, broker_timestamp) -> int | None\n\n"
-"Append the rows of a batch's ``count`` messages (the decompressed payload of a\n"
-"batched entry).  Times are milliseconds; ``producer_name`` UTF-8 bytes;\n"
-"``schema_version``, ``index`` and ``broker_timestamp`` may be None.  Returns the\n"
-"messages' payload bytes, or None -- nothing appended -- when the batch is not\n"
-"one this fast path decodes (the general path then says what is wrong).");
-
-/* An int argument as int64: 1, or 0 when it does not fit one, -1 with an
- * exception for anything else; ``present`` 0 (None) leaves *out alone. */
-static int as_int64(PyObject *obj, int present, long long *out)
+/* The ``entry`` tuple into the ENTRY columns' values: 1, 0 when a value does
+ * not fit its column (not handled here), -1 with an exception for a wrong
+ * argument.  The pointers stay valid while the tuple lives. */
+static int entry_values(PyObject *entry, Value row[NCOLUMNS])
 {
-    if (!present)
-        return 1;
-    long long v = PyLong_AsLongLong(obj);
-    if (v == -1 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
-            return -1;
-        PyErr_Clear();
-        return 0;
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != NENTRY) {
+        PyErr_Format(PyExc_TypeError, "entry must be a tuple of the %d entry columns' values", (int)NENTRY);
+        return -1;
     }
-    *out = v;
+    Py_ssize_t k = 0;
+    for (int c = 0; c < NCOLUMNS; c++) {
+        if (COLUMN_SPECS[c].made_by != ENTRY)
+            continue;
+        PyObject *obj = PyTuple_GET_ITEM(entry, k++);
+        Value *v = &row[c];
+        *v = (Value){.present = obj != Py_None};
+        if (!v->present)
+            continue;
+        switch (COLUMN_SPECS[c].kind) {
+        case INT64:
+        case INT32: {
+            int overflow = 0;
+            long long x = PyLong_AsLongLongAndOverflow(obj, &overflow);
+            if (x == -1 && PyErr_Occurred())
+                return -1;
+            if (overflow || (COLUMN_SPECS[c].kind == INT32 && (x < INT32_MIN || x > INT32_MAX)))
+                return 0;
+            v->i = x;
+            break;
+        }
+        case STRING:
+        case BINARY:
+            if (COLUMN_SPECS[c].kind == STRING && PyUnicode_Check(obj)) {
+                v->p = PyUnicode_AsUTF8AndSize(obj, &v->n);
+                if (v->p == NULL) {
+                    if (!PyErr_ExceptionMatches(PyExc_UnicodeError))
+                        return -1;
+                    PyErr_Clear(); /* lone surrogates: not text a column takes */
+                    return 0;
+                }
+            } else {
+                char *p;
+                if (PyBytes_AsStringAndSize(obj, &p, &v->n) < 0)
+                    return -1;
+                v->p = p;
+                if (COLUMN_SPECS[c].kind == STRING && !utf8_valid((const unsigned char *)p, v->n))
+                    return 0;
+            }
+            break;
+        case MAP:
+            PyErr_SetString(PyExc_TypeError, "a map column is no entry column");
+            return -1;
+        }
+    }
     return 1;
 }
 
+PyDoc_STRVAR(add_batch_doc,
+"add_batch(batch, count, base_sequence, entry) -> int | None\n\n"
+"Append the rows of a batch's ``count`` messages (the decompressed payload of a\n"
+"batched entry); ``base_sequence`` is the entry's sequence id, ``entry`` the\n"
+"values of the ``entry`` columns of COLUMNS, in order (None: null).  Returns the\n"
+"messages' payload bytes, or None -- nothing appended -- when the batch is not\n"
+"one this splitter decodes (the Python twin then says what is wrong).");
+
 static PyObject *PackedRows_add_batch(PackedRows *self, PyObject *args)
 {
-    Py_buffer batch, producer;
-    long long count, ledger_id, entry_id, publish_ms, index = 0, broker_ms = 0;
-    unsigned long long base_sequence;
-    PyObject *publish_obj, *schema_obj, *index_obj, *broker_obj;
-    if (!PyArg_ParseTuple(args, "y*LKLLOy*OOO", &batch, &count, &base_sequence, &ledger_id, &entry_id,
-                          &publish_obj, &producer, &schema_obj, &index_obj, &broker_obj))
+    Py_buffer batch;
+    long long count;
+    PyObject *base_obj, *entry;
+    if (!PyArg_ParseTuple(args, "y*LOO", &batch, &count, &base_obj, &entry))
         return NULL;
     PyObject *result = NULL;
-    Py_buffer schema = {0};
-    int has_schema = schema_obj != Py_None, has_index = index_obj != Py_None, has_broker = broker_obj != Py_None;
-    if (has_schema && PyObject_GetBuffer(schema_obj, &schema, PyBUF_SIMPLE) < 0)
+    Value row[NCOLUMNS];
+    int overflow = 0;
+    long long base_sequence = PyLong_AsLongLongAndOverflow(base_obj, &overflow);
+    if (base_sequence == -1 && PyErr_Occurred())
         goto done;
-    int fits = as_int64(publish_obj, 1, &publish_ms);
-    if (fits > 0)
-        fits = as_int64(index_obj, has_index, &index);
-    if (fits > 0)
-        fits = as_int64(broker_obj, has_broker, &broker_ms);
+    int fits = overflow == 0 && base_sequence >= 0 ? entry_values(entry, row) : 0;
     if (fits < 0)
         goto done;
-    if (fits == 0) { /* the general path says it is out of range */
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    if (!utf8_valid(producer.buf, producer.len)) {
+    if (fits == 0) { /* the Python twin says what is out of range */
         result = Py_NewRef(Py_None);
         goto done;
     }
     Mark m;
+    Py_ssize_t rows = self->rows;
     mark_lengths(self, &m);
     long long payload_bytes = 0;
-    int rc = add_rows(self, batch.buf, batch.len, count, base_sequence, ledger_id, entry_id, publish_ms,
-                      producer.buf, producer.len, has_schema ? schema.buf : NULL, has_schema ? schema.len : 0,
-                      has_schema, index, has_index, broker_ms, has_broker, &payload_bytes);
+    int rc = add_rows(self, batch.buf, batch.len, count, (int64_t)base_sequence, row, &payload_bytes);
     if (rc <= 0)
-        rewind_to(self, &m);
-    if (rc < 0)
-        goto done;
-    result = rc ? PyLong_FromLongLong(payload_bytes) : Py_NewRef(Py_None);
+        rewind_to(self, &m, rows);
+    if (rc >= 0)
+        result = rc ? PyLong_FromLongLong(payload_bytes) : Py_NewRef(Py_None);
 done:
-    if (has_schema && schema.obj)
-        PyBuffer_Release(&schema);
     PyBuffer_Release(&batch);
-    PyBuffer_Release(&producer);
     return result;
 }
 
 static PyObject *bytes_of(Buf *b) { return PyBytes_FromStringAndSize(b->data ? b->data : "", b->len); }
 
-static PyObject *validity_of(Validity *v)
+/* ``(validity | None, null_count, values[, data])`` of a stored column. */
+static PyObject *buffers_of(Column *c, int with_data)
 {
-    if (!v->any_null)
-        return Py_NewRef(Py_None);
-    return bytes_of(&v->bits);
+    PyObject *validity = c->nulls ? bytes_of(&c->valid) : Py_NewRef(Py_None);
+    if (with_data)
+        return Py_BuildValue("(NnNN)", validity, c->nulls, bytes_of(&c->values), bytes_of(&c->data));
+    return Py_BuildValue("(NnN)", validity, c->nulls, bytes_of(&c->values));
 }
-
-static PyObject *fix_tuple(FixCol *c)
-{
-    return Py_BuildValue("(NnN)", validity_of(&c->valid), c->valid.nulls, bytes_of(&c->values));
-}
-
-static PyObject *var_tuple(VarCol *c)
-{
-    return Py_BuildValue("(NnNN)", validity_of(&c->valid), c->valid.nulls, bytes_of(&c->offsets),
-                         bytes_of(&c->data));
-}
-
-static PyObject *plain_tuple(Buf *b) { return Py_BuildValue("(OnN)", Py_None, (Py_ssize_t)0, bytes_of(b)); }
 
 PyDoc_STRVAR(take_doc,
 "take() -> (rows, columns)\n\n"
-"The rows appended so far, and start again empty.  ``columns`` maps a column\n"
-"name to its Arrow buffers: ``(validity | None, null_count, values)`` for a\n"
-"fixed-width column, ``(validity | None, null_count, offsets, data)`` for a\n"
-"binary or string one, and for ``properties`` (a map of strings, never null)\n"
-"``(offsets, key_offsets, key_data, value_offsets, value_data)``.");
+"The rows appended so far, and start again empty.  ``columns`` maps each name\n"
+"of COLUMNS to its Arrow buffers: ``(validity | None, null_count, values)`` for\n"
+"a fixed-width column, ``(validity | None, null_count, offsets, data)`` for a\n"
+"binary or string one, and for a map ``(validity | None, null_count, offsets,\n"
+"keys, values)`` where keys and values are string columns' buffers.");
 
 static PyObject *PackedRows_take(PackedRows *self, PyObject *Py_UNUSED(ignored))
 {
-    PyObject *cols = Py_BuildValue(
-        "{sNsNsNsNsNsNsNsNsNsNsNsNsNsNsNsN}",
-        "ledger_id", plain_tuple(&self->ledger_id), "entry_id", plain_tuple(&self->entry_id),
-        "batch_index", plain_tuple(&self->batch_index), "publish_time", plain_tuple(&self->publish_time),
-        "sequence_id", plain_tuple(&self->sequence_id), "event_time", fix_tuple(&self->event_time),
-        "payload_size", fix_tuple(&self->payload_size), "index", fix_tuple(&self->index),
-        "broker_timestamp", fix_tuple(&self->broker_timestamp), "message_id", var_tuple(&self->message_id),
-        "producer_name", var_tuple(&self->producer_name), "key", var_tuple(&self->key),
-        "ordering_key", var_tuple(&self->ordering_key), "schema_version", var_tuple(&self->schema_version),
-        "payload", var_tuple(&self->payload),
-        "properties", Py_BuildValue("(NNNNN)", bytes_of(&self->prop_offsets), bytes_of(&self->prop_keys.offsets),
-                                    bytes_of(&self->prop_keys.data), bytes_of(&self->prop_values.offsets),
-                                    bytes_of(&self->prop_values.data)));
+    PyObject *cols = PyDict_New();
     if (cols == NULL)
         return NULL;
+    for (int c = 0; c < NCOLUMNS; c++) {
+        Kind kind = COLUMN_SPECS[c].kind;
+        PyObject *buffers;
+        if (kind == MAP) {
+            PyObject *validity = self->col[c].nulls ? bytes_of(&self->col[c].valid) : Py_NewRef(Py_None);
+            buffers = Py_BuildValue("(NnNNN)", validity, self->col[c].nulls, bytes_of(&self->col[c].values),
+                                    buffers_of(&self->map_keys, 1), buffers_of(&self->map_values, 1));
+        } else
+            buffers = buffers_of(&self->col[c], kind == STRING || kind == BINARY);
+        if (buffers == NULL || PyDict_SetItemString(cols, COLUMN_SPECS[c].name, buffers) < 0) {
+            Py_XDECREF(buffers);
+            Py_DECREF(cols);
+            return NULL;
+        }
+        Py_DECREF(buffers);
+    }
     PyObject *out = Py_BuildValue("(nN)", self->rows, cols);
-    Mark empty;
-    memset(&empty, 0, sizeof empty);
-    rewind_to(self, &empty); /* the buffers keep their room for the next rows */
-    if (out == NULL || packed_start(self) < 0) {
+    if (out == NULL || packed_start(self) < 0) { /* the buffers keep their room for the next rows */
         Py_XDECREF(out);
         return NULL;
     }
@@ -831,18 +874,46 @@ static PyTypeObject PackedRowsType = {
 static struct PyModuleDef packed_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "bkctl.wire.pulsar._packed",
-    .m_doc = "A Pulsar batch's messages appended straight to Arrow-layout column buffers.",
+    .m_doc = "The C twin of the Pulsar batch splitter: a batch's messages appended straight to Arrow-layout "
+             "column buffers.",
     .m_size = -1,
 };
 
+/* COLUMNS: ((name, kind, made_by), ...) in the row's order. */
+static PyObject *columns_table(void)
+{
+    PyObject *out = PyTuple_New(NCOLUMNS);
+    if (out == NULL)
+        return NULL;
+    for (int c = 0; c < NCOLUMNS; c++) {
+        PyObject *item = Py_BuildValue("(sss)", COLUMN_SPECS[c].name, KIND_NAMES[COLUMN_SPECS[c].kind],
+                                       MADE_BY_NAMES[COLUMN_SPECS[c].made_by]);
+        if (item == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, c, item);
+    }
+    return out;
+}
+
 PyMODINIT_FUNC PyInit__packed(void)
 {
+    const uint16_t probe = 1;
+    if (*(const uint8_t *)&probe != 1) { /* Arrow's buffers are little-endian: the Python twin splits here */
+        PyErr_SetString(PyExc_ImportError, "bkctl.wire.pulsar._packed needs a little-endian machine");
+        return NULL;
+    }
     if (PyType_Ready(&PackedRowsType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&packed_module);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(m, "PackedRows", (PyObject *)&PackedRowsType) < 0) {
+    PyObject *table = columns_table();
+    int failed = table == NULL || PyModule_AddObjectRef(m, "PackedRows", (PyObject *)&PackedRowsType) < 0 ||
+                 PyModule_AddObjectRef(m, "COLUMNS", table) < 0;
+    Py_XDECREF(table);
+    if (failed) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,45 +1,35 @@
 """A topic's entries turned into message rows, column by column (pure).
 
-:class:`TopicDecoder` is fed a topic's entries in storage order and keeps one
-list per column of :data:`COLUMNS` (what ``bkctl export --topic`` writes):
-one row per message, a chunked message once its last chunk is in, and for a
-corrupt entry or an incomplete chunk set either an error row (``error`` says
-what is wrong, ``payload`` holds the bytes as stored) or nothing -- but
-always a :class:`Problem` naming topic, ledger and entry.
+:class:`TopicDecoder` is fed a topic's entries in storage order and makes one
+row per message with the columns of :data:`~.columns.MESSAGE_COLUMNS` (what
+``bkctl export --topic`` writes): a chunked message once its last chunk is
+in, and for a corrupt entry or an incomplete chunk set either an error row
+(``error`` says what is wrong, ``payload`` holds the bytes as stored) or
+nothing -- but always a :class:`Problem` naming topic, ledger and entry.
 
-Fast path: with ``packed=True`` the rows of a batch go straight into
-Arrow-layout buffers (:class:`PackedColumns`, made by the C extension
-``_packed`` when it was built and fast paths are on): splitting a batch in
-Python is most of what a message costs.  Anything that is not a plain,
-well-formed batch (chunks, encrypted or single messages, ``keep``, a batch the
-extension does not decode) takes the general path, and the rows keep their
-storage order across both (:meth:`TopicDecoder.take_parts`).
+Batches are split by :data:`~.rows.BatchRows` (the C twin when it is in
+use: splitting a batch in Python is most of what a message costs); every
+other row -- single, encrypted and chunked messages, error rows, and a batch
+the C twin does not split or that is filtered message by message (``keep``)
+or left out by its publish time -- comes from the Python twin
+(:class:`~.rows.PyMessageRows`).  The rows keep their storage order across
+both (:meth:`TopicDecoder.take_parts`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from bkctl.wire import fastpath
-
 from .chunks import ChunkAssembler
-from .entry import decode_entry, decompress_whole, message_columns
+from .columns import MESSAGE_COLUMNS, EntryFacts, entry_values
+from .entry import decode_entry, decompress_whole
 from .errors import CorruptEntry
+from .rows import BatchRows, PyMessageRows, entry_messages, message_values
 
-try:
-    from ._packed import PackedRows as _PackedRows
-except ImportError:  # installed where no C compiler was found: the general path does it all
-    _PackedRows = None
-
-__all__ = ["COLUMNS", "PACKED_AVAILABLE", "PackedColumns", "Problem", "TopicDecoder", "message_id"]
-
-#: Whether the C extension behind ``TopicDecoder(packed=True)`` is installed.
-PACKED_AVAILABLE = _PackedRows is not None
+__all__ = ["COLUMNS", "Problem", "RowPart", "TopicDecoder", "message_id"]
 
 #: The row's columns, in order.
-COLUMNS = ["topic", "partition", "ledger_id", "entry_id", "batch_index", "message_id", "publish_time",
-           "event_time", "producer_name", "sequence_id", "key", "ordering_key", "properties", "schema_version",
-           "payload", "payload_size", "encrypted", "encryption_keys", "index", "broker_timestamp", "error"]
+COLUMNS = [c.name for c in MESSAGE_COLUMNS]
 
 
 @dataclass
@@ -69,18 +59,18 @@ def message_id(ledger_id: int, entry_id: int, partition: int, batch_index: int =
     return text
 
 
-class PackedColumns:
-    """Rows in Arrow's memory layout, as the C extension made them:
-    ``buffers`` maps a column of :data:`COLUMNS` to its buffers (see
-    ``_packed.PackedRows.take``); ``topic``, ``partition``, ``encrypted``,
-    ``encryption_keys`` and ``error`` are the same in every row (the topic's,
-    False, None, None) and have none."""
+class RowPart:
+    """Rows in storage order, as one splitter took them (``take()``):
+    ``columns`` maps a column to its values -- a list (the Python twin) or
+    Arrow buffers (the C twin); the ``topic`` columns are ``topic`` and
+    ``partition`` in every row, and a column the part lacks has its
+    :data:`~.columns.BATCH_DEFAULTS` value."""
 
-    __slots__ = ("rows", "buffers", "topic", "partition")
+    __slots__ = ("rows", "columns", "topic", "partition")
 
-    def __init__(self, rows: int, buffers: dict[str, tuple], topic: str, partition: int):
+    def __init__(self, rows: int, columns: dict[str, Any], topic: str, partition: int):
         self.rows = rows
-        self.buffers = buffers
+        self.columns = columns
         self.topic = topic
         self.partition = partition
 
@@ -91,12 +81,12 @@ class TopicDecoder:
     ``keep(position, batch_index)`` (optional) says whether a message is
     wanted (``--unacked-only``); ``from_ms``/``to_ms`` keep publish times
     ``from_ms <= t < to_ms``; ``error_rows`` False skips corrupt entries (they
-    are still counted in :attr:`problems`).  ``packed``: batches' rows may
-    come as :class:`PackedColumns` (take the rows with :meth:`take_parts`).
+    are still counted in :attr:`problems`).  ``splitter``: the batch splitter
+    class (default :data:`~.rows.BatchRows`; the tests compare the twins).
     """
 
     def __init__(self, topic: str, partition: int = -1, *, keep=None, from_ms: int | None = None,
-                 to_ms: int | None = None, error_rows: bool = True, verify: bool = True, packed: bool = False):
+                 to_ms: int | None = None, error_rows: bool = True, verify: bool = True, splitter=None):
         self.topic = topic
         self.partition = partition
         self.keep = keep
@@ -109,45 +99,49 @@ class TopicDecoder:
         self.entries = 0
         self.messages = 0
         self.payload_bytes = 0
-        self._packed = _PackedRows(partition) if packed and _PackedRows is not None and fastpath.ENABLED else None
-        #: rows taken out of :attr:`columns` or the packed buffers, when the other kind came next
-        self._parts: list[dict[str, list] | PackedColumns] = []
-        self._reset()
-
-    def _reset(self) -> None:
-        self.columns: dict[str, list] = {name: [] for name in COLUMNS}
+        #: every row but those of the batches the C twin splits
+        self._rows = PyMessageRows(partition)
+        splitter = BatchRows if splitter is None else splitter
+        self._batches = self._rows if splitter is PyMessageRows else splitter(partition)
+        #: rows taken out of one splitter when the other one's came next
+        self._parts: list[RowPart] = []
 
     @property
     def rows(self) -> int:
-        rows = len(self.columns["ledger_id"]) + sum(
-            p.rows if isinstance(p, PackedColumns) else len(p["ledger_id"]) for p in self._parts)
-        return rows + (self._packed.rows if self._packed is not None else 0)
+        rows = sum(p.rows for p in self._parts) + self._rows.rows
+        return rows + (self._batches.rows if self._batches is not self._rows else 0)
 
-    def take(self) -> dict[str, list]:
-        """The rows so far (and start a new set); not with ``packed``."""
-        if self._packed is not None:
-            raise RuntimeError("a packed TopicDecoder's rows are taken with take_parts()")
-        out = self.columns
-        self._reset()
-        return out
-
-    def take_parts(self) -> list[dict[str, list] | PackedColumns]:
-        """The rows so far in storage order, as lists per column or packed
-        (and start a new set)."""
-        self._seal_lists()
-        self._seal_packed()
+    def take_parts(self) -> list[RowPart]:
+        """The rows so far in storage order (and start a new set)."""
+        self._seal(self._rows)
+        self._seal(self._batches)
         out, self._parts = self._parts, []
         return out
 
-    def _seal_lists(self) -> None:
-        if self.columns["ledger_id"]:
-            self._parts.append(self.columns)
-            self._reset()
+    def take(self) -> dict[str, list]:
+        """The rows so far as a list per column of :data:`COLUMNS` (and start a
+        new set); only when the Python twin made every row (``splitter=PyMessageRows``)."""
+        out: dict[str, list] = {name: [] for name in COLUMNS}
+        for part in self.take_parts():
+            if not all(isinstance(v, list) for v in part.columns.values()):
+                raise RuntimeError("rows the C splitter made are taken with take_parts()")
+            out["topic"] += [part.topic] * part.rows
+            out["partition"] += [part.partition] * part.rows
+            for name, values in part.columns.items():
+                out[name] += values
+        return out
 
-    def _seal_packed(self) -> None:
-        if self._packed is not None and self._packed.rows:
-            rows, buffers = self._packed.take()
-            self._parts.append(PackedColumns(rows, buffers, self.topic, self.partition))
+    def _seal(self, splitter) -> None:
+        if splitter.rows:
+            rows, columns = splitter.take()
+            self._parts.append(RowPart(rows, columns, self.topic, self.partition))
+
+    def _to(self, splitter):
+        """``splitter`` takes the next rows: the other one's rows are sealed first (storage order)."""
+        other = self._batches if splitter is self._rows else self._rows
+        if other is not splitter:
+            self._seal(other)
+        return splitter
 
     # -- feeding ---------------------------------------------------------------
 
@@ -177,82 +171,48 @@ class TopicDecoder:
                         return
                     self._add_chunked(whole)
                 return
-            if self._packed is not None and self._add_packed(ledger_id, entry_id, entry):
+            facts = EntryFacts(ledger_id, entry_id, entry.metadata, entry.broker_index, entry.broker_timestamp)
+            if self._split_in_c(entry, facts):
                 return
-            fields = message_columns(entry)
+            messages = entry_messages(entry, f"{ledger_id}:{entry_id}:{self.partition}")
         except CorruptEntry as exc:
             if not only_continuations:  # past the range: the next reader's to report
                 self._problem(ledger_id, entry_id, exc.reason, bytes(data))
             return
         md = entry.metadata
-        publish = md.publish_time
-        if (self.from_ms is not None and publish < self.from_ms) or (self.to_ms is not None and publish >= self.to_ms):
+        if not self._in_window(md.publish_time):
             return
-        batch_index, payloads, keys, _b64, ordering, props, events, sequences, _nulls, _compacted = fields
-        position = (ledger_id, entry_id)
         if self.keep is not None:
-            keep = self.keep
-            wanted = [i for i, b in enumerate(batch_index) if keep(position, b)]
-            if len(wanted) != len(batch_index):
-                batch_index, payloads, keys, ordering, props, events, sequences = (
-                    [col[i] for i in wanted] for col in (batch_index, payloads, keys, ordering, props, events,
-                                                         sequences))
-        n = len(batch_index)
-        if not n:
-            return
-        self._seal_packed()
-        sizes = [None if p is None else len(p) for p in payloads]
-        keys_enc = [k.key for k in md.encryption_keys] or None
-        c = self.columns
-        partition = self.partition
-        prefix = f"{ledger_id}:{entry_id}:{partition}"
-        c["topic"] += [self.topic] * n
-        c["partition"] += [partition] * n
-        c["ledger_id"] += [ledger_id] * n
-        c["entry_id"] += [entry_id] * n
-        c["batch_index"] += batch_index
-        c["message_id"] += [prefix] if batch_index[0] < 0 else [f"{prefix}:{b}" for b in batch_index]
-        c["publish_time"] += [publish] * n
-        c["event_time"] += events
-        c["producer_name"] += [md.producer_name] * n
-        c["sequence_id"] += sequences
-        c["key"] += keys
-        c["ordering_key"] += ordering
-        c["properties"] += props
-        c["schema_version"] += [md.schema_version if md.HasField("schema_version") else None] * n
-        c["payload"] += payloads
-        c["payload_size"] += sizes
-        c["encrypted"] += [keys_enc is not None] * n
-        c["encryption_keys"] += [keys_enc] * n
-        c["index"] += [entry.broker_index] * n
-        c["broker_timestamp"] += [entry.broker_timestamp] * n
-        c["error"] += [None] * n
-        self.messages += n
-        self.payload_bytes += sum(x for x in sizes if x)
+            position, keep = (ledger_id, entry_id), self.keep
+            messages = [m for m in messages if keep(position, m[0])]
+        self._add(facts, messages, [k.key for k in md.encryption_keys] or None)
 
-    def _add_packed(self, ledger_id: int, entry_id: int, entry) -> bool:
-        """The fast path: a plain batch's rows into the packed buffers; False
-        when it is not one (nothing added)."""
+    def _in_window(self, publish_ms: int) -> bool:
+        return not ((self.from_ms is not None and publish_ms < self.from_ms)
+                    or (self.to_ms is not None and publish_ms >= self.to_ms))
+
+    def _split_in_c(self, entry, facts: EntryFacts) -> bool:
+        """The one place a batch goes to the C twin: a plain batch, kept whole
+        (no ``keep``, inside the publish-time window: the Python twin checks
+        a batch before leaving it out); False when it is not one, or the C
+        twin did not split it (nothing added: the Python twin then does, and
+        says what is wrong)."""
         md = entry.metadata
-        if self.keep is not None or not entry.is_batch or entry.encrypted:
+        if self._batches is self._rows or not entry.is_batch or entry.encrypted or self.keep is not None \
+                or not self._in_window(md.publish_time):
             return False
-        publish = md.publish_time
-        if (self.from_ms is not None and publish < self.from_ms) or (self.to_ms is not None and publish >= self.to_ms):
-            return False  # the general path checks the batch before leaving it out
-        producer = md.producer_name
-        if not isinstance(producer, str):  # not UTF-8: protobuf hands the bytes over
-            return False
-        if self.columns["ledger_id"]:
-            self._seal_lists()
-        added = self._packed.add_batch(entry.payload, md.num_messages_in_batch, md.sequence_id, ledger_id, entry_id,
-                                       publish, producer.encode(),
-                                       md.schema_version if md.HasField("schema_version") else None,
-                                       entry.broker_index, entry.broker_timestamp)
+        added = self._to(self._batches).add_batch(entry.payload, md.num_messages_in_batch, md.sequence_id,
+                                                  entry_values(facts))
         if added is None:
             return False
         self.messages += md.num_messages_in_batch
         self.payload_bytes += added
         return True
+
+    def _add(self, facts: EntryFacts, messages: list[tuple], encryption_keys: list[str] | None) -> None:
+        if messages:
+            self.payload_bytes += self._to(self._rows).add_messages(entry_values(facts), messages, encryption_keys)
+            self.messages += len(messages)
 
     def finish(self, reason: str = "the topic ends before the message's last chunk") -> None:
         """No more entries: unfinished chunk sets become problems."""
@@ -263,35 +223,15 @@ class TopicDecoder:
 
     def _add_chunked(self, whole) -> None:
         md = whole.metadata
-        publish = md.publish_time
-        if (self.from_ms is not None and publish < self.from_ms) or (self.to_ms is not None and publish >= self.to_ms):
+        if not self._in_window(md.publish_time):
             return
         ledger_id, entry_id = whole.last
         if self.keep is not None and not self.keep(whole.last, -1):
             return
-        payload = None if md.null_value else whole.payload
-        size = None if payload is None else len(payload)
-        row = {
-            "topic": self.topic, "partition": self.partition, "ledger_id": ledger_id, "entry_id": entry_id,
-            "batch_index": -1, "message_id": message_id(ledger_id, entry_id, self.partition, -1, whole.first),
-            "publish_time": publish, "event_time": md.event_time or None, "producer_name": md.producer_name,
-            "sequence_id": md.sequence_id,
-            "key": md.partition_key if md.HasField("partition_key") and not md.null_partition_key else None,
-            "ordering_key": md.ordering_key if md.HasField("ordering_key") else None,
-            "properties": [(p.key, p.value) for p in md.properties],
-            "schema_version": md.schema_version if md.HasField("schema_version") else None,
-            "payload": payload, "payload_size": size, "encrypted": len(md.encryption_keys) > 0,
-            "encryption_keys": [k.key for k in md.encryption_keys] or None,
-            "index": whole.broker_index, "broker_timestamp": whole.broker_timestamp, "error": None,
-        }
-        self._append_row(row)
-        self.messages += 1
-        self.payload_bytes += size or 0
-
-    def _append_row(self, row: dict[str, Any]) -> None:
-        self._seal_packed()
-        for name, value in row.items():
-            self.columns[name].append(value)
+        facts = EntryFacts(ledger_id, entry_id, md, whole.broker_index, whole.broker_timestamp)
+        ident = message_id(ledger_id, entry_id, self.partition, -1, whole.first)
+        self._add(facts, [message_values(md, whole.payload, -1, ident, md.sequence_id)],
+                  [k.key for k in md.encryption_keys] or None)
 
     def _chunk_problems(self) -> None:
         problems = self.chunks.problems
@@ -305,11 +245,10 @@ class TopicDecoder:
         self.problems.append(Problem(self.topic, ledger_id, entry_id, reason))
         if not self.error_rows:
             return
-        row = dict.fromkeys(COLUMNS)
-        row.update(topic=self.topic, partition=self.partition, ledger_id=ledger_id, entry_id=entry_id,
-                   batch_index=-1, message_id=message_id(ledger_id, entry_id, self.partition),
-                   payload=payload, payload_size=None if payload is None else len(payload), encrypted=False,
-                   error=reason)
+        row = dict(ledger_id=ledger_id, entry_id=entry_id, batch_index=-1,
+                   message_id=message_id(ledger_id, entry_id, self.partition), payload=payload,
+                   payload_size=None if payload is None else len(payload), encrypted=False, error=reason)
         if md is not None:
-            row.update(publish_time=md.publish_time, producer_name=md.producer_name, sequence_id=md.sequence_id)
-        self._append_row(row)
+            row.update(publish_time=md.publish_time * 1000, producer_name=md.producer_name,
+                       sequence_id=md.sequence_id)
+        self._to(self._rows).add_row(row)

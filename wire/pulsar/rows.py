@@ -1,0 +1,200 @@
+"""Message rows, column by column: the batch splitter's twins and the one choice between them.
+
+The interface (:class:`BatchRowsProtocol`): ``add_batch(batch, count, base_sequence,
+entry)`` appends the rows of a batch's messages -- ``entry`` holds the
+values of the :data:`~.columns.ENTRY_COLUMNS` (:func:`~.columns.entry_values`)
+-- and returns their payload bytes; ``rows``; ``take()`` hands the rows over
+and starts again.  Two implementations, as aiokafka keeps its record
+batches:
+
+* :class:`PyMessageRows`, pure Python, the reference: its rules for a
+  message's own values are :func:`message_values`, stated once; a batch that
+  does not split raises :class:`~.errors.CorruptEntry` saying why.  It also
+  takes the rows that are not a plain batch's (single, encrypted and chunked
+  messages, error rows).  ``take()`` gives a list per column, values in
+  Arrow's units (timestamps in microseconds);
+* ``_packed.PackedRows``, the C one (``_packed.c``), for plain batches only:
+  the same columns and rules, straight into Arrow-layout buffers; ``take()``
+  gives each column's buffers.  For anything it does not split plainly
+  ``add_batch`` appends nothing and returns None, and the batch goes to the
+  Python twin.
+
+:data:`BatchRows` is the one that splits batches here, chosen once: the C one when it is
+built, this is a little-endian machine and fast paths are on
+(``BKCTL_FASTPATHS``), else the Python one.
+"""
+from __future__ import annotations
+
+import struct
+import sys
+from typing import Any, Protocol
+
+from bkctl.wire import fastpath
+
+from ..proto import pulsar_api_pb2 as pb
+from .columns import BATCH_DEFAULTS, MESSAGE_COLUMNS, names
+from .entry import INT64_MAX, MS_MAX, check_range, check_text
+from .errors import CorruptEntry
+
+__all__ = ["BatchRows", "BatchRowsProtocol", "MESSAGE_VALUE_COLUMNS", "PyMessageRows", "c_splitter", "entry_messages",
+           "message_values", "split_batch"]
+
+_U32 = struct.Struct(">I")
+#: What :func:`message_values` gives, in order: the ``message`` columns.
+MESSAGE_VALUE_COLUMNS = tuple(names(MESSAGE_COLUMNS, ("message",)))
+_ENTRY = tuple(names(MESSAGE_COLUMNS, ("entry",)))
+_GENERAL = tuple(names(MESSAGE_COLUMNS, ("general",)))
+#: The columns a :class:`PyMessageRows` keeps (the ``topic`` ones are its decoder's).
+_KEPT = tuple(names(MESSAGE_COLUMNS, ("entry", "message", "general")))
+
+
+class BatchRowsProtocol(Protocol):
+    """A batch splitter: rows of a topic's messages, column by column."""
+
+    @property
+    def rows(self) -> int:
+        """Rows appended since the last :meth:`take`."""
+
+    def add_batch(self, batch: bytes, count: int, base_sequence: int, entry: tuple) -> int | None:
+        """Append the rows of a batch's ``count`` messages; their payload bytes,
+        or None when this splitter does not split it (nothing appended)."""
+
+    def take(self) -> tuple[int, dict[str, Any]]:
+        """``(rows, columns)``: the rows appended so far; start again empty."""
+
+
+def message_values(md: Any, payload: bytes | None, batch_index: int, message_id: str, sequence_id: int) -> tuple:
+    """A message's own values, in :data:`MESSAGE_VALUE_COLUMNS` order, from its
+    metadata (a batch's ``SingleMessageMetadata`` or an entry's
+    ``MessageMetadata``: the fields have the same names).  The rules, stated
+    once on this side (the C twin's: ``message_values`` in ``_packed.c``): no
+    key when it is unset or ``null_partition_key`` says so; the sequence id
+    is the metadata's own, else ``sequence_id`` (the entry's plus the
+    message's index); no event time when it is 0 (unset); no payload (and no
+    size) when ``null_value`` says so."""
+    has = md.HasField
+    sequence = md.sequence_id if has("sequence_id") else sequence_id
+    event = md.event_time
+    if event > MS_MAX or sequence > INT64_MAX:
+        check_range(f"batch message {batch_index}" if batch_index >= 0 else "message metadata",
+                    event_time=event, sequence_id=sequence)
+    if md.null_value:
+        payload = None
+    properties = md.properties
+    return (batch_index, message_id, event * 1000 if event else None, sequence,
+            md.partition_key if has("partition_key") and not md.null_partition_key else None,
+            md.ordering_key if has("ordering_key") else None,
+            [(p.key, p.value) for p in properties] if properties else [],
+            payload, None if payload is None else len(payload))
+
+
+def split_batch(payload: bytes, count: int, base_sequence: int, id_prefix: str) -> list[tuple]:
+    """A batch's messages as :func:`message_values` tuples, in storage order;
+    message ids ``id_prefix:index``.  CorruptEntry when it does not split."""
+    n = len(payload)
+    off = 0
+    view = memoryview(payload)
+    unpack = _U32.unpack_from
+    smd = pb.SingleMessageMetadata()  # one message object, parsed again for each message (parsing clears it)
+    out = []
+    for index in range(count):
+        if off + 4 > n:
+            raise CorruptEntry(f"batch truncated at message {index} of {count}")
+        size = unpack(payload, off)[0]
+        off += 4
+        if off + size > n:
+            raise CorruptEntry(f"batch message {index}: metadata of {size} bytes overruns the payload")
+        try:
+            smd.ParseFromString(view[off:off + size])
+        except Exception as exc:  # noqa: BLE001
+            raise CorruptEntry(f"batch message {index}: metadata does not parse: {exc}") from None
+        off += size
+        if not smd.HasField("payload_size"):
+            raise CorruptEntry(f"batch message {index}: metadata has no payload_size")
+        length = smd.payload_size
+        if length < 0 or off + length > n:
+            raise CorruptEntry(f"batch message {index}: payload of {length} bytes overruns the batch")
+        if not isinstance(smd.partition_key, str) or smd.properties:
+            check_text(f"batch message {index}", smd.partition_key, smd.properties)
+        out.append(message_values(smd, payload[off:off + length], index, f"{id_prefix}:{index}",
+                                  base_sequence + index))
+        off += length
+    if off != n:
+        raise CorruptEntry(f"batch of {count} messages leaves {n - off} bytes unread")
+    return out
+
+
+def entry_messages(entry: Any, id_prefix: str) -> list[tuple]:
+    """The messages of a decoded entry (:class:`~.entry.StoredEntry`) as
+    :func:`message_values` tuples, by the Python twin's rules: a batch split,
+    anything else one message (an encrypted batch too: it cannot be split
+    without the key, and its payload is kept as stored).  Message ids
+    ``id_prefix`` and ``id_prefix:index`` (``L:E:P``, ``L:E:P:B``)."""
+    md = entry.metadata
+    if entry.is_batch and not entry.encrypted:
+        return split_batch(entry.payload, md.num_messages_in_batch, md.sequence_id, id_prefix)
+    return [message_values(md, entry.payload, -1, id_prefix, md.sequence_id)]
+
+
+class PyMessageRows:
+    """The pure-Python twin of ``_packed.PackedRows`` (see the module
+    documentation); also the home of the rows that are not a plain batch's."""
+
+    def __init__(self, partition: int = -1):
+        self.partition = partition
+        self._reset()
+
+    def _reset(self) -> None:
+        self._columns: dict[str, list] = {name: [] for name in _KEPT}
+        self._entry_lists = [self._columns[name] for name in _ENTRY]
+        self._message_lists = [self._columns[name] for name in MESSAGE_VALUE_COLUMNS]
+        self._general_lists = [self._columns[name] for name in _GENERAL]
+
+    @property
+    def rows(self) -> int:
+        return len(self._columns["ledger_id"])
+
+    def add_batch(self, batch: bytes, count: int, base_sequence: int, entry: tuple) -> int:
+        ledger_id, entry_id = entry[_ENTRY.index("ledger_id")], entry[_ENTRY.index("entry_id")]
+        messages = split_batch(batch, count, base_sequence, f"{ledger_id}:{entry_id}:{self.partition}")
+        return self.add_messages(entry, messages)
+
+    def add_messages(self, entry: tuple, messages: list[tuple], encryption_keys: list[str] | None = None) -> int:
+        """Rows of an entry's ``messages`` (:func:`message_values` tuples); their payload bytes."""
+        n = len(messages)
+        if not n:
+            return 0
+        for values, value in zip(self._entry_lists, entry):
+            values += [value] * n
+        for values, column in zip(self._message_lists, zip(*messages)):
+            values += column
+        general = {**BATCH_DEFAULTS, "encrypted": encryption_keys is not None, "encryption_keys": encryption_keys}
+        for values, name in zip(self._general_lists, _GENERAL):
+            values += [general[name]] * n
+        sizes = self._columns["payload_size"][-n:]
+        return sum(s for s in sizes if s)
+
+    def add_row(self, row: dict[str, Any]) -> None:
+        """One row given by column (the columns it does not name are null)."""
+        for name, values in self._columns.items():
+            values.append(row.get(name))
+
+    def take(self) -> tuple[int, dict[str, list]]:
+        out = (self.rows, self._columns)
+        self._reset()
+        return out
+
+
+def c_splitter():
+    """The C twin, if it is built and may be used here (else None)."""
+    if not fastpath.ENABLED or sys.byteorder != "little":
+        return None
+    try:
+        from ._packed import PackedRows
+    except ImportError:  # installed where no C compiler was found: the Python twin does it all
+        return None
+    return PackedRows
+
+
+#: The batch splitter in use (see the module documentation).
+BatchRows: type[BatchRowsProtocol] = c_splitter() or PyMessageRows
