@@ -62,8 +62,7 @@ def test_cancel_removes_ok():
 def test_switched_off_sends_the_same_bytes_and_parses_every_answer():
     frames = []
     for on in (True, False):
-        h = Harness()
-        h.conn.fastpaths = on
+        h = Harness(fastpaths=on)
         proto, t = h.connected()
         d = h.conn.add(1, 0, KEY, entry(1, 0))
         d2 = h.conn.read(1, 0)
@@ -122,8 +121,7 @@ def test_switched_off_reads_send_the_same_bytes_and_get_the_same_results():
     seen = []
     for on in (True, False):
         for protocol in ("v3", "v2"):
-            h = Harness(protocol)
-            h.conn.fastpaths = on
+            h = Harness(protocol, fastpaths=on)
             proto, t = h.connected()
             got = []
             h.conn.read_with_callback(5, 6, lambda *a: got.append(a), None, 0)

@@ -13,10 +13,12 @@
 * :mod:`.quorum` -- the quorum schedule (write sets, ack quorum, coverage);
 * :mod:`.channel` -- what handles need from a connection;
   :mod:`.connection` -- the connection to one bookie, with its parts:
-  :mod:`.client_protocol` (bytes to answers), :mod:`.requests` (matching
-  answers to requests), :mod:`.entry_requests` (ADD and READ requests,
-  general and fast), :mod:`.deadlines` (timeouts), :mod:`.backoff`,
-  :mod:`.start_tls`; :mod:`.pool` -- one connection per bookie;
+  :mod:`.client_protocol` (bytes to answers; what it may call on its
+  connection is declared there, ``ConnectionOwner``), :mod:`.requests`
+  (matching answers to requests), :mod:`.entry_requests` (building ADD and
+  READ requests, general and fast), :mod:`.start_tls`, :mod:`.deadlines`
+  (timeouts), :mod:`.backoff`, :mod:`.cork` (writes held during a burst);
+  :mod:`.pool` -- one connection per bookie;
 * :mod:`.placement` -- choosing bookies; :mod:`.blocking` -- a blocking facade;
 * :mod:`.errors` -- every error of the client; :mod:`.helpers` -- small shared helpers.
 

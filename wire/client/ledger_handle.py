@@ -54,7 +54,7 @@ from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 
 from .channel import BookieChannel
-from .client_protocol import hold_writes, release_writes
+from .cork import hold_writes, release_writes
 from .errors import (
     ClientClosed,
     HandleReleased,
