@@ -108,7 +108,7 @@ def test_reads_follow_ensemble_changes(protocol, batch_reads):
                 pool.get(b).stored.pop((lid, e), None)
             for b in new:
                 pool.get(b).stored[(lid, e)] = body
-    h._metadata = md
+    h.metadata = md
     assert result_of(h.read_entries(0, 9)) == [(i, b"payload-%d" % i) for i in range(10)]
     if protocol == "v2" and batch_reads:  # batch reads, one per segment
         assert {f for b in old for _l, f, _n in pool.get(b).batch_reads} == {0}

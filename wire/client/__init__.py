@@ -2,8 +2,13 @@
 
 * :mod:`.bookkeeper` -- :class:`~.bookkeeper.BookKeeperClient`: creating, opening,
   deleting ledgers; the append lock;
-* :mod:`.read_handle` -- reading a ledger (entries, ranges, the LAC);
-  :mod:`.range_reader` -- a range batch by batch;
+* :mod:`.read_handle` -- reading a ledger, with one module per read
+  operation, as Java's: :mod:`.entry_reads` (entries with failover,
+  PendingReadOp), :mod:`.batch_reads` (BATCH_READ_ENTRY, BatchedReadOp),
+  :mod:`.read_lac_quorum` (the LAC, ReadLastConfirmedOp),
+  :mod:`.long_poll_read` (the next entry, ReadLastConfirmedAndEntryOp),
+  :mod:`.range_reader` (a range batch by batch); what they need of the
+  handle is declared in :mod:`.readable_ledger`;
 * :mod:`.ledger_handle` -- writing a ledger (quorum adds, ensemble changes, close);
 * :mod:`.ledger_recovery` -- finding an open ledger's tail: ledger recovery
   (fence and close) and resuming for appends;
