@@ -22,7 +22,7 @@ from bkctl.wire.client.errors import LedgerFencedError, NoSuchEntry
 from bkctl.wire.client.errors import NotEnoughBookies
 from bkctl.wire.client.placement import RandomPlacement
 from bkctl.wire.codecs import v3
-from tests.support.deferreds import result_of
+from tests.support.deferreds import failureResultOf, successResultOf
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
 from tests.support.fake_store import FakeMetadataStore
@@ -214,16 +214,6 @@ class FakeClient:
         return defer.maybeDeferred(fn, *args, **kw)
 
 
-def run(coro):
-    d = defer.ensureDeferred(coro)
-    results = []
-    d.addBoth(results.append)
-    assert results, "did not complete synchronously"
-    if isinstance(results[0], Exception) or hasattr(results[0], "raiseException"):
-        results[0].raiseException()
-    return results[0]
-
-
 def write_ledger(client, ledger_id, ensemble, qw, n, digest):
     for e in range(n):
         body = digest.package(e, e - 1, e + 1, b"x")
@@ -238,7 +228,7 @@ def test_replicate_copies_exactly_what_the_lost_bookie_held_from_survivors():
     lost_data = client.pool.data.pop(B)
     frag = Fragment(3, 0, 29, (A, B, C), (B,), 2)
     seen = []
-    copied = run(replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=4, on_entry=seen.append))
+    copied = successResultOf(replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=4, on_entry=seen.append))
     assert copied == 20 == len(seen)
     assert client.pool.data[D] == lost_data
     assert all(b != B for b, _ in client.pool.reads)  # never read from the lost bookie
@@ -251,12 +241,12 @@ def test_replicate_skips_a_corrupt_replica_and_fails_when_none_is_left():
     write_ledger(client, 3, (A, B, C), 3, 5, digest)
     client.pool.data[A][2] = client.pool.data[A][2][:-1] + b"y"  # corrupt copy on A
     frag = Fragment(3, 0, 4, (A, B, C), (B,), 3)
-    assert run(replicate_fragment(client, frag, {B: D}, digest, master_key(b""))) == 5
+    assert successResultOf(replicate_fragment(client, frag, {B: D}, digest, master_key(b""))) == 5
     assert client.pool.data[D][2] == client.pool.data[C][2]
     del client.pool.data[C][4]
     client.pool.data[A][4] = b"garbage" * 10
-    with pytest.raises(EntryUnrecoverable, match="entry 4"):
-        run(replicate_fragment(client, frag, {B: E}, digest, master_key(b"")))
+    failure = failureResultOf(replicate_fragment(client, frag, {B: E}, digest, master_key(b"")), EntryUnrecoverable)
+    assert "entry 4" in str(failure.value)
 
 
 def test_the_copy_keeps_at_most_window_entries_in_flight_and_goes_on_as_adds_complete():
@@ -273,7 +263,7 @@ def test_the_copy_keeps_at_most_window_entries_in_flight_and_goes_on_as_adds_com
     held, client.pool.held = client.pool.held, None
     for ack in held:
         ack()
-    assert result_of(d) == 10 and sorted(client.pool.data[D]) == list(range(10))
+    assert successResultOf(d) == 10 and sorted(client.pool.data[D]) == list(range(10))
 
 
 def test_an_add_that_fails_stops_the_copy():
@@ -284,8 +274,7 @@ def test_an_add_that_fails_stops_the_copy():
     frag = Fragment(3, 0, 9, (A, B, C), (B,), 3)
     d = defer.ensureDeferred(replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=2))
     client.pool.held.pop(0)(LedgerFencedError("EFENCED", bookie=D))
-    with pytest.raises(LedgerFencedError):
-        result_of(d)
+    failureResultOf(d, LedgerFencedError)
     client.pool.held.pop(0)()  # a late acknowledgement changes nothing
     assert len(client.pool.reads) == 2
 
@@ -310,7 +299,7 @@ def test_the_byte_rate_limit_holds_each_entry_back_before_its_adds():
     assert client.pool.adds == [(D, 1, True)] and not d.called
     gates[0].callback(None)
     gates[2].callback(None)
-    assert result_of(d) == 3
+    assert successResultOf(d) == 3
 
 
 def test_metadata_update_retries_on_conflict_and_is_idempotent():
@@ -323,11 +312,11 @@ def test_metadata_update_retries_on_conflict_and_is_idempotent():
 
     store.before("ledgers.update", another_writer)
     store.before("ledgers.update", another_writer)
-    new_md, version = run(replace_in_metadata(client, 5, 0, {B: E}))
+    new_md, version = successResultOf(replace_in_metadata(client, 5, 0, {B: E}))
     assert new_md.ensembles[0][1] == (A, E, C) and new_md.ensembles[1][1] == (A, D, C)
     assert store.ledgers.read(5) == (new_md, version) and version == 3  # two writes by the other, then ours
     assert len(store.called("ledgers.update")) == 5  # ours lost twice, then won
-    again, version_again = run(replace_in_metadata(client, 5, 0, {B: F}))  # B is gone already: no change
+    again, version_again = successResultOf(replace_in_metadata(client, 5, 0, {B: F}))  # B is gone already: no change
     assert again == new_md and version_again == version
 
 
