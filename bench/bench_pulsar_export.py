@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from common import load_note  # noqa: E402
+from common import load_note, raw_zookeeper  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -114,7 +114,7 @@ def run(args, uri: str, work: Path) -> int:
     from bkctl.wire.proto import pulsar_ml_pb2 as ml
     from bkctl.wire.pulsar.managed_ledger import TopicName
     from bkctl.wire.pulsar.messages import TopicDecoder
-    from bkctl.wire.pulsar.topics import default_base
+    from bkctl.wire.metadata import paths as P
 
     entries = build_entries(args.messages, args.batch)
     nbytes = sum(map(len, entries))
@@ -133,8 +133,9 @@ def run(args, uri: str, work: Path) -> int:
             ids.append(lh.ledger_id)
             info.ledgerInfo.add(ledgerId=lh.ledger_id, entries=len(part), size=sum(map(len, part)),
                                 timestamp=int(time.time() * 1000))
-    with ZKMetadataStore(uri) as store:
-        store.client.create(f"{default_base(store.root)}/{name}", info.SerializeToString(), makepath=True)
+    with raw_zookeeper(uri) as (broker, root):  # the managed ledger, as Pulsar's broker writes it
+        broker.create(P.managed_ledger_path(P.managed_ledgers_base(root), name), info.SerializeToString(),
+                      makepath=True)
 
     # the decoder alone, one core: rows made into Arrow record batches as the export's tasks do
     from bkctl.export.topic import _to_batch, topic_arrow_schema

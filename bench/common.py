@@ -1,5 +1,6 @@
 """What every benchmark prints beside its figures: the machine's load, CPU
-seconds of a process, percentiles, the bookies' own histograms and section titles.
+seconds of a process, percentiles, the bookies' own histograms and section titles;
+and a ZooKeeper client of the bench's own, for what it writes as another program would.
 
 The benchmarks run as scripts (``python bench/bench_x.py``), so ``bench/`` is
 on ``sys.path`` and they import this module as ``common``.
@@ -7,8 +8,10 @@ on ``sys.path`` and they import this module as ``common``.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
-__all__ = ["bookie_metrics", "cpu_seconds", "histogram_quantile", "load_note", "pct", "pct_ms", "section"]
+__all__ = ["bookie_metrics", "cpu_seconds", "histogram_quantile", "load_note", "pct", "pct_ms", "raw_zookeeper",
+           "section"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -80,3 +83,23 @@ def histogram_quantile(before: dict[str, float], after: dict[str, float], name: 
         if seen >= q * buckets[-1][1]:
             return bound
     return float("inf")
+
+
+@contextmanager
+def raw_zookeeper(uri: str):
+    """A kazoo client of the bench's own on the ZooKeeper of metadata service ``uri``, and
+    the ledgers root: for znodes the bench writes as another program would (a Pulsar
+    broker's managed ledgers, ledgers created faster than one client at a time does).
+    The metadata store keeps its own client to itself."""
+    from kazoo.client import KazooClient
+
+    from bkctl.wire.metadata.layout import MetadataServiceURI
+
+    parsed = MetadataServiceURI.parse(uri)
+    client = KazooClient(hosts=parsed.hosts, timeout=20)
+    client.start(timeout=20)
+    try:
+        yield client, parsed.root
+    finally:
+        client.stop()
+        client.close()

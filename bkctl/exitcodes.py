@@ -14,7 +14,8 @@ DESCRIPTIONS = {
     FAILED: "the command failed",
     USAGE: "usage error (bad option or argument); a destructive command refused without --force",
     NOT_FOUND: "not found (ledger, entry, bookie, cluster)",
-    CONFLICT: "conflict: ledger fenced or closed, concurrent metadata change, already exists",
+    CONFLICT: "conflict: ledger fenced or closed, concurrent metadata change, already exists, "
+              "a ledger Pulsar uses refused",
     UNREACHABLE: "ZooKeeper or the needed bookies are unreachable",
     INTERRUPTED: "interrupted (Ctrl-C); a closed pipe (| head) is 0",
 }

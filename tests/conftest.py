@@ -12,10 +12,9 @@ import uuid
 import pytest
 from hypothesis import settings
 
-from tests.support.interrupts import die_with_parent
-
-# SIGTERM stops the suite as Ctrl-C does, and Ctrl-C works in background runs too
-pytest_plugins = ["tests.support.interrupts"]
+# SIGTERM stops the suite as Ctrl-C does, and Ctrl-C works in background runs too; the
+# integration marker comes from the folder, and only integration tests start ZooKeeper
+pytest_plugins = ["tests.support.interrupts", "tests.support.folders"]
 
 # Hypothesis's per-example deadline (200 ms) is a wall-clock assertion: on a loaded
 # 2-core machine (parallel workers, bookieds, ZooKeeper) slow examples fail for no
@@ -26,7 +25,13 @@ settings.load_profile("bkctl")
 
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory):
-    """A running :class:`~bkctl.sandbox.zookeeper.ZooKeeperServer` for the whole session."""
+    """A running :class:`~bkctl.sandbox.zookeeper.ZooKeeperServer` for the whole session
+    (integration tests only: tests/support/folders.py)."""
+    # imported here: a plugin module the conftest imports first escapes pytest's assertion rewriting
+    from tests.support.folders import integration_only
+    from tests.support.interrupts import die_with_parent
+
+    integration_only("a real ZooKeeper")
     from bkctl.sandbox.zookeeper import ZooKeeperNotFound, ZooKeeperServer
 
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), preexec_fn=die_with_parent)

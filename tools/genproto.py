@@ -4,7 +4,7 @@
     python tools/genproto.py --check  # exit 1 if a generated module is stale
 
 The generated modules are committed so that bookie hosts need no protoc;
-tests/unit/test_generated.py runs --check.
+tests/repo/test_generated.py runs --check.
 """
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ import sys
 import click
 
 from ..app import App, confirm_destructive
+from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
 from ..completers import complete_bookie_id, complete_ledger_id, complete_open_ledger_id
 from ..render import emit, fields, human_size, human_time, plural, table
 from . import LEDGER_ID, pass_app
@@ -163,18 +164,76 @@ def ledger_show(app: App, ledger_id: int):
 
 
 @ledger.command("delete")
-@click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
+@click.argument("ledgers", nargs=-1, required=True, metavar="LEDGER...", shell_complete=complete_ledger_id)
 @click.option("-f", "--force", is_flag=True, help="Do not ask.")
+@click.option("--even-if-owned", is_flag=True,
+              help="Delete ledgers that Pulsar uses too: listed by a topic or a cursor, a schema or "
+                   "compaction ledger, or a Pulsar ledger younger than an hour that nothing lists yet.")
+@click.option("--dry-run", is_flag=True, help="Say what would be deleted and what refused; change nothing.")
 @pass_app
-def ledger_delete(app: App, ledger_id: int, force: bool):
-    """Delete a ledger's metadata; bookies reclaim its entries at their next GC."""
-    from ..ops.ledgers import delete_ledger
+def ledger_delete(app: App, ledgers: tuple[str, ...], force: bool, even_if_owned: bool, dry_run: bool):
+    """Delete ledgers' metadata; bookies reclaim their entries at their next GC.
 
-    app.store.ledgers.read(ledger_id)  # not found -> exit 3 before asking
-    confirm_destructive(app, f"Delete ledger {ledger_id}?", force, f"delete ledger {ledger_id}")
-    _drop_held(app, ledger_id)
-    doc = delete_ledger(app.store, ledger_id)
-    emit(app, doc, lambda: app.console.print(f"ledger {ledger_id} deleted"))
+    LEDGER is a ledger id, an inclusive range A-B (the ledgers that exist in
+    it) or - (read ids, ranges, or the JSON lines `pulsar orphans --json`
+    prints, one per line, from stdin).  A ledger that Pulsar uses -- a data
+    ledger a topic's managed ledger lists, a cursor's ledger, a schema or
+    compaction ledger, or a Pulsar ledger created less than an hour ago that
+    nothing lists yet (its broker may be about to) -- is refused, named with
+    its owner, unless --even-if-owned; the others are deleted after one
+    confirmation (--force, or refused without a terminal).  Exit 4 if any
+    ledger was refused, 3 if an id given on its own does not exist (the
+    others are still deleted).  --json: deleted, refused (each with owner,
+    topic, cursor and reason), not_found, dry_run (and would_delete).
+    """
+    from ..ops.ledgers import delete_ledgers, parse_ledger_ids, plan_delete
+
+    try:
+        ids, ranges = parse_ledger_ids(ledgers, sys.stdin if "-" in ledgers else None)
+    except ValueError as exc:
+        raise CommandError(str(exc), USAGE) from None
+    plan = plan_delete(app.store, ids, ranges, even_if_owned)
+    if not plan.delete and not plan.refused and len(plan.not_found) == 1 and not ranges and len(ids) == 1:
+        raise CommandError(f"no such ledger: {plan.not_found[0]}", NOT_FOUND)  # before asking
+    for refused in plan.refused:
+        app.err_console.print(f"bkctl: ledger {refused['ledger_id']} refused: {refused['reason']}",
+                              markup=False, soft_wrap=True)
+    for missing in plan.not_found:
+        app.err_console.print(f"bkctl: ledger {missing}: no such ledger", markup=False, soft_wrap=True)
+    deleted: list[int] | None = None
+    if dry_run:
+        emit(app, plan.to_json(), lambda: app.console.print(
+            f"would delete {plural(len(plan.delete), 'ledger')}: {_id_list(plan.delete)}" if plan.delete
+            else "would delete nothing", highlight=False))
+        return
+    if plan.delete:
+        question = (f"Delete ledger {plan.delete[0]}?" if len(plan.delete) == 1
+                    else f"Delete {len(plan.delete)} ledgers ({_id_list(plan.delete)})?")
+        action = f"delete ledger {plan.delete[0]}" if len(plan.delete) == 1 else f"delete {len(plan.delete)} ledgers"
+        confirm_destructive(app, question, force, action)
+        for ledger_id in plan.delete:
+            _drop_held(app, ledger_id)
+        deleted = delete_ledgers(app.store, plan.delete)
+
+    def human():
+        if deleted and len(deleted) == 1 and not plan.refused and not plan.not_found:
+            app.console.print(f"ledger {deleted[0]} deleted", highlight=False)
+            return
+        app.console.print(f"deleted {plural(len(deleted or []), 'ledger')}; refused {len(plan.refused)}; "
+                          f"not found {len(plan.not_found)}", highlight=False)
+
+    emit(app, plan.to_json(deleted or []), human)
+    if plan.refused:
+        raise CommandError(f"refused {plural(len(plan.refused), 'ledger')} that Pulsar uses "
+                           "(--even-if-owned deletes them)", CONFLICT)
+    if plan.not_found:
+        raise CommandError(f"{plural(len(plan.not_found), 'ledger')} not found: {_id_list(plan.not_found)}",
+                           NOT_FOUND)
+
+
+def _id_list(ids: list[int], most: int = 10) -> str:
+    shown = ", ".join(map(str, ids[:most]))
+    return shown + (f", ... ({len(ids) - most} more)" if len(ids) > most else "")
 
 
 # -- through the client -----------------------------------------------------------------

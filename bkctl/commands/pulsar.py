@@ -136,9 +136,12 @@ def ledger_owner(app: App, ledger_id):
     registry ledger), compacted-ledger (a topic compaction's output),
     delayed-index-bucket, ... -- is named by its custom metadata's component
     and not checked against /schemas or the cursors that list it: never
-    called an orphan.  Exit 3 if the ledger does not
-    exist.  --json: ledger_id, owner, topic, cursor, managed_ledger,
-    custom_metadata, listed (false: no list was found or checked that names it).
+    called an orphan.  An orphan created less than an hour ago comes with a
+    caution: a broker creates a ledger before its managed ledger lists it
+    (`pulsar orphans` leaves such ledgers out).  Exit 3 if the ledger does
+    not exist.  --json: ledger_id, owner, topic, cursor, managed_ledger,
+    custom_metadata, listed (false: no list was found or checked that names
+    it), created, age_seconds, caution (null, or why "orphan" may be early).
     """
     from ..ops.pulsar import ledger_owner as owner
 
@@ -157,6 +160,8 @@ def ledger_owner(app: App, ledger_id):
         owner = doc["owner"]
         text = where.get(owner, f"{owner} ledger (by its custom metadata; not checked)")
         app.console.print(f"ledger {ledger_id}: {text}", highlight=False)
+        if doc["caution"]:
+            app.console.print(f"caution: {doc['caution']}", highlight=False)
 
     emit(app, doc, human)
 

@@ -93,9 +93,14 @@ def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, au
 
     Each bookie gets an HTTP admin on a free 127.0.0.1 port (shown here and
     in `sandbox status`) for `bookie state`, `bookie gc`, `bookie readonly`.
-    A bookie that does not start is reported (exit 1) and the others still
-    start.  --json: uri, zookeeper, bookies[] (bookie_id, port, http_port,
-    pid, dirs), failed[] (index, bookie_id, error), dir, autorecovery, tls,
+    It returns once every bookie it started is registered in ZooKeeper by
+    its own new session: after a kill -9 the killed process's registration
+    stays until ZooKeeper expires its session (up to zkTimeout, 10 s here),
+    and `up` waits for the restarted bookie's own.  A bookie that does not
+    start, or is not registered anew within 60 s, is reported with the
+    reason (exit 1), left out of bookies[], and the others still start.
+    --json: uri, zookeeper, bookies[] (bookie_id, port, http_port, pid,
+    dirs), failed[] (index, bookie_id, error), dir, autorecovery, tls,
     settings.
     """
     from ..sandbox import cluster

@@ -87,10 +87,121 @@ def add_confirmed_lac(bk, doc: dict) -> dict:
     return doc
 
 
-def delete_ledger(store, ledger_id: int) -> dict:
-    store.ledgers.read(ledger_id)  # NoSuchLedger (exit 3) rather than a silent no-op
-    store.ledgers.delete(ledger_id)
-    return {"ledger_id": ledger_id, "deleted": True}
+def parse_ledger_ids(words, stdin=None) -> tuple[list[int], list[tuple[int, int]]]:
+    """``ledger delete``'s arguments: ids, inclusive ranges ``A-B`` and ``-``
+    (read ``stdin``: a ledger id, a range or a JSON object with ``ledger_id``
+    -- a line of ``pulsar orphans --json`` -- per line).  Returns the ids and
+    the ranges, in order; ValueError names the word or line that is neither."""
+    import json
+
+    ids: list[int] = []
+    ranges: list[tuple[int, int]] = []
+
+    def one(word: str, where: str) -> None:
+        first, dash, last = word.partition("-")
+        try:
+            if dash:
+                low, high = int(first), int(last)
+                if low < 0 or high < low:
+                    raise ValueError
+                ranges.append((low, high))
+            else:
+                ids.append(int(word))
+                if ids[-1] < 0:
+                    raise ValueError
+        except ValueError:
+            raise ValueError(f"{where}: not a ledger id or range A-B: {word!r}") from None
+
+    for word in words:
+        if word != "-":
+            one(word.strip(), "argument")
+            continue
+        for number, line in enumerate(stdin or (), 1):
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("{"):
+                try:
+                    value = json.loads(line).get("ledger_id")
+                except (ValueError, AttributeError):
+                    value = None
+                if not isinstance(value, int) or isinstance(value, bool):
+                    raise ValueError(f"stdin line {number}: a JSON line without an integer ledger_id")
+                line = str(value)
+            one(line, f"stdin line {number}")
+    return ids, ranges
+
+
+class DeletePlan:
+    """What ``ledger delete`` would do: ``delete`` (ids), ``refused`` (one
+    :func:`~bkctl.ops.pulsar.ledger_owner` document per ledger Pulsar uses,
+    with ``reason``) and ``not_found`` (ids given one by one that no ledger
+    has; a range names only the ledgers it holds)."""
+
+    def __init__(self):
+        self.delete: list[int] = []
+        self.refused: list[dict] = []
+        self.not_found: list[int] = []
+
+    def to_json(self, deleted: list[int] | None = None) -> dict:
+        return {"dry_run": deleted is None, "deleted": [] if deleted is None else deleted,
+                "would_delete": self.delete if deleted is None else [],
+                "refused": self.refused, "not_found": self.not_found}
+
+
+def refusal(owner: dict) -> str | None:
+    """Why a ledger must not be deleted without ``--even-if-owned``, from its
+    owner document; None when nothing Pulsar uses lists it."""
+    kind = owner["owner"]
+    if kind == "topic":
+        return f"a data ledger of topic {owner['topic'] or owner['managed_ledger']}"
+    if kind == "cursor":
+        return f"the ledger of cursor {owner['cursor']} of topic {owner['topic'] or owner['managed_ledger']}"
+    if kind == "orphan":
+        return f"an orphan, but {owner['caution']}" if owner["caution"] else None
+    if kind == "not-pulsar":
+        return None
+    return f"a Pulsar {kind} ledger (by its custom metadata; Pulsar lists it where bkctl does not look)"
+
+
+def plan_delete(store, ids: list[int], ranges: list[tuple[int, int]], even_if_owned: bool = False,
+                base: str | None = None, now_ms: int | None = None) -> DeletePlan:
+    """Which of the ledgers may be deleted.  A ledger a Pulsar topic, cursor,
+    schema or compaction lists (the check of ``pulsar ledger-owner``), or a
+    Pulsar ledger too young to call an orphan, is refused unless
+    ``even_if_owned``.  Metadata is read pipelined."""
+    from bkctl.ops.pulsar import Owners
+
+    wanted = list(dict.fromkeys(ids))
+    if ranges:
+        given = set(wanted)
+        wanted += [i for i in store.ledgers.ids() if i not in given and any(lo <= i <= hi for lo, hi in ranges)]
+    explicit = set(ids)
+    plan = DeletePlan()
+    owners = Owners(store, base)
+    for ledger_id, md, _version in store.ledgers.read_many(sorted(set(wanted))):
+        if md is None:
+            if ledger_id in explicit:
+                plan.not_found.append(ledger_id)
+            continue
+        if isinstance(md, Exception):  # undecodable metadata: no owner can be told; Pulsar's or not
+            why = None if even_if_owned else f"its metadata does not decode ({md}): its owner cannot be checked"
+        else:
+            owner = owners.owner_of(ledger_id, md, now_ms)
+            why = None if even_if_owned else refusal(owner)
+        if why is None:
+            plan.delete.append(ledger_id)
+        else:
+            doc = owner if not isinstance(md, Exception) else {"ledger_id": ledger_id}
+            plan.refused.append({**doc, "reason": why})
+    return plan
+
+
+def delete_ledgers(store, ids: list[int]) -> list[int]:
+    """Delete each ledger's metadata (bookies reclaim the entries at their next GC)."""
+    for ledger_id in ids:
+        store.ledgers.delete(ledger_id)
+    return list(ids)
 
 
 # -- ledgers through the client ------------------------------------------------------

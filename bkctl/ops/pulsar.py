@@ -1,7 +1,7 @@
 """``bkctl pulsar``: Pulsar topics as the bookies and ZooKeeper hold them, read-only.
 
 Everything is read from Pulsar's managed-ledger znodes (through the store's
-kazoo client) and BookKeeper's ledger metadata; the bookies are asked only
+Pulsar manager) and BookKeeper's ledger metadata; the bookies are asked only
 for what ZooKeeper does not say: the last add confirmed of a topic's open
 ledger and the newest position in a cursor ledger.
 """
@@ -24,22 +24,22 @@ from bkctl.wire.pulsar.managed_ledger import (
     TopicName,
     parse_position_info,
 )
-from bkctl.wire.pulsar.topics import ManagedLedger, TopicReader, default_base
+from bkctl.wire.pulsar.topics import ManagedLedger, TopicMetadataReader
 
-__all__ = ["LedgerState", "OrphanSweep", "cursor_state", "ledger_owner", "ledger_states", "list_topics",
+__all__ = ["YOUNG_LEDGER_SECONDS", "LedgerState", "OrphanSweep", "Owners", "cursor_state", "ledger_owner", "ledger_states", "list_topics",
            "pulsar_component", "reader", "resolve_topics", "show_topic"]
 
 #: ``bk()``: a BlockingBookKeeper, made on first use (None: never ask the bookies)
 BookKeeperFactory = Callable[[], Any]
 
 
-def reader(store, base: str | None = None) -> TopicReader:
-    """A :class:`TopicReader` on the store's ZooKeeper session; ``base``
+def reader(store, base: str | None = None) -> TopicMetadataReader:
+    """A :class:`TopicMetadataReader` of the store's cluster; ``base``
     defaults to ``/managed-ledgers`` beside the store's ledger root."""
-    return TopicReader(store.client, base or default_base(store.root))
+    return TopicMetadataReader.of(store, base)
 
 
-def resolve_topics(topics: TopicReader, name: str) -> list[ManagedLedger]:
+def resolve_topics(topics: TopicMetadataReader, name: str) -> list[ManagedLedger]:
     """The managed ledgers of ``name``: the topic itself, or every partition
     of a partitioned topic that has one (a partition no broker has loaded
     yet has none, and no data); :class:`NoSuchTopic` (with suggestions) when
@@ -252,7 +252,13 @@ def pulsar_component(custom: dict[str, str]) -> str | None:
     return custom.get(COMPONENT_KEY) or COMPONENT
 
 
-def ledger_owner(store, ledger_id: int, base: str | None = None) -> dict[str, Any]:
+#: A broker creates a ledger before its managed ledger lists it: a Pulsar
+#: ledger younger than this that nothing lists may be about to be listed
+#: (``pulsar orphans --older-than``'s default, ``ledger-owner``'s caution).
+YOUNG_LEDGER_SECONDS = 3600.0
+
+
+def ledger_owner(store, ledger_id: int, base: str | None = None, now_ms: int | None = None) -> dict[str, Any]:
     """Which managed ledger (as a data ledger) or cursor (as its cursor
     ledger) owns ``ledger_id``; ``orphan`` for a ledger with Pulsar's custom
     metadata that nothing lists, ``not-pulsar`` for one without it.
@@ -263,43 +269,81 @@ def ledger_owner(store, ledger_id: int, base: str | None = None) -> dict[str, An
     is reported as its component, never as an orphan: Pulsar lists those
     elsewhere (``/schemas``, the ``__compaction`` cursor's and other cursors'
     properties), which this does not read -- ``listed`` is False then,
-    meaning "not checked"."""
-    from bkctl.export.planning import decode_custom_metadata
+    meaning "not checked".  An orphan younger than
+    :data:`YOUNG_LEDGER_SECONDS` carries a ``caution``: its broker may be
+    about to list it."""
     from bkctl.wire.metadata.errors import NoSuchLedger
 
     try:
         md, _version = store.ledgers.read(ledger_id)
     except NoSuchLedger:
         raise NotFound(f"no such ledger: {ledger_id}") from None
-    custom = decode_custom_metadata(md.custom_metadata)
-    doc: dict[str, Any] = {"ledger_id": ledger_id, "owner": None, "topic": None, "cursor": None,
-                           "managed_ledger": custom.get(MANAGED_LEDGER_KEY), "custom_metadata": custom,
-                           "listed": True}
-    component = pulsar_component(custom)
-    if component not in (None, COMPONENT):
-        doc.update(owner=component, listed=False)
-        if component == COMPONENT_COMPACTED and custom.get(COMPACTED_TOPIC_KEY):
-            doc["topic"] = custom[COMPACTED_TOPIC_KEY]
-        return doc
-    for ml in _candidates(reader(store, base), custom):
-        topic = None if ml.topic is None else str(ml.topic)
-        if ledger_id in ml.ledger_ids:
-            doc.update(owner="topic", topic=topic, managed_ledger=ml.name)
+    return Owners(store, base).owner_of(ledger_id, md, now_ms)
+
+
+class Owners:
+    """Answers "who owns this ledger" for one ledger or many: the managed
+    ledgers a ledger's custom metadata names are read once each, and the
+    whole topic list (for ledgers that name none, as older brokers made
+    them) at most once."""
+
+    def __init__(self, store, base: str | None = None):
+        self.topics = reader(store, base)
+        self._named: dict[str, list[ManagedLedger]] = {}
+        self._every: list[ManagedLedger] | None = None
+
+    def candidates(self, custom: dict[str, str]) -> list[ManagedLedger]:
+        named = custom.get(MANAGED_LEDGER_KEY)
+        if named:
+            if named not in self._named:
+                self._named[named] = list(_candidates(self.topics, custom))
+            return self._named[named]
+        if self._every is None:
+            self._every = list(_candidates(self.topics, {}))
+        return self._every
+
+    def owner_of(self, ledger_id: int, md: Any, now_ms: int | None = None) -> dict[str, Any]:
+        """:func:`ledger_owner`'s document for a ledger whose metadata ``md`` was read."""
+        import time
+
+        from bkctl.export.planning import decode_custom_metadata, format_ctime
+
+        custom = decode_custom_metadata(md.custom_metadata)
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        age = None if md.ctime is None else max(0.0, (now_ms - md.ctime) / 1000)
+        doc: dict[str, Any] = {"ledger_id": ledger_id, "owner": None, "topic": None, "cursor": None,
+                               "managed_ledger": custom.get(MANAGED_LEDGER_KEY), "custom_metadata": custom,
+                               "listed": True, "created": format_ctime(md.ctime), "age_seconds": age,
+                               "caution": None}
+        component = pulsar_component(custom)
+        if component not in (None, COMPONENT):
+            doc.update(owner=component, listed=False)
+            if component == COMPONENT_COMPACTED and custom.get(COMPACTED_TOPIC_KEY):
+                doc["topic"] = custom[COMPACTED_TOPIC_KEY]
             return doc
-        for cursor, info in ml.cursors.items():
-            if info.cursorsLedgerId == ledger_id:
-                doc.update(owner="cursor", topic=topic, cursor=cursor, managed_ledger=ml.name)
+        for ml in self.candidates(custom):
+            topic = None if ml.topic is None else str(ml.topic)
+            if ledger_id in ml.ledger_ids:
+                doc.update(owner="topic", topic=topic, managed_ledger=ml.name)
                 return doc
-    doc["owner"] = "orphan" if component else "not-pulsar"
-    doc["listed"] = False
-    if component and CURSOR_KEY in custom:
-        doc["cursor"] = custom[CURSOR_KEY]
-    return doc
+            for cursor, info in ml.cursors.items():
+                if info.cursorsLedgerId == ledger_id:
+                    doc.update(owner="cursor", topic=topic, cursor=cursor, managed_ledger=ml.name)
+                    return doc
+        doc["owner"] = "orphan" if component else "not-pulsar"
+        doc["listed"] = False
+        if component and CURSOR_KEY in custom:
+            doc["cursor"] = custom[CURSOR_KEY]
+        if component and (age is None or age < YOUNG_LEDGER_SECONDS):
+            doc["caution"] = (f"created {'at an unknown time' if age is None else f'{age:.0f} s ago'}: a broker "
+                              "creates a ledger before its managed ledger lists it, so it may be listed soon "
+                              f"(`pulsar orphans` leaves out ledgers younger than {YOUNG_LEDGER_SECONDS / 3600:g} h)")
+        return doc
 
 
-def _candidates(topics: TopicReader, custom: dict[str, str]) -> Iterator[ManagedLedger]:
+def _candidates(topics: TopicMetadataReader, custom: dict[str, str]) -> Iterator[ManagedLedger]:
     """The managed ledger a ledger's custom metadata names (v2 or v1 name),
-    else every one :meth:`TopicReader.topics` lists."""
+    else every one :meth:`TopicMetadataReader.topics` lists."""
     named = custom.get(MANAGED_LEDGER_KEY)
     if named:
         ml = topics.read_named(named)
@@ -328,7 +372,8 @@ class OrphanSweep:
     neither is reported.  Ledger metadata is read pipelined
     (``store.ledgers.read_many``)."""
 
-    def __init__(self, store, base: str | None = None, older_than: float = 3600.0, now_ms: int | None = None):
+    def __init__(self, store, base: str | None = None, older_than: float = YOUNG_LEDGER_SECONDS,
+                 now_ms: int | None = None):
         self.store = store
         self.topics = reader(store, base)
         self.older_than = older_than

@@ -303,8 +303,8 @@ def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int |
     Its HTTP admin listens on ``http_port`` when that is free, else on a
     free port.  Returns the bookie's record: ``index``, ``id``, ``port``,
     ``http_port``, ``pid``, ``dirs``, ``conf`` and ``log``.  Raises :class:`SandboxError` (with the end of the
-    bookie's log) if it exits or does not register in ``available/<id>``
-    within *timeout* seconds.
+    bookie's log) if it exits or is not registered by a session of its own
+    within *timeout* seconds (see :func:`wait_registered_anew`).
     """
     directory = sandbox_dir(directory)
     if not bookied_available():
@@ -331,51 +331,85 @@ def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int |
     paths["conf"].write_text(conf)
     bookie_id = f"{HOST}:{port}"
     cmd = [sys.executable, "-m", "bkctl.bookied", "--conf", str(paths["conf"])]
-    progress(f"starting bookie {bookie_id}...")
-    with open(paths["log"], "ab") as log:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                cwd=str(paths["base"]), start_new_session=True, close_fds=True)
-    record = {
-        "index": index,
-        "id": bookie_id,
-        "port": port,
-        "http_port": http_port,
-        "pid": proc.pid,
-        "dirs": [str(paths["journal"]), str(paths["ledgers"])],
-        "conf": str(paths["conf"]),
-        "log": str(paths["log"]),
-    }
-    try:
-        _wait_registered(uri, bookie_id, proc, paths["log"], timeout)
-    except BaseException:
-        terminate_pid(proc.pid, 5.0, popen=proc)
-        raise
+    with _registrations(uri, bookie_id) as store:
+        stale = store.registration.session_of(bookie_id)  # a killed predecessor's, until it expires
+        progress(f"starting bookie {bookie_id}...")
+        with open(paths["log"], "ab") as log:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    cwd=str(paths["base"]), start_new_session=True, close_fds=True)
+        record = {
+            "index": index,
+            "id": bookie_id,
+            "port": port,
+            "http_port": http_port,
+            "pid": proc.pid,
+            "dirs": [str(paths["journal"]), str(paths["ledgers"])],
+            "conf": str(paths["conf"]),
+            "log": str(paths["log"]),
+        }
+        try:
+            if stale is not None:
+                progress(f"bookie {bookie_id}: its registration is still held by ZooKeeper session 0x{stale:x} "
+                         "(a process that was killed); waiting for that session to expire")
+            wait_registered_anew(store, bookie_id, stale, timeout,
+                                 exited=lambda: _exit_message(bookie_id, proc, paths["log"]),
+                                 log=paths["log"])
+        except BaseException:
+            terminate_pid(proc.pid, 5.0, popen=proc)
+            raise
     progress(f"bookie {bookie_id} registered (pid {proc.pid})")
     return record
 
 
-def _wait_registered(uri: str, bookie_id: str, proc: subprocess.Popen, log: Path, timeout: float) -> None:
+@contextlib.contextmanager
+def _registrations(uri: str, bookie_id: str) -> Iterator[Any]:
+    """A metadata store to watch *bookie_id* register through; unreachable: exit 5."""
     from bkctl.wire.metadata.errors import ZKStoreError
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
-    deadline = time.monotonic() + timeout
     try:
-        with ZKMetadataStore(uri, timeout=min(timeout, 20.0)) as store:
-            while True:
-                code = proc.poll()
-                if code is not None:
-                    raise SandboxError(
-                        f"bookie {bookie_id} exited with status {code} before registering; "
-                        f"last lines of {log}:\n{_log_tail(log)}")
-                if bookie_id in store.registration.writable_bookies():
-                    return
-                if time.monotonic() > deadline:
-                    raise SandboxError(
-                        f"bookie {bookie_id} did not register in ZooKeeper within {timeout:g}s; "
-                        f"last lines of {log}:\n{_log_tail(log)}")
-                time.sleep(0.1)
+        with ZKMetadataStore(uri, timeout=20.0) as store:
+            yield store
     except ZKStoreError as exc:
         raise SandboxError(f"cannot watch bookie {bookie_id} register: {exc}", UNREACHABLE) from None
+
+
+def _exit_message(bookie_id: str, proc: subprocess.Popen, log: Path) -> str | None:
+    code = proc.poll()
+    if code is None:
+        return None
+    return f"bookie {bookie_id} exited with status {code} before registering; last lines of {log}:\n{_log_tail(log)}"
+
+
+def wait_registered_anew(store, bookie_id: str, stale: int | None, timeout: float, *,
+                         exited: Callable[[], str | None] = lambda: None, log: Path | None = None,
+                         poll: float = 0.1) -> int:
+    """Wait until *bookie_id* is registered (writable or read-only) by a session other
+    than *stale* -- the one that held its registration before the process was started,
+    if any -- and return that session's id.
+
+    ZooKeeper keeps a SIGKILLed bookie's ephemeral registration until its session
+    expires (up to its zkTimeout), and a restarted bookie waits for it to go before
+    registering; a registration is the new process's only once its owner is another
+    session (ZooKeeper never reuses a session id).  The owner is compared rather than
+    asked of the bookie, so this works with its HTTP admin off and for Java bookies too.
+    ``exited()`` returns why the process is gone (None while it runs): a
+    :class:`SandboxError` at once.  Not registered anew within *timeout*:
+    :class:`SandboxError` saying which session still holds it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        why = exited()
+        if why is not None:
+            raise SandboxError(why)
+        session = store.registration.session_of(bookie_id)
+        if session is not None and session != stale:
+            return session
+        if time.monotonic() > deadline:
+            held = (f"still registered by the session of the process it replaces (0x{stale:x}), which has not "
+                    "expired" if session is not None else "not registered")
+            tail = f"; last lines of {log}:\n{_log_tail(log)}" if log is not None else ""
+            raise SandboxError(f"bookie {bookie_id} is {held} after {timeout:g}s{tail}")
+        time.sleep(poll)
 
 
 # --------------------------------------------------------------------------
@@ -416,7 +450,11 @@ def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_
     remembered for every bookie started (a None value forgets a key).
 
     Every bookie that can start is started: one that does not is reported
-    in ``failed`` (``index``, ``bookie_id``, ``error``) and the others go on.
+    in ``failed`` (``index``, ``bookie_id``, ``error``), left out of
+    ``bookies``, and the others go on.  A bookie counts as started once it is
+    registered by its own ZooKeeper session (:func:`wait_registered_anew`): a
+    bookie restarted after a kill -9 waits for the killed process's session to
+    expire first.
 
     Returns ``{"uri", "zookeeper": {"port", "pid"}, "bookies": [{"bookie_id", "port",
     "http_port", "pid", "dirs"}], "failed", "dir"}``.  The state file is updated
@@ -484,9 +522,9 @@ def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_
 
         for record in to_start:
             fresh = start(record["index"], record["port"], record.get("http_port"))
-            if fresh is not None:
-                record.update(fresh)
-                save_state(d, state)
+            # one that did not start has no process: not the pid of the one that ran before
+            record.update(fresh if fresh is not None else {"pid": None})
+            save_state(d, state)
         next_index = max((b.get("index", 0) for b in recorded), default=-1) + 1
         for i in range(max(0, missing)):
             fresh = start(next_index + i, None, None)
@@ -597,5 +635,6 @@ __all__ = [
     "save_state",
     "start_bookie",
     "state_path",
+    "wait_registered_anew",
     "zookeeper_alive",
 ]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 
@@ -17,6 +16,7 @@ from bkctl.sandbox import cluster
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata
 from bkctl.wire.metadata.racks import RACK_MAP_PATH
 from tests.support.cli import BKCTL, REPO, bkctl_bytes as bkctl, json_lines, ok, one_line_error
+from tests.support.ports import held
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -113,14 +113,8 @@ def test_sandbox_bookies_have_http_admin_and_up_starts_every_bookie_it_can(sandb
     # bookie 0's port taken by someone else: it cannot start, the others still do
     assert sandbox("down", "--dir", str(sandbox_dir)).returncode == 0
     first, second = doc["bookies"]
-    squatter = socket.socket()
-    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    squatter.bind(("127.0.0.1", first["port"]))
-    squatter.listen()
-    try:
+    with held(first["port"]):
         r = sandbox("up", "--bookies", "3", "--dir", str(sandbox_dir), "--json")
-    finally:
-        squatter.close()
     assert r.returncode == 1, r.stderr
     again = json.loads(r.stdout)
     assert [f["bookie_id"] for f in again["failed"]] == [first["bookie_id"]]

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata.cookie import Cookie
 from bkctl.wire.metadata.errors import (
     CookieExists,
@@ -20,7 +21,7 @@ from bkctl.wire.metadata.errors import (
 )
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
-from bkctl.wire.metadata.store import MetadataStore, UnderreplicatedMark
+from bkctl.wire.metadata.store import MetadataStore, StoredManagedLedger, StoredValue, UnderreplicatedMark
 from bkctl.wire.metadata.zk import ZKMetadataStore
 from tests.support.fake_store import FakeMetadataStore
 
@@ -32,12 +33,17 @@ def md(**kw) -> LedgerMetadata:
 
 
 class Sessions:
-    """Stores of one kind on one cluster: ``open()`` a started one, ``unstarted()`` one never started."""
+    """Stores of one kind on one cluster: ``open()`` a started one, ``unstarted()`` one never started;
+    ``pulsar_writes(store)`` writes Pulsar's metadata as a broker does (on ZooKeeper, with a raw
+    kazoo client of its own)."""
 
-    def __init__(self, kind: str, uri: str | None):
-        self.kind, self.uri = kind, uri
+    def __init__(self, kind: str, uri: str | None, zk=None):
+        self.kind, self.uri, self.zk = kind, uri, zk
         self.opened: list = []
         self._fake: FakeMetadataStore | None = None
+
+    def pulsar_writes(self, store) -> "PulsarBroker":
+        return PulsarBroker(store, self.zk if self.kind == "zk" else None)
 
     def unstarted(self) -> MetadataStore:
         if self.kind == "zk":
@@ -59,10 +65,37 @@ class Sessions:
             store.close()
 
 
+class PulsarBroker:
+    """Writes managed ledgers, cursors and partitioned-topic metadata where Pulsar does."""
+
+    def __init__(self, store, zk):
+        self.store, self.zk = store, zk
+        self.base = P.managed_ledgers_base(store.root)
+
+    def managed_ledger(self, name: str, value: bytes, cursors: dict[str, bytes] | None = None) -> None:
+        if self.zk is None:
+            self.store.pulsar.put_managed_ledger(name, value, cursors)
+            return
+        path = P.managed_ledger_path(self.base, name)
+        if self.zk.exists(path):
+            self.zk.set(path, value)
+        else:
+            self.zk.create(path, value, makepath=True)
+        for cursor, data in (cursors or {}).items():
+            self.zk.create(f"{path}/{cursor}", data)
+
+    def partitioned_topic(self, name: str, value: bytes) -> None:
+        if self.zk is None:
+            self.store.pulsar.put_partitioned_topic(name, value)
+        else:
+            self.zk.create(P.partitioned_topic_path(self.base, name), value, makepath=True)
+
+
 @pytest.fixture(params=["zk", "fake"])
 def sessions(request):
     uri = request.getfixturevalue("metadata_uri") if request.param == "zk" else None
-    sessions = Sessions(request.param, uri)
+    zk = request.getfixturevalue("zk_client") if request.param == "zk" else None
+    sessions = Sessions(request.param, uri, zk)
     try:
         yield sessions
     finally:
@@ -167,8 +200,13 @@ def test_registration_lists_and_session_end(sessions, store):
     store.cookies.put(C, Cookie(C, ("/j",), ("/l",), "instance"))
     assert store.registration.all_bookies() == [C]
 
+    held_by = store.registration.session_of(A)
+    assert held_by is not None and store.registration.session_of(C) is None
     store.close()  # the registrations were the session's
-    assert sessions.open().registration.readonly_bookies() == []
+    again = sessions.open()
+    assert again.registration.readonly_bookies() == [] and again.registration.session_of(A) is None
+    again.registration.register(A)  # a new session's registration: another session id
+    assert again.registration.session_of(A) not in (None, held_by)
 
 
 def test_cookies_with_versions(store):
@@ -252,3 +290,39 @@ def test_auditor_election(sessions, store):
     assert store.auditor.current() == A
     store.close()  # the votes were the session's
     assert sessions.open().auditor.current() is None
+
+
+def test_pulsar_managed_ledgers_listed_and_read_as_stored(sessions, store):
+    broker = sessions.pulsar_writes(store)
+    base, pulsar = broker.base, store.pulsar
+    assert pulsar.managed_ledger_names(base) == [] and pulsar.managed_ledger(base, "t/ns/persistent/x") is None
+    names = ["public/default/persistent/orders", "public/default/persistent/a%2Fb+c",
+             "public/other/persistent/orders", "acme/ns/persistent/x", "old/east/ns/persistent/legacy"]
+    for n, name in enumerate(names):
+        broker.managed_ledger(name, b"info-%d" % n)
+    broker.managed_ledger(names[0], b"info-0 again", {"sub%2F1": b"cursor-1", "sub2": b"cursor-2"})
+    assert pulsar.managed_ledger_names(base) == sorted(names)
+    assert pulsar.managed_ledger_names(base, "public") == sorted(names[:3])
+    assert pulsar.managed_ledger_names(base, "public", "default") == sorted(names[:2])
+    assert pulsar.managed_ledger_names(base, None, "ns") == ["acme/ns/persistent/x"]
+    assert pulsar.managed_ledger_names(base, "old", "east/ns") == [names[4]]  # a v1 name's namespace
+    assert pulsar.managed_ledger_names(base, "nobody") == []
+    assert pulsar.managed_ledger_names(P.managed_ledgers_base("/elsewhere/ledgers")) == []
+
+    path = P.managed_ledger_path(base, names[0])
+    assert pulsar.managed_ledger(base, names[0]) == StoredManagedLedger(
+        path, b"info-0 again", 1, {"sub%2F1": b"cursor-1", "sub2": b"cursor-2"})
+    assert list(pulsar.managed_ledger(base, names[0]).cursors) == ["sub%2F1", "sub2"]
+    assert pulsar.managed_ledger(base, names[0], cursors=False) == StoredManagedLedger(path, b"info-0 again", 1, {})
+    assert pulsar.managed_ledger(base + "/", names[4]).value == b"info-4"
+    assert pulsar.managed_ledger(base, "public/default/persistent/nothing") is None
+
+
+def test_pulsar_partitioned_topic_metadata_beside_the_managed_ledgers(sessions, store):
+    broker = sessions.pulsar_writes(store)
+    name = "public/default/persistent/parts"
+    assert store.pulsar.partitioned_topic(broker.base, name) is None
+    broker.partitioned_topic(name, b'{"partitions": 3}')
+    assert store.pulsar.partitioned_topic(broker.base, name) == StoredValue(
+        P.partitioned_topic_path(broker.base, name), b'{"partitions": 3}', 0)
+    assert store.pulsar.managed_ledger_names(broker.base) == []  # no managed ledger: no data yet

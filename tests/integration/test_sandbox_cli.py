@@ -206,3 +206,35 @@ def test_up_with_a_bookie(sandbox_dir):
     assert again["bookies"][0]["bookie_id"] == bookie["bookie_id"]
     with ZKMetadataStore(again["uri"]) as store:
         assert store.registration.writable_bookies() == [bookie["bookie_id"]]
+
+
+def test_up_after_kill_9_returns_with_each_bookie_registered_by_its_new_session(sandbox_dir):
+    """A SIGKILLed bookie's registration stays until ZooKeeper expires its session; `up`
+    returns only once the restarted bookie registered by a session of its own.  A bookie
+    that cannot start is reported and not listed with the pid of the process before it."""
+    import os
+    import signal
+
+    from tests.support.ports import held
+    from tests.support.waiting import wait_for
+
+    doc = json.loads(invoke("up", "--bookies", "2", "--dir", str(sandbox_dir), "--json").stdout)
+    first, second = doc["bookies"]
+    with ZKMetadataStore(doc["uri"]) as store:
+        killed_sessions = {b["bookie_id"]: store.registration.session_of(b["bookie_id"]) for b in doc["bookies"]}
+    for b in doc["bookies"]:
+        os.kill(b["pid"], signal.SIGKILL)
+    wait_for(lambda: not pid_alive(first["pid"]) and not pid_alive(second["pid"]), what="the bookies to die")
+    with held(first["port"]):  # bookie 0 cannot start again
+        result = invoke("up", "--bookies", "2", "--dir", str(sandbox_dir), "--json")
+    assert result.exit_code == 1, result.output
+    again = json.loads(result.stdout)
+    assert [f["bookie_id"] for f in again["failed"]] == [first["bookie_id"]]
+    [restarted] = again["bookies"]  # the failed one is not listed with its predecessor's pid
+    assert restarted["bookie_id"] == second["bookie_id"] and restarted["pid"] != second["pid"]
+    with ZKMetadataStore(doc["uri"]) as store:  # read right after `up`: the new process's registration
+        assert store.registration.session_of(second["bookie_id"]) not in (None, killed_sessions[second["bookie_id"]])
+    st = json.loads(invoke("status", "--dir", str(sandbox_dir), "--json").stdout)
+    rows = {row["bookie_id"]: row for row in st["bookies"]}
+    assert rows[first["bookie_id"]]["pid"] is None and not rows[first["bookie_id"]]["alive"]
+    assert rows[second["bookie_id"]]["pid"] == restarted["pid"]

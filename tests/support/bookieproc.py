@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import FrameDecoder, frame
+from tests.support.folders import integration_only
 from tests.support.interrupts import die_with_parent
 from tests.support.ports import free_port
 
@@ -64,6 +65,7 @@ class BookieProcess:
 
     def launch(self, *extra_args: str) -> subprocess.Popen:
         """Start the process without waiting for anything."""
+        integration_only("a bookied")
         self.base.mkdir(parents=True, exist_ok=True)
         conf = self.base / "bk_server.conf"
         conf.write_text(self.conf_text())
@@ -119,34 +121,50 @@ class BookieProcess:
             return "(no log)"
 
 
+def registration_sessions(uri: str, bookie_ids: list[str]) -> dict[str, int | None]:
+    """The ZooKeeper session holding each bookie's registration now (None: not registered):
+    what :func:`wait_registered` must see replaced after a restart."""
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    with ZKMetadataStore(uri, timeout=20) as store:
+        return {b: store.registration.session_of(b) for b in bookie_ids}
+
+
 def wait_registered(uri: str, bookie_ids: list[str], timeout: float = 60.0,
-                    procs: list[BookieProcess] = ()) -> None:
-    """Until every one of ``bookie_ids`` is registered writable at ``uri``; RuntimeError
+                    procs: list[BookieProcess] = (), replacing: dict[str, int | None] | None = None) -> None:
+    """Until every one of ``bookie_ids`` is registered writable at ``uri`` -- by a session
+    other than ``replacing[id]`` (from :func:`registration_sessions` before a restart: a
+    SIGKILLed bookie's registration stays until its session expires); RuntimeError
     with its log at once if one of ``procs`` exits meanwhile."""
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
+    replacing = {b: s for b, s in (replacing or {}).items() if s is not None}
     deadline = time.monotonic() + timeout
     with ZKMetadataStore(uri, timeout=20) as store:
         while True:
-            missing = set(bookie_ids) - set(store.registration.writable_bookies())
+            writable = set(store.registration.writable_bookies())
+            missing = {b for b in bookie_ids if b not in writable
+                       or (b in replacing and store.registration.session_of(b) == replacing[b])}
             if not missing:
                 return
             for p in procs:
                 if p.proc is not None and p.proc.poll() is not None:
                     raise RuntimeError(f"bookied {p.bookie_id} exited with {p.proc.returncode}:\n{p.log_tail()}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"bookies {sorted(missing)} did not register within {timeout}s")
+                raise RuntimeError(f"bookies {sorted(missing)} did not register (anew) within {timeout}s")
             time.sleep(0.05)
 
 
 def start_bookies(procs: list[BookieProcess], uri: str, timeout: float = 60.0) -> list[BookieProcess]:
-    """Launch all at once, wait until each listens and is registered writable."""
+    """Launch all at once, wait until each listens and is registered writable -- by its own
+    session: one restarted after a kill -9 waits for its predecessor's session to expire."""
+    replacing = registration_sessions(uri, [p.bookie_id for p in procs])
     for p in procs:
         p.launch()
     deadline = time.monotonic() + timeout
     for p in procs:
         p.wait_listening(deadline)
-    wait_registered(uri, [p.bookie_id for p in procs], timeout, procs)
+    wait_registered(uri, [p.bookie_id for p in procs], timeout, procs, replacing)
     return procs
 
 

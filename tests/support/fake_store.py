@@ -22,6 +22,7 @@ What the tests add on top, none of which the code under test can see:
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Any, Callable, Iterable, Iterator
 
 from bkctl.wire.errors import CodecError
@@ -41,12 +42,21 @@ from bkctl.wire.metadata.errors import (
 )
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
-from bkctl.wire.metadata.store import UnderreplicatedMark, stored_ctime, with_znode_ctime
+from bkctl.wire.metadata.store import (
+    StoredManagedLedger,
+    StoredValue,
+    UnderreplicatedMark,
+    stored_ctime,
+    with_znode_ctime,
+)
 
 __all__ = ["FakeMetadataStore"]
 
 #: what the fake's "znodes" say their ctime is, when a test does not set a clock (ms)
 DEFAULT_NOW_MS = 1_795_219_200_000
+
+#: session ids, as ZooKeeper's: a new one at every start, never reused
+_SESSION_IDS = itertools.count(0x1000)
 
 
 def _call(method):
@@ -163,6 +173,11 @@ class FakeRegistrationManager(_Manager):
         check_bookie_id(bookie_id)
         data = service_info if isinstance(service_info, bytes) else service_info.serialize()
         self._nodes[bookie_id] = (readonly, data)
+
+    @_call
+    def session_of(self, bookie_id: str) -> int | None:
+        check_bookie_id(bookie_id)
+        return self._store.session_id if bookie_id in self._nodes else None
 
     @_call
     def unregister(self, bookie_id: str, readonly: bool | None = None) -> None:
@@ -376,6 +391,72 @@ class FakeAuditorElection(_Manager):
         return self._votes[min(self._votes)] if self._votes else None
 
 
+class FakePulsarMetadata(_Manager):
+    """Pulsar's metadata as a broker left it; tests put it in place with
+    :meth:`put_managed_ledger` and :meth:`put_partitioned_topic` (not in the protocol:
+    the code under test only reads)."""
+
+    _name = "pulsar"
+
+    def __init__(self, store):
+        super().__init__(store)
+        # (base, managed-ledger name) -> [value, version, {cursor znode name: value}]
+        self._managed: dict[tuple[str, str], list] = {}
+        self._partitioned: dict[tuple[str, str], tuple[bytes, int]] = {}
+
+    def _base(self, base: str | None) -> str:
+        return (base or P.managed_ledgers_base(self._store.root)).rstrip("/") or "/"
+
+    # -- what tests do -----------------------------------------------------------
+    def put_managed_ledger(self, name: str, value: bytes, cursors: dict[str, bytes] | None = None, *,
+                           base: str | None = None) -> None:
+        """Write (or rewrite: its version moves on) managed ledger ``name``
+        (``tenant/namespace/persistent/<encoded topic>``) and add ``cursors`` (znode name -> value)."""
+        parts = name.split("/")
+        assert len(parts) in (4, 5) and parts[-2] == "persistent" and all(parts), name
+        node = self._managed.get((self._base(base), name))
+        if node is None:
+            self._managed[(self._base(base), name)] = [value, 0, dict(cursors or {})]
+        else:
+            node[0], node[1] = value, node[1] + 1
+            node[2].update(cursors or {})
+
+    def put_partitioned_topic(self, name: str, value: bytes, *, base: str | None = None) -> None:
+        key = (self._base(base), name)
+        old = self._partitioned.get(key)
+        self._partitioned[key] = (value, 0 if old is None else old[1] + 1)
+
+    # -- the protocol ------------------------------------------------------------
+    @_call
+    def managed_ledger_names(self, base: str, tenant: str | None = None,
+                             namespace: str | None = None) -> list[str]:
+        base = self._base(base)
+        out = []
+        for at, name in self._managed:
+            parts = name.split("/")
+            if at == base and tenant in (None, parts[0]) and namespace in (None, "/".join(parts[1:-2])):
+                out.append(name)
+        return sorted(out)
+
+    @_call
+    def managed_ledger(self, base: str, name: str, cursors: bool = True) -> StoredManagedLedger | None:
+        base = self._base(base)
+        node = self._managed.get((base, name))
+        if node is None:
+            return None
+        value, version, cursor_values = node
+        return StoredManagedLedger(P.managed_ledger_path(base, name), value, version,
+                                   dict(sorted(cursor_values.items())) if cursors else {})
+
+    @_call
+    def partitioned_topic(self, base: str, name: str) -> StoredValue | None:
+        base = self._base(base)
+        node = self._partitioned.get((base, name))
+        if node is None:
+            return None
+        return StoredValue(P.partitioned_topic_path(base, name), *node)
+
+
 class FakeMetadataStore:
     """An in-memory :class:`~bkctl.wire.metadata.store.MetadataStore` (one session).
 
@@ -388,6 +469,7 @@ class FakeMetadataStore:
         self.now_ms = now_ms
         self.calls: list[tuple[str, tuple]] = []
         self._started = False
+        self.session_id: int | None = None
         self._lost = False
         self._failure: BaseException | None = None
         self._hooks: dict[str, list[Callable[..., Any]]] = {}
@@ -398,9 +480,12 @@ class FakeMetadataStore:
         self.cookies = FakeCookieManager(self)
         self.underreplication = FakeUnderreplicationManager(self, store_ctime)
         self.auditor = FakeAuditorElection(self)
+        self.pulsar = FakePulsarMetadata(self)
 
     # -- the session ---------------------------------------------------------------
     def start(self) -> "FakeMetadataStore":
+        if not self._started:
+            self.session_id = next(_SESSION_IDS)
         self._started = True
         return self
 

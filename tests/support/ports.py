@@ -15,6 +15,7 @@ port, took the first for it.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import socket
@@ -57,3 +58,16 @@ def free_port() -> int:
             if _free(port):
                 return port
     raise RuntimeError(f"no free port in {start}-{start + _BLOCK - 1}")
+
+
+@contextlib.contextmanager
+def held(port: int):
+    """Someone else listening on 127.0.0.1:``port`` meanwhile (a process that wants it cannot start)."""
+    squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        yield
+    finally:
+        squatter.close()

@@ -17,6 +17,7 @@ MANAGERS = {
     "cookies": S.CookieManager,
     "underreplication": S.UnderreplicationManager,
     "auditor": S.AuditorElection,
+    "pulsar": S.PulsarMetadata,
 }
 
 

@@ -1,4 +1,5 @@
-"""ZooKeeper znode paths of a BookKeeper cluster (metadata.md sections 1, 5 and 8).
+"""ZooKeeper znode paths of a BookKeeper cluster (metadata.md sections 1, 5 and 8),
+and of what bkctl keeps or reads beside it (its append locks, Pulsar's metadata).
 
 Pure string functions, no I/O.  ``root`` is the ledgers root (default
 ``/ledgers``).  Ledger managers:
@@ -10,18 +11,20 @@ Pure string functions, no I/O.  ``root`` is the ledgers root (default
 """
 from __future__ import annotations
 
+import posixpath
 import re
 
 __all__ = [
     "AVAILABLE", "COOKIES", "DEFAULT_ROOT", "DISABLE_HEALTH_CHECK", "FLAT", "HIERARCHICAL",
     "HIERARCHICAL_LONG_THRESHOLD", "IDGEN", "IDGEN_LONG", "ID_PREFIX", "HOB_PREFIX", "INSTANCEID", "LAYOUT",
-    "LEGACY_HIERARCHICAL", "LONG_HIERARCHICAL", "MANAGERS", "MAX_LEDGER_ID", "READONLY", "SPECIAL_ZNODES",
+    "LEGACY_HIERARCHICAL", "LONG_HIERARCHICAL", "MANAGED_LEDGERS", "MANAGERS", "MAX_LEDGER_ID", "READONLY", "SPECIAL_ZNODES",
     "UNDERREPLICATION", "UR_AUDITOR_ELECTION", "UR_CHECK_ALL_LEDGERS_CTIME", "UR_DISABLE", "UR_LAYOUT",
     "UR_LEDGERS", "UR_LOCKS", "UR_LOST_BOOKIE_RECOVERY_DELAY", "UR_PLACEMENT_POLICY_CHECK_CTIME",
     "UR_REPLICAS_CHECK_CTIME", "UR_VOTE_PREFIX", "URL_PREFIX",
-    "available_path", "cookie_path", "hob_name", "idgen_sequence", "is_ledger_node_name",
+    "append_lock_path", "available_path", "cookie_path", "hob_name", "idgen_sequence", "is_ledger_node_name",
     "is_ledger_parent_name", "is_special_znode", "ledger_id_from_path", "ledger_id_from_underreplication_path",
-    "ledger_parent_paths", "ledger_path", "parse_hob_name", "parse_urL_name", "readonly_path",
+    "ledger_parent_paths", "ledger_path", "managed_ledger_path", "managed_ledgers_base", "parse_hob_name",
+    "partitioned_topic_path", "parse_urL_name", "readonly_path",
     "underreplication_base", "underreplication_lock_path", "underreplication_node",
     "underreplication_parent_paths", "underreplication_path", "urL_name",
 ]
@@ -65,6 +68,9 @@ UR_REPLICAS_CHECK_CTIME = "replicascheckctime"
 #: ``auditor`` and ``workers/<daemon id>``); Java has no such node and never reads it
 UR_DAEMON_STATUS = "bkctl-daemons"
 URL_PREFIX = "urL"
+
+#: Pulsar's managed ledgers, beside the ledgers root (``/ledgers`` -> ``/managed-ledgers``)
+MANAGED_LEDGERS = "managed-ledgers"
 
 #: Ids below this use the legacy (2+4+4 digit) form under the hierarchical manager.
 HIERARCHICAL_LONG_THRESHOLD = 2**31 - 1
@@ -300,3 +306,24 @@ def underreplication_lock_path(ledger_id: int, root: str = DEFAULT_ROOT) -> str:
 def underreplication_node(name: str, root: str = DEFAULT_ROOT) -> str:
     """A fixed child of the under-replication base, e.g. ``underreplication_node(UR_DISABLE)``."""
     return f"{underreplication_base(root)}/{name}"
+
+
+# ---------------------------------------------------------------------------
+# Beside the cluster: Pulsar's metadata (read, never written)
+# ---------------------------------------------------------------------------
+def managed_ledgers_base(root: str = DEFAULT_ROOT) -> str:
+    """Pulsar's managed-ledger root beside the ledgers root (``/x/ledgers`` -> ``/x/managed-ledgers``)."""
+    return posixpath.join(posixpath.dirname(root.rstrip("/")) or "/", MANAGED_LEDGERS)
+
+
+def managed_ledger_path(base: str, name: str) -> str:
+    """The znode of managed ledger ``name`` (``tenant/namespace/persistent/<encoded topic>``,
+    v1: ``tenant/cluster/namespace/persistent/...``) below ``base``; its cursors are its children."""
+    return posixpath.join(base, name)
+
+
+def partitioned_topic_path(base: str, name: str) -> str:
+    """Pulsar's partitioned-topic metadata of the topic whose managed-ledger name
+    would be ``name``: ``admin/partitioned-topics/<name>`` beside ``base`` (in
+    Pulsar's configuration store, found here when that is the same ZooKeeper)."""
+    return posixpath.join(posixpath.dirname(base.rstrip("/")) or "/", "admin", "partitioned-topics", name)

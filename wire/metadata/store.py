@@ -30,12 +30,34 @@ __all__ = [
     "LedgerIdGenerator",
     "LedgerManager",
     "MetadataStore",
+    "PulsarMetadata",
     "RegistrationManager",
+    "StoredManagedLedger",
+    "StoredValue",
     "UnderreplicatedMark",
     "UnderreplicationManager",
     "stored_ctime",
     "with_znode_ctime",
 ]
+
+
+class StoredValue(NamedTuple):
+    """A value as the store holds it: where (the znode, for messages), its bytes, its version."""
+
+    path: str
+    value: bytes
+    version: int
+
+
+class StoredManagedLedger(NamedTuple):
+    """A Pulsar managed ledger as stored: its ``ManagedLedgerInfo`` value and
+    version, and its cursors' ``ManagedCursorInfo`` values by znode name (the
+    URL-encoded cursor name); decoding them is :mod:`bkctl.wire.pulsar`'s."""
+
+    path: str
+    value: bytes
+    version: int
+    cursors: dict[str, bytes]
 
 
 class UnderreplicatedMark(NamedTuple):
@@ -124,6 +146,12 @@ class RegistrationManager(Protocol):
     def service_info(self, bookie_id: str) -> "BookieServiceInfo | None":
         """What the bookie published when it registered; None if it is not registered."""
 
+    def session_of(self, bookie_id: str) -> int | None:
+        """The id of the session that holds the bookie's registration (writable, else
+        read-only); None when it is not registered.  A process that restarts a killed
+        bookie tells the new registration from the one the killed process left until
+        its session expires by this id."""
+
 
 @runtime_checkable
 class CookieManager(Protocol):
@@ -202,6 +230,29 @@ class AuditorElection(Protocol):
 
 
 @runtime_checkable
+class PulsarMetadata(Protocol):
+    """Pulsar's metadata beside the cluster's, read-only: the managed ledgers
+    and cursors Pulsar's managed-ledger store keeps below ``base``
+    (``/managed-ledgers`` beside ``/ledgers``: :func:`~.paths.managed_ledgers_base`)
+    and its partitioned-topic metadata.  Values come back as stored; their
+    formats are :mod:`bkctl.wire.pulsar.managed_ledger`'s."""
+
+    def managed_ledger_names(self, base: str, tenant: str | None = None,
+                             namespace: str | None = None) -> list[str]:
+        """Every managed ledger below ``base``, sorted: ``tenant/namespace/persistent/<encoded
+        topic>``, and v1 ``tenant/cluster/namespace/persistent/...`` (whose namespace is
+        ``cluster/namespace``); only those of ``tenant`` and ``namespace`` when given."""
+
+    def managed_ledger(self, base: str, name: str, cursors: bool = True) -> StoredManagedLedger | None:
+        """The managed ledger ``name`` (with its cursors unless *cursors* is False);
+        None when there is none.  The cursors are read pipelined."""
+
+    def partitioned_topic(self, base: str, name: str) -> StoredValue | None:
+        """The partitioned-topic metadata (JSON) of the topic whose managed ledger would be
+        ``name``, kept beside ``base`` (:func:`~.paths.partitioned_topic_path`); None when there is none."""
+
+
+@runtime_checkable
 class MetadataStore(Protocol):
     """A BookKeeper cluster's metadata: a session and its managers."""
 
@@ -212,6 +263,7 @@ class MetadataStore(Protocol):
     cookies: CookieManager
     underreplication: UnderreplicationManager
     auditor: AuditorElection
+    pulsar: PulsarMetadata
 
     @property
     def connected(self) -> bool:

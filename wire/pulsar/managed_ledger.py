@@ -7,7 +7,7 @@
 * Znode values (``ManagedLedgerInfo``, ``ManagedCursorInfo``) are accepted
   as a broker may have written them: binary protobuf (the default), the same
   behind a ``[0x4778][u32 size][...InfoMetadata]`` compression header, or
-  protobuf text (brokers before 2.x).
+  protobuf text (brokers before 2.x); partitioned-topic metadata is JSON.
 * Positions ``(ledger, entry)``; a cursor has acknowledged everything up to
   its mark-delete position and each ``(lower, upper]`` individually deleted
   range.
@@ -23,11 +23,10 @@ from typing import Any
 from ..proto import pulsar_ml_pb2 as ml
 from .errors import PulsarFormatError
 
-__all__ = ["BASE_NODE", "CursorState", "MAGIC_MANAGED_INFO_METADATA", "TopicName", "decode_local_name",
-           "encode_local_name", "parse_cursor_info", "parse_managed_ledger_info", "parse_position_info"]
+__all__ = ["CursorState", "MAGIC_MANAGED_INFO_METADATA", "TopicName", "decode_local_name",
+           "encode_local_name", "parse_cursor_info", "parse_managed_ledger_info", "parse_partitioned_topic_metadata",
+           "parse_position_info"]
 
-#: Where Pulsar keeps managed ledgers, beside BookKeeper's root.
-BASE_NODE = "managed-ledgers"
 #: Custom metadata Pulsar puts on a managed ledger's data and cursor ledgers.
 APPLICATION_KEY, APPLICATION = "application", "pulsar"
 COMPONENT_KEY, COMPONENT = "component", "managed-ledger"
@@ -179,6 +178,19 @@ def parse_managed_ledger_info(data: bytes):
 def parse_cursor_info(data: bytes):
     """A ``ManagedCursorInfo`` znode value."""
     return _parse(data, ml.ManagedCursorInfo, ml.ManagedCursorInfoMetadata, "ManagedCursorInfo")
+
+
+def parse_partitioned_topic_metadata(data: bytes) -> int:
+    """The partition count of a partitioned-topic metadata value (``{"partitions": 3, ...}``)."""
+    import json
+
+    try:
+        count = json.loads(data)["partitions"]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise PulsarFormatError(f"not partitioned-topic metadata ({type(exc).__name__}: {exc})") from None
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise PulsarFormatError(f"partitions is {count!r}, not a count")
+    return count
 
 
 def parse_position_info(data: bytes):

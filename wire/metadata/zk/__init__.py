@@ -18,6 +18,8 @@ attribute                   module                                 Java
 ``store.racks``             :mod:`.racks`                          Pulsar's BookieRackAffinityMapping
 ``store.underreplication``  :mod:`.underreplication`               ZkLedgerUnderreplicationManager
 ``store.auditor``           :mod:`.auditor`                        ZkLedgerAuditorManager
+``store.pulsar``            :mod:`.pulsar` (read-only)             Pulsar's MetaStoreImpl, partitioned-
+                                                                   topic resources
 ==========================  =====================================  ====================================
 
 Every manager method is synchronous (kazoo runs its own I/O thread) and
@@ -35,6 +37,7 @@ from bkctl.wire.metadata.zk.cluster import ZKClusterManager
 from bkctl.wire.metadata.zk.cookies import ZKCookieManager
 from bkctl.wire.metadata.zk.ledger_ids import ZKLedgerIdGenerator
 from bkctl.wire.metadata.zk.ledgers import ZKLedgerManager
+from bkctl.wire.metadata.zk.pulsar import ZKPulsarMetadata
 from bkctl.wire.metadata.zk.racks import ZKRackMap
 from bkctl.wire.metadata.zk.registration import ZKRegistrationManager
 from bkctl.wire.metadata.zk.session import ZKSession
@@ -69,6 +72,7 @@ class ZKMetadataStore(ZKSession):
         self.cookies = ZKCookieManager(self)
         self.racks = ZKRackMap(self)
         self.auditor = ZKAuditorElection(self, self.underreplication)
+        self.pulsar = ZKPulsarMetadata(self)
 
     def close(self) -> None:
         """Close the session: every ephemeral node of this store disappears."""

@@ -165,3 +165,13 @@ class ZKRegistrationManager(Manager):
             except CodecError as exc:
                 raise MetadataStoreError(f"corrupt registration of bookie {bookie_id}: {exc}") from None
         return None
+
+    @zk_call
+    def session_of(self, bookie_id: str) -> int | None:
+        """The ZooKeeper session owning the bookie's ephemeral registration node."""
+        check_bookie_id(bookie_id)
+        for readonly in (False, True):
+            stat = self._session.exists(self._path(bookie_id, readonly))
+            if stat is not None:
+                return stat.ephemeralOwner
+        return None

@@ -1,0 +1,145 @@
+"""`bkctl ledger delete` against a cluster that Pulsar uses: the guard that keeps a topic's,
+a cursor's, a schema's and a too-young ledger, bulk deletes (ids, ranges, stdin, `pulsar orphans
+--json` lines) with one confirmation and a summary, the dry run, and `pulsar ledger-owner`'s
+age caution.  Metadata only (no bookie is needed to delete metadata), on a real ZooKeeper."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from bkctl.wire.metadata.ledger import LedgerMetadata
+from bkctl.wire.proto import pulsar_ml_pb2 as ml
+from bkctl.wire.pulsar.managed_ledger import (
+    APPLICATION,
+    APPLICATION_KEY,
+    COMPONENT,
+    COMPONENT_KEY,
+    COMPONENT_SCHEMA,
+    CURSOR_KEY,
+    MANAGED_LEDGER_KEY,
+)
+
+from tests.support.cli import bkctl
+from tests.support.ledgers import ENSEMBLE
+
+NAME = "acme/prod/persistent/events"
+TOPIC = "persistent://acme/prod/events"
+DAY_MS = 24 * 3600 * 1000
+
+
+def _pulsar_ledger(zkstore, ledger_id: int, *, age_ms: int = DAY_MS, cursor: str | None = None,
+                   component: str = COMPONENT) -> None:
+    custom = {APPLICATION_KEY: APPLICATION.encode(), COMPONENT_KEY: component.encode(),
+              MANAGED_LEDGER_KEY: NAME.encode()}
+    if cursor:
+        custom[CURSOR_KEY] = cursor.encode()
+    md = LedgerMetadata.new(ENSEMBLE, ctime=int(time.time() * 1000) - age_ms, custom_metadata=custom)
+    zkstore.ledgers.create(md, ledger_id=ledger_id)
+
+
+@pytest.fixture
+def cluster(metadata_uri, zkstore, zk_client, zk_namespace):
+    """Ledgers 10, 11 (a topic's data), 12 (its cursor's ledger), 20-22 (old orphans), 30 (an orphan
+    a minute old), 40 (a schema ledger), 50 and 51 (not Pulsar's)."""
+    for lid in (10, 11, 20, 21, 22):
+        _pulsar_ledger(zkstore, lid)
+    _pulsar_ledger(zkstore, 12, cursor="audit")
+    _pulsar_ledger(zkstore, 30, age_ms=60_000)
+    _pulsar_ledger(zkstore, 40, component=COMPONENT_SCHEMA)
+    for lid in (50, 51):
+        zkstore.ledgers.create(LedgerMetadata.new(ENSEMBLE), ledger_id=lid)
+    info = ml.ManagedLedgerInfo()
+    for lid in (10, 11):
+        info.ledgerInfo.add(ledgerId=lid, entries=5, size=500, timestamp=1)
+    path = f"{zk_namespace}/managed-ledgers/{NAME}"
+    zk_client.create(path, info.SerializeToString(), makepath=True)
+    cursor = ml.ManagedCursorInfo(cursorsLedgerId=12, markDeleteLedgerId=10, markDeleteEntryId=1)
+    zk_client.create(f"{path}/audit", cursor.SerializeToString())
+    return metadata_uri
+
+
+def _exists(zkstore, *ids) -> dict[int, bool]:
+    return {lid: zkstore.ledgers.exists(lid) for lid in ids}
+
+
+def test_a_ledger_a_topic_lists_is_never_deleted_without_the_override(cluster, zkstore):
+    refused = bkctl(cluster, "ledger", "delete", "10", "--force")
+    assert refused.returncode == 4, refused.stderr
+    assert f"ledger 10 refused: a data ledger of topic {TOPIC}" in refused.stderr
+    assert zkstore.ledgers.exists(10)
+    cursor = bkctl(cluster, "ledger", "delete", "12", "--force")
+    assert cursor.returncode == 4 and f"the ledger of cursor audit of topic {TOPIC}" in cursor.stderr
+    schema = bkctl(cluster, "ledger", "delete", "40", "--force")
+    assert schema.returncode == 4 and "a Pulsar schema ledger" in schema.stderr
+    young = bkctl(cluster, "ledger", "delete", "30", "--force")
+    assert young.returncode == 4 and "an orphan, but created" in young.stderr and "may be listed soon" in young.stderr
+    assert _exists(zkstore, 10, 12, 30, 40) == {10: True, 12: True, 30: True, 40: True}
+
+    forced = bkctl(cluster, "--json", "ledger", "delete", "10", "30", "--force", "--even-if-owned")
+    assert forced.returncode == 0, forced.stderr
+    assert json.loads(forced.stdout)["deleted"] == [10, 30]
+    assert _exists(zkstore, 10, 30) == {10: False, 30: False}
+
+
+def test_bulk_delete_deletes_the_rest_and_names_each_refusal(cluster, zkstore):
+    done = bkctl(cluster, "--json", "ledger", "delete", "10-22", "50", "99", "--force")
+    assert done.returncode == 4, done.stderr  # a refusal outranks a missing id
+    doc = json.loads(done.stdout)
+    assert doc["deleted"] == [20, 21, 22, 50]
+    assert [(r["ledger_id"], r["owner"]) for r in doc["refused"]] == [(10, "topic"), (11, "topic"), (12, "cursor")]
+    assert doc["not_found"] == [99]  # named on its own; a range's gaps are not "not found"
+    assert _exists(zkstore, 10, 11, 12, 20, 21, 22, 50, 51) == {
+        10: True, 11: True, 12: True, 20: False, 21: False, 22: False, 50: False, 51: True}
+
+
+def test_orphans_json_piped_into_delete(cluster, zkstore):
+    orphans = bkctl(cluster, "--json", "pulsar", "orphans")
+    assert orphans.returncode == 0, orphans.stderr
+    assert [json.loads(line)["ledger_id"] for line in orphans.stdout.splitlines()] == [20, 21, 22]
+    dry = bkctl(cluster, "--json", "ledger", "delete", "-", "--dry-run", stdin=orphans.stdout)
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout) == {"dry_run": True, "deleted": [], "would_delete": [20, 21, 22],
+                                      "refused": [], "not_found": []}
+    assert _exists(zkstore, 20, 21, 22) == {20: True, 21: True, 22: True}
+    done = bkctl(cluster, "ledger", "delete", "-", "--force", stdin=orphans.stdout)
+    assert done.returncode == 0, done.stderr
+    assert "deleted 3 ledgers" in done.stdout
+    assert _exists(zkstore, 20, 21, 22) == {20: False, 21: False, 22: False}
+
+
+def test_one_confirmation_for_many_and_refusal_without_a_terminal(cluster, zkstore):
+    refused = bkctl(cluster, "ledger", "delete", "50", "51")  # stdin is not a terminal: no prompt
+    assert refused.returncode == 2 and "refusing to delete 2 ledgers without --force" in refused.stderr
+    assert _exists(zkstore, 50, 51) == {50: True, 51: True}
+
+
+@pytest.mark.parametrize("words, message", [
+    (["abc"], "argument: not a ledger id or range A-B: 'abc'"),
+    (["9-3"], "not a ledger id or range A-B: '9-3'"),
+])
+def test_junk_ids_are_a_usage_error(cluster, words, message):
+    done = bkctl(cluster, "ledger", "delete", *words, "--force")
+    assert done.returncode == 2 and message in done.stderr
+
+
+def test_junk_on_stdin_names_its_line(cluster, zkstore):
+    done = bkctl(cluster, "ledger", "delete", "-", "--force", stdin="50\n{\"id\": 3}\n")
+    assert done.returncode == 2 and "stdin line 2: a JSON line without an integer ledger_id" in done.stderr
+    assert zkstore.ledgers.exists(50)
+
+
+def test_one_missing_ledger_is_exit_3_before_asking(cluster):
+    done = bkctl(cluster, "ledger", "delete", "777")
+    assert done.returncode == 3 and "no such ledger: 777" in done.stderr
+
+
+def test_ledger_owner_cautions_about_a_young_orphan(cluster):
+    young = bkctl(cluster, "--json", "pulsar", "ledger-owner", "30")
+    doc = json.loads(young.stdout)
+    assert doc["owner"] == "orphan" and doc["age_seconds"] < 3600 and "may be listed soon" in doc["caution"]
+    human = bkctl(cluster, "pulsar", "ledger-owner", "30")
+    assert "caution: created" in human.stdout
+    old = json.loads(bkctl(cluster, "--json", "pulsar", "ledger-owner", "20").stdout)
+    assert old["owner"] == "orphan" and old["caution"] is None and old["age_seconds"] > 3600

@@ -1,0 +1,67 @@
+"""Pulsar's metadata beside the cluster's, read-only: the managed-ledger znodes
+Pulsar's managed-ledger store (``MetaStoreImpl``) keeps, each with its cursors as
+children, and the partitioned-topic metadata of its configuration store.  Values
+are returned as stored; :mod:`bkctl.wire.pulsar` decodes them."""
+from __future__ import annotations
+
+from kazoo.exceptions import NoNodeError
+
+from bkctl.wire.metadata import paths as P
+from bkctl.wire.metadata.store import StoredManagedLedger, StoredValue
+from bkctl.wire.metadata.zk.session import Manager, zk_call
+
+__all__ = ["ZKPulsarMetadata"]
+
+_DOMAIN = "persistent"
+
+
+class ZKPulsarMetadata(Manager):
+    """List and read managed ledgers, cursors and partitioned-topic metadata."""
+
+    @zk_call
+    def managed_ledger_names(self, base: str, tenant: str | None = None,
+                             namespace: str | None = None) -> list[str]:
+        names = []
+        for t in [tenant] if tenant else self._sorted_children(base):
+            for ns in [namespace] if namespace else self._namespaces(base, t):
+                prefix = f"{t}/{ns}/{_DOMAIN}"
+                names.extend(f"{prefix}/{encoded}"
+                             for encoded in self._sorted_children(P.managed_ledger_path(base, prefix)))
+        return sorted(names)
+
+    def _sorted_children(self, path: str) -> list[str]:
+        return sorted(self._session.children_or_empty(path))
+
+    def _namespaces(self, base: str, tenant: str) -> list[str]:
+        """A tenant's namespaces: ``ns`` (``<tenant>/ns/persistent``) and v1
+        ``cluster/ns`` (``<tenant>/cluster/ns/persistent``, where it has one)."""
+        out = []
+        for name in self._sorted_children(P.managed_ledger_path(base, tenant)):
+            for child in self._sorted_children(P.managed_ledger_path(base, f"{tenant}/{name}")):
+                out.append(name if child == _DOMAIN else f"{name}/{child}")
+        return out
+
+    @zk_call
+    def managed_ledger(self, base: str, name: str, cursors: bool = True) -> StoredManagedLedger | None:
+        s = self._session
+        path = P.managed_ledger_path(base, name)
+        try:
+            value, stat = s.get(path)
+        except NoNodeError:
+            return None
+        found: dict[str, bytes] = {}
+        if cursors:
+            children = self._sorted_children(path)
+            for child, got in zip(children, s.get_many([f"{path}/{c}" for c in children])):
+                if got is not None:  # None: deleted meanwhile
+                    found[child] = got[0]
+        return StoredManagedLedger(path, value, stat.version, found)
+
+    @zk_call
+    def partitioned_topic(self, base: str, name: str) -> StoredValue | None:
+        path = P.partitioned_topic_path(base, name)
+        try:
+            value, stat = self._session.get(path)
+        except NoNodeError:
+            return None
+        return StoredValue(path, value, stat.version)
