@@ -48,7 +48,7 @@ def make_client(bookies=B[:4], readonly=(), clock=None, add_timeout=None, **opti
         store.registration.register(bookie)
     for bookie in readonly:
         store.registration.register(bookie, readonly=True)
-    pool = FakePool(clock, add_timeout)
+    pool = FakePool(clock, add_timeout, options.get("protocol", "v3"))
     reactor = ThreadedClock()  # metadata calls go through its thread pool, as in production
     REACTORS.append(reactor)
     client = BookKeeperClient(store, reactor, pool=pool,
