@@ -150,7 +150,7 @@ _state = {"verbose": 0}
 
 
 def _register() -> None:
-    from .commands import (bookie, bookie_admin, cluster, cluster_admin, completion, cookie, export, ledger,
+    from .commands import (bookie, bookie_admin, cluster, cluster_admin, completion, cookie, disk, export, ledger,
                            ledger_metadata, pulsar, rack, recovery, sandbox, shell, workload)
 
     cli.add_command(ledger.ledger)
@@ -172,6 +172,7 @@ def _register() -> None:
     cli.add_command(workload.bench)
     cli.add_command(export.export)
     cli.add_command(pulsar.pulsar)
+    cli.add_command(disk.disk)
     cli.add_command(sandbox.sandbox)
     cli.add_command(shell.shell)
     cli.add_command(completion.completion)

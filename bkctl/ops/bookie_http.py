@@ -45,7 +45,7 @@ def http_address(store, bookie_id: str, override: str | None = None) -> str:
     return join_host_port(host, ep.port)
 
 
-def call(address: str, method: str, path: str, body=None, query: str = ""):
+def call(address: str, method: str, path: str, body=None, query: str = "", timeout: float = TIMEOUT):
     """One request; the decoded JSON answer (or text).  Unreachable: exit 5; an error answer: exit 1."""
     import urllib.error
     import urllib.request
@@ -57,7 +57,7 @@ def call(address: str, method: str, path: str, body=None, query: str = ""):
     req = urllib.request.Request(url, data=data, method=method,
                                  headers={"Content-Type": "application/json"} if data is not None else {})
     try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             raw = resp.read()
     except urllib.error.HTTPError as e:
         text = e.read().decode("utf-8", "replace").strip()

@@ -17,7 +17,7 @@ from tests.support.cli import bkctl, env_for, ok
 from tests.support.ledgers import make_ledger
 from tests.support.waiting import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture

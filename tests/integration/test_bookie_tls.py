@@ -10,7 +10,7 @@ import pytest
 from tests.support.cli import bkctl_bytes as bkctl, json_lines, ok, one_line_error
 from tests.support.tlscerts import bookie_tls_settings as tls_settings, write_certs
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("bookie_tls")]  # module-scoped fixtures: one xdist worker runs the whole module
+pytestmark = pytest.mark.xdist_group("bookie_tls")  # module-scoped fixtures: one xdist worker runs the whole module
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):

@@ -8,8 +8,6 @@ from tests.support.bookieproc import BookieProcess
 from tests.support.cli import bkctl
 from bkctl.wire.metadata.cookie import parse_cookie
 
-pytestmark = pytest.mark.integration
-
 
 def _registered(zkstore, bookie_id, timeout=30.0):
     deadline = time.monotonic() + timeout

@@ -14,7 +14,7 @@ from bkctl.wire.metadata.ledger import LedgerMetadata
 from tests.support.cli import bkctl
 from tests.support.waiting import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 AR = "/api/v1/autorecovery"
 
 

@@ -9,7 +9,6 @@ import pytest
 from tests.support.bookieproc import BookieProcess
 from tests.support.cli import bkctl
 
-pytestmark = pytest.mark.integration
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 
 

@@ -14,8 +14,6 @@ import pytest
 from tests.support.cli import (BKCTL, REPO, bkctl_bytes as bkctl, env_for, json_lines, ok, one_line_error,
                                wait_or_show_threads)
 
-pytestmark = pytest.mark.integration
-
 
 # A writer that lives across commands, like `bkctl shell`: an interactive App
 # running one bkctl command line per stdin line (JSON array), answering with

@@ -3,12 +3,9 @@ import json
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.support.cli import bkctl
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata
 
-pytestmark = pytest.mark.integration
 RAW = Path(__file__).resolve().parents[1] / "vectors" / "zk" / "raw"
 
 

@@ -22,8 +22,6 @@ from tests.support.cli import BKCTL, REPO as ROOT, ok, one_line_error as failed,
 from tests.support.ledgers import ENSEMBLE, make_ledgers
 from tests.support.terminal import Terminal, bkctl_env, complete
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def two_clusters(metadata_uri, tmp_path):

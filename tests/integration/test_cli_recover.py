@@ -6,12 +6,8 @@ import json
 import shutil
 import time
 
-import pytest
-
 from tests.support.cli import BKCTL, REPO, bkctl_bytes as bkctl, env_for, json_lines, ok, one_line_error
 from tests.support.ledgers import assert_fully_replicated, make_ledger, most_named
-
-pytestmark = pytest.mark.integration
 
 
 def destroy(proc) -> None:

@@ -2,11 +2,7 @@
 against real ZooKeeper and real bookieds."""
 import json
 
-import pytest
-
 from tests.support.cli import bkctl
-
-pytestmark = pytest.mark.integration
 
 
 def _ledger(uri, *args, entries=("a", "b", "c", "d", "e", "f")):

@@ -11,7 +11,7 @@ from tests.support.cli import bkctl_bytes as bkctl, json_lines, ok, one_line_err
 from tests.support.tlscerts import bookie_tls_settings as tls_settings
 from tests.support.waiting import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 
 def test_tls_failures_name_their_cause(bookie_cluster, metadata_uri, tls_certs, tmp_path):

@@ -22,8 +22,6 @@ from tests.support.cli import REPO as ROOT
 from tests.support.ledgers import make_ledgers
 from tests.support.terminal import Terminal, bkctl_env
 
-pytestmark = pytest.mark.integration
-
 COMPLETIONS = ROOT / "completions"
 SHELLS = ("bash", "zsh", "fish")
 LEDGER_IDS = [7, 71, 712, 4000]
@@ -331,64 +329,3 @@ def test_completion_install_guesses_the_shell_and_honours_dir(env, tmp_path):
     result = subprocess.run(["bkctl", "completion", "install"], env=dict(env, SHELL="/bin/tcsh"),
                             capture_output=True, text=True)
     assert result.returncode == 2 and "bkctl completion install bash" in result.stderr
-
-
-def test_ledger_id_index_prefixes():
-    from bkctl.completers import LedgerIdIndex
-
-    index = LedgerIdIndex([1, 10, 2, 100, 12, 20, 1000, 5])
-    assert index.matching("") == ["1", "2", "5", "10", "12", "20", "100", "1000"]
-    assert index.matching("1") == ["1", "10", "12", "100", "1000"]
-    assert index.matching("1", limit=2) == ["1", "10"]
-    assert index.matching("10") == ["10", "100", "1000"]
-    assert index.matching("3") == [] and index.matching("x") == []
-
-
-# -- the convention other commands follow ------------------------------------------------
-
-
-def test_id_parameters_complete_from_the_cluster(monkeypatch):
-    """Every ledger id, bookie id or cluster parameter has a ``shell_complete=`` callback."""
-    from bkctl import completers
-    from bkctl.cli import cli
-
-    class Source:
-        def ledger_ids_matching(self, prefix, limit):
-            return ["424242"]
-
-        def bookie_states(self):
-            return {"bookie-sentinel:3181": "down"}  # stopped: decommission offers only those
-
-        def open_ledgers(self, ledger_ids):
-            return set(ledger_ids)  # all open: ledger close offers only those
-
-    monkeypatch.setattr(completers, "_session_source", Source())
-    missing = []
-
-    def wanted(param: click.Parameter) -> str | None:
-        if isinstance(param, click.Option) and (param.is_flag or param.count):
-            return None
-        if param.name in ("ledger_id", "ledger_ids", "ledger"):
-            return "424242"
-        if isinstance(param.type, click.types.IntParamType):  # counts (sandbox up --bookies 3)
-            return None
-        if param.name in ("bookie_id", "bookie_ids", "bookie", "bookies") or \
-                (param.metavar or "").startswith("BOOKIE"):
-            return "bookie-sentinel:3181"
-        return None
-
-    def visit(cmd: click.Command, ctx: click.Context, path: str) -> None:
-        for param in cmd.params:
-            want = wanted(param)
-            if want is None:
-                continue
-            values = [item.value for item in param.shell_complete(ctx, "")]
-            if want not in values:
-                missing.append(f"{path} {param.human_readable_name}")
-        if isinstance(cmd, click.Group):
-            for name, sub in cmd.commands.items():
-                visit(sub, click.Context(sub, info_name=name, parent=ctx), f"{path} {name}")
-
-    visit(cli, click.Context(cli, info_name="bkctl"), "bkctl")
-    assert not missing, ("add shell_complete=complete_ledger_id / complete_bookie_id (bkctl.completers) to: "
-                         + ", ".join(missing))

@@ -6,12 +6,8 @@ import json
 import urllib.error
 import urllib.request
 
-import pytest
-
 from tests.support.ports import free_port
 from tests.support.waiting import wait_for
-
-pytestmark = pytest.mark.integration
 
 AR = "/api/v1/autorecovery"
 

@@ -17,8 +17,6 @@ from tests.support.cli import bkctl_bytes as bkctl, json_lines, ok, one_line_err
 from bkctl.wire.client.placement import MEETS_STRICT, RackAwarePlacement, RegionAwarePlacement
 from bkctl.wire.metadata.racks import RACK_MAP_PATH
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def rack_map(zk_client):

@@ -12,7 +12,7 @@ import pytest
 from tests.support.cli import bkctl_bytes as bkctl, env_for, ok
 from tests.support.java_tls_peer import JavaTLSPeer
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
+pytestmark = pytest.mark.timeout(400)
 
 
 @pytest.fixture

@@ -2,13 +2,9 @@
 to three bookieds standing in for them; each must answer as the Java bookie answered."""
 from collections import defaultdict
 
-import pytest
-
 from tests.support.bookieproc import BookieProcess, WireClient
 from tests.support.golden import frames
 from bkctl.wire.codecs import v2, v3
-
-pytestmark = pytest.mark.integration
 
 
 def key_of(proto: str, msg) -> tuple:

@@ -19,7 +19,7 @@ from bkctl.wire.metadata.zksecurity import ZKSecurity
 from tests.support.tlscerts import write_certs
 from tests.support.interrupts import die_with_parent
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("zk_security")]  # module-scoped fixtures: one xdist worker runs the whole module
+pytestmark = pytest.mark.xdist_group("zk_security")  # module-scoped fixtures: one xdist worker runs the whole module
 
 _JAAS = """Server {
     org.apache.zookeeper.server.auth.DigestLoginModule required

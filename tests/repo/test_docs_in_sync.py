@@ -157,3 +157,11 @@ def test_pages_render_without_warnings(macros):
     for page in pages:
         result = subprocess.run([groff, macros, "-ww", "-z", str(page)], capture_output=True, text=True)
         assert result.returncode == 0 and result.stderr == "", f"{page.name}:\n{result.stderr}"
+
+
+def test_the_rendered_exit_status_2_names_refused_destructive_commands():
+    text = subprocess.run([_groff(), "-man", "-Tutf8", str(MAN / "bkctl.1")], capture_output=True, text=True,
+                          check=True).stdout
+    plain = re.sub(r".\x08", "", text.replace("\u2010", "-"))
+    section = plain[plain.index("EXIT STATUS"):]
+    assert "destructive command refused without --force" in " ".join(section.split()), section[:600]

@@ -8,26 +8,14 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-#: source folder -> the package it installs as (pyproject.toml's package-dir)
-FOLDERS = {"bkctl": "bkctl", "wire": "bkctl.wire", "bookied": "bkctl.bookied", "shell": "bkctl.shell"}
+import pytest
 
+from tests.repo.sources import MODULES, tree
 
-def modules() -> dict[str, Path]:
-    out = {}
-    for folder, package in FOLDERS.items():
-        for path in (ROOT / folder).rglob("*.py"):
-            rel = path.relative_to(ROOT / folder).with_suffix("")
-            parts = [p for p in rel.parts if p != "__init__"]
-            if folder == "wire" and "proto" in parts:
-                continue  # generated protobuf modules
-            out[".".join([package, *parts])] = path
-    return out
-
-
-MODULES = modules()
+pytestmark = pytest.mark.xdist_group("product-sources")  # one worker parses the sources once
 
 
 def _resolve(module: str, path: Path, node: ast.ImportFrom) -> str:
@@ -74,8 +62,14 @@ def imports(module: str, path: Path, top_level_only: bool) -> set[str]:
             elif not isinstance(node, (ast.Import, ast.ImportFrom)):
                 visit(ast.iter_child_nodes(node), top)
 
-    visit(ast.parse(path.read_text()).body, True)
+    visit(tree(path).body, True)
     return found
+
+
+@functools.cache
+def graph(top_level_only: bool) -> dict[str, frozenset[str]]:
+    """Every module -> the project modules it imports (only at module level, or at any level)."""
+    return {m: frozenset(imports(m, p, top_level_only)) for m, p in MODULES.items()}
 
 
 def test_the_sources_are_found():
@@ -83,15 +77,14 @@ def test_the_sources_are_found():
 
 
 def test_wire_imports_nothing_of_the_programs_built_on_it():
-    bad = {(m, i) for m, p in MODULES.items() if m.startswith("bkctl.wire")
-           for i in imports(m, p, top_level_only=False) if not i.startswith("bkctl.wire")}
+    bad = {(m, i) for m, targets in graph(False).items() if m.startswith("bkctl.wire")
+           for i in targets if not i.startswith("bkctl.wire")}
     assert not bad, sorted(bad)
 
 
 def test_bookied_imports_only_wire_of_bkctl():
-    bad = {(m, i) for m, p in MODULES.items() if m.startswith("bkctl.bookied")
-           for i in imports(m, p, top_level_only=False)
-           if not i.startswith(("bkctl.bookied", "bkctl.wire"))}
+    bad = {(m, i) for m, targets in graph(False).items() if m.startswith("bkctl.bookied")
+           for i in targets if not i.startswith(("bkctl.bookied", "bkctl.wire"))}
     assert not bad, sorted(bad)
 
 
@@ -131,9 +124,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_module_level_imports_have_no_cycle():
-    graph = {m: imports(m, p, top_level_only=True) for m, p in MODULES.items()}
-    assert sum(map(len, graph.values())) > 300  # the graph was read
-    cycles = _cycles(graph)
+    assert sum(map(len, graph(True).values())) > 300  # the graph was read
+    cycles = _cycles(graph(True))
     assert not cycles, cycles
 
 
@@ -141,10 +133,25 @@ def test_the_cycle_check_sees_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+def test_imports_inside_functions_and_under_type_checking_are_read(tmp_path):
+    source = tmp_path / "probe.py"
+    source.write_text("from __future__ import annotations\n"
+                      "from typing import TYPE_CHECKING\n"
+                      "from bkctl import exitcodes\n"
+                      "if TYPE_CHECKING:\n"
+                      "    from bkctl.app import App\n"
+                      "def later():\n"
+                      "    from bkctl.export import job\n"
+                      "    import bkctl.ops.pulsar\n")
+    assert imports("bkctl.probe", source, top_level_only=True) == {"bkctl.exitcodes"}
+    assert imports("bkctl.probe", source, top_level_only=False) == {
+        "bkctl.exitcodes", "bkctl.app", "bkctl.export.job", "bkctl.ops.pulsar"}
+
+
 def test_the_client_has_no_cycle_even_counting_lazy_imports():
     """wire.client is composed, not split: its modules import each other one way
     only, counting imports inside functions and under TYPE_CHECKING."""
-    client = {m: p for m, p in MODULES.items() if m.startswith("bkctl.wire.client")}
-    graph = {m: {i for i in imports(m, p, top_level_only=False) if i in client} for m, p in client.items()}
-    assert len(graph) > 20 and sum(map(len, graph.values())) > 40  # the graph was read
-    assert _cycles(graph) == []
+    client = {m: {i for i in targets if i.startswith("bkctl.wire.client")}
+              for m, targets in graph(False).items() if m.startswith("bkctl.wire.client")}
+    assert len(client) > 20 and sum(map(len, client.values())) > 40  # the graph was read
+    assert _cycles(client) == []

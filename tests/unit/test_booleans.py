@@ -64,7 +64,6 @@ def env_zk_enable_security(value):
 
 
 def spark_include_open(value):
-    pytest.importorskip("pyspark")
     from bkctl.export.datasource import ReadOptions
 
     return ReadOptions({"metadataServiceUri": "zk+hierarchical://127.0.0.1:1/ledgers", "ledgers": "all",

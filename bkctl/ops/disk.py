@@ -1,0 +1,550 @@
+"""``bkctl disk``: where each bookie's disk space went, and the one-line answer.
+
+A bookie's used space is split into
+
+* **live ledger data**, from the ledger metadata: each segment's entries whose
+  write set includes the bookie (:meth:`Fragment.entry_count
+  <bkctl.wire.client.rereplication.Fragment.entry_count>`, the write-set rule's
+  one home) at the ledger's bytes per stored entry -- its length / entries
+  (the mean: entries of different sizes make it an estimate per bookie when
+  E > Qw), plus the header and digest the client packs around each payload
+  and the framing of the bookie's entry-log record.  A closed ledger's length
+  is in its metadata; an open one's is read from its bookies (the last entry
+  each holds carries the ledger's length so far): an **estimate**, said so.
+  Grouped by Pulsar tenant / namespace / topic (data, cursor, schema and
+  compacted ledgers as the topic's components) or, for other ledgers, by
+  their ``application`` custom metadata;
+* **orphans**: ``pulsar orphans``' rule and age caution
+  (:class:`~bkctl.ops.pulsar.OrphanSweep`, called, not copied), and Pulsar
+  ledgers not listed yet that are too young to judge;
+* **deleted ledgers the bookie has not collected yet**: what the bookie still
+  counts live in its entry logs beyond the live data above (their metadata
+  is gone, so only the bookie's total tells); a negative rest is data not in
+  the entry logs yet (the write cache, the journal);
+* **dead bytes waiting for compaction**, by each entry log's live ratio
+  against the compaction thresholds, and the log still being written;
+* the **journal** (when the bookie reports it) and the rest of the filesystem.
+
+Entry-log figures come from bookied's ``gc_details``; a Java bookie's HTTP
+admin has none, and what could not be read is said, per bookie.
+"""
+from __future__ import annotations
+
+import struct
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .bookie_reads import GC, GC_DETAILS, INFO, BookieReading, read_bookies
+
+#: bytes an entry log adds around each stored entry: bookied's record (crc, length,
+#: ledger id, entry id); Java's entry log (a 4-byte length)
+RECORD_FRAMING = {"bookied": 24, "java": 4}
+#: minor and major compaction thresholds when a bookie does not report its own (Java's and bookied's defaults)
+DEFAULT_THRESHOLDS = (0.2, 0.8)
+BY = ("bookie", "tenant", "namespace", "topic")
+_ENTRY_HEADER = struct.Struct(">qqqq")  # ledger id, entry id, LAC, length: a packed entry's header
+
+
+# ---------------------------------------------------------------- owners
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Whose a ledger is: ``topic`` (a managed ledger or Pulsar component names it), ``orphan``,
+    ``unlisted`` (Pulsar's, not listed yet, too young to judge), ``pulsar`` (another Pulsar
+    component, no topic known) or ``application`` (not Pulsar's: its ``application`` metadata)."""
+
+    kind: str
+    name: str
+    tenant: str | None = None
+    namespace: str | None = None
+    component: str | None = None
+
+    def group(self, by: str) -> tuple[str, str, str]:
+        """``(kind, name, component)`` at the level ``by`` (tenant, namespace or topic)."""
+        if self.kind in ("application", "pulsar") or self.tenant is None:
+            return self.kind, self.name, ""
+        if by == "tenant":
+            return self.kind, self.tenant, ""
+        if by == "namespace":
+            return self.kind, f"{self.tenant}/{self.namespace}", ""
+        return self.kind, self.name, self.component or ""
+
+
+def topic_owner(kind: str, topic: Any, component: str) -> Owner:
+    """An owner for a :class:`~bkctl.wire.pulsar.managed_ledger.TopicName` (None: a name that did not decode)."""
+    if topic is None:
+        return Owner(kind, "(undecodable topic name)", component=component)
+    return Owner(kind, str(topic), topic.tenant, topic.namespace, component)
+
+
+def owner_by_metadata(custom: dict[str, str]) -> Owner | None:
+    """The owner a ledger's custom metadata names, for a ledger no managed ledger lists;
+    None for a managed ledger's own ledger (orphan or not: the sweep decides)."""
+    from bkctl.wire.pulsar.managed_ledger import (
+        COMPACTED_TOPIC_KEY, COMPONENT, COMPONENT_COMPACTED, COMPONENT_SCHEMA, SCHEMA_ID_KEY, TopicName)
+
+    from .pulsar import pulsar_component
+
+    component = pulsar_component(custom)
+    if component is None:
+        return Owner("application", custom.get("application") or "(no application metadata)")
+    if component == COMPONENT:
+        return None
+    named = {COMPONENT_SCHEMA: custom.get(SCHEMA_ID_KEY), COMPONENT_COMPACTED: custom.get(COMPACTED_TOPIC_KEY)}
+    text = named.get(component)
+    if text:
+        try:
+            topic = TopicName.parse(text)
+        except ValueError:
+            topic = None
+        if topic is not None:
+            return topic_owner("topic", topic, "compacted" if component == COMPONENT_COMPACTED else component)
+    return Owner("pulsar", component)
+
+
+def managed_ledger_owner(kind: str, custom: dict[str, str]) -> Owner:
+    """An orphan's or an unlisted ledger's owner: the managed ledger its metadata names."""
+    from bkctl.wire.pulsar.managed_ledger import MANAGED_LEDGER_KEY, TopicName
+
+    name = custom.get(MANAGED_LEDGER_KEY)
+    try:
+        topic = TopicName.from_managed_ledger(name) if name else None
+    except (ValueError, IndexError):
+        topic = None
+    if topic is None:
+        return Owner(kind, name or "(no managed ledger named)", component="data")
+    return topic_owner(kind, topic, "cursor" if "pulsar/cursor" in custom else "data")
+
+
+def listed_owners(topics) -> dict[int, Owner]:
+    """ledger id -> its topic, for every data and cursor ledger the managed ledgers list."""
+    from bkctl.wire.errors import NotFound
+
+    owners: dict[int, Owner] = {}
+    for topic in topics.topics():
+        try:
+            ml = topics.read(topic)
+        except NotFound:
+            continue  # deleted meanwhile
+        for ledger_id in ml.ledger_ids:
+            owners[ledger_id] = topic_owner("topic", ml.topic, "data")
+        for info in ml.cursors.values():
+            if info.cursorsLedgerId >= 0:
+                owners[info.cursorsLedgerId] = topic_owner("topic", ml.topic, "cursor")
+    return owners
+
+
+# ---------------------------------------------------------------- one ledger on its bookies
+
+
+def packed_entry_bytes(md) -> int:
+    """What the client packs around each payload: the entry header and the digest."""
+    from bkctl.wire.codecs.digest import DIGEST_LENGTH, DigestType
+    from bkctl.wire.codecs.protocol import ENTRY_HEADER_LENGTH
+
+    return ENTRY_HEADER_LENGTH + DIGEST_LENGTH[md.digest_type or DigestType.CRC32]
+
+
+def copies_by_bookie(ledger_id: int, md, last_entry_id: int, length: int) -> dict[str, tuple[int, int]]:
+    """bookie -> (entries it holds, their bytes as packed: payloads at the ledger's mean plus headers)
+    for a ledger whose entries 0..``last_entry_id`` take ``length`` payload bytes."""
+    from bkctl.wire.client.rereplication import fragments_to_rereplicate
+
+    count = last_entry_id + 1
+    if count <= 0:
+        return {}
+    per_entry = length / count + packed_entry_bytes(md)
+    out = {}
+    for bookie in md.bookies:
+        held = sum(f.entry_count() or 0 for f in fragments_to_rereplicate(ledger_id, md, [bookie], last_entry_id))
+        if held:
+            out[bookie] = (held, int(round(held * per_entry)))
+    return out
+
+
+async def _last_entries(client, ledgers: list[tuple[int, tuple[str, ...]]], window: int) -> dict:
+    """ledger id -> (last entry id, length so far) from the last entry each bookie of its
+    last ensemble holds (READ_ENTRY -1), the highest winning; or the error when none answered."""
+    from twisted.internet import defer
+
+    limit = defer.DeferredSemaphore(window)
+    out: dict[int, Any] = {}
+
+    def ask(ledger_id: int, bookie: str):
+        return defer.maybeDeferred(client.pool.get(bookie).read, ledger_id, -1)
+
+    def one(ledger_id: int, bookies: tuple[str, ...]):
+        d = defer.DeferredList([ask(ledger_id, b) for b in bookies], consumeErrors=True)
+
+        def done(results):
+            best, why = None, None
+            for ok, value in results:
+                if ok and len(value) >= _ENTRY_HEADER.size:
+                    _lid, entry_id, _lac, length = _ENTRY_HEADER.unpack_from(value)
+                    if best is None or entry_id > best[0]:
+                        best = (entry_id, length)
+                elif not ok:
+                    why = why or str(client.explain(value.value))
+            out[ledger_id] = best if best is not None else (why or "no entry")
+        return d.addCallback(done)
+
+    await defer.DeferredList([limit.run(one, lid, bookies) for lid, bookies in ledgers])
+    return out
+
+
+# ---------------------------------------------------------------- the walk
+
+
+class Tally:
+    """Entries and packed bytes per (bookie, owner): ``[ledgers, entries, bytes, estimated entries,
+    estimated bytes]`` (estimated: of open ledgers), and per owner the ledgers' own lengths (``logical``)."""
+
+    def __init__(self):
+        self.cells: dict[tuple[str, Owner], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
+        self.logical: dict[Owner, list[int]] = defaultdict(lambda: [0, 0, 0])  # ledgers, length, open ledgers
+
+    def add(self, owner: Owner, copies: dict[str, tuple[int, int]], length: int, estimate: bool) -> None:
+        row = self.logical[owner]
+        row[0] += 1
+        row[1] += length
+        row[2] += int(estimate)
+        for bookie, (entries, nbytes) in copies.items():
+            cell = self.cells[(bookie, owner)]
+            cell[0] += 1
+            cell[1] += entries
+            cell[2] += nbytes
+            if estimate:
+                cell[3] += entries
+                cell[4] += nbytes
+
+
+class _SweptStore:
+    """The store as :class:`~bkctl.ops.pulsar.OrphanSweep` sees it, handing the metadata of each
+    ledger the sweep reads to ``on_ledger`` too: one walk over the cluster's ledgers serves both."""
+
+    def __init__(self, store, on_ledger: Callable):
+        self._store = store
+        self.ledgers = _SweptLedgers(store.ledgers, on_ledger)
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+class _SweptLedgers:
+    def __init__(self, ledgers, on_ledger: Callable):
+        self._ledgers = ledgers
+        self._on_ledger = on_ledger
+
+    def read_many(self, ledger_ids):
+        for item in self._ledgers.read_many(ledger_ids):
+            self._on_ledger(*item)
+            yield item
+
+    def __getattr__(self, name):
+        return getattr(self._ledgers, name)
+
+
+@dataclass
+class Walk:
+    tally: Tally
+    orphans: Any            # the OrphanSweep, for its counts
+    orphan_ids: list[int]
+    ledgers: int
+    unreadable: int
+    open_estimated: int
+    open_unknown: dict[int, str]
+
+
+def walk_ledgers(store, bk: Callable[[], Any] | None, base: str | None = None, older_than: float = 3600.0,
+                 now_ms: int | None = None, window: int = 256) -> Walk:
+    """Every ledger's copies on its bookies, by owner.  ``bk()`` (a BlockingBookKeeper,
+    made on first use; None: never ask the bookies) reads open ledgers' lengths."""
+    from .pulsar import OrphanSweep, reader
+
+    from bkctl.export.planning import decode_custom_metadata
+
+    owners = listed_owners(reader(store, base))
+    tally = Tally()
+    pending: dict[int, tuple[Any, dict]] = {}   # unlisted managed-ledger ledgers until the sweep judged them
+    open_ledgers: list[tuple[int, Any, Owner | None, dict]] = []
+    counts = {"ledgers": 0, "unreadable": 0}
+
+    def on_ledger(ledger_id, md, _version):
+        if md is None:
+            return  # deleted meanwhile
+        if isinstance(md, Exception):
+            counts["unreadable"] += 1
+            return
+        counts["ledgers"] += 1
+        custom = decode_custom_metadata(md.custom_metadata)
+        owner = owners.get(ledger_id) or owner_by_metadata(custom)
+        if not md.is_closed:
+            open_ledgers.append((ledger_id, md, owner, custom))
+        elif owner is None:
+            pending[ledger_id] = (md, custom)
+        else:
+            tally.add(owner, copies_by_bookie(ledger_id, md, md.last_entry_id, md.length), md.length, False)
+
+    sweep = OrphanSweep(_SweptStore(store, on_ledger), base, older_than=older_than, now_ms=now_ms)
+    orphan_ids = [doc["ledger_id"] for doc in sweep]
+    orphaned = set(orphan_ids)
+
+    def judged(ledger_id, custom) -> Owner:
+        return managed_ledger_owner("orphan" if ledger_id in orphaned else "unlisted", custom)
+
+    for ledger_id, (md, custom) in pending.items():
+        tally.add(judged(ledger_id, custom), copies_by_bookie(ledger_id, md, md.last_entry_id, md.length),
+                  md.length, False)
+    ends: dict[int, Any] = {}
+    if open_ledgers and bk is not None:
+        try:
+            ends = bk().run(_last_entries, [(lid, tuple(md.last_ensemble)) for lid, md, _o, _c in open_ledgers],
+                            window)
+        except Exception as e:  # noqa: BLE001 - the closed ledgers are still worth showing
+            ends = {lid: str(e) or type(e).__name__ for lid, _md, _o, _c in open_ledgers}
+    unknown: dict[int, str] = {}
+    estimated = 0
+    for ledger_id, md, owner, custom in open_ledgers:
+        owner = owner or judged(ledger_id, custom)
+        end = ends.get(ledger_id, "the bookies were not asked")
+        if not isinstance(end, tuple):
+            unknown[ledger_id] = end
+            continue
+        last_entry_id, length = end
+        estimated += 1
+        tally.add(owner, copies_by_bookie(ledger_id, md, last_entry_id, length), length, True)
+    return Walk(tally, sweep, orphan_ids, counts["ledgers"], counts["unreadable"], estimated, unknown)
+
+
+# ---------------------------------------------------------------- the bookie's side
+
+
+def thresholds(reading: BookieReading) -> tuple[float, float, bool]:
+    """(minor, major, reported): the bookie's compaction thresholds, else the defaults."""
+    gc = reading.gc or {}
+    minor, major = gc.get("minorCompactionThreshold"), gc.get("majorCompactionThreshold")
+    if isinstance(minor, (int, float)) and isinstance(major, (int, float)):
+        return float(minor), float(major), True
+    return DEFAULT_THRESHOLDS[0], DEFAULT_THRESHOLDS[1], False
+
+
+def entry_log_classes(logs: list[dict], minor: float, major: float) -> dict:
+    """The entry logs' bytes, live bytes and dead bytes, the dead split by what will reclaim
+    them: the log being written (``active``: once it rolls over), logs under the minor
+    threshold (the next minor compaction), under the major one (a major compaction), over it
+    (no compaction).  The active log is the one a bookie marks ``active``, else the newest
+    of each ledger directory (``active_assumed``)."""
+    marked = any("active" in log for log in logs)
+    newest: dict[Any, int] = {}
+    for log in logs:
+        d = log.get("ledgerDirectory")
+        newest[d] = max(newest.get(d, -1), int(log.get("logId", -1)))
+    out = {"entry_logs": len(logs), "entry_log_bytes": 0, "entry_log_live_bytes": 0, "dead_bytes": 0,
+           "active_log_dead_bytes": 0, "below_minor_dead_bytes": 0, "below_major_dead_bytes": 0,
+           "above_major_dead_bytes": 0, "lowest_live_ratio": None, "active_assumed": not marked}
+    for log in logs:
+        size, live = int(log.get("sizeBytes", 0)), int(log.get("liveBytes", 0))
+        ratio = float(log.get("liveRatio", live / size if size else 0.0))
+        dead = max(0, size - live)
+        out["entry_log_bytes"] += size
+        out["entry_log_live_bytes"] += live
+        out["dead_bytes"] += dead
+        active = bool(log.get("active")) if marked else int(log.get("logId", -1)) == newest[log.get("ledgerDirectory")]
+        if active:
+            out["active_log_dead_bytes"] += dead
+            continue
+        if out["lowest_live_ratio"] is None or ratio < out["lowest_live_ratio"]:
+            out["lowest_live_ratio"] = ratio
+        key = ("below_minor" if minor > 0 and ratio < minor else "below_major" if major > 0 and ratio < major
+               else "above_major")
+        out[f"{key}_dead_bytes"] += dead
+    return out
+
+
+def journal_bytes(reading: BookieReading) -> int | None:
+    """The journal's bytes, when the bookie reports them (bookied's ``info`` ``journalBytes``)."""
+    value = (reading.info or {}).get("journalBytes")
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+#: Owner.kind -> the bookie's ``live`` bucket
+_LIVE_BUCKET = {"topic": "topics", "pulsar": "topics", "application": "applications", "orphan": "orphans",
+                "unlisted": "unlisted"}
+
+
+def bookie_doc(reading: BookieReading, walk: Walk, by: str) -> dict:
+    """One bookie's space, attributed."""
+    kind = reading.kind
+    framing = RECORD_FRAMING.get(kind or "java", 4)
+    live = {"topics": 0, "applications": 0, "orphans": 0, "unlisted": 0}
+    estimated = 0
+    groups: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for (bookie, owner), (ledgers, entries, nbytes, est_entries, est_bytes) in walk.tally.cells.items():
+        if bookie != reading.bookie_id:
+            continue
+        stored = nbytes + entries * framing
+        bucket = _LIVE_BUCKET[owner.kind]
+        live[bucket] += stored
+        est = est_bytes + est_entries * framing
+        estimated += est
+        g = groups[owner.group(by)]
+        g[0] += ledgers
+        g[1] += stored
+        g[2] += est
+    live_total = sum(live.values())
+    minor, major, reported = thresholds(reading)
+    doc: dict[str, Any] = {
+        "bookie_id": reading.bookie_id, "state": reading.state, "http": reading.http, "kind": kind,
+        "total_bytes": reading.total_bytes, "free_bytes": reading.free_bytes, "used_bytes": reading.used_bytes,
+        "live_bytes": live_total, "live": live, "estimated_bytes": estimated,
+        "journal_bytes": journal_bytes(reading),
+        "minor_threshold": minor, "major_threshold": major, "thresholds_reported": reported,
+        "gc": _gc_summary(reading),
+        "unread": dict(reading.unread),
+        "groups": [{"kind": k, "name": n, "component": c or None, "ledgers": g[0], "stored_bytes": g[1],
+                    "estimated_bytes": g[2]} for (k, n, c), g in sorted(groups.items(), key=lambda kv: -kv[1][1])],
+    }
+    logs = reading.entry_logs
+    if logs is None:
+        if reading.kind is not None and "gc_details" not in doc["unread"]:
+            doc["unread"]["entry logs"] = "the bookie's gc_details has no entry-log figures (a Java bookie?)"
+        doc.update({"entry_logs": None, "entry_log_bytes": None, "awaiting_gc_bytes": None,
+                    "not_in_entry_logs_bytes": None, "compaction": None, "data_bytes": reading.used_bytes,
+                    "unattributed_bytes": None if reading.used_bytes is None
+                    else max(0, reading.used_bytes - live_total)})
+    else:
+        classes = entry_log_classes(logs, minor, major)
+        rest = classes["entry_log_live_bytes"] - live_total
+        data = classes["entry_log_bytes"] + (doc["journal_bytes"] or 0)
+        doc.update({"entry_logs": classes["entry_logs"], "entry_log_bytes": classes["entry_log_bytes"],
+                    "awaiting_gc_bytes": max(0, rest), "not_in_entry_logs_bytes": max(0, -rest),
+                    "compaction": classes, "data_bytes": data, "unattributed_bytes": None})
+    if doc["journal_bytes"] is None and reading.kind is not None:
+        doc["unread"].setdefault("journal", "the bookie's HTTP admin does not report the journal's size")
+    used = reading.used_bytes
+    doc["other_files_bytes"] = None if used is None or logs is None else max(0, used - doc["data_bytes"])
+    return doc
+
+
+def _gc_summary(reading: BookieReading) -> dict | None:
+    gc = reading.gc
+    if not isinstance(gc, dict):
+        return None
+    keys = ("gcRunning", "gcRuns", "lastGcTime", "nextGcTime", "nextMinorCompactionTime", "nextMajorCompactionTime",
+            "lastCompaction", "majorCompactionSuspended", "minorCompactionSuspended")
+    return {k: gc[k] for k in keys if k in gc}
+
+
+# ---------------------------------------------------------------- the report
+
+
+def disk_report(store, bk: Callable[[], Any] | None, bookie: str | None = None, by: str = "bookie",
+                base: str | None = None, older_than: float = 3600.0, now_ms: int | None = None,
+                timeout: float = 5.0) -> dict:
+    """Every bookie's (or one's) space, attributed; cluster totals; groups at ``by``; the one-line answer."""
+    from .bookies import list_bookies
+
+    rows = list_bookies(store, "all")
+    if bookie is not None:
+        rows = [r for r in rows if r["bookie_id"] == bookie] or [{"bookie_id": bookie, "state": "down"}]
+    walk = walk_ledgers(store, bk, base, older_than, now_ms)
+    readings = read_bookies(store, rows, (INFO, GC, GC_DETAILS), timeout)
+    level = by if by != "bookie" else "namespace"
+    bookies = [bookie_doc(r, walk, level) for r in readings]
+    groups: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for owner, (ledgers, length, opened) in walk.tally.logical.items():
+        g = groups[owner.group(level)]
+        g[0] += ledgers
+        g[1] += length
+        g[2] += opened
+    for b in bookies:
+        for g in b["groups"]:
+            groups[(g["kind"], g["name"], g["component"] or "")][3] += g["stored_bytes"]
+    doc = {
+        "by": by,
+        "bookies": bookies,
+        "groups": [{"kind": k, "name": n, "component": c or None, "ledgers": g[0], "length_bytes": g[1],
+                    "open_ledgers": g[2], "stored_bytes": g[3]}
+                   for (k, n, c), g in sorted(groups.items(), key=lambda kv: (-kv[1][3], kv[0]))],
+        "totals": totals(bookies),
+        "ledgers": {"walked": walk.ledgers, "unreadable": walk.unreadable, "open_estimated": walk.open_estimated,
+                    "open_unknown": len(walk.open_unknown),
+                    "open_unknown_why": sorted(set(walk.open_unknown.values()))[:3]},
+        "orphans": {"ledgers": len(walk.orphan_ids), "older_than": older_than, "young": walk.orphans.young,
+                    "other_components": walk.orphans.unchecked},
+    }
+    doc["summary"] = summary_line(doc)
+    return doc
+
+
+_SUMMED = ("total_bytes", "used_bytes", "data_bytes", "live_bytes", "estimated_bytes", "entry_log_bytes",
+           "awaiting_gc_bytes", "not_in_entry_logs_bytes", "journal_bytes", "unattributed_bytes")
+
+
+def totals(bookies: list[dict]) -> dict:
+    out: dict[str, Any] = {k: sum(b[k] or 0 for b in bookies) for k in _SUMMED}
+    out["live"] = {k: sum(b["live"][k] for b in bookies) for k in ("topics", "applications", "orphans", "unlisted")}
+    out["answered"] = sum(1 for b in bookies if b["kind"] is not None)
+    for key in ("dead_bytes", "active_log_dead_bytes", "below_minor_dead_bytes", "below_major_dead_bytes",
+                "above_major_dead_bytes"):
+        out[key] = sum((b["compaction"] or {}).get(key, 0) for b in bookies)
+    return out
+
+
+def _holding(bookies: list[dict], key: str) -> str:
+    """The bookies with bytes of ``key``: one named, several counted."""
+    ids = [b["bookie_id"] for b in bookies if (b["compaction"] or {}).get(key)]
+    return ids[0] if len(ids) == 1 else "BOOKIE"
+
+
+def compaction_advice(doc: dict) -> str:
+    """What reclaims the largest share of the dead bytes, and how to get it now."""
+    from ..render import human_size
+
+    t, bookies = doc["totals"], doc["bookies"]
+    b = bookies[0] if bookies else {}
+    minor, major = b.get("minor_threshold", DEFAULT_THRESHOLDS[0]), b.get("major_threshold", DEFAULT_THRESHOLDS[1])
+    assumed = "" if all(x.get("thresholds_reported") for x in bookies if x["compaction"]) else ", the default"
+    parts = {
+        "below_minor_dead_bytes": f"in logs under the minor threshold {minor:g}{assumed}: the next minor compaction "
+                                  f"takes it, or now `bkctl bookie gc {_holding(bookies, 'below_minor_dead_bytes')} "
+                                  "--minor`",
+        "below_major_dead_bytes": f"minor threshold {minor:g}{assumed}: raise it or run "
+                                  f"`bkctl bookie gc {_holding(bookies, 'below_major_dead_bytes')} --major`",
+        "above_major_dead_bytes": f"in logs over the major threshold {major:g}{assumed}: no compaction takes it; "
+                                  "raise majorCompactionThreshold",
+        "active_log_dead_bytes": "in the entry log being written: compactable once it reaches logSizeLimit",
+    }
+    ranked = sorted(parts, key=lambda k: -t[k])
+    text = parts[ranked[0]]
+    others = [f"{human_size(t[k])} {short}" for k, short in (
+        ("below_minor_dead_bytes", "for the next minor compaction"),
+        ("below_major_dead_bytes", "for a major compaction"),
+        ("above_major_dead_bytes", "over the major threshold"),
+        ("active_log_dead_bytes", "in the active log")) if k != ranked[0] and t[k]]
+    return text + ("; " + ", ".join(others) if others else "")
+
+
+def summary_line(doc: dict) -> str:
+    """The one-line answer: how much is live, waiting for compaction or GC, orphaned."""
+    from ..render import human_size
+
+    t = doc["totals"]
+    if not t["answered"]:
+        return "no bookie answered on its HTTP admin: nothing to attribute"
+    live = t["live"]["topics"] + t["live"]["applications"] + t["live"]["unlisted"]
+    parts = [f"{human_size(live)} of {human_size(t['data_bytes'])} used is live data"]
+    if t["dead_bytes"]:
+        parts.append(f"{human_size(t['dead_bytes'])} is waiting for compaction ({compaction_advice(doc)})")
+    if t["awaiting_gc_bytes"]:
+        parts.append(f"{human_size(t['awaiting_gc_bytes'])} is deleted ledgers the next GC pass removes "
+                     "(now: `bkctl bookie gc BOOKIE`)")
+    if t["live"]["orphans"]:
+        parts.append(f"{human_size(t['live']['orphans'])} is orphans (list: `bkctl pulsar orphans`)")
+    if t["unattributed_bytes"]:
+        parts.append(f"{human_size(t['unattributed_bytes'])} the Java bookies' HTTP admin does not break down "
+                     "(journal, index, garbage)")
+    return "; ".join(parts)
+

@@ -1,0 +1,183 @@
+"""The pure parts of ``bkctl disk``: a ledger's copies per bookie, owners and their groups, entry
+logs by what reclaims their dead bytes, a bookie's space attributed (bookied and Java), the one-line answer."""
+from collections import defaultdict
+
+from bkctl.ops.bookie_reads import BookieReading
+from bkctl.ops.disk import (Owner, Tally, Walk, bookie_doc, copies_by_bookie, entry_log_classes, owner_by_metadata,
+                            summary_line, totals)
+from bkctl.wire.metadata.ledger import LedgerMetadata
+
+A, B, C, D = "a:1", "b:1", "c:1", "d:1"
+HEADER = 32 + 4  # entry header + CRC32C
+
+
+def brute_force(md, entries: int, payload: int) -> dict:
+    out = defaultdict(lambda: [0, 0])
+    for e in range(entries):
+        for b in md.write_set(e):
+            out[b][0] += 1
+            out[b][1] += payload + HEADER
+    return {b: tuple(v) for b, v in out.items()}
+
+
+def test_copies_follow_the_write_sets_across_ensemble_changes():
+    for e, qw, change in ((3, 2, 7), (3, 3, 5), (4, 2, 10), (5, 3, 1), (2, 1, 3)):
+        ens = [A, B, C, D, "e:1"][:e]
+        later = [D if b == A else b for b in ens] if A in ens and D not in ens else list(reversed(ens))
+        md = LedgerMetadata.new(ens, qw, 1).with_ensemble_change(change, later)
+        for last in (change - 1, change, 40):  # a later segment starts at most one past the last entry
+            closed = md.closed(last, (last + 1) * 100)
+            assert copies_by_bookie(1, closed, last, (last + 1) * 100) == brute_force(closed, last + 1, 100), \
+                (e, qw, change, last)
+
+
+def test_open_ledger_copies_use_the_end_given():
+    md = LedgerMetadata.new([A, B, C], 2, 2)
+    assert copies_by_bookie(1, md, 8, 900) == brute_force(md, 9, 100)
+    assert copies_by_bookie(1, md, -1, 0) == {}
+
+
+def test_owners_by_custom_metadata():
+    assert owner_by_metadata({"application": "myapp"}) == Owner("application", "myapp")
+    assert owner_by_metadata({}).name == "(no application metadata)"
+    assert owner_by_metadata({"application": "pulsar", "component": "managed-ledger",
+                              "pulsar/managed-ledger": "t/ns/persistent/x"}) is None  # the sweep decides
+    schema = owner_by_metadata({"application": "pulsar", "component": "schema", "pulsar/schemaId": "t/ns/x"})
+    assert (schema.kind, schema.name, schema.component) == ("topic", "persistent://t/ns/x", "schema")
+    compacted = owner_by_metadata({"application": "pulsar", "component": "compacted-ledger",
+                                   "pulsar/compactedTopic": "persistent://t/ns/x"})
+    assert compacted.component == "compacted" and compacted.namespace == "ns"
+    assert owner_by_metadata({"application": "pulsar", "component": "delayed-index-bucket"}) == \
+        Owner("pulsar", "delayed-index-bucket")
+
+
+def test_groups_at_each_level():
+    o = Owner("topic", "persistent://t/ns/x", "t", "ns", "cursor")
+    assert o.group("tenant") == ("topic", "t", "") and o.group("namespace") == ("topic", "t/ns", "")
+    assert o.group("topic") == ("topic", "persistent://t/ns/x", "cursor")
+    assert Owner("application", "app").group("tenant") == ("application", "app", "")
+
+
+def log(log_id, size, live, directory="/d"):
+    return {"ledgerDirectory": directory, "logId": log_id, "sizeBytes": size, "liveBytes": live,
+            "liveRatio": live / size}
+
+
+def test_entry_logs_by_what_reclaims_them():
+    logs = [log(1, 1000, 100), log(2, 1000, 500), log(3, 1000, 900), log(4, 1000, 200),
+            log(1, 1000, 0, "/e")]
+    c = entry_log_classes(logs, 0.2, 0.8)
+    assert (c["below_minor_dead_bytes"], c["below_major_dead_bytes"], c["above_major_dead_bytes"]) == (900, 500, 100)
+    assert c["active_log_dead_bytes"] == 800 + 1000  # the newest of each directory, as none is marked
+    assert c["active_assumed"] and c["lowest_live_ratio"] == 0.1 and c["dead_bytes"] == 3300
+    marked = [dict(x, active=x["logId"] == 3) for x in logs[:4]]
+    c = entry_log_classes(marked, 0.2, 0.8)
+    assert not c["active_assumed"] and c["active_log_dead_bytes"] == 100 and c["below_major_dead_bytes"] == 500 + 800
+    # a threshold of 0 disables that kind: those logs wait for the other
+    assert entry_log_classes(logs[:2], 0.0, 0.8)["below_major_dead_bytes"] == 900
+
+
+def walk_with(cells) -> Walk:
+    tally = Tally()
+    for bookie, owner, entries, nbytes, estimate in cells:
+        tally.add(owner, {bookie: (entries, nbytes)}, nbytes, estimate)
+
+    class Sweep:
+        young = unchecked = 0
+    return Walk(tally, Sweep(), [], len(cells), 0, 0, {})
+
+
+def bookied(bookie_id, logs, gc_extra=None) -> BookieReading:
+    return BookieReading(bookie_id, "writable", "h:1", info={"freeSpace": 10_000, "totalSpace": 100_000},
+                         gc={"is_in_force_gc": "false", "gcRuns": 3, **(gc_extra or {})},
+                         gc_details=[{"gcRuns": 3, "entryLogs": logs}])
+
+
+def test_a_bookieds_space_attributed():
+    topic = Owner("topic", "persistent://t/ns/x", "t", "ns", "data")
+    orphan = Owner("orphan", "persistent://t/ns/x", "t", "ns", "data")
+    walk = walk_with([(A, topic, 10, 5000, False), (A, orphan, 2, 1000, False), (A, topic, 1, 400, True)])
+    reading = bookied(A, [log(1, 20_000, 9_000), log(2, 10_000, 0)])
+    doc = bookie_doc(reading, walk, "namespace")
+    stored = 5000 + 400 + 11 * 24
+    assert doc["live"] == {"topics": stored, "applications": 0, "orphans": 1000 + 2 * 24, "unlisted": 0}
+    assert doc["estimated_bytes"] == 400 + 24
+    assert doc["awaiting_gc_bytes"] == 9_000 - stored - 1048
+    assert doc["entry_log_bytes"] == 30_000 and doc["compaction"]["dead_bytes"] == 21_000
+    assert doc["other_files_bytes"] == 90_000 - 30_000
+    assert set(doc["unread"]) == {"journal"} and not doc["thresholds_reported"]
+    # the bookie holds less than the metadata says: data not in the entry logs yet
+    short = bookie_doc(bookied(A, [log(1, 2_000, 1_000)]), walk, "namespace")
+    assert short["awaiting_gc_bytes"] == 0 and short["not_in_entry_logs_bytes"] == stored + 1048 - 1000
+    # thresholds the bookie reports are used
+    own = bookie_doc(bookied(A, [log(1, 100, 50)], {"minorCompactionThreshold": 0.6,
+                                                    "majorCompactionThreshold": 0.9}), walk, "namespace")
+    assert own["thresholds_reported"] and own["compaction"]["below_minor_dead_bytes"] == 0  # the active log
+
+
+def test_a_java_bookie_says_what_it_cannot_break_down():
+    walk = walk_with([(A, Owner("application", "app"), 10, 5000, False)])
+    reading = BookieReading(A, "writable", "h:1", info={"freeSpace": 40_000, "totalSpace": 100_000},
+                            gc={"is_in_force_gc": "false"}, gc_details=[{"gcRunning": False}])
+    doc = bookie_doc(reading, walk, "namespace")
+    assert doc["kind"] == "java" and doc["entry_log_bytes"] is None and doc["compaction"] is None
+    assert doc["live"]["applications"] == 5000 + 10 * 4  # Java's 4-byte entry-log framing
+    assert doc["unattributed_bytes"] == 60_000 - 5040
+    assert "entry logs" in doc["unread"] and "journal" in doc["unread"]
+    report = {"bookies": [doc], "totals": totals([doc])}
+    assert summary_line(report) == ("4.9 KiB of 58.6 KiB used is live data; 53.7 KiB the Java bookies' HTTP admin "
+                                    "does not break down (journal, index, garbage)")
+    down = bookie_doc(BookieReading(B, "down", unread={"http": "not registered (down)"}), walk, "namespace")
+    assert down["kind"] is None and down["live_bytes"] == 0 and down["unread"] == {"http": "not registered (down)"}
+
+
+def test_the_one_line_answer_names_the_largest_share_and_its_cure():
+    app = Owner("application", "app")
+    orphan = Owner("orphan", "persistent://t/ns/x", "t", "ns", "data")
+    walk = walk_with([(A, app, 100, 100_000, False), (A, orphan, 10, 50_000, False)])
+    # dead bytes mostly in logs between the thresholds: raise the minor one or force a major compaction
+    logs = [log(1, 200_000, 80_000), log(2, 100_000, 32_640), log(3, 50_000, 40_000)]  # live: what the walk says
+    doc = bookie_doc(bookied(A, logs), walk, "namespace")
+    report = {"bookies": [doc], "totals": totals([doc])}
+    assert summary_line(report) == (
+        "100.0 KiB of 341.8 KiB used is live data; 192.7 KiB is waiting for compaction (minor threshold 0.2, "
+        "the default: raise it or run `bkctl bookie gc a:1 --major`; 9.8 KiB in the active log); "
+        "49.1 KiB is orphans (list: `bkctl pulsar orphans`)")
+    # mostly under the minor threshold: the next minor compaction; more live data in the logs: deleted ledgers
+    logs = [log(1, 200_000, 20_000), log(2, 150_000, 142_640), log(3, 1000, 1000)]
+    report = {"bookies": [d := bookie_doc(bookied(A, logs), walk, "namespace")], "totals": totals([d])}
+    line = summary_line(report)
+    assert "the next minor compaction takes it, or now `bkctl bookie gc a:1 --minor`; 7.2 KiB over the major " \
+           "threshold)" in line, line
+    assert "; 10.7 KiB is deleted ledgers the next GC pass removes (now: `bkctl bookie gc BOOKIE`)" in line, line
+    assert summary_line({"bookies": [], "totals": totals([])}).startswith("no bookie answered")
+
+
+def test_one_walk_attributes_topics_orphans_and_applications_on_the_fake_store():
+    """Topics from the managed ledgers, orphans by the sweep's rule, one pipelined read of the
+    ledgers for both; an open ledger's size unknown without the bookies."""
+    from bkctl.ops.disk import walk_ledgers
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+    from tests.support.fake_store import FakeMetadataStore
+
+    store = FakeMetadataStore().start()
+    name = "t/ns/persistent/x"
+    value = ml.ManagedLedgerInfo()
+    for lid in (1, 2):
+        value.ledgerInfo.add(ledgerId=lid, entries=10, size=1000, timestamp=1)
+    store.pulsar.put_managed_ledger(name, value.SerializeToString(), {"sub": ml.ManagedCursorInfo(
+        cursorsLedgerId=3, markDeleteLedgerId=1, markDeleteEntryId=0).SerializeToString()})
+    pulsar = {"application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": name.encode()}
+    ens = [A, B, C]
+    for lid, custom, closed in ((1, pulsar, True), (2, pulsar, False), (3, dict(pulsar, **{"pulsar/cursor": b"sub"}),
+                                True), (4, pulsar, True), (5, {"application": b"app"}, True)):
+        md = LedgerMetadata.new(ens, 2, 2, ctime=1, custom_metadata=custom)
+        store.ledgers.create(md.closed(9, 1000) if closed else md, lid)
+    store.calls.clear()
+    walk = walk_ledgers(store, None, older_than=60, now_ms=10**12)
+    assert [c for c, _ in store.calls].count("ledgers.read_many") == 1
+    assert walk.orphan_ids == [4] and walk.ledgers == 5 and walk.open_unknown == {2: "the bookies were not asked"}
+    owners = {(o.kind, o.component): row[0] for o, row in walk.tally.logical.items()}
+    assert owners == {("topic", "data"): 1, ("topic", "cursor"): 1, ("orphan", "data"): 1, ("application", None): 1}
+    per_bookie = sum(cell[1] for (b, _o), cell in walk.tally.cells.items() if b == A)
+    assert per_bookie == 4 * sum(1 for e in range(10) if A in md.write_set(e))
