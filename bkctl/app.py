@@ -179,12 +179,17 @@ class App:
             self._store = None
 
     # -- progress ------------------------------------------------------------
-    def progress(self, total: int | None, description: str):
+    def progress(self, total: int | None, description: str, lines: bool = False):
         """A rich progress bar on stderr when stderr is a terminal (and not
-        --quiet); otherwise a no-op with the same methods.  Use as a context
-        manager; ``advance(n)`` and ``update(total=...)`` are thread-safe."""
-        if self.quiet or not sys.stderr.isatty():
+        --quiet); otherwise a no-op with the same methods -- or, with
+        ``lines`` (a long wait a script or cron runs), progress lines on stderr
+        (:class:`_Lines`).  Use as a context manager; ``advance(n)``,
+        ``update(total=..., description=...)`` and ``note(text)`` (a line of
+        its own, above the bar) are thread-safe."""
+        if self.quiet:
             return _NoProgress()
+        if not sys.stderr.isatty():
+            return _Lines(total, description) if lines else _NoProgress()
         return _Progress(self.err_console, total, description)
 
     # -- output --------------------------------------------------------------
@@ -238,6 +243,71 @@ class _NoProgress:
     def update(self, **kw) -> None:
         pass
 
+    def note(self, text: str) -> None:
+        pass
+
+
+class _Lines(_NoProgress):
+    """Progress as plain lines on stderr, for a wait nobody watches on a terminal
+    (a pipe, cron): ``description: done/total`` (the description alone while
+    there is nothing to count) when it changes, at most every ``every``
+    seconds, and the last one when it ends; ``note`` lines at once."""
+
+    def __init__(self, total: int | None, description: str, every: float = 10.0, clock=None):
+        import threading
+        import time
+
+        self.total, self.description, self.every = total, description, every
+        self.clock = clock or time.monotonic
+        self.done = 0
+        self._said: tuple | None = None
+        self._last = None
+        self._lock = threading.Lock()
+
+    def _say(self, force: bool = False) -> None:
+        now = (self.description, self.done, self.total)
+        if now == self._said or not (force or self._last is None or self.clock() - self._last >= self.every):
+            return
+        self._said, self._last = now, self.clock()
+        if self.total is None and not self.done:  # nothing to count: what it does is the news
+            _line(self.description)
+            return
+        count = f"{self.done}/{self.total}" if self.total is not None else str(self.done)
+        _line(f"{self.description}: {count}")
+
+    def __enter__(self):
+        with self._lock:
+            self._say(force=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self._say(force=True)
+
+    def advance(self, n: int = 1) -> None:
+        with self._lock:
+            self.done += n
+            self._say()
+
+    def update(self, **kw) -> None:
+        with self._lock:
+            if "total" in kw:
+                self.total = kw["total"]
+            if "completed" in kw:
+                self.done = kw["completed"]
+            if "description" in kw:
+                self.description = kw["description"]
+            self._say()
+
+    def note(self, text: str) -> None:
+        with self._lock:
+            _line(text)
+
+
+def _line(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
 
 class _Progress(_NoProgress):
     def __init__(self, console, total: int | None, description: str):
@@ -259,6 +329,9 @@ class _Progress(_NoProgress):
 
     def update(self, **kw) -> None:
         self._bar.update(self._task, **kw)
+
+    def note(self, text: str) -> None:
+        self._bar.console.print(text, highlight=False, markup=False)
 
 
 def _json_default(obj: Any) -> Any:

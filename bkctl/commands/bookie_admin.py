@@ -178,27 +178,41 @@ def readonly(app: App, bookie_id: str, mode: str, http: str | None):
               help="Only major compaction (body {\"forceMajor\": true, \"forceMinor\": false}).")
 @click.option("--minor", "kind", flag_value="minor", help="Only minor compaction.")
 @click.option("--wait", is_flag=True, help="Wait until the pass is over (bookied only), then show the status.")
-@click.option("--timeout", type=click.FloatRange(min=0), default=600.0, show_default=True, metavar="SECONDS",
-              help="How long --wait waits (exit 1 after it).")
+@click.option("--wait-timeout", type=click.FloatRange(min=0), default=600.0, show_default=True, metavar="SECONDS",
+              help="How long --wait waits (exit 1 after it). The global --timeout is ZooKeeper's, as everywhere.")
 @click.option("--status", "status_only", is_flag=True, help="Only show the garbage collector's status.")
 @_HTTP
 @pass_app
-def gc(app: App, bookie_id: str, kind: str | None, wait: bool, timeout: float, status_only: bool, http: str | None):
+def gc(app: App, bookie_id: str, kind: str | None, wait: bool, wait_timeout: float, status_only: bool,
+       http: str | None):
     """Force garbage collection on a running bookie (PUT /api/v1/bookie/gc), or show its status.
 
     A forced pass removes deleted ledgers, then runs major compaction (or, with --minor, minor
     compaction; the bookie's thresholds apply, and forceAllowCompaction when its intervals are 0).
     The status: last and next runs, compactions, bytes reclaimed, entries moved, the entry logs'
-    live ratio (compaction times only once one ran).  --json: bookie_id, http, triggered, message,
-    kind, is_in_force_gc, status (GET /api/v1/bookie/gc), details (Java's gc_details list).
+    live ratio (compaction times only once one ran).  With --http HOST:PORT nothing else is
+    needed (no ZooKeeper, no cluster); without it the address is read from the bookie's
+    registration.  --wait says what the collector does while it waits (a line on stderr at each
+    change when stderr is not a terminal).  --json (on a --wait that runs out too, before the
+    exit 1): bookie_id, http, triggered, message, kind, is_in_force_gc, status (GET
+    /api/v1/bookie/gc), details (Java's gc_details list), error.
     """
-    from ..exitcodes import USAGE, CommandError
-    from ..ops.bookie_http import gc as run_gc
+    from ..exitcodes import FAILED, USAGE, CommandError
+    from ..ops.bookie_http import gc as run_gc, gc_activity
 
     if status_only and (kind or wait):
         raise CommandError("--status only reads the status: no --major, --minor or --wait with it", USAGE)
-    doc = run_gc(app.store, bookie_id, status_only, http, kind=kind, wait=timeout if wait else None)
+    store = None if http else app.store
+    if wait:
+        label = f"garbage collection of {bookie_id}"
+        with app.progress(None, f"{label}: triggered", lines=True) as bar:
+            doc = run_gc(store, bookie_id, http=http, kind=kind, wait=wait_timeout,
+                         on_status=lambda st: bar.update(description=f"{label}: {gc_activity(st)}"))
+    else:
+        doc = run_gc(store, bookie_id, status_only, http, kind=kind)
     emit(app, doc, lambda: _print_gc(app, bookie_id, doc))
+    if doc["error"]:
+        raise CommandError(doc["error"], FAILED)
 
 
 def _print_gc(app: App, bookie_id: str, doc: dict) -> None:

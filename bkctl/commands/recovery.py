@@ -54,19 +54,26 @@ def _show_plan_or_result(app: App, doc: dict, what: str) -> None:
 
 
 class _Reporter:
-    """Progress over ledgers (bar on a terminal) plus entries copied."""
+    """Progress over ledgers (bar on a terminal) plus entries copied; with ``lines`` (a
+    long wait) progress lines on stderr when it is not a terminal, and notes."""
 
-    def __init__(self, app: App, label: str):
+    def __init__(self, app: App, label: str, lines: bool = False):
         self.app = app
         self.label = label
+        self.lines = lines
         self.bar = None
         self.entries = 0
 
     def start(self, count: int) -> None:
         if self.bar is None:
-            self.bar = self.app.progress(count, self.label).__enter__()
+            self.bar = self.app.progress(count, self.label, lines=self.lines).__enter__()
         else:
             self.bar.update(total=count, completed=0)
+
+    def note(self, text: str) -> None:
+        if self.bar is None:
+            self.start(None)
+        self.bar.note(text)
 
     def ledger(self, _result: dict) -> None:
         if self.bar is not None:
@@ -184,44 +191,68 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
 def decommission(app: App, bookie: str, daemons: bool | None, wait: float, dry_run: bool, force: bool):
     """Retire a stopped bookie: move its data off, then delete its cookie.
 
-    The bookie must not be registered (exit 4: stop it first) and must be
-    known to the cluster (a cookie or a ledger naming it; else exit 3).  When
-    autorecovery is enabled and an auditor is elected, the autorecovery
-    daemons copy its data, as Java's decommissionbookie lets them: the audit
-    is triggered and the progress shown until no ledger names the bookie
-    (exit 1 after --wait seconds, cookie kept; the global --timeout is, as
-    everywhere, how long to wait for ZooKeeper).  Otherwise (or --no-daemons) every
-    fragment on it is re-replicated from this process as `recover` does
-    (open ledgers using it in their last segment are recovered: fenced and
-    closed), then the metadata is scanned until no ledger names it (up to 3
-    passes).  Only then is its cookie deleted.  --dry-run makes the same
-    checks and shows the ledgers that would move (locally: the plan of
-    `recover --dry-run`); nothing changes.  --json: bookie_id, mode
-    (autorecovery or local), passes, ledgers[] (as `recover`; with the
-    daemons ledger_id and status), entries_copied (null with the daemons),
-    remaining_ledgers, cookie_deleted, dry_run.
+    The bookie must not be registered (exit 4: stop it first; one that is
+    registered but does not answer was probably just killed: ZooKeeper keeps
+    its registration until its session expires, and the message says so)
+    and must be known to the cluster (a cookie or a ledger naming it; else
+    exit 3).  When autorecovery is enabled and an auditor is elected, the
+    autorecovery daemons copy its data, as Java's decommissionbookie lets
+    them: the audit is triggered and the progress shown until no ledger
+    names the bookie (exit 1 after --wait seconds, cookie kept; the global
+    --timeout is, as everywhere, how long to wait for ZooKeeper).  While it
+    waits it says so: a progress bar on a terminal, else progress lines on
+    stderr (the start, each change of the count, and every 15 s what the
+    ledgers left wait for: not marked yet, waiting for a worker, being
+    re-replicated, or failed with the worker's reason, from ZooKeeper).  A
+    failure names its cause the same way.  Otherwise (or --no-daemons)
+    every fragment on it is re-replicated from this process as `recover`
+    does (open ledgers using it in their last segment are recovered: fenced
+    and closed), then the metadata is scanned until no ledger names it (up
+    to 3 passes).  Only then is its cookie deleted.  --dry-run makes the
+    same checks and shows the ledgers that would move (locally: the plan of
+    `recover --dry-run`); nothing changes.  --json (printed on failure too,
+    before the exit 1): bookie_id, mode (autorecovery or local), passes,
+    ledgers[] (as `recover`; with the daemons ledger_id, status, and for a
+    ledger left repair {state, worker, reason} and error),
+    entries_copied (null with the daemons), remaining_ledgers,
+    cookie_deleted, dry_run, error (null, or the failure's message).
     """
+    from ..exitcodes import FAILED, CommandError
     from ..ops.recovery import decommission as run
 
     def confirm(ids: list[int]) -> None:
         confirm_destructive(app, f"Move {_plural(len(ids), 'ledger')} off {bookie} and delete its cookie?", force,
                             f"decommission {bookie}")
 
-    reporter = _Reporter(app, f"decommissioning {bookie}")
+    reporter = _Reporter(app, f"decommissioning {bookie}", lines=True)
     try:
         doc = run(app.bk, app.store, bookie, confirm=confirm, on_start=reporter.start,
-                  on_ledger=reporter.ledger, on_entry=reporter.entry, use_daemons=daemons, timeout=wait,
-                  dry_run=dry_run)
+                  on_ledger=reporter.ledger, on_entry=reporter.entry, on_note=reporter.note, use_daemons=daemons,
+                  timeout=wait, dry_run=dry_run)
     finally:
         reporter.stop()
     if dry_run:
         _show_decommission_plan(app, doc)
         return
+    if doc["error"]:
+        emit(app, doc, lambda: _show_left(app, doc))
+        raise CommandError(doc["error"], FAILED)
     copied = ("by the autorecovery daemons" if doc["mode"] == "autorecovery"
               else f"{_plural(doc['entries_copied'], 'entry', 'entries')} copied")
     emit(app, doc, lambda: app.console.print(
         f"bookie {bookie} decommissioned: {_plural(len(doc['ledgers']), 'ledger')} moved, {copied}; "
         f"cookie {'deleted' if doc['cookie_deleted'] else 'not found'}"))
+
+
+def _show_left(app: App, doc: dict) -> None:
+    """The ledgers a failed decommission left, each with what it waits for (the first 20)."""
+    left = [r for r in doc["ledgers"] if r["ledger_id"] in set(doc["remaining_ledgers"])]
+    rows = [(r["ledger_id"], (r.get("repair") or {}).get("worker") or "", r.get("error") or r.get("status"))
+            for r in left[:20]]
+    if rows:
+        table(app, ["ledger", "worker", "left because"], rows)
+    if len(left) > 20:
+        app.console.print(f"... and {len(left) - 20} more (--json lists them all)")
 
 
 def _show_decommission_plan(app: App, doc: dict) -> None:

@@ -106,12 +106,16 @@ def set_readonly(store, bookie_id: str, readonly: bool, http: str | None = None,
 
 
 def gc(store, bookie_id: str, status_only: bool = False, http: str | None = None, kind: str | None = None,
-       wait: float | None = None, clock=time.monotonic, sleep=time.sleep) -> dict:
+       wait: float | None = None, clock=time.monotonic, sleep=time.sleep, on_status=None) -> dict:
     """Force a GC pass (``kind`` "major"/"minor": only that compaction, Java's forceMajor/forceMinor
     body), or with ``status_only`` only read the status; with ``wait`` (seconds) wait until the pass
-    is over (bookied reports its runs; a Java bookie does not: exit 1)."""
+    is over (bookied reports its runs; a Java bookie does not: exit 1), telling ``on_status(status)``
+    each status read meanwhile.  ``store`` is only read for the bookie's HTTP address: None
+    with ``http``.  A pass not over within ``wait`` is the document with ``error`` saying so
+    (None otherwise), for the caller to print and then fail."""
     address = http_address(store, bookie_id, http)
     triggered = None
+    error = None
     if not status_only:
         before = call(address, "GET", GC) if wait is not None else None
         if wait is not None and not (isinstance(before, dict) and "gcRuns" in before):
@@ -123,10 +127,13 @@ def gc(store, bookie_id: str, status_only: bool = False, http: str | None = None
             deadline = clock() + wait
             while True:
                 now = call(address, "GET", GC)
+                if on_status is not None:
+                    on_status(now)
                 if now.get("gcRuns", 0) > before["gcRuns"] and not now.get("gcRunning"):
                     break
                 if clock() >= deadline:
-                    raise CommandError(f"the garbage collection of {bookie_id} was not over within {wait:g} s", FAILED)
+                    error = f"the garbage collection of {bookie_id} was not over within {wait:g} s (--wait-timeout)"
+                    break
                 sleep(0.2)
     running = call(address, "GET", GC)
     details = call(address, "GET", GC_DETAILS)
@@ -134,4 +141,13 @@ def gc(store, bookie_id: str, status_only: bool = False, http: str | None = None
     return {"bookie_id": bookie_id, "http": address, "triggered": triggered is not None, "message": triggered,
             "kind": kind, "is_in_force_gc": str(status.get("is_in_force_gc", "false")).lower() == "true"
             if isinstance(running, dict) else None,
-            "status": status, "details": details}
+            "status": status, "details": details, "error": error}
+
+
+def gc_activity(status: dict) -> str:
+    """What a bookie's garbage collector is doing, from its GET /api/v1/bookie/gc answer."""
+    if status.get("compacting"):
+        return f"{status['compacting']} compaction"
+    if status.get("gcRunning"):
+        return "running"
+    return "idle"

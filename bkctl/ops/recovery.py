@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..exitcodes import CONFLICT, FAILED, NOT_FOUND, USAGE, CommandError
+from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
+from ..render import plural as _plural
 
 
 def check_bookie_ids(bookies: Iterable[str]) -> list[str]:
@@ -181,25 +182,32 @@ def autorecovery_available(store) -> bool:
 
 def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[list[int]], Any] | None = None,
                  on_start: Callable[[int], Any] | None = None, on_ledger=None, on_entry=None,
+                 on_note: Callable[[str], Any] | None = None,
                  parallel: int = 4, use_daemons: bool | None = None, timeout: float = 3600.0,
-                 poll: float = 1.0, dry_run: bool = False) -> dict:
+                 poll: float = 1.0, heartbeat: float = 15.0, dry_run: bool = False,
+                 clock: Callable[[], float] | None = None, sleep: Callable[[float], Any] | None = None) -> dict:
     """Move every fragment off a stopped bookie, verify, delete its cookie.
 
-    The bookie must not be registered (exit 4 otherwise).  When autorecovery
-    is enabled and an auditor is elected (``use_daemons`` None: decided so;
-    True/False force it), the daemons do the copying, as Java's
-    ``decommissionbookie`` lets them: the audit is triggered (the bookie,
-    unregistered, is lost and its ledgers are marked at once) and the
-    metadata is watched until no ledger names the bookie, for at most
-    ``timeout`` seconds.  Otherwise this process re-replicates the ledgers
-    itself (open ones whose last segment uses the bookie are recovered and
-    closed first), then scans again; ledgers still naming it get another
-    pass, up to ``passes``.  If some remain, the cookie is kept and
-    CommandError (exit 1) says which.  Returns ``bookie_id``, ``mode``
+    The bookie must not be registered (exit 4 otherwise; registered but not
+    answering: its ZooKeeper session has not expired yet, and the message
+    says so).  When autorecovery is enabled and an auditor is elected
+    (``use_daemons`` None: decided so; True/False force it), the daemons do
+    the copying, as Java's ``decommissionbookie`` lets them: the audit is
+    triggered (the bookie, unregistered, is lost and its ledgers are marked
+    at once) and the metadata is watched until no ledger names the bookie,
+    for at most ``timeout`` seconds; ``on_note(text)`` hears what is going
+    on: the start, and every ``heartbeat`` seconds what the ledgers left
+    wait for (:func:`repair_states`).  Otherwise this process re-replicates
+    the ledgers itself (open ones whose last segment uses the bookie are
+    recovered and closed first), then scans again; ledgers still naming it
+    get another pass, up to ``passes``.  Returns ``bookie_id``, ``mode``
     (``autorecovery`` or ``local``), ``passes``, ``ledgers`` (per-ledger
-    results; with the daemons just ``ledger_id`` and ``status``),
-    ``entries_copied`` (null with the daemons: they count it in their
-    metrics), ``remaining_ledgers``, ``cookie_deleted``, ``dry_run``.
+    results; with the daemons ``ledger_id``, ``status`` and, for one left,
+    ``repair`` {state, worker, reason} and ``error``), ``entries_copied``
+    (null with the daemons: they count it in their metrics),
+    ``remaining_ledgers``, ``cookie_deleted``, ``dry_run`` and ``error``:
+    None, or -- ledgers left, cookie kept -- the one line saying which and
+    why, for the caller to print the document and then fail (exit 1).
 
     ``dry_run`` makes every check and changes nothing: with the daemons
     each ledger is ``planned``; locally the rows are the re-replication plan
@@ -207,9 +215,12 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
     """
     import time
 
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
+    note = on_note or (lambda _text: None)
     [bookie] = check_bookie_ids([bookie])
     if store.registration.is_registered(bookie):
-        raise CommandError(f"bookie {bookie} is registered (running); stop it before decommissioning it", CONFLICT)
+        raise CommandError(_registered_message(store, bookie), CONFLICT)
     by_ledger: dict[int, dict] = {}
     copied: int | None = 0
     ids = ledgers_on(store, [bookie])
@@ -228,7 +239,7 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
                                        ledger_ids=ids)["ledgers"] if ids else []
         return {"bookie_id": bookie, "mode": "autorecovery" if use_daemons else "local", "passes": 0,
                 "ledgers": rows, "entries_copied": None if use_daemons else 0, "remaining_ledgers": ids,
-                "cookie_deleted": False, "dry_run": True}
+                "cookie_deleted": False, "dry_run": True, "error": None}
     if confirm is not None:  # even with no data: the cookie goes
         confirm(ids)
     if use_daemons and ids:
@@ -237,9 +248,12 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
         copied = None
         if on_start is not None:
             on_start(len(ids))
-        trigger_audit(store)
+        auditor, _delay = trigger_audit(store)
+        note(f"audit triggered (auditor {auditor}): waiting up to {timeout:g} s for the autorecovery daemons "
+             f"to move {_plural(len(ids), 'ledger')} off {bookie}")
         waiting = set(ids)
-        deadline = time.monotonic() + timeout
+        deadline = clock() + timeout
+        told = clock()
         while True:
             left = set(ledgers_on(store, [bookie])) & waiting
             for lid in sorted(waiting - left):
@@ -247,13 +261,19 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
                 if on_ledger is not None:
                     on_ledger(by_ledger[lid])
             waiting = left
-            if not waiting or time.monotonic() >= deadline:
+            if not waiting or clock() >= deadline:
                 break
-            time.sleep(poll)
+            if clock() - told >= heartbeat:
+                told = clock()
+                note(f"{_plural(len(waiting), 'ledger')} still on {bookie}: "
+                     f"{describe_states(repair_states(store, waiting))}")
+            sleep(poll)
         ids = ledgers_on(store, [bookie])
+        states = repair_states(store, ids)
         for lid in ids:
-            by_ledger.setdefault(lid, {"ledger_id": lid, "status": "waiting",
-                                       "error": f"still names {bookie} after {timeout:g}s"})
+            st = states[lid]
+            by_ledger[lid] = {"ledger_id": lid, "status": "waiting", "repair": st,
+                              "error": f"{st['state']}" + (f": {st['reason']}" if st.get("reason") else "")}
     while ids and done_passes < passes and not use_daemons:
         done_passes += 1
         doc = rereplicate_bookies(bk, store, [bookie], on_start=on_start, on_ledger=on_ledger, on_entry=on_entry,
@@ -264,13 +284,16 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
         ids = ledgers_on(store, [bookie])
     result = {"bookie_id": bookie, "mode": "autorecovery" if use_daemons else "local", "passes": done_passes,
               "ledgers": [by_ledger[k] for k in sorted(by_ledger)],
-              "entries_copied": copied, "remaining_ledgers": ids, "cookie_deleted": False, "dry_run": False}
+              "entries_copied": copied, "remaining_ledgers": ids, "cookie_deleted": False, "dry_run": False,
+              "error": None}
     if ids:
-        errors = [f"{r['ledger_id']}: {r['error']}" for r in result["ledgers"]
-                  if r["ledger_id"] in ids and r.get("error")]
-        raise CommandError(f"{len(ids)} ledgers still use bookie {bookie} ({', '.join(map(str, ids[:10]))}"
-                           f"{'...' if len(ids) > 10 else ''}); cookie kept"
-                           + (f": {'; '.join(errors[:3])}" if errors else ""), FAILED)
+        why = (describe_states({lid: by_ledger[lid]["repair"] for lid in ids}) if use_daemons
+               else describe_errors([by_ledger[lid] for lid in ids if lid in by_ledger]))
+        waited = f" after {timeout:g} s" if use_daemons else ""
+        result["error"] = (f"{_plural(len(ids), 'ledger')} still use bookie {bookie}{waited} "
+                           f"({', '.join(map(str, ids[:10]))}{'...' if len(ids) > 10 else ''}); cookie kept"
+                           + (f": {why}" if why else ""))
+        return result
     found = store.cookies.get(bookie)
     if found is not None:
         from bkctl.wire.metadata.errors import NoSuchCookie
@@ -281,6 +304,72 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
         except NoSuchCookie:
             pass
     return result
+
+
+def _registered_message(store, bookie: str) -> str:
+    """Why a registered bookie cannot be decommissioned -- and, when it does not answer,
+    that a bookie just killed stays registered until its ZooKeeper session expires."""
+    message = f"bookie {bookie} is registered (running); stop it before decommissioning it"
+    if live_bookies(store, [bookie]):
+        return message
+    return (f"bookie {bookie} is registered but does not answer: if it was just stopped (kill -9, a crash), "
+            "ZooKeeper keeps its registration until its session expires (the bookie's zkTimeout); "
+            "try again then, or stop it first if it still runs")
+
+
+def repair_states(store, ledger_ids: Iterable[int]) -> dict[int, dict]:
+    """What each of ``ledger_ids`` (marked or to be marked by the auditor) waits for, from
+    ZooKeeper: ``state`` (not marked yet; waiting for a worker; held: autorecovery
+    disabled; being re-replicated; failed, lock kept), ``worker`` (the daemon holding
+    it) and ``reason`` (that worker's last failure on it), as ``autorecovery
+    query-status`` tells them."""
+    from .autorecovery import query_status
+
+    ledger_ids = list(ledger_ids)
+    if not ledger_ids:
+        return {}
+    locked = {row["ledger_id"]: row for row in query_status(store)}
+    enabled = store.underreplication.is_enabled()
+    out = {}
+    for lid in ledger_ids:
+        row = locked.get(lid)
+        if row is not None:
+            failure = row.get("last_failure") or {}
+            out[lid] = {"state": "failed, lock kept" if failure else "being re-replicated",
+                        "worker": row.get("worker"), "reason": failure.get("reason")}
+        elif store.underreplication.get(lid) is not None:
+            out[lid] = {"state": "waiting for a worker" if enabled else "held: autorecovery is disabled",
+                        "worker": None, "reason": None}
+        else:
+            out[lid] = {"state": "not marked under-replicated (yet)", "worker": None, "reason": None}
+    return out
+
+
+def describe_states(states: dict[int, dict]) -> str:
+    """``18 failed, lock kept (worker a:3181): need 1 writable bookie...; 2 waiting for a worker``."""
+    from collections import Counter
+
+    groups = Counter((st["state"], st.get("reason")) for st in states.values())
+    workers: dict[tuple, set] = {}
+    for st in states.values():
+        if st.get("worker"):
+            workers.setdefault((st["state"], st.get("reason")), set()).add(st["worker"])
+    parts = []
+    for (state, reason), n in groups.most_common():
+        who = workers.get((state, reason))
+        parts.append(f"{n} {state}" + (f" (worker {', '.join(sorted(who))})" if who else "")
+                     + (f": {reason}" if reason else ""))
+    return "; ".join(parts)
+
+
+def describe_errors(rows: list[dict]) -> str:
+    """The local passes' failures, each different reason once with its ledgers."""
+    by_reason: dict[str, list[int]] = {}
+    for r in rows:
+        if r.get("error"):
+            by_reason.setdefault(r["error"], []).append(r["ledger_id"])
+    return "; ".join(f"{', '.join(map(str, lids[:5]))}{'...' if len(lids) > 5 else ''}: {reason}"
+                     for reason, lids in list(by_reason.items())[:3])
 
 
 def delete_cookies(store, bookies: Iterable[str]) -> dict[str, str]:

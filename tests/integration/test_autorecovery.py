@@ -336,3 +336,49 @@ def test_decommission_lets_the_daemons_copy(bookie_cluster, metadata_uri, zkstor
     live = {b: port for b, port in ports.items() if b != victim.bookie_id}
     for lid in ids:
         assert assert_fully_replicated(zkstore, live, lid, {victim.bookie_id}) == 40
+
+
+def test_a_decommission_the_daemons_cannot_finish_talks_and_says_why(bookie_cluster, metadata_uri, zkstore, writer,
+                                                                     daemons):
+    """3 bookies, ledgers on all 3: with one gone no writable bookie is left outside their
+    ensembles, so every worker's attempt fails.  Right after a kill -9 the bookie is still
+    registered, and the refusal says why; then the piped wait says what it does on stderr,
+    its failure names the worker and its reason, and --json prints remaining_ledgers too."""
+    import json
+
+    procs = bookie_cluster(3)
+    zkstore.underreplication.set_lost_bookie_recovery_delay(3600)
+    ids = sorted(make_ledger(writer, 3, 2, entries=10) for _ in range(2))
+    daemons("ar-stuck", "lockReleaseOfFailedLedgerGracePeriod=300000", "auditorPeriodicBookieCheckInterval=0",
+            "auditorPeriodicCheckInterval=0")
+    wait_for(what="an auditor", predicate=zkstore.auditor.current)
+    victim = procs[0]
+    victim.kill()
+    early = bkctl(metadata_uri, "decommission", victim.bookie_id, "--force")
+    assert early.returncode == 4 and b"until its session expires" in early.stderr, early.stderr
+    wait_for(what="the killed bookie's session to expire", timeout=60,
+             predicate=lambda: not zkstore.registration.is_registered(victim.bookie_id))
+
+    first = bkctl(metadata_uri, "--json", "decommission", victim.bookie_id, "--force", "--wait", "1")
+    assert first.returncode == 1, first.stderr
+    doc = json.loads(first.stdout)  # the document, on failure too
+    assert doc["remaining_ledgers"] == ids and doc["cookie_deleted"] is False
+    assert doc["error"].startswith(f"2 ledgers still use bookie {victim.bookie_id} after 1 s")
+    assert {r["ledger_id"]: r["status"] for r in doc["ledgers"]} == {lid: "waiting" for lid in ids}
+    err = first.stderr.decode()
+    assert err.startswith("decommissioning ") and "audit triggered (auditor ar-stuck:3181)" in err, err
+
+    def failed_attempts():
+        rows = [json.loads(line) for line in ok(bkctl(metadata_uri, "--json", "autorecovery", "query-status"))
+                .splitlines()]
+        return [r for r in rows if r["last_failure"]]
+
+    wait_for(what="the worker to fail", predicate=failed_attempts, timeout=120)
+    again = bkctl(metadata_uri, "decommission", victim.bookie_id, "--force", "--wait", "1")  # piped, human
+    assert again.returncode == 1
+    last = again.stderr.decode().strip().splitlines()[-1]
+    assert last.startswith(f"bkctl: error: 2 ledgers still use bookie {victim.bookie_id}"), last
+    assert "failed, lock kept (worker ar-stuck:3181): need 1 writable bookie outside the ensemble" in last, last
+    table = again.stdout.decode()
+    assert "left because" in table and "ar-stuck:3181" in table
+    assert zkstore.cookies.get(victim.bookie_id) is not None

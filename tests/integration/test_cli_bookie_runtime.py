@@ -98,3 +98,22 @@ def test_bookied_serves_java_disk_endpoints(metadata_uri, zkstore, bookie_cluste
     assert key.startswith("LastLogMark: Journal Id - ") and key.endswith(".txn)") and value.startswith("Pos - ")
     assert _get(address, "/api/v1/bookie/gc")["is_in_force_gc"] == "false"
     assert _get(address, "/api/v1/bookie/expand_storage", "PUT") == "Success expand storage"
+
+
+def test_bookie_gc_needs_only_its_http_address_and_the_global_timeout_stays_zookeepers(metadata_uri, zkstore,
+                                                                                       bookie_cluster):
+    b = bookie_cluster(1, httpServerEnabled="true", httpServerPort=0)[0]
+    address = _http(zkstore, b.bookie_id)
+    nowhere = "zk+hierarchical://127.0.0.1:1/ledgers"  # no ZooKeeper there: --http is all gc needs
+    status = bkctl(nowhere, "--json", "bookie", "gc", b.bookie_id, "--status", "--http", address, "--timeout", "2")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["http"] == address
+    waited = bkctl(nowhere, "--json", "bookie", "gc", b.bookie_id, "--http", address, "--wait",
+                   "--wait-timeout", "120")
+    assert waited.returncode == 0, waited.stderr
+    doc = json.loads(waited.stdout)
+    assert doc["triggered"] and doc["error"] is None and not doc["status"]["gcRunning"]
+    assert f"garbage collection of {b.bookie_id}: triggered" in waited.stderr  # piped: a line, not a bar
+    # without --http the registration is read from ZooKeeper, given the global --timeout to answer
+    unreachable = bkctl(nowhere, "bookie", "gc", b.bookie_id, "--status", "--timeout", "2")
+    assert unreachable.returncode == 5 and "within 2s" in unreachable.stderr, unreachable.stderr
