@@ -42,7 +42,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from common import load_note  # noqa: E402
 
@@ -151,7 +150,8 @@ def run(args, uri: str, work: Path) -> int:
     # -- Arrow conversion ----------------------------------------------------------
     import pyarrow.compute  # noqa: F401 - imported before the clock starts, as a warm worker has it
 
-    from bkctl.export.datasource import LedgerRangePartition, _BatchBuilder
+    from bkctl.export.ledger_source import LedgerBatchBuilder
+    from bkctl.export.planning import EntryRange
 
     t = time.monotonic()
     builders = {}
@@ -159,8 +159,8 @@ def run(args, uri: str, work: Path) -> int:
     for ledger_id, entries in batches:
         b = builders.get(ledger_id)
         if b is None:
-            part = LedgerRangePartition(ledger_id, 0, 0, int(time.time() * 1000), "CLOSED", {"application": "bench"})
-            b = builders[ledger_id] = _BatchBuilder(part, args.batch_size)
+            part = EntryRange(ledger_id, 0, 0, int(time.time() * 1000), "CLOSED", {"application": "bench"})
+            b = builders[ledger_id] = LedgerBatchBuilder(part, args.batch_size)
         arrow_batches.append(b.build(entries))
     arrow_seconds = time.monotonic() - t
     print(f"{'Arrow conversion (1 core)':32} {rate(n, total_bytes, arrow_seconds)}")
@@ -178,7 +178,8 @@ def run(args, uri: str, work: Path) -> int:
     del arrow_batches
 
     # -- per master: the raw read at the same parallelism and the export, in turns ----------------
-    from bkctl.export.job import run_export, source_frame, spark_session, stop_spark
+    from bkctl.export.datasource import source_frame
+    from bkctl.export.spark_session import spark_session, stop_spark
     from bkctl.export.planning import LedgerPlan, parse_ledger_spec, plan_ledgers, split_ranges
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
@@ -205,12 +206,10 @@ def run(args, uri: str, work: Path) -> int:
                     # a first job starts Spark's Python workers, one per task slot (8 one-entry tasks), and
                     # their clients, with the options of the runs below: a fixed cost per Spark session
                     t = time.monotonic()
-                    run_export(store, uri, replace(_export_options(args, work, master, parse_ledger_spec(str(warm_id)),
-                                                                   "warm-up"), split_entries=1))
+                    _export(store, uri, args, work, master, parse_ledger_spec(str(warm_id)), "warm-up", split_entries=1)
                     warm_seconds = time.monotonic() - t
                     t = time.monotonic()
-                    run_export(store, uri, _export_options(args, work, master, parse_ledger_spec(str(one_entry_id)),
-                                                           "one-entry"))
+                    _export(store, uri, args, work, master, parse_ledger_spec(str(one_entry_id)), "one-entry")
                     fixed_seconds = time.monotonic() - t
                     print(f"{'spark start ' + master:32} {start_seconds:.1f} s, first export (8 tasks of one entry) "
                           f"{warm_seconds:.1f} s: fixed costs, not counted below; a one-entry export "
@@ -223,14 +222,14 @@ def run(args, uri: str, work: Path) -> int:
                         print(f"{f'  raw read, {slots} proc(s), run {rep + 1}':32} "
                               f"{rate(n, total_bytes, raw_times[-1])}  [{load_note()}; {cpu_note(raw_cpu[-1], n)}]")
                         t = time.monotonic()
-                        spark_raw_read(spark, uri, ranges, _export_options(args, work, master, spec, rep))
+                        spark_raw_read(spark, uri, ranges, _export_options(args, work, master, rep))
                         worker_times.append(time.monotonic() - t)
                         before = meter.snapshot()
                         worker_cpu.append(meter.used(after, before))
                         print(f"{f'  raw read in Spark tasks, run {rep + 1}':32} "
                               f"{rate(n, total_bytes, worker_times[-1])}  [{load_note()}; "
                               f"{cpu_note(worker_cpu[-1], n)}]")
-                        summary = run_export(store, uri, _export_options(args, work, master, spec, rep))
+                        summary = _export(store, uri, args, work, master, spec, rep)
                         export_cpu.append(meter.used(before, meter.snapshot()))
                         assert summary["entries"] == n, summary
                         timings = summary["timings"]
@@ -242,7 +241,8 @@ def run(args, uri: str, work: Path) -> int:
                               f"{cpu_note(export_cpu[-1], n)}]")
                 # last, so that neither its own Python daemons nor the JIT work it causes fall on the runs above
                 t = time.monotonic()
-                source_frame(spark, uri, _export_options(args, work, master, spec, 0), plans) \
+                options = _export_options(args, work, master, 0)
+                source_frame(spark, options.read_settings(uri), options.split_entries, plans) \
                     .write.format("noop").mode("overwrite").save()
                 noop_seconds = time.monotonic() - t
                 print(f"{'data source -> noop ' + master:32} {rate(n, total_bytes, noop_seconds)}  "
@@ -296,13 +296,22 @@ def run(args, uri: str, work: Path) -> int:
     return 0 if ok else 1
 
 
-def _export_options(args, work: Path, master: str, spec, rep):
+def _export_options(args, work: Path, master: str, rep, **changes):
     from bkctl.export.job import ExportOptions
 
     name = f"export-{master.replace('[', '').replace(']', '')}-{rep}"
-    return ExportOptions(out=str(work / name), spec=spec, master=master, split_entries=args.split_entries,
+    return ExportOptions(out=str(work / name), master=master, split_entries=args.split_entries,
                          batch_size=args.batch_size, protocol=args.protocol, read_window=args.read_window,
-                         read_timeout=30.0)
+                         read_timeout=30.0, **changes)
+
+
+def _export(store, uri: str, args, work: Path, master: str, spec, rep, **changes):
+    """``run_export`` of the ledgers ``spec`` selects, with the benchmark's options."""
+    from bkctl.export.job import run_export
+    from bkctl.export.ledger_source import LedgerSelection, LedgerSource
+
+    return run_export(store, uri, LedgerSource(LedgerSelection(spec)), _export_options(args, work, master, rep,
+                                                                                       **changes))
 
 
 def _read_share(bk, share, batch: int) -> int:
@@ -315,12 +324,12 @@ def _read_share(bk, share, batch: int) -> int:
     return n
 
 
-def _read_in_task(read_options, share) -> int:
+def _read_in_task(settings, share) -> int:
     """A Spark task of :func:`spark_raw_read`: its ranges read with the
-    export's own client (``datasource._client``), the entries counted."""
-    from bkctl.export.datasource import _client
+    export's own client (``executor.process_client``), the entries counted."""
+    from bkctl.export.executor import process_client
 
-    return _read_share(_client(read_options), share, read_options.batch_size)
+    return _read_share(process_client(settings), share, settings.batch_size)
 
 
 def spark_raw_read(spark, uri: str, ranges, export_options) -> None:
@@ -330,10 +339,7 @@ def spark_raw_read(spark, uri: str, ranges, export_options) -> None:
     the Parquet files)."""
     from functools import partial
 
-    from bkctl.export.datasource import ReadOptions
-    from bkctl.export.job import _reader_options
-
-    options = ReadOptions(_reader_options(uri, export_options, []))
+    options = export_options.read_settings(uri)
     shares = [[(r.ledger_id, r.first, r.last)] for r in ranges]
     total = sum(spark.sparkContext.parallelize(shares, len(shares)).map(partial(_read_in_task, options)).collect())
     assert total == sum(r.entries for r in ranges), total

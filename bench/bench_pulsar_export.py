@@ -107,8 +107,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args, uri: str, work: Path) -> int:
-    from bkctl.export.job import ExportOptions, run_export, spark_session, stop_spark
-    from bkctl.export.planning import LedgerSpec, parse_ledger_spec
+    from bkctl.export.job import ExportOptions, run_export
+    from bkctl.export.ledger_source import LedgerSelection, LedgerSource
+    from bkctl.export.planning import parse_ledger_spec
+    from bkctl.export.spark_session import spark_session, stop_spark
+    from bkctl.export.topic_source import TopicSource, TopicSpec
     from bkctl.wire.client.blocking import BlockingBookKeeper
     from bkctl.wire.metadata.zk import ZKMetadataStore
     from bkctl.wire.proto import pulsar_ml_pb2 as ml
@@ -138,11 +141,12 @@ def run(args, uri: str, work: Path) -> int:
                       makepath=True)
 
     # the decoder alone, one core: rows made into Arrow record batches as the export's tasks do
-    from bkctl.export.topic import _to_batch, topic_arrow_schema
+    from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema
+    from bkctl.export.topic_source import record_batch as _to_batch
     from bkctl.wire import fastpath
     from bkctl.wire.pulsar.messages import PACKED_AVAILABLE
 
-    schema = topic_arrow_schema()
+    schema = arrow_schema(TOPIC_COLUMNS)
     print(f"fast path: C extension {'built' if PACKED_AVAILABLE else 'MISSING'}, "
           f"BKCTL_FASTPATHS {'on' if fastpath.ENABLED else 'off'}")
     for label, packed in (("decode to Arrow, packed (one core)", True), ("decode to Arrow, general (one core)", False)):
@@ -164,13 +168,13 @@ def run(args, uri: str, work: Path) -> int:
         spec = parse_ledger_spec(",".join(map(str, ids)))
         for rep in range(args.repeat + 1):  # the first turn warms Spark's workers up and is not counted
             for kind in ("raw", "topic"):
-                opts = ExportOptions(out=str(work / f"out-{kind}"), spec=spec if kind == "raw" else LedgerSpec(),
-                                     topic=TOPIC if kind == "topic" else None, master=args.master,
-                                     mode="overwrite", split_entries=max(1, len(entries) // (2 * args.ledgers)))
+                source = LedgerSource(LedgerSelection(spec)) if kind == "raw" else TopicSource(TopicSpec(TOPIC))
+                opts = ExportOptions(out=str(work / f"out-{kind}"), master=args.master, mode="overwrite",
+                                     split_entries=max(1, len(entries) // (2 * args.ledgers)))
                 with ZKMetadataStore(uri) as store:
                     cpu = tree_cpu()
                     t = time.monotonic()
-                    summary = run_export(store, uri, opts)
+                    summary = run_export(store, uri, source, opts)
                     if rep:
                         results[kind].append((time.monotonic() - t, tree_cpu() - cpu, summary))
     finally:

@@ -1,4 +1,4 @@
-"""The small text rules every package reads by: booleans and host:port.
+"""The small text rules every package reads by: booleans, times, custom metadata, host:port.
 
 One home each, so that a value means the same in bk_server.conf, a
 ``--set KEY=VALUE``, an environment variable (``BKCTL_FASTPATHS``), a Spark
@@ -10,6 +10,11 @@ data source option and ``~/.config/bkctl/config.toml``.
   Commons Configuration (commons-lang's ``BooleanUtils``), which takes
   true/false, yes/no and on/off in any case; ``1``/``0`` are here for
   environment variables (``BKCTL_FASTPATHS=0``) and Spark options.
+* Times in epoch milliseconds as ISO 8601 in UTC with milliseconds
+  (``2026-11-21T00:00:00.123Z``) and as a UTC calendar date, the way
+  manifests, ``--json`` documents and Pulsar's tables write them.
+* Ledger custom metadata as text: values are UTF-8, bytes that are not
+  written as ``\\xNN`` escapes (so a value survives a JSON document).
 * ``host:port``: the port is the digits after the last colon (1 to 65535).
   A host may be an IPv6 address in brackets (``[::1]:3181``; the brackets are
   dropped) or bare, as Java's ``BookieSocketAddress`` writes a bookie id
@@ -17,12 +22,14 @@ data source option and ``~/.config/bkctl/config.toml``.
 """
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Mapping
+from typing import Any
 
 from bkctl.wire.errors import AddressError
 
-__all__ = ["BOOLEAN_WORDS", "NOT_A_BOOLEAN", "NOT_HOST_PORT", "PORT_OUT_OF_RANGE", "join_host_port", "parse_bool",
-           "split_host_port"]
+__all__ = ["BOOLEAN_WORDS", "NOT_A_BOOLEAN", "NOT_HOST_PORT", "PORT_OUT_OF_RANGE", "custom_metadata_text",
+           "join_host_port", "parse_bool", "split_host_port", "utc_date", "utc_iso"]
 
 #: Every word :func:`parse_bool` takes (lower case) and what it means.
 BOOLEAN_WORDS: Mapping[str, bool] = {
@@ -85,3 +92,30 @@ def join_host_port(host: str, port: int) -> str:
     """``host:port`` for a URL or a socket address: an IPv6 host in brackets
     (a bookie id is written bare, as Java writes it)."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def utc_iso(ms: int | None) -> str | None:
+    """ISO 8601 in UTC with milliseconds (``2026-11-21T00:00:00.123Z``) for
+    epoch milliseconds; None for None."""
+    if ms is None:
+        return None
+    moment = _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def utc_date(ms: int | None) -> str | None:
+    """The UTC calendar date (``YYYY-MM-DD``) of epoch milliseconds; None for None."""
+    if ms is None:
+        return None
+    return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).date().isoformat()
+
+
+def custom_metadata_text(custom: Any) -> dict[str, str]:
+    """A ledger's custom metadata as text: values are UTF-8, with bytes that
+    are not written as ``\\xNN`` escapes."""
+    out: dict[str, str] = {}
+    for key, value in dict(custom or {}).items():
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            value = bytes(value).decode("utf-8", errors="backslashreplace")
+        out[str(key)] = str(value)
+    return out

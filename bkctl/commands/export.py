@@ -120,8 +120,10 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, unacked
         raise CommandError(f"bkctl export needs PySpark and pyarrow ({exc}): pip install 'bkctl[spark]'",
                            FAILED) from None
     from ..export.job import ExportOptions, run_export
+    from ..export.ledger_source import LedgerSelection, LedgerSource
     from ..export.output import local_path
-    from ..export.planning import LedgerSpec, SpecError, parse_ledger_spec
+    from ..export.planning import SpecError, parse_ledger_spec
+    from ..export.topic_source import TopicSource, TopicSpec
 
     conf = {}
     for item in spark_conf:
@@ -131,21 +133,25 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, unacked
         conf[key.strip()] = value
     try:
         local_path(out)
+        if topic:
+            source = TopicSource(TopicSpec(
+                topic=topic, subscription=subscription, unacked_only=unacked_only, from_ms=from_time, to_ms=to_time,
+                skip_missing=skip_missing, on_corrupt=on_corrupt, managed_ledgers=managed_ledgers))
+        else:
+            source = LedgerSource(LedgerSelection(
+                spec=parse_ledger_spec("all" if all_ledgers else ledger_spec), since_ms=since, until_ms=until,
+                include_open=include_open, partition_by=partition_by))
         options = ExportOptions(
-            out=out, spec=LedgerSpec() if topic else parse_ledger_spec("all" if all_ledgers else ledger_spec),
-            topic=topic, subscription=subscription, unacked_only=unacked_only, from_ms=from_time, to_ms=to_time,
-            skip_missing=skip_missing, on_corrupt=on_corrupt, managed_ledgers=managed_ledgers, since_ms=since,
-            until_ms=until, partition_by=partition_by, compression=compression, master=master,
-            rows_per_file=rows_per_file, mode="overwrite" if overwrite else "append" if append else "replace",
-            decode=decode, include_open=include_open, split_entries=split_entries, batch_size=batch_size,
-            protocol=protocol or app.protocol, password=password, spark_conf=conf, quiet=app.quiet,
-            bookie_tls=app.bookie_tls or None)
+            out=out, compression=compression, master=master, rows_per_file=rows_per_file,
+            mode="overwrite" if overwrite else "append" if append else "replace", decode=decode,
+            split_entries=split_entries, batch_size=batch_size, protocol=protocol or app.protocol, password=password,
+            spark_conf=conf, quiet=app.quiet, bookie_tls=app.bookie_tls or None)
     except (SpecError, ValueError) as exc:
         raise CommandError(str(exc), USAGE) from None
     uri = app.require_uri()
     store = app.store
     with _progress_display(app) as progress:
-        summary = run_export(store, uri, options, progress=progress, info=app.info)
+        summary = run_export(store, uri, source, options, progress=progress, info=app.info)
     if not app.quiet:  # corrupt entries and incomplete chunked messages: never silent
         for p in (summary.get("problems") or [])[:20]:
             app.err_console.print(f"bkctl: warning: {p['topic']} ledger {p['ledger_id']} entry {p['entry_id']}: "

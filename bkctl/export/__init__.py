@@ -1,14 +1,23 @@
-"""Ledgers to Spark-ready Parquet.
+"""Ledgers, or a Pulsar topic's messages, to Spark-ready Parquet.
 
+* :mod:`bkctl.export.job`: ``bkctl export`` (:func:`~bkctl.export.job.run_export`),
+  a Spark job that drives any :class:`~bkctl.export.source.ExportSource`:
+  plan on the driver, one task per planned task writing Parquet
+  (:mod:`bkctl.export.writing`), check, commit atomically with a manifest;
+* the two sources: :mod:`bkctl.export.ledger_source` (one row per entry) and
+  :mod:`bkctl.export.topic_source` (one row per message);
+* :mod:`bkctl.export.columns`: each source's columns, stated once, and the
+  Spark, Arrow and DDL schemas made from them;
+* :mod:`bkctl.export.executor`: how the driver and the tasks read the
+  bookies (one client per process, the reads, the LAC);
 * :mod:`bkctl.export.datasource`: the ``bookkeeper`` PySpark data source
-  (``spark.read.format("bookkeeper")``), usable on its own in any PySpark 4
-  application;
-* :mod:`bkctl.export.job`: ``bkctl export``, a Spark job whose tasks read as
-  that source does and write Parquet (:mod:`bkctl.export.writing`), committed
-  atomically with a manifest;
+  (``spark.read.format("bookkeeper")``), the same sources as a Spark
+  adapter, usable on its own in any PySpark 4 application;
+* :mod:`bkctl.export.spark_session`: starting and stopping Spark;
 * :mod:`bkctl.export.planning`: ledger specs, time filters and entry-range
   planning (plain Python);
-* :mod:`bkctl.export.output`: the output directory (staging, locking, swap).
+* :mod:`bkctl.export.output`: the output directory (staging, locking, swap);
+  :mod:`bkctl.export.reading`: reading an export back.
 
 Importing this package loads neither pyspark nor Twisted.  PySpark and
 pyarrow come with ``pip install 'bkctl[spark]'``; on a Spark cluster every

@@ -7,8 +7,9 @@
           .option("ledgers", "1,2,5-9")
           .load())
 
-One row per entry, with the fixed schema :data:`SCHEMA` (``ledger_id long,
-entry_id long, payload binary, payload_size int, ledger_ctime timestamp,
+One row per entry, with the fixed schema of
+:data:`bkctl.export.columns.LEDGER_COLUMNS` (``ledger_id long, entry_id
+long, payload binary, payload_size int, ledger_ctime timestamp,
 ledger_state string, ledger_metadata map<string,string>``).
 
 Options (names are case-insensitive, values strings):
@@ -37,21 +38,30 @@ Options (names are case-insensitive, values strings):
 ``readTimeout`` / ``readWindow``
     per-request timeout in seconds (default 10) and entries in flight per task (default 256).
 ``topic``
-    a Pulsar topic instead of ledgers: one row per message, with the options
-    and columns :mod:`bkctl.export.topic_source` describes.
+    a Pulsar topic instead of ledgers: one row per message, with the columns
+    of ``bkctl export --topic`` (:data:`bkctl.export.columns.TOPIC_COLUMNS`)
+    and these options beside the ones above (``splitEntries``, ``batchSize``,
+    ``protocol``, ``password``, ``readTimeout``, ``readWindow``,
+    ``zkSecurity``, ``bookieTls``): ``subscription`` and ``unackedOnly``
+    (only what that cursor has not acknowledged), ``from``/``to`` (publish
+    times), ``skipMissing`` (ledgers the managed ledger lists but that were
+    deleted: skipped instead of failing), ``onCorrupt`` (``row``: an error
+    row, default; ``skip``), ``managedLedgers`` (Pulsar's root in ZooKeeper).
 ``plan``
     JSON list of ledger plans made by :func:`bkctl.export.planning.plan_ledgers`
     (``bkctl export`` passes it so that what is read is exactly what it planned);
     when given, ``ledgers``/``since``/``until``/``includeOpen`` are not used.
 
 Planning (``partitions()``) runs in a Python process on the driver: it
-reads ledger metadata from ZooKeeper (and, for open ledgers, the LAC from
-their bookies) and returns one :class:`LedgerRangePartition` per range of at
-most ``splitEntries`` entries; empty ledgers produce none.
+reads the metadata from ZooKeeper (and, for open ledgers, the LAC from
+their bookies) and returns one partition per task the source plans (for
+ledgers a range of at most ``splitEntries`` entries; empty ledgers produce
+none).
 
-Reading (``read()``) runs in Spark's Python workers on the executors.  Each
-worker process runs one Twisted reactor in a background thread (crochet)
-and keeps one BookKeeper client per cluster for all the partitions it reads;
+Reading (``read()``) runs in Spark's Python workers on the executors
+(:mod:`bkctl.export.executor`): each worker process runs one Twisted
+reactor in a background thread (crochet) and keeps one BookKeeper client
+per cluster for all the partitions it reads;
 entries are read with failover across replicas and digest verification,
 never past the last entry of a closed ledger nor the LAC of an open one.
 The executors need ``pip install 'bkctl[spark]'`` and must reach ZooKeeper
@@ -59,74 +69,22 @@ and the bookies under the addresses the cluster publishes.
 """
 from __future__ import annotations
 
-import atexit
-import os
-import threading
 from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.types import (
-    BinaryType,
-    IntegerType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from bkctl.wire.text import parse_bool
 
-from .planning import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_SPLIT_ENTRIES,
-    EntryRange,
-    SpecError,
-    parse_ctime,
-    parse_ledger_spec,
-    plan_ledgers,
-    plans_from_json,
-    split_ranges,
-)
+from . import FORMAT, planning
+from .columns import LEDGER_COLUMNS, TOPIC_COLUMNS, ddl, spark_schema
+from .executor import DEFAULT_BATCH_SIZE, DEFAULT_READ_TIMEOUT, DEFAULT_READ_WINDOW, LedgerReader, ReadSettings
+from .ledger_source import LedgerSelection, LedgerSource
+from .planning import SpecError
+from .source import SourcePlan
+from .topic_source import TopicSource, TopicSpec
 
-__all__ = ["BookKeeperDataSource", "BookKeeperReader", "LedgerRangePartition", "SCHEMA", "SCHEMA_DDL",
-           "ReadOptions", "arrow_schema", "register"]
-
-#: The format name: ``spark.read.format("bookkeeper")``.
-FORMAT = "bookkeeper"
-
-SCHEMA = StructType([
-    StructField("ledger_id", LongType()),
-    StructField("entry_id", LongType()),
-    StructField("payload", BinaryType()),
-    StructField("payload_size", IntegerType()),
-    StructField("ledger_ctime", TimestampType()),
-    StructField("ledger_state", StringType()),
-    StructField("ledger_metadata", MapType(StringType(), StringType())),
-])
-
-SCHEMA_DDL = ("ledger_id long, entry_id long, payload binary, payload_size int, ledger_ctime timestamp, "
-              "ledger_state string, ledger_metadata map<string,string>")
-
-DEFAULT_READ_TIMEOUT = 10.0
-DEFAULT_READ_WINDOW = 256
-
-
-def arrow_schema():
-    """The Arrow schema Spark expects from :meth:`BookKeeperReader.read`."""
-    import pyarrow as pa
-
-    return pa.schema([
-        ("ledger_id", pa.int64()),
-        ("entry_id", pa.int64()),
-        ("payload", pa.binary()),
-        ("payload_size", pa.int32()),
-        ("ledger_ctime", pa.timestamp("us", tz="UTC")),
-        ("ledger_state", pa.string()),
-        ("ledger_metadata", pa.map_(pa.string(), pa.string())),
-    ])
-
+__all__ = ["BookKeeperDataSource", "ReadOptions", "SparkSourceReader", "TaskPartition", "data_source_options",
+           "register", "source_frame"]
 
 def register(spark) -> None:
     """Register the ``bookkeeper`` format with a SparkSession (once)."""
@@ -175,261 +133,161 @@ def _float(name: str, value: Any, default: float) -> float:
     return number
 
 
+def _time(value: Any) -> int | None:
+    return planning.parse_ctime(value) if value else None
+
+
 class ReadOptions:
-    """The data source options, checked (picklable; no connections)."""
+    """The data source options, checked (picklable; no connections): how to
+    read (:attr:`settings`), what (:attr:`source`), and how to split it."""
 
     def __init__(self, options: Any):
         opts = {str(k).lower(): v for k, v in dict(options or {}).items()}
-        self.uri = opts.get("metadataserviceuri") or opts.get("metadatauri")
-        if not self.uri:
+        uri = opts.get("metadataserviceuri") or opts.get("metadatauri")
+        if not uri:
             raise SpecError("the bookkeeper data source needs option metadataServiceUri")
         self.plan_json = opts.get("plan")
         ledgers = opts.get("ledgers")
-        #: a Pulsar topic instead of ledgers (:mod:`bkctl.export.topic_source`)
-        self.topic = opts.get("topic")
-        if self.plan_json is None and not ledgers and not self.topic:
+        topic = opts.get("topic")
+        if self.plan_json is None and not ledgers and not topic:
             raise SpecError("the bookkeeper data source needs option ledgers (\"all\" or ids like 1,2,5-9)")
-        self.spec = parse_ledger_spec(ledgers) if ledgers else None
-        self.include_open = _bool("includeOpen", opts.get("includeopen"), False)
-        self.split_entries = _int("splitEntries", opts.get("splitentries"), DEFAULT_SPLIT_ENTRIES)
-        self.batch_size = _int("batchSize", opts.get("batchsize"), DEFAULT_BATCH_SIZE)
-        self.since_ms = parse_ctime(opts["since"]) if opts.get("since") else None
-        self.until_ms = parse_ctime(opts["until"]) if opts.get("until") else None
-        security = opts.get("zksecurity")
-        if security:
-            from bkctl.wire.metadata.zksecurity import ZKSecurity
-
-            try:
-                self.zk_security = ZKSecurity.from_json(security)
-            except ValueError as e:
-                raise SpecError(f"option zkSecurity: {e}") from None
-        else:
-            self.zk_security = None
-        tls = opts.get("bookietls")
-        if tls:
-            import json
-
-            from bkctl.wire.tls import TLSFiles
-
-            try:
-                self.bookie_tls = TLSFiles(**json.loads(tls))
-            except (ValueError, TypeError) as e:
-                raise SpecError(f"option bookieTls: {e}") from None
-        else:
-            self.bookie_tls = None
-        self.protocol = str(opts.get("protocol") or "v3").lower()
-        if self.protocol not in ("v2", "v3"):
-            raise SpecError(f"option protocol must be v2 or v3, not {self.protocol!r}")
+        self.split_entries = _int("splitEntries", opts.get("splitentries"), planning.DEFAULT_SPLIT_ENTRIES)
+        protocol = str(opts.get("protocol") or "v3").lower()
+        if protocol not in ("v2", "v3"):
+            raise SpecError(f"option protocol must be v2 or v3, not {protocol!r}")
         password = opts.get("password")
-        self.password = None if password is None else str(password).encode("utf-8")
-        self.read_timeout = _float("readTimeout", opts.get("readtimeout"), DEFAULT_READ_TIMEOUT)
-        self.read_window = _int("readWindow", opts.get("readwindow"), DEFAULT_READ_WINDOW)
-
-    def client_key(self) -> tuple:
-        return (self.uri, self.protocol, self.read_timeout, self.read_window)
-
-
-# ---------------------------------------------------------------- partitions
-
-
-class LedgerRangePartition(InputPartition):
-    """Entries ``first..last`` of one ledger, with the ledger facts every row carries."""
-
-    def __init__(self, ledger_id: int, first: int, last: int, ctime_ms: int | None, state: str,
-                 metadata: dict[str, str]):
-        self.ledger_id = int(ledger_id)
-        self.first = int(first)
-        self.last = int(last)
-        self.ctime_ms = ctime_ms
-        self.state = state
-        self.metadata = dict(metadata)
-
-    @classmethod
-    def of(cls, r: EntryRange) -> "LedgerRangePartition":
-        return cls(r.ledger_id, r.first, r.last, r.ctime_ms, r.state, r.metadata)
-
-    @property
-    def entries(self) -> int:
-        return self.last - self.first + 1
-
-    def __repr__(self) -> str:
-        return f"LedgerRangePartition(ledger {self.ledger_id}, entries {self.first}..{self.last}, {self.state})"
+        self.settings = ReadSettings(
+            str(uri), protocol=protocol,
+            read_timeout=_float("readTimeout", opts.get("readtimeout"), DEFAULT_READ_TIMEOUT),
+            read_window=_int("readWindow", opts.get("readwindow"), DEFAULT_READ_WINDOW),
+            batch_size=_int("batchSize", opts.get("batchsize"), DEFAULT_BATCH_SIZE),
+            password=None if password is None else str(password).encode("utf-8"),
+            zk_security=_zk_security(opts.get("zksecurity")), bookie_tls=_bookie_tls(opts.get("bookietls")))
+        if topic:
+            self.source: LedgerSource | TopicSource = TopicSource(TopicSpec(
+                topic=str(topic), subscription=opts.get("subscription"),
+                unacked_only=_bool("unackedOnly", opts.get("unackedonly"), False),
+                from_ms=_time(opts.get("from")), to_ms=_time(opts.get("to")),
+                skip_missing=_bool("skipMissing", opts.get("skipmissing"), False),
+                on_corrupt=str(opts.get("oncorrupt") or "row").lower(), managed_ledgers=opts.get("managedledgers")))
+        else:
+            self.source = LedgerSource(LedgerSelection(
+                spec=planning.parse_ledger_spec(ledgers) if ledgers else planning.LedgerSpec(),
+                since_ms=_time(opts.get("since")), until_ms=_time(opts.get("until")),
+                include_open=_bool("includeOpen", opts.get("includeopen"), False)))
 
 
-def plan_partitions(options: ReadOptions) -> list[LedgerRangePartition]:
-    """The partitions for ``options``: from its plan, else from the cluster's metadata."""
-    if options.plan_json is not None:
-        plans = plans_from_json(options.plan_json)
-    else:
-        from bkctl.wire.metadata.zk import ZKMetadataStore
+def _zk_security(text: Any):
+    if not text:
+        return None
+    from bkctl.wire.metadata.zksecurity import ZKSecurity
 
-        with ZKMetadataStore(options.uri, security=options.zk_security) as store:
-            lac_of = None
-            bk = None
-            if options.include_open:
-                bk = _client(options)
+    try:
+        return ZKSecurity.from_json(text)
+    except ValueError as e:
+        raise SpecError(f"option zkSecurity: {e}") from None
 
-                def lac_of(ledger_id: int) -> int:
-                    return bk.open(ledger_id, options.password).last_add_confirmed
 
-            plans, _skipped = plan_ledgers(store, options.spec, include_open=options.include_open,
-                                           since_ms=options.since_ms, until_ms=options.until_ms,
-                                           lac_of=lac_of)
-    return [LedgerRangePartition.of(r) for r in split_ranges(plans, options.split_entries)]
+def _bookie_tls(text: Any):
+    if not text:
+        return None
+    import json
+
+    from bkctl.wire.tls import TLSFiles
+
+    try:
+        return TLSFiles(**json.loads(text))
+    except (ValueError, TypeError) as e:
+        raise SpecError(f"option bookieTls: {e}") from None
+
+
+def data_source_options(settings: ReadSettings, split_entries: int, plans: list[planning.LedgerPlan]
+                        ) -> dict[str, str]:
+    """The options that make the data source read exactly ``plans`` with ``settings``."""
+    import dataclasses
+    import json
+
+    opts = {
+        "metadataServiceUri": settings.uri,
+        "plan": planning.plans_to_json(plans),
+        "splitEntries": str(split_entries),
+        "batchSize": str(settings.batch_size),
+        "protocol": settings.protocol,
+        "readTimeout": str(settings.read_timeout),
+        "readWindow": str(settings.read_window),
+    }
+    if settings.password is not None:
+        opts["password"] = settings.password.decode("utf-8")
+    if settings.zk_security is not None:
+        opts["zkSecurity"] = settings.zk_security.to_json()
+    if settings.bookie_tls:
+        opts["bookieTls"] = json.dumps(dataclasses.asdict(settings.bookie_tls), sort_keys=True)
+    return opts
+
+
+def source_frame(spark, settings: ReadSettings, split_entries: int, plans: list[planning.LedgerPlan]):
+    """The data source's DataFrame of what ``plans`` select."""
+    register(spark)
+    return spark.read.format(FORMAT).options(**data_source_options(settings, split_entries, plans)).load()
 
 
 # ---------------------------------------------------------------- the data source
 
 
+class TaskPartition(InputPartition):
+    """The work of one Spark task: a task its source planned (entries of one ledger)."""
+
+    def __init__(self, task):
+        self.task = task
+
+    def __repr__(self) -> str:
+        return f"TaskPartition({self.task!r})"
+
+
+def _plan(options: ReadOptions) -> SourcePlan:
+    """What the options select: their plan, else one made from the cluster's metadata."""
+    if options.plan_json is not None and isinstance(options.source, LedgerSource):
+        plans = planning.plans_from_json(options.plan_json)
+        return SourcePlan(plans, planning.split_ranges(plans, options.split_entries))
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    settings = options.settings
+    with ZKMetadataStore(settings.uri, security=settings.zk_security) as store:
+        return options.source.plan(store, LedgerReader.in_process(settings), options.split_entries)
+
+
 class BookKeeperDataSource(DataSource):
-    """Ledger entries as rows; see the module documentation for the options."""
+    """Ledger entries, or a topic's messages, as rows; see the module documentation for the options."""
 
     @classmethod
     def name(cls) -> str:
         return FORMAT
 
-    def _topic(self) -> bool:
-        return any(str(k).lower() == "topic" for k in dict(self.options or {}))
-
     def schema(self):
-        if self._topic():
-            from .topic_source import topic_schema
+        topic = any(str(k).lower() == "topic" for k in dict(self.options or {}))
+        return spark_schema(TOPIC_COLUMNS if topic else LEDGER_COLUMNS)
 
-            return topic_schema()
-        return SCHEMA
-
-    def reader(self, schema: StructType):
-        if self._topic():
-            from .topic_source import TopicReader
-
-            return TopicReader(self.options, schema)
-        return BookKeeperReader(ReadOptions(self.options), schema)
+    def reader(self, schema):
+        return SparkSourceReader(ReadOptions(self.options), schema)
 
 
-class BookKeeperReader(DataSourceReader):
-    def __init__(self, options: ReadOptions, schema: StructType):
-        if [(f.name, f.dataType) for f in schema.fields] != [(f.name, f.dataType) for f in SCHEMA.fields]:
-            raise SpecError(f"the bookkeeper data source has the fixed schema {SCHEMA_DDL}; "
+class SparkSourceReader(DataSourceReader):
+    """The Spark side of an export source: its plan as partitions (on the
+    driver), each read in a worker as the export's tasks read."""
+
+    def __init__(self, options: ReadOptions, schema):
+        columns = options.source.columns
+        if [(f.name, f.dataType) for f in schema.fields] != [(f.name, f.dataType)
+                                                            for f in spark_schema(columns).fields]:
+            raise SpecError(f"the bookkeeper data source has the fixed schema {ddl(columns)}"
+                            f"{' with option topic' if isinstance(options.source, TopicSource) else ''}; "
                             f"it cannot read {schema.simpleString()}")
         self.options = options
 
     def partitions(self) -> list[InputPartition]:
-        return list(plan_partitions(self.options))
+        return [TaskPartition(t) for t in _plan(self.options).tasks]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, LedgerRangePartition):
+        if not isinstance(partition, TaskPartition):
             return iter(())  # Spark's stand-in when there is nothing to read
-        return read_partition(self.options, partition)
-
-
-# ---------------------------------------------------------------- executor side
-
-_clients_lock = threading.Lock()
-_clients: dict[tuple, Any] = {}
-_clients_pid: int | None = None
-
-
-def _client(options: ReadOptions):
-    """This process's BlockingBookKeeper for the cluster (made once, reused by
-    every partition the process reads).  Its reactor is crochet's one thread."""
-    global _clients_pid
-    from bkctl.wire.client.blocking import BlockingBookKeeper
-
-    key = options.client_key()
-    with _clients_lock:
-        if _clients_pid != os.getpid():  # a forked child must not use its parent's connections
-            _clients.clear()
-            _clients_pid = os.getpid()
-        bk = _clients.get(key)
-        if bk is None:
-            if options.zk_security is not None:
-                from bkctl.wire.metadata import zksecurity
-
-                zksecurity.set_default(options.zk_security)  # the executor's ZooKeeper sessions
-            tls = {"tls": options.bookie_tls} if options.bookie_tls else {}
-            bk = BlockingBookKeeper(options.uri, protocol=options.protocol, **tls,
-                                    read_timeout=options.read_timeout, add_timeout=options.read_timeout,
-                                    read_window=options.read_window,
-                                    timeout=max(60.0, options.read_timeout * 6))
-            _clients[key] = bk
-            if len(_clients) == 1:
-                atexit.register(_close_clients)
-        return bk
-
-
-def _close_clients() -> None:
-    with _clients_lock:
-        clients = list(_clients.values()) if _clients_pid == os.getpid() else []
-        _clients.clear()
-    for bk in clients:
-        try:
-            bk.close()
-        except Exception:  # noqa: BLE001 - leaving anyway
-            pass
-
-
-class LedgerRangeError(RuntimeError):
-    """A partition asks for entries the ledger does not (or no longer) have."""
-
-
-class _BatchBuilder:
-    """Arrow record batches for one partition: the per-ledger columns are made
-    once (as long as the largest batch) and sliced; per batch only the entry
-    ids, payloads and sizes are converted."""
-
-    def __init__(self, partition: LedgerRangePartition, capacity: int):
-        import pyarrow as pa
-
-        self.pa = pa
-        import pyarrow.compute as pc
-
-        self.pc = pc
-        self.schema = arrow_schema()
-        types = {f.name: f.type for f in self.schema}
-        n = max(1, capacity)
-        ctime_us = None if partition.ctime_ms is None else int(partition.ctime_ms) * 1000
-        self.ledger = pa.repeat(pa.scalar(partition.ledger_id, types["ledger_id"]), n)
-        self.ctime = pa.repeat(pa.scalar(ctime_us, types["ledger_ctime"]), n)
-        self.state = pa.repeat(pa.scalar(partition.state, types["ledger_state"]), n)
-        self.metadata = pa.repeat(pa.scalar(list(partition.metadata.items()), types["ledger_metadata"]), n)
-
-    def build(self, entries: list) -> Any:
-        pa = self.pa
-        n = len(entries)
-        if n > len(self.ledger):
-            raise AssertionError("batch larger than its builder")
-        ids = pa.array([e[0] for e in entries], pa.int64())
-        payloads = pa.array([e[1] for e in entries], pa.binary())
-        sizes = self.pc.binary_length(payloads)
-        return pa.RecordBatch.from_arrays(
-            [self.ledger.slice(0, n), ids, payloads, sizes, self.ctime.slice(0, n), self.state.slice(0, n),
-             self.metadata.slice(0, n)], schema=self.schema)
-
-
-def read_entries(options: ReadOptions, ledger_id: int, first: int, last: int) -> Iterator[list]:
-    """Entries ``first..last`` of a ledger as lists of ``(entry id, payload)``,
-    ``batchSize`` at a time, never past what the ledger has."""
-    bk = _client(options)
-    ledger = bk.open(ledger_id, options.password)
-    limit = ledger.last_entry_id if ledger.is_closed else ledger.last_add_confirmed
-    if last > limit:
-        what = "last entry" if ledger.is_closed else "last add confirmed"
-        raise LedgerRangeError(f"ledger {ledger_id}: cannot read entries {first}..{last}, its {what} is {limit}")
-    expected = first
-    for entries in ledger.read_range(first, last, batch=options.batch_size):
-        if not entries:
-            continue
-        if entries[0][0] != expected or entries[-1][0] != expected + len(entries) - 1:
-            raise LedgerRangeError(f"ledger {ledger_id}: expected entries from {expected}, got "
-                                   f"{entries[0][0]}..{entries[-1][0]}")
-        expected += len(entries)
-        yield entries
-    if expected != last + 1:
-        raise LedgerRangeError(f"ledger {ledger_id}: read stopped at entry {expected - 1}, wanted up to {last}")
-
-
-def read_partition(options: ReadOptions, partition: LedgerRangePartition) -> Iterator[Any]:
-    """Arrow record batches of the partition's entries, ``batchSize`` at a time."""
-    builder = _BatchBuilder(partition, min(options.batch_size, partition.entries))
-    for entries in read_entries(options, partition.ledger_id, partition.first, partition.last):
-        yield builder.build(entries)
+        return self.options.source.read(self.options.settings, partition.task, {})

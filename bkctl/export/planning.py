@@ -22,17 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bkctl.wire.errors import NotFound
+from bkctl.wire.text import custom_metadata_text
 
 __all__ = [
-    "DEFAULT_BATCH_SIZE",
     "DEFAULT_SPLIT_ENTRIES",
     "EntryRange",
     "LedgerPlan",
     "LedgerSpec",
     "NoSuchLedgers",
     "SpecError",
-    "decode_custom_metadata",
-    "format_ctime",
     "parse_ctime",
     "parse_ledger_spec",
     "plan_ledgers",
@@ -43,8 +41,6 @@ __all__ = [
 
 #: Entries per Spark task (a larger ledger is split into several tasks).
 DEFAULT_SPLIT_ENTRIES = 100_000
-#: Entries per read batch inside a task (one Arrow record batch each).
-DEFAULT_BATCH_SIZE = 1_000
 #: A range spanning at most this many ids is resolved by probing each id;
 #: wider ones walk the ledger tree once.
 _PROBE_LIMIT = 4096
@@ -213,33 +209,7 @@ def parse_ctime(text: str, now_ms: int | None = None) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def format_ctime(ms: int | None) -> str | None:
-    """ISO-8601 (UTC, milliseconds) for epoch milliseconds."""
-    if ms is None:
-        return None
-    moment = _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def ctime_date(ms: int | None) -> str | None:
-    """The UTC calendar date (``YYYY-MM-DD``) of epoch milliseconds."""
-    if ms is None:
-        return None
-    return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).date().isoformat()
-
-
 # ---------------------------------------------------------------- plans
-
-
-def decode_custom_metadata(custom: Any) -> dict[str, str]:
-    """Custom metadata as text: values are UTF-8, with bytes that are not
-    written as ``\\xNN`` escapes."""
-    out: dict[str, str] = {}
-    for key, value in dict(custom or {}).items():
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            value = bytes(value).decode("utf-8", errors="backslashreplace")
-        out[str(key)] = str(value)
-    return out
 
 
 @dataclass(frozen=True)
@@ -357,7 +327,7 @@ def plan_ledgers(store, spec: LedgerSpec, *, include_open: bool = False, since_m
         else:
             last, length = int(lac_of(ledger_id)), None
         plans.append(LedgerPlan(ledger_id=ledger_id, state=state, ctime_ms=ctime,
-                                metadata=decode_custom_metadata(md.custom_metadata), first=0,
+                                metadata=custom_metadata_text(md.custom_metadata), first=0,
                                 last=last, length=length, segments=len(md.ensembles)))
     return plans, skipped
 

@@ -1,5 +1,5 @@
-"""The executor side of ``bkctl export``: a Spark task that reads one range
-of entries and writes it as Parquet itself.
+"""The executor side of ``bkctl export``: a Spark task that reads what its
+source plans for it and writes it as Parquet itself (:func:`run_task`).
 
 Why the tasks write their own files instead of ``DataFrame.write``: Spark's
 writer takes every row from the Python worker, turns the Arrow batches into
@@ -13,8 +13,9 @@ runs them where the executors are, and reports their progress; only file
 names and counts travel back to the driver.
 
 Files look as Spark's writer makes them: Hive partition folders
-(``ledger_id=N`` or ``date=YYYY-MM-DD/ledger_id=N``, the partition columns
-not repeated inside the files), ``part-NNNNN-JOB.cNNN.CODEC.parquet``,
+(``ledger_id=N``, ``date=YYYY-MM-DD/ledger_id=N`` or a topic's
+``topic=T/date=YYYY-MM-DD/ledger_id=N``, the partition columns not repeated
+inside the files), ``part-NNNNN-JOB.cNNN.CODEC.parquet``,
 timestamps as microseconds since the epoch, UTC.
 
 Commit protocol: every task attempt writes below its own folder,
@@ -30,11 +31,19 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
+from bkctl.wire.text import utc_date
+
+from .columns import file_schema
 from .output import NO_DATE
 
-__all__ = ["ATTEMPTS", "FileOptions", "RangeWriter", "commit_files", "file_schema", "leaf_dir", "write_range"]
+if TYPE_CHECKING:
+    from .executor import ReadSettings
+    from .source import ExportSource
+
+__all__ = ["ATTEMPTS", "FileOptions", "RangeWriter", "attempt_name", "commit_files", "leaf_dir", "payload_text",
+           "run_task"]
 
 #: The folder below the staging directory where task attempts write.
 ATTEMPTS = "_attempts"
@@ -42,11 +51,6 @@ ATTEMPTS = "_attempts"
 #: writes 128 MB row groups; this keeps a task's memory lower).
 ROW_GROUP_BYTES = 64 << 20
 _CODEC_SUFFIX = {"zstd": ".zstd", "snappy": ".snappy", "none": ""}
-#: Dictionary encoding for the columns that hold one value per ledger; the
-#: entry ids, payloads and sizes are nearly all distinct, and trying a
-#: dictionary on them first made the files 25% larger and no faster.
-_DICTIONARY_COLUMNS = ["ledger_ctime", "ledger_state", "ledger_metadata.key_value.key",
-                       "ledger_metadata.key_value.value"]
 
 
 @dataclass(frozen=True)
@@ -65,27 +69,11 @@ class FileOptions:
 def leaf_dir(partition_by: str, ledger_id: int, ctime_ms: int | None) -> str:
     """The partition folder of a ledger's rows, relative to the export."""
     if partition_by == "date":
-        from .planning import ctime_date
-
-        return f"date={ctime_date(ctime_ms) or NO_DATE}/ledger_id={ledger_id}"
+        return f"date={utc_date(ctime_ms) or NO_DATE}/ledger_id={ledger_id}"
     return f"ledger_id={ledger_id}"
 
 
-def file_schema(decode: str | None = None):
-    """The columns inside a file: the data source's, less ``ledger_id`` (a
-    partition column), plus ``payload_text`` with decode."""
-    import pyarrow as pa
-
-    from .datasource import arrow_schema
-
-    schema = arrow_schema()
-    schema = schema.remove(schema.get_field_index("ledger_id"))
-    if decode == "utf8":
-        schema = schema.append(pa.field("payload_text", pa.string()))
-    return schema
-
-
-def _payload_text(payloads):
+def payload_text(payloads):
     """Payloads as UTF-8 text, invalid sequences replaced by U+FFFD (what
     Spark's ``make_valid_utf8`` does; checked against it in the tests)."""
     import pyarrow as pa
@@ -101,13 +89,15 @@ class RangeWriter:
     """Writes record batches of one task into ``directory`` as Parquet
     files named ``part-INDEX-JOB.cNNN.CODEC.parquet``: a new file every
     ``rows_per_file`` rows (0: one file), a row group every
-    :data:`ROW_GROUP_BYTES` buffered."""
+    :data:`ROW_GROUP_BYTES` buffered.  ``schema``: the columns of the files
+    (:func:`~bkctl.export.columns.file_schema`); ``dictionary_columns``:
+    those to dictionary-encode."""
 
-    def __init__(self, directory: Path, index: int, options: FileOptions, schema=None):
+    def __init__(self, directory: Path, index: int, options: FileOptions, schema, dictionary_columns=()):
         self.directory = Path(directory)
         self.options = options
-        #: the columns of the files (default: a ledger export's, :func:`file_schema`)
-        self.schema = schema if schema is not None else file_schema(options.decode)
+        self.schema = schema
+        self._dictionary_columns = list(dictionary_columns)
         self._source_columns = [name for name in self.schema.names if name != "payload_text"]
         self._prefix = f"part-{index:05d}-{options.job}"
         self._suffix = f"{_CODEC_SUFFIX[options.compression]}.parquet"
@@ -120,12 +110,12 @@ class RangeWriter:
         self.files: list[tuple[str, int]] = []
 
     def write(self, batch) -> None:
-        """Add a batch in the data source's schema (``ledger_id`` first)."""
+        """Add a batch of the source's rows (its partition columns are left out)."""
         import pyarrow as pa
 
         columns = [batch.column(name) for name in self._source_columns]
         if self.options.decode == "utf8":
-            columns.append(_payload_text(batch.column("payload")))
+            columns.append(payload_text(batch.column("payload")))
         batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
         limit = self.options.rows_per_file
         while batch.num_rows:
@@ -162,7 +152,7 @@ class RangeWriter:
             self._name = f"{self._prefix}.c{len(self.files):03d}{self._suffix}"
             self._writer = pq.ParquetWriter(self.directory / self._name, self.schema,
                                             compression=self.options.compression,
-                                            use_dictionary=_DICTIONARY_COLUMNS)
+                                            use_dictionary=self._dictionary_columns)
         table = pa.Table.from_batches(self._pending, schema=self.schema)
         self._writer.write_table(table, row_group_size=table.num_rows)
         self._pending = []
@@ -176,7 +166,7 @@ class RangeWriter:
         self._file_rows = 0
 
 
-def _attempt_name() -> str:
+def attempt_name() -> str:
     """This task attempt's folder name: Spark's attempt id, unique in the application."""
     try:
         from pyspark import TaskContext
@@ -189,23 +179,32 @@ def _attempt_name() -> str:
     return f"{context.stageId()}-{context.partitionId()}-{context.taskAttemptId()}"
 
 
-def write_range(read_options, options: FileOptions, item: tuple[int, Any]) -> list[dict[str, Any]]:
-    """One Spark task: read ``item = (index, LedgerRangePartition)`` and write
-    it below this attempt's folder.  Returns a record per file written."""
-    from .datasource import read_partition
-
-    index, partition = item
-    attempt = _attempt_name()
-    leaf = leaf_dir(options.partition_by, partition.ledger_id, partition.ctime_ms)
-    writer = RangeWriter(Path(options.staging) / ATTEMPTS / attempt / leaf, index, options)
+def run_task(source: ExportSource, settings: ReadSettings, options: FileOptions, item: tuple[int, Any]
+             ) -> list[dict[str, Any]]:
+    """One Spark task: ``item = (index, task)``; the rows ``source`` reads for
+    the task go below this attempt's folder, each leaf folder's into files of
+    its own.  Returns a record per file written and, last, the task's counts
+    (``{"task": index, ...}``)."""
+    index, task = item
+    attempt = attempt_name()
+    schema = file_schema(source.columns, source.partition_columns, options.decode)
+    writers: dict[str, RangeWriter] = {}
+    counts: dict[str, Any] = {}
     try:
-        for batch in read_partition(read_options, partition):
-            writer.write(batch)
-        files = writer.close()
+        for batch in source.read(settings, task, counts):
+            for leaf, rows in source.folders(task, batch):
+                writer = writers.get(leaf)
+                if writer is None:
+                    writer = writers[leaf] = RangeWriter(Path(options.staging) / ATTEMPTS / attempt / leaf, index,
+                                                         options, schema, source.dictionary_columns)
+                writer.write(rows)
+        files = [{"attempt": attempt, "leaf": leaf, "name": name, "rows": rows}
+                 for leaf, writer in writers.items() for name, rows in writer.close()]
     except BaseException:
-        writer.abort()
+        for writer in writers.values():
+            writer.abort()
         raise
-    return [{"attempt": attempt, "leaf": leaf, "name": name, "rows": rows} for name, rows in files]
+    return files + [{"task": index, **counts}]
 
 
 def commit_files(staging: str | os.PathLike, reports: Iterable[dict[str, Any]]) -> int:

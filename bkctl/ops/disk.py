@@ -263,7 +263,7 @@ def walk_ledgers(store, bk: Callable[[], Any] | None, base: str | None = None, o
     made on first use; None: never ask the bookies) reads open ledgers' lengths."""
     from .pulsar import OrphanSweep, reader
 
-    from bkctl.export.planning import decode_custom_metadata
+    from bkctl.wire.text import custom_metadata_text as decode_custom_metadata
 
     owners = listed_owners(reader(store, base))
     tally = Tally()

@@ -91,7 +91,7 @@ class LedgerState:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        from bkctl.export.planning import format_ctime
+        from bkctl.wire.text import utc_iso as format_ctime
 
         md = self.metadata
         bookies = bookies_of(md) if md is not None else []
@@ -165,7 +165,7 @@ def _backlog(state: CursorState, ledgers: list[LedgerState]) -> tuple[int, int]:
 
 
 def _cursor_doc(name: str, info: Any, ledgers: list[LedgerState], bk) -> dict[str, Any]:
-    from bkctl.export.planning import format_ctime
+    from bkctl.wire.text import utc_iso as format_ctime
 
     state, source = cursor_state(info, bk)
     entries, nbytes = _backlog(state, ledgers)
@@ -306,7 +306,8 @@ class Owners:
         """:func:`ledger_owner`'s document for a ledger whose metadata ``md`` was read."""
         import time
 
-        from bkctl.export.planning import decode_custom_metadata, format_ctime
+        from bkctl.wire.text import custom_metadata_text as decode_custom_metadata
+        from bkctl.wire.text import utc_iso as format_ctime
 
         custom = decode_custom_metadata(md.custom_metadata)
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -384,7 +385,7 @@ class OrphanSweep:
     def __iter__(self):
         import time
 
-        from bkctl.export.planning import decode_custom_metadata
+        from bkctl.wire.text import custom_metadata_text as decode_custom_metadata
 
         listed: set[int] = set()
         for ml in _candidates(self.topics, {}):
@@ -425,7 +426,7 @@ class OrphanSweep:
 
     @staticmethod
     def _doc(ledger_id: int, md: Any, custom: dict[str, str]) -> dict[str, Any]:
-        from bkctl.export.planning import format_ctime
+        from bkctl.wire.text import utc_iso as format_ctime
 
         return {"ledger_id": ledger_id, "managed_ledger": custom.get(MANAGED_LEDGER_KEY),
                 "cursor": custom.get(CURSOR_KEY), "state": md.state.name,

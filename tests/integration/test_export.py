@@ -116,7 +116,7 @@ def cluster(zookeeper, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def spark(cluster):
-    from bkctl.export.job import spark_session, stop_spark
+    from bkctl.export.spark_session import spark_session, stop_spark
 
     session, created = spark_session("local[2]")
     try:
@@ -216,8 +216,9 @@ def test_export_reads_back_with_pyarrow_and_spark(cluster, spark, capsys, tmp_pa
     plain = spark.read.parquet(str(out))
     assert isinstance(plain.schema["ledger_id"].dataType, (T.IntegerType, T.LongType))
     df = read_export(spark, out)
-    from bkctl.export.datasource import SCHEMA
+    from bkctl.export.columns import LEDGER_COLUMNS, spark_schema
 
+    SCHEMA = spark_schema(LEDGER_COLUMNS)
     assert [(f.name, f.dataType) for f in df.schema.fields] == [(f.name, f.dataType) for f in SCHEMA.fields]
     from pyspark.sql import functions as F
 
@@ -363,8 +364,10 @@ def test_partition_by_date_decode_and_rows_per_file(cluster, spark, capsys, tmp_
 
 
 def test_data_source_on_its_own(cluster, spark):
-    from bkctl.export.datasource import SCHEMA, register
+    from bkctl.export.columns import LEDGER_COLUMNS, spark_schema
+    from bkctl.export.datasource import register
 
+    SCHEMA = spark_schema(LEDGER_COLUMNS)
     register(spark)
     ids = cluster.ledgers
     df = (spark.read.format("bookkeeper").option("metadataServiceUri", cluster.uri)
@@ -423,7 +426,7 @@ def test_payload_text_is_sparks_make_valid_utf8(spark):
 
     from pyspark.sql import functions as F
 
-    from bkctl.export.writing import _payload_text
+    from bkctl.export.writing import payload_text
 
     rng = random.Random(14)
     pieces = [0x41, 0x80, 0xBF, 0xC0, 0xC2, 0xE0, 0xE2, 0xED, 0xF0, 0xF4, 0xF5, 0xFF, 0x82, 0x9F, 0xA0]
@@ -432,6 +435,6 @@ def test_payload_text_is_sparks_make_valid_utf8(spark):
     cases += [bytes(rng.choice(pieces) for _ in range(rng.randint(1, 8))) for _ in range(1500)]
     df = spark.createDataFrame(list(enumerate(cases)), "i int, b binary")
     sparks = {r["i"]: r["t"] for r in df.select("i", F.make_valid_utf8(F.col("b").cast("string")).alias("t")).collect()}
-    ours = _payload_text(pa.array(cases, pa.binary())).to_pylist()
+    ours = payload_text(pa.array(cases, pa.binary())).to_pylist()
     assert [sparks[i] for i in range(len(cases))] == ours
     assert ours[2] == "h\u00e9llo \u20ac \U0001f600" and ours[3] == "\ufffd" * 3

@@ -439,7 +439,7 @@ def test_orphans_checks_a_candidate_again_before_reporting_it(pulsar_cluster, ca
 @pytest.fixture(scope="module")
 def spark(pulsar_cluster):
     pytest.importorskip("pyspark")
-    from bkctl.export.job import spark_session, stop_spark
+    from bkctl.export.spark_session import spark_session, stop_spark
 
     session, created = spark_session("local[2]")
     try:

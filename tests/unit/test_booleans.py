@@ -67,7 +67,7 @@ def spark_include_open(value):
     from bkctl.export.datasource import ReadOptions
 
     return ReadOptions({"metadataServiceUri": "zk+hierarchical://127.0.0.1:1/ledgers", "ledgers": "all",
-                        "includeOpen": value}).include_open
+                        "includeOpen": value}).source.selection.include_open
 
 
 READERS = [bookied, bookied_file, autorecovery_set, fastpaths, profile_zk_enable_security, profile_zk_tls,

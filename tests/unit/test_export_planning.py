@@ -89,10 +89,12 @@ def test_parse_ctime_rejects(text):
         parse_ctime(text, now_ms=NOW)
 
 
-def test_format_ctime_and_date():
-    assert planning.format_ctime(1_795_219_200_123) == "2026-11-21T00:00:00.123Z"
-    assert planning.ctime_date(1_795_219_200_000 - 1) == "2026-11-20"
-    assert planning.format_ctime(None) is None and planning.ctime_date(None) is None
+def test_times_are_written_in_utc_with_milliseconds_and_dated_in_utc():
+    from bkctl.wire.text import utc_date, utc_iso
+
+    assert utc_iso(1_795_219_200_123) == "2026-11-21T00:00:00.123Z"
+    assert utc_date(1_795_219_200_000 - 1) == "2026-11-20"
+    assert utc_iso(None) is None and utc_date(None) is None
 
 
 # ---------------------------------------------------------------- plans

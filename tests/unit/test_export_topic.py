@@ -1,9 +1,10 @@
 """The topic export's pure parts: folder names, partitions, options."""
 import pytest
 
+from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema, file_schema
 from bkctl.export.output import leaf_partitions
-from bkctl.export.planning import LedgerSpec, SpecError
-from bkctl.export.topic import escape_partition_value, file_schema, topic_arrow_schema
+from bkctl.export.planning import SpecError
+from bkctl.export.topic_source import TopicSource, escape_partition_value
 
 
 def test_topic_folders_are_escaped_as_spark_writes_them_and_read_back_by_pyarrow(tmp_path):
@@ -29,22 +30,28 @@ def test_topic_folders_are_escaped_as_spark_writes_them_and_read_back_by_pyarrow
 
 
 def test_files_leave_out_the_partition_columns():
-    names = file_schema().names
+    pytest.importorskip("pyarrow")
+    names = file_schema(TOPIC_COLUMNS, TopicSource.partition_columns).names
     assert "topic" not in names and "ledger_id" not in names
-    assert set(topic_arrow_schema().names) - set(names) == {"topic", "ledger_id"}
-    assert file_schema("utf8").names[-1] == "payload_text"
+    assert set(arrow_schema(TOPIC_COLUMNS).names) - set(names) == {"topic", "ledger_id"}
+    assert file_schema(TOPIC_COLUMNS, TopicSource.partition_columns, "utf8").names[-1] == "payload_text"
 
 
 def test_topic_export_options():
     from bkctl.export.job import ExportOptions
+    from bkctl.export.ledger_source import LedgerSelection
+    from bkctl.export.topic_source import TopicSpec
 
-    opts = ExportOptions(out="x", spec=LedgerSpec(), topic="persistent://a/b/c")
-    assert opts.partition_by == "topic"
-    assert opts.describe()["topic"] == "persistent://a/b/c"
+    source = TopicSource(TopicSpec("persistent://a/b/c"))
+    assert source.partition_by == "topic"
+    described = ExportOptions(out="x").describe(source)
+    assert described["topic"] == "persistent://a/b/c" and described["partition_by"] == "topic"
     with pytest.raises(SpecError, match="--unacked-only needs --subscription"):
-        ExportOptions(out="x", spec=LedgerSpec(), topic="persistent://a/b/c", unacked_only=True)
+        TopicSpec("persistent://a/b/c", unacked_only=True)
+    with pytest.raises(SpecError, match="on corrupt entries: row or skip"):
+        TopicSpec("persistent://a/b/c", on_corrupt="drop")
     with pytest.raises(SpecError, match="partition by ledger_id or date"):
-        ExportOptions(out="x", spec=LedgerSpec(), partition_by="topic")
+        LedgerSelection(partition_by="topic")
 
 
 @pytest.mark.parametrize("args, message", [

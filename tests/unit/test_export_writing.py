@@ -8,9 +8,11 @@ pq = pytest.importorskip("pyarrow.parquet")
 pytest.importorskip("pyspark")
 
 from bkctl.export import writing  # noqa: E402
-from bkctl.export.datasource import LedgerRangePartition, _BatchBuilder  # noqa: E402
+from bkctl.export.columns import LEDGER_COLUMNS, file_schema  # noqa: E402
+from bkctl.export.ledger_source import LedgerBatchBuilder, LedgerSelection, LedgerSource  # noqa: E402
 from bkctl.export.output import data_files, leaf_partitions  # noqa: E402
-from bkctl.export.writing import NO_DATE, FileOptions, RangeWriter, commit_files, leaf_dir, write_range  # noqa: E402
+from bkctl.export.planning import EntryRange  # noqa: E402
+from bkctl.export.writing import NO_DATE, FileOptions, RangeWriter, commit_files, leaf_dir, run_task  # noqa: E402
 
 CTIME_MS = 1_763_900_000_123  # 2025-11-23
 
@@ -20,15 +22,21 @@ def body(i: int) -> bytes:
     return text + b"\xff\xfe" if i % 4 == 3 else text
 
 
-def batches(partition: LedgerRangePartition, size: int):
-    builder = _BatchBuilder(partition, size)
+def batches(partition: EntryRange, size: int):
+    builder = LedgerBatchBuilder(partition, size)
     for start in range(partition.first, partition.last + 1, size):
         stop = min(start + size, partition.last + 1)
         yield builder.build([(i, body(i)) for i in range(start, stop)])
 
 
 def partition(first=0, last=999, ledger_id=42, ctime_ms=CTIME_MS):
-    return LedgerRangePartition(ledger_id, first, last, ctime_ms, "CLOSED", {"app": "tests"})
+    return EntryRange(ledger_id, first, last, ctime_ms, "CLOSED", {"app": "tests"})
+
+
+def writer(directory, index, options, decode=None):
+    """A ledger export's writer (its files' columns, its dictionary columns)."""
+    return RangeWriter(directory, index, options, file_schema(LEDGER_COLUMNS, LedgerSource.partition_columns, decode),
+                       LedgerSource.dictionary_columns)
 
 
 def read_files(directory):
@@ -39,14 +47,14 @@ def read_files(directory):
 
 def test_rows_per_file_cuts_files_across_batches(tmp_path):
     options = FileOptions(staging=str(tmp_path), job="j0b", compression="zstd", rows_per_file=600)
-    writer = RangeWriter(tmp_path / "leaf", 7, options)
+    w = writer(tmp_path / "leaf", 7, options)
     for batch in batches(partition(0, 1999), 250):
-        writer.write(batch)
-    assert writer.close() == [("part-00007-j0b.c000.zstd.parquet", 600), ("part-00007-j0b.c001.zstd.parquet", 600),
+        w.write(batch)
+    assert w.close() == [("part-00007-j0b.c000.zstd.parquet", 600), ("part-00007-j0b.c001.zstd.parquet", 600),
                               ("part-00007-j0b.c002.zstd.parquet", 600), ("part-00007-j0b.c003.zstd.parquet", 200)]
     files, table = read_files(tmp_path / "leaf")
     assert [pq.read_metadata(p).num_rows for p in files] == [600, 600, 600, 200]
-    assert table.schema == writing.file_schema() and "ledger_id" not in table.schema.names
+    assert table.schema == file_schema(LEDGER_COLUMNS, ["ledger_id"]) and "ledger_id" not in table.schema.names
     assert table.column("entry_id").to_pylist() == list(range(2000))
     assert table.column("payload").to_pylist() == [body(i) for i in range(2000)]
     assert table.column("payload_size").to_pylist() == [len(body(i)) for i in range(2000)]
@@ -62,10 +70,10 @@ def test_rows_per_file_cuts_files_across_batches(tmp_path):
 
 def test_row_groups_are_cut_by_buffered_bytes(tmp_path, monkeypatch):
     monkeypatch.setattr(writing, "ROW_GROUP_BYTES", 20_000)
-    writer = RangeWriter(tmp_path, 0, FileOptions(staging=str(tmp_path), job="j", compression="snappy"))
+    w = writer(tmp_path, 0, FileOptions(staging=str(tmp_path), job="j", compression="snappy"))
     for batch in batches(partition(0, 2999), 100):
-        writer.write(batch)
-    assert writer.close() == [("part-00000-j.c000.snappy.parquet", 3000)]
+        w.write(batch)
+    assert w.close() == [("part-00000-j.c000.snappy.parquet", 3000)]
     meta = pq.read_metadata(tmp_path / "part-00000-j.c000.snappy.parquet")
     assert meta.num_row_groups > 3 and meta.num_rows == 3000
     assert pq.read_table(tmp_path / "part-00000-j.c000.snappy.parquet").column("entry_id").to_pylist() == \
@@ -74,10 +82,10 @@ def test_row_groups_are_cut_by_buffered_bytes(tmp_path, monkeypatch):
 
 def test_decode_replaces_invalid_utf8_and_uncompressed_names(tmp_path):
     options = FileOptions(staging=str(tmp_path), job="j", compression="none", decode="utf8")
-    writer = RangeWriter(tmp_path, 3, options)
+    w = writer(tmp_path, 3, options, decode="utf8")
     for batch in batches(partition(0, 9), 5):
-        writer.write(batch)
-    assert writer.close() == [("part-00003-j.c000.parquet", 10)]
+        w.write(batch)
+    assert w.close() == [("part-00003-j.c000.parquet", 10)]
     table = pq.read_table(tmp_path / "part-00003-j.c000.parquet")
     assert table.schema.names[-1] == "payload_text" and table.schema.field("payload_text").type == pa.string()
     assert table.column("payload_text").to_pylist() == [body(i).decode("utf-8", "replace") for i in range(10)]
@@ -87,8 +95,8 @@ def test_decode_replaces_invalid_utf8_and_uncompressed_names(tmp_path):
 
 
 def test_nothing_written_nothing_reported(tmp_path):
-    writer = RangeWriter(tmp_path / "leaf", 0, FileOptions(staging=str(tmp_path), job="j"))
-    assert writer.close() == [] and not (tmp_path / "leaf").exists()
+    w = writer(tmp_path / "leaf", 0, FileOptions(staging=str(tmp_path), job="j"))
+    assert w.close() == [] and not (tmp_path / "leaf").exists()
 
 
 def test_leaf_dirs_and_a_ledger_without_ctime(tmp_path):
@@ -107,20 +115,23 @@ def test_only_the_reported_attempt_is_committed(tmp_path, monkeypatch):
     part = partition(0, 1999, ledger_id=9)
     fail = {"after": 4}
 
-    def read_partition(_options, p):
+    def read_ledger_range(_reader, p):
         for n, batch in enumerate(batches(p, 100)):
             if fail["after"] is not None and n == fail["after"]:
                 raise OSError("bookie gone")
             yield batch
 
-    monkeypatch.setattr("bkctl.export.datasource.read_partition", read_partition)
+    monkeypatch.setattr("bkctl.export.ledger_source.read_ledger_range", read_ledger_range)
+    source = LedgerSource(LedgerSelection(partition_by="date"))
     options = FileOptions(staging=str(tmp_path), job="jj", partition_by="date")
     with pytest.raises(OSError):
-        write_range(None, options, (2, part))
+        run_task(source, None, options, (2, part))
     attempts = tmp_path / writing.ATTEMPTS
     assert [p.name for p in data_files_anywhere(attempts)] == ["part-00002-jj.c000.zstd.parquet"]  # a partial file
     fail["after"] = None
-    reports = write_range(None, options, (2, part))
+    reports = run_task(source, None, options, (2, part))
+    assert reports[-1] == {"task": 2, "ledger_id": 9, "first": 0, "last": 1999, "entries": 2000}
+    reports = [r for r in reports if "name" in r]
     assert [(r["leaf"], r["name"], r["rows"]) for r in reports] == [
         ("date=2025-11-23/ledger_id=9", "part-00002-jj.c000.zstd.parquet", 2000)]
     assert commit_files(tmp_path, reports) == 1

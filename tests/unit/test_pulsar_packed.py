@@ -10,13 +10,14 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bkctl.export.topic import _to_batch, topic_arrow_schema
+from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema
+from bkctl.export.topic_source import record_batch as _to_batch
 from bkctl.wire import fastpath
 from bkctl.wire.proto import pulsar_api_pb2 as pb
 from bkctl.wire.pulsar.messages import PACKED_AVAILABLE, PackedColumns, TopicDecoder
 from tests.support import pulsar_entries as pe
 
-SCHEMA = topic_arrow_schema()
+SCHEMA = arrow_schema(TOPIC_COLUMNS)
 #: whether packed=True really takes the C path here (BKCTL_FASTPATHS=0 runs this module too)
 PACKING = PACKED_AVAILABLE and fastpath.ENABLED
 

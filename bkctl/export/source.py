@@ -1,0 +1,87 @@
+"""What an export exports: the :class:`ExportSource` Protocol, and what a source plans.
+
+:func:`~bkctl.export.job.run_export` drives any source the same way: it
+asks the source for a plan on the driver, runs one Spark task per planned
+task (:func:`~bkctl.export.writing.run_task` writes what the source reads),
+has the source check what was written, and writes the manifest with the
+source's part in it.  Two sources: ledgers, one row per entry
+(:class:`~bkctl.export.ledger_source.LedgerSource`), and a Pulsar topic, one
+row per message (:class:`~bkctl.export.topic_source.TopicSource`).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from bkctl.wire.pulsar.columns import Column
+
+    from .executor import LedgerReader, ReadSettings
+    from .planning import LedgerPlan
+
+__all__ = ["ExportError", "ExportSource", "SourcePlan", "Written"]
+
+
+class ExportError(RuntimeError):
+    """The export could not be completed (nothing was changed in the output)."""
+
+
+@dataclass
+class SourcePlan:
+    """What an export will read: a plan per ledger (empty ones included),
+    the tasks (each has ``ledger_id`` and ``entries``, and is picklable),
+    the ledgers left out and why, and what the source wants to remember."""
+
+    plans: list[LedgerPlan]
+    tasks: list[Any]
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Written:
+    """What the tasks wrote, checked against the plan: per ledger id its
+    ``rows``, ``bytes``, ``first`` and ``last`` entry; the number of files."""
+
+    stats: dict[int, dict[str, int]]
+    files: int
+
+
+class ExportSource(Protocol):
+    """One kind of export.  A source is picklable: its tasks run on Spark's executors."""
+
+    #: the top folder level (``ledger_id``, ``date`` or ``topic``), recorded in the manifest
+    partition_by: str
+    #: what a row is (``entries``, ``messages``): the name of their count in the manifest and summary
+    rows_are: str
+    #: the rows' columns (:mod:`bkctl.export.columns`)
+    columns: Sequence[Column]
+    #: columns that are folder names, not inside the files
+    partition_columns: Sequence[str]
+    #: columns the Parquet files dictionary-encode
+    dictionary_columns: Sequence[str]
+
+    def plan(self, store: Any, reader: LedgerReader, split_entries: int) -> SourcePlan:
+        """Read the metadata and decide what to read (on the driver)."""
+
+    def read(self, settings: ReadSettings, task: Any, counts: dict[str, Any]) -> Iterator[Any]:
+        """A task's rows as Arrow record batches of :attr:`columns` (on an
+        executor, in an export's task or the data source's); ``counts``
+        receives what the task wants to report."""
+
+    def folders(self, task: Any, batch: Any) -> Iterator[tuple[str, Any]]:
+        """A batch's rows as ``(leaf folder, rows)`` pairs: where they go in the export."""
+
+    def verify(self, plan: SourcePlan, reports: list[dict[str, Any]], staging: Any) -> Written:
+        """Check what the tasks wrote into ``staging`` against the plan."""
+
+    def manifest(self, plan: SourcePlan, reports: list[dict[str, Any]], decode: str | None) -> dict[str, Any]:
+        """The source's part of the manifest: ``columns``, ``layout``, what to
+        add to this export's record (``export``), and sections of its own."""
+
+    def summary(self, plan: SourcePlan, reports: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+        """Add the source's own facts to the export's summary (which counts its rows as :attr:`rows_are`)."""
+
+    def describe(self) -> dict[str, Any]:
+        """What was asked for, as the manifest records it."""

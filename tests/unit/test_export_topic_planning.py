@@ -1,0 +1,149 @@
+"""Topic export planning (``plan_topic``) on the in-memory metadata store: the
+ledgers a managed ledger lists, up to the last entry of a closed ledger, the LAC
+of the open one or the terminated position; tasks of ``split_entries`` entries
+linked across a ledger rollover for chunked messages; deleted, offloaded and
+wholly acknowledged ledgers; every partition of a partitioned topic."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bkctl.export.planning import SpecError
+from bkctl.export.topic_source import TopicLedgersMissing, TopicSpec, plan_topic
+from bkctl.wire.errors import NotFound
+from bkctl.wire.metadata.ledger import LedgerMetadata
+from bkctl.wire.proto import pulsar_ml_pb2 as ml
+from bkctl.wire.pulsar.errors import NoSuchSubscription, NoSuchTopic
+from tests.support.fake_store import FakeMetadataStore
+
+NS = "public/default"
+BOOKIES = ("10.0.0.1:3181", "10.0.0.2:3181")
+
+
+def managed_ledger(*ledgers: int, terminated=None, offloaded=()) -> bytes:
+    info = ml.ManagedLedgerInfo()
+    for ledger_id in ledgers:
+        li = info.ledgerInfo.add(ledgerId=ledger_id, entries=10, size=100, timestamp=1)
+        if ledger_id in offloaded:
+            li.offloadContext.complete = True
+            li.offloadContext.bookkeeperDeleted = True
+    if terminated is not None:
+        info.terminatedPosition.ledgerId, info.terminatedPosition.entryId = terminated
+    return info.SerializeToString()
+
+
+def cursor(mark: tuple[int, int]) -> bytes:
+    return ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=mark[0],
+                                markDeleteEntryId=mark[1]).SerializeToString()
+
+
+def ledger(store, ledger_id: int, last: int | None) -> None:
+    """A ledger of the topic: closed at entry ``last``, or open (None)."""
+    md = LedgerMetadata.new(BOOKIES, password=b"", custom_metadata={"application": b"pulsar"})
+    store.ledgers.create(md if last is None else md.closed(last, 100 * (last + 1)), ledger_id)
+
+
+@pytest.fixture
+def store() -> FakeMetadataStore:
+    """``orders``: ledgers 10 (entries 0..9), 11 (0..2), 12 (open); cursor ``billing``
+    at 10:9 (all of ledger 10 acknowledged). ``parts``: partitions 0 and 1."""
+    store = FakeMetadataStore().start()
+    put = store.pulsar.put_managed_ledger
+    put(f"{NS}/persistent/orders", managed_ledger(10, 11, 12), {"billing": cursor((10, 9))})
+    put(f"{NS}/persistent/parts-partition-0", managed_ledger(20))
+    put(f"{NS}/persistent/parts-partition-1", managed_ledger(21))
+    store.pulsar.put_partitioned_topic(f"{NS}/persistent/parts", b'{"partitions":2,"deleted":false}')
+    for ledger_id, last in ((10, 9), (11, 2), (12, None), (20, 4), (21, 0)):
+        ledger(store, ledger_id, last)
+    return store
+
+
+def lacs():
+    """The LAC reader: ledger 12's is 6; it records what it was asked."""
+    asked = []
+
+    def lac_of(ledger_id: int) -> int:
+        asked.append(ledger_id)
+        return {12: 6}[ledger_id]
+
+    lac_of.asked = asked
+    return lac_of
+
+
+def spans(plan):
+    return [(t.ledger_id, t.first, t.last) for t in plan.tasks]
+
+
+def test_closed_ledgers_to_their_last_entry_the_open_one_to_its_lac(store):
+    lac_of = lacs()
+    plan = plan_topic(store, TopicSpec(f"persistent://{NS}/orders"), 4, lac_of)
+    assert [(p.ledger_id, p.first, p.last, p.state) for p in plan.plans] == [
+        (10, 0, 9, "CLOSED"), (11, 0, 2, "CLOSED"), (12, 0, 6, "OPEN")]
+    assert lac_of.asked == [12]  # the bookies are asked only about the open ledger
+    assert spans(plan) == [(10, 0, 3), (10, 4, 7), (10, 8, 9), (11, 0, 2), (12, 0, 3), (12, 4, 6)]
+    assert plan.skipped == []
+    doc = plan.details["topics"][f"persistent://{NS}/orders"]
+    assert doc["ledgers"] == [10, 11, 12] and doc["partition"] == -1 and doc["cursor"] is None
+
+
+def test_tasks_read_on_into_the_next_ledger_for_a_chunked_message_a_rollover_cut(store):
+    plan = plan_topic(store, TopicSpec(f"persistent://{NS}/orders"), 4, lacs())
+    by_span = {(t.ledger_id, t.first): t for t in plan.tasks}
+    # every task of ledger 10 may finish a message in ledger 11; 11's in 12; 12's in none
+    assert {(t.next_ledger, t.next_last) for t in plan.tasks if t.ledger_id == 10} == {(11, 2)}
+    assert (by_span[(11, 0)].next_ledger, by_span[(11, 0)].next_last) == (12, 6)
+    assert {t.next_ledger for t in plan.tasks if t.ledger_id == 12} == {None}
+    # only a ledger's first task follows the ledger before; every task reads on to its ledger's end
+    assert [t.follows for t in plan.tasks] == [False, False, False, True, True, False]
+    assert {(t.ledger_id, t.ledger_last) for t in plan.tasks} == {(10, 9), (11, 2), (12, 6)}
+
+
+def test_a_terminated_topic_ends_at_its_terminated_position(store):
+    store.pulsar.put_managed_ledger(f"{NS}/persistent/orders", managed_ledger(10, 11, 12, terminated=(11, 1)))
+    plan = plan_topic(store, TopicSpec(f"persistent://{NS}/orders"), 100, lacs())
+    assert [(p.ledger_id, p.last) for p in plan.plans] == [(10, 9), (11, 1), (12, 6)]
+
+
+def test_a_deleted_ledger_stops_the_plan_unless_skipped_and_an_offloaded_one_is_skipped(store):
+    store.pulsar.put_managed_ledger(f"{NS}/persistent/orders", managed_ledger(10, 11, 12, 13, 14, offloaded=(14,)))
+    with pytest.raises(TopicLedgersMissing, match="13 .of persistent://public/default/orders.") as info:
+        plan_topic(store, TopicSpec(f"persistent://{NS}/orders"), 100, lacs())
+    assert isinstance(info.value, NotFound)  # exit 3 at the CLI
+    plan = plan_topic(store, TopicSpec(f"persistent://{NS}/orders", skip_missing=True), 100, lacs())
+    assert [p.ledger_id for p in plan.plans] == [10, 11, 12]
+    assert [(s["ledger_id"], s["reason"]) for s in plan.skipped] == [
+        (13, "listed by the managed ledger but deleted"),
+        (14, "offloaded to tiered storage and deleted from BookKeeper")]
+
+
+def test_unacked_only_leaves_out_what_the_cursor_acknowledged_and_hands_the_cursor_to_the_tasks(store):
+    spec = TopicSpec(f"persistent://{NS}/orders", subscription="billing", unacked_only=True)
+    plan = plan_topic(store, spec, 100, lacs())
+    assert [p.ledger_id for p in plan.plans] == [11, 12]
+    assert plan.skipped == [{"ledger_id": 10, "topic": f"persistent://{NS}/orders",
+                             "reason": "wholly acknowledged by billing"}]
+    assert json.loads(plan.tasks[0].cursor)["mark_delete"] == [10, 9]
+    assert plan.tasks[0].follows is False  # the ledger before was not planned: nothing to take over from it
+    cursor_doc = plan.details["topics"][f"persistent://{NS}/orders"]["cursor"]
+    assert cursor_doc["from"] == "znode"
+    # the subscription alone only records where the cursor is
+    plan = plan_topic(store, TopicSpec(f"persistent://{NS}/orders", subscription="billing"), 100, lacs())
+    assert [p.ledger_id for p in plan.plans] == [10, 11, 12] and plan.tasks[0].cursor is None
+    with pytest.raises(NoSuchSubscription, match="it has: billing"):
+        plan_topic(store, TopicSpec(f"persistent://{NS}/orders", subscription="nobody"), 100, lacs())
+
+
+def test_a_partitioned_topic_plans_every_partition(store):
+    plan = plan_topic(store, TopicSpec(f"persistent://{NS}/parts"), 100, lacs())
+    assert [(t.topic, t.partition, t.ledger_id, t.last) for t in plan.tasks] == [
+        (f"persistent://{NS}/parts-partition-0", 0, 20, 4), (f"persistent://{NS}/parts-partition-1", 1, 21, 0)]
+    assert sorted(plan.details["topics"]) == [f"persistent://{NS}/parts-partition-0",
+                                              f"persistent://{NS}/parts-partition-1"]
+
+
+def test_names_that_are_no_topic_or_no_such_topic(store):
+    with pytest.raises(SpecError):
+        plan_topic(store, TopicSpec("persistent://only/two"), 100, lacs())
+    with pytest.raises(NoSuchTopic):
+        plan_topic(store, TopicSpec(f"persistent://{NS}/nothing"), 100, lacs())

@@ -1,0 +1,97 @@
+"""The message row: what ``bkctl export --topic`` writes for each message, stated once.
+
+:data:`MESSAGE_COLUMNS` names every column of a row, in order, with its type
+in Spark SQL's DDL words (``bkctl.export.columns`` derives the Arrow schema,
+the Spark schema and the DDL from it) and with where a row's value comes
+from when a batch is split (:data:`MADE_BY`):
+
+* ``topic``: the same in every row a decoder makes (its topic and partition);
+* ``entry``: the same for every message of an entry: the column's ``value``
+  rule, applied to the entry's :class:`EntryFacts` in Python, and handed to
+  either splitter (in Arrow's units: timestamps in microseconds);
+* ``message``: each message's own, made by the batch splitters -- the
+  pure-Python one (:mod:`.rows`) and the C one (``_packed.c``), which must
+  list exactly these and the ``entry`` columns, in this order (a unit test
+  compares them);
+* ``general``: set only by the general path (encrypted, chunked and single
+  messages, error rows); a split batch's rows take :data:`BATCH_DEFAULTS`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+__all__ = ["BATCH_DEFAULTS", "ENTRY_COLUMNS", "MADE_BY", "MESSAGE_COLUMNS", "Column", "EntryFacts", "entry_values",
+           "names"]
+
+#: Where a row's value comes from (see the module documentation).
+MADE_BY = ("topic", "entry", "message", "general")
+
+
+class EntryFacts(NamedTuple):
+    """What the rows of one entry share: its position, the producer's
+    ``MessageMetadata``, and the broker's entry metadata (None: none)."""
+
+    ledger_id: int
+    entry_id: int
+    metadata: Any
+    broker_index: int | None = None
+    broker_timestamp: int | None = None
+
+
+class Column(NamedTuple):
+    """A column of a row: its name, its type in Spark SQL's DDL words
+    (``long``, ``int``, ``string``, ``binary``, ``boolean``, ``timestamp``,
+    ``map<string,string>``, ``array<string>``), what makes its value, and for
+    an ``entry`` column the rule that takes it from :class:`EntryFacts`."""
+
+    name: str
+    type: str
+    made_by: str = ""
+    value: Callable[[EntryFacts], Any] | None = None
+
+
+def _us(ms: int | None) -> int | None:
+    return None if ms is None else ms * 1000
+
+
+MESSAGE_COLUMNS: tuple[Column, ...] = (
+    Column("topic", "string", "topic"),
+    Column("partition", "int", "topic"),
+    Column("ledger_id", "long", "entry", lambda e: e.ledger_id),
+    Column("entry_id", "long", "entry", lambda e: e.entry_id),
+    Column("batch_index", "int", "message"),
+    Column("message_id", "string", "message"),
+    Column("publish_time", "timestamp", "entry", lambda e: e.metadata.publish_time * 1000),
+    Column("event_time", "timestamp", "message"),
+    Column("producer_name", "string", "entry", lambda e: e.metadata.producer_name),
+    Column("sequence_id", "long", "message"),
+    Column("key", "string", "message"),
+    Column("ordering_key", "binary", "message"),
+    Column("properties", "map<string,string>", "message"),
+    Column("schema_version", "binary", "entry",
+           lambda e: e.metadata.schema_version if e.metadata.HasField("schema_version") else None),
+    Column("payload", "binary", "message"),
+    Column("payload_size", "int", "message"),
+    Column("encrypted", "boolean", "general"),
+    Column("encryption_keys", "array<string>", "general"),
+    Column("index", "long", "entry", lambda e: e.broker_index),
+    Column("broker_timestamp", "timestamp", "entry", lambda e: _us(e.broker_timestamp)),
+    Column("error", "string", "general"),
+)
+
+#: The ``entry`` columns, in order: what :func:`entry_values` gives and a splitter's ``add_batch`` takes.
+ENTRY_COLUMNS: tuple[Column, ...] = tuple(c for c in MESSAGE_COLUMNS if c.made_by == "entry")
+
+#: The values of the ``general`` columns in the rows of a split batch.
+BATCH_DEFAULTS: dict[str, Any] = {"encrypted": False, "encryption_keys": None, "error": None}
+
+
+def names(columns=MESSAGE_COLUMNS, made_by: tuple[str, ...] = MADE_BY) -> list[str]:
+    """The names of the columns made by any of ``made_by``, in order."""
+    return [c.name for c in columns if c.made_by in made_by]
+
+
+def entry_values(facts: EntryFacts) -> tuple:
+    """The values of the :data:`ENTRY_COLUMNS` for an entry's rows, in order."""
+    return tuple(c.value(facts) for c in ENTRY_COLUMNS)
