@@ -180,3 +180,12 @@ def test_imports_inside_functions_and_under_type_checking_are_read(tmp_path):
     assert imports("bkctl.probe", source, top_level_only=True) == {"bkctl.exitcodes"}
     assert imports("bkctl.probe", source, top_level_only=False) == {
         "bkctl.exitcodes", "bkctl.app", "bkctl.export.job", "bkctl.ops.pulsar"}
+
+
+def test_the_client_has_no_cycle_even_counting_lazy_imports():
+    """wire.client is composed, not split: its modules import each other one way
+    only, counting imports inside functions and under TYPE_CHECKING."""
+    client = {m: {i for i in targets if i.startswith("bkctl.wire.client")}
+              for m, targets in graph(False).items() if m.startswith("bkctl.wire.client")}
+    assert len(client) > 20 and sum(map(len, client.values())) > 40  # the graph was read
+    assert _cycles(client) == []
