@@ -53,6 +53,8 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
                          ("bkctl autorecovery run -o lostBookieRecoveryDelay=60", "with a setting")],
     "autorecovery whoisauditor": [("bkctl autorecovery whoisauditor", "the elected auditor")],
     "autorecovery trigger-audit": [("bkctl autorecovery trigger-audit", "audit now")],
+    "autorecovery force-audit": [("bkctl autorecovery force-audit --all", "every periodic check at the next start"),
+                                 ("bkctl autorecovery force-audit --replicas-check", "only the replicas check")],
     "autorecovery query-status": [("bkctl autorecovery query-status", "ledgers being re-replicated")],
     "autorecovery status": [("bkctl autorecovery status", "switch, delay, marks, auditor")],
     "autorecovery enable": [("bkctl autorecovery enable", "after a rolling restart")],

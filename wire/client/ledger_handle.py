@@ -530,12 +530,12 @@ class LedgerHandle(ReadHandle):
             new_ensemble = self.client.placement.replace_bookies(
                 md.last_ensemble, failed_now, writable, readonly, exclude=self._failed,
                 write_quorum=md.write_quorum)
-        except NotEnoughBookies as exc:  # say why the bookies to replace failed: that is the news
+        except NotEnoughBookies as exc:  # why the bookies to replace failed is the news: it leads
             causes = "; ".join(str(self._failure_causes[b]) for b in failed_now if b in self._failure_causes)
             if not causes:
                 raise
-            raise NotEnoughBookies(f"{exc}; {causes}", needed=exc.needed, available=exc.available,
-                                   readonly=exc.readonly, excluded=exc.excluded) from exc
+            raise NotEnoughBookies(f"{causes}; and no replacement: {exc}", needed=exc.needed,
+                                   available=exc.available, readonly=exc.readonly, excluded=exc.excluded) from exc
         first = self._lac + 1
         new_md = md.with_ensemble_change(first, new_ensemble)
         version = self._version
