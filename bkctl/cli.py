@@ -151,7 +151,7 @@ _state = {"verbose": 0}
 
 def _register() -> None:
     from .commands import (bookie, bookie_admin, cluster, cluster_admin, completion, cookie, disk, export, ledger,
-                           ledger_metadata, pulsar, rack, recovery, sandbox, shell, workload)
+                           ledger_metadata, pulsar, rack, recovery, sandbox, shell, top, workload)
 
     cli.add_command(ledger.ledger)
     ledger.ledger.add_command(ledger_metadata.metadata)
@@ -173,6 +173,7 @@ def _register() -> None:
     cli.add_command(export.export)
     cli.add_command(pulsar.pulsar)
     cli.add_command(disk.disk)
+    cli.add_command(top.top)
     cli.add_command(sandbox.sandbox)
     cli.add_command(shell.shell)
     cli.add_command(completion.completion)

@@ -157,6 +157,54 @@ def autorecovery_trigger_audit(app: App):
     emit(app, doc, lambda: app.console.print(f"audit triggered (auditor {doc['auditor']})"))
 
 
+@autorecovery.command("force-audit")
+@click.option("--check-all-ledgers", "checks", flag_value="checkallledgersctime", multiple=True,
+              help="The periodic check of every ledger's fragments (Java's -calc/--checkallledgerscheck; "
+                   "auditorPeriodicCheckInterval).")
+@click.option("--placement-policy-check", "checks", flag_value="placementpolicycheckctime", multiple=True,
+              help="The placement policy check (-ppc; auditorPeriodicPlacementPolicyCheckInterval).")
+@click.option("--replicas-check", "checks", flag_value="replicascheckctime", multiple=True,
+              help="The replicas check (-rc; auditorReplicasCheckInterval).")
+@click.option("--all", "every", is_flag=True, help="All three.")
+@pass_app
+def autorecovery_force_audit(app: App, checks: tuple[str, ...], every: bool):
+    """Have the auditor's periodic checks run when it next starts (Java's forceauditchecks).
+
+    Sets each chosen check's last run (underreplication/checkallledgersctime,
+    placementpolicycheckctime, replicascheckctime, in Java's format) 21 days
+    back, as Java does.  An auditor reads them only when it starts, so the
+    checks run once the elected auditor's daemon is restarted (or another
+    daemon becomes the auditor), if their interval is set (not 0) and at most
+    21 days; the output names the auditor to restart.  At least one check,
+    or --all (exit 2 otherwise).
+    To audit the lost bookies now, `trigger-audit` needs no restart.
+    --json: checks, ctime (ms), previous {check: ms or null}, auditor.
+    """
+    import time
+
+    from bkctl.wire.metadata import paths as P
+
+    from ..exitcodes import USAGE, CommandError
+    from ..ops.autorecovery import force_audit
+    from ..render import human_time
+
+    chosen = list(P.UR_CHECK_CTIMES) if every else list(dict.fromkeys(checks))
+    if not chosen:
+        raise CommandError("name the checks to force: --check-all-ledgers, --placement-policy-check, "
+                           "--replicas-check, or --all", USAGE)
+    doc = force_audit(app.store, chosen, int(time.time() * 1000))
+
+    def human():
+        app.console.print(f"{', '.join(doc['checks'])}: last run set to {human_time(doc['ctime'])} (21 days ago)")
+        if doc["auditor"]:
+            app.console.print(f"they run when the auditor next starts: restart the daemon of {doc['auditor']} "
+                              "(bookied, or `autorecovery run`) for them to run now")
+        else:
+            app.console.print("no auditor is elected: the next one to start runs them")
+
+    emit(app, doc, human)
+
+
 @autorecovery.command("query-status")
 @pass_app
 def autorecovery_query_status(app: App):

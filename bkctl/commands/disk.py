@@ -67,12 +67,12 @@ def show(app: App, doc: dict, older_than: str) -> None:
     for b in doc["bookies"]:
         disk_text = "" if b["used_bytes"] is None else f"{_size(b['used_bytes'])} / {_size(b['total_bytes'])}"
         live = b["live"]
-        rows.append((b["bookie_id"], b["state"], disk_text, _size(b["data_bytes"]) if b["kind"] else "",
+        rows.append((b["bookie_id"], b["state"], disk_text, (_size(b["data_bytes"]) if b["data_bytes"] is not None else "?") if b["kind"] else "",
                      _size(live["topics"] + live["applications"] + live["unlisted"]) if b["kind"] else "",
                      _size(b["estimated_bytes"]) if b["estimated_bytes"] else "",
                      _size(live["orphans"]) if b["kind"] else "", _size(b["awaiting_gc_bytes"]),
                      _size((b["compaction"] or {}).get("dead_bytes")), _size(b["journal_bytes"]),
-                     _size(b["other_files_bytes"] if b["unattributed_bytes"] is None else b["unattributed_bytes"])))
+                     _size(b["other_files_bytes"])))
     table(app, ["bookie", "state", "fs used / total", "bookie data", "live", "of it open (est.)", "orphans",
                 "awaiting GC", "compaction", "journal", "other"], rows)
     for b in doc["bookies"]:

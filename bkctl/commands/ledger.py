@@ -132,12 +132,16 @@ def ledger_show(app: App, ledger_id: int):
     length (0) are only set when it closes: the last add confirmed is read
     from its bookies and shown too (--json: last_add_confirmed, null with
     lac_error when the bookies cannot tell; a closed ledger's is its last
-    entry).  Times are local ISO 8601 and sizes KiB/MiB for people; --json
-    keeps the raw values (ctime in epoch ms, length in bytes).
+    entry).  Over --protocol v2, which has no READ_LAC request, it is the
+    LAC the bookies' last entries carry, which can be lower than v3's (a
+    pipelining writer's entries carry an older one, and a LAC it published
+    explicitly is not seen): said under it (--json: lac_note).  Times are
+    local ISO 8601 and sizes KiB/MiB for people; --json keeps the raw values
+    (ctime in epoch ms, length in bytes).
     """
     from ..ops.ledgers import add_confirmed_lac, show_ledger
 
-    doc = add_confirmed_lac(app.bk, show_ledger(app.store, ledger_id))
+    doc = add_confirmed_lac(app.bk, show_ledger(app.store, ledger_id), app.protocol)
 
     def human():
         closed = doc["state"] == "CLOSED"
@@ -148,8 +152,8 @@ def ledger_show(app: App, ledger_id: int):
                       ("length", f"{human_size(doc['length'])} ({doc['length']} bytes)")]
         else:
             lac = doc["last_add_confirmed"]
-            pairs += [("last add confirmed", f"{lac} (read from the bookies)" if lac is not None
-                       else f"unknown ({doc.get('lac_error')})"),
+            pairs += [("last add confirmed", f"{lac} ({doc.get('lac_note') or 'read from the bookies'})"
+                       if lac is not None else f"unknown ({doc.get('lac_error')})"),
                       ("last entry", f"{doc['last_entry_id']} (metadata: set when the ledger is closed)"),
                       ("length", f"{doc['length']} (metadata: set when the ledger is closed)")]
         pairs += [("digest", doc["digest"]),

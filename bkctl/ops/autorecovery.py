@@ -114,6 +114,25 @@ def trigger_audit(store) -> dict:
     return {"triggered": True, "auditor": auditor, "lost_bookie_recovery_delay": delay}
 
 
+#: how far back ``force-audit`` sets a check's last run, as Java's forceauditchecks: 21 days,
+#: longer than any check's usual interval, so a starting auditor finds the check due at once
+FORCE_AUDIT_AGE_MS = 21 * 24 * 3600 * 1000
+
+
+def force_audit(store, checks, now_ms: int) -> dict:
+    """Java's ``forceauditchecks``: set the last run of each of ``checks``
+    (:data:`~bkctl.wire.metadata.paths.UR_CHECK_CTIMES` names) 21 days back.  An
+    auditor reads them only when it starts (Java's and ours), so they run once the
+    elected auditor's daemon restarts, or a new auditor is elected.  Returns
+    ``checks``, ``ctime`` (ms), ``previous`` {check: ms or null}, ``auditor``."""
+    ctime = now_ms - FORCE_AUDIT_AGE_MS
+    previous = {}
+    for check in checks:
+        previous[check] = store.underreplication.check_ctime(check)
+        store.underreplication.set_check_ctime(check, ctime)
+    return {"checks": list(checks), "ctime": ctime, "previous": previous, "auditor": store.auditor.current()}
+
+
 def _worker_of(ledger_id: int, workers: dict) -> tuple[str | None, dict | None]:
     """(daemon id, its last failure on this ledger) of the worker whose status says it holds the ledger."""
     for worker_id, doc in workers.items():

@@ -169,6 +169,8 @@ async def _last_entries(client, ledgers: list[tuple[int, tuple[str, ...]]], wind
     last ensemble holds (READ_ENTRY -1), the highest winning; or the error when none answered."""
     from twisted.internet import defer
 
+    from bkctl.wire.client.errors import NoSuchEntry, NoSuchLedgerOnBookie
+
     limit = defer.DeferredSemaphore(window)
     out: dict[int, Any] = {}
 
@@ -179,14 +181,18 @@ async def _last_entries(client, ledgers: list[tuple[int, tuple[str, ...]]], wind
         d = defer.DeferredList([ask(ledger_id, b) for b in bookies], consumeErrors=True)
 
         def done(results):
-            best, why = None, None
+            best, why, empty = None, None, False
             for ok, value in results:
                 if ok and len(value) >= _ENTRY_HEADER.size:
                     _lid, entry_id, _lac, length = _ENTRY_HEADER.unpack_from(value)
                     if best is None or entry_id > best[0]:
                         best = (entry_id, length)
+                elif not ok and value.check(NoSuchLedgerOnBookie, NoSuchEntry):
+                    empty = True  # nothing written there yet (a Java bookie knows no ledger before its first entry)
                 elif not ok:
                     why = why or str(client.explain(value.value))
+            if best is None and empty and why is None:
+                best = (-1, 0)  # every bookie of the last ensemble answered, none holds an entry
             out[ledger_id] = best if best is not None else (why or "no entry")
         return d.addCallback(done)
 
@@ -411,16 +417,17 @@ def bookie_doc(reading: BookieReading, walk: Walk, by: str) -> dict:
         if reading.kind is not None and "gc_details" not in doc["unread"]:
             doc["unread"]["entry logs"] = "the bookie's gc_details has no entry-log figures (a Java bookie?)"
         doc.update({"entry_logs": None, "entry_log_bytes": None, "awaiting_gc_bytes": None,
-                    "not_in_entry_logs_bytes": None, "compaction": None, "data_bytes": reading.used_bytes,
-                    "unattributed_bytes": None if reading.used_bytes is None
-                    else max(0, reading.used_bytes - live_total)})
+                    "not_in_entry_logs_bytes": None, "compaction": None,
+                    # the filesystem's used space is not the bookie's: other data and, on one host, other
+                    # bookies share it, and Java's HTTP admin sizes none of the bookie's own files
+                    "data_bytes": None})
     else:
         classes = entry_log_classes(logs, minor, major)
         rest = classes["entry_log_live_bytes"] - live_total
         data = classes["entry_log_bytes"] + (doc["journal_bytes"] or 0)
         doc.update({"entry_logs": classes["entry_logs"], "entry_log_bytes": classes["entry_log_bytes"],
                     "awaiting_gc_bytes": max(0, rest), "not_in_entry_logs_bytes": max(0, -rest),
-                    "compaction": classes, "data_bytes": data, "unattributed_bytes": None})
+                    "compaction": classes, "data_bytes": data})
     if doc["journal_bytes"] is None and reading.kind is not None:
         doc["unread"].setdefault("journal", "the bookie's HTTP admin does not report the journal's size")
     used = reading.used_bytes
@@ -480,13 +487,16 @@ def disk_report(store, bk: Callable[[], Any] | None, bookie: str | None = None, 
 
 
 _SUMMED = ("total_bytes", "used_bytes", "data_bytes", "live_bytes", "estimated_bytes", "entry_log_bytes",
-           "awaiting_gc_bytes", "not_in_entry_logs_bytes", "journal_bytes", "unattributed_bytes")
+           "awaiting_gc_bytes", "not_in_entry_logs_bytes", "journal_bytes")
 
 
 def totals(bookies: list[dict]) -> dict:
     out: dict[str, Any] = {k: sum(b[k] or 0 for b in bookies) for k in _SUMMED}
     out["live"] = {k: sum(b["live"][k] for b in bookies) for k in ("topics", "applications", "orphans", "unlisted")}
     out["answered"] = sum(1 for b in bookies if b["kind"] is not None)
+    unsized = [b for b in bookies if b["kind"] is not None and b["data_bytes"] is None]
+    out["unsized_bookies"] = len(unsized)
+    out["unsized_live_bytes"] = sum(b["live_bytes"] - b["live"]["orphans"] for b in unsized)
     for key in ("dead_bytes", "active_log_dead_bytes", "below_minor_dead_bytes", "below_major_dead_bytes",
                 "above_major_dead_bytes"):
         out[key] = sum((b["compaction"] or {}).get(key, 0) for b in bookies)
@@ -529,13 +539,19 @@ def compaction_advice(doc: dict) -> str:
 
 def summary_line(doc: dict) -> str:
     """The one-line answer: how much is live, waiting for compaction or GC, orphaned."""
-    from ..render import human_size
+    from ..render import human_size, plural
 
     t = doc["totals"]
     if not t["answered"]:
         return "no bookie answered on its HTTP admin: nothing to attribute"
-    live = t["live"]["topics"] + t["live"]["applications"] + t["live"]["unlisted"]
-    parts = [f"{human_size(live)} of {human_size(t['data_bytes'])} used is live data"]
+    live = t["live"]["topics"] + t["live"]["applications"] + t["live"]["unlisted"] - t["unsized_live_bytes"]
+    parts = []
+    if t["answered"] > t["unsized_bookies"]:
+        parts.append(f"{human_size(live)} of {human_size(t['data_bytes'])} used is live data")
+    if t["unsized_bookies"]:
+        parts.append(f"{human_size(t['unsized_live_bytes'])} is live data on {plural(t['unsized_bookies'], 'bookie')} "
+                     "whose HTTP admin sizes none of its files (Java's: only the filesystem's free and total "
+                     "space, shared with other data; `du` its ledger and journal directories)")
     if t["dead_bytes"]:
         parts.append(f"{human_size(t['dead_bytes'])} is waiting for compaction ({compaction_advice(doc)})")
     if t["awaiting_gc_bytes"]:
@@ -543,8 +559,5 @@ def summary_line(doc: dict) -> str:
                      "(now: `bkctl bookie gc BOOKIE`)")
     if t["live"]["orphans"]:
         parts.append(f"{human_size(t['live']['orphans'])} is orphans (list: `bkctl pulsar orphans`)")
-    if t["unattributed_bytes"]:
-        parts.append(f"{human_size(t['unattributed_bytes'])} the Java bookies' HTTP admin does not break down "
-                     "(journal, index, garbage)")
     return "; ".join(parts)
 

@@ -73,10 +73,18 @@ def show_ledger(store, ledger_id: int) -> dict:
     return describe(ledger_id, md, version)
 
 
-def add_confirmed_lac(bk, doc: dict) -> dict:
+#: Why a LAC read over v2 can be lower than over v3 (``ledger show --protocol v2``).
+V2_LAC_NOTE = ("read over v2, which has no READ_LAC request: this is the LAC the bookies' last stored entries "
+               "carry, what the writer knew when it sent them (a writer that pipelines sends several before "
+               "the first is acknowledged); a LAC it published explicitly is read only over v3 "
+               "(--protocol v3)")
+
+
+def add_confirmed_lac(bk, doc: dict, protocol: str = "v3") -> dict:
     """Fill ``last_add_confirmed`` of a ledger that is not closed (its
     metadata says -1 until it is) from its bookies; when they cannot tell,
-    it stays None and ``lac_error`` says why."""
+    it stays None and ``lac_error`` says why.  Over ``protocol`` v2 it is
+    only what the last entries carry (``lac_note``: :data:`V2_LAC_NOTE`)."""
     if doc.get("state") in (None, "CLOSED"):
         return doc
     try:
@@ -84,6 +92,7 @@ def add_confirmed_lac(bk, doc: dict) -> dict:
         doc["last_add_confirmed"] = reader.last_add_confirmed
     except Exception as e:  # noqa: BLE001 - the metadata is still worth showing
         doc["lac_error"] = str(e) or type(e).__name__
+    doc["lac_note"] = V2_LAC_NOTE if protocol == "v2" else None
     return doc
 
 

@@ -382,3 +382,31 @@ def test_a_decommission_the_daemons_cannot_finish_talks_and_says_why(bookie_clus
     table = again.stdout.decode()
     assert "left because" in table and "ar-stuck:3181" in table
     assert zkstore.cookies.get(victim.bookie_id) is not None
+
+
+def test_force_audit_has_the_next_auditor_run_the_checks_at_once(metadata_uri, zkstore, daemons):
+    """Java's forceauditchecks: the checks' last runs set 21 days back, in ZooKeeper's nodes;
+    an auditor reads them when it starts, so a restarted one runs a check due every day at once."""
+    import json
+
+    from bkctl.wire.metadata import paths as P
+
+    every_day = ("auditorPeriodicCheckInterval=86400", "auditorPeriodicBookieCheckInterval=0")
+    first = daemons("ar-force", *every_day)
+
+    def ledger_check_ran():
+        return zkstore.underreplication.check_ctime(P.UR_CHECK_ALL_LEDGERS_CTIME)
+
+    ran = wait_for(ledger_check_ran, what="the first ledger check (it never ran: at once)")
+    assert bkctl(metadata_uri, "autorecovery", "force-audit").returncode == 2  # which checks?
+    doc = json.loads(ok(bkctl(metadata_uri, "--json", "autorecovery", "force-audit", "--check-all-ledgers")))
+    assert doc["checks"] == [P.UR_CHECK_ALL_LEDGERS_CTIME] and doc["previous"] == {P.UR_CHECK_ALL_LEDGERS_CTIME: ran}
+    assert doc["auditor"] == "ar-force:3181" and ledger_check_ran() == doc["ctime"]
+    assert ran - doc["ctime"] > 20 * 24 * 3600 * 1000  # weeks before the run it replaces (21 days before now)
+    assert zkstore.underreplication.check_ctime(P.UR_REPLICAS_CHECK_CTIME) is None  # only what was asked
+    assert "restart the daemon of ar-force:3181" in ok(bkctl(metadata_uri, "autorecovery", "force-audit", "--all"))
+    forced = ledger_check_ran()
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(30) == 0
+    daemons("ar-force", *every_day)  # a day's interval, yet it runs at once
+    wait_for(lambda: ledger_check_ran() > forced, what="the restarted auditor's ledger check")

@@ -340,3 +340,15 @@ def test_protocol_v2_from_the_option_or_the_environment(bookie_cluster, metadata
     switched = s.run("--protocol", "v2", "ledger", "read", lid)
     assert switched["rc"] == 2
     assert s.run("ledger", "read", lid, "--from", "599")["out"] == "599\tentry-599\n"
+
+
+def test_ledger_show_over_v2_says_why_its_lac_can_be_lower(bookie_cluster, metadata_uri):
+    bookie_cluster(3)
+    lid = json.loads(ok(bkctl(metadata_uri, "--json", "ledger", "create", "-e", "3", "-w", "2", "-a", "2")))["ledger_id"]
+    ok(bkctl(metadata_uri, "ledger", "add", lid, "a", "b", "c"))  # pipelined, then an explicit LAC (v3)
+    v3 = json.loads(ok(bkctl(metadata_uri, "--json", "ledger", "show", lid)))
+    assert v3["last_add_confirmed"] == 2 and v3["lac_note"] is None
+    v2 = json.loads(ok(bkctl(metadata_uri, "--protocol", "v2", "--json", "ledger", "show", lid)))
+    assert v2["last_add_confirmed"] < 2 and "no READ_LAC request" in v2["lac_note"]
+    human = ok(bkctl(metadata_uri, "--protocol", "v2", "ledger", "show", lid))
+    assert "read over v2, which has no READ_LAC request" in human and "--protocol v3" in human

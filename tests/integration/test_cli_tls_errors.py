@@ -40,6 +40,9 @@ def test_tls_failures_name_their_cause(bookie_cluster, metadata_uri, tls_certs, 
     for args in (["simpletest", "-n", "3"], ["bookie", "list", "--disk"], ["ledger", "read", lid]):
         err = one_line_error(bkctl(uri, *wrong, *args), 5)
         assert "certificate verify failed" in err, (args, err)
+        # the cause leads: not "need 1 writable bookie outside the ensemble" (no replacement for a bookie
+        # this client cannot talk to) with the certificate error last
+        assert "writable bookie" not in err or err.index("certificate") < err.index("writable bookie"), err
 
     # a plain-text client: the bookie requires TLS, never a password problem
     for args in (["simpletest", "-n", "3"], ["bookie", "list", "--all", "--disk"]):

@@ -247,6 +247,19 @@ def test_replication_switch_and_delay(store):
     assert ur.lost_bookie_recovery_delay() == 30
 
 
+def test_the_auditor_checks_last_run_times(store):
+    from bkctl.wire.metadata import paths as P
+
+    ur = store.underreplication
+    assert [ur.check_ctime(c) for c in P.UR_CHECK_CTIMES] == [None, None, None]
+    ur.set_check_ctime(P.UR_REPLICAS_CHECK_CTIME, 1_700_000_000_000)
+    ur.set_check_ctime(P.UR_REPLICAS_CHECK_CTIME, 1_600_000_000_000)  # set again: replaced, not refused
+    assert ur.check_ctime(P.UR_REPLICAS_CHECK_CTIME) == 1_600_000_000_000
+    assert ur.check_ctime(P.UR_CHECK_ALL_LEDGERS_CTIME) is None
+    with pytest.raises(ValueError):
+        ur.check_ctime("lostBookieRecoveryDelay")
+
+
 def test_underreplication_marks_and_locks(sessions, store):
     ur = store.underreplication
     assert ur.get(7) is None and ur.count() == 0 and ur.acquire("w1") is None

@@ -4,8 +4,10 @@
 * ``bookied`` imports ``wire`` and nothing else of ``bkctl``;
 * module-level imports have no cycle (the issue allowed command registration's;
   the command modules are imported lazily, so there is none);
-* ``bkctl.export`` has no cycle even counting lazy and ``TYPE_CHECKING`` imports,
-  and ``bkctl.ops`` imports nothing of it.
+* no part of the tree has an import cycle even counting imports inside functions and under
+  ``TYPE_CHECKING`` (such an import still ties the modules together, and only hides the cycle
+  from the import system), part by part as issue 34 takes them apart;
+* ``bkctl.ops`` imports nothing of ``bkctl.export``.
 """
 from __future__ import annotations
 
@@ -135,11 +137,27 @@ def test_the_cycle_check_sees_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_export_has_no_cycle_counting_lazy_and_type_checking_imports():
-    every = graph(False)
-    export = {m: {i for i in every[m] if i.startswith("bkctl.export")} for m in every if m.startswith("bkctl.export")}
-    assert len(export) > 10 and sum(map(len, export.values())) > 20  # the package was read
-    assert not _cycles(export), _cycles(export)
+#: the parts of the tree a cycle is reported for, by package prefix (the first that matches)
+AREAS = {
+    "bkctl/export": "bkctl.export",
+    "wire/client": "bkctl.wire.client",
+    "the rest of wire": "bkctl.wire",
+    "bookied": "bkctl.bookied",
+    "the CLI (bkctl, shell)": "bkctl",
+}
+#: the parts checked so far; the others' cycles are still being taken apart (issue 34)
+CYCLE_FREE = ["bkctl/export", "the rest of wire"]
+
+
+def area_of(module: str) -> str:
+    return next(area for area, prefix in AREAS.items() if module == prefix or module.startswith(prefix + "."))
+
+
+@pytest.mark.parametrize("area", CYCLE_FREE)
+def test_no_import_cycle_counting_lazy_and_type_checking_imports(area):
+    assert sum(map(len, graph(False).values())) > sum(map(len, graph(True).values()))  # lazy imports were read
+    cycles = [cycle for cycle in _cycles(graph(False)) if area in map(area_of, cycle)]
+    assert not cycles, cycles
 
 
 def test_ops_imports_nothing_of_export():
@@ -162,3 +180,12 @@ def test_imports_inside_functions_and_under_type_checking_are_read(tmp_path):
     assert imports("bkctl.probe", source, top_level_only=True) == {"bkctl.exitcodes"}
     assert imports("bkctl.probe", source, top_level_only=False) == {
         "bkctl.exitcodes", "bkctl.app", "bkctl.export.job", "bkctl.ops.pulsar"}
+
+
+def test_the_client_has_no_cycle_even_counting_lazy_imports():
+    """wire.client is composed, not split: its modules import each other one way
+    only, counting imports inside functions and under TYPE_CHECKING."""
+    client = {m: {i for i in targets if i.startswith("bkctl.wire.client")}
+              for m, targets in graph(False).items() if m.startswith("bkctl.wire.client")}
+    assert len(client) > 20 and sum(map(len, client.values())) > 40  # the graph was read
+    assert _cycles(client) == []

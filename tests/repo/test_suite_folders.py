@@ -28,57 +28,34 @@ def _inner_suite(tmp_path: Path, files: dict[str, str], *args: str) -> subproces
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
 
-MARKED = '''
-    def test_{name}(request):
-        assert (request.node.get_closest_marker("integration") is not None) is {marked}
-'''
-
-
-def test_the_folder_marks_integration_tests_and_only_them(tmp_path):
+def test_not_integration_runs_no_test_that_starts_zookeeper_or_a_bookied(tmp_path):
     done = _inner_suite(tmp_path, {
-        "tests/integration/test_real.py": MARKED.format(name="real", marked=True),
-        "tests/integration/deeper/test_deeper.py": MARKED.format(name="deeper", marked=True),
-        "tests/unit/test_pure.py": MARKED.format(name="pure", marked=False),
-    })
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.count("PASSED") == 3, done.stdout
-
-
-def test_a_test_outside_the_integration_folder_cannot_start_zookeeper(tmp_path):
-    done = _inner_suite(tmp_path, {
+        # marked by their folder: left out, though they ask for ZooKeeper
+        "tests/integration/test_real.py": "def test_real(zookeeper):\n    pass\n",
+        "tests/integration/deeper/test_deeper.py": "def test_deeper(zk_namespace):\n    pass\n",
         "tests/unit/test_pure.py": '''
+            from tests.support.bookieproc import BookieProcess
+
+            def test_unmarked(request):
+                assert request.node.get_closest_marker("integration") is None
+
             def test_asks_through_another_fixture(zk_namespace):
                 pass
 
             def test_asks_while_running(request):
                 request.getfixturevalue("zookeeper")
-        ''',
-    })
-    assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout + done.stderr
-    assert "1 failed, 1 error" in done.stdout, done.stdout
-    assert "tests/unit/test_pure.py::test_asks_through_another_fixture asks for a real ZooKeeper, " \
-           "which only tests under tests/integration/ may start" in done.stdout, done.stdout
-    assert not list(tmp_path.rglob("zookeeper*")), "a ZooKeeper was set up"
-
-
-def test_a_test_outside_the_integration_folder_cannot_start_a_bookied(tmp_path):
-    done = _inner_suite(tmp_path, {
-        "tests/unit/test_pure.py": '''
-            from tests.support.bookieproc import BookieProcess
 
             def test_starts_a_bookied(tmp_path):
                 BookieProcess(tmp_path, "zk+hierarchical://127.0.0.1:1/ledgers").launch()
         ''',
-    })
-    assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout + done.stderr
-    assert "tests/unit/test_pure.py::test_starts_a_bookied asks for a bookied, " \
-           "which only tests under tests/integration/ may start" in done.stdout, done.stdout
-
-
-def test_not_integration_leaves_out_the_integration_folder(tmp_path):
-    done = _inner_suite(tmp_path, {
-        "tests/integration/test_real.py": "def test_real(zookeeper):\n    pass\n",
-        "tests/unit/test_pure.py": "def test_pure():\n    pass\n",
     }, "-m", "not integration")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 passed, 1 deselected" in done.stdout, done.stdout
+    assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout + done.stderr
+    assert "2 failed, 1 passed, 2 deselected, 1 error" in done.stdout, done.stdout
+    assert "PASSED tests/unit/test_pure.py::test_unmarked" in done.stdout, done.stdout
+    only_integration = "which only tests under tests/integration/ may start"
+    assert f"test_asks_through_another_fixture asks for a real ZooKeeper, {only_integration}" in done.stdout
+    assert f"test_starts_a_bookied asks for a bookied, {only_integration}" in done.stdout
+    # the session fixture keeps its failure: a later test asking for it fails with the same message
+    assert "FAILED tests/unit/test_pure.py::test_asks_while_running" in done.stdout
+    assert done.stdout.count(only_integration) == 3, done.stdout
+    assert not list(tmp_path.rglob("zookeeper*")), "a ZooKeeper was set up"

@@ -12,11 +12,13 @@ never from each other.
 * :mod:`.http` -- bookied's HTTP endpoints without a network.
 * :mod:`.golden` -- the vectors captured from a real Java BookKeeper (``tests/vectors/``).
 * :mod:`.crash` -- run a child that prints what it made durable, SIGKILL it.
-* :mod:`.deferreds` -- the result of a fired Deferred in a synchronous test.
+* :mod:`.deferreds` -- Twisted's checks of a Deferred's result (trial's successResultOf, failureResultOf,
+  assertNoResult) for pytest-style tests.
 * :mod:`.smallfs` -- a real, small filesystem to fill up (needs root).
 * :mod:`.tlscerts` -- throw-away CAs and certificates.
 * :mod:`.fake_store` -- the one in-memory metadata store, checked against ZooKeeper.
-* :mod:`.fake_bookie` -- fake bookie connections for the ledger layer (its BookieChannel).
+* :mod:`.fake_bookie` -- the one fake bookie (a BookieChannel in memory), checked against a real bookied by
+  tests/integration/test_bookie_channel_conformance.py.
 * :mod:`.connection` -- a real bookie connection on Twisted's fakes (MemoryReactorClock, StringTransport).
 * :mod:`.threads` -- a reactor clock whose thread pool the test drives.
 * :mod:`.pulsar_entries` -- Pulsar entries made as a producer and broker make them, and the Pulsar

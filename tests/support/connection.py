@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import struct
 
-from twisted.internet import defer
 from twisted.internet.error import ConnectionLost, ConnectionRefusedError
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
@@ -24,27 +23,6 @@ EMPTY_KEY = hashlib.sha1(b"ledger").digest()
 def entry(ledger_id: int, entry_id: int, payload: bytes = b"x") -> bytes:
     """A packaged-entry lookalike: what matters here is that it starts with the ids."""
     return struct.pack(">qqqq", ledger_id, entry_id, entry_id - 1, len(payload)) + payload
-
-
-def failure_of(d: defer.Deferred, *types) -> BaseException:
-    out = []
-    d.addBoth(out.append)
-    assert out, "Deferred has not fired"
-    assert isinstance(out[0], Failure), f"Deferred succeeded with {out[0]!r}"
-    if types:
-        assert out[0].check(*types), f"unexpected failure {out[0].value!r}"
-    return out[0].value
-
-
-def no_result(d: defer.Deferred) -> None:
-    out = []
-
-    def seen(result):
-        out.append(result)
-        return result  # pass it on: later checks still see it
-
-    d.addBoth(seen)
-    assert not out, f"Deferred already fired with {out[0]!r}"
 
 
 class Harness:

@@ -1,15 +1,19 @@
-"""Reading fired Deferreds in synchronous tests (Twisted's fakes fire them in the test's own thread)."""
+"""Twisted's own checks of a Deferred in a synchronous test (Twisted's fakes fire
+Deferreds in the test's own thread): ``successResultOf``, ``failureResultOf`` and
+``assertNoResult`` of trial's :class:`~twisted.trial.unittest.SynchronousTestCase`,
+for pytest-style tests.  They keep no state of a test case, so one instance serves
+every test; a failed check raises trial's ``FailTest``, an ``AssertionError``."""
 from __future__ import annotations
 
-from twisted.internet import defer
-from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
 
+__all__ = ["successResultOf", "failureResultOf", "assertNoResult"]
 
-def result_of(d: defer.Deferred):
-    """The result of a fired Deferred (raising its failure)."""
-    out = []
-    d.addBoth(out.append)
-    assert out, "Deferred has not fired"
-    if isinstance(out[0], Failure):
-        out[0].raiseException()
-    return out[0]
+_CHECKS = SynchronousTestCase()
+
+#: The result of a fired Deferred (a failure fails the check, with its traceback).
+successResultOf = _CHECKS.successResultOf
+#: The :class:`~twisted.python.failure.Failure` of a failed Deferred, of one of the given types.
+failureResultOf = _CHECKS.failureResultOf
+#: Check that a Deferred has not fired (its result, if it has one later, is left as it is).
+assertNoResult = _CHECKS.assertNoResult

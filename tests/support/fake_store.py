@@ -278,6 +278,7 @@ class FakeUnderreplicationManager(_Manager):
         self._delay: int | None = None
         self._marks: dict[int, tuple[UR.UnderreplicatedLedger, int]] = {}  # id -> (mark, version)
         self._locks: dict[int, str] = {}  # ledger id -> holder (this session's: they go with it)
+        self._check_ctimes: dict[str, int] = {}  # checkallledgersctime and friends -> ms
 
     @_call
     def is_enabled(self) -> bool:
@@ -296,6 +297,18 @@ class FakeUnderreplicationManager(_Manager):
     @_call
     def lost_bookie_recovery_delay(self) -> int | None:
         return self._delay
+
+    @_call
+    def check_ctime(self, check: str) -> int | None:
+        if check not in P.UR_CHECK_CTIMES:
+            raise ValueError(f"unknown auditor check {check!r}")
+        return self._check_ctimes.get(check)
+
+    @_call
+    def set_check_ctime(self, check: str, ctime_ms: int) -> None:
+        if check not in P.UR_CHECK_CTIMES:
+            raise ValueError(f"unknown auditor check {check!r}")
+        self._check_ctimes[check] = ctime_ms
 
     @_call
     def set_lost_bookie_recovery_delay(self, seconds: int) -> None:

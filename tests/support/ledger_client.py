@@ -11,9 +11,8 @@ from bkctl.wire.client.bookkeeper import BookKeeperClient
 from bkctl.wire.client.ledger_handle import LedgerHandle
 from bkctl.wire.client.placement import RandomPlacement
 from twisted.internet import defer
-from twisted.python.failure import Failure
 
-from tests.support import deferreds
+from tests.support.deferreds import successResultOf
 from tests.support.fake_bookie import FakePool
 from tests.support.fake_store import FakeMetadataStore
 from tests.support.threads import ThreadedClock
@@ -36,9 +35,11 @@ def settle() -> None:
         reactor.settle()
 
 
-def result_of(d: defer.Deferred):
+def settled(d: defer.Deferred) -> defer.Deferred:
+    """``d`` once the metadata calls it waits for have run (:func:`settle`): check it
+    then with Twisted's ``successResultOf``/``failureResultOf`` (tests/support/deferreds.py)."""
     settle()
-    return deferreds.result_of(d)
+    return d
 
 
 def make_client(bookies=B[:4], readonly=(), clock=None, add_timeout=None, **options):
@@ -47,7 +48,7 @@ def make_client(bookies=B[:4], readonly=(), clock=None, add_timeout=None, **opti
         store.registration.register(bookie)
     for bookie in readonly:
         store.registration.register(bookie, readonly=True)
-    pool = FakePool(clock, add_timeout)
+    pool = FakePool(clock, add_timeout, options.get("protocol", "v3"))
     reactor = ThreadedClock()  # metadata calls go through its thread pool, as in production
     REACTORS.append(reactor)
     client = BookKeeperClient(store, reactor, pool=pool,
@@ -55,16 +56,8 @@ def make_client(bookies=B[:4], readonly=(), clock=None, add_timeout=None, **opti
     return client, store, pool
 
 
-def failure_of(d: defer.Deferred) -> Failure:
-    settle()
-    out = []
-    d.addBoth(out.append)
-    assert out and isinstance(out[0], Failure), f"expected a failure, got {out}"
-    return out[0]
-
-
 def create(client, e=3, qw=2, qa=2, **kw) -> LedgerHandle:
-    return result_of(client.create_ledger(e, qw, qa, **kw))
+    return successResultOf(settled(client.create_ledger(e, qw, qa, **kw)))
 
 
 def track(d, log, tag=None):
@@ -78,7 +71,7 @@ def filled_ledger(n=6, e=3, qw=2, qa=2, close=True, **kw):
         pool.get(b).auto = True
     lh = create(client, e, qw, qa)
     for i in range(n):
-        result_of(lh.add_entry(b"entry-%d" % i))
+        successResultOf(settled(lh.add_entry(b"entry-%d" % i)))
     if close:
-        result_of(lh.close())
+        successResultOf(settled(lh.close()))
     return client, store, pool, lh

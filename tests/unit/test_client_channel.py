@@ -1,11 +1,13 @@
 """Every implementation of the ledger layer's connection interface (BookieChannel)
-matches it: the real connection and the unit tests' fake bookie, so the handle
-tests run the path production runs."""
+matches its signatures: the real connection and the unit tests' fake bookie (their
+behaviour is checked alike by tests/integration/test_bookie_channel_conformance.py);
+and the connection is what its protocol may call (ConnectionOwner)."""
 import inspect
 
 import pytest
 
 from bkctl.wire.client.channel import BookieChannel
+from bkctl.wire.client.client_protocol import ConnectionOwner
 from bkctl.wire.client.connection import BookieConnection
 from tests.support.fake_bookie import FakeConnection
 
@@ -18,8 +20,8 @@ def params(fn):
 
 
 def test_the_interface_is_what_the_handles_use():
-    assert sorted(METHODS) == ["add_encoded", "add_with_callback", "batch_read", "read", "read_lac", "read_long_poll",
-                               "read_with_callback", "write_lac"]
+    assert sorted(METHODS) == ["add_encoded", "add_with_callback", "batch_read", "close", "read", "read_lac",
+                               "read_long_poll", "read_with_callback", "write_lac"]
 
 
 @pytest.mark.parametrize("impl", [BookieConnection, FakeConnection])
@@ -31,3 +33,17 @@ def test_implementations_match_the_interface(impl, method):
 def test_instances_are_channels():
     assert isinstance(FakeConnection("10.0.0.1:3181"), BookieChannel)
     assert not isinstance(object(), BookieChannel)
+
+
+OWNER_METHODS = [name for name, value in vars(ConnectionOwner).items()
+                 if callable(value) and not name.startswith("_")]
+
+
+def test_the_connection_is_what_its_protocol_may_call():
+    """The wire side reaches its connection only through ConnectionOwner; the connection
+    has each of its methods, with the same parameters."""
+    assert sorted(OWNER_METHODS) == ["answer_received", "connection_failed", "connection_lost", "connection_made",
+                                     "fast_answer", "handshake_done", "malformed", "v2_answer"]
+    for name in OWNER_METHODS:
+        owner = params(getattr(ConnectionOwner, name))
+        assert params(getattr(BookieConnection, name))[:len(owner)] == owner, name

@@ -35,15 +35,13 @@ from tests.support.connection import (
     KEY,
     Harness,
     entry,
-    failure_of,
     lose,
-    no_result,
     sent_frames,
     v2_requests,
     v3_reply,
     v3_requests,
 )
-from tests.support.deferreds import result_of
+from tests.support.deferreds import assertNoResult, failureResultOf, successResultOf
 from tests.support.golden import frames
 
 # ------------------------------------------------------------ golden frames
@@ -141,7 +139,7 @@ def test_v3_request_bytes_match_java_and_response_is_decoded(f):
     req = v3.parse_request(f["raw"][4:])
     h = Harness("v3", txn_ids=iter([f["txnId"]]))
     d = issue_v3(h.conn, req)
-    no_result(d)
+    assertNoResult(d)
     _proto, transport = h.accept()
     assert transport.value() == f["raw"]
 
@@ -152,9 +150,9 @@ def test_v3_request_bytes_match_java_and_response_is_decoded(f):
     _proto.dataReceived(r["raw"])
     result, error = expected_v3(req, resp)
     if error is None:
-        assert result_of(d) == result
+        assert successResultOf(d) == result
     else:
-        exc = failure_of(d, error)
+        exc = failureResultOf(d, error).value
         assert exc.rc == rc_from_v3(resp.status) and exc.bookie == BOOKIE
     assert h.conn.outstanding == 0
 
@@ -169,7 +167,7 @@ def test_v3_golden_add_ledger0_entry0_txn2():
     assert transport.value() == f["raw"]
     reply = next(r for r in frames("v3-flow") if r["index"] == 2)
     proto.dataReceived(reply["raw"])
-    assert result_of(d) is None
+    assert successResultOf(d) is None
 
 
 @pytest.mark.parametrize("f", V2_REQUESTS, ids=fid)
@@ -196,15 +194,15 @@ def test_v2_request_bytes_match_java_and_response_is_decoded(f):
     resp = v2.decode_response(r["raw"][4:])
     proto.dataReceived(r["raw"])
     if resp.rc != RC.EOK:
-        exc = failure_of(d, E.ERROR_CLASSES[RC(resp.rc)])
+        exc = failureResultOf(d, E.ERROR_CLASSES[RC(resp.rc)]).value
         assert exc.rc == resp.rc
     elif isinstance(resp, v2.BatchReadResponse):
-        assert result_of(d) == list(resp.entries) and len(resp.entries) > 1
+        assert successResultOf(d) == list(resp.entries) and len(resp.entries) > 1
         assert h.conn.batch_read_supported is True
     elif isinstance(resp, v2.ReadResponse):
-        assert result_of(d) == resp.body
+        assert successResultOf(d) == resp.body
     else:
-        assert result_of(d) is None
+        assert successResultOf(d) is None
 
 
 def test_spec_worked_examples():
@@ -215,7 +213,7 @@ def test_spec_worked_examples():
     assert transport.value() == bytes.fromhex("0000000d0a06080310081801ca06020803")
     req = v3_requests(transport)[0]
     proto.dataReceived(v3_reply(req, total=1000, free=300))
-    assert result_of(d) == (1000, 300)
+    assert successResultOf(d) == (1000, 300)
 
     # v2 READ ledger 1 entry 0 and a fencing LAC read.
     h = Harness("v2")
@@ -226,15 +224,15 @@ def test_spec_worked_examples():
         "00000014020200000000000000000001" "0000000000000000"
         "0000002802020005" "0000000000000001" "ffffffffffffffff"
         "850bf1071c5e3d8c24235676f8816ae0cbe2f14f")
-    no_result(d1)
-    no_result(d2)
+    assertNoResult(d1)
+    assertNoResult(d2)
 
     # v3 ADD response of section 8 answers txnId 7.
     h = Harness(txn_ids=itertools.count(7))
     d = h.conn.add(1, 0, EMPTY_KEY, entry(1, 0))
     proto, _t = h.accept()
     proto.dataReceived(bytes.fromhex("000000130a06080310021807" "1000" "aa0606" "0800" "1001" "1800"))
-    assert result_of(d) is None
+    assert successResultOf(d) is None
 
 
 def test_bookie_info_partial_fields():
@@ -244,7 +242,7 @@ def test_bookie_info_partial_fields():
     req = v3_requests(transport)[0]
     assert req.getBookieInfoRequest.requested == 2
     proto.dataReceived(v3_reply(req, free=42))
-    assert result_of(d) == (None, 42)
+    assert successResultOf(d) == (None, 42)
 
 
 def test_entry_availability():
@@ -255,7 +253,7 @@ def test_entry_availability():
     assert req.getListOfEntriesOfLedgerRequest.ledgerId == 7
     blob = b"\0" * 64
     proto.dataReceived(frame(v3.serialize(v3.get_list_of_entries_response(req, RC.EOK, blob))))
-    assert result_of(d) == blob
+    assert successResultOf(d) == blob
 
 
 def test_long_poll_with_piggyback_entry():
@@ -266,7 +264,7 @@ def test_long_poll_with_piggyback_entry():
     assert v3.is_piggyback_read(req) and req.readRequest.previousLAC == 3
     assert req.readRequest.entryId == -1 and req.readRequest.timeOut == 1000
     proto.dataReceived(v3_reply(req, body=b"entry-4", max_lac=4, entry_id=4))
-    assert result_of(d) == (4, 4, b"entry-4")
+    assert successResultOf(d) == (4, 4, b"entry-4")
     # Without piggyback no flag is sent.
     h.conn.read_long_poll(5, 4, 10, piggyback=False)
     assert not v3_requests(transport)[1].readRequest.HasField("flag")
@@ -278,7 +276,7 @@ def test_read_lac_empty_fields_are_none():
     d = h.conn.read_lac(3)
     req = v3_requests(transport)[0]
     proto.dataReceived(v3_reply(req, last_entry_body=b"e"))
-    assert result_of(d) == (None, b"e")
+    assert successResultOf(d) == (None, b"e")
 
 
 # ------------------------------------------------------------- error mapping
@@ -291,7 +289,7 @@ def test_v3_status_maps_to_error(rc):
     d = h.conn.add(1, 2, KEY, entry(1, 2))
     req = v3_requests(transport)[0]
     proto.dataReceived(v3_reply(req, rc.v3))
-    exc = failure_of(d, E.ERROR_CLASSES[rc])
+    exc = failureResultOf(d, E.ERROR_CLASSES[rc]).value
     assert exc.rc is rc and exc.bookie == BOOKIE and "ADD ledger 1 entry 2" in str(exc)
 
 
@@ -301,7 +299,7 @@ def test_v2_rc_maps_to_error(rc):
     proto, _t = h.connected()
     d = h.conn.read(1, 2)
     proto.dataReceived(frame(v2.ReadResponse(2, int(rc), 1, 2).encode()))
-    exc = failure_of(d, E.ERROR_CLASSES[rc])
+    exc = failureResultOf(d, E.ERROR_CLASSES[rc]).value
     assert exc.rc is rc
 
 
@@ -312,7 +310,7 @@ def test_v3_error_without_inner_message():
     d = h.conn.read(1, 2)
     req = v3_requests(transport)[0]
     proto.dataReceived(frame(v3.serialize(v3.error_response(req, RC.EBADREQ))))
-    assert failure_of(d, E.BadRequest).rc is RC.EBADREQ
+    assert failureResultOf(d, E.BadRequest).value.rc is RC.EBADREQ
 
 
 def test_v3_eok_without_inner_message_fails_only_that_request():
@@ -322,10 +320,10 @@ def test_v3_eok_without_inner_message_fails_only_that_request():
     d2 = h.conn.read(1, 3)
     r1, r2 = v3_requests(transport)
     proto.dataReceived(frame(v3.serialize(v3.error_response(r1, RC.EOK))))
-    failure_of(d1, E.MalformedResponse)
+    failureResultOf(d1, E.MalformedResponse)
     assert h.conn.connected
     proto.dataReceived(v3_reply(r2, body=b"b"))
-    assert result_of(d2) == b"b"
+    assert successResultOf(d2) == b"b"
 
 
 def test_error_classes_and_categories():
@@ -360,11 +358,11 @@ def test_v2_duplicate_keys_are_answered_fifo():
     assert [(r.ledger_id, r.entry_id) for r in v2_requests(transport)] == [(3, -1), (3, -1), (3, 0)]
     proto.dataReceived(frame(v2.ReadResponse(2, 0, 3, 0, b"zero").encode()))
     proto.dataReceived(frame(v2.ReadResponse(2, 0, 3, -1, b"first").encode()))
-    assert result_of(d3) == b"zero"
-    assert result_of(d1) == b"first"
-    no_result(d2)
+    assert successResultOf(d3) == b"zero"
+    assert successResultOf(d1) == b"first"
+    assertNoResult(d2)
     proto.dataReceived(frame(v2.ReadResponse(2, 0, 3, -1, b"second").encode()))
-    assert result_of(d2) == b"second"
+    assert successResultOf(d2) == b"second"
 
 
 def test_v2_add_and_read_with_same_ids_do_not_mix():
@@ -373,10 +371,10 @@ def test_v2_add_and_read_with_same_ids_do_not_mix():
     dr = h.conn.read(3, 1)
     da = h.conn.add(3, 1, KEY, entry(3, 1))
     proto.dataReceived(frame(v2.AddResponse(2, RC.EFENCED, 3, 1).encode()))
-    failure_of(da, E.LedgerFencedError)
-    no_result(dr)
+    failureResultOf(da, E.LedgerFencedError)
+    assertNoResult(dr)
     proto.dataReceived(frame(v2.ReadResponse(2, 0, 3, 1, b"e").encode()))
-    assert result_of(dr) == b"e"
+    assert successResultOf(dr) == b"e"
 
 
 def test_v2_batch_reads_match_by_request_id():
@@ -387,10 +385,10 @@ def test_v2_batch_reads_match_by_request_id():
     b1, b2 = v2_requests(transport)
     assert b1.request_id != b2.request_id
     proto.dataReceived(frame(v2.BatchReadResponse(2, 0, 5, 0, b2.request_id, (b"c", b"d")).encode()))
-    assert result_of(d2) == [b"c", b"d"]
-    no_result(d1)
+    assert successResultOf(d2) == [b"c", b"d"]
+    assertNoResult(d1)
     proto.dataReceived(frame(v2.BatchReadResponse(2, RC.ENOENTRY, 5, 0, b1.request_id).encode()))
-    failure_of(d1, E.NoSuchEntry)
+    failureResultOf(d1, E.NoSuchEntry)
 
 
 def test_v3_matches_txn_and_operation():
@@ -404,10 +402,10 @@ def test_v3_matches_txn_and_operation():
     wrong = v3.parse_request(v3.serialize(r1))
     wrong.header.operation = OperationType.ADD_ENTRY
     proto.dataReceived(frame(v3.serialize(v3.add_response(wrong, RC.EOK))))
-    no_result(d1)
+    assertNoResult(d1)
     proto.dataReceived(v3_reply(r2) + v3_reply(r1, body=b"one"))
-    assert result_of(d2) is None
-    assert result_of(d1) == b"one"
+    assert successResultOf(d2) is None
+    assert successResultOf(d1) == b"one"
 
 
 def test_responses_split_across_chunks_and_many_per_chunk():
@@ -420,7 +418,7 @@ def test_responses_split_across_chunks_and_many_per_chunk():
         proto.dataReceived(stream[i:i + 1])  # the first frame one byte at a time...
     proto.dataReceived(stream[7:40])
     proto.dataReceived(stream[40:])  # ...and the rest in one chunk
-    assert [result_of(d) for d in ds] == [b"body-%d" % i for i in range(5)]
+    assert [successResultOf(d) for d in ds] == [b"body-%d" % i for i in range(5)]
 
 
 def test_v2_responses_one_byte_at_a_time():
@@ -430,7 +428,7 @@ def test_v2_responses_one_byte_at_a_time():
     stream = b"".join(frame(v2.ReadResponse(2, 0, 2, i, b"e%d" % i).encode()) for i in range(3))
     for i in range(len(stream)):
         proto.dataReceived(stream[i:i + 1])
-    assert [result_of(d) for d in ds] == [b"e0", b"e1", b"e2"]
+    assert [successResultOf(d) for d in ds] == [b"e0", b"e1", b"e2"]
 
 
 def test_unsolicited_responses_are_ignored():
@@ -453,8 +451,8 @@ def test_requests_queued_while_connecting_go_out_together():
     assert [r.header.operation for r in reqs] == [2, 1, 1]
     assert [r.header.txnId for r in reqs] == [1, 2, 3]
     assert h.conn.outstanding == 3 and h.conn.queued == 0
-    no_result(d1)
-    no_result(d2)
+    assertNoResult(d1)
+    assertNoResult(d2)
 
 
 def test_connect_uses_resolver_and_java_connect_timeout():
@@ -479,14 +477,14 @@ def test_resolver_may_return_a_deferred():
     assert r.tcpClients == [] and conn.state == "connecting"
     pending.callback(("h", 1))
     assert r.tcpClients[0][:2] == ("h", 1)
-    no_result(d)
+    assertNoResult(d)
     conn.close()
 
 
 def test_resolver_failure_fails_requests():
     r = MemoryReactorClock()
     conn = BookieConnection("not-an-address", r)
-    exc = failure_of(conn.read(1, 1), E.BookieUnavailable)
+    exc = failureResultOf(conn.read(1, 1), E.BookieUnavailable).value
     assert "not-an-address" in str(exc)
     assert r.tcpClients == [] and r.getDelayedCalls() == []
     assert conn.state == "backoff"
@@ -512,15 +510,15 @@ def test_add_and_read_timeouts_are_separate():
     reqs = v3_requests(transport)
     h.reactor.advance(0.999)
     for d in (da, dr, dw, df, rl):
-        no_result(d)
+        assertNoResult(d)
     h.reactor.advance(0.001)
     for d in (da, dw, df):
-        exc = failure_of(d, E.BookieTimeout)
+        exc = failureResultOf(d, E.BookieTimeout).value
         assert exc.bookie == BOOKIE and "1s" in str(exc)
-    no_result(dr)
+    assertNoResult(dr)
     h.reactor.advance(2.0)
-    failure_of(dr, E.BookieTimeout)
-    failure_of(rl, E.BookieTimeout)
+    failureResultOf(dr, E.BookieTimeout)
+    failureResultOf(rl, E.BookieTimeout)
     assert h.delayed() == [] and h.conn.outstanding == 0
     # Late answers are dropped, the connection stays usable.
     proto.dataReceived(b"".join(v3_reply(r, body=b"late") if r.header.operation == 1 else v3_reply(r)
@@ -528,7 +526,7 @@ def test_add_and_read_timeouts_are_separate():
     assert h.conn.connected
     d = h.conn.read(1, 0)
     proto.dataReceived(v3_reply(v3_requests(transport)[-1], body=b"fresh"))
-    assert result_of(d) == b"fresh"
+    assert successResultOf(d) == b"fresh"
 
 
 def test_long_poll_timeout_includes_the_poll_wait():
@@ -536,9 +534,9 @@ def test_long_poll_timeout_includes_the_poll_wait():
     h.connected()
     d = h.conn.read_long_poll(1, 0, 5000)
     h.reactor.advance(6.9)
-    no_result(d)
+    assertNoResult(d)
     h.reactor.advance(0.1)
-    failure_of(d, E.BookieTimeout)
+    failureResultOf(d, E.BookieTimeout)
 
 
 def test_v2_timeout_then_late_answer_goes_to_nobody():
@@ -546,18 +544,18 @@ def test_v2_timeout_then_late_answer_goes_to_nobody():
     proto, _t = h.connected()
     d1 = h.conn.read(3, 0)
     h.reactor.advance(1.0)
-    failure_of(d1, E.BookieTimeout)
+    failureResultOf(d1, E.BookieTimeout)
     proto.dataReceived(frame(v2.ReadResponse(2, 0, 3, 0, b"late").encode()))  # dropped
     d2 = h.conn.read(3, 0)
     proto.dataReceived(frame(v2.ReadResponse(2, 0, 3, 0, b"fresh").encode()))
-    assert result_of(d2) == b"fresh"
+    assert successResultOf(d2) == b"fresh"
 
 
 def test_timeout_while_connecting():
     h = Harness(read_timeout=2.0)
     d = h.conn.read(1, 0)
     h.reactor.advance(2.0)
-    assert "waiting to be sent" in str(failure_of(d, E.BookieTimeout))
+    assert "waiting to be sent" in str(failureResultOf(d, E.BookieTimeout).value)
     assert h.conn.queued == 0
     _proto, transport = h.accept()
     assert transport.value() == b""  # the timed-out request is not sent
@@ -570,12 +568,12 @@ def test_cancel_frees_slot_and_timer():
     d2 = h.conn.read(1, 2)
     assert h.conn.queued == 1
     d1.cancel()
-    failure_of(d1, defer.CancelledError)
+    failureResultOf(d1, defer.CancelledError)
     r1, r2 = v3_requests(transport)  # d2 went out in d1's slot
     assert r2.readRequest.entryId == 2
     proto.dataReceived(v3_reply(r1, body=b"late"))  # ignored
     proto.dataReceived(v3_reply(r2, body=b"two"))
-    assert result_of(d2) == b"two"
+    assert successResultOf(d2) == b"two"
     assert h.delayed() == []
 
 
@@ -588,12 +586,12 @@ def test_connection_loss_fails_all_outstanding_and_reconnects_after_backoff():
     ds = [h.conn.read(1, i) for i in range(3)] + [h.conn.add(1, 9, KEY, entry(1, 9))]
     lose(proto)
     for d in ds:
-        exc = failure_of(d, E.BookieUnavailable)
+        exc = failureResultOf(d, E.BookieUnavailable).value
         assert "connection lost" in str(exc)
     assert h.delayed() == []
     # Inside the backoff: fail fast, no new connection attempt.
     assert h.conn.state == "backoff"
-    exc = failure_of(h.conn.read(1, 0), E.BookieUnavailable)
+    exc = failureResultOf(h.conn.read(1, 0), E.BookieUnavailable).value
     assert "next connection attempt" in str(exc)
     assert h.attempts == 1
     h.reactor.advance(0.1)
@@ -601,20 +599,20 @@ def test_connection_loss_fails_all_outstanding_and_reconnects_after_backoff():
     assert h.attempts == 2
     # That attempt fails: the delay doubles to 0.2, then is capped at 0.3.
     h.refuse()
-    failure_of(d, E.BookieUnavailable)
+    failureResultOf(d, E.BookieUnavailable)
     h.reactor.advance(0.19)
-    failure_of(h.conn.read(1, 0), E.BookieUnavailable)
+    failureResultOf(h.conn.read(1, 0), E.BookieUnavailable)
     h.reactor.advance(0.01)
     h.conn.read(1, 0).addErrback(lambda f: None)
     h.refuse()
     h.reactor.advance(0.29)
-    failure_of(h.conn.read(1, 0), E.BookieUnavailable)
+    failureResultOf(h.conn.read(1, 0), E.BookieUnavailable)
     h.reactor.advance(0.01)
     d = h.conn.read(1, 0)
     assert h.attempts == 4
     proto, transport = h.accept()
     proto.dataReceived(v3_reply(v3_requests(transport)[0], body=b"ok"))
-    assert result_of(d) == b"ok"
+    assert successResultOf(d) == b"ok"
     # A successful answer resets the backoff to its first step.
     lose(proto)
     h.reactor.advance(0.1)
@@ -629,7 +627,7 @@ def test_connect_failure_fails_queued_requests():
     d2 = h.conn.add(1, 1, KEY, entry(1, 1))
     h.refuse()
     for d in (d1, d2):
-        assert "connecting to bookie" in str(failure_of(d, E.BookieUnavailable))
+        assert "connecting to bookie" in str(failureResultOf(d, E.BookieUnavailable).value)
     assert h.delayed() == []
 
 
@@ -641,7 +639,7 @@ def test_errback_may_issue_requests_during_failure():
     d.addErrback(lambda f: retried.append(h.conn.read(1, 1)))
     lose(proto)
     assert len(retried) == 1
-    failure_of(retried[0], E.BookieUnavailable)  # in backoff: fails at once
+    failureResultOf(retried[0], E.BookieUnavailable)  # in backoff: fails at once
     assert h.conn.outstanding == 0 and h.conn.queued == 0
 
 
@@ -651,18 +649,18 @@ def test_batch_read_dropped_connection_means_unsupported():
     db = h.conn.batch_read(5, 0, 10, 1 << 20)
     dr = h.conn.read(5, 0)
     lose(proto, ConnectionDone)
-    failure_of(db, E.BatchReadUnsupported)
-    assert not isinstance(failure_of(dr, E.BookieUnavailable), E.BatchReadUnsupported)
+    failureResultOf(db, E.BatchReadUnsupported)
+    assert not isinstance(failureResultOf(dr, E.BookieUnavailable).value, E.BatchReadUnsupported)
     assert h.conn.batch_read_supported is False
     # The bookie is up: no backoff, the fallback single read reconnects at once.
     d = h.conn.read(5, 0)
     assert h.attempts == 2
     proto, transport = h.accept()
     proto.dataReceived(frame(v2.ReadResponse(2, 0, 5, 0, b"e0").encode()))
-    assert result_of(d) == b"e0"
+    assert successResultOf(d) == b"e0"
     # Later batch reads fail fast without touching the wire.
     transport.clear()
-    failure_of(h.conn.batch_read(5, 0, 10, 1 << 20), E.BatchReadUnsupported)
+    failureResultOf(h.conn.batch_read(5, 0, 10, 1 << 20), E.BatchReadUnsupported)
     assert transport.value() == b""
 
 
@@ -672,10 +670,10 @@ def test_batch_read_loss_after_support_is_known_is_plain_unavailable():
     d = h.conn.batch_read(5, 0, 1, 100)
     req = v2_requests(transport)[0]
     proto.dataReceived(frame(v2.BatchReadResponse(2, 0, 5, 0, req.request_id, (b"a",)).encode()))
-    assert result_of(d) == [b"a"]
+    assert successResultOf(d) == [b"a"]
     d = h.conn.batch_read(5, 1, 1, 100)
     lose(proto)
-    exc = failure_of(d, E.BookieUnavailable)
+    exc = failureResultOf(d, E.BookieUnavailable).value
     assert not isinstance(exc, E.BatchReadUnsupported)
 
 
@@ -688,24 +686,24 @@ def test_back_pressure_bounds_outstanding_and_queue():
     ds = [h.conn.read(1, i) for i in range(4)]
     assert len(sent_frames(transport)) == 2
     assert (h.conn.outstanding, h.conn.queued) == (2, 2)
-    exc = failure_of(h.conn.read(1, 4), E.TooManyRequests)
+    exc = failureResultOf(h.conn.read(1, 4), E.TooManyRequests).value
     assert exc.rc is RC.ETOOMANYREQUESTS and exc.bookie == BOOKIE
     r0, r1 = v3_requests(transport)
     proto.dataReceived(v3_reply(r0, body=b"0"))
-    assert result_of(ds[0]) == b"0"
+    assert successResultOf(ds[0]) == b"0"
     assert len(sent_frames(transport)) == 3 and h.conn.queued == 1
     # Two answers in one chunk let both queued requests out (one write each turn).
     r2 = v3_requests(transport)[2]
     proto.dataReceived(v3_reply(r1, body=b"1") + v3_reply(r2, body=b"2"))
     assert len(sent_frames(transport)) == 4 and h.conn.queued == 0
-    assert [result_of(d) for d in ds[1:3]] == [b"1", b"2"]
+    assert [successResultOf(d) for d in ds[1:3]] == [b"1", b"2"]
 
 
 def test_queue_is_bounded_while_connecting():
     h = Harness(max_queued=2)
     h.conn.read(1, 0)
     h.conn.read(1, 1)
-    failure_of(h.conn.read(1, 2), E.TooManyRequests)
+    failureResultOf(h.conn.read(1, 2), E.TooManyRequests)
     assert h.conn.queued == 2
 
 
@@ -733,9 +731,9 @@ def test_malformed_response_closes_and_fails_outstanding(garbage):
     d2 = h.conn.read(1, 1)
     r1, _r2 = v3_requests(transport)
     proto.dataReceived(v3_reply(r1, body=b"ok"))
-    assert result_of(d1) == b"ok"
+    assert successResultOf(d1) == b"ok"
     proto.dataReceived(garbage)
-    exc = failure_of(d2, E.MalformedResponse)
+    exc = failureResultOf(d2, E.MalformedResponse).value
     assert exc.cause is not None and "malformed" in str(exc)
     assert transport.disconnecting
     assert not h.conn.connected and h.delayed() == []
@@ -748,7 +746,7 @@ def test_v2_unknown_opcode_is_malformed():
     proto, transport = h.connected()
     d = h.conn.read(1, 0)
     proto.dataReceived(frame(struct.pack(">i", (2 << 24) | (5 << 16)) + b"\0" * 20))
-    failure_of(d, E.MalformedResponse)
+    failureResultOf(d, E.MalformedResponse)
     assert transport.disconnecting
 
 
@@ -757,7 +755,7 @@ def test_frame_limit_is_configurable():
     proto, transport = h.connected()
     d = h.conn.read(1, 0)
     proto.dataReceived(v3_reply(v3_requests(transport)[0], body=b"x" * 100))
-    failure_of(d, E.MalformedResponse)
+    failureResultOf(d, E.MalformedResponse)
 
 
 # --------------------------------------------------------------------- modes
@@ -774,14 +772,14 @@ def test_frame_limit_is_configurable():
 ], ids=["read_lac", "write_lac", "force", "bookie_info", "entries", "long_poll", "deferred_sync"])
 def test_v3_only_operations_refused_in_v2(call):
     h = Harness("v2")
-    exc = failure_of(call(h.conn), E.NotSupported)
+    exc = failureResultOf(call(h.conn), E.NotSupported).value
     assert "v2" in str(exc)
     assert h.attempts == 0 and h.delayed() == []
 
 
 def test_batch_read_refused_in_v3():
     h = Harness()
-    failure_of(h.conn.batch_read(1, 0, 10, 100), E.NotSupported)
+    failureResultOf(h.conn.batch_read(1, 0, 10, 100), E.NotSupported)
     assert h.attempts == 0
 
 
@@ -821,15 +819,15 @@ def test_close_fails_pending_and_leaves_no_delayed_calls():
     assert len(h.delayed()) == 2
     closed = h.conn.close()
     for d in (d1, d2):
-        assert "closed" in str(failure_of(d, E.BookieUnavailable))
+        assert "closed" in str(failureResultOf(d, E.BookieUnavailable).value)
     assert h.delayed_but_close_grace() == []
     assert transport.disconnecting
-    no_result(closed)
+    assertNoResult(closed)
     proto.dataReceived(v3_reply(v3_requests(transport)[0], body=b"late"))  # ignored
     lose(proto, ConnectionDone)
-    assert result_of(closed) is None
-    assert result_of(h.conn.close()) is None
-    failure_of(h.conn.read(1, 0), E.BookieUnavailable)
+    assert successResultOf(closed) is None
+    assert successResultOf(h.conn.close()) is None
+    failureResultOf(h.conn.read(1, 0), E.BookieUnavailable)
     assert h.conn.state == "closed" and h.attempts == 1 and h.delayed() == []
 
 
@@ -837,8 +835,8 @@ def test_close_while_connecting():
     h = Harness()
     d = h.conn.read(1, 0)
     closed = h.conn.close()
-    failure_of(d, E.BookieUnavailable)
-    assert result_of(closed) is None
+    failureResultOf(d, E.BookieUnavailable)
+    assert successResultOf(closed) is None
     assert h.reactor.connectors[0].stoppedConnecting
     assert h.delayed() == []
     # The abandoned attempt completing later builds no protocol.
@@ -855,7 +853,7 @@ def test_close_from_a_callback_while_reading_responses():
     r1, r2 = v3_requests(transport)
     d1.addCallback(lambda _: h.conn.close())
     proto.dataReceived(v3_reply(r1, body=b"a") + v3_reply(r2, body=b"b"))
-    failure_of(d2, E.BookieUnavailable)  # the close came first
+    failureResultOf(d2, E.BookieUnavailable)  # the close came first
     assert h.delayed_but_close_grace() == []
     lose(proto)
     assert h.delayed() == []
@@ -863,7 +861,7 @@ def test_close_from_a_callback_while_reading_responses():
 
 def test_close_idle_connection():
     h = Harness()
-    assert result_of(h.conn.close()) is None
+    assert successResultOf(h.conn.close()) is None
     assert h.attempts == 0 and h.delayed() == []
 
 

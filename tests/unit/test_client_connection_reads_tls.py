@@ -16,15 +16,13 @@ from tests.support.connection import (
     BOOKIE,
     Harness,
     entry,
-    failure_of,
     lose,
-    no_result,
     sent_frames,
     v2_requests,
     v3_reply,
     v3_requests,
 )
-from tests.support.deferreds import result_of
+from tests.support.deferreds import assertNoResult, failureResultOf, successResultOf
 
 # ------------------------------------------------------- reads without Deferreds
 
@@ -108,7 +106,7 @@ def test_v3_read_answers_with_other_ids_are_not_taken_for_the_request():
     (req,) = v3_requests(transport)
     other = v3.read_request(req.header.txnId, 1, 7)
     proto.dataReceived(frame(v3.serialize(v3.read_response(other, RC.EOK, b"seven"))))
-    assert result_of(d) == b"seven"
+    assert successResultOf(d) == b"seven"
 
 
 def test_requests_issued_while_answers_are_handed_out_go_out_in_one_write_in_order():
@@ -188,7 +186,7 @@ def test_start_tls_comes_first_then_the_handshake_then_the_queued_requests():
     proto.dataReceived(frame(v3.serialize(v3.start_tls_response(req, RC.EOK))))
     assert transport.tls_context == "client-context" and transport.sent_in_clear == b""
     assert transport.value() == b""  # nothing goes out before the handshake is done
-    no_result(d)
+    assertNoResult(d)
     proto.handshakeCompleted()
     [lac] = sent_frames(transport)
     assert v3.parse_request(lac[4:]).header.operation == OperationType.READ_LAC
@@ -200,7 +198,7 @@ def test_a_bookie_without_tls_fails_the_requests_with_why():
     proto, transport = h.accept()
     req = v3.parse_request(sent_frames(transport)[0][4:])
     proto.dataReceived(frame(v3.serialize(v3.start_tls_response(req, RC.EBADREQ))))
-    err = failure_of(d, E.BookieUnavailable)
+    err = failureResultOf(d, E.BookieUnavailable).value
     assert "does not do TLS" in str(err) and "EBADREQ" in str(err)
     assert transport.disconnecting
 
@@ -211,7 +209,7 @@ def test_a_failed_handshake_is_named():
     proto, transport, req = _tls_connected(h)
     proto.dataReceived(frame(v3.serialize(v3.start_tls_response(req, RC.EOK))))
     proto.connectionLost(Failure(Exception("[('SSL routines', '', 'certificate verify failed')]")))
-    assert "certificate verify failed" in str(failure_of(d, E.BookieUnavailable))
+    assert "certificate verify failed" in str(failureResultOf(d, E.BookieUnavailable).value)
 
 
 def test_a_v2_client_starts_tls_with_a_v3_exchange_then_speaks_v2():
@@ -227,4 +225,4 @@ def test_a_v2_client_starts_tls_with_a_v3_exchange_then_speaks_v2():
     got = v2.decode_request(read[4:])
     assert (got.ledger_id, got.entry_id) == (7, 0)
     proto.dataReceived(frame(v2.ReadResponse(2, RC.EOK, 7, 0, entry(7, 0)).encode()))
-    assert bytes(result_of(d)).startswith(struct.pack(">qq", 7, 0))
+    assert bytes(successResultOf(d)).startswith(struct.pack(">qq", 7, 0))

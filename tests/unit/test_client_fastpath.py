@@ -1,8 +1,10 @@
 """The connection's fast path for v3 add answers behaves like full parsing."""
 import itertools
 
-from tests.support.connection import Harness, KEY, entry, v3_requests, v3_reply, failure_of, no_result, sent_frames
-from tests.support.deferreds import result_of
+from twisted.internet import defer
+
+from tests.support.connection import Harness, KEY, entry, v3_requests, v3_reply, sent_frames
+from tests.support.deferreds import assertNoResult, failureResultOf, successResultOf
 from bkctl.wire.codecs import v2
 from bkctl.wire.client import errors as E
 from bkctl.wire.codecs import v3
@@ -28,11 +30,11 @@ def test_fast_ok_and_error_and_timeout():
     r1, r2, r3 = v3_requests(t)
     assert len(h.conn.requests.v3_fast) == 3
     proto.dataReceived(v3_reply(r2, RC.EFENCED) + v3_reply(r1))
-    assert result_of(d1) is None
-    failure_of(d2, E.LedgerFencedError)
+    assert successResultOf(d1) is None
+    failureResultOf(d2, E.LedgerFencedError)
     assert len(h.conn.requests.v3_fast) == 1
     h.reactor.advance(1.0)
-    failure_of(d3, E.BookieTimeout)
+    failureResultOf(d3, E.BookieTimeout)
     assert h.conn.requests.v3_fast == {} and h.delayed() == []
     proto.dataReceived(v3_reply(r3))  # late: dropped
     assert h.conn.connected
@@ -45,15 +47,16 @@ def test_repeating_txn_ids_newest_wins_like_before():
     r1, r2 = v3_requests(t)
     # answer to the first (same txn, same op): matched by (txn, op) to the newest, as before
     proto.dataReceived(v3_reply(r1))
-    assert result_of(d2) is None
-    no_result(d1)
+    assert successResultOf(d2) is None
+    assertNoResult(d1)
 
 def test_cancel_removes_ok():
     h = Harness()
     proto, t = h.connected()
     d = h.conn.add(1, 0, KEY, entry(1, 0))
     (r,) = v3_requests(t)
-    d.cancel(); failure_of(d)
+    d.cancel()
+    failureResultOf(d, defer.CancelledError)
     assert h.conn.requests.v3_fast == {}
     proto.dataReceived(v3_reply(r))
     assert h.conn.connected
@@ -62,8 +65,7 @@ def test_cancel_removes_ok():
 def test_switched_off_sends_the_same_bytes_and_parses_every_answer():
     frames = []
     for on in (True, False):
-        h = Harness()
-        h.conn.fastpaths = on
+        h = Harness(fastpaths=on)
         proto, t = h.connected()
         d = h.conn.add(1, 0, KEY, entry(1, 0))
         d2 = h.conn.read(1, 0)
@@ -71,8 +73,8 @@ def test_switched_off_sends_the_same_bytes_and_parses_every_answer():
         r1, = v3_requests(t)[:1]
         frames.append(sent_frames(t))
         proto.dataReceived(v3_reply(r1))
-        assert result_of(d) is None
-        no_result(d2)
+        assert successResultOf(d) is None
+        assertNoResult(d2)
     assert frames[0] == frames[1]
 
 
@@ -93,7 +95,7 @@ def test_eok_read_answers_are_taken_without_the_parser():
     _no_parsing(proto)
     proto.dataReceived(v3_reply(r3, body=b"three", max_lac=2) + v3_reply(r2, body=b"two"))
     assert got == [("ctx", 1, h.conn.bookie_id, b"three")]
-    assert result_of(d) == b"two"
+    assert successResultOf(d) == b"two"
     assert h.conn.requests.v3_fast == {} and h.conn.outstanding == 0
 
 
@@ -103,7 +105,7 @@ def test_error_read_answers_go_through_the_parser():
     d = h.conn.read(1, 2)
     (r,) = v3_requests(t)
     proto.dataReceived(v3_reply(r, RC.ENOENTRY))
-    failure_of(d, E.NoSuchEntry)
+    failureResultOf(d, E.NoSuchEntry)
     assert h.conn.requests.v3_fast == {}
 
 
@@ -115,15 +117,14 @@ def test_fencing_and_priority_reads_are_not_on_the_fast_path():
     assert h.conn.requests.v3_fast == {}
     r1, r2 = v3_requests(t)
     proto.dataReceived(v3_reply(r1, body=b"f") + v3_reply(r2, body=b"p"))
-    assert result_of(d1) == b"f" and result_of(d2) == b"p"
+    assert successResultOf(d1) == b"f" and successResultOf(d2) == b"p"
 
 
 def test_switched_off_reads_send_the_same_bytes_and_get_the_same_results():
     seen = []
     for on in (True, False):
         for protocol in ("v3", "v2"):
-            h = Harness(protocol)
-            h.conn.fastpaths = on
+            h = Harness(protocol, fastpaths=on)
             proto, t = h.connected()
             got = []
             h.conn.read_with_callback(5, 6, lambda *a: got.append(a), None, 0)
@@ -135,7 +136,7 @@ def test_switched_off_reads_send_the_same_bytes_and_get_the_same_results():
             else:
                 proto.dataReceived(frame(v2.ReadResponse(2, RC.EOK, 5, 6, b"six").encode())
                                    + frame(v2.ReadResponse(2, RC.ENOENTRY, 5, 7).encode()))
-            seen.append((protocol, frames_sent, got[0][3], type(failure_of(d, E.NoSuchEntry))))
+            seen.append((protocol, frames_sent, got[0][3], type(failureResultOf(d, E.NoSuchEntry).value)))
     assert seen[:2] == seen[2:]
 
 
@@ -153,7 +154,7 @@ def test_v2_eok_read_answers_are_cut_without_the_decoder_errors_are_decoded():
                        + frame(v2.ReadResponse(2, RC.EOK, 1, 2, b"two").encode())
                        + frame(v2.ReadResponse(2, RC.ENOENTRY, 1, 4).encode())
                        + frame(v2.ReadResponse(2, RC.EOK, 1, 9, b"nobody").encode()))
-    assert got == [b"two"] and result_of(d) == b"three"
-    failure_of(d2, E.NoSuchEntry)
+    assert got == [b"two"] and successResultOf(d) == b"three"
+    failureResultOf(d2, E.NoSuchEntry)
     assert len(decoded) == 2  # the error and the answer nobody waits for
     assert h.conn.outstanding == 0 and h.conn.requests.v2_pending == {}

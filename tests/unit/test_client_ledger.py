@@ -31,15 +31,15 @@ from bkctl.wire.metadata.ledger import LedgerState
 from twisted.internet import defer, task
 
 from tests.support.fake_bookie import header
+from tests.support.deferreds import failureResultOf, successResultOf
 from tests.support.ledger_client import (
     REACTORS,
     B,
     create,
-    failure_of,
     filled_ledger,
     forget_reactors,  # noqa: F401 (an autouse fixture)
     make_client,
-    result_of,
+    settled,
     settle,
     track,
 )
@@ -78,17 +78,15 @@ def test_placement_replacement_avoids_ensemble_and_failed_bookies():
 
 def test_create_validates_quorums_with_ledger_metadata_rules():
     client, store, _ = make_client()
-    with pytest.raises(MetadataError):
-        create(client, 2, 3, 2)
-    with pytest.raises(MetadataError):
-        create(client, 3, 2, 0)
+    failureResultOf(settled(client.create_ledger(2, 3, 2)), MetadataError)
+    failureResultOf(settled(client.create_ledger(3, 2, 0)), MetadataError)
     assert list(store.ledgers.ids()) == []
 
 
 def test_create_without_enough_bookies():
     client, _, _ = make_client(bookies=B[:3], readonly=[B[2]])
-    with pytest.raises(NotEnoughBookies, match=r"need 3 writable bookies, found 2 \(1 read-only\)"):
-        create(client, 3, 2, 2)
+    failure = failureResultOf(settled(client.create_ledger(3, 2, 2)), NotEnoughBookies)
+    assert str(failure.value) == "need 3 writable bookies, found 2 (1 read-only)"
 
 
 def test_create_writes_metadata_first():
@@ -112,7 +110,7 @@ def test_metadata_calls_run_on_the_thread_pool_and_answer_later():
     assert store.called("registration.writable_bookies") and not store.called("ledgers.create")
     assert len(reactor.from_threads) == 1 and not d.called  # ...answer through callFromThread
     settle()
-    assert store.ledgers.read(result_of(d).ledger_id)[1] == 0
+    assert store.ledgers.read(successResultOf(settled(d)).ledger_id)[1] == 0
 
 
 # ----------------------------------------------------------------- striping, quorum, ordering
@@ -196,8 +194,7 @@ def test_pipelining_is_bounded():
     assert lh.pending_adds == 2 and lh.waiting_adds == 2
     assert {e for e, _, _ in conns[0].sent} == {0, 1}
     # no unbounded queue: beyond max_waiting the add is refused
-    with pytest.raises(TooManyRequests):
-        result_of(lh.add_entry(b"too many"))
+    failureResultOf(settled(lh.add_entry(b"too many")), TooManyRequests)
     assert not lh.writable()
     room = lh.wait_writable()
     assert not room.called
@@ -229,7 +226,7 @@ def test_add_entries_pulls_payloads_only_when_there_is_room():
         for c in conns:
             c.ack(e)
         assert len(pulled) <= e + 1 + 3
-    assert result_of(d) == 9
+    assert successResultOf(settled(d)) == 9
 
 
 # ----------------------------------------------------------------- ensemble change
@@ -349,8 +346,7 @@ def test_no_replacement_fails_the_adds():
     settle()  # the metadata calls run on the thread pool
     assert done and done[0][0] == "err" and isinstance(done[0][1], NotEnoughBookies)
     assert lh.state == "failed"
-    with pytest.raises(NotEnoughBookies):
-        result_of(lh.add_entry(b"y"))
+    failureResultOf(settled(lh.add_entry(b"y")), NotEnoughBookies)
 
 
 def test_ensemble_change_on_a_ledger_being_recovered_fails_as_fenced():
@@ -392,9 +388,8 @@ def test_fenced_add_fails_every_outstanding_add_in_order():
     assert [k for k, _ in done] == ["err"] * 3
     assert all(isinstance(v, LedgerFencedError) for _, v in done)
     assert "fenced" in str(done[0][1])
-    with pytest.raises(LedgerFencedError):
-        result_of(lh.add_entry(b"later"))
-    result_of(lh.close())  # nothing to write: the recoverer closes the ledger
+    failureResultOf(settled(lh.add_entry(b"later")), LedgerFencedError)
+    successResultOf(settled(lh.close()))  # nothing to write: the recoverer closes the ledger
     assert store.ledgers.read(lh.ledger_id)[0].is_open
 
 
@@ -418,22 +413,21 @@ def test_close_waits_for_pending_adds_then_writes_closed():
         lh.add_entry(p)
     closing = lh.close()
     assert not closing.called
-    with pytest.raises(LedgerClosedError):
-        result_of(lh.add_entry(b"no"))
+    failureResultOf(settled(lh.add_entry(b"no")), LedgerClosedError)
     for e in (0, 1):
         for b in lh.metadata.write_set(e):
             pool.conns[b].ack(e)
-    result_of(closing)
+    successResultOf(settled(closing))
     md, version = store.ledgers.read(lh.ledger_id)
     assert md.state is LedgerState.CLOSED and (md.last_entry_id, md.length) == (1, 5) and version == 1
     assert lh.is_closed and lh.last_entry_id == 1
-    result_of(lh.close())  # again: same outcome
+    successResultOf(settled(lh.close()))  # again: same outcome
 
 
 def test_close_of_an_empty_ledger():
     client, store, pool = make_client()
     lh = create(client)
-    result_of(lh.close())
+    successResultOf(settled(lh.close()))
     md, _ = store.ledgers.read(lh.ledger_id)
     assert md.is_closed and (md.last_entry_id, md.length) == (-1, 0)
 
@@ -446,27 +440,27 @@ def test_close_conflicts():
     pool_auto()
     # metadata changed otherwise: retried on top of it
     lh = create(client)
-    result_of(lh.add_entry(b"abc"))
+    successResultOf(settled(lh.add_entry(b"abc")))
     store.ledgers.update(lh.ledger_id, lh.metadata, -1)  # another writer
-    result_of(lh.close())
+    successResultOf(settled(lh.close()))
     assert store.ledgers.read(lh.ledger_id)[0].last_entry_id == 0
     # closed by someone else with the same result: fine
     lh = create(client)
-    result_of(lh.add_entry(b"abc"))
+    successResultOf(settled(lh.add_entry(b"abc")))
     store.ledgers.update(lh.ledger_id, lh.metadata.closed(0, 3), -1)  # another writer
-    result_of(lh.close())
+    successResultOf(settled(lh.close()))
     # closed by someone else at another entry: a clear error
     lh = create(client)
-    result_of(lh.add_entry(b"abc"))
-    result_of(lh.add_entry(b"d"))
+    successResultOf(settled(lh.add_entry(b"abc")))
+    successResultOf(settled(lh.add_entry(b"d")))
     store.ledgers.update(lh.ledger_id, lh.metadata.closed(0, 3), -1)  # another writer
-    f = failure_of(lh.close())
+    f = failureResultOf(settled(lh.close()))
     assert f.check(LedgerClosedError)
     assert "closed by another client at entry 0" in str(f.value) and "up to 1" in str(f.value)
     # in recovery: fenced
     lh = create(client)
     store.ledgers.update(lh.ledger_id, lh.metadata.in_recovery(), -1)  # another writer
-    assert failure_of(lh.close()).check(LedgerFencedError)
+    assert failureResultOf(settled(lh.close())).check(LedgerFencedError)
 
 
 # ----------------------------------------------------------------- reads
@@ -475,12 +469,12 @@ def test_close_conflicts():
 
 def test_read_fails_over_in_write_set_order():
     client, store, pool, lh = filled_ledger()
-    rh = result_of(client.open_ledger(lh.ledger_id))
+    rh = successResultOf(settled(client.open_ledger(lh.ledger_id)))
     ws = rh.metadata.write_set(4)
     del pool.conns[ws[0]].stored[(lh.ledger_id, 4)]  # first replica: ENOENTRY
     pool.conns[ws[0]].reads.clear()
     pool.conns[ws[1]].reads.clear()
-    assert result_of(rh.read_entries(0, 5)) == [(i, b"entry-%d" % i) for i in range(6)]
+    assert successResultOf(settled(rh.read_entries(0, 5))) == [(i, b"entry-%d" % i) for i in range(6)]
     assert (lh.ledger_id, 4, False) in pool.conns[ws[0]].reads
     assert (lh.ledger_id, 4, False) in pool.conns[ws[1]].reads
     # a corrupt copy is skipped too
@@ -488,42 +482,38 @@ def test_read_fails_over_in_write_set_order():
     body[-1] ^= 1
     good = pool.conns[ws[1]].stored[(lh.ledger_id, 4)]
     pool.conns[ws[0]].stored[(lh.ledger_id, 4)] = bytes(body)
-    assert result_of(rh.read_entry(4)) == b"entry-4"
+    assert successResultOf(settled(rh.read_entry(4))) == b"entry-4"
     # bad bytes (or a wrong password) everywhere: a digest error, not "missing"
     pool.conns[ws[1]].stored[(lh.ledger_id, 4)] = bytes(body)
-    with pytest.raises(DigestError, match="every replica"):
-        result_of(rh.read_entry(4))
+    assert "every replica" in str(failureResultOf(settled(rh.read_entry(4)), DigestError).value)
     # one replica down, the other corrupt: the read fails with the availability error
     pool.conns[ws[1]].stored[(lh.ledger_id, 4)] = good
     pool.conns[ws[1]].down = True
-    with pytest.raises(BookieUnavailable):
-        result_of(rh.read_entry(4))
+    failureResultOf(settled(rh.read_entry(4)), BookieUnavailable)
 
 
 def test_read_of_an_entry_missing_everywhere_is_no_such_entry():
     client, store, pool, lh = filled_ledger()
-    rh = result_of(client.open_ledger(lh.ledger_id))
+    rh = successResultOf(settled(client.open_ledger(lh.ledger_id)))
     for b in rh.metadata.write_set(2):
         del pool.conns[b].stored[(lh.ledger_id, 2)]
-    with pytest.raises(NoSuchEntry, match="missing on every bookie"):
-        result_of(rh.read_entry(2))
+    assert "missing on every bookie" in str(failureResultOf(settled(rh.read_entry(2)), NoSuchEntry).value)
 
 
 def test_reads_stop_at_the_lac_unless_asked():
     client, store, pool, lh = filled_ledger(close=False)
-    rh = result_of(client.open_ledger(lh.ledger_id))
+    rh = successResultOf(settled(client.open_ledger(lh.ledger_id)))
     # the last entry's piggybacked LAC is 4: entry 5 is not confirmed yet for a reader
     assert rh.last_add_confirmed == 4
-    with pytest.raises(EntryNotConfirmed):
-        result_of(rh.read_entries(0, 5))
-    assert result_of(rh.read_entries(5, 5, allow_unconfirmed=True)) == [(5, b"entry-5")]
-    closed = result_of(client.open_ledger(lh.ledger_id, recovery=True))
+    failureResultOf(settled(rh.read_entries(0, 5)), EntryNotConfirmed)
+    assert successResultOf(settled(rh.read_entries(5, 5, allow_unconfirmed=True))) == [(5, b"entry-5")]
+    closed = successResultOf(settled(client.open_ledger(lh.ledger_id, recovery=True)))
     assert closed.last_entry_id == 5
 
 
 def test_read_range_streams_batches():
     client, store, pool, lh = filled_ledger(n=10)
-    rh = result_of(client.open_ledger(lh.ledger_id))
+    rh = successResultOf(settled(client.open_ledger(lh.ledger_id)))
 
     async def collect():
         batches = []
@@ -531,12 +521,11 @@ def test_read_range_streams_batches():
             batches.append([e for e, _ in batch])
         return batches
 
-    assert result_of(defer.ensureDeferred(collect())) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert successResultOf(settled(defer.ensureDeferred(collect()))) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
 
 
 def test_wrong_password_is_refused_at_open():
     client, store, pool, lh = filled_ledger()
-    with pytest.raises(Unauthorized):
-        result_of(client.open_ledger(lh.ledger_id, password=b"nope"))
-    rh = result_of(client.open_ledger(lh.ledger_id, password=b"", digest_type="crc32c"))
+    failureResultOf(settled(client.open_ledger(lh.ledger_id, password=b"nope")), Unauthorized)
+    rh = successResultOf(settled(client.open_ledger(lh.ledger_id, password=b"", digest_type="crc32c")))
     assert rh.last_entry_id == 5

@@ -9,14 +9,14 @@ from bkctl.wire.client.errors import (
     NoSuchEntry,
 )
 
+from tests.support.deferreds import failureResultOf, successResultOf
 from tests.support.ledger_client import (
     B,
     create,
-    failure_of,
     filled_ledger,
     forget_reactors,  # noqa: F401 (an autouse fixture)
     make_client,
-    result_of,
+    settled,
     track,
 )
 
@@ -28,7 +28,7 @@ def written(client, pool, n, e=3, qw=3, qa=2):
     h = create(client, e, qw, qa)
     for b in h.metadata.last_ensemble:
         pool.get(b).auto = True
-    result_of(h.add_entries([b"payload-%d" % i for i in range(n)]))
+    successResultOf(settled(h.add_entries([b"payload-%d" % i for i in range(n)])))
     return h
 
 
@@ -46,7 +46,7 @@ def batch_reads(request, monkeypatch):
 def test_v2_reads_of_an_unstriped_ledger_use_batch_reads(batch_reads):
     client, _store, pool = make_client(protocol="v2")
     h = written(client, pool, 1500)  # more chunks than are kept in flight
-    got = result_of(h.read_entries(0, 1499))
+    got = successResultOf(settled(h.read_entries(0, 1499)))
     assert got == [(i, b"payload-%d" % i) for i in range(1500)]
     batches = [r for c in pool.conns.values() for r in c.batch_reads]
     if not batch_reads:
@@ -67,7 +67,7 @@ def test_short_answers_continue_and_corrupt_or_unable_replicas_hand_over(batch_r
     body = pool.get(first).stored[(h.ledger_id, 3)]
     pool.get(first).stored[(h.ledger_id, 3)] = body[:-1] + bytes([body[-1] ^ 1])
     pool.get(second).no_batch = True  # an older bookie
-    got = result_of(h.read_entries(0, 99))
+    got = successResultOf(settled(h.read_entries(0, 99)))
     assert got == [(i, b"payload-%d" % i) for i in range(100)]
     if not batch_reads:  # entry by entry; entry 3 from the next replica
         assert single_reads(pool) == 101
@@ -82,7 +82,7 @@ def test_when_no_replica_can_batch_read_entries_are_read_one_by_one(batch_reads)
     h = written(client, pool, 20)
     for b in h.metadata.last_ensemble:
         pool.get(b).no_batch = True
-    assert result_of(h.read_entries(0, 19)) == [(i, b"payload-%d" % i) for i in range(20)]
+    assert successResultOf(settled(h.read_entries(0, 19))) == [(i, b"payload-%d" % i) for i in range(20)]
     assert single_reads(pool) == 20
 
 
@@ -91,7 +91,7 @@ def test_a_batch_read_of_a_missing_entry_fails_as_a_single_read_would(batch_read
     h = written(client, pool, 10)
     for b in h.metadata.last_ensemble:
         del pool.get(b).stored[(h.ledger_id, 5)]
-    err = failure_of(h.read_entries(0, 9)).value
+    err = failureResultOf(settled(h.read_entries(0, 9))).value
     assert isinstance(err, NoSuchEntry) and "entry 5 " in str(err)
 
 
@@ -108,8 +108,8 @@ def test_reads_follow_ensemble_changes(protocol, batch_reads):
                 pool.get(b).stored.pop((lid, e), None)
             for b in new:
                 pool.get(b).stored[(lid, e)] = body
-    h._metadata = md
-    assert result_of(h.read_entries(0, 9)) == [(i, b"payload-%d" % i) for i in range(10)]
+    h.metadata = md
+    assert successResultOf(settled(h.read_entries(0, 9))) == [(i, b"payload-%d" % i) for i in range(10)]
     if protocol == "v2" and batch_reads:  # batch reads, one per segment
         assert {f for b in old for _l, f, _n in pool.get(b).batch_reads} == {0}
         assert {f for b in new for _l, f, _n in pool.get(b).batch_reads} == {6}
@@ -123,7 +123,7 @@ def test_reads_follow_ensemble_changes(protocol, batch_reads):
 def test_striped_ledgers_and_v3_read_entry_by_entry(protocol, e, qw):
     client, _store, pool = make_client(protocol=protocol)
     h = written(client, pool, 30, e=e, qw=qw, qa=2)
-    assert result_of(h.read_entries(0, 29)) == [(i, b"payload-%d" % i) for i in range(30)]
+    assert successResultOf(settled(h.read_entries(0, 29))) == [(i, b"payload-%d" % i) for i in range(30)]
     assert all(not c.batch_reads for c in pool.conns.values())
     assert single_reads(pool) == 30
 
@@ -157,72 +157,72 @@ def test_adds_wait_while_a_bookie_is_max_inflight_writes_behind():
 
 def test_long_poll_gets_the_next_entry_with_the_lac_and_cancels_the_other_polls():
     client, store, pool, lh = filled_ledger(close=False)
-    rh = result_of(client.open_ledger(lh.ledger_id))
+    rh = successResultOf(settled(client.open_ledger(lh.ledger_id)))
     assert rh.last_add_confirmed == 4
-    assert result_of(rh.wait_for_entry(3, 1000)) == (4, None)  # readable already: no poll
+    assert successResultOf(settled(rh.wait_for_entry(3, 1000))) == (4, None)  # readable already: no poll
     assert all(not c.polls for c in pool.conns.values())
     d = rh.wait_for_entry(5, 1000)
     assert not d.called
     polls = [p for b in rh.metadata.last_ensemble for p in pool.conns[b].polls]
     assert len(polls) == 3 and {(lid, prev) for lid, prev, _ in polls} == {(lh.ledger_id, 4)}
-    result_of(lh.add_entry(b"entry-6"))  # carries LAC 5 to the bookies of its write set
-    assert result_of(d) == (5, (5, b"entry-5"))
+    successResultOf(settled(lh.add_entry(b"entry-6")))  # carries LAC 5 to the bookies of its write set
+    assert successResultOf(settled(d)) == (5, (5, b"entry-5"))
     assert rh.last_add_confirmed == 5
     assert all(p[2].called for p in polls)  # the others were cancelled
 
 
 def test_long_poll_answer_without_the_entry_moves_the_lac_only():
     client, store, pool, lh = filled_ledger(e=2, qw=1, qa=1, close=False)
-    rh = result_of(client.open_ledger(lh.ledger_id))
+    rh = successResultOf(settled(client.open_ledger(lh.ledger_id)))
     d = rh.wait_for_entry(5, 1000)
-    result_of(lh.add_entry(b"entry-6"))  # on the bookie that does not hold entry 5
-    assert result_of(d) == (5, None)
-    assert result_of(rh.read_entries(5, 5)) == [(5, b"entry-5")]
+    successResultOf(settled(lh.add_entry(b"entry-6")))  # on the bookie that does not hold entry 5
+    assert successResultOf(settled(d)) == (5, None)
+    assert successResultOf(settled(rh.read_entries(5, 5))) == [(5, b"entry-5")]
 
 
 def test_long_poll_that_waits_in_vain_and_one_with_a_bad_copy():
     client, store, pool, lh = filled_ledger(close=False)
-    rh = result_of(client.open_ledger(lh.ledger_id))
+    rh = successResultOf(settled(client.open_ledger(lh.ledger_id)))
     d = rh.wait_for_entry(5, 1000)
     for b in rh.metadata.last_ensemble:
         pool.conns[b].answer_polls(expire=True)
-    assert result_of(d) == (4, None)
+    assert successResultOf(settled(d)) == (4, None)
     # the copy of entry 5 that comes along is corrupt: the LAC still counts, the entry is read as usual
     for b in rh.metadata.write_set(5):
         body = bytearray(pool.conns[b].stored[(lh.ledger_id, 5)])
         body[-1] ^= 1
         pool.conns[b].stored[(lh.ledger_id, 5)] = bytes(body)
     d = rh.wait_for_entry(5, 1000)
-    result_of(lh.add_entry(b"entry-6"))
-    assert result_of(d) == (5, None)
+    successResultOf(settled(lh.add_entry(b"entry-6")))
+    assert successResultOf(settled(d)) == (5, None)
 
 
 def test_long_poll_of_a_ledger_the_bookies_never_heard_of_is_an_empty_answer():
     """Nothing written yet: the bookies answer ENOLEDGER at once, which is no
     news (a tail goes on waiting), not a failure."""
     client, store, pool, lh = filled_ledger(n=0, close=False)
-    rh = result_of(client.open_ledger(lh.ledger_id))
+    rh = successResultOf(settled(client.open_ledger(lh.ledger_id)))
     ensemble = rh.metadata.last_ensemble
-    assert result_of(rh.wait_for_entry(0, 1000)) == (-1, None)
+    assert successResultOf(settled(rh.wait_for_entry(0, 1000))) == (-1, None)
     pool.conns[ensemble[0]].down = True  # a dead bookie among them changes nothing
-    assert result_of(rh.wait_for_entry(0, 1000)) == (-1, None)
+    assert successResultOf(settled(rh.wait_for_entry(0, 1000))) == (-1, None)
     for b in ensemble:
         pool.conns[b].down = True
-    assert failure_of(rh.wait_for_entry(0, 1000)).check(BookieUnavailable)
+    assert failureResultOf(settled(rh.wait_for_entry(0, 1000))).check(BookieUnavailable)
 
 
 def test_long_poll_fails_only_when_every_bookie_fails():
     client, store, pool, lh = filled_ledger(close=False)
-    rh = result_of(client.open_ledger(lh.ledger_id))
+    rh = successResultOf(settled(client.open_ledger(lh.ledger_id)))
     ensemble = rh.metadata.last_ensemble
     pool.conns[ensemble[0]].down = True
     d = rh.wait_for_entry(5, 1000)
     for b in ensemble[1:]:
         pool.conns[b].answer_polls(expire=True)
-    assert result_of(d) == (4, None)
+    assert successResultOf(settled(d)) == (4, None)
     for b in ensemble:
         pool.conns[b].down = True
-    assert failure_of(rh.wait_for_entry(5, 1000)).check(BookieUnavailable)
+    assert failureResultOf(settled(rh.wait_for_entry(5, 1000))).check(BookieUnavailable)
 
 
 # ----------------------------------------------------------------- explicit LAC (explicitLacInterval)
@@ -242,7 +242,7 @@ def _lacs_sent(pool, h):
 
 def test_explicit_lac_reaches_every_bookie_one_interval_after_the_last_add():
     client, pool, h = _auto_ledger(explicit_lac_interval=0.002)
-    assert result_of(h.add_entry(b"a")) == 0
+    assert successResultOf(settled(h.add_entry(b"a"))) == 0
     assert _lacs_sent(pool, h) == {b: [] for b in h.metadata.last_ensemble}
     client.reactor.advance(0.002)
     assert _lacs_sent(pool, h) == {b: [0] for b in h.metadata.last_ensemble}
@@ -256,8 +256,8 @@ def test_explicit_lac_reaches_every_bookie_one_interval_after_the_last_add():
 def test_explicit_lac_is_not_sent_while_adds_carry_newer_lacs():
     client, pool, h = _auto_ledger(explicit_lac_interval=0.001)
     for i in range(0, 10, 2):  # a busy stream: each tick finds that adds carried a newer LAC
-        result_of(h.add_entry(b"e%d" % i))
-        result_of(h.add_entry(b"e%d" % (i + 1)))
+        successResultOf(settled(h.add_entry(b"e%d" % i)))
+        successResultOf(settled(h.add_entry(b"e%d" % (i + 1))))
         client.reactor.advance(0.001)
     assert all(not sent for sent in _lacs_sent(pool, h).values())
     client.reactor.advance(0.001)  # the stream stopped: the last LAC goes out once
@@ -268,12 +268,12 @@ def test_explicit_lac_is_not_sent_while_adds_carry_newer_lacs():
 
 def test_explicit_lac_is_off_by_default_and_stops_at_close():
     client, pool, h = _auto_ledger()
-    result_of(h.add_entry(b"a"))
+    successResultOf(settled(h.add_entry(b"a")))
     assert client.reactor.getDelayedCalls() == []
     client, pool, h = _auto_ledger(explicit_lac_interval=0.5)
-    result_of(h.add_entry(b"a"))
+    successResultOf(settled(h.add_entry(b"a")))
     assert len(client.reactor.getDelayedCalls()) == 1
-    result_of(h.close())
+    successResultOf(settled(h.close()))
     assert client.reactor.getDelayedCalls() == []
     client.reactor.advance(1)
     assert all(not sent for sent in _lacs_sent(pool, h).values())

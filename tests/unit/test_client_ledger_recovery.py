@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from functools import partial
 
-import pytest
 from bkctl.wire.client.bookkeeper import lock_path
 from bkctl.wire.client.errors import (
-    BookieUnavailable,
     EntryNotConfirmed,
     HandleReleased,
     LedgerClosedError,
@@ -19,14 +17,14 @@ from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.metadata.errors import NoSuchLedger, ZKUnavailable
 from bkctl.wire.metadata.ledger import LedgerState
 
+from tests.support.deferreds import failureResultOf, successResultOf
 from tests.support.ledger_client import (
     B,
     create,
-    failure_of,
     filled_ledger,
     forget_reactors,  # noqa: F401 (an autouse fixture)
     make_client,
-    result_of,
+    settled,
     track,
 )
 
@@ -39,7 +37,7 @@ def test_recovery_fences_and_closes_at_the_last_recoverable_entry():
     # entry 5 written to one replica only (never acknowledged): E=3 Qw=2 Qa=2 -> one "missing" is enough
     body5 = DigestManager(lh.ledger_id, DigestType.CRC32C, b"").package(5, 3, 100, b"tail")
     pool.conns[lh.metadata.write_set(5)[0]].stored[(lh.ledger_id, 5)] = body5
-    rh = result_of(client.open_ledger(lh.ledger_id, recovery=True))
+    rh = successResultOf(settled(client.open_ledger(lh.ledger_id, recovery=True)))
     md, _ = store.ledgers.read(lh.ledger_id)
     assert md.is_closed and rh.last_entry_id == md.last_entry_id
     assert md.last_entry_id in (4, 5)
@@ -50,8 +48,7 @@ def test_recovery_fences_and_closes_at_the_last_recoverable_entry():
         for b in md.write_set(5):
             assert pool.conns[b].stored[(lh.ledger_id, 5)] == body5
     # the old writer is fenced
-    with pytest.raises(LedgerFencedError):
-        result_of(lh.add_entry(b"late"))
+    failureResultOf(settled(lh.add_entry(b"late")), LedgerFencedError)
 
 
 def test_recovery_rewrites_the_unconfirmed_tail_with_recovery_adds():
@@ -61,25 +58,25 @@ def test_recovery_rewrites_the_unconfirmed_tail_with_recovery_adds():
     ws = lh.metadata.write_set(4)
     for b in ws[:2]:
         pool.conns[b].stored[(lh.ledger_id, 4)] = body4
-    rh = result_of(client.open_ledger(lh.ledger_id, recovery=True))
+    rh = successResultOf(settled(client.open_ledger(lh.ledger_id, recovery=True)))
     assert rh.last_entry_id == 4 and rh.length == 44
     assert pool.conns[ws[2]].stored[(lh.ledger_id, 4)] == body4
     assert any(e == 4 and rec for e, _, rec in pool.conns[ws[2]].sent)
-    assert result_of(rh.read_entries(0, 4))[-1] == (4, b"acked")
+    assert successResultOf(settled(rh.read_entries(0, 4)))[-1] == (4, b"acked")
 
 
 def test_recovery_needs_enough_answers():
     client, store, pool, lh = filled_ledger(n=3, close=False)
     for b in lh.metadata.last_ensemble[:2]:
         pool.conns[b].down = True
-    f = failure_of(client.open_ledger(lh.ledger_id, recovery=True))
+    f = failureResultOf(settled(client.open_ledger(lh.ledger_id, recovery=True)))
     assert f.check(LedgerRecoveryError)
 
 
 def test_recovery_of_a_closed_ledger_opens_it_directly():
     client, store, pool, lh = filled_ledger(n=2)
     updates = len(store.called("ledgers.update"))
-    rh = result_of(client.open_ledger(lh.ledger_id, recovery=True))
+    rh = successResultOf(settled(client.open_ledger(lh.ledger_id, recovery=True)))
     assert rh.last_entry_id == 1 and len(store.called("ledgers.update")) == updates
 
 
@@ -102,28 +99,25 @@ def test_open_for_append_continues_after_the_tail(monkeypatch):
             FakeLock.held.discard(self.ledger_id)
 
     monkeypatch.setattr(bkmod, "AppendLock", FakeLock)
-    ah = result_of(client.open_for_append(lh.ledger_id))
+    ah = successResultOf(settled(client.open_for_append(lh.ledger_id)))
     assert ah.next_entry_id == 3 and ah.last_add_confirmed == 2
-    with pytest.raises(LedgerLocked):
-        result_of(client.open_for_append(lh.ledger_id))
-    assert result_of(ah.add_entry(b"more")) == 3
-    result_of(ah.close())
+    failureResultOf(settled(client.open_for_append(lh.ledger_id)), LedgerLocked)
+    assert successResultOf(settled(ah.add_entry(b"more"))) == 3
+    successResultOf(settled(ah.close()))
     assert FakeLock.held == set()
     md, _ = store.ledgers.read(lh.ledger_id)
     assert md.is_closed and md.last_entry_id == 3
     assert md.length == sum(len(b"entry-%d" % i) for i in range(3)) + 4
-    with pytest.raises(LedgerClosedError):
-        result_of(client.open_for_append(lh.ledger_id))
+    failureResultOf(settled(client.open_for_append(lh.ledger_id)), LedgerClosedError)
     assert FakeLock.held == set()
 
 
 def test_delete_ledger():
     client, store, pool = make_client()
     lh = create(client)
-    result_of(client.delete_ledger(lh.ledger_id))
+    successResultOf(settled(client.delete_ledger(lh.ledger_id)))
     assert not store.ledgers.exists(lh.ledger_id)
-    with pytest.raises(NoSuchLedger):
-        result_of(client.delete_ledger(lh.ledger_id))
+    failureResultOf(settled(client.delete_ledger(lh.ledger_id)), NoSuchLedger)
 
 
 def test_client_close_fails_outstanding_adds_as_client_closed():
@@ -131,9 +125,8 @@ def test_client_close_fails_outstanding_adds_as_client_closed():
     lh = create(client)
     done = []
     track(lh.add_entry(b"x"), done)
-    result_of(client.close())
-    b = lh.metadata.write_set(0)[0]
-    pool.conns[b].fail(0, BookieUnavailable("closed", bookie=b))
+    successResultOf(settled(client.close()))  # the pool's connections fail the adds they hold
+    assert all(not c.outstanding(0) for c in pool.conns.values())
     from bkctl.wire.client.errors import ClientClosed
     assert isinstance(done[0][1], ClientClosed)
 
@@ -151,7 +144,7 @@ def test_add_entries_stops_at_the_first_failure():
     d = lh.add_entries(payloads())
     b = lh.metadata.write_set(0)[0]
     pool.conns[b].fail(0, LedgerFencedError("EFENCED", bookie=b))
-    assert failure_of(d).check(LedgerFencedError)
+    assert failureResultOf(settled(d)).check(LedgerFencedError)
     assert len(pulled) == 4
 
 
@@ -160,11 +153,11 @@ def test_closing_wakes_a_producer_waiting_for_room():
     lh = create(client, 3, 3, 3)
     d = lh.add_entries(iter([b"a", b"b", b"c", b"d"]))
     closing = lh.close()
-    assert failure_of(d).check(LedgerClosedError)
+    assert failureResultOf(settled(d)).check(LedgerClosedError)
     for e in (0, 1):
         for b in lh.metadata.write_set(e):
             pool.conns[b].ack(e)
-    result_of(closing)
+    successResultOf(settled(closing))
     assert store.ledgers.read(lh.ledger_id)[0].last_entry_id == 1
 
 
@@ -172,8 +165,7 @@ def test_oversized_entries_are_refused_before_sending():
     client, store, pool = make_client(max_frame_size=4096)
     lh = create(client)
     assert lh.max_entry_size == 4096 - 1024 - 32 - 4
-    with pytest.raises(ValueError, match="larger than"):
-        result_of(lh.add_entry(b"x" * 4000))
+    assert "larger than" in str(failureResultOf(settled(lh.add_entry(b"x" * 4000)), ValueError).value)
     assert pool.conns == {} and lh.next_entry_id == 0
 
 
@@ -182,12 +174,11 @@ def test_writer_lac_and_length():
     for b in B[:4]:
         pool.get(b).auto = True
     lh = create(client)
-    assert result_of(lh.read_lac()) == -1 and lh.length == 0
-    assert result_of(lh.add_entries([b"ab", b"cde"])) == 1
-    assert result_of(lh.read_lac()) == 1 and lh.length == 5
-    assert result_of(lh.read_entries(0, 1)) == [(0, b"ab"), (1, b"cde")]
-    with pytest.raises(EntryNotConfirmed):
-        result_of(lh.read_entries(0, 2))
+    assert successResultOf(settled(lh.read_lac())) == -1 and lh.length == 0
+    assert successResultOf(settled(lh.add_entries([b"ab", b"cde"]))) == 1
+    assert successResultOf(settled(lh.read_lac())) == 1 and lh.length == 5
+    assert successResultOf(settled(lh.read_entries(0, 1))) == [(0, b"ab"), (1, b"cde")]
+    failureResultOf(settled(lh.read_entries(0, 2)), EntryNotConfirmed)
 
 
 def test_bookie_ids_resolve_through_service_info_with_host_port_fallback():
@@ -196,24 +187,24 @@ def test_bookie_ids_resolve_through_service_info_with_host_port_fallback():
     client, store, pool = make_client()
     store.registration.register("bookie-a", BookieServiceInfo.for_bookie("192.0.2.7", 4181))
     store.registration.register("10.0.0.9:3181", BookieServiceInfo.legacy())
-    assert result_of(client._resolve("bookie-a")) == ("192.0.2.7", 4181)
-    assert result_of(client._resolve("10.0.0.9:3181")) == ("10.0.0.9", 3181)  # legacy: the id itself
-    assert result_of(client._resolve("10.0.0.8:3181")) == ("10.0.0.8", 3181)  # not registered
+    assert successResultOf(settled(client._resolve("bookie-a"))) == ("192.0.2.7", 4181)
+    assert successResultOf(settled(client._resolve("10.0.0.9:3181"))) == ("10.0.0.9", 3181)  # legacy: the id itself
+    assert successResultOf(settled(client._resolve("10.0.0.8:3181"))) == ("10.0.0.8", 3181)  # not registered
 
     store.fail_with(ZKUnavailable("ZooKeeper at the fake unavailable: connection lost"))
-    assert result_of(client._resolve("bookie-a")) == ("192.0.2.7", 4181)  # last known address
+    assert successResultOf(settled(client._resolve("bookie-a"))) == ("192.0.2.7", 4181)  # last known address
 
 
 def test_long_reads_answered_synchronously_do_not_recurse():
     client, store, pool, lh = filled_ledger(n=3000, close=True)
-    rh = result_of(client.open_ledger(lh.ledger_id))
-    entries = result_of(rh.read_entries(0, 2999))
+    rh = successResultOf(settled(client.open_ledger(lh.ledger_id)))
+    entries = successResultOf(settled(rh.read_entries(0, 2999)))
     assert len(entries) == 3000 and entries[-1] == (2999, b"entry-2999")
 
 
 def test_the_read_window_is_refilled_half_a_window_at_a_time(monkeypatch):
     client, store, pool, lh = filled_ledger(n=40, close=True, read_window=8)
-    rh = result_of(client.open_ledger(lh.ledger_id))
+    rh = successResultOf(settled(client.open_ledger(lh.ledger_id)))
     held = []  # reads the bookies have not answered yet, in the order sent
 
     def hold(conn, ledger_id, entry_id, on_done, ctx, slot):
@@ -230,7 +221,7 @@ def test_the_read_window_is_refilled_half_a_window_at_a_time(monkeypatch):
     # 8 go out; answers bring it down to 4 (half the window), then 4 more go out together
     assert running[:10] == [8, 7, 6, 5, 8, 7, 6, 5, 8, 7]
     assert max(running) == 8
-    assert result_of(d) == [(i, b"entry-%d" % i) for i in range(40)]
+    assert successResultOf(settled(d)) == [(i, b"entry-%d" % i) for i in range(40)]
 
 
 # ----------------------------------------------------------------- releasing
@@ -239,7 +230,7 @@ def test_the_read_window_is_refilled_half_a_window_at_a_time(monkeypatch):
 def test_release_publishes_the_lac_and_stops_the_handle_without_closing_the_ledger():
     client, store, pool = make_client()
     released = []
-    h = result_of(client.create_ledger(3, 2, 2))
+    h = successResultOf(settled(client.create_ledger(3, 2, 2)))
     h._on_close = lambda: released.append(True)
     ensemble = h.metadata.last_ensemble
     for b in ensemble:
@@ -248,7 +239,7 @@ def test_release_publishes_the_lac_and_stops_the_handle_without_closing_the_ledg
         h.add_entry(b"x%d" % i)
     away = ensemble[1]
     pool.get(away).down = True  # one bookie of the ensemble is away: best effort
-    result_of(h.release())
+    successResultOf(settled(h.release()))
     took = {b: pool.get(b).lacs for b in ensemble}
     assert [b for b in ensemble if took[b]] == [b for b in ensemble if b != away]
     for b in ensemble:
@@ -256,20 +247,20 @@ def test_release_publishes_the_lac_and_stops_the_handle_without_closing_the_ledg
             assert (ledger_id, lac, key) == (h.ledger_id, 2, h.master_key)
             assert h.digest.verify_lac(body) == 2
     assert released == [True]
-    assert isinstance(failure_of(h.add_entry(b"late")).value, HandleReleased)
+    assert isinstance(failureResultOf(settled(h.add_entry(b"late"))).value, HandleReleased)
     assert not store.ledgers.read(h.ledger_id)[0].is_closed
-    result_of(h.release())  # again: nothing more happens
+    successResultOf(settled(h.release()))  # again: nothing more happens
     assert released == [True]
 
 
 def test_publish_lac_sends_nothing_before_the_first_add_or_over_v2():
     client, _store, pool = make_client()
     h = create(client)
-    assert result_of(h.publish_lac()) == 0
+    assert successResultOf(settled(h.publish_lac())) == 0
     client_v2, _store, pool_v2 = make_client(protocol="v2")
     h2 = create(client_v2)
     for b in h2.metadata.last_ensemble:
         pool_v2.get(b).auto = True
-    result_of(h2.add_entry(b"a"))
-    assert result_of(h2.publish_lac()) == 0
+    successResultOf(settled(h2.add_entry(b"a")))
+    assert successResultOf(settled(h2.publish_lac())) == 0
     assert all(not c.lacs for c in pool_v2.conns.values())

@@ -8,6 +8,7 @@ from twisted.python.failure import Failure
 from twisted.internet.error import ConnectionDone
 
 from bkctl.wire.client.client_protocol import CLOSE_GRACE, BookieClientProtocol
+from tests.support.deferreds import assertNoResult, successResultOf
 
 
 class RecordingTransport(StringTransport):
@@ -38,15 +39,14 @@ def test_a_peer_that_never_answers_close_notify_is_aborted_after_the_grace():
     clock = Clock()
     proto, transport = connected()
     done = proto.let_go(clock)
-    fired = []
-    done.addCallback(fired.append)
     assert transport.calls == ["lose"]
     clock.advance(CLOSE_GRACE * 0.9)
-    assert transport.calls == ["lose"] and not fired
+    assert transport.calls == ["lose"]
+    assertNoResult(done)
     clock.advance(CLOSE_GRACE * 0.2)
     assert transport.calls == ["lose", "abort"]
     proto.connectionLost(Failure(ConnectionDone()))  # what the aborted transport reports
-    assert fired == [None]
+    assert successResultOf(done) is None
     assert clock.getDelayedCalls() == []
 
 
@@ -55,9 +55,7 @@ def test_a_peer_that_answers_is_never_aborted():
     proto, transport = connected()
     done = proto.let_go(clock, grace=5)
     proto.connectionLost(Failure(ConnectionDone()))  # the peer's close_notify came back
-    fired = []
-    done.addCallback(fired.append)
-    assert fired == [None]
+    assert successResultOf(done) is None
     assert clock.getDelayedCalls() == []  # the abort timer is cancelled
     clock.advance(10)
     assert transport.calls == ["lose"]
@@ -67,6 +65,5 @@ def test_letting_go_of_a_lost_connection_does_nothing():
     clock = Clock()
     proto, transport = connected()
     proto.connectionLost(Failure(ConnectionDone()))
-    fired = []
-    proto.let_go(clock).addCallback(fired.append)
-    assert fired == [None] and transport.calls == [] and clock.getDelayedCalls() == []
+    assert successResultOf(proto.let_go(clock)) is None
+    assert transport.calls == [] and clock.getDelayedCalls() == []

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import pytest
-from twisted.internet import defer
 from twisted.internet.error import ConnectionDone
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
@@ -13,18 +12,7 @@ from bkctl.wire.client.connection import BookieConnection
 from bkctl.wire.client.pool import BookiePool
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC
-from tests.support.deferreds import result_of
-
-
-def fired(d: defer.Deferred) -> bool:
-    out = []
-
-    def seen(result):
-        out.append(result)
-        return result
-
-    d.addBoth(seen)
-    return bool(out)
+from tests.support.deferreds import assertNoResult, failureResultOf, successResultOf
 
 
 def accept(reactor: MemoryReactorClock, index: int):
@@ -56,8 +44,8 @@ def test_default_resolve_and_custom_resolve():
     pool.get("[::1]:3182").read(1, 0)
     assert reactor.tcpClients[0][:2] == ("::1", 3182)
     # A bookie id that is not host:port cannot be resolved by default.
-    exc = result_of(pool.get("bookie-a").read(1, 0).addErrback(lambda f: f.value))
-    assert isinstance(exc, E.BookieUnavailable) and exc.bookie == "bookie-a"
+    exc = failureResultOf(pool.get("bookie-a").read(1, 0), E.BookieUnavailable).value
+    assert exc.bookie == "bookie-a"
 
     asked = []
 
@@ -117,15 +105,15 @@ def test_close_waits_for_every_connection():
     assert len(reactor.getDelayedCalls()) == 2
     closed = pool.close()
     for d in (d1, d2):
-        assert isinstance(result_of(d.addErrback(lambda f: f.value)), E.BookieUnavailable)
+        failureResultOf(d, E.BookieUnavailable)
     # only each closing connection's abort after its close grace (a peer that never closes)
     assert [c.func.__name__ for c in reactor.getDelayedCalls()] == ["_abort", "_abort"]
     assert t1.disconnecting and t2.disconnecting
-    assert not fired(closed)
+    assertNoResult(closed)
     p1.connectionLost(Failure(ConnectionDone()))
-    assert not fired(closed)
+    assertNoResult(closed)
     p2.connectionLost(Failure(ConnectionDone()))
-    assert result_of(closed) is None
+    assert successResultOf(closed) is None
     assert reactor.getDelayedCalls() == []
     assert pool.closed and len(pool) == 0
     with pytest.raises(RuntimeError):
@@ -134,7 +122,7 @@ def test_close_waits_for_every_connection():
 
 def test_close_empty_pool():
     pool = BookiePool(MemoryReactorClock())
-    assert result_of(pool.close()) is None
+    assert successResultOf(pool.close()) is None
 
 
 def test_remove_closes_one_connection():
@@ -144,10 +132,10 @@ def test_remove_closes_one_connection():
     d = conn.read(1, 0)
     proto, _t = accept(reactor, 0)
     proto.dataReceived(frame(v2.ReadResponse(2, RC.EOK, 1, 0, b"e").encode()))
-    assert result_of(d) == b"e"
+    assert successResultOf(d) == b"e"
     removed = pool.remove("a:1")
     assert "a:1" not in pool and conn.state == "closed"
     proto.connectionLost(Failure(ConnectionDone()))
-    assert result_of(removed) is None
+    assert successResultOf(removed) is None
     assert pool.get("a:1") is not conn
-    assert result_of(pool.remove("zzz:1")) is None
+    assert successResultOf(pool.remove("zzz:1")) is None

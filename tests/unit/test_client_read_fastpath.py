@@ -11,7 +11,8 @@ from hypothesis import given, settings, strategies as st
 
 from bkctl.wire.codecs import v3
 from bkctl.wire.client import errors as E
-from bkctl.wire.client.read_handle import EntryReads, ReadHandle
+from bkctl.wire.client.entry_reads import EntryReads
+from bkctl.wire.client.read_handle import ReadHandle
 from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import DigestError
 from bkctl.wire.codecs.framing import frame
@@ -141,6 +142,6 @@ def test_window_write_sets_follow_segments_and_metadata_changes():
     reads._write_set(25)  # the last segment is kept
     changed = LedgerMetadata(4, 3, 2, LedgerState.CLOSED, 40, 4000,
                              ((0, ("a", "b", "c", "d")), (7, ("x", "y", "z", "w"))))
-    h._metadata = changed
+    h.metadata = changed
     for e in (30, 8, 9, 3, 40):
         assert reads._write_set(e) == tuple(changed.write_set(e)), e

@@ -122,11 +122,17 @@ def test_a_java_bookie_says_what_it_cannot_break_down():
     doc = bookie_doc(reading, walk, "namespace")
     assert doc["kind"] == "java" and doc["entry_log_bytes"] is None and doc["compaction"] is None
     assert doc["live"]["applications"] == 5000 + 10 * 4  # Java's 4-byte entry-log framing
-    assert doc["unattributed_bytes"] == 60_000 - 5040
+    assert doc["data_bytes"] is None  # the filesystem's 60,000 used bytes are not the bookie's
     assert "entry logs" in doc["unread"] and "journal" in doc["unread"]
     report = {"bookies": [doc], "totals": totals([doc])}
-    assert summary_line(report) == ("4.9 KiB of 58.6 KiB used is live data; 53.7 KiB the Java bookies' HTTP admin "
-                                    "does not break down (journal, index, garbage)")
+    assert summary_line(report) == ("4.9 KiB is live data on 1 bookie whose HTTP admin sizes none of its files "
+                                    "(Java's: only the filesystem's free and total space, shared with other data; "
+                                    "`du` its ledger and journal directories)")
+    # beside a bookied, each is said on its own: the bookied's data is not summed with a filesystem
+    sized = bookie_doc(bookied(B, [log(1, 20_000, 9_000)]), walk_with([(B, Owner("application", "app"), 2, 1000,
+                                                                           False)]), "namespace")
+    both = summary_line({"bookies": [doc, sized], "totals": totals([doc, sized])})
+    assert both.startswith("1.0 KiB of 19.5 KiB used is live data; ") and "4.9 KiB is live data on 1 bookie" in both
     down = bookie_doc(BookieReading(B, "down", unread={"http": "not registered (down)"}), walk, "namespace")
     assert down["kind"] is None and down["live_bytes"] == 0 and down["unread"] == {"http": "not registered (down)"}
 

@@ -16,7 +16,8 @@ def test_prepare_fresh_dirs_creates_current_and_stamp(tmp_path):
     for d in dirs:
         assert os.path.isdir(os.path.join(d, "current"))
         assert layout.read_layout_version(d) == layout.CURRENT_LAYOUT_VERSION
-        text = open(os.path.join(d, "current", layout.LAYOUT_FILE)).read()
+        with open(os.path.join(d, "current", layout.LAYOUT_FILE)) as f:
+            text = f.read()
         assert "format=bookied-storage" in text
     # idempotent, and keeps what is there
     layout.write_version_file(dirs[0], "cookie text\n")

@@ -215,7 +215,7 @@ def test_source_looks_up_by_id_then_host_and_asks_the_script_once(tmp_path):
     assert src("host2:3181") == "/r2"
     assert src("h3:3181") == "/script-h3"
     assert src("h9:3181") is None
-    assert open(log).read().split("\n")[:-1] == ["h3 h4"]
+    assert log.read_text().split("\n")[:-1] == ["h3 h4"]
     assert src.names_any(["h9:1", "host2:1"]) and not src.names_any(["h9:1"])
 
 

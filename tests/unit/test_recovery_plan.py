@@ -1,4 +1,5 @@
-"""Planning and copying for re-replication (wire.client.rereplication), with fake bookies and a fake store."""
+"""Planning and copying for re-replication (wire.client.rereplication), with the fake bookies
+(tests/support/fake_bookie.py) and the fake store."""
 from __future__ import annotations
 
 import random
@@ -18,13 +19,12 @@ from bkctl.wire.client.rereplication import (
     replace_in_metadata,
     replicate_fragment,
 )
-from bkctl.wire.client.errors import LedgerFencedError, NoSuchEntry
-from bkctl.wire.client.errors import NotEnoughBookies
+from bkctl.wire.client.errors import LedgerFencedError, NotEnoughBookies
 from bkctl.wire.client.placement import RandomPlacement
-from bkctl.wire.codecs import v3
-from tests.support.deferreds import result_of
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
+from tests.support.deferreds import failureResultOf, successResultOf
+from tests.support.fake_bookie import FakePool
 from tests.support.fake_store import FakeMetadataStore
 
 A, B, C, D, E, F = (f"10.0.0.{i}:3181" for i in range(1, 7))
@@ -149,63 +149,12 @@ def test_not_enough_bookies():
 # -- copying with fake bookies --------------------------------------------------------------
 
 
-class FakeConn:
-    def __init__(self, bookie, cluster):
-        self.bookie = bookie
-        self.cluster = cluster
-
-    def read(self, ledger_id, entry_id, **kw):
-        self.cluster.reads.append((self.bookie, entry_id))
-        body = self.cluster.data.get(self.bookie, {}).get(entry_id)
-        if body is None:
-            return defer.fail(NoSuchEntry(f"no entry {entry_id} on {self.bookie}", bookie=self.bookie))
-        return defer.succeed(body)
-
-    def add(self, ledger_id, entry_id, key, body, recovery=False, high_priority=False):
-        self.cluster.adds.append((self.bookie, entry_id, recovery))
-        self.cluster.data.setdefault(self.bookie, {})[entry_id] = body
-        return defer.succeed(None)
-
-    # the callback calls of the ledger layer (BookieChannel), answering as the calls above
-
-    def read_with_callback(self, ledger_id, entry_id, on_done, ctx, slot):
-        self.read(ledger_id, entry_id).addCallbacks(lambda body: on_done(ctx, slot, self.bookie, body),
-                                                    lambda f: on_done(ctx, slot, self.bookie, f.value))
-
-    def add_with_callback(self, ledger_id, entry_id, key, body, recovery, high_priority, on_done, ctx, slot):
-        def answer(error=None):
-            if error is None:
-                self.add(ledger_id, entry_id, key, body, recovery, high_priority)
-            on_done(ctx, slot, self.bookie, error)
-
-        if self.cluster.held is not None:  # acknowledged (or failed) when the test says so
-            self.cluster.held.append(answer)
-        else:
-            answer()
-
-    def add_encoded(self, add, on_done, ctx, slot):
-        """The fast-path add: its v3 bytes taken apart as a bookie would."""
-        head, _answer = v3.add_header_fields(1, add.high_priority)
-        req = v3.parse_request(head + add.v3_part)
-        inner = req.addRequest
-        self.add_with_callback(inner.ledgerId, inner.entryId, inner.masterKey, inner.body, v3.is_recovery_add(req),
-                               v3.is_high_priority(req), on_done, ctx, slot)
-
-
-class FakeCluster:
-    def __init__(self):
-        self.data: dict[str, dict[int, bytes]] = {}
-        self.reads: list = []
-        self.adds: list = []
-        self.held: list | None = None  # a list: adds wait there for the test
-
-    def get(self, bookie):
-        return FakeConn(bookie, self)
-
-
 class FakeClient:
+    """What re-replication uses of a client: the fake bookies (one per id, acknowledging
+    adds at once unless a test holds them) and the in-memory metadata store."""
+
     def __init__(self, md=None):
-        self.pool = FakeCluster()
+        self.pool = FakePool(auto=True)
         self.store = FakeMetadataStore().start()
         if md is not None:
             self.store.ledgers.create(md, 5)
@@ -214,86 +163,99 @@ class FakeClient:
         return defer.maybeDeferred(fn, *args, **kw)
 
 
-def run(coro):
-    d = defer.ensureDeferred(coro)
-    results = []
-    d.addBoth(results.append)
-    assert results, "did not complete synchronously"
-    if isinstance(results[0], Exception) or hasattr(results[0], "raiseException"):
-        results[0].raiseException()
-    return results[0]
+LEDGER = 3
 
 
-def write_ledger(client, ledger_id, ensemble, qw, n, digest):
+def write_ledger(client, ensemble, qw, n, digest):
     for e in range(n):
         body = digest.package(e, e - 1, e + 1, b"x")
         for i in write_set_indices(e, len(ensemble), qw):
-            client.pool.data.setdefault(ensemble[i], {})[e] = body
+            client.pool.get(ensemble[i]).stored[(LEDGER, e)] = body
+
+
+def entries_on(client, bookie) -> dict[int, bytes]:
+    return {e: body for (lid, e), body in client.pool.get(bookie).stored.items() if lid == LEDGER}
+
+
+def entries_read(client) -> list[int]:
+    return sorted(e for conn in client.pool.conns.values() for _lid, e, _fence in conn.reads)
+
+
+def adds_sent(client) -> list[tuple[str, int, bool]]:
+    return [(b, e, recovery) for b, conn in client.pool.conns.items() for e, _body, recovery in conn.sent]
 
 
 def test_replicate_copies_exactly_what_the_lost_bookie_held_from_survivors():
     client = FakeClient()
-    digest = DigestManager(3, DigestType.CRC32C, b"")
-    write_ledger(client, 3, (A, B, C), 2, 30, digest)
-    lost_data = client.pool.data.pop(B)
-    frag = Fragment(3, 0, 29, (A, B, C), (B,), 2)
+    digest = DigestManager(LEDGER, DigestType.CRC32C, b"")
+    write_ledger(client, (A, B, C), 2, 30, digest)
+    lost_data = entries_on(client, B)
+    client.pool.get(B).stored.clear()
+    frag = Fragment(LEDGER, 0, 29, (A, B, C), (B,), 2)
     seen = []
-    copied = run(replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=4, on_entry=seen.append))
+    copied = successResultOf(replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=4,
+                                                on_entry=seen.append))
     assert copied == 20 == len(seen)
-    assert client.pool.data[D] == lost_data
-    assert all(b != B for b, _ in client.pool.reads)  # never read from the lost bookie
-    assert all(recovery for _, _, recovery in client.pool.adds)
+    assert entries_on(client, D) == lost_data
+    assert client.pool.get(B).reads == []  # never read from the lost bookie
+    assert all(recovery for _b, _e, recovery in adds_sent(client))
 
 
 def test_replicate_skips_a_corrupt_replica_and_fails_when_none_is_left():
     client = FakeClient()
-    digest = DigestManager(3, DigestType.CRC32C, b"")
-    write_ledger(client, 3, (A, B, C), 3, 5, digest)
-    client.pool.data[A][2] = client.pool.data[A][2][:-1] + b"y"  # corrupt copy on A
-    frag = Fragment(3, 0, 4, (A, B, C), (B,), 3)
-    assert run(replicate_fragment(client, frag, {B: D}, digest, master_key(b""))) == 5
-    assert client.pool.data[D][2] == client.pool.data[C][2]
-    del client.pool.data[C][4]
-    client.pool.data[A][4] = b"garbage" * 10
-    with pytest.raises(EntryUnrecoverable, match="entry 4"):
-        run(replicate_fragment(client, frag, {B: E}, digest, master_key(b"")))
+    digest = DigestManager(LEDGER, DigestType.CRC32C, b"")
+    write_ledger(client, (A, B, C), 3, 5, digest)
+    a, c = client.pool.get(A), client.pool.get(C)
+    a.stored[(LEDGER, 2)] = a.stored[(LEDGER, 2)][:-1] + b"y"  # corrupt copy on A
+    frag = Fragment(LEDGER, 0, 4, (A, B, C), (B,), 3)
+    assert successResultOf(replicate_fragment(client, frag, {B: D}, digest, master_key(b""))) == 5
+    assert entries_on(client, D)[2] == c.stored[(LEDGER, 2)]
+    del c.stored[(LEDGER, 4)]
+    a.stored[(LEDGER, 4)] = b"garbage" * 10
+    failure = failureResultOf(replicate_fragment(client, frag, {B: E}, digest, master_key(b"")), EntryUnrecoverable)
+    assert "entry 4" in str(failure.value)
+
+
+def held(conn) -> list[int]:
+    return sorted(e for e in conn.adds if conn.outstanding(e))
 
 
 def test_the_copy_keeps_at_most_window_entries_in_flight_and_goes_on_as_adds_complete():
     client = FakeClient()
-    digest = DigestManager(3, DigestType.CRC32C, b"")
-    write_ledger(client, 3, (A, B, C), 3, 10, digest)
-    client.pool.data.pop(B)
-    client.pool.held = []
-    frag = Fragment(3, 0, 9, (A, B, C), (B,), 3)
+    digest = DigestManager(LEDGER, DigestType.CRC32C, b"")
+    write_ledger(client, (A, B, C), 3, 10, digest)
+    client.pool.get(B).stored.clear()
+    target = client.pool.get(D)
+    target.auto = False  # its adds wait for the test
+    frag = Fragment(LEDGER, 0, 9, (A, B, C), (B,), 3)
     d = defer.ensureDeferred(replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=3))
-    assert [e for _b, e in client.pool.reads] == [0, 1, 2] and len(client.pool.held) == 3
-    client.pool.held.pop(1)()  # entry 1 copied: one more read starts
-    assert [e for _b, e in client.pool.reads] == [0, 1, 2, 3] and not d.called
-    held, client.pool.held = client.pool.held, None
-    for ack in held:
-        ack()
-    assert result_of(d) == 10 and sorted(client.pool.data[D]) == list(range(10))
+    assert entries_read(client) == [0, 1, 2] and held(target) == [0, 1, 2]
+    target.ack(1)  # entry 1 copied: one more read starts
+    assert entries_read(client) == [0, 1, 2, 3] and not d.called
+    target.auto = True
+    for e in held(target):
+        target.ack(e)
+    assert successResultOf(d) == 10 and sorted(entries_on(client, D)) == list(range(10))
 
 
 def test_an_add_that_fails_stops_the_copy():
     client = FakeClient()
-    digest = DigestManager(3, DigestType.CRC32C, b"")
-    write_ledger(client, 3, (A, B, C), 3, 10, digest)
-    client.pool.held = []
-    frag = Fragment(3, 0, 9, (A, B, C), (B,), 3)
+    digest = DigestManager(LEDGER, DigestType.CRC32C, b"")
+    write_ledger(client, (A, B, C), 3, 10, digest)
+    target = client.pool.get(D)
+    target.auto = False
+    frag = Fragment(LEDGER, 0, 9, (A, B, C), (B,), 3)
     d = defer.ensureDeferred(replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=2))
-    client.pool.held.pop(0)(LedgerFencedError("EFENCED", bookie=D))
-    with pytest.raises(LedgerFencedError):
-        result_of(d)
-    client.pool.held.pop(0)()  # a late acknowledgement changes nothing
-    assert len(client.pool.reads) == 2
+    target.fail(0, LedgerFencedError("EFENCED", bookie=D))
+    failureResultOf(d, LedgerFencedError)
+    target.ack(1)  # a late acknowledgement changes nothing
+    assert entries_read(client) == [0, 1]
 
 
 def test_the_byte_rate_limit_holds_each_entry_back_before_its_adds():
     client = FakeClient()
-    digest = DigestManager(3, DigestType.CRC32C, b"")
-    write_ledger(client, 3, (A, B, C), 3, 3, digest)
+    digest = DigestManager(LEDGER, DigestType.CRC32C, b"")
+    write_ledger(client, (A, B, C), 3, 3, digest)
     asked, gates = [], []
 
     def throttle(nbytes):
@@ -301,16 +263,16 @@ def test_the_byte_rate_limit_holds_each_entry_back_before_its_adds():
         gates.append(defer.Deferred())
         return gates[-1]
 
-    frag = Fragment(3, 0, 2, (A, B, C), (B,), 3)
+    frag = Fragment(LEDGER, 0, 2, (A, B, C), (B,), 3)
     d = defer.ensureDeferred(replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=8,
                                                 throttle=throttle))
-    body = len(client.pool.data[A][0])
-    assert asked == [body] * 3 and client.pool.adds == []
+    body = len(entries_on(client, A)[0])
+    assert asked == [body] * 3 and adds_sent(client) == []
     gates[1].callback(None)
-    assert client.pool.adds == [(D, 1, True)] and not d.called
+    assert adds_sent(client) == [(D, 1, True)] and not d.called
     gates[0].callback(None)
     gates[2].callback(None)
-    assert result_of(d) == 3
+    assert successResultOf(d) == 3
 
 
 def test_metadata_update_retries_on_conflict_and_is_idempotent():
@@ -323,11 +285,11 @@ def test_metadata_update_retries_on_conflict_and_is_idempotent():
 
     store.before("ledgers.update", another_writer)
     store.before("ledgers.update", another_writer)
-    new_md, version = run(replace_in_metadata(client, 5, 0, {B: E}))
+    new_md, version = successResultOf(replace_in_metadata(client, 5, 0, {B: E}))
     assert new_md.ensembles[0][1] == (A, E, C) and new_md.ensembles[1][1] == (A, D, C)
     assert store.ledgers.read(5) == (new_md, version) and version == 3  # two writes by the other, then ours
     assert len(store.called("ledgers.update")) == 5  # ours lost twice, then won
-    again, version_again = run(replace_in_metadata(client, 5, 0, {B: F}))  # B is gone already: no change
+    again, version_again = successResultOf(replace_in_metadata(client, 5, 0, {B: F}))  # B is gone already: no change
     assert again == new_md and version_again == version
 
 

@@ -2,8 +2,13 @@
 
 * :mod:`.bookkeeper` -- :class:`~.bookkeeper.BookKeeperClient`: creating, opening,
   deleting ledgers; the append lock;
-* :mod:`.read_handle` -- reading a ledger (entries, ranges, the LAC);
-  :mod:`.range_reader` -- a range batch by batch;
+* :mod:`.read_handle` -- reading a ledger, with one module per read
+  operation, as Java's: :mod:`.entry_reads` (entries with failover,
+  PendingReadOp), :mod:`.batch_reads` (BATCH_READ_ENTRY, BatchedReadOp),
+  :mod:`.read_lac_quorum` (the LAC, ReadLastConfirmedOp),
+  :mod:`.long_poll_read` (the next entry, ReadLastConfirmedAndEntryOp),
+  :mod:`.range_reader` (a range batch by batch); what they need of the
+  handle is declared in :mod:`.readable_ledger`;
 * :mod:`.ledger_handle` -- writing a ledger (quorum adds, ensemble changes, close);
 * :mod:`.ledger_recovery` -- finding an open ledger's tail: ledger recovery
   (fence and close) and resuming for appends;
@@ -13,10 +18,12 @@
 * :mod:`.quorum` -- the quorum schedule (write sets, ack quorum, coverage);
 * :mod:`.channel` -- what handles need from a connection;
   :mod:`.connection` -- the connection to one bookie, with its parts:
-  :mod:`.client_protocol` (bytes to answers), :mod:`.requests` (matching
-  answers to requests), :mod:`.entry_requests` (ADD and READ requests,
-  general and fast), :mod:`.deadlines` (timeouts), :mod:`.backoff`,
-  :mod:`.start_tls`; :mod:`.pool` -- one connection per bookie;
+  :mod:`.client_protocol` (bytes to answers; what it may call on its
+  connection is declared there, ``ConnectionOwner``), :mod:`.requests`
+  (matching answers to requests), :mod:`.entry_requests` (building ADD and
+  READ requests, general and fast), :mod:`.start_tls`, :mod:`.deadlines`
+  (timeouts), :mod:`.backoff`, :mod:`.cork` (writes held during a burst);
+  :mod:`.pool` -- one connection per bookie;
 * :mod:`.placement` -- choosing bookies; :mod:`.blocking` -- a blocking facade;
 * :mod:`.errors` -- every error of the client; :mod:`.helpers` -- small shared helpers.
 

@@ -1,8 +1,8 @@
 """What the ledger layer needs from a connection to one bookie: one typed
 interface.  :class:`~bkctl.wire.client.connection.BookieConnection` implements
-it over the wire; the unit tests' fake bookies implement it in memory, so the
-handles run the same code paths in both (tests/unit/test_client_channel.py
-checks that every implementation matches these signatures).
+it over the wire; the unit tests' fake bookie implements it in memory, so the
+handles run the same code paths in both (the same behavioural suite runs on
+both: tests/integration/test_bookie_channel_conformance.py).
 """
 from __future__ import annotations
 
@@ -66,3 +66,8 @@ class BookieChannel(Protocol):
 
     def write_lac(self, ledger_id: int, lac: int, master_key: bytes, body: bytes) -> defer.Deferred:
         """WRITE_LAC of a digest-packaged LAC ``body``."""
+
+    def close(self) -> defer.Deferred:
+        """Fail every pending request with
+        :class:`~bkctl.wire.client.errors.BookieUnavailable`, and every later
+        one at once; fires (with None) once closed."""

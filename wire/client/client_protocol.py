@@ -1,17 +1,19 @@
 """Bytes to decoded answers for one TCP connection to a bookie (Twisted's protocol and factory).
 
-:class:`BookieClientProtocol` turns bytes into decoded responses (framing,
-v2 or v3 decoding) and knows nothing of requests: it hands them to its
-owner (a :class:`~bkctl.wire.client.connection.BookieConnection`).
-:class:`BookieClientFactory` is one connection attempt.
+:class:`BookieClientProtocol` turns bytes into decoded answers (framing, v2
+or v3 decoding) and knows nothing of requests: it hands them to its owner,
+which it reaches only through :class:`ConnectionOwner` (as Twisted's DNS
+protocols report to their controller).
+:class:`BookieClientFactory` is one connection attempt, reporting to the
+same owner.
 
 Answers are handed out a whole chunk (one ``dataReceived``) at a time, and
-the requests their callbacks issue are *held* (:data:`CORK`) and written
-once per connection after the chunk.
+the requests their callbacks issue are held (:mod:`.cork`) and written once
+per connection after the chunk.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol as TypingProtocol
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IHandshakeListener
@@ -25,10 +27,9 @@ from bkctl.wire.codecs.framing import FrameDecoder
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE, OpCode
 from bkctl.wire.errors import CodecError
 
-if TYPE_CHECKING:
-    from .connection import BookieConnection
+from .cork import hold_writes, release_writes
 
-__all__ = ["BookieClientProtocol", "BookieClientFactory", "CORK", "CLOSE_GRACE", "hold_writes", "release_writes"]
+__all__ = ["BookieClientProtocol", "BookieClientFactory", "ConnectionOwner", "CLOSE_GRACE"]
 
 #: Seconds a closing connection waits for the bookie to answer our TLS
 #: close_notify (or to close) before it is aborted.  A Java bookie does
@@ -40,63 +41,64 @@ _OPC_ADD = int(OpCode.ADD_ENTRY)
 _V2_ANSWER_HEAD_SIZE = V2_ANSWER_HEAD.size
 
 
-class _Cork:
-    """While a protocol hands out a chunk of answers, ``holders`` lists the
-    connections holding frames to write once it is done (each one's
-    ``_uncork``); None otherwise.  One per process: the reactor's thread."""
+class ConnectionOwner(TypingProtocol):
+    """What the wire side (:class:`BookieClientProtocol`, :class:`BookieClientFactory`)
+    may call on the connection that owns it, and nothing else: every call
+    names the protocol (or attempt) it comes from, so the owner can ignore
+    one it has given up on.
+    :class:`~bkctl.wire.client.connection.BookieConnection` is the owner."""
 
-    __slots__ = ("holders",)
+    def connection_made(self, proto: "BookieClientProtocol") -> None:
+        """The TCP connection of one of the owner's attempts is up."""
 
-    def __init__(self):
-        self.holders: list | None = None
+    def connection_failed(self, attempt: "BookieClientFactory", reason: Failure) -> None:
+        """A connection attempt failed (refused, timed out...)."""
 
+    def answer_received(self, proto: "BookieClientProtocol", msg: Any) -> None:
+        """A decoded answer: a v3 ``Response`` or a v2 response tuple."""
 
-CORK = _Cork()
+    def fast_answer(self, proto: "BookieClientProtocol", payload: bytes) -> bool:
+        """A v3 answer, undecoded (fast paths on): True when the owner took it
+        as the EOK answer of a plain ADD or READ; False: decode it as usual."""
 
+    def v2_answer(self, proto: "BookieClientProtocol", payload: bytes, opcode: int) -> bool:
+        """A v2 READ or ADD answer (``opcode``), undecoded (fast paths on):
+        True when the owner took it; False: decode it as usual."""
 
-def hold_writes() -> bool:
-    """Hold the frames connections write from now on until
-    :func:`release_writes` (a writer's burst of adds: one write per bookie).
-    False when they are held already (by a chunk of answers being handed
-    out, or an outer burst): then the caller must not release them."""
-    if CORK.holders is not None:
-        return False
-    CORK.holders = []
-    return True
+    def malformed(self, proto: "BookieClientProtocol", exc: CodecError) -> None:
+        """Bytes that do not decode; nothing after them is read."""
 
+    def handshake_done(self, proto: "BookieClientProtocol") -> None:
+        """The TLS handshake after START_TLS completed."""
 
-def release_writes() -> None:
-    """Write what :func:`hold_writes` held, once per connection."""
-    holders, CORK.holders = CORK.holders, None
-    for conn in holders or ():
-        conn._uncork()
+    def connection_lost(self, proto: "BookieClientProtocol", reason: Failure | None) -> None:
+        """The connection went away."""
 
 
 @implementer(IHandshakeListener)
 class BookieClientProtocol(Protocol):
-    """Bytes to decoded responses for one TCP connection.
+    """Bytes to decoded answers for one TCP connection.
 
     Frames are cut by a :class:`FrameDecoder` limited to ``max_frame_size``
     (the client's nettyMaxFrameSizeBytes) and decoded as v3 ``Response``
-    messages or v2 response tuples. Each response goes to
-    ``owner._response_received(self, msg)``; bytes that do not decode go to
-    ``owner._malformed(self, exc)`` and nothing after them is read. The loss
-    of the connection goes to ``owner._connection_lost(self, reason)``.
-    :meth:`detach` cuts the protocol from its owner.
+    messages or v2 response tuples; what comes of them goes to the owner
+    (:class:`ConnectionOwner`): each answer, bytes that do not decode (and
+    nothing after them is read), the end of the TLS handshake, the loss of
+    the connection.  :meth:`detach` cuts the protocol from its owner.
 
-    Fast paths (the owner's ``fastpaths``): a v3 answer that starts with the
-    header field of a plain ADD or READ on the wire goes to
-    ``owner._fast_answer`` unparsed, a v2 READ or ADD answer to
-    ``owner._v2_answer`` without the response tuple; either may decline
-    it (then it is decoded as usual).
+    Fast paths (``fastpaths``: :mod:`bkctl.wire.fastpath`): a v3 answer goes
+    to the owner's ``fast_answer`` unparsed, a v2 READ or ADD answer to its
+    ``v2_answer`` without the response tuple; either may decline it (then it
+    is decoded as usual).
     """
 
-    def __init__(self, owner: "BookieConnection | None", *, use_v3: bool = True,
-                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE):
+    def __init__(self, owner: ConnectionOwner | None, *, use_v3: bool = True,
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, fastpaths: bool = False):
         self._owner = owner
         self._decoder = FrameDecoder(max_frame_size)
         self._decode = v3.parse_response if use_v3 else v2.decode_response
         self._v3 = use_v3
+        self._fastpaths = fastpaths
         self._lost = False
         self._lost_waiters: list[defer.Deferred] = []
 
@@ -112,7 +114,7 @@ class BookieClientProtocol(Protocol):
                     pass
         owner = self._owner
         if owner is not None:
-            owner._connection_made(self)
+            owner.connection_made(self)
 
     def dataReceived(self, data: bytes) -> None:
         owner = self._owner
@@ -121,7 +123,7 @@ class BookieClientProtocol(Protocol):
         try:
             payloads = self._decoder.feed(data)
         except CodecError as exc:
-            owner._malformed(self, exc)
+            owner.malformed(self, exc)
             return
         if len(payloads) < 2:
             self._answers(owner, payloads)
@@ -136,35 +138,34 @@ class BookieClientProtocol(Protocol):
             if holding:
                 release_writes()
 
-    def _answers(self, owner: "BookieConnection", payloads: list[bytes]) -> None:
+    def _answers(self, owner: ConnectionOwner, payloads: list[bytes]) -> None:
         decode = self._decode
-        fastpaths = getattr(owner, "fastpaths", False)
+        fastpaths = self._fastpaths
         # v3: the EOK answer to a plain ADD or READ starts with its request's
-        # header field, byte for byte: such answers are matched by it and
-        # taken apart without the general parser
-        fast = owner.requests.v3_fast if fastpaths and self._v3 else None
+        # header field, byte for byte: the owner matches it by that and takes
+        # it apart without the general parser
+        v3_fast = fastpaths and self._v3
         # v2: EOK READ and ADD answers are matched and cut without the response tuple
         v2_fast = fastpaths and not self._v3
         for payload in payloads:
             if self._owner is None:  # a callback closed the connection
                 return
-            if fast and len(payload) > 2:
-                req = fast.pop(payload[:2 + payload[1]], None)
-                if req is not None and owner._fast_answer(self, req, payload):
+            if v3_fast:
+                if len(payload) > 2 and owner.fast_answer(self, payload):
                     continue
             elif (v2_fast and len(payload) >= _V2_ANSWER_HEAD_SIZE and payload[0]
                   and (payload[1] == _OPC_READ or payload[1] == _OPC_ADD)
-                  and owner._v2_answer(self, payload, payload[1])):
+                  and owner.v2_answer(self, payload, payload[1])):
                 continue
             try:
                 msg = decode(payload)
             except CodecError as exc:
-                owner._malformed(self, exc)
+                owner.malformed(self, exc)
                 return
-            owner._response_received(self, msg)
+            owner.answer_received(self, msg)
         failed = self._decoder.failed
         if failed is not None and self._owner is not None:
-            self._owner._malformed(self, failed)
+            self._owner.malformed(self, failed)
 
     def use_v2_answers(self) -> None:
         """From now on answers are v2 (a v2 client after its v3 START_TLS exchange)."""
@@ -175,18 +176,18 @@ class BookieClientProtocol(Protocol):
         """The TLS handshake after START_TLS is done (Twisted's IHandshakeListener)."""
         owner = self._owner
         if owner is not None:
-            owner._tls_ready(self)
+            owner.handshake_done(self)
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         self._lost = True
         owner, self._owner = self._owner, None
         if owner is not None:
-            owner._connection_lost(self, reason)
+            owner.connection_lost(self, reason)
         waiters, self._lost_waiters = self._lost_waiters, []
         for d in waiters:
             d.callback(None)
 
-    # -- used by the connection ---------------------------------------------
+    # -- used by the owner ----------------------------------------------------
 
     def send(self, frames: list[bytes]) -> None:
         """Write whole frames (length prefix included) in one go."""
@@ -198,6 +199,15 @@ class BookieClientProtocol(Protocol):
     def send_one(self, data: bytes) -> None:
         """Write one whole frame."""
         self.transport.write(data)
+
+    def start_tls(self, context) -> None:
+        """Start the TLS handshake on this connection (after START_TLS)."""
+        self.transport.startTLS(context)
+
+    def abort(self) -> None:
+        """Drop the connection at once (no TLS close_notify, no waiting)."""
+        abort = getattr(self.transport, "abortConnection", None) or self.transport.loseConnection
+        abort()
 
     def detach(self) -> None:
         """Stop reporting to the owner: later bytes and the loss are ignored."""
@@ -239,35 +249,44 @@ class BookieClientProtocol(Protocol):
 
 
 class BookieClientFactory(ClientFactory):
-    """One connection attempt of a :class:`~bkctl.wire.client.connection.BookieConnection`.
+    """One connection attempt of an owner (:class:`ConnectionOwner`), making
+    protocols of the given ``use_v3``, ``max_frame_size`` and ``fastpaths``.
 
-    A fresh factory is used for every attempt, so callbacks of an attempt
-    the connection has given up on (closed, superseded) are ignored:
-    :meth:`buildProtocol` then returns None, which makes the reactor drop
-    the socket.
+    A fresh factory is used for every attempt; once the owner has given up
+    on it (:meth:`give_up`: closed, failed, superseded) its callbacks are
+    ignored: :meth:`buildProtocol` then returns None, which makes the
+    reactor drop the socket.
     """
 
     protocol = BookieClientProtocol
 
-    def __init__(self, owner: "BookieConnection"):
-        self.owner = owner
+    def __init__(self, owner: ConnectionOwner, *, use_v3: bool, max_frame_size: int, fastpaths: bool):
+        self.owner: ConnectionOwner | None = owner
+        self.use_v3 = use_v3
+        self.max_frame_size = max_frame_size
+        self.fastpaths = fastpaths
         self.connector = None
+
+    def give_up(self) -> None:
+        """The owner no longer wants this attempt."""
+        self.owner = None
 
     def startedConnecting(self, connector) -> None:
         self.connector = connector
 
     def buildProtocol(self, addr):
         owner = self.owner
-        if owner._attempt is not self:
+        if owner is None:
             return None
-        # START_TLS is a v3 exchange even for a v2 client (Java's too): its answer is decoded as v3
-        proto = self.protocol(owner, use_v3=owner.use_v3 or owner.tls is not None,
-                              max_frame_size=owner.max_frame_size)
+        proto = self.protocol(owner, use_v3=self.use_v3, max_frame_size=self.max_frame_size,
+                              fastpaths=self.fastpaths)
         proto.factory = self
         return proto
 
     def clientConnectionFailed(self, connector, reason: Failure) -> None:
-        self.owner._connect_failed(self, reason)
+        owner = self.owner
+        if owner is not None:
+            owner.connection_failed(self, reason)
 
     def clientConnectionLost(self, connector, reason: Failure) -> None:
         pass  # reported by the protocol's connectionLost

@@ -5,8 +5,12 @@ bookie id and the requests sent over it; its parts live in modules of one
 job each: :mod:`.client_protocol` (bytes to decoded answers, one connection
 attempt), :mod:`.requests` (a request, and matching answers to requests),
 :mod:`.deadlines` (timeouts), :mod:`.backoff` (when to try again),
-:mod:`.start_tls` (START_TLS), and the answers' decoders are codecs
-(:mod:`bkctl.wire.codecs.answers`).
+:mod:`.entry_requests` (building ADD and READ requests), :mod:`.start_tls`
+(START_TLS), :mod:`.cork` (writes held during a burst), and the answers'
+decoders are codecs (:mod:`bkctl.wire.codecs.answers`).  The parts with
+state of their own are objects the connection holds, and its protocol
+reaches it only through the methods of
+:class:`~.client_protocol.ConnectionOwner`.
 
 * **Lazy connect, reuse.** The first request connects (the address comes
   from a caller-supplied ``resolve(bookie_id)``, which may return a
@@ -34,7 +38,7 @@ attempt), :mod:`.requests` (a request, and matching answers to requests),
   :class:`TooManyRequests`. Nothing grows without bound.
 * **Cancellation.** Cancelling a request's Deferred forgets the request
   (a late response is dropped) and frees its slot.
-* **Hot paths** (:mod:`.entry_requests`). The ledger layer adds and reads
+* **Hot paths**. The ledger layer adds and reads
   through :meth:`~BookieConnection.add_with_callback` (or
   :meth:`~BookieConnection.add_encoded`, an ADD encoded once for its write
   set) and :meth:`~BookieConnection.read_with_callback`: a plain callback per
@@ -55,7 +59,7 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
 from twisted.python.failure import Failure
@@ -77,7 +81,9 @@ from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata.serviceinfo import parse_bookie_id_address
 
 from .backoff import DEFAULT_BACKOFF_FACTOR, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, Backoff
-from .client_protocol import CORK, BookieClientFactory, BookieClientProtocol
+from .channel import AddDone, ReadDone
+from .client_protocol import BookieClientFactory, BookieClientProtocol
+from .cork import CORK
 from .deadlines import INFO, POLL, READ, WRITE, Deadlines
 from .entry_requests import EntryRequests, check_master_key
 from .errors import (
@@ -92,6 +98,9 @@ from .errors import (
 )
 from .requests import DONE, QUEUED, SENT, Request, RequestTable
 from .start_tls import StartTLS
+
+if TYPE_CHECKING:
+    from bkctl.wire.codecs.add_frames import EncodedAdd
 
 __all__ = [
     "BookieClientProtocol",
@@ -142,7 +151,7 @@ def default_resolve(bookie_id: str) -> tuple[str, int]:
     return parse_bookie_id_address(bookie_id)
 
 
-class BookieConnection(EntryRequests, StartTLS):
+class BookieConnection:
     """The connection to one bookie and the requests sent over it.
 
     ``reactor`` must provide ``connectTCP`` (and ``callLater``/``seconds``
@@ -151,7 +160,10 @@ class BookieConnection(EntryRequests, StartTLS):
     (default: the id itself is ``host:port``). ``protocol`` is ``"v3"``
     (default) or ``"v2"``, fixed for the connection's lifetime. Timeouts are
     in seconds. ``txn_ids`` is an iterator of txnIds (and v2 BATCH_READ
-    requestIds); by default each connection counts from 1.
+    requestIds); by default each connection counts from 1. ``tls``
+    (:class:`~bkctl.wire.tls.TLSFiles`): START_TLS on every connection.
+    ``fastpaths`` (default: ``BKCTL_FASTPATHS``, :mod:`bkctl.wire.fastpath`)
+    is fixed for the connection's lifetime.
     """
 
     def __init__(
@@ -174,6 +186,7 @@ class BookieConnection(EntryRequests, StartTLS):
         clock=None,
         txn_ids: Iterator[int] | None = None,
         tls=None,
+        fastpaths: bool | None = None,
     ):
         if protocol not in ("v2", "v3"):
             raise ValueError(f"protocol must be 'v2' or 'v3', not {protocol!r}")
@@ -207,10 +220,20 @@ class BookieConnection(EntryRequests, StartTLS):
         self._resolve = resolve if resolve is not None else default_resolve
         self._ids = txn_ids if txn_ids is not None else itertools.count(1)
 
+        #: the fast paths (reused v3 request encoders, v3 EOK add and read
+        #: answers matched and taken apart without the general parser, v2 plain
+        #: reads packed directly); off with BKCTL_FASTPATHS=0
+        #: (bkctl.wire.fastpath), when every request goes through the builders
+        #: and every answer is parsed
+        self.fastpaths = fastpath.ENABLED if fastpaths is None else bool(fastpaths)
         #: :class:`~bkctl.wire.tls.TLSFiles` (None: plain text); its context is built on first connect
         self.tls = tls
-        self._tls_context = None
-        self._tls_proto: BookieClientProtocol | None = None  # connected, START_TLS/handshake under way
+        #: the START_TLS steps of every attempt (None: plain text)
+        self._tls = None if tls is None else StartTLS(
+            tls, self.bookie_id, self._ids, v2_answers=not self.use_v3,
+            ready=self._connected, failed=self._tls_failed)
+        #: builds the ADD and READ requests
+        self.entries = EntryRequests(self.use_v3, self.fastpaths, self._ids)
         self._proto: BookieClientProtocol | None = None
         self._attempt: BookieClientFactory | None = None
         self._closing: BookieClientProtocol | None = None
@@ -223,13 +246,6 @@ class BookieConnection(EntryRequests, StartTLS):
         # frames of requests issued while answers were handed out, written
         # together afterwards (one write instead of one per request)
         self._held: list[bytes] = []
-        self._encoder = v3.RequestEncoder() if self.use_v3 else None
-        #: the fast paths (reused v3 request encoders, v3 EOK add and read
-        #: answers matched and taken apart without the general parser, v2 plain
-        #: reads packed directly); off with BKCTL_FASTPATHS=0
-        #: (bkctl.wire.fastpath), when every request goes through the builders
-        #: and every answer is parsed
-        self.fastpaths = fastpath.ENABLED
 
     def __repr__(self) -> str:
         return (f"<BookieConnection {self.bookie_id} {self.protocol} {self.state}"
@@ -272,8 +288,7 @@ class BookieConnection(EntryRequests, StartTLS):
         """ADD_ENTRY of a digest-packaged ``body``; fires with None once the
         bookie acknowledged it. ``recovery`` is accepted on a fenced ledger,
         ``deferred_sync`` (v3 only) is acknowledged before the journal fsync."""
-        req = self._add_request(ledger_id, entry_id, master_key, body, recovery, high_priority,
-                                deferred_sync)
+        req = self.entries.add(ledger_id, entry_id, master_key, body, recovery, high_priority, deferred_sync)
         if req is None:
             return self._unsupported(f"ADD ledger {ledger_id} entry {entry_id} with DEFERRED_SYNC")
         return self._submit_request(req, WRITE, self.add_timeout)
@@ -285,8 +300,66 @@ class BookieConnection(EntryRequests, StartTLS):
         ``fence_master_key`` the read fences the ledger."""
         if fence_master_key is not None:
             check_master_key(fence_master_key)
-        req = self._read_request(ledger_id, entry_id, fence_master_key, high_priority)
+        req = self.entries.read(ledger_id, entry_id, fence_master_key, high_priority)
         return self._submit_request(req, READ, self.read_timeout)
+
+    def add_with_callback(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
+                          recovery: bool, high_priority: bool, on_done: AddDone, ctx: Any, slot: int) -> None:
+        """:meth:`add` for the ledger layer (:class:`~bkctl.wire.client.channel.BookieChannel`),
+        without a Deferred: the outcome
+        is ``on_done(ctx, slot, bookie_id, error)`` with ``error`` None once
+        the bookie acknowledged the entry, else the exception :meth:`add`'s
+        Deferred would fail with. ``on_done`` may run before this returns
+        (a refused request). Argument errors raise, as with :meth:`add`."""
+        req = self.entries.add(ledger_id, entry_id, master_key, body, recovery, high_priority, False)
+        req.callback_to(on_done, ctx, slot)
+        self._submit_request(req, WRITE, self.add_timeout, False)
+
+    def add_encoded(self, add: "EncodedAdd", on_done: AddDone, ctx: Any, slot: int) -> None:
+        """:meth:`add_with_callback` of an entry encoded once for its whole
+        write set (:class:`~bkctl.wire.codecs.add_frames.EncodedAdd`; the
+        writer's fast path): on a connection with room on the wire and
+        nothing queued, the shared bytes go out with this connection's v3
+        header (or as they are, v2) and the answer is matched without being
+        parsed (:meth:`EntryRequests.encoded_add`)."""
+        proto = self._proto
+        if proto is None or self._queue or len(self._sent) >= self.max_outstanding or self._closed:
+            self.add_with_callback(add.ledger_id, add.entry_id, add.master_key, add.body, add.recovery,
+                                   add.high_priority, on_done, ctx, slot)
+            return
+        req, data = self.entries.encoded_add(add)
+        req.callback_to(on_done, ctx, slot)
+        if data is None:
+            self._submit_request(req, WRITE, self.add_timeout, False)
+        else:
+            self._send_now(proto, req, data, WRITE, self.add_timeout)
+
+    def read_with_callback(self, ledger_id: int, entry_id: int, on_done: ReadDone, ctx: Any, slot: int) -> None:
+        """A plain :meth:`read` for the ledger layer
+        (:class:`~bkctl.wire.client.channel.BookieChannel`), without a Deferred:
+        the outcome is ``on_done(ctx, slot, bookie_id, result)``, ``result``
+        being the stored entry's bytes, or the exception :meth:`read`'s
+        Deferred would fail with. ``on_done`` may run before this returns (a
+        refused request).  With room on the wire and nothing queued, a v3
+        frame encoded by hand goes out at once (a fast path)."""
+        proto = self._proto
+        if proto is not None and not self._queue and len(self._sent) < self.max_outstanding and not self._closed:
+            req, data = self.entries.plain_read(ledger_id, entry_id)
+            req.callback_to(on_done, ctx, slot)
+            if data is not None:
+                self._send_now(proto, req, data, READ, self.read_timeout)
+                return
+        else:
+            req = self.entries.read(ledger_id, entry_id, None, False)
+            req.callback_to(on_done, ctx, slot)
+        self._submit_request(req, READ, self.read_timeout, False)
+
+    def _send_now(self, proto: BookieClientProtocol, req: Request, data: bytes, kind: str, timeout: float) -> None:
+        """A callback request with room on the wire and nothing queued: what
+        :meth:`_submit_request` does for a request that goes out at once."""
+        self._deadlines.start(req, kind, timeout, self._clock.seconds())
+        self.requests.register(req)
+        self._write_now(proto, data)
 
     def _write_now(self, proto: BookieClientProtocol, data: bytes) -> None:
         """Write one request's frame, or hold it while answers are handed out."""
@@ -408,15 +481,15 @@ class BookieConnection(EntryRequests, StartTLS):
             closing = self._closing
             return closing.when_lost() if closing is not None else defer.succeed(None)
         self._closed = True
-        attempt, self._attempt = self._attempt, None
+        attempt = self._drop_attempt()
         if attempt is not None and attempt.connector is not None:
             try:
                 attempt.connector.stopConnecting()
             except Exception:  # NotConnectingError: it already finished
                 pass
         proto, self._proto = self._proto, None
-        if proto is None and self._tls_proto is not None:  # closed while starting TLS
-            proto, self._tls_proto = self._tls_proto, None
+        if proto is None and self._tls is not None:  # closed while starting TLS
+            proto = self._tls.give_up()
         done: defer.Deferred = defer.succeed(None)
         if proto is not None:
             proto.detach()
@@ -510,10 +583,10 @@ class BookieConnection(EntryRequests, StartTLS):
                 holders.append(self)
             self._held.extend(frames)
 
-    def _uncork(self) -> None:
-        """Write the frames held while answers were handed out (see
-        BookieClientProtocol.dataReceived); dropped if the connection went
-        away meanwhile (its requests have failed)."""
+    def write_held(self) -> None:
+        """Write the frames held during a burst (:mod:`.cork`, its
+        ``HoldsWrites``); dropped if the connection went away meanwhile (its
+        requests have failed)."""
         held, self._held = self._held, []
         proto = self._proto
         if held and proto is not None:
@@ -600,13 +673,23 @@ class BookieConnection(EntryRequests, StartTLS):
     # -- connecting ----------------------------------------------------------
 
     def _connect(self) -> None:
-        attempt = BookieClientFactory(self)
+        # START_TLS is a v3 exchange even for a v2 client (Java's too): its answer is decoded as v3
+        attempt = BookieClientFactory(self, use_v3=self.use_v3 or self._tls is not None,
+                                      max_frame_size=self.max_frame_size, fastpaths=self.fastpaths)
         self._attempt = attempt
         d = defer.maybeDeferred(self._resolve, self.bookie_id)
         d.addCallbacks(self._resolved, self._connect_failed_resolve,
                        callbackArgs=(attempt,), errbackArgs=(attempt,))
         d.addErrback(lambda f: log.error("bookie %s: connect bookkeeping failed: %s",
                                          self.bookie_id, f.getTraceback()))
+
+    def _drop_attempt(self) -> BookieClientFactory | None:
+        """The attempt under way is over (connected, failed, given up): its
+        later callbacks are ignored.  Returns it."""
+        attempt, self._attempt = self._attempt, None
+        if attempt is not None:
+            attempt.give_up()
+        return attempt
 
     def _resolved(self, address, attempt: BookieClientFactory) -> None:
         if attempt is not self._attempt:
@@ -615,41 +698,55 @@ class BookieConnection(EntryRequests, StartTLS):
             host, port = address
             self._reactor.connectTCP(host, int(port), attempt, timeout=self.connect_timeout)
         except Exception:
-            self._connect_failed(attempt, Failure())
+            self.connection_failed(attempt, Failure())
 
     def _connect_failed_resolve(self, reason: Failure, attempt: BookieClientFactory) -> None:
-        self._connect_failed(attempt, reason, resolving=True)
+        self.connection_failed(attempt, reason, resolving=True)
 
-    def _connect_failed(self, attempt: BookieClientFactory, reason: Failure,
-                        resolving: bool = False) -> None:
+    def _connected(self, proto: BookieClientProtocol) -> None:
+        """The attempt is over: ``proto`` carries the requests (once TLS is up, with TLS)."""
+        self._drop_attempt()
+        self._proto = proto
+        self._pump()
+
+    def _tls_failed(self, reason: Failure) -> None:
+        attempt = self._attempt
+        if attempt is not None:
+            self.connection_failed(attempt, reason)
+
+    # -- what the protocol and the factory report (client_protocol.ConnectionOwner) --
+
+    def connection_failed(self, attempt: BookieClientFactory, reason: Failure,
+                          resolving: bool = False) -> None:
         if attempt is not self._attempt:
             return
-        self._attempt = None
+        self._drop_attempt()
         step = "resolving" if resolving else "connecting to"
         why = f"{step} bookie {self.bookie_id} failed: {reason.getErrorMessage()}"
         self._failed_attempt(why)
         log.info("%s", why)
         self._fail_all(lambda r: BookieUnavailable(f"{r.what}: {why}", bookie=self.bookie_id))
 
-    def _connection_made(self, proto: BookieClientProtocol) -> None:
+    def connection_made(self, proto: BookieClientProtocol) -> None:
         attempt = getattr(proto, "factory", None)
         if self._closed or attempt is not self._attempt or self._proto is not None:
             proto.detach()
             proto.let_go(self._clock)
             return
-        if self.tls is not None:
-            self._start_tls(proto)
+        if self._tls is not None:
+            self._tls.begin(proto)
             return
-        self._attempt = None
-        self._proto = proto
-        self._pump()
+        self._connected(proto)
 
-    # -- connected ----------------------------------------------------------
+    def handshake_done(self, proto: BookieClientProtocol) -> None:
+        if self._tls is not None:
+            self._tls.handshake_done(proto)
 
-    def _response_received(self, proto: BookieClientProtocol, msg) -> None:
+    def answer_received(self, proto: BookieClientProtocol, msg) -> None:
         if proto is not self._proto:
-            if proto is self._tls_proto:
-                self._tls_answered(proto, msg)
+            tls = self._tls
+            if tls is not None and proto is tls.proto:
+                tls.answered(proto, msg)
             return
         req = self.requests.match(msg)
         if req is None:
@@ -677,16 +774,19 @@ class BookieConnection(EntryRequests, StartTLS):
             raise error_for(rc, self.bookie_id, req.what)
         return value
 
-    def _fast_answer(self, proto: BookieClientProtocol, req: Request, payload: bytes) -> bool:
-        """An answer that starts with the header field of ``req``, a plain v3
-        ADD or READ (already out of ``requests.v3_fast``): what
-        :meth:`_response_received` would do with it, without the general
-        parser, when it is the EOK answer of ``req``: exactly the expected
-        bytes for an ADD, an EOK ReadResponse with a body
+    def fast_answer(self, proto: BookieClientProtocol, payload: bytes) -> bool:
+        """A v3 answer, undecoded: when it starts with the header field of a
+        plain ADD or READ on the wire (``requests.v3_fast``, which it is taken
+        out of), what :meth:`answer_received` would do with it, without the
+        general parser, when it is the EOK answer of that request: exactly the
+        expected bytes for an ADD, an EOK ReadResponse with a body
         (:func:`bkctl.wire.codecs.v3.plain_read_body`) for a READ. False when
-        it is anything else (an error, another shape, or ``req`` not the
-        request it matches, with a repeating caller-supplied txn_ids): then it
-        is parsed and matched as usual."""
+        it is anything else (an error, another shape, another request, or one
+        a repeating caller-supplied txn_ids gave a header field that is not
+        its own): then it is parsed and matched as usual."""
+        req = self.requests.v3_fast.pop(payload[:2 + payload[1]], None)
+        if req is None:
+            return False
         if proto is not self._proto:
             return True  # a connection given up on: dropped, as any answer on it
         if req.state != SENT or self.requests.v3_pending.get(req.key) is not req:
@@ -704,9 +804,9 @@ class BookieConnection(EntryRequests, StartTLS):
         self._answered(req, result)
         return True
 
-    def _v2_answer(self, proto: BookieClientProtocol, payload: bytes, opcode: int) -> bool:
+    def v2_answer(self, proto: BookieClientProtocol, payload: bytes, opcode: int) -> bool:
         """A v2 READ_ENTRY or ADD_ENTRY answer (``opcode``; version > 0, at
-        least its 24-byte head): what :meth:`_response_received` would do with
+        least its 24-byte head): what :meth:`answer_received` would do with
         an EOK one, without building the response tuple. False for anything
         else (an error, an answer nobody waits for): then it is decoded and
         matched as usual."""
@@ -722,7 +822,7 @@ class BookieConnection(EntryRequests, StartTLS):
         return True
 
     def _answered(self, req: Request, result: Any) -> None:
-        """The end of :meth:`_response_received` for a request already out of
+        """The end of :meth:`answer_received` for a request already out of
         the matching tables, answered with ``result``."""
         self._sent.pop(req, None)
         req.state = DONE
@@ -738,10 +838,11 @@ class BookieConnection(EntryRequests, StartTLS):
             self._deadlines.retire(req)
         self._call_on_done(req, on_done, result)
 
-    def _malformed(self, proto: BookieClientProtocol, exc: CodecError) -> None:
+    def malformed(self, proto: BookieClientProtocol, exc: CodecError) -> None:
         if proto is not self._proto:
-            if proto is self._tls_proto:
-                self._tls_failed(proto, f"malformed answer to START_TLS: {exc}")
+            tls = self._tls
+            if tls is not None and proto is tls.proto:
+                tls.malformed(proto, exc)
             return
         proto.detach()
         self._proto = None
@@ -751,16 +852,16 @@ class BookieConnection(EntryRequests, StartTLS):
         self._fail_all(lambda r: MalformedResponse(
             f"{r.what}: bookie {self.bookie_id} sent a {why}; connection closed",
             cause=exc, bookie=self.bookie_id))
-        abort = getattr(proto.transport, "abortConnection", None) or proto.transport.loseConnection
-        abort()
+        proto.abort()
 
-    def _connection_lost(self, proto: BookieClientProtocol, reason: Failure) -> None:
+    def connection_lost(self, proto: BookieClientProtocol, reason: Failure | None) -> None:
+        tls = self._tls
         if proto is not self._proto:
-            if proto is self._tls_proto:
-                self._tls_lost(proto, reason)
+            if tls is not None and proto is tls.proto:
+                tls.lost(proto, reason)
             return
         self._proto = None
-        why = (self._tls_refused_why(reason)
+        why = ((tls.refused_why(reason) if tls is not None else None)
                or f"connection lost: {reason.getErrorMessage() if reason is not None else 'closed'}")
         batch_refused = (self.batch_read_supported is not True
                          and any(r.is_batch for r in self._sent))

@@ -1,27 +1,26 @@
-"""Building and issuing a connection's ADD and READ requests (the hot ones),
-general and fast (:mod:`bkctl.wire.fastpath`).
+"""A connection's ADD and READ requests (the hot ones), built the general
+way or the fast way (:mod:`bkctl.wire.fastpath`).
 
-Mixed into :class:`~bkctl.wire.client.connection.BookieConnection`, whose
-queue, request table, deadlines and writes they use.  The ledger layer's
-calls (:class:`~bkctl.wire.client.channel.BookieChannel`) report through a
-plain callback instead of a Deferred; the fast paths write frames encoded
-by hand (a v3 READ, an ADD encoded once for its write set:
-:class:`~bkctl.wire.codecs.add_frames.EncodedAdd`) and register requests
-whose EOK answers are recognized without being parsed.
+:class:`EntryRequests` is the builder one connection keeps: its protocol
+version, its fast-path switch, the reused v3 request encoder and the
+connection's txnId counter are its own state.  It only builds
+:class:`~bkctl.wire.client.requests.Request` objects (and, on the fast
+paths, the bytes to write at once); when and how they go out is the
+connection's business.  The fast paths write frames encoded by hand (a v3
+READ, an ADD encoded once for its write set:
+:class:`~bkctl.wire.codecs.add_frames.EncodedAdd`) and mark requests whose
+EOK answers are recognized without being parsed (``req.fast``, ``req.ok``).
 """
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Iterator
 
 from bkctl.wire.codecs import answers, v2, v3
 from bkctl.wire.codecs.add_frames import EncodedAdd
 from bkctl.wire.codecs.framing import frame, length_prefix
 from bkctl.wire.codecs.protocol import MASTER_KEY_LENGTH, V2_CURRENT_VERSION, Flag, OpCode, OperationType
 
-from .client_protocol import BookieClientProtocol
-from .deadlines import READ, WRITE
 from .requests import Request
 
 __all__ = ["EntryRequests", "check_master_key"]
@@ -42,70 +41,22 @@ def check_master_key(master_key) -> None:
 
 
 class EntryRequests:
-    """The ADD and READ requests of a :class:`~bkctl.wire.client.connection.BookieConnection`."""
+    """Builds the ADD and READ requests of one connection (``use_v3``, with
+    the fast paths when ``fastpaths``), taking txnIds from ``txn_ids``."""
 
-    def add_with_callback(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
-                          recovery: bool, high_priority: bool,
-                          on_done: Callable[[Any, int, str, BaseException | None], Any],
-                          ctx: Any, slot: int) -> None:
-        """:meth:`add` for the ledger layer (:class:`~bkctl.wire.client.channel.BookieChannel`),
-        without a Deferred: the outcome
-        is ``on_done(ctx, slot, bookie_id, error)`` with ``error`` None once
-        the bookie acknowledged the entry, else the exception :meth:`add`'s
-        Deferred would fail with. ``on_done`` may run before this returns
-        (a refused request). Argument errors raise, as with :meth:`add`."""
-        req = self._add_request(ledger_id, entry_id, master_key, body, recovery, high_priority, False)
-        req.callback_to(on_done, ctx, slot)
-        self._submit_request(req, WRITE, self.add_timeout, False)
+    __slots__ = ("use_v3", "fastpaths", "_ids", "_encoder")
 
-    def add_encoded(self, add: EncodedAdd, on_done: Callable[[Any, int, str, BaseException | None], Any],
-                    ctx: Any, slot: int) -> None:
-        """:meth:`add_with_callback` of an entry encoded once for its whole
-        write set (:class:`~bkctl.wire.codecs.add_frames.EncodedAdd`; the
-        writer's fast path): on a connection with room on the wire and
-        nothing queued, the shared bytes go out with this connection's v3
-        header (or as they are, v2) and the answer is matched without being
-        parsed; otherwise the request is built the general way."""
-        proto = self._proto
-        if (proto is None or self._queue or len(self._sent) >= self.max_outstanding or self._closed
-                or not self.fastpaths):
-            self.add_with_callback(add.ledger_id, add.entry_id, add.master_key, add.body, add.recovery,
-                                   add.high_priority, on_done, ctx, slot)
-            return
-        if self.use_v3:
-            part = add.v3_part
-            txn = next(self._ids)
-            heads = v3.add_header_fields(txn, add.high_priority) if part is not None else None
-            if heads is None:  # encoded for v2, or a txnId upb has its own say about
-                self._add_general(add, txn, on_done, ctx, slot)
-                return
-            head, answer_head = heads
-            data = b"".join((length_prefix(len(head) + len(part)), head, part))
-            req = Request(None, txn, b"", answers.v3_add)
-            req.op = _OP_ADD
-            req.fast = answer_head
-            req.ok = add.v3_tail
-        else:
-            data = add.v2_frame
-            if data is None:
-                self._add_general(add, None, on_done, ctx, slot)
-                return
-            req = Request(None, (add.ledger_id, add.entry_id, _OPC_ADD), b"", answers.v2_add)
-        req.ids = (add.ledger_id, add.entry_id)
-        self._send_now(proto, req, data, on_done, ctx, slot, WRITE, self.add_timeout)
+    def __init__(self, use_v3: bool, fastpaths: bool, txn_ids: Iterator[int]):
+        self.use_v3 = use_v3
+        self.fastpaths = fastpaths
+        self._ids = txn_ids
+        self._encoder = v3.RequestEncoder() if use_v3 else None
 
-    def _add_general(self, add: EncodedAdd, txn: int | None, on_done, ctx: Any, slot: int) -> None:
-        """:meth:`add_encoded` the general way (``txn``: the txnId already taken, v3)."""
-        req = self._add_request(add.ledger_id, add.entry_id, add.master_key, add.body, add.recovery,
-                                add.high_priority, False, txn)
-        req.callback_to(on_done, ctx, slot)
-        self._submit_request(req, WRITE, self.add_timeout, False)
-
-    def _add_request(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
-                     recovery: bool, high_priority: bool, deferred_sync: bool,
-                     txn: int | None = None) -> "Request | None":
+    def add(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
+            recovery: bool, high_priority: bool, deferred_sync: bool,
+            txn: int | None = None) -> "Request | None":
         """The request of an ADD (None: DEFERRED_SYNC over v2, not supported);
-        v3: with ``txn``, else the next txnId."""
+        v3: with ``txn``, else the next txnId.  Argument errors raise ValueError."""
         if len(master_key) != MASTER_KEY_LENGTH:
             check_master_key(master_key)
         if self.use_v3:
@@ -140,28 +91,47 @@ class EntryRequests:
         req.ids = (ledger_id, entry_id)
         return req
 
-    def read_with_callback(self, ledger_id: int, entry_id: int, on_done: Callable[[Any, int, str, Any], Any],
-                           ctx: Any, slot: int) -> None:
-        """A plain :meth:`read` for the ledger layer
-        (:class:`~bkctl.wire.client.channel.BookieChannel`), without a Deferred:
-        the outcome is ``on_done(ctx, slot, bookie_id, result)``, ``result``
-        being the stored entry's bytes, or the exception :meth:`read`'s
-        Deferred would fail with. ``on_done`` may run before this returns (a
-        refused request)."""
-        proto = self._proto
-        if (proto is not None and self.use_v3 and self.fastpaths and not self._queue
-                and len(self._sent) < self.max_outstanding and not self._closed):
-            self._read_now(proto, ledger_id, entry_id, on_done, ctx, slot)
-            return
-        req = self._read_request(ledger_id, entry_id, None, False)
-        req.callback_to(on_done, ctx, slot)
-        self._submit_request(req, READ, self.read_timeout, False)
+    def encoded_add(self, add: EncodedAdd) -> tuple[Request, bytes | None]:
+        """The request of an ADD encoded once for its whole write set, for a
+        connection with room on the wire: ``(req, data)``, ``data`` the bytes
+        to write at once (the shared bytes with this connection's v3 header,
+        or the v2 frame as it is: a fast path); ``(req, None)`` for a request
+        built the general way (fast paths off, an encoding for the other
+        protocol), its frame in ``req.frame``."""
+        if not self.fastpaths:
+            return self._add_general(add, None), None
+        if self.use_v3:
+            part = add.v3_part
+            txn = next(self._ids)
+            heads = v3.add_header_fields(txn, add.high_priority) if part is not None else None
+            if heads is None:  # encoded for v2, or a txnId upb has its own say about
+                return self._add_general(add, txn), None
+            head, answer_head = heads
+            data = b"".join((length_prefix(len(head) + len(part)), head, part))
+            req = Request(None, txn, b"", answers.v3_add)
+            req.op = _OP_ADD
+            req.fast = answer_head
+            req.ok = add.v3_tail
+        else:
+            data = add.v2_frame
+            if data is None:
+                return self._add_general(add, None), None
+            req = Request(None, (add.ledger_id, add.entry_id, _OPC_ADD), b"", answers.v2_add)
+        req.ids = (add.ledger_id, add.entry_id)
+        return req, data
 
-    def _read_now(self, proto: BookieClientProtocol, ledger_id: int, entry_id: int,
-                  on_done: Callable[[Any, int, str, Any], Any], ctx: Any, slot: int) -> None:
-        """:meth:`read_with_callback` of a v3 connection with room on the wire
-        and nothing queued (a fast path): the frame encoded by hand, and what
-        :meth:`_submit_request` does for a request that goes out at once."""
+    def _add_general(self, add: EncodedAdd, txn: int | None) -> Request:
+        """:meth:`encoded_add` the general way (``txn``: the txnId already taken, v3)."""
+        return self.add(add.ledger_id, add.entry_id, add.master_key, add.body, add.recovery,
+                        add.high_priority, False, txn)
+
+    def plain_read(self, ledger_id: int, entry_id: int) -> tuple[Request, bytes | None]:
+        """A plain READ for a connection with room on the wire: ``(req,
+        data)`` with the v3 frame encoded by hand to write at once (a fast
+        path), or ``(req, None)``: built by :meth:`read`, its frame in
+        ``req.frame``."""
+        if not (self.use_v3 and self.fastpaths):
+            return self.read(ledger_id, entry_id, None, False), None
         txn = next(self._ids)
         data, head = self._encoder.read_frame(txn, ledger_id, entry_id)
         req = Request(None, txn, b"", answers.v3_read)
@@ -169,20 +139,13 @@ class EntryRequests:
         req.fast = head
         req.ids = (ledger_id, entry_id)
         req.verb = "READ"
-        self._send_now(proto, req, data, on_done, ctx, slot, READ, self.read_timeout)
+        return req, data
 
-    def _send_now(self, proto: BookieClientProtocol, req: Request, data: bytes, on_done, ctx: Any, slot: int,
-                  kind: str, timeout: float) -> None:
-        """A callback request with room on the wire and nothing queued: what
-        :meth:`_submit_request` does for a request that goes out at once."""
-        req.callback_to(on_done, ctx, slot)
-        self._deadlines.start(req, kind, timeout, self._clock.seconds())
-        self.requests.register(req)
-        self._write_now(proto, data)
-
-    def _read_request(self, ledger_id: int, entry_id: int, fence_master_key: bytes | None,
-                      high_priority: bool) -> Request:
+    def read(self, ledger_id: int, entry_id: int, fence_master_key: bytes | None,
+             high_priority: bool) -> Request:
+        """The request of a READ (with ``fence_master_key``: fencing)."""
         plain = fence_master_key is None and not high_priority
+        what = None if fence_master_key is None else f"READ ledger {ledger_id} entry {entry_id} (fencing)"
         if self.use_v3:
             txn = next(self._ids)
             if plain and self.fastpaths:
@@ -193,7 +156,7 @@ class EntryRequests:
                 payload = v3.serialize(v3.read_request(
                     txn, ledger_id, entry_id, fence_master_key=fence_master_key,
                     high_priority=high_priority))
-                req = Request(None, txn, frame(payload), answers.v3_read)
+                req = Request(what, txn, frame(payload), answers.v3_read)
             req.op = _OP_READ
         elif plain and self.fastpaths:
             req = Request(None, (ledger_id, entry_id, _OPC_READ),
@@ -203,9 +166,7 @@ class EntryRequests:
                 Flag.HIGH_PRIORITY if high_priority else 0)
             payload = v2.ReadRequest(V2_CURRENT_VERSION, int(flags), ledger_id, entry_id,
                                      None if fence_master_key is None else bytes(fence_master_key)).encode()
-            req = Request(None, (ledger_id, entry_id, _OPC_READ), frame(payload), answers.v2_read)
+            req = Request(what, (ledger_id, entry_id, _OPC_READ), frame(payload), answers.v2_read)
         req.ids = (ledger_id, entry_id)
         req.verb = "READ"
-        if fence_master_key is not None:
-            req._what = f"READ ledger {ledger_id} entry {entry_id} (fencing)"
         return req

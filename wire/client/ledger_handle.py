@@ -54,7 +54,7 @@ from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 
 from .channel import BookieChannel
-from .client_protocol import hold_writes, release_writes
+from .cork import hold_writes, release_writes
 from .errors import (
     ClientClosed,
     HandleReleased,
@@ -162,11 +162,11 @@ class LedgerHandle(ReadHandle):
 
     def read_lac(self) -> defer.Deferred:
         """A writer knows its LAC best: fires with it (the last entry once closed)."""
-        return defer.succeed(self._metadata.last_entry_id if self._metadata.is_closed else self._lac)
+        return defer.succeed(self.metadata.last_entry_id if self.metadata.is_closed else self._lac)
 
     def refresh_metadata(self) -> defer.Deferred:
         """A writer's metadata only changes through the writer: fires with it."""
-        return defer.succeed(self._metadata)
+        return defer.succeed(self.metadata)
 
     def __repr__(self) -> str:
         return (f"<LedgerHandle ledger {self.ledger_id} {self._state} lac={self._lac}"
@@ -207,8 +207,8 @@ class LedgerHandle(ReadHandle):
 
     @property
     def length(self) -> int | None:
-        if self._metadata.is_closed:
-            return self._metadata.length
+        if self.metadata.is_closed:
+            return self.metadata.length
         return self._confirmed_length
 
     def _closed_error(self) -> BaseException:
@@ -335,7 +335,7 @@ class LedgerHandle(ReadHandle):
         return d
 
     def _send(self, p: _PendingAdd) -> None:
-        p.bookies = self._write_set(p.entry_id)
+        p.bookies = self.write_set(p.entry_id)
         p.acked = 0
         p.acks = 0
         if self._adds is not None and p.encoded is None:
@@ -491,7 +491,7 @@ class LedgerHandle(ReadHandle):
     # -- ensemble change -------------------------------------------------------------
 
     def _bookie_failed(self, bookie: str, cause: BaseException | None = None) -> None:
-        if bookie not in self._metadata.last_ensemble:
+        if bookie not in self.metadata.last_ensemble:
             return
         self._failed.add(bookie)
         if cause is not None:
@@ -505,7 +505,7 @@ class LedgerHandle(ReadHandle):
 
     async def _change_ensemble(self) -> None:
         try:
-            while self._state in (_OPEN, _CLOSING) and self._failed.intersection(self._metadata.last_ensemble):
+            while self._state in (_OPEN, _CLOSING) and self._failed.intersection(self.metadata.last_ensemble):
                 await self._md_lock.acquire()
                 try:
                     if self._state in (_OPEN, _CLOSING):
@@ -523,19 +523,19 @@ class LedgerHandle(ReadHandle):
             self._complete_ready()
 
     async def _change_once(self) -> None:
-        md = self._metadata
+        md = self.metadata
         failed_now = [b for b in md.last_ensemble if b in self._failed]
         writable, readonly = await self.client.bookie_lists()
         try:
             new_ensemble = self.client.placement.replace_bookies(
                 md.last_ensemble, failed_now, writable, readonly, exclude=self._failed,
                 write_quorum=md.write_quorum)
-        except NotEnoughBookies as exc:  # say why the bookies to replace failed: that is the news
+        except NotEnoughBookies as exc:  # why the bookies to replace failed is the news: it leads
             causes = "; ".join(str(self._failure_causes[b]) for b in failed_now if b in self._failure_causes)
             if not causes:
                 raise
-            raise NotEnoughBookies(f"{exc}; {causes}", needed=exc.needed, available=exc.available,
-                                   readonly=exc.readonly, excluded=exc.excluded) from exc
+            raise NotEnoughBookies(f"{causes}; and no replacement: {exc}", needed=exc.needed,
+                                   available=exc.available, readonly=exc.readonly, excluded=exc.excluded) from exc
         first = self._lac + 1
         new_md = md.with_ensemble_change(first, new_ensemble)
         version = self._version
@@ -562,8 +562,8 @@ class LedgerHandle(ReadHandle):
         else:
             raise LedgerMetadataConflict(f"ledger {self.ledger_id}: metadata keeps changing")
         log.info("ledger %d: ensemble change at entry %d: %s -> %s", self.ledger_id, first,
-                 list(self._metadata.last_ensemble), new_ensemble)
-        self._metadata, self._version = new_md, version
+                 list(self.metadata.last_ensemble), new_ensemble)
+        self.metadata, self._version = new_md, version
         self.ensemble_changes += 1
 
     def _check_still_ours(self, current: LedgerMetadata) -> None:
@@ -579,7 +579,7 @@ class LedgerHandle(ReadHandle):
     def _resend(self) -> None:
         """After an ensemble change: send unsent entries, and re-send every
         entry whose write set changed to its new bookies."""
-        md = self._metadata
+        md = self.metadata
         for p in list(self._pending):
             if self._state == _FAILED:
                 return
@@ -635,7 +635,7 @@ class LedgerHandle(ReadHandle):
             return defer.succeed(0)
         body = self.digest.package_lac(lac)
         calls = []
-        for bookie in self._metadata.last_ensemble:
+        for bookie in self.metadata.last_ensemble:
             try:
                 calls.append(self.client.pool.get(bookie).write_lac(self.ledger_id, lac, self.master_key, body))
             except Exception as exc:  # noqa: BLE001
@@ -728,7 +728,7 @@ class LedgerHandle(ReadHandle):
         if length is None:
             length = (await self._read_entry(lac)).length if lac >= 0 else 0
             self._confirmed_length = length
-        md, version = self._metadata, self._version
+        md, version = self.metadata, self._version
         store = self.client.store
         for _attempt in range(100):
             if md.is_closed:
@@ -758,7 +758,7 @@ class LedgerHandle(ReadHandle):
                 md, version = current, current_version  # changed otherwise: close on top of it
         else:
             raise LedgerMetadataConflict(f"ledger {self.ledger_id}: metadata keeps changing")
-        self._metadata, self._version = md, version
+        self.metadata, self._version = md, version
         self._lac = md.last_entry_id
 
 

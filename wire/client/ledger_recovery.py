@@ -24,9 +24,11 @@ from .errors import (
     LedgerRecoveryError,
     Unauthorized,
 )
-from .ledger_handle import LedgerHandle
+from .entry_reads import EntryRead
 from .helpers import describe_errors, ignore_failure
+from .ledger_handle import LedgerHandle
 from .read_handle import ReadHandle
+from .read_lac_quorum import ReadLacQuorum
 
 __all__ = ["TailEntryRead", "replicate_tail"]
 
@@ -122,7 +124,7 @@ async def replicate_tail(handle: LedgerHandle, fence: bool) -> None:
     handle positioned after the last entry found, with nothing pending.
     """
     md = handle.metadata
-    lac, lengths = await handle._read_lac_quorum(fence=fence)
+    lac, lengths = await ReadLacQuorum(handle, fence).start()
     # Segments before the last one are complete: an ensemble change starts a
     # segment at the first entry not yet acknowledged.
     lac = max(lac, md.ensembles[-1][0] - 1)
@@ -151,7 +153,7 @@ async def replicate_tail(handle: LedgerHandle, fence: bool) -> None:
             d.addErrback(ignore_failure)
     await handle._drain()
     if found == 0 and handle._confirmed_length is None:
-        handle._confirmed_length = (await handle._read_entry(lac)).length
+        handle._confirmed_length = (await EntryRead(handle, lac).start()).length
         handle._length = handle._confirmed_length
     log.info("ledger %d: tail found: LAC %d, %d more entries re-replicated, last entry %d",
              handle.ledger_id, lac, found, handle.last_add_confirmed)

@@ -1,15 +1,12 @@
 """Reading a range of entries batch by batch, one batch read ahead (an async
-iterator over a :class:`~bkctl.wire.client.read_handle.ReadHandle`)."""
+iterator over a :class:`~bkctl.wire.client.read_handle.ReadHandle`'s reads)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from twisted.internet import defer
 
 from .helpers import ignore_failure
-
-if TYPE_CHECKING:
-    from .read_handle import ReadHandle
 
 __all__ = ["RangeReader"]
 
@@ -17,10 +14,11 @@ __all__ = ["RangeReader"]
 class RangeReader:
     """Batches of ``[(entry_id, payload), ...]`` over an entry range, with one
     batch read ahead.  ``next_batch()`` fires with the next batch, or None at
-    the end; it is also an async iterator."""
+    the end; it is also an async iterator.  ``read_span(first, last)`` reads
+    one batch: a Deferred of ``[(entry_id, payload), ...]``."""
 
-    def __init__(self, handle: "ReadHandle", first: int, last: int, batch: int):
-        self.handle = handle
+    def __init__(self, read_span: Callable[[int, int], defer.Deferred], first: int, last: int, batch: int):
+        self._read_span = read_span
         self.first = first
         self.last = last
         self.batch = batch
@@ -34,7 +32,7 @@ class RangeReader:
         start = self._next_start
         stop = min(self.last, start + self.batch - 1)
         self._next_start = stop + 1
-        return self.handle._read_span(start, stop)
+        return self._read_span(start, stop)
 
     def next_batch(self) -> defer.Deferred:
         if self._finished:

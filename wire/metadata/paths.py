@@ -18,7 +18,7 @@ __all__ = [
     "AVAILABLE", "COOKIES", "DEFAULT_ROOT", "DISABLE_HEALTH_CHECK", "FLAT", "HIERARCHICAL",
     "HIERARCHICAL_LONG_THRESHOLD", "IDGEN", "IDGEN_LONG", "ID_PREFIX", "HOB_PREFIX", "INSTANCEID", "LAYOUT",
     "LEGACY_HIERARCHICAL", "LONG_HIERARCHICAL", "MANAGED_LEDGERS", "MANAGERS", "MAX_LEDGER_ID", "READONLY", "SPECIAL_ZNODES",
-    "UNDERREPLICATION", "UR_AUDITOR_ELECTION", "UR_CHECK_ALL_LEDGERS_CTIME", "UR_DISABLE", "UR_LAYOUT",
+    "UNDERREPLICATION", "UR_AUDITOR_ELECTION", "UR_CHECK_ALL_LEDGERS_CTIME", "UR_CHECK_CTIMES", "UR_DISABLE", "UR_LAYOUT",
     "UR_LEDGERS", "UR_LOCKS", "UR_LOST_BOOKIE_RECOVERY_DELAY", "UR_PLACEMENT_POLICY_CHECK_CTIME",
     "UR_REPLICAS_CHECK_CTIME", "UR_VOTE_PREFIX", "URL_PREFIX",
     "append_lock_path", "available_path", "cookie_path", "hob_name", "idgen_sequence", "is_ledger_node_name",
@@ -64,6 +64,8 @@ UR_VOTE_PREFIX = "V_"
 UR_CHECK_ALL_LEDGERS_CTIME = "checkallledgersctime"
 UR_PLACEMENT_POLICY_CHECK_CTIME = "placementpolicycheckctime"
 UR_REPLICAS_CHECK_CTIME = "replicascheckctime"
+#: the auditor's periodic checks' last-run nodes (LastRunTimeFormat, ms)
+UR_CHECK_CTIMES = (UR_CHECK_ALL_LEDGERS_CTIME, UR_PLACEMENT_POLICY_CHECK_CTIME, UR_REPLICAS_CHECK_CTIME)
 #: bkctl's own: the autorecovery daemons' state for operators (ephemeral JSON nodes
 #: ``auditor`` and ``workers/<daemon id>``); Java has no such node and never reads it
 UR_DAEMON_STATUS = "bkctl-daemons"

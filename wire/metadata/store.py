@@ -187,6 +187,15 @@ class UnderreplicationManager(Protocol):
     def set_lost_bookie_recovery_delay(self, seconds: int) -> None:
         """Set it (a ValueError unless a 32-bit integer)."""
 
+    def check_ctime(self, check: str) -> int | None:
+        """When the auditor's periodic ``check`` last ran, in ms (None: never): *check* is
+        one of :data:`~bkctl.wire.metadata.paths.UR_CHECK_CTIMES` (Java's
+        ``get{CheckAllLedgers,PlacementPolicyCheck,ReplicasCheck}CTime``)."""
+
+    def set_check_ctime(self, check: str, ctime_ms: int) -> None:
+        """Record when ``check`` last ran (Java's ``set...CTime``; ``forceauditchecks``
+        sets it weeks back so that a starting auditor runs the check at once)."""
+
     def mark(self, ledger_id: int, missing_replicas: Iterable[str]) -> None:
         """Mark the ledger under-replicated, merging into an existing mark."""
 

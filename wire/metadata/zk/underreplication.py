@@ -107,6 +107,30 @@ class ZKUnderreplicationManager(Manager):
             except NodeExistsError:
                 self._zk.set(path, data, version=-1)
 
+    # -- the auditor's periodic checks ----------------------------------------------
+    @staticmethod
+    def _check_node(check: str) -> str:
+        if check not in P.UR_CHECK_CTIMES:
+            raise ValueError(f"unknown auditor check {check!r} (one of {', '.join(P.UR_CHECK_CTIMES)})")
+        return check
+
+    @zk_call
+    def check_ctime(self, check: str) -> int | None:
+        return self._session.get_parsed(self._node(self._check_node(check)), UR.parse_last_run_time)
+
+    @zk_call
+    def set_check_ctime(self, check: str, ctime_ms: int) -> None:
+        path = self._node(self._check_node(check))
+        data = UR.serialize_last_run_time(ctime_ms)
+        self._session.require_root()
+        try:
+            self._zk.set(path, data, version=-1)
+        except NoNodeError:
+            try:
+                self._zk.create(path, data, makepath=True)
+            except NodeExistsError:
+                self._zk.set(path, data, version=-1)
+
     # -- marks ---------------------------------------------------------------------
     @zk_call
     def mark(self, ledger_id: int, missing_replicas: Iterable[str]) -> None:

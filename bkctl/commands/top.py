@@ -1,0 +1,80 @@
+"""``bkctl top``: the cluster's bookies, live, full screen (bkctl.ops.top, bkctl.top_screen)."""
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from ..app import App
+from ..exitcodes import USAGE, CommandError
+from ..ops.top import SORTS
+from . import pass_app
+
+
+@click.command("top")
+@click.option("-n", "--interval", type=click.FloatRange(0.2), default=1.0, show_default=True, metavar="SECONDS",
+              help="Seconds between refreshes.")
+@click.option("--once", is_flag=True,
+              help="Print one frame and exit (rates over one interval); with --json the data instead.")
+@click.option("--sort", type=click.Choice(list(SORTS)), default="bookie", show_default=True,
+              help="The column to sort by first (the s key changes it).")
+@click.option("--filter", "filter_text", metavar="TEXT", default="",
+              help="Only bookies whose id, state or rack contains TEXT (the / key changes it).")
+@click.option("--http-timeout", type=click.FloatRange(0.1), default=0.8, show_default=True, metavar="SECONDS",
+              help="How long to wait for each bookie's HTTP admin per refresh.")
+@pass_app
+def top(app: App, interval: float, once: bool, sort: str, filter_text: str, http_timeout: float):
+    """The cluster's bookies, live, in the spirit of htop.
+
+    Per bookie: its state (writable, read-only, down: a cookie and no
+    registration, lost: as the auditor counts it, unreachable: registered
+    but its HTTP admin does not answer), rack, add and read rates and
+    latencies and journal sync latency from its /metrics (bookied's names
+    and Java's Prometheus ones; a bookie without metrics says so), disk used
+    and what its entry logs could give back (bookied's gc_details), garbage
+    collection and compaction.  Above them, what autorecovery is doing, as
+    `autorecovery status` says it: enabled, the auditor, what it waits for,
+    the under-replicated ledgers by state, lost bookies.
+
+    Keys: q quit, ? help, s/S sort key/order, / filter, up/down select,
+    Enter details of a bookie (its under-replicated ledgers too), Esc back,
+    r refresh now.  The terminal is put back as it was on exit.
+
+    --once prints one frame without the keys (for scripts and logs), --once
+    --json the snapshot: time, cluster, bookies (one object each),
+    autorecovery (the status report).  Without --once stdout must be a
+    terminal.
+    """
+    from ..ops.top import TopCollector, filter_rows, sort_rows
+
+    if not once and not sys.stdout.isatty():
+        raise CommandError("bkctl top draws on a terminal; give --once (and --json) for one frame", USAGE)
+    collector = TopCollector(app.store, timeout=http_timeout)
+    title = app.cluster_name or app.metadata_uri or ""
+    if not once:
+        from ..top_screen import ViewState, run_live
+        from rich.console import Console
+
+        run_live(collector, Console(no_color=not app.color, highlight=False), interval, title,
+                 ViewState(sort=sort, filter=filter_text))
+        return
+    try:
+        collector.snapshot()  # a first scrape: the rates are over the next interval
+        time.sleep(interval)
+        snapshot = collector.snapshot()
+    finally:
+        collector.close()
+    snapshot["bookies"] = filter_rows(sort_rows(snapshot["bookies"], sort), filter_text)
+    if app.json:
+        app.emit_json(snapshot)
+        return
+    from ..top_screen import ViewState, render
+
+    console = app.console
+    if not console.is_terminal:  # a log or a pipe: as wide as the frame needs, never cut
+        from rich.console import Console
+
+        console = Console(width=200, no_color=True, highlight=False)
+    console.print(render(snapshot, ViewState(sort=sort, filter=filter_text, interval=interval, title=title),
+                         live=False))

@@ -1,0 +1,200 @@
+"""``bkctl top`` without a terminal: metrics read from bookied's and Java's names, a snapshot's rows
+(down, lost, unreachable, Java without metrics), sorting and filtering, keys, frames."""
+import io
+import re
+
+import pytest
+from rich.console import Console
+
+from bkctl.ops import autorecovery, top as top_ops
+from bkctl.ops.bookie_reads import BookieReading
+from bkctl.ops.prometheus import Scrape, bucket_quantile, rates
+from bkctl.ops.top import TopCollector, filter_rows, sort_rows
+from bkctl.top_screen import ViewState, apply_key, render, split_keys
+from tests.support.fake_store import FakeMetadataStore
+
+
+def bookied_metrics(adds: int, add_buckets: dict, fsync: dict) -> str:
+    lines = [f'bookie_requests_total{{op="add",status="EOK"}} {adds}',
+             'bookie_requests_total{op="read",status="EOK"} 7',
+             'bookie_requests_total{op="read",status="ENOENTRY"} 3']
+    for le, n in add_buckets.items():
+        lines.append(f'bookie_request_latency_seconds_bucket{{op="add",le="{le}"}} {n}')
+    for le, n in fsync.items():
+        lines.append(f'bookie_journal_fsync_latency_seconds_bucket{{le="{le}"}} {n}')
+    return "# HELP x\n" + "\n".join(lines) + "\n"
+
+
+def test_bookied_rates_and_quantiles_are_between_two_scrapes():
+    before = Scrape(bookied_metrics(100, {"0.001": 90, "0.01": 100, "+Inf": 100}, {"0.001": 5, "+Inf": 5}))
+    after = Scrape(bookied_metrics(300, {"0.001": 100, "0.01": 300, "+Inf": 300}, {"0.001": 5, "0.005": 9,
+                                                                                     "+Inf": 10}))
+    assert after.naming == "bookied" and after.total("bookie_requests_total", op="read") == 10
+    r = rates(before, after, 2.0)
+    assert r["add_rate"] == 100.0 and r["read_rate"] == 0.0
+    # 200 adds between the scrapes: 10 under 1 ms, 190 under 10 ms
+    assert r["add_p50_ms"] == 10.0 and r["add_p99_ms"] == 10.0
+    assert r["journal_sync_p99_ms"] == 5.0
+    first = rates(None, after, 0.0)
+    assert first["add_rate"] is None and first["add_p99_ms"] is None  # nothing to compare yet
+    assert bucket_quantile({}, {1.0: 0, float("inf"): 0}, 0.5) is None
+
+
+def test_java_summaries_are_read_in_their_own_window():
+    text = ('bookkeeper_server_ADD_ENTRY_REQUEST{success="true",quantile="0.5"} 0.8\n'
+            'bookkeeper_server_ADD_ENTRY_REQUEST{success="true",quantile="0.99"} 4.5\n'
+            'bookkeeper_server_ADD_ENTRY_REQUEST{success="false",quantile="0.99"} 99\n'
+            'bookkeeper_server_ADD_ENTRY_REQUEST_count{success="true"} 1500\n'
+            'bookie_journal_JOURNAL_SYNC{success="true",quantile="0.99"} 2.0\n')
+    before = Scrape(text.replace("1500", "1000"))
+    after = Scrape(text)
+    assert after.naming == "java"
+    r = rates(before, after, 5.0)
+    assert r["add_rate"] == 100.0 and r["add_p50_ms"] == 0.8 and r["add_p99_ms"] == 4.5
+    assert r["journal_sync_p99_ms"] == 2.0 and r["read_rate"] is None
+    assert not Scrape("") and Scrape("# only comments\n").naming is None
+
+
+def reading(bookie_id, state, *, metrics=None, logs=None, answered=True, unread=None):
+    if not answered:
+        return BookieReading(bookie_id, state, "h:1", unread=unread or {"info": "connection refused"}, read_at=1.0)
+    return BookieReading(bookie_id, state, "h:1", info={"freeSpace": 25, "totalSpace": 100},
+                         gc={"is_in_force_gc": "false", "gcRuns": 2, "gcRunning": False} if logs is not None
+                         else {"is_in_force_gc": "false"},
+                         gc_details=[{"entryLogs": logs}] if logs is not None else [{"gcRunning": False}],
+                         metrics=metrics, unread=unread or {}, read_at=1.0)
+
+
+#: what `autorecovery status` would say: c:1 lost, two ledgers marked
+REPORT = {"enabled": True, "lost_bookie_recovery_delay": 0, "underreplicated": 2, "auditor": "a:1",
+          "lost_bookies": [{"bookie_id": "d:1"}, {"bookie_id": "gone:1"}], "auditor_waits_for": "nothing",
+          "workers": [], "ledgers": [{"ledger_id": 7, "missing_replicas": ["d:1"], "worker": "a:1",
+                                      "state": "being re-replicated"},
+                                     {"ledger_id": 8, "missing_replicas": ["d:1", "gone:1"], "worker": None,
+                                      "state": "failed: not enough bookies"}]}
+
+
+@pytest.fixture
+def collector(monkeypatch):
+    """A collector on a fake store whose bookie reads are given by the test (``collector.answers``)."""
+    store = FakeMetadataStore().start()
+    for b in ("a:1", "b:1"):
+        store.registration.register(b, b"")
+    store.registration.register("c:1", b"", readonly=True)
+    for b in ("a:1", "b:1", "c:1", "d:1"):
+        store.cookies.put(b, b"cookie")
+    c = TopCollector(store, clock=lambda: 0.0, wall=lambda: 1_700_000_000.0)
+    c.answers = {}
+    c.report = REPORT
+    monkeypatch.setattr(autorecovery, "autorecovery_report", lambda _store, now_ms: c.report)
+    monkeypatch.setattr(top_ops, "read_bookies",
+                        lambda _store, rows, *_a, **_k: [c.answers.get(r["bookie_id"], BookieReading(
+                            r["bookie_id"], r["state"], unread={"http": "not registered (down)"}))
+                            if r["state"] != "down" else BookieReading(r["bookie_id"], "down",
+                                                                        unread={"http": "not registered (down)"})
+                            for r in rows])
+    yield c
+    c.close()
+
+
+def test_snapshot_rows_say_what_each_bookie_is(collector):
+    logs = [{"logId": 1, "sizeBytes": 1000, "liveBytes": 400, "liveRatio": 0.4}]
+    collector.answers = {
+        "a:1": reading("a:1", "writable", logs=logs, metrics=bookied_metrics(10, {"+Inf": 10}, {"+Inf": 1})),
+        "b:1": reading("b:1", "writable", answered=False),
+        "c:1": reading("c:1", "read-only"),  # a Java bookie: no entry-log figures, /metrics empty
+    }
+    collector.answers["c:1"].unread["metrics"] = "empty (the bookie exports no metrics: no Prometheus stats provider?)"
+    snap = collector.snapshot()
+    rows = {r["bookie_id"]: r for r in snap["bookies"]}
+    # d:1 has a cookie and the auditor counts it lost; gone:1 is lost without a cookie (decommissioned)
+    assert {b: r["state"] for b, r in rows.items()} == {"a:1": "writable", "b:1": "unreachable",
+                                                        "c:1": "read-only", "d:1": "lost", "gone:1": "lost"}
+    a, c = rows["a:1"], rows["c:1"]
+    assert a["reclaimable_bytes"] == 600 and a["used_percent"] == 75.0 and a["metrics"] == "bookied"
+    assert a["add_rate"] is None  # the first scrape
+    assert c["kind"] == "java" and c["reclaimable_bytes"] is None and c["metrics"] is None and "metrics" in c["unread"]
+    assert snap["cluster"]["unreachable"] == 1 and snap["cluster"]["lost"] == 2 and snap["cluster"]["bookies"] == 5
+    # the report `autorecovery status` shows, as it is
+    assert snap["autorecovery"] is REPORT and snap["cluster"]["auditor"] == "a:1"
+    assert snap["cluster"]["under_replicated"] == 2
+    # a second scrape: rates over the time between them
+    collector.answers["a:1"] = reading("a:1", "writable", logs=logs,
+                                       metrics=bookied_metrics(30, {"0.001": 20, "+Inf": 20}, {"+Inf": 1}))
+    collector.answers["a:1"].read_at = 3.0
+    a = {r["bookie_id"]: r for r in collector.snapshot()["bookies"]}["a:1"]
+    assert a["add_rate"] == 10.0 and a["add_p99_ms"] == 1.0
+    text = io.StringIO()
+    Console(file=text, width=160).print(render(snap, ViewState(), live=False))
+    frame = text.getvalue()
+    assert "unreachable" in frame and "HTTP admin not answering" in frame and "no metrics" in frame
+    assert "no entry-log figures (Java)" in frame and "bookies 5: 1 writable, 1 read-only, 1 unreachable, 2 lost" \
+        in frame
+    assert "under-replicated 2 (1 being re-replicated, 1 failed); lost: d:1, gone:1" in frame
+    text = io.StringIO()
+    Console(file=text, width=160).print(render(snap, ViewState(detail="d:1"), live=False))
+    assert "ledger 8: failed: not enough bookies" in text.getvalue() and "missing a copy here: 2" in text.getvalue()
+
+
+def test_a_report_that_cannot_be_read_is_said(collector):
+    def fail(_store, now_ms):
+        raise RuntimeError("ZooKeeper went away")
+
+    collector.report = None
+    autorecovery.autorecovery_report = fail  # restored by the fixture's monkeypatch
+    snap = collector.snapshot()
+    assert snap["autorecovery"] is None and snap["autorecovery_error"] == "ZooKeeper went away"
+    assert [r["state"] for r in snap["bookies"]] == ["unreachable", "unreachable", "unreachable", "down"]
+    text = io.StringIO()
+    Console(file=text, width=160).print(render(snap, ViewState(), live=False))
+    assert "autorecovery: not read (ZooKeeper went away)" in text.getvalue()
+
+
+def rows_of(*specs):
+    return [{"bookie_id": b, "state": s, "rack": r, "add_rate": a} for b, s, r, a in specs]
+
+
+def test_sorting_and_filtering():
+    rows = rows_of(("b:1", "writable", "/r1", 5.0), ("a:1", "down", None, None), ("c:1", "writable", "/r2", 9.0))
+    assert [r["bookie_id"] for r in sort_rows(rows, "bookie")] == ["a:1", "b:1", "c:1"]
+    assert [r["bookie_id"] for r in sort_rows(rows, "adds")] == ["c:1", "b:1", "a:1"]  # unknown last
+    assert [r["bookie_id"] for r in sort_rows(rows, "adds", reverse=True)] == ["b:1", "c:1", "a:1"]
+    assert [r["bookie_id"] for r in sort_rows(rows, "state")] == ["a:1", "b:1", "c:1"]  # trouble first
+    assert [r["bookie_id"] for r in filter_rows(rows, "R2")] == ["c:1"]
+    assert [r["bookie_id"] for r in filter_rows(rows, "down")] == ["a:1"] and filter_rows(rows, " ") == rows
+
+
+def test_keys_change_the_view():
+    state = ViewState(rows=rows_of(("a:1", "writable", None, 1.0), ("b:1", "writable", None, 2.0)))
+    assert split_keys("s\x1b[Bq") == ["s", "\x1b[B", "q"] and split_keys("\x1b") == ["\x1b"]
+    assert apply_key(state, "s") and state.sort == "state"
+    apply_key(state, "S")
+    assert state.reverse
+    apply_key(state, "\x1b[B")
+    apply_key(state, "\r")
+    assert state.detail == "b:1"
+    apply_key(state, "\x1b")
+    assert state.detail is None
+    for key in "/b:1\r":
+        apply_key(state, key)
+    assert state.filter == "b:1" and state.editing is None
+    apply_key(state, "?")
+    assert state.help and apply_key(state, "x") and not state.help  # any key closes the help
+    assert not apply_key(state, "q") and not apply_key(ViewState(), "\x03")
+
+
+def test_a_narrow_terminal_leaves_columns_out_rather_than_cutting_the_ids():
+    row = {"bookie_id": "127.0.0.1:31255", "state": "writable", "rack": "/r1", "add_rate": 3581.0,
+           "add_p50_ms": 2.5, "add_p99_ms": 10.0, "read_rate": 6641.0, "read_p99_ms": 1.0,
+           "journal_sync_p99_ms": 5.0, "used_percent": 70.0, "total_bytes": 252 << 30, "reclaimable_bytes": 270 << 10,
+           "compacting": None, "gc_running": False, "last_compaction": None, "metrics": "bookied", "kind": "bookied"}
+    snap = {"time": 0, "cluster": {"bookies": 1, "writable": 1, "read-only": 0, "unreachable": 0, "down": 0,
+                                   "lost": 0}, "bookies": [row], "autorecovery": None, "autorecovery_error": "x"}
+    for width, gone, kept in ((160, [], ["notes", "jsync p99", "rack"]), (100, ["notes", "gc", "rack"], ["disk"]),
+                              (70, ["jsync p99", "read p99", "reclaimable"], ["add/s", "disk"])):
+        text = io.StringIO()
+        Console(file=text, width=width).print(render(snap, ViewState(), live=True, width=width))
+        lines = text.getvalue().splitlines()
+        head = next(line for line in lines if line.startswith("bookie "))
+        assert all(name not in head for name in gone) and all(name in head for name in kept), (width, head)
+        assert any(re.match(r"127\.0\.0\.1:31255\s+writable ", line) for line in lines), (width, lines)
