@@ -14,7 +14,8 @@ batches:
   messages, error rows).  ``take()`` gives a list per column, values in
   Arrow's units (timestamps in microseconds);
 * ``_packed.PackedRows``, the C one (``_packed.c``), for plain batches only:
-  the same columns and rules, straight into Arrow-layout buffers; ``take()``
+  the same columns (:func:`c_columns`; a build whose table differs is not
+  used) and rules, straight into Arrow-layout buffers; ``take()``
   gives each column's buffers.  For anything it does not split plainly
   ``add_batch`` appends nothing and returns None, and the batch goes to the
   Python twin.
@@ -36,8 +37,8 @@ from .columns import BATCH_DEFAULTS, MESSAGE_COLUMNS, names
 from .entry import INT64_MAX, MS_MAX, check_range, check_text
 from .errors import CorruptEntry
 
-__all__ = ["BatchRows", "BatchRowsProtocol", "MESSAGE_VALUE_COLUMNS", "PyMessageRows", "c_splitter", "entry_messages",
-           "message_values", "split_batch"]
+__all__ = ["BatchRows", "BatchRowsProtocol", "C_KINDS", "MESSAGE_VALUE_COLUMNS", "PyMessageRows", "c_columns",
+           "c_splitter", "entry_messages", "message_values", "split_batch"]
 
 _U32 = struct.Struct(">I")
 #: What :func:`message_values` gives, in order: the ``message`` columns.
@@ -185,15 +186,27 @@ class PyMessageRows:
         return out
 
 
+#: How the C twin stores a column of each DDL type (``_packed.c``'s kinds).
+C_KINDS = {"long": "int64", "timestamp": "int64", "int": "int32", "string": "string", "binary": "binary",
+           "map<string,string>": "map"}
+
+
+def c_columns() -> list[tuple[str, str, str]]:
+    """What the C twin's ``COLUMNS`` must be: the ``entry`` and ``message``
+    columns of :data:`~.columns.MESSAGE_COLUMNS`, in order, as ``(name, kind, made_by)``."""
+    return [(c.name, C_KINDS[c.type], c.made_by) for c in MESSAGE_COLUMNS if c.made_by in ("entry", "message")]
+
+
 def c_splitter():
-    """The C twin, if it is built and may be used here (else None)."""
+    """The C twin, if it is built, has this table's columns (a build older
+    than the sources has not) and may be used here; else None."""
     if not fastpath.ENABLED or sys.byteorder != "little":
         return None
     try:
-        from ._packed import PackedRows
+        from . import _packed
     except ImportError:  # installed where no C compiler was found: the Python twin does it all
         return None
-    return PackedRows
+    return _packed.PackedRows if list(getattr(_packed, "COLUMNS", ())) == c_columns() else None
 
 
 #: The batch splitter in use (see the module documentation).
