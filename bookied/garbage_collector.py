@@ -1,7 +1,8 @@
 """The bookie's garbage collection, as Java's GarbageCollectorThread.
 
 Every ``gcWaitTime`` a pass removes the ledgers whose metadata is gone from the
-entry stores (logs left without live entries go at once), then, as Java:
+entry stores (:class:`DeletedLedgerCollector` decides which; logs left without
+live entries go at once), then, as Java:
 
 * **major compaction** when ``majorCompactionInterval`` seconds have passed
   since the last one (or the pass is forced), for the logs whose live fraction
@@ -38,7 +39,7 @@ from typing import Callable
 
 from twisted.internet import defer
 
-from .storage.compactor import CompactionStopped, EntryLogCompactor, Throttle
+from .storage.compactor import CompactableStore, CompactionStopped, EntryLogCompactor, Throttle
 
 log = logging.getLogger("bookied.gc")
 
@@ -124,8 +125,26 @@ class PassResult:
     reclaimed_by_compaction: int = 0
 
 
-class GarbageCollectorThread:
-    """Schedules the GC passes of the bookie's entry stores and keeps their figures.
+class DeletedLedgerCollector:
+    """The rule for which ledgers a pass deletes from an entry store: those whose metadata
+    is gone from the metadata store (``ledgers``, its ledger manager)."""
+
+    def __init__(self, ledgers):
+        self.ledgers = ledgers
+
+    def __call__(self, store: CompactableStore) -> int:
+        """In a pool thread: delete the ledgers of ``store`` whose metadata is gone; how many."""
+        removed = 0
+        for ledger_id in store.ledger_ids():
+            if not self.ledgers.exists(ledger_id):
+                store.delete_ledger(ledger_id)
+                removed += 1
+        return removed
+
+
+class GarbageCollector:
+    """Schedules the GC passes of the bookie's entry stores and keeps their figures (Java's
+    GarbageCollectorThread, which is a thread; here the passes run in the reactor's pool).
 
     ``collect_ledgers(store)`` (in a pool thread) deletes the ledgers of ``store``
     whose metadata is gone and returns how many; ``run_in_thread(fn)`` returns a
@@ -135,7 +154,8 @@ class GarbageCollectorThread:
 
     __name__ = "gc"  # for the periodic runner's log lines
 
-    def __init__(self, policy: GcPolicy, stores: list, collect_ledgers: Callable[[object], int], clock,
+    def __init__(self, policy: GcPolicy, stores: list[CompactableStore],
+                 collect_ledgers: Callable[[CompactableStore], int], clock,
                  run_in_thread: Callable[[Callable], defer.Deferred],
                  on_pass_done: Callable[[], None] | None = None, throttle: Throttle | None = None):
         self.policy = policy

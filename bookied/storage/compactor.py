@@ -18,14 +18,19 @@ A row is switched only if it still points at the scanned record (a flush that
 re-put the entry, or a deleted ledger, wins), and a reader that looked up the
 old row before the switch either reads the old file (still open or still there)
 or, if the file is gone, looks the row up again.
+
+The store is reached only through :class:`CompactableStore` (Java's
+CompactableLedgerStorage). Each crash-relevant step is a :class:`CompactionPhase`;
+observers added with :func:`add_phase_observer` are told of each (a test's
+launcher adds one that stops the process there for a kill -9; production adds none).
 """
 from __future__ import annotations
 
+import enum
 import logging
-import os
 import threading
 import time
-from typing import Callable, NamedTuple
+from typing import Callable, Iterator, NamedTuple, Protocol, runtime_checkable
 
 log = logging.getLogger("bookied.compaction")
 
@@ -33,10 +38,64 @@ log = logging.getLogger("bookied.compaction")
 #: (besides Java's compactionMaxOutstandingRequests entries), bounding the memory held
 BATCH_BYTES_MAX = 16 * 1024 * 1024
 
-#: env: the name of a compaction step at which bookied stops (sleeps) so that a test can
-#: kill -9 it there; the step is logged first ("compaction: stopping at <step>")
-STOP_AT_ENV = "BOOKIED_TEST_STOP_AT"
-STEPS = ("copied", "switched", "unlinked")
+
+
+class CompactionPhase(str, enum.Enum):
+    """The steps of compacting one log after which a crash leaves a different state on disk."""
+
+    COPIED = "copied"  # a batch of live records is durable in the compaction log, not yet in the index
+    SWITCHED = "switched"  # the index points at the copies and the old log's row is gone; file not unlinked
+    UNLINKED = "unlinked"  # the old log's file is removed
+
+
+PhaseObserver = Callable[[CompactionPhase, int], None]
+_observers: list[PhaseObserver] = []
+
+
+def add_phase_observer(observer: PhaseObserver) -> None:
+    """Call ``observer(phase, log id)`` in the compacting thread at every phase (see
+    ``tests/support/stopping_bookied.py``); nothing in bookied adds one."""
+    _observers.append(observer)
+
+
+def remove_phase_observer(observer: PhaseObserver) -> None:
+    _observers.remove(observer)
+
+
+def _reached(phase: CompactionPhase, log_id: int) -> None:
+    for observer in list(_observers):
+        observer(phase, log_id)
+
+
+@runtime_checkable
+class CompactableStore(Protocol):
+    """What garbage collection and compaction call on an entry store (Java's
+    CompactableLedgerStorage); :class:`~bookied.storage.store.EntryStore` is one."""
+
+    directory: str
+
+    def ledger_ids(self) -> list[int]: ...
+
+    def delete_ledger(self, ledger_id: int) -> int: ...
+
+    def committed_log_bytes(self) -> int: ...
+
+    def log_usage(self) -> dict[int, tuple[int, int, int, float]]: ...
+
+    def compaction_candidates(self, threshold: float) -> list[tuple[int, float]]: ...
+
+    def log_size(self, log_id: int) -> int: ...
+
+    def open_compaction_writer(self): ...
+
+    def close_compaction_writer(self, writer) -> None: ...
+
+    def live_records(self, log_id: int) -> Iterator[tuple[int, int, bytes, bytes]]: ...
+
+    def switch_locations(self, log_id: int, moves: list, added: dict,
+                         before_unlink: Callable[[], None] | None = None) -> tuple[int, bool]: ...
+
+    def drop_log_if_empty(self, log_id: int) -> bool: ...
 
 
 class CompactionStopped(Exception):
@@ -89,18 +148,10 @@ class CompactionResult(NamedTuple):
     deleted: bool
 
 
-def stop_point(step: str) -> None:
-    """A test's kill -9 point: sleep here for good when ``BOOKIED_TEST_STOP_AT`` names ``step``."""
-    if os.environ.get(STOP_AT_ENV) == step:
-        log.warning("compaction: stopping at %s (%s)", step, STOP_AT_ENV)
-        while True:
-            time.sleep(3600)
-
-
 class EntryLogCompactor:
     """Compacts logs of one entry store through a compaction writer it opens and closes."""
 
-    def __init__(self, store, throttle: Throttle, max_outstanding: int = 100000):
+    def __init__(self, store: CompactableStore, throttle: Throttle, max_outstanding: int = 100000):
         self.store = store
         self.throttle = throttle
         self.max_outstanding = max(1, int(max_outstanding))
@@ -137,12 +188,12 @@ class EntryLogCompactor:
         if not deleted:
             deleted = store.drop_log_if_empty(log_id)
         if deleted:
-            stop_point("unlinked")
+            _reached(CompactionPhase.UNLINKED, log_id)
         return CompactionResult(moved, moved_bytes, max(0, size - moved_bytes) if deleted else 0, deleted)
 
     def _switch(self, log_id: int, batch: list) -> tuple[int, bool]:
         rows, added = self.writer.append([(lid, [(eid, data)]) for lid, eid, data, _old in batch])
-        stop_point("copied")
+        _reached(CompactionPhase.COPIED, log_id)
         return self.store.switch_locations(log_id, [(key, old, new) for (key, new), (*_x, old)
                                                     in zip(rows, batch)], added,
-                                           before_unlink=lambda: stop_point("switched"))
+                                           before_unlink=lambda: _reached(CompactionPhase.SWITCHED, log_id))

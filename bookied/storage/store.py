@@ -49,14 +49,14 @@ Threads: ``put_entry``, ``get_entry``, ``get_entries``, ``entries_between``,
 the ledger-state methods and ``last_entry_id`` are meant for the reactor
 thread and never do write I/O (a read of a flushed entry does one ``pread``;
 ``get_entries`` one per run of nearby records); they are thread-safe.
-``flush``, ``delete_ledger``, ``compact`` and ``close`` do I/O and are
-serialised by a lock; call them from a background thread.
+``flush``, ``delete_ledger``, compaction's primitives and ``close`` do I/O and
+are serialised by a lock; call them from a background thread.
 
 Space reclamation: ``delete_ledger`` drops the ledger's index rows, its
 state and its cached entries, and updates each log's live byte/entry counts;
 a log whose live entry count drops to zero is deleted at once (never the log
-currently being appended to). ``compact(min_live_ratio)`` rewrites logs whose
-live fraction is below the ratio (see :mod:`.compactor`: the records the index
+currently being appended to). Compaction rewrites logs whose live fraction is
+low through the primitives below (see :mod:`.compactor`: the records the index
 still points to are copied into a compaction log, the index is switched to them
 in one transaction, then the old log is deleted). A ledger deleted after its
 records were checkpointed out of the journal stays deleted; one deleted while
@@ -515,25 +515,6 @@ class EntryStore:
                 index.logs = new_logs
             self.entry_log.unlink(emptied)
             return count
-
-    def compact(self, min_live_ratio: float = 0.5, throttle=None, max_outstanding: int = 100000) -> dict:
-        """Rewrite entry logs whose live fraction is below ``min_live_ratio`` and delete them
-        (unthrottled unless a compactor ``Throttle`` is given). Adds, reads and flushes go on
-        meanwhile. Returns ``{"logs", "moved_entries", "moved_bytes", "reclaimed_bytes"}``."""
-        from .compactor import EntryLogCompactor, Throttle
-
-        if throttle is None:
-            throttle = Throttle(1, False)
-            throttle.lifted = True
-        stats = {"logs": 0, "moved_entries": 0, "moved_bytes": 0, "reclaimed_bytes": 0}
-        with EntryLogCompactor(self, throttle, max_outstanding) as compactor:
-            for log_id, _usage in self.compaction_candidates(min_live_ratio):
-                result = compactor.compact(log_id)
-                stats["logs"] += result.deleted
-                stats["moved_entries"] += result.moved_entries
-                stats["moved_bytes"] += result.moved_bytes
-                stats["reclaimed_bytes"] += result.reclaimed_bytes
-        return stats
 
     # -- compaction's primitives (bookied.storage.compactor)
     def log_usage(self) -> dict[int, tuple[int, int, int, float]]:

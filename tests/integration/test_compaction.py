@@ -2,8 +2,8 @@
 
 40 ledgers are written interleaved into small entry logs (logSizeLimit 64 KiB) and 80% of them
 are deleted, so that every log keeps a few live entries: only compaction gets the space back.
-Kill points are deterministic: ``BOOKIED_TEST_STOP_AT=<step>`` makes bookied stop (sleep) at a
-named compaction step, logging it, and the test kill -9s it there.
+Kill points are deterministic: bookied started through ``tests.support.stopping_bookied PHASE``
+stops (sleeps) at that compaction phase, logging it, and the test kill -9s it there.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tests.support.bookieproc import BookieProcess, start_bookies
 from tests.support.cli import bkctl
 from tests.support.smallfs import fill, mount_or_explain, unmount, usage
 from tests.support.waiting import wait_for
-from bkctl.bookied.storage.compactor import STOP_AT_ENV
+from bkctl.bookied.storage.compactor import CompactionPhase
 from bkctl.sandbox.zookeeper import free_port
 from bkctl.wire.client.blocking import BlockingBookKeeper
 
@@ -143,10 +143,10 @@ def test_short_intervals_shrink_the_ledger_directory_and_keep_every_live_entry(t
     assert "bookie_gc_major_compaction_total" in metrics and "bookie_gc_active_entry_log_space_bytes" in metrics
 
 
-@pytest.mark.parametrize("step", ["copied", "switched", "unlinked"])
+@pytest.mark.parametrize("step", [p.value for p in CompactionPhase])
 def test_kill_9_at_a_compaction_step_loses_nothing(tmp_path, metadata_uri, procs, step):
     b = bookie(tmp_path, metadata_uri, **QUIET)
-    b.env_extra[STOP_AT_ENV] = step
+    b.launcher = ["tests.support.stopping_bookied", step]
     procs.append(b)
     start_bookies([b], metadata_uri)
     kept, _deleted = churn(metadata_uri)
@@ -161,7 +161,7 @@ def test_kill_9_at_a_compaction_step_loses_nothing(tmp_path, metadata_uri, procs
         assert doc["bad"] == 0 and doc["unverified"] == len(kept) * ENTRIES and len(doc["uncommitted_logs"]) == 1
         states = {r["state"] for r in inspect_entrylog(metadata_uri, conf)}
         assert states == {"live", "stale", "uncommitted"}
-    del b.env_extra[STOP_AT_ENV]
+    b.launcher = ["bkctl.bookied"]
     b.start()
     read_all(metadata_uri, kept)  # nothing lost, whatever the step
     current = Path(b.ledger_dir) / "current"

@@ -9,10 +9,13 @@ import threading
 import pytest
 from twisted.internet import defer, task
 
+from tests.support.compaction import compact_below
 from bkctl.bookied.config import ConfigError, load_config
-from bkctl.bookied.garbage_collector import MAJOR, MINOR, GarbageCollectorThread, GcPolicy, choose_compaction
+from bkctl.bookied.garbage_collector import (MAJOR, MINOR, DeletedLedgerCollector, GarbageCollector, GcPolicy,
+                                              choose_compaction)
 from bkctl.bookied.storage import EntryStore
-from bkctl.bookied.storage.compactor import CompactionStopped, EntryLogCompactor, Throttle
+from bkctl.bookied.storage.compactor import (CompactableStore, CompactionPhase, CompactionStopped, EntryLogCompactor,
+                                             Throttle, add_phase_observer, remove_phase_observer)
 
 H = 3600 * 1000
 
@@ -156,7 +159,7 @@ def test_compaction_keeps_every_live_entry_and_frees_the_logs(tmp_path):
     s = sparse_store(str(tmp_path / "l"))
     before = s.disk_usage()
     assert before["entry_logs"] > 3 and before["live_bytes"] * 3 < before["entry_log_bytes"]
-    stats = s.compact(0.5)
+    stats = compact_below(s, 0.5)
     after = s.disk_usage()
     assert stats["logs"] >= before["entry_logs"] - 1 and stats["moved_entries"] >= 50
     assert after["entry_log_bytes"] <= 2 * after["live_bytes"] + 2 * 16 * 1024
@@ -224,7 +227,7 @@ def test_reads_and_adds_go_on_while_compaction_is_throttled(tmp_path):
 
     th = Throttle(50, False, sleep=slow_sleep)
     try:
-        stats = s.compact(0.5, throttle=th, max_outstanding=5)
+        stats = compact_below(s, 0.5, throttle=th, max_outstanding=5)
     finally:
         reading.set()
         t.join()
@@ -246,7 +249,7 @@ def gc_on_clock(policy, stores=()):
         passes.append(d)
         return d
 
-    return GarbageCollectorThread(policy, list(stores), lambda s: 0, clock, in_thread), clock, passes
+    return GarbageCollector(policy, list(stores), lambda s: 0, clock, in_thread), clock, passes
 
 
 def test_full_disk_suspends_compaction_or_forces_it_with_limits_lifted(tmp_path):
@@ -329,4 +332,45 @@ def test_a_compaction_that_fails_to_write_leaves_no_file_behind(tmp_path, monkey
                 monkeypatch.setattr(os, "fdatasync", real)
     assert calls and sorted(os.listdir(s.directory)) == logs_before  # the copy's log is gone, the old one kept
     assert all(s.get_entry(0, e) == data(0, e) for e in range(60))
+    s.close()
+
+
+# -- the store's shape and the compaction phases -------------------------------------------------
+
+def test_the_entry_store_is_a_compactable_store_and_the_phases_come_in_crash_order(tmp_path):
+    s = sparse_store(str(tmp_path / "l"), keep=(0, 1))
+    assert isinstance(s, CompactableStore)
+    victim = s.compaction_candidates(0.9)[0][0]
+    seen = []
+
+    def observe(phase, log_id):
+        seen.append((phase, log_id, log_id in s.log_ids(), os.path.exists(s.entry_log.path(log_id))))
+
+    add_phase_observer(observe)
+    try:
+        compact_below(s, 0.9, max_outstanding=10**6)
+    finally:
+        remove_phase_observer(observe)
+    mine = [(phase, known, present) for phase, lid, known, present in seen if lid == victim]
+    # copied: still the index's and on disk; switched: forgotten by the index, file still there;
+    # unlinked: gone
+    assert mine == [(CompactionPhase.COPIED, True, True), (CompactionPhase.SWITCHED, False, True),
+                    (CompactionPhase.UNLINKED, False, False)]
+    s.close()
+
+
+def test_deleted_ledger_collector_deletes_the_ledgers_whose_metadata_is_gone(tmp_path):
+    from tests.support.fake_store import FakeMetadataStore
+    from tests.support.ledgers import make_ledgers
+
+    zk = FakeMetadataStore().start()
+    make_ledgers(zk, range(4))
+    s = EntryStore(str(tmp_path / "l"))
+    for lid in range(4):
+        s.put_entry(lid, 0, data(lid, 0))
+    s.flush()
+    zk.ledgers.delete(1)
+    zk.ledgers.delete(3)
+    assert DeletedLedgerCollector(zk.ledgers)(s) == 2
+    assert s.ledger_ids() == [0, 2] and s.get_entry(1, 0) is None
     s.close()
