@@ -269,17 +269,13 @@ def bookie_connection(data: bytes) -> None:
             proto.dataReceived(chunk)
     clock.advance(3600)
     proto.connectionLost(None)
-    answers = FrameDecoder(1 << 24).feed(transport.value())
-    v3_connection = proto.detector.is_v3
-    for payload in answers:
-        if v3_connection:
-            try:
-                v3.parse_response(payload)
-                continue
-            except CodecError:
-                pass  # the frames before the switch to v2 are v3 answers, the later ones v2
-            v3_connection = False
-        v2.decode_response(payload)
+    for payload in FrameDecoder(1 << 24).feed(transport.value()):
+        # v3 answers, then v2 ones once the connection fell back; a long poll's
+        # v3 answer can come after them
+        try:
+            v3.parse_response(payload)
+        except CodecError:
+            v2.decode_response(payload)
 
 
 # ------------------------------------------------------------------ metadata
