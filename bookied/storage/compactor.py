@@ -32,6 +32,9 @@ import threading
 import time
 from typing import Callable, Iterator, NamedTuple, Protocol, runtime_checkable
 
+from .entry_log import DamagedRecord
+from .index import KEY, LOC
+
 log = logging.getLogger("bookied.compaction")
 
 #: a batch of copied records is switched in the index at least every this many bytes
@@ -90,7 +93,11 @@ class CompactableStore(Protocol):
 
     def close_compaction_writer(self, writer) -> None: ...
 
-    def live_records(self, log_id: int) -> Iterator[tuple[int, int, bytes, bytes]]: ...
+    def live_records(self, log_id: int) -> Iterator[tuple[int, int, bytes, bytes] | DamagedRecord]: ...
+
+    def rows_in_log(self, log_id: int, ids: list[tuple[int, int]] | None = None) -> list[tuple[bytes, bytes]]: ...
+
+    def read_record(self, key: bytes, row: bytes) -> bytes: ...
 
     def switch_locations(self, log_id: int, moves: list, added: dict,
                          before_unlink: Callable[[], None] | None = None) -> tuple[int, bool]: ...
@@ -141,11 +148,21 @@ class Throttle:
                 raise CompactionStopped()
 
 
+class DamagedFound(NamedTuple):
+    """A damaged record compaction met in ``log_id``, and the live entries whose index rows
+    pointed into it (deleted: such an entry is gone from this bookie)."""
+
+    log_id: int
+    record: DamagedRecord
+    dropped: tuple[tuple[int, int], ...]
+
+
 class CompactionResult(NamedTuple):
     moved_entries: int
     moved_bytes: int
     reclaimed_bytes: int  # the old log's size less what was moved out of it, if it was deleted
     deleted: bool
+    damaged: tuple[DamagedFound, ...] = ()
 
 
 class EntryLogCompactor:
@@ -166,16 +183,27 @@ class EntryLogCompactor:
         self.writer = None
 
     def compact(self, log_id: int) -> CompactionResult:
-        """Move the live records of ``log_id`` and delete it once none is left."""
+        """Move the live records of ``log_id`` and delete it once none is left.
+
+        Damaged records (bytes that are not a valid record) do not stop the scan: the
+        records after them are moved too. If the log still holds live entries after that,
+        their index rows are looked up (by the ids a damaged header claims, else by a walk
+        of the whole index): a readable one is moved, one whose record is damaged has its
+        row deleted (it is never served; the ledger's other replicas hold it), so that the
+        log can go."""
         store = self.store
         size = store.log_size(log_id)
         batch: list = []  # (ledger id, entry id, data, old location bytes)
         batch_bytes = moved = moved_bytes = 0
         deleted = False
-        for ledger_id, entry_id, data, old in store.live_records(log_id):
-            self.throttle.acquire(len(data))
-            batch.append((ledger_id, entry_id, data, old))
-            batch_bytes += len(data)
+        damaged: list[DamagedRecord] = []
+        for rec in store.live_records(log_id):
+            if type(rec) is DamagedRecord:
+                damaged.append(rec)
+                continue
+            self.throttle.acquire(len(rec[2]))
+            batch.append(rec)
+            batch_bytes += len(rec[2])
             if len(batch) >= self.max_outstanding or batch_bytes >= BATCH_BYTES_MAX:
                 n, deleted = self._switch(log_id, batch)
                 moved += n
@@ -185,15 +213,54 @@ class EntryLogCompactor:
             n, deleted = self._switch(log_id, batch)
             moved += n
             moved_bytes += batch_bytes
+        found: list[DamagedFound] = []
+        if damaged and not deleted:
+            n, nbytes, deleted, found = self._rescue(log_id, damaged)
+            moved += n
+            moved_bytes += nbytes
+        else:
+            found = [DamagedFound(log_id, d, ()) for d in damaged]
         if not deleted:
             deleted = store.drop_log_if_empty(log_id)
         if deleted:
             _reached(CompactionPhase.UNLINKED, log_id)
-        return CompactionResult(moved, moved_bytes, max(0, size - moved_bytes) if deleted else 0, deleted)
+        return CompactionResult(moved, moved_bytes, max(0, size - moved_bytes) if deleted else 0, deleted,
+                                tuple(found))
 
-    def _switch(self, log_id: int, batch: list) -> tuple[int, bool]:
-        rows, added = self.writer.append([(lid, [(eid, data)]) for lid, eid, data, _old in batch])
+    def _rescue(self, log_id: int, damaged: list[DamagedRecord]):
+        """The live entries left in a log with damaged records: move the readable, drop the
+        damaged. Returns (moved, bytes moved, log deleted, [DamagedFound])."""
+        store = self.store
+        claimed = [(d.ledger_id, d.entry_id) for d in damaged if d.ledger_id is not None]
+        rows = store.rows_in_log(log_id, claimed)
+        left = store.log_usage().get(log_id, (0, 0, 0, 0.0))[2]
+        if left > len(rows):  # a damaged header hid which entries: ask the whole index
+            rows = store.rows_in_log(log_id)
+        good, held = [], {d.offset: [] for d in damaged}
+        drops = []
+        for key, row in rows:
+            ledger_id, entry_id = KEY.unpack(key)
+            try:
+                data = store.read_record(key, row)
+            except OSError:  # EntryCorrupted, or unreadable: never served again from here
+                drops.append((key, row, None))
+                offset = LOC.unpack(row)[1]
+                owner = next((d.offset for d in damaged if d.offset <= offset < d.offset + d.length), None)
+                held.setdefault(owner if owner is not None else offset, []).append((ledger_id, entry_id))
+                continue
+            self.throttle.acquire(len(data))
+            good.append((ledger_id, entry_id, data, row))
+        nbytes = sum(len(g[2]) for g in good)
+        moved, deleted = self._switch(log_id, good, drops) if good or drops else (0, False)
+        by_offset = {d.offset: d for d in damaged}
+        found = [DamagedFound(log_id, by_offset.get(off) or DamagedRecord(off, 0, *ids[0], "damaged record"),
+                              tuple(ids)) for off, ids in held.items()]
+        return moved - len(drops), nbytes, deleted, found
+
+    def _switch(self, log_id: int, batch: list, drops: list = ()) -> tuple[int, bool]:
+        rows, added = self.writer.append([(lid, [(eid, data)]) for lid, eid, data, _old in batch]) if batch \
+            else ([], {})
         _reached(CompactionPhase.COPIED, log_id)
         return self.store.switch_locations(log_id, [(key, old, new) for (key, new), (*_x, old)
-                                                    in zip(rows, batch)], added,
+                                                    in zip(rows, batch)] + list(drops), added,
                                            before_unlink=lambda: _reached(CompactionPhase.SWITCHED, log_id))

@@ -84,7 +84,7 @@ from typing import Callable, NamedTuple
 
 from .. import disk_layout as layout
 from ..journal import EntryRecord, ExplicitLacRecord, FenceRecord, MasterKeyRecord
-from .entry_log import LOG_HEADER_SIZE, EntryLogger, LogWriter, check_record, log_name, scan_log
+from .entry_log import LOG_HEADER_SIZE, DamagedRecord, EntryLogger, LogWriter, check_record, log_name, scan_records
 from .errors import EntryCorrupted, EntryStoreClosed, WriteCacheFull
 from .index import KEY, LOC, EntryLocationIndex, Location, apply_log_deltas, count_dead
 from .ledger_state import LedgerState
@@ -560,19 +560,50 @@ class EntryStore:
 
     def live_records(self, log_id: int):
         """Yield ``(ledger id, entry id, data, index row)`` of the records of a log that the
-        index points to when scanned (no lock held: the log is no longer appended to)."""
+        index points to when scanned, and a :class:`DamagedRecord` for each run of bytes that
+        is not a valid record (no lock held: the log is no longer appended to)."""
         get = self.index.get
-        for off, length, ledger_id, entry_id, data in scan_log(self.entry_log.path(log_id)):
+        for rec in scan_records(self.entry_log.path(log_id), self.log_size(log_id)):
+            if type(rec) is DamagedRecord:
+                yield rec
+                continue
+            off, length, ledger_id, entry_id, data = rec
             raw = get(KEY.pack(ledger_id, entry_id))
             if raw is not None and LOC.unpack(raw) == (log_id, off, length):
                 yield ledger_id, entry_id, data, raw
+
+    def rows_in_log(self, log_id: int, ids: list[tuple[int, int]] | None = None) -> list[tuple[bytes, bytes]]:
+        """``(key, row)`` of the index rows pointing into ``log_id``: of the entries ``ids``
+        only, or of every entry (a walk of the whole index: compaction does it only for a log
+        whose damaged records hid the ids of live entries)."""
+        txn = self.index.env.begin(db=self.index.idx)
+        try:
+            if ids is not None:
+                keys = [KEY.pack(lid, eid) for lid, eid in ids]
+                pairs = [(k, txn.get(k)) for k in keys]
+            else:
+                pairs = txn.cursor()
+            return [(bytes(k), bytes(v)) for k, v in pairs if v is not None and LOC.unpack(v)[0] == log_id]
+        finally:
+            txn.abort()
+
+    def read_record(self, key: bytes, row: bytes) -> bytes:
+        """The entry an index row points at, checked: EntryCorrupted if its record is damaged."""
+        ledger_id, entry_id = KEY.unpack(key)
+        log_id, offset, length = LOC.unpack(row)
+        data = self.entry_log.pread(log_id, length, offset)
+        if data is None:
+            raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: its entry log is missing")
+        return check_record(data, ledger_id, entry_id, log_id, offset, length)
 
     def switch_locations(self, log_id: int, moves: list, added: dict,
                          before_unlink: Callable[[], None] | None = None) -> tuple[int, bool]:
         """In one transaction, point the rows of ``moves`` (``(key, old row, new row)``; the
         copies durable in the compaction writer's log, ``added`` its accounting) that still
         hold their old row at the copies, and move the live counts; the old log's row goes
-        when none is left. Returns (rows switched, old log deleted)."""
+        when none is left. A move whose new row is None deletes the row (an entry whose
+        record is damaged: never served, and no longer keeping its log). Returns (rows
+        switched or deleted, old log deleted)."""
         with self._flush_lock:
             if self._closed:
                 raise EntryStoreClosed("entry store is closed")
@@ -582,10 +613,13 @@ class EntryStore:
             with index.write() as txn:
                 for key, old, new in moves:
                     if txn.get(key, db=index.idx) == old:
-                        txn.put(key, new, db=index.idx)
+                        if new is None:
+                            txn.delete(key, db=index.idx)
+                        else:
+                            txn.put(key, new, db=index.idx)
                         count_dead(dead, old)
                         switched += 1
-                    else:  # re-put or deleted meanwhile: the copy is dead space
+                    elif new is not None:  # re-put or deleted meanwhile: the copy is dead space
                         count_dead(dead, new)
                 new_logs = apply_log_deltas(index.logs, added, dead, LOG_HEADER_SIZE)
                 emptied = index.put_log_rows(txn, new_logs, set(added) | set(dead), self._writing_logs())
