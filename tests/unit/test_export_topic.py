@@ -56,8 +56,8 @@ def test_topic_export_options():
 
 @pytest.mark.parametrize("args, message", [
     (["--topic", "persistent://a/b/c", "--unacked-only"], "--unacked-only needs --subscription"),
-    (["--ledgers", "1", "--subscription", "s"], "--subscription, --unacked-only, --from, --to, --skip-missing and "
-                                                "--include-pending go with --topic"),
+    (["--ledgers", "1", "--subscription", "s"], "--subscription, --unacked-only, --strict, --from, --to, "
+                                                "--skip-missing and --include-pending go with --topic"),
     (["--ledgers", "1", "--include-pending"], "--include-pending go with --topic"),
     (["--ledgers", "1", "--topic", "persistent://a/b/c"], "give exactly one of --ledgers SPEC, --all and --topic"),
 ])

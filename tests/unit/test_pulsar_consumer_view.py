@@ -222,7 +222,7 @@ class FakeReader:
         self.ledgers = ledgers
         self.reads = []
 
-    def entries(self, ledger_id, first, last):
+    def entries(self, ledger_id, first, last, unconfirmed=False):
         self.reads.append((ledger_id, first, last))
         yield list(enumerate(self.ledgers[ledger_id]))[first:last + 1]
 
