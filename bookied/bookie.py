@@ -151,6 +151,9 @@ class Bookie:
     def add_entry(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
                   callback: Callable[[int], None], *, recovery: bool = False,
                   high_priority: bool = False, deferred_sync: bool = False) -> None:
+        if ledger_id < 0 or entry_id < 0:  # no client makes them; the store keeps none
+            callback(RC.EBADREQ)
+            return
         if self.readonly and not (high_priority and self.allow_high_priority_writes):
             callback(RC.EREADONLY)
             return

@@ -1,7 +1,8 @@
 """The bookie's garbage collection, as Java's GarbageCollectorThread.
 
 Every ``gcWaitTime`` a pass removes the ledgers whose metadata is gone from the
-entry stores (logs left without live entries go at once), then, as Java:
+entry stores (:class:`DeletedLedgerCollector` decides which; logs left without
+live entries go at once), then, as Java:
 
 * **major compaction** when ``majorCompactionInterval`` seconds have passed
   since the last one (or the pass is forced), for the logs whose live fraction
@@ -33,12 +34,12 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from twisted.internet import defer
 
-from .storage.compactor import CompactionStopped, EntryLogCompactor, Throttle
+from .storage.compactor import CompactableStore, CompactionStopped, EntryLogCompactor, Throttle
 
 log = logging.getLogger("bookied.gc")
 
@@ -113,6 +114,10 @@ def choose_compaction(policy: GcPolicy, now_ms: int, last_major_ms: int, last_mi
     return None
 
 
+#: how many of the damaged records met are kept for the status (the metric counts them all)
+DAMAGED_KEPT = 20
+
+
 @dataclass
 class PassResult:
     ledgers_removed: int = 0
@@ -122,10 +127,38 @@ class PassResult:
     entries_moved: int = 0
     bytes_moved: int = 0
     reclaimed_by_compaction: int = 0
+    damaged: list = field(default_factory=list)  # (directory, DamagedFound)
+    not_reclaimed: dict = field(default_factory=dict)  # (directory, log id) -> why
 
 
-class GarbageCollectorThread:
-    """Schedules the GC passes of the bookie's entry stores and keeps their figures.
+def damaged_doc(directory: str, found) -> dict:
+    """A damaged record as the status shows it (Java-style camelCase keys)."""
+    rec = found.record
+    return {"ledgerDirectory": directory, "logId": found.log_id, "offset": rec.offset, "length": rec.length,
+            "ledgerId": rec.ledger_id, "entryId": rec.entry_id, "reason": rec.reason,
+            "droppedEntries": [list(ids) for ids in found.dropped]}
+
+
+class DeletedLedgerCollector:
+    """The rule for which ledgers a pass deletes from an entry store: those whose metadata
+    is gone from the metadata store (``ledgers``, its ledger manager)."""
+
+    def __init__(self, ledgers):
+        self.ledgers = ledgers
+
+    def __call__(self, store: CompactableStore) -> int:
+        """In a pool thread: delete the ledgers of ``store`` whose metadata is gone; how many."""
+        removed = 0
+        for ledger_id in store.ledger_ids():
+            if not self.ledgers.exists(ledger_id):
+                store.delete_ledger(ledger_id)
+                removed += 1
+        return removed
+
+
+class GarbageCollector:
+    """Schedules the GC passes of the bookie's entry stores and keeps their figures (Java's
+    GarbageCollectorThread, which is a thread; here the passes run in the reactor's pool).
 
     ``collect_ledgers(store)`` (in a pool thread) deletes the ledgers of ``store``
     whose metadata is gone and returns how many; ``run_in_thread(fn)`` returns a
@@ -135,7 +168,8 @@ class GarbageCollectorThread:
 
     __name__ = "gc"  # for the periodic runner's log lines
 
-    def __init__(self, policy: GcPolicy, stores: list, collect_ledgers: Callable[[object], int], clock,
+    def __init__(self, policy: GcPolicy, stores: list[CompactableStore],
+                 collect_ledgers: Callable[[CompactableStore], int], clock,
                  run_in_thread: Callable[[Callable], defer.Deferred],
                  on_pass_done: Callable[[], None] | None = None, throttle: Throttle | None = None):
         self.policy = policy
@@ -165,6 +199,10 @@ class GarbageCollectorThread:
         self.reclaimed_by_compaction = self.reclaimed_by_deletion = 0
         self.last_run_ms: int | None = None
         self.last_compaction: dict | None = None
+        self.damaged_count = 0
+        self.damaged: list[dict] = []  # the last DAMAGED_KEPT damaged records met, oldest first
+        self._damaged_seen: set[tuple[str, int, int]] = set()
+        self.not_reclaimed: dict[tuple[str, int], str] = {}  # (directory, log id) -> why
         self.next_run_ms: int | None = started + policy.gc_wait_ms
 
     def _now_ms(self) -> int:
@@ -272,11 +310,22 @@ class GarbageCollectorThread:
                             log.info("%s compaction stopped after %d ms (%sCompactionMaxTimeMillis)",
                                      kind, max_ms, kind)
                             return result
-                        moved = compactor.compact(log_id)
+                        try:
+                            moved = compactor.compact(log_id)
+                        except OSError as e:  # this log only: the others may still be reclaimed
+                            why = f"compaction failed: {e}"
+                            log.error("%s: entry log %d not reclaimed: %s", store.directory, log_id, why)
+                            result.not_reclaimed[(store.directory, log_id)] = why
+                            continue
                         result.logs_compacted += moved.deleted
                         result.entries_moved += moved.moved_entries
                         result.bytes_moved += moved.moved_bytes
                         result.reclaimed_by_compaction += moved.reclaimed_bytes
+                        result.damaged.extend((store.directory, found) for found in moved.damaged)
+                        if not moved.deleted:
+                            left = store.log_usage().get(log_id, (0, 0, 0, 0.0))[2]
+                            result.not_reclaimed[(store.directory, log_id)] = (
+                                f"{left} live entries still in it after compaction (written again meanwhile?)")
         except CompactionStopped:
             log.info("%s compaction stopped: the bookie is shutting down", kind)
         finally:
@@ -307,6 +356,9 @@ class GarbageCollectorThread:
         self.last_run_ms = now
         self.ledgers_removed += result.ledgers_removed
         self.reclaimed_by_deletion += result.reclaimed_by_deletion
+        self._note_damaged(result.damaged)
+        if kind is not None:
+            self.not_reclaimed = result.not_reclaimed
         if result.ledgers_removed:
             log.info("garbage collection removed %d deleted ledger(s)", result.ledgers_removed)
         if kind is not None:
@@ -327,6 +379,24 @@ class GarbageCollectorThread:
                      result.reclaimed_by_compaction)
         self._end_pass(force)
         return result
+
+    def _note_damaged(self, damaged: list) -> None:
+        """Report each damaged record once (WARN, with its log and offset) and count it."""
+        for directory, found in damaged:
+            key = (directory, found.log_id, found.record.offset)
+            if key in self._damaged_seen:
+                continue
+            self._damaged_seen.add(key)
+            self.damaged_count += 1
+            doc = damaged_doc(directory, found)
+            self.damaged = (self.damaged + [doc])[-DAMAGED_KEPT:]
+            rec = found.record
+            claims = f", header says entry {rec.ledger_id}/{rec.entry_id}" if rec.ledger_id is not None else ""
+            dropped = (f"; live entries dropped from this bookie (never served; other replicas hold them): "
+                       + ", ".join(f"{lid}/{eid}" for lid, eid in found.dropped)) if found.dropped else \
+                "; no live entry in it"
+            log.warning("%s: damaged record in entry log %d at offset %d (%d bytes, %s%s)%s; compaction went on "
+                        "past it", directory, found.log_id, rec.offset, rec.length, rec.reason, claims, dropped)
 
     def _failed(self, failure, kind: str | None, force: bool):
         log.error("garbage collection failed: %s", failure.getErrorMessage())
@@ -380,7 +450,8 @@ class GarbageCollectorThread:
                 "reclaimedSpaceViaDeletes": self.reclaimed_by_deletion,
                 "reclaimedSpaceViaCompaction": self.reclaimed_by_compaction,
                 "entriesMoved": self.entries_moved, "bytesMoved": self.bytes_moved,
-                "majorCompactionSuspended": self.suspend_major, "minorCompactionSuspended": self.suspend_minor}
+                "majorCompactionSuspended": self.suspend_major, "minorCompactionSuspended": self.suspend_minor,
+                "damagedRecordCount": self.damaged_count, "damagedRecords": self.damaged}
 
     def details(self) -> list[dict]:
         """Java's ``gc_details`` body (one GarbageCollectionStatus: bookied has one GC thread),
@@ -388,8 +459,12 @@ class GarbageCollectorThread:
         logs = []
         for store in self.stores:
             for log_id, (size, live, entries, usage) in store.log_usage().items():
-                logs.append({"ledgerDirectory": store.directory, "logId": log_id, "sizeBytes": size,
-                             "liveBytes": live, "liveEntries": entries, "liveRatio": round(usage, 4)})
+                doc = {"ledgerDirectory": store.directory, "logId": log_id, "sizeBytes": size,
+                       "liveBytes": live, "liveEntries": entries, "liveRatio": round(usage, 4)}
+                why = self.not_reclaimed.get((store.directory, log_id))
+                if why is not None:
+                    doc["notReclaimed"] = why
+                logs.append(doc)
         return [{
             "forceCompacting": self.running is not None and self._forced_now and self.compacting is not None,
             "majorCompacting": self.compacting == MAJOR,
@@ -421,6 +496,9 @@ class GarbageCollectorThread:
                         lambda: self.entries_moved)
         metrics.counter("bookie_gc_compacted_bytes_total", "Bytes of entries moved by compaction (bookied's).",
                         lambda: self.bytes_moved)
+        metrics.counter("bookie_gc_damaged_record_total",
+                        "Damaged entry log records found by compaction (each reported once at WARN).",
+                        lambda: self.damaged_count)
         metrics.gauge("bookie_gc_active_entry_log_total", "Entry logs holding live entries.",
                       lambda: sum(len(s.log_usage()) for s in self.stores))
         metrics.gauge("bookie_gc_active_entry_log_space_bytes", "Live bytes in the entry logs.", active(1))

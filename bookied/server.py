@@ -38,8 +38,7 @@ from bkctl.wire.codecs.protocol import (
     ProtocolVersion,
     RC,
 )
-from bkctl.wire.codecs.v3 import ADD_FIELD, ADD_HEADER_START, READ_FIELD, READ_HEADER_START
-from bkctl.wire.codecs.varint import decode_at as _varint_at
+from bkctl.wire.codecs.v3 import plain_add_request, plain_read_request
 
 log = logging.getLogger("bookied.server")
 
@@ -266,11 +265,11 @@ class BookieProtocol(protocol.Protocol):
                     return
                 continue
             if detector.is_v3 and self.fastpaths:
-                plain = _plain_v3_add(payload)
+                plain = plain_add_request(payload)
                 if plain is not None:
                     serve, limit = self._v3_plain_add, self.adds
                 else:
-                    plain = _plain_v3_read(payload)
+                    plain = plain_read_request(payload)
                     if plain is not None and not limited and i + 1 < count:
                         i = self._v3_plain_reads(payloads, i, plain) - 1
                         continue
@@ -437,13 +436,13 @@ class BookieProtocol(protocol.Protocol):
 
     def _v3_plain_add(self, txn_id: int, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
                       high_priority: bool) -> None:
-        """:meth:`_v3_add` of a request :func:`_plain_v3_add` took apart."""
+        """:meth:`_v3_add` of a request :func:`plain_add_request` took apart."""
         self.bookie.add_entry(ledger_id, entry_id, master_key, body,
                               _AddReply(self, _now(), txn_id, ledger_id, entry_id),
                               high_priority=high_priority)
 
     def _v3_plain_read(self, ledger_id: int, entry_id: int, header_len: int, payload: bytes) -> None:
-        """:meth:`_v3_read` of a request :func:`_plain_v3_read` took apart."""
+        """:meth:`_v3_read` of a request :func:`plain_read_request` took apart."""
         self.bookie.read_entry(ledger_id, entry_id, _ReadReply(self, _now(), payload, ledger_id, entry_id,
                                                                header_len))
 
@@ -459,7 +458,7 @@ class BookieProtocol(protocol.Protocol):
         end = min(len(payloads), i + _READ_RUN_MAX)
         j = i + 1
         while j < end:
-            plain = _plain_v3_read(payloads[j])
+            plain = plain_read_request(payloads[j])
             if plain is None or plain[0] != ledger_id:
                 break
             run.append(plain)
@@ -635,99 +634,8 @@ class BookieProtocol(protocol.Protocol):
     }
 
 
-_U64 = 1 << 64
-_I64_SIGN = 1 << 63
-
-
-def _ids_at(b: bytes, pos: int, field: bytes) -> tuple[int, int, int] | None:
-    """``(ledgerId, entryId, position after them)`` of the operation message
-    at ``b[pos]`` (tag ``field``, running to the end of ``b``) when it starts
-    with the two ids as fields 1 and 2; None otherwise.  IndexError past the end."""
-    if b[pos:pos + 2] != field:
-        return None
-    size, pos = _varint_at(b, pos + 2)
-    if pos + size != len(b) or b[pos] != 0x08:
-        return None
-    ledger_id, pos = _varint_at(b, pos + 1)
-    if b[pos] != 0x10:
-        return None
-    entry_id, pos = _varint_at(b, pos + 1)
-    if ledger_id >= _U64 or entry_id >= _U64:
-        return None
-    if ledger_id >= _I64_SIGN:
-        ledger_id -= _U64
-    if entry_id >= _I64_SIGN:
-        entry_id -= _U64
-    return ledger_id, entry_id, pos
-
-
-def _plain_v3_add(b: bytes) -> tuple[int, int, int, bytes, bytes, bool] | None:
-    """``(txnId, ledgerId, entryId, masterKey, body, high_priority)`` of a v3
-    ADD_ENTRY Request laid out the way clients write one (fields in number
-    order, no flag, no writeFlags, nothing else), without building the message.
-
-    For exactly these bytes ``v3.parse_request`` gives a complete Request with
-    these values, so the outcome is the same as parsing it; anything else --
-    other operations, recovery and DEFERRED_SYNC adds, other layouts, junk --
-    returns None and goes through the parser. Parsing every add with upb
-    (and checking its required fields) costs about twice this.
-    """
-    try:
-        if b[0] != 0x0A or b[2:7] != ADD_HEADER_START:
-            return None
-        end = 2 + b[1]  # b[1] < 0x80 as b[2] is 0x08: a one-byte header length
-        txn, pos = _varint_at(b, 7)
-        priority = 0
-        if pos < end:
-            if b[pos] != 0x20:
-                return None
-            priority, pos = _varint_at(b, pos + 1)
-        if pos != end or txn >= _U64 or priority >= 1 << 32:
-            return None
-        ids = _ids_at(b, pos, ADD_FIELD)
-        if ids is None:
-            return None
-        ledger_id, entry_id, pos = ids
-        if b[pos] != 0x1A:
-            return None
-        key_len = b[pos + 1]
-        pos += 2
-        key = b[pos:pos + key_len]
-        pos += key_len
-        if key_len >= 0x80 or len(key) != key_len or b[pos] != 0x22:
-            return None
-        body_len, pos = _varint_at(b, pos + 1)
-        if pos + body_len != len(b):
-            return None
-    except IndexError:
-        return None
-    return txn, ledger_id, entry_id, key, b[pos:], priority > 0
-
-
-def _plain_v3_read(b: bytes) -> tuple[int, int, int, bytes] | None:
-    """``(ledgerId, entryId, header length, b)`` of a plain v3 READ_ENTRY
-    Request (normal priority, no flag, master key, previousLAC or timeOut:
-    the header field then the readRequest holding only the two ids, as
-    clients write it), without building the message; None for anything
-    else, which goes through the parser.  For exactly these bytes
-    ``v3.parse_request`` gives a complete Request with these values."""
-    try:
-        if b[0] != 0x0A or b[2:7] != READ_HEADER_START:
-            return None
-        end = 2 + b[1]  # b[1] < 0x80 as b[2] is 0x08: a one-byte header length
-        txn, pos = _varint_at(b, 7)
-        if pos != end or txn >= _U64:
-            return None
-        ids = _ids_at(b, pos, READ_FIELD)
-        if ids is None or ids[2] != len(b):
-            return None
-    except IndexError:
-        return None
-    return ids[0], ids[1], end, b
-
-
 class _ReadReply:
-    """Answers one plain v3 READ_ENTRY (:func:`_plain_v3_read`) once the
+    """Answers one plain v3 READ_ENTRY (:func:`plain_read_request`) once the
     bookie calls it with ``(rc, body)``: an EOK answer is built by hand
     (``v3.read_answer``), anything else through the builders, as
     :meth:`BookieProtocol._v3_read` answers."""
@@ -751,7 +659,7 @@ class _ReadReply:
 
 def _answer_read(proto: BookieProtocol, payload: bytes, header_len: int, ledger_id: int, entry_id: int,
                  rc: int, body: bytes | None) -> None:
-    """Send the answer to a plain v3 READ_ENTRY (:func:`_plain_v3_read`): an
+    """Send the answer to a plain v3 READ_ENTRY (:func:`plain_read_request`): an
     EOK one built by hand (``v3.read_answer``), anything else through the
     builders, as :meth:`BookieProtocol._v3_read` answers."""
     if rc == RC.EOK:

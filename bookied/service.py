@@ -24,7 +24,7 @@ from bkctl.wire.process.runtime import settle_garbage_collector
 from bkctl.wire.process.shutdown import ExitDeadline, call_with_timeout
 
 from . import day2, disk_layout as layout, identity
-from .garbage_collector import GarbageCollectorThread, GcPolicy
+from .garbage_collector import DeletedLedgerCollector, GarbageCollector, GcPolicy
 from .bookie import Bookie
 from bkctl.wire.errors import BKError
 
@@ -101,7 +101,7 @@ class BookieService:
         self.journals: list[Journal] = []
         self.stores: list[EntryStore] = []
         self.bookie: Bookie | None = None
-        self.gc: GarbageCollectorThread | None = None
+        self.gc: GarbageCollector | None = None
         self.factory: BookieServerFactory | None = None
         self.port = None
         self.http_port = None
@@ -194,8 +194,8 @@ class BookieService:
         self.bookie.on_readonly_change = self._readonly_changed
         self._every(cfg.flush_interval / 1000.0, self._checkpoint)
         self._every(cfg.disk_check_interval / 1000.0, self._check_disks, now=False)
-        self.gc = GarbageCollectorThread(GcPolicy.from_config(cfg), self.stores, self._collect_ledgers,
-                                         self.reactor, self._in_pool, on_pass_done=self._check_disks)
+        self.gc = GarbageCollector(GcPolicy.from_config(cfg), self.stores, DeletedLedgerCollector(self.zk.ledgers),
+                                   self.reactor, self._in_pool, on_pass_done=self._check_disks)
         self.gc.register_metrics(self.metrics)
         self._every(cfg.gc_wait_time / 1000.0, self.gc, now=False)
         self.running = True
@@ -498,15 +498,6 @@ class BookieService:
 
     def _in_pool(self, fn):
         return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn)
-
-    def _collect_ledgers(self, store) -> int:
-        """In a pool thread: drop the ledgers of ``store`` whose metadata is gone (deleted ledgers)."""
-        removed = 0
-        for ledger_id in store.ledger_ids():
-            if not self.zk.ledgers.exists(ledger_id):
-                store.delete_ledger(ledger_id)
-                removed += 1
-        return removed
 
     # -- metrics and status (HTTP admin) -----------------------------------------
     def _register_metrics(self) -> None:

@@ -266,6 +266,17 @@ def _print_gc(app: App, bookie_id: str, doc: dict) -> None:
         lowest = min((log.get("liveRatio", 1.0) for log in logs), default=None)
         pairs.append(("entry logs", f"{len(logs)}, {human_size(live)} live of {human_size(size)}"
                                     + (f", lowest live ratio {lowest:.2f}" if lowest is not None else "")))
+        for log in logs:
+            if log.get("notReclaimed"):
+                pairs.append(("not reclaimed", f"entry log {log['logId']}: {log['notReclaimed']}"))
+    if st.get("damagedRecordCount"):
+        last = st["damagedRecords"][-1] if st.get("damagedRecords") else None
+        text = plural(st["damagedRecordCount"], "record")
+        if last:
+            dropped = ", ".join(f"{lid}/{eid}" for lid, eid in last["droppedEntries"])
+            text += (f"; last: entry log {last['logId']} offset {last['offset']} ({last['reason']}"
+                     + (f"; live entries dropped: {dropped}" if dropped else "") + ")")
+        pairs.append(("damaged", text))
     fields(app, pairs)
 
 
@@ -437,9 +448,14 @@ def check(app: App, conf: str, offline: bool):
     (entries of ledgers without metadata, or with --offline, are counted
     unverified).  bookied entry logs its index does not know (a flush or a
     compaction killed before its commit; removed at the bookie's next start)
-    are listed, not counted bad.  Exit 0 when no entry is bad, 1 otherwise.
-    --json: entries, ledgers, ok, unverified, bad, problems [{ledger_id,
-    entry_id, format, location, error}], uncommitted_logs.
+    are listed, not counted bad.  bookied entry logs are also scanned as
+    compaction scans them: a damaged record (bytes that are not a valid
+    record; the scan goes on past it) is listed with its log and offset, and
+    is also a bad entry when the index points at it.  Exit 0 when no entry
+    is bad, 1 otherwise.  --json: entries, ledgers, ok, unverified, bad,
+    problems [{ledger_id, entry_id, format, location, error}],
+    uncommitted_logs, damaged_records [{file, log_id, offset, length,
+    ledger_id, entry_id, reason, live}].
     """
     from ..exitcodes import FAILED, CommandError
     from ..ops import inspect as ops
@@ -469,6 +485,11 @@ def check(app: App, conf: str, offline: bool):
         for path in doc["uncommitted_logs"]:
             app.console.print(f"{path}: not committed to the index (a flush or compaction cut short); "
                               "the bookie removes it when it starts")
+        for r in doc["damaged_records"]:
+            claims = f", header says entry {r['ledger_id']}/{r['entry_id']}" if r["ledger_id"] is not None else ""
+            app.console.print(f"{r['file']}: damaged record at offset {r['offset']} ({r['length']} bytes, "
+                              f"{r['reason']}{claims}; {'live: a bad entry' if r['live'] else 'not live'}); "
+                              "compaction moves the records after it and reclaims the log")
 
     emit(app, doc, human)
     if doc["bad"]:

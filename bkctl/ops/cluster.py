@@ -117,17 +117,3 @@ def autorecovery_status(store) -> dict:
 def set_autorecovery(store, enabled: bool) -> dict:
     changed = store.underreplication.enable() if enabled else store.underreplication.disable()
     return {"enabled": enabled, "changed": changed}
-
-
-def underreplicated(store, include=(), exclude=()) -> list[dict]:
-    """Marked ledgers (Java's ``listunderreplicated``): ``include`` keeps those
-    missing a replica on any of these bookies, ``exclude`` drops those missing
-    one on any of these; ``worker`` is the host holding the replication lock."""
-    from bkctl.wire.autorecovery.control import matching_marks
-
-    locks = store.underreplication.locks()
-    rows = []
-    for m in matching_marks(store.underreplication.marks(), include, exclude):
-        rows.append({"ledger_id": m.ledger_id, "missing_replicas": list(m.replicas), "ctime": m.ctime,
-                     "worker": locks.get(m.ledger_id)})
-    return rows

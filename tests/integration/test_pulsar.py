@@ -71,6 +71,34 @@ class PulsarCluster:
                               "entries": {lid: list(e) for lid, e, _ in ledgers}}
 
 
+def load_live_cursor_case(c, zk):
+    """k_cursor_unconfirmed's topic ledger (closed) and sub-live's cursor ledger,
+    written entry by entry and left open, with the case's ledger ids made ours."""
+    case, sub = "k_cursor_unconfirmed", "sub-live"
+    doc = json.loads((pe.vectors_dir() / "expected" / f"{case}.json").read_text())
+    short = "live-cursor"
+    ml_name = f"{NS}/persistent/{short}"
+    entries = pe.case_entries(case)
+    data = c.write_ledger(ml_name, entries).ledger_id
+    writer = c.bk.create(3, 2, 2, digest_type="CRC32C", password=b"", custom_metadata=custom(ml_name, sub))
+    ids = {1000: data, 1001: writer.ledger_id}
+    folder = pe.vectors_dir() / "cursors" / case / sub
+    for f in sorted((folder / "ledger").glob("*.bin"), key=lambda p: int(p.stem)):
+        pos = ml.PositionInfo.FromString(f.read_bytes())
+        pos.ledgerId = ids[pos.ledgerId]
+        for r in pos.individualDeletedMessages:
+            r.lowerEndpoint.ledgerId, r.upperEndpoint.ledgerId = data, data
+        writer.add(pos.SerializeToString())
+    info = ml.ManagedCursorInfo.FromString((folder / "managed_cursor_info.bin").read_bytes())
+    info.cursorsLedgerId, info.markDeleteLedgerId = writer.ledger_id, data
+    gone = c.write_ledger(ml_name, [ml.PositionInfo(ledgerId=data, entryId=8).SerializeToString()], cursor="sub-gone")
+    c.bk.delete(gone.ledger_id)
+    stale = ml.ManagedCursorInfo(cursorsLedgerId=gone.ledger_id, markDeleteLedgerId=data, markDeleteEntryId=2)
+    c.put_topic(short, [(data, entries, True)], cursors={sub: info, "sub-gone": stale}, zk=zk)
+    return {"topic": f"persistent://{NS}/{short}", "short": short, "data": data, "writer": writer,
+            "gone": gone.ledger_id, "doc": doc["subscriptions"][sub]}
+
+
 @pytest.fixture(scope="module")
 def pulsar_cluster(zookeeper, tmp_path_factory):
     from bkctl.wire.client.blocking import BlockingBookKeeper
@@ -123,6 +151,11 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
             c.put_topic("three", [(a, first, True), (b, second, True), (o, third, False)],
                         cursors={"sub1": sub1, "sub2": sub2}, zk=zk)
             c.three = {"a": a, "b": b, "o": o, "cursor_ledger": cursor_ledger}
+
+            # the shared case k_cursor_unconfirmed as a live broker leaves it: subscription sub-live keeps its
+            # position in a cursor ledger that is open (its newest PositionInfo past the LAC readers see);
+            # sub-gone's cursor ledger was deleted (its znode's older position is all there is)
+            c.live = load_live_cursor_case(c, zk)
 
             # a partitioned topic: parts-partition-0 and -1
             for n, case in enumerate(("c_zlib_batch", "c_snappy_batch")):
@@ -236,7 +269,8 @@ def test_topic_list_reports_every_topic_with_what_its_managed_ledger_records(pul
     first, second = (pe.case_entries(k) for k in ("b_batch", "c_lz4_batch"))
     assert three == {"topic": f"persistent://{NS}/three", "managed_ledger": f"{NS}/persistent/three",
                      "partition": -1, "ledgers": 3, "entries": len(first) + len(second),
-                     "size": sum(map(len, first + second)), "cursors": ["sub1", "sub2"], "terminated": False}
+                     "size": sum(map(len, first + second)), "uncounted_ledgers": [c.three["o"]],
+                     "cursors": ["sub1", "sub2"], "terminated": False}
     assert by_topic[f"persistent://{NS}/parts-partition-1"]["partition"] == 1
     code, rows, _ = bkctl(capsys, c.uri, "pulsar", "topic", "list", "--tenant", "nobody")
     assert code == 0 and rows == []
@@ -267,6 +301,7 @@ def test_a_v1_topic_is_listed_shown_and_exported_under_its_v1_name(pulsar_cluste
 
 def test_topic_show_gives_ledgers_bookies_and_cursor_backlogs(pulsar_cluster, capsys):
     from bkctl.wire.metadata.zk import ZKMetadataStore
+    from bkctl.wire.pulsar.entry import decode_entry
 
     c = pulsar_cluster
     t = c.three
@@ -280,23 +315,27 @@ def test_topic_show_gives_ledgers_bookies_and_cursor_backlogs(pulsar_cluster, ca
         for ls in part["ledgers"]:
             md, _ = store.ledgers.read(ls["ledger_id"])
             assert ls["bookies"] == [str(b) for b in md.ensembles[0][1]]
-    assert [(ls["ledger_id"], ls["state"], ls["entries"]) for ls in part["ledgers"]] == [
-        (t["a"], "CLOSED", 3), (t["b"], "CLOSED", 2), (t["o"], "OPEN", 4)]  # open: a reader sees LAC 3
-    assert part["ledgers"][0]["size"] == sum(map(len, entries[t["a"]]))
-    assert part["ledgers"][2]["size"] is None and part["ledgers"][2]["closed"] is None
+    # the open ledger: a reader sees LAC 3; entry 4, past it, is on both bookies of its write set
+    assert [(ls["ledger_id"], ls["state"], ls["entries"], ls["lac"], ls["beyond_lac"]) for ls in part["ledgers"]] == [
+        (t["a"], "CLOSED", 3, None, 0), (t["b"], "CLOSED", 2, None, 0), (t["o"], "OPEN", 5, 3, 1)]
+    assert [ls["size"] for ls in part["ledgers"]] == [sum(map(len, entries[lid])) for lid in (t["a"], t["b"], t["o"])]
+    assert part["ledgers"][2]["closed"] is None
+    assert (part["entries"], part["size"], part["beyond_lac"]) == (10, sum(map(len, sum(entries.values(), []))), 1)
     cursors = {cur["name"]: cur for cur in part["cursors"]}
-    # sub1: unacked a:1 (partly), b:0, o:2, o:3 (o:4 is past the LAC a reader sees)
-    assert cursors["sub1"]["backlog_entries"] == 4
-    assert cursors["sub1"]["mark_delete"] == f"{t['a']}:0"
-    assert cursors["sub1"]["position_from"] == "znode"
-    mean_a = sum(map(len, entries[t["a"]])) / 3
-    mean_b = sum(map(len, entries[t["b"]])) / 2
-    mean_all = (sum(map(len, entries[t["a"]])) + sum(map(len, entries[t["b"]]))) / 5
-    assert cursors["sub1"]["backlog_bytes"] == round(mean_a + mean_b + 2 * mean_all)
+    # sub1: unacked a:1 (messages 0..4 of its batch), b:0, o:2, o:3, o:4 -- read, so bytes and messages are exact
+    b0 = decode_entry(entries[t["b"]][0]).metadata.num_messages_in_batch
+    assert (cursors["sub1"]["backlog_entries"], cursors["sub1"]["backlog_messages"]) == (5, 5 + b0 + 3)
+    assert cursors["sub1"]["backlog_bytes"] == len(entries[t["a"]][1]) + len(entries[t["b"]][0]) + sum(
+        map(len, entries[t["o"]][2:])) and cursors["sub1"]["backlog_bytes_exact"]
+    assert (cursors["sub1"]["mark_delete"], cursors["sub1"]["position_from"]) == (f"{t['a']}:0", "znode")
+    assert (cursors["sub1"]["position_source"], cursors["sub1"]["fallback"]) == ("znode", None)
+    assert cursors["sub1"]["individually_deleted"] == [f"({t['a']}:1..{t['a']}:2]", f"({t['b']}:0..{t['o']}:1]"]
     # sub2: the cursor ledger's last entry (b:1) is newer than its znode (a:0)
     assert cursors["sub2"]["mark_delete"] == f"{t['b']}:1"
     assert cursors["sub2"]["position_from"] == f"cursor ledger {t['cursor_ledger']} entry 1"
-    assert cursors["sub2"]["backlog_entries"] == 4
+    assert cursors["sub2"]["position_source"] == "cursor-ledger"
+    assert (cursors["sub2"]["backlog_entries"], cursors["sub2"]["backlog_messages"]) == (5, 5)
+    assert doc["warnings"] == []
 
 
 def test_topic_show_of_a_partitioned_topic_shows_each_partition(pulsar_cluster, capsys):
@@ -502,9 +541,13 @@ def test_a_topic_over_three_ledgers_ends_at_the_open_ledgers_lac(pulsar_cluster,
     assert_messages(by_ledger[t["a"]], "b_batch", t["a"])
     assert_messages(by_ledger[t["b"]], "c_lz4_batch", t["b"])
     plain = [m["payload"] for m in pe.expected_messages("a_plain")]
-    assert [r["payload"] for r in by_ledger[t["o"]]] == plain[:4]  # entry 4 is past the LAC a reader sees
-    assert doc["ledgers"] == 3 and doc["entries"] == 3 + 2 + 4
-    assert doc["messages"] == 25 + 15 + 4
+    # entry 4 is past the LAC a reader sees, but on an ack quorum of its bookies: the writer may have had it acked
+    assert [r["payload"] for r in by_ledger[t["o"]]] == plain
+    assert doc["ledgers"] == 3 and doc["entries"] == 3 + 2 + 5 and doc["read_past_lac"] == 1
+    assert doc["messages"] == 25 + 15 + 5
+    manifest = json.loads((tmp_path / "three" / "_manifest.json").read_text())
+    assert manifest["topics"][f"persistent://{NS}/three"]["read_past_lac"] == [
+        {"ledger_id": t["o"], "lac": 3, "last": 4, "entries": 1}]
 
 
 def test_unacked_only_exports_exactly_what_the_cursor_has_not_acknowledged(pulsar_cluster, spark, capsys,
@@ -519,13 +562,13 @@ def test_unacked_only_exports_exactly_what_the_cursor_has_not_acknowledged(pulsa
     got = [(r["ledger_id"], r["entry_id"], r["batch_index"]) for r in export_rows(tmp_path / "unacked")]
     b0 = decode_entry(pe.case_entries("c_lz4_batch")[0]).metadata.num_messages_in_batch
     assert got == ([(t["a"], 1, i) for i in range(5)] + [(t["b"], 0, i) for i in range(b0)]
-                   + [(t["o"], 2, -1), (t["o"], 3, -1)])
+                   + [(t["o"], 2, -1), (t["o"], 3, -1), (t["o"], 4, -1)])
     # sub2's newer position lives in its cursor ledger: everything after b:1
     code, doc, err = export(capsys, c, tmp_path / "unacked2", "--topic", f"persistent://{NS}/three",
                             "--subscription", "sub2", "--unacked-only")
     assert code == 0, err
     assert [(r["ledger_id"], r["entry_id"]) for r in export_rows(tmp_path / "unacked2")] == \
-        [(t["o"], e) for e in range(4)]
+        [(t["o"], e) for e in range(5)]
     assert {s["reason"] for s in doc["skipped"]} == {"wholly acknowledged by sub2"}
     code, _, err = export(capsys, c, tmp_path / "x", "--topic", f"persistent://{NS}/three", "--subscription", "nope",
                           "--unacked-only")
@@ -669,7 +712,7 @@ def test_the_data_source_reads_a_topic_with_the_topic_option(pulsar_cluster, spa
     t = c.three
     got = sorted((r["ledger_id"], r["entry_id"], r["batch_index"]) for r in df.collect())
     assert got[:5] == [(t["a"], 1, i) for i in range(5)]
-    assert got[-2:] == [(t["o"], 2, -1), (t["o"], 3, -1)]
+    assert got[-3:] == [(t["o"], 2, -1), (t["o"], 3, -1), (t["o"], 4, -1)]
     plain = (spark.read.format("bookkeeper").option("metadataServiceUri", c.uri)
              .option("topic", f"persistent://{NS}/vec-g_samekey_batch").load())
     rows = sorted(plain.collect(), key=lambda r: r["batch_index"])
@@ -689,3 +732,81 @@ def test_human_output_of_a_topic_export_and_of_topic_show(pulsar_cluster, spark,
     assert run(["-m", c.uri, "pulsar", "topic", "show", f"persistent://{NS}/three"]) == 0
     out = capsys.readouterr().out
     assert "sub1" in out and "sub2" in out and str(c.three["o"]) in out and "OPEN" in out
+
+
+# ---------------------------------------------------------------- live cursors (k_cursor_unconfirmed)
+
+
+def test_a_live_subscriptions_position_is_its_open_cursor_ledgers_newest_entry_and_nothing_is_fenced(
+        pulsar_cluster, spark, capsys, tmp_path):
+    import base64
+
+    from bkctl.cli import run
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    c = pulsar_cluster
+    live = c.live
+    writer = live["writer"]
+    code, [doc], err = bkctl(capsys, c.uri, "pulsar", "topic", "show", live["short"])  # a short name
+    assert code == 0, err
+    assert doc["topic"] == live["topic"]
+    cursors = {cur["name"]: cur for cur in doc["partitions"][0]["cursors"]}
+    want = live["doc"]
+    got = cursors["sub-live"]
+    assert got["mark_delete"] == f"{live['data']}:{want['newest_position']['mark_delete'][1]}"  # 6: not 4, not 1
+    assert (got["position_source"], got["fallback"]) == ("beyond-lac", None)
+    assert got["position_from"] == f"cursor ledger {writer.ledger_id} entry 3 (beyond the LAC 2)"
+    assert (got["backlog_entries"], got["backlog_messages"]) == (want["backlog_entries"], want["backlog_messages"])
+    gone = cursors["sub-gone"]
+    assert (gone["mark_delete"], gone["position_source"]) == (f"{live['data']}:2", "znode")
+    assert gone["fallback"] == f"cursor ledger {live['gone']} is gone"
+    assert doc["warnings"] == [f"{live['topic']} cursor sub-gone: position from its znode ({gone['fallback']}), "
+                               "which is older than the position its broker holds"]
+    assert err.strip() == f"bkctl: warning: {doc['warnings'][0]}"
+    code, _, err = bkctl(capsys, c.uri, "pulsar", "topic", "show", live["topic"], "--strict")
+    assert code == 1 and "sub-gone: position from its znode" in err and "(--strict)" in err
+
+    # the table says where each position came from
+    assert run(["-m", c.uri, "pulsar", "topic", "show", f"{NS}/{live['short']}"]) == 0
+    out, err = capsys.readouterr()
+    assert "beyond LAC" in out and "znode (fallback)" in out and "sub-gone" in err
+
+    # export: what sub-live has not acknowledged, by its newest position
+    code, summary, err = export(capsys, c, tmp_path / "live", "--topic", live["short"], "--subscription", "sub-live",
+                                "--unacked-only")
+    assert code == 0 and err == "", err
+    rows = export_rows(tmp_path / "live")
+    assert [(r["entry_id"], r["payload"]) for r in rows] == [
+        (m["entry_id"], base64.b64decode(m["payload_b64"])) for m in want["unacked_messages"]]
+    assert summary["warnings"] == [] and summary["topics"] == [live["topic"]]
+    # a subscription whose position is only its znode's: a warning, and with --strict exit 1
+    code, summary, err = export(capsys, c, tmp_path / "stale", "--topic", live["short"], "--subscription", "sub-gone",
+                                "--unacked-only")
+    assert code == 0 and "bkctl: warning: " in err and "sub-gone: position from its znode" in err
+    assert [r["entry_id"] for r in export_rows(tmp_path / "stale")] == list(range(3, 10))
+    code, summary, err = export(capsys, c, tmp_path / "strict", "--topic", live["short"], "--subscription",
+                                "sub-gone", "--strict")
+    assert code == 1 and summary is None and "(--strict)" in err and not (tmp_path / "strict").exists()
+
+    # nothing was fenced or closed: the broker's cursor ledger takes its next mark-delete
+    with ZKMetadataStore(c.uri) as store:
+        md, _ = store.ledgers.read(writer.ledger_id)
+        assert not md.is_closed
+    assert writer.add(ml.PositionInfo(ledgerId=live["data"], entryId=9).SerializeToString()) == 4
+    with ZKMetadataStore(c.uri) as store:
+        md, _ = store.ledgers.read(writer.ledger_id)
+        assert not md.is_closed
+
+
+def test_topic_list_says_what_it_does_not_count_and_hints_where_managed_ledgers_are(pulsar_cluster, capsys):
+    from bkctl.cli import run
+
+    c = pulsar_cluster
+    capsys.readouterr()
+    assert run(["-m", c.uri, "pulsar", "topic", "list", "--namespace", NS]) == 0
+    out, err = capsys.readouterr()
+    three = next(line for line in out.splitlines() if f"persistent://{NS}/three " in line)
+    assert " 5+ " in three and "+: and the entries of a ledger not closed yet" in out and err == ""
+    assert run(["-m", c.uri, "pulsar", "--managed-ledgers", "/nowhere", "topic", "list"]) == 0
+    out, err = capsys.readouterr()
+    assert "no managed ledgers under /nowhere" in err and "--managed-ledgers PATH" in err

@@ -20,6 +20,8 @@ from tests.support.folders import integration_only
 from tests.support.interrupts import die_with_parent
 from tests.support.ports import free_port
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
 
 class BookieProcess:
     def __init__(self, base: Path, uri: str, port: int | None = None, **settings):
@@ -29,6 +31,9 @@ class BookieProcess:
         self.settings = settings
         self.proc: subprocess.Popen | None = None
         self.env_extra: dict[str, str] = {}
+        #: the module run as bookied and its arguments before bookied's own: a test launcher
+        #: (e.g. ``["tests.support.stopping_bookied", "copied"]``) or bookied itself
+        self.launcher: list[str] = ["bkctl.bookied"]
 
     @property
     def bookie_id(self) -> str:
@@ -70,8 +75,10 @@ class BookieProcess:
         conf = self.base / "bk_server.conf"
         conf.write_text(self.conf_text())
         env = dict(os.environ, **self.env_extra)
+        if self.launcher[0].startswith("tests."):  # the launcher is in this checkout's tests package
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "bkctl.bookied", "--conf", str(conf), *extra_args],
+            self.proc = subprocess.Popen([sys.executable, "-m", *self.launcher, "--conf", str(conf), *extra_args],
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          env=env, start_new_session=True, preexec_fn=die_with_parent)
         return self.proc

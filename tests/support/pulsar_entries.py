@@ -88,8 +88,24 @@ def vectors_dir():
     return VECTORS / "pulsar"
 
 
-def cases() -> list[str]:
+def all_cases() -> list[str]:
     return sorted(p.name for p in (vectors_dir() / "entries").iterdir())
+
+
+def _format(case: str) -> str:
+    import json
+
+    return json.loads((vectors_dir() / "expected" / f"{case}.json").read_text()).get("format", "sent/1")
+
+
+def cases() -> list[str]:
+    """The cases whose ``expected`` lists what the application sent (``a_*`` .. ``g_*``)."""
+    return [c for c in all_cases() if _format(c) != "consumer-view/1"]
+
+
+def consumer_view_cases() -> list[str]:
+    """The cases whose ``expected`` says what a consumer receives (``t_*``, ``m_*``, ``k_*``)."""
+    return [c for c in all_cases() if _format(c) == "consumer-view/1"]
 
 
 def case_entries(case: str, folder: str = "entries") -> list[bytes]:

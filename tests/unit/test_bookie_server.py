@@ -767,3 +767,26 @@ def test_pipelined_plain_v3_reads_are_answered_as_the_general_path_answers(env):
         RC.EOK, RC.EOK)]
     assert got[7].readResponse.body == entry(14, lac=13) and got[7].readResponse.maxLAC == 13
     assert got[5].readResponse.body == entry(13, lac=12)
+
+
+@pytest.mark.parametrize("ledger_id, entry_id", [(1, -2), (-5, 0), (1, -(1 << 63))])
+def test_an_add_with_a_negative_id_is_a_bad_request_and_the_connection_goes_on(env, ledger_id, entry_id):
+    """The store takes no negative id: the add once escaped the protocol as a
+    ValueError (Twisted then dropped the connection), after journaling a master
+    key for a negative ledger. Found by bench/fuzz.py (target bookie_connection)."""
+    for version in ("v2", "v3"):
+        c = env.connect()
+        if version == "v2":
+            body = struct.pack(">qq", ledger_id, entry_id) + entry(0)[16:]  # a v2 ADD's ids are its body's
+            c.send(v2.AddRequest(2, 0, KEY, body, ledger_id, entry_id).encode())
+            [r] = c.v2()
+            assert (r.rc, r.ledger_id, r.entry_id) == (RC.EBADREQ, ledger_id, entry_id)
+        else:
+            c.send(v3.serialize(v3.add_request(9, ledger_id, entry_id, KEY, entry(0))))
+            [r] = c.v3()
+            assert (r.status, r.addResponse.status) == (RC.EBADREQ.v3, RC.EBADREQ.v3)
+        assert not c.transport.disconnecting and env.journal.records == []
+        add(c, 0)  # the connection still serves
+        env.journal.sync()
+        assert len(c.replies()) == 1
+        env.journal.records.clear()

@@ -1,5 +1,5 @@
 """bookied's day-2 HTTP endpoints (gc, gc_details, list_disk_file, last_log_mark, expand_storage)
-on a fake bookie whose GarbageCollectorThread runs on task.Clock."""
+on a fake bookie whose GarbageCollector runs on task.Clock."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import json
 from twisted.internet import defer, task
 
 from bkctl.bookied import day2
-from bkctl.bookied.garbage_collector import GarbageCollectorThread, GcPolicy
+from bkctl.bookied.garbage_collector import GarbageCollector, GcPolicy
 from tests.support.http import FakeStatus, body, code, render
 
 
@@ -45,7 +45,7 @@ class AdminStatus(FakeStatus):
             self.passes.append(d)
             return d
 
-        self.gc = GarbageCollectorThread(GcPolicy(gc_wait_ms=1000, force_allow=True), [OneLogStore()],
+        self.gc = GarbageCollector(GcPolicy(gc_wait_ms=1000, force_allow=True), [OneLogStore()],
                                          lambda store: self.removed, self.clock, in_thread)
         self.dirs = ([str(tmp_path / "j")], [str(tmp_path / "l")], [])
         self.expand_error: str | None = None
