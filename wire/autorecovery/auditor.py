@@ -48,7 +48,7 @@ class Auditor:
     """Runs while this daemon is the elected auditor (:meth:`start` .. :meth:`stop`).
 
     ``client`` is a :class:`~bkctl.wire.client.bookkeeper.BookKeeperClient`
-    whose ``store`` is the daemon's :class:`~bkctl.wire.metadata.zk.ZKMetadataStore`;
+    whose ``store`` is the daemon's :class:`~bkctl.wire.metadata.store.MetadataStore`;
     ``config`` an :class:`~bkctl.wire.autorecovery.service.AutoRecoveryConfig`.
     """
 
@@ -75,6 +75,8 @@ class Auditor:
         #: lost bookie -> why it was not waited for (several lost at once, a triggered audit)
         self._at_once: dict[str, str] = {}
         self._timers: dict[str, object] = {}
+        #: what stops each of the store's watches (set by :meth:`_watch`)
+        self._unwatch: list[Callable[[], None]] = []
         self._auditing = False
         self._audit_again: bool | None = None
         self._check_again = False
@@ -84,39 +86,44 @@ class Auditor:
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> defer.Deferred:
         self.running = True
-        return self.client.run_blocking(self._prepare).addCallback(lambda _: self._watch())
+        return self.client.run_blocking(self._prepare).addCallback(lambda _: self._schedule_checks())
 
     def _prepare(self) -> None:
-        self.store.underreplication.ensure_layout()
-        if self.store.underreplication.lost_bookie_recovery_delay() is None:
-            self.store.underreplication.set_lost_bookie_recovery_delay(int(self.config.lost_bookie_recovery_delay))
+        """Make the tree, set the delay if nobody has, and watch (blocking: the store's calls)."""
+        ur = self.store.underreplication
+        ur.ensure_layout()
+        if ur.lost_bookie_recovery_delay() is None:
+            ur.set_lost_bookie_recovery_delay(int(self.config.lost_bookie_recovery_delay))
+        self._watch()
 
     def _watch(self) -> None:
-        zk = self.store.client
-        root = self.store.root
+        """Audit when a bookie registers or goes, follow the delay and the switch; each
+        watch tells at once, then from the store's thread: the reactor takes it from there."""
         hop = self.reactor.callFromThread
 
-        def registrations(_children):
-            if not self.running:
-                return False
-            hop(self.request_audit)
+        def registrations(_bookies: list[str]) -> None:
+            if self.running:
+                hop(self.request_audit)
 
-        def delay_changed(data, stat):
-            if not self.running:
-                return False
-            if data is not None:
-                hop(self._delay_written, data, stat.version)
+        def delay_changed(node) -> None:
+            if self.running and node is not None:
+                hop(self._delay_written, node.value, node.version)
 
-        def disable_changed(data, stat):
-            if not self.running:
-                return False
-            hop(self._disable_changed, stat is not None)
+        def switch_changed(enabled: bool) -> None:
+            if self.running:
+                hop(self._disable_changed, not enabled)
 
-        zk.ChildrenWatch(f"{root}/{P.AVAILABLE}", registrations)
-        zk.ensure_path(f"{root}/{P.AVAILABLE}/{P.READONLY}")
-        zk.ChildrenWatch(f"{root}/{P.AVAILABLE}/{P.READONLY}", registrations)
-        zk.DataWatch(P.underreplication_node(P.UR_LOST_BOOKIE_RECOVERY_DELAY, root), delay_changed)
-        zk.DataWatch(P.underreplication_node(P.UR_DISABLE, root), disable_changed)
+        registration, ur = self.store.registration, self.store.underreplication
+        for watch, listener in ((registration.watch_writable_bookies, registrations),
+                                (registration.watch_readonly_bookies, registrations),
+                                (ur.watch_lost_bookie_recovery_delay, delay_changed),
+                                (ur.watch_enabled, switch_changed)):
+            unwatch = watch(listener)
+            self._unwatch.append(unwatch)
+            if not self.running:  # stopped meanwhile: stop() has been through the list
+                unwatch()
+
+    def _schedule_checks(self) -> None:
         self._schedule("bookie-check", self.config.auditor_periodic_bookie_check_interval, self._periodic_bookie_check)
         for name, interval, node, fn in self._timed_checks():
             if interval and interval > 0:
@@ -139,19 +146,17 @@ class Auditor:
             return 0.001
         return max(0.001, interval - (self.clock() - last_run_ms / 1000.0))
 
-    def _read_last_run(self, node: str) -> int | None:
+    def _read_last_run(self, check: str) -> int | None:
         try:
-            data, _ = self.store.client.get(P.underreplication_node(node, self.store.root))
-        except Exception:  # noqa: BLE001 - missing: never ran
-            return None
-        try:
-            return UR.parse_last_run_time(data)
-        except Exception:  # noqa: BLE001
+            return self.store.underreplication.check_ctime(check)
+        except Exception:  # noqa: BLE001 - unreadable: as if it never ran
             return None
 
     def stop(self) -> defer.Deferred:
         """Step down: no more marking; waits for an audit in progress to end."""
         self.running = False
+        for unwatch in self._unwatch:
+            unwatch()
         for call in self._timers.values():
             if call.active():
                 call.cancel()
@@ -404,12 +409,6 @@ class Auditor:
             if self.stats is not None:
                 self.stats.ledgers_marked += 1
 
-    def _record_run(self, node: str) -> None:
+    def _record_run(self, check: str) -> None:
         """Write when a periodic check last ran (``checkallledgersctime`` and friends)."""
-        path = P.underreplication_node(node, self.store.root)
-        data = UR.serialize_last_run_time(int(self.clock() * 1000))
-        zk = self.store.client
-        if zk.exists(path) is None:
-            zk.create(path, data, makepath=True)
-        else:
-            zk.set(path, data)
+        self.store.underreplication.set_check_ctime(check, int(self.clock() * 1000))

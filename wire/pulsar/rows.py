@@ -188,7 +188,7 @@ class PyMessageRows:
 
 #: How the C twin stores a column of each DDL type (``_packed.c``'s kinds).
 C_KINDS = {"long": "int64", "timestamp": "int64", "int": "int32", "string": "string", "binary": "binary",
-           "map<string,string>": "map"}
+           "boolean": "bool", "map<string,string>": "map"}
 
 
 def c_columns() -> list[tuple[str, str, str]]:
