@@ -571,9 +571,6 @@ class BookieService:
     def gc_status(self) -> dict:
         return self.gc.status()
 
-    def in_force_gc(self) -> bool:
-        return self.gc.in_force_gc()
-
     def gc_details(self) -> list[dict]:
         return self.gc.details()
 
