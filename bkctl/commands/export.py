@@ -28,9 +28,9 @@ and every other ledger's partitions are kept (re-running is idempotent);
 Pulsar topics: --topic persistent://tenant/ns/topic exports one row per
 message (columns topic, partition, ledger_id, entry_id, batch_index,
 message_id, publish_time, event_time, producer_name, sequence_id, key,
-ordering_key, properties, schema_version, payload, payload_size, encrypted,
-encryption_keys, index, broker_timestamp, replicated_from, deliver_at_time,
-txn_id, pending, error) into topic=T/date=YYYY-MM-DD/ledger_id=N/ (the UTC
+key_base64_encoded, ordering_key, properties, schema_version, payload,
+payload_size, encrypted, encryption_keys, index, broker_timestamp,
+replicated_from, deliver_at_time, txn_id, pending, error) into topic=T/date=YYYY-MM-DD/ledger_id=N/ (the UTC
 day of the publish time), from the ledgers the topic's managed ledger lists:
 closed ledgers to their last entry, the open one to its newest entry that an
 ack quorum of its bookies holds -- past its last add confirmed, as its broker

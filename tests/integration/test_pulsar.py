@@ -567,11 +567,12 @@ def assert_messages(rows, case, ledger_id, partition=-1):
         got = (row["payload"] or b"", row["key"], row["ordering_key"], dict(row["properties"] or []),
                _ms(row["event_time"]), row["sequence_id"], row["producer_name"], row["schema_version"],
                row["ledger_id"], row["entry_id"], row["batch_index"], row["partition"], row["error"],
-               _ms(row["deliver_at_time"]), row["replicated_from"], row["txn_id"], row["pending"])
+               _ms(row["deliver_at_time"]), row["replicated_from"], row["txn_id"], row["pending"],
+               row["key_base64_encoded"])
         assert got == (m["payload"], m["partition_key"], m["ordering_key"], m["properties"], m["event_timestamp"],
                        m["expected_sequence_id"], m["producer_name"], m["schema_version"], ledger_id,
                        m["id"]["entry_id"], m["id"]["batch_index"], partition, None,
-                       m["deliver_at"], None, None, False), case
+                       m["deliver_at"], None, None, False, False), case
 
 
 def assert_received(rows, case, ledger_id):

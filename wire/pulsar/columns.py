@@ -77,6 +77,7 @@ MESSAGE_COLUMNS: tuple[Column, ...] = (
     Column("producer_name", "string", "entry", lambda e: e.metadata.producer_name),
     Column("sequence_id", "long", "message"),
     Column("key", "string", "message"),
+    Column("key_base64_encoded", "boolean", "message"),
     Column("ordering_key", "binary", "message"),
     Column("properties", "map<string,string>", "message"),
     Column("schema_version", "binary", "entry",
