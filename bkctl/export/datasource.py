@@ -46,7 +46,9 @@ Options (names are case-insensitive, values strings):
     (only what that cursor has not acknowledged), ``from``/``to`` (publish
     times), ``skipMissing`` (ledgers the managed ledger lists but that were
     deleted: skipped instead of failing), ``onCorrupt`` (``row``: an error
-    row, default; ``skip``), ``managedLedgers`` (Pulsar's root in ZooKeeper).
+    row, default; ``skip``), ``managedLedgers`` (Pulsar's root in ZooKeeper),
+    ``includePending`` (the messages an open transaction holds back, with
+    ``pending`` true; default false: left out).
 ``plan``
     JSON list of ledger plans made by :func:`bkctl.export.planning.plan_ledgers`
     (``bkctl export`` passes it so that what is read is exactly what it planned);
@@ -169,7 +171,8 @@ class ReadOptions:
                 unacked_only=_bool("unackedOnly", opts.get("unackedonly"), False),
                 from_ms=_time(opts.get("from")), to_ms=_time(opts.get("to")),
                 skip_missing=_bool("skipMissing", opts.get("skipmissing"), False),
-                on_corrupt=str(opts.get("oncorrupt") or "row").lower(), managed_ledgers=opts.get("managedledgers")))
+                on_corrupt=str(opts.get("oncorrupt") or "row").lower(), managed_ledgers=opts.get("managedledgers"),
+                include_pending=_bool("includePending", opts.get("includepending"), False)))
         else:
             self.source = LedgerSource(LedgerSelection(
                 spec=planning.parse_ledger_spec(ledgers) if ledgers else planning.LedgerSpec(),

@@ -53,6 +53,7 @@ from bkctl.wire.metadata.errors import (
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.metadata.store import (
+    LedgerRange,
     StoredManagedLedger,
     StoredValue,
     UnderreplicatedMark,
@@ -177,6 +178,7 @@ class FakeLedgerManager(_Manager):
     def __init__(self, store):
         super().__init__(store)
         self._znodes: dict[int, tuple[bytes, int, int]] = {}  # id -> (value, version, ctime ms)
+        self.ranges_listed = 0
 
     def _read(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
         try:
@@ -228,6 +230,18 @@ class FakeLedgerManager(_Manager):
 
     def append_lock(self, ledger_id: int, holder: str) -> FakeLedgerLock:
         return FakeLedgerLock(self._store, P.append_lock_path(ledger_id, self._store.root), holder)
+
+    @_call
+    def ranges(self) -> Iterator[LedgerRange]:
+        """As the hierarchical layout lists them: one range per 10,000 ids that hold a ledger
+        (one leaf znode each); ``ranges_listed`` counts the leaves listed, as ZooKeeper's
+        getChildren calls would."""
+        leaves: dict[int, set[int]] = {}
+        for ledger_id in self._znodes:
+            leaves.setdefault(ledger_id // 10000, set()).add(ledger_id)
+        for leaf in sorted(leaves):
+            self.ranges_listed += 1
+            yield LedgerRange(leaf * 10000 + 9999, frozenset(leaves[leaf]))
 
     @_call
     def read_many(self, ledger_ids: Iterable[int]) -> Iterator[tuple[int, LedgerMetadata | None, int]]:

@@ -56,8 +56,9 @@ def test_topic_export_options():
 
 @pytest.mark.parametrize("args, message", [
     (["--topic", "persistent://a/b/c", "--unacked-only"], "--unacked-only needs --subscription"),
-    (["--ledgers", "1", "--subscription", "s"], "--subscription, --unacked-only, --strict, --from, --to and "
-                                                "--skip-missing go with --topic"),
+    (["--ledgers", "1", "--subscription", "s"], "--subscription, --unacked-only, --strict, --from, --to, "
+                                                "--skip-missing and --include-pending go with --topic"),
+    (["--ledgers", "1", "--include-pending"], "--include-pending go with --topic"),
     (["--ledgers", "1", "--topic", "persistent://a/b/c"], "give exactly one of --ledgers SPEC, --all and --topic"),
 ])
 def test_topic_export_options_are_checked_before_anything_runs(args, message, capsys, tmp_path):

@@ -32,6 +32,7 @@ __all__ = [
     "LedgerIdGenerator",
     "LedgerLock",
     "LedgerManager",
+    "LedgerRange",
     "MetadataStore",
     "PulsarMetadata",
     "RegistrationManager",
@@ -89,6 +90,15 @@ def stored_ctime(md: "LedgerMetadata", znode_ctime: int, stored: "LedgerMetadata
     return md
 
 
+class LedgerRange(NamedTuple):
+    """A run of ledger ids as the metadata store lists them (Java's LedgerManager.LedgerRange):
+    every ledger with metadata whose id is above the previous range's ``end`` and at most
+    this ``end`` is in ``ledgers``."""
+
+    end: int
+    ledgers: frozenset[int]
+
+
 @runtime_checkable
 class LedgerLock(Protocol):
     """bkctl's exclusive lock on appending to one ledger (Java has none: its writer
@@ -131,6 +141,11 @@ class LedgerManager(Protocol):
 
     def ids(self) -> Iterator[int]:
         """Every ledger id, ascending."""
+
+    def ranges(self) -> Iterator[LedgerRange]:
+        """Every ledger id by ranges, ascending ``end`` (Java's getLedgerRanges): in the
+        hierarchical layouts one range per leaf znode (up to 10,000 ledgers, listed with one
+        getChildren), in the flat layout one; the last range's ``end`` is the highest id."""
 
     def read_many(self, ledger_ids: Iterable[int]
                   ) -> Iterator[tuple[int, "LedgerMetadata | MetadataStoreError | None", int]]:
