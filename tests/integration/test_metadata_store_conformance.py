@@ -409,6 +409,22 @@ def test_registration_watches_see_bookies_come_go_and_turn_readonly(store):
     assert all(a != b for a, b in zip(writable.calls, writable.calls[1:]))  # only changes are told
 
 
+def test_cookie_watch_sees_cookies_written_and_deleted(store):
+    cookies = Heard()
+    unwatch = store.registration.watch_all_bookies(cookies)
+    assert cookies.calls == [[]]
+    store.cookies.put(A, Cookie(A, ("/j",), ("/l",), "instance"))
+    cookies.settles_on([A], "A's cookie")
+    store.cookies.put(B, Cookie(B, ("/j",), ("/l",), "instance"))
+    cookies.settles_on([A, B], "B's cookie")
+    store.cookies.delete(A)  # a decommission
+    cookies.settles_on([B], "A's cookie to go")
+    unwatch()
+    store.cookies.delete(B)
+    store.cookies.put(C, Cookie(C, ("/j",), ("/l",), "instance"))
+    assert store.registration.all_bookies() == [C] and cookies.last == [B]
+
+
 def test_replication_switch_and_delay_watches(store):
     enabled, delay = Heard(), Heard()
     ur = store.underreplication

@@ -279,6 +279,7 @@ class FakeRegistrationManager(_Manager):
         self._nodes: dict[str, tuple[bool, bytes]] = {}  # bookie id -> (readonly, service info)
         self._writable_watch = _Listeners(self._writable)
         self._readonly_watch = _Listeners(self._readonly)
+        self._cookie_watch = _Listeners(lambda: sorted(self._store.cookies._nodes))
 
     def _writable(self) -> list[str]:
         return sorted(b for b, (ro, _) in self._nodes.items() if not ro)
@@ -330,6 +331,10 @@ class FakeRegistrationManager(_Manager):
     @_call
     def watch_readonly_bookies(self, listener: Callable[[list[str]], None]) -> Callable[[], None]:
         return self._readonly_watch.add(listener)
+
+    @_call
+    def watch_all_bookies(self, listener: Callable[[list[str]], None]) -> Callable[[], None]:
+        return self._cookie_watch.add(listener)
 
     @_call
     def all_bookies(self) -> list[str]:
@@ -386,6 +391,7 @@ class FakeCookieManager(_Manager):
             if node is not None:
                 raise CookieExists(bookie_id)
             self._nodes[bookie_id] = (data, 0)
+            self._store.registration._cookie_watch.changed()
             return 0
         if node is None:
             raise NoSuchCookie(bookie_id)
@@ -403,6 +409,7 @@ class FakeCookieManager(_Manager):
         if version not in (-1, node[1]):
             raise self._conflict(bookie_id, version)
         del self._nodes[bookie_id]
+        self._store.registration._cookie_watch.changed()
 
 
 class FakeUnderreplicationManager(_Manager):

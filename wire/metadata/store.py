@@ -205,6 +205,10 @@ class RegistrationManager(Protocol):
     def watch_readonly_bookies(self, listener: Callable[[list[str]], None]) -> Unwatch:
         """:meth:`watch_writable_bookies` for the read-only bookies."""
 
+    def watch_all_bookies(self, listener: Callable[[list[str]], None]) -> Unwatch:
+        """:meth:`watch_writable_bookies` for the bookies with a cookie (:meth:`all_bookies`):
+        a cookie deleted (a decommission) or written."""
+
 
 @runtime_checkable
 class CookieManager(Protocol):
