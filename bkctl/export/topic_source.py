@@ -26,6 +26,11 @@ tasks, commit, manifest) does the rest.  What is the topic's own:
   task leaves those chunks alone;
 * checking (:meth:`TopicSource.verify`): every planned entry was read, and
   the files hold the rows the tasks made.
+
+The rows are what a consumer receives: marker entries, messages of aborted
+transactions and whatever an open transaction holds back are left out and
+counted; the transactions are scanned once for the plan
+(:mod:`~bkctl.export.topic_transactions`).
 """
 from __future__ import annotations
 
@@ -79,6 +84,8 @@ class TopicSpec:
     managed_ledgers: str | None = None
     #: a subscription whose position can only be read from its znode fails the plan
     strict: bool = False
+    #: the messages an open transaction holds back are exported with ``pending`` set, not left out
+    include_pending: bool = False
 
     def __post_init__(self) -> None:
         from bkctl.wire.pulsar.managed_ledger import TopicName
@@ -127,6 +134,10 @@ class TopicRange:
     #: the ledger is open: entries past its LAC (up to ``ledger_last``, planned) may be read
     unconfirmed: bool = False
     next_unconfirmed: bool = False
+    #: what the range needs of its topic's transactions (None: none there)
+    transactions: Any = None
+    #: keep what an open transaction holds back, marked pending
+    pending: bool = False
 
     @property
     def entries(self) -> int:
@@ -292,7 +303,7 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
             return not state.message_acked(position, batch_index)
 
     decoder = TopicDecoder(part.topic, part.partition, keep=keep, from_ms=part.from_ms, to_ms=part.to_ms,
-                           error_rows=part.error_rows)
+                           error_rows=part.error_rows, transactions=part.transactions, pending=part.pending)
     schema = arrow_schema(TOPIC_COLUMNS)
     skip = part.first > 0 or part.follows
     ledger_id = part.ledger_id
@@ -314,7 +325,8 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
         yield record_batch(rows, schema)
     if counts is not None:
         counts.update(entries=part.entries, read_ahead=read_ahead, messages=decoder.messages,
-                      bytes=decoder.payload_bytes, problems=[p.to_json() for p in decoder.problems])
+                      bytes=decoder.payload_bytes, problems=[p.to_json() for p in decoder.problems],
+                      left_out=decoder.left_out)
 
 
 def _read_on(reader: LedgerReader, decoder, ledger_id: int, after: int, last: int, unconfirmed: bool) -> int:
@@ -374,7 +386,13 @@ class TopicSource:
         self.spec = spec
 
     def plan(self, store: Any, reader: LedgerReader, split_entries: int) -> SourcePlan:
-        return plan_topic(store, self.spec, split_entries, reader.tail, reader.client)
+        from .topic_transactions import scan_transactions, with_transactions
+
+        plan = plan_topic(store, self.spec, split_entries, reader.tail, reader.client)
+        transactions = scan_transactions(reader, plan.tasks)
+        plan.tasks = with_transactions(plan.tasks, transactions, self.spec.include_pending)
+        plan.details["transactions"] = {topic: t.to_json() for topic, t in transactions.items()}
+        return plan
 
     def read(self, settings: ReadSettings, task: TopicRange, counts: dict[str, Any]) -> Iterator[Any]:
         counts.update(topic=task.topic, ledger_id=task.ledger_id, first=task.first, last=task.last)
@@ -422,9 +440,24 @@ class TopicSource:
     def problems(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [p for r in reports if "task" in r for p in r.get("problems", [])]
 
+    @staticmethod
+    def left_out(reports: list[dict[str, Any]]) -> dict[str, Any]:
+        """What the tasks left out (or kept as pending), summed: markers by name, aborted, pending."""
+        out: dict[str, Any] = {"markers": {}, "aborted": 0, "pending": 0, "pending_kept": 0}
+        for r in reports:
+            for key, value in (r.get("left_out") or {}).items() if "task" in r else ():
+                if key == "markers":
+                    for name, n in value.items():
+                        out["markers"][name] = out["markers"].get(name, 0) + n
+                else:
+                    out[key] += value
+        return out
+
     def manifest(self, plan: SourcePlan, reports: list[dict[str, Any]], decode: str | None) -> dict[str, Any]:
         return {"columns": manifest_columns(self.columns, decode), "layout": LAYOUT,
-                "topics": dict(plan.details.get("topics") or {}), "export": {"problems": self.problems(reports)}}
+                "topics": dict(plan.details.get("topics") or {}),
+                "export": {"problems": self.problems(reports), "left_out": self.left_out(reports),
+                           "transactions": dict(plan.details.get("transactions") or {})}}
 
     def summary(self, plan: SourcePlan, reports: list[dict[str, Any]], summary: dict[str, Any]) -> None:
         summary["entries"] = sum(r["entries"] for r in reports if "task" in r)
@@ -433,9 +466,11 @@ class TopicSource:
         summary["problems"] = self.problems(reports)
         summary["read_past_lac"] = sum(p["entries"] for t in topics.values() for p in t.get("read_past_lac", ()))
         summary["warnings"] = list(plan.details.get("warnings") or [])
+        summary["left_out"] = self.left_out(reports)
+        summary["transactions"] = dict(plan.details.get("transactions") or {})
 
     def describe(self) -> dict[str, Any]:
         s = self.spec
         return {"topic": s.topic, "subscription": s.subscription, "unacked_only": s.unacked_only,
                 "from": utc_iso(s.from_ms), "to": utc_iso(s.to_ms), "skip_missing": s.skip_missing,
-                "on_corrupt": s.on_corrupt, "strict": s.strict}
+                "on_corrupt": s.on_corrupt, "strict": s.strict, "include_pending": s.include_pending}

@@ -7,6 +7,8 @@ Pulsar's custom metadata), and puts the managed-ledger and cursor znodes in
 place in Pulsar's formats.  Topics: one per vector case; ``three`` spanning 3
 ledgers (the last one left open) with cursors; ``parts`` partitioned in 2;
 ``gone`` whose second ledger was deleted; ``broken`` with a corrupt entry;
+``payments`` (transactions, markers and a replicated message over two
+ledgers) and ``held`` (a transaction still open), built by Pulsar's rules;
 plus an orphan ledger and a cursor ledger.
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ import uuid
 
 import pytest
 
+from bkctl.wire.proto import pulsar_api_pb2 as pb
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from tests.support import pulsar_entries as pe
 
@@ -117,7 +120,7 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
             start_bookies(procs, uri)
             bk = BlockingBookKeeper(uri, timeout=60)
             c = PulsarCluster(uri, f"{root}/managed-ledgers", bk)
-            for case in pe.cases():
+            for case in pe.all_cases():
                 short = f"vec-{case}"
                 entries = pe.case_entries(case)
                 lh = c.write_ledger(f"{NS}/persistent/{short}", entries)
@@ -221,6 +224,13 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
             c.put_topic("broken", [(lid, broken, True)], zk=zk)
             c.broken = lid
 
+            # what a consumer does not receive, over two ledgers (the issue's payments topic): a transaction
+            # that aborts, one that commits, a replicated message, replicated-subscription markers; the
+            # markers of both transactions are in the second ledger
+            c.payments = payments_topic(c, zk)
+            # a transaction still open at the end: it holds back every message from its first one on
+            c.held = held_topic(c, zk)
+
             # an orphan: Pulsar's metadata naming "three", listed nowhere
             c.orphan = c.write_ledger(ml_three, pe.case_entries("a_plain")[:1]).ledger_id
             c.not_pulsar = bk.create(3, 2, 2, password=b"x").ledger_id
@@ -243,6 +253,50 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
                     pass
             for p in procs:
                 p.kill()
+
+
+def _txn(seq, payload, txn, **fields):
+    return pe.encode_entry(pe.metadata("payments-producer", seq, T_BUILT + seq, txnid_most_bits=txn[0],
+                                       txnid_least_bits=txn[1], **fields), payload)
+
+
+def _plain(seq, payload, **fields):
+    return pe.encode_entry(pe.metadata("payments-producer", seq, T_BUILT + seq, **fields), payload)
+
+
+T_BUILT = 1_795_600_000_000
+ABORTED, COMMITTED, OPEN = (1, 0), (2, 0), (3, 7)
+
+
+def payments_topic(c, zk):
+    """Ledger 1: an order, the aborted transaction's message, the committed
+    one's batch, a snapshot request marker; ledger 2: a replicated message (as
+    the geo-replicator forwards it), the abort and commit markers, a snapshot
+    marker, an order.  A consumer receives 5 messages."""
+    first = [_plain(0, b"order 0"), _txn(1, b"aborted order 1", ABORTED),
+             pe.encode_entry(pe.metadata("payments-producer", 2, T_BUILT + 2, num_messages_in_batch=2,
+                                         txnid_most_bits=COMMITTED[0], txnid_least_bits=COMMITTED[1]),
+                             pe.batch_payload([(pb.SingleMessageMetadata(sequence_id=2), b"committed 2"),
+                                               (pb.SingleMessageMetadata(sequence_id=3), b"committed 3")])),
+             pe.marker(10, payload=b"\n\x04snap\x12\x07us-west")]
+    second = [_plain(4, b"from us-east", replicated_from="us-east",
+                     properties={"__MSG_PROP_REPL_SOURCE_POSITION": "9:4"}),
+              pe.marker(22, ABORTED), pe.marker(21, COMMITTED), pe.marker(12, payload=b"\n\x04snap"),
+              _plain(5, b"order 5", deliver_at_time=T_BUILT + 60_000)]
+    name = f"{NS}/persistent/payments"
+    a = c.write_ledger(name, first).ledger_id
+    b = c.write_ledger(name, second).ledger_id
+    c.put_topic("payments", [(a, first, True), (b, second, True)], zk=zk)
+    return {"ledgers": (a, b)}
+
+
+def held_topic(c, zk):
+    """An order, the open transaction's message at entry 1, an order, a committed transaction after it."""
+    entries = [_plain(0, b"before"), _txn(1, b"open 1", OPEN), _plain(2, b"after 2"), _txn(3, b"late", COMMITTED),
+               pe.marker(21, COMMITTED), _plain(4, b"after 4")]
+    lid = c.write_ledger(f"{NS}/persistent/held", entries).ledger_id
+    c.put_topic("held", [(lid, entries, True)], zk=zk)
+    return {"ledger": lid}
 
 
 def bkctl(capsys, uri, *args):
@@ -502,31 +556,55 @@ def export(capsys, c, out, *args):
     return code, (docs[0] if docs else None), err
 
 
+def _ms(t):
+    return None if t is None else round(t.timestamp() * 1000)
+
+
 def assert_messages(rows, case, ledger_id, partition=-1):
     want = pe.expected_messages(case)
     assert len(rows) == len(want), case
     for row, m in zip(rows, want):
         got = (row["payload"] or b"", row["key"], row["ordering_key"], dict(row["properties"] or []),
-               None if row["event_time"] is None else int(row["event_time"].timestamp() * 1000),
-               row["sequence_id"], row["producer_name"], row["schema_version"], row["ledger_id"],
-               row["entry_id"], row["batch_index"], row["partition"], row["error"])
+               _ms(row["event_time"]), row["sequence_id"], row["producer_name"], row["schema_version"],
+               row["ledger_id"], row["entry_id"], row["batch_index"], row["partition"], row["error"],
+               _ms(row["deliver_at_time"]), row["replicated_from"], row["txn_id"], row["pending"],
+               row["key_base64_encoded"])
         assert got == (m["payload"], m["partition_key"], m["ordering_key"], m["properties"], m["event_timestamp"],
                        m["expected_sequence_id"], m["producer_name"], m["schema_version"], ledger_id,
-                       m["id"]["entry_id"], m["id"]["batch_index"], partition, None), case
+                       m["id"]["entry_id"], m["id"]["batch_index"], partition, None,
+                       m["deliver_at"], None, None, False, False), case
 
 
-def test_export_topic_gives_what_the_client_sent_for_every_vector_case(pulsar_cluster, spark, capsys, tmp_path):
+def assert_received(rows, case, ledger_id):
+    """The rows are what a consumer of the case's topic receives (its consumer view)."""
+    got = [{"entry_id": r["entry_id"], "batch_index": r["batch_index"], "payload": r["payload"] or b"",
+            "key": r["key"], "ordering_key": r["ordering_key"], "properties": dict(r["properties"] or []),
+            "event_time": _ms(r["event_time"]), "sequence_id": r["sequence_id"],
+            "publish_time": _ms(r["publish_time"]), "producer_name": r["producer_name"],
+            "replicated_from": r["replicated_from"], "deliver_at": _ms(r["deliver_at_time"]), "txn_id": r["txn_id"]}
+           for r in rows]
+    assert got == pe.received_messages(case), case
+    assert {r["ledger_id"] for r in rows} == {ledger_id} and not any(r["pending"] or r["error"] for r in rows)
+
+
+def test_export_topic_gives_what_a_consumer_receives_for_every_vector_case(pulsar_cluster, spark, capsys, tmp_path):
+    """The sent-messages cases: what the client sent; the consumer-view ones
+    (transactions with their markers, delayed delivery): what a consumer receives."""
     c = pulsar_cluster
-    for case in pe.cases():
+    consumer_view = set(pe.consumer_view_cases())
+    for case in pe.all_cases():
         out = tmp_path / case
         code, doc, err = export(capsys, c, out, "--topic", f"persistent://{NS}/vec-{case}")
         assert code == 0, (case, err)
-        want = pe.expected_messages(case)
+        want = pe.received_messages(case)
         assert doc["messages"] == len(want) and doc["problems"] == [], case
         assert doc["entries"] == len(pe.case_entries(case))
         rows = export_rows(out)
         assert {r["topic"] for r in rows} == {f"persistent://{NS}/vec-{case}"}
-        assert_messages(rows, case, c.ledger_of_case[case])
+        if case in consumer_view:
+            assert_received(rows, case, c.ledger_of_case[case])
+        else:
+            assert_messages(rows, case, c.ledger_of_case[case])
         for row in rows:  # the folder's day is the publish time's (UTC)
             assert row["date"] == row["publish_time"].date()
 
@@ -717,6 +795,81 @@ def test_the_data_source_reads_a_topic_with_the_topic_option(pulsar_cluster, spa
              .option("topic", f"persistent://{NS}/vec-g_samekey_batch").load())
     rows = sorted(plain.collect(), key=lambda r: r["batch_index"])
     assert [bytes(r["payload"]) for r in rows] == [m["payload"] for m in pe.expected_messages("g_samekey_batch")]
+
+
+def test_markers_and_transactions_over_two_ledgers_are_exported_as_a_consumer_receives_them(
+        pulsar_cluster, spark, capsys, tmp_path):
+    """The transactions' markers are in the next ledger, so in other tasks
+    (--split-entries 2) than their messages: the plan's scan tells them."""
+    c = pulsar_cluster
+    a, b = c.payments["ledgers"]
+    code, doc, err = export(capsys, c, tmp_path / "p", "--topic", f"persistent://{NS}/payments")
+    assert code == 0, err
+    rows = export_rows(tmp_path / "p")
+    assert [(r["ledger_id"], r["entry_id"], r["batch_index"], r["payload"]) for r in rows] == [
+        (a, 0, -1, b"order 0"), (a, 2, 0, b"committed 2"), (a, 2, 1, b"committed 3"), (b, 0, -1, b"from us-east"),
+        (b, 4, -1, b"order 5")]
+    assert [r["txn_id"] for r in rows] == [None, "(2,0)", "(2,0)", None, None]
+    assert [r["replicated_from"] for r in rows] == [None, None, None, "us-east", None]
+    assert [_ms(r["deliver_at_time"]) for r in rows] == [None, None, None, None, T_BUILT + 60_000]
+    assert doc["messages"] == 5 and doc["entries"] == 9 and doc["problems"] == []
+    assert doc["left_out"] == {"markers": {"REPLICATED_SUBSCRIPTION_SNAPSHOT": 1,
+                                           "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST": 1, "TXN_ABORT": 1,
+                                           "TXN_COMMIT": 1}, "aborted": 1, "pending": 0, "pending_kept": 0}
+    topic = f"persistent://{NS}/payments"
+    assert doc["transactions"][topic] == {"committed": 1, "aborted": 1, "open": {}, "cutoff": None, "markers": {
+        "REPLICATED_SUBSCRIPTION_SNAPSHOT": 1, "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST": 1, "TXN_ABORT": 1,
+        "TXN_COMMIT": 1}}
+    manifest = json.loads((tmp_path / "p" / "_manifest.json").read_text())
+    assert manifest["last_export"]["left_out"] == doc["left_out"]
+    assert manifest["columns"][-5:] == ["replicated_from", "deliver_at_time", "txn_id", "pending", "error"]
+
+
+def test_an_open_transaction_stops_the_export_at_its_first_message_unless_include_pending(
+        pulsar_cluster, spark, capsys, tmp_path):
+    from bkctl.cli import run
+
+    c = pulsar_cluster
+    lid = c.held["ledger"]
+    topic = f"persistent://{NS}/held"
+    capsys.readouterr()
+    code = run(["-m", c.uri, "export", "--out", str(tmp_path / "h"), "--split-entries", "2", "--topic", topic])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert [r["payload"] for r in export_rows(tmp_path / "h")] == [b"before"]
+    assert out.startswith("exported 1 message (")
+    assert (f"  what a consumer would not receive: 1 marker entry (1 TXN_COMMIT); 4 messages held back ({topic} "
+            f"from {lid}:1, transaction (3,7) open; --include-pending exports them marked)") in out
+    code, doc, err = export(capsys, c, tmp_path / "p", "--topic", topic, "--include-pending")
+    assert code == 0, err
+    rows = export_rows(tmp_path / "p")
+    assert [(r["payload"], r["pending"], r["txn_id"]) for r in rows] == [
+        (b"before", False, None), (b"open 1", True, "(3,7)"), (b"after 2", True, None), (b"late", True, "(2,0)"),
+        (b"after 4", True, None)]
+    assert doc["left_out"]["pending_kept"] == 4 and doc["left_out"]["pending"] == 0
+    assert doc["transactions"][topic]["cutoff"] == f"{lid}:1"
+
+
+def test_the_data_source_leaves_out_what_a_consumer_does_not_receive(pulsar_cluster, spark):
+    from bkctl.export.datasource import register
+
+    c = pulsar_cluster
+    register(spark)
+
+    def read(topic, **options):
+        reader = spark.read.format("bookkeeper").option("metadataServiceUri", c.uri).option("topic", topic) \
+            .option("splitEntries", "2")
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return sorted((r["ledger_id"], r["entry_id"], r["batch_index"], bytes(r["payload"]), r["pending"])
+                      for r in reader.load().collect())
+
+    a, b = c.payments["ledgers"]
+    assert [p for *_, p, _ in read(f"persistent://{NS}/payments")] == [
+        b"order 0", b"committed 2", b"committed 3", b"from us-east", b"order 5"]
+    assert [(p, pending) for *_, p, pending in read(f"persistent://{NS}/held")] == [(b"before", False)]
+    assert [(p, pending) for *_, p, pending in read(f"persistent://{NS}/held", includePending="true")] == [
+        (b"before", False), (b"open 1", True), (b"after 2", True), (b"late", True), (b"after 4", True)]
 
 
 def test_human_output_of_a_topic_export_and_of_topic_show(pulsar_cluster, spark, capsys, tmp_path):

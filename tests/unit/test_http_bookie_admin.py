@@ -46,10 +46,9 @@ class AdminStatus(FakeStatus):
             return d
 
         self.gc = GarbageCollector(GcPolicy(gc_wait_ms=1000, force_allow=True), [OneLogStore()],
-                                         lambda store: self.removed, self.clock, in_thread)
+                                         lambda stores: self.removed, self.clock, in_thread)
         self.dirs = ([str(tmp_path / "j")], [str(tmp_path / "l")], [])
         self.expand_error: str | None = None
-        self.forced: list = []
 
     def force_gc(self, force_major=None, force_minor=None):
         self.forced.append((force_major, force_minor))
@@ -57,9 +56,6 @@ class AdminStatus(FakeStatus):
 
     def gc_status(self):
         return self.gc.status()
-
-    def in_force_gc(self):
-        return self.gc.in_force_gc()
 
     def gc_details(self):
         return self.gc.details()

@@ -69,7 +69,8 @@ def message_values(md: Any, payload: bytes | None, batch_index: int, message_id:
     metadata (a batch's ``SingleMessageMetadata`` or an entry's
     ``MessageMetadata``: the fields have the same names).  The rules, stated
     once on this side (the C twin's: ``message_values`` in ``_packed.c``): no
-    key when it is unset or ``null_partition_key`` says so; the sequence id
+    key when it is unset or ``null_partition_key`` says so, and whether it is
+    base64 (``partition_key_b64_encoded``) as stored; the sequence id
     is the metadata's own, else ``sequence_id`` (the entry's plus the
     message's index); no event time when it is 0 (unset); no payload (and no
     size) when ``null_value`` says so."""
@@ -84,6 +85,7 @@ def message_values(md: Any, payload: bytes | None, batch_index: int, message_id:
     properties = md.properties
     return (batch_index, message_id, event * 1000 if event else None, sequence,
             md.partition_key if has("partition_key") and not md.null_partition_key else None,
+            md.partition_key_b64_encoded,
             md.ordering_key if has("ordering_key") else None,
             [(p.key, p.value) for p in properties] if properties else [],
             payload, None if payload is None else len(payload))
@@ -188,7 +190,7 @@ class PyMessageRows:
 
 #: How the C twin stores a column of each DDL type (``_packed.c``'s kinds).
 C_KINDS = {"long": "int64", "timestamp": "int64", "int": "int32", "string": "string", "binary": "binary",
-           "map<string,string>": "map"}
+           "boolean": "bool", "map<string,string>": "map"}
 
 
 def c_columns() -> list[tuple[str, str, str]]:

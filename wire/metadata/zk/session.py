@@ -145,6 +145,7 @@ class ZKSession:
         self._restore_needed = threading.Event()
         self._restore_thread: threading.Thread | None = None
         self._restorers: list[Callable[[], bool]] = []
+        self._lost_listeners: list[Callable[[], None]] = []
         self._closing = False
 
     # -- lifecycle -----------------------------------------------------------
@@ -237,10 +238,25 @@ class ZKSession:
         replaced; it returns False to be called again half a second later."""
         self._restorers.append(restore)
 
+    def on_session_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call *callback* (on kazoo's thread) whenever the session ends, expired or
+        closed; returns the function that stops the calls."""
+        self._lost_listeners.append(callback)
+
+        def stop() -> None:
+            try:
+                self._lost_listeners.remove(callback)
+            except ValueError:
+                pass
+
+        return stop
+
     def _on_state(self, state: str) -> None:
         # runs on kazoo's connection thread: never block or call ZooKeeper here
         if state == KazooState.LOST:
             self._session_lost = True
+            for callback in list(self._lost_listeners):
+                _call_listener(callback)
         elif state == KazooState.CONNECTED and self._session_lost:
             self._session_lost = False
             self._restore_needed.set()
@@ -398,6 +414,51 @@ class ZKSession:
             return True
         except (NoNodeError, BadVersionError):
             return False
+
+
+    # -- watches (kazoo's recipes: set again after every event and every new session) --
+    def watch_children(self, path: str, listener: Callable[[list[str]], None],
+                       keep: Callable[[str], bool] = lambda name: True) -> Callable[[], None]:
+        """Call ``listener(sorted children that keep)`` now and whenever that list changed
+        (kazoo's ChildrenWatch, from its thread) until the returned function is called."""
+        stopped = threading.Event()
+        last: list[list[str]] = []
+
+        def changed(children: list[str]):
+            if stopped.is_set():
+                return False  # kazoo drops the watch
+            now = sorted(c for c in children if keep(c))
+            if last and last[0] == now:
+                return None
+            last[:] = [now]
+            _call_listener(listener, now)
+            return None
+
+        self._zk.ChildrenWatch(path, changed)
+        return stopped.set
+
+    def watch_data(self, path: str, listener: Callable[[bytes | None, Any], None]) -> Callable[[], None]:
+        """Call ``listener(value, stat)`` (None, None: no such znode) now and after every
+        change of the znode (kazoo's DataWatch, from its thread) until the returned
+        function is called."""
+        stopped = threading.Event()
+
+        def changed(data, stat):
+            if stopped.is_set():
+                return False
+            _call_listener(listener, data, stat)
+            return None
+
+        self._zk.DataWatch(path, changed)
+        return stopped.set
+
+
+def _call_listener(listener: Callable, *args) -> None:
+    """A watcher's failure is its own: logged, and the store's thread goes on."""
+    try:
+        listener(*args)
+    except Exception:  # noqa: BLE001
+        log.exception("metadata store listener %r failed", listener)
 
 
 class Manager:
