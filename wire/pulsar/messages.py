@@ -217,16 +217,23 @@ class TopicDecoder:
             name = marker_name(md.marker_type)
             markers[name] = markers.get(name, 0) + 1
             return None
-        # a chunked message counts once, at its first chunk
+        # a chunked message counts once: at its first chunk, or where it is held back
         counted = 0 if entry.is_chunk and md.chunk_id > 0 else \
             md.num_messages_in_batch if entry.is_batch else 1
         if self.aborted and txn_of(md) in self.aborted:
             self.left_out["aborted"] += counted
             return None
         if self.cutoff is not None and position >= self.cutoff:
+            # a chunked message begun before the cutoff is held back (or kept) whole, counted once
+            begun = self.chunks.first(md.uuid) if entry.is_chunk else None
             if self.pending:
+                if begun is not None and begun < self.cutoff and md.chunk_id == md.num_chunks_from_msg - 1:
+                    counted = 1
                 self.left_out["pending_kept"] += counted
                 return True
+            if begun is not None:
+                self.chunks.drop(md.uuid)
+                counted = 1
             self.left_out["pending"] += counted
             return None
         return False
