@@ -29,7 +29,7 @@ from .chunks import ChunkAssembler
 from .columns import MESSAGE_COLUMNS, EntryFacts, entry_values
 from .entry import decode_entry, decompress_whole
 from .errors import CorruptEntry
-from .rows import BatchRows, PyMessageRows, entry_messages, message_values
+from .rows import BatchRows, PyMessageRows, encryption_values, entry_messages, message_values
 from .transactions import marker_name, txn_of
 
 __all__ = ["COLUMNS", "Problem", "RowPart", "TopicDecoder", "message_id"]
@@ -206,7 +206,7 @@ class TopicDecoder:
         if self.keep is not None:
             position, keep = (ledger_id, entry_id), self.keep
             messages = [m for m in messages if keep(position, m[0])]
-        self._add(facts, messages, [k.key for k in md.encryption_keys] or None)
+        self._add(facts, messages, encryption_values(md))
 
     def _left_out(self, entry, position: tuple[int, int]) -> bool | None:
         """None when a consumer never gets the entry's messages, or not yet
@@ -260,9 +260,9 @@ class TopicDecoder:
         self.payload_bytes += added
         return True
 
-    def _add(self, facts: EntryFacts, messages: list[tuple], encryption_keys: list[str] | None) -> None:
+    def _add(self, facts: EntryFacts, messages: list[tuple], encryption: dict[str, Any] | None) -> None:
         if messages:
-            self.payload_bytes += self._to(self._rows).add_messages(entry_values(facts), messages, encryption_keys)
+            self.payload_bytes += self._to(self._rows).add_messages(entry_values(facts), messages, encryption)
             self.messages += len(messages)
 
     def finish(self, reason: str = "the topic ends before the message's last chunk") -> None:
@@ -283,7 +283,7 @@ class TopicDecoder:
                            self.cutoff is not None and whole.last >= self.cutoff)
         ident = message_id(ledger_id, entry_id, self.partition, -1, whole.first)
         self._add(facts, [message_values(md, whole.payload, -1, ident, md.sequence_id)],
-                  [k.key for k in md.encryption_keys] or None)
+                  encryption_values(md))
 
     def _chunk_problems(self) -> None:
         problems = self.chunks.problems
