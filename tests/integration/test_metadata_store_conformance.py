@@ -172,6 +172,21 @@ def test_ledger_delete_exists_and_ids(store):
     assert list(store.ledgers.ids()) == sorted({2**33, generated})
 
 
+def test_ledger_ranges_one_per_leaf_of_ten_thousand_ids(store):
+    ids = [1, 2, 9_999, 10_000, 25_000, 2**33, 2**33 + 10_000]
+    for ledger_id in ids:
+        store.ledgers.create(md(), ledger_id)
+    ranges = list(store.ledgers.ranges())
+    # the hierarchical layout: one leaf znode per 10,000 ids, each listed with one getChildren
+    assert [(r.end, sorted(r.ledgers)) for r in ranges] == [
+        (9_999, [1, 2, 9_999]), (19_999, [10_000]), (29_999, [25_000]),
+        (2**33 // 10_000 * 10_000 + 9_999, [2**33]), ((2**33 + 10_000) // 10_000 * 10_000 + 9_999, [2**33 + 10_000])]
+    assert [i for r in ranges for i in sorted(r.ledgers)] == list(store.ledgers.ids())
+    store.ledgers.delete(10_000)  # an emptied leaf lists as an empty range or none: either covers no ledger
+    assert [i for r in store.ledgers.ranges() for i in sorted(r.ledgers)] == [1, 2, 9_999, 25_000, 2**33,
+                                                                               2**33 + 10_000]
+
+
 def test_ledger_read_many_in_order_with_the_missing_ones(store):
     for ledger_id in (3, 9, 2**33):
         store.ledgers.create(md(), ledger_id)
@@ -392,6 +407,22 @@ def test_registration_watches_see_bookies_come_go_and_turn_readonly(store):
     readonly.settles_on([A], "B to leave")  # told after C came: an unwatched listener would have heard by now
     assert writable.last == [] and stopped.calls == [[]]
     assert all(a != b for a, b in zip(writable.calls, writable.calls[1:]))  # only changes are told
+
+
+def test_cookie_watch_sees_cookies_written_and_deleted(store):
+    cookies = Heard()
+    unwatch = store.registration.watch_all_bookies(cookies)
+    assert cookies.calls == [[]]
+    store.cookies.put(A, Cookie(A, ("/j",), ("/l",), "instance"))
+    cookies.settles_on([A], "A's cookie")
+    store.cookies.put(B, Cookie(B, ("/j",), ("/l",), "instance"))
+    cookies.settles_on([A, B], "B's cookie")
+    store.cookies.delete(A)  # a decommission
+    cookies.settles_on([B], "A's cookie to go")
+    unwatch()
+    store.cookies.delete(B)
+    store.cookies.put(C, Cookie(C, ("/j",), ("/l",), "instance"))
+    assert store.registration.all_bookies() == [C] and cookies.last == [B]
 
 
 def test_replication_switch_and_delay_watches(store):

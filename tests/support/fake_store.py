@@ -51,6 +51,7 @@ from bkctl.wire.metadata.errors import (
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.metadata.store import (
+    LedgerRange,
     StoredManagedLedger,
     StoredValue,
     UnderreplicatedMark,
@@ -127,6 +128,7 @@ class FakeLedgerManager(_Manager):
     def __init__(self, store):
         super().__init__(store)
         self._znodes: dict[int, tuple[bytes, int, int]] = {}  # id -> (value, version, ctime ms)
+        self.ranges_listed = 0
 
     def _read(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
         try:
@@ -177,6 +179,18 @@ class FakeLedgerManager(_Manager):
         return iter(sorted(self._znodes))
 
     @_call
+    def ranges(self) -> Iterator[LedgerRange]:
+        """As the hierarchical layout lists them: one range per 10,000 ids that hold a ledger
+        (one leaf znode each); ``ranges_listed`` counts the leaves listed, as ZooKeeper's
+        getChildren calls would."""
+        leaves: dict[int, set[int]] = {}
+        for ledger_id in self._znodes:
+            leaves.setdefault(ledger_id // 10000, set()).add(ledger_id)
+        for leaf in sorted(leaves):
+            self.ranges_listed += 1
+            yield LedgerRange(leaf * 10000 + 9999, frozenset(leaves[leaf]))
+
+    @_call
     def read_many(self, ledger_ids: Iterable[int]) -> Iterator[tuple[int, LedgerMetadata | None, int]]:
         out = []
         for ledger_id in ledger_ids:
@@ -212,6 +226,7 @@ class FakeRegistrationManager(_Manager):
         self._nodes: dict[str, tuple[bool, bytes]] = {}  # bookie id -> (readonly, service info)
         self._writable_watch = _Listeners(self._writable)
         self._readonly_watch = _Listeners(self._readonly)
+        self._cookie_watch = _Listeners(lambda: sorted(self._store.cookies._nodes))
 
     def _writable(self) -> list[str]:
         return sorted(b for b, (ro, _) in self._nodes.items() if not ro)
@@ -263,6 +278,10 @@ class FakeRegistrationManager(_Manager):
     @_call
     def watch_readonly_bookies(self, listener: Callable[[list[str]], None]) -> Callable[[], None]:
         return self._readonly_watch.add(listener)
+
+    @_call
+    def watch_all_bookies(self, listener: Callable[[list[str]], None]) -> Callable[[], None]:
+        return self._cookie_watch.add(listener)
 
     @_call
     def all_bookies(self) -> list[str]:
@@ -319,6 +338,7 @@ class FakeCookieManager(_Manager):
             if node is not None:
                 raise CookieExists(bookie_id)
             self._nodes[bookie_id] = (data, 0)
+            self._store.registration._cookie_watch.changed()
             return 0
         if node is None:
             raise NoSuchCookie(bookie_id)
@@ -336,6 +356,7 @@ class FakeCookieManager(_Manager):
         if version not in (-1, node[1]):
             raise self._conflict(bookie_id, version)
         del self._nodes[bookie_id]
+        self._store.registration._cookie_watch.changed()
 
 
 class FakeUnderreplicationManager(_Manager):

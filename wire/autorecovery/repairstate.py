@@ -217,10 +217,7 @@ def ledger_state(snap: Snapshot, ledger_id: int, bookies=()) -> dict:
     if row["state"] == DONE:
         return row
     lost = _named_lost(snap, bookies)
-    if not lost:
-        row["state"] = DONE if bookies else NOT_MARKED
-        return row
-    if not snap.enabled:
+    if lost and not snap.enabled:
         row["state"] = HELD_DISABLED
         return row
     dues = [b["due"] for b in lost if b["due"] is not None and b["due"] > snap.now_ms]

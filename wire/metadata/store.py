@@ -31,6 +31,7 @@ __all__ = [
     "CookieManager",
     "LedgerIdGenerator",
     "LedgerManager",
+    "LedgerRange",
     "MetadataStore",
     "PulsarMetadata",
     "RegistrationManager",
@@ -88,6 +89,15 @@ def stored_ctime(md: "LedgerMetadata", znode_ctime: int, stored: "LedgerMetadata
     return md
 
 
+class LedgerRange(NamedTuple):
+    """A run of ledger ids as the metadata store lists them (Java's LedgerManager.LedgerRange):
+    every ledger with metadata whose id is above the previous range's ``end`` and at most
+    this ``end`` is in ``ledgers``."""
+
+    end: int
+    ledgers: frozenset[int]
+
+
 @runtime_checkable
 class LedgerManager(Protocol):
     """Ledger metadata with compare-and-set on a version (Java's LedgerManager)."""
@@ -111,6 +121,11 @@ class LedgerManager(Protocol):
 
     def ids(self) -> Iterator[int]:
         """Every ledger id, ascending."""
+
+    def ranges(self) -> Iterator[LedgerRange]:
+        """Every ledger id by ranges, ascending ``end`` (Java's getLedgerRanges): in the
+        hierarchical layouts one range per leaf znode (up to 10,000 ledgers, listed with one
+        getChildren), in the flat layout one; the last range's ``end`` is the highest id."""
 
     def read_many(self, ledger_ids: Iterable[int]
                   ) -> Iterator[tuple[int, "LedgerMetadata | MetadataStoreError | None", int]]:
@@ -166,6 +181,10 @@ class RegistrationManager(Protocol):
 
     def watch_readonly_bookies(self, listener: Callable[[list[str]], None]) -> Unwatch:
         """:meth:`watch_writable_bookies` for the read-only bookies."""
+
+    def watch_all_bookies(self, listener: Callable[[list[str]], None]) -> Unwatch:
+        """:meth:`watch_writable_bookies` for the bookies with a cookie (:meth:`all_bookies`):
+        a cookie deleted (a decommission) or written."""
 
 
 @runtime_checkable

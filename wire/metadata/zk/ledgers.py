@@ -19,7 +19,7 @@ from bkctl.wire.metadata.errors import (
     ZKStoreError,
 )
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
-from bkctl.wire.metadata.store import stored_ctime, with_znode_ctime
+from bkctl.wire.metadata.store import LedgerRange, stored_ctime, with_znode_ctime
 from bkctl.wire.metadata.zk.session import Manager, ZKSession, zk_call, zk_gen
 
 if TYPE_CHECKING:
@@ -202,36 +202,45 @@ class ZKLedgerManager(Manager):
     @zk_gen
     def ids(self) -> Iterator[int]:
         """Every ledger id, ascending, walking the hierarchy one level at a time."""
+        for rng in self.ranges():
+            yield from sorted(rng.ledgers)
+
+    @zk_gen
+    def ranges(self) -> Iterator[LedgerRange]:
+        """Every ledger id by leaf znode (one getChildren each, up to 10,000 ids), ascending;
+        a range's ``end`` is the last id its leaf can hold (below the long layout's threshold
+        in the combined hierarchical layout)."""
         manager = self._cluster.manager
         top = sorted(self._session.children_or_empty(self._root))
         if manager == P.FLAT:
-            ids = []
-            for name in top:
-                if P.is_ledger_parent_name(name, P.FLAT):
-                    ids.append(int(name[1:]))
-            yield from sorted(ids)
+            ids = frozenset(int(name[1:]) for name in top if P.is_ledger_parent_name(name, P.FLAT))
+            yield LedgerRange(P.MAX_LEDGER_ID, ids)
             return
         if manager in (P.HIERARCHICAL, P.LEGACY_HIERARCHICAL):
             legacy = [n for n in top if len(n) == 2 and P.is_ledger_parent_name(n, P.LEGACY_HIERARCHICAL)]
-            for ledger_id in self._walk(legacy, depth=3):
-                if manager == P.LEGACY_HIERARCHICAL or ledger_id < P.HIERARCHICAL_LONG_THRESHOLD:
-                    yield ledger_id
+            for end, ids in self._walk(legacy, depth=3):
+                if manager == P.HIERARCHICAL:
+                    ids = frozenset(i for i in ids if i < P.HIERARCHICAL_LONG_THRESHOLD)
+                    end = min(end, P.HIERARCHICAL_LONG_THRESHOLD - 1)
+                yield LedgerRange(end, ids)
         if manager in (P.HIERARCHICAL, P.LONG_HIERARCHICAL):
             long_tops = [n for n in top if len(n) == 3 and P.is_ledger_parent_name(n, P.LONG_HIERARCHICAL)]
-            for ledger_id in self._walk(long_tops, depth=5):
-                if manager == P.LONG_HIERARCHICAL or ledger_id >= P.HIERARCHICAL_LONG_THRESHOLD:
-                    yield ledger_id
+            for end, ids in self._walk(long_tops, depth=5):
+                if manager == P.HIERARCHICAL:
+                    ids = frozenset(i for i in ids if i >= P.HIERARCHICAL_LONG_THRESHOLD)
+                yield LedgerRange(end, ids)
 
-    def _walk(self, tops: list[str], depth: int) -> Iterator[int]:
-        """Depth-first, sorted walk of ``depth``-level ledger paths below the root."""
+    def _walk(self, tops: list[str], depth: int) -> Iterator[tuple[int, frozenset[int]]]:
+        """Depth-first, sorted walk of ``depth``-level ledger paths below the root: per leaf
+        parent, the last id it can hold and the ids it holds."""
 
-        def descend(prefix: list[str]) -> Iterator[int]:
+        def descend(prefix: list[str]) -> Iterator[tuple[int, frozenset[int]]]:
             level = len(prefix)
             names = sorted(self._session.children_or_empty(self._session.path(*prefix)))
             if level == depth - 1:
-                for name in names:
-                    if _LEAF4.fullmatch(name):
-                        yield int("".join(prefix) + name[1:])
+                digits = "".join(prefix)
+                yield int(digits + "9999"), frozenset(int(digits + name[1:]) for name in names
+                                                       if _LEAF4.fullmatch(name))
                 return
             for name in names:
                 if _DIGITS4.fullmatch(name):
