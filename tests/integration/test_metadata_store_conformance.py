@@ -491,3 +491,31 @@ def test_session_expiry_takes_the_votes_tells_the_listeners_and_keeps_registrati
              what="the registration to be restored")
     assert unwatched.calls == [] and lost.calls == ["lost"]
 
+
+def test_append_lock_one_holder_at_a_time_gone_with_the_session(sessions, store):
+    import threading
+
+    mine = store.ledgers.append_lock(5, "me")
+    assert mine.path == P.append_lock_path(5, store.root)
+    assert mine.acquire() is True
+    theirs = store.ledgers.append_lock(5, "you")
+    assert theirs.acquire() is False and theirs.holders() == ["me"]
+    other_ledger = store.ledgers.append_lock(6, "you")
+    assert other_ledger.acquire() is True
+    other_ledger.release()
+    theirs.release()  # not held: nothing happens
+    assert theirs.holders() == ["me"]
+
+    got: list[bool] = []
+    waiting = threading.Thread(target=lambda: got.append(theirs.acquire(timeout=30)))
+    waiting.start()
+    wait_for(lambda: theirs.holders() == ["me", "you"], timeout=30, what="the second contender to wait")
+    mine.release()
+    waiting.join(60)
+    assert got == [True] and theirs.holders() == ["you"]
+    assert mine.acquire(timeout=0.1) is False  # waited its time, still held
+
+    store.close()  # the lock was the session's
+    again = sessions.open().ledgers.append_lock(5, "later")
+    assert again.acquire() is True and again.holders() == ["later"]
+    again.release()

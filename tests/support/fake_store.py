@@ -31,6 +31,8 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import threading
+import time
 from typing import Any, Callable, Iterable, Iterator
 
 from bkctl.wire.errors import CodecError
@@ -122,6 +124,54 @@ class _Manager:
         self._store = store
 
 
+class FakeLedgerLock:
+    """A ledger's append lock as kazoo's recipe behaves: the first contender holds it,
+    others may wait (in turn) for it; it goes with the store's session."""
+
+    def __init__(self, store: "FakeMetadataStore", path: str, holder: str):
+        self._store = store
+        self.path = path
+        self.holder = holder
+        self._held = False
+
+    def _enter(self, name: str, *args) -> None:
+        self._store._enter(f"ledgers.append_lock.{name}", (self.path,) + args, {})
+
+    def acquire(self, timeout: float = 0.0) -> bool:
+        self._enter("acquire", timeout)
+        locks, queue = self._store._append_locks, None
+        with self._store._append_changed:
+            queue = locks.setdefault(self.path, [])
+            queue.append(self)
+            deadline = time.monotonic() + (timeout if timeout and timeout > 0 else 0)
+            while queue and queue[0] is not self and time.monotonic() < deadline:
+                self._store._append_changed.wait(deadline - time.monotonic())
+            if queue and queue[0] is self:
+                self._held = True
+                return True
+            if self in queue:
+                queue.remove(self)
+            return False
+
+    def holders(self) -> list[str]:
+        self._enter("holders")
+        with self._store._append_changed:
+            return [lock.holder for lock in self._store._append_locks.get(self.path, []) if lock.holder]
+
+    def release(self) -> None:
+        self._enter("release")
+        if not self._held:
+            return
+        self._held = False
+        with self._store._append_changed:
+            queue = self._store._append_locks.get(self.path, [])
+            if self in queue:
+                queue.remove(self)
+            if not queue:
+                self._store._append_locks.pop(self.path, None)
+            self._store._append_changed.notify_all()
+
+
 class FakeLedgerManager(_Manager):
     _name = "ledgers"
 
@@ -177,6 +227,9 @@ class FakeLedgerManager(_Manager):
     @_call
     def ids(self) -> Iterator[int]:
         return iter(sorted(self._znodes))
+
+    def append_lock(self, ledger_id: int, holder: str) -> FakeLedgerLock:
+        return FakeLedgerLock(self._store, P.append_lock_path(ledger_id, self._store.root), holder)
 
     @_call
     def ranges(self) -> Iterator[LedgerRange]:
@@ -657,6 +710,8 @@ class FakeMetadataStore:
         self._failure: BaseException | None = None
         self._hooks: dict[str, list[Callable[..., Any]]] = {}
         self._in_hook = False
+        self._append_locks: dict[str, list[FakeLedgerLock]] = {}  # lock path -> contenders, holder first
+        self._append_changed = threading.Condition()
         self.ledgers = FakeLedgerManager(self)
         self.ledger_ids = FakeLedgerIdGenerator(self)
         self.registration = FakeRegistrationManager(self)
@@ -679,6 +734,9 @@ class FakeMetadataStore:
             self._end_session()
 
     def _end_session(self) -> None:
+        with self._append_changed:
+            self._append_locks.clear()
+            self._append_changed.notify_all()
         self.registration._end_session()
         self.underreplication._end_session()
         self.auditor._end_session()

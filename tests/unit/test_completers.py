@@ -62,3 +62,19 @@ def test_id_parameters_complete_from_the_cluster(monkeypatch):
     visit(cli, click.Context(cli, info_name="bkctl"), "bkctl")
     assert not missing, ("add shell_complete=complete_ledger_id / complete_bookie_id (bkctl.completers) to: "
                          + ", ".join(missing))
+
+
+def test_open_ledgers_are_read_from_the_store():
+    """``ledger close`` offers the ledgers whose metadata is not closed; a missing or
+    corrupt one is not offered, and none while the store is disconnected."""
+    from bkctl.wire.metadata.ledger import LedgerMetadata
+    from tests.support.fake_store import FakeMetadataStore
+
+    store = FakeMetadataStore().start()
+    md = LedgerMetadata.new(("127.0.0.1:3181",), password=b"")
+    for ledger_id in (1, 2, 3):
+        store.ledgers.create(md, ledger_id)
+    store.ledgers.update(2, md.closed(0, 0), 0)
+    assert completers.open_ledgers(store, [1, 2, 3, 4]) == {1, 3}
+    store.lose_connection()
+    assert completers.open_ledgers(store, [1, 2, 3]) == set()
