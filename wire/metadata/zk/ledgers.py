@@ -7,7 +7,7 @@ import itertools
 import re
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, LockTimeout, NodeExistsError, NoNodeError, NotEmptyError
 
 from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata import paths as P
@@ -26,12 +26,60 @@ if TYPE_CHECKING:
     from bkctl.wire.metadata.zk.cluster import ZKClusterManager
     from bkctl.wire.metadata.zk.ledger_ids import ZKLedgerIdGenerator
 
-__all__ = ["ZKLedgerManager"]
+__all__ = ["ZKLedgerLock", "ZKLedgerManager"]
 
 _DIGITS4 = re.compile(r"\d{4}")
 #: ledger metadata reads in flight at once in :meth:`ZKLedgerManager.read_many`
 _READ_WINDOW = 256
 _LEAF4 = re.compile(r"L\d{4}")
+
+
+class ZKLedgerLock:
+    """A ledger's append lock: kazoo's Lock recipe (EPHEMERAL_SEQUENTIAL contenders
+    below :func:`~bkctl.wire.metadata.paths.append_lock_path`, the lowest holds it)."""
+
+    def __init__(self, session: ZKSession, path: str, holder: str):
+        self._session = session
+        self.path = path
+        self.holder = holder
+        self._recipe = None
+        self._held = False
+
+    def _lock(self):
+        if self._recipe is None:
+            self._recipe = self._session.client.Lock(self.path, self.holder)
+        return self._recipe
+
+    @zk_call
+    def acquire(self, timeout: float = 0.0) -> bool:
+        lock = self._lock()
+        try:
+            if timeout and timeout > 0:
+                got = lock.acquire(blocking=True, timeout=timeout)
+            else:
+                got = lock.acquire(blocking=False)
+        except LockTimeout:
+            got = False
+        self._held = self._held or bool(got)
+        return bool(got)
+
+    @zk_call
+    def holders(self) -> list[str]:
+        return [h for h in self._lock().contenders() if h]
+
+    @zk_call
+    def release(self) -> None:
+        """Delete our contender node, then the lock's own znode unless another contender uses it."""
+        if not self._held:
+            return
+        self._held = False
+        try:
+            self._lock().release()
+        finally:
+            try:
+                self._session.client.delete(self.path)
+            except Exception:  # noqa: BLE001 - NotEmpty (someone waits), NoNode, a lost connection: a courtesy
+                pass
 
 
 class ZKLedgerManager(Manager):
@@ -44,6 +92,10 @@ class ZKLedgerManager(Manager):
 
     def path(self, ledger_id: int) -> str:
         return P.ledger_path(ledger_id, self._cluster.manager, self._root)
+
+    def append_lock(self, ledger_id: int, holder: str) -> ZKLedgerLock:
+        """The ledger's append lock (:class:`ZKLedgerLock`; nothing is asked of ZooKeeper yet)."""
+        return ZKLedgerLock(self._session, P.append_lock_path(ledger_id, self._root), holder)
 
     @staticmethod
     def _decode(ledger_id: int, data: bytes, stat) -> LedgerMetadata:
