@@ -154,20 +154,22 @@ def complete_open_ledger_id(ctx, param, incomplete: str) -> list[CompletionItem]
 
 
 def open_ledgers(store, ledger_ids: Iterable[int], timeout: float = LOOKUP_TIMEOUT) -> set[int]:
-    """Those of ``ledger_ids`` whose metadata is not CLOSED (read all at once)."""
-    from bkctl.wire.metadata.ledger import parse_ledger_metadata
+    """Those of ``ledger_ids`` whose metadata is not CLOSED (read pipelined; none while
+    the store is disconnected, and no more once ``timeout`` has passed)."""
+    from bkctl.wire.metadata.ledger import LedgerMetadata
 
-    zk = store.client
-    pending = [(i, zk.get_async(store.ledgers.path(i))) for i in ledger_ids]
     deadline = time.monotonic() + timeout
-    found = set()
-    for ledger_id, result in pending:
-        try:
-            data, _stat = result.get(timeout=max(0.0, deadline - time.monotonic()))
-            if not parse_ledger_metadata(data).is_closed:
+    found: set[int] = set()
+    if not store.connected:  # requests would wait for the reconnection
+        return found
+    try:
+        for ledger_id, md, _version in store.ledgers.read_many(ledger_ids):
+            if isinstance(md, LedgerMetadata) and not md.is_closed:  # deleted or corrupt: not offered
                 found.add(ledger_id)
-        except Exception:  # deleted meanwhile, corrupt, too slow: not offered
-            continue
+            if time.monotonic() > deadline:
+                break
+    except Exception:  # the store went away: what was found is all there is
+        pass
     return found
 
 

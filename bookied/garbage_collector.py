@@ -140,27 +140,65 @@ def damaged_doc(directory: str, found) -> dict:
 
 
 class DeletedLedgerCollector:
-    """The rule for which ledgers a pass deletes from an entry store: those whose metadata
-    is gone from the metadata store (``ledgers``, its ledger manager)."""
+    """Which ledgers a pass deletes from the entry stores: those whose metadata is gone, found
+    as Java's ScanAndCompareGarbageCollector finds them, so that ZooKeeper's cost grows with
+    the ledger ranges (one getChildren per leaf znode of up to 10,000 ledgers), not with the
+    ledgers.
 
-    def __init__(self, ledgers):
-        self.ledgers = ledgers
+    Safe against a ledger created meanwhile by its order, Java's: the stores' ledgers are
+    taken first, then the metadata is listed. A ledger reaches a bookie only after its
+    metadata was created, so each ledger taken has metadata that the listing sees unless
+    it was deleted; a ledger created after the snapshot, whose leaf the listing may miss,
+    is not in it. With ``verify`` (Java's ``verifyMetadataOnGC``) each ledger missing from
+    the listing is read once more and deleted only if its metadata is truly gone.
+    Java's over-replicated-ledger removal (``gcOverreplicatedLedgerWaitTime``) is not done.
+    """
 
-    def __call__(self, store: CompactableStore) -> int:
-        """In a pool thread: delete the ledgers of ``store`` whose metadata is gone; how many."""
-        removed = 0
-        for ledger_id in store.ledger_ids():
-            if not self.ledgers.exists(ledger_id):
-                store.delete_ledger(ledger_id)
-                removed += 1
-        return removed
+    def __init__(self, ledgers, verify: bool = False):
+        self.ledgers = ledgers  # the metadata store's ledger manager
+        self.verify = verify
+        self.active = 0  # ledgers the stores held at the last pass (Java's ACTIVE_LEDGER_COUNT)
+
+    def garbage(self, local: list[int]) -> list[int]:
+        """Which of ``local`` (ascending) have no metadata: compared range by range."""
+        gone = []
+        i, n = 0, len(local)
+        for rng in self.ledgers.ranges():
+            while i < n and local[i] <= rng.end:
+                if local[i] not in rng.ledgers:
+                    gone.append(local[i])
+                i += 1
+            if i == n:
+                break
+        gone.extend(local[i:])
+        if self.verify and gone:
+            kept = [lid for lid, md, _v in self.ledgers.read_many(gone) if md is not None]
+            if kept:
+                log.warning("ledgers %s were not listed in the metadata store but their metadata is there: "
+                            "not deleted", kept)
+            gone = [lid for lid in gone if lid not in set(kept)]
+        return gone
+
+    def __call__(self, stores: list[CompactableStore]) -> int:
+        """In a pool thread: delete the ledgers of ``stores`` whose metadata is gone; how many."""
+        owner = {}
+        for store in stores:  # the bookie's ledgers first, then the metadata (see above)
+            for ledger_id in store.ledger_ids():
+                owner[ledger_id] = store
+        self.active = len(owner)
+        gone = self.garbage(sorted(owner))
+        for store in stores:
+            mine = [ledger_id for ledger_id in gone if owner[ledger_id] is store]
+            if mine:
+                store.delete_ledgers(mine)
+        return len(gone)
 
 
 class GarbageCollector:
     """Schedules the GC passes of the bookie's entry stores and keeps their figures (Java's
     GarbageCollectorThread, which is a thread; here the passes run in the reactor's pool).
 
-    ``collect_ledgers(store)`` (in a pool thread) deletes the ledgers of ``store``
+    ``collect_ledgers(stores)`` (in a pool thread) deletes the ledgers of ``stores``
     whose metadata is gone and returns how many; ``run_in_thread(fn)`` returns a
     Deferred of ``fn()`` run in a pool thread; ``on_pass_done()`` is called after
     each pass (the bookie looks at its disks again).
@@ -169,7 +207,7 @@ class GarbageCollector:
     __name__ = "gc"  # for the periodic runner's log lines
 
     def __init__(self, policy: GcPolicy, stores: list[CompactableStore],
-                 collect_ledgers: Callable[[CompactableStore], int], clock,
+                 collect_ledgers: Callable[[list[CompactableStore]], int], clock,
                  run_in_thread: Callable[[Callable], defer.Deferred],
                  on_pass_done: Callable[[], None] | None = None, throttle: Throttle | None = None):
         self.policy = policy
@@ -198,6 +236,8 @@ class GarbageCollector:
         self.entries_moved = self.bytes_moved = 0
         self.reclaimed_by_compaction = self.reclaimed_by_deletion = 0
         self.last_run_ms: int | None = None
+        self.last_run_duration_ms: int | None = None  # of the last pass, collecting and compacting
+        self._started_ms = 0
         self.last_compaction: dict | None = None
         self.damaged_count = 0
         self.damaged: list[dict] = []  # the last DAMAGED_KEPT damaged records met, oldest first
@@ -244,6 +284,7 @@ class GarbageCollector:
                                  force, suspend_major, suspend_minor)
         lifted = self.no_space and force
         self._forced_now = force
+        self._started_ms = self._now_ms()
         self.compacting = kind
         if force:
             log.info("garbage collection forced%s", " (disk full: compaction limits lifted)" if lifted else "")
@@ -288,10 +329,9 @@ class GarbageCollector:
     # -- the pass (pool thread)
     def _pass(self, kind: str | None, lifted: bool) -> PassResult:
         result = PassResult(compaction=kind)
-        for store in self.stores:
-            before = store.committed_log_bytes()
-            result.ledgers_removed += self._collect(store)
-            result.reclaimed_by_deletion += max(0, before - store.committed_log_bytes())
+        before = sum(store.committed_log_bytes() for store in self.stores)
+        result.ledgers_removed = self._collect(self.stores)
+        result.reclaimed_by_deletion = max(0, before - sum(store.committed_log_bytes() for store in self.stores))
         if kind is None:
             return result
         policy = self.policy
@@ -354,6 +394,7 @@ class GarbageCollector:
         now = self._now_ms()
         self.runs += 1
         self.last_run_ms = now
+        self.last_run_duration_ms = now - self._started_ms
         self.ledgers_removed += result.ledgers_removed
         self.reclaimed_by_deletion += result.reclaimed_by_deletion
         self._note_damaged(result.damaged)
@@ -441,7 +482,8 @@ class GarbageCollector:
         """``GET /api/v1/bookie/gc``: Java's ``is_in_force_gc`` and bookied's figures (ms since the epoch)."""
         return {"is_in_force_gc": "true" if self.in_force_gc() else "false",
                 "gcRunning": self.running is not None, "compacting": self.compacting,
-                "gcRuns": self.runs, "lastGcTime": self.last_run_ms, "nextGcTime": self.next_run_ms,
+                "gcRuns": self.runs, "lastGcTime": self.last_run_ms, "lastGcDurationMs": self.last_run_duration_ms,
+                "nextGcTime": self.next_run_ms,
                 "majorCompactionCounter": self.major_count, "minorCompactionCounter": self.minor_count,
                 "lastCompaction": self.last_compaction,
                 "nextMajorCompactionTime": self.next_compaction_ms(MAJOR),

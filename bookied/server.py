@@ -43,31 +43,45 @@ from bkctl.wire.codecs.v3 import plain_add_request, plain_read_request
 log = logging.getLogger("bookied.server")
 
 
-class HandshakeFailureLog:
-    """WARN for each TLS handshake a bookie refuses (peer, reason), at most one
-    line per ``interval`` seconds per peer host; the next line counts the
-    ones left out, so a client retrying in a loop cannot flood the log."""
+class PeerLog:
+    """WARN lines about what peers did, at most one per ``interval`` seconds per
+    peer host and kind; the next line counts the ones left out, so a client
+    that misbehaves in a loop (or thousands of them from one host) cannot flood
+    the log."""
 
     def __init__(self, interval: float = 10.0, clock=time.monotonic):
         self.interval = interval
         self._clock = clock
-        self._last: dict[str, tuple[float, int]] = {}  # host -> (logged at, refusals left out since)
+        self._last: dict[tuple[str, str], tuple[float, int]] = {}  # (kind, host) -> (logged at, left out since)
+
+    def warn(self, kind: str, peer, message: str) -> None:
+        """Log ``message`` (which names the peer) unless ``peer``'s host had a line of this kind lately."""
+        host = getattr(peer, "host", str(peer))
+        key = (kind, host)
+        now = self._clock()
+        logged_at, left_out = self._last.get(key, (None, 0))
+        if logged_at is not None and now - logged_at < self.interval:
+            self._last[key] = (logged_at, left_out + 1)
+            return
+        if len(self._last) > 4096:  # many peers: forget the old ones
+            self._last.clear()
+        self._last[key] = (now, 0)
+        more = f" ({left_out} more from {host} since the last report)" if left_out else ""
+        log.warning("%s%s", message, more)
+
+
+def _peer_name(peer) -> str:
+    return f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}"
+
+
+class HandshakeFailureLog(PeerLog):
+    """WARN for each TLS handshake a bookie refuses (peer, reason), rate-limited per peer host."""
 
     def refused(self, peer, reason) -> None:
         from bkctl.wire.tls import tls_error_reason
 
-        host = getattr(peer, "host", str(peer))
-        now = self._clock()
-        logged_at, left_out = self._last.get(host, (None, 0))
-        if logged_at is not None and now - logged_at < self.interval:
-            self._last[host] = (logged_at, left_out + 1)
-            return
-        if len(self._last) > 4096:  # many peers: forget the old ones
-            self._last.clear()
-        self._last[host] = (now, 0)
-        more = f" ({left_out} more from {host} since the last report)" if left_out else ""
-        log.warning("TLS handshake with %s:%s refused: %s%s", host, getattr(peer, "port", "?"),
-                    tls_error_reason(reason), more)
+        self.warn("tls", peer, f"TLS handshake with {_peer_name(peer)} refused: {tls_error_reason(reason)}")
+
 
 _OP = OperationType
 _V3 = int(ProtocolVersion.VERSION_THREE)
@@ -88,6 +102,9 @@ _now = time.perf_counter
 _HELD_ANSWERS_MAX = abstract.FileDescriptor.bufferSize
 #: At most this many pipelined plain v3 reads are served with one store call.
 _READ_RUN_MAX = 1024
+#: Long polls one connection may have waiting; past them it is not read until one is
+#: answered (back-pressure: a flood of polls holds at most this many per connection).
+LONG_POLLS_MAX = 1000
 
 
 @implementer(IHandshakeListener)
@@ -108,6 +125,10 @@ class BookieProtocol(protocol.Protocol):
         self._backlog: deque = deque()  # requests read but not served while paused or throttled
         #: True while a request waits for an in-progress limit (see :class:`InProgressLimit`).
         self.throttled = False
+        #: The waiting long polls' cancels (see :data:`LONG_POLLS_MAX`), forgotten when the connection goes.
+        self._polls: set = set()
+        #: True while LONG_POLLS_MAX long polls wait: the connection is not read.
+        self.polls_full = False
         #: The factory's :class:`InProgressLimit` for adds and for reads (None: no limit).
         self.adds: InProgressLimit | None = None
         self.reads: InProgressLimit | None = None
@@ -149,6 +170,9 @@ class BookieProtocol(protocol.Protocol):
                 failures.refused(self.transport.getPeer(), reason)
         self.closed = True
         self._backlog.clear()
+        polls, self._polls = self._polls, set()
+        for cancel in polls:  # nobody is left to answer: the bookie forgets them now, not at their timeout
+            cancel()
         self.metrics.connections.dec()
         self.bookie.connection_closed(self)
 
@@ -170,11 +194,11 @@ class BookieProtocol(protocol.Protocol):
 
     def _drain(self) -> None:
         """Serve what was held back, then read again unless paused or throttled anew."""
-        if self._backlog and not self.throttled:
+        if self._backlog and not self.throttled and not self.polls_full:
             backlog = list(self._backlog)
             self._backlog.clear()
             self._serve(backlog)  # may pause or throttle again
-        if not self.paused and not self.throttled and not self.closed:
+        if not self.paused and not self.throttled and not self.polls_full and not self.closed:
             self.transport.resumeProducing()
 
     # -- in-progress limits (maxAddsInProgressLimit, maxReadsInProgressLimit) ---------
@@ -254,7 +278,7 @@ class BookieProtocol(protocol.Protocol):
             payload = payloads[i]
             if self.closed:
                 return
-            if self.paused or self.throttled:
+            if self.paused or self.throttled or self.polls_full:
                 self._backlog.extend(payloads[i:])
                 return
             if self.insecure:
@@ -302,7 +326,8 @@ class BookieProtocol(protocol.Protocol):
 
     def _drop(self, why: str) -> None:
         peer = self.transport.getPeer() if self.transport else None
-        log.warning("closing connection from %s: %s", getattr(peer, "host", "?"), why)
+        dropped = getattr(getattr(self, "factory", None), "dropped", None) or _DROPPED
+        dropped.warn("drop", peer, f"closing connection from {_peer_name(peer)}: {why}")
         self.metrics.protocol_errors.inc()
         self.closed = True
         self.transport.abortConnection()
@@ -512,9 +537,12 @@ class BookieProtocol(protocol.Protocol):
                 self.send(v3.serialize(v3.read_response(req, RC.EBADREQ)))
                 return
             previous = read.previousLAC
+            waiting = []
 
             def polled(rc, max_lac, req=req, started=started, previous=previous):
                 self._observe("long_poll", started, rc)
+                if waiting:
+                    self._poll_answered(waiting[0])
                 if self.closed:
                     return
                 body = entry = None
@@ -524,7 +552,13 @@ class BookieProtocol(protocol.Protocol):
                         body, entry = got, previous + 1
                 self.send(v3.serialize(v3.read_response(req, rc, body, max_lac=max_lac, entry_id=entry)))
 
-            bookie.wait_lac(ledger_id, previous, read.timeOut if read.HasField("timeOut") else 0, polled)
+            cancel = bookie.wait_lac(ledger_id, previous, read.timeOut if read.HasField("timeOut") else 0, polled)
+            if cancel is not None:
+                waiting.append(cancel)
+                self._polls.add(cancel)
+                if len(self._polls) >= LONG_POLLS_MAX and not self.polls_full:
+                    self.polls_full = True
+                    self.transport.pauseProducing()
             return
 
         if v3.is_piggyback_read(req):
@@ -539,6 +573,13 @@ class BookieProtocol(protocol.Protocol):
                 self.send(v3.serialize(v3.read_response(req, rc)))
 
         bookie.read_entry(ledger_id, entry_id, done)
+
+    def _poll_answered(self, cancel) -> None:
+        self._polls.discard(cancel)
+        if self.polls_full and len(self._polls) < LONG_POLLS_MAX:
+            self.polls_full = False
+            if not self.closed:
+                self._drain()
 
     def _v3_read_lac(self, req, high_priority: bool) -> None:
         started = time.perf_counter()
@@ -767,7 +808,20 @@ class _Counted:
         self._bookie.batch_read(ledger_id, start, max_count, max_size, self._counted(callback), **kw)
 
     def wait_lac(self, ledger_id, previous, timeout_ms, callback):
-        self._bookie.wait_lac(ledger_id, previous, timeout_ms, self._counted(callback))
+        gate = self._proto._gate
+        cancel = self._bookie.wait_lac(ledger_id, previous, timeout_ms, self._counted(callback))
+        if cancel is None or gate is None:
+            return cancel
+
+        def cancel_and_give_back() -> None:  # an unanswered poll gives its place back too
+            cancel()
+            gate.finish()
+
+        return cancel_and_give_back
+
+
+#: The log of a protocol built without the factory (tests).
+_DROPPED = PeerLog()
 
 
 class BookieServerFactory(protocol.Factory):
@@ -788,6 +842,8 @@ class BookieServerFactory(protocol.Factory):
         self.answered: set = set()
         #: Where refused TLS handshakes are reported (WARN, rate-limited per peer host).
         self.handshake_failures = HandshakeFailureLog()
+        #: Where connections closed for what they sent are reported (WARN, rate-limited per peer host).
+        self.dropped = PeerLog()
 
     def send_answers(self) -> None:
         """Hand the add answers written since the last call to the kernel now.

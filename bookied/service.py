@@ -195,8 +195,9 @@ class BookieService:
         self.bookie.on_readonly_change = self._readonly_changed
         self._every(cfg.flush_interval / 1000.0, self._checkpoint)
         self._every(cfg.disk_check_interval / 1000.0, self._check_disks, now=False)
-        self.gc = GarbageCollector(GcPolicy.from_config(cfg), self.stores, DeletedLedgerCollector(self.zk.ledgers),
-                                   self.reactor, self._in_pool, on_pass_done=self._check_disks)
+        collect = DeletedLedgerCollector(self.zk.ledgers, cfg.verify_metadata_on_gc)
+        self.gc = GarbageCollector(GcPolicy.from_config(cfg), self.stores, collect, self.reactor, self._in_pool,
+                                   on_pass_done=self._check_disks)
         self.gc.register_metrics(self.metrics)
         self._every(cfg.gc_wait_time / 1000.0, self.gc, now=False)
         self.running = True

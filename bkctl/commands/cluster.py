@@ -274,6 +274,8 @@ def autorecovery_status(app: App):
 
     def lost_text(b):
         since = f"since {human_time(b['lost_since'])}; " if b["lost_since"] else ""
+        if b["named_by"] is not None:
+            since = f"{b['named_by']} ledgers; " + since
         if b["not_waited"]:
             return f"{b['bookie_id']} ({b['why']}; {since}marked at once: {b['not_waited']})"
         if b["due_in"]:

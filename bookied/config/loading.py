@@ -105,6 +105,7 @@ class BookieConfig:
     compaction_max_outstanding_requests: int
     force_allow_compaction: bool
     is_force_gc_allow_when_no_space: bool
+    verify_metadata_on_gc: bool
     log_size_limit: int
     metadata_service_uri: str | None
     zk_servers: tuple[str, ...] | None

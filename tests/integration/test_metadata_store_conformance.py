@@ -172,6 +172,21 @@ def test_ledger_delete_exists_and_ids(store):
     assert list(store.ledgers.ids()) == sorted({2**33, generated})
 
 
+def test_ledger_ranges_one_per_leaf_of_ten_thousand_ids(store):
+    ids = [1, 2, 9_999, 10_000, 25_000, 2**33, 2**33 + 10_000]
+    for ledger_id in ids:
+        store.ledgers.create(md(), ledger_id)
+    ranges = list(store.ledgers.ranges())
+    # the hierarchical layout: one leaf znode per 10,000 ids, each listed with one getChildren
+    assert [(r.end, sorted(r.ledgers)) for r in ranges] == [
+        (9_999, [1, 2, 9_999]), (19_999, [10_000]), (29_999, [25_000]),
+        (2**33 // 10_000 * 10_000 + 9_999, [2**33]), ((2**33 + 10_000) // 10_000 * 10_000 + 9_999, [2**33 + 10_000])]
+    assert [i for r in ranges for i in sorted(r.ledgers)] == list(store.ledgers.ids())
+    store.ledgers.delete(10_000)  # an emptied leaf lists as an empty range or none: either covers no ledger
+    assert [i for r in store.ledgers.ranges() for i in sorted(r.ledgers)] == [1, 2, 9_999, 25_000, 2**33,
+                                                                               2**33 + 10_000]
+
+
 def test_ledger_read_many_in_order_with_the_missing_ones(store):
     for ledger_id in (3, 9, 2**33):
         store.ledgers.create(md(), ledger_id)
@@ -288,6 +303,7 @@ def test_underreplication_marks_and_locks(sessions, store):
     taken, version = ur.acquire("w1", skip=[3])
     assert taken == UnderreplicatedMark(7, (A, B), None) and version == 1  # created, then merged once
     assert ur.lock_holder(7) == "w1" and ur.locks() == {7: "w1"}
+    assert list(ur.lock_ctimes()) == [7] and isinstance(ur.lock_ctimes()[7], int)
     assert ur.acquire("w2", skip=[3]) is None  # 7 is locked, 3 skipped
 
     ur.mark(7, [C])  # re-marked while being replicated
@@ -394,6 +410,22 @@ def test_registration_watches_see_bookies_come_go_and_turn_readonly(store):
     assert all(a != b for a, b in zip(writable.calls, writable.calls[1:]))  # only changes are told
 
 
+def test_cookie_watch_sees_cookies_written_and_deleted(store):
+    cookies = Heard()
+    unwatch = store.registration.watch_all_bookies(cookies)
+    assert cookies.calls == [[]]
+    store.cookies.put(A, Cookie(A, ("/j",), ("/l",), "instance"))
+    cookies.settles_on([A], "A's cookie")
+    store.cookies.put(B, Cookie(B, ("/j",), ("/l",), "instance"))
+    cookies.settles_on([A, B], "B's cookie")
+    store.cookies.delete(A)  # a decommission
+    cookies.settles_on([B], "A's cookie to go")
+    unwatch()
+    store.cookies.delete(B)
+    store.cookies.put(C, Cookie(C, ("/j",), ("/l",), "instance"))
+    assert store.registration.all_bookies() == [C] and cookies.last == [B]
+
+
 def test_replication_switch_and_delay_watches(store):
     enabled, delay = Heard(), Heard()
     ur = store.underreplication
@@ -460,3 +492,31 @@ def test_session_expiry_takes_the_votes_tells_the_listeners_and_keeps_registrati
              what="the registration to be restored")
     assert unwatched.calls == [] and lost.calls == ["lost"]
 
+
+def test_append_lock_one_holder_at_a_time_gone_with_the_session(sessions, store):
+    import threading
+
+    mine = store.ledgers.append_lock(5, "me")
+    assert mine.path == P.append_lock_path(5, store.root)
+    assert mine.acquire() is True
+    theirs = store.ledgers.append_lock(5, "you")
+    assert theirs.acquire() is False and theirs.holders() == ["me"]
+    other_ledger = store.ledgers.append_lock(6, "you")
+    assert other_ledger.acquire() is True
+    other_ledger.release()
+    theirs.release()  # not held: nothing happens
+    assert theirs.holders() == ["me"]
+
+    got: list[bool] = []
+    waiting = threading.Thread(target=lambda: got.append(theirs.acquire(timeout=30)))
+    waiting.start()
+    wait_for(lambda: theirs.holders() == ["me", "you"], timeout=30, what="the second contender to wait")
+    mine.release()
+    waiting.join(60)
+    assert got == [True] and theirs.holders() == ["you"]
+    assert mine.acquire(timeout=0.1) is False  # waited its time, still held
+
+    store.close()  # the lock was the session's
+    again = sessions.open().ledgers.append_lock(5, "later")
+    assert again.acquire() is True and again.holders() == ["later"]
+    again.release()

@@ -567,11 +567,12 @@ def assert_messages(rows, case, ledger_id, partition=-1):
         got = (row["payload"] or b"", row["key"], row["ordering_key"], dict(row["properties"] or []),
                _ms(row["event_time"]), row["sequence_id"], row["producer_name"], row["schema_version"],
                row["ledger_id"], row["entry_id"], row["batch_index"], row["partition"], row["error"],
-               _ms(row["deliver_at_time"]), row["replicated_from"], row["txn_id"], row["pending"])
+               _ms(row["deliver_at_time"]), row["replicated_from"], row["txn_id"], row["pending"],
+               row["key_base64_encoded"])
         assert got == (m["payload"], m["partition_key"], m["ordering_key"], m["properties"], m["event_timestamp"],
                        m["expected_sequence_id"], m["producer_name"], m["schema_version"], ledger_id,
                        m["id"]["entry_id"], m["id"]["batch_index"], partition, None,
-                       m["deliver_at"], None, None, False), case
+                       m["deliver_at"], None, None, False, False), case
 
 
 def assert_received(rows, case, ledger_id):
@@ -884,6 +885,12 @@ def test_human_output_of_a_topic_export_and_of_topic_show(pulsar_cluster, spark,
     assert run(["-m", c.uri, "pulsar", "topic", "show", f"persistent://{NS}/three"]) == 0
     out = capsys.readouterr().out
     assert "sub1" in out and "sub2" in out and str(c.three["o"]) in out and "OPEN" in out
+    t = c.three
+    sub1 = next(line for line in out.splitlines() if line.lstrip().startswith("sub1 "))
+    # where the position came from, the individually deleted ranges, the backlog counted
+    assert f"({t['a']}:1..{t['a']}:2] ({t['b']}:0..{t['o']}:1]" in sub1 and " znode " in sub1
+    sub2 = next(line for line in out.splitlines() if line.lstrip().startswith("sub2 "))
+    assert "ledger entry 1" in sub2
 
 
 # ---------------------------------------------------------------- live cursors (k_cursor_unconfirmed)

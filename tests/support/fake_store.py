@@ -31,6 +31,8 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import threading
+import time
 from typing import Any, Callable, Iterable, Iterator
 
 from bkctl.wire.errors import CodecError
@@ -51,6 +53,7 @@ from bkctl.wire.metadata.errors import (
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.metadata.store import (
+    LedgerRange,
     StoredManagedLedger,
     StoredValue,
     UnderreplicatedMark,
@@ -121,12 +124,61 @@ class _Manager:
         self._store = store
 
 
+class FakeLedgerLock:
+    """A ledger's append lock as kazoo's recipe behaves: the first contender holds it,
+    others may wait (in turn) for it; it goes with the store's session."""
+
+    def __init__(self, store: "FakeMetadataStore", path: str, holder: str):
+        self._store = store
+        self.path = path
+        self.holder = holder
+        self._held = False
+
+    def _enter(self, name: str, *args) -> None:
+        self._store._enter(f"ledgers.append_lock.{name}", (self.path,) + args, {})
+
+    def acquire(self, timeout: float = 0.0) -> bool:
+        self._enter("acquire", timeout)
+        locks, queue = self._store._append_locks, None
+        with self._store._append_changed:
+            queue = locks.setdefault(self.path, [])
+            queue.append(self)
+            deadline = time.monotonic() + (timeout if timeout and timeout > 0 else 0)
+            while queue and queue[0] is not self and time.monotonic() < deadline:
+                self._store._append_changed.wait(deadline - time.monotonic())
+            if queue and queue[0] is self:
+                self._held = True
+                return True
+            if self in queue:
+                queue.remove(self)
+            return False
+
+    def holders(self) -> list[str]:
+        self._enter("holders")
+        with self._store._append_changed:
+            return [lock.holder for lock in self._store._append_locks.get(self.path, []) if lock.holder]
+
+    def release(self) -> None:
+        self._enter("release")
+        if not self._held:
+            return
+        self._held = False
+        with self._store._append_changed:
+            queue = self._store._append_locks.get(self.path, [])
+            if self in queue:
+                queue.remove(self)
+            if not queue:
+                self._store._append_locks.pop(self.path, None)
+            self._store._append_changed.notify_all()
+
+
 class FakeLedgerManager(_Manager):
     _name = "ledgers"
 
     def __init__(self, store):
         super().__init__(store)
         self._znodes: dict[int, tuple[bytes, int, int]] = {}  # id -> (value, version, ctime ms)
+        self.ranges_listed = 0
 
     def _read(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
         try:
@@ -176,6 +228,21 @@ class FakeLedgerManager(_Manager):
     def ids(self) -> Iterator[int]:
         return iter(sorted(self._znodes))
 
+    def append_lock(self, ledger_id: int, holder: str) -> FakeLedgerLock:
+        return FakeLedgerLock(self._store, P.append_lock_path(ledger_id, self._store.root), holder)
+
+    @_call
+    def ranges(self) -> Iterator[LedgerRange]:
+        """As the hierarchical layout lists them: one range per 10,000 ids that hold a ledger
+        (one leaf znode each); ``ranges_listed`` counts the leaves listed, as ZooKeeper's
+        getChildren calls would."""
+        leaves: dict[int, set[int]] = {}
+        for ledger_id in self._znodes:
+            leaves.setdefault(ledger_id // 10000, set()).add(ledger_id)
+        for leaf in sorted(leaves):
+            self.ranges_listed += 1
+            yield LedgerRange(leaf * 10000 + 9999, frozenset(leaves[leaf]))
+
     @_call
     def read_many(self, ledger_ids: Iterable[int]) -> Iterator[tuple[int, LedgerMetadata | None, int]]:
         out = []
@@ -212,6 +279,7 @@ class FakeRegistrationManager(_Manager):
         self._nodes: dict[str, tuple[bool, bytes]] = {}  # bookie id -> (readonly, service info)
         self._writable_watch = _Listeners(self._writable)
         self._readonly_watch = _Listeners(self._readonly)
+        self._cookie_watch = _Listeners(lambda: sorted(self._store.cookies._nodes))
 
     def _writable(self) -> list[str]:
         return sorted(b for b, (ro, _) in self._nodes.items() if not ro)
@@ -263,6 +331,10 @@ class FakeRegistrationManager(_Manager):
     @_call
     def watch_readonly_bookies(self, listener: Callable[[list[str]], None]) -> Callable[[], None]:
         return self._readonly_watch.add(listener)
+
+    @_call
+    def watch_all_bookies(self, listener: Callable[[list[str]], None]) -> Callable[[], None]:
+        return self._cookie_watch.add(listener)
 
     @_call
     def all_bookies(self) -> list[str]:
@@ -319,6 +391,7 @@ class FakeCookieManager(_Manager):
             if node is not None:
                 raise CookieExists(bookie_id)
             self._nodes[bookie_id] = (data, 0)
+            self._store.registration._cookie_watch.changed()
             return 0
         if node is None:
             raise NoSuchCookie(bookie_id)
@@ -336,6 +409,7 @@ class FakeCookieManager(_Manager):
         if version not in (-1, node[1]):
             raise self._conflict(bookie_id, version)
         del self._nodes[bookie_id]
+        self._store.registration._cookie_watch.changed()
 
 
 class FakeUnderreplicationManager(_Manager):
@@ -351,6 +425,7 @@ class FakeUnderreplicationManager(_Manager):
         self._statuses: dict[str, bytes] = {}  # our daemons' (ephemeral) status nodes
         self._marks: dict[int, tuple[UR.UnderreplicatedLedger, int]] = {}  # id -> (mark, version)
         self._locks: dict[int, str] = {}  # ledger id -> holder (this session's: they go with it)
+        self._lock_ctimes: dict[int, int] = {}  # ledger id -> when its lock was taken (ms)
         self._check_ctimes: dict[str, int] = {}  # checkallledgersctime and friends -> ms
 
     def _delay_node(self) -> StoredValue | None:
@@ -457,6 +532,7 @@ class FakeUnderreplicationManager(_Manager):
             if ledger_id in skipped or ledger_id in self._locks:
                 continue
             self._locks[ledger_id] = holder
+            self._lock_ctimes[ledger_id] = self._store.now_ms()
             return self._mark(ledger_id), self._marks[ledger_id][1]
         return None
 
@@ -476,6 +552,10 @@ class FakeUnderreplicationManager(_Manager):
     @_call
     def locks(self) -> dict[int, str | None]:
         return dict(self._locks)
+
+    @_call
+    def lock_ctimes(self) -> dict[int, int]:
+        return {lid: self._lock_ctimes[lid] for lid in self._locks}
 
     @_call
     def publish_daemon_status(self, name: str, value: bytes) -> None:
@@ -636,6 +716,8 @@ class FakeMetadataStore:
         self._failure: BaseException | None = None
         self._hooks: dict[str, list[Callable[..., Any]]] = {}
         self._in_hook = False
+        self._append_locks: dict[str, list[FakeLedgerLock]] = {}  # lock path -> contenders, holder first
+        self._append_changed = threading.Condition()
         self.ledgers = FakeLedgerManager(self)
         self.ledger_ids = FakeLedgerIdGenerator(self)
         self.registration = FakeRegistrationManager(self)
@@ -658,6 +740,9 @@ class FakeMetadataStore:
             self._end_session()
 
     def _end_session(self) -> None:
+        with self._append_changed:
+            self._append_locks.clear()
+            self._append_changed.notify_all()
         self.registration._end_session()
         self.underreplication._end_session()
         self.auditor._end_session()

@@ -373,9 +373,71 @@ def test_deleted_ledger_collector_deletes_the_ledgers_whose_metadata_is_gone(tmp
     s.flush()
     zk.ledgers.delete(1)
     zk.ledgers.delete(3)
-    assert DeletedLedgerCollector(zk.ledgers)(s) == 2
+    assert DeletedLedgerCollector(zk.ledgers)([s]) == 2
     assert s.ledger_ids() == [0, 2] and s.get_entry(1, 0) is None
     s.close()
+
+
+class LedgerIds:
+    """What the collector reads of an entry store: its ledgers (and what it deleted)."""
+
+    def __init__(self, ids):
+        self.ids = set(ids)
+        self.deleted = []
+
+    def ledger_ids(self):
+        return sorted(self.ids)
+
+    def delete_ledgers(self, ledger_ids):
+        self.ids.difference_update(ledger_ids)
+        self.deleted.extend(ledger_ids)
+        return len(ledger_ids)
+
+
+def test_the_collector_lists_ledger_ranges_not_ledgers():
+    from tests.support.fake_store import FakeMetadataStore
+    from tests.support.ledgers import make_ledgers
+
+    zk = FakeMetadataStore().start()
+    make_ledgers(zk, range(0, 30000, 3))  # 10,000 ledgers in 3 ranges of 10,000 ids
+    make_ledgers(zk, [10**6 + 1])
+    for lid in (3, 15000, 29997):
+        zk.ledgers.delete(lid)
+    # ledgers in a range with no metadata at all, and past the last range, are garbage too
+    a, b = LedgerIds(range(0, 30000, 3)), LedgerIds([10**6 + 1, 500000, 2 * 10**6])
+    zk.calls.clear()
+    assert DeletedLedgerCollector(zk.ledgers)([a, b]) == 5
+    assert sorted(a.deleted + b.deleted) == [3, 15000, 29997, 500000, 2 * 10**6]
+    assert zk.ledgers.ranges_listed == 4 and not zk.called("ledgers.exists") and not zk.called("ledgers.read_many")
+
+
+def test_the_bookies_ledgers_are_taken_before_the_listing_and_verify_rereads_the_missing():
+    from tests.support.fake_store import FakeMetadataStore
+    from tests.support.ledgers import make_ledgers
+
+    zk = FakeMetadataStore().start()
+    make_ledgers(zk, [1, 2])
+    store = LedgerIds([1, 2])
+    real = zk.ledgers.ranges
+
+    def creating_meanwhile():
+        for rng in real():  # the range is listed, then a ledger of it is created (metadata, an entry here)
+            make_ledgers(zk, [7])
+            store.ids.add(7)
+            yield rng
+
+    # taken before the listing, the bookie's ledgers do not include it: not deleted
+    zk.ledgers.ranges = creating_meanwhile
+    assert DeletedLedgerCollector(zk.ledgers)([store]) == 0 and store.ids == {1, 2, 7}
+    # verify (Java's verifyMetadataOnGC): a ledger the listing missed is read again and kept
+
+    def missing_two():
+        for rng in real():
+            yield rng._replace(ledgers=rng.ledgers - {2})
+
+    zk.ledgers.ranges = missing_two
+    assert DeletedLedgerCollector(zk.ledgers, verify=True)([store]) == 0 and store.ids == {1, 2, 7}
+    assert DeletedLedgerCollector(zk.ledgers)([store]) == 1 and store.ids == {1, 7}
 
 
 # -- damaged records ---------------------------------------------------------------------------

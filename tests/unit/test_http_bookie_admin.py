@@ -46,7 +46,7 @@ class AdminStatus(FakeStatus):
             return d
 
         self.gc = GarbageCollector(GcPolicy(gc_wait_ms=1000, force_allow=True), [OneLogStore()],
-                                         lambda store: self.removed, self.clock, in_thread)
+                                         lambda stores: self.removed, self.clock, in_thread)
         self.dirs = ([str(tmp_path / "j")], [str(tmp_path / "l")], [])
         self.expand_error: str | None = None
 

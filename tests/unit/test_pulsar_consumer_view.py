@@ -275,3 +275,35 @@ def test_the_tests_markers_are_the_vectors_byte_for_byte(case, entry_id, marker_
     entry = doc["entries"][entry_id]
     txn = (entry["txnid_most_bits"], entry["txnid_least_bits"])
     assert pe.marker(marker_type, txn, publish_time=entry["publish_time"]) == pe.case_entries(case)[entry_id]
+
+
+@pytest.mark.parametrize("splitter", SPLITTERS)
+def test_a_base64_key_is_said_as_a_consumer_sees_it(splitter):
+    """Message.hasBase64EncodedKey(): a key given as bytes is stored in base64
+    with partition_key_b64_encoded set (a batch's messages each their own)."""
+    messages = [(pb.SingleMessageMetadata(partition_key="AAE=", partition_key_b64_encoded=True), b"a"),
+                (pb.SingleMessageMetadata(partition_key="plain"), b"b")]
+    entries = [pe.encode_entry(pe.metadata("prod", 0, T0, num_messages_in_batch=2), pe.batch_payload(messages)),
+               message(2, b"c", partition_key="/w==", partition_key_b64_encoded=True), message(3, b"d")]
+    rows, _dec = consume(in_ledger(entries), splitter)
+    assert [(r["key"], r["key_base64_encoded"]) for r in rows] == [("AAE=", True), ("plain", False), ("/w==", True),
+                                                                   (None, False)]
+
+
+@pytest.mark.parametrize("pending", [False, True])
+def test_a_chunked_message_the_cutoff_cuts_is_held_back_whole_not_a_problem(pending):
+    """Its first chunk before the open transaction's first message, its last
+    after: a consumer does not get it yet, so it is held back (or kept, marked
+    by its last chunk, Pulsar's id for it), never an incomplete message."""
+    chunks = [pe.encode_entry(pe.metadata("prod", 0, T0, uuid="prod-0", chunk_id=i, num_chunks_from_msg=2,
+                                          total_chunk_msg_size=4), part) for i, part in enumerate([b"ab", b"cd"])]
+    entries = in_ledger([message(5, b"first"), chunks[0], txn_message(6, b"open", (8, 8)), chunks[1],
+                         message(7, b"later")])
+    rows, dec = consume(entries, pending=pending)
+    assert not dec.problems
+    if pending:
+        assert [(r["payload"], r["pending"]) for r in rows] == [(b"first", False), (b"open", True), (b"abcd", True),
+                                                                (b"later", True)]
+        assert dec.left_out["pending_kept"] == 3
+    else:
+        assert payloads(rows) == [b"first"] and dec.left_out["pending"] == 3

@@ -127,6 +127,12 @@ def test_encrypted_entries_are_flagged_and_kept_as_stored():
     assert cols["encrypted"] == [True]
     assert cols["encryption_keys"] == [["key-a", "key-b"]]
     assert cols["error"] == [None]
+    # the rest of what a consumer's getEncryptionCtx() gives: enough to decrypt it later
+    assert {name: cols[name] for name in ("encryption_key_values", "encryption_algo", "encryption_param",
+                                          "encryption_compression", "encryption_uncompressed_size",
+                                          "encryption_batch_size")} == {
+        "encryption_key_values": [[b"\x01\x02", b"\x03"]], "encryption_algo": ["RSA"], "encryption_param": [b"iv"],
+        "encryption_compression": ["LZ4"], "encryption_uncompressed_size": [999], "encryption_batch_size": [4]}
 
 
 def corrupt_cases():
@@ -276,3 +282,5 @@ def test_an_encrypted_chunked_message_is_joined_and_kept_as_stored():
     cols = dec.take()
     assert cols["payload"] == [secret]
     assert (cols["encrypted"], cols["encryption_keys"]) == ([True], [["k1"]])
+    assert (cols["encryption_key_values"], cols["encryption_compression"], cols["encryption_uncompressed_size"],
+            cols["encryption_batch_size"]) == ([[b"x"]], ["LZ4"], [5000], [None])

@@ -177,10 +177,18 @@ def test_a_lock_of_a_dead_daemon_or_a_status_without_a_lock_is_not_believed():
 
 
 def test_a_javas_worker_lock_says_what_can_be_known():
-    snap = _snap(marks={5: UnderreplicatedMark(5, ("c:3181",), None)}, locks={5: "vm"})
-    row = R.ledger_state(snap, 5)
+    """Java's worker writes its host name into the lock and keeps no status: which ledger,
+    which host, and since when the lock is held."""
+    store = FakeMetadataStore(now_ms=lambda: NOW - 42_000).start()
+    store.underreplication.mark(5, ["c:3181"])
+    store.underreplication.acquire("vm")  # as Java's ReplicationWorker takes it
+    store.auditor.cast_vote("java-bookie:3181")
+    from bkctl.ops.autorecovery import query_status
+
+    [row] = query_status(store, NOW)
     assert row["state"] == R.LOCKED and row["worker"] is None and row["lock"] == "vm"
-    assert "keeps no status" in R.state_text(row, NOW)
+    assert row["since"] == NOW - 42_000
+    assert row["text"].startswith("locked for 42 s by a worker that keeps no status (Java's? its lock names vm)")
 
 
 def test_an_unmarked_ledger_waits_for_the_delay_until_its_bookie_is_due():
@@ -210,3 +218,84 @@ def test_lost_bookies_as_the_help_defines_them():
     # a Java auditor keeps no status: unregistered bookies named by marks stand for it
     [row] = R.lost_bookies(_snap(marks={5: UnderreplicatedMark(5, ("j:3181",), None)}))
     assert row["why"] == "named by under-replicated ledgers, no cookie"
+
+
+def test_a_bookie_marked_at_once_stays_marked_at_the_next_audit(store):
+    """After a triggered audit marked a lost bookie's ledgers, the next audit (a registration
+    change) showed it waiting for lostBookieRecoveryDelay again, with a countdown."""
+    from bkctl.wire.autorecovery.auditor import Auditor
+    from bkctl.wire.metadata.ledger import LedgerMetadata
+
+    clock = task.Clock()
+    clock.advance(NOW / 1000)
+    store.registration.register("d:3181")
+    for _ in range(2):
+        store.ledgers.create(LedgerMetadata.new(("a:3181", "b:3181", "c:3181"), 2, 2))
+    auditor = Auditor(_Client(store), AutoRecoveryConfig(lost_bookie_recovery_delay=60), clock,
+                      clock=clock.seconds, auditor_id="w1:3181")
+    auditor.running = True
+    auditor.delay = 60
+    auditor.request_audit()
+    [lost] = auditor.status()["lost"]
+    assert lost["due"] == NOW + 60_000 and lost["named_by"] == 2 and store.underreplication.count() == 0
+    auditor.request_audit(force=True)  # trigger-audit, or decommission
+    assert store.underreplication.count() == 2
+    clock.advance(5)
+    auditor.request_audit()  # a bookie registers or goes
+    [lost] = auditor.status()["lost"]
+    assert lost["due"] is None and lost["not_waited"] == "audit triggered"
+    for call in clock.getDelayedCalls():
+        call.cancel()
+
+
+def test_a_decommissioned_bookie_leaves_the_lost_bookies_when_its_cookie_goes():
+    """Its ledgers re-replicated and its cookie deleted, the bookie is not lost: the
+    auditor audits again when a lost bookie's cookie goes (it listed the bookie until
+    the next registration change or trigger-audit), and `autorecovery status` reads
+    the model."""
+    from bkctl.ops.autorecovery import autorecovery_report
+    from bkctl.wire.autorecovery.auditor import Auditor
+    from bkctl.wire.metadata.cookie import Cookie
+    from bkctl.wire.metadata.ledger import LedgerMetadata
+    from tests.support.reactor_clock import ReactorClock
+
+    store, reactor = FakeMetadataStore().start(), ReactorClock()
+    reactor.advance(NOW / 1000)
+    for bookie in ("a:3181", "b:3181", "c:3181"):
+        store.registration.register(bookie)
+        store.cookies.put(bookie, Cookie(bookie, ("/j",), ("/l",), "instance"))
+    store.ledgers.create(LedgerMetadata.new(("a:3181", "b:3181"), password=b""), 1)
+    auditor = Auditor(_Client(store), AutoRecoveryConfig(auditor_periodic_check_interval=0,
+                                                         auditor_periodic_bookie_check_interval=0),
+                      reactor, clock=reactor.seconds, auditor_id="a:3181")
+    store.auditor.cast_vote("a:3181")
+    auditor.start()
+    reactor.run()
+    store.registration.unregister("a:3181")
+    reactor.run()
+    [lost] = autorecovery_report(store, NOW)["lost_bookies"]
+    assert lost["bookie_id"] == "a:3181" and lost["cookie"] and lost["named_by"] == 1
+    # a worker moves ledger 1 off a:3181, then decommission deletes the cookie
+    md, version = store.ledgers.read(1)
+    store.ledgers.update(1, LedgerMetadata.new(("c:3181", "b:3181"), password=b""), version)
+    _mark, mark_version = store.underreplication.acquire("w")
+    store.underreplication.mark_replicated(1, mark_version)
+    assert [b["bookie_id"] for b in autorecovery_report(store, NOW)["lost_bookies"]] == ["a:3181"]  # cookie
+    store.cookies.delete("a:3181")
+    reactor.run()
+    assert autorecovery_report(store, NOW)["lost_bookies"] == []
+    auditor.stop()
+
+
+def test_every_workers_attempts_on_a_ledger_are_told_in_order():
+    w1 = {"worker": "w1:3181", "attempts": {"5": [{"reason": "first", "at": NOW - 600_000, "retry_at": NOW - 300_000}]},
+          "holds": {}, "active": {}}
+    w2 = {"worker": "w2:3181", "attempts": {"5": [{"reason": "second", "at": NOW - 1000, "retry_at": NOW + 299_000}]},
+          "holds": {"5": {"why": "failed", "since": NOW - 1000, "until": NOW + 299_000}}, "active": {}}
+    snap = _snap(workers={"w1:3181": w1, "w2:3181": w2}, marks={5: UnderreplicatedMark(5, ("c:3181",), None)},
+                 locks={5: "w2:3181"})
+    row = R.ledger_state(snap, 5)
+    assert row["state"] == R.HELD_FAILED and row["worker"] == "w2:3181" and row["until"] == NOW + 299_000
+    assert [(a["worker"], a["reason"]) for a in row["attempts"]] == [("w1:3181", "first"), ("w2:3181", "second")]
+    assert R.state_text(row, NOW) == ("held after a failed attempt by w2:3181: second; retried in 299 s "
+                                      "(2 failed attempts)")

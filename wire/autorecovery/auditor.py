@@ -24,6 +24,9 @@ marks them under-replicated for the replication workers.
   lists -- and logs them (``B/placementpolicycheckctime``); it marks nothing.
 * While ``B/disable`` exists nothing is marked; removing it runs the audit
   that was held back.
+* A lost bookie's cookie deleted (``decommission``, once no ledger names it)
+  has it audit again: the bookie is no longer lost.  Java's auditor learns
+  it at its next audit.
 """
 from __future__ import annotations
 
@@ -74,6 +77,13 @@ class Auditor:
         self._lost_due: dict[str, float | None] = {}
         #: lost bookie -> why it was not waited for (several lost at once, a triggered audit)
         self._at_once: dict[str, str] = {}
+        #: lost bookie whose ledgers were marked -> why the delay was not waited for (None: it was);
+        #: such a bookie stays due (no countdown again) for as long as it is lost
+        self._marked: dict[str, str | None] = {}
+        #: lost bookie -> how many ledgers named it at the last audit
+        self._named_by: dict[str, int] = {}
+        #: the bookies with a cookie, as the cookie watch last told (None: not told yet)
+        self._cookies: set[str] | None = None
         self._timers: dict[str, object] = {}
         #: what stops each of the store's watches (set by :meth:`_watch`)
         self._unwatch: list[Callable[[], None]] = []
@@ -113,9 +123,14 @@ class Auditor:
             if self.running:
                 hop(self._disable_changed, not enabled)
 
+        def cookies_changed(bookies: list[str]) -> None:
+            if self.running:
+                hop(self._cookies_changed, set(bookies))
+
         registration, ur = self.store.registration, self.store.underreplication
         for watch, listener in ((registration.watch_writable_bookies, registrations),
                                 (registration.watch_readonly_bookies, registrations),
+                                (registration.watch_all_bookies, cookies_changed),
                                 (ur.watch_lost_bookie_recovery_delay, delay_changed),
                                 (ur.watch_enabled, switch_changed)):
             unwatch = watch(listener)
@@ -262,6 +277,16 @@ class Auditor:
             log.info("auditor: lostBookieRecoveryDelay is now %ds: rescheduling the audit", delay)
             self.request_audit()
 
+    def _cookies_changed(self, cookies: set[str]) -> None:
+        """A lost bookie's cookie deleted (a decommission, once no ledger names it): audit
+        again, so that the bookie leaves the lost ones now rather than at the next
+        registration change or periodic check."""
+        gone = set(self.lost_since) - cookies
+        if self._cookies is not None and gone & self._cookies:
+            log.info("auditor: the cookie of lost bookie %s was deleted: auditing again", ", ".join(sorted(gone)))
+            self.request_audit()
+        self._cookies = cookies
+
     def _disable_changed(self, disabled: bool) -> None:
         was, self._disabled = self._disabled, disabled
         if was and not disabled:
@@ -314,6 +339,7 @@ class Auditor:
             if bookie not in lost:
                 log.info("auditor: bookie %s is back (or no ledger names it)", bookie)
                 del self.lost_since[bookie]
+                self._marked.pop(bookie, None)
         for bookie in lost - set(self.lost_since):
             log.warning("auditor: bookie %s is lost (named by ledgers, not registered)", bookie)
             self.lost_since[bookie] = now
@@ -324,10 +350,15 @@ class Auditor:
                 log.info("auditor: %s (as Java's auditor)", why)
             else:
                 why = "audit triggered" if force else "lostBookieRecoveryDelay is 0"
-            self._at_once = {b: why for b in lost}
+            at_once = {b: why for b in lost}
         else:
             due = {b for b in lost if now - self.lost_since[b] >= self.delay}
-            self._at_once = {}
+            at_once = {}
+        marked_before = lost.intersection(self._marked)
+        due |= marked_before
+        earlier = {b: self._marked[b] for b in marked_before if self._marked[b]}  # the first reason stays
+        self._at_once = {**at_once, **earlier}
+        self._named_by = {b: sum(1 for md in ledgers.values() if b in md.bookies) for b in lost}
         waiting = lost - due
         if waiting:
             wake = min(self.lost_since[b] for b in waiting) + self.delay - now
@@ -358,6 +389,8 @@ class Auditor:
             return
         self._held_back = 0
         self._publish()
+        for bookie in due:
+            self._marked.setdefault(bookie, self._at_once.get(bookie))
         if marks:
             await run(self._mark, dict(marks))
             log.info("auditor: marked %d ledgers under-replicated (lost: %s)", len(marks),
@@ -375,7 +408,7 @@ class Auditor:
             due = self._lost_due.get(bookie)
             lost.append({"bookie_id": bookie, "lost_since": int(since * 1000),
                          "due": None if due is None else int(due * 1000),
-                         "not_waited": self._at_once.get(bookie)})
+                         "not_waited": self._at_once.get(bookie), "named_by": self._named_by.get(bookie)})
         return {"auditor": self.auditor_id, "updated": int(self.clock() * 1000), "delay": self.delay,
                 "disabled": self._disabled, "held_back": self._held_back, "lost": lost}
 

@@ -302,6 +302,13 @@ def ledger_id_from_underreplication_path(path: str, root: str = DEFAULT_ROOT) ->
     return ledger_id
 
 
+def append_lock_path(ledger_id: int, root: str = DEFAULT_ROOT) -> str:
+    """bkctl's lock on appending to a ledger (not Java's): a sibling of the cluster root
+    (``/ledgers`` -> ``/ledgers-bkctl-locks/L<id>``), so that it never shows up inside
+    the layout Java tools walk."""
+    return f"{root.rstrip('/')}-bkctl-locks/L{ledger_id}"
+
+
 def underreplication_lock_path(ledger_id: int, root: str = DEFAULT_ROOT) -> str:
     return f"{underreplication_base(root)}/{UR_LOCKS}/{urL_name(ledger_id)}"
 

@@ -30,7 +30,9 @@ __all__ = [
     "AuditorElection",
     "CookieManager",
     "LedgerIdGenerator",
+    "LedgerLock",
     "LedgerManager",
+    "LedgerRange",
     "MetadataStore",
     "PulsarMetadata",
     "RegistrationManager",
@@ -88,6 +90,34 @@ def stored_ctime(md: "LedgerMetadata", znode_ctime: int, stored: "LedgerMetadata
     return md
 
 
+class LedgerRange(NamedTuple):
+    """A run of ledger ids as the metadata store lists them (Java's LedgerManager.LedgerRange):
+    every ledger with metadata whose id is above the previous range's ``end`` and at most
+    this ``end`` is in ``ledgers``."""
+
+    end: int
+    ledgers: frozenset[int]
+
+
+@runtime_checkable
+class LedgerLock(Protocol):
+    """bkctl's exclusive lock on appending to one ledger (Java has none: its writer
+    is the one that created the ledger), held by the store's session: it goes with it.
+    Blocking; at :func:`~.paths.append_lock_path`."""
+
+    path: str
+
+    def acquire(self, timeout: float = 0.0) -> bool:
+        """Take it, waiting up to ``timeout`` seconds (0: not at all); False when it
+        is held by someone else all that time."""
+
+    def holders(self) -> list[str]:
+        """Who holds it and who waits for it (their ``holder`` names), the holder first."""
+
+    def release(self) -> None:
+        """Let go (not held: nothing to do)."""
+
+
 @runtime_checkable
 class LedgerManager(Protocol):
     """Ledger metadata with compare-and-set on a version (Java's LedgerManager)."""
@@ -112,6 +142,11 @@ class LedgerManager(Protocol):
     def ids(self) -> Iterator[int]:
         """Every ledger id, ascending."""
 
+    def ranges(self) -> Iterator[LedgerRange]:
+        """Every ledger id by ranges, ascending ``end`` (Java's getLedgerRanges): in the
+        hierarchical layouts one range per leaf znode (up to 10,000 ledgers, listed with one
+        getChildren), in the flat layout one; the last range's ``end`` is the highest id."""
+
     def read_many(self, ledger_ids: Iterable[int]
                   ) -> Iterator[tuple[int, "LedgerMetadata | MetadataStoreError | None", int]]:
         """``(ledger_id, metadata, version)`` for each of ``ledger_ids``, in
@@ -119,6 +154,9 @@ class LedgerManager(Protocol):
         :class:`~.errors.MetadataStoreError` :meth:`read` would raise in place
         of metadata that does not decode.  Requests are pipelined: a walk over
         many ledgers waits a round trip per window of them, not per ledger."""
+
+    def append_lock(self, ledger_id: int, holder: str) -> LedgerLock:
+        """The ledger's append lock, to be taken as ``holder`` (a name others are shown)."""
 
 
 @runtime_checkable
@@ -166,6 +204,10 @@ class RegistrationManager(Protocol):
 
     def watch_readonly_bookies(self, listener: Callable[[list[str]], None]) -> Unwatch:
         """:meth:`watch_writable_bookies` for the read-only bookies."""
+
+    def watch_all_bookies(self, listener: Callable[[list[str]], None]) -> Unwatch:
+        """:meth:`watch_writable_bookies` for the bookies with a cookie (:meth:`all_bookies`):
+        a cookie deleted (a decommission) or written."""
 
 
 @runtime_checkable
@@ -250,6 +292,11 @@ class UnderreplicationManager(Protocol):
 
     def locks(self) -> dict[int, str | None]:
         """Every replication lock: ledger id -> holder."""
+
+    def lock_ctimes(self) -> dict[int, int]:
+        """Every replication lock: ledger id -> when it was taken (ms since the epoch:
+        the znode's ctime, ZooKeeper's clock) -- since when a worker holds the ledger,
+        all that can be known of one that keeps no status (Java's)."""
 
     def publish_daemon_status(self, name: str, value: bytes) -> None:
         """Write ``value`` as status node ``name`` (``auditor``, ``workers/<id>``: at most two

@@ -56,6 +56,7 @@
     X(producer_name, STRING, ENTRY)      \
     X(sequence_id, INT64, MESSAGE)       \
     X(key, STRING, MESSAGE)              \
+    X(key_base64_encoded, BOOL, MESSAGE) \
     X(ordering_key, BINARY, MESSAGE)     \
     X(properties, MAP, MESSAGE)          \
     X(schema_version, BINARY, ENTRY)     \
@@ -322,6 +323,7 @@ typedef struct {
     uint64_t sequence_id;
     int null_value;
     int null_key;
+    int key_b64;
     /* only the first nprops are set: parse_single clears the fields above, not these */
     Slice props_key[MAX_PROPERTIES];
     Slice props_value[MAX_PROPERTIES];
@@ -375,7 +377,7 @@ static int parse_single(const unsigned char *p, Py_ssize_t n, Single *m)
         }
         if (field == 0)
             return -1;
-        if (wt == 0) { /* the varints; 4 (compacted_out), 6 (key_b64) and unknown ones are not kept */
+        if (wt == 0) { /* the varints; 4 (compacted_out) and unknown ones are not kept */
             if (read_varint(&r, &v) < 0)
                 return -1;
             switch (field) {
@@ -392,6 +394,9 @@ static int parse_single(const unsigned char *p, Py_ssize_t n, Single *m)
                 break;
             case 9:
                 m->null_value = v != 0;
+                break;
+            case 6:
+                m->key_b64 = v != 0;
                 break;
             case 10:
                 m->null_key = v != 0;
@@ -555,7 +560,7 @@ static int put_decimal(char *out, long long v)
 
 /* The rules for a message of a batch, stated once on this side (the Python
  * twin's: bkctl.wire.pulsar.rows.message_values): no key when it is unset or
- * null_partition_key says so; the sequence id is the message's own, else the
+ * null_partition_key says so, and whether it is base64 as stored; the sequence id is the message's own, else the
  * entry's plus the message's index; no event time when it is 0 (unset);
  * no payload (and no size) when null_value says so.  0 when a value does
  * not fit its column. */
@@ -580,6 +585,7 @@ static int message_values(Value row[NCOLUMNS], const Single *m, long long i, int
     row[COL_event_time] = (Value){.present = m->event_time != 0, .i = (int64_t)m->event_time * 1000};
     row[COL_sequence_id] = (Value){.present = 1, .i = sequence};
     row[COL_key] = (Value){.present = m->has_key && !m->null_key, .p = (const char *)m->key.p, .n = m->key.n};
+    row[COL_key_base64_encoded] = (Value){.present = 1, .i = m->key_b64};
     row[COL_ordering_key] = (Value){.present = m->has_ordering_key, .p = (const char *)m->ordering_key.p,
                                     .n = m->ordering_key.n};
     row[COL_properties] = (Value){.present = 1, .map = m};

@@ -154,6 +154,14 @@ class ZKRegistrationManager(Manager):
         return self._session.watch_children(path, listener)
 
     @zk_call
+    def watch_all_bookies(self, listener: Callable[[list[str]], None]) -> Unwatch:
+        """A children watch on ``cookies/`` (created if missing, as a bookie's first
+        cookie would)."""
+        path = self._session.path(P.COOKIES)
+        self._zk.ensure_path(path)
+        return self._session.watch_children(path, listener)
+
+    @zk_call
     def all_bookies(self) -> list[str]:
         """Every bookie that has a cookie (``listbookies -a``; Java's getAllBookies)."""
         return sorted(self._session.children_or_empty(self._session.path(P.COOKIES)))

@@ -40,7 +40,7 @@ from bkctl.wire.metadata.errors import ClusterNotFound, MetadataStoreError, ZKAu
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Manager", "ZKSession", "zk_call", "zk_gen"]
+__all__ = ["Manager", "ZKSession", "kazoo_args", "zk_call", "zk_gen"]
 
 _AUTH_ERRORS = (NoAuthError, AuthFailedError, SessionClosedRequireSaslError)
 
@@ -78,6 +78,32 @@ def _install_loop_hook() -> None:
 def _loop_failure(zk) -> BaseException | None:
     routine = getattr(getattr(zk, "_connection", None), "_connection_routine", None)
     return _loop_failures.get(routine) if routine is not None else None
+
+
+def kazoo_args(security) -> dict:
+    """Keyword arguments for :class:`kazoo.client.KazooClient` from a
+    :class:`~bkctl.wire.metadata.zksecurity.ZKSecurity`."""
+    args: dict = {}
+    if security.digest:
+        args["auth_data"] = [("digest", security.digest)]
+    if security.sasl_mechanism:
+        options = {"mechanism": security.sasl_mechanism.upper()}
+        if security.sasl_username is not None:
+            options["username"] = security.sasl_username
+        if security.sasl_password is not None:
+            options["password"] = security.sasl_password
+        args["sasl_options"] = options
+    if security.uses_tls:
+        args.update(use_ssl=True, verify_certs=True)
+        if security.tls_ca:
+            args["ca"] = security.tls_ca
+        if security.tls_cert:
+            args.update(certfile=security.tls_cert, keyfile=security.tls_key)
+    if security.enable_security:
+        from kazoo.security import CREATOR_ALL_ACL
+
+        args["default_acl"] = list(CREATOR_ALL_ACL)
+    return args
 
 
 _F = TypeVar("_F", bound=Callable)
@@ -157,7 +183,7 @@ class ZKSession:
             timeout=self.session_timeout,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
             command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0),
-            **self.security.kazoo_args(),
+            **kazoo_args(self.security),
         )
         zk.add_listener(self._on_state)
         _install_loop_hook()
