@@ -29,19 +29,23 @@ Pulsar topics: --topic persistent://tenant/ns/topic exports one row per
 message (columns topic, partition, ledger_id, entry_id, batch_index,
 message_id, publish_time, event_time, producer_name, sequence_id, key,
 key_base64_encoded, ordering_key, properties, schema_version, payload,
-payload_size, encrypted, encryption_keys, index, broker_timestamp,
-replicated_from, deliver_at_time, txn_id, pending, error) into topic=T/date=YYYY-MM-DD/ledger_id=N/ (the UTC
-day of the publish time), from the ledgers the topic's managed ledger lists:
-closed ledgers to their last entry, the open one to its newest entry that an
-ack quorum of its bookies holds -- past its last add confirmed, as its broker
-would recover it, read without fencing anything (the summary and the
-manifest's read_past_lac count those entries).  --subscription reads the
-cursor's position the same way from its cursor ledger; when it can only come
-from the cursor's znode (an older position) that is a warning, and with
---strict exit 1.  Batches are split, compressed payloads decompressed,
-chunked messages joined; encrypted ones are kept as stored (encrypted,
-encryption_keys).  A corrupt entry or an incomplete chunked message is a
-warning and an error row (or skipped with --on-corrupt skip).
+payload_size, encrypted, encryption_keys, encryption_key_values,
+encryption_algo, encryption_param, encryption_compression,
+encryption_uncompressed_size, encryption_batch_size, index,
+broker_timestamp, replicated_from, deliver_at_time, txn_id, pending, error)
+into topic=T/date=YYYY-MM-DD/ledger_id=N/ (the UTC day of the publish time),
+from the ledgers the topic's managed ledger lists: closed ledgers to their
+last entry, the open one to its newest entry that an ack quorum of its
+bookies holds -- past its last add confirmed, as its broker would recover
+it, read without fencing anything (the summary and the manifest's
+read_past_lac count those entries).  --subscription reads the cursor's
+position the same way from its cursor ledger; when it can only come from
+the cursor's znode (an older position) that is a warning, and with --strict
+exit 1.  Batches are split, compressed payloads decompressed, chunked
+messages joined; encrypted ones are kept as stored, with their encryption
+context (what decrypting them later takes).  A corrupt entry or an
+incomplete chunked message is a warning and an error row (or skipped with
+--on-corrupt skip).
 
 \b
 The rows are what a consumer of the topic receives, by Pulsar's rules: marker

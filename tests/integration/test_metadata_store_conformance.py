@@ -303,6 +303,7 @@ def test_underreplication_marks_and_locks(sessions, store):
     taken, version = ur.acquire("w1", skip=[3])
     assert taken == UnderreplicatedMark(7, (A, B), None) and version == 1  # created, then merged once
     assert ur.lock_holder(7) == "w1" and ur.locks() == {7: "w1"}
+    assert list(ur.lock_ctimes()) == [7] and isinstance(ur.lock_ctimes()[7], int)
     assert ur.acquire("w2", skip=[3]) is None  # 7 is locked, 3 skipped
 
     ur.mark(7, [C])  # re-marked while being replicated

@@ -425,6 +425,7 @@ class FakeUnderreplicationManager(_Manager):
         self._statuses: dict[str, bytes] = {}  # our daemons' (ephemeral) status nodes
         self._marks: dict[int, tuple[UR.UnderreplicatedLedger, int]] = {}  # id -> (mark, version)
         self._locks: dict[int, str] = {}  # ledger id -> holder (this session's: they go with it)
+        self._lock_ctimes: dict[int, int] = {}  # ledger id -> when its lock was taken (ms)
         self._check_ctimes: dict[str, int] = {}  # checkallledgersctime and friends -> ms
 
     def _delay_node(self) -> StoredValue | None:
@@ -531,6 +532,7 @@ class FakeUnderreplicationManager(_Manager):
             if ledger_id in skipped or ledger_id in self._locks:
                 continue
             self._locks[ledger_id] = holder
+            self._lock_ctimes[ledger_id] = self._store.now_ms()
             return self._mark(ledger_id), self._marks[ledger_id][1]
         return None
 
@@ -550,6 +552,10 @@ class FakeUnderreplicationManager(_Manager):
     @_call
     def locks(self) -> dict[int, str | None]:
         return dict(self._locks)
+
+    @_call
+    def lock_ctimes(self) -> dict[int, int]:
+        return {lid: self._lock_ctimes[lid] for lid in self._locks}
 
     @_call
     def publish_daemon_status(self, name: str, value: bytes) -> None:

@@ -288,3 +288,22 @@ def test_a_base64_key_is_said_as_a_consumer_sees_it(splitter):
     rows, _dec = consume(in_ledger(entries), splitter)
     assert [(r["key"], r["key_base64_encoded"]) for r in rows] == [("AAE=", True), ("plain", False), ("/w==", True),
                                                                    (None, False)]
+
+
+@pytest.mark.parametrize("pending", [False, True])
+def test_a_chunked_message_the_cutoff_cuts_is_held_back_whole_not_a_problem(pending):
+    """Its first chunk before the open transaction's first message, its last
+    after: a consumer does not get it yet, so it is held back (or kept, marked
+    by its last chunk, Pulsar's id for it), never an incomplete message."""
+    chunks = [pe.encode_entry(pe.metadata("prod", 0, T0, uuid="prod-0", chunk_id=i, num_chunks_from_msg=2,
+                                          total_chunk_msg_size=4), part) for i, part in enumerate([b"ab", b"cd"])]
+    entries = in_ledger([message(5, b"first"), chunks[0], txn_message(6, b"open", (8, 8)), chunks[1],
+                         message(7, b"later")])
+    rows, dec = consume(entries, pending=pending)
+    assert not dec.problems
+    if pending:
+        assert [(r["payload"], r["pending"]) for r in rows] == [(b"first", False), (b"open", True), (b"abcd", True),
+                                                                (b"later", True)]
+        assert dec.left_out["pending_kept"] == 3
+    else:
+        assert payloads(rows) == [b"first"] and dec.left_out["pending"] == 3

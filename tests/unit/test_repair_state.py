@@ -177,10 +177,18 @@ def test_a_lock_of_a_dead_daemon_or_a_status_without_a_lock_is_not_believed():
 
 
 def test_a_javas_worker_lock_says_what_can_be_known():
-    snap = _snap(marks={5: UnderreplicatedMark(5, ("c:3181",), None)}, locks={5: "vm"})
-    row = R.ledger_state(snap, 5)
+    """Java's worker writes its host name into the lock and keeps no status: which ledger,
+    which host, and since when the lock is held."""
+    store = FakeMetadataStore(now_ms=lambda: NOW - 42_000).start()
+    store.underreplication.mark(5, ["c:3181"])
+    store.underreplication.acquire("vm")  # as Java's ReplicationWorker takes it
+    store.auditor.cast_vote("java-bookie:3181")
+    from bkctl.ops.autorecovery import query_status
+
+    [row] = query_status(store, NOW)
     assert row["state"] == R.LOCKED and row["worker"] is None and row["lock"] == "vm"
-    assert "keeps no status" in R.state_text(row, NOW)
+    assert row["since"] == NOW - 42_000
+    assert row["text"].startswith("locked for 42 s by a worker that keeps no status (Java's? its lock names vm)")
 
 
 def test_an_unmarked_ledger_waits_for_the_delay_until_its_bookie_is_due():
@@ -277,3 +285,17 @@ def test_a_decommissioned_bookie_leaves_the_lost_bookies_when_its_cookie_goes():
     reactor.run()
     assert autorecovery_report(store, NOW)["lost_bookies"] == []
     auditor.stop()
+
+
+def test_every_workers_attempts_on_a_ledger_are_told_in_order():
+    w1 = {"worker": "w1:3181", "attempts": {"5": [{"reason": "first", "at": NOW - 600_000, "retry_at": NOW - 300_000}]},
+          "holds": {}, "active": {}}
+    w2 = {"worker": "w2:3181", "attempts": {"5": [{"reason": "second", "at": NOW - 1000, "retry_at": NOW + 299_000}]},
+          "holds": {"5": {"why": "failed", "since": NOW - 1000, "until": NOW + 299_000}}, "active": {}}
+    snap = _snap(workers={"w1:3181": w1, "w2:3181": w2}, marks={5: UnderreplicatedMark(5, ("c:3181",), None)},
+                 locks={5: "w2:3181"})
+    row = R.ledger_state(snap, 5)
+    assert row["state"] == R.HELD_FAILED and row["worker"] == "w2:3181" and row["until"] == NOW + 299_000
+    assert [(a["worker"], a["reason"]) for a in row["attempts"]] == [("w1:3181", "first"), ("w2:3181", "second")]
+    assert R.state_text(row, NOW) == ("held after a failed attempt by w2:3181: second; retried in 299 s "
+                                      "(2 failed attempts)")

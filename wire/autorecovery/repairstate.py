@@ -27,7 +27,7 @@ A ledger's state (:data:`STATES`):
                     then any worker retries it
 ``locked``          a worker that keeps no status holds its lock (Java's):
                     which ledger, by which host (the lock's content) and
-                    since when is all that can be known -- being copied,
+                    since when (the lock's ctime) is all that can be known -- being copied,
                     waiting for an open ledger's writer or held after a
                     failure look the same
 ``done``            not marked, and a worker finished it lately
@@ -78,8 +78,12 @@ class Snapshot:
     marks: dict = field(default_factory=dict)
     #: ledger id -> the lock's content (ours: the worker's bookie id; Java's: its host name)
     locks: dict[int, str | None] = field(default_factory=dict)
+    #: ledger id -> when its lock was taken (ms, ZooKeeper's clock)
+    lock_ctimes: dict[int, int] = field(default_factory=dict)
     registered: set[str] = field(default_factory=set)
     cookies: set[str] = field(default_factory=set)
+    #: (key, lost bookies by id), computed once for the many ledgers asked about
+    lost_cache: tuple | None = field(default=None, repr=False, compare=False)
 
 
 def read_snapshot(store, now_ms: int, *, marks: bool = True) -> Snapshot:
@@ -97,7 +101,7 @@ def read_snapshot(store, now_ms: int, *, marks: bool = True) -> Snapshot:
         delay=store.underreplication.lost_bookie_recovery_delay(), auditor=auditor, auditor_doc=doc,
         workers=dict(daemons["workers"]),
         marks={m.ledger_id: m for m in store.underreplication.marks()} if marks else {},
-        locks=dict(store.underreplication.locks()),
+        locks=dict(store.underreplication.locks()), lock_ctimes=dict(store.underreplication.lock_ctimes()),
         registered=set(store.registration.writable_bookies()) | set(store.registration.readonly_bookies()),
         cookies=set(store.registration.all_bookies()))
 
@@ -174,7 +178,11 @@ def _is_bookie_id(text: str | None) -> bool:
 
 
 def _named_lost(snap: Snapshot, bookies) -> list[dict]:
-    lost = {row["bookie_id"]: row for row in lost_bookies(snap)}
+    key = (snap.now_ms, len(snap.marks))  # asked for many ledgers of one snapshot: computed once
+    cached = snap.lost_cache
+    if cached is None or cached[0] != key:
+        cached = snap.lost_cache = (key, {row["bookie_id"]: row for row in lost_bookies(snap)})
+    lost = cached[1]
     return [lost[b] for b in bookies if b in lost]
 
 
@@ -194,7 +202,7 @@ def ledger_state(snap: Snapshot, ledger_id: int, bookies=()) -> dict:
         key = str(ledger_id)
         hold = (doc or {}).get("holds", {}).get(key) if doc else None
         if doc is None:
-            row["state"] = LOCKED
+            row.update(state=LOCKED, since=snap.lock_ctimes.get(ledger_id))
         elif key in (doc.get("active") or {}):
             row.update(state=REREPLICATING, since=doc["active"][key])
         elif isinstance(hold, dict):
@@ -203,7 +211,7 @@ def ledger_state(snap: Snapshot, ledger_id: int, bookies=()) -> dict:
         elif "holds" not in doc and ledger_id in (doc.get("held") or []) and row["attempts"]:
             row["state"] = HELD_FAILED  # a daemon of before holds were kept
         else:  # just taken: its status node says so a moment later
-            row["state"] = REREPLICATING
+            row.update(state=REREPLICATING, since=snap.lock_ctimes.get(ledger_id))
         return row
     if mark is not None:
         row["state"] = WAITING_WORKER if snap.enabled else HELD_DISABLED
@@ -277,6 +285,8 @@ def state_text(row: dict, now_ms: int) -> str:
         retry = f"; retried in {_seconds(row['until'], now_ms)}" if row.get("until") else ""
         return f"held after a failed attempt by {worker}{reason}{retry}{tries}"
     if state == LOCKED:
-        return (f"locked by a worker that keeps no status (Java's? its lock names {row.get('lock') or '?'}): "
-                "being re-replicated, waiting for an open ledger's writer, or held after a failure")
+        since = f" for {_seconds(row['since'], now_ms)}" if row.get("since") else ""
+        return (f"locked{since} by a worker that keeps no status (Java's? its lock names "
+                f"{row.get('lock') or '?'}): being re-replicated, waiting for an open ledger's writer, "
+                "or held after a failure")
     return "done" + (f" by {worker}" if worker else "")

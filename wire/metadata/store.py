@@ -293,6 +293,11 @@ class UnderreplicationManager(Protocol):
     def locks(self) -> dict[int, str | None]:
         """Every replication lock: ledger id -> holder."""
 
+    def lock_ctimes(self) -> dict[int, int]:
+        """Every replication lock: ledger id -> when it was taken (ms since the epoch:
+        the znode's ctime, ZooKeeper's clock) -- since when a worker holds the ledger,
+        all that can be known of one that keeps no status (Java's)."""
+
     def publish_daemon_status(self, name: str, value: bytes) -> None:
         """Write ``value`` as status node ``name`` (``auditor``, ``workers/<id>``: at most two
         levels) of this session: it goes when the session ends; one another session left

@@ -86,6 +86,13 @@ MESSAGE_COLUMNS: tuple[Column, ...] = (
     Column("payload_size", "int", "message"),
     Column("encrypted", "boolean", "general"),
     Column("encryption_keys", "array<string>", "general"),
+    # the rest of a consumer's EncryptionContext: what decrypting the payload later takes
+    Column("encryption_key_values", "array<binary>", "general"),
+    Column("encryption_algo", "string", "general"),
+    Column("encryption_param", "binary", "general"),
+    Column("encryption_compression", "string", "general"),
+    Column("encryption_uncompressed_size", "long", "general"),
+    Column("encryption_batch_size", "int", "general"),
     Column("index", "long", "entry", lambda e: e.broker_index),
     Column("broker_timestamp", "timestamp", "entry", lambda e: _us(e.broker_timestamp)),
     Column("replicated_from", "string", "entry",
@@ -101,7 +108,9 @@ MESSAGE_COLUMNS: tuple[Column, ...] = (
 ENTRY_COLUMNS: tuple[Column, ...] = tuple(c for c in MESSAGE_COLUMNS if c.made_by == "entry")
 
 #: The values of the ``general`` columns in the rows of a split batch.
-BATCH_DEFAULTS: dict[str, Any] = {"encrypted": False, "encryption_keys": None, "error": None}
+BATCH_DEFAULTS: dict[str, Any] = {"encrypted": False, "encryption_keys": None, "encryption_key_values": None,
+                                  "encryption_algo": None, "encryption_param": None, "encryption_compression": None,
+                                  "encryption_uncompressed_size": None, "encryption_batch_size": None, "error": None}
 
 
 def names(columns=MESSAGE_COLUMNS, made_by: tuple[str, ...] = MADE_BY) -> list[str]:

@@ -29,7 +29,7 @@ from .chunks import ChunkAssembler
 from .columns import MESSAGE_COLUMNS, EntryFacts, entry_values
 from .entry import decode_entry, decompress_whole
 from .errors import CorruptEntry
-from .rows import BatchRows, PyMessageRows, entry_messages, message_values
+from .rows import BatchRows, PyMessageRows, encryption_values, entry_messages, message_values
 from .transactions import marker_name, txn_of
 
 __all__ = ["COLUMNS", "Problem", "RowPart", "TopicDecoder", "message_id"]
@@ -206,7 +206,7 @@ class TopicDecoder:
         if self.keep is not None:
             position, keep = (ledger_id, entry_id), self.keep
             messages = [m for m in messages if keep(position, m[0])]
-        self._add(facts, messages, [k.key for k in md.encryption_keys] or None)
+        self._add(facts, messages, encryption_values(md))
 
     def _left_out(self, entry, position: tuple[int, int]) -> bool | None:
         """None when a consumer never gets the entry's messages, or not yet
@@ -217,16 +217,23 @@ class TopicDecoder:
             name = marker_name(md.marker_type)
             markers[name] = markers.get(name, 0) + 1
             return None
-        # a chunked message counts once, at its first chunk
+        # a chunked message counts once: at its first chunk, or where it is held back
         counted = 0 if entry.is_chunk and md.chunk_id > 0 else \
             md.num_messages_in_batch if entry.is_batch else 1
         if self.aborted and txn_of(md) in self.aborted:
             self.left_out["aborted"] += counted
             return None
         if self.cutoff is not None and position >= self.cutoff:
+            # a chunked message begun before the cutoff is held back (or kept) whole, counted once
+            begun = self.chunks.first(md.uuid) if entry.is_chunk else None
             if self.pending:
+                if begun is not None and begun < self.cutoff and md.chunk_id == md.num_chunks_from_msg - 1:
+                    counted = 1
                 self.left_out["pending_kept"] += counted
                 return True
+            if begun is not None:
+                self.chunks.drop(md.uuid)
+                counted = 1
             self.left_out["pending"] += counted
             return None
         return False
@@ -253,9 +260,9 @@ class TopicDecoder:
         self.payload_bytes += added
         return True
 
-    def _add(self, facts: EntryFacts, messages: list[tuple], encryption_keys: list[str] | None) -> None:
+    def _add(self, facts: EntryFacts, messages: list[tuple], encryption: dict[str, Any] | None) -> None:
         if messages:
-            self.payload_bytes += self._to(self._rows).add_messages(entry_values(facts), messages, encryption_keys)
+            self.payload_bytes += self._to(self._rows).add_messages(entry_values(facts), messages, encryption)
             self.messages += len(messages)
 
     def finish(self, reason: str = "the topic ends before the message's last chunk") -> None:
@@ -276,7 +283,7 @@ class TopicDecoder:
                            self.cutoff is not None and whole.last >= self.cutoff)
         ident = message_id(ledger_id, entry_id, self.partition, -1, whole.first)
         self._add(facts, [message_values(md, whole.payload, -1, ident, md.sequence_id)],
-                  [k.key for k in md.encryption_keys] or None)
+                  encryption_values(md))
 
     def _chunk_problems(self) -> None:
         problems = self.chunks.problems

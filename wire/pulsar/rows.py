@@ -38,7 +38,7 @@ from .entry import INT64_MAX, MS_MAX, check_range, check_text
 from .errors import CorruptEntry
 
 __all__ = ["BatchRows", "BatchRowsProtocol", "C_KINDS", "MESSAGE_VALUE_COLUMNS", "PyMessageRows", "c_columns",
-           "c_splitter", "entry_messages", "message_values", "split_batch"]
+           "c_splitter", "encryption_values", "entry_messages", "message_values", "split_batch"]
 
 _U32 = struct.Struct(">I")
 #: What :func:`message_values` gives, in order: the ``message`` columns.
@@ -89,6 +89,25 @@ def message_values(md: Any, payload: bytes | None, batch_index: int, message_id:
             md.ordering_key if has("ordering_key") else None,
             [(p.key, p.value) for p in properties] if properties else [],
             payload, None if payload is None else len(payload))
+
+
+def encryption_values(md: Any) -> dict[str, Any] | None:
+    """The ``general`` encryption columns of an encrypted message (None when
+    it is not): what a consumer's ``Message.getEncryptionCtx()`` holds -- the
+    keys' names and encrypted data keys (not their metadata), the algorithm,
+    the parameter (IV), the payload's codec and size before compression, and
+    the batch's size (None: not a batch)."""
+    keys = md.encryption_keys
+    if not keys:
+        return None
+    has = md.HasField
+    return {"encrypted": True, "encryption_keys": [k.key for k in keys],
+            "encryption_key_values": [k.value for k in keys],
+            "encryption_algo": md.encryption_algo if has("encryption_algo") else None,
+            "encryption_param": md.encryption_param if has("encryption_param") else None,
+            "encryption_compression": pb.CompressionType.Name(md.compression),
+            "encryption_uncompressed_size": md.uncompressed_size,
+            "encryption_batch_size": md.num_messages_in_batch if has("num_messages_in_batch") else None}
 
 
 def split_batch(payload: bytes, count: int, base_sequence: int, id_prefix: str) -> list[tuple]:
@@ -162,8 +181,9 @@ class PyMessageRows:
         messages = split_batch(batch, count, base_sequence, f"{ledger_id}:{entry_id}:{self.partition}")
         return self.add_messages(entry, messages)
 
-    def add_messages(self, entry: tuple, messages: list[tuple], encryption_keys: list[str] | None = None) -> int:
-        """Rows of an entry's ``messages`` (:func:`message_values` tuples); their payload bytes."""
+    def add_messages(self, entry: tuple, messages: list[tuple], encryption: dict[str, Any] | None = None) -> int:
+        """Rows of an entry's ``messages`` (:func:`message_values` tuples), an
+        encrypted one's with its :func:`encryption_values`; their payload bytes."""
         n = len(messages)
         if not n:
             return 0
@@ -171,7 +191,7 @@ class PyMessageRows:
             values += [value] * n
         for values, column in zip(self._message_lists, zip(*messages)):
             values += column
-        general = {**BATCH_DEFAULTS, "encrypted": encryption_keys is not None, "encryption_keys": encryption_keys}
+        general = BATCH_DEFAULTS if encryption is None else {**BATCH_DEFAULTS, **encryption}
         for values, name in zip(self._general_lists, _GENERAL):
             values += [general[name]] * n
         sizes = self._columns["payload_size"][-n:]

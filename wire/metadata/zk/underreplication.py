@@ -361,3 +361,17 @@ class ZKUnderreplicationManager(Manager):
             except CodecError:
                 held[ledger_id] = None
         return held
+
+    @zk_call
+    def lock_ctimes(self) -> dict[int, int]:
+        taken: dict[int, int] = {}
+        base = self._node(P.UR_LOCKS)
+        for name in self._session.children_or_empty(base):
+            try:
+                ledger_id = P.parse_urL_name(name)
+            except ValueError:
+                continue
+            stat = self._session.exists(f"{base}/{name}")
+            if stat is not None:
+                taken[ledger_id] = stat.ctime
+        return taken
