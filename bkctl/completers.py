@@ -1,4 +1,5 @@
-"""Dynamic values for shell completion: ledger ids, bookie ids and cluster names.
+"""Dynamic values for shell completion: ledger ids, bookie ids, cluster names,
+Pulsar topics and subscriptions.
 
 Attach these to click parameters with ``shell_complete=``::
 
@@ -40,7 +41,11 @@ __all__ = [
     "complete_open_ledger_id",
     "complete_cluster",
     "complete_ledger_id",
+    "complete_subscription",
+    "complete_topic",
     "set_session_source",
+    "subscription_names",
+    "topic_names",
 ]
 
 #: Never offer more candidates than this (type more digits to narrow).
@@ -94,6 +99,14 @@ class MetadataSource(Protocol):
         """Those of ``ledger_ids`` that are not closed."""
         ...
 
+    def pulsar_topics(self, base: str | None) -> list[str]:
+        """Every persistent topic with a managed ledger under ``base`` (:func:`topic_names`)."""
+        ...
+
+    def pulsar_subscriptions(self, topic: str, base: str | None) -> list[str]:
+        """The subscriptions (cursors) of ``topic``, every partition's (:func:`subscription_names`)."""
+        ...
+
 
 _session_source: MetadataSource | None = None
 
@@ -141,26 +154,111 @@ def complete_open_ledger_id(ctx, param, incomplete: str) -> list[CompletionItem]
 
 
 def open_ledgers(store, ledger_ids: Iterable[int], timeout: float = LOOKUP_TIMEOUT) -> set[int]:
-    """Those of ``ledger_ids`` whose metadata is not CLOSED (read all at once)."""
-    from bkctl.wire.metadata.ledger import parse_ledger_metadata
+    """Those of ``ledger_ids`` whose metadata is not CLOSED (read pipelined; none while
+    the store is disconnected, and no more once ``timeout`` has passed)."""
+    from bkctl.wire.metadata.ledger import LedgerMetadata
 
-    zk = store.client
-    pending = [(i, zk.get_async(store.ledgers.path(i))) for i in ledger_ids]
     deadline = time.monotonic() + timeout
-    found = set()
-    for ledger_id, result in pending:
-        try:
-            data, _stat = result.get(timeout=max(0.0, deadline - time.monotonic()))
-            if not parse_ledger_metadata(data).is_closed:
+    found: set[int] = set()
+    if not store.connected:  # requests would wait for the reconnection
+        return found
+    try:
+        for ledger_id, md, _version in store.ledgers.read_many(ledger_ids):
+            if isinstance(md, LedgerMetadata) and not md.is_closed:  # deleted or corrupt: not offered
                 found.add(ledger_id)
-        except Exception:  # deleted meanwhile, corrupt, too slow: not offered
-            continue
+            if time.monotonic() > deadline:
+                break
+    except Exception:  # the store went away: what was found is all there is
+        pass
     return found
 
 
 def complete_down_bookie_id(ctx, param, incomplete: str) -> list[CompletionItem]:
     """``shell_complete=`` for commands that want a stopped bookie (decommission): the "down" ones."""
     return [item for item in complete_bookie_id(ctx, param, incomplete) if item.help == "down"]
+
+
+def complete_topic(ctx, param, incomplete: str) -> list[CompletionItem]:
+    """``shell_complete=`` for Pulsar topics, in the form being typed: full
+    names (``persistent://...``), ``tenant/ns/topic``, or a bare name of
+    ``public/default``; a partitioned topic both whole and by partition."""
+    try:
+        source = _session_source if _session_source is not None else _one_shot(ctx)
+        names = source.pulsar_topics(_managed_ledgers(ctx))
+    except Exception:
+        return []
+    return [CompletionItem(n) for n in topic_forms(names, incomplete)][:MAX_CANDIDATES]
+
+
+def topic_forms(names: Iterable[str], incomplete: str) -> list[str]:
+    """The topics ``names`` (full names) written as ``incomplete`` is being
+    written, those that start with it, sorted."""
+    full = set(names)
+    for name in list(full):  # a partitioned topic is a topic too
+        head, sep, tail = name.rpartition("-partition-")
+        if sep and tail.isdigit():
+            full.add(head)
+    prefix = "persistent://"
+    if incomplete.startswith(prefix) or (incomplete and prefix.startswith(incomplete)):
+        forms = full
+    else:
+        forms = {n[len(prefix):] for n in full if n.startswith(prefix)}
+        if "/" not in incomplete:
+            local = prefix + "public/default/"
+            forms |= {n[len(local):] for n in full if n.startswith(local)}
+    return sorted(f for f in forms if f.startswith(incomplete))
+
+
+def complete_subscription(ctx, param, incomplete: str) -> list[CompletionItem]:
+    """``shell_complete=`` for ``--subscription``: the cursors of the topic the command line names."""
+    topic = None
+    c = ctx
+    while c is not None and not topic:
+        topic = (c.params or {}).get("topic") or (c.params or {}).get("name")
+        c = c.parent
+    if not topic:
+        return []
+    try:
+        source = _session_source if _session_source is not None else _one_shot(ctx)
+        names = source.pulsar_subscriptions(topic, _managed_ledgers(ctx))
+    except Exception:
+        return []
+    return [CompletionItem(n) for n in names if n.startswith(incomplete)][:MAX_CANDIDATES]
+
+
+def _managed_ledgers(ctx) -> str | None:
+    """The managed-ledger root the command line names (``pulsar --managed-ledgers``,
+    ``export --managed-ledgers``), None for the default."""
+    c = ctx
+    while c is not None:
+        params = c.params or {}
+        for key in ("managed_ledgers", "base"):
+            if params.get(key):
+                return params[key]
+        c = c.parent
+    return None
+
+
+def topic_names(store, base: str | None = None) -> list[str]:
+    """Every persistent topic with a managed ledger (the store's Pulsar manager)."""
+    from bkctl.wire.pulsar.topics import TopicMetadataReader
+
+    return [str(t) for t in TopicMetadataReader.of(store, base).topics()]
+
+
+def subscription_names(store, topic: str, base: str | None = None) -> list[str]:
+    """The cursors of ``topic`` (short names too), of every partition of a partitioned one."""
+    from bkctl.wire.pulsar.errors import NoSuchTopic
+    from bkctl.wire.pulsar.managed_ledger import TopicName
+    from bkctl.wire.pulsar.topics import TopicMetadataReader
+
+    reader = TopicMetadataReader.of(store, base)
+    name = TopicName.parse(topic)
+    try:
+        managed = [reader.read(name)]
+    except NoSuchTopic:
+        managed = [reader.read(p) for p in reader.partitions(name)]
+    return sorted({c for ml in managed for c in ml.cursors})
 
 
 def complete_cluster(ctx, param, incomplete: str) -> list[CompletionItem]:
@@ -240,6 +338,21 @@ class _OneShot:
         store = self._store()
         try:
             return open_ledgers(store, ledger_ids)
+        finally:
+            store.close()
+
+
+    def pulsar_topics(self, base: str | None) -> list[str]:
+        store = self._store()
+        try:
+            return topic_names(store, base)
+        finally:
+            store.close()
+
+    def pulsar_subscriptions(self, topic: str, base: str | None) -> list[str]:
+        store = self._store()
+        try:
+            return subscription_names(store, topic, base)
         finally:
             store.close()
 

@@ -72,12 +72,14 @@ def human_size(n: int | None) -> str:
 
 
 def human_time(epoch_ms: int | None) -> str:
-    """A time in epoch milliseconds as local ISO 8601 (``2026-11-23T07:04:05+01:00``); "" when unset."""
+    """A time in epoch milliseconds as every command writes one: ISO 8601 in
+    UTC with milliseconds (``2026-11-23T06:04:05.123Z``, :func:`bkctl.wire.text.utc_iso`,
+    what ``pulsar`` output and the exports' JSON use too); "" when unset."""
     if not epoch_ms:
         return ""
-    import datetime
+    from bkctl.wire.text import utc_iso
 
-    return datetime.datetime.fromtimestamp(epoch_ms / 1000).astimezone().isoformat(timespec="seconds")
+    return utc_iso(epoch_ms)
 
 
 def plural(n: int, word: str, words: str | None = None) -> str:

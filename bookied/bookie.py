@@ -151,6 +151,9 @@ class Bookie:
     def add_entry(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
                   callback: Callable[[int], None], *, recovery: bool = False,
                   high_priority: bool = False, deferred_sync: bool = False) -> None:
+        if ledger_id < 0 or entry_id < 0:  # no client makes them; the store keeps none
+            callback(RC.EBADREQ)
+            return
         if self.readonly and not (high_priority and self.allow_high_priority_writes):
             callback(RC.EREADONLY)
             return
@@ -350,29 +353,41 @@ class Bookie:
                     else:
                         self._lac_waiters.setdefault(ledger_id, []).append((previous, cb, timer))
 
-    def wait_lac(self, ledger_id: int, previous: int, timeout_ms: int, callback) -> None:
-        """Long poll: answer once the LAC passes ``previous``, or at the timeout with the LAC known then."""
+    def wait_lac(self, ledger_id: int, previous: int, timeout_ms: int, callback) -> Callable[[], None] | None:
+        """Long poll: answer once the LAC passes ``previous``, or at the timeout with the LAC known then.
+        Returns what forgets the poll unanswered (its connection is gone), or None when it was answered now."""
         if not self._store(ledger_id).has_ledger(ledger_id):
             callback(RC.ENOLEDGER, -1)
-            return
+            return None
         lac = self.lac(ledger_id)
         if lac > previous or timeout_ms <= 0:
             callback(RC.EOK, lac)
-            return
+            return None
         waiters = self._lac_waiters.setdefault(ledger_id, [])
 
-        def expire():
+        def forget() -> bool:
             pending = self._lac_waiters.get(ledger_id, [])
-            for item in pending:
-                if item[1] is callback:
-                    pending.remove(item)
+            for i, item in enumerate(pending):
+                if item[2] is timer:
+                    del pending[i]
                     break
+            else:
+                return False
             if not pending:
                 self._lac_waiters.pop(ledger_id, None)
+            return True
+
+        def expire():
+            forget()
             callback(RC.EOK, self.lac(ledger_id))
+
+        def cancel() -> None:
+            if forget() and timer.active():
+                timer.cancel()
 
         timer = self.clock.callLater(timeout_ms / 1000.0, expire)
         waiters.append((previous, callback, timer))
+        return cancel
 
     def read_lac(self, ledger_id: int) -> tuple[int, bytes | None, bytes | None]:
         store = self._store(ledger_id)

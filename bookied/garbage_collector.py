@@ -1,7 +1,8 @@
 """The bookie's garbage collection, as Java's GarbageCollectorThread.
 
 Every ``gcWaitTime`` a pass removes the ledgers whose metadata is gone from the
-entry stores (logs left without live entries go at once), then, as Java:
+entry stores (:class:`DeletedLedgerCollector` decides which; logs left without
+live entries go at once), then, as Java:
 
 * **major compaction** when ``majorCompactionInterval`` seconds have passed
   since the last one (or the pass is forced), for the logs whose live fraction
@@ -33,17 +34,23 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from twisted.internet import defer
 
-from .storage.compactor import CompactionStopped, EntryLogCompactor, Throttle
+from .storage.compactor import CompactableStore, CompactionStopped, EntryLogCompactor, Throttle
 
 log = logging.getLogger("bookied.gc")
 
 MAJOR = "major"
 MINOR = "minor"
+
+#: what the collector is doing (``state`` in its status, ``bookie_gc_state`` in the metrics)
+IDLE = "idle"
+COLLECTING = "collecting"  # removing deleted ledgers
+COMPACTING = {MAJOR: "major compacting", MINOR: "minor compacting"}
+STATES = (IDLE, COLLECTING, COMPACTING[MINOR], COMPACTING[MAJOR])
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,10 @@ def choose_compaction(policy: GcPolicy, now_ms: int, last_major_ms: int, last_mi
     return None
 
 
+#: how many of the damaged records met are kept for the status (the metric counts them all)
+DAMAGED_KEPT = 20
+
+
 @dataclass
 class PassResult:
     ledgers_removed: int = 0
@@ -122,12 +133,81 @@ class PassResult:
     entries_moved: int = 0
     bytes_moved: int = 0
     reclaimed_by_compaction: int = 0
+    damaged: list = field(default_factory=list)  # (directory, DamagedFound)
+    not_reclaimed: dict = field(default_factory=dict)  # (directory, log id) -> why
+    candidates: int = 0  # logs below the threshold when compaction began
+    stopped_by: str | None = None  # why compaction ended before every candidate was compacted
+    throttled_ms: int = 0  # time spent waiting for the rate limit
 
 
-class GarbageCollectorThread:
-    """Schedules the GC passes of the bookie's entry stores and keeps their figures.
+def damaged_doc(directory: str, found) -> dict:
+    """A damaged record as the status shows it (Java-style camelCase keys)."""
+    rec = found.record
+    return {"ledgerDirectory": directory, "logId": found.log_id, "offset": rec.offset, "length": rec.length,
+            "ledgerId": rec.ledger_id, "entryId": rec.entry_id, "reason": rec.reason,
+            "droppedEntries": [list(ids) for ids in found.dropped]}
 
-    ``collect_ledgers(store)`` (in a pool thread) deletes the ledgers of ``store``
+
+class DeletedLedgerCollector:
+    """Which ledgers a pass deletes from the entry stores: those whose metadata is gone, found
+    as Java's ScanAndCompareGarbageCollector finds them, so that ZooKeeper's cost grows with
+    the ledger ranges (one getChildren per leaf znode of up to 10,000 ledgers), not with the
+    ledgers.
+
+    Safe against a ledger created meanwhile by its order, Java's: the stores' ledgers are
+    taken first, then the metadata is listed. A ledger reaches a bookie only after its
+    metadata was created, so each ledger taken has metadata that the listing sees unless
+    it was deleted; a ledger created after the snapshot, whose leaf the listing may miss,
+    is not in it. With ``verify`` (Java's ``verifyMetadataOnGC``) each ledger missing from
+    the listing is read once more and deleted only if its metadata is truly gone.
+    Java's over-replicated-ledger removal (``gcOverreplicatedLedgerWaitTime``) is not done.
+    """
+
+    def __init__(self, ledgers, verify: bool = False):
+        self.ledgers = ledgers  # the metadata store's ledger manager
+        self.verify = verify
+        self.active = 0  # ledgers the stores held at the last pass (Java's ACTIVE_LEDGER_COUNT)
+
+    def garbage(self, local: list[int]) -> list[int]:
+        """Which of ``local`` (ascending) have no metadata: compared range by range."""
+        gone = []
+        i, n = 0, len(local)
+        for rng in self.ledgers.ranges():
+            while i < n and local[i] <= rng.end:
+                if local[i] not in rng.ledgers:
+                    gone.append(local[i])
+                i += 1
+            if i == n:
+                break
+        gone.extend(local[i:])
+        if self.verify and gone:
+            kept = [lid for lid, md, _v in self.ledgers.read_many(gone) if md is not None]
+            if kept:
+                log.warning("ledgers %s were not listed in the metadata store but their metadata is there: "
+                            "not deleted", kept)
+            gone = [lid for lid in gone if lid not in set(kept)]
+        return gone
+
+    def __call__(self, stores: list[CompactableStore]) -> int:
+        """In a pool thread: delete the ledgers of ``stores`` whose metadata is gone; how many."""
+        owner = {}
+        for store in stores:  # the bookie's ledgers first, then the metadata (see above)
+            for ledger_id in store.ledger_ids():
+                owner[ledger_id] = store
+        self.active = len(owner)
+        gone = self.garbage(sorted(owner))
+        for store in stores:
+            mine = [ledger_id for ledger_id in gone if owner[ledger_id] is store]
+            if mine:
+                store.delete_ledgers(mine)
+        return len(gone)
+
+
+class GarbageCollector:
+    """Schedules the GC passes of the bookie's entry stores and keeps their figures (Java's
+    GarbageCollectorThread, which is a thread; here the passes run in the reactor's pool).
+
+    ``collect_ledgers(stores)`` (in a pool thread) deletes the ledgers of ``stores``
     whose metadata is gone and returns how many; ``run_in_thread(fn)`` returns a
     Deferred of ``fn()`` run in a pool thread; ``on_pass_done()`` is called after
     each pass (the bookie looks at its disks again).
@@ -135,7 +215,8 @@ class GarbageCollectorThread:
 
     __name__ = "gc"  # for the periodic runner's log lines
 
-    def __init__(self, policy: GcPolicy, stores: list, collect_ledgers: Callable[[object], int], clock,
+    def __init__(self, policy: GcPolicy, stores: list[CompactableStore],
+                 collect_ledgers: Callable[[list[CompactableStore]], int], clock,
                  run_in_thread: Callable[[Callable], defer.Deferred],
                  on_pass_done: Callable[[], None] | None = None, throttle: Throttle | None = None):
         self.policy = policy
@@ -152,7 +233,8 @@ class GarbageCollectorThread:
         self.suspend_major = self.suspend_minor = False
         self.no_space = False  # forced by a full disk: limits lifted
         self.running: defer.Deferred | None = None
-        self.compacting: str | None = None
+        self.compacting: str | None = None  # MAJOR or MINOR while compaction itself runs (Java's flags)
+        self.state = IDLE
         self._forced_now = False
         self._waiters: list[defer.Deferred] = []
         self._pending: tuple[bool, bool, bool] | None = None
@@ -164,7 +246,14 @@ class GarbageCollectorThread:
         self.entries_moved = self.bytes_moved = 0
         self.reclaimed_by_compaction = self.reclaimed_by_deletion = 0
         self.last_run_ms: int | None = None
-        self.last_compaction: dict | None = None
+        self.last_run_duration_ms: int | None = None  # of the last pass, collecting and compacting
+        self._started_ms = 0
+        self.last_compaction: dict | None = None  # the last compaction that reclaimed space
+        self.last_compaction_run: dict | None = None  # the last compaction, whatever it reclaimed
+        self.damaged_count = 0
+        self.damaged: list[dict] = []  # the last DAMAGED_KEPT damaged records met, oldest first
+        self._damaged_seen: set[tuple[str, int, int]] = set()
+        self.not_reclaimed: dict[tuple[str, int], str] = {}  # (directory, log id) -> why
         self.next_run_ms: int | None = started + policy.gc_wait_ms
 
     def _now_ms(self) -> int:
@@ -206,7 +295,8 @@ class GarbageCollectorThread:
                                  force, suspend_major, suspend_minor)
         lifted = self.no_space and force
         self._forced_now = force
-        self.compacting = kind
+        self._started_ms = self._now_ms()
+        self.state = COLLECTING
         if force:
             log.info("garbage collection forced%s", " (disk full: compaction limits lifted)" if lifted else "")
         self.running = d = self._run_in_thread(lambda: self._pass(kind, lifted))
@@ -250,12 +340,20 @@ class GarbageCollectorThread:
     # -- the pass (pool thread)
     def _pass(self, kind: str | None, lifted: bool) -> PassResult:
         result = PassResult(compaction=kind)
-        for store in self.stores:
-            before = store.committed_log_bytes()
-            result.ledgers_removed += self._collect(store)
-            result.reclaimed_by_deletion += max(0, before - store.committed_log_bytes())
+        before = sum(store.committed_log_bytes() for store in self.stores)
+        result.ledgers_removed = self._collect(self.stores)
+        result.reclaimed_by_deletion = max(0, before - sum(store.committed_log_bytes() for store in self.stores))
         if kind is None:
             return result
+        self.compacting, self.state = kind, COMPACTING[kind]  # plain assignments, read by the reactor thread
+        slept = self.throttle.slept
+        try:
+            return self._compact(kind, lifted, result)
+        finally:
+            result.throttled_ms = int((self.throttle.slept - slept) * 1000)
+            self.compacting = None
+
+    def _compact(self, kind: str, lifted: bool, result: PassResult) -> PassResult:
         policy = self.policy
         threshold, max_ms = ((policy.major_threshold, policy.major_max_ms) if kind == MAJOR
                              else (policy.minor_threshold, policy.minor_max_ms))
@@ -267,18 +365,33 @@ class GarbageCollectorThread:
         try:
             for store in self.stores:
                 with EntryLogCompactor(store, self.throttle, policy.max_outstanding) as compactor:
-                    for log_id, _usage in store.compaction_candidates(threshold):
+                    candidates = store.compaction_candidates(threshold)
+                    result.candidates += len(candidates)
+                    for log_id, _usage in candidates:
                         if max_ms > 0 and (time.monotonic() - started) * 1000 >= max_ms:
                             log.info("%s compaction stopped after %d ms (%sCompactionMaxTimeMillis)",
                                      kind, max_ms, kind)
+                            result.stopped_by = f"{kind}CompactionMaxTimeMillis ({max_ms} ms) ran out"
                             return result
-                        moved = compactor.compact(log_id)
+                        try:
+                            moved = compactor.compact(log_id)
+                        except OSError as e:  # this log only: the others may still be reclaimed
+                            why = f"compaction failed: {e}"
+                            log.error("%s: entry log %d not reclaimed: %s", store.directory, log_id, why)
+                            result.not_reclaimed[(store.directory, log_id)] = why
+                            continue
                         result.logs_compacted += moved.deleted
                         result.entries_moved += moved.moved_entries
                         result.bytes_moved += moved.moved_bytes
                         result.reclaimed_by_compaction += moved.reclaimed_bytes
+                        result.damaged.extend((store.directory, found) for found in moved.damaged)
+                        if not moved.deleted:
+                            left = store.log_usage().get(log_id, (0, 0, 0, 0.0))[2]
+                            result.not_reclaimed[(store.directory, log_id)] = (
+                                f"{left} live entries still in it after compaction (written again meanwhile?)")
         except CompactionStopped:
             log.info("%s compaction stopped: the bookie is shutting down", kind)
+            result.stopped_by = "the bookie is shutting down"
         finally:
             self.throttle.lifted = False
         return result
@@ -287,6 +400,7 @@ class GarbageCollectorThread:
     def _finish(self) -> None:
         self.running = None
         self.compacting = None
+        self.state = IDLE
         self._forced_now = False
         if self._on_pass_done is not None and not self.stopped:
             self._on_pass_done()
@@ -305,8 +419,12 @@ class GarbageCollectorThread:
         now = self._now_ms()
         self.runs += 1
         self.last_run_ms = now
+        self.last_run_duration_ms = now - self._started_ms
         self.ledgers_removed += result.ledgers_removed
         self.reclaimed_by_deletion += result.reclaimed_by_deletion
+        self._note_damaged(result.damaged)
+        if kind is not None:
+            self.not_reclaimed = result.not_reclaimed
         if result.ledgers_removed:
             log.info("garbage collection removed %d deleted ledger(s)", result.ledgers_removed)
         if kind is not None:
@@ -319,14 +437,36 @@ class GarbageCollectorThread:
             self.entries_moved += result.entries_moved
             self.bytes_moved += result.bytes_moved
             self.reclaimed_by_compaction += result.reclaimed_by_compaction
-            self.last_compaction = {"kind": kind, "timeMs": now, "logsCompacted": result.logs_compacted,
-                                    "entriesMoved": result.entries_moved, "bytesMoved": result.bytes_moved,
-                                    "reclaimedBytes": result.reclaimed_by_compaction}
+            self.last_compaction_run = {
+                "kind": kind, "timeMs": now, "logsCompacted": result.logs_compacted,
+                "entriesMoved": result.entries_moved, "bytesMoved": result.bytes_moved,
+                "reclaimedBytes": result.reclaimed_by_compaction, "candidateLogs": result.candidates,
+                "stoppedBy": result.stopped_by, "throttledMs": result.throttled_ms}
+            if result.reclaimed_by_compaction > 0:
+                self.last_compaction = self.last_compaction_run
             log.info("%s compaction: %d log(s) compacted, %d entries (%d bytes) moved, %d bytes reclaimed",
                      kind, result.logs_compacted, result.entries_moved, result.bytes_moved,
                      result.reclaimed_by_compaction)
         self._end_pass(force)
         return result
+
+    def _note_damaged(self, damaged: list) -> None:
+        """Report each damaged record once (WARN, with its log and offset) and count it."""
+        for directory, found in damaged:
+            key = (directory, found.log_id, found.record.offset)
+            if key in self._damaged_seen:
+                continue
+            self._damaged_seen.add(key)
+            self.damaged_count += 1
+            doc = damaged_doc(directory, found)
+            self.damaged = (self.damaged + [doc])[-DAMAGED_KEPT:]
+            rec = found.record
+            claims = f", header says entry {rec.ledger_id}/{rec.entry_id}" if rec.ledger_id is not None else ""
+            dropped = (f"; live entries dropped from this bookie (never served; other replicas hold them): "
+                       + ", ".join(f"{lid}/{eid}" for lid, eid in found.dropped)) if found.dropped else \
+                "; no live entry in it"
+            log.warning("%s: damaged record in entry log %d at offset %d (%d bytes, %s%s)%s; compaction went on "
+                        "past it", directory, found.log_id, rec.offset, rec.length, rec.reason, claims, dropped)
 
     def _failed(self, failure, kind: str | None, force: bool):
         log.error("garbage collection failed: %s", failure.getErrorMessage())
@@ -370,26 +510,39 @@ class GarbageCollectorThread:
     def status(self) -> dict:
         """``GET /api/v1/bookie/gc``: Java's ``is_in_force_gc`` and bookied's figures (ms since the epoch)."""
         return {"is_in_force_gc": "true" if self.in_force_gc() else "false",
-                "gcRunning": self.running is not None, "compacting": self.compacting,
-                "gcRuns": self.runs, "lastGcTime": self.last_run_ms, "nextGcTime": self.next_run_ms,
+                "gcRunning": self.running is not None, "state": self.state, "compacting": self.compacting,
+                "gcRuns": self.runs, "lastGcTime": self.last_run_ms, "lastGcDurationMs": self.last_run_duration_ms,
+                "nextGcTime": self.next_run_ms,
                 "majorCompactionCounter": self.major_count, "minorCompactionCounter": self.minor_count,
-                "lastCompaction": self.last_compaction,
+                "lastCompaction": self.last_compaction, "lastCompactionRun": self.last_compaction_run,
                 "nextMajorCompactionTime": self.next_compaction_ms(MAJOR),
                 "nextMinorCompactionTime": self.next_compaction_ms(MINOR),
                 "ledgersRemoved": self.ledgers_removed,
                 "reclaimedSpaceViaDeletes": self.reclaimed_by_deletion,
                 "reclaimedSpaceViaCompaction": self.reclaimed_by_compaction,
                 "entriesMoved": self.entries_moved, "bytesMoved": self.bytes_moved,
-                "majorCompactionSuspended": self.suspend_major, "minorCompactionSuspended": self.suspend_minor}
+                "majorCompactionSuspended": self.suspend_major, "minorCompactionSuspended": self.suspend_minor,
+                "damagedRecordCount": self.damaged_count, "damagedRecords": self.damaged}
 
     def details(self) -> list[dict]:
-        """Java's ``gc_details`` body (one GarbageCollectionStatus: bookied has one GC thread),
-        then bookied's: the runs and each entry log's live ratio."""
+        """Java's ``gc_details`` body (one GarbageCollectionStatus: bookied has one GC thread;
+        majorCompacting/minorCompacting only while compaction itself runs, as Java sets them),
+        then bookied's: its state, the runs and each entry log's live ratio, whether it is
+        being written (``active``) and, when it holds dead data, why it is still there
+        (``keptBecause``)."""
         logs = []
         for store in self.stores:
+            active = set(store.active_log_ids())
             for log_id, (size, live, entries, usage) in store.log_usage().items():
-                logs.append({"ledgerDirectory": store.directory, "logId": log_id, "sizeBytes": size,
-                             "liveBytes": live, "liveEntries": entries, "liveRatio": round(usage, 4)})
+                doc = {"ledgerDirectory": store.directory, "logId": log_id, "sizeBytes": size,
+                       "liveBytes": live, "liveEntries": entries, "liveRatio": round(usage, 4),
+                       "active": log_id in active}
+                why = self.not_reclaimed.get((store.directory, log_id))
+                if why is not None:
+                    doc["notReclaimed"] = why
+                if usage < 1.0:
+                    doc["keptBecause"] = why or self.kept_because(usage, log_id in active, store.log_size_limit)
+                logs.append(doc)
         return [{
             "forceCompacting": self.running is not None and self._forced_now and self.compacting is not None,
             "majorCompacting": self.compacting == MAJOR,
@@ -398,11 +551,32 @@ class GarbageCollectorThread:
             "lastMinorCompactionTime": self.last_minor_ms,
             "majorCompactionCounter": self.major_count,
             "minorCompactionCounter": self.minor_count,
+            "state": self.state,
             "gcRunning": self.running is not None,
             "gcRuns": self.runs,
             "ledgersRemoved": self.ledgers_removed,
             "entryLogs": logs,
         }]
+
+    def kept_because(self, usage: float, active: bool, log_size_limit: int) -> str:
+        """Why an entry log with dead data in it is still there."""
+        p = self.policy
+        if active:
+            return (f"being written: the entry log in use is compacted only after it rolls at logSizeLimit "
+                    f"({log_size_limit} bytes), so a quiet bookie keeps up to that much dead data in it")
+        kind = MINOR if usage < p.minor_threshold else MAJOR if usage < p.major_threshold else None
+        if kind is None:
+            return (f"live ratio {usage:.2f} is not below majorCompactionThreshold {p.major_threshold:g} "
+                    f"(nor minorCompactionThreshold {p.minor_threshold:g})")
+        enabled = p.minor_enabled or p.major_enabled if kind == MINOR else p.major_enabled
+        suspended = self.suspend_major and (kind == MAJOR or self.suspend_minor)
+        if suspended:
+            return f"below {kind}CompactionThreshold, but compaction is suspended: the disk is nearly full"
+        if enabled:
+            return f"below {kind}CompactionThreshold: the next {kind} compaction takes it"
+        forceable = p.force_minor_allowed if kind == MINOR else p.force_major_allowed
+        return (f"below {kind}CompactionThreshold, but {kind} compaction is not periodic "
+                f"({kind}CompactionInterval=0)" + ("; a forced pass takes it" if forceable else ""))
 
     def register_metrics(self, metrics) -> None:
         """Java's GarbageCollectorStats names, lower-cased with underscores, under ``bookie_gc_``."""
@@ -421,6 +595,12 @@ class GarbageCollectorThread:
                         lambda: self.entries_moved)
         metrics.counter("bookie_gc_compacted_bytes_total", "Bytes of entries moved by compaction (bookied's).",
                         lambda: self.bytes_moved)
+        metrics.counter("bookie_gc_damaged_record_total",
+                        "Damaged entry log records found by compaction (each reported once at WARN).",
+                        lambda: self.damaged_count)
+        for state in STATES:
+            metrics.gauge(f"bookie_gc_{state.replace(' ', '_')}", f"1 while garbage collection is {state}.",
+                          lambda state=state: int(self.state == state))
         metrics.gauge("bookie_gc_active_entry_log_total", "Entry logs holding live entries.",
                       lambda: sum(len(s.log_usage()) for s in self.stores))
         metrics.gauge("bookie_gc_active_entry_log_space_bytes", "Live bytes in the entry logs.", active(1))

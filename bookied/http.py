@@ -44,8 +44,8 @@ path                                       method  answer
                                                    409 on a mismatch
 =========================================  ======  ==========================================
 
-With a ZooKeeper store (``status.zk``, see :class:`BookieStatus`) it also
-answers Java's autorecovery endpoints.  They need only ZooKeeper, not the
+Through the bookie's ZooKeeper store (``status.zk``, see :class:`BookieStatus`)
+it also answers Java's autorecovery endpoints.  They need only ZooKeeper, not the
 autorecovery daemon (decommission needs an elected auditor somewhere in
 the cluster), and their ZooKeeper calls run in the reactor's thread pool.
 Success bodies are Java's, text where Java answers text:
@@ -96,8 +96,8 @@ with an ``Allow`` header; unknown paths get a 404 with a JSON body.  Every
 error body is ``{"error": "..."}``.  JSON is pretty-printed the way Java's
 Jackson default printer does it (two-space indent, ``"key" : value``).
 
-The site only reads the bookie through a small interface (see
-:class:`BookieStatus`), so it can be tested, and reused, without a bookie.
+The site reaches the bookie only through a declared interface (see
+:class:`BookieStatus`), so it can be tested without a bookie.
 """
 from __future__ import annotations
 
@@ -105,13 +105,16 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import parse_qs
 
 from twisted.internet import defer, threads
 from twisted.internet.interfaces import IReactorThreads, IReactorTime
 from twisted.python.failure import Failure
 from twisted.web import http, resource, server
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import MetadataStore
 
 __all__ = [
     "AdminResource",
@@ -172,21 +175,12 @@ MAX_REQUEST_BODY = 64 * 1024
 
 @runtime_checkable
 class BookieStatus(Protocol):
-    """What the admin site needs to know about the bookie.
-
-    ``set_readonly(read_only, force=False)`` is optional; without it the
-    read-only switch is GET only.  It may return a Deferred, and may raise
-    :class:`ValueError` (or fail with one) to refuse the change, which is
-    answered with 400 like Java's "forceReadOnly" / "readOnly mode
-    disabled" refusals.  ``force`` is passed only when the request has
-    ``?force=true``.
-
-    ``zk`` is optional too: an attribute holding the bookie's
-    :class:`~bkctl.wire.metadata.zk.ZKMetadataStore` (None until it is
-    connected).  With it the autorecovery endpoints are served.
-    """
+    """Everything the admin site reads or asks of the bookie (bookied's
+    :class:`~bkctl.bookied.service.BookieService` is one)."""
 
     bookie_id: str
+    #: the bookie's ZooKeeper store for the autorecovery endpoints; None (503) until it is connected
+    zk: MetadataStore | None
 
     def is_readonly(self) -> bool: ...
 
@@ -197,6 +191,27 @@ class BookieStatus(Protocol):
     def info(self) -> Mapping[str, Any]: ...
 
     def state(self) -> Mapping[str, Any]: ...
+
+    def set_readonly(self, readonly: bool, force: bool = False) -> defer.Deferred | None:
+        """The read-only switch; ``force`` is passed only for ``?force=true``.
+        May return a Deferred; a :class:`ValueError` (raised or failed with)
+        refuses the change, answered 400 like Java's "forceReadOnly" /
+        "readOnly mode disabled" refusals."""
+
+    def force_gc(self, force_major: bool | None = None, force_minor: bool | None = None) -> Any:
+        """Start a forced GC pass (its compaction limited to the kinds given)."""
+
+    def gc_status(self) -> Mapping[str, Any]: ...
+
+    def gc_details(self) -> list[Mapping[str, Any]]: ...
+
+    def list_disk_files(self, file_type: str | None) -> Mapping[str, str]: ...
+
+    def last_log_marks(self) -> Mapping[str, str]: ...
+
+    def expand_storage(self) -> Any:
+        """Check the directories against the cookie with expansion allowed; may
+        return a Deferred, ValueError (raised or failed with) on a mismatch."""
 
 
 class HTTPError(Exception):
@@ -233,30 +248,22 @@ class AdminResource(resource.Resource):
             BOOKIE_INFO: {b"GET": self.get_info},
             BOOKIE_STATE: {b"GET": self.get_state},
             BOOKIE_IS_READY: {b"GET": self.get_is_ready},
-            BOOKIE_STATE_READONLY: {b"GET": self.get_readonly},
+            BOOKIE_STATE_READONLY: {b"GET": self.get_readonly, b"PUT": self.put_readonly},
+            BOOKIE_GC: {b"GET": self.get_gc, b"PUT": self.put_gc},
+            BOOKIE_GC_DETAILS: {b"GET": self.get_gc_details},
+            BOOKIE_LIST_DISK_FILE: {b"GET": self.get_list_disk_file},
+            BOOKIE_LAST_LOG_MARK: {b"GET": self.get_last_log_mark},
+            BOOKIE_EXPAND_STORAGE: {b"PUT": self.put_expand_storage},
+            AUTORECOVERY_WHO_IS_AUDITOR: {b"GET": self.get_who_is_auditor},
+            AUTORECOVERY_TRIGGER_AUDIT: {b"PUT": self.put_trigger_audit},
+            AUTORECOVERY_LOST_BOOKIE_RECOVERY_DELAY: {b"GET": self.get_lost_bookie_recovery_delay,
+                                                      b"PUT": self.put_lost_bookie_recovery_delay},
+            AUTORECOVERY_LIST_UNDER_REPLICATED_LEDGER: {b"GET": self.get_under_replicated},
+            AUTORECOVERY_STATUS: {b"GET": self.get_autorecovery_status,
+                                  b"PUT": self.put_autorecovery_status},
+            AUTORECOVERY_DECOMMISSION: {b"PUT": self.put_decommission},
+            AUTORECOVERY_BOOKIE: {b"PUT": self.put_recover_bookie},
         }
-        if callable(getattr(status, "set_readonly", None)):
-            routes[BOOKIE_STATE_READONLY][b"PUT"] = self.put_readonly
-        if callable(getattr(status, "force_gc", None)):  # a whole bookie (bookied.service)
-            routes.update({
-                BOOKIE_GC: {b"GET": self.get_gc, b"PUT": self.put_gc},
-                BOOKIE_GC_DETAILS: {b"GET": self.get_gc_details},
-                BOOKIE_LIST_DISK_FILE: {b"GET": self.get_list_disk_file},
-                BOOKIE_LAST_LOG_MARK: {b"GET": self.get_last_log_mark},
-                BOOKIE_EXPAND_STORAGE: {b"PUT": self.put_expand_storage},
-            })
-        if hasattr(status, "zk"):
-            routes.update({
-                AUTORECOVERY_WHO_IS_AUDITOR: {b"GET": self.get_who_is_auditor},
-                AUTORECOVERY_TRIGGER_AUDIT: {b"PUT": self.put_trigger_audit},
-                AUTORECOVERY_LOST_BOOKIE_RECOVERY_DELAY: {b"GET": self.get_lost_bookie_recovery_delay,
-                                                          b"PUT": self.put_lost_bookie_recovery_delay},
-                AUTORECOVERY_LIST_UNDER_REPLICATED_LEDGER: {b"GET": self.get_under_replicated},
-                AUTORECOVERY_STATUS: {b"GET": self.get_autorecovery_status,
-                                      b"PUT": self.put_autorecovery_status},
-                AUTORECOVERY_DECOMMISSION: {b"PUT": self.put_decommission},
-                AUTORECOVERY_BOOKIE: {b"PUT": self.put_recover_bookie},
-            })
         self.routes = routes
 
     # -- dispatch -------------------------------------------------------------
@@ -477,8 +484,8 @@ class AdminResource(resource.Resource):
     def _with_store(self, request, work: Callable[[Any], tuple[int, bytes, bytes]]):
         """Run ``work(store)`` off the reactor thread and answer its
         ``(code, content type, body)``; it may raise :class:`HTTPError`."""
-        store = getattr(self.status, "zk", None)
-        if store is None or not getattr(store, "connected", True):
+        store = self.status.zk
+        if store is None or not store.connected:
             raise HTTPError(http.SERVICE_UNAVAILABLE, "ZooKeeper is not connected")
         return self._finish_later(request, self.run_blocking(work, store),
                                   answer=self._send_reply, refusal=self._zk_refusal)

@@ -38,37 +38,50 @@ from bkctl.wire.codecs.protocol import (
     ProtocolVersion,
     RC,
 )
-from bkctl.wire.codecs.v3 import ADD_FIELD, ADD_HEADER_START, READ_FIELD, READ_HEADER_START
-from bkctl.wire.codecs.varint import decode_at as _varint_at
+from bkctl.wire.codecs.v3 import plain_add_request, plain_read_request
 
 log = logging.getLogger("bookied.server")
 
 
-class HandshakeFailureLog:
-    """WARN for each TLS handshake a bookie refuses (peer, reason), at most one
-    line per ``interval`` seconds per peer host; the next line counts the
-    ones left out, so a client retrying in a loop cannot flood the log."""
+class PeerLog:
+    """WARN lines about what peers did, at most one per ``interval`` seconds per
+    peer host and kind; the next line counts the ones left out, so a client
+    that misbehaves in a loop (or thousands of them from one host) cannot flood
+    the log."""
 
     def __init__(self, interval: float = 10.0, clock=time.monotonic):
         self.interval = interval
         self._clock = clock
-        self._last: dict[str, tuple[float, int]] = {}  # host -> (logged at, refusals left out since)
+        self._last: dict[tuple[str, str], tuple[float, int]] = {}  # (kind, host) -> (logged at, left out since)
+
+    def warn(self, kind: str, peer, message: str, level: int = logging.WARNING) -> None:
+        """Log ``message`` (which names the peer) unless ``peer``'s host had a line of this kind lately."""
+        host = getattr(peer, "host", str(peer))
+        key = (kind, host)
+        now = self._clock()
+        logged_at, left_out = self._last.get(key, (None, 0))
+        if logged_at is not None and now - logged_at < self.interval:
+            self._last[key] = (logged_at, left_out + 1)
+            return
+        if len(self._last) > 4096:  # many peers: forget the old ones
+            self._last.clear()
+        self._last[key] = (now, 0)
+        more = f" ({left_out} more from {host} since the last report)" if left_out else ""
+        log.log(level, "%s%s", message, more)
+
+
+def _peer_name(peer) -> str:
+    return f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}"
+
+
+class HandshakeFailureLog(PeerLog):
+    """WARN for each TLS handshake a bookie refuses (peer, reason), rate-limited per peer host."""
 
     def refused(self, peer, reason) -> None:
         from bkctl.wire.tls import tls_error_reason
 
-        host = getattr(peer, "host", str(peer))
-        now = self._clock()
-        logged_at, left_out = self._last.get(host, (None, 0))
-        if logged_at is not None and now - logged_at < self.interval:
-            self._last[host] = (logged_at, left_out + 1)
-            return
-        if len(self._last) > 4096:  # many peers: forget the old ones
-            self._last.clear()
-        self._last[host] = (now, 0)
-        more = f" ({left_out} more from {host} since the last report)" if left_out else ""
-        log.warning("TLS handshake with %s:%s refused: %s%s", host, getattr(peer, "port", "?"),
-                    tls_error_reason(reason), more)
+        self.warn("tls", peer, f"TLS handshake with {_peer_name(peer)} refused: {tls_error_reason(reason)}")
+
 
 _OP = OperationType
 _V3 = int(ProtocolVersion.VERSION_THREE)
@@ -89,6 +102,9 @@ _now = time.perf_counter
 _HELD_ANSWERS_MAX = abstract.FileDescriptor.bufferSize
 #: At most this many pipelined plain v3 reads are served with one store call.
 _READ_RUN_MAX = 1024
+#: Long polls one connection may have waiting; past them it is not read until one is
+#: answered (back-pressure: a flood of polls holds at most this many per connection).
+LONG_POLLS_MAX = 1000
 
 
 @implementer(IHandshakeListener)
@@ -109,6 +125,10 @@ class BookieProtocol(protocol.Protocol):
         self._backlog: deque = deque()  # requests read but not served while paused or throttled
         #: True while a request waits for an in-progress limit (see :class:`InProgressLimit`).
         self.throttled = False
+        #: The waiting long polls' cancels (see :data:`LONG_POLLS_MAX`), forgotten when the connection goes.
+        self._polls: set = set()
+        #: True while LONG_POLLS_MAX long polls wait: the connection is not read.
+        self.polls_full = False
         #: The factory's :class:`InProgressLimit` for adds and for reads (None: no limit).
         self.adds: InProgressLimit | None = None
         self.reads: InProgressLimit | None = None
@@ -150,6 +170,9 @@ class BookieProtocol(protocol.Protocol):
                 failures.refused(self.transport.getPeer(), reason)
         self.closed = True
         self._backlog.clear()
+        polls, self._polls = self._polls, set()
+        for cancel in polls:  # nobody is left to answer: the bookie forgets them now, not at their timeout
+            cancel()
         self.metrics.connections.dec()
         self.bookie.connection_closed(self)
 
@@ -160,10 +183,20 @@ class BookieProtocol(protocol.Protocol):
         self.transport.loseConnection()
 
     # -- IPushProducer: the transport's write buffer is full / has drained ----------
+    def _peer_log(self) -> PeerLog:
+        return getattr(getattr(self, "factory", None), "peer_log", None) or _PEER_LOG
+
+    def _holding_back(self, why: str) -> None:
+        """Say (INFO, rate-limited per peer host) that this connection is not read for a while."""
+        peer = self.transport.getPeer() if self.transport else None
+        self._peer_log().warn("held", peer, f"not reading the connection from {_peer_name(peer)} for now: {why}",
+                              logging.INFO)
+
     def pauseProducing(self):
         if not self.paused:
             self.paused = True
             self.transport.pauseProducing()  # stop reading from the socket
+            self._holding_back("it does not take its answers")
 
     def resumeProducing(self):
         self.paused = False
@@ -171,11 +204,11 @@ class BookieProtocol(protocol.Protocol):
 
     def _drain(self) -> None:
         """Serve what was held back, then read again unless paused or throttled anew."""
-        if self._backlog and not self.throttled:
+        if self._backlog and not self.throttled and not self.polls_full:
             backlog = list(self._backlog)
             self._backlog.clear()
             self._serve(backlog)  # may pause or throttle again
-        if not self.paused and not self.throttled and not self.closed:
+        if not self.paused and not self.throttled and not self.polls_full and not self.closed:
             self.transport.resumeProducing()
 
     # -- in-progress limits (maxAddsInProgressLimit, maxReadsInProgressLimit) ---------
@@ -255,7 +288,7 @@ class BookieProtocol(protocol.Protocol):
             payload = payloads[i]
             if self.closed:
                 return
-            if self.paused or self.throttled:
+            if self.paused or self.throttled or self.polls_full:
                 self._backlog.extend(payloads[i:])
                 return
             if self.insecure:
@@ -266,11 +299,11 @@ class BookieProtocol(protocol.Protocol):
                     return
                 continue
             if detector.is_v3 and self.fastpaths:
-                plain = _plain_v3_add(payload)
+                plain = plain_add_request(payload)
                 if plain is not None:
                     serve, limit = self._v3_plain_add, self.adds
                 else:
-                    plain = _plain_v3_read(payload)
+                    plain = plain_read_request(payload)
                     if plain is not None and not limited and i + 1 < count:
                         i = self._v3_plain_reads(payloads, i, plain) - 1
                         continue
@@ -303,7 +336,7 @@ class BookieProtocol(protocol.Protocol):
 
     def _drop(self, why: str) -> None:
         peer = self.transport.getPeer() if self.transport else None
-        log.warning("closing connection from %s: %s", getattr(peer, "host", "?"), why)
+        self._peer_log().warn("drop", peer, f"closing connection from {_peer_name(peer)}: {why}")
         self.metrics.protocol_errors.inc()
         self.closed = True
         self.transport.abortConnection()
@@ -437,13 +470,13 @@ class BookieProtocol(protocol.Protocol):
 
     def _v3_plain_add(self, txn_id: int, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
                       high_priority: bool) -> None:
-        """:meth:`_v3_add` of a request :func:`_plain_v3_add` took apart."""
+        """:meth:`_v3_add` of a request :func:`plain_add_request` took apart."""
         self.bookie.add_entry(ledger_id, entry_id, master_key, body,
                               _AddReply(self, _now(), txn_id, ledger_id, entry_id),
                               high_priority=high_priority)
 
     def _v3_plain_read(self, ledger_id: int, entry_id: int, header_len: int, payload: bytes) -> None:
-        """:meth:`_v3_read` of a request :func:`_plain_v3_read` took apart."""
+        """:meth:`_v3_read` of a request :func:`plain_read_request` took apart."""
         self.bookie.read_entry(ledger_id, entry_id, _ReadReply(self, _now(), payload, ledger_id, entry_id,
                                                                header_len))
 
@@ -459,7 +492,7 @@ class BookieProtocol(protocol.Protocol):
         end = min(len(payloads), i + _READ_RUN_MAX)
         j = i + 1
         while j < end:
-            plain = _plain_v3_read(payloads[j])
+            plain = plain_read_request(payloads[j])
             if plain is None or plain[0] != ledger_id:
                 break
             run.append(plain)
@@ -513,9 +546,12 @@ class BookieProtocol(protocol.Protocol):
                 self.send(v3.serialize(v3.read_response(req, RC.EBADREQ)))
                 return
             previous = read.previousLAC
+            waiting = []
 
             def polled(rc, max_lac, req=req, started=started, previous=previous):
                 self._observe("long_poll", started, rc)
+                if waiting:
+                    self._poll_answered(waiting[0])
                 if self.closed:
                     return
                 body = entry = None
@@ -525,7 +561,14 @@ class BookieProtocol(protocol.Protocol):
                         body, entry = got, previous + 1
                 self.send(v3.serialize(v3.read_response(req, rc, body, max_lac=max_lac, entry_id=entry)))
 
-            bookie.wait_lac(ledger_id, previous, read.timeOut if read.HasField("timeOut") else 0, polled)
+            cancel = bookie.wait_lac(ledger_id, previous, read.timeOut if read.HasField("timeOut") else 0, polled)
+            if cancel is not None:
+                waiting.append(cancel)
+                self._polls.add(cancel)
+                if len(self._polls) >= LONG_POLLS_MAX and not self.polls_full:
+                    self.polls_full = True
+                    self.transport.pauseProducing()
+                    self._holding_back(f"{LONG_POLLS_MAX} long polls wait")
             return
 
         if v3.is_piggyback_read(req):
@@ -540,6 +583,13 @@ class BookieProtocol(protocol.Protocol):
                 self.send(v3.serialize(v3.read_response(req, rc)))
 
         bookie.read_entry(ledger_id, entry_id, done)
+
+    def _poll_answered(self, cancel) -> None:
+        self._polls.discard(cancel)
+        if self.polls_full and len(self._polls) < LONG_POLLS_MAX:
+            self.polls_full = False
+            if not self.closed:
+                self._drain()
 
     def _v3_read_lac(self, req, high_priority: bool) -> None:
         started = time.perf_counter()
@@ -635,99 +685,8 @@ class BookieProtocol(protocol.Protocol):
     }
 
 
-_U64 = 1 << 64
-_I64_SIGN = 1 << 63
-
-
-def _ids_at(b: bytes, pos: int, field: bytes) -> tuple[int, int, int] | None:
-    """``(ledgerId, entryId, position after them)`` of the operation message
-    at ``b[pos]`` (tag ``field``, running to the end of ``b``) when it starts
-    with the two ids as fields 1 and 2; None otherwise.  IndexError past the end."""
-    if b[pos:pos + 2] != field:
-        return None
-    size, pos = _varint_at(b, pos + 2)
-    if pos + size != len(b) or b[pos] != 0x08:
-        return None
-    ledger_id, pos = _varint_at(b, pos + 1)
-    if b[pos] != 0x10:
-        return None
-    entry_id, pos = _varint_at(b, pos + 1)
-    if ledger_id >= _U64 or entry_id >= _U64:
-        return None
-    if ledger_id >= _I64_SIGN:
-        ledger_id -= _U64
-    if entry_id >= _I64_SIGN:
-        entry_id -= _U64
-    return ledger_id, entry_id, pos
-
-
-def _plain_v3_add(b: bytes) -> tuple[int, int, int, bytes, bytes, bool] | None:
-    """``(txnId, ledgerId, entryId, masterKey, body, high_priority)`` of a v3
-    ADD_ENTRY Request laid out the way clients write one (fields in number
-    order, no flag, no writeFlags, nothing else), without building the message.
-
-    For exactly these bytes ``v3.parse_request`` gives a complete Request with
-    these values, so the outcome is the same as parsing it; anything else --
-    other operations, recovery and DEFERRED_SYNC adds, other layouts, junk --
-    returns None and goes through the parser. Parsing every add with upb
-    (and checking its required fields) costs about twice this.
-    """
-    try:
-        if b[0] != 0x0A or b[2:7] != ADD_HEADER_START:
-            return None
-        end = 2 + b[1]  # b[1] < 0x80 as b[2] is 0x08: a one-byte header length
-        txn, pos = _varint_at(b, 7)
-        priority = 0
-        if pos < end:
-            if b[pos] != 0x20:
-                return None
-            priority, pos = _varint_at(b, pos + 1)
-        if pos != end or txn >= _U64 or priority >= 1 << 32:
-            return None
-        ids = _ids_at(b, pos, ADD_FIELD)
-        if ids is None:
-            return None
-        ledger_id, entry_id, pos = ids
-        if b[pos] != 0x1A:
-            return None
-        key_len = b[pos + 1]
-        pos += 2
-        key = b[pos:pos + key_len]
-        pos += key_len
-        if key_len >= 0x80 or len(key) != key_len or b[pos] != 0x22:
-            return None
-        body_len, pos = _varint_at(b, pos + 1)
-        if pos + body_len != len(b):
-            return None
-    except IndexError:
-        return None
-    return txn, ledger_id, entry_id, key, b[pos:], priority > 0
-
-
-def _plain_v3_read(b: bytes) -> tuple[int, int, int, bytes] | None:
-    """``(ledgerId, entryId, header length, b)`` of a plain v3 READ_ENTRY
-    Request (normal priority, no flag, master key, previousLAC or timeOut:
-    the header field then the readRequest holding only the two ids, as
-    clients write it), without building the message; None for anything
-    else, which goes through the parser.  For exactly these bytes
-    ``v3.parse_request`` gives a complete Request with these values."""
-    try:
-        if b[0] != 0x0A or b[2:7] != READ_HEADER_START:
-            return None
-        end = 2 + b[1]  # b[1] < 0x80 as b[2] is 0x08: a one-byte header length
-        txn, pos = _varint_at(b, 7)
-        if pos != end or txn >= _U64:
-            return None
-        ids = _ids_at(b, pos, READ_FIELD)
-        if ids is None or ids[2] != len(b):
-            return None
-    except IndexError:
-        return None
-    return ids[0], ids[1], end, b
-
-
 class _ReadReply:
-    """Answers one plain v3 READ_ENTRY (:func:`_plain_v3_read`) once the
+    """Answers one plain v3 READ_ENTRY (:func:`plain_read_request`) once the
     bookie calls it with ``(rc, body)``: an EOK answer is built by hand
     (``v3.read_answer``), anything else through the builders, as
     :meth:`BookieProtocol._v3_read` answers."""
@@ -751,7 +710,7 @@ class _ReadReply:
 
 def _answer_read(proto: BookieProtocol, payload: bytes, header_len: int, ledger_id: int, entry_id: int,
                  rc: int, body: bytes | None) -> None:
-    """Send the answer to a plain v3 READ_ENTRY (:func:`_plain_v3_read`): an
+    """Send the answer to a plain v3 READ_ENTRY (:func:`plain_read_request`): an
     EOK one built by hand (``v3.read_answer``), anything else through the
     builders, as :meth:`BookieProtocol._v3_read` answers."""
     if rc == RC.EOK:
@@ -859,7 +818,20 @@ class _Counted:
         self._bookie.batch_read(ledger_id, start, max_count, max_size, self._counted(callback), **kw)
 
     def wait_lac(self, ledger_id, previous, timeout_ms, callback):
-        self._bookie.wait_lac(ledger_id, previous, timeout_ms, self._counted(callback))
+        gate = self._proto._gate
+        cancel = self._bookie.wait_lac(ledger_id, previous, timeout_ms, self._counted(callback))
+        if cancel is None or gate is None:
+            return cancel
+
+        def cancel_and_give_back() -> None:  # an unanswered poll gives its place back too
+            cancel()
+            gate.finish()
+
+        return cancel_and_give_back
+
+
+#: The peer log of a protocol built without the factory (tests).
+_PEER_LOG = PeerLog()
 
 
 class BookieServerFactory(protocol.Factory):
@@ -880,6 +852,9 @@ class BookieServerFactory(protocol.Factory):
         self.answered: set = set()
         #: Where refused TLS handshakes are reported (WARN, rate-limited per peer host).
         self.handshake_failures = HandshakeFailureLog()
+        #: Where connections closed for what they sent (WARN) or not read for a while (INFO) are
+        #: reported, rate-limited per peer host.
+        self.peer_log = PeerLog()
 
     def send_answers(self) -> None:
         """Hand the add answers written since the last call to the kernel now.

@@ -24,7 +24,7 @@ from bkctl.wire.process.runtime import settle_garbage_collector
 from bkctl.wire.process.shutdown import ExitDeadline, call_with_timeout
 
 from . import day2, disk_layout as layout, identity
-from .garbage_collector import GarbageCollectorThread, GcPolicy
+from .garbage_collector import DeletedLedgerCollector, GarbageCollector, GcPolicy
 from .bookie import Bookie
 from bkctl.wire.errors import BKError
 
@@ -101,7 +101,7 @@ class BookieService:
         self.journals: list[Journal] = []
         self.stores: list[EntryStore] = []
         self.bookie: Bookie | None = None
-        self.gc: GarbageCollectorThread | None = None
+        self.gc: GarbageCollector | None = None
         self.factory: BookieServerFactory | None = None
         self.port = None
         self.http_port = None
@@ -111,6 +111,7 @@ class BookieService:
         self._checkpointing = False
         self._disk_warned = False  # over diskUsageWarnThreshold at the last check
         self._disk_check_pending = False  # a write-path disk check is on its way to the reactor
+        self.disk_checks = 0  # disk checks done (bookie_disk_checks_total)
         self._checkpoint_waiting = False  # checkpoints postponed for want of room
         self.notifier = sdnotify.Notifier.from_environment()
         self._exit_deadline = ExitDeadline("bookie shutdown")
@@ -194,8 +195,9 @@ class BookieService:
         self.bookie.on_readonly_change = self._readonly_changed
         self._every(cfg.flush_interval / 1000.0, self._checkpoint)
         self._every(cfg.disk_check_interval / 1000.0, self._check_disks, now=False)
-        self.gc = GarbageCollectorThread(GcPolicy.from_config(cfg), self.stores, self._collect_ledgers,
-                                         self.reactor, self._in_pool, on_pass_done=self._check_disks)
+        collect = DeletedLedgerCollector(self.zk.ledgers, cfg.verify_metadata_on_gc)
+        self.gc = GarbageCollector(GcPolicy.from_config(cfg), self.stores, collect, self.reactor, self._in_pool,
+                                   on_pass_done=self._check_disks)
         self.gc.register_metrics(self.metrics)
         self._every(cfg.gc_wait_time / 1000.0, self.gc, now=False)
         self.running = True
@@ -452,6 +454,7 @@ class BookieService:
         except OSError as e:
             log.error("disk check failed: %s", e)
             return
+        self.disk_checks += 1
         cfg = self.cfg
         # Java's "available for high-priority writes": recovery adds and fences of a
         # read-only bookie need the room this keeps
@@ -499,15 +502,6 @@ class BookieService:
     def _in_pool(self, fn):
         return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn)
 
-    def _collect_ledgers(self, store) -> int:
-        """In a pool thread: drop the ledgers of ``store`` whose metadata is gone (deleted ledgers)."""
-        removed = 0
-        for ledger_id in store.ledger_ids():
-            if not self.zk.ledgers.exists(ledger_id):
-                store.delete_ledger(ledger_id)
-                removed += 1
-        return removed
-
     # -- metrics and status (HTTP admin) -----------------------------------------
     def _register_metrics(self) -> None:
         m = self.metrics
@@ -520,6 +514,8 @@ class BookieService:
         m.gauge("bookie_write_cache_bytes", "Entries held in the write cache.",
                 lambda: sum(s.cached_bytes for s in self.stores))
         m.gauge("bookie_disk_usage_ratio", "Fullest journal/ledger filesystem (0..1).", self.disk_usage)
+        m.counter("bookie_disk_checks_total", "Disk checks done (each decides read-only or writable).",
+                  lambda: self.disk_checks)
         m.gauge("bookie_read_only", "1 when the bookie is read-only.", lambda: int(self.is_readonly()))
         if self.cfg.auto_recovery_daemon_enabled:
             from .metrics import Refreshed, register_autorecovery
@@ -579,9 +575,6 @@ class BookieService:
 
     def gc_status(self) -> dict:
         return self.gc.status()
-
-    def in_force_gc(self) -> bool:
-        return self.gc.in_force_gc()
 
     def gc_details(self) -> list[dict]:
         return self.gc.details()

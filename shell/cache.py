@@ -133,6 +133,20 @@ class MetadataCache:
             return set()
         return open_ledgers(store, ledger_ids, timeout=1.0)
 
+    def pulsar_topics(self, base: str | None) -> list[str]:
+        """Pulsar's topics, asked of ZooKeeper through the cache's session (none without one)."""
+        from bkctl.completers import topic_names
+
+        store = self._store
+        return [] if store is None else topic_names(store, base)
+
+    def pulsar_subscriptions(self, topic: str, base: str | None) -> list[str]:
+        """A topic's subscriptions, asked through the cache's session (none without one)."""
+        from bkctl.completers import subscription_names
+
+        store = self._store
+        return [] if store is None else subscription_names(store, topic, base)
+
     # -- the refresher thread ------------------------------------------------
     def _notify(self) -> None:
         if self.on_change is not None:

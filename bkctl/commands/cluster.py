@@ -81,7 +81,9 @@ def autorecovery():
                    "the id of a bookie on this host).")
 @click.option("-o", "--set", "settings", metavar="KEY=VALUE", multiple=True,
               help="A key of the Autorecovery section of bookied.conf(5) but autoRecoveryDaemonEnabled, "
-                   "in Java's units and checked as bookied checks it: lostBookieRecoveryDelay (s), "
+                   "in Java's units and checked as bookied checks it: lostBookieRecoveryDelay (s; the cluster's value "
+                   "in ZooKeeper wins, as in Java: this one is written only when the cluster has none, and the "
+                   "daemon says at start when it is not used; `lost-bookie-delay` sets the cluster's), "
                    "auditorPeriodicCheckInterval (s), auditorPeriodicBookieCheckInterval (s), auditorReplicasCheckInterval (s), "
                    "openLedgerRereplicationGracePeriod (ms), lockReleaseOfFailedLedgerGracePeriod (ms), "
                    "rereplicationEntryBatchSize, replicationRateByBytes (bytes/s), ensemblePlacementPolicy, "
@@ -206,30 +208,42 @@ def autorecovery_force_audit(app: App, checks: tuple[str, ...], every: bool):
     emit(app, doc, human)
 
 
+_STATES_HELP = """A ledger's state is one of: waiting-delay (a lost bookie of it is not due
+    before lostBookieRecoveryDelay: until), held-disabled (autorecovery is
+    disabled), not-marked (the auditor has not marked it yet), waiting-worker
+    (marked, no worker holds it), waiting-grace (an open ledger: its worker
+    waits for the writer before fencing it, openLedgerRereplicationGracePeriod:
+    until), re-replicating (by worker, since), held-failed (an attempt failed:
+    the worker keeps its lock until lockReleaseOfFailedLedgerGracePeriod is
+    over, or a bookie registers; then any worker retries it), locked (a worker
+    that keeps no status holds it -- Java's: its lock names the host and
+    nothing tells copying from waiting or held), done.  Workers are named by
+    their daemon's bookie id, from the status our daemons keep in ZooKeeper
+    (underreplication/bkctl-daemons/, which Java's tools ignore); attempts
+    are the failed attempts the running workers remember (worker, reason,
+    at, retry_at)."""
+
+
 @autorecovery.command("query-status")
 @pass_app
 def autorecovery_query_status(app: App):
-    """Ledgers being re-replicated now: which worker holds each and why it is stuck.
+    """Ledgers a worker holds now: which worker, doing what, since and until when.
 
-    The worker is named by its daemon's bookie id (bookied's, or `autorecovery
-    run --bookie-id`), from the status the daemons keep in ZooKeeper (a
-    bkctl-daemons node under underreplication/ that Java's tools ignore); the
-    host is what the lock holds, as Java writes it.  --json: JSON lines
-    {"ledger_id", "worker", "host", "state", "last_failure": {ledger_id,
-    reason, at, lock_kept} or null}.
+    {states}  --json: JSON lines {{"ledger_id", "state", "text", "worker",
+    "lock" (what the lock holds: our worker's bookie id, Java's host name),
+    "since", "until" (ms or null), "attempts", "last_failure" (the last
+    attempt or null), "missing_replicas", "ctime"}}.
     """
     from ..ops.autorecovery import query_status
 
     rows = query_status(app.store)
+    emit_rows(app, rows, lambda rows: table(app, ["ledger", "worker", "state"],
+                                            [(r["ledger_id"], r["worker"] or f"? (lock: {r['lock'] or '?'})",
+                                              r["text"]) for r in rows])
+              if rows else app.console.print("no worker holds a ledger"))
 
-    def failure(r):
-        f = r["last_failure"]
-        return f"{f['reason']} (lock kept {f.get('lock_kept', 0):g} s)" if f else ""
 
-    emit_rows(app, rows, lambda rows: table(app, ["ledger", "worker", "host", "state", "last failure"],
-                                            [(r["ledger_id"], r["worker"] or "?", r["host"] or "?", r["state"],
-                                              failure(r)) for r in rows])
-              if rows else app.console.print("no ledger is being re-replicated"))
+autorecovery_query_status.help = autorecovery_query_status.help.format(states=_STATES_HELP)
 
 
 @autorecovery.command("status")
@@ -237,16 +251,20 @@ def autorecovery_query_status(app: App):
 def autorecovery_status(app: App):
     """Whether autorecovery is enabled, and what it has to do and waits for.
 
-    Lost bookies are those with a cookie that are not registered (and those
-    the auditor found named by ledgers), with when the auditor saw them go
-    and when lostBookieRecoveryDelay makes them due (or why it is not waited
-    for: several bookies lost at once, a triggered audit).  Then what the
-    auditor waits for (the delay, autorecovery disabled), each worker, and
-    each under-replicated ledger with its state.  --json: enabled,
-    lost_bookie_recovery_delay, underreplicated, auditor, lost_bookies[]
-    (bookie_id, lost_since, due (ms), due_in (s), not_waited,
-    seen_by_auditor), auditor_waits_for, workers[], ledgers[] (ledger_id,
-    missing_replicas, ctime, worker, state).
+    Lost bookies are those with a cookie that are not registered, and those
+    the auditor found named by ledgers at its last audit (said so when they
+    have no cookie); a decommissioned bookie (no cookie, no ledger names
+    it) is not lost.  Each is shown with when the auditor saw it go and
+    when lostBookieRecoveryDelay makes it due (or why it is not waited for:
+    several bookies lost at once, a triggered audit).  With an auditor that
+    keeps no status (Java's) only the cookies and the marks tell who is
+    lost, and since when is not known.  Then what the auditor waits for,
+    each worker, and each marked or held ledger with its state.  {states}
+    --json: enabled, lost_bookie_recovery_delay, underreplicated, auditor,
+    auditor_keeps_status, lost_bookies[] (bookie_id, cookie, named_by,
+    lost_since, due (ms), due_in (s), not_waited, seen_by_auditor, why),
+    auditor_waits_for, workers[] (worker, host, active, holds, updated),
+    ledgers[] (as query-status's lines).
     """
     import time
 
@@ -256,29 +274,35 @@ def autorecovery_status(app: App):
     doc = autorecovery_report(app.store, int(time.time() * 1000))
 
     def lost_text(b):
-        since = f"since {human_time(b['lost_since'])}" if b["lost_since"] else "not seen by the auditor"
+        since = f"since {human_time(b['lost_since'])}; " if b["lost_since"] else ""
+        if b["named_by"] is not None:
+            since = f"{b['named_by']} ledgers; " + since
         if b["not_waited"]:
-            return f"{b['bookie_id']} ({since}; marked at once: {b['not_waited']})"
-        if b["due_in"] is not None:
-            return f"{b['bookie_id']} ({since}; due in {b['due_in']:g} s)"
-        return f"{b['bookie_id']} ({since})"
+            return f"{b['bookie_id']} ({b['why']}; {since}marked at once: {b['not_waited']})"
+        if b["due_in"]:
+            return f"{b['bookie_id']} ({b['why']}; {since}due in {b['due_in']:g} s)"
+        return f"{b['bookie_id']} ({b['why']}{'; ' + since.rstrip('; ') if since else ''})"
 
     def human():
         fields(app, [
             ("autorecovery", "enabled" if doc["enabled"] else "disabled"),
             ("lost bookie delay", delay_text(doc["lost_bookie_recovery_delay"])),
-            ("auditor", doc["auditor"] or "none"),
+            ("auditor", (doc["auditor"] or "none") + ("" if doc["auditor_keeps_status"] or not doc["auditor"]
+                                                      else " (keeps no status: Java's?)")),
             ("lost bookies", "; ".join(lost_text(b) for b in doc["lost_bookies"]) or "none"),
             ("auditor waits for", doc["auditor_waits_for"]),
-            ("workers", ", ".join(w["worker"] + (f" (ledger {w['current']})" if w.get("current") is not None
+            ("workers", ", ".join(w["worker"] + (f" (ledger {', '.join(map(str, w['active']))})" if w["active"]
                                                  else "") for w in doc["workers"]) or "none"),
             ("under-replicated", doc["underreplicated"])])
         if doc["ledgers"]:
             table(app, ["ledger", "missing replicas", "worker", "state"],
-                  [(r["ledger_id"], ", ".join(r["missing_replicas"]), r["worker"] or "", r["state"])
+                  [(r["ledger_id"], ", ".join(r["missing_replicas"]), r["worker"] or "", r["text"])
                    for r in doc["ledgers"]])
 
     emit(app, doc, human)
+
+
+autorecovery_status.help = autorecovery_status.help.format(states=_STATES_HELP)
 
 
 @autorecovery.command("enable")
@@ -354,17 +378,24 @@ def lost_bookie_delay(app: App, delay: int | None):
               help="Leave out ledgers missing a replica on this bookie (repeatable).")
 @pass_app
 def underreplicated(app: App, count: bool, include: tuple[str, ...], exclude: tuple[str, ...]):
-    """Ledgers marked under-replicated, their missing replicas and the worker re-replicating each.
+    """Ledgers marked under-replicated, their missing replicas, and where each repair stands.
 
-    --json: JSON lines {"ledger_id", "missing_replicas", "ctime", "worker"}
+    The state and worker (a bookie id) are those of `autorecovery status`.
+    --json: JSON lines {"ledger_id", "missing_replicas", "ctime", "state",
+    "text", "worker", "lock", "since", "until", "attempts", "last_failure"}
     ({"count"} with --count).
     """
-    from ..ops.cluster import underreplicated as marks
+    if count:
+        n = app.store.underreplication.count() if not include and not exclude else None
+        if n is None:
+            from ..ops.autorecovery import underreplicated as marks
+
+            n = len(marks(app.store, include=include, exclude=exclude))
+        emit(app, {"count": n}, lambda: app.console.print(str(n)))
+        return
+    from ..ops.autorecovery import underreplicated as marks
 
     rows = marks(app.store, include=include, exclude=exclude)
-    if count:
-        emit(app, {"count": len(rows)}, lambda: app.console.print(str(len(rows))))
-        return
-    emit_rows(app, rows, lambda rows: table(app, ["ledger", "missing replicas", "worker"],
-                                  [(r["ledger_id"], ", ".join(r["missing_replicas"]), r["worker"] or "")
+    emit_rows(app, rows, lambda rows: table(app, ["ledger", "missing replicas", "worker", "state"],
+                                  [(r["ledger_id"], ", ".join(r["missing_replicas"]), r["worker"] or "", r["text"])
                                    for r in rows]))

@@ -6,6 +6,7 @@ import click
 from ..app import App
 from ..exitcodes import FAILED, USAGE, CommandError
 from ..render import human_size, plural
+from ..completers import complete_subscription, complete_topic
 from . import pass_app
 
 EPILOG = """\b
@@ -27,14 +28,34 @@ and every other ledger's partitions are kept (re-running is idempotent);
 Pulsar topics: --topic persistent://tenant/ns/topic exports one row per
 message (columns topic, partition, ledger_id, entry_id, batch_index,
 message_id, publish_time, event_time, producer_name, sequence_id, key,
-ordering_key, properties, schema_version, payload, payload_size, encrypted,
-encryption_keys, index, broker_timestamp, error) into
-topic=T/date=YYYY-MM-DD/ledger_id=N/ (the UTC day of the publish time), from
-the ledgers the topic's managed ledger lists, up to its last confirmed entry.
-Batches are split, compressed payloads decompressed, chunked messages joined;
-encrypted ones are kept as stored (encrypted, encryption_keys).  A corrupt
-entry or an incomplete chunked message is a warning and an error row (or
-skipped with --on-corrupt skip).
+key_base64_encoded, ordering_key, properties, schema_version, payload,
+payload_size, encrypted, encryption_keys, encryption_key_values,
+encryption_algo, encryption_param, encryption_compression,
+encryption_uncompressed_size, encryption_batch_size, index,
+broker_timestamp, replicated_from, deliver_at_time, txn_id, pending, error)
+into topic=T/date=YYYY-MM-DD/ledger_id=N/ (the UTC day of the publish time),
+from the ledgers the topic's managed ledger lists: closed ledgers to their
+last entry, the open one to its newest entry that an ack quorum of its
+bookies holds -- past its last add confirmed, as its broker would recover
+it, read without fencing anything (the summary and the manifest's
+read_past_lac count those entries).  --subscription reads the cursor's
+position the same way from its cursor ledger; when it can only come from
+the cursor's znode (an older position) that is a warning, and with --strict
+exit 1.  Batches are split, compressed payloads decompressed, chunked
+messages joined; encrypted ones are kept as stored, with their encryption
+context (what decrypting them later takes).  A corrupt entry or an
+incomplete chunked message is a warning and an error row (or skipped with
+--on-corrupt skip).
+
+\b
+The rows are what a consumer of the topic receives, by Pulsar's rules: marker
+entries (replicated-subscription snapshots, transaction commit/abort) are
+never rows; a transaction's messages are rows once it committed (txn_id
+says which) and never when it aborted; a transaction still open holds back
+every message from its first one on (Pulsar's maxReadPosition): the export
+stops there and says so, or with --include-pending exports them with
+pending = true.  A line counts what was left out and why.  Finding the
+transactions' outcomes reads the topic's entries once more before the export.
 
 \b
 Clusters: --master spark://host:7077 (or yarn, k8s://...) runs the reads on
@@ -60,10 +81,15 @@ def _ctime(ctx, param, value):
               help="Output folder (created if missing).")
 @click.option("-l", "--ledgers", "ledger_spec", metavar="SPEC", help="Ledger ids and ranges: 1,2,5-9.")
 @click.option("--all", "all_ledgers", is_flag=True, help="Every ledger of the cluster.")
-@click.option("--topic", metavar="TOPIC",
-              help="A Pulsar topic (persistent://tenant/ns/topic; every partition of a partitioned one): one row "
-                   "per message, from the ledgers its managed ledger lists.")
-@click.option("--subscription", metavar="SUB", help="With --topic: the subscription whose cursor --unacked-only uses.")
+@click.option("--topic", metavar="TOPIC", shell_complete=complete_topic,
+              help="A Pulsar topic (persistent://tenant/ns/topic, tenant/ns/topic, or a bare name in public/default; "
+                   "every partition of a partitioned one): one row per message, from the ledgers its managed ledger "
+                   "lists.")
+@click.option("--subscription", metavar="SUB", shell_complete=complete_subscription,
+              help="With --topic: the subscription whose cursor --unacked-only uses.")
+@click.option("--strict", is_flag=True,
+              help="With --subscription: exit 1 when the subscription's position can only be read from its znode "
+                   "although it keeps a cursor ledger (else a warning).")
 @click.option("--unacked-only", is_flag=True, help="With --subscription: only the messages it has not acknowledged.")
 @click.option("--from", "from_time", callback=_ctime, metavar="TIME",
               help="With --topic: only messages published at or after TIME.")
@@ -73,6 +99,10 @@ def _ctime(ctx, param, value):
 @click.option("--on-corrupt", type=click.Choice(["row", "skip"]), default="row", show_default=True,
               help="With --topic: a corrupt entry becomes a row with `error` set, or is skipped (reported "
                    "either way).")
+@click.option("--include-pending", is_flag=True,
+              help="With --topic: also the messages an open transaction holds back from consumers (its own and "
+                   "every later one), with pending = true; by default the export stops at the open transaction's "
+                   "first message.")
 @click.option("--managed-ledgers", metavar="PATH",
               help="With --topic: Pulsar's managed-ledger root in ZooKeeper (default: beside the ledger root).")
 @click.option("--since", callback=_ctime, metavar="CTIME",
@@ -102,15 +132,17 @@ def _ctime(ctx, param, value):
 @click.option("--password", metavar="TEXT", help="Ledger password (default: the one stored in the metadata).")
 @click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark configuration.")
 @pass_app
-def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, unacked_only, from_time, to_time,
-           skip_missing, on_corrupt, managed_ledgers, since, until, partition_by, compression, master,
+def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, strict, unacked_only, from_time, to_time,
+           skip_missing, on_corrupt, include_pending, managed_ledgers, since, until, partition_by, compression, master,
            rows_per_file, overwrite, append, decode, include_open, split_entries, batch_size, protocol,
            password, spark_conf):
     """Export ledgers, or a Pulsar topic's messages, to Parquet that Spark, pyarrow and friends read directly."""
     if sum(map(bool, (ledger_spec, all_ledgers, topic))) != 1:
         raise CommandError("give exactly one of --ledgers SPEC, --all and --topic TOPIC", USAGE)
-    if not topic and (subscription or unacked_only or from_time is not None or to_time is not None or skip_missing):
-        raise CommandError("--subscription, --unacked-only, --from, --to and --skip-missing go with --topic", USAGE)
+    if not topic and (subscription or unacked_only or from_time is not None or to_time is not None or skip_missing
+                      or strict or include_pending):
+        raise CommandError("--subscription, --unacked-only, --strict, --from, --to, --skip-missing and "
+                           "--include-pending go with --topic", USAGE)
     if overwrite and append:
         raise CommandError("--overwrite and --append cannot be used together", USAGE)
     try:
@@ -136,7 +168,8 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, unacked
         if topic:
             source = TopicSource(TopicSpec(
                 topic=topic, subscription=subscription, unacked_only=unacked_only, from_ms=from_time, to_ms=to_time,
-                skip_missing=skip_missing, on_corrupt=on_corrupt, managed_ledgers=managed_ledgers))
+                skip_missing=skip_missing, on_corrupt=on_corrupt, managed_ledgers=managed_ledgers, strict=strict,
+                include_pending=include_pending))
         else:
             source = LedgerSource(LedgerSelection(
                 spec=parse_ledger_spec("all" if all_ledgers else ledger_spec), since_ms=since, until_ms=until,
@@ -150,8 +183,15 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, unacked
         raise CommandError(str(exc), USAGE) from None
     uri = app.require_uri()
     store = app.store
+    from ..ops.pulsar import CursorFallback
+
     with _progress_display(app) as progress:
-        summary = run_export(store, uri, source, options, progress=progress, info=app.info)
+        try:
+            summary = run_export(store, uri, source, options, progress=progress, info=app.info)
+        except CursorFallback as exc:
+            raise CommandError(str(exc), FAILED) from None
+    for warning in summary.get("warnings") or []:  # a subscription's position older than its broker's
+        app.err_console.print(f"bkctl: warning: {warning}", highlight=False, soft_wrap=True)
     if not app.quiet:  # corrupt entries and incomplete chunked messages: never silent
         for p in (summary.get("problems") or [])[:20]:
             app.err_console.print(f"bkctl: warning: {p['topic']} ledger {p['ledger_id']} entry {p['entry_id']}: "
@@ -170,11 +210,21 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, unacked
                 f"{plural(summary['entries'], 'entry', 'entries')} of {plural(summary['ledgers'], 'ledger')} of "
                 f"{', '.join(summary['topics'])} to {summary['out']} in {summary['seconds']:.1f}s: "
                 f"{plural(summary['files'], 'file')}, master {summary['master']}", highlight=False)
+            if summary.get("read_past_lac"):
+                app.console.print(f"  {plural(summary['read_past_lac'], 'entry', 'entries')} of open ledgers read "
+                                  "past their last add confirmed (held by an ack quorum of their bookies; see "
+                                  "read_past_lac in the manifest)", highlight=False)
         else:
             app.console.print(
                 f"exported {plural(summary['entries'], 'entry', 'entries')} ({human_size(summary['bytes'])}) of "
                 f"{plural(summary['ledgers'], 'ledger')} to {summary['out']} in {summary['seconds']:.1f}s: "
                 f"{plural(summary['files'], 'file')}, master {summary['master']}")
+        if topic:
+            from ..export.topic_transactions import left_out_text
+
+            line = left_out_text(summary["left_out"], summary["transactions"])
+            if line:
+                app.console.print(f"  {line}", highlight=False, soft_wrap=True)
         for s in skipped[:20]:
             app.console.print(f"  skipped ledger {s['ledger_id']}: {s['reason']}")
         if len(skipped) > 20:

@@ -136,7 +136,8 @@ def ledger_show(app: App, ledger_id: int):
     LAC the bookies' last entries carry, which can be lower than v3's (a
     pipelining writer's entries carry an older one, and a LAC it published
     explicitly is not seen): said under it (--json: lac_note).  Times are
-    local ISO 8601 and sizes KiB/MiB for people; --json keeps the raw values
+    ISO 8601 in UTC (2026-11-23T06:04:05.123Z, as every command writes them)
+    and sizes KiB/MiB for people; --json keeps the raw values
     (ctime in epoch ms, length in bytes).
     """
     from ..ops.ledgers import add_confirmed_lac, show_ledger

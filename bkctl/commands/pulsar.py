@@ -4,8 +4,8 @@ from __future__ import annotations
 import click
 
 from ..app import App
-from ..completers import complete_ledger_id
-from ..exitcodes import USAGE, CommandError
+from ..completers import complete_ledger_id, complete_topic
+from ..exitcodes import FAILED, USAGE, CommandError
 from ..render import emit, emit_rows, fields, human_size, plural, table
 from . import LEDGER_ID, pass_app
 
@@ -31,8 +31,14 @@ def _base() -> str | None:
     return click.get_current_context().meta.get("pulsar_base")
 
 
-def _topic_error(exc: ValueError) -> CommandError:
-    return CommandError(str(exc), USAGE)
+def _topic_name(name: str) -> str:
+    """A topic argument in full (short names as pulsar-admin takes them); exit 2 if it is none."""
+    from bkctl.wire.pulsar.managed_ledger import TopicName
+
+    try:
+        return str(TopicName.parse(name))
+    except ValueError as exc:
+        raise CommandError(str(exc), USAGE) from None
 
 
 @pulsar.group()
@@ -49,13 +55,19 @@ def topic_list(app: App, tenant, namespace):
     """List persistent topics that have a managed ledger (each partition its own row).
 
     v1 topics (persistent://tenant/cluster/namespace/topic, from brokers
-    before Pulsar 2) are listed too.
+    before Pulsar 2) are listed too.  Entries and size are what the managed
+    ledgers record, read from ZooKeeper alone: a managed ledger records a
+    ledger's entries and size when it closes it, so the ledger a broker is
+    writing counts 0 here -- such a row's entries end in "+" -- where
+    `pulsar topic show` asks the bookies and counts it.  When no managed
+    ledger is found at all, a hint names the path looked at and
+    --managed-ledgers.
 
     --json: one line per topic: topic, managed_ledger, partition (-1: not a
-    partition), ledgers, entries, size (as the managed ledger records them;
-    the open ledger counts 0), cursors, terminated.
+    partition), ledgers, entries, size, uncounted_ledgers (the ledgers
+    counted 0: not closed yet), cursors, terminated.
     """
-    from ..ops.pulsar import list_topics
+    from ..ops.pulsar import list_topics, reader
 
     if namespace and "/" in namespace:
         t, _, namespace = namespace.partition("/")
@@ -63,42 +75,90 @@ def topic_list(app: App, tenant, namespace):
             raise CommandError(f"--tenant {tenant} and --namespace {t}/{namespace} disagree", USAGE)
         tenant = t
     rows = list_topics(app.store, tenant, namespace, _base())
+    if not rows and not tenant and not namespace:
+        _hint_no_managed_ledgers(app, reader(app.store, _base()).base)
 
     def human(rows):
         table(app, ["topic", "ledgers", "entries", "size", "cursors", "terminated"],
-              [(r["topic"], r["ledgers"], r["entries"], human_size(r["size"]), ",".join(r["cursors"]),
-                "yes" if r["terminated"] else "") for r in rows])
+              [(r["topic"], r["ledgers"], f"{r['entries']}{'+' if r['uncounted_ledgers'] else ''}",
+                human_size(r["size"]), ",".join(r["cursors"]), "yes" if r["terminated"] else "") for r in rows])
+        if any(r["uncounted_ledgers"] for r in rows):
+            app.console.print("+: and the entries of a ledger not closed yet, which the managed ledger does not "
+                              "record (`pulsar topic show TOPIC` counts them)", highlight=False)
 
     emit_rows(app, rows, human)
 
 
+def _hint_no_managed_ledgers(app: App, base: str) -> None:
+    """On stderr: no managed ledger was found where Pulsar keeps them."""
+    if app.quiet:
+        return
+    app.err_console.print(f"bkctl: hint: no managed ledgers under {base}; if Pulsar's metadata is elsewhere in "
+                          "this ZooKeeper, name it with `bkctl pulsar --managed-ledgers PATH`", highlight=False,
+                          soft_wrap=True)
+
+
+def _position(c: dict) -> str:
+    """Where a cursor's position came from, briefly."""
+    kind = c["position_source"]
+    if kind == "znode":
+        return "znode (fallback)" if c["fallback"] else "znode"
+    entry = c["position_from"].split(" entry ", 1)[1].split(" ", 1)[0]
+    return f"ledger entry {entry}" + (" (beyond LAC)" if kind == "beyond-lac" else "")
+
+
 @topic.command("show")
-@click.argument("name", metavar="TOPIC")
+@click.argument("name", metavar="TOPIC", shell_complete=complete_topic)
+@click.option("--strict", is_flag=True,
+              help="Exit 1 when a cursor's position can only be read from its znode although it keeps a ledger.")
 @pass_app
-def topic_show(app: App, name):
+def topic_show(app: App, name, strict):
     """Show a topic's ledgers and cursors (every partition of a partitioned topic).
 
-    TOPIC is persistent://tenant/namespace/topic (or tenant/namespace/topic;
-    a v1 name is persistent://tenant/cluster/namespace/topic).  Ledgers: entries, size, created (BookKeeper ctime), closed (the managed
-    ledger's timestamp), bookies; the open ledger's entries are its last add
-    confirmed + 1, asked of the bookies.  Cursors: mark-delete position,
-    individually deleted ranges, backlog in entries and bytes (bytes at each
-    ledger's mean entry size).  A partitioned topic shows every partition
-    its partitioned-topic metadata counts (read beside the managed ledgers,
-    under admin/partitioned-topics), those no broker has loaded yet without a
+    TOPIC is persistent://tenant/namespace/topic, tenant/namespace/topic or
+    a bare topic name (persistent://public/default/TOPIC), as pulsar-admin
+    takes them (a v1 name is persistent://tenant/cluster/namespace/topic).
+
+    Ledgers: entries, size, created (BookKeeper ctime), closed (the managed
+    ledger's timestamp), bookies.  The open ledger is read as its broker
+    would recover it, without fencing anything: its entries run to the
+    newest one past the last add confirmed that an ack quorum of its bookies
+    holds (a writer's newest entry always lies past the LAC readers see;
+    with fewer copies the writer cannot have had it acknowledged), and its
+    size is the ledger length that entry carries; "past LAC" counts them.
+
+    Cursors: the mark-delete position and where it came from -- the newest
+    entry of the cursor's ledger (past the LAC of an open one by the same
+    rule), or the znode, which is the position when the cursor keeps no
+    ledger (closed cleanly) and otherwise an older one: then a warning on
+    stderr, and with --strict exit 1.  Individually deleted ranges
+    ((a, b] acknowledged beyond the mark-delete position); the backlog in
+    entries, in messages and bytes (counted by reading the unacknowledged
+    entries when there are at most 1,000: a batch's messages not
+    acknowledged, a chunked message once, a marker none; beyond that
+    bytes at each ledger's mean entry size and messages "?"), the open
+    ledger counted like its size.
+
+    A partitioned topic shows every partition its partitioned-topic metadata
+    counts (read beside the managed ledgers, under
+    admin/partitioned-topics), those no broker has loaded yet without a
     managed ledger.  Exit 3 if there is no such topic (with suggestions).
-    --json: topic, partitioned, declared_partitions (null: no metadata found),
-    partitions[] with ledgers[] and cursors[].
+    --json: topic, partitioned, declared_partitions (null: no metadata
+    found), partitions[] with ledgers[] (lac, beyond_lac for the open one)
+    and cursors[] (mark_delete, individually_deleted, position_from,
+    position_source: cursor-ledger, beyond-lac or znode, fallback: why the
+    znode was read or null, backlog_entries, backlog_messages (null: not
+    counted), backlog_bytes, backlog_bytes_exact), warnings[].
     """
-    from bkctl.wire.pulsar.managed_ledger import TopicName
+    from ..ops.pulsar import CursorFallback, show_topic
 
-    from ..ops.pulsar import show_topic
-
+    name = _topic_name(name)
     try:
-        TopicName.parse(name)
-    except ValueError as exc:
-        raise _topic_error(exc) from None
-    doc = show_topic(app.store, name, _base(), bk=lambda: app.bk)
+        doc = show_topic(app.store, name, _base(), bk=lambda: app.bk, strict=strict)
+    except CursorFallback as exc:
+        raise CommandError(f"{exc} (--strict)", FAILED) from None
+    for warning in doc["warnings"]:
+        app.err_console.print(f"bkctl: warning: {warning}", highlight=False, soft_wrap=True)
 
     def human():
         if doc["declared_partitions"] is not None:
@@ -108,16 +168,20 @@ def topic_show(app: App, name):
             if part["managed_ledger"] is None:
                 fields(app, [("topic", part["topic"]), ("managed ledger", "none (no broker has loaded it: no data)")])
                 continue
+            entries = f"{part['entries']}" + (f" ({part['beyond_lac']} past the LAC)" if part["beyond_lac"] else "")
             fields(app, [("topic", part["topic"]), ("managed ledger", part["managed_ledger"]),
-                         ("entries", part["entries"]), ("size", human_size(part["size"])),
+                         ("entries", entries), ("size", human_size(part["size"])),
                          ("terminated at", part["terminated_at"] or "no")])
-            table(app, ["ledger", "state", "entries", "size", "created", "closed", "bookies"],
-                  [(ls["ledger_id"], ls["state"], ls["entries"], human_size(ls["size"]) if ls["size"] is not None
-                    else "", ls["created"], ls["closed"], ",".join(ls["bookies"])) for ls in part["ledgers"]])
+            table(app, ["ledger", "state", "entries", "past LAC", "size", "created", "closed", "bookies"],
+                  [(ls["ledger_id"], ls["state"], ls["entries"], ls["beyond_lac"] if ls["lac"] is not None else "",
+                    human_size(ls["size"]) if ls["size"] is not None else "", ls["created"], ls["closed"],
+                    ",".join(ls["bookies"])) for ls in part["ledgers"]])
             if part["cursors"]:
-                table(app, ["cursor", "mark-delete", "backlog entries", "backlog bytes", "cursor ledger",
-                            "last active"],
-                      [(c["name"], c["mark_delete"], c["backlog_entries"], human_size(c["backlog_bytes"]),
+                table(app, ["cursor", "mark-delete", "from", "individually deleted", "backlog entries",
+                            "backlog messages", "backlog bytes", "cursor ledger", "last active"],
+                      [(c["name"], c["mark_delete"], _position(c), " ".join(c["individually_deleted"]),
+                        c["backlog_entries"], "?" if c["backlog_messages"] is None else c["backlog_messages"],
+                        human_size(c["backlog_bytes"]) + ("" if c["backlog_bytes_exact"] else " (est.)"),
                         c["cursor_ledger"], c["last_active"]) for c in part["cursors"]])
 
     emit(app, doc, human)

@@ -202,9 +202,11 @@ def decommission(app: App, bookie: str, daemons: bool | None, wait: float, dry_r
     --timeout is, as everywhere, how long to wait for ZooKeeper).  While it
     waits it says so: a progress bar on a terminal, else progress lines on
     stderr (the start, each change of the count, and every 15 s what the
-    ledgers left wait for: not marked yet, waiting for a worker, being
-    re-replicated, or failed with the worker's reason, from ZooKeeper).  A
-    failure names its cause the same way.  Otherwise (or --no-daemons)
+    ledgers left wait for, as `autorecovery status` says it: waiting for
+    lostBookieRecoveryDelay, held while autorecovery is disabled, waiting
+    for a worker, an open ledger waiting for its writer, being re-replicated
+    by which worker, held after a failed attempt with the worker's reason).
+    A failure names its cause the same way.  Otherwise (or --no-daemons)
     every fragment on it is re-replicated from this process as `recover`
     does (open ledgers using it in their last segment are recovered: fenced
     and closed), then the metadata is scanned until no ledger names it (up
@@ -213,7 +215,8 @@ def decommission(app: App, bookie: str, daemons: bool | None, wait: float, dry_r
     `recover --dry-run`); nothing changes.  --json (printed on failure too,
     before the exit 1): bookie_id, mode (autorecovery or local), passes,
     ledgers[] (as `recover`; with the daemons ledger_id, status, and for a
-    ledger left repair {state, worker, reason} and error),
+    ledger left repair {state, text, worker, since, until, attempts, reason} -- the repair
+    model of `autorecovery status` -- and error),
     entries_copied (null with the daemons), remaining_ledgers,
     cookie_deleted, dry_run, error (null, or the failure's message).
     """

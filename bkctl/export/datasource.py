@@ -1,11 +1,16 @@
 """``bookkeeper``: a PySpark (4.x) Python data source that reads ledger entries.
 
-    from bkctl.export.datasource import BookKeeperDataSource
-    spark.dataSource.register(BookKeeperDataSource)
     df = (spark.read.format("bookkeeper")
           .option("metadataServiceUri", "zk+hierarchical://zk1:2181/ledgers")
           .option("ledgers", "1,2,5-9")
           .load())
+
+PySpark registers it by itself: the wheel installs the top-level module
+``pyspark_bookkeeper`` (PySpark registers the ``DefaultSource`` of every
+``pyspark_*`` module its workers' Python imports), so the Python of Spark's
+workers (``PYSPARK_PYTHON``, ``spark.pyspark.python``) must have bkctl.  A
+source checkout installed with ``pip install -e`` is not seen by that
+lookup: :func:`register` (``spark.dataSource.register(BookKeeperDataSource)``).
 
 One row per entry, with the fixed schema of
 :data:`bkctl.export.columns.LEDGER_COLUMNS` (``ledger_id long, entry_id
@@ -43,10 +48,13 @@ Options (names are case-insensitive, values strings):
     and these options beside the ones above (``splitEntries``, ``batchSize``,
     ``protocol``, ``password``, ``readTimeout``, ``readWindow``,
     ``zkSecurity``, ``bookieTls``): ``subscription`` and ``unackedOnly``
-    (only what that cursor has not acknowledged), ``from``/``to`` (publish
+    (only what that cursor has not acknowledged), ``strict`` (``true``: fail
+    when the cursor's position can only come from its znode), ``from``/``to`` (publish
     times), ``skipMissing`` (ledgers the managed ledger lists but that were
     deleted: skipped instead of failing), ``onCorrupt`` (``row``: an error
-    row, default; ``skip``), ``managedLedgers`` (Pulsar's root in ZooKeeper).
+    row, default; ``skip``), ``managedLedgers`` (Pulsar's root in ZooKeeper),
+    ``includePending`` (the messages an open transaction holds back, with
+    ``pending`` true; default false: left out).
 ``plan``
     JSON list of ledger plans made by :func:`bkctl.export.planning.plan_ledgers`
     (``bkctl export`` passes it so that what is read is exactly what it planned);
@@ -169,7 +177,9 @@ class ReadOptions:
                 unacked_only=_bool("unackedOnly", opts.get("unackedonly"), False),
                 from_ms=_time(opts.get("from")), to_ms=_time(opts.get("to")),
                 skip_missing=_bool("skipMissing", opts.get("skipmissing"), False),
-                on_corrupt=str(opts.get("oncorrupt") or "row").lower(), managed_ledgers=opts.get("managedledgers")))
+                on_corrupt=str(opts.get("oncorrupt") or "row").lower(), managed_ledgers=opts.get("managedledgers"),
+                strict=_bool("strict", opts.get("strict"), False),
+                include_pending=_bool("includePending", opts.get("includepending"), False)))
         else:
             self.source = LedgerSource(LedgerSelection(
                 spec=planning.parse_ledger_spec(ledgers) if ledgers else planning.LedgerSpec(),

@@ -143,17 +143,26 @@ class LedgerReader:
         """The LAC of a ledger that is not closed (opened without recovery)."""
         return self.client().open(ledger_id, self.settings.password).last_add_confirmed
 
-    def entries(self, ledger_id: int, first: int, last: int) -> Iterator[list]:
+    def tail(self, ledger_id: int):
+        """The tail of a ledger that is not closed: its LAC and the entries past
+        it that an ack quorum holds, read without fencing (a
+        :class:`~bkctl.wire.client.unconfirmed_tail.Tail`)."""
+        return self.client().open(ledger_id, self.settings.password).read_tail()
+
+    def entries(self, ledger_id: int, first: int, last: int, unconfirmed: bool = False) -> Iterator[list]:
         """Entries ``first..last`` of a ledger as lists of ``(entry id, payload)``,
         ``batch_size`` at a time; :class:`LedgerRangeError` rather than
-        reading past the last entry of a closed ledger or the LAC of an open one."""
+        reading past the last entry of a closed ledger or the LAC of an open
+        one -- unless ``unconfirmed``: then the entries of an open ledger past
+        its LAC that the plan found (its tail) are read too."""
         ledger = self.client().open(ledger_id, self.settings.password)
         limit = ledger.last_entry_id if ledger.is_closed else ledger.last_add_confirmed
-        if last > limit:
+        past_lac = unconfirmed and not ledger.is_closed
+        if last > limit and not past_lac:
             what = "last entry" if ledger.is_closed else "last add confirmed"
             raise LedgerRangeError(f"ledger {ledger_id}: cannot read entries {first}..{last}, its {what} is {limit}")
         expected = first
-        for entries in ledger.read_range(first, last, batch=self.settings.batch_size):
+        for entries in ledger.read_range(first, last, batch=self.settings.batch_size, allow_unconfirmed=past_lac):
             if not entries:
                 continue
             if entries[0][0] != expected or entries[-1][0] != expected + len(entries) - 1:

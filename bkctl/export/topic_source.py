@@ -6,7 +6,11 @@ tasks, commit, manifest) does the rest.  What is the topic's own:
 
 * planning (:func:`plan_topic`): the ledgers the managed ledger lists (each
   partition's, for a partitioned topic), up to the last entry of a closed
-  ledger or the LAC of the open one (never past a terminated position);
+  ledger, and for the open one up to its newest entry that an ack quorum of
+  its bookies holds -- past its LAC, as its broker would recover it, read
+  without fencing (:mod:`bkctl.wire.client.unconfirmed_tail`); those entries
+  are counted in the manifest's ``read_past_lac`` and the summary (never
+  past a terminated position);
   a ledger offloaded to tiered storage and deleted from BookKeeper is
   skipped (reported);
   ledgers wholly acknowledged are left out with ``--unacked-only``; a listed
@@ -22,6 +26,11 @@ tasks, commit, manifest) does the rest.  What is the topic's own:
   task leaves those chunks alone;
 * checking (:meth:`TopicSource.verify`): every planned entry was read, and
   the files hold the rows the tasks made.
+
+The rows are what a consumer receives: marker entries, messages of aborted
+transactions and whatever an open transaction holds back are left out and
+counted; the transactions are scanned once for the plan
+(:mod:`~bkctl.export.topic_transactions`).
 """
 from __future__ import annotations
 
@@ -73,8 +82,18 @@ class TopicSpec:
     on_corrupt: str = "row"
     #: Pulsar's managed-ledger root (default: beside the ledger root)
     managed_ledgers: str | None = None
+    #: a subscription whose position can only be read from its znode fails the plan
+    strict: bool = False
+    #: the messages an open transaction holds back are exported with ``pending`` set, not left out
+    include_pending: bool = False
 
     def __post_init__(self) -> None:
+        from bkctl.wire.pulsar.managed_ledger import TopicName
+
+        try:  # short names as pulsar-admin takes them, written out in full
+            object.__setattr__(self, "topic", str(TopicName.parse(self.topic)))
+        except ValueError as exc:  # a bad name; a znode that does not decode is no usage error
+            raise planning.SpecError(str(exc)) from None
         if self.unacked_only and self.subscription is None:
             raise planning.SpecError("--unacked-only needs --subscription")
         if self.on_corrupt not in ("row", "skip"):
@@ -112,6 +131,13 @@ class TopicRange:
     #: this ledger directly follows a planned one: chunks at its start that continue a
     #: message begun there are the task's that began it
     follows: bool = False
+    #: the ledger is open: entries past its LAC (up to ``ledger_last``, planned) may be read
+    unconfirmed: bool = False
+    next_unconfirmed: bool = False
+    #: what the range needs of its topic's transactions (None: none there)
+    transactions: Any = None
+    #: keep what an open transaction holds back, marked pending
+    pending: bool = False
 
     @property
     def entries(self) -> int:
@@ -131,23 +157,22 @@ def _cursor_from_json(text: str):
                        {tuple(pos): tuple(words) for pos, words in doc["batch"]})
 
 
-def plan_topic(store, spec: TopicSpec, split_entries: int, lac_of, client=None) -> SourcePlan:
+def plan_topic(store, spec: TopicSpec, split_entries: int, tail_of, client=None) -> SourcePlan:
     """Plan the export of ``spec.topic`` (see the module documentation):
-    ``lac_of(ledger_id)`` gives the LAC of the open ledger, ``client()`` a
+    ``tail_of(ledger_id)`` gives the open ledger's
+    :class:`~bkctl.wire.client.unconfirmed_tail.Tail`, ``client()`` a
     BlockingBookKeeper to read a cursor ledger with (None: the cursor's
-    znode alone).  The plan's ``details["topics"]`` describes each managed ledger."""
-    from bkctl.ops.pulsar import cursor_state, reader, resolve_topics
+    znode alone).  The plan's ``details["topics"]`` describes each managed
+    ledger, ``details["warnings"]`` the subscriptions whose position fell
+    back to the znode (:class:`~bkctl.ops.pulsar.CursorFallback` with
+    ``spec.strict``)."""
+    from bkctl.ops.pulsar import CursorFallback, cursor_state, fallback_warning, reader, resolve_topics
     from bkctl.wire.metadata.errors import NoSuchLedger
     from bkctl.wire.pulsar.errors import NoSuchSubscription
-    from bkctl.wire.pulsar.managed_ledger import TopicName
 
     topics = reader(store, spec.managed_ledgers)
-    try:
-        TopicName.parse(spec.topic)
-    except ValueError as exc:  # a bad name; a znode that does not decode is no usage error
-        raise planning.SpecError(str(exc)) from None
     managed = resolve_topics(topics, spec.topic)
-    out = SourcePlan([], [], details={"topics": {}})
+    out = SourcePlan([], [], details={"topics": {}, "warnings": []})
     topics_doc = out.details["topics"]
     missing: list[str] = []
     for ml in managed:
@@ -160,10 +185,19 @@ def plan_topic(store, spec: TopicSpec, split_entries: int, lac_of, client=None) 
                 raise NoSuchSubscription(f"{name} has no subscription {spec.subscription!r}"
                                   f" (it has: {', '.join(sorted(ml.cursors)) or 'none'})")
             state, source = cursor_state(info, client)
+            if source.fallback:
+                warning = fallback_warning(name, spec.subscription, source.fallback)
+                if spec.strict:
+                    raise CursorFallback(f"{warning} (--strict)")
+                out.details["warnings"].append(warning)
             cursor = _cursor_json(state) if spec.unacked_only else None
+        past_lac: list[dict[str, int]] = []
         topics_doc[name] = {"managed_ledger": ml.name, "partition": ml.topic.partition,
                             "ledgers": ml.ledger_ids, "subscription": spec.subscription,
-                            "cursor": None if spec.subscription is None else {**state.to_json(), "from": source}}
+                            "cursor": None if spec.subscription is None else {
+                                **state.to_json(), "from": str(source), "source": source.kind,
+                                "fallback": source.fallback},
+                            "read_past_lac": past_lac}
         terminated = ml.terminated
         for li in ml.info.ledgerInfo:
             ledger_id = li.ledgerId
@@ -183,9 +217,12 @@ def plan_topic(store, spec: TopicSpec, split_entries: int, lac_of, client=None) 
             if md.is_closed:
                 last = md.last_entry_id
             else:
-                last = int(lac_of(ledger_id))
+                tail = tail_of(ledger_id)
+                last = tail.last
             if terminated is not None and ledger_id == terminated[0]:
                 last = min(last, terminated[1])
+            if not md.is_closed and last > tail.lac:
+                past_lac.append({"ledger_id": ledger_id, "lac": tail.lac, "last": last, "entries": last - tail.lac})
             if cursor is not None and state.first_unacked(ledger_id) > last:
                 out.skipped.append({"ledger_id": ledger_id, "topic": name,
                                     "reason": f"wholly acknowledged by {spec.subscription}"})
@@ -196,10 +233,11 @@ def plan_topic(store, spec: TopicSpec, split_entries: int, lac_of, client=None) 
                               length=md.length if md.is_closed else None, segments=len(md.ensembles))
             out.plans.append(plan)
             ranges = [TopicRange(name, ml.topic.partition, ledger_id, r.first, r.last, last, cursor,
-                                 spec.from_ms, spec.to_ms, spec.on_corrupt == "row")
+                                 spec.from_ms, spec.to_ms, spec.on_corrupt == "row", unconfirmed=not md.is_closed)
                       for r in planning.split_ranges([plan], split_entries)]
             if ranges and follows:  # a chunked message begun in any range of the ledger before may end here
-                out.tasks[-follows:] = [replace(r, next_ledger=ledger_id, next_last=last)
+                out.tasks[-follows:] = [replace(r, next_ledger=ledger_id, next_last=last,
+                                                next_unconfirmed=not md.is_closed)
                                          for r in out.tasks[-follows:]]
                 ranges[0] = replace(ranges[0], follows=True)
             out.tasks.extend(ranges)
@@ -265,11 +303,11 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
             return not state.message_acked(position, batch_index)
 
     decoder = TopicDecoder(part.topic, part.partition, keep=keep, from_ms=part.from_ms, to_ms=part.to_ms,
-                           error_rows=part.error_rows)
+                           error_rows=part.error_rows, transactions=part.transactions, pending=part.pending)
     schema = arrow_schema(TOPIC_COLUMNS)
     skip = part.first > 0 or part.follows
     ledger_id = part.ledger_id
-    for entries in reader.entries(ledger_id, part.first, part.last):
+    for entries in reader.entries(ledger_id, part.first, part.last, unconfirmed=part.unconfirmed):
         for entry_id, data in entries:
             decoder.add(ledger_id, entry_id, data, skip_continuations=skip)
             if decoder.rows >= ROWS_PER_BATCH:
@@ -277,27 +315,28 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
                     yield record_batch(rows, schema)
     for rows in decoder.take_parts():
         yield record_batch(rows, schema)
-    read_ahead = _read_on(reader, decoder, ledger_id, part.last, part.ledger_last)
+    read_ahead = _read_on(reader, decoder, ledger_id, part.last, part.ledger_last, part.unconfirmed)
     ended = "the ledger ends before the message's last chunk"
     if decoder.chunks.pending and part.next_ledger is not None:  # ... and then into the topic's next ledger
-        read_ahead += _read_on(reader, decoder, part.next_ledger, -1, part.next_last)
+        read_ahead += _read_on(reader, decoder, part.next_ledger, -1, part.next_last, part.next_unconfirmed)
         ended = "the next ledger ends before the message's last chunk"
     decoder.finish(ended)
     for rows in decoder.take_parts():
         yield record_batch(rows, schema)
     if counts is not None:
         counts.update(entries=part.entries, read_ahead=read_ahead, messages=decoder.messages,
-                      bytes=decoder.payload_bytes, problems=[p.to_json() for p in decoder.problems])
+                      bytes=decoder.payload_bytes, problems=[p.to_json() for p in decoder.problems],
+                      left_out=decoder.left_out)
 
 
-def _read_on(reader: LedgerReader, decoder, ledger_id: int, after: int, last: int) -> int:
+def _read_on(reader: LedgerReader, decoder, ledger_id: int, after: int, last: int, unconfirmed: bool) -> int:
     """Read ``ledger_id`` past entry ``after`` up to ``last``, 16 entries at a
     time, taking only the chunks of messages begun before, until none is
     unfinished; returns the entries read."""
     read_on = after
     while decoder.chunks.pending and read_on < last:
         stop = min(last, read_on + 16)
-        for entries in reader.entries(ledger_id, read_on + 1, stop):
+        for entries in reader.entries(ledger_id, read_on + 1, stop, unconfirmed=unconfirmed):
             for entry_id, data in entries:
                 decoder.add(ledger_id, entry_id, data, only_continuations=True)
         read_on = stop
@@ -347,7 +386,13 @@ class TopicSource:
         self.spec = spec
 
     def plan(self, store: Any, reader: LedgerReader, split_entries: int) -> SourcePlan:
-        return plan_topic(store, self.spec, split_entries, reader.last_add_confirmed, reader.client)
+        from .topic_transactions import scan_transactions, with_transactions
+
+        plan = plan_topic(store, self.spec, split_entries, reader.tail, reader.client)
+        transactions = scan_transactions(reader, plan.tasks)
+        plan.tasks = with_transactions(plan.tasks, transactions, self.spec.include_pending)
+        plan.details["transactions"] = {topic: t.to_json() for topic, t in transactions.items()}
+        return plan
 
     def read(self, settings: ReadSettings, task: TopicRange, counts: dict[str, Any]) -> Iterator[Any]:
         counts.update(topic=task.topic, ledger_id=task.ledger_id, first=task.first, last=task.last)
@@ -395,17 +440,37 @@ class TopicSource:
     def problems(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [p for r in reports if "task" in r for p in r.get("problems", [])]
 
+    @staticmethod
+    def left_out(reports: list[dict[str, Any]]) -> dict[str, Any]:
+        """What the tasks left out (or kept as pending), summed: markers by name, aborted, pending."""
+        out: dict[str, Any] = {"markers": {}, "aborted": 0, "pending": 0, "pending_kept": 0}
+        for r in reports:
+            for key, value in (r.get("left_out") or {}).items() if "task" in r else ():
+                if key == "markers":
+                    for name, n in value.items():
+                        out["markers"][name] = out["markers"].get(name, 0) + n
+                else:
+                    out[key] += value
+        return out
+
     def manifest(self, plan: SourcePlan, reports: list[dict[str, Any]], decode: str | None) -> dict[str, Any]:
         return {"columns": manifest_columns(self.columns, decode), "layout": LAYOUT,
-                "topics": dict(plan.details.get("topics") or {}), "export": {"problems": self.problems(reports)}}
+                "topics": dict(plan.details.get("topics") or {}),
+                "export": {"problems": self.problems(reports), "left_out": self.left_out(reports),
+                           "transactions": dict(plan.details.get("transactions") or {})}}
 
     def summary(self, plan: SourcePlan, reports: list[dict[str, Any]], summary: dict[str, Any]) -> None:
         summary["entries"] = sum(r["entries"] for r in reports if "task" in r)
-        summary["topics"] = sorted(plan.details.get("topics") or {})
+        topics = plan.details.get("topics") or {}
+        summary["topics"] = sorted(topics)
         summary["problems"] = self.problems(reports)
+        summary["read_past_lac"] = sum(p["entries"] for t in topics.values() for p in t.get("read_past_lac", ()))
+        summary["warnings"] = list(plan.details.get("warnings") or [])
+        summary["left_out"] = self.left_out(reports)
+        summary["transactions"] = dict(plan.details.get("transactions") or {})
 
     def describe(self) -> dict[str, Any]:
         s = self.spec
         return {"topic": s.topic, "subscription": s.subscription, "unacked_only": s.unacked_only,
                 "from": utc_iso(s.from_ms), "to": utc_iso(s.to_ms), "skip_missing": s.skip_missing,
-                "on_corrupt": s.on_corrupt}
+                "on_corrupt": s.on_corrupt, "strict": s.strict, "include_pending": s.include_pending}

@@ -56,79 +56,79 @@ def force_audit(store, checks, now_ms: int) -> dict:
     return {"checks": list(checks), "ctime": ctime, "previous": previous, "auditor": store.auditor.current()}
 
 
-def _worker_of(ledger_id: int, workers: dict) -> tuple[str | None, dict | None]:
-    """(daemon id, its last failure on this ledger) of the worker whose status says it holds the ledger."""
-    for worker_id, doc in workers.items():
-        failure = doc.get("last_failure")
-        on_it = failure if isinstance(failure, dict) and failure.get("ledger_id") == ledger_id else None
-        if doc.get("current") == ledger_id or ledger_id in (doc.get("held") or []):
-            return worker_id, on_it
-    return None, None
+def _row(snap, ledger_id: int) -> dict:
+    from bkctl.wire.autorecovery.repairstate import ledger_state, state_text
+
+    row = ledger_state(snap, ledger_id)
+    row["text"] = state_text(row, snap.now_ms)
+    row["last_failure"] = row["attempts"][-1] if row["attempts"] else None
+    return row
 
 
-def query_status(store) -> list[dict]:
-    """Ledgers being re-replicated now: ``worker`` (the daemon's bookie id, from its
-    status node; the lock's host name when no daemon publishes one), ``host``
-    (what the lock holds, as Java writes it), ``state`` (re-replicating, or
-    failed: lock kept before another worker tries) and ``last_failure``
-    (``reason``, ``at`` ms) of that worker on that ledger."""
-    from bkctl.wire.autorecovery.status import read_daemon_status
+def query_status(store, now_ms: int | None = None) -> list[dict]:
+    """Ledgers a worker holds now (their replication lock), each as the repair model
+    (:mod:`bkctl.wire.autorecovery.repairstate`) says: ``state``, ``text``,
+    ``worker`` (its bookie id; None for a worker that keeps no status, Java's),
+    ``lock`` (what the lock holds: our worker's bookie id, Java's host name),
+    ``since``/``until`` (ms), ``attempts`` and ``last_failure`` (the last of them)."""
+    import time
 
-    workers = read_daemon_status(store)["workers"]
+    from bkctl.wire.autorecovery.repairstate import read_snapshot
+
+    snap = read_snapshot(store, int(time.time() * 1000) if now_ms is None else now_ms, marks=False)
+    for ledger_id in snap.locks:
+        mark = store.underreplication.get(ledger_id)
+        if mark is not None:
+            snap.marks[ledger_id] = mark
+    return [_row(snap, ledger_id) for ledger_id in sorted(snap.locks)]
+
+
+def underreplicated(store, include=(), exclude=(), now_ms: int | None = None) -> list[dict]:
+    """Marked ledgers (Java's ``listunderreplicated``): ``include`` keeps those
+    missing a replica on any of these bookies, ``exclude`` drops those missing
+    one on any of these; each with its state as :func:`query_status` gives it."""
+    import time
+
+    from bkctl.wire.autorecovery.control import matching_marks
+    from bkctl.wire.autorecovery.repairstate import read_snapshot
+
+    snap = read_snapshot(store, int(time.time() * 1000) if now_ms is None else now_ms)
     rows = []
-    for ledger_id, host in sorted(store.underreplication.locks().items()):
-        worker, failure = _worker_of(ledger_id, workers)
-        rows.append({"ledger_id": ledger_id, "worker": worker or host, "host": host,
-                     "state": "failed, lock kept" if failure else "re-replicating",
-                     "last_failure": failure})
+    for mark in matching_marks(snap.marks.values(), include, exclude):
+        rows.append(_row(snap, mark.ledger_id))
     return rows
 
 
 def autorecovery_report(store, now_ms: int) -> dict:
     """Everything ``autorecovery status`` shows: the switch, the delay, the auditor,
-    lost bookies (cookie, not registered: since when the auditor saw them go, when
-    they are due), what the auditor waits for, each worker, each marked ledger."""
-    from bkctl.wire.autorecovery.status import read_daemon_status
+    the lost bookies (:func:`~bkctl.wire.autorecovery.repairstate.lost_bookies`),
+    what the auditor waits for, each worker, and each marked or locked ledger's
+    state (:func:`query_status`'s rows)."""
+    from bkctl.wire.autorecovery.repairstate import lost_bookies, read_snapshot
 
-    daemons = read_daemon_status(store)
-    auditor_doc = daemons["auditor"] or {}
-    enabled = store.underreplication.is_enabled()
-    delay = store.underreplication.lost_bookie_recovery_delay()
-    registered = set(store.registration.writable_bookies()) | set(store.registration.readonly_bookies())
-    seen = {d["bookie_id"]: d for d in auditor_doc.get("lost", []) if isinstance(d, dict) and "bookie_id" in d}
-    lost = []
-    for bookie in sorted((set(store.registration.all_bookies()) | set(seen)) - registered):
-        d = seen.get(bookie, {})
-        due = d.get("due")
-        lost.append({"bookie_id": bookie, "lost_since": d.get("lost_since"), "due": due,
-                     "due_in": None if due is None else max(0.0, round((due - now_ms) / 1000.0, 1)),
-                     "not_waited": d.get("not_waited"), "seen_by_auditor": bookie in seen})
-    auditor = store.auditor.current()
-    if auditor is None:
+    snap = read_snapshot(store, now_ms)
+    lost = lost_bookies(snap)
+    doc = snap.auditor_doc or {}
+    if snap.auditor is None:
         waiting = "no auditor is elected: nothing is audited or marked"
-    elif not enabled:
-        held = auditor_doc.get("held_back") or 0
+    elif not snap.enabled:
+        held = doc.get("held_back") or 0
         waiting = ("held back while autorecovery is disabled"
                    + (f": {held} ledgers to mark once enabled" if held else ""))
-    elif any(row["due"] is not None for row in lost):
-        soonest = min(row["due_in"] for row in lost if row["due_in"] is not None)
+    elif any(row["due_in"] is not None and row["due"] > now_ms for row in lost):
+        soonest = min(row["due_in"] for row in lost if row["due_in"] is not None and row["due"] > now_ms)
         waiting = f"lostBookieRecoveryDelay: the next lost bookie is due in {soonest:g} s"
+    elif not doc:
+        waiting = (f"not known: the auditor {snap.auditor} keeps no status (Java's?); it marks a lost "
+                   "bookie's ledgers lostBookieRecoveryDelay after it saw the bookie go")
     else:
         waiting = "nothing"
-    workers = daemons["workers"]
-    ledgers = []
-    locks = store.underreplication.locks()
-    for mark in store.underreplication.marks():
-        worker, failure = _worker_of(mark.ledger_id, workers)
-        if mark.ledger_id not in locks:
-            state = "waiting for a worker" if enabled else "waiting: autorecovery is disabled"
-        elif failure:
-            state = f"failed: {failure.get('reason')}"
-        else:
-            state = "being re-replicated"
-        ledgers.append({"ledger_id": mark.ledger_id, "missing_replicas": list(mark.replicas), "ctime": mark.ctime,
-                        "worker": worker or locks.get(mark.ledger_id), "state": state})
-    return {"enabled": enabled, "lost_bookie_recovery_delay": delay, "underreplicated": len(ledgers),
-            "auditor": auditor, "lost_bookies": lost, "auditor_waits_for": waiting,
-            "workers": [dict(doc, worker=worker_id) for worker_id, doc in sorted(workers.items())],
-            "ledgers": ledgers}
+    ledgers = [_row(snap, lid) for lid in sorted(set(snap.marks) | set(snap.locks))]
+    workers = [{"worker": d.get("worker") or wid, "host": d.get("host"),
+                "active": sorted(int(k) for k in (d.get("active") or {})),
+                "holds": len(d.get("holds") or {}), "updated": d.get("updated")}
+               for wid, d in sorted(snap.workers.items())]
+    return {"enabled": snap.enabled, "lost_bookie_recovery_delay": snap.delay,
+            "underreplicated": len(snap.marks), "auditor": snap.auditor,
+            "auditor_keeps_status": bool(doc), "lost_bookies": lost, "auditor_waits_for": waiting,
+            "workers": workers, "ledgers": ledgers}

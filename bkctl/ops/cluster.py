@@ -7,60 +7,14 @@ from typing import Callable
 def require_cluster(store) -> None:
     """Raise (exit 3) unless the store's root holds a BookKeeper cluster
     (its LAYOUT or INSTANCEID), naming the closest root that does."""
-    from kazoo.exceptions import KazooException
-
     from bkctl.wire.metadata.errors import ClusterNotFound
 
     if store.cluster.holds_cluster():  # its errors are the store's (NoAuth: exit 5)
         return
-    try:
-        hint = _closest_cluster_root(store.client, store.root)
-    except KazooException:  # a hint is a courtesy: ACLs may hide the neighbours
-        hint = None
+    hint = store.cluster.closest_cluster_root()
     raise ClusterNotFound(f"no BookKeeper cluster at {store.uri}"
                           + (f" (did you mean {hint}?)" if hint else " (no LAYOUT or INSTANCEID under "
                              f"{store.root}; `bkctl metaformat` creates one)"))
-
-
-def _closest_cluster_root(zk, root: str, budget: int = 500) -> str | None:
-    """The cluster root on this ZooKeeper most like ``root``: an ancestor that
-    is one (``/ledgers`` for ``/ledgers/x``), else the closest among the
-    nearest existing ancestor's children and grandchildren (at most
-    ``budget`` znodes)."""
-    import difflib
-
-    from bkctl.wire.metadata import paths as P
-
-    def is_cluster_root(path: str) -> bool:
-        # LAYOUT alone is not enough: underreplication/ has its own LAYOUT
-        return bool(zk.exists(f"{path}/{P.LAYOUT}")) and bool(
-            zk.exists(f"{path}/{P.INSTANCEID}") or zk.exists(f"{path}/{P.AVAILABLE}"))
-
-    ancestor = root.rstrip("/").rsplit("/", 1)[0] or "/"
-    while ancestor != "/" and not zk.exists(ancestor):
-        ancestor = ancestor.rsplit("/", 1)[0] or "/"
-    up = ancestor
-    while up != "/":
-        if is_cluster_root(up):
-            return up
-        up = up.rsplit("/", 1)[0] or "/"
-    found: list[str] = []
-    level = [ancestor]
-    for _depth in range(2):
-        nxt = []
-        for parent in level:
-            for child in sorted(zk.get_children(parent)):
-                path = f"{parent.rstrip('/')}/{child}"
-                if path == "/zookeeper" or budget <= 0:
-                    continue
-                budget -= 1
-                if path != root and is_cluster_root(path):
-                    found.append(path)
-                else:
-                    nxt.append(path)
-        level = nxt
-    best = difflib.get_close_matches(root, found, n=1, cutoff=0.5)
-    return best[0] if best else None
 
 
 def cluster_info(store, cluster_name: str | None = None) -> dict:
@@ -117,17 +71,3 @@ def autorecovery_status(store) -> dict:
 def set_autorecovery(store, enabled: bool) -> dict:
     changed = store.underreplication.enable() if enabled else store.underreplication.disable()
     return {"enabled": enabled, "changed": changed}
-
-
-def underreplicated(store, include=(), exclude=()) -> list[dict]:
-    """Marked ledgers (Java's ``listunderreplicated``): ``include`` keeps those
-    missing a replica on any of these bookies, ``exclude`` drops those missing
-    one on any of these; ``worker`` is the host holding the replication lock."""
-    from bkctl.wire.autorecovery.control import matching_marks
-
-    locks = store.underreplication.locks()
-    rows = []
-    for m in matching_marks(store.underreplication.marks(), include, exclude):
-        rows.append({"ledger_id": m.ledger_id, "missing_replicas": list(m.replicas), "ctime": m.ctime,
-                     "worker": locks.get(m.ledger_id)})
-    return rows

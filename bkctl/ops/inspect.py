@@ -220,7 +220,7 @@ def _entrylog_file(path: str, idx, logs: dict, ledger, entry, dlen) -> Iterator[
                                 "ledger_id": e.ledger_id, "entry_id": e.entry_id}, **entry_fields(e.data, dlen))
     elif name.endswith(be.LOG_SUFFIX):
         log_id = int(name[:-len(be.LOG_SUFFIX)], 16)
-        for offset, length, ledger_id, entry_id, data in be.scan_log(path):
+        for offset, length, ledger_id, entry_id, data in be.scan_log(path):  # past damaged records too
             if _wanted(ledger_id, entry_id, ledger, entry):
                 state = idx.record_state(logs, log_id, offset, length, ledger_id, entry_id) if idx else None
                 yield dict({"file": path, "format": "bookied", "offset": offset, "ledger_id": ledger_id,
@@ -248,6 +248,32 @@ def uncommitted_logs(dirs) -> list[str]:
 
 ROCKSDB_HINT = "reading DbLedgerStorage's RocksDB index needs the rocksdb extra: pip install 'bkctl[rocksdb]'"
 _ROCKSDICT_CONFIG = "rocksdict-config.json"
+
+
+def damaged_records(dirs) -> list[dict]:
+    """The damaged records of bookied's committed entry logs (bytes that are not a valid record;
+    the scan goes on past them, as compaction's does): file, log_id, offset, length, the
+    ledger_id/entry_id its header claims (None when not plausible), reason, and ``live``
+    when the index points at it (that entry is then also a bad entry)."""
+    from bkctl.bookied import storage as be
+
+    found = []
+    for d in dirs.ledgers:
+        with _offline_index(d) as idx:
+            if idx is None:
+                continue
+            for log_id, (committed, _live, _entries) in sorted(idx.logs().items()):
+                path = os.path.join(_current(d), be.log_name(log_id))
+                if not os.path.exists(path):
+                    continue
+                for rec in be.scan_records(path, committed):
+                    if type(rec) is not be.DamagedRecord:
+                        continue
+                    loc = idx.location(rec.ledger_id, rec.entry_id) if rec.ledger_id is not None else None
+                    found.append({"file": path, "log_id": log_id, "offset": rec.offset, "length": rec.length,
+                                  "ledger_id": rec.ledger_id, "entry_id": rec.entry_id, "reason": rec.reason,
+                                  "live": loc is not None and loc.log_id == log_id and loc.offset == rec.offset})
+    return found
 
 
 @contextmanager
@@ -481,8 +507,10 @@ def check(dirs, store=None, on_total=None, on_entry=None) -> dict:
     """Read every indexed entry; its header must name the indexed ledger and entry, and its
     digest must verify with the ledger's digest type and password when its metadata can be
     read (``store``); otherwise the entry counts as ``unverified``.  Returns ``entries``,
-    ``ok``, ``unverified``, ``bad``, ``problems`` (ledger_id, entry_id, format, error) and
-    ``uncommitted_logs`` (:func:`uncommitted_logs`: not a problem, reported)."""
+    ``ok``, ``unverified``, ``bad``, ``problems`` (ledger_id, entry_id, format, error),
+    ``uncommitted_logs`` (:func:`uncommitted_logs`: not a problem, reported) and
+    ``damaged_records`` (:func:`damaged_records`: bookied's entry logs scanned as compaction
+    scans them; a live one is also a bad entry)."""
     from bkctl.wire.codecs.digest import DigestManager
     from bkctl.wire.errors import NotFound
     from bkctl.wire.codecs.javadisk import entry_header
@@ -507,7 +535,7 @@ def check(dirs, store=None, on_total=None, on_entry=None) -> dict:
         return managers[ledger_id]
 
     doc = {"entries": len(rows), "ok": 0, "unverified": 0, "bad": 0, "ledgers": len({r["ledger_id"] for r in rows}),
-           "problems": [], "uncommitted_logs": uncommitted_logs(dirs)}
+           "problems": [], "uncommitted_logs": uncommitted_logs(dirs), "damaged_records": damaged_records(dirs)}
     for r in rows:
         try:
             data = r["read"]()

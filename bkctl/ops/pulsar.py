@@ -8,6 +8,7 @@ ledger and the newest position in a cursor ledger.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from bkctl.wire.errors import NotFound
@@ -26,7 +27,8 @@ from bkctl.wire.pulsar.managed_ledger import (
 )
 from bkctl.wire.pulsar.topics import ManagedLedger, TopicMetadataReader
 
-__all__ = ["YOUNG_LEDGER_SECONDS", "LedgerState", "OrphanSweep", "Owners", "cursor_state", "ledger_owner", "ledger_states", "list_topics",
+__all__ = ["BACKLOG_READ_LIMIT", "YOUNG_LEDGER_SECONDS", "Backlog", "CursorFallback", "LedgerState", "OrphanSweep",
+           "Owners", "PositionSource", "cursor_state", "fallback_warning", "ledger_owner", "ledger_states", "list_topics",
            "pulsar_component", "reader", "resolve_topics", "show_topic"]
 
 #: ``bk()``: a BlockingBookKeeper, made on first use (None: never ask the bookies)
@@ -60,38 +62,64 @@ def resolve_topics(topics: TopicMetadataReader, name: str) -> list[ManagedLedger
 
 
 class LedgerState:
-    """One ledger of a managed ledger, as ZooKeeper and the bookies tell it."""
+    """One ledger of a managed ledger, as ZooKeeper and the bookies tell it;
+    ``tail`` is the open ledger's :class:`~bkctl.wire.client.unconfirmed_tail.Tail`
+    when the bookies were asked."""
 
-    def __init__(self, ledger_id: int, info: Any, metadata: Any | None, lac: int | None = None):
+    def __init__(self, ledger_id: int, info: Any, metadata: Any | None, tail: Any = None):
         self.ledger_id = ledger_id
         self.info = info
         self.metadata = metadata
-        self.lac = lac
+        self.tail = tail
 
     @property
     def missing(self) -> bool:
         return self.metadata is None
 
     @property
-    def entries(self) -> int:
-        """Entries readable: the managed ledger's count for a closed ledger,
-        LAC + 1 for the open one (0 when unknown)."""
+    def is_open(self) -> bool:
+        return self.metadata is not None and not self.metadata.is_closed
+
+    @property
+    def lac(self) -> int | None:
+        return None if self.tail is None else self.tail.lac
+
+    @property
+    def last(self) -> int:
+        """The last entry there is to read (-1: none): a closed ledger's last
+        entry, the open one's newest entry an ack quorum holds (past its LAC,
+        see :mod:`bkctl.wire.client.unconfirmed_tail`)."""
         if self.metadata is not None and self.metadata.is_closed:
-            return self.metadata.last_entry_id + 1
-        if self.info.HasField("entries"):
-            return self.info.entries
-        return 0 if self.lac is None else self.lac + 1
+            return self.metadata.last_entry_id
+        if self.tail is not None:
+            return self.tail.last
+        return self.info.entries - 1 if self.info.HasField("entries") else -1
+
+    @property
+    def entries(self) -> int:
+        """Entries there are: through :attr:`last` (0 when unknown)."""
+        return self.last + 1
+
+    @property
+    def beyond_lac(self) -> int:
+        """Entries of the open ledger past its LAC that an ack quorum holds."""
+        return 0 if self.tail is None or not self.is_open else self.tail.beyond_lac
 
     @property
     def size(self) -> int | None:
-        if self.info.HasField("size"):
-            return self.info.size
+        """Payload bytes through :attr:`last`: the managed ledger's or the
+        closed ledger's length; the open ledger's from its last entry (a
+        BookKeeper entry carries the ledger's length up to it)."""
         if self.metadata is not None and self.metadata.is_closed:
             return self.metadata.length
+        if self.tail is not None and self.tail.length is not None:
+            return self.tail.length
+        if self.info.HasField("size"):
+            return self.info.size
         return None
 
     def to_json(self) -> dict[str, Any]:
-        from bkctl.wire.text import utc_iso as format_ctime
+        from bkctl.wire.text import utc_iso
 
         md = self.metadata
         bookies = bookies_of(md) if md is not None else []
@@ -101,8 +129,10 @@ class LedgerState:
             "state": "MISSING" if md is None else md.state.name,
             "entries": self.entries,
             "size": self.size,
-            "created": format_ctime(md.ctime) if md is not None and md.ctime else None,
-            "closed": format_ctime(self.info.timestamp) if self.info.timestamp else None,
+            "lac": self.lac if self.is_open else None,
+            "beyond_lac": self.beyond_lac,
+            "created": utc_iso(md.ctime) if md is not None and md.ctime else None,
+            "closed": utc_iso(self.info.timestamp) if self.info.timestamp else None,
             "bookies": bookies,
             "offloaded": bool(offload and offload.complete),
         }
@@ -114,7 +144,8 @@ def bookies_of(md: Any) -> list[str]:
 
 
 def ledger_states(store, ml: ManagedLedger, bk: BookKeeperFactory | None = None) -> list[LedgerState]:
-    """Every ledger the managed ledger lists; the open one's LAC from the bookies when ``bk`` is given."""
+    """Every ledger the managed ledger lists; the open one's tail from the
+    bookies (read without fencing) when ``bk`` is given."""
     from bkctl.wire.metadata.errors import NoSuchLedger
 
     out = []
@@ -123,60 +154,171 @@ def ledger_states(store, ml: ManagedLedger, bk: BookKeeperFactory | None = None)
             md, _version = store.ledgers.read(li.ledgerId)
         except NoSuchLedger:
             md = None
-        lac = None
+        tail = None
         if md is not None and not md.is_closed and bk is not None:
-            lac = bk().open(li.ledgerId).last_add_confirmed
-        out.append(LedgerState(li.ledgerId, li, md, lac))
+            tail = bk().open(li.ledgerId).read_tail()
+        out.append(LedgerState(li.ledgerId, li, md, tail))
     return out
 
 
 # ---------------------------------------------------------------- cursors
 
 
-def cursor_state(info: Any, bk: BookKeeperFactory | None = None) -> tuple[CursorState, str]:
-    """A cursor's acknowledgements and where they came from: the znode, or
-    the last entry of its cursor ledger (newer) when it has one."""
+@dataclass(frozen=True)
+class PositionSource:
+    """Where a cursor's position was read: ``kind`` is ``cursor-ledger`` (its
+    ledger's last confirmed entry), ``beyond-lac`` (an entry of its open
+    ledger past the LAC, see :mod:`bkctl.wire.client.unconfirmed_tail`) or
+    ``znode``; ``fallback`` says why the znode was read although the cursor
+    keeps a ledger (its position is then older than the broker's)."""
+
+    kind: str
+    ledger: int | None = None
+    entry: int | None = None
+    lac: int | None = None
+    fallback: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "znode":
+            return "znode" + (f" ({self.fallback})" if self.fallback else "")
+        where = f"cursor ledger {self.ledger} entry {self.entry}"
+        return where + (f" (beyond the LAC {self.lac})" if self.kind == "beyond-lac" else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"position_from": str(self), "position_source": self.kind, "fallback": self.fallback}
+
+
+class CursorFallback(Exception):
+    """A cursor's position fell back to its znode (``--strict``)."""
+
+
+def cursor_state(info: Any, bk: BookKeeperFactory | None = None) -> tuple[CursorState, PositionSource]:
+    """A cursor's acknowledgements as the broker would recover them, and
+    where they came from: the newest entry of its cursor ledger -- past the
+    LAC of an open one when an ack quorum holds it, read without fencing --
+    else the znode (a :class:`PositionSource` with ``fallback`` set when the
+    cursor has a ledger that could not give it)."""
+    from bkctl.wire.errors import BKError
+    from bkctl.wire.pulsar.errors import PulsarFormatError
+
     ledger_id = info.cursorsLedgerId
-    if ledger_id == -1 or bk is None:
-        return CursorState.of(info), "znode" if ledger_id == -1 else f"znode (cursor ledger {ledger_id} not read)"
+    if ledger_id == -1:
+        return CursorState.of(info), PositionSource("znode")
+
+    def fallback(why: str):
+        return CursorState.of(info), PositionSource("znode", ledger_id, fallback=why)
+
+    if bk is None:
+        return fallback(f"cursor ledger {ledger_id} not read")
     try:
         handle = bk().open(ledger_id)
-        last = handle.last_entry_id if handle.is_closed else handle.last_add_confirmed
-        if last is None or last < 0:
-            return CursorState.of(info), f"znode (cursor ledger {ledger_id} is empty)"
-        position = parse_position_info(handle.read_entry(last))
+        tail = handle.read_tail()
+        if tail.last < 0:
+            return fallback(f"cursor ledger {ledger_id} is empty")
+        if tail.beyond:
+            data = tail.beyond[-1][1]
+        else:
+            data = handle.read_entry(tail.last)
+        position = parse_position_info(data)
     except NotFound:
-        return CursorState.of(info), f"znode (cursor ledger {ledger_id} is gone)"
-    return CursorState.of(info, position), f"cursor ledger {ledger_id} entry {last}"
+        return fallback(f"cursor ledger {ledger_id} is gone")
+    except PulsarFormatError as exc:
+        return fallback(f"cursor ledger {ledger_id} entry {tail.last}: {exc}")
+    except (BKError, OSError, TimeoutError) as exc:
+        return fallback(f"cursor ledger {ledger_id} could not be read: {exc}")
+    kind = "beyond-lac" if tail.last > tail.lac else "cursor-ledger"
+    return CursorState.of(info, position), PositionSource(kind, ledger_id, tail.last,
+                                                          None if handle.is_closed else tail.lac)
 
 
-def _backlog(state: CursorState, ledgers: list[LedgerState]) -> tuple[int, int]:
-    """Unacknowledged entries and their bytes (at each ledger's mean entry
-    size; the open ledger's at the topic's mean)."""
+#: The backlog's messages are counted (and its bytes summed) by reading the
+#: unacknowledged entries when there are at most this many; beyond, bytes are
+#: at each ledger's mean entry size and messages are not counted.
+BACKLOG_READ_LIMIT = 1000
+
+
+class Backlog:
+    """What a cursor has not acknowledged: ``entries`` (interval arithmetic
+    over every ledger, the open one through its newest acknowledgeable
+    entry), ``bytes`` and ``messages`` (read entry by entry when at most
+    :data:`BACKLOG_READ_LIMIT`; else bytes at each ledger's mean entry size,
+    messages None), ``counted`` True when read."""
+
+    def __init__(self, state: CursorState, ledgers: list[LedgerState], bk: BookKeeperFactory | None = None,
+                 limit: int = BACKLOG_READ_LIMIT):
+        self.entries = sum(state.unacked_entries(ls.ledger_id, ls.entries) for ls in ledgers if not ls.missing)
+        self.messages: int | None = None
+        self.counted = False
+        if bk is not None and self.entries <= limit:
+            try:
+                self.messages, self.bytes = _read_backlog(state, ledgers, bk)
+                self.counted = True
+                return
+            except Exception:  # noqa: BLE001 - an entry that does not read or decode: estimated then
+                self.messages = None
+        self.bytes = _estimated_bytes(state, ledgers)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"backlog_entries": self.entries, "backlog_messages": self.messages, "backlog_bytes": self.bytes,
+                "backlog_bytes_exact": self.counted}
+
+
+def _estimated_bytes(state: CursorState, ledgers: list[LedgerState]) -> int:
     known = [(ls.size, ls.entries) for ls in ledgers if ls.size and ls.entries]
     mean = sum(s for s, _ in known) / sum(e for _, e in known) if known else 0.0
-    entries = 0
     nbytes = 0.0
     for ls in ledgers:
+        if ls.missing:
+            continue
         n = state.unacked_entries(ls.ledger_id, ls.entries)
-        entries += n
         nbytes += n * (ls.size / ls.entries if ls.size and ls.entries else mean)
-    return entries, int(round(nbytes))
+    return int(round(nbytes))
+
+
+def _read_backlog(state: CursorState, ledgers: list[LedgerState], bk: BookKeeperFactory) -> tuple[int, int]:
+    """Messages and bytes of the unacknowledged entries, read: a batch's
+    messages less those its cursor acknowledged one by one, a chunked message
+    once (at its last chunk), a marker none."""
+    from bkctl.wire.pulsar.entry import decode_entry
+
+    messages = nbytes = 0
+    for ls in ledgers:
+        start = state.first_unacked(ls.ledger_id)
+        if ls.missing or start > ls.last:
+            continue
+        wanted = [e for e in range(start, ls.last + 1) if not state.acked((ls.ledger_id, e))]
+        if not wanted:
+            continue
+        handle = bk().open(ls.ledger_id)
+        for entry_id, data in handle.read(wanted[0], wanted[-1], allow_unconfirmed=True):
+            position = (ls.ledger_id, entry_id)
+            if state.acked(position):
+                continue
+            nbytes += len(data)
+            md = decode_entry(data, verify=False).metadata
+            if md.HasField("marker_type"):
+                continue
+            if md.HasField("num_chunks_from_msg") and md.num_chunks_from_msg > 1 \
+                    and md.chunk_id != md.num_chunks_from_msg - 1:
+                continue
+            if md.HasField("num_messages_in_batch"):
+                messages += sum(not state.message_acked(position, i) for i in range(md.num_messages_in_batch))
+            else:
+                messages += 1
+    return messages, nbytes
 
 
 def _cursor_doc(name: str, info: Any, ledgers: list[LedgerState], bk) -> dict[str, Any]:
-    from bkctl.wire.text import utc_iso as format_ctime
+    from bkctl.wire.text import utc_iso
 
     state, source = cursor_state(info, bk)
-    entries, nbytes = _backlog(state, ledgers)
     return {
         "name": name,
         **state.to_json(),
-        "position_from": source,
+        **source.to_json(),
         "cursor_ledger": info.cursorsLedgerId,
-        "backlog_entries": entries,
-        "backlog_bytes": nbytes,
-        "last_active": format_ctime(info.lastActive) if info.lastActive else None,
+        **Backlog(state, ledgers, bk).to_json(),
+        "last_active": utc_iso(info.lastActive) if info.lastActive else None,
         "properties": {p.name: p.value for p in info.cursorProperties},
     }
 
@@ -196,6 +338,9 @@ def list_topics(store, tenant: str | None = None, namespace: str | None = None,
         except NotFound:
             continue  # deleted meanwhile
         infos = list(ml.info.ledgerInfo)
+        # the managed ledger records a ledger's entries and size when it closes it: the
+        # ledger its broker writes has neither yet (topic show asks the bookies)
+        unrecorded = [li.ledgerId for li in infos if not li.HasField("entries")]
         rows.append({
             "topic": str(topic),
             "managed_ledger": ml.name,
@@ -203,20 +348,31 @@ def list_topics(store, tenant: str | None = None, namespace: str | None = None,
             "ledgers": len(infos),
             "entries": sum(li.entries for li in infos),
             "size": sum(li.size for li in infos),
+            "uncounted_ledgers": unrecorded,
             "cursors": sorted(ml.cursors),
             "terminated": ml.terminated is not None,
         })
     return rows
 
 
-def show_topic(store, name: str, base: str | None = None, bk: BookKeeperFactory | None = None) -> dict[str, Any]:
+def show_topic(store, name: str, base: str | None = None, bk: BookKeeperFactory | None = None,
+               strict: bool = False) -> dict[str, Any]:
     """A topic (every partition of a partitioned one): ledgers with entries,
-    sizes, dates and bookies; cursors with their backlog."""
+    sizes, dates and bookies; cursors with their position, where it came from
+    and their backlog.  ``warnings`` lists the cursors whose position fell
+    back to the znode (:class:`CursorFallback` with ``strict``)."""
     topics = reader(store, base)
     topic = TopicName.parse(name)
     parts = []
+    warnings = []
     for ml in resolve_topics(topics, name):
         ledgers = ledger_states(store, ml, bk)
+        cursors = [_cursor_doc(c, info, ledgers, bk) for c, info in sorted(ml.cursors.items())]
+        for c in cursors:
+            if c["fallback"]:
+                warnings.append(fallback_warning(str(ml.topic), c["name"], c["fallback"]))
+        if strict and warnings:
+            raise CursorFallback(warnings[0])
         parts.append({
             "topic": str(ml.topic),
             "managed_ledger": ml.name,
@@ -227,7 +383,8 @@ def show_topic(store, name: str, base: str | None = None, bk: BookKeeperFactory 
             "ledgers": [ls.to_json() for ls in ledgers],
             "entries": sum(ls.entries for ls in ledgers),
             "size": sum(ls.size or 0 for ls in ledgers),
-            "cursors": [_cursor_doc(c, info, ledgers, bk) for c, info in sorted(ml.cursors.items())],
+            "beyond_lac": sum(ls.beyond_lac for ls in ledgers),
+            "cursors": cursors,
         })
     partitioned = not parts or parts[0]["topic"] != str(topic)
     declared = topics.declared_partitions(topic) if partitioned else None
@@ -236,9 +393,16 @@ def show_topic(store, name: str, base: str | None = None, bk: BookKeeperFactory 
         if n not in have:
             parts.append({"topic": f"{topic}-partition-{n}", "managed_ledger": None, "path": None, "partition": n,
                           "terminated_at": None, "properties": {}, "ledgers": [], "entries": 0, "size": 0,
-                          "cursors": []})
+                          "beyond_lac": 0, "cursors": []})
     parts.sort(key=lambda part: part["partition"])
-    return {"topic": str(topic), "partitioned": partitioned, "declared_partitions": declared, "partitions": parts}
+    return {"topic": str(topic), "partitioned": partitioned, "declared_partitions": declared, "partitions": parts,
+            "warnings": warnings}
+
+
+def fallback_warning(topic: str, cursor: str, why: str) -> str:
+    """The warning for a cursor whose position was read from its znode although it keeps a ledger."""
+    return (f"{topic} cursor {cursor}: position from its znode ({why}), which is older than the position "
+            "its broker holds")
 
 
 def pulsar_component(custom: dict[str, str]) -> str | None:

@@ -266,14 +266,14 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
             if clock() - told >= heartbeat:
                 told = clock()
                 note(f"{_plural(len(waiting), 'ledger')} still on {bookie}: "
-                     f"{describe_states(repair_states(store, waiting))}")
+                     f"{describe_states(repair_states(store, waiting, bookie))}")
             sleep(poll)
         ids = ledgers_on(store, [bookie])
-        states = repair_states(store, ids)
+        states = repair_states(store, ids, bookie)
         for lid in ids:
             st = states[lid]
             by_ledger[lid] = {"ledger_id": lid, "status": "waiting", "repair": st,
-                              "error": f"{st['state']}" + (f": {st['reason']}" if st.get("reason") else "")}
+                              "error": st["text"]}
     while ids and done_passes < passes and not use_daemons:
         done_passes += 1
         doc = rereplicate_bookies(bk, store, [bookie], on_start=on_start, on_ledger=on_ledger, on_entry=on_entry,
@@ -317,39 +317,36 @@ def _registered_message(store, bookie: str) -> str:
             "try again then, or stop it first if it still runs")
 
 
-def repair_states(store, ledger_ids: Iterable[int]) -> dict[int, dict]:
-    """What each of ``ledger_ids`` (marked or to be marked by the auditor) waits for, from
-    ZooKeeper: ``state`` (not marked yet; waiting for a worker; held: autorecovery
-    disabled; being re-replicated; failed, lock kept), ``worker`` (the daemon holding
-    it) and ``reason`` (that worker's last failure on it), as ``autorecovery
-    query-status`` tells them."""
-    from .autorecovery import query_status
+def repair_states(store, ledger_ids: Iterable[int], bookie: str | None = None) -> dict[int, dict]:
+    """What each of ``ledger_ids`` (naming ``bookie``, marked or to be marked by the
+    auditor) waits for, as the repair model says it
+    (:func:`bkctl.wire.autorecovery.repairstate.ledger_states`): ``state``,
+    ``text``, ``worker``, ``since``/``until`` (ms), ``attempts`` (every failed
+    attempt the workers remember) and ``reason`` (the last attempt's)."""
+    import time
+
+    from bkctl.wire.autorecovery.repairstate import ledger_states, state_text
 
     ledger_ids = list(ledger_ids)
     if not ledger_ids:
         return {}
-    locked = {row["ledger_id"]: row for row in query_status(store)}
-    enabled = store.underreplication.is_enabled()
-    out = {}
-    for lid in ledger_ids:
-        row = locked.get(lid)
-        if row is not None:
-            failure = row.get("last_failure") or {}
-            out[lid] = {"state": "failed, lock kept" if failure else "being re-replicated",
-                        "worker": row.get("worker"), "reason": failure.get("reason")}
-        elif store.underreplication.get(lid) is not None:
-            out[lid] = {"state": "waiting for a worker" if enabled else "held: autorecovery is disabled",
-                        "worker": None, "reason": None}
-        else:
-            out[lid] = {"state": "not marked under-replicated (yet)", "worker": None, "reason": None}
-    return out
+    now = int(time.time() * 1000)
+    states = ledger_states(store, ledger_ids, now, bookies_of=(lambda _lid: [bookie]) if bookie else None)
+    for st in states.values():
+        st["text"] = state_text(st, now)
+        st["reason"] = st["attempts"][-1]["reason"] if st["attempts"] else None
+    return states
 
 
 def describe_states(states: dict[int, dict]) -> str:
-    """``18 failed, lock kept (worker a:3181): need 1 writable bookie...; 2 waiting for a worker``."""
+    """``18 held after a failed attempt (worker a:3181): need 1 writable bookie...; 2 waiting for a worker``."""
     from collections import Counter
 
-    groups = Counter((st["state"], st.get("reason")) for st in states.values())
+    from bkctl.wire.autorecovery.repairstate import DONE, HELD_FAILED, REREPLICATING, WAITING_GRACE
+
+    labels = {HELD_FAILED: "held after a failed attempt", REREPLICATING: "being re-replicated",
+              WAITING_GRACE: "open, waiting for their writer before fencing"}
+    groups = Counter((st["state"], st.get("reason") if st["state"] != DONE else None) for st in states.values())
     workers: dict[tuple, set] = {}
     for st in states.values():
         if st.get("worker"):
@@ -357,7 +354,8 @@ def describe_states(states: dict[int, dict]) -> str:
     parts = []
     for (state, reason), n in groups.most_common():
         who = workers.get((state, reason))
-        parts.append(f"{n} {state}" + (f" (worker {', '.join(sorted(who))})" if who else "")
+        label = labels.get(state) or next(st["text"] for st in states.values() if st["state"] == state)
+        parts.append(f"{n} {label}" + (f" (worker {', '.join(sorted(who))})" if who else "")
                      + (f": {reason}" if reason else ""))
     return "; ".join(parts)
 

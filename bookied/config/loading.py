@@ -19,16 +19,13 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bkctl.wire.metadata.layout import MetadataServiceURI
 
 from .errors import ConfigError, InvalidValue, Origin, bad_value
 from .properties import raw_properties, read_text, unescape
 from .schema import IGNORED_KEYS, OPTIONS, OPTIONS_BY_NAME, find_option, number_text, parse_metadata_uri
-
-if TYPE_CHECKING:
-    from .addresses import Resolver
 
 __all__ = ["BookieConfig", "load_config", "load_config_text", "startup_warnings", "validate_setting"]
 
@@ -108,6 +105,7 @@ class BookieConfig:
     compaction_max_outstanding_requests: int
     force_allow_compaction: bool
     is_force_gc_allow_when_no_space: bool
+    verify_metadata_on_gc: bool
     log_size_limit: int
     metadata_service_uri: str | None
     zk_servers: tuple[str, ...] | None
@@ -257,14 +255,6 @@ class BookieConfig:
         settings = dict(self._settings)
         settings.update(_settings_from_overrides(overrides))
         return _build(settings)
-
-    # -- bookie identity ---------------------------------------------------
-
-    def resolve_bookie_id(self, resolver: Resolver | None = None) -> str:
-        """See :func:`~.addresses.resolve_bookie_id`."""
-        from .addresses import resolve_bookie_id
-
-        return resolve_bookie_id(self, resolver)
 
 
 def _check_fields() -> None:

@@ -542,6 +542,11 @@ OPTIONS: tuple[Option, ...] = (
            "and again at every disk check that still finds the disk full, so that a full bookie can "
            "turn writable again by itself.",
            "gc"),
+    Option("verifyMetadataOnGC", "bool", False,
+           "Before garbage collection deletes a ledger missing from the metadata store's listing, "
+           "read its metadata once more and delete it only if it is truly gone (one ZooKeeper "
+           "request per deleted ledger).",
+           "gc"),
     Option("logSizeLimit", "int", 1024 ** 3,
            "Size at which an entry log is closed and a new one started.",
            "storage", unit="bytes", min=64 * 1024, max=3 * 1024 ** 3),
@@ -688,7 +693,7 @@ IGNORED_KEYS: frozenset[str] = frozenset("""
     entryLogPerLedgerCounterLimitsMultFactor
     useTransactionalCompaction
     gcOverreplicatedLedgerWaitTime gcOverreplicatedLedgerMaxConcurrentRequests
-    verifyMetadataOnGC gcEntryLogMetadataCacheEnabled
+    gcEntryLogMetadataCacheEnabled
     gcEntryLogMetadataCachePath localScrubInterval localScrubRateLimit
     numAddWorkerThreads numReadWorkerThreads numLongPollWorkerThreads numJournalCallbackThreads
     numHighPriorityWorkerThreads maxPendingReadRequestsPerThread maxPendingAddRequestsPerThread

@@ -18,14 +18,22 @@ A row is switched only if it still points at the scanned record (a flush that
 re-put the entry, or a deleted ledger, wins), and a reader that looked up the
 old row before the switch either reads the old file (still open or still there)
 or, if the file is gone, looks the row up again.
+
+The store is reached only through :class:`CompactableStore` (Java's
+CompactableLedgerStorage). Each crash-relevant step is a :class:`CompactionPhase`;
+observers added with :func:`add_phase_observer` are told of each (a test's
+launcher adds one that stops the process there for a kill -9; production adds none).
 """
 from __future__ import annotations
 
+import enum
 import logging
-import os
 import threading
 import time
-from typing import Callable, NamedTuple
+from typing import Callable, Iterator, NamedTuple, Protocol, runtime_checkable
+
+from .entry_log import DamagedRecord
+from .index import KEY, LOC
 
 log = logging.getLogger("bookied.compaction")
 
@@ -33,10 +41,71 @@ log = logging.getLogger("bookied.compaction")
 #: (besides Java's compactionMaxOutstandingRequests entries), bounding the memory held
 BATCH_BYTES_MAX = 16 * 1024 * 1024
 
-#: env: the name of a compaction step at which bookied stops (sleeps) so that a test can
-#: kill -9 it there; the step is logged first ("compaction: stopping at <step>")
-STOP_AT_ENV = "BOOKIED_TEST_STOP_AT"
-STEPS = ("copied", "switched", "unlinked")
+
+
+class CompactionPhase(str, enum.Enum):
+    """The steps of compacting one log after which a crash leaves a different state on disk."""
+
+    COPIED = "copied"  # a batch of live records is durable in the compaction log, not yet in the index
+    SWITCHED = "switched"  # the index points at the copies and the old log's row is gone; file not unlinked
+    UNLINKED = "unlinked"  # the old log's file is removed
+
+
+PhaseObserver = Callable[[CompactionPhase, int], None]
+_observers: list[PhaseObserver] = []
+
+
+def add_phase_observer(observer: PhaseObserver) -> None:
+    """Call ``observer(phase, log id)`` in the compacting thread at every phase (see
+    ``tests/support/stopping_bookied.py``); nothing in bookied adds one."""
+    _observers.append(observer)
+
+
+def remove_phase_observer(observer: PhaseObserver) -> None:
+    _observers.remove(observer)
+
+
+def _reached(phase: CompactionPhase, log_id: int) -> None:
+    for observer in list(_observers):
+        observer(phase, log_id)
+
+
+@runtime_checkable
+class CompactableStore(Protocol):
+    """What garbage collection and compaction call on an entry store (Java's
+    CompactableLedgerStorage); :class:`~bookied.storage.store.EntryStore` is one."""
+
+    directory: str
+    log_size_limit: int
+
+    def ledger_ids(self) -> list[int]: ...
+
+    def delete_ledgers(self, ledger_ids: list[int]) -> int: ...
+
+    def committed_log_bytes(self) -> int: ...
+
+    def log_usage(self) -> dict[int, tuple[int, int, int, float]]: ...
+
+    def active_log_ids(self) -> list[int]: ...
+
+    def compaction_candidates(self, threshold: float) -> list[tuple[int, float]]: ...
+
+    def log_size(self, log_id: int) -> int: ...
+
+    def open_compaction_writer(self): ...
+
+    def close_compaction_writer(self, writer) -> None: ...
+
+    def live_records(self, log_id: int) -> Iterator[tuple[int, int, bytes, bytes] | DamagedRecord]: ...
+
+    def rows_in_log(self, log_id: int, ids: list[tuple[int, int]] | None = None) -> list[tuple[bytes, bytes]]: ...
+
+    def read_record(self, key: bytes, row: bytes) -> bytes: ...
+
+    def switch_locations(self, log_id: int, moves: list, added: dict,
+                         before_unlink: Callable[[], None] | None = None) -> tuple[int, bool]: ...
+
+    def drop_log_if_empty(self, log_id: int) -> bool: ...
 
 
 class CompactionStopped(Exception):
@@ -82,25 +151,27 @@ class Throttle:
                 raise CompactionStopped()
 
 
+class DamagedFound(NamedTuple):
+    """A damaged record compaction met in ``log_id``, and the live entries whose index rows
+    pointed into it (deleted: such an entry is gone from this bookie)."""
+
+    log_id: int
+    record: DamagedRecord
+    dropped: tuple[tuple[int, int], ...]
+
+
 class CompactionResult(NamedTuple):
     moved_entries: int
     moved_bytes: int
     reclaimed_bytes: int  # the old log's size less what was moved out of it, if it was deleted
     deleted: bool
-
-
-def stop_point(step: str) -> None:
-    """A test's kill -9 point: sleep here for good when ``BOOKIED_TEST_STOP_AT`` names ``step``."""
-    if os.environ.get(STOP_AT_ENV) == step:
-        log.warning("compaction: stopping at %s (%s)", step, STOP_AT_ENV)
-        while True:
-            time.sleep(3600)
+    damaged: tuple[DamagedFound, ...] = ()
 
 
 class EntryLogCompactor:
     """Compacts logs of one entry store through a compaction writer it opens and closes."""
 
-    def __init__(self, store, throttle: Throttle, max_outstanding: int = 100000):
+    def __init__(self, store: CompactableStore, throttle: Throttle, max_outstanding: int = 100000):
         self.store = store
         self.throttle = throttle
         self.max_outstanding = max(1, int(max_outstanding))
@@ -115,16 +186,27 @@ class EntryLogCompactor:
         self.writer = None
 
     def compact(self, log_id: int) -> CompactionResult:
-        """Move the live records of ``log_id`` and delete it once none is left."""
+        """Move the live records of ``log_id`` and delete it once none is left.
+
+        Damaged records (bytes that are not a valid record) do not stop the scan: the
+        records after them are moved too. If the log still holds live entries after that,
+        their index rows are looked up (by the ids a damaged header claims, else by a walk
+        of the whole index): a readable one is moved, one whose record is damaged has its
+        row deleted (it is never served; the ledger's other replicas hold it), so that the
+        log can go."""
         store = self.store
         size = store.log_size(log_id)
         batch: list = []  # (ledger id, entry id, data, old location bytes)
         batch_bytes = moved = moved_bytes = 0
         deleted = False
-        for ledger_id, entry_id, data, old in store.live_records(log_id):
-            self.throttle.acquire(len(data))
-            batch.append((ledger_id, entry_id, data, old))
-            batch_bytes += len(data)
+        damaged: list[DamagedRecord] = []
+        for rec in store.live_records(log_id):
+            if type(rec) is DamagedRecord:
+                damaged.append(rec)
+                continue
+            self.throttle.acquire(len(rec[2]))
+            batch.append(rec)
+            batch_bytes += len(rec[2])
             if len(batch) >= self.max_outstanding or batch_bytes >= BATCH_BYTES_MAX:
                 n, deleted = self._switch(log_id, batch)
                 moved += n
@@ -134,15 +216,54 @@ class EntryLogCompactor:
             n, deleted = self._switch(log_id, batch)
             moved += n
             moved_bytes += batch_bytes
+        found: list[DamagedFound] = []
+        if damaged and not deleted:
+            n, nbytes, deleted, found = self._rescue(log_id, damaged)
+            moved += n
+            moved_bytes += nbytes
+        else:
+            found = [DamagedFound(log_id, d, ()) for d in damaged]
         if not deleted:
             deleted = store.drop_log_if_empty(log_id)
         if deleted:
-            stop_point("unlinked")
-        return CompactionResult(moved, moved_bytes, max(0, size - moved_bytes) if deleted else 0, deleted)
+            _reached(CompactionPhase.UNLINKED, log_id)
+        return CompactionResult(moved, moved_bytes, max(0, size - moved_bytes) if deleted else 0, deleted,
+                                tuple(found))
 
-    def _switch(self, log_id: int, batch: list) -> tuple[int, bool]:
-        rows, added = self.writer.append([(lid, [(eid, data)]) for lid, eid, data, _old in batch])
-        stop_point("copied")
+    def _rescue(self, log_id: int, damaged: list[DamagedRecord]):
+        """The live entries left in a log with damaged records: move the readable, drop the
+        damaged. Returns (moved, bytes moved, log deleted, [DamagedFound])."""
+        store = self.store
+        claimed = [(d.ledger_id, d.entry_id) for d in damaged if d.ledger_id is not None]
+        rows = store.rows_in_log(log_id, claimed)
+        left = store.log_usage().get(log_id, (0, 0, 0, 0.0))[2]
+        if left > len(rows):  # a damaged header hid which entries: ask the whole index
+            rows = store.rows_in_log(log_id)
+        good, held = [], {d.offset: [] for d in damaged}
+        drops = []
+        for key, row in rows:
+            ledger_id, entry_id = KEY.unpack(key)
+            try:
+                data = store.read_record(key, row)
+            except OSError:  # EntryCorrupted, or unreadable: never served again from here
+                drops.append((key, row, None))
+                offset = LOC.unpack(row)[1]
+                owner = next((d.offset for d in damaged if d.offset <= offset < d.offset + d.length), None)
+                held.setdefault(owner if owner is not None else offset, []).append((ledger_id, entry_id))
+                continue
+            self.throttle.acquire(len(data))
+            good.append((ledger_id, entry_id, data, row))
+        nbytes = sum(len(g[2]) for g in good)
+        moved, deleted = self._switch(log_id, good, drops) if good or drops else (0, False)
+        by_offset = {d.offset: d for d in damaged}
+        found = [DamagedFound(log_id, by_offset.get(off) or DamagedRecord(off, 0, *ids[0], "damaged record"),
+                              tuple(ids)) for off, ids in held.items()]
+        return moved - len(drops), nbytes, deleted, found
+
+    def _switch(self, log_id: int, batch: list, drops: list = ()) -> tuple[int, bool]:
+        rows, added = self.writer.append([(lid, [(eid, data)]) for lid, eid, data, _old in batch]) if batch \
+            else ([], {})
+        _reached(CompactionPhase.COPIED, log_id)
         return self.store.switch_locations(log_id, [(key, old, new) for (key, new), (*_x, old)
-                                                    in zip(rows, batch)], added,
-                                           before_unlink=lambda: stop_point("switched"))
+                                                    in zip(rows, batch)] + list(drops), added,
+                                           before_unlink=lambda: _reached(CompactionPhase.SWITCHED, log_id))

@@ -27,7 +27,7 @@ import re
 import struct
 import threading
 import time
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from crc32c import crc32c
 
@@ -68,13 +68,44 @@ def encode_log_record(ledger_id: int, entry_id: int, data: bytes) -> bytes:
     return _U32.pack(crc32c(data, crc32c(head))) + head + data
 
 
-def scan_log(path: str):
-    """Yield ``(offset, length, ledger_id, entry_id, data)`` for each good record of an entry log.
+class DamagedRecord(NamedTuple):
+    """Bytes of an entry log that are not a valid record: ``offset`` where the bad record
+    starts, ``length`` up to the next valid record (or the end scanned), and the ids its
+    header claims (None when the header itself is not plausible)."""
 
-    Stops silently at the first bad or incomplete record.
+    offset: int
+    length: int
+    ledger_id: int | None
+    entry_id: int | None
+    reason: str
+
+
+def _valid_at(view, pos: int, size: int) -> bool:
+    """A whole record at ``pos`` whose checksum verifies."""
+    if pos + 24 > size:
+        return False
+    crc, ln = _CRC_LEN.unpack_from(view, pos)
+    end = pos + 8 + ln
+    return ln >= 16 and end <= size and crc32c(view[pos + 4:end]) == crc
+
+
+def scan_records(path: str, limit: int | None = None):
+    """Yield each record of an entry log up to ``limit`` bytes (its committed size; the
+    whole file when None): ``(offset, length, ledger_id, entry_id, data)`` for a good one,
+    a :class:`DamagedRecord` for bytes that are not one.
+
+    Past a damaged record the scan goes on. It first trusts the record's length field,
+    as Java's EntryLogger scan does (Java stops only when a size is impossible), but only
+    when a valid record (or the end) follows: the length is under the checksum too, so a
+    failed checksum may mean a damaged length. Otherwise it resynchronises on the next
+    offset where a whole record verifies its CRC32C (a false match needs a 32-bit
+    checksum collision on a plausible header). Length first: a record whose data rotted
+    is skipped in one step and the next record is found without a byte-by-byte search.
     """
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
+        if limit is not None:
+            size = min(size, limit)
         if size < LOG_HEADER_SIZE:
             return
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -86,17 +117,51 @@ def scan_log(path: str):
             log.warning("%s: bad entry log header", path)
             return
         pos = LOG_HEADER_SIZE
-        while pos + 24 <= size:
-            crc, ln = _CRC_LEN.unpack_from(view, pos)
-            end = pos + 8 + ln
-            if ln < 16 or end > size or crc32c(view[pos + 4:end]) != crc:
-                return
-            ledger_id, entry_id = KEY.unpack_from(view, pos + 8)
-            yield pos, 8 + ln, ledger_id, entry_id, bytes(view[pos + 24:end])
-            pos = end
+        while pos < size:
+            if _valid_at(view, pos, size):
+                ln = _CRC_LEN.unpack_from(view, pos)[1]
+                ledger_id, entry_id = KEY.unpack_from(view, pos + 8)
+                yield pos, 8 + ln, ledger_id, entry_id, bytes(view[pos + 24:pos + 8 + ln])
+                pos += 8 + ln
+                continue
+            damaged = _damaged(view, pos, size)
+            yield damaged
+            pos += damaged.length
     finally:
         view.release()
         mm.close()
+
+
+def _damaged_length(view, pos: int, size: int) -> int:
+    """Bytes from ``pos`` (not a valid record) to the next valid record or ``size``."""
+    if pos + 24 <= size:
+        ln = _CRC_LEN.unpack_from(view, pos)[1]
+        end = pos + 8 + ln
+        if ln >= 16 and (end == size or (end < size and _valid_at(view, end, size))):
+            return end - pos
+    nxt = pos + 1
+    while nxt + 24 <= size and not _valid_at(view, nxt, size):
+        nxt += 1
+    return (nxt if nxt + 24 <= size else size) - pos
+
+
+def _damaged(view, pos: int, size: int) -> DamagedRecord:
+    length = _damaged_length(view, pos, size)
+    if pos + 24 > size:
+        return DamagedRecord(pos, length, None, None, f"{size - pos} bytes, too short for a record")
+    _crc, ln = _CRC_LEN.unpack_from(view, pos)
+    ledger_id, entry_id = KEY.unpack_from(view, pos + 8)
+    plausible = 16 <= ln and pos + 8 + ln <= size and ledger_id >= 0 and entry_id >= -1
+    why = "checksum mismatch" if plausible else f"impossible record length {ln}"
+    return DamagedRecord(pos, length, ledger_id if plausible else None, entry_id if plausible else None, why)
+
+
+def scan_log(path: str, limit: int | None = None):
+    """Yield ``(offset, length, ledger_id, entry_id, data)`` for each good record of an entry
+    log (:func:`scan_records` without the damaged ones)."""
+    for rec in scan_records(path, limit):
+        if type(rec) is not DamagedRecord:
+            yield rec
 
 
 def check_record(data: bytes, ledger_id: int, entry_id: int, log_id: int, offset: int, length: int) -> bytes:

@@ -49,14 +49,14 @@ Threads: ``put_entry``, ``get_entry``, ``get_entries``, ``entries_between``,
 the ledger-state methods and ``last_entry_id`` are meant for the reactor
 thread and never do write I/O (a read of a flushed entry does one ``pread``;
 ``get_entries`` one per run of nearby records); they are thread-safe.
-``flush``, ``delete_ledger``, ``compact`` and ``close`` do I/O and are
-serialised by a lock; call them from a background thread.
+``flush``, ``delete_ledger``, compaction's primitives and ``close`` do I/O and
+are serialised by a lock; call them from a background thread.
 
 Space reclamation: ``delete_ledger`` drops the ledger's index rows, its
 state and its cached entries, and updates each log's live byte/entry counts;
 a log whose live entry count drops to zero is deleted at once (never the log
-currently being appended to). ``compact(min_live_ratio)`` rewrites logs whose
-live fraction is below the ratio (see :mod:`.compactor`: the records the index
+currently being appended to). Compaction rewrites logs whose live fraction is
+low through the primitives below (see :mod:`.compactor`: the records the index
 still points to are copied into a compaction log, the index is switched to them
 in one transaction, then the old log is deleted). A ledger deleted after its
 records were checkpointed out of the journal stays deleted; one deleted while
@@ -84,7 +84,7 @@ from typing import Callable, NamedTuple
 
 from .. import disk_layout as layout
 from ..journal import EntryRecord, ExplicitLacRecord, FenceRecord, MasterKeyRecord
-from .entry_log import LOG_HEADER_SIZE, EntryLogger, LogWriter, check_record, log_name, scan_log
+from .entry_log import LOG_HEADER_SIZE, DamagedRecord, EntryLogger, LogWriter, check_record, log_name, scan_records
 from .errors import EntryCorrupted, EntryStoreClosed, WriteCacheFull
 from .index import KEY, LOC, EntryLocationIndex, Location, apply_log_deltas, count_dead
 from .ledger_state import LedgerState
@@ -98,6 +98,9 @@ _first = operator.itemgetter(0)
 #: they lie within this span and at most this many bytes apart
 READ_SPAN_MAX = 1024 * 1024
 READ_GAP_MAX = 64 * 1024
+#: :meth:`EntryStore.delete_ledgers` deletes at most this many ledgers per index transaction
+#: (one fsync each; the flush lock is held meanwhile)
+DELETE_BATCH = 1000
 
 
 class FlushResult(NamedTuple):
@@ -446,6 +449,11 @@ class EntryStore:
         """Logs still being appended to: never removed for having no live entries."""
         return {w.log_id for w in [self._writer, *self._compaction_writers]} - {0}
 
+    def active_log_ids(self) -> list[int]:
+        """The entry logs being written (the checkpoint's, and a compaction's while it runs):
+        never compacted until they roll."""
+        return sorted(self._writing_logs())
+
     def _write_flush(self, flushing: dict, dirty: list) -> tuple[int, int]:
         batches = []
         nbytes = 0
@@ -499,41 +507,36 @@ class EntryStore:
 
         Entry logs left without live entries are deleted. Does I/O: call it from a background thread.
         """
+        return self.delete_ledgers([ledger_id])
+
+    def delete_ledgers(self, ledger_ids: list[int]) -> int:
+        """:meth:`delete_ledger` of each of ``ledger_ids``, up to :data:`DELETE_BATCH` of them per
+        index transaction (one fsync per batch, not per ledger). Returns the index rows dropped."""
+        count = 0
+        for start in range(0, len(ledger_ids), DELETE_BATCH):
+            count += self._delete_batch(ledger_ids[start:start + DELETE_BATCH])
+        return count
+
+    def _delete_batch(self, ledger_ids: list[int]) -> int:
         with self._flush_lock:
             with self._lock:
                 if self._closed:
                     raise EntryStoreClosed("entry store is closed")
-                self._ledgers.pop(ledger_id, None)
-                self.write_cache.drop_ledger(ledger_id)
+                for ledger_id in ledger_ids:
+                    self._ledgers.pop(ledger_id, None)
+                    self.write_cache.drop_ledger(ledger_id)
             index = self.index
             dead: dict[int, list[int]] = {}
+            count = 0
             with index.write() as txn:
-                count = index.delete_ledger_rows(txn, ledger_id, dead)
+                for ledger_id in ledger_ids:
+                    count += index.delete_ledger_rows(txn, ledger_id, dead)
                 new_logs = apply_log_deltas(index.logs, {}, dead, LOG_HEADER_SIZE)
                 emptied = index.put_log_rows(txn, new_logs, dead, self._writing_logs())
             with self._lock:
                 index.logs = new_logs
             self.entry_log.unlink(emptied)
             return count
-
-    def compact(self, min_live_ratio: float = 0.5, throttle=None, max_outstanding: int = 100000) -> dict:
-        """Rewrite entry logs whose live fraction is below ``min_live_ratio`` and delete them
-        (unthrottled unless a compactor ``Throttle`` is given). Adds, reads and flushes go on
-        meanwhile. Returns ``{"logs", "moved_entries", "moved_bytes", "reclaimed_bytes"}``."""
-        from .compactor import EntryLogCompactor, Throttle
-
-        if throttle is None:
-            throttle = Throttle(1, False)
-            throttle.lifted = True
-        stats = {"logs": 0, "moved_entries": 0, "moved_bytes": 0, "reclaimed_bytes": 0}
-        with EntryLogCompactor(self, throttle, max_outstanding) as compactor:
-            for log_id, _usage in self.compaction_candidates(min_live_ratio):
-                result = compactor.compact(log_id)
-                stats["logs"] += result.deleted
-                stats["moved_entries"] += result.moved_entries
-                stats["moved_bytes"] += result.moved_bytes
-                stats["reclaimed_bytes"] += result.reclaimed_bytes
-        return stats
 
     # -- compaction's primitives (bookied.storage.compactor)
     def log_usage(self) -> dict[int, tuple[int, int, int, float]]:
@@ -579,19 +582,50 @@ class EntryStore:
 
     def live_records(self, log_id: int):
         """Yield ``(ledger id, entry id, data, index row)`` of the records of a log that the
-        index points to when scanned (no lock held: the log is no longer appended to)."""
+        index points to when scanned, and a :class:`DamagedRecord` for each run of bytes that
+        is not a valid record (no lock held: the log is no longer appended to)."""
         get = self.index.get
-        for off, length, ledger_id, entry_id, data in scan_log(self.entry_log.path(log_id)):
+        for rec in scan_records(self.entry_log.path(log_id), self.log_size(log_id)):
+            if type(rec) is DamagedRecord:
+                yield rec
+                continue
+            off, length, ledger_id, entry_id, data = rec
             raw = get(KEY.pack(ledger_id, entry_id))
             if raw is not None and LOC.unpack(raw) == (log_id, off, length):
                 yield ledger_id, entry_id, data, raw
+
+    def rows_in_log(self, log_id: int, ids: list[tuple[int, int]] | None = None) -> list[tuple[bytes, bytes]]:
+        """``(key, row)`` of the index rows pointing into ``log_id``: of the entries ``ids``
+        only, or of every entry (a walk of the whole index: compaction does it only for a log
+        whose damaged records hid the ids of live entries)."""
+        txn = self.index.env.begin(db=self.index.idx)
+        try:
+            if ids is not None:
+                keys = [KEY.pack(lid, eid) for lid, eid in ids]
+                pairs = [(k, txn.get(k)) for k in keys]
+            else:
+                pairs = txn.cursor()
+            return [(bytes(k), bytes(v)) for k, v in pairs if v is not None and LOC.unpack(v)[0] == log_id]
+        finally:
+            txn.abort()
+
+    def read_record(self, key: bytes, row: bytes) -> bytes:
+        """The entry an index row points at, checked: EntryCorrupted if its record is damaged."""
+        ledger_id, entry_id = KEY.unpack(key)
+        log_id, offset, length = LOC.unpack(row)
+        data = self.entry_log.pread(log_id, length, offset)
+        if data is None:
+            raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: its entry log is missing")
+        return check_record(data, ledger_id, entry_id, log_id, offset, length)
 
     def switch_locations(self, log_id: int, moves: list, added: dict,
                          before_unlink: Callable[[], None] | None = None) -> tuple[int, bool]:
         """In one transaction, point the rows of ``moves`` (``(key, old row, new row)``; the
         copies durable in the compaction writer's log, ``added`` its accounting) that still
         hold their old row at the copies, and move the live counts; the old log's row goes
-        when none is left. Returns (rows switched, old log deleted)."""
+        when none is left. A move whose new row is None deletes the row (an entry whose
+        record is damaged: never served, and no longer keeping its log). Returns (rows
+        switched or deleted, old log deleted)."""
         with self._flush_lock:
             if self._closed:
                 raise EntryStoreClosed("entry store is closed")
@@ -601,10 +635,13 @@ class EntryStore:
             with index.write() as txn:
                 for key, old, new in moves:
                     if txn.get(key, db=index.idx) == old:
-                        txn.put(key, new, db=index.idx)
+                        if new is None:
+                            txn.delete(key, db=index.idx)
+                        else:
+                            txn.put(key, new, db=index.idx)
                         count_dead(dead, old)
                         switched += 1
-                    else:  # re-put or deleted meanwhile: the copy is dead space
+                    elif new is not None:  # re-put or deleted meanwhile: the copy is dead space
                         count_dead(dead, new)
                 new_logs = apply_log_deltas(index.logs, added, dead, LOG_HEADER_SIZE)
                 emptied = index.put_log_rows(txn, new_logs, set(added) | set(dead), self._writing_logs())

@@ -1,6 +1,10 @@
 """Fixtures for integration tests: clusters of REAL bookied processes on the real ZooKeeper."""
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+
 import pytest
 
 from tests.support.bookieproc import BookieProcess, start_bookies
@@ -57,3 +61,34 @@ def tls_certs(tmp_path_factory):
 
     return write_certs(tmp_path_factory.mktemp("tls-certs"),
                        {"bookie": "127.0.0.1", "client": "bkctl-client", "stranger": "stranger"})
+
+
+@pytest.fixture
+def ar_daemon(tmp_path, metadata_uri):
+    """``start(name, *KEY=VALUE) -> (process, log path)``: a `bkctl autorecovery run` voting as
+    ``name:3181`` (no -v: its own INFO log on stderr, kept in a file); each is stopped with
+    SIGTERM at the end of the test and must exit 0."""
+    from tests.support.cli import env_for
+
+    procs = []
+
+    def start(name: str, *settings: str) -> tuple[subprocess.Popen, object]:
+        log_path = tmp_path / f"{name}.stderr"
+        args = [sys.executable, "-m", "bkctl", "autorecovery", "run", "--bookie-id", f"{name}:3181"]
+        for item in settings:
+            args += ["--set", item]
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, env=env_for(metadata_uri))
+        procs.append(proc)
+        return proc, log_path
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                assert proc.wait(30) == 0
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise

@@ -378,7 +378,7 @@ def test_a_decommission_the_daemons_cannot_finish_talks_and_says_why(bookie_clus
     assert again.returncode == 1
     last = again.stderr.decode().strip().splitlines()[-1]
     assert last.startswith(f"bkctl: error: 2 ledgers still use bookie {victim.bookie_id}"), last
-    assert "failed, lock kept (worker ar-stuck:3181): need 1 writable bookie outside the ensemble" in last, last
+    assert "2 held after a failed attempt (worker ar-stuck:3181): need 1 writable bookie outside the ensemble" in last, last
     table = again.stdout.decode()
     assert "left because" in table and "ar-stuck:3181" in table
     assert zkstore.cookies.get(victim.bookie_id) is not None

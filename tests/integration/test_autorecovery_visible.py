@@ -7,44 +7,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 
 import pytest
 
-from tests.support.cli import bkctl, env_for, ok
+from tests.support.cli import bkctl, ok
 from tests.support.ledgers import make_ledger
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture
-def daemon(tmp_path, metadata_uri):
-    """One `bkctl autorecovery run` (no -v: its own INFO log on stderr), stopped with SIGTERM."""
-    procs = []
-
-    def start(name: str, *settings: str) -> tuple[subprocess.Popen, object]:
-        log_path = tmp_path / f"{name}.stderr"
-        args = [sys.executable, "-m", "bkctl", "autorecovery", "run", "--bookie-id", f"{name}:3181"]
-        for item in settings:
-            args += ["--set", item]
-        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(log_path, "wb"),
-                                env=env_for(metadata_uri))
-        procs.append(proc)
-        return proc, log_path
-
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                assert proc.wait(30) == 0
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                raise
 
 
 def status(uri) -> dict:
@@ -56,11 +28,11 @@ def query(uri) -> list[dict]:
 
 
 def test_lost_bookie_delay_held_back_and_a_stuck_ledger_are_visible(bookie_cluster, metadata_uri, zkstore,
-                                                                    writer, daemon):
+                                                                    writer, ar_daemon):
     procs = bookie_cluster(3, zkTimeout=4000)
     uri = metadata_uri
     lid = make_ledger(writer, 3, 2, entries=20)  # every bookie in its ensemble: no replacement once one is lost
-    _proc, log_path = daemon("ar-visible", "lostBookieRecoveryDelay=600", "auditorPeriodicBookieCheckInterval=0",
+    _proc, log_path = ar_daemon("ar-visible", "lostBookieRecoveryDelay=600", "auditorPeriodicBookieCheckInterval=0",
                              "auditorPeriodicCheckInterval=0", "lockReleaseOfFailedLedgerGracePeriod=300000")
     wait_for(what="the auditor", predicate=lambda: zkstore.auditor.current() == "ar-visible:3181", timeout=60)
     wait_for(what="its log", predicate=lambda: "is the auditor" in log_path.read_text(), timeout=30)
@@ -89,15 +61,15 @@ def test_lost_bookie_delay_held_back_and_a_stuck_ledger_are_visible(bookie_clust
     ok(bkctl(uri, "autorecovery", "enable"))
     wait_for(what="the stuck ledger", predicate=lambda: [r for r in query(uri) if r["last_failure"]], timeout=120)
     [row] = query(uri)
-    assert row["ledger_id"] == lid and row["worker"] == "ar-visible:3181" and row["host"]
-    assert "writable bookie outside the ensemble" in row["last_failure"]["reason"]
-    assert row["last_failure"]["lock_kept"] == 300
+    assert row["ledger_id"] == lid and row["worker"] == "ar-visible:3181" and row["lock"] == "ar-visible:3181"
+    assert row["state"] == "held-failed" and "writable bookie outside the ensemble" in row["last_failure"]["reason"]
+    assert row["until"] - row["last_failure"]["at"] == 300_000
     human = ok(bkctl(uri, "autorecovery", "query-status"))
     assert "ar-visible:3181" in human and "writable bookie outside the ensemble" in human
     doc = status(uri)
     [ledger] = doc["ledgers"]
     assert ledger["ledger_id"] == lid and ledger["missing_replicas"] == [victim.bookie_id]
-    assert ledger["state"].startswith("failed: ") and ledger["worker"] == "ar-visible:3181"
+    assert ledger["state"] == "held-failed" and ledger["worker"] == "ar-visible:3181"
     assert [w["worker"] for w in doc["workers"]] == ["ar-visible:3181"]
     assert "re-replication failed" in log_path.read_text()
 

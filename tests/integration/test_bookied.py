@@ -207,7 +207,7 @@ def test_bad_configuration_exits_2_naming_the_key(bookies):
 def test_gc_reclaims_deleted_ledgers_and_keeps_live_ones(bookies, zkstore):
     from bkctl.wire.metadata.ledger import LedgerMetadata
 
-    bookie = bookies(gcWaitTime=500).start()
+    bookie = bookies(gcWaitTime=500).serve_http().start()
     live, doomed = 501, 502
     for ledger_id in (live, doomed):
         zkstore.ledgers.create(LedgerMetadata.new([bookie.bookie_id], 1, 1, password=b"pw"), ledger_id=ledger_id)
@@ -218,7 +218,9 @@ def test_gc_reclaims_deleted_ledgers_and_keeps_live_ones(bookies, zkstore):
     zkstore.ledgers.delete(doomed)
 
     wait_for(lambda: c.v2(v2.ReadRequest(2, 0, doomed, 0)).rc == RC.ENOLEDGER, what="GC of the deleted ledger")
-    time.sleep(1.5)  # several more GC rounds: the live ledger must survive all of them
+    runs = bookie.admin("/api/v1/bookie/gc")["gcRuns"]
+    # three more GC passes, each of which must keep the live ledger
+    wait_for(lambda: bookie.admin("/api/v1/bookie/gc")["gcRuns"] >= runs + 3, what="three more GC passes")
     for e in range(3):
         r = c.v2(v2.ReadRequest(2, 0, live, e))
         assert (r.rc, r.body) == (RC.EOK, package(live, e))
@@ -232,30 +234,14 @@ def test_gc_reclaims_deleted_ledgers_and_keeps_live_ones(bookies, zkstore):
     c.close()
 
 
-def scrape(port: int) -> dict[str, float]:
-    """/metrics as {'name{labels}': value}."""
-    import urllib.request
-
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    samples = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            key, value = line.rsplit(" ", 1)
-            samples[key] = float(value)
-    return samples
-
-
 def test_metrics_count_what_the_bookie_did(bookies):
-    from tests.support.ports import free_port
-
-    http = free_port()
-    bookie = bookies(httpServerEnabled="true", httpServerPort=http, httpServerHost="127.0.0.1").start()
+    bookie = bookies().serve_http().start()
     c = WireClient(bookie.port)
     for e in range(20):
         assert c.v2(v2.AddRequest(2, 0, KEY, package(9, e), 9, e)).rc == RC.EOK
     assert c.v2(v2.ReadRequest(2, 0, 9, 3)).rc == RC.EOK
     assert c.v2(v2.ReadRequest(2, 0, 10, 0)).rc == RC.ENOLEDGER
-    m = scrape(http)
+    m = bookie.metrics()
     assert m['bookie_requests_total{op="add",status="EOK"}'] == 20
     assert m['bookie_requests_total{op="read",status="EOK"}'] == 1
     assert m['bookie_requests_total{op="read",status="ENOLEDGER"}'] == 1

@@ -17,7 +17,6 @@ from tests.support.bookieproc import WireClient
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2
 from bkctl.wire.client.blocking import BlockingBookKeeper
-from bkctl.wire.client.bookkeeper import lock_path
 from bkctl.wire.client.errors import LedgerLocked
 from bkctl.wire.client.errors import LedgerFencedError, Unauthorized
 from bkctl.wire.client.errors import ClientClosed, EntryNotConfirmed, LedgerClosedError
@@ -26,6 +25,7 @@ from bkctl.wire.errors import DigestError
 from bkctl.wire.metadata.ledger import LedgerState
 from bkctl.wire.codecs.protocol import RC
 from bkctl.wire.metadata.errors import NoSuchLedger
+from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata.zk import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
@@ -322,7 +322,7 @@ def test_open_for_append_continues_a_ledger_of_a_dead_writer(bookie_cluster, cli
     assert ah.add_many(payload(i, "more") for i in range(10)) == 29
     ah.close()
     with ZKMetadataStore(metadata_uri) as zk:
-        assert not zk.client.exists(lock_path(zk.root, lh.ledger_id))  # lock released
+        assert not zk.client.exists(P.append_lock_path(lh.ledger_id, zk.root))  # lock released
         md, _ = zk.ledgers.read(lh.ledger_id)
     assert md.is_closed and md.last_entry_id == 29
     expected = [payload(i) for i in range(20)] + [payload(i, "more") for i in range(10)]
@@ -346,6 +346,6 @@ def test_open_for_append_fenced_by_a_recovery_fails_cleanly(bookie_cluster, clie
         ah.add(payload(11))
     ah.close()  # nothing to write, lock released
     with ZKMetadataStore(metadata_uri) as zk:
-        assert not zk.client.exists(lock_path(zk.root, lh.ledger_id))
+        assert not zk.client.exists(P.append_lock_path(lh.ledger_id, zk.root))
     with pytest.raises(LedgerClosedError):
         clients().open_for_append(lh.ledger_id)

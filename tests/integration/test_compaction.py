@@ -2,8 +2,8 @@
 
 40 ledgers are written interleaved into small entry logs (logSizeLimit 64 KiB) and 80% of them
 are deleted, so that every log keeps a few live entries: only compaction gets the space back.
-Kill points are deterministic: ``BOOKIED_TEST_STOP_AT=<step>`` makes bookied stop (sleep) at a
-named compaction step, logging it, and the test kill -9s it there.
+Kill points are deterministic: bookied started through ``tests.support.stopping_bookied PHASE``
+stops (sleeps) at that compaction phase, logging it, and the test kill -9s it there.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tests.support.bookieproc import BookieProcess, start_bookies
 from tests.support.cli import bkctl
 from tests.support.smallfs import fill, mount_or_explain, unmount, usage
 from tests.support.waiting import wait_for
-from bkctl.bookied.storage.compactor import STOP_AT_ENV
+from bkctl.bookied.storage.compactor import CompactionPhase
 from bkctl.sandbox.zookeeper import free_port
 from bkctl.wire.client.blocking import BlockingBookKeeper
 
@@ -143,10 +143,10 @@ def test_short_intervals_shrink_the_ledger_directory_and_keep_every_live_entry(t
     assert "bookie_gc_major_compaction_total" in metrics and "bookie_gc_active_entry_log_space_bytes" in metrics
 
 
-@pytest.mark.parametrize("step", ["copied", "switched", "unlinked"])
+@pytest.mark.parametrize("step", [p.value for p in CompactionPhase])
 def test_kill_9_at_a_compaction_step_loses_nothing(tmp_path, metadata_uri, procs, step):
     b = bookie(tmp_path, metadata_uri, **QUIET)
-    b.env_extra[STOP_AT_ENV] = step
+    b.launcher = ["tests.support.stopping_bookied", step]
     procs.append(b)
     start_bookies([b], metadata_uri)
     kept, _deleted = churn(metadata_uri)
@@ -154,6 +154,13 @@ def test_kill_9_at_a_compaction_step_loses_nothing(tmp_path, metadata_uri, procs
     http(b, "PUT", "/api/v1/bookie/gc", {"forceMajor": True})
     wait_for(lambda: f"compaction: stopping at {step}" in b.log_path.read_text(errors="replace"), timeout=30,
              what=f"bookied to reach {step}")
+    if step == "copied":  # stopped inside compaction: that is what the collector says it does
+        assert http(b, "GET", "/api/v1/bookie/gc")["state"] == "major compacting"
+        details = http(b, "GET", "/api/v1/bookie/gc_details")[0]
+        assert details["majorCompacting"] is True and details["minorCompacting"] is False
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{b.http_port}/metrics", timeout=10).read().decode()
+        assert re.search(r"^bookie_gc_major_compacting 1(\.0)?$", metrics, re.M)
+        assert re.search(r"^bookie_gc_collecting 0(\.0)?$", metrics, re.M)
     b.kill()
     conf = str(b.base / "bk_server.conf")
     if step == "copied":  # what bkctl sees of the stopped bookie: the copies are not committed yet
@@ -161,7 +168,7 @@ def test_kill_9_at_a_compaction_step_loses_nothing(tmp_path, metadata_uri, procs
         assert doc["bad"] == 0 and doc["unverified"] == len(kept) * ENTRIES and len(doc["uncommitted_logs"]) == 1
         states = {r["state"] for r in inspect_entrylog(metadata_uri, conf)}
         assert states == {"live", "stale", "uncommitted"}
-    del b.env_extra[STOP_AT_ENV]
+    b.launcher = ["bkctl.bookied"]
     b.start()
     read_all(metadata_uri, kept)  # nothing lost, whatever the step
     current = Path(b.ledger_dir) / "current"
@@ -252,7 +259,79 @@ def test_bkctl_bookie_gc_major_wait_and_status(tmp_path, metadata_uri, procs):
     assert doc["status"]["lastCompaction"]["kind"] == "major" and doc["status"]["entriesMoved"] > 0
     shown = bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status").stdout
     assert re.search(r"major compaction\s+1 run, last \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", shown), shown
-    assert re.search(r"last compaction\s+major, \d+ logs compacted, \d+ entries", shown), shown
+    assert re.search(r"last compaction\s+major, \d{4}-[-\d:.TZ]+, \d+ logs compacted, \d+ entries", shown), shown
+    assert re.search(r"state\s+idle\n", shown), shown
+    # the log being written keeps its dead data, and says so (issue 36)
+    active = [log for log in entry_logs(b) if log["active"]]
+    assert len(active) == 1 and active[0]["keptBecause"].startswith("being written"), active
+    assert re.search(rf"dead data kept\s+[\d.]+ \w+ in entry log {active[0]['logId']} \(active\): being written: "
+                     r"the entry log in use is compacted only after it rolls at logSizeLimit \(65536 bytes\)", shown), shown
+    # a pass that reclaims nothing: the last compaction stays the one that did
+    again = json.loads(bkctl(metadata_uri, "--json", "bookie", "gc", b.bookie_id, "--major", "--wait").stdout)
+    assert again["status"]["lastCompaction"] == doc["status"]["lastCompaction"]
+    assert again["status"]["lastCompactionRun"]["reclaimedBytes"] == 0
+    shown = bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status").stdout
+    assert re.search(r"last compaction pass\s+major, [-\d:.TZ]+, 0 of 0 logs below the threshold compacted, 0 B "
+                     r"reclaimed", shown), shown
     assert re.search(r"minor compaction\s+0 runs, not periodic", shown), shown  # no time: none ran
     assert bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status", "--minor").returncode == 2
     read_all(metadata_uri, kept)
+
+
+def test_a_damaged_record_in_a_mostly_dead_log_is_named_once_and_the_log_reclaimed(tmp_path, metadata_uri, procs):
+    from bkctl.bookied.storage import log_name, scan_log
+
+    b = bookie(tmp_path, metadata_uri, **QUIET)
+    procs.append(b)
+    start_bookies([b], metadata_uri)
+    kept, _deleted = churn(metadata_uri)
+    wait_for(lambda: gc_dropped_the_deleted_ledgers(b), timeout=30, what="GC to drop the deleted ledgers")
+    logs = {log["logId"]: log for log in entry_logs(b)}
+    current = Path(b.ledger_dir) / "current"
+    # a mostly-dead log (not the one being written) with live records after the one that rots
+    victim = min((lid for lid in logs if lid != max(logs)), key=lambda lid: logs[lid]["liveRatio"])
+    path = current / log_name(victim)
+    live = [r for r in scan_log(str(path)) if r[2] in kept]
+    assert len(live) >= 3, live
+    offset, _length, rotten_lid, rotten_eid, _data = live[0]
+    with open(path, "r+b") as f:  # one byte of the entry's data rots
+        f.seek(offset + 100)
+        byte = f.read(1)
+        f.seek(offset + 100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    assert b.stop() == 0
+    conf = str(b.base / "bk_server.conf")
+    checked = bkctl(metadata_uri, "--json", "bookie", "check", "-c", conf, "--offline")
+    assert checked.stdout, checked.stderr
+    doc = json.loads(checked.stdout)
+    assert checked.returncode == 1 and doc["bad"] == 1 and doc["problems"][0]["entry_id"] == rotten_eid
+    [damaged] = doc["damaged_records"]
+    assert (damaged["log_id"], damaged["offset"], damaged["live"]) == (victim, offset, True)
+    b.start()
+    ran = bkctl(metadata_uri, "--json", "bookie", "gc", b.bookie_id, "--major", "--wait")
+    assert ran.returncode == 0, ran.stderr
+    assert victim not in {log["logId"] for log in entry_logs(b)}  # reclaimed in that pass
+    assert not path.exists()
+    assert bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--major", "--wait").returncode == 0  # another pass
+    warned = [line for line in b.log_path.read_text().splitlines() if "damaged record in entry log" in line]
+    assert len(warned) == 1 and f"entry log {victim} at offset {offset}" in warned[0] and " WARNING " in warned[0]
+    assert f"{rotten_lid}/{rotten_eid}" in warned[0]
+    shown = bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status")
+    assert re.search(rf"damaged\s+1 record; last: entry log {victim} offset {offset} \(checksum mismatch; "
+                     rf"live entries dropped: {rotten_lid}/{rotten_eid}\)", shown.stdout), shown.stdout
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{b.http_port}/metrics", timeout=10).read().decode()
+    assert re.search(r"^bookie_gc_damaged_record_total 1(\.0)?$", metrics, re.M), metrics
+    # every other live entry is still served; the rotten one never is (E=1: it is lost, not served damaged)
+    bk = BlockingBookKeeper(metadata_uri, read_timeout=10.0, timeout=60)
+    try:
+        for ledger_id in kept:
+            with bk.open(ledger_id, b"pw") as lh:
+                if ledger_id != rotten_lid:
+                    assert dict(lh.read(0, ENTRIES - 1)) == {e: payload(ledger_id, e) for e in range(ENTRIES)}
+                    continue
+                others = [e for e in range(ENTRIES) if e != rotten_eid]
+                assert all(lh.read(e, e) == [(e, payload(ledger_id, e))] for e in others)
+                with pytest.raises(Exception):
+                    lh.read(rotten_eid, rotten_eid)
+    finally:
+        bk.close()

@@ -228,6 +228,50 @@ def test_the_shell_completes_global_options_after_the_command(metadata_uri):
     assert set(completer.completions("ledger list --json --state ")) == {"open", "in_recovery", "closed"}
 
 
+@pytest.mark.parametrize("shell", SHELLS)
+def test_topic_and_subscription_names_come_from_the_cluster(shell, request, zkstore, tmp_path):
+    from bkctl.wire.metadata import paths as P
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+
+    base = P.managed_ledgers_base(zkstore.root)
+    cursor = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=1, markDeleteEntryId=0)
+    for topic in ("orders", "ordinal"):
+        zkstore.client.create(f"{base}/public/default/persistent/{topic}",
+                              ml.ManagedLedgerInfo().SerializeToString(), makepath=True)
+    zkstore.client.create(f"{base}/public/default/persistent/orders/billing", cursor.SerializeToString())
+    assert candidates(shell, request, "bkctl pulsar topic show orde") == ["orders"]
+    assert candidates(shell, request, "bkctl pulsar topic show public/default/ordi") == ["public/default/ordinal"]
+    assert candidates(shell, request, f"bkctl export --out {tmp_path}/x --topic orders --subscription b") == [
+        "billing"]
+
+
+def test_the_shell_completes_topics_and_subscriptions(metadata_uri, zkstore):
+    from bkctl.app import App
+    from bkctl.cli import cli
+    from bkctl.shell.cache import MetadataCache
+    from bkctl.shell.completer import ShellCompleter
+    from bkctl.wire.metadata import paths as P
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+
+    base = P.managed_ledgers_base(zkstore.root)
+    cursor = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=1, markDeleteEntryId=0)
+    zkstore.client.create(f"{base}/public/default/persistent/orders", ml.ManagedLedgerInfo().SerializeToString(),
+                          makepath=True)
+    zkstore.client.create(f"{base}/public/default/persistent/orders/billing", cursor.SerializeToString())
+    from bkctl import completers
+
+    cache = MetadataCache(metadata_uri, interval=0.2).start()
+    try:
+        assert cache.refreshed.wait(20)
+        completers.set_session_source(cache)
+        completer = ShellCompleter(cli, App(metadata_uri=metadata_uri))
+        assert completer.completions("pulsar topic show ord") == ["orders"]
+        assert completer.completions("export --out x --topic orders --subscription ") == ["billing"]
+    finally:
+        completers.set_session_source(None)
+        cache.close()
+
+
 def test_fish_completes_directories_for_export_out(env, tmp_path):
     (tmp_path / "exports-here").mkdir()
     (tmp_path / "exports-file").write_text("")

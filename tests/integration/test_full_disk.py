@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -139,7 +138,7 @@ def test_a_bookie_with_a_full_disk_starts_read_only_and_is_writable_again_below_
     from bkctl.wire.metadata.ledger import LedgerMetadata
 
     fs = mounts("fs")
-    bookie = on_fs(fs, metadata_uri, diskCheckInterval=300, flushInterval=600000, **DISK)
+    bookie = on_fs(fs, metadata_uri, diskCheckInterval=300, flushInterval=600000, **DISK).serve_http()
     procs.append(bookie)
     start_bookies([bookie], metadata_uri)
     # ledger 7 exists (a full disk runs garbage collection, which drops ledgers without metadata)
@@ -163,7 +162,9 @@ def test_a_bookie_with_a_full_disk_starts_read_only_and_is_writable_again_below_
 
     # between the low-water mark and the threshold: still read-only (hysteresis)
     shrink_to_usage(fs, filler, 0.7)
-    time.sleep(2)  # several disk checks
+    checks = bookie.metrics()["bookie_disk_checks_total"]
+    wait_for(lambda: bookie.metrics()["bookie_disk_checks_total"] >= checks + 3, what="three disk checks at 70%")
+    assert bookie.admin("/api/v1/bookie/state")["readOnly"] is True
     assert bookie.bookie_id in _states(metadata_uri)[1]
     # below the low-water mark: writable again
     shrink_to_usage(fs, filler, 0.3)

@@ -24,6 +24,7 @@ from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.metadata.store import MetadataStore, StoredManagedLedger, StoredValue, UnderreplicatedMark
 from bkctl.wire.metadata.zk import ZKMetadataStore
 from tests.support.fake_store import FakeMetadataStore
+from tests.support.waiting import wait_for
 
 A, B, C = "127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"
 
@@ -50,15 +51,29 @@ class Sessions:
             return ZKMetadataStore(self.uri, timeout=20)
         return FakeMetadataStore()
 
-    def open(self) -> MetadataStore:
+    def open(self, session_timeout: float | None = None) -> MetadataStore:
         """A store on the cluster; for the fake (one session), the same object restarted."""
         if self.kind == "zk":
-            store = ZKMetadataStore(self.uri, timeout=20).start()
+            store = ZKMetadataStore(self.uri, timeout=20, session_timeout=session_timeout).start()
             self.opened.append(store)
             return store
         if self._fake is None:
             self._fake = FakeMetadataStore()
         return self._fake.start()
+
+    def expire(self, store) -> None:
+        """ZooKeeper expires ``store``'s session (on ZooKeeper: another client takes it over
+        and closes it; the store notices at its next ping)."""
+        if self.kind == "fake":
+            store.expire_session()
+            return
+        from kazoo.client import KazooClient
+
+        session_id, password = store.client.client_id
+        thief = KazooClient(hosts=store.hosts, client_id=(session_id, password))
+        thief.start(timeout=20)
+        thief.stop()
+        thief.close()
 
     def close_all(self) -> None:
         for store in self.opened:
@@ -155,6 +170,21 @@ def test_ledger_delete_exists_and_ids(store):
     store.ledgers.delete(70_000)
     assert not store.ledgers.exists(5) and not store.ledgers.exists(70_000)
     assert list(store.ledgers.ids()) == sorted({2**33, generated})
+
+
+def test_ledger_ranges_one_per_leaf_of_ten_thousand_ids(store):
+    ids = [1, 2, 9_999, 10_000, 25_000, 2**33, 2**33 + 10_000]
+    for ledger_id in ids:
+        store.ledgers.create(md(), ledger_id)
+    ranges = list(store.ledgers.ranges())
+    # the hierarchical layout: one leaf znode per 10,000 ids, each listed with one getChildren
+    assert [(r.end, sorted(r.ledgers)) for r in ranges] == [
+        (9_999, [1, 2, 9_999]), (19_999, [10_000]), (29_999, [25_000]),
+        (2**33 // 10_000 * 10_000 + 9_999, [2**33]), ((2**33 + 10_000) // 10_000 * 10_000 + 9_999, [2**33 + 10_000])]
+    assert [i for r in ranges for i in sorted(r.ledgers)] == list(store.ledgers.ids())
+    store.ledgers.delete(10_000)  # an emptied leaf lists as an empty range or none: either covers no ledger
+    assert [i for r in store.ledgers.ranges() for i in sorted(r.ledgers)] == [1, 2, 9_999, 25_000, 2**33,
+                                                                               2**33 + 10_000]
 
 
 def test_ledger_read_many_in_order_with_the_missing_ones(store):
@@ -273,6 +303,7 @@ def test_underreplication_marks_and_locks(sessions, store):
     taken, version = ur.acquire("w1", skip=[3])
     assert taken == UnderreplicatedMark(7, (A, B), None) and version == 1  # created, then merged once
     assert ur.lock_holder(7) == "w1" and ur.locks() == {7: "w1"}
+    assert list(ur.lock_ctimes()) == [7] and isinstance(ur.lock_ctimes()[7], int)
     assert ur.acquire("w2", skip=[3]) is None  # 7 is locked, 3 skipped
 
     ur.mark(7, [C])  # re-marked while being replicated
@@ -339,3 +370,153 @@ def test_pulsar_partitioned_topic_metadata_beside_the_managed_ledgers(sessions, 
     assert store.pulsar.partitioned_topic(broker.base, name) == StoredValue(
         P.partitioned_topic_path(broker.base, name), b'{"partitions": 3}', 0)
     assert store.pulsar.managed_ledger_names(broker.base) == []  # no managed ledger: no data yet
+
+
+class Heard:
+    """What a watch's listener was told, in order (from whichever thread tells it)."""
+
+    def __init__(self):
+        self.calls: list = []
+
+    def __call__(self, *args) -> None:
+        self.calls.append(args[0] if len(args) == 1 else args)
+
+    @property
+    def last(self):
+        return self.calls[-1] if self.calls else "nothing yet"
+
+    def settles_on(self, value, what: str) -> None:
+        wait_for(lambda: self.calls and self.calls[-1] == value, timeout=30, what=what)
+
+
+def test_registration_watches_see_bookies_come_go_and_turn_readonly(store):
+    writable, readonly, stopped = Heard(), Heard(), Heard()
+    unwatch = store.registration.watch_writable_bookies(writable)
+    store.registration.watch_readonly_bookies(readonly)
+    store.registration.watch_writable_bookies(stopped)()  # told once, at once, then stopped
+    assert writable.calls == [[]] and readonly.calls == [[]]  # at once, from the watching call
+    store.registration.register(A)
+    writable.settles_on([A], "the writable watch to see A")
+    store.registration.register(B, readonly=True)
+    readonly.settles_on([B], "the read-only watch to see B")
+    store.registration.register(A, readonly=True)  # A turns read-only: it leaves one list for the other
+    writable.settles_on([], "A to leave the writable list")
+    readonly.settles_on([A, B], "A in the read-only list")
+    unwatch()
+    store.registration.register(C)
+    store.registration.unregister(B)
+    readonly.settles_on([A], "B to leave")  # told after C came: an unwatched listener would have heard by now
+    assert writable.last == [] and stopped.calls == [[]]
+    assert all(a != b for a, b in zip(writable.calls, writable.calls[1:]))  # only changes are told
+
+
+def test_cookie_watch_sees_cookies_written_and_deleted(store):
+    cookies = Heard()
+    unwatch = store.registration.watch_all_bookies(cookies)
+    assert cookies.calls == [[]]
+    store.cookies.put(A, Cookie(A, ("/j",), ("/l",), "instance"))
+    cookies.settles_on([A], "A's cookie")
+    store.cookies.put(B, Cookie(B, ("/j",), ("/l",), "instance"))
+    cookies.settles_on([A, B], "B's cookie")
+    store.cookies.delete(A)  # a decommission
+    cookies.settles_on([B], "A's cookie to go")
+    unwatch()
+    store.cookies.delete(B)
+    store.cookies.put(C, Cookie(C, ("/j",), ("/l",), "instance"))
+    assert store.registration.all_bookies() == [C] and cookies.last == [B]
+
+
+def test_replication_switch_and_delay_watches(store):
+    enabled, delay = Heard(), Heard()
+    ur = store.underreplication
+    ur.ensure_layout()
+    ur.watch_enabled(enabled)
+    ur.watch_lost_bookie_recovery_delay(delay)
+    assert enabled.calls == [True] and delay.calls == [None]
+    ur.disable()
+    enabled.settles_on(False, "disabled")
+    ur.disable()  # already disabled: nothing changed
+    ur.enable()
+    enabled.settles_on(True, "enabled again")
+    assert enabled.calls == [True, False, True]
+
+    path = P.underreplication_node(P.UR_LOST_BOOKIE_RECOVERY_DELAY, store.root)
+    ur.set_lost_bookie_recovery_delay(30)
+    delay.settles_on(StoredValue(path, b"30", 0), "the delay's first write")
+    ur.set_lost_bookie_recovery_delay(30)  # the same value again: a write all the same (triggeraudit)
+    delay.settles_on(StoredValue(path, b"30", 1), "the same value rewritten")
+
+
+def test_daemon_status_nodes_go_with_the_session(sessions, store):
+    ur = store.underreplication
+    assert ur.daemon_statuses() == {}
+    ur.publish_daemon_status("auditor", b'{"a": 1}')
+    ur.publish_daemon_status("workers/10.0.0.1:3181", b'{"w": 1}')
+    ur.publish_daemon_status("auditor", b'{"a": 2}')  # rewritten in place
+    assert ur.daemon_statuses() == {"auditor": b'{"a": 2}', "workers/10.0.0.1:3181": b'{"w": 1}'}
+    for bad in ("", "/auditor", "workers/", "a/b/c", "workers/.."):
+        with pytest.raises(ValueError):
+            ur.publish_daemon_status(bad, b"{}")
+    store.close()
+    assert sessions.open().underreplication.daemon_statuses() == {}
+
+
+def test_auditor_vote_withdrawn_and_watched(store):
+    election = store.auditor
+    first, second = election.cast_vote(A), election.cast_vote(B)
+    gone = Heard()
+    assert election.watch_vote_gone(first, lambda: gone("first gone")) is True
+    election.publish(A)
+    election.withdraw_vote(first)
+    gone.settles_on("first gone", "the watch on the withdrawn vote")
+    assert election.votes() == [second] and election.current() == B
+    election.withdraw_vote(first)  # gone already: fine
+    assert election.watch_vote_gone(first, lambda: gone("again")) is False
+    election.withdraw_vote(second)
+    assert election.votes() == [] and gone.calls == ["first gone"]  # one-shot
+
+
+def test_session_expiry_takes_the_votes_tells_the_listeners_and_keeps_registrations(sessions):
+    store = sessions.open(session_timeout=4)
+    store.registration.register(A)
+    vote = store.auditor.cast_vote(A)
+    lost, gone, unwatched = Heard(), Heard(), Heard()
+    store.auditor.on_session_lost(lambda: lost("lost"))
+    store.auditor.on_session_lost(lambda: unwatched("lost"))()
+    assert store.auditor.watch_vote_gone(vote, lambda: gone("vote gone"))
+    sessions.expire(store)
+    lost.settles_on("lost", "the session-lost listener")
+    gone.settles_on("vote gone", "the vote watch")
+    wait_for(lambda: store.connected and store.auditor.votes() == [], timeout=30, what="a new session")
+    wait_for(lambda: store.registration.writable_bookies() == [A], timeout=30,
+             what="the registration to be restored")
+    assert unwatched.calls == [] and lost.calls == ["lost"]
+
+
+def test_append_lock_one_holder_at_a_time_gone_with_the_session(sessions, store):
+    import threading
+
+    mine = store.ledgers.append_lock(5, "me")
+    assert mine.path == P.append_lock_path(5, store.root)
+    assert mine.acquire() is True
+    theirs = store.ledgers.append_lock(5, "you")
+    assert theirs.acquire() is False and theirs.holders() == ["me"]
+    other_ledger = store.ledgers.append_lock(6, "you")
+    assert other_ledger.acquire() is True
+    other_ledger.release()
+    theirs.release()  # not held: nothing happens
+    assert theirs.holders() == ["me"]
+
+    got: list[bool] = []
+    waiting = threading.Thread(target=lambda: got.append(theirs.acquire(timeout=30)))
+    waiting.start()
+    wait_for(lambda: theirs.holders() == ["me", "you"], timeout=30, what="the second contender to wait")
+    mine.release()
+    waiting.join(60)
+    assert got == [True] and theirs.holders() == ["you"]
+    assert mine.acquire(timeout=0.1) is False  # waited its time, still held
+
+    store.close()  # the lock was the session's
+    again = sessions.open().ledgers.append_lock(5, "later")
+    assert again.acquire() is True and again.holders() == ["later"]
+    again.release()

@@ -61,7 +61,8 @@ def venv(tmp_path_factory, wheel) -> Path:
 def test_wheel_holds_every_package_folder_under_bkctl(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
-    assert tops == {"bkctl"}
+    # and the module through which PySpark registers the bookkeeper data source by itself
+    assert tops == {"bkctl", "pyspark_bookkeeper.py"}
     # Every folder with an __init__.py is packaged (pyproject lists packages by hand).
     folders = {p.parent.relative_to(REPO) for p in REPO.glob("*/**/__init__.py")
                if p.parts[len(REPO.parts)] in ("wire", "bookied", "shell", "bkctl")}
@@ -113,3 +114,55 @@ def test_uninstalling_pypi_bookied_leaves_ours(venv, tmp_path):
     _run(py, "-m", "pip", "uninstall", "-y", "-q", "bookied")
     _run(py, "-c", "import bkctl.bookied.main, bkctl.bookied.journal", cwd=tmp_path)
     assert "usage" in _run(py, "-m", "bkctl.bookied", "--help", cwd=tmp_path).stdout
+
+
+# ---------------------------------------------------------------- the README's Spark snippet
+
+README_URI = "zk+hierarchical://zk1:2181/ledgers"
+
+
+def readme_spark_snippet() -> str:
+    """The Python block of the README's "Reading from Spark directly"."""
+    section = (REPO / "README.md").read_text().split("### Reading from Spark directly", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readmes_spark_snippet_runs_as_written_on_a_fresh_install(venv, tmp_path):
+    """Only the cluster's address is changed: the fresh venv's Python runs the
+    snippet against a sandbox holding the topic and subscription it names
+    (``orders``: the vector a_plain's 5 messages; ``billing`` acknowledged up
+    to entry 1), with no registration line and no environment prepared."""
+    pytest.importorskip("pyspark")
+    from bkctl.sandbox import cluster
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+    from tests.support import pulsar_entries as pe
+
+    snippet = readme_spark_snippet()
+    assert README_URI in snippet and "register" not in snippet.split("import")[-1]
+    sandbox = tmp_path / "sbx"
+    try:
+        uri = cluster.sandbox_up(sandbox, bookies=3)["uri"]
+        name = "public/default/persistent/orders"
+        entries = pe.case_entries("a_plain")
+        with BlockingBookKeeper(uri, timeout=60) as bk:
+            lh = bk.create(3, 2, 2, digest_type="CRC32C", password=b"", custom_metadata={
+                "application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": name.encode()})
+            for entry in entries:
+                lh.add(entry)
+            lh.close()
+        info = ml.ManagedLedgerInfo()
+        info.ledgerInfo.add(ledgerId=lh.ledger_id, entries=len(entries), size=sum(map(len, entries)), timestamp=1)
+        billing = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=lh.ledger_id, markDeleteEntryId=1)
+        with ZKMetadataStore(uri) as store:
+            store.client.create(f"/managed-ledgers/{name}", info.SerializeToString(), makepath=True)
+            store.client.create(f"/managed-ledgers/{name}/billing", billing.SerializeToString())
+        env_python = venv / "bin" / "python"
+        proc = _run(env_python, "-c", snippet.replace(README_URI, uri), cwd=tmp_path)
+    finally:
+        if cluster.load_state(sandbox):
+            cluster.sandbox_down(sandbox, grace=5)
+    shown = [line for line in proc.stdout.splitlines() if line.startswith("|")]
+    ids = [line.split("|")[1].strip() for line in shown[1:]]
+    assert ids == [f"{lh.ledger_id}:{e}:-1" for e in (2, 3, 4)], proc.stdout

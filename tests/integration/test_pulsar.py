@@ -7,6 +7,8 @@ Pulsar's custom metadata), and puts the managed-ledger and cursor znodes in
 place in Pulsar's formats.  Topics: one per vector case; ``three`` spanning 3
 ledgers (the last one left open) with cursors; ``parts`` partitioned in 2;
 ``gone`` whose second ledger was deleted; ``broken`` with a corrupt entry;
+``payments`` (transactions, markers and a replicated message over two
+ledgers) and ``held`` (a transaction still open), built by Pulsar's rules;
 plus an orphan ledger and a cursor ledger.
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ import uuid
 
 import pytest
 
+from bkctl.wire.proto import pulsar_api_pb2 as pb
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from tests.support import pulsar_entries as pe
 
@@ -71,6 +74,34 @@ class PulsarCluster:
                               "entries": {lid: list(e) for lid, e, _ in ledgers}}
 
 
+def load_live_cursor_case(c, zk):
+    """k_cursor_unconfirmed's topic ledger (closed) and sub-live's cursor ledger,
+    written entry by entry and left open, with the case's ledger ids made ours."""
+    case, sub = "k_cursor_unconfirmed", "sub-live"
+    doc = json.loads((pe.vectors_dir() / "expected" / f"{case}.json").read_text())
+    short = "live-cursor"
+    ml_name = f"{NS}/persistent/{short}"
+    entries = pe.case_entries(case)
+    data = c.write_ledger(ml_name, entries).ledger_id
+    writer = c.bk.create(3, 2, 2, digest_type="CRC32C", password=b"", custom_metadata=custom(ml_name, sub))
+    ids = {1000: data, 1001: writer.ledger_id}
+    folder = pe.vectors_dir() / "cursors" / case / sub
+    for f in sorted((folder / "ledger").glob("*.bin"), key=lambda p: int(p.stem)):
+        pos = ml.PositionInfo.FromString(f.read_bytes())
+        pos.ledgerId = ids[pos.ledgerId]
+        for r in pos.individualDeletedMessages:
+            r.lowerEndpoint.ledgerId, r.upperEndpoint.ledgerId = data, data
+        writer.add(pos.SerializeToString())
+    info = ml.ManagedCursorInfo.FromString((folder / "managed_cursor_info.bin").read_bytes())
+    info.cursorsLedgerId, info.markDeleteLedgerId = writer.ledger_id, data
+    gone = c.write_ledger(ml_name, [ml.PositionInfo(ledgerId=data, entryId=8).SerializeToString()], cursor="sub-gone")
+    c.bk.delete(gone.ledger_id)
+    stale = ml.ManagedCursorInfo(cursorsLedgerId=gone.ledger_id, markDeleteLedgerId=data, markDeleteEntryId=2)
+    c.put_topic(short, [(data, entries, True)], cursors={sub: info, "sub-gone": stale}, zk=zk)
+    return {"topic": f"persistent://{NS}/{short}", "short": short, "data": data, "writer": writer,
+            "gone": gone.ledger_id, "doc": doc["subscriptions"][sub]}
+
+
 @pytest.fixture(scope="module")
 def pulsar_cluster(zookeeper, tmp_path_factory):
     from bkctl.wire.client.blocking import BlockingBookKeeper
@@ -89,7 +120,7 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
             start_bookies(procs, uri)
             bk = BlockingBookKeeper(uri, timeout=60)
             c = PulsarCluster(uri, f"{root}/managed-ledgers", bk)
-            for case in pe.cases():
+            for case in pe.all_cases():
                 short = f"vec-{case}"
                 entries = pe.case_entries(case)
                 lh = c.write_ledger(f"{NS}/persistent/{short}", entries)
@@ -123,6 +154,11 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
             c.put_topic("three", [(a, first, True), (b, second, True), (o, third, False)],
                         cursors={"sub1": sub1, "sub2": sub2}, zk=zk)
             c.three = {"a": a, "b": b, "o": o, "cursor_ledger": cursor_ledger}
+
+            # the shared case k_cursor_unconfirmed as a live broker leaves it: subscription sub-live keeps its
+            # position in a cursor ledger that is open (its newest PositionInfo past the LAC readers see);
+            # sub-gone's cursor ledger was deleted (its znode's older position is all there is)
+            c.live = load_live_cursor_case(c, zk)
 
             # a partitioned topic: parts-partition-0 and -1
             for n, case in enumerate(("c_zlib_batch", "c_snappy_batch")):
@@ -188,6 +224,13 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
             c.put_topic("broken", [(lid, broken, True)], zk=zk)
             c.broken = lid
 
+            # what a consumer does not receive, over two ledgers (the issue's payments topic): a transaction
+            # that aborts, one that commits, a replicated message, replicated-subscription markers; the
+            # markers of both transactions are in the second ledger
+            c.payments = payments_topic(c, zk)
+            # a transaction still open at the end: it holds back every message from its first one on
+            c.held = held_topic(c, zk)
+
             # an orphan: Pulsar's metadata naming "three", listed nowhere
             c.orphan = c.write_ledger(ml_three, pe.case_entries("a_plain")[:1]).ledger_id
             c.not_pulsar = bk.create(3, 2, 2, password=b"x").ledger_id
@@ -210,6 +253,50 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
                     pass
             for p in procs:
                 p.kill()
+
+
+def _txn(seq, payload, txn, **fields):
+    return pe.encode_entry(pe.metadata("payments-producer", seq, T_BUILT + seq, txnid_most_bits=txn[0],
+                                       txnid_least_bits=txn[1], **fields), payload)
+
+
+def _plain(seq, payload, **fields):
+    return pe.encode_entry(pe.metadata("payments-producer", seq, T_BUILT + seq, **fields), payload)
+
+
+T_BUILT = 1_795_600_000_000
+ABORTED, COMMITTED, OPEN = (1, 0), (2, 0), (3, 7)
+
+
+def payments_topic(c, zk):
+    """Ledger 1: an order, the aborted transaction's message, the committed
+    one's batch, a snapshot request marker; ledger 2: a replicated message (as
+    the geo-replicator forwards it), the abort and commit markers, a snapshot
+    marker, an order.  A consumer receives 5 messages."""
+    first = [_plain(0, b"order 0"), _txn(1, b"aborted order 1", ABORTED),
+             pe.encode_entry(pe.metadata("payments-producer", 2, T_BUILT + 2, num_messages_in_batch=2,
+                                         txnid_most_bits=COMMITTED[0], txnid_least_bits=COMMITTED[1]),
+                             pe.batch_payload([(pb.SingleMessageMetadata(sequence_id=2), b"committed 2"),
+                                               (pb.SingleMessageMetadata(sequence_id=3), b"committed 3")])),
+             pe.marker(10, payload=b"\n\x04snap\x12\x07us-west")]
+    second = [_plain(4, b"from us-east", replicated_from="us-east",
+                     properties={"__MSG_PROP_REPL_SOURCE_POSITION": "9:4"}),
+              pe.marker(22, ABORTED), pe.marker(21, COMMITTED), pe.marker(12, payload=b"\n\x04snap"),
+              _plain(5, b"order 5", deliver_at_time=T_BUILT + 60_000)]
+    name = f"{NS}/persistent/payments"
+    a = c.write_ledger(name, first).ledger_id
+    b = c.write_ledger(name, second).ledger_id
+    c.put_topic("payments", [(a, first, True), (b, second, True)], zk=zk)
+    return {"ledgers": (a, b)}
+
+
+def held_topic(c, zk):
+    """An order, the open transaction's message at entry 1, an order, a committed transaction after it."""
+    entries = [_plain(0, b"before"), _txn(1, b"open 1", OPEN), _plain(2, b"after 2"), _txn(3, b"late", COMMITTED),
+               pe.marker(21, COMMITTED), _plain(4, b"after 4")]
+    lid = c.write_ledger(f"{NS}/persistent/held", entries).ledger_id
+    c.put_topic("held", [(lid, entries, True)], zk=zk)
+    return {"ledger": lid}
 
 
 def bkctl(capsys, uri, *args):
@@ -236,7 +323,8 @@ def test_topic_list_reports_every_topic_with_what_its_managed_ledger_records(pul
     first, second = (pe.case_entries(k) for k in ("b_batch", "c_lz4_batch"))
     assert three == {"topic": f"persistent://{NS}/three", "managed_ledger": f"{NS}/persistent/three",
                      "partition": -1, "ledgers": 3, "entries": len(first) + len(second),
-                     "size": sum(map(len, first + second)), "cursors": ["sub1", "sub2"], "terminated": False}
+                     "size": sum(map(len, first + second)), "uncounted_ledgers": [c.three["o"]],
+                     "cursors": ["sub1", "sub2"], "terminated": False}
     assert by_topic[f"persistent://{NS}/parts-partition-1"]["partition"] == 1
     code, rows, _ = bkctl(capsys, c.uri, "pulsar", "topic", "list", "--tenant", "nobody")
     assert code == 0 and rows == []
@@ -267,6 +355,7 @@ def test_a_v1_topic_is_listed_shown_and_exported_under_its_v1_name(pulsar_cluste
 
 def test_topic_show_gives_ledgers_bookies_and_cursor_backlogs(pulsar_cluster, capsys):
     from bkctl.wire.metadata.zk import ZKMetadataStore
+    from bkctl.wire.pulsar.entry import decode_entry
 
     c = pulsar_cluster
     t = c.three
@@ -280,23 +369,27 @@ def test_topic_show_gives_ledgers_bookies_and_cursor_backlogs(pulsar_cluster, ca
         for ls in part["ledgers"]:
             md, _ = store.ledgers.read(ls["ledger_id"])
             assert ls["bookies"] == [str(b) for b in md.ensembles[0][1]]
-    assert [(ls["ledger_id"], ls["state"], ls["entries"]) for ls in part["ledgers"]] == [
-        (t["a"], "CLOSED", 3), (t["b"], "CLOSED", 2), (t["o"], "OPEN", 4)]  # open: a reader sees LAC 3
-    assert part["ledgers"][0]["size"] == sum(map(len, entries[t["a"]]))
-    assert part["ledgers"][2]["size"] is None and part["ledgers"][2]["closed"] is None
+    # the open ledger: a reader sees LAC 3; entry 4, past it, is on both bookies of its write set
+    assert [(ls["ledger_id"], ls["state"], ls["entries"], ls["lac"], ls["beyond_lac"]) for ls in part["ledgers"]] == [
+        (t["a"], "CLOSED", 3, None, 0), (t["b"], "CLOSED", 2, None, 0), (t["o"], "OPEN", 5, 3, 1)]
+    assert [ls["size"] for ls in part["ledgers"]] == [sum(map(len, entries[lid])) for lid in (t["a"], t["b"], t["o"])]
+    assert part["ledgers"][2]["closed"] is None
+    assert (part["entries"], part["size"], part["beyond_lac"]) == (10, sum(map(len, sum(entries.values(), []))), 1)
     cursors = {cur["name"]: cur for cur in part["cursors"]}
-    # sub1: unacked a:1 (partly), b:0, o:2, o:3 (o:4 is past the LAC a reader sees)
-    assert cursors["sub1"]["backlog_entries"] == 4
-    assert cursors["sub1"]["mark_delete"] == f"{t['a']}:0"
-    assert cursors["sub1"]["position_from"] == "znode"
-    mean_a = sum(map(len, entries[t["a"]])) / 3
-    mean_b = sum(map(len, entries[t["b"]])) / 2
-    mean_all = (sum(map(len, entries[t["a"]])) + sum(map(len, entries[t["b"]]))) / 5
-    assert cursors["sub1"]["backlog_bytes"] == round(mean_a + mean_b + 2 * mean_all)
+    # sub1: unacked a:1 (messages 0..4 of its batch), b:0, o:2, o:3, o:4 -- read, so bytes and messages are exact
+    b0 = decode_entry(entries[t["b"]][0]).metadata.num_messages_in_batch
+    assert (cursors["sub1"]["backlog_entries"], cursors["sub1"]["backlog_messages"]) == (5, 5 + b0 + 3)
+    assert cursors["sub1"]["backlog_bytes"] == len(entries[t["a"]][1]) + len(entries[t["b"]][0]) + sum(
+        map(len, entries[t["o"]][2:])) and cursors["sub1"]["backlog_bytes_exact"]
+    assert (cursors["sub1"]["mark_delete"], cursors["sub1"]["position_from"]) == (f"{t['a']}:0", "znode")
+    assert (cursors["sub1"]["position_source"], cursors["sub1"]["fallback"]) == ("znode", None)
+    assert cursors["sub1"]["individually_deleted"] == [f"({t['a']}:1..{t['a']}:2]", f"({t['b']}:0..{t['o']}:1]"]
     # sub2: the cursor ledger's last entry (b:1) is newer than its znode (a:0)
     assert cursors["sub2"]["mark_delete"] == f"{t['b']}:1"
     assert cursors["sub2"]["position_from"] == f"cursor ledger {t['cursor_ledger']} entry 1"
-    assert cursors["sub2"]["backlog_entries"] == 4
+    assert cursors["sub2"]["position_source"] == "cursor-ledger"
+    assert (cursors["sub2"]["backlog_entries"], cursors["sub2"]["backlog_messages"]) == (5, 5)
+    assert doc["warnings"] == []
 
 
 def test_topic_show_of_a_partitioned_topic_shows_each_partition(pulsar_cluster, capsys):
@@ -463,31 +556,55 @@ def export(capsys, c, out, *args):
     return code, (docs[0] if docs else None), err
 
 
+def _ms(t):
+    return None if t is None else round(t.timestamp() * 1000)
+
+
 def assert_messages(rows, case, ledger_id, partition=-1):
     want = pe.expected_messages(case)
     assert len(rows) == len(want), case
     for row, m in zip(rows, want):
         got = (row["payload"] or b"", row["key"], row["ordering_key"], dict(row["properties"] or []),
-               None if row["event_time"] is None else int(row["event_time"].timestamp() * 1000),
-               row["sequence_id"], row["producer_name"], row["schema_version"], row["ledger_id"],
-               row["entry_id"], row["batch_index"], row["partition"], row["error"])
+               _ms(row["event_time"]), row["sequence_id"], row["producer_name"], row["schema_version"],
+               row["ledger_id"], row["entry_id"], row["batch_index"], row["partition"], row["error"],
+               _ms(row["deliver_at_time"]), row["replicated_from"], row["txn_id"], row["pending"],
+               row["key_base64_encoded"])
         assert got == (m["payload"], m["partition_key"], m["ordering_key"], m["properties"], m["event_timestamp"],
                        m["expected_sequence_id"], m["producer_name"], m["schema_version"], ledger_id,
-                       m["id"]["entry_id"], m["id"]["batch_index"], partition, None), case
+                       m["id"]["entry_id"], m["id"]["batch_index"], partition, None,
+                       m["deliver_at"], None, None, False, False), case
 
 
-def test_export_topic_gives_what_the_client_sent_for_every_vector_case(pulsar_cluster, spark, capsys, tmp_path):
+def assert_received(rows, case, ledger_id):
+    """The rows are what a consumer of the case's topic receives (its consumer view)."""
+    got = [{"entry_id": r["entry_id"], "batch_index": r["batch_index"], "payload": r["payload"] or b"",
+            "key": r["key"], "ordering_key": r["ordering_key"], "properties": dict(r["properties"] or []),
+            "event_time": _ms(r["event_time"]), "sequence_id": r["sequence_id"],
+            "publish_time": _ms(r["publish_time"]), "producer_name": r["producer_name"],
+            "replicated_from": r["replicated_from"], "deliver_at": _ms(r["deliver_at_time"]), "txn_id": r["txn_id"]}
+           for r in rows]
+    assert got == pe.received_messages(case), case
+    assert {r["ledger_id"] for r in rows} == {ledger_id} and not any(r["pending"] or r["error"] for r in rows)
+
+
+def test_export_topic_gives_what_a_consumer_receives_for_every_vector_case(pulsar_cluster, spark, capsys, tmp_path):
+    """The sent-messages cases: what the client sent; the consumer-view ones
+    (transactions with their markers, delayed delivery): what a consumer receives."""
     c = pulsar_cluster
-    for case in pe.cases():
+    consumer_view = set(pe.consumer_view_cases())
+    for case in pe.all_cases():
         out = tmp_path / case
         code, doc, err = export(capsys, c, out, "--topic", f"persistent://{NS}/vec-{case}")
         assert code == 0, (case, err)
-        want = pe.expected_messages(case)
+        want = pe.received_messages(case)
         assert doc["messages"] == len(want) and doc["problems"] == [], case
         assert doc["entries"] == len(pe.case_entries(case))
         rows = export_rows(out)
         assert {r["topic"] for r in rows} == {f"persistent://{NS}/vec-{case}"}
-        assert_messages(rows, case, c.ledger_of_case[case])
+        if case in consumer_view:
+            assert_received(rows, case, c.ledger_of_case[case])
+        else:
+            assert_messages(rows, case, c.ledger_of_case[case])
         for row in rows:  # the folder's day is the publish time's (UTC)
             assert row["date"] == row["publish_time"].date()
 
@@ -502,9 +619,13 @@ def test_a_topic_over_three_ledgers_ends_at_the_open_ledgers_lac(pulsar_cluster,
     assert_messages(by_ledger[t["a"]], "b_batch", t["a"])
     assert_messages(by_ledger[t["b"]], "c_lz4_batch", t["b"])
     plain = [m["payload"] for m in pe.expected_messages("a_plain")]
-    assert [r["payload"] for r in by_ledger[t["o"]]] == plain[:4]  # entry 4 is past the LAC a reader sees
-    assert doc["ledgers"] == 3 and doc["entries"] == 3 + 2 + 4
-    assert doc["messages"] == 25 + 15 + 4
+    # entry 4 is past the LAC a reader sees, but on an ack quorum of its bookies: the writer may have had it acked
+    assert [r["payload"] for r in by_ledger[t["o"]]] == plain
+    assert doc["ledgers"] == 3 and doc["entries"] == 3 + 2 + 5 and doc["read_past_lac"] == 1
+    assert doc["messages"] == 25 + 15 + 5
+    manifest = json.loads((tmp_path / "three" / "_manifest.json").read_text())
+    assert manifest["topics"][f"persistent://{NS}/three"]["read_past_lac"] == [
+        {"ledger_id": t["o"], "lac": 3, "last": 4, "entries": 1}]
 
 
 def test_unacked_only_exports_exactly_what_the_cursor_has_not_acknowledged(pulsar_cluster, spark, capsys,
@@ -519,13 +640,13 @@ def test_unacked_only_exports_exactly_what_the_cursor_has_not_acknowledged(pulsa
     got = [(r["ledger_id"], r["entry_id"], r["batch_index"]) for r in export_rows(tmp_path / "unacked")]
     b0 = decode_entry(pe.case_entries("c_lz4_batch")[0]).metadata.num_messages_in_batch
     assert got == ([(t["a"], 1, i) for i in range(5)] + [(t["b"], 0, i) for i in range(b0)]
-                   + [(t["o"], 2, -1), (t["o"], 3, -1)])
+                   + [(t["o"], 2, -1), (t["o"], 3, -1), (t["o"], 4, -1)])
     # sub2's newer position lives in its cursor ledger: everything after b:1
     code, doc, err = export(capsys, c, tmp_path / "unacked2", "--topic", f"persistent://{NS}/three",
                             "--subscription", "sub2", "--unacked-only")
     assert code == 0, err
     assert [(r["ledger_id"], r["entry_id"]) for r in export_rows(tmp_path / "unacked2")] == \
-        [(t["o"], e) for e in range(4)]
+        [(t["o"], e) for e in range(5)]
     assert {s["reason"] for s in doc["skipped"]} == {"wholly acknowledged by sub2"}
     code, _, err = export(capsys, c, tmp_path / "x", "--topic", f"persistent://{NS}/three", "--subscription", "nope",
                           "--unacked-only")
@@ -669,11 +790,86 @@ def test_the_data_source_reads_a_topic_with_the_topic_option(pulsar_cluster, spa
     t = c.three
     got = sorted((r["ledger_id"], r["entry_id"], r["batch_index"]) for r in df.collect())
     assert got[:5] == [(t["a"], 1, i) for i in range(5)]
-    assert got[-2:] == [(t["o"], 2, -1), (t["o"], 3, -1)]
+    assert got[-3:] == [(t["o"], 2, -1), (t["o"], 3, -1), (t["o"], 4, -1)]
     plain = (spark.read.format("bookkeeper").option("metadataServiceUri", c.uri)
              .option("topic", f"persistent://{NS}/vec-g_samekey_batch").load())
     rows = sorted(plain.collect(), key=lambda r: r["batch_index"])
     assert [bytes(r["payload"]) for r in rows] == [m["payload"] for m in pe.expected_messages("g_samekey_batch")]
+
+
+def test_markers_and_transactions_over_two_ledgers_are_exported_as_a_consumer_receives_them(
+        pulsar_cluster, spark, capsys, tmp_path):
+    """The transactions' markers are in the next ledger, so in other tasks
+    (--split-entries 2) than their messages: the plan's scan tells them."""
+    c = pulsar_cluster
+    a, b = c.payments["ledgers"]
+    code, doc, err = export(capsys, c, tmp_path / "p", "--topic", f"persistent://{NS}/payments")
+    assert code == 0, err
+    rows = export_rows(tmp_path / "p")
+    assert [(r["ledger_id"], r["entry_id"], r["batch_index"], r["payload"]) for r in rows] == [
+        (a, 0, -1, b"order 0"), (a, 2, 0, b"committed 2"), (a, 2, 1, b"committed 3"), (b, 0, -1, b"from us-east"),
+        (b, 4, -1, b"order 5")]
+    assert [r["txn_id"] for r in rows] == [None, "(2,0)", "(2,0)", None, None]
+    assert [r["replicated_from"] for r in rows] == [None, None, None, "us-east", None]
+    assert [_ms(r["deliver_at_time"]) for r in rows] == [None, None, None, None, T_BUILT + 60_000]
+    assert doc["messages"] == 5 and doc["entries"] == 9 and doc["problems"] == []
+    assert doc["left_out"] == {"markers": {"REPLICATED_SUBSCRIPTION_SNAPSHOT": 1,
+                                           "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST": 1, "TXN_ABORT": 1,
+                                           "TXN_COMMIT": 1}, "aborted": 1, "pending": 0, "pending_kept": 0}
+    topic = f"persistent://{NS}/payments"
+    assert doc["transactions"][topic] == {"committed": 1, "aborted": 1, "open": {}, "cutoff": None, "markers": {
+        "REPLICATED_SUBSCRIPTION_SNAPSHOT": 1, "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST": 1, "TXN_ABORT": 1,
+        "TXN_COMMIT": 1}}
+    manifest = json.loads((tmp_path / "p" / "_manifest.json").read_text())
+    assert manifest["last_export"]["left_out"] == doc["left_out"]
+    assert manifest["columns"][-5:] == ["replicated_from", "deliver_at_time", "txn_id", "pending", "error"]
+
+
+def test_an_open_transaction_stops_the_export_at_its_first_message_unless_include_pending(
+        pulsar_cluster, spark, capsys, tmp_path):
+    from bkctl.cli import run
+
+    c = pulsar_cluster
+    lid = c.held["ledger"]
+    topic = f"persistent://{NS}/held"
+    capsys.readouterr()
+    code = run(["-m", c.uri, "export", "--out", str(tmp_path / "h"), "--split-entries", "2", "--topic", topic])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert [r["payload"] for r in export_rows(tmp_path / "h")] == [b"before"]
+    assert out.startswith("exported 1 message (")
+    assert (f"  what a consumer would not receive: 1 marker entry (1 TXN_COMMIT); 4 messages held back ({topic} "
+            f"from {lid}:1, transaction (3,7) open; --include-pending exports them marked)") in out
+    code, doc, err = export(capsys, c, tmp_path / "p", "--topic", topic, "--include-pending")
+    assert code == 0, err
+    rows = export_rows(tmp_path / "p")
+    assert [(r["payload"], r["pending"], r["txn_id"]) for r in rows] == [
+        (b"before", False, None), (b"open 1", True, "(3,7)"), (b"after 2", True, None), (b"late", True, "(2,0)"),
+        (b"after 4", True, None)]
+    assert doc["left_out"]["pending_kept"] == 4 and doc["left_out"]["pending"] == 0
+    assert doc["transactions"][topic]["cutoff"] == f"{lid}:1"
+
+
+def test_the_data_source_leaves_out_what_a_consumer_does_not_receive(pulsar_cluster, spark):
+    from bkctl.export.datasource import register
+
+    c = pulsar_cluster
+    register(spark)
+
+    def read(topic, **options):
+        reader = spark.read.format("bookkeeper").option("metadataServiceUri", c.uri).option("topic", topic) \
+            .option("splitEntries", "2")
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return sorted((r["ledger_id"], r["entry_id"], r["batch_index"], bytes(r["payload"]), r["pending"])
+                      for r in reader.load().collect())
+
+    a, b = c.payments["ledgers"]
+    assert [p for *_, p, _ in read(f"persistent://{NS}/payments")] == [
+        b"order 0", b"committed 2", b"committed 3", b"from us-east", b"order 5"]
+    assert [(p, pending) for *_, p, pending in read(f"persistent://{NS}/held")] == [(b"before", False)]
+    assert [(p, pending) for *_, p, pending in read(f"persistent://{NS}/held", includePending="true")] == [
+        (b"before", False), (b"open 1", True), (b"after 2", True), (b"late", True), (b"after 4", True)]
 
 
 def test_human_output_of_a_topic_export_and_of_topic_show(pulsar_cluster, spark, capsys, tmp_path):
@@ -689,3 +885,87 @@ def test_human_output_of_a_topic_export_and_of_topic_show(pulsar_cluster, spark,
     assert run(["-m", c.uri, "pulsar", "topic", "show", f"persistent://{NS}/three"]) == 0
     out = capsys.readouterr().out
     assert "sub1" in out and "sub2" in out and str(c.three["o"]) in out and "OPEN" in out
+    t = c.three
+    sub1 = next(line for line in out.splitlines() if line.lstrip().startswith("sub1 "))
+    # where the position came from, the individually deleted ranges, the backlog counted
+    assert f"({t['a']}:1..{t['a']}:2] ({t['b']}:0..{t['o']}:1]" in sub1 and " znode " in sub1
+    sub2 = next(line for line in out.splitlines() if line.lstrip().startswith("sub2 "))
+    assert "ledger entry 1" in sub2
+
+
+# ---------------------------------------------------------------- live cursors (k_cursor_unconfirmed)
+
+
+def test_a_live_subscriptions_position_is_its_open_cursor_ledgers_newest_entry_and_nothing_is_fenced(
+        pulsar_cluster, spark, capsys, tmp_path):
+    import base64
+
+    from bkctl.cli import run
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    c = pulsar_cluster
+    live = c.live
+    writer = live["writer"]
+    code, [doc], err = bkctl(capsys, c.uri, "pulsar", "topic", "show", live["short"])  # a short name
+    assert code == 0, err
+    assert doc["topic"] == live["topic"]
+    cursors = {cur["name"]: cur for cur in doc["partitions"][0]["cursors"]}
+    want = live["doc"]
+    got = cursors["sub-live"]
+    assert got["mark_delete"] == f"{live['data']}:{want['newest_position']['mark_delete'][1]}"  # 6: not 4, not 1
+    assert (got["position_source"], got["fallback"]) == ("beyond-lac", None)
+    assert got["position_from"] == f"cursor ledger {writer.ledger_id} entry 3 (beyond the LAC 2)"
+    assert (got["backlog_entries"], got["backlog_messages"]) == (want["backlog_entries"], want["backlog_messages"])
+    gone = cursors["sub-gone"]
+    assert (gone["mark_delete"], gone["position_source"]) == (f"{live['data']}:2", "znode")
+    assert gone["fallback"] == f"cursor ledger {live['gone']} is gone"
+    assert doc["warnings"] == [f"{live['topic']} cursor sub-gone: position from its znode ({gone['fallback']}), "
+                               "which is older than the position its broker holds"]
+    assert err.strip() == f"bkctl: warning: {doc['warnings'][0]}"
+    code, _, err = bkctl(capsys, c.uri, "pulsar", "topic", "show", live["topic"], "--strict")
+    assert code == 1 and "sub-gone: position from its znode" in err and "(--strict)" in err
+
+    # the table says where each position came from
+    assert run(["-m", c.uri, "pulsar", "topic", "show", f"{NS}/{live['short']}"]) == 0
+    out, err = capsys.readouterr()
+    assert "beyond LAC" in out and "znode (fallback)" in out and "sub-gone" in err
+
+    # export: what sub-live has not acknowledged, by its newest position
+    code, summary, err = export(capsys, c, tmp_path / "live", "--topic", live["short"], "--subscription", "sub-live",
+                                "--unacked-only")
+    assert code == 0 and err == "", err
+    rows = export_rows(tmp_path / "live")
+    assert [(r["entry_id"], r["payload"]) for r in rows] == [
+        (m["entry_id"], base64.b64decode(m["payload_b64"])) for m in want["unacked_messages"]]
+    assert summary["warnings"] == [] and summary["topics"] == [live["topic"]]
+    # a subscription whose position is only its znode's: a warning, and with --strict exit 1
+    code, summary, err = export(capsys, c, tmp_path / "stale", "--topic", live["short"], "--subscription", "sub-gone",
+                                "--unacked-only")
+    assert code == 0 and "bkctl: warning: " in err and "sub-gone: position from its znode" in err
+    assert [r["entry_id"] for r in export_rows(tmp_path / "stale")] == list(range(3, 10))
+    code, summary, err = export(capsys, c, tmp_path / "strict", "--topic", live["short"], "--subscription",
+                                "sub-gone", "--strict")
+    assert code == 1 and summary is None and "(--strict)" in err and not (tmp_path / "strict").exists()
+
+    # nothing was fenced or closed: the broker's cursor ledger takes its next mark-delete
+    with ZKMetadataStore(c.uri) as store:
+        md, _ = store.ledgers.read(writer.ledger_id)
+        assert not md.is_closed
+    assert writer.add(ml.PositionInfo(ledgerId=live["data"], entryId=9).SerializeToString()) == 4
+    with ZKMetadataStore(c.uri) as store:
+        md, _ = store.ledgers.read(writer.ledger_id)
+        assert not md.is_closed
+
+
+def test_topic_list_says_what_it_does_not_count_and_hints_where_managed_ledgers_are(pulsar_cluster, capsys):
+    from bkctl.cli import run
+
+    c = pulsar_cluster
+    capsys.readouterr()
+    assert run(["-m", c.uri, "pulsar", "topic", "list", "--namespace", NS]) == 0
+    out, err = capsys.readouterr()
+    three = next(line for line in out.splitlines() if f"persistent://{NS}/three " in line)
+    assert " 5+ " in three and "+: and the entries of a ledger not closed yet" in out and err == ""
+    assert run(["-m", c.uri, "pulsar", "--managed-ledgers", "/nowhere", "topic", "list"]) == 0
+    out, err = capsys.readouterr()
+    assert "no managed ledgers under /nowhere" in err and "--managed-ledgers PATH" in err

@@ -155,7 +155,7 @@ def test_json_format_switch(start_shell, metadata_uri):
     term.line("\\j")
     term.expect("output: json")
     term.line("autorecovery status")
-    term.expect(r'\{\n  "auditor": null,\n  "auditor_waits_for": "no auditor')  # indented on a terminal
+    term.expect(r'\{\n  "auditor": null,\n  "auditor_keeps_status": false,\n  "auditor_waits_for": "no auditor')  # indented on a terminal
     term.line("format table")
     term.expect("output: table")
     term.line("autorecovery status")

@@ -6,12 +6,14 @@ restarts so fault tests can kill and restart the same bookie.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 from bkctl.wire.codecs import v2, v3
@@ -19,6 +21,8 @@ from bkctl.wire.codecs.framing import FrameDecoder, frame
 from tests.support.folders import integration_only
 from tests.support.interrupts import die_with_parent
 from tests.support.ports import free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class BookieProcess:
@@ -29,6 +33,34 @@ class BookieProcess:
         self.settings = settings
         self.proc: subprocess.Popen | None = None
         self.env_extra: dict[str, str] = {}
+        #: the module run as bookied and its arguments before bookied's own: a test launcher
+        #: (e.g. ``["tests.support.stopping_bookied", "copied"]``) or bookied itself
+        self.launcher: list[str] = ["bkctl.bookied"]
+        self.http_port: int | None = None
+
+    def serve_http(self) -> "BookieProcess":
+        """Turn the HTTP admin on (127.0.0.1, a free ``http_port``), before starting."""
+        self.http_port = free_port()
+        self.settings.update(httpServerEnabled="true", httpServerPort=self.http_port, httpServerHost="127.0.0.1")
+        return self
+
+    def admin(self, path: str, method: str = "GET", body=None):
+        """The HTTP admin's JSON answer to ``method path`` (see :meth:`serve_http`)."""
+        req = urllib.request.Request(f"http://127.0.0.1:{self.http_port}{path}", method=method,
+                                     data=None if body is None else json.dumps(body).encode())
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read() or b"null")
+
+    def metrics(self) -> dict[str, float]:
+        """``/metrics`` as ``{'name{labels}': value}``."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        samples = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, value = line.rsplit(" ", 1)
+                samples[key] = float(value)
+        return samples
 
     @property
     def bookie_id(self) -> str:
@@ -70,8 +102,10 @@ class BookieProcess:
         conf = self.base / "bk_server.conf"
         conf.write_text(self.conf_text())
         env = dict(os.environ, **self.env_extra)
+        if self.launcher[0].startswith("tests."):  # the launcher is in this checkout's tests package
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "bkctl.bookied", "--conf", str(conf), *extra_args],
+            self.proc = subprocess.Popen([sys.executable, "-m", *self.launcher, "--conf", str(conf), *extra_args],
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          env=env, start_new_session=True, preexec_fn=die_with_parent)
         return self.proc

@@ -17,12 +17,22 @@ What the tests add on top, none of which the code under test can see:
 * ``store.fail_with(exc)``: every call raises ``exc`` until ``fail_with(None)``;
 * ``store.lose_connection()`` / ``store.reconnect()``: not connected, and every
   call fails with :class:`~bkctl.wire.metadata.errors.ZKUnavailable`, as the real
-  store between a connection loss and its reconnection.
+  store between a connection loss and its reconnection (the vote watches fire, as
+  kazoo fires every watch when the connection drops);
+* ``store.expire_session()``: ZooKeeper expired the session: its ephemeral nodes go
+  (watchers told), the session-lost listeners are called, and a new session puts
+  the registrations back, as the real store does.
+
+Watches call their listeners synchronously, from the call that changed what they
+watch (on ZooKeeper: from kazoo's thread, soon after).
 """
 from __future__ import annotations
 
 import functools
 import itertools
+import logging
+import threading
+import time
 from typing import Any, Callable, Iterable, Iterator
 
 from bkctl.wire.errors import CodecError
@@ -43,6 +53,7 @@ from bkctl.wire.metadata.errors import (
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.metadata.store import (
+    LedgerRange,
     StoredManagedLedger,
     StoredValue,
     UnderreplicatedMark,
@@ -51,6 +62,8 @@ from bkctl.wire.metadata.store import (
 )
 
 __all__ = ["FakeMetadataStore"]
+
+log = logging.getLogger(__name__)
 
 #: what the fake's "znodes" say their ctime is, when a test does not set a clock (ms)
 DEFAULT_NOW_MS = 1_795_219_200_000
@@ -70,11 +83,93 @@ def _call(method):
     return wrapper
 
 
+def _tell(listener: Callable, *args) -> None:
+    """As the real store: a listener's failure is logged, the writer goes on."""
+    try:
+        listener(*args)
+    except Exception:  # noqa: BLE001
+        log.exception("metadata store listener %r failed", listener)
+
+
+class _Listeners:
+    """Persistent watchers of one thing, told only when what they see changed."""
+
+    def __init__(self, look: Callable[[], Any]):
+        self._look = look
+        self._watchers: list[list] = []  # [listener, last value seen]
+
+    def add(self, listener: Callable[[Any], None]) -> Callable[[], None]:
+        entry = [listener, self._look()]
+        self._watchers.append(entry)
+        _tell(listener, entry[1])
+
+        def stop() -> None:
+            if entry in self._watchers:
+                self._watchers.remove(entry)
+
+        return stop
+
+    def changed(self) -> None:
+        now = self._look()
+        for entry in list(self._watchers):
+            if entry[1] != now:
+                entry[1] = now
+                _tell(entry[0], now)
+
+
 class _Manager:
     _name = ""
 
     def __init__(self, store: "FakeMetadataStore"):
         self._store = store
+
+
+class FakeLedgerLock:
+    """A ledger's append lock as kazoo's recipe behaves: the first contender holds it,
+    others may wait (in turn) for it; it goes with the store's session."""
+
+    def __init__(self, store: "FakeMetadataStore", path: str, holder: str):
+        self._store = store
+        self.path = path
+        self.holder = holder
+        self._held = False
+
+    def _enter(self, name: str, *args) -> None:
+        self._store._enter(f"ledgers.append_lock.{name}", (self.path,) + args, {})
+
+    def acquire(self, timeout: float = 0.0) -> bool:
+        self._enter("acquire", timeout)
+        locks, queue = self._store._append_locks, None
+        with self._store._append_changed:
+            queue = locks.setdefault(self.path, [])
+            queue.append(self)
+            deadline = time.monotonic() + (timeout if timeout and timeout > 0 else 0)
+            while queue and queue[0] is not self and time.monotonic() < deadline:
+                self._store._append_changed.wait(deadline - time.monotonic())
+            if queue and queue[0] is self:
+                self._held = True
+                return True
+            if self in queue:
+                queue.remove(self)
+            return False
+
+    def holders(self) -> list[str]:
+        self._enter("holders")
+        with self._store._append_changed:
+            return [lock.holder for lock in self._store._append_locks.get(self.path, []) if lock.holder]
+
+    def release(self) -> None:
+        self._enter("release")
+        if not self._held:
+            return
+        self._held = False
+        with self._store._append_changed:
+            queue = self._store._append_locks.get(self.path, [])
+            if self in queue:
+                queue.remove(self)
+            if not queue:
+                self._store._append_locks.pop(self.path, None)
+            self._store._append_changed.notify_all()
 
 
 class FakeLedgerManager(_Manager):
@@ -83,6 +178,7 @@ class FakeLedgerManager(_Manager):
     def __init__(self, store):
         super().__init__(store)
         self._znodes: dict[int, tuple[bytes, int, int]] = {}  # id -> (value, version, ctime ms)
+        self.ranges_listed = 0
 
     def _read(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
         try:
@@ -132,6 +228,21 @@ class FakeLedgerManager(_Manager):
     def ids(self) -> Iterator[int]:
         return iter(sorted(self._znodes))
 
+    def append_lock(self, ledger_id: int, holder: str) -> FakeLedgerLock:
+        return FakeLedgerLock(self._store, P.append_lock_path(ledger_id, self._store.root), holder)
+
+    @_call
+    def ranges(self) -> Iterator[LedgerRange]:
+        """As the hierarchical layout lists them: one range per 10,000 ids that hold a ledger
+        (one leaf znode each); ``ranges_listed`` counts the leaves listed, as ZooKeeper's
+        getChildren calls would."""
+        leaves: dict[int, set[int]] = {}
+        for ledger_id in self._znodes:
+            leaves.setdefault(ledger_id // 10000, set()).add(ledger_id)
+        for leaf in sorted(leaves):
+            self.ranges_listed += 1
+            yield LedgerRange(leaf * 10000 + 9999, frozenset(leaves[leaf]))
+
     @_call
     def read_many(self, ledger_ids: Iterable[int]) -> Iterator[tuple[int, LedgerMetadata | None, int]]:
         out = []
@@ -166,6 +277,23 @@ class FakeRegistrationManager(_Manager):
     def __init__(self, store):
         super().__init__(store)
         self._nodes: dict[str, tuple[bool, bytes]] = {}  # bookie id -> (readonly, service info)
+        self._writable_watch = _Listeners(self._writable)
+        self._readonly_watch = _Listeners(self._readonly)
+        self._cookie_watch = _Listeners(lambda: sorted(self._store.cookies._nodes))
+
+    def _writable(self) -> list[str]:
+        return sorted(b for b, (ro, _) in self._nodes.items() if not ro)
+
+    def _readonly(self) -> list[str]:
+        return sorted(b for b, (ro, _) in self._nodes.items() if ro)
+
+    def _changed(self) -> None:
+        self._writable_watch.changed()
+        self._readonly_watch.changed()
+
+    def _end_session(self) -> None:
+        self._nodes.clear()
+        self._changed()
 
     @_call
     def register(self, bookie_id: str, service_info: bytes | BookieServiceInfo = b"",
@@ -173,6 +301,7 @@ class FakeRegistrationManager(_Manager):
         check_bookie_id(bookie_id)
         data = service_info if isinstance(service_info, bytes) else service_info.serialize()
         self._nodes[bookie_id] = (readonly, data)
+        self._changed()
 
     @_call
     def session_of(self, bookie_id: str) -> int | None:
@@ -185,14 +314,27 @@ class FakeRegistrationManager(_Manager):
         node = self._nodes.get(bookie_id)
         if node is not None and readonly in (None, node[0]):
             del self._nodes[bookie_id]
+            self._changed()
 
     @_call
     def writable_bookies(self) -> list[str]:
-        return sorted(b for b, (ro, _) in self._nodes.items() if not ro)
+        return self._writable()
 
     @_call
     def readonly_bookies(self) -> list[str]:
-        return sorted(b for b, (ro, _) in self._nodes.items() if ro)
+        return self._readonly()
+
+    @_call
+    def watch_writable_bookies(self, listener: Callable[[list[str]], None]) -> Callable[[], None]:
+        return self._writable_watch.add(listener)
+
+    @_call
+    def watch_readonly_bookies(self, listener: Callable[[list[str]], None]) -> Callable[[], None]:
+        return self._readonly_watch.add(listener)
+
+    @_call
+    def watch_all_bookies(self, listener: Callable[[list[str]], None]) -> Callable[[], None]:
+        return self._cookie_watch.add(listener)
 
     @_call
     def all_bookies(self) -> list[str]:
@@ -249,6 +391,7 @@ class FakeCookieManager(_Manager):
             if node is not None:
                 raise CookieExists(bookie_id)
             self._nodes[bookie_id] = (data, 0)
+            self._store.registration._cookie_watch.changed()
             return 0
         if node is None:
             raise NoSuchCookie(bookie_id)
@@ -266,6 +409,7 @@ class FakeCookieManager(_Manager):
         if version not in (-1, node[1]):
             raise self._conflict(bookie_id, version)
         del self._nodes[bookie_id]
+        self._store.registration._cookie_watch.changed()
 
 
 class FakeUnderreplicationManager(_Manager):
@@ -275,10 +419,27 @@ class FakeUnderreplicationManager(_Manager):
         super().__init__(store)
         self.store_ctime = store_ctime
         self._enabled = True
-        self._delay: int | None = None
+        self._delay: tuple[bytes, int] | None = None  # the node: (value, version)
+        self._delay_watch = _Listeners(self._delay_node)
+        self._enabled_watch = _Listeners(lambda: self._enabled)
+        self._statuses: dict[str, bytes] = {}  # our daemons' (ephemeral) status nodes
         self._marks: dict[int, tuple[UR.UnderreplicatedLedger, int]] = {}  # id -> (mark, version)
         self._locks: dict[int, str] = {}  # ledger id -> holder (this session's: they go with it)
+        self._lock_ctimes: dict[int, int] = {}  # ledger id -> when its lock was taken (ms)
         self._check_ctimes: dict[str, int] = {}  # checkallledgersctime and friends -> ms
+
+    def _delay_node(self) -> StoredValue | None:
+        if self._delay is None:
+            return None
+        return StoredValue(P.underreplication_node(P.UR_LOST_BOOKIE_RECOVERY_DELAY, self._store.root), *self._delay)
+
+    def _end_session(self) -> None:
+        self._locks.clear()
+        self._statuses.clear()
+
+    @_call
+    def ensure_layout(self) -> None:
+        return None  # the fake's tree is always there
 
     @_call
     def is_enabled(self) -> bool:
@@ -287,16 +448,27 @@ class FakeUnderreplicationManager(_Manager):
     @_call
     def enable(self) -> bool:
         changed, self._enabled = not self._enabled, True
+        self._enabled_watch.changed()
         return changed
 
     @_call
     def disable(self) -> bool:
         changed, self._enabled = self._enabled, False
+        self._enabled_watch.changed()
         return changed
 
     @_call
+    def watch_enabled(self, listener: Callable[[bool], None]) -> Callable[[], None]:
+        return self._enabled_watch.add(listener)
+
+    @_call
     def lost_bookie_recovery_delay(self) -> int | None:
-        return self._delay
+        return None if self._delay is None else UR.parse_lost_bookie_recovery_delay(self._delay[0])
+
+    @_call
+    def watch_lost_bookie_recovery_delay(self, listener: Callable[[StoredValue | None], None]
+                                         ) -> Callable[[], None]:
+        return self._delay_watch.add(listener)
 
     @_call
     def check_ctime(self, check: str) -> int | None:
@@ -312,8 +484,9 @@ class FakeUnderreplicationManager(_Manager):
 
     @_call
     def set_lost_bookie_recovery_delay(self, seconds: int) -> None:
-        UR.serialize_lost_bookie_recovery_delay(seconds)  # the real store's check
-        self._delay = seconds
+        data = UR.serialize_lost_bookie_recovery_delay(seconds)
+        self._delay = (data, 0 if self._delay is None else self._delay[1] + 1)
+        self._delay_watch.changed()  # a new version even for the same value
 
     @_call
     def mark(self, ledger_id: int, missing_replicas: Iterable[str]) -> None:
@@ -359,6 +532,7 @@ class FakeUnderreplicationManager(_Manager):
             if ledger_id in skipped or ledger_id in self._locks:
                 continue
             self._locks[ledger_id] = holder
+            self._lock_ctimes[ledger_id] = self._store.now_ms()
             return self._mark(ledger_id), self._marks[ledger_id][1]
         return None
 
@@ -379,6 +553,19 @@ class FakeUnderreplicationManager(_Manager):
     def locks(self) -> dict[int, str | None]:
         return dict(self._locks)
 
+    @_call
+    def lock_ctimes(self) -> dict[int, int]:
+        return {lid: self._lock_ctimes[lid] for lid in self._locks}
+
+    @_call
+    def publish_daemon_status(self, name: str, value: bytes) -> None:
+        P.daemon_status_path(name)  # the real store's check of the name
+        self._statuses[name] = bytes(value)
+
+    @_call
+    def daemon_statuses(self) -> dict[str, bytes]:
+        return dict(sorted(self._statuses.items()))
+
 
 class FakeAuditorElection(_Manager):
     _name = "auditor"
@@ -387,6 +574,22 @@ class FakeAuditorElection(_Manager):
         super().__init__(store)
         self._votes: dict[str, str] = {}  # vote name -> bookie id
         self._sequence = 0
+        self.published: str | None = None  # who the auditor said it is
+        self._vote_watches: dict[str, list[Callable[[], None]]] = {}  # one-shot
+        self._lost_listeners: list[Callable[[], None]] = []
+
+    def _fire_vote_watches(self, names: Iterable[str] | None = None) -> None:
+        for name in list(self._vote_watches) if names is None else list(names):
+            for callback in self._vote_watches.pop(name, []):
+                _tell(callback)
+
+    def _end_session(self) -> None:
+        gone = list(self._votes)
+        self._votes.clear()
+        self._fire_vote_watches(gone)
+        self._fire_vote_watches()  # kazoo tells every watch when the session goes
+        for callback in list(self._lost_listeners):
+            _tell(callback)
 
     @_call
     def cast_vote(self, bookie_id: str) -> str:
@@ -402,6 +605,32 @@ class FakeAuditorElection(_Manager):
     @_call
     def current(self) -> str | None:
         return self._votes[min(self._votes)] if self._votes else None
+
+    @_call
+    def publish(self, bookie_id: str) -> None:
+        self.published = bookie_id
+
+    @_call
+    def withdraw_vote(self, name: str) -> None:
+        if self._votes.pop(name, None) is not None:
+            self._fire_vote_watches([name])
+
+    @_call
+    def watch_vote_gone(self, name: str, callback: Callable[[], None]) -> bool:
+        if name not in self._votes:
+            return False
+        self._vote_watches.setdefault(name, []).append(callback)
+        return True
+
+    @_call
+    def on_session_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
+        self._lost_listeners.append(callback)
+
+        def stop() -> None:
+            if callback in self._lost_listeners:
+                self._lost_listeners.remove(callback)
+
+        return stop
 
 
 class FakePulsarMetadata(_Manager):
@@ -487,6 +716,8 @@ class FakeMetadataStore:
         self._failure: BaseException | None = None
         self._hooks: dict[str, list[Callable[..., Any]]] = {}
         self._in_hook = False
+        self._append_locks: dict[str, list[FakeLedgerLock]] = {}  # lock path -> contenders, holder first
+        self._append_changed = threading.Condition()
         self.ledgers = FakeLedgerManager(self)
         self.ledger_ids = FakeLedgerIdGenerator(self)
         self.registration = FakeRegistrationManager(self)
@@ -503,11 +734,18 @@ class FakeMetadataStore:
         return self
 
     def close(self) -> None:
-        """End the session: its ephemeral nodes (registrations, votes, locks) go."""
-        self._started = False
-        self.registration._nodes.clear()
-        self.auditor._votes.clear()
-        self.underreplication._locks.clear()
+        """End the session: its ephemeral nodes (registrations, votes, locks, status nodes) go."""
+        if self._started:
+            self._started = False
+            self._end_session()
+
+    def _end_session(self) -> None:
+        with self._append_changed:
+            self._append_locks.clear()
+            self._append_changed.notify_all()
+        self.registration._end_session()
+        self.underreplication._end_session()
+        self.auditor._end_session()
 
     def __enter__(self) -> "FakeMetadataStore":
         return self.start()
@@ -530,6 +768,16 @@ class FakeMetadataStore:
 
     def lose_connection(self) -> None:
         self._lost = True
+        self.auditor._fire_vote_watches()  # kazoo tells every watch when the connection drops
+
+    def expire_session(self) -> None:
+        """The session expired: its ephemeral nodes go, the session-lost listeners are
+        told, and a new session restores the registrations (as ZKRegistrationManager)."""
+        registered = dict(self.registration._nodes)
+        self._end_session()
+        self.session_id = next(_SESSION_IDS)
+        self.registration._nodes.update(registered)
+        self.registration._changed()
 
     def reconnect(self) -> None:
         self._lost = False

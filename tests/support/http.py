@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 
+from twisted.internet import defer
 from twisted.internet.address import IPv4Address
 from twisted.internet.error import ConnectionDone
 from twisted.internet.testing import StringTransport
@@ -23,11 +24,14 @@ METRICS = (
 
 
 class FakeStatus:
-    """The read-only interface http.py needs, with knobs for the tests."""
+    """A bookie as http.py sees it (every member of BookieStatus), with knobs for the tests:
+    a read-only switch that records its calls and can refuse (``refuse``) or answer later
+    (``pending``), no ZooKeeper store (``zk``), and a GC that only records forced passes."""
 
     def __init__(self, *, running=True, readonly=False, state=None, info=None,
                  metrics=METRICS):
         self.bookie_id = "bookie-1.example.com:3181"
+        self.zk = None
         self.running = running
         self.readonly = readonly
         self._state = state if state is not None else {}
@@ -37,6 +41,10 @@ class FakeStatus:
             "ledgerDirectories": ["/var/lib/bookkeeper/ledgers"],
         }
         self._metrics = metrics
+        self.calls: list[tuple[bool, bool]] = []  # set_readonly's (readonly, force)
+        self.refuse: str | None = None
+        self.pending: defer.Deferred | None = None
+        self.forced: list = []  # force_gc's (force_major, force_minor)
 
     def is_readonly(self):
         return self.readonly
@@ -54,6 +62,36 @@ class FakeStatus:
 
     def state(self):
         return self._state
+
+    def set_readonly(self, readonly, force=False):
+        self.calls.append((readonly, force))
+        if self.refuse:
+            raise ValueError(self.refuse)
+        if self.pending is not None:
+            def apply(_):
+                self.readonly = readonly
+            self.pending.addCallback(apply)
+            return self.pending
+        self.readonly = readonly
+        return None
+
+    def force_gc(self, force_major=None, force_minor=None):
+        self.forced.append((force_major, force_minor))
+
+    def gc_status(self):
+        return {"is_in_force_gc": "false"}
+
+    def gc_details(self):
+        return []
+
+    def list_disk_files(self, file_type):
+        return {}
+
+    def last_log_marks(self):
+        return {}
+
+    def expand_storage(self):
+        return "Success expand storage"
 
 
 def render(status, path: str, method: bytes = b"GET", body: bytes | None = None,

@@ -15,7 +15,7 @@ from crc32c import crc32c
 
 from bkctl.wire.proto import pulsar_api_pb2 as pb
 
-__all__ = ["batch_payload", "compress", "encode_entry", "metadata", "with_broker_metadata"]
+__all__ = ["batch_payload", "compress", "encode_entry", "marker", "metadata", "with_broker_metadata"]
 
 
 def compress(codec: int, data: bytes) -> bytes:
@@ -80,6 +80,21 @@ def with_broker_metadata(entry: bytes, broker_timestamp: int | None = None, inde
     return struct.pack(">HI", 0x0E02, len(raw)) + raw + entry
 
 
+def marker(marker_type: int, txn: tuple[int, int] | None = None, payload: bytes = b"",
+           publish_time: int = 1_795_000_000_000) -> bytes:
+    """A marker entry as Pulsar's ``Markers.java`` writes one: ``marker_type``
+    set; a transaction's (``TXN_COMMIT`` 21, ``TXN_ABORT`` 22) by producer
+    ``pulsar.txn.marker`` with sequence id -1 (as a uint64) and the
+    transaction's id, no payload; a replicated subscription's (10-13) by
+    ``pulsar.marker`` with sequence id 0 and its PulsarMarkers message as payload."""
+    if txn is None:
+        md = metadata("pulsar.marker", 0, publish_time, marker_type=marker_type)
+    else:
+        md = metadata("pulsar.txn.marker", 2**64 - 1, publish_time, marker_type=marker_type,
+                      txnid_most_bits=txn[0], txnid_least_bits=txn[1])
+    return encode_entry(md, payload)
+
+
 # ---------------------------------------------------------------- the vectors
 
 def vectors_dir():
@@ -88,8 +103,24 @@ def vectors_dir():
     return VECTORS / "pulsar"
 
 
-def cases() -> list[str]:
+def all_cases() -> list[str]:
     return sorted(p.name for p in (vectors_dir() / "entries").iterdir())
+
+
+def _format(case: str) -> str:
+    import json
+
+    return json.loads((vectors_dir() / "expected" / f"{case}.json").read_text()).get("format", "sent/1")
+
+
+def cases() -> list[str]:
+    """The cases whose ``expected`` lists what the application sent (``a_*`` .. ``g_*``)."""
+    return [c for c in all_cases() if _format(c) != "consumer-view/1"]
+
+
+def consumer_view_cases() -> list[str]:
+    """The cases whose ``expected`` says what a consumer receives (``t_*``, ``m_*``, ``k_*``)."""
+    return [c for c in all_cases() if _format(c) == "consumer-view/1"]
 
 
 def case_entries(case: str, folder: str = "entries") -> list[bytes]:
@@ -117,4 +148,33 @@ def expected_messages(case: str) -> list[dict]:
         schema = sent.get("schema_version_returned_by_recording_broker_b64")
         m["schema_version"] = None if schema is None else base64.b64decode(schema)
         out.append(m)
+    return out
+
+
+def received_messages(case: str) -> list[dict]:
+    """What a consumer of the case's topic receives, in order, whatever the
+    case's format: ``entry_id``, ``batch_index``, ``payload``, ``key``,
+    ``ordering_key``, ``properties``, ``event_time``, ``sequence_id``,
+    ``publish_time`` (None for the cases that did not record it),
+    ``producer_name``, ``replicated_from``, ``deliver_at``, ``txn_id``."""
+    import base64
+    import json
+
+    doc = json.loads((vectors_dir() / "expected" / f"{case}.json").read_text())
+    if doc.get("format") == "consumer-view/1":
+        return [{"entry_id": m["entry_id"], "batch_index": m["batch_index"],
+                 "payload": base64.b64decode(m["payload_b64"]), "key": m["partition_key"],
+                 "ordering_key": None if m["ordering_key_b64"] is None else base64.b64decode(m["ordering_key_b64"]),
+                 "properties": m["properties"], "event_time": m["event_timestamp"], "sequence_id": m["sequence_id"],
+                 "publish_time": m["publish_time"], "producer_name": m["producer_name"],
+                 "replicated_from": m["replicated_from"], "deliver_at": m["deliver_at"], "txn_id": m["txn_id"]}
+                for m in doc["consumer_view"]["messages"]]
+    out = []
+    for m in expected_messages(case):
+        ident = m["id"]
+        out.append({"entry_id": ident["entry_id"], "batch_index": ident["batch_index"], "payload": m["payload"],
+                    "key": m["partition_key"], "ordering_key": m["ordering_key"], "properties": m["properties"],
+                    "event_time": m["event_timestamp"], "sequence_id": m["expected_sequence_id"],
+                    "publish_time": None, "producer_name": m["producer_name"], "replicated_from": None,
+                    "deliver_at": m["deliver_at"], "txn_id": None})
     return out

@@ -537,9 +537,10 @@ READS = {  # protocol -> (request of entry e of ledger 1, its answer's (entry id
 
 
 @pytest.mark.parametrize("protocol_version", sorted(READS))
-def test_a_client_that_does_not_read_its_answers_is_not_read_either(env, protocol_version):
+def test_a_client_that_does_not_read_its_answers_is_not_read_either(env, protocol_version, caplog):
     """TCP back-pressure: past the transport's buffer the bookie stops reading
-    requests; what it read is answered, in order, once the client reads again."""
+    requests (and says so); what it read is answered, in order, once the client reads again."""
+    caplog.set_level("INFO", logger="bookied.server")
     read, answer = READS[protocol_version]
     c = env.connect()
     big = b"z" * 100_000  # one answer is more than the transport's 64 KiB buffer
@@ -554,6 +555,7 @@ def test_a_client_that_does_not_read_its_answers_is_not_read_either(env, protoco
     proto.dataReceived(reads)
     served = env.factory.metrics.requests[("read", "EOK")]
     assert served.value == 1  # one answer fills the buffer; the 49 others wait
+    assert "not reading the connection from" in caplog.text and "it does not take its answers" in caplog.text
     assert t not in reactor.getReaders()  # and nothing more is read from the client
     proto.dataReceived(frame(read(0, 50)))  # (already in flight)
     assert served.value == 1
@@ -767,3 +769,105 @@ def test_pipelined_plain_v3_reads_are_answered_as_the_general_path_answers(env):
         RC.EOK, RC.EOK)]
     assert got[7].readResponse.body == entry(14, lac=13) and got[7].readResponse.maxLAC == 13
     assert got[5].readResponse.body == entry(13, lac=12)
+
+
+@pytest.mark.parametrize("ledger_id, entry_id", [(1, -2), (-5, 0), (1, -(1 << 63))])
+def test_an_add_with_a_negative_id_is_a_bad_request_and_the_connection_goes_on(env, ledger_id, entry_id):
+    """The store takes no negative id: the add once escaped the protocol as a
+    ValueError (Twisted then dropped the connection), after journaling a master
+    key for a negative ledger. Found by bench/fuzz.py (target bookie_connection)."""
+    for version in ("v2", "v3"):
+        c = env.connect()
+        if version == "v2":
+            body = struct.pack(">qq", ledger_id, entry_id) + entry(0)[16:]  # a v2 ADD's ids are its body's
+            c.send(v2.AddRequest(2, 0, KEY, body, ledger_id, entry_id).encode())
+            [r] = c.v2()
+            assert (r.rc, r.ledger_id, r.entry_id) == (RC.EBADREQ, ledger_id, entry_id)
+        else:
+            c.send(v3.serialize(v3.add_request(9, ledger_id, entry_id, KEY, entry(0))))
+            [r] = c.v3()
+            assert (r.status, r.addResponse.status) == (RC.EBADREQ.v3, RC.EBADREQ.v3)
+        assert not c.transport.disconnecting and env.journal.records == []
+        add(c, 0)  # the connection still serves
+        env.journal.sync()
+        assert len(c.replies()) == 1
+        env.journal.records.clear()
+
+
+def _long_poll(c, txn, previous=0, timeout_ms=600_000):
+    c.send(v3.serialize(v3.read_request(txn, 1, -1, previous_lac=previous, timeout_ms=timeout_ms)))
+
+
+def test_long_polls_of_a_closed_connection_are_forgotten_at_once(env):
+    """They were kept, each with its timer, until their timeout: a client opening
+    connections, flooding long polls and closing them grew the bookie without bound."""
+    c = env.connect()
+    c.send(v3.serialize(v3.add_request(1, 1, 0, KEY, entry(0))))
+    env.journal.sync()
+    c.replies()
+    for txn in range(2, 52):
+        _long_poll(c, txn)
+    assert len(env.bookie._lac_waiters[1]) == 50 and len(env.clock.getDelayedCalls()) == 50
+    c.proto.connectionLost(None)
+    assert env.bookie._lac_waiters == {} and env.clock.getDelayedCalls() == []
+    # another connection's poll is not affected by the first one's going
+    d = env.connect()
+    _long_poll(d, 1)
+    e = env.connect()
+    _long_poll(e, 1)
+    d.proto.connectionLost(None)
+    e.send(v3.serialize(v3.add_request(9, 1, 1, KEY, entry(1, lac=0))))
+    e.send(v3.serialize(v3.add_request(10, 1, 2, KEY, entry(2, lac=1))))
+    assert any(r.header.txnId == 1 and r.readResponse.maxLAC == 1 for r in e.v3())
+
+
+def test_a_connection_with_the_most_long_polls_waiting_is_not_read_until_one_is_answered(env, monkeypatch, caplog):
+    from bkctl.bookied import server
+
+    caplog.set_level("INFO", logger="bookied.server")
+    monkeypatch.setattr(server, "LONG_POLLS_MAX", 3)
+    c = env.connect()
+    c.send(v3.serialize(v3.add_request(1, 1, 0, KEY, entry(0))))
+    env.journal.sync()
+    c.replies()
+    for txn in (2, 3, 4):
+        _long_poll(c, txn, timeout_ms=1000)
+    assert c.transport.producerState == "paused"
+    assert "for now: 3 long polls wait" in caplog.text
+    c.send(v3.serialize(v3.read_request(5, 1, 0)))
+    assert c.replies() == []  # held, not served
+    env.clock.advance(1)  # the polls time out: answered, and the held read is served
+    answers = c.v3()
+    assert sorted(r.header.txnId for r in answers) == [2, 3, 4, 5]
+    assert c.transport.producerState == "producing"
+
+
+def test_an_unanswered_long_poll_of_a_closed_connection_gives_its_read_place_back(env):
+    c0 = env.connect()
+    add(c0, 0)
+    env.journal.sync()
+    factory = BookieServerFactory(env.bookie, Metrics(), max_reads_in_progress=2)
+    c = limited_conn(factory)
+    _long_poll(c, 1)
+    assert factory.reads.count == 1
+    c.proto.connectionLost(None)
+    assert factory.reads.count == 0
+
+
+def test_connections_closed_for_what_they_sent_are_logged_by_peer_rate_limited(env, caplog):
+    from bkctl.bookied.server import PeerLog
+
+    clock = task.Clock()
+    env.factory.peer_log = PeerLog(interval=10, clock=clock.seconds)
+    with caplog.at_level("WARNING", logger="bookied.server"):
+        for _ in range(50):
+            c = env.connect()
+            c.proto.dataReceived(struct.pack(">i", -1))
+            assert c.transport.disconnecting
+        clock.advance(10)
+        c = env.connect()
+        c.proto.dataReceived(struct.pack(">i", -1))
+    lines = [r.getMessage() for r in caplog.records if "closing connection" in r.getMessage()]
+    assert lines == ["closing connection from 192.168.1.1:54321: bad framing: negative frame length -1",
+                     "closing connection from 192.168.1.1:54321: bad framing: negative frame length -1 "
+                     "(49 more from 192.168.1.1 since the last report)"]

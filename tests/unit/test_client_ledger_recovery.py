@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from functools import partial
 
-from bkctl.wire.client.bookkeeper import lock_path
 from bkctl.wire.client.errors import (
     EntryNotConfirmed,
     HandleReleased,
@@ -80,36 +79,22 @@ def test_recovery_of_a_closed_ledger_opens_it_directly():
     assert rh.last_entry_id == 1 and len(store.called("ledgers.update")) == updates
 
 
-def test_open_for_append_continues_after_the_tail(monkeypatch):
+def test_open_for_append_continues_after_the_tail():
     client, store, pool, lh = filled_ledger(n=3, close=False)
-    import bkctl.wire.client.bookkeeper as bkmod
-    class FakeLock:
-        held = set()
-
-        def __init__(self, store, ledger_id):
-            self.ledger_id = ledger_id
-            self.path = lock_path(store.root, ledger_id)
-
-        def acquire(self, timeout):
-            if self.ledger_id in FakeLock.held:
-                raise LedgerLocked("held")
-            FakeLock.held.add(self.ledger_id)
-
-        def release(self):
-            FakeLock.held.discard(self.ledger_id)
-
-    monkeypatch.setattr(bkmod, "AppendLock", FakeLock)
     ah = successResultOf(settled(client.open_for_append(lh.ledger_id)))
     assert ah.next_entry_id == 3 and ah.last_add_confirmed == 2
-    failureResultOf(settled(client.open_for_append(lh.ledger_id)), LedgerLocked)
+    locked = failureResultOf(settled(client.open_for_append(lh.ledger_id)), LedgerLocked)
+    assert "already open for append by bkctl@" in str(locked.value)  # the store's lock names its holder
     assert successResultOf(settled(ah.add_entry(b"more"))) == 3
     successResultOf(settled(ah.close()))
-    assert FakeLock.held == set()
+    after = store.ledgers.append_lock(lh.ledger_id, "next")
+    assert after.acquire()  # closing released the lock
+    after.release()
     md, _ = store.ledgers.read(lh.ledger_id)
     assert md.is_closed and md.last_entry_id == 3
     assert md.length == sum(len(b"entry-%d" % i) for i in range(3)) + 4
     failureResultOf(settled(client.open_for_append(lh.ledger_id)), LedgerClosedError)
-    assert FakeLock.held == set()
+    assert store._append_locks == {}  # a refused append lets the lock go
 
 
 def test_delete_ledger():

@@ -62,3 +62,76 @@ def test_id_parameters_complete_from_the_cluster(monkeypatch):
     visit(cli, click.Context(cli, info_name="bkctl"), "bkctl")
     assert not missing, ("add shell_complete=complete_ledger_id / complete_bookie_id (bkctl.completers) to: "
                          + ", ".join(missing))
+
+
+def test_topics_complete_in_the_form_being_typed():
+    from bkctl.completers import topic_forms
+
+    names = ["persistent://public/default/orders", "persistent://public/default/parts-partition-0",
+             "persistent://public/default/parts-partition-1", "persistent://acme/prod/pay"]
+    assert topic_forms(names, "") == ["acme/prod/pay", "orders", "parts", "parts-partition-0", "parts-partition-1",
+                                      "public/default/orders", "public/default/parts",
+                                      "public/default/parts-partition-0", "public/default/parts-partition-1"]
+    assert topic_forms(names, "or") == ["orders"]
+    assert topic_forms(names, "acme/") == ["acme/prod/pay"]
+    assert topic_forms(names, "pers") == ["persistent://acme/prod/pay", "persistent://public/default/orders",
+                                          "persistent://public/default/parts",
+                                          "persistent://public/default/parts-partition-0",
+                                          "persistent://public/default/parts-partition-1"]
+    assert topic_forms(names, "persistent://a") == ["persistent://acme/prod/pay"]
+
+
+def test_topic_and_subscription_parameters_complete_from_the_stores_pulsar_manager(monkeypatch):
+    """pulsar topic show TOPIC, export --topic/--subscription: names read through store.pulsar."""
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+    from tests.support.fake_store import FakeMetadataStore
+
+    store = FakeMetadataStore().start()
+    cursor = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=1, markDeleteEntryId=0).SerializeToString()
+    store.pulsar.put_managed_ledger("public/default/persistent/orders", ml.ManagedLedgerInfo().SerializeToString(),
+                                    {"billing": cursor, "audit%2Fx": cursor})
+    store.pulsar.put_managed_ledger("public/default/persistent/parts-partition-0",
+                                    ml.ManagedLedgerInfo().SerializeToString(), {"p0": cursor})
+    store.pulsar.put_managed_ledger("public/default/persistent/parts-partition-1",
+                                    ml.ManagedLedgerInfo().SerializeToString(), {"p1": cursor})
+
+    class Source:
+        def pulsar_topics(self, base):
+            return completers.topic_names(store, base)
+
+        def pulsar_subscriptions(self, topic, base):
+            return completers.subscription_names(store, topic, base)
+
+    monkeypatch.setattr(completers, "_session_source", Source())
+    show = cli.commands["pulsar"].commands["topic"].commands["show"]
+    ctx = click.Context(show, info_name="show")
+    [name] = [p for p in show.params if p.name == "name"]
+    assert [i.value for i in name.shell_complete(ctx, "o")] == ["orders"]
+    export = cli.commands["export"]
+    params = {p.name: p for p in export.params}
+    ctx = click.Context(export, info_name="export")
+    assert [i.value for i in params["topic"].shell_complete(ctx, "public/default/pa")] == [
+        "public/default/parts", "public/default/parts-partition-0", "public/default/parts-partition-1"]
+    assert [i.value for i in params["subscription"].shell_complete(ctx, "")] == []  # no topic typed yet
+    ctx.params["topic"] = "orders"
+    assert [i.value for i in params["subscription"].shell_complete(ctx, "")] == ["audit/x", "billing"]
+    ctx.params["topic"] = "parts"  # a partitioned topic: every partition's cursors
+    assert [i.value for i in params["subscription"].shell_complete(ctx, "p")] == ["p0", "p1"]
+    ctx.params["topic"] = "nothing"
+    assert [i.value for i in params["subscription"].shell_complete(ctx, "")] == []
+
+
+def test_open_ledgers_are_read_from_the_store():
+    """``ledger close`` offers the ledgers whose metadata is not closed; a missing or
+    corrupt one is not offered, and none while the store is disconnected."""
+    from bkctl.wire.metadata.ledger import LedgerMetadata
+    from tests.support.fake_store import FakeMetadataStore
+
+    store = FakeMetadataStore().start()
+    md = LedgerMetadata.new(("127.0.0.1:3181",), password=b"")
+    for ledger_id in (1, 2, 3):
+        store.ledgers.create(md, ledger_id)
+    store.ledgers.update(2, md.closed(0, 0), 0)
+    assert completers.open_ledgers(store, [1, 2, 3, 4]) == {1, 3}
+    store.lose_connection()
+    assert completers.open_ledgers(store, [1, 2, 3]) == set()

@@ -655,7 +655,6 @@ def fake_resolver(*, hostname="bk1", addresses=None, interfaces=None, names=None
 def test_configured_bookie_id_wins():
     cfg = load_config(overrides={"bookieId": "bookie-1", "advertisedAddress": "x"})
     assert resolve_bookie_id(cfg, fake_resolver()) == "bookie-1"
-    assert cfg.resolve_bookie_id(fake_resolver()) == "bookie-1"
 
 
 def test_advertised_address_wins_over_interface():

@@ -56,8 +56,9 @@ def test_topic_export_options():
 
 @pytest.mark.parametrize("args, message", [
     (["--topic", "persistent://a/b/c", "--unacked-only"], "--unacked-only needs --subscription"),
-    (["--ledgers", "1", "--subscription", "s"], "--subscription, --unacked-only, --from, --to and --skip-missing "
-                                                "go with --topic"),
+    (["--ledgers", "1", "--subscription", "s"], "--subscription, --unacked-only, --strict, --from, --to, "
+                                                "--skip-missing and --include-pending go with --topic"),
+    (["--ledgers", "1", "--include-pending"], "--include-pending go with --topic"),
     (["--ledgers", "1", "--topic", "persistent://a/b/c"], "give exactly one of --ledgers SPEC, --all and --topic"),
 ])
 def test_topic_export_options_are_checked_before_anything_runs(args, message, capsys, tmp_path):
@@ -68,3 +69,18 @@ def test_topic_export_options_are_checked_before_anything_runs(args, message, ca
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "o").exists()
+
+
+def test_the_data_source_takes_short_topic_names_and_the_strict_option():
+    pytest.importorskip("pyspark")
+    from bkctl.export.datasource import ReadOptions
+
+    base = {"metadataServiceUri": "zk+hierarchical://127.0.0.1:1/ledgers"}
+    spec = ReadOptions({**base, "topic": "orders", "subscription": "billing", "Strict": "true"}).source.spec
+    assert (spec.topic, spec.subscription, spec.strict) == ("persistent://public/default/orders", "billing", True)
+    assert ReadOptions({**base, "topic": "acme/prod/pay"}).source.spec.topic == "persistent://acme/prod/pay"
+    assert ReadOptions({**base, "topic": "acme/prod/pay"}).source.spec.strict is False
+    with pytest.raises(SpecError, match="not a topic name"):
+        ReadOptions({**base, "topic": "ns/half"})
+    with pytest.raises(SpecError, match="strict"):
+        ReadOptions({**base, "topic": "orders", "strict": "maybe"})

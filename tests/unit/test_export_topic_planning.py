@@ -59,16 +59,20 @@ def store() -> FakeMetadataStore:
     return store
 
 
-def lacs():
-    """The LAC reader: ledger 12's is 6; it records what it was asked."""
+def lacs(beyond: int = 0):
+    """The tail reader: ledger 12's LAC is 6, and ``beyond`` entries past it an
+    ack quorum holds; it records what it was asked."""
+    from bkctl.wire.client.unconfirmed_tail import Tail
+
     asked = []
 
-    def lac_of(ledger_id: int) -> int:
+    def tail_of(ledger_id: int) -> Tail:
         asked.append(ledger_id)
-        return {12: 6}[ledger_id]
+        lac = {12: 6}[ledger_id]
+        return Tail(lac, lac + beyond, write_quorum=2, ack_quorum=2)
 
-    lac_of.asked = asked
-    return lac_of
+    tail_of.asked = asked
+    return tail_of
 
 
 def spans(plan):
@@ -85,6 +89,19 @@ def test_closed_ledgers_to_their_last_entry_the_open_one_to_its_lac(store):
     assert plan.skipped == []
     doc = plan.details["topics"][f"persistent://{NS}/orders"]
     assert doc["ledgers"] == [10, 11, 12] and doc["partition"] == -1 and doc["cursor"] is None
+    assert doc["read_past_lac"] == []
+    assert [t.unconfirmed for t in plan.tasks] == [False] * 4 + [True] * 2
+
+
+def test_the_open_ledger_is_planned_to_the_newest_entry_an_ack_quorum_holds_and_that_is_recorded(store):
+    plan = plan_topic(store, TopicSpec(f"persistent://{NS}/orders"), 4, lacs(beyond=2))
+    assert [(p.ledger_id, p.last) for p in plan.plans][-1] == (12, 8)
+    assert spans(plan)[-3:] == [(12, 0, 3), (12, 4, 7), (12, 8, 8)]
+    assert {t.ledger_last for t in plan.tasks if t.ledger_id == 12} == {8}
+    by_span = {(t.ledger_id, t.first): t for t in plan.tasks}
+    assert by_span[(11, 0)].next_unconfirmed and by_span[(11, 0)].next_last == 8
+    doc = plan.details["topics"][f"persistent://{NS}/orders"]
+    assert doc["read_past_lac"] == [{"ledger_id": 12, "lac": 6, "last": 8, "entries": 2}]
 
 
 def test_tasks_read_on_into_the_next_ledger_for_a_chunked_message_a_rollover_cut(store):

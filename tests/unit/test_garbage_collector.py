@@ -9,10 +9,15 @@ import threading
 import pytest
 from twisted.internet import defer, task
 
+from tests.support.compaction import compact_below
 from bkctl.bookied.config import ConfigError, load_config
-from bkctl.bookied.garbage_collector import MAJOR, MINOR, GarbageCollectorThread, GcPolicy, choose_compaction
-from bkctl.bookied.storage import EntryStore
-from bkctl.bookied.storage.compactor import CompactionStopped, EntryLogCompactor, Throttle
+from bkctl.bookied.garbage_collector import (MAJOR, MINOR, DeletedLedgerCollector, GarbageCollector, GcPolicy,
+                                              choose_compaction)
+from bkctl.bookied.storage import EntryStore, scan_log
+from bkctl.bookied.storage.entry_log import DamagedRecord, scan_records
+from bkctl.bookied.storage.index import LOC
+from bkctl.bookied.storage.compactor import (CompactableStore, CompactionPhase, CompactionStopped, EntryLogCompactor,
+                                             Throttle, add_phase_observer, remove_phase_observer)
 
 H = 3600 * 1000
 
@@ -156,7 +161,7 @@ def test_compaction_keeps_every_live_entry_and_frees_the_logs(tmp_path):
     s = sparse_store(str(tmp_path / "l"))
     before = s.disk_usage()
     assert before["entry_logs"] > 3 and before["live_bytes"] * 3 < before["entry_log_bytes"]
-    stats = s.compact(0.5)
+    stats = compact_below(s, 0.5)
     after = s.disk_usage()
     assert stats["logs"] >= before["entry_logs"] - 1 and stats["moved_entries"] >= 50
     assert after["entry_log_bytes"] <= 2 * after["live_bytes"] + 2 * 16 * 1024
@@ -224,7 +229,7 @@ def test_reads_and_adds_go_on_while_compaction_is_throttled(tmp_path):
 
     th = Throttle(50, False, sleep=slow_sleep)
     try:
-        stats = s.compact(0.5, throttle=th, max_outstanding=5)
+        stats = compact_below(s, 0.5, throttle=th, max_outstanding=5)
     finally:
         reading.set()
         t.join()
@@ -246,7 +251,7 @@ def gc_on_clock(policy, stores=()):
         passes.append(d)
         return d
 
-    return GarbageCollectorThread(policy, list(stores), lambda s: 0, clock, in_thread), clock, passes
+    return GarbageCollector(policy, list(stores), lambda s: 0, clock, in_thread), clock, passes
 
 
 def test_full_disk_suspends_compaction_or_forces_it_with_limits_lifted(tmp_path):
@@ -329,4 +334,237 @@ def test_a_compaction_that_fails_to_write_leaves_no_file_behind(tmp_path, monkey
                 monkeypatch.setattr(os, "fdatasync", real)
     assert calls and sorted(os.listdir(s.directory)) == logs_before  # the copy's log is gone, the old one kept
     assert all(s.get_entry(0, e) == data(0, e) for e in range(60))
+    s.close()
+
+
+# -- the store's shape and the compaction phases -------------------------------------------------
+
+def test_the_entry_store_is_a_compactable_store_and_the_phases_come_in_crash_order(tmp_path):
+    s = sparse_store(str(tmp_path / "l"), keep=(0, 1))
+    assert isinstance(s, CompactableStore)
+    victim = s.compaction_candidates(0.9)[0][0]
+    seen = []
+
+    def observe(phase, log_id):
+        seen.append((phase, log_id, log_id in s.log_ids(), os.path.exists(s.entry_log.path(log_id))))
+
+    add_phase_observer(observe)
+    try:
+        compact_below(s, 0.9, max_outstanding=10**6)
+    finally:
+        remove_phase_observer(observe)
+    mine = [(phase, known, present) for phase, lid, known, present in seen if lid == victim]
+    # copied: still the index's and on disk; switched: forgotten by the index, file still there;
+    # unlinked: gone
+    assert mine == [(CompactionPhase.COPIED, True, True), (CompactionPhase.SWITCHED, False, True),
+                    (CompactionPhase.UNLINKED, False, False)]
+    s.close()
+
+
+def test_deleted_ledger_collector_deletes_the_ledgers_whose_metadata_is_gone(tmp_path):
+    from tests.support.fake_store import FakeMetadataStore
+    from tests.support.ledgers import make_ledgers
+
+    zk = FakeMetadataStore().start()
+    make_ledgers(zk, range(4))
+    s = EntryStore(str(tmp_path / "l"))
+    for lid in range(4):
+        s.put_entry(lid, 0, data(lid, 0))
+    s.flush()
+    zk.ledgers.delete(1)
+    zk.ledgers.delete(3)
+    assert DeletedLedgerCollector(zk.ledgers)([s]) == 2
+    assert s.ledger_ids() == [0, 2] and s.get_entry(1, 0) is None
+    s.close()
+
+
+class LedgerIds:
+    """What the collector reads of an entry store: its ledgers (and what it deleted)."""
+
+    def __init__(self, ids):
+        self.ids = set(ids)
+        self.deleted = []
+
+    def ledger_ids(self):
+        return sorted(self.ids)
+
+    def delete_ledgers(self, ledger_ids):
+        self.ids.difference_update(ledger_ids)
+        self.deleted.extend(ledger_ids)
+        return len(ledger_ids)
+
+
+def test_the_collector_lists_ledger_ranges_not_ledgers():
+    from tests.support.fake_store import FakeMetadataStore
+    from tests.support.ledgers import make_ledgers
+
+    zk = FakeMetadataStore().start()
+    make_ledgers(zk, range(0, 30000, 3))  # 10,000 ledgers in 3 ranges of 10,000 ids
+    make_ledgers(zk, [10**6 + 1])
+    for lid in (3, 15000, 29997):
+        zk.ledgers.delete(lid)
+    # ledgers in a range with no metadata at all, and past the last range, are garbage too
+    a, b = LedgerIds(range(0, 30000, 3)), LedgerIds([10**6 + 1, 500000, 2 * 10**6])
+    zk.calls.clear()
+    assert DeletedLedgerCollector(zk.ledgers)([a, b]) == 5
+    assert sorted(a.deleted + b.deleted) == [3, 15000, 29997, 500000, 2 * 10**6]
+    assert zk.ledgers.ranges_listed == 4 and not zk.called("ledgers.exists") and not zk.called("ledgers.read_many")
+
+
+def test_the_bookies_ledgers_are_taken_before_the_listing_and_verify_rereads_the_missing():
+    from tests.support.fake_store import FakeMetadataStore
+    from tests.support.ledgers import make_ledgers
+
+    zk = FakeMetadataStore().start()
+    make_ledgers(zk, [1, 2])
+    store = LedgerIds([1, 2])
+    real = zk.ledgers.ranges
+
+    def creating_meanwhile():
+        for rng in real():  # the range is listed, then a ledger of it is created (metadata, an entry here)
+            make_ledgers(zk, [7])
+            store.ids.add(7)
+            yield rng
+
+    # taken before the listing, the bookie's ledgers do not include it: not deleted
+    zk.ledgers.ranges = creating_meanwhile
+    assert DeletedLedgerCollector(zk.ledgers)([store]) == 0 and store.ids == {1, 2, 7}
+    # verify (Java's verifyMetadataOnGC): a ledger the listing missed is read again and kept
+
+    def missing_two():
+        for rng in real():
+            yield rng._replace(ledgers=rng.ledgers - {2})
+
+    zk.ledgers.ranges = missing_two
+    assert DeletedLedgerCollector(zk.ledgers, verify=True)([store]) == 0 and store.ids == {1, 2, 7}
+    assert DeletedLedgerCollector(zk.ledgers)([store]) == 1 and store.ids == {1, 7}
+
+
+# -- damaged records ---------------------------------------------------------------------------
+
+def corrupt(path: str, offset: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def live_in(s, log_id):
+    return [(lid, eid, off) for lid, eid, off in
+            ((lid, eid, LOC.unpack(row)[1]) for lid, eid, _d, row in s.live_records(log_id))]
+
+
+def test_compaction_moves_the_live_records_after_a_damaged_one_and_reclaims_the_log(tmp_path):
+    s = sparse_store(str(tmp_path / "l"), keep=(0, 5))
+    victim = s.compaction_candidates(0.5)[0][0]
+    live = live_in(s, victim)
+    assert len(live) >= 4
+    rotten_lid, rotten_eid, rotten_off = live[1]  # a live record's data rots: its checksum fails
+    corrupt(s.entry_log.path(victim), rotten_off + 40)
+    with pytest.raises(OSError):
+        s.get_entry(rotten_lid, rotten_eid)  # the read path never serves it
+    throttle = Throttle(1, False)
+    throttle.lifted = True
+    with EntryLogCompactor(s, throttle) as c:
+        result = c.compact(victim)
+    assert result.deleted and victim not in s.log_ids()
+    assert result.moved_entries == len(live) - 1  # the ones after the damaged record too
+    [found] = result.damaged
+    assert (found.log_id, found.record.offset, found.record.reason) == (victim, rotten_off, "checksum mismatch")
+    assert found.dropped == ((rotten_lid, rotten_eid),)
+    assert s.get_entry(rotten_lid, rotten_eid) is None  # gone from this bookie, never served damaged
+    for lid, eid, _off in live[2:] + live[:1]:
+        assert s.get_entry(lid, eid) == data(lid, eid)
+    s.close()
+
+
+def test_a_damaged_length_in_a_dead_record_is_resynchronised_past(tmp_path):
+    s = sparse_store(str(tmp_path / "l"), keep=(5,))  # a flush writes ledgers in order: dead ones first
+    victim, live, dead = next((lid, live, dead) for lid, _u in s.compaction_candidates(0.5)
+                              for live in [live_in(s, lid)]
+                              for dead in scan_log(s.entry_log.path(lid)) if dead[2] != 5 and dead[0] < live[-1][2])
+    corrupt(s.entry_log.path(victim), dead[0] + 5)  # the length field of a deleted ledger's record
+    damaged = [r for r in scan_records(s.entry_log.path(victim)) if type(r) is DamagedRecord]
+    assert damaged == [DamagedRecord(dead[0], dead[1], None, None, damaged[0].reason)]  # resynchronised
+    stats = compact_below(s, 0.5)
+    assert stats["moved_entries"] >= len(live) and victim not in s.log_ids()
+    assert all(s.get_entry(5, e) == data(5, e) for e in range(60))
+    s.close()
+
+
+def test_the_collector_reports_a_damaged_record_once_and_counts_it(tmp_path, caplog):
+    s = sparse_store(str(tmp_path / "l"), keep=(0,))
+    victim = s.compaction_candidates(0.5)[0][0]
+    _lid, _eid, off = live_in(s, victim)[0]
+    corrupt(s.entry_log.path(victim), off + 30)
+    gc, _clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1000, force_allow=True), [s])
+    with caplog.at_level("WARNING", logger="bookied.gc"):
+        for _ in range(2):
+            gc.trigger(force_major=True)
+            passes[-1].callback(None)
+    lines = [r.getMessage() for r in caplog.records if "damaged record" in r.getMessage()]
+    assert len(lines) == 1 and f"entry log {victim} at offset {off}" in lines[0]
+    status = gc.status()
+    assert status["damagedRecordCount"] == 1 and status["damagedRecords"][0]["offset"] == off
+    assert victim not in s.log_ids()
+    s.close()
+
+
+# -- what the collector says it is doing ---------------------------------------------------------
+
+def test_the_state_is_collecting_then_compacting_only_while_compaction_runs_then_idle(tmp_path):
+    s = sparse_store(str(tmp_path / "l"), keep=(0,))
+    seen = []
+
+    def look(what):
+        details = gc.details()[0]
+        seen.append((what, gc.status()["state"], gc.status()["compacting"], details["majorCompacting"],
+                     details["minorCompacting"]))
+
+    clock, passes = task.Clock(), []
+
+    def in_thread(fn):
+        d = defer.Deferred()
+        d.addCallback(lambda _: fn())
+        passes.append(d)
+        return d
+
+    gc = GarbageCollector(GcPolicy(gc_wait_ms=1000, force_allow=True), [s], lambda stores: look("collect") or 0,
+                          clock, in_thread)
+    observe = lambda phase, log_id: look(phase.value)  # noqa: E731
+    add_phase_observer(observe)
+    try:
+        gc.trigger(force_major=True)
+        passes[-1].callback(None)
+    finally:
+        remove_phase_observer(observe)
+    look("after")
+    assert seen[0] == ("collect", "collecting", None, False, False)  # Java: not compacting while collecting
+    assert ("copied", "major compacting", "major", True, False) in seen
+    assert seen[-1] == ("after", "idle", None, False, False)
+    status = gc.status()
+    assert status["lastCompaction"] is not None and status["lastCompaction"]["reclaimedBytes"] > 0
+    # a later pass that reclaims nothing is the last run, not the last compaction
+    gc.trigger(force_major=True)
+    passes[-1].callback(None)
+    status = gc.status()
+    assert status["lastCompactionRun"]["reclaimedBytes"] == 0 and status["lastCompaction"]["reclaimedBytes"] > 0
+    s.close()
+
+
+def test_details_mark_the_active_log_and_say_why_dead_data_stays(tmp_path):
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=1024 ** 2)
+    for e in range(50):
+        s.put_entry(1, e, data(1, e))
+        s.put_entry(2, e, data(2, e))
+    s.flush()
+    s.delete_ledgers([1])
+    gc, _clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1000, force_allow=True), [s])
+    gc.trigger(force_major=True)
+    passes[-1].callback(None)
+    [log_doc] = gc.details()[0]["entryLogs"]
+    assert log_doc["active"] is True and log_doc["liveRatio"] < 0.6  # half dead, but being written
+    assert log_doc["keptBecause"].startswith("being written") and "logSizeLimit (1048576 bytes)" in log_doc["keptBecause"]
+    assert gc.status()["lastCompactionRun"]["candidateLogs"] == 0
     s.close()

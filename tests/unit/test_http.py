@@ -2,8 +2,10 @@
 listening (MemoryReactor) and one real socket (a short-lived reactor in a subprocess)."""
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -21,32 +23,13 @@ from bkctl.bookied.http import (
     AdminSite, BookieStatus, PROMETHEUS_CONTENT_TYPE, listen_from_config,
     listen_http, make_site,
 )
+from bkctl.bookied.config import load_config_text
+from bkctl.bookied.service import BookieService
 from tests.support.http import (
     METRICS, FakeStatus, as_json, body, code, exchange, header, render, request_bytes,
 )
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-class SwitchableStatus(FakeStatus):
-    """Also has set_readonly; refuses like Java when asked to."""
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.calls = []
-        self.refuse: str | None = None
-        self.pending: defer.Deferred | None = None
-
-    def set_readonly(self, read_only, force=False):
-        self.calls.append((read_only, force))
-        if self.refuse:
-            raise ValueError(self.refuse)
-        if self.pending is not None:
-            def apply(_):
-                self.readonly = read_only
-            self.pending.addCallback(apply)
-            return self.pending
-        self.readonly = read_only
-        return None
 
 
 # -- endpoints (DummyRequest) -------------------------------------------------------------
@@ -156,7 +139,7 @@ def test_unknown_path_is_404_json():
                                   "/api/v1/bookie/state", "/api/v1/bookie/is_ready"])
 @pytest.mark.parametrize("method", [b"POST", b"PUT", b"DELETE", b"PATCH"])
 def test_wrong_method_is_405_with_allow(path, method):
-    req = render(SwitchableStatus(), path, method=method, body=b"{}")
+    req = render(FakeStatus(), path, method=method, body=b"{}")
     assert code(req) == 405
     assert header(req, "allow") == "GET, HEAD"
     assert "not allowed" in as_json(req)["error"]
@@ -177,15 +160,8 @@ def test_readonly_get():
     assert as_json(render(FakeStatus(), "/api/v1/bookie/state/readonly")) == {"readOnly": False}
 
 
-def test_readonly_put_without_setter_is_405():
-    req = render(FakeStatus(), "/api/v1/bookie/state/readonly", method=b"PUT",
-                 body=b'{"readOnly": true}')
-    assert code(req) == 405
-    assert header(req, "allow") == "GET, HEAD"
-
-
 def test_readonly_put_switches_both_ways():
-    status = SwitchableStatus()
+    status = FakeStatus()
     req = render(status, "/api/v1/bookie/state/readonly", method=b"PUT", body=b'{"readOnly": true}')
     assert code(req) == 200 and as_json(req) == {"readOnly": True}
     req = render(status, "/api/v1/bookie/state/readonly", method=b"PUT", body=b'{"readOnly":false}')
@@ -194,14 +170,14 @@ def test_readonly_put_switches_both_ways():
 
 
 def test_readonly_put_force_flag():
-    status = SwitchableStatus()
+    status = FakeStatus()
     render(status, "/api/v1/bookie/state/readonly", method=b"PUT", body=b'{"readOnly": true}',
            args={b"force": [b"true"]})
     assert status.calls == [(True, True)]
 
 
-def test_readonly_allow_lists_put_when_supported():
-    req = render(SwitchableStatus(), "/api/v1/bookie/state/readonly", method=b"DELETE")
+def test_readonly_allow_lists_put():
+    req = render(FakeStatus(), "/api/v1/bookie/state/readonly", method=b"DELETE")
     assert code(req) == 405
     assert header(req, "allow") == "GET, HEAD, PUT"
 
@@ -209,7 +185,7 @@ def test_readonly_allow_lists_put_when_supported():
 @pytest.mark.parametrize("raw", [b"", b"nope", b"[]", b'{"readOnly": "true"}', b'{"readonly": true}',
                                  b'{"readOnly": 1}', b"\xff\xfe"])
 def test_readonly_put_bad_body_is_400(raw):
-    status = SwitchableStatus()
+    status = FakeStatus()
     req = render(status, "/api/v1/bookie/state/readonly", method=b"PUT", body=raw)
     assert code(req) == 400
     assert "readOnly" in as_json(req)["error"]
@@ -217,7 +193,7 @@ def test_readonly_put_bad_body_is_400(raw):
 
 
 def test_readonly_put_body_too_large():
-    status = SwitchableStatus()
+    status = FakeStatus()
     req = render(status, "/api/v1/bookie/state/readonly", method=b"PUT",
                  body=b" " * (bhttp.MAX_REQUEST_BODY + 1))
     assert code(req) == 413
@@ -225,7 +201,7 @@ def test_readonly_put_body_too_large():
 
 
 def test_readonly_put_refused_is_400():
-    status = SwitchableStatus(readonly=True)
+    status = FakeStatus(readonly=True)
     status.refuse = "Bookie is in forceReadOnly mode, cannot transit to writable mode"
     req = render(status, "/api/v1/bookie/state/readonly", method=b"PUT", body=b'{"readOnly": false}')
     assert code(req) == 400
@@ -234,7 +210,7 @@ def test_readonly_put_refused_is_400():
 
 
 def test_readonly_put_deferred():
-    status = SwitchableStatus()
+    status = FakeStatus()
     status.pending = defer.Deferred()
     req = render(status, "/api/v1/bookie/state/readonly", method=b"PUT", body=b'{"readOnly": true}')
     assert not req.finished
@@ -244,7 +220,7 @@ def test_readonly_put_deferred():
 
 
 def test_readonly_put_deferred_refusal():
-    status = SwitchableStatus()
+    status = FakeStatus()
     status.pending = defer.Deferred()
     req = render(status, "/api/v1/bookie/state/readonly", method=b"PUT", body=b'{"readOnly": true}')
     status.pending.errback(ValueError("Bookie is disabled ReadOnly mode"))
@@ -253,7 +229,7 @@ def test_readonly_put_deferred_refusal():
 
 
 def test_readonly_put_deferred_crash_is_500(caplog):
-    status = SwitchableStatus()
+    status = FakeStatus()
     status.pending = defer.Deferred()
     req = render(status, "/api/v1/bookie/state/readonly", method=b"PUT", body=b'{"readOnly": true}')
     status.pending.errback(OSError("disk on fire"))
@@ -262,7 +238,7 @@ def test_readonly_put_deferred_crash_is_500(caplog):
 
 
 def test_readonly_put_client_gone_before_answer():
-    status = SwitchableStatus()
+    status = FakeStatus()
     status.pending = defer.Deferred()
     req = render(status, "/api/v1/bookie/state/readonly", method=b"PUT", body=b'{"readOnly": true}')
     req.processingFailed(Failure(ConnectionDone()))  # fires notifyFinish's errback
@@ -276,7 +252,7 @@ def test_readonly_put_client_gone_before_answer():
 
 @pytest.fixture
 def site():
-    return make_site(SwitchableStatus(), reactor=task.Clock())
+    return make_site(FakeStatus(), reactor=task.Clock())
 
 
 def test_stack_heartbeat(site):
@@ -316,7 +292,7 @@ def test_stack_404_and_405(site):
 
 
 def test_stack_put_readonly():
-    status_obj = SwitchableStatus()
+    status_obj = FakeStatus()
     site = make_site(status_obj, reactor=task.Clock())
     status, _, payload = exchange(site, request_bytes(
         "PUT", "/api/v1/bookie/state/readonly?force=true", b'{"readOnly": true}',
@@ -342,6 +318,40 @@ def test_site_is_quiet():
 def test_status_protocol_is_runtime_checkable():
     assert isinstance(FakeStatus(), BookieStatus)
     assert not isinstance(object(), BookieStatus)
+
+
+STATUS_METHODS = sorted(name for name, value in vars(BookieStatus).items()
+                        if callable(value) and not name.startswith("_"))
+STATUS_ATTRIBUTES = sorted(BookieStatus.__annotations__)
+
+
+def _params(fn):
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()][1:]  # after self
+
+
+def test_the_status_declares_everything_the_site_asks_of_it():
+    """Every ``self.status.<member>`` in bookied/http.py is a member of BookieStatus."""
+    used = set(re.findall(r"self\.status\.(\w+)", inspect.getsource(bhttp)))
+    assert used == set(STATUS_METHODS) | set(STATUS_ATTRIBUTES)
+    assert STATUS_ATTRIBUTES == ["bookie_id", "zk"]
+    assert len(STATUS_METHODS) == 12, STATUS_METHODS
+
+
+@pytest.mark.parametrize("impl", [BookieService, FakeStatus], ids=["bookie", "fake"])
+def test_the_bookie_and_the_fake_are_what_the_site_may_ask(impl, tmp_path):
+    """The real bookie (and the tests' fake) has each member of BookieStatus, methods with
+    the same parameters."""
+    for name in STATUS_METHODS:
+        assert _params(getattr(impl, name)) == _params(getattr(BookieStatus, name)), name
+    if impl is BookieService:
+        cfg = load_config_text(f"advertisedAddress=127.0.0.1\nallowLoopback=true\n"
+                               f"journalDirectories={tmp_path / 'j'}\nledgerDirectories={tmp_path / 'l'}\n")
+        status = BookieService(cfg, MemoryReactorClock())
+    else:
+        status = FakeStatus()
+    for name in STATUS_ATTRIBUTES:
+        assert hasattr(status, name), name
+    assert isinstance(status, BookieStatus)
 
 
 # -- listening -------------------------------------------------------------------------------
@@ -375,7 +385,6 @@ def test_listen_from_config():
 
 
 def test_listen_from_real_config():
-    from bkctl.bookied.config import load_config_text
 
     reactor = MemoryReactorClock()
     cfg = load_config_text("httpServerEnabled=true\nhttpServerPort=8124\nhttpServerHost=127.0.0.1\n")

@@ -145,9 +145,10 @@ def test_wrong_method_is_405(status, path, method, allowed):
     assert req.responseHeaders.getRawHeaders(b"allow") == [allowed.encode()]
 
 
-def test_routes_absent_without_a_store():
+def test_before_the_store_exists_the_answer_is_503():
+    """A bookie starting up has no ZooKeeper store yet (``zk`` None)."""
     req = call(FakeStatus(), f"{AR}/who_is_auditor")
-    assert code(req) == 404
+    assert code(req) == 503 and error(req) == "ZooKeeper is not connected"
 
 
 def test_answer_waits_for_the_blocking_call(status):

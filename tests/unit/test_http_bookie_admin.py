@@ -1,5 +1,5 @@
 """bookied's day-2 HTTP endpoints (gc, gc_details, list_disk_file, last_log_mark, expand_storage)
-on a fake bookie whose GarbageCollectorThread runs on task.Clock."""
+on a fake bookie whose GarbageCollector runs on task.Clock."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import json
 from twisted.internet import defer, task
 
 from bkctl.bookied import day2
-from bkctl.bookied.garbage_collector import GarbageCollectorThread, GcPolicy
+from bkctl.bookied.garbage_collector import GarbageCollector, GcPolicy
 from tests.support.http import FakeStatus, body, code, render
 
 
@@ -15,6 +15,10 @@ class OneLogStore:
     """What the GC reads of an entry store: one log, half live, never compacted here."""
 
     directory = "/d/current"
+    log_size_limit = 1024 ** 3
+
+    def active_log_ids(self):
+        return []
 
     def committed_log_bytes(self):
         return 1000
@@ -45,11 +49,10 @@ class AdminStatus(FakeStatus):
             self.passes.append(d)
             return d
 
-        self.gc = GarbageCollectorThread(GcPolicy(gc_wait_ms=1000, force_allow=True), [OneLogStore()],
-                                         lambda store: self.removed, self.clock, in_thread)
+        self.gc = GarbageCollector(GcPolicy(gc_wait_ms=1000, force_allow=True), [OneLogStore()],
+                                         lambda stores: self.removed, self.clock, in_thread)
         self.dirs = ([str(tmp_path / "j")], [str(tmp_path / "l")], [])
         self.expand_error: str | None = None
-        self.forced: list = []
 
     def force_gc(self, force_major=None, force_minor=None):
         self.forced.append((force_major, force_minor))
@@ -57,9 +60,6 @@ class AdminStatus(FakeStatus):
 
     def gc_status(self):
         return self.gc.status()
-
-    def in_force_gc(self):
-        return self.gc.in_force_gc()
 
     def gc_details(self):
         return self.gc.details()
@@ -96,10 +96,13 @@ def test_gc_forced_pass_status_and_details(tmp_path):
     # the forced pass ran a major compaction (forceAllowCompaction), at t=5 s
     assert details["majorCompactionCounter"] == 1 and details["lastMajorCompactionTime"] == 5000
     assert details["entryLogs"] == [{"ledgerDirectory": "/d/current", "logId": 7, "sizeBytes": 1000,
-                                     "liveBytes": 468, "liveEntries": 3, "liveRatio": 0.5}]
+                                     "liveBytes": 468, "liveEntries": 3, "liveRatio": 0.5, "active": False,
+                                     "keptBecause": "below majorCompactionThreshold: the next major compaction "
+                                                    "takes it"}]
     status = json.loads(body(render(s, "/api/v1/bookie/gc")))
-    assert status["is_in_force_gc"] == "false" and status["lastGcTime"] == 5000
-    assert status["lastCompaction"]["kind"] == "major"
+    assert status["is_in_force_gc"] == "false" and status["lastGcTime"] == 5000 and status["state"] == "idle"
+    # that major compaction reclaimed nothing: it is the last run, not the last compaction
+    assert status["lastCompactionRun"]["kind"] == "major" and status["lastCompaction"] is None
     bad = render(s, "/api/v1/bookie/gc", b"PUT", body=b"[not json")
     assert code(bad) == 400
     ok = render(s, "/api/v1/bookie/gc", b"PUT", body=b'{"forceMajor": true}')

@@ -70,3 +70,17 @@ def test_db_ledger_storage_rows():
     assert J.parse_db_location((7 << 32 | 1451).to_bytes(8, "big")) == (7, 1451)
     with pytest.raises(CodecError):
         J.parse_db_location(b"\x00" * 4)
+
+
+@pytest.mark.parametrize("padding", [-8, -9, -(1 << 31)])
+def test_a_negative_padding_length_ends_the_journal_records(padding):
+    """A padding record whose length is negative once made the scan step back
+    (-8: forever in place; less: an offset before the file, struct.error).
+    Found by bench/fuzz.py (target java_journal)."""
+    head = _read("bk1__journal__current__1a200521c5b.txn.head.bin")
+    version, records = J.scan_journal(head)
+    good = list(records)
+    end = good[2].offset  # after two records
+    damaged = head[:end] + J._I32.pack(J.PADDING_MARK) + J._I32.pack(padding) + head[end + 8:]
+    version, records = J.scan_journal(damaged)
+    assert [r.offset for r in records] == [r.offset for r in good[:2]]

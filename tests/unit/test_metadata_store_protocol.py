@@ -57,3 +57,11 @@ def test_stores_are_metadata_stores(store):
         assert params(getattr(type(store), name)) == params(getattr(S.MetadataStore, name)), name
     assert store.connected is False and store.root == "/ledgers"
     assert not isinstance(object(), S.MetadataStore)
+
+
+@pytest.mark.parametrize("store", stores(), ids=["zk", "fake"])
+def test_append_locks_match_the_protocol(store):
+    lock = store.ledgers.append_lock(1, "me")
+    assert isinstance(lock, S.LedgerLock) and lock.path == "/ledgers-bkctl-locks/L1"
+    for name in methods(S.LedgerLock):
+        assert params(getattr(type(lock), name)) == params(getattr(S.LedgerLock, name)), name

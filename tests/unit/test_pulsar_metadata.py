@@ -110,7 +110,16 @@ def test_topic_names():
     with pytest.raises(ValueError, match="only persistent"):
         TopicName.parse("non-persistent://public/default/x")
     with pytest.raises(ValueError, match="not a topic name"):
-        TopicName.parse("justone")
+        TopicName.parse("ns/justtwo")
+
+
+def test_short_topic_names_are_resolved_as_pulsar_admin_does():
+    assert TopicName.parse("my-topic") == TopicName("public", "default", "my-topic")
+    assert str(TopicName.parse(" orders-partition-1 ")) == "persistent://public/default/orders-partition-1"
+    assert TopicName.parse("acme/prod/payments") == TopicName("acme", "prod", "payments")
+    for bad in ("", "/", "a/", "/a", "a//b"):
+        with pytest.raises(ValueError, match="tenant/namespace/topic or topic"):
+            TopicName.parse(bad)
 
 
 def test_unacked_entries_count_by_intervals_as_a_walk_would():

@@ -21,6 +21,7 @@ from bkctl.wire.pulsar import rows
 from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
 from bkctl.wire.pulsar.messages import TopicDecoder
 from bkctl.wire.pulsar.rows import BatchRows, PyMessageRows
+from bkctl.wire.pulsar.transactions import TopicTransactions, TransactionScan
 from tests.support import pulsar_entries as pe
 
 try:
@@ -115,9 +116,15 @@ def test_the_comparison_sees_a_difference():
 
 @needs_c
 @pytest.mark.parametrize("case, folder", [(case, folder) for folder in ("entries", "entries_with_broker_entry_metadata")
-                                          for case in pe.cases() if (pe.vectors_dir() / folder / case).is_dir()])
+                                          for case in pe.all_cases() if (pe.vectors_dir() / folder / case).is_dir()])
 def test_the_real_clients_entries_give_the_same_rows(case, folder):
-    assert_same(pe.case_entries(case, folder), partition=3)
+    """Every vector case, the consumer-view ones (transactions, markers,
+    delayed delivery) with the topic's transactions as the export scans them."""
+    entries = pe.case_entries(case, folder)
+    scan = TransactionScan()
+    for entry_id, data in enumerate(entries):
+        scan.add((7, entry_id), data)
+    assert_same(entries, partition=3, transactions=scan.result())
 
 
 def test_a_batch_goes_to_the_splitter_in_use_and_a_plain_message_to_the_python_twin():
@@ -166,13 +173,13 @@ def single(draw):
 
 
 def _entry(messages, codec=pb.NONE, producer="prod", schema=None, sequence=5, broker=None, unknown=b"",
-           publish=1_700_000_000_000):
+           publish=1_700_000_000_000, **fields):
     body = bytearray()
     for smd, payload in messages:
         smd.payload_size = len(payload)
         raw = smd.SerializeToString() + unknown  # fields this proto does not know are skipped
         body += struct.pack(">I", len(raw)) + raw + payload
-    md = pe.metadata(producer, sequence, publish, num_messages_in_batch=len(messages))
+    md = pe.metadata(producer, sequence, publish, num_messages_in_batch=len(messages), **fields)
     if schema is not None:
         md.schema_version = schema
     data = pe.encode_entry(md, bytes(body), codec)
@@ -190,12 +197,22 @@ def _entry(messages, codec=pb.NONE, producer="prod", schema=None, sequence=5, br
        broker=st.one_of(st.none(), st.tuples(st.one_of(st.none(), st.integers(0, 2**62 // 1000)),
                                              st.one_of(st.none(), st.integers(0, 2**63 - 1)))),
        unknown=st.sampled_from([b"", b"\x58\x01", b"\x62\x02ab", b"\x6d\x01\x02\x03\x04", b"\x71" + bytes(8)]),
-       partition=st.integers(-1, 50), take_every=st.integers(0, 3))
+       partition=st.integers(-1, 50), take_every=st.integers(0, 3),
+       consumer=st.lists(st.fixed_dictionaries({}, optional={
+           "replicated_from": _text, "deliver_at_time": st.integers(-(2**63 // 1000 - 1), 2**63 // 1000 - 1),
+           "txnid_most_bits": st.integers(0, 2**64 - 1), "txnid_least_bits": st.integers(0, 2**64 - 1)}),
+           min_size=5, max_size=5),
+       cutoff=st.one_of(st.none(), st.integers(0, 5)))
 def test_random_batches_give_the_same_rows(batches, codec, producer, schema, sequence, broker, unknown, partition,
-                                            take_every):
-    entries = [_entry(b, codec, producer, schema, sequence + i, broker, unknown, 1_700_000_000_000 + i)
-               for i, b in enumerate(batches)]
-    packed_parts = assert_same(entries, partition=partition, take_every=take_every)
+                                            take_every, consumer, cutoff):
+    """Random batches, with what a consumer sees of their entries
+    (replicated_from, deliver_at_time, a transaction) and, past a random
+    cutoff, kept as pending behind an open transaction."""
+    entries = [_entry(b, codec, producer, schema, sequence + i, broker, unknown, 1_700_000_000_000 + i,
+                      **consumer[i]) for i, b in enumerate(batches)]
+    transactions = None if cutoff is None else TopicTransactions(open={(2**64 - 1, 0): (7, cutoff)})
+    packed_parts = assert_same(entries, partition=partition, take_every=take_every, transactions=transactions,
+                               pending=True)
     assert packed_parts > 0
 
 
@@ -256,3 +273,26 @@ def test_numbers_no_column_holds_are_error_rows_not_a_crash(field):
     assert table.column("error").to_pylist() == [problems[0].split(": ", 1)[1]]
     if C_IN_USE:
         assert_same([entry])
+
+
+def test_a_refused_batch_leaves_no_pending_bit_behind():
+    """A boolean column's values are a bitmap: the bits of a batch the C twin
+    took back are cleared, so the next rows start from false."""
+    if PackedRows is None:
+        pytest.skip("bkctl.wire.pulsar._packed is not built")
+    from bkctl.export.topic_source import _wrap
+    from bkctl.wire.pulsar.columns import EntryFacts, entry_values
+
+    md = pe.metadata("p", 0, 1_700_000_000_000, num_messages_in_batch=3)
+    good = pe.batch_payload([(pb.SingleMessageMetadata(), b"one")])
+    bad = pe.batch_payload([(pb.SingleMessageMetadata(), b"one"), (pb.SingleMessageMetadata(), b"two"),
+                            (pb.SingleMessageMetadata(), b"three")])[:-2]
+    packed = PackedRows(-1)
+    assert packed.add_batch(good, 1, 0, entry_values(EntryFacts(7, 0, md))) == 3
+    assert packed.add_batch(bad, 3, 0, entry_values(EntryFacts(7, 1, md, pending=True))) is None
+    assert packed.rows == 1
+    assert packed.add_batch(good, 1, 0, entry_values(EntryFacts(7, 2, md))) == 3
+    assert packed.add_batch(good, 1, 0, entry_values(EntryFacts(7, 3, md, pending=True))) == 3
+    n, columns = packed.take()
+    assert _wrap(pa.bool_(), n, columns["pending"]).to_pylist() == [False, False, True]
+    assert _wrap(pa.string(), n, columns["txn_id"]).to_pylist() == [None, None, None]

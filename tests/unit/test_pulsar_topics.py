@@ -139,7 +139,8 @@ def test_list_topics_owner_and_orphans_from_what_the_topics_list(store):
     rows = {row["topic"]: row for row in ops.list_topics(store, "public", "default")}
     assert rows[f"persistent://{NS}/orders"] == {
         "topic": f"persistent://{NS}/orders", "managed_ledger": f"{NS}/persistent/orders", "partition": -1,
-        "ledgers": 2, "entries": 20, "size": 200, "cursors": ["audit", "sub/1"], "terminated": False}
+        "ledgers": 2, "entries": 20, "size": 200, "uncounted_ledgers": [], "cursors": ["audit", "sub/1"],
+        "terminated": False}
     assert ops.ledger_owner(store, 2)["owner"] == "topic"
     owner = ops.ledger_owner(store, 9)
     assert (owner["owner"], owner["cursor"], owner["topic"]) == ("cursor", "audit", f"persistent://{NS}/orders")

@@ -211,6 +211,23 @@ def test_a_failing_disk_check_changes_nothing(service, caplog):
     assert "disk check failed" in caplog.text
 
 
+def test_each_disk_check_is_counted_and_a_failed_one_is_not(service):
+    """bookie_disk_checks_total: what a test (or an operator) waits on to know the
+    disk has been looked at since it changed."""
+    service._register_metrics()
+    check(service, 0.5)
+    check(service, 0.96)
+    working = service._disk_stats
+
+    def broken():
+        raise OSError(5, "Input/output error")
+
+    service._disk_stats = broken
+    service._check_disks()
+    service._disk_stats = working
+    assert "\nbookie_disk_checks_total 2\n" in service.metrics_text()
+
+
 class FailingStore:
     """An entry store whose flushes fail with ``errors`` first."""
 

@@ -24,6 +24,9 @@ marks them under-replicated for the replication workers.
   lists -- and logs them (``B/placementpolicycheckctime``); it marks nothing.
 * While ``B/disable`` exists nothing is marked; removing it runs the audit
   that was held back.
+* A lost bookie's cookie deleted (``decommission``, once no ledger names it)
+  has it audit again: the bookie is no longer lost.  Java's auditor learns
+  it at its next audit.
 """
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ class Auditor:
     """Runs while this daemon is the elected auditor (:meth:`start` .. :meth:`stop`).
 
     ``client`` is a :class:`~bkctl.wire.client.bookkeeper.BookKeeperClient`
-    whose ``store`` is the daemon's :class:`~bkctl.wire.metadata.zk.ZKMetadataStore`;
+    whose ``store`` is the daemon's :class:`~bkctl.wire.metadata.store.MetadataStore`;
     ``config`` an :class:`~bkctl.wire.autorecovery.service.AutoRecoveryConfig`.
     """
 
@@ -74,7 +77,16 @@ class Auditor:
         self._lost_due: dict[str, float | None] = {}
         #: lost bookie -> why it was not waited for (several lost at once, a triggered audit)
         self._at_once: dict[str, str] = {}
+        #: lost bookie whose ledgers were marked -> why the delay was not waited for (None: it was);
+        #: such a bookie stays due (no countdown again) for as long as it is lost
+        self._marked: dict[str, str | None] = {}
+        #: lost bookie -> how many ledgers named it at the last audit
+        self._named_by: dict[str, int] = {}
+        #: the bookies with a cookie, as the cookie watch last told (None: not told yet)
+        self._cookies: set[str] | None = None
         self._timers: dict[str, object] = {}
+        #: what stops each of the store's watches (set by :meth:`_watch`)
+        self._unwatch: list[Callable[[], None]] = []
         self._auditing = False
         self._audit_again: bool | None = None
         self._check_again = False
@@ -84,39 +96,49 @@ class Auditor:
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> defer.Deferred:
         self.running = True
-        return self.client.run_blocking(self._prepare).addCallback(lambda _: self._watch())
+        return self.client.run_blocking(self._prepare).addCallback(lambda _: self._schedule_checks())
 
     def _prepare(self) -> None:
-        self.store.underreplication.ensure_layout()
-        if self.store.underreplication.lost_bookie_recovery_delay() is None:
-            self.store.underreplication.set_lost_bookie_recovery_delay(int(self.config.lost_bookie_recovery_delay))
+        """Make the tree, set the delay if nobody has, and watch (blocking: the store's calls)."""
+        ur = self.store.underreplication
+        ur.ensure_layout()
+        if ur.lost_bookie_recovery_delay() is None:
+            ur.set_lost_bookie_recovery_delay(int(self.config.lost_bookie_recovery_delay))
+        self._watch()
 
     def _watch(self) -> None:
-        zk = self.store.client
-        root = self.store.root
+        """Audit when a bookie registers or goes, follow the delay and the switch; each
+        watch tells at once, then from the store's thread: the reactor takes it from there."""
         hop = self.reactor.callFromThread
 
-        def registrations(_children):
-            if not self.running:
-                return False
-            hop(self.request_audit)
+        def registrations(_bookies: list[str]) -> None:
+            if self.running:
+                hop(self.request_audit)
 
-        def delay_changed(data, stat):
-            if not self.running:
-                return False
-            if data is not None:
-                hop(self._delay_written, data, stat.version)
+        def delay_changed(node) -> None:
+            if self.running and node is not None:
+                hop(self._delay_written, node.value, node.version)
 
-        def disable_changed(data, stat):
-            if not self.running:
-                return False
-            hop(self._disable_changed, stat is not None)
+        def switch_changed(enabled: bool) -> None:
+            if self.running:
+                hop(self._disable_changed, not enabled)
 
-        zk.ChildrenWatch(f"{root}/{P.AVAILABLE}", registrations)
-        zk.ensure_path(f"{root}/{P.AVAILABLE}/{P.READONLY}")
-        zk.ChildrenWatch(f"{root}/{P.AVAILABLE}/{P.READONLY}", registrations)
-        zk.DataWatch(P.underreplication_node(P.UR_LOST_BOOKIE_RECOVERY_DELAY, root), delay_changed)
-        zk.DataWatch(P.underreplication_node(P.UR_DISABLE, root), disable_changed)
+        def cookies_changed(bookies: list[str]) -> None:
+            if self.running:
+                hop(self._cookies_changed, set(bookies))
+
+        registration, ur = self.store.registration, self.store.underreplication
+        for watch, listener in ((registration.watch_writable_bookies, registrations),
+                                (registration.watch_readonly_bookies, registrations),
+                                (registration.watch_all_bookies, cookies_changed),
+                                (ur.watch_lost_bookie_recovery_delay, delay_changed),
+                                (ur.watch_enabled, switch_changed)):
+            unwatch = watch(listener)
+            self._unwatch.append(unwatch)
+            if not self.running:  # stopped meanwhile: stop() has been through the list
+                unwatch()
+
+    def _schedule_checks(self) -> None:
         self._schedule("bookie-check", self.config.auditor_periodic_bookie_check_interval, self._periodic_bookie_check)
         for name, interval, node, fn in self._timed_checks():
             if interval and interval > 0:
@@ -139,19 +161,17 @@ class Auditor:
             return 0.001
         return max(0.001, interval - (self.clock() - last_run_ms / 1000.0))
 
-    def _read_last_run(self, node: str) -> int | None:
+    def _read_last_run(self, check: str) -> int | None:
         try:
-            data, _ = self.store.client.get(P.underreplication_node(node, self.store.root))
-        except Exception:  # noqa: BLE001 - missing: never ran
-            return None
-        try:
-            return UR.parse_last_run_time(data)
-        except Exception:  # noqa: BLE001
+            return self.store.underreplication.check_ctime(check)
+        except Exception:  # noqa: BLE001 - unreadable: as if it never ran
             return None
 
     def stop(self) -> defer.Deferred:
         """Step down: no more marking; waits for an audit in progress to end."""
         self.running = False
+        for unwatch in self._unwatch:
+            unwatch()
         for call in self._timers.values():
             if call.active():
                 call.cancel()
@@ -257,6 +277,16 @@ class Auditor:
             log.info("auditor: lostBookieRecoveryDelay is now %ds: rescheduling the audit", delay)
             self.request_audit()
 
+    def _cookies_changed(self, cookies: set[str]) -> None:
+        """A lost bookie's cookie deleted (a decommission, once no ledger names it): audit
+        again, so that the bookie leaves the lost ones now rather than at the next
+        registration change or periodic check."""
+        gone = set(self.lost_since) - cookies
+        if self._cookies is not None and gone & self._cookies:
+            log.info("auditor: the cookie of lost bookie %s was deleted: auditing again", ", ".join(sorted(gone)))
+            self.request_audit()
+        self._cookies = cookies
+
     def _disable_changed(self, disabled: bool) -> None:
         was, self._disabled = self._disabled, disabled
         if was and not disabled:
@@ -309,6 +339,7 @@ class Auditor:
             if bookie not in lost:
                 log.info("auditor: bookie %s is back (or no ledger names it)", bookie)
                 del self.lost_since[bookie]
+                self._marked.pop(bookie, None)
         for bookie in lost - set(self.lost_since):
             log.warning("auditor: bookie %s is lost (named by ledgers, not registered)", bookie)
             self.lost_since[bookie] = now
@@ -319,10 +350,15 @@ class Auditor:
                 log.info("auditor: %s (as Java's auditor)", why)
             else:
                 why = "audit triggered" if force else "lostBookieRecoveryDelay is 0"
-            self._at_once = {b: why for b in lost}
+            at_once = {b: why for b in lost}
         else:
             due = {b for b in lost if now - self.lost_since[b] >= self.delay}
-            self._at_once = {}
+            at_once = {}
+        marked_before = lost.intersection(self._marked)
+        due |= marked_before
+        earlier = {b: self._marked[b] for b in marked_before if self._marked[b]}  # the first reason stays
+        self._at_once = {**at_once, **earlier}
+        self._named_by = {b: sum(1 for md in ledgers.values() if b in md.bookies) for b in lost}
         waiting = lost - due
         if waiting:
             wake = min(self.lost_since[b] for b in waiting) + self.delay - now
@@ -353,6 +389,8 @@ class Auditor:
             return
         self._held_back = 0
         self._publish()
+        for bookie in due:
+            self._marked.setdefault(bookie, self._at_once.get(bookie))
         if marks:
             await run(self._mark, dict(marks))
             log.info("auditor: marked %d ledgers under-replicated (lost: %s)", len(marks),
@@ -370,7 +408,7 @@ class Auditor:
             due = self._lost_due.get(bookie)
             lost.append({"bookie_id": bookie, "lost_since": int(since * 1000),
                          "due": None if due is None else int(due * 1000),
-                         "not_waited": self._at_once.get(bookie)})
+                         "not_waited": self._at_once.get(bookie), "named_by": self._named_by.get(bookie)})
         return {"auditor": self.auditor_id, "updated": int(self.clock() * 1000), "delay": self.delay,
                 "disabled": self._disabled, "held_back": self._held_back, "lost": lost}
 
@@ -404,12 +442,6 @@ class Auditor:
             if self.stats is not None:
                 self.stats.ledgers_marked += 1
 
-    def _record_run(self, node: str) -> None:
+    def _record_run(self, check: str) -> None:
         """Write when a periodic check last ran (``checkallledgersctime`` and friends)."""
-        path = P.underreplication_node(node, self.store.root)
-        data = UR.serialize_last_run_time(int(self.clock() * 1000))
-        zk = self.store.client
-        if zk.exists(path) is None:
-            zk.create(path, data, makepath=True)
-        else:
-            zk.set(path, data)
+        self.store.underreplication.set_check_ctime(check, int(self.clock() * 1000))

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from kazoo.client import KazooState
 from twisted.internet import defer
 
 log = logging.getLogger(__name__)
@@ -46,13 +45,14 @@ class AuditorElection:
         self._checking = False
         self._check_again = False
         self._retry = None
+        self._unwatch_session: Callable[[], None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> defer.Deferred:
         """Vote; fires once the first look at the votes is done (the vote is cast,
         or the attempt failed and will be retried)."""
         self._running = True
-        self.store.client.add_listener(self._session_state)
+        self._unwatch_session = self.store.auditor.on_session_lost(self._session_state)
         return self._check() or defer.succeed(None)
 
     def stop(self) -> defer.Deferred:
@@ -61,26 +61,21 @@ class AuditorElection:
         self._running = False
         if self._retry is not None and self._retry.active():
             self._retry.cancel()
-        try:
-            self.store.client.remove_listener(self._session_state)
-        except Exception:  # noqa: BLE001 - the store may already be closed
-            pass
+        unwatch, self._unwatch_session = self._unwatch_session, None
+        if unwatch is not None:
+            unwatch()
         self._step_down()
         vote, self.vote = self.vote, None
         if vote is None:
             return defer.succeed(None)
 
-        def delete():
+        def withdraw():
             try:
-                self.store.client.delete(f"{self._election_path()}/{vote}")
+                self.store.auditor.withdraw_vote(vote)
             except Exception:  # noqa: BLE001 - already gone with the session
                 pass
 
-        return self._run_blocking(delete)
-
-    def _election_path(self) -> str:
-        from bkctl.wire.metadata import paths as P
-        return P.underreplication_node(P.UR_AUDITOR_ELECTION, self.store.root)
+        return self._run_blocking(withdraw)
 
     # -- the election -----------------------------------------------------------------
     def _check(self) -> defer.Deferred | None:
@@ -139,10 +134,9 @@ class AuditorElection:
             log.info("auditor election: %s is no longer the auditor", self.bookie_id)
             self._on_demoted()
 
-    def _session_state(self, state) -> None:
-        """kazoo's connection listener (its thread): a lost session took our vote."""
-        if state == KazooState.LOST:
-            self.reactor.callFromThread(self._session_lost)
+    def _session_state(self) -> None:
+        """The store's session ended (called from its thread): it took our vote."""
+        self.reactor.callFromThread(self._session_lost)
 
     def _session_lost(self) -> None:
         log.warning("auditor election: ZooKeeper session of %s lost; voting again once reconnected",

@@ -30,7 +30,8 @@ class AutoRecoveryConfig:
     """The bk_server.conf keys of autorecovery (Java's names and defaults, in
     :data:`CONFIG_KEYS`), in seconds where Java has milliseconds."""
 
-    #: lostBookieRecoveryDelay: s; written to B/lostBookieRecoveryDelay when missing
+    #: lostBookieRecoveryDelay: s; written to B/lostBookieRecoveryDelay only when missing: the
+    #: cluster's value there wins (as in Java), and the daemon says so at start when they differ
     lost_bookie_recovery_delay: int = 0
     #: auditorPeriodicCheckInterval: s between checks of every ledger's replicas (0: never)
     auditor_periodic_check_interval: float = 604800
@@ -161,6 +162,7 @@ class AutoRecoveryDaemon(Service):
         self.store = ZKMetadataStore(self.metadata_uri, timeout=self.zk_timeout, store_ctime=True)
         self.client = BookKeeperClient(self.store, self.reactor, placement=self.placement(), **self.client_options)
         await self.client.run_blocking(self.store.underreplication.ensure_layout)
+        self._say_which_delay(await self.client.run_blocking(self.store.underreplication.lost_bookie_recovery_delay))
         self.worker = ReplicationWorker(self.client, self.config, self.reactor, self.stats, self.hostname,
                                         worker_id=self.bookie_id)
         self.worker.start()
@@ -168,6 +170,21 @@ class AutoRecoveryDaemon(Service):
                                         self._elected, self._demoted)
         await self.election.start()
         log.info("autorecovery started for %s (voting as %s)", self.metadata_uri, self.bookie_id)
+
+    def _say_which_delay(self, cluster: int | None) -> None:
+        """lostBookieRecoveryDelay is the cluster's (``B/lostBookieRecoveryDelay``, read by
+        every auditor, Java's and ours): this daemon's own value is written there only
+        when the cluster has none.  Say so at start when they differ, rather than let
+        a setting look used that is not."""
+        own = int(self.config.lost_bookie_recovery_delay)
+        if cluster is None:
+            log.info("lostBookieRecoveryDelay: the cluster has none; %ds (this daemon's) is written when "
+                     "it becomes the auditor", own)
+        elif cluster != own:
+            log.warning("lostBookieRecoveryDelay: the cluster's %ds (ZooKeeper, %s) is used, not this daemon's "
+                        "%ds: every auditor reads the cluster's, as Java's do; `bkctl autorecovery "
+                        "lost-bookie-delay %d` changes it", cluster, "underreplication/lostBookieRecoveryDelay",
+                        own, own)
 
     def placement(self):
         """The placement policy the config names, racks from the rack map znode and the script."""

@@ -20,8 +20,6 @@ from __future__ import annotations
 import json
 import logging
 
-from bkctl.wire.metadata import paths as P
-
 __all__ = ["publish", "read_daemon_status", "AUDITOR", "WORKERS"]
 
 log = logging.getLogger(__name__)
@@ -30,54 +28,29 @@ AUDITOR = "auditor"
 WORKERS = "workers"
 
 
-def _base(root: str) -> str:
-    return P.underreplication_node(P.UR_DAEMON_STATUS, root)
-
-
 def publish(store, name: str, doc: dict) -> None:
     """Write ``doc`` as the ephemeral node ``name`` (``auditor``, ``workers/<id>``) of
     this store's session (blocking)."""
-    from kazoo.exceptions import NodeExistsError, NoNodeError
+    store.underreplication.publish_daemon_status(name, json.dumps(doc, sort_keys=True).encode("utf-8"))
 
-    zk = store.client
-    path = f"{_base(store.root)}/{name}"
-    data = json.dumps(doc, sort_keys=True).encode("utf-8")
+
+def _decode(data: bytes | None) -> dict | None:
+    if data is None:
+        return None
     try:
-        zk.set(path, data)
-        return
-    except NoNodeError:
-        pass
-    try:
-        zk.create(path, data, ephemeral=True, makepath=True)
-    except NodeExistsError:  # another session's node (a daemon that just died): replace it
-        zk.delete(path)
-        zk.create(path, data, ephemeral=True, makepath=True)
-
-
-def _read(zk, path: str) -> dict | None:
-    from kazoo.exceptions import NoNodeError
-
-    try:
-        data, _ = zk.get(path)
         doc = json.loads(data.decode("utf-8"))
-    except (NoNodeError, ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError):
         return None
     return doc if isinstance(doc, dict) else None
 
 
 def read_daemon_status(store) -> dict:
     """``{"auditor": doc or None, "workers": {daemon id: doc}}`` (blocking)."""
-    from kazoo.exceptions import NoNodeError
-
-    zk = store.client
-    base = _base(store.root)
+    nodes = store.underreplication.daemon_statuses()
     workers = {}
-    try:
-        names = zk.get_children(f"{base}/{WORKERS}")
-    except NoNodeError:
-        names = []
-    for name in sorted(names):
-        doc = _read(zk, f"{base}/{WORKERS}/{name}")
+    prefix = f"{WORKERS}/"
+    for name, data in sorted(nodes.items()):
+        doc = _decode(data) if name.startswith(prefix) else None
         if doc is not None:
-            workers[name] = doc
-    return {"auditor": _read(zk, f"{base}/{AUDITOR}"), "workers": workers}
+            workers[name[len(prefix):]] = doc
+    return {"auditor": _decode(nodes.get(AUDITOR)), "workers": workers}

@@ -12,11 +12,22 @@ marker with the version read (a marker re-marked meanwhile stays) and the lock.
 * An open ledger whose last segment lost a bookie is not fenced at once: its
   writer may still replace the bookie itself.  The lock is kept for
   ``openLedgerRereplicationGracePeriod``; then the ledger is recovered (fenced
-  and closed) and re-replicated.
+  and closed) and re-replicated.  A bookie registering meanwhile has it looked
+  at again at once: its lost bookie back, nothing is fenced.
 * A ledger that fails keeps its lock for ``lockReleaseOfFailedLedgerGracePeriod``
   (doubling on each failure of that ledger, up to 8 times the grace period),
-  so no worker retries it at once; then the lock is released.
+  so no worker retries it at once; then the lock is released.  It is released
+  sooner when a bookie registers that was not registered at the failure (a
+  lost bookie back, a new one): what the attempt lacked may be there now.
+  Java's worker always waits out the grace period.
 * Nothing is taken while ``B/disable`` exists.
+* The lock holds this worker's id (its daemon's bookie id) in Java's
+  ``LockDataFormat.bookieId``; Java's worker writes its host name there.
+* Its status node (:mod:`.status`) says what it does with each ledger it
+  holds (re-replicating since when, waiting for an open ledger's writer
+  until when, held after a failure until when), every recent failed attempt
+  with its reason, and the ledgers it finished lately: what
+  :mod:`.repairstate` reads.
 * ``rereplicationEntryBatchSize`` entries are copied at a time and
   ``replicationRateByBytes`` (bytes/s, <= 0 unlimited) bounds the copy rate.
 """
@@ -86,10 +97,17 @@ class RateLimiter:
 class ReplicationWorker:
     """Re-replicates marked ledgers until :meth:`stop`."""
 
+    #: failed attempts kept per ledger, and ledgers with attempts kept, in the status node
+    ATTEMPTS_PER_LEDGER = 5
+    LEDGERS_WITH_ATTEMPTS = 100
+    #: ledgers finished lately, kept in the status node
+    DONE_KEPT = 20
+    #: characters of a failure's reason kept in the status node
+    REASON_CHARS = 400
+
     def __init__(self, client, config, reactor, stats=None, hostname: str | None = None,
                  worker_id: str | None = None):
-        #: the daemon's id (its bookie id), named in its status node (:mod:`.status`);
-        #: the locks keep Java's content, the host name
+        #: the daemon's id (its bookie id): in its status node (:mod:`.status`) and its locks
         self.worker_id = worker_id
         #: the last re-replication that failed: ledger_id, reason, at (ms), lock_kept (s)
         self.last_failure: dict | None = None
@@ -98,26 +116,50 @@ class ReplicationWorker:
         self.config = config
         self.reactor = reactor
         self.stats = stats
-        #: what this worker writes into its locks (Java writes the host name)
         self.hostname = hostname or socket.gethostname()
         self.throttle = RateLimiter(config.replication_rate_by_bytes, reactor)
         self.running = False
-        #: ledgers whose lock this worker keeps for a while (grace periods)
+        #: ledgers whose lock this worker keeps for a while (grace periods): their timers
         self.held: dict[int, object] = {}
+        #: why each held ledger is held: {"why": "grace" or "failed", "since", "until"} (ms)
+        self.holds: dict[int, dict] = {}
+        #: ledger id -> its failed attempts here, oldest first: {"reason", "at", "retry_at"} (ms)
+        self.attempts: dict[int, list[dict]] = {}
+        #: the ledgers finished lately, oldest first: {"ledger_id", "at", "result"}
+        self.done: list[dict] = []
+        #: held ledger -> the bookies registered when it was held, and its mark's version
+        self._registered_at_hold: dict[int, set[str]] = {}
+        self._held_version: dict[int, int] = {}
+        #: open ledger in its grace period -> when the grace period ends (reactor seconds)
+        self._grace_until: dict[int, float] = {}
         self._failures: dict[int, int] = {}
         self._grace_over: set[int] = set()
         self._nap: defer.Deferred | None = None
         self._loop: defer.Deferred | None = None
-        #: the ledger being re-replicated now, if any
+        #: the ledger the loop re-replicates now, if any
         self.current: int | None = None
+        #: every ledger being re-replicated now (the loop's, open ones fenced after their
+        #: grace period) -> since when (ms)
+        self.active: dict[int, int] = {}
         #: ledger id -> its mark's ctime (ms), while this worker holds its lock
         self._marked_at: dict[int, int | None] = {}
 
+    @property
+    def lock_holder(self) -> str:
+        """What this worker writes into its locks: its bookie id (Java's worker: its host name)."""
+        return self.worker_id or self.hostname
+
+    def _now_ms(self) -> int:
+        return int(self.reactor.seconds() * 1000)
+
     def status(self) -> dict:
-        """This worker as ``bkctl autorecovery query-status`` shows it."""
-        return {"worker": self.worker_id or self.hostname, "host": self.hostname, "current": self.current,
-                "held": sorted(self.held), "last_failure": self.last_failure,
-                "updated": int(self.reactor.seconds() * 1000)}
+        """This worker as its status node keeps it (:mod:`.repairstate` reads it)."""
+        return {"worker": self.lock_holder, "host": self.hostname, "current": self.current,
+                "active": {str(lid): since for lid, since in sorted(self.active.items())},
+                "held": sorted(self.held),
+                "holds": {str(lid): dict(h) for lid, h in sorted(self.holds.items())},
+                "attempts": {str(lid): list(a) for lid, a in sorted(self.attempts.items())},
+                "done": list(self.done), "last_failure": self.last_failure, "updated": self._now_ms()}
 
     def _publish(self) -> None:
         from . import status
@@ -143,6 +185,7 @@ class ReplicationWorker:
             if call.active():
                 call.cancel()
         self.held.clear()
+        self.holds.clear()
         self.wake()
         if self._loop is None or self.current is not None:
             return defer.succeed(None)
@@ -167,7 +210,9 @@ class ReplicationWorker:
                 if not await run(self.store.underreplication.is_enabled):
                     await self._sleep(self.config.worker_poll_interval)
                     continue
-                taken = await run(self.store.underreplication.acquire, self.hostname,
+                if self._registered_at_hold:
+                    self._release_on_new_bookies(await run(self._registered))
+                taken = await run(self.store.underreplication.acquire, self.lock_holder,
                                   skip=tuple(self.held))
             except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: wait and look again
                 log.warning("replication worker: %s", exc)
@@ -181,12 +226,14 @@ class ReplicationWorker:
                 await run(self.store.underreplication.release, mark.ledger_id)
                 break
             self.current = mark.ledger_id
+            self.active[mark.ledger_id] = self._now_ms()
             self._marked_at[mark.ledger_id] = mark.ctime
             self._publish()
             try:
                 await self.rereplicate(mark.ledger_id, version)
             finally:
                 self.current = None
+                self.active.pop(mark.ledger_id, None)
                 self._publish()
                 if mark.ledger_id not in self.held:
                     self._marked_at.pop(mark.ledger_id, None)
@@ -196,6 +243,14 @@ class ReplicationWorker:
         ``deleted``, ``clean`` (nothing was missing), ``waiting`` (open ledger in
         its grace period), ``remarked`` (marked again meanwhile: lock released,
         marker kept) or ``failed``."""
+        result = await self._rereplicate(ledger_id, version)
+        if result not in ("waiting", "failed"):
+            self.attempts.pop(ledger_id, None)
+            self.done = (self.done + [{"ledger_id": ledger_id, "at": self._now_ms(), "result": result}])[
+                -self.DONE_KEPT:]
+        return result
+
+    async def _rereplicate(self, ledger_id: int, version: int) -> str:
         from bkctl.wire.client.rereplication import rereplicate_ledger
         from bkctl.wire.metadata.errors import NoSuchLedger
 
@@ -213,10 +268,14 @@ class ReplicationWorker:
         if lost:
             recover_open = ledger_id in self._grace_over or self.config.open_ledger_rereplication_grace_period <= 0
             if not md.is_closed and lost.intersection(md.last_ensemble) and not recover_open:
-                grace = self.config.open_ledger_rereplication_grace_period
+                now = self.reactor.seconds()
+                until = self._grace_until.setdefault(ledger_id, now + self.config.open_ledger_rereplication_grace_period)
+                grace = max(0.001, until - now)
                 log.info("ledger %d is open and its last ensemble lost %s: waiting %gs for its writer "
                          "before fencing it", ledger_id, ", ".join(sorted(lost)), grace)
-                self.held[ledger_id] = self.reactor.callLater(grace, self._grace_expired, ledger_id, version)
+                self._hold(ledger_id, "grace", grace, self._grace_expired, ledger_id, version)
+                self._registered_at_hold[ledger_id] = registered
+                self._held_version[ledger_id] = version
                 return "waiting"
             result = await rereplicate_ledger(self.client, ledger_id, sorted(lost),
                                               window=self.config.rereplication_entry_batch_size,
@@ -235,6 +294,7 @@ class ReplicationWorker:
             if still:
                 return await self._failed(ledger_id, f"still missing replicas on {', '.join(sorted(still))}")
         self._grace_over.discard(ledger_id)
+        self._grace_until.pop(ledger_id, None)
         self._failures.pop(ledger_id, None)
         done = await run(self.store.underreplication.mark_replicated, ledger_id, version)
         if not done:
@@ -247,6 +307,21 @@ class ReplicationWorker:
                 self.stats.ledgers_rereplicated += 1
                 self._record_recovery_time(ledger_id)
         return "replicated" if lost else "clean"
+
+    def _hold(self, ledger_id: int, why: str, seconds: float, fn, *args) -> None:
+        """Keep the ledger's lock ``seconds``, then call ``fn(*args)``; said in the status node."""
+        now = self._now_ms()
+        self.held[ledger_id] = self.reactor.callLater(seconds, fn, *args)
+        self.holds[ledger_id] = {"why": why, "since": now, "until": now + int(seconds * 1000)}
+        self._publish()
+
+    def _unhold(self, ledger_id: int) -> None:
+        call = self.held.pop(ledger_id, None)
+        if call is not None and call.active():
+            call.cancel()
+        self.holds.pop(ledger_id, None)
+        self._registered_at_hold.pop(ledger_id, None)
+        self._held_version.pop(ledger_id, None)
 
     def _record_recovery_time(self, ledger_id: int) -> None:
         """Mark's ctime (the marking host's clock) to now (ours); skipped when the
@@ -268,40 +343,85 @@ class ReplicationWorker:
     def _registered(self) -> set[str]:
         return set(self.store.registration.writable_bookies()) | set(self.store.registration.readonly_bookies())
 
+    def _release_on_new_bookies(self, registered: set[str]) -> None:
+        """A bookie registered since a ledger was held: a ledger held after a failure
+        is let go at once (the attempt may succeed now); an open ledger in its grace
+        period is looked at again (its lost bookie may be back: nothing to fence)
+        and held for what is left of the period if it still misses a replica."""
+        for ledger_id, before in list(self._registered_at_hold.items()):
+            new = registered - before
+            if not new:
+                continue
+            why = self.holds.get(ledger_id, {}).get("why")
+            log.info("ledger %d: %s registered since it was held (%s): looking at it again now",
+                     ledger_id, ", ".join(sorted(new)), why)
+            if why == "grace":
+                version = self._held_version.get(ledger_id)
+                self._unhold(ledger_id)
+                self.active[ledger_id] = self._now_ms()
+                defer.ensureDeferred(self._retry_held(ledger_id, version))
+            else:
+                self._release(ledger_id)
+
     def _grace_expired(self, ledger_id: int, version: int) -> None:
         self.held.pop(ledger_id, None)
+        self.holds.pop(ledger_id, None)
         if not self.running:
             return
+        self._registered_at_hold.pop(ledger_id, None)
+        self._held_version.pop(ledger_id, None)
         self._grace_over.add(ledger_id)
+        self._grace_until.pop(ledger_id, None)
+        self.active[ledger_id] = self._now_ms()
         defer.ensureDeferred(self._retry_held(ledger_id, version))
 
     async def _retry_held(self, ledger_id: int, version: int) -> None:
-        """Our lock is still held: re-replicate now, fencing the open ledger."""
+        """Our lock is still held: re-replicate now (after its grace period: fencing the open ledger)."""
+        self._publish()
         try:
             await self.rereplicate(ledger_id, version)
         except Exception as exc:  # noqa: BLE001
             await self._failed(ledger_id, str(exc))
+        finally:
+            self.active.pop(ledger_id, None)
+            self._publish()
 
     async def _failed(self, ledger_id: int, why: str) -> str:
         count = self._failures.get(ledger_id, 0) + 1
         self._failures[ledger_id] = count
         grace = self.config.lock_release_of_failed_ledger_grace_period * min(2 ** (count - 1), 8)
+        kept = grace if grace > 0 and self.running else 0
         log.warning("ledger %d: re-replication failed (%s); keeping its lock %gs before letting go",
                     ledger_id, why, grace)
-        self.last_failure = {"ledger_id": ledger_id, "reason": why, "at": int(self.reactor.seconds() * 1000),
-                             "lock_kept": grace if grace > 0 and self.running else 0}
-        self._publish()
+        now = self._now_ms()
+        self.last_failure = {"ledger_id": ledger_id, "reason": why, "at": now, "lock_kept": kept}
+        self._record_attempt(ledger_id, {"reason": why[:self.REASON_CHARS], "at": now,
+                                         "retry_at": now + int(kept * 1000)})
         if self.stats is not None:
             self.stats.failures += 1
-        if grace > 0 and self.running:
-            self.held[ledger_id] = self.reactor.callLater(grace, self._release, ledger_id)
+        if kept:
+            self._hold(ledger_id, "failed", kept, self._release, ledger_id)
+            self._registered_at_hold[ledger_id] = await self._registered_now()
         else:
             self._release(ledger_id)
         return "failed"
 
+    async def _registered_now(self) -> set[str]:
+        try:
+            return await self.client.run_blocking(self._registered)
+        except Exception:  # noqa: BLE001 - ZooKeeper trouble: any bookie seen later counts as new
+            return set()
+
+    def _record_attempt(self, ledger_id: int, attempt: dict) -> None:
+        attempts = self.attempts.pop(ledger_id, [])
+        self.attempts[ledger_id] = (attempts + [attempt])[-self.ATTEMPTS_PER_LEDGER:]
+        while len(self.attempts) > self.LEDGERS_WITH_ATTEMPTS:  # the ledger failed longest ago goes
+            del self.attempts[next(iter(self.attempts))]
+
     def _release(self, ledger_id: int) -> None:
-        self.held.pop(ledger_id, None)
+        self._unhold(ledger_id)
         self._marked_at.pop(ledger_id, None)
         self.client.run_blocking(self.store.underreplication.release, ledger_id).addErrback(
             lambda f: log.warning("ledger %d: could not release its lock: %s", ledger_id, f.getErrorMessage()))
+        self._publish()
         self.wake()

@@ -174,6 +174,12 @@ class BlockingLedger:
         """Ask the bookies for the LAC (the last entry if closed)."""
         return self._call(self.handle.read_lac)
 
+    def read_tail(self):
+        """The ledger's tail (``ReadHandle.read_tail``): for an open ledger the
+        LAC and the entries past it that an ack quorum of their bookies hold,
+        read without fencing; a :class:`~bkctl.wire.client.unconfirmed_tail.Tail`."""
+        return self._call(self.handle.read_tail)
+
     def wait_for_entry(self, entry_id: int, timeout_ms: int) -> tuple[int, tuple[int, bytes] | None]:
         """Long-poll the bookies (v3) until the LAC reaches ``entry_id``, at
         most ``timeout_ms``: ``(lac, (entry_id, payload) or None)`` (see

@@ -54,7 +54,7 @@ from .ledger_recovery import replicate_tail
 from .read_handle import ReadHandle
 from .placement import RandomPlacement
 
-__all__ = ["BookKeeperClient", "lock_path"]
+__all__ = ["AppendLock", "BookKeeperClient"]
 
 log = logging.getLogger(__name__)
 
@@ -63,52 +63,31 @@ log = logging.getLogger(__name__)
 _MAX_ENSEMBLE = 1024
 
 
-def lock_path(root: str, ledger_id: int) -> str:
-    """The znode of the append lock of a ledger: a sibling of the BookKeeper
-    root (``/ledgers`` -> ``/ledgers-bkctl-locks/L<id>``), so it never shows up
-    inside the layout Java tools walk."""
-    return f"{root.rstrip('/')}-bkctl-locks/L{ledger_id}"
-
-
 class AppendLock:
-    """The exclusive right to append to a ledger: a kazoo Lock on :func:`lock_path`.
+    """The exclusive right to append to a ledger: the store's append lock
+    (:meth:`~bkctl.wire.metadata.store.LedgerManager.append_lock`) taken as this
+    process, and a :class:`LedgerLocked` that names who holds it.
 
-    Blocking (kazoo); from Twisted code run it in a thread.
+    Blocking; from Twisted code run it in a thread.
     """
 
-    def __init__(self, store, ledger_id: int):
-        self.store = store
+    def __init__(self, store: MetadataStore, ledger_id: int):
         self.ledger_id = ledger_id
-        self.path = lock_path(store.root, ledger_id)
-        self.identifier = f"bkctl@{socket.gethostname()}:{os.getpid()}"
-        self._lock = None
+        self._lock = store.ledgers.append_lock(ledger_id, f"bkctl@{socket.gethostname()}:{os.getpid()}")
+        self.path = self._lock.path
 
     def acquire(self, timeout: float) -> None:
-        lock = self.store.client.Lock(self.path, self.identifier)
-        if timeout and timeout > 0:
-            got = lock.acquire(blocking=True, timeout=timeout)
-        else:
-            got = lock.acquire(blocking=False)
-        if not got:
-            try:
-                holders = [h for h in lock.contenders() if h]
-            except Exception:  # noqa: BLE001 - only for the message
-                holders = []
-            who = f" by {', '.join(holders)}" if holders else ""
-            raise LedgerLocked(f"ledger {self.ledger_id} is already open for append{who} (lock {self.path})")
-        self._lock = lock
-
-    def release(self) -> None:
-        lock, self._lock = self._lock, None
-        if lock is None:
+        if self._lock.acquire(timeout):
             return
         try:
-            lock.release()
-        finally:
-            try:  # tidy up the lock's parent; another contender may be using it
-                self.store.client.delete(self.path)
-            except Exception:  # noqa: BLE001 - NotEmpty, NoNode, connection loss
-                pass
+            holders = self._lock.holders()
+        except Exception:  # noqa: BLE001 - only for the message
+            holders = []
+        who = f" by {', '.join(holders)}" if holders else ""
+        raise LedgerLocked(f"ledger {self.ledger_id} is already open for append{who} (lock {self.path})")
+
+    def release(self) -> None:
+        self._lock.release()
 
 
 class BookKeeperClient:
@@ -375,7 +354,7 @@ class BookKeeperClient:
         """Fires with a writable :class:`LedgerHandle` continuing an OPEN ledger
         (one left open by a writer that went away).
 
-        Takes an exclusive ZooKeeper lock (:func:`lock_path`; ``lock_timeout``
+        Takes the ledger's append lock (:class:`AppendLock`; ``lock_timeout``
         seconds to wait for it, 0 = fail at once with :class:`LedgerLocked`),
         finds the tail like recovery does but without fencing, writes the
         entries past the LAC back to full write quorums, and continues at the

@@ -14,6 +14,8 @@ operation of its own module, as Java's are (they see the handle as a
 * :mod:`.read_lac_quorum` (``ReadLastConfirmedOp``) -- the LAC of an open
   ledger from the bookies of its last ensemble, accepted once every write
   quorum has had ``Qw - Qa + 1`` valid answers;
+* :mod:`.unconfirmed_tail` -- the entries of an open ledger past its LAC
+  that its writer may have had acknowledged, read without fencing;
 * :mod:`.long_poll_read` (``ReadLastConfirmedAndEntryOp``) -- a follower
   waits for the next entry with a long poll (v3);
 * :mod:`.range_reader` -- a range batch by batch, one batch read ahead.
@@ -40,6 +42,7 @@ from .long_poll_read import LongPollRead
 from .quorum import QuorumSchedule
 from .range_reader import RangeReader
 from .read_lac_quorum import ReadLacQuorum
+from .unconfirmed_tail import Tail, UnconfirmedTail
 
 __all__ = ["ReadHandle"]
 
@@ -130,6 +133,16 @@ class ReadHandle:
             return self._lac
 
         return d.addCallback(got)
+
+    def read_tail(self) -> defer.Deferred:
+        """Fires with the ledger's :class:`~.unconfirmed_tail.Tail`: for an
+        open ledger the LAC and the entries past it an ack quorum holds
+        (nothing fenced); for a closed one its last entry and length."""
+        md = self.metadata
+        if md.is_closed:
+            return defer.succeed(Tail(md.last_entry_id, md.last_entry_id, length=md.length,
+                                      write_quorum=md.write_quorum, ack_quorum=md.ack_quorum))
+        return UnconfirmedTail(self).start()
 
     def wait_for_entry(self, entry_id: int, timeout_ms: int) -> defer.Deferred:
         """Wait (long poll, v3) until the LAC reaches ``entry_id``, at most

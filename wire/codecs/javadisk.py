@@ -100,7 +100,10 @@ def scan_journal(buf) -> tuple[int, Iterator[JournalRecord]]:
             if size == PADDING_MARK:
                 if p + 8 > len(view):
                     return
-                p += 8 + _I32.unpack_from(view, p + 4)[0]
+                padding = _I32.unpack_from(view, p + 4)[0]
+                if padding < 0:  # Java's scan cannot read it either: the records end here
+                    return
+                p += 8 + padding
                 continue
             if size <= 0 or size > _MAX_RECORD or p + 4 + size > len(view) or size < 16:
                 return

@@ -21,7 +21,8 @@ __all__ = [
     "UNDERREPLICATION", "UR_AUDITOR_ELECTION", "UR_CHECK_ALL_LEDGERS_CTIME", "UR_CHECK_CTIMES", "UR_DISABLE", "UR_LAYOUT",
     "UR_LEDGERS", "UR_LOCKS", "UR_LOST_BOOKIE_RECOVERY_DELAY", "UR_PLACEMENT_POLICY_CHECK_CTIME",
     "UR_REPLICAS_CHECK_CTIME", "UR_VOTE_PREFIX", "URL_PREFIX",
-    "append_lock_path", "available_path", "cookie_path", "hob_name", "idgen_sequence", "is_ledger_node_name",
+    "append_lock_path", "available_path", "cookie_path", "daemon_status_path", "hob_name", "idgen_sequence",
+    "is_ledger_node_name",
     "is_ledger_parent_name", "is_special_znode", "ledger_id_from_path", "ledger_id_from_underreplication_path",
     "ledger_parent_paths", "ledger_path", "managed_ledger_path", "managed_ledgers_base", "parse_hob_name",
     "partitioned_topic_path", "parse_urL_name", "readonly_path",
@@ -301,6 +302,13 @@ def ledger_id_from_underreplication_path(path: str, root: str = DEFAULT_ROOT) ->
     return ledger_id
 
 
+def append_lock_path(ledger_id: int, root: str = DEFAULT_ROOT) -> str:
+    """bkctl's lock on appending to a ledger (not Java's): a sibling of the cluster root
+    (``/ledgers`` -> ``/ledgers-bkctl-locks/L<id>``), so that it never shows up inside
+    the layout Java tools walk."""
+    return f"{root.rstrip('/')}-bkctl-locks/L{ledger_id}"
+
+
 def underreplication_lock_path(ledger_id: int, root: str = DEFAULT_ROOT) -> str:
     return f"{underreplication_base(root)}/{UR_LOCKS}/{urL_name(ledger_id)}"
 
@@ -308,6 +316,15 @@ def underreplication_lock_path(ledger_id: int, root: str = DEFAULT_ROOT) -> str:
 def underreplication_node(name: str, root: str = DEFAULT_ROOT) -> str:
     """A fixed child of the under-replication base, e.g. ``underreplication_node(UR_DISABLE)``."""
     return f"{underreplication_base(root)}/{name}"
+
+
+def daemon_status_path(name: str, root: str = DEFAULT_ROOT) -> str:
+    """Our daemons' status node ``name`` (``auditor``, ``workers/<id>``: one or two levels)
+    below ``B/bkctl-daemons``; a ValueError for any other name."""
+    parts = name.split("/")
+    if not 1 <= len(parts) <= 2 or not all(parts) or any(p in (".", "..") for p in parts):
+        raise ValueError(f"daemon status name {name!r}: one or two non-empty levels")
+    return f"{underreplication_node(UR_DAEMON_STATUS, root)}/{name}"
 
 
 # ---------------------------------------------------------------------------

@@ -8,15 +8,17 @@ these signatures and behave alike.  As in Java, a store is a set of managers,
 each for one job; every call is synchronous (the Twisted client runs them in
 the reactor's thread pool) and fails with :mod:`bkctl.wire.metadata.errors`.
 
-Cluster bootstrap, format and nuke, the rack map and the auditor's watches are
-ZooKeeper-only operations (``ZKMetadataStore.cluster``, ``.racks``,
-``.auditor.watch_vote_gone``): only the CLI's cluster commands and the daemons
-use them, on a real store.
+Watches (``watch_*``, ``on_session_lost``) call back from the store's own
+thread on ZooKeeper (kazoo's: never block there, hand the work on) and from
+the writer's call on the fake; the conformance suite checks that they fire
+alike.  Cluster bootstrap, format and nuke and the rack map are ZooKeeper-only
+operations (``ZKMetadataStore.cluster``, ``.racks``): only the CLI's cluster
+commands use them, on a real store.
 """
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from bkctl.wire.metadata.cookie import Cookie
@@ -28,7 +30,9 @@ __all__ = [
     "AuditorElection",
     "CookieManager",
     "LedgerIdGenerator",
+    "LedgerLock",
     "LedgerManager",
+    "LedgerRange",
     "MetadataStore",
     "PulsarMetadata",
     "RegistrationManager",
@@ -36,6 +40,7 @@ __all__ = [
     "StoredValue",
     "UnderreplicatedMark",
     "UnderreplicationManager",
+    "Unwatch",
     "stored_ctime",
     "with_znode_ctime",
 ]
@@ -60,6 +65,10 @@ class StoredManagedLedger(NamedTuple):
     cursors: dict[str, bytes]
 
 
+#: what a ``watch_*`` method returns: call it to stop the calls (idempotent)
+Unwatch = Callable[[], None]
+
+
 class UnderreplicatedMark(NamedTuple):
     """One ``urL`` marker: the ledger, the bookies missing replicas, the mark time (ms) if stored."""
 
@@ -79,6 +88,34 @@ def stored_ctime(md: "LedgerMetadata", znode_ctime: int, stored: "LedgerMetadata
     if md.ctime is not None and md.ctime == znode_ctime and (stored is None or stored.ctime is None):
         return replace(md, ctime=None)
     return md
+
+
+class LedgerRange(NamedTuple):
+    """A run of ledger ids as the metadata store lists them (Java's LedgerManager.LedgerRange):
+    every ledger with metadata whose id is above the previous range's ``end`` and at most
+    this ``end`` is in ``ledgers``."""
+
+    end: int
+    ledgers: frozenset[int]
+
+
+@runtime_checkable
+class LedgerLock(Protocol):
+    """bkctl's exclusive lock on appending to one ledger (Java has none: its writer
+    is the one that created the ledger), held by the store's session: it goes with it.
+    Blocking; at :func:`~.paths.append_lock_path`."""
+
+    path: str
+
+    def acquire(self, timeout: float = 0.0) -> bool:
+        """Take it, waiting up to ``timeout`` seconds (0: not at all); False when it
+        is held by someone else all that time."""
+
+    def holders(self) -> list[str]:
+        """Who holds it and who waits for it (their ``holder`` names), the holder first."""
+
+    def release(self) -> None:
+        """Let go (not held: nothing to do)."""
 
 
 @runtime_checkable
@@ -105,6 +142,11 @@ class LedgerManager(Protocol):
     def ids(self) -> Iterator[int]:
         """Every ledger id, ascending."""
 
+    def ranges(self) -> Iterator[LedgerRange]:
+        """Every ledger id by ranges, ascending ``end`` (Java's getLedgerRanges): in the
+        hierarchical layouts one range per leaf znode (up to 10,000 ledgers, listed with one
+        getChildren), in the flat layout one; the last range's ``end`` is the highest id."""
+
     def read_many(self, ledger_ids: Iterable[int]
                   ) -> Iterator[tuple[int, "LedgerMetadata | MetadataStoreError | None", int]]:
         """``(ledger_id, metadata, version)`` for each of ``ledger_ids``, in
@@ -112,6 +154,9 @@ class LedgerManager(Protocol):
         :class:`~.errors.MetadataStoreError` :meth:`read` would raise in place
         of metadata that does not decode.  Requests are pipelined: a walk over
         many ledgers waits a round trip per window of them, not per ledger."""
+
+    def append_lock(self, ledger_id: int, holder: str) -> LedgerLock:
+        """The ledger's append lock, to be taken as ``holder`` (a name others are shown)."""
 
 
 @runtime_checkable
@@ -152,6 +197,18 @@ class RegistrationManager(Protocol):
         bookie tells the new registration from the one the killed process left until
         its session expires by this id."""
 
+    def watch_writable_bookies(self, listener: Callable[[list[str]], None]) -> Unwatch:
+        """Call ``listener(writable bookies, sorted)`` now and whenever the list changes, until
+        the returned function is called (Java's ``RegistrationClient.watchWritableBookies``;
+        changes close together may come as one call)."""
+
+    def watch_readonly_bookies(self, listener: Callable[[list[str]], None]) -> Unwatch:
+        """:meth:`watch_writable_bookies` for the read-only bookies."""
+
+    def watch_all_bookies(self, listener: Callable[[list[str]], None]) -> Unwatch:
+        """:meth:`watch_writable_bookies` for the bookies with a cookie (:meth:`all_bookies`):
+        a cookie deleted (a decommission) or written."""
+
 
 @runtime_checkable
 class CookieManager(Protocol):
@@ -172,6 +229,10 @@ class CookieManager(Protocol):
 class UnderreplicationManager(Protocol):
     """Autorecovery's shared state (Java's LedgerUnderreplicationManager)."""
 
+    def ensure_layout(self) -> None:
+        """Create what the auditor and the workers need below the cluster root (an existing
+        under-replication LAYOUT is checked); :class:`~.errors.ClusterNotFound` without a cluster."""
+
     def is_enabled(self) -> bool:
         """Whether ledger replication is enabled."""
 
@@ -186,6 +247,15 @@ class UnderreplicationManager(Protocol):
 
     def set_lost_bookie_recovery_delay(self, seconds: int) -> None:
         """Set it (a ValueError unless a 32-bit integer)."""
+
+    def watch_lost_bookie_recovery_delay(self, listener: Callable[[StoredValue | None], None]) -> Unwatch:
+        """Call ``listener`` with the delay's node as stored (None: there is none) now and
+        after every write to it -- a write of the same value too, with a new version (the
+        auditor audits at once then) -- until the returned function is called."""
+
+    def watch_enabled(self, listener: Callable[[bool], None]) -> Unwatch:
+        """Call ``listener(enabled)`` now and whenever replication is enabled or disabled,
+        until the returned function is called."""
 
     def check_ctime(self, check: str) -> int | None:
         """When the auditor's periodic ``check`` last ran, in ms (None: never): *check* is
@@ -223,6 +293,19 @@ class UnderreplicationManager(Protocol):
     def locks(self) -> dict[int, str | None]:
         """Every replication lock: ledger id -> holder."""
 
+    def lock_ctimes(self) -> dict[int, int]:
+        """Every replication lock: ledger id -> when it was taken (ms since the epoch:
+        the znode's ctime, ZooKeeper's clock) -- since when a worker holds the ledger,
+        all that can be known of one that keeps no status (Java's)."""
+
+    def publish_daemon_status(self, name: str, value: bytes) -> None:
+        """Write ``value`` as status node ``name`` (``auditor``, ``workers/<id>``: at most two
+        levels) of this session: it goes when the session ends; one another session left
+        is replaced.  Ours, not Java's: see :mod:`bkctl.wire.autorecovery.status`."""
+
+    def daemon_statuses(self) -> dict[str, bytes]:
+        """Every daemon's status node: name (as published) -> value."""
+
 
 @runtime_checkable
 class AuditorElection(Protocol):
@@ -236,6 +319,21 @@ class AuditorElection(Protocol):
 
     def current(self) -> str | None:
         """The elected auditor's bookie id (None: no auditor)."""
+
+    def publish(self, bookie_id: str) -> None:
+        """Say who won (the election's own node, for people to read, as Java does)."""
+
+    def withdraw_vote(self, name: str) -> None:
+        """Delete this session's vote ``name`` (gone already: fine): the next voter takes
+        over now, not when the session ends."""
+
+    def watch_vote_gone(self, name: str, callback: Callable[[], None]) -> bool:
+        """Call ``callback()`` once, when vote ``name`` goes or the connection drops (either
+        way: look at the votes again); False, and no call, when it is already gone."""
+
+    def on_session_lost(self, callback: Callable[[], None]) -> Unwatch:
+        """Call ``callback()`` whenever the store's session ends (expired or closed: its votes
+        went with it) until the returned function is called."""
 
 
 @runtime_checkable

@@ -1,7 +1,8 @@
 """How to authenticate to ZooKeeper and protect what we create there.
 
 :class:`ZKSecurity` gathers what a ZooKeeper session needs on a locked-down
-cluster and turns it into kazoo's arguments (:meth:`ZKSecurity.kazoo_args`):
+cluster; the store's session turns it into kazoo's arguments
+(:func:`bkctl.wire.metadata.zk.session.kazoo_args`: only the store speaks kazoo):
 
 * ``digest``: ``user:password`` for the ``digest`` scheme (kazoo's
   ``auth_data``; Java clients send the same with ``addAuthInfo("digest", ...)``).
@@ -57,30 +58,6 @@ class ZKSecurity:
     def merged(self, **changes) -> "ZKSecurity":
         """A copy with the non-None ``changes`` applied."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
-
-    def kazoo_args(self) -> dict:
-        """Keyword arguments for :class:`kazoo.client.KazooClient`."""
-        args: dict = {}
-        if self.digest:
-            args["auth_data"] = [("digest", self.digest)]
-        if self.sasl_mechanism:
-            options = {"mechanism": self.sasl_mechanism.upper()}
-            if self.sasl_username is not None:
-                options["username"] = self.sasl_username
-            if self.sasl_password is not None:
-                options["password"] = self.sasl_password
-            args["sasl_options"] = options
-        if self.uses_tls:
-            args.update(use_ssl=True, verify_certs=True)
-            if self.tls_ca:
-                args["ca"] = self.tls_ca
-            if self.tls_cert:
-                args.update(certfile=self.tls_cert, keyfile=self.tls_key)
-        if self.enable_security:
-            from kazoo.security import CREATOR_ALL_ACL
-
-            args["default_acl"] = list(CREATOR_ALL_ACL)
-        return args
 
     def to_json(self) -> str:
         """The settings that differ from the defaults, as JSON (to hand to another process)."""

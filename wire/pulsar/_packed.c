@@ -38,7 +38,8 @@
 
 /* Every column a split batch fills, in the row's order: X(name, kind, made_by).
  *   kind: INT64 (long; timestamp in microseconds), INT32, STRING (UTF-8),
- *         BINARY, MAP (map<string,string>, never null; at most one);
+ *         BINARY, BOOL (boolean: its values a bitmap, as Arrow's), MAP
+ *         (map<string,string>, never null; at most one);
  *   made_by: ENTRY -- the same for every message of the batch, handed to
  *         add_batch as the ``entry`` tuple, in this order, already in the
  *         column's units; MESSAGE -- each message's own (message_values()).
@@ -55,17 +56,22 @@
     X(producer_name, STRING, ENTRY)      \
     X(sequence_id, INT64, MESSAGE)       \
     X(key, STRING, MESSAGE)              \
+    X(key_base64_encoded, BOOL, MESSAGE) \
     X(ordering_key, BINARY, MESSAGE)     \
     X(properties, MAP, MESSAGE)          \
     X(schema_version, BINARY, ENTRY)     \
     X(payload, BINARY, MESSAGE)          \
     X(payload_size, INT32, MESSAGE)      \
     X(index, INT64, ENTRY)               \
-    X(broker_timestamp, INT64, ENTRY)
+    X(broker_timestamp, INT64, ENTRY)    \
+    X(replicated_from, STRING, ENTRY)    \
+    X(deliver_at_time, INT64, ENTRY)     \
+    X(txn_id, STRING, ENTRY)             \
+    X(pending, BOOL, ENTRY)
 
-typedef enum { INT64, INT32, STRING, BINARY, MAP } Kind;
+typedef enum { INT64, INT32, STRING, BINARY, BOOL, MAP } Kind;
 typedef enum { ENTRY, MESSAGE } MadeBy;
-static const char *const KIND_NAMES[] = {"int64", "int32", "string", "binary", "map"};
+static const char *const KIND_NAMES[] = {"int64", "int32", "string", "binary", "bool", "map"};
 static const char *const MADE_BY_NAMES[] = {"entry", "message"};
 
 #define AS_ENUM(name, kind, made_by) COL_##name,
@@ -129,7 +135,7 @@ static inline void put_i32(Buf *b, int32_t v) { put(b, &v, 4); }
 static inline void put_i64(Buf *b, int64_t v) { put(b, &v, 8); }
 
 /* One column in Arrow's layout: ``values`` holds the values of a fixed-width
- * column, or the int32 offsets (rows + 1) of a variable-width or map column;
+ * column (a bitmap for BOOL), or the int32 offsets (rows + 1) of a variable-width or map column;
  * ``data`` the bytes of a variable-width one; ``valid`` the validity bitmap
  * (bit set = value present), handed over as None when no row is null. */
 typedef struct {
@@ -139,18 +145,27 @@ typedef struct {
     Py_ssize_t nulls;
 } Column;
 
-/* Room in the bitmap for ``rows`` rows, the new bytes zeroed. */
-static int reserve_validity(Column *c, Py_ssize_t rows)
+/* Room in a bitmap for ``rows`` rows, the new bytes zeroed. */
+static int reserve_bits(Buf *b, Py_ssize_t rows)
 {
     Py_ssize_t need = (rows + 7) / 8;
-    if (need > c->valid.len) {
-        Py_ssize_t grow = need - c->valid.len;
-        if (buf_reserve(&c->valid, grow) < 0)
+    if (need > b->len) {
+        Py_ssize_t grow = need - b->len;
+        if (buf_reserve(b, grow) < 0)
             return -1;
-        memset(c->valid.data + c->valid.len, 0, (size_t)grow);
-        c->valid.len = need;
+        memset(b->data + b->len, 0, (size_t)grow);
+        b->len = need;
     }
     return 0;
+}
+
+static int reserve_validity(Column *c, Py_ssize_t rows) { return reserve_bits(&c->valid, rows); }
+
+/* Bits past ``rows`` cleared (a bitmap rewound), so that setting bits with "or" starts from zero again. */
+static void clear_bits_after(Buf *b, Py_ssize_t rows)
+{
+    if (rows % 8 && rows / 8 < b->len)
+        ((uint8_t *)b->data)[rows / 8] &= (uint8_t)((1u << (rows % 8)) - 1);
 }
 
 static inline void mark_valid(Column *c, Py_ssize_t row, int present)
@@ -308,6 +323,7 @@ typedef struct {
     uint64_t sequence_id;
     int null_value;
     int null_key;
+    int key_b64;
     /* only the first nprops are set: parse_single clears the fields above, not these */
     Slice props_key[MAX_PROPERTIES];
     Slice props_value[MAX_PROPERTIES];
@@ -361,7 +377,7 @@ static int parse_single(const unsigned char *p, Py_ssize_t n, Single *m)
         }
         if (field == 0)
             return -1;
-        if (wt == 0) { /* the varints; 4 (compacted_out), 6 (key_b64) and unknown ones are not kept */
+        if (wt == 0) { /* the varints; 4 (compacted_out) and unknown ones are not kept */
             if (read_varint(&r, &v) < 0)
                 return -1;
             switch (field) {
@@ -378,6 +394,9 @@ static int parse_single(const unsigned char *p, Py_ssize_t n, Single *m)
                 break;
             case 9:
                 m->null_value = v != 0;
+                break;
+            case 6:
+                m->key_b64 = v != 0;
                 break;
             case 10:
                 m->null_key = v != 0;
@@ -492,8 +511,9 @@ static void mark_lengths(PackedRows *s, Mark *m)
         m->col[i] = (ColumnMark){cols[i]->values.len, cols[i]->data.len, cols[i]->valid.len, cols[i]->nulls};
 }
 
-/* Back to a mark.  Bits set past the mark's last row are cleared, so that
- * mark_valid's "or" starts from zero again. */
+/* Back to a mark.  Bits set past the mark's last row are cleared (validity,
+ * and a BOOL column's values), so that the "or" of mark_valid and
+ * append_BOOL starts from zero again. */
 static void rewind_to(PackedRows *s, const Mark *m, Py_ssize_t rows)
 {
     Column *cols[NSTORED];
@@ -507,8 +527,9 @@ static void rewind_to(PackedRows *s, const Mark *m, Py_ssize_t rows)
         c->data.len = cm->data;
         c->valid.len = cm->valid;
         c->nulls = cm->nulls;
-        if (row % 8 && row / 8 < cm->valid)
-            ((uint8_t *)c->valid.data)[row / 8] &= (uint8_t)((1u << (row % 8)) - 1);
+        clear_bits_after(&c->valid, row);
+        if (i < NCOLUMNS && COLUMN_SPECS[i].kind == BOOL)
+            clear_bits_after(&c->values, row);
     }
     s->rows = rows;
 }
@@ -517,7 +538,7 @@ static void rewind_to(PackedRows *s, const Mark *m, Py_ssize_t rows)
 
 typedef struct {
     int present;
-    int64_t i;          /* INT64, INT32 */
+    int64_t i;          /* INT64, INT32, BOOL (0 or 1) */
     const char *p;      /* STRING, BINARY */
     Py_ssize_t n;
     const Single *map;  /* MAP: the message whose properties they are */
@@ -539,7 +560,7 @@ static int put_decimal(char *out, long long v)
 
 /* The rules for a message of a batch, stated once on this side (the Python
  * twin's: bkctl.wire.pulsar.rows.message_values): no key when it is unset or
- * null_partition_key says so; the sequence id is the message's own, else the
+ * null_partition_key says so, and whether it is base64 as stored; the sequence id is the message's own, else the
  * entry's plus the message's index; no event time when it is 0 (unset);
  * no payload (and no size) when null_value says so.  0 when a value does
  * not fit its column. */
@@ -564,6 +585,7 @@ static int message_values(Value row[NCOLUMNS], const Single *m, long long i, int
     row[COL_event_time] = (Value){.present = m->event_time != 0, .i = (int64_t)m->event_time * 1000};
     row[COL_sequence_id] = (Value){.present = 1, .i = sequence};
     row[COL_key] = (Value){.present = m->has_key && !m->null_key, .p = (const char *)m->key.p, .n = m->key.n};
+    row[COL_key_base64_encoded] = (Value){.present = 1, .i = m->key_b64};
     row[COL_ordering_key] = (Value){.present = m->has_ordering_key, .p = (const char *)m->ordering_key.p,
                                     .n = m->ordering_key.n};
     row[COL_properties] = (Value){.present = 1, .map = m};
@@ -595,6 +617,13 @@ static inline int append_STRING(PackedRows *self, Column *col, const Value *v)
 }
 
 #define append_BINARY append_STRING
+
+static inline int append_BOOL(PackedRows *self, Column *col, const Value *v)
+{
+    if (v->present && v->i)
+        ((uint8_t *)col->values.data)[self->rows / 8] |= (uint8_t)(1u << (self->rows % 8));
+    return 0;
+}
 
 static inline int append_MAP(PackedRows *self, Column *col, const Value *v)
 {
@@ -636,7 +665,8 @@ static int reserve_rows(PackedRows *self, Py_ssize_t count, const Py_ssize_t var
         if (kind == MAP && (self->map_keys.data.len + var_bytes[c] > INT32_MAX ||
                             self->map_values.data.len + var_bytes[c] > INT32_MAX))
             return 0;
-        if (buf_reserve(&col->values, (kind == INT64 ? 8 : 4) * count) < 0 ||
+        if ((kind == BOOL ? reserve_bits(&col->values, self->rows + count)
+                          : buf_reserve(&col->values, (kind == INT64 ? 8 : 4) * count)) < 0 ||
             ((kind == STRING || kind == BINARY) && buf_reserve(&col->data, var_bytes[c]) < 0) ||
             reserve_validity(col, self->rows + count) < 0)
             return -1;
@@ -659,7 +689,7 @@ static int add_rows(PackedRows *self, const unsigned char *batch, Py_ssize_t n, 
      * together are shorter than it; the entry's values repeat per message */
     Py_ssize_t var_bytes[NCOLUMNS] = {0};
     for (int c = 0; c < NCOLUMNS; c++)
-        if (COLUMN_SPECS[c].kind != INT64 && COLUMN_SPECS[c].kind != INT32)
+        if (COLUMN_SPECS[c].kind == STRING || COLUMN_SPECS[c].kind == BINARY || COLUMN_SPECS[c].kind == MAP)
             var_bytes[c] = COLUMN_SPECS[c].made_by == ENTRY ? (Py_ssize_t)count * row[c].n : n;
     var_bytes[COL_message_id] = (Py_ssize_t)count * (id_prefix + 20);
     int room = reserve_rows(self, (Py_ssize_t)count, var_bytes);
@@ -723,6 +753,13 @@ static int entry_values(PyObject *entry, Value row[NCOLUMNS])
             if (overflow || (COLUMN_SPECS[c].kind == INT32 && (x < INT32_MIN || x > INT32_MAX)))
                 return 0;
             v->i = x;
+            break;
+        }
+        case BOOL: {
+            int truth = PyObject_IsTrue(obj);
+            if (truth < 0)
+                return -1;
+            v->i = truth;
             break;
         }
         case STRING:

@@ -64,6 +64,15 @@ class ChunkAssembler:
         """Whether chunks of the message ``uuid`` are waiting for the rest."""
         return uuid in self._pending
 
+    def first(self, uuid: str) -> tuple[int, int] | None:
+        """Where the first chunk of the unfinished message ``uuid`` is (None: none is waiting)."""
+        pending = self._pending.get(uuid)
+        return pending.positions[0] if pending is not None and pending.positions else None
+
+    def drop(self, uuid: str) -> None:
+        """Forget the chunks of the message ``uuid`` so far (a reader that will not take its rest)."""
+        self._pending.pop(uuid, None)
+
     def add(self, position: tuple[int, int], entry: Any) -> ChunkedMessage | None:
         """One chunk (a :class:`~bkctl.wire.pulsar.entry.StoredEntry`); the
         whole message once its last chunk arrives."""

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 __all__ = ["BATCH_DEFAULTS", "ENTRY_COLUMNS", "MADE_BY", "MESSAGE_COLUMNS", "Column", "EntryFacts", "entry_values",
-           "names"]
+           "names", "txn_id"]
 
 #: Where a row's value comes from (see the module documentation).
 MADE_BY = ("topic", "entry", "message", "general")
@@ -37,6 +37,8 @@ class EntryFacts(NamedTuple):
     metadata: Any
     broker_index: int | None = None
     broker_timestamp: int | None = None
+    #: at or after the first message of a transaction still open (:mod:`.transactions`)
+    pending: bool = False
 
 
 class Column(NamedTuple):
@@ -55,6 +57,14 @@ def _us(ms: int | None) -> int | None:
     return None if ms is None else ms * 1000
 
 
+def txn_id(md: Any) -> str | None:
+    """A transactional message's (or marker's) transaction, as Pulsar's
+    ``TxnID.toString()`` prints it: ``(most,least)``; None outside one."""
+    if md.HasField("txnid_most_bits") and md.HasField("txnid_least_bits"):
+        return f"({md.txnid_most_bits},{md.txnid_least_bits})"
+    return None
+
+
 MESSAGE_COLUMNS: tuple[Column, ...] = (
     Column("topic", "string", "topic"),
     Column("partition", "int", "topic"),
@@ -67,6 +77,7 @@ MESSAGE_COLUMNS: tuple[Column, ...] = (
     Column("producer_name", "string", "entry", lambda e: e.metadata.producer_name),
     Column("sequence_id", "long", "message"),
     Column("key", "string", "message"),
+    Column("key_base64_encoded", "boolean", "message"),
     Column("ordering_key", "binary", "message"),
     Column("properties", "map<string,string>", "message"),
     Column("schema_version", "binary", "entry",
@@ -75,8 +86,21 @@ MESSAGE_COLUMNS: tuple[Column, ...] = (
     Column("payload_size", "int", "message"),
     Column("encrypted", "boolean", "general"),
     Column("encryption_keys", "array<string>", "general"),
+    # the rest of a consumer's EncryptionContext: what decrypting the payload later takes
+    Column("encryption_key_values", "array<binary>", "general"),
+    Column("encryption_algo", "string", "general"),
+    Column("encryption_param", "binary", "general"),
+    Column("encryption_compression", "string", "general"),
+    Column("encryption_uncompressed_size", "long", "general"),
+    Column("encryption_batch_size", "int", "general"),
     Column("index", "long", "entry", lambda e: e.broker_index),
     Column("broker_timestamp", "timestamp", "entry", lambda e: _us(e.broker_timestamp)),
+    Column("replicated_from", "string", "entry",
+           lambda e: e.metadata.replicated_from if e.metadata.HasField("replicated_from") else None),
+    Column("deliver_at_time", "timestamp", "entry",
+           lambda e: e.metadata.deliver_at_time * 1000 if e.metadata.HasField("deliver_at_time") else None),
+    Column("txn_id", "string", "entry", lambda e: txn_id(e.metadata)),
+    Column("pending", "boolean", "entry", lambda e: e.pending),
     Column("error", "string", "general"),
 )
 
@@ -84,7 +108,9 @@ MESSAGE_COLUMNS: tuple[Column, ...] = (
 ENTRY_COLUMNS: tuple[Column, ...] = tuple(c for c in MESSAGE_COLUMNS if c.made_by == "entry")
 
 #: The values of the ``general`` columns in the rows of a split batch.
-BATCH_DEFAULTS: dict[str, Any] = {"encrypted": False, "encryption_keys": None, "error": None}
+BATCH_DEFAULTS: dict[str, Any] = {"encrypted": False, "encryption_keys": None, "encryption_key_values": None,
+                                  "encryption_algo": None, "encryption_param": None, "encryption_compression": None,
+                                  "encryption_uncompressed_size": None, "encryption_batch_size": None, "error": None}
 
 
 def names(columns=MESSAGE_COLUMNS, made_by: tuple[str, ...] = MADE_BY) -> list[str]:

@@ -92,7 +92,12 @@ def decompress(codec: int, data: bytes, uncompressed_size: int) -> bytes:
 
                 out = lz4.block.decompress(data, uncompressed_size=uncompressed_size)
             elif codec == pb.ZLIB:
-                out = zlib.decompress(data)
+                # no more than the metadata says (and a byte to see that there is more), as
+                # Pulsar inflates into a buffer of that size: a small entry can hold gigabytes
+                inflater = zlib.decompressobj()
+                out = inflater.decompress(data, uncompressed_size + 1)
+                if not inflater.eof and len(out) <= uncompressed_size:
+                    raise CorruptEntry("ZLIB payload does not decompress: the stream is truncated")
             elif codec == pb.ZSTD:
                 import zstandard
 
@@ -160,13 +165,16 @@ def decode_entry(data: bytes | bytearray | memoryview, verify: bool = True) -> S
     if not md.IsInitialized():
         raise CorruptEntry("message metadata lacks required fields: " + ", ".join(md.FindInitializationErrors()))
     if not isinstance(md.producer_name, str) or not isinstance(md.partition_key, str) or md.properties \
-            or md.encryption_keys:
-        check_text("message metadata", md.producer_name, md.partition_key, md.properties,
+            or md.encryption_keys or not isinstance(md.replicated_from, str):
+        check_text("message metadata", md.producer_name, md.partition_key, md.replicated_from, md.properties,
                     *(k.key for k in md.encryption_keys))
-    if md.publish_time > MS_MAX or md.event_time > MS_MAX or md.sequence_id > INT64_MAX \
-            or (broker_timestamp or 0) > MS_MAX or (broker_index or 0) > INT64_MAX:
+    # a marker (marker_type) is no message: none of its values goes in a column (a
+    # transaction marker's sequence id is -1 as a uint64)
+    if not md.HasField("marker_type") and (md.publish_time > MS_MAX or md.event_time > MS_MAX or md.sequence_id > INT64_MAX \
+            or (broker_timestamp or 0) > MS_MAX or (broker_index or 0) > INT64_MAX or abs(md.deliver_at_time) > MS_MAX):
         check_range("message metadata", publish_time=md.publish_time, event_time=md.event_time,
-                     sequence_id=md.sequence_id, broker_timestamp=broker_timestamp, index=broker_index)
+                     sequence_id=md.sequence_id, broker_timestamp=broker_timestamp, index=broker_index,
+                     deliver_at_time=md.deliver_at_time)
     payload = data[off + size:]
     entry = StoredEntry(md, payload, broker_timestamp, broker_index, checked)
     # a chunk holds a slice of the compressed (and maybe encrypted) message: it is
@@ -192,8 +200,8 @@ def check_text(where: str, *values) -> None:
 def check_range(where: str, **values) -> None:
     """Times (ms) and ids the row's int64 columns cannot hold: CorruptEntry."""
     for name, value in values.items():
-        if value is not None and value > (MS_MAX if name.endswith("time") or name.endswith("timestamp")
-                                          else INT64_MAX):
+        if value is not None and abs(value) > (MS_MAX if name.endswith("time") or name.endswith("timestamp")
+                                               else INT64_MAX):
             raise CorruptEntry(f"{where}: {name} {value} is out of range")
 
 

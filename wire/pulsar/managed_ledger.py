@@ -37,6 +37,8 @@ CURSOR_KEY = "pulsar/cursor"
 COMPONENT_SCHEMA, SCHEMA_ID_KEY = "schema", "pulsar/schemaId"
 COMPONENT_COMPACTED, COMPACTED_TOPIC_KEY = "compacted-ledger", "pulsar/compactedTopic"
 MAGIC_MANAGED_INFO_METADATA = 0x4778
+#: Where a bare topic name lives (pulsar-admin's ``TopicName``: ``x`` is ``persistent://public/default/x``).
+DEFAULT_TENANT, DEFAULT_NAMESPACE = "public", "default"
 _PARTITION = re.compile(r"(.*)-partition-(\d+)")
 _SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-*_")
 
@@ -76,12 +78,15 @@ class TopicName:
 
     @classmethod
     def parse(cls, text: str) -> "TopicName":
-        """``persistent://t/ns/x`` (or ``persistent://t/cluster/ns/x``), ``t/ns/x``, or
-        a managed-ledger name ``t/ns/persistent/x`` (``t/cluster/ns/persistent/x``).
-        As Pulsar's TopicName: after the domain, three parts are a v2 name and
-        four a v1 name, the fourth taking any further slashes."""
+        """``persistent://t/ns/x`` (or ``persistent://t/cluster/ns/x``), the short
+        names pulsar-admin takes -- ``t/ns/x``, and ``x`` for
+        ``persistent://public/default/x`` -- or a managed-ledger name
+        ``t/ns/persistent/x`` (``t/cluster/ns/persistent/x``).  As Pulsar's
+        TopicName: after the domain, three parts are a v2 name and four a v1
+        name, the fourth taking any further slashes."""
         value = text.strip()
-        usage = f"{text!r} is not a topic name (want persistent://tenant/namespace/topic)"
+        usage = (f"{text!r} is not a topic name (want persistent://tenant/namespace/topic, "
+                 "tenant/namespace/topic or topic)")
         if "://" in value:
             domain, _, value = value.partition("://")
             if domain != "persistent":
@@ -93,6 +98,8 @@ class TopicName:
         parts = value.split("/")
         if len(parts) in (4, 5) and parts[-2] == "persistent" and all(parts):
             return cls.from_managed_ledger(value)
+        if len(parts) == 1 and parts[0]:
+            return cls(DEFAULT_TENANT, DEFAULT_NAMESPACE, parts[0])
         if len(parts) != 3 or not all(parts):
             raise ValueError(usage)
         return cls(*parts)

@@ -14,6 +14,11 @@ the C twin does not split or that is filtered message by message (``keep``)
 or left out by its publish time -- comes from the Python twin
 (:class:`~.rows.PyMessageRows`).  The rows keep their storage order across
 both (:meth:`TopicDecoder.take_parts`).
+
+What a consumer would not receive is left out and counted (:attr:`TopicDecoder.left_out`):
+marker entries always; with the topic's :class:`~.transactions.TopicTransactions`, the
+messages of aborted transactions, and those at or after the first message of a
+transaction still open -- or, with ``pending=True``, kept with ``pending`` set.
 """
 from __future__ import annotations
 
@@ -24,7 +29,8 @@ from .chunks import ChunkAssembler
 from .columns import MESSAGE_COLUMNS, EntryFacts, entry_values
 from .entry import decode_entry, decompress_whole
 from .errors import CorruptEntry
-from .rows import BatchRows, PyMessageRows, entry_messages, message_values
+from .rows import BatchRows, PyMessageRows, encryption_values, entry_messages, message_values
+from .transactions import marker_name, txn_of
 
 __all__ = ["COLUMNS", "Problem", "RowPart", "TopicDecoder", "message_id"]
 
@@ -83,10 +89,14 @@ class TopicDecoder:
     ``from_ms <= t < to_ms``; ``error_rows`` False skips corrupt entries (they
     are still counted in :attr:`problems`).  ``splitter``: the batch splitter
     class (default :data:`~.rows.BatchRows`; the tests compare the twins).
+    ``transactions``: the topic's :class:`~.transactions.TopicTransactions`
+    (None: no message is left out for its transaction); ``pending``: keep the
+    messages a consumer cannot receive yet, marked, instead of leaving them out.
     """
 
     def __init__(self, topic: str, partition: int = -1, *, keep=None, from_ms: int | None = None,
-                 to_ms: int | None = None, error_rows: bool = True, verify: bool = True, splitter=None):
+                 to_ms: int | None = None, error_rows: bool = True, verify: bool = True, splitter=None,
+                 transactions=None, pending: bool = False):
         self.topic = topic
         self.partition = partition
         self.keep = keep
@@ -99,6 +109,13 @@ class TopicDecoder:
         self.entries = 0
         self.messages = 0
         self.payload_bytes = 0
+        self.aborted = frozenset() if transactions is None else transactions.aborted
+        self.cutoff = None if transactions is None else transactions.cutoff
+        self.pending = pending
+        #: what a consumer would not receive: marker entries by name, messages of
+        #: aborted transactions, messages held back behind an open one
+        #: (and those kept as pending)
+        self.left_out: dict[str, Any] = {"markers": {}, "aborted": 0, "pending": 0, "pending_kept": 0}
         #: every row but those of the batches the C twin splits
         self._rows = PyMessageRows(partition)
         splitter = BatchRows if splitter is None else splitter
@@ -157,6 +174,9 @@ class TopicDecoder:
             if only_continuations and not (entry.is_chunk and self.chunks.started(entry.metadata.uuid)
                                            and entry.metadata.chunk_id > 0):
                 return
+            pending = self._left_out(entry, (ledger_id, entry_id))
+            if pending is None:
+                return
             if entry.is_chunk:
                 if skip_continuations and entry.metadata.chunk_id > 0 and not self.chunks.started(entry.metadata.uuid):
                     return
@@ -171,7 +191,8 @@ class TopicDecoder:
                         return
                     self._add_chunked(whole)
                 return
-            facts = EntryFacts(ledger_id, entry_id, entry.metadata, entry.broker_index, entry.broker_timestamp)
+            facts = EntryFacts(ledger_id, entry_id, entry.metadata, entry.broker_index, entry.broker_timestamp,
+                               pending)
             if self._split_in_c(entry, facts):
                 return
             messages = entry_messages(entry, f"{ledger_id}:{entry_id}:{self.partition}")
@@ -185,7 +206,37 @@ class TopicDecoder:
         if self.keep is not None:
             position, keep = (ledger_id, entry_id), self.keep
             messages = [m for m in messages if keep(position, m[0])]
-        self._add(facts, messages, [k.key for k in md.encryption_keys] or None)
+        self._add(facts, messages, encryption_values(md))
+
+    def _left_out(self, entry, position: tuple[int, int]) -> bool | None:
+        """None when a consumer never gets the entry's messages, or not yet
+        (counted in :attr:`left_out`); else whether they are kept as pending."""
+        md = entry.metadata
+        if md.HasField("marker_type"):
+            markers = self.left_out["markers"]
+            name = marker_name(md.marker_type)
+            markers[name] = markers.get(name, 0) + 1
+            return None
+        # a chunked message counts once: at its first chunk, or where it is held back
+        counted = 0 if entry.is_chunk and md.chunk_id > 0 else \
+            md.num_messages_in_batch if entry.is_batch else 1
+        if self.aborted and txn_of(md) in self.aborted:
+            self.left_out["aborted"] += counted
+            return None
+        if self.cutoff is not None and position >= self.cutoff:
+            # a chunked message begun before the cutoff is held back (or kept) whole, counted once
+            begun = self.chunks.first(md.uuid) if entry.is_chunk else None
+            if self.pending:
+                if begun is not None and begun < self.cutoff and md.chunk_id == md.num_chunks_from_msg - 1:
+                    counted = 1
+                self.left_out["pending_kept"] += counted
+                return True
+            if begun is not None:
+                self.chunks.drop(md.uuid)
+                counted = 1
+            self.left_out["pending"] += counted
+            return None
+        return False
 
     def _in_window(self, publish_ms: int) -> bool:
         return not ((self.from_ms is not None and publish_ms < self.from_ms)
@@ -209,9 +260,9 @@ class TopicDecoder:
         self.payload_bytes += added
         return True
 
-    def _add(self, facts: EntryFacts, messages: list[tuple], encryption_keys: list[str] | None) -> None:
+    def _add(self, facts: EntryFacts, messages: list[tuple], encryption: dict[str, Any] | None) -> None:
         if messages:
-            self.payload_bytes += self._to(self._rows).add_messages(entry_values(facts), messages, encryption_keys)
+            self.payload_bytes += self._to(self._rows).add_messages(entry_values(facts), messages, encryption)
             self.messages += len(messages)
 
     def finish(self, reason: str = "the topic ends before the message's last chunk") -> None:
@@ -228,10 +279,11 @@ class TopicDecoder:
         ledger_id, entry_id = whole.last
         if self.keep is not None and not self.keep(whole.last, -1):
             return
-        facts = EntryFacts(ledger_id, entry_id, md, whole.broker_index, whole.broker_timestamp)
+        facts = EntryFacts(ledger_id, entry_id, md, whole.broker_index, whole.broker_timestamp,
+                           self.cutoff is not None and whole.last >= self.cutoff)
         ident = message_id(ledger_id, entry_id, self.partition, -1, whole.first)
         self._add(facts, [message_values(md, whole.payload, -1, ident, md.sequence_id)],
-                  [k.key for k in md.encryption_keys] or None)
+                  encryption_values(md))
 
     def _chunk_problems(self) -> None:
         problems = self.chunks.problems

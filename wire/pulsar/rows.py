@@ -38,7 +38,7 @@ from .entry import INT64_MAX, MS_MAX, check_range, check_text
 from .errors import CorruptEntry
 
 __all__ = ["BatchRows", "BatchRowsProtocol", "C_KINDS", "MESSAGE_VALUE_COLUMNS", "PyMessageRows", "c_columns",
-           "c_splitter", "entry_messages", "message_values", "split_batch"]
+           "c_splitter", "encryption_values", "entry_messages", "message_values", "split_batch"]
 
 _U32 = struct.Struct(">I")
 #: What :func:`message_values` gives, in order: the ``message`` columns.
@@ -69,7 +69,8 @@ def message_values(md: Any, payload: bytes | None, batch_index: int, message_id:
     metadata (a batch's ``SingleMessageMetadata`` or an entry's
     ``MessageMetadata``: the fields have the same names).  The rules, stated
     once on this side (the C twin's: ``message_values`` in ``_packed.c``): no
-    key when it is unset or ``null_partition_key`` says so; the sequence id
+    key when it is unset or ``null_partition_key`` says so, and whether it is
+    base64 (``partition_key_b64_encoded``) as stored; the sequence id
     is the metadata's own, else ``sequence_id`` (the entry's plus the
     message's index); no event time when it is 0 (unset); no payload (and no
     size) when ``null_value`` says so."""
@@ -84,9 +85,29 @@ def message_values(md: Any, payload: bytes | None, batch_index: int, message_id:
     properties = md.properties
     return (batch_index, message_id, event * 1000 if event else None, sequence,
             md.partition_key if has("partition_key") and not md.null_partition_key else None,
+            md.partition_key_b64_encoded,
             md.ordering_key if has("ordering_key") else None,
             [(p.key, p.value) for p in properties] if properties else [],
             payload, None if payload is None else len(payload))
+
+
+def encryption_values(md: Any) -> dict[str, Any] | None:
+    """The ``general`` encryption columns of an encrypted message (None when
+    it is not): what a consumer's ``Message.getEncryptionCtx()`` holds -- the
+    keys' names and encrypted data keys (not their metadata), the algorithm,
+    the parameter (IV), the payload's codec and size before compression, and
+    the batch's size (None: not a batch)."""
+    keys = md.encryption_keys
+    if not keys:
+        return None
+    has = md.HasField
+    return {"encrypted": True, "encryption_keys": [k.key for k in keys],
+            "encryption_key_values": [k.value for k in keys],
+            "encryption_algo": md.encryption_algo if has("encryption_algo") else None,
+            "encryption_param": md.encryption_param if has("encryption_param") else None,
+            "encryption_compression": pb.CompressionType.Name(md.compression),
+            "encryption_uncompressed_size": md.uncompressed_size,
+            "encryption_batch_size": md.num_messages_in_batch if has("num_messages_in_batch") else None}
 
 
 def split_batch(payload: bytes, count: int, base_sequence: int, id_prefix: str) -> list[tuple]:
@@ -160,8 +181,9 @@ class PyMessageRows:
         messages = split_batch(batch, count, base_sequence, f"{ledger_id}:{entry_id}:{self.partition}")
         return self.add_messages(entry, messages)
 
-    def add_messages(self, entry: tuple, messages: list[tuple], encryption_keys: list[str] | None = None) -> int:
-        """Rows of an entry's ``messages`` (:func:`message_values` tuples); their payload bytes."""
+    def add_messages(self, entry: tuple, messages: list[tuple], encryption: dict[str, Any] | None = None) -> int:
+        """Rows of an entry's ``messages`` (:func:`message_values` tuples), an
+        encrypted one's with its :func:`encryption_values`; their payload bytes."""
         n = len(messages)
         if not n:
             return 0
@@ -169,7 +191,7 @@ class PyMessageRows:
             values += [value] * n
         for values, column in zip(self._message_lists, zip(*messages)):
             values += column
-        general = {**BATCH_DEFAULTS, "encrypted": encryption_keys is not None, "encryption_keys": encryption_keys}
+        general = BATCH_DEFAULTS if encryption is None else {**BATCH_DEFAULTS, **encryption}
         for values, name in zip(self._general_lists, _GENERAL):
             values += [general[name]] * n
         sizes = self._columns["payload_size"][-n:]
@@ -188,7 +210,7 @@ class PyMessageRows:
 
 #: How the C twin stores a column of each DDL type (``_packed.c``'s kinds).
 C_KINDS = {"long": "int64", "timestamp": "int64", "int": "int32", "string": "string", "binary": "binary",
-           "map<string,string>": "map"}
+           "boolean": "bool", "map<string,string>": "map"}
 
 
 def c_columns() -> list[tuple[str, str, str]]:

@@ -57,9 +57,20 @@ class ZKAuditorElection(Manager):
 
     @zk_call
     def watch_vote_gone(self, name: str, callback: Callable[[], None]) -> bool:
-        """Call ``callback`` (from kazoo's thread) once vote ``name`` is deleted or
-        the session ends; False (no watch set) if it is already gone."""
+        """Call ``callback`` (from kazoo's thread) once vote ``name`` is deleted or the
+        connection drops (kazoo fires every watch then); False (no watch set) if it is
+        already gone."""
         return self._zk.exists(f"{self._election}/{name}", watch=lambda _event: callback()) is not None
+
+    @zk_call
+    def withdraw_vote(self, name: str) -> None:
+        """Delete vote ``name`` (missing: fine)."""
+        self._session.delete_quiet(f"{self._election}/{name}")
+
+    @zk_call
+    def on_session_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """``callback()`` from kazoo's thread whenever the session ends (KazooState.LOST)."""
+        return self._session.on_session_lost(callback)
 
     @zk_call
     def publish(self, bookie_id: str) -> None:

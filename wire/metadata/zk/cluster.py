@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Callable
 
-from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
 
 from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata.errors import (
@@ -55,6 +55,53 @@ class ZKClusterManager(Manager):
         """Whether the root holds a BookKeeper cluster (its LAYOUT or INSTANCEID)."""
         return any(self._session.exists(self._session.path(name)) is not None
                    for name in (P.LAYOUT, P.INSTANCEID))
+
+    @zk_call
+    def closest_cluster_root(self, budget: int = 500) -> str | None:
+        """The cluster root on this ZooKeeper most like ours, for a "did you mean": an
+        ancestor that is one (``/ledgers`` for ``/ledgers/x``), else the closest among the
+        nearest existing ancestor's children and grandchildren (at most ``budget``
+        znodes looked at); None when there is none, or when ACLs hide the neighbours."""
+        try:
+            return self._closest_cluster_root(budget)
+        except KazooException:  # a hint is a courtesy
+            return None
+
+    def _closest_cluster_root(self, budget: int) -> str | None:
+        import difflib
+
+        s, root = self._session, self._root
+
+        def is_cluster_root(path: str) -> bool:
+            # LAYOUT alone is not enough: underreplication/ has its own LAYOUT
+            return bool(s.exists(f"{path}/{P.LAYOUT}")) and bool(
+                s.exists(f"{path}/{P.INSTANCEID}") or s.exists(f"{path}/{P.AVAILABLE}"))
+
+        ancestor = root.rstrip("/").rsplit("/", 1)[0] or "/"
+        while ancestor != "/" and not s.exists(ancestor):
+            ancestor = ancestor.rsplit("/", 1)[0] or "/"
+        up = ancestor
+        while up != "/":
+            if is_cluster_root(up):
+                return up
+            up = up.rsplit("/", 1)[0] or "/"
+        found: list[str] = []
+        level = [ancestor]
+        for _depth in range(2):
+            nxt = []
+            for parent in level:
+                for child in sorted(s.children(parent)):
+                    path = f"{parent.rstrip('/')}/{child}"
+                    if path == "/zookeeper" or budget <= 0:
+                        continue
+                    budget -= 1
+                    if path != root and is_cluster_root(path):
+                        found.append(path)
+                    else:
+                        nxt.append(path)
+            level = nxt
+        best = difflib.get_close_matches(root, found, n=1, cutoff=0.5)
+        return best[0] if best else None
 
     @zk_call
     def instance_id(self) -> str | None:

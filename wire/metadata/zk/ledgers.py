@@ -7,7 +7,7 @@ import itertools
 import re
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, LockTimeout, NodeExistsError, NoNodeError, NotEmptyError
 
 from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata import paths as P
@@ -19,19 +19,67 @@ from bkctl.wire.metadata.errors import (
     ZKStoreError,
 )
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
-from bkctl.wire.metadata.store import stored_ctime, with_znode_ctime
+from bkctl.wire.metadata.store import LedgerRange, stored_ctime, with_znode_ctime
 from bkctl.wire.metadata.zk.session import Manager, ZKSession, zk_call, zk_gen
 
 if TYPE_CHECKING:
     from bkctl.wire.metadata.zk.cluster import ZKClusterManager
     from bkctl.wire.metadata.zk.ledger_ids import ZKLedgerIdGenerator
 
-__all__ = ["ZKLedgerManager"]
+__all__ = ["ZKLedgerLock", "ZKLedgerManager"]
 
 _DIGITS4 = re.compile(r"\d{4}")
 #: ledger metadata reads in flight at once in :meth:`ZKLedgerManager.read_many`
 _READ_WINDOW = 256
 _LEAF4 = re.compile(r"L\d{4}")
+
+
+class ZKLedgerLock:
+    """A ledger's append lock: kazoo's Lock recipe (EPHEMERAL_SEQUENTIAL contenders
+    below :func:`~bkctl.wire.metadata.paths.append_lock_path`, the lowest holds it)."""
+
+    def __init__(self, session: ZKSession, path: str, holder: str):
+        self._session = session
+        self.path = path
+        self.holder = holder
+        self._recipe = None
+        self._held = False
+
+    def _lock(self):
+        if self._recipe is None:
+            self._recipe = self._session.client.Lock(self.path, self.holder)
+        return self._recipe
+
+    @zk_call
+    def acquire(self, timeout: float = 0.0) -> bool:
+        lock = self._lock()
+        try:
+            if timeout and timeout > 0:
+                got = lock.acquire(blocking=True, timeout=timeout)
+            else:
+                got = lock.acquire(blocking=False)
+        except LockTimeout:
+            got = False
+        self._held = self._held or bool(got)
+        return bool(got)
+
+    @zk_call
+    def holders(self) -> list[str]:
+        return [h for h in self._lock().contenders() if h]
+
+    @zk_call
+    def release(self) -> None:
+        """Delete our contender node, then the lock's own znode unless another contender uses it."""
+        if not self._held:
+            return
+        self._held = False
+        try:
+            self._lock().release()
+        finally:
+            try:
+                self._session.client.delete(self.path)
+            except Exception:  # noqa: BLE001 - NotEmpty (someone waits), NoNode, a lost connection: a courtesy
+                pass
 
 
 class ZKLedgerManager(Manager):
@@ -44,6 +92,10 @@ class ZKLedgerManager(Manager):
 
     def path(self, ledger_id: int) -> str:
         return P.ledger_path(ledger_id, self._cluster.manager, self._root)
+
+    def append_lock(self, ledger_id: int, holder: str) -> ZKLedgerLock:
+        """The ledger's append lock (:class:`ZKLedgerLock`; nothing is asked of ZooKeeper yet)."""
+        return ZKLedgerLock(self._session, P.append_lock_path(ledger_id, self._root), holder)
 
     @staticmethod
     def _decode(ledger_id: int, data: bytes, stat) -> LedgerMetadata:
@@ -202,36 +254,45 @@ class ZKLedgerManager(Manager):
     @zk_gen
     def ids(self) -> Iterator[int]:
         """Every ledger id, ascending, walking the hierarchy one level at a time."""
+        for rng in self.ranges():
+            yield from sorted(rng.ledgers)
+
+    @zk_gen
+    def ranges(self) -> Iterator[LedgerRange]:
+        """Every ledger id by leaf znode (one getChildren each, up to 10,000 ids), ascending;
+        a range's ``end`` is the last id its leaf can hold (below the long layout's threshold
+        in the combined hierarchical layout)."""
         manager = self._cluster.manager
         top = sorted(self._session.children_or_empty(self._root))
         if manager == P.FLAT:
-            ids = []
-            for name in top:
-                if P.is_ledger_parent_name(name, P.FLAT):
-                    ids.append(int(name[1:]))
-            yield from sorted(ids)
+            ids = frozenset(int(name[1:]) for name in top if P.is_ledger_parent_name(name, P.FLAT))
+            yield LedgerRange(P.MAX_LEDGER_ID, ids)
             return
         if manager in (P.HIERARCHICAL, P.LEGACY_HIERARCHICAL):
             legacy = [n for n in top if len(n) == 2 and P.is_ledger_parent_name(n, P.LEGACY_HIERARCHICAL)]
-            for ledger_id in self._walk(legacy, depth=3):
-                if manager == P.LEGACY_HIERARCHICAL or ledger_id < P.HIERARCHICAL_LONG_THRESHOLD:
-                    yield ledger_id
+            for end, ids in self._walk(legacy, depth=3):
+                if manager == P.HIERARCHICAL:
+                    ids = frozenset(i for i in ids if i < P.HIERARCHICAL_LONG_THRESHOLD)
+                    end = min(end, P.HIERARCHICAL_LONG_THRESHOLD - 1)
+                yield LedgerRange(end, ids)
         if manager in (P.HIERARCHICAL, P.LONG_HIERARCHICAL):
             long_tops = [n for n in top if len(n) == 3 and P.is_ledger_parent_name(n, P.LONG_HIERARCHICAL)]
-            for ledger_id in self._walk(long_tops, depth=5):
-                if manager == P.LONG_HIERARCHICAL or ledger_id >= P.HIERARCHICAL_LONG_THRESHOLD:
-                    yield ledger_id
+            for end, ids in self._walk(long_tops, depth=5):
+                if manager == P.HIERARCHICAL:
+                    ids = frozenset(i for i in ids if i >= P.HIERARCHICAL_LONG_THRESHOLD)
+                yield LedgerRange(end, ids)
 
-    def _walk(self, tops: list[str], depth: int) -> Iterator[int]:
-        """Depth-first, sorted walk of ``depth``-level ledger paths below the root."""
+    def _walk(self, tops: list[str], depth: int) -> Iterator[tuple[int, frozenset[int]]]:
+        """Depth-first, sorted walk of ``depth``-level ledger paths below the root: per leaf
+        parent, the last id it can hold and the ids it holds."""
 
-        def descend(prefix: list[str]) -> Iterator[int]:
+        def descend(prefix: list[str]) -> Iterator[tuple[int, frozenset[int]]]:
             level = len(prefix)
             names = sorted(self._session.children_or_empty(self._session.path(*prefix)))
             if level == depth - 1:
-                for name in names:
-                    if _LEAF4.fullmatch(name):
-                        yield int("".join(prefix) + name[1:])
+                digits = "".join(prefix)
+                yield int(digits + "9999"), frozenset(int(digits + name[1:]) for name in names
+                                                       if _LEAF4.fullmatch(name))
                 return
             for name in names:
                 if _DIGITS4.fullmatch(name):

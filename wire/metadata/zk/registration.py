@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Callable
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
@@ -13,6 +14,7 @@ from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata.bookieid import check_bookie_id
 from bkctl.wire.metadata.errors import BookieRegistrationError, ClusterNotFound, MetadataStoreError
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
+from bkctl.wire.metadata.store import Unwatch
 from bkctl.wire.metadata.zk.session import Manager, ZKSession, zk_call
 
 log = logging.getLogger(__name__)
@@ -136,6 +138,28 @@ class ZKRegistrationManager(Manager):
     @zk_call
     def readonly_bookies(self) -> list[str]:
         return sorted(self._session.children_or_empty(self._session.path(P.AVAILABLE, P.READONLY)))
+
+    @zk_call
+    def watch_writable_bookies(self, listener: Callable[[list[str]], None]) -> Unwatch:
+        """A children watch on ``available/`` (its ``readonly`` child left out)."""
+        return self._session.watch_children(self._session.path(P.AVAILABLE), listener,
+                                            keep=lambda name: name != P.READONLY)
+
+    @zk_call
+    def watch_readonly_bookies(self, listener: Callable[[list[str]], None]) -> Unwatch:
+        """A children watch on ``available/readonly/`` (created if missing, as a bookie
+        going read-only would)."""
+        path = self._session.path(P.AVAILABLE, P.READONLY)
+        self._zk.ensure_path(path)
+        return self._session.watch_children(path, listener)
+
+    @zk_call
+    def watch_all_bookies(self, listener: Callable[[list[str]], None]) -> Unwatch:
+        """A children watch on ``cookies/`` (created if missing, as a bookie's first
+        cookie would)."""
+        path = self._session.path(P.COOKIES)
+        self._zk.ensure_path(path)
+        return self._session.watch_children(path, listener)
 
     @zk_call
     def all_bookies(self) -> list[str]:

@@ -40,7 +40,7 @@ from bkctl.wire.metadata.errors import ClusterNotFound, MetadataStoreError, ZKAu
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Manager", "ZKSession", "zk_call", "zk_gen"]
+__all__ = ["Manager", "ZKSession", "kazoo_args", "zk_call", "zk_gen"]
 
 _AUTH_ERRORS = (NoAuthError, AuthFailedError, SessionClosedRequireSaslError)
 
@@ -78,6 +78,32 @@ def _install_loop_hook() -> None:
 def _loop_failure(zk) -> BaseException | None:
     routine = getattr(getattr(zk, "_connection", None), "_connection_routine", None)
     return _loop_failures.get(routine) if routine is not None else None
+
+
+def kazoo_args(security) -> dict:
+    """Keyword arguments for :class:`kazoo.client.KazooClient` from a
+    :class:`~bkctl.wire.metadata.zksecurity.ZKSecurity`."""
+    args: dict = {}
+    if security.digest:
+        args["auth_data"] = [("digest", security.digest)]
+    if security.sasl_mechanism:
+        options = {"mechanism": security.sasl_mechanism.upper()}
+        if security.sasl_username is not None:
+            options["username"] = security.sasl_username
+        if security.sasl_password is not None:
+            options["password"] = security.sasl_password
+        args["sasl_options"] = options
+    if security.uses_tls:
+        args.update(use_ssl=True, verify_certs=True)
+        if security.tls_ca:
+            args["ca"] = security.tls_ca
+        if security.tls_cert:
+            args.update(certfile=security.tls_cert, keyfile=security.tls_key)
+    if security.enable_security:
+        from kazoo.security import CREATOR_ALL_ACL
+
+        args["default_acl"] = list(CREATOR_ALL_ACL)
+    return args
 
 
 _F = TypeVar("_F", bound=Callable)
@@ -145,6 +171,7 @@ class ZKSession:
         self._restore_needed = threading.Event()
         self._restore_thread: threading.Thread | None = None
         self._restorers: list[Callable[[], bool]] = []
+        self._lost_listeners: list[Callable[[], None]] = []
         self._closing = False
 
     # -- lifecycle -----------------------------------------------------------
@@ -156,7 +183,7 @@ class ZKSession:
             timeout=self.session_timeout,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
             command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0),
-            **self.security.kazoo_args(),
+            **kazoo_args(self.security),
         )
         zk.add_listener(self._on_state)
         _install_loop_hook()
@@ -237,10 +264,25 @@ class ZKSession:
         replaced; it returns False to be called again half a second later."""
         self._restorers.append(restore)
 
+    def on_session_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call *callback* (on kazoo's thread) whenever the session ends, expired or
+        closed; returns the function that stops the calls."""
+        self._lost_listeners.append(callback)
+
+        def stop() -> None:
+            try:
+                self._lost_listeners.remove(callback)
+            except ValueError:
+                pass
+
+        return stop
+
     def _on_state(self, state: str) -> None:
         # runs on kazoo's connection thread: never block or call ZooKeeper here
         if state == KazooState.LOST:
             self._session_lost = True
+            for callback in list(self._lost_listeners):
+                _call_listener(callback)
         elif state == KazooState.CONNECTED and self._session_lost:
             self._session_lost = False
             self._restore_needed.set()
@@ -398,6 +440,51 @@ class ZKSession:
             return True
         except (NoNodeError, BadVersionError):
             return False
+
+
+    # -- watches (kazoo's recipes: set again after every event and every new session) --
+    def watch_children(self, path: str, listener: Callable[[list[str]], None],
+                       keep: Callable[[str], bool] = lambda name: True) -> Callable[[], None]:
+        """Call ``listener(sorted children that keep)`` now and whenever that list changed
+        (kazoo's ChildrenWatch, from its thread) until the returned function is called."""
+        stopped = threading.Event()
+        last: list[list[str]] = []
+
+        def changed(children: list[str]):
+            if stopped.is_set():
+                return False  # kazoo drops the watch
+            now = sorted(c for c in children if keep(c))
+            if last and last[0] == now:
+                return None
+            last[:] = [now]
+            _call_listener(listener, now)
+            return None
+
+        self._zk.ChildrenWatch(path, changed)
+        return stopped.set
+
+    def watch_data(self, path: str, listener: Callable[[bytes | None, Any], None]) -> Callable[[], None]:
+        """Call ``listener(value, stat)`` (None, None: no such znode) now and after every
+        change of the znode (kazoo's DataWatch, from its thread) until the returned
+        function is called."""
+        stopped = threading.Event()
+
+        def changed(data, stat):
+            if stopped.is_set():
+                return False
+            _call_listener(listener, data, stat)
+            return None
+
+        self._zk.DataWatch(path, changed)
+        return stopped.set
+
+
+def _call_listener(listener: Callable, *args) -> None:
+    """A watcher's failure is its own: logged, and the store's thread goes on."""
+    try:
+        listener(*args)
+    except Exception:  # noqa: BLE001
+        log.exception("metadata store listener %r failed", listener)
 
 
 class Manager:

@@ -15,7 +15,7 @@ from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata import underreplication as UR
 from bkctl.wire.metadata.errors import MetadataStoreError
-from bkctl.wire.metadata.store import UnderreplicatedMark
+from bkctl.wire.metadata.store import StoredValue, UnderreplicatedMark, Unwatch
 from bkctl.wire.metadata.zk.session import Manager, ZKSession, zk_call, zk_gen
 
 __all__ = ["ZKUnderreplicationManager"]
@@ -106,6 +106,26 @@ class ZKUnderreplicationManager(Manager):
                 self._zk.create(path, data)
             except NodeExistsError:
                 self._zk.set(path, data, version=-1)
+
+    @zk_call
+    def watch_lost_bookie_recovery_delay(self, listener: Callable[[StoredValue | None], None]) -> Unwatch:
+        """A data watch on ``B/lostBookieRecoveryDelay``: every write moves its version."""
+        path = self._node(P.UR_LOST_BOOKIE_RECOVERY_DELAY)
+        return self._session.watch_data(
+            path, lambda data, stat: listener(None if stat is None else StoredValue(path, data, stat.version)))
+
+    @zk_call
+    def watch_enabled(self, listener: Callable[[bool], None]) -> Unwatch:
+        """A data watch on ``B/disable``, told only when it comes or goes."""
+        last: list[bool] = []
+
+        def changed(_data, stat) -> None:
+            enabled = stat is None
+            if last != [enabled]:
+                last[:] = [enabled]
+                listener(enabled)
+
+        return self._session.watch_data(self._node(P.UR_DISABLE), changed)
 
     # -- the auditor's periodic checks ----------------------------------------------
     @staticmethod
@@ -290,6 +310,41 @@ class ZKUnderreplicationManager(Manager):
         """Let go of a ledger's replication lock (only if it is ours)."""
         self._session.delete_own(P.underreplication_lock_path(ledger_id, self._root))
 
+    # -- our daemons' status nodes ---------------------------------------------------
+    @zk_call
+    def publish_daemon_status(self, name: str, value: bytes) -> None:
+        """Set ``B/bkctl-daemons/<name>``, or create it EPHEMERAL (another session's is replaced)."""
+        path = P.daemon_status_path(name, self._root)
+        try:
+            self._zk.set(path, value)
+            return
+        except NoNodeError:
+            pass
+        try:
+            self._zk.create(path, value, ephemeral=True, makepath=True)
+        except NodeExistsError:  # another session's node (a daemon that just died): replace it
+            self._session.delete_quiet(path)
+            self._zk.create(path, value, ephemeral=True, makepath=True)
+
+    @zk_call
+    def daemon_statuses(self) -> dict[str, bytes]:
+        """The ephemeral nodes below ``B/bkctl-daemons`` (two levels), by relative name."""
+        found: dict[str, bytes] = {}
+
+        def walk(path: str, prefix: str, depth: int) -> None:
+            for child in sorted(self._session.children_or_empty(path)):
+                try:
+                    data, stat = self._session.get(f"{path}/{child}")
+                except NoNodeError:
+                    continue  # its daemon just went
+                if stat.ephemeralOwner:
+                    found[prefix + child] = data
+                elif stat.numChildren and depth < 2:
+                    walk(f"{path}/{child}", f"{prefix}{child}/", depth + 1)
+
+        walk(self._node(P.UR_DAEMON_STATUS), "", 1)
+        return found
+
     @zk_call
     def locks(self) -> dict[int, str | None]:
         """Every replication lock: ledger id -> the holder's host name."""
@@ -306,3 +361,17 @@ class ZKUnderreplicationManager(Manager):
             except CodecError:
                 held[ledger_id] = None
         return held
+
+    @zk_call
+    def lock_ctimes(self) -> dict[int, int]:
+        taken: dict[int, int] = {}
+        base = self._node(P.UR_LOCKS)
+        for name in self._session.children_or_empty(base):
+            try:
+                ledger_id = P.parse_urL_name(name)
+            except ValueError:
+                continue
+            stat = self._session.exists(f"{base}/{name}")
+            if stat is not None:
+                taken[ledger_id] = stat.ctime
+        return taken

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tests.support import crash
+from tests.support.compaction import compact_below
 
 from bkctl.bookied import storage as es
 from bkctl.bookied.storage import entry_log, store as store_module
@@ -166,13 +167,13 @@ def test_compaction_rewrites_sparse_logs(sdir):
         s.delete_ledger(l)
     before = s.disk_usage()
     assert before["live_bytes"] < before["entry_log_bytes"] / 2
-    stats = s.compact(0.5)
+    stats = compact_below(s, 0.5)
     assert stats["logs"] > 0 and stats["moved_entries"] == 200
     after = s.disk_usage()
     assert after["entry_log_bytes"] < before["entry_log_bytes"] / 2
     assert after["live_entries"] == 200
     assert all(s.get_entry(4, e) == data(4, e) for e in range(200))
-    assert s.compact(0.5)["logs"] == 0
+    assert compact_below(s, 0.5)["logs"] == 0
     s.close()
     s = EntryStore(sdir)
     assert all(s.get_entry(4, e) == data(4, e) for e in range(200))
@@ -594,7 +595,7 @@ def test_get_entries_after_compaction_and_deletion(sdir, monkeypatch):
     assert s.get_entries(2, ids) == [data(2, e) for e in ids]  # read fds now open on the old logs
     s.delete_ledger(1)
     assert s.get_entries(1, ids) == [None] * len(ids)
-    assert s.compact(0.9)["logs"] > 0
+    assert compact_below(s, 0.9)["logs"] > 0
     assert s.get_entries(2, ids) == [data(2, e) for e in ids]
     # a log that goes away between the index lookup and its open is looked up again
     real_open, gone = s.entry_log.open_reader, []

@@ -1,0 +1,150 @@
+"""A live bookied under abuse while a valid client writes and reads: mutated frames,
+thousands of connections, frames announced large and never completed, frames above
+nettyMaxFrameSizeBytes, a client that never reads its add answers, a flood of long
+polls.  Each gets an answer or a closed connection, the bookie logs the peer (rate
+limited), and the valid client is served throughout.  The long versions are
+bench/bench_abuse.py."""
+import socket
+import struct
+import time
+
+import pytest
+
+from tests.support.abuse import QUIET_GC, ValidClient, hammer, rss_kb
+from tests.support.bookieproc import WireClient
+from tests.support.waiting import wait_for
+from bkctl.wire.codecs import v2, v3
+from bkctl.wire.codecs.framing import frame
+from bkctl.wire.codecs.protocol import RC
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def bookie(bookies):
+    b = bookies(**QUIET_GC).start()
+    client = ValidClient(b.port)
+    client.start()
+    wait_for(lambda: client.ops >= 4 or client.failures, timeout=30, what="the valid client's first entries")
+    yield b, client
+    client.stop()
+    assert client.failures == [], client.failures
+    assert b.proc.poll() is None, b.log_tail()
+
+
+def served(client: ValidClient, more: int = 6) -> None:
+    """The valid client goes on: ``more`` operations after this point."""
+    target = client.ops + more
+    wait_for(lambda: client.ops >= target or client.failures, timeout=60, what="the valid client's operations")
+    assert client.failures == []
+
+
+def test_mutated_frames_while_a_client_writes_and_reads(bookie):
+    b, client = bookie
+    result = hammer(b.port, 20_000, seed=5, connections=4, max_frames_per_connection=400)
+    assert result.failures == [] and result.frames == 20_000
+    assert result.closed_as_expected > 0  # fatal frames were among them, and closed only their connection
+    served(client)
+    log = b.log_path.read_text()
+    assert "closing connection from 127.0.0.1:" in log  # the peer, port included
+    # rate-limited: far fewer lines than connections closed
+    assert log.count("closing connection from") < result.closed_as_expected
+
+
+def test_a_thousand_connections_hold_and_close_without_hurting_the_client(bookie):
+    b, client = bookie
+    socks = []
+    for i in range(1000):
+        s = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+        if i % 2:
+            s.sendall(struct.pack(">i", 5 * 1024 * 1024 - 1) + b"x" * 1000)  # announced large, never completed
+        socks.append(s)
+    served(client)
+    w = WireClient(b.port)
+    assert w.v2(v2.ReadRequest(2, 0, 424242, 0)).rc == RC.ENOLEDGER
+    w.close()
+    for s in socks:
+        s.close()
+    served(client)
+
+
+def test_frames_announced_large_and_held_open_cost_what_was_sent(bookie):
+    b, client = bookie
+    before = rss_kb(b.proc.pid)
+    socks = []
+    for _ in range(300):  # 300 x 5 MiB announced, 4 KiB sent each
+        s = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+        s.sendall(struct.pack(">i", 5 * 1024 * 1024) + b"y" * 4096)
+        socks.append(s)
+    served(client)
+    grown_mb = (rss_kb(b.proc.pid) - before) / 1024
+    assert grown_mb < 100, f"{grown_mb:.0f} MB for 1.2 MB of partial frames"
+    for s in socks:
+        s.close()
+
+
+def test_a_frame_above_the_limit_closes_its_connection_only(bookie):
+    b, client = bookie
+    for length in (5 * 1024 * 1024 + 1, (1 << 31) - 1):
+        w = WireClient(b.port)
+        w.sock.sendall(struct.pack(">i", length) + b"z" * 100)
+        assert w.closed_by_peer()
+        w.close()
+    served(client)
+    assert "exceeds the 5242880-byte limit" in b.log_path.read_text()
+
+
+def test_a_client_that_sends_adds_and_never_reads_is_not_read_either(bookie):
+    b, client = bookie
+    before = rss_kb(b.proc.pid)
+    key = client.key
+    greedy = socket.socket()
+    greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the answers back up soon
+    greedy.connect(("127.0.0.1", b.port))
+    greedy.setblocking(False)
+    body = client.dm.package(0, -1, 0, b"g" * 100)
+    one = frame(v3.serialize(v3.add_request(1, 9, 0, key, body)))
+    sent = stuck = 0
+    pending = memoryview(one * 1000)
+    while stuck < 40:  # until the bookie has not taken a byte for 2 s
+        try:
+            n = greedy.send(pending)
+            sent, stuck = sent + n, 0
+            pending = pending[n:] if n < len(pending) else memoryview(one * 1000)
+        except BlockingIOError:
+            stuck += 1
+            time.sleep(0.05)
+    assert sent < (256 << 20), "the bookie read everything a client that does not read sent it"
+    served(client)
+    assert "it does not take its answers" in b.log_path.read_text()
+    grown_mb = (rss_kb(b.proc.pid, "VmHWM") - before) / 1024
+    assert grown_mb < 150, f"the bookie grew by {grown_mb:.0f} MB for a client that reads nothing"
+    greedy.close()
+    served(client)
+
+
+def test_a_flood_of_long_polls_does_not_grow_the_bookie_or_slow_the_client(bookie):
+    b, client = bookie
+    w = WireClient(b.port)
+    assert w.v3(v3.add_request(1, 31, 0, client.key, client.dm.package(0, -1, 0, b"p"))).status == 0
+    before = rss_kb(b.proc.pid)
+    flood = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+    flood.setblocking(False)
+    polls = b"".join(frame(v3.serialize(v3.read_request(n, 31, -1, previous_lac=5, timeout_ms=600_000)))
+                     for n in range(1000))
+    pending, stuck, sent = memoryview(polls), 0, 0
+    while stuck < 40 and sent < 200_000:  # until the bookie stops reading, or 200,000 polls
+        try:
+            n = flood.send(pending)
+            sent, stuck = sent + 1000 * n // len(polls), 0
+            pending = pending[n:] if n < len(pending) else memoryview(polls)
+        except BlockingIOError:
+            stuck += 1
+            time.sleep(0.05)
+    served(client)
+    grown_mb = (rss_kb(b.proc.pid, "VmHWM") - before) / 1024
+    assert grown_mb < 150, f"the bookie grew by {grown_mb:.0f} MB for a flood of long polls"
+    assert "for now: 1000 long polls wait" in b.log_path.read_text()
+    flood.close()
+    served(client)
+    w.close()

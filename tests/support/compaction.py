@@ -1,0 +1,22 @@
+"""Compacting an entry store in a unit test, as one garbage collection pass does for its logs."""
+from __future__ import annotations
+
+from bkctl.bookied.storage.compactor import EntryLogCompactor, Throttle
+
+
+def compact_below(store, min_live_ratio: float, throttle: Throttle | None = None,
+                  max_outstanding: int = 100000) -> dict:
+    """Compact the logs of ``store`` below ``min_live_ratio`` (unthrottled unless a throttle is
+    given): ``{"logs", "moved_entries", "moved_bytes", "reclaimed_bytes"}``."""
+    if throttle is None:
+        throttle = Throttle(1, False)
+        throttle.lifted = True
+    stats = {"logs": 0, "moved_entries": 0, "moved_bytes": 0, "reclaimed_bytes": 0}
+    with EntryLogCompactor(store, throttle, max_outstanding) as compactor:
+        for log_id, _usage in store.compaction_candidates(min_live_ratio):
+            result = compactor.compact(log_id)
+            stats["logs"] += result.deleted
+            stats["moved_entries"] += result.moved_entries
+            stats["moved_bytes"] += result.moved_bytes
+            stats["reclaimed_bytes"] += result.reclaimed_bytes
+    return stats

@@ -1,0 +1,698 @@
+"""The decoders as fuzz targets: one function of bytes per target, and the
+errors each may raise (its declared ones); anything else it raises is a
+finding.  Twins are compared (a hand-written fast parser against the
+general one, the C batch splitter against the Python one): a disagreement
+raises AssertionError, a finding too.
+
+Used by ``bench/fuzz.py`` (coverage-guided, atheris) and by
+tests/unit/test_fuzz_corpus.py, which replays the seeds (:func:`seeds`, made
+from the captured vectors) and the corpus kept in ``tests/fuzz_corpus/<target>/``
+(small inputs fuzzing found interesting, and every finding's input) through
+every target, without atheris.
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from bkctl.wire.errors import CodecError, DigestError
+
+CORPUS = Path(__file__).resolve().parents[1] / "fuzz_corpus"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    run: Callable[[bytes], None]
+    declared: tuple[type[BaseException], ...]
+    seeds: Callable[[], list[bytes]]
+    doc: str
+
+
+TARGETS: dict[str, Target] = {}
+
+
+def target(declared: tuple = (CodecError,), seeds: Callable[[], list[bytes]] = lambda: []):
+    def register(fn):
+        TARGETS[fn.__name__] = Target(fn.__name__, fn, declared, seeds, (fn.__doc__ or "").strip())
+        return fn
+    return register
+
+
+def run(name: str, data: bytes) -> None:
+    """Run ``data`` through target ``name``; its declared errors are swallowed."""
+    t = TARGETS[name]
+    try:
+        t.run(data)
+    except t.declared:
+        pass
+
+
+def corpus(name: str) -> list[bytes]:
+    """The inputs kept for ``name`` in tests/fuzz_corpus/."""
+    folder = CORPUS / name
+    if not folder.is_dir():
+        return []
+    return [p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()]
+
+
+def keep(name: str, data: bytes) -> Path:
+    """Store ``data`` in ``name``'s corpus (named by its hash); its path."""
+    folder = CORPUS / name
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / hashlib.sha1(data).hexdigest()[:16]
+    path.write_bytes(data)
+    return path
+
+
+# ------------------------------------------------------------------ seeds
+
+def _frames(kind: str | None = None, proto: str | None = None) -> list[bytes]:
+    from tests.support.golden import frames
+
+    seen, out = set(), []
+    for f in frames():
+        if (kind and f["kind"] != kind) or (proto and f["proto"] != proto):
+            continue
+        payload = f["raw"][4:]
+        if payload not in seen:
+            seen.add(payload)
+            out.append(payload)
+    return out
+
+
+def _vector_files(folder: str, pattern: str, limit: int | None = None) -> list[bytes]:
+    from tests.support.golden import VECTORS
+
+    return [p.read_bytes()[:limit] for p in sorted((VECTORS / folder).glob(pattern))]
+
+
+# ------------------------------------------------------------------ frames
+
+def _framing_seeds() -> list[bytes]:
+    from tests.support.golden import frames
+
+    raw = [f["raw"] for f in frames("v3-flow")][:6]
+    return [b"\x03" + b"".join(raw), b"\x01" + raw[0], b"\x02\x00\x00\x00\x05abc"]
+
+
+@target(seeds=_framing_seeds)
+def framing(data: bytes) -> None:
+    """The length-prefixed framing: the stream cut into chunks (the first byte
+    says where) gives the frames it gives whole, or fails the same way."""
+    from bkctl.wire.codecs.framing import FrameDecoder
+
+    if not data:
+        return
+    stream = data[1:]
+    step = max(data[0] + 1, len(stream) // 64)  # at most 64 chunks
+    whole = FrameDecoder(1 << 12)
+    try:
+        expected, error = whole.feed(stream), whole.failed
+    except CodecError as exc:
+        expected, error = [], exc
+    pieces = FrameDecoder(1 << 12)
+    got = []
+    failed = None
+    for i in range(0, len(stream), step):
+        try:
+            got += pieces.feed(stream[i:i + step])
+        except CodecError as exc:
+            failed = exc
+            break
+    failed = failed or pieces.failed
+    assert (error is None) == (failed is None), (error, failed)
+    if error is None:
+        assert got == expected
+        assert pieces.buffered == whole.buffered
+    else:
+        assert got == expected[:len(got)] and str(failed) == str(error)
+
+
+@target(seeds=lambda: _frames("request", "v2"))
+def v2_request(data: bytes) -> None:
+    """A v2 request as the bookie decodes it."""
+    from bkctl.wire.codecs import v2
+
+    req = v2.decode_request(data)
+    if isinstance(req, v2.AddRequest):
+        assert req.body == data[24:]
+
+
+@target(seeds=lambda: _frames("response", "v2"))
+def v2_response(data: bytes) -> None:
+    """A v2 response as the client decodes it, and what each answer decoder takes from it."""
+    from bkctl.wire.codecs import answers, v2
+
+    msg = v2.decode_response(data)
+    if isinstance(msg, v2.AddResponse):
+        answers.v2_add(msg)
+    elif isinstance(msg, v2.ReadResponse):
+        answers.v2_read(msg)
+    elif isinstance(msg, v2.BatchReadResponse):
+        answers.v2_batch_read(msg)
+        assert msg.encode() == data or data[:4] != msg.encode()[:4]
+
+
+@target(seeds=lambda: _frames("request", "v3"))
+def v3_request(data: bytes) -> None:
+    """A v3 Request as the bookie parses it (what parses is written back)."""
+    from bkctl.wire.codecs import v3
+
+    msg = v3.parse_request(data)
+    v3.parse_request(v3.serialize(msg))
+
+
+@target(seeds=lambda: _frames("response", "v3"))
+def v3_response(data: bytes) -> None:
+    """A v3 Response as the client parses it, and what every answer decoder takes from it."""
+    from bkctl.wire.codecs import answers, v3
+
+    msg = v3.parse_response(data)
+    for decode in (answers.v3_add, answers.v3_read, answers.v3_long_poll, answers.v3_read_lac,
+                   answers.v3_bookie_info, answers.v3_entry_list, answers.v3_expect("writeLacResponse")):
+        try:
+            decode(msg)
+        except CodecError:
+            pass
+
+
+@target(declared=(), seeds=lambda: _frames("request", "v3"))
+def v3_plain_requests(data: bytes) -> None:
+    """The bookie's hand-made parsers of plain ADD and READ requests against the general
+    parser: whatever they take, the parser reads the same way (a CodecError is a finding here)."""
+    from bkctl.wire.codecs import v3
+
+    add = v3.plain_add_request(data)
+    read = v3.plain_read_request(data)
+    if add is None and read is None:
+        return
+    assert add is None or read is None
+    msg = v3.parse_request(data)
+    header = msg.header
+    assert header.version == 3
+    if add is not None:
+        txn, ledger_id, entry_id, key, body, high_priority = add
+        inner = msg.addRequest
+        assert header.operation == 2 and msg.HasField("addRequest")
+        assert (header.txnId, inner.ledgerId, inner.entryId, inner.masterKey, inner.body) == \
+            (txn, ledger_id, entry_id, key, body)
+        assert v3.is_high_priority(msg) == high_priority, (header.priority, high_priority)
+        assert not inner.HasField("flag") and not inner.HasField("writeFlags")
+        assert list(msg.ListFields()) == [(msg.DESCRIPTOR.fields_by_name["header"], header),
+                                          (msg.DESCRIPTOR.fields_by_name["addRequest"], inner)]
+    else:
+        ledger_id, entry_id, header_len, _ = read
+        inner = msg.readRequest
+        assert header.operation == 1 and msg.HasField("readRequest")
+        assert (inner.ledgerId, inner.entryId) == (ledger_id, entry_id)
+        assert [f.name for f, _ in inner.ListFields()] == ["ledgerId", "entryId"]
+        assert not header.HasField("priority") and data[2:header_len] == header.SerializeToString()
+
+
+@target(seeds=lambda: _frames("response", "v3"))
+def v3_plain_read_answer(data: bytes) -> None:
+    """The client's hand-made reader of EOK read answers against the general parser:
+    whatever it takes is what the parser reads as the body."""
+    from bkctl.wire.codecs import v3
+
+    if len(data) < 2:
+        return
+    n = 2 + data[1]
+    got = v3.plain_read_body(data, n)
+    if got is None:
+        return
+    msg = v3.parse_response(data)  # a CodecError here is a finding: the hand parser took junk
+    assert msg.status == 0 and msg.readResponse.status == 0
+    assert msg.readResponse.HasField("body") and msg.readResponse.body == got
+
+
+# ------------------------------------------------------------------ the bookie's side of a connection
+
+class _InstantJournal:
+    """A journal that is durable at once and keeps nothing."""
+    failed = None
+
+    def append(self, record, callback, *, sync=True):
+        callback(None)
+
+    def force(self, callback):
+        callback(None)
+
+    def replay(self):
+        return iter(())
+
+
+_BOOKIE = None
+
+
+def _bookie():
+    global _BOOKIE
+    if _BOOKIE is None:
+        from twisted.internet import task
+
+        from bkctl.bookied.bookie import Bookie
+        from bkctl.bookied.metrics import Metrics
+        from bkctl.bookied.storage import EntryStore
+
+        clock = task.Clock()
+        folder = _scratch()
+        store = EntryStore(folder, write_cache_max_bytes=1 << 20)
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        atexit.register(store.close)
+        _BOOKIE = (Bookie([_InstantJournal()], [store], clock=clock), clock, Metrics())
+    return _BOOKIE
+
+
+def _server_seeds() -> list[bytes]:
+    from bkctl.wire.codecs.framing import frame
+
+    out = []
+    for proto in ("v3", "v2"):
+        reqs = _frames("request", proto)
+        for opts in (0, 1, 2):
+            out.append(bytes((opts,)) + b"".join(frame(p) for p in reqs[:8]))
+    return out
+
+
+@target(declared=(), seeds=_server_seeds)
+def bookie_connection(data: bytes) -> None:
+    """A connection to a bookie fed this stream (the first byte: fast paths off
+    (bit 0), in-progress limits (bit 1), where the stream is cut): nothing
+    escapes the protocol, and every byte it answers is frames a client decodes."""
+    from twisted.internet.testing import StringTransport
+
+    from bkctl.bookied.server import BookieServerFactory
+    from bkctl.wire.codecs import v2, v3
+    from bkctl.wire.codecs.framing import FrameDecoder
+
+    if not data:
+        return
+    bookie, clock, metrics = _bookie()
+    opts, stream = data[0], data[1:]
+    factory = BookieServerFactory(bookie, metrics, 1 << 16, fastpaths=not opts & 1,
+                                  max_adds_in_progress=2 if opts & 2 else 0,
+                                  max_reads_in_progress=2 if opts & 2 else 0)
+    proto = factory.buildProtocol(None)
+    transport = StringTransport()
+    proto.makeConnection(transport)
+    cut = (opts >> 2) * 7 % (len(stream) + 1)
+    for chunk in (stream[:cut], stream[cut:]):
+        if chunk and not proto.closed:
+            proto.dataReceived(chunk)
+    clock.advance(3600)
+    proto.connectionLost(None)
+    for payload in FrameDecoder(1 << 24).feed(transport.value()):
+        # v3 answers, then v2 ones once the connection fell back; a long poll's
+        # v3 answer can come after them
+        try:
+            v3.parse_response(payload)
+        except CodecError:
+            v2.decode_response(payload)
+
+
+# ------------------------------------------------------------------ the client's side of a connection
+
+def _client_requests(conn, use_v3: bool) -> list:
+    """The requests a client connection has in flight when the fuzzed answers come."""
+    key = b"k" * 20
+    body = (1).to_bytes(8, "big") * 2 + b"\0" * 16 + b"data"  # ledger 1, entry 1, as packaged
+    out = [conn.add(1, 1, key, body), conn.read(1, 1), conn.read(1, 2)]
+    if use_v3:
+        out += [conn.read_lac(1), conn.read_long_poll(1, 0, 1000), conn.bookie_info()]
+    else:
+        out.append(conn.batch_read(1, 0, 4, 1 << 20))
+    return out
+
+
+def _client_seeds() -> list[bytes]:
+    from tests.support.connection import Harness, v2_requests, v3_reply, v3_requests
+
+    from bkctl.wire.codecs import v2
+    from bkctl.wire.codecs.framing import frame
+
+    seeds = []
+    for use_v3 in (True, False):
+        h = Harness("v3" if use_v3 else "v2")
+        pending = _client_requests(h.conn, use_v3)
+        _proto, transport = h.accept()
+        if use_v3:
+            answers = b"".join(v3_reply(r, body=b"\0" * 32) if r.header.operation == 1 else v3_reply(r)
+                               for r in v3_requests(transport))
+        else:
+            answers = b""
+            for r in v2_requests(transport):
+                if isinstance(r, v2.AddRequest):
+                    answers += frame(v2.AddResponse(2, 0, r.ledger_id, r.entry_id).encode())
+                elif isinstance(r, v2.ReadRequest):
+                    answers += frame(v2.ReadResponse(2, 0, r.ledger_id, r.entry_id, b"\0" * 40).encode())
+                else:
+                    answers += frame(v2.BatchReadResponse(2, 0, r.ledger_id, r.start_entry_id, r.request_id,
+                                                          (b"\0" * 40,)).encode())
+        for d in pending:
+            d.addErrback(lambda f: None)
+        seeds.append(bytes((0 if use_v3 else 1,)) + answers)
+    return seeds
+
+
+@target(declared=(), seeds=_client_seeds)
+def client_connection(data: bytes) -> None:
+    """A client connection (v3 or v2: the first byte's bit 0) with requests in flight,
+    fed this stream as the bookie's answers: nothing escapes the protocol, and each
+    request ends in its answer or in one of the library's errors."""
+    from twisted.python.failure import Failure
+
+    from tests.support.connection import Harness
+
+    from bkctl.wire.errors import BKError
+
+    if not data:
+        return
+    use_v3 = not data[0] & 1
+    h = Harness("v3" if use_v3 else "v2")
+    outcomes = []
+    for d in _client_requests(h.conn, use_v3):
+        d.addBoth(outcomes.append)
+    proto, _transport = h.accept()
+    stream = data[1:]
+    cut = (data[0] >> 1) * 5 % (len(stream) + 1)
+    for chunk in (stream[:cut], stream[cut:]):
+        if chunk:
+            proto.dataReceived(chunk)
+    h.conn.close()
+    h.reactor.advance(3600)
+    for outcome in outcomes:
+        if isinstance(outcome, Failure) and not outcome.check(BKError):
+            outcome.raiseException()
+
+
+# ------------------------------------------------------------------ metadata
+
+def _zk(prefix: str) -> list[bytes]:
+    return _vector_files("zk/raw", prefix + "*")
+
+
+def _metadata_seeds() -> list[bytes]:
+    from bkctl.wire.metadata.ledger import parse_ledger_metadata, serialize_ledger_metadata
+
+    out = _zk("ledgers__00__")
+    md = parse_ledger_metadata(out[0])
+    for version in (1, 2):
+        out.append(serialize_ledger_metadata(md.with_format_version(version), version))
+    return out
+
+
+@target(seeds=_metadata_seeds)
+def ledger_metadata(data: bytes) -> None:
+    """Ledger metadata of format 1, 2 or 3; what parses is written back in its format and reads the same."""
+    from bkctl.wire.metadata.ledger import parse_ledger_metadata, serialize_ledger_metadata
+
+    md = parse_ledger_metadata(data)
+    again = parse_ledger_metadata(serialize_ledger_metadata(md, md.format_version))
+    assert again == md, (again, md)
+
+
+def _cookie_seeds() -> list[bytes]:
+    return _zk("ledgers__cookies__") + _vector_files("disk", "bk1__*VERSION.bin") + [
+        b"3\n127.0.0.1:3181\n/data/j\n/data/l\n"]
+
+
+@target(seeds=_cookie_seeds)
+def cookie(data: bytes) -> None:
+    """A cookie (ZooKeeper or a VERSION file) of layout 3, 4 or 5; what parses is written back and reads the same."""
+    from bkctl.wire.metadata.cookie import parse_cookie
+
+    c = parse_cookie(data)
+    assert parse_cookie(c.serialize()) == c
+
+
+@target(seeds=lambda: _zk("ledgers__LAYOUT") + _zk("ledgers__available__"))
+def cluster_znodes(data: bytes) -> None:
+    """LAYOUT, a bookie's service info, an entry availability list."""
+    from bkctl.wire.codecs.availability import decode_availability
+    from bkctl.wire.metadata.layout import parse_layout
+    from bkctl.wire.metadata.serviceinfo import parse_service_info
+
+    for parse in (parse_layout, parse_service_info, decode_availability):
+        try:
+            parse(data)
+        except CodecError:
+            pass
+
+
+def _digest_seeds() -> list[bytes]:
+    from bkctl.wire.codecs.digest import DigestManager, DigestType
+
+    out = []
+    for t in DigestType:
+        dm = DigestManager(1, t, b"pw")
+        out.append(bytes((t,)) + dm.package(3, 2, 40, b"payload"))
+    return out
+
+
+@target(declared=(DigestError,), seeds=_digest_seeds)
+def entry_digest(data: bytes) -> None:
+    """A packaged entry's digest checked (the first byte: the digest type)."""
+    from bkctl.wire.codecs.digest import DigestManager, DigestType
+
+    if not data:
+        return
+    types = list(DigestType)
+    dm = DigestManager(1, types[data[0] % len(types)], b"pw")
+    body = data[1:]
+    dm.verify(body)
+    dm.verify_lac(body)
+
+
+# ------------------------------------------------------------------ bookied's files
+
+def _scratch() -> str:
+    """A folder for the targets' files: $BKCTL_FUZZ_SCRATCH (bench/fuzz.py's work folder), else in memory."""
+    base = os.environ.get("BKCTL_FUZZ_SCRATCH")
+    if base is None and os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        base = "/dev/shm"
+    return tempfile.mkdtemp(prefix="bkctl-fuzz-", dir=base)
+
+
+_DIR = None
+
+
+def _file(name: str, data: bytes) -> str:
+    global _DIR
+    if _DIR is None:
+        _DIR = _scratch()
+        atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
+    path = os.path.join(_DIR, name)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def _journal_seeds() -> list[bytes]:
+    from bkctl.bookied import journal as j
+
+    recs = [j.MasterKeyRecord(1, b"k" * 20), j.EntryRecord(1, 0, b"e" * 40), j.FenceRecord(1),
+            j.ExplicitLacRecord(1, b"l" * 16), j.EntryRecord(2, 5, b"")]
+    body = b"".join(j.encode_record(r) for r in recs)
+    head = j._encode_header(1)
+    return [head + body, head + body + bytes(64), head + body[:-3]]
+
+
+@target(declared=(), seeds=_journal_seeds)
+def bookied_journal(data: bytes) -> None:
+    """One of bookied's journal files, scanned as replay scans it: never an error, records up to the damage."""
+    from bkctl.bookied import journal as j
+
+    path = _file(j.file_name(1), data)
+    scan = j.FileScan(path)
+    last = j.HEADER_SIZE - 1
+    for offset, rec in j.scan_file(path, 0, scan):
+        assert offset > last
+        last = offset
+        assert isinstance(rec, (j.EntryRecord, j.MasterKeyRecord, j.FenceRecord, j.ExplicitLacRecord))
+    assert scan.end <= len(data)
+
+
+def _entry_log_seeds() -> list[bytes]:
+    from bkctl.bookied.storage import entry_log as el
+
+    recs = b"".join(el.encode_log_record(1, i, b"x" * (10 + i)) for i in range(3))
+    return [el.encode_log_header(1) + recs, el.encode_log_header(1) + recs[:-1]]
+
+
+@target(declared=(), seeds=_entry_log_seeds)
+def bookied_entry_log(data: bytes) -> None:
+    """One of bookied's entry logs, scanned (for compaction and ``bookie check``), and each
+    record read back by its location as a read does: what the scan gives checks out."""
+    from bkctl.bookied.storage import entry_log as el
+
+    path = _file(el.log_name(1), data)
+    for offset, length, ledger_id, entry_id, body in el.scan_log(path):
+        record = data[offset:offset + length]
+        assert el.check_record(record, ledger_id, entry_id, 1, offset, length) == body
+    for at in range(el.LOG_HEADER_SIZE, min(len(data), el.LOG_HEADER_SIZE + 64), 8):
+        record = data[at:at + 48]
+        try:
+            el.check_record(record, 1, 0, 1, at, 48)
+        except OSError:  # EntryCorrupted: the read answers EIO
+            pass
+
+
+# ------------------------------------------------------------------ Java's files
+
+@target(seeds=lambda: _vector_files("disk", "*.txn.head.bin", 2048))
+def java_journal(data: bytes) -> None:
+    """A Java journal (.txn) as ``bkctl bookie inspect`` reads it."""
+    from bkctl.wire.codecs.javadisk import scan_journal
+
+    _version, records = scan_journal(data)
+    for n, _rec in enumerate(records):
+        assert n <= len(data)
+
+
+@target(seeds=lambda: _vector_files("disk", "*.log.bin"))
+def java_entry_log(data: bytes) -> None:
+    """A Java entry log (.log): header, scan, and reads at the offsets the scan gives."""
+    from bkctl.wire.codecs.javadisk import entry_log_header, entry_header, read_entry_at, scan_entry_log
+
+    entry_log_header(data)
+    for e in scan_entry_log(data):
+        assert read_entry_at(data, e.offset) == e.data
+        try:
+            entry_header(e.data)
+        except CodecError:
+            pass
+
+
+def _index_seeds() -> list[bytes]:
+    return _vector_files("disk", "*.idx.bin", 1024 + 64) + _vector_files("disk", "*lastMark.bin") + \
+        _vector_files("disk", "*lastId.bin")
+
+
+@target(seeds=_index_seeds)
+def java_index(data: bytes) -> None:
+    """A Java index file (.idx: header and location pages), lastMark, lastId and DbLedgerStorage's rows."""
+    from bkctl.wire.codecs import javadisk as jd
+
+    for parse in (jd.parse_index, jd.parse_last_mark, jd.parse_last_id, jd.parse_db_ledger_data,
+                  jd.parse_db_location, jd.parse_db_location_key):
+        try:
+            parse(data)
+        except CodecError:
+            pass
+
+
+# ------------------------------------------------------------------ Pulsar
+
+def _pulsar_seeds() -> list[bytes]:
+    from tests.support import pulsar_entries as pe
+
+    out = []
+    for case in pe.cases():
+        out += pe.case_entries(case)[:2]
+    out += pe.case_entries("a_plain", "entries_with_broker_entry_metadata")[:1]
+    return out
+
+
+@target(seeds=_pulsar_seeds)
+def pulsar_entry(data: bytes) -> None:
+    """A stored Pulsar entry: decoded (CorruptEntry is declared), and fed to a topic
+    decoder, which never raises (a bad entry is an error row)."""
+    from bkctl.wire.pulsar.entry import decode_entry
+    from bkctl.wire.pulsar.errors import CorruptEntry
+    from bkctl.wire.pulsar.messages import TopicDecoder
+
+    dec = TopicDecoder("persistent://t/n/x")
+    dec.add(1, 0, data)
+    dec.finish()
+    dec.take_parts()
+    try:
+        decode_entry(data, verify=False)  # past a wrong checksum too (``bkctl pulsar`` reads metadata so)
+    except CorruptEntry:
+        pass
+    decode_entry(data)
+
+
+def _batch_table(data: bytes, splitter):
+    import pyarrow as pa
+
+    from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema
+    from bkctl.export.topic_source import record_batch
+    from bkctl.wire.pulsar.messages import TopicDecoder
+
+    schema = arrow_schema(TOPIC_COLUMNS)
+    dec = TopicDecoder("persistent://t/n/x", 0, splitter=splitter)
+    dec.add(1, 0, data)
+    dec.finish()
+    parts = dec.take_parts()
+    table = pa.Table.from_batches([record_batch(p, schema) for p in parts], schema=schema)
+    return table.combine_chunks(), [str(p) for p in dec.problems], (dec.messages, dec.payload_bytes)
+
+
+def _batch_seeds() -> list[bytes]:
+    from bkctl.wire.proto import pulsar_api_pb2 as pb
+    from tests.support import pulsar_entries as pe
+
+    out = [e for case in pe.cases() if "batch" in case for e in pe.case_entries(case)[:1]]
+    msgs = [(pb.SingleMessageMetadata(partition_key="k", event_time=5), b"one"),
+            (pb.SingleMessageMetadata(null_value=True), b""),
+            (pb.SingleMessageMetadata(properties=[pb.KeyValue(key="a", value="b")], sequence_id=9), b"three")]
+    md = pe.metadata("p", 1, 1000, num_messages_in_batch=len(msgs))
+    out.append(pe.encode_entry(md, pe.batch_payload(msgs)))
+    return out
+
+
+@target(declared=(), seeds=_batch_seeds)
+def pulsar_batch_twins(data: bytes) -> None:
+    """A batch entry split by the C splitter and by its Python twin: the same rows and problems
+    (skipped, i.e. nothing checked, where the C one is not built or fast paths are off)."""
+    from bkctl.wire.pulsar.rows import BatchRows, PyMessageRows
+
+    if BatchRows is PyMessageRows:
+        return
+    fast, fast_problems, fast_counts = _batch_table(data, BatchRows)
+    general, general_problems, general_counts = _batch_table(data, PyMessageRows)
+    assert fast_problems == general_problems, (fast_problems, general_problems)
+    assert fast_counts == general_counts
+    assert fast.equals(general), (fast.to_pylist(), general.to_pylist())
+
+
+def _managed_ledger_seeds() -> list[bytes]:
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+
+    out = _vector_files("pulsar/zk", "*.bin")
+    out.append(ml.PositionInfo(ledgerId=3, entryId=4).SerializeToString())
+    out.append(b'{"partitions": 3}')
+    return out
+
+
+@target(seeds=_managed_ledger_seeds)
+def managed_ledger(data: bytes) -> None:
+    """ManagedLedgerInfo, ManagedCursorInfo, PositionInfo and partitioned-topic metadata."""
+    from bkctl.wire.pulsar import managed_ledger as m
+    from bkctl.wire.pulsar.errors import PulsarFormatError
+
+    for parse in (m.parse_managed_ledger_info, m.parse_cursor_info, m.parse_position_info,
+                  m.parse_partitioned_topic_metadata):
+        try:
+            parse(data)
+        except PulsarFormatError:
+            pass
+    try:
+        info = m.parse_cursor_info(data)
+        m.CursorState.of(info).to_json()
+    except PulsarFormatError:
+        pass
+
+
+def seeds(name: str) -> list[bytes]:
+    return TARGETS[name].seeds()
+
+
+__all__ = ["CORPUS", "TARGETS", "Target", "corpus", "keep", "run", "seeds"]

@@ -1,0 +1,292 @@
+"""Where each ledger's repair stands, and which bookies are lost: the one model
+``autorecovery status``, ``query-status``, ``underreplicated``, ``decommission
+--wait`` and ``bkctl top`` read (blocking: call it off the reactor thread).
+
+A :class:`Snapshot` is read from ZooKeeper at one moment: the switch, the
+delay, the elected auditor, the marks and the replication locks, the
+registered bookies and the cookies, and the status nodes our daemons keep
+(:mod:`.status`).  Everything below is computed from it, so a view changes as
+soon as the cluster does: a lock gone is no longer "being re-replicated", a
+bookie registered again is no longer lost, whatever a status node still says.
+
+A ledger's state (:data:`STATES`):
+
+``waiting-delay``   not marked yet: a lost bookie of it is not due before
+                    ``lostBookieRecoveryDelay`` (``until``)
+``held-disabled``   autorecovery is disabled: not marked (the auditor holds
+                    it back) or marked and not taken by any worker
+``not-marked``      names a lost bookie, not marked yet, nothing known waits
+                    for it (no auditor, or its audit has not run)
+``waiting-worker``  marked, no worker holds it
+``waiting-grace``   an open ledger's worker waits for its writer to replace
+                    the bookie before fencing it (``openLedgerRereplication
+                    GracePeriod``, ``until``)
+``re-replicating``  a worker copies it (``worker``, ``since``)
+``held-failed``     an attempt failed; the worker keeps its lock until
+                    ``until`` (``lockReleaseOfFailedLedgerGracePeriod``),
+                    then any worker retries it
+``locked``          a worker that keeps no status holds its lock (Java's):
+                    which ledger, by which host (the lock's content) and
+                    since when (the lock's ctime) is all that can be known -- being copied,
+                    waiting for an open ledger's writer or held after a
+                    failure look the same
+``done``            not marked, and a worker finished it lately
+
+``attempts`` lists the failed attempts the running workers remember
+(``worker``, ``reason``, ``at``, ``retry_at``; a worker's memory goes with its
+daemon; Java's workers tell none).
+
+Lost bookies are those with a cookie that are not registered, and those our
+auditor found named by ledgers at its last audit (with no cookie: said so);
+with a Java auditor, which publishes nothing, the unregistered bookies named
+by marks stand for the latter.  A bookie whose cookie is gone and that no
+ledger names (decommissioned) is not lost.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["STATES", "Snapshot", "ledger_state", "ledger_states", "lost_bookies", "read_snapshot", "state_text"]
+
+WAITING_DELAY = "waiting-delay"
+HELD_DISABLED = "held-disabled"
+NOT_MARKED = "not-marked"
+WAITING_WORKER = "waiting-worker"
+WAITING_GRACE = "waiting-grace"
+REREPLICATING = "re-replicating"
+HELD_FAILED = "held-failed"
+LOCKED = "locked"
+DONE = "done"
+STATES = (WAITING_DELAY, HELD_DISABLED, NOT_MARKED, WAITING_WORKER, WAITING_GRACE, REREPLICATING, HELD_FAILED,
+          LOCKED, DONE)
+
+
+@dataclass
+class Snapshot:
+    """What ZooKeeper said at ``now_ms``."""
+
+    now_ms: int
+    enabled: bool = True
+    delay: int | None = None
+    #: the elected auditor's id (Java's or ours)
+    auditor: str | None = None
+    #: our auditor's status node, only while it is the elected auditor (else None)
+    auditor_doc: dict | None = None
+    #: worker id -> its status node (our running daemons)
+    workers: dict[str, dict] = field(default_factory=dict)
+    #: ledger id -> :class:`~bkctl.wire.metadata.store.UnderreplicatedMark`
+    marks: dict = field(default_factory=dict)
+    #: ledger id -> the lock's content (ours: the worker's bookie id; Java's: its host name)
+    locks: dict[int, str | None] = field(default_factory=dict)
+    #: ledger id -> when its lock was taken (ms, ZooKeeper's clock)
+    lock_ctimes: dict[int, int] = field(default_factory=dict)
+    registered: set[str] = field(default_factory=set)
+    cookies: set[str] = field(default_factory=set)
+    #: (key, lost bookies by id), computed once for the many ledgers asked about
+    lost_cache: tuple | None = field(default=None, repr=False, compare=False)
+
+
+def read_snapshot(store, now_ms: int, *, marks: bool = True) -> Snapshot:
+    """Read a :class:`Snapshot` (``marks=False`` leaves the marks out: a caller that
+    asks about a few ledgers reads theirs with :func:`ledger_states`)."""
+    from .status import read_daemon_status
+
+    daemons = read_daemon_status(store)
+    auditor = store.auditor.current()
+    doc = daemons["auditor"]
+    if not isinstance(doc, dict) or doc.get("auditor") != auditor:
+        doc = None  # a daemon that is no longer the auditor, or none of ours is
+    return Snapshot(
+        now_ms=now_ms, enabled=store.underreplication.is_enabled(),
+        delay=store.underreplication.lost_bookie_recovery_delay(), auditor=auditor, auditor_doc=doc,
+        workers=dict(daemons["workers"]),
+        marks={m.ledger_id: m for m in store.underreplication.marks()} if marks else {},
+        locks=dict(store.underreplication.locks()), lock_ctimes=dict(store.underreplication.lock_ctimes()),
+        registered=set(store.registration.writable_bookies()) | set(store.registration.readonly_bookies()),
+        cookies=set(store.registration.all_bookies()))
+
+
+# -- lost bookies ---------------------------------------------------------------------
+def _audited(snap: Snapshot) -> dict[str, dict]:
+    doc = snap.auditor_doc or {}
+    return {d["bookie_id"]: d for d in doc.get("lost", []) if isinstance(d, dict) and "bookie_id" in d}
+
+
+def lost_bookies(snap: Snapshot) -> list[dict]:
+    """The lost bookies, sorted: ``bookie_id``, ``cookie`` (has one), ``named_by``
+    (ledgers naming it at the auditor's last audit; None when not known),
+    ``lost_since`` and ``due`` (ms, our auditor's), ``due_in`` (s), ``not_waited``
+    (why the delay was not waited for), ``seen_by_auditor``, ``why`` (one line)."""
+    audited = _audited(snap)
+    in_marks = {b for m in snap.marks.values() for b in m.replicas}
+    candidates = (snap.cookies | set(audited)) - snap.registered
+    if snap.auditor_doc is None:  # no auditor of ours: the marks name what the auditor found
+        candidates |= in_marks - snap.registered
+    rows = []
+    for bookie in sorted(candidates):
+        d = audited.get(bookie, {})
+        due = d.get("due")
+        cookie = bookie in snap.cookies
+        named = d.get("named_by")
+        if not cookie:
+            why = ("named by ledgers, no cookie" if bookie in audited
+                   else "named by under-replicated ledgers, no cookie")
+        elif snap.auditor_doc is not None and bookie not in audited:
+            why = "has a cookie, not registered; no ledger names it"
+        else:
+            why = "has a cookie, not registered"
+        rows.append({"bookie_id": bookie, "cookie": cookie, "named_by": named,
+                     "lost_since": d.get("lost_since"), "due": due,
+                     "due_in": None if due is None else max(0.0, round((due - snap.now_ms) / 1000.0, 1)),
+                     "not_waited": d.get("not_waited"), "seen_by_auditor": bookie in audited, "why": why})
+    return rows
+
+
+# -- one ledger -----------------------------------------------------------------------
+def _attempts(snap: Snapshot, ledger_id: int) -> list[dict]:
+    out = []
+    for worker_id, doc in snap.workers.items():
+        for a in (doc.get("attempts") or {}).get(str(ledger_id), []):
+            if isinstance(a, dict):
+                out.append({"worker": doc.get("worker") or worker_id, "reason": a.get("reason"),
+                            "at": a.get("at"), "retry_at": a.get("retry_at")})
+        failure = doc.get("last_failure")  # a daemon of before the attempts were kept
+        if "attempts" not in doc and isinstance(failure, dict) and failure.get("ledger_id") == ledger_id:
+            out.append({"worker": doc.get("worker") or worker_id, "reason": failure.get("reason"),
+                        "at": failure.get("at"), "retry_at": None})
+    return sorted(out, key=lambda a: a.get("at") or 0)
+
+
+def _holder(snap: Snapshot, ledger_id: int, lock: str | None) -> tuple[str | None, dict | None]:
+    """(worker id, its status node) of our worker holding the ledger's lock."""
+    key = str(ledger_id)
+    for worker_id, doc in snap.workers.items():
+        if (key in (doc.get("active") or {}) or key in (doc.get("holds") or {})
+                or doc.get("current") == ledger_id or ledger_id in (doc.get("held") or [])):
+            return doc.get("worker") or worker_id, doc
+    for worker_id, doc in snap.workers.items():
+        if lock is not None and lock in (worker_id, doc.get("worker")):
+            return doc.get("worker") or worker_id, doc
+    return (lock if _is_bookie_id(lock) else None), None
+
+
+def _is_bookie_id(text: str | None) -> bool:
+    """Our workers' locks hold their bookie id (host:port); Java's hold a host name."""
+    from bkctl.wire.metadata.bookieid import bookie_id_problem
+
+    return bool(text) and ":" in text and bookie_id_problem(text) is None
+
+
+def _named_lost(snap: Snapshot, bookies) -> list[dict]:
+    key = (snap.now_ms, len(snap.marks))  # asked for many ledgers of one snapshot: computed once
+    cached = snap.lost_cache
+    if cached is None or cached[0] != key:
+        cached = snap.lost_cache = (key, {row["bookie_id"]: row for row in lost_bookies(snap)})
+    lost = cached[1]
+    return [lost[b] for b in bookies if b in lost]
+
+
+def ledger_state(snap: Snapshot, ledger_id: int, bookies=()) -> dict:
+    """One ledger's state: ``ledger_id``, ``state`` (:data:`STATES`), ``worker`` (a
+    bookie id, or None), ``lock`` (the lock's content: ours hold the worker's
+    bookie id, Java's the host name), ``since``/``until`` (ms or None),
+    ``attempts`` and ``missing_replicas``/``ctime`` of its mark.  ``bookies``
+    (those its metadata names) let an unmarked ledger say what it waits for."""
+    mark = snap.marks.get(ledger_id)
+    row = {"ledger_id": ledger_id, "state": None, "worker": None, "lock": snap.locks.get(ledger_id),
+           "since": None, "until": None, "attempts": _attempts(snap, ledger_id),
+           "missing_replicas": list(mark.replicas) if mark else [], "ctime": mark.ctime if mark else None}
+    if ledger_id in snap.locks:
+        worker, doc = _holder(snap, ledger_id, row["lock"])
+        row["worker"] = worker
+        key = str(ledger_id)
+        hold = (doc or {}).get("holds", {}).get(key) if doc else None
+        if doc is None:
+            row.update(state=LOCKED, since=snap.lock_ctimes.get(ledger_id))
+        elif key in (doc.get("active") or {}):
+            row.update(state=REREPLICATING, since=doc["active"][key])
+        elif isinstance(hold, dict):
+            row.update(state=WAITING_GRACE if hold.get("why") == "grace" else HELD_FAILED,
+                       since=hold.get("since"), until=hold.get("until"))
+        elif "holds" not in doc and ledger_id in (doc.get("held") or []) and row["attempts"]:
+            row["state"] = HELD_FAILED  # a daemon of before holds were kept
+        else:  # just taken: its status node says so a moment later
+            row.update(state=REREPLICATING, since=snap.lock_ctimes.get(ledger_id))
+        return row
+    if mark is not None:
+        row["state"] = WAITING_WORKER if snap.enabled else HELD_DISABLED
+        if snap.enabled and not snap.workers:
+            row["note"] = "no worker of ours is running (Java's keep no status)"
+        return row
+    for doc in snap.workers.values():
+        for d in doc.get("done") or []:
+            if isinstance(d, dict) and d.get("ledger_id") == ledger_id:
+                row.update(state=DONE, worker=doc.get("worker"), since=d.get("at"))
+    if row["state"] == DONE:
+        return row
+    lost = _named_lost(snap, bookies)
+    if lost and not snap.enabled:
+        row["state"] = HELD_DISABLED
+        return row
+    dues = [b["due"] for b in lost if b["due"] is not None and b["due"] > snap.now_ms]
+    if dues:
+        row.update(state=WAITING_DELAY, until=min(dues))
+        return row
+    row["state"] = NOT_MARKED
+    if snap.auditor is None:
+        row["note"] = "no auditor is elected"
+    elif snap.auditor_doc is None:
+        row["note"] = (f"the auditor {snap.auditor} keeps no status (Java's?): it marks it once "
+                       "lostBookieRecoveryDelay has passed since it saw the bookie go")
+    else:
+        row["note"] = f"the auditor {snap.auditor} marks it at its next audit"
+    return row
+
+
+def ledger_states(store, ledger_ids, now_ms: int, bookies_of=None) -> dict[int, dict]:
+    """:func:`ledger_state` of each of ``ledger_ids`` (their marks only are read);
+    ``bookies_of(ledger_id)`` names the bookies its metadata names."""
+    snap = read_snapshot(store, now_ms, marks=False)
+    for lid in ledger_ids:
+        mark = store.underreplication.get(lid)
+        if mark is not None:
+            snap.marks[lid] = mark
+    return {lid: ledger_state(snap, lid, bookies_of(lid) if bookies_of else ()) for lid in ledger_ids}
+
+
+def _seconds(ms: int | None, now_ms: int) -> str:
+    if ms is None:
+        return "?"
+    return f"{max(0.0, abs(ms - now_ms) / 1000.0):.0f} s"
+
+
+def state_text(row: dict, now_ms: int) -> str:
+    """One line for people: ``held after a failed attempt by b1:3181: <reason>; retried in 240 s``."""
+    state, worker = row["state"], row.get("worker")
+    last = row["attempts"][-1] if row.get("attempts") else None
+    tries = f" ({len(row['attempts'])} failed attempts)" if row.get("attempts") and len(row["attempts"]) > 1 else ""
+    if state == WAITING_DELAY:
+        return f"waiting for lostBookieRecoveryDelay: marked in {_seconds(row['until'], now_ms)}"
+    if state == HELD_DISABLED:
+        return "held: autorecovery is disabled" + ("" if row.get("missing_replicas") else " (not marked)")
+    if state == NOT_MARKED:
+        return "not marked yet" + (f": {row['note']}" if row.get("note") else "")
+    if state == WAITING_WORKER:
+        text = "waiting for a worker" + (f" ({row['note']})" if row.get("note") else "")
+        return text + (f"; last failed attempt by {last['worker']}: {last['reason']}{tries}" if last else "")
+    if state == WAITING_GRACE:
+        return (f"open ledger: {worker} waits for its writer before fencing it "
+                f"(openLedgerRereplicationGracePeriod), {_seconds(row['until'], now_ms)} left")
+    if state == REREPLICATING:
+        since = f" for {_seconds(row['since'], now_ms)}" if row.get("since") else ""
+        return f"being re-replicated by {worker}{since}"
+    if state == HELD_FAILED:
+        reason = f": {last['reason']}" if last else ""
+        retry = f"; retried in {_seconds(row['until'], now_ms)}" if row.get("until") else ""
+        return f"held after a failed attempt by {worker}{reason}{retry}{tries}"
+    if state == LOCKED:
+        since = f" for {_seconds(row['since'], now_ms)}" if row.get("since") else ""
+        return (f"locked{since} by a worker that keeps no status (Java's? its lock names "
+                f"{row.get('lock') or '?'}): being re-replicated, waiting for an open ledger's writer, "
+                "or held after a failure")
+    return "done" + (f" by {worker}" if worker else "")
