@@ -1,7 +1,9 @@
 """The shell session: one App, a loop over lines, and the shell's own commands.
 
-:class:`Shell` runs each line through :func:`bkctl.cli.run` with the
-session App as ``obj`` (so there is one implementation of every command),
+:class:`Shell` runs each line of bkctl's command tree (given to it: the shell
+does not import :mod:`bkctl.cli`, which registers the shell's command) through
+:func:`bkctl.runner.run_line` with the session App as ``obj`` (so there is one
+implementation of every command),
 keeps per-command options such as ``--json`` from leaking into the
 session, pages long output, and turns every failure, Ctrl-C included, into
 a status instead of an exit.
@@ -67,10 +69,8 @@ class _Leave(Exception):
 class Shell:
     """A shell session over ``root`` (bkctl's click group) with ``app`` as its state."""
 
-    def __init__(self, app: App, root: click.Group | None = None, cluster_name: str | None = None,
+    def __init__(self, app: App, root: click.Group, cluster_name: str | None = None,
                  stdin: TextIO | None = None):
-        if root is None:
-            from bkctl.cli import cli as root
         self.app = app
         app.interactive = True
         self.root = root
@@ -147,7 +147,10 @@ class Shell:
 
     def run_command(self, args: list[str]) -> int:
         """``bkctl ARGS`` on the session App; options given here last for this line only."""
-        from bkctl.cli import run
+        from bkctl.runner import run_line
+
+        def run(line: list[str], obj: App) -> int:
+            return run_line(self.root, line, obj)
 
         args = hoist_global_options(self.root, list(args))
         if self._command_word(args) == "shell":

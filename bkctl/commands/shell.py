@@ -52,8 +52,10 @@ def shell(ctx: click.Context, metadata_uri: str | None, cluster: str | None):
     if metadata_uri or cluster:
         app.close()
         app.metadata_uri, app.cluster_name = resolve_cluster(metadata_uri, cluster)
-    root = ctx.find_root()
-    code = Shell(app, root=root.command if isinstance(root.command, click.Group) else None).run()
+    root = ctx.find_root().command
+    if not isinstance(root, click.Group):
+        raise click.UsageError("bkctl shell runs under bkctl's command tree (bkctl shell)")
+    code = Shell(app, root=root).run()
     if code:
         raise _ScriptStatus(code)
 
