@@ -1,7 +1,9 @@
 """Abuse of a live bookied: mutated frames by the million while a valid client writes and reads.
 
-Starts a real ZooKeeper and one real bookied, a valid client (tests/support/abuse.py's
-ValidClient: adds over v3 and v2, each read back and compared) and sends ``--frames``
+Starts a real ZooKeeper and one real bookied, ``--held`` connections held open meanwhile
+(half of them with a frame announced at 5 MiB and never completed), a client that
+sends adds and never reads their answers, one that floods long polls, a valid client
+(tests/support/abuse.py's ValidClient: adds over v3 and v2, each read back and compared) and sends ``--frames``
 frames mutated from the captured Java frames and the fuzz corpus over ``--connections``
 connections (tests/support/abuse.py's hammer: a frame the bookie must take on a
 connection that must stay open, now and then one it must close the connection on).
@@ -33,7 +35,7 @@ from common import cpu_seconds, load_note  # noqa: E402
 
 from bkctl.sandbox.zookeeper import ZooKeeperServer, free_port  # noqa: E402
 from bkctl.wire.metadata.zk import ZKMetadataStore  # noqa: E402
-from tests.support.abuse import QUIET_GC, ValidClient, hammer, rss_kb  # noqa: E402
+from tests.support.abuse import QUIET_GC, Bystanders, ValidClient, hammer, rss_kb  # noqa: E402
 from tests.support.bookieproc import BookieProcess  # noqa: E402
 
 
@@ -43,13 +45,16 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--max-frames-per-connection", type=int, default=5000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--held", type=int, default=2000,
+                    help="connections held open meanwhile, half with a 5 MiB frame never completed (default 2000); "
+                         "with them a client sending adds it never reads the answers of, and a long-poll flood")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop what we started on the way out
     base = Path(tempfile.mkdtemp(prefix="bkctl-abuse-"))
     zk = ZooKeeperServer(base / "zk", port=free_port())
     bookie = None
-    client = None
+    client = bystanders = None
     samples: list[int] = []
     stop = threading.Event()
     try:
@@ -72,6 +77,7 @@ def main() -> int:
         client = ValidClient(bookie.port)
         client.start()
         time.sleep(1.0)
+        bystanders = Bystanders(bookie.port, args.held, client.key, client.dm)
         start_rss = rss_kb(pid)
         cpu0 = cpu_seconds(pid)
         started = time.monotonic()
@@ -86,6 +92,8 @@ def main() -> int:
         elapsed = time.monotonic() - started
         ops_during = client.ops
         client.stop()
+        bystanders.close()
+        bystanders = None
         stop.set()
         alive = bookie.proc.poll() is None
         log = bookie.log_path.read_text(errors="replace")
@@ -99,11 +107,15 @@ def main() -> int:
             "rss_mb": {"start": round(start_rss / 1024, 1), "peak": round(max(samples or [0]) / 1024, 1),
                        "end": round((samples[-1] if samples else 0) / 1024, 1)},
             "bookie_cpu_s": round(cpu_seconds(pid) - cpu0, 1) if alive else None,
-            "bookie_alive": alive, "closing_lines_logged": log.count("closing connection from"),
+            "bookie_alive": alive, "held_connections": args.held,
+            "closing_lines_logged": log.count("closing connection from"),
+            "holding_back_lines_logged": log.count("not reading the connection from"),
             "load": load_note(),
         }
     finally:
         stop.set()
+        if bystanders is not None:
+            bystanders.close()
         if client is not None and client.is_alive():
             client.stop()
         if bookie is not None:

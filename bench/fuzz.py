@@ -77,8 +77,11 @@ def fuzz(name: str, seconds: int, work: Path, timeout: int, rss_mb: int, max_len
            f"-rss_limit_mb={rss_mb}", f"-max_len={max_len}", f"-artifact_prefix={artifacts}/",
            "-print_pcs=0", str(corpus)]
     started = time.monotonic()
+    scratch = work / name / "scratch"  # the targets' files (libFuzzer's exit skips their clean-up)
+    scratch.mkdir(exist_ok=True)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                          cwd=REPO)
+                          cwd=REPO, env=dict(os.environ, BKCTL_FUZZ_SCRATCH=str(scratch)))
+    shutil.rmtree(scratch, ignore_errors=True)
     elapsed = time.monotonic() - started
     out = proc.stdout
     (work / name / "log.txt").write_text(out)

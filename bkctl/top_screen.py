@@ -183,7 +183,7 @@ def detail(snapshot: dict, bookie_id: str) -> Panel:
     repairs = repairs_of(snapshot, bookie_id)
     lines.append(f"under-replicated ledgers missing a copy here: {len(repairs)}")
     for ledger in repairs[:10]:
-        lines.append(f"  ledger {ledger['ledger_id']}: {ledger['state']}"
+        lines.append(f"  ledger {ledger['ledger_id']}: {ledger.get('text') or ledger['state']}"
                      + (f" (worker {ledger['worker']})" if ledger.get("worker") else ""))
     return Panel("\n".join(lines), title=f"bookie {bookie_id}", title_align="left")
 

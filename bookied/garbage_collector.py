@@ -46,6 +46,12 @@ log = logging.getLogger("bookied.gc")
 MAJOR = "major"
 MINOR = "minor"
 
+#: what the collector is doing (``state`` in its status, ``bookie_gc_state`` in the metrics)
+IDLE = "idle"
+COLLECTING = "collecting"  # removing deleted ledgers
+COMPACTING = {MAJOR: "major compacting", MINOR: "minor compacting"}
+STATES = (IDLE, COLLECTING, COMPACTING[MINOR], COMPACTING[MAJOR])
+
 
 @dataclass(frozen=True)
 class GcPolicy:
@@ -129,6 +135,9 @@ class PassResult:
     reclaimed_by_compaction: int = 0
     damaged: list = field(default_factory=list)  # (directory, DamagedFound)
     not_reclaimed: dict = field(default_factory=dict)  # (directory, log id) -> why
+    candidates: int = 0  # logs below the threshold when compaction began
+    stopped_by: str | None = None  # why compaction ended before every candidate was compacted
+    throttled_ms: int = 0  # time spent waiting for the rate limit
 
 
 def damaged_doc(directory: str, found) -> dict:
@@ -224,7 +233,8 @@ class GarbageCollector:
         self.suspend_major = self.suspend_minor = False
         self.no_space = False  # forced by a full disk: limits lifted
         self.running: defer.Deferred | None = None
-        self.compacting: str | None = None
+        self.compacting: str | None = None  # MAJOR or MINOR while compaction itself runs (Java's flags)
+        self.state = IDLE
         self._forced_now = False
         self._waiters: list[defer.Deferred] = []
         self._pending: tuple[bool, bool, bool] | None = None
@@ -238,7 +248,8 @@ class GarbageCollector:
         self.last_run_ms: int | None = None
         self.last_run_duration_ms: int | None = None  # of the last pass, collecting and compacting
         self._started_ms = 0
-        self.last_compaction: dict | None = None
+        self.last_compaction: dict | None = None  # the last compaction that reclaimed space
+        self.last_compaction_run: dict | None = None  # the last compaction, whatever it reclaimed
         self.damaged_count = 0
         self.damaged: list[dict] = []  # the last DAMAGED_KEPT damaged records met, oldest first
         self._damaged_seen: set[tuple[str, int, int]] = set()
@@ -285,7 +296,7 @@ class GarbageCollector:
         lifted = self.no_space and force
         self._forced_now = force
         self._started_ms = self._now_ms()
-        self.compacting = kind
+        self.state = COLLECTING
         if force:
             log.info("garbage collection forced%s", " (disk full: compaction limits lifted)" if lifted else "")
         self.running = d = self._run_in_thread(lambda: self._pass(kind, lifted))
@@ -334,6 +345,15 @@ class GarbageCollector:
         result.reclaimed_by_deletion = max(0, before - sum(store.committed_log_bytes() for store in self.stores))
         if kind is None:
             return result
+        self.compacting, self.state = kind, COMPACTING[kind]  # plain assignments, read by the reactor thread
+        slept = self.throttle.slept
+        try:
+            return self._compact(kind, lifted, result)
+        finally:
+            result.throttled_ms = int((self.throttle.slept - slept) * 1000)
+            self.compacting = None
+
+    def _compact(self, kind: str, lifted: bool, result: PassResult) -> PassResult:
         policy = self.policy
         threshold, max_ms = ((policy.major_threshold, policy.major_max_ms) if kind == MAJOR
                              else (policy.minor_threshold, policy.minor_max_ms))
@@ -345,10 +365,13 @@ class GarbageCollector:
         try:
             for store in self.stores:
                 with EntryLogCompactor(store, self.throttle, policy.max_outstanding) as compactor:
-                    for log_id, _usage in store.compaction_candidates(threshold):
+                    candidates = store.compaction_candidates(threshold)
+                    result.candidates += len(candidates)
+                    for log_id, _usage in candidates:
                         if max_ms > 0 and (time.monotonic() - started) * 1000 >= max_ms:
                             log.info("%s compaction stopped after %d ms (%sCompactionMaxTimeMillis)",
                                      kind, max_ms, kind)
+                            result.stopped_by = f"{kind}CompactionMaxTimeMillis ({max_ms} ms) ran out"
                             return result
                         try:
                             moved = compactor.compact(log_id)
@@ -368,6 +391,7 @@ class GarbageCollector:
                                 f"{left} live entries still in it after compaction (written again meanwhile?)")
         except CompactionStopped:
             log.info("%s compaction stopped: the bookie is shutting down", kind)
+            result.stopped_by = "the bookie is shutting down"
         finally:
             self.throttle.lifted = False
         return result
@@ -376,6 +400,7 @@ class GarbageCollector:
     def _finish(self) -> None:
         self.running = None
         self.compacting = None
+        self.state = IDLE
         self._forced_now = False
         if self._on_pass_done is not None and not self.stopped:
             self._on_pass_done()
@@ -412,9 +437,13 @@ class GarbageCollector:
             self.entries_moved += result.entries_moved
             self.bytes_moved += result.bytes_moved
             self.reclaimed_by_compaction += result.reclaimed_by_compaction
-            self.last_compaction = {"kind": kind, "timeMs": now, "logsCompacted": result.logs_compacted,
-                                    "entriesMoved": result.entries_moved, "bytesMoved": result.bytes_moved,
-                                    "reclaimedBytes": result.reclaimed_by_compaction}
+            self.last_compaction_run = {
+                "kind": kind, "timeMs": now, "logsCompacted": result.logs_compacted,
+                "entriesMoved": result.entries_moved, "bytesMoved": result.bytes_moved,
+                "reclaimedBytes": result.reclaimed_by_compaction, "candidateLogs": result.candidates,
+                "stoppedBy": result.stopped_by, "throttledMs": result.throttled_ms}
+            if result.reclaimed_by_compaction > 0:
+                self.last_compaction = self.last_compaction_run
             log.info("%s compaction: %d log(s) compacted, %d entries (%d bytes) moved, %d bytes reclaimed",
                      kind, result.logs_compacted, result.entries_moved, result.bytes_moved,
                      result.reclaimed_by_compaction)
@@ -481,11 +510,11 @@ class GarbageCollector:
     def status(self) -> dict:
         """``GET /api/v1/bookie/gc``: Java's ``is_in_force_gc`` and bookied's figures (ms since the epoch)."""
         return {"is_in_force_gc": "true" if self.in_force_gc() else "false",
-                "gcRunning": self.running is not None, "compacting": self.compacting,
+                "gcRunning": self.running is not None, "state": self.state, "compacting": self.compacting,
                 "gcRuns": self.runs, "lastGcTime": self.last_run_ms, "lastGcDurationMs": self.last_run_duration_ms,
                 "nextGcTime": self.next_run_ms,
                 "majorCompactionCounter": self.major_count, "minorCompactionCounter": self.minor_count,
-                "lastCompaction": self.last_compaction,
+                "lastCompaction": self.last_compaction, "lastCompactionRun": self.last_compaction_run,
                 "nextMajorCompactionTime": self.next_compaction_ms(MAJOR),
                 "nextMinorCompactionTime": self.next_compaction_ms(MINOR),
                 "ledgersRemoved": self.ledgers_removed,
@@ -496,16 +525,23 @@ class GarbageCollector:
                 "damagedRecordCount": self.damaged_count, "damagedRecords": self.damaged}
 
     def details(self) -> list[dict]:
-        """Java's ``gc_details`` body (one GarbageCollectionStatus: bookied has one GC thread),
-        then bookied's: the runs and each entry log's live ratio."""
+        """Java's ``gc_details`` body (one GarbageCollectionStatus: bookied has one GC thread;
+        majorCompacting/minorCompacting only while compaction itself runs, as Java sets them),
+        then bookied's: its state, the runs and each entry log's live ratio, whether it is
+        being written (``active``) and, when it holds dead data, why it is still there
+        (``keptBecause``)."""
         logs = []
         for store in self.stores:
+            active = set(store.active_log_ids())
             for log_id, (size, live, entries, usage) in store.log_usage().items():
                 doc = {"ledgerDirectory": store.directory, "logId": log_id, "sizeBytes": size,
-                       "liveBytes": live, "liveEntries": entries, "liveRatio": round(usage, 4)}
+                       "liveBytes": live, "liveEntries": entries, "liveRatio": round(usage, 4),
+                       "active": log_id in active}
                 why = self.not_reclaimed.get((store.directory, log_id))
                 if why is not None:
                     doc["notReclaimed"] = why
+                if usage < 1.0:
+                    doc["keptBecause"] = why or self.kept_because(usage, log_id in active, store.log_size_limit)
                 logs.append(doc)
         return [{
             "forceCompacting": self.running is not None and self._forced_now and self.compacting is not None,
@@ -515,11 +551,32 @@ class GarbageCollector:
             "lastMinorCompactionTime": self.last_minor_ms,
             "majorCompactionCounter": self.major_count,
             "minorCompactionCounter": self.minor_count,
+            "state": self.state,
             "gcRunning": self.running is not None,
             "gcRuns": self.runs,
             "ledgersRemoved": self.ledgers_removed,
             "entryLogs": logs,
         }]
+
+    def kept_because(self, usage: float, active: bool, log_size_limit: int) -> str:
+        """Why an entry log with dead data in it is still there."""
+        p = self.policy
+        if active:
+            return (f"being written: the entry log in use is compacted only after it rolls at logSizeLimit "
+                    f"({log_size_limit} bytes), so a quiet bookie keeps up to that much dead data in it")
+        kind = MINOR if usage < p.minor_threshold else MAJOR if usage < p.major_threshold else None
+        if kind is None:
+            return (f"live ratio {usage:.2f} is not below majorCompactionThreshold {p.major_threshold:g} "
+                    f"(nor minorCompactionThreshold {p.minor_threshold:g})")
+        enabled = p.minor_enabled or p.major_enabled if kind == MINOR else p.major_enabled
+        suspended = self.suspend_major and (kind == MAJOR or self.suspend_minor)
+        if suspended:
+            return f"below {kind}CompactionThreshold, but compaction is suspended: the disk is nearly full"
+        if enabled:
+            return f"below {kind}CompactionThreshold: the next {kind} compaction takes it"
+        forceable = p.force_minor_allowed if kind == MINOR else p.force_major_allowed
+        return (f"below {kind}CompactionThreshold, but {kind} compaction is not periodic "
+                f"({kind}CompactionInterval=0)" + ("; a forced pass takes it" if forceable else ""))
 
     def register_metrics(self, metrics) -> None:
         """Java's GarbageCollectorStats names, lower-cased with underscores, under ``bookie_gc_``."""
@@ -541,6 +598,9 @@ class GarbageCollector:
         metrics.counter("bookie_gc_damaged_record_total",
                         "Damaged entry log records found by compaction (each reported once at WARN).",
                         lambda: self.damaged_count)
+        for state in STATES:
+            metrics.gauge(f"bookie_gc_{state.replace(' ', '_')}", f"1 while garbage collection is {state}.",
+                          lambda state=state: int(self.state == state))
         metrics.gauge("bookie_gc_active_entry_log_total", "Entry logs holding live entries.",
                       lambda: sum(len(s.log_usage()) for s in self.stores))
         metrics.gauge("bookie_gc_active_entry_log_space_bytes", "Live bytes in the entry logs.", active(1))

@@ -54,7 +54,7 @@ class PeerLog:
         self._clock = clock
         self._last: dict[tuple[str, str], tuple[float, int]] = {}  # (kind, host) -> (logged at, left out since)
 
-    def warn(self, kind: str, peer, message: str) -> None:
+    def warn(self, kind: str, peer, message: str, level: int = logging.WARNING) -> None:
         """Log ``message`` (which names the peer) unless ``peer``'s host had a line of this kind lately."""
         host = getattr(peer, "host", str(peer))
         key = (kind, host)
@@ -67,7 +67,7 @@ class PeerLog:
             self._last.clear()
         self._last[key] = (now, 0)
         more = f" ({left_out} more from {host} since the last report)" if left_out else ""
-        log.warning("%s%s", message, more)
+        log.log(level, "%s%s", message, more)
 
 
 def _peer_name(peer) -> str:
@@ -183,10 +183,20 @@ class BookieProtocol(protocol.Protocol):
         self.transport.loseConnection()
 
     # -- IPushProducer: the transport's write buffer is full / has drained ----------
+    def _peer_log(self) -> PeerLog:
+        return getattr(getattr(self, "factory", None), "peer_log", None) or _PEER_LOG
+
+    def _holding_back(self, why: str) -> None:
+        """Say (INFO, rate-limited per peer host) that this connection is not read for a while."""
+        peer = self.transport.getPeer() if self.transport else None
+        self._peer_log().warn("held", peer, f"not reading the connection from {_peer_name(peer)} for now: {why}",
+                              logging.INFO)
+
     def pauseProducing(self):
         if not self.paused:
             self.paused = True
             self.transport.pauseProducing()  # stop reading from the socket
+            self._holding_back("it does not take its answers")
 
     def resumeProducing(self):
         self.paused = False
@@ -326,8 +336,7 @@ class BookieProtocol(protocol.Protocol):
 
     def _drop(self, why: str) -> None:
         peer = self.transport.getPeer() if self.transport else None
-        dropped = getattr(getattr(self, "factory", None), "dropped", None) or _DROPPED
-        dropped.warn("drop", peer, f"closing connection from {_peer_name(peer)}: {why}")
+        self._peer_log().warn("drop", peer, f"closing connection from {_peer_name(peer)}: {why}")
         self.metrics.protocol_errors.inc()
         self.closed = True
         self.transport.abortConnection()
@@ -559,6 +568,7 @@ class BookieProtocol(protocol.Protocol):
                 if len(self._polls) >= LONG_POLLS_MAX and not self.polls_full:
                     self.polls_full = True
                     self.transport.pauseProducing()
+                    self._holding_back(f"{LONG_POLLS_MAX} long polls wait")
             return
 
         if v3.is_piggyback_read(req):
@@ -820,8 +830,8 @@ class _Counted:
         return cancel_and_give_back
 
 
-#: The log of a protocol built without the factory (tests).
-_DROPPED = PeerLog()
+#: The peer log of a protocol built without the factory (tests).
+_PEER_LOG = PeerLog()
 
 
 class BookieServerFactory(protocol.Factory):
@@ -842,8 +852,9 @@ class BookieServerFactory(protocol.Factory):
         self.answered: set = set()
         #: Where refused TLS handshakes are reported (WARN, rate-limited per peer host).
         self.handshake_failures = HandshakeFailureLog()
-        #: Where connections closed for what they sent are reported (WARN, rate-limited per peer host).
-        self.dropped = PeerLog()
+        #: Where connections closed for what they sent (WARN) or not read for a while (INFO) are
+        #: reported, rate-limited per peer host.
+        self.peer_log = PeerLog()
 
     def send_answers(self) -> None:
         """Hand the add answers written since the last call to the kernel now.

@@ -189,8 +189,14 @@ def gc(app: App, bookie_id: str, kind: str | None, wait: bool, wait_timeout: flo
 
     A forced pass removes deleted ledgers, then runs major compaction (or, with --minor, minor
     compaction; the bookie's thresholds apply, and forceAllowCompaction when its intervals are 0).
-    The status: last and next runs, compactions, bytes reclaimed, entries moved, the entry logs'
-    live ratio (compaction times only once one ran).  With --http HOST:PORT nothing else is
+    The status: what the collector does now (collecting deleted ledgers, minor or major
+    compacting, idle), last and next runs, compactions (the last one that reclaimed space, and
+    the last pass when it reclaimed nothing: how many logs were below the threshold, what
+    stopped it, the time spent on the rate limit), bytes reclaimed, entries moved, the entry
+    logs' live ratio, and where dead data stays and why: the entry log being written (it is
+    compacted only after it rolls at logSizeLimit, 1 GiB by default, so a quiet bookie keeps
+    up to that much dead data), live ratios not below the thresholds, compaction not periodic
+    or suspended, a log that could not be reclaimed; damaged records compaction met.  With --http HOST:PORT nothing else is
     needed (no ZooKeeper, no cluster); without it the address is read from the bookie's
     registration.  --wait says what the collector does while it waits (a line on stderr at each
     change when stderr is not a terminal).  --json (on a --wait that runs out too, before the
@@ -215,7 +221,22 @@ def gc(app: App, bookie_id: str, kind: str | None, wait: bool, wait_timeout: flo
         raise CommandError(doc["error"], FAILED)
 
 
+#: how many entry logs holding dead data ``bookie gc --status`` names (the most dead data first)
+KEPT_SHOWN = 3
+
+
+def _pass_limits(run: dict) -> str:
+    """What bounded a compaction pass: its time limit, its rate limit."""
+    out = ""
+    if run.get("stoppedBy"):
+        out += f"; stopped: {run['stoppedBy']}"
+    if run.get("throttledMs"):
+        out += f"; {run['throttledMs'] / 1000:.1f} s waiting for the rate limit (compactionRateBy*)"
+    return out
+
+
 def _print_gc(app: App, bookie_id: str, doc: dict) -> None:
+    from ..ops.bookie_http import gc_activity
     from ..render import fields, human_size, human_time, plural
 
     st, details = doc["status"], doc["details"]
@@ -226,8 +247,7 @@ def _print_gc(app: App, bookie_id: str, doc: dict) -> None:
                             f"{', over' if st.get('gcRuns') is not None and not st.get('gcRunning') else ''}"))
     pairs.append(("in forced gc", "yes" if doc["is_in_force_gc"] else "no"))
     if "gcRunning" in st:
-        pairs.append(("running", f"{st['compacting']} compaction" if st.get("compacting")
-                      else ("yes" if st["gcRunning"] else "no")))
+        pairs.append(("state", gc_activity(st)))
     if "gcRuns" in st:
         pairs.append(("last gc", f"{human_time(st.get('lastGcTime')) or 'none yet'} "
                                  f"({plural(st['gcRuns'], 'run')}, {plural(st.get('ledgersRemoved', 0), 'ledger')} "
@@ -250,10 +270,17 @@ def _print_gc(app: App, bookie_id: str, doc: dict) -> None:
         pairs.append((f"{kind} compaction", text))
     last = st.get("lastCompaction")
     if last:
-        pairs.append(("last compaction", f"{last['kind']}, {plural(last['logsCompacted'], 'log')} compacted, "
+        pairs.append(("last compaction", f"{last['kind']}, {human_time(last.get('timeMs'))}, "
+                                         f"{plural(last['logsCompacted'], 'log')} compacted, "
                                          f"{plural(last['entriesMoved'], 'entry', 'entries')} "
                                          f"({human_size(last['bytesMoved'])}) moved, "
                                          f"{human_size(last['reclaimedBytes'])} reclaimed"))
+    run = st.get("lastCompactionRun")
+    if run and run != last:
+        text = (f"{run['kind']}, {human_time(run.get('timeMs'))}, {run['logsCompacted']} of "
+                f"{plural(run.get('candidateLogs', 0), 'log')} below the threshold compacted, "
+                f"{human_size(run['reclaimedBytes'])} reclaimed")
+        pairs.append(("last compaction pass", text + _pass_limits(run)))
     if "entriesMoved" in st:
         pairs.append(("reclaimed", f"{human_size(st.get('reclaimedSpaceViaDeletes'))} by deleting logs, "
                                    f"{human_size(st.get('reclaimedSpaceViaCompaction'))} by compaction"))
@@ -266,9 +293,15 @@ def _print_gc(app: App, bookie_id: str, doc: dict) -> None:
         lowest = min((log.get("liveRatio", 1.0) for log in logs), default=None)
         pairs.append(("entry logs", f"{len(logs)}, {human_size(live)} live of {human_size(size)}"
                                     + (f", lowest live ratio {lowest:.2f}" if lowest is not None else "")))
-        for log in logs:
-            if log.get("notReclaimed"):
-                pairs.append(("not reclaimed", f"entry log {log['logId']}: {log['notReclaimed']}"))
+        kept = sorted((log for log in logs if log.get("keptBecause")),
+                      key=lambda log: log.get("liveBytes", 0) - log.get("sizeBytes", 0))
+        for log in kept[:KEPT_SHOWN]:
+            dead = max(0, log.get("sizeBytes", 0) - log.get("liveBytes", 0))
+            pairs.append(("dead data kept", f"{human_size(dead)} in entry log {log['logId']}"
+                                            f"{' (active)' if log.get('active') else ''}: {log['keptBecause']}"))
+        if len(kept) > KEPT_SHOWN:
+            pairs.append(("dead data kept", f"... and in {plural(len(kept) - KEPT_SHOWN, 'more log')} "
+                                            "(--json: details[0].entryLogs[].keptBecause)"))
     if st.get("damagedRecordCount"):
         last = st["damagedRecords"][-1] if st.get("damagedRecords") else None
         text = plural(st["damagedRecordCount"], "record")

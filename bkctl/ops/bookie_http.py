@@ -145,7 +145,10 @@ def gc(store, bookie_id: str, status_only: bool = False, http: str | None = None
 
 
 def gc_activity(status: dict) -> str:
-    """What a bookie's garbage collector is doing, from its GET /api/v1/bookie/gc answer."""
+    """What a bookie's garbage collector is doing, from its GET /api/v1/bookie/gc answer:
+    bookied's state (collecting, minor compacting, major compacting, idle)."""
+    if status.get("state"):
+        return "collecting deleted ledgers" if status["state"] == "collecting" else status["state"]
     if status.get("compacting"):
         return f"{status['compacting']} compaction"
     if status.get("gcRunning"):

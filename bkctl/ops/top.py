@@ -71,7 +71,9 @@ class TopCollector:
             if _unreachable(reading):
                 self._addresses.pop(reading.bookie_id, None)  # ask the registration again next time
         report, error = self._repair_report(now_ms)
-        lost = {b["bookie_id"] for b in (report or {}).get("lost_bookies", [])}
+        # lost as the auditor counts it (named by ledgers); a cookie without a registration alone is "down"
+        lost = {b["bookie_id"] for b in (report or {}).get("lost_bookies", [])
+                if b.get("seen_by_auditor", True) or not b.get("cookie", True)}
         rows = [self._row(r, racks.get(r.bookie_id), r.bookie_id in lost) for r in readings]
         for bookie_id in sorted(lost - {r["bookie_id"] for r in rows}):
             rows.append(_lost_row(bookie_id, racks.get(bookie_id)))

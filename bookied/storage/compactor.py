@@ -76,6 +76,7 @@ class CompactableStore(Protocol):
     CompactableLedgerStorage); :class:`~bookied.storage.store.EntryStore` is one."""
 
     directory: str
+    log_size_limit: int
 
     def ledger_ids(self) -> list[int]: ...
 
@@ -84,6 +85,8 @@ class CompactableStore(Protocol):
     def committed_log_bytes(self) -> int: ...
 
     def log_usage(self) -> dict[int, tuple[int, int, int, float]]: ...
+
+    def active_log_ids(self) -> list[int]: ...
 
     def compaction_candidates(self, threshold: float) -> list[tuple[int, float]]: ...
 

@@ -449,6 +449,11 @@ class EntryStore:
         """Logs still being appended to: never removed for having no live entries."""
         return {w.log_id for w in [self._writer, *self._compaction_writers]} - {0}
 
+    def active_log_ids(self) -> list[int]:
+        """The entry logs being written (the checkpoint's, and a compaction's while it runs):
+        never compacted until they roll."""
+        return sorted(self._writing_logs())
+
     def _write_flush(self, flushing: dict, dirty: list) -> tuple[int, int]:
         batches = []
         nbytes = 0

@@ -116,6 +116,7 @@ def test_a_client_that_sends_adds_and_never_reads_is_not_read_either(bookie):
             time.sleep(0.05)
     assert sent < (256 << 20), "the bookie read everything a client that does not read sent it"
     served(client)
+    assert "it does not take its answers" in b.log_path.read_text()
     grown_mb = (rss_kb(b.proc.pid, "VmHWM") - before) / 1024
     assert grown_mb < 150, f"the bookie grew by {grown_mb:.0f} MB for a client that reads nothing"
     greedy.close()
@@ -143,6 +144,7 @@ def test_a_flood_of_long_polls_does_not_grow_the_bookie_or_slow_the_client(booki
     served(client)
     grown_mb = (rss_kb(b.proc.pid, "VmHWM") - before) / 1024
     assert grown_mb < 150, f"the bookie grew by {grown_mb:.0f} MB for a flood of long polls"
+    assert "for now: 1000 long polls wait" in b.log_path.read_text()
     flood.close()
     served(client)
     w.close()

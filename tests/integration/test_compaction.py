@@ -154,6 +154,13 @@ def test_kill_9_at_a_compaction_step_loses_nothing(tmp_path, metadata_uri, procs
     http(b, "PUT", "/api/v1/bookie/gc", {"forceMajor": True})
     wait_for(lambda: f"compaction: stopping at {step}" in b.log_path.read_text(errors="replace"), timeout=30,
              what=f"bookied to reach {step}")
+    if step == "copied":  # stopped inside compaction: that is what the collector says it does
+        assert http(b, "GET", "/api/v1/bookie/gc")["state"] == "major compacting"
+        details = http(b, "GET", "/api/v1/bookie/gc_details")[0]
+        assert details["majorCompacting"] is True and details["minorCompacting"] is False
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{b.http_port}/metrics", timeout=10).read().decode()
+        assert re.search(r"^bookie_gc_major_compacting 1(\.0)?$", metrics, re.M)
+        assert re.search(r"^bookie_gc_collecting 0(\.0)?$", metrics, re.M)
     b.kill()
     conf = str(b.base / "bk_server.conf")
     if step == "copied":  # what bkctl sees of the stopped bookie: the copies are not committed yet
@@ -252,7 +259,20 @@ def test_bkctl_bookie_gc_major_wait_and_status(tmp_path, metadata_uri, procs):
     assert doc["status"]["lastCompaction"]["kind"] == "major" and doc["status"]["entriesMoved"] > 0
     shown = bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status").stdout
     assert re.search(r"major compaction\s+1 run, last \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", shown), shown
-    assert re.search(r"last compaction\s+major, \d+ logs compacted, \d+ entries", shown), shown
+    assert re.search(r"last compaction\s+major, \d{4}-[-\d:.TZ]+, \d+ logs compacted, \d+ entries", shown), shown
+    assert re.search(r"state\s+idle\n", shown), shown
+    # the log being written keeps its dead data, and says so (issue 36)
+    active = [log for log in entry_logs(b) if log["active"]]
+    assert len(active) == 1 and active[0]["keptBecause"].startswith("being written"), active
+    assert re.search(rf"dead data kept\s+[\d.]+ \w+ in entry log {active[0]['logId']} \(active\): being written: "
+                     r"the entry log in use is compacted only after it rolls at logSizeLimit \(65536 bytes\)", shown), shown
+    # a pass that reclaims nothing: the last compaction stays the one that did
+    again = json.loads(bkctl(metadata_uri, "--json", "bookie", "gc", b.bookie_id, "--major", "--wait").stdout)
+    assert again["status"]["lastCompaction"] == doc["status"]["lastCompaction"]
+    assert again["status"]["lastCompactionRun"]["reclaimedBytes"] == 0
+    shown = bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status").stdout
+    assert re.search(r"last compaction pass\s+major, [-\d:.TZ]+, 0 of 0 logs below the threshold compacted, 0 B "
+                     r"reclaimed", shown), shown
     assert re.search(r"minor compaction\s+0 runs, not periodic", shown), shown  # no time: none ran
     assert bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status", "--minor").returncode == 2
     read_all(metadata_uri, kept)

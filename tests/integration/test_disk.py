@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 import uuid
 from collections import defaultdict
 from pathlib import Path
@@ -27,7 +26,6 @@ import pytest
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from tests.support.bookieproc import BookieProcess, start_bookies
 from tests.support.cli import bkctl
-from tests.support.ports import free_port
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("disk")]  # one cluster for the module
@@ -74,15 +72,8 @@ class Churn:
         return [lid for r in roles for lid in self.roles[r]]
 
 
-def http(proc: BookieProcess, path: str, method: str = "GET", body=None):
-    req = urllib.request.Request(f"http://127.0.0.1:{proc.http_port}{path}", method=method,
-                                 data=None if body is None else json.dumps(body).encode())
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.loads(resp.read() or b"null")
-
-
 def live_entries(proc: BookieProcess) -> int:
-    return sum(log["liveEntries"] for log in http(proc, "/api/v1/bookie/gc_details")[0]["entryLogs"])
+    return sum(log["liveEntries"] for log in proc.admin("/api/v1/bookie/gc_details")[0]["entryLogs"])
 
 
 @pytest.fixture(scope="module")
@@ -97,10 +88,7 @@ def churn(zookeeper, tmp_path_factory):
     base = tmp_path_factory.mktemp("disk-bookies")
     procs = []
     for i in range(3):
-        p = BookieProcess(base / f"bookie{i}", uri, httpServerEnabled="true", **SETTINGS)
-        p.http_port = free_port()
-        p.settings["httpServerPort"] = p.http_port
-        procs.append(p)
+        procs.append(BookieProcess(base / f"bookie{i}", uri, **SETTINGS).serve_http())
     with ZKMetadataStore(uri, timeout=20) as store:
         store.cluster.init()
     zk = KazooClient(hosts=zookeeper.connect_string)
@@ -229,7 +217,7 @@ def dead_by_class(churn) -> dict[str, int]:
     """The bookies' own entry logs (gc_details, read here) by what would reclaim their dead bytes."""
     out = defaultdict(int)
     for p in churn.procs:
-        logs = http(p, "/api/v1/bookie/gc_details")[0]["entryLogs"]
+        logs = p.admin("/api/v1/bookie/gc_details")[0]["entryLogs"]
         newest = max(log["logId"] for log in logs)
         for log in logs:
             ratio = log["liveRatio"]

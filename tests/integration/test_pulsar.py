@@ -888,6 +888,12 @@ def test_human_output_of_a_topic_export_and_of_topic_show(pulsar_cluster, spark,
     assert run(["-m", c.uri, "pulsar", "topic", "show", f"persistent://{NS}/three"]) == 0
     out = capsys.readouterr().out
     assert "sub1" in out and "sub2" in out and str(c.three["o"]) in out and "OPEN" in out
+    t = c.three
+    sub1 = next(line for line in out.splitlines() if line.lstrip().startswith("sub1 "))
+    # where the position came from, the individually deleted ranges, the backlog counted
+    assert f"({t['a']}:1..{t['a']}:2] ({t['b']}:0..{t['o']}:1]" in sub1 and " znode " in sub1
+    sub2 = next(line for line in out.splitlines() if line.lstrip().startswith("sub2 "))
+    assert "ledger entry 1" in sub2
 
 
 # ---------------------------------------------------------------- live cursors (k_cursor_unconfirmed)

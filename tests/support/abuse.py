@@ -307,3 +307,52 @@ class ValidClient(threading.Thread):
             self.ops += 2
         sock.close()
         v2sock.close()
+
+
+class Bystanders:
+    """The other abusers, held for as long as the bookie is hammered: ``held``
+    connections (half of them holding a frame announced at 5 MiB and never
+    completed), a client that sends adds and never reads their answers, and one
+    that floods long polls that never come due.  :meth:`close` lets them all go."""
+
+    def __init__(self, port: int, held: int, key: bytes, dm: DigestManager):
+        self.socks: list[socket.socket] = []
+        for i in range(held):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            if i % 2:
+                s.sendall(_LEN.pack(5 * 1024 * 1024 - 1) + b"x" * 1000)
+            self.socks.append(s)
+        self._stop = threading.Event()
+        adds = frame(v3.serialize(v3.add_request(1, (1 << 40) + 5, 0, key, dm.package(0, -1, 0, b"g" * 100))))
+        polls = b"".join(frame(v3.serialize(v3.read_request(n, (1 << 40) + 5, -1, previous_lac=1 << 40,
+                                                            timeout_ms=3_600_000))) for n in range(100))
+        self.threads = [threading.Thread(target=self._flood, args=(port, adds * 100, 4096), daemon=True),
+                        threading.Thread(target=self._flood, args=(port, polls, None), daemon=True)]
+        for t in self.threads:
+            t.start()
+
+    def _flood(self, port: int, chunk: bytes, rcvbuf: int | None) -> None:
+        """Send ``chunk`` over and over, never reading, as fast as the bookie takes it."""
+        s = socket.socket()
+        if rcvbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        s.connect(("127.0.0.1", port))
+        s.settimeout(0.5)
+        self.socks.append(s)
+        pending = memoryview(chunk)
+        while not self._stop.is_set():
+            try:
+                n = s.send(pending)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            pending = pending[n:] if n < len(pending) else memoryview(chunk)
+
+    def close(self) -> None:
+        self._stop.set()
+        for t in self.threads:
+            t.join(timeout=10)
+        for s in self.socks:
+            s.close()
+

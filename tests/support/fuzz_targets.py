@@ -12,8 +12,10 @@ every target, without atheris.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,7 +262,10 @@ def _bookie():
         from bkctl.bookied.storage import EntryStore
 
         clock = task.Clock()
-        store = EntryStore(tempfile.mkdtemp(prefix="bkctl-fuzz-"), write_cache_max_bytes=1 << 20)
+        folder = _scratch()
+        store = EntryStore(folder, write_cache_max_bytes=1 << 20)
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        atexit.register(store.close)
         _BOOKIE = (Bookie([_InstantJournal()], [store], clock=clock), clock, Metrics())
     return _BOOKIE
 
@@ -310,6 +315,81 @@ def bookie_connection(data: bytes) -> None:
             v3.parse_response(payload)
         except CodecError:
             v2.decode_response(payload)
+
+
+# ------------------------------------------------------------------ the client's side of a connection
+
+def _client_requests(conn, use_v3: bool) -> list:
+    """The requests a client connection has in flight when the fuzzed answers come."""
+    key = b"k" * 20
+    body = (1).to_bytes(8, "big") * 2 + b"\0" * 16 + b"data"  # ledger 1, entry 1, as packaged
+    out = [conn.add(1, 1, key, body), conn.read(1, 1), conn.read(1, 2)]
+    if use_v3:
+        out += [conn.read_lac(1), conn.read_long_poll(1, 0, 1000), conn.bookie_info()]
+    else:
+        out.append(conn.batch_read(1, 0, 4, 1 << 20))
+    return out
+
+
+def _client_seeds() -> list[bytes]:
+    from tests.support.connection import Harness, v2_requests, v3_reply, v3_requests
+
+    from bkctl.wire.codecs import v2
+    from bkctl.wire.codecs.framing import frame
+
+    seeds = []
+    for use_v3 in (True, False):
+        h = Harness("v3" if use_v3 else "v2")
+        pending = _client_requests(h.conn, use_v3)
+        _proto, transport = h.accept()
+        if use_v3:
+            answers = b"".join(v3_reply(r, body=b"\0" * 32) if r.header.operation == 1 else v3_reply(r)
+                               for r in v3_requests(transport))
+        else:
+            answers = b""
+            for r in v2_requests(transport):
+                if isinstance(r, v2.AddRequest):
+                    answers += frame(v2.AddResponse(2, 0, r.ledger_id, r.entry_id).encode())
+                elif isinstance(r, v2.ReadRequest):
+                    answers += frame(v2.ReadResponse(2, 0, r.ledger_id, r.entry_id, b"\0" * 40).encode())
+                else:
+                    answers += frame(v2.BatchReadResponse(2, 0, r.ledger_id, r.start_entry_id, r.request_id,
+                                                          (b"\0" * 40,)).encode())
+        for d in pending:
+            d.addErrback(lambda f: None)
+        seeds.append(bytes((0 if use_v3 else 1,)) + answers)
+    return seeds
+
+
+@target(declared=(), seeds=_client_seeds)
+def client_connection(data: bytes) -> None:
+    """A client connection (v3 or v2: the first byte's bit 0) with requests in flight,
+    fed this stream as the bookie's answers: nothing escapes the protocol, and each
+    request ends in its answer or in one of the library's errors."""
+    from twisted.python.failure import Failure
+
+    from tests.support.connection import Harness
+
+    from bkctl.wire.errors import BKError
+
+    if not data:
+        return
+    use_v3 = not data[0] & 1
+    h = Harness("v3" if use_v3 else "v2")
+    outcomes = []
+    for d in _client_requests(h.conn, use_v3):
+        d.addBoth(outcomes.append)
+    proto, _transport = h.accept()
+    stream = data[1:]
+    cut = (data[0] >> 1) * 5 % (len(stream) + 1)
+    for chunk in (stream[:cut], stream[cut:]):
+        if chunk:
+            proto.dataReceived(chunk)
+    h.conn.close()
+    h.reactor.advance(3600)
+    for outcome in outcomes:
+        if isinstance(outcome, Failure) and not outcome.check(BKError):
+            outcome.raiseException()
 
 
 # ------------------------------------------------------------------ metadata
@@ -393,7 +473,10 @@ def entry_digest(data: bytes) -> None:
 # ------------------------------------------------------------------ bookied's files
 
 def _scratch() -> str:
-    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    """A folder for the targets' files: $BKCTL_FUZZ_SCRATCH (bench/fuzz.py's work folder), else in memory."""
+    base = os.environ.get("BKCTL_FUZZ_SCRATCH")
+    if base is None and os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        base = "/dev/shm"
     return tempfile.mkdtemp(prefix="bkctl-fuzz-", dir=base)
 
 
@@ -404,6 +487,7 @@ def _file(name: str, data: bytes) -> str:
     global _DIR
     if _DIR is None:
         _DIR = _scratch()
+        atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
     path = os.path.join(_DIR, name)
     with open(path, "wb") as f:
         f.write(data)
@@ -521,12 +605,17 @@ def pulsar_entry(data: bytes) -> None:
     """A stored Pulsar entry: decoded (CorruptEntry is declared), and fed to a topic
     decoder, which never raises (a bad entry is an error row)."""
     from bkctl.wire.pulsar.entry import decode_entry
+    from bkctl.wire.pulsar.errors import CorruptEntry
     from bkctl.wire.pulsar.messages import TopicDecoder
 
     dec = TopicDecoder("persistent://t/n/x")
     dec.add(1, 0, data)
     dec.finish()
     dec.take_parts()
+    try:
+        decode_entry(data, verify=False)  # past a wrong checksum too (``bkctl pulsar`` reads metadata so)
+    except CorruptEntry:
+        pass
     decode_entry(data)
 
 

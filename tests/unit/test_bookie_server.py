@@ -537,9 +537,10 @@ READS = {  # protocol -> (request of entry e of ledger 1, its answer's (entry id
 
 
 @pytest.mark.parametrize("protocol_version", sorted(READS))
-def test_a_client_that_does_not_read_its_answers_is_not_read_either(env, protocol_version):
+def test_a_client_that_does_not_read_its_answers_is_not_read_either(env, protocol_version, caplog):
     """TCP back-pressure: past the transport's buffer the bookie stops reading
-    requests; what it read is answered, in order, once the client reads again."""
+    requests (and says so); what it read is answered, in order, once the client reads again."""
+    caplog.set_level("INFO", logger="bookied.server")
     read, answer = READS[protocol_version]
     c = env.connect()
     big = b"z" * 100_000  # one answer is more than the transport's 64 KiB buffer
@@ -554,6 +555,7 @@ def test_a_client_that_does_not_read_its_answers_is_not_read_either(env, protoco
     proto.dataReceived(reads)
     served = env.factory.metrics.requests[("read", "EOK")]
     assert served.value == 1  # one answer fills the buffer; the 49 others wait
+    assert "not reading the connection from" in caplog.text and "it does not take its answers" in caplog.text
     assert t not in reactor.getReaders()  # and nothing more is read from the client
     proto.dataReceived(frame(read(0, 50)))  # (already in flight)
     assert served.value == 1
@@ -819,9 +821,10 @@ def test_long_polls_of_a_closed_connection_are_forgotten_at_once(env):
     assert any(r.header.txnId == 1 and r.readResponse.maxLAC == 1 for r in e.v3())
 
 
-def test_a_connection_with_the_most_long_polls_waiting_is_not_read_until_one_is_answered(env, monkeypatch):
+def test_a_connection_with_the_most_long_polls_waiting_is_not_read_until_one_is_answered(env, monkeypatch, caplog):
     from bkctl.bookied import server
 
+    caplog.set_level("INFO", logger="bookied.server")
     monkeypatch.setattr(server, "LONG_POLLS_MAX", 3)
     c = env.connect()
     c.send(v3.serialize(v3.add_request(1, 1, 0, KEY, entry(0))))
@@ -830,6 +833,7 @@ def test_a_connection_with_the_most_long_polls_waiting_is_not_read_until_one_is_
     for txn in (2, 3, 4):
         _long_poll(c, txn, timeout_ms=1000)
     assert c.transport.producerState == "paused"
+    assert "for now: 3 long polls wait" in caplog.text
     c.send(v3.serialize(v3.read_request(5, 1, 0)))
     assert c.replies() == []  # held, not served
     env.clock.advance(1)  # the polls time out: answered, and the held read is served
@@ -854,7 +858,7 @@ def test_connections_closed_for_what_they_sent_are_logged_by_peer_rate_limited(e
     from bkctl.bookied.server import PeerLog
 
     clock = task.Clock()
-    env.factory.dropped = PeerLog(interval=10, clock=clock.seconds)
+    env.factory.peer_log = PeerLog(interval=10, clock=clock.seconds)
     with caplog.at_level("WARNING", logger="bookied.server"):
         for _ in range(50):
             c = env.connect()

@@ -509,3 +509,62 @@ def test_the_collector_reports_a_damaged_record_once_and_counts_it(tmp_path, cap
     assert status["damagedRecordCount"] == 1 and status["damagedRecords"][0]["offset"] == off
     assert victim not in s.log_ids()
     s.close()
+
+
+# -- what the collector says it is doing ---------------------------------------------------------
+
+def test_the_state_is_collecting_then_compacting_only_while_compaction_runs_then_idle(tmp_path):
+    s = sparse_store(str(tmp_path / "l"), keep=(0,))
+    seen = []
+
+    def look(what):
+        details = gc.details()[0]
+        seen.append((what, gc.status()["state"], gc.status()["compacting"], details["majorCompacting"],
+                     details["minorCompacting"]))
+
+    clock, passes = task.Clock(), []
+
+    def in_thread(fn):
+        d = defer.Deferred()
+        d.addCallback(lambda _: fn())
+        passes.append(d)
+        return d
+
+    gc = GarbageCollector(GcPolicy(gc_wait_ms=1000, force_allow=True), [s], lambda stores: look("collect") or 0,
+                          clock, in_thread)
+    observe = lambda phase, log_id: look(phase.value)  # noqa: E731
+    add_phase_observer(observe)
+    try:
+        gc.trigger(force_major=True)
+        passes[-1].callback(None)
+    finally:
+        remove_phase_observer(observe)
+    look("after")
+    assert seen[0] == ("collect", "collecting", None, False, False)  # Java: not compacting while collecting
+    assert ("copied", "major compacting", "major", True, False) in seen
+    assert seen[-1] == ("after", "idle", None, False, False)
+    status = gc.status()
+    assert status["lastCompaction"] is not None and status["lastCompaction"]["reclaimedBytes"] > 0
+    # a later pass that reclaims nothing is the last run, not the last compaction
+    gc.trigger(force_major=True)
+    passes[-1].callback(None)
+    status = gc.status()
+    assert status["lastCompactionRun"]["reclaimedBytes"] == 0 and status["lastCompaction"]["reclaimedBytes"] > 0
+    s.close()
+
+
+def test_details_mark_the_active_log_and_say_why_dead_data_stays(tmp_path):
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=1024 ** 2)
+    for e in range(50):
+        s.put_entry(1, e, data(1, e))
+        s.put_entry(2, e, data(2, e))
+    s.flush()
+    s.delete_ledgers([1])
+    gc, _clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1000, force_allow=True), [s])
+    gc.trigger(force_major=True)
+    passes[-1].callback(None)
+    [log_doc] = gc.details()[0]["entryLogs"]
+    assert log_doc["active"] is True and log_doc["liveRatio"] < 0.6  # half dead, but being written
+    assert log_doc["keptBecause"].startswith("being written") and "logSizeLimit (1048576 bytes)" in log_doc["keptBecause"]
+    assert gc.status()["lastCompactionRun"]["candidateLogs"] == 0
+    s.close()

@@ -15,6 +15,10 @@ class OneLogStore:
     """What the GC reads of an entry store: one log, half live, never compacted here."""
 
     directory = "/d/current"
+    log_size_limit = 1024 ** 3
+
+    def active_log_ids(self):
+        return []
 
     def committed_log_bytes(self):
         return 1000
@@ -92,10 +96,13 @@ def test_gc_forced_pass_status_and_details(tmp_path):
     # the forced pass ran a major compaction (forceAllowCompaction), at t=5 s
     assert details["majorCompactionCounter"] == 1 and details["lastMajorCompactionTime"] == 5000
     assert details["entryLogs"] == [{"ledgerDirectory": "/d/current", "logId": 7, "sizeBytes": 1000,
-                                     "liveBytes": 468, "liveEntries": 3, "liveRatio": 0.5}]
+                                     "liveBytes": 468, "liveEntries": 3, "liveRatio": 0.5, "active": False,
+                                     "keptBecause": "below majorCompactionThreshold: the next major compaction "
+                                                    "takes it"}]
     status = json.loads(body(render(s, "/api/v1/bookie/gc")))
-    assert status["is_in_force_gc"] == "false" and status["lastGcTime"] == 5000
-    assert status["lastCompaction"]["kind"] == "major"
+    assert status["is_in_force_gc"] == "false" and status["lastGcTime"] == 5000 and status["state"] == "idle"
+    # that major compaction reclaimed nothing: it is the last run, not the last compaction
+    assert status["lastCompactionRun"]["kind"] == "major" and status["lastCompaction"] is None
     bad = render(s, "/api/v1/bookie/gc", b"PUT", body=b"[not json")
     assert code(bad) == 400
     ok = render(s, "/api/v1/bookie/gc", b"PUT", body=b'{"forceMajor": true}')

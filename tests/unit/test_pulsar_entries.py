@@ -284,3 +284,25 @@ def test_an_encrypted_chunked_message_is_joined_and_kept_as_stored():
     assert (cols["encrypted"], cols["encryption_keys"]) == ([True], [["k1"]])
     assert (cols["encryption_key_values"], cols["encryption_compression"], cols["encryption_uncompressed_size"],
             cols["encryption_batch_size"]) == ([[b"x"]], ["LZ4"], [5000], [None])
+
+
+def test_a_zlib_payload_inflates_no_further_than_its_metadata_says():
+    """A 200 KiB entry whose zlib payload inflates to 200 MiB but whose metadata
+    says 100 bytes: decompressing it all took seconds and 400 MB before the sizes
+    were compared (a 5 MB entry: gigabytes). Now the inflation stops past 100 bytes."""
+    import resource
+    import zlib
+
+    from bkctl.wire.pulsar.entry import decompress
+
+    bomb = zlib.compress(b"\0" * (200 << 20), 9)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(CorruptEntry, match="decompresses to 101 bytes, the metadata says 100"):
+        decompress(pb.ZLIB, bomb, 100)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50 * 1024  # KiB
+    whole = zlib.compress(b"abc" * 10)
+    assert decompress(pb.ZLIB, whole, 30) == b"abc" * 10
+    with pytest.raises(CorruptEntry, match="truncated"):
+        decompress(pb.ZLIB, whole[:-3], 30)  # the checksum cut off
+    with pytest.raises(CorruptEntry):
+        decompress(pb.ZLIB, whole, 31)

@@ -136,6 +136,16 @@ def test_snapshot_rows_say_what_each_bookie_is(collector):
     assert "ledger 8: failed: not enough bookies" in text.getvalue() and "missing a copy here: 2" in text.getvalue()
 
 
+def test_a_bookie_with_a_cookie_the_auditor_does_not_count_is_down_not_lost(collector):
+    """`autorecovery status` lists every bookie with a cookie and no registration as lost (its
+    help's definition); top keeps "lost" for those the auditor found named by ledgers."""
+    collector.report = dict(REPORT, lost_bookies=[
+        {"bookie_id": "d:1", "cookie": True, "seen_by_auditor": False},
+        {"bookie_id": "gone:1", "cookie": False, "seen_by_auditor": False}])
+    rows = {r["bookie_id"]: r["state"] for r in collector.snapshot()["bookies"]}
+    assert rows["d:1"] == "down" and rows["gone:1"] == "lost"
+
+
 def test_a_report_that_cannot_be_read_is_said(collector):
     def fail(_store, now_ms):
         raise RuntimeError("ZooKeeper went away")

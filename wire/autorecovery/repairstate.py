@@ -82,6 +82,8 @@ class Snapshot:
     lock_ctimes: dict[int, int] = field(default_factory=dict)
     registered: set[str] = field(default_factory=set)
     cookies: set[str] = field(default_factory=set)
+    #: (key, lost bookies by id), computed once for the many ledgers asked about
+    lost_cache: tuple | None = field(default=None, repr=False, compare=False)
 
 
 def read_snapshot(store, now_ms: int, *, marks: bool = True) -> Snapshot:
@@ -176,7 +178,11 @@ def _is_bookie_id(text: str | None) -> bool:
 
 
 def _named_lost(snap: Snapshot, bookies) -> list[dict]:
-    lost = {row["bookie_id"]: row for row in lost_bookies(snap)}
+    key = (snap.now_ms, len(snap.marks))  # asked for many ledgers of one snapshot: computed once
+    cached = snap.lost_cache
+    if cached is None or cached[0] != key:
+        cached = snap.lost_cache = (key, {row["bookie_id"]: row for row in lost_bookies(snap)})
+    lost = cached[1]
     return [lost[b] for b in bookies if b in lost]
 
 

@@ -92,7 +92,12 @@ def decompress(codec: int, data: bytes, uncompressed_size: int) -> bytes:
 
                 out = lz4.block.decompress(data, uncompressed_size=uncompressed_size)
             elif codec == pb.ZLIB:
-                out = zlib.decompress(data)
+                # no more than the metadata says (and a byte to see that there is more), as
+                # Pulsar inflates into a buffer of that size: a small entry can hold gigabytes
+                inflater = zlib.decompressobj()
+                out = inflater.decompress(data, uncompressed_size + 1)
+                if not inflater.eof and len(out) <= uncompressed_size:
+                    raise CorruptEntry("ZLIB payload does not decompress: the stream is truncated")
             elif codec == pb.ZSTD:
                 import zstandard
 
