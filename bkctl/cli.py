@@ -14,16 +14,12 @@ import click
 from . import __version__, exitcodes
 from .app import App, color_wanted
 from .completers import complete_cluster
-from .global_options import hoist_global_options
+from .runner import ReaderGone, run_line, state as _state
 
 EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(
     f"  {code}  {text}" for code, text in exitcodes.DESCRIPTIONS.items())
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-class _ReaderGone(Exception):
-    """stdout's reader went away (``| head``)."""
 
 
 class _Root(click.Group):
@@ -37,7 +33,7 @@ class _Root(click.Group):
         try:
             return super().invoke(ctx)
         except BrokenPipeError:  # before click's main() makes it an exit 1
-            raise _ReaderGone() from None
+            raise ReaderGone() from None
 
 
 @click.group(cls=_Root, context_settings=CONTEXT_SETTINGS, epilog=EXIT_CODES_HELP)
@@ -146,9 +142,6 @@ def _configure_logging(verbose: int) -> None:
         logging.getLogger("kazoo").setLevel(logging.CRITICAL)
 
 
-_state = {"verbose": 0}
-
-
 def _register() -> None:
     from .commands import (bookie, bookie_admin, cluster, cluster_admin, completion, cookie, disk, export, ledger,
                            ledger_metadata, pulsar, rack, recovery, sandbox, shell, top, workload)
@@ -187,42 +180,9 @@ _register()
 
 
 def run(args: list[str] | None = None, obj: App | None = None) -> int:
-    """Run one command line and return its exit code; errors become one line on stderr."""
-    if args is None:
-        args = sys.argv[1:]
-    args = hoist_global_options(cli, list(args))
-    try:
-        rv = cli.main(args=args, prog_name="bkctl", standalone_mode=False, obj=obj)
-        # without standalone mode click returns the code of ctx.exit(n) instead of raising
-        return rv if isinstance(rv, int) and not isinstance(rv, bool) else exitcodes.OK
-    except click.exceptions.Exit as e:
-        return e.exit_code
-    except click.UsageError as e:
-        if obj is not None and obj.interactive:  # the shell: one line, pointing at its own help
-            path = e.ctx.command_path.partition(" ")[2] if e.ctx is not None else ""
-            click.echo(f"bkctl: error: {e.format_message()} (see: help{' ' + path if path else ''})", err=True)
-        else:
-            e.show()
-        return exitcodes.USAGE
-    except click.ClickException as e:
-        e.show()
-        return e.exit_code
-    except BrokenPipeError:  # the reader left (| head): done, as for any Unix filter
-        _state["broken_pipe"] = True
-        return exitcodes.OK
-    except _ReaderGone:
-        _state["broken_pipe"] = True
-        return exitcodes.OK
-    except (click.Abort, KeyboardInterrupt):
-        click.echo("bkctl: aborted", err=True)
-        return exitcodes.INTERRUPTED
-    except Exception as e:  # one line, a traceback only with -v
-        if _state["verbose"]:
-            import traceback
-
-            traceback.print_exc()
-        click.echo(f"bkctl: error: {exitcodes.describe(e)}", err=True)
-        return exitcodes.exit_code_for(e)
+    """Run one bkctl command line (default: this process's arguments) and return its exit
+    code; errors become one line on stderr (:func:`bkctl.runner.run_line`)."""
+    return run_line(cli, sys.argv[1:] if args is None else list(args), obj)
 
 
 def main() -> None:

@@ -10,6 +10,11 @@ callbacks of :mod:`bkctl.completers`.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import click
+
 __all__ = ["COMPLETE_VAR", "SHELLS", "completion_script", "register_global_option_completion", "script_header",
            "with_header"]
 
@@ -114,14 +119,13 @@ def with_header(shell: str, body: str) -> str:
     return header + body
 
 
-def completion_script(shell: str) -> str:
-    """The completion script for ``shell`` (bash, zsh or fish), from click's machinery."""
+def completion_script(shell: str, root: click.Command) -> str:
+    """The completion script of ``root``'s tree (bkctl's) for ``shell`` (bash, zsh or fish),
+    from click's machinery."""
     if shell not in SHELLS:
         raise ValueError(f"unsupported shell {shell!r} (one of {', '.join(SHELLS)})")
     from click.shell_completion import get_completion_class
 
-    from .cli import cli
-
     cls = get_completion_class(shell)
-    body = cls(cli, {}, PROG_NAME, COMPLETE_VAR).source()
+    body = cls(root, {}, PROG_NAME, COMPLETE_VAR).source()
     return with_header(shell, body)

@@ -18,11 +18,12 @@ def completion():
 
 @completion.command("show")
 @click.argument("shell_name", metavar="SHELL", type=_SHELL_CHOICE)
-def completion_show(shell_name: str):
+@click.pass_context
+def completion_show(ctx: click.Context, shell_name: str):
     """Print the completion script for SHELL (to source, or to save where SHELL looks)."""
     from ..completion_scripts import completion_script
 
-    click.echo(completion_script(shell_name), nl=False)
+    click.echo(completion_script(shell_name, ctx.find_root().command), nl=False)
 
 
 @completion.command("install")
@@ -44,7 +45,7 @@ def completion_install(ctx: click.Context, shell_name: str | None, directory: st
     path = install_path(shell_name, directory)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(completion_script(shell_name))
+    tmp.write_text(completion_script(shell_name, ctx.find_root().command))
     os.replace(tmp, path)
     hint = _next_step(shell_name, path)
     if getattr(ctx.obj, "json", False):

@@ -215,8 +215,8 @@ def cursor_state(info: Any, bk: BookKeeperFactory | None = None) -> tuple[Cursor
         tail = handle.read_tail()
         if tail.last < 0:
             return fallback(f"cursor ledger {ledger_id} is empty")
-        if tail.beyond:
-            data = tail.beyond[-1][1]
+        if tail.newest is not None:
+            data = tail.newest
         else:
             data = handle.read_entry(tail.last)
         position = parse_position_info(data)

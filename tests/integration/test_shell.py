@@ -99,7 +99,7 @@ def test_ledger_id_completes_and_command_prints_a_table(start_shell, metadata_ur
     seen = complete(term, "ledger show 47", r"4712")
     assert "4711" in seen
     term.send("\x03")
-    complete(term, "ledger show 900", r"90001")  # the only one: inserted into the line
+    complete(term, "ledger show 900", r"show 90001")  # the only one: Tab until it is in the line
     term.send("\r")
     term.expect(r"ledger\s+90001")
     term.expect(r"state\s+OPEN")
@@ -251,7 +251,7 @@ def test_use_a_named_cluster(start_shell, metadata_uri, tmp_path):
     config.write_text(f'[clusters.prod]\nmetadata_uri = "{metadata_uri}"\n')
     term = start_shell(None, env=env)
     assert "no cluster: use CLUSTER or use URI" in term.text
-    complete(term, "use pr", r"prod")
+    complete(term, "use pr", r"use prod")  # Tab until it is in the line, not only in the menu
     term.send("\r")
     term.expect(r"cluster prod:")
     term.expect(r"bkctl:prod>")

@@ -141,11 +141,12 @@ def test_bookied_page_has_every_flag_and_the_service_behaviour(generated):
 
 
 def test_completion_scripts_are_clicks(generated):
+    from bkctl.cli import cli
     from bkctl.completion_scripts import completion_script
 
     assert generated["completions/_bkctl"].startswith("#compdef bkctl\n")
     for shell, name in (("bash", "bkctl.bash"), ("zsh", "_bkctl"), ("fish", "bkctl.fish")):
-        assert generated[f"completions/{name}"] == completion_script(shell)
+        assert generated[f"completions/{name}"] == completion_script(shell, cli)
         assert "_BKCTL_COMPLETE" in generated[f"completions/{name}"]
 
 

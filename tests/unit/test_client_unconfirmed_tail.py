@@ -31,7 +31,7 @@ def test_the_writers_last_entry_past_the_lac_is_found_and_nothing_is_fenced(prot
     client, store, pool, lh = filled_ledger(n=5, close=False, protocol=protocol)
     rh, tail = tail_of(client, lh)
     assert rh.last_add_confirmed == 3  # a reader's LAC: the last entry carries the one before it
-    assert (tail.lac, tail.last, tail.beyond) == (3, 4, [(4, b"entry-4")])
+    assert (tail.lac, tail.last, tail.newest, tail.beyond_lac) == (3, 4, b"entry-4", 1)
     assert tail.length == sum(len(b"entry-%d" % i) for i in range(5))
     assert tail.holders == {4: 2} and tail.stopped is None
     assert not any(conn.fenced for conn in pool.conns.values())
@@ -45,8 +45,7 @@ def test_an_entry_fewer_than_an_ack_quorum_hold_is_not_taken_nor_anything_after_
     put(pool, lh, 3, 1, 100, b"one copy", replicas=1)  # sent, never acknowledged
     put(pool, lh, 4, 1, 110, b"two copies", replicas=2)
     _, tail = tail_of(client, lh)
-    assert (tail.lac, tail.last) == (1, 2)
-    assert [e for e, _ in tail.beyond] == [2]
+    assert (tail.lac, tail.last, tail.newest) == (1, 2, b"entry-2")
     assert tail.holders == {2: 2, 3: 1}
     assert tail.stopped.startswith("entry 3 is held by 1 of its 2 bookies, fewer than the ack quorum 2")
 
@@ -56,8 +55,8 @@ def test_an_ack_quorum_smaller_than_the_write_quorum_is_enough_and_pipelined_ent
     put(pool, lh, 2, 0, 30, b"on two", replicas=2)
     put(pool, lh, 3, 0, 40, b"on three", replicas=3)
     _, tail = tail_of(client, lh)
-    assert (tail.lac, tail.last, tail.length) == (0, 3, 40)
-    assert tail.beyond == [(1, b"entry-1"), (2, b"on two"), (3, b"on three")]
+    assert (tail.lac, tail.last, tail.length, tail.newest) == (0, 3, 40, b"on three")
+    assert tail.holders == {1: 3, 2: 2, 3: 3}
 
 
 def test_a_bookie_that_does_not_answer_does_not_count_as_holding_the_entry():
@@ -72,10 +71,25 @@ def test_a_bookie_that_does_not_answer_does_not_count_as_holding_the_entry():
 def test_a_closed_ledger_tail_is_its_last_entry():
     client, store, pool, lh = filled_ledger(n=3)
     _, tail = tail_of(client, lh)
-    assert (tail.lac, tail.last, tail.beyond, tail.length) == (2, 2, [], lh.metadata.length)
+    assert (tail.lac, tail.last, tail.newest, tail.length) == (2, 2, None, lh.metadata.length)
 
 
 def test_an_empty_open_ledger_has_no_tail():
     client, store, pool, lh = filled_ledger(n=0, close=False)
     _, tail = tail_of(client, lh)
-    assert (tail.lac, tail.last, tail.beyond, tail.length) == (-1, -1, [], 0)
+    assert (tail.lac, tail.last, tail.newest, tail.length) == (-1, -1, None, 0)
+
+
+def test_a_pipelining_writers_whole_tail_past_a_stale_lac_is_judged_window_by_window():
+    """Entries sent before any was acknowledged all carry LAC -1: every one of
+    them is past the LAC readers see, and more than a window of them."""
+    from bkctl.wire.client.unconfirmed_tail import WINDOW
+
+    client, store, pool, lh = filled_ledger(n=0, close=False)
+    n = 2 * WINDOW + 5
+    for e in range(n):
+        put(pool, lh, e, -1, 10 * (e + 1), b"p%d" % e, replicas=2)
+    put(pool, lh, n, -1, 10 * (n + 1), b"one copy", replicas=1)
+    _, tail = tail_of(client, lh)
+    assert (tail.lac, tail.last, tail.beyond_lac, tail.length) == (-1, n - 1, n, 10 * n)
+    assert tail.newest == b"p%d" % (n - 1) and tail.holders[n] == 1

@@ -40,6 +40,10 @@ from .readable_ledger import ReadableLedger
 
 __all__ = ["Tail", "UnconfirmedTail"]
 
+#: Entries past the LAC judged at once (each asked of its whole write set): a
+#: pipelining writer can leave hundreds past the LAC its entries carry.
+WINDOW = 64
+
 
 @dataclass
 class Tail:
@@ -49,8 +53,8 @@ class Tail:
     lac: int
     #: the last entry taken: ``lac`` or an entry past it (-1: the ledger has none)
     last: int
-    #: the entries past the LAC that were taken, ``[(entry_id, payload)]``
-    beyond: list[tuple[int, bytes]] = field(default_factory=list)
+    #: the payload of ``last`` when it lies past the LAC (read while judging it), else None
+    newest: bytes | None = None
     #: the ledger's length (payload bytes) up to ``last``; None when unknown
     length: int | None = None
     #: entry id -> how many bookies of its write set hold it (the entries past the LAC looked at)
@@ -136,19 +140,19 @@ class UnconfirmedTail:
         ledger.learn_lac(lac)
         tail = Tail(lac, lac, write_quorum=schedule.write_quorum, ack_quorum=schedule.ack_quorum)
         highest = max(lengths, default=-1)
-        entry_id = lac + 1
-        while entry_id <= highest:
-            holders, entry, errors = await _Holders(ledger, entry_id).start()
-            tail.holders[entry_id] = holders
-            if holders < schedule.ack_quorum:
-                tail.stopped = (f"entry {entry_id} is held by {holders} of its {schedule.write_quorum} bookies, "
-                                f"fewer than the ack quorum {schedule.ack_quorum}"
-                                + (f" ({describe_errors(errors)})" if errors else ""))
-                break
-            tail.beyond.append((entry_id, entry.payload))
-            tail.last = entry_id
-            tail.length = entry.length
-            entry_id += 1
+        first = lac + 1
+        while first <= highest and tail.stopped is None:
+            ids = range(first, min(first + WINDOW, highest + 1))
+            answers = await defer.gatherResults([_Holders(ledger, e).start() for e in ids])
+            for entry_id, (holders, entry, errors) in zip(ids, answers):
+                tail.holders[entry_id] = holders
+                if holders < schedule.ack_quorum:
+                    tail.stopped = (f"entry {entry_id} is held by {holders} of its {schedule.write_quorum} "
+                                    f"bookies, fewer than the ack quorum {schedule.ack_quorum}"
+                                    + (f" ({describe_errors(errors)})" if errors else ""))
+                    break
+                tail.last, tail.length, tail.newest = entry_id, entry.length, entry.payload
+            first = ids[-1] + 1
         if tail.length is None and tail.last >= 0:
             if tail.last in lengths:
                 tail.length = lengths[tail.last]
