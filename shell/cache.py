@@ -5,8 +5,9 @@ session App's, so a slow or failing refresh never holds up a command) and
 re-reads, every :attr:`~MetadataCache.interval` seconds and after every
 command (:meth:`~MetadataCache.poke`):
 
-* the bookies (writable, read-only, with a cookie) and the autorecovery
-  switch, for the toolbar;
+* the bookies (writable, read-only, with a cookie) and autorecovery as
+  ``autorecovery status`` reports it (the switch, the elected auditor, the
+  marked ledgers), for the toolbar;
 * the ledger ids, for completion.
 
 Readers (the completer, the toolbar) only look at the last published
@@ -37,7 +38,10 @@ class Status:
     error: str | None = None
     writable: int | None = None
     readonly: int | None = None
+    #: autorecovery as ``autorecovery status`` reports it: the switch, the elected auditor, marked ledgers
     autorecovery: bool | None = None
+    auditor: str | None = None
+    underreplicated: int | None = None
     bookies: dict = field(default_factory=dict)
     updated: float | None = None
 
@@ -201,17 +205,20 @@ class MetadataCache:
         uri = self._uri
         if not uri:
             return
+        from bkctl.ops.autorecovery import autorecovery_report
+
         try:
             store = self._connected_store(uri, generation)
             bookies = bookie_states(store)
-            autorecovery = store.underreplication.is_enabled()
+            report = autorecovery_report(store, int(time.time() * 1000))
         except _Stale:
             return
         if generation != self._generation:
             return
         states = list(bookies.values())
         self._status = Status(uri=uri, state="ok", writable=states.count("writable"),
-                              readonly=states.count("read-only"), autorecovery=autorecovery,
+                              readonly=states.count("read-only"), autorecovery=report["enabled"],
+                              auditor=report["auditor"], underreplicated=report["underreplicated"],
                               bookies=bookies, updated=time.time())
         self._notify()
         if not self._ledgers_due():

@@ -83,6 +83,7 @@ class Shell:
         self.last_failure = exitcodes.OK
         self.last_line: str | None = None
         self._session = None
+        self._modes = None  # the terminal's modes when the interactive session started
 
     @property
     def cluster_name(self) -> str | None:
@@ -167,6 +168,10 @@ class Shell:
             out = PagedOutput(real_stdout)
             sys.stdout = out
         code = exitcodes.FAILED
+        # the command runs in the modes the shell started with (ISIG: Ctrl-C is a
+        # signal), and they are put back after it, whatever it did to them
+        modes = self._modes or _terminal_modes(self.stdin)
+        _restore_terminal_modes(self.stdin, modes)
         try:
             code = run(list(args), obj=target)
         except KeyboardInterrupt:  # between run()'s own handlers
@@ -180,6 +185,7 @@ class Shell:
                 raise
             code = exitcodes.OK  # the pager was quit: the reader has seen enough
         finally:
+            _restore_terminal_modes(self.stdin, modes)  # a command stopped half way must not leave it raw
             if out is not None:
                 sys.stdout = real_stdout
                 out.finish()
@@ -331,8 +337,7 @@ class Shell:
                        f"{st.writable} writable"),
                       ("", f", {st.readonly} read-only  "),
                       ("class:bottom-toolbar.label", "autorecovery "),
-                      ("class:bottom-toolbar.good" if st.autorecovery else "class:bottom-toolbar.warn",
-                       "enabled" if st.autorecovery else "disabled"),
+                      autorecovery_phrase(st),
                       ("", "  ")]
         parts.append(("", f"[{'json' if self.app.json else 'table'}, pager {'on' if self.pager else 'off'}]"))
         return parts
@@ -355,6 +360,7 @@ class Shell:
         from .completer import ShellCompleter
         from .lexer import CommandLexer
 
+        self._modes = modes = _terminal_modes(self.stdin)
         path = _ensure_history_file(history_path())
         self.cache = MetadataCache(self.app.metadata_uri, on_change=self._invalidate)
         self._session = PromptSession(
@@ -398,7 +404,23 @@ class Shell:
             set_session_source(None)
             self.cache.close()
             self._session = None
+            self._modes = None
+            _restore_terminal_modes(self.stdin, modes)
         return exitcodes.OK
+
+
+def autorecovery_phrase(st) -> tuple[str, str]:
+    """(style, text) of autorecovery in the toolbar: the switch alone says nothing of
+    whether any daemon acts on it, the elected auditor does."""
+    if not st.autorecovery:
+        text, style = "disabled", "warn"
+    elif st.auditor:
+        text, style = f"enabled, auditor {st.auditor}", "good"
+    else:
+        text, style = "enabled but no auditor running", "bad"
+    if st.underreplicated:
+        text += f", {st.underreplicated} under-replicated"
+    return f"class:bottom-toolbar.{style}", text
 
 
 def _continues(line: str) -> bool:
@@ -462,6 +484,28 @@ class _CountingInterrupts:
             import signal
 
             signal.signal(signal.SIGINT, self._previous)
+
+
+def _terminal_modes(stream: TextIO):
+    """The termios modes of ``stream``'s terminal; None when it is not one."""
+    try:
+        import termios
+
+        return termios.tcgetattr(stream.fileno())
+    except Exception:  # no termios, no file descriptor, not a terminal
+        return None
+
+
+def _restore_terminal_modes(stream: TextIO, modes) -> None:
+    """Put ``modes`` (from :func:`_terminal_modes`) back if they changed."""
+    if modes is None or _terminal_modes(stream) == modes:
+        return
+    import termios
+
+    try:
+        termios.tcsetattr(stream.fileno(), termios.TCSADRAIN, modes)
+    except (OSError, termios.error):
+        pass
 
 
 def _fresh_consoles(app: App) -> None:

@@ -101,7 +101,7 @@ def autorecovery_run(app: App, bookie_id: str | None, settings: tuple[str, ...])
     import socket
 
     from ..exitcodes import USAGE, CommandError
-    from ..ops.autorecovery import config_from_settings, run_daemon
+    from ..ops.autorecovery import config_from_settings
 
     pairs = {}
     for item in settings:
@@ -120,15 +120,16 @@ def autorecovery_run(app: App, bookie_id: str | None, settings: tuple[str, ...])
     if problem:
         raise CommandError(f"--bookie-id {bookie_id!r} {problem}", USAGE)
     uri = app.require_uri()
-    from ..ops.autorecovery import daemon_logging
+    from ..ops.autorecovery_daemon import daemon_logging, run_daemon
 
     if app.bookie_tls:
         from ..app import check_tls_files
 
         check_tls_files(app.bookie_tls)
-    daemon_logging()
-    code, why = run_daemon(uri, bookie_id, config, protocol=app.protocol, zk_timeout=app.zk_timeout,
-                           tls=app.bookie_tls or None)
+    with daemon_logging():
+        # in the shell the process goes on after the daemon: never ended for a stuck stop
+        code, why = run_daemon(uri, bookie_id, config, protocol=app.protocol, zk_timeout=app.zk_timeout,
+                               tls=app.bookie_tls or None, exit_when_stuck=not app.interactive)
     if code:
         raise CommandError(f"the autorecovery daemon could not start: {why}", code)
 

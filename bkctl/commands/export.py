@@ -54,8 +54,10 @@ never rows; a transaction's messages are rows once it committed (txn_id
 says which) and never when it aborted; a transaction still open holds back
 every message from its first one on (Pulsar's maxReadPosition): the export
 stops there and says so, or with --include-pending exports them with
-pending = true.  A line counts what was left out and why.  Finding the
-transactions' outcomes reads the topic's entries once more before the export.
+pending = true.  A line counts what was left out and why.  The tasks find
+the transactions' outcomes as they read; only the ranges whose rows that
+changes (messages of aborted transactions, what an open one holds back) are
+read again.
 
 \b
 Clusters: --master spark://host:7077 (or yarn, k8s://...) runs the reads on
@@ -169,7 +171,7 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, strict,
             source = TopicSource(TopicSpec(
                 topic=topic, subscription=subscription, unacked_only=unacked_only, from_ms=from_time, to_ms=to_time,
                 skip_missing=skip_missing, on_corrupt=on_corrupt, managed_ledgers=managed_ledgers, strict=strict,
-                include_pending=include_pending))
+                include_pending=include_pending, scan_first=False))
         else:
             source = LedgerSource(LedgerSelection(
                 spec=parse_ledger_spec("all" if all_ledgers else ledger_spec), since_ms=since, until_ms=until,

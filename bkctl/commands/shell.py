@@ -13,11 +13,15 @@ Type commands without the leading "bkctl" (ledger list, autorecovery
 status...).  One ZooKeeper session serves the whole session.  Tab completes
 commands, options, choices, ledger and bookie ids (from a cache refreshed in
 the background); the history is kept in $XDG_DATA_HOME/bkctl/history
-(Ctrl-R searches it); the toolbar shows the cluster, its bookies and the
-autorecovery switch.  Output longer than the screen goes through $PAGER;
+(Ctrl-R searches it); the toolbar shows the cluster, its bookies and
+autorecovery as `autorecovery status` reports it: disabled, enabled with
+the elected auditor, or enabled but no auditor running (no daemon acts on
+the switch), and the under-replicated ledgers.  Output longer than the screen goes through $PAGER;
 JSON documents are indented.  A line ending with a backslash goes on on the
 next one; Ctrl-X Ctrl-E edits the line in $EDITOR, \\e the last command.
-Ctrl-C cancels the running command, Ctrl-D leaves.
+Ctrl-C stops the running command (the autorecovery daemon, an export, a
+tail, a bench...) and releases what it holds, then the prompt comes back;
+Ctrl-D leaves.
 
 With stdin not a terminal, runs one command per line (blank lines and #
 comments are skipped; a trailing backslash joins lines; errors name their

@@ -143,9 +143,10 @@ def _progress_estimate(ranges: list[Any], plans: list[planning.LedgerPlan]):
 
 
 def _write(spark, settings: ReadSettings, staging: str, options: ExportOptions, source: ExportSource,
-           plan: SourcePlan, progress: ProgressCallback | None) -> list[dict[str, Any]]:
-    """Run the tasks of ``plan`` into ``staging`` (in a thread, reporting task
-    progress), then commit their files; returns what the tasks reported."""
+           plan: SourcePlan, progress: ProgressCallback | None, only: list[int] | None = None) -> list[dict[str, Any]]:
+    """Run the tasks of ``plan`` (those numbered ``only``, else all) into
+    ``staging`` (in a thread, reporting task progress), then commit their
+    files; returns what the tasks reported."""
     import functools
     import uuid
 
@@ -156,8 +157,8 @@ def _write(spark, settings: ReadSettings, staging: str, options: ExportOptions, 
     file_options = FileOptions(staging=staging, job=uuid.uuid4().hex, compression=options.compression,
                                partition_by=source.partition_by, decode=options.decode,
                                rows_per_file=options.rows_per_file)
-    ranges, plans = plan.tasks, plan.plans
-    tasks = list(enumerate(ranges))
+    tasks = list(enumerate(plan.tasks)) if only is None else [(i, plan.tasks[i]) for i in only]
+    ranges, plans = [t for _, t in tasks], plan.plans
     task = functools.partial(run_task, source, settings, file_options)
     outcome: dict[str, Any] = {}
 
@@ -333,6 +334,16 @@ def run_export(store, uri: str, source: ExportSource, options: ExportOptions, *,
                     f"in {len(plan.tasks)} tasks...")
                 reports = _write(spark, settings, str(out.staging), options, source, plan, progress)
                 timings["write"] = time.monotonic() - t
+                again = source.redo(plan, reports) if hasattr(source, "redo") else []
+                if again:  # tasks whose rows what the others read changes (a topic's transactions)
+                    from .writing import remove_files
+
+                    t = time.monotonic()
+                    say(f"reading {len(again)} of {len(plan.tasks)} tasks again...")
+                    remove_files(out.staging, [r for r in reports if r.get("index") in again])
+                    reports = [r for r in reports if r.get("index", r.get("task")) not in again] + _write(
+                        spark, settings, str(out.staging), options, source, plan, progress, only=again)
+                    timings["write_again"] = time.monotonic() - t
             finally:
                 if created:
                     stop_spark(spark)

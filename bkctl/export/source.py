@@ -85,3 +85,8 @@ class ExportSource(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """What was asked for, as the manifest records it."""
+
+    # optional: ``redo(plan, reports) -> list[int]``, called once the tasks ran: the
+    # numbers of the tasks to run again (their files are replaced), with ``plan.tasks``
+    # updated for them -- what one task reads can change another's rows (a topic's
+    # transactions: :meth:`~bkctl.export.topic_source.TopicSource.redo`)

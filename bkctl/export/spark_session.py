@@ -6,13 +6,15 @@ on stderr (none at all with ``quiet``), nothing ever on stdout (a ``--json``
 document is all that goes there), no UI, UTC, and on a local master the
 workers run this interpreter and everything listens on 127.0.0.1.
 :func:`stop_spark` stops a session this process started, and the gateway JVM
-behind it.
+behind it.  Both wait through Ctrl-C (then raised): a JVM left half started
+or half stopped breaks every later export of the process (the shell).
 """
 from __future__ import annotations
 
 import os
 import sys
 import tempfile
+import threading
 from contextlib import contextmanager
 
 __all__ = ["spark_session", "stop_spark"]
@@ -105,14 +107,56 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     with _stdout_to_stderr(quiet):
-        spark = builder.getOrCreate()
+        spark = _shielded(builder.getOrCreate, undo=stop_spark)
     spark.sparkContext.setLogLevel("WARN")
     return spark, True
 
 
+def _shielded(fn, undo=None):
+    """``fn()`` in a thread of its own, waited for through Ctrl-C: a
+    KeyboardInterrupt is raised once it is over (after ``undo`` of its result).
+
+    Ctrl-C in the middle of a call into the JVM stops only the Python side:
+    the JVM goes on building the SparkContext (the next export in the shell
+    then failed with "Only one SparkContext should be running in this JVM"),
+    or a gateway JVM is left running with no Python side to stop it."""
+    outcome: dict = {}
+    over = threading.Event()  # not Thread.join: interrupted, it can say a running thread is over
+
+    def call() -> None:
+        try:
+            outcome["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = exc
+        finally:
+            over.set()
+
+    threading.Thread(target=call, name="bkctl-spark", daemon=True).start()
+    interrupted = False
+    while not over.is_set():
+        try:
+            over.wait()
+        except KeyboardInterrupt:
+            if not interrupted:
+                interrupted = True
+                print("bkctl: stopping Spark...", file=sys.stderr, flush=True)
+    if interrupted:
+        if "value" in outcome and undo is not None:
+            _shielded(lambda: undo(outcome["value"]))
+        raise KeyboardInterrupt
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
 def stop_spark(spark, timeout: float = 60.0) -> None:
     """Stop the session and the JVM behind it (``SparkSession.stop`` alone
-    leaves the gateway JVM running until this process exits)."""
+    leaves the gateway JVM running until this process exits); Ctrl-C waits
+    for the stop to finish (a JVM stopped half way would be left behind)."""
+    _shielded(lambda: _stop_spark(spark, timeout))
+
+
+def _stop_spark(spark, timeout: float) -> None:
     import subprocess
 
     from pyspark import SparkContext

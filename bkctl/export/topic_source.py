@@ -86,6 +86,10 @@ class TopicSpec:
     strict: bool = False
     #: the messages an open transaction holds back are exported with ``pending`` set, not left out
     include_pending: bool = False
+    #: find the transactions' outcomes before the tasks run, reading every entry's metadata
+    #: (what the data source does); False: the tasks find them as they read, and
+    #: :meth:`TopicSource.redo` names the few tasks to run again (what ``run_export`` does)
+    scan_first: bool = True
 
     def __post_init__(self) -> None:
         from bkctl.wire.pulsar.managed_ledger import TopicName
@@ -138,6 +142,8 @@ class TopicRange:
     transactions: Any = None
     #: keep what an open transaction holds back, marked pending
     pending: bool = False
+    #: report the transactions the range's entries show (``counts["transactions"]``)
+    scan: bool = False
 
     @property
     def entries(self) -> int:
@@ -294,6 +300,7 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
     of the messages in ``part``; ``counts`` receives entries read, messages,
     bytes and problems."""
     from bkctl.wire.pulsar.messages import TopicDecoder
+    from bkctl.wire.pulsar.transactions import TransactionScan
 
     keep = None
     if part.cursor is not None:
@@ -307,9 +314,12 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
     schema = arrow_schema(TOPIC_COLUMNS)
     skip = part.first > 0 or part.follows
     ledger_id = part.ledger_id
+    scan = TransactionScan() if part.scan else None
     for entries in reader.entries(ledger_id, part.first, part.last, unconfirmed=part.unconfirmed):
         for entry_id, data in entries:
             decoder.add(ledger_id, entry_id, data, skip_continuations=skip)
+            if scan is not None:
+                scan.add((ledger_id, entry_id), data)
             if decoder.rows >= ROWS_PER_BATCH:
                 for rows in decoder.take_parts():
                     yield record_batch(rows, schema)
@@ -327,6 +337,8 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
         counts.update(entries=part.entries, read_ahead=read_ahead, messages=decoder.messages,
                       bytes=decoder.payload_bytes, problems=[p.to_json() for p in decoder.problems],
                       left_out=decoder.left_out)
+        if scan is not None:
+            counts["transactions"] = scan.result()
 
 
 def _read_on(reader: LedgerReader, decoder, ledger_id: int, after: int, last: int, unconfirmed: bool) -> int:
@@ -389,10 +401,27 @@ class TopicSource:
         from .topic_transactions import scan_transactions, with_transactions
 
         plan = plan_topic(store, self.spec, split_entries, reader.tail, reader.client)
+        if not self.spec.scan_first:
+            plan.tasks = [replace(t, scan=True) for t in plan.tasks]
+            return plan
         transactions = scan_transactions(reader, plan.tasks)
         plan.tasks = with_transactions(plan.tasks, transactions, self.spec.include_pending)
         plan.details["transactions"] = {topic: t.to_json() for topic, t in transactions.items()}
         return plan
+
+    def redo(self, plan: SourcePlan, reports: list[dict[str, Any]]) -> list[int]:
+        """The tasks to run again once every task reported the transactions
+        its entries show (``scan_first`` False): those holding messages of an
+        aborted transaction, and those at or past where an open one holds
+        messages back; they get what they need of the topic's transactions."""
+        from .topic_transactions import tasks_to_redo
+
+        if self.spec.scan_first:
+            return []
+        scans = {r["task"]: r["transactions"] for r in reports if "task" in r and "transactions" in r}
+        again, plan.tasks, transactions = tasks_to_redo(plan.tasks, scans, reports, self.spec.include_pending)
+        plan.details["transactions"] = {topic: t.to_json() for topic, t in transactions.items()}
+        return again
 
     def read(self, settings: ReadSettings, task: TopicRange, counts: dict[str, Any]) -> Iterator[Any]:
         counts.update(topic=task.topic, ledger_id=task.ledger_id, first=task.first, last=task.last)

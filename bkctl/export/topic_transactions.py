@@ -20,7 +20,7 @@ from typing import Any
 
 from bkctl.wire.pulsar.transactions import TopicTransactions, TransactionScan
 
-__all__ = ["left_out_text", "scan_transactions", "with_transactions"]
+__all__ = ["left_out_text", "scan_transactions", "tasks_to_redo", "with_transactions"]
 
 
 def scan_transactions(reader: Any, tasks: list[Any]) -> dict[str, TopicTransactions]:
@@ -44,8 +44,33 @@ def with_transactions(tasks: list[Any], transactions: dict[str, TopicTransaction
             txns = txns.for_range(task.ledger_id, task.first, task.last)
             if not txns.ended and not txns.open:
                 txns = None
-        out.append(replace(task, transactions=txns, pending=pending))
+        out.append(replace(task, transactions=txns, pending=pending, scan=False))
     return out
+
+
+def tasks_to_redo(tasks: list[Any], scans: dict[int, TopicTransactions], reports: list[dict[str, Any]],
+                  pending: bool) -> tuple[list[int], list[Any], dict[str, TopicTransactions]]:
+    """After the tasks ran finding the transactions themselves (``scans``:
+    task number -> what its range showed): each topic's transactions, the
+    tasks whose rows they change -- a range holding messages of an aborted
+    transaction, one ending at or past where an open transaction holds
+    messages back, or one that read on past its range for a chunked message
+    while one does -- and the tasks, each with what it needs of them."""
+    by_topic: dict[str, list[TopicTransactions]] = {}
+    for index, scan in scans.items():
+        by_topic.setdefault(tasks[index].topic, []).append(scan)
+    transactions = {topic: TopicTransactions.merge(parts) for topic, parts in by_topic.items()}
+    read_on = {r["task"] for r in reports if "task" in r and r.get("read_ahead")}
+    again = []
+    for index, task in enumerate(tasks):
+        txns = transactions.get(task.topic)
+        if txns is None or index not in scans:
+            continue
+        cutoff = txns.cutoff
+        if scans[index].seen & txns.aborted or (cutoff is not None and (
+                (task.ledger_id, task.last) >= cutoff or index in read_on)):
+            again.append(index)
+    return again, with_transactions(tasks, transactions, pending), transactions
 
 
 def left_out_text(left_out: dict[str, Any], transactions: dict[str, Any]) -> str | None:

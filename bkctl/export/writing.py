@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from .source import ExportSource
 
 __all__ = ["ATTEMPTS", "FileOptions", "RangeWriter", "attempt_name", "commit_files", "leaf_dir", "payload_text",
-           "run_task"]
+           "remove_files", "run_task"]
 
 #: The folder below the staging directory where task attempts write.
 ATTEMPTS = "_attempts"
@@ -198,7 +198,7 @@ def run_task(source: ExportSource, settings: ReadSettings, options: FileOptions,
                     writer = writers[leaf] = RangeWriter(Path(options.staging) / ATTEMPTS / attempt / leaf, index,
                                                          options, schema, source.dictionary_columns)
                 writer.write(rows)
-        files = [{"attempt": attempt, "leaf": leaf, "name": name, "rows": rows}
+        files = [{"attempt": attempt, "leaf": leaf, "name": name, "rows": rows, "index": index}
                  for leaf, writer in writers.items() for name, rows in writer.close()]
     except BaseException:
         for writer in writers.values():
@@ -219,4 +219,15 @@ def commit_files(staging: str | os.PathLike, reports: Iterable[dict[str, Any]]) 
         os.replace(root / ATTEMPTS / report["attempt"] / report["leaf"] / report["name"], target / report["name"])
         count += 1
     shutil.rmtree(root / ATTEMPTS, ignore_errors=True)
+    return count
+
+
+def remove_files(staging: str | os.PathLike, reports: Iterable[dict[str, Any]]) -> int:
+    """Remove the committed files that ``reports`` name (a task read again
+    writes them anew); returns how many were removed."""
+    root = Path(staging)
+    count = 0
+    for report in reports:
+        (root / report["leaf"] / report["name"]).unlink()
+        count += 1
     return count

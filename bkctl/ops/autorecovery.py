@@ -1,10 +1,8 @@
-"""Autorecovery operations: run the daemon, ask who audits, trigger an audit,
-and see which worker holds which ledger (Java's ``autorecovery``,
-``whoisauditor``, ``triggeraudit`` and ``queryautorecoverystatus``)."""
+"""Autorecovery operations: ask who audits, trigger an audit, and see which
+worker holds which ledger (Java's ``whoisauditor``, ``triggeraudit`` and
+``queryautorecoverystatus``; the daemon itself, Java's ``autorecovery``, is
+:mod:`bkctl.ops.autorecovery_daemon`)."""
 from __future__ import annotations
-
-import logging
-import signal
 
 from bkctl.wire.autorecovery.service import CONFIG_KEYS, AutoRecoveryConfig, config_from_keys
 
@@ -23,81 +21,6 @@ def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
                               key=key)
         values[key] = validate_setting(key, text)
     return config_from_keys(values)
-
-
-def daemon_logging() -> None:
-    """The daemon's log on stderr at INFO (vote, role, each repair), with times;
-    bkctl's other commands stay quiet unless -v."""
-    import sys
-
-    root = logging.getLogger()
-    if not any(type(h) is logging.StreamHandler for h in root.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
-    if root.level == logging.NOTSET or root.level > logging.INFO:
-        root.setLevel(logging.INFO)
-    logging.getLogger("kazoo").setLevel(logging.WARNING)
-
-
-def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol: str = "v3",
-               zk_timeout: float = 10.0, shutdown_timeout: float = 5.0, tls=None) -> tuple[int, str | None]:
-    """Run the autorecovery daemon in the foreground until SIGTERM/SIGINT; (0, None)
-    on a clean stop, (5, why) when it cannot start (ZooKeeper not answering within
-    ``zk_timeout`` seconds...).  Under systemd (``Type=notify``) it sends
-    READY=1 once started, STOPPING=1 on the way out, and watchdog pings.  The
-    stop takes at most ``shutdown_timeout`` seconds, ZooKeeper reachable or not."""
-    from twisted.internet import defer, reactor
-
-    from bkctl.wire.autorecovery.service import AutoRecoveryDaemon
-    from bkctl.wire.process.runtime import settle_garbage_collector
-    from bkctl.wire.process.sdnotify import Notifier
-    from bkctl.wire.process.shutdown import ExitDeadline
-
-    settle_garbage_collector()  # a worker copies entries for hours: as bookied does
-    log = logging.getLogger("bkctl.autorecovery")
-    notifier = Notifier.from_environment()
-    watchdog = notifier.start_watchdog(reactor)
-    daemon = AutoRecoveryDaemon(uri, bookie_id, config, reactor=reactor, zk_timeout=zk_timeout,
-                                client_options={"protocol": protocol, **({"tls": tls} if tls else {})})
-    outcome = {"code": 0, "why": None}
-
-    def started(_):
-        log.info("autorecovery daemon running for %s as %s", uri, bookie_id)
-        notifier.ready(f"autorecovery for {uri} as {bookie_id}")
-
-    def failed(failure):
-        outcome["why"] = failure.getErrorMessage() or failure.type.__name__
-        log.error("autorecovery daemon could not start: %s", outcome["why"])
-        outcome["code"] = 5
-        reactor.callLater(0, stop)
-
-    def stop(*_):
-        if getattr(stop, "done", False):
-            return
-        stop.done = True
-        deadline.arm(shutdown_timeout, lambda: outcome["code"])
-        notifier.stopping()
-        if watchdog is not None and watchdog.running:
-            watchdog.stop()
-        d = daemon.stopService().addTimeout(shutdown_timeout / 2, reactor)
-        d.addErrback(lambda f: log.warning("while stopping: %s", "ZooKeeper did not answer in time"
-                                           if f.check(defer.TimeoutError) else f.getErrorMessage()))
-        d.addBoth(lambda _: reactor.stop())
-
-    # Armed by the signal itself: a thread stuck in ZooKeeper holds the reactor's
-    # shutdown (it joins its threads), and a reactor blocked on one never runs stop().
-    deadline = ExitDeadline("autorecovery daemon shutdown")
-
-    def on_signal(*_):
-        deadline.arm(shutdown_timeout, lambda: outcome["code"])
-        reactor.callFromThread(stop)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
-    reactor.callWhenRunning(lambda: daemon.startService().addCallbacks(started, failed))
-    reactor.run(installSignalHandlers=False)
-    return outcome["code"], outcome["why"]
 
 
 def who_is_auditor(store) -> dict:

@@ -31,9 +31,13 @@ def _drive_adds(client, handle, count: int, payload: bytes, inflight: int,
     fires with the latency (seconds) of each."""
     from twisted.internet import defer
 
-    done: defer.Deferred = defer.Deferred()
-    latencies = [0.0] * count
     state = {"next": 0, "acked": 0, "failed": False}
+
+    def cancelled(_d) -> None:  # Ctrl-C: no more adds (those in flight are let finish)
+        state["failed"] = True
+
+    done: defer.Deferred = defer.Deferred(canceller=cancelled)
+    latencies = [0.0] * count
     clock = time.perf_counter
 
     def fill():
@@ -43,6 +47,8 @@ def _drive_adds(client, handle, count: int, payload: bytes, inflight: int,
             handle.add_entry(payload).addCallbacks(acked, failed, callbackArgs=(index, clock()))
 
     def acked(_entry_id, index, started):
+        if done.called:  # cancelled or failed: the run is over
+            return
         latencies[index] = clock() - started
         state["acked"] += 1
         if on_add is not None:
@@ -53,7 +59,7 @@ def _drive_adds(client, handle, count: int, payload: bytes, inflight: int,
             fill()
 
     def failed(f):
-        if not state["failed"]:
+        if not done.called:
             state["failed"] = True
             done.errback(f)
 

@@ -79,7 +79,7 @@ def test_sigterm_ends_autorecovery_run_while_zookeeper_is_down(tmp_path, own_zoo
                                  "--bookie-id", "auditor-test:3181"],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_for(lambda: "autorecovery daemon running" in log_path.read_text())
+        wait_for(lambda: "autorecovery started for" in log_path.read_text())
         zk.stop()
         time.sleep(1)
         proc.send_signal(signal.SIGTERM)

@@ -307,3 +307,39 @@ def test_a_chunked_message_the_cutoff_cuts_is_held_back_whole_not_a_problem(pend
         assert dec.left_out["pending_kept"] == 3
     else:
         assert payloads(rows) == [b"first"] and dec.left_out["pending"] == 3
+
+
+@pytest.mark.parametrize("include_pending", [False, True])
+@pytest.mark.parametrize("kind", ["transactions", "none"])
+def test_tasks_that_find_the_transactions_themselves_then_rerun_only_those_they_change(include_pending, kind):
+    """bkctl export's way: no scan first; each task reports what its range
+    shows, and the tasks whose rows the merged outcomes change -- and only
+    those -- run again: the rows are the scan-first ones."""
+    from dataclasses import replace
+
+    from bkctl.export.topic_transactions import tasks_to_redo
+
+    t1, t2 = (1, 1), (1, 2)
+    if kind == "transactions":  # t1 aborts in ledger 4; (9,9) stays open from 5:1 on
+        ledgers = {3: [message(0, b"p0"), txn_message(1, b"t1", t1), message(2, b"p1"), txn_message(3, b"t2", t2)],
+                   4: [marker(22, t1), message(4, b"p2"), marker(21, t2), message(5, b"p3")],
+                   5: [message(6, b"p4"), txn_message(7, b"open", (9, 9)), message(8, b"p5"), message(9, b"p6")]}
+    else:
+        ledgers = {lid: [message(lid * 10 + i, b"m%d" % (lid * 10 + i)) for i in range(4)] for lid in (3, 4, 5)}
+    tasks = [TopicRange(TOPIC, -1, lid, first, first + 1, 3) for lid in ledgers for first in (0, 2)]
+    reader = FakeReader(ledgers)
+
+    def run(task):
+        counts = {}
+        rows = [r for b in read_topic_range(reader, task, counts) for r in b.to_pylist()]
+        return rows, counts
+
+    scan_first = with_transactions(tasks, scan_transactions(reader, tasks), include_pending)
+    want = [r for t in scan_first for r in run(t)[0]]
+    first = [run(replace(t, scan=True)) for t in tasks]
+    reports = [{"task": i, **c} for i, (_, c) in enumerate(first)]
+    again, tasks, _txns = tasks_to_redo(tasks, {r["task"]: r["transactions"] for r in reports}, reports,
+                                        include_pending)
+    got = [r for i, t in enumerate(tasks) for r in (run(t)[0] if i in again else first[i][0])]
+    assert got == want
+    assert again == ([0, 4, 5] if kind == "transactions" else [])  # t1's range, and from the open one on

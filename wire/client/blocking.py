@@ -24,7 +24,8 @@ from typing import Any
 
 from bkctl.wire.errors import Unreachable
 
-__all__ = ["BlockingBookKeeper", "BlockingLedger", "OperationTimedOut", "run_in_reactor", "DEFAULT_TIMEOUT"]
+__all__ = ["BlockingBookKeeper", "BlockingLedger", "OperationTimedOut", "ensure_reactor", "run_in_reactor",
+           "DEFAULT_TIMEOUT"]
 
 #: Seconds a blocking call may take before it is cancelled.
 DEFAULT_TIMEOUT = 120.0
@@ -49,9 +50,17 @@ def _ensure_reactor():
     return _crochet
 
 
+def ensure_reactor() -> None:
+    """Have the process's one reactor running in its background thread (for
+    services that run in it until told to stop, as ``autorecovery run``)."""
+    _ensure_reactor()
+
+
 def run_in_reactor(fn: Callable, *args, timeout: float | None = DEFAULT_TIMEOUT, **kwargs) -> Any:
     """Call ``fn(*args, **kwargs)`` in the reactor thread and wait for its
-    result (a Deferred's result if it returns one)."""
+    result (a Deferred's result if it returns one).  A wait ended by Ctrl-C
+    (KeyboardInterrupt in this thread) cancels the call, as a timeout does:
+    the reactor, shared by the session's later commands, does not go on with it."""
     crochet = _ensure_reactor()
     eventual = crochet.run_in_reactor(fn)(*args, **kwargs)
     try:
@@ -60,6 +69,9 @@ def run_in_reactor(fn: Callable, *args, timeout: float | None = DEFAULT_TIMEOUT,
         eventual.cancel()
         name = getattr(fn, "__name__", repr(fn))
         raise OperationTimedOut(f"{name} did not finish within {timeout:g}s") from None
+    except BaseException:
+        eventual.cancel()
+        raise
 
 
 class BlockingLedger:

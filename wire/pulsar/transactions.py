@@ -123,6 +123,32 @@ class TopicTransactions:
                  if e[2] and (e[0] is None or e[0] <= hi) and e[1] >= lo}
         return TopicTransactions(ended, dict(self.open))
 
+    @property
+    def seen(self) -> frozenset[Txn]:
+        """The transactions whose messages these entries hold."""
+        return frozenset(self.open) | frozenset(t for t, e in self.ended.items() if e[0] is not None)
+
+    @classmethod
+    def merge(cls, parts: "list[TopicTransactions]") -> "TopicTransactions":
+        """One topic's transactions from the scans of its ranges (any order):
+        a transaction's first message is the earliest any range saw, its end
+        the earliest marker."""
+        first: dict[Txn, Position] = {}
+        ended: dict[Txn, tuple[Position | None, Position, bool]] = {}
+        markers: dict[str, int] = {}
+        for part in parts:
+            for t, p in part.open.items():
+                first[t] = min(first.get(t, p), p)
+            for t, (f, marker, aborted) in part.ended.items():
+                if f is not None:
+                    first[t] = min(first.get(t, f), f)
+                if t not in ended or marker < ended[t][1]:
+                    ended[t] = (None, marker, aborted)
+            for name, n in part.markers.items():
+                markers[name] = markers.get(name, 0) + n
+        ended = {t: (first.get(t), marker, aborted) for t, (_, marker, aborted) in ended.items()}
+        return cls(ended, {t: p for t, p in first.items() if t not in ended}, markers)
+
     def to_json(self) -> dict[str, Any]:
         cutoff = self.cutoff
         return {"committed": sum(1 for e in self.ended.values() if not e[2]),

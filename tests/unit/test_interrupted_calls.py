@@ -1,0 +1,111 @@
+"""Ctrl-C while a command waits on the reactor thread stops what it waits for.
+
+In the shell the reactor thread outlives the command: a call left running there
+after Ctrl-C (a bench's adds, a tail's long poll) goes on using the bookies
+while the next commands run.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+
+import pytest
+from twisted.internet import defer
+
+from tests.support.waiting import wait_for
+
+
+def _main_thread_waits() -> bool:
+    """Whether the main thread is blocked in a threading wait (crochet's)."""
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    return frame is not None and frame.f_code.co_name == "wait" and frame.f_code.co_filename == threading.__file__
+
+
+def _ctrl_c_once(started: threading.Event) -> threading.Thread:
+    """Send this process SIGINT (as a terminal's Ctrl-C) once ``started`` is set
+    and the main thread waits for the result."""
+
+    def send():
+        started.wait(10)
+        wait_for(_main_thread_waits, timeout=10, what="the main thread waiting")
+        os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
+def test_ctrl_c_cancels_the_call_in_the_reactor():
+    from bkctl.wire.client.blocking import run_in_reactor
+
+    started, cancelled = threading.Event(), threading.Event()
+
+    def forever():
+        started.set()
+        return defer.Deferred(canceller=lambda _d: cancelled.set())
+
+    _ctrl_c_once(started)
+    with pytest.raises(KeyboardInterrupt):
+        run_in_reactor(forever, timeout=None)
+    wait_for(cancelled.is_set, timeout=10)
+
+
+class _Handle:
+    """A ledger handle whose adds complete when the test says so."""
+
+    def __init__(self):
+        self.pending: list[defer.Deferred] = []
+        self.added = 0
+
+    def add_entry(self, payload):
+        self.added += 1
+        d = defer.Deferred()
+        self.pending.append(d)
+        return d
+
+    def ack_all(self):
+        pending, self.pending = self.pending, []
+        for i, d in enumerate(pending):
+            d.callback(i)
+
+
+def test_a_cancelled_bench_adds_no_more_entries():
+    from bkctl.ops.bench import _drive_adds
+
+    handle = _Handle()
+    done = _drive_adds(None, handle, count=1000, payload=b"x", inflight=4, on_add=None)
+    assert handle.added == 4
+    handle.ack_all()  # each ack sends the next add
+    assert handle.added == 8
+    done.addErrback(lambda f: f.trap(defer.CancelledError))
+    done.cancel()
+    handle.ack_all()  # the adds in flight finish...
+    assert handle.added == 8  # ...and none follows
+    assert done.called
+
+
+def test_a_bench_still_runs_to_its_count():
+    from bkctl.ops.bench import _drive_adds
+
+    handle = _Handle()
+    done = _drive_adds(None, handle, count=10, payload=b"x", inflight=4, on_add=None)
+    results = []
+    done.addCallback(results.append)
+    while handle.pending:
+        handle.ack_all()
+    assert handle.added == 10 and len(results[0]) == 10
+
+
+def test_the_daemons_logging_is_put_back_after_it():
+    import logging
+
+    from bkctl.ops.autorecovery_daemon import daemon_logging
+
+    root = logging.getLogger()
+    before = list(root.handlers), root.level, logging.getLogger("kazoo").level
+    with daemon_logging():
+        assert root.getEffectiveLevel() <= logging.INFO
+    assert (list(root.handlers), root.level, logging.getLogger("kazoo").level) == before
