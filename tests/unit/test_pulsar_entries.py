@@ -304,3 +304,16 @@ def test_a_zlib_payload_inflates_no_further_than_its_metadata_says():
         decompress(pb.ZLIB, whole[:-3], 30)  # the checksum cut off
     with pytest.raises(CorruptEntry):
         decompress(pb.ZLIB, whole, 31)
+
+
+def test_a_compression_field_of_another_wire_type_is_skipped_as_pulsar_skips_it():
+    """Field 8 sent length-delimited is not MessageMetadata.compression (a varint): it was
+    read as the number its bytes spell, and int() of them raised ValueError out of the
+    decoder (through export --topic). Found by bench/fuzz.py (target pulsar_entry)."""
+    md = pe.metadata("@", 1, 1000)  # a 0x40 byte (the compression field's varint tag) in the metadata
+    raw = md.SerializeToString() + b"\x42\x03abc"  # field 8, wire type 2
+    entry = struct.pack(">I", len(raw)) + raw + b"payload"
+    assert decode_entry(entry).payload == b"payload"
+    raw = md.SerializeToString() + b"\x40\x63"  # field 8 as a varint this proto does not know: 99
+    with pytest.raises(CorruptEntry, match="unknown compression type 99"):
+        decode_entry(struct.pack(">I", len(raw)) + raw + b"payload")
