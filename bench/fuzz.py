@@ -15,9 +15,9 @@ and named in the report.  One target at a time (one core; run it under
     pip install -e '.[fuzz]'
     nice python bench/fuzz.py --seconds 600 [--targets framing,cookie] [--keep N] [--json]
 
-``--keep N`` adds to ``tests/fuzz_corpus/<target>/`` up to N of the new
-inputs that widened coverage (the smallest; libFuzzer's merge picks them):
-crash-free seeds for the unit test that replays the corpus.
+``--keep N`` adds to ``tests/fuzz_corpus/<target>/`` the N smallest of the new
+inputs that widened coverage: crash-free seeds for the unit test that replays
+the corpus.
 """
 from __future__ import annotations
 
@@ -98,31 +98,12 @@ def fuzz(name: str, seconds: int, work: Path, timeout: int, rss_mb: int, max_len
             "findings": findings, "exit": proc.returncode, "error": error}
 
 
-def keep_new(name: str, work: Path, limit: int, max_len: int) -> int:
-    """Merge the run's corpus into tests/fuzz_corpus/<name>/, at most ``limit`` new files (the smallest)."""
+def keep_new(name: str, work: Path, limit: int) -> int:
+    """Add to tests/fuzz_corpus/<name>/ the ``limit`` smallest inputs the run added to its
+    corpus (libFuzzer keeps an input only when it widens coverage)."""
     from tests.support import fuzz_targets as ft
 
-    merged = work / name / "merged"
-    shutil.rmtree(merged, ignore_errors=True)
-    merged.mkdir()
-    kept_dir = ft.CORPUS / name
-    kept_dir.mkdir(parents=True, exist_ok=True)
-    before = {p.name for p in kept_dir.iterdir()}
-    for p in kept_dir.iterdir():
-        shutil.copy(p, merged / p.name)
-    seeds = work / name / "seeds"
-    shutil.rmtree(seeds, ignore_errors=True)
-    seeds.mkdir()
-    for data in ft.seeds(name):
-        (seeds / f"seed-{abs(hash(data)):x}").write_bytes(data)
-    # the seeds first, so that merge keeps only what they do not cover already
-    subprocess.run([sys.executable, __file__, "--child", name, "--", "-merge=1", f"-max_len={max_len}",
-                    str(seeds), str(work / name / "corpus")], cwd=REPO, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    subprocess.run([sys.executable, __file__, "--child", name, "--", "-merge=1", f"-max_len={max_len}",
-                    str(merged), str(work / name / "corpus")], cwd=REPO, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    new = sorted((p for p in merged.iterdir() if p.name not in before and not p.name.startswith("seed-")),
+    new = sorted((p for p in (work / name / "corpus").iterdir() if not p.name.startswith("seed-")),
                  key=lambda p: p.stat().st_size)
     for p in new[:limit]:
         ft.keep(name, p.read_bytes())
@@ -160,7 +141,7 @@ def main() -> int:
     for name in names:
         r = fuzz(name, args.seconds, work, args.timeout, args.rss_mb, args.max_len)
         if args.keep and not r["findings"]:
-            r["kept"] = keep_new(name, work, args.keep, args.max_len)
+            r["kept"] = keep_new(name, work, args.keep)
         results.append(r)
         if not args.json:
             print(f"{name:22} {r['executions']:>11,} executions in {r['seconds']:>6.0f} s "

@@ -186,17 +186,17 @@ class BookieProtocol(protocol.Protocol):
     def _peer_log(self) -> PeerLog:
         return getattr(getattr(self, "factory", None), "peer_log", None) or _PEER_LOG
 
-    def _holding_back(self, why: str) -> None:
-        """Say (INFO, rate-limited per peer host) that this connection is not read for a while."""
+    def _holding_back(self, kind: str, why: str) -> None:
+        """Say (INFO, rate-limited per peer host and ``kind``) that this connection is not read for a while."""
         peer = self.transport.getPeer() if self.transport else None
-        self._peer_log().warn("held", peer, f"not reading the connection from {_peer_name(peer)} for now: {why}",
+        self._peer_log().warn(kind, peer, f"not reading the connection from {_peer_name(peer)} for now: {why}",
                               logging.INFO)
 
     def pauseProducing(self):
         if not self.paused:
             self.paused = True
             self.transport.pauseProducing()  # stop reading from the socket
-            self._holding_back("it does not take its answers")
+            self._holding_back("unread", "it does not take its answers")
 
     def resumeProducing(self):
         self.paused = False
@@ -568,7 +568,7 @@ class BookieProtocol(protocol.Protocol):
                 if len(self._polls) >= LONG_POLLS_MAX and not self.polls_full:
                     self.polls_full = True
                     self.transport.pauseProducing()
-                    self._holding_back(f"{LONG_POLLS_MAX} long polls wait")
+                    self._holding_back("polls", f"{LONG_POLLS_MAX} long polls wait")
             return
 
         if v3.is_piggyback_read(req):

@@ -8,7 +8,9 @@ possible), the manifest and ``_SUCCESS`` are written, and the staging
 directory replaces ``DIR`` by two renames (``DIR`` -> ``.DIR.bkctl-old-TOKEN``,
 staging -> ``DIR``).  A failure before the renames leaves ``DIR`` as it was;
 a crash between them leaves the previous export in ``.DIR.bkctl-old-*``, and
-the next export puts it back first (:func:`recover_interrupted`).
+the next export puts it back first (:func:`recover_interrupted`).  One export
+at a time into ``DIR``: each holds ``.DIR.bkctl-lock`` beside it while it runs,
+and deletes it when done (a killed export leaves it, and the next one deletes it).
 
 Partition folders are Hive style: ``ledger_id=N/`` or, partitioned by date,
 ``date=YYYY-MM-DD/ledger_id=N/`` (the ledger level keeps re-exports of one
@@ -178,23 +180,45 @@ class OutputDir:
         import fcntl
 
         self.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise ExportLocked(f"another export into {self.path} is running (lock {self._lock_path})") from None
+        fd = self._take_lock()
         self._lock_fd = fd
         try:
             self.recover_interrupted()
             yield self
         finally:
             self.discard()
+            try:  # the file goes while it is locked: nothing is left beside DIR
+                os.unlink(self._lock_path)
+            except FileNotFoundError:
+                pass
             try:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
                 self._lock_fd = None
+
+    def _take_lock(self) -> int:
+        """flock ``.DIR.bkctl-lock`` (not DIR: the commit renames it, and it may
+        not exist yet).  Its holder deletes it before letting go, so a lock got
+        on a file that is no longer the one at that path (opened before it was
+        deleted) is no lock: open the path again."""
+        import fcntl
+
+        while True:
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise ExportLocked(f"another export into {self.path} is running (lock {self._lock_path})") from None
+            held = os.fstat(fd)
+            try:
+                now = os.stat(self._lock_path)
+            except FileNotFoundError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+                return fd
+            os.close(fd)
 
     def recover_interrupted(self) -> str | None:
         """Put back a previous export left aside by a swap that did not finish."""

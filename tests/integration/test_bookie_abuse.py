@@ -7,29 +7,47 @@ bench/bench_abuse.py."""
 import socket
 import struct
 import time
+import uuid
 
 import pytest
 
 from tests.support.abuse import QUIET_GC, ValidClient, hammer, rss_kb
-from tests.support.bookieproc import WireClient
+from tests.support.bookieproc import BookieProcess, WireClient
 from tests.support.waiting import wait_for
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("bookie_abuse")]  # one bookie for the module
+
+
+@pytest.fixture(scope="module")
+def abused(zookeeper, tmp_path_factory):
+    """One bookied and its valid client for the module: each abuse in turn, the client served throughout."""
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    uri = f"zk+hierarchical://{zookeeper.connect_string}/abuse{uuid.uuid4().hex[:8]}/ledgers"
+    with ZKMetadataStore(uri, timeout=20) as store:
+        store.cluster.init()
+    b = BookieProcess(tmp_path_factory.mktemp("abused"), uri, **QUIET_GC)
+    try:
+        b.start()
+        client = ValidClient(b.port)
+        client.start()
+        wait_for(lambda: client.ops >= 4 or client.failures, timeout=30, what="the valid client's first entries")
+        yield b, client
+        client.stop()
+    finally:
+        b.kill()
 
 
 @pytest.fixture
-def bookie(bookies):
-    b = bookies(**QUIET_GC).start()
-    client = ValidClient(b.port)
-    client.start()
-    wait_for(lambda: client.ops >= 4 or client.failures, timeout=30, what="the valid client's first entries")
+def bookie(abused):
+    b, client = abused
     yield b, client
-    client.stop()
     assert client.failures == [], client.failures
     assert b.proc.poll() is None, b.log_tail()
+    assert client.is_alive()
 
 
 def served(client: ValidClient, more: int = 6) -> None:

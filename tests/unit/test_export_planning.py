@@ -3,6 +3,7 @@ entry-range splitting, and the output directory's compose-and-swap."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -284,7 +285,7 @@ def test_compose_and_finish(tmp_path, mode, expected):
     assert _files(out) == sorted([MANIFEST, SUCCESS] + expected)
     assert json.loads((out / MANIFEST).read_text())["mode"] == mode
     assert (out / SUCCESS).read_text() == ""
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".export.bkctl-lock", "export"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]  # no lock file, staging or old copy left
 
 
 def test_failed_export_leaves_previous_untouched(tmp_path):
@@ -340,6 +341,33 @@ def test_second_export_of_same_dir_is_refused(tmp_path):
         with pytest.raises(ExportLocked):
             with OutputDir(tmp_path / "x").locked():
                 pass
+    assert list(tmp_path.iterdir()) == []
+    with OutputDir(tmp_path / "x").locked():  # free again once the first one is done
+        with pytest.raises(ExportLocked):
+            with OutputDir(tmp_path / "x").locked():
+                pass
+
+
+def test_a_lock_on_a_deleted_lock_file_is_not_taken(tmp_path, monkeypatch):
+    """An export that opened the lock file just before its holder deleted it and
+    let go gets the lock of a file no one else sees: it must open the path again."""
+    import fcntl
+
+    target = OutputDir(tmp_path / "x")
+    real_flock = fcntl.flock
+    calls = []
+
+    def flock_after_the_holder_left(fd, op):
+        if not calls:  # the holder deletes the file between our open and our flock
+            os.unlink(target._lock_path)
+        calls.append(fd)
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", flock_after_the_holder_left)
+    with target.locked():
+        assert len(calls) == 2  # the first lock was let go, the second is on the file at the path
+        assert target._lock_path.exists()
+    assert not target._lock_path.exists()
 
 
 def test_spark_error_cause_finds_the_python_exception():
