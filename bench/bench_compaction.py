@@ -11,7 +11,10 @@ Java's default thresholds and rate limit unless told otherwise (``--set KEY=VALU
 Printed, each with the load average beside it (nothing is asserted):
 
 * disk usage over time against the live bytes (entry logs + index vs. what undeleted
-  ledgers hold; target at steady state <= 1.5x live with the default thresholds);
+  ledgers hold; target at steady state <= 1.5x live with the default thresholds), and where
+  the dead bytes are, by why bookied keeps them (gc_details' keptBecause): in the log being
+  written, waiting below a threshold for the next compaction, in logs above the thresholds;
+  then the mean and peak disk/live and the mean of each part;
 * compaction throughput: MiB moved per second of compaction;
 * add latency p50/p99 while compaction is idle vs. running (target p99 running <= 1.5x idle
   with the default rate limit). ``--writers`` threads (16) share the topics, each sending its
@@ -149,14 +152,15 @@ def churn(args, uri: str, http: int, ledgers_dir: Path) -> None:
     start = time.monotonic()
     threads = [threading.Thread(target=state.writer, args=(w, writers, start), daemon=True) for w in range(writers)]
     print(f"{'t s':>6} {'written MiB':>11} {'live MiB':>9} {'disk MiB':>9} {'disk/live':>9} {'logs':>5} "
-          f"{'moved MiB':>9} {'compacting':>10}  load")
+          f"{'moved MiB':>9} {'compacting':>10} " + " ".join(f"{'dead ' + k:>8}" for k in DEAD_KINDS) + "  load")
+    totals: dict = {}
     try:
         for t in threads:
             t.start()
         while any(t.is_alive() for t in threads):
             for t in threads:
                 t.join(args.every / len(threads))
-            report(start, state.written, state.live_bytes, ledgers_dir, http, watch)
+            report(start, state.written, state.live_bytes, ledgers_dir, http, watch, totals)
         writing = time.monotonic() - start
         if state.errors:
             raise state.errors[0]
@@ -164,7 +168,7 @@ def churn(args, uri: str, http: int, ledgers_dir: Path) -> None:
         print(f"(writing done; watching {args.settle:g} s more for the last compactions)")
         while time.monotonic() < settle:
             time.sleep(min(args.every, max(0.0, settle - time.monotonic())))
-            report(start, state.written, state.live_bytes, ledgers_dir, http, watch)
+            report(start, state.written, state.live_bytes, ledgers_dir, http, watch, totals)
     finally:
         state.stop.set()
         watch.stop.set()
@@ -185,18 +189,61 @@ def churn(args, uri: str, http: int, ledgers_dir: Path) -> None:
           f"{status.get('reclaimedSpaceViaCompaction', 0) / 2**20:.1f} MiB reclaimed by compaction, "
           f"{status.get('reclaimedSpaceViaDeletes', 0) / 2**20:.1f} MiB by deleting whole logs; {load_note()}")
     ratio = pct_ms(busy, .99) / pct_ms(idle, .99) if idle and busy else float("nan")
+    summary(totals)
     print(f"add latency idle:    p50 {pct_ms(idle, .5):.2f} ms  p99 {pct_ms(idle, .99):.2f} ms  ({len(idle):,} adds)")
     print(f"add latency running: p50 {pct_ms(busy, .5):.2f} ms  p99 {pct_ms(busy, .99):.2f} ms  ({len(busy):,} adds); "
           f"p99 running/idle {ratio:.2f} (target <= 1.5); {load_note()}")
 
 
-def report(start, written, live_bytes, ledgers_dir: Path, http: int, watch: CompactionWatch) -> None:
+#: where the disk beyond the live bytes is, by why bookied keeps it (gc_details' keptBecause)
+DEAD_KINDS = ("active", "waiting", "above", "other")
+
+
+def dead_breakdown(http: int) -> dict[str, int]:
+    """Dead bytes of the entry logs by why they stay: in the log being written (``active``),
+    below a threshold and waiting for the next compaction (``waiting``), in logs whose live
+    ratio is not below the thresholds (``above``), anything else (``other``)."""
+    out = dict.fromkeys(DEAD_KINDS, 0)
+    try:
+        logs = get(http, "/api/v1/bookie/gc_details")[0]["entryLogs"]
+    except (OSError, LookupError, ValueError):
+        return out
+    for log in logs:
+        dead = max(0, log["sizeBytes"] - log["liveBytes"])
+        why = log.get("keptBecause") or ""
+        kind = ("active" if log.get("active") else "waiting" if "takes it" in why
+                else "above" if why.startswith("live ratio") else "other")
+        out[kind] += dead
+    return out
+
+
+def report(start, written, live_bytes, ledgers_dir: Path, http: int, watch: CompactionWatch,
+           totals: dict | None = None) -> None:
     disk = disk_bytes(ledgers_dir)
     logs = len(list((ledgers_dir / "current").glob("*.bel")))
     st = watch.last
+    dead = dead_breakdown(http)
+    if totals is not None:
+        totals.setdefault("samples", []).append((disk, live_bytes, dead))
     print(f"{time.monotonic() - start:6.0f} {written / 2**20:11.1f} {live_bytes / 2**20:9.1f} {disk / 2**20:9.1f} "
           f"{disk / max(live_bytes, 1):9.2f} {logs:5d} {st.get('bytesMoved', 0) / 2**20:9.1f} "
-          f"{st.get('compacting') or '-':>10}  {load_note()}", flush=True)
+          f"{st.get('compacting') or '-':>10} " + " ".join(f"{dead[k] / 2**20:8.1f}" for k in DEAD_KINDS)
+          + f"  {load_note()}", flush=True)
+
+
+def summary(totals: dict) -> None:
+    """Mean disk/live, and where the extra disk was on average (MiB, and share of disk - live)."""
+    samples = [s for s in totals.get("samples", []) if s[1] > 0]
+    if not samples:
+        return
+    mean_ratio = sum(d / lv for d, lv, _ in samples) / len(samples)
+    peak = max(d / lv for d, lv, _ in samples)
+    extra = sum(d - lv for d, lv, _ in samples) / len(samples)
+    parts = {k: sum(dd[k] for _, _, dd in samples) / len(samples) for k in DEAD_KINDS}
+    rest = extra - sum(parts.values())
+    print(f"disk/live: mean {mean_ratio:.2f}, peak {peak:.2f}; disk beyond live on average {extra / 2**20:.1f} MiB: "
+          + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in parts.items())
+          + f", index and not-yet-counted {rest / 2**20:.1f} MiB; {load_note()}")
 
 
 def main() -> None:
