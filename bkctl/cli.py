@@ -157,6 +157,8 @@ def _register() -> None:
     cli.add_command(bookie.upgrade)
     cli.add_command(cluster.cluster)
     cluster.cluster.add_command(cluster_admin.nuke)
+    cluster.cluster.add_command(cluster_admin.backup)
+    cluster.cluster.add_command(cluster_admin.restore)
     cli.add_command(cluster.metaformat)
     cli.add_command(cluster.autorecovery)
     cli.add_command(recovery.recover)

@@ -146,6 +146,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
                          ("bkctl bookie rack list --json", "one JSON line per bookie")],
     "cluster nuke": [("bkctl cluster nuke --instance-id 6f1c...", "delete the cluster's metadata, checked"),
                      ("bkctl cluster nuke --force", "no questions, no check")],
+    "cluster backup": [("bkctl cluster backup cluster.backup", "every ledger's metadata, cookies, INSTANCEID..."),
+                       ("bkctl cluster backup cluster.backup --force --json", "replace last night's, say what")],
+    "cluster restore": [("bkctl cluster restore cluster.backup", "after a nuke: the cluster made again"),
+                        ("bkctl cluster restore cluster.backup --force", "over existing ledgers, no questions")],
 }
 
 

@@ -343,3 +343,17 @@ def test_tasks_that_find_the_transactions_themselves_then_rerun_only_those_they_
     got = [r for i, t in enumerate(tasks) for r in (run(t)[0] if i in again else first[i][0])]
     assert got == want
     assert again == ([0, 4, 5] if kind == "transactions" else [])  # t1's range, and from the open one on
+
+
+def test_what_is_left_out_is_counted_only_inside_the_publish_time_window():
+    t = (6, 6)
+    entries = in_ledger([txn_message(0, b"early aborted", t), marker(22, t), message(2, b"kept"),
+                         txn_message(3, b"late aborted", (6, 7)), marker(22, (6, 7))])
+    s = TransactionScan()
+    for position, data in entries:
+        s.add(position, data)
+    dec = TopicDecoder(TOPIC, transactions=s.result(), from_ms=T0 + 2)
+    for (ledger_id, entry_id), data in entries:
+        dec.add(ledger_id, entry_id, data)
+    assert dec.take()["payload"] == [b"kept"]
+    assert dec.left_out["aborted"] == 1  # the late one; the early one is outside --from, as its row would be

@@ -75,7 +75,8 @@ def _compression_of(md: Any, raw: bytes) -> int:
         from google.protobuf.unknown_fields import UnknownFieldSet
 
         for field in UnknownFieldSet(md):
-            if field.field_number == 8:
+            # a varint only: field 8 of another wire type is skipped, as Pulsar's parser skips it
+            if field.field_number == 8 and field.wire_type == 0:
                 return int(field.data)
     return pb.NONE
 

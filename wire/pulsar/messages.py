@@ -210,15 +210,18 @@ class TopicDecoder:
 
     def _left_out(self, entry, position: tuple[int, int]) -> bool | None:
         """None when a consumer never gets the entry's messages, or not yet
-        (counted in :attr:`left_out`); else whether they are kept as pending."""
+        (counted in :attr:`left_out`: only inside the publish-time window, as
+        rows are); else whether they are kept as pending."""
         md = entry.metadata
+        outside = not entry.is_chunk and not self._in_window(md.publish_time)  # no row either way: not counted
         if md.HasField("marker_type"):
-            markers = self.left_out["markers"]
-            name = marker_name(md.marker_type)
-            markers[name] = markers.get(name, 0) + 1
+            if not outside:
+                markers = self.left_out["markers"]
+                name = marker_name(md.marker_type)
+                markers[name] = markers.get(name, 0) + 1
             return None
         # a chunked message counts once: at its first chunk, or where it is held back
-        counted = 0 if entry.is_chunk and md.chunk_id > 0 else \
+        counted = 0 if outside or (entry.is_chunk and md.chunk_id > 0) else \
             md.num_messages_in_batch if entry.is_batch else 1
         if self.aborted and txn_of(md) in self.aborted:
             self.left_out["aborted"] += counted

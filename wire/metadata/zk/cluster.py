@@ -114,6 +114,17 @@ class ZKClusterManager(Manager):
         return data.decode("utf-8")
 
     @zk_call
+    def set_instance_id(self, instance_id: str) -> None:
+        """Write INSTANCEID (restoring a backup: the cookies and the bookies' disks
+        carry the one the cluster had)."""
+        self._session.require_root()
+        path, data = self._session.path(P.INSTANCEID), instance_id.encode("ascii")
+        try:
+            self._zk.set(path, data, version=-1)
+        except NoNodeError:
+            self._zk.create(path, data)
+
+    @zk_call
     def layout(self) -> LedgerLayout | None:
         """The cluster's LAYOUT (None if the node is missing)."""
         return self._session.get_parsed(self._session.path(P.LAYOUT), LedgerLayout.parse)

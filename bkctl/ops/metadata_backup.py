@@ -1,0 +1,154 @@
+"""``bkctl cluster backup|restore``: the cluster's metadata in one file (Java's shell
+has it ledger by ledger only, ``ledgermetadata -dumptofile``).
+
+The file is one JSON document (``format``: :data:`FORMAT`):
+
+* ``ledgers``: ``{id: base64}``, each the ledger znode's value byte for byte
+  (its own format v1/v2/v3, as ``ledger metadata dump`` writes it and Java's
+  ``-restorefromfile`` reads it);
+* ``cookies``: ``{bookie id: base64}``, each bookie's cookie (a bookie whose
+  cookie is missing refuses to start);
+* ``instance_id``: INSTANCEID, which every cookie and every bookie's disks
+  carry (a formatted cluster gets a new one: its old bookies would refuse it);
+* ``layout``: LAYOUT's text, ``autorecovery``: the switch and
+  ``lostBookieRecoveryDelay``; ``created`` (ms) and ``metadata_uri``.
+
+Left out, on purpose: registrations (ephemeral: the bookies write them),
+under-replication marks and locks (an auditor marks again what is missing),
+the auditor election, the rack map, and Pulsar's managed-ledger znodes
+(Pulsar's own metadata, outside the ledger root: back them up with Pulsar's).
+
+A restore writes the ledgers and cookies into the cluster (initialising it
+first when its root is gone, after ``cluster nuke``), puts INSTANCEID back, and moves the ledger id
+generator past the highest restored id so that new ledgers do not collide
+with restored ones.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+from collections.abc import Callable
+
+from ..exitcodes import USAGE, CommandError
+
+#: the ``format`` field of a backup file
+FORMAT = "bkctl-cluster-metadata/1"
+
+#: at most this many ids are drawn to move the id generator past the restored ledgers
+MAX_IDS_DRAWN = 200_000
+
+
+def backup(store, path: str, uri: str, overwrite: bool = False) -> dict:
+    """Write the backup file; an existing ``path`` is refused unless ``overwrite``
+    (exit 4).  Returns ``file``, ``ledgers``, ``cookies``, ``bytes``, ``instance_id``."""
+    from bkctl.wire.metadata.errors import NoSuchLedger
+
+    if os.path.exists(path) and not overwrite:
+        from ..exitcodes import CONFLICT
+
+        raise CommandError(f"{path} exists: give --force to replace it", CONFLICT)
+    ledgers = {}
+    for ledger_id in store.ledgers.ids():
+        try:
+            data, _version = store.ledgers.read_bytes(ledger_id)
+        except NoSuchLedger:
+            continue  # deleted meanwhile
+        ledgers[str(ledger_id)] = _b64(data)
+    cookies = {}
+    for bookie_id in store.registration.all_bookies():
+        found = store.cookies.get(bookie_id)
+        if found is not None:
+            cookies[bookie_id] = _b64(found[0].serialize())
+    layout = store.cluster.layout()
+    doc = {"format": FORMAT, "created": int(time.time() * 1000), "metadata_uri": uri,
+           "instance_id": store.cluster.instance_id(), "layout": layout.serialize().decode() if layout else None,
+           "autorecovery": {"enabled": store.underreplication.is_enabled(),
+                            "lost_bookie_recovery_delay": store.underreplication.lost_bookie_recovery_delay()},
+           "ledgers": ledgers, "cookies": cookies}
+    text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return {"file": path, "ledgers": len(ledgers), "cookies": len(cookies), "bytes": len(text),
+            "instance_id": doc["instance_id"]}
+
+
+def read_backup(path: str) -> dict:
+    """The backup document; a file that is not one: exit 2."""
+    from bkctl.wire.metadata.ledger import parse_ledger_metadata
+
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise CommandError(f"{path}: not a bkctl cluster backup ({exc})", USAGE) from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise CommandError(f"{path}: not a bkctl cluster backup (format {FORMAT} expected)", USAGE)
+    try:
+        doc["ledgers"] = {int(k): base64.b64decode(v, validate=True) for k, v in doc["ledgers"].items()}
+        doc["cookies"] = {str(k): base64.b64decode(v, validate=True) for k, v in doc["cookies"].items()}
+        for ledger_id, data in doc["ledgers"].items():
+            parse_ledger_metadata(data)
+    except Exception as exc:  # noqa: BLE001 - any damage is the same answer
+        raise CommandError(f"{path}: damaged backup ({exc})", USAGE) from None
+    return doc
+
+
+def restore(store, path: str, confirm_overwrite: Callable[[list[int], list[str], bool], None]) -> dict:
+    """Write the backup's ledgers and cookies, INSTANCEID and the autorecovery
+    settings into the cluster (initialised first if its root is gone).  Ledgers or cookies that exist, or
+    another INSTANCEID, are replaced only after ``confirm_overwrite(ledgers,
+    cookies, instance_id_differs)`` (which raises to refuse).  Returns ``file``,
+    ``ledgers``, ``replaced_ledgers``, ``cookies``, ``replaced_cookies``,
+    ``instance_id``, ``instance_id_replaced``, ``cluster_created``, ``next_ledger_id_above``."""
+    doc = read_backup(path)
+    created = not store.cluster.exists()
+    if created:  # nuked: made again (Java's initnewcluster), then given the backup's INSTANCEID
+        store.cluster.init()
+    existing_ledgers = [lid for lid in sorted(doc["ledgers"]) if store.ledgers.exists(lid)]
+    current = set(store.registration.all_bookies())
+    existing_cookies = sorted(b for b in doc["cookies"] if b in current)
+    instance_differs = bool(doc.get("instance_id")) and store.cluster.instance_id() != doc["instance_id"]
+    if existing_ledgers or existing_cookies or (instance_differs and not created):
+        confirm_overwrite(existing_ledgers, existing_cookies, instance_differs)
+    if instance_differs:
+        store.cluster.set_instance_id(doc["instance_id"])
+    for ledger_id, data in sorted(doc["ledgers"].items()):
+        store.ledgers.restore_bytes(ledger_id, data, overwrite=ledger_id in existing_ledgers)
+    for bookie_id, data in sorted(doc["cookies"].items()):
+        found = store.cookies.get(bookie_id)
+        store.cookies.put(bookie_id, data, version=None if found is None else found[1])
+    settings = doc.get("autorecovery") or {}
+    if settings.get("lost_bookie_recovery_delay") is not None:
+        store.underreplication.set_lost_bookie_recovery_delay(int(settings["lost_bookie_recovery_delay"]))
+    if settings.get("enabled") is False:
+        store.underreplication.disable()
+    elif settings.get("enabled") is True:
+        store.underreplication.enable()
+    highest = max(doc["ledgers"], default=None)
+    above = _move_id_generator_past(store, highest) if highest is not None else None
+    return {"file": path, "ledgers": len(doc["ledgers"]), "replaced_ledgers": existing_ledgers,
+            "cookies": len(doc["cookies"]), "replaced_cookies": existing_cookies,
+            "instance_id": doc.get("instance_id"), "instance_id_replaced": instance_differs,
+            "cluster_created": created,
+            "next_ledger_id_above": above}
+
+
+def _move_id_generator_past(store, highest: int) -> int | None:
+    """Draw ledger ids until one is above ``highest`` (ZooKeeper's sequence counter
+    cannot be set); the last drawn, or None when that would take more than
+    :data:`MAX_IDS_DRAWN` (then a new ledger may be given a restored id, and fail)."""
+    for _ in range(MAX_IDS_DRAWN):
+        drawn = store.ledger_ids.generate()
+        if drawn > highest:
+            return drawn
+    return None
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
