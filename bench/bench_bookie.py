@@ -11,6 +11,13 @@ Starts a real ZooKeeper and one bookied in a temporary directory, then:
 Each figure is printed next to its target; nothing is asserted.
 ``python bench/bench_bookie.py [--seconds 5]``
 
+``--java-peer DIR`` (a Java peer built by ../shared/java-peer, ``$PEER``) runs
+instead the same workload against bookied and against one Java 4.17.2 bookie
+(stock -Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g), both through the same warmed
+Java client (``bktool.sh bench e=1 w=1 a=1 ... warmup=N``), alternated, and
+prints both rates and their ratio beside the load average, each bookie's CPU
+per add and per read and each bookie's resident memory.
+
 The latency run starts once the bookie has flushed what the throughput runs
 left in its write cache (it is about steady state, not the aftermath of a
 burst), lasts at least 10 s, and its load generator is a separate, lean
@@ -35,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import json
@@ -42,7 +50,8 @@ import json
 from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.framing import FrameDecoder, frame
-from common import bookie_metrics, cpu_seconds, histogram_quantile, load_note, pct_ms  # bench/ is on sys.path when run as a script
+from java_peer import add_java_peer_options  # noqa: E402
+from common import bookie_metrics, cpu_seconds, histogram_quantile, load_note, pct_ms, section  # bench/ is on sys.path when run as a script
 
 KEY = master_key(b"bench")
 _RC = struct.Struct(">i")
@@ -254,6 +263,58 @@ def start_cluster(base: Path):
     return zk, uri
 
 
+@contextmanager
+def cluster_with_bookie(prefix: str):
+    """A temporary directory with a real ZooKeeper and one bookied in it:
+    ``(base, zk, proc, port, http)``; all stopped on the way out."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        base = Path(tmp)
+        zk, uri = start_cluster(base)
+        proc = None
+        try:
+            proc, port, http = start_bookie(base / "bookie", uri)
+            yield base, zk, proc, port, http
+        finally:
+            if proc is not None:
+                proc.terminate()
+                proc.wait(30)
+            zk.stop()
+
+
+def side_by_side(peer_dir: str, sizes: list[int], entries: int, warmup: int, rounds: int) -> None:
+    """bookied and a Java bookie, each alone in its ledgers root of one ZooKeeper,
+    under the same Java client, E1; see the module's docstring."""
+    from java_peer import CpuSampler, JavaPeer, alternate, entries_for, print_medians
+
+    peer = JavaPeer(peer_dir)
+    with cluster_with_bookie("bench-bookie-java-") as (_base, zk, proc, port, _http):
+        try:
+            java_pid = peer.start_bookies(1, zk.connect_string, "/java-ledgers")[0]
+            roots = {"bookied": "/ledgers", "java": "/java-ledgers"}
+            print(f"bookied pid {proc.pid} on 127.0.0.1:{port} (root /ledgers); Java bookie pid {java_pid} on "
+                  f"127.0.0.1:3181 (root /java-ledgers); one Java client JVM per run, warmup={warmup}; {load_note()}")
+            with CpuSampler({"bookied": proc.pid, "java": java_pid}) as sampler:
+                for size in sizes:
+                    n, warm = entries_for(size, entries), entries_for(size, warmup, 0)
+                    section(f"E1 {size} B, {n} entries per run (+{warm} warm-up), {rounds} rounds alternated")
+                    got: dict[str, list] = {"bookied": [], "java": []}
+                    for r, side in alternate(["bookied", "java"], rounds):
+                        res = peer.bench(zk.connect_string, roots[side], (1, 1, 1), n, size, warm, sampler)
+                        add_cpu = sampler.per_op_us(side, res.add_window, res.adds)
+                        read_cpu = sampler.per_op_us(side, res.read_window, res.reads)
+                        got[side].append((res.adds_per_s, res.reads_per_s, add_cpu, read_cpu))
+                        print(f"  round {r + 1} {side:>7}: {res.adds_per_s:>9,.0f} adds/s ({add_cpu:6.1f} us bookie CPU"
+                              f"/add)  {res.reads_per_s:>9,.0f} reads/s ({read_cpu:6.1f} us/read)"
+                              f"{f'  {res.failures} FAILED' if res.failures else ''}  {load_note()}", flush=True)
+                    ours, java = print_medians(f"E1 {size} B", size, got["bookied"], got["java"])
+                    print(f"  bookie CPU per add: ours {ours[2]:.1f} us  Java {java[2]:.1f} us;"
+                          f" per read: ours {ours[3]:.1f} us  Java {java[3]:.1f} us")
+                    print(f"  resident memory (peak so far): bookied {sampler.peak_rss['bookied']:,.0f} MiB  "
+                          f"Java bookie {sampler.peak_rss['java']:,.0f} MiB  ({load_note()})", flush=True)
+        finally:
+            peer.stop_bookies()
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--latency-client":
         port, rate, seconds, ledger = sys.argv[2:6]
@@ -261,61 +322,56 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
-    seconds = parser.parse_args().seconds
+    add_java_peer_options(parser)
+    args = parser.parse_args()
+    if args.java_peer:
+        side_by_side(args.java_peer, args.sizes, args.entries or 200_000, args.warmup, args.rounds)
+        return
+    seconds = args.seconds
     latency_seconds = max(seconds, 10.0)  # >= 10,000 adds: a p999 from more than a handful of samples
-    with tempfile.TemporaryDirectory(prefix="bench-bookie-") as tmp:
-        base = Path(tmp)
-        zk, uri = start_cluster(base)
-        proc = None
-        try:
-            proc, port, http = start_bookie(base / "bookie", uri)
-            time.sleep(1.0)
-            print(f"bookied pid {proc.pid} on 127.0.0.1:{port}; {seconds:.0f} s per run; {load_note()}")
-            for size in (100, 1024):
-                for conns in (1, 8):
-                    rate = drive_adds(port, conns, size, seconds)
-                    target = f"   (target >= {TARGET_ADDS:,})" if size == 100 else ""
-                    print(f"adds/s  {size:>5} B entries  {conns} connection(s): {rate:>10,.0f}{target}")
-            fsyncs = metric(http, "bookie_journal_entries_per_fsync_count")
-            records = metric(http, "bookie_journal_entries_per_fsync_sum")
-            print(f"entries per journal fsync (mean over the runs): {records / fsyncs:,.1f}")
-            waited = wait_for_flushes(http)
-            print(f"(write cache flushed after the throughput runs: waited {waited:.1f} s; {load_note()})")
-            # The disk first, the way the journal meets it at this rate: one fsync per
-            # add, the CPU idle in between (slower than back to back: wake-ups).
-            disk_paced = disk_fsync_latency(base / "bookie" / "journal", 2000, 1.0 / LATENCY_RATE)
-            disk_b2b = disk_fsync_latency(base / "bookie" / "journal", 2000)
-            before = bookie_metrics(http)
-            lat = steady_latency(port, LATENCY_RATE, latency_seconds)
-            after = bookie_metrics(http)
-            disk_paced += disk_fsync_latency(base / "bookie" / "journal", 2000, 1.0 / LATENCY_RATE)
-            n = after["bookie_journal_fsync_latency_seconds_count"] - before["bookie_journal_fsync_latency_seconds_count"]
-            journal_mean = (after["bookie_journal_fsync_latency_seconds_sum"]
-                            - before["bookie_journal_fsync_latency_seconds_sum"]) / max(n, 1)
-            journal_p99 = histogram_quantile(before, after, "bookie_journal_fsync_latency_seconds", .99)
-            print(f"add latency at {LATENCY_RATE:,} adds/s: p50 {pct_ms(lat, .5):.2f} ms  p99 {pct_ms(lat, .99):.2f} ms  "
-                  f"p999 {pct_ms(lat, .999):.2f} ms  max {max(lat) * 1000:.2f} ms  ({len(lat)} adds)")
-            print(f"disk fdatasync after a 100 B append, one per {1000 / LATENCY_RATE:g} ms: p50 {pct_ms(disk_paced, .5):.2f} ms"
-                  f"  p99 {pct_ms(disk_paced, .99):.2f} ms  ({len(disk_paced)} samples, before and after the run)")
-            print(f"  ... back to back: p50 {pct_ms(disk_b2b, .5):.2f} ms  p99 {pct_ms(disk_b2b, .99):.2f} ms"
-                  f"  ({len(disk_b2b)} samples)")
-            print(f"  ... the journal's own fsyncs during the run (bookie's /metrics): mean {journal_mean * 1000:.2f} ms"
-                  f"  p99 <= {journal_p99 * 1000:g} ms  ({n:.0f} fsyncs)")
-            print(f"p99 add latency / disk p99 fsync: {pct_ms(lat, .99) / pct_ms(disk_paced, .99):.1f}x"
-                  f"   (target <= {TARGET_P99_OVER_DISK:g}x); against back-to-back fsyncs:"
-                  f" {pct_ms(lat, .99) / pct_ms(disk_b2b, .99):.1f}x")
-            cpu = cpu_seconds(proc.pid)
-            rate = read_batches(port, 1000 + 1000, 40000)
-            cpu = cpu_seconds(proc.pid) - cpu
-            print(f"entries/s read with BATCH_READ (100 per batch): {rate:>10,.0f}"
-                  f"   (target >= {TARGET_READS:,}); bookied CPU {cpu * 1e6 / 40000:.1f} us/entry")
-            print(f"bookied peak RSS: {peak_rss_mb(proc.pid):.0f} MB   (target <= {TARGET_RSS_MB} MB)")
-            print(f"({load_note()})")
-        finally:
-            if proc is not None:
-                proc.terminate()
-                proc.wait(30)
-            zk.stop()
+    with cluster_with_bookie("bench-bookie-") as (base, zk, proc, port, http):
+        time.sleep(1.0)
+        print(f"bookied pid {proc.pid} on 127.0.0.1:{port}; {seconds:.0f} s per run; {load_note()}")
+        for size in (100, 1024):
+            for conns in (1, 8):
+                rate = drive_adds(port, conns, size, seconds)
+                target = f"   (target >= {TARGET_ADDS:,})" if size == 100 else ""
+                print(f"adds/s  {size:>5} B entries  {conns} connection(s): {rate:>10,.0f}{target}")
+        fsyncs = metric(http, "bookie_journal_entries_per_fsync_count")
+        records = metric(http, "bookie_journal_entries_per_fsync_sum")
+        print(f"entries per journal fsync (mean over the runs): {records / fsyncs:,.1f}")
+        waited = wait_for_flushes(http)
+        print(f"(write cache flushed after the throughput runs: waited {waited:.1f} s; {load_note()})")
+        # The disk first, the way the journal meets it at this rate: one fsync per
+        # add, the CPU idle in between (slower than back to back: wake-ups).
+        disk_paced = disk_fsync_latency(base / "bookie" / "journal", 2000, 1.0 / LATENCY_RATE)
+        disk_b2b = disk_fsync_latency(base / "bookie" / "journal", 2000)
+        before = bookie_metrics(http)
+        lat = steady_latency(port, LATENCY_RATE, latency_seconds)
+        after = bookie_metrics(http)
+        disk_paced += disk_fsync_latency(base / "bookie" / "journal", 2000, 1.0 / LATENCY_RATE)
+        n = after["bookie_journal_fsync_latency_seconds_count"] - before["bookie_journal_fsync_latency_seconds_count"]
+        journal_mean = (after["bookie_journal_fsync_latency_seconds_sum"]
+                        - before["bookie_journal_fsync_latency_seconds_sum"]) / max(n, 1)
+        journal_p99 = histogram_quantile(before, after, "bookie_journal_fsync_latency_seconds", .99)
+        print(f"add latency at {LATENCY_RATE:,} adds/s: p50 {pct_ms(lat, .5):.2f} ms  p99 {pct_ms(lat, .99):.2f} ms  "
+              f"p999 {pct_ms(lat, .999):.2f} ms  max {max(lat) * 1000:.2f} ms  ({len(lat)} adds)")
+        print(f"disk fdatasync after a 100 B append, one per {1000 / LATENCY_RATE:g} ms: p50 {pct_ms(disk_paced, .5):.2f} ms"
+              f"  p99 {pct_ms(disk_paced, .99):.2f} ms  ({len(disk_paced)} samples, before and after the run)")
+        print(f"  ... back to back: p50 {pct_ms(disk_b2b, .5):.2f} ms  p99 {pct_ms(disk_b2b, .99):.2f} ms"
+              f"  ({len(disk_b2b)} samples)")
+        print(f"  ... the journal's own fsyncs during the run (bookie's /metrics): mean {journal_mean * 1000:.2f} ms"
+              f"  p99 <= {journal_p99 * 1000:g} ms  ({n:.0f} fsyncs)")
+        print(f"p99 add latency / disk p99 fsync: {pct_ms(lat, .99) / pct_ms(disk_paced, .99):.1f}x"
+              f"   (target <= {TARGET_P99_OVER_DISK:g}x); against back-to-back fsyncs:"
+              f" {pct_ms(lat, .99) / pct_ms(disk_b2b, .99):.1f}x")
+        cpu = cpu_seconds(proc.pid)
+        rate = read_batches(port, 1000 + 1000, 40000)
+        cpu = cpu_seconds(proc.pid) - cpu
+        print(f"entries/s read with BATCH_READ (100 per batch): {rate:>10,.0f}"
+              f"   (target >= {TARGET_READS:,}); bookied CPU {cpu * 1e6 / 40000:.1f} us/entry")
+        print(f"bookied peak RSS: {peak_rss_mb(proc.pid):.0f} MB   (target <= {TARGET_RSS_MB} MB)")
+        print(f"({load_note()})")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,14 @@ E=3 Qw=2 Qa=2 with CRC32C digests, plus one E=3 Qw=3 Qa=2 ledger read over
 v2, where the client uses batch reads.  The client, the bookies and ZooKeeper
 share the machine, so the figures depend on what else runs: the load and the
 client's own CPU time per add are printed with them.
+
+``--java-peer DIR`` (a Java peer built by ../shared/java-peer, ``$PEER``) runs
+instead the Python client (v3) and the Java 4.17.2 client (``bktool.sh bench
+... warmup=N``, a fresh JVM warmed by N unmeasured adds and reads) on the same
+3 bookieds, E3/Qw2/Qa2 and E1/Qw1/Qa1, alternated: both rates and their ratio
+beside the load average, each client's CPU per operation, the bookieds' CPU
+per operation and their resident memory.  Both read back in batches of 100
+entries with up to 1,000 entries outstanding; both add with up to 1,000.
 """
 from __future__ import annotations
 
@@ -24,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bkctl.wire.client.blocking import BlockingBookKeeper  # noqa: E402
 from common import load_note, pct, section  # noqa: E402
+from java_peer import add_java_peer_options  # noqa: E402
 
 
 #: Pipelined 100 B adds, E=3 Qw=2 Qa=2, max_inflight 1000 (perf brief).
@@ -187,10 +196,77 @@ def run(uri: str, entries: int, size: int, quick: bool, profile: bool = False) -
             bk.close()
 
 
+def python_pass(bk: BlockingBookKeeper, ensemble: tuple[int, int, int], n: int, size: int) -> dict:
+    """The Java client's bench pass, by the Python client: ``n`` pipelined adds
+    (1,000 outstanding), close, then a read back in batches of 100."""
+    payload = b"p" * size
+    lh = bk.create(*ensemble, max_inflight=1000)
+    t0, c0 = time.monotonic(), time.process_time()
+    lh.add_many(payload for _ in range(n))
+    t1, c1 = time.monotonic(), time.process_time()
+    lh.close()
+    rh = bk.open(lh.ledger_id)
+    t2, c2 = time.monotonic(), time.process_time()
+    reads = sum(len(entries) for entries in rh.read_range(0, rh.last_entry_id, batch=100))
+    t3, c3 = time.monotonic(), time.process_time()
+    return {"adds": n / (t1 - t0), "reads": reads / (t3 - t2), "add_window": (t0, t1), "read_window": (t2, t3),
+            "client_add_us": (c1 - c0) * 1e6 / n, "client_read_us": (c3 - c2) * 1e6 / max(reads, 1)}
+
+
+def side_by_side(uri: str, bookie_pids: list[int], peer_dir: str, sizes: list[int], entries: int, warmup: int,
+                 rounds: int) -> None:
+    """The Python client and the Java client on the same bookies; see the module's docstring."""
+    from java_peer import CpuSampler, JavaPeer, alternate, entries_for, print_medians
+
+    from bkctl.wire.metadata.layout import MetadataServiceURI
+
+    peer = JavaPeer(peer_dir)
+    parsed = MetadataServiceURI.parse(uri)
+    bk = BlockingBookKeeper(uri, protocol="v3")
+    names = [f"bookie-{i}" for i in range(len(bookie_pids))]
+    try:
+        with CpuSampler(dict(zip(names, bookie_pids))) as sampler:
+            def bookies_us(window: tuple[float, float], ops: int) -> float:
+                return sum(sampler.per_op_us(name, window, ops) for name in names)
+
+            for size in sizes:
+                n, warm = entries_for(size, entries), entries_for(size, warmup, 0)
+                for ensemble in ((3, 2, 2), (1, 1, 1)):
+                    label = f"E{ensemble[0]}/Qw{ensemble[1]}/Qa{ensemble[2]} {size} B"
+                    section(f"{label}: {n} entries per run (+{warm} warm-up), {rounds} rounds alternated; "
+                            f"{load_note()}")
+                    if warm:
+                        python_pass(bk, ensemble, warm, size)  # this process stays warm from here on
+                    got: dict[str, list] = {"python": [], "java": []}
+                    for r, side in alternate(["python", "java"], rounds):
+                        if side == "python":
+                            res = python_pass(bk, ensemble, n, size)
+                            adds, reads, aw, rw = res["adds"], res["reads"], res["add_window"], res["read_window"]
+                            client = (res["client_add_us"], res["client_read_us"])
+                        else:
+                            jres = peer.bench(parsed.hosts, parsed.root, ensemble, n, size, warm, sampler)
+                            adds, reads, aw, rw = jres.adds_per_s, jres.reads_per_s, jres.add_window, jres.read_window
+                            client = (sampler.per_op_us("java-client", aw, jres.adds),
+                                      sampler.per_op_us("java-client", rw, jres.reads))
+                        server = (bookies_us(aw, n), bookies_us(rw, n))
+                        got[side].append((adds, reads, *client, *server))
+                        print(f"  round {r + 1} {side:>6}: {adds:>9,.0f} adds/s (client {client[0]:5.1f} us/add, "
+                              f"bookies {server[0]:5.1f} us/add)  {reads:>9,.0f} reads/s (client {client[1]:5.1f} "
+                              f"us/read, bookies {server[1]:5.1f} us/read)  {load_note()}", flush=True)
+                    py, java = print_medians(label, size, got["python"], got["java"])
+                    print(f"  client CPU per add: Python {py[2]:.1f} us  Java {java[2]:.1f} us; per read: Python "
+                          f"{py[3]:.1f} us  Java {java[3]:.1f} us; bookies' CPU per add: under Python {py[4]:.1f} us"
+                          f"  under Java {java[4]:.1f} us")
+                    print("  bookieds' resident memory (peak so far): "
+                          + "  ".join(f"{sampler.peak_rss.get(name, 0):,.0f}" for name in names)
+                          + f" MiB  ({load_note()})", flush=True)
+    finally:
+        bk.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--uri", help="metadata service URI of a running cluster (default: start a sandbox)")
-    parser.add_argument("--entries", type=int, default=50_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--profile", action="store_true",
@@ -198,13 +274,16 @@ def main() -> None:
     parser.add_argument("--default-gc", action="store_true",
                         help="leave CPython's garbage collector as it is (bkctl settles it before it talks to "
                              "bookies: wire.process.runtime)")
+    add_java_peer_options(parser)
     args = parser.parse_args()
+    if args.entries is None:  # --entries: 50,000 here, 200,000 side by side (as the Java peer's figures)
+        args.entries = 200_000 if args.java_peer else 50_000
     entries = min(args.entries, 10_000) if args.quick else args.entries
     if not args.default_gc:
         from bkctl.wire.process.runtime import settle_garbage_collector
 
         settle_garbage_collector()  # as bkctl's App.bk does
-    if args.uri:
+    if args.uri and not args.java_peer:
         run(args.uri, entries, args.size, args.quick, args.profile)
         return
     from bkctl.sandbox.cluster import sandbox_down, sandbox_up
@@ -213,7 +292,11 @@ def main() -> None:
         print(f"starting a sandbox (ZooKeeper + 3 bookieds) in {tmp} ...", flush=True)
         state = sandbox_up(tmp, bookies=3)
         try:
-            run(state["uri"], entries, args.size, args.quick, args.profile)
+            if args.java_peer:
+                side_by_side(state["uri"], [b["pid"] for b in state["bookies"]], args.java_peer, args.sizes,
+                             entries, args.warmup, args.rounds)
+            else:
+                run(state["uri"], entries, args.size, args.quick, args.profile)
         finally:
             sandbox_down(tmp, purge=False)
 

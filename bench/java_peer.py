@@ -1,0 +1,277 @@
+"""Side by side with the Java peer (Apache BookKeeper 4.17.2 built by ../shared/java-peer):
+its bookies and its client (``bktool.sh bench ... warmup=N``) driven from the benchmarks.
+
+Only benchmarks use this (``--java-peer DIR``); tests and CI never need the peer.
+What it measures of a run, beside the rates: the load average, CPU per operation
+of each process that matters (sampled from /proc while the run goes, cut to the
+add and the read phase by the times the client reports), and resident memory.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["CpuSampler", "add_java_peer_options", "print_medians", "JavaPeer", "PassResult", "alternate", "cpu_between", "entries_for", "parse_bench_output",
+           "parse_sizes", "ratio_line"]
+
+_TICK = os.sysconf("SC_CLK_TCK")
+_ADDED = re.compile(r"added (\d+) entries in (\d+) ms, failures=(\d+)")
+_READ = re.compile(r"read back (\d+) entries in (\d+) ms")
+
+
+def add_java_peer_options(parser) -> None:
+    """The side-by-side options every benchmark with a ``--java-peer`` mode takes."""
+    group = parser.add_argument_group("side by side with the Java peer")
+    group.add_argument("--java-peer", metavar="DIR",
+                       help="a Java BookKeeper 4.17.2 peer built by ../shared/java-peer ($PEER): measure the same "
+                            "workload against it, alternated")
+    group.add_argument("--sizes", type=_sizes_arg, default=[100],
+                       help="entry sizes, comma-separated (default 100; e.g. 100,4k,64k)")
+    group.add_argument("--entries", type=_positive, default=None,
+                       help="measured entries per run (side by side: at <= 1 KiB; larger entries as many bytes as "
+                            "that many of 1 KiB; default 200000 side by side)")
+    group.add_argument("--warmup", type=_non_negative, default=200_000,
+                       help="unmeasured entries added and read first in the same client (default 200000)")
+    group.add_argument("--rounds", type=_positive, default=3,
+                       help="alternated rounds; medians are printed (default 3)")
+
+
+def _sizes_arg(text: str) -> list[int]:
+    import argparse
+
+    try:
+        return parse_sizes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _positive(text: str) -> int:
+    import argparse
+
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"want a positive whole number, not {text!r}")
+    return int(text)
+
+
+def _non_negative(text: str) -> int:
+    import argparse
+
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"want a whole number >= 0, not {text!r}")
+    return int(text)
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``"100,4k,64KiB"`` -> ``[100, 4096, 65536]``; a clear error for anything else."""
+    sizes = []
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(k|kib|kb)?\s*", part.lower())
+        if not m or int(m.group(1)) <= 0:
+            raise ValueError(f"bad entry size {part.strip()!r} (want bytes, e.g. 100,4k,64k)")
+        sizes.append(int(m.group(1)) * (1024 if m.group(2) else 1))
+    return sizes
+
+
+def entries_for(size: int, entries: int, floor: int = 2000) -> int:
+    """Entries of one pass at ``size``: ``entries`` up to 1 KiB, beyond that as
+    many bytes as ``entries`` of 1 KiB (64 KiB entries are about bytes, and the
+    disk is shared), never fewer than ``floor`` nor more than ``entries``."""
+    if size <= 1024:
+        return entries
+    return min(entries, max(floor, entries * 1024 // size))
+
+
+def alternate(sides: list[str], rounds: int) -> list[tuple[int, str]]:
+    """The order of the runs: every side once per round, the first side
+    alternating from one round to the next so that neither always runs on the
+    heels of the other (a machine warming up or a disk still flushing)."""
+    order = []
+    for r in range(rounds):
+        turn = sides if r % 2 == 0 else list(reversed(sides))
+        order.extend((r, side) for side in turn)
+    return order
+
+
+def ratio_line(label: str, ours: float, java: float, unit: str) -> str:
+    ratio = ours / java if java else float("nan")
+    return f"{label}: ours {ours:>10,.0f} {unit}   Java {java:>10,.0f} {unit}   ratio {ratio:.2f}x"
+
+
+def print_medians(label: str, size: int, ours: list[tuple], java: list[tuple]) -> tuple[list[float], list[float]]:
+    """Median of each figure of the runs of both sides (adds/s and reads/s first), printed as ratios
+    (in MiB/s as well for entries of 4 KiB and more); returns both sides' medians."""
+    med_ours = [median([run[i] for run in ours]) for i in range(len(ours[0]))]
+    med_java = [median([run[i] for run in java]) for i in range(len(java[0]))]
+    for i, what in ((0, "adds/s "), (1, "reads/s")):
+        print(ratio_line(f"  median {what} {label}", med_ours[i], med_java[i], what.strip()))
+        if size >= 4096:
+            print(f"    = ours {med_ours[i] * size / 2**20:,.1f} MiB/s  Java {med_java[i] * size / 2**20:,.1f} MiB/s")
+    return med_ours, med_java
+
+
+def median(values: list[float]) -> float:
+    values = sorted(v for v in values if v == v)
+    if not values:
+        return float("nan")
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+@dataclass
+class PassResult:
+    """One measured pass of ``bktool bench``: rates, and its two phases' wall-clock windows."""
+
+    adds: int
+    add_ms: int
+    failures: int
+    reads: int
+    read_ms: int
+    add_window: tuple[float, float] = (0.0, 0.0)
+    read_window: tuple[float, float] = (0.0, 0.0)
+
+    @property
+    def adds_per_s(self) -> float:
+        return self.adds * 1000 / max(self.add_ms, 1)
+
+    @property
+    def reads_per_s(self) -> float:
+        return self.reads * 1000 / max(self.read_ms, 1)
+
+
+def parse_bench_output(lines: list[tuple[float, str]]) -> PassResult:
+    """``bktool bench`` stdout, each line with the monotonic time it arrived;
+    the add phase ends when "added ..." arrives, the read phase when "read back
+    ..." does, each began its reported duration earlier."""
+    added = read = None
+    for at, line in lines:
+        if m := _ADDED.search(line):
+            added = (at, m)
+        elif m := _READ.search(line):
+            read = (at, m)
+    if added is None or read is None:
+        raise RuntimeError("bktool bench printed no result:\n" + "\n".join(line for _, line in lines[-20:]))
+    (t_add, ma), (t_read, mr) = added, read
+    add_ms, read_ms = int(ma.group(2)), int(mr.group(2))
+    return PassResult(int(ma.group(1)), add_ms, int(ma.group(3)), int(mr.group(1)), read_ms,
+                      (t_add - add_ms / 1000, t_add), (t_read - read_ms / 1000, t_read))
+
+
+def cpu_between(samples: list[tuple[float, float]], start: float, end: float) -> float:
+    """CPU seconds a process used between ``start`` and ``end``, from
+    ``(time, cumulative CPU seconds)`` samples, linearly interpolated."""
+    def at(t: float) -> float:
+        if not samples:
+            return float("nan")
+        if t <= samples[0][0]:
+            return samples[0][1]
+        for (t0, c0), (t1, c1) in zip(samples, samples[1:]):
+            if t <= t1:
+                return c0 + (c1 - c0) * (t - t0) / (t1 - t0) if t1 > t0 else c1
+        return samples[-1][1]
+
+    return at(end) - at(start)
+
+
+def _cpu_and_rss(pid: int) -> tuple[float, float]:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK, int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@dataclass
+class CpuSampler:
+    """Samples CPU seconds and resident memory (MiB) of some processes every ``interval`` s on a thread."""
+
+    pids: dict[str, int]
+    interval: float = 0.05
+    cpu: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    peak_rss: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def add(self, name: str, pid: int) -> None:
+        self.pids[name] = pid
+
+    def _sample(self) -> None:
+        now = time.monotonic()
+        for name, pid in list(self.pids.items()):
+            try:
+                cpu, rss = _cpu_and_rss(pid)
+            except (OSError, IndexError):
+                continue
+            self.cpu.setdefault(name, []).append((now, cpu))
+            self.peak_rss[name] = max(self.peak_rss.get(name, 0.0), rss)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> "CpuSampler":
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def per_op_us(self, name: str, window: tuple[float, float], ops: int) -> float:
+        return cpu_between(self.cpu.get(name, []), *window) * 1e6 / max(ops, 1)
+
+
+class JavaPeer:
+    """The Java peer installed at ``root`` (``$PEER``: scripts/, jars/, run/)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).expanduser().resolve()
+        self.scripts = self.root / "scripts"
+        if not (self.scripts / "bktool.sh").is_file():
+            raise SystemExit(f"--java-peer {root}: no scripts/bktool.sh there (build it with "
+                             "../shared/java-peer/build.sh; see its README)")
+
+    def _env(self, zk: str, root: str) -> dict[str, str]:
+        return dict(os.environ, PEER=str(self.root), ZK=zk, ROOT=root)
+
+    def start_bookies(self, n: int, zk: str, root: str) -> list[int]:
+        """``n`` clean Java bookies (127.0.0.1:3181.., stock -Xms1g -Xmx1g
+        -XX:MaxDirectMemorySize=2g from env.sh) registered under ``zk``/``root``; their pids."""
+        out = subprocess.run([str(self.scripts / "start-bookies.sh"), str(n), "--clean"], env=self._env(zk, root),
+                             capture_output=True, text=True, timeout=300)
+        if out.returncode != 0:
+            raise SystemExit(f"the Java bookies did not start:\n{out.stdout}{out.stderr}")
+        return self.bookie_pids(n)
+
+    def bookie_pids(self, n: int) -> list[int]:
+        return [int((self.root / "run" / f"bookie-{i}.pid").read_text()) for i in range(1, n + 1)]
+
+    def stop_bookies(self) -> None:
+        subprocess.run([str(self.scripts / "stop-bookies.sh")], env=dict(os.environ, PEER=str(self.root)),
+                       capture_output=True, timeout=120)
+
+    def bench(self, zk: str, root: str, ensemble: tuple[int, int, int], entries: int, size: int, warmup: int,
+              sampler: CpuSampler | None = None) -> PassResult:
+        """One ``bktool bench`` (a fresh client JVM: ``warmup`` unmeasured adds and reads
+        first, then ``entries`` measured); the client JVM is sampled as ``java-client``."""
+        e, w, a = ensemble
+        cmd = [str(self.scripts / "bktool.sh"), "bench", f"zk={zk}", f"root={root}", f"e={e}", f"w={w}", f"a={a}",
+               f"n={entries}", f"size={size}", f"warmup={warmup}", "conf.throttle=0"]
+        proc = subprocess.Popen(cmd, env=self._env(zk, root), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        if sampler is not None:
+            sampler.add("java-client", proc.pid)
+        lines = [(time.monotonic(), line.rstrip()) for line in proc.stdout]
+        err = proc.stderr.read()
+        proc.wait()
+        if sampler is not None:
+            sampler.pids.pop("java-client", None)
+        if proc.returncode != 0:
+            raise RuntimeError(f"bktool bench failed ({proc.returncode}): {err[-2000:]}")
+        return parse_bench_output(lines)

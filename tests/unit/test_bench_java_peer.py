@@ -1,0 +1,80 @@
+"""The pure parts of the benchmarks' side-by-side mode (bench/java_peer.py): its
+options, the alternation, the reading of ``bktool bench``'s output and the CPU
+cut to a phase.  The Java peer itself is never needed here."""
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[2] / "bench" / "java_peer.py"
+_spec = importlib.util.spec_from_file_location("bench_java_peer", _PATH)
+jp = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = jp  # dataclasses look their module up
+_spec.loader.exec_module(jp)
+
+
+def _parser():
+    parser = argparse.ArgumentParser()
+    jp.add_java_peer_options(parser)
+    return parser
+
+
+def test_sizes_take_bytes_and_kibibytes():
+    assert jp.parse_sizes("100,4k,64KiB") == [100, 4096, 65536]
+    assert _parser().parse_args(["--sizes", "100, 4kb"]).sizes == [100, 4096]
+
+
+@pytest.mark.parametrize("bad", ["0", "4m", "x", "100,,4k", "-1"])
+def test_a_bad_size_is_refused_with_its_text(bad, capsys):
+    with pytest.raises(SystemExit) as exc:
+        _parser().parse_args(["--sizes", bad])
+    assert exc.value.code == 2
+    assert "bad entry size" in capsys.readouterr().err
+
+
+def test_defaults_and_bad_counts():
+    args = _parser().parse_args([])
+    assert (args.java_peer, args.sizes, args.entries, args.warmup, args.rounds) == (None, [100], None, 200_000, 3)
+    for option, value in (("--rounds", "0"), ("--entries", "-5"), ("--warmup", "x")):
+        with pytest.raises(SystemExit):
+            _parser().parse_args([option, value])
+    assert _parser().parse_args(["--warmup", "0"]).warmup == 0
+
+
+def test_larger_entries_run_as_many_bytes_within_bounds():
+    assert jp.entries_for(100, 200_000) == 200_000
+    assert jp.entries_for(4096, 200_000) == 50_000
+    assert jp.entries_for(65536, 200_000) == 3125
+    assert jp.entries_for(65536, 10_000) == 2000  # the floor
+    assert jp.entries_for(65536, 1000) == 1000  # never more than asked
+    assert jp.entries_for(65536, 10_000, 0) == 156
+
+
+def test_alternation_swaps_who_goes_first_each_round():
+    assert jp.alternate(["ours", "java"], 3) == [(0, "ours"), (0, "java"), (1, "java"), (1, "ours"),
+                                                 (2, "ours"), (2, "java")]
+
+
+def test_bench_output_gives_rates_and_the_phases_windows():
+    lines = [(1.0, "created something"), (10.0, "added 200000 entries in 4000 ms, failures=0, LAC=199999"),
+             (13.0, "read back 200000 entries in 2000 ms"), (13.1, "ledger 5")]
+    res = jp.parse_bench_output(lines)
+    assert (res.adds_per_s, res.reads_per_s, res.failures) == (50_000, 100_000, 0)
+    assert res.add_window == (6.0, 10.0) and res.read_window == (11.0, 13.0)
+    with pytest.raises(RuntimeError, match="no result"):
+        jp.parse_bench_output(lines[:2])
+
+
+def test_cpu_between_interpolates_the_samples():
+    samples = [(0.0, 1.0), (1.0, 2.0), (3.0, 2.0), (4.0, 6.0)]
+    assert jp.cpu_between(samples, 0.5, 3.5) == pytest.approx(4.0 - 1.5)
+    assert jp.cpu_between(samples, -5, 0.0) == 0.0
+    assert jp.cpu_between(samples, 3.5, 99) == pytest.approx(2.0)
+
+
+def test_ratio_and_median():
+    assert "ratio 0.75x" in jp.ratio_line("adds", 75, 100, "adds/s")
+    assert "ratio nanx" in jp.ratio_line("adds", 75, 0, "adds/s")
+    assert jp.median([3, 1, 2]) == 2 and jp.median([4, 1, 2, 3]) == 2.5 and jp.median([]) != jp.median([])
