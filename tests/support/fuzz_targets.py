@@ -157,6 +157,7 @@ def v2_response(data: bytes) -> None:
         answers.v2_read(msg)
     elif isinstance(msg, v2.BatchReadResponse):
         answers.v2_batch_read(msg)
+        # written back the same, but for a header the tuple does not keep (flags, a version-0 form)
         assert msg.encode() == data or data[:4] != msg.encode()[:4]
 
 
