@@ -13,6 +13,25 @@ and one or two faults drawn at random hit the cluster:
 ``disk-full``   fill a bookie's filesystem past diskUsageThreshold, then free it
 ``slow-disk``   a competing writer fsyncs 1 MiB blocks on the disk under a bookie's filesystem
 
+With ``--everything`` (or its parts ``--compaction``, ``--autorecovery``,
+``--delete-during``) the rounds also meet what a production bookie does at the
+same time: compaction running continuously (64 KiB entry logs, a GC pass a
+second, thresholds that make most logs candidates), the previous round's ledgers
+deleted while this round writes (as retention does), every bookie running its
+autorecovery daemon with ``lostBookieRecoveryDelay`` 0, and one more fault:
+
+``kill-compacting``  watch the bookies' GC state over their HTTP admin and SIGKILL
+                     one while it is in a compaction pass
+
+Every kill is counted as during compaction (the victim's GC state was a
+compaction pass) and as during repair (some bookie's auditor had ledgers marked
+under-replicated). After each round every acknowledged entry is also read from
+every bookie its write set names, straight from that bookie (no failover), and
+compared byte for byte; the bookies' own counters (compaction passes, entries
+moved, ledgers and entries re-replicated) are summed over the run.
+``--set KEY=VALUE`` passes any bk_server.conf key to the bookies (checked by
+bookied's schema, as ``bkctl sandbox up --set``).
+
 When the harness runs as root (as CI does) every bookie's journal and ledger
 directories sit on a small ext4 image of their own, loop-mounted from a file
 on the real disk (so ``disk-full`` fills a real filesystem and ``slow-disk``
@@ -25,7 +44,7 @@ their space).  The report gives rounds, faults of each kind, entries checked,
 tail reads, time and the load average; any loss is printed with the seed that
 replays the run, and the exit status is 1.
 
-    python bench/faults.py [--rounds 100] [--seed N] [--json]
+    python bench/faults.py [--rounds 100] [--seed N] [--everything] [--set KEY=VALUE] [--json]
 """
 from __future__ import annotations
 
@@ -71,6 +90,13 @@ BOOKIE_SETTINGS = dict(
     minUsableSizeForEntryLogCreation=2 * 1024 * 1024, minUsableSizeForHighPriorityWrites=2 * 1024 * 1024,
     shutdownTimeoutMs=3000,
 )
+#: compaction inside every round: small logs, a GC pass a second, most logs candidates
+COMPACTION_SETTINGS = dict(
+    logSizeLimit=64 * 1024, gcWaitTime=1000, minorCompactionInterval=1, majorCompactionInterval=2,
+    minorCompactionThreshold=0.6, majorCompactionThreshold=0.95,
+)
+AUTORECOVERY_SETTINGS = dict(autoRecoveryDaemonEnabled="true", lostBookieRecoveryDelay=0)
+COMPACTING_STATES = ("minor compacting", "major compacting")
 CLIENT_OPTIONS = dict(add_timeout=3.0, read_timeout=3.0, timeout=90)
 
 
@@ -84,13 +110,16 @@ def payload(seed: int, ledger_id: int, entry_id: int) -> bytes:
 class Cluster:
     """ZooKeeper and the bookies, each bookie on a filesystem of its own when root."""
 
-    def __init__(self, base: Path, use_mounts: bool):
+    def __init__(self, base: Path, use_mounts: bool, settings: dict | None = None):
         self.base = base
+        self.settings = {**BOOKIE_SETTINGS, **(settings or {})}
+        self.counters = BookieCounters()
         self.use_mounts = use_mounts
         self.zk = ZooKeeperServer(base / "zk", port=free_port())
         self.uri = ""
         self.bookies: list[BookieProcess] = []
         self.mounts: list[Path] = []
+        self.kills: list[dict] = []  # each kill: {"compacting": bool, "repair": bool}
 
     def start(self) -> None:
         self.zk.start()
@@ -105,7 +134,8 @@ class Cluster:
             else:
                 fs.mkdir(parents=True)
             b = BookieProcess(self.base / f"bookie{i}", self.uri, journalDirectories=fs / "journal",
-                              ledgerDirectories=fs / "ledgers", **BOOKIE_SETTINGS)
+                              ledgerDirectories=fs / "ledgers", **self.settings)
+            b.serve_http()
             b.fs = fs
             self.bookies.append(b)
         for b in self.bookies:
@@ -147,13 +177,99 @@ class Cluster:
             smallfs.unmount(fs)
 
 
+# -- what the bookies say they did -------------------------------------------------------------
+#: (where, key): the bookies' own counters summed over the run; they restart at 0 with their bookie
+COUNTERS = {
+    "compactions_minor": ("gc", "minorCompactionCounter"),
+    "compactions_major": ("gc", "majorCompactionCounter"),
+    "compaction_entries_moved": ("gc", "entriesMoved"),
+    "gc_runs": ("gc", "gcRuns"),
+    "repair_ledgers_marked": ("metrics", "autorecovery_ledgers_marked_total"),
+    "repair_ledgers_replicated": ("metrics", "autorecovery_num_full_or_partial_ledgers_replicated_total"),
+    "repair_entries_copied": ("metrics", "autorecovery_num_entries_written_total"),
+}
+
+
+class BookieCounters:
+    """Sums each bookie's counters across its restarts: sampled before every kill and after every round."""
+
+    def __init__(self):
+        self.last: dict[tuple[str, str], float] = {}
+        self.total: Counter = Counter()
+        self.lock = threading.Lock()
+
+    def sample(self, b: BookieProcess) -> None:
+        try:
+            gc = b.admin("/api/v1/bookie/gc")
+            metrics = b.metrics()
+        except Exception:  # noqa: BLE001 - a bookie down or stopped: sampled next time
+            return
+        with self.lock:
+            for name, (where, key) in COUNTERS.items():
+                value = float((gc if where == "gc" else metrics).get(key) or 0)
+                before = self.last.get((b.bookie_id, name), 0.0)
+                self.total[name] += value - before if value >= before else value  # lower: it restarted
+                self.last[(b.bookie_id, name)] = value
+
+    def sample_all(self, bookies) -> None:
+        for b in bookies:
+            if b.proc is not None and b.proc.poll() is None:
+                self.sample(b)
+
+
+def gc_state(b: BookieProcess) -> str:
+    try:
+        return b.admin("/api/v1/bookie/gc").get("state", "")
+    except Exception:  # noqa: BLE001 - down, stopped or busy
+        return ""
+
+
+def repair_pending(cluster: "Cluster") -> bool:
+    """Some bookie's auditor has ledgers marked under-replicated: repair is due or under way."""
+    for b in cluster.bookies:
+        try:
+            if b.metrics().get("autorecovery_num_under_replicated_ledgers", 0) > 0:
+                return True
+        except Exception:  # noqa: BLE001
+            continue
+    return False
+
+
 # -- faults --------------------------------------------------------------------------------
-def fault_kill(cluster: Cluster, rng: random.Random) -> str:
-    b = rng.choice(cluster.bookies)
+def kill_bookie(cluster: Cluster, b: BookieProcess, rng: random.Random, compacting: bool | None = None,
+                during_repair: bool | None = None) -> str:
+    """SIGKILL ``b`` (its counters sampled first), noting whether it was compacting (its GC state read
+    just before the kill) and whether repair was pending."""
+    if during_repair is None:
+        cluster.counters.sample(b)
+        during_repair = repair_pending(cluster)
+    if compacting is None:
+        compacting = gc_state(b) in COMPACTING_STATES
     b.kill(signal.SIGKILL)
+    cluster.kills.append({"compacting": compacting, "repair": during_repair})
     time.sleep(rng.uniform(0.2, 1.5))
     b.start(timeout=60)
     return b.bookie_id
+
+
+def fault_kill(cluster: Cluster, rng: random.Random) -> str:
+    return kill_bookie(cluster, rng.choice(cluster.bookies), rng)
+
+
+def fault_kill_compacting(cluster: Cluster, rng: random.Random) -> str:
+    """Kill the first bookie seen in a compaction pass (watched over HTTP for up to 20 s; then any bookie).
+    The counters and the repair state are read before the watch: a pass of 64 KiB logs is short."""
+    cluster.counters.sample_all(cluster.bookies)
+    during_repair = repair_pending(cluster)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        order = list(cluster.bookies)
+        rng.shuffle(order)
+        for b in order:
+            if b.proc is not None and b.proc.poll() is None and gc_state(b) in COMPACTING_STATES:
+                return kill_bookie(cluster, b, rng, compacting=True, during_repair=during_repair)
+        time.sleep(0.02)
+    return kill_bookie(cluster, rng.choice(cluster.bookies), rng, compacting=False, during_repair=during_repair)
 
 
 def fault_stop(cluster: Cluster, rng: random.Random) -> str:
@@ -204,7 +320,8 @@ def fault_slow_disk(cluster: Cluster, rng: random.Random) -> str:
 
 
 FAULT_FUNCS = {"kill": fault_kill, "stop": fault_stop, "zk-restart": fault_zk_restart,
-               "zk-expire": fault_zk_expire, "disk-full": fault_disk_full, "slow-disk": fault_slow_disk}
+               "zk-expire": fault_zk_expire, "disk-full": fault_disk_full, "slow-disk": fault_slow_disk,
+               "kill-compacting": fault_kill_compacting}
 
 
 # -- load ----------------------------------------------------------------------------------
@@ -218,6 +335,8 @@ class Round:
         self.tail_errors: list[str] = []
         self.first_ledger = threading.Event()
         self.ledgers_of_writer0: list[int] = []
+        self.deleted = 0
+        self.replica_notes: list[str] = []  # replicas missing an acknowledged entry (under-replicated)
 
 
 def writer_scenario(rnd: Round, window: int, record_first: bool):
@@ -310,8 +429,68 @@ def reader_thread(uri: str, rnd: Round) -> None:
             pass
 
 
-def verify(uri: str, rnd: Round) -> tuple[int, list[str]]:
-    """Recover every ledger of the round with a fresh client and compare every acknowledged entry."""
+def deleter_thread(uri: str, rnd: Round, ledgers: list[int], errors: list) -> None:
+    """Delete ``ledgers`` (the previous round's, verified) one by one while this round writes."""
+    if not ledgers:
+        return
+    try:
+        bk = BlockingBookKeeper(uri, **CLIENT_OPTIONS)
+    except Exception as e:  # noqa: BLE001
+        errors.append(f"deleter could not connect: {e}")
+        return
+    try:
+        pending = list(ledgers)
+        while pending and not rnd.stop.wait(0.1):
+            try:
+                bk.delete(pending[0])
+                pending.pop(0)
+                rnd.deleted += 1
+            except Exception:  # noqa: BLE001 - ZooKeeper away: try again
+                time.sleep(0.3)
+        for ledger_id in pending:  # what the round left: deleted after it
+            try:
+                bk.delete(ledger_id)
+                rnd.deleted += 1
+            except Exception:  # noqa: BLE001 - it only costs space
+                pass
+    finally:
+        bk.close()
+
+
+def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int, acked: set[int],
+                   replicas: Counter, losses: list[str]) -> None:
+    """Read every acknowledged entry from every bookie the metadata's write sets name, straight from it."""
+    from bkctl.ops.replica_read import read_replica
+
+    async def go(client):
+        md, _ = await client.run_blocking(client.store.ledgers.read, ledger_id)
+        for bookie in sorted(set(md.bookies)):
+            for attempt in range(5):
+                got = await read_replica(client, ledger_id, bookie, 0, last, PASSWORD)
+                if not any(row["status"] == "error" for row in got["entries"]) or attempt == 4:
+                    break
+                await task.deferLater(client.reactor, 1.0, lambda: None)  # the bookie coming back
+            for row in got["entries"]:
+                entry_id = row["entry_id"]
+                if entry_id not in acked:
+                    continue
+                status = row["status"]
+                if status == "ok" and row["payload"] != payload(rnd.seed, ledger_id, entry_id):
+                    status = "differs"
+                replicas[status] += 1
+                if status in ("differs", "corrupt"):
+                    losses.append(f"ledger {ledger_id} entry {entry_id} on {bookie}: {status} ({row['error']})")
+                elif status != "ok":
+                    replicas_missing.append(f"ledger {ledger_id} entry {entry_id} on {bookie}: {status}")
+
+    replicas_missing: list[str] = []
+    bk.run(go)
+    rnd.replica_notes += replicas_missing
+
+
+def verify(uri: str, rnd: Round, delete: bool = True, replicas: Counter | None = None) -> tuple[int, list[str]]:
+    """Recover every ledger of the round with a fresh client and compare every acknowledged entry;
+    with ``replicas`` also on every replica (counted there by status)."""
     checked, losses = 0, []
     bk = BlockingBookKeeper(uri, **CLIENT_OPTIONS)
     try:
@@ -334,10 +513,17 @@ def verify(uri: str, rnd: Round) -> tuple[int, list[str]]:
                 if got.get(entry_id) != payload(rnd.seed, ledger_id, entry_id):
                     losses.append(f"ledger {ledger_id} entry {entry_id}: "
                                   f"{'missing' if entry_id not in got else 'differs'}")
-            try:
-                bk.delete(ledger_id)
-            except Exception:  # noqa: BLE001 - left for later; it only costs space
-                pass
+            if replicas is not None and acked:
+                try:
+                    check_replicas(bk, rnd, ledger_id, max(got) if got else -1, acked, replicas, losses)
+                except Exception as e:  # noqa: BLE001 - counted: a replica left unchecked is said
+                    replicas["unchecked-ledgers"] += 1
+                    rnd.replica_notes.append(f"ledger {ledger_id}: replicas not checked: {type(e).__name__}: {e}")
+            if delete:
+                try:
+                    bk.delete(ledger_id)
+                except Exception:  # noqa: BLE001 - left for later; it only costs space
+                    pass
     finally:
         bk.close()
     return checked, losses
@@ -348,15 +534,32 @@ def run(args) -> dict:
     rng = random.Random(args.seed)
     use_mounts = os.geteuid() == 0 and not args.no_mounts
     kinds = FAULTS if use_mounts else tuple(f for f in FAULTS if f not in DISK_FAULTS)
+    settings = {}
+    if args.compaction:
+        settings.update(COMPACTION_SETTINGS)
+        kinds += ("kill-compacting",) * 2  # drawn about a third of the rounds
+    if args.autorecovery:
+        settings.update(AUTORECOVERY_SETTINGS)
+    settings.update(args.settings)
+    if args.faults:
+        kinds = tuple(args.faults)
     base = Path(tempfile.mkdtemp(prefix="bk-faults-", dir=args.dir))
-    cluster = Cluster(base, use_mounts)
+    cluster = Cluster(base, use_mounts, settings)
     faults: Counter = Counter()
+    replicas: Counter = Counter()
     report = {"seed": args.seed, "rounds": 0, "faults": faults, "entries_checked": 0, "ledgers": 0,
-              "tail_entries_checked": 0, "losses": [], "warnings": [], "disk_faults": use_mounts}
+              "tail_entries_checked": 0, "losses": [], "warnings": [], "disk_faults": use_mounts,
+              "compaction": args.compaction, "autorecovery": args.autorecovery,
+              "delete_during": args.delete_during, "settings": {k: str(v) for k, v in settings.items()},
+              "replica_reads": replicas, "ledgers_deleted_during_rounds": 0, "under_replicated": []}
+    previous: list[int] = []
     started = time.monotonic()
     try:
         cluster.start()
         for number in range(1, args.rounds + 1):
+            if args.minutes and time.monotonic() - started > args.minutes * 60:
+                report["warnings"].append(f"stopped after {number - 1} rounds: --minutes {args.minutes} spent")
+                break
             round_seed = rng.randrange(1 << 30)
             rrng = random.Random(round_seed)
             rnd = Round(round_seed)
@@ -364,10 +567,12 @@ def run(args) -> dict:
             threads = [threading.Thread(target=writer_thread, args=(cluster.uri, rnd, WINDOW, i == 0, errors))
                        for i in range(2)]
             threads.append(threading.Thread(target=reader_thread, args=(cluster.uri, rnd)))
+            if args.delete_during:
+                threads.append(threading.Thread(target=deleter_thread, args=(cluster.uri, rnd, previous, errors)))
             for t in threads:
                 t.start()
             time.sleep(rrng.uniform(0.5, 1.5))
-            drawn = rrng.sample(kinds, rrng.choice((1, 1, 2)))
+            drawn = list(dict.fromkeys(rrng.sample(kinds, rrng.choice((1, 1, 2)))))
             if "zk-restart" in drawn and "zk-expire" in drawn:
                 drawn.remove("zk-expire")
             fault_threads = []
@@ -385,8 +590,13 @@ def run(args) -> dict:
                 t.join(120)
             if not cluster.wait_healthy(90):
                 report["warnings"].append(f"round {number}: the cluster was not healthy 90 s after its faults")
-            checked, losses = verify(cluster.uri, rnd)
+            checked, losses = verify(cluster.uri, rnd, delete=not args.delete_during,
+                                     replicas=replicas if args.replicas else None)
+            previous = sorted(rnd.acked)
+            cluster.counters.sample_all(cluster.bookies)
             losses += rnd.order_errors + rnd.tail_errors
+            report["ledgers_deleted_during_rounds"] += rnd.deleted
+            report["under_replicated"] += [f"round {number}: {n}" for n in rnd.replica_notes]
             report["rounds"] = number
             report["entries_checked"] += checked
             report["ledgers"] += len(rnd.acked)
@@ -394,10 +604,18 @@ def run(args) -> dict:
             for loss in losses:
                 report["losses"].append(f"round {number} (seed {args.seed}): {loss}")
             if not args.json:
-                print(f"round {number:3d}: faults {'+'.join(drawn):22s} ledgers {len(rnd.acked):2d} "
+                print(f"round {number:3d}: faults {'+'.join(drawn):27s} ledgers {len(rnd.acked):2d} "
                       f"entries {checked:6d} tail {rnd.tail_checked:5d} loss {len(losses)}"
+                      f" kills-compacting {sum(k['compacting'] for k in cluster.kills)}"
+                      f" compactions {int(cluster.counters.total['compactions_minor'] + cluster.counters.total['compactions_major'])}"
+                      f" repaired {int(cluster.counters.total['repair_ledgers_replicated'])}"
                       + (f"  ({'; '.join(errors[:2])})" if errors else ""), flush=True)
     finally:
+        report["kills"] = len(cluster.kills)
+        report["kills_during_compaction"] = sum(k["compacting"] for k in cluster.kills)
+        report["kills_during_repair"] = sum(k["repair"] for k in cluster.kills)
+        cluster.counters.sample_all(cluster.bookies)
+        report["bookie_counters"] = {k: int(v) for k, v in sorted(cluster.counters.total.items())}
         cluster.stop()
         report["seconds"] = round(time.monotonic() - started, 1)
         report["load_average"] = [round(x, 2) for x in os.getloadavg()]
@@ -419,7 +637,32 @@ def main(argv=None) -> int:
     parser.add_argument("--dir", default=None, help="where the sandbox goes (default: the temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the sandbox directory (logs)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON only")
+    parser.add_argument("--compaction", action="store_true",
+                        help="compaction inside every round, and the kill-compacting fault")
+    parser.add_argument("--autorecovery", action="store_true",
+                        help="every bookie runs its autorecovery daemon, lostBookieRecoveryDelay 0")
+    parser.add_argument("--delete-during", action="store_true",
+                        help="delete the previous round's ledgers while the round writes")
+    parser.add_argument("--no-replicas", dest="replicas", action="store_false",
+                        help="skip reading every acknowledged entry from every replica")
+    parser.add_argument("--everything", action="store_true", help="--compaction --autorecovery --delete-during")
+    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                        help="a bk_server.conf setting for every bookie (repeatable; checked by bookied's schema)")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="start no round after this many minutes (the report covers the rounds run)")
+    parser.add_argument("--faults", type=lambda v: v.split(","), default=None, metavar="KIND,...",
+                        help=f"draw only these faults ({', '.join(FAULT_FUNCS)})")
     args = parser.parse_args(argv)
+    if args.faults and set(args.faults) - set(FAULT_FUNCS):
+        parser.error(f"--faults: unknown {', '.join(sorted(set(args.faults) - set(FAULT_FUNCS)))}")
+    if args.everything:
+        args.compaction = args.autorecovery = args.delete_during = True
+    from bkctl.sandbox.cluster import SandboxError, parse_settings
+
+    try:
+        args.settings = {k: v for k, v in parse_settings(args.settings).items() if v is not None}
+    except SandboxError as e:
+        parser.error(str(e))
     if args.seed is None:
         args.seed = random.randrange(1 << 31)
     report = run(args)
@@ -432,7 +675,15 @@ def main(argv=None) -> int:
         print(f"faults: {', '.join(f'{k} {v}' for k, v in report['faults'].items())}"
               + ("" if report["disk_faults"] else " (no disk-full/slow-disk: not root)"))
         print(f"ledgers {report['ledgers']}, acknowledged entries checked {report['entries_checked']}, "
-              f"tail entries checked {report['tail_entries_checked']}")
+              f"tail entries checked {report['tail_entries_checked']}, "
+              f"ledgers deleted during rounds {report['ledgers_deleted_during_rounds']}")
+        print(f"kills {report['kills']}: during compaction {report['kills_during_compaction']}, "
+              f"during repair (ledgers marked under-replicated) {report['kills_during_repair']}")
+        print("bookies' counters: " + ", ".join(f"{k} {v}" for k, v in report["bookie_counters"].items()))
+        print("acknowledged entries read per replica: "
+              + (", ".join(f"{k} {v}" for k, v in sorted(report["replica_reads"].items())) or "none"))
+        for note in report["under_replicated"][:20]:
+            print(f"  under-replicated: {note}")
         for w in report["warnings"]:
             print(f"warning: {w}")
         print(f"loss: {len(report['losses'])}" + (f" -- replay with --seed {report['seed']}"

@@ -170,6 +170,9 @@ class BookieProtocol(protocol.Protocol):
                 failures.refused(self.transport.getPeer(), reason)
         self.closed = True
         self._backlog.clear()
+        factory = getattr(self, "factory", None)
+        if factory is not None:  # answered at once (an error) and gone before a journal group sent answers
+            factory.answered.discard(self)
         polls, self._polls = self._polls, set()
         for cancel in polls:  # nobody is left to answer: the bookie forgets them now, not at their timeout
             cancel()

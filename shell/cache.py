@@ -6,8 +6,8 @@ re-reads, every :attr:`~MetadataCache.interval` seconds and after every
 command (:meth:`~MetadataCache.poke`):
 
 * the bookies (writable, read-only, with a cookie) and autorecovery as
-  ``autorecovery status`` reports it (the switch, the elected auditor, the
-  marked ledgers), for the toolbar;
+  ``autorecovery status`` says it (the switch and the elected auditor), for
+  the toolbar;
 * the ledger ids, for completion.
 
 Readers (the completer, the toolbar) only look at the last published
@@ -38,10 +38,9 @@ class Status:
     error: str | None = None
     writable: int | None = None
     readonly: int | None = None
-    #: autorecovery as ``autorecovery status`` reports it: the switch, the elected auditor, marked ledgers
+    #: autorecovery as ``autorecovery status`` says it: the switch, and the elected auditor (None: no daemon)
     autorecovery: bool | None = None
     auditor: str | None = None
-    underreplicated: int | None = None
     bookies: dict = field(default_factory=dict)
     updated: float | None = None
 
@@ -205,21 +204,20 @@ class MetadataCache:
         uri = self._uri
         if not uri:
             return
-        from bkctl.ops.autorecovery import autorecovery_report
-
         try:
             store = self._connected_store(uri, generation)
             bookies = bookie_states(store)
-            report = autorecovery_report(store, int(time.time() * 1000))
+            # the switch and the elected auditor, as `autorecovery status` reads them; not its
+            # whole report, which walks every mark (8.1 s for 2,000 marks, against 2 ms for these)
+            enabled, auditor = store.underreplication.is_enabled(), store.auditor.current()
         except _Stale:
             return
         if generation != self._generation:
             return
         states = list(bookies.values())
         self._status = Status(uri=uri, state="ok", writable=states.count("writable"),
-                              readonly=states.count("read-only"), autorecovery=report["enabled"],
-                              auditor=report["auditor"], underreplicated=report["underreplicated"],
-                              bookies=bookies, updated=time.time())
+                              readonly=states.count("read-only"), autorecovery=enabled,
+                              auditor=auditor, bookies=bookies, updated=time.time())
         self._notify()
         if not self._ledgers_due():
             return

@@ -413,14 +413,10 @@ def autorecovery_phrase(st) -> tuple[str, str]:
     """(style, text) of autorecovery in the toolbar: the switch alone says nothing of
     whether any daemon acts on it, the elected auditor does."""
     if not st.autorecovery:
-        text, style = "disabled", "warn"
-    elif st.auditor:
-        text, style = f"enabled, auditor {st.auditor}", "good"
-    else:
-        text, style = "enabled but no auditor running", "bad"
-    if st.underreplicated:
-        text += f", {st.underreplicated} under-replicated"
-    return f"class:bottom-toolbar.{style}", text
+        return "class:bottom-toolbar.warn", "disabled"
+    if st.auditor:
+        return "class:bottom-toolbar.good", f"enabled, auditor {st.auditor}"
+    return "class:bottom-toolbar.bad", "enabled but no auditor running"
 
 
 def _continues(line: str) -> bool:

@@ -16,7 +16,7 @@ the background); the history is kept in $XDG_DATA_HOME/bkctl/history
 (Ctrl-R searches it); the toolbar shows the cluster, its bookies and
 autorecovery as `autorecovery status` reports it: disabled, enabled with
 the elected auditor, or enabled but no auditor running (no daemon acts on
-the switch), and the under-replicated ledgers.  Output longer than the screen goes through $PAGER;
+the switch).  Output longer than the screen goes through $PAGER;
 JSON documents are indented.  A line ending with a backslash goes on on the
 next one; Ctrl-X Ctrl-E edits the line in $EDITOR, \\e the last command.
 Ctrl-C stops the running command (the autorecovery daemon, an export, a

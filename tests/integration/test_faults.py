@@ -25,3 +25,21 @@ def test_five_rounds_of_faults_lose_no_acknowledged_entry(tmp_path):
     assert report["entries_checked"] > 1000 and report["tail_entries_checked"] > 0
     if os.environ.get("CI") == "true":  # CI runs as root: the disk faults must be part of it
         assert report["disk_faults"], "the harness could not mount its small filesystems"
+
+
+def test_a_round_with_compaction_and_repair_on_and_a_kill_during_compaction_loses_nothing(tmp_path):
+    """Issue 38: compaction inside the round, autorecovery on, the previous round's ledgers deleted while
+    writing, a bookie killed while its GC state says it is compacting; every acknowledged entry on every
+    replica the metadata names."""
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "faults.py"), "--rounds", "2", "--seed", "38",
+                          "--everything", "--faults", "kill-compacting", "--json", "--dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert out.stdout.strip(), out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["losses"] == [], report["losses"][:20]
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert report["kills_during_compaction"] >= 1, report
+    assert report["ledgers_deleted_during_rounds"] >= 1
+    counters = report["bookie_counters"]
+    assert counters["compactions_minor"] + counters["compactions_major"] > 0, counters
+    assert report["replica_reads"].get("ok", 0) >= 2 * report["entries_checked"], report["replica_reads"]

@@ -871,3 +871,16 @@ def test_connections_closed_for_what_they_sent_are_logged_by_peer_rate_limited(e
     assert lines == ["closing connection from 192.168.1.1:54321: bad framing: negative frame length -1",
                      "closing connection from 192.168.1.1:54321: bad framing: negative frame length -1 "
                      "(49 more from 192.168.1.1 since the last report)"]
+
+
+def test_a_connection_answered_at_once_and_gone_is_not_kept(env):
+    """An add refused at once (here EUA) put its connection in the factory's set of
+    connections to flush at the next journal group; one that closed before any group
+    completed (a read-only bookie completes none) stayed there for good, with its buffers."""
+    add(env.connect(), 0)  # the ledger's key
+    for _ in range(20):
+        c = env.connect()
+        add(c, 0, key=OTHER_KEY)
+        assert [r.rc for r in c.v2()] == [RC.EUA]
+        c.proto.connectionLost(None)
+    assert env.factory.answered == set()
