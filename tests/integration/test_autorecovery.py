@@ -346,7 +346,9 @@ def test_a_decommission_the_daemons_cannot_finish_talks_and_says_why(bookie_clus
     its failure names the worker and its reason, and --json prints remaining_ledgers too."""
     import json
 
-    procs = bookie_cluster(3)
+    # a session that outlives the first decommission's start on a loaded machine (at 10 s it
+    # could expire first, and that decommission then waited instead of refusing)
+    procs = bookie_cluster(3, zkTimeout=30000)
     zkstore.underreplication.set_lost_bookie_recovery_delay(3600)
     ids = sorted(make_ledger(writer, 3, 2, entries=10) for _ in range(2))
     daemons("ar-stuck", "lockReleaseOfFailedLedgerGracePeriod=300000", "auditorPeriodicBookieCheckInterval=0",
@@ -356,7 +358,7 @@ def test_a_decommission_the_daemons_cannot_finish_talks_and_says_why(bookie_clus
     victim.kill()
     early = bkctl(metadata_uri, "decommission", victim.bookie_id, "--force")
     assert early.returncode == 4 and b"until its session expires" in early.stderr, early.stderr
-    wait_for(what="the killed bookie's session to expire", timeout=60,
+    wait_for(what="the killed bookie's session to expire", timeout=90,
              predicate=lambda: not zkstore.registration.is_registered(victim.bookie_id))
 
     first = bkctl(metadata_uri, "--json", "decommission", victim.bookie_id, "--force", "--wait", "1")

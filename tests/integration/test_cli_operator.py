@@ -428,7 +428,7 @@ def test_shell_polish(cluster_env, tmp_path):
         term.line("clear")
         term.expect(r"bkctl>")
         seen = complete(term, "autorecovery ", r"query-status")
-        assert "which worker holds each and why it is stuck" in seen  # not cut at 45 characters
+        assert "doing what, since and until when" in seen  # not cut at 45 characters
         term.send("\x15")  # Ctrl-U: drop the half-typed line
         term.line(f"ledger add {ledger_id} -")  # stdin is the terminal: say how to end it
         term.expect(r"reading entries from the terminal, one per line; Ctrl-D ends them")

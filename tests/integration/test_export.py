@@ -312,7 +312,7 @@ def test_failed_export_leaves_previous_export_untouched(cluster, spark, capsys, 
     assert err.strip().splitlines() == [err.strip()], err
     assert "Unauthorized: wrong password for ledger" in err, err
     assert files_of(out) == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".exp.bkctl-lock", "exp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp"]
     # a foreign directory is refused (exit 4) unless --overwrite
     foreign = tmp_path / "foreign"
     foreign.mkdir()
