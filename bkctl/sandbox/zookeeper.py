@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import random
 import re
 import shutil
 import signal
@@ -185,8 +186,34 @@ def find_java(env: dict[str, str] | None = None) -> str:
 # small network and process helpers
 
 
+# Where the sandbox's servers listen: below the kernel's ephemeral range, the range every outgoing
+# connection draws its local port from.  A port from that range (bind to 0) can be taken by some
+# client's connection while its server is down, and the restarted server then cannot listen again.
+STABLE_PORTS = range(10000, 20000)
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that nothing listens on right now (the OS's choice)."""
+    """A TCP port that nothing holds now, one a restarted server can listen on again.
+
+    Drawn at random from :data:`STABLE_PORTS` when those lie below the ephemeral
+    range; otherwise (a kernel set to hand out such low ports) the kernel's choice.
+    """
+    if STABLE_PORTS.stop <= _ephemeral_low():
+        for port in random.sample(STABLE_PORTS, min(64, len(STABLE_PORTS))):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]

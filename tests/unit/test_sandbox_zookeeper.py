@@ -14,10 +14,23 @@ from bkctl.sandbox import zookeeper as zkmod
 from bkctl.sandbox.zookeeper import ZooKeeperNotFound, find_zookeeper_classpath, free_port, pid_alive
 
 
-def test_free_port_is_bindable():
+def test_free_port_is_bindable_and_below_the_ephemeral_range():
+    """Outside the range outgoing connections draw from: a killed bookie's port is still
+    free for its restart (a client's connection took one from that range once)."""
     port = free_port()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
+    assert port in zkmod.STABLE_PORTS and port < zkmod._ephemeral_low()
+
+
+def test_free_port_skips_a_held_port_and_falls_back_to_the_kernel(monkeypatch):
+    monkeypatch.setattr(zkmod, "STABLE_PORTS", range(10000, 10001))
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 10000))
+        assert free_port() != 10000
+    monkeypatch.setattr(zkmod, "_ephemeral_low", lambda: 5000)  # a kernel handing out low ports
+    port = free_port()
+    assert port not in zkmod.STABLE_PORTS
 
 
 def test_discovery_order_and_install_hint(tmp_path, monkeypatch):
