@@ -18,7 +18,7 @@ from twisted.internet.interfaces import IHandshakeListener
 from zope.interface import implementer
 
 from bkctl.wire import fastpath
-from bkctl.wire.codecs import v2, v3
+from bkctl.wire.codecs import plain, v2, v3
 from bkctl.wire.codecs.detect import ProtocolDetector
 from bkctl.wire.errors import CodecError
 from bkctl.wire.codecs.framing import FrameDecoder, frame
@@ -29,7 +29,6 @@ from bkctl.wire.codecs.protocol import (
     BOOKIE_INFO_TOTAL_DISK_CAPACITY,
     DEFAULT_MAX_FRAME_SIZE,
     LAST_ADD_CONFIRMED,
-    MASTER_KEY_LENGTH,
     V2_CURRENT_VERSION,
     WRITE_FLAG_DEFERRED_SYNC,
     Flag,
@@ -38,7 +37,7 @@ from bkctl.wire.codecs.protocol import (
     ProtocolVersion,
     RC,
 )
-from bkctl.wire.codecs.v3 import plain_add_request, plain_read_request
+from bkctl.wire.codecs.v3 import v3_status
 
 log = logging.getLogger("bookied.server")
 
@@ -86,12 +85,10 @@ class HandshakeFailureLog(PeerLog):
 _OP = OperationType
 _V3 = int(ProtocolVersion.VERSION_THREE)
 
-# The v2 ADD fast path: a version-2 ADD_ENTRY header (any flags), and its framed
-# response: frame length 24 | header | rc | ledgerId | entryId, as
+# The v2 ADD fast path's answer: the header of a version-2 ADD_ENTRY answer, and
+# the framed answer: frame length 24 | header | rc | ledgerId | entryId, as
 # frame(v2.add_response_for(request, rc)) would write it.
 _I32 = struct.Struct(">i")
-_ADD_IDS = struct.Struct(">qq")
-_V2_ADD_MIN = 4 + MASTER_KEY_LENGTH + 16
 _V2_ADD = (V2_CURRENT_VERSION << 24) | (int(OpCode.ADD_ENTRY) << 16)
 _FRAMED_V2_ADD_RESPONSE = struct.Struct(">iiiqq")
 _FLAG_RECOVERY_ADD = int(Flag.RECOVERY_ADD)
@@ -284,6 +281,7 @@ class BookieProtocol(protocol.Protocol):
     def _serve_each(self, payloads: list) -> None:
         detector = self.detector
         limited = self.adds is not None or self.reads is not None
+        plain_add_request, plain_read_request = plain.add_request, plain.read_request
         i = -1
         count = len(payloads)
         while i + 1 < count:
@@ -302,24 +300,24 @@ class BookieProtocol(protocol.Protocol):
                     return
                 continue
             if detector.is_v3 and self.fastpaths:
-                plain = plain_add_request(payload)
-                if plain is not None:
+                taken = plain_add_request(payload)
+                if taken is not None:
                     serve, limit = self._v3_plain_add, self.adds
                 else:
-                    plain = plain_read_request(payload)
-                    if plain is not None and not limited and i + 1 < count:
-                        i = self._v3_plain_reads(payloads, i, plain) - 1
+                    taken = plain_read_request(payload)
+                    if taken is not None and not limited and i + 1 < count:
+                        i = self._v3_plain_reads(payloads, i, taken) - 1
                         continue
                     serve, limit = self._v3_plain_read, self.reads
-                if plain is not None:
+                if taken is not None:
                     if limited:
                         if not self._admit(limit):
                             self._backlog.extend(payloads[i:])
                             return
-                        serve(*plain)
+                        serve(*taken)
                         self._settle()
                     else:
-                        serve(*plain)
+                        serve(*taken)
                     continue
             kind, msg = detector.classify(payload)
             if limited and not self._admit(self._limit_for(kind, msg if kind == "v3" else payload)):
@@ -380,10 +378,10 @@ class BookieProtocol(protocol.Protocol):
 
     # -- v2 --------------------------------------------------------------------
     def _v2(self, payload: bytes) -> None:
-        if self.fastpaths and len(payload) >= _V2_ADD_MIN:
-            header = _I32.unpack_from(payload)[0]
-            if header & ~0xFFFF == _V2_ADD:  # the common case: a version-2 ADD
-                self._v2_add(payload, header & 0xFFFF)
+        if self.fastpaths:
+            add = plain.v2_add_request(payload)
+            if add is not None:  # the common case: a version-2 ADD
+                self._v2_add(*add)
                 return
         req = v2.decode_request(payload)  # UnknownOpcode -> CodecError -> close, like Java
         bad_version = not v2.is_supported_version(req.version)
@@ -433,14 +431,11 @@ class BookieProtocol(protocol.Protocol):
             reply = pb.AuthMessage(authPluginName=AUTH_DISABLED_PLUGIN, payload=b"")
             self.send(v2.AuthResponse(req.version, reply.SerializeToString()).encode())
 
-    def _v2_add(self, payload: bytes, flags: int) -> None:
-        """A version-2 ADD, decoded and answered as ``v2.decode_request`` and
+    def _v2_add(self, flags: int, ledger_id: int, entry_id: int, master_key: bytes, body: bytes) -> None:
+        """A version-2 ADD taken apart by ``plain.v2_add_request``, answered as
         ``v2.add_response_for`` would, without the intermediate tuples."""
-        started = _now()
-        ledger_id, entry_id = _ADD_IDS.unpack_from(payload, 4 + MASTER_KEY_LENGTH)
-        self.bookie.add_entry(ledger_id, entry_id, payload[4:4 + MASTER_KEY_LENGTH],
-                              payload[4 + MASTER_KEY_LENGTH:],
-                              _AddReply(self, started, None, ledger_id, entry_id),
+        self.bookie.add_entry(ledger_id, entry_id, master_key, body,
+                              _AddReply(self, _now(), None, ledger_id, entry_id),
                               recovery=bool(flags & _FLAG_RECOVERY_ADD),
                               high_priority=bool(flags & _FLAG_HIGH_PRIORITY))
 
@@ -495,10 +490,10 @@ class BookieProtocol(protocol.Protocol):
         end = min(len(payloads), i + _READ_RUN_MAX)
         j = i + 1
         while j < end:
-            plain = plain_read_request(payloads[j])
-            if plain is None or plain[0] != ledger_id:
+            got = plain.read_request(payloads[j])
+            if got is None or got[0] != ledger_id:
                 break
-            run.append(plain)
+            run.append(got)
             j += 1
         started = _now()
         bookie = self.bookie
@@ -751,7 +746,9 @@ class _AddReply:
         if self.txn_id is None:  # = send(v2.add_response_for(req, rc))
             proto.transport.write(_FRAMED_V2_ADD_RESPONSE.pack(24, self.v2_header, rc, self.ledger_id,
                                                                self.entry_id))
-        else:  # = send(serialize(add_response(req, rc))) of an ADD_ENTRY request
+        elif proto.fastpaths:  # = send(serialize(add_response(req, rc))) of an ADD_ENTRY request
+            proto.transport.write(plain.add_answer(self.txn_id, v3_status(rc), self.ledger_id, self.entry_id))
+        else:
             proto.transport.write(frame(proto._add_responses.encode(self.txn_id, rc, self.ledger_id,
                                                                     self.entry_id)))
 

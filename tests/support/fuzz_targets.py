@@ -217,6 +217,40 @@ def v3_plain_requests(data: bytes) -> None:
         assert not header.HasField("priority") and data[2:header_len] == header.SerializeToString()
 
 
+def _plain_c_seeds() -> list[bytes]:
+    out = _frames("request", "v3") + _frames("request", "v2")
+    # the answer half: the first byte picks a status, the rest are the txnId and ids
+    out.append(b"\x00" + bytes(range(24)))
+    out.append(b"\x07" + b"\xff" * 24)
+    return out
+
+
+@target(declared=(), seeds=_plain_c_seeds)
+def plain_c_twins(data: bytes) -> None:
+    """The bookie's C parsers of plain requests (``_plain.c``) against their Python
+    twins: the same value, or both None, for every input; and the C ADD answer is
+    the Python one for the numbers the input spells (skipped where it is not built)."""
+    from bkctl.wire.codecs import v2, v3
+    from bkctl.wire.codecs.plain import C_API, py_add_answer
+    from bkctl.wire.proto import bookkeeper_pb2 as pb
+
+    try:
+        from bkctl.wire.codecs import _plain
+    except ImportError:
+        return
+    if getattr(_plain, "API", None) != C_API:
+        return
+    assert _plain.plain_add_request(data) == v3.plain_add_request(data)
+    assert _plain.plain_read_request(data) == v3.plain_read_request(data)
+    assert _plain.v2_add_request(data) == v2.plain_add_request(data)
+    if len(data) >= 25:
+        statuses = sorted(pb.StatusCode.values())
+        status = statuses[data[0] % len(statuses)]
+        txn = int.from_bytes(data[1:9], "big")
+        ledger, entry = (int.from_bytes(data[i:i + 8], "big", signed=True) for i in (9, 17))
+        assert _plain.add_answer(txn, status, ledger, entry) == py_add_answer(txn, status, ledger, entry)
+
+
 @target(seeds=lambda: _frames("response", "v3"))
 def v3_plain_read_answer(data: bytes) -> None:
     """The client's hand-made reader of EOK read answers against the general parser:

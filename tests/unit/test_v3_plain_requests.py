@@ -141,7 +141,14 @@ def near_adds(draw):
     body = draw(st.binary(max_size=60))
     add = (b"\x08" + _varint(draw(u64), draw(pad)) + b"\x10" + _varint(draw(u64), draw(pad))
            + b"\x1a" + _varint(len(key)) + key + b"\x22" + _varint(len(body), draw(pad)) + body)
-    b = bytearray(b"\x0a" + _varint(len(header)) + header + v3.ADD_FIELD + _varint(len(add), draw(pad)) + add)
+    return often_broken(draw, b"\x0a" + _varint(len(header)) + header + v3.ADD_FIELD
+                        + _varint(len(add), draw(pad)) + add)
+
+
+def often_broken(draw, data: bytes) -> bytes:
+    """``data``, or (two times in three) ``data`` with one byte replaced, bytes inserted,
+    one deleted, or the tail cut."""
+    b = bytearray(data)
     edit = draw(st.sampled_from(["none", "none", "replace", "insert", "delete", "truncate"]))
     at = draw(st.integers(0, len(b) - 1))
     if edit == "replace":

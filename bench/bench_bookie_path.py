@@ -1,0 +1,187 @@
+"""The bookie's add and read paths alone: bookied CPU per request, in process.
+
+One BookieProtocol (the server's) on a StringTransport (Twisted's fake: no
+sockets), over a real Bookie: a real journal in a temporary folder (its writer
+thread, group commit and fdatasync, as bookied runs it by default) and a real
+entry store.  Requests are built outside the timed part the way the Java
+client lays them out (v3, or v2 with ``--protocol v2``), 100 B entries with
+CRC32C digests, and fed ``--chunk`` at a time through dataReceived, as
+bytes read from one socket; after each chunk of adds the journal's group
+completions are run in this thread (the reactor's part of a group: the
+callbacks and their answers).  Reads then ask for the same entries, again
+``--chunk`` at a time.
+
+What is timed is everything the bookie does per request except the socket
+system calls and the reactor's loop: frame cutting, request parsing, the
+entry store, the journal record, the hand-off to the journal thread and
+back, the answers.  CPU is the process's (both threads), user and system
+apart (fdatasync is system time).  The figure is steadier than
+bench_bookie.py's on a shared machine, steadier still as instructions:
+``valgrind --tool=callgrind`` around it (``--passes 1``).  Run it with
+BKCTL_FASTPATHS=0 for the general path.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import load_note  # noqa: E402
+from twisted.internet import task  # noqa: E402
+from twisted.internet.testing import StringTransport  # noqa: E402
+
+from bkctl.bookied.bookie import Bookie  # noqa: E402
+from bkctl.bookied.journal import Journal  # noqa: E402
+from bkctl.bookied.metrics import Metrics  # noqa: E402
+from bkctl.bookied.server import BookieServerFactory  # noqa: E402
+from bkctl.bookied.storage import EntryStore  # noqa: E402
+from bkctl.wire import fastpath  # noqa: E402
+from bkctl.wire.codecs import v2, v3  # noqa: E402
+from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key  # noqa: E402
+from bkctl.wire.codecs.framing import frame  # noqa: E402
+
+KEY = master_key(b"bench")
+
+
+def requests(protocol: str, ledger: int, count: int, size: int) -> tuple[list[bytes], list[bytes]]:
+    """Framed ADDs and READs of entries 0..count-1 of ``ledger``."""
+    dm = DigestManager(ledger, DigestType.CRC32C, b"bench")
+    payload = b"x" * size
+    adds, reads = [], []
+    enc = v3.RequestEncoder()
+    for e in range(count):
+        body = dm.package(e, e - 1, size * (e + 1), payload)
+        if protocol == "v3":
+            adds.append(frame(enc.add(e + 1, ledger, e, KEY, body)))
+            reads.append(enc.read_frame(count + e + 1, ledger, e)[0])
+        else:
+            adds.append(frame(v2.AddRequest(2, 0, KEY, body, ledger, e).encode()))
+            reads.append(frame(v2.ReadRequest(2, 0, ledger, e, None).encode()))
+    return adds, reads
+
+
+def callgrind(command: str, *args: str) -> None:
+    """Under ``valgrind --tool=callgrind`` with BENCH_CALLGRIND=1: zero its counters
+    (``-z``) or dump them (``-d NAME``), so that only the timed parts are counted."""
+    if os.environ.get("BENCH_CALLGRIND") == "1":
+        import subprocess
+
+        subprocess.run(["callgrind_control", command, *args, str(os.getpid())], check=True,
+                       stdout=subprocess.DEVNULL)
+
+
+def cpu() -> tuple[float, float]:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime, r.ru_stime
+
+
+class Bed:
+    """A bookie (journal + entry store) in ``folder`` and one connection to it."""
+
+    def __init__(self, folder: str):
+        self.groups: queue.Queue = queue.Queue()
+        self.journal = Journal(os.path.join(folder, "journal"),
+                               dispatch=lambda callbacks, error: self.groups.put((callbacks, error)))
+        self.store = EntryStore(os.path.join(folder, "ledgers"), write_cache_max_bytes=256 * 1024 * 1024,
+                                index_map_size=1 << 30)  # address space: callgrind refuses the default
+        self.bookie = Bookie([self.journal], [self.store], clock=task.Clock())
+        self.journal.start()
+        self.factory = BookieServerFactory(self.bookie, Metrics())
+        self.proto = self.factory.buildProtocol(None)
+        self.transport = StringTransport()
+        self.proto.makeConnection(self.transport)
+
+    def answers(self) -> int:
+        """Bytes answered so far (the transport is emptied)."""
+        n = len(self.transport.value())
+        self.transport.clear()
+        return n
+
+    def complete_groups(self, callbacks_due: int) -> None:
+        """Run journal groups' completions here until ``callbacks_due`` callbacks ran."""
+        while callbacks_due > 0:
+            callbacks, error = self.groups.get(timeout=60)
+            complete = getattr(self.factory, "complete_group", None)
+            if complete is not None:  # as bookied completes a group
+                complete(callbacks, error, Journal.call_all)
+            else:  # an older bookied, to compare with
+                Journal.call_all(callbacks, error)
+                self.factory.send_answers()
+            callbacks_due -= len(callbacks)
+
+    def close(self) -> None:
+        self.proto.connectionLost(None)
+        self.journal.close()
+        self.store.close()
+
+
+def one_pass(folder: str, protocol: str, ledger: int, count: int, size: int, chunk: int) -> tuple:
+    """Adds then reads of ``count`` entries: ((user, sys) us per add, (user, sys) us per read)."""
+    adds, reads = requests(protocol, ledger, count, size)
+    add_chunks = [b"".join(adds[i:i + chunk]) for i in range(0, count, chunk)]
+    read_chunks = [b"".join(reads[i:i + chunk]) for i in range(0, count, chunk)]
+    bed = Bed(folder)
+    try:
+        bed.proto.dataReceived(add_chunks[0][:len(adds[0])])  # the ledger's master key: a first add
+        bed.complete_groups(1)
+        bed.answers()
+        add_chunks[0] = add_chunks[0][len(adds[0]):]
+        callgrind("-z")
+        u0, s0 = cpu()
+        for i, data in enumerate(add_chunks):
+            bed.proto.dataReceived(data)
+            bed.complete_groups(min(chunk, count - i * chunk) - (1 if i == 0 else 0))
+        u1, s1 = cpu()
+        callgrind("-d", "adds")
+        if not bed.answers():
+            raise SystemExit("no add was answered")
+        callgrind("-z")
+        u2, s2 = cpu()
+        for data in read_chunks:
+            bed.proto.dataReceived(data)
+        u3, s3 = cpu()
+        callgrind("-d", "reads")
+        if bed.answers() < count * size:
+            raise SystemExit("the reads were not answered")
+    finally:
+        bed.close()
+    return ((u1 - u0) * 1e6 / count, (s1 - s0) * 1e6 / count), ((u3 - u2) * 1e6 / count, (s3 - s2) * 1e6 / count)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--protocol", choices=("v3", "v2"), default="v3")
+    parser.add_argument("--entries", type=int, default=50_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--chunk", type=int, default=100, help="requests per dataReceived (default 100)")
+    parser.add_argument("--passes", type=int, default=5, help="medians of this many passes (default 5)")
+    args = parser.parse_args()
+    print(f"{args.protocol}, {args.entries:,} entries of {args.size} B, {args.chunk} requests per read, "
+          f"fast paths {'on' if fastpath.ENABLED else 'off'}; {load_note()}", flush=True)
+    results = []
+    for n in range(args.passes):
+        folder = tempfile.mkdtemp(prefix="bench-bookie-path-")
+        try:
+            got = one_pass(folder, args.protocol, 1000 + n, args.entries, args.size, args.chunk)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        results.append(got)
+        (au, as_), (ru, rs) = got
+        print(f"  pass {n + 1}: add {au + as_:5.2f} us CPU (user {au:5.2f})   read {ru + rs:5.2f} us CPU "
+              f"(user {ru:5.2f})", flush=True)
+    med = [statistics.median(r[i][j] for r in results) for i in (0, 1) for j in (0, 1)]
+    print(f"median: add {med[0] + med[1]:.2f} us CPU (user {med[0]:.2f}); read {med[2] + med[3]:.2f} us CPU "
+          f"(user {med[2]:.2f}); {load_note()}")
+
+
+if __name__ == "__main__":
+    main()
