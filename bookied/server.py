@@ -134,6 +134,9 @@ class BookieProtocol(protocol.Protocol):
         #: while :meth:`_serve` answers a chunk of requests: the answers to write at its end
         self._out: list[bytes] | None = None
         self._out_bytes = 0
+        #: add answers of the journal group being completed, written together at its end
+        #: (:meth:`BookieServerFactory.complete_group`)
+        self._held_answers: list[bytes] = []
         #: (op, rc) -> (request counter, latency histogram) of ``metrics``, once seen
         self._observers: dict = {}
         #: The bookie's TLS (:class:`~bkctl.wire.tls.ReloadingServerTLS`; None: START_TLS answers EBADREQ).
@@ -167,6 +170,7 @@ class BookieProtocol(protocol.Protocol):
                 failures.refused(self.transport.getPeer(), reason)
         self.closed = True
         self._backlog.clear()
+        self._held_answers.clear()
         factory = getattr(self, "factory", None)
         if factory is not None:  # answered at once (an error) and gone before a journal group sent answers
             factory.answered.discard(self)
@@ -742,15 +746,21 @@ class _AddReply:
         proto._observe("add", self.started, rc)
         if proto.closed:
             return
-        proto.factory.answered.add(proto)
         if self.txn_id is None:  # = send(v2.add_response_for(req, rc))
-            proto.transport.write(_FRAMED_V2_ADD_RESPONSE.pack(24, self.v2_header, rc, self.ledger_id,
-                                                               self.entry_id))
+            answer = _FRAMED_V2_ADD_RESPONSE.pack(24, self.v2_header, rc, self.ledger_id, self.entry_id)
         elif proto.fastpaths:  # = send(serialize(add_response(req, rc))) of an ADD_ENTRY request
-            proto.transport.write(plain.add_answer(self.txn_id, v3_status(rc), self.ledger_id, self.entry_id))
+            answer = plain.add_answer(self.txn_id, v3_status(rc), self.ledger_id, self.entry_id)
         else:
-            proto.transport.write(frame(proto._add_responses.encode(self.txn_id, rc, self.ledger_id,
-                                                                    self.entry_id)))
+            answer = frame(proto._add_responses.encode(self.txn_id, rc, self.ledger_id, self.entry_id))
+        factory = proto.factory
+        if factory.grouping:  # a journal group's completion: one write per connection at its end
+            held = proto._held_answers
+            if not held:
+                factory.answered.add(proto)
+            held.append(answer)
+        else:
+            factory.answered.add(proto)
+            proto.transport.write(answer)
 
 
 class InProgressLimit:
@@ -850,14 +860,31 @@ class BookieServerFactory(protocol.Factory):
         self.reads = InProgressLimit(max_reads_in_progress) if max_reads_in_progress > 0 else None
         #: Connections that were written add answers since the last :meth:`send_answers`.
         self.answered: set = set()
+        #: True while :meth:`complete_group` runs a group's callbacks: add answers are held per connection.
+        self.grouping = False
         #: Where refused TLS handshakes are reported (WARN, rate-limited per peer host).
         self.handshake_failures = HandshakeFailureLog()
         #: Where connections closed for what they sent (WARN) or not read for a while (INFO) are
         #: reported, rate-limited per peer host.
         self.peer_log = PeerLog()
 
+    def complete_group(self, callbacks: list, error, call_all) -> None:
+        """Run a journal group's callbacks (``call_all(callbacks, error)``) and send
+        their answers: each connection's add answers are joined and written once
+        (a transport's write costs more than the append of a small answer, and a
+        group answers hundreds of adds of a few connections), then sent now."""
+        was = self.grouping
+        self.grouping = True
+        try:
+            call_all(callbacks, error)
+        finally:
+            self.grouping = was
+        if not was:
+            self.send_answers()
+
     def send_answers(self) -> None:
-        """Hand the add answers written since the last call to the kernel now.
+        """Write the add answers held by :meth:`complete_group`, and hand every add
+        answer written since the last call to the kernel now.
 
         The bookie calls this once a journal group's callbacks have run.  A
         transport only sends when the reactor next polls it writable -- one
@@ -869,6 +896,13 @@ class BookieServerFactory(protocol.Factory):
         """
         answered, self.answered = self.answered, set()
         for proto in answered:
+            held = proto._held_answers
+            if held:
+                data = held[0] if len(held) == 1 else b"".join(held)
+                held.clear()
+                if proto.closed:
+                    continue
+                proto.transport.write(data)
             t = proto.transport
             if (not proto.closed and isinstance(t, abstract.FileDescriptor) and t.connected
                     and not t.disconnecting):

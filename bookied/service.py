@@ -355,9 +355,10 @@ class BookieService:
 
     def _complete_group(self, callbacks, error) -> None:
         """In the reactor thread: run a group's callbacks and send their answers at once."""
-        Journal.call_all(callbacks, error)
         if self.factory is not None:
-            self.factory.send_answers()
+            self.factory.complete_group(callbacks, error, Journal.call_all)
+        else:
+            Journal.call_all(callbacks, error)
 
     def _at_end_of_iteration(self, fn) -> None:
         """Run ``fn`` in the reactor thread once the events of the current

@@ -884,3 +884,30 @@ def test_a_connection_answered_at_once_and_gone_is_not_kept(env):
         assert [r.rc for r in c.v2()] == [RC.EUA]
         c.proto.connectionLost(None)
     assert env.factory.answered == set()
+
+
+def test_a_groups_add_answers_go_to_each_connection_in_one_write_and_are_sent_at_once(env):
+    """Completed as bookied completes a journal group (``factory.complete_group``), a
+    group's answers to one connection are joined into one write (not one per add), in
+    order, and handed to the kernel before the reactor polls again; a connection gone
+    meanwhile gets nothing and is not kept."""
+    add(env.connect(), 0)
+    env.journal.sync()  # the ledger's key
+    first, t1, reactor = real_buffering_conn(env)
+    second, t2, _ = real_buffering_conn(env)
+    gone, t3, _ = real_buffering_conn(env)
+    writes = []
+    for t in (t1, t2, t3):
+        t.write = (lambda write, t: lambda data: (writes.append((t, data)), write(data))[1])(t.write, t)
+    for n in range(1, 4):
+        first.dataReceived(frame(v3.serialize(v3.add_request(n, 1, n, KEY, entry(n)))))
+    second.dataReceived(frame(v2.AddRequest(2, 0, KEY, entry(4), 1, 4).encode()))
+    gone.dataReceived(frame(v2.AddRequest(2, 0, KEY, entry(5), 1, 5).encode()))
+    callbacks, env.journal.waiting = env.journal.waiting, []
+    gone.connectionLost(None)
+    env.factory.complete_group(callbacks, None, lambda cbs, error: [cb(error) for cb in cbs])
+    assert [t for t, _ in writes] == [t1, t2] or [t for t, _ in writes] == [t2, t1]
+    answers = [v3.parse_response(p) for p in FrameDecoder().feed(t1.sent)]
+    assert [(a.header.txnId, a.status, a.addResponse.entryId) for a in answers] == [(1, 0, 1), (2, 0, 2), (3, 0, 3)]
+    assert [v2.decode_response(p) for p in FrameDecoder().feed(t2.sent)] == [v2.AddResponse(2, RC.EOK, 1, 4)]
+    assert t1 not in reactor.getWriters() and t3.sent == b"" and env.factory.answered == set()
