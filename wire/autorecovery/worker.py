@@ -28,7 +28,7 @@ marker with the version read (a marker re-marked meanwhile stays) and the lock.
   until when, held after a failure until when), every recent failed attempt
   with its reason, and the ledgers it finished lately: what
   :mod:`.repairstate` reads.
-* ``rereplicationEntryBatchSize`` entries are copied at a time and
+* ``rereplicationEntryBatchSize`` entries are added at a time (as many more read ahead) and
   ``replicationRateByBytes`` (bytes/s, <= 0 unlimited) bounds the copy rate.
 """
 from __future__ import annotations

@@ -16,9 +16,9 @@ first for an open ledger whose last segment lost a bookie.
 * :func:`replicate_fragment` reads each of those entries from the surviving
   replicas of its write set (digest verified, next replica on any failure),
   and writes the stored bytes unchanged to the replacement with a recovery
-  add (accepted on fenced ledgers), at most ``window`` entries at a time,
-  optionally paced by a ``throttle`` (bytes): a pipeline of reads feeding
-  adds (:class:`FragmentCopy`).
+  add (accepted on fenced ledgers), at most ``window`` entries being added
+  at a time and as many read ahead, optionally paced by a ``throttle``
+  (bytes): a pipeline of reads feeding adds (:class:`FragmentCopy`).
 * :func:`replace_in_metadata` then swaps the bookies in that one segment by
   compare-and-set, re-reading on conflict.  It is idempotent: a segment that
   no longer names the lost bookie is left alone.  Since the metadata changes
@@ -227,13 +227,17 @@ class _EntryCopy:
 
 class FragmentCopy:
     """The copy of one fragment (:func:`replicate_fragment`) as a pipeline:
-    at most ``window`` entries in flight, each read from the first surviving
-    replica of its write set whose copy verifies (the next one on a missing
-    entry, a bad digest or any failure) and, as soon as it is read, added
-    unchanged to its replacements with recovery adds -- reads feeding adds,
-    a new entry started as each one is copied.  Reads and adds go through
-    the connections' callback calls (no Deferred or coroutine per entry);
-    with the fast path (:mod:`bkctl.wire.fastpath`) an entry's ADD is
+    at most ``window`` entries being added at a time and as many more read
+    ahead, each read from the first surviving replica of its write set whose
+    copy verifies (the next one on a missing entry, a bad digest or any
+    failure) and added unchanged to its replacements with recovery adds.
+    Reads run ahead of the adds so that an add slot, once free, is filled
+    from an entry already read: the window's entries then wait on the new
+    bookie's journal alone, not on a read as well (Java's replicator reads
+    and writes each batch of ``rereplicationEntryBatchSize`` entries in turn,
+    the next batch read only when the last one is written).  Reads and adds
+    go through the connections' callback calls (no Deferred or coroutine per
+    entry); with the fast path (:mod:`bkctl.wire.fastpath`) an entry's ADD is
     encoded once for all its replacements, and the requests issued while a
     bookie's answers are handed out leave in one write per bookie.  Fires
     with the number of entries copied; the first failure fails it (the
@@ -257,7 +261,12 @@ class FragmentCopy:
         self._lost_positions = set(fragment.positions)
         self._replacements = replacements
         self.copied = 0
+        #: entries whose adds are sent (or held by the throttle) and not all acknowledged
         self.running = 0
+        #: reads sent and not answered
+        self.reading = 0
+        #: entries read and verified, waiting for an add slot: (copy, body)
+        self._ready: deque[tuple[_EntryCopy, bytes]] = deque()
         self.done: defer.Deferred = defer.Deferred()
         self._finished = False
         self._exhausted = False
@@ -280,7 +289,12 @@ class FragmentCopy:
             self._again = True
             while self._again:
                 self._again = False
-                while not self._finished and not self._exhausted and self.running < self.window:
+                while not self._finished and self._ready and self.running < self.window:
+                    copy, body = self._ready.popleft()
+                    self.running += 1
+                    self._send(copy, body)
+                while (not self._finished and not self._exhausted
+                       and self.reading + len(self._ready) < self.window):
                     entry_id = next(self._entries, None)
                     if entry_id is None:
                         self._exhausted = True
@@ -289,9 +303,10 @@ class FragmentCopy:
                     if not copy.targets:  # nothing of it was on a replaced bookie
                         self.copied += 1
                         continue
-                    self.running += 1
+                    self.reading += 1
                     self._read(copy, 0)
-            if self._exhausted and self.running == 0 and not self._finished:
+            if (self._exhausted and not self.running and not self.reading and not self._ready
+                    and not self._finished):
                 self._finished = True
                 self.done.callback(self.copied)
         finally:
@@ -347,7 +362,14 @@ class FragmentCopy:
             copy.errors.append(f"bookie {bookie}: {exc}")
             self._read(copy, index + 1)
             return
-        body = bytes(result)
+        self.reading -= 1
+        self._ready.append((copy, bytes(result)))
+        self._fill()
+
+    # -- adding -------------------------------------------------------------------
+
+    def _send(self, copy: _EntryCopy, body: bytes) -> None:
+        """Hold the entry to the byte rate, if any, then add it."""
         if self.throttle is not None:
             wait = self.throttle(len(body) * len(copy.targets))
             if wait is not None:
@@ -355,8 +377,6 @@ class FragmentCopy:
                 wait.addErrback(lambda f: self._fail(f.value))
                 return
         self._add(copy, body)
-
-    # -- adding -------------------------------------------------------------------
 
     def _add(self, copy: _EntryCopy, body: bytes) -> None:
         if self._finished:
@@ -404,7 +424,7 @@ async def replicate_fragment(client, fragment: Fragment, replacements: dict[str,
     ones never count as sources), verified, and added unchanged to the
     replacement of every lost member of its write set, with recovery adds
     (:class:`FragmentCopy`: reads feeding adds).  At most ``window`` entries
-    are in flight.  ``on_entry(entry_id)`` is called (in the reactor thread)
+    are being added at a time, and at most ``window`` more read ahead.  ``on_entry(entry_id)`` is called (in the reactor thread)
     after each entry is copied.  ``throttle(n)``, when given, is called with
     the bytes about to be written for each entry and may return a Deferred
     to wait for (a byte-rate limit).  Returns the number of entries copied;
