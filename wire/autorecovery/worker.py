@@ -236,6 +236,11 @@ class ReplicationWorker:
             self._publish()
             try:
                 await self.rereplicate(mark.ledger_id, version)
+            except Exception as exc:  # noqa: BLE001 - e.g. ZooKeeper away at the final unmark
+                # the loop must go on: escaping, it stopped this worker for good with the
+                # ledger's lock held for the rest of the session
+                log.error("ledger %d: re-replication stopped unexpectedly", mark.ledger_id, exc_info=True)
+                await self._failed(mark.ledger_id, f"{type(exc).__name__}: {exc}")
             finally:
                 self.current = None
                 self.active.pop(mark.ledger_id, None)
