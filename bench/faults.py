@@ -46,7 +46,8 @@ the round and reads it back: every acknowledged entry must be there, byte for
 byte.  The ledgers are then deleted (the bookies' garbage collection frees
 their space).  The report gives rounds, faults of each kind, entries checked,
 tail reads, time and the load average; any loss is printed with the seed that
-replays the run, and the exit status is 1.
+replays the run, and the exit status is 1 (2 when the harness itself failed: the rounds
+run until then are reported).
 
     python bench/faults.py [--rounds 100] [--seed N] [--everything] [--set KEY=VALUE] [--json]
 """
@@ -119,11 +120,12 @@ class Cluster:
         self.settings = {**BOOKIE_SETTINGS, **(settings or {})}
         self.counters = BookieCounters()
         self.use_mounts = use_mounts
-        self.zk = ZooKeeperServer(base / "zk", port=free_port())
+        self.zk = ZooKeeperServer(base / "zk", port=free_port(), start_timeout=180)  # a JVM on a loaded machine
         self.uri = ""
         self.bookies: list[BookieProcess] = []
         self.mounts: list[Path] = []
         self.kills: list[dict] = []  # each kill: {"compacting": bool, "repair": bool}
+        self.failed_starts = 0  # restarts that failed (retried by wait_healthy)
 
     def start(self) -> None:
         self.zk.start()
@@ -155,9 +157,12 @@ class Cluster:
         deadline = time.monotonic() + timeout
         want = {b.bookie_id for b in self.bookies}
         while time.monotonic() < deadline:
-            for b in self.bookies:  # a bookie that died by itself is restarted, and counted
+            for b in self.bookies:  # a bookie that died by itself (or failed to restart) is restarted
                 if b.proc is None or b.proc.poll() is not None:
-                    b.start()
+                    try:
+                        b.start()
+                    except RuntimeError:  # exited at once (ZooKeeper away) or slow to listen: killed, retried
+                        self.failed_starts += 1
             try:
                 if want <= self.writable():
                     return True
@@ -252,7 +257,10 @@ def kill_bookie(cluster: Cluster, b: BookieProcess, rng: random.Random, compacti
     b.kill(signal.SIGKILL)
     cluster.kills.append({"compacting": compacting, "repair": during_repair})
     time.sleep(rng.uniform(0.2, 1.5))
-    b.start(timeout=60)
+    try:
+        b.start(timeout=60)
+    except RuntimeError:  # ZooKeeper away at its start, or too slow under load: wait_healthy retries
+        cluster.failed_starts += 1
     return b.bookie_id
 
 
@@ -664,7 +672,10 @@ def run(args) -> dict:
                       f" compactions {int(cluster.counters.total['compactions_minor'] + cluster.counters.total['compactions_major'])}"
                       f" repaired {int(cluster.counters.total['repair_ledgers_replicated'])}"
                       + (f"  ({'; '.join(errors[:2])})" if errors else ""), flush=True)
+    except Exception as e:  # noqa: BLE001 - the harness itself failed: the rounds run so far are still reported
+        report["harness_error"] = f"after {report['rounds']} rounds: {type(e).__name__}: {str(e)[:300]}"
     finally:
+        report["failed_restarts"] = cluster.failed_starts
         report["kills"] = len(cluster.kills)
         report["kills_during_compaction"] = sum(k["compacting"] for k in cluster.kills)
         report["kills_during_repair"] = sum(k["repair"] for k in cluster.kills)
@@ -740,11 +751,15 @@ def main(argv=None) -> int:
             print(f"  replica: {note}")
         for w in report["warnings"]:
             print(f"warning: {w}")
+        if report.get("failed_restarts"):
+            print(f"bookie restarts that failed and were retried: {report['failed_restarts']}")
+        if report.get("harness_error"):
+            print(f"harness error (the run stopped): {report['harness_error']}")
         print(f"loss: {len(report['losses'])}" + (f" -- replay with --seed {report['seed']}"
                                                    if report["losses"] else ""))
         for loss in report["losses"][:50]:
             print(f"  {loss}")
-    return 1 if report["losses"] else 0
+    return 1 if report["losses"] else 2 if report.get("harness_error") else 0
 
 
 if __name__ == "__main__":
