@@ -24,10 +24,12 @@ Printed, each with the load average beside it (nothing is asserted):
 
 ``--java-peer DIR`` (a Java peer built by ../shared/java-peer, ``$PEER``) runs the same churn,
 from the same Python client, against bookied and against one Java 4.17.2 bookie
-(InterleavedLedgerStorage), each fresh and alone in its ledgers root of one ZooKeeper, with the
+(InterleavedLedgerStorage, or with ``--java-storage db`` DbLedgerStorage with bookied's
+64 MiB write cache), each fresh and alone in its ledgers root of one ZooKeeper, with the
 same compaction keys (logSizeLimit, gcWaitTime, the intervals, ``--set``; thresholds and rate
 limits Java's defaults on both), alternated (ours, Java, ours, Java... ``--rounds``). Disk is the
-entry logs and the index on both sides (bookied: ``*.bel`` + LMDB; Java: ``*.log`` + ``*.idx``),
+entry logs and the index on both sides (bookied: ``*.bel`` + LMDB; Java: the ledger directory's
+``current/``: ``*.log`` + ``*.idx``, or + RocksDB),
 live what the undeleted ledgers hold, "while compacting" what each bookie's ``gc_details`` says
 (``majorCompacting``/``minorCompacting``, polled every 0.1 s). For the Java bookie the
 compactions are counted from its log (it has no metrics provider). Ends with a table of both
@@ -64,15 +66,16 @@ def disk_bytes(ledgers: Path) -> int:
 
 
 def java_disk_bytes(ledgers: Path) -> int:
-    """A Java bookie's entry logs (``current/*.log``) and index files (``current/xx/yy/*.idx``)."""
+    """A Java bookie's ledger directory: its entry logs (``current/*.log``) and its index,
+    whichever its storage keeps (InterleavedLedgerStorage: ``current/xx/yy/*.idx``;
+    DbLedgerStorage: the RocksDB folders ``current/ledgers`` and ``current/locations``)."""
     total = 0
     for root, _dirs, files in os.walk(ledgers / "current"):
         for name in files:
-            if name.endswith((".log", ".idx")):
-                try:
-                    total += os.stat(os.path.join(root, name)).st_size
-                except FileNotFoundError:  # deleted meanwhile by GC
-                    pass
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except FileNotFoundError:  # deleted meanwhile by GC
+                pass
     return total
 
 
@@ -140,11 +143,11 @@ class Churn:
         payload = os.urandom(args.entry_size)
         mine = list(range(w, args.topics, writers))
         closed = {i: collections.deque() for i in mine}  # each topic's closed ledgers (id, entries), oldest first
-        current = {i: bk.create(1, 1, 1, password=b"bench") for i in mine}
         counts = dict.fromkeys(mine, 0)
         n = 0
         target = args.volume_mb * 1024 * 1024
         try:
+            current = {i: bk.create(1, 1, 1, password=b"bench") for i in mine}
             while not self.stop.is_set():
                 with self.lock:
                     if self.written >= target:
@@ -195,8 +198,16 @@ class Side:
     def disk(self) -> int:
         return java_disk_bytes(self.ledgers) if self.java else disk_bytes(self.ledgers)
 
-    def logs(self) -> int:
-        return len(list((self.ledgers / "current").glob("*.log" if self.java else "*.bel")))
+    def log_ids(self) -> list[int]:
+        """The entry logs there now (both name them by their id in hex)."""
+        ids = []
+        for p in (self.ledgers / "current").glob("*.log" if self.java else "*.bel"):
+            try:
+                if p.stat().st_size > 0:  # Java creates the next log ahead, empty
+                    ids.append(int(p.stem, 16))
+            except (ValueError, FileNotFoundError):
+                pass
+        return ids
 
     def poll(self, http: int):
         return java_compacting(http) if self.java else bookied_compacting(http)
@@ -247,11 +258,13 @@ def churn(args, side: Side) -> dict:
     secs = watch.seconds()
     print(f"adds: {sent:,} in {writing:.1f} s of writing ({sent / writing:,.0f}/s asked {args.rate:,}/s; "
           f"{elapsed:.0f} s with the watch after it); {load_note()}")
-    figures = (java_compactions(watch.last, side.log_file, side.log_offset, secs) if side.java
+    figures = (java_compactions(side.log_file, side.log_offset, secs) if side.java
                else bookied_compactions(watch.last, secs))
     print(f"{figures}; {load_note()}")
     ratio = pct_ms(busy, .99) / pct_ms(idle, .99) if idle and busy else float("nan")
     figures = summary(totals)
+    print(f"entry logs: the highest id seen is {totals.get('highest_log', 0)} (logs started, compaction's included; "
+          f"each rolls at {args.log_size_mb} MiB)")
     print(f"add latency idle:    p50 {pct_ms(idle, .5):.2f} ms  p99 {pct_ms(idle, .99):.2f} ms  ({len(idle):,} adds)")
     print(f"add latency running: p50 {pct_ms(busy, .5):.2f} ms  p99 {pct_ms(busy, .99):.2f} ms  ({len(busy):,} adds); "
           f"p99 running/idle {ratio:.2f} (target <= 1.5); {load_note()}", flush=True)
@@ -272,21 +285,22 @@ def bookied_compactions(status: dict, secs: float) -> str:
 _JAVA_BUCKETS = re.compile(r"Compaction: entry log usage buckets\[[^\]]*\] = \[([^\]]*)\], compacted \[([^\]]*)\]")
 
 
-def java_compactions(status: dict, log_file: Path | None, offset: int, secs: float) -> str:
+def java_compactions(log_file: Path | None, offset: int, secs: float) -> str:
     """The Java bookie's compactions from its gc_details counters and its log past ``offset`` (no metrics)."""
     text = ""
     if log_file is not None and log_file.exists():
         with open(log_file, "rb") as f:
             f.seek(offset)
             text = f.read().decode(errors="replace")
+    major, minor = text.count("Enter major compaction"), text.count("Enter minor compaction")
     compacted = text.count("after compaction")  # "Removing entry log {} after compaction"
     deleted = text.count("as it has no active ledgers")  # "Deleting entryLogId {} as it has no active ledgers!"
     buckets = [0] * 10
     for m in _JAVA_BUCKETS.finditer(text):
         for i, n in enumerate(m.group(2).split(",")):
             buckets[i] += int(n)
-    return (f"compaction: {status.get('majorCompactionCounter', 0)} major, {status.get('minorCompactionCounter', 0)} "
-            f"minor in {secs:.1f} s of compaction; from its log: {compacted} log(s) removed after compaction "
+    return (f"compaction (from its log: gc_details' counters stay 0 without a stats provider): {major} major, "
+            f"{minor} minor in {secs:.1f} s of compaction; {compacted} log(s) removed after compaction "
             f"(by live ratio 0-10%..90-100%: {buckets}), {deleted} deleted whole (no live ledger left)")
 
 
@@ -314,11 +328,14 @@ def dead_breakdown(http: int) -> dict[str, int]:
 
 def report(start, written, live_bytes, side: Side, watch: CompactionWatch, totals: dict | None = None) -> None:
     disk = side.disk()
-    logs = side.logs()
+    ids = side.log_ids()
+    logs = len(ids)
     st = watch.last
     dead = side.dead()
     if totals is not None:
         totals.setdefault("samples", []).append((disk, live_bytes, dead))
+        totals.setdefault("times", []).append(time.monotonic() - start)
+        totals["highest_log"] = max([totals.get("highest_log", 0), *ids])
     parts = " ".join(f"{dead[k] / 2**20:8.1f}" if dead else f"{'-':>8}" for k in DEAD_KINDS)
     print(f"{time.monotonic() - start:6.0f} {written / 2**20:11.1f} {live_bytes / 2**20:9.1f} {disk / 2**20:9.1f} "
           f"{disk / max(live_bytes, 1):9.2f} {logs:5d} {st.get('bytesMoved', 0) / 2**20:9.1f} "
@@ -329,18 +346,22 @@ def summary(totals: dict) -> dict:
     """Mean disk/live, and where the extra disk was on average (MiB, and share of disk - live)."""
     samples = [s for s in totals.get("samples", []) if s[1] > 0]
     if not samples:
-        return {"mean": float("nan"), "peak": float("nan")}
+        return {"mean": float("nan"), "peak": float("nan"), "mean_after_30s": float("nan")}
     mean_ratio = sum(d / lv for d, lv, _ in samples) / len(samples)
+    # without the start, when a bookie with a write cache has flushed nothing yet
+    later = [d / lv for (d, lv, _), t in zip(totals["samples"], totals["times"]) if lv > 0 and t >= 30]
     peak = max(d / lv for d, lv, _ in samples)
     extra = sum(d - lv for d, lv, _ in samples) / len(samples)
-    line = f"disk/live: mean {mean_ratio:.2f}, peak {peak:.2f}; disk beyond live on average {extra / 2**20:.1f} MiB"
+    after = mean(later)
+    line = (f"disk/live: mean {mean_ratio:.2f} ({after:.2f} from 30 s on), peak {peak:.2f}; disk beyond live on "
+            f"average {extra / 2**20:.1f} MiB")
     if all(dd is not None for _, _, dd in samples):
         parts = {k: sum(dd[k] for _, _, dd in samples) / len(samples) for k in DEAD_KINDS}
         rest = extra - sum(parts.values())
         line += (": " + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in parts.items())
                  + f", index and not-yet-counted {rest / 2**20:.1f} MiB")
     print(f"{line}; {load_note()}")
-    return {"mean": mean_ratio, "peak": peak}
+    return {"mean": mean_ratio, "peak": peak, "mean_after_30s": after}
 
 
 def settings_of(args) -> tuple[dict, dict]:
@@ -349,7 +370,11 @@ def settings_of(args) -> tuple[dict, dict]:
     common = {"logSizeLimit": args.log_size_mb * 2**20, "gcWaitTime": args.gc_wait_ms,
               "minorCompactionInterval": args.minor_s, "majorCompactionInterval": args.major_s}
     common.update(kv.split("=", 1) for kv in args.set)
-    return {"dbStorage_writeCacheMaxSizeMb": 64, **common}, common
+    java = dict(common)
+    if args.java_storage == "db":  # Java's storage with a write cache like bookied's, of the same size
+        java = {"ledgerStorageClass": "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage",
+                "dbStorage_writeCacheMaxSizeMb": 64, **common}
+    return {"dbStorage_writeCacheMaxSizeMb": 64, **common}, java
 
 
 def run_bookied(args, base: Path, zk, root: str, settings: dict) -> dict:
@@ -361,11 +386,24 @@ def run_bookied(args, base: Path, zk, root: str, settings: dict) -> dict:
         store.cluster.init()
     proc, port, http = start_bookie(base, uri, settings)
     try:
+        wait_registered(uri, f"127.0.0.1:{port}")
         print(f"bookied pid {proc.pid} on 127.0.0.1:{port} (root {root}); {load_note()}", flush=True)
         return churn(args, Side("bookied", uri, http, base / "ledgers"))
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def wait_registered(uri: str, bookie_id: str, timeout: float = 60.0) -> None:
+    """Until the bookie is registered writable (its port answers before it registers)."""
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    deadline = time.monotonic() + timeout
+    with ZKMetadataStore(uri) as store:
+        while bookie_id not in store.registration.writable_bookies():
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{bookie_id} did not register in {timeout:g} s")
+            time.sleep(0.1)
 
 
 def run_java(args, peer, zk, settings: dict) -> dict:
@@ -390,6 +428,7 @@ def side_by_side(args) -> None:
 
     peer = JavaPeer(args.java_peer)
     ours, java = settings_of(args)
+    java_name = "java-db" if args.java_storage == "db" else "java"
     results: list[tuple[int, str, dict]] = []
     with tempfile.TemporaryDirectory(prefix="bench-compaction-java-") as tmp:
         base = Path(tmp)
@@ -403,20 +442,23 @@ def side_by_side(args) -> None:
                     section(f"round {r + 1}: {side}")
                     got = (run_bookied(args, base / f"bookie-{r + 1}", zk, f"/ledgers-{r + 1}", ours)
                            if side == "bookied" else run_java(args, peer, zk, java))
-                    results.append((r + 1, side, got))
+                    results.append((r + 1, side if side == "bookied" else java_name, got))
         finally:
             peer.stop_bookies()
             zk.stop()
     section("side by side")
-    print(f"{'round':>5} {'bookie':>7} {'adds/s':>7} {'disk/live mean':>14} {'peak':>5} {'add p99 idle':>12} "
+    print(f"{'round':>5} {'bookie':>7} {'adds/s':>7} {'disk/live mean':>14} {'(from 30 s)':>11} {'peak':>5} "
+          f"{'add p99 idle':>12} "
           f"{'p99 compacting':>14} {'(adds)':>8} {'compacting s':>12}  load average at the end")
     for r, side, got in results:
-        print(f"{r:5d} {side:>7} {got['adds_per_s']:7.0f} {got['mean']:14.2f} {got['peak']:5.2f} "
+        print(f"{r:5d} {side:>7} {got['adds_per_s']:7.0f} {got['mean']:14.2f} {got['mean_after_30s']:11.2f} "
+              f"{got['peak']:5.2f} "
               f"{got['p99_idle_ms']:9.2f} ms {got['p99_busy_ms']:11.2f} ms {got['busy_adds']:8,} "
               f"{got['compacting_s']:12.1f}  {' '.join(f'{x:.2f}' for x in got['load'])}")
-    for side in ("bookied", "java"):
+    for side in ("bookied", java_name):
         runs = [got for _r, s, got in results if s == side]
-        print(f"{side:>7} mean of {len(runs)} runs: disk/live mean {mean(g['mean'] for g in runs):.2f}, "
+        print(f"{side:>7} mean of {len(runs)} runs: disk/live mean {mean(g['mean'] for g in runs):.2f} "
+              f"({mean(g['mean_after_30s'] for g in runs):.2f} from 30 s on), "
               f"peak {mean(g['peak'] for g in runs):.2f}, add p99 while compacting "
               f"{mean(g['p99_busy_ms'] for g in runs):.2f} ms, idle {mean(g['p99_idle_ms'] for g in runs):.2f} ms")
 
@@ -447,6 +489,9 @@ def main() -> None:
                         help="a Java BookKeeper 4.17.2 peer built by ../shared/java-peer ($PEER): the same churn "
                              "against it, alternated with bookied")
     parser.add_argument("--rounds", type=int, default=2, help="with --java-peer: runs of each side (default 2)")
+    parser.add_argument("--java-storage", choices=("interleaved", "db"), default="interleaved",
+                        help="with --java-peer: the Java bookie's ledger storage: the peer's InterleavedLedgerStorage "
+                             "(no write cache; the default) or DbLedgerStorage with a 64 MiB write cache, as bookied's")
     args = parser.parse_args()
     if args.java_peer:
         side_by_side(args)
@@ -458,6 +503,7 @@ def main() -> None:
         proc = None
         try:
             proc, port, http = start_bookie(base / "bookie", uri, settings)
+            wait_registered(uri, f"127.0.0.1:{port}")
             print(f"bookied pid {proc.pid} on 127.0.0.1:{port}: {args.topics} topics, {args.rate:,} adds/s of "
                   f"{args.entry_size} B, roll every {args.roll}, retain {args.retain}, {args.volume_mb} MiB; "
                   f"settings {settings}; {load_note()}", flush=True)
