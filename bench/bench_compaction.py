@@ -126,6 +126,39 @@ class CompactionWatch(threading.Thread):
         return sum(b - a for a, b in self.intervals)
 
 
+class LogWatch(threading.Thread):
+    """Every 0.5 s the entry logs' sizes: how long each log stayed after it last grew
+    (rolled, or a compaction's output written) until it was reclaimed."""
+
+    def __init__(self, side: "Side"):
+        super().__init__(daemon=True)
+        self.side = side
+        self.stop = threading.Event()
+        self.seen: dict[int, tuple[float, int]] = {}  # log id -> (when it last grew, size)
+        self.gone: dict[int, tuple[float, int]] = {}  # log id -> (seconds it stayed after it last grew, size)
+
+    def run(self):
+        while not self.stop.wait(0.5):
+            now = time.monotonic()
+            sizes = self.side.log_sizes()
+            for lid, size in sizes.items():
+                grew, last = self.seen.get(lid, (now, -1))
+                self.seen[lid] = (now if size != last else grew, size)
+            for lid, (grew, size) in list(self.seen.items()):
+                if lid not in sizes:
+                    self.gone[lid] = (now - grew, size)
+                    del self.seen[lid]
+
+    def summary(self) -> str:
+        if not self.gone:
+            return "entry logs reclaimed: none"
+        waits = sorted(w for w, _ in self.gone.values())
+        mib_s = sum(w * size for w, size in self.gone.values()) / 2**20
+        return (f"entry logs reclaimed: {len(waits)}, each stayed {sum(waits) / len(waits):.1f} s on average "
+                f"(median {waits[len(waits) // 2]:.1f} s, max {waits[-1]:.1f} s) after it last grew; "
+                f"{mib_s:,.0f} MiB*s held by reclaimed logs after they last grew")
+
+
 class Churn:
     """The topics' shared tallies; each writer thread owns the topics ``i`` with ``i % writers == w``."""
 
@@ -198,16 +231,17 @@ class Side:
     def disk(self) -> int:
         return java_disk_bytes(self.ledgers) if self.java else disk_bytes(self.ledgers)
 
-    def log_ids(self) -> list[int]:
-        """The entry logs there now (both name them by their id in hex)."""
-        ids = []
+    def log_sizes(self) -> dict[int, int]:
+        """The entry logs there now and their sizes (both name them by their id in hex)."""
+        sizes = {}
         for p in (self.ledgers / "current").glob("*.log" if self.java else "*.bel"):
             try:
-                if p.stat().st_size > 0:  # Java creates the next log ahead, empty
-                    ids.append(int(p.stem, 16))
+                size = p.stat().st_size
+                if size > 0:  # Java creates the next log ahead, empty
+                    sizes[int(p.stem, 16)] = size
             except (ValueError, FileNotFoundError):
                 pass
-        return ids
+        return sizes
 
     def poll(self, http: int):
         return java_compacting(http) if self.java else bookied_compacting(http)
@@ -223,6 +257,8 @@ def churn(args, side: Side) -> dict:
     bk = BlockingBookKeeper(side.uri, add_timeout=30.0, timeout=60)
     watch = CompactionWatch(side.http, side.poll)
     watch.start()
+    logs = LogWatch(side)
+    logs.start()
     state = Churn(args, bk)
     writing = float("nan")
     writers = max(1, min(args.writers, args.topics))
@@ -249,7 +285,9 @@ def churn(args, side: Side) -> dict:
     finally:
         state.stop.set()
         watch.stop.set()
+        logs.stop.set()
         watch.join()
+        logs.join()
         bk.close()
     sent, samples = state.sent, state.samples
     elapsed = time.monotonic() - start
@@ -264,7 +302,7 @@ def churn(args, side: Side) -> dict:
     ratio = pct_ms(busy, .99) / pct_ms(idle, .99) if idle and busy else float("nan")
     figures = summary(totals)
     print(f"entry logs: the highest id seen is {totals.get('highest_log', 0)} (logs started, compaction's included; "
-          f"each rolls at {args.log_size_mb} MiB)")
+          f"each rolls at {args.log_size_mb} MiB); {logs.summary()}")
     print(f"add latency idle:    p50 {pct_ms(idle, .5):.2f} ms  p99 {pct_ms(idle, .99):.2f} ms  ({len(idle):,} adds)")
     print(f"add latency running: p50 {pct_ms(busy, .5):.2f} ms  p99 {pct_ms(busy, .99):.2f} ms  ({len(busy):,} adds); "
           f"p99 running/idle {ratio:.2f} (target <= 1.5); {load_note()}", flush=True)
@@ -328,7 +366,7 @@ def dead_breakdown(http: int) -> dict[str, int]:
 
 def report(start, written, live_bytes, side: Side, watch: CompactionWatch, totals: dict | None = None) -> None:
     disk = side.disk()
-    ids = side.log_ids()
+    ids = list(side.log_sizes())
     logs = len(ids)
     st = watch.last
     dead = side.dead()
