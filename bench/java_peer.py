@@ -256,7 +256,7 @@ class JavaPeer:
 
     def stop_bookies(self) -> None:
         subprocess.run([str(self.scripts / "stop-bookies.sh")], env=dict(os.environ, PEER=str(self.root)),
-                       capture_output=True, timeout=120)
+                       capture_output=True, timeout=600)
 
     def bench(self, zk: str, root: str, ensemble: tuple[int, int, int], entries: int, size: int, warmup: int,
               sampler: CpuSampler | None = None) -> PassResult:
