@@ -146,6 +146,21 @@ def test_not_enough_bookies():
         choose_replacements(frag, [A, B, C], exclude=[B])
 
 
+def test_a_writable_lost_bookie_keeps_its_place_only_when_no_other_bookie_is_free():
+    from bkctl.wire.client.rereplication import _replacements
+
+    placement = RandomPlacement(random.Random(1))
+    frag = Fragment(1, 0, 9, (A, B, C), (B,), 3)
+    assert _replacements(frag, [A, B, C, D], [], None, (B,), {B}, placement) == {B: D}  # moved when it can be
+    assert _replacements(frag, [A, B, C], [], None, (B,), {B}, placement) == {B: B}
+    with pytest.raises(NotEnoughBookies):  # not writable, or not offered: no place kept
+        _replacements(frag, [A, B, C], [B], None, (B,), {B}, placement)
+    with pytest.raises(NotEnoughBookies):
+        _replacements(frag, [A, B, C], [], None, (B,), set(), placement)
+    two = Fragment(1, 0, 9, (A, B, C), (A, B), 3)  # one free bookie for two: the writable one stays
+    assert _replacements(two, [A, B, C, D], [], None, (A, B), {B}, placement) == {A: D, B: B}
+
+
 # -- copying with fake bookies --------------------------------------------------------------
 
 

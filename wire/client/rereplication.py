@@ -12,7 +12,9 @@ first for an open ledger whose last segment lost a bookie.
   ``p`` held exactly the entries whose write set contains ``p``
   (:meth:`Fragment.entries`, :meth:`Fragment.entry_count`).
 * :func:`choose_replacements` picks, per lost member, a writable bookie that
-  is not in that ensemble (or the operator's target).
+  is not in that ensemble (or the operator's target); with none free, a lost
+  bookie that is up and writable and only lacks copies may keep its place
+  (``refill``: its copies are written back to it).
 * :func:`replicate_fragment` reads each of those entries from the surviving
   replicas of its write set (digest verified, next replica on any failure),
   and writes the stored bytes unchanged to the replacement with a recovery
@@ -433,7 +435,7 @@ async def replace_in_metadata(client, ledger_id: int, first_entry_id: int,
         new_md = md
         for old, new in replacements.items():
             members = dict(new_md.ensembles)[first_entry_id]
-            if old not in members:
+            if old not in members or old == new:  # gone meanwhile, or refilled in place
                 continue
             if new in members:
                 raise ReplicationError(f"ledger {ledger_id}: {new} joined the segment from entry {first_entry_id} "
@@ -447,6 +449,27 @@ async def replace_in_metadata(client, ledger_id: int, first_entry_id: int,
         except MetadataVersionConflict as conflict:
             md, version = conflict.metadata, conflict.current_version
     raise LedgerMetadataConflict(f"ledger {ledger_id}: metadata keeps changing")
+
+
+def _replacements(fragment: Fragment, writable: list[str], readonly: list[str], target: str | None,
+                  lost: tuple[str, ...], refill: Collection[str], placement) -> dict[str, str]:
+    """:func:`choose_replacements`; when too few bookies are left outside the ensemble, the
+    members of ``refill`` among the fragment's lost ones keep their place (their copies are
+    written back to them) and only the others are replaced."""
+    from dataclasses import replace
+
+    from .errors import NotEnoughBookies
+
+    try:
+        return choose_replacements(fragment, writable, readonly, target=target, exclude=lost, placement=placement)
+    except NotEnoughBookies:
+        in_place = [b for b in fragment.lost if b in refill and b in writable and b not in readonly]
+        if target is not None or not in_place:
+            raise
+    others = tuple(b for b in fragment.lost if b not in in_place)
+    chosen = choose_replacements(replace(fragment, lost=others), writable, readonly, exclude=lost,
+                                 placement=placement) if others else {}
+    return {**{b: b for b in in_place}, **chosen}
 
 
 def _fragment_doc(fragment: Fragment, replacements: dict[str, str] | None) -> dict:
@@ -463,6 +486,7 @@ def _fragment_doc(fragment: Fragment, replacements: dict[str, str] | None) -> di
 async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, target: str | None = None,
                              skip_open: bool = False, dry_run: bool = False, window: int = 64,
                              password: bytes | str | None = None, placement=None,
+                             refill: Collection[str] = (),
                              on_entry: Callable[[int], Any] | None = None,
                              throttle: Callable[[int], Any] | None = None) -> dict:
     """Re-replicate everything the ``lost`` bookies held of one ledger.
@@ -474,6 +498,14 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
     to a replacement and the metadata updated.  With ``dry_run`` nothing is
     changed and the plan is returned (replacements as they would be chosen
     now).
+
+    ``refill`` names lost bookies that are in fact up and writable and only
+    lack copies (a bookie killed while entries were on their way to it, back
+    since): when no bookie outside a fragment's ensemble can take one of
+    them over, its copies are written back to it in place and the metadata
+    keeps it (the autorecovery worker passes them).  Java's replicator only
+    ever moves a fragment, and on a cluster with no spare bookie leaves such
+    a ledger marked, short of a copy, until a bookie is added.
 
     Never raises for the ledger's own problems: returns a JSON-ready dict
     with ``status`` one of ``recovered``, ``planned``, ``skipped``,
@@ -507,8 +539,8 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
         key = master_key(password_bytes)
         writable, readonly = await client.bookie_lists()
         for fragment in fragments_to_rereplicate(ledger_id, md, lost):
-            replacements = choose_replacements(fragment, writable, readonly, target=target, exclude=lost,
-                                               placement=placement if placement is not None else client.placement)
+            replacements = _replacements(fragment, writable, readonly, target, lost, refill,
+                                         placement if placement is not None else client.placement)
             doc = _fragment_doc(fragment, replacements)
             result["fragments"].append(doc)
             if dry_run:
@@ -518,8 +550,10 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
             await replace_in_metadata(client, ledger_id, fragment.first_entry_id, replacements)
             doc["entries_copied"] = copied
             result["entries_copied"] += copied
-            log.info("ledger %d: entries %d..%s re-replicated (%d copied): %s", ledger_id,
-                     fragment.first_entry_id, fragment.last_entry_id, copied, replacements)
+            log.info("ledger %d: entries %d..%s re-replicated (%d copied): %s%s", ledger_id,
+                     fragment.first_entry_id, fragment.last_entry_id, copied, replacements,
+                     " (in place: no other bookie could take them)" if any(
+                         old == new for old, new in replacements.items()) else "")
         result["status"] = "planned" if dry_run else "recovered"
     except NoSuchLedger:
         result["status"] = "deleted"
