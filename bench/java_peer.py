@@ -255,10 +255,12 @@ class JavaPeer:
     def _env(self, zk: str, root: str) -> dict[str, str]:
         return dict(os.environ, PEER=str(self.root), ZK=zk, ROOT=root)
 
-    def start_bookies(self, n: int, zk: str, root: str) -> list[int]:
+    def start_bookies(self, n: int, zk: str, root: str, extra_conf: str = "") -> list[int]:
         """``n`` clean Java bookies (127.0.0.1:3181.., stock -Xms1g -Xmx1g
-        -XX:MaxDirectMemorySize=2g from env.sh) registered under ``zk``/``root``; their pids."""
-        out = subprocess.run([str(self.scripts / "start-bookies.sh"), str(n), "--clean"], env=self._env(zk, root),
+        -XX:MaxDirectMemorySize=2g from env.sh) registered under ``zk``/``root``; their pids.
+        ``extra_conf``: bk_server.conf lines that replace or add to the peer's template."""
+        env = dict(self._env(zk, root), BOOKIE_EXTRA_CONF=extra_conf)
+        out = subprocess.run([str(self.scripts / "start-bookies.sh"), str(n), "--clean"], env=env,
                              capture_output=True, text=True, timeout=300)
         if out.returncode != 0:
             raise SystemExit(f"the Java bookies did not start:\n{out.stdout}{out.stderr}")
@@ -269,7 +271,7 @@ class JavaPeer:
 
     def stop_bookies(self) -> None:
         subprocess.run([str(self.scripts / "stop-bookies.sh")], env=dict(os.environ, PEER=str(self.root)),
-                       capture_output=True, timeout=120)
+                       capture_output=True, timeout=600)
 
     def bench(self, zk: str, root: str, ensemble: tuple[int, int, int], entries: int, size: int, warmup: int,
               sampler: CpuSampler | None = None) -> PassResult:
