@@ -3,14 +3,15 @@
 
 Prints figures, asserts nothing. Usage::
 
-    .venv/bin/python bench/bench_autorecovery.py [--entries 1000000] [--ledgers 200] [--modes 1,4,recover]
-        [--rate-limit BYTES_PER_S] [--probe-rate ADDS_PER_S]
+    .venv/bin/python bench/bench_autorecovery.py [--entries 1000000] [--ledgers 200] [--modes inside,1,4,recover]
+        [--rate-limit BYTES_PER_S] [--probe-rate ADDS_PER_S] [--java-peer DIR --rounds 3]
 
 Each mode gets a fresh throw-away sandbox (a real ZooKeeper and 5 bookieds):
 ``--ledgers`` E3/Qw2/Qa2 ledgers with ``--entries`` entries of ``--size`` bytes
 in all are written and closed, the bookie holding most of them is SIGKILLed,
 and the time until no ledger names it and nothing is marked under-replicated
-is measured.  Mode ``N`` runs N ``bkctl autorecovery run`` daemons
+is measured.  Mode ``inside`` runs the daemon inside each bookied
+(``autoRecoveryDaemonEnabled=true``: one per bookie, as Java runs it); mode ``N`` runs N ``bkctl autorecovery run`` daemons
 (lostBookieRecoveryDelay 0); mode ``recover`` runs ``bkctl recover --parallel 4``
 from one process once the bookie's registration is gone.  Times include the
 bookie's ZooKeeper session timeout (the sandbox's 10 s) for the daemons, which is what an
@@ -29,6 +30,16 @@ their journals' fsync latency and entries per fsync, and the latency of the
 adds they served (the repair's and the probe's), idle and during the repair --
 whether a slower live add waited in the bookies or elsewhere.
 ``--rate-limit`` sets the daemons' ``replicationRateByBytes``.
+
+``--java-peer DIR`` (a Java BookKeeper 4.17.2 built by ../shared/java-peer) measures mode
+``inside`` against 5 Java bookies with their autorecovery inside (on ports and in folders
+of the run's own, the metadata formatted by Java), the same ledgers written by the same
+client, ``--rounds`` times each, alternated: the times to re-protect (and per ledger: from
+the registration gone until the ledger's metadata no longer names the lost bookie,
+averaged), the surviving bookies' CPU per entry copied (their daemons inside them on both
+sides) and the live adds' p99 ratio, each run's load beside it, then the medians and ratios.
+Java's worker copies every entry of a fragment's range to the new bookie, ours only those
+the lost bookie held; "per entry copied" counts the latter on both sides.
 """
 from __future__ import annotations
 
@@ -39,6 +50,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -161,107 +174,218 @@ def write_ledgers(uri: str, ledgers: int, entries: int, size: int) -> list[int]:
     return ids
 
 
-def run_mode(mode: str, args) -> None:
-    from bkctl.sandbox.cluster import load_state, sandbox_down, sandbox_up
+def repair_settings(args) -> dict[str, str]:
+    """The bk_server.conf keys the bench sets in the bookies running the daemons; only those given."""
+    settings = {}
+    if args.batch is not None:
+        settings["rereplicationEntryBatchSize"] = str(args.batch)
+    if args.rate_limit:
+        settings["replicationRateByBytes"] = str(args.rate_limit)
+    return settings
+
+
+@dataclass
+class Cluster:
+    """A cluster under test: its metadata URI, its bookies (``id``, ``pid``, ``http_port``: our
+    sandbox's records) and the repairing processes outside the bookies (``bkctl autorecovery run``)."""
+
+    label: str
+    uri: str
+    bookies: list[dict]
+    daemons: list[subprocess.Popen] = field(default_factory=list)
+    #: whether the bookies serve our /metrics (Java's peer has NullStatsProvider: an empty page)
+    metrics: bool = True
+
+
+@contextmanager
+def our_cluster(tmp: str, mode: str, args):
+    """5 bookieds in a throw-away sandbox; mode ``inside``: each runs the autorecovery daemon
+    (autoRecoveryDaemonEnabled=true, one per bookie as Java runs it), ``N``: N ``bkctl
+    autorecovery run`` daemons beside them, ``recover``: none (``bkctl recover`` later)."""
+    from bkctl.sandbox.cluster import sandbox_down, sandbox_up
+
+    settings = repair_settings(args)
+    inside = mode == "inside"
+    state = sandbox_up(tmp, bookies=5, autorecovery=inside, settings=settings if inside else None)
+    records = [{"id": b["bookie_id"], "pid": b["pid"], "http_port": b.get("http_port")} for b in state["bookies"]]
+    label = ("5 bookieds, autorecovery inside each" if inside else "bkctl recover --parallel 4"
+             if mode == "recover" else f"{mode} autorecovery daemon(s)")
+    cluster = Cluster(label, state["uri"], records)
+    try:
+        yield cluster
+    finally:
+        for proc in cluster.daemons:
+            proc.send_signal(signal.SIGTERM)
+        for proc in cluster.daemons:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        sandbox_down(tmp, purge=False)
+
+
+@contextmanager
+def java_cluster(tmp: str, peer, args):
+    """5 Java 4.17.2 bookies of the peer with autoRecoveryDaemonEnabled=true (ports and folders
+    of this run's own), on a ZooKeeper of our sandbox, the metadata formatted by Java."""
+    from bkctl.sandbox.cluster import sandbox_down, sandbox_up
+    from bkctl.sandbox.zookeeper import free_port
+
+    state = sandbox_up(tmp, bookies=0)
+    zk = f"127.0.0.1:{state['zookeeper']['port']}"
+    ports = []
+    while len(ports) < 5:
+        pair = (free_port(), free_port())
+        if not set(pair) & {p for pp in ports for p in pp} and pair[0] != pair[1]:
+            ports.append(pair)
+    bookies = []
+    try:
+        peer.format_metadata(zk, "/ledgers", [f"127.0.0.1:{p}" for p, _ in ports])
+        extra = "".join(f"{k}={v}\n" for k, v in repair_settings(args).items())
+        bookies = peer.start_bookies_in(os.path.join(tmp, "java"), ports, zk, "/ledgers", autorecovery=True,
+                                        extra_conf=extra)
+        records = [{"id": b.bookie_id, "pid": b.pid, "http_port": b.http_port} for b in bookies]
+        yield Cluster("5 Java 4.17.2 bookies, autorecovery inside each", f"zk+hierarchical://{zk}/ledgers", records,
+                      metrics=False)
+    finally:
+        peer.stop_bookies_in(bookies)
+        sandbox_down(tmp, purge=False)
+
+
+def run_mode(mode: str, args, peer=None) -> dict:
+    """One measured repair on a fresh cluster (mode ``java``: the Java peer's); its figures."""
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     with tempfile.TemporaryDirectory(prefix="bench-ar-") as tmp:
-        state = sandbox_up(tmp, bookies=5)
-        uri = state["uri"]
-        daemons: list[subprocess.Popen] = []
-        try:
-            t = time.perf_counter()
-            ids = write_ledgers(uri, args.ledgers, args.entries, args.size)
-            print(f"  wrote {len(ids)} ledgers, {args.entries:,} x {args.size} B in {time.perf_counter() - t:.1f}s",
-                  flush=True)
-            store = ZKMetadataStore(uri, timeout=20).start()
-            store.underreplication.set_lost_bookie_recovery_delay(0)
-            held: dict[str, int] = {}
-            for lid in ids:
-                md = store.ledgers.read(lid)[0]
-                for entry_id in range(md.last_entry_id + 1) if args.exact else ():
-                    for b in md.write_set(entry_id):
-                        held[b] = held.get(b, 0) + 1
-                if not args.exact:
-                    for b in md.bookies:
-                        held[b] = held.get(b, 0) + (md.last_entry_id + 1) * 2 // 3
-            victim = max(held, key=held.get)
-            probe = None
-            if args.probe_rate > 0:
-                probe = LatencyProbe(uri, args.probe_rate, victim)
-            if mode != "recover":
-                for i in range(int(mode)):
-                    daemons.append(subprocess.Popen(
-                        [sys.executable, "-m", "bkctl", "-m", uri, "autorecovery", "run",
-                         "--bookie-id", f"bench-{i}:3181",
-                         "--set", "auditorPeriodicBookieCheckInterval=0", "--set", "auditorPeriodicCheckInterval=0",
-                         "--set", f"rereplicationEntryBatchSize={args.batch}",
-                         "--set", f"replicationRateByBytes={args.rate_limit}"],
-                        stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, f"ar-{i}.log"), "wb")))
-                while store.auditor.current() is None:
-                    time.sleep(0.1)
-            bookie_records = (load_state(tmp) or {}).get("bookies", [])
-            record = next(b for b in bookie_records if b.get("id") == victim)
-            survivor_records = [b for b in bookie_records if b.get("id") != victim]
-            on_victim = [lid for lid in ids if victim in store.ledgers.read(lid)[0].bookies]
-            http_ports = [b["http_port"] for b in survivor_records if b.get("http_port")]
-            if probe is not None:
-                probe.window()
-                idle_from = bookie_metrics(*http_ports)
-                time.sleep(args.idle_seconds)
-                idle = probe.window()
-                idle_to = bookie_metrics(*http_ports)
-            cpu_before = sum(cpu_seconds(p.pid) for p in daemons) + children_cpu()
-            survivors = [int(b["pid"]) for b in survivor_records]
-            bookies_before = sum(cpu_seconds(pid) for pid in survivors)
-            killed = time.perf_counter()
-            os.kill(int(record["pid"]), signal.SIGKILL)
-            while victim in store.registration.writable_bookies():
-                time.sleep(0.05)
-            unregistered = time.perf_counter()
-            if probe is not None:
-                probe.window()
-                repair_from = bookie_metrics(*http_ports)
-            if mode == "recover":
-                subprocess.run([sys.executable, "-m", "bkctl", "-m", uri, "-q", "recover", victim, "--force",
-                                "--parallel", "4"], check=True, stdout=subprocess.DEVNULL)
-            while True:
-                if store.underreplication.count() == 0 and all(
-                        victim not in store.ledgers.read(lid)[0].bookies for lid in on_victim):
-                    break
-                time.sleep(0.2)
-            done = time.perf_counter()
-            cpu = sum(cpu_seconds(p.pid) for p in daemons) + children_cpu() - cpu_before
-            bookies_cpu = sum(cpu_seconds(pid) for pid in survivors) - bookies_before
-            copied = held[victim]
-            repair = done - unregistered
-            label = "bkctl recover --parallel 4" if mode == "recover" else f"{mode} autorecovery daemon(s)"
-            print(f"  {label}: {len(on_victim)} ledgers, ~{copied:,} entries: {done - killed:.1f}s from SIGKILL, "
-                  f"{repair:.1f}s after the registration went: {copied / repair:,.0f} entries/s, "
-                  f"{copied * args.size / repair / 1e6:.2f} MB/s payload, repair CPU {cpu / max(copied, 1) * 1e6:.1f} us"
-                  f" per entry copied, the surviving bookies' {bookies_cpu / max(copied, 1) * 1e6:.1f} us"
-                  f"  ({load_note()})", flush=True)
-            if probe is not None:
-                during = probe.window()
+        with (java_cluster(tmp, peer, args) if mode == "java" else our_cluster(tmp, mode, args)) as cluster:
+            return measure(cluster, mode, args, tmp, ZKMetadataStore)
+
+
+def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
+    uri = cluster.uri
+    t = time.perf_counter()
+    ids = write_ledgers(uri, args.ledgers, args.entries, args.size)
+    print(f"  {cluster.label}: wrote {len(ids)} ledgers, {args.entries:,} x {args.size} B in "
+          f"{time.perf_counter() - t:.1f}s", flush=True)
+    store = store_class(uri, timeout=20).start()
+    try:
+        store.underreplication.set_lost_bookie_recovery_delay(0)
+        held: dict[str, int] = {}
+        for lid in ids:
+            md = store.ledgers.read(lid)[0]
+            for entry_id in range(md.last_entry_id + 1) if args.exact else ():
+                for b in md.write_set(entry_id):
+                    held[b] = held.get(b, 0) + 1
+            if not args.exact:
+                for b in md.bookies:
+                    held[b] = held.get(b, 0) + (md.last_entry_id + 1) * 2 // 3
+        victim = max(held, key=held.get)
+        probe = LatencyProbe(uri, args.probe_rate, victim) if args.probe_rate > 0 else None
+        if mode not in ("recover", "inside", "java"):
+            for i in range(int(mode)):
+                cluster.daemons.append(subprocess.Popen(
+                    [sys.executable, "-m", "bkctl", "-m", uri, "autorecovery", "run",
+                     "--bookie-id", f"bench-{i}:3181",
+                     "--set", "auditorPeriodicBookieCheckInterval=0", "--set", "auditorPeriodicCheckInterval=0",
+                     "--set", f"rereplicationEntryBatchSize={args.batch or 64}",
+                     "--set", f"replicationRateByBytes={args.rate_limit}"],
+                    stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, f"ar-{i}.log"), "wb")))
+        if mode != "recover":
+            while store.auditor.current() is None:
+                time.sleep(0.1)
+        record = next(b for b in cluster.bookies if b["id"] == victim)
+        survivor_records = [b for b in cluster.bookies if b["id"] != victim]
+        on_victim = [lid for lid in ids if victim in store.ledgers.read(lid)[0].bookies]
+        http_ports = [b["http_port"] for b in survivor_records if b.get("http_port")] if cluster.metrics else []
+        if probe is not None:
+            probe.window()
+            idle_from = bookie_metrics(*http_ports)
+            time.sleep(args.idle_seconds)
+            idle = probe.window()
+            idle_to = bookie_metrics(*http_ports)
+        cpu_before = sum(cpu_seconds(p.pid) for p in cluster.daemons) + children_cpu()
+        survivors = [int(b["pid"]) for b in survivor_records]
+        bookies_before = sum(cpu_seconds(pid) for pid in survivors)
+        killed = time.perf_counter()
+        os.kill(int(record["pid"]), signal.SIGKILL)
+        while victim in store.registration.writable_bookies():
+            time.sleep(0.05)
+        unregistered = time.perf_counter()
+        if probe is not None:
+            probe.window()
+            repair_from = bookie_metrics(*http_ports)
+        spies = [subprocess.Popen([args.py_spy, "record", "-p", str(b["pid"]), "-r", "200", "-f", "raw", "-o",
+                                   os.path.join(args.profile_dir, f"{mode}-{b['id'].replace(':', '_')}.txt")],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 for b in survivor_records] if args.profile_dir else []
+        if mode == "recover":
+            subprocess.run([sys.executable, "-m", "bkctl", "-m", uri, "-q", "recover", victim, "--force",
+                            "--parallel", "4"], check=True, stdout=subprocess.DEVNULL)
+        left = set(on_victim)
+        ledger_done: dict[int, float] = {}
+        while True:
+            for lid in sorted(left):
+                if victim not in store.ledgers.read(lid)[0].bookies:
+                    left.discard(lid)
+                    ledger_done[lid] = time.perf_counter()
+            if not left and store.underreplication.count() == 0:
+                break
+            time.sleep(0.2)
+        done = time.perf_counter()
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+        for spy in spies:
+            spy.wait(60)
+        cpu = sum(cpu_seconds(p.pid) for p in cluster.daemons) + children_cpu() - cpu_before
+        bookies_cpu = sum(cpu_seconds(pid) for pid in survivors) - bookies_before
+        copied = held[victim]
+        repair = done - unregistered
+        per_ledger = sum(t - unregistered for t in ledger_done.values()) / max(len(ledger_done), 1)
+        figures = {"repair_s": repair, "per_ledger_s": per_ledger, "ledgers": len(on_victim),
+                   "cpu_us": (bookies_cpu + cpu) / max(copied, 1) * 1e6, "p99_ratio": float("nan")}
+        daemons = "" if mode in ("inside", "java") else f"repair CPU {cpu / max(copied, 1) * 1e6:.1f} us per entry, "
+        print(f"  {cluster.label}: {len(on_victim)} ledgers, ~{copied:,} entries: {done - killed:.1f}s from SIGKILL, "
+              f"{repair:.1f}s after the registration went ({per_ledger:.1f}s per ledger on average until it "
+              f"no longer named {victim}): {copied / repair:,.0f} entries/s, "
+              f"{copied * args.size / repair / 1e6:.2f} MB/s payload, {daemons}the surviving bookies' CPU "
+              f"{bookies_cpu / max(copied, 1) * 1e6:.1f} us per entry copied  ({load_note()})", flush=True)
+        if probe is not None:
+            during = probe.window()
+            if idle and during:
+                figures["p99_ratio"] = pct(during, 0.99) / pct(idle, 0.99)
                 print(f"    live adds at {args.probe_rate:g}/s: idle {latency_note(idle)}; during the repair "
-                      f"{latency_note(during)}; p99 ratio {pct(during, 0.99) / pct(idle, 0.99):.2f}x"
-                      f"{f', {probe.failures} adds failed' if probe.failures else ''}"
-                      if idle and during else f"    live adds: idle {latency_note(idle)}, during {latency_note(during)}",
-                      flush=True)
-                probe.close()
+                      f"{latency_note(during)}; p99 ratio {figures['p99_ratio']:.2f}x"
+                      f"{f', {probe.failures} adds failed' if probe.failures else ''}", flush=True)
+            else:
+                print(f"    live adds: idle {latency_note(idle)}, during {latency_note(during)}", flush=True)
+            probe.close()
+            if http_ports:
                 repair_to = bookie_metrics(*http_ports)
                 print(f"    the survivors: idle {bookie_note(idle_from, idle_to)}; during the repair "
                       f"{bookie_note(repair_from, repair_to)}", flush=True)
-            store.close()
-        finally:
-            for proc in daemons:
-                proc.send_signal(signal.SIGTERM)
-            for proc in daemons:
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-            sandbox_down(tmp, purge=False)
+        return figures
+    finally:
+        store.close()
+
+
+def side_by_side(args) -> None:
+    """Ours (autorecovery inside each bookied) and Java's (inside each Java bookie), alternated."""
+    from java_peer import JavaPeer, alternate, median
+
+    peer = JavaPeer(args.java_peer)
+    got: dict[str, list[dict]] = {"inside": [], "java": []}
+    for r, side in alternate(["inside", "java"], args.rounds):
+        print(f" round {r + 1}, {'ours' if side == 'inside' else 'Java'}  ({load_note()})", flush=True)
+        got[side].append(run_mode(side, args, peer))
+    med = {side: {k: median([run[k] for run in runs]) for k in runs[0]} for side, runs in got.items()}
+    ours, java = med["inside"], med["java"]
+    print(f"  median time to re-protect after the registration went: ours {ours['repair_s']:.1f}s, Java "
+          f"{java['repair_s']:.1f}s: ours {java['repair_s'] / ours['repair_s']:.2f}x as fast; per ledger "
+          f"ours {ours['per_ledger_s']:.1f}s, Java {java['per_ledger_s']:.1f}s "
+          f"({java['per_ledger_s'] / ours['per_ledger_s']:.2f}x)")
+    print(f"  median CPU of the surviving bookies (their daemons inside) per entry copied: ours "
+          f"{ours['cpu_us']:.1f} us, Java {java['cpu_us']:.1f} us; live-add p99 during/idle: ours "
+          f"{ours['p99_ratio']:.2f}x, Java {java['p99_ratio']:.2f}x  ({load_note()})", flush=True)
 
 
 def main() -> None:
@@ -269,7 +393,9 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--ledgers", type=int, default=200)
     parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--batch", type=int, default=64, help="rereplicationEntryBatchSize for the daemons")
+    parser.add_argument("--batch", type=int, default=None,
+                        help="rereplicationEntryBatchSize for the daemons (default: each side's own, 10 in both "
+                             "bookies; 64 for the bkctl autorecovery run modes)")
     parser.add_argument("--idle-seconds", type=float, default=15,
                         help="how long the probe's idle figures are taken (a p99 of 5 s, 1,000 adds, varied "
                              "from 1 to 11 ms between runs)")
@@ -279,8 +405,19 @@ def main() -> None:
                         help="the daemons' replicationRateByBytes (bytes/s, 0 = unlimited)")
     parser.add_argument("--probe-rate", type=float, default=200,
                         help="steady adds/s whose latency is measured idle and during the repair (0 = off)")
+    parser.add_argument("--java-peer", metavar="DIR",
+                        help="a Java BookKeeper 4.17.2 peer built by ../shared/java-peer ($PEER): our bookieds "
+                             "with the daemon inside against its bookies with theirs, alternated")
+    parser.add_argument("--profile-dir", metavar="DIR",
+                        help="record each surviving bookie with py-spy during the repair (folded stacks, one file "
+                             "per bookie in DIR)")
+    parser.add_argument("--py-spy", default="py-spy", help="the py-spy program for --profile-dir")
+    parser.add_argument("--rounds", type=int, default=3, help="with --java-peer: runs of each side (default 3)")
     args = parser.parse_args()
-    section(f"autorecovery: {args.entries:,} entries in {args.ledgers} ledgers, 5 bookieds, one SIGKILLed")
+    section(f"autorecovery: {args.entries:,} entries in {args.ledgers} ledgers, 5 bookies, one SIGKILLed")
+    if args.java_peer:
+        side_by_side(args)
+        return
     for mode in args.modes.split(","):
         run_mode(mode.strip(), args)
 

@@ -255,7 +255,7 @@ def start_cluster(base: Path):
     from bkctl.sandbox.zookeeper import ZooKeeperServer
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
-    zk = ZooKeeperServer(base / "zk")
+    zk = ZooKeeperServer(base / "zk", start_timeout=300.0)  # a JVM's start takes minutes on a starved machine
     zk.start()
     uri = f"zk+hierarchical://{zk.connect_string}/ledgers"
     with ZKMetadataStore(uri) as store:

@@ -16,14 +16,26 @@ whose second bookie is lost, copied by ``replicate_fragment`` (``--window``
 entries at a time) from the two survivors to a replacement, all three on
 StringTransports: CPU per entry copied (a read and a recovery add).
 The figure is steadier than bench_client.py's on a shared machine; run it
-with BKCTL_FASTPATHS=0 for the general path.
+with BKCTL_FASTPATHS=0 for the general path.  ``--size`` sets the payload of
+reads and adds (default 100 B).  ``--instructions`` also counts the
+instructions per entry of one run under valgrind's callgrind, only inside
+the timed calls: a figure that does not move with the machine's load (CPU
+time on a loaded 2-core machine does, by tens of percent).  The garbage
+collector is settled as bkctl and bench_client.py settle it
+(``--default-gc`` leaves it as CPython has it).
 """
 from __future__ import annotations
 
 import argparse
+import functools
+import os
+import re
+import subprocess
 import sys
+import tempfile
 import time
 import types
+from collections import deque
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -31,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import load_note  # noqa: E402
 from twisted.internet.testing import MemoryReactorClock, StringTransport  # noqa: E402
 
-from bkctl.wire import fastpath
+from bkctl.wire import fastpath  # noqa: E402
 from bkctl.wire.codecs import v3  # noqa: E402
 from bkctl.wire.client.connection import BookieConnection  # noqa: E402
 from bkctl.wire.client.ledger_handle import LedgerHandle  # noqa: E402
@@ -42,7 +54,28 @@ from bkctl.wire.codecs.framing import frame  # noqa: E402
 from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState  # noqa: E402
 
 
-def run(n: int, chunk: int) -> float:
+class Timer:
+    """CPU time of the timed calls (process time); under ``--instructions``
+    each one runs inside ``functools.reduce``, the function callgrind's
+    collection is toggled on, so only the client's work is counted."""
+
+    def __init__(self):
+        self.cpu = 0.0
+
+    def __call__(self, fn, *args):
+        start = time.process_time()
+        if _COUNTED:
+            functools.reduce(lambda _acc, _x: fn(*args), (None,), None)
+        else:
+            fn(*args)
+        self.cpu += time.process_time() - start
+
+
+#: set by --instructions in the child run under callgrind
+_COUNTED = False
+
+
+def run(n: int, chunk: int, size: int = 100) -> float:
     reactor = MemoryReactorClock()
     conn = BookieConnection("bookie:1", reactor, protocol="v3")
     conn.bookie_info()  # starts the connection; never answered
@@ -52,8 +85,8 @@ def run(n: int, chunk: int) -> float:
     proto.makeConnection(transport)
     transport.clear()
     dm = DigestManager(1, DigestType.CRC32C, b"")
-    bodies = [dm.package(e, e - 1, 100 * (e + 1), b"x" * 100) for e in range(n)]
-    md = LedgerMetadata(1, 1, 1, LedgerState.CLOSED, n - 1, 100 * n, ((0, ("bookie:1",)),))
+    bodies = [dm.package(e, e - 1, size * (e + 1), b"x" * size) for e in range(n)]
+    md = LedgerMetadata(1, 1, 1, LedgerState.CLOSED, n - 1, size * n, ((0, ("bookie:1",)),))
     client = types.SimpleNamespace(pool=types.SimpleNamespace(get=lambda _b: conn), protocol="v3",
                                    read_window=256)
     handle = ReadHandle(client, 1, md, 0, b"", DigestType.CRC32C)
@@ -70,17 +103,15 @@ def run(n: int, chunk: int) -> float:
 
     done: list = []
     handle._read_span(0, n - 1).addCallback(done.append)
-    pending: list[bytes] = []
-    cpu = 0.0
+    pending: deque[bytes] = deque()
+    timed = Timer()
     while not done:
         pending.extend(answers(transport.value()))
         transport.clear()
-        batch, pending = pending[:chunk], pending[chunk:]
-        start = time.process_time()
-        proto.dataReceived(b"".join(batch))
-        cpu += time.process_time() - start
-    assert len(done[0]) == n and done[0][-1] == (n - 1, b"x" * 100)
-    return cpu / n * 1e6
+        batch = [pending.popleft() for _ in range(min(chunk, len(pending)))]
+        timed(proto.dataReceived, b"".join(batch))
+    assert len(done[0]) == n and done[0][-1] == (n - 1, b"x" * size)
+    return timed.cpu / n * 1e6
 
 
 def _connected(bookie: str, reactor, protocol: str):
@@ -120,7 +151,7 @@ def _add_answers(data: bytes, protocol: str) -> list[bytes]:
     return out
 
 
-def run_adds(n: int, chunk: int, protocol: str, quorum: tuple[int, int, int]) -> float:
+def run_adds(n: int, chunk: int, protocol: str, quorum: tuple[int, int, int], size: int = 100) -> float:
     """Client CPU (us) per entry added by a LedgerHandle, the bookies answered in process."""
     e, qw, qa = quorum
     reactor = MemoryReactorClock()
@@ -131,28 +162,26 @@ def run_adds(n: int, chunk: int, protocol: str, quorum: tuple[int, int, int]) ->
                                    max_inflight=1000, explicit_lac_interval=0.0, closed=False,
                                    reactor=reactor, max_frame_size=5 * 1024 * 1024)
     handle = LedgerHandle(client, 1, md, 0, b"", DigestType.CRC32C, max_inflight=1000)
-    payload = b"x" * 100
+    payload = b"x" * size
     done: list = []
-    start = time.process_time()
-    handle.add_entries(payload for _ in range(n)).addBoth(done.append)
-    cpu = time.process_time() - start
-    pending = {b: [] for b in bookies}
+    timed = Timer()
+    timed(lambda: handle.add_entries(payload for _ in range(n)).addBoth(done.append))
+    pending: dict[str, deque[bytes]] = {b: deque() for b in bookies}
     while not done:
         fed = False
         for b in bookies:
             _conn, proto, transport = conns[b]
-            pending[b].extend(_add_answers(transport.value(), protocol))
+            waiting = pending[b]
+            waiting.extend(_add_answers(transport.value(), protocol))
             transport.clear()
-            batch, pending[b] = pending[b][:chunk], pending[b][chunk:]
-            if batch:
+            if waiting:
                 fed = True
-                start = time.process_time()
-                proto.dataReceived(b"".join(batch))
-                cpu += time.process_time() - start
+                batch = [waiting.popleft() for _ in range(min(chunk, len(waiting)))]
+                timed(proto.dataReceived, b"".join(batch))
         if not fed:
             raise AssertionError(f"stalled after {handle.last_add_confirmed + 1} of {n} entries")
     assert done[0] == n - 1, done[0]
-    return cpu / n * 1e6
+    return timed.cpu / n * 1e6
 
 
 def run_rereplication(n: int, chunk: int, window: int) -> float:
@@ -180,58 +209,87 @@ def run_rereplication(n: int, chunk: int, window: int) -> float:
                 out.append(frame(v3.read_answer(payload[:2 + payload[1]], 1, e, bodies[e], e - 1)))
         return out
 
-    done: list = []
-    start = time.process_time()
-    d = replicate_fragment(client, fragment, {ensemble[1]: target}, dm, master_key(b""), window=window)
     from twisted.internet import defer
-    defer.ensureDeferred(d).addBoth(done.append)
-    cpu = time.process_time() - start
-    pending = {b: [] for b in conns}
+
+    done: list = []
+    timed = Timer()
+    timed(lambda: defer.ensureDeferred(replicate_fragment(
+        client, fragment, {ensemble[1]: target}, dm, master_key(b""), window=window)).addBoth(done.append))
+    pending: dict[str, deque[bytes]] = {b: deque() for b in conns}
     while not done:
         fed = False
         for b, (_conn, proto, transport) in conns.items():
-            pending[b].extend(answers(transport.value()))
+            waiting = pending[b]
+            waiting.extend(answers(transport.value()))
             transport.clear()
-            batch, pending[b] = pending[b][:chunk], pending[b][chunk:]
-            if batch:
+            if waiting:
                 fed = True
-                start = time.process_time()
-                proto.dataReceived(b"".join(batch))
-                cpu += time.process_time() - start
+                batch = [waiting.popleft() for _ in range(min(chunk, len(waiting)))]
+                timed(proto.dataReceived, b"".join(batch))
         if not fed:
             raise AssertionError("the copy stalled")
     copied = done[0]
     assert copied == fragment.entry_count(), copied
-    return cpu / copied * 1e6
+    return timed.cpu / copied * 1e6
+
+
+def count_instructions(argv: list[str], entries: int) -> float:
+    """This bench re-run under callgrind (one run of ``entries``), counting
+    only the timed calls (see :class:`Timer`): instructions per entry.  Steady
+    where CPU time is not: it does not depend on what else the machine runs."""
+    with tempfile.TemporaryDirectory(prefix="bench-client-path-") as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no",
+                        "--toggle-collect=functools_reduce", f"--callgrind-out-file={out}",
+                        sys.executable, os.path.abspath(__file__), *argv, "--runs", "1", "--counted"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(out) as f:
+            totals = re.search(r"^(?:totals|summary): (\d+)", f.read(), re.M)
+    return int(totals.group(1)) / entries
 
 
 def main() -> None:
+    global _COUNTED
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--op", choices=("read", "add", "rereplicate"), default="read")
     parser.add_argument("--window", type=int, default=64, help="re-replication: entries in flight")
     parser.add_argument("--protocol", choices=("v3", "v2"), default="v3", help="adds only")
     parser.add_argument("--quorum", default="3/2/2", help="E/Qw/Qa of the added ledger")
     parser.add_argument("--entries", type=int, default=60_000)
+    parser.add_argument("--size", type=int, default=100, help="payload bytes per entry (reads and adds)")
     parser.add_argument("--chunk", type=int, default=16, help="answers per dataReceived")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count the instructions per entry of one run under valgrind's callgrind "
+                             "(steady on a loaded machine; slow: use --entries 10000 or so)")
+    parser.add_argument("--counted", action="store_true", help=argparse.SUPPRESS)  # the run under callgrind
+    parser.add_argument("--default-gc", action="store_true",
+                        help="leave CPython's garbage collector as it is (bkctl settles it: wire.process.runtime)")
     args = parser.parse_args()
+    _COUNTED = args.counted
+    if not args.default_gc:
+        from bkctl.wire.process.runtime import settle_garbage_collector
+
+        settle_garbage_collector()  # as bkctl and bench_client.py do
     switch = "on" if fastpath.ENABLED else "off"
     if args.op == "read":
-        best = min(run(args.entries, args.chunk) for _ in range(args.runs))
-        print(f"client read path (in process, fast paths {switch}): "
-              f"{best:.2f} us CPU per entry, best of {args.runs}, {args.chunk} answers per chunk; {load_note()}")
-        return
-    if args.op == "rereplicate":
+        what = f"client read path ({args.size} B"
+        best = min(run(args.entries, args.chunk, args.size) for _ in range(args.runs))
+    elif args.op == "rereplicate":
+        what = f"client re-replication path (window {args.window}"
         best = min(run_rereplication(args.entries, args.chunk, args.window) for _ in range(args.runs))
-        print(f"client re-replication path (in process, fast paths {switch}): {best:.2f} us CPU per entry "
-              f"copied, window {args.window}, best of {args.runs}, {args.chunk} answers per chunk per bookie; "
-              f"{load_note()}")
+    else:
+        quorum = tuple(int(q) for q in args.quorum.split("/"))
+        what = f"client add path {args.protocol} E{quorum[0]}/Qw{quorum[1]}/Qa{quorum[2]} ({args.size} B"
+        best = min(run_adds(args.entries, args.chunk, args.protocol, quorum, args.size) for _ in range(args.runs))
+    if args.counted:
         return
-    quorum = tuple(int(q) for q in args.quorum.split("/"))
-    best = min(run_adds(args.entries, args.chunk, args.protocol, quorum) for _ in range(args.runs))
-    print(f"client add path {args.protocol} E{quorum[0]}/Qw{quorum[1]}/Qa{quorum[2]} (in process, fast paths "
-          f"{switch}): {best:.2f} us CPU per entry, best of {args.runs}, {args.chunk} answers per chunk "
-          f"per bookie; {load_note()}")
+    note = ""
+    if args.instructions:
+        argv = [a for a in sys.argv[1:] if a != "--instructions"]
+        note = f", {count_instructions(argv, args.entries):,.0f} instructions per entry (callgrind)"
+    print(f"{what}, in process, fast paths {switch}): {best:.2f} us CPU per entry, best of {args.runs}, "
+          f"{args.chunk} answers per chunk per bookie{note}; {load_note()}")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,19 @@ Printed, each with the load average beside it (nothing is asserted):
   adds one at a time at its share of the rate, so adds overlap as a broker's do; each is timed.
 
 ``python bench/bench_compaction.py [--volume-mb 64] [--topics 50] [--rate 1000] ...``
+
+``--java-peer DIR`` (a Java peer built by ../shared/java-peer, ``$PEER``) runs the same churn,
+from the same Python client, against bookied and against one Java 4.17.2 bookie
+(InterleavedLedgerStorage, or with ``--java-storage db`` DbLedgerStorage with bookied's
+64 MiB write cache), each fresh and alone in its ledgers root of one ZooKeeper, with the
+same compaction keys (logSizeLimit, gcWaitTime, the intervals, ``--set``; thresholds and rate
+limits Java's defaults on both), alternated (ours, Java, ours, Java... ``--rounds``). Disk is the
+entry logs and the index on both sides (bookied: ``*.bel`` + LMDB; Java: the ledger directory's
+``current/``: ``*.log`` + ``*.idx``, or + RocksDB),
+live what the undeleted ledgers hold, "while compacting" what each bookie's ``gc_details`` says
+(``majorCompacting``/``minorCompacting``, polled every 0.1 s). For the Java bookie the
+compactions are counted from its log (it has no metrics provider). Ends with a table of both
+sides' runs and the load average of each.
 """
 from __future__ import annotations
 
@@ -28,14 +41,17 @@ import argparse
 import collections
 import json
 import os
+import re
 import tempfile
 import threading
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from bench_bookie import start_bookie, start_cluster  # bench/ is on sys.path when run as a script
-from common import load_note, pct_ms  # bench/ is on sys.path when run as a script
+from common import load_note, pct_ms, section  # bench/ is on sys.path when run as a script
 
 
 def get(http: int, path: str):
@@ -49,12 +65,38 @@ def disk_bytes(ledgers: Path) -> int:
     return logs + sum(p.stat().st_size for p in (current / "index.lmdb").iterdir())
 
 
-class CompactionWatch(threading.Thread):
-    """Polls GET /api/v1/bookie/gc: the intervals during which a compaction ran."""
+def java_disk_bytes(ledgers: Path) -> int:
+    """A Java bookie's ledger directory: its entry logs (``current/*.log``) and its index,
+    whichever its storage keeps (InterleavedLedgerStorage: ``current/xx/yy/*.idx``;
+    DbLedgerStorage: the RocksDB folders ``current/ledgers`` and ``current/locations``)."""
+    total = 0
+    for root, _dirs, files in os.walk(ledgers / "current"):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except FileNotFoundError:  # deleted meanwhile by GC
+                pass
+    return total
 
-    def __init__(self, http: int):
+
+def bookied_compacting(http: int) -> tuple[str | None, dict]:
+    status = get(http, "/api/v1/bookie/gc")
+    return status.get("compacting"), status
+
+
+def java_compacting(http: int) -> tuple[str | None, dict]:
+    """Java's GarbageCollectionStatus (gc_details): its flags are set around compaction only."""
+    status = get(http, "/api/v1/bookie/gc_details")[0]
+    return ("major" if status.get("majorCompacting") else "minor" if status.get("minorCompacting") else None), status
+
+
+class CompactionWatch(threading.Thread):
+    """Polls the bookie's GC status: the intervals during which a compaction ran."""
+
+    def __init__(self, http: int, poll: Callable[[int], tuple[str | None, dict]] = bookied_compacting):
         super().__init__(daemon=True)
         self.http = http
+        self.poll = poll
         self.running_since: float | None = None
         self.intervals: list[tuple[float, float]] = []
         self.stop = threading.Event()
@@ -63,14 +105,15 @@ class CompactionWatch(threading.Thread):
     def run(self):
         while not self.stop.is_set():
             try:
-                self.last = get(self.http, "/api/v1/bookie/gc")
-            except OSError:
+                compacting, self.last = self.poll(self.http)
+                self.last["compacting"] = compacting
+            except (OSError, LookupError, ValueError):
                 self.stop.wait(0.2)
                 continue
             now = time.monotonic()
-            if self.last.get("compacting") and self.running_since is None:
+            if compacting and self.running_since is None:
                 self.running_since = now
-            elif not self.last.get("compacting") and self.running_since is not None:
+            elif not compacting and self.running_since is not None:
                 self.intervals.append((self.running_since, now))
                 self.running_since = None
             self.stop.wait(0.1)
@@ -81,6 +124,39 @@ class CompactionWatch(threading.Thread):
 
     def seconds(self) -> float:
         return sum(b - a for a, b in self.intervals)
+
+
+class LogWatch(threading.Thread):
+    """Every 0.5 s the entry logs' sizes: how long each log stayed after it last grew
+    (rolled, or a compaction's output written) until it was reclaimed."""
+
+    def __init__(self, side: "Side"):
+        super().__init__(daemon=True)
+        self.side = side
+        self.stop = threading.Event()
+        self.seen: dict[int, tuple[float, int]] = {}  # log id -> (when it last grew, size)
+        self.gone: dict[int, tuple[float, int]] = {}  # log id -> (seconds it stayed after it last grew, size)
+
+    def run(self):
+        while not self.stop.wait(0.5):
+            now = time.monotonic()
+            sizes = self.side.log_sizes()
+            for lid, size in sizes.items():
+                grew, last = self.seen.get(lid, (now, -1))
+                self.seen[lid] = (now if size != last else grew, size)
+            for lid, (grew, size) in list(self.seen.items()):
+                if lid not in sizes:
+                    self.gone[lid] = (now - grew, size)
+                    del self.seen[lid]
+
+    def summary(self) -> str:
+        if not self.gone:
+            return "entry logs reclaimed: none"
+        waits = sorted(w for w, _ in self.gone.values())
+        mib_s = sum(w * size for w, size in self.gone.values()) / 2**20
+        return (f"entry logs reclaimed: {len(waits)}, each stayed {sum(waits) / len(waits):.1f} s on average "
+                f"(median {waits[len(waits) // 2]:.1f} s, max {waits[-1]:.1f} s) after it last grew; "
+                f"{mib_s:,.0f} MiB*s held by reclaimed logs after they last grew")
 
 
 class Churn:
@@ -100,11 +176,11 @@ class Churn:
         payload = os.urandom(args.entry_size)
         mine = list(range(w, args.topics, writers))
         closed = {i: collections.deque() for i in mine}  # each topic's closed ledgers (id, entries), oldest first
-        current = {i: bk.create(1, 1, 1, password=b"bench") for i in mine}
         counts = dict.fromkeys(mine, 0)
         n = 0
         target = args.volume_mb * 1024 * 1024
         try:
+            current = {i: bk.create(1, 1, 1, password=b"bench") for i in mine}
             while not self.stop.is_set():
                 with self.lock:
                     if self.written >= target:
@@ -140,12 +216,49 @@ class Churn:
             self.stop.set()
 
 
-def churn(args, uri: str, http: int, ledgers_dir: Path) -> None:
+@dataclass
+class Side:
+    """One bookie under the churn: where to reach it and how to read its disk and its GC."""
+
+    name: str
+    uri: str
+    http: int
+    ledgers: Path
+    java: bool = False
+    log_file: Path | None = None  # the Java bookie's log (its compactions are counted from it)...
+    log_offset: int = 0  # ...from here on (log4j appends to it across restarts)
+
+    def disk(self) -> int:
+        return java_disk_bytes(self.ledgers) if self.java else disk_bytes(self.ledgers)
+
+    def log_sizes(self) -> dict[int, int]:
+        """The entry logs there now and their sizes (both name them by their id in hex)."""
+        sizes = {}
+        for p in (self.ledgers / "current").glob("*.log" if self.java else "*.bel"):
+            try:
+                size = p.stat().st_size
+                if size > 0:  # Java creates the next log ahead, empty
+                    sizes[int(p.stem, 16)] = size
+            except (ValueError, FileNotFoundError):
+                pass
+        return sizes
+
+    def poll(self, http: int):
+        return java_compacting(http) if self.java else bookied_compacting(http)
+
+    def dead(self) -> dict[str, int] | None:
+        return None if self.java else dead_breakdown(self.http)
+
+
+def churn(args, side: Side) -> dict:
+    """The churn against one bookie; prints its samples and figures, returns the figures."""
     from bkctl.wire.client.blocking import BlockingBookKeeper
 
-    bk = BlockingBookKeeper(uri, add_timeout=30.0, timeout=60)
-    watch = CompactionWatch(http)
+    bk = BlockingBookKeeper(side.uri, add_timeout=30.0, timeout=60)
+    watch = CompactionWatch(side.http, side.poll)
     watch.start()
+    logs = LogWatch(side)
+    logs.start()
     state = Churn(args, bk)
     writing = float("nan")
     writers = max(1, min(args.writers, args.topics))
@@ -160,7 +273,7 @@ def churn(args, uri: str, http: int, ledgers_dir: Path) -> None:
         while any(t.is_alive() for t in threads):
             for t in threads:
                 t.join(args.every / len(threads))
-            report(start, state.written, state.live_bytes, ledgers_dir, http, watch, totals)
+            report(start, state.written, state.live_bytes, side, watch, totals)
         writing = time.monotonic() - start
         if state.errors:
             raise state.errors[0]
@@ -168,31 +281,65 @@ def churn(args, uri: str, http: int, ledgers_dir: Path) -> None:
         print(f"(writing done; watching {args.settle:g} s more for the last compactions)")
         while time.monotonic() < settle:
             time.sleep(min(args.every, max(0.0, settle - time.monotonic())))
-            report(start, state.written, state.live_bytes, ledgers_dir, http, watch, totals)
+            report(start, state.written, state.live_bytes, side, watch, totals)
     finally:
         state.stop.set()
         watch.stop.set()
+        logs.stop.set()
         watch.join()
+        logs.join()
         bk.close()
     sent, samples = state.sent, state.samples
     elapsed = time.monotonic() - start
     idle = [lat for t, lat in samples if not watch.compacting_at(t)]
     busy = [lat for t, lat in samples if watch.compacting_at(t)]
-    status = watch.last
-    moved = status.get("bytesMoved", 0) / 2**20
     secs = watch.seconds()
     print(f"adds: {sent:,} in {writing:.1f} s of writing ({sent / writing:,.0f}/s asked {args.rate:,}/s; "
           f"{elapsed:.0f} s with the watch after it); {load_note()}")
-    print(f"compaction: {status.get('majorCompactionCounter', 0)} major, {status.get('minorCompactionCounter', 0)} "
-          f"minor, {status.get('entriesMoved', 0):,} entries / {moved:.1f} MiB moved in {secs:.1f} s of compaction "
-          f"({moved / secs if secs else float('nan'):.2f} MiB/s), "
-          f"{status.get('reclaimedSpaceViaCompaction', 0) / 2**20:.1f} MiB reclaimed by compaction, "
-          f"{status.get('reclaimedSpaceViaDeletes', 0) / 2**20:.1f} MiB by deleting whole logs; {load_note()}")
+    figures = (java_compactions(side.log_file, side.log_offset, secs) if side.java
+               else bookied_compactions(watch.last, secs))
+    print(f"{figures}; {load_note()}")
     ratio = pct_ms(busy, .99) / pct_ms(idle, .99) if idle and busy else float("nan")
-    summary(totals)
+    figures = summary(totals)
+    print(f"entry logs: the highest id seen is {totals.get('highest_log', 0)} (logs started, compaction's included; "
+          f"each rolls at {args.log_size_mb} MiB); {logs.summary()}")
     print(f"add latency idle:    p50 {pct_ms(idle, .5):.2f} ms  p99 {pct_ms(idle, .99):.2f} ms  ({len(idle):,} adds)")
     print(f"add latency running: p50 {pct_ms(busy, .5):.2f} ms  p99 {pct_ms(busy, .99):.2f} ms  ({len(busy):,} adds); "
-          f"p99 running/idle {ratio:.2f} (target <= 1.5); {load_note()}")
+          f"p99 running/idle {ratio:.2f} (target <= 1.5); {load_note()}", flush=True)
+    return {**figures, "adds_per_s": sent / writing, "p99_idle_ms": pct_ms(idle, .99),
+            "p99_busy_ms": pct_ms(busy, .99), "busy_adds": len(busy), "compacting_s": secs,
+            "load": os.getloadavg()}
+
+
+def bookied_compactions(status: dict, secs: float) -> str:
+    moved = status.get("bytesMoved", 0) / 2**20
+    return (f"compaction: {status.get('majorCompactionCounter', 0)} major, {status.get('minorCompactionCounter', 0)} "
+            f"minor, {status.get('entriesMoved', 0):,} entries / {moved:.1f} MiB moved in {secs:.1f} s of compaction "
+            f"({moved / secs if secs else float('nan'):.2f} MiB/s), "
+            f"{status.get('reclaimedSpaceViaCompaction', 0) / 2**20:.1f} MiB reclaimed by compaction, "
+            f"{status.get('reclaimedSpaceViaDeletes', 0) / 2**20:.1f} MiB by deleting whole logs")
+
+
+_JAVA_BUCKETS = re.compile(r"Compaction: entry log usage buckets\[[^\]]*\] = \[([^\]]*)\], compacted \[([^\]]*)\]")
+
+
+def java_compactions(log_file: Path | None, offset: int, secs: float) -> str:
+    """The Java bookie's compactions from its gc_details counters and its log past ``offset`` (no metrics)."""
+    text = ""
+    if log_file is not None and log_file.exists():
+        with open(log_file, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+    major, minor = text.count("Enter major compaction"), text.count("Enter minor compaction")
+    compacted = text.count("after compaction")  # "Removing entry log {} after compaction"
+    deleted = text.count("as it has no active ledgers")  # "Deleting entryLogId {} as it has no active ledgers!"
+    buckets = [0] * 10
+    for m in _JAVA_BUCKETS.finditer(text):
+        for i, n in enumerate(m.group(2).split(",")):
+            buckets[i] += int(n)
+    return (f"compaction (from its log: gc_details' counters stay 0 without a stats provider): {major} major, "
+            f"{minor} minor in {secs:.1f} s of compaction; {compacted} log(s) removed after compaction "
+            f"(by live ratio 0-10%..90-100%: {buckets}), {deleted} deleted whole (no live ledger left)")
 
 
 #: where the disk beyond the live bytes is, by why bookied keeps it (gc_details' keptBecause)
@@ -217,33 +364,146 @@ def dead_breakdown(http: int) -> dict[str, int]:
     return out
 
 
-def report(start, written, live_bytes, ledgers_dir: Path, http: int, watch: CompactionWatch,
-           totals: dict | None = None) -> None:
-    disk = disk_bytes(ledgers_dir)
-    logs = len(list((ledgers_dir / "current").glob("*.bel")))
+def report(start, written, live_bytes, side: Side, watch: CompactionWatch, totals: dict | None = None) -> None:
+    disk = side.disk()
+    ids = list(side.log_sizes())
+    logs = len(ids)
     st = watch.last
-    dead = dead_breakdown(http)
+    dead = side.dead()
     if totals is not None:
         totals.setdefault("samples", []).append((disk, live_bytes, dead))
+        totals.setdefault("times", []).append(time.monotonic() - start)
+        totals["highest_log"] = max([totals.get("highest_log", 0), *ids])
+    parts = " ".join(f"{dead[k] / 2**20:8.1f}" if dead else f"{'-':>8}" for k in DEAD_KINDS)
     print(f"{time.monotonic() - start:6.0f} {written / 2**20:11.1f} {live_bytes / 2**20:9.1f} {disk / 2**20:9.1f} "
           f"{disk / max(live_bytes, 1):9.2f} {logs:5d} {st.get('bytesMoved', 0) / 2**20:9.1f} "
-          f"{st.get('compacting') or '-':>10} " + " ".join(f"{dead[k] / 2**20:8.1f}" for k in DEAD_KINDS)
-          + f"  {load_note()}", flush=True)
+          f"{st.get('compacting') or '-':>10} {parts}  {load_note()}", flush=True)
 
 
-def summary(totals: dict) -> None:
+def summary(totals: dict) -> dict:
     """Mean disk/live, and where the extra disk was on average (MiB, and share of disk - live)."""
     samples = [s for s in totals.get("samples", []) if s[1] > 0]
     if not samples:
-        return
+        return {"mean": float("nan"), "peak": float("nan"), "mean_after_30s": float("nan")}
     mean_ratio = sum(d / lv for d, lv, _ in samples) / len(samples)
+    # without the start, when a bookie with a write cache has flushed nothing yet
+    later = [d / lv for (d, lv, _), t in zip(totals["samples"], totals["times"]) if lv > 0 and t >= 30]
     peak = max(d / lv for d, lv, _ in samples)
     extra = sum(d - lv for d, lv, _ in samples) / len(samples)
-    parts = {k: sum(dd[k] for _, _, dd in samples) / len(samples) for k in DEAD_KINDS}
-    rest = extra - sum(parts.values())
-    print(f"disk/live: mean {mean_ratio:.2f}, peak {peak:.2f}; disk beyond live on average {extra / 2**20:.1f} MiB: "
-          + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in parts.items())
-          + f", index and not-yet-counted {rest / 2**20:.1f} MiB; {load_note()}")
+    after = mean(later)
+    line = (f"disk/live: mean {mean_ratio:.2f} ({after:.2f} from 30 s on), peak {peak:.2f}; disk beyond live on "
+            f"average {extra / 2**20:.1f} MiB")
+    if all(dd is not None for _, _, dd in samples):
+        parts = {k: sum(dd[k] for _, _, dd in samples) / len(samples) for k in DEAD_KINDS}
+        rest = extra - sum(parts.values())
+        line += (": " + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in parts.items())
+                 + f", index and not-yet-counted {rest / 2**20:.1f} MiB")
+    print(f"{line}; {load_note()}")
+    return {"mean": mean_ratio, "peak": peak, "mean_after_30s": after}
+
+
+def settings_of(args) -> tuple[dict, dict]:
+    """The bk_server.conf keys of both sides: bookied's, and the Java bookie's (the same
+    compaction keys; bookied's write cache has no Java InterleavedLedgerStorage counterpart)."""
+    common = {"logSizeLimit": args.log_size_mb * 2**20, "gcWaitTime": args.gc_wait_ms,
+              "minorCompactionInterval": args.minor_s, "majorCompactionInterval": args.major_s}
+    common.update(kv.split("=", 1) for kv in args.set)
+    java = dict(common)
+    if args.java_storage == "db":  # Java's storage with a write cache like bookied's, of the same size
+        java = {"ledgerStorageClass": "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage",
+                "dbStorage_writeCacheMaxSizeMb": 64, **common}
+    return {"dbStorage_writeCacheMaxSizeMb": 64, **common}, java
+
+
+def run_bookied(args, base: Path, zk, root: str, settings: dict) -> dict:
+    """One fresh bookied in its own ledgers root under the churn; stopped afterwards."""
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    uri = f"zk+hierarchical://{zk.connect_string}{root}"
+    with ZKMetadataStore(uri) as store:
+        store.cluster.init()
+    proc, port, http = start_bookie(base, uri, settings)
+    try:
+        wait_registered(uri, f"127.0.0.1:{port}")
+        print(f"bookied pid {proc.pid} on 127.0.0.1:{port} (root {root}); {load_note()}", flush=True)
+        return churn(args, Side("bookied", uri, http, base / "ledgers"))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def wait_registered(uri: str, bookie_id: str, timeout: float = 60.0) -> None:
+    """Until the bookie is registered writable (its port answers before it registers)."""
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    deadline = time.monotonic() + timeout
+    with ZKMetadataStore(uri) as store:
+        while bookie_id not in store.registration.writable_bookies():
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{bookie_id} did not register in {timeout:g} s")
+            time.sleep(0.1)
+
+
+def run_java(args, peer, zk, settings: dict) -> dict:
+    """One fresh Java bookie (start-bookies.sh 1 --clean) under the churn; stopped afterwards."""
+    root = "/java-ledgers"
+    log_file = peer.root / "run" / "logs" / "bookie-1.log"
+    offset = log_file.stat().st_size if log_file.exists() else 0
+    extra = "\n".join(f"{k}={v}" for k, v in settings.items())
+    pid = peer.start_bookies(1, zk.connect_string, root, extra_conf=extra)[0]
+    try:
+        print(f"Java bookie pid {pid} on 127.0.0.1:3181 (root {root}), extra conf {settings}; {load_note()}",
+              flush=True)
+        return churn(args, Side("java", f"zk+hierarchical://{zk.connect_string}{root}", 8001,
+                                peer.root / "run" / "bookie-1" / "ledgers", java=True,
+                                log_file=log_file, log_offset=offset))
+    finally:
+        peer.stop_bookies()
+
+
+def side_by_side(args) -> None:
+    from java_peer import JavaPeer
+
+    peer = JavaPeer(args.java_peer)
+    ours, java = settings_of(args)
+    java_name = "java-db" if args.java_storage == "db" else "java"
+    results: list[tuple[int, str, dict]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-compaction-java-") as tmp:
+        base = Path(tmp)
+        zk, _uri = start_cluster(base)
+        try:
+            print(f"{args.topics} topics, {args.rate:,} adds/s of {args.entry_size} B, roll every {args.roll}, "
+                  f"retain {args.retain}, {args.volume_mb} MiB per run; {args.rounds} rounds, ours then Java; "
+                  f"{load_note()}", flush=True)
+            for r in range(args.rounds):
+                for side in ("bookied", "java"):
+                    section(f"round {r + 1}: {side}")
+                    got = (run_bookied(args, base / f"bookie-{r + 1}", zk, f"/ledgers-{r + 1}", ours)
+                           if side == "bookied" else run_java(args, peer, zk, java))
+                    results.append((r + 1, side if side == "bookied" else java_name, got))
+        finally:
+            peer.stop_bookies()
+            zk.stop()
+    section("side by side")
+    print(f"{'round':>5} {'bookie':>7} {'adds/s':>7} {'disk/live mean':>14} {'(from 30 s)':>11} {'peak':>5} "
+          f"{'add p99 idle':>12} "
+          f"{'p99 compacting':>14} {'(adds)':>8} {'compacting s':>12}  load average at the end")
+    for r, side, got in results:
+        print(f"{r:5d} {side:>7} {got['adds_per_s']:7.0f} {got['mean']:14.2f} {got['mean_after_30s']:11.2f} "
+              f"{got['peak']:5.2f} "
+              f"{got['p99_idle_ms']:9.2f} ms {got['p99_busy_ms']:11.2f} ms {got['busy_adds']:8,} "
+              f"{got['compacting_s']:12.1f}  {' '.join(f'{x:.2f}' for x in got['load'])}")
+    for side in ("bookied", java_name):
+        runs = [got for _r, s, got in results if s == side]
+        print(f"{side:>7} mean of {len(runs)} runs: disk/live mean {mean(g['mean'] for g in runs):.2f} "
+              f"({mean(g['mean_after_30s'] for g in runs):.2f} from 30 s on), "
+              f"peak {mean(g['peak'] for g in runs):.2f}, add p99 while compacting "
+              f"{mean(g['p99_busy_ms'] for g in runs):.2f} ms, idle {mean(g['p99_idle_ms'] for g in runs):.2f} ms")
+
+
+def mean(values) -> float:
+    values = [v for v in values if v == v]
+    return sum(values) / len(values) if values else float("nan")
 
 
 def main() -> None:
@@ -261,23 +521,31 @@ def main() -> None:
     parser.add_argument("--major-s", type=int, default=30)
     parser.add_argument("--every", type=float, default=5.0, help="seconds between samples")
     parser.add_argument("--settle", type=float, default=20.0, help="seconds watched after the writing")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more bk_server.conf keys")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="more bk_server.conf keys (both bookies with --java-peer)")
+    parser.add_argument("--java-peer", metavar="DIR",
+                        help="a Java BookKeeper 4.17.2 peer built by ../shared/java-peer ($PEER): the same churn "
+                             "against it, alternated with bookied")
+    parser.add_argument("--rounds", type=int, default=2, help="with --java-peer: runs of each side (default 2)")
+    parser.add_argument("--java-storage", choices=("interleaved", "db"), default="interleaved",
+                        help="with --java-peer: the Java bookie's ledger storage: the peer's InterleavedLedgerStorage "
+                             "(no write cache; the default) or DbLedgerStorage with a 64 MiB write cache, as bookied's")
     args = parser.parse_args()
-    settings = {"logSizeLimit": args.log_size_mb * 2**20, "gcWaitTime": args.gc_wait_ms,
-                "minorCompactionInterval": args.minor_s, "majorCompactionInterval": args.major_s,
-                "dbStorage_writeCacheMaxSizeMb": 64}
-    settings.update(kv.split("=", 1) for kv in args.set)
-
+    if args.java_peer:
+        side_by_side(args)
+        return
+    settings, _java = settings_of(args)
     with tempfile.TemporaryDirectory(prefix="bench-compaction-") as tmp:
         base = Path(tmp)
         zk, uri = start_cluster(base)
         proc = None
         try:
             proc, port, http = start_bookie(base / "bookie", uri, settings)
+            wait_registered(uri, f"127.0.0.1:{port}")
             print(f"bookied pid {proc.pid} on 127.0.0.1:{port}: {args.topics} topics, {args.rate:,} adds/s of "
                   f"{args.entry_size} B, roll every {args.roll}, retain {args.retain}, {args.volume_mb} MiB; "
                   f"settings {settings}; {load_note()}", flush=True)
-            churn(args, uri, http, base / "bookie" / "ledgers")
+            churn(args, Side("bookied", uri, http, base / "bookie" / "ledgers"))
         finally:
             if proc is not None:
                 proc.terminate()

@@ -27,7 +27,11 @@ Every kill is counted as during compaction (the victim's GC state was a
 compaction pass) and as during repair (some bookie's auditor had ledgers marked
 under-replicated). After each round every acknowledged entry is also read from
 every bookie its write set names, straight from that bookie (no failover), and
-compared byte for byte; the bookies' own counters (compaction passes, entries
+compared byte for byte; a copy missing there while the ledger is marked
+under-replicated is read again once the repair is done (up to 45 s), and each
+copy is counted ``ok``, ``repaired`` (missing, there after the repair),
+``missing-marked`` (repair still pending) or ``missing-unmarked`` (nothing will
+repair it: a finding); the bookies' own counters (compaction passes, entries
 moved, ledgers and entries re-replicated) are summed over the run.
 ``--set KEY=VALUE`` passes any bk_server.conf key to the bookies (checked by
 bookied's schema, as ``bkctl sandbox up --set``).
@@ -42,7 +46,8 @@ the round and reads it back: every acknowledged entry must be there, byte for
 byte.  The ledgers are then deleted (the bookies' garbage collection frees
 their space).  The report gives rounds, faults of each kind, entries checked,
 tail reads, time and the load average; any loss is printed with the seed that
-replays the run, and the exit status is 1.
+replays the run, and the exit status is 1 (2 when the harness itself failed: the rounds
+run until then are reported).
 
     python bench/faults.py [--rounds 100] [--seed N] [--everything] [--set KEY=VALUE] [--json]
 """
@@ -115,11 +120,12 @@ class Cluster:
         self.settings = {**BOOKIE_SETTINGS, **(settings or {})}
         self.counters = BookieCounters()
         self.use_mounts = use_mounts
-        self.zk = ZooKeeperServer(base / "zk", port=free_port())
+        self.zk = ZooKeeperServer(base / "zk", port=free_port(), start_timeout=180)  # a JVM on a loaded machine
         self.uri = ""
         self.bookies: list[BookieProcess] = []
         self.mounts: list[Path] = []
         self.kills: list[dict] = []  # each kill: {"compacting": bool, "repair": bool}
+        self.failed_starts = 0  # restarts that failed (retried by wait_healthy)
 
     def start(self) -> None:
         self.zk.start()
@@ -151,9 +157,12 @@ class Cluster:
         deadline = time.monotonic() + timeout
         want = {b.bookie_id for b in self.bookies}
         while time.monotonic() < deadline:
-            for b in self.bookies:  # a bookie that died by itself is restarted, and counted
+            for b in self.bookies:  # a bookie that died by itself (or failed to restart) is restarted
                 if b.proc is None or b.proc.poll() is not None:
-                    b.start()
+                    try:
+                        b.start()
+                    except RuntimeError:  # exited at once (ZooKeeper away) or slow to listen: killed, retried
+                        self.failed_starts += 1
             try:
                 if want <= self.writable():
                     return True
@@ -248,7 +257,10 @@ def kill_bookie(cluster: Cluster, b: BookieProcess, rng: random.Random, compacti
     b.kill(signal.SIGKILL)
     cluster.kills.append({"compacting": compacting, "repair": during_repair})
     time.sleep(rng.uniform(0.2, 1.5))
-    b.start(timeout=60)
+    try:
+        b.start(timeout=60)
+    except RuntimeError:  # ZooKeeper away at its start, or too slow under load: wait_healthy retries
+        cluster.failed_starts += 1
     return b.bookie_id
 
 
@@ -336,7 +348,7 @@ class Round:
         self.first_ledger = threading.Event()
         self.ledgers_of_writer0: list[int] = []
         self.deleted = 0
-        self.replica_notes: list[str] = []  # replicas missing an acknowledged entry (under-replicated)
+        self.replica_notes: list[str] = []  # named replicas still missing an acknowledged entry, and why
 
 
 def writer_scenario(rnd: Round, window: int, record_first: bool):
@@ -457,13 +469,25 @@ def deleter_thread(uri: str, rnd: Round, ledgers: list[int], errors: list) -> No
         bk.close()
 
 
+#: how long the replica check waits for a marked ledger's repair before it reads again
+REPAIR_WAIT = 45.0
+
+
 def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int, acked: set[int],
                    replicas: Counter, losses: list[str]) -> None:
-    """Read every acknowledged entry from every bookie the metadata's write sets name, straight from it."""
+    """Read every acknowledged entry from every bookie the metadata's write sets name, straight from it.
+
+    A copy missing on a named bookie is judged by the ledger's under-replication mark: while the
+    ledger is marked (repair due or under way) the check waits up to REPAIR_WAIT s for the mark to
+    go and reads again with the metadata then.  Each copy is counted once: ``ok``; ``repaired``
+    (missing at first, there after the repair); ``missing-marked`` (still missing, the ledger still
+    marked: repair pending); ``missing-unmarked`` (missing and nothing marked: no repair will
+    come, a finding); ``differs``/``corrupt`` (losses)."""
     from bkctl.ops.replica_read import read_replica
 
-    async def go(client):
+    async def read_all(client) -> dict[tuple[str, int], str]:
         md, _ = await client.run_blocking(client.store.ledgers.read, ledger_id)
+        found: dict[tuple[str, int], str] = {}
         for bookie in sorted(set(md.bookies)):
             for attempt in range(5):
                 got = await read_replica(client, ledger_id, bookie, 0, last, PASSWORD)
@@ -477,15 +501,53 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
                 status = row["status"]
                 if status == "ok" and row["payload"] != payload(rnd.seed, ledger_id, entry_id):
                     status = "differs"
-                replicas[status] += 1
                 if status in ("differs", "corrupt"):
                     losses.append(f"ledger {ledger_id} entry {entry_id} on {bookie}: {status} ({row['error']})")
-                elif status != "ok":
-                    replicas_missing.append(f"ledger {ledger_id} entry {entry_id} on {bookie}: {status}")
+                found[(bookie, entry_id)] = status
+        return found
 
-    replicas_missing: list[str] = []
+    async def go(client):
+        store = client.store
+        first = await read_all(client)
+        missing = {k for k, v in first.items() if v in ("missing", "error")}
+        if not missing:
+            replicas.update(first.values())
+            return
+        mark = await client.run_blocking(store.underreplication.get, ledger_id)
+        marked_at_check = mark is not None
+        waited = 0.0
+        while mark is not None and waited < REPAIR_WAIT:
+            await task.deferLater(client.reactor, 0.5, lambda: None)
+            waited += 0.5
+            mark = await client.run_blocking(store.underreplication.get, ledger_id)
+        second = await read_all(client)
+        for key, status in first.items():
+            if key not in missing:
+                replicas[status] += 1
+                continue
+            now = second.get(key)  # None: the bookie is no longer named (replaced by the repair)
+            bookie, entry_id = key
+            if now in (None, "ok"):
+                replicas["repaired"] += 1
+                continue
+            kind = "missing-marked" if mark is not None else "missing-unmarked"
+            replicas[kind] += 1
+            replica_notes.append(f"ledger {ledger_id} entry {entry_id} on {bookie}: {now}, {kind}"
+                                 f" (marked at the first read: {'yes' if marked_at_check else 'no'},"
+                                 f" waited {waited:.1f} s)")
+        for key, status in second.items():  # copies on the bookies the repair brought in
+            if key in first:
+                continue
+            bookie, entry_id = key
+            if status == "ok":
+                continue
+            replicas["missing-on-replacement"] += 1
+            replica_notes.append(f"ledger {ledger_id} entry {entry_id} on {bookie} (brought in by the repair): "
+                                 f"{status}")
+
+    replica_notes: list[str] = []
     bk.run(go)
-    rnd.replica_notes += replicas_missing
+    rnd.replica_notes += replica_notes
 
 
 def verify(uri: str, rnd: Round, delete: bool = True, replicas: Counter | None = None) -> tuple[int, list[str]]:
@@ -610,7 +672,10 @@ def run(args) -> dict:
                       f" compactions {int(cluster.counters.total['compactions_minor'] + cluster.counters.total['compactions_major'])}"
                       f" repaired {int(cluster.counters.total['repair_ledgers_replicated'])}"
                       + (f"  ({'; '.join(errors[:2])})" if errors else ""), flush=True)
+    except Exception as e:  # noqa: BLE001 - the harness itself failed: the rounds run so far are still reported
+        report["harness_error"] = f"after {report['rounds']} rounds: {type(e).__name__}: {str(e)[:300]}"
     finally:
+        report["failed_restarts"] = cluster.failed_starts
         report["kills"] = len(cluster.kills)
         report["kills_during_compaction"] = sum(k["compacting"] for k in cluster.kills)
         report["kills_during_repair"] = sum(k["repair"] for k in cluster.kills)
@@ -683,14 +748,18 @@ def main(argv=None) -> int:
         print("acknowledged entries read per replica: "
               + (", ".join(f"{k} {v}" for k, v in sorted(report["replica_reads"].items())) or "none"))
         for note in report["under_replicated"][:20]:
-            print(f"  under-replicated: {note}")
+            print(f"  replica: {note}")
         for w in report["warnings"]:
             print(f"warning: {w}")
+        if report.get("failed_restarts"):
+            print(f"bookie restarts that failed and were retried: {report['failed_restarts']}")
+        if report.get("harness_error"):
+            print(f"harness error (the run stopped): {report['harness_error']}")
         print(f"loss: {len(report['losses'])}" + (f" -- replay with --seed {report['seed']}"
                                                    if report["losses"] else ""))
         for loss in report["losses"][:50]:
             print(f"  {loss}")
-    return 1 if report["losses"] else 0
+    return 1 if report["losses"] else 2 if report.get("harness_error") else 0
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["CpuSampler", "add_java_peer_options", "print_medians", "JavaPeer", "PassResult", "alternate", "cpu_between", "entries_for", "parse_bench_output",
-           "parse_sizes", "ratio_line"]
+__all__ = ["CpuSampler", "add_java_peer_options", "print_medians", "JavaPeer", "JavaBookie", "PassResult", "alternate",
+           "cpu_between", "entries_for", "parse_bench_output", "parse_sizes", "ratio_line"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _ADDED = re.compile(r"added (\d+) entries in (\d+) ms, failures=(\d+)")
@@ -227,6 +227,21 @@ class CpuSampler:
         return cpu_between(self.cpu.get(name, []), *window) * 1e6 / max(ops, 1)
 
 
+@dataclass
+class JavaBookie:
+    """A Java bookie started by :meth:`JavaPeer.start_bookies_in`: its id, ports and process."""
+
+    bookie_id: str
+    port: int
+    http_port: int
+    process: subprocess.Popen
+    directory: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
 class JavaPeer:
     """The Java peer installed at ``root`` (``$PEER``: scripts/, jars/, run/)."""
 
@@ -240,10 +255,12 @@ class JavaPeer:
     def _env(self, zk: str, root: str) -> dict[str, str]:
         return dict(os.environ, PEER=str(self.root), ZK=zk, ROOT=root)
 
-    def start_bookies(self, n: int, zk: str, root: str) -> list[int]:
+    def start_bookies(self, n: int, zk: str, root: str, extra_conf: str = "") -> list[int]:
         """``n`` clean Java bookies (127.0.0.1:3181.., stock -Xms1g -Xmx1g
-        -XX:MaxDirectMemorySize=2g from env.sh) registered under ``zk``/``root``; their pids."""
-        out = subprocess.run([str(self.scripts / "start-bookies.sh"), str(n), "--clean"], env=self._env(zk, root),
+        -XX:MaxDirectMemorySize=2g from env.sh) registered under ``zk``/``root``; their pids.
+        ``extra_conf``: bk_server.conf lines that replace or add to the peer's template."""
+        env = dict(self._env(zk, root), BOOKIE_EXTRA_CONF=extra_conf)
+        out = subprocess.run([str(self.scripts / "start-bookies.sh"), str(n), "--clean"], env=env,
                              capture_output=True, text=True, timeout=300)
         if out.returncode != 0:
             raise SystemExit(f"the Java bookies did not start:\n{out.stdout}{out.stderr}")
@@ -254,7 +271,7 @@ class JavaPeer:
 
     def stop_bookies(self) -> None:
         subprocess.run([str(self.scripts / "stop-bookies.sh")], env=dict(os.environ, PEER=str(self.root)),
-                       capture_output=True, timeout=120)
+                       capture_output=True, timeout=600)
 
     def bench(self, zk: str, root: str, ensemble: tuple[int, int, int], entries: int, size: int, warmup: int,
               sampler: CpuSampler | None = None) -> PassResult:
@@ -275,3 +292,85 @@ class JavaPeer:
         if proc.returncode != 0:
             raise RuntimeError(f"bktool bench failed ({proc.returncode}): {err[-2000:]}")
         return parse_bench_output(lines)
+
+    def _launch_settings(self) -> dict[str, str]:
+        """The java binary, classpath and JVM flags the peer's scripts give a bookie (from env.sh)."""
+        names = ("JAVA", "PEER_CP", "NETTY_OPTS", "BK_OPTS", "BOOKIE_MEM_OPTS", "BOOKIE_GC_OPTS")
+        script = f'source "{self.scripts}/env.sh" >/dev/null; printf "%s\\0" ' + " ".join(f'"${n}"' for n in names)
+        out = subprocess.run(["bash", "-c", script], env=dict(os.environ, PEER=str(self.root)), capture_output=True,
+                             text=True, check=True).stdout
+        return dict(zip(names, out.split("\0")))
+
+    def format_metadata(self, zk: str, root: str, bookie_ids: list[str]) -> None:
+        """Java's metadata format of ``zk``/``root`` (BookKeeperAdmin.format, through ``bktool prepare-clean``)."""
+        out = subprocess.run([str(self.scripts / "bktool.sh"), "prepare-clean", f"zk={zk}", f"root={root}",
+                              f"ours={','.join(bookie_ids)}"], env=self._env(zk, root), capture_output=True,
+                             text=True, timeout=120)
+        if out.returncode != 0:
+            raise RuntimeError(f"bktool prepare-clean failed: {out.stdout}{out.stderr}")
+
+    def start_bookies_in(self, directory: str | Path, ports: list[tuple[int, int]], zk: str, root: str, *,
+                         autorecovery: bool = False, extra_conf: str = "") -> list[JavaBookie]:
+        """Java bookies of this run's own, one per ``(bookie port, HTTP port)``, each in
+        ``directory``/bookie-N with its conf and logs: the peer's template and JVM
+        flags, but neither its fixed ports (3181..) nor its ``run/`` folder, so a
+        run beside other users of the same peer leaves their bookies alone.  The
+        metadata must be formatted (:meth:`format_metadata`).  Returns once every
+        bookie is registered; the caller stops them (:meth:`stop_bookies_in`)."""
+        from bkctl.wire.metadata.zk import ZKMetadataStore
+
+        launch = self._launch_settings()
+        template = (self.root / "conf" / "bookie.conf.tmpl").read_text()
+        extra = dict(line.split("=", 1) for line in extra_conf.splitlines() if "=" in line)
+        bookies: list[JavaBookie] = []
+        try:
+            for n, (port, http) in enumerate(ports, 1):
+                d = Path(directory) / f"bookie-{n}"
+                (d / "journal").mkdir(parents=True, exist_ok=True)
+                (d / "ledgers").mkdir(parents=True, exist_ok=True)
+                conf = template
+                for key, value in (("@PORT@", port), ("@HTTP@", http), ("@DIR@", d), ("@ZK@", zk), ("@ROOT@", root),
+                                   ("@AUTORECOVERY@", str(autorecovery).lower()), ("@N@", n)):
+                    conf = conf.replace(key, str(value))
+                lines = [line for line in conf.splitlines() if line.split("=", 1)[0].strip() not in extra]
+                lines += [f"{k.strip()}={v.strip()}" for k, v in extra.items()]
+                (d / "bk_server.conf").write_text("\n".join(lines) + "\n")
+                cmd = [launch["JAVA"], f"-Dpeer.role=bench-bookie-{n}", *launch["BOOKIE_MEM_OPTS"].split(),
+                       *launch["BOOKIE_GC_OPTS"].split(), *launch["NETTY_OPTS"].split(), *launch["BK_OPTS"].split(),
+                       f"-Dlog4j.configurationFile={self.root / 'conf' / 'log4j2.xml'}",
+                       "-Dbookkeeper.log.root.level=INFO", "-Dbookkeeper.log.root.appender=ROLLINGFILE",
+                       f"-Dbookkeeper.log.dir={d}", "-Dbookkeeper.log.file=bookie.log",
+                       "-cp", launch["PEER_CP"], "org.apache.bookkeeper.server.Main", "--conf", str(d / "bk_server.conf")]
+                out = open(d / "bookie.out", "wb")
+                proc = subprocess.Popen(cmd, cwd=d, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                bookies.append(JavaBookie(f"127.0.0.1:{port}", port, http, proc, d))
+            store = ZKMetadataStore(f"zk+hierarchical://{zk}{root}", timeout=20).start()
+            try:
+                deadline = time.monotonic() + 120
+                while not {b.bookie_id for b in bookies} <= set(store.registration.writable_bookies()):
+                    for b in bookies:
+                        if b.process.poll() is not None:
+                            raise RuntimeError(f"Java bookie {b.bookie_id} exited ({b.process.returncode}); see "
+                                               f"{b.directory}/bookie.log")
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the Java bookies did not register within 120 s")
+                    time.sleep(0.2)
+            finally:
+                store.close()
+        except BaseException:
+            self.stop_bookies_in(bookies)
+            raise
+        return bookies
+
+    @staticmethod
+    def stop_bookies_in(bookies: list[JavaBookie], grace: float = 30) -> None:
+        """Stop bookies :meth:`start_bookies_in` started (SIGTERM, SIGKILL after ``grace`` s), by their process."""
+        for b in bookies:
+            if b.process.poll() is None:
+                b.process.terminate()
+        for b in bookies:
+            try:
+                b.process.wait(grace)
+            except subprocess.TimeoutExpired:
+                b.process.kill()
+                b.process.wait()

@@ -471,11 +471,11 @@ class BookieProtocol(protocol.Protocol):
                               deferred_sync=bool(add.writeFlags & WRITE_FLAG_DEFERRED_SYNC))
 
     def _v3_plain_add(self, txn_id: int, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
-                      high_priority: bool) -> None:
+                      high_priority: bool, recovery: bool) -> None:
         """:meth:`_v3_add` of a request :func:`plain_add_request` took apart."""
         self.bookie.add_entry(ledger_id, entry_id, master_key, body,
                               _AddReply(self, _now(), txn_id, ledger_id, entry_id),
-                              high_priority=high_priority)
+                              recovery=recovery, high_priority=high_priority)
 
     def _v3_plain_read(self, ledger_id: int, entry_id: int, header_len: int, payload: bytes) -> None:
         """:meth:`_v3_read` of a request :func:`plain_read_request` took apart."""

@@ -272,7 +272,12 @@ def _reap(pid: int) -> None:
 
 
 def pid_alive(pid: int) -> bool:
-    """True while *pid* runs (zombies count as gone)."""
+    """True while *pid* runs or is still exiting (a zombie whose threads have all exited counts as gone).
+
+    A SIGKILLed process's leader turns zombie at once, but its files (a listening
+    port, a lock) stay open until its last thread exits, and a thread in a slow
+    fsync can take seconds: a port tried after that zombie was seen was still in use.
+    """
     _reap(pid)
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -288,7 +293,12 @@ def pid_alive(pid: int) -> bool:
         return True
     # the state letter follows the parenthesised command name
     state = stat[stat.rfind(")") + 2:][:1]
-    return state not in ("Z", "X", "")
+    if state in ("Z", "X", ""):
+        try:
+            return len(os.listdir(f"/proc/{pid}/task")) > 1
+        except OSError:
+            return False
+    return True
 
 
 def process_matches(pid: int, required: Iterable[str]) -> bool:

@@ -644,7 +644,7 @@ OPTIONS: tuple[Option, ...] = (
            "on repeated failures, up to 8 times) before another worker may try.",
            "autorecovery", unit="ms", min=0, max=_JAVA_LONG_MAX),
     Option("rereplicationEntryBatchSize", "int", 10,
-           "Entries a replication worker copies at a time.",
+           "Entries a replication worker adds to new bookies at a time (and reads as many ahead).",
            "autorecovery", min=1, max=_JAVA_INT_MAX),
     Option("replicationRateByBytes", "int", -1,
            "Bytes per second a replication worker copies at most (-1: unlimited).",

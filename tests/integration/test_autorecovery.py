@@ -412,3 +412,25 @@ def test_force_audit_has_the_next_auditor_run_the_checks_at_once(metadata_uri, z
     assert first.wait(30) == 0
     daemons("ar-force", *every_day)  # a day's interval, yet it runs at once
     wait_for(lambda: ledger_check_ran() > forced, what="the restarted auditor's ledger check")
+
+
+def test_a_bookie_back_without_its_copies_is_refilled_when_no_other_bookie_is_free(
+        bookie_cluster, metadata_uri, zkstore, writer, daemons):
+    """A bookie killed while entries were on their way to it comes back (registered, writable)
+    without them; the ledger is marked.  With no bookie left outside the ensemble to move the
+    fragment to, the worker writes the copies back to it in place (Java's replicator fails to
+    find a replacement and leaves the ledger marked until a bookie is added)."""
+    procs = bookie_cluster(3)
+    lid = make_ledger(writer, 2, 2, entries=30)
+    md, version = zkstore.ledgers.read(lid)
+    spare = next(p for p in procs if p.bookie_id not in md.bookies)
+    left = next(p for p in procs if p.bookie_id == md.ensembles[0][1][1])
+    # the spare takes the place of a member without its copies; the member leaves the cluster
+    zkstore.ledgers.update(lid, md.replace_bookie(0, left.bookie_id, spare.bookie_id), version)
+    left.stop()
+    zkstore.underreplication.mark(lid, [spare.bookie_id])
+    daemons("ar-refill", *FAST)
+    wait_for(what="the ledger's mark to go", predicate=lambda: zkstore.underreplication.get(lid) is None, timeout=45)
+    assert spare.bookie_id in zkstore.ledgers.read(lid)[0].bookies  # kept its place
+    live = {p.bookie_id: p.port for p in procs if p is not left}
+    assert assert_fully_replicated(zkstore, live, lid, {left.bookie_id}) == 30

@@ -199,13 +199,14 @@ def v3_plain_requests(data: bytes) -> None:
     header = msg.header
     assert header.version == 3
     if add is not None:
-        txn, ledger_id, entry_id, key, body, high_priority = add
+        txn, ledger_id, entry_id, key, body, high_priority, recovery = add
         inner = msg.addRequest
         assert header.operation == 2 and msg.HasField("addRequest")
         assert (header.txnId, inner.ledgerId, inner.entryId, inner.masterKey, inner.body) == \
             (txn, ledger_id, entry_id, key, body)
         assert v3.is_high_priority(msg) == high_priority, (header.priority, high_priority)
-        assert not inner.HasField("flag") and not inner.HasField("writeFlags")
+        assert inner.HasField("flag") == recovery and (not recovery or inner.flag == v3.ADD_FLAG_RECOVERY_ADD)
+        assert not inner.HasField("writeFlags")
         assert list(msg.ListFields()) == [(msg.DESCRIPTOR.fields_by_name["header"], header),
                                           (msg.DESCRIPTOR.fields_by_name["addRequest"], inner)]
     else:

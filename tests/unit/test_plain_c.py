@@ -68,7 +68,8 @@ def test_built_adds(txn, ledger, entry, key, body, recovery, high, deferred):
     b = v3.serialize(v3.add_request(txn, ledger, entry, key, body, recovery=recovery, high_priority=high,
                                     deferred_sync=deferred))
     add, _, _ = _same(b)
-    assert (add is not None) == (not (recovery or deferred) and len(key) < 0x80)
+    assert (add is not None) == (not deferred and len(key) < 0x80)
+    assert add is None or add[6] == recovery
 
 
 @needs_c

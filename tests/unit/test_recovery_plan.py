@@ -146,6 +146,21 @@ def test_not_enough_bookies():
         choose_replacements(frag, [A, B, C], exclude=[B])
 
 
+def test_a_writable_lost_bookie_keeps_its_place_only_when_no_other_bookie_is_free():
+    from bkctl.wire.client.rereplication import _replacements
+
+    placement = RandomPlacement(random.Random(1))
+    frag = Fragment(1, 0, 9, (A, B, C), (B,), 3)
+    assert _replacements(frag, [A, B, C, D], [], None, (B,), {B}, placement) == {B: D}  # moved when it can be
+    assert _replacements(frag, [A, B, C], [], None, (B,), {B}, placement) == {B: B}
+    with pytest.raises(NotEnoughBookies):  # not writable, or not offered: no place kept
+        _replacements(frag, [A, B, C], [B], None, (B,), {B}, placement)
+    with pytest.raises(NotEnoughBookies):
+        _replacements(frag, [A, B, C], [], None, (B,), set(), placement)
+    two = Fragment(1, 0, 9, (A, B, C), (A, B), 3)  # one free bookie for two: the writable one stays
+    assert _replacements(two, [A, B, C, D], [], None, (A, B), {B}, placement) == {A: D, B: B}
+
+
 # -- copying with fake bookies --------------------------------------------------------------
 
 
@@ -220,22 +235,23 @@ def held(conn) -> list[int]:
     return sorted(e for e in conn.adds if conn.outstanding(e))
 
 
-def test_the_copy_keeps_at_most_window_entries_in_flight_and_goes_on_as_adds_complete():
+def test_the_copy_keeps_at_most_window_adds_in_flight_and_reads_a_window_ahead():
     client = FakeClient()
     digest = DigestManager(LEDGER, DigestType.CRC32C, b"")
-    write_ledger(client, (A, B, C), 3, 10, digest)
+    write_ledger(client, (A, B, C), 3, 12, digest)
     client.pool.get(B).stored.clear()
     target = client.pool.get(D)
     target.auto = False  # its adds wait for the test
-    frag = Fragment(LEDGER, 0, 9, (A, B, C), (B,), 3)
+    frag = Fragment(LEDGER, 0, 11, (A, B, C), (B,), 3)
     d = defer.ensureDeferred(replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=3))
-    assert entries_read(client) == [0, 1, 2] and held(target) == [0, 1, 2]
-    target.ack(1)  # entry 1 copied: one more read starts
-    assert entries_read(client) == [0, 1, 2, 3] and not d.called
+    # three entries being added, the next three already read and waiting for a slot
+    assert held(target) == [0, 1, 2] and entries_read(client) == [0, 1, 2, 3, 4, 5]
+    target.ack(1)  # entry 1 copied: entry 3, read already, is added at once, and entry 6 is read
+    assert held(target) == [0, 2, 3] and entries_read(client) == list(range(7)) and not d.called
     target.auto = True
     for e in held(target):
         target.ack(e)
-    assert successResultOf(d) == 10 and sorted(entries_on(client, D)) == list(range(10))
+    assert successResultOf(d) == 12 and sorted(entries_on(client, D)) == list(range(12))
 
 
 def test_an_add_that_fails_stops_the_copy():
@@ -249,7 +265,7 @@ def test_an_add_that_fails_stops_the_copy():
     target.fail(0, LedgerFencedError("EFENCED", bookie=D))
     failureResultOf(d, LedgerFencedError)
     target.ack(1)  # a late acknowledgement changes nothing
-    assert entries_read(client) == [0, 1]
+    assert entries_read(client) == [0, 1, 2, 3]
 
 
 def test_the_byte_rate_limit_holds_each_entry_back_before_its_adds():

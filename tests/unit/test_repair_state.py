@@ -299,3 +299,32 @@ def test_every_workers_attempts_on_a_ledger_are_told_in_order():
     assert [(a["worker"], a["reason"]) for a in row["attempts"]] == [("w1:3181", "first"), ("w2:3181", "second")]
     assert R.state_text(row, NOW) == ("held after a failed attempt by w2:3181: second; retried in 299 s "
                                       "(2 failed attempts)")
+
+
+def test_an_unexpected_error_on_one_ledger_does_not_stop_the_worker(store, monkeypatch):
+    """ZooKeeper away just as the worker unmarks a ledger: the error used to escape the loop,
+    stopping this worker for good with the ledger's lock held for the rest of its session."""
+    from bkctl.wire.metadata.errors import NoSuchLedger
+
+    clock = task.Clock()
+    clock.advance(NOW / 1000)
+    w = _worker(store, clock)
+    monkeypatch.setattr(store.ledgers, "read", lambda lid: (_ for _ in ()).throw(NoSuchLedger(lid)))
+    unmark = store.underreplication.mark_replicated
+    calls = []
+
+    def flaky_unmark(lid, version):
+        calls.append(lid)
+        if len(calls) == 1:
+            raise RuntimeError("connection lost")
+        return unmark(lid, version)
+
+    monkeypatch.setattr(store.underreplication, "mark_replicated", flaky_unmark)
+    store.underreplication.mark(5, ["c:3181"])
+    w.start()
+    assert not w._loop.called  # still looking for work
+    assert w.holds[5]["why"] == "failed" and "connection lost" in w.attempts[5][0]["reason"]
+    store.underreplication.mark(6, ["c:3181"])
+    clock.advance(1.0)
+    assert store.underreplication.get(6) is None and calls == [5, 6]
+    w.stop()

@@ -93,3 +93,38 @@ def test_pid_alive_treats_zombies_as_dead():
     assert state() == "Z"  # exited, not yet waited for
     assert not pid_alive(proc.pid)
     proc.wait()
+
+
+def test_pid_alive_while_a_zombie_leaders_other_threads_still_run(tmp_path):
+    """A SIGKILLed bookie's leader is a zombie at once while a thread in fsync still holds its
+    files (its listening port): such a process is not gone yet."""
+    flag = tmp_path / "leader-exited"
+    release = tmp_path / "release"
+    code = (
+        "import ctypes, os, sys, threading, time\n"
+        "def linger():\n"
+        f"    while not os.path.exists({str(release)!r}): time.sleep(0.02)\n"
+        "    os._exit(0)\n"
+        "threading.Thread(target=linger).start()\n"
+        f"open({str(flag)!r}, 'w').close()\n"
+        "import platform\n"
+        "sys_exit = {'x86_64': 60, 'aarch64': 93}[platform.machine()]  # SYS_exit: only the calling thread ends\n"
+        "ctypes.CDLL(None, use_errno=True).syscall(sys_exit, 0)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        def state():
+            stat = Path(f"/proc/{proc.pid}/stat").read_text()
+            return stat[stat.rfind(")") + 2]
+
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (flag.exists() and state() == "Z"):
+            time.sleep(0.02)
+        assert state() == "Z"  # the leader is a zombie, its other thread runs on
+        assert pid_alive(proc.pid)
+        release.touch()
+        proc.wait(timeout=20)
+        assert not pid_alive(proc.pid)
+    finally:
+        release.touch()
+        proc.wait(timeout=20)

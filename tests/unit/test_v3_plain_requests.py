@@ -20,7 +20,9 @@ def _general_add(payload: bytes) -> tuple:
     """What the general parser reads, in :func:`v3.plain_add_request`'s shape."""
     req = v3.parse_request(payload)
     add = req.addRequest
-    return req.header.txnId, add.ledgerId, add.entryId, add.masterKey, add.body, req.header.priority > 0
+    recovery = add.HasField("flag") and add.flag == v3.ADD_FLAG_RECOVERY_ADD
+    return (req.header.txnId, add.ledgerId, add.entryId, add.masterKey, add.body, req.header.priority > 0,
+            recovery)
 
 
 def _general_read(payload: bytes) -> tuple:
@@ -57,8 +59,8 @@ def test_every_captured_frame_is_read_the_same_or_left_to_the_general_parser():
 
 
 def test_the_java_requests_the_fast_parsers_are_for_are_taken():
-    """Every Java ADD but recovery and DEFERRED_SYNC ones, and every Java READ without
-    a flag or priority, goes the fast way: the fast path serves real traffic."""
+    """Every Java ADD but DEFERRED_SYNC ones (recovery ones too), and every Java READ
+    without a flag or priority, goes the fast way: the fast path serves real traffic."""
     taken = {"ADD_ENTRY": 0, "READ_ENTRY": 0}
     for f in JAVA_FRAMES:
         if f["proto"] != "v3" or f["kind"] != "request" or f["op"] not in taken:
@@ -66,7 +68,7 @@ def test_the_java_requests_the_fast_parsers_are_for_are_taken():
         payload = f["raw"][4:]
         req = v3.parse_request(payload)
         if f["op"] == "ADD_ENTRY":
-            meant = not req.addRequest.HasField("flag") and not req.addRequest.HasField("writeFlags")
+            meant = not req.addRequest.HasField("writeFlags")
             got = v3.plain_add_request(payload)
         else:
             read = req.readRequest
@@ -87,7 +89,7 @@ def test_built_adds_are_read_as_the_parser_reads_them(txn, ledger, entry, key, b
     payload = v3.serialize(v3.add_request(txn, ledger, entry, key, body, recovery=recovery, high_priority=high,
                                           deferred_sync=deferred))
     got = v3.plain_add_request(payload)
-    if recovery or deferred or len(key) >= 128:
+    if deferred or len(key) >= 128:
         assert got is None
     else:
         assert got == _general_add(payload)

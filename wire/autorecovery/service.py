@@ -43,7 +43,7 @@ class AutoRecoveryConfig:
     open_ledger_rereplication_grace_period: float = 30.0
     #: lockReleaseOfFailedLedgerGracePeriod (ms in the file)
     lock_release_of_failed_ledger_grace_period: float = 300.0
-    #: rereplicationEntryBatchSize: entries copied at a time
+    #: rereplicationEntryBatchSize: entries being added to new bookies at a time (as many more read ahead)
     rereplication_entry_batch_size: int = 10
     #: replicationRateByBytes: bytes/s a worker copies at most (<= 0: unlimited)
     replication_rate_by_bytes: int = -1

@@ -9,6 +9,11 @@ their fragments to other bookies with the same code ``bkctl recover`` uses
 then the metadata by compare-and-set), check again, and only then delete the
 marker with the version read (a marker re-marked meanwhile stays) and the lock.
 
+* A bookie found lacking copies that is in fact up and writable (killed while
+  entries were on their way to it, back since) keeps its place and gets its
+  copies written back when no bookie outside the ensemble is free to take
+  the fragment (``rereplicate_ledger(refill=...)``); Java's worker fails to
+  find a replacement and leaves the ledger marked until a bookie is added.
 * An open ledger whose last segment lost a bookie is not fenced at once: its
   writer may still replace the bookie itself.  The lock is kept for
   ``openLedgerRereplicationGracePeriod``; then the ledger is recovered (fenced
@@ -28,7 +33,7 @@ marker with the version read (a marker re-marked meanwhile stays) and the lock.
   until when, held after a failure until when), every recent failed attempt
   with its reason, and the ledgers it finished lately: what
   :mod:`.repairstate` reads.
-* ``rereplicationEntryBatchSize`` entries are copied at a time and
+* ``rereplicationEntryBatchSize`` entries are added at a time (as many more read ahead) and
   ``replicationRateByBytes`` (bytes/s, <= 0 unlimited) bounds the copy rate.
 """
 from __future__ import annotations
@@ -231,6 +236,11 @@ class ReplicationWorker:
             self._publish()
             try:
                 await self.rereplicate(mark.ledger_id, version)
+            except Exception as exc:  # noqa: BLE001 - e.g. ZooKeeper away at the final unmark
+                # the loop must go on: escaping, it stopped this worker for good with the
+                # ledger's lock held for the rest of the session
+                log.error("ledger %d: re-replication stopped unexpectedly", mark.ledger_id, exc_info=True)
+                await self._failed(mark.ledger_id, f"{type(exc).__name__}: {exc}")
             finally:
                 self.current = None
                 self.active.pop(mark.ledger_id, None)
@@ -277,9 +287,12 @@ class ReplicationWorker:
                 self._registered_at_hold[ledger_id] = registered
                 self._held_version[ledger_id] = version
                 return "waiting"
+            # a lost bookie that is up and writable only lacks copies (killed while they were on
+            # their way): with no spare bookie they are written back to it
+            writable = await run(self.store.registration.writable_bookies)
             result = await rereplicate_ledger(self.client, ledger_id, sorted(lost),
                                               window=self.config.rereplication_entry_batch_size,
-                                              throttle=self._pace)
+                                              throttle=self._pace, refill=set(writable) & lost)
             status = result.get("status")
             if status == "deleted":
                 await run(self.store.underreplication.mark_replicated, ledger_id, version)

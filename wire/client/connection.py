@@ -47,7 +47,9 @@ reaches it only through the methods of
   written once per connection after the chunk (a writer's burst of adds
   too). v3 EOK answers to ADDs and plain READs are matched by their header
   field and taken apart without the general parser, v2 EOK ADD and READ
-  answers without the response tuple (fast paths: :mod:`bkctl.wire.fastpath`).
+  answers without the response tuple (fast paths: :mod:`bkctl.wire.fastpath`;
+  the frames and the READ answers' bodies by the C twins of
+  :mod:`bkctl.wire.codecs.fast` where built).
 
 Operations return Deferreds that fire with plain values or fail with the
 errors of :mod:`bkctl.wire.client.errors`. Argument errors (a master key that is
@@ -65,7 +67,7 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from bkctl.wire import fastpath
-from bkctl.wire.codecs import answers, v2, v3
+from bkctl.wire.codecs import answers, fast, v2, v3
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import (
     BOOKIE_INFO_FREE_DISK_SPACE,
@@ -234,6 +236,9 @@ class BookieConnection:
             ready=self._connected, failed=self._tls_failed)
         #: builds the ADD and READ requests
         self.entries = EntryRequests(self.use_v3, self.fastpaths, self._ids)
+        #: takes an EOK READ answer apart (fast paths: the C twin when built)
+        c = fast.C if self.fastpaths else None
+        self._plain_read_body = v3.plain_read_body if c is None else c.plain_read_body
         self._proto: BookieClientProtocol | None = None
         self._attempt: BookieClientFactory | None = None
         self._closing: BookieClientProtocol | None = None
@@ -797,7 +802,7 @@ class BookieConnection:
                 return False
             result = None
         else:
-            result = v3.plain_read_body(payload, len(req.fast))
+            result = self._plain_read_body(payload, len(req.fast))
             if result is None:
                 return False
         del self.requests.v3_pending[req.key]

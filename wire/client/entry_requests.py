@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from bkctl.wire.codecs import answers, v2, v3
+from bkctl.wire.codecs import answers, fast, v2, v3
 from bkctl.wire.codecs.add_frames import EncodedAdd
 from bkctl.wire.codecs.framing import frame, length_prefix
 from bkctl.wire.codecs.protocol import MASTER_KEY_LENGTH, V2_CURRENT_VERSION, Flag, OpCode, OperationType
@@ -44,13 +44,17 @@ class EntryRequests:
     """Builds the ADD and READ requests of one connection (``use_v3``, with
     the fast paths when ``fastpaths``), taking txnIds from ``txn_ids``."""
 
-    __slots__ = ("use_v3", "fastpaths", "_ids", "_encoder")
+    __slots__ = ("use_v3", "fastpaths", "_ids", "_encoder", "_c_read_frame", "_c_add_frame")
 
     def __init__(self, use_v3: bool, fastpaths: bool, txn_ids: Iterator[int]):
         self.use_v3 = use_v3
         self.fastpaths = fastpaths
         self._ids = txn_ids
         self._encoder = v3.RequestEncoder() if use_v3 else None
+        # the C twins of RequestEncoder.read_frame and of an ADD copy's frame (fast paths, when built)
+        c = fast.C if fastpaths else None
+        self._c_read_frame = None if c is None else c.read_frame
+        self._c_add_frame = None if c is None else c.add_frame
 
     def add(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
             recovery: bool, high_priority: bool, deferred_sync: bool,
@@ -103,6 +107,17 @@ class EntryRequests:
         if self.use_v3:
             part = add.v3_part
             txn = next(self._ids)
+            c_add_frame = self._c_add_frame
+            if c_add_frame is not None and part is not None and not add.high_priority:
+                framed = c_add_frame(txn, part)
+                if framed is not None:
+                    data, answer_head = framed
+                    req = Request(None, txn, b"", answers.v3_add)
+                    req.op = _OP_ADD
+                    req.fast = answer_head
+                    req.ok = add.v3_tail
+                    req.ids = (add.ledger_id, add.entry_id)
+                    return req, data
             heads = v3.add_header_fields(txn, add.high_priority) if part is not None else None
             if heads is None:  # encoded for v2, or a txnId upb has its own say about
                 return self._add_general(add, txn), None
@@ -133,7 +148,9 @@ class EntryRequests:
         if not (self.use_v3 and self.fastpaths):
             return self.read(ledger_id, entry_id, None, False), None
         txn = next(self._ids)
-        data, head = self._encoder.read_frame(txn, ledger_id, entry_id)
+        c_read_frame = self._c_read_frame
+        framed = None if c_read_frame is None else c_read_frame(txn, ledger_id, entry_id)
+        data, head = self._encoder.read_frame(txn, ledger_id, entry_id) if framed is None else framed
         req = Request(None, txn, b"", answers.v3_read)
         req.op = _OP_READ
         req.fast = head

@@ -12,13 +12,15 @@ first for an open ledger whose last segment lost a bookie.
   ``p`` held exactly the entries whose write set contains ``p``
   (:meth:`Fragment.entries`, :meth:`Fragment.entry_count`).
 * :func:`choose_replacements` picks, per lost member, a writable bookie that
-  is not in that ensemble (or the operator's target).
+  is not in that ensemble (or the operator's target); with none free, a lost
+  bookie that is up and writable and only lacks copies may keep its place
+  (``refill``: its copies are written back to it).
 * :func:`replicate_fragment` reads each of those entries from the surviving
   replicas of its write set (digest verified, next replica on any failure),
   and writes the stored bytes unchanged to the replacement with a recovery
-  add (accepted on fenced ledgers), at most ``window`` entries at a time,
-  optionally paced by a ``throttle`` (bytes): a pipeline of reads feeding
-  adds (:class:`FragmentCopy`).
+  add (accepted on fenced ledgers), at most ``window`` entries being added
+  at a time and as many read ahead, optionally paced by a ``throttle``
+  (bytes): a pipeline of reads feeding adds (:class:`FragmentCopy`).
 * :func:`replace_in_metadata` then swaps the bookies in that one segment by
   compare-and-set, re-reading on conflict.  It is idempotent: a segment that
   no longer names the lost bookie is left alone.  Since the metadata changes
@@ -227,13 +229,17 @@ class _EntryCopy:
 
 class FragmentCopy:
     """The copy of one fragment (:func:`replicate_fragment`) as a pipeline:
-    at most ``window`` entries in flight, each read from the first surviving
-    replica of its write set whose copy verifies (the next one on a missing
-    entry, a bad digest or any failure) and, as soon as it is read, added
-    unchanged to its replacements with recovery adds -- reads feeding adds,
-    a new entry started as each one is copied.  Reads and adds go through
-    the connections' callback calls (no Deferred or coroutine per entry);
-    with the fast path (:mod:`bkctl.wire.fastpath`) an entry's ADD is
+    at most ``window`` entries being added at a time and as many more read
+    ahead, each read from the first surviving replica of its write set whose
+    copy verifies (the next one on a missing entry, a bad digest or any
+    failure) and added unchanged to its replacements with recovery adds.
+    Reads run ahead of the adds so that an add slot, once free, is filled
+    from an entry already read: the window's entries then wait on the new
+    bookie's journal alone, not on a read as well (Java's replicator reads
+    and writes each batch of ``rereplicationEntryBatchSize`` entries in turn,
+    the next batch read only when the last one is written).  Reads and adds
+    go through the connections' callback calls (no Deferred or coroutine per
+    entry); with the fast path (:mod:`bkctl.wire.fastpath`) an entry's ADD is
     encoded once for all its replacements, and the requests issued while a
     bookie's answers are handed out leave in one write per bookie.  Fires
     with the number of entries copied; the first failure fails it (the
@@ -257,7 +263,12 @@ class FragmentCopy:
         self._lost_positions = set(fragment.positions)
         self._replacements = replacements
         self.copied = 0
+        #: entries whose adds are sent (or held by the throttle) and not all acknowledged
         self.running = 0
+        #: reads sent and not answered
+        self.reading = 0
+        #: entries read and verified, waiting for an add slot: (copy, body)
+        self._ready: deque[tuple[_EntryCopy, bytes]] = deque()
         self.done: defer.Deferred = defer.Deferred()
         self._finished = False
         self._exhausted = False
@@ -280,7 +291,12 @@ class FragmentCopy:
             self._again = True
             while self._again:
                 self._again = False
-                while not self._finished and not self._exhausted and self.running < self.window:
+                while not self._finished and self._ready and self.running < self.window:
+                    copy, body = self._ready.popleft()
+                    self.running += 1
+                    self._send(copy, body)
+                while (not self._finished and not self._exhausted
+                       and self.reading + len(self._ready) < self.window):
                     entry_id = next(self._entries, None)
                     if entry_id is None:
                         self._exhausted = True
@@ -289,9 +305,10 @@ class FragmentCopy:
                     if not copy.targets:  # nothing of it was on a replaced bookie
                         self.copied += 1
                         continue
-                    self.running += 1
+                    self.reading += 1
                     self._read(copy, 0)
-            if self._exhausted and self.running == 0 and not self._finished:
+            if (self._exhausted and not self.running and not self.reading and not self._ready
+                    and not self._finished):
                 self._finished = True
                 self.done.callback(self.copied)
         finally:
@@ -347,7 +364,14 @@ class FragmentCopy:
             copy.errors.append(f"bookie {bookie}: {exc}")
             self._read(copy, index + 1)
             return
-        body = bytes(result)
+        self.reading -= 1
+        self._ready.append((copy, bytes(result)))
+        self._fill()
+
+    # -- adding -------------------------------------------------------------------
+
+    def _send(self, copy: _EntryCopy, body: bytes) -> None:
+        """Hold the entry to the byte rate, if any, then add it."""
         if self.throttle is not None:
             wait = self.throttle(len(body) * len(copy.targets))
             if wait is not None:
@@ -355,8 +379,6 @@ class FragmentCopy:
                 wait.addErrback(lambda f: self._fail(f.value))
                 return
         self._add(copy, body)
-
-    # -- adding -------------------------------------------------------------------
 
     def _add(self, copy: _EntryCopy, body: bytes) -> None:
         if self._finished:
@@ -404,7 +426,7 @@ async def replicate_fragment(client, fragment: Fragment, replacements: dict[str,
     ones never count as sources), verified, and added unchanged to the
     replacement of every lost member of its write set, with recovery adds
     (:class:`FragmentCopy`: reads feeding adds).  At most ``window`` entries
-    are in flight.  ``on_entry(entry_id)`` is called (in the reactor thread)
+    are being added at a time, and at most ``window`` more read ahead.  ``on_entry(entry_id)`` is called (in the reactor thread)
     after each entry is copied.  ``throttle(n)``, when given, is called with
     the bytes about to be written for each entry and may return a Deferred
     to wait for (a byte-rate limit).  Returns the number of entries copied;
@@ -433,7 +455,7 @@ async def replace_in_metadata(client, ledger_id: int, first_entry_id: int,
         new_md = md
         for old, new in replacements.items():
             members = dict(new_md.ensembles)[first_entry_id]
-            if old not in members:
+            if old not in members or old == new:  # gone meanwhile, or refilled in place
                 continue
             if new in members:
                 raise ReplicationError(f"ledger {ledger_id}: {new} joined the segment from entry {first_entry_id} "
@@ -447,6 +469,27 @@ async def replace_in_metadata(client, ledger_id: int, first_entry_id: int,
         except MetadataVersionConflict as conflict:
             md, version = conflict.metadata, conflict.current_version
     raise LedgerMetadataConflict(f"ledger {ledger_id}: metadata keeps changing")
+
+
+def _replacements(fragment: Fragment, writable: list[str], readonly: list[str], target: str | None,
+                  lost: tuple[str, ...], refill: Collection[str], placement) -> dict[str, str]:
+    """:func:`choose_replacements`; when too few bookies are left outside the ensemble, the
+    members of ``refill`` among the fragment's lost ones keep their place (their copies are
+    written back to them) and only the others are replaced."""
+    from dataclasses import replace
+
+    from .errors import NotEnoughBookies
+
+    try:
+        return choose_replacements(fragment, writable, readonly, target=target, exclude=lost, placement=placement)
+    except NotEnoughBookies:
+        in_place = [b for b in fragment.lost if b in refill and b in writable and b not in readonly]
+        if target is not None or not in_place:
+            raise
+    others = tuple(b for b in fragment.lost if b not in in_place)
+    chosen = choose_replacements(replace(fragment, lost=others), writable, readonly, exclude=lost,
+                                 placement=placement) if others else {}
+    return {**{b: b for b in in_place}, **chosen}
 
 
 def _fragment_doc(fragment: Fragment, replacements: dict[str, str] | None) -> dict:
@@ -463,6 +506,7 @@ def _fragment_doc(fragment: Fragment, replacements: dict[str, str] | None) -> di
 async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, target: str | None = None,
                              skip_open: bool = False, dry_run: bool = False, window: int = 64,
                              password: bytes | str | None = None, placement=None,
+                             refill: Collection[str] = (),
                              on_entry: Callable[[int], Any] | None = None,
                              throttle: Callable[[int], Any] | None = None) -> dict:
     """Re-replicate everything the ``lost`` bookies held of one ledger.
@@ -474,6 +518,14 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
     to a replacement and the metadata updated.  With ``dry_run`` nothing is
     changed and the plan is returned (replacements as they would be chosen
     now).
+
+    ``refill`` names lost bookies that are in fact up and writable and only
+    lack copies (a bookie killed while entries were on their way to it, back
+    since): when no bookie outside a fragment's ensemble can take one of
+    them over, its copies are written back to it in place and the metadata
+    keeps it (the autorecovery worker passes them).  Java's replicator only
+    ever moves a fragment, and on a cluster with no spare bookie leaves such
+    a ledger marked, short of a copy, until a bookie is added.
 
     Never raises for the ledger's own problems: returns a JSON-ready dict
     with ``status`` one of ``recovered``, ``planned``, ``skipped``,
@@ -507,8 +559,8 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
         key = master_key(password_bytes)
         writable, readonly = await client.bookie_lists()
         for fragment in fragments_to_rereplicate(ledger_id, md, lost):
-            replacements = choose_replacements(fragment, writable, readonly, target=target, exclude=lost,
-                                               placement=placement if placement is not None else client.placement)
+            replacements = _replacements(fragment, writable, readonly, target, lost, refill,
+                                         placement if placement is not None else client.placement)
             doc = _fragment_doc(fragment, replacements)
             result["fragments"].append(doc)
             if dry_run:
@@ -518,8 +570,10 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
             await replace_in_metadata(client, ledger_id, fragment.first_entry_id, replacements)
             doc["entries_copied"] = copied
             result["entries_copied"] += copied
-            log.info("ledger %d: entries %d..%s re-replicated (%d copied): %s", ledger_id,
-                     fragment.first_entry_id, fragment.last_entry_id, copied, replacements)
+            log.info("ledger %d: entries %d..%s re-replicated (%d copied): %s%s", ledger_id,
+                     fragment.first_entry_id, fragment.last_entry_id, copied, replacements,
+                     " (in place: no other bookie could take them)" if any(
+                         old == new for old, new in replacements.items()) else "")
         result["status"] = "planned" if dry_run else "recovered"
     except NoSuchLedger:
         result["status"] = "deleted"

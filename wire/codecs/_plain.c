@@ -24,7 +24,7 @@
 
 /* Checked by v3.py before these twins are used: a build older than the
  * sources (another API) is not. */
-#define PLAIN_API 1
+#define PLAIN_API 2
 
 /* The bytes of a BKPacketHeader up to its txnId varint: version 3, the
  * operation (ADD_ENTRY 2, READ_ENTRY 1), the txnId tag. */
@@ -133,7 +133,7 @@ static int need_bytes(PyObject *arg)
 }
 
 PyDoc_STRVAR(plain_add_request_doc,
-"plain_add_request(b: bytes) -> (txnId, ledgerId, entryId, masterKey, body, high_priority) | None\n\n"
+"plain_add_request(b: bytes) -> (txnId, ledgerId, entryId, masterKey, body, high_priority, recovery) | None\n\n"
 "bkctl.wire.codecs.v3.plain_add_request, in C.");
 
 static PyObject *plain_add_request(PyObject *self, PyObject *arg)
@@ -155,11 +155,19 @@ static PyObject *plain_add_request(PyObject *self, PyObject *arg)
     if (key_len >= 0x80 || key_at + key_len >= n || b[key_at + key_len] != 0x22)
         Py_RETURN_NONE;
     pos = key_at + key_len + 1;
-    if (!varint(b, n, &pos, &body_len) || body_len != (uint64_t)(n - pos))
+    if (!varint(b, n, &pos, &body_len) || body_len > (uint64_t)(n - pos))
         Py_RETURN_NONE;
-    return Py_BuildValue("(KLLy#y#O)", (unsigned long long)txn, (long long)ledger_id, (long long)entry_id,
-                         (const char *)b + key_at, key_len, (const char *)b + pos, n - pos,
-                         priority > 0 ? Py_True : Py_False);
+    /* the body runs to the end, or is followed by exactly AddRequest.flag (100) = RECOVERY_ADD */
+    Py_ssize_t end = pos + (Py_ssize_t)body_len;
+    int recovery = 0;
+    if (end != n) {
+        if (end + 3 != n || b[end] != 0xa0 || b[end + 1] != 0x06 || b[end + 2] != 0x01)
+            Py_RETURN_NONE;
+        recovery = 1;
+    }
+    return Py_BuildValue("(KLLy#y#OO)", (unsigned long long)txn, (long long)ledger_id, (long long)entry_id,
+                         (const char *)b + key_at, key_len, (const char *)b + pos, end - pos,
+                         priority > 0 ? Py_True : Py_False, recovery ? Py_True : Py_False);
 }
 
 PyDoc_STRVAR(plain_read_request_doc,

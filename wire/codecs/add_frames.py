@@ -11,6 +11,7 @@ DEFERRED_SYNC adds are not covered (they go through the request builders).
 """
 from __future__ import annotations
 
+from . import fast
 from .answers import v2_add_frame
 from .protocol import Flag
 from .v3 import RequestEncoder
@@ -48,20 +49,26 @@ class AddEncoder:
     """Encodes the ADDs of one writer for ``protocol`` (``"v3"`` or ``"v2"``).
     Not thread-safe: one per writer (the reactor's thread)."""
 
-    __slots__ = ("use_v3", "_encoder")
+    __slots__ = ("use_v3", "_encoder", "_c_add_part")
 
     def __init__(self, protocol: str):
         if protocol not in ("v2", "v3"):
             raise ValueError(f"protocol must be 'v2' or 'v3', not {protocol!r}")
         self.use_v3 = protocol == "v3"
         self._encoder = RequestEncoder() if self.use_v3 else None
+        #: the C twin of RequestEncoder.add_part (when built), or None
+        self._c_add_part = None if fast.C is None else fast.C.add_part
 
     def encode(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
                recovery: bool = False, high_priority: bool = False) -> EncodedAdd:
         """``body`` is the digest-packaged entry (bytes); ``master_key`` 20 bytes."""
         add = EncodedAdd(ledger_id, entry_id, master_key, body, recovery, high_priority)
         if self.use_v3:
-            add.v3_part, add.v3_tail = self._encoder.add_part(ledger_id, entry_id, master_key, body, recovery)
+            c_add_part = self._c_add_part
+            parts = None if c_add_part is None else c_add_part(ledger_id, entry_id, master_key, body, recovery)
+            if parts is None:
+                parts = self._encoder.add_part(ledger_id, entry_id, master_key, body, recovery)
+            add.v3_part, add.v3_tail = parts
         else:
             flags = (_FLAG_RECOVERY_ADD if recovery else 0) | (_FLAG_HIGH_PRIORITY if high_priority else 0)
             add.v2_frame = v2_add_frame(flags, master_key, body)

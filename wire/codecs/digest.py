@@ -17,6 +17,7 @@ from crc32c import crc32c as _crc32c
 
 from bkctl.wire import fastpath
 from bkctl.wire.errors import DigestError
+from bkctl.wire.codecs import fast
 from bkctl.wire.codecs.protocol import ENTRY_HEADER_LENGTH
 
 _HEADER = struct.Struct(">qqqq")
@@ -24,6 +25,7 @@ _LAC_HEADER = struct.Struct(">qq")
 _IDS = _LAC_HEADER  # ledgerId, entryId: also the start of an entry's header
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
+_I64_LIMIT = 1 << 63
 
 
 class DigestType(enum.IntEnum):
@@ -66,13 +68,16 @@ def mac_key(password: bytes) -> bytes:
 class DigestManager:
     """Builds and verifies packaged entries and LAC bodies of one ledger."""
 
-    __slots__ = ("ledger_id", "digest_type", "digest_length", "_mac_key")
+    __slots__ = ("ledger_id", "digest_type", "digest_length", "_mac_key", "_c_package")
 
     def __init__(self, ledger_id: int, digest_type: DigestType, password: bytes = b""):
         self.ledger_id = ledger_id
         self.digest_type = DigestType(digest_type)
         self.digest_length = DIGEST_LENGTH[self.digest_type]
         self._mac_key = mac_key(password) if self.digest_type is DigestType.MAC else None
+        #: the C twin of package (a fast path: CRC32C only), or None
+        self._c_package = (fast.C.crc32c_package if fast.C is not None and self.digest_type is DigestType.CRC32C
+                           else None)
 
     def _digest(self, first: bytes, rest: bytes = b"") -> bytes:
         dt = self.digest_type
@@ -89,6 +94,11 @@ class DigestManager:
     # -- entries -----------------------------------------------------------
     def package(self, entry_id: int, lac: int, length: int, payload: bytes) -> bytes:
         """The bytes sent to bookies for one entry; ``length`` includes this payload."""
+        c_package = self._c_package
+        if c_package is not None:
+            body = c_package(self.ledger_id, entry_id, lac, length, payload)
+            if body is not None:
+                return body
         header = _HEADER.pack(self.ledger_id, entry_id, lac, length)
         return b"".join((header, self._digest(header, payload), payload))
 
@@ -133,12 +143,16 @@ class DigestManager:
     def payload_checker(self):
         """:meth:`payload` as a function of ``(entry, entry_id)``, for a reader
         that checks many entries: for CRC32C and CRC32 (a fast path) a closure
-        that checks a well-formed entry with one slice and two checksum calls,
-        handing anything else (a short entry, a mismatch) to :meth:`payload`
-        for its error; :meth:`payload` itself otherwise."""
+        that checks a well-formed entry with one slice and two checksum calls
+        (for CRC32C, its C twin when built: one call), handing anything else
+        (a short entry, a mismatch) to :meth:`payload` for its error;
+        :meth:`payload` itself otherwise."""
         dt = self.digest_type
         if not fastpath.ENABLED or dt not in (DigestType.CRC32C, DigestType.CRC32):
             return self.payload
+        if fast.C is not None and dt is DigestType.CRC32C and type(self.ledger_id) is int and \
+                -_I64_LIMIT <= self.ledger_id < _I64_LIMIT:
+            return fast.C.Crc32cChecker(self.ledger_id, self.payload)
         start = ENTRY_HEADER_LENGTH + self.digest_length
         crc = _crc32c if dt is DigestType.CRC32C else zlib.crc32
         stored = (_U32 if dt is DigestType.CRC32C else _U64).unpack_from

@@ -22,7 +22,7 @@ from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
 
 #: What the C twins' ``API`` must be (a build older than the sources is not used).
-C_API = 1
+C_API = 2
 
 
 def c_twins():

@@ -304,16 +304,18 @@ def _ids_at(b: bytes, pos: int, field: bytes) -> tuple[int, int, int] | None:
     return ledger_id, entry_id, pos
 
 
-def plain_add_request(b: bytes) -> tuple[int, int, int, bytes, bytes, bool] | None:
-    """``(txnId, ledgerId, entryId, masterKey, body, high_priority)`` of a v3
-    ADD_ENTRY Request laid out the way clients write one (fields in number
-    order, no flag, no writeFlags, nothing else), without building the message.
+def plain_add_request(b: bytes) -> tuple[int, int, int, bytes, bytes, bool, bool] | None:
+    """``(txnId, ledgerId, entryId, masterKey, body, high_priority, recovery)``
+    of a v3 ADD_ENTRY Request laid out the way clients write one (fields in
+    number order, no writeFlags, nothing else but the RECOVERY_ADD flag after
+    the body, as Java's and our re-replication write it), without building
+    the message.
 
     For exactly these bytes :func:`parse_request` gives a complete Request with
     these values, so the outcome is the same as parsing it; anything else --
-    other operations, recovery and DEFERRED_SYNC adds, other layouts, junk --
-    returns None and goes through the parser. Parsing every add with upb
-    (and checking its required fields) costs about twice this.
+    other operations, DEFERRED_SYNC adds, other layouts, junk -- returns None
+    and goes through the parser. Parsing every add with upb (and checking its
+    required fields) costs about twice this.
     """
     try:
         if b[0] != 0x0A or b[2:7] != ADD_HEADER_START:
@@ -340,11 +342,14 @@ def plain_add_request(b: bytes) -> tuple[int, int, int, bytes, bytes, bool] | No
         if key_len >= 0x80 or len(key) != key_len or b[pos] != 0x22:
             return None
         body_len, pos = _decode_at(b, pos + 1)
-        if pos + body_len != len(b):
+        end = pos + body_len
+        if end == len(b):
+            return txn, ledger_id, entry_id, key, b[pos:], priority > 0, False
+        if end + len(_RECOVERY_FLAG_FIELD) != len(b) or b[end:] != _RECOVERY_FLAG_FIELD:
             return None
     except IndexError:
         return None
-    return txn, ledger_id, entry_id, key, b[pos:], priority > 0
+    return txn, ledger_id, entry_id, key, b[pos:end], priority > 0, True
 
 
 def plain_read_request(b: bytes) -> tuple[int, int, int, bytes] | None:

@@ -1,0 +1,606 @@
+/*
+ * bkctl.wire.codecs._fastcodec: the C twins of the client's per-entry codecs.
+ *
+ * A client moving 100-byte entries spends its CPU on a few small functions
+ * called once per entry or per copy of an entry: packaging an entry with its
+ * CRC32C digest, checking the digest of one read back, writing a plain v3
+ * READ request, taking the body out of its EOK answer, writing the shared
+ * part of an ADD and each copy's header.  In Python each is a dozen slices,
+ * joins and varint calls; here each is one allocation and a pass over the
+ * bytes.
+ *
+ * The Python functions are the reference (bkctl.wire.codecs.v3,
+ * bkctl.wire.codecs.digest): every function here gives the same bytes, or
+ * returns None for anything it does not cover, and the caller then takes the
+ * Python path (which also says what is wrong with bad input).  Used only
+ * with fast paths on (bkctl.wire.fastpath); tests/unit/test_fastcodec.py
+ * checks each one against its Python twin.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ CRC32C */
+
+static uint32_t crc_table[8][256];
+
+static void crc_init_tables(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+/* crc is the running register (already inverted); slicing by eight */
+static uint32_t crc_soft(uint32_t crc, const unsigned char *p, size_t n)
+{
+    while (n >= 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF]
+            ^ crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF]
+            ^ crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
+    return crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_HW_CRC 1
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const unsigned char *p, size_t n)
+{
+    uint64_t c = crc;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = __builtin_ia32_crc32di(c, v);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--)
+        c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return c32;
+}
+#endif
+
+static int use_hw_crc = 0;
+
+/* CRC32C of a then b, as crc32c(b, crc32c(a)) */
+static uint32_t crc32c_two(const unsigned char *a, size_t na, const unsigned char *b, size_t nb)
+{
+    uint32_t crc = 0xFFFFFFFFu;
+#ifdef HAVE_HW_CRC
+    if (use_hw_crc) {
+        crc = crc_hw(crc, a, na);
+        crc = crc_hw(crc, b, nb);
+        return crc ^ 0xFFFFFFFFu;
+    }
+#endif
+    crc = crc_soft(crc, a, na);
+    crc = crc_soft(crc, b, nb);
+    return crc ^ 0xFFFFFFFFu;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+#define HEADER_LEN 32 /* ledgerId | entryId | lac | length, 4 x i64 BE */
+#define CRC32C_LEN 4
+
+static void put_be64(unsigned char *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (unsigned char)(v & 0xFF);
+        v >>= 8;
+    }
+}
+
+static uint64_t get_be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static void put_be32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+/* a Python int (exactly int) as a signed 64-bit value; 0 when it is not one */
+static int as_i64(PyObject *o, long long *out)
+{
+    if (!PyLong_CheckExact(o))
+        return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* a Python int (exactly int) in 0 .. 2**64-1; 0 when it is not one */
+static int as_u64(PyObject *o, unsigned long long *out)
+{
+    if (!PyLong_CheckExact(o))
+        return 0;
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static unsigned char *put_varint(unsigned char *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (unsigned char)((v & 0x7F) | 0x80);
+        v >>= 7;
+    }
+    *p++ = (unsigned char)v;
+    return p;
+}
+
+/* the varint at b[*pos] (end: len): 0 past the end or beyond ten bytes; a
+ * value past 64 bits is reported as UINT64_MAX (it matches no length here) */
+static int get_varint(const unsigned char *b, Py_ssize_t end, Py_ssize_t *pos, uint64_t *out)
+{
+    uint64_t v = 0;
+    int shift = 0, big = 0;
+    Py_ssize_t p = *pos;
+    for (;;) {
+        if (p >= end)
+            return 0;
+        unsigned char x = b[p++];
+        if (shift < 64) {
+            uint64_t part = (uint64_t)(x & 0x7F) << shift;
+            if (shift > 57 && ((uint64_t)(x & 0x7F) >> (64 - shift)))
+                big = 1;
+            v |= part;
+        } else if (x & 0x7F) {
+            big = 1;
+        }
+        if (x < 0x80)
+            break;
+        shift += 7;
+        if (shift > 63)
+            return 0;
+    }
+    *pos = p;
+    *out = big ? UINT64_MAX : v;
+    return 1;
+}
+
+/* v3._skip_varint: the position after the varint at b[pos], -1 past the end or beyond ten bytes */
+static Py_ssize_t skip_varint(const unsigned char *b, Py_ssize_t end, Py_ssize_t pos)
+{
+    Py_ssize_t start = pos;
+    for (;;) {
+        if (pos >= end)
+            return -1;
+        if (b[pos] < 0x80)
+            break;
+        pos++;
+    }
+    if (pos - start > 9)
+        return -1;
+    return pos + 1;
+}
+
+/* (a, b), stealing both references; NULL (and nothing leaked) when either is NULL */
+static PyObject *pair(PyObject *a, PyObject *b)
+{
+    PyObject *out = (a != NULL && b != NULL) ? PyTuple_New(2) : NULL;
+    if (out == NULL) {
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, a);
+    PyTuple_SET_ITEM(out, 1, b);
+    return out;
+}
+
+/* ------------------------------------------------------------ digests */
+
+PyDoc_STRVAR(crc32c_package_doc,
+"crc32c_package(ledger_id, entry_id, lac, length, payload) -> bytes | None\n\n"
+"DigestManager.package for a CRC32C ledger: the 32-byte header, its digest\n"
+"and the payload in one allocation.  None for what it does not cover (ids\n"
+"that are not 64-bit ints, a payload that is not bytes).");
+
+static PyObject *crc32c_package(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "crc32c_package takes 5 arguments");
+        return NULL;
+    }
+    long long v[4];
+    for (int i = 0; i < 4; i++)
+        if (!as_i64(args[i], &v[i]))
+            Py_RETURN_NONE;
+    PyObject *payload = args[4];
+    if (!PyBytes_CheckExact(payload))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyBytes_GET_SIZE(payload);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, HEADER_LEN + CRC32C_LEN + n);
+    if (out == NULL)
+        return NULL;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+    for (int i = 0; i < 4; i++)
+        put_be64(p + 8 * i, (uint64_t)v[i]);
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(payload);
+    put_be32(p + HEADER_LEN, crc32c_two(p, HEADER_LEN, data, (size_t)n));
+    memcpy(p + HEADER_LEN + CRC32C_LEN, data, (size_t)n);
+    return out;
+}
+
+/* Crc32cChecker(ledger_id, slow): the reader's check of one CRC32C entry */
+typedef struct {
+    PyObject_HEAD
+    long long ledger_id;
+    PyObject *slow;
+    vectorcallfunc vectorcall;
+} Checker;
+
+static PyObject *checker_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Checker *self = (Checker *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 2 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "a checker takes (entry, entry_id)");
+        return NULL;
+    }
+    PyObject *entry = args[0];
+    long long entry_id;
+    if (PyBytes_CheckExact(entry) && PyBytes_GET_SIZE(entry) >= HEADER_LEN + CRC32C_LEN
+            && as_i64(args[1], &entry_id)) {
+        const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(entry);
+        Py_ssize_t n = PyBytes_GET_SIZE(entry);
+        uint32_t stored = (uint32_t)b[32] << 24 | (uint32_t)b[33] << 16 | (uint32_t)b[34] << 8 | b[35];
+        if ((long long)get_be64(b) == self->ledger_id && (long long)get_be64(b + 8) == entry_id
+                && stored == crc32c_two(b, HEADER_LEN, b + HEADER_LEN + CRC32C_LEN,
+                                        (size_t)(n - HEADER_LEN - CRC32C_LEN)))
+            return PyBytes_FromStringAndSize((const char *)b + HEADER_LEN + CRC32C_LEN,
+                                             n - HEADER_LEN - CRC32C_LEN);
+    }
+    /* anything else: the Python check says what is wrong (or accepts it) */
+    return PyObject_Vectorcall(self->slow, args, nargs, NULL);
+}
+
+static PyObject *checker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *ledger, *slow;
+    if (!PyArg_ParseTuple(args, "OO:Crc32cChecker", &ledger, &slow))
+        return NULL;
+    long long ledger_id;
+    if (!as_i64(ledger, &ledger_id)) {
+        PyErr_SetString(PyExc_ValueError, "ledger_id must be a 64-bit int");
+        return NULL;
+    }
+    Checker *self = (Checker *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->ledger_id = ledger_id;
+    Py_INCREF(slow);
+    self->slow = slow;
+    self->vectorcall = checker_vectorcall;
+    return (PyObject *)self;
+}
+
+static int checker_traverse(Checker *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->slow);
+    return 0;
+}
+
+static int checker_clear(Checker *self)
+{
+    Py_CLEAR(self->slow);
+    return 0;
+}
+
+static void checker_dealloc(Checker *self)
+{
+    PyObject_GC_UnTrack(self);
+    checker_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject CheckerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bkctl.wire.codecs._fastcodec.Crc32cChecker",
+    .tp_doc = PyDoc_STR("Crc32cChecker(ledger_id, slow): called with (entry, entry_id), the payload of a\n"
+                        "CRC32C entry of that ledger whose digest and ids check; anything else is handed\n"
+                        "to slow(entry, entry_id) (DigestManager.payload: its result or its error)."),
+    .tp_basicsize = sizeof(Checker),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = checker_new,
+    .tp_dealloc = (destructor)checker_dealloc,
+    .tp_traverse = (traverseproc)checker_traverse,
+    .tp_clear = (inquiry)checker_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Checker, vectorcall),
+};
+
+/* ------------------------------------------------------------ v3 requests and answers */
+
+/* BKPacketHeader{version 3, operation, txnId} as field 1 of a Request: 0a len 08 03 10 op 18 txn */
+#define V3 3
+#define OP_READ 1
+#define OP_ADD 2
+
+static unsigned char *put_header_field(unsigned char *p, int op, uint64_t txn, size_t txn_len)
+{
+    *p++ = 0x0a;
+    *p++ = (unsigned char)(5 + txn_len);
+    *p++ = 0x08;
+    *p++ = V3;
+    *p++ = 0x10;
+    *p++ = (unsigned char)op;
+    *p++ = 0x18;
+    return put_varint(p, txn);
+}
+
+PyDoc_STRVAR(read_frame_doc,
+"read_frame(txn_id, ledger_id, entry_id) -> (frame, header_field) | None\n\n"
+"RequestEncoder.read_frame for ids it writes by hand (a txnId that is a\n"
+"uint64, non-negative int64 ids); None otherwise.");
+
+static PyObject *read_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "read_frame takes 3 arguments");
+        return NULL;
+    }
+    unsigned long long txn;
+    long long ledger, entry;
+    if (!as_u64(args[0], &txn) || !as_i64(args[1], &ledger) || !as_i64(args[2], &entry) || ledger < 0 || entry < 0)
+        Py_RETURN_NONE;
+    size_t tl = varint_len(txn), ll = varint_len((uint64_t)ledger), el = varint_len((uint64_t)entry);
+    size_t head = 7 + tl, inner = 2 + ll + el;
+    size_t payload = head + 3 + inner;
+    unsigned char buf[64];
+    unsigned char *p = buf;
+    put_be32(p, (uint32_t)payload);
+    p += 4;
+    p = put_header_field(p, OP_READ, txn, tl);
+    *p++ = 0xa2; /* readRequest (100) */
+    *p++ = 0x06;
+    *p++ = (unsigned char)inner;
+    *p++ = 0x08;
+    p = put_varint(p, (uint64_t)ledger);
+    *p++ = 0x10;
+    p = put_varint(p, (uint64_t)entry);
+    return pair(PyBytes_FromStringAndSize((const char *)buf, (Py_ssize_t)(4 + payload)),
+                PyBytes_FromStringAndSize((const char *)buf + 4, (Py_ssize_t)head));
+}
+
+PyDoc_STRVAR(plain_read_body_doc,
+"plain_read_body(payload, pos) -> bytes | None\n\n"
+"v3.plain_read_body: the body of an EOK READ answer whose header field ends\n"
+"at pos, or None (then the answer is parsed).");
+
+static PyObject *plain_read_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "plain_read_body takes 2 arguments");
+        return NULL;
+    }
+    PyObject *payload = args[0];
+    long long start;
+    if (!PyBytes_CheckExact(payload) || !as_i64(args[1], &start) || start < 0)
+        Py_RETURN_NONE;
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(payload);
+    Py_ssize_t end = PyBytes_GET_SIZE(payload), pos = (Py_ssize_t)start;
+    uint64_t size;
+    if (pos > end || end - pos < 5 || memcmp(b + pos, "\x10\x00\xa2\x06", 4) != 0)
+        Py_RETURN_NONE;
+    pos += 4;
+    if (!get_varint(b, end, &pos, &size) || size != (uint64_t)(end - pos))
+        Py_RETURN_NONE;
+    if (end - pos < 3 || memcmp(b + pos, "\x08\x00\x10", 3) != 0)
+        Py_RETURN_NONE;
+    pos = skip_varint(b, end, pos + 3); /* ledgerId */
+    if (pos < 0 || pos >= end || b[pos] != 0x18) /* entryId (3) */
+        Py_RETURN_NONE;
+    pos = skip_varint(b, end, pos + 1);
+    if (pos < 0 || pos >= end || b[pos] != 0x22) /* body (4) */
+        Py_RETURN_NONE;
+    pos += 1;
+    if (!get_varint(b, end, &pos, &size) || size > (uint64_t)(end - pos))
+        Py_RETURN_NONE;
+    Py_ssize_t body = pos, stop = pos + (Py_ssize_t)size;
+    if (stop < end && b[stop] == 0x28) { /* maxLAC (5) */
+        stop = skip_varint(b, end, stop + 1);
+        if (stop >= 0 && stop < end && b[stop] == 0x30) /* lacUpdateTimestamp (6) */
+            stop = skip_varint(b, end, stop + 1);
+    } else if (stop < end && b[stop] == 0x30) {
+        stop = skip_varint(b, end, stop + 1);
+    }
+    if (stop != end)
+        Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)b + body, (Py_ssize_t)size);
+}
+
+PyDoc_STRVAR(add_part_doc,
+"add_part(ledger_id, entry_id, master_key, body, recovery) -> (part, reply) | None\n\n"
+"RequestEncoder.add_part for what it writes by hand (non-negative int64 ids,\n"
+"bytes key of under 128 bytes and body); None otherwise.");
+
+static PyObject *add_part(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "add_part takes 5 arguments");
+        return NULL;
+    }
+    long long ledger, entry;
+    PyObject *key = args[2], *body = args[3];
+    if (!as_i64(args[0], &ledger) || !as_i64(args[1], &entry) || ledger < 0 || entry < 0
+            || !PyBytes_CheckExact(key) || PyBytes_GET_SIZE(key) >= 0x80 || !PyBytes_CheckExact(body))
+        Py_RETURN_NONE;
+    int recovery = PyObject_IsTrue(args[4]);
+    if (recovery < 0)
+        return NULL;
+    size_t ll = varint_len((uint64_t)ledger), el = varint_len((uint64_t)entry);
+    size_t kl = (size_t)PyBytes_GET_SIZE(key), bl = (size_t)PyBytes_GET_SIZE(body);
+    size_t ids = ll + 1 + el, body_len = varint_len(bl), flag = recovery ? 3 : 0;
+    size_t size = 4 + ids + kl + body_len + bl + flag;
+    PyObject *part = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(2 + varint_len(size) + size));
+    if (part == NULL)
+        return NULL;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(part);
+    *p++ = 0xaa; /* addRequest (101) */
+    *p++ = 0x06;
+    p = put_varint(p, size);
+    *p++ = 0x08;
+    p = put_varint(p, (uint64_t)ledger);
+    *p++ = 0x10;
+    p = put_varint(p, (uint64_t)entry);
+    *p++ = 0x1a;
+    *p++ = (unsigned char)kl;
+    memcpy(p, PyBytes_AS_STRING(key), kl);
+    p += kl;
+    *p++ = 0x22;
+    p = put_varint(p, bl);
+    memcpy(p, PyBytes_AS_STRING(body), bl);
+    p += bl;
+    if (recovery) { /* flag (100): RECOVERY_ADD */
+        *p++ = 0xa0;
+        *p++ = 0x06;
+        *p++ = 0x01;
+    }
+    /* the EOK answer after its header: status EOK (2), addResponse (101) {status EOK, ids} */
+    unsigned char rbuf[48];
+    unsigned char *r = rbuf;
+    size_t answer = 3 + ll + 1 + el;
+    *r++ = 0x10;
+    *r++ = 0x00;
+    *r++ = 0xaa;
+    *r++ = 0x06;
+    *r++ = (unsigned char)answer;
+    *r++ = 0x08;
+    *r++ = 0x00;
+    *r++ = 0x10;
+    r = put_varint(r, (uint64_t)ledger);
+    *r++ = 0x18;
+    r = put_varint(r, (uint64_t)entry);
+    return pair(part, PyBytes_FromStringAndSize((const char *)rbuf, r - rbuf));
+}
+
+PyDoc_STRVAR(add_frame_doc,
+"add_frame(txn_id, part) -> (frame, header_field) | None\n\n"
+"One copy of an ADD encoded once for its write set (normal priority): the\n"
+"frame of its header field (txn_id) followed by part (add_part's), and that\n"
+"header field, which the bookie's answer starts with.  None for a txnId that\n"
+"is not a uint64 or a part that is not bytes.");
+
+static PyObject *add_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "add_frame takes 2 arguments");
+        return NULL;
+    }
+    unsigned long long txn;
+    PyObject *part = args[1];
+    if (!as_u64(args[0], &txn) || !PyBytes_CheckExact(part))
+        Py_RETURN_NONE;
+    size_t tl = varint_len(txn), head = 7 + tl, pl = (size_t)PyBytes_GET_SIZE(part);
+    if (head + pl > 0x7FFFFFFF)
+        Py_RETURN_NONE;
+    PyObject *frame = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 + head + pl));
+    if (frame == NULL)
+        return NULL;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(frame);
+    put_be32(p, (uint32_t)(head + pl));
+    put_header_field(p + 4, OP_ADD, txn, tl);
+    memcpy(p + 4 + head, PyBytes_AS_STRING(part), pl);
+    return pair(frame, PyBytes_FromStringAndSize((const char *)p + 4, (Py_ssize_t)head));
+}
+
+PyDoc_STRVAR(hardware_crc32c_doc,
+"hardware_crc32c(on) -> bool\n\n"
+"For tests: compute CRC32C with the CPU's instruction (on, where it has one)\n"
+"or the table; returns whether the instruction is used now.");
+
+static PyObject *hardware_crc32c(PyObject *self, PyObject *on)
+{
+    int want = PyObject_IsTrue(on);
+    if (want < 0)
+        return NULL;
+    use_hw_crc = 0;
+#ifdef HAVE_HW_CRC
+    if (want && __builtin_cpu_supports("sse4.2"))
+        use_hw_crc = 1;
+#endif
+    return PyBool_FromLong(use_hw_crc);
+}
+
+/* ------------------------------------------------------------ the module */
+
+static PyMethodDef methods[] = {
+    {"crc32c_package", (PyCFunction)(void (*)(void))crc32c_package, METH_FASTCALL, crc32c_package_doc},
+    {"read_frame", (PyCFunction)(void (*)(void))read_frame, METH_FASTCALL, read_frame_doc},
+    {"plain_read_body", (PyCFunction)(void (*)(void))plain_read_body, METH_FASTCALL, plain_read_body_doc},
+    {"add_part", (PyCFunction)(void (*)(void))add_part, METH_FASTCALL, add_part_doc},
+    {"add_frame", (PyCFunction)(void (*)(void))add_frame, METH_FASTCALL, add_frame_doc},
+    {"hardware_crc32c", hardware_crc32c, METH_O, hardware_crc32c_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_fastcodec",
+    "The C twins of the client's per-entry codecs (see bkctl.wire.codecs.fast).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__fastcodec(void)
+{
+    crc_init_tables();
+#ifdef HAVE_HW_CRC
+    __builtin_cpu_init();
+    use_hw_crc = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+#endif
+    if (PyType_Ready(&CheckerType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&CheckerType);
+    if (PyModule_AddObject(m, "Crc32cChecker", (PyObject *)&CheckerType) < 0) {
+        Py_DECREF(&CheckerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
