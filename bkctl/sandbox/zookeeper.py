@@ -192,7 +192,8 @@ def find_java(env: dict[str, str] | None = None) -> str:
 STABLE_PORTS = range(10000, 20000)
 
 
-def _ephemeral_low() -> int:
+def ephemeral_port_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 where it cannot be read)."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             return int(f.read().split()[0])
@@ -206,7 +207,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     Drawn at random from :data:`STABLE_PORTS` when those lie below the ephemeral
     range; otherwise (a kernel set to hand out such low ports) the kernel's choice.
     """
-    if STABLE_PORTS.stop <= _ephemeral_low():
+    if STABLE_PORTS.stop <= ephemeral_port_low():
         for port in random.sample(STABLE_PORTS, min(64, len(STABLE_PORTS))):
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                 try:
@@ -569,6 +570,7 @@ __all__ = [
     "find_java",
     "find_zookeeper_classpath",
     "four_letter_word",
+    "ephemeral_port_low",
     "free_port",
     "port_free",
     "is_zookeeper_process",

@@ -21,6 +21,8 @@ import random
 import socket
 import threading
 
+from bkctl.sandbox.zookeeper import ephemeral_port_low
+
 _FIRST = 20000
 _BLOCK = 1000
 _lock = threading.Lock()
@@ -31,7 +33,7 @@ def _block_start() -> int:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")  # gw0, gw1, ...
     index = int(worker[2:]) if worker[2:].isdigit() else 0
     index += int(os.environ.get("BKCTL_TEST_PORT_BLOCK") or 0)
-    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    low = ephemeral_port_low()
     blocks = max(1, (low - _FIRST) // _BLOCK)
     return _FIRST + (index % blocks) * _BLOCK
 

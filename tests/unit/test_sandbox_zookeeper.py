@@ -20,7 +20,7 @@ def test_free_port_is_bindable_and_below_the_ephemeral_range():
     port = free_port()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
-    assert port in zkmod.STABLE_PORTS and port < zkmod._ephemeral_low()
+    assert port in zkmod.STABLE_PORTS and port < zkmod.ephemeral_port_low()
 
 
 def test_free_port_skips_a_held_port_and_falls_back_to_the_kernel(monkeypatch):
@@ -28,7 +28,7 @@ def test_free_port_skips_a_held_port_and_falls_back_to_the_kernel(monkeypatch):
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 10000))
         assert free_port() != 10000
-    monkeypatch.setattr(zkmod, "_ephemeral_low", lambda: 5000)  # a kernel handing out low ports
+    monkeypatch.setattr(zkmod, "ephemeral_port_low", lambda: 5000)  # a kernel handing out low ports
     port = free_port()
     assert port not in zkmod.STABLE_PORTS
 
@@ -81,16 +81,18 @@ def test_pyspark_jars_are_located_without_importing_pyspark():
     assert out.stdout.strip() == "[]"
 
 
+def _state(pid: int) -> str:
+    """The state letter of /proc/PID/stat (R, S, Z...)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rfind(")") + 2]
+
+
 def test_pid_alive_treats_zombies_as_dead():
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     deadline = time.monotonic() + 10
-    def state():
-        stat = Path(f"/proc/{proc.pid}/stat").read_text()
-        return stat[stat.rfind(")") + 2]
-
-    while time.monotonic() < deadline and state() != "Z":
+    while time.monotonic() < deadline and _state(proc.pid) != "Z":
         time.sleep(0.02)
-    assert state() == "Z"  # exited, not yet waited for
+    assert _state(proc.pid) == "Z"  # exited, not yet waited for
     assert not pid_alive(proc.pid)
     proc.wait()
 
@@ -113,14 +115,10 @@ def test_pid_alive_while_a_zombie_leaders_other_threads_still_run(tmp_path):
     )
     proc = subprocess.Popen([sys.executable, "-c", code])
     try:
-        def state():
-            stat = Path(f"/proc/{proc.pid}/stat").read_text()
-            return stat[stat.rfind(")") + 2]
-
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not (flag.exists() and state() == "Z"):
+        while time.monotonic() < deadline and not (flag.exists() and _state(proc.pid) == "Z"):
             time.sleep(0.02)
-        assert state() == "Z"  # the leader is a zombie, its other thread runs on
+        assert _state(proc.pid) == "Z"  # the leader is a zombie, its other thread runs on
         assert pid_alive(proc.pid)
         release.touch()
         proc.wait(timeout=20)
