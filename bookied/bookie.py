@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from collections import deque
 from typing import Callable
 
 from bkctl.wire.codecs.protocol import LAST_ADD_CONFIRMED, RC
@@ -49,7 +50,8 @@ def _lac_of_body(body: bytes) -> int:
 
 class Bookie:
     def __init__(self, journals, stores, *, clock, max_frame_size: int = 5 * 1024 * 1024,
-                 allow_high_priority_writes_when_readonly: bool = True, journal_write_data: bool = True):
+                 allow_high_priority_writes_when_readonly: bool = True, journal_write_data: bool = True,
+                 max_throttle_time: float = 10.0):
         self.journals = list(journals)
         #: journalWriteData: False puts entries in the entry store only and
         #: acknowledges them at once (durable at the next checkpoint), as Java's
@@ -71,6 +73,15 @@ class Bookie:
         self._lac_waiters: dict[int, list] = {}
         self._fencing: dict[int, list] = {}  # ledger -> callbacks waiting for the fence record
         self._connections: set = set()
+        #: dbStorage_maxThrottleTimeMs, in seconds: how long an add waits for room
+        #: in a full write cache before it is refused with ETOOMANYREQUESTS (as
+        #: Java's bookie, which blocks the add rather than refuse it at once: a
+        #: client takes the refusal as a failed bookie and changes its ensemble).
+        self.max_throttle_time = max_throttle_time
+        #: adds waiting for the write cache, oldest first: (deadline, args, kwargs)
+        self._throttled: deque = deque()
+        self._throttle_timer = None
+        self._draining = False
 
     # -- sharding ---------------------------------------------------------------
     def _store(self, ledger_id: int):
@@ -173,10 +184,13 @@ class Bookie:
         if write_data and journal.failed is not None:
             callback(RC.EIO)
             return
+        if self._throttled and not self._draining:  # behind the adds already waiting
+            self._throttle(ledger_id, entry_id, master_key, body, callback, recovery, high_priority, deferred_sync)
+            return
         try:
             store.put_entry(ledger_id, entry_id, body)
         except WriteCacheFull:
-            callback(RC.ETOOMANYREQUESTS)
+            self._throttle(ledger_id, entry_id, master_key, body, callback, recovery, high_priority, deferred_sync)
             return
 
         if write_data:
@@ -196,6 +210,58 @@ class Bookie:
             self._raise_lac(ledger_id, lac)
         if not write_data:
             callback(RC.EOK)
+
+    def _throttle(self, ledger_id, entry_id, master_key, body, callback, recovery, high_priority,
+                  deferred_sync) -> None:
+        if self.max_throttle_time <= 0:
+            callback(RC.ETOOMANYREQUESTS)
+            return
+        deadline = self.clock.seconds() + self.max_throttle_time
+        self._throttled.append((deadline, (ledger_id, entry_id, master_key, body, callback),
+                                dict(recovery=recovery, high_priority=high_priority, deferred_sync=deferred_sync)))
+        if self._throttle_timer is None:
+            self._throttle_timer = self.clock.callLater(self.max_throttle_time, self._throttle_expired)
+
+    def _throttle_expired(self) -> None:
+        """Refuse the adds that waited dbStorage_maxThrottleTimeMs for the write cache."""
+        self._throttle_timer = None
+        now, waiting = self.clock.seconds(), self._throttled
+        refused = 0
+        while waiting and waiting[0][0] <= now:
+            waiting.popleft()[1][4](RC.ETOOMANYREQUESTS)
+            refused += 1
+        if refused:
+            log.warning("%d adds refused (ETOOMANYREQUESTS): the write cache stayed full for "
+                        "dbStorage_maxThrottleTimeMs", refused)
+        if waiting:
+            self._throttle_timer = self.clock.callLater(max(0.0, waiting[0][0] - now), self._throttle_expired)
+
+    @property
+    def throttled_adds(self) -> int:
+        """Adds waiting for room in the write cache."""
+        return len(self._throttled)
+
+    def write_cache_drained(self) -> None:
+        """A checkpoint ended (flushed or not): the waiting adds try again, oldest first,
+        through every check an add passes (a bookie read-only by now refuses them)."""
+        waiting, self._throttled = self._throttled, deque()
+        self._draining = True
+        try:
+            while waiting:
+                deadline, args, kwargs = waiting.popleft()
+                self.add_entry(*args, **kwargs)
+                if self._throttled:  # full again: it and the rest keep their place and deadlines
+                    self._throttled[0] = (deadline,) + self._throttled[0][1:]
+                    self._throttled.extend(waiting)
+                    break
+        finally:
+            self._draining = False
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+            self._throttle_timer = None
+        if self._throttled:
+            delay = max(0.0, self._throttled[0][0] - self.clock.seconds())
+            self._throttle_timer = self.clock.callLater(delay, self._throttle_expired)
 
     # -- reads -----------------------------------------------------------------
     def get_entry(self, ledger_id: int, entry_id: int) -> bytes | None:

@@ -169,7 +169,8 @@ class BookieService:
                        for d in ledger_dirs]
         self.bookie = Bookie(self.journals, self.stores, clock=self.reactor,
                              max_frame_size=cfg.netty_max_frame_size_bytes,
-                             journal_write_data=cfg.journal_write_data)
+                             journal_write_data=cfg.journal_write_data,
+                             max_throttle_time=cfg.db_storage_max_throttle_time_ms / 1000.0)
         started = time.monotonic()
         replayed = self.bookie.replay()
         log.info("journal replay: %d records in %.2f s", replayed, time.monotonic() - started)
@@ -402,6 +403,8 @@ class BookieService:
             bookie = self.bookie
             if bookie is not None and not self.stopping:
                 self._check_disks()  # the entry logs grew: look at the disks now
+                # after the disk check: a bookie that turned read-only refuses the waiting adds
+                bookie.write_cache_drained()
             if not isinstance(result, Failure):
                 if self._checkpoint_waiting:
                     log.info("checkpoint done: there is room again")
@@ -518,6 +521,8 @@ class BookieService:
         m.counter("bookie_disk_checks_total", "Disk checks done (each decides read-only or writable).",
                   lambda: self.disk_checks)
         m.gauge("bookie_read_only", "1 when the bookie is read-only.", lambda: int(self.is_readonly()))
+        m.gauge("bookie_throttled_adds", "Adds waiting for room in a full write cache (dbStorage_maxThrottleTimeMs).",
+                lambda: self.bookie.throttled_adds if self.bookie is not None else 0)
         if self.cfg.auto_recovery_daemon_enabled:
             from .metrics import Refreshed, register_autorecovery
 

@@ -83,6 +83,7 @@ class BookieConfig:
     allow_storage_expansion: bool
     flush_interval: int
     db_storage_write_cache_max_size_mb: int
+    db_storage_max_throttle_time_ms: int
     disk_usage_threshold: float
     disk_usage_warn_threshold: float
     disk_usage_lwm_threshold: float

@@ -454,6 +454,10 @@ OPTIONS: tuple[Option, ...] = (
            "Memory for the write cache that holds added entries until a checkpoint flushes them "
            "to ledger storage.",
            "storage", unit="MB", min=1, max=_JAVA_LONG_MAX),
+    Option("dbStorage_maxThrottleTimeMs", "int", 10000,
+           "How long an add waits for room in a full write cache (while a checkpoint flushes it) "
+           "before the bookie refuses it with ETOOMANYREQUESTS; 0 refuses at once.",
+           "storage", unit="ms", min=0, max=_JAVA_INT_MAX),
     # -- disk ---------------------------------------------------------------
     Option("diskUsageThreshold", "float", 0.95,
            "Fraction in use of the fullest journal or ledger filesystem at or above which the bookie "
