@@ -30,7 +30,11 @@ every bookie its write set names, straight from that bookie (no failover), and
 compared byte for byte; a copy missing there while the ledger is marked
 under-replicated is read again once the repair is done (up to 45 s), and each
 copy is counted ``ok``, ``repaired`` (missing, there after the repair),
-``missing-marked`` (repair still pending) or ``missing-unmarked`` (nothing will
+``missing-marked`` (repair still pending), ``missing-at-ensemble-change`` (the
+write to that bookie failed after the entry had its ack quorum and the writer
+replaced the bookie from LAC + 1 on, so the old fragment lacks it; Java's client
+leaves the same copies, its addOpUr counter, and the auditor's periodic ledger
+check, run here on the spot, finds them) or ``missing-unmarked`` (nothing will
 repair it: a finding); the bookies' own counters (compaction passes, entries
 moved, ledgers and entries re-replicated) are summed over the run.
 ``--set KEY=VALUE`` passes any bk_server.conf key to the bookies (checked by
@@ -473,6 +477,15 @@ def deleter_thread(uri: str, rnd: Round, ledgers: list[int], errors: list) -> No
 REPAIR_WAIT = 45.0
 
 
+def _replaced_after(ensembles, bookie: str, entry_id: int) -> bool:
+    """Whether the fragment holding ``entry_id`` is followed by one without ``bookie``."""
+    for i, (first, ensemble) in enumerate(ensembles):
+        nxt = ensembles[i + 1] if i + 1 < len(ensembles) else None
+        if first <= entry_id and (nxt is None or entry_id < nxt[0]):
+            return nxt is not None and bookie in ensemble and bookie not in nxt[1]
+    return False
+
+
 def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int, acked: set[int],
                    replicas: Counter, losses: list[str]) -> None:
     """Read every acknowledged entry from every bookie the metadata's write sets name, straight from it.
@@ -481,12 +494,17 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
     ledger is marked (repair due or under way) the check waits up to REPAIR_WAIT s for the mark to
     go and reads again with the metadata then.  Each copy is counted once: ``ok``; ``repaired``
     (missing at first, there after the repair); ``missing-marked`` (still missing, the ledger still
-    marked: repair pending); ``missing-unmarked`` (missing and nothing marked: no repair will
-    come, a finding); ``differs``/``corrupt`` (losses)."""
+    marked: repair pending); ``missing-at-ensemble-change`` (in a fragment that ends where the
+    writer replaced that bookie, and found by the auditor's ledger check); ``missing-unmarked``
+    (missing and nothing marked or finding it: no repair will come, a finding);
+    ``differs``/``corrupt`` (losses)."""
     from bkctl.ops.replica_read import read_replica
+
+    ensembles: list = []
 
     async def read_all(client) -> dict[tuple[str, int], str]:
         md, _ = await client.run_blocking(client.store.ledgers.read, ledger_id)
+        ensembles[:] = md.ensembles
         found: dict[tuple[str, int], str] = {}
         for bookie in sorted(set(md.bookies)):
             for attempt in range(5):
@@ -505,6 +523,20 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
                     losses.append(f"ledger {ledger_id} entry {entry_id} on {bookie}: {status} ({row['error']})")
                 found[(bookie, entry_id)] = status
         return found
+
+    found_by_check: list[set[str]] = []
+
+    async def checked(client) -> set[str]:
+        """The bookies the auditor's ledger check finds missing replicas on (run once)."""
+        from bkctl.wire.autorecovery.checker import bookies_missing_replicas
+
+        if not found_by_check:
+            reg = client.store.registration
+            registered = await client.run_blocking(
+                lambda: set(reg.writable_bookies()) | set(reg.readonly_bookies()))
+            md, _ = await client.run_blocking(client.store.ledgers.read, ledger_id)
+            found_by_check.append(await bookies_missing_replicas(client, ledger_id, md, registered))
+        return found_by_check[0]
 
     async def go(client):
         store = client.store
@@ -530,11 +562,20 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
             if now in (None, "ok"):
                 replicas["repaired"] += 1
                 continue
-            kind = "missing-marked" if mark is not None else "missing-unmarked"
+            if mark is not None:
+                kind = "missing-marked"
+            elif _replaced_after(ensembles, bookie, entry_id) and bookie in await checked(client):
+                # the write to it failed after the entry had its ack quorum, and the writer
+                # replaced the bookie from its LAC + 1 on: Java's client leaves the same copies
+                # missing (its addOpUr counter) for the auditor's ledger check
+                # (auditorPeriodicCheckInterval) to find, as this one just did
+                kind = "missing-at-ensemble-change"
+            else:
+                kind = "missing-unmarked"
             replicas[kind] += 1
             replica_notes.append(f"ledger {ledger_id} entry {entry_id} on {bookie}: {now}, {kind}"
                                  f" (marked at the first read: {'yes' if marked_at_check else 'no'},"
-                                 f" waited {waited:.1f} s)")
+                                 f" waited {waited:.1f} s; ensembles {[(f, list(e)) for f, e in ensembles]})")
         for key, status in second.items():  # copies on the bookies the repair brought in
             if key in first:
                 continue
@@ -616,6 +657,7 @@ def run(args) -> dict:
               "replica_reads": replicas, "ledgers_deleted_during_rounds": 0, "under_replicated": []}
     previous: list[int] = []
     started = time.monotonic()
+    rnd = None
     try:
         cluster.start()
         for number in range(1, args.rounds + 1):
@@ -626,15 +668,16 @@ def run(args) -> dict:
             rrng = random.Random(round_seed)
             rnd = Round(round_seed)
             errors: list[str] = []
-            threads = [threading.Thread(target=writer_thread, args=(cluster.uri, rnd, WINDOW, i == 0, errors))
-                       for i in range(2)]
-            threads.append(threading.Thread(target=reader_thread, args=(cluster.uri, rnd)))
+            threads = [threading.Thread(target=writer_thread, args=(cluster.uri, rnd, WINDOW, i == 0, errors),
+                                        daemon=True) for i in range(2)]
+            threads.append(threading.Thread(target=reader_thread, args=(cluster.uri, rnd), daemon=True))
             if args.delete_during:
-                threads.append(threading.Thread(target=deleter_thread, args=(cluster.uri, rnd, previous, errors)))
+                threads.append(threading.Thread(target=deleter_thread, args=(cluster.uri, rnd, previous, errors),
+                                                daemon=True))
             for t in threads:
                 t.start()
             time.sleep(rrng.uniform(0.5, 1.5))
-            drawn = list(dict.fromkeys(rrng.sample(kinds, rrng.choice((1, 1, 2)))))
+            drawn = list(dict.fromkeys(rrng.sample(kinds, min(len(kinds), rrng.choice((1, 1, 2))))))
             if "zk-restart" in drawn and "zk-expire" in drawn:
                 drawn.remove("zk-expire")
             fault_threads = []
@@ -675,6 +718,8 @@ def run(args) -> dict:
     except Exception as e:  # noqa: BLE001 - the harness itself failed: the rounds run so far are still reported
         report["harness_error"] = f"after {report['rounds']} rounds: {type(e).__name__}: {str(e)[:300]}"
     finally:
+        if rnd is not None:
+            rnd.stop.set()  # a round the harness failed in: its threads end too
         report["failed_restarts"] = cluster.failed_starts
         report["kills"] = len(cluster.kills)
         report["kills_during_compaction"] = sum(k["compacting"] for k in cluster.kills)

@@ -42,4 +42,9 @@ def test_a_round_with_compaction_and_repair_on_and_a_kill_during_compaction_lose
     assert report["ledgers_deleted_during_rounds"] >= 1
     counters = report["bookie_counters"]
     assert counters["compactions_minor"] + counters["compactions_major"] > 0, counters
-    assert report["replica_reads"].get("ok", 0) >= 2 * report["entries_checked"], report["replica_reads"]
+    reads = report["replica_reads"]
+    notes = (report["replica_reads"], report["under_replicated"][:10])
+    # at least the ack quorum (2 of E3/Qw3) holds every acknowledged entry, and every other copy
+    # missing is one the auditor marks or its ledger check finds (none is forgotten)
+    assert reads.get("ok", 0) >= 2 * report["entries_checked"], notes
+    assert not reads.get("missing-unmarked") and not reads.get("unchecked-ledgers"), notes
