@@ -2,12 +2,15 @@
 
 Command groups live in :mod:`bkctl.commands`; each click callback is a thin
 layer over a library function so the shell, cron jobs and tests run the
-same code.  Heavy modules (kazoo, twisted, pyspark) are imported inside the
-commands, keeping ``bkctl --help`` fast.
+same code.  A command's module is imported when the command is used
+(:class:`LazyCommands`), and heavy modules (kazoo, twisted, pyspark) inside
+the commands, keeping every bkctl process's start cheap.
 """
 from __future__ import annotations
 
 import sys
+import threading
+from collections.abc import MutableMapping
 
 import click
 
@@ -20,6 +23,109 @@ EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(
     f"  {code}  {text}" for code, text in exitcodes.DESCRIPTIONS.items())
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+#: the names of bkctl's commands (each loaded by :func:`load_command` when first used)
+COMMANDS = ("ledger", "bookie", "bookieformat", "upgrade", "cluster", "metaformat", "autorecovery", "recover",
+            "decommission", "simpletest", "bench", "export", "pulsar", "disk", "top", "sandbox", "shell",
+            "completion", "cookie")
+
+
+def load_command(name: str) -> click.Command:
+    """bkctl's command ``name``, its module imported now, with the subcommands other modules
+    hold (import statements, not names in a table: the import graph check reads them)."""
+    match name:
+        case "ledger":
+            from .commands import ledger, ledger_metadata
+
+            ledger.ledger.add_command(ledger_metadata.metadata)
+            return ledger.ledger
+        case "bookie":
+            from .commands import bookie, bookie_admin, rack
+
+            for command in (bookie_admin.replace_id, bookie_admin.state, bookie_admin.readonly, bookie_admin.gc,
+                            bookie_admin.inspect, bookie_admin.check, rack.rack):
+                bookie.bookie.add_command(command)
+            return bookie.bookie
+        case "cluster":
+            from .commands import cluster, cluster_admin
+
+            for command in (cluster_admin.nuke, cluster_admin.backup, cluster_admin.restore):
+                cluster.cluster.add_command(command)
+            return cluster.cluster
+        case "bookieformat" | "upgrade":
+            from .commands import bookie as module
+        case "metaformat" | "autorecovery":
+            from .commands import cluster as module
+        case "recover" | "decommission":
+            from .commands import recovery as module
+        case "simpletest" | "bench":
+            from .commands import workload as module
+        case "export":
+            from .commands import export as module
+        case "pulsar":
+            from .commands import pulsar as module
+        case "disk":
+            from .commands import disk as module
+        case "top":
+            from .commands import top as module
+        case "sandbox":
+            from .commands import sandbox as module
+        case "shell":
+            from .commands import shell as module
+        case "completion":
+            from .commands import completion as module
+        case "cookie":
+            from .commands import cookie as module
+        case _:
+            raise KeyError(name)
+    return getattr(module, name)
+
+
+class LazyCommands(MutableMapping):
+    """A group's ``commands`` whose entries are loaded when first looked up.
+
+    ``bkctl ledger list`` then imports the ledger commands only, not every
+    command module and what those import; the tree is still one tree: a
+    lookup (``get_command``, ``commands[name]``, ``.items()``) gives the
+    command object itself, with its examples attached, so --help, the shell,
+    completion and tools/gen_docs.py see the same commands as before.
+    Names (``in``, iteration, ``list_commands``) import nothing.  A command is
+    loaded once, also when two threads ask (the shell completes in its own).
+    """
+
+    def __init__(self, names, load):
+        self._entries: dict = dict.fromkeys(names)  # name -> its click.Command, None until loaded
+        self._load = load
+        self._loading = threading.Lock()
+
+    def __getitem__(self, name: str) -> click.Command:
+        entry = self._entries[name]
+        if entry is None:
+            with self._loading:
+                entry = self._entries[name]
+                if entry is None:
+                    from .examples import attach
+
+                    entry = self._load(name)
+                    attach(entry, (name,))
+                    self._entries[name] = entry
+        return entry
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._entries[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    def __contains__(self, name) -> bool:
+        return name in self._entries
+
+    def __iter__(self):
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 class _Root(click.Group):
@@ -36,7 +142,8 @@ class _Root(click.Group):
             raise ReaderGone() from None
 
 
-@click.group(cls=_Root, context_settings=CONTEXT_SETTINGS, epilog=EXIT_CODES_HELP)
+@click.group(cls=_Root, commands=LazyCommands(COMMANDS, load_command), context_settings=CONTEXT_SETTINGS,
+             epilog=EXIT_CODES_HELP)
 @click.option("-m", "--metadata-uri", metavar="URI",
               help="Metadata service URI, e.g. zk+hierarchical://127.0.0.1:2181/ledgers "
                    "(beats $BKCTL_METADATA_URI, which beats the config's default cluster).")
@@ -140,45 +247,6 @@ def _configure_logging(verbose: int) -> None:
     else:
         logging.getLogger().addHandler(logging.NullHandler())
         logging.getLogger("kazoo").setLevel(logging.CRITICAL)
-
-
-def _register() -> None:
-    from .commands import (bookie, bookie_admin, cluster, cluster_admin, completion, cookie, disk, export, ledger,
-                           ledger_metadata, pulsar, rack, recovery, sandbox, shell, top, workload)
-
-    cli.add_command(ledger.ledger)
-    ledger.ledger.add_command(ledger_metadata.metadata)
-    cli.add_command(bookie.bookie)
-    for command in (bookie_admin.replace_id, bookie_admin.state, bookie_admin.readonly, bookie_admin.gc,
-                    bookie_admin.inspect, bookie_admin.check):
-        bookie.bookie.add_command(command)
-    bookie.bookie.add_command(rack.rack)
-    cli.add_command(bookie.bookieformat)
-    cli.add_command(bookie.upgrade)
-    cli.add_command(cluster.cluster)
-    cluster.cluster.add_command(cluster_admin.nuke)
-    cluster.cluster.add_command(cluster_admin.backup)
-    cluster.cluster.add_command(cluster_admin.restore)
-    cli.add_command(cluster.metaformat)
-    cli.add_command(cluster.autorecovery)
-    cli.add_command(recovery.recover)
-    cli.add_command(recovery.decommission)
-    cli.add_command(workload.simpletest)
-    cli.add_command(workload.bench)
-    cli.add_command(export.export)
-    cli.add_command(pulsar.pulsar)
-    cli.add_command(disk.disk)
-    cli.add_command(top.top)
-    cli.add_command(sandbox.sandbox)
-    cli.add_command(shell.shell)
-    cli.add_command(completion.completion)
-    cli.add_command(cookie.cookie)
-    from .examples import attach
-
-    attach(cli)
-
-
-_register()
 
 
 def run(args: list[str] | None = None, obj: App | None = None) -> int:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import tomllib
 
 from .exitcodes import USAGE, CommandError
 
@@ -31,12 +30,16 @@ def config_path() -> pathlib.Path:
 def load() -> dict:
     path = config_path()
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        f = open(path, "rb")
     except FileNotFoundError:
         return {}
-    except tomllib.TOMLDecodeError as e:
-        raise CommandError(f"{path}: {e}", USAGE) from None
+    import tomllib  # only with a config to read: most runs have none
+
+    with f:
+        try:
+            return tomllib.load(f)
+        except tomllib.TOMLDecodeError as e:
+            raise CommandError(f"{path}: {e}", USAGE) from None
 
 
 def cluster_names() -> list[str]:

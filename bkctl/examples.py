@@ -153,9 +153,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
 }
 
 
-def attach(root: click.Group) -> None:
-    """Give every command under ``root`` its examples (``--help`` epilog and ``cmd.examples``)."""
-    for path, cmd in walk(root):
+def attach(command: click.Command, path: tuple[str, ...] = ()) -> None:
+    """Give every command under ``command`` (itself, if not a group), whose path is ``path``,
+    its examples (``--help`` epilog and ``cmd.examples``)."""
+    for path, cmd in walk(command, path):
         examples = EXAMPLES.get(" ".join(path))
         if not examples:
             continue
@@ -165,10 +166,10 @@ def attach(root: click.Group) -> None:
         cmd.epilog = "\b\nExamples:\n" + text + (f"\n\n{cmd.epilog}" if cmd.epilog else "")
 
 
-def walk(group: click.Group, path: tuple[str, ...] = ()):
-    """``(path, command)`` of every command (not group) under ``group``."""
-    for name, cmd in sorted(group.commands.items()):
-        if isinstance(cmd, click.Group):
-            yield from walk(cmd, path + (name,))
-        else:
-            yield path + (name,), cmd
+def walk(command: click.Command, path: tuple[str, ...] = ()):
+    """``(path, command)`` of every command (not group) under ``command`` (itself, if not a group)."""
+    if not isinstance(command, click.Group):
+        yield path, command
+        return
+    for name, cmd in sorted(command.commands.items()):
+        yield from walk(cmd, path + (name,))

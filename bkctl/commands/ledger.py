@@ -62,7 +62,7 @@ def ledger_list(app: App, state: str | None, bookie: str | None, meta: tuple[str
     rows = list_ledgers(app.store, state, bookie, match, details=details,
                         placement=app.placement_policy() if not_adhering else None)
     if details:
-        rows = (add_confirmed_lac(app.bk, r) for r in rows)
+        rows = (add_confirmed_lac(lambda: app.bk, r) for r in rows)
     if app.json:  # a stream: JSON lines, one per ledger (kept only when totals follow)
         seen: list[dict] | None = [] if with_totals else None
         for row in rows:
@@ -142,7 +142,7 @@ def ledger_show(app: App, ledger_id: int):
     """
     from ..ops.ledgers import add_confirmed_lac, show_ledger
 
-    doc = add_confirmed_lac(app.bk, show_ledger(app.store, ledger_id), app.protocol)
+    doc = add_confirmed_lac(lambda: app.bk, show_ledger(app.store, ledger_id), app.protocol)
 
     def human():
         closed = doc["state"] == "CLOSED"

@@ -4,7 +4,10 @@ worker holds which ledger (Java's ``whoisauditor``, ``triggeraudit`` and
 :mod:`bkctl.ops.autorecovery_daemon`)."""
 from __future__ import annotations
 
-from bkctl.wire.autorecovery.service import CONFIG_KEYS, AutoRecoveryConfig, config_from_keys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the daemon's module imports twisted: only `autorecovery run` needs it
+    from bkctl.wire.autorecovery.service import AutoRecoveryConfig
 
 
 def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
@@ -13,6 +16,7 @@ def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
     (:func:`bkctl.bookied.config.validate_setting`); ValueError (a ConfigError)
     with a one-line message names an unknown key or a bad value."""
     from bkctl.bookied.config import ConfigError, validate_setting
+    from bkctl.wire.autorecovery.service import CONFIG_KEYS, config_from_keys
 
     values = {}
     for key, text in settings.items():

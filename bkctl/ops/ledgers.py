@@ -3,7 +3,7 @@ close, fence, recover, tail (through the client)."""
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
 
@@ -80,15 +80,18 @@ V2_LAC_NOTE = ("read over v2, which has no READ_LAC request: this is the LAC the
                "(--protocol v3)")
 
 
-def add_confirmed_lac(bk, doc: dict, protocol: str = "v3") -> dict:
+def add_confirmed_lac(bk: Callable[[], Any], doc: dict, protocol: str = "v3") -> dict:
     """Fill ``last_add_confirmed`` of a ledger that is not closed (its
     metadata says -1 until it is) from its bookies; when they cannot tell,
     it stays None and ``lac_error`` says why.  Over ``protocol`` v2 it is
-    only what the last entries carry (``lac_note``: :data:`V2_LAC_NOTE`)."""
+    only what the last entries carry (``lac_note``: :data:`V2_LAC_NOTE`).
+    ``bk()`` gives the client, called for such a ledger only: a closed one
+    needs no bookie, nor the reactor thread and its imports."""
     if doc.get("state") in (None, "CLOSED"):
         return doc
+    client = bk()
     try:
-        reader = bk.open(doc["ledger_id"])
+        reader = client.open(doc["ledger_id"])
         doc["last_add_confirmed"] = reader.last_add_confirmed
     except Exception as e:  # noqa: BLE001 - the metadata is still worth showing
         doc["lac_error"] = str(e) or type(e).__name__

@@ -28,7 +28,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from google.protobuf import text_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
@@ -137,6 +136,8 @@ _M = TypeVar("_M", bound=Message)
 
 def parse_text_message(data: bytes | str, message_type: type[_M], what: str) -> _M:
     """Parse protobuf text format into ``message_type``; every failure is a CodecError."""
+    from google.protobuf import text_format  # ~12 ms of imports, for old (text) metadata only
+
     try:
         text = data if isinstance(data, str) else bytes(data).decode("utf-8")
         msg = message_type()
