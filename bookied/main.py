@@ -110,6 +110,28 @@ def _frozen_when_loaded():
             gc.enable()
 
 
+@contextmanager
+def _twisted_without_tls(unless: bool):
+    """Twisted loaded as where pyOpenSSL is not installed, for a bookie without TLS.
+
+    Twisted's TCP transports take their START_TLS support (pyOpenSSL, and with it
+    cryptography's X.509 and service_identity: ~50 ms of CPU per start) when the
+    reactor is imported, if ``OpenSSL`` imports; otherwise they are built without
+    it, as Twisted supports.  A bookie without tlsProviderFactoryClass uses TLS
+    nowhere (its server answers START_TLS with EBADREQ before touching the
+    transport, its autorecovery client connects in plain text), so ``OpenSSL``
+    is made unimportable while the reactor loads, and importable again after."""
+    if unless or "twisted.internet.tcp" in sys.modules or "OpenSSL" in sys.modules:
+        yield
+        return
+    sys.modules["OpenSSL"] = None  # import OpenSSL -> ImportError
+    try:
+        yield
+    finally:
+        if "OpenSSL" in sys.modules and sys.modules["OpenSSL"] is None:
+            del sys.modules["OpenSSL"]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.log_level)
@@ -129,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
 
     with _frozen_when_loaded():
-        from twisted.internet import reactor
+        with _twisted_without_tls(unless=bool(cfg.tls_provider_factory_class)):
+            from twisted.internet import reactor
         from twisted.internet.error import CannotListenError
 
         from bkctl.wire.errors import BKError
