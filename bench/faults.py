@@ -30,12 +30,12 @@ every bookie its write set names, straight from that bookie (no failover), and
 compared byte for byte; a copy missing there while the ledger is marked
 under-replicated is read again once the repair is done (up to 45 s), and each
 copy is counted ``ok``, ``repaired`` (missing, there after the repair),
-``missing-marked`` (repair still pending), ``missing-at-ensemble-change`` (the
-write to that bookie failed after the entry had its ack quorum and the writer
-replaced the bookie from LAC + 1 on, so the old fragment lacks it; Java's client
-leaves the same copies, its addOpUr counter, and the auditor's periodic ledger
-check, run here on the spot, finds them) or ``missing-unmarked`` (nothing will
-repair it: a finding); the bookies' own counters (compaction passes, entries
+``missing-marked`` (repair still pending), ``missing-found-by-ledger-check``
+(the entry had its ack quorum while the write to that bookie failed - killed,
+stopped, read-only - and the writer replaced the bookie from LAC + 1 on or
+closed the ledger: Java's client leaves the same copies, its addOpUr counter,
+and the auditor's periodic ledger check, run here on the spot, finds them) or
+``missing-unmarked`` (nothing marks or finds it: a finding); the bookies' own counters (compaction passes, entries
 moved, ledgers and entries re-replicated) are summed over the run.
 ``--set KEY=VALUE`` passes any bk_server.conf key to the bookies (checked by
 bookied's schema, as ``bkctl sandbox up --set``).
@@ -477,15 +477,6 @@ def deleter_thread(uri: str, rnd: Round, ledgers: list[int], errors: list) -> No
 REPAIR_WAIT = 45.0
 
 
-def _replaced_after(ensembles, bookie: str, entry_id: int) -> bool:
-    """Whether the fragment holding ``entry_id`` is followed by one without ``bookie``."""
-    for i, (first, ensemble) in enumerate(ensembles):
-        nxt = ensembles[i + 1] if i + 1 < len(ensembles) else None
-        if first <= entry_id and (nxt is None or entry_id < nxt[0]):
-            return nxt is not None and bookie in ensemble and bookie not in nxt[1]
-    return False
-
-
 def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int, acked: set[int],
                    replicas: Counter, losses: list[str]) -> None:
     """Read every acknowledged entry from every bookie the metadata's write sets name, straight from it.
@@ -494,13 +485,13 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
     ledger is marked (repair due or under way) the check waits up to REPAIR_WAIT s for the mark to
     go and reads again with the metadata then.  Each copy is counted once: ``ok``; ``repaired``
     (missing at first, there after the repair); ``missing-marked`` (still missing, the ledger still
-    marked: repair pending); ``missing-at-ensemble-change`` (in a fragment that ends where the
-    writer replaced that bookie, and found by the auditor's ledger check); ``missing-unmarked``
+    marked: repair pending); ``missing-found-by-ledger-check`` (not marked, but the auditor's
+    periodic ledger check finds that bookie missing replicas of the ledger); ``missing-unmarked``
     (missing and nothing marked or finding it: no repair will come, a finding);
     ``differs``/``corrupt`` (losses)."""
     from bkctl.ops.replica_read import read_replica
 
-    ensembles: list = []
+    ensembles: list = []  # of the metadata last read, for the notes
 
     async def read_all(client) -> dict[tuple[str, int], str]:
         md, _ = await client.run_blocking(client.store.ledgers.read, ledger_id)
@@ -564,12 +555,12 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
                 continue
             if mark is not None:
                 kind = "missing-marked"
-            elif _replaced_after(ensembles, bookie, entry_id) and bookie in await checked(client):
-                # the write to it failed after the entry had its ack quorum, and the writer
-                # replaced the bookie from its LAC + 1 on: Java's client leaves the same copies
-                # missing (its addOpUr counter) for the auditor's ledger check
-                # (auditorPeriodicCheckInterval) to find, as this one just did
-                kind = "missing-at-ensemble-change"
+            elif bookie in await checked(client):
+                # acknowledged by its ack quorum while the write to this bookie failed (killed,
+                # stopped, read-only) and the writer then replaced it from LAC + 1 on or closed
+                # the ledger: Java's client leaves the same copies missing (its addOpUr counter)
+                # for the auditor's periodic ledger check to find, as this one just did
+                kind = "missing-found-by-ledger-check"
             else:
                 kind = "missing-unmarked"
             replicas[kind] += 1

@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_varint.h"
+
 /* ------------------------------------------------------------ CRC32C */
 
 static uint32_t crc_table[8][256];
@@ -151,54 +153,14 @@ static int as_u64(PyObject *o, unsigned long long *out)
     return 1;
 }
 
-static size_t varint_len(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static unsigned char *put_varint(unsigned char *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (unsigned char)((v & 0x7F) | 0x80);
-        v >>= 7;
-    }
-    *p++ = (unsigned char)v;
-    return p;
-}
-
 /* the varint at b[*pos] (end: len): 0 past the end or beyond ten bytes; a
  * value past 64 bits is reported as UINT64_MAX (it matches no length here) */
 static int get_varint(const unsigned char *b, Py_ssize_t end, Py_ssize_t *pos, uint64_t *out)
 {
-    uint64_t v = 0;
-    int shift = 0, big = 0;
-    Py_ssize_t p = *pos;
-    for (;;) {
-        if (p >= end)
-            return 0;
-        unsigned char x = b[p++];
-        if (shift < 64) {
-            uint64_t part = (uint64_t)(x & 0x7F) << shift;
-            if (shift > 57 && ((uint64_t)(x & 0x7F) >> (64 - shift)))
-                big = 1;
-            v |= part;
-        } else if (x & 0x7F) {
-            big = 1;
-        }
-        if (x < 0x80)
-            break;
-        shift += 7;
-        if (shift > 63)
-            return 0;
-    }
-    *pos = p;
-    *out = big ? UINT64_MAX : v;
-    return 1;
+    int got = bk_varint(b, end, pos, out);
+    if (got < 0)
+        *out = UINT64_MAX;
+    return got != 0;
 }
 
 /* v3._skip_varint: the position after the varint at b[pos], -1 past the end or beyond ten bytes */
@@ -369,7 +331,7 @@ static unsigned char *put_header_field(unsigned char *p, int op, uint64_t txn, s
     *p++ = 0x10;
     *p++ = (unsigned char)op;
     *p++ = 0x18;
-    return put_varint(p, txn);
+    return bk_put_varint(p, txn);
 }
 
 PyDoc_STRVAR(read_frame_doc,
@@ -387,7 +349,7 @@ static PyObject *read_frame(PyObject *self, PyObject *const *args, Py_ssize_t na
     long long ledger, entry;
     if (!as_u64(args[0], &txn) || !as_i64(args[1], &ledger) || !as_i64(args[2], &entry) || ledger < 0 || entry < 0)
         Py_RETURN_NONE;
-    size_t tl = varint_len(txn), ll = varint_len((uint64_t)ledger), el = varint_len((uint64_t)entry);
+    size_t tl = bk_varint_len(txn), ll = bk_varint_len((uint64_t)ledger), el = bk_varint_len((uint64_t)entry);
     size_t head = 7 + tl, inner = 2 + ll + el;
     size_t payload = head + 3 + inner;
     unsigned char buf[64];
@@ -399,9 +361,9 @@ static PyObject *read_frame(PyObject *self, PyObject *const *args, Py_ssize_t na
     *p++ = 0x06;
     *p++ = (unsigned char)inner;
     *p++ = 0x08;
-    p = put_varint(p, (uint64_t)ledger);
+    p = bk_put_varint(p, (uint64_t)ledger);
     *p++ = 0x10;
-    p = put_varint(p, (uint64_t)entry);
+    p = bk_put_varint(p, (uint64_t)entry);
     return pair(PyBytes_FromStringAndSize((const char *)buf, (Py_ssize_t)(4 + payload)),
                 PyBytes_FromStringAndSize((const char *)buf + 4, (Py_ssize_t)head));
 }
@@ -472,27 +434,27 @@ static PyObject *add_part(PyObject *self, PyObject *const *args, Py_ssize_t narg
     int recovery = PyObject_IsTrue(args[4]);
     if (recovery < 0)
         return NULL;
-    size_t ll = varint_len((uint64_t)ledger), el = varint_len((uint64_t)entry);
+    size_t ll = bk_varint_len((uint64_t)ledger), el = bk_varint_len((uint64_t)entry);
     size_t kl = (size_t)PyBytes_GET_SIZE(key), bl = (size_t)PyBytes_GET_SIZE(body);
-    size_t ids = ll + 1 + el, body_len = varint_len(bl), flag = recovery ? 3 : 0;
+    size_t ids = ll + 1 + el, body_len = bk_varint_len(bl), flag = recovery ? 3 : 0;
     size_t size = 4 + ids + kl + body_len + bl + flag;
-    PyObject *part = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(2 + varint_len(size) + size));
+    PyObject *part = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(2 + bk_varint_len(size) + size));
     if (part == NULL)
         return NULL;
     unsigned char *p = (unsigned char *)PyBytes_AS_STRING(part);
     *p++ = 0xaa; /* addRequest (101) */
     *p++ = 0x06;
-    p = put_varint(p, size);
+    p = bk_put_varint(p, size);
     *p++ = 0x08;
-    p = put_varint(p, (uint64_t)ledger);
+    p = bk_put_varint(p, (uint64_t)ledger);
     *p++ = 0x10;
-    p = put_varint(p, (uint64_t)entry);
+    p = bk_put_varint(p, (uint64_t)entry);
     *p++ = 0x1a;
     *p++ = (unsigned char)kl;
     memcpy(p, PyBytes_AS_STRING(key), kl);
     p += kl;
     *p++ = 0x22;
-    p = put_varint(p, bl);
+    p = bk_put_varint(p, bl);
     memcpy(p, PyBytes_AS_STRING(body), bl);
     p += bl;
     if (recovery) { /* flag (100): RECOVERY_ADD */
@@ -512,9 +474,9 @@ static PyObject *add_part(PyObject *self, PyObject *const *args, Py_ssize_t narg
     *r++ = 0x08;
     *r++ = 0x00;
     *r++ = 0x10;
-    r = put_varint(r, (uint64_t)ledger);
+    r = bk_put_varint(r, (uint64_t)ledger);
     *r++ = 0x18;
-    r = put_varint(r, (uint64_t)entry);
+    r = bk_put_varint(r, (uint64_t)entry);
     return pair(part, PyBytes_FromStringAndSize((const char *)rbuf, r - rbuf));
 }
 
@@ -535,7 +497,7 @@ static PyObject *add_frame(PyObject *self, PyObject *const *args, Py_ssize_t nar
     PyObject *part = args[1];
     if (!as_u64(args[0], &txn) || !PyBytes_CheckExact(part))
         Py_RETURN_NONE;
-    size_t tl = varint_len(txn), head = 7 + tl, pl = (size_t)PyBytes_GET_SIZE(part);
+    size_t tl = bk_varint_len(txn), head = 7 + tl, pl = (size_t)PyBytes_GET_SIZE(part);
     if (head + pl > 0x7FFFFFFF)
         Py_RETURN_NONE;
     PyObject *frame = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 + head + pl));

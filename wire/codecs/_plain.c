@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_varint.h"
+
 /* Checked by v3.py before these twins are used: a build older than the
  * sources (another API) is not. */
 #define PLAIN_API 2
@@ -38,42 +40,13 @@ static const uint8_t READ_FIELD[2] = {0xa2, 0x06};
 /* version 2, ADD_ENTRY, in a v2 header's top 16 bits */
 #define V2_ADD_TOP 0x0201
 
-/* The varint at b[*pos] (b holds n bytes) into *out, *pos moved past it.
- * 0 when the Python twin's decode fails or its caller refuses the value: past
- * the end, more than ten bytes, or a value of 2^64 or more (every caller
- * refuses those: ids and txnIds must be uint64, and a length that large never
- * matches the bytes left). */
+/* The varint at b[*pos] into *out, *pos moved past it; 0 when the Python
+ * twin's decode fails or its caller refuses the value: past the end, more than
+ * ten bytes, or a value of 2^64 or more (every caller refuses those: ids and
+ * txnIds must be uint64, and a length that large never matches the bytes left). */
 static inline int varint(const uint8_t *b, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out)
 {
-    Py_ssize_t p = *pos;
-    if (p >= n)
-        return 0;
-    uint8_t x = b[p];
-    if (x < 0x80) {
-        *out = x;
-        *pos = p + 1;
-        return 1;
-    }
-    uint64_t value = x & 0x7f;
-    int shift = 7;
-    for (;;) {
-        if (++p >= n)
-            return 0;
-        x = b[p];
-        if (shift == 63) { /* the tenth byte: one bit left, and no continuation */
-            if (x > 1)
-                return 0;
-            value |= (uint64_t)x << 63;
-            break;
-        }
-        value |= (uint64_t)(x & 0x7f) << shift;
-        if (x < 0x80)
-            break;
-        shift += 7;
-    }
-    *out = value;
-    *pos = p + 1;
-    return 1;
+    return bk_varint(b, n, pos, out) == 1;
 }
 
 /* The header field of an ADD/READ request: b[0] is its tag, b[1] its
@@ -212,17 +185,6 @@ static PyObject *v2_add_request(PyObject *self, PyObject *arg)
                          n - 4 - MASTER_KEY_LENGTH);
 }
 
-static inline size_t put_varint(uint8_t *out, uint64_t v)
-{
-    size_t i = 0;
-    while (v >= 0x80) {
-        out[i++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    out[i++] = (uint8_t)v;
-    return i;
-}
-
 PyDoc_STRVAR(add_answer_doc,
 "add_answer(txn_id: int, status: int, ledger_id: int, entry_id: int) -> bytes\n\n"
 "frame(AddResponseEncoder().encode(txn_id, status, ledger_id, entry_id)) for a v3\n"
@@ -253,8 +215,8 @@ static PyObject *add_answer(PyObject *self, PyObject *const *args, Py_ssize_t na
     /* enums and int64s as protobuf writes them: a negative value sign-extended to 64 bits */
     uint64_t st = (uint64_t)(int64_t)status;
     uint8_t status_v[10], ledger_v[10], entry_v[10], txn_v[10];
-    size_t ns = put_varint(status_v, st), nl = put_varint(ledger_v, (uint64_t)ledger),
-           ne = put_varint(entry_v, (uint64_t)entry), nt = put_varint(txn_v, txn);
+    size_t ns = bk_put_varint(status_v, st) - status_v, nl = bk_put_varint(ledger_v, (uint64_t)ledger) - ledger_v,
+           ne = bk_put_varint(entry_v, (uint64_t)entry) - entry_v, nt = bk_put_varint(txn_v, txn) - txn_v;
     size_t header = 5 + nt, inner = 1 + ns + 1 + nl + 1 + ne; /* both < 0x80: one-byte lengths */
     size_t payload = 2 + header + 1 + ns + 2 + 1 + inner;
     PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 + payload));
