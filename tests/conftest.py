@@ -1,12 +1,14 @@
 """Shared fixtures.
 
-Integration tests run against a REAL ZooKeeper server: one per test session,
-started on a free 127.0.0.1 port in a temporary directory and stopped (by pid)
-at the end.  Each test gets its own ledgers root below it, so tests never see
-each other's znodes.
+Integration tests run against a REAL ZooKeeper server: under ``./dev test`` the one it
+started for all its workers (named in ``BKCTL_TEST_ZOOKEEPER``: tests/support/shared_zookeeper.py),
+else one per test session, started on a free 127.0.0.1 port in a temporary directory and
+stopped (by pid) at the end.  Each test gets its own ledgers root below it, so tests never see
+each other's znodes; the rack map, ZooKeeper-wide, is one test's at a time (:func:`rack_map`).
 """
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
@@ -25,13 +27,21 @@ settings.load_profile("bkctl")
 
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory):
-    """A running :class:`~bkctl.sandbox.zookeeper.ZooKeeperServer` for the whole session
-    (integration tests only: tests/support/folders.py)."""
+    """A running ZooKeeper for the whole session (integration tests only: tests/support/folders.py):
+    the one ``BKCTL_TEST_ZOOKEEPER`` names, shared with other sessions and left running, else a
+    :class:`~bkctl.sandbox.zookeeper.ZooKeeperServer` of this session's own."""
     # imported here: a plugin module the conftest imports first escapes pytest's assertion rewriting
     from tests.support.folders import integration_only
     from tests.support.interrupts import die_with_parent
+    from tests.support.shared_zookeeper import ENV, SharedZooKeeper
 
     integration_only("a real ZooKeeper")
+    if os.environ.get(ENV):
+        shared = SharedZooKeeper(os.environ[ENV])
+        if not shared.running:
+            pytest.fail(f"{ENV}={shared.connect_string}: no ZooKeeper answers there", pytrace=False)
+        yield shared
+        return
     from bkctl.sandbox.zookeeper import ZooKeeperNotFound, ZooKeeperServer
 
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), preexec_fn=die_with_parent)
@@ -57,6 +67,26 @@ def zk_client(zookeeper):
     finally:
         client.stop()
         client.close()
+
+
+@pytest.fixture
+def rack_map(zookeeper, zk_client):
+    """The rack map (``/bookies`` at the ZooKeeper root: Pulsar's, read by every cluster on the
+    server), this test's alone: absent when it starts and removed after it; tests of other
+    workers that ask for it meanwhile wait."""
+    from bkctl.wire.metadata.racks import RACK_MAP_PATH
+    from tests.support.shared_zookeeper import rack_map_turn
+
+    def drop():
+        if zk_client.exists(RACK_MAP_PATH):
+            zk_client.delete(RACK_MAP_PATH, recursive=True)
+
+    with rack_map_turn(zookeeper.connect_string):
+        drop()
+        try:
+            yield RACK_MAP_PATH
+        finally:
+            drop()
 
 
 def _fresh_root() -> str:

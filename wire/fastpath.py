@@ -7,8 +7,9 @@ reactor thread, the client's add-answer shortcut, its v2 batch reads, the C twin
 per-entry codecs in :mod:`bkctl.wire.codecs.fast`, ...).
 Each one consults :data:`ENABLED`, so that the same behavioural tests can run
 with all of them switched off (``BKCTL_FASTPATHS=0``; ``./dev test`` runs the
-unit suite and the add/read/recovery integration suites both ways) and the two
-implementations cannot drift apart unnoticed.
+unit modules that reach a fast path and the add/read/recovery integration
+suites both ways: tests/support/fastpaths_off.txt) and the two implementations
+cannot drift apart unnoticed.
 """
 from __future__ import annotations
 

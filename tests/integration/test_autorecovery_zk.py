@@ -200,40 +200,35 @@ def test_the_auditor_waits_lost_bookie_recovery_delay(stores):
         run_in_reactor(auditor.stop)
 
 
-def test_the_auditor_placement_check_reports_what_ledger_list_not_adhering_lists(stores, zk_client):
+def test_the_auditor_placement_check_reports_what_ledger_list_not_adhering_lists(stores, rack_map):
     """Racks from the /bookies rack map; one ledger keeps both copies of some entries in one rack."""
     from bkctl.wire.autorecovery.auditor import Auditor
     from bkctl.wire.autorecovery.service import AutoRecoveryConfig, AutoRecoveryStats
     from bkctl.wire.client.bookkeeper import BookKeeperClient
-    from bkctl.wire.metadata.racks import RACK_MAP_PATH, build_placement
+    from bkctl.wire.metadata.racks import build_placement
     from twisted.internet import reactor
 
     admin = stores()
     bookies = ["10.2.0.1:3181", "10.2.0.2:3181", "10.2.1.1:3181", "10.2.2.1:3181"]
     for b in bookies:
         admin.registration.register(b)
-    if zk_client.exists(RACK_MAP_PATH):
-        zk_client.delete(RACK_MAP_PATH)
     admin.racks.write({"default": {b: {"rack": "/r" + b.split(".")[2]} for b in bookies}}, None)
+    good = admin.ledgers.create(LedgerMetadata.new((bookies[0], bookies[2], bookies[3]), write_quorum=2,
+                                                  ack_quorum=2, password=b"pw"))[0]
+    bad = admin.ledgers.create(LedgerMetadata.new((bookies[0], bookies[1], bookies[2]), write_quorum=2,
+                                                 ack_quorum=2, password=b"pw"))[0]
+    config = AutoRecoveryConfig(auditor_periodic_check_interval=0, auditor_periodic_bookie_check_interval=0,
+                                auditor_placement_policy_check_interval=3600)
+    auditor_store = stores()
+    stats = AutoRecoveryStats()
+    client = run_in_reactor(lambda: BookKeeperClient(auditor_store, reactor,
+                                                     placement=build_placement("rack", store=auditor_store)))
+    auditor = run_in_reactor(lambda: Auditor(client, config, reactor, stats))
+    run_in_reactor(auditor.start)
     try:
-        good = admin.ledgers.create(LedgerMetadata.new((bookies[0], bookies[2], bookies[3]), write_quorum=2,
-                                                      ack_quorum=2, password=b"pw"))[0]
-        bad = admin.ledgers.create(LedgerMetadata.new((bookies[0], bookies[1], bookies[2]), write_quorum=2,
-                                                     ack_quorum=2, password=b"pw"))[0]
-        config = AutoRecoveryConfig(auditor_periodic_check_interval=0, auditor_periodic_bookie_check_interval=0,
-                                    auditor_placement_policy_check_interval=3600)
-        auditor_store = stores()
-        stats = AutoRecoveryStats()
-        client = run_in_reactor(lambda: BookKeeperClient(auditor_store, reactor,
-                                                         placement=build_placement("rack", store=auditor_store)))
-        auditor = run_in_reactor(lambda: Auditor(client, config, reactor, stats))
-        run_in_reactor(auditor.start)
-        try:
-            wait_for(lambda: stats.last_placement_check is not None, what="the placement check")
-            assert stats.last_placement_check == {"ledgers": 2, "not_adhering": 1, "ledger_ids": [bad]}
-            assert good != bad
-            assert admin.client.exists(P.underreplication_node(P.UR_PLACEMENT_POLICY_CHECK_CTIME, admin.root))
-        finally:
-            run_in_reactor(auditor.stop)
+        wait_for(lambda: stats.last_placement_check is not None, what="the placement check")
+        assert stats.last_placement_check == {"ledgers": 2, "not_adhering": 1, "ledger_ids": [bad]}
+        assert good != bad
+        assert admin.client.exists(P.underreplication_node(P.UR_PLACEMENT_POLICY_CHECK_CTIME, admin.root))
     finally:
-        zk_client.delete(RACK_MAP_PATH)
+        run_in_reactor(auditor.stop)

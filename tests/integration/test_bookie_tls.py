@@ -70,13 +70,11 @@ def test_mutual_tls(bookie_cluster, metadata_uri, certs):
 
 
 def test_autorecovery_inside_tls_bookies_copies_over_tls_within_the_lost_bookies_rack(
-        bookie_cluster, metadata_uri, zkstore, zk_client, certs):
+        bookie_cluster, metadata_uri, zkstore, rack_map, certs):
     """bookied's autorecovery daemon is a TLS client of the other bookies (same files) and
     chooses replacements with the rack-aware policy (Java's default): the lost bookie's
     rack-mate takes its place."""
     import time
-
-    from bkctl.wire.metadata.racks import RACK_MAP_PATH
 
     procs = bookie_cluster(4, **tls_settings(certs, autoRecoveryDaemonEnabled="true", zkTimeout=4000,
                                              auditorPeriodicBookieCheckInterval=0,
@@ -84,27 +82,21 @@ def test_autorecovery_inside_tls_bookies_copies_over_tls_within_the_lost_bookies
     uri = metadata_uri
     tls = ["--tls-ca", certs / "ca.pem"]
     racks = {p.bookie_id: f"/rack{i // 2}" for i, p in enumerate(procs)}
-    if zk_client.exists(RACK_MAP_PATH):
-        zk_client.delete(RACK_MAP_PATH)
-    try:
-        for bookie, rack in racks.items():
-            ok(bkctl(uri, "bookie", "rack", "set", bookie, "--rack", rack))
-        zkstore.underreplication.set_lost_bookie_recovery_delay(0)
-        lid = json.loads(ok(bkctl(uri, *tls, "--json", "ledger", "create", "-e", "2", "-w", "2",
-                                  "-a", "2")))["ledger_id"]
-        ok(bkctl(uri, *tls, "ledger", "add", lid, "-", stdin=b"".join(b"e%d\n" % i for i in range(30))))
-        ok(bkctl(uri, *tls, "ledger", "close", lid))
-        ensemble = zkstore.ledgers.read(lid)[0].last_ensemble
-        assert {racks[b] for b in ensemble} == {"/rack0", "/rack1"}
-        victim = ensemble[0]
-        mate = next(b for b in racks if racks[b] == racks[victim] and b != victim)
-        next(p for p in procs if p.bookie_id == victim).kill()
-        deadline = time.monotonic() + 120
-        while victim in zkstore.ledgers.read(lid)[0].bookies:
-            assert time.monotonic() < deadline, "the daemons did not re-replicate the lost bookie's ledger"
-            time.sleep(0.5)
-        assert zkstore.ledgers.read(lid)[0].last_ensemble[0] == mate
-        assert "e29" in ok(bkctl(uri, *tls, "ledger", "read", lid))
-    finally:
-        if zk_client.exists(RACK_MAP_PATH):
-            zk_client.delete(RACK_MAP_PATH)
+    for bookie, rack in racks.items():
+        ok(bkctl(uri, "bookie", "rack", "set", bookie, "--rack", rack))
+    zkstore.underreplication.set_lost_bookie_recovery_delay(0)
+    lid = json.loads(ok(bkctl(uri, *tls, "--json", "ledger", "create", "-e", "2", "-w", "2",
+                              "-a", "2")))["ledger_id"]
+    ok(bkctl(uri, *tls, "ledger", "add", lid, "-", stdin=b"".join(b"e%d\n" % i for i in range(30))))
+    ok(bkctl(uri, *tls, "ledger", "close", lid))
+    ensemble = zkstore.ledgers.read(lid)[0].last_ensemble
+    assert {racks[b] for b in ensemble} == {"/rack0", "/rack1"}
+    victim = ensemble[0]
+    mate = next(b for b in racks if racks[b] == racks[victim] and b != victim)
+    next(p for p in procs if p.bookie_id == victim).kill()
+    deadline = time.monotonic() + 120
+    while victim in zkstore.ledgers.read(lid)[0].bookies:
+        assert time.monotonic() < deadline, "the daemons did not re-replicate the lost bookie's ledger"
+        time.sleep(0.5)
+    assert zkstore.ledgers.read(lid)[0].last_ensemble[0] == mate
+    assert "e29" in ok(bkctl(uri, *tls, "ledger", "read", lid))

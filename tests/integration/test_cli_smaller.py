@@ -12,7 +12,6 @@ import pytest
 
 from bkctl.sandbox import cluster
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata
-from bkctl.wire.metadata.racks import RACK_MAP_PATH
 from tests.support.cli import BKCTL, REPO, bkctl_bytes as bkctl, json_lines, ok, one_line_error
 from tests.support.ports import held
 
@@ -45,19 +44,7 @@ def test_ledger_list_shows_bookies_in_ensemble_order(metadata_uri, zkstore):
     assert "10.0.0.9:3181, 10.0.0.1:3181, 10.0.0.5:3181, 10.0.0.3:3181" in row
 
 
-@pytest.fixture
-def no_rack_map(zk_client):
-    """The session ZooKeeper's rack map (/bookies, shared by every cluster) gone before and after."""
-    def drop():
-        if zk_client.exists(RACK_MAP_PATH):
-            zk_client.delete(RACK_MAP_PATH, recursive=True)
-
-    drop()
-    yield
-    drop()
-
-
-def test_rack_set_refuses_a_bookie_the_cluster_does_not_know(bookie_cluster, metadata_uri, zkstore, no_rack_map):
+def test_rack_set_refuses_a_bookie_the_cluster_does_not_know(bookie_cluster, metadata_uri, zkstore, rack_map):
     [bookie] = bookie_cluster(1)
     err = one_line_error(bkctl(metadata_uri, "bookie", "rack", "set", "foo", "--rack", "/r1"), 3)
     assert "unknown bookie foo" in err and "--allow-unknown-id" in err

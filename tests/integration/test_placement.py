@@ -19,15 +19,6 @@ from bkctl.wire.metadata.racks import RACK_MAP_PATH
 
 
 @pytest.fixture
-def rack_map(zk_client):
-    """The session ZooKeeper's /bookies node, removed before and after the test."""
-    zk_client.delete(RACK_MAP_PATH, recursive=True) if zk_client.exists(RACK_MAP_PATH) else None
-    yield
-    if zk_client.exists(RACK_MAP_PATH):
-        zk_client.delete(RACK_MAP_PATH, recursive=True)
-
-
-@pytest.fixture
 def http_bookies(tmp_path, metadata_uri):
     """``make(n)``: n bookieds with their HTTP admin API on (``proc.http_port``); killed at the end."""
     started: list[BookieProcess] = []

@@ -2,6 +2,7 @@
 that start none are tests/unit/test_sandbox_zookeeper.py)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -19,16 +20,14 @@ from bkctl.sandbox.zookeeper import (
     stop_recorded_zookeeper,
 )
 from tests.support.interrupts import die_with_parent
+from tests.support.shared_zookeeper import ENV as SHARED
 
 
 def test_session_server_answers(zookeeper):
-    assert zookeeper.running and zookeeper.pid
-    assert zookeeper.connect_string == f"127.0.0.1:{zookeeper.port}"
+    """The session's server: the one ``./dev test`` shares between its workers, or this session's own."""
+    assert zookeeper.running
+    assert zookeeper.connect_string == os.environ.get(SHARED, f"127.0.0.1:{zookeeper.port}")
     assert "Zookeeper version" in four_letter_word("127.0.0.1", zookeeper.port, "srvr")
-    cfg = zookeeper.config_path.read_text()
-    assert "clientPortAddress=127.0.0.1" in cfg and "admin.enableServer=false" in cfg
-    assert is_zookeeper_process(zookeeper.pid, zookeeper.data_dir)
-    assert MAIN_CLASS in process_cmdline(zookeeper.pid)
 
 
 def test_start_stop_by_pid(tmp_path):
@@ -38,6 +37,11 @@ def test_start_stop_by_pid(tmp_path):
         assert pid_alive(pid)
         assert zkmod.server_answers("127.0.0.1", port)
         assert server.log_path.exists()
+        cfg = server.config_path.read_text()
+        # maxClientCnxns=0: no limit on one address's connections (every test's are from 127.0.0.1)
+        assert {"clientPortAddress=127.0.0.1", "admin.enableServer=false", "maxClientCnxns=0"} <= set(cfg.split())
+        assert is_zookeeper_process(pid, server.data_dir)
+        assert MAIN_CLASS in process_cmdline(pid)
     assert not pid_alive(pid)
     assert server.pid is None
     assert not zkmod.server_answers("127.0.0.1", port, timeout=0.5)

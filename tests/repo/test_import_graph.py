@@ -12,63 +12,13 @@
 """
 from __future__ import annotations
 
-import ast
 import functools
-from pathlib import Path
 
 import pytest
 
-from tests.repo.sources import MODULES, tree
+from tests.repo.sources import MODULES, imports
 
 pytestmark = pytest.mark.xdist_group("product-sources")  # one worker parses the sources once
-
-
-def _resolve(module: str, path: Path, node: ast.ImportFrom) -> str:
-    if not node.level:
-        return node.module or ""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for _ in range(node.level - 1):
-        package = package.rpartition(".")[0]
-    return f"{package}.{node.module}" if node.module else package
-
-
-def _type_checking(node: ast.AST) -> bool:
-    test = getattr(node, "test", None)
-    return isinstance(test, (ast.Name, ast.Attribute)) and "TYPE_CHECKING" in ast.unparse(test)
-
-
-def imports(module: str, path: Path, top_level_only: bool) -> set[str]:
-    """The project modules ``module`` imports (``from X import Y``: X.Y when it is a module)."""
-    found: set[str] = set()
-
-    def visit(nodes, top: bool):
-        for node in nodes:
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = _resolve(module, path, node)
-                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
-            else:
-                names = []
-            for name in names:
-                while name and name not in MODULES:
-                    name = name.rpartition(".")[0]
-                if name and name != module:
-                    found.add(name)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                if not top_level_only:
-                    visit(ast.iter_child_nodes(node), False)
-            elif isinstance(node, ast.ClassDef):
-                visit(node.body, top)
-            elif isinstance(node, ast.If) and _type_checking(node):
-                if not top_level_only:
-                    visit(node.body, top)
-                visit(node.orelse, top)
-            elif not isinstance(node, (ast.Import, ast.ImportFrom)):
-                visit(ast.iter_child_nodes(node), top)
-
-    visit(tree(path).body, True)
-    return found
 
 
 @functools.cache

@@ -4,35 +4,13 @@ the session's real ZooKeeper fails before one starts -- so ``pytest -m "not inte
 no test that starts ZooKeeper or a bookied."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _inner_suite(tmp_path: Path, files: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    """pytest on ``files`` (relative paths), with this suite's conftest (fixtures and plugins)."""
-    for rel, body in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(textwrap.dedent(body))
-    # nor CI/BUILD_NUMBER: with them pytest prints the short summary untruncated, and each
-    # message the checks count would appear twice
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTEST_", "BKCTL_")) and k not in ("CI", "BUILD_NUMBER")}
-    env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.conftest",
-                           "-rA", "-W", "ignore::pytest.PytestUnknownMarkWarning", "-c", os.devnull,
-                           "--rootdir", str(tmp_path), *args, str(tmp_path)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+from tests.support.inner_suite import run_inner_suite
 
 
 def test_not_integration_runs_no_test_that_starts_zookeeper_or_a_bookied(tmp_path):
-    done = _inner_suite(tmp_path, {
+    done = run_inner_suite(tmp_path, {
         # marked by their folder: left out, though they ask for ZooKeeper
         "tests/integration/test_real.py": "def test_real(zookeeper):\n    pass\n",
         "tests/integration/deeper/test_deeper.py": "def test_deeper(zk_namespace):\n    pass\n",

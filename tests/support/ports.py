@@ -11,7 +11,8 @@ beside the whole suite, each with workers gw0, gw1...) keep apart by
 ``BKCTL_TEST_PORT_BLOCK``: the first block of the run's workers (default 0).
 Sharing blocks, one run's bookie could take a port the other had just chosen;
 the other's bookie then exited ("in use") while its test, connecting to the
-port, took the first for it.
+port, took the first for it.  The ZooKeeper both runs share
+(tests/support/shared_zookeeper.py) takes its port from the block after theirs.
 """
 from __future__ import annotations
 
