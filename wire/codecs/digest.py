@@ -15,7 +15,7 @@ import zlib
 
 from bkctl.wire import fastpath
 from bkctl.wire.errors import DigestError
-from bkctl.wire.codecs import fast
+from bkctl.wire.codecs import checksums, fast
 from bkctl.wire.codecs.protocol import ENTRY_HEADER_LENGTH
 
 _HEADER = struct.Struct(">qqqq")
@@ -24,22 +24,6 @@ _IDS = _LAC_HEADER  # ledgerId, entryId: also the start of an entry's header
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _I64_LIMIT = 1 << 63
-
-
-def crc32c(data, value: int = 0) -> int:
-    """The CRC32C of ``data`` continuing ``value``, by the crc32c package's function, which the
-    first call imports and puts in this name's place (:func:`_crc32c_function`)."""
-    return _crc32c_function()(data, value)
-
-
-def _crc32c_function():
-    """The crc32c package's function, imported now and bound to :func:`crc32c`'s name.  The
-    package's ``__init__`` reads its version through importlib.metadata (~25 ms of CPU), which
-    a process that computes no CRC32C (``bkctl ledger list``) need not pay."""
-    global crc32c
-    from crc32c import crc32c
-
-    return crc32c
 
 
 class DigestType(enum.IntEnum):
@@ -96,7 +80,7 @@ class DigestManager:
     def _digest(self, first: bytes, rest: bytes = b"") -> bytes:
         dt = self.digest_type
         if dt is DigestType.CRC32C:
-            return _U32.pack(crc32c(rest, crc32c(first)))
+            return _U32.pack(checksums.crc32c(rest, checksums.crc32c(first)))
         if dt is DigestType.CRC32:
             return _U64.pack(zlib.crc32(rest, zlib.crc32(first)))
         if dt is DigestType.MAC:
@@ -135,8 +119,8 @@ class DigestManager:
         payload = entry[start:]
         dt = self.digest_type
         if dt is DigestType.CRC32C:  # not a secret: compared as numbers
-            good = _U32.unpack_from(entry, ENTRY_HEADER_LENGTH)[0] == crc32c(
-                payload, crc32c(entry[:ENTRY_HEADER_LENGTH]))
+            good = _U32.unpack_from(entry, ENTRY_HEADER_LENGTH)[0] == checksums.crc32c(
+                payload, checksums.crc32c(entry[:ENTRY_HEADER_LENGTH]))
         elif dt is DigestType.CRC32:
             good = _U64.unpack_from(entry, ENTRY_HEADER_LENGTH)[0] == zlib.crc32(
                 payload, zlib.crc32(entry[:ENTRY_HEADER_LENGTH]))
@@ -168,7 +152,7 @@ class DigestManager:
                 -_I64_LIMIT <= self.ledger_id < _I64_LIMIT:
             return fast.C.Crc32cChecker(self.ledger_id, self.payload)
         start = ENTRY_HEADER_LENGTH + self.digest_length
-        crc = _crc32c_function() if dt is DigestType.CRC32C else zlib.crc32
+        crc = checksums.crc32c_function() if dt is DigestType.CRC32C else zlib.crc32
         stored = (_U32 if dt is DigestType.CRC32C else _U64).unpack_from
         ids = _IDS.unpack_from
         ledger_id = self.ledger_id

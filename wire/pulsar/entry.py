@@ -19,7 +19,7 @@ import struct
 import zlib
 from typing import Any
 
-from ..codecs import digest
+from ..codecs import checksums
 from ..proto import pulsar_api_pb2 as pb
 from .errors import CorruptEntry
 
@@ -146,7 +146,7 @@ def decode_entry(data: bytes | bytearray | memoryview, verify: bool = True) -> S
         stored = _U32.unpack_from(data, off + 2)[0]
         off += 6
         if verify:
-            computed = digest.crc32c(memoryview(data)[off:])
+            computed = checksums.crc32c(memoryview(data)[off:])
             if computed != stored:
                 raise CorruptEntry(f"checksum mismatch: stored CRC32C {stored:#010x}, computed {computed:#010x}")
             checked = True
