@@ -290,9 +290,13 @@ def fault_kill_compacting(cluster: Cluster, rng: random.Random) -> str:
 
 def fault_stop(cluster: Cluster, rng: random.Random) -> str:
     b = rng.choice(cluster.bookies)
-    os.kill(b.proc.pid, signal.SIGSTOP)
-    time.sleep(rng.uniform(0.5, 3.0))
-    os.kill(b.proc.pid, signal.SIGCONT)
+    pause = rng.uniform(0.5, 3.0)
+    try:
+        os.kill(b.proc.pid, signal.SIGSTOP)
+        time.sleep(pause)
+        os.kill(b.proc.pid, signal.SIGCONT)
+    except ProcessLookupError:  # it had ended by itself (wait_healthy starts it again)
+        pass
     return b.bookie_id
 
 
