@@ -55,6 +55,10 @@ class ClusterNotReady(BKError):
     """ZooKeeper answers but holds no initialised cluster at the configured root."""
 
 
+#: seconds between attempts to register while ZooKeeper is away at start-up
+_REGISTER_RETRY = 1.0
+
+
 class NoRoomForCheckpoint(OSError):
     """A disk over diskUsageThreshold has no room for what a checkpoint would write."""
 
@@ -262,12 +266,17 @@ class BookieService:
         sys.setswitchinterval(SWITCH_INTERVAL)
         settle_garbage_collector()
 
-    def _register(self):
+    def _register(self, deadline: float | None = None):
         """Register in ZooKeeper (waiting out a stale node of our previous life), then READY=1.
 
         Runs once the reactor does, so clients that already know this bookie
         are served while a stale ephemeral node of a killed predecessor expires.
+        ZooKeeper lost meanwhile (its session expired, the connection dropped) is
+        tried again for zkTimeout, as Java's retrying ZooKeeper client would, before
+        the start fails.
         """
+        if deadline is None:
+            deadline = self.reactor.seconds() + max(self.cfg.zk_timeout / 1000.0, 1.0)
         readonly = self.bookie.readonly
         d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), self.zk.registration.register,
                                       self.bookie_id, self._service_info(), readonly=readonly)
@@ -283,6 +292,13 @@ class BookieService:
 
         def failed(f):
             if self.stopping:  # SIGTERM before ZooKeeper answered: nothing to register for
+                return
+            from bkctl.wire.metadata.errors import ZKUnavailable
+
+            if f.check(ZKUnavailable) and self.reactor.seconds() + _REGISTER_RETRY < deadline:
+                log.warning("cannot register in ZooKeeper yet (%s): trying again for %.0f s more",
+                            f.value, deadline - self.reactor.seconds())
+                self.reactor.callLater(_REGISTER_RETRY, self._register, deadline)
                 return
             log.error("cannot register in ZooKeeper: %s", f.value)
             self.exit_code = 1

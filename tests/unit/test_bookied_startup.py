@@ -113,3 +113,45 @@ def test_the_bookies_modules_load_with_the_collector_off_and_are_frozen_after():
         gc.unfreeze()
         if enabled:
             gc.enable()
+
+
+def _registering_service(tmp_path, monkeypatch, failures: int):
+    """A service about to register, whose store loses ZooKeeper ``failures`` times first."""
+    from tests.unit.test_service_readonly import make_service
+
+    svc = make_service(tmp_path, monkeypatch, "zkTimeout=5000\n")
+    svc.zk = FakeMetadataStore().start()
+    registered = svc.zk.registration.register
+    left = {"failures": failures}
+
+    def register(*args, **kwargs):
+        if left["failures"]:
+            left["failures"] -= 1
+            raise ZKUnavailable("ZooKeeper at the fake unavailable: session expired")
+        return registered(*args, **kwargs)
+
+    monkeypatch.setattr(svc.zk.registration, "register", register)
+    ready = []
+    monkeypatch.setattr(svc.notifier, "ready", ready.append)
+    monkeypatch.setattr("bkctl.wire.process.sdnotify.start_watchdog", lambda *_: None)
+    monkeypatch.setattr(svc, "_stop_reactor", lambda: ready.append("stopped"))
+    return svc, ready
+
+
+def test_zookeeper_lost_while_registering_is_tried_again_for_zk_timeout(tmp_path, monkeypatch):
+    """Java's bookie registers through a ZooKeeper client that retries, so a session that
+    expires as it starts does not end it; the faults harness saw ours exit 1 there."""
+    svc, ready = _registering_service(tmp_path, monkeypatch, failures=3)
+    svc._register()
+    assert ready == [] and svc.exit_code == 0
+    svc.reactor.pump([1.0] * 3)
+    assert ready == [f"serving as {svc.bookie_id}"] and svc.exit_code == 0
+    assert svc.bookie_id in svc.zk.registration.writable_bookies()
+
+
+def test_zookeeper_away_for_longer_than_zk_timeout_fails_the_start(tmp_path, monkeypatch):
+    svc, ready = _registering_service(tmp_path, monkeypatch, failures=100)
+    svc._register()
+    svc.reactor.pump([1.0] * 10)
+    assert ready == ["stopped"] and svc.exit_code == 1
+    assert svc.bookie_id not in svc.zk.registration.writable_bookies()
