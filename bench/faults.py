@@ -106,6 +106,8 @@ COMPACTION_SETTINGS = dict(
 )
 AUTORECOVERY_SETTINGS = dict(autoRecoveryDaemonEnabled="true", lostBookieRecoveryDelay=0)
 COMPACTING_STATES = ("minor compacting", "major compacting")
+#: the ledgers' ack quorum (E3/Qw3/Qa2): every acknowledged entry must be readable on this many bookies
+ACK_QUORUM = 2
 CLIENT_OPTIONS = dict(add_timeout=3.0, read_timeout=3.0, timeout=90)
 
 
@@ -357,6 +359,7 @@ class Round:
         self.ledgers_of_writer0: list[int] = []
         self.deleted = 0
         self.replica_notes: list[str] = []  # named replicas still missing an acknowledged entry, and why
+        self.replica_entries = 0  # acknowledged entries whose replicas were all read
 
 
 def writer_scenario(rnd: Round, window: int, record_first: bool):
@@ -364,7 +367,7 @@ def writer_scenario(rnd: Round, window: int, record_first: bool):
         async def go():
             while not rnd.stop.is_set():
                 try:
-                    lh = await client.create_ledger(3, 3, 2, password=PASSWORD)
+                    lh = await client.create_ledger(3, 3, ACK_QUORUM, password=PASSWORD)
                 except Exception:  # noqa: BLE001 - not enough bookies or ZooKeeper away: try again
                     await task.deferLater(client.reactor, 0.3, lambda: None)
                     continue
@@ -492,7 +495,9 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
     marked: repair pending); ``missing-found-by-ledger-check`` (not marked, but the auditor's
     periodic ledger check finds that bookie missing replicas of the ledger); ``missing-unmarked``
     (missing and nothing marked or finding it: no repair will come, a finding);
-    ``differs``/``corrupt`` (losses)."""
+    ``differs``/``corrupt`` (losses).  Beside them, ``entries-below-ack-quorum`` counts the
+    acknowledged entries fewer than ACK_QUORUM of their named bookies hold readably at the end."""
+    from bkctl.exitcodes import CommandError
     from bkctl.ops.replica_read import read_replica
 
     ensembles: list = []  # of the metadata last read, for the notes
@@ -502,8 +507,12 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
         ensembles[:] = md.ensembles
         found: dict[tuple[str, int], str] = {}
         for bookie in sorted(set(md.bookies)):
+            got = {"entries": []}
             for attempt in range(5):
-                got = await read_replica(client, ledger_id, bookie, 0, last, PASSWORD)
+                try:
+                    got = await read_replica(client, ledger_id, bookie, 0, last, PASSWORD)
+                except CommandError:  # a repair replaced it since the metadata above: not named now
+                    break
                 if not any(row["status"] == "error" for row in got["entries"]) or attempt == 4:
                     break
                 await task.deferLater(client.reactor, 1.0, lambda: None)  # the bookie coming back
@@ -534,12 +543,29 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
         return found_by_check[0]
 
     async def go(client):
-        store = client.store
         first = await read_all(client)
         missing = {k for k, v in first.items() if v in ("missing", "error")}
         if not missing:
             replicas.update(first.values())
             return
+        try:
+            await judge(client, first, missing)
+        finally:
+            below_quorum(latest[-1] if latest else first)
+
+    latest: list[dict] = []
+
+    def below_quorum(found: dict) -> None:
+        """Count the acknowledged entries fewer than ACK_QUORUM named bookies hold readably."""
+        copies = Counter(entry_id for (_bookie, entry_id), status in found.items() if status == "ok")
+        for entry_id in sorted(e for _b, e in found):
+            if copies[entry_id] < ACK_QUORUM:
+                copies[entry_id] = ACK_QUORUM  # once per entry
+                replicas["entries-below-ack-quorum"] += 1
+                replica_notes.append(f"ledger {ledger_id} entry {entry_id}: held by fewer than {ACK_QUORUM} bookies")
+
+    async def judge(client, first: dict, missing: set) -> None:
+        store = client.store
         mark = await client.run_blocking(store.underreplication.get, ledger_id)
         marked_at_check = mark is not None
         waited = 0.0
@@ -548,6 +574,7 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
             waited += 0.5
             mark = await client.run_blocking(store.underreplication.get, ledger_id)
         second = await read_all(client)
+        latest.append(second)
         for key, status in first.items():
             if key not in missing:
                 replicas[status] += 1
@@ -584,6 +611,7 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
     replica_notes: list[str] = []
     bk.run(go)
     rnd.replica_notes += replica_notes
+    rnd.replica_entries += len(acked)
 
 
 def verify(uri: str, rnd: Round, delete: bool = True, replicas: Counter | None = None) -> tuple[int, list[str]]:
@@ -649,7 +677,7 @@ def run(args) -> dict:
               "tail_entries_checked": 0, "losses": [], "warnings": [], "disk_faults": use_mounts,
               "compaction": args.compaction, "autorecovery": args.autorecovery,
               "delete_during": args.delete_during, "settings": {k: str(v) for k, v in settings.items()},
-              "replica_reads": replicas, "ledgers_deleted_during_rounds": 0, "under_replicated": []}
+              "replica_reads": replicas, "replica_entries_checked": 0, "ledgers_deleted_during_rounds": 0, "under_replicated": []}
     previous: list[int] = []
     started = time.monotonic()
     rnd = None
@@ -699,6 +727,7 @@ def run(args) -> dict:
             report["under_replicated"] += [f"round {number}: {n}" for n in rnd.replica_notes]
             report["rounds"] = number
             report["entries_checked"] += checked
+            report["replica_entries_checked"] += rnd.replica_entries
             report["ledgers"] += len(rnd.acked)
             report["tail_entries_checked"] += rnd.tail_checked
             for loss in losses:
