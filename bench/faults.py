@@ -529,6 +529,14 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
         return found
 
     found_by_check: list[set[str]] = []
+    read_again: list[dict] = []
+
+    async def third(client) -> dict:
+        """The copies read once more (once), after the ledger check."""
+        if not read_again:
+            read_again.append(await read_all(client))
+            latest.append(read_again[0])
+        return read_again[0]
 
     async def checked(client) -> set[str]:
         """The bookies the auditor's ledger check finds missing replicas on (run once)."""
@@ -592,6 +600,11 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
                 # the ledger: Java's client leaves the same copies missing (its addOpUr counter)
                 # for the auditor's periodic ledger check to find, as this one just did
                 kind = "missing-found-by-ledger-check"
+            elif (await third(client)).get(key) == "ok":
+                # there now: the daemons marked, copied in place and unmarked it between the
+                # reads (a refill of the same bookie changes no metadata)
+                replicas["repaired"] += 1
+                continue
             else:
                 kind = "missing-unmarked"
             replicas[kind] += 1
