@@ -220,11 +220,19 @@ class Bookie:
         self._throttled.append((deadline, (ledger_id, entry_id, master_key, body, callback),
                                 dict(recovery=recovery, high_priority=high_priority, deferred_sync=deferred_sync)))
         if self._throttle_timer is None:
-            self._throttle_timer = self.clock.callLater(self.max_throttle_time, self._throttle_expired)
+            self._arm_throttle_timer()
+
+    def _arm_throttle_timer(self) -> None:
+        """(Re)start the one timer, for the oldest waiting add's deadline (none: no timer)."""
+        if self._throttle_timer is not None and self._throttle_timer.active():
+            self._throttle_timer.cancel()
+        self._throttle_timer = None
+        if self._throttled:
+            delay = max(0.0, self._throttled[0][0] - self.clock.seconds())
+            self._throttle_timer = self.clock.callLater(delay, self._throttle_expired)
 
     def _throttle_expired(self) -> None:
         """Refuse the adds that waited dbStorage_maxThrottleTimeMs for the write cache."""
-        self._throttle_timer = None
         now, waiting = self.clock.seconds(), self._throttled
         refused = 0
         while waiting and waiting[0][0] <= now:
@@ -233,8 +241,7 @@ class Bookie:
         if refused:
             log.warning("%d adds refused (ETOOMANYREQUESTS): the write cache stayed full for "
                         "dbStorage_maxThrottleTimeMs", refused)
-        if waiting:
-            self._throttle_timer = self.clock.callLater(max(0.0, waiting[0][0] - now), self._throttle_expired)
+        self._arm_throttle_timer()
 
     @property
     def throttled_adds(self) -> int:
@@ -256,12 +263,7 @@ class Bookie:
                     break
         finally:
             self._draining = False
-        if self._throttle_timer is not None:
-            self._throttle_timer.cancel()
-            self._throttle_timer = None
-        if self._throttled:
-            delay = max(0.0, self._throttled[0][0] - self.clock.seconds())
-            self._throttle_timer = self.clock.callLater(delay, self._throttle_expired)
+        self._arm_throttle_timer()
 
     # -- reads -----------------------------------------------------------------
     def get_entry(self, ledger_id: int, entry_id: int) -> bytes | None:

@@ -19,6 +19,7 @@ from twisted.internet import defer, task, threads
 from twisted.python.failure import Failure
 
 from bkctl.wire.process import sdnotify
+from bkctl.wire.metadata.errors import ZKUnavailable
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.process.runtime import settle_garbage_collector
 from bkctl.wire.process.shutdown import ExitDeadline, call_with_timeout
@@ -293,8 +294,6 @@ class BookieService:
         def failed(f):
             if self.stopping:  # SIGTERM before ZooKeeper answered: nothing to register for
                 return
-            from bkctl.wire.metadata.errors import ZKUnavailable
-
             if f.check(ZKUnavailable) and self.reactor.seconds() + _REGISTER_RETRY < deadline:
                 log.warning("cannot register in ZooKeeper yet (%s): trying again for %.0f s more",
                             f.value, deadline - self.reactor.seconds())
