@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "_varint.h"
+#include "_twins.h"
 
 /* ------------------------------------------------------------ CRC32C */
 
@@ -203,10 +203,8 @@ PyDoc_STRVAR(crc32c_package_doc,
 
 static PyObject *crc32c_package(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "crc32c_package takes 5 arguments");
+    if (!bk_nargs("crc32c_package", nargs, 5))
         return NULL;
-    }
     long long v[4];
     for (int i = 0; i < 4; i++)
         if (!as_i64(args[i], &v[i]))
@@ -341,10 +339,8 @@ PyDoc_STRVAR(read_frame_doc,
 
 static PyObject *read_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "read_frame takes 3 arguments");
+    if (!bk_nargs("read_frame", nargs, 3))
         return NULL;
-    }
     unsigned long long txn;
     long long ledger, entry;
     if (!as_u64(args[0], &txn) || !as_i64(args[1], &ledger) || !as_i64(args[2], &entry) || ledger < 0 || entry < 0)
@@ -375,10 +371,8 @@ PyDoc_STRVAR(plain_read_body_doc,
 
 static PyObject *plain_read_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "plain_read_body takes 2 arguments");
+    if (!bk_nargs("plain_read_body", nargs, 2))
         return NULL;
-    }
     PyObject *payload = args[0];
     long long start;
     if (!PyBytes_CheckExact(payload) || !as_i64(args[1], &start) || start < 0)
@@ -422,10 +416,8 @@ PyDoc_STRVAR(add_part_doc,
 
 static PyObject *add_part(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "add_part takes 5 arguments");
+    if (!bk_nargs("add_part", nargs, 5))
         return NULL;
-    }
     long long ledger, entry;
     PyObject *key = args[2], *body = args[3];
     if (!as_i64(args[0], &ledger) || !as_i64(args[1], &entry) || ledger < 0 || entry < 0
@@ -489,10 +481,8 @@ PyDoc_STRVAR(add_frame_doc,
 
 static PyObject *add_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "add_frame takes 2 arguments");
+    if (!bk_nargs("add_frame", nargs, 2))
         return NULL;
-    }
     unsigned long long txn;
     PyObject *part = args[1];
     if (!as_u64(args[0], &txn) || !PyBytes_CheckExact(part))

@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "_varint.h"
+#include "_twins.h"
 
 /* Checked by v3.py before these twins are used: a build older than the
  * sources (another API) is not. */
@@ -192,10 +192,8 @@ PyDoc_STRVAR(add_answer_doc,
 
 static PyObject *add_answer(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "add_answer() takes 4 arguments");
+    if (!bk_nargs("add_answer()", nargs, 4))
         return NULL;
-    }
     unsigned long long txn = PyLong_AsUnsignedLongLong(args[0]);
     if (txn == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;

@@ -1,14 +1,25 @@
 /*
- * The protobuf base-128 varint, once for the C twins of the codecs
- * (_plain.c: the bookie's request parsers and ADD answer; _fastcodec.c: the
- * client's per-entry codecs).  Each caller decides what a value past 64 bits
- * means to it: the reader only says that it was one.
+ * What the C twins of the codecs share (_plain.c: the bookie's request
+ * parsers and ADD answer; _fastcodec.c: the client's per-entry codecs): the
+ * argument count check of their fast-call functions, and the protobuf
+ * base-128 varint.  Each caller decides what a varint past 64 bits means to
+ * it: the reader only says that it was one.
  */
-#ifndef BKCTL_VARINT_H
-#define BKCTL_VARINT_H
+#ifndef BKCTL_TWINS_H
+#define BKCTL_TWINS_H
 
 #include <Python.h>
 #include <stdint.h>
+
+/* 1 when a METH_FASTCALL function got ``want`` arguments; else 0, with the
+ * TypeError "<name> takes <want> arguments" set. */
+static inline int bk_nargs(const char *name, Py_ssize_t nargs, Py_ssize_t want)
+{
+    if (nargs == want)
+        return 1;
+    PyErr_Format(PyExc_TypeError, "%s takes %zd arguments", name, want);
+    return 0;
+}
 
 /* The varint at b[*pos] (b holds end bytes): 1 with *out set and *pos moved
  * past it; 0 when it runs past the end or over ten bytes (*pos unchanged);
