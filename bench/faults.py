@@ -541,11 +541,10 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
     async def checked(client) -> set[str]:
         """The bookies the auditor's ledger check finds missing replicas on (run once)."""
         from bkctl.wire.autorecovery.checker import bookies_missing_replicas
+        from bkctl.wire.metadata.store import registered_bookies
 
         if not found_by_check:
-            reg = client.store.registration
-            registered = await client.run_blocking(
-                lambda: set(reg.writable_bookies()) | set(reg.readonly_bookies()))
+            registered = await client.run_blocking(registered_bookies, client.store.registration)
             md, _ = await client.run_blocking(client.store.ledgers.read, ledger_id)
             found_by_check.append(await bookies_missing_replicas(client, ledger_id, md, registered))
         return found_by_check[0]

@@ -39,6 +39,7 @@ from twisted.internet import defer
 
 from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata import underreplication as UR
+from bkctl.wire.metadata.store import registered_bookies
 
 from .checker import bookies_missing_replicas
 
@@ -425,7 +426,7 @@ class Auditor:
         from bkctl.wire.metadata.errors import NoSuchLedger
 
         store = self.store
-        registered = set(store.registration.writable_bookies()) | set(store.registration.readonly_bookies())
+        registered = registered_bookies(store.registration)
         ledgers = {}
         for ledger_id in store.ledgers.ids():
             try:

@@ -46,6 +46,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bkctl.wire.metadata.store import registered_bookies
+
 __all__ = ["STATES", "Snapshot", "ledger_state", "ledger_states", "lost_bookies", "read_snapshot", "state_text"]
 
 WAITING_DELAY = "waiting-delay"
@@ -102,7 +104,7 @@ def read_snapshot(store, now_ms: int, *, marks: bool = True) -> Snapshot:
         workers=dict(daemons["workers"]),
         marks={m.ledger_id: m for m in store.underreplication.marks()} if marks else {},
         locks=dict(store.underreplication.locks()), lock_ctimes=dict(store.underreplication.lock_ctimes()),
-        registered=set(store.registration.writable_bookies()) | set(store.registration.readonly_bookies()),
+        registered=registered_bookies(store.registration),
         cookies=set(store.registration.all_bookies()))
 
 

@@ -46,6 +46,8 @@ import time
 
 from twisted.internet import defer
 
+from bkctl.wire.metadata.store import registered_bookies
+
 from .checker import bookies_missing_replicas
 
 log = logging.getLogger(__name__)
@@ -354,7 +356,7 @@ class ReplicationWorker:
         return self.throttle(nbytes)
 
     def _registered(self) -> set[str]:
-        return set(self.store.registration.writable_bookies()) | set(self.store.registration.readonly_bookies())
+        return registered_bookies(self.store.registration)
 
     def _release_on_new_bookies(self, registered: set[str]) -> None:
         """A bookie registered since a ledger was held: a ledger held after a failure

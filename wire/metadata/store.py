@@ -41,6 +41,7 @@ __all__ = [
     "UnderreplicatedMark",
     "UnderreplicationManager",
     "Unwatch",
+    "registered_bookies",
     "stored_ctime",
     "with_znode_ctime",
 ]
@@ -208,6 +209,11 @@ class RegistrationManager(Protocol):
     def watch_all_bookies(self, listener: Callable[[list[str]], None]) -> Unwatch:
         """:meth:`watch_writable_bookies` for the bookies with a cookie (:meth:`all_bookies`):
         a cookie deleted (a decommission) or written."""
+
+
+def registered_bookies(registration: RegistrationManager) -> set[str]:
+    """Every registered bookie, writable or read-only (what the auditor counts as alive)."""
+    return set(registration.writable_bookies()) | set(registration.readonly_bookies())
 
 
 @runtime_checkable
