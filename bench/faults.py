@@ -497,20 +497,38 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
     (missing and nothing marked or finding it: no repair will come, a finding);
     ``differs``/``corrupt`` (losses).  Beside them, ``entries-below-ack-quorum`` counts the
     acknowledged entries fewer than ACK_QUORUM of their named bookies hold readably at the end."""
-    from bkctl.exitcodes import CommandError
-    from bkctl.ops.replica_read import read_replica
+    check = ReplicaCheck(rnd, ledger_id, last, acked, replicas, losses)
+    bk.run(check.run)
+    rnd.replica_notes += check.notes
+    rnd.replica_entries += len(acked)
 
-    ensembles: list = []  # of the metadata last read, for the notes
 
-    async def read_all(client) -> dict[tuple[str, int], str]:
+class ReplicaCheck:
+    """:func:`check_replicas` of one ledger, in the reactor thread."""
+
+    def __init__(self, rnd: Round, ledger_id: int, last: int, acked: set[int], replicas: Counter,
+                 losses: list[str]):
+        self.rnd, self.ledger_id, self.last, self.acked = rnd, ledger_id, last, acked
+        self.replicas, self.losses = replicas, losses
+        self.notes: list[str] = []  # named replicas still missing an acknowledged entry, and why
+        #: every read of the copies, oldest first: {(bookie, entry_id): status}; the last is what holds now
+        self.reads: list[dict[tuple[str, int], str]] = []
+        self.ensembles: tuple = ()  # of the metadata last read, for the notes
+        self._found_by_check: set[str] | None = None
+
+    async def read_all(self, client) -> dict[tuple[str, int], str]:
+        from bkctl.exitcodes import CommandError
+        from bkctl.ops.replica_read import read_replica
+
+        ledger_id = self.ledger_id
         md, _ = await client.run_blocking(client.store.ledgers.read, ledger_id)
-        ensembles[:] = md.ensembles
+        self.ensembles = md.ensembles
         found: dict[tuple[str, int], str] = {}
         for bookie in sorted(set(md.bookies)):
             got = {"entries": []}
             for attempt in range(5):
                 try:
-                    got = await read_replica(client, ledger_id, bookie, 0, last, PASSWORD)
+                    got = await read_replica(client, ledger_id, bookie, 0, self.last, PASSWORD)
                 except CommandError:  # a repair replaced it since the metadata above: not named now
                     break
                 if not any(row["status"] == "error" for row in got["entries"]) or attempt == 4:
@@ -518,61 +536,55 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
                 await task.deferLater(client.reactor, 1.0, lambda: None)  # the bookie coming back
             for row in got["entries"]:
                 entry_id = row["entry_id"]
-                if entry_id not in acked:
+                if entry_id not in self.acked:
                     continue
                 status = row["status"]
-                if status == "ok" and row["payload"] != payload(rnd.seed, ledger_id, entry_id):
+                if status == "ok" and row["payload"] != payload(self.rnd.seed, ledger_id, entry_id):
                     status = "differs"
                 if status in ("differs", "corrupt"):
-                    losses.append(f"ledger {ledger_id} entry {entry_id} on {bookie}: {status} ({row['error']})")
+                    self.losses.append(f"ledger {ledger_id} entry {entry_id} on {bookie}: {status} ({row['error']})")
                 found[(bookie, entry_id)] = status
+        self.reads.append(found)
         return found
 
-    found_by_check: list[set[str]] = []
-    read_again: list[dict] = []
-
-    async def third(client) -> dict:
-        """The copies read once more (once), after the ledger check."""
-        if not read_again:
-            read_again.append(await read_all(client))
-            latest.append(read_again[0])
-        return read_again[0]
-
-    async def checked(client) -> set[str]:
+    async def found_by_ledger_check(self, client) -> set[str]:
         """The bookies the auditor's ledger check finds missing replicas on (run once)."""
         from bkctl.wire.autorecovery.checker import bookies_missing_replicas
         from bkctl.wire.metadata.store import registered_bookies
 
-        if not found_by_check:
+        if self._found_by_check is None:
             registered = await client.run_blocking(registered_bookies, client.store.registration)
-            md, _ = await client.run_blocking(client.store.ledgers.read, ledger_id)
-            found_by_check.append(await bookies_missing_replicas(client, ledger_id, md, registered))
-        return found_by_check[0]
+            md, _ = await client.run_blocking(client.store.ledgers.read, self.ledger_id)
+            self._found_by_check = await bookies_missing_replicas(client, self.ledger_id, md, registered)
+        return self._found_by_check
 
-    async def go(client):
-        first = await read_all(client)
+    async def read_once_more(self, client) -> dict[tuple[str, int], str]:
+        """The copies read a third time (once), after the ledger check."""
+        if len(self.reads) < 3:
+            await self.read_all(client)
+        return self.reads[2]
+
+    async def run(self, client) -> None:
+        first = await self.read_all(client)
         missing = {k for k, v in first.items() if v in ("missing", "error")}
         if not missing:
-            replicas.update(first.values())
+            self.replicas.update(first.values())
             return
         try:
-            await judge(client, first, missing)
+            await self._judge(client, first, missing)
         finally:
-            below_quorum(latest[-1] if latest else first)
+            self._count_below_quorum(self.reads[-1])
 
-    latest: list[dict] = []
-
-    def below_quorum(found: dict) -> None:
+    def _count_below_quorum(self, found: dict[tuple[str, int], str]) -> None:
         """Count the acknowledged entries fewer than ACK_QUORUM named bookies hold readably."""
         copies = Counter(entry_id for (_bookie, entry_id), status in found.items() if status == "ok")
-        for entry_id in sorted(e for _b, e in found):
+        for entry_id in sorted({e for _b, e in found}):
             if copies[entry_id] < ACK_QUORUM:
-                copies[entry_id] = ACK_QUORUM  # once per entry
-                replicas["entries-below-ack-quorum"] += 1
-                replica_notes.append(f"ledger {ledger_id} entry {entry_id}: held by fewer than {ACK_QUORUM} bookies")
+                self.replicas["entries-below-ack-quorum"] += 1
+                self.notes.append(f"ledger {self.ledger_id} entry {entry_id}: held by fewer than {ACK_QUORUM} bookies")
 
-    async def judge(client, first: dict, missing: set) -> None:
-        store = client.store
+    async def _judge(self, client, first: dict, missing: set) -> None:
+        ledger_id, replicas, store = self.ledger_id, self.replicas, client.store
         mark = await client.run_blocking(store.underreplication.get, ledger_id)
         marked_at_check = mark is not None
         waited = 0.0
@@ -580,8 +592,7 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
             await task.deferLater(client.reactor, 0.5, lambda: None)
             waited += 0.5
             mark = await client.run_blocking(store.underreplication.get, ledger_id)
-        second = await read_all(client)
-        latest.append(second)
+        second = await self.read_all(client)
         for key, status in first.items():
             if key not in missing:
                 replicas[status] += 1
@@ -593,13 +604,13 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
                 continue
             if mark is not None:
                 kind = "missing-marked"
-            elif bookie in await checked(client):
+            elif bookie in await self.found_by_ledger_check(client):
                 # acknowledged by its ack quorum while the write to this bookie failed (killed,
                 # stopped, read-only) and the writer then replaced it from LAC + 1 on or closed
                 # the ledger: Java's client leaves the same copies missing (its addOpUr counter)
                 # for the auditor's periodic ledger check to find, as this one just did
                 kind = "missing-found-by-ledger-check"
-            elif (await third(client)).get(key) == "ok":
+            elif (await self.read_once_more(client)).get(key) == "ok":
                 # there now: the daemons marked, copied in place and unmarked it between the
                 # reads (a refill of the same bookie changes no metadata)
                 replicas["repaired"] += 1
@@ -607,23 +618,16 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
             else:
                 kind = "missing-unmarked"
             replicas[kind] += 1
-            replica_notes.append(f"ledger {ledger_id} entry {entry_id} on {bookie}: {now}, {kind}"
-                                 f" (marked at the first read: {'yes' if marked_at_check else 'no'},"
-                                 f" waited {waited:.1f} s; ensembles {[(f, list(e)) for f, e in ensembles]})")
+            self.notes.append(f"ledger {ledger_id} entry {entry_id} on {bookie}: {now}, {kind}"
+                              f" (marked at the first read: {'yes' if marked_at_check else 'no'},"
+                              f" waited {waited:.1f} s; ensembles {[(f, list(e)) for f, e in self.ensembles]})")
         for key, status in second.items():  # copies on the bookies the repair brought in
-            if key in first:
+            if key in first or status == "ok":
                 continue
             bookie, entry_id = key
-            if status == "ok":
-                continue
             replicas["missing-on-replacement"] += 1
-            replica_notes.append(f"ledger {ledger_id} entry {entry_id} on {bookie} (brought in by the repair): "
-                                 f"{status}")
-
-    replica_notes: list[str] = []
-    bk.run(go)
-    rnd.replica_notes += replica_notes
-    rnd.replica_entries += len(acked)
+            self.notes.append(f"ledger {ledger_id} entry {entry_id} on {bookie} (brought in by the repair): "
+                              f"{status}")
 
 
 def verify(uri: str, rnd: Round, delete: bool = True, replicas: Counter | None = None) -> tuple[int, list[str]]:
