@@ -375,7 +375,10 @@ def test_a_decommission_the_daemons_cannot_finish_talks_and_says_why(bookie_clus
                 .splitlines()]
         return [r for r in rows if r["last_failure"]]
 
-    wait_for(what="the worker to fail", predicate=failed_attempts, timeout=120)
+    # both ledgers held after a failed attempt (one failed while the other still being tried
+    # made the message below say "1 held ...; 1 being re-replicated")
+    wait_for(what="the worker to fail on both ledgers", timeout=120,
+             predicate=lambda: {r["ledger_id"] for r in failed_attempts() if r["state"] == "held-failed"} == set(ids))
     again = bkctl(metadata_uri, "decommission", victim.bookie_id, "--force", "--wait", "1")  # piped, human
     assert again.returncode == 1
     last = again.stderr.decode().strip().splitlines()[-1]
