@@ -52,9 +52,15 @@ def test_stuck_and_open_ledgers_say_what_they_wait_for_until_the_bookies_come_ba
     def states():
         return {r["ledger_id"]: r for r in status(uri)["ledgers"]}
 
-    wait_for(what="every closed ledger to fail and the open one to wait",
-             predicate=lambda: {lid: r["state"] for lid, r in states().items()} ==
-             {**{lid: "held-failed" for lid in closed}, still_open: "waiting-grace"}, timeout=150)
+    seen: dict = {}
+
+    def settled() -> bool:
+        seen.clear()
+        seen.update({lid: r["state"] for lid, r in states().items()})
+        return seen == {**{lid: "held-failed" for lid in closed}, still_open: "waiting-grace"}
+
+    wait_for(what=lambda: f"every closed ledger {closed} to fail and the open one {still_open} to wait; "
+                          f"last seen: {seen}", predicate=settled, timeout=150)
     rows = states()
     for lid in closed:
         r = rows[lid]
