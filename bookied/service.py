@@ -696,14 +696,25 @@ class BookieService:
         for j, m in zip(self.journals, marks):
             j.checkpoint(m)
         if self.zk is not None:
-            for what, fn, args in (("unregister", self.zk.registration.unregister, (self.bookie_id,)),
-                                   ("close the ZooKeeper session", self.zk.close, ())):
-                left = min(budget / 2, deadline - time.monotonic() - 0.2)
-                try:
-                    yield call_with_timeout(self.reactor, fn, *args, timeout=max(left, 0.05), what=what)
-                except defer.TimeoutError:
-                    log.warning("could not %s: ZooKeeper did not answer within %.1f s", what, max(left, 0.05))
-                    break
-                except Exception as e:  # noqa: BLE001 - the bookie still stops
-                    log.warning("could not %s: %s", what, e)
+            yield self._leave_zookeeper(budget, deadline)
         log.info("stopped")
+
+    @defer.inlineCallbacks
+    def _leave_zookeeper(self, budget: float, deadline: float):
+        """Unregister, then close the session. The close is tried even when the
+        unregister could not be: it is what ends kazoo's reconnect loop, so that
+        nothing is retried (or logged) after "stopped"."""
+        steps = [("close the ZooKeeper session", self.zk.close, ())]
+        if self.zk.connected:
+            steps.insert(0, ("unregister", self.zk.registration.unregister, (self.bookie_id,)))
+        else:  # a request would only wait for a reconnect; the znode goes with the session
+            log.warning("could not unregister: not connected to ZooKeeper "
+                        "(the registration ends when the session expires)")
+        for what, fn, args in steps:
+            left = max(min(budget / 2, deadline - time.monotonic() - 0.2), 0.05)
+            try:
+                yield call_with_timeout(self.reactor, fn, *args, timeout=left, what=what)
+            except defer.TimeoutError:
+                log.warning("could not %s: ZooKeeper did not answer within %.1f s", what, left)
+            except Exception as e:  # noqa: BLE001 - the bookie still stops
+                log.warning("could not %s: %s", what, e)
