@@ -222,7 +222,7 @@ def side_by_side(uri: str, bookie_pids: list[int], peer_dir: str, sizes: list[in
 
     peer = JavaPeer(peer_dir)
     parsed = MetadataServiceURI.parse(uri)
-    bk = BlockingBookKeeper(uri, protocol="v3")
+    bk = BlockingBookKeeper(uri, protocol="v3", read_window=1000)  # Java's rinflight: 10 batches of 100
     names = [f"bookie-{i}" for i in range(len(bookie_pids))]
     try:
         with CpuSampler(dict(zip(names, bookie_pids))) as sampler:

@@ -153,7 +153,7 @@ class BlockingLedger:
 
     def read_range(self, first: int = 0, last: int | None = None, batch: int = 100, *,
                    allow_unconfirmed: bool = False) -> Iterator[list[tuple[int, bytes]]]:
-        """Batches of ``[(entry_id, payload), ...]``, one read ahead."""
+        """Batches of ``[(entry_id, payload), ...]``, read ahead as the client's ``read_window`` allows."""
         last = self._last(last)
         if last < first:
             return iter(())

@@ -102,7 +102,7 @@ class BookKeeperClient:
     :class:`~bkctl.wire.client.pool.BookiePool`.  ``max_inflight`` bounds the adds
     outstanding per ledger handle (``max_waiting`` how many more may wait),
     ``read_window`` the entries read at once by ``read_entries`` and
-    ``read_range`` (256, as the export: more answers per chunk read from a
+    ``read_range`` (across the batches it reads ahead; 256, as the export: more answers per chunk read from a
     bookie and per write, fewer system calls per entry; refilled half a
     window at a time),
     ``recovery_read_window`` the entries read ahead while looking for the

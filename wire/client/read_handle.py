@@ -18,7 +18,7 @@ operation of its own module, as Java's are (they see the handle as a
   that its writer may have had acknowledged, read without fencing;
 * :mod:`.long_poll_read` (``ReadLastConfirmedAndEntryOp``) -- a follower
   waits for the next entry with a long poll (v3);
-* :mod:`.range_reader` -- a range batch by batch, one batch read ahead.
+* :mod:`.range_reader` -- a range batch by batch, batches read ahead.
 
 Reads stop at the last add confirmed (LAC) of an open ledger or the last
 entry of a closed one, unless ``allow_unconfirmed=True``
@@ -254,13 +254,16 @@ class ReadHandle:
 
         The returned :class:`RangeReader` is an async iterator (``async for
         entries in handle.read_range(...)`` inside ``defer.ensureDeferred``)
-        and has :meth:`RangeReader.next_batch` for callback code.  At most two
-        batches are in memory: the one handed out and the one being read.
+        and has :meth:`RangeReader.next_batch` for callback code.  As many
+        batches are read at once as fit in the client's ``read_window``, and
+        at least the one asked for and the next; with the one handed out they
+        are all that is in memory.
         """
         if batch < 1:
             raise ValueError("batch must be >= 1")
         self._check_range(first, last, allow_unconfirmed)
-        return RangeReader(self._read_span, first, last, batch)
+        window = max(1, int(getattr(self.client, "read_window", 256)))
+        return RangeReader(self._read_span, first, last, batch, ahead=max(1, window // batch - 1))
 
     def _read_span(self, first: int, last: int) -> defer.Deferred:
         """Fires with ``[(entry_id, payload), ...]`` for ``first..last``."""

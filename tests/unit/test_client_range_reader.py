@@ -1,0 +1,97 @@
+"""RangeReader: batches in order, ``ahead`` of them read ahead, and a
+failure that ends the stream without leaving the batches behind it unhandled."""
+from __future__ import annotations
+
+import gc
+
+import pytest
+from twisted.internet import defer
+from twisted.python import failure
+
+from bkctl.wire.client.range_reader import RangeReader
+from tests.support.deferreds import failureResultOf, successResultOf
+from tests.support.ledger_client import filled_ledger, settled
+
+
+class Spans:
+    """A read_span whose batches are answered by the test."""
+
+    def __init__(self):
+        self.asked: list[tuple[int, int]] = []
+        self.pending: dict[tuple[int, int], defer.Deferred] = {}
+
+    def __call__(self, first: int, last: int) -> defer.Deferred:
+        d = defer.Deferred()
+        self.asked.append((first, last))
+        self.pending[(first, last)] = d
+        return d
+
+    def answer(self, span: tuple[int, int]) -> None:
+        self.pending.pop(span).callback([(e, b"x%d" % e) for e in range(span[0], span[1] + 1)])
+
+    def fail(self, span: tuple[int, int], error: Exception) -> None:
+        self.pending.pop(span).errback(failure.Failure(error))
+
+
+def test_batches_are_read_ahead_while_one_is_waited_for():
+    spans = Spans()
+    reader = RangeReader(spans, 0, 99, batch=10, ahead=2)
+    first = reader.next_batch()
+    assert spans.asked == [(0, 9), (10, 19), (20, 29)]  # not (30, 39): two ahead
+    spans.answer((10, 19))  # out of order: still handed out in order
+    assert not first.called
+    spans.answer((0, 9))
+    assert [e for e, _ in successResultOf(first)] == list(range(10))
+    second = reader.next_batch()
+    assert spans.asked[-1] == (30, 39) and len(spans.pending) == 2  # 20-29 and 30-39
+    assert [e for e, _ in successResultOf(second)] == list(range(10, 20))
+
+
+def test_every_entry_once_and_then_none():
+    spans = Spans()
+    reader = RangeReader(spans, 5, 27, batch=10, ahead=1)
+    got = []
+    while True:
+        d = reader.next_batch()
+        for span in list(spans.pending):
+            spans.answer(span)
+        batch = successResultOf(d)
+        if batch is None:
+            break
+        got.extend(e for e, _ in batch)
+    assert got == list(range(5, 28))
+    assert spans.asked == [(5, 14), (15, 24), (25, 27)]
+    assert successResultOf(reader.next_batch()) is None
+
+
+def test_a_failed_batch_ends_the_stream_and_the_batches_behind_it_are_let_go():
+    spans = Spans()
+    reader = RangeReader(spans, 0, 49, batch=10, ahead=2)
+    d = reader.next_batch()
+    spans.fail((0, 9), ValueError("bookies gone"))
+    failureResultOf(d, ValueError)
+    # the batches read ahead fail too, and nobody is left to be told: no unhandled error
+    spans.fail((10, 19), ValueError("bookies gone"))
+    spans.fail((20, 29), ValueError("bookies gone"))
+    gc.collect()
+    assert successResultOf(reader.next_batch()) is None
+    assert spans.asked == [(0, 9), (10, 19), (20, 29)]
+
+
+def test_ahead_must_be_positive():
+    with pytest.raises(ValueError):
+        RangeReader(Spans(), 0, 9, batch=1, ahead=0)
+
+
+@pytest.mark.parametrize("window, batch, ahead", [(12, 4, 2), (256, 100, 1), (1000, 100, 9), (8, 100, 1)])
+def test_read_range_reads_ahead_as_far_as_the_read_window_allows(window, batch, ahead):
+    client, store, pool, lh = filled_ledger(n=10, close=True, read_window=window)
+    rh = successResultOf(settled(client.open_ledger(lh.ledger_id)))
+    reader = rh.read_range(0, 9, batch=batch)
+    assert reader.ahead == ahead
+
+    async def collect():
+        return [[e for e, _ in b] async for b in reader]
+
+    entries = successResultOf(settled(defer.ensureDeferred(collect())))
+    assert sum(entries, []) == list(range(10))
