@@ -95,3 +95,64 @@ def test_read_range_reads_ahead_as_far_as_the_read_window_allows(window, batch, 
 
     entries = successResultOf(settled(defer.ensureDeferred(collect())))
     assert sum(entries, []) == list(range(10))
+
+
+# -- the blocking facade's hand-off of batches to the iterating thread ------------------------
+
+from bkctl.wire.client.blocking import OperationTimedOut, _BatchHandoff  # noqa: E402
+
+
+def test_handoff_reads_on_until_two_batches_wait_and_resumes_when_one_is_taken():
+    spans = Spans()
+    woken = []
+    handoff = _BatchHandoff(RangeReader(spans, 0, 49, batch=10, ahead=1), woken.append)
+    handoff.pump()
+    assert spans.asked == [(0, 9), (10, 19)]
+    spans.answer((0, 9))
+    spans.answer((10, 19))
+    assert handoff.stalled  # two wait, one is read ahead...
+    spans.answer((20, 29))
+    assert spans.asked == [(0, 9), (10, 19), (20, 29)]  # ...and no more is asked for
+    assert [e for e, _ in handoff.take(1)] == list(range(10))
+    assert woken == [handoff.resume]  # the taker wakes the reactor side...
+    woken.pop()()
+    assert spans.asked[-1] == (30, 39)  # ...which reads on
+    assert [e for e, _ in handoff.take(1)] == list(range(10, 20))
+
+
+def test_handoff_ends_with_none_and_passes_a_failure_on():
+    spans = Spans()
+    handoff = _BatchHandoff(RangeReader(spans, 0, 9, batch=10, ahead=1), lambda f: f())
+    handoff.pump()
+    spans.answer((0, 9))
+    assert len(handoff.take(1)) == 10
+    assert handoff.take(1) is None
+
+    spans = Spans()
+    handoff = _BatchHandoff(RangeReader(spans, 0, 99, batch=10, ahead=3), lambda f: f())
+    handoff.pump()
+    spans.fail((0, 9), ValueError("bookies gone"))
+    with pytest.raises(ValueError, match="bookies gone"):
+        handoff.take(1)
+    assert spans.asked == [(0, 9), (10, 19), (20, 29), (30, 39)]  # nothing asked after the failure
+
+
+def test_handoff_of_batches_already_read_does_not_recurse():
+    """Thousands of one-entry batches answered at once: taken one by one, each
+    taking resuming the reactor side, with no recursion per batch."""
+    def read_span(first, last):
+        return defer.succeed([(e, b"") for e in range(first, last + 1)])
+
+    handoff = _BatchHandoff(RangeReader(read_span, 0, 4999, batch=1, ahead=4000), lambda f: f())
+    handoff.pump()
+    got = []
+    while (batch := handoff.take(1)) is not None:
+        got.extend(e for e, _ in batch)
+    assert got == list(range(5000))
+
+
+def test_handoff_take_times_out():
+    handoff = _BatchHandoff(RangeReader(Spans(), 0, 9, batch=10, ahead=1), lambda f: f())
+    handoff.pump()
+    with pytest.raises(OperationTimedOut):
+        handoff.take(0.01)

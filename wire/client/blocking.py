@@ -74,6 +74,90 @@ def run_in_reactor(fn: Callable, *args, timeout: float | None = DEFAULT_TIMEOUT,
         raise
 
 
+class _BatchHandoff:
+    """A :class:`~bkctl.wire.client.range_reader.RangeReader`'s batches handed
+    to the thread that iterates, as they arrive.
+
+    The reactor side asks for the next batch as soon as one is queued, until
+    :attr:`QUEUED` wait unclaimed; the iterating thread only waits on the
+    queue. Asking the reactor for each batch in turn (a call and a wait
+    across threads per batch, 100 entries each by default) cost the reader
+    more than the reading of its entries once bookies answered fast, and left
+    the connections idle between batches."""
+
+    #: batches read and not yet taken; the reader's own read-ahead comes on top
+    QUEUED = 2
+
+    def __init__(self, reader, in_reactor: Callable[[Callable[[], None]], None]):
+        import queue
+
+        self.reader = reader
+        self.in_reactor = in_reactor  # runs a function in the reactor thread (callFromThread)
+        self.queue: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._queue_empty = queue.Empty
+        self.queued = 0  # reactor thread: batches put and not yet known taken
+        self.taken = 0  # iterating thread: batches taken
+        self.stalled = False
+        self.stopped = False
+        self.asking = False  # a next_batch() has not fired yet
+        self._pumping = False
+
+    # -- reactor thread
+    def pump(self) -> None:
+        """Ask for batches until :attr:`QUEUED` wait, the reader has none left,
+        or one is being read (a loop: batches already read arrive at once)."""
+        if self._pumping:
+            return
+        self._pumping = True
+        try:
+            while not (self.stopped or self.asking):
+                if self.queued - self.taken >= self.QUEUED:
+                    self.stalled = True
+                    if self.queued - self.taken >= self.QUEUED:
+                        return  # the taker sees the flag when it takes the next one
+                    self.stalled = False  # it took one meanwhile and may have missed the flag
+                self.asking = True
+                self.reader.next_batch().addCallbacks(self._arrived, self._failed)
+        finally:
+            self._pumping = False
+
+    def _arrived(self, entries) -> None:
+        self.asking = False
+        self.queued += 1
+        self.queue.put((True, entries))
+        if entries is None:
+            self.stopped = True
+        else:
+            self.pump()
+
+    def _failed(self, failure) -> None:
+        self.asking = False
+        self.stopped = True
+        self.queue.put((False, failure))
+
+    def resume(self) -> None:
+        if self.stalled:
+            self.stalled = False
+            self.pump()
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.reader.cancel()
+
+    # -- iterating thread
+    def take(self, timeout: float | None):
+        try:
+            ok, value = self.queue.get(timeout=timeout)
+        except self._queue_empty:
+            raise OperationTimedOut(f"no batch arrived within {timeout:g}s") from None
+        self.taken += 1
+        if self.stalled:
+            self.in_reactor(self.resume)
+        if not ok:
+            value.raiseException()
+        return value
+
+
 class BlockingLedger:
     """Blocking view of a ledger handle (read-only or writable)."""
 
@@ -161,14 +245,19 @@ class BlockingLedger:
         return self._iterate(reader)
 
     def _iterate(self, reader) -> Iterator[list[tuple[int, bytes]]]:
+        _ensure_reactor()
+        from twisted.internet import reactor
+
+        handoff = _BatchHandoff(reader, reactor.callFromThread)
+        reactor.callFromThread(handoff.pump)
         try:
             while True:
-                entries = self._call(reader.next_batch)
+                entries = handoff.take(self._owner.timeout)
                 if entries is None:
                     return
                 yield entries
         finally:
-            self._call(reader.cancel)
+            self._call(handoff.stop)
 
     def read_lac(self) -> int:
         """Ask the bookies for the LAC (the last entry if closed)."""
