@@ -17,6 +17,7 @@ import struct
 from collections import deque
 from typing import Callable
 
+from bkctl.wire.codecs.availability import encode_availability
 from bkctl.wire.codecs.protocol import LAST_ADD_CONFIRMED, RC
 
 from .storage import EntryCorrupted, WriteCacheFull
@@ -36,8 +37,6 @@ _LAC_IN_ENTRY = struct.Struct(">q")  # at offset 16 of a packaged entry, offset 
 #: Java's default maxBatchReadSize.
 MAX_BATCH_READ_SIZE = 5 * 1024 * 1024
 _BATCH_RESPONSE_OVERHEAD = 24 + 8 + 4
-_AVAILABILITY_HEADER = 64
-_GROUP = struct.Struct(">qqii")
 
 
 def _lac_of_entry(body: bytes) -> int:
@@ -516,19 +515,8 @@ class Bookie:
         store = self._store(ledger_id)
         if not store.has_ledger(ledger_id):
             return RC.ENOLEDGER, None
-        last = store.last_entry_id(ledger_id)
-        groups = []
-        run_start = None
-        for entry_id in range(0, (last if last is not None else -1) + 2):
-            present = entry_id <= (last if last is not None else -1) and \
-                store.get_entry(ledger_id, entry_id) is not None
-            if present and run_start is None:
-                run_start = entry_id
-            elif not present and run_start is not None:
-                groups.append(_GROUP.pack(run_start, run_start, entry_id - run_start, 0))
-                run_start = None
-        header = struct.pack(">ii", 0, len(groups)).ljust(_AVAILABILITY_HEADER, b"\0")
-        return RC.EOK, header + b"".join(groups)
+        # from the stored ids: walking 0..last took as long as the highest id (2^63 at worst)
+        return RC.EOK, encode_availability(store.entry_ids(ledger_id))
 
 
 class _Durable:

@@ -122,6 +122,24 @@ class EntryLocationIndex:
         finally:
             txn.abort()
 
+    def entry_ids(self, ledger_id: int) -> list[int]:
+        """The ledger's flushed entry ids, ascending (its index rows; no entry is read)."""
+        prefix = I64.pack(ledger_id)
+        ids: list[int] = []
+        txn = self.env.begin(db=self.idx)
+        try:
+            cur = txn.cursor()
+            ok = cur.set_range(KEY.pack(ledger_id, 0))
+            while ok:
+                k = cur.key()
+                if k[:8] != prefix:
+                    break
+                ids.append(KEY.unpack(k)[1])
+                ok = cur.next()
+        finally:
+            txn.abort()
+        return ids
+
     def write(self):
         """A write transaction (``with index.write() as txn``); commits with an fsync."""
         return self.env.begin(write=True)

@@ -390,6 +390,20 @@ class EntryStore:
             out[i] = EntryCorrupted(f"entry {ledger_id}/{entry_ids[i]}: its entry log is missing")
         return out
 
+    def entry_ids(self, ledger_id: int) -> list[int]:
+        """Every entry id stored for the ledger, ascending: the write cache's and the
+        index's (GET_LIST_OF_ENTRIES_OF_LEDGER; as Java's, from the index: no entry is
+        read, so its cost follows the entries stored, not the highest id)."""
+        with self._lock:
+            cached = set()
+            for half in self.write_cache.halves_of(ledger_id):
+                if half:
+                    cached.update(half)
+        flushed = self.index.entry_ids(ledger_id) if ledger_id in self._ledgers else []
+        if not cached:
+            return flushed
+        return sorted(cached.union(flushed))
+
     def entries_between(self, ledger_id: int, first: int, last: int | None = None,
                         max_count: int | None = None, max_bytes: int | None = None) -> list[bytes]:
         """Consecutive entries ``first, first+1, ...`` (BATCH_READ).

@@ -989,3 +989,32 @@ def test_max_throttle_time_zero_refuses_at_once(small_cache):
     add(c, 2)
     [r] = c.v2()
     assert r.rc == RC.ETOOMANYREQUESTS
+
+
+def test_the_list_of_entries_comes_from_the_stored_ids_not_a_walk_to_the_highest(env, monkeypatch):
+    """GET_LIST_OF_ENTRIES_OF_LEDGER with an entry at id 10^15: answered from the
+    ids stored (write cache and index), no entry read. It walked 0..last reading
+    each entry, which for this ledger would not end (bench/fuzz.py found it: a
+    timeout in bookie_connection once an earlier input had added a high id)."""
+    from bkctl.wire.codecs.availability import decode_availability
+
+    c = env.connect()
+    for entry_id in (0, 1, 2, 5):
+        add(c, entry_id, ledger=7)
+    env.journal.sync()
+    env.store.flush()  # these are in the index...
+    for entry_id in (6, 10 ** 15):
+        add(c, entry_id, ledger=7)  # ...and these in the write cache
+    env.journal.sync()
+    c.replies()
+    monkeypatch.setattr(env.store, "get_entry", lambda *a: pytest.fail("an entry was read"))
+    monkeypatch.setattr(env.store, "get_entries", lambda *a: pytest.fail("entries were read"))
+    c = env.connect()  # the adds were v2: that connection speaks v2 for good
+    c.send(v3.serialize(v3.get_list_of_entries_request(9, 7)))
+    [r] = c.v3()
+    assert r.status == 0
+    body = r.getListOfEntriesOfLedgerResponse.availabilityOfEntriesOfLedger
+    assert decode_availability(body) == [(0, 2), (5, 6), (10 ** 15, 10 ** 15)]
+    c.send(v3.serialize(v3.get_list_of_entries_request(10, 8)))
+    [r] = c.v3()
+    assert r.status == v3.v3_status(RC.ENOLEDGER)
