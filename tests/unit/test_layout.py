@@ -92,6 +92,8 @@ def test_matches_and_shading():
         (b"2\nfoo", "invalid ledger manager line"),
         (b"2\na:b:c", "invalid ledger manager line"),
         (b"2\nfoo:x", "invalid manager version"),
+        (b"2\nfoo:--1", "invalid manager version"),  # bench/fuzz.py: int() raised ValueError
+        (b"2\nfoo:-", "invalid manager version"),
         (b"2\nfoo:1\nextra", "extra lines"),
         (b"\xff", "UTF-8"),
     ],

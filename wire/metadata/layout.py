@@ -148,7 +148,7 @@ def parse_layout(data: bytes) -> LedgerLayout:
     if len(parts) != 2 or not parts[0]:
         raise CodecError(f"LAYOUT has an invalid ledger manager line: {lines[1]!r}")
     version = parts[1].strip()
-    if not version.isascii() or not version.lstrip("-").isdigit():
+    if not version.isascii() or not version.removeprefix("-").isdigit():  # Integer.parseInt's form
         raise CodecError(f"LAYOUT has an invalid manager version: {parts[1]!r}")
     return LedgerLayout(parts[0], int(version), fmt)
 
