@@ -18,6 +18,7 @@ from twisted.python.failure import Failure
 from bkctl.wire.codecs.digest import VerifiedEntry
 from bkctl.wire.errors import BKError, DigestError
 
+from .cork import hold_writes, release_writes
 from .errors import MISSING_ON_BOOKIE, NoSuchEntry, Unauthorized
 from .helpers import describe_errors
 from .readable_ledger import ReadableLedger
@@ -177,6 +178,7 @@ class WindowedReads(EntryReads):
             self._again = True
             return
         self._starting = True
+        holding = hold_writes()  # a burst: one write per bookie at its end (unless already held)
         try:
             self._again = True
             while self._again:
@@ -188,6 +190,8 @@ class WindowedReads(EntryReads):
                     self._read(self.first + index)
         finally:
             self._starting = False
+            if holding:
+                release_writes()
 
     def _entry_read(self, entry_id: int, payload: bytes) -> None:
         self.running -= 1
