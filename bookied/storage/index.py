@@ -129,13 +129,11 @@ class EntryLocationIndex:
         txn = self.env.begin(db=self.idx)
         try:
             cur = txn.cursor()
-            ok = cur.set_range(KEY.pack(ledger_id, 0))
-            while ok:
-                k = cur.key()
-                if k[:8] != prefix:
-                    break
-                ids.append(KEY.unpack(k)[1])
-                ok = cur.next()
+            if cur.set_range(KEY.pack(ledger_id, 0)):
+                for k in cur.iternext(values=False):
+                    if k[:8] != prefix:
+                        break
+                    ids.append(KEY.unpack(k)[1])
         finally:
             txn.abort()
         return ids

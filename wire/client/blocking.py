@@ -18,6 +18,7 @@ Do not call these methods from the reactor thread itself (crochet refuses).
 """
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -89,12 +90,9 @@ class _BatchHandoff:
     QUEUED = 2
 
     def __init__(self, reader, in_reactor: Callable[[Callable[[], None]], None]):
-        import queue
-
         self.reader = reader
         self.in_reactor = in_reactor  # runs a function in the reactor thread (callFromThread)
-        self.queue: "queue.SimpleQueue" = queue.SimpleQueue()
-        self._queue_empty = queue.Empty
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.queued = 0  # reactor thread: batches put and not yet known taken
         self.taken = 0  # iterating thread: batches taken
         self.stalled = False
@@ -148,7 +146,7 @@ class _BatchHandoff:
     def take(self, timeout: float | None):
         try:
             ok, value = self.queue.get(timeout=timeout)
-        except self._queue_empty:
+        except queue.Empty:
             raise OperationTimedOut(f"no batch arrived within {timeout:g}s") from None
         self.taken += 1
         if self.stalled:

@@ -262,8 +262,12 @@ class ReadHandle:
         if batch < 1:
             raise ValueError("batch must be >= 1")
         self._check_range(first, last, allow_unconfirmed)
-        window = max(1, int(getattr(self.client, "read_window", 256)))
-        return RangeReader(self._read_span, first, last, batch, ahead=max(1, window // batch - 1))
+        return RangeReader(self._read_span, first, last, batch, ahead=max(1, self._read_window // batch - 1))
+
+    @property
+    def _read_window(self) -> int:
+        """The client's ``read_window``: entries read at once (at least 1)."""
+        return max(1, int(getattr(self.client, "read_window", 256)))
 
     def _read_span(self, first: int, last: int) -> defer.Deferred:
         """Fires with ``[(entry_id, payload), ...]`` for ``first..last``."""
@@ -272,5 +276,4 @@ class ReadHandle:
         if (md.ensemble_size == md.write_quorum and getattr(self.client, "protocol", "v3") == "v2"
                 and fastpath.ENABLED):
             return BatchReads(self, first, last).start()
-        window = max(1, int(getattr(self.client, "read_window", 256)))
-        return WindowedReads(self, first, last, window).start()
+        return WindowedReads(self, first, last, self._read_window).start()
