@@ -8,96 +8,19 @@ from twisted.internet.testing import MemoryReactor, StringTransport
 
 from bkctl.bookied.bookie import Bookie
 from bkctl.bookied.storage import EntryStore, log_name
-from bkctl.bookied.journal import EntryRecord, FenceRecord, JournalFull, JournalUnavailable, MasterKeyRecord
+from bkctl.bookied.journal import EntryRecord, FenceRecord, MasterKeyRecord
 from bkctl.bookied.metrics import Metrics
 from bkctl.bookied.server import BookieServerFactory
 from bkctl.wire.codecs import v2, v3
-from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.framing import FrameDecoder, frame
 from bkctl.wire.codecs.protocol import Flag, RC
-
-KEY = master_key(b"password")
-OTHER_KEY = master_key(b"wrong")
-DM = DigestManager(1, DigestType.CRC32C, b"password")
-
-
-class ManualJournal:
-    """Stands in for bookied.journal.Journal: nothing is durable until the test says so."""
-
-    def __init__(self):
-        self.records = []
-        self.waiting = []
-        self.failed = None
-        self.full = False
-
-    def append(self, record, callback, *, sync=True):
-        if self.failed is not None:
-            raise JournalUnavailable("journal failed")
-        if self.full:
-            raise JournalFull("full")
-        self.records.append(record)
-        self.waiting.append(callback)
-
-    def force(self, callback):
-        self.waiting.append(callback)
-
-    def sync(self, error=None):
-        waiting, self.waiting = self.waiting, []
-        for cb in waiting:
-            cb(error)
-
-    def replay(self):
-        return iter(())
+from tests.support.bookie_server import DM, KEY, OTHER_KEY, Conn, ManualJournal, add, bookie_env, entry
 
 
 @pytest.fixture
 def env(tmp_path):
-    journal = ManualJournal()
-    store = EntryStore(str(tmp_path / "ledgers"))
-    clock = task.Clock()
-    bookie = Bookie([journal], [store], clock=clock)
-    factory = BookieServerFactory(bookie, Metrics())
-    yield Env(factory, journal, store, clock, bookie)
-    store.close()
-
-
-class Env:
-    def __init__(self, factory, journal, store, clock, bookie):
-        self.factory, self.journal, self.store, self.clock, self.bookie = factory, journal, store, clock, bookie
-
-    def connect(self):
-        proto = self.factory.buildProtocol(None)
-        transport = StringTransport()
-        proto.makeConnection(transport)
-        return Conn(proto, transport)
-
-
-class Conn:
-    def __init__(self, proto, transport):
-        self.proto, self.transport = proto, transport
-        self.decoder = FrameDecoder()
-
-    def send(self, payload: bytes):
-        self.proto.dataReceived(frame(payload))
-
-    def replies(self):
-        data = self.transport.value()
-        self.transport.clear()
-        return self.decoder.feed(data)
-
-    def v2(self):
-        return [v2.decode_response(p) for p in self.replies()]
-
-    def v3(self):
-        return [v3.parse_response(p) for p in self.replies()]
-
-
-def entry(entry_id, payload=b"hello", lac=-1, ledger=1):
-    return DigestManager(ledger, DigestType.CRC32C, b"password").package(entry_id, lac, 5 * (entry_id + 1), payload)
-
-
-def add(c, entry_id, key=KEY, flags=0, ledger=1, lac=-1):
-    c.send(v2.AddRequest(2, flags, key, entry(entry_id, ledger=ledger, lac=lac), ledger, entry_id).encode())
+    with bookie_env(tmp_path / "ledgers") as e:
+        yield e
 
 
 def test_add_is_acknowledged_only_after_the_journal_sync(env):
@@ -911,84 +834,6 @@ def test_a_groups_add_answers_go_to_each_connection_in_one_write_and_are_sent_at
     assert [(a.header.txnId, a.status, a.addResponse.entryId) for a in answers] == [(1, 0, 1), (2, 0, 2), (3, 0, 3)]
     assert [v2.decode_response(p) for p in FrameDecoder().feed(t2.sent)] == [v2.AddResponse(2, RC.EOK, 1, 4)]
     assert t1 not in reactor.getWriters() and t3.sent == b"" and env.factory.answered == set()
-
-
-@pytest.fixture
-def small_cache(tmp_path):
-    """A bookie whose write cache holds two entries, as a full cache waiting on its checkpoint."""
-    journal = ManualJournal()
-    store = EntryStore(str(tmp_path / "ledgers"), write_cache_max_bytes=2 * len(entry(0)))
-    clock = task.Clock()
-    bookie = Bookie([journal], [store], clock=clock, max_throttle_time=10.0)
-    yield Env(BookieServerFactory(bookie, Metrics()), journal, store, clock, bookie)
-    store.close()
-
-
-def _fill(env, c, n=2):
-    for i in range(n):
-        add(c, i)
-    env.journal.sync()
-    assert [r.rc for r in c.v2()] == [RC.EOK] * n
-
-
-def test_an_add_waits_for_room_in_a_full_write_cache_and_keeps_its_order(small_cache):
-    """As Java's bookie (dbStorage_maxThrottleTimeMs): a full write cache holds an add back
-    until a checkpoint has flushed, instead of refusing it, which a client takes for a failed bookie."""
-    env = small_cache
-    c = env.connect()
-    _fill(env, c)
-    add(c, 2)
-    add(c, 3)
-    assert c.replies() == [] and env.bookie.throttled_adds == 2
-    assert env.store.get_entry(1, 2) is None  # not taken yet, so not journaled either
-    env.store.flush()
-    env.bookie.write_cache_drained()
-    assert env.bookie.throttled_adds == 0
-    assert [type(r).__name__ for r in env.journal.records[-2:]] == ["EntryRecord", "EntryRecord"]
-    assert [r.entry_id for r in env.journal.records[-2:]] == [2, 3]
-    env.journal.sync()
-    assert [(r.rc, r.entry_id) for r in c.v2()] == [(RC.EOK, 2), (RC.EOK, 3)]
-
-
-def test_an_add_that_waits_longer_than_max_throttle_time_is_etoomanyrequests(small_cache):
-    env = small_cache
-    c = env.connect()
-    _fill(env, c)
-    add(c, 2)
-    env.clock.advance(9.9)
-    assert c.replies() == []
-    add(c, 3)  # waits behind entry 2, with a deadline of its own
-    env.clock.advance(0.2)
-    [r] = c.v2()
-    assert (r.rc, r.entry_id) == (RC.ETOOMANYREQUESTS, 2)
-    env.store.flush()
-    env.bookie.write_cache_drained()
-    env.journal.sync()
-    [r] = c.v2()
-    assert (r.rc, r.entry_id) == (RC.EOK, 3)
-    assert env.clock.getDelayedCalls() == []
-
-
-def test_adds_still_waiting_when_the_bookie_turns_read_only_are_ereadonly(small_cache):
-    env = small_cache
-    c = env.connect()
-    _fill(env, c)
-    add(c, 2)
-    env.bookie.mark_readonly("disk", "disk usage 81% over diskUsageThreshold 80%")
-    env.bookie.write_cache_drained()  # the checkpoint that could not flush ended
-    [r] = c.v2()
-    assert (r.rc, r.entry_id) == (RC.EREADONLY, 2)
-    assert env.clock.getDelayedCalls() == []
-
-
-def test_max_throttle_time_zero_refuses_at_once(small_cache):
-    env = small_cache
-    env.bookie.max_throttle_time = 0
-    c = env.connect()
-    _fill(env, c)
-    add(c, 2)
-    [r] = c.v2()
-    assert r.rc == RC.ETOOMANYREQUESTS
 
 
 def test_the_list_of_entries_comes_from_the_stored_ids_not_a_walk_to_the_highest(env, monkeypatch):
