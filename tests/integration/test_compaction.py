@@ -308,7 +308,7 @@ def test_a_damaged_record_in_a_mostly_dead_log_is_named_once_and_the_log_reclaim
     assert checked.returncode == 1 and doc["bad"] == 1 and doc["problems"][0]["entry_id"] == rotten_eid
     [damaged] = doc["damaged_records"]
     assert (damaged["log_id"], damaged["offset"], damaged["live"]) == (victim, offset, True)
-    b.start()
+    start_bookies([b], metadata_uri)  # bookie gc finds the bookie by its registration: wait for it too
     ran = bkctl(metadata_uri, "--json", "bookie", "gc", b.bookie_id, "--major", "--wait")
     assert ran.returncode == 0, ran.stderr
     assert victim not in {log["logId"] for log in entry_logs(b)}  # reclaimed in that pass
