@@ -43,7 +43,7 @@ def test_the_connection_is_what_its_protocol_may_call():
     """The wire side reaches its connection only through ConnectionOwner; the connection
     has each of its methods, with the same parameters."""
     assert sorted(OWNER_METHODS) == ["answer_received", "connection_failed", "connection_lost", "connection_made",
-                                     "fast_answer", "handshake_done", "malformed", "v2_answer"]
+                                     "fast_answer", "fast_answers", "handshake_done", "malformed", "v2_answer"]
     for name in OWNER_METHODS:
         owner = params(getattr(ConnectionOwner, name))
         assert params(getattr(BookieConnection, name))[:len(owner)] == owner, name

@@ -144,6 +144,8 @@ _OPC_READ = int(OpCode.READ_ENTRY)
 _OPC_BATCH_READ = int(OpCode.BATCH_READ_ENTRY)
 _V2_ANSWER_HEAD = answers.V2_ANSWER_HEAD
 _EOK = 0
+#: what :meth:`BookieConnection._fast_result` says of an answer that is not the EOK one it looks for
+_DECLINED = object()
 _WRITE_LAC_ANSWER = answers.v3_expect("writeLacResponse")
 _FORCE_ANSWER = answers.v3_expect("forceLedgerResponse")
 
@@ -239,6 +241,8 @@ class BookieConnection:
         #: takes an EOK READ answer apart (fast paths: the C twin when built)
         c = fast.C if self.fastpaths else None
         self._plain_read_body = v3.plain_read_body if c is None else c.plain_read_body
+        #: the C twin of :meth:`fast_answers`' loop (fast paths, when built)
+        self._c_take_answers = None if c is None else c.take_answers
         self._proto: BookieClientProtocol | None = None
         self._attempt: BookieClientFactory | None = None
         self._closing: BookieClientProtocol | None = None
@@ -794,17 +798,58 @@ class BookieConnection:
             return False
         if proto is not self._proto:
             return True  # a connection given up on: dropped, as any answer on it
-        if req.state != SENT or self.requests.v3_pending.get(req.key) is not req:
+        result = self._fast_result(req, payload)
+        if result is _DECLINED:
             return False
+        del self.requests.v3_pending[req.key]
+        self._answered(req, result)
+        return True
+
+    def _fast_result(self, req: Request, payload: bytes) -> Any:
+        """What ``payload`` says as the EOK answer of ``req``, a plain ADD or READ
+        found by its header field (None for an ADD, the entry for a READ);
+        :data:`_DECLINED` when it is not that, or ``req`` is no longer on the wire."""
+        if req.state != SENT or self.requests.v3_pending.get(req.key) is not req:
+            return _DECLINED
         ok = req.ok
         if ok is not None:  # an ADD: the rest of its EOK answer, byte for byte
             if len(payload) != len(req.fast) + len(ok) or not payload.endswith(ok):
-                return False
-            result = None
-        else:
-            result = self._plain_read_body(payload, len(req.fast))
-            if result is None:
-                return False
+                return _DECLINED
+            return None
+        result = self._plain_read_body(payload, len(req.fast))
+        return _DECLINED if result is None else result
+
+    def fast_answers(self, proto: BookieClientProtocol, payloads: list[bytes], start: int) -> int:
+        """:meth:`fast_answer` over the v3 answers ``payloads[start:]`` for as
+        long as it takes them: the index of the first one it does not take
+        (another shape, or a callback closed the connection), which is left
+        as it was for the caller to hand to :meth:`fast_answer` and the
+        general path.  One call per chunk of answers instead of one per
+        answer; its loop is in C when built (``take_answers``)."""
+        take = self._c_take_answers
+        if take is not None:
+            requests = self.requests
+            return take(payloads, start, proto, self, requests.v3_fast, requests.v3_pending, self._answered)
+        i, n = start, len(payloads)
+        while i < n and proto is self._proto:
+            payload = payloads[i]
+            if len(payload) <= 2 or not self._take_fast(proto, payload):
+                break
+            i += 1
+        return i
+
+    def _take_fast(self, proto: BookieClientProtocol, payload: bytes) -> bool:
+        """:meth:`fast_answer` for an answer it takes; False, with nothing
+        changed, for one it does not."""
+        fast = self.requests.v3_fast
+        head = payload[:2 + payload[1]]
+        req = fast.get(head)
+        if req is None:
+            return False
+        result = self._fast_result(req, payload)
+        if result is _DECLINED:
+            return False
+        del fast[head]
         del self.requests.v3_pending[req.key]
         self._answered(req, result)
         return True

@@ -201,7 +201,7 @@ class WindowedReads(EntryReads):
         self.finished += 1
         if self.finished == self.count:
             self.done.callback(self.results)
-        elif self.running <= self._low_water:
+        elif self.running <= self._low_water and self.next < self.count:  # nothing left to start: no call
             self._start_more()
 
     def _entry_failed(self, entry_id: int, error: BaseException) -> None:

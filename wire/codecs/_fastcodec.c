@@ -369,6 +369,43 @@ PyDoc_STRVAR(plain_read_body_doc,
 "v3.plain_read_body: the body of an EOK READ answer whose header field ends\n"
 "at pos, or None (then the answer is parsed).");
 
+/* Where the body of an EOK READ answer whose header field ends at pos lies
+ * (v3.plain_read_body's shape): 1 with *body and *size set, else 0. */
+static int read_body_span(const unsigned char *b, Py_ssize_t end, Py_ssize_t pos, Py_ssize_t *body,
+                          Py_ssize_t *size_out)
+{
+    uint64_t size;
+    if (pos > end || end - pos < 5 || memcmp(b + pos, "\x10\x00\xa2\x06", 4) != 0)
+        return 0;
+    pos += 4;
+    if (!get_varint(b, end, &pos, &size) || size != (uint64_t)(end - pos))
+        return 0;
+    if (end - pos < 3 || memcmp(b + pos, "\x08\x00\x10", 3) != 0)
+        return 0;
+    pos = skip_varint(b, end, pos + 3); /* ledgerId */
+    if (pos < 0 || pos >= end || b[pos] != 0x18) /* entryId (3) */
+        return 0;
+    pos = skip_varint(b, end, pos + 1);
+    if (pos < 0 || pos >= end || b[pos] != 0x22) /* body (4) */
+        return 0;
+    pos += 1;
+    if (!get_varint(b, end, &pos, &size) || size > (uint64_t)(end - pos))
+        return 0;
+    Py_ssize_t stop = pos + (Py_ssize_t)size;
+    if (stop < end && b[stop] == 0x28) { /* maxLAC (5) */
+        stop = skip_varint(b, end, stop + 1);
+        if (stop >= 0 && stop < end && b[stop] == 0x30) /* lacUpdateTimestamp (6) */
+            stop = skip_varint(b, end, stop + 1);
+    } else if (stop < end && b[stop] == 0x30) {
+        stop = skip_varint(b, end, stop + 1);
+    }
+    if (stop != end)
+        return 0;
+    *body = pos;
+    *size_out = (Py_ssize_t)size;
+    return 1;
+}
+
 static PyObject *plain_read_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (!bk_nargs("plain_read_body", nargs, 2))
@@ -378,35 +415,10 @@ static PyObject *plain_read_body(PyObject *self, PyObject *const *args, Py_ssize
     if (!PyBytes_CheckExact(payload) || !as_i64(args[1], &start) || start < 0)
         Py_RETURN_NONE;
     const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(payload);
-    Py_ssize_t end = PyBytes_GET_SIZE(payload), pos = (Py_ssize_t)start;
-    uint64_t size;
-    if (pos > end || end - pos < 5 || memcmp(b + pos, "\x10\x00\xa2\x06", 4) != 0)
+    Py_ssize_t body, size;
+    if (!read_body_span(b, PyBytes_GET_SIZE(payload), (Py_ssize_t)start, &body, &size))
         Py_RETURN_NONE;
-    pos += 4;
-    if (!get_varint(b, end, &pos, &size) || size != (uint64_t)(end - pos))
-        Py_RETURN_NONE;
-    if (end - pos < 3 || memcmp(b + pos, "\x08\x00\x10", 3) != 0)
-        Py_RETURN_NONE;
-    pos = skip_varint(b, end, pos + 3); /* ledgerId */
-    if (pos < 0 || pos >= end || b[pos] != 0x18) /* entryId (3) */
-        Py_RETURN_NONE;
-    pos = skip_varint(b, end, pos + 1);
-    if (pos < 0 || pos >= end || b[pos] != 0x22) /* body (4) */
-        Py_RETURN_NONE;
-    pos += 1;
-    if (!get_varint(b, end, &pos, &size) || size > (uint64_t)(end - pos))
-        Py_RETURN_NONE;
-    Py_ssize_t body = pos, stop = pos + (Py_ssize_t)size;
-    if (stop < end && b[stop] == 0x28) { /* maxLAC (5) */
-        stop = skip_varint(b, end, stop + 1);
-        if (stop >= 0 && stop < end && b[stop] == 0x30) /* lacUpdateTimestamp (6) */
-            stop = skip_varint(b, end, stop + 1);
-    } else if (stop < end && b[stop] == 0x30) {
-        stop = skip_varint(b, end, stop + 1);
-    }
-    if (stop != end)
-        Py_RETURN_NONE;
-    return PyBytes_FromStringAndSize((const char *)b + body, (Py_ssize_t)size);
+    return PyBytes_FromStringAndSize((const char *)b + body, size);
 }
 
 PyDoc_STRVAR(add_part_doc,
@@ -500,6 +512,130 @@ static PyObject *add_frame(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return pair(frame, PyBytes_FromStringAndSize((const char *)p + 4, (Py_ssize_t)head));
 }
 
+/* ------------------------------------------------------------ the answer loop */
+
+static PyObject *str_proto, *str_state, *str_key, *str_ok, *str_fast;
+
+/* requests.SENT: a request on the wire (tests/unit/test_client_take_answers.py checks it) */
+#define REQUEST_SENT 1
+
+/* What BookieConnection.fast_answer makes of payload for the request req
+ * (found under its header field): 1 with *result set (a new reference:
+ * None for an ADD, the entry for a READ) when it takes it; 0 when it does
+ * not (fast_answer then decides, as it would have); -1 on an error. */
+static int fast_result(PyObject *req, PyObject *pending, const unsigned char *b, Py_ssize_t n,
+                       PyObject **result)
+{
+    int taken = 0;
+    PyObject *state = NULL, *key = NULL, *ok = NULL, *fast = NULL;
+    if ((state = PyObject_GetAttr(req, str_state)) == NULL || (key = PyObject_GetAttr(req, str_key)) == NULL)
+        goto fail;
+    if (!PyLong_CheckExact(state) || PyLong_AsLong(state) != REQUEST_SENT) {
+        if (PyErr_Occurred())
+            goto fail;
+        goto done;
+    }
+    PyObject *on_wire = PyDict_GetItemWithError(pending, key); /* borrowed */
+    if (on_wire != req) {
+        if (on_wire == NULL && PyErr_Occurred())
+            goto fail;
+        goto done;
+    }
+    if ((ok = PyObject_GetAttr(req, str_ok)) == NULL || (fast = PyObject_GetAttr(req, str_fast)) == NULL)
+        goto fail;
+    if (!PyBytes_CheckExact(fast))
+        goto done;
+    Py_ssize_t head = PyBytes_GET_SIZE(fast);
+    if (ok != Py_None) { /* an ADD: the rest of its EOK answer, byte for byte */
+        if (!PyBytes_CheckExact(ok))
+            goto done;
+        Py_ssize_t k = PyBytes_GET_SIZE(ok);
+        if (n != head + k || memcmp(b + n - k, PyBytes_AS_STRING(ok), (size_t)k) != 0)
+            goto done;
+        Py_INCREF(Py_None);
+        *result = Py_None;
+    } else { /* a READ: an EOK ReadResponse with a body */
+        Py_ssize_t body, size;
+        if (!read_body_span(b, n, head, &body, &size))
+            goto done;
+        if ((*result = PyBytes_FromStringAndSize((const char *)b + body, size)) == NULL)
+            goto fail;
+    }
+    if (PyDict_DelItem(pending, key) < 0) {
+        Py_CLEAR(*result);
+        goto fail;
+    }
+    taken = 1;
+    goto done;
+fail:
+    taken = -1;
+done:
+    Py_XDECREF(state);
+    Py_XDECREF(key);
+    Py_XDECREF(ok);
+    Py_XDECREF(fast);
+    return taken;
+}
+
+PyDoc_STRVAR(take_answers_doc,
+"take_answers(payloads, start, proto, conn, fast, pending, answered) -> int\n\n"
+"BookieConnection.fast_answers: fast_answer over the v3 answers\n"
+"payloads[start:] while it takes them, each taken one out of fast (by its\n"
+"header field) and pending (by txnId) and handed to answered(req, result);\n"
+"the index of the first it does not take (conn._proto is no longer proto,\n"
+"or an answer fast_answer would decline or drop), which is left untouched.");
+
+static PyObject *take_answers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bk_nargs("take_answers", nargs, 7))
+        return NULL;
+    PyObject *payloads = args[0], *proto = args[2], *conn = args[3], *fast = args[4], *pending = args[5];
+    PyObject *answered = args[6];
+    if (!PyList_CheckExact(payloads) || !PyDict_CheckExact(fast) || !PyDict_CheckExact(pending)) {
+        PyErr_SetString(PyExc_TypeError, "take_answers wants a list of payloads and two dicts");
+        return NULL;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    for (; i >= 0 && i < PyList_GET_SIZE(payloads); i++) {
+        PyObject *current = PyObject_GetAttr(conn, str_proto); /* a callback may have closed it */
+        if (current == NULL)
+            return NULL;
+        Py_DECREF(current);
+        if (current != proto)
+            break;
+        PyObject *payload = PyList_GET_ITEM(payloads, i);
+        if (!PyBytes_CheckExact(payload) || PyBytes_GET_SIZE(payload) <= 2)
+            break;
+        Py_INCREF(payload);
+        const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(payload);
+        Py_ssize_t n = PyBytes_GET_SIZE(payload), h = 2 + (Py_ssize_t)b[1];
+        PyObject *head = PyBytes_FromStringAndSize((const char *)b, h < n ? h : n);
+        PyObject *req = head == NULL ? NULL : PyDict_GetItemWithError(fast, head);
+        Py_XINCREF(req);
+        PyObject *result = NULL;
+        int taken = req == NULL ? (PyErr_Occurred() ? -1 : 0) : fast_result(req, pending, b, n, &result);
+        if (taken == 1 && PyDict_DelItem(fast, head) < 0)
+            taken = -1;
+        Py_XDECREF(head);
+        Py_DECREF(payload);
+        if (taken == 1) {
+            PyObject *call[2] = {req, result};
+            PyObject *r = PyObject_Vectorcall(answered, call, 2, NULL);
+            Py_XDECREF(r);
+            taken = r == NULL ? -1 : 1;
+        }
+        Py_XDECREF(result);
+        Py_XDECREF(req);
+        if (taken < 0)
+            return NULL;
+        if (taken == 0)
+            break;
+    }
+    return PyLong_FromSsize_t(i);
+}
+
 PyDoc_STRVAR(hardware_crc32c_doc,
 "hardware_crc32c(on) -> bool\n\n"
 "For tests: compute CRC32C with the CPU's instruction (on, where it has one)\n"
@@ -526,6 +662,7 @@ static PyMethodDef methods[] = {
     {"plain_read_body", (PyCFunction)(void (*)(void))plain_read_body, METH_FASTCALL, plain_read_body_doc},
     {"add_part", (PyCFunction)(void (*)(void))add_part, METH_FASTCALL, add_part_doc},
     {"add_frame", (PyCFunction)(void (*)(void))add_frame, METH_FASTCALL, add_frame_doc},
+    {"take_answers", (PyCFunction)(void (*)(void))take_answers, METH_FASTCALL, take_answers_doc},
     {"hardware_crc32c", hardware_crc32c, METH_O, hardware_crc32c_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -539,6 +676,12 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__fastcodec(void)
 {
     crc_init_tables();
+    if ((str_proto = PyUnicode_InternFromString("_proto")) == NULL
+            || (str_state = PyUnicode_InternFromString("state")) == NULL
+            || (str_key = PyUnicode_InternFromString("key")) == NULL
+            || (str_ok = PyUnicode_InternFromString("ok")) == NULL
+            || (str_fast = PyUnicode_InternFromString("fast")) == NULL)
+        return NULL;
 #ifdef HAVE_HW_CRC
     __builtin_cpu_init();
     use_hw_crc = __builtin_cpu_supports("sse4.2") ? 1 : 0;
