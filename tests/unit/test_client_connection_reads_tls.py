@@ -7,7 +7,7 @@ import struct
 import pytest
 from bkctl.wire.client import errors as E
 from bkctl.wire.codecs import v2, v3
-from bkctl.wire.codecs.framing import frame
+from bkctl.wire.codecs.framing import FrameDecoder, frame
 from bkctl.wire.codecs.protocol import RC, OperationType
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
@@ -113,8 +113,8 @@ def test_requests_issued_while_answers_are_handed_out_go_out_in_one_write_in_ord
     h = Harness()
     proto, transport = h.connected()
     writes = []
-    transport.write = lambda data: writes.append([data])
-    transport.writeSequence = lambda seq: writes.append(list(seq))
+    transport.write = writes.append
+    transport.writeSequence = lambda seq: writes.append(b"".join(seq))
     done = Outcomes()
 
     def more(ctx, slot, bookie_id, result):
@@ -125,12 +125,13 @@ def test_requests_issued_while_answers_are_handed_out_go_out_in_one_write_in_ord
     h.conn.read_with_callback(1, 1, more, 1, 0)
     h.conn.read_with_callback(1, 2, more, 2, 0)
     assert len(writes) == 2  # issued outside an answer: written at once
-    reqs = [v3.parse_request(w[0][4:]) for w in writes]
+    reqs = [v3.parse_request(w[4:]) for w in writes]
     writes.clear()
     proto.dataReceived(v3_reply(reqs[0], body=b"a") + v3_reply(reqs[1], body=b"b"))
-    assert len(writes) == 1 and len(writes[0]) == 4
+    assert len(writes) == 1
+    frames = FrameDecoder().feed(writes[0])
     assert [(r.readRequest.ledgerId, r.readRequest.entryId)
-            for r in (v3.parse_request(f[4:]) for f in writes[0])] == [(2, 1), (3, 1), (2, 2), (3, 2)]
+            for r in map(v3.parse_request, frames)] == [(2, 1), (3, 1), (2, 2), (3, 2)]
     assert h.conn.outstanding == 4
 
 
