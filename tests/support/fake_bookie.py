@@ -240,6 +240,15 @@ class FakeConnection:
         d.addCallbacks(lambda body: on_done(ctx, slot, self.bookie_id, body),
                        lambda f: on_done(ctx, slot, self.bookie_id, f.value))
 
+    def takes_reads(self, count):
+        """Never: its reads answer at once, so the reader reads one by one (BookieChannel)."""
+        return False
+
+    def read_run(self, ledger_id, entry_ids, on_done):
+        """:meth:`read_with_callback` of each (BookieChannel; unused while :meth:`takes_reads` says no)."""
+        for entry_id in entry_ids:
+            self.read_with_callback(ledger_id, entry_id, on_done, entry_id, 0)
+
     def batch_read(self, ledger_id, start_entry_id, max_count, max_size, *, fence_master_key=None):
         """Consecutive stored entries from ``start_entry_id``, as a 4.17 bookie gives them:
         the first one always, then up to ``max_count`` (<= 0: no limit), ``max_size``

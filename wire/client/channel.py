@@ -51,6 +51,15 @@ class BookieChannel(Protocol):
         this returns, for a refused request).  The reader's hot path: no
         Deferred per entry."""
 
+    def takes_reads(self, count: int) -> bool:
+        """True when :meth:`read_run` would send ``count`` plain reads at once,
+        none refused (False: read them one by one)."""
+
+    def read_run(self, ledger_id: int, entry_ids, on_done: ReadDone) -> None:
+        """:meth:`read_with_callback` of each of ``entry_ids`` (ctx: the entry
+        id, slot 0), after :meth:`takes_reads` said yes for as many: the
+        reader's hot path, one call per bookie for a window's reads."""
+
     def batch_read(self, ledger_id: int, start_entry_id: int, max_count: int, max_size: int, *,
                    fence_master_key: bytes | None = None) -> defer.Deferred:
         """BATCH_READ_ENTRY: consecutive stored entries from ``start_entry_id``."""

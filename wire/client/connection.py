@@ -363,6 +363,23 @@ class BookieConnection:
             req.callback_to(on_done, ctx, slot)
         self._submit_request(req, READ, self.read_timeout, False)
 
+    def takes_reads(self, count: int) -> bool:
+        """True when ``count`` plain reads would all go on the wire at once as
+        :meth:`read_with_callback` sends one (connected, nothing queued, room
+        under ``max_outstanding``; v3 with fast paths): :meth:`read_run` then
+        takes them all, none refused."""
+        return (self._proto is not None and not self._queue and not self._closed and self.use_v3
+                and self.fastpaths and len(self._sent) + count <= self.max_outstanding)
+
+    def read_run(self, ledger_id: int, entry_ids, on_done: ReadDone) -> None:
+        """:meth:`read_with_callback` of each of ``entry_ids`` (ctx: the entry
+        id, slot 0) once :meth:`takes_reads` said yes for them: their frames
+        encoded, registered and written together (a fast path)."""
+        reqs, data = self.entries.plain_reads(ledger_id, entry_ids, on_done)
+        self._deadlines.start_all(reqs, READ, self.read_timeout, self._clock.seconds())
+        self.requests.register_all(reqs)
+        self._write_now(self._proto, data)
+
     def _send_now(self, proto: BookieClientProtocol, req: Request, data: bytes, kind: str, timeout: float) -> None:
         """A callback request with room on the wire and nothing queued: what
         :meth:`_submit_request` does for a request that goes out at once."""

@@ -59,6 +59,19 @@ class Deadlines:
         if timeouts.timer is None:
             timeouts.timer = self._clock.callLater(timeout, self._sweep, timeouts)
 
+    def start_all(self, reqs: list[Request], kind: Any, timeout: float, now: float) -> None:
+        """:meth:`start` for several requests issued together (one deadline)."""
+        timeouts = self._kinds.get(kind)
+        if timeouts is None:
+            timeouts = self._kinds[kind] = _Timeouts(kind, timeout)
+        deadline = now + timeout
+        for req in reqs:
+            req.deadline = deadline
+            req.timeouts = timeouts
+        timeouts.queue.extend(reqs)
+        if timeouts.timer is None:
+            timeouts.timer = self._clock.callLater(timeout, self._sweep, timeouts)
+
     def retire(self, req: Request) -> None:
         """A request is done: drop done requests from the front of its
         deadline queue, and the queue's timer once nothing is left in it."""

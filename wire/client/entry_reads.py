@@ -88,6 +88,35 @@ class EntryReads:
         except Exception as exc:  # noqa: BLE001 - a closed pool and such: that replica failed
             self._answered(entry_id, replica, bookie, exc)
 
+    def _runs(self, first: int, count: int) -> list | None:
+        """The entries ``first..first+count-1`` as runs for the first bookies of
+        their write sets, ``[(connection, entry_ids), ...]``, when every one of
+        those connections takes its run at once (``takes_reads``); None when
+        one does not, or the entries are not all in one striped segment: then
+        they are read one by one, as :meth:`_read` reads them."""
+        self._write_set(first)  # the stripe of first's segment
+        sets = self._ws_sets
+        last = first + count - 1
+        if not (self._ws_lo <= first and last <= self._ws_hi and self.ledger.metadata is self._ws_md):
+            return None
+        n = len(sets)
+        runs = []
+        bookies = set()
+        try:
+            for entry_id in range(first, first + min(n, count)):
+                bookie = sets[entry_id % n][0]
+                if bookie in bookies:
+                    return None
+                bookies.add(bookie)
+                ids = range(entry_id, last + 1, n)
+                conn = self._pool.get(bookie)
+                if not conn.takes_reads(len(ids)):
+                    return None
+                runs.append((conn, ids))
+        except Exception:  # noqa: BLE001 - a closed pool and such: one by one, as _read reports it
+            return None
+        return runs
+
     def _answered(self, entry_id: int, replica: int, bookie_id: str, result: Any) -> None:
         if type(result) is bytes:
             try:
@@ -183,6 +212,13 @@ class WindowedReads(EntryReads):
             self._again = True
             while self._again:
                 self._again = False
+                count = min(self.window - self.running, self.count - self.next)
+                runs = self._runs(self.first + self.next, count) if count > 1 and not self.failed else None
+                if runs is not None:  # each bookie takes its reads at once: one call each (a fast path)
+                    self.next += count
+                    self.running += count
+                    for conn, entry_ids in runs:
+                        conn.read_run(self._ledger_id, entry_ids, self._answered)
                 while not self.failed and self.running < self.window and self.next < self.count:
                     index = self.next
                     self.next += 1

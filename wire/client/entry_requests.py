@@ -147,16 +147,32 @@ class EntryRequests:
         ``req.frame``."""
         if not (self.use_v3 and self.fastpaths):
             return self.read(ledger_id, entry_id, None, False), None
-        txn = next(self._ids)
+        reqs, data = self.plain_reads(ledger_id, (entry_id,), None)
+        return reqs[0], data
+
+    def plain_reads(self, ledger_id: int, entry_ids, on_done) -> tuple[list[Request], bytes]:
+        """The plain READs of ``entry_ids`` with their v3 frames encoded by
+        hand (v3, fast paths on), each completing through ``on_done`` with its
+        entry id as ``ctx`` and slot 0: the requests, and their frames joined."""
+        ids = self._ids
         c_read_frame = self._c_read_frame
-        framed = None if c_read_frame is None else c_read_frame(txn, ledger_id, entry_id)
-        data, head = self._encoder.read_frame(txn, ledger_id, entry_id) if framed is None else framed
-        req = Request(None, txn, b"", answers.v3_read)
-        req.op = _OP_READ
-        req.fast = head
-        req.ids = (ledger_id, entry_id)
-        req.verb = "READ"
-        return req, data
+        reqs = []
+        frames = []
+        for entry_id in entry_ids:
+            txn = next(ids)
+            framed = None if c_read_frame is None else c_read_frame(txn, ledger_id, entry_id)
+            data, head = self._encoder.read_frame(txn, ledger_id, entry_id) if framed is None else framed
+            req = Request(None, txn, b"", answers.v3_read)
+            req.op = _OP_READ
+            req.fast = head
+            req.ids = (ledger_id, entry_id)
+            req.verb = "READ"
+            req.on_done = on_done
+            req.ctx = entry_id
+            req.slot = 0
+            reqs.append(req)
+            frames.append(data)
+        return reqs, frames[0] if len(frames) == 1 else b"".join(frames)
 
     def read(self, ledger_id: int, entry_id: int, fence_master_key: bytes | None,
              high_priority: bool) -> Request:

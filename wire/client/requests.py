@@ -107,13 +107,9 @@ class RequestTable:
         req.state = SENT
         self.sent[req] = None
         if self.use_v3:
-            txn = req.key
-            other = self.v3_pending.setdefault(txn, req)
-            if other is not req:  # the txnId is taken (a caller-supplied txn_ids repeats itself)
-                if other.op == req.op:
-                    self.v3_pending[txn] = req  # same (txnId, operation): the newest one wins
-                else:
-                    self.v3_other[(txn, req.op)] = req
+            other = self.v3_pending.setdefault(req.key, req)
+            if other is not req:
+                self._txn_taken(req, other)
             if req.fast is not None:
                 self.v3_fast[req.fast] = req
         else:
@@ -122,6 +118,26 @@ class RequestTable:
                 self.v2_pending[req.key] = deque((req,))
             else:
                 waiting.append(req)
+
+    def register_all(self, reqs: list[Request]) -> None:
+        """:meth:`register` for v3 requests issued together, each with its header field (``fast``)."""
+        sent = self.sent
+        pending = self.v3_pending
+        fast = self.v3_fast
+        for req in reqs:
+            req.state = SENT
+            sent[req] = None
+            other = pending.setdefault(req.key, req)
+            if other is not req:
+                self._txn_taken(req, other)
+            fast[req.fast] = req
+
+    def _txn_taken(self, req: Request, other: Request) -> None:
+        """``req``'s txnId is ``other``'s already (a caller-supplied txn_ids repeats itself)."""
+        if other.op == req.op:
+            self.v3_pending[req.key] = req  # same (txnId, operation): the newest one wins
+        else:
+            self.v3_other[(req.key, req.op)] = req
 
     def match(self, msg) -> Request | None:
         """Take out (and mark done) the request a decoded answer belongs to."""
