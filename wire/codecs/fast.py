@@ -7,7 +7,9 @@ their Python path for None, and for every call the C twin answers None
 functions they stand for: :func:`~bkctl.wire.codecs.digest.DigestManager.package`
 and the CRC32C check of ``payload_checker`` (digest), ``RequestEncoder.read_frame``
 and ``add_part``, the ADD header of ``EntryRequests.encoded_add``, and
-:func:`~bkctl.wire.codecs.v3.plain_read_body` (tests/unit/test_fastcodec.py).
+:func:`~bkctl.wire.codecs.v3.plain_read_body` (tests/unit/test_fastcodec.py);
+``take_answers`` is the loop of ``BookieConnection.fast_answers`` over a chunk
+of answers (tests/unit/test_client_take_answers.py).
 """
 from __future__ import annotations
 
