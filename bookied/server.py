@@ -99,6 +99,8 @@ _now = time.perf_counter
 _HELD_ANSWERS_MAX = abstract.FileDescriptor.bufferSize
 #: At most this many pipelined plain v3 reads are served with one store call.
 _READ_RUN_MAX = 1024
+#: Most adds served as one run (:meth:`BookieProtocol._v3_plain_adds`).
+_ADD_RUN_MAX = 1024
 #: Long polls one connection may have waiting; past them it is not read until one is
 #: answered (back-pressure: a flood of polls holds at most this many per connection).
 LONG_POLLS_MAX = 1000
@@ -306,6 +308,9 @@ class BookieProtocol(protocol.Protocol):
             if detector.is_v3 and self.fastpaths:
                 taken = plain_add_request(payload)
                 if taken is not None:
+                    if not limited and i + 1 < count:
+                        i = self._v3_plain_adds(payloads, i, taken) - 1
+                        continue
                     serve, limit = self._v3_plain_add, self.adds
                 else:
                     taken = plain_read_request(payload)
@@ -476,6 +481,33 @@ class BookieProtocol(protocol.Protocol):
         self.bookie.add_entry(ledger_id, entry_id, master_key, body,
                               _AddReply(self, _now(), txn_id, ledger_id, entry_id),
                               recovery=recovery, high_priority=high_priority)
+
+    def _v3_plain_adds(self, payloads: list, i: int, first: tuple) -> int:
+        """Serve the run of plain v3 ADD_ENTRYs of one ledger, with one key and the
+        same flags, starting at ``payloads[i]`` (taken apart: ``first``) with one
+        :meth:`Bookie.add_entries`: one store lock, one journal item, one answer
+        object for the run, where :meth:`_v3_plain_add` spends each of them per add.
+        Returns the index of the first payload not in the run."""
+        txn_id, ledger_id, entry_id, key, body, high_priority, recovery = first
+        txn_ids, entry_ids, bodies = [txn_id], [entry_id], [body]
+        end = min(len(payloads), i + _ADD_RUN_MAX)
+        j = i + 1
+        while j < end:
+            got = plain.add_request(payloads[j])
+            if (got is None or got[1] != ledger_id or got[3] != key or got[5] != high_priority
+                    or got[6] != recovery):
+                break
+            txn_ids.append(got[0])
+            entry_ids.append(got[2])
+            bodies.append(got[4])
+            j += 1
+        if j == i + 1:
+            self._v3_plain_add(*first)
+        else:
+            self.bookie.add_entries(ledger_id, key, entry_ids, bodies,
+                                    _AddRunReply(self, _now(), txn_ids, ledger_id, entry_ids),
+                                    recovery=recovery, high_priority=high_priority)
+        return j
 
     def _v3_plain_read(self, ledger_id: int, entry_id: int, header_len: int, payload: bytes) -> None:
         """:meth:`_v3_read` of a request :func:`plain_read_request` took apart."""
@@ -752,15 +784,53 @@ class _AddReply:
             answer = plain.add_answer(self.txn_id, v3_status(rc), self.ledger_id, self.entry_id)
         else:
             answer = frame(proto._add_responses.encode(self.txn_id, rc, self.ledger_id, self.entry_id))
-        factory = proto.factory
-        if factory.grouping:  # a journal group's completion: one write per connection at its end
-            held = proto._held_answers
-            if not held:
-                factory.answered.add(proto)
-            held.append(answer)
-        else:
+        _write_add_answers(proto, answer)
+
+
+def _write_add_answers(proto: BookieProtocol, data: bytes) -> None:
+    """Write a connection's add answer(s): during a journal group's completion they
+    are held, one write per connection at its end (BookieServerFactory.complete_group)."""
+    factory = proto.factory
+    if factory.grouping:
+        held = proto._held_answers
+        if not held:
             factory.answered.add(proto)
-            proto.transport.write(answer)
+        held.append(data)
+    else:
+        factory.answered.add(proto)
+        proto.transport.write(data)
+
+
+class _AddRunReply:
+    """The answers of a run of v3 adds (:meth:`BookieProtocol._v3_plain_adds`):
+    ``reply(rc)`` answers all of them with ``rc`` at once, as each one's
+    :class:`_AddReply` would, in order; :meth:`one` is the k-th add's own
+    :class:`_AddReply`, :meth:`first` a reply for the first ``n`` only."""
+
+    __slots__ = ("proto", "started", "txn_ids", "ledger_id", "entry_ids")
+
+    def __init__(self, proto: BookieProtocol, started: float, txn_ids: list, ledger_id: int, entry_ids: list):
+        self.proto = proto
+        self.started = started
+        self.txn_ids = txn_ids
+        self.ledger_id = ledger_id
+        self.entry_ids = entry_ids
+
+    def one(self, k: int) -> _AddReply:
+        return _AddReply(self.proto, self.started, self.txn_ids[k], self.ledger_id, self.entry_ids[k])
+
+    def first(self, n: int) -> "_AddRunReply":
+        return _AddRunReply(self.proto, self.started, self.txn_ids[:n], self.ledger_id, self.entry_ids[:n])
+
+    def __call__(self, rc: int) -> None:
+        proto = self.proto
+        proto._observe("add", self.started, rc, len(self.txn_ids))
+        if proto.closed:
+            return
+        status, ledger_id, answer = v3_status(rc), self.ledger_id, plain.add_answer
+        data = b"".join([answer(txn_id, status, ledger_id, entry_id)
+                         for txn_id, entry_id in zip(self.txn_ids, self.entry_ids)])
+        _write_add_answers(proto, data)
 
 
 class InProgressLimit:

@@ -166,6 +166,7 @@ class BookieService:
                                  dispatch=dispatch, inline=self._at_end_of_iteration,
                                  inline_dispatch=self._journal_inline_dispatch,
                                  on_fsync=self.metrics.fsync_latency.observe,
+                                 on_group=self.metrics.entries_per_fsync.observe,
                                  on_grow=self._disk_check_soon)
                          for d in journal_dirs]
         cache = cfg.db_storage_write_cache_max_size_mb * 1024 * 1024 // len(ledger_dirs)
@@ -361,12 +362,10 @@ class BookieService:
     # -- journal completions -----------------------------------------------------
     def _journal_dispatch(self, callbacks, error) -> None:
         """Runs on the journal thread once per group: one reactor wake-up completes the group."""
-        self.metrics.entries_per_fsync.observe(len(callbacks))
         self.reactor.callFromThread(self._complete_group, callbacks, error)
 
     def _journal_inline_dispatch(self, callbacks, error) -> None:
         """A group committed by the reactor thread itself: complete it right here."""
-        self.metrics.entries_per_fsync.observe(len(callbacks))
         self._complete_group(callbacks, error)
 
     def _complete_group(self, callbacks, error) -> None:

@@ -612,7 +612,7 @@ def test_high_priority_writes_need_room_for_them(env):
 
 
 def test_a_journal_out_of_space_turns_read_only_for_the_disk_not_for_good(env):
-    from bkctl.bookied.journal import JournalNoSpace
+    from bkctl.bookied.errors import JournalNoSpace
 
     c = env.connect()
     add(c, 0)
