@@ -1,13 +1,13 @@
-"""A chunk's consecutive v3 adds of one ledger are served as one run on the fast path
-(BookieProtocol._v3_plain_adds, Bookie.add_entries, Journal.append_entries): one store
+"""A chunk's consecutive adds (v3, or version 2) of one ledger are served as one run on the fast path
+(BookieProtocol._plain_adds, Bookie.add_entries, Journal.append_entries): one store
 lock, one journal item, one answer object.  Every outcome must be the one-by-one path's:
 the answers' bytes and order, the journal's records, the store, the LAC and the metrics."""
 import pytest
 
 from bkctl.bookied.journal import EntryRecord, Journal, encode_record
-from bkctl.wire.codecs import v3
+from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
-from bkctl.wire.codecs.protocol import RC
+from bkctl.wire.codecs.protocol import RC, Flag
 from tests.support.bookie_server import KEY, OTHER_KEY, bookie_env, entry
 
 
@@ -148,3 +148,39 @@ def test_a_runs_journal_item_is_the_bytes_of_its_records_and_counts_each(tmp_pat
     assert replayed == [EntryRecord(1, e, b) for e, b in enumerate(bodies)]
     on_disk = b"".join(encode_record(EntryRecord(1, e, b)) for e, b in enumerate(bodies))
     assert on_disk in b"".join(p.read_bytes() for p in sorted((tmp_path / "j" / "current").glob("*.bjn")))
+
+
+def v2_add(ledger, entry_id, key=KEY, flags=0):
+    return frame(v2.AddRequest(2, flags, key, entry(entry_id, lac=entry_id - 1, ledger=ledger), ledger,
+                               entry_id).encode())
+
+
+def test_runs_of_version_2_adds_as_pulsar_sends_them_are_answered_as_one_by_one(tmp_path):
+    """A Pulsar broker's client speaks version 2: its pipelined adds make runs too, and a
+    recovery add (other flags) or another ledger ends one."""
+    def keys(env, c):
+        c.proto.dataReceived(v2_add(1, 7) + v2_add(2, 7))
+        env.journal.sync()
+
+    chunk = (b"".join(v2_add(1, e) for e in range(4)) + v2_add(2, 0) + v2_add(2, 1)
+             + v2_add(1, 4, flags=int(Flag.RECOVERY_ADD)) + v2_add(1, 5) + v2_add(1, 6))
+    answers, records, counts, stored, lacs, runs = both(tmp_path, chunk, prepare=keys)
+    assert runs == [(1, [0, 1, 2, 3]), (2, [0, 1]), (1, [5, 6])]
+    got = [v2.decode_response(a) for a in answers]
+    assert [(r.ledger_id, r.entry_id, r.rc) for r in got] == [
+        (1, 0, 0), (1, 1, 0), (1, 2, 0), (1, 3, 0), (2, 0, 0), (2, 1, 0), (1, 4, 0), (1, 5, 0), (1, 6, 0)]
+    assert all(r.version == 2 for r in got)
+    assert counts == {("add", "EOK"): 9}
+    assert lacs == {1: 6, 2: 6}
+
+
+def test_a_version_2_run_on_a_fenced_ledger_is_efenced_each(tmp_path):
+    def fence(env, c):
+        c.proto.dataReceived(v2_add(1, 7))
+        env.journal.sync()
+        env.store.set_fenced(1)
+
+    answers, records, *_ = both(tmp_path, b"".join(v2_add(1, e) for e in range(3)), prepare=fence)
+    assert [(v2.decode_response(a).entry_id, v2.decode_response(a).rc) for a in answers] == [
+        (0, RC.EFENCED), (1, RC.EFENCED), (2, RC.EFENCED)]
+    assert records == []
