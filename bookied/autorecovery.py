@@ -7,7 +7,13 @@ its own: in the bookie's reactor the daemon's replication reads and adds were
 handled on the same thread, under the same GIL, as the bookie's live adds,
 which waited behind them (``bench/bench_autorecovery.py --modes inside``: a
 live writer's add p99 during a repair at 2.46x its idle p99).  In a child
-the two share only the machine's CPUs.
+the two share only the machine's CPUs.  Measured on the 2-CPU development
+machine while other work kept it busy (load 3.4-4.7, CPU pressure 68-88%),
+that did not lower the ratio: 2.05-6.48x (4 runs) against 2.26-3.65x (3 runs)
+with the daemon in the bookie's reactor, and the surviving bookies with their
+children spent 136-142 us of CPU per entry copied against 109-120 us; a lower
+CPU priority for the child (nice 10 or 19, SCHED_IDLE) made no difference
+that the noise let through.
 
 The bookie's side is :class:`AutoRecoveryChild`: it starts the child once the
 bookie is registered, starts it again when it dies (after a pause that grows

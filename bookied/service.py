@@ -325,8 +325,8 @@ class BookieService:
         """The autorecovery daemon in a child process of the bookie's (one per bookie, as
         Java runs it), voting with the bookie's id on a ZooKeeper session of its own (its
         expiry makes it step down; the bookie's registration does not depend on it).  Its
-        repair reads and adds run on the child's own thread and GIL, not behind the
-        bookie's live adds; see :mod:`.autorecovery`."""
+        repair reads and adds run on the child's own thread and GIL, not on the bookie's
+        reactor; see :mod:`.autorecovery`."""
         from .autorecovery import AutoRecoveryChild
 
         self.autorecovery = AutoRecoveryChild(self.reactor, self.cfg, self.bookie_id,
