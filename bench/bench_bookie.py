@@ -16,7 +16,9 @@ instead the same workload against bookied and against one Java 4.17.2 bookie
 (stock -Xms1g -Xmx1g -XX:MaxDirectMemorySize=2g), both through the same warmed
 Java client (``bktool.sh bench e=1 w=1 a=1 ... warmup=N``), alternated, and
 prints both rates and their ratio beside the load average, each bookie's CPU
-per add and per read and each bookie's resident memory.
+per add and per read, the Java client's CPU per add and per read against each
+(the two share the machine's cores: a bookie whose answers cost its client
+more is slower for it) and each bookie's resident memory.
 
 The latency run starts once the bookie has flushed what the throughput runs
 left in its write cache (it is about steady state, not the aftermath of a
@@ -302,13 +304,18 @@ def side_by_side(peer_dir: str, sizes: list[int], entries: int, warmup: int, rou
                         res = peer.bench(zk.connect_string, roots[side], (1, 1, 1), n, size, warm, sampler)
                         add_cpu = sampler.per_op_us(side, res.add_window, res.adds)
                         read_cpu = sampler.per_op_us(side, res.read_window, res.reads)
-                        got[side].append((res.adds_per_s, res.reads_per_s, add_cpu, read_cpu))
+                        client_add = sampler.per_op_us("java-client", res.add_window, res.adds)
+                        client_read = sampler.per_op_us("java-client", res.read_window, res.reads)
+                        got[side].append((res.adds_per_s, res.reads_per_s, add_cpu, read_cpu, client_add, client_read))
                         print(f"  round {r + 1} {side:>7}: {res.adds_per_s:>9,.0f} adds/s ({add_cpu:6.1f} us bookie CPU"
-                              f"/add)  {res.reads_per_s:>9,.0f} reads/s ({read_cpu:6.1f} us/read)"
+                              f"/add, client {client_add:.1f})  {res.reads_per_s:>9,.0f} reads/s ({read_cpu:6.1f} us/read,"
+                              f" client {client_read:.1f})"
                               f"{f'  {res.failures} FAILED' if res.failures else ''}  {load_note()}", flush=True)
                     ours, java = print_medians(f"E1 {size} B", size, got["bookied"], got["java"])
                     print(f"  bookie CPU per add: ours {ours[2]:.1f} us  Java {java[2]:.1f} us;"
                           f" per read: ours {ours[3]:.1f} us  Java {java[3]:.1f} us")
+                    print(f"  the Java client's CPU per add against each: {ours[4]:.1f} us  {java[4]:.1f} us;"
+                          f" per read: {ours[5]:.1f} us  {java[5]:.1f} us")
                     print(f"  resident memory (peak so far): bookied {sampler.peak_rss['bookied']:,.0f} MiB  "
                           f"Java bookie {sampler.peak_rss['java']:,.0f} MiB  ({load_note()})", flush=True)
         finally:

@@ -89,8 +89,10 @@ class Bed:
 
     def __init__(self, folder: str):
         self.groups: queue.Queue = queue.Queue()
+        self._records = 0  # of the group being called back (on_group runs just before its dispatch)
         self.journal = Journal(os.path.join(folder, "journal"),
-                               dispatch=lambda callbacks, error: self.groups.put((callbacks, error)))
+                               dispatch=lambda callbacks, error: self.groups.put((callbacks, error, self._records)),
+                               on_group=self._group)
         self.store = EntryStore(os.path.join(folder, "ledgers"), write_cache_max_bytes=256 * 1024 * 1024,
                                 index_map_size=1 << 30)  # address space: callgrind refuses the default
         self.bookie = Bookie([self.journal], [self.store], clock=task.Clock())
@@ -106,17 +108,21 @@ class Bed:
         self.transport.clear()
         return n
 
-    def complete_groups(self, callbacks_due: int) -> None:
-        """Run journal groups' completions here until ``callbacks_due`` callbacks ran."""
-        while callbacks_due > 0:
-            callbacks, error = self.groups.get(timeout=60)
+    def _group(self, records: int) -> None:
+        self._records = records
+
+    def complete_groups(self, records_due: int) -> None:
+        """Run journal groups' completions here until ``records_due`` records' callbacks ran
+        (a run of adds has one callback for all its records)."""
+        while records_due > 0:
+            callbacks, error, records = self.groups.get(timeout=60)
             complete = getattr(self.factory, "complete_group", None)
             if complete is not None:  # as bookied completes a group
                 complete(callbacks, error, Journal.call_all)
             else:  # an older bookied, to compare with
                 Journal.call_all(callbacks, error)
                 self.factory.send_answers()
-            callbacks_due -= len(callbacks)
+            records_due -= records
 
     def close(self) -> None:
         self.proto.connectionLost(None)

@@ -21,15 +21,8 @@ from bkctl.wire.codecs.availability import encode_availability
 from bkctl.wire.codecs.protocol import LAST_ADD_CONFIRMED, RC
 
 from .storage import EntryCorrupted, WriteCacheFull
-from .journal import (
-    EntryRecord,
-    ExplicitLacRecord,
-    FenceRecord,
-    JournalFull,
-    JournalNoSpace,
-    JournalUnavailable,
-    MasterKeyRecord,
-)
+from .errors import JournalFull, JournalNoSpace, JournalUnavailable
+from .journal import EntryRecord, ExplicitLacRecord, FenceRecord, MasterKeyRecord
 
 log = logging.getLogger("bookied.bookie")
 
@@ -192,23 +185,70 @@ class Bookie:
             self._throttle(ledger_id, entry_id, master_key, body, callback, recovery, high_priority, deferred_sync)
             return
 
-        if write_data:
-            try:
-                journal.append(EntryRecord(ledger_id, entry_id, body), _Durable(self, journal, callback),
-                               sync=not deferred_sync)
-            except JournalFull:
-                callback(RC.ETOOMANYREQUESTS)
+        if write_data and not self._journaled(
+                journal, lambda: journal.append(EntryRecord(ledger_id, entry_id, body),
+                                                _Durable(self, journal, callback), sync=not deferred_sync),
+                callback):
+            return
+        self._note_lac(ledger_id, _LAC_IN_ENTRY.unpack_from(body, 16)[0] if len(body) >= 24 else -1)
+        if not write_data:
+            callback(RC.EOK)
+
+    def add_entries(self, ledger_id: int, master_key: bytes, entry_ids: list, bodies: list,
+                    reply, *, recovery: bool = False, high_priority: bool = False) -> None:
+        """:meth:`add_entry` of a run of sync adds to one ledger with one key (a
+        request chunk's consecutive adds): checked once, put into the store under
+        one lock, journaled as one item, and answered together, ``reply(rc)`` once
+        for all of them.  Whenever a check would treat an entry apart (an error, a
+        full write cache, adds already waiting for one), each entry goes through
+        :meth:`add_entry` instead, with ``reply.one(k)`` as the k-th's callback, so
+        the answers are exactly those of the one-by-one path."""
+        stores, journals = self.stores, self.journals
+        store = stores[ledger_id % len(stores)] if len(stores) > 1 else stores[0]
+        journal = journals[ledger_id % len(journals)] if len(journals) > 1 else journals[0]
+        if (ledger_id < 0 or min(entry_ids) < 0 or self.readonly or not self.journal_write_data
+                or self._throttled or journal.failed is not None
+                or store.get_master_key(ledger_id) != master_key
+                or (not recovery and store.is_fenced(ledger_id))):
+            self._add_each(ledger_id, master_key, entry_ids, bodies, reply, 0, recovery, high_priority)
+            return
+        put = store.put_entries(ledger_id, entry_ids, bodies)
+        if put < len(entry_ids):  # the cache filled up: those left wait for it, one by one
+            self._add_each(ledger_id, master_key, entry_ids, bodies, reply, put, recovery, high_priority)
+            if not put:
                 return
-            except JournalUnavailable as e:
-                callback(RC.EIO)
-                self._journal_failed(journal, e)
-                return
-        lac = _LAC_IN_ENTRY.unpack_from(body, 16)[0] if len(body) >= 24 else -1
+            entry_ids, bodies = entry_ids[:put], bodies[:put]
+            reply = reply.first(put)
+        if self._journaled(journal, lambda: journal.append_entries(ledger_id, entry_ids, bodies,
+                                                                   _Durable(self, journal, reply)), reply):
+            self._note_lac(ledger_id, max(_LAC_IN_ENTRY.unpack_from(body, 16)[0] if len(body) >= 24 else -1
+                                          for body in bodies))
+
+    def _journaled(self, journal, append: Callable[[], None], callback: Callable[[int], None]) -> bool:
+        """``append()`` an add's journal record(s); when the journal refuses, answer
+        ``callback`` as Java does (ETOOMANYREQUESTS when full, EIO when failed, the
+        bookie then going read-only) and return False."""
+        try:
+            append()
+        except JournalFull:
+            callback(RC.ETOOMANYREQUESTS)
+            return False
+        except JournalUnavailable as e:
+            callback(RC.EIO)
+            self._journal_failed(journal, e)
+            return False
+        return True
+
+    def _note_lac(self, ledger_id: int, lac: int) -> None:
+        """An added entry carried ``lac``: raise the ledger's known LAC to it."""
         known = self._lac.get(ledger_id)
         if known is None or lac > known:
             self._raise_lac(ledger_id, lac)
-        if not write_data:
-            callback(RC.EOK)
+
+    def _add_each(self, ledger_id, master_key, entry_ids, bodies, reply, start, recovery, high_priority) -> None:
+        for k in range(start, len(entry_ids)):
+            self.add_entry(ledger_id, entry_ids[k], master_key, bodies[k], reply.one(k),
+                           recovery=recovery, high_priority=high_priority)
 
     def _throttle(self, ledger_id, entry_id, master_key, body, callback, recovery, high_priority,
                   deferred_sync) -> None:

@@ -116,6 +116,7 @@ from crc32c import crc32c
 from bkctl.wire import fastpath
 
 from . import disk_layout as layout
+from .errors import JournalError, JournalFull, JournalNoSpace, JournalUnavailable
 
 log = logging.getLogger("bookied.journal")
 
@@ -182,9 +183,7 @@ def encode_record(rec: Record) -> bytes:
     """The on-disk bytes of one record (checksum included)."""
     t = type(rec)
     if t is EntryRecord:
-        data = rec.data
-        head = _ENTRY_HEAD.pack(len(data) + 17, T_ENTRY, rec.ledger_id, rec.entry_id)
-        return _U32.pack(crc32c(data, crc32c(head))) + head + data
+        return _encode_entry(rec.ledger_id, rec.entry_id, rec.data)
     if t is MasterKeyRecord:
         typ, body = T_MASTER_KEY, rec.key
     elif t is FenceRecord:
@@ -195,6 +194,11 @@ def encode_record(rec: Record) -> bytes:
         raise TypeError(f"not a journal record: {rec!r}")
     head = _HEAD.pack(len(body) + 9, typ, rec.ledger_id)
     return _U32.pack(crc32c(body, crc32c(head))) + head + body
+
+
+def _encode_entry(ledger_id: int, entry_id: int, data: bytes) -> bytes:
+    head = _ENTRY_HEAD.pack(len(data) + 17, T_ENTRY, ledger_id, entry_id)
+    return _U32.pack(crc32c(data, crc32c(head))) + head + data
 
 
 def _decode_body(typ: int, buf, start: int, end: int) -> Record | None:
@@ -212,32 +216,6 @@ def _decode_body(typ: int, buf, start: int, end: int) -> Record | None:
     if typ == T_EXPLICIT_LAC:
         return ExplicitLacRecord(ledger_id, bytes(buf[start + 9:end]))
     return None
-
-
-# ---------------------------------------------------------------- errors
-class JournalError(Exception):
-    """Base class of the journal's own errors."""
-
-
-class JournalFull(JournalError):
-    """Back-pressure: too many bytes queued; retry later (ETOOMANYREQUESTS)."""
-
-
-class JournalNoSpace(OSError):
-    """ENOSPC while creating or preallocating a journal file, before any record
-    was written there: the group fails, the journal does not (the next group
-    tries again), unlike an error in the middle of a write."""
-
-    def __init__(self, what: str, cause: OSError):
-        super().__init__(errno.ENOSPC, f"no space left for {what}: {cause.strerror or cause}")
-
-
-class JournalUnavailable(JournalError):
-    """The journal is not started, closed, or failed (see ``cause``)."""
-
-    def __init__(self, msg: str, cause: BaseException | None = None):
-        super().__init__(msg)
-        self.cause = cause
 
 
 # ---------------------------------------------------------------- file helpers
@@ -441,7 +419,8 @@ class Journal:
     ``max_size_mb`` (journalMaxSizeMB): file roll size.
     ``max_queue_bytes``: back-pressure bound on queued + in-flight bytes.
     ``preallocate_mb``: posix_fallocate step (0 = off). ``dispatch``: see the
-    module doc. ``on_fsync(seconds)``: called after each journal fsync, by
+    module doc. ``on_group(records)``: each group's record count once it is durable
+    (by whichever thread committed it). ``on_fsync(seconds)``: called after each journal fsync, by
     whichever thread committed (one at a time), e.g. to feed a histogram.
 
     Time: ``monotonic()`` (default :func:`time.monotonic`) dates the group
@@ -486,6 +465,7 @@ class Journal:
                  inline_dispatch: Callable[[list, BaseException | None], None] | None = None,
                  inline_max_fsync_ms: float = 2.0,
                  on_fsync: Callable[[float], None] | None = None,
+                 on_group: Callable[[int], None] | None = None,
                  on_grow: Callable[[], None] | None = None,
                  fastpaths: bool | None = None,
                  monotonic: Callable[[], float] = time.monotonic,
@@ -509,6 +489,7 @@ class Journal:
         self._inline_max_fsync = max(0.0, inline_max_fsync_ms) / 1000.0
         self._inline_scheduled = False
         self._on_fsync = on_fsync
+        self._on_group = on_group
         #: Called (in the committing thread) after a file was created or preallocated
         #: further: the bookie checks its disk usage on the write path, not only periodically.
         self._on_grow = on_grow
@@ -519,8 +500,9 @@ class Journal:
         self.failed: BaseException | None = None
 
         self._cond = threading.Condition(threading.Lock())
-        self._queue: list = []  # (bytes | None, callback, sync)
+        self._queue: list = []  # (bytes | None, callback, sync, records in the bytes)
         self._queue_bytes = 0
+        self._queue_records = 0
         self._pending_bytes = 0  # queued + being written
         self._first_arrival = 0.0
         self._waiting = 0
@@ -672,9 +654,19 @@ class Journal:
         closed or failed) without queueing anything.
         """
         data = encode_record(record)
+        if len(data) > MAX_RECORD_BYTES + 25:
+            raise ValueError(f"journal record of {len(data)} bytes is too large")
+        self._enqueue(data, callback, sync, 1)
+
+    def append_entries(self, ledger_id: int, entry_ids: list, bodies: list,
+                       callback: Callable[[BaseException | None], None]) -> None:
+        """:meth:`append` (sync) of an EntryRecord per entry of one ledger, as one item: the
+        same bytes, in one group, ``callback`` once for all; the same errors, for all or none."""
+        self._enqueue(b"".join([_encode_entry(ledger_id, entry_id, data) for entry_id, data in zip(entry_ids, bodies)]),
+                      callback, True, len(bodies))
+
+    def _enqueue(self, data: bytes, callback, sync: bool, records: int) -> None:
         n = len(data)
-        if n > MAX_RECORD_BYTES + 25:
-            raise ValueError(f"journal record of {n} bytes is too large")
         with self._cond:
             if not self._started or self._closing or self.failed is not None:
                 raise self._unavailable()
@@ -683,9 +675,10 @@ class Journal:
             q = self._queue
             if not q:
                 self._first_arrival = self._monotonic()
-            q.append((data, callback, sync))
+            q.append((data, callback, sync, records))
             self._pending_bytes += n
             self._queue_bytes += n
+            self._queue_records += records
             schedule = self._wake_idle_writer()
             if self._waiting == _GROUPING and self._group_is_full():
                 self._cond.notify()
@@ -699,7 +692,7 @@ class Journal:
                 raise self._unavailable()
             if not self._queue:
                 self._first_arrival = self._monotonic()
-            self._queue.append((None, callback, True))
+            self._queue.append((None, callback, True, 0))
             schedule = self._wake_idle_writer()
         if schedule is not None:
             schedule(self.commit)
@@ -711,7 +704,7 @@ class Journal:
         if self._queue_bytes >= self.buffered_writes_threshold:
             return True
         limit = self.buffered_entries_threshold
-        return limit > 0 and len(self._queue) > limit
+        return limit > 0 and self._queue_records > limit
 
     def _wake_idle_writer(self):
         """With the lock held: get an idle writer going.  Returns the inline
@@ -878,24 +871,26 @@ class Journal:
             nbytes = self._queue_bytes
             self._queue = []
             self._queue_bytes = 0
+            self._queue_records = 0
         if not batch:
             return None
         error = self.failed
         if error is None:
             error = self._commit(batch, dispatch)
         else:  # failed meanwhile (by the other committer): nothing more is written
-            self._deliver([cb for _d, cb, _s in batch], error, dispatch)
+            self._deliver([cb for _d, cb, _s, _n in batch], error, dispatch)
         with cond:
             self._pending_bytes -= nbytes
             if error is not None:
                 leftovers = self._queue
                 self._queue = []
                 self._queue_bytes = 0
+                self._queue_records = 0
                 self._pending_bytes = 0
             else:
                 leftovers = None
         if leftovers:
-            self._deliver([cb for _d, cb, _s in leftovers], error, dispatch)
+            self._deliver([cb for _d, cb, _s, _n in leftovers], error, dispatch)
         return error
 
     def _deliver(self, callbacks: list, error: BaseException | None, dispatch=None) -> None:
@@ -916,7 +911,7 @@ class Journal:
         try:
             if self._fd < 0:  # started on a full disk (see start)
                 self._open_file(self._file_id + 1)
-            for data, cb, sync in batch:
+            for data, cb, sync, count in batch:
                 if data is None:
                     synced.append(cb)
                     continue
@@ -932,7 +927,7 @@ class Journal:
                     self._open_file(self._file_id + 1)
                 parts.append(data)
                 size += n
-                records += 1
+                records += count
                 (synced if sync else deferred).append(cb)
             if parts:
                 self._write_chunk(parts)
@@ -943,14 +938,14 @@ class Journal:
             else:
                 self._fail(e)
             # every callback of the group, including those of records not reached yet
-            self._deliver([cb for _d, cb, _s in batch], e, dispatch)
+            self._deliver([cb for _d, cb, _s, _n in batch], e, dispatch)
             return e
         if not self.sync_data:
             # journalSyncData=false: written to the page cache is enough (fsyncs only at a roll
             # and at close); everything is called back now, in order
             self._durable = LogMark(self._file_id, self._offset)
             self._count_group(records)
-            self._deliver([cb for _d, cb, _s in batch], None, dispatch)
+            self._deliver([cb for _d, cb, _s, _n in batch], None, dispatch)
             return None
         self._deliver(deferred, None, dispatch)  # DEFERRED_SYNC: written, not yet fsynced
         try:
@@ -965,6 +960,8 @@ class Journal:
         return None
 
     def _count_group(self, records: int) -> None:
+        if self._on_group is not None:
+            self._on_group(records)
         st = self.stats
         st.groups += 1
         st.records += records

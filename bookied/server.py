@@ -39,47 +39,9 @@ from bkctl.wire.codecs.protocol import (
 )
 from bkctl.wire.codecs.v3 import v3_status
 
+from .peer_log import HandshakeFailureLog, PeerLog, peer_name
+
 log = logging.getLogger("bookied.server")
-
-
-class PeerLog:
-    """WARN lines about what peers did, at most one per ``interval`` seconds per
-    peer host and kind; the next line counts the ones left out, so a client
-    that misbehaves in a loop (or thousands of them from one host) cannot flood
-    the log."""
-
-    def __init__(self, interval: float = 10.0, clock=time.monotonic):
-        self.interval = interval
-        self._clock = clock
-        self._last: dict[tuple[str, str], tuple[float, int]] = {}  # (kind, host) -> (logged at, left out since)
-
-    def warn(self, kind: str, peer, message: str, level: int = logging.WARNING) -> None:
-        """Log ``message`` (which names the peer) unless ``peer``'s host had a line of this kind lately."""
-        host = getattr(peer, "host", str(peer))
-        key = (kind, host)
-        now = self._clock()
-        logged_at, left_out = self._last.get(key, (None, 0))
-        if logged_at is not None and now - logged_at < self.interval:
-            self._last[key] = (logged_at, left_out + 1)
-            return
-        if len(self._last) > 4096:  # many peers: forget the old ones
-            self._last.clear()
-        self._last[key] = (now, 0)
-        more = f" ({left_out} more from {host} since the last report)" if left_out else ""
-        log.log(level, "%s%s", message, more)
-
-
-def _peer_name(peer) -> str:
-    return f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}"
-
-
-class HandshakeFailureLog(PeerLog):
-    """WARN for each TLS handshake a bookie refuses (peer, reason), rate-limited per peer host."""
-
-    def refused(self, peer, reason) -> None:
-        from bkctl.wire.tls import tls_error_reason
-
-        self.warn("tls", peer, f"TLS handshake with {_peer_name(peer)} refused: {tls_error_reason(reason)}")
 
 
 _OP = OperationType
@@ -99,6 +61,8 @@ _now = time.perf_counter
 _HELD_ANSWERS_MAX = abstract.FileDescriptor.bufferSize
 #: At most this many pipelined plain v3 reads are served with one store call.
 _READ_RUN_MAX = 1024
+#: Most adds served as one run (:meth:`BookieProtocol._plain_adds`).
+_ADD_RUN_MAX = 1024
 #: Long polls one connection may have waiting; past them it is not read until one is
 #: answered (back-pressure: a flood of polls holds at most this many per connection).
 LONG_POLLS_MAX = 1000
@@ -193,7 +157,7 @@ class BookieProtocol(protocol.Protocol):
     def _holding_back(self, kind: str, why: str) -> None:
         """Say (INFO, rate-limited per peer host and ``kind``) that this connection is not read for a while."""
         peer = self.transport.getPeer() if self.transport else None
-        self._peer_log().warn(kind, peer, f"not reading the connection from {_peer_name(peer)} for now: {why}",
+        self._peer_log().warn(kind, peer, f"not reading the connection from {peer_name(peer)} for now: {why}",
                               logging.INFO)
 
     def pauseProducing(self):
@@ -286,6 +250,7 @@ class BookieProtocol(protocol.Protocol):
         detector = self.detector
         limited = self.adds is not None or self.reads is not None
         plain_add_request, plain_read_request = plain.add_request, plain.read_request
+        plain_v2_add_request = plain.v2_add_request
         i = -1
         count = len(payloads)
         while i + 1 < count:
@@ -306,6 +271,9 @@ class BookieProtocol(protocol.Protocol):
             if detector.is_v3 and self.fastpaths:
                 taken = plain_add_request(payload)
                 if taken is not None:
+                    if not limited and i + 1 < count:
+                        i = self._plain_adds(payloads, i, taken, True) - 1
+                        continue
                     serve, limit = self._v3_plain_add, self.adds
                 else:
                     taken = plain_read_request(payload)
@@ -322,6 +290,11 @@ class BookieProtocol(protocol.Protocol):
                         self._settle()
                     else:
                         serve(*taken)
+                    continue
+            elif not detector.is_v3 and self.fastpaths and not limited and i + 1 < count:
+                taken = plain_v2_add_request(payload)
+                if taken is not None:
+                    i = self._plain_adds(payloads, i, taken, False) - 1
                     continue
             kind, msg = detector.classify(payload)
             if limited and not self._admit(self._limit_for(kind, msg if kind == "v3" else payload)):
@@ -341,7 +314,7 @@ class BookieProtocol(protocol.Protocol):
 
     def _drop(self, why: str) -> None:
         peer = self.transport.getPeer() if self.transport else None
-        self._peer_log().warn("drop", peer, f"closing connection from {_peer_name(peer)}: {why}")
+        self._peer_log().warn("drop", peer, f"closing connection from {peer_name(peer)}: {why}")
         self.metrics.protocol_errors.inc()
         self.closed = True
         self.transport.abortConnection()
@@ -476,6 +449,41 @@ class BookieProtocol(protocol.Protocol):
         self.bookie.add_entry(ledger_id, entry_id, master_key, body,
                               _AddReply(self, _now(), txn_id, ledger_id, entry_id),
                               recovery=recovery, high_priority=high_priority)
+
+    def _plain_adds(self, payloads: list, i: int, first: tuple, v3: bool) -> int:
+        """Serve the run of plain ADDs (v3 ADD_ENTRYs, or version-2 ADDs when not
+        ``v3``) of one ledger, with one key and the same flags, starting at
+        ``payloads[i]`` (taken apart: ``first``) with one :meth:`Bookie.add_entries`:
+        one store lock, one journal item, one answer object for the run, where
+        :meth:`_v3_plain_add` or :meth:`_v2_add` spends each of them per add.
+        Returns the index of the first payload not in the run."""
+        if v3:
+            txn_id, ledger_id, entry_id, key, body, high_priority, recovery = first
+            parse, flags, txn_ids = plain.add_request, (high_priority, recovery), [txn_id]
+        else:
+            flags, ledger_id, entry_id, key, body = first
+            parse, txn_ids = plain.v2_add_request, None
+        entry_ids, bodies = [entry_id], [body]
+        end = min(len(payloads), i + _ADD_RUN_MAX)
+        j = i + 1
+        while j < end:
+            got = parse(payloads[j])
+            if got is None or got[1] != ledger_id or got[3] != key or (got[5:] if v3 else got[0]) != flags:
+                break
+            if v3:
+                txn_ids.append(got[0])
+            entry_ids.append(got[2])
+            bodies.append(got[4])
+            j += 1
+        if j == i + 1:
+            (self._v3_plain_add if v3 else self._v2_add)(*first)
+        else:
+            if not v3:
+                high_priority, recovery = bool(flags & _FLAG_HIGH_PRIORITY), bool(flags & _FLAG_RECOVERY_ADD)
+            self.bookie.add_entries(ledger_id, key, entry_ids, bodies,
+                                    _AddRunReply(self, _now(), txn_ids, ledger_id, entry_ids),
+                                    recovery=recovery, high_priority=high_priority)
+        return j
 
     def _v3_plain_read(self, ledger_id: int, entry_id: int, header_len: int, payload: bytes) -> None:
         """:meth:`_v3_read` of a request :func:`plain_read_request` took apart."""
@@ -752,15 +760,61 @@ class _AddReply:
             answer = plain.add_answer(self.txn_id, v3_status(rc), self.ledger_id, self.entry_id)
         else:
             answer = frame(proto._add_responses.encode(self.txn_id, rc, self.ledger_id, self.entry_id))
-        factory = proto.factory
-        if factory.grouping:  # a journal group's completion: one write per connection at its end
-            held = proto._held_answers
-            if not held:
-                factory.answered.add(proto)
-            held.append(answer)
-        else:
+        _write_add_answers(proto, answer)
+
+
+def _write_add_answers(proto: BookieProtocol, data: bytes) -> None:
+    """Write a connection's add answer(s): during a journal group's completion they
+    are held, one write per connection at its end (BookieServerFactory.complete_group)."""
+    factory = proto.factory
+    if factory.grouping:
+        held = proto._held_answers
+        if not held:
             factory.answered.add(proto)
-            proto.transport.write(answer)
+        held.append(data)
+    else:
+        factory.answered.add(proto)
+        proto.transport.write(data)
+
+
+class _AddRunReply:
+    """The answers of a run of adds (:meth:`BookieProtocol._plain_adds`; ``txn_ids``
+    None for version-2 adds): ``reply(rc)`` answers all of them with ``rc`` at once,
+    as each one's :class:`_AddReply` would, in order; :meth:`one` is the k-th add's
+    own :class:`_AddReply`, :meth:`first` a reply for the first ``n`` only."""
+
+    __slots__ = ("proto", "started", "txn_ids", "ledger_id", "entry_ids")
+
+    def __init__(self, proto: BookieProtocol, started: float, txn_ids: list | None, ledger_id: int,
+                 entry_ids: list):
+        self.proto = proto
+        self.started = started
+        self.txn_ids = txn_ids
+        self.ledger_id = ledger_id
+        self.entry_ids = entry_ids
+
+    def one(self, k: int) -> _AddReply:
+        txn_id = None if self.txn_ids is None else self.txn_ids[k]
+        return _AddReply(self.proto, self.started, txn_id, self.ledger_id, self.entry_ids[k])
+
+    def first(self, n: int) -> "_AddRunReply":
+        txn_ids = None if self.txn_ids is None else self.txn_ids[:n]
+        return _AddRunReply(self.proto, self.started, txn_ids, self.ledger_id, self.entry_ids[:n])
+
+    def __call__(self, rc: int) -> None:
+        proto = self.proto
+        proto._observe("add", self.started, rc, len(self.entry_ids))
+        if proto.closed:
+            return
+        ledger_id = self.ledger_id
+        if self.txn_ids is None:  # = _AddReply's version-2 answers
+            pack = _FRAMED_V2_ADD_RESPONSE.pack
+            data = b"".join([pack(24, _V2_ADD, rc, ledger_id, entry_id) for entry_id in self.entry_ids])
+        else:
+            status, answer = v3_status(rc), plain.add_answer
+            data = b"".join([answer(txn_id, status, ledger_id, entry_id)
+                             for txn_id, entry_id in zip(self.txn_ids, self.entry_ids)])
+        _write_add_answers(proto, data)
 
 
 class InProgressLimit:

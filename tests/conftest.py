@@ -33,11 +33,11 @@ def zookeeper(tmp_path_factory):
     # imported here: a plugin module the conftest imports first escapes pytest's assertion rewriting
     from tests.support.folders import integration_only
     from tests.support.interrupts import die_with_parent
-    from tests.support.shared_zookeeper import ENV, SharedZooKeeper
+    from tests.support.shared_zookeeper import DIR_ENV, ENV, SharedZooKeeper
 
     integration_only("a real ZooKeeper")
     if os.environ.get(ENV):
-        shared = SharedZooKeeper(os.environ[ENV])
+        shared = SharedZooKeeper(os.environ[ENV], os.environ.get(DIR_ENV))
         if not shared.running:
             pytest.fail(f"{ENV}={shared.connect_string}: no ZooKeeper answers there", pytrace=False)
         yield shared
@@ -81,7 +81,7 @@ def rack_map(zookeeper, zk_client):
         if zk_client.exists(RACK_MAP_PATH):
             zk_client.delete(RACK_MAP_PATH, recursive=True)
 
-    with rack_map_turn(zookeeper.connect_string):
+    with rack_map_turn(zookeeper):
         drop()
         try:
             yield RACK_MAP_PATH

@@ -205,13 +205,46 @@ class EntryStore:
                     led.last_entry = entry_id
                 if not self._flush_requested and cache.over_half():
                     self._flush_requested = notify = True
-        if notify and self._on_flush_needed is not None:
+        if notify:
+            self._flush_needed()
+        if exc is not None:
+            raise exc
+
+    def put_entries(self, ledger_id: int, entry_ids: list, bodies: list) -> int:
+        """:meth:`put_entry` of each entry of one ledger, in order, under one lock,
+        until one would overflow the cache; returns how many were put (the rest:
+        not, as put_entry would have raised WriteCacheFull for the next one).
+        Ids must be >= 0 (the caller checked)."""
+        notify = False
+        cache = self.write_cache
+        put = 0
+        with self._lock:
+            if self._closed:
+                raise EntryStoreClosed("entry store is closed")
+            led = self._ledgers.get(ledger_id)
+            if led is None:
+                led = self._ledgers[ledger_id] = LedgerState()
+            for entry_id, data in zip(entry_ids, bodies):
+                if cache.would_overflow(len(data)):
+                    notify = not self._flush_requested
+                    self._flush_requested = True
+                    break
+                cache.put(ledger_id, entry_id, data)
+                if entry_id > led.last_entry:
+                    led.last_entry = entry_id
+                put += 1
+            if not self._flush_requested and cache.over_half():
+                self._flush_requested = notify = True
+        if notify:
+            self._flush_needed()
+        return put
+
+    def _flush_needed(self) -> None:
+        if self._on_flush_needed is not None:
             try:
                 self._on_flush_needed()
             except Exception:
                 log.exception("on_flush_needed raised")
-        if exc is not None:
-            raise exc
 
     def _ledger_for_update(self, ledger_id: int) -> LedgerState:
         if self._closed:

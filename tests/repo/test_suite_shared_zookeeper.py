@@ -4,12 +4,14 @@ and starts none of its own, leaves it running, and fails at once where nothing a
 from __future__ import annotations
 
 import socket
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
 
 from tests.support.inner_suite import run_inner_suite
-from tests.support.shared_zookeeper import ENV, SharedZooKeeper
+from tests.support.shared_zookeeper import DIR_ENV, ENV, SharedZooKeeper, rack_map_turn
 
 
 @pytest.fixture
@@ -44,10 +46,11 @@ def test_the_named_server_is_handed_out_and_none_is_started(tmp_path, answers_sr
             assert type(zookeeper).__name__ == "SharedZooKeeper"
             assert zookeeper.connect_string == {connect!r} and zookeeper.port == {answers_srvr}
             assert zookeeper.running and not hasattr(zookeeper, "stop")
+            assert str(zookeeper.data_dir) == {str(tmp_path / "zk")!r}
 
         def test_second(zookeeper, tmp_path_factory):
             assert zookeeper.connect_string == {connect!r}
-    '''}, env={ENV: connect})
+    '''}, env={ENV: connect, DIR_ENV: str(tmp_path / "zk")})
     assert "2 passed" in done.stdout, done.stdout + done.stderr
     assert not list((tmp_path / "basetemp").rglob("zookeeper*")), "a ZooKeeper of its own was set up"
 
@@ -67,3 +70,12 @@ def test_nothing_answering_there_fails_and_starts_none(tmp_path):
 def test_the_variable_names_a_port_on_127_0_0_1(value):
     with pytest.raises(ValueError, match=f"{ENV}="):
         SharedZooKeeper(value)
+
+
+def test_the_rack_map_lock_lives_in_the_servers_data_directory(tmp_path):
+    """``./dev test`` removes the shared server's directory at the end: a lock file there goes
+    with it, where one in the temporary folder stayed behind after every run."""
+    before = set(Path(tempfile.gettempdir()).glob("bkctl-tests-rack-map-*"))
+    with rack_map_turn(SharedZooKeeper("127.0.0.1:2181", str(tmp_path))):
+        assert (tmp_path / "rack-map.lock").exists()
+    assert set(Path(tempfile.gettempdir()).glob("bkctl-tests-rack-map-*")) == before

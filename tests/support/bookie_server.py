@@ -10,7 +10,8 @@ from twisted.internet import task
 from twisted.internet.testing import StringTransport
 
 from bkctl.bookied.bookie import Bookie
-from bkctl.bookied.journal import JournalFull, JournalUnavailable
+from bkctl.bookied.errors import JournalFull, JournalUnavailable
+from bkctl.bookied.journal import EntryRecord
 from bkctl.bookied.metrics import Metrics
 from bkctl.bookied.server import BookieServerFactory
 from bkctl.bookied.storage import EntryStore
@@ -38,6 +39,15 @@ class ManualJournal:
         if self.full:
             raise JournalFull("full")
         self.records.append(record)
+        self.waiting.append(callback)
+
+    def append_entries(self, ledger_id, entry_ids, bodies, callback):
+        """As Journal.append_entries: an EntryRecord each, one callback for all, all or none."""
+        if self.failed is not None:
+            raise JournalUnavailable("journal failed")
+        if self.full:
+            raise JournalFull("full")
+        self.records.extend(EntryRecord(ledger_id, e, b) for e, b in zip(entry_ids, bodies))
         self.waiting.append(callback)
 
     def force(self, callback):

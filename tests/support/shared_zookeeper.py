@@ -6,7 +6,9 @@ end (``... stop PID DIR``).  The session fixture ``zookeeper`` (tests/conftest.p
 out :class:`SharedZooKeeper` instead of starting a JVM in each worker; without :data:`ENV` it
 starts its own as before.  Every test has its own cluster root, so the workers do not meet in
 it; the one ZooKeeper-wide znode tests write, Pulsar's rack map ``/bookies``, is held by one
-test at a time (:func:`rack_map_turn`).  Tests that stop or restart ZooKeeper start their own.
+test at a time (:func:`rack_map_turn`, a lock file in the server's data directory, which
+``./dev test`` names in :data:`DIR_ENV` and removes with the server).  Tests that stop or
+restart ZooKeeper start their own.
 """
 from __future__ import annotations
 
@@ -20,22 +22,26 @@ from bkctl.sandbox.zookeeper import ZooKeeperServer, server_answers, stop_record
 
 #: the shared server's connect string (``127.0.0.1:PORT``), set by ``./dev test``
 ENV = "BKCTL_TEST_ZOOKEEPER"
+#: the shared server's data directory, where the workers' lock files live (and go with it)
+DIR_ENV = "BKCTL_TEST_ZOOKEEPER_DIR"
 #: nine workers' clusters at once, where each worker's own server had 256 MB
 HEAP_MB = 512
 
 
 class SharedZooKeeper:
-    """The server :data:`ENV` names, as tests use a ZooKeeperServer: its host, port and
-    connect string.  It has no ``stop``: it is not the test session's to stop."""
+    """The server :data:`ENV` names, as tests use a ZooKeeperServer: its host, port, connect
+    string and data directory (:data:`DIR_ENV`; None when not named).  It has no ``stop``: it
+    is not the test session's to stop."""
 
     HOST = ZooKeeperServer.HOST
 
-    def __init__(self, connect_string: str):
+    def __init__(self, connect_string: str, data_dir: str | None = None):
         host, _, port = connect_string.rpartition(":")
         if host != self.HOST or not port.isdigit():
             raise ValueError(f"{ENV}={connect_string!r}: want {self.HOST}:PORT")
         self.port = int(port)
         self.connect_string = connect_string
+        self.data_dir = Path(data_dir) if data_dir else None
 
     @property
     def running(self) -> bool:
@@ -46,10 +52,15 @@ class SharedZooKeeper:
 
 
 @contextlib.contextmanager
-def rack_map_turn(connect_string: str):
-    """This process's turn at the ZooKeeper-wide rack map of the server at ``connect_string``:
-    other tests on it, in any worker of either run, wait meanwhile (a file lock)."""
-    lock = Path(tempfile.gettempdir()) / f"bkctl-tests-rack-map-{connect_string.replace(':', '-')}.lock"
+def rack_map_turn(server):
+    """This process's turn at the ZooKeeper-wide rack map of ``server`` (a ZooKeeperServer or
+    :class:`SharedZooKeeper`): other tests on it, in any worker of either run, wait meanwhile.
+    The lock file lives in the server's data directory, which goes with the server; only a
+    shared server named without one (by hand) puts it in the temporary folder."""
+    if server.data_dir is not None:
+        lock = Path(server.data_dir) / "rack-map.lock"
+    else:
+        lock = Path(tempfile.gettempdir()) / f"bkctl-tests-rack-map-{server.connect_string.replace(':', '-')}.lock"
     with open(lock, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:

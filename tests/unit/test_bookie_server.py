@@ -612,7 +612,7 @@ def test_high_priority_writes_need_room_for_them(env):
 
 
 def test_a_journal_out_of_space_turns_read_only_for_the_disk_not_for_good(env):
-    from bkctl.bookied.journal import JournalNoSpace
+    from bkctl.bookied.errors import JournalNoSpace
 
     c = env.connect()
     add(c, 0)
@@ -778,7 +778,7 @@ def test_an_unanswered_long_poll_of_a_closed_connection_gives_its_read_place_bac
 
 
 def test_connections_closed_for_what_they_sent_are_logged_by_peer_rate_limited(env, caplog):
-    from bkctl.bookied.server import PeerLog
+    from bkctl.bookied.peer_log import PeerLog
 
     clock = task.Clock()
     env.factory.peer_log = PeerLog(interval=10, clock=clock.seconds)

@@ -6,7 +6,7 @@ import logging
 from OpenSSL import SSL
 from twisted.internet.address import IPv4Address
 
-from bkctl.bookied.server import HandshakeFailureLog
+from bkctl.bookied.peer_log import HandshakeFailureLog
 
 
 class Clock:

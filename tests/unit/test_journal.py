@@ -16,10 +16,8 @@ from tests.support import crash
 from tests.support.clocks import ManualClock
 
 from bkctl.bookied import journal as jmod
-from bkctl.bookied.journal import (
-    EntryRecord, ExplicitLacRecord, FenceRecord, Journal, JournalFull, JournalNoSpace, JournalUnavailable,
-    LogMark, MasterKeyRecord,
-)
+from bkctl.bookied.errors import JournalError, JournalFull, JournalNoSpace, JournalUnavailable
+from bkctl.bookied.journal import EntryRecord, ExplicitLacRecord, FenceRecord, Journal, LogMark, MasterKeyRecord
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WAIT = 10.0
@@ -98,9 +96,9 @@ def test_append_before_start_and_after_close(jdir):
     with pytest.raises(JournalUnavailable):
         j.append(FenceRecord(1), lambda e: None)
     j.start()
-    with pytest.raises(jmod.JournalError):
+    with pytest.raises(JournalError):
         j.start()
-    with pytest.raises(jmod.JournalError):
+    with pytest.raises(JournalError):
         list(j.replay())
     j.close()
     with pytest.raises(JournalUnavailable):
@@ -711,7 +709,8 @@ def test_custom_dispatch_gets_whole_groups(jdir):
 CHILD = r"""
 import os, sys, hashlib, time
 sys.path.insert(0, sys.argv[1])
-from bkctl.bookied.journal import Journal, EntryRecord, JournalFull
+from bkctl.bookied.errors import JournalFull
+from bkctl.bookied.journal import Journal, EntryRecord
 
 d, first, wait_ms = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 

@@ -363,7 +363,8 @@ def test_index_survives_reopen_many_ledgers(sdir):
 CHILD = r"""
 import os, sys, hashlib, threading, time
 sys.path.insert(0, sys.argv[1])
-from bkctl.bookied.journal import Journal, EntryRecord, MasterKeyRecord, FenceRecord, JournalFull
+from bkctl.bookied.errors import JournalFull
+from bkctl.bookied.journal import Journal, EntryRecord, MasterKeyRecord, FenceRecord
 from bkctl.bookied.storage import EntryStore, WriteCacheFull
 
 d, first = sys.argv[2], int(sys.argv[3])
