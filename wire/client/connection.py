@@ -241,8 +241,9 @@ class BookieConnection:
         #: takes an EOK READ answer apart (fast paths: the C twin when built)
         c = fast.C if self.fastpaths else None
         self._plain_read_body = v3.plain_read_body if c is None else c.plain_read_body
-        #: the C twin of :meth:`fast_answers`' loop (fast paths, when built)
-        self._c_take_answers = None if c is None else c.take_answers
+        #: the C twin of :meth:`fast_answers`' loop (fast paths, when built; an
+        #: extension built before it had the loop leaves the Python twin in use)
+        self._c_take_answers = getattr(c, "take_answers", None)
         self._proto: BookieClientProtocol | None = None
         self._attempt: BookieClientFactory | None = None
         self._closing: BookieClientProtocol | None = None
