@@ -10,9 +10,8 @@ Each mode gets a fresh throw-away sandbox (a real ZooKeeper and 5 bookieds):
 ``--ledgers`` E3/Qw2/Qa2 ledgers with ``--entries`` entries of ``--size`` bytes
 in all are written and closed, the bookie holding most of them is SIGKILLed,
 and the time until no ledger names it and nothing is marked under-replicated
-is measured.  Mode ``inside`` has each bookied run the daemon
-(``autoRecoveryDaemonEnabled=true``: one per bookie, as Java runs it; bookied runs it in a
-child process of its own); mode ``N`` runs N ``bkctl autorecovery run`` daemons
+is measured.  Mode ``inside`` runs the daemon inside each bookied
+(``autoRecoveryDaemonEnabled=true``: one per bookie, as Java runs it); mode ``N`` runs N ``bkctl autorecovery run`` daemons
 (lostBookieRecoveryDelay 0); mode ``recover`` runs ``bkctl recover --parallel 4``
 from one process once the bookie's registration is gone.  Times include the
 bookie's ZooKeeper session timeout (the sandbox's 10 s) for the daemons, which is what an
@@ -20,8 +19,7 @@ operator waits for too; the figure after the registration vanished is printed
 beside it.  Everything shares the machine: the load is printed with each figure,
 and so is the CPU the repairing processes (the daemons, or ``bkctl recover``)
 spent per entry copied (one read and one recovery add each), from /proc, and the
-CPU the surviving bookies spent per entry copied (serving those reads and adds; in mode
-``inside`` with their autorecovery children, as a Java bookie's daemon is in its process).
+CPU the surviving bookies spent per entry copied (serving those reads and adds).
 
 ``--probe-rate`` (default 200) adds 100 B entries at that steady rate to a
 ledger of its own on the four survivors while the repair runs, and prints the
@@ -38,8 +36,8 @@ whether a slower live add waited in the bookies or elsewhere.
 of the run's own, the metadata formatted by Java), the same ledgers written by the same
 client, ``--rounds`` times each, alternated: the times to re-protect (and per ledger: from
 the registration gone until the ledger's metadata no longer names the lost bookie,
-averaged), the surviving bookies' CPU per entry copied (their daemons with them on both
-sides: in Java's process, in our bookieds' children) and the live adds' p99 ratio, each run's load beside it, then the medians and ratios.
+averaged), the surviving bookies' CPU per entry copied (their daemons inside them on both
+sides) and the live adds' p99 ratio, each run's load beside it, then the medians and ratios.
 Java's worker copies every entry of a fragment's range to the new bookie, ours only those
 the lost bookie held; "per entry copied" counts the latter on both sides.
 """
@@ -57,7 +55,7 @@ from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from common import bookie_metrics, cpu_seconds, family_cpu_seconds, histogram_quantile, load_note, pct, section  # noqa: E402
+from common import bookie_metrics, cpu_seconds, histogram_quantile, load_note, pct, section  # noqa: E402
 
 
 class LatencyProbe:
@@ -202,7 +200,7 @@ class Cluster:
 @contextmanager
 def our_cluster(tmp: str, mode: str, args):
     """5 bookieds in a throw-away sandbox; mode ``inside``: each runs the autorecovery daemon
-    (autoRecoveryDaemonEnabled=true, one per bookie as Java runs it, in a child process), ``N``: N ``bkctl
+    (autoRecoveryDaemonEnabled=true, one per bookie as Java runs it), ``N``: N ``bkctl
     autorecovery run`` daemons beside them, ``recover``: none (``bkctl recover`` later)."""
     from bkctl.sandbox.cluster import sandbox_down, sandbox_up
 
@@ -210,7 +208,7 @@ def our_cluster(tmp: str, mode: str, args):
     inside = mode == "inside"
     state = sandbox_up(tmp, bookies=5, autorecovery=inside, settings=settings if inside else None)
     records = [{"id": b["bookie_id"], "pid": b["pid"], "http_port": b.get("http_port")} for b in state["bookies"]]
-    label = ("5 bookieds, each with its autorecovery child" if inside else "bkctl recover --parallel 4"
+    label = ("5 bookieds, autorecovery inside each" if inside else "bkctl recover --parallel 4"
              if mode == "recover" else f"{mode} autorecovery daemon(s)")
     cluster = Cluster(label, state["uri"], records)
     try:
@@ -307,7 +305,7 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
             idle_to = bookie_metrics(*http_ports)
         cpu_before = sum(cpu_seconds(p.pid) for p in cluster.daemons) + children_cpu()
         survivors = [int(b["pid"]) for b in survivor_records]
-        bookies_before = sum(family_cpu_seconds(pid) for pid in survivors)
+        bookies_before = sum(cpu_seconds(pid) for pid in survivors)
         killed = time.perf_counter()
         os.kill(int(record["pid"]), signal.SIGKILL)
         while victim in store.registration.writable_bookies():
@@ -339,7 +337,7 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
         for spy in spies:
             spy.wait(60)
         cpu = sum(cpu_seconds(p.pid) for p in cluster.daemons) + children_cpu() - cpu_before
-        bookies_cpu = sum(family_cpu_seconds(pid) for pid in survivors) - bookies_before
+        bookies_cpu = sum(cpu_seconds(pid) for pid in survivors) - bookies_before
         copied = held[victim]
         repair = done - unregistered
         per_ledger = sum(t - unregistered for t in ledger_done.values()) / max(len(ledger_done), 1)
@@ -371,7 +369,7 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
 
 
 def side_by_side(args) -> None:
-    """Ours (each bookied with its autorecovery child) and Java's (inside each Java bookie), alternated."""
+    """Ours (autorecovery inside each bookied) and Java's (inside each Java bookie), alternated."""
     from java_peer import JavaPeer, alternate, median
 
     peer = JavaPeer(args.java_peer)
@@ -385,7 +383,7 @@ def side_by_side(args) -> None:
           f"{java['repair_s']:.1f}s: ours {java['repair_s'] / ours['repair_s']:.2f}x as fast; per ledger "
           f"ours {ours['per_ledger_s']:.1f}s, Java {java['per_ledger_s']:.1f}s "
           f"({java['per_ledger_s'] / ours['per_ledger_s']:.2f}x)")
-    print(f"  median CPU of the surviving bookies (with their daemons) per entry copied: ours "
+    print(f"  median CPU of the surviving bookies (their daemons inside) per entry copied: ours "
           f"{ours['cpu_us']:.1f} us, Java {java['cpu_us']:.1f} us; live-add p99 during/idle: ours "
           f"{ours['p99_ratio']:.2f}x, Java {java['p99_ratio']:.2f}x  ({load_note()})", flush=True)
 
@@ -409,7 +407,7 @@ def main() -> None:
                         help="steady adds/s whose latency is measured idle and during the repair (0 = off)")
     parser.add_argument("--java-peer", metavar="DIR",
                         help="a Java BookKeeper 4.17.2 peer built by ../shared/java-peer ($PEER): our bookieds "
-                             "with their daemons against its bookies with theirs, alternated")
+                             "with the daemon inside against its bookies with theirs, alternated")
     parser.add_argument("--profile-dir", metavar="DIR",
                         help="record each surviving bookie with py-spy during the repair (folded stacks, one file "
                              "per bookie in DIR)")

@@ -68,7 +68,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bookies", type=int, default=15, help="bookieds started one after the other (default 15)")
     ap.add_argument("--http", action="store_true", help="with the HTTP admin server on (httpServerEnabled)")
-    ap.add_argument("--autorecovery", action="store_true", help="with the autorecovery daemon (autoRecoveryDaemonEnabled: a child process)")
+    ap.add_argument("--autorecovery", action="store_true", help="with autorecovery inside (autoRecoveryDaemonEnabled)")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop what we started on the way out
     base = Path(tempfile.mkdtemp(prefix="bkctl-bench-start-"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-__all__ = ["bookie_metrics", "cpu_seconds", "family_cpu_seconds", "histogram_quantile", "load_note", "pct", "pct_ms", "raw_zookeeper",
+__all__ = ["bookie_metrics", "cpu_seconds", "histogram_quantile", "load_note", "pct", "pct_ms", "raw_zookeeper",
            "section"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -34,26 +34,6 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICK
-
-
-def family_cpu_seconds(pid: int) -> float:
-    """:func:`cpu_seconds` of a live process and of its live children (a bookied's
-    autorecovery child), and of the children it already waited for."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    total = (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / _TICK
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                children = f.read().split()
-        except FileNotFoundError:
-            continue
-        for child in children:
-            try:
-                total += cpu_seconds(int(child))
-            except FileNotFoundError:
-                pass
-    return total
 
 
 def pct(values: list[float], q: float) -> float:

@@ -197,15 +197,11 @@ class Refreshed:
 
 
 def register_autorecovery(metrics: Metrics, daemon, under_replicated) -> None:
-    """The autorecovery daemon's figures.  ``daemon()`` returns what holds them,
-    ``stats`` (an :class:`~bkctl.wire.autorecovery.service.AutoRecoveryStats`) and
-    ``is_auditor``: the bookie's :class:`~.autorecovery.AutoRecoveryChild`, whose
-    figures are its child process's last report (None until it runs: everything
-    reads 0); ``under_replicated`` is a callable returning the number of marked
-    ledgers or None (a :class:`Refreshed`).  Names follow Java's ReplicationStats,
-    lower-cased, where Java has one."""
-
-    from .autorecovery import REPORT_INTERVAL
+    """The autorecovery daemon's figures.  ``daemon()`` returns the
+    :class:`~bkctl.wire.autorecovery.service.AutoRecoveryDaemon` (None until
+    it runs: everything reads 0); ``under_replicated`` is a callable returning
+    the number of marked ledgers or None (a :class:`Refreshed`).  Names follow
+    Java's ReplicationStats, lower-cased, where Java has one."""
 
     def stat(name):
         def read():
@@ -216,9 +212,7 @@ def register_autorecovery(metrics: Metrics, daemon, under_replicated) -> None:
     metrics.gauge("autorecovery_num_under_replicated_ledgers",
                   "Ledgers marked under-replicated in ZooKeeper (refreshed at most every few seconds).",
                   under_replicated)
-    metrics.gauge("autorecovery_is_auditor", "1 while this bookie's autorecovery daemon is the elected auditor "
-                  "(the daemon runs in a child process of the bookie: its figures here are at most "
-                  f"{REPORT_INTERVAL:g} s old, and count from 0 again when the bookie restarts it).",
+    metrics.gauge("autorecovery_is_auditor", "1 while this bookie's autorecovery daemon is the elected auditor.",
                   lambda: int(bool(daemon() is not None and daemon().is_auditor)))
     for name, field, help_text in (
             ("autorecovery_elections_won_total", "elections_won", "Auditor elections this daemon won."),

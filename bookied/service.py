@@ -110,7 +110,7 @@ class BookieService:
         self.factory: BookieServerFactory | None = None
         self.port = None
         self.http_port = None
-        #: the autorecovery child process (autoRecoveryDaemonEnabled=true), once started
+        #: the autorecovery daemon (autoRecoveryDaemonEnabled=true), once started
         self.autorecovery = None
         self._loops: list[task.LoopingCall] = []
         self._checkpointing = False
@@ -307,6 +307,15 @@ class BookieService:
         d.addCallbacks(registered, failed)
         return d
 
+    def _client_tls_options(self) -> dict:
+        """Autorecovery talks to the other bookies with the same files, as Java's client keys."""
+        files = self.cfg.tls_files()
+        if files is None:
+            return {}
+        from dataclasses import replace
+
+        return {"tls": replace(files, require_client_cert=False)}
+
     def _server_tls(self):
         """The bookie's TLS (tlsProviderFactoryClass set), files checked now: ConfigError otherwise."""
         files = self.cfg.tls_files()
@@ -323,20 +332,18 @@ class BookieService:
         return tls
 
     def _start_autorecovery(self) -> None:
-        """The autorecovery daemon in a child process of the bookie's (one per bookie, as
-        Java runs it), voting with the bookie's id on a ZooKeeper session of its own (its
-        expiry makes it step down; the bookie's registration does not depend on it).  Its
-        repair reads and adds run on the child's own thread and GIL, not on the bookie's
-        reactor; see :mod:`.autorecovery`."""
-        from .autorecovery import AutoRecoveryChild
+        """The autorecovery daemon beside the bookie, voting with its bookie id, on a
+        ZooKeeper session of its own (its expiry makes it step down; the bookie's
+        registration does not depend on it).  It works on the reactor without
+        blocking it; the adds it sends are recovery adds to other bookies."""
+        from bkctl.wire.autorecovery.service import AutoRecoveryDaemon, config_from_keys
 
-        self.autorecovery = AutoRecoveryChild(self.reactor, self.cfg, self.bookie_id,
-                                              shutdown_timeout=self._autorecovery_stop_budget() * 0.8)
-        self.autorecovery.start()
-
-    def _autorecovery_stop_budget(self) -> float:
-        """Seconds of shutdownTimeoutMs the autorecovery child gets to stop before its SIGKILL."""
-        return self.cfg.shutdown_timeout_ms / 1000.0 / 4
+        self.autorecovery = AutoRecoveryDaemon(self.cfg.metadata_service_uri, self.bookie_id,
+                                               config_from_keys(self.cfg), reactor=self.reactor,
+                                               zk_timeout=self.cfg.zk_timeout / 1000.0,
+                                               client_options=self._client_tls_options())
+        self.autorecovery.startService().addErrback(
+            lambda f: log.error("autorecovery daemon could not start: %s", f.getErrorMessage()))
 
     def _service_info(self) -> BookieServiceInfo:
         host, port = resolve_bookie_address(self.cfg)
@@ -658,9 +665,9 @@ class BookieService:
         self.notifier.stopping()
         if self.autorecovery is not None:
             try:
-                yield self.autorecovery.stop(self._autorecovery_stop_budget())
+                yield self.autorecovery.stopService().addTimeout(budget / 4, self.reactor)
             except Exception as e:  # noqa: BLE001 - the bookie still stops cleanly
-                log.warning("autorecovery child: %s", e or type(e).__name__)
+                log.warning("autorecovery daemon: %s", e or type(e).__name__)
         for loop in self._loops:
             if loop.running:
                 loop.stop()

@@ -77,9 +77,8 @@ def sandbox() -> None:
 @click.option("--zk-port", type=click.IntRange(1, 65535), default=None, metavar="PORT",
               help="ZooKeeper client port (default: a free port).")
 @click.option("--autorecovery/--no-autorecovery", default=None,
-              help="Have every bookie started run the autorecovery daemon (autoRecoveryDaemonEnabled=true, "
-                   "in a child process of each); remembered for later `up`s. Bookies already running keep "
-                   "their setting.")
+              help="Run the autorecovery daemon inside every bookie started (autoRecoveryDaemonEnabled=true); "
+                   "remembered for later `up`s. Bookies already running keep their setting.")
 @click.option("--tls/--no-tls", default=None,
               help="Bookies that speak only TLS, with a throw-away CA and certificate made in <dir>/tls; the "
                    "CA's path is printed (--json: tls.ca) for `bkctl --tls-ca`. Remembered like --autorecovery.")

@@ -251,12 +251,6 @@ class BookieConfig:
 
     # -- changes -----------------------------------------------------------
 
-    def as_overrides(self) -> dict[str, str | list[str]]:
-        """The settings given explicitly (file or command line), as :func:`load_config`
-        takes overrides: ``load_config(None, cfg.as_overrides())`` equals ``cfg``.  How
-        bookied hands its configuration to its autorecovery child process."""
-        return {key: setting.value for key, setting in self._settings.items()}
-
     def with_overrides(self, overrides: Mapping[str, Any]) -> BookieConfig:
         """A new configuration with ``overrides`` applied on top, re-validated."""
         settings = dict(self._settings)

@@ -598,9 +598,8 @@ OPTIONS: tuple[Option, ...] = (
            "PEM private key of zkTlsCertificatePath.", "metadata", metavar_name="PATH"),
     # -- autorecovery (bkctl.wire.autorecovery; the same keys as `bkctl autorecovery run --set`) --
     Option("autoRecoveryDaemonEnabled", "bool", False,
-           "Whether the bookie also runs the autorecovery daemon, in a child process of its own (started "
-           "once the bookie is registered, restarted when it dies, stopped with the bookie): it votes in the "
-           "auditor election (the elected daemon audits the cluster) and re-replicates under-replicated ledgers.",
+           "Whether the bookie also runs the autorecovery daemon: it votes in the auditor election "
+           "(the elected daemon audits the cluster) and re-replicates under-replicated ledgers.",
            "autorecovery"),
     Option("lostBookieRecoveryDelay", "int", 0,
            "How long the auditor waits after a bookie disappears before marking its ledgers "

@@ -193,7 +193,7 @@ def test_systemd_readiness_and_a_clean_sigterm(metadata_uri, zkstore, daemons, t
 
 
 def test_bookieds_repair_the_loss_of_the_auditors_own_bookie(bookie_cluster, metadata_uri, zkstore, writer):
-    """The issue's scenario: 5 bookieds each running the daemon (in its child), 12 closed and 2
+    """The issue's scenario: 5 bookieds running the daemon inside, 12 closed and 2
     open ledgers being written; SIGKILL the auditor's own bookie: a new auditor is
     elected and every ledger stops naming the dead bookie with no operator
     command; then SIGKILL a second bookie and every entry still reads back.  The

@@ -17,8 +17,7 @@ LOADED_ONLY_WHEN_ON = {
     "bkctl.wire.tls": "TLS (tlsProviderFactoryClass)",
     "bkctl.bookied.http": "the HTTP admin (httpServerEnabled)",
     "twisted.web.server": "the HTTP admin (httpServerEnabled)",
-    "bkctl.wire.autorecovery.service": "the autorecovery daemon (autoRecoveryDaemonEnabled)",
-    "bkctl.bookied.autorecovery": "the autorecovery child process (autoRecoveryDaemonEnabled)",
+    "bkctl.wire.autorecovery.service": "autorecovery inside the bookie (autoRecoveryDaemonEnabled)",
 }
 
 

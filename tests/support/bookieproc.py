@@ -148,46 +148,11 @@ class BookieProcess:
     def stop(self) -> int | None:
         return self.kill(signal.SIGTERM)
 
-    def autorecovery_children(self) -> list[int]:
-        """The pids of the bookie's autorecovery child processes running now (autoRecoveryDaemonEnabled)."""
-        return autorecovery_children(self.proc.pid) if self.proc is not None else []
-
     def log_tail(self, lines: int = 30) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except FileNotFoundError:
             return "(no log)"
-
-
-def autorecovery_children(pid: int) -> list[int]:
-    """The children of process ``pid`` that run bookied's autorecovery daemon (from /proc)."""
-    found = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except FileNotFoundError:
-        return []
-    for task in tasks:
-        try:
-            children = Path(f"/proc/{pid}/task/{task}/children").read_text().split()
-        except FileNotFoundError:
-            continue
-        for child in map(int, children):
-            try:
-                cmdline = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-            except FileNotFoundError:
-                continue
-            if b"bkctl.bookied.autorecovery" in cmdline:
-                found.append(child)
-    return sorted(found)
-
-
-def pid_running(pid: int) -> bool:
-    """Whether ``pid`` is a process that has not exited (a zombie has)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return False
-    return fields[0] != "Z"
 
 
 def registration_sessions(uri: str, bookie_ids: list[str]) -> dict[str, int | None]:

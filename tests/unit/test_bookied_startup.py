@@ -96,17 +96,17 @@ def test_unit_comments_say_what_protect_system_does():
 def test_the_bookies_modules_load_with_the_collector_off_and_are_frozen_after():
     import gc
 
-    from bkctl.bookied.module_loading import frozen_when_loaded
+    from bkctl.bookied.main import _frozen_when_loaded
 
     enabled, frozen = gc.isenabled(), gc.get_freeze_count()
     try:
-        with frozen_when_loaded():
+        with _frozen_when_loaded():
             assert not gc.isenabled()
             loaded = [[] for _ in range(100)]  # what an import would allocate
         assert gc.isenabled()  # the bookie collects again once loaded
         assert gc.get_freeze_count() >= frozen + len(loaded)
         gc.disable()
-        with frozen_when_loaded():
+        with _frozen_when_loaded():
             pass
         assert not gc.isenabled()  # left as found
     finally:

@@ -3,9 +3,9 @@ the auditor while elected, and a replication worker, on a ZooKeeper session
 and a BookKeeper client of their own.
 
 It runs on a Twisted reactor without blocking it (ZooKeeper calls go to the
-reactor's thread pool), so ``bookied`` runs it for its bookie, in a child
-process (``autoRecoveryDaemonEnabled=true``), and ``bkctl autorecovery run``
-runs it alone for hosts whose bookies are Java's.
+reactor's thread pool), so ``bookied`` can host it beside its bookie
+(``autoRecoveryDaemonEnabled=true``) and ``bkctl autorecovery run`` can run it
+alone for hosts whose bookies are Java's.
 """
 from __future__ import annotations
 
