@@ -56,9 +56,10 @@ _FRAMED_V2_ADD_RESPONSE = struct.Struct(">iiiqq")
 _FLAG_RECOVERY_ADD = int(Flag.RECOVERY_ADD)
 _FLAG_HIGH_PRIORITY = int(Flag.HIGH_PRIORITY)
 _now = time.perf_counter
-#: Bytes of answers held while a chunk of requests is answered before they are
-#: written anyway: a transport's buffer, past which it pauses its producer.
-_HELD_ANSWERS_MAX = abstract.FileDescriptor.bufferSize
+#: Bytes of answers after which those held are handed to the kernel at once, while the
+#: rest of the chunk is served: the client starts on them meanwhile, where it waited
+#: for the whole chunk (a window of 1,000 pipelined reads is milliseconds of a bookie's work).
+_STREAMED_ANSWERS = 16 * 1024
 #: At most this many pipelined plain v3 reads are served with one store call.
 _READ_RUN_MAX = 1024
 #: Most adds served as one run (:meth:`BookieProtocol._plain_adds`).
@@ -328,13 +329,14 @@ class BookieProtocol(protocol.Protocol):
             out = self._out
             if out is None:
                 self.transport.write(data)
-            else:  # answering a chunk of requests: written together at its end (_serve)
-                out.append(data)
+            else:  # answering a chunk of requests: written together, at its end (_serve) or
+                out.append(data)  # every _STREAMED_ANSWERS bytes, sent at once
                 self._out_bytes += len(data)
-                if self._out_bytes >= _HELD_ANSWERS_MAX:  # a transport's buffer: written now, so
+                if self._out_bytes >= _STREAMED_ANSWERS:
                     self.transport.writeSequence(out)  # a client that does not read pauses us
                     out.clear()
                     self._out_bytes = 0
+                    _send_written(self)
 
     def _observe(self, op: str, started: float, rc: int, n: int = 1) -> None:
         """``metrics.observe(op, started, rc, n)``, without its per-call name
@@ -763,6 +765,16 @@ class _AddReply:
         _write_add_answers(proto, answer)
 
 
+def _send_written(proto: BookieProtocol) -> None:
+    """Hand what ``proto`` wrote to the kernel now: a transport only sends when the
+    reactor next polls it writable.  A transport that is closing is left to the
+    reactor (its doWrite() result must reach the reactor to finish the close); a
+    failed send stays queued, and the reactor's next doWrite sees it too."""
+    t = proto.transport
+    if not proto.closed and isinstance(t, abstract.FileDescriptor) and t.connected and not t.disconnecting:
+        t.doWrite()
+
+
 def _write_add_answers(proto: BookieProtocol, data: bytes) -> None:
     """Write a connection's add answer(s): during a journal group's completion they
     are held, one write per connection at its end (BookieServerFactory.complete_group)."""
@@ -957,10 +969,7 @@ class BookieServerFactory(protocol.Factory):
                 if proto.closed:
                     continue
                 proto.transport.write(data)
-            t = proto.transport
-            if (not proto.closed and isinstance(t, abstract.FileDescriptor) and t.connected
-                    and not t.disconnecting):
-                t.doWrite()  # a failed send is left queued; the reactor's next doWrite sees it too
+            _send_written(proto)
 
     def buildProtocol(self, addr):
         p = BookieProtocol(self.bookie, self.metrics, self.max_frame_size)

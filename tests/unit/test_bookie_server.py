@@ -375,10 +375,11 @@ class SocketlessTransport(abstract.FileDescriptor):
         super().__init__(reactor)
         self.connected = True
         self.sent = b""
-        self.take = 1 << 30  # bytes the pretend client reads per send; 0: it reads nothing
+        self.take = 1 << 30  # bytes the pretend client will still read (0: it reads nothing)
 
     def writeSomeData(self, data):
         n = min(len(data), self.take)
+        self.take -= n
         self.sent += bytes(data[:n])
         return n
 
@@ -484,10 +485,11 @@ def test_a_client_that_does_not_read_its_answers_is_not_read_either(env, protoco
     assert served.value == 1
     rounds = 0
     while t not in reactor.getReaders():
-        t.take = 1 << 30
-        t.doWrite()  # the client reads: the reactor sends what is buffered
+        t.take = len(big) + 1000  # the client reads one answer: the reactor sends it
+        t.doWrite()
         rounds += 1
         assert served.value <= rounds + 1  # never more than one answer ahead of the client
+    t.take = 1 << 30
     t.doWrite()
     answers = [answer(p) for p in FrameDecoder().feed(t.sent)]
     assert [(e, body[-len(big):] == big) for e, body in answers] == [(1, True)] * 50 + [(0, False)]
@@ -863,3 +865,25 @@ def test_the_list_of_entries_comes_from_the_stored_ids_not_a_walk_to_the_highest
     c.send(v3.serialize(v3.get_list_of_entries_request(10, 8)))
     [r] = c.v3()
     assert r.status == v3.v3_status(RC.ENOLEDGER)
+
+
+def test_a_long_chunk_of_reads_streams_its_answers_while_the_rest_is_served(env):
+    """Answers go to the kernel every ~16 KiB while a chunk of pipelined reads is served, so
+    the client starts on them meanwhile; before, nothing was sent until the chunk was done."""
+    c = env.connect()
+    big = b"x" * 4000
+    for i in range(8):
+        c.send(v3.serialize(v3.add_request(i + 1, 1, i, KEY, entry(i, payload=big, lac=i - 1))))
+        c.send(v3.serialize(v3.add_request(i + 100, 2, i, KEY, entry(i, payload=big, lac=i - 1, ledger=2))))
+    env.journal.sync()
+    proto, t, _reactor = real_buffering_conn(env)
+    sent_when_asked = []
+    read_entries = env.bookie.read_entries
+    env.bookie.read_entries = lambda ledger, ids: sent_when_asked.append(len(t.sent)) or read_entries(ledger, ids)
+    reads = [v3.read_request(200 + e, 1, e) for e in range(8)] + [v3.read_request(300 + e, 2, e) for e in range(8)]
+    proto.dataReceived(b"".join(frame(v3.serialize(r)) for r in reads))
+    assert sent_when_asked[0] == 0 and sent_when_asked[1] >= 16 * 1024  # ledger 1's answers were out already
+    t.doWrite()  # what the chunk's end wrote goes when the reactor polls the transport writable
+    got = [v3.parse_response(a) for a in FrameDecoder().feed(t.sent)]
+    assert [r.header.txnId for r in got] == [r.header.txnId for r in reads]
+    assert all(r.status == 0 for r in got)
