@@ -877,12 +877,19 @@ def test_a_long_chunk_of_reads_streams_its_answers_while_the_rest_is_served(env)
         c.send(v3.serialize(v3.add_request(i + 100, 2, i, KEY, entry(i, payload=big, lac=i - 1, ledger=2))))
     env.journal.sync()
     proto, t, _reactor = real_buffering_conn(env)
-    sent_when_asked = []
-    read_entries = env.bookie.read_entries
-    env.bookie.read_entries = lambda ledger, ids: sent_when_asked.append(len(t.sent)) or read_entries(ledger, ids)
+    sent_when_asked = {}  # ledger -> bytes sent when the bookie was first asked for one of its entries
+
+    def noting(read):
+        def asked(ledger, *args):
+            sent_when_asked.setdefault(ledger, len(t.sent))
+            return read(ledger, *args)
+        return asked
+
+    env.bookie.read_entries = noting(env.bookie.read_entries)  # the fast path's runs
+    env.bookie.read_entry = noting(env.bookie.read_entry)  # the general path, one by one
     reads = [v3.read_request(200 + e, 1, e) for e in range(8)] + [v3.read_request(300 + e, 2, e) for e in range(8)]
     proto.dataReceived(b"".join(frame(v3.serialize(r)) for r in reads))
-    assert sent_when_asked[0] == 0 and sent_when_asked[1] >= 16 * 1024  # ledger 1's answers were out already
+    assert sent_when_asked[1] == 0 and sent_when_asked[2] >= 16 * 1024  # ledger 1's answers were out already
     t.doWrite()  # what the chunk's end wrote goes when the reactor polls the transport writable
     got = [v3.parse_response(a) for a in FrameDecoder().feed(t.sent)]
     assert [r.header.txnId for r in got] == [r.header.txnId for r in reads]
