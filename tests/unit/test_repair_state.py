@@ -4,6 +4,7 @@ reads (wire/autorecovery/repairstate.py), and lost bookies as the help defines t
 -- on the in-memory store and a task.Clock, no ZooKeeper."""
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -328,3 +329,68 @@ def test_an_unexpected_error_on_one_ledger_does_not_stop_the_worker(store, monke
     clock.advance(1.0)
     assert store.underreplication.get(6) is None and calls == [5, 6]
     w.stop()
+
+
+class _SlowClient(_Client):
+    """ZooKeeper calls that end when the test says (a thread pool's writes may end in any order)."""
+
+    def __init__(self, store):
+        super().__init__(store)
+        self.calls: list[tuple[defer.Deferred, object, tuple]] = []
+
+    def run_blocking(self, fn, *args, **kw):
+        d = defer.Deferred()
+        self.calls.append((d, fn, args))
+        return d
+
+    def finish(self, k: int) -> None:
+        d, fn, args = self.calls.pop(k)
+        d.callback(fn(*args))
+
+
+def test_status_writes_go_one_at_a_time_and_the_last_one_is_the_current_status(store):
+    """Two status writes in the thread pool could land out of order: an open ledger's
+    worker then said "re-replicating" long after it had gone on to wait for its writer."""
+    from bkctl.wire.autorecovery import status
+
+    clock = task.Clock()
+    clock.advance(NOW / 1000)
+    client = _SlowClient(store)
+    w = ReplicationWorker(client, AutoRecoveryConfig(), clock, hostname="vm", worker_id="w1:3181")
+    w.running = True
+    w.active[7] = NOW
+    w._publish()  # the ledger is being re-replicated ...
+    del w.active[7]
+    w.holds[7] = {"why": "grace", "since": NOW, "until": NOW + 600_000}
+    w._publish()  # ... and now waits for its writer: no second write while the first runs
+    w._publish()
+    assert len(client.calls) == 1
+    client.finish(0)
+    assert len(client.calls) == 1  # the two asks made one more write, of the status as it is now
+    assert client.calls[0][2][2]["active"] == {} and "7" in client.calls[0][2][2]["holds"]
+    client.finish(0)
+    assert client.calls == []
+    doc = json.loads(store.underreplication.daemon_statuses()[f"{status.WORKERS}/w1:3181"])
+    assert doc["active"] == {} and doc["holds"]["7"]["why"] == "grace"
+
+
+def test_a_failed_attempts_hold_ends_exactly_the_grace_period_after_the_failure(store, monkeypatch):
+    clock = task.Clock()
+    clock.advance(NOW / 1000 + 0.0004)  # a clock between two milliseconds
+    w = _worker(store, clock)
+
+    def read(_lid):
+        raise RuntimeError(STUCK)
+
+    record = w._record_attempt
+
+    def slow_record(*args):  # the real clock moves on while the failure is written down
+        record(*args)
+        clock.advance(0.0009)
+
+    monkeypatch.setattr(store.ledgers, "read", read)
+    monkeypatch.setattr(w, "_record_attempt", slow_record)
+    store.underreplication.mark(3, ["c:3181"])
+    mark, version = store.underreplication.acquire(w.lock_holder)
+    assert _done(w.rereplicate(mark.ledger_id, version)) == "failed"
+    assert w.holds[3]["until"] - w.last_failure["at"] == 300_000 == w.holds[3]["until"] - w.holds[3]["since"]

@@ -143,6 +143,9 @@ class ReplicationWorker:
         self._grace_over: set[int] = set()
         self._nap: defer.Deferred | None = None
         self._loop: defer.Deferred | None = None
+        #: a status write is under way / another was asked for meanwhile (see _publish)
+        self._publishing = False
+        self._publish_again = False
         #: the ledger the loop re-replicates now, if any
         self.current: int | None = None
         #: every ledger being re-replicated now (the loop's, open ones fenced after their
@@ -169,13 +172,30 @@ class ReplicationWorker:
                 "done": list(self.done), "last_failure": self.last_failure, "updated": self._now_ms()}
 
     def _publish(self) -> None:
+        """Write this worker's status node, one write at a time: writes handed to the
+        thread pool side by side could land out of order and leave an older status
+        there until the next change (an open ledger said "re-replicating" for minutes
+        after it had gone on to wait for its writer).  A call during a write makes
+        one more write, of the status as it is when that write ends."""
         from . import status
 
         if not self.running or self.worker_id is None:
             return
-        self.client.run_blocking(status.publish, self.store, f"{status.WORKERS}/{self.worker_id}",
-                                 self.status()).addErrback(
-            lambda f: log.info("replication worker: could not publish its status: %s", f.getErrorMessage()))
+        if self._publishing:
+            self._publish_again = True
+            return
+        self._publishing, self._publish_again = True, False
+
+        def written(_):
+            self._publishing = False
+            if self._publish_again:
+                self._publish()
+
+        d = self.client.run_blocking(status.publish, self.store, f"{status.WORKERS}/{self.worker_id}",
+                                     self.status())
+        d.addErrback(lambda f: log.info("replication worker: could not publish its status: %s",
+                                        f.getErrorMessage()))
+        d.addBoth(written)
 
     def start(self) -> None:
         self.running = True
@@ -323,12 +343,15 @@ class ReplicationWorker:
                 self._record_recovery_time(ledger_id)
         return "replicated" if lost else "clean"
 
-    def _hold(self, ledger_id: int, why: str, seconds: float, fn, *args) -> None:
-        """Keep the ledger's lock ``seconds``, then call ``fn(*args)``; said in the status node."""
-        now = self._now_ms()
+    def _hold(self, ledger_id: int, why: str, seconds: float, fn, *args, since: int | None = None) -> None:
+        """Keep the ledger's lock ``seconds`` from ``since`` (ms; default now), then call
+        ``fn(*args)``.  Held at the end of an attempt, while the ledger is still
+        ``active``: the status node says so once the attempt ends and the ledger
+        leaves ``active`` (a status written in between would still say it is being
+        re-replicated, with the failure that ended it)."""
+        now = self._now_ms() if since is None else since
         self.held[ledger_id] = self.reactor.callLater(seconds, fn, *args)
         self.holds[ledger_id] = {"why": why, "since": now, "until": now + int(seconds * 1000)}
-        self._publish()
 
     def _unhold(self, ledger_id: int) -> None:
         call = self.held.pop(ledger_id, None)
@@ -415,7 +438,7 @@ class ReplicationWorker:
         if self.stats is not None:
             self.stats.failures += 1
         if kept:
-            self._hold(ledger_id, "failed", kept, self._release, ledger_id)
+            self._hold(ledger_id, "failed", kept, self._release, ledger_id, since=now)
             self._registered_at_hold[ledger_id] = await self._registered_now()
         else:
             self._release(ledger_id)
