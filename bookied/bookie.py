@@ -203,9 +203,7 @@ class Bookie:
         full write cache, adds already waiting for one), each entry goes through
         :meth:`add_entry` instead, with ``reply.one(k)`` as the k-th's callback, so
         the answers are exactly those of the one-by-one path."""
-        stores, journals = self.stores, self.journals
-        store = stores[ledger_id % len(stores)] if len(stores) > 1 else stores[0]
-        journal = journals[ledger_id % len(journals)] if len(journals) > 1 else journals[0]
+        store, journal = self._store(ledger_id), self._journal(ledger_id)
         if (ledger_id < 0 or min(entry_ids) < 0 or self.readonly or not self.journal_write_data
                 or self._throttled or journal.failed is not None
                 or store.get_master_key(ledger_id) != master_key
@@ -221,8 +219,7 @@ class Bookie:
             reply = reply.first(put)
         if self._journaled(journal, lambda: journal.append_entries(ledger_id, entry_ids, bodies,
                                                                    _Durable(self, journal, reply)), reply):
-            self._note_lac(ledger_id, max(_LAC_IN_ENTRY.unpack_from(body, 16)[0] if len(body) >= 24 else -1
-                                          for body in bodies))
+            self._note_lac(ledger_id, max(map(_lac_of_entry, bodies)))
 
     def _journaled(self, journal, append: Callable[[], None], callback: Callable[[int], None]) -> bool:
         """``append()`` an add's journal record(s); when the journal refuses, answer

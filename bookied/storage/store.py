@@ -186,49 +186,30 @@ class EntryStore:
         """
         if ledger_id < 0 or entry_id < 0:
             raise ValueError(f"invalid ids {ledger_id}/{entry_id}")
-        notify = False
-        cache = self.write_cache
-        with self._lock:
-            if self._closed:
-                raise EntryStoreClosed("entry store is closed")
-            if cache.would_overflow(len(data)):
-                notify = not self._flush_requested
-                self._flush_requested = True
-                exc = WriteCacheFull(f"write cache full ({cache.used} bytes)")
-            else:
-                exc = None
-                led = self._ledgers.get(ledger_id)
-                if led is None:
-                    led = self._ledgers[ledger_id] = LedgerState()
-                cache.put(ledger_id, entry_id, data)
-                if entry_id > led.last_entry:
-                    led.last_entry = entry_id
-                if not self._flush_requested and cache.over_half():
-                    self._flush_requested = notify = True
-        if notify:
-            self._flush_needed()
-        if exc is not None:
-            raise exc
+        if not self.put_entries(ledger_id, (entry_id,), (data,)):
+            raise WriteCacheFull(f"write cache full ({self.write_cache.used} bytes)")
 
     def put_entries(self, ledger_id: int, entry_ids: list, bodies: list) -> int:
         """:meth:`put_entry` of each entry of one ledger, in order, under one lock,
         until one would overflow the cache; returns how many were put (the rest:
         not, as put_entry would have raised WriteCacheFull for the next one).
-        Ids must be >= 0 (the caller checked)."""
+        Ids must be >= 0 (the caller checked).  A ledger gets its state with its first entry put."""
         notify = False
         cache = self.write_cache
         put = 0
         with self._lock:
             if self._closed:
                 raise EntryStoreClosed("entry store is closed")
-            led = self._ledgers.get(ledger_id)
-            if led is None:
-                led = self._ledgers[ledger_id] = LedgerState()
+            led = None
             for entry_id, data in zip(entry_ids, bodies):
                 if cache.would_overflow(len(data)):
                     notify = not self._flush_requested
                     self._flush_requested = True
                     break
+                if led is None:
+                    led = self._ledgers.get(ledger_id)
+                    if led is None:
+                        led = self._ledgers[ledger_id] = LedgerState()
                 cache.put(ledger_id, entry_id, data)
                 if entry_id > led.last_entry:
                     led.last_entry = entry_id
