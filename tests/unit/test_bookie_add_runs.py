@@ -16,6 +16,12 @@ def v3_add(txn, ledger, entry_id, key=KEY, lac=None, recovery=False):
     return frame(v3.serialize(v3.add_request(txn, ledger, entry_id, key, body, recovery=recovery)))
 
 
+def durable(env, c, data: bytes) -> None:
+    """``data`` sent and its adds made durable: the ledgers' keys stored, as a run needs first."""
+    c.proto.dataReceived(data)
+    env.journal.sync()
+
+
 def served(tmp_path, chunk: bytes, fastpaths: bool, prepare=None, sync=True, store_options=None, **options):
     """Answers, journal records, metrics and the bookie of one connection sent ``chunk`` at once."""
     folder = tmp_path / ("fast" if fastpaths else "general")
@@ -53,7 +59,10 @@ def both(tmp_path, chunk, **kw):
 def test_runs_of_adds_are_answered_stored_and_journaled_as_one_by_one_adds(tmp_path):
     chunk = (b"".join(v3_add(10 + e, 1, e) for e in range(5)) + v3_add(20, 2, 0)
              + v3_add(21, 2, 1) + frame(v3.serialize(v3.read_request(30, 1, 2))) + v3_add(22, 1, 5))
-    ledger1_key = lambda env, c: c.proto.dataReceived(v3_add(1, 1, 7)) or env.journal.sync()  # noqa: E731
+
+    def ledger1_key(env, c):
+        durable(env, c, v3_add(1, 1, 7))
+
     answers, records, counts, stored, lacs, runs = both(tmp_path, chunk, prepare=ledger1_key)
     # ledger 2 is new: its first add stores the key one by one; ledger 1's run is one item
     assert runs == [(1, [0, 1, 2, 3, 4]), (2, [0, 1])]
@@ -71,8 +80,7 @@ def test_runs_of_adds_are_answered_stored_and_journaled_as_one_by_one_adds(tmp_p
 @pytest.mark.parametrize("case", ["fenced", "wrong key", "journal full", "journal failed", "read-only"])
 def test_a_run_that_meets_an_error_answers_each_add_as_the_one_by_one_path(tmp_path, case):
     def prepare(env, c):
-        c.proto.dataReceived(v3_add(1, 1, 7))
-        env.journal.sync()
+        durable(env, c, v3_add(1, 1, 7))
         if case == "fenced":
             env.store.set_fenced(1)
         elif case == "journal full":
@@ -94,8 +102,7 @@ def test_a_run_that_meets_an_error_answers_each_add_as_the_one_by_one_path(tmp_p
 
 def test_recovery_adds_to_a_fenced_ledger_pass_as_a_run(tmp_path):
     def fence(env, c):
-        c.proto.dataReceived(v3_add(1, 1, 7))
-        env.journal.sync()
+        durable(env, c, v3_add(1, 1, 7))
         env.store.set_fenced(1)
 
     chunk = b"".join(v3_add(10 + e, 1, e, recovery=True) for e in range(3)) + v3_add(13, 1, 3)
@@ -108,7 +115,7 @@ def test_recovery_adds_to_a_fenced_ledger_pass_as_a_run(tmp_path):
 def test_no_answer_before_the_runs_journal_item_is_durable(tmp_path):
     chunk = b"".join(v3_add(10 + e, 1, e) for e in range(4))
     answers, records, counts, *_ = served(tmp_path, chunk, True, sync=False,
-                                          prepare=lambda env, c: c.proto.dataReceived(v3_add(1, 1, 7)) or env.journal.sync())
+                                          prepare=lambda env, c: durable(env, c, v3_add(1, 1, 7)))
     assert answers == [] and counts == {} and len(records) == 4
 
 
@@ -117,8 +124,7 @@ def test_a_write_cache_that_fills_up_mid_run_holds_back_the_rest_in_order(tmp_pa
     size = len(entry(0))
     with bookie_env(tmp_path, {"write_cache_max_bytes": 4 * size}, max_throttle_time=10.0) as env:
         c = env.connect()
-        c.proto.dataReceived(v3_add(1, 1, 7))
-        env.journal.sync()
+        durable(env, c, v3_add(1, 1, 7))
         c.replies()
         c.proto.dataReceived(b"".join(v3_add(10 + e, 1, e) for e in range(6)))
         assert [r.entry_id for r in env.journal.records if isinstance(r, EntryRecord)] == [7, 0, 1, 2]
@@ -159,8 +165,7 @@ def test_runs_of_version_2_adds_as_pulsar_sends_them_are_answered_as_one_by_one(
     """A Pulsar broker's client speaks version 2: its pipelined adds make runs too, and a
     recovery add (other flags) or another ledger ends one."""
     def keys(env, c):
-        c.proto.dataReceived(v2_add(1, 7) + v2_add(2, 7))
-        env.journal.sync()
+        durable(env, c, v2_add(1, 7) + v2_add(2, 7))
 
     chunk = (b"".join(v2_add(1, e) for e in range(4)) + v2_add(2, 0) + v2_add(2, 1)
              + v2_add(1, 4, flags=int(Flag.RECOVERY_ADD)) + v2_add(1, 5) + v2_add(1, 6))
@@ -176,8 +181,7 @@ def test_runs_of_version_2_adds_as_pulsar_sends_them_are_answered_as_one_by_one(
 
 def test_a_version_2_run_on_a_fenced_ledger_is_efenced_each(tmp_path):
     def fence(env, c):
-        c.proto.dataReceived(v2_add(1, 7))
-        env.journal.sync()
+        durable(env, c, v2_add(1, 7))
         env.store.set_fenced(1)
 
     answers, records, *_ = both(tmp_path, b"".join(v2_add(1, e) for e in range(3)), prepare=fence)
