@@ -52,19 +52,21 @@ def test_a_run_is_what_reading_one_by_one_sends_and_registers():
     assert len(got_run) == 3 and run.conn.outstanding == 0
 
 
-def test_a_connection_takes_no_run_it_cannot_send_at_once():
+@pytest.mark.parametrize("takes", ["takes_reads", "takes_adds"])
+def test_a_connection_takes_no_run_it_cannot_send_at_once(takes):
+    """Of reads or of adds (test_client_add_runs.py)."""
     h = Harness(max_outstanding=4)
-    assert not h.conn.takes_reads(1)  # not connected
+    assert not getattr(h.conn, takes)(1)  # not connected
     h.connected()
-    assert h.conn.takes_reads(4) and not h.conn.takes_reads(5)
+    assert getattr(h.conn, takes)(4) and not getattr(h.conn, takes)(5)
     off = Harness(fastpaths=False)
     off.connected()
-    assert not off.conn.takes_reads(1)
+    assert not getattr(off.conn, takes)(1)
     v2 = Harness(protocol="v2")
     v2.connected()
-    assert not v2.conn.takes_reads(1)
+    assert not getattr(v2.conn, takes)(1)
     h.conn.close()
-    assert not h.conn.takes_reads(1)
+    assert not getattr(h.conn, takes)(1)
 
 
 def _reader(n: int, runs: bool, max_outstanding: int = 1000, down: str | None = None):

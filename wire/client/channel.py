@@ -42,6 +42,15 @@ class BookieChannel(Protocol):
         set (:class:`~bkctl.wire.codecs.add_frames.EncodedAdd`): the writer's
         fast path, each connection only adds its own header."""
 
+    def takes_adds(self, count: int) -> bool:
+        """True when :meth:`add_run` would send ``count`` encoded adds at once,
+        none refused (False: send them one by one with :meth:`add_encoded`)."""
+
+    def add_run(self, adds: "list[EncodedAdd]", ctxs: list, slots: list[int], on_done: AddDone) -> None:
+        """:meth:`add_encoded` of each of ``adds`` (with the ``ctxs`` and
+        ``slots`` beside it), after :meth:`takes_adds` said yes for as many:
+        the writer's hot path, one call per bookie for a burst's copies."""
+
     def read(self, ledger_id: int, entry_id: int, *, fence_master_key: bytes | None = None,
              high_priority: bool = False) -> defer.Deferred:
         """READ_ENTRY (entry -1: the bookie's last entry; with a master key: fencing)."""

@@ -344,6 +344,23 @@ class BookieConnection:
         else:
             self._send_now(proto, req, data, WRITE, self.add_timeout)
 
+    def takes_adds(self, count: int) -> bool:
+        """True when ``count`` encoded adds would all go on the wire at once as
+        :meth:`add_encoded` sends one (connected, nothing queued, room under
+        ``max_outstanding``; v3 with fast paths): :meth:`add_run` then takes
+        them all, none refused."""
+        return (self._proto is not None and not self._queue and not self._closed and self.use_v3
+                and self.fastpaths and len(self._sent) + count <= self.max_outstanding)
+
+    def add_run(self, adds: "list[EncodedAdd]", ctxs: list, slots: list[int], on_done: AddDone) -> None:
+        """:meth:`add_encoded` of each of ``adds`` once :meth:`takes_adds` said
+        yes for them: their frames built, their deadlines started, registered
+        and written together (a fast path)."""
+        reqs, data = self.entries.encoded_adds(adds, ctxs, slots, on_done)
+        self._deadlines.start_all(reqs, WRITE, self.add_timeout, self._clock.seconds())
+        self.requests.register_all(reqs)
+        self._write_now(self._proto, data)
+
     def read_with_callback(self, ledger_id: int, entry_id: int, on_done: ReadDone, ctx: Any, slot: int) -> None:
         """A plain :meth:`read` for the ledger layer
         (:class:`~bkctl.wire.client.channel.BookieChannel`), without a Deferred:

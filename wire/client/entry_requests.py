@@ -135,6 +135,25 @@ class EntryRequests:
         req.ids = (add.ledger_id, add.entry_id)
         return req, data
 
+    def encoded_adds(self, adds: list[EncodedAdd], ctxs: list, slots: list[int],
+                     on_done) -> tuple[list[Request], bytes]:
+        """:meth:`encoded_add` of each of ``adds`` for a connection with room on
+        the wire for all of them, each completing through ``on_done`` with the
+        ``ctxs`` and ``slots`` beside it: the requests, and their frames joined."""
+        encoded_add = self.encoded_add
+        reqs = []
+        frames = []
+        for add, ctx, slot in zip(adds, ctxs, slots):
+            req, data = encoded_add(add)
+            if data is None:  # built the general way: its frame goes out with the others
+                data, req.frame = req.frame, b""
+            req.on_done = on_done
+            req.ctx = ctx
+            req.slot = slot
+            reqs.append(req)
+            frames.append(data)
+        return reqs, b"".join(frames)
+
     def _add_general(self, add: EncodedAdd, txn: int | None) -> Request:
         """:meth:`encoded_add` the general way (``txn``: the txnId already taken, v3)."""
         return self.add(add.ledger_id, add.entry_id, add.master_key, add.body, add.recovery,

@@ -34,7 +34,9 @@
   (:class:`~bkctl.wire.codecs.add_frames.EncodedAdd`), each connection only
   adds its header; the adds of a burst (``add_entries``, the adds started
   by completions while a bookie's answers are handed out) are written once
-  per bookie.  Off, each copy is encoded by its connection.
+  per bookie, and ``add_entries`` hands each bookie its copies of a burst
+  as one run (one call, one deadline, one registration pass).  Off, each
+  copy is encoded by its connection and sent on its own.
 """
 from __future__ import annotations
 
@@ -274,19 +276,29 @@ class LedgerHandle(ReadHandle):
             if not self.writable():
                 await self.wait_writable()
                 continue
-            # a burst: up to the window, written once per bookie at its end
+            # a burst: up to the window, written once per bookie at its end; on the
+            # fast path its entries go out in runs, each bookie's copies together
+            runs = self._adds is not None
             holding = hold_writes()
             try:
-                while self.writable():
+                while it is not None and self.writable():
+                    room = self._run_room() if runs else 1
+                    run: list[_PendingAdd] = []
                     try:
-                        payload = bytes(next(it))
-                    except StopIteration:
-                        it = None
-                        break
-                    if len(payload) > limit:
-                        raise ValueError(f"entry of {len(payload)} bytes is larger than the {limit} bytes "
-                                         "a bookie frame can carry")
-                    last = self._start_add(payload, with_deferred=False)
+                        while len(run) < room and self.writable():
+                            try:
+                                payload = bytes(next(it))
+                            except StopIteration:
+                                it = None
+                                break
+                            if len(payload) > limit:
+                                raise ValueError(f"entry of {len(payload)} bytes is larger than the {limit} "
+                                                 "bytes a bookie frame can carry")
+                            last = self._start_add(payload, with_deferred=False, send=not runs)
+                            run.append(last)
+                    finally:
+                        if runs and run:
+                            self._send_run(run)
             finally:
                 if holding:
                     release_writes()
@@ -302,15 +314,19 @@ class LedgerHandle(ReadHandle):
             last.deferred = defer.Deferred()
         return await last.deferred
 
-    def _start_add(self, payload: bytes, with_deferred: bool = True):
+    def _start_add(self, payload: bytes, with_deferred: bool = True, send: bool = True):
         """Package and send the next entry; returns its Deferred (or, without
-        ``with_deferred``, the pending add itself)."""
+        ``with_deferred``, the pending add itself).  Without ``send`` it is
+        only queued: the caller sends it in a run (:meth:`_send_run`)."""
         entry_id = self._next_entry_id
         self._next_entry_id += 1
         self._length += len(payload)
         self._piggybacked_lac = self._lac
         body = self.digest.package(entry_id, self._lac, self._length, payload)
         p = _PendingAdd(entry_id, body, self._length)
+        if not send:
+            self._pending.append(p)
+            return p
         if with_deferred:
             p.deferred = defer.Deferred()
             return self._enqueue(p)
@@ -345,6 +361,65 @@ class LedgerHandle(ReadHandle):
             if self._state == _FAILED:
                 return
             self._send_slot(p, slot)
+
+    def _run_room(self) -> int:
+        """How many entries a run may hold: each puts at most one copy on a
+        bookie, so this many keep every bookie of the ensemble under
+        ``max_inflight`` unanswered writes, as sending them one by one would."""
+        unanswered = self._unanswered
+        failed = self._failed
+        most = max((unanswered.get(b, 0) for b in self.metadata.last_ensemble if b not in failed), default=0)
+        return max(1, self.max_inflight - most)
+
+    def _send_run(self, run: list[_PendingAdd]) -> None:
+        """:meth:`_send` of a burst's entries (the fast path): each bookie's
+        copies go out as one run when its connection takes them all at once
+        (``takes_adds``), else one by one."""
+        if self._changing:
+            return  # sent once the ensemble changed (_resend)
+        encode = self._adds.encode
+        ledger_id, master_key, recovery = self.ledger_id, self.master_key, self.recovery
+        write_set = self.write_set
+        copies: dict[str, tuple[list, list, list]] = {}
+        for p in run:
+            bookies = p.bookies = write_set(p.entry_id)
+            p.acked = 0
+            p.acks = 0
+            encoded = p.encoded
+            if encoded is None:
+                encoded = p.encoded = encode(ledger_id, p.entry_id, master_key, p.body, recovery, recovery)
+            for slot, bookie in enumerate(bookies):
+                mine = copies.get(bookie)
+                if mine is None:
+                    mine = copies[bookie] = ([], [], [])
+                mine[0].append(encoded)
+                mine[1].append(p)
+                mine[2].append(slot)
+        pool = self.client.pool
+        for bookie, (adds, pendings, slots) in copies.items():
+            if self._state == _FAILED:
+                return
+            if bookie in self._failed:
+                continue  # replaced by the ensemble change under way; sent then
+            try:
+                conn: BookieChannel | None = pool.get(bookie)
+            except Exception:  # noqa: BLE001 - _send_slot reports it, copy by copy
+                conn = None
+            if conn is None or not conn.takes_adds(len(adds)):
+                for p, slot in zip(pendings, slots):
+                    if self._state == _FAILED:
+                        return
+                    self._send_slot(p, slot)
+                continue
+            n = self._unanswered.get(bookie, 0) + len(adds)
+            self._unanswered[bookie] = n
+            if n >= self.max_inflight:
+                self._behind.add(bookie)
+            try:
+                conn.add_run(adds, pendings, slots, self._slot_done)
+            except Exception as exc:  # noqa: BLE001 - raised before any copy went out
+                for p, slot in zip(pendings, slots):
+                    self._slot_done(p, slot, bookie, exc)
 
     def _send_slot(self, p: _PendingAdd, slot: int) -> None:
         bookie = p.bookies[slot]

@@ -120,7 +120,7 @@ class RequestTable:
                 waiting.append(req)
 
     def register_all(self, reqs: list[Request]) -> None:
-        """:meth:`register` for v3 requests issued together, each with its header field (``fast``)."""
+        """:meth:`register` for v3 requests issued together."""
         sent = self.sent
         pending = self.v3_pending
         fast = self.v3_fast
@@ -130,7 +130,9 @@ class RequestTable:
             other = pending.setdefault(req.key, req)
             if other is not req:
                 self._txn_taken(req, other)
-            fast[req.fast] = req
+            head = req.fast
+            if head is not None:
+                fast[head] = req
 
     def _txn_taken(self, req: Request, other: Request) -> None:
         """``req``'s txnId is ``other``'s already (a caller-supplied txn_ids repeats itself)."""
