@@ -9,7 +9,8 @@ from bkctl.cli import run
 from bkctl.exitcodes import USAGE
 from bkctl.ops.autorecovery import config_from_settings
 from bkctl.wire.autorecovery.checker import entries_held
-from bkctl.wire.autorecovery.worker import RateLimiter
+from bkctl.wire.autorecovery.service import AutoRecoveryConfig
+from bkctl.wire.autorecovery.worker import RateLimiter, ReplicationWorker
 from bkctl.wire.metadata.ledger import LedgerMetadata
 
 NO_ZOOKEEPER = "zk+hierarchical://127.0.0.1:1/ledgers"
@@ -74,6 +75,38 @@ def test_rate_limiters_do_not_share_a_grid():
 def test_rate_limiter_off():
     assert RateLimiter(-1, task.Clock())(10**9) is None
     assert RateLimiter(0, task.Clock())(10**9) is None
+
+
+@pytest.mark.parametrize("rate", [-1, 1_000_000])
+def test_batched_limiter_lets_a_ticks_writes_go_together(rate):
+    """Batched, no write goes at once, with a rate or without: those asked for
+    before a tick of the limiter's grid go at that tick, with one timer."""
+    clock = task.Clock()
+    clock.advance(1.0)
+    limiter = RateLimiter(rate, clock, phase=0.004, batched=True)
+    first = [limiter(100) for _ in range(5)]
+    assert all(w is not None and not w.called for w in first)
+    assert len(clock.getDelayedCalls()) == 1
+    clock.advance(0.0039)
+    assert not any(w.called for w in first)
+    clock.advance(0.0002)  # t = 1.0041: past the tick at 1.004
+    assert all(w.called for w in first)
+    later = limiter(100)  # asked for after the tick: the next one, 10 ms on
+    clock.advance(RateLimiter.TICK - 0.0002)
+    assert not later.called
+    clock.advance(0.0002)
+    assert later.called
+
+
+def test_a_workers_adds_leave_in_batches_on_its_grid():
+    """With no replicationRateByBytes (the default) a worker's adds still wait for
+    the next tick of its grid, so that what it copies reaches a bookie in batches."""
+    clock = task.Clock()
+    worker = ReplicationWorker(type("Client", (), {"store": None})(), AutoRecoveryConfig(), clock)
+    waits = [worker._pace(140) for _ in range(3)]
+    assert all(w is not None and not w.called for w in waits)
+    clock.advance(RateLimiter.TICK)
+    assert all(w.called for w in waits)
 
 
 def test_config_keys_in_javas_units():
