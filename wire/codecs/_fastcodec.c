@@ -539,6 +539,34 @@ typedef struct {
     long long entry;
 } RecordSource;
 
+/* The records of src[0..k) (``total`` bytes) one after the other at p, each: the CRC32C
+ * of what follows up to its data's end (4 bytes), its head (the length of what follows
+ * the length, as u32; a type byte unless ``type`` is negative; ledger and entry as i64;
+ * big-endian), then its data.  The entry logs' records have no type byte, the journal's
+ * have one.  Without the GIL for RECORDS_RELEASE_GIL bytes and more: p must not be
+ * shared yet and each data must be held. */
+static void write_records(unsigned char *p, const RecordSource *src, Py_ssize_t k, long long ledger, int type,
+                          size_t total)
+{
+    size_t head = type < 0 ? 20 : 21;
+    PyThreadState *saved = total >= RECORDS_RELEASE_GIL ? PyEval_SaveThread() : NULL;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(src[i].data);
+        size_t dn = (size_t)PyBytes_GET_SIZE(src[i].data);
+        unsigned char *ids = p + 8;
+        put_be32(p + 4, (uint32_t)(dn + head - 4));
+        if (type >= 0)
+            *ids++ = (unsigned char)type;
+        put_be64(ids, (uint64_t)ledger);
+        put_be64(ids + 8, (uint64_t)src[i].entry);
+        put_be32(p, crc32c_two(p + 4, head, data, dn));
+        memcpy(p + 4 + head, data, dn);
+        p += 4 + head + dn;
+    }
+    if (saved != NULL)
+        PyEval_RestoreThread(saved);
+}
+
 static PyObject *log_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (!bk_nargs("log_records", nargs, 7))
@@ -603,20 +631,7 @@ static PyObject *log_records(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     if (rows != NULL) {
         /* the chunk is not shared yet and each data is held: no Python object changes here */
-        unsigned char *p = (unsigned char *)PyBytes_AS_STRING(chunk);
-        PyThreadState *saved = total >= RECORDS_RELEASE_GIL ? PyEval_SaveThread() : NULL;
-        for (Py_ssize_t i = 0; i < k; i++) {
-            const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(src[i].data);
-            size_t dn = (size_t)PyBytes_GET_SIZE(src[i].data);
-            put_be32(p + 4, (uint32_t)(dn + 16));
-            put_be64(p + 8, (uint64_t)ledger);
-            put_be64(p + 16, (uint64_t)src[i].entry);
-            put_be32(p, crc32c_two(p + 4, 20, data, dn));
-            memcpy(p + 24, data, dn);
-            p += 24 + dn;
-        }
-        if (saved != NULL)
-            PyEval_RestoreThread(saved);
+        write_records((unsigned char *)PyBytes_AS_STRING(chunk), src, k, ledger, -1, (size_t)total);
     }
     for (Py_ssize_t i = 0; i < k; i++)
         Py_DECREF(src[i].data);
@@ -631,6 +646,57 @@ static PyObject *log_records(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_RETURN_NONE;
     }
     return pair(chunk, rows);
+}
+
+/* ------------------------------------------------------------ journal records */
+
+PyDoc_STRVAR(journal_entries_doc,
+"journal_entries(ledger_id, entry_ids, bodies, record_type) -> bytes | None\n\n"
+"The bookie journal's records of one ledger's entries, one after the other\n"
+"(bookied.journal's _encode_entry of each): the CRC32C of head and body (4\n"
+"bytes), the head (len(body) + 17 as u32, record_type as a byte, ledger_id\n"
+"and the entry id as i64, big-endian) and the body.  None when an id is not\n"
+"an int64, a body not bytes or the lists differ in length: the caller takes\n"
+"its Python path.  The checksums and copies are made without the GIL for\n"
+"64 KiB of records or more.");
+
+static PyObject *journal_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bk_nargs("journal_entries", nargs, 4))
+        return NULL;
+    long long ledger, type;
+    PyObject *ids = args[1], *bodies = args[2];
+    if (!PyList_CheckExact(ids) || !PyList_CheckExact(bodies) || PyList_GET_SIZE(ids) != PyList_GET_SIZE(bodies)
+            || !as_i64(args[0], &ledger) || !as_i64(args[3], &type) || type < 0 || type > 255)
+        Py_RETURN_NONE;
+    Py_ssize_t k = PyList_GET_SIZE(ids);
+    RecordSource *src = PyMem_Malloc(sizeof(RecordSource) * (size_t)(k > 0 ? k : 1));
+    if (src == NULL)
+        return PyErr_NoMemory();
+    /* under the GIL: every id and body checked, each body held until its copy is made */
+    Py_ssize_t taken = 0;
+    size_t total = 0;
+    for (; taken < k; taken++) {
+        PyObject *data = PyList_GET_ITEM(bodies, taken);
+        long long entry;
+        if (!as_i64(PyList_GET_ITEM(ids, taken), &entry) || !PyBytes_CheckExact(data)
+                || (size_t)PyBytes_GET_SIZE(data) > 0xFFFFFFFFu - 17)
+            break;
+        Py_INCREF(data);
+        src[taken].data = data;
+        src[taken].entry = entry;
+        total += 25 + (size_t)PyBytes_GET_SIZE(data);
+    }
+    PyObject *out = NULL;
+    if (taken == k && (out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total)) != NULL) {
+        write_records((unsigned char *)PyBytes_AS_STRING(out), src, k, ledger, (int)type, total);
+    }
+    for (Py_ssize_t i = 0; i < taken; i++)
+        Py_DECREF(src[i].data);
+    PyMem_Free(src);
+    if (out == NULL && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return out;
 }
 
 /* ------------------------------------------------------------ the answer loop */
@@ -785,6 +851,7 @@ static PyMethodDef methods[] = {
     {"add_frame", (PyCFunction)(void (*)(void))add_frame, METH_FASTCALL, add_frame_doc},
     {"take_answers", (PyCFunction)(void (*)(void))take_answers, METH_FASTCALL, take_answers_doc},
     {"log_records", (PyCFunction)(void (*)(void))log_records, METH_FASTCALL, log_records_doc},
+    {"journal_entries", (PyCFunction)(void (*)(void))journal_entries, METH_FASTCALL, journal_entries_doc},
     {"hardware_crc32c", hardware_crc32c, METH_O, hardware_crc32c_doc},
     {NULL, NULL, 0, NULL},
 };
