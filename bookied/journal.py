@@ -114,6 +114,7 @@ from typing import Callable, Iterator, NamedTuple, Union
 from crc32c import crc32c
 
 from bkctl.wire import fastpath
+from bkctl.wire.codecs import fast
 
 from . import disk_layout as layout
 from .errors import JournalError, JournalFull, JournalNoSpace, JournalUnavailable
@@ -194,6 +195,11 @@ def encode_record(rec: Record) -> bytes:
         raise TypeError(f"not a journal record: {rec!r}")
     head = _HEAD.pack(len(body) + 9, typ, rec.ledger_id)
     return _U32.pack(crc32c(body, crc32c(head))) + head + body
+
+
+#: the C twin of a run's records (``_fastcodec.journal_entries``: the same bytes as
+#: _encode_entry of each, joined), or None (fast paths off, or not built)
+_C_ENTRIES = getattr(fast.C, "journal_entries", None)
 
 
 def _encode_entry(ledger_id: int, entry_id: int, data: bytes) -> bytes:
@@ -483,6 +489,7 @@ class Journal:
         self._dispatch = dispatch or _call_all
         self.fastpaths = fastpath.ENABLED if fastpaths is None else bool(fastpaths)
         self._inline = inline if self.max_group_wait == 0 and self.fastpaths else None
+        self._c_entries = _C_ENTRIES if self.fastpaths else None
         self._monotonic = monotonic
         self._wait_on = wait_on
         self._inline_dispatch = inline_dispatch or _call_all
@@ -662,8 +669,11 @@ class Journal:
                        callback: Callable[[BaseException | None], None]) -> None:
         """:meth:`append` (sync) of an EntryRecord per entry of one ledger, as one item: the
         same bytes, in one group, ``callback`` once for all; the same errors, for all or none."""
-        self._enqueue(b"".join([_encode_entry(ledger_id, entry_id, data) for entry_id, data in zip(entry_ids, bodies)]),
-                      callback, True, len(bodies))
+        c_entries = self._c_entries
+        data = None if c_entries is None else c_entries(ledger_id, entry_ids, bodies, T_ENTRY)
+        if data is None:  # fast paths off, or what the C twin does not cover
+            data = b"".join([_encode_entry(ledger_id, entry_id, body) for entry_id, body in zip(entry_ids, bodies)])
+        self._enqueue(data, callback, True, len(bodies))
 
     def _enqueue(self, data: bytes, callback, sync: bool, records: int) -> None:
         n = len(data)

@@ -513,17 +513,18 @@ class BookieProtocol(protocol.Protocol):
         bookie = self.bookie
         results = bookie.read_entries(ledger_id, [r[1] for r in run])
         outcomes: dict[int, int] = {}
-        answers = None
+        lac = None
         answered = 0
         eok = RC.EOK
+        read_answer = plain.read_answer
         try:
             for (_lid, entry_id, header_len, payload), (rc, body) in zip(run, results):
                 answered += 1
                 outcomes[rc] = outcomes.get(rc, 0) + 1
                 if rc == eok:
-                    if answers is None:  # nothing changes the LAC while the run is answered
-                        answers = v3.ReadAnswers(ledger_id, bookie.lac(ledger_id))
-                    self.send_framed(answers.framed(payload[:header_len], entry_id, body))
+                    if lac is None:  # nothing changes the LAC while the run is answered
+                        lac = bookie.lac(ledger_id)
+                    self.send_framed(read_answer(payload[:header_len], ledger_id, entry_id, body, lac))
                 else:
                     _answer_read(self, payload, header_len, ledger_id, entry_id, rc, body)
                 if self.closed or self.paused:
@@ -700,7 +701,7 @@ class BookieProtocol(protocol.Protocol):
 class _ReadReply:
     """Answers one plain v3 READ_ENTRY (:func:`plain_read_request`) once the
     bookie calls it with ``(rc, body)``: an EOK answer is built by hand
-    (``v3.read_answer``), anything else through the builders, as
+    (``plain.read_answer``), anything else through the builders, as
     :meth:`BookieProtocol._v3_read` answers."""
 
     __slots__ = ("proto", "started", "payload", "ledger_id", "entry_id", "header_len")
@@ -723,10 +724,11 @@ class _ReadReply:
 def _answer_read(proto: BookieProtocol, payload: bytes, header_len: int, ledger_id: int, entry_id: int,
                  rc: int, body: bytes | None) -> None:
     """Send the answer to a plain v3 READ_ENTRY (:func:`plain_read_request`): an
-    EOK one built by hand (``v3.read_answer``), anything else through the
+    EOK one built by hand (``plain.read_answer``), anything else through the
     builders, as :meth:`BookieProtocol._v3_read` answers."""
     if rc == RC.EOK:
-        proto.send(v3.read_answer(payload[:header_len], ledger_id, entry_id, body, proto.bookie.lac(ledger_id)))
+        proto.send_framed(plain.read_answer(payload[:header_len], ledger_id, entry_id, body,
+                                            proto.bookie.lac(ledger_id)))
     else:
         proto.send(v3.serialize(v3.read_response(v3.parse_request(payload), rc)))
 

@@ -31,6 +31,8 @@ from typing import Callable, Iterable, NamedTuple
 
 from crc32c import crc32c
 
+from bkctl.wire.codecs.fast import C
+
 from .. import disk_layout as layout
 from .errors import EntryCorrupted
 from .index import KEY, LOC
@@ -272,6 +274,11 @@ class LogWriter:
     """One stream of appends into the directory's entry logs; rolls at the logger's
     ``log_size_limit``. Not thread-safe: one thread appends at a time."""
 
+    #: the C twin of the record loop (``_fastcodec.log_records``: the same bytes and rows, its
+    #: checksums and copies made without the GIL, so that a checkpoint leaves the reactor thread
+    #: its core), or None for the Python loop (fast paths off, or not built)
+    log_records: Callable | None = C.log_records if C is not None else None
+
     def __init__(self, logger: EntryLogger):
         self.logger = logger
         self.fd = -1
@@ -327,19 +334,43 @@ class LogWriter:
                 acc[1] += pos - first
                 acc[2] += count
 
+        def roll():
+            nonlocal wlog, pos, written, first, count
+            write_out()
+            account()
+            if wlog:
+                os.fdatasync(self.fd)
+            self._roll()
+            wlog = self.log_id
+            pos = written = first = self.offset
+            count = 0
+
+        build = self.log_records
         try:
             for ledger_id, pairs in batches:
-                for entry_id, data in pairs:
+                i = 0
+                while build is not None and i < len(pairs):
+                    # the C twin takes records from pairs[i] on while they fit in the log and the
+                    # write chunk has room; None when it does not cover pairs[i], and the Python
+                    # loop writes the rest of the ledger's records
+                    entry_id, data = pairs[i]
+                    if not wlog or (pos > LOG_HEADER_SIZE and pos + len(data) + 24 > limit):
+                        roll()
+                    made = build(ledger_id, pairs, i, wlog, pos, limit, _WRITE_CHUNK - (pos - written))
+                    if made is None:
+                        break
+                    chunk, got = made
+                    parts.append(chunk)
+                    rows += got
+                    pos += len(chunk)
+                    count += len(got)
+                    i += len(got)
+                    if pos - written >= _WRITE_CHUNK:
+                        write_out()
+                for entry_id, data in pairs[i:] if i else pairs:
                     n = len(data) + 24
                     if not wlog or (pos > LOG_HEADER_SIZE and pos + n > limit):
-                        write_out()
-                        account()
-                        if wlog:
-                            os.fdatasync(self.fd)
-                        self._roll()
-                        wlog = self.log_id
-                        pos = written = first = self.offset
-                        count = 0
+                        roll()
                     head = pack_head(n - 8, ledger_id, entry_id)
                     extend_parts((pack_crc(crc32c(data, crc32c(head))), head, data))
                     append_row((head[4:], pack_loc(wlog, pos, n)))

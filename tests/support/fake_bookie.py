@@ -192,10 +192,10 @@ class FakeConnection:
         assert (recovery, high_priority) == (add.recovery, add.high_priority)
         self.add_with_callback(ids[0], ids[1], key, body, recovery, high_priority, on_done, ctx, slot)
 
-    def takes_adds(self, count):
-        """Always (BookieChannel): :meth:`add_run` is :meth:`add_encoded` of each,
-        so the writer's runs take the same paths as its single copies here."""
-        return True
+    def room_for_adds(self, count):
+        """All of them (BookieChannel): :meth:`add_run` is :meth:`add_encoded` of
+        each, so the writer's runs take the same paths as its single copies here."""
+        return count
 
     def add_run(self, adds, ctxs, slots, on_done):
         """:meth:`add_encoded` of each, in order (BookieChannel)."""

@@ -229,10 +229,11 @@ def _plain_c_seeds() -> list[bytes]:
 @target(declared=(), seeds=_plain_c_seeds)
 def plain_c_twins(data: bytes) -> None:
     """The bookie's C parsers of plain requests (``_plain.c``) against their Python
-    twins: the same value, or both None, for every input; and the C ADD answer is
-    the Python one for the numbers the input spells (skipped where it is not built)."""
+    twins: the same value, or both None, for every input; and the C ADD and READ
+    answers are the Python ones for the numbers and bytes the input spells
+    (skipped where it is not built)."""
     from bkctl.wire.codecs import v2, v3
-    from bkctl.wire.codecs.plain import C_API, py_add_answer
+    from bkctl.wire.codecs.plain import C_API, py_add_answer, py_read_answer
     from bkctl.wire.proto import bookkeeper_pb2 as pb
 
     try:
@@ -250,6 +251,9 @@ def plain_c_twins(data: bytes) -> None:
         txn = int.from_bytes(data[1:9], "big")
         ledger, entry = (int.from_bytes(data[i:i + 8], "big", signed=True) for i in (9, 17))
         assert _plain.add_answer(txn, status, ledger, entry) == py_add_answer(txn, status, ledger, entry)
+        head, body = data[25:25 + data[0] % 16], data[25 + data[0] % 16:]
+        assert _plain.read_answer(head, ledger, entry, body, txn - (1 << 63)) == \
+            py_read_answer(head, ledger, entry, body, txn - (1 << 63))
 
 
 @target(seeds=lambda: _frames("response", "v3"))

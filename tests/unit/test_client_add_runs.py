@@ -1,9 +1,9 @@
-"""A burst's adds handed to each bookie as one run (``takes_adds``/``add_run``,
+"""A burst's adds handed to each bookie as one run (``room_for_adds``/``add_run``,
 a fast path) do what sending the copies one by one does: the same frames in
 the same order on each connection, the same requests on the wire with the
 same deadlines, the same outcomes; no bookie gets more than ``max_inflight``
-unanswered writes; and a bookie that cannot take its run at once gets its
-copies one by one (when a connection takes a run: test_client_read_runs.py)."""
+unanswered writes; and a bookie whose connection has room for part of its
+run gets that part as a run and the rest one by one."""
 import types
 
 import pytest
@@ -38,7 +38,7 @@ def test_a_run_is_what_adding_one_by_one_sends_and_registers():
     adds = _encoded((4, 5, 6))
     for add, slot in zip(adds, (0, 1, 0)):
         one.conn.add_encoded(add, lambda *a: got_one.append(a), add.entry_id, slot)
-    assert run.conn.takes_adds(3)
+    assert run.conn.room_for_adds(3) == 3
     run.conn.add_run(adds, [a.entry_id for a in adds], [0, 1, 0], lambda *a: got_run.append(a))
     assert t1.value() == t2.value() and t2.value()
     for h in (one, run):
@@ -63,6 +63,21 @@ def test_a_run_is_what_adding_one_by_one_sends_and_registers():
     assert run.conn.outstanding == 0
 
 
+def test_a_connection_has_room_for_what_goes_on_the_wire_at_once():
+    h = Harness(max_outstanding=4)
+    assert h.conn.room_for_adds(1) == 0  # not connected
+    _proto, transport = h.connected()
+    assert h.conn.room_for_adds(3) == 3 and h.conn.room_for_adds(9) == 4
+    h.conn.add_run(_encoded((1, 2, 3)), [1, 2, 3], [0, 0, 0], lambda *a: None)
+    assert h.conn.room_for_adds(9) == 1 and len(v3_requests(transport)) == 3
+    for kw in ({"fastpaths": False}, {"protocol": "v2"}):
+        other = Harness(**kw)
+        other.connected()
+        assert other.conn.room_for_adds(1) == 0
+    h.conn.close()
+    assert h.conn.room_for_adds(1) == 0
+
+
 def _writer(runs: bool, quorum=(3, 2, 2), max_inflight: int = 1000, max_outstanding: dict | None = None):
     """A LedgerHandle over three harnessed connections; without ``runs`` no
     bookie takes a run (the copies go one by one)."""
@@ -77,7 +92,7 @@ def _writer(runs: bool, quorum=(3, 2, 2), max_inflight: int = 1000, max_outstand
             conn.add_run = lambda adds, ctxs, slots, on_done, _c=conn, _run=conn.add_run: (
                 _c.runs.append([a.entry_id for a in adds]), _run(adds, ctxs, slots, on_done))
         else:
-            conn.takes_adds = lambda count: False
+            conn.room_for_adds = lambda count: 0
     md = LedgerMetadata.new(list(bookies), qw, qa, password=b"", digest_type=DigestType.CRC32C)
     client = types.SimpleNamespace(pool=types.SimpleNamespace(get=conns.__getitem__), protocol="v3",
                                    max_inflight=max_inflight, explicit_lac_interval=0.0, closed=False,
@@ -150,15 +165,16 @@ def test_a_slow_bookie_gets_no_more_than_max_inflight_unanswered_writes():
     assert len(outcomes[0]) > 50  # b3 set the pace
 
 
-def test_a_bookie_without_room_for_its_run_gets_its_copies_one_by_one():
-    """b2's connection has room for 4 requests on the wire: it takes no run
-    of more, its copies queue and go out as answers free room, and the
-    outcome is that of sending every copy one by one."""
+def test_a_bookie_without_room_for_its_run_gets_the_rest_one_by_one():
+    """b2's connection has room for 4 requests on the wire: it takes a run
+    of at most 4, the rest of its copies queue and go out as answers free
+    room, and the outcome is that of sending every copy one by one."""
     outcomes = []
     for runs in (True, False):
         handle, d, rounds, _most, conns = _run_adds(40, runs, max_outstanding={"b2:3181": 4}, max_inflight=16)
         outcomes.append((successResultOf(d), rounds))
         if runs:
-            assert conns["b1:3181"].runs and not conns["b2:3181"].runs
+            assert max(map(len, conns["b1:3181"].runs)) > 4
+            assert conns["b2:3181"].runs and max(map(len, conns["b2:3181"].runs)) <= 4
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][0] == 39

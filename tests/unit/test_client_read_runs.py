@@ -52,21 +52,19 @@ def test_a_run_is_what_reading_one_by_one_sends_and_registers():
     assert len(got_run) == 3 and run.conn.outstanding == 0
 
 
-@pytest.mark.parametrize("takes", ["takes_reads", "takes_adds"])
-def test_a_connection_takes_no_run_it_cannot_send_at_once(takes):
-    """Of reads or of adds (test_client_add_runs.py)."""
+def test_a_connection_takes_no_run_it_cannot_send_at_once():
     h = Harness(max_outstanding=4)
-    assert not getattr(h.conn, takes)(1)  # not connected
+    assert not h.conn.takes_reads(1)  # not connected
     h.connected()
-    assert getattr(h.conn, takes)(4) and not getattr(h.conn, takes)(5)
+    assert h.conn.takes_reads(4) and not h.conn.takes_reads(5)
     off = Harness(fastpaths=False)
     off.connected()
-    assert not getattr(off.conn, takes)(1)
+    assert not off.conn.takes_reads(1)
     v2 = Harness(protocol="v2")
     v2.connected()
-    assert not getattr(v2.conn, takes)(1)
+    assert not v2.conn.takes_reads(1)
     h.conn.close()
-    assert not getattr(h.conn, takes)(1)
+    assert not h.conn.takes_reads(1)
 
 
 def _reader(n: int, runs: bool, max_outstanding: int = 1000, down: str | None = None):

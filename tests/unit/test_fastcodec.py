@@ -11,6 +11,8 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
+
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import fast, v3
 from bkctl.wire.codecs.digest import DigestManager, DigestType
@@ -27,16 +29,6 @@ i64 = st.integers(-(1 << 63), (1 << 63) - 1)
 ids = st.one_of(i64, st.integers(-(1 << 70), 1 << 70),
                 st.sampled_from([0, 1, 127, 128, 16383, 16384, (1 << 63) - 1, 1 << 63, -1, (1 << 64) - 1, 1 << 64]))
 ENC = v3.RequestEncoder()
-
-
-@pytest.fixture(scope="module", params=[True, False], ids=["hardware-crc", "table-crc"])
-def crc_kind(request):
-    """Both CRC32C implementations of the C module (the table one on every machine)."""
-    used = C.hardware_crc32c(request.param)
-    if request.param and not used:
-        pytest.skip("this CPU has no CRC32C instruction")
-    yield used
-    C.hardware_crc32c(True)
 
 
 def python_package(dm: DigestManager, *args) -> bytes:

@@ -39,6 +39,7 @@ def test_the_c_twins_are_in_use_exactly_when_fast_paths_are_on():
     assert (plain.read_request is (_plain.plain_read_request if in_use else v3.plain_read_request))
     assert (plain.v2_add_request is (_plain.v2_add_request if in_use else v2.plain_add_request))
     assert (plain.add_answer is (_plain.add_answer if in_use else plain.py_add_answer))
+    assert (plain.read_answer is (_plain.read_answer if in_use else plain.py_read_answer))
 
 
 needs_c = pytest.mark.skipif(_plain is None, reason="bkctl.wire.codecs._plain is not built")
@@ -156,6 +157,20 @@ def test_add_answer(txn, status, ledger, entry):
 
 
 @needs_c
+@settings(max_examples=400)
+@given(u64, i64, i64, st.binary(max_size=300), i64)
+def test_read_answer(txn, ledger, entry, body, lac):
+    header_field = v3.serialize(v3.read_request(txn, ledger, entry))[:2 + 5 + len(_varint(txn))]
+    want = plain.py_read_answer(header_field, ledger, entry, body, lac)
+    assert _plain.read_answer(header_field, ledger, entry, body, lac) == want
+    msg = v3.parse_response(want[4:])
+    assert int.from_bytes(want[:4], "big") == len(want) - 4
+    read = msg.readResponse
+    assert (msg.header.txnId, msg.status, read.status, read.ledgerId, read.entryId, read.body, read.maxLAC) == \
+        (txn, 0, 0, ledger, entry, body, lac)
+
+
+@needs_c
 def test_only_bytes_and_numbers_in_range_are_taken():
     for fn in (_plain.plain_add_request, _plain.plain_read_request, _plain.v2_add_request):
         with pytest.raises(TypeError):
@@ -166,3 +181,7 @@ def test_only_bytes_and_numbers_in_range_are_taken():
         _plain.add_answer(1, 0, 1 << 63, 1)
     with pytest.raises(TypeError):
         _plain.add_answer(1, 0, 1)
+    with pytest.raises(TypeError):
+        _plain.read_answer(bytearray(b"\x0a\x00"), 1, 1, b"", 0)
+    with pytest.raises(OverflowError):
+        _plain.read_answer(b"\x0a\x00", 1 << 63, 1, b"", 0)

@@ -199,9 +199,18 @@ class AutoRecoveryDaemon(Service):
 
     def _elected(self) -> None:
         self.stats.elections_won += 1
-        self.auditor = Auditor(self.client, self.config, self.reactor, self.stats, auditor_id=self.bookie_id)
-        self.auditor.start().addErrback(
-            lambda f: log.error("auditor could not start: %s", f.getErrorMessage()))
+        auditor = self.auditor = Auditor(self.client, self.config, self.reactor, self.stats,
+                                         auditor_id=self.bookie_id)
+
+        def failed(f) -> None:
+            # a daemon stopped (or demoted) while its auditor started closes what the start
+            # was using: that start's failure is the stop's doing, not news
+            if auditor.running:
+                log.error("auditor could not start: %s", f.getErrorMessage())
+            else:
+                log.debug("auditor stopped while it started: %s", f.getErrorMessage())
+
+        auditor.start().addErrback(failed)
 
     def _demoted(self) -> None:
         auditor, self.auditor = self.auditor, None

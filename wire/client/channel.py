@@ -42,13 +42,13 @@ class BookieChannel(Protocol):
         set (:class:`~bkctl.wire.codecs.add_frames.EncodedAdd`): the writer's
         fast path, each connection only adds its own header."""
 
-    def takes_adds(self, count: int) -> bool:
-        """True when :meth:`add_run` would send ``count`` encoded adds at once,
-        none refused (False: send them one by one with :meth:`add_encoded`)."""
+    def room_for_adds(self, count: int) -> int:
+        """How many of ``count`` encoded adds :meth:`add_run` would send at
+        once, none refused (the others: one by one with :meth:`add_encoded`)."""
 
     def add_run(self, adds: "list[EncodedAdd]", ctxs: list, slots: list[int], on_done: AddDone) -> None:
         """:meth:`add_encoded` of each of ``adds`` (with the ``ctxs`` and
-        ``slots`` beside it), after :meth:`takes_adds` said yes for as many:
+        ``slots`` beside it), as many as :meth:`room_for_adds` gave room for:
         the writer's hot path, one call per bookie for a burst's copies."""
 
     def read(self, ledger_id: int, entry_id: int, *, fence_master_key: bytes | None = None,

@@ -344,18 +344,19 @@ class BookieConnection:
         else:
             self._send_now(proto, req, data, WRITE, self.add_timeout)
 
-    def takes_adds(self, count: int) -> bool:
-        """True when ``count`` encoded adds would all go on the wire at once as
+    def room_for_adds(self, count: int) -> int:
+        """How many of ``count`` encoded adds would go on the wire at once as
         :meth:`add_encoded` sends one (connected, nothing queued, room under
-        ``max_outstanding``; v3 with fast paths): :meth:`add_run` then takes
-        them all, none refused."""
-        return (self._proto is not None and not self._queue and not self._closed and self.use_v3
-                and self.fastpaths and len(self._sent) + count <= self.max_outstanding)
+        ``max_outstanding``; v3 with fast paths; else none): :meth:`add_run`
+        takes that many, none refused."""
+        if self._proto is None or self._queue or self._closed or not (self.use_v3 and self.fastpaths):
+            return 0
+        return max(0, min(count, self.max_outstanding - len(self._sent)))
 
     def add_run(self, adds: "list[EncodedAdd]", ctxs: list, slots: list[int], on_done: AddDone) -> None:
-        """:meth:`add_encoded` of each of ``adds`` once :meth:`takes_adds` said
-        yes for them: their frames built, their deadlines started, registered
-        and written together (a fast path)."""
+        """:meth:`add_encoded` of each of ``adds``, as many as
+        :meth:`room_for_adds` gave room for: their frames built, their
+        deadlines started, registered and written together (a fast path)."""
         reqs, data = self.entries.encoded_adds(adds, ctxs, slots, on_done)
         self._deadlines.start_all(reqs, WRITE, self.add_timeout, self._clock.seconds())
         self.requests.register_all(reqs)

@@ -112,21 +112,13 @@ class EntryRequests:
                 framed = c_add_frame(txn, part)
                 if framed is not None:
                     data, answer_head = framed
-                    req = Request(None, txn, b"", answers.v3_add)
-                    req.op = _OP_ADD
-                    req.fast = answer_head
-                    req.ok = add.v3_tail
-                    req.ids = (add.ledger_id, add.entry_id)
-                    return req, data
+                    return _v3_add_request(txn, answer_head, add), data
             heads = v3.add_header_fields(txn, add.high_priority) if part is not None else None
             if heads is None:  # encoded for v2, or a txnId upb has its own say about
                 return self._add_general(add, txn), None
             head, answer_head = heads
             data = b"".join((length_prefix(len(head) + len(part)), head, part))
-            req = Request(None, txn, b"", answers.v3_add)
-            req.op = _OP_ADD
-            req.fast = answer_head
-            req.ok = add.v3_tail
+            return _v3_add_request(txn, answer_head, add), data
         else:
             data = add.v2_frame
             if data is None:
@@ -141,12 +133,22 @@ class EntryRequests:
         the wire for all of them, each completing through ``on_done`` with the
         ``ctxs`` and ``slots`` beside it: the requests, and their frames joined."""
         encoded_add = self.encoded_add
+        c_add_frame = self._c_add_frame if self.use_v3 else None
+        ids = self._ids
         reqs = []
         frames = []
         for add, ctx, slot in zip(adds, ctxs, slots):
-            req, data = encoded_add(add)
-            if data is None:  # built the general way: its frame goes out with the others
-                data, req.frame = req.frame, b""
+            framed = None
+            if c_add_frame is not None and add.v3_part is not None and not add.high_priority:
+                txn = next(ids)  # encoded_add's C case, inline
+                framed = c_add_frame(txn, add.v3_part)
+            if framed is not None:
+                data, answer_head = framed
+                req = _v3_add_request(txn, answer_head, add)
+            else:
+                req, data = encoded_add(add)
+                if data is None:  # built the general way: its frame goes out with the others
+                    data, req.frame = req.frame, b""
             req.on_done = on_done
             req.ctx = ctx
             req.slot = slot
@@ -222,3 +224,14 @@ class EntryRequests:
         req.ids = (ledger_id, entry_id)
         req.verb = "READ"
         return req
+
+
+def _v3_add_request(txn: int, answer_head: bytes, add: EncodedAdd) -> Request:
+    """The request of a v3 ADD copy on the fast path, whose EOK answer is its
+    header field ``answer_head`` followed by the add's ``v3_tail``."""
+    req = Request(None, txn, b"", answers.v3_add)
+    req.op = _OP_ADD
+    req.fast = answer_head
+    req.ok = add.v3_tail
+    req.ids = (add.ledger_id, add.entry_id)
+    return req

@@ -35,7 +35,8 @@
   adds its header; the adds of a burst (``add_entries``, the adds started
   by completions while a bookie's answers are handed out) are written once
   per bookie, and ``add_entries`` hands each bookie its copies of a burst
-  as one run (one call, one deadline, one registration pass).  Off, each
+  as one run (one call, one deadline, one registration pass) as far as its
+  connection has room on the wire.  Off, each
   copy is encoded by its connection and sent on its own.
 """
 from __future__ import annotations
@@ -373,8 +374,8 @@ class LedgerHandle(ReadHandle):
 
     def _send_run(self, run: list[_PendingAdd]) -> None:
         """:meth:`_send` of a burst's entries (the fast path): each bookie's
-        copies go out as one run when its connection takes them all at once
-        (``takes_adds``), else one by one."""
+        copies go out as one run, as many as its connection has room for on
+        the wire (``room_for_adds``), the rest one by one."""
         if self._changing:
             return  # sent once the ensemble changed (_resend)
         encode = self._adds.encode
@@ -405,21 +406,28 @@ class LedgerHandle(ReadHandle):
                 conn: BookieChannel | None = pool.get(bookie)
             except Exception:  # noqa: BLE001 - _send_slot reports it, copy by copy
                 conn = None
-            if conn is None or not conn.takes_adds(len(adds)):
-                for p, slot in zip(pendings, slots):
-                    if self._state == _FAILED:
-                        return
-                    self._send_slot(p, slot)
-                continue
-            n = self._unanswered.get(bookie, 0) + len(adds)
-            self._unanswered[bookie] = n
-            if n >= self.max_inflight:
-                self._behind.add(bookie)
-            try:
-                conn.add_run(adds, pendings, slots, self._slot_done)
-            except Exception as exc:  # noqa: BLE001 - raised before any copy went out
-                for p, slot in zip(pendings, slots):
-                    self._slot_done(p, slot, bookie, exc)
+            count = len(adds)
+            room = 0 if conn is None else conn.room_for_adds(count)
+            if room:
+                rest = (pendings[room:], slots[room:]) if room < count else None
+                if rest is not None:
+                    adds, pendings, slots = adds[:room], pendings[:room], slots[:room]
+                n = self._unanswered.get(bookie, 0) + room
+                self._unanswered[bookie] = n
+                if n >= self.max_inflight:
+                    self._behind.add(bookie)
+                try:
+                    conn.add_run(adds, pendings, slots, self._slot_done)
+                except Exception as exc:  # noqa: BLE001 - raised before any copy went out
+                    for p, slot in zip(pendings, slots):
+                        self._slot_done(p, slot, bookie, exc)
+                if rest is None:
+                    continue
+                pendings, slots = rest
+            for p, slot in zip(pendings, slots):  # no room on the wire: they queue on the connection
+                if self._state == _FAILED:
+                    return
+                self._send_slot(p, slot)
 
     def _send_slot(self, p: _PendingAdd, slot: int) -> None:
         bookie = p.bookies[slot]

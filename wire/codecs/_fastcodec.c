@@ -7,14 +7,16 @@
  * READ request, taking the body out of its EOK answer, writing the shared
  * part of an ADD and each copy's header.  In Python each is a dozen slices,
  * joins and varint calls; here each is one allocation and a pass over the
- * bytes.
+ * bytes.  One more serves the bookie: the record loop of its checkpoint's
+ * entry log appends, whose checksums and copies are made without the GIL.
  *
  * The Python functions are the reference (bkctl.wire.codecs.v3,
  * bkctl.wire.codecs.digest): every function here gives the same bytes, or
  * returns None for anything it does not cover, and the caller then takes the
  * Python path (which also says what is wrong with bad input).  Used only
  * with fast paths on (bkctl.wire.fastpath); tests/unit/test_fastcodec.py
- * checks each one against its Python twin.
+ * checks each one against its Python twin (log_records:
+ * tests/unit/test_entry_log_records.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -512,6 +514,191 @@ static PyObject *add_frame(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return pair(frame, PyBytes_FromStringAndSize((const char *)p + 4, (Py_ssize_t)head));
 }
 
+/* ------------------------------------------------------------ entry log records */
+
+/* below this many bytes of records the GIL is kept: handing it over costs more than the work */
+#define RECORDS_RELEASE_GIL 65536
+
+PyDoc_STRVAR(log_records_doc,
+"log_records(ledger_id, pairs, start, log_id, pos, limit, budget) -> (chunk, rows) | None\n\n"
+"The records LogWriter.append writes for pairs[start:] (one ledger's\n"
+"(entry_id, data) pairs) into log log_id from offset pos: chunk is their bytes\n"
+"(encode_log_record's, one after the other), rows their index rows\n"
+"(key, location), one per record.  It stops before a record that would end\n"
+"past limit (but always takes the first, which the caller placed), after the\n"
+"record that makes chunk at least budget bytes, and before a pair it does not\n"
+"cover (not a tuple of an int64 id and bytes, a row's field past 32 bits):\n"
+"None when pairs[start] is one (or there is none), and the caller takes its\n"
+"Python path.\n"
+"The checksums and the copies of the data are made without the GIL (for a\n"
+"chunk of 64 KiB or more), so that the thread that flushes leaves the others\n"
+"their cores.");
+
+typedef struct {
+    PyObject *data;
+    long long entry;
+} RecordSource;
+
+/* The records of src[0..k) (``total`` bytes) one after the other at p, each: the CRC32C
+ * of what follows up to its data's end (4 bytes), its head (the length of what follows
+ * the length, as u32; a type byte unless ``type`` is negative; ledger and entry as i64;
+ * big-endian), then its data.  The entry logs' records have no type byte, the journal's
+ * have one.  Without the GIL for RECORDS_RELEASE_GIL bytes and more: p must not be
+ * shared yet and each data must be held. */
+static void write_records(unsigned char *p, const RecordSource *src, Py_ssize_t k, long long ledger, int type,
+                          size_t total)
+{
+    size_t head = type < 0 ? 20 : 21;
+    PyThreadState *saved = total >= RECORDS_RELEASE_GIL ? PyEval_SaveThread() : NULL;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(src[i].data);
+        size_t dn = (size_t)PyBytes_GET_SIZE(src[i].data);
+        unsigned char *ids = p + 8;
+        put_be32(p + 4, (uint32_t)(dn + head - 4));
+        if (type >= 0)
+            *ids++ = (unsigned char)type;
+        put_be64(ids, (uint64_t)ledger);
+        put_be64(ids + 8, (uint64_t)src[i].entry);
+        put_be32(p, crc32c_two(p + 4, head, data, dn));
+        memcpy(p + 4 + head, data, dn);
+        p += 4 + head + dn;
+    }
+    if (saved != NULL)
+        PyEval_RestoreThread(saved);
+}
+
+static PyObject *log_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bk_nargs("log_records", nargs, 7))
+        return NULL;
+    long long ledger = 0, start, pos0, limit, budget;
+    unsigned long long log_id;
+    PyObject *pairs = args[1];
+    if (!PyList_CheckExact(pairs))
+        return PyErr_Format(PyExc_TypeError, "log_records: pairs must be a list");
+    if (!as_i64(args[2], &start) || !as_u64(args[3], &log_id) || !as_i64(args[4], &pos0)
+            || !as_i64(args[5], &limit) || !as_i64(args[6], &budget) || start < 0 || pos0 < 0)
+        return PyErr_Format(PyExc_ValueError, "log_records: the log id and offsets must be 64-bit ints");
+    /* a ledger id that is not an int64: no record covered (the Python path says what is wrong) */
+    Py_ssize_t avail = as_i64(args[0], &ledger) ? PyList_GET_SIZE(pairs) - (Py_ssize_t)start : 0;
+    if (budget / 24 + 1 < avail) /* a record has 24 bytes at least: no more fill the budget */
+        avail = budget > 0 ? (Py_ssize_t)(budget / 24 + 1) : 1;
+    RecordSource *src = PyMem_Malloc(sizeof(RecordSource) * (size_t)(avail > 0 ? avail : 1));
+    if (src == NULL)
+        return PyErr_NoMemory();
+    /* which records: under the GIL, holding each one's data until its copy is made */
+    Py_ssize_t k = 0;
+    long long pos = pos0, total = 0;
+    for (; k < avail; k++) {
+        PyObject *item = PyList_GET_ITEM(pairs, (Py_ssize_t)start + k);
+        long long entry;
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2 || !as_i64(PyTuple_GET_ITEM(item, 0), &entry))
+            break;
+        PyObject *data = PyTuple_GET_ITEM(item, 1);
+        if (!PyBytes_CheckExact(data))
+            break;
+        long long n = (long long)PyBytes_GET_SIZE(data) + 24;
+        if (pos > 0xFFFFFFFFLL || n > 0xFFFFFFFFLL || (k > 0 && pos + n > limit))
+            break;
+        Py_INCREF(data);
+        src[k].data = data;
+        src[k].entry = entry;
+        pos += n;
+        total += n;
+        if (total >= budget) {
+            k++;
+            break;
+        }
+    }
+    PyObject *chunk = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    PyObject *rows = chunk != NULL ? PyList_New(k) : NULL;
+    unsigned char loc[16], key[16];
+    put_be64(loc, (uint64_t)log_id);
+    put_be64(key, (uint64_t)ledger);
+    pos = pos0;
+    for (Py_ssize_t i = 0; rows != NULL && i < k; i++) {
+        uint32_t n = (uint32_t)PyBytes_GET_SIZE(src[i].data) + 24;
+        put_be64(key + 8, (uint64_t)src[i].entry);
+        put_be32(loc + 8, (uint32_t)pos);
+        put_be32(loc + 12, n);
+        PyObject *row = pair(PyBytes_FromStringAndSize((const char *)key, 16),
+                             PyBytes_FromStringAndSize((const char *)loc, 16));
+        if (row == NULL)
+            Py_CLEAR(rows);
+        else
+            PyList_SET_ITEM(rows, i, row);
+        pos += n;
+    }
+    if (rows != NULL) {
+        /* the chunk is not shared yet and each data is held: no Python object changes here */
+        write_records((unsigned char *)PyBytes_AS_STRING(chunk), src, k, ledger, -1, (size_t)total);
+    }
+    for (Py_ssize_t i = 0; i < k; i++)
+        Py_DECREF(src[i].data);
+    PyMem_Free(src);
+    if (rows == NULL) {
+        Py_XDECREF(chunk);
+        return NULL;
+    }
+    if (k == 0) {
+        Py_DECREF(chunk);
+        Py_DECREF(rows);
+        Py_RETURN_NONE;
+    }
+    return pair(chunk, rows);
+}
+
+/* ------------------------------------------------------------ journal records */
+
+PyDoc_STRVAR(journal_entries_doc,
+"journal_entries(ledger_id, entry_ids, bodies, record_type) -> bytes | None\n\n"
+"The bookie journal's records of one ledger's entries, one after the other\n"
+"(bookied.journal's _encode_entry of each): the CRC32C of head and body (4\n"
+"bytes), the head (len(body) + 17 as u32, record_type as a byte, ledger_id\n"
+"and the entry id as i64, big-endian) and the body.  None when an id is not\n"
+"an int64, a body not bytes or the lists differ in length: the caller takes\n"
+"its Python path.  The checksums and copies are made without the GIL for\n"
+"64 KiB of records or more.");
+
+static PyObject *journal_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bk_nargs("journal_entries", nargs, 4))
+        return NULL;
+    long long ledger, type;
+    PyObject *ids = args[1], *bodies = args[2];
+    if (!PyList_CheckExact(ids) || !PyList_CheckExact(bodies) || PyList_GET_SIZE(ids) != PyList_GET_SIZE(bodies)
+            || !as_i64(args[0], &ledger) || !as_i64(args[3], &type) || type < 0 || type > 255)
+        Py_RETURN_NONE;
+    Py_ssize_t k = PyList_GET_SIZE(ids);
+    RecordSource *src = PyMem_Malloc(sizeof(RecordSource) * (size_t)(k > 0 ? k : 1));
+    if (src == NULL)
+        return PyErr_NoMemory();
+    /* under the GIL: every id and body checked, each body held until its copy is made */
+    Py_ssize_t taken = 0;
+    size_t total = 0;
+    for (; taken < k; taken++) {
+        PyObject *data = PyList_GET_ITEM(bodies, taken);
+        long long entry;
+        if (!as_i64(PyList_GET_ITEM(ids, taken), &entry) || !PyBytes_CheckExact(data)
+                || (size_t)PyBytes_GET_SIZE(data) > 0xFFFFFFFFu - 17)
+            break;
+        Py_INCREF(data);
+        src[taken].data = data;
+        src[taken].entry = entry;
+        total += 25 + (size_t)PyBytes_GET_SIZE(data);
+    }
+    PyObject *out = NULL;
+    if (taken == k && (out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total)) != NULL) {
+        write_records((unsigned char *)PyBytes_AS_STRING(out), src, k, ledger, (int)type, total);
+    }
+    for (Py_ssize_t i = 0; i < taken; i++)
+        Py_DECREF(src[i].data);
+    PyMem_Free(src);
+    if (out == NULL && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return out;
+}
+
 /* ------------------------------------------------------------ the answer loop */
 
 static PyObject *str_proto, *str_state, *str_key, *str_ok, *str_fast;
@@ -663,6 +850,8 @@ static PyMethodDef methods[] = {
     {"add_part", (PyCFunction)(void (*)(void))add_part, METH_FASTCALL, add_part_doc},
     {"add_frame", (PyCFunction)(void (*)(void))add_frame, METH_FASTCALL, add_frame_doc},
     {"take_answers", (PyCFunction)(void (*)(void))take_answers, METH_FASTCALL, take_answers_doc},
+    {"log_records", (PyCFunction)(void (*)(void))log_records, METH_FASTCALL, log_records_doc},
+    {"journal_entries", (PyCFunction)(void (*)(void))journal_entries, METH_FASTCALL, journal_entries_doc},
     {"hardware_crc32c", hardware_crc32c, METH_O, hardware_crc32c_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -1,6 +1,6 @@
 /*
  * bkctl.wire.codecs._plain: the C twins of the bookie's hand-made request
- * parsers and of its ADD answer, the hot path of every add and read.
+ * parsers and of its ADD and READ answers, the hot path of every add and read.
  *
  * A bookie takes apart each request a client sends.  The Python twins
  * (bkctl.wire.codecs.v3.plain_add_request / plain_read_request,
@@ -26,7 +26,7 @@
 
 /* Checked by v3.py before these twins are used: a build older than the
  * sources (another API) is not. */
-#define PLAIN_API 2
+#define PLAIN_API 3
 
 /* The bytes of a BKPacketHeader up to its txnId varint: version 3, the
  * operation (ADD_ENTRY 2, READ_ENTRY 1), the txnId tag. */
@@ -185,6 +185,34 @@ static PyObject *v2_add_request(PyObject *self, PyObject *arg)
                          n - 4 - MASTER_KEY_LENGTH);
 }
 
+/* A bytes object for a frame of ``payload`` bytes, its 4-byte length written and
+ * *o at its payload; NULL (an exception set) when it cannot be made. */
+static PyObject *new_frame(size_t payload, uint8_t **o)
+{
+    if (payload > 0x7FFFFFFF) {
+        PyErr_SetString(PyExc_OverflowError, "answer too large for a frame");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 + payload));
+    if (out == NULL)
+        return NULL;
+    uint8_t *p = (uint8_t *)PyBytes_AS_STRING(out);
+    p[0] = (uint8_t)(payload >> 24);
+    p[1] = (uint8_t)(payload >> 16);
+    p[2] = (uint8_t)(payload >> 8);
+    p[3] = (uint8_t)payload;
+    *o = p + 4;
+    return out;
+}
+
+/* A field's tag byte, then its ``n`` bytes (a varint already encoded): past them. */
+static inline uint8_t *put_tagged(uint8_t *o, uint8_t tag, const uint8_t *v, size_t n)
+{
+    *o++ = tag;
+    memcpy(o, v, n);
+    return o + n;
+}
+
 PyDoc_STRVAR(add_answer_doc,
 "add_answer(txn_id: int, status: int, ledger_id: int, entry_id: int) -> bytes\n\n"
 "frame(AddResponseEncoder().encode(txn_id, status, ledger_id, entry_id)) for a v3\n"
@@ -217,35 +245,76 @@ static PyObject *add_answer(PyObject *self, PyObject *const *args, Py_ssize_t na
            ne = bk_put_varint(entry_v, (uint64_t)entry) - entry_v, nt = bk_put_varint(txn_v, txn) - txn_v;
     size_t header = 5 + nt, inner = 1 + ns + 1 + nl + 1 + ne; /* both < 0x80: one-byte lengths */
     size_t payload = 2 + header + 1 + ns + 2 + 1 + inner;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 + payload));
+    uint8_t *o;
+    PyObject *out = new_frame(payload, &o);
     if (out == NULL)
         return NULL;
-    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(out);
-    o[0] = (uint8_t)(payload >> 24);
-    o[1] = (uint8_t)(payload >> 16);
-    o[2] = (uint8_t)(payload >> 8);
-    o[3] = (uint8_t)payload;
-    o += 4;
     *o++ = 0x0a; /* header (1) */
     *o++ = (uint8_t)header;
     memcpy(o, ADD_HEADER_START, 5);
     o += 5;
     memcpy(o, txn_v, nt);
-    o += nt;
-    *o++ = 0x10; /* status (2) */
-    memcpy(o, status_v, ns);
-    o += ns;
+    o = put_tagged(o + nt, 0x10, status_v, ns); /* status (2) */
     *o++ = ADD_FIELD[0]; /* addResponse (101) */
     *o++ = ADD_FIELD[1];
     *o++ = (uint8_t)inner;
-    *o++ = 0x08; /* status (1) */
-    memcpy(o, status_v, ns);
-    o += ns;
-    *o++ = 0x10; /* ledgerId (2) */
-    memcpy(o, ledger_v, nl);
-    o += nl;
-    *o++ = 0x18; /* entryId (3) */
-    memcpy(o, entry_v, ne);
+    o = put_tagged(o, 0x08, status_v, ns); /* status (1) */
+    o = put_tagged(o, 0x10, ledger_v, nl); /* ledgerId (2) */
+    put_tagged(o, 0x18, entry_v, ne); /* entryId (3) */
+    return out;
+}
+
+PyDoc_STRVAR(read_answer_doc,
+"read_answer(header_field, ledger_id, entry_id, body, max_lac) -> bytes\n\n"
+"frame(v3.read_answer(header_field, ledger_id, entry_id, body, max_lac)), in C:\n"
+"the framed EOK answer to a plain READ_ENTRY request whose header field (tag\n"
+"included) is ``header_field``.");
+
+static PyObject *read_answer(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bk_nargs("read_answer()", nargs, 5))
+        return NULL;
+    PyObject *head = args[0], *body = args[3];
+    if (!need_bytes(head) || !need_bytes(body))
+        return NULL;
+    long long ledger = PyLong_AsLongLong(args[1]);
+    if (ledger == -1 && PyErr_Occurred())
+        return NULL;
+    long long entry = PyLong_AsLongLong(args[2]);
+    if (entry == -1 && PyErr_Occurred())
+        return NULL;
+    long long lac = PyLong_AsLongLong(args[4]);
+    if (lac == -1 && PyErr_Occurred())
+        return NULL;
+    /* int64s as protobuf writes them: a negative value sign-extended to 64 bits */
+    uint8_t ledger_v[10], entry_v[10], lac_v[10], body_len_v[10], inner_len_v[10];
+    Py_ssize_t nh = PyBytes_GET_SIZE(head), nb = PyBytes_GET_SIZE(body);
+    size_t nl = bk_put_varint(ledger_v, (uint64_t)ledger) - ledger_v;
+    size_t ne = bk_put_varint(entry_v, (uint64_t)entry) - entry_v;
+    size_t nc = bk_put_varint(lac_v, (uint64_t)lac) - lac_v;
+    size_t nbl = bk_put_varint(body_len_v, (uint64_t)nb) - body_len_v;
+    /* ReadResponse: status EOK (1), ledgerId (2), entryId (3), body (4), maxLAC (5) */
+    size_t inner = 2 + 1 + nl + 1 + ne + 1 + nbl + (size_t)nb + 1 + nc;
+    size_t nil = bk_put_varint(inner_len_v, (uint64_t)inner) - inner_len_v;
+    size_t payload = (size_t)nh + 4 + nil + inner;
+    uint8_t *o;
+    PyObject *out = new_frame(payload, &o);
+    if (out == NULL)
+        return NULL;
+    memcpy(o, PyBytes_AS_STRING(head), (size_t)nh);
+    o += nh;
+    *o++ = 0x10; /* Response.status EOK (2) */
+    *o++ = 0x00;
+    o = put_tagged(o, READ_FIELD[0], READ_FIELD + 1, 1); /* readResponse (100) */
+    memcpy(o, inner_len_v, nil);
+    o += nil;
+    *o++ = 0x08; /* status EOK (1) */
+    *o++ = 0x00;
+    o = put_tagged(o, 0x10, ledger_v, nl); /* ledgerId (2) */
+    o = put_tagged(o, 0x18, entry_v, ne); /* entryId (3) */
+    o = put_tagged(o, 0x22, body_len_v, nbl); /* body (4) */
+    memcpy(o, PyBytes_AS_STRING(body), (size_t)nb);
+    put_tagged(o + nb, 0x28, lac_v, nc); /* maxLAC (5) */
     return out;
 }
 
@@ -254,12 +323,13 @@ static PyMethodDef plain_methods[] = {
     {"plain_read_request", (PyCFunction)plain_read_request, METH_O, plain_read_request_doc},
     {"v2_add_request", (PyCFunction)v2_add_request, METH_O, v2_add_request_doc},
     {"add_answer", (PyCFunction)(void (*)(void))add_answer, METH_FASTCALL, add_answer_doc},
+    {"read_answer", (PyCFunction)(void (*)(void))read_answer, METH_FASTCALL, read_answer_doc},
     {NULL},
 };
 
 static struct PyModuleDef plain_module = {
     PyModuleDef_HEAD_INIT, "bkctl.wire.codecs._plain",
-    "C twins of the bookie's plain request parsers and its ADD answer (see _plain.c).", -1, plain_methods,
+    "C twins of the bookie's plain request parsers and its ADD and READ answers (see _plain.c).", -1, plain_methods,
     NULL, NULL, NULL, NULL,
 };
 

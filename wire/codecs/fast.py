@@ -9,7 +9,10 @@ and the CRC32C check of ``payload_checker`` (digest), ``RequestEncoder.read_fram
 and ``add_part``, the ADD header of ``EntryRequests.encoded_add``, and
 :func:`~bkctl.wire.codecs.v3.plain_read_body` (tests/unit/test_fastcodec.py);
 ``take_answers`` is the loop of ``BookieConnection.fast_answers`` over a chunk
-of answers (tests/unit/test_client_take_answers.py).
+of answers (tests/unit/test_client_take_answers.py).  Two serve the bookie:
+``log_records``, the record loop of its entry logs' ``LogWriter.append``
+(tests/unit/test_entry_log_records.py), and ``journal_entries``, its journal's
+records of a run of adds (tests/unit/test_journal_entries_c.py).
 """
 from __future__ import annotations
 

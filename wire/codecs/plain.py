@@ -1,12 +1,14 @@
 """The bookie's hot-path twins, chosen in one place: its parsers of plain
-requests and its ADD answer, in C (``_plain.c``) when that is built and fast
+requests and its ADD and READ answers, in C (``_plain.c``) when that is built and fast
 paths are on, else in Python.
 
 * :data:`add_request` -- :func:`.v3.plain_add_request`;
 * :data:`read_request` -- :func:`.v3.plain_read_request`;
 * :data:`v2_add_request` -- :func:`.v2.plain_add_request`;
 * :data:`add_answer` -- ``(txnId, v3 status, ledgerId, entryId)`` -> the framed
-  answer to an ADD_ENTRY request (:class:`.v3.AddResponseEncoder`, framed).
+  answer to an ADD_ENTRY request (:class:`.v3.AddResponseEncoder`, framed);
+* :data:`read_answer` -- ``(header field, ledgerId, entryId, body, maxLAC)``
+  -> the framed EOK answer to a plain READ_ENTRY request (:func:`.v3.read_answer`, framed).
 
 The Python twins are the reference; the C ones give the same values for every
 input (tests/unit/test_plain_c.py, the fuzz target ``plain_c_twins``).  The
@@ -22,7 +24,7 @@ from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
 
 #: What the C twins' ``API`` must be (a build older than the sources is not used).
-C_API = 2
+C_API = 3
 
 
 def c_twins():
@@ -47,9 +49,15 @@ def py_add_answer(txn_id: int, status: int, ledger_id: int, entry_id: int) -> by
     return frame(encoder.encode(txn_id, status, ledger_id, entry_id))
 
 
+def py_read_answer(header_field: bytes, ledger_id: int, entry_id: int, body: bytes, max_lac: int) -> bytes:
+    """The framed EOK answer to a plain READ_ENTRY request whose header field is ``header_field``."""
+    return v3.ReadAnswers(ledger_id, max_lac).framed(header_field, entry_id, body)
+
+
 #: The C module in use, or None.
 C = c_twins()
 add_request = C.plain_add_request if C else v3.plain_add_request
 read_request = C.plain_read_request if C else v3.plain_read_request
 v2_add_request = C.v2_add_request if C else v2.plain_add_request
 add_answer = C.add_answer if C else py_add_answer
+read_answer = C.read_answer if C else py_read_answer

@@ -1,0 +1,144 @@
+"""The C twin of LogWriter.append's record loop (``_fastcodec.log_records``) against the
+Python loop: the same log files byte for byte, the same index rows and the same per-log
+counts, across rolls to new logs (records bigger than a log among them), write chunks,
+pairs the twin leaves to Python, and both CRC32C implementations of the C module; and it
+is the loop in use when built and fast paths are on.  With the C module not built the
+comparisons are skipped, saying so."""
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import struct
+import tempfile
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
+
+from bkctl.bookied import disk_layout
+from bkctl.bookied.storage import entry_log, scan_records
+from bkctl.bookied.storage.entry_log import LOG_HEADER_SIZE, EntryLogger, LogWriter, encode_log_record
+from bkctl.wire import fastpath
+from bkctl.wire.codecs import fast
+
+C = fast.load(True)
+needs_c = pytest.mark.skipif(C is None, reason="bkctl.wire.codecs._fastcodec is not built: "
+                                               "nothing to compare the Python record loop with")
+
+
+@contextlib.contextmanager
+def patched(owner, name: str, value):
+    """``owner.name`` is ``value`` meanwhile (hypothesis' examples share a test's fixtures)."""
+    saved = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, saved)
+
+
+def appended(calls: list, limit: int, records) -> tuple[list, dict, list]:
+    """Run ``calls`` (lists of batches) through one LogWriter of a new directory with the
+    record loop ``records`` (None: Python's): ``(results, logs, writes)``, the results of
+    the appends, each log's bytes after its header (whose time differs), and the sizes of
+    the writes made."""
+    writes = []
+    real_write = disk_layout.write_all
+
+    def write_all(fd, data, what):
+        writes.append(len(data))
+        real_write(fd, data, what)
+
+    with patched(disk_layout, "write_all", write_all), tempfile.TemporaryDirectory() as d:
+        writer = LogWriter(EntryLogger(d, limit))
+        writer.log_records = records
+        results = [writer.append(batches) for batches in calls]
+        writer.close()
+        logs = {}
+        for log_id, path in sorted(writer.logger.on_disk().items()):
+            with open(path, "rb") as f:
+                logs[log_id] = f.read()[LOG_HEADER_SIZE:]
+    return results, logs, writes
+
+
+def both(calls: list, limit: int):
+    """The C loop's and the Python loop's :func:`appended`, asserted equal; the C one."""
+    fast_run = appended(calls, limit, C.log_records)
+    assert fast_run == appended(calls, limit, None)
+    return fast_run
+
+
+# small records, and records over the size above which the C loop lets the GIL go
+datas = st.one_of(st.binary(max_size=300),
+                  st.builds(lambda n, seed: random.Random(seed).randbytes(n), st.integers(65_000, 70_000), st.integers()))
+ledgers = st.lists(st.tuples(st.integers(0, (1 << 63) - 1),
+                             st.lists(st.tuples(st.integers(-1, (1 << 63) - 1), datas), max_size=12)),
+                   max_size=4)
+
+
+@needs_c
+@settings(max_examples=60, deadline=None)
+@given(calls=st.lists(ledgers, min_size=1, max_size=3), limit=st.sampled_from([65, 400, 2000, 100_000]),
+       chunk=st.sampled_from([1, 256, entry_log._WRITE_CHUNK]))
+def test_the_c_loop_writes_what_the_python_loop_writes(crc_kind, calls, limit, chunk):
+    with patched(entry_log, "_WRITE_CHUNK", chunk):
+        _results, logs, _writes = both(calls, limit)
+    records = [encode_log_record(lid, eid, data) for batches in calls for lid, pairs in batches for eid, data in pairs]
+    assert b"".join(logs.values()) == b"".join(records)
+
+
+@needs_c
+@pytest.mark.parametrize("slack", [0, -1, 50], ids=["third-ends-at-the-limit", "third-one-byte-past", "room-left"])
+def test_a_roll_starts_the_next_log_with_the_record_that_did_not_fit(crc_kind, tmp_path, slack):
+    pairs = [(e, bytes([e]) * 100) for e in range(10)]  # 124-byte records
+    per_log = 3 if slack >= 0 else 2
+    [(rows, added)], logs, writes = both([[(7, pairs)]], LOG_HEADER_SIZE + 3 * 124 + slack)
+    counts = [min(per_log, 10 - first) for first in range(0, 10, per_log)]
+    assert sorted(logs) == list(range(1, len(counts) + 1))
+    assert [len(body) // 124 for body in logs.values()] == counts
+    assert added == {i + 1: [LOG_HEADER_SIZE + 124 * c, 124 * c, c] for i, c in enumerate(counts)}
+    assert writes == [size for c in counts for size in (LOG_HEADER_SIZE, 124 * c)]  # a header, its records
+    locations = [entry_log.LOC.unpack(loc) for _key, loc in rows]
+    assert locations == [(1 + e // per_log, LOG_HEADER_SIZE + 124 * (e % per_log), 124) for e in range(10)]
+    assert [entry_log.KEY.unpack(key) for key, _loc in rows] == [(7, e) for e in range(10)]
+    # and each log reads back with the entries it was given
+    for log_id, body in logs.items():
+        path = tmp_path / f"{log_id}.bel"
+        path.write_bytes(entry_log.encode_log_header(log_id) + body)
+        got = [(lid, eid, data) for _off, _ln, lid, eid, data in scan_records(str(path))]
+        first = per_log * (log_id - 1)
+        assert got == [(7, e, bytes([e]) * 100) for e in range(first, min(10, first + per_log))]
+
+
+@needs_c
+def test_a_record_bigger_than_a_log_has_a_log_of_its_own(crc_kind):
+    pairs = [(0, b"a" * 10), (1, os.urandom(200_000)), (2, b"c" * 10)]
+    _results, logs, _writes = both([[(3, pairs)]], 1000)
+    assert [len(body) for body in logs.values()] == [34, 200_024, 34]
+
+
+@needs_c
+def test_pairs_the_c_loop_does_not_cover_are_written_by_the_python_loop(crc_kind):
+    pairs = [(0, b"x"), (1, bytearray(b"y")), (2, b"z"), (3, memoryview(b"w")), (4, b"v"), (True, b"u")]
+    _results, logs, _writes = both([[(9, pairs), (10, [(0, b"t")])]], 1 << 20)
+    for ledger_id, start in ((9, 1), (9, 3), (9, 5), (9, 6), (1 << 63, 0)):
+        assert C.log_records(ledger_id, pairs, start, 1, LOG_HEADER_SIZE, 1 << 20, 1 << 20) is None
+    chunk, rows = C.log_records(9, pairs, 2, 1, LOG_HEADER_SIZE, 1 << 20, 1 << 20)
+    assert chunk == encode_log_record(9, 2, b"z") and len(rows) == 1
+
+
+@needs_c
+def test_ids_the_python_loop_refuses_it_refuses_too():
+    for batches in ([(1 << 63, [(0, b"x")])], [(1, [(1 << 63, b"x")])]):
+        for records in (C.log_records, None):
+            with pytest.raises(struct.error):
+                appended([batches], 1 << 20, records)
+
+
+def test_the_c_loop_is_in_use_when_built_and_fast_paths_are_on():
+    in_use = fast.C is not None and LogWriter.log_records is fast.C.log_records
+    assert in_use == (fastpath.ENABLED and C is not None)
+    assert LogWriter.log_records is None or in_use

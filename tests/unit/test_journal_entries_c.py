@@ -1,0 +1,88 @@
+"""The C twin of the journal's records of a run of adds (``_fastcodec.journal_entries``)
+against the Python encoder (``_encode_entry`` of each, joined): the same bytes, for both
+CRC32C implementations of the C module and across the size where it lets the GIL go;
+None for what it does not cover, which the journal then encodes in Python; and a
+journal written through it replays the entries.  With the C module not built the
+comparisons are skipped, saying so."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
+
+from bkctl.bookied import journal
+from bkctl.bookied.journal import T_ENTRY, EntryRecord, Journal, _encode_entry
+from bkctl.wire import fastpath
+from bkctl.wire.codecs import fast
+
+C = fast.load(True)
+needs_c = pytest.mark.skipif(C is None, reason="bkctl.wire.codecs._fastcodec is not built: "
+                                               "nothing to compare the journal's Python encoder with")
+i64 = st.integers(-(1 << 63), (1 << 63) - 1)
+
+
+def python_records(ledger_id, entry_ids, bodies) -> bytes:
+    return b"".join(_encode_entry(ledger_id, e, b) for e, b in zip(entry_ids, bodies))
+
+
+@needs_c
+@settings(max_examples=200, deadline=None)
+@given(i64, st.lists(st.tuples(i64, st.binary(max_size=300)), max_size=20))
+def test_the_same_bytes_as_the_python_encoder(crc_kind, ledger_id, entries):
+    entry_ids = [e for e, _ in entries]
+    bodies = [b for _, b in entries]
+    assert C.journal_entries(ledger_id, entry_ids, bodies, T_ENTRY) == python_records(ledger_id, entry_ids, bodies)
+
+
+@needs_c
+def test_the_same_bytes_where_it_lets_the_gil_go(crc_kind):
+    """64 KiB of records and more: the checksums and copies are made without the GIL."""
+    bodies = [bytes([i % 251]) * (4096 + i) for i in range(40)]
+    entry_ids = list(range(1000, 1040))
+    got = C.journal_entries(7, entry_ids, bodies, T_ENTRY)
+    assert len(got) > 64 * 1024 and got == python_records(7, entry_ids, bodies)
+
+
+@needs_c
+def test_what_it_does_not_cover_is_left_to_python():
+    for args in ((1, [1, 2], [b"a"], T_ENTRY),          # lists of different lengths
+                 (1, [1], [bytearray(b"a")], T_ENTRY),   # a body that is not bytes
+                 (1, [1 << 63], [b"a"], T_ENTRY),         # an id past int64
+                 (1, (1,), [b"a"], T_ENTRY),              # not a list
+                 (1, [1], [b"a"], 256)):                 # not a record type
+        assert C.journal_entries(*args) is None
+    assert C.journal_entries(1, [], [], T_ENTRY) == b""
+
+
+def test_the_journal_uses_it_exactly_when_fast_paths_are_on(tmp_path):
+    want = getattr(fast.load(True), "journal_entries", None) if fastpath.ENABLED else None
+    assert journal._C_ENTRIES is want
+    with Journal(str(tmp_path / "a"), fastpaths=False) as off:
+        assert off._c_entries is None
+
+
+@pytest.mark.parametrize("fastpaths", [True, False], ids=["c", "python"])
+def test_a_run_written_either_way_replays_its_entries(tmp_path, fastpaths):
+    bodies = [b"entry %d" % i * (1 + i * 500) for i in range(30)]
+    path = str(tmp_path / "journal")
+    done: list = []
+    both = threading.Event()
+
+    def durable(error) -> None:
+        done.append(error)
+        if len(done) == 2:
+            both.set()
+
+    with Journal(path, max_group_wait_ms=0, fastpaths=fastpaths) as j:
+        j.start()
+        j.append_entries(9, list(range(30)), bodies, durable)
+        j.append_entries(9, [30], [bytearray(b"not bytes")], durable)  # the Python path, either way
+        assert both.wait(30)
+    assert done == [None, None]
+    replayed = [r for r in Journal(path).replay() if isinstance(r, EntryRecord)]
+    assert [(r.ledger_id, r.entry_id, r.data) for r in replayed] == \
+        [(9, i, b) for i, b in enumerate(bodies)] + [(9, 30, b"not bytes")]
