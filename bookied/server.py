@@ -60,6 +60,11 @@ _now = time.perf_counter
 #: rest of the chunk is served: the client starts on them meanwhile, where it waited
 #: for the whole chunk (a window of 1,000 pipelined reads is milliseconds of a bookie's work).
 _STREAMED_ANSWERS = 16 * 1024
+#: Bytes read from a connection at a time (a transport's bufferSize, also the answers it
+#: buffers before it pauses us).  Twisted reads once per connection per reactor turn, 64 KiB
+#: by default, and the journal commits once per turn: with 4 KiB adds that made groups of ~15
+#: records, a quarter of what a larger read gives (Netty reads up to 16 x 64 KiB a turn).
+READ_SIZE = 256 * 1024
 #: At most this many pipelined plain v3 reads are served with one store call.
 _READ_RUN_MAX = 1024
 #: Most adds served as one run (:meth:`BookieProtocol._plain_adds`).
@@ -116,10 +121,12 @@ class BookieProtocol(protocol.Protocol):
     def connectionMade(self):
         if hasattr(self.transport, "setTcpNoDelay"):
             self.transport.setTcpNoDelay(True)  # small acks must not wait for Nagle (Java: serverTcpNoDelay)
+        if hasattr(self.transport, "bufferSize"):
+            self.transport.bufferSize = READ_SIZE
         self.metrics.connections.inc()
         self.bookie.connection_opened(self)
         # Answers a client does not read pile up in the transport; past its
-        # bufferSize it pauses us, and we stop reading requests until they have
+        # bufferSize (READ_SIZE) it pauses us, and we stop reading requests until they have
         # drained: TCP back-pressure, as Java's bookie turns autoRead off on an
         # unwritable channel. Memory stays bounded by one answer over the buffer.
         self.transport.registerProducer(self, True)

@@ -467,7 +467,9 @@ def test_a_client_that_does_not_read_its_answers_is_not_read_either(env, protoco
     caplog.set_level("INFO", logger="bookied.server")
     read, answer = READS[protocol_version]
     c = env.connect()
-    big = b"z" * 100_000  # one answer is more than the transport's 64 KiB buffer
+    from bkctl.bookied.server import READ_SIZE
+
+    big = b"z" * (READ_SIZE + 50_000)  # one answer is more than the transport's buffer (READ_SIZE)
     add(c, 0)
     env.journal.sync()
     c.send(v2.AddRequest(2, 0, KEY, entry(1, payload=big), 1, 1).encode())
@@ -894,3 +896,17 @@ def test_a_long_chunk_of_reads_streams_its_answers_while_the_rest_is_served(env)
     got = [v3.parse_response(a) for a in FrameDecoder().feed(t.sent)]
     assert [r.header.txnId for r in got] == [r.header.txnId for r in reads]
     assert all(r.status == 0 for r in got)
+
+
+def test_a_connection_reads_and_buffers_read_size_at_a_time(env):
+    """Twisted reads a transport's bufferSize per reactor turn and the journal commits
+    once a turn: the bookie's connections read READ_SIZE (256 KiB) at a time, not 64 KiB."""
+    from bkctl.bookied.server import READ_SIZE
+
+    class SizedTransport(StringTransport):
+        bufferSize = 64 * 1024  # Twisted's default, as a TCP transport has it
+
+    factory = BookieServerFactory(env.bookie, Metrics())
+    transport = SizedTransport()
+    factory.buildProtocol(None).makeConnection(transport)
+    assert READ_SIZE == 256 * 1024 and transport.bufferSize == READ_SIZE
