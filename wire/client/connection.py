@@ -349,7 +349,7 @@ class BookieConnection:
         :meth:`add_encoded` sends one (connected, nothing queued, room under
         ``max_outstanding``; v3 with fast paths; else none): :meth:`add_run`
         takes that many, none refused."""
-        if self._proto is None or self._queue or self._closed or not (self.use_v3 and self.fastpaths):
+        if not self._takes_runs():
             return 0
         return max(0, min(count, self.max_outstanding - len(self._sent)))
 
@@ -387,8 +387,12 @@ class BookieConnection:
         :meth:`read_with_callback` sends one (connected, nothing queued, room
         under ``max_outstanding``; v3 with fast paths): :meth:`read_run` then
         takes them all, none refused."""
-        return (self._proto is not None and not self._queue and not self._closed and self.use_v3
-                and self.fastpaths and len(self._sent) + count <= self.max_outstanding)
+        return self._takes_runs() and len(self._sent) + count <= self.max_outstanding
+
+    def _takes_runs(self) -> bool:
+        """Whether runs (of reads or of adds) may go on the wire at once, room
+        under ``max_outstanding`` permitting: up, nothing queued, v3 with fast paths."""
+        return self._proto is not None and not self._queue and not self._closed and self.use_v3 and self.fastpaths
 
     def read_run(self, ledger_id: int, entry_ids, on_done: ReadDone) -> None:
         """:meth:`read_with_callback` of each of ``entry_ids`` (ctx: the entry

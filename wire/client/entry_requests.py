@@ -133,22 +133,12 @@ class EntryRequests:
         the wire for all of them, each completing through ``on_done`` with the
         ``ctxs`` and ``slots`` beside it: the requests, and their frames joined."""
         encoded_add = self.encoded_add
-        c_add_frame = self._c_add_frame if self.use_v3 else None
-        ids = self._ids
         reqs = []
         frames = []
         for add, ctx, slot in zip(adds, ctxs, slots):
-            framed = None
-            if c_add_frame is not None and add.v3_part is not None and not add.high_priority:
-                txn = next(ids)  # encoded_add's C case, inline
-                framed = c_add_frame(txn, add.v3_part)
-            if framed is not None:
-                data, answer_head = framed
-                req = _v3_add_request(txn, answer_head, add)
-            else:
-                req, data = encoded_add(add)
-                if data is None:  # built the general way: its frame goes out with the others
-                    data, req.frame = req.frame, b""
+            req, data = encoded_add(add)
+            if data is None:  # built the general way: its frame goes out with the others
+                data, req.frame = req.frame, b""
             req.on_done = on_done
             req.ctx = ctx
             req.slot = slot

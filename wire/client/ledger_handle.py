@@ -351,17 +351,29 @@ class LedgerHandle(ReadHandle):
             self._send(p)
         return d
 
-    def _send(self, p: _PendingAdd) -> None:
-        p.bookies = self.write_set(p.entry_id)
+    def _address(self, p: _PendingAdd) -> tuple[str, ...]:
+        """Give ``p`` its write set (no copy acknowledged yet) and, on the fast
+        path, its ADD encoded once for it; returns the write set."""
+        bookies = p.bookies = self.write_set(p.entry_id)
         p.acked = 0
         p.acks = 0
         if self._adds is not None and p.encoded is None:
             p.encoded = self._adds.encode(self.ledger_id, p.entry_id, self.master_key, p.body,
                                           self.recovery, self.recovery)
-        for slot in range(len(p.bookies)):
+        return bookies
+
+    def _send(self, p: _PendingAdd) -> None:
+        for slot in range(len(self._address(p))):
             if self._state == _FAILED:
                 return
             self._send_slot(p, slot)
+
+    def _count_sent(self, bookie: str, n: int) -> None:
+        """``n`` more writes to ``bookie`` unanswered: it is behind at ``max_inflight``."""
+        unanswered = self._unanswered.get(bookie, 0) + n
+        self._unanswered[bookie] = unanswered
+        if unanswered >= self.max_inflight:
+            self._behind.add(bookie)
 
     def _run_room(self) -> int:
         """How many entries a run may hold: each puts at most one copy on a
@@ -378,17 +390,10 @@ class LedgerHandle(ReadHandle):
         the wire (``room_for_adds``), the rest one by one."""
         if self._changing:
             return  # sent once the ensemble changed (_resend)
-        encode = self._adds.encode
-        ledger_id, master_key, recovery = self.ledger_id, self.master_key, self.recovery
-        write_set = self.write_set
         copies: dict[str, tuple[list, list, list]] = {}
         for p in run:
-            bookies = p.bookies = write_set(p.entry_id)
-            p.acked = 0
-            p.acks = 0
+            bookies = self._address(p)
             encoded = p.encoded
-            if encoded is None:
-                encoded = p.encoded = encode(ledger_id, p.entry_id, master_key, p.body, recovery, recovery)
             for slot, bookie in enumerate(bookies):
                 mine = copies.get(bookie)
                 if mine is None:
@@ -406,25 +411,15 @@ class LedgerHandle(ReadHandle):
                 conn: BookieChannel | None = pool.get(bookie)
             except Exception:  # noqa: BLE001 - _send_slot reports it, copy by copy
                 conn = None
-            count = len(adds)
-            room = 0 if conn is None else conn.room_for_adds(count)
+            room = 0 if conn is None else conn.room_for_adds(len(adds))
             if room:
-                rest = (pendings[room:], slots[room:]) if room < count else None
-                if rest is not None:
-                    adds, pendings, slots = adds[:room], pendings[:room], slots[:room]
-                n = self._unanswered.get(bookie, 0) + room
-                self._unanswered[bookie] = n
-                if n >= self.max_inflight:
-                    self._behind.add(bookie)
+                self._count_sent(bookie, room)
                 try:
-                    conn.add_run(adds, pendings, slots, self._slot_done)
+                    conn.add_run(adds[:room], pendings[:room], slots[:room], self._slot_done)
                 except Exception as exc:  # noqa: BLE001 - raised before any copy went out
-                    for p, slot in zip(pendings, slots):
+                    for p, slot in zip(pendings[:room], slots[:room]):
                         self._slot_done(p, slot, bookie, exc)
-                if rest is None:
-                    continue
-                pendings, slots = rest
-            for p, slot in zip(pendings, slots):  # no room on the wire: they queue on the connection
+            for p, slot in zip(pendings[room:], slots[room:]):  # no room on the wire: they queue
                 if self._state == _FAILED:
                     return
                 self._send_slot(p, slot)
@@ -433,10 +428,7 @@ class LedgerHandle(ReadHandle):
         bookie = p.bookies[slot]
         if bookie in self._failed:
             return  # replaced by the ensemble change under way; sent then
-        n = self._unanswered.get(bookie, 0) + 1
-        self._unanswered[bookie] = n
-        if n >= self.max_inflight:
-            self._behind.add(bookie)
+        self._count_sent(bookie, 1)
         try:
             conn: BookieChannel = self.client.pool.get(bookie)
             # The connection calls _slot_done back: no Deferred per copy.
