@@ -186,8 +186,8 @@ class Bookie:
             return
 
         if write_data and not self._journaled(
-                journal, lambda: journal.append(EntryRecord(ledger_id, entry_id, body),
-                                                _Durable(self, journal, callback), sync=not deferred_sync),
+                journal, lambda: journal.append(EntryRecord(ledger_id, entry_id, body), _Durable(self, journal, callback),
+                                                sync=not deferred_sync, patient=recovery),
                 callback):
             return
         self._note_lac(ledger_id, _LAC_IN_ENTRY.unpack_from(body, 16)[0] if len(body) >= 24 else -1)
@@ -218,7 +218,8 @@ class Bookie:
             entry_ids, bodies = entry_ids[:put], bodies[:put]
             reply = reply.first(put)
         if self._journaled(journal, lambda: journal.append_entries(ledger_id, entry_ids, bodies,
-                                                                   _Durable(self, journal, reply)), reply):
+                                                                   _Durable(self, journal, reply), recovery),
+                           reply):
             self._note_lac(ledger_id, max(map(_lac_of_entry, bodies)))
 
     def _journaled(self, journal, append: Callable[[], None], callback: Callable[[int], None]) -> bool:

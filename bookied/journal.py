@@ -52,329 +52,34 @@ the records to the entry store (all operations are idempotent), then calls
 ``start()``, which always opens a new journal file, as Java does at each
 restart.
 
-On-disk format (ours, not Java's; version 1)
---------------------------------------------
-Files live in ``D/current/`` and are named ``<16 lowercase hex digits>.bjn``
-after their id; ids only grow (a new file gets max(existing ids, checkpoint
-file id) + 1). Each file starts with a 64-byte header::
-
-    0  4s  magic "BKDJ"
-    4  u32 format version (1)
-    8  u64 file id
-    16 u64 creation time, ms since the epoch
-    24 u32 CRC32C of bytes 0..24
-    28 zero padding up to 64
-
-then records, back to back (all integers big-endian)::
-
-    u32 crc     CRC32C of everything after this field (len .. end of body)
-    u32 len     number of bytes after this field (type byte + body)
-    u8  type    1 entry, 2 master key, 3 fence, 4 explicit LAC
-    i64 ledgerId
-    body        entry:        i64 entryId | packaged entry bytes
-                master key:   key bytes
-                fence:        nothing
-                explicit LAC: LAC body bytes
-
-Files are preallocated with ``posix_fallocate`` (``preallocate_mb`` at a
-time), so the tail of a file is normally zeros; a zero ``len`` ends it. A file
-rolls to the next id once adding a group would take it past ``max_size_mb``
-(a group is split at record boundaries; a single record larger than the limit
-gets a file to itself). The checkpoint mark is ``D/current/bookied.lastmark``:
-``"BKDM" | u32 version 1 | u64 file id | u64 offset | u32 CRC32C`` (28 bytes).
-
-Replay and damaged files
-------------------------
-A file is written strictly sequentially and a record is acknowledged only
-after the fsync that covers it *and everything before it*. So in any file,
-replay stops at the first record that is incomplete, has a bad length or a
-bad checksum: whatever follows was never acknowledged (a torn write may have
-persisted later sectors of the last group but not earlier ones), unless the
-medium corrupted acknowledged data in place, which no replay can repair.
-Replay logs a warning (logger ``bkctl.bookied.journal``) giving the file, the offset
-and how many non-zero bytes it discards, never raises for it, and goes on with
-the next file. With ``repair=True`` (the default) the LAST file -- the one a
-crash can tear -- is also truncated physically at that offset, so the next
-replay is clean; damage in older files is reported but left in place. A
-corrupt or unreadable checkpoint mark file is logged and replay starts from
-the oldest journal file (safe, since re-applying records is idempotent).
+The records, the files and the mark are in :mod:`bkctl.bookied.journal_format`,
+as is how replay treats damaged files.
 """
 from __future__ import annotations
 
 import errno
 import logging
-import mmap
 import os
-import re
-import struct
 import threading
 import time
-from typing import Callable, Iterator, NamedTuple, Union
-
-from crc32c import crc32c
+from typing import Callable, Iterator
 
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import fast
 
 from . import disk_layout as layout
 from .errors import JournalError, JournalFull, JournalNoSpace, JournalUnavailable
+# the format's names, as the journal's users have always imported them from here
+from .journal_format import (  # noqa: F401
+    FILE_SUFFIX, FORMAT_VERSION, HEADER_SIZE, MARK_FILE, MAX_RECORD_BYTES, T_ENTRY, EntryRecord,
+    ExplicitLacRecord, FenceRecord, FileScan, LogMark, MasterKeyRecord, Record, _encode_entry,
+    _encode_header, encode_record, file_name, list_file_ids, read_mark_file, scan_file, write_mark_file)
 
 log = logging.getLogger("bookied.journal")
-
-FORMAT_VERSION = 1
-FILE_MAGIC = b"BKDJ"
-MARK_MAGIC = b"BKDM"
-HEADER_SIZE = 64
-FILE_SUFFIX = ".bjn"
-MARK_FILE = "bookied.lastmark"
-#: Largest record body accepted (and believed when replaying).
-MAX_RECORD_BYTES = 256 * 1024 * 1024
-
-T_ENTRY = 1
-T_MASTER_KEY = 2
-T_FENCE = 3
-T_EXPLICIT_LAC = 4
-
-_FILE_HEADER = struct.Struct(">4sIQQ")  # 24 bytes, then u32 crc
-_MARK = struct.Struct(">4sIQQ")  # 24 bytes, then u32 crc
-_U32 = struct.Struct(">I")
-_CRC_LEN = struct.Struct(">II")
-_ENTRY_HEAD = struct.Struct(">IBqq")  # len, type, ledger, entry
-_HEAD = struct.Struct(">IBq")  # len, type, ledger
-_LEDGER_ENTRY = struct.Struct(">qq")
-_I64 = struct.Struct(">q")
-_NAME_RE = re.compile(r"^([0-9a-f]{16})" + re.escape(FILE_SUFFIX) + "$")
-_ZEROS = bytes(1 << 20)
-
-
-# ---------------------------------------------------------------- records
-class EntryRecord(NamedTuple):
-    """An added entry: ``data`` is the packaged entry exactly as received."""
-    ledger_id: int
-    entry_id: int
-    data: bytes
-
-
-class MasterKeyRecord(NamedTuple):
-    """The master key stored for a ledger (first add, or WRITE_LAC/fencing read on a new ledger)."""
-    ledger_id: int
-    key: bytes
-
-
-class FenceRecord(NamedTuple):
-    ledger_id: int
-
-
-class ExplicitLacRecord(NamedTuple):
-    """The explicit LAC payload of WRITE_LAC (``ledgerId | lac | digest``)."""
-    ledger_id: int
-    body: bytes
-
-
-Record = Union[EntryRecord, MasterKeyRecord, FenceRecord, ExplicitLacRecord]
-
-
-class LogMark(NamedTuple):
-    """A position in the journal: file id and byte offset in that file. Ordered as a tuple."""
-    file_id: int
-    offset: int
-
-
-def encode_record(rec: Record) -> bytes:
-    """The on-disk bytes of one record (checksum included)."""
-    t = type(rec)
-    if t is EntryRecord:
-        return _encode_entry(rec.ledger_id, rec.entry_id, rec.data)
-    if t is MasterKeyRecord:
-        typ, body = T_MASTER_KEY, rec.key
-    elif t is FenceRecord:
-        typ, body = T_FENCE, b""
-    elif t is ExplicitLacRecord:
-        typ, body = T_EXPLICIT_LAC, rec.body
-    else:
-        raise TypeError(f"not a journal record: {rec!r}")
-    head = _HEAD.pack(len(body) + 9, typ, rec.ledger_id)
-    return _U32.pack(crc32c(body, crc32c(head))) + head + body
-
 
 #: the C twin of a run's records (``_fastcodec.journal_entries``: the same bytes as
 #: _encode_entry of each, joined), or None (fast paths off, or not built)
 _C_ENTRIES = getattr(fast.C, "journal_entries", None)
-
-
-def _encode_entry(ledger_id: int, entry_id: int, data: bytes) -> bytes:
-    head = _ENTRY_HEAD.pack(len(data) + 17, T_ENTRY, ledger_id, entry_id)
-    return _U32.pack(crc32c(data, crc32c(head))) + head + data
-
-
-def _decode_body(typ: int, buf, start: int, end: int) -> Record | None:
-    """Decode a checksummed record whose type byte is at ``start``; None for an unknown type."""
-    ledger_id = _I64.unpack_from(buf, start + 1)[0]
-    if typ == T_ENTRY:
-        if end - start < 17:
-            return None
-        entry_id = _I64.unpack_from(buf, start + 9)[0]
-        return EntryRecord(ledger_id, entry_id, bytes(buf[start + 17:end]))
-    if typ == T_MASTER_KEY:
-        return MasterKeyRecord(ledger_id, bytes(buf[start + 9:end]))
-    if typ == T_FENCE:
-        return FenceRecord(ledger_id)
-    if typ == T_EXPLICIT_LAC:
-        return ExplicitLacRecord(ledger_id, bytes(buf[start + 9:end]))
-    return None
-
-
-# ---------------------------------------------------------------- file helpers
-def file_name(file_id: int) -> str:
-    return f"{file_id:016x}{FILE_SUFFIX}"
-
-
-def list_file_ids(directory: str) -> list[int]:
-    """Ids of the journal files in ``directory`` (a ``current/`` dir), ascending."""
-    ids = []
-    for name in os.listdir(directory):
-        m = _NAME_RE.match(name)
-        if m:
-            ids.append(int(m.group(1), 16))
-    ids.sort()
-    return ids
-
-
-def _encode_header(file_id: int) -> bytes:
-    head = _FILE_HEADER.pack(FILE_MAGIC, FORMAT_VERSION, file_id, int(time.time() * 1000))
-    return (head + _U32.pack(crc32c(head))).ljust(HEADER_SIZE, b"\0")
-
-
-def _check_header(buf, file_id: int | None) -> str | None:
-    """Problem with a file header, or None."""
-    if len(buf) < HEADER_SIZE:
-        return f"incomplete header ({len(buf)} bytes)"
-    magic, version, fid, _ms = _FILE_HEADER.unpack_from(buf, 0)
-    if magic != FILE_MAGIC:
-        return f"bad magic {bytes(magic)!r}"
-    if _U32.unpack_from(buf, 24)[0] != crc32c(buf[:24]):
-        return "bad header checksum"
-    if version != FORMAT_VERSION:
-        return f"unsupported format version {version}"
-    if file_id is not None and fid != file_id:
-        return f"header says file id {fid:x}"
-    return None
-
-
-class FileScan:
-    """Outcome of scanning one journal file (filled in as ``scan_file`` runs)."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self.records = 0
-        self.end = 0  # offset just past the last good record
-        self.size = 0  # file size
-        self.problem: str | None = None  # why the scan stopped early (None: clean end)
-        self.discarded_nonzero = 0  # non-zero bytes after ``end``
-        self.unknown_records = 0
-
-
-def _nonzero_count(view, start: int, end: int) -> int:
-    n = 0
-    pos = start
-    while pos < end:
-        stop = min(end, pos + len(_ZEROS))
-        chunk = view[pos:stop]
-        if chunk != _ZEROS[:stop - pos]:
-            n += (stop - pos) - bytes(chunk).count(0)
-        pos = stop
-    return n
-
-
-def scan_file(path: str, start: int = 0, scan: FileScan | None = None) -> Iterator[tuple[int, Record]]:
-    """Yield ``(offset, record)`` for the good records of one journal file from ``start``.
-
-    Stops at the first bad record or at the zero tail. Never raises for damaged
-    content; the outcome is left in ``scan`` (a :class:`FileScan`).
-    """
-    if scan is None:
-        scan = FileScan(path)
-    m = _NAME_RE.match(os.path.basename(path))
-    file_id = int(m.group(1), 16) if m else None
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        scan.size = size
-        if size == 0:
-            scan.problem = "empty file"
-            return
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    view = memoryview(mm)
-    try:
-        problem = _check_header(view[:HEADER_SIZE], file_id)
-        if problem:
-            scan.problem = problem
-            scan.end = 0
-            scan.discarded_nonzero = _nonzero_count(view, 0, size)
-            return
-        pos = max(start, HEADER_SIZE)
-        scan.end = pos
-        unpack = _CRC_LEN.unpack_from
-        while pos + 8 <= size:
-            crc, ln = unpack(view, pos)
-            if ln == 0 and crc == 0:
-                break  # preallocated zeros: the end (checked below)
-            body_end = pos + 8 + ln
-            if ln < 9 or ln > MAX_RECORD_BYTES + 17:
-                scan.problem = f"bad record length {ln} at offset {pos}"
-                break
-            if body_end > size:
-                scan.problem = f"record at offset {pos} runs past the end of the file"
-                break
-            if crc32c(view[pos + 4:body_end]) != crc:
-                scan.problem = f"bad checksum at offset {pos}"
-                break
-            typ = view[pos + 8]
-            rec = _decode_body(typ, view, pos + 8, body_end)
-            if rec is None:
-                scan.unknown_records += 1
-                log.warning("%s: skipping record of unknown type %d at offset %d", path, typ, pos)
-            else:
-                scan.records += 1
-                scan.end = body_end
-                yield pos, rec
-            pos = body_end
-            scan.end = pos
-        if scan.problem is None and pos < size:
-            tail = _nonzero_count(view, pos, size)
-            if tail:
-                scan.problem = f"garbage after the last good record at offset {pos}"
-        if scan.problem is not None:
-            scan.discarded_nonzero = _nonzero_count(view, scan.end, size)
-    finally:
-        view.release()
-        mm.close()
-
-
-# ---------------------------------------------------------------- mark file
-def read_mark_file(directory: str) -> LogMark | None:
-    """The checkpoint mark stored in ``directory`` (a ``current/`` dir), None if absent.
-
-    Raises ValueError if the file is damaged.
-    """
-    path = os.path.join(directory, MARK_FILE)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        return None
-    if len(raw) != _MARK.size + 4:
-        raise ValueError(f"{path}: {len(raw)} bytes, expected {_MARK.size + 4}")
-    magic, version, file_id, offset = _MARK.unpack_from(raw, 0)
-    if magic != MARK_MAGIC or _U32.unpack_from(raw, _MARK.size)[0] != crc32c(raw[:_MARK.size]):
-        raise ValueError(f"{path}: bad magic or checksum")
-    if version != FORMAT_VERSION:
-        raise ValueError(f"{path}: unsupported version {version}")
-    return LogMark(file_id, offset)
-
-
-def write_mark_file(directory: str, mark: LogMark) -> None:
-    raw = _MARK.pack(MARK_MAGIC, FORMAT_VERSION, mark.file_id, mark.offset)
-    layout.atomic_write(os.path.join(directory, MARK_FILE), raw + _U32.pack(crc32c(raw)))
 
 
 # ---------------------------------------------------------------- the journal
@@ -456,6 +161,18 @@ class Journal:
     ``fastpaths`` False (default: ``BKCTL_FASTPATHS``) ``inline`` is
     ignored and the writer thread commits every group.
 
+    ``patient`` records (``append(..., patient=True)``: a bookie's recovery
+    adds, the copies re-replication writes) may wait for company longer:
+    a group made of them alone waits up to ``patient_wait_ms`` from its
+    oldest record (or ``max_group_wait_ms``, if longer), and the first
+    record that is not patient ends the wait, so a live writer's add never
+    waits for them.  Each is still acknowledged only after the fsync that
+    covers it; what changes is how many fsyncs a stream of copies costs the
+    disk (and the owner's thread, in the ``inline`` mode, where
+    ``inline_later(seconds, fn)`` must run ``fn()`` in the owner's thread
+    that much later; without it patient records are committed as others
+    there).  The writer thread keeps the same wait.
+
     Several journal directories are several Journal objects; the server
     shards ledgers over them (e.g. ``ledger_id % n``).
     """
@@ -470,6 +187,8 @@ class Journal:
                  inline: Callable[[Callable[[], None]], None] | None = None,
                  inline_dispatch: Callable[[list, BaseException | None], None] | None = None,
                  inline_max_fsync_ms: float = 2.0,
+                 patient_wait_ms: float = 0.0,
+                 inline_later: Callable[[float, Callable[[], None]], None] | None = None,
                  on_fsync: Callable[[float], None] | None = None,
                  on_group: Callable[[int], None] | None = None,
                  on_grow: Callable[[], None] | None = None,
@@ -495,6 +214,10 @@ class Journal:
         self._inline_dispatch = inline_dispatch or _call_all
         self._inline_max_fsync = max(0.0, inline_max_fsync_ms) / 1000.0
         self._inline_scheduled = False
+        #: how long a group of patient records alone may wait (seconds; never below the group wait)
+        self.patient_wait = max(self.max_group_wait, max(0.0, patient_wait_ms) / 1000.0)
+        self._inline_later = inline_later if self._inline is not None and self.patient_wait > 0 else None
+        self._later_scheduled = False
         self._on_fsync = on_fsync
         self._on_group = on_group
         #: Called (in the committing thread) after a file was created or preallocated
@@ -512,6 +235,7 @@ class Journal:
         self._queue_records = 0
         self._pending_bytes = 0  # queued + being written
         self._first_arrival = 0.0
+        self._impatient = False  # a queued record (or force) is not patient
         self._waiting = 0
         self._closing = False
         self._started = False
@@ -654,8 +378,9 @@ class Journal:
 
     # ------------------------------------------------------------ appends
     def append(self, record: Record, callback: Callable[[BaseException | None], None], *,
-               sync: bool = True) -> None:
-        """Queue ``record``; ``callback(error_or_None)`` runs in the writer thread when it is durable.
+               sync: bool = True, patient: bool = False) -> None:
+        """Queue ``record``; ``callback(error_or_None)`` runs in the writer thread when it is durable
+        (``patient``: see the class doc).
 
         Raises JournalFull (back-pressure) or JournalUnavailable (not started,
         closed or failed) without queueing anything.
@@ -663,19 +388,19 @@ class Journal:
         data = encode_record(record)
         if len(data) > MAX_RECORD_BYTES + 25:
             raise ValueError(f"journal record of {len(data)} bytes is too large")
-        self._enqueue(data, callback, sync, 1)
+        self._enqueue(data, callback, sync, 1, patient)
 
     def append_entries(self, ledger_id: int, entry_ids: list, bodies: list,
-                       callback: Callable[[BaseException | None], None]) -> None:
+                       callback: Callable[[BaseException | None], None], patient: bool = False) -> None:
         """:meth:`append` (sync) of an EntryRecord per entry of one ledger, as one item: the
         same bytes, in one group, ``callback`` once for all; the same errors, for all or none."""
         c_entries = self._c_entries
         data = None if c_entries is None else c_entries(ledger_id, entry_ids, bodies, T_ENTRY)
         if data is None:  # fast paths off, or what the C twin does not cover
             data = b"".join([_encode_entry(ledger_id, entry_id, body) for entry_id, body in zip(entry_ids, bodies)])
-        self._enqueue(data, callback, True, len(bodies))
+        self._enqueue(data, callback, True, len(bodies), patient)
 
-    def _enqueue(self, data: bytes, callback, sync: bool, records: int) -> None:
+    def _enqueue(self, data: bytes, callback, sync: bool, records: int, patient: bool) -> None:
         n = len(data)
         with self._cond:
             if not self._started or self._closing or self.failed is not None:
@@ -689,11 +414,14 @@ class Journal:
             self._pending_bytes += n
             self._queue_bytes += n
             self._queue_records += records
+            hurry = not patient and not self._impatient  # ends a patient group's wait
+            if hurry:
+                self._impatient = True
             schedule = self._wake_idle_writer()
-            if self._waiting == _GROUPING and self._group_is_full():
+            if self._waiting == _GROUPING and (hurry or self._group_is_full()):
                 self._cond.notify()
         if schedule is not None:
-            schedule(self.commit)
+            schedule()
 
     def force(self, callback: Callable[[BaseException | None], None]) -> None:
         """``callback(error_or_None)`` once everything appended before this call is fsynced."""
@@ -703,9 +431,13 @@ class Journal:
             if not self._queue:
                 self._first_arrival = self._monotonic()
             self._queue.append((None, callback, True, 0))
+            hurry = not self._impatient
+            self._impatient = True
             schedule = self._wake_idle_writer()
+            if self._waiting == _GROUPING and hurry:
+                self._cond.notify()
         if schedule is not None:
-            schedule(self.commit)
+            schedule()
 
     def _group_is_full(self) -> bool:
         """With the lock held: whether the queued records make a group without
@@ -717,18 +449,30 @@ class Journal:
         return limit > 0 and self._queue_records > limit
 
     def _wake_idle_writer(self):
-        """With the lock held: get an idle writer going.  Returns the inline
-        scheduler to call (outside the lock) when this commit should run in the
-        owner's thread, else None (the writer thread was notified, or is busy)."""
+        """With the lock held: get an idle writer going.  Returns what to call
+        (outside the lock) to schedule an inline commit in the owner's thread
+        -- soon, or after the patient wait -- else None (the writer thread was
+        notified, or is busy, or a commit is scheduled already)."""
         if self._waiting != _IDLE:
             return None
         if self._inline is not None and self.fsync_average < self._inline_max_fsync:
             if self._inline_scheduled:
                 return None
+            if not self._impatient and self._inline_later is not None and not self._group_is_full():
+                if self._later_scheduled:
+                    return None
+                self._later_scheduled = True
+                return self._schedule_later
             self._inline_scheduled = True
-            return self._inline
+            return self._schedule_soon
         self._cond.notify()
         return None
+
+    def _schedule_soon(self) -> None:
+        self._inline(self.commit)
+
+    def _schedule_later(self) -> None:
+        self._inline_later(self.patient_wait, self._commit_patient)
 
     def commit(self) -> None:
         """Write, fsync and call back what is queued, in the calling thread
@@ -737,6 +481,16 @@ class Journal:
         is queued after that one."""
         with self._cond:
             self._inline_scheduled = False
+        self._commit_here()
+
+    def _commit_patient(self) -> None:
+        """:meth:`commit`, as scheduled for a group of patient records (its
+        wait over; what an earlier commit took is gone from the queue)."""
+        with self._cond:
+            self._later_scheduled = False
+        self._commit_here()
+
+    def _commit_here(self) -> None:
         if not self._commit_lock.acquire(blocking=False):
             return
         try:
@@ -858,10 +612,10 @@ class Journal:
                 self._waiting = 0
                 if not self._queue:
                     return  # closing, nothing left
-                if self.max_group_wait > 0:
-                    deadline = self._first_arrival + self.max_group_wait
+                if self.patient_wait > 0:  # (never below max_group_wait)
                     while not self._group_is_full() and not self._closing:
-                        remaining = deadline - self._monotonic()
+                        wait = self.max_group_wait if self._impatient else self.patient_wait
+                        remaining = self._first_arrival + wait - self._monotonic()
                         if remaining <= 0:
                             break
                         self._waiting = _GROUPING
@@ -882,6 +636,7 @@ class Journal:
             self._queue = []
             self._queue_bytes = 0
             self._queue_records = 0
+            self._impatient = False
         if not batch:
             return None
         error = self.failed
@@ -896,6 +651,7 @@ class Journal:
                 self._queue = []
                 self._queue_bytes = 0
                 self._queue_records = 0
+                self._impatient = False
                 self._pending_bytes = 0
             else:
                 leftovers = None

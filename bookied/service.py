@@ -165,6 +165,8 @@ class BookieService:
                                  preallocate_mb=cfg.journal_pre_alloc_size_mb,
                                  dispatch=dispatch, inline=self._at_end_of_iteration,
                                  inline_dispatch=self._journal_inline_dispatch,
+                                 patient_wait_ms=cfg.journal_recovery_add_group_wait_msec,
+                                 inline_later=self._later_in_reactor,
                                  on_fsync=self.metrics.fsync_latency.observe,
                                  on_group=self.metrics.entries_per_fsync.observe,
                                  on_grow=self._disk_check_soon)
@@ -382,6 +384,13 @@ class BookieService:
             self.reactor.callLater(0, fn)
         else:
             self.reactor.callFromThread(fn)
+
+    def _later_in_reactor(self, seconds: float, fn) -> None:
+        """Run ``fn`` in the reactor thread ``seconds`` from now."""
+        if threading.get_ident() == self._reactor_thread:
+            self.reactor.callLater(seconds, fn)
+        else:
+            self.reactor.callFromThread(self.reactor.callLater, seconds, fn)
 
     # -- periodic work -----------------------------------------------------------
     def _flush_needed(self) -> None:

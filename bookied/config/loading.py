@@ -75,6 +75,7 @@ class BookieConfig:
     journal_buffered_writes_threshold: int
     journal_buffered_entries_threshold: int
     journal_flush_when_queue_empty: bool
+    journal_recovery_add_group_wait_msec: int
     journal_max_size_mb: int
     journal_max_backups: int
     journal_pre_alloc_size_mb: int

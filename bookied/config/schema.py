@@ -426,6 +426,13 @@ OPTIONS: tuple[Option, ...] = (
            "journalMaxGroupWaitMSec for company; groups still form from what arrives during an fsync "
            "(bookied defaults to true, Java to false).",
            "journal"),
+    Option("journalRecoveryAddGroupWaitMSec", "int", 5,
+           "Longest time a journal group made only of recovery adds (the copies autorecovery and "
+           "bkctl recover write) waits for company before being forced, with "
+           "journalFlushWhenQueueEmpty too; an ordinary add ends the wait at once, so live writers "
+           "never wait for it, and the copies cost the disk fewer fsyncs (bookied only; 0 = no wait).",
+           "journal", unit="ms", min=0, max=1000,
+           attr_name="journal_recovery_add_group_wait_msec"),
     Option("journalMaxSizeMB", "int", 2048,
            "Size at which the current journal file is closed and a new one started.",
            "journal", unit="MB", min=1, max=_JAVA_LONG_MAX),

@@ -29,25 +29,31 @@ class ManualJournal:
 
     def __init__(self):
         self.records = []
+        #: the entry ids appended as patient (the bookie's recovery adds), in order
+        self.patient = []
         self.waiting = []
         self.failed = None
         self.full = False
 
-    def append(self, record, callback, *, sync=True):
+    def append(self, record, callback, *, sync=True, patient=False):
         if self.failed is not None:
             raise JournalUnavailable("journal failed")
         if self.full:
             raise JournalFull("full")
         self.records.append(record)
+        if patient:
+            self.patient.append(record.entry_id)
         self.waiting.append(callback)
 
-    def append_entries(self, ledger_id, entry_ids, bodies, callback):
+    def append_entries(self, ledger_id, entry_ids, bodies, callback, patient=False):
         """As Journal.append_entries: an EntryRecord each, one callback for all, all or none."""
         if self.failed is not None:
             raise JournalUnavailable("journal failed")
         if self.full:
             raise JournalFull("full")
         self.records.extend(EntryRecord(ledger_id, e, b) for e, b in zip(entry_ids, bodies))
+        if patient:
+            self.patient.extend(entry_ids)
         self.waiting.append(callback)
 
     def force(self, callback):

@@ -188,3 +188,20 @@ def test_a_version_2_run_on_a_fenced_ledger_is_efenced_each(tmp_path):
     assert [(v2.decode_response(a).entry_id, v2.decode_response(a).rc) for a in answers] == [
         (0, RC.EFENCED), (1, RC.EFENCED), (2, RC.EFENCED)]
     assert records == []
+
+
+@pytest.mark.parametrize("fastpaths", [True, False])
+def test_recovery_adds_alone_are_journaled_as_patient(tmp_path, fastpaths):
+    """Re-replication's copies (recovery adds, one by one or in a run, v3 or version 2) may wait
+    for company in the journal; an ordinary add never does."""
+    with bookie_env(tmp_path) as env:
+        env.factory.fastpaths = fastpaths
+        c3, c2 = env.connect(), env.connect()
+        durable(env, c3, v3_add(1, 1, 0))
+        durable(env, c2, v2_add(2, 0))
+        recovery = int(Flag.RECOVERY_ADD)
+        durable(env, c3, b"".join(v3_add(10 + e, 1, e, recovery=True) for e in (1, 2, 3)) + v3_add(20, 1, 4)
+                + v3_add(21, 1, 5, recovery=True))
+        durable(env, c2, b"".join(v2_add(2, e, flags=recovery) for e in (1, 2)) + v2_add(2, 3))
+        assert env.journal.patient == [1, 2, 3, 5, 1, 2]
+        assert len(c3.replies()) == 6 and len(c2.replies()) == 4

@@ -1,0 +1,317 @@
+"""The journal's on-disk format: its records, its files and the checkpoint mark,
+read back by replay (:meth:`bkctl.bookied.journal.Journal.replay`) and ``bkctl``'s
+journal inspection; :mod:`bkctl.bookied.journal` writes them.
+
+
+On-disk format (ours, not Java's; version 1)
+--------------------------------------------
+Files live in ``D/current/`` and are named ``<16 lowercase hex digits>.bjn``
+after their id; ids only grow (a new file gets max(existing ids, checkpoint
+file id) + 1). Each file starts with a 64-byte header::
+
+    0  4s  magic "BKDJ"
+    4  u32 format version (1)
+    8  u64 file id
+    16 u64 creation time, ms since the epoch
+    24 u32 CRC32C of bytes 0..24
+    28 zero padding up to 64
+
+then records, back to back (all integers big-endian)::
+
+    u32 crc     CRC32C of everything after this field (len .. end of body)
+    u32 len     number of bytes after this field (type byte + body)
+    u8  type    1 entry, 2 master key, 3 fence, 4 explicit LAC
+    i64 ledgerId
+    body        entry:        i64 entryId | packaged entry bytes
+                master key:   key bytes
+                fence:        nothing
+                explicit LAC: LAC body bytes
+
+Files are preallocated with ``posix_fallocate`` (``preallocate_mb`` at a
+time), so the tail of a file is normally zeros; a zero ``len`` ends it. A file
+rolls to the next id once adding a group would take it past ``max_size_mb``
+(a group is split at record boundaries; a single record larger than the limit
+gets a file to itself). The checkpoint mark is ``D/current/bookied.lastmark``:
+``"BKDM" | u32 version 1 | u64 file id | u64 offset | u32 CRC32C`` (28 bytes).
+
+Replay and damaged files
+------------------------
+A file is written strictly sequentially and a record is acknowledged only
+after the fsync that covers it *and everything before it*. So in any file,
+replay stops at the first record that is incomplete, has a bad length or a
+bad checksum: whatever follows was never acknowledged (a torn write may have
+persisted later sectors of the last group but not earlier ones), unless the
+medium corrupted acknowledged data in place, which no replay can repair.
+Replay logs a warning (logger ``bkctl.bookied.journal``) giving the file, the offset
+and how many non-zero bytes it discards, never raises for it, and goes on with
+the next file. With ``repair=True`` (the default) the LAST file -- the one a
+crash can tear -- is also truncated physically at that offset, so the next
+replay is clean; damage in older files is reported but left in place. A
+corrupt or unreadable checkpoint mark file is logged and replay starts from
+the oldest journal file (safe, since re-applying records is idempotent).
+"""
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import re
+import struct
+import time
+from typing import Iterator, NamedTuple, Union
+
+from crc32c import crc32c
+
+from . import disk_layout as layout
+
+log = logging.getLogger("bookied.journal")
+
+FORMAT_VERSION = 1
+FILE_MAGIC = b"BKDJ"
+MARK_MAGIC = b"BKDM"
+HEADER_SIZE = 64
+FILE_SUFFIX = ".bjn"
+MARK_FILE = "bookied.lastmark"
+#: Largest record body accepted (and believed when replaying).
+MAX_RECORD_BYTES = 256 * 1024 * 1024
+
+T_ENTRY = 1
+T_MASTER_KEY = 2
+T_FENCE = 3
+T_EXPLICIT_LAC = 4
+
+_FILE_HEADER = struct.Struct(">4sIQQ")  # 24 bytes, then u32 crc
+_MARK = struct.Struct(">4sIQQ")  # 24 bytes, then u32 crc
+_U32 = struct.Struct(">I")
+_CRC_LEN = struct.Struct(">II")
+_ENTRY_HEAD = struct.Struct(">IBqq")  # len, type, ledger, entry
+_HEAD = struct.Struct(">IBq")  # len, type, ledger
+_LEDGER_ENTRY = struct.Struct(">qq")
+_I64 = struct.Struct(">q")
+_NAME_RE = re.compile(r"^([0-9a-f]{16})" + re.escape(FILE_SUFFIX) + "$")
+_ZEROS = bytes(1 << 20)
+
+
+# ---------------------------------------------------------------- records
+class EntryRecord(NamedTuple):
+    """An added entry: ``data`` is the packaged entry exactly as received."""
+    ledger_id: int
+    entry_id: int
+    data: bytes
+
+
+class MasterKeyRecord(NamedTuple):
+    """The master key stored for a ledger (first add, or WRITE_LAC/fencing read on a new ledger)."""
+    ledger_id: int
+    key: bytes
+
+
+class FenceRecord(NamedTuple):
+    ledger_id: int
+
+
+class ExplicitLacRecord(NamedTuple):
+    """The explicit LAC payload of WRITE_LAC (``ledgerId | lac | digest``)."""
+    ledger_id: int
+    body: bytes
+
+
+Record = Union[EntryRecord, MasterKeyRecord, FenceRecord, ExplicitLacRecord]
+
+
+class LogMark(NamedTuple):
+    """A position in the journal: file id and byte offset in that file. Ordered as a tuple."""
+    file_id: int
+    offset: int
+
+
+def encode_record(rec: Record) -> bytes:
+    """The on-disk bytes of one record (checksum included)."""
+    t = type(rec)
+    if t is EntryRecord:
+        return _encode_entry(rec.ledger_id, rec.entry_id, rec.data)
+    if t is MasterKeyRecord:
+        typ, body = T_MASTER_KEY, rec.key
+    elif t is FenceRecord:
+        typ, body = T_FENCE, b""
+    elif t is ExplicitLacRecord:
+        typ, body = T_EXPLICIT_LAC, rec.body
+    else:
+        raise TypeError(f"not a journal record: {rec!r}")
+    head = _HEAD.pack(len(body) + 9, typ, rec.ledger_id)
+    return _U32.pack(crc32c(body, crc32c(head))) + head + body
+
+
+def _encode_entry(ledger_id: int, entry_id: int, data: bytes) -> bytes:
+    head = _ENTRY_HEAD.pack(len(data) + 17, T_ENTRY, ledger_id, entry_id)
+    return _U32.pack(crc32c(data, crc32c(head))) + head + data
+
+
+def _decode_body(typ: int, buf, start: int, end: int) -> Record | None:
+    """Decode a checksummed record whose type byte is at ``start``; None for an unknown type."""
+    ledger_id = _I64.unpack_from(buf, start + 1)[0]
+    if typ == T_ENTRY:
+        if end - start < 17:
+            return None
+        entry_id = _I64.unpack_from(buf, start + 9)[0]
+        return EntryRecord(ledger_id, entry_id, bytes(buf[start + 17:end]))
+    if typ == T_MASTER_KEY:
+        return MasterKeyRecord(ledger_id, bytes(buf[start + 9:end]))
+    if typ == T_FENCE:
+        return FenceRecord(ledger_id)
+    if typ == T_EXPLICIT_LAC:
+        return ExplicitLacRecord(ledger_id, bytes(buf[start + 9:end]))
+    return None
+
+
+# ---------------------------------------------------------------- file helpers
+def file_name(file_id: int) -> str:
+    return f"{file_id:016x}{FILE_SUFFIX}"
+
+
+def list_file_ids(directory: str) -> list[int]:
+    """Ids of the journal files in ``directory`` (a ``current/`` dir), ascending."""
+    ids = []
+    for name in os.listdir(directory):
+        m = _NAME_RE.match(name)
+        if m:
+            ids.append(int(m.group(1), 16))
+    ids.sort()
+    return ids
+
+
+def _encode_header(file_id: int) -> bytes:
+    head = _FILE_HEADER.pack(FILE_MAGIC, FORMAT_VERSION, file_id, int(time.time() * 1000))
+    return (head + _U32.pack(crc32c(head))).ljust(HEADER_SIZE, b"\0")
+
+
+def _check_header(buf, file_id: int | None) -> str | None:
+    """Problem with a file header, or None."""
+    if len(buf) < HEADER_SIZE:
+        return f"incomplete header ({len(buf)} bytes)"
+    magic, version, fid, _ms = _FILE_HEADER.unpack_from(buf, 0)
+    if magic != FILE_MAGIC:
+        return f"bad magic {bytes(magic)!r}"
+    if _U32.unpack_from(buf, 24)[0] != crc32c(buf[:24]):
+        return "bad header checksum"
+    if version != FORMAT_VERSION:
+        return f"unsupported format version {version}"
+    if file_id is not None and fid != file_id:
+        return f"header says file id {fid:x}"
+    return None
+
+
+class FileScan:
+    """Outcome of scanning one journal file (filled in as ``scan_file`` runs)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.records = 0
+        self.end = 0  # offset just past the last good record
+        self.size = 0  # file size
+        self.problem: str | None = None  # why the scan stopped early (None: clean end)
+        self.discarded_nonzero = 0  # non-zero bytes after ``end``
+        self.unknown_records = 0
+
+
+def _nonzero_count(view, start: int, end: int) -> int:
+    n = 0
+    pos = start
+    while pos < end:
+        stop = min(end, pos + len(_ZEROS))
+        chunk = view[pos:stop]
+        if chunk != _ZEROS[:stop - pos]:
+            n += (stop - pos) - bytes(chunk).count(0)
+        pos = stop
+    return n
+
+
+def scan_file(path: str, start: int = 0, scan: FileScan | None = None) -> Iterator[tuple[int, Record]]:
+    """Yield ``(offset, record)`` for the good records of one journal file from ``start``.
+
+    Stops at the first bad record or at the zero tail. Never raises for damaged
+    content; the outcome is left in ``scan`` (a :class:`FileScan`).
+    """
+    if scan is None:
+        scan = FileScan(path)
+    m = _NAME_RE.match(os.path.basename(path))
+    file_id = int(m.group(1), 16) if m else None
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        scan.size = size
+        if size == 0:
+            scan.problem = "empty file"
+            return
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    view = memoryview(mm)
+    try:
+        problem = _check_header(view[:HEADER_SIZE], file_id)
+        if problem:
+            scan.problem = problem
+            scan.end = 0
+            scan.discarded_nonzero = _nonzero_count(view, 0, size)
+            return
+        pos = max(start, HEADER_SIZE)
+        scan.end = pos
+        unpack = _CRC_LEN.unpack_from
+        while pos + 8 <= size:
+            crc, ln = unpack(view, pos)
+            if ln == 0 and crc == 0:
+                break  # preallocated zeros: the end (checked below)
+            body_end = pos + 8 + ln
+            if ln < 9 or ln > MAX_RECORD_BYTES + 17:
+                scan.problem = f"bad record length {ln} at offset {pos}"
+                break
+            if body_end > size:
+                scan.problem = f"record at offset {pos} runs past the end of the file"
+                break
+            if crc32c(view[pos + 4:body_end]) != crc:
+                scan.problem = f"bad checksum at offset {pos}"
+                break
+            typ = view[pos + 8]
+            rec = _decode_body(typ, view, pos + 8, body_end)
+            if rec is None:
+                scan.unknown_records += 1
+                log.warning("%s: skipping record of unknown type %d at offset %d", path, typ, pos)
+            else:
+                scan.records += 1
+                scan.end = body_end
+                yield pos, rec
+            pos = body_end
+            scan.end = pos
+        if scan.problem is None and pos < size:
+            tail = _nonzero_count(view, pos, size)
+            if tail:
+                scan.problem = f"garbage after the last good record at offset {pos}"
+        if scan.problem is not None:
+            scan.discarded_nonzero = _nonzero_count(view, scan.end, size)
+    finally:
+        view.release()
+        mm.close()
+
+
+# ---------------------------------------------------------------- mark file
+def read_mark_file(directory: str) -> LogMark | None:
+    """The checkpoint mark stored in ``directory`` (a ``current/`` dir), None if absent.
+
+    Raises ValueError if the file is damaged.
+    """
+    path = os.path.join(directory, MARK_FILE)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    if len(raw) != _MARK.size + 4:
+        raise ValueError(f"{path}: {len(raw)} bytes, expected {_MARK.size + 4}")
+    magic, version, file_id, offset = _MARK.unpack_from(raw, 0)
+    if magic != MARK_MAGIC or _U32.unpack_from(raw, _MARK.size)[0] != crc32c(raw[:_MARK.size]):
+        raise ValueError(f"{path}: bad magic or checksum")
+    if version != FORMAT_VERSION:
+        raise ValueError(f"{path}: unsupported version {version}")
+    return LogMark(file_id, offset)
+
+
+def write_mark_file(directory: str, mark: LogMark) -> None:
+    raw = _MARK.pack(MARK_MAGIC, FORMAT_VERSION, mark.file_id, mark.offset)
+    layout.atomic_write(os.path.join(directory, MARK_FILE), raw + _U32.pack(crc32c(raw)))
