@@ -467,9 +467,9 @@ def test_a_client_that_does_not_read_its_answers_is_not_read_either(env, protoco
     caplog.set_level("INFO", logger="bookied.server")
     read, answer = READS[protocol_version]
     c = env.connect()
-    from bkctl.bookied.server import READ_SIZE
+    from bkctl.bookied.server import READ_SIZE_MAX
 
-    big = b"z" * (READ_SIZE + 50_000)  # one answer is more than the transport's buffer (READ_SIZE)
+    big = b"z" * (READ_SIZE_MAX + 50_000)  # one answer is more than the transport's buffer, at its largest
     add(c, 0)
     env.journal.sync()
     c.send(v2.AddRequest(2, 0, KEY, entry(1, payload=big), 1, 1).encode())
@@ -898,15 +898,33 @@ def test_a_long_chunk_of_reads_streams_its_answers_while_the_rest_is_served(env)
     assert all(r.status == 0 for r in got)
 
 
-def test_a_connection_reads_and_buffers_read_size_at_a_time(env):
+def test_a_connection_reads_about_read_records_requests_at_a_time(env):
     """Twisted reads a transport's bufferSize per reactor turn and the journal commits
-    once a turn: the bookie's connections read READ_SIZE (256 KiB) at a time, not 64 KiB."""
-    from bkctl.bookied.server import READ_SIZE
+    once a turn: a connection reads 64 KiB at a time while its requests are small (a
+    pipelining client's window of small adds is not taken whole), up to 256 KiB of
+    4 KiB adds (a group of ~64 records, not ~15), and back down when they shrink."""
+    from bkctl.bookied.server import READ_RECORDS, READ_SIZE, READ_SIZE_MAX
 
     class SizedTransport(StringTransport):
-        bufferSize = 64 * 1024  # Twisted's default, as a TCP transport has it
+        bufferSize = 1024  # a transport's own figure, replaced at once
 
     factory = BookieServerFactory(env.bookie, Metrics())
     transport = SizedTransport()
-    factory.buildProtocol(None).makeConnection(transport)
-    assert READ_SIZE == 256 * 1024 and transport.bufferSize == READ_SIZE
+    proto = factory.buildProtocol(None)
+    proto.makeConnection(transport)
+    assert (READ_SIZE, READ_SIZE_MAX, READ_RECORDS) == (64 * 1024, 256 * 1024, 64)
+    assert transport.bufferSize == READ_SIZE
+
+    def adds(first: int, size: int, count: int) -> bytes:
+        return b"".join(frame(v3.serialize(v3.add_request(e + 1, 1, e, KEY, entry(e, payload=b"x" * size))))
+                        for e in range(first, first + count))
+
+    proto.dataReceived(adds(0, 100, 400))  # ~60 KiB of small adds
+    assert transport.bufferSize == READ_SIZE
+    big = adds(400, 4096, 16)
+    proto.dataReceived(big)
+    assert transport.bufferSize == min(READ_SIZE_MAX, len(big) // 16 * READ_RECORDS) > 4096 * READ_RECORDS - 1
+    proto.dataReceived(adds(416, 64 * 1024, 1)[:50_000])  # part of one big add: bigger still, at most the cap
+    assert transport.bufferSize == READ_SIZE_MAX
+    proto.dataReceived(adds(416, 64 * 1024, 1)[50_000:] + adds(417, 100, 300))
+    assert transport.bufferSize == READ_SIZE
