@@ -181,8 +181,8 @@ class FakeClient:
 LEDGER = 3
 
 
-def write_ledger(client, ensemble, qw, n, digest):
-    for e in range(n):
+def write_ledger(client, ensemble, qw, n, digest, first=0):
+    for e in range(first, first + n):
         body = digest.package(e, e - 1, e + 1, b"x")
         for i in write_set_indices(e, len(ensemble), qw):
             client.pool.get(ensemble[i]).stored[(LEDGER, e)] = body
@@ -214,6 +214,21 @@ def test_replicate_copies_exactly_what_the_lost_bookie_held_from_survivors():
     assert entries_on(client, D) == lost_data
     assert client.pool.get(B).reads == []  # never read from the lost bookie
     assert all(recovery for _b, _e, recovery in adds_sent(client))
+
+
+def test_replicate_across_the_java_int32_wrap_copies_what_java_placed():
+    """Below the wrap an entry's route is its stripe position's (kept once per position),
+    above it the truncated write set decides, as for the writer."""
+    client = FakeClient()
+    digest = DigestManager(LEDGER, DigestType.CRC32C, b"")
+    first, ensemble = 2**31 - 10, (A, B, C)  # 2**32 % 3 != 0: the wrap shifts the stripe
+    write_ledger(client, ensemble, 2, 30, digest, first=first)
+    lost_data = entries_on(client, C)  # (B, not C, holds both copies of entry 2**31 - 1)
+    client.pool.get(C).stored.clear()
+    frag = Fragment(LEDGER, first, first + 29, ensemble, (C,), 2)
+    copied = successResultOf(replicate_fragment(client, frag, {C: D}, digest, master_key(b""), window=4))
+    assert copied == len(lost_data) and entries_on(client, D) == lost_data
+    assert {e for e in lost_data if e > frag.schedule.striped_until} and {e for e in lost_data if e < 2**31 - 2}
 
 
 def test_replicate_skips_a_corrupt_replica_and_fails_when_none_is_left():

@@ -259,6 +259,10 @@ class FragmentCopy:
         self.adds = AddEncoder(getattr(client, "protocol", "v3")) if fastpath.ENABLED else None
         self._fragment = fragment
         self._schedule = fragment.schedule
+        self._striped_until = self._schedule.striped_until
+        #: entry_id % E -> where such an entry is read from and written to (entries up to
+        #: striped_until: their write set is the stripe's)
+        self._routes: dict[int, tuple[list[str], list[str]]] = {}
         self._entries = iter(fragment.entries())
         self._lost_positions = set(fragment.positions)
         self._replacements = replacements
@@ -315,15 +319,28 @@ class FragmentCopy:
             self._filling = False
 
     def _plan(self, entry_id: int) -> _EntryCopy:
+        if entry_id <= self._striped_until:
+            residue = entry_id % self._schedule.ensemble_size
+            route = self._routes.get(residue)
+            if route is None:
+                route = self._routes[residue] = self._route(self._schedule.stripe()[residue])
+        else:
+            route = self._route(self._schedule.write_set(entry_id))
+        return _EntryCopy(entry_id, *route)
+
+    def _route(self, write_set) -> tuple[list[str], list[str]]:
+        """The surviving replicas of a write set (ensemble indexes) and the
+        replacements its lost members' copies go to (shared by the entries of
+        a stripe position: never changed)."""
         ensemble = self._fragment.ensemble
         lost, replacements = self._lost_positions, self._replacements
         sources, targets = [], []
-        for i in self._schedule.write_set(entry_id):
+        for i in write_set:
             if i not in lost:
                 sources.append(ensemble[i])
             elif ensemble[i] in replacements:
                 targets.append(replacements[ensemble[i]])
-        return _EntryCopy(entry_id, sources, targets)
+        return sources, targets
 
     def _fail(self, error: BaseException) -> None:
         if not self._finished:
