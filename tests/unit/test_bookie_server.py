@@ -900,7 +900,7 @@ def test_a_long_chunk_of_reads_streams_its_answers_while_the_rest_is_served(env)
 
 def test_a_connection_reads_about_read_records_requests_at_a_time(env):
     """Twisted reads a transport's bufferSize per reactor turn and the journal commits
-    once a turn: a connection reads 64 KiB at a time while its requests are small (a
+    once a turn: a connection reads 32 KiB at a time while its requests are small (a
     pipelining client's window of small adds is not taken whole), up to 256 KiB of
     4 KiB adds (a group of ~64 records, not ~15), and back down when they shrink."""
     from bkctl.bookied.server import READ_RECORDS, READ_SIZE, READ_SIZE_MAX
@@ -912,19 +912,19 @@ def test_a_connection_reads_about_read_records_requests_at_a_time(env):
     transport = SizedTransport()
     proto = factory.buildProtocol(None)
     proto.makeConnection(transport)
-    assert (READ_SIZE, READ_SIZE_MAX, READ_RECORDS) == (64 * 1024, 256 * 1024, 64)
+    assert (READ_SIZE, READ_SIZE_MAX, READ_RECORDS) == (32 * 1024, 256 * 1024, 64)
     assert transport.bufferSize == READ_SIZE
 
     def adds(first: int, size: int, count: int) -> bytes:
         return b"".join(frame(v3.serialize(v3.add_request(e + 1, 1, e, KEY, entry(e, payload=b"x" * size))))
                         for e in range(first, first + count))
 
-    proto.dataReceived(adds(0, 100, 400))  # ~60 KiB of small adds
+    proto.dataReceived(adds(0, 100, 200))  # ~30 KiB of small adds
     assert transport.bufferSize == READ_SIZE
-    big = adds(400, 4096, 16)
+    big = adds(200, 4096, 16)
     proto.dataReceived(big)
     assert transport.bufferSize == min(READ_SIZE_MAX, len(big) // 16 * READ_RECORDS) > 4096 * READ_RECORDS - 1
-    proto.dataReceived(adds(416, 64 * 1024, 1)[:50_000])  # part of one big add: bigger still, at most the cap
+    proto.dataReceived(adds(216, 64 * 1024, 1)[:50_000])  # part of one big add: bigger still, at most the cap
     assert transport.bufferSize == READ_SIZE_MAX
-    proto.dataReceived(adds(416, 64 * 1024, 1)[50_000:] + adds(417, 100, 300))
+    proto.dataReceived(adds(216, 64 * 1024, 1)[50_000:] + adds(217, 100, 150))
     assert transport.bufferSize == READ_SIZE
