@@ -114,6 +114,7 @@ class BookieService:
         self.autorecovery = None
         self._loops: list[task.LoopingCall] = []
         self._checkpointing = False
+        self._checkpoint_again = False  # a store asked for a flush while a checkpoint ran
         self._disk_warned = False  # over diskUsageWarnThreshold at the last check
         self._disk_check_pending = False  # a write-path disk check is on its way to the reactor
         self.disk_checks = 0  # disk checks done (bookie_disk_checks_total)
@@ -394,11 +395,19 @@ class BookieService:
 
     # -- periodic work -----------------------------------------------------------
     def _flush_needed(self) -> None:
-        self.reactor.callFromThread(self._checkpoint)
+        self.reactor.callFromThread(self._checkpoint, True)
 
-    def _checkpoint(self):
-        """Mark the journals, flush the entry stores, then trim the journals up to the marks."""
-        if self._checkpointing or not self.stores:
+    def _checkpoint(self, needed: bool = False):
+        """Mark the journals, flush the entry stores, then trim the journals up to the marks.
+
+        ``needed``: a store's write cache asked for it (half full, or full).  Asked
+        while a checkpoint runs -- the other half filled during its flush -- it runs
+        as soon as that one has succeeded: a store asks once per flush, so a request
+        dropped here left the adds waiting for the cache until the next flushInterval."""
+        if not self.stores:
+            return None
+        if self._checkpointing:
+            self._checkpoint_again = self._checkpoint_again or needed
             return None
         self._checkpointing = True
         marks = [j.mark() for j in self.journals]
@@ -423,6 +432,7 @@ class BookieService:
 
         def done(result):
             self._checkpointing = False
+            again, self._checkpoint_again = self._checkpoint_again, False
             bookie = self.bookie
             if bookie is not None and not self.stopping:
                 self._check_disks()  # the entry logs grew: look at the disks now
@@ -434,6 +444,8 @@ class BookieService:
                 self._checkpoint_waiting = False
                 if bookie is not None:
                     bookie.clear_readonly("ledger")  # the entry logs take writes again
+                if again and not self.stopping:
+                    self._checkpoint(True)
                 return result
             if isinstance(result.value, NoRoomForCheckpoint):
                 if not self._checkpoint_waiting:
