@@ -72,6 +72,7 @@ class Bookie:
         self.max_throttle_time = max_throttle_time
         #: adds waiting for the write cache, oldest first: (deadline, args, kwargs)
         self._throttled: deque = deque()
+        self._journal_full = False  # an add found a journal's queue full (it waits in _throttled)
         self._throttle_timer = None
         self._draining = False
 
@@ -188,7 +189,8 @@ class Bookie:
         if write_data and not self._journaled(
                 journal, lambda: journal.append(EntryRecord(ledger_id, entry_id, body), _Durable(self, journal, callback),
                                                 sync=not deferred_sync, patient=recovery),
-                callback):
+                callback, lambda: self._throttle(ledger_id, entry_id, master_key, body, callback, recovery,
+                                                 high_priority, deferred_sync)):
             return
         self._note_lac(ledger_id, _LAC_IN_ENTRY.unpack_from(body, 16)[0] if len(body) >= 24 else -1)
         if not write_data:
@@ -219,17 +221,22 @@ class Bookie:
             reply = reply.first(put)
         if self._journaled(journal, lambda: journal.append_entries(ledger_id, entry_ids, bodies,
                                                                    _Durable(self, journal, reply), recovery),
-                           reply):
+                           reply, lambda: self._add_each(ledger_id, master_key, entry_ids, bodies, reply, 0,
+                                                         recovery, high_priority)):
             self._note_lac(ledger_id, max(map(_lac_of_entry, bodies)))
 
-    def _journaled(self, journal, append: Callable[[], None], callback: Callable[[int], None]) -> bool:
-        """``append()`` an add's journal record(s); when the journal refuses, answer
-        ``callback`` as Java does (ETOOMANYREQUESTS when full, EIO when failed, the
-        bookie then going read-only) and return False."""
+    def _journaled(self, journal, append: Callable[[], None], callback: Callable[[int], None],
+                   wait: Callable[[], None]) -> bool:
+        """``append()`` an add's journal record(s) and return True; else False, having
+        called ``wait()`` when the journal's queue is full (the add waits, as for a full
+        write cache, until the journal has taken its queue: Java's bookie blocks on its
+        journal queue, its client's adds are not refused) or answered ``callback`` EIO
+        when the journal failed (the bookie then going read-only)."""
         try:
             append()
         except JournalFull:
-            callback(RC.ETOOMANYREQUESTS)
+            self._journal_full = True
+            wait()
             return False
         except JournalUnavailable as e:
             callback(RC.EIO)
@@ -269,25 +276,33 @@ class Bookie:
             self._throttle_timer = self.clock.callLater(delay, self._throttle_expired)
 
     def _throttle_expired(self) -> None:
-        """Refuse the adds that waited dbStorage_maxThrottleTimeMs for the write cache."""
+        """Refuse the adds that waited dbStorage_maxThrottleTimeMs for the write cache (or the journal)."""
         now, waiting = self.clock.seconds(), self._throttled
         refused = 0
         while waiting and waiting[0][0] <= now:
             waiting.popleft()[1][4](RC.ETOOMANYREQUESTS)
             refused += 1
         if refused:
-            log.warning("%d adds refused (ETOOMANYREQUESTS): the write cache stayed full for "
-                        "dbStorage_maxThrottleTimeMs", refused)
+            log.warning("%d adds refused (ETOOMANYREQUESTS): the write cache (or the journal's queue) "
+                        "stayed full for dbStorage_maxThrottleTimeMs", refused)
         self._arm_throttle_timer()
 
     @property
     def throttled_adds(self) -> int:
-        """Adds waiting for room in the write cache."""
+        """Adds waiting for room in the write cache or the journal's queue."""
         return len(self._throttled)
 
+    def journal_progressed(self) -> None:
+        """A journal group completed: adds that found a journal's queue full try again
+        once every journal has at most half its bound queued."""
+        if self._journal_full and all(j.pending_bytes <= j.max_queue_bytes // 2 for j in self.journals):
+            self._journal_full = False
+            self.write_cache_drained()
+
     def write_cache_drained(self) -> None:
-        """A checkpoint ended (flushed or not): the waiting adds try again, oldest first,
-        through every check an add passes (a bookie read-only by now refuses them)."""
+        """A checkpoint ended (flushed or not), or the journals took their queues: the
+        waiting adds try again, oldest first, through every check an add passes (a
+        bookie read-only by now refuses them)."""
         waiting, self._throttled = self._throttled, deque()
         self._draining = True
         try:

@@ -377,6 +377,8 @@ class BookieService:
             self.factory.complete_group(callbacks, error, Journal.call_all)
         else:
             Journal.call_all(callbacks, error)
+        if self.bookie is not None:
+            self.bookie.journal_progressed()
 
     def _at_end_of_iteration(self, fn) -> None:
         """Run ``fn`` in the reactor thread once the events of the current

@@ -462,8 +462,9 @@ OPTIONS: tuple[Option, ...] = (
            "to ledger storage.",
            "storage", unit="MB", min=1, max=_JAVA_LONG_MAX),
     Option("dbStorage_maxThrottleTimeMs", "int", 10000,
-           "How long an add waits for room in a full write cache (while a checkpoint flushes it) "
-           "before the bookie refuses it with ETOOMANYREQUESTS; 0 refuses at once.",
+           "How long an add waits for room in a full write cache (while a checkpoint flushes it), "
+           "or in a journal whose queue is full (while it writes), before the bookie refuses it "
+           "with ETOOMANYREQUESTS; 0 refuses at once.",
            "storage", unit="ms", min=0, max=_JAVA_INT_MAX),
     # -- disk ---------------------------------------------------------------
     Option("diskUsageThreshold", "float", 0.95,

@@ -56,6 +56,13 @@ class ManualJournal:
             self.patient.extend(entry_ids)
         self.waiting.append(callback)
 
+    #: as Journal's; a full journal has all of it queued (the bookie's adds wait for half)
+    max_queue_bytes = 1 << 20
+
+    @property
+    def pending_bytes(self) -> int:
+        return self.max_queue_bytes if self.full else 0
+
     def force(self, callback):
         self.waiting.append(callback)
 

@@ -92,12 +92,31 @@ def test_a_run_that_meets_an_error_answers_each_add_as_the_one_by_one_path(tmp_p
 
     key = OTHER_KEY if case == "wrong key" else KEY
     chunk = b"".join(v3_add(10 + e, 1, e, key=key) for e in range(4))
-    answers, records, *_ = both(tmp_path, chunk, prepare=prepare)
+    # a full journal is waited for (next test) unless dbStorage_maxThrottleTimeMs is 0
+    answers, records, *_ = both(tmp_path, chunk, prepare=prepare, max_throttle_time=0)
     want = {"fenced": RC.EFENCED, "wrong key": RC.EUA, "journal full": RC.ETOOMANYREQUESTS,
             "journal failed": RC.EIO, "read-only": RC.EREADONLY}[case]
     assert [v3.parse_response(a).status for a in answers] == [v3.v3_status(want)] * 4
     assert [v3.parse_response(a).header.txnId for a in answers] == [10, 11, 12, 13]
     assert records == []
+
+
+@pytest.mark.parametrize("fastpaths", [True, False])
+def test_a_run_that_finds_the_journal_full_waits_for_it_in_order(tmp_path, fastpaths):
+    with bookie_env(tmp_path, max_throttle_time=10.0) as env:
+        env.factory.fastpaths = fastpaths
+        c = env.connect()
+        durable(env, c, v3_add(1, 1, 7))
+        c.replies()
+        env.journal.full = True
+        c.proto.dataReceived(b"".join(v3_add(10 + e, 1, e) for e in range(4)))
+        assert c.replies() == [] and env.bookie.throttled_adds == 4
+        env.journal.full = False
+        env.bookie.journal_progressed()
+        env.journal.sync()
+        got = [v3.parse_response(a) for a in c.replies()]
+        assert [(r.header.txnId, r.status) for r in got] == [(10 + e, 0) for e in range(4)]
+        assert [r.entry_id for r in env.journal.records if isinstance(r, EntryRecord)] == [7, 0, 1, 2, 3]
 
 
 def test_recovery_adds_to_a_fenced_ledger_pass_as_a_run(tmp_path):

@@ -129,15 +129,40 @@ def test_journal_error_fails_the_add_with_eio_and_turns_read_only(env):
     assert r.rc == RC.EREADONLY
 
 
-def test_journal_back_pressure_is_etoomanyrequests(env):
+def _full_journal(env):
+    """A connection whose ledger has entry 0 durable, and a journal that is full now."""
     c = env.connect()
     add(c, 0)
     env.journal.sync()
     c.replies()
     env.journal.full = True
+    return c
+
+
+def test_an_add_that_finds_the_journal_full_waits_for_it_then_is_journaled(env):
+    """Back-pressure, as Java's bookie blocks on its journal queue: the add is not
+    refused; it waits until the journal has taken its queue (a group completed
+    with at most half the bound queued), then is journaled and answered."""
+    c = _full_journal(env)
     add(c, 1)
+    add(c, 2)
+    assert c.v2() == [] and env.bookie.throttled_adds == 2
+    env.bookie.journal_progressed()  # a group completed, the queue still full: they wait on
+    assert env.bookie.throttled_adds == 2
+    env.journal.full = False
+    env.bookie.journal_progressed()
+    assert env.bookie.throttled_adds == 0
+    assert [r.entry_id for r in env.journal.records if isinstance(r, EntryRecord)] == [0, 1, 2]
+    env.journal.sync()
+    assert [(r.rc, r.entry_id) for r in c.v2()] == [(RC.EOK, 1), (RC.EOK, 2)]
+
+
+def test_an_add_that_waits_for_the_journal_too_long_is_etoomanyrequests(env):
+    c = _full_journal(env)
+    add(c, 1)
+    env.clock.advance(env.bookie.max_throttle_time)  # dbStorage_maxThrottleTimeMs
     [r] = c.v2()
-    assert r.rc == RC.ETOOMANYREQUESTS
+    assert (r.rc, r.entry_id) == (RC.ETOOMANYREQUESTS, 1)
 
 
 def test_read_only_refuses_adds_unless_high_priority(env):
