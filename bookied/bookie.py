@@ -73,6 +73,7 @@ class Bookie:
         #: adds waiting for the write cache, oldest first: (deadline, args, kwargs)
         self._throttled: deque = deque()
         self._journal_full = False  # an add found a journal's queue full (it waits in _throttled)
+        self._journal_check = None  # the call of _journal_room due on the next turn
         self._throttle_timer = None
         self._draining = False
 
@@ -294,7 +295,13 @@ class Bookie:
 
     def journal_progressed(self) -> None:
         """A journal group completed: adds that found a journal's queue full try again
-        once every journal has at most half its bound queued."""
+        once every journal has at most half its bound queued.  Looked at on the next
+        reactor turn: a group's callbacks run before its bytes leave the count."""
+        if self._journal_full and self._journal_check is None:
+            self._journal_check = self.clock.callLater(0, self._journal_room)
+
+    def _journal_room(self) -> None:
+        self._journal_check = None
         if self._journal_full and all(j.pending_bytes <= j.max_queue_bytes // 2 for j in self.journals):
             self._journal_full = False
             self.write_cache_drained()

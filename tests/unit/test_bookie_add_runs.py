@@ -113,6 +113,7 @@ def test_a_run_that_finds_the_journal_full_waits_for_it_in_order(tmp_path, fastp
         assert c.replies() == [] and env.bookie.throttled_adds == 4
         env.journal.full = False
         env.bookie.journal_progressed()
+        env.clock.advance(0)
         env.journal.sync()
         got = [v3.parse_response(a) for a in c.replies()]
         assert [(r.header.txnId, r.status) for r in got] == [(10 + e, 0) for e in range(4)]

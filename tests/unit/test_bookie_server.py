@@ -148,9 +148,12 @@ def test_an_add_that_finds_the_journal_full_waits_for_it_then_is_journaled(env):
     add(c, 2)
     assert c.v2() == [] and env.bookie.throttled_adds == 2
     env.bookie.journal_progressed()  # a group completed, the queue still full: they wait on
+    env.clock.advance(0)
     assert env.bookie.throttled_adds == 2
     env.journal.full = False
     env.bookie.journal_progressed()
+    assert env.bookie.throttled_adds == 2  # looked at on the next turn, once the group's bytes are out
+    env.clock.advance(0)
     assert env.bookie.throttled_adds == 0
     assert [r.entry_id for r in env.journal.records if isinstance(r, EntryRecord)] == [0, 1, 2]
     env.journal.sync()
