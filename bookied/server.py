@@ -70,6 +70,9 @@ _STREAMED_ANSWERS = 16 * 1024
 #: Small adds are read 32 KiB at a time: more groups of a window overlap with the client's
 #: work (16 KiB: the fsyncs cost more than the overlap gains).
 READ_SIZE, READ_SIZE_MAX, READ_RECORDS = 32 * 1024, 256 * 1024, 64
+#: Seconds a pause (answers over the transport's buffer) lasts before it is reported: a
+#: chunk's answers over a small buffer pause us until the kernel has them, a moment later.
+UNREAD_REPORT_AFTER = 1.0
 #: At most this many pipelined plain v3 reads are served with one store call.
 _READ_RUN_MAX = 1024
 #: Most adds served as one run (:meth:`BookieProtocol._plain_adds`).
@@ -123,6 +126,8 @@ class BookieProtocol(protocol.Protocol):
         self.handshaking = False
         #: Whether the transport reads ``bufferSize`` at a time (:meth:`_size_reads` sets it)
         self._sized_reads = False
+        #: The call that reports a pause still on after UNREAD_REPORT_AFTER (:meth:`pauseProducing`)
+        self._unread_report = None
 
     # -- transport events ------------------------------------------------------
     def connectionMade(self):
@@ -149,6 +154,7 @@ class BookieProtocol(protocol.Protocol):
             if failures is not None:
                 failures.refused(self.transport.getPeer(), reason)
         self.closed = True
+        self._cancel_unread_report()
         self._backlog.clear()
         self._held_answers.clear()
         factory = getattr(self, "factory", None)
@@ -180,10 +186,23 @@ class BookieProtocol(protocol.Protocol):
         if not self.paused:
             self.paused = True
             self.transport.pauseProducing()  # stop reading from the socket
+            if self._unread_report is None:
+                self._unread_report = self.bookie.clock.callLater(UNREAD_REPORT_AFTER, self._still_unread)
+
+    def _still_unread(self) -> None:
+        """Paused for UNREAD_REPORT_AFTER: the client does not take its answers."""
+        self._unread_report = None
+        if self.paused and not self.closed:
             self._holding_back("unread", "it does not take its answers")
+
+    def _cancel_unread_report(self) -> None:
+        report, self._unread_report = self._unread_report, None
+        if report is not None and report.active():
+            report.cancel()
 
     def resumeProducing(self):
         self.paused = False
+        self._cancel_unread_report()
         self._drain()
 
     def _drain(self) -> None:

@@ -467,6 +467,30 @@ def test_fast_and_general_paths_answer_adds_with_the_same_bytes(env, kind):
     assert len(answers[0]) == 1 and answers[0] == answers[1]
 
 
+def test_a_pause_that_ends_when_the_kernel_takes_the_answers_is_not_reported(env, caplog):
+    """A chunk's answers over the transport's buffer pause the connection until the
+    reactor has handed them to the kernel: not a client that does not take them."""
+    from bkctl.bookied.server import READ_SIZE_MAX, UNREAD_REPORT_AFTER
+
+    caplog.set_level("INFO", logger="bookied.server")
+    c = env.connect()
+    add(c, 0)
+    env.journal.sync()
+    big = b"z" * (READ_SIZE_MAX + 50_000)
+    c.send(v2.AddRequest(2, 0, KEY, entry(1, payload=big), 1, 1).encode())
+    env.journal.sync()
+    proto, t, reactor = real_buffering_conn(env)
+    t.startReading()
+    t.take = 0  # the kernel's buffer is full for a moment
+    proto.dataReceived(frame(v2.ReadRequest(2, 0, 1, 1).encode()))
+    assert t not in reactor.getReaders()  # paused
+    t.take = 1 << 30
+    t.doWrite()  # the reactor hands the answer over: reading again
+    assert t in reactor.getReaders()
+    env.clock.advance(UNREAD_REPORT_AFTER)
+    assert "not reading the connection from" not in caplog.text
+
+
 def test_closing_or_closed_connections_are_left_to_the_reactor(env):
     closing, t1, reactor1 = real_buffering_conn(env)
     closed, t2, _ = real_buffering_conn(env)
@@ -495,7 +519,7 @@ def test_a_client_that_does_not_read_its_answers_is_not_read_either(env, protoco
     caplog.set_level("INFO", logger="bookied.server")
     read, answer = READS[protocol_version]
     c = env.connect()
-    from bkctl.bookied.server import READ_SIZE_MAX
+    from bkctl.bookied.server import READ_SIZE_MAX, UNREAD_REPORT_AFTER
 
     big = b"z" * (READ_SIZE_MAX + 50_000)  # one answer is more than the transport's buffer, at its largest
     add(c, 0)
@@ -509,6 +533,8 @@ def test_a_client_that_does_not_read_its_answers_is_not_read_either(env, protoco
     proto.dataReceived(reads)
     served = env.factory.metrics.requests[("read", "EOK")]
     assert served.value == 1  # one answer fills the buffer; the 49 others wait
+    assert "not reading the connection from" not in caplog.text  # a pause may end a moment later
+    env.clock.advance(UNREAD_REPORT_AFTER)
     assert "not reading the connection from" in caplog.text and "it does not take its answers" in caplog.text
     assert t not in reactor.getReaders()  # and nothing more is read from the client
     proto.dataReceived(frame(read(0, 50)))  # (already in flight)
