@@ -428,7 +428,7 @@ OPTIONS: tuple[Option, ...] = (
            "journal"),
     Option("journalRecoveryAddGroupWaitMSec", "int", 5,
            "Longest time a journal group made only of recovery adds (the copies autorecovery and "
-           "bkctl recover write) waits for company before being forced, with "
+           "bkctl recover write, and a recovering client's re-adds) waits for company before being forced, with "
            "journalFlushWhenQueueEmpty too; an ordinary add ends the wait at once, so live writers "
            "never wait for it, and the copies cost the disk fewer fsyncs (bookied only; 0 = no wait).",
            "journal", unit="ms", min=0, max=1000,
