@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from twisted.internet.testing import MemoryReactorClock
 
-from bkctl.bookied.bookie import Bookie
-from bkctl.bookied.config import load_config_text
-from bkctl.bookied.service import BookieService
 from tests.support.threads import ManualThreadPool
+from tests.unit.test_service_readonly import FailingStore, make_service
 
 
 class HeldPoolReactor(MemoryReactorClock):
@@ -27,36 +25,17 @@ class HeldPoolReactor(MemoryReactorClock):
         return self.pool
 
 
-class CountingStore:
-    """A store whose flushes are counted; ``fail`` makes the next one raise."""
-
-    def __init__(self, directory):
-        self.directory = str(directory)
-        self.cached_bytes = 0
-        self.flushes = 0
-        self.fail: OSError | None = None
-
-    def flush(self):
-        self.flushes += 1
-        if self.fail is not None:
-            error, self.fail = self.fail, None
-            raise error
-
-
-def make_service(tmp_path, monkeypatch):
-    cfg = load_config_text(f"advertisedAddress=127.0.0.1\nallowLoopback=true\n"
-                           f"journalDirectories={tmp_path / 'j'}\nledgerDirectories={tmp_path / 'l'}\n")
+def checkpointing_service(tmp_path, monkeypatch, *errors):
+    """A service over one store (its flushes fail with ``errors`` first) whose
+    checkpoints wait in the reactor's pool until the test runs them."""
     reactor = HeldPoolReactor()
-    svc = BookieService(cfg, reactor)
-    svc.bookie = Bookie([], [], clock=reactor)
-    svc.bookie.on_readonly_change = lambda readonly: None
-    monkeypatch.setattr(svc, "_disk_stats", lambda: (0.5, 1 << 40))
-    svc.stores = [CountingStore(tmp_path / "l")]
+    svc = make_service(tmp_path, monkeypatch, reactor=reactor)
+    svc.stores = [FailingStore(*errors)]
     return svc, reactor
 
 
 def test_a_flush_asked_for_during_a_checkpoint_runs_once_that_one_is_done(tmp_path, monkeypatch):
-    svc, reactor = make_service(tmp_path, monkeypatch)
+    svc, reactor = checkpointing_service(tmp_path, monkeypatch)
     svc._flush_needed()  # the cache is half full
     assert len(reactor.pool.waiting) == 1
     svc._flush_needed()  # the other half filled while that flush ran
@@ -70,7 +49,7 @@ def test_a_flush_asked_for_during_a_checkpoint_runs_once_that_one_is_done(tmp_pa
 
 
 def test_the_periodic_checkpoint_does_not_queue_one_behind_a_running_checkpoint(tmp_path, monkeypatch):
-    svc, reactor = make_service(tmp_path, monkeypatch)
+    svc, reactor = checkpointing_service(tmp_path, monkeypatch)
     svc._checkpoint()
     svc._checkpoint()  # the flushInterval timer, while the first still runs: nothing asked for more
     reactor.pool.run_next()
@@ -78,8 +57,7 @@ def test_the_periodic_checkpoint_does_not_queue_one_behind_a_running_checkpoint(
 
 
 def test_a_failed_checkpoint_is_not_retried_at_once(tmp_path, monkeypatch):
-    svc, reactor = make_service(tmp_path, monkeypatch)
-    svc.stores[0].fail = OSError(5, "Input/output error")
+    svc, reactor = checkpointing_service(tmp_path, monkeypatch, OSError(5, "Input/output error"))
     svc._flush_needed()
     svc._flush_needed()
     reactor.pool.run_next()

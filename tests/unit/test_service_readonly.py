@@ -33,11 +33,13 @@ class InlineThreadsReactor(MemoryReactorClock):
             on_result(True, result)
 
 
-def make_service(tmp_path, monkeypatch, settings="", *, record_changes=True):
+def make_service(tmp_path, monkeypatch, settings="", *, record_changes=True, reactor=None):
+    """A service with a bookie and no stores; ``reactor`` (default: one that runs its
+    thread pool's work at once) is where its checkpoints run."""
     cfg = load_config_text(f"advertisedAddress=127.0.0.1\nallowLoopback=true\n"
                            f"journalDirectories={tmp_path / 'j'}\nledgerDirectories={tmp_path / 'l'}\n"
                            "diskUsageThreshold=0.95\ndiskUsageWarnThreshold=0.90\n" + settings)
-    svc = BookieService(cfg, InlineThreadsReactor())
+    svc = BookieService(cfg, reactor if reactor is not None else InlineThreadsReactor())
     svc.bookie = Bookie([], [], clock=svc.reactor)
     changes = []
     svc.bookie.on_readonly_change = changes.append if record_changes else svc._readonly_changed
