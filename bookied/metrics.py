@@ -75,6 +75,10 @@ class Metrics:
         self.latency: dict[str, Histogram] = {}
         self.fsync_latency = Histogram()
         self.entries_per_fsync = Histogram(SIZE_BUCKETS)
+        #: the recovery adds among the ``add`` requests (a ledger recovery's re-adds,
+        #: re-replication's copies), which the journal may hold for company: what
+        #: ``add`` observed minus these is the live writers' adds' latency
+        self.recovery_add_latency = Histogram()
         self.gauges: dict[str, tuple[str, object]] = {}
         #: name -> (help, type, read): counters and summaries read at scrape time
         self.exported: dict[str, tuple[str, str, object]] = {}
@@ -125,6 +129,9 @@ class Metrics:
         for (op, status), c in sorted(self.requests.items()):
             out.append(f'bookie_requests_total{{op="{op}",status="{status}"}} {c.value}')
         histogram("bookie_request_latency_seconds", "Time from request decode to response.", self.latency, "op")
+        histogram("bookie_recovery_add_latency_seconds",
+                  "Time from request decode to response of the recovery adds (also counted as op=add).",
+                  {"": self.recovery_add_latency}, None)
         histogram("bookie_journal_fsync_latency_seconds", "Journal fsync latency.", {"": self.fsync_latency}, None)
         histogram("bookie_journal_entries_per_fsync", "Records covered by one journal fsync.",
                   {"": self.entries_per_fsync}, None)

@@ -398,6 +398,13 @@ class BookieProtocol(protocol.Protocol):
         if counter is not None and hist is not None:
             self._observers[(op, rc)] = (counter, hist)
 
+    def _observe_recovery_add(self, started: float, n: int = 1) -> None:
+        """A recovery add's latency, also in its own histogram (it is an ``add`` too):
+        see :attr:`~.metrics.Metrics.recovery_add_latency`."""
+        hist = getattr(self.metrics, "recovery_add_latency", None)
+        if hist is not None:
+            hist.observe(_now() - started, n)
+
     # -- v2 --------------------------------------------------------------------
     def _v2(self, payload: bytes) -> None:
         if self.fastpaths:
@@ -412,10 +419,11 @@ class BookieProtocol(protocol.Protocol):
                 self.send(v2.add_response_for(req, RC.EBADVERSION))
                 return
             # answered by the same object as the fast path's, so at the same moment
+            recovery = bool(req.flags & Flag.RECOVERY_ADD)
             reply = _AddReply(self, _now(), None, req.ledger_id, req.entry_id,
-                              v2.pack_header(req.version, OpCode.ADD_ENTRY))
+                              v2.pack_header(req.version, OpCode.ADD_ENTRY), recovery)
             self.bookie.add_entry(req.ledger_id, req.entry_id, req.master_key, req.body, reply,
-                                  recovery=bool(req.flags & Flag.RECOVERY_ADD),
+                                  recovery=recovery,
                                   high_priority=bool(req.flags & Flag.HIGH_PRIORITY))
         elif isinstance(req, v2.ReadRequest):
             if bad_version:
@@ -456,9 +464,10 @@ class BookieProtocol(protocol.Protocol):
     def _v2_add(self, flags: int, ledger_id: int, entry_id: int, master_key: bytes, body: bytes) -> None:
         """A version-2 ADD taken apart by ``plain.v2_add_request``, answered as
         ``v2.add_response_for`` would, without the intermediate tuples."""
+        recovery = bool(flags & _FLAG_RECOVERY_ADD)
         self.bookie.add_entry(ledger_id, entry_id, master_key, body,
-                              _AddReply(self, _now(), None, ledger_id, entry_id),
-                              recovery=bool(flags & _FLAG_RECOVERY_ADD),
+                              _AddReply(self, _now(), None, ledger_id, entry_id, recovery=recovery),
+                              recovery=recovery,
                               high_priority=bool(flags & _FLAG_HIGH_PRIORITY))
 
     # -- v3 --------------------------------------------------------------------
@@ -482,9 +491,10 @@ class BookieProtocol(protocol.Protocol):
         started = _now()
         ledger_id = add.ledgerId
         entry_id = add.entryId
+        recovery = add.HasField("flag") and add.flag == ADD_FLAG_RECOVERY_ADD
         self.bookie.add_entry(ledger_id, entry_id, add.masterKey, add.body,
-                              _AddReply(self, started, req.header.txnId, ledger_id, entry_id),
-                              recovery=add.HasField("flag") and add.flag == ADD_FLAG_RECOVERY_ADD,
+                              _AddReply(self, started, req.header.txnId, ledger_id, entry_id, recovery=recovery),
+                              recovery=recovery,
                               high_priority=high_priority,
                               deferred_sync=bool(add.writeFlags & WRITE_FLAG_DEFERRED_SYNC))
 
@@ -492,7 +502,7 @@ class BookieProtocol(protocol.Protocol):
                       high_priority: bool, recovery: bool) -> None:
         """:meth:`_v3_add` of a request :func:`plain_add_request` took apart."""
         self.bookie.add_entry(ledger_id, entry_id, master_key, body,
-                              _AddReply(self, _now(), txn_id, ledger_id, entry_id),
+                              _AddReply(self, _now(), txn_id, ledger_id, entry_id, recovery=recovery),
                               recovery=recovery, high_priority=high_priority)
 
     def _plain_adds(self, payloads: list, i: int, first: tuple, v3: bool) -> int:
@@ -526,7 +536,7 @@ class BookieProtocol(protocol.Protocol):
             if not v3:
                 high_priority, recovery = bool(flags & _FLAG_HIGH_PRIORITY), bool(flags & _FLAG_RECOVERY_ADD)
             self.bookie.add_entries(ledger_id, key, entry_ids, bodies,
-                                    _AddRunReply(self, _now(), txn_ids, ledger_id, entry_ids),
+                                    _AddRunReply(self, _now(), txn_ids, ledger_id, entry_ids, recovery),
                                     recovery=recovery, high_priority=high_priority)
         return j
 
@@ -785,10 +795,11 @@ class _AddReply:
     answered with ``v2_header`` (the request's version and ADD_ENTRY).
     """
 
-    __slots__ = ("proto", "started", "txn_id", "ledger_id", "entry_id", "v2_header")
+    __slots__ = ("proto", "started", "txn_id", "ledger_id", "entry_id", "v2_header", "recovery")
 
     def __init__(self, proto: BookieProtocol, started: float, txn_id: int | None,
-                 ledger_id: int, entry_id: int, v2_header: int = _V2_ADD):
+                 ledger_id: int, entry_id: int, v2_header: int = _V2_ADD, recovery: bool = False):
+        self.recovery = recovery
         self.proto = proto
         self.started = started
         self.txn_id = txn_id
@@ -799,6 +810,8 @@ class _AddReply:
     def __call__(self, rc: int) -> None:
         proto = self.proto
         proto._observe("add", self.started, rc)
+        if self.recovery:
+            proto._observe_recovery_add(self.started)
         if proto.closed:
             return
         if self.txn_id is None:  # = send(v2.add_response_for(req, rc))
@@ -840,10 +853,11 @@ class _AddRunReply:
     as each one's :class:`_AddReply` would, in order; :meth:`one` is the k-th add's
     own :class:`_AddReply`, :meth:`first` a reply for the first ``n`` only."""
 
-    __slots__ = ("proto", "started", "txn_ids", "ledger_id", "entry_ids")
+    __slots__ = ("proto", "started", "txn_ids", "ledger_id", "entry_ids", "recovery")
 
     def __init__(self, proto: BookieProtocol, started: float, txn_ids: list | None, ledger_id: int,
-                 entry_ids: list):
+                 entry_ids: list, recovery: bool = False):
+        self.recovery = recovery
         self.proto = proto
         self.started = started
         self.txn_ids = txn_ids
@@ -852,15 +866,18 @@ class _AddRunReply:
 
     def one(self, k: int) -> _AddReply:
         txn_id = None if self.txn_ids is None else self.txn_ids[k]
-        return _AddReply(self.proto, self.started, txn_id, self.ledger_id, self.entry_ids[k])
+        return _AddReply(self.proto, self.started, txn_id, self.ledger_id, self.entry_ids[k],
+                         recovery=self.recovery)
 
     def first(self, n: int) -> "_AddRunReply":
         txn_ids = None if self.txn_ids is None else self.txn_ids[:n]
-        return _AddRunReply(self.proto, self.started, txn_ids, self.ledger_id, self.entry_ids[:n])
+        return _AddRunReply(self.proto, self.started, txn_ids, self.ledger_id, self.entry_ids[:n], self.recovery)
 
     def __call__(self, rc: int) -> None:
         proto = self.proto
         proto._observe("add", self.started, rc, len(self.entry_ids))
+        if self.recovery:
+            proto._observe_recovery_add(self.started, len(self.entry_ids))
         if proto.closed:
             return
         ledger_id = self.ledger_id
