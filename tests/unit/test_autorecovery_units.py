@@ -11,17 +11,35 @@ from bkctl.ops.autorecovery import config_from_settings
 from bkctl.wire.autorecovery.checker import entries_held
 from bkctl.wire.autorecovery.service import AutoRecoveryConfig
 from bkctl.wire.autorecovery.worker import RateLimiter, ReplicationWorker
+from bkctl.wire.client.cork import CORK
 from bkctl.wire.metadata.ledger import LedgerMetadata
 
 NO_ZOOKEEPER = "zk+hierarchical://127.0.0.1:1/ledgers"
 
 
+class Held:
+    """A write handed to a limiter: ``called`` once the limiter let it go."""
+
+    def __init__(self, clock=None):
+        self.clock = clock
+        self.called = False
+        self.at = None
+
+    def __call__(self, tag=None):
+        assert not self.called  # let go once
+        self.called = True
+        self.at = self.clock.seconds() if self.clock is not None else None
+        self.tag = tag
+
+
 def test_rate_limiter_spaces_writes_to_the_rate():
     clock = task.Clock()
     limiter = RateLimiter(1000, clock)  # bytes/s
-    assert limiter(500) is None          # the first write goes at once
-    waits = [limiter(500) for _ in range(3)]
-    assert all(w is not None for w in waits)
+    first = Held()
+    assert limiter(500, first) is True and first.called  # the first write goes at once
+    waits = [Held() for _ in range(3)]
+    assert [limiter(500, w) for w in waits] == [False] * 3
+    assert not any(w.called for w in waits)
     clock.advance(0.49)
     assert not waits[0].called
     clock.advance(0.02)
@@ -31,7 +49,7 @@ def test_rate_limiter_spaces_writes_to_the_rate():
     clock.advance(0.5)                   # t = 1.51
     assert waits[2].called
     clock.advance(10)                    # idle: no debt carried forward
-    assert limiter(100) is None
+    assert limiter(100, Held()) is True
 
 
 @pytest.mark.parametrize("phase", [0.0, 0.0037])
@@ -42,21 +60,19 @@ def test_rate_limiter_lets_many_small_writes_go_together_never_early(phase):
     limiter = RateLimiter(400_000, clock, phase=phase)
     due, waits = [], []
     for i in range(4_000):  # one second's worth, asked for at once
-        w = limiter(100)
+        w = Held(clock)
+        limiter(100, w)
         due.append(i * 100 / 400_000)
         waits.append(w)
-    assert waits[0] is None
+    assert waits[0].called and not any(w.called for w in waits[1:])
     # 1 s / TICK, and one more where the grid's phase cuts the second's last tick in two
     assert len(clock.getDelayedCalls()) == (100 if phase == 0 else 101)
     assert all(round((c.getTime() - phase) / RateLimiter.TICK, 6).is_integer() for c in clock.getDelayedCalls())
-    released = {}
-    for d_index, w in enumerate(waits[1:], 1):
-        w.addCallback(lambda _, i=d_index: released.setdefault(i, clock.seconds()))
     while clock.getDelayedCalls():
         clock.advance(min(c.getTime() for c in clock.getDelayedCalls()) - clock.seconds())
-    assert len(released) == 3_999
-    for i, at in released.items():
-        assert due[i] - 1e-9 <= at <= due[i] + RateLimiter.TICK + 1e-9, (i, at)
+    assert all(w.called for w in waits)
+    for i, w in enumerate(waits[1:], 1):
+        assert due[i] - 1e-9 <= w.at <= due[i] + RateLimiter.TICK + 1e-9, (i, w.at)
 
 
 def test_rate_limiters_do_not_share_a_grid():
@@ -67,35 +83,70 @@ def test_rate_limiters_do_not_share_a_grid():
     assert len({limiter.phase for limiter in limiters}) == 4
     assert all(0 <= limiter.phase < RateLimiter.TICK for limiter in limiters)
     for limiter in limiters:
-        limiter(500)
-        limiter(500)
+        limiter(500, Held())
+        limiter(500, Held())
     assert len({round(c.getTime(), 9) for c in clock.getDelayedCalls()}) == 4
 
 
 def test_rate_limiter_off():
-    assert RateLimiter(-1, task.Clock())(10**9) is None
-    assert RateLimiter(0, task.Clock())(10**9) is None
+    for rate in (-1, 0):
+        now = Held()
+        assert RateLimiter(rate, task.Clock())(10**9, now, "x") is True
+        assert now.called and now.tag == "x"  # called with the arguments given
 
 
 @pytest.mark.parametrize("rate", [-1, 1_000_000])
 def test_batched_limiter_lets_a_ticks_writes_go_together(rate):
     """Batched, no write goes at once, with a rate or without: those asked for
-    before a tick of the limiter's grid go at that tick, with one timer."""
+    before a tick of the limiter's grid go at that tick, with one timer, in the
+    order they were asked for."""
     clock = task.Clock()
     clock.advance(1.0)
     limiter = RateLimiter(rate, clock, phase=0.004, batched=True)
-    first = [limiter(100) for _ in range(5)]
-    assert all(w is not None and not w.called for w in first)
+    order = []
+    first = [Held() for _ in range(5)]
+    for i, w in enumerate(first):
+        assert limiter(100, lambda i=i, w=w: (order.append(i), w())) is False
+    assert not any(w.called for w in first)
     assert len(clock.getDelayedCalls()) == 1
     clock.advance(0.0039)
     assert not any(w.called for w in first)
     clock.advance(0.0002)  # t = 1.0041: past the tick at 1.004
-    assert all(w.called for w in first)
-    later = limiter(100)  # asked for after the tick: the next one, 10 ms on
+    assert all(w.called for w in first) and order == [0, 1, 2, 3, 4]
+    later = Held()
+    limiter(100, later)  # asked for after the tick: the next one, 10 ms on
     clock.advance(RateLimiter.TICK - 0.0002)
     assert not later.called
     clock.advance(0.0002)
     assert later.called
+
+
+def test_a_held_write_that_fails_does_not_keep_the_ticks_others_back():
+    clock = task.Clock()
+    limiter = RateLimiter(-1, clock, phase=0.0, batched=True)
+    before, after = Held(), Held()
+
+    def broken():
+        raise RuntimeError("bug")
+
+    limiter(100, before)
+    limiter(100, broken)
+    limiter(100, after)
+    clock.advance(RateLimiter.TICK)
+    assert before.called and after.called
+    assert not clock.getDelayedCalls()
+
+
+def test_a_ticks_writes_leave_once_per_connection():
+    """What a tick lets go is sent as one burst: the connections hold the frames
+    and write each its own once, at the end (the cork), not once per entry."""
+    clock = task.Clock()
+    limiter = RateLimiter(-1, clock, phase=0.0, batched=True)
+    corked = []
+    for _ in range(3):
+        limiter(100, lambda: corked.append(CORK.holders is not None))
+    clock.advance(RateLimiter.TICK)
+    assert corked == [True, True, True] and CORK.holders is None
 
 
 def test_a_workers_adds_leave_in_batches_on_its_grid():
@@ -103,8 +154,9 @@ def test_a_workers_adds_leave_in_batches_on_its_grid():
     the next tick of its grid, so that what it copies reaches a bookie in batches."""
     clock = task.Clock()
     worker = ReplicationWorker(type("Client", (), {"store": None})(), AutoRecoveryConfig(), clock)
-    waits = [worker._pace(140) for _ in range(3)]
-    assert all(w is not None and not w.called for w in waits)
+    waits = [Held() for _ in range(3)]
+    assert [worker._pace(140, w) for w in waits] == [False] * 3
+    assert not any(w.called for w in waits)
     clock.advance(RateLimiter.TICK)
     assert all(w.called for w in waits)
 

@@ -289,20 +289,20 @@ def test_the_byte_rate_limit_holds_each_entry_back_before_its_adds():
     write_ledger(client, (A, B, C), 3, 3, digest)
     asked, gates = [], []
 
-    def throttle(nbytes):
+    def throttle(nbytes, add, *args):
         asked.append(nbytes)
-        gates.append(defer.Deferred())
-        return gates[-1]
+        gates.append(lambda: add(*args))  # held: let go when the test says
+        return False
 
     frag = Fragment(LEDGER, 0, 2, (A, B, C), (B,), 3)
     d = defer.ensureDeferred(replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=8,
                                                 throttle=throttle))
     body = len(entries_on(client, A)[0])
     assert asked == [body] * 3 and adds_sent(client) == []
-    gates[1].callback(None)
+    gates[1]()
     assert adds_sent(client) == [(D, 1, True)] and not d.called
-    gates[0].callback(None)
-    gates[2].callback(None)
+    gates[0]()
+    gates[2]()
     assert successResultOf(d) == 3
 
 

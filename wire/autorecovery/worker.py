@@ -54,6 +54,7 @@ import time
 
 from twisted.internet import defer
 
+from bkctl.wire.client.cork import hold_writes, release_writes
 from bkctl.wire.metadata.store import registered_bookies
 
 from .checker import bookies_missing_replicas
@@ -65,16 +66,22 @@ __all__ = ["RateLimiter", "ReplicationWorker"]
 
 class RateLimiter:
     """Spaces out writes to ``rate`` bytes per second (<= 0: no limit):
-    ``limiter(nbytes)`` returns None (go now) or a Deferred that fires when the
-    bytes may go.  ``batched``: no write goes at once, every one waits for the
+    ``limiter(nbytes, fn, *args)`` calls ``fn(*args)`` at once when the bytes
+    may go now (and returns True), else holds the call until they may
+    (False).  ``batched``: no write goes at once, every one waits for the
     next tick of the grid (rate or not), so that a worker's writes leave
     together, at most once a tick: see :class:`ReplicationWorker`.
 
     The writes that must wait are let go on a grid of :attr:`TICK` seconds,
     all those due in one tick by one timer: at 400 KB/s of 100-byte entries,
     a timer per entry woke the reactor 4,000 times a second and doubled the
-    CPU each copied entry cost.  A write is never let go before its time, so
-    the rate holds; it goes at most a tick late.  Each limiter's grid is
+    CPU each copied entry cost.  A held write is a plain call kept in its
+    tick's list, not a Deferred: a worker holds every entry it copies, and
+    inside a bookie that Deferred's creation and firing were some 5% of the
+    reactor's time during a repair.  What a tick lets go is a burst
+    (:mod:`bkctl.wire.client.cork`): the frames it sends leave once per
+    connection.  A write is never let go before its time, so the rate holds;
+    it goes at most a tick late.  Each limiter's grid is
     shifted by its own ``phase`` (random unless given): on a grid of the clock
     alone, every daemon of a cluster -- their clocks kept together by NTP --
     would send its tick's writes to the bookies at the same instants."""
@@ -88,32 +95,42 @@ class RateLimiter:
         self.reactor = reactor
         self.phase = random.uniform(0.0, self.TICK) if phase is None else float(phase) % self.TICK
         self._free_at = 0.0
-        #: tick number -> the Deferreds of the writes let go at its end
-        self._waiting: dict[int, list[defer.Deferred]] = {}
+        #: tick number -> the calls (fn, args) let go at its end, in the order they were held
+        self._waiting: dict[int, list[tuple]] = {}
 
-    def __call__(self, nbytes: int):
+    def __call__(self, nbytes: int, fn, *args) -> bool:
         now = self.reactor.seconds()
         if self.rate > 0:
             start = max(now, self._free_at)
             self._free_at = start + nbytes / self.rate
             if start <= now and not self.batched:
-                return None
+                fn(*args)
+                return True
         elif self.batched:
             start = now
         else:
-            return None
+            fn(*args)
+            return True
         tick = math.ceil((start - self.phase) / self.TICK)
         waiting = self._waiting.get(tick)
         if waiting is None:
             waiting = self._waiting[tick] = []
             self.reactor.callLater(max(0.0, tick * self.TICK + self.phase - now), self._release, tick)
-        d = defer.Deferred()
-        waiting.append(d)
-        return d
+        waiting.append((fn, args))
+        return False
 
     def _release(self, tick: int) -> None:
-        for d in self._waiting.pop(tick, ()):
-            d.callback(None)
+        # a burst: what the writes send leaves once per connection, at its end
+        holding = hold_writes()
+        try:
+            for fn, args in self._waiting.pop(tick, ()):
+                try:
+                    fn(*args)
+                except Exception:  # noqa: BLE001 - one held write's failure must not keep the others back
+                    log.exception("a write held by the rate limiter failed when let go")
+        finally:
+            if holding:
+                release_writes()
 
 
 class ReplicationWorker:
@@ -387,11 +404,12 @@ class ReplicationWorker:
             self.stats.recovery_seconds_sum += waited
             self.stats.recovery_seconds_count += 1
 
-    def _pace(self, nbytes: int):
-        """Count the bytes about to be written and hold them to the next tick (and replicationRateByBytes)."""
+    def _pace(self, nbytes: int, fn, *args) -> bool:
+        """Count the bytes about to be written and hold their ``fn(*args)`` to the next
+        tick (and replicationRateByBytes)."""
         if self.stats is not None:
             self.stats.bytes_rereplicated += nbytes
-        return self.throttle(nbytes)
+        return self.throttle(nbytes, fn, *args)
 
     def _registered(self) -> set[str]:
         return registered_bookies(self.store.registration)

@@ -247,7 +247,7 @@ class FragmentCopy:
 
     def __init__(self, client, fragment: Fragment, replacements: dict[str, str], digest: DigestManager,
                  key: bytes, window: int, on_entry: Callable[[int], Any] | None,
-                 throttle: Callable[[int], Any] | None):
+                 throttle: Callable[..., Any] | None):
         self.client = client
         self.pool = client.pool
         self.ledger_id = fragment.ledger_id
@@ -390,12 +390,16 @@ class FragmentCopy:
     def _send(self, copy: _EntryCopy, body: bytes) -> None:
         """Hold the entry to the byte rate, if any, then add it."""
         if self.throttle is not None:
-            wait = self.throttle(len(body) * len(copy.targets))
-            if wait is not None:
-                wait.addCallback(lambda _: self._add(copy, body))
-                wait.addErrback(lambda f: self._fail(f.value))
-                return
-        self._add(copy, body)
+            self.throttle(len(body) * len(copy.targets), self._add_paced, copy, body)
+        else:
+            self._add(copy, body)
+
+    def _add_paced(self, copy: _EntryCopy, body: bytes) -> None:
+        """:meth:`_add` as the throttle calls it (perhaps a tick later): a failure fails the copy."""
+        try:
+            self._add(copy, body)
+        except Exception as exc:  # noqa: BLE001 - a bug; the copy fails with it rather than hang
+            self._fail(exc)
 
     def _add(self, copy: _EntryCopy, body: bytes) -> None:
         if self._finished:
@@ -436,7 +440,7 @@ class FragmentCopy:
 async def replicate_fragment(client, fragment: Fragment, replacements: dict[str, str], digest: DigestManager,
                              key: bytes, *, window: int = 64,
                              on_entry: Callable[[int], Any] | None = None,
-                             throttle: Callable[[int], Any] | None = None) -> int:
+                             throttle: Callable[..., Any] | None = None) -> int:
     """Copy every entry a lost bookie of ``fragment`` held to its replacement.
 
     Each entry is read from the surviving members of its write set (lost
@@ -444,9 +448,10 @@ async def replicate_fragment(client, fragment: Fragment, replacements: dict[str,
     replacement of every lost member of its write set, with recovery adds
     (:class:`FragmentCopy`: reads feeding adds).  At most ``window`` entries
     are being added at a time, and at most ``window`` more read ahead.  ``on_entry(entry_id)`` is called (in the reactor thread)
-    after each entry is copied.  ``throttle(n)``, when given, is called with
-    the bytes about to be written for each entry and may return a Deferred
-    to wait for (a byte-rate limit).  Returns the number of entries copied;
+    after each entry is copied.  ``throttle(n, add, *args)``, when given, is
+    called with the bytes about to be written for each entry and must call
+    ``add(*args)``, at once or when those bytes may go (a byte-rate limit:
+    :class:`~bkctl.wire.autorecovery.worker.RateLimiter`).  Returns the number of entries copied;
     the first failure raises (a :class:`ReplicationError` or the bookie's
     error) and stops the copy.
     """
@@ -525,7 +530,7 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
                              password: bytes | str | None = None, placement=None,
                              refill: Collection[str] = (),
                              on_entry: Callable[[int], Any] | None = None,
-                             throttle: Callable[[int], Any] | None = None) -> dict:
+                             throttle: Callable[..., Any] | None = None) -> dict:
     """Re-replicate everything the ``lost`` bookies held of one ledger.
 
     A ledger that is not closed is skipped with ``skip_open``; otherwise, if
