@@ -167,10 +167,12 @@ def bookie_note(before: dict[str, float], after: dict[str, float]) -> str:
         return f"{histogram_quantile(before, after, name, q, labels) * 1e3:g}"
 
     fsync, copies = "bookie_journal_fsync_latency_seconds", "bookie_recovery_add_latency_seconds"
-    return (f"journal fsync p50/p99 <= {ms(fsync, .5)}/{ms(fsync, .99)} ms, "
+    note = (f"journal fsync p50/p99 <= {ms(fsync, .5)}/{ms(fsync, .99)} ms, "
             f"entries per fsync p50 <= {histogram_quantile(before, after, 'bookie_journal_entries_per_fsync', .5):g}, "
-            f"live adds served p50/p99 <= {ms(WRITERS_ADDS, .5)}/{ms(WRITERS_ADDS, .99)} ms, "
-            f"recovery adds p50/p99 <= {ms(copies, .5)}/{ms(copies, .99)} ms")
+            f"live adds served p50/p99 <= {ms(WRITERS_ADDS, .5)}/{ms(WRITERS_ADDS, .99)} ms")
+    if histogram_quantile(before, after, copies, .5) > 0:  # NaN (none served) is not
+        note += f", recovery adds p50/p99 <= {ms(copies, .5)}/{ms(copies, .99)} ms"
+    return note
 
 
 def children_cpu() -> float:
