@@ -355,16 +355,10 @@ class Bookie:
             last = store.last_entry_id(ledger_id)
             last = -1 if last is None else last  # no entries: ENOENTRY, as _read
             entry_ids = [last if e == LAST_ADD_CONFIRMED else e for e in entry_ids]
-        out = []
-        append = out.append
-        for entry_id, got in zip(entry_ids, store.get_entries(ledger_id, entry_ids)):
-            if got is None:
-                append((RC.ENOENTRY, None))
-            elif isinstance(got, OSError):
-                append(_read_failed(ledger_id, entry_id, got))
-            else:
-                append((RC.EOK, got))
-        return out
+        eok = RC.EOK
+        return [(eok, got) if got.__class__ is bytes or not (got is None or isinstance(got, OSError))
+                else _read_failed(ledger_id, entry_id, got)
+                for entry_id, got in zip(entry_ids, store.get_entries(ledger_id, entry_ids))]
 
     def read_entry(self, ledger_id: int, entry_id: int, callback) -> None:
         rc, body = self._read(ledger_id, entry_id)
@@ -604,8 +598,10 @@ def _ignore(error) -> None:
         log.error("journal write failed: %s", error)
 
 
-def _read_failed(ledger_id: int, entry_id: int, e: OSError) -> tuple[int, None]:
-    """A read the store failed with ``e``: logged, answered EIO."""
+def _read_failed(ledger_id: int, entry_id: int, e: OSError | None) -> tuple[int, None]:
+    """A read the store failed with ``e`` (logged, answered EIO), or found nothing for (None: ENOENTRY)."""
+    if e is None:
+        return RC.ENOENTRY, None
     if isinstance(e, EntryCorrupted):
         log.error("%s", e)
     else:

@@ -567,24 +567,31 @@ class BookieProtocol(protocol.Protocol):
         results = bookie.read_entries(ledger_id, [r[1] for r in run])
         outcomes: dict[int, int] = {}
         lac = None
-        answered = 0
-        eok = RC.EOK
-        read_answer = plain.read_answer
+        answered = ok = 0
+        n = len(run)
+        read_answers = plain.read_answers
         try:
-            for (_lid, entry_id, header_len, payload), (rc, body) in zip(run, results):
-                answered += 1
-                outcomes[rc] = outcomes.get(rc, 0) + 1
-                if rc == eok:
+            while answered < n:
+                rc, body = results[answered]
+                if rc == RC.EOK:  # the EOKs from here, _STREAMED_ANSWERS bytes at a time
                     if lac is None:  # nothing changes the LAC while the run is answered
                         lac = bookie.lac(ledger_id)
-                    self.send_framed(read_answer(payload[:header_len], ledger_id, entry_id, body, lac))
+                    data, nxt = read_answers(run, results, answered, lac, _STREAMED_ANSWERS)
+                    ok += nxt - answered
+                    answered = nxt
+                    self.send_framed(data)
                 else:
+                    _lid, entry_id, header_len, payload = run[answered]
+                    answered += 1
+                    outcomes[rc] = outcomes.get(rc, 0) + 1
                     _answer_read(self, payload, header_len, ledger_id, entry_id, rc, body)
                 if self.closed or self.paused:
                     break
         finally:
-            for rc, n in outcomes.items():
-                self._observe("read", started, rc, n)
+            if ok:
+                self._observe("read", started, RC.EOK, ok)
+            for rc, count in outcomes.items():
+                self._observe("read", started, rc, count)
         return i + answered
 
     def _v3_read(self, req, high_priority: bool) -> None:

@@ -230,10 +230,10 @@ def _plain_c_seeds() -> list[bytes]:
 def plain_c_twins(data: bytes) -> None:
     """The bookie's C parsers of plain requests (``_plain.c``) against their Python
     twins: the same value, or both None, for every input; and the C ADD and READ
-    answers are the Python ones for the numbers and bytes the input spells
+    answers (one, and a run's) are the Python ones for the numbers and bytes the input spells
     (skipped where it is not built)."""
     from bkctl.wire.codecs import v2, v3
-    from bkctl.wire.codecs.plain import C_API, py_add_answer, py_read_answer
+    from bkctl.wire.codecs.plain import C_API, py_add_answer, py_read_answer, py_read_answers
     from bkctl.wire.proto import bookkeeper_pb2 as pb
 
     try:
@@ -254,6 +254,11 @@ def plain_c_twins(data: bytes) -> None:
         head, body = data[25:25 + data[0] % 16], data[25 + data[0] % 16:]
         assert _plain.read_answer(head, ledger, entry, body, txn - (1 << 63)) == \
             py_read_answer(head, ledger, entry, body, txn - (1 << 63))
+        # a run of reads of that ledger, every fourth one failed, answered up to a limit the input gives
+        run = [(ledger, entry + k, len(head), head + body[:k]) for k in range(len(body) % 9)]
+        results = [(0 if k % 4 else 2, body[k:]) for k in range(len(run))]
+        args = (run, results, data[1] % 3, txn - (1 << 63), 1 + data[2] * 4)
+        assert _plain.read_answers(*args) == py_read_answers(*args)
 
 
 @target(seeds=lambda: _frames("response", "v3"))

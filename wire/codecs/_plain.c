@@ -26,7 +26,7 @@
 
 /* Checked by v3.py before these twins are used: a build older than the
  * sources (another API) is not. */
-#define PLAIN_API 3
+#define PLAIN_API 4
 
 /* The bytes of a BKPacketHeader up to its txnId varint: version 3, the
  * operation (ADD_ENTRY 2, READ_ENTRY 1), the txnId tag. */
@@ -103,6 +103,13 @@ static int need_bytes(PyObject *arg)
         return 1;
     PyErr_Format(PyExc_TypeError, "want bytes, not %.100s", Py_TYPE(arg)->tp_name);
     return 0;
+}
+
+/* obj as an int64 into *out; 0 with an exception set when it is not one. */
+static inline int i64_of(PyObject *obj, long long *out)
+{
+    *out = PyLong_AsLongLong(obj);
+    return !(*out == -1 && PyErr_Occurred());
 }
 
 PyDoc_STRVAR(plain_add_request_doc,
@@ -232,11 +239,8 @@ static PyObject *add_answer(PyObject *self, PyObject *const *args, Py_ssize_t na
         PyErr_SetString(PyExc_OverflowError, "status out of the int32 range");
         return NULL;
     }
-    long long ledger = PyLong_AsLongLong(args[2]);
-    if (ledger == -1 && PyErr_Occurred())
-        return NULL;
-    long long entry = PyLong_AsLongLong(args[3]);
-    if (entry == -1 && PyErr_Occurred())
+    long long ledger, entry;
+    if (!i64_of(args[2], &ledger) || !i64_of(args[3], &entry))
         return NULL;
     /* enums and int64s as protobuf writes them: a negative value sign-extended to 64 bits */
     uint64_t st = (uint64_t)(int64_t)status;
@@ -264,6 +268,57 @@ static PyObject *add_answer(PyObject *self, PyObject *const *args, Py_ssize_t na
     return out;
 }
 
+/* One EOK answer to a plain READ_ENTRY, its varints encoded once: see put_read_answer. */
+typedef struct {
+    const uint8_t *head, *body;
+    size_t nh, nb, nl, ne, nc, nbl, nil, inner;
+    uint8_t ledger_v[10], entry_v[10], lac_v[10], body_len_v[10], inner_len_v[10];
+} read_answer_t;
+
+/* Lays out the answer to the read of (ledger, entry) whose header field is
+ * head[0..nh): returns its framed size. */
+static size_t plan_read_answer(read_answer_t *a, const uint8_t *head, size_t nh, long long ledger, long long entry,
+                               const uint8_t *body, size_t nb, long long lac)
+{
+    /* int64s as protobuf writes them: a negative value sign-extended to 64 bits */
+    a->head = head;
+    a->nh = nh;
+    a->body = body;
+    a->nb = nb;
+    a->nl = bk_put_varint(a->ledger_v, (uint64_t)ledger) - a->ledger_v;
+    a->ne = bk_put_varint(a->entry_v, (uint64_t)entry) - a->entry_v;
+    a->nc = bk_put_varint(a->lac_v, (uint64_t)lac) - a->lac_v;
+    a->nbl = bk_put_varint(a->body_len_v, (uint64_t)nb) - a->body_len_v;
+    /* ReadResponse: status EOK (1), ledgerId (2), entryId (3), body (4), maxLAC (5) */
+    a->inner = 2 + 1 + a->nl + 1 + a->ne + 1 + a->nbl + nb + 1 + a->nc;
+    a->nil = bk_put_varint(a->inner_len_v, (uint64_t)a->inner) - a->inner_len_v;
+    return 4 + nh + 4 + a->nil + a->inner;
+}
+
+/* Writes the answer planned in ``a`` after its 4-byte length (o: where that goes). */
+static uint8_t *put_read_answer(uint8_t *o, const read_answer_t *a)
+{
+    size_t payload = a->nh + 4 + a->nil + a->inner;
+    *o++ = (uint8_t)(payload >> 24);
+    *o++ = (uint8_t)(payload >> 16);
+    *o++ = (uint8_t)(payload >> 8);
+    *o++ = (uint8_t)payload;
+    memcpy(o, a->head, a->nh);
+    o += a->nh;
+    *o++ = 0x10; /* Response.status EOK (2) */
+    *o++ = 0x00;
+    o = put_tagged(o, READ_FIELD[0], READ_FIELD + 1, 1); /* readResponse (100) */
+    memcpy(o, a->inner_len_v, a->nil);
+    o += a->nil;
+    *o++ = 0x08; /* status EOK (1) */
+    *o++ = 0x00;
+    o = put_tagged(o, 0x10, a->ledger_v, a->nl); /* ledgerId (2) */
+    o = put_tagged(o, 0x18, a->entry_v, a->ne); /* entryId (3) */
+    o = put_tagged(o, 0x22, a->body_len_v, a->nbl); /* body (4) */
+    memcpy(o, a->body, a->nb);
+    return put_tagged(o + a->nb, 0x28, a->lac_v, a->nc); /* maxLAC (5) */
+}
+
 PyDoc_STRVAR(read_answer_doc,
 "read_answer(header_field, ledger_id, entry_id, body, max_lac) -> bytes\n\n"
 "frame(v3.read_answer(header_field, ledger_id, entry_id, body, max_lac)), in C:\n"
@@ -277,45 +332,137 @@ static PyObject *read_answer(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *head = args[0], *body = args[3];
     if (!need_bytes(head) || !need_bytes(body))
         return NULL;
-    long long ledger = PyLong_AsLongLong(args[1]);
-    if (ledger == -1 && PyErr_Occurred())
+    long long ledger, entry, lac;
+    if (!i64_of(args[1], &ledger) || !i64_of(args[2], &entry) || !i64_of(args[4], &lac))
         return NULL;
-    long long entry = PyLong_AsLongLong(args[2]);
-    if (entry == -1 && PyErr_Occurred())
-        return NULL;
-    long long lac = PyLong_AsLongLong(args[4]);
-    if (lac == -1 && PyErr_Occurred())
-        return NULL;
-    /* int64s as protobuf writes them: a negative value sign-extended to 64 bits */
-    uint8_t ledger_v[10], entry_v[10], lac_v[10], body_len_v[10], inner_len_v[10];
-    Py_ssize_t nh = PyBytes_GET_SIZE(head), nb = PyBytes_GET_SIZE(body);
-    size_t nl = bk_put_varint(ledger_v, (uint64_t)ledger) - ledger_v;
-    size_t ne = bk_put_varint(entry_v, (uint64_t)entry) - entry_v;
-    size_t nc = bk_put_varint(lac_v, (uint64_t)lac) - lac_v;
-    size_t nbl = bk_put_varint(body_len_v, (uint64_t)nb) - body_len_v;
-    /* ReadResponse: status EOK (1), ledgerId (2), entryId (3), body (4), maxLAC (5) */
-    size_t inner = 2 + 1 + nl + 1 + ne + 1 + nbl + (size_t)nb + 1 + nc;
-    size_t nil = bk_put_varint(inner_len_v, (uint64_t)inner) - inner_len_v;
-    size_t payload = (size_t)nh + 4 + nil + inner;
+    read_answer_t a;
+    size_t size = plan_read_answer(&a, (const uint8_t *)PyBytes_AS_STRING(head), (size_t)PyBytes_GET_SIZE(head),
+                                   ledger, entry, (const uint8_t *)PyBytes_AS_STRING(body),
+                                   (size_t)PyBytes_GET_SIZE(body), lac);
     uint8_t *o;
-    PyObject *out = new_frame(payload, &o);
+    PyObject *out = new_frame(size - 4, &o);
+    if (out != NULL)
+        put_read_answer(o - 4, &a);
+    return out;
+}
+
+/* The (rc, body) of results[i] into *rc and *body (borrowed); 0 with an exception set
+ * when it is not a 2-tuple of an int and (for rc 0) bytes. */
+static int read_result(PyObject *results, Py_ssize_t i, long *rc, PyObject **body)
+{
+    PyObject *r = PyList_GET_ITEM(results, i);
+    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2 || !PyLong_Check(PyTuple_GET_ITEM(r, 0))) {
+        PyErr_SetString(PyExc_TypeError, "a read result must be an (rc, body) tuple");
+        return 0;
+    }
+    *rc = PyLong_AsLong(PyTuple_GET_ITEM(r, 0));
+    if (*rc == -1 && PyErr_Occurred())
+        return 0;
+    *body = PyTuple_GET_ITEM(r, 1);
+    return *rc != 0 || need_bytes(*body);
+}
+
+/* The (header field, ledger, entry) of run[i], a plain_read_request() tuple, into ``a``'s
+ * inputs; 0 with an exception set when it is not one. */
+static int read_of(PyObject *run, Py_ssize_t i, const uint8_t **head, size_t *nh, long long *ledger,
+                   long long *entry)
+{
+    PyObject *r = PyList_GET_ITEM(run, i);
+    /* ints only (no __index__ runs Python code between read_answers' two passes) */
+    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 4 || !PyLong_Check(PyTuple_GET_ITEM(r, 0)) ||
+        !PyLong_Check(PyTuple_GET_ITEM(r, 1)) || !PyLong_Check(PyTuple_GET_ITEM(r, 2)) ||
+        !need_bytes(PyTuple_GET_ITEM(r, 3))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "a read must be a plain_read_request() tuple");
+        return 0;
+    }
+    PyObject *payload = PyTuple_GET_ITEM(r, 3);
+    if (!i64_of(PyTuple_GET_ITEM(r, 0), ledger) || !i64_of(PyTuple_GET_ITEM(r, 1), entry))
+        return 0;
+    Py_ssize_t n = PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 2));
+    if (n == -1 && PyErr_Occurred())
+        return 0;
+    if (n < 0 || n > PyBytes_GET_SIZE(payload)) {
+        PyErr_SetString(PyExc_ValueError, "a read's header length is outside its bytes");
+        return 0;
+    }
+    *head = (const uint8_t *)PyBytes_AS_STRING(payload);
+    *nh = (size_t)n;
+    return 1;
+}
+
+PyDoc_STRVAR(read_answers_doc,
+"read_answers(run, results, start, max_lac, limit) -> (bytes, next)\n\n"
+"plain.py_read_answers, in C: the framed EOK answers, one after the other, to\n"
+"run[start], run[start + 1], ... (plain_read_request() tuples) whose results[i]\n"
+"(rc, body) is EOK, until one is not or their bytes reach ``limit``; ``next``\n"
+"is the index of the first read not answered.");
+
+static PyObject *read_answers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bk_nargs("read_answers()", nargs, 5))
+        return NULL;
+    PyObject *run = args[0], *results = args[1];
+    if (!PyList_Check(run) || !PyList_Check(results)) {
+        PyErr_SetString(PyExc_TypeError, "read_answers() wants two lists");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[2]);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
+    long long lac;
+    if (!i64_of(args[3], &lac))
+        return NULL;
+    Py_ssize_t limit = PyLong_AsSsize_t(args[4]);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(run);
+    if (PyList_GET_SIZE(results) < n)
+        n = PyList_GET_SIZE(results);
+    if (start < 0)
+        start = 0;
+    /* first the size of what is answered, then the answers into one bytes object */
+    size_t total = 0;
+    Py_ssize_t next = start;
+    read_answer_t a;
+    const uint8_t *head;
+    size_t nh;
+    long long ledger, entry;
+    long rc;
+    PyObject *body;
+    while (next < n && (Py_ssize_t)total < limit) {
+        if (!read_result(results, next, &rc, &body))
+            return NULL;
+        if (rc != 0)
+            break;
+        if (!read_of(run, next, &head, &nh, &ledger, &entry))
+            return NULL;
+        total += plan_read_answer(&a, head, nh, ledger, entry, (const uint8_t *)PyBytes_AS_STRING(body),
+                                  (size_t)PyBytes_GET_SIZE(body), lac);
+        if (total > (size_t)PY_SSIZE_T_MAX / 2) {
+            PyErr_SetString(PyExc_OverflowError, "answers too large");
+            return NULL;
+        }
+        next++;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
     if (out == NULL)
         return NULL;
-    memcpy(o, PyBytes_AS_STRING(head), (size_t)nh);
-    o += nh;
-    *o++ = 0x10; /* Response.status EOK (2) */
-    *o++ = 0x00;
-    o = put_tagged(o, READ_FIELD[0], READ_FIELD + 1, 1); /* readResponse (100) */
-    memcpy(o, inner_len_v, nil);
-    o += nil;
-    *o++ = 0x08; /* status EOK (1) */
-    *o++ = 0x00;
-    o = put_tagged(o, 0x10, ledger_v, nl); /* ledgerId (2) */
-    o = put_tagged(o, 0x18, entry_v, ne); /* entryId (3) */
-    o = put_tagged(o, 0x22, body_len_v, nbl); /* body (4) */
-    memcpy(o, PyBytes_AS_STRING(body), (size_t)nb);
-    put_tagged(o + nb, 0x28, lac_v, nc); /* maxLAC (5) */
-    return out;
+    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(out), *end = o + total;
+    for (Py_ssize_t i = start; i < next; i++) {
+        /* as checked above: no Python code ran in between to change the lists */
+        read_result(results, i, &rc, &body);
+        read_of(run, i, &head, &nh, &ledger, &entry);
+        size_t size = plan_read_answer(&a, head, nh, ledger, entry, (const uint8_t *)PyBytes_AS_STRING(body),
+                                       (size_t)PyBytes_GET_SIZE(body), lac);
+        if (size > (size_t)(end - o)) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_RuntimeError, "read_answers(): the reads changed while answered");
+            return NULL;
+        }
+        o = put_read_answer(o, &a);
+    }
+    return Py_BuildValue("(Nn)", out, next);
 }
 
 static PyMethodDef plain_methods[] = {
@@ -324,6 +471,7 @@ static PyMethodDef plain_methods[] = {
     {"v2_add_request", (PyCFunction)v2_add_request, METH_O, v2_add_request_doc},
     {"add_answer", (PyCFunction)(void (*)(void))add_answer, METH_FASTCALL, add_answer_doc},
     {"read_answer", (PyCFunction)(void (*)(void))read_answer, METH_FASTCALL, read_answer_doc},
+    {"read_answers", (PyCFunction)(void (*)(void))read_answers, METH_FASTCALL, read_answers_doc},
     {NULL},
 };
 

@@ -8,7 +8,9 @@ paths are on, else in Python.
 * :data:`add_answer` -- ``(txnId, v3 status, ledgerId, entryId)`` -> the framed
   answer to an ADD_ENTRY request (:class:`.v3.AddResponseEncoder`, framed);
 * :data:`read_answer` -- ``(header field, ledgerId, entryId, body, maxLAC)``
-  -> the framed EOK answer to a plain READ_ENTRY request (:func:`.v3.read_answer`, framed).
+  -> the framed EOK answer to a plain READ_ENTRY request (:func:`.v3.read_answer`, framed);
+* :data:`read_answers` -- the EOK answers to a run of plain READ_ENTRY requests,
+  one bytes object per up to ``limit`` bytes (:func:`py_read_answers`).
 
 The Python twins are the reference; the C ones give the same values for every
 input (tests/unit/test_plain_c.py, the fuzz target ``plain_c_twins``).  The
@@ -24,7 +26,7 @@ from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
 
 #: What the C twins' ``API`` must be (a build older than the sources is not used).
-C_API = 3
+C_API = 4
 
 
 def c_twins():
@@ -54,6 +56,28 @@ def py_read_answer(header_field: bytes, ledger_id: int, entry_id: int, body: byt
     return v3.ReadAnswers(ledger_id, max_lac).framed(header_field, entry_id, body)
 
 
+def py_read_answers(run: list, results: list, start: int, max_lac: int, limit: int) -> tuple[bytes, int]:
+    """The framed EOK answers, one after the other, to ``run[start]``,
+    ``run[start + 1]``, ... (:data:`read_request` tuples) whose ``results[i]``
+    ``(rc, body)`` is EOK (0), until one is not or their bytes reach ``limit``:
+    ``(answers, next)``, ``next`` the index of the first read not answered.
+    One call answers what one write sends, without a call per read."""
+    out = []
+    size = 0
+    i = max(start, 0)
+    n = min(len(run), len(results))
+    while i < n and size < limit:
+        rc, body = results[i]
+        if rc != 0:
+            break
+        ledger_id, entry_id, header_len, payload = run[i]
+        answer = py_read_answer(payload[:header_len], ledger_id, entry_id, body, max_lac)
+        out.append(answer)
+        size += len(answer)
+        i += 1
+    return b"".join(out), i
+
+
 #: The C module in use, or None.
 C = c_twins()
 add_request = C.plain_add_request if C else v3.plain_add_request
@@ -61,3 +85,4 @@ read_request = C.plain_read_request if C else v3.plain_read_request
 v2_add_request = C.v2_add_request if C else v2.plain_add_request
 add_answer = C.add_answer if C else py_add_answer
 read_answer = C.read_answer if C else py_read_answer
+read_answers = C.read_answers if C else py_read_answers
