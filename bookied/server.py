@@ -41,6 +41,7 @@ from bkctl.wire.codecs.v3 import v3_status
 
 from .in_progress import CountedBookie, InProgressLimit
 from .peer_log import HandshakeFailureLog, PeerLog, peer_name
+from .plain_reads import STREAMED_ANSWERS, ReadReply, serve_v2_run, serve_v3_run
 
 log = logging.getLogger("bookied.server")
 
@@ -57,10 +58,6 @@ _FRAMED_V2_ADD_RESPONSE = struct.Struct(">iiiqq")
 _FLAG_RECOVERY_ADD = int(Flag.RECOVERY_ADD)
 _FLAG_HIGH_PRIORITY = int(Flag.HIGH_PRIORITY)
 _now = time.perf_counter
-#: Bytes of answers after which those held are handed to the kernel at once, while the
-#: rest of the chunk is served: the client starts on them meanwhile, where it waited
-#: for the whole chunk (a window of 1,000 pipelined reads is milliseconds of a bookie's work).
-_STREAMED_ANSWERS = 16 * 1024
 #: Bytes read from a connection at a time (a transport's bufferSize, also the answers it
 #: buffers before it pauses us) lie between these two, sized to about READ_RECORDS of its
 #: requests (:meth:`BookieProtocol._size_reads`).  Twisted reads once per connection per reactor
@@ -73,8 +70,6 @@ READ_SIZE, READ_SIZE_MAX, READ_RECORDS = 32 * 1024, 256 * 1024, 64
 #: Seconds a pause (answers over the transport's buffer) lasts before it is reported: a
 #: chunk's answers over a small buffer pause us until the kernel has them, a moment later.
 UNREAD_REPORT_AFTER = 1.0
-#: At most this many pipelined plain v3 reads are served with one store call.
-_READ_RUN_MAX = 1024
 #: Most adds served as one run (:meth:`BookieProtocol._plain_adds`).
 _ADD_RUN_MAX = 1024
 #: Long polls one connection may have waiting; past them it is not read until one is
@@ -322,7 +317,7 @@ class BookieProtocol(protocol.Protocol):
                 else:
                     taken = plain_read_request(payload)
                     if taken is not None and not limited and i + 1 < count:
-                        i = self._v3_plain_reads(payloads, i, taken) - 1
+                        i = serve_v3_run(self, payloads, i, taken) - 1
                         continue
                     serve, limit = self._v3_plain_read, self.reads
                 if taken is not None:
@@ -339,6 +334,10 @@ class BookieProtocol(protocol.Protocol):
                 taken = plain_v2_add_request(payload)
                 if taken is not None:
                     i = self._plain_adds(payloads, i, taken, False) - 1
+                    continue
+                taken = v2.plain_read_request(payload)
+                if taken is not None:
+                    i = serve_v2_run(self, payloads, i, taken) - 1
                     continue
             kind, msg = detector.classify(payload)
             if limited and not self._admit(self._limit_for(kind, msg if kind == "v3" else payload)):
@@ -373,9 +372,9 @@ class BookieProtocol(protocol.Protocol):
             if out is None:
                 self.transport.write(data)
             else:  # answering a chunk of requests: written together, at its end (_serve) or
-                out.append(data)  # every _STREAMED_ANSWERS bytes, sent at once
+                out.append(data)  # every STREAMED_ANSWERS bytes, sent at once
                 self._out_bytes += len(data)
-                if self._out_bytes >= _STREAMED_ANSWERS:
+                if self._out_bytes >= STREAMED_ANSWERS:
                     self.transport.writeSequence(out)  # a client that does not read pauses us
                     out.clear()
                     self._out_bytes = 0
@@ -542,57 +541,8 @@ class BookieProtocol(protocol.Protocol):
 
     def _v3_plain_read(self, ledger_id: int, entry_id: int, header_len: int, payload: bytes) -> None:
         """:meth:`_v3_read` of a request :func:`plain_read_request` took apart."""
-        self.bookie.read_entry(ledger_id, entry_id, _ReadReply(self, _now(), payload, ledger_id, entry_id,
+        self.bookie.read_entry(ledger_id, entry_id, ReadReply(self, _now(), payload, ledger_id, entry_id,
                                                                header_len))
-
-    def _v3_plain_reads(self, payloads: list, i: int, first: tuple) -> int:
-        """Serve the run of plain v3 READ_ENTRYs of one ledger starting at
-        ``payloads[i]`` (taken apart: ``first``) with one
-        :meth:`Bookie.read_entries`, answering each as :meth:`_v3_plain_read`
-        would, in order; stops answering once the connection is closed or paused
-        (the rest is served again later). Returns the index of the first
-        payload not answered."""
-        ledger_id = first[0]
-        run = [first]
-        end = min(len(payloads), i + _READ_RUN_MAX)
-        j = i + 1
-        while j < end:
-            got = plain.read_request(payloads[j])
-            if got is None or got[0] != ledger_id:
-                break
-            run.append(got)
-            j += 1
-        started = _now()
-        bookie = self.bookie
-        results = bookie.read_entries(ledger_id, [r[1] for r in run])
-        outcomes: dict[int, int] = {}
-        lac = None
-        answered = ok = 0
-        n = len(run)
-        read_answers = plain.read_answers
-        try:
-            while answered < n:
-                rc, body = results[answered]
-                if rc == RC.EOK:  # the EOKs from here, _STREAMED_ANSWERS bytes at a time
-                    if lac is None:  # nothing changes the LAC while the run is answered
-                        lac = bookie.lac(ledger_id)
-                    data, nxt = read_answers(run, results, answered, lac, _STREAMED_ANSWERS)
-                    ok += nxt - answered
-                    answered = nxt
-                    self.send_framed(data)
-                else:
-                    _lid, entry_id, header_len, payload = run[answered]
-                    answered += 1
-                    outcomes[rc] = outcomes.get(rc, 0) + 1
-                    _answer_read(self, payload, header_len, ledger_id, entry_id, rc, body)
-                if self.closed or self.paused:
-                    break
-        finally:
-            if ok:
-                self._observe("read", started, RC.EOK, ok)
-            for rc, count in outcomes.items():
-                self._observe("read", started, rc, count)
-        return i + answered
 
     def _v3_read(self, req, high_priority: bool) -> None:
         if not req.HasField("readRequest"):
@@ -756,41 +706,6 @@ class BookieProtocol(protocol.Protocol):
         _OP.AUTH: _v3_auth,
         _OP.START_TLS: _v3_start_tls,
     }
-
-
-class _ReadReply:
-    """Answers one plain v3 READ_ENTRY (:func:`plain_read_request`) once the
-    bookie calls it with ``(rc, body)``: an EOK answer is built by hand
-    (``plain.read_answer``), anything else through the builders, as
-    :meth:`BookieProtocol._v3_read` answers."""
-
-    __slots__ = ("proto", "started", "payload", "ledger_id", "entry_id", "header_len")
-
-    def __init__(self, proto: BookieProtocol, started: float, payload: bytes, ledger_id: int, entry_id: int,
-                 header_len: int):
-        self.proto = proto
-        self.started = started
-        self.payload = payload
-        self.ledger_id = ledger_id
-        self.entry_id = entry_id
-        self.header_len = header_len
-
-    def __call__(self, rc: int, body: bytes | None) -> None:
-        proto = self.proto
-        proto._observe("read", self.started, rc)
-        _answer_read(proto, self.payload, self.header_len, self.ledger_id, self.entry_id, rc, body)
-
-
-def _answer_read(proto: BookieProtocol, payload: bytes, header_len: int, ledger_id: int, entry_id: int,
-                 rc: int, body: bytes | None) -> None:
-    """Send the answer to a plain v3 READ_ENTRY (:func:`plain_read_request`): an
-    EOK one built by hand (``plain.read_answer``), anything else through the
-    builders, as :meth:`BookieProtocol._v3_read` answers."""
-    if rc == RC.EOK:
-        proto.send_framed(plain.read_answer(payload[:header_len], ledger_id, entry_id, body,
-                                            proto.bookie.lac(ledger_id)))
-    else:
-        proto.send(v3.serialize(v3.read_response(v3.parse_request(payload), rc)))
 
 
 class _AddReply:

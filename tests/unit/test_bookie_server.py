@@ -7,7 +7,7 @@ from twisted.internet import abstract, task
 from twisted.internet.testing import MemoryReactor, StringTransport
 
 from bkctl.bookied.bookie import Bookie
-from bkctl.bookied.storage import EntryStore, log_name
+from bkctl.bookied.storage import EntryStore
 from bkctl.bookied.journal import EntryRecord, FenceRecord, MasterKeyRecord
 from bkctl.bookied.metrics import Metrics
 from bkctl.bookied.server import BookieServerFactory
@@ -701,55 +701,6 @@ def test_v3_plain_reads_answered_together_and_errors_as_the_builders_do(env):
                        v3.serialize(v3.read_response(reqs[1], RC.ENOENTRY)),
                        v3.serialize(v3.read_response(reqs[2], RC.EOK, entry(2, lac=1), max_lac=lac)),
                        v3.serialize(v3.read_response(reqs[3], RC.ENOLEDGER))]
-
-
-def test_pipelined_plain_v3_reads_are_answered_as_the_general_path_answers(env):
-    """A chunk of pipelined reads of one ledger is served with one batched store
-    read on the fast path: flushed, cached, missing, corrupt (EIO), the highest
-    (-1), another ledger's -- every answer and the metrics as the general path
-    gives them, in the order asked."""
-    c = env.connect()
-    for i in range(12):
-        c.send(v3.serialize(v3.add_request(i + 1, 1, i, KEY, entry(i, lac=i - 1))))
-    env.journal.sync()
-    env.store.flush()
-    loc = env.store.location(1, 5)
-    with open(f"{env.store.directory}/{log_name(loc.log_id)}", "r+b") as f:
-        f.seek(loc.offset + 30)
-        f.write(b"\xff\xee")
-    for i in range(12, 15):  # in the write cache
-        c.send(v3.serialize(v3.add_request(i + 1, 1, i, KEY, entry(i, lac=i - 1))))
-    env.journal.sync()
-    c.replies()
-    ids = [0, 2, 4, 5, 6, 13, 20, -1, 8, 14, 3, 2]
-    reqs = [v3.read_request(100 + n, 1, e) for n, e in enumerate(ids)]
-    reqs[8:8] = [v3.read_request(99, 7, 0)]  # another ledger splits the run
-    chunk = b"".join(frame(v3.serialize(r)) for r in reqs)
-    answers, counts, batches = [], [], []
-    read_entries = env.bookie.read_entries
-    env.bookie.read_entries = lambda ledger, entries: batches.append(list(entries)) or read_entries(ledger, entries)
-    for fastpaths in (True, False):
-        env.factory.fastpaths = fastpaths
-        env.factory.metrics = Metrics()
-        c = env.connect()
-        c.proto.dataReceived(chunk)
-        answers.append(c.replies())
-        if fastpaths:
-            assert batches == [ids[:8], [0], ids[8:]]
-            batches.clear()
-        m = env.factory.metrics
-        counts.append(({k: v.value for k, v in m.requests.items()}, m.latency["read"].count))
-    assert batches == []
-    assert answers[0] == answers[1]
-    assert counts[0] == counts[1] == ({("read", "EOK"): 10, ("read", "EIO"): 1, ("read", "ENOENTRY"): 1,
-                                       ("read", "ENOLEDGER"): 1}, 13)
-    got = [v3.parse_response(a) for a in answers[0]]
-    assert [r.header.txnId for r in got] == [r.header.txnId for r in reqs]
-    assert [r.status for r in got] == [v3.v3_status(rc) for rc in (
-        RC.EOK, RC.EOK, RC.EOK, RC.EIO, RC.EOK, RC.EOK, RC.ENOENTRY, RC.EOK, RC.ENOLEDGER, RC.EOK, RC.EOK,
-        RC.EOK, RC.EOK)]
-    assert got[7].readResponse.body == entry(14, lac=13) and got[7].readResponse.maxLAC == 13
-    assert got[5].readResponse.body == entry(13, lac=12)
 
 
 @pytest.mark.parametrize("ledger_id, entry_id", [(1, -2), (-5, 0), (1, -(1 << 63))])
