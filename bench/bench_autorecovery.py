@@ -24,7 +24,8 @@ CPU the surviving bookies spent per entry copied (serving those reads and adds).
 ``--probe-rate`` (default 200) adds 100 B entries at that steady rate to a
 ledger of its own on the four survivors while the repair runs, and prints the
 add latency p50/p99 during the repair next to the same figures idle (taken
-for ``--idle-seconds`` before the SIGKILL): the cost of the repair to the
+for ``--idle-seconds`` before the SIGKILL, once ``--settle-seconds`` have let
+the bookies flush what the bulk write left them): the cost of the repair to the
 cluster's live writers.  Beside them, from the survivors' own ``/metrics``:
 their journals' fsync latency and entries per fsync, and the latency of the
 adds they served, the live writer's apart from the repair's recovery adds, idle
@@ -322,6 +323,7 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
         on_victim = [lid for lid in ids if victim in store.ledgers.read(lid)[0].bookies]
         http_ports = [b["http_port"] for b in survivor_records if b.get("http_port")] if cluster.metrics else []
         if probe is not None:
+            time.sleep(args.settle_seconds)  # the bulk write's flushes are not the idle cluster
             probe.window()
             idle_from = bookie_metrics(*http_ports)
             time.sleep(args.idle_seconds)
@@ -424,6 +426,10 @@ def main() -> None:
                         help="how long the probe's idle figures are taken (a p99 of 5 s, 1,000 adds, varied "
                              "from 1 to 11 ms between runs; of 15 s, from 3.2 to 8.3 ms: 30 s by default, about "
                              "as long as the repair's own window)")
+    parser.add_argument("--settle-seconds", type=float, default=15,
+                        help="how long after the ledgers are written the idle window starts: the bookies "
+                             "first flush what the bulk write left in their write caches (flushInterval "
+                             "10 s), which is not an idle cluster; the same for Java's bookies")
     parser.add_argument("--modes", default="1,4,recover")
     parser.add_argument("--exact", action="store_true", help="count the victim's entries exactly (slow)")
     parser.add_argument("--rate-limit", type=int, default=0,
