@@ -8,11 +8,10 @@ path gives, and so are the metrics; the connection (``proto``) sends them.
 """
 from __future__ import annotations
 
-import struct
 import time
 
 from bkctl.wire.codecs import plain, v2, v3
-from bkctl.wire.codecs.protocol import RC, V2_CURRENT_VERSION, OpCode
+from bkctl.wire.codecs.protocol import RC
 
 #: Bytes of answers after which those held are handed to the kernel at once, while the
 #: rest of the chunk is served: the client starts on them meanwhile, where it waited
@@ -22,10 +21,6 @@ STREAMED_ANSWERS = 16 * 1024
 RUN_MAX = 1024
 
 _now = time.perf_counter
-#: A version-2 READ_ENTRY answer's header, and the framed answer's fixed part:
-#: frame length | header | rc | ledgerId | entryId (the body follows an EOK one).
-_V2_READ = (V2_CURRENT_VERSION << 24) | (int(OpCode.READ_ENTRY) << 16)
-_FRAMED_V2_READ = struct.Struct(">iiiqq")
 
 
 class ReadReply:
@@ -129,15 +124,15 @@ def serve_v2_run(proto, payloads: list, i: int, first: tuple) -> int:
     started = _now()
     outcomes: dict[int, int] = {}
     answered = 0
-    pack = _FRAMED_V2_READ.pack
+    pack, header = v2.FRAMED_ANSWER.pack, v2.READ_ANSWER_HEADER
     try:
         for entry_id, (rc, body) in zip(entry_ids, proto.bookie.read_entries(ledger_id, entry_ids)):
             answered += 1
             outcomes[rc] = outcomes.get(rc, 0) + 1
             if rc == RC.EOK:
-                proto.send_framed(pack(24 + len(body), _V2_READ, rc, ledger_id, entry_id) + body)
+                proto.send_framed(pack(24 + len(body), header, rc, ledger_id, entry_id) + body)
             else:
-                proto.send_framed(pack(24, _V2_READ, rc, ledger_id, entry_id))
+                proto.send_framed(pack(24, header, rc, ledger_id, entry_id))
             if proto.closed or proto.paused:
                 break
     finally:

@@ -29,7 +29,6 @@ from bkctl.wire.codecs.protocol import (
     BOOKIE_INFO_TOTAL_DISK_CAPACITY,
     DEFAULT_MAX_FRAME_SIZE,
     LAST_ADD_CONFIRMED,
-    V2_CURRENT_VERSION,
     WRITE_FLAG_DEFERRED_SYNC,
     Flag,
     OpCode,
@@ -49,12 +48,11 @@ log = logging.getLogger("bookied.server")
 _OP = OperationType
 _V3 = int(ProtocolVersion.VERSION_THREE)
 
-# The v2 ADD fast path's answer: the header of a version-2 ADD_ENTRY answer, and
-# the framed answer: frame length 24 | header | rc | ledgerId | entryId, as
-# frame(v2.add_response_for(request, rc)) would write it.
 _I32 = struct.Struct(">i")
-_V2_ADD = (V2_CURRENT_VERSION << 24) | (int(OpCode.ADD_ENTRY) << 16)
-_FRAMED_V2_ADD_RESPONSE = struct.Struct(">iiiqq")
+# The v2 ADD fast path's answer header, and the framed answer, as
+# frame(v2.add_response_for(request, rc)) would write it.
+_V2_ADD = v2.ADD_ANSWER_HEADER
+_FRAMED_V2_ADD_RESPONSE = v2.FRAMED_ANSWER
 _FLAG_RECOVERY_ADD = int(Flag.RECOVERY_ADD)
 _FLAG_HIGH_PRIORITY = int(Flag.HIGH_PRIORITY)
 _now = time.perf_counter

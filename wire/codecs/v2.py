@@ -21,6 +21,10 @@ _READ = struct.Struct(">iqq")  # header, ledger, entry
 _BATCH = struct.Struct(">iqqqiq")  # header, ledger, start, requestId, maxCount, maxSize
 _ADD_RESP = struct.Struct(">iiqq")  # header, rc, ledger, entry
 _BATCH_RESP = struct.Struct(">iiqqq")  # header, rc, ledger, start, requestId
+#: An ADD or READ answer framed, for a bookie's hot paths: frame length | header | rc |
+#: ledgerId | entryId (an EOK READ answer's body follows); the frame length of an ADD
+#: answer, or of a READ answer without a body, is 24.
+FRAMED_ANSWER = struct.Struct(">iiiqq")
 
 _V2_OPS = frozenset({OpCode.ADD_ENTRY, OpCode.READ_ENTRY, OpCode.AUTH, OpCode.BATCH_READ_ENTRY})
 
@@ -38,6 +42,11 @@ def pack_header(version: int, opcode: int, flags: int = 0) -> int:
     if version == 0:
         return opcode
     return (version << 24) | (opcode << 16) | (flags & 0xFFFF)
+
+
+#: The headers of version-2 ADD and READ answers (no flags).
+ADD_ANSWER_HEADER = pack_header(V2_CURRENT_VERSION, OpCode.ADD_ENTRY)
+READ_ANSWER_HEADER = pack_header(V2_CURRENT_VERSION, OpCode.READ_ENTRY)
 
 
 def unpack_header(h: int) -> tuple[int, int, int]:
