@@ -181,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         _cleanup(locals().get("service"))
         return EXIT_CANNOT_START
     reactor.run()
+    from bkctl.wire.process.shutdown import ignore_late_signals
+
+    ignore_late_signals()
     return service.exit_code
 
 

@@ -130,6 +130,10 @@ def autorecovery_run(app: App, bookie_id: str | None, settings: tuple[str, ...])
         # in the shell the process goes on after the daemon: never ended for a stuck stop
         code, why = run_daemon(uri, bookie_id, config, protocol=app.protocol, zk_timeout=app.zk_timeout,
                                tls=app.bookie_tls or None, exit_when_stuck=not app.interactive)
+    if not app.interactive:  # the process ends next: a late SIGTERM must not make it "killed"
+        from bkctl.wire.process.shutdown import ignore_late_signals
+
+        ignore_late_signals()
     if code:
         raise CommandError(f"the autorecovery daemon could not start: {why}", code)
 

@@ -11,11 +11,14 @@ reactor whose thread pool holds such a call never finishes its shutdown
 * :class:`ExitDeadline` is the last resort: armed when the shutdown starts, it
   ends the process with ``os._exit`` if the orderly path has not finished by
   then (a pool thread stuck in ZooKeeper, say), after logging why.
+* :func:`ignore_late_signals`, once the shutdown is done: a SIGTERM that
+  arrives while the interpreter finishes must not turn exit 0 into "killed".
 """
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import threading
 
@@ -82,3 +85,16 @@ class ExitDeadline:
                 pass
         sys.stderr.flush()
         os._exit(code)
+
+
+def ignore_late_signals() -> None:
+    """Ignore SIGTERM and SIGINT for the rest of the process: the daemon has
+    stopped and exits next.  Python resets its own handlers to the default
+    while the interpreter finalizes (module teardown can take a while on a
+    loaded host), so an operator's second SIGTERM would otherwise kill the
+    process and its status would read -15 instead of its exit code; an
+    ignored signal stays ignored to the end."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
