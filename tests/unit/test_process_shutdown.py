@@ -11,14 +11,16 @@ import time
 # A daemon that has stopped: its Python SIGTERM handler is still installed and
 # something slow is torn down while the interpreter finalizes.
 _FINISHING_DAEMON = textwrap.dedent("""
-    import signal, sys, time
+    import os, signal, sys, time
     from bkctl.wire.process.shutdown import ignore_late_signals
 
     signal.signal(signal.SIGTERM, lambda *_: None)
 
     class SlowTeardown:
-        def __del__(self):
-            time.sleep(1.5)
+        # torn down with the module, after Python has reset its signal handlers
+        def __del__(self, write=os.write, sleep=time.sleep):
+            write(1, b"finalizing\\n")
+            sleep(2)
 
     teardown = SlowTeardown()
     if sys.argv[1] == "ignore":
@@ -32,7 +34,7 @@ def _sigterm_while_finalizing(mode: str) -> int:
     proc = subprocess.Popen([sys.executable, "-c", _FINISHING_DAEMON, mode], stdout=subprocess.PIPE)
     try:
         assert proc.stdout.readline() == b"exiting\n"
-        time.sleep(0.5)  # main has returned: the interpreter is finalizing, in SlowTeardown
+        assert proc.stdout.readline() == b"finalizing\n"  # the interpreter is finishing, in SlowTeardown
         proc.send_signal(signal.SIGTERM)
         return proc.wait(timeout=30)
     finally:
