@@ -49,10 +49,6 @@ _OP = OperationType
 _V3 = int(ProtocolVersion.VERSION_THREE)
 
 _I32 = struct.Struct(">i")
-# The v2 ADD fast path's answer header, and the framed answer, as
-# frame(v2.add_response_for(request, rc)) would write it.
-_V2_ADD = v2.ADD_ANSWER_HEADER
-_FRAMED_V2_ADD_RESPONSE = v2.FRAMED_ANSWER
 _FLAG_RECOVERY_ADD = int(Flag.RECOVERY_ADD)
 _FLAG_HIGH_PRIORITY = int(Flag.HIGH_PRIORITY)
 _now = time.perf_counter
@@ -718,7 +714,7 @@ class _AddReply:
     __slots__ = ("proto", "started", "txn_id", "ledger_id", "entry_id", "v2_header", "recovery")
 
     def __init__(self, proto: BookieProtocol, started: float, txn_id: int | None,
-                 ledger_id: int, entry_id: int, v2_header: int = _V2_ADD, recovery: bool = False):
+                 ledger_id: int, entry_id: int, v2_header: int = v2.ADD_ANSWER_HEADER, recovery: bool = False):
         self.recovery = recovery
         self.proto = proto
         self.started = started
@@ -735,7 +731,7 @@ class _AddReply:
         if proto.closed:
             return
         if self.txn_id is None:  # = send(v2.add_response_for(req, rc))
-            answer = _FRAMED_V2_ADD_RESPONSE.pack(24, self.v2_header, rc, self.ledger_id, self.entry_id)
+            answer = v2.FRAMED_ANSWER.pack(24, self.v2_header, rc, self.ledger_id, self.entry_id)
         elif proto.fastpaths:  # = send(serialize(add_response(req, rc))) of an ADD_ENTRY request
             answer = plain.add_answer(self.txn_id, v3_status(rc), self.ledger_id, self.entry_id)
         else:
@@ -802,8 +798,8 @@ class _AddRunReply:
             return
         ledger_id = self.ledger_id
         if self.txn_ids is None:  # = _AddReply's version-2 answers
-            pack = _FRAMED_V2_ADD_RESPONSE.pack
-            data = b"".join([pack(24, _V2_ADD, rc, ledger_id, entry_id) for entry_id in self.entry_ids])
+            pack, header = v2.FRAMED_ANSWER.pack, v2.ADD_ANSWER_HEADER  # = frame(v2.add_response_for(req, rc))
+            data = b"".join([pack(24, header, rc, ledger_id, entry_id) for entry_id in self.entry_ids])
         else:
             status, answer = v3_status(rc), plain.add_answer
             data = b"".join([answer(txn_id, status, ledger_id, entry_id)

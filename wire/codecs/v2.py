@@ -176,7 +176,7 @@ def plain_add_request(payload: bytes) -> tuple[int, int, int, bytes, bytes] | No
     return header & 0xFFFF, ledger_id, entry_id, payload[4:4 + MASTER_KEY_LENGTH], payload[4 + MASTER_KEY_LENGTH:]
 
 
-_V2_READ_TOP = (V2_CURRENT_VERSION << 8) | OpCode.READ_ENTRY  # a v2 READ header's top 16 bits
+_V2_READ_TOP = pack_header(V2_CURRENT_VERSION, OpCode.READ_ENTRY) >> 16  # a v2 READ header's top 16 bits
 _READ_SIZE = _READ.size
 _DO_FENCING = int(Flag.DO_FENCING)  # an int: an IntFlag's & costs microseconds
 
