@@ -59,10 +59,9 @@ _STUCK_SHUTDOWN = textwrap.dedent("""
 
 
 def test_the_exit_deadline_ends_a_stuck_shutdown_with_its_code_and_says_why():
-    started = time.monotonic()
+    # the child would wait 60 s: a run past the timeout (TimeoutExpired) is the deadline not firing
     done = subprocess.run([sys.executable, "-c", _STUCK_SHUTDOWN], capture_output=True, timeout=30)
     assert done.returncode == 7
-    assert time.monotonic() - started < 30
     assert b"test shutdown did not finish within 0.2 s" in done.stderr
 
 
