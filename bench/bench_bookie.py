@@ -52,7 +52,7 @@ import json
 from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.framing import FrameDecoder, frame
-from java_peer import add_java_peer_options  # noqa: E402
+from java_peer import SIDE_BY_SIDE_ENTRIES, add_java_peer_options  # noqa: E402
 from common import bookie_metrics, cpu_seconds, histogram_quantile, load_note, pct_ms, section  # bench/ is on sys.path when run as a script
 
 KEY = master_key(b"bench")
@@ -306,10 +306,12 @@ def side_by_side(peer_dir: str, sizes: list[int], entries: int, warmup: int, rou
                         read_cpu = sampler.per_op_us(side, res.read_window, res.reads)
                         client_add = sampler.per_op_us("java-client", res.add_window, res.adds)
                         client_read = sampler.per_op_us("java-client", res.read_window, res.reads)
+                        jit = (sampler.jit_share("java-client", res.add_window),
+                               sampler.jit_share("java-client", res.read_window))
                         got[side].append((res.adds_per_s, res.reads_per_s, add_cpu, read_cpu, client_add, client_read))
                         print(f"  round {r + 1} {side:>7}: {res.adds_per_s:>9,.0f} adds/s ({add_cpu:6.1f} us bookie CPU"
                               f"/add, client {client_add:.1f})  {res.reads_per_s:>9,.0f} reads/s ({read_cpu:6.1f} us/read,"
-                              f" client {client_read:.1f})"
+                              f" client {client_read:.1f})  client JIT {jit[0]:.2f}/{jit[1]:.2f} cores"
                               f"{f'  {res.failures} FAILED' if res.failures else ''}  {load_note()}", flush=True)
                     ours, java = print_medians(f"E1 {size} B", size, got["bookied"], got["java"])
                     print(f"  bookie CPU per add: ours {ours[2]:.1f} us  Java {java[2]:.1f} us;"
@@ -332,7 +334,7 @@ def main() -> None:
     add_java_peer_options(parser)
     args = parser.parse_args()
     if args.java_peer:
-        side_by_side(args.java_peer, args.sizes, args.entries or 200_000, args.warmup, args.rounds)
+        side_by_side(args.java_peer, args.sizes, args.entries or SIDE_BY_SIDE_ENTRIES, args.warmup, args.rounds)
         return
     seconds = args.seconds
     latency_seconds = max(seconds, 10.0)  # >= 10,000 adds: a p999 from more than a handful of samples

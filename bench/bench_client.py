@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bkctl.wire.client.blocking import BlockingBookKeeper  # noqa: E402
 from common import load_note, pct, section  # noqa: E402
-from java_peer import add_java_peer_options  # noqa: E402
+from java_peer import SIDE_BY_SIDE_ENTRIES, add_java_peer_options  # noqa: E402
 
 
 #: Pipelined 100 B adds, E=3 Qw=2 Qa=2, max_inflight 1000 (perf brief).
@@ -248,11 +248,14 @@ def side_by_side(uri: str, bookie_pids: list[int], peer_dir: str, sizes: list[in
                             adds, reads, aw, rw = jres.adds_per_s, jres.reads_per_s, jres.add_window, jres.read_window
                             client = (sampler.per_op_us("java-client", aw, jres.adds),
                                       sampler.per_op_us("java-client", rw, jres.reads))
+                            jit = (f"  Java JIT {sampler.jit_share('java-client', aw):.2f}/"
+                                   f"{sampler.jit_share('java-client', rw):.2f} cores")
                         server = (bookies_us(aw, n), bookies_us(rw, n))
                         got[side].append((adds, reads, *client, *server))
                         print(f"  round {r + 1} {side:>6}: {adds:>9,.0f} adds/s (client {client[0]:5.1f} us/add, "
                               f"bookies {server[0]:5.1f} us/add)  {reads:>9,.0f} reads/s (client {client[1]:5.1f} "
-                              f"us/read, bookies {server[1]:5.1f} us/read)  {load_note()}", flush=True)
+                              f"us/read, bookies {server[1]:5.1f} us/read){jit if side == 'java' else ''}  "
+                              f"{load_note()}", flush=True)
                     py, java = print_medians(label, size, got["python"], got["java"])
                     print(f"  client CPU per add: Python {py[2]:.1f} us  Java {java[2]:.1f} us; per read: Python "
                           f"{py[3]:.1f} us  Java {java[3]:.1f} us; bookies' CPU per add: under Python {py[4]:.1f} us"
@@ -276,8 +279,8 @@ def main() -> None:
                              "bookies: wire.process.runtime)")
     add_java_peer_options(parser)
     args = parser.parse_args()
-    if args.entries is None:  # --entries: 50,000 here, 200,000 side by side (as the Java peer's figures)
-        args.entries = 200_000 if args.java_peer else 50_000
+    if args.entries is None:  # --entries: 50,000 here, java_peer.SIDE_BY_SIDE_ENTRIES side by side
+        args.entries = SIDE_BY_SIDE_ENTRIES if args.java_peer else 50_000
     entries = min(args.entries, 10_000) if args.quick else args.entries
     if not args.default_gc:
         from bkctl.wire.process.runtime import settle_garbage_collector

@@ -20,6 +20,14 @@ __all__ = ["CpuSampler", "add_java_peer_options", "print_medians", "JavaPeer", "
            "cpu_between", "entries_for", "parse_bench_output", "parse_sizes", "ratio_line"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
+#: the side-by-side defaults: a Java client warmed by 200,000 adds and reads still
+#: compiles (its C2 threads took 0.76 s of CPU during a 1.5 s measured pass of
+#: 200,000 adds, on two cores), so its figures were of a JVM still warming; after
+#: 1,000,000 they took 0.28 s of a 4.8 s pass of 1,000,000
+SIDE_BY_SIDE_WARMUP = 1_000_000
+SIDE_BY_SIDE_ENTRIES = 1_000_000
+#: names (``comm``) of HotSpot's JIT compiler threads
+_JIT_THREAD = re.compile(r"C[12] CompilerThre")
 _ADDED = re.compile(r"added (\d+) entries in (\d+) ms, failures=(\d+)")
 _READ = re.compile(r"read back (\d+) entries in (\d+) ms")
 
@@ -34,9 +42,11 @@ def add_java_peer_options(parser) -> None:
                        help="entry sizes, comma-separated (default 100; e.g. 100,4k,64k)")
     group.add_argument("--entries", type=_positive, default=None,
                        help="measured entries per run (side by side: at <= 1 KiB; larger entries as many bytes as "
-                            "that many of 1 KiB; default 200000 side by side)")
-    group.add_argument("--warmup", type=_non_negative, default=200_000,
-                       help="unmeasured entries added and read first in the same client (default 200000)")
+                            f"that many of 1 KiB; default {SIDE_BY_SIDE_ENTRIES} side by side)")
+    group.add_argument("--warmup", type=_non_negative, default=SIDE_BY_SIDE_WARMUP,
+                       help="unmeasured entries added and read first in the same client (default "
+                            f"{SIDE_BY_SIDE_WARMUP}: after 200000, the client JVM's JIT compilers still took half a "
+                            "core of the two during a 200000-entry measured pass; the JIT column shows it)")
     group.add_argument("--rounds", type=_positive, default=3,
                        help="alternated rounds; medians are printed (default 3)")
 
@@ -183,27 +193,92 @@ def _cpu_and_rss(pid: int) -> tuple[float, float]:
     return (int(fields[11]) + int(fields[12])) / _TICK, int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def _thread_cpu(pid: int, tid: str) -> float | None:
+    """CPU seconds of thread ``tid`` of ``pid`` (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _jit_threads(pid: int) -> list[str]:
+    """The ids of the JVM ``pid``'s JIT compiler threads now."""
+    tids = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if _JIT_THREAD.match(f.read()):
+                    tids.append(tid)
+        except OSError:
+            continue
+    return tids
+
+
+@dataclass
+class _JitWatch:
+    """A JVM's compiler threads as last seen, and the CPU they used in all
+    (HotSpot starts and stops compiler threads as it needs: a thread's CPU counts
+    from its start, found by a scan, until it exits)."""
+
+    scanned: float = float("-inf")
+    last: dict[str, float] = field(default_factory=dict)
+    total: float = 0.0
+
+    def sample(self, pid: int, now: float, rescan: float) -> float:
+        if now - self.scanned >= rescan:
+            self.scanned = now
+            for tid in _jit_threads(pid):
+                self.last.setdefault(tid, 0.0)
+        for tid, before in list(self.last.items()):
+            cpu = _thread_cpu(pid, tid)
+            if cpu is None:
+                del self.last[tid]
+                continue
+            self.total += max(0.0, cpu - before)
+            self.last[tid] = cpu
+        return self.total
+
+
 @dataclass
 class CpuSampler:
-    """Samples CPU seconds and resident memory (MiB) of some processes every ``interval`` s on a thread."""
+    """Samples CPU seconds and resident memory (MiB) of some processes every
+    ``interval`` s on a thread; for a JVM added with ``jit=True``, also its
+    JIT compilers' CPU (as ``"<name> JIT"``): a JVM whose compilers still run
+    during a measured pass is not warmed, and on two cores they take CPU
+    from the pass."""
 
     pids: dict[str, int]
     interval: float = 0.05
     cpu: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     peak_rss: dict[str, float] = field(default_factory=dict)
 
+    #: seconds between two looks for a JVM's compiler threads (HotSpot starts and stops them as it needs)
+    JIT_RESCAN = 1.0
+
     def __post_init__(self) -> None:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._jit: dict[str, _JitWatch] = {}
 
-    def add(self, name: str, pid: int) -> None:
+    def add(self, name: str, pid: int, jit: bool = False) -> None:
         self.pids[name] = pid
+        if jit:
+            self._jit[name] = _JitWatch()
+
+    def remove(self, name: str) -> None:
+        self.pids.pop(name, None)
+        self._jit.pop(name, None)
 
     def _sample(self) -> None:
         now = time.monotonic()
         for name, pid in list(self.pids.items()):
             try:
                 cpu, rss = _cpu_and_rss(pid)
+                watch = self._jit.get(name)
+                if watch is not None:
+                    self.cpu.setdefault(f"{name} JIT", []).append((now, watch.sample(pid, now, self.JIT_RESCAN)))
             except (OSError, IndexError):
                 continue
             self.cpu.setdefault(name, []).append((now, cpu))
@@ -225,6 +300,11 @@ class CpuSampler:
 
     def per_op_us(self, name: str, window: tuple[float, float], ops: int) -> float:
         return cpu_between(self.cpu.get(name, []), *window) * 1e6 / max(ops, 1)
+
+    def jit_share(self, name: str, window: tuple[float, float]) -> float:
+        """The cores the JVM ``name``'s JIT compilers used on average during ``window``."""
+        start, end = window
+        return cpu_between(self.cpu.get(f"{name} JIT", []), start, end) / max(end - start, 1e-9)
 
 
 @dataclass
@@ -283,12 +363,12 @@ class JavaPeer:
         proc = subprocess.Popen(cmd, env=self._env(zk, root), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
         if sampler is not None:
-            sampler.add("java-client", proc.pid)
+            sampler.add("java-client", proc.pid, jit=True)
         lines = [(time.monotonic(), line.rstrip()) for line in proc.stdout]
         err = proc.stderr.read()
         proc.wait()
         if sampler is not None:
-            sampler.pids.pop("java-client", None)
+            sampler.remove("java-client")
         if proc.returncode != 0:
             raise RuntimeError(f"bktool bench failed ({proc.returncode}): {err[-2000:]}")
         return parse_bench_output(lines)

@@ -3,7 +3,9 @@ options, the alternation, the reading of ``bktool bench``'s output and the CPU
 cut to a phase.  The Java peer itself is never needed here."""
 import argparse
 import importlib.util
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -36,7 +38,7 @@ def test_a_bad_size_is_refused_with_its_text(bad, capsys):
 
 def test_defaults_and_bad_counts():
     args = _parser().parse_args([])
-    assert (args.java_peer, args.sizes, args.entries, args.warmup, args.rounds) == (None, [100], None, 200_000, 3)
+    assert (args.java_peer, args.sizes, args.entries, args.warmup, args.rounds) == (None, [100], None, 1_000_000, 3)
     for option, value in (("--rounds", "0"), ("--entries", "-5"), ("--warmup", "x")):
         with pytest.raises(SystemExit):
             _parser().parse_args([option, value])
@@ -78,3 +80,39 @@ def test_ratio_and_median():
     assert "ratio 0.75x" in jp.ratio_line("adds", 75, 100, "adds/s")
     assert "ratio nanx" in jp.ratio_line("adds", 75, 0, "adds/s")
     assert jp.median([3, 1, 2]) == 2 and jp.median([4, 1, 2, 3]) == 2.5 and jp.median([]) != jp.median([])
+
+
+def _named_thread(name: bytes, burn_s: float, go: "threading.Event", done: "threading.Event"):
+    """A thread called ``name`` (as a JVM's compiler thread is) that burns ``burn_s`` of CPU, says so
+    and waits for ``go`` before it exits."""
+    import ctypes
+    import threading
+
+    def run():
+        ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name), 0, 0, 0)  # PR_SET_NAME
+        t0 = time.thread_time()
+        while time.thread_time() - t0 < burn_s:
+            pass
+        done.set()
+        go.wait(30)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_jit_watch_counts_compiler_threads_and_keeps_what_an_exited_one_used():
+    import threading
+
+    go, burnt, other_burnt = threading.Event(), threading.Event(), threading.Event()
+    compiler = _named_thread(b"C2 CompilerThre", 0.3, go, burnt)
+    other = _named_thread(b"bookkeeper-io", 0.3, go, other_burnt)
+    assert burnt.wait(30) and other_burnt.wait(30)
+    watch = jp._JitWatch()
+    used = watch.sample(os.getpid(), now=0.0, rescan=1.0)
+    assert 0.2 <= used < 0.45  # the compiler thread's CPU from its start; the other thread's is not counted
+    go.set()
+    compiler.join(30)
+    other.join(30)
+    assert watch.sample(os.getpid(), now=0.5, rescan=1.0) == used  # gone: what it used still counts
+    assert watch.last == {}
