@@ -129,6 +129,23 @@ def test_write_set_striping():
         assert lh.metadata.write_set(e) == [ens[e % 3], ens[(e + 1) % 3]]
 
 
+def test_write_sets_across_the_end_of_the_stripe():
+    """Adds go to metadata.write_set(e) where striping stops (past
+    ``striped_until`` Java's int truncation decides): the handle's cached
+    stripe of write sets ends there."""
+    client, store, pool = make_client()
+    lh = create(client, 3, 2, 2)
+    ens = lh.metadata.last_ensemble
+    first = lh.schedule.striped_until - 3
+    lh._next_entry_id, lh._lac = first, first - 1  # as if that many entries had been added
+    for _ in range(8):
+        lh.add_entry(b"x")
+    striped = [{ens[e % 3], ens[(e + 1) % 3]} for e in range(first, first + 8)]
+    expected = [set(lh.metadata.write_set(e)) for e in range(first, first + 8)]
+    assert expected != striped  # the range does cross the end of the stripe
+    assert [{b for b, c in pool.conns.items() if c.outstanding(e)} for e in range(first, first + 8)] == expected
+
+
 def test_completions_fire_strictly_in_entry_order():
     client, store, pool = make_client()
     lh = create(client, 3, 2, 2)

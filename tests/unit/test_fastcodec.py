@@ -32,11 +32,11 @@ ENC = v3.RequestEncoder()
 
 
 def python_package(dm: DigestManager, *args) -> bytes:
-    saved, dm._c_package = dm._c_package, None
+    saved, dm.c_package = dm.c_package, None
     try:
         return dm.package(*args)
     finally:
-        dm._c_package = saved
+        dm.c_package = saved
 
 
 # -- digests ------------------------------------------------------------------------
@@ -60,10 +60,10 @@ def test_package_leaves_what_it_does_not_cover_to_python(args):
 
 def test_package_of_a_crc32c_ledger_is_the_c_twin_when_fast_paths_are_on():
     dm = DigestManager(5, DigestType.CRC32C)
-    assert (dm._c_package is not None) == fastpath.ENABLED
+    assert (dm.c_package is not None) == fastpath.ENABLED
     assert dm.package(1, 0, 10, b"0123456789") == python_package(dm, 1, 0, 10, b"0123456789")
     for other in (DigestType.CRC32, DigestType.MAC, DigestType.DUMMY):
-        assert DigestManager(5, other, b"pw")._c_package is None
+        assert DigestManager(5, other, b"pw").c_package is None
 
 
 def outcome(fn, *args):

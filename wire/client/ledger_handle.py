@@ -139,6 +139,9 @@ class LedgerHandle(ReadHandle):
         # ensemble is max_inflight writes behind (its backlog stays bounded).
         self._unanswered: dict[str, int] = {}
         self._behind: set[str] = set()
+        #: the write sets of the adds' stripe, ``(metadata, lo, hi, sets)``: entries lo..hi
+        #: of that metadata go to ``sets[entry_id % len(sets)]`` (see ReadHandle.stripe)
+        self._add_stripe: tuple | None = None
         self._changing = False
         self._completing = False
         self._recheck = False
@@ -283,10 +286,11 @@ class LedgerHandle(ReadHandle):
             holding = hold_writes()
             try:
                 while it is not None and self.writable():
-                    room = self._run_room() if runs else 1
+                    # as many as keep every bookie under max_inflight (a run) and the handle writable
+                    room = min(self._run_room() if runs else 1, self.max_inflight - len(self._pending))
                     run: list[_PendingAdd] = []
                     try:
-                        while len(run) < room and self.writable():
+                        while len(run) < room and self._state == _OPEN:
                             try:
                                 payload = bytes(next(it))
                             except StopIteration:
@@ -323,7 +327,10 @@ class LedgerHandle(ReadHandle):
         self._next_entry_id += 1
         self._length += len(payload)
         self._piggybacked_lac = self._lac
-        body = self.digest.package(entry_id, self._lac, self._length, payload)
+        c_package = self.digest.c_package
+        body = None if c_package is None else c_package(self.ledger_id, entry_id, self._lac, self._length, payload)
+        if body is None:
+            body = self.digest.package(entry_id, self._lac, self._length, payload)
         p = _PendingAdd(entry_id, body, self._length)
         if not send:
             self._pending.append(p)
@@ -354,13 +361,26 @@ class LedgerHandle(ReadHandle):
     def _address(self, p: _PendingAdd) -> tuple[str, ...]:
         """Give ``p`` its write set (no copy acknowledged yet) and, on the fast
         path, its ADD encoded once for it; returns the write set."""
-        bookies = p.bookies = self.write_set(p.entry_id)
+        entry_id = p.entry_id
+        stripe = self._add_stripe
+        if stripe is None or stripe[0] is not self.metadata or not stripe[1] <= entry_id <= stripe[2]:
+            stripe = self._add_stripe_of(entry_id)
+        bookies = p.bookies = self.write_set(entry_id) if stripe is None else stripe[3][entry_id % len(stripe[3])]
         p.acked = 0
         p.acks = 0
         if self._adds is not None and p.encoded is None:
             p.encoded = self._adds.encode(self.ledger_id, p.entry_id, self.master_key, p.body,
                                           self.recovery, self.recovery)
         return bookies
+
+    def _add_stripe_of(self, entry_id: int) -> tuple | None:
+        """The stripe of write sets ``entry_id`` belongs to (kept for the next
+        adds), or None past Java's int limit, where entries do not stripe."""
+        if not 0 <= entry_id <= self.schedule.striped_until:
+            return None
+        md = self.metadata
+        stripe = self._add_stripe = (md, *self.stripe(entry_id))
+        return stripe
 
     def _send(self, p: _PendingAdd) -> None:
         for slot in range(len(self._address(p))):

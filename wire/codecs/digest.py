@@ -66,16 +66,17 @@ def mac_key(password: bytes) -> bytes:
 class DigestManager:
     """Builds and verifies packaged entries and LAC bodies of one ledger."""
 
-    __slots__ = ("ledger_id", "digest_type", "digest_length", "_mac_key", "_c_package")
+    __slots__ = ("ledger_id", "digest_type", "digest_length", "_mac_key", "c_package")
 
     def __init__(self, ledger_id: int, digest_type: DigestType, password: bytes = b""):
         self.ledger_id = ledger_id
         self.digest_type = DigestType(digest_type)
         self.digest_length = DIGEST_LENGTH[self.digest_type]
         self._mac_key = mac_key(password) if self.digest_type is DigestType.MAC else None
-        #: the C twin of package (a fast path: CRC32C only), or None
-        self._c_package = (fast.C.crc32c_package if fast.C is not None and self.digest_type is DigestType.CRC32C
-                           else None)
+        #: the C twin of package (a fast path: CRC32C only), or None; it returns None for what
+        #: it leaves to package (a writer calling it directly falls back to package then)
+        self.c_package = (fast.C.crc32c_package if fast.C is not None and self.digest_type is DigestType.CRC32C
+                          else None)
 
     def _digest(self, first: bytes, rest: bytes = b"") -> bytes:
         dt = self.digest_type
@@ -92,7 +93,7 @@ class DigestManager:
     # -- entries -----------------------------------------------------------
     def package(self, entry_id: int, lac: int, length: int, payload: bytes) -> bytes:
         """The bytes sent to bookies for one entry; ``length`` includes this payload."""
-        c_package = self._c_package
+        c_package = self.c_package
         if c_package is not None:
             body = c_package(self.ledger_id, entry_id, lac, length, payload)
             if body is not None:
