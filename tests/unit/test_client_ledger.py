@@ -10,6 +10,7 @@ results come back later, not inline.
 from __future__ import annotations
 
 import random
+from contextlib import contextmanager
 from dataclasses import replace
 
 import pytest
@@ -24,6 +25,7 @@ from bkctl.wire.client.errors import (
     TooManyRequests,
     Unauthorized,
 )
+from bkctl.wire.client.cork import hold_writes, release_writes
 from bkctl.wire.client.placement import RandomPlacement
 from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import Conflict, DigestError, MetadataError
@@ -162,6 +164,71 @@ def test_completions_fire_strictly_in_entry_order():
     pool.conns[ws[0][1]].ack(0)
     assert done == [("ok", 0), ("ok", 1), ("ok", 2), ("ok", 3)]
     assert lh.last_add_confirmed == 3
+
+
+@contextmanager
+def burst():
+    """A burst (as a chunk of answers handed out makes one), ended even when an assertion inside fails."""
+    assert hold_writes()
+    try:
+        yield
+    finally:
+        release_writes()
+
+
+def test_adds_acknowledged_during_a_burst_complete_at_its_end_in_order():
+    """A chunk of answers handed out (a burst) completes the adds it
+    acknowledges once, at its end: in entry order, each seeing its own LAC."""
+    client, store, pool = make_client()
+    lh = create(client, 3, 2, 2)
+    done = []
+    for e in range(4):
+        lh.add_entry(b"x").addCallback(lambda r: done.append((r, lh.last_add_confirmed)))
+    with burst():
+        for e in range(4):
+            for b in lh.metadata.write_set(e):
+                pool.conns[b].ack(e)
+        assert done == [] and lh.last_add_confirmed == -1  # held to the burst's end
+    assert done == [(0, 0), (1, 1), (2, 2), (3, 3)]
+
+
+def tracked_adds(n: int, e: int = 3, qw: int = 2, qa: int = 2, **kw):
+    """A new ledger with ``n`` adds outstanding: ``(store, pool, handle, outcomes)``,
+    each add's outcome appended to ``outcomes`` as it comes (``track``)."""
+    client, store, pool = make_client(**kw)
+    lh = create(client, e, qw, qa)
+    done = []
+    for _ in range(n):
+        track(lh.add_entry(b"x"), done)
+    return store, pool, lh, done
+
+
+def test_an_add_acknowledged_before_a_fencing_answer_of_the_same_burst_succeeds():
+    _store, pool, lh, done = tracked_adds(3, qw=3)
+    ens = lh.metadata.last_ensemble
+    with burst():
+        for e in (0, 1):
+            pool.conns[ens[0]].ack(e)
+            pool.conns[ens[1]].ack(e)
+        pool.conns[ens[0]].fail(2, LedgerFencedError("fenced", bookie=ens[0]))
+        assert [d[0] for d in done] == ["ok", "ok", "err"]  # before the burst ends
+    assert done[:2] == [("ok", 0), ("ok", 1)] and isinstance(done[2][1], LedgerFencedError)
+    assert len(done) == 3 and lh.last_add_confirmed == 1
+
+
+def test_an_add_acknowledged_before_a_bookie_failure_of_the_same_burst_completes_before_the_ensemble_change():
+    _store, pool, lh, done = tracked_adds(2, bookies=B[:4])
+    ws0, ws1 = lh.metadata.write_set(0), lh.metadata.write_set(1)
+    with burst():
+        for b in ws0:
+            pool.conns[b].ack(0)
+        pool.conns[ws1[0]].fail(1, BookieUnavailable("down", bookie=ws1[0]))
+    assert done == [("ok", 0)] and lh.ensemble_changes == 0  # the change still waits for its metadata write
+    settle()
+    for b in lh.metadata.write_set(1):
+        if pool.conns[b].outstanding(1):
+            pool.conns[b].ack(1)
+    assert done == [("ok", 0), ("ok", 1)] and lh.ensemble_changes == 1
 
 
 def test_ack_quorum_math():
@@ -395,11 +462,7 @@ def test_ensemble_change_merges_with_unrelated_metadata_changes():
 
 
 def test_fenced_add_fails_every_outstanding_add_in_order():
-    client, store, pool = make_client()
-    lh = create(client, 3, 2, 2)
-    done = []
-    for _ in range(3):
-        track(lh.add_entry(b"x"), done)
+    store, pool, lh, done = tracked_adds(3)
     b = lh.metadata.write_set(1)[0]
     pool.conns[b].fail(1, LedgerFencedError("EFENCED", bookie=b))
     assert [k for k, _ in done] == ["err"] * 3

@@ -57,7 +57,7 @@ from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 
 from .channel import BookieChannel
-from .cork import hold_writes, release_writes
+from .cork import finish_at_release, hold_writes, release_writes
 from .errors import (
     ClientClosed,
     HandleReleased,
@@ -139,6 +139,8 @@ class LedgerHandle(ReadHandle):
         # ensemble is max_inflight writes behind (its backlog stays bounded).
         self._unanswered: dict[str, int] = {}
         self._behind: set[str] = set()
+        #: acknowledged adds wait to be completed at the end of the burst under way (cork)
+        self._completion_held = False
         #: the write sets of the adds' stripe, ``(metadata, lo, hi, sets)``: entries lo..hi
         #: of that metadata go to ``sets[entry_id % len(sets)]`` (see ReadHandle.stripe)
         self._add_stripe: tuple | None = None
@@ -484,8 +486,26 @@ class LedgerHandle(ReadHandle):
         p.acked |= bit
         p.acks += 1
         if p.acks >= self.schedule.ack_quorum and self._pending and self._pending[0] is p:
-            self._complete_ready()
+            # during a burst (a chunk of answers handed out) the adds it acknowledges
+            # complete once, at its end, not once per answer
+            if not self._completion_held:
+                if finish_at_release(self):
+                    self._completion_held = True
+                else:
+                    self._complete_ready()
         # else: it completes when every earlier entry has
+
+    def burst_ended(self) -> None:
+        """The burst that acknowledged adds ended: complete them (cork.FinishesBursts)."""
+        self._complete_held()
+
+    def _complete_held(self) -> None:
+        """Complete now the adds whose completion waits for the burst's end:
+        before the handle fails or its ensemble changes, so that an add
+        acknowledged before that completes as it would have at once."""
+        if self._completion_held:
+            self._completion_held = False
+            self._complete_ready()
 
     def _add_error(self, exc: BaseException, p: _PendingAdd, slot: int, bookie: str) -> None:
         if self._state in (_FAILED, _CLOSED):
@@ -565,6 +585,7 @@ class LedgerHandle(ReadHandle):
 
     def _fail(self, error: BaseException) -> None:
         """The handle cannot go on: fail every outstanding and later add."""
+        self._complete_held()
         if self._state in (_FAILED, _CLOSED):
             return
         log.info("ledger %d: failing outstanding adds: %s", self.ledger_id, error)
@@ -593,6 +614,7 @@ class LedgerHandle(ReadHandle):
             self._failure_causes.setdefault(bookie, cause)
         self._behind.discard(bookie)  # it is being replaced: nothing to wait for
         if not self._changing:
+            self._complete_held()
             self._changing = True
             d = defer.ensureDeferred(self._change_ensemble())
             d.addErrback(lambda f: log.error("ledger %d: ensemble change bookkeeping failed: %s",
