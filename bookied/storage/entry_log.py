@@ -166,6 +166,12 @@ def scan_log(path: str, limit: int | None = None):
             yield rec
 
 
+#: the C twin of check_record over the records of one pread (``_fastcodec.span_records``:
+#: the same checks; it stops at a record it does not take, which check_record then
+#: refuses with its precise error), or None (fast paths off, or not built)
+span_records: Callable | None = getattr(C, "span_records", None)
+
+
 def check_record(data: bytes, ledger_id: int, entry_id: int, log_id: int, offset: int, length: int) -> bytes:
     """The entry in the record ``data`` read at the index row (``log_id``, ``offset``,
     ``length``: a Location's fields); EntryCorrupted if it is short, fails its

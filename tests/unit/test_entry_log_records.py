@@ -142,3 +142,77 @@ def test_the_c_loop_is_in_use_when_built_and_fast_paths_are_on():
     in_use = fast.C is not None and LogWriter.log_records is fast.C.log_records
     assert in_use == (fastpath.ENABLED and C is not None)
     assert LogWriter.log_records is None or in_use
+
+
+# -- reading: the C twin of check_record over one pread's records (span_records)
+
+def checked(span: bytes, base: int, rows: list, ledger_id: int, entry_ids: list, take) -> list:
+    """What EntryStore.get_entries makes of ``rows`` in ``span`` (read from ``base``), with
+    ``take`` (span_records) or without (None): per entry its bytes, or the error's text."""
+    out: list = [None] * len(entry_ids)
+    k = 0
+    while k < len(rows):
+        if take is not None:
+            k = take(span, base, rows, k, len(rows), ledger_id, entry_ids, out)
+            if k >= len(rows):
+                break
+        log_id, off, length, i = rows[k]
+        try:
+            out[i] = entry_log.check_record(span[off - base:off - base + length], ledger_id, entry_ids[i],
+                                            log_id, off, length)
+        except entry_log.EntryCorrupted as e:
+            out[i] = str(e)
+        k += 1
+    return out
+
+
+damages = st.lists(st.tuples(st.integers(0, 9), st.sampled_from(["byte", "id", "length", "ledger"])), max_size=4)
+
+
+@needs_c
+@settings(max_examples=150, deadline=None)
+@given(sizes=st.lists(st.integers(0, 300), min_size=1, max_size=10), base=st.integers(64, 10_000),
+       damage=damages, cut=st.integers(0, 40), seed=st.integers())
+def test_the_c_span_check_takes_what_check_record_passes_and_leaves_it_the_rest(crc_kind, sizes, base, damage,
+                                                                               cut, seed):
+    rnd = random.Random(seed)
+    ledger_id, entry_ids = 7, [100 + e for e in range(len(sizes))]
+    span, rows = bytearray(), []
+    for i, size in enumerate(sizes):
+        record = encode_log_record(ledger_id, entry_ids[i], rnd.randbytes(size))
+        rows.append((3, base + len(span), len(record), i))
+        span += record
+    for which, how in damage:
+        if which >= len(rows):
+            continue
+        log_id, off, length, i = rows[which]
+        if how == "byte":
+            span[off - base + rnd.randrange(length)] ^= 0x5A
+        elif how == "id":
+            entry_ids[i] += 1
+        elif how == "length":
+            rows[which] = (log_id, off, length - 1, i)
+        else:
+            span[off - base + 8] ^= 1
+    span = bytes(span[:len(span) - cut])  # a log shorter than the index says
+    rows.sort()
+    python = checked(span, base, rows, ledger_id, entry_ids, None)
+    assert checked(span, base, rows, ledger_id, entry_ids, C.span_records) == python
+    if not damage and not cut:
+        assert all(isinstance(got, bytes) for got in python)
+
+
+@needs_c
+def test_the_c_span_check_leaves_rows_of_another_shape_to_python():
+    record = encode_log_record(1, 5, b"abc")
+    out = [None]
+    for rows, ids in (([(1, 64, len(record))], [5]), ([[1, 64, len(record), 0]], [5]), ([(1, 64, len(record), 3)], [5]),
+                      ([(1, 64, len(record), 0)], [1 << 70])):
+        assert C.span_records(record, 64, rows, 0, 1, 1, ids, out) == 0 and out == [None]
+    assert C.span_records(record, 64, [(1, 64, len(record), 0)], 0, 1, 1, [5], out) == 1 and out == [b"abc"]
+
+
+def test_the_c_span_check_is_in_use_when_built_and_fast_paths_are_on():
+    in_use = fast.C is not None and entry_log.span_records is fast.C.span_records
+    assert in_use == (fastpath.ENABLED and C is not None)
+    assert entry_log.span_records is None or in_use

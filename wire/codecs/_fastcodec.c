@@ -699,6 +699,61 @@ static PyObject *journal_entries(PyObject *self, PyObject *const *args, Py_ssize
     return out;
 }
 
+/* ------------------------------------------------------------ entry log reads */
+
+PyDoc_STRVAR(span_records_doc,
+"span_records(span, base, rows, start, end, ledger_id, entry_ids, out) -> int\n\n"
+"EntryStore.get_entries' check of the records read with one pread: span is the\n"
+"bytes read from offset base of a log, rows[start:end] index rows (log_id,\n"
+"offset, length, i) of entries in it.  For each row whose record check_record\n"
+"passes (inside span, its length, ledger, entry entry_ids[i] and CRC32C as\n"
+"written), out[i] = the entry's bytes.  Stops at the first row it does not\n"
+"take -- a record check_record would refuse, or a row not of that shape -- and\n"
+"returns its index (end when it took them all): the caller checks that one\n"
+"the Python way (raising its precise error) and goes on after it.");
+
+static PyObject *span_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bk_nargs("span_records", nargs, 8))
+        return NULL;
+    PyObject *span = args[0], *rows = args[2], *ids = args[6], *out = args[7];
+    long long base, ledger;
+    Py_ssize_t k = PyLong_AsSsize_t(args[3]), end = PyLong_AsSsize_t(args[4]);
+    if ((k == -1 || end == -1) && PyErr_Occurred())
+        return NULL;
+    if (!PyBytes_CheckExact(span) || !PyList_CheckExact(rows) || !PyList_CheckExact(ids) || !PyList_CheckExact(out)
+        || !as_i64(args[1], &base) || !as_i64(args[5], &ledger))
+        return PyLong_FromSsize_t(k);
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(span);
+    long long n = (long long)PyBytes_GET_SIZE(span);
+    if (end > PyList_GET_SIZE(rows))
+        end = PyList_GET_SIZE(rows);
+    for (; k >= 0 && k < end; k++) {
+        PyObject *row = PyList_GET_ITEM(rows, k);
+        long long off, length, i, entry;
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 4 || !as_i64(PyTuple_GET_ITEM(row, 1), &off)
+            || !as_i64(PyTuple_GET_ITEM(row, 2), &length) || !as_i64(PyTuple_GET_ITEM(row, 3), &i)
+            || i < 0 || i >= PyList_GET_SIZE(ids) || i >= PyList_GET_SIZE(out)
+            || !as_i64(PyList_GET_ITEM(ids, (Py_ssize_t)i), &entry))
+            break;
+        long long pos = off - base;
+        if (length < 24 || pos < 0 || pos > n || length > n - pos)
+            break;
+        const unsigned char *r = b + pos;
+        uint32_t crc = (uint32_t)r[0] << 24 | (uint32_t)r[1] << 16 | (uint32_t)r[2] << 8 | r[3];
+        uint32_t len = (uint32_t)r[4] << 24 | (uint32_t)r[5] << 16 | (uint32_t)r[6] << 8 | r[7];
+        if ((long long)len != length - 8 || (long long)get_be64(r + 8) != ledger
+            || (long long)get_be64(r + 16) != entry || crc32c_two(r + 4, (size_t)(length - 4), r, 0) != crc)
+            break;
+        PyObject *data = PyBytes_FromStringAndSize((const char *)r + 24, (Py_ssize_t)(length - 24));
+        if (data == NULL)
+            return NULL;
+        if (PyList_SetItem(out, (Py_ssize_t)i, data) < 0) /* steals data */
+            return NULL;
+    }
+    return PyLong_FromSsize_t(k);
+}
+
 /* ------------------------------------------------------------ the answer loop */
 
 static PyObject *str_proto, *str_state, *str_key, *str_ok, *str_fast;
@@ -851,6 +906,7 @@ static PyMethodDef methods[] = {
     {"add_frame", (PyCFunction)(void (*)(void))add_frame, METH_FASTCALL, add_frame_doc},
     {"take_answers", (PyCFunction)(void (*)(void))take_answers, METH_FASTCALL, take_answers_doc},
     {"log_records", (PyCFunction)(void (*)(void))log_records, METH_FASTCALL, log_records_doc},
+    {"span_records", (PyCFunction)(void (*)(void))span_records, METH_FASTCALL, span_records_doc},
     {"journal_entries", (PyCFunction)(void (*)(void))journal_entries, METH_FASTCALL, journal_entries_doc},
     {"hardware_crc32c", hardware_crc32c, METH_O, hardware_crc32c_doc},
     {NULL, NULL, 0, NULL},
