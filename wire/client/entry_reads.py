@@ -21,7 +21,7 @@ from bkctl.wire.errors import BKError, DigestError
 from .cork import hold_writes, release_writes
 from .errors import MISSING_ON_BOOKIE, NoSuchEntry, Unauthorized
 from .helpers import describe_errors
-from .readable_ledger import ReadableLedger
+from .readable_ledger import ReadableLedger, StripeCursor
 
 __all__ = ["EntryReads", "EntryRead", "WindowedReads", "read_error"]
 
@@ -62,22 +62,11 @@ class EntryReads:
         #: entries that failed on some replica: their write set (kept from the
         #: first failure on) and the errors so far
         self._failing: dict[int, tuple[tuple[str, ...], list[BaseException]]] = {}
-        # write sets of the segment last read from (ReadableLedger.stripe),
-        # for the metadata they were computed under
-        self._ws_md = None
-        self._ws_lo = 0
-        self._ws_hi = -1
-        self._ws_sets: list = []
+        #: write sets of the segment last read from
+        self._stripe = StripeCursor(ledger)
 
     def _write_set(self, entry_id: int) -> tuple[str, ...]:
-        ledger = self.ledger
-        if self._ws_lo <= entry_id <= self._ws_hi and ledger.metadata is self._ws_md:
-            sets = self._ws_sets
-            return sets[entry_id % len(sets)]
-        if 0 <= entry_id <= ledger.schedule.striped_until:
-            self._ws_md = ledger.metadata
-            self._ws_lo, self._ws_hi, self._ws_sets = ledger.stripe(entry_id)
-        return ledger.write_set(entry_id)
+        return self._stripe.write_set(entry_id)
 
     def _read(self, entry_id: int, replica: int = 0, bookies: tuple[str, ...] | None = None) -> None:
         if bookies is None:
@@ -94,11 +83,12 @@ class EntryReads:
         those connections takes its run at once (``takes_reads``); None when
         one does not, or the entries are not all in one striped segment: then
         they are read one by one, as :meth:`_read` reads them."""
-        self._write_set(first)  # the stripe of first's segment
-        sets = self._ws_sets
+        stripe = self._stripe
+        stripe.write_set(first)  # the stripe of first's segment
         last = first + count - 1
-        if not (self._ws_lo <= first and last <= self._ws_hi and self.ledger.metadata is self._ws_md):
+        if not stripe.covers(first, last):
             return None
+        sets = stripe.sets
         n = len(sets)
         runs = []
         bookies = set()

@@ -69,6 +69,7 @@ from .errors import (
     Unauthorized,
 )
 from .read_handle import ReadHandle
+from .readable_ledger import StripeCursor
 
 __all__ = ["LedgerHandle"]
 
@@ -141,9 +142,8 @@ class LedgerHandle(ReadHandle):
         self._behind: set[str] = set()
         #: acknowledged adds wait to be completed at the end of the burst under way (cork)
         self._completion_held = False
-        #: the write sets of the adds' stripe, ``(metadata, lo, hi, sets)``: entries lo..hi
-        #: of that metadata go to ``sets[entry_id % len(sets)]`` (see ReadHandle.stripe)
-        self._add_stripe: tuple | None = None
+        #: the write sets of the stripe the adds are in
+        self._add_stripe = StripeCursor(self)
         self._changing = False
         self._completing = False
         self._recheck = False
@@ -363,26 +363,13 @@ class LedgerHandle(ReadHandle):
     def _address(self, p: _PendingAdd) -> tuple[str, ...]:
         """Give ``p`` its write set (no copy acknowledged yet) and, on the fast
         path, its ADD encoded once for it; returns the write set."""
-        entry_id = p.entry_id
-        stripe = self._add_stripe
-        if stripe is None or stripe[0] is not self.metadata or not stripe[1] <= entry_id <= stripe[2]:
-            stripe = self._add_stripe_of(entry_id)
-        bookies = p.bookies = self.write_set(entry_id) if stripe is None else stripe[3][entry_id % len(stripe[3])]
+        bookies = p.bookies = self._add_stripe.write_set(p.entry_id)
         p.acked = 0
         p.acks = 0
         if self._adds is not None and p.encoded is None:
             p.encoded = self._adds.encode(self.ledger_id, p.entry_id, self.master_key, p.body,
                                           self.recovery, self.recovery)
         return bookies
-
-    def _add_stripe_of(self, entry_id: int) -> tuple | None:
-        """The stripe of write sets ``entry_id`` belongs to (kept for the next
-        adds), or None past Java's int limit, where entries do not stripe."""
-        if not 0 <= entry_id <= self.schedule.striped_until:
-            return None
-        md = self.metadata
-        stripe = self._add_stripe = (md, *self.stripe(entry_id))
-        return stripe
 
     def _send(self, p: _PendingAdd) -> None:
         for slot in range(len(self._address(p))):

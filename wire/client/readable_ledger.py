@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from .quorum import QuorumSchedule
 
-__all__ = ["ReadableLedger"]
+__all__ = ["ReadableLedger", "StripeCursor"]
 
 
 class ReadableLedger(Protocol):
@@ -50,3 +50,36 @@ class ReadableLedger(Protocol):
 
     def learn_lac(self, lac: int) -> None:
         """A LAC the bookies reported: remembered when higher."""
+
+
+class StripeCursor:
+    """The write sets of the stripe an entry lies in (:meth:`ReadableLedger.stripe`),
+    kept for the entries after it: readers and writers move through a ledger in
+    order, and ``write_set`` then costs a range check and an index instead of the
+    ledger's segment search.  Computed under one metadata: an ensemble change or
+    a refresh (a new metadata object) makes it look again; past Java's int limit,
+    where entries do not stripe, it asks the ledger each time."""
+
+    __slots__ = ("ledger", "md", "lo", "hi", "sets")
+
+    def __init__(self, ledger: ReadableLedger):
+        self.ledger = ledger
+        self.md = None  # the metadata lo, hi and sets are of
+        self.lo = 0
+        self.hi = -1
+        self.sets: list = []
+
+    def covers(self, first: int, last: int) -> bool:
+        """Whether ``first..last`` lie in the stripe kept, under the ledger's metadata now."""
+        return self.lo <= first and last <= self.hi and self.ledger.metadata is self.md
+
+    def write_set(self, entry_id: int) -> tuple[str, ...]:
+        """``ledger.write_set(entry_id)``, keeping ``entry_id``'s stripe for the next ones."""
+        if self.lo <= entry_id <= self.hi and self.ledger.metadata is self.md:
+            sets = self.sets
+            return sets[entry_id % len(sets)]
+        ledger = self.ledger
+        if 0 <= entry_id <= ledger.schedule.striped_until:
+            self.md = ledger.metadata
+            self.lo, self.hi, self.sets = ledger.stripe(entry_id)
+        return ledger.write_set(entry_id)
