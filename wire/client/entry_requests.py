@@ -113,51 +113,30 @@ class EntryRequests:
                 if framed is not None:
                     data, answer_head = framed
                     return _v3_add_request(txn, answer_head, add), data
-            return self._v3_add_framed_in_python(add, txn)
-        data = add.v2_frame
-        if data is None:
-            return self._add_general(add, None), None
-        req = Request(None, (add.ledger_id, add.entry_id, _OPC_ADD), b"", answers.v2_add)
+            heads = v3.add_header_fields(txn, add.high_priority) if part is not None else None
+            if heads is None:  # encoded for v2, or a txnId upb has its own say about
+                return self._add_general(add, txn), None
+            head, answer_head = heads
+            data = b"".join((length_prefix(len(head) + len(part)), head, part))
+            return _v3_add_request(txn, answer_head, add), data
+        else:
+            data = add.v2_frame
+            if data is None:
+                return self._add_general(add, None), None
+            req = Request(None, (add.ledger_id, add.entry_id, _OPC_ADD), b"", answers.v2_add)
         req.ids = (add.ledger_id, add.entry_id)
         return req, data
-
-    def _v3_add_framed_in_python(self, add: EncodedAdd, txn: int) -> tuple[Request, bytes | None]:
-        """:meth:`encoded_add` over v3 with txnId ``txn`` taken, when C did not frame it."""
-        part = add.v3_part
-        heads = v3.add_header_fields(txn, add.high_priority) if part is not None else None
-        if heads is None:  # encoded for v2, or a txnId upb has its own say about
-            return self._add_general(add, txn), None
-        head, answer_head = heads
-        data = b"".join((length_prefix(len(head) + len(part)), head, part))
-        return _v3_add_request(txn, answer_head, add), data
 
     def encoded_adds(self, adds: list[EncodedAdd], ctxs: list, slots: list[int],
                      on_done) -> tuple[list[Request], bytes]:
         """:meth:`encoded_add` of each of ``adds`` for a connection with room on
         the wire for all of them, each completing through ``on_done`` with the
-        ``ctxs`` and ``slots`` beside it: the requests, and their frames joined.
-        The common case (v3, framed in C) is :meth:`encoded_add` written out in
-        the loop: one request per copy of every entry a writer adds."""
-        c_add_frame = self._c_add_frame if self.use_v3 else None
-        ids = self._ids
-        v3_add = answers.v3_add
+        ``ctxs`` and ``slots`` beside it: the requests, and their frames joined."""
+        encoded_add = self.encoded_add
         reqs = []
         frames = []
         for add, ctx, slot in zip(adds, ctxs, slots):
-            part = add.v3_part
-            if c_add_frame is not None and part is not None and not add.high_priority:
-                txn = next(ids)
-                framed = c_add_frame(txn, part)
-                if framed is None:
-                    req, data = self._v3_add_framed_in_python(add, txn)
-                else:
-                    data, req = framed[0], Request(None, txn, b"", v3_add)
-                    req.op = _OP_ADD
-                    req.fast = framed[1]
-                    req.ok = add.v3_tail
-                    req.ids = (add.ledger_id, add.entry_id)
-            else:
-                req, data = self.encoded_add(add)
+            req, data = encoded_add(add)
             if data is None:  # built the general way: its frame goes out with the others
                 data, req.frame = req.frame, b""
             req.on_done = on_done
