@@ -118,6 +118,11 @@ static uint64_t get_be64(const unsigned char *p)
     return v;
 }
 
+static uint32_t get_be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
 static void put_be32(unsigned char *p, uint32_t v)
 {
     p[0] = (unsigned char)(v >> 24);
@@ -249,7 +254,7 @@ static PyObject *checker_vectorcall(PyObject *callable, PyObject *const *args, s
             && as_i64(args[1], &entry_id)) {
         const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(entry);
         Py_ssize_t n = PyBytes_GET_SIZE(entry);
-        uint32_t stored = (uint32_t)b[32] << 24 | (uint32_t)b[33] << 16 | (uint32_t)b[34] << 8 | b[35];
+        uint32_t stored = get_be32(b + HEADER_LEN);
         if ((long long)get_be64(b) == self->ledger_id && (long long)get_be64(b + 8) == entry_id
                 && stored == crc32c_two(b, HEADER_LEN, b + HEADER_LEN + CRC32C_LEN,
                                         (size_t)(n - HEADER_LEN - CRC32C_LEN)))
@@ -740,10 +745,9 @@ static PyObject *span_records(PyObject *self, PyObject *const *args, Py_ssize_t 
         if (length < 24 || pos < 0 || pos > n || length > n - pos)
             break;
         const unsigned char *r = b + pos;
-        uint32_t crc = (uint32_t)r[0] << 24 | (uint32_t)r[1] << 16 | (uint32_t)r[2] << 8 | r[3];
-        uint32_t len = (uint32_t)r[4] << 24 | (uint32_t)r[5] << 16 | (uint32_t)r[6] << 8 | r[7];
-        if ((long long)len != length - 8 || (long long)get_be64(r + 8) != ledger
-            || (long long)get_be64(r + 16) != entry || crc32c_two(r + 4, (size_t)(length - 4), r, 0) != crc)
+        /* the record: CRC32C of the rest, the length of the rest, ledger, entry, data */
+        if ((long long)get_be32(r + 4) != length - 8 || (long long)get_be64(r + 8) != ledger
+            || (long long)get_be64(r + 16) != entry || crc32c_two(r + 4, (size_t)(length - 4), r, 0) != get_be32(r))
             break;
         PyObject *data = PyBytes_FromStringAndSize((const char *)r + 24, (Py_ssize_t)(length - 24));
         if (data == NULL)
