@@ -187,20 +187,25 @@ def cpu_between(samples: list[tuple[float, float]], start: float, end: float) ->
     return at(end) - at(start)
 
 
-def _cpu_and_rss(pid: int) -> tuple[float, float]:
-    with open(f"/proc/{pid}/stat") as f:
+def _stat(path: str) -> tuple[float, list[str]]:
+    """A /proc ``stat`` file (a process's or a thread's): its CPU seconds (user +
+    system) and its fields after the command name."""
+    with open(path) as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK, int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return (int(fields[11]) + int(fields[12])) / _TICK, fields
+
+
+def _cpu_and_rss(pid: int) -> tuple[float, float]:
+    cpu, fields = _stat(f"/proc/{pid}/stat")
+    return cpu, int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def _thread_cpu(pid: int, tid: str) -> float | None:
     """CPU seconds of thread ``tid`` of ``pid`` (None once it is gone)."""
     try:
-        with open(f"/proc/{pid}/task/{tid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        return _stat(f"/proc/{pid}/task/{tid}/stat")[0]
     except (OSError, IndexError):
         return None
-    return (int(fields[11]) + int(fields[12])) / _TICK
 
 
 def _jit_threads(pid: int) -> list[str]:
