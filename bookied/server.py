@@ -21,6 +21,7 @@ from bkctl.wire import fastpath
 from bkctl.wire.codecs import plain, v2, v3
 from bkctl.wire.codecs.detect import ProtocolDetector
 from bkctl.wire.errors import CodecError
+from bkctl.wire.send_now import send_now
 from bkctl.wire.codecs.framing import FrameDecoder, frame
 from bkctl.wire.codecs.protocol import (
     ADD_FLAG_RECOVERY_ADD,
@@ -267,7 +268,7 @@ class BookieProtocol(protocol.Protocol):
     def _serve(self, payloads: list) -> None:
         """Answer requests in order; stop and keep the rest once paused or throttled.
         The answers :meth:`send` writes meanwhile go out in one write."""
-        if self._out is not None or len(payloads) < 2:
+        if self._out is not None:
             self._serve_each(payloads)
             return
         out = self._out = []
@@ -277,7 +278,7 @@ class BookieProtocol(protocol.Protocol):
         finally:
             self._out = None
             if out and not self.closed:
-                self.transport.writeSequence(out)
+                send_now(self.transport, out[0] if len(out) == 1 else b"".join(out))
 
     def _serve_each(self, payloads: list) -> None:
         detector = self.detector
@@ -660,7 +661,12 @@ class BookieProtocol(protocol.Protocol):
             return
         # The answer goes in the clear (Twisted sends what was written before
         # startTLS unencrypted); then the client's ClientHello starts the handshake.
+        # Answers held for the end of this chunk (_serve) are written now, before it.
         self.send(v3.serialize(v3.start_tls_response(req, RC.EOK)))
+        if self._out:
+            self.transport.writeSequence(self._out)
+            self._out.clear()
+            self._out_bytes = 0
         self.insecure = False
         self.handshaking = True
         self.transport.startTLS(self.tls.context())
@@ -869,7 +875,8 @@ class BookieServerFactory(protocol.Factory):
                 held.clear()
                 if proto.closed:
                     continue
-                proto.transport.write(data)
+                if send_now(proto.transport, data):
+                    continue
             _send_written(proto)
 
     def buildProtocol(self, addr):

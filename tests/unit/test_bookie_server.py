@@ -687,12 +687,12 @@ def test_v3_plain_reads_answered_together_and_errors_as_the_builders_do(env):
     env.journal.sync()
     c.replies()
     writes = []
-    c.transport.write = lambda data: writes.append(1)
-    c.transport.writeSequence = lambda seq: writes.append(len(list(seq)))
+    c.transport.write = lambda data: writes.append(len(FrameDecoder().feed(data)))
+    c.transport.writeSequence = lambda seq: writes.extend(len(FrameDecoder().feed(d)) for d in seq)
     reqs = [v3.read_request(10, 1, 0), v3.read_request(11, 1, 9), v3.read_request(12, 1, -1),
             v3.read_request(13, 7, 0)]
     c.proto.dataReceived(b"".join(frame(v3.serialize(r)) for r in reqs))
-    assert writes == [4]  # one write for the chunk's answers
+    assert writes == [4]  # one write for the chunk's four answers
     del c.transport.write, c.transport.writeSequence
     c.proto.dataReceived(b"".join(frame(v3.serialize(r)) for r in reqs))
     answers = c.replies()

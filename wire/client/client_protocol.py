@@ -26,6 +26,7 @@ from bkctl.wire.codecs.answers import V2_ANSWER_HEAD
 from bkctl.wire.codecs.framing import FrameDecoder
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE, OpCode
 from bkctl.wire.errors import CodecError
+from bkctl.wire.send_now import send_now
 
 from .cork import hold_writes, release_writes
 
@@ -207,6 +208,12 @@ class BookieClientProtocol(Protocol):
         ``writeSequence`` checks and counts each one in Python: a burst of
         small reads paid that per frame)."""
         self.transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+
+    def send_burst(self, frames: list[bytes]) -> None:
+        """:meth:`send` of a burst's frames, held until its end (:mod:`.cork`):
+        nothing more is coming this turn, so they are sent at once
+        (:func:`~bkctl.wire.send_now.send_now`) rather than on the reactor's next."""
+        send_now(self.transport, frames[0] if len(frames) == 1 else b"".join(frames))
 
     def send_one(self, data: bytes) -> None:
         """Write one whole frame."""

@@ -639,7 +639,7 @@ class BookieConnection:
         held, self._held = self._held, []
         proto = self._proto
         if held and proto is not None:
-            proto.send(held)
+            proto.send_burst(held)
 
     def _pump(self) -> None:
         """Send queued requests while there is room on the wire."""
