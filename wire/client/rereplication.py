@@ -375,14 +375,15 @@ class FragmentCopy:
                                else f"{bookie}: {result!r}")
             self._read(copy, index + 1)
             return
+        body = result if type(result) is bytes else bytes(result)
         try:
-            self.digest.verify(result, copy.entry_id)
+            self.digest.payload(body, copy.entry_id)  # checked; the stored bytes are what is copied
         except DigestError as exc:
             copy.errors.append(f"bookie {bookie}: {exc}")
             self._read(copy, index + 1)
             return
         self.reading -= 1
-        self._ready.append((copy, bytes(result)))
+        self._ready.append((copy, body))
         self._fill()
 
     # -- adding -------------------------------------------------------------------
