@@ -6,7 +6,7 @@ answers to runs of pipelined v3 reads, the journal's inline commits in the
 reactor thread, the client's add-answer shortcut, its v2 batch reads, a window's
 reads sent as one run per bookie, the C twins of its per-entry codecs and of its
 answer loop in :mod:`bkctl.wire.codecs.fast`, the bookie's entry log records built
-there too, ...).
+there too, a burst's frames sent at once by :mod:`bkctl.wire.send_now`, ...).
 Each one consults :data:`ENABLED`, so that the same behavioural tests can run
 with all of them switched off (``BKCTL_FASTPATHS=0``; ``./dev test`` runs the
 unit modules that reach a fast path and the add/read/recovery integration
