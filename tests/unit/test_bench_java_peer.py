@@ -114,5 +114,10 @@ def test_jit_watch_counts_compiler_threads_and_keeps_what_an_exited_one_used():
     go.set()
     compiler.join(30)
     other.join(30)
+    # join() returns when the thread's Python side is done; the kernel task goes a moment later
+    gone = f"/proc/self/task/{compiler.native_id}"
+    deadline = time.monotonic() + 30
+    while os.path.exists(gone) and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert watch.sample(os.getpid(), now=0.5, rescan=1.0) == used  # gone: what it used still counts
     assert watch.last == {}
