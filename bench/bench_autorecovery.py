@@ -4,7 +4,7 @@
 Prints figures, asserts nothing. Usage::
 
     .venv/bin/python bench/bench_autorecovery.py [--entries 1000000] [--ledgers 200] [--modes inside,1,4,recover]
-        [--rate-limit BYTES_PER_S] [--probe-rate ADDS_PER_S] [--java-peer DIR --rounds 3]
+        [--rate-limit BYTES_PER_S] [--probe-rate ADDS_PER_S] [--probe-mode closed|open] [--java-peer DIR --rounds 3]
 
 Each mode gets a fresh throw-away sandbox (a real ZooKeeper and 5 bookieds):
 ``--ledgers`` E3/Qw2/Qa2 ledgers with ``--entries`` entries of ``--size`` bytes
@@ -26,7 +26,11 @@ ledger of its own on the four survivors while the repair runs, and prints the
 add latency p50/p99 during the repair next to the same figures idle (taken
 for ``--idle-seconds`` before the SIGKILL, once ``--settle-seconds`` have let
 the bookies flush what the bulk write left them): the cost of the repair to the
-cluster's live writers.  Beside them, from the survivors' own ``/metrics``:
+cluster's live writers.  The probe adds one entry at a time (``--probe-mode
+closed``), so an add that stalls holds back those due after it, which then
+count only their own wait; ``--probe-mode open`` sends each add at its slot of
+the schedule, answered or not (as a writer with several adds in flight
+sends them), so that a stall counts for every add sent during it.  Beside them, from the survivors' own ``/metrics``:
 their journals' fsync latency and entries per fsync, and the latency of the
 adds they served, the live writer's apart from the repair's recovery adds, idle
 and during the repair -- whether a slower live add waited in the bookies (from
@@ -67,12 +71,13 @@ class LatencyProbe:
     interval) and keeps each add's latency; :meth:`window` returns those since
     the last call."""
 
-    def __init__(self, uri: str, rate: float, avoid: str):
+    def __init__(self, uri: str, rate: float, avoid: str, open_loop: bool = False):
         import multiprocessing
 
         context = multiprocessing.get_context("spawn")  # this process has threads: no fork
         self._conn, child = context.Pipe()
-        self._process = context.Process(target=_probe_main, args=(uri, rate, avoid, child), daemon=True)
+        self._process = context.Process(target=_open_loop_probe_main if open_loop else _probe_main,
+                                        args=(uri, rate, avoid, child), daemon=True)
         self._process.start()
         ready = self._conn.recv()
         if isinstance(ready, str):
@@ -91,10 +96,10 @@ class LatencyProbe:
             self._process.kill()
 
 
-def _probe_main(uri: str, rate: float, avoid: str, conn) -> None:
-    """The probe's process: a ledger on survivors only (so that its writer
-    measures the repair's load rather than its own ensemble change), then adds
-    at ``rate`` until told to stop, answering "window" with the latencies."""
+def _probe_ledger(uri: str, avoid: str, conn):
+    """The probe's client and ledger, on survivors only (so that its writer
+    measures the repair's load rather than its own ensemble change); None
+    (said to the parent) when no such ledger could be made."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from bkctl.wire.client.blocking import BlockingBookKeeper
 
@@ -102,12 +107,20 @@ def _probe_main(uri: str, rate: float, avoid: str, conn) -> None:
     for _ in range(50):
         handle = bk.create(3, 2, 2)
         if avoid not in handle.handle.metadata.bookies:
-            break
+            conn.send(True)
+            return bk, handle
         handle.close()
-    else:
-        conn.send(f"could not place the probe's ledger away from {avoid}")
+    conn.send(f"could not place the probe's ledger away from {avoid}")
+    bk.close()
+    return None, None
+
+
+def _probe_main(uri: str, rate: float, avoid: str, conn) -> None:
+    """The probe's process: adds at ``rate``, one at a time, until told to
+    stop, answering "window" with the latencies."""
+    bk, handle = _probe_ledger(uri, avoid, conn)
+    if bk is None:
         return
-    conn.send(True)
     payload = b"p" * 100
     interval = 1.0 / rate
     samples: list[float] = []
@@ -132,6 +145,50 @@ def _probe_main(uri: str, rate: float, avoid: str, conn) -> None:
             if pause > 0:
                 time.sleep(pause)
     finally:
+        bk.close()
+
+
+def _open_loop_probe_main(uri: str, rate: float, avoid: str, conn) -> None:
+    """``--probe-mode open``: adds sent at their slots of the ``rate``
+    schedule whether or not the ones before them were answered (as a writer
+    with several adds in flight sends them), so that a stall counts for every
+    add sent during it.  Each is timed from its send, not from its slot: the
+    probe's timer fires up to a millisecond late (epoll's resolution), which is
+    the probe's, not the cluster's."""
+    bk, handle = _probe_ledger(uri, avoid, conn)
+    if bk is None:
+        return
+    from twisted.internet import task
+
+    from bkctl.wire.client.blocking import run_in_reactor
+
+    payload = b"p" * 100
+    state = {"samples": [], "failures": 0, "issued": 0}
+    start = time.perf_counter()
+
+    def answered(_entry_id, sent):
+        state["samples"].append(time.perf_counter() - sent)
+
+    def failed(_failure):
+        state["failures"] += 1
+
+    def send_due():
+        due = int((time.perf_counter() - start) * rate) + 1
+        while state["issued"] < due:
+            state["issued"] += 1
+            handle.handle.add_entry(payload).addCallbacks(answered, failed, callbackArgs=(time.perf_counter(),))
+
+    def take():
+        samples, state["samples"] = state["samples"], []
+        return samples, state["failures"]
+
+    loop = task.LoopingCall(send_due)
+    run_in_reactor(lambda: loop.start(1.0 / rate) and None)
+    try:
+        while conn.recv() != "stop":
+            conn.send(run_in_reactor(take))
+    finally:
+        run_in_reactor(loop.stop)
         bk.close()
 
 
@@ -345,7 +402,7 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
                 for b in md.bookies:
                     held[b] = held.get(b, 0) + (md.last_entry_id + 1) * 2 // 3
         victim = max(held, key=held.get)
-        probe = LatencyProbe(uri, args.probe_rate, victim) if args.probe_rate > 0 else None
+        probe = LatencyProbe(uri, args.probe_rate, victim, args.probe_mode == "open") if args.probe_rate > 0 else None
         if mode not in ("recover", "inside", "java"):
             for i in range(int(mode)):
                 cluster.daemons.append(subprocess.Popen(
@@ -410,7 +467,7 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
             during = probe.window()
             if idle and during:
                 figures["p99_ratio"] = pct(during, 0.99) / pct(idle, 0.99)
-                print(f"    live adds at {args.probe_rate:g}/s: idle {latency_note(idle)}; during the repair "
+                print(f"    live adds at {args.probe_rate:g}/s{' (open loop)' if args.probe_mode == 'open' else ''}: idle {latency_note(idle)}; during the repair "
                       f"{latency_note(during)}; p99 ratio {figures['p99_ratio']:.2f}x"
                       f"{f', {probe.failures} adds failed' if probe.failures else ''}", flush=True)
             else:
@@ -467,6 +524,10 @@ def main() -> None:
                         help="the daemons' replicationRateByBytes (bytes/s, 0 = unlimited)")
     parser.add_argument("--probe-rate", type=float, default=200,
                         help="steady adds/s whose latency is measured idle and during the repair (0 = off)")
+    parser.add_argument("--probe-mode", choices=("closed", "open"), default="closed",
+                        help="closed: the probe adds one entry at a time; open: each add is sent at its "
+                             "slot of the schedule, answered or not (a stall counts for every add sent during "
+                             "it); each is timed from its send either way")
     parser.add_argument("--java-peer", metavar="DIR",
                         help="a Java BookKeeper 4.17.2 peer built by ../shared/java-peer ($PEER): our bookieds "
                              "with the daemon inside against its bookies with theirs, alternated")
