@@ -12,15 +12,57 @@ import os
 import subprocess
 from pathlib import Path
 
+from bkctl.sandbox.zookeeper import pid_alive
+
 
 class CannotMount(RuntimeError):
     pass
+
+
+#: beside each mount point, the pid of the process that mounted it
+OWNER_SUFFIX = ".mounted-by"
+
+
+def _owner_file(path: Path) -> Path:
+    return path.with_name(path.name + OWNER_SUFFIX)
+
+
+def _claim(path: Path) -> None:
+    """Mount points are ours: a run killed before its teardown leaves them
+    mounted (a loop device each, of a handful), and the next run unmounts
+    those whose owner is gone (:func:`unmount_orphans`)."""
+    unmount_orphans()
+    _owner_file(path).write_text(str(os.getpid()))
+
+
+def unmount_orphans(mounts: str = "/proc/self/mounts") -> list[Path]:
+    """Unmount the small filesystems whose mounting process is gone; returns them."""
+    try:
+        with open(mounts) as f:
+            points = [Path(line.split()[1].encode().decode("unicode_escape")) for line in f if line.strip()]
+    except OSError:
+        return []
+    gone = []
+    for point in points:
+        if not point.name:  # the root
+            continue
+        owner = _owner_file(point)
+        try:
+            pid = int(owner.read_text())
+        except (OSError, ValueError):
+            continue
+        if pid != os.getpid() and not pid_alive(pid):
+            unmount(point)
+            owner.unlink(missing_ok=True)
+            gone.append(point)
+    return gone
 
 
 def mount_tmpfs(path: Path, size_mb: int) -> None:
     path.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         raise CannotMount("mounting a small filesystem needs root")
+    _claim(path)
     out = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0755", "tmpfs", str(path)],
                          capture_output=True, text=True)
     if out.returncode != 0:
@@ -33,6 +75,7 @@ def mount_ext4_image(path: Path, image: Path, size_mb: int) -> None:
     path.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         raise CannotMount("mounting a small filesystem needs root")
+    _claim(path)
     with open(image, "wb") as f:
         f.truncate(size_mb * 1024 * 1024)
     for cmd in (["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], ["mount", "-o", "loop", str(image), str(path)]):
@@ -45,6 +88,7 @@ def unmount(path: Path) -> None:
     out = subprocess.run(["umount", str(path)], capture_output=True, text=True)
     if out.returncode != 0:  # something still holds it: detach now, freed once released
         subprocess.run(["umount", "-l", str(path)], capture_output=True, text=True)
+    _owner_file(path).unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
