@@ -370,10 +370,14 @@ class BookieProtocol(protocol.Protocol):
                 out.append(data)  # every STREAMED_ANSWERS bytes, sent at once
                 self._out_bytes += len(data)
                 if self._out_bytes >= STREAMED_ANSWERS:
-                    self.transport.writeSequence(out)  # a client that does not read pauses us
-                    out.clear()
-                    self._out_bytes = 0
+                    self._write_held_answers()  # a client that does not read pauses us
                     _send_written(self)
+
+    def _write_held_answers(self) -> None:
+        """Write the answers held for the end of the chunk being served (:meth:`_serve`) now."""
+        self.transport.writeSequence(self._out)
+        self._out.clear()
+        self._out_bytes = 0
 
     def _observe(self, op: str, started: float, rc: int, n: int = 1) -> None:
         """``metrics.observe(op, started, rc, n)``, without its per-call name
@@ -664,9 +668,7 @@ class BookieProtocol(protocol.Protocol):
         # Answers held for the end of this chunk (_serve) are written now, before it.
         self.send(v3.serialize(v3.start_tls_response(req, RC.EOK)))
         if self._out:
-            self.transport.writeSequence(self._out)
-            self._out.clear()
-            self._out_bytes = 0
+            self._write_held_answers()
         self.insecure = False
         self.handshaking = True
         self.transport.startTLS(self.tls.context())
