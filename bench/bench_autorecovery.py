@@ -30,8 +30,8 @@ cluster's live writers.  The probe adds one entry at a time (``--probe-mode
 closed``), so an add that stalls holds back those due after it, which then
 count only their own wait; ``--probe-mode open`` sends each add at its slot of
 the schedule, answered or not (as a writer with several adds in flight
-sends them), so that a stall counts for every add sent during it.  Beside them, from the survivors' own ``/metrics``:
-their journals' fsync latency and entries per fsync, and the latency of the
+sends them), so that a stall counts for every add sent during it.  Beside
+them, from the survivors' own ``/metrics``: their journals' fsync latency and entries per fsync, and the latency of the
 adds they served, the live writer's apart from the repair's recovery adds, idle
 and during the repair -- whether a slower live add waited in the bookies (from
 reading its request to its answer) or elsewhere.
@@ -467,8 +467,9 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
             during = probe.window()
             if idle and during:
                 figures["p99_ratio"] = pct(during, 0.99) / pct(idle, 0.99)
-                print(f"    live adds at {args.probe_rate:g}/s{' (open loop)' if args.probe_mode == 'open' else ''}: idle {latency_note(idle)}; during the repair "
-                      f"{latency_note(during)}; p99 ratio {figures['p99_ratio']:.2f}x"
+                open_loop = " (open loop)" if args.probe_mode == "open" else ""
+                print(f"    live adds at {args.probe_rate:g}/s{open_loop}: idle {latency_note(idle)}; "
+                      f"during the repair {latency_note(during)}; p99 ratio {figures['p99_ratio']:.2f}x"
                       f"{f', {probe.failures} adds failed' if probe.failures else ''}", flush=True)
             else:
                 print(f"    live adds: idle {latency_note(idle)}, during {latency_note(during)}", flush=True)
