@@ -10,8 +10,9 @@ Each mode gets a fresh throw-away sandbox (a real ZooKeeper and 5 bookieds):
 ``--ledgers`` E3/Qw2/Qa2 ledgers with ``--entries`` entries of ``--size`` bytes
 in all are written and closed, the bookie holding most of them is SIGKILLed,
 and the time until no ledger names it and nothing is marked under-replicated
-is measured.  Mode ``inside`` runs the daemon inside each bookied
-(``autoRecoveryDaemonEnabled=true``: one per bookie, as Java runs it); mode ``N`` runs N ``bkctl autorecovery run`` daemons
+is measured.  Mode ``inside`` has each bookied run its daemon
+(``autoRecoveryDaemonEnabled=true``: one per bookie, as Java runs it; bookied runs it in a child
+process, whose CPU counts as its bookie's below); mode ``N`` runs N ``bkctl autorecovery run`` daemons
 (lostBookieRecoveryDelay 0); mode ``recover`` runs ``bkctl recover --parallel 4``
 from one process once the bookie's registration is gone.  Times include the
 bookie's ZooKeeper session timeout (the sandbox's 10 s) for the daemons, which is what an
@@ -61,7 +62,7 @@ from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from common import bookie_metrics, cpu_seconds, histogram_quantile, load_note, pct, section  # noqa: E402
+from common import bookie_metrics, children_of, cpu_seconds, histogram_quantile, load_note, pct, section  # noqa: E402
 
 
 class LatencyProbe:
@@ -428,6 +429,7 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
             idle_to = bookie_metrics(*http_ports)
         cpu_before = sum(cpu_seconds(p.pid) for p in cluster.daemons) + children_cpu()
         survivors = [int(b["pid"]) for b in survivor_records]
+        survivors += [child for pid in survivors for child in children_of(pid)]  # their autorecovery processes
         bookies_before = sum(cpu_seconds(pid) for pid in survivors)
         killed = time.perf_counter()
         os.kill(int(record["pid"]), signal.SIGKILL)

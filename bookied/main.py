@@ -16,6 +16,7 @@ import sys
 from contextlib import contextmanager
 
 from .config import OPTIONS, ConfigError, load_config
+from .startup import configure_logging, twisted_without_tls
 
 log = logging.getLogger("bookied")
 
@@ -80,15 +81,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def configure_logging(level: str) -> None:
-    """One line per event on stderr; journald adds its own timestamps."""
-    under_journald = "JOURNAL_STREAM" in os.environ
-    fmt = "%(levelname)s %(name)s: %(message)s" if under_journald else \
-        "%(asctime)s %(levelname)s %(name)s: %(message)s"
-    logging.basicConfig(level=getattr(logging, level), format=fmt, stream=sys.stderr)
-    logging.getLogger("kazoo").setLevel(logging.WARNING)
-
-
 @contextmanager
 def _frozen_when_loaded():
     """The bookie's modules loaded without the garbage collector, then frozen.
@@ -110,28 +102,6 @@ def _frozen_when_loaded():
             gc.enable()
 
 
-@contextmanager
-def _twisted_without_tls(unless: bool):
-    """Twisted loaded as where pyOpenSSL is not installed, for a bookie without TLS.
-
-    Twisted's TCP transports take their START_TLS support (pyOpenSSL, and with it
-    cryptography's X.509 and service_identity: ~50 ms of CPU per start) when the
-    reactor is imported, if ``OpenSSL`` imports; otherwise they are built without
-    it, as Twisted supports.  A bookie without tlsProviderFactoryClass uses TLS
-    nowhere (its server answers START_TLS with EBADREQ before touching the
-    transport, its autorecovery client connects in plain text), so ``OpenSSL``
-    is made unimportable while the reactor loads, and importable again after."""
-    if unless or "twisted.internet.tcp" in sys.modules or "OpenSSL" in sys.modules:
-        yield
-        return
-    sys.modules["OpenSSL"] = None  # import OpenSSL -> ImportError
-    try:
-        yield
-    finally:
-        if "OpenSSL" in sys.modules and sys.modules["OpenSSL"] is None:
-            del sys.modules["OpenSSL"]
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.log_level)
@@ -151,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
 
     with _frozen_when_loaded():
-        with _twisted_without_tls(unless=bool(cfg.tls_provider_factory_class)):
+        with twisted_without_tls(unless=bool(cfg.tls_provider_factory_class)):
             from twisted.internet import reactor
         from twisted.internet.error import CannotListenError
 
@@ -164,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from bkctl.wire.metadata import zksecurity
 
-        # every ZooKeeper session of this process (the bookie's, autorecovery's) uses it
+        # every ZooKeeper session of this process uses it (its autorecovery process, given the
+        # same configuration, sets the same)
         zksecurity.set_default(cfg.zk_security())
         service = BookieService(cfg, reactor)
         service.start()

@@ -204,9 +204,10 @@ class Refreshed:
 
 
 def register_autorecovery(metrics: Metrics, daemon, under_replicated) -> None:
-    """The autorecovery daemon's figures.  ``daemon()`` returns the
-    :class:`~bkctl.wire.autorecovery.service.AutoRecoveryDaemon` (None until
-    it runs: everything reads 0); ``under_replicated`` is a callable returning
+    """The autorecovery daemon's figures.  ``daemon()`` returns what has its
+    ``stats`` and ``is_auditor`` (the bookie's
+    :class:`~bookied.autorecovery.AutoRecoveryProcess`, or None until it runs:
+    everything reads 0); ``under_replicated`` is a callable returning
     the number of marked ledgers or None (a :class:`Refreshed`).  Names follow
     Java's ReplicationStats, lower-cased, where Java has one."""
 

@@ -110,7 +110,7 @@ class BookieService:
         self.factory: BookieServerFactory | None = None
         self.port = None
         self.http_port = None
-        #: the autorecovery daemon (autoRecoveryDaemonEnabled=true), once started
+        #: the autorecovery daemon's process (autoRecoveryDaemonEnabled=true), once started
         self.autorecovery = None
         self._loops: list[task.LoopingCall] = []
         self._checkpointing = False
@@ -310,15 +310,6 @@ class BookieService:
         d.addCallbacks(registered, failed)
         return d
 
-    def _client_tls_options(self) -> dict:
-        """Autorecovery talks to the other bookies with the same files, as Java's client keys."""
-        files = self.cfg.tls_files()
-        if files is None:
-            return {}
-        from dataclasses import replace
-
-        return {"tls": replace(files, require_client_cert=False)}
-
     def _server_tls(self):
         """The bookie's TLS (tlsProviderFactoryClass set), files checked now: ConfigError otherwise."""
         files = self.cfg.tls_files()
@@ -337,16 +328,16 @@ class BookieService:
     def _start_autorecovery(self) -> None:
         """The autorecovery daemon beside the bookie, voting with its bookie id, on a
         ZooKeeper session of its own (its expiry makes it step down; the bookie's
-        registration does not depend on it).  It works on the reactor without
-        blocking it; the adds it sends are recovery adds to other bookies."""
-        from bkctl.wire.autorecovery.service import AutoRecoveryDaemon, config_from_keys
+        registration does not depend on it), in a child process at a lower CPU
+        priority (see :mod:`bookied.autorecovery`): a repair's copying does not
+        run in the reactor that serves the live adds."""
+        from .autorecovery import AutoRecoveryProcess
 
-        self.autorecovery = AutoRecoveryDaemon(self.cfg.metadata_service_uri, self.bookie_id,
-                                               config_from_keys(self.cfg), reactor=self.reactor,
-                                               zk_timeout=self.cfg.zk_timeout / 1000.0,
-                                               client_options=self._client_tls_options())
-        self.autorecovery.startService().addErrback(
-            lambda f: log.error("autorecovery daemon could not start: %s", f.getErrorMessage()))
+        self.autorecovery = AutoRecoveryProcess(self.cfg, self.bookie_id, self.reactor)
+        try:
+            self.autorecovery.start()
+        except OSError as e:
+            log.error("autorecovery daemon could not start: %s", e)
 
     def _service_info(self) -> BookieServiceInfo:
         host, port = resolve_bookie_address(self.cfg)
@@ -688,7 +679,7 @@ class BookieService:
         self.notifier.stopping()
         if self.autorecovery is not None:
             try:
-                yield self.autorecovery.stopService().addTimeout(budget / 4, self.reactor)
+                yield self.autorecovery.stop(budget / 4)
             except Exception as e:  # noqa: BLE001 - the bookie still stops cleanly
                 log.warning("autorecovery daemon: %s", e or type(e).__name__)
         for loop in self._loops:

@@ -80,7 +80,9 @@ def autorecovery():
               help="The id this daemon votes with in the auditor election (default: HOSTNAME:3181, "
                    "the id of a bookie on this host).")
 @click.option("-o", "--set", "settings", metavar="KEY=VALUE", multiple=True,
-              help="A key of the Autorecovery section of bookied.conf(5) but autoRecoveryDaemonEnabled, "
+              help="A key of the Autorecovery section of bookied.conf(5) but autoRecoveryDaemonEnabled and "
+                   "autoRecoveryDaemonCpuPriority (this daemon keeps the priority it is started with: `nice`, or "
+                   "systemd's CPUSchedulingPolicy=), "
                    "in Java's units and checked as bookied checks it: lostBookieRecoveryDelay (s; the cluster's value "
                    "in ZooKeeper wins, as in Java: this one is written only when the cluster has none, and the "
                    "daemon says at start when it is not used; `lost-bookie-delay` sets the cluster's), "

@@ -123,6 +123,7 @@ class BookieConfig:
     zk_tls_certificate_path: str | None
     zk_tls_key_path: str | None
     auto_recovery_daemon_enabled: bool
+    auto_recovery_daemon_cpu_priority: str
     lost_bookie_recovery_delay: int
     auditor_periodic_check_interval: int
     auditor_periodic_bookie_check_interval: int

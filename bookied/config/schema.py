@@ -609,6 +609,12 @@ OPTIONS: tuple[Option, ...] = (
            "Whether the bookie also runs the autorecovery daemon: it votes in the auditor election "
            "(the elected daemon audits the cluster) and re-replicates under-replicated ledgers.",
            "autorecovery"),
+    Option("autoRecoveryDaemonCpuPriority", "str", "idle",
+           "CPU priority of the autorecovery daemon's process (the bookie runs it as a child process): "
+           "idle (Linux SCHED_IDLE: it runs on CPU time nothing else wants, so a repair does not hold back "
+           "the adds and reads the bookie serves; on a host kept fully busy the repair waits), low (nice 19) "
+           "or normal (the bookie's); bookied only.",
+           "autorecovery", choices=("idle", "low", "normal")),
     Option("lostBookieRecoveryDelay", "int", 0,
            "How long the auditor waits after a bookie disappears before marking its ledgers "
            "under-replicated; written to ZooKeeper by the first auditor, which then reads it from there.",

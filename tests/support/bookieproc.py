@@ -135,15 +135,40 @@ class BookieProcess:
                 time.sleep(0.05)
 
     def kill(self, sig: int = signal.SIGKILL) -> int | None:
+        """Send ``sig`` to the bookied, wait for it (SIGKILL after 30 s), then SIGKILL
+        what it left running in its session (its autorecovery daemon's process,
+        which would otherwise end on its own once it sees its input close)."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
             os.kill(self.proc.pid, sig)
         try:
-            return self.proc.wait(timeout=30)
+            code = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.kill(self.proc.pid, signal.SIGKILL)
-            return self.proc.wait(timeout=10)
+            code = self.proc.wait(timeout=10)
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # started with start_new_session: its pid is the group's
+        except (ProcessLookupError, PermissionError):
+            pass
+        return code
+
+    def children(self) -> list[int]:
+        """The pids of the live processes whose parent is this bookied."""
+        if self.proc is None:
+            return []
+        found = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                stat = Path(f"/proc/{name}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+            if fields[0] != "Z" and int(fields[1]) == self.proc.pid:
+                found.append(int(name))
+        return found
 
     def stop(self) -> int | None:
         return self.kill(signal.SIGTERM)

@@ -241,9 +241,10 @@ def test_entries_held_by_each_position():
 
 def test_set_takes_the_autorecovery_section_of_the_schema():
     """`autorecovery run --set` says it takes the keys of bookied.conf(5)'s Autorecovery
-    section but autoRecoveryDaemonEnabled; the daemon's keys and the schema must agree."""
+    section but autoRecoveryDaemonEnabled and autoRecoveryDaemonCpuPriority (bookied's own);
+    the daemon's keys and the schema must agree."""
     from bkctl.bookied.config import OPTIONS
     from bkctl.wire.autorecovery.service import CONFIG_KEYS
 
     section = {opt.name for opt in OPTIONS if opt.section == "autorecovery"}
-    assert set(CONFIG_KEYS) == section - {"autoRecoveryDaemonEnabled"}
+    assert set(CONFIG_KEYS) == section - {"autoRecoveryDaemonEnabled", "autoRecoveryDaemonCpuPriority"}

@@ -1,0 +1,152 @@
+"""The bookie's handle on its autorecovery daemon's process (bookied.autorecovery.AutoRecoveryProcess),
+with a reactor that records the processes it is asked to spawn and a task.Clock for time."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from twisted.internet import task
+from twisted.python.failure import Failure
+from twisted.internet.error import ProcessDone, ProcessTerminated
+
+from bkctl.bookied.autorecovery import AutoRecoveryProcess
+from bkctl.bookied.config import load_config_text
+
+CONF = "metadataServiceUri=zk+hierarchical://127.0.0.1:2181/ledgers\nautoRecoveryDaemonEnabled=true\n" \
+       "rereplicationEntryBatchSize=7\nautoRecoveryDaemonCpuPriority=low\n"
+
+
+class ChildTransport:
+    """What spawnProcess returns: the calls a child's transport gets."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.written = b""
+        self.stdin_closed = False
+        self.signals: list[str] = []
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def closeStdin(self) -> None:
+        self.stdin_closed = True
+
+    def signalProcess(self, name: str) -> None:
+        self.signals.append(name)
+
+
+class SpawningReactor(task.Clock):
+    def __init__(self):
+        super().__init__()
+        self.spawned: list[tuple] = []  # (protocol, executable, args, env, childFDs)
+
+    def spawnProcess(self, proto, executable, args, env=None, childFDs=None, **_):
+        transport = ChildTransport(1000 + len(self.spawned))
+        self.spawned.append((proto, executable, args, env, childFDs))
+        proto.makeConnection(transport)
+        return transport
+
+
+def figures(**counts) -> bytes:
+    auditor = counts.pop("auditor", False)
+    return json.dumps({"stats": counts, "auditor": auditor}).encode() + b"\n"
+
+
+def ended(proto, code: int = 0) -> None:
+    proto.processEnded(Failure(ProcessDone(0) if code == 0 else ProcessTerminated(code)))
+
+
+@pytest.fixture
+def started(monkeypatch):
+    monkeypatch.setenv("NOTIFY_SOCKET", "/run/systemd/notify")
+    monkeypatch.setenv("WATCHDOG_USEC", "30000000")
+    reactor = SpawningReactor()
+    handle = AutoRecoveryProcess(load_config_text(CONF), "10.0.0.1:3181", reactor, log_level="DEBUG")
+    handle.start()
+    return reactor, handle
+
+
+def test_the_child_gets_the_bookies_configuration_and_none_of_systemds_notifications(started):
+    reactor, handle = started
+    [(proto, executable, args, env, fds)] = reactor.spawned
+    assert args[1:] == ["-m", "bkctl.bookied.autorecovery"]
+    assert fds == {0: "w", 1: "r", 2: 2}  # its log on the bookie's stderr
+    assert "NOTIFY_SOCKET" not in env and "WATCHDOG_USEC" not in env
+    assert handle.pid == proto.transport.pid
+    line = proto.transport.written
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    settings = json.loads(line)
+    assert (settings["bookie_id"], settings["log_level"]) == ("10.0.0.1:3181", "DEBUG")
+    cfg = load_config_text(settings["config"])
+    assert cfg.as_dict() == handle.cfg.as_dict()
+    assert (cfg.rereplication_entry_batch_size, cfg.auto_recovery_daemon_cpu_priority) == (7, "low")
+
+
+def test_figures_arrive_in_pieces_and_only_the_latest_line_counts(started):
+    reactor, handle = started
+    proto = reactor.spawned[0][0]
+    whole = figures(elections_won=1, auditor=True) + figures(elections_won=1, entries_rereplicated=40, auditor=True)
+    proto.outReceived(whole[:30])
+    assert handle.stats.elections_won == 0  # no whole line yet
+    proto.outReceived(whole[30:-5])
+    assert (handle.stats.elections_won, handle.stats.entries_rereplicated, handle.is_auditor) == (1, 0, True)
+    proto.outReceived(whole[-5:])
+    assert handle.stats.entries_rereplicated == 40
+    proto.outReceived(b"not json\n")  # said in the log, the figures kept
+    assert handle.stats.entries_rereplicated == 40
+
+
+def test_a_child_that_dies_is_started_again_and_its_counts_carry_over(started):
+    reactor, handle = started
+    first = reactor.spawned[0][0]
+    first.outReceived(figures(elections_won=1, entries_rereplicated=40, bytes_rereplicated=4000,
+                              recovery_seconds_sum=1.5, last_replicas_check={"ledgers": 3}, auditor=True))
+    ended(first, code=9)
+    assert (handle.pid, handle.is_auditor) == (None, False)
+    assert handle.stats.entries_rereplicated == 40  # counters do not go back
+    reactor.advance(handle.restart_delay - 0.1)
+    assert len(reactor.spawned) == 1
+    reactor.advance(0.1)
+    assert len(reactor.spawned) == 2 and handle.restarts == 1
+    second = reactor.spawned[1][0]
+    assert handle.pid == second.transport.pid != first.transport.pid
+    second.outReceived(figures(elections_won=1, entries_rereplicated=2, bytes_rereplicated=200,
+                               recovery_seconds_sum=0.25, last_replicas_check={"ledgers": 5}))
+    s = handle.stats
+    assert (s.elections_won, s.entries_rereplicated, s.bytes_rereplicated) == (2, 42, 4200)
+    assert s.recovery_seconds_sum == pytest.approx(1.75)
+    assert s.last_replicas_check == {"ledgers": 5}  # the latest, not a sum
+    assert handle.is_auditor is False
+
+
+def test_stop_closes_the_childs_input_and_waits_for_it(started):
+    reactor, handle = started
+    proto = reactor.spawned[0][0]
+    done = handle.stop(10.0)
+    assert proto.transport.stdin_closed and not done.called
+    reactor.advance(9.0)
+    ended(proto)
+    assert done.called and proto.transport.signals == []
+    reactor.advance(60.0)
+    assert len(reactor.spawned) == 1 and proto.transport.signals == []  # neither restarted nor killed
+    assert handle.stop(10.0).called  # a second stop has nothing to wait for
+
+
+def test_a_child_that_does_not_stop_in_time_is_killed(started):
+    reactor, handle = started
+    proto = reactor.spawned[0][0]
+    done = handle.stop(10.0)
+    reactor.advance(10.0)
+    assert proto.transport.signals == ["KILL"] and not done.called
+    ended(proto, code=9)
+    assert done.called
+    reactor.advance(60.0)
+    assert len(reactor.spawned) == 1
+
+
+def test_a_stop_while_waiting_to_restart_cancels_the_restart(started):
+    reactor, handle = started
+    ended(reactor.spawned[0][0], code=1)
+    assert handle.stop(10.0).called
+    reactor.advance(60.0)
+    assert len(reactor.spawned) == 1
