@@ -234,8 +234,10 @@ def main() -> int:
 
     from bkctl.wire.autorecovery.service import AutoRecoveryDaemon, config_from_keys
     from bkctl.wire.metadata import zksecurity
+    from bkctl.wire.process.runtime import settle_garbage_collector
     from bkctl.wire.process.shutdown import ExitDeadline
 
+    settle_garbage_collector()  # a worker copies entries for hours: as the bookie does
     zksecurity.set_default(cfg.zk_security())
     daemon = AutoRecoveryDaemon(cfg.metadata_service_uri, settings["bookie_id"], config_from_keys(cfg),
                                 reactor=reactor, zk_timeout=cfg.zk_timeout / 1000.0,

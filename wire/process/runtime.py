@@ -1,5 +1,6 @@
-"""The garbage collector of a process that moves many entries (bookied, bkctl's
-bookie client, ``bkctl autorecovery run``): one setting for all of them.
+"""The garbage collector of a process that moves many entries (bookied and its
+autorecovery process, bkctl's bookie client, ``bkctl autorecovery run``): one
+setting for all of them.
 
 The tens of thousands of objects loaded at start (Twisted, kazoo, protobuf
 descriptors, ...) never become garbage; :func:`gc.freeze` takes them out of
