@@ -52,8 +52,8 @@ def test_a_killed_daemon_is_started_again_and_its_figures_carry_over(bookies):
     assert figures(bookie)["autorecovery_elections_won_total"] == 1
 
     os.kill(first, signal.SIGKILL)
-    second = daemon_of(bookie) if wait_for(lambda: bookie.children() not in ([], [first]), timeout=60,
-                                           what="a new daemon process") else None
+    wait_for(lambda: bookie.children() not in ([], [first]), timeout=60, what="a new daemon process")
+    second = daemon_of(bookie)
     assert second != first and bookie.proc.poll() is None
     wait_for(lambda: figures(bookie).get("autorecovery_elections_won_total") == 2, timeout=60,
              what=lambda: f"the second election counted beside the first, saw {figures(bookie)}")
