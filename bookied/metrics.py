@@ -205,7 +205,7 @@ class Refreshed:
 
 def register_autorecovery(metrics: Metrics, daemon, under_replicated) -> None:
     """The autorecovery daemon's figures.  ``daemon()`` returns what has its
-    ``stats`` and ``is_auditor`` (the bookie's
+    ``stats``, ``is_auditor``, ``pid`` and ``restarts`` (the bookie's
     :class:`~bookied.autorecovery.AutoRecoveryProcess`, or None until it runs:
     everything reads 0); ``under_replicated`` is a callable returning
     the number of marked ledgers or None (a :class:`Refreshed`).  Names follow
@@ -222,6 +222,13 @@ def register_autorecovery(metrics: Metrics, daemon, under_replicated) -> None:
                   under_replicated)
     metrics.gauge("autorecovery_is_auditor", "1 while this bookie's autorecovery daemon is the elected auditor.",
                   lambda: int(bool(daemon() is not None and daemon().is_auditor)))
+    metrics.gauge("autorecovery_daemon_running",
+                  "1 while this bookie's autorecovery daemon process runs (0 before it starts and between its "
+                  "end and its restart).",
+                  lambda: int(daemon() is not None and daemon().pid is not None))
+    metrics.counter("autorecovery_daemon_restarts_total",
+                    "Times this bookie started its autorecovery daemon process again after it ended on its own.",
+                    lambda: daemon().restarts if daemon() is not None else 0)
     for name, field, help_text in (
             ("autorecovery_elections_won_total", "elections_won", "Auditor elections this daemon won."),
             ("autorecovery_audits_total", "audits", "Audits of lost bookies run by this daemon's auditor."),

@@ -49,15 +49,21 @@ def test_a_killed_daemon_is_started_again_and_its_figures_carry_over(bookies):
     first = daemon_of(bookie)
     wait_for(lambda: figures(bookie).get("autorecovery_is_auditor") == 1, timeout=60,
              what="the daemon elected, in the bookie's /metrics")
-    assert figures(bookie)["autorecovery_elections_won_total"] == 1
+    before = figures(bookie)
+    assert (before["autorecovery_elections_won_total"], before["autorecovery_daemon_running"],
+            before["autorecovery_daemon_restarts_total"]) == (1, 1, 0)
 
     os.kill(first, signal.SIGKILL)
+    wait_for(lambda: figures(bookie)["autorecovery_daemon_running"] == 0, timeout=30,
+             what="the bookie's /metrics to say its daemon is gone")  # during the restart delay
     wait_for(lambda: bookie.children() not in ([], [first]), timeout=60, what="a new daemon process")
     second = daemon_of(bookie)
     assert second != first and bookie.proc.poll() is None
     wait_for(lambda: figures(bookie).get("autorecovery_elections_won_total") == 2, timeout=60,
              what=lambda: f"the second election counted beside the first, saw {figures(bookie)}")
-    assert figures(bookie)["autorecovery_is_auditor"] == 1
+    after = figures(bookie)
+    assert (after["autorecovery_is_auditor"], after["autorecovery_daemon_running"],
+            after["autorecovery_daemon_restarts_total"]) == (1, 1, 1)
     assert "autorecovery daemon" in bookie.log_tail(200) and "starting it again" in bookie.log_tail(200)
 
 

@@ -338,6 +338,8 @@ class FakeDaemon:
     def __init__(self):
         self.stats = AutoRecoveryStats()
         self.is_auditor = False
+        self.pid = None
+        self.restarts = 0
 
 
 def scrape(metrics):
@@ -393,9 +395,11 @@ def test_autorecovery_metrics():
     assert "autorecovery_num_under_replicated_ledgers" not in samples  # not known yet: no sample
     assert "# TYPE autorecovery_num_under_replicated_ledgers gauge" in lines
     assert samples["autorecovery_is_auditor"] == "0" and samples["autorecovery_audits_total"] == "0"
+    assert samples["autorecovery_daemon_running"] == "0" and samples["autorecovery_daemon_restarts_total"] == "0"
 
     current["daemon"], count["value"] = daemon, 3
     daemon.is_auditor = True
+    daemon.pid, daemon.restarts = 4242, 2
     s = daemon.stats
     s.elections_won, s.audits, s.ledgers_marked, s.failures = 1, 4, 6, 2
     s.ledgers_rereplicated, s.entries_rereplicated, s.bytes_rereplicated = 5, 500, 51200
@@ -403,6 +407,7 @@ def test_autorecovery_metrics():
     samples, lines = scrape(metrics)
     assert samples["autorecovery_num_under_replicated_ledgers"] == "3"
     assert samples["autorecovery_is_auditor"] == "1"
+    assert samples["autorecovery_daemon_running"] == "1" and samples["autorecovery_daemon_restarts_total"] == "2"
     assert samples["autorecovery_elections_won_total"] == "1"
     assert samples["autorecovery_audits_total"] == "4"
     assert samples["autorecovery_ledgers_marked_total"] == "6"
@@ -413,6 +418,9 @@ def test_autorecovery_metrics():
     assert samples["autorecovery_ledger_recovery_seconds_sum"] == "12.500000"
     assert samples["autorecovery_ledger_recovery_seconds_count"] == "5"
     assert "# TYPE autorecovery_audits_total counter" in lines
+    assert "# TYPE autorecovery_daemon_restarts_total counter" in lines
+    daemon.pid = None  # ended, not yet started again
+    assert scrape(metrics)[0]["autorecovery_daemon_running"] == "0"
     assert "# TYPE autorecovery_ledger_recovery_seconds summary" in lines
 
 
