@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from common import bookie_metrics, children_of, cpu_seconds, histogram_quantile, load_note, pct, section  # noqa: E402
+from common import bookie_metrics, cpu_seconds, histogram_quantile, load_note, pct, section  # noqa: E402
 
 
 class LatencyProbe:
@@ -385,6 +385,8 @@ def run_mode(mode: str, args, peer=None) -> dict:
 
 
 def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
+    from bkctl.sandbox.zookeeper import child_pids
+
     uri = cluster.uri
     t = time.perf_counter()
     ids = write_ledgers(uri, args.ledgers, args.entries, args.size)
@@ -429,7 +431,7 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
             idle_to = bookie_metrics(*http_ports)
         cpu_before = sum(cpu_seconds(p.pid) for p in cluster.daemons) + children_cpu()
         survivors = [int(b["pid"]) for b in survivor_records]
-        survivors += [child for pid in survivors for child in children_of(pid)]  # their autorecovery processes
+        survivors += [child for pid in survivors for child in child_pids(pid)]  # their autorecovery processes
         bookies_before = sum(cpu_seconds(pid) for pid in survivors)
         killed = time.perf_counter()
         os.kill(int(record["pid"]), signal.SIGKILL)

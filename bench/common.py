@@ -36,21 +36,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
-def children_of(pid: int) -> list[int]:
-    """The live processes whose parent is ``pid`` (a bookie's autorecovery daemon)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z" and int(fields[1]) == pid:
-                found.append(int(name))
-    return found
-
-
 def pct(values: list[float], q: float) -> float:
     """The ``q`` quantile (0..1) of ``values``, nearest rank; NaN when empty."""
     if not values:

@@ -302,6 +302,22 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def child_pids(pid: int) -> list[int]:
+    """The pids of the processes whose parent is *pid* and that have not exited (zombies left out)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        state, parent = stat[stat.rfind(")") + 2:].split()[:2]  # after "pid (comm) "
+        if state not in ("Z", "X") and int(parent) == pid:
+            found.append(int(name))
+    return found
+
+
 def process_matches(pid: int, required: Iterable[str]) -> bool:
     """True if *pid* is alive and every string in *required* is in its argv."""
     argv = process_cmdline(pid)
@@ -567,6 +583,7 @@ __all__ = [
     "ZooKeeperNotFound",
     "ZooKeeperServer",
     "ZooKeeperStartError",
+    "child_pids",
     "find_java",
     "find_zookeeper_classpath",
     "four_letter_word",

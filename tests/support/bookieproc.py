@@ -16,6 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from bkctl.sandbox.zookeeper import child_pids
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import FrameDecoder, frame
 from tests.support.folders import integration_only
@@ -155,20 +156,7 @@ class BookieProcess:
 
     def children(self) -> list[int]:
         """The pids of the live processes whose parent is this bookied."""
-        if self.proc is None:
-            return []
-        found = []
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            try:
-                stat = Path(f"/proc/{name}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
-            if fields[0] != "Z" and int(fields[1]) == self.proc.pid:
-                found.append(int(name))
-        return found
+        return child_pids(self.proc.pid) if self.proc is not None else []
 
     def stop(self) -> int | None:
         return self.kill(signal.SIGTERM)

@@ -2,6 +2,7 @@
 install hint when they are not), free ports, and whether a recorded pid is still alive."""
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bkctl.sandbox import zookeeper as zkmod
-from bkctl.sandbox.zookeeper import ZooKeeperNotFound, find_zookeeper_classpath, free_port, pid_alive
+from bkctl.sandbox.zookeeper import ZooKeeperNotFound, child_pids, find_zookeeper_classpath, free_port, pid_alive
 
 
 def test_free_port_is_bindable_and_below_the_ephemeral_range():
@@ -85,6 +86,23 @@ def _state(pid: int) -> str:
     """The state letter of /proc/PID/stat (R, S, Z...)."""
     stat = Path(f"/proc/{pid}/stat").read_text()
     return stat[stat.rfind(")") + 2]
+
+
+def test_child_pids_lists_running_children_and_not_those_that_exited():
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    exited = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _state(exited.pid) != "Z":
+            time.sleep(0.02)
+        assert _state(exited.pid) == "Z"  # exited, not yet waited for
+        mine = child_pids(os.getpid())
+        assert running.pid in mine and exited.pid not in mine
+        assert child_pids(running.pid) == []
+    finally:
+        running.kill()
+        running.wait()
+        exited.wait()
 
 
 def test_pid_alive_treats_zombies_as_dead():
