@@ -29,7 +29,7 @@ import signal
 import sys
 from dataclasses import asdict, fields
 
-from twisted.internet import protocol
+from twisted.internet import defer, protocol
 
 log = logging.getLogger("bookied.autorecovery")
 
@@ -103,8 +103,6 @@ class AutoRecoveryProcess:
         self._stopping = False
 
     def start(self) -> None:
-        from twisted.internet import defer
-
         self._restart = None
         settings = {"config": self._config_text(), "bookie_id": self.bookie_id, "log_level": self.log_level,
                     "cpu_priority": self.cfg.auto_recovery_daemon_cpu_priority}
@@ -123,8 +121,6 @@ class AutoRecoveryProcess:
     def stop(self, timeout: float):
         """Close the child's input (it stops its daemon and exits); SIGKILL it if it
         is still there after ``timeout`` seconds.  A Deferred, fired once it is gone."""
-        from twisted.internet import defer
-
         self._stopping = True
         if self._restart is not None and self._restart.active():
             self._restart.cancel()
@@ -147,17 +143,15 @@ class AutoRecoveryProcess:
         counts = figures.get("stats", {})
         for f in fields(self.stats):
             value = counts.get(f.name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if _is_count(value):
                 setattr(self.stats, f.name, type(value)(self._ended_counts.get(f.name, 0) + value))
             elif value is not None:
                 setattr(self.stats, f.name, value)
         self.is_auditor = bool(figures.get("auditor"))
 
     def _ended(self, child, status) -> None:
-        for f in fields(self.stats):
-            value = getattr(self.stats, f.name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                self._ended_counts[f.name] = value
+        self._ended_counts = {f.name: getattr(self.stats, f.name) for f in fields(self.stats)
+                              if _is_count(getattr(self.stats, f.name))}
         self.is_auditor = False
         self.pid = None
         if self._stopping:
@@ -167,6 +161,11 @@ class AutoRecoveryProcess:
                   child.transport.pid, status, self.restart_delay)
         self.restarts += 1
         self._restart = self.reactor.callLater(self.restart_delay, self.start)
+
+
+def _is_count(value) -> bool:
+    """A figure summed over children (a number), not a latest value (a check's dict)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class _ChildProtocol(protocol.ProcessProtocol):
