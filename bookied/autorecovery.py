@@ -110,7 +110,7 @@ class AutoRecoveryProcess:
         env = {k: v for k, v in os.environ.items() if k not in _PARENT_ONLY}
         self.reactor.spawnProcess(child, sys.executable, [sys.executable, "-m", __name__], env=env,
                                   childFDs={0: "w", 1: "r", 2: 2})
-        self.pid = child.transport.pid
+        self.pid = child.pid
         log.info("autorecovery daemon started as process %d", self.pid)
 
     def _config_text(self) -> str:
@@ -133,7 +133,7 @@ class AutoRecoveryProcess:
 
     @staticmethod
     def _kill(child) -> None:
-        log.warning("autorecovery daemon (process %s) did not stop in time: SIGKILL", child.transport.pid)
+        log.warning("autorecovery daemon (process %s) did not stop in time: SIGKILL", child.pid)
         try:
             child.transport.signalProcess("KILL")
         except Exception:  # noqa: BLE001 - gone meanwhile
@@ -158,7 +158,7 @@ class AutoRecoveryProcess:
             log.info("autorecovery daemon stopped")
             return
         log.error("autorecovery daemon (process %s) ended: %s; starting it again in %g s",
-                  child.transport.pid, status, self.restart_delay)
+                  child.pid, status, self.restart_delay)
         self.restarts += 1
         self._restart = self.reactor.callLater(self.restart_delay, self.start)
 
@@ -178,6 +178,8 @@ class _ChildProtocol(protocol.ProcessProtocol):
         self._buffer = b""
 
     def connectionMade(self) -> None:
+        #: kept: Twisted's transport forgets its pid once the process has ended
+        self.pid = self.transport.pid
         self.transport.write(self.settings)
 
     def outReceived(self, data: bytes) -> None:

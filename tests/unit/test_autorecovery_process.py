@@ -53,6 +53,7 @@ def figures(**counts) -> bytes:
 
 
 def ended(proto, code: int = 0) -> None:
+    proto.transport.pid = None  # as Twisted's process transport does before it tells the protocol
     proto.processEnded(Failure(ProcessDone(0) if code == 0 else ProcessTerminated(code)))
 
 
@@ -96,20 +97,22 @@ def test_figures_arrive_in_pieces_and_only_the_latest_line_counts(started):
     assert handle.stats.entries_rereplicated == 40
 
 
-def test_a_child_that_dies_is_started_again_and_its_counts_carry_over(started):
+def test_a_child_that_dies_is_started_again_and_its_counts_carry_over(started, caplog):
     reactor, handle = started
     first = reactor.spawned[0][0]
+    first_pid = first.transport.pid
     first.outReceived(figures(elections_won=1, entries_rereplicated=40, bytes_rereplicated=4000,
                               recovery_seconds_sum=1.5, last_replicas_check={"ledgers": 3}, auditor=True))
     ended(first, code=9)
     assert (handle.pid, handle.is_auditor) == (None, False)
+    assert f"(process {first_pid}) ended" in caplog.text  # the pid it had, though its transport forgot it
     assert handle.stats.entries_rereplicated == 40  # counters do not go back
     reactor.advance(handle.restart_delay - 0.1)
     assert len(reactor.spawned) == 1
     reactor.advance(0.1)
     assert len(reactor.spawned) == 2 and handle.restarts == 1
     second = reactor.spawned[1][0]
-    assert handle.pid == second.transport.pid != first.transport.pid
+    assert handle.pid == second.transport.pid != first_pid
     second.outReceived(figures(elections_won=1, entries_rereplicated=2, bytes_rereplicated=200,
                                recovery_seconds_sum=0.25, last_replicas_check={"ledgers": 5}))
     s = handle.stats
