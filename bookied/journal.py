@@ -104,6 +104,18 @@ def _call_all(callbacks: list, error: BaseException | None) -> None:
             log.exception("journal callback %r raised", cb)
 
 
+#: Bytes behind the last fsync that stay in the page cache (``drop_synced_pages``), as
+#: Java's JournalChannel keeps them: a page still being appended to is never dropped.
+PAGE_CACHE_LAG = 8 * 1024 * 1024
+#: Synced bytes gathered before they are dropped from the page cache with one call.
+PAGE_CACHE_DROP_STEP = 1024 * 1024
+
+
+def drop_from_page_cache(fd: int, offset: int, length: int) -> None:
+    """Tell the kernel the journal will not read ``length`` bytes at ``offset`` again."""
+    os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+
+
 _IDLE = 1
 _GROUPING = 2
 
@@ -129,7 +141,15 @@ class Journal:
     no longer needs it keeps (the newest ones).
     ``max_size_mb`` (journalMaxSizeMB): file roll size.
     ``max_queue_bytes``: back-pressure bound on queued + in-flight bytes.
-    ``preallocate_mb``: posix_fallocate step (0 = off). ``dispatch``: see the
+    ``preallocate_mb``: posix_fallocate step (0 = off). ``drop_synced_pages``
+    (journalRemovePagesFromCache): after an fsync, what it made durable is
+    dropped from the page cache (``POSIX_FADV_DONTNEED``) but for the last
+    :data:`PAGE_CACHE_LAG` bytes, in steps of at least :data:`PAGE_CACHE_DROP_STEP`,
+    and the whole file once it rolls, as Java's JournalChannel does: the
+    journal is only read back at a restart, and its pages would otherwise
+    push the entry logs' pages, which reads need, out of memory (and on this
+    kind of host, new page-cache pages cost more to fill than recycled ones).
+    ``dispatch``: see the
     module doc. ``on_group(records)``: each group's record count once it is durable
     (by whichever thread committed it). ``on_fsync(seconds)``: called after each journal fsync, by
     whichever thread committed (one at a time), e.g. to feed a histogram.
@@ -183,6 +203,7 @@ class Journal:
                  buffered_writes_threshold: int = 512 * 1024, buffered_entries_threshold: int = 0,
                  sync_data: bool = True, max_backups: int = 0, max_size_mb: float = 2048,
                  max_queue_bytes: int = 64 * 1024 * 1024, preallocate_mb: float = 16,
+                 drop_synced_pages: bool = True,
                  dispatch: Callable[[list, BaseException | None], None] | None = None,
                  inline: Callable[[Callable[[], None]], None] | None = None,
                  inline_dispatch: Callable[[list, BaseException | None], None] | None = None,
@@ -205,6 +226,8 @@ class Journal:
         self.max_size = max(HEADER_SIZE + 1, int(max_size_mb * 1024 * 1024))
         self.max_queue_bytes = max(1, int(max_queue_bytes))
         self.preallocate = max(0, int(preallocate_mb * 1024 * 1024))
+        self.drop_synced_pages = bool(drop_synced_pages)
+        self._dropped = 0  # where the current file's pages still in the page cache start
         self._dispatch = dispatch or _call_all
         self.fastpaths = fastpath.ENABLED if fastpaths is None else bool(fastpaths)
         self._inline = inline if self.max_group_wait == 0 and self.fastpaths else None
@@ -558,6 +581,7 @@ class Journal:
         self._fd = fd
         self._file_id = file_id
         self._offset = HEADER_SIZE
+        self._dropped = 0
         self.stats.files_created += 1
 
     def _preallocate(self, fd: int, offset: int, length: int) -> None:
@@ -593,7 +617,7 @@ class Journal:
         self.stats.writes += 1
         self.stats.bytes += len(data)
 
-    def _sync(self) -> None:
+    def _sync(self, rolling: bool = False) -> None:
         started = self._monotonic()
         os.fdatasync(self._fd)
         took = self._monotonic() - started
@@ -601,6 +625,24 @@ class Journal:
         self.stats.fsyncs += 1
         if self._on_fsync is not None:
             self._on_fsync(took)
+        if self.drop_synced_pages:
+            self._drop_synced(self._offset if rolling else self._offset - PAGE_CACHE_LAG)
+
+    def _drop_synced(self, upto: int) -> None:
+        """Drop the current file's bytes before ``upto`` (all fsynced) from the page cache,
+        once they add up to a step; a file system that refuses is not asked again."""
+        if upto - self._dropped < PAGE_CACHE_DROP_STEP and upto < self._offset:
+            return
+        if upto <= self._dropped:
+            return
+        try:
+            drop_from_page_cache(self._fd, self._dropped, upto - self._dropped)
+        except OSError as e:
+            log.warning("journal %s: cannot drop written pages from the page cache (%s); "
+                        "journalRemovePagesFromCache is off from now on", self.directory, e)
+            self.drop_synced_pages = False
+            return
+        self._dropped = upto
 
     def _run(self) -> None:
         cond = self._cond
@@ -688,7 +730,7 @@ class Journal:
                     if parts:
                         self._write_chunk(parts)
                         parts, size = [], 0
-                    self._sync()
+                    self._sync(rolling=True)
                     self._durable = LogMark(self._file_id, self._offset)
                     self._open_file(self._file_id + 1)
                 parts.append(data)

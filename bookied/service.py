@@ -164,6 +164,7 @@ class BookieService:
                                  max_backups=cfg.journal_max_backups,
                                  max_size_mb=cfg.journal_max_size_mb,
                                  preallocate_mb=cfg.journal_pre_alloc_size_mb,
+                                 drop_synced_pages=cfg.journal_remove_pages_from_cache,
                                  dispatch=dispatch, inline=self._at_end_of_iteration,
                                  inline_dispatch=self._journal_inline_dispatch,
                                  patient_wait_ms=cfg.journal_recovery_add_group_wait_msec,

@@ -79,6 +79,7 @@ class BookieConfig:
     journal_max_size_mb: int
     journal_max_backups: int
     journal_pre_alloc_size_mb: int
+    journal_remove_pages_from_cache: bool
     ledger_directories: tuple[str, ...]
     index_directories: tuple[str, ...]
     allow_storage_expansion: bool

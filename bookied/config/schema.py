@@ -443,6 +443,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("journalPreAllocSizeMB", "int", 16,
            "Space preallocated at a time as a journal file grows.",
            "journal", unit="MB", min=1, max=_JAVA_INT_MAX),
+    Option("journalRemovePagesFromCache", "bool", True,
+           "Whether the journal drops what it has fsynced, but for its last 8 MB, from the operating "
+           "system's page cache, so that journal writes, which are never read back while the bookie "
+           "runs, do not push out the entry logs' pages that reads are served from.",
+           "journal"),
     # -- storage ------------------------------------------------------------
     Option("ledgerDirectories", "list", ("/tmp/bk-data",),
            "Directories holding ledger data (entry logs).",
