@@ -153,3 +153,48 @@ def test_a_stop_while_waiting_to_restart_cancels_the_restart(started):
     assert handle.stop(10.0).called
     reactor.advance(60.0)
     assert len(reactor.spawned) == 1
+
+
+def _settings_line(conf: str) -> bytes:
+    """The line a bookie with ``conf`` writes to its daemon's process (its real start())."""
+    reactor = SpawningReactor()
+    AutoRecoveryProcess(load_config_text(conf), "10.0.0.1:3181", reactor, log_level="INFO").start()
+    return reactor.spawned[0][0].transport.written
+
+
+def test_a_child_whose_daemon_cannot_start_says_why_and_exits_with_its_status():
+    """The real child process, its ZooKeeper away (a port nothing listens on): exit
+    EXIT_CANNOT_START, which the bookie answers by starting it again, and one log line why."""
+    import subprocess
+    import sys
+
+    from bkctl.bookied.autorecovery import EXIT_CANNOT_START
+    from bkctl.sandbox.zookeeper import free_port
+
+    line = _settings_line(f"metadataServiceUri=zk+hierarchical://127.0.0.1:{free_port()}/ledgers\n"
+                          "autoRecoveryDaemonEnabled=true\nzkTimeout=1000\nautoRecoveryDaemonCpuPriority=normal\n")
+    child = subprocess.Popen([sys.executable, "-m", "bkctl.bookied.autorecovery"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        child.stdin.write(line)
+        child.stdin.flush()  # and kept open, as the bookie keeps it: the end of its input would stop the child
+        code = child.wait(60)
+        err = child.stderr.read().decode()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stdin.close()
+    assert code == EXIT_CANNOT_START, err
+    assert err.count("autorecovery daemon could not start") == 1, err
+    assert child.stdout.read() == b""  # no figures from a daemon that never ran
+
+
+def test_a_child_whose_input_ends_before_its_settings_exits_quietly():
+    """A bookie gone before it wrote the settings line: nothing to start, status 0."""
+    import subprocess
+    import sys
+
+    child = subprocess.run([sys.executable, "-m", "bkctl.bookied.autorecovery"], input=b'{"config": "',
+                           capture_output=True, timeout=60)
+    assert (child.returncode, child.stdout, child.stderr) == (0, b"", b"")
