@@ -294,7 +294,9 @@ def test_a_damaged_record_in_a_mostly_dead_log_is_named_once_and_the_log_reclaim
     # deadest log may hold only one or two: the deadest of those holding three or more is taken
     live_in = {lid: [r for r in scan_log(str(current / log_name(lid))) if r[2] in kept]
                for lid in logs if lid != max(logs)}
-    victim = min((lid for lid in live_in if len(live_in[lid]) >= 3), key=lambda lid: logs[lid]["liveRatio"])
+    victim = min((lid for lid in live_in if len(live_in[lid]) >= 3), key=lambda lid: logs[lid]["liveRatio"],
+                 default=None)
+    assert victim is not None, {lid: len(records) for lid, records in live_in.items()}
     assert logs[victim]["liveRatio"] < 0.5, logs[victim]
     path = current / log_name(victim)
     live = live_in[victim]
