@@ -140,6 +140,7 @@ def _probe_main(uri: str, rate: float, avoid: str, conn) -> None:
             try:
                 handle.add(payload)
                 samples.append(time.perf_counter() - t)
+
             except Exception:  # noqa: BLE001 - counted and reported
                 failures += 1
             pause = due - time.perf_counter()
@@ -297,13 +298,17 @@ def write_ledgers(uri: str, ledgers: int, entries: int, size: int) -> list[int]:
     return ids
 
 
-def repair_settings(args) -> dict[str, str]:
-    """The bk_server.conf keys the bench sets in the bookies running the daemons; only those given."""
+def repair_settings(args, ours: bool = True) -> dict[str, str]:
+    """The bk_server.conf keys the bench sets in the bookies running the daemons; only those given
+    (``--set`` only in ours)."""
     settings = {}
     if args.batch is not None:
         settings["rereplicationEntryBatchSize"] = str(args.batch)
     if args.rate_limit:
         settings["replicationRateByBytes"] = str(args.rate_limit)
+    for setting in args.set if ours else ():
+        key, _, value = setting.partition("=")
+        settings[key.strip()] = value.strip()
     return settings
 
 
@@ -364,7 +369,7 @@ def java_cluster(tmp: str, peer, args):
     bookies = []
     try:
         peer.format_metadata(zk, "/ledgers", [f"127.0.0.1:{p}" for p, _ in ports])
-        extra = "".join(f"{k}={v}\n" for k, v in repair_settings(args).items())
+        extra = "".join(f"{k}={v}\n" for k, v in repair_settings(args, ours=False).items())
         bookies = peer.start_bookies_in(os.path.join(tmp, "java"), ports, zk, "/ledgers", autorecovery=True,
                                         extra_conf=extra)
         records = [{"id": b.bookie_id, "pid": b.pid, "http_port": b.http_port} for b in bookies]
@@ -431,8 +436,10 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
             idle_to = bookie_metrics(*http_ports)
         cpu_before = sum(cpu_seconds(p.pid) for p in cluster.daemons) + children_cpu()
         survivors = [int(b["pid"]) for b in survivor_records]
-        survivors += [child for pid in survivors for child in child_pids(pid)]  # their autorecovery processes
+        children = [child for pid in survivors for child in child_pids(pid)]  # their autorecovery processes
+        survivors += children
         bookies_before = sum(cpu_seconds(pid) for pid in survivors)
+        children_before = sum(cpu_seconds(pid) for pid in children)
         killed = time.perf_counter()
         os.kill(int(record["pid"]), signal.SIGKILL)
         while victim in store.registration.writable_bookies():
@@ -456,6 +463,7 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
             spy.wait(60)
         cpu = sum(cpu_seconds(p.pid) for p in cluster.daemons) + children_cpu() - cpu_before
         bookies_cpu = sum(cpu_seconds(pid) for pid in survivors) - bookies_before
+        children_cpu_s = sum(cpu_seconds(pid) for pid in children) - children_before
         copied = held[victim]
         repair = done - unregistered
         per_ledger = sum(t - unregistered for t in ledger_done.values()) / max(len(ledger_done), 1)
@@ -466,7 +474,9 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
               f"{repair:.1f}s after the registration went ({per_ledger:.1f}s per ledger on average until it "
               f"no longer named {victim}): {copied / repair:,.0f} entries/s, "
               f"{copied * args.size / repair / 1e6:.2f} MB/s payload, {daemons}the surviving bookies' CPU "
-              f"{bookies_cpu / max(copied, 1) * 1e6:.1f} us per entry copied  ({load_note()})", flush=True)
+              f"{bookies_cpu / max(copied, 1) * 1e6:.1f} us per entry copied"
+              f"{f' (their daemon processes {children_cpu_s / max(copied, 1) * 1e6:.1f} us)' if children else ''}"
+              f"  ({load_note()})", flush=True)
         if probe is not None:
             during = probe.window()
             if idle and during:
@@ -524,6 +534,9 @@ def main() -> None:
                              "first flush what the bulk write left in their write caches (flushInterval "
                              "10 s), which is not an idle cluster; the same for Java's bookies")
     parser.add_argument("--modes", default="1,4,recover")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a bk_server.conf key for our bookies when they run the daemons (mode inside, and "
+                             "ours beside the Java peer; repeatable)")
     parser.add_argument("--exact", action="store_true", help="count the victim's entries exactly (slow)")
     parser.add_argument("--rate-limit", type=int, default=0,
                         help="the daemons' replicationRateByBytes (bytes/s, 0 = unlimited)")
