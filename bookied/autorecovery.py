@@ -33,7 +33,8 @@ from twisted.internet import defer, protocol
 
 log = logging.getLogger("bookied.autorecovery")
 
-__all__ = ["AutoRecoveryProcess", "CPU_PRIORITIES", "RESTART_DELAY", "lower_cpu_priority", "main"]
+__all__ = ["AutoRecoveryProcess", "CPU_PRIORITIES", "RESTART_DELAY", "leave_session_group", "lower_cpu_priority",
+           "main"]
 
 #: autoRecoveryDaemonCpuPriority's words: Linux's SCHED_IDLE, nice 19, or the bookie's own
 CPU_PRIORITIES = ("idle", "low", "normal")
@@ -57,7 +58,8 @@ def lower_cpu_priority(priority: str) -> str:
     ``idle`` (SCHED_IDLE: the kernel runs it only when nothing else of normal
     priority wants that CPU, and a waking bookie preempts it at once), ``low``
     (nice 19) or ``normal`` (unchanged).  Returns what was set; where SCHED_IDLE
-    is refused or missing, nice 19."""
+    is refused or missing, nice 19.  The child also takes a CPU group of its own
+    below ``normal`` (:func:`leave_session_group`)."""
     if priority == "normal":
         return "normal"
     if priority == "idle" and hasattr(os, "SCHED_IDLE"):
@@ -72,6 +74,43 @@ def lower_cpu_priority(priority: str) -> str:
         log.warning("autorecovery: cannot lower the CPU priority (%s): left as the bookie's", e.strerror)
         return "normal"
     return "low"
+
+
+#: where Linux says whether it groups the CPU's time by session (autogroup), and this process's group
+AUTOGROUP_SWITCH = "/proc/sys/kernel/sched_autogroup_enabled"
+AUTOGROUP = "/proc/self/autogroup"
+
+
+def leave_session_group() -> bool:
+    """Give this process a session of its own, and its session's CPU group the weight of nice 19.
+
+    With the kernel's autogroup on (most distributions' default, for every
+    process outside a CPU cgroup: a bookie started by hand or by a script),
+    the scheduler shares a CPU first between sessions, then between the
+    threads of one session.  SCHED_IDLE and nice rank the daemon below the
+    threads of its own session only: against another session's -- another
+    bookie's reactor, a broker, a writer -- the bookie's session competed as
+    an equal whenever the daemon ran, and they waited for it.  A new session
+    (``setsid``) is a new group, and ``/proc/self/autogroup`` sets that
+    group's nice.  Under systemd with a CPU cgroup the cgroup decides and
+    this changes nothing.  Returns whether the group was set; Ctrl-C in a
+    terminal no longer reaches the process, which stops when its input ends
+    (the bookie closes it, or dies)."""
+    try:
+        with open(AUTOGROUP_SWITCH) as f:
+            if f.read().strip() != "1":
+                return False
+    except OSError:
+        return False  # no autogroup in this kernel: the priority alone ranks the process
+    try:
+        os.setsid()
+        with open(AUTOGROUP, "w") as f:
+            f.write("19")
+        return True
+    except OSError as e:
+        log.warning("autorecovery: cannot take a CPU group of its own (%s): it competes with other "
+                    "sessions as its bookie does", e.strerror)
+        return False
 
 
 class AutoRecoveryProcess:
@@ -224,7 +263,9 @@ def main() -> int:
     from .startup import configure_logging, twisted_without_tls
 
     configure_logging(settings["log_level"])
-    priority = lower_cpu_priority(settings["cpu_priority"])  # before any thread starts, and the imports
+    # before any thread starts, and the imports
+    grouped = settings["cpu_priority"] != "normal" and leave_session_group()
+    priority = lower_cpu_priority(settings["cpu_priority"])
     from .config import load_config_text
 
     cfg = load_config_text(settings["config"])
@@ -249,7 +290,8 @@ def main() -> int:
     figures = task.LoopingCall(parent.send_figures)
 
     def started(_) -> None:
-        log.info("autorecovery daemon running as process %d (CPU priority %s)", os.getpid(), priority)
+        log.info("autorecovery daemon running as process %d (CPU priority %s%s)", os.getpid(), priority,
+                 ", in a CPU group of its own at nice 19" if grouped else "")
         figures.start(FIGURES_INTERVAL)
 
     def failed(f) -> None:

@@ -618,7 +618,8 @@ OPTIONS: tuple[Option, ...] = (
            "CPU priority of the autorecovery daemon's process (the bookie runs it as a child process): "
            "idle (Linux SCHED_IDLE: it runs on CPU time nothing else wants, so a repair does not hold back "
            "the adds and reads the bookie serves; on a host kept fully busy the repair waits), low (nice 19) "
-           "or normal (the bookie's); bookied only.",
+           "or normal (the bookie's); below normal, where the kernel shares the CPU by session (autogroup), "
+           "the process also takes a session of its own whose group has the weight of nice 19; bookied only.",
            "autorecovery", choices=("idle", "low", "normal")),
     Option("lostBookieRecoveryDelay", "int", 0,
            "How long the auditor waits after a bookie disappears before marking its ledgers "

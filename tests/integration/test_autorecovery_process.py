@@ -42,6 +42,24 @@ def test_the_daemons_process_runs_at_the_configured_priority(bookies, priority):
     wait_for(lambda: "CPU priority" in bookie.log_tail(200), timeout=60, what="the daemon running")
     assert seen() == wanted[priority]
     assert os.sched_getscheduler(bookie.proc.pid) == os.SCHED_OTHER  # the bookie keeps its own
+    # below normal, a session of its own: with autogroup on, its CPU group ranked at nice 19 too
+    assert (os.getsid(child) == child) is (priority != "normal")
+    if priority != "normal" and autogroup_on():
+        assert autogroup_nice(child) == 19 and autogroup_nice(bookie.proc.pid) != 19
+        assert "in a CPU group of its own at nice 19" in bookie.log_tail(200)
+
+
+def autogroup_on() -> bool:
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return False
+
+
+def autogroup_nice(pid: int) -> int:
+    with open(f"/proc/{pid}/autogroup") as f:  # "/autogroup-123 nice 19"
+        return int(f.read().split()[-1])
 
 
 def test_a_killed_daemon_is_started_again_and_its_figures_carry_over(bookies):

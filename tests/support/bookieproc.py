@@ -6,6 +6,7 @@ restarts so fault tests can kill and restart the same bookie.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -137,10 +138,12 @@ class BookieProcess:
 
     def kill(self, sig: int = signal.SIGKILL) -> int | None:
         """Send ``sig`` to the bookied, wait for it (SIGKILL after 30 s), then SIGKILL
-        what it left running in its session (its autorecovery daemon's process,
-        which would otherwise end on its own once it sees its input close)."""
+        what it left running: its children seen before the signal (its autorecovery
+        daemon's process, in a session of its own, which would otherwise end on its
+        own once it sees its input close) and whatever is left in its session."""
         if self.proc is None:
             return None
+        children = [(pid, _cmdline(pid)) for pid in self.children()]
         if self.proc.poll() is None:
             os.kill(self.proc.pid, sig)
         try:
@@ -152,6 +155,10 @@ class BookieProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)  # started with start_new_session: its pid is the group's
         except (ProcessLookupError, PermissionError):
             pass
+        for pid, cmdline in children:
+            if cmdline and _cmdline(pid) == cmdline:  # still that process, not a reused pid
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
         return code
 
     def children(self) -> list[int]:
@@ -166,6 +173,14 @@ class BookieProcess:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except FileNotFoundError:
             return "(no log)"
+
+
+def _cmdline(pid: int) -> bytes | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def registration_sessions(uri: str, bookie_ids: list[str]) -> dict[str, int | None]:
