@@ -140,7 +140,6 @@ def _probe_main(uri: str, rate: float, avoid: str, conn) -> None:
             try:
                 handle.add(payload)
                 samples.append(time.perf_counter() - t)
-
             except Exception:  # noqa: BLE001 - counted and reported
                 failures += 1
             pause = due - time.perf_counter()
@@ -438,8 +437,7 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
         survivors = [int(b["pid"]) for b in survivor_records]
         children = [child for pid in survivors for child in child_pids(pid)]  # their autorecovery processes
         survivors += children
-        bookies_before = sum(cpu_seconds(pid) for pid in survivors)
-        children_before = sum(cpu_seconds(pid) for pid in children)
+        cpu_at_kill = {pid: cpu_seconds(pid) for pid in survivors}
         killed = time.perf_counter()
         os.kill(int(record["pid"]), signal.SIGKILL)
         while victim in store.registration.writable_bookies():
@@ -462,8 +460,9 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
         for spy in spies:
             spy.wait(60)
         cpu = sum(cpu_seconds(p.pid) for p in cluster.daemons) + children_cpu() - cpu_before
-        bookies_cpu = sum(cpu_seconds(pid) for pid in survivors) - bookies_before
-        children_cpu_s = sum(cpu_seconds(pid) for pid in children) - children_before
+        spent = {pid: cpu_seconds(pid) - before for pid, before in cpu_at_kill.items()}
+        bookies_cpu = sum(spent.values())
+        children_cpu_s = sum(spent[pid] for pid in children)
         copied = held[victim]
         repair = done - unregistered
         per_ledger = sum(t - unregistered for t in ledger_done.values()) / max(len(ledger_done), 1)

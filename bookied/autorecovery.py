@@ -33,8 +33,8 @@ from twisted.internet import defer, protocol
 
 log = logging.getLogger("bookied.autorecovery")
 
-__all__ = ["AutoRecoveryProcess", "CPU_PRIORITIES", "RESTART_DELAY", "leave_session_group", "lower_cpu_priority",
-           "main"]
+__all__ = ["AutoRecoveryProcess", "CPU_PRIORITIES", "RESTART_DELAY", "autogroup_enabled", "leave_session_group",
+           "lower_cpu_priority", "main"]
 
 #: autoRecoveryDaemonCpuPriority's words: Linux's SCHED_IDLE, nice 19, or the bookie's own
 CPU_PRIORITIES = ("idle", "low", "normal")
@@ -81,6 +81,15 @@ AUTOGROUP_SWITCH = "/proc/sys/kernel/sched_autogroup_enabled"
 AUTOGROUP = "/proc/self/autogroup"
 
 
+def autogroup_enabled() -> bool:
+    """Whether this kernel shares CPU time between sessions first (autogroup on)."""
+    try:
+        with open(AUTOGROUP_SWITCH) as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return False  # no autogroup in this kernel
+
+
 def leave_session_group() -> bool:
     """Give this process a session of its own, and its session's CPU group the weight of nice 19.
 
@@ -96,12 +105,8 @@ def leave_session_group() -> bool:
     this changes nothing.  Returns whether the group was set; Ctrl-C in a
     terminal no longer reaches the process, which stops when its input ends
     (the bookie closes it, or dies)."""
-    try:
-        with open(AUTOGROUP_SWITCH) as f:
-            if f.read().strip() != "1":
-                return False
-    except OSError:
-        return False  # no autogroup in this kernel: the priority alone ranks the process
+    if not autogroup_enabled():
+        return False  # the priority alone ranks the process
     try:
         os.setsid()
         with open(AUTOGROUP, "w") as f:

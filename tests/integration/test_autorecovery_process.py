@@ -9,6 +9,7 @@ import urllib.request
 
 import pytest
 
+from bkctl.bookied.autorecovery import autogroup_enabled
 from bkctl.sandbox.zookeeper import pid_alive
 from tests.support.waiting import wait_for
 
@@ -44,17 +45,9 @@ def test_the_daemons_process_runs_at_the_configured_priority(bookies, priority):
     assert os.sched_getscheduler(bookie.proc.pid) == os.SCHED_OTHER  # the bookie keeps its own
     # below normal, a session of its own: with autogroup on, its CPU group ranked at nice 19 too
     assert (os.getsid(child) == child) is (priority != "normal")
-    if priority != "normal" and autogroup_on():
+    if priority != "normal" and autogroup_enabled():
         assert autogroup_nice(child) == 19 and autogroup_nice(bookie.proc.pid) != 19
         assert "in a CPU group of its own at nice 19" in bookie.log_tail(200)
-
-
-def autogroup_on() -> bool:
-    try:
-        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
-            return f.read().strip() == "1"
-    except OSError:
-        return False
 
 
 def autogroup_nice(pid: int) -> int:
