@@ -446,7 +446,8 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
         if probe is not None:
             probe.window()
             repair_from = bookie_metrics(*http_ports)
-        spies = [subprocess.Popen([args.py_spy, "record", "-p", str(b["pid"]), "-r", "200", "-f", "raw", "-o",
+        spies = [subprocess.Popen([args.py_spy, "record", "--subprocesses", "-p", str(b["pid"]), "-r", "200",
+                                   "-f", "raw", "-o",
                                    os.path.join(args.profile_dir, f"{mode}-{b['id'].replace(':', '_')}.txt")],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                  for b in survivor_records] if args.profile_dir else []
@@ -549,8 +550,8 @@ def main() -> None:
                         help="a Java BookKeeper 4.17.2 peer built by ../shared/java-peer ($PEER): our bookieds "
                              "with the daemon inside against its bookies with theirs, alternated")
     parser.add_argument("--profile-dir", metavar="DIR",
-                        help="record each surviving bookie with py-spy during the repair (folded stacks, one file "
-                             "per bookie in DIR)")
+                        help="record each surviving bookie and its daemon child with py-spy during the repair "
+                             "(folded stacks, one file per bookie in DIR)")
     parser.add_argument("--py-spy", default="py-spy", help="the py-spy program for --profile-dir")
     parser.add_argument("--rounds", type=int, default=3, help="with --java-peer: runs of each side (default 3)")
     args = parser.parse_args()

@@ -397,7 +397,8 @@ class BookieService:
         ``needed``: a store's write cache asked for it (half full, or full).  Asked
         while a checkpoint runs -- the other half filled during its flush -- it runs
         as soon as that one has succeeded: a store asks once per flush, so a request
-        dropped here left the adds waiting for the cache until the next flushInterval."""
+        dropped here left the adds waiting for the cache until the next flushInterval.
+        Only a periodic checkpoint's flush is paced (``EntryStore.flush(paced=True)``)."""
         if not self.stores:
             return None
         if self._checkpointing:
@@ -420,7 +421,7 @@ class BookieService:
                             f"{s.directory}: {free} bytes free, a checkpoint needs {s.cached_bytes} "
                             f"plus minUsableSizeForEntryLogCreation {reserve}")
             for s in self.stores:
-                s.flush()
+                s.flush(paced=not needed)  # paced: no add waits for a periodic checkpoint
             for j, m in zip(self.journals, marks):
                 j.checkpoint(m)
 

@@ -460,7 +460,9 @@ OPTIONS: tuple[Option, ...] = (
            "storage"),
     Option("flushInterval", "int", 10000,
            "Interval between checkpoints that flush ledger storage to disk so older journal "
-           "files can be dropped.",
+           "files can be dropped; these periodic flushes are paced (after each piece of work the "
+           "flush sleeps as long as the piece took, at most 2 ms: about half a core, which live adds "
+           "barely notice), while a flush the write cache asks for (half full) runs at full speed.",
            "storage", unit="ms", min=1, max=_JAVA_INT_MAX),
     Option("dbStorage_writeCacheMaxSizeMb", "int", 512,
            "Memory for the write cache that holds added entries until a checkpoint flushes them "

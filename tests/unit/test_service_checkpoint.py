@@ -1,7 +1,8 @@
 """When the bookie checkpoints: a store's write cache asking for a flush while one
 runs (its other half filled during that flush) gets the next one as soon as that
 one has succeeded, not at the next flushInterval; the periodic timer does not queue
-checkpoints; a failed checkpoint is not retried at once."""
+checkpoints; a failed checkpoint is not retried at once; only the periodic checkpoint's
+flush is paced (no add waits for it), not one the write cache asked for."""
 from __future__ import annotations
 
 from twisted.internet.testing import MemoryReactorClock
@@ -63,3 +64,12 @@ def test_a_failed_checkpoint_is_not_retried_at_once(tmp_path, monkeypatch):
     reactor.pool.run_next()
     assert svc.bookie.readonly is True  # the entry log write failed
     assert not reactor.pool.waiting  # no hot loop of failing flushes: the next one comes with the timer
+
+
+def test_the_periodic_flush_is_paced_and_one_the_write_cache_asks_for_is_not(tmp_path, monkeypatch):
+    svc, reactor = checkpointing_service(tmp_path, monkeypatch)
+    svc._checkpoint()  # the flushInterval timer
+    reactor.pool.run_next()
+    svc._flush_needed()  # the cache is half full: adds may be about to wait for room
+    reactor.pool.run_next()
+    assert svc.stores[0].paced == [True, False]

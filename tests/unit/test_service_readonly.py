@@ -236,9 +236,12 @@ class FailingStore:
     def __init__(self, *errors):
         self.errors = list(errors)
         self.flushes = 0
+        #: ``paced`` of each flush, in order
+        self.paced: list[bool] = []
 
-    def flush(self):
+    def flush(self, paced=False):
         self.flushes += 1
+        self.paced.append(paced)
         if self.errors:
             raise self.errors.pop(0)
 

@@ -1,0 +1,100 @@
+"""A periodic checkpoint's flush is paced (``EntryStore.flush(paced=True)``): after each
+piece of its work the flushing thread sleeps as long as the piece took, at most
+``FlushPace.MAX_NAP``, and frees its rows a slice at a time -- and writes exactly
+what an unpaced flush writes."""
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+from bkctl.bookied.storage import EntryStore, entry_log, store as store_module
+from bkctl.bookied.storage.store import FlushPace, _let_go
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+        self.naps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.naps.append(seconds)
+        self.now += seconds
+
+
+def test_each_piece_is_followed_by_a_sleep_as_long_as_it_up_to_the_cap():
+    clock = FakeClock()
+    pace = FlushPace(sleep=clock.sleep, clock=clock)
+    clock.now += 0.0004  # a piece of 0.4 ms
+    pace()
+    clock.now += 0.010  # a piece of 10 ms: the sleep stops at the cap
+    pace()
+    pace()  # nothing done since the last sleep: no sleep
+    assert clock.naps == pytest.approx([0.0004, FlushPace.MAX_NAP])
+    assert pace.slept == pytest.approx(0.0004 + FlushPace.MAX_NAP)
+
+
+def test_rows_are_freed_a_slice_at_a_time_with_a_pause_after_each():
+    rows = [(b"k%d" % i, b"v") for i in range(2 * store_module._FLUSH_SLICE + 1)]
+    pauses = []
+    _let_go(rows, lambda: pauses.append(len(rows)))
+    assert rows == []
+    assert pauses == [store_module._FLUSH_SLICE + 1, 1, 0]
+
+
+def body(ledger: int, entry: int) -> bytes:
+    return hashlib.sha256(b"%d/%d" % (ledger, entry)).digest() * 5
+
+
+def fill(store: EntryStore, ledgers: int, entries: int) -> None:
+    for e in range(entries):
+        for ledger in range(1, ledgers + 1):
+            store.put_entry(ledger, e, body(ledger, e))
+
+
+def logs_records(directory: str) -> dict[str, bytes]:
+    """Each entry log's bytes after its header (which differs from log to log)."""
+    current = os.path.join(directory, "current")
+    return {n: open(os.path.join(current, n), "rb").read()[entry_log.LOG_HEADER_SIZE:]
+            for n in sorted(os.listdir(current)) if n.endswith(entry_log.LOG_SUFFIX)}
+
+
+def test_a_paced_flush_writes_what_an_unpaced_one_writes_and_sleeps_between_pieces(tmp_path, monkeypatch):
+    made: list[FlushPace] = []
+
+    class RecordingPace(FlushPace):
+        def __init__(self):
+            self.naps: list[float] = []
+            super().__init__(sleep=self.naps.append)
+            made.append(self)
+
+    monkeypatch.setattr(store_module, "FlushPace", RecordingPace)
+    ledgers, entries = 4, 1500  # 6,000 rows of 160 B: several entry log chunks and index slices
+    stores = {}
+    for paced in (True, False):
+        d = str(tmp_path / f"paced-{paced}")
+        s = EntryStore(d)
+        fill(s, ledgers, entries)
+        result = s.flush(paced=paced)
+        assert result.entries == ledgers * entries
+        s.close()
+        stores[paced] = d
+    assert len(made) == 1  # the unpaced flush made no pace
+    chunks = -(-ledgers * entries * (160 + 24) // entry_log._WRITE_CHUNK)
+    slices = -(-ledgers * entries // store_module._FLUSH_SLICE)
+    # a pause after each ledger sorted, each chunk written, each index slice and each slice freed
+    assert len(made[0].naps) >= ledgers + chunks + 2 * slices
+    assert all(0 < nap <= FlushPace.MAX_NAP for nap in made[0].naps)
+    records = logs_records(stores[True])
+    assert records == logs_records(stores[False]) and sum(map(len, records.values())) > 6000 * 160
+    reopened = EntryStore(stores[True])
+    try:
+        for ledger in range(1, ledgers + 1):
+            for entry in (0, entries // 2, entries - 1):
+                assert reopened.get_entry(ledger, entry) == body(ledger, entry)
+    finally:
+        reopened.close()
