@@ -523,7 +523,7 @@ def main() -> None:
     parser.add_argument("--ledgers", type=int, default=200)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--batch", type=int, default=None,
-                        help="rereplicationEntryBatchSize for the daemons (default: each side's own, 32 in ours, 10 "
+                        help="rereplicationEntryBatchSize for the daemons (default: each side's own, 40 in ours, 10 "
                              "in Java's; 64 for the bkctl autorecovery run modes)")
     parser.add_argument("--idle-seconds", type=float, default=30,
                         help="how long the probe's idle figures are taken (a p99 of 5 s, 1,000 adds, varied "

@@ -669,9 +669,10 @@ OPTIONS: tuple[Option, ...] = (
            "How long a replication worker keeps the lock of a ledger it failed to re-replicate (doubling "
            "on repeated failures, up to 8 times) before another worker may try.",
            "autorecovery", unit="ms", min=0, max=_JAVA_LONG_MAX),
-    Option("rereplicationEntryBatchSize", "int", 32,
+    Option("rereplicationEntryBatchSize", "int", 40,
            "Entries a replication worker adds to new bookies at a time (and reads as many ahead); its adds "
-           "leave in batches every 10 ms, so this is also the most it adds in 10 ms (Java's default is 10).",
+           "leave in batches every 10 ms, so this is also the most it adds in 10 ms, 4,000 a second by "
+           "default (Java's default is 10).",
            "autorecovery", min=1, max=_JAVA_INT_MAX),
     Option("replicationRateByBytes", "int", -1,
            "Bytes per second a replication worker copies at most (-1: unlimited).",

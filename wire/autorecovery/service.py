@@ -44,8 +44,8 @@ class AutoRecoveryConfig:
     #: lockReleaseOfFailedLedgerGracePeriod (ms in the file)
     lock_release_of_failed_ledger_grace_period: float = 300.0
     #: rereplicationEntryBatchSize: entries being added to new bookies at a time (as many more read ahead);
-    #: also the most a worker adds in one 10 ms tick (Java's default is 10: 32 copies about as fast)
-    rereplication_entry_batch_size: int = 32
+    #: also the most a worker adds in one 10 ms tick (Java's default is 10)
+    rereplication_entry_batch_size: int = 40
     #: replicationRateByBytes: bytes/s a worker copies at most (<= 0: unlimited)
     replication_rate_by_bytes: int = -1
     #: ensemblePlacementPolicy: how replacements are chosen (a Java class name, or random/rack/region)
