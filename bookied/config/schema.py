@@ -462,7 +462,8 @@ OPTIONS: tuple[Option, ...] = (
            "Interval between checkpoints that flush ledger storage to disk so older journal "
            "files can be dropped; these periodic flushes are paced (after each piece of work the "
            "flush sleeps as long as the piece took, at most 2 ms: about half a core, which live adds "
-           "barely notice), while a flush the write cache asks for (half full) runs at full speed.",
+           "barely notice), while a flush the write cache asks for (half full) runs at full speed, and so "
+           "does the rest of a paced one once the cache asks.",
            "storage", unit="ms", min=1, max=_JAVA_INT_MAX),
     Option("dbStorage_writeCacheMaxSizeMb", "int", 512,
            "Memory for the write cache that holds added entries until a checkpoint flushes them "

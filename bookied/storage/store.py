@@ -124,7 +124,9 @@ class FlushPace:
     """Spreads a flush over about twice its time: called after each piece of the
     flush's work (a chunk of entry log, a ledger's entries sorted, a slice of
     index rows written or freed), it sleeps as long as the piece took, at most
-    :attr:`MAX_NAP`.  A checkpoint flushes ten seconds of adds at once: at full
+    :attr:`MAX_NAP` -- no longer once ``hurry()`` is true (the write cache filled
+    half of its bound meanwhile: adds may soon wait for room, so the rest of the
+    flush runs at full speed).  A checkpoint flushes ten seconds of adds at once: at full
     speed its thread held a CPU and, in slices, the GIL for 25-45 ms, and the
     live adds that arrived meanwhile -- at this bookie, and at the others on the
     machine -- took several milliseconds where they take one (four in ten of
@@ -133,16 +135,18 @@ class FlushPace:
     #: the longest sleep after one piece, seconds
     MAX_NAP = 0.002
 
-    def __init__(self, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+                 hurry: Callable[[], bool] | None = None):
         self._sleep = sleep
         self._clock = clock
+        self._hurry = hurry
         self._since = clock()
         #: seconds slept so far
         self.slept = 0.0
 
     def __call__(self) -> None:
         nap = min(self._clock() - self._since, self.MAX_NAP)
-        if nap > 0:
+        if nap > 0 and not (self._hurry is not None and self._hurry()):
             self._sleep(nap)
             self.slept += nap
         self._since = self._clock()
@@ -497,7 +501,8 @@ class EntryStore:
         """Write the write cache to the entry log and index, fsynced. Call from a background thread.
 
         ``paced``: at about half a core (:class:`FlushPace`), for a periodic
-        checkpoint that no add waits for.  On an I/O error the entries stay
+        checkpoint that no add waits for (at full speed again once the cache asks
+        for the next flush).  On an I/O error the entries stay
         cached (and readable) and the error propagates; the next flush retries them.
         """
         t0 = time.perf_counter()
@@ -511,7 +516,7 @@ class EntryStore:
                 for _lid, led in dirty:
                     led.dirty = False
             try:
-                n, nbytes = self._write_flush(flushing, dirty, FlushPace() if paced else None)
+                n, nbytes = self._write_flush(flushing, dirty, FlushPace(hurry=self._flush_asked) if paced else None)
             except BaseException:
                 with self._lock:
                     for lid, led in dirty:
@@ -523,6 +528,11 @@ class EntryStore:
             result = FlushResult(n, nbytes, len(flushing), time.perf_counter() - t0)
             self.last_flush = result
             return result
+
+    def _flush_asked(self) -> bool:
+        """Whether the write cache asked for another flush since this one began (a read
+        without the lock: a stale answer costs one more nap at most)."""
+        return self._flush_requested
 
     def _writing_logs(self) -> set[int]:
         """Logs still being appended to: never removed for having no live entries."""

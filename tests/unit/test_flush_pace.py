@@ -38,6 +38,18 @@ def test_each_piece_is_followed_by_a_sleep_as_long_as_it_up_to_the_cap():
     assert pace.slept == pytest.approx(0.0004 + FlushPace.MAX_NAP)
 
 
+def test_no_sleep_once_hurried():
+    clock = FakeClock()
+    hurried = []
+    pace = FlushPace(sleep=clock.sleep, clock=clock, hurry=lambda: bool(hurried))
+    clock.now += 0.001
+    pace()
+    hurried.append(True)  # the write cache asked for the next flush
+    clock.now += 0.001
+    pace()
+    assert clock.naps == pytest.approx([0.001])
+
+
 def test_rows_are_freed_a_slice_at_a_time_with_a_pause_after_each():
     rows = [(b"k%d" % i, b"v") for i in range(2 * store_module._FLUSH_SLICE + 1)]
     pauses = []
@@ -67,9 +79,9 @@ def test_a_paced_flush_writes_what_an_unpaced_one_writes_and_sleeps_between_piec
     made: list[FlushPace] = []
 
     class RecordingPace(FlushPace):
-        def __init__(self):
+        def __init__(self, hurry=None):
             self.naps: list[float] = []
-            super().__init__(sleep=self.naps.append)
+            super().__init__(sleep=self.naps.append, hurry=hurry)
             made.append(self)
 
     monkeypatch.setattr(store_module, "FlushPace", RecordingPace)
@@ -98,3 +110,24 @@ def test_a_paced_flush_writes_what_an_unpaced_one_writes_and_sleeps_between_piec
                 assert reopened.get_entry(ledger, entry) == body(ledger, entry)
     finally:
         reopened.close()
+
+
+def test_a_paced_flush_stops_napping_once_the_write_cache_asks_for_the_next_one(tmp_path, monkeypatch):
+    store = EntryStore(str(tmp_path / "s"))
+    naps: list[float] = []
+
+    class CacheFillsAtFirstNap(FlushPace):
+        def __init__(self, hurry=None):
+            super().__init__(sleep=self.nap, hurry=hurry)
+
+        def nap(self, seconds: float) -> None:
+            naps.append(seconds)
+            store._flush_requested = True  # what put_entry sets when the active half passes half the bound
+
+    monkeypatch.setattr(store_module, "FlushPace", CacheFillsAtFirstNap)
+    try:
+        fill(store, 4, 1500)
+        assert store.flush(paced=True).entries == 6000
+        assert len(naps) == 1  # full speed from then on
+    finally:
+        store.close()
