@@ -58,8 +58,8 @@ def lower_cpu_priority(priority: str) -> str:
     ``idle`` (SCHED_IDLE: the kernel runs it only when nothing else of normal
     priority wants that CPU, and a waking bookie preempts it at once), ``low``
     (nice 19) or ``normal`` (unchanged).  Returns what was set; where SCHED_IDLE
-    is refused or missing, nice 19.  The child also takes a CPU group of its own
-    below ``normal`` (:func:`leave_session_group`)."""
+    is refused or missing, nice 19.  Below ``normal``, :func:`main` also gives
+    the child a CPU group of its own first (:func:`leave_session_group`)."""
     if priority == "normal":
         return "normal"
     if priority == "idle" and hasattr(os, "SCHED_IDLE"):

@@ -17,7 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bkctl.sandbox.zookeeper import child_pids
+from bkctl.sandbox.zookeeper import child_pids, process_cmdline
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import FrameDecoder, frame
 from tests.support.folders import integration_only
@@ -143,7 +143,7 @@ class BookieProcess:
         own once it sees its input close) and whatever is left in its session."""
         if self.proc is None:
             return None
-        children = [(pid, _cmdline(pid)) for pid in self.children()]
+        children = [(pid, process_cmdline(pid)) for pid in self.children()]
         if self.proc.poll() is None:
             os.kill(self.proc.pid, sig)
         try:
@@ -156,7 +156,7 @@ class BookieProcess:
         except (ProcessLookupError, PermissionError):
             pass
         for pid, cmdline in children:
-            if cmdline and _cmdline(pid) == cmdline:  # still that process, not a reused pid
+            if cmdline and process_cmdline(pid) == cmdline:  # still that process, not a reused pid
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
         return code
@@ -173,14 +173,6 @@ class BookieProcess:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except FileNotFoundError:
             return "(no log)"
-
-
-def _cmdline(pid: int) -> bytes | None:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read()
-    except OSError:
-        return None
 
 
 def registration_sessions(uri: str, bookie_ids: list[str]) -> dict[str, int | None]:
