@@ -258,6 +258,24 @@ def _held(app: App, ledger_id: int):
 
 def _drop_held(app: App, ledger_id: int) -> None:
     held = app.handles.pop(ledger_id, None)
+
+
+_FORCE_LIVE = click.option("-f", "--force", is_flag=True,
+                           help="Do not ask before acting on an open ledger that Pulsar writes.")
+
+
+def _guard_live(app: App, ledger_id: int, verb: str, force: bool) -> None:
+    """Fencing, closing or recovering an open ledger that a Pulsar broker
+    writes fails the broker's next write: say whose it is, then ask on a
+    terminal, refuse without --force elsewhere (as for every command that
+    changes data)."""
+    from ..ops.ledgers import live_writer
+
+    why = live_writer(app.store, ledger_id)
+    if why is None:
+        return
+    app.err_console.print(f"bkctl: ledger {ledger_id} is {why}", markup=False, soft_wrap=True)
+    confirm_destructive(app, f"{verb.capitalize()} it anyway?", force, f"{verb} ledger {ledger_id}")
     if held is not None:
         try:
             held.release()
@@ -502,20 +520,26 @@ def _quiet():
 @ledger.command("close")
 @click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_open_ledger_id)
 @_PASSWORD
+@_FORCE_LIVE
 @pass_app
-def ledger_close(app: App, ledger_id: int, password: str | None):
+def ledger_close(app: App, ledger_id: int, password: str | None, force: bool):
     """Close a ledger: no more entries; readers see its last entry.
 
     A ledger this shell session writes is closed by its writer.  Any other
     OPEN ledger is recovered: fenced on its bookies (so a writer that is
     still alive cannot add behind our back), its tail written back to full write quorums, then
     closed at the last entry found.  Closing a closed ledger changes
-    nothing.  --json: {"ledger_id", "state", "last_entry_id", "length",
+    nothing.  An open ledger that Pulsar writes (a topic's, a cursor's, or a
+    Pulsar ledger too young for a topic to list yet) is named with its owner
+    and asked about on a terminal, refused without --force elsewhere: its
+    broker's next write fails.  --json: {"ledger_id", "state", "last_entry_id", "length",
     "already_closed", "fenced"}.
     """
     from ..ops.ledgers import close_ledger
 
     held = app.handles.pop(ledger_id, None)
+    if held is None:
+        _guard_live(app, ledger_id, "close", force)
     doc = close_ledger(app.bk, ledger_id, _password(password), held)
     emit(app, doc, lambda: app.console.print(_closed_text(doc, doc["already_closed"])))
 
@@ -523,19 +547,23 @@ def ledger_close(app: App, ledger_id: int, password: str | None):
 @ledger.command("fence")
 @click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @_PASSWORD
+@_FORCE_LIVE
 @pass_app
-def ledger_fence(app: App, ledger_id: int, password: str | None):
+def ledger_fence(app: App, ledger_id: int, password: str | None, force: bool):
     """Fence a ledger without closing it: its writer's next add fails.
 
     Sends a fencing read to every bookie of the last ensemble (the first
     step of recovery); those bookies then refuse normal adds, so nobody can
     append, while the metadata stays as it is (OPEN).  `ledger recover` or
     `ledger close` closes it afterwards.  Exit 5 when too few bookies
-    answered to stop every write quorum.  --json: {"ledger_id", "state",
-    "fenced", "bookies_fenced", "bookies_failed", "last_add_confirmed"}.
+    answered to stop every write quorum.  An open ledger that Pulsar writes
+    is asked about, or refused without --force, as for `ledger close`.
+    --json: {"ledger_id", "state", "fenced", "bookies_fenced", "bookies_failed", "last_add_confirmed"}.
     """
     from ..ops.ledgers import fence_ledger
 
+    if _held(app, ledger_id) is None:
+        _guard_live(app, ledger_id, "fence", force)
     _drop_held(app, ledger_id)
     doc = fence_ledger(app.bk, ledger_id, _password(password))
 
@@ -555,19 +583,23 @@ def ledger_fence(app: App, ledger_id: int, password: str | None):
 @ledger.command("recover")
 @click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @_PASSWORD
+@_FORCE_LIVE
 @pass_app
-def ledger_recover(app: App, ledger_id: int, password: str | None):
+def ledger_recover(app: App, ledger_id: int, password: str | None, force: bool):
     """Ledger recovery: fence, write the tail back to full write quorums, close.
 
     (Re-replication, copying a lost bookie's fragments elsewhere, is `bkctl recover`.)
 
     Every entry acknowledged to the old writer is kept; the writer's next
     add fails (fenced).  Concurrent recoveries agree on the last entry.  A
-    closed ledger is left as is.  --json: {"ledger_id", "state",
-    "last_entry_id", "length", "previous_state"}.
+    closed ledger is left as is.  An open ledger that Pulsar writes is asked
+    about, or refused without --force, as for `ledger close`.  --json:
+    {"ledger_id", "state", "last_entry_id", "length", "previous_state"}.
     """
     from ..ops.ledgers import recover_ledger
 
+    if _held(app, ledger_id) is None:
+        _guard_live(app, ledger_id, "recover", force)
     _drop_held(app, ledger_id)
     doc = recover_ledger(app.bk, ledger_id, _password(password))
     emit(app, doc, lambda: app.console.print(_closed_text(doc, doc["previous_state"] == "CLOSED")))

@@ -176,6 +176,38 @@ def refusal(owner: dict) -> str | None:
     return f"a Pulsar {kind} ledger (by its custom metadata; Pulsar lists it where bkctl does not look)"
 
 
+def live_writer(store, ledger_id: int, base: str | None = None, now_ms: int | None = None) -> str | None:
+    """What fencing, closing or recovering the ledger breaks when Pulsar is
+    writing it: a sentence naming the owner (from the owner check ``ledger
+    delete`` makes, :meth:`~bkctl.ops.pulsar.Owners.owner_of`), or None when
+    the ledger is closed, missing, or no owner of Pulsar's could be writing it."""
+    from bkctl.ops.pulsar import Owners
+    from bkctl.wire.errors import NotFound
+
+    try:
+        md, _version = store.ledgers.read(ledger_id)
+    except NotFound:
+        return None  # the command says "no such ledger" in its own words
+    if md.is_closed:
+        return None  # nothing to fence: Pulsar's writer, if any, is done
+    owner = Owners(store, base).owner_of(ledger_id, md, now_ms)
+    kind = owner["owner"]
+    topic = owner["topic"] or owner["managed_ledger"]
+    if kind == "topic":
+        return f"the open ledger of topic {topic}: its broker's next add fails"
+    if kind == "cursor":
+        return f"the open ledger of cursor {owner['cursor']} of topic {topic}: its broker's next mark-delete write fails"
+    if kind == "orphan":
+        if not owner["caution"]:
+            return None  # old enough to be an orphan: no broker writes it
+        age = owner["age_seconds"]
+        return (f"a Pulsar ledger that no topic lists yet, created {'at an unknown time' if age is None else f'{age:.0f} s ago'}"
+                ": a broker creates a ledger before it lists it, so one may be writing it")
+    if kind == "not-pulsar":
+        return None
+    return f"an open Pulsar {kind} ledger{f' of topic {topic}' if topic else ''}: its writer's next add fails"
+
+
 def plan_delete(store, ids: list[int], ranges: list[tuple[int, int]], even_if_owned: bool = False,
                 base: str | None = None, now_ms: int | None = None) -> DeletePlan:
     """Which of the ledgers may be deleted.  A ledger a Pulsar topic, cursor,

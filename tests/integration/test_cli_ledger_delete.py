@@ -1,12 +1,15 @@
 """`bkctl ledger delete` against a cluster that Pulsar uses: the guard that keeps a topic's,
 a cursor's, a schema's and a too-young ledger, bulk deletes (ids, ranges, stdin, `pulsar orphans
---json` lines) with one confirmation and a summary, the dry run, and `pulsar ledger-owner`'s
-age caution.  Metadata only (no bookie is needed to delete metadata), on a real ZooKeeper."""
+--json` lines) with one confirmation and a summary, the dry run, `pulsar ledger-owner`'s
+age caution, and the same owner check before `ledger fence`, `close` and `recover` touch an open
+ledger that Pulsar writes.  Metadata only (no bookie is needed to delete metadata), on a real ZooKeeper."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 
+import pexpect
 import pytest
 
 from bkctl.wire.metadata.ledger import LedgerMetadata
@@ -21,8 +24,10 @@ from bkctl.wire.pulsar.managed_ledger import (
     MANAGED_LEDGER_KEY,
 )
 
+from bkctl.ops.ledgers import live_writer
 from tests.support.cli import bkctl
 from tests.support.ledgers import ENSEMBLE
+from tests.support.terminal import Terminal, bkctl_env
 
 NAME = "acme/prod/persistent/events"
 TOPIC = "persistent://acme/prod/events"
@@ -143,3 +148,41 @@ def test_ledger_owner_cautions_about_a_young_orphan(cluster):
     assert "caution: created" in human.stdout
     old = json.loads(bkctl(cluster, "--json", "pulsar", "ledger-owner", "20").stdout)
     assert old["owner"] == "orphan" and old["caution"] is None and old["age_seconds"] > 3600
+
+
+# -- fence, close and recover on a ledger Pulsar writes (the same owner check) --------------
+
+@pytest.mark.parametrize("verb", ["fence", "close", "recover"])
+def test_an_open_ledger_pulsar_writes_is_not_fenced_on_a_pipe_without_force(cluster, zkstore, verb):
+    data = bkctl(cluster, "ledger", verb, "10")  # stdin is not a terminal: no prompt, a refusal
+    assert data.returncode == 2, data.stderr
+    assert f"ledger 10 is the open ledger of topic {TOPIC}: its broker's next add fails" in data.stderr
+    assert f"refusing to {verb} ledger 10 without --force" in data.stderr
+    cursor = bkctl(cluster, "ledger", verb, "12")
+    assert cursor.returncode == 2 and f"the open ledger of cursor audit of topic {TOPIC}" in cursor.stderr
+    young = bkctl(cluster, "ledger", verb, "30")
+    assert young.returncode == 2 and "a Pulsar ledger that no topic lists yet, created" in young.stderr
+    assert all(not zkstore.ledgers.read(lid)[0].is_closed for lid in (10, 12, 30))
+
+
+def test_the_guard_asks_on_a_terminal_and_lets_others_pass(cluster, zkstore, tmp_path):
+    term = Terminal([sys.executable, "-m", "bkctl", "-m", cluster, "ledger", "close", "10"],
+                    bkctl_env(tmp_path, NO_COLOR="1"))
+    try:
+        term.expect(f"ledger 10 is the open ledger of topic {TOPIC}: its broker's next add fails")
+        term.expect(r"Close it anyway\? \[y/N\]")
+        term.line("n")
+        term.expect("declined: did not close ledger 10")
+        term.child.expect(pexpect.EOF)
+        term.child.close()
+        assert term.child.exitstatus == 1
+    finally:
+        term.close()
+    assert not zkstore.ledgers.read(10)[0].is_closed
+
+    assert live_writer(zkstore, 50) is None  # not Pulsar's: closed as before, without a question
+    assert live_writer(zkstore, 20) is None  # an old orphan: no broker writes it
+    assert live_writer(zkstore, 777) is None  # missing: the command says so in its own words
+    md, version = zkstore.ledgers.read(11)
+    zkstore.ledgers.update(11, md.closed(4, 500), version)
+    assert live_writer(zkstore, 11) is None  # closed: nothing left to fence
