@@ -183,7 +183,7 @@ class AutoRecoveryProcess:
         except Exception:  # noqa: BLE001 - gone meanwhile
             pass
 
-    def _figures(self, figures: dict) -> None:
+    def take_figures(self, figures: dict) -> None:
         counts = figures.get("stats", {})
         for f in fields(self.stats):
             value = counts.get(f.name)
@@ -193,7 +193,7 @@ class AutoRecoveryProcess:
                 setattr(self.stats, f.name, value)
         self.is_auditor = bool(figures.get("auditor"))
 
-    def _ended(self, child, status) -> None:
+    def child_ended(self, child, status) -> None:
         self._ended_counts = {f.name: getattr(self.stats, f.name) for f in fields(self.stats)
                               if _is_count(getattr(self.stats, f.name))}
         self.is_auditor = False
@@ -235,10 +235,10 @@ class _ChildProtocol(protocol.ProcessProtocol):
             except ValueError:
                 log.warning("autorecovery daemon: unreadable figures %r", line[:80])
                 continue
-            self.owner._figures(figures)
+            self.owner.take_figures(figures)
 
     def processEnded(self, reason) -> None:
-        self.owner._ended(self, reason.getErrorMessage())
+        self.owner.child_ended(self, reason.getErrorMessage())
         self.ended.callback(None)
 
 

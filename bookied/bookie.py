@@ -64,7 +64,7 @@ class Bookie:
         self._lac: dict[int, int] = {}
         self._lac_waiters: dict[int, list] = {}
         self._fencing: dict[int, list] = {}  # ledger -> callbacks waiting for the fence record
-        self._connections: set = set()
+        self.connections: set = set()
         #: dbStorage_maxThrottleTimeMs, in seconds: how long an add waits for room
         #: in a full write cache before it is refused with ETOOMANYREQUESTS (as
         #: Java's bookie, which blocks the add rather than refuse it at once: a
@@ -86,10 +86,10 @@ class Bookie:
 
     # -- connections (for the server's bookkeeping) -------------------------------
     def connection_opened(self, proto) -> None:
-        self._connections.add(proto)
+        self.connections.add(proto)
 
     def connection_closed(self, proto) -> None:
-        self._connections.discard(proto)
+        self.connections.discard(proto)
 
     # -- start-up --------------------------------------------------------------
     def replay(self) -> int:
@@ -129,7 +129,7 @@ class Bookie:
         if self.on_readonly_change is not None:
             self.on_readonly_change(readonly)
 
-    def _journal_failed(self, journal, error) -> None:
+    def journal_failed(self, journal, error) -> None:
         if isinstance(error, JournalNoSpace):
             # the journal itself still works: read-only until the disk check finds room
             # again (below diskUsageLwmThreshold), not until a restart
@@ -241,7 +241,7 @@ class Bookie:
             return False
         except JournalUnavailable as e:
             callback(RC.EIO)
-            self._journal_failed(journal, e)
+            self.journal_failed(journal, e)
             return False
         return True
 
@@ -391,7 +391,7 @@ class Bookie:
             callbacks = self._fencing.pop(ledger_id, [])
             rc = RC.EOK if error is None else RC.EIO
             if error is not None:
-                self._journal_failed(self._journal(ledger_id), error)
+                self.journal_failed(self._journal(ledger_id), error)
             for cb in callbacks:
                 cb(rc)
 
@@ -590,7 +590,7 @@ class _Durable:
             self.callback(RC.EOK)
         else:
             self.callback(RC.EIO)
-            self.bookie._journal_failed(self.journal, error)
+            self.bookie.journal_failed(self.journal, error)
 
 
 def _ignore(error) -> None:

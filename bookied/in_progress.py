@@ -31,12 +31,12 @@ class InProgressLimit:
         while self.waiting and self.count < self.limit:
             proto = self.waiting.popleft()
             if not proto.closed:
-                proto._unthrottle()
+                proto.unthrottle()
 
 
 class CountedBookie:
     """The bookie as a limited connection sees it: the callback of an add or
-    read that took a place (``proto._gate``) gives the place back when it is
+    read that took a place (``proto.gate``) gives the place back when it is
     called, i.e. once the request is answered."""
 
     def __init__(self, bookie, proto):
@@ -47,7 +47,7 @@ class CountedBookie:
         return getattr(self._bookie, name)
 
     def _counted(self, callback):
-        gate, self._proto._gate = self._proto._gate, None
+        gate = self._proto.take_gate()
         if gate is None:
             return callback
 
@@ -70,7 +70,7 @@ class CountedBookie:
         self._bookie.batch_read(ledger_id, start, max_count, max_size, self._counted(callback), **kw)
 
     def wait_lac(self, ledger_id, previous, timeout_ms, callback):
-        gate = self._proto._gate
+        gate = self._proto.gate
         cancel = self._bookie.wait_lac(ledger_id, previous, timeout_ms, self._counted(callback))
         if cancel is None or gate is None:
             return cancel

@@ -13,7 +13,7 @@ import time
 
 from twisted.python.failure import Failure
 
-from bkctl.wire.codecs.protocol import RC
+from bkctl.wire.codecs.protocol import rc_name
 
 log = logging.getLogger("bookied.metrics")
 
@@ -85,7 +85,7 @@ class Metrics:
 
     def observe(self, op: str, started: float, rc: int, n: int = 1) -> None:
         """``n`` requests of ``op`` that started at ``started`` ended now with ``rc``."""
-        key = (op, RC(rc).name if rc in RC._value2member_map_ else str(rc))
+        key = (op, rc_name(rc))
         counter = self.requests.get(key)
         if counter is None:
             counter = self.requests[key] = Counter()

@@ -39,7 +39,7 @@ class ReadReply:
 
     def __call__(self, rc: int, body: bytes | None) -> None:
         proto = self.proto
-        proto._observe("read", self.started, rc)
+        proto.observe("read", self.started, rc)
         answer_v3_read(proto, self.payload, self.header_len, self.ledger_id, self.entry_id, rc, body)
 
 
@@ -72,7 +72,7 @@ def _run_of(payloads: list, i: int, first: tuple, parse) -> list:
 
 def _observe(proto, started: float, outcomes: dict) -> None:
     for rc, count in outcomes.items():
-        proto._observe("read", started, rc, count)
+        proto.observe("read", started, rc, count)
 
 
 def serve_v3_run(proto, payloads: list, i: int, first: tuple) -> int:

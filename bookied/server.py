@@ -36,6 +36,7 @@ from bkctl.wire.codecs.protocol import (
     OperationType,
     ProtocolVersion,
     RC,
+    rc_name,
 )
 from bkctl.wire.codecs.v3 import v3_status
 
@@ -98,13 +99,13 @@ class BookieProtocol(protocol.Protocol):
         self.adds: InProgressLimit | None = None
         self.reads: InProgressLimit | None = None
         self._gate: InProgressLimit | None = None  # taken for the request being dispatched
-        self._add_responses = v3.AddResponseEncoder()
+        self.add_responses = v3.AddResponseEncoder()
         #: while :meth:`_serve` answers a chunk of requests: the answers to write at its end
         self._out: list[bytes] | None = None
         self._out_bytes = 0
         #: add answers of the journal group being completed, written together at its end
         #: (:meth:`BookieServerFactory.complete_group`)
-        self._held_answers: list[bytes] = []
+        self.held_answers: list[bytes] = []
         #: (op, rc) -> (request counter, latency histogram) of ``metrics``, once seen
         self._observers: dict = {}
         #: The bookie's TLS (:class:`~bkctl.wire.tls.ReloadingServerTLS`; None: START_TLS answers EBADREQ).
@@ -146,7 +147,7 @@ class BookieProtocol(protocol.Protocol):
         self.closed = True
         self._cancel_unread_report()
         self._backlog.clear()
-        self._held_answers.clear()
+        self.held_answers.clear()
         factory = getattr(self, "factory", None)
         if factory is not None:  # answered at once (an error) and gone before a journal group sent answers
             factory.answered.discard(self)
@@ -228,10 +229,20 @@ class BookieProtocol(protocol.Protocol):
         limit.waiting.append(self)
         return False
 
-    def _unthrottle(self) -> None:
+    def unthrottle(self) -> None:
         """A place is free: serve the held requests (called by the limit)."""
         self.throttled = False
         self._drain()
+
+    @property
+    def gate(self) -> InProgressLimit | None:
+        """The limit whose place the request being dispatched took (None: no limit)."""
+        return self._gate
+
+    def take_gate(self) -> InProgressLimit | None:
+        """:attr:`gate`, now the caller's to give back (``finish()``) once the request is answered."""
+        gate, self._gate = self._gate, None
+        return gate
 
     def _settle(self) -> None:
         """After a dispatch: a place the request did not use (answered without
@@ -379,7 +390,7 @@ class BookieProtocol(protocol.Protocol):
         self._out.clear()
         self._out_bytes = 0
 
-    def _observe(self, op: str, started: float, rc: int, n: int = 1) -> None:
+    def observe(self, op: str, started: float, rc: int, n: int = 1) -> None:
         """``metrics.observe(op, started, rc, n)``, without its per-call name
         lookups once the (op, rc) pair has been seen: the counter and the
         histogram observe() updated are then updated directly."""
@@ -390,13 +401,13 @@ class BookieProtocol(protocol.Protocol):
             return
         metrics = self.metrics
         metrics.observe(op, started, rc, n)
-        name = RC(rc).name if rc in RC._value2member_map_ else str(rc)
+        name = rc_name(rc)
         counter = getattr(metrics, "requests", {}).get((op, name))
         hist = getattr(metrics, "latency", {}).get(op)
         if counter is not None and hist is not None:
             self._observers[(op, rc)] = (counter, hist)
 
-    def _observe_recovery_add(self, started: float, n: int = 1) -> None:
+    def observe_recovery_add(self, started: float, n: int = 1) -> None:
         """A recovery add's latency, also in its own histogram (it is an ``add`` too):
         see :attr:`~.metrics.Metrics.recovery_add_latency`."""
         hist = getattr(self.metrics, "recovery_add_latency", None)
@@ -430,7 +441,7 @@ class BookieProtocol(protocol.Protocol):
             started = time.perf_counter()
 
             def done(rc, body, req=req, started=started):
-                self._observe("read", started, rc)
+                self.observe("read", started, rc)
                 self.send(v2.ReadResponse(req.version, rc, req.ledger_id, req.entry_id,
                                           body if rc == RC.EOK else b"").encode())
 
@@ -446,7 +457,7 @@ class BookieProtocol(protocol.Protocol):
             started = time.perf_counter()
 
             def done(rc, entries, req=req, started=started):
-                self._observe("batch_read", started, rc)
+                self.observe("batch_read", started, rc)
                 self.send(v2.BatchReadResponse(req.version, rc, req.ledger_id, req.start_entry_id,
                                                req.request_id, tuple(entries)).encode())
 
@@ -556,7 +567,7 @@ class BookieProtocol(protocol.Protocol):
             key = read.masterKey if read.HasField("masterKey") else None
 
             def fenced(rc, body, req=req, started=started):
-                self._observe("read", started, rc)
+                self.observe("read", started, rc)
                 self.send(v3.serialize(v3.read_response(req, rc, body if rc == RC.EOK else None)))
 
             bookie.fence_and_read(ledger_id, entry_id, key, fenced)
@@ -571,7 +582,7 @@ class BookieProtocol(protocol.Protocol):
             waiting = []
 
             def polled(rc, max_lac, req=req, started=started, previous=previous):
-                self._observe("long_poll", started, rc)
+                self.observe("long_poll", started, rc)
                 if waiting:
                     self._poll_answered(waiting[0])
                 if self.closed:
@@ -598,7 +609,7 @@ class BookieProtocol(protocol.Protocol):
             return
 
         def done(rc, body, req=req, started=started):
-            self._observe("read", started, rc)
+            self.observe("read", started, rc)
             if rc == RC.EOK:
                 self.send(v3.serialize(v3.read_response(req, rc, body, max_lac=bookie.lac(ledger_id))))
             else:
@@ -616,7 +627,7 @@ class BookieProtocol(protocol.Protocol):
     def _v3_read_lac(self, req, high_priority: bool) -> None:
         started = time.perf_counter()
         rc, lac_body, last_entry = self.bookie.read_lac(req.readLacRequest.ledgerId)
-        self._observe("read_lac", started, rc)
+        self.observe("read_lac", started, rc)
         self.send(v3.serialize(v3.read_lac_response(req, rc, lac_body, last_entry)))
 
     def _v3_write_lac(self, req, high_priority: bool) -> None:
@@ -624,7 +635,7 @@ class BookieProtocol(protocol.Protocol):
         started = time.perf_counter()
 
         def done(rc, req=req, started=started):
-            self._observe("write_lac", started, rc)
+            self.observe("write_lac", started, rc)
             self.send(v3.serialize(v3.write_lac_response(req, rc)))
 
         self.bookie.write_lac(w.ledgerId, w.lac, w.masterKey, w.body, done, high_priority=high_priority)
@@ -633,7 +644,7 @@ class BookieProtocol(protocol.Protocol):
         started = time.perf_counter()
 
         def done(rc, req=req, started=started):
-            self._observe("force_ledger", started, rc)
+            self.observe("force_ledger", started, rc)
             self.send(v3.serialize(v3.force_ledger_response(req, rc)))
 
         self.bookie.force_ledger(req.forceLedgerRequest.ledgerId, done)
@@ -733,9 +744,9 @@ class _AddReply:
 
     def __call__(self, rc: int) -> None:
         proto = self.proto
-        proto._observe("add", self.started, rc)
+        proto.observe("add", self.started, rc)
         if self.recovery:
-            proto._observe_recovery_add(self.started)
+            proto.observe_recovery_add(self.started)
         if proto.closed:
             return
         if self.txn_id is None:  # = send(v2.add_response_for(req, rc))
@@ -743,7 +754,7 @@ class _AddReply:
         elif proto.fastpaths:  # = send(serialize(add_response(req, rc))) of an ADD_ENTRY request
             answer = plain.add_answer(self.txn_id, v3_status(rc), self.ledger_id, self.entry_id)
         else:
-            answer = frame(proto._add_responses.encode(self.txn_id, rc, self.ledger_id, self.entry_id))
+            answer = frame(proto.add_responses.encode(self.txn_id, rc, self.ledger_id, self.entry_id))
         _write_add_answers(proto, answer)
 
 
@@ -762,7 +773,7 @@ def _write_add_answers(proto: BookieProtocol, data: bytes) -> None:
     are held, one write per connection at its end (BookieServerFactory.complete_group)."""
     factory = proto.factory
     if factory.grouping:
-        held = proto._held_answers
+        held = proto.held_answers
         if not held:
             factory.answered.add(proto)
         held.append(data)
@@ -799,9 +810,9 @@ class _AddRunReply:
 
     def __call__(self, rc: int) -> None:
         proto = self.proto
-        proto._observe("add", self.started, rc, len(self.entry_ids))
+        proto.observe("add", self.started, rc, len(self.entry_ids))
         if self.recovery:
-            proto._observe_recovery_add(self.started, len(self.entry_ids))
+            proto.observe_recovery_add(self.started, len(self.entry_ids))
         if proto.closed:
             return
         ledger_id = self.ledger_id
@@ -871,7 +882,7 @@ class BookieServerFactory(protocol.Factory):
         """
         answered, self.answered = self.answered, set()
         for proto in answered:
-            held = proto._held_answers
+            held = proto.held_answers
             if held:
                 data = held[0] if len(held) == 1 else b"".join(held)
                 held.clear()

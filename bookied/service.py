@@ -696,7 +696,7 @@ class BookieService:
         for j in self.journals:
             yield threads.deferToThreadPool(self.reactor, pool, j.close)
         yield task.deferLater(self.reactor, 0, lambda: None)  # let those answers be written
-        for proto in list(self.bookie._connections) if self.bookie else []:
+        for proto in list(self.bookie.connections) if self.bookie else []:
             proto.close()
         if self.gc is not None:
             try:  # a compaction stops at its next entry; the stores close after it

@@ -77,6 +77,7 @@ and the bookies under the addresses the cluster publishes.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -94,14 +95,21 @@ from .topic_source import TopicSource, TopicSpec
 __all__ = ["BookKeeperDataSource", "ReadOptions", "SparkSourceReader", "TaskPartition", "data_source_options",
            "register", "source_frame"]
 
+#: the SparkSessions the ``bookkeeper`` format was registered with (by identity, not kept alive)
+_registered: "weakref.WeakSet" = weakref.WeakSet()
+
+
 def register(spark) -> None:
     """Register the ``bookkeeper`` format with a SparkSession (once)."""
-    if getattr(spark, "_bkctl_bookkeeper_registered", False):
-        return
+    try:
+        if spark in _registered:
+            return
+    except TypeError:  # a session object that takes no weak reference: registering again is harmless
+        pass
     spark.dataSource.register(BookKeeperDataSource)
     try:
-        spark._bkctl_bookkeeper_registered = True
-    except AttributeError:  # a session object that takes no attributes: registering again is harmless
+        _registered.add(spark)
+    except TypeError:
         pass
 
 

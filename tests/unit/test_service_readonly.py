@@ -120,7 +120,7 @@ def test_without_read_only_mode_the_bookie_shuts_down_instead(tmp_path, monkeypa
     if cause == "disk":
         check(svc, 0.97)
     elif cause == "journal":
-        svc.bookie._journal_failed(None, OSError(5, "Input/output error"))
+        svc.bookie.journal_failed(None, OSError(5, "Input/output error"))
     elif cause == "ledger":
         svc.stores = [FailingStore(OSError(28, "No space left on device"))]
         svc._checkpoint()
@@ -160,7 +160,7 @@ def test_a_bookie_that_would_start_read_only_without_read_only_mode_does_not_sta
 
 
 def test_a_bookie_read_only_for_another_reason_stays_read_only(service):
-    service.bookie._journal_failed(None, OSError(5, "Input/output error"))
+    service.bookie.journal_failed(None, OSError(5, "Input/output error"))
     assert check(service, 0.10) is True
     assert check(service, 0.99) is True
     assert check(service, 0.10) is True
@@ -170,7 +170,7 @@ def test_a_bookie_read_only_for_another_reason_stays_read_only(service):
 
 def test_a_draining_disk_does_not_undo_a_journal_failure_that_came_meanwhile(service):
     assert check(service, 0.97) is True
-    service.bookie._journal_failed(None, OSError(28, "No space left on device"))
+    service.bookie.journal_failed(None, OSError(28, "No space left on device"))
     assert "diskUsageThreshold" in service.bookie.readonly_reason
     assert "journal write failed" in service.bookie.readonly_reason
     assert check(service, 0.50) is True
@@ -190,7 +190,7 @@ def test_the_admin_switch(service):
     service.set_readonly(False, force=True)
     assert service.bookie.readonly is False
     assert check(service, 0.97) is True  # still full: the next check says so again
-    service.bookie._journal_failed(None, OSError(5, "Input/output error"))
+    service.bookie.journal_failed(None, OSError(5, "Input/output error"))
     with pytest.raises(ValueError, match="restart"):
         service.set_readonly(False, force=True)
     assert service.bookie.readonly is True

@@ -390,7 +390,7 @@ class BookKeeperClient:
             return handle
         except BaseException:
             if handle is not None:
-                handle._on_close = None
+                handle.drop_on_close()
             try:
                 await self.run_blocking(lock.release)
             except Exception:  # noqa: BLE001

@@ -665,7 +665,7 @@ class BookieConnection:
             self.requests.forget(req)
         req.state = DONE
 
-    def _cancel(self, req: Request) -> None:
+    def cancel(self, req: Request) -> None:
         """Canceller of a request's Deferred (which then fails with CancelledError)."""
         if req.state == DONE:
             return

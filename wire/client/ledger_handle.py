@@ -180,12 +180,21 @@ class LedgerHandle(ReadHandle):
         return (f"<LedgerHandle ledger {self.ledger_id} {self._state} lac={self._lac}"
                 f" next={self._next_entry_id} pending={len(self._pending)}>")
 
-    def _resume_at(self, lac: int, length: int | None) -> None:
+    def resume_at(self, lac: int, length: int | None) -> None:
         """Continue after ``lac`` whose cumulative length is ``length``."""
         self._lac = lac
         self._next_entry_id = lac + 1
         self._confirmed_length = length
         self._length = length if length is not None else 0
+
+    def confirm_length(self, length: int) -> None:
+        """The cumulative length at the LAC is ``length`` (recovery read it back)."""
+        self._confirmed_length = length
+        self._length = length
+
+    def drop_on_close(self) -> None:
+        """Forget what was to run when the handle closes (its opener released it already)."""
+        self._on_close = None
 
     # -- state ------------------------------------------------------------------
 
@@ -343,7 +352,7 @@ class LedgerHandle(ReadHandle):
         self._enqueue(p)
         return p
 
-    def _add_packaged(self, entry_id: int, body: bytes, length: int) -> defer.Deferred:
+    def add_packaged(self, entry_id: int, body: bytes, length: int) -> defer.Deferred:
         """Re-write an entry read back (recovery): the bytes go out unchanged."""
         if entry_id != self._next_entry_id:
             raise AssertionError(f"entry {entry_id} added out of order (next is {self._next_entry_id})")
@@ -560,7 +569,7 @@ class LedgerHandle(ReadHandle):
         finally:
             self._completing = False
 
-    def _drain(self) -> defer.Deferred:
+    def drain(self) -> defer.Deferred:
         """Fires once nothing is pending or waiting; fails if the handle fails."""
         if self._state == _FAILED:
             return defer.fail(self._error)
@@ -758,7 +767,7 @@ class LedgerHandle(ReadHandle):
         self._stop_lac_flush()
         if self._state == _OPEN:
             try:
-                await self._drain()
+                await self.drain()
             except Exception:  # noqa: BLE001 - the adds reported it; release anyway
                 pass
             if self._state == _OPEN:
@@ -804,7 +813,7 @@ class LedgerHandle(ReadHandle):
                 for d in rooms:
                     d.errback(Failure(LedgerClosedError(f"ledger {self.ledger_id} is being closed")))
             try:
-                await self._drain()
+                await self.drain()
             except Exception:  # noqa: BLE001 - the adds got the error; decide below
                 pass
             if self._state == _FAILED and isinstance(

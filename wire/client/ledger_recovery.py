@@ -129,7 +129,7 @@ async def replicate_tail(handle: LedgerHandle, fence: bool) -> None:
     # segment at the first entry not yet acknowledged.
     lac = max(lac, md.ensembles[-1][0] - 1)
     length = 0 if lac < 0 else lengths.get(lac)
-    handle._resume_at(lac, length)
+    handle.resume_at(lac, length)
     window = max(1, int(getattr(handle.client, "recovery_read_window", 16)))
     reads: deque[tuple[int, defer.Deferred]] = deque()
     next_read = lac + 1
@@ -146,14 +146,13 @@ async def replicate_tail(handle: LedgerHandle, fence: bool) -> None:
             entry, raw = got
             if not handle.writable():
                 await handle.wait_writable()
-            handle._add_packaged(entry_id, raw, entry.length).addErrback(ignore_failure)
+            handle.add_packaged(entry_id, raw, entry.length).addErrback(ignore_failure)
             found += 1
     finally:
         for _entry_id, d in reads:
             d.addErrback(ignore_failure)
-    await handle._drain()
-    if found == 0 and handle._confirmed_length is None:
-        handle._confirmed_length = (await EntryRead(handle, lac).start()).length
-        handle._length = handle._confirmed_length
+    await handle.drain()
+    if found == 0 and handle.length is None:
+        handle.confirm_length((await EntryRead(handle, lac).start()).length)
     log.info("ledger %d: tail found: LAC %d, %d more entries re-replicated, last entry %d",
              handle.ledger_id, lac, found, handle.last_add_confirmed)

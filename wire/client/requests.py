@@ -81,7 +81,7 @@ class Request:
 
     def __call__(self, _deferred: defer.Deferred) -> None:
         """The canceller of the request's Deferred."""
-        self.conn._cancel(self)
+        self.conn.cancel(self)
 
 
 class RequestTable:

@@ -73,6 +73,14 @@ V3_STATUS: dict[RC, int] = {
 _FROM_V3 = {v: k for k, v in V3_STATUS.items()}
 
 
+_NAMES = {rc.value: rc.name for rc in RC}
+
+
+def rc_name(rc: int) -> str:
+    """The name of return code ``rc`` (``EOK``...), or its number for one :class:`RC` does not know."""
+    return _NAMES.get(rc) or str(rc)
+
+
 def rc_from_v3(status: int) -> RC:
     """Map a v3 ``StatusCode`` to :class:`RC`; unknown values become EBADREQ."""
     return _FROM_V3.get(status, RC.EBADREQ)

@@ -57,11 +57,14 @@ _CONNECTION_ERRORS = (
 # letting Python print its traceback, so the store can say what happened.
 _loop_failures: "weakref.WeakKeyDictionary[threading.Thread, BaseException]" = weakref.WeakKeyDictionary()
 _hook_lock = threading.Lock()
+#: the threading.excepthook installed by _install_loop_hook (once per process)
+_installed_hook = None
 
 
 def _install_loop_hook() -> None:
+    global _installed_hook
     with _hook_lock:
-        if getattr(threading.excepthook, "_bkctl_zk", False):
+        if _installed_hook is not None:
             return
         previous = threading.excepthook
 
@@ -71,8 +74,7 @@ def _install_loop_hook() -> None:
                 return
             previous(args)
 
-        hook._bkctl_zk = True
-        threading.excepthook = hook
+        threading.excepthook = _installed_hook = hook
 
 
 def _loop_failure(zk) -> BaseException | None:
@@ -495,7 +497,7 @@ class Manager:
 
     @property
     def _zk(self) -> KazooClient:
-        return self._session._zk  # type: ignore[return-value]
+        return self._session.client
 
     @property
     def _root(self) -> str:
