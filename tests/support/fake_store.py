@@ -645,6 +645,7 @@ class FakePulsarMetadata(_Manager):
         # (base, managed-ledger name) -> [value, version, {cursor znode name: value}]
         self._managed: dict[tuple[str, str], list] = {}
         self._partitioned: dict[tuple[str, str], tuple[bytes, int]] = {}
+        self._locators: dict[tuple[str, str], tuple[bytes, int]] = {}
 
     def _base(self, base: str | None) -> str:
         return (base or P.managed_ledgers_base(self._store.root)).rstrip("/") or "/"
@@ -667,6 +668,11 @@ class FakePulsarMetadata(_Manager):
         key = (self._base(base), name)
         old = self._partitioned.get(key)
         self._partitioned[key] = (value, 0 if old is None else old[1] + 1)
+
+    def put_schema_locator(self, schema_id: str, value: bytes, *, base: str) -> None:
+        key = (base.rstrip("/"), schema_id)
+        old = self._locators.get(key)
+        self._locators[key] = (value, 0 if old is None else old[1] + 1)
 
     # -- the protocol ------------------------------------------------------------
     @_call
@@ -697,6 +703,15 @@ class FakePulsarMetadata(_Manager):
         if node is None:
             return None
         return StoredValue(P.partitioned_topic_path(base, name), *node)
+
+    @_call
+    def schema_ids(self, base: str) -> list[str]:
+        return sorted(sid for at, sid in self._locators if at == base.rstrip("/"))
+
+    @_call
+    def schema_locator(self, base: str, schema_id: str) -> StoredValue | None:
+        node = self._locators.get((base.rstrip("/"), schema_id))
+        return None if node is None else StoredValue(f"{base.rstrip('/')}/{schema_id}", *node)
 
 
 class FakeMetadataStore:

@@ -104,7 +104,39 @@ def vectors_dir():
 
 
 def all_cases() -> list[str]:
-    return sorted(p.name for p in (vectors_dir() / "entries").iterdir())
+    """The cases of one managed ledger each in the message formats (the schema cases
+    ``s_*`` are :func:`schema_cases`: their expected files say what a schema reader sees)."""
+    return sorted(p.name for p in (vectors_dir() / "entries").iterdir() if not p.name.startswith("s_"))
+
+
+def schema_cases() -> list[str]:
+    """The schema cases (``s_*``): entries, the schema store (``schemas/<case>/``)
+    and ``expected/<case>.json`` in the ``schema/1`` format."""
+    return sorted(p.name for p in (vectors_dir() / "entries").iterdir() if p.name.startswith("s_"))
+
+
+def schema_case(case: str) -> dict:
+    """A schema case: ``expected`` (its expected JSON), ``manifest`` (its store's),
+    ``locator`` (the znode's bytes or None), ``ledgers`` (schema ledger id in the
+    vectors -> its entry's bytes, the missing ones left out, the orphans in),
+    ``entries`` (managed-ledger name -> the entries, by entry id; one per
+    partition for a partitioned topic) and ``ids`` (its messageids JSON)."""
+    import json
+
+    root = vectors_dir()
+    expected = json.loads((root / "expected" / f"{case}.json").read_text())
+    manifest = json.loads((root / "schemas" / case / "manifest.json").read_text())
+    locator = root / "schemas" / case / "locator.bin"
+    ledgers = {int(f.parent.name): f.read_bytes() for f in (root / "schemas" / case).glob("ledgers/*/0.bin")}
+    folder = root / "entries" / case
+    names = expected.get("managed_ledger_names") or [expected["managed_ledger_name"]]
+    if (folder / "partition-0").is_dir():
+        entries = {name: case_entries(f"{case}/partition-{n}") for n, name in enumerate(names)}
+    else:
+        entries = {names[0]: case_entries(case)}
+    return {"expected": expected, "manifest": manifest, "locator": locator.read_bytes() if locator.exists() else None,
+            "ledgers": ledgers, "entries": entries,
+            "ids": json.loads((root / "messageids" / f"{case}.json").read_text())}
 
 
 def _format(case: str) -> str:

@@ -364,6 +364,13 @@ class PulsarMetadata(Protocol):
         """The partitioned-topic metadata (JSON) of the topic whose managed ledger would be
         ``name``, kept beside ``base`` (:func:`~.paths.partitioned_topic_path`); None when there is none."""
 
+    def schema_ids(self, base: str) -> list[str]:
+        """Every schema id with a locator below ``base`` (Pulsar's ``/schemas``), sorted:
+        ``tenant/namespace/<encoded topic>``."""
+
+    def schema_locator(self, base: str, schema_id: str) -> StoredValue | None:
+        """The schema locator of ``schema_id`` (``base/<schema id>``); None when there is none."""
+
 
 @runtime_checkable
 class MetadataStore(Protocol):

@@ -12,8 +12,15 @@
   positions (pure);
 * :mod:`.topics` -- topics' managed ledgers, cursors and partitions, read through the
   metadata store (``store.pulsar``) and decoded (read-only);
+* :mod:`.schema` -- the schema registry as stored: schema ids, ``SchemaLocator``
+  znode values, schema ledgers' ``SchemaEntry``/``SchemaInfo``, versions (pure);
+* :mod:`.registry` -- a cluster's schema registry read as a broker reads it
+  (locators through ``store.pulsar``, versions from their ledgers, read-only);
+* :mod:`.typed` -- a message's value decoded by its schema (AVRO, JSON,
+  PROTOBUF_NATIVE, KEY_VALUE, primitives) as Arrow-typed values (pure);
 * :mod:`.errors` -- the errors of this package.
 
 The protobuf classes are :mod:`bkctl.wire.proto.pulsar_api_pb2` and
-:mod:`bkctl.wire.proto.pulsar_ml_pb2`, written from Pulsar's field numbers.
+:mod:`bkctl.wire.proto.pulsar_ml_pb2` and :mod:`bkctl.wire.proto.pulsar_schema_pb2`,
+written from Pulsar's field numbers.
 """

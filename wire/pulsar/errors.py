@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..errors import CodecError, NotFound
 
-__all__ = ["CorruptEntry", "NoSuchSubscription", "NoSuchTopic", "PulsarFormatError"]
+__all__ = ["CorruptEntry", "NoSuchSchema", "NoSuchSubscription", "NoSuchTopic", "PulsarFormatError", "SchemaUnreadable"]
 
 
 class PulsarFormatError(CodecError):
@@ -31,3 +31,19 @@ class NoSuchTopic(NotFound):
 
 class NoSuchSubscription(NotFound):
     """The topic has no cursor of that name (exit code 3 at the CLI)."""
+
+
+class NoSuchSchema(NotFound):
+    """The topic has no schema, or not that version (exit code 3 at the CLI)."""
+
+
+class SchemaUnreadable(PulsarFormatError):
+    """A schema version whose ledger is gone (``missing``) or does not read or
+    decode: a broker cannot load the topic (``BookkeeperSchemaStorage`` calls
+    a missing ledger non-recoverable)."""
+
+    def __init__(self, ledger_id: int, why: str, missing: bool = False):
+        super().__init__(f"schema ledger {ledger_id}: {why}")
+        self.ledger_id = ledger_id
+        self.why = why
+        self.missing = missing

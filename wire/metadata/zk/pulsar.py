@@ -16,7 +16,7 @@ _DOMAIN = "persistent"
 
 
 class ZKPulsarMetadata(Manager):
-    """List and read managed ledgers, cursors and partitioned-topic metadata."""
+    """List and read managed ledgers, cursors, partitioned-topic metadata and schema locators."""
 
     @zk_call
     def managed_ledger_names(self, base: str, tenant: str | None = None,
@@ -60,6 +60,23 @@ class ZKPulsarMetadata(Manager):
     @zk_call
     def partitioned_topic(self, base: str, name: str) -> StoredValue | None:
         path = P.partitioned_topic_path(base, name)
+        try:
+            value, stat = self._session.get(path)
+        except NoNodeError:
+            return None
+        return StoredValue(path, value, stat.version)
+
+    @zk_call
+    def schema_ids(self, base: str) -> list[str]:
+        ids = []
+        for tenant in self._sorted_children(base):
+            for ns in self._sorted_children(f"{base}/{tenant}"):
+                ids.extend(f"{tenant}/{ns}/{topic}" for topic in self._sorted_children(f"{base}/{tenant}/{ns}"))
+        return sorted(ids)
+
+    @zk_call
+    def schema_locator(self, base: str, schema_id: str) -> StoredValue | None:
+        path = f"{base.rstrip('/')}/{schema_id}"
         try:
             value, stat = self._session.get(path)
         except NoNodeError:

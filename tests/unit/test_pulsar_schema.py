@@ -1,0 +1,284 @@
+"""Pulsar's schema registry as stored, and messages read as typed values, against the
+``s_*`` vectors (tests/vectors/pulsar: the real client's entries, the registry's
+locator and schema ledgers): every locator and ``SchemaEntry`` decodes to what
+the case's manifest says, the registry reader finds versions (and names a gone
+ledger), and every message's value decodes to what the client sent (``value``)
+and to what a reader holding the newest schema sees (``reader_view``)."""
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import json
+
+import pytest
+
+from bkctl.wire.errors import NotFound
+from bkctl.wire.pulsar import schema as S
+from bkctl.wire.pulsar.entry import decode_entry
+from bkctl.wire.pulsar.errors import NoSuchSchema, PulsarFormatError, SchemaUnreadable
+from bkctl.wire.pulsar.managed_ledger import TopicName
+from bkctl.wire.pulsar.registry import SchemaRegistry, schemas_base
+from bkctl.wire.pulsar.rows import entry_messages
+from bkctl.wire.pulsar.typed import DecodeError, TypedView, Untyped
+from tests.support import pulsar_entries as pe
+from tests.support.fake_store import FakeMetadataStore
+
+STORED = [c for c in pe.schema_cases() if pe.schema_case(c)["locator"] is not None]
+
+
+def registry_of(case: str) -> tuple[SchemaRegistry, dict]:
+    """The case's store on the fake: its locator znode and its schema ledgers (those the vectors keep)."""
+    c = pe.schema_case(case)
+    store = FakeMetadataStore().start()
+    base = schemas_base(f"{store.root.rsplit('/', 1)[0]}/managed-ledgers")
+    store.pulsar.put_schema_locator(c["expected"]["schema_id"], c["locator"], base=base)
+
+    def read_entry(ledger_id, entry_id):
+        if ledger_id not in c["ledgers"] or entry_id != 0:
+            raise NotFound(f"no such ledger: {ledger_id}")
+        return c["ledgers"][ledger_id]
+    return SchemaRegistry.of(store, read_entry=read_entry), c
+
+
+@pytest.mark.parametrize("case", STORED)
+def test_locator_and_schema_entries_decode_as_the_manifest_says(case):
+    c = pe.schema_case(case)
+    manifest = c["manifest"]
+    locator = S.parse_locator(c["locator"])
+    want = manifest["locator"]
+    assert locator.info == (want["info"]["version"], want["info"]["ledger_id"], want["info"]["entry_id"],
+                            bytes.fromhex(want["info"]["hash_sha256_hex"]))
+    assert [e.to_json() for e in locator.index] == [
+        {"version": e["version"], "ledger_id": e["ledger_id"], "entry_id": e["entry_id"],
+         "hash": e["hash_sha256_hex"]} for e in want["index"]]
+    for ledger in manifest["ledgers"] + manifest.get("orphan_ledgers", []):
+        lid = ledger["ledger_id_in_vectors"]
+        if ledger.get("missing"):
+            assert lid not in c["ledgers"]
+            continue
+        entry = S.parse_schema_entry(c["ledgers"][lid])
+        info = ledger["schema_info"]
+        assert entry.schema.schema_id == info["schema_id"] == S.schema_id(c["expected"]["topic"])
+        assert (entry.schema.type, entry.schema.timestamp, entry.schema.deleted, entry.schema.user) == \
+            (info["domain_type"].replace("KEYVALUE", "KEY_VALUE"), info["timestamp"], False, "")
+        assert entry.schema.data == base64.b64decode(info["schema_b64"])
+        assert [list(p) for p in entry.schema.props] == info["props"]
+        assert [(i.version, i.ledger_id, i.entry_id, i.hash.hex()) for i in entry.index] == [
+            (i["version"], i["ledger_id"], i["entry_id"], i["hash_sha256_hex"]) for i in ledger["schema_entry"]["index"]]
+        if "version" in ledger:  # named by the locator: its hash is the data's SHA-256
+            assert locator.entry(ledger["version"]).hash == S.schema_hash(entry.schema.data)
+
+
+def test_definitions_for_people():
+    c = pe.schema_case("s_protobuf_native")
+    doc = S.pretty_definition(S.parse_schema_entry(c["ledgers"][2000]).schema)
+    assert doc["rootMessageTypeName"] == "vec.shop.Order"
+    assert "  map<string, string> notes = 5;" in doc["fileDescriptorSet"]
+    assert "  optional fixed64 checksum = 12;" in doc["fileDescriptorSet"]
+    c = pe.schema_case("s_keyvalue_inline")
+    doc = S.pretty_definition(S.parse_schema_entry(c["ledgers"][2000]).schema)
+    assert (doc["encoding"], doc["key"]["type"], doc["value"]["type"]) == ("INLINE", "JSON", "AVRO")
+    assert doc["value"]["definition"]["name"] == "Measurement"
+
+
+def test_schema_ids_strip_the_partition_and_a_v1_names_cluster():
+    assert S.schema_id("persistent://public/default/vec-s-partitioned-partition-1") == "public/default/vec-s-partitioned"
+    assert S.schema_id("persistent://t/ns/a b:c") == "t/ns/a+b%3Ac"
+    # TopicName.getSchemaName(): tenant + getNamespacePortion() (the cluster left out) + encoded local name
+    assert S.schema_id(TopicName.parse("persistent://legacy/cluster-a/ns/old")) == "legacy/ns/old"
+
+
+def test_version_bytes_are_a_big_endian_long():
+    assert S.version_of(base64.b64decode("AAAAAAAAAAE=")) == 1
+    assert S.version_of(b"") is None and S.version_of(None) is None
+    assert S.version_bytes(258) == b"\0\0\0\0\0\0\1\2"
+    with pytest.raises(PulsarFormatError, match="8 bytes, not 3"):
+        S.version_of(b"abc")
+
+
+def test_key_value_data_splits_and_refuses_what_overruns():
+    assert S.split_key_value(b"\0\0\0\1k\xff\xff\xff\xff") == (b"k", None)
+    with pytest.raises(PulsarFormatError, match="overrun"):
+        S.split_key_value(b"\0\0\0\5k")
+    with pytest.raises(PulsarFormatError, match="leaves 1 bytes"):
+        S.split_key_value(b"\xff\xff\xff\xff\0\0\0\0x")
+
+
+def test_a_locator_that_is_not_one_names_its_znode():
+    store = FakeMetadataStore().start()
+    registry = SchemaRegistry(store.pulsar, "/schemas")
+    store.pulsar.put_schema_locator("t/ns/x", b"\x0a\x02\x08", base="/schemas")
+    with pytest.raises(PulsarFormatError, match="^/schemas/t/ns/x: SchemaLocator"):
+        registry.locator("t/ns/x")
+    assert registry.locator("t/ns/y") is None and registry.schema_ids() == ["t/ns/x"]
+
+
+def test_the_registry_finds_each_version_and_names_the_ledger_that_is_gone():
+    registry, c = registry_of("s_schema_ledger_missing")
+    sid = c["expected"]["schema_id"]
+    assert registry.schema_ids() == [sid]
+    version, schema = registry.version(sid, 0)
+    assert (version, schema.type) == (0, "AVRO")
+    with pytest.raises(SchemaUnreadable) as got:
+        registry.version(sid)  # the newest, version 1: its ledger is gone
+    assert got.value.missing and got.value.ledger_id == 2001
+    with pytest.raises(NoSuchSchema, match="no schema version 5"):
+        registry.version(sid, 5)
+    with pytest.raises(NoSuchSchema, match="has no schema"):
+        registry.version("public/default/none")
+
+
+# ---------------------------------------------------------------- typed values
+
+
+def _json(value, arrow_type):
+    """An Arrow value (to_pylist) of ``arrow_type`` in the vectors' JSON conventions."""
+    import pyarrow as pa
+
+    if value is None:
+        return None
+    if pa.types.is_struct(arrow_type):
+        return {f.name: _json(value[f.name], f.type) for f in arrow_type}
+    if pa.types.is_map(arrow_type):
+        return {k: _json(v, arrow_type.item_type) for k, v in value}
+    if pa.types.is_list(arrow_type):
+        return [_json(v, arrow_type.value_type) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode()
+    if isinstance(value, dt.datetime):
+        return round(value.timestamp() * 1000)
+    if isinstance(value, decimal.Decimal):
+        return int(value)
+    return value
+
+
+def _stored_messages(c):
+    """Every stored message of a case, in storage order: (schema_version bytes, payload, key, key_b64, id)."""
+    out = []
+    for entries in c["entries"].values():
+        for entry_id, data in enumerate(entries):
+            entry = decode_entry(data)
+            md = entry.metadata
+            version = md.schema_version if md.HasField("schema_version") else None
+            for m in entry_messages(entry, f"1000:{entry_id}:-1"):
+                out.append((version, m[8], m[4], m[5], (entry_id, m[0])))
+    return out
+
+
+def _expected_in_storage_order(c):
+    doc, ids = c["expected"], c["ids"]
+    return [doc["messages"][i] for i in ids["storage_order_of_send_indexes"]]
+
+
+def view_of(case, reader=None, per_version=False):
+    registry, c = registry_of(case)
+    sid = c["expected"]["schema_id"]
+    locator = registry.locator(sid)
+    versions, unreadable = {}, {}
+    for e in locator.index:
+        try:
+            versions[e.version] = registry.version(sid, e.version, locator)[1]
+        except SchemaUnreadable as exc:
+            unreadable[e.version] = str(exc)
+    return TypedView(versions, unreadable, reader), c
+
+
+def _decoded(view, c):
+    import pyarrow as pa
+
+    values, errors = [], []
+    for version, payload, key, key_b64, _ident in _stored_messages(c):
+        try:
+            values.append(view.decode(version, payload, key, key_b64))
+            errors.append(None)
+        except DecodeError as exc:
+            values.append(None)
+            errors.append(str(exc))
+    return [_json(v, view.arrow_type) for v in pa.array(values, view.arrow_type).to_pylist()], errors
+
+
+TYPED = [c for c in STORED if c != "s_schema_ledger_missing"]
+
+
+@pytest.mark.parametrize("case", TYPED)
+def test_every_message_reads_as_the_newest_schema_sees_it(case):
+    view, c = view_of(case)
+    assert view.reader == c["expected"]["newest_version"]
+    values, errors = _decoded(view, c)
+    want = _expected_in_storage_order(c)
+    assert errors == [None] * len(want)
+    assert values == [m["reader_view"] for m in want]
+
+
+@pytest.mark.parametrize("case", TYPED)
+def test_every_message_reads_by_its_own_version_as_the_client_sent_it(case):
+    c = pe.schema_case(case)
+    want = _expected_in_storage_order(c)
+    for version in sorted({m["schema_version"] for m in want}):
+        view, c = view_of(case, reader=version)
+        values, errors = _decoded(view, c)
+        mine = [(v, m["value"]) for v, m in zip(values, want) if m["schema_version"] == version]
+        assert [v for v, _ in mine] == [w for _, w in mine], version
+
+
+def test_messages_of_a_version_whose_ledger_is_gone_are_errors_naming_it():
+    view, c = view_of("s_schema_ledger_missing")
+    assert view.reader == 0  # the newest readable version
+    values, errors = _decoded(view, c)
+    want = _expected_in_storage_order(c)
+    assert [m["decodable"] for m in want] == [e is None for e in errors]
+    assert [v for v, m in zip(values, want) if m["decodable"]] == [m["value"] for m in want if m["decodable"]]
+    assert all(e.startswith("schema version 1 cannot be read: schema ledger 2001: gone") for e in errors if e)
+    assert view.describe()["unreadable"] == {"1": "schema ledger 2001: gone (no such ledger: 2001)"}
+
+
+def test_a_version_that_cannot_be_resolved_is_an_error_naming_both_versions():
+    old = S.StoredSchema("t/ns/x", "", "AVRO", json.dumps(
+        {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}).encode(), 1, False)
+    new = old._replace(data=json.dumps({"type": "record", "name": "R", "fields": [
+        {"name": "a", "type": "int"}, {"name": "b", "type": "string"}]}).encode())
+    view = TypedView({0: old, 1: new})
+    with pytest.raises(DecodeError, match="schema version 0 cannot be read as version 1: b is not in the writer's"):
+        view.decode(S.version_bytes(0), b"\x02")
+    assert view.decode(S.version_bytes(1), b"\x02\x02z") == {"a": 1, "b": "z"}
+    with pytest.raises(DecodeError, match="schema version 7 is not in the topic's schema registry"):
+        view.decode(S.version_bytes(7), b"\x02")
+    with pytest.raises(DecodeError, match="EOF|Error"):
+        view.decode(S.version_bytes(1), b"\x02")  # truncated: the string is missing
+
+
+def test_primitives_and_their_sizes():
+    def view(kind):
+        return TypedView({0: S.StoredSchema("t/ns/x", "", kind, b"", 1, False)})
+
+    assert view("INT64").decode(None, (-2).to_bytes(8, "big", signed=True)) == -2
+    assert view("BOOLEAN").decode(None, b"\1") is True
+    assert view("DOUBLE").decode(None, b"\x3f\xf0" + b"\0" * 6) == 1.0
+    assert view("LOCAL_DATE").decode(None, (1).to_bytes(8, "big")) == dt.date(1970, 1, 2)
+    assert view("TIMESTAMP").decode(None, (1500).to_bytes(8, "big")) == \
+        dt.datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=dt.timezone.utc)
+    with pytest.raises(DecodeError, match="INT32 is 4 bytes, not 3"):
+        view("INT32").decode(None, b"abc")
+    with pytest.raises(DecodeError, match="STRING is not UTF-8"):
+        view("STRING").decode(None, b"\xff")
+    with pytest.raises(Untyped, match="payload is the value"):
+        view("BYTES")
+
+
+def test_a_separated_key_value_reads_its_key_from_the_partition_key():
+    kv = S.StoredSchema("t/ns/x", "", "KEY_VALUE", b"\0\0\0\0\0\0\0\0", 1, False, (
+        ("key.schema.type", "STRING"), ("value.schema.type", "INT32"), ("kv.encoding.type", "SEPARATED")))
+    view = TypedView({0: kv})
+    assert view.separated
+    assert view.decode(S.version_bytes(0), b"\0\0\0\7", base64.b64encode(b"k1").decode(), True) == \
+        {"key": "k1", "value": 7}
+    assert view.decode(S.version_bytes(0), None, None, False) == {"key": None, "value": None}
+
+
+def test_a_view_pickles_as_its_schemas():
+    import pickle
+
+    view, c = view_of("s_avro_evolved")
+    again = pickle.loads(pickle.dumps(view))
+    assert again.reader == view.reader and _decoded(again, c) == _decoded(view, c)
