@@ -92,15 +92,50 @@ def _gc_text(row: dict) -> str:
     return "idle" if row["gc_running"] is not None else "-"
 
 
-def header(snapshot: dict | None, state: ViewState) -> Text:
+def _clock(epoch_ms: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(epoch_ms / 1000))
+
+
+def late_after(interval: float) -> float:
+    """Seconds after which a frame's figures are late (drawn red): a few refreshes missed."""
+    return 3 * interval + 2.0
+
+
+def zookeeper_line(snapshot: dict, now_ms: float) -> Text:
+    """ZooKeeper's own row: ok, or unreachable since when, and how old what it told us is."""
+    zk = snapshot.get("zookeeper") or {"state": "ok"}
+    if zk["state"] == "ok":
+        latency = zk.get("latency_ms")
+        return Text("zookeeper ok" + (f", answered in {latency:.0f} ms" if latency is not None else ""))
+    since = zk["since"]
+    text = Text(f"ZooKeeper unreachable since {_clock(since)} ({max(0, now_ms - since) / 1000:.0f} s): "
+                f"{zk['error']}", style="bold red")
+    read_at = zk.get("read_at")
+    text.append("; registrations as of " + (f"{_clock(read_at)} ({max(0, now_ms - read_at) / 1000:.0f} s old)"
+                                             if read_at else "never (no bookie known)")
+                + ", autorecovery with them; the bookies' HTTP figures are live", style="red")
+    return text
+
+
+def header(snapshot: dict | None, state: ViewState, now_ms: float | None = None) -> Text:
+    """``now_ms``: the time the frame is drawn (the live view: now, so the figures' age shows)."""
     text = Text()
     text.append(f"bkctl top  {state.title}", style="bold")
     if snapshot is None:
         text.append("  reading the cluster...")
         return text
     c = snapshot["cluster"]
-    stamp = time.strftime("%H:%M:%S", time.localtime(snapshot["time"] / 1000))
-    text.append(f"  {stamp}  every {state.interval:g}s\n")
+    if now_ms is None:
+        text.append(f"  {_clock(snapshot['time'])}  every {state.interval:g}s\n")
+        now_ms = snapshot["time"]
+    else:
+        age = max(0.0, (now_ms - snapshot["time"]) / 1000)
+        text.append(f"  {_clock(now_ms)}  every {state.interval:g}s  ")
+        text.append(f"bookies read {_clock(snapshot['time'])} ({age:.0f} s ago)",
+                    style="bold red" if age > late_after(state.interval) else "dim")
+        text.append("\n")
+    text.append_text(zookeeper_line(snapshot, now_ms))
+    text.append("\n")
     text.append(f"bookies {c['bookies']}: {c['writable']} writable, {c['read-only']} read-only")
     for name in ("unreachable", "down", "lost"):
         if c[name]:
@@ -210,7 +245,7 @@ def footer(state: ViewState) -> Text:
 def render(snapshot: dict | None, state: ViewState, live: bool = True, width: int | None = None):
     """One frame: header, the bookies (or one bookie's details, or the help), footer; ``width``:
     the terminal's, to leave columns out that do not fit."""
-    parts = [header(snapshot, state), Text("")]
+    parts = [header(snapshot, state, time.time() * 1000 if live else None), Text("")]
     if snapshot is not None:
         state.rows = filter_rows(sort_rows(snapshot["bookies"], state.sort, state.reverse), state.filter)
         state.selected = max(0, min(state.selected, len(state.rows) - 1))
@@ -352,7 +387,9 @@ def run_live(collector, console, interval: float, title: str, state: ViewState |
                   redirect_stdout=False, redirect_stderr=False) as live:
             running = True
             while running:
-                ready, _, _ = select.select([fd, wake_r], [], [])
+                # a redraw at least every interval: the clock and the figures' age move on even while
+                # a refresh waits (the header says how late they are)
+                ready, _, _ = select.select([fd, wake_r], [], [], interval)
                 if wake_r in ready:
                     os.read(wake_r, 4096)
                 if fd in ready:

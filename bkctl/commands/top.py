@@ -7,7 +7,7 @@ import time
 import click
 
 from ..app import App
-from ..exitcodes import USAGE, CommandError
+from ..exitcodes import UNREACHABLE, USAGE, CommandError
 from ..ops.top import SORTS
 from . import pass_app
 
@@ -41,16 +41,28 @@ def top(app: App, interval: float, once: bool, sort: str, filter_text: str, http
     Enter details of a bookie (its under-replicated ledgers too), Esc back,
     r refresh now.  The terminal is put back as it was on exit.
 
+    ZooKeeper's state is a line of its own: when it stops answering the view
+    says since when, shows how old the registrations and the autorecovery
+    report are, and goes on reading the bookies' HTTP admins (which need no
+    ZooKeeper); the age of the bookies' figures turns red when they are late.
+
     --once prints one frame without the keys (for scripts and logs), --once
     --json the snapshot: time, cluster, bookies (one object each),
-    autorecovery (the status report).  Without --once stdout must be a
-    terminal.
+    autorecovery (the status report), zookeeper (state, since, error,
+    read_at).  --once waits for ZooKeeper no longer than the global
+    --timeout: the frame it could make, then exit 5.  Without --once stdout
+    must be a terminal.
     """
     from ..ops.top import TopCollector, filter_rows, sort_rows
 
     if not once and not sys.stdout.isatty():
         raise CommandError("bkctl top draws on a terminal; give --once (and --json) for one frame", USAGE)
-    collector = TopCollector(app.store, timeout=http_timeout)
+    started = time.monotonic()
+    # ZooKeeper is read in threads of its own: a live view waits for it a moment per refresh,
+    # --once as long as --timeout says
+    collector = TopCollector(lambda: app.store, timeout=http_timeout,
+                             zk_wait=app.zk_timeout if once else min(1.0, interval),
+                             zk_grace=app.zk_timeout if once else max(2.0, 2 * interval))
     title = app.cluster_name or app.metadata_uri or ""
     if not once:
         from ..top_screen import ViewState, run_live
@@ -60,21 +72,27 @@ def top(app: App, interval: float, once: bool, sort: str, filter_text: str, http
                  ViewState(sort=sort, filter=filter_text))
         return
     try:
-        collector.snapshot()  # a first scrape: the rates are over the next interval
-        time.sleep(interval)
-        snapshot = collector.snapshot()
+        snapshot = collector.snapshot()  # a first scrape: the rates are over the next interval
+        if snapshot["zookeeper"]["state"] == "ok":
+            time.sleep(interval)
+            collector.zk_wait = collector.zk_grace = max(0.1, app.zk_timeout - (time.monotonic() - started))
+            snapshot = collector.snapshot()
     finally:
         collector.close()
     snapshot["bookies"] = filter_rows(sort_rows(snapshot["bookies"], sort), filter_text)
     if app.json:
         app.emit_json(snapshot)
-        return
-    from ..top_screen import ViewState, render
+    else:
+        from ..top_screen import ViewState, render
 
-    console = app.console
-    if not console.is_terminal:  # a log or a pipe: as wide as the frame needs, never cut
-        from rich.console import Console
+        console = app.console
+        if not console.is_terminal:  # a log or a pipe: as wide as the frame needs, never cut
+            from rich.console import Console
 
-        console = Console(width=200, no_color=True, highlight=False)
-    console.print(render(snapshot, ViewState(sort=sort, filter=filter_text, interval=interval, title=title),
-                         live=False))
+            console = Console(width=200, no_color=True, highlight=False)
+        console.print(render(snapshot, ViewState(sort=sort, filter=filter_text, interval=interval, title=title),
+                             live=False))
+    zookeeper = snapshot["zookeeper"]
+    if zookeeper["state"] != "ok":
+        raise CommandError(f"ZooKeeper is not answering: {zookeeper['error']}; the bookies shown, if any, were "
+                           "read over HTTP only", UNREACHABLE)

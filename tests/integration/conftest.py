@@ -44,6 +44,29 @@ def bookies(tmp_path, metadata_uri):
 
 
 @pytest.fixture
+def own_zookeeper(tmp_path):
+    """``(server, uri)``: a ZooKeeper of the test's own, for tests that stop it (kill, SIGSTOP),
+    with a cluster initialised at ``/ledgers``; continued (SIGCONT) and stopped at the end."""
+    import os
+
+    from bkctl.sandbox.zookeeper import ZooKeeperServer
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+    from tests.support.interrupts import die_with_parent
+
+    server = ZooKeeperServer(tmp_path / "zk", preexec_fn=die_with_parent)
+    server.start()
+    uri = f"zk+hierarchical://{server.connect_string}/ledgers"
+    try:
+        with ZKMetadataStore(uri, timeout=20) as store:
+            store.cluster.init()
+        yield server, uri
+    finally:
+        if server.pid and server.running:
+            os.kill(server.pid, signal.SIGCONT)  # a stopped JVM does not act on SIGTERM
+        server.stop()
+
+
+@pytest.fixture
 def writer(metadata_uri):
     """Ledgers are written through the library (for tests of what happens to them, not of `ledger add`)."""
     from bkctl.wire.client.blocking import BlockingBookKeeper

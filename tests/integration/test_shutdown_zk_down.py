@@ -21,24 +21,8 @@ import pytest
 from tests.support.bookieproc import BookieProcess
 from tests.support.waiting import wait_for
 from bkctl.wire.metadata.zk import ZKMetadataStore
-from tests.support.interrupts import die_with_parent
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def own_zookeeper(tmp_path):
-    from bkctl.sandbox.zookeeper import ZooKeeperServer
-
-    server = ZooKeeperServer(tmp_path / "zk", preexec_fn=die_with_parent)
-    server.start()
-    uri = f"zk+hierarchical://{server.connect_string}/ledgers"
-    with ZKMetadataStore(uri, timeout=20) as store:
-        store.cluster.init()
-    try:
-        yield server, uri
-    finally:
-        server.stop()
 
 
 def _registered(uri: str, bookie_id: str) -> bool:

@@ -208,3 +208,22 @@ def test_a_narrow_terminal_leaves_columns_out_rather_than_cutting_the_ids():
         head = next(line for line in lines if line.startswith("bookie "))
         assert all(name not in head for name in gone) and all(name in head for name in kept), (width, head)
         assert any(re.match(r"127\.0\.0\.1:31255\s+writable ", line) for line in lines), (width, lines)
+
+
+def test_a_late_frame_and_a_silent_zookeeper_are_said_in_red(collector):
+    from bkctl.top_screen import header
+
+    collector.answers = {"a:1": reading("a:1", "writable")}
+    snap = collector.snapshot()
+    assert snap["zookeeper"]["state"] == "ok" and snap["zookeeper"]["read_at"] == snap["time"]
+    fresh = header(snap, ViewState(interval=1.0), now_ms=snap["time"] + 400)
+    assert "bookies read" in fresh.plain and "(0 s ago)" in fresh.plain and "zookeeper ok" in fresh.plain
+    at = fresh.plain.index("bookies read")
+    assert not any(span.start <= at < span.end and "red" in str(span.style) for span in fresh.spans)
+    stalled = dict(snap, zookeeper={"state": "unreachable", "since": snap["time"] - 20_000, "error": "no answer for 20 s",
+                                    "read_at": snap["time"] - 21_000, "latency_ms": None})
+    late = header(stalled, ViewState(interval=1.0), now_ms=snap["time"] + 30_000)
+    assert "(30 s ago)" in late.plain and "ZooKeeper unreachable since" in late.plain and "(50 s): no answer" in late.plain
+    assert "registrations as of" in late.plain and "(51 s old)" in late.plain
+    age = late.plain.index("bookies read")
+    assert any(span.start <= age < span.end and "red" in str(span.style) for span in late.spans)
