@@ -230,11 +230,9 @@ class TopCollector:
 
 def _unreachable_error(exc: BaseException) -> bool:
     """A failure that means ZooKeeper does not answer (rather than a cluster or a request that is wrong)."""
-    from kazoo.exceptions import KazooException
-
     from bkctl.wire.errors import Unreachable
 
-    return isinstance(exc, (Unreachable, KazooException, OSError, TimeoutError))
+    return isinstance(exc, (Unreachable, OSError, TimeoutError))  # the store turns kazoo's into Unreachable
 
 
 def _unreachable(reading: BookieReading) -> bool:
