@@ -199,13 +199,15 @@ def ledger_owner(app: App, ledger_id):
     not-pulsar.  A ledger of another Pulsar component -- schema (a schema
     registry ledger), compacted-ledger (a topic compaction's output),
     delayed-index-bucket, ... -- is named by its custom metadata's component
-    and not checked against /schemas or the cursors that list it: never
-    called an orphan.  An orphan created less than an hour ago comes with a
+    and not checked against the cursors that list it: never called an
+    orphan; a schema ledger is named by its topic, and as the version its
+    schema's locator (/schemas) gives it, or as named by none.  An orphan created less than an hour ago comes with a
     caution: a broker creates a ledger before its managed ledger lists it
     (`pulsar orphans` leaves such ledgers out).  Exit 3 if the ledger does
     not exist.  --json: ledger_id, owner, topic, cursor, managed_ledger,
     custom_metadata, listed (false: no list was found or checked that names
-    it), created, age_seconds, caution (null, or why "orphan" may be early).
+    it), created, age_seconds, caution (null, or why "orphan" may be early),
+    schema_version (a schema ledger's version, null otherwise).
     """
     from ..ops.pulsar import ledger_owner as owner
 
@@ -217,8 +219,9 @@ def ledger_owner(app: App, ledger_id):
                  "orphan": "orphan (no managed ledger lists it"
                            + (f"; it names {doc['managed_ledger']}" if doc["managed_ledger"] else "") + ")",
                  "not-pulsar": "not a Pulsar ledger (no Pulsar custom metadata, no managed ledger lists it)",
-                 "schema": f"schema registry ledger of {doc['custom_metadata'].get('pulsar/schemaId')} "
-                           "(by its custom metadata; /schemas not checked)",
+                 "schema": f"schema registry ledger of {doc['topic'] or doc['custom_metadata'].get('pulsar/schemaId')}"
+                           + (f", version {doc['schema_version']}" if doc["listed"] else
+                              ": no schema locator names it (an orphan schema ledger; see `pulsar schema check`)"),
                  "compacted-ledger": f"compacted ledger of topic {doc['topic']} "
                                      "(by its custom metadata; the __compaction cursor not checked)"}
         owner = doc["owner"]
@@ -273,3 +276,133 @@ def orphans(app: App, older_than):
             highlight=False)
 
     emit_rows(app, sweep, human)
+
+
+@pulsar.group()
+def schema():
+    """The schema registry as stored: versions, definitions, and its doctor.
+
+    Read-only, without a broker: the locators a broker keeps under /schemas
+    (beside the managed ledgers: /schemas for /managed-ledgers) and the
+    ledger of each schema version (one entry: the version's type, time,
+    properties and definition), opened as a broker opens it.  Partitions
+    share their base topic's schema; a v1 topic's schema id leaves out its
+    cluster, as Pulsar's does.
+    """
+
+
+@schema.command("list")
+@pass_app
+def schema_list(app: App):
+    """List every topic's schema versions with their type and time.
+
+    One row per topic with a schema (a partitioned topic once); each
+    version's type and time are read from its ledger, and a version whose
+    ledger is gone or does not read says so (`pulsar schema check` says what
+    that means).  --json: one line per topic: schema_id, topic, newest,
+    versions[] (version, ledger_id, entry_id, hash, type, timestamp, deleted,
+    problem: null or why the version cannot be read), problem.
+    """
+    from ..ops.pulsar_schema import list_schemas
+
+    rows = list_schemas(app.store, _base(), bk=lambda: app.bk)
+
+    def human(rows):
+        table(app, ["topic", "version", "type", "registered", "ledger", "problem"],
+              [(r["topic"], v["version"], v["type"] or "?", v["timestamp"] or "", v["ledger_id"],
+                v["problem"] or r["problem"] or "") for r in rows for v in (r["versions"] or [{
+                    "version": "", "type": None, "timestamp": None, "ledger_id": "", "problem": None}])])
+
+    emit_rows(app, rows, human)
+
+
+@schema.command("show")
+@click.argument("name", metavar="TOPIC", shell_complete=complete_topic)
+@click.option("--version", "version", type=click.IntRange(min=0), metavar="N",
+              help="This version (default: the newest).")
+@pass_app
+def schema_show(app: App, name, version):
+    """Show one version of TOPIC's schema: type, time, properties, definition.
+
+    The definition is pretty JSON for AVRO and JSON (the Avro definition the
+    producer sent), the message types of the descriptor for PROTOBUF_NATIVE,
+    both sides for KEY_VALUE (and its INLINE or SEPARATED encoding), the data
+    as text otherwise.  A partition shows its base topic's schema.  Exit 3
+    when the topic has no schema or no such version, 1 when the version's
+    ledger is gone or does not decode.  --json: topic, schema_id, version,
+    newest, versions, type, timestamp, user, deleted, properties, ledger_id,
+    hash, hash_ok, definition.
+    """
+    import json
+
+    from ..ops.pulsar_schema import show_schema
+    from bkctl.wire.pulsar.errors import SchemaUnreadable
+
+    name = _topic_name(name)
+    try:
+        doc = show_schema(app.store, name, version, _base(), bk=lambda: app.bk)
+    except SchemaUnreadable as exc:
+        raise CommandError(f"{name}: {exc} (`bkctl pulsar schema check` says what it means)", FAILED) from None
+
+    def human():
+        fields(app, [("topic", doc["topic"]), ("schema id", doc["schema_id"]),
+                     ("version", f"{doc['version']} of {', '.join(map(str, doc['versions']))}"),
+                     ("type", doc["type"] + (" (deleted)" if doc["deleted"] else "")),
+                     ("registered", doc["timestamp"] or "?"), ("ledger", doc["ledger_id"]),
+                     ("hash", doc["hash"] + ("" if doc["hash_ok"] else " (does not match the data)"))]
+               + [(f"property {k}", v) for k, v in sorted(doc["properties"].items())])
+        definition = doc["definition"]
+        if isinstance(definition, dict) and isinstance(definition.get("fileDescriptorSet"), list):
+            app.console.print(f"root message: {definition.get('rootMessageTypeName')}", highlight=False)
+            app.console.print("\n".join(definition["fileDescriptorSet"]), highlight=False, markup=False)
+        elif definition is not None:
+            text = definition if isinstance(definition, str) else json.dumps(definition, indent=2, ensure_ascii=False)
+            app.console.print(text, highlight=False, markup=False)
+
+    emit(app, doc, human)
+
+
+@schema.command("check")
+@click.option("--older-than", metavar="AGE", default="1h", show_default=True,
+              help="Call a schema ledger no locator names an orphan only when created more than AGE ago: a "
+                   "broker writes the ledger before the locator.")
+@pass_app
+def schema_check(app: App, older_than):
+    """Find what stops topics loading their schema, and schema ledgers leaked or at risk.
+
+    Each finding comes with its consequence in one line: missing-ledger (a
+    locator names a schema ledger that does not exist: the topic cannot load,
+    and a producer with a new schema makes the broker delete the whole
+    schema), unreadable-ledger (it exists but does not read or decode),
+    locator-unreadable, hash-mismatch (the version's data does not hash to
+    the locator's SHA-256), orphan (a ledger with component=schema that no
+    locator names: leaked space; younger than --older-than is not judged),
+    under-replicated (fewer copies on live bookies than its write quorum).
+    Read-only.  Exit 0 when nothing is found, 1 when anything is, 5 when
+    ZooKeeper is unreachable: fit for cron.  --json: one line per finding:
+    kind, schema_id, topic, version, ledger_id, detail, consequence.
+    """
+    from ..ops.ledger_meta import parse_duration
+    from ..ops.pulsar_schema import check_schemas
+
+    try:
+        age = parse_duration(older_than)
+    except ValueError as exc:
+        raise CommandError(f"--older-than: {exc}", USAGE) from None
+    doc = check_schemas(app.store, _base(), bk=lambda: app.bk, older_than=age)
+    rows = doc["findings"]
+
+    def human(rows):
+        for r in rows:
+            where = r["topic"] or r["schema_id"] or "no schema id"
+            version = "" if r["version"] is None else f" version {r['version']}"
+            app.console.print(f"{r['kind']}: {where}{version}, ledger {r['ledger_id']}: {r['detail']}",
+                              highlight=False, soft_wrap=True)
+            app.console.print(f"  -> {r['consequence']}", highlight=False, soft_wrap=True)
+        app.console.print(f"{plural(len(rows), 'finding')} among {plural(doc['schemas'], 'schema')} and "
+                          f"{plural(doc['schema_ledgers'], 'schema ledger')}; not judged: {doc['young']} younger "
+                          f"than {older_than}", highlight=False)
+
+    emit_rows(app, rows, human)
+    if rows:
+        raise CommandError(f"{plural(len(rows), 'schema registry finding')} (exit 1)", FAILED)

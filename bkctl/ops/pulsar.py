@@ -19,8 +19,10 @@ from bkctl.wire.pulsar.managed_ledger import (
     COMPONENT,
     COMPONENT_COMPACTED,
     COMPONENT_KEY,
+    COMPONENT_SCHEMA,
     CURSOR_KEY,
     MANAGED_LEDGER_KEY,
+    SCHEMA_ID_KEY,
     CursorState,
     TopicName,
     parse_position_info,
@@ -431,9 +433,11 @@ def ledger_owner(store, ledger_id: int, base: str | None = None, now_ms: int | N
     (``schema``), a topic compaction's output (``compacted-ledger``), a
     delayed-delivery index bucket (``delayed-index-bucket``), any other --
     is reported as its component, never as an orphan: Pulsar lists those
-    elsewhere (``/schemas``, the ``__compaction`` cursor's and other cursors'
-    properties), which this does not read -- ``listed`` is False then,
-    meaning "not checked".  An orphan younger than
+    elsewhere (the ``__compaction`` cursor's and other cursors' properties),
+    which this does not read -- ``listed`` is False then, meaning "not
+    checked" -- except a schema ledger's: its ``topic`` is the one its
+    schema id names, and ``listed`` and ``schema_version`` say whether and
+    as which version that schema's locator (``/schemas``) names it.  An orphan younger than
     :data:`YOUNG_LEDGER_SECONDS` carries a ``caution``: its broker may be
     about to list it."""
     from bkctl.wire.metadata.errors import NoSuchLedger
@@ -479,12 +483,16 @@ class Owners:
         doc: dict[str, Any] = {"ledger_id": ledger_id, "owner": None, "topic": None, "cursor": None,
                                "managed_ledger": custom.get(MANAGED_LEDGER_KEY), "custom_metadata": custom,
                                "listed": True, "created": format_ctime(md.ctime), "age_seconds": age,
-                               "caution": None}
+                               "caution": None, "schema_version": None}
         component = pulsar_component(custom)
         if component not in (None, COMPONENT):
             doc.update(owner=component, listed=False)
             if component == COMPONENT_COMPACTED and custom.get(COMPACTED_TOPIC_KEY):
                 doc["topic"] = custom[COMPACTED_TOPIC_KEY]
+            elif component == COMPONENT_SCHEMA and custom.get(SCHEMA_ID_KEY):
+                from .pulsar_schema import schema_ledger_owner
+
+                doc.update(schema_ledger_owner(self.topics, ledger_id, custom[SCHEMA_ID_KEY]))
             return doc
         for ml in self.candidates(custom):
             topic = None if ml.topic is None else str(ml.topic)

@@ -444,7 +444,7 @@ def test_ledger_owner_names_topic_cursor_orphan_or_not_pulsar(pulsar_cluster, ca
              t["cursor_ledger"]: ("cursor", f"persistent://{NS}/three", "sub2"),
              c.orphan: ("orphan", None, None),
              c.not_pulsar: ("not-pulsar", None, None),
-             c.schema: ("schema", None, None),  # listed under /schemas, never an orphan
+             c.schema: ("schema", f"persistent://{NS}/three", None),  # named by its schema id, never an orphan
              c.compacted: ("compacted-ledger", f"persistent://{NS}/three", None),
              c.delayed: ("delayed-index-bucket", None, None),  # any other component: named, never judged
              c.v1["ledger"]: ("topic", "persistent://legacy/cluster-a/ns/old", None)}  # a v1 name
@@ -469,8 +469,8 @@ def test_human_output_of_ledger_owner(pulsar_cluster, capsys):
     assert caution.startswith("caution: created ") and "before its managed ledger lists it" in caution
     assert run(["-m", pulsar_cluster.uri, "pulsar", "ledger-owner", str(pulsar_cluster.schema)]) == 0
     out = capsys.readouterr().out
-    assert out.strip() == (f"ledger {pulsar_cluster.schema}: schema registry ledger of {NS}/three "
-                           "(by its custom metadata; /schemas not checked)")
+    assert out.strip() == (f"ledger {pulsar_cluster.schema}: schema registry ledger of persistent://{NS}/three: "
+                           "no schema locator names it (an orphan schema ledger; see `pulsar schema check`)")
     assert run(["-m", pulsar_cluster.uri, "pulsar", "ledger-owner", str(pulsar_cluster.delayed)]) == 0
     out = capsys.readouterr().out
     assert out.strip() == (f"ledger {pulsar_cluster.delayed}: delayed-index-bucket ledger "

@@ -282,3 +282,98 @@ def test_a_view_pickles_as_its_schemas():
     view, c = view_of("s_avro_evolved")
     again = pickle.loads(pickle.dumps(view))
     assert again.reader == view.reader and _decoded(again, c) == _decoded(view, c)
+
+
+# ---------------------------------------------------------------- bkctl pulsar schema (ops, on the fake)
+
+
+class _Ledgers:
+    """A fake bk(): opens ledgers of a dict ``{ledger_id: entry 0's bytes}``."""
+
+    def __init__(self, entries):
+        self.entries = entries
+
+    def open(self, ledger_id, password=None):
+        assert password == b""  # a broker opens schema ledgers with the empty password
+        if ledger_id not in self.entries:
+            raise NotFound(f"no such ledger: {ledger_id}")
+        entries = self.entries
+
+        class Handle:
+            @staticmethod
+            def read_entry(entry_id):
+                return entries[ledger_id]
+        return Handle()
+
+
+def doctor_store(case="s_schema_ledger_missing", bookies=("10.0.0.1:3181", "10.0.0.2:3181")):
+    """A case's store on the fake: its locator, its schema ledgers' metadata on
+    ``bookies`` (2/2), an hour old; the bookies registered."""
+    from bkctl.wire.metadata.ledger import LedgerMetadata
+
+    c = pe.schema_case(case)
+    store = FakeMetadataStore().start()
+    base = schemas_base(f"{store.root.rsplit('/', 1)[0]}/managed-ledgers")
+    store.pulsar.put_schema_locator(c["expected"]["schema_id"], c["locator"], base=base)
+    custom = {"application": b"pulsar", "component": b"schema",
+              "pulsar/schemaId": c["expected"]["schema_id"].encode()}
+    for ledger_id, data in c["ledgers"].items():
+        store.ledgers.create(LedgerMetadata.new(bookies, 2, 2, ctime=1_000, custom_metadata=custom)
+                             .closed(0, len(data)), ledger_id)
+    for b in ("10.0.0.1:3181", "10.0.0.2:3181"):
+        store.registration.register(b)
+    return store, c
+
+
+def test_check_names_the_missing_schema_ledger_and_the_orphan():
+    from bkctl.ops.pulsar_schema import FINDINGS, check_schemas
+
+    store, c = doctor_store()
+    doc = check_schemas(store, bk=lambda: _Ledgers(c["ledgers"]), now_ms=10_000_000)
+    sid = c["expected"]["schema_id"]
+    assert [(f["kind"], f["schema_id"], f["version"], f["ledger_id"]) for f in doc["findings"]] == [
+        ("missing-ledger", sid, 1, 2001), ("orphan", sid, None, 2002)]
+    assert doc["findings"][0]["topic"] == "persistent://public/default/vec-s-schema-ledger-missing"
+    assert doc["findings"][0]["consequence"] == FINDINGS["missing-ledger"]
+    assert "its schema has a locator that does not name it" in doc["findings"][1]["detail"]
+    assert (doc["schemas"], doc["schema_ledgers"], doc["young"]) == (1, 2, 0)
+    # an orphan younger than the caution is not judged, but counted
+    doc = check_schemas(store, bk=lambda: _Ledgers(c["ledgers"]), now_ms=2_000)
+    assert [f["kind"] for f in doc["findings"]] == ["missing-ledger"] and doc["young"] == 1
+
+
+def test_check_finds_a_hash_mismatch_an_unreadable_and_an_under_replicated_ledger():
+    from bkctl.ops.pulsar_schema import check_schemas
+
+    store, c = doctor_store("s_avro_evolved", bookies=("10.0.0.1:3181", "10.0.0.9:3181"))  # .9 is not live
+    entries = dict(c["ledgers"])
+    entry = S.parse_schema_entry(entries[2000])
+    from bkctl.wire.proto import pulsar_schema_pb2 as spb
+
+    raw = spb.SchemaEntry.FromString(entries[2000])
+    info = spb.SchemaInfo.FromString(raw.schema_data)
+    info.schema = entry.schema.data.replace(b"owner", b"holder")  # not what the locator hashed
+    raw.schema_data = info.SerializeToString()
+    entries[2000] = raw.SerializeToString()
+    entries[2001] = b"\xff\xff"  # does not decode
+    doc = check_schemas(store, bk=lambda: _Ledgers(entries), now_ms=10_000_000)
+    assert sorted((f["kind"], f["version"]) for f in doc["findings"]) == [
+        ("hash-mismatch", 0), ("under-replicated", 0), ("under-replicated", 1), ("unreadable-ledger", 1)]
+    under = [f for f in doc["findings"] if f["kind"] == "under-replicated"][0]
+    assert under["detail"] == "1 of 2 copies on live bookies"
+
+
+def test_list_and_show_read_each_version_from_its_ledger():
+    from bkctl.ops.pulsar_schema import list_schemas, show_schema
+
+    store, c = doctor_store("s_avro_evolved")
+    bk = lambda: _Ledgers(c["ledgers"])  # noqa: E731
+    [row] = list_schemas(store, bk=bk)
+    assert (row["topic"], row["newest"]) == ("persistent://public/default/vec-s-avro-evolved", 1)
+    assert [(v["version"], v["type"], v["ledger_id"], v["problem"]) for v in row["versions"]] == [
+        (0, "AVRO", 2000, None), (1, "AVRO", 2001, None)]
+    doc = show_schema(store, "persistent://public/default/vec-s-avro-evolved", 0, bk=bk)
+    assert [f["name"] for f in doc["definition"]["fields"]] == ["id", "owner", "balance", "legacy_code"]
+    assert (doc["version"], doc["newest"], doc["hash_ok"], doc["ledger_id"]) == (0, 1, True, 2000)
+    with pytest.raises(NoSuchSchema):
+        show_schema(store, "persistent://public/default/nothing", bk=bk)

@@ -1,0 +1,205 @@
+"""``bkctl pulsar schema`` and the typed topic export against REAL ZooKeeper and bookieds.
+
+The module fixture stores the ``s_*`` schema vectors (tests/vectors/pulsar) as a
+broker does: each topic's entries in a data ledger (each partition's in its
+own) under its managed-ledger znode, each schema version's ``SchemaEntry`` in
+a ledger of its own (component=schema, password ""), the locator znode under
+``/schemas`` naming those ledgers (the vectors' ids 2000, 2001, ... rewritten
+to ours, in the locator and in each ``SchemaEntry.index``), the partitioned
+topic's metadata; ``s_schema_ledger_missing``'s version-1 ledger is created
+and deleted (its id named, the ledger gone) and its orphan stored unnamed.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from bkctl.wire.proto import pulsar_ml_pb2 as ml
+from bkctl.wire.proto import pulsar_schema_pb2 as spb
+from tests.support import pulsar_entries as pe
+
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("pulsar-schema")]
+
+NS = "public/default"
+PUBLISHED = 1_795_740_000_000
+
+
+class SchemaCluster:
+    def __init__(self, uri, root, bk):
+        self.uri = uri
+        self.root = root          # the znode beside /ledgers: managed-ledgers, schemas, admin
+        self.bk = bk
+        self.schema_ledgers = {}  # case -> {vectors' id: ours}
+        self.data_ledgers = {}    # case -> [ours, one per managed ledger]
+        self.orphans = {}         # case -> [ours]
+
+
+def _rewrite(entry, ids):
+    entry.position.ledgerId = ids.get(entry.position.ledgerId, entry.position.ledgerId)
+
+
+def load_schema_case(c: SchemaCluster, zk, case: str) -> None:
+    got = pe.schema_case(case)
+    doc, manifest = got["expected"], got["manifest"]
+    c.data_ledgers[case] = []
+    for ml_name, entries in got["entries"].items():
+        lh = c.bk.create(3, 2, 2, digest_type="CRC32C", password=b"", custom_metadata={
+            "application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": ml_name.encode()})
+        for data in entries:
+            lh.add(data)
+        lh.close()
+        info = ml.ManagedLedgerInfo()
+        info.ledgerInfo.add(ledgerId=lh.ledger_id, entries=len(entries), size=sum(map(len, entries)),
+                            timestamp=PUBLISHED)
+        zk.create(f"{c.root}/managed-ledgers/{ml_name}", info.SerializeToString(), makepath=True)
+        c.data_ledgers[case].append(lh.ledger_id)
+    if got["locator"] is None:
+        return
+    sid = doc["schema_id"]
+    custom = {"application": b"pulsar", "component": b"schema", "pulsar/schemaId": sid.encode()}
+    ids: dict[int, int] = {}
+    for ledger in manifest["ledgers"] + manifest.get("orphan_ledgers", []):
+        lid = ledger["ledger_id_in_vectors"]
+        lh = c.bk.create(2, 2, 2, digest_type="CRC32C", password=b"", custom_metadata=custom)
+        ids[lid] = lh.ledger_id
+        if ledger.get("missing"):
+            lh.close()
+            c.bk.delete(lh.ledger_id)
+            continue
+        entry = spb.SchemaEntry.FromString(got["ledgers"][lid])
+        for e in entry.index:
+            _rewrite(e, ids)
+        lh.add(entry.SerializeToString())
+        lh.close()
+        if "would_have_been_version" in ledger:
+            c.orphans.setdefault(case, []).append(lh.ledger_id)
+    locator = spb.SchemaLocator.FromString(got["locator"])
+    _rewrite(locator.info, ids)
+    for e in locator.index:
+        _rewrite(e, ids)
+    zk.create(f"{c.root}/schemas/{sid}", locator.SerializeToString(), makepath=True)
+    c.schema_ledgers[case] = ids
+    meta = manifest.get("partitioned_topic_metadata")
+    if meta:
+        zk.create(f"{c.root}{meta['znode']}", meta["value"].encode(), makepath=True)
+
+
+@pytest.fixture(scope="module")
+def schema_cluster(zookeeper, tmp_path_factory):
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+    from tests.support.bookieproc import BookieProcess, start_bookies
+
+    root = f"/pulsar{uuid.uuid4().hex[:10]}"
+    uri = f"zk+hierarchical://{zookeeper.connect_string}{root}/ledgers"
+    base = tmp_path_factory.mktemp("schema-bookies")
+    procs = [BookieProcess(base / f"bookie{i}", uri) for i in range(3)]
+    bk = None
+    with ZKMetadataStore(uri, timeout=20) as store:
+        store.cluster.init()
+        try:
+            start_bookies(procs, uri)
+            bk = BlockingBookKeeper(uri, timeout=60)
+            c = SchemaCluster(uri, root, bk)
+            for case in pe.schema_cases():
+                load_schema_case(c, store.client, case)
+            yield c
+        finally:
+            if bk is not None:
+                try:
+                    bk.close()
+                except Exception:
+                    pass
+            for p in procs:
+                p.kill()
+
+
+def bkctl(capsys, uri, *args):
+    """``bkctl -m URI --json ARGS`` in this process: (exit code, stdout lines as JSON, stderr)."""
+    from bkctl.cli import run
+
+    capsys.readouterr()
+    code = run(["-m", uri, "--json", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, [json.loads(line) for line in out.splitlines() if line.strip()], err
+
+
+def topic(case: str) -> str:
+    return pe.schema_case(case)["expected"]["topic"]
+
+
+# ---------------------------------------------------------------- bkctl pulsar schema
+
+
+def test_schema_list_gives_every_topics_versions_from_their_ledgers(schema_cluster, capsys):
+    c = schema_cluster
+    code, rows, err = bkctl(capsys, c.uri, "pulsar", "schema", "list")
+    assert code == 0, err
+    by_topic = {r["topic"]: r for r in rows}
+    assert sorted(by_topic) == sorted(topic(case) for case in c.schema_ledgers)
+    for case, ids in c.schema_ledgers.items():
+        row = by_topic[topic(case)]
+        want = [v for v in pe.schema_case(case)["expected"]["schema_versions"]]
+        assert [(v["version"], v["ledger_id"]) for v in row["versions"]] == [
+            (v["version"], ids[v["ledger_id_in_vectors"]]) for v in want], case
+        for got, v in zip(row["versions"], want):
+            if v.get("missing_ledger"):
+                assert got["type"] is None and "gone" in got["problem"], case
+            else:
+                assert (got["type"], got["problem"]) == (v["schema_info"]["type"], None), case
+
+
+def test_schema_show_gives_a_versions_definition_and_a_partition_its_topics(schema_cluster, capsys):
+    from bkctl.cli import run
+
+    c = schema_cluster
+    code, [doc], err = bkctl(capsys, c.uri, "pulsar", "schema", "show", topic("s_avro_evolved"), "--version", 0)
+    assert code == 0, err
+    assert [f["name"] for f in doc["definition"]["fields"]] == ["id", "owner", "balance", "legacy_code"]
+    assert (doc["type"], doc["versions"], doc["hash_ok"]) == ("AVRO", [0, 1], True)
+    code, [doc], err = bkctl(capsys, c.uri, "pulsar", "schema", "show", f"{topic('s_partitioned')}-partition-1")
+    assert code == 0 and doc["schema_id"] == f"{NS}/vec-s-partitioned", err
+    code, _, err = bkctl(capsys, c.uri, "pulsar", "schema", "show", topic("s_schema_ledger_missing"))
+    assert code == 1 and "gone" in err
+    code, _, err = bkctl(capsys, c.uri, "pulsar", "schema", "show", topic("s_primitive_bytes"))
+    assert code == 3 and "has no schema" in err
+    capsys.readouterr()
+    assert run(["-m", c.uri, "pulsar", "schema", "show", topic("s_protobuf_native")]) == 0
+    out = capsys.readouterr().out
+    assert "root message: vec.shop.Order" in out and "  map<string, string> notes = 5;" in out
+
+
+def test_schema_check_names_the_missing_ledger_and_the_orphan_and_exits_1(schema_cluster, capsys):
+    from bkctl.cli import run
+
+    c = schema_cluster
+    code, rows, err = bkctl(capsys, c.uri, "pulsar", "schema", "check", "--older-than", "0")
+    assert code == 1, err
+    missing = c.schema_ledgers["s_schema_ledger_missing"][2001]
+    assert [(r["kind"], r["topic"], r["version"], r["ledger_id"]) for r in rows] == [
+        ("missing-ledger", topic("s_schema_ledger_missing"), 1, missing),
+        ("orphan", topic("s_schema_ledger_missing"), None, c.orphans["s_schema_ledger_missing"][0])]
+    # the default age caution: the orphan was written a moment ago, so not judged yet
+    assert run(["-m", c.uri, "pulsar", "schema", "check"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.startswith(f"missing-ledger: {topic('s_schema_ledger_missing')} version 1, ledger {missing}")
+    assert "-> the topic cannot load" in out
+    assert out.endswith("1 finding among 9 schemas and 11 schema ledgers; not judged: 1 younger than 1h")
+
+
+def test_ledger_owner_names_a_schema_ledger_by_its_topic_and_version(schema_cluster, capsys):
+    from bkctl.cli import run
+
+    c = schema_cluster
+    ledger = c.schema_ledgers["s_avro_evolved"][2001]
+    code, [doc], err = bkctl(capsys, c.uri, "pulsar", "ledger-owner", ledger)
+    assert code == 0, err
+    assert (doc["owner"], doc["topic"], doc["listed"], doc["schema_version"]) == \
+        ("schema", topic("s_avro_evolved"), True, 1)
+    orphan = c.orphans["s_schema_ledger_missing"][0]
+    assert run(["-m", c.uri, "pulsar", "ledger-owner", str(orphan)]) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"ledger {orphan}: schema registry ledger of {topic('s_schema_ledger_missing')}: no schema locator "
+        "names it (an orphan schema ledger; see `pulsar schema check`)")
