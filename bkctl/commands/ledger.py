@@ -174,30 +174,44 @@ def ledger_show(app: App, ledger_id: int):
 @click.option("--even-if-owned", is_flag=True,
               help="Delete ledgers that Pulsar uses too: listed by a topic or a cursor, a schema or "
                    "compaction ledger, or a Pulsar ledger younger than an hour that nothing lists yet.")
-@click.option("--dry-run", is_flag=True, help="Say what would be deleted and what refused; change nothing.")
+@click.option("--older-than", metavar="AGE",
+              help="Call a Pulsar ledger that nothing lists an orphan once it is older than AGE (90s, 30m, 1h; "
+                   "default 1h), as `pulsar orphans --older-than` does: younger ones are refused.")
+@click.option("--dry-run", is_flag=True,
+              help="Say what would be deleted and what refused; change nothing; exit as the run would.")
 @pass_app
-def ledger_delete(app: App, ledgers: tuple[str, ...], force: bool, even_if_owned: bool, dry_run: bool):
+def ledger_delete(app: App, ledgers: tuple[str, ...], force: bool, even_if_owned: bool, older_than: str | None,
+                  dry_run: bool):
     """Delete ledgers' metadata; bookies reclaim their entries at their next GC.
 
     LEDGER is a ledger id, an inclusive range A-B (the ledgers that exist in
-    it) or - (read ids, ranges, or the JSON lines `pulsar orphans --json`
-    prints, one per line, from stdin).  A ledger that Pulsar uses -- a data
-    ledger a topic's managed ledger lists, a cursor's ledger, a schema or
-    compaction ledger, or a Pulsar ledger created less than an hour ago that
+    it), a comma-separated list of both (1,2,5-9, as `export --ledgers`) or -
+    (read ids, ranges, or the JSON lines `pulsar orphans --json` prints, one
+    per line, from stdin).  A ledger that Pulsar uses -- a data ledger a
+    topic's managed ledger lists, a cursor's ledger, a schema or compaction
+    ledger, or a Pulsar ledger created less than --older-than (1h) ago that
     nothing lists yet (its broker may be about to) -- is refused, named with
-    its owner, unless --even-if-owned; the others are deleted after one
+    its owner, unless --even-if-owned (each such ledger deleted is named
+    with its owner on stderr); the others are deleted after one
     confirmation (--force, or refused without a terminal).  Exit 4 if any
     ledger was refused, 3 if an id given on its own does not exist (the
-    others are still deleted).  --json: deleted, refused (each with owner,
-    topic, cursor and reason), not_found, dry_run (and would_delete).
+    others are still deleted); --dry-run exits the same.  --json: deleted,
+    refused (each with owner, topic, cursor and reason), not_found,
+    even_if_owned (the owned ledgers deleted anyway), dry_run (and
+    would_delete).
     """
+    from ..ops.ledger_meta import parse_duration
     from ..ops.ledgers import delete_ledgers, parse_ledger_ids, plan_delete
 
+    try:
+        young = None if older_than is None else parse_duration(older_than)
+    except ValueError as exc:
+        raise CommandError(f"--older-than: {exc}", USAGE) from None
     try:
         ids, ranges = parse_ledger_ids(ledgers, sys.stdin if "-" in ledgers else None)
     except ValueError as exc:
         raise CommandError(str(exc), USAGE) from None
-    plan = plan_delete(app.store, ids, ranges, even_if_owned)
+    plan = plan_delete(app.store, ids, ranges, even_if_owned, older_than=young)
     if not plan.delete and not plan.refused and len(plan.not_found) == 1 and not ranges and len(ids) == 1:
         raise CommandError(f"no such ledger: {plan.not_found[0]}", NOT_FOUND)  # before asking
     for refused in plan.refused:
@@ -207,9 +221,13 @@ def ledger_delete(app: App, ledgers: tuple[str, ...], force: bool, even_if_owned
         app.err_console.print(f"bkctl: ledger {missing}: no such ledger", markup=False, soft_wrap=True)
     deleted: list[int] | None = None
     if dry_run:
+        for owned in plan.overridden:
+            app.err_console.print(f"bkctl: ledger {owned['ledger_id']} would be deleted although it is "
+                                  f"{owned['reason']} (--even-if-owned)", markup=False, soft_wrap=True)
         emit(app, plan.to_json(), lambda: app.console.print(
             f"would delete {plural(len(plan.delete), 'ledger')}: {_id_list(plan.delete)}" if plan.delete
             else "would delete nothing", highlight=False))
+        _delete_outcome(plan, "would refuse")
         return
     if plan.delete:
         question = (f"Delete ledger {plan.delete[0]}?" if len(plan.delete) == 1
@@ -219,6 +237,9 @@ def ledger_delete(app: App, ledgers: tuple[str, ...], force: bool, even_if_owned
         for ledger_id in plan.delete:
             _drop_held(app, ledger_id)
         deleted = delete_ledgers(app.store, plan.delete)
+        for owned in plan.overridden:
+            app.err_console.print(f"bkctl: ledger {owned['ledger_id']} deleted although it was {owned['reason']} "
+                                  "(--even-if-owned)", markup=False, soft_wrap=True)
 
     def human():
         if deleted and len(deleted) == 1 and not plan.refused and not plan.not_found:
@@ -228,8 +249,13 @@ def ledger_delete(app: App, ledgers: tuple[str, ...], force: bool, even_if_owned
                           f"not found {len(plan.not_found)}", highlight=False)
 
     emit(app, plan.to_json(deleted or []), human)
+    _delete_outcome(plan, "refused")
+
+
+def _delete_outcome(plan, refused: str) -> None:
+    """The exit of a delete, and of its dry run: 4 for a refusal, 3 for a ledger not found."""
     if plan.refused:
-        raise CommandError(f"refused {plural(len(plan.refused), 'ledger')} that Pulsar uses "
+        raise CommandError(f"{refused} {plural(len(plan.refused), 'ledger')} that Pulsar uses "
                            "(--even-if-owned deletes them)", CONFLICT)
     if plan.not_found:
         raise CommandError(f"{plural(len(plan.not_found), 'ledger')} not found: {_id_list(plan.not_found)}",

@@ -126,7 +126,8 @@ def parse_ledger_ids(words, stdin=None) -> tuple[list[int], list[tuple[int, int]
 
     for word in words:
         if word != "-":
-            one(word.strip(), "argument")
+            for part in word.split(","):  # 1,2,5-9 as `export --ledgers` takes them
+                one(part.strip(), "argument")
             continue
         for number, line in enumerate(stdin or (), 1):
             line = line.strip()
@@ -154,11 +155,13 @@ class DeletePlan:
         self.delete: list[int] = []
         self.refused: list[dict] = []
         self.not_found: list[int] = []
+        #: ledgers deleted (or to be) that would have been refused without --even-if-owned: owner docs with reason
+        self.overridden: list[dict] = []
 
     def to_json(self, deleted: list[int] | None = None) -> dict:
         return {"dry_run": deleted is None, "deleted": [] if deleted is None else deleted,
                 "would_delete": self.delete if deleted is None else [],
-                "refused": self.refused, "not_found": self.not_found}
+                "refused": self.refused, "not_found": self.not_found, "even_if_owned": self.overridden}
 
 
 def refusal(owner: dict) -> str | None:
@@ -209,12 +212,14 @@ def live_writer(store, ledger_id: int, base: str | None = None, now_ms: int | No
 
 
 def plan_delete(store, ids: list[int], ranges: list[tuple[int, int]], even_if_owned: bool = False,
-                base: str | None = None, now_ms: int | None = None) -> DeletePlan:
+                base: str | None = None, now_ms: int | None = None, older_than: float | None = None) -> DeletePlan:
     """Which of the ledgers may be deleted.  A ledger a Pulsar topic, cursor,
     schema or compaction lists (the check of ``pulsar ledger-owner``), or a
-    Pulsar ledger too young to call an orphan, is refused unless
-    ``even_if_owned``.  Metadata is read pipelined."""
-    from bkctl.ops.pulsar import Owners
+    Pulsar ledger too young to call an orphan (younger than ``older_than``
+    seconds, by default :data:`~bkctl.ops.pulsar.YOUNG_LEDGER_SECONDS`), is
+    refused unless ``even_if_owned`` (then it is in ``overridden``, named).
+    Metadata is read pipelined."""
+    from bkctl.ops.pulsar import YOUNG_LEDGER_SECONDS, Owners
 
     wanted = list(dict.fromkeys(ids))
     if ranges:
@@ -222,21 +227,24 @@ def plan_delete(store, ids: list[int], ranges: list[tuple[int, int]], even_if_ow
         wanted += [i for i in store.ledgers.ids() if i not in given and any(lo <= i <= hi for lo, hi in ranges)]
     explicit = set(ids)
     plan = DeletePlan()
-    owners = Owners(store, base)
+    owners = Owners(store, base, YOUNG_LEDGER_SECONDS if older_than is None else older_than)
     for ledger_id, md, _version in store.ledgers.read_many(sorted(set(wanted))):
         if md is None:
             if ledger_id in explicit:
                 plan.not_found.append(ledger_id)
             continue
         if isinstance(md, Exception):  # undecodable metadata: no owner can be told; Pulsar's or not
-            why = None if even_if_owned else f"its metadata does not decode ({md}): its owner cannot be checked"
+            why = f"its metadata does not decode ({md}): its owner cannot be checked"
+            doc = {"ledger_id": ledger_id}
         else:
-            owner = owners.owner_of(ledger_id, md, now_ms)
-            why = None if even_if_owned else refusal(owner)
+            doc = owners.owner_of(ledger_id, md, now_ms)
+            why = refusal(doc)
         if why is None:
             plan.delete.append(ledger_id)
+        elif even_if_owned:
+            plan.delete.append(ledger_id)
+            plan.overridden.append({**doc, "reason": why})
         else:
-            doc = owner if not isinstance(md, Exception) else {"ledger_id": ledger_id}
             plan.refused.append({**doc, "reason": why})
     return plan
 

@@ -455,8 +455,9 @@ class Owners:
     whole topic list (for ledgers that name none, as older brokers made
     them) at most once."""
 
-    def __init__(self, store, base: str | None = None):
+    def __init__(self, store, base: str | None = None, young_seconds: float = YOUNG_LEDGER_SECONDS):
         self.topics = reader(store, base)
+        self.young_seconds = young_seconds  # an orphan younger than this carries a caution
         self._named: dict[str, list[ManagedLedger]] = {}
         self._every: list[ManagedLedger] | None = None
 
@@ -507,10 +508,12 @@ class Owners:
         doc["listed"] = False
         if component and CURSOR_KEY in custom:
             doc["cursor"] = custom[CURSOR_KEY]
-        if component and (age is None or age < YOUNG_LEDGER_SECONDS):
+        if component and (age is None or age < self.young_seconds):
+            young = self.young_seconds
             doc["caution"] = (f"created {'at an unknown time' if age is None else f'{age:.0f} s ago'}: a broker "
                               "creates a ledger before its managed ledger lists it, so it may be listed soon "
-                              f"(`pulsar orphans` leaves out ledgers younger than {YOUNG_LEDGER_SECONDS / 3600:g} h)")
+                              f"(`pulsar orphans` leaves out ledgers younger than "
+                              f"{f'{young / 3600:g} h' if young >= 3600 else f'{young:g} s'})")
         return doc
 
 

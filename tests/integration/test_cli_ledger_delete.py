@@ -106,12 +106,43 @@ def test_orphans_json_piped_into_delete(cluster, zkstore):
     dry = bkctl(cluster, "--json", "ledger", "delete", "-", "--dry-run", stdin=orphans.stdout)
     assert dry.returncode == 0, dry.stderr
     assert json.loads(dry.stdout) == {"dry_run": True, "deleted": [], "would_delete": [20, 21, 22],
-                                      "refused": [], "not_found": []}
+                                      "refused": [], "not_found": [], "even_if_owned": []}
     assert _exists(zkstore, 20, 21, 22) == {20: True, 21: True, 22: True}
     done = bkctl(cluster, "ledger", "delete", "-", "--force", stdin=orphans.stdout)
     assert done.returncode == 0, done.stderr
     assert "deleted 3 ledgers" in done.stdout
     assert _exists(zkstore, 20, 21, 22) == {20: False, 21: False, 22: False}
+
+
+def test_a_dry_run_exits_as_the_run_would_and_delete_takes_the_orphans_age(cluster, zkstore):
+    orphans = bkctl(cluster, "--json", "pulsar", "orphans", "--older-than", "30s")
+    assert [json.loads(line)["ledger_id"] for line in orphans.stdout.splitlines()] == [20, 21, 22, 30]
+    dry = bkctl(cluster, "--json", "ledger", "delete", "-", "--dry-run", stdin=orphans.stdout)
+    assert dry.returncode == 4, dry.stderr  # 30 is younger than delete's hour: refused, as the run would
+    assert "would refuse 1 ledger that Pulsar uses" in dry.stderr
+    assert json.loads(dry.stdout)["would_delete"] == [20, 21, 22]
+    same = bkctl(cluster, "--json", "ledger", "delete", "-", "--dry-run", "--older-than", "30s", stdin=orphans.stdout)
+    assert same.returncode == 0, same.stderr
+    assert json.loads(same.stdout)["would_delete"] == [20, 21, 22, 30]
+    missing = bkctl(cluster, "ledger", "delete", "50", "777", "--dry-run")
+    assert missing.returncode == 3 and "1 ledger not found: 777" in missing.stderr
+    junk = bkctl(cluster, "ledger", "delete", "50", "--older-than", "soon", "--dry-run")
+    assert junk.returncode == 2 and "--older-than: not a duration" in junk.stderr
+    assert _exists(zkstore, 20, 30, 50) == {20: True, 30: True, 50: True}
+
+
+def test_commas_as_export_takes_them_and_the_override_names_what_it_broke(cluster, zkstore):
+    done = bkctl(cluster, "--json", "ledger", "delete", "50,51", "20-21,22", "--force")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["deleted"] == [20, 21, 22, 50, 51]
+    forced = bkctl(cluster, "--json", "ledger", "delete", "10,12", "--force", "--even-if-owned")
+    assert forced.returncode == 0, forced.stderr
+    assert f"ledger 10 deleted although it was a data ledger of topic {TOPIC} (--even-if-owned)" in forced.stderr
+    assert f"ledger 12 deleted although it was the ledger of cursor audit of topic {TOPIC}" in forced.stderr
+    doc = json.loads(forced.stdout)
+    assert [(o["ledger_id"], o["owner"], o["topic"]) for o in doc["even_if_owned"]] == [
+        (10, "topic", TOPIC), (12, "cursor", TOPIC)]
+    assert _exists(zkstore, 10, 12, 50) == {10: False, 12: False, 50: False}
 
 
 def test_one_confirmation_for_many_and_refusal_without_a_terminal(cluster, zkstore):
