@@ -10,8 +10,10 @@ def table(app: App, columns: Sequence[str], rows: Iterable[Sequence[Any]], title
     """A table: rich's on a terminal; piped, plain aligned columns that are
     never wrapped nor padded at the end of a line (for grep, awk, cut)."""
     cells = [["" if v is None else str(v) for v in row] for row in rows]
-    if not app.console.is_terminal:
-        widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    # on a terminal too narrow for the table, the same plain lines, wrapped by the terminal: rich would
+    # squeeze the columns and cut or fold what is in them (a timestamp, a header)
+    if not app.console.is_terminal or sum(widths) + 2 * (len(widths) - 1) > app.console.width:
         lines = [title] if title else []
         for row in [list(columns), *cells]:
             lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())

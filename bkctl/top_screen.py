@@ -59,9 +59,14 @@ def _num(value, fmt: str = "{:.0f}") -> str:
 
 
 def _ms(value) -> str:
+    """A latency in milliseconds, every one in the same format (one decimal)."""
     if value is None:
         return "-"
-    return "inf" if value == float("inf") else f"{value:.2f}" if value < 10 else f"{value:.0f}"
+    return "inf" if value == float("inf") else f"{value:.1f}"
+
+
+def _yes_no(value) -> str:
+    return "-" if value is None else "yes" if value else "no"
 
 
 _STATE_STYLE = {"writable": "green", "read-only": "yellow", "down": "red", "lost": "bold red",
@@ -167,6 +172,9 @@ COLUMNS = [("bookie", "left"), ("state", "left"), ("rack", "left"), ("add/s", "r
            ("read/s", "right"), ("read p99", "right"), ("jsync p99", "right"), ("disk", "right"),
            ("reclaimable", "right"), ("gc", "left"), ("notes", "left")]
 DROP_FIRST = ["notes", "gc", "rack", "jsync p99", "read p99", "reclaimable", "read/s"]
+#: the column each sort key sorts by: never left out (a list sorted by a column it hides reads as unsorted)
+SORT_COLUMN = {"bookie": "bookie", "state": "state", "rack": "rack", "adds": "add/s", "add-latency": "add p50/p99 ms",
+               "reads": "read/s", "disk": "disk", "reclaimable": "reclaimable"}
 
 
 def _cells(r: dict) -> list:
@@ -186,7 +194,8 @@ def bookie_table(rows: list[dict], state: ViewState, live: bool, width: int | No
     for name in DROP_FIRST:
         if width is None or sum(need[n] for n in shown) <= width:
             break
-        shown.remove(name)
+        if name != SORT_COLUMN.get(state.sort):
+            shown.remove(name)
     table = Table(box=None, header_style="bold reverse", pad_edge=False, expand=live)
     for name, justify in COLUMNS:
         if name in shown:
@@ -208,7 +217,7 @@ def detail(snapshot: dict, bookie_id: str) -> Panel:
              f"disk: {human_size(r['used_bytes'])} used of {human_size(r['total_bytes'])}; entry logs "
              f"{_num(r['entry_logs'])} ({human_size(r['entry_log_bytes'])}), reclaimable "
              f"{human_size(r['reclaimable_bytes'])}, lowest live ratio {_num(r['lowest_live_ratio'], '{:.2f}')}",
-             f"gc: {_gc_text(r)}; runs {_num(r['gc_runs'])}, forced {r['forced_gc']}, reclaimed since start "
+             f"gc: {_gc_text(r)}; runs {_num(r['gc_runs'])}, forced {_yes_no(r['forced_gc'])}, reclaimed since start "
              f"{human_size(r['reclaimed_bytes'])}",
              f"metrics ({r['metrics'] or 'none'}): adds {_num(r['add_rate'])}/s p50 {_ms(r['add_p50_ms'])} ms "
              f"p99 {_ms(r['add_p99_ms'])} ms; reads {_num(r['read_rate'])}/s p50 {_ms(r['read_p50_ms'])} ms "

@@ -182,7 +182,8 @@ def topic_show(app: App, name, strict):
                       [(c["name"], c["mark_delete"], _position(c), " ".join(c["individually_deleted"]),
                         c["backlog_entries"], "?" if c["backlog_messages"] is None else c["backlog_messages"],
                         human_size(c["backlog_bytes"]) + ("" if c["backlog_bytes_exact"] else " (est.)"),
-                        c["cursor_ledger"], c["last_active"]) for c in part["cursors"]])
+                        "none" if c["cursor_ledger"] == -1 else c["cursor_ledger"], c["last_active"])
+                       for c in part["cursors"]])
 
     emit(app, doc, human)
 

@@ -455,7 +455,11 @@ def disk_report(store, bk: Callable[[], Any] | None, bookie: str | None = None, 
 
     rows = list_bookies(store, "all")
     if bookie is not None:
-        rows = [r for r in rows if r["bookie_id"] == bookie] or [{"bookie_id": bookie, "state": "down"}]
+        rows = [r for r in rows if r["bookie_id"] == bookie]
+        if not rows:  # as `bookie gc` says of a bookie it cannot find: exit 3, not an empty table
+            from ..exitcodes import NOT_FOUND, CommandError
+
+            raise CommandError(f"no such bookie: {bookie} (neither registered nor with a cookie)", NOT_FOUND)
     walk = walk_ledgers(store, bk, base, older_than, now_ms)
     readings = read_bookies(store, rows, (INFO, GC, GC_DETAILS), timeout)
     level = by if by != "bookie" else "namespace"

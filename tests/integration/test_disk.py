@@ -258,3 +258,12 @@ def test_disk_one_bookie_in_text(churn):
     assert any(line.startswith(target) for line in lines)
     assert not any(line.startswith(churn.procs[0].bookie_id) for line in lines), r.stdout
     assert "not read: journal" in r.stdout
+
+
+def test_a_bookie_the_cluster_does_not_know_is_exit_3(metadata_uri, zkstore):
+    zkstore.cookies.put("127.0.0.1:7", b"cookie")  # down: a cookie, no registration -- known
+    known = bkctl(metadata_uri, "--json", "disk", "127.0.0.1:7")
+    assert known.returncode == 0, known.stderr
+    assert [b["state"] for b in json.loads(known.stdout)["bookies"]] == ["down"]
+    bogus = bkctl(metadata_uri, "disk", "BOGUS:1")
+    assert bogus.returncode == 3 and "no such bookie: BOGUS:1" in bogus.stderr, bogus.stderr

@@ -193,13 +193,19 @@ def test_keys_change_the_view():
     assert not apply_key(state, "q") and not apply_key(ViewState(), "\x03")
 
 
-def test_a_narrow_terminal_leaves_columns_out_rather_than_cutting_the_ids():
+def one_bookie_snapshot(**row_fields) -> dict:
+    """A snapshot of one busy bookie with every column filled, for the layout tests."""
     row = {"bookie_id": "127.0.0.1:31255", "state": "writable", "rack": "/r1", "add_rate": 3581.0,
            "add_p50_ms": 2.5, "add_p99_ms": 10.0, "read_rate": 6641.0, "read_p99_ms": 1.0,
            "journal_sync_p99_ms": 5.0, "used_percent": 70.0, "total_bytes": 252 << 30, "reclaimable_bytes": 270 << 10,
-           "compacting": None, "gc_running": False, "last_compaction": None, "metrics": "bookied", "kind": "bookied"}
-    snap = {"time": 0, "cluster": {"bookies": 1, "writable": 1, "read-only": 0, "unreachable": 0, "down": 0,
+           "compacting": None, "gc_running": False, "last_compaction": None, "metrics": "bookied", "kind": "bookied",
+           **row_fields}
+    return {"time": 0, "cluster": {"bookies": 1, "writable": 1, "read-only": 0, "unreachable": 0, "down": 0,
                                    "lost": 0}, "bookies": [row], "autorecovery": None, "autorecovery_error": "x"}
+
+
+def test_a_narrow_terminal_leaves_columns_out_rather_than_cutting_the_ids():
+    snap = one_bookie_snapshot()
     for width, gone, kept in ((160, [], ["notes", "jsync p99", "rack"]), (100, ["notes", "gc", "rack"], ["disk"]),
                               (70, ["jsync p99", "read p99", "reclaimable"], ["add/s", "disk"])):
         text = io.StringIO()
@@ -227,3 +233,22 @@ def test_a_late_frame_and_a_silent_zookeeper_are_said_in_red(collector):
     assert "registrations as of" in late.plain and "(51 s old)" in late.plain
     age = late.plain.index("bookies read")
     assert any(span.start <= age < span.end and "red" in str(span.style) for span in late.spans)
+
+
+def test_the_sort_column_stays_details_say_yes_or_no_and_latencies_share_one_format(collector):
+    snap = one_bookie_snapshot(add_p50_ms=0.25, add_p99_ms=12.0)
+    text = io.StringIO()
+    Console(file=text, width=100).print(render(snap, ViewState(sort="rack"), live=True, width=100))
+    head = next(line for line in text.getvalue().splitlines() if line.startswith("bookie "))
+    assert "rack" in head, head  # sorted by rack: the rack column is not the one left out
+    assert "0.2/12.0" in text.getvalue() or "0.3/12.0" in text.getvalue(), text.getvalue()
+
+    collector.answers = {"a:1": reading("a:1", "writable", logs=[])}
+    snap = collector.snapshot()
+    text = io.StringIO()
+    Console(file=text, width=160).print(render(snap, ViewState(detail="a:1"), live=False))
+    assert "forced no" in text.getvalue() and "False" not in text.getvalue() and "None" not in text.getvalue()
+    collector.answers = {"a:1": reading("a:1", "writable", answered=False)}
+    text = io.StringIO()
+    Console(file=text, width=160).print(render(collector.snapshot(), ViewState(detail="a:1"), live=False))
+    assert "forced -" in text.getvalue() and "None" not in text.getvalue(), text.getvalue()
