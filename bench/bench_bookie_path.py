@@ -172,7 +172,7 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=5, help="medians of this many passes (default 5)")
     args = parser.parse_args()
     print(f"{args.protocol}, {args.entries:,} entries of {args.size} B, {args.chunk} requests per read, "
-          f"fast paths {'on' if fastpath.ENABLED else 'off'}; {load_note()}", flush=True)
+          f"fast paths {'on' if fastpath.selected().enabled else 'off'}; {load_note()}", flush=True)
     results = []
     for n in range(args.passes):
         folder = tempfile.mkdtemp(prefix="bench-bookie-path-")

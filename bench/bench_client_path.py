@@ -271,7 +271,7 @@ def main() -> None:
         from bkctl.wire.process.runtime import settle_garbage_collector
 
         settle_garbage_collector()  # as bkctl and bench_client.py do
-    switch = "on" if fastpath.ENABLED else "off"
+    switch = "on" if fastpath.selected().enabled else "off"
     if args.op == "read":
         what = f"client read path ({args.size} B"
         best = min(run(args.entries, args.chunk, args.size) for _ in range(args.runs))

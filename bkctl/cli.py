@@ -197,7 +197,8 @@ def cli(ctx: click.Context, metadata_uri, cluster, protocol, zk_timeout, placeme
     from .exitcodes import USAGE, CommandError
 
     try:
-        from bkctl.wire import fastpath  # noqa: F401 - reads BKCTL_FASTPATHS once, refusing a bad word
+        from bkctl.wire import fastpath
+        fastpath.check()  # reads BKCTL_FASTPATHS once, refusing a bad word
     except ValueError as e:
         raise CommandError(str(e), USAGE) from None
 

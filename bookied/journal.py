@@ -65,7 +65,7 @@ import time
 from typing import Callable, Iterator
 
 from bkctl.wire import fastpath
-from bkctl.wire.codecs import fast
+from bkctl.wire.fastpath import Twins
 
 from . import disk_layout as layout
 from .errors import JournalError, JournalFull, JournalNoSpace, JournalUnavailable
@@ -76,10 +76,6 @@ from .journal_format import (  # noqa: F401
     _encode_header, encode_record, file_name, list_file_ids, read_mark_file, scan_file, write_mark_file)
 
 log = logging.getLogger("bookied.journal")
-
-#: the C twin of a run's records (``_fastcodec.journal_entries``: the same bytes as
-#: _encode_entry of each, joined), or None (fast paths off, or not built)
-_C_ENTRIES = getattr(fast.C, "journal_entries", None)
 
 
 # ---------------------------------------------------------------- the journal
@@ -178,8 +174,8 @@ class Journal:
     latency tail on a busy machine); the cost is that the owner's thread
     waits for the fsync, which is why a slow disk goes back to the writer.
     Inline commits are a fast path (:mod:`bkctl.wire.fastpath`): with
-    ``fastpaths`` False (default: ``BKCTL_FASTPATHS``) ``inline`` is
-    ignored and the writer thread commits every group.
+    ``fastpaths`` False (default: ``twins``, the process's record of
+    :mod:`bkctl.wire.fastpath` unless given) ``inline`` is ignored and the writer thread commits every group.
 
     ``patient`` records (``append(..., patient=True)``: a bookie's recovery
     adds, the copies re-replication writes) may wait for company longer:
@@ -214,6 +210,7 @@ class Journal:
                  on_group: Callable[[int], None] | None = None,
                  on_grow: Callable[[], None] | None = None,
                  fastpaths: bool | None = None,
+                 twins: Twins | None = None,
                  monotonic: Callable[[], float] = time.monotonic,
                  wait_on: Callable[[threading.Condition, float], None] = _wait_on):
         self.directory = layout.current_dir(directory)
@@ -229,9 +226,13 @@ class Journal:
         self.drop_synced_pages = bool(drop_synced_pages)
         self._dropped = 0  # where the current file's pages still in the page cache start
         self._dispatch = dispatch or _call_all
-        self.fastpaths = fastpath.ENABLED if fastpaths is None else bool(fastpaths)
+        if twins is None:
+            twins = fastpath.selected() if fastpaths is None else fastpath.build(bool(fastpaths))
+        self.fastpaths = twins.enabled
         self._inline = inline if self.max_group_wait == 0 and self.fastpaths else None
-        self._c_entries = _C_ENTRIES if self.fastpaths else None
+        #: the C twin of a run's records (``_fastcodec.journal_entries``: the same bytes as
+        #: _encode_entry of each, joined), or None (fast paths off, or not built)
+        self.c_entries = getattr(twins.codec, "journal_entries", None)
         self._monotonic = monotonic
         self._wait_on = wait_on
         self._inline_dispatch = inline_dispatch or _call_all
@@ -417,7 +418,7 @@ class Journal:
                        callback: Callable[[BaseException | None], None], patient: bool = False) -> None:
         """:meth:`append` (sync) of an EntryRecord per entry of one ledger, as one item: the
         same bytes, in one group, ``callback`` once for all; the same errors, for all or none."""
-        c_entries = self._c_entries
+        c_entries = self.c_entries
         data = None if c_entries is None else c_entries(ledger_id, entry_ids, bodies, T_ENTRY)
         if data is None:  # fast paths off, or what the C twin does not cover
             data = b"".join([_encode_entry(ledger_id, entry_id, body) for entry_id, body in zip(entry_ids, bodies)])

@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bookied: cannot read {args.conf}: {e.strerror}", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        from bkctl.wire import fastpath  # noqa: F401 - reads BKCTL_FASTPATHS once, refusing a bad word
+        from bkctl.wire import fastpath
+        fastpath.check()  # reads BKCTL_FASTPATHS once, refusing a bad word
     except ValueError as e:
         print(f"bookied: {e}", file=sys.stderr)
         return EXIT_CONFIG

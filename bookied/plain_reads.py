@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from bkctl.wire.codecs import plain, v2, v3
+from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.protocol import RC
 
 #: Bytes of answers after which those held are handed to the kernel at once, while the
@@ -48,7 +48,7 @@ def answer_v3_read(proto, payload: bytes, header_len: int, ledger_id: int, entry
     """Send the answer to a plain v3 READ_ENTRY: an EOK one built by hand
     (``plain.read_answer``), anything else through the builders."""
     if rc == RC.EOK:
-        proto.send_framed(plain.read_answer(payload[:header_len], ledger_id, entry_id, body,
+        proto.send_framed(proto.plain.read_answer(payload[:header_len], ledger_id, entry_id, body,
                                             proto.bookie.lac(ledger_id)))
     else:
         proto.send(v3.serialize(v3.read_response(v3.parse_request(payload), rc)))
@@ -84,7 +84,7 @@ def serve_v3_run(proto, payloads: list, i: int, first: tuple) -> int:
     paused (the rest is served again later). Returns the index of the first
     payload not answered."""
     ledger_id = first[0]
-    run = _run_of(payloads, i, first, plain.read_request)
+    run = _run_of(payloads, i, first, proto.plain.read_request)
     started = _now()
     bookie = proto.bookie
     results = bookie.read_entries(ledger_id, [r[1] for r in run])
@@ -92,7 +92,7 @@ def serve_v3_run(proto, payloads: list, i: int, first: tuple) -> int:
     lac = None
     answered = 0
     n = len(run)
-    read_answers = plain.read_answers
+    read_answers = proto.plain.read_answers
     try:
         while answered < n:
             rc, body = results[answered]

@@ -18,7 +18,8 @@ from twisted.internet.interfaces import IHandshakeListener
 from zope.interface import implementer
 
 from bkctl.wire import fastpath
-from bkctl.wire.codecs import plain, v2, v3
+from bkctl.wire.fastpath import Twins
+from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.detect import ProtocolDetector
 from bkctl.wire.errors import CodecError
 from bkctl.wire.send_now import send_now
@@ -75,12 +76,13 @@ LONG_POLLS_MAX = 1000
 
 @implementer(IHandshakeListener)
 class BookieProtocol(protocol.Protocol):
-    #: Whether the fast paths are used -- v2 ADD, plain v3 ADD, plain v3 READ and
-    #: its batched runs (the project's switch, :data:`bkctl.wire.fastpath.ENABLED`;
-    #: the factory passes its own).
-    fastpaths: bool = fastpath.ENABLED
-
-    def __init__(self, bookie, metrics, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE):
+    def __init__(self, bookie, metrics, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, twins: Twins | None = None):
+        twins = fastpath.selected() if twins is None else twins
+        #: Whether the fast paths are used -- v2 ADD, plain v3 ADD, plain v3 READ and
+        #: its batched runs (``twins``, the factory's record: :mod:`bkctl.wire.fastpath`)
+        self.fastpaths = twins.enabled
+        #: the plain requests' parsers and answers (:class:`~bkctl.wire.codecs.plain.PlainTwins`)
+        self.plain = twins.plain
         self.bookie = bookie
         self.metrics = metrics
         self.decoder = FrameDecoder(max_frame_size)
@@ -289,11 +291,12 @@ class BookieProtocol(protocol.Protocol):
         finally:
             self._out = None
             if out and not self.closed:
-                send_now(self.transport, out[0] if len(out) == 1 else b"".join(out))
+                send_now(self.transport, out[0] if len(out) == 1 else b"".join(out), self.fastpaths)
 
     def _serve_each(self, payloads: list) -> None:
         detector = self.detector
         limited = self.adds is not None or self.reads is not None
+        plain = self.plain
         plain_add_request, plain_read_request = plain.add_request, plain.read_request
         plain_v2_add_request = plain.v2_add_request
         i = -1
@@ -417,7 +420,7 @@ class BookieProtocol(protocol.Protocol):
     # -- v2 --------------------------------------------------------------------
     def _v2(self, payload: bytes) -> None:
         if self.fastpaths:
-            add = plain.v2_add_request(payload)
+            add = self.plain.v2_add_request(payload)
             if add is not None:  # the common case: a version-2 ADD
                 self._v2_add(*add)
                 return
@@ -523,10 +526,10 @@ class BookieProtocol(protocol.Protocol):
         Returns the index of the first payload not in the run."""
         if v3:
             txn_id, ledger_id, entry_id, key, body, high_priority, recovery = first
-            parse, flags, txn_ids = plain.add_request, (high_priority, recovery), [txn_id]
+            parse, flags, txn_ids = self.plain.add_request, (high_priority, recovery), [txn_id]
         else:
             flags, ledger_id, entry_id, key, body = first
-            parse, txn_ids = plain.v2_add_request, None
+            parse, txn_ids = self.plain.v2_add_request, None
         entry_ids, bodies = [entry_id], [body]
         end = min(len(payloads), i + _ADD_RUN_MAX)
         j = i + 1
@@ -752,7 +755,7 @@ class _AddReply:
         if self.txn_id is None:  # = send(v2.add_response_for(req, rc))
             answer = v2.FRAMED_ANSWER.pack(24, self.v2_header, rc, self.ledger_id, self.entry_id)
         elif proto.fastpaths:  # = send(serialize(add_response(req, rc))) of an ADD_ENTRY request
-            answer = plain.add_answer(self.txn_id, v3_status(rc), self.ledger_id, self.entry_id)
+            answer = proto.plain.add_answer(self.txn_id, v3_status(rc), self.ledger_id, self.entry_id)
         else:
             answer = frame(proto.add_responses.encode(self.txn_id, rc, self.ledger_id, self.entry_id))
         _write_add_answers(proto, answer)
@@ -820,7 +823,7 @@ class _AddRunReply:
             pack, header = v2.FRAMED_ANSWER.pack, v2.ADD_ANSWER_HEADER  # = frame(v2.add_response_for(req, rc))
             data = b"".join([pack(24, header, rc, ledger_id, entry_id) for entry_id in self.entry_ids])
         else:
-            status, answer = v3_status(rc), plain.add_answer
+            status, answer = v3_status(rc), proto.plain.add_answer
             data = b"".join([answer(txn_id, status, ledger_id, entry_id)
                              for txn_id, entry_id in zip(self.txn_ids, self.entry_ids)])
         _write_add_answers(proto, data)
@@ -833,14 +836,17 @@ _PEER_LOG = PeerLog()
 class BookieServerFactory(protocol.Factory):
     def __init__(self, bookie, metrics, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, *,
                  fastpaths: bool | None = None, max_adds_in_progress: int = 0,
-                 max_reads_in_progress: int = 0, tls=None):
+                 max_reads_in_progress: int = 0, tls=None, twins: Twins | None = None):
         self.bookie = bookie
         #: :class:`~bkctl.wire.tls.ReloadingServerTLS` when TLS is configured (clients must START_TLS)
         self.tls = tls
         self.metrics = metrics
         self.max_frame_size = max_frame_size
-        #: Whether new connections use the ADD fast paths (default: the project's switch).
-        self.fastpaths = fastpath.ENABLED if fastpaths is None else bool(fastpaths)
+        #: What new connections use (:mod:`bkctl.wire.fastpath`; ``fastpaths`` given: the
+        #: record for fast paths on or off; default: the process's)
+        if twins is None:
+            twins = fastpath.selected() if fastpaths is None else fastpath.build(bool(fastpaths))
+        self.twins = twins
         #: maxAddsInProgressLimit / maxReadsInProgressLimit (None: 0, no limit).
         self.adds = InProgressLimit(max_adds_in_progress) if max_adds_in_progress > 0 else None
         self.reads = InProgressLimit(max_reads_in_progress) if max_reads_in_progress > 0 else None
@@ -888,14 +894,13 @@ class BookieServerFactory(protocol.Factory):
                 held.clear()
                 if proto.closed:
                     continue
-                if send_now(proto.transport, data):
+                if send_now(proto.transport, data, proto.fastpaths):
                     continue
             _send_written(proto)
 
     def buildProtocol(self, addr):
-        p = BookieProtocol(self.bookie, self.metrics, self.max_frame_size)
+        p = BookieProtocol(self.bookie, self.metrics, self.max_frame_size, self.twins)
         p.factory = self
-        p.fastpaths = self.fastpaths
         if self.tls is not None:
             p.tls, p.insecure = self.tls, True
         if self.adds is not None or self.reads is not None:

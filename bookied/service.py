@@ -18,6 +18,8 @@ import time
 from twisted.internet import defer, task, threads
 from twisted.python.failure import Failure
 
+from bkctl.wire import fastpath
+from bkctl.wire.fastpath import Twins
 from bkctl.wire.process import sdnotify
 from bkctl.wire.metadata.errors import ZKUnavailable
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
@@ -94,8 +96,10 @@ def check_port_free(host: str, port: int) -> None:
 
 
 class BookieService:
-    def __init__(self, cfg: BookieConfig, reactor):
+    def __init__(self, cfg: BookieConfig, reactor, twins: Twins | None = None):
         self.cfg = cfg
+        #: the implementations in use (:mod:`bkctl.wire.fastpath`), handed to every component
+        self.twins = fastpath.selected() if twins is None else twins
         self.reactor = reactor
         self.metrics = Metrics()
         self.bookie_id = resolve_bookie_id(cfg)
@@ -171,11 +175,12 @@ class BookieService:
                                  inline_later=self._later_in_reactor,
                                  on_fsync=self.metrics.fsync_latency.observe,
                                  on_group=self.metrics.entries_per_fsync.observe,
-                                 on_grow=self._disk_check_soon)
+                                 on_grow=self._disk_check_soon, twins=self.twins)
                          for d in journal_dirs]
         cache = cfg.db_storage_write_cache_max_size_mb * 1024 * 1024 // len(ledger_dirs)
         self.stores = [EntryStore(d, write_cache_max_bytes=cache, log_size_limit=cfg.log_size_limit,
-                                  on_flush_needed=self._flush_needed, on_grow=self._disk_check_soon)
+                                  on_flush_needed=self._flush_needed, on_grow=self._disk_check_soon,
+                                  twins=self.twins)
                        for d in ledger_dirs]
         self.bookie = Bookie(self.journals, self.stores, clock=self.reactor,
                              max_frame_size=cfg.netty_max_frame_size_bytes,
@@ -193,7 +198,7 @@ class BookieService:
         self.factory = factory = BookieServerFactory(
             self.bookie, self.metrics, cfg.netty_max_frame_size_bytes,
             max_adds_in_progress=cfg.max_adds_in_progress_limit,
-            max_reads_in_progress=cfg.max_reads_in_progress_limit, tls=self._server_tls())
+            max_reads_in_progress=cfg.max_reads_in_progress_limit, tls=self._server_tls(), twins=self.twins)
         host = resolve_listen_host(cfg)
         self.port = self.reactor.listenTCP(cfg.bookie_port, factory, interface=host)
         log.info("listening on %s:%d", host, self.port.getHost().port)

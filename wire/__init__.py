@@ -13,6 +13,7 @@
   ZooKeeper;
 * :mod:`.proto` -- the generated protobuf classes (bookie protocol, metadata formats, Pulsar's);
 * :mod:`.errors` -- exceptions shared by all of the above; :mod:`.fastpath` -- the one
-  switch for every fast path (``BKCTL_FASTPATHS=0``);
+  twin selector: the C or Python implementation of each fast path, chosen once
+  (``BKCTL_FASTPATHS=0``: none), handed to the components;
 * :mod:`.text` -- the text rules every package shares: booleans, ``host:port``.
 """

@@ -1,32 +1,96 @@
-"""One switch for every fast path in the project.
+"""The one twin selector: which implementation of each fast path the process uses.
 
 A fast path is a second, quicker implementation of something a general path
 already does (the server's v2/v3 ADD and v3 READ decoders, its batched
 answers to runs of pipelined v3 reads, the journal's inline commits in the
 reactor thread, the client's add-answer shortcut, its v2 batch reads, a window's
 reads sent as one run per bookie, the C twins of its per-entry codecs and of its
-answer loop in :mod:`bkctl.wire.codecs.fast`, the bookie's entry log records built
-there too, a burst's frames sent at once by :mod:`bkctl.wire.send_now`, ...).
-Each one consults :data:`ENABLED`, so that the same behavioural tests can run
-with all of them switched off (``BKCTL_FASTPATHS=0``; ``./dev test`` runs the
-unit modules that reach a fast path and the add/read/recovery integration
-suites both ways: tests/support/fastpaths_off.txt) and the two implementations
-cannot drift apart unnoticed.
+answer loop in ``_fastcodec.c``, the bookie's entry log records built there too,
+a burst's frames sent at once by :mod:`bkctl.wire.send_now`, ...).
+
+As aiokafka picks its C or Python record classes in one place, this module
+builds, once, the record of what is in use (:class:`Twins`: one field per
+interface, the C or the Python implementation), and is the only module that
+reads ``BKCTL_FASTPATHS`` (tests/repo/test_private_reaches.py holds that).
+Components receive the record through their constructors (``twins=``;
+:func:`selected` is the default), so that the same behavioural tests run with
+either record (:func:`build`), and ``./dev test`` runs the unit modules that reach
+a fast path and the add/read/recovery integration suites with all of them switched
+off too (``BKCTL_FASTPATHS=0``; tests/support/fastpaths_off.txt): the two
+implementations cannot drift apart unnoticed.
 """
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.text import parse_bool
+
+if TYPE_CHECKING:
+    from bkctl.wire.codecs.plain import PlainTwins
+
+__all__ = ["Twins", "build", "check", "from_environment", "selected"]
+
+#: the environment variable that switches every fast path off
+SWITCH = "BKCTL_FASTPATHS"
 
 
 def from_environment(environ: Mapping[str, str]) -> bool:
     """``BKCTL_FASTPATHS`` read as a boolean (:func:`bkctl.wire.text.parse_bool`;
     unset or empty: on); ValueError naming the variable for any other word."""
-    value = environ.get("BKCTL_FASTPATHS", "")
-    return parse_bool(value, "BKCTL_FASTPATHS") if value.strip() else True
+    value = environ.get(SWITCH, "")
+    return parse_bool(value, SWITCH) if value.strip() else True
 
 
-#: False when the environment says ``BKCTL_FASTPATHS=0`` (or ``off``/``false``/``no``).
-ENABLED: bool = from_environment(os.environ)
+@dataclass(frozen=True)
+class Twins:
+    """The implementations in use: each field one interface's C or Python twin.
+
+    ``enabled`` switches the fast paths written in Python (inline journal commits,
+    batched answers, reused encoders, ``send_now``...); the others are the C twins
+    when they are built, current and ``enabled``, else the Python ones (or None where
+    the caller's own Python path is the twin).  The Pulsar batch splitter and the
+    bookie's plain-request twins are looked up on first use (their modules are not
+    every command's)."""
+
+    enabled: bool
+    #: ``_fastcodec`` (the client's per-entry codecs and answer loop, the bookie's entry
+    #: log and journal records), or None: each caller then takes its Python path
+    codec: ModuleType | None
+
+    @functools.cached_property
+    def plain(self) -> PlainTwins:
+        """The bookie's parsers of plain requests and builders of their answers
+        (:class:`~bkctl.wire.codecs.plain.PlainTwins`: C ones or Python ones)."""
+        from bkctl.wire.codecs import plain
+        return plain.twins(self.enabled)
+
+    @functools.cached_property
+    def batch_rows(self) -> Any:
+        """The Pulsar batch splitter class: ``_packed.PackedRows`` or
+        :class:`~bkctl.wire.pulsar.rows.PyMessageRows`."""
+        from bkctl.wire.pulsar import rows
+        return rows.splitter(self.enabled)
+
+
+def build(enabled: bool) -> Twins:
+    """The record for fast paths on (the C twins where built) or off (Python only)."""
+    from bkctl.wire.codecs import fast
+    return Twins(enabled=enabled, codec=fast.load(enabled))
+
+
+@functools.cache
+def selected() -> Twins:
+    """The process's record, built once from ``BKCTL_FASTPATHS`` (ValueError for a
+    word that is not a boolean: bkctl and bookied call this at start to refuse it)."""
+    return build(from_environment(os.environ))
+
+
+def check() -> None:
+    """Read ``BKCTL_FASTPATHS`` now (:func:`selected`): bkctl and bookied call this at
+    start, so that a word that is not a boolean is refused before anything runs."""
+    selected()

@@ -11,8 +11,8 @@ its epoll_ctl calls twice its sends.  :func:`send_now` sends such
 bytes at once with one ``send``, and gives the transport only what the
 kernel did not take.
 
-It is a fast path (:mod:`bkctl.wire.fastpath`): with ``BKCTL_FASTPATHS=0``
-every write goes through ``transport.write``.  Anything but a plain,
+It is a fast path (:mod:`bkctl.wire.fastpath`): the caller passes its record's
+``enabled``; off (``BKCTL_FASTPATHS=0``), every write goes through ``transport.write``.  Anything but a plain,
 connected, non-TLS TCP transport with nothing queued (a TLS connection, a
 test's StringTransport, a connection closing or half-closed) is also left to
 ``transport.write``, and so is every error: the transport meets the same
@@ -22,16 +22,14 @@ from __future__ import annotations
 
 from twisted.internet import tcp
 
-from bkctl.wire import fastpath
-
 __all__ = ["send_now"]
 
 
-def send_now(transport, data: bytes) -> bool:
-    """Write ``data`` to ``transport``, sending it at once when the transport
-    has nothing queued; True when the kernel took all of it (nothing was
-    queued in the transport)."""
-    if (fastpath.ENABLED and isinstance(transport, tcp.Connection) and not transport.TLS
+def send_now(transport, data: bytes, enabled: bool = True) -> bool:
+    """Write ``data`` to ``transport``, sending it at once when ``enabled`` (the fast
+    paths are on) and the transport has nothing queued; True when the kernel took
+    all of it (nothing was queued in the transport)."""
+    if (enabled and isinstance(transport, tcp.Connection) and not transport.TLS
             and transport.connected and not transport.disconnecting and not transport._writeDisconnected
             and not transport._tempDataBuffer and transport.offset == len(transport.dataBuffer)):
         try:

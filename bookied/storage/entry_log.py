@@ -31,7 +31,8 @@ from typing import Callable, Iterable, NamedTuple
 
 from crc32c import crc32c
 
-from bkctl.wire.codecs.fast import C
+from bkctl.wire import fastpath
+from bkctl.wire.fastpath import Twins
 
 from .. import disk_layout as layout
 from .errors import EntryCorrupted
@@ -168,11 +169,6 @@ def scan_log(path: str, limit: int | None = None):
             yield rec
 
 
-#: the C twin of check_record over the records of one pread (``_fastcodec.span_records``:
-#: the same checks; it stops at a record it does not take, which check_record then
-#: refuses with its precise error), or None (fast paths off, or not built)
-span_records: Callable | None = getattr(C, "span_records", None)
-
 
 def check_record(data: bytes, ledger_id: int, entry_id: int, log_id: int, offset: int, length: int) -> bytes:
     """The entry in the record ``data`` read at the index row (``log_id``, ``offset``,
@@ -193,7 +189,16 @@ class EntryLogger:
     """
 
     def __init__(self, directory: str, log_size_limit: int, next_log: int = 1,
-                 on_grow: Callable[[], None] | None = None):
+                 on_grow: Callable[[], None] | None = None, twins: Twins | None = None):
+        c = (fastpath.selected() if twins is None else twins).codec
+        #: the C twin of check_record over the records of one pread (``_fastcodec.span_records``:
+        #: the same checks; it stops at a record it does not take, which check_record then
+        #: refuses with its precise error), or None (fast paths off, or not built)
+        self.span_records: Callable | None = getattr(c, "span_records", None)
+        #: the C twin of LogWriter's record loop (``_fastcodec.log_records``: the same bytes and
+        #: rows, its checksums and copies made without the GIL, so that a checkpoint leaves the
+        #: reactor thread its core), or None for the Python loop (fast paths off, or not built)
+        self.log_records: Callable | None = getattr(c, "log_records", None)
         self.directory = directory
         self.log_size_limit = min(MAX_LOG_SIZE, max(LOG_HEADER_SIZE + 1, int(log_size_limit)))
         self.next_log = next_log
@@ -282,13 +287,10 @@ class LogWriter:
     """One stream of appends into the directory's entry logs; rolls at the logger's
     ``log_size_limit``. Not thread-safe: one thread appends at a time."""
 
-    #: the C twin of the record loop (``_fastcodec.log_records``: the same bytes and rows, its
-    #: checksums and copies made without the GIL, so that a checkpoint leaves the reactor thread
-    #: its core), or None for the Python loop (fast paths off, or not built)
-    log_records: Callable | None = C.log_records if C is not None else None
-
     def __init__(self, logger: EntryLogger):
         self.logger = logger
+        #: the C twin of the record loop, or None (:attr:`EntryLogger.log_records`)
+        self.log_records = logger.log_records
         self.fd = -1
         self.log_id = 0  # 0: no log open (the next append creates one)
         self.offset = 0

@@ -82,6 +82,8 @@ import threading
 import time
 from typing import Callable, NamedTuple
 
+from bkctl.wire.fastpath import Twins
+
 from .. import disk_layout as layout
 from . import entry_log
 from ..journal import EntryRecord, ExplicitLacRecord, FenceRecord, MasterKeyRecord
@@ -173,7 +175,7 @@ class EntryStore:
     def __init__(self, directory: str, *, write_cache_max_bytes: int = 64 * 1024 * 1024,
                  log_size_limit: int = 1024 ** 3, index_map_size: int = 256 * 1024 ** 3,
                  on_flush_needed: Callable[[], None] | None = None,
-                 on_grow: Callable[[], None] | None = None):
+                 on_grow: Callable[[], None] | None = None, twins: Twins | None = None):
         self.directory = layout.current_dir(directory)
         os.makedirs(self.directory, exist_ok=True)
         self._on_flush_needed = on_flush_needed
@@ -189,7 +191,7 @@ class EntryStore:
         self.index = EntryLocationIndex(self.directory, index_map_size)
         try:
             next_log, self._ledgers = self.index.load()
-            self.entry_log = EntryLogger(self.directory, log_size_limit, next_log, on_grow)
+            self.entry_log = EntryLogger(self.directory, log_size_limit, next_log, on_grow, twins)
             self._writer = LogWriter(self.entry_log)  # the checkpoint's appends
             self._compaction_writers: list[LogWriter] = []
             self._repair_logs()
@@ -438,7 +440,7 @@ class EntryStore:
                     flushed.extend(row[3] for row in rows[k:end])
                     k = end
                     continue
-                take = entry_log.span_records  # the C twin takes the records that pass, up to one that does not
+                take = self.entry_log.span_records  # the C twin takes the records that pass, up to one that does not
                 while k < end:
                     if take is not None:
                         k = take(span, start, rows, k, end, ledger_id, entry_ids, out)

@@ -271,7 +271,7 @@ def test_v2_reads_of_an_unstriped_ledger_are_batch_reads_with_failover(bookie_cl
     pool = reader.client.pool
     # the live bookies answered BATCH_READ_ENTRY (a connection notes it on its first answer);
     # batch reads are a fast path: off, no connection sent one
-    asked = True if fastpath.ENABLED else None
+    asked = True if fastpath.selected().enabled else None
     assert [pool.get(b).batch_read_supported for b in lh.metadata.last_ensemble if b != down] == [asked, asked]
 
 

@@ -42,7 +42,7 @@ THIRD_PARTY = {
 }
 
 #: the one module that reads BKCTL_FASTPATHS
-SELECTOR = "bkctl.wire.twins"
+SELECTOR = "bkctl.wire.fastpath"
 #: the names through which the switch could be read
 _SWITCH = {"BKCTL_FASTPATHS"}
 
@@ -109,6 +109,14 @@ def test_no_module_reaches_into_another_objects_underscored_names():
                 bad.append(_where(module, found))
     assert not bad, "give the owner a public method or property:\n" + "\n".join(sorted(bad))
     assert allowed_seen == THIRD_PARTY, "a listed dependency reach is gone: take it off THIRD_PARTY"
+
+
+def test_only_the_selector_reads_the_fast_path_switch():
+    assert SELECTOR in MODULES
+    assert switch_reads(MODULES[SELECTOR])  # the check sees the one read
+    bad = [_where(m, line) for m, path in MODULES.items() if m != SELECTOR for line in switch_reads(path)]
+    assert not bad, "components receive the twins record, they do not read the switch:\n" + "\n".join(bad)
+
 
 
 def test_the_checks_see_what_they_look_for(tmp_path):

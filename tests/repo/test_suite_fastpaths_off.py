@@ -1,7 +1,7 @@
 """``./dev test`` runs part of the suite once more with every fast path off (``BKCTL_FASTPATHS=0``),
 the tests listed in tests/support/fastpaths_off.txt, so that a fast path and the general path it
 shortcuts cannot drift apart.  Its unit part is exactly the unit modules that reach, by their
-imports, a module that consults the switch (:mod:`bkctl.wire.fastpath`): a new fast path or a new
+imports, a module that consults the twin selector (:mod:`bkctl.wire.fastpath`): a new fast path or a new
 unit module cannot be left out, and one that reaches none does not run twice for nothing.
 
 "Reach" is read from the sources (ast, nothing imported): imports at any level, since the project
@@ -53,14 +53,19 @@ def runtime_imports() -> dict[str, frozenset[str]]:
     return out
 
 
+#: what takes a record of the selector: the process's (``selected``) or one for on or off (``build``)
+_CONSULTING = {"selected", "build"}
+
+
 def consults(module: str) -> bool:
-    """Whether ``module`` imports the switch and refers to ``ENABLED`` (reads it, or sets it)."""
+    """Whether ``module`` imports the selector and takes a record of it (``selected()``,
+    ``build()``, or replaces one of them)."""
     if SWITCH not in runtime_imports()[module]:
         return False
     for node in ast.walk(tree(KNOWN[module])):
-        if (isinstance(node, ast.Attribute) and node.attr == "ENABLED"
-                or isinstance(node, ast.alias) and node.name == "ENABLED"
-                or isinstance(node, ast.Constant) and node.value == "ENABLED"):
+        if (isinstance(node, ast.Attribute) and node.attr in _CONSULTING
+                or isinstance(node, ast.alias) and node.name in _CONSULTING
+                or isinstance(node, ast.Constant) and node.value in _CONSULTING):
             return True
     return False
 
@@ -88,7 +93,7 @@ def _path(module: str) -> str:
 
 def test_the_switch_is_found_where_it_is_consulted():
     consulting = {m for m in KNOWN if consults(m)}
-    assert {"bkctl.wire.client.connection", "bkctl.wire.codecs.fast", "bkctl.bookied.journal",
+    assert {"bkctl.wire.client.connection", "bkctl.wire.codecs.digest", "bkctl.bookied.journal",
             "tests.unit.test_journal_inline"} <= consulting
     # imports the switch only to refuse a bad BKCTL_FASTPATHS at start
     assert "bkctl.cli" not in consulting and SWITCH in runtime_imports()["bkctl.cli"]

@@ -703,8 +703,10 @@ def _batch_seeds() -> list[bytes]:
 def pulsar_batch_twins(data: bytes) -> None:
     """A batch entry split by the C splitter and by its Python twin: the same rows and problems
     (skipped, i.e. nothing checked, where the C one is not built or fast paths are off)."""
-    from bkctl.wire.pulsar.rows import BatchRows, PyMessageRows
+    from bkctl.wire import fastpath
+    from bkctl.wire.pulsar.rows import PyMessageRows
 
+    BatchRows = fastpath.selected().batch_rows
     if BatchRows is PyMessageRows:
         return
     fast, fast_problems, fast_counts = _batch_table(data, BatchRows)

@@ -4,6 +4,7 @@ lock, one journal item, one answer object.  Every outcome must be the one-by-one
 the answers' bytes and order, the journal's records, the store, the LAC and the metrics."""
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.bookied.journal import EntryRecord, Journal, encode_record
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
@@ -26,7 +27,7 @@ def served(tmp_path, chunk: bytes, fastpaths: bool, prepare=None, sync=True, sto
     """Answers, journal records, metrics and the bookie of one connection sent ``chunk`` at once."""
     folder = tmp_path / ("fast" if fastpaths else "general")
     with bookie_env(folder, store_options, **options) as env:
-        env.factory.fastpaths = fastpaths
+        env.factory.twins = fastpath.build(fastpaths)
         c = env.connect()
         if prepare is not None:
             prepare(env, c)
@@ -104,7 +105,7 @@ def test_a_run_that_meets_an_error_answers_each_add_as_the_one_by_one_path(tmp_p
 @pytest.mark.parametrize("fastpaths", [True, False])
 def test_a_run_that_finds_the_journal_full_waits_for_it_in_order(tmp_path, fastpaths):
     with bookie_env(tmp_path, max_throttle_time=10.0) as env:
-        env.factory.fastpaths = fastpaths
+        env.factory.twins = fastpath.build(fastpaths)
         c = env.connect()
         durable(env, c, v3_add(1, 1, 7))
         c.replies()
@@ -215,7 +216,7 @@ def test_recovery_adds_alone_are_journaled_as_patient(tmp_path, fastpaths):
     """Re-replication's copies (recovery adds, one by one or in a run, v3 or version 2) may wait
     for company in the journal; an ordinary add never does."""
     with bookie_env(tmp_path) as env:
-        env.factory.fastpaths = fastpaths
+        env.factory.twins = fastpath.build(fastpaths)
         c3, c2 = env.connect(), env.connect()
         durable(env, c3, v3_add(1, 1, 0))
         durable(env, c2, v2_add(2, 0))

@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.bookied.metrics import Metrics
 from bkctl.bookied.storage import log_name
 from bkctl.wire.codecs import v2, v3
@@ -52,7 +53,7 @@ def _both_ways(env, chunk: bytes, runs: list, rcs: list) -> list:
     read_entries = env.bookie.read_entries
     env.bookie.read_entries = lambda ledger, entries: batches.append(list(entries)) or read_entries(ledger, entries)
     for fastpaths in (True, False):
-        env.factory.fastpaths = fastpaths
+        env.factory.twins = fastpath.build(fastpaths)
         env.factory.metrics = Metrics()
         c = env.connect()
         c.proto.dataReceived(chunk)

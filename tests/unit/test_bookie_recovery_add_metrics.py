@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.bookied.metrics import Metrics
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
@@ -32,7 +33,7 @@ def v2_adds(ledger: int, entry_ids, flags: int) -> bytes:
 
 @pytest.mark.parametrize("fastpaths", [True, False])
 def test_recovery_adds_are_counted_apart_and_among_all_adds(env, fastpaths):
-    env.factory.fastpaths = fastpaths
+    env.factory.twins = fastpath.build(fastpaths)
     env.factory.metrics = metrics = Metrics()
     c2, c3 = env.connect(), env.connect()
     add(c2, 0)                                              # a writer's v2 add

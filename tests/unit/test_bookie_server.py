@@ -6,6 +6,7 @@ import pytest
 from twisted.internet import abstract, task
 from twisted.internet.testing import MemoryReactor, StringTransport
 
+from bkctl.wire import fastpath
 from bkctl.bookied.bookie import Bookie
 from bkctl.bookied.storage import EntryStore
 from bkctl.bookied.journal import EntryRecord, FenceRecord, MasterKeyRecord
@@ -438,7 +439,7 @@ ADD_REQUESTS = {
 @pytest.mark.parametrize("kind", sorted(ADD_REQUESTS))
 def test_add_answers_are_sent_when_their_group_completes_not_an_iteration_later(env, kind, fastpaths):
     """Fast path or not, an add's answer goes out with its group's send_answers()."""
-    env.factory.fastpaths = fastpaths
+    env.factory.twins = fastpath.build(fastpaths)
     request, is_ok = ADD_REQUESTS[kind]
     proto, t, reactor = real_buffering_conn(env)
     assert proto.fastpaths is fastpaths
@@ -459,7 +460,7 @@ def test_fast_and_general_paths_answer_adds_with_the_same_bytes(env, kind):
     request, _ = ADD_REQUESTS[kind]
     answers = []
     for fastpaths in (True, False):
-        env.factory.fastpaths = fastpaths
+        env.factory.twins = fastpath.build(fastpaths)
         c = env.connect()
         c.send(request())
         env.journal.sync()

@@ -43,7 +43,7 @@ def test_a_txn_id_upb_would_refuse_has_no_hand_made_header(txn):
 
 @pytest.fixture(params=[True, False], ids=["fast", "general"])
 def fast(request, monkeypatch):
-    monkeypatch.setattr(fastpath, "ENABLED", request.param)
+    monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(request.param))
     return request.param
 
 

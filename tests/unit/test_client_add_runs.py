@@ -23,7 +23,7 @@ BOOKIES = ("b1:3181", "b2:3181", "b3:3181")
 def fast_paths_on(monkeypatch):
     """These tests look at the fast path itself, so it is on even in the suite's BKCTL_FASTPATHS=0 run."""
     from bkctl.wire import fastpath
-    monkeypatch.setattr(fastpath, "ENABLED", True)
+    monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(True))
 
 
 def _encoded(entry_ids):

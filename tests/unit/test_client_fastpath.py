@@ -18,7 +18,7 @@ def fast_paths_on(monkeypatch):
     """These tests look inside the fast path itself, so it is on even in the
     suite's BKCTL_FASTPATHS=0 run (which checks the behaviour without it)."""
     from bkctl.wire import fastpath
-    monkeypatch.setattr(fastpath, "ENABLED", True)
+    monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(True))
 
 
 def test_fast_ok_and_error_and_timeout():

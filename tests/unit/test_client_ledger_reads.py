@@ -39,7 +39,7 @@ def single_reads(pool):
 @pytest.fixture(params=[True, False], ids=["batch-reads", "fastpaths-off"])
 def batch_reads(request, monkeypatch):
     """v2 batch reads are a fast path: each test runs with it on and off."""
-    monkeypatch.setattr(fastpath, "ENABLED", request.param)
+    monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(request.param))
     return request.param
 
 

@@ -28,7 +28,7 @@ def fast_paths_on(monkeypatch):
     """These tests look at the fast paths themselves, so they are on even in
     the suite's BKCTL_FASTPATHS=0 run."""
     from bkctl.wire import fastpath
-    monkeypatch.setattr(fastpath, "ENABLED", True)
+    monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(True))
 
 
 # -- v3 read frames ---------------------------------------------------------

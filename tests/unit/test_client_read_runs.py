@@ -24,7 +24,7 @@ DM = DigestManager(7, DigestType.CRC32C, b"")
 def fast_paths_on(monkeypatch):
     """These tests look at the fast path itself, so it is on even in the suite's BKCTL_FASTPATHS=0 run."""
     from bkctl.wire import fastpath
-    monkeypatch.setattr(fastpath, "ENABLED", True)
+    monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(True))
 
 
 def test_a_run_is_what_reading_one_by_one_sends_and_registers():

@@ -1,5 +1,5 @@
 """A connection's answer loop: the C twin (``take_answers``) of
-BookieConnection.fast_answers, its Python twin, and the general path (fast
+RequestTable.take_answers, its Python twin, and the general path (fast
 paths off) make the same of the same chunks of v3 answers -- the same
 outcomes in the same order, the same requests left on the wire -- whatever
 the answers are (EOK, refusals, shapes the fast path declines, answers nobody
@@ -11,11 +11,14 @@ from twisted.python.failure import Failure
 
 from bkctl.wire.client import requests
 from bkctl.wire.codecs import fast, v3
+from bkctl.wire.fastpath import Twins
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC
 from tests.support.connection import Harness, v3_reply, v3_requests
 
 MASTER_KEY = b"k" * 20
+#: the C twins (None: not built)
+C = fast.load(True)
 
 #: what each answer is: its bytes out of the request it answers
 KINDS = {
@@ -41,9 +44,10 @@ def _outcome(result):
 def run(mode: str, answers: list[tuple[int, str]], close_after: int | None, reads: int = 6) -> tuple[list, int]:
     """Issue ``reads`` callback reads and an ADD (with a Deferred), answer them
     in one chunk as ``answers`` says (request index, kind), and say what came of it."""
-    h = Harness(fastpaths=mode != "general")
-    if mode == "python":
-        h.conn._c_take_answers = None
+    if mode == "python":  # the fast paths on, in Python only
+        h = Harness(twins=Twins(enabled=True, codec=None))
+    else:
+        h = Harness(fastpaths=mode != "general")
     proto, t = h.connected()
     got = []
 
@@ -69,7 +73,7 @@ def test_the_twins_and_the_general_path_agree(answers, close_after):
     general, _ = run("general", answers, close_after)
     python = run("python", answers, close_after)
     assert python[0] == general
-    if fast.C is not None:
+    if C is not None:
         assert run("c", answers, close_after) == python
 
 
@@ -92,12 +96,28 @@ def test_sent_is_the_state_the_c_loop_takes():
     assert requests.SENT == 1
 
 
-@pytest.mark.skipif(fast.C is None, reason="the C twins are not built")
+@pytest.mark.skipif(C is None, reason="the C twins are not built")
 def test_take_answers_refuses_what_is_not_a_list_and_two_dicts():
     with pytest.raises(TypeError):
-        fast.C.take_answers((), 0, None, None, {}, {}, print)
+        C.take_answers((), 0, {}, {}, print)
     with pytest.raises(TypeError):
-        fast.C.take_answers([], 0, None, None, {}, [], print)
+        C.take_answers([], 0, {}, [], print)
+    with pytest.raises(TypeError):  # the old form, which reached into the connection
+        C.take_answers([], 0, None, None, {}, {}, print)
+
+
+def test_the_table_hands_the_c_loop_its_own_dicts_and_stops_when_told():
+    """RequestTable.take_answers: ``answered`` returning False stops the loop after that answer."""
+    for codec in ([C] if C is not None else []) + [None]:
+        h = Harness(twins=Twins(enabled=True, codec=codec))
+        proto, t = h.connected()
+        for e in range(3):
+            h.conn.read_with_callback(5, e, lambda *a: None, None, 0)
+        payloads = [KINDS["ok"](r)[4:] for r in v3_requests(t)]
+        taken = []
+        table = h.conn.requests
+        assert table.take_answers(payloads, 0, lambda req, result: taken.append(result) or len(taken) < 2) == 2
+        assert taken == [b"entry 2", b"entry 3"] and len(table.v3_fast) == len(table.v3_pending) == 1
 
 
 def test_read_answer_shapes_are_what_v3_builds():

@@ -138,10 +138,12 @@ def test_ids_the_python_loop_refuses_it_refuses_too():
                 appended([batches], 1 << 20, records)
 
 
-def test_the_c_loop_is_in_use_when_built_and_fast_paths_are_on():
-    in_use = fast.C is not None and LogWriter.log_records is fast.C.log_records
-    assert in_use == (fastpath.ENABLED and C is not None)
-    assert LogWriter.log_records is None or in_use
+def test_the_c_loop_is_in_use_when_built_and_fast_paths_are_on(tmp_path):
+    for enabled in (True, False):
+        logger = EntryLogger(str(tmp_path), 1 << 20, twins=fastpath.build(enabled))
+        assert LogWriter(logger).log_records is (C.log_records if enabled and C is not None else None)
+    default = LogWriter(EntryLogger(str(tmp_path), 1 << 20)).log_records
+    assert default is (C.log_records if fastpath.selected().enabled and C is not None else None)
 
 
 # -- reading: the C twin of check_record over one pread's records (span_records)
@@ -212,7 +214,9 @@ def test_the_c_span_check_leaves_rows_of_another_shape_to_python():
     assert C.span_records(record, 64, [(1, 64, len(record), 0)], 0, 1, 1, [5], out) == 1 and out == [b"abc"]
 
 
-def test_the_c_span_check_is_in_use_when_built_and_fast_paths_are_on():
-    in_use = fast.C is not None and entry_log.span_records is fast.C.span_records
-    assert in_use == (fastpath.ENABLED and C is not None)
-    assert entry_log.span_records is None or in_use
+def test_the_c_span_check_is_in_use_when_built_and_fast_paths_are_on(tmp_path):
+    for enabled in (True, False):
+        logger = EntryLogger(str(tmp_path), 1 << 20, twins=fastpath.build(enabled))
+        assert logger.span_records is (C.span_records if enabled and C is not None else None)
+    default = EntryLogger(str(tmp_path), 1 << 20).span_records
+    assert default is (C.span_records if fastpath.selected().enabled and C is not None else None)

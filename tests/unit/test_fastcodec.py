@@ -60,7 +60,8 @@ def test_package_leaves_what_it_does_not_cover_to_python(args):
 
 def test_package_of_a_crc32c_ledger_is_the_c_twin_when_fast_paths_are_on():
     dm = DigestManager(5, DigestType.CRC32C)
-    assert (dm.c_package is not None) == fastpath.ENABLED
+    assert (dm.c_package is not None) == fastpath.selected().enabled
+    assert DigestManager(5, DigestType.CRC32C, twins=fastpath.build(False)).c_package is None
     assert dm.package(1, 0, 10, b"0123456789") == python_package(dm, 1, 0, 10, b"0123456789")
     for other in (DigestType.CRC32, DigestType.MAC, DigestType.DUMMY):
         assert DigestManager(5, other, b"pw").c_package is None
@@ -111,11 +112,11 @@ def test_checker_hands_other_shapes_to_the_python_check():
 
 
 def test_payload_checker_is_the_c_twin_for_crc32c_when_fast_paths_are_on(monkeypatch):
-    monkeypatch.setattr(fastpath, "ENABLED", True)
+    monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(True))
     assert isinstance(DigestManager(3, DigestType.CRC32C).payload_checker(), C.Crc32cChecker) == (
-        fast.C is not None)
+        fast.load(True) is not None)
     assert not isinstance(DigestManager(3, DigestType.CRC32).payload_checker(), C.Crc32cChecker)
-    monkeypatch.setattr(fastpath, "ENABLED", False)
+    monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(False))
     dm = DigestManager(3, DigestType.CRC32C)
     assert dm.payload_checker() == dm.payload
 
@@ -218,7 +219,7 @@ def test_the_connection_and_requests_use_the_c_twins_when_fast_paths_are_on():
     from bkctl.wire.client.connection import BookieConnection
 
     conn = BookieConnection("127.0.0.1:3181", reactor=object(), clock=object(), fastpaths=True)
-    assert conn._plain_read_body is (C.plain_read_body if fast.C is not None else v3.plain_read_body)
-    assert (conn.entries._c_read_frame is not None) == (fast.C is not None)
-    assert BookieConnection("127.0.0.1:3181", reactor=object(), clock=object(),
-                            fastpaths=False)._plain_read_body is v3.plain_read_body
+    assert conn.twins.codec is C
+    assert (conn.entries._c_read_frame is not None) == (C is not None)
+    off = BookieConnection("127.0.0.1:3181", reactor=object(), clock=object(), fastpaths=False)
+    assert off.twins.codec is None and off.entries._c_read_frame is None

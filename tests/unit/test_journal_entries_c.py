@@ -59,10 +59,13 @@ def test_what_it_does_not_cover_is_left_to_python():
 
 
 def test_the_journal_uses_it_exactly_when_fast_paths_are_on(tmp_path):
-    want = getattr(fast.load(True), "journal_entries", None) if fastpath.ENABLED else None
-    assert journal._C_ENTRIES is want
+    want = getattr(fast.load(True), "journal_entries", None) if fastpath.selected().enabled else None
+    with Journal(str(tmp_path / "d")) as default:
+        assert default.c_entries is want
     with Journal(str(tmp_path / "a"), fastpaths=False) as off:
-        assert off._c_entries is None
+        assert off.c_entries is None
+    with Journal(str(tmp_path / "b"), twins=fastpath.build(True)) as on:
+        assert on.c_entries is getattr(fast.load(True), "journal_entries", None)
 
 
 @pytest.mark.parametrize("fastpaths", [True, False], ids=["c", "python"])

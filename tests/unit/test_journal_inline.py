@@ -12,7 +12,7 @@ from bkctl.bookied.journal import EntryRecord, Journal
 from bkctl.wire import fastpath
 from tests.support.clocks import ManualClock
 
-INLINE = fastpath.ENABLED
+INLINE = fastpath.selected().enabled
 WAIT = 30.0
 
 

@@ -34,14 +34,17 @@ def test_the_extension_is_built_and_current():
 
 
 def test_the_c_twins_are_in_use_exactly_when_fast_paths_are_on():
-    in_use = fastpath.ENABLED and _plain is not None
-    assert (plain.C is _plain) == in_use and (plain.C is None) == (not in_use)
-    assert (plain.add_request is (_plain.plain_add_request if in_use else v3.plain_add_request))
-    assert (plain.read_request is (_plain.plain_read_request if in_use else v3.plain_read_request))
-    assert (plain.v2_add_request is (_plain.v2_add_request if in_use else v2.plain_add_request))
-    assert (plain.add_answer is (_plain.add_answer if in_use else plain.py_add_answer))
-    assert (plain.read_answer is (_plain.read_answer if in_use else plain.py_read_answer))
-    assert (plain.read_answers is (_plain.read_answers if in_use else plain.py_read_answers))
+    for enabled in (True, False):
+        twins = fastpath.build(enabled).plain
+        in_use = enabled and _plain is not None
+        assert (twins.c is _plain) == in_use and (twins.c is None) == (not in_use)
+        assert (twins.add_request is (_plain.plain_add_request if in_use else v3.plain_add_request))
+        assert (twins.read_request is (_plain.plain_read_request if in_use else v3.plain_read_request))
+        assert (twins.v2_add_request is (_plain.v2_add_request if in_use else v2.plain_add_request))
+        assert (twins.add_answer is (_plain.add_answer if in_use else plain.py_add_answer))
+        assert (twins.read_answer is (_plain.read_answer if in_use else plain.py_read_answer))
+        assert (twins.read_answers is (_plain.read_answers if in_use else plain.py_read_answers))
+    assert fastpath.selected().plain.c is (_plain if fastpath.selected().enabled else None)
 
 
 needs_c = pytest.mark.skipif(_plain is None, reason="bkctl.wire.codecs._plain is not built")

@@ -13,12 +13,14 @@ from bkctl.export.topic_source import TopicRange, record_batch, read_topic_range
 from bkctl.export.topic_transactions import left_out_text, scan_transactions, with_transactions
 from bkctl.wire.proto import pulsar_api_pb2 as pb
 from bkctl.wire.pulsar.messages import TopicDecoder
-from bkctl.wire.pulsar.rows import BatchRows, PyMessageRows
+from bkctl.wire import fastpath
+from bkctl.wire.pulsar.rows import PyMessageRows
 from bkctl.wire.pulsar.transactions import TopicTransactions, TransactionScan, entry_marks
 from tests.support import pulsar_entries as pe
 
 SCHEMA = arrow_schema(TOPIC_COLUMNS)
 TOPIC = "persistent://public/default/t"
+BatchRows = fastpath.selected().batch_rows
 SPLITTERS = [pytest.param(PyMessageRows, id="python")] + (
     [pytest.param(BatchRows, id="c")] if BatchRows is not PyMessageRows else [])
 T0 = 1_795_000_000_000

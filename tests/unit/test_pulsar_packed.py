@@ -20,7 +20,7 @@ from bkctl.wire.proto import pulsar_api_pb2 as pb
 from bkctl.wire.pulsar import rows
 from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
 from bkctl.wire.pulsar.messages import TopicDecoder
-from bkctl.wire.pulsar.rows import BatchRows, PyMessageRows
+from bkctl.wire.pulsar.rows import PyMessageRows
 from bkctl.wire.pulsar.transactions import TopicTransactions, TransactionScan
 from tests.support import pulsar_entries as pe
 
@@ -32,6 +32,7 @@ except ImportError:
 
 SCHEMA = arrow_schema(TOPIC_COLUMNS)
 #: whether the C twin splits the batches here (BKCTL_FASTPATHS=0 runs this module too)
+BatchRows = fastpath.selected().batch_rows
 C_IN_USE = BatchRows is not PyMessageRows
 needs_c = pytest.mark.skipif(not C_IN_USE, reason="the C batch splitter is not in use (BKCTL_FASTPATHS=0 or "
                                                   "bkctl.wire.pulsar._packed not built): nothing to compare the "
@@ -74,8 +75,10 @@ def test_the_extension_is_built():
 
 
 def test_the_c_splitter_is_in_use_exactly_when_fast_paths_are_on():
-    assert C_IN_USE == (fastpath.ENABLED and PackedRows is not None)
-    assert (BatchRows is PackedRows) == C_IN_USE and rows.c_splitter() is (PackedRows if C_IN_USE else None)
+    assert C_IN_USE == (fastpath.selected().enabled and PackedRows is not None)
+    assert (BatchRows is PackedRows) == C_IN_USE and rows.c_splitter() is PackedRows
+    assert fastpath.build(False).batch_rows is PyMessageRows
+    assert fastpath.build(True).batch_rows is (PackedRows or PyMessageRows)
 
 
 def test_the_c_columns_are_the_python_tables_entry_and_message_columns_in_order():

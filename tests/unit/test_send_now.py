@@ -9,7 +9,6 @@ import pytest
 from twisted.internet import protocol, tcp
 from twisted.internet.testing import MemoryReactor, StringTransport
 
-from bkctl.wire import fastpath
 from bkctl.wire.send_now import send_now
 
 
@@ -40,8 +39,8 @@ def received(peer: socket.socket, n: int) -> bytes:
 
 
 @pytest.fixture
-def fast(monkeypatch):
-    monkeypatch.setattr(fastpath, "ENABLED", True)
+def fast():
+    """send_now's fast path on (its default)."""
 
 
 def test_nothing_queued_leaves_at_once(pair, fast):
@@ -84,10 +83,9 @@ def test_what_the_kernel_does_not_take_is_queued_in_order(pair, fast):
     assert transport not in reactor.getWriters()
 
 
-def test_with_fast_paths_off_it_is_the_transports_write(pair, monkeypatch):
-    monkeypatch.setattr(fastpath, "ENABLED", False)
+def test_with_fast_paths_off_it_is_the_transports_write(pair):
     transport, peer, reactor = pair
-    assert send_now(transport, b"later") is False
+    assert send_now(transport, b"later", False) is False
     assert transport in reactor.getWriters()
     transport.doWrite()
     assert received(peer, 5) == b"later"

@@ -31,7 +31,9 @@ from typing import Any
 
 from twisted.internet import defer, threads
 
+from bkctl.wire import fastpath
 from bkctl.wire.codecs.digest import DigestType
+from bkctl.wire.fastpath import Twins
 from bkctl.wire.errors import Conflict
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
@@ -121,7 +123,8 @@ class BookKeeperClient:
                  read_window: int = 256, recovery_read_window: int = 16, explicit_lac_interval: float = 0.0,
                  placement=None,
                  zk_timeout: float = 10.0, pool=None,
-                 run_blocking: Callable[..., defer.Deferred] | None = None, **pool_options: Any):
+                 run_blocking: Callable[..., defer.Deferred] | None = None, twins: Twins | None = None,
+                 **pool_options: Any):
         if reactor is None:
             from twisted.internet import reactor as _reactor
             reactor = _reactor
@@ -129,6 +132,8 @@ class BookKeeperClient:
             raise ValueError("max_inflight must be >= 1")
         self.reactor = reactor
         self.protocol = protocol
+        #: the implementations in use (:mod:`bkctl.wire.fastpath`), handed to its connections and handles
+        self.twins = fastpath.selected() if twins is None else twins
         self.add_timeout = add_timeout
         self.read_timeout = read_timeout
         self.max_inflight = int(max_inflight)
@@ -158,7 +163,7 @@ class BookKeeperClient:
         if pool is None:
             from .pool import BookiePool
             pool = BookiePool(reactor, self._resolve, protocol=protocol, add_timeout=add_timeout,
-                              read_timeout=read_timeout, **pool_options)
+                              read_timeout=read_timeout, twins=self.twins, **pool_options)
         self.pool = pool
 
     def __repr__(self) -> str:

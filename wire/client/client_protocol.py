@@ -213,7 +213,7 @@ class BookieClientProtocol(Protocol):
         """:meth:`send` of a burst's frames, held until its end (:mod:`.cork`):
         nothing more is coming this turn, so they are sent at once
         (:func:`~bkctl.wire.send_now.send_now`) rather than on the reactor's next."""
-        send_now(self.transport, frames[0] if len(frames) == 1 else b"".join(frames))
+        send_now(self.transport, frames[0] if len(frames) == 1 else b"".join(frames), self._fastpaths)
 
     def send_one(self, data: bytes) -> None:
         """Write one whole frame."""

@@ -67,7 +67,8 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from bkctl.wire import fastpath
-from bkctl.wire.codecs import answers, fast, v2, v3
+from bkctl.wire.fastpath import Twins
+from bkctl.wire.codecs import answers, v2, v3
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import (
     BOOKIE_INFO_FREE_DISK_SPACE,
@@ -98,7 +99,7 @@ from .errors import (
     TooManyRequests,
     error_for,
 )
-from .requests import DONE, QUEUED, SENT, Request, RequestTable
+from .requests import DECLINED, DONE, QUEUED, SENT, Request, RequestTable
 from .start_tls import StartTLS
 
 if TYPE_CHECKING:
@@ -144,8 +145,6 @@ _OPC_READ = int(OpCode.READ_ENTRY)
 _OPC_BATCH_READ = int(OpCode.BATCH_READ_ENTRY)
 _V2_ANSWER_HEAD = answers.V2_ANSWER_HEAD
 _EOK = 0
-#: what :meth:`BookieConnection._fast_result` says of an answer that is not the EOK one it looks for
-_DECLINED = object()
 _WRITE_LAC_ANSWER = answers.v3_expect("writeLacResponse")
 _FORCE_ANSWER = answers.v3_expect("forceLedgerResponse")
 
@@ -166,8 +165,8 @@ class BookieConnection:
     in seconds. ``txn_ids`` is an iterator of txnIds (and v2 BATCH_READ
     requestIds); by default each connection counts from 1. ``tls``
     (:class:`~bkctl.wire.tls.TLSFiles`): START_TLS on every connection.
-    ``fastpaths`` (default: ``BKCTL_FASTPATHS``, :mod:`bkctl.wire.fastpath`)
-    is fixed for the connection's lifetime.
+    ``twins`` (default: the process's record, :mod:`bkctl.wire.fastpath`; ``fastpaths``
+    True or False: the record for fast paths on or off) is fixed for the connection's lifetime.
     """
 
     def __init__(
@@ -191,6 +190,7 @@ class BookieConnection:
         txn_ids: Iterator[int] | None = None,
         tls=None,
         fastpaths: bool | None = None,
+        twins: Twins | None = None,
     ):
         if protocol not in ("v2", "v3"):
             raise ValueError(f"protocol must be 'v2' or 'v3', not {protocol!r}")
@@ -229,7 +229,10 @@ class BookieConnection:
         #: reads packed directly); off with BKCTL_FASTPATHS=0
         #: (bkctl.wire.fastpath), when every request goes through the builders
         #: and every answer is parsed
-        self.fastpaths = fastpath.ENABLED if fastpaths is None else bool(fastpaths)
+        if twins is None:
+            twins = fastpath.selected() if fastpaths is None else fastpath.build(bool(fastpaths))
+        self.twins = twins
+        self.fastpaths = twins.enabled
         #: :class:`~bkctl.wire.tls.TLSFiles` (None: plain text); its context is built on first connect
         self.tls = tls
         #: the START_TLS steps of every attempt (None: plain text)
@@ -237,20 +240,14 @@ class BookieConnection:
             tls, self.bookie_id, self._ids, v2_answers=not self.use_v3,
             ready=self._connected, failed=self._tls_failed)
         #: builds the ADD and READ requests
-        self.entries = EntryRequests(self.use_v3, self.fastpaths, self._ids)
-        #: takes an EOK READ answer apart (fast paths: the C twin when built)
-        c = fast.C if self.fastpaths else None
-        self._plain_read_body = v3.plain_read_body if c is None else c.plain_read_body
-        #: the C twin of :meth:`fast_answers`' loop (fast paths, when built; an
-        #: extension built before it had the loop leaves the Python twin in use)
-        self._c_take_answers = getattr(c, "take_answers", None)
+        self.entries = EntryRequests(self.use_v3, twins, self._ids)
         self._proto: BookieClientProtocol | None = None
         self._attempt: BookieClientFactory | None = None
         self._closing: BookieClientProtocol | None = None
         self._closed = False
         self._queue: deque[Request] = deque()
         #: the requests on the wire, by what their answers carry
-        self.requests = RequestTable(self.use_v3)
+        self.requests = RequestTable(self.use_v3, twins.codec)
         self._sent = self.requests.sent
         self._deadlines = Deadlines(self._clock, self._expired)
         # frames of requests issued while answers were handed out, written
@@ -833,66 +830,33 @@ class BookieConnection:
         it is anything else (an error, another shape, another request, or one
         a repeating caller-supplied txn_ids gave a header field that is not
         its own): then it is parsed and matched as usual."""
-        req = self.requests.v3_fast.pop(payload[:2 + payload[1]], None)
+        requests = self.requests
+        req = requests.pop_fast(payload)
         if req is None:
             return False
         if proto is not self._proto:
             return True  # a connection given up on: dropped, as any answer on it
-        result = self._fast_result(req, payload)
-        if result is _DECLINED:
+        result = requests.claim(req, payload)
+        if result is DECLINED:
             return False
-        del self.requests.v3_pending[req.key]
         self._answered(req, result)
         return True
-
-    def _fast_result(self, req: Request, payload: bytes) -> Any:
-        """What ``payload`` says as the EOK answer of ``req``, a plain ADD or READ
-        found by its header field (None for an ADD, the entry for a READ);
-        :data:`_DECLINED` when it is not that, or ``req`` is no longer on the wire."""
-        if req.state != SENT or self.requests.v3_pending.get(req.key) is not req:
-            return _DECLINED
-        ok = req.ok
-        if ok is not None:  # an ADD: the rest of its EOK answer, byte for byte
-            if len(payload) != len(req.fast) + len(ok) or not payload.endswith(ok):
-                return _DECLINED
-            return None
-        result = self._plain_read_body(payload, len(req.fast))
-        return _DECLINED if result is None else result
 
     def fast_answers(self, proto: BookieClientProtocol, payloads: list[bytes], start: int) -> int:
         """:meth:`fast_answer` over the v3 answers ``payloads[start:]`` for as
-        long as it takes them: the index of the first one it does not take
-        (another shape, or a callback closed the connection), which is left
-        as it was for the caller to hand to :meth:`fast_answer` and the
-        general path.  One call per chunk of answers instead of one per
-        answer; its loop is in C when built (``take_answers``)."""
-        take = self._c_take_answers
-        if take is not None:
-            requests = self.requests
-            return take(payloads, start, proto, self, requests.v3_fast, requests.v3_pending, self._answered)
-        i, n = start, len(payloads)
-        while i < n and proto is self._proto:
-            payload = payloads[i]
-            if len(payload) <= 2 or not self._take_fast(proto, payload):
-                break
-            i += 1
-        return i
+        long as it takes them (:meth:`RequestTable.take_answers`): the index of
+        the first one it does not take (another shape, or a callback closed the
+        connection), which is left as it was for the caller to hand to
+        :meth:`fast_answer` and the general path.  One call per chunk of answers
+        instead of one per answer."""
+        if proto is not self._proto:
+            return start
 
-    def _take_fast(self, proto: BookieClientProtocol, payload: bytes) -> bool:
-        """:meth:`fast_answer` for an answer it takes; False, with nothing
-        changed, for one it does not."""
-        fast = self.requests.v3_fast
-        head = payload[:2 + payload[1]]
-        req = fast.get(head)
-        if req is None:
-            return False
-        result = self._fast_result(req, payload)
-        if result is _DECLINED:
-            return False
-        del fast[head]
-        del self.requests.v3_pending[req.key]
-        self._answered(req, result)
-        return True
+        def answered(req: Request, result: Any) -> bool:
+            self._answered(req, result)
+            return proto is self._proto
+
+        return self.requests.take_answers(payloads, start, answered)
 
     def v2_answer(self, proto: BookieClientProtocol, payload: bytes, opcode: int) -> bool:
         """A v2 READ_ENTRY or ADD_ENTRY answer (``opcode``; version > 0, at

@@ -16,7 +16,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from bkctl.wire.codecs import answers, fast, v2, v3
+from bkctl.wire.codecs import answers, v2, v3
+from bkctl.wire.fastpath import Twins
 from bkctl.wire.codecs.add_frames import EncodedAdd
 from bkctl.wire.codecs.framing import frame, length_prefix
 from bkctl.wire.codecs.protocol import MASTER_KEY_LENGTH, V2_CURRENT_VERSION, Flag, OpCode, OperationType
@@ -42,17 +43,18 @@ def check_master_key(master_key) -> None:
 
 class EntryRequests:
     """Builds the ADD and READ requests of one connection (``use_v3``, with
-    the fast paths when ``fastpaths``), taking txnIds from ``txn_ids``."""
+    the fast paths when ``twins.enabled``: :mod:`bkctl.wire.fastpath`), taking
+    txnIds from ``txn_ids``."""
 
     __slots__ = ("use_v3", "fastpaths", "_ids", "_encoder", "_c_read_frame", "_c_add_frame")
 
-    def __init__(self, use_v3: bool, fastpaths: bool, txn_ids: Iterator[int]):
+    def __init__(self, use_v3: bool, twins: Twins, txn_ids: Iterator[int]):
         self.use_v3 = use_v3
-        self.fastpaths = fastpaths
+        self.fastpaths = twins.enabled
         self._ids = txn_ids
         self._encoder = v3.RequestEncoder() if use_v3 else None
         # the C twins of RequestEncoder.read_frame and of an ADD copy's frame (fast paths, when built)
-        c = fast.C if fastpaths else None
+        c = twins.codec
         self._c_read_frame = None if c is None else c.read_frame
         self._c_add_frame = None if c is None else c.add_frame
 

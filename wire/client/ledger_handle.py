@@ -49,7 +49,6 @@ from typing import Any
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from bkctl.wire import fastpath
 from bkctl.wire.codecs.add_frames import AddEncoder, EncodedAdd
 from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.errors import BKError
@@ -157,7 +156,7 @@ class LedgerHandle(ReadHandle):
             raise ValueError("explicit_lac_interval must be >= 0")
         self.explicit_lac_interval = 0.0 if recovery else float(explicit_lac_interval)
         #: fast path: encodes each entry's ADD once for its write set (None: off)
-        self._adds = AddEncoder(getattr(client, "protocol", "v3")) if fastpath.ENABLED else None
+        self._adds = AddEncoder(getattr(client, "protocol", "v3"), self.twins) if self.twins.enabled else None
         self._piggybacked_lac = -1  # the LAC packaged in the last entry sent
         self._explicit_lac = -1  # the highest LAC the bookies were told, by adds or WRITE_LAC
         self._lac_timer = None

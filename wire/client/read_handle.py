@@ -31,6 +31,7 @@ import bisect
 from twisted.internet import defer
 
 from bkctl.wire import fastpath
+from bkctl.wire.fastpath import Twins
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.errors import BKError
 from bkctl.wire.metadata.ledger import LedgerMetadata
@@ -67,7 +68,9 @@ class ReadHandle:
         self._ws_cache: dict[tuple[int, int], tuple[str, ...]] = {}
         self._ws_starts: tuple[int, ...] = ()  # first entry ids of its segments
         self.digest_type = DigestType(digest_type)
-        self.digest = DigestManager(ledger_id, self.digest_type, self.password)
+        #: the implementations in use (:mod:`bkctl.wire.fastpath`): the client's record
+        self.twins: Twins = getattr(client, "twins", None) or fastpath.selected()
+        self.digest = DigestManager(ledger_id, self.digest_type, self.password, self.twins)
         self.master_key = master_key(self.password)
         self._lac = metadata.last_entry_id if metadata.is_closed else -1
 
@@ -274,6 +277,6 @@ class ReadHandle:
         md = self.metadata
         # BATCH_READ_ENTRY is a speed path (bkctl.wire.fastpath): off, every entry is read alone
         if (md.ensemble_size == md.write_quorum and getattr(self.client, "protocol", "v3") == "v2"
-                and fastpath.ENABLED):
+                and self.twins.enabled):
             return BatchReads(self, first, last).start()
         return WindowedReads(self, first, last, self._read_window).start()

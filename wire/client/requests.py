@@ -9,7 +9,8 @@ wire of one connection and finds the one an answer belongs to:
   dict for the rare request whose txnId is taken by another operation (a
   caller-supplied ``txn_ids`` that repeats itself);
 * v3 plain ADDs and READs also by their header field, which their EOK answer
-  starts with byte for byte (the fast path matches such answers unparsed);
+  starts with byte for byte (the fast path matches such answers unparsed:
+  :meth:`RequestTable.take_answers`, in C when built);
 * v2 by ``(ledgerId, entryId, opcode)``, first in first out for duplicate
   keys; BATCH_READ by its requestId.
 """
@@ -21,13 +22,15 @@ from typing import Any
 
 from twisted.internet import defer
 
-from bkctl.wire.codecs import v2
+from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.protocol import OpCode
 
-__all__ = ["Request", "RequestTable", "QUEUED", "SENT", "DONE"]
+__all__ = ["Request", "RequestTable", "QUEUED", "SENT", "DONE", "DECLINED"]
 
 # Request states.
 QUEUED, SENT, DONE = 0, 1, 2
+#: what :meth:`RequestTable.fast_result` says of an answer that is not the EOK one it looks for
+DECLINED = object()
 
 _OPC_ADD = int(OpCode.ADD_ENTRY)
 _OPC_READ = int(OpCode.READ_ENTRY)
@@ -87,10 +90,15 @@ class Request:
 class RequestTable:
     """The requests of one connection that are on the wire, by what their answers carry."""
 
-    __slots__ = ("use_v3", "sent", "v3_pending", "v3_other", "v3_fast", "v2_pending")
+    __slots__ = ("use_v3", "sent", "v3_pending", "v3_other", "v3_fast", "v2_pending", "_read_body", "_c_take")
 
-    def __init__(self, use_v3: bool):
+    def __init__(self, use_v3: bool, codec: Any = None):
+        """``codec``: the C twins (``Twins.codec`` of :mod:`bkctl.wire.fastpath`), or None."""
         self.use_v3 = use_v3
+        #: takes an EOK READ answer apart (the C twin when built)
+        self._read_body = v3.plain_read_body if codec is None else codec.plain_read_body
+        #: the C twin of :meth:`take_answers`' loop, or None
+        self._c_take = None if codec is None else codec.take_answers
         #: insertion-ordered set of the requests on the wire
         self.sent: dict[Request, None] = {}
         self.v3_pending: dict[int, Request] = {}
@@ -133,6 +141,64 @@ class RequestTable:
             head = req.fast
             if head is not None:
                 fast[head] = req
+
+    def fast_result(self, req: Request, payload: bytes) -> Any:
+        """What ``payload`` says as the EOK answer of ``req``, a plain ADD or READ
+        found by its header field (None for an ADD, the entry for a READ);
+        :data:`DECLINED` when it is not that, or ``req`` is no longer on the wire."""
+        if req.state != SENT or self.v3_pending.get(req.key) is not req:
+            return DECLINED
+        ok = req.ok
+        if ok is not None:  # an ADD: the rest of its EOK answer, byte for byte
+            if len(payload) != len(req.fast) + len(ok) or not payload.endswith(ok):
+                return DECLINED
+            return None
+        result = self._read_body(payload, len(req.fast))
+        return DECLINED if result is None else result
+
+    def pop_fast(self, payload: bytes) -> Request | None:
+        """The plain ADD or READ on the wire whose header field the v3 answer ``payload``
+        starts with, taken out of the header field's table (not yet of the others)."""
+        return self.v3_fast.pop(payload[:2 + payload[1]], None)
+
+    def claim(self, req: Request, payload: bytes) -> Any:
+        """:meth:`fast_result`; unless :data:`DECLINED`, ``req`` is then taken out of the
+        txnId table too (its answer is handed out)."""
+        result = self.fast_result(req, payload)
+        if result is not DECLINED:
+            del self.v3_pending[req.key]
+        return result
+
+    def take_answers(self, payloads: list[bytes], start: int, answered: Callable[[Request, Any], bool]) -> int:
+        """The v3 answers ``payloads[start:]`` that are the EOK answers of plain ADDs and
+        READs on the wire (:meth:`fast_result`), for as long as they are: each one's request
+        taken out of the tables and handed to ``answered(req, result)``, which returns
+        whether to go on (False: a callback closed the connection).  The index of the first
+        answer not taken, left as it was for the general path (or the one after an
+        ``answered`` that said stop).  One call per chunk of answers; its loop is in C when
+        built (``_fastcodec.take_answers``, handed this table's dicts)."""
+        take = self._c_take
+        if take is not None:
+            return take(payloads, start, self.v3_fast, self.v3_pending, answered)
+        fast = self.v3_fast
+        i, n = start, len(payloads)
+        while i < n:
+            payload = payloads[i]
+            if len(payload) <= 2:
+                break
+            head = payload[:2 + payload[1]]
+            req = fast.get(head)
+            if req is None:
+                break
+            result = self.fast_result(req, payload)
+            if result is DECLINED:
+                break
+            del fast[head]
+            del self.v3_pending[req.key]
+            i += 1
+            if not answered(req, result):
+                break
+        return i
 
     def _txn_taken(self, req: Request, other: Request) -> None:
         """``req``'s txnId is ``other``'s already (a caller-supplied txn_ids repeats itself)."""

@@ -256,7 +256,8 @@ class FragmentCopy:
         self.window = window
         self.on_entry = on_entry
         self.throttle = throttle
-        self.adds = AddEncoder(getattr(client, "protocol", "v3")) if fastpath.ENABLED else None
+        twins = getattr(client, "twins", None) or fastpath.selected()
+        self.adds = AddEncoder(getattr(client, "protocol", "v3"), twins) if twins.enabled else None
         self._fragment = fragment
         self._schedule = fragment.schedule
         self._striped_until = self._schedule.striped_until
@@ -578,7 +579,7 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
                     await client.open_ledger(ledger_id, recovery=True, password=password)
                     md, _version = await client.run_blocking(client.store.ledgers.read, ledger_id)
         password_bytes, digest_type = ledger_credentials(ledger_id, md, password)
-        digest = DigestManager(ledger_id, digest_type, password_bytes)
+        digest = DigestManager(ledger_id, digest_type, password_bytes, getattr(client, "twins", None))
         key = master_key(password_bytes)
         writable, readonly = await client.bookie_lists()
         for fragment in fragments_to_rereplicate(ledger_id, md, lost):

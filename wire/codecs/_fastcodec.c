@@ -760,15 +760,15 @@ static PyObject *span_records(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 /* ------------------------------------------------------------ the answer loop */
 
-static PyObject *str_proto, *str_state, *str_key, *str_ok, *str_fast;
+static PyObject *str_state, *str_key, *str_ok, *str_fast;
 
 /* requests.SENT: a request on the wire (tests/unit/test_client_take_answers.py checks it) */
 #define REQUEST_SENT 1
 
-/* What BookieConnection.fast_answer makes of payload for the request req
+/* What RequestTable.fast_result makes of payload for the request req
  * (found under its header field): 1 with *result set (a new reference:
  * None for an ADD, the entry for a READ) when it takes it; 0 when it does
- * not (fast_answer then decides, as it would have); -1 on an error. */
+ * not (the general path then decides, as it would have); -1 on an error. */
 static int fast_result(PyObject *req, PyObject *pending, const unsigned char *b, Py_ssize_t n,
                        PyObject **result)
 {
@@ -824,19 +824,18 @@ done:
 }
 
 PyDoc_STRVAR(take_answers_doc,
-"take_answers(payloads, start, proto, conn, fast, pending, answered) -> int\n\n"
-"BookieConnection.fast_answers: fast_answer over the v3 answers\n"
-"payloads[start:] while it takes them, each taken one out of fast (by its\n"
-"header field) and pending (by txnId) and handed to answered(req, result);\n"
-"the index of the first it does not take (conn._proto is no longer proto,\n"
-"or an answer fast_answer would decline or drop), which is left untouched.");
+"take_answers(payloads, start, fast, pending, answered) -> int\n\n"
+"RequestTable.take_answers, its owner handing it its two dicts: the EOK answers\n"
+"payloads[start:] of the plain requests on the wire, while it takes them, each\n"
+"taken one out of fast (by its header field) and pending (by txnId) and handed\n"
+"to answered(req, result), which returns whether to go on; the index of the\n"
+"first it does not take (or the one after an answered() that said stop).");
 
 static PyObject *take_answers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (!bk_nargs("take_answers", nargs, 7))
+    if (!bk_nargs("take_answers", nargs, 5))
         return NULL;
-    PyObject *payloads = args[0], *proto = args[2], *conn = args[3], *fast = args[4], *pending = args[5];
-    PyObject *answered = args[6];
+    PyObject *payloads = args[0], *fast = args[2], *pending = args[3], *answered = args[4];
     if (!PyList_CheckExact(payloads) || !PyDict_CheckExact(fast) || !PyDict_CheckExact(pending)) {
         PyErr_SetString(PyExc_TypeError, "take_answers wants a list of payloads and two dicts");
         return NULL;
@@ -845,12 +844,6 @@ static PyObject *take_answers(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (i == -1 && PyErr_Occurred())
         return NULL;
     for (; i >= 0 && i < PyList_GET_SIZE(payloads); i++) {
-        PyObject *current = PyObject_GetAttr(conn, str_proto); /* a callback may have closed it */
-        if (current == NULL)
-            return NULL;
-        Py_DECREF(current);
-        if (current != proto)
-            break;
         PyObject *payload = PyList_GET_ITEM(payloads, i);
         if (!PyBytes_CheckExact(payload) || PyBytes_GET_SIZE(payload) <= 2)
             break;
@@ -866,11 +859,14 @@ static PyObject *take_answers(PyObject *self, PyObject *const *args, Py_ssize_t 
             taken = -1;
         Py_XDECREF(head);
         Py_DECREF(payload);
+        int go = 1;
         if (taken == 1) {
             PyObject *call[2] = {req, result};
             PyObject *r = PyObject_Vectorcall(answered, call, 2, NULL);
+            go = r == NULL ? -1 : PyObject_IsTrue(r); /* False: a callback closed the connection */
             Py_XDECREF(r);
-            taken = r == NULL ? -1 : 1;
+            if (go < 0)
+                taken = -1;
         }
         Py_XDECREF(result);
         Py_XDECREF(req);
@@ -878,6 +874,10 @@ static PyObject *take_answers(PyObject *self, PyObject *const *args, Py_ssize_t 
             return NULL;
         if (taken == 0)
             break;
+        if (!go) {
+            i++;
+            break;
+        }
     }
     return PyLong_FromSsize_t(i);
 }
@@ -925,8 +925,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__fastcodec(void)
 {
     crc_init_tables();
-    if ((str_proto = PyUnicode_InternFromString("_proto")) == NULL
-            || (str_state = PyUnicode_InternFromString("state")) == NULL
+    if ((str_state = PyUnicode_InternFromString("state")) == NULL
             || (str_key = PyUnicode_InternFromString("key")) == NULL
             || (str_ok = PyUnicode_InternFromString("ok")) == NULL
             || (str_fast = PyUnicode_InternFromString("fast")) == NULL)
@@ -943,6 +942,11 @@ PyMODINIT_FUNC PyInit__fastcodec(void)
     Py_INCREF(&CheckerType);
     if (PyModule_AddObject(m, "Crc32cChecker", (PyObject *)&CheckerType) < 0) {
         Py_DECREF(&CheckerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* what wire/codecs/fast.py's C_API must be: a build older than the sources is not used */
+    if (PyModule_AddIntConstant(m, "API", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -11,7 +11,8 @@ DEFERRED_SYNC adds are not covered (they go through the request builders).
 """
 from __future__ import annotations
 
-from . import fast
+from bkctl.wire import fastpath
+from bkctl.wire.fastpath import Twins
 from .answers import v2_add_frame
 from .protocol import Flag
 from .v3 import RequestEncoder
@@ -51,13 +52,15 @@ class AddEncoder:
 
     __slots__ = ("use_v3", "_encoder", "_c_add_part")
 
-    def __init__(self, protocol: str):
+    def __init__(self, protocol: str, twins: Twins | None = None):
         if protocol not in ("v2", "v3"):
             raise ValueError(f"protocol must be 'v2' or 'v3', not {protocol!r}")
         self.use_v3 = protocol == "v3"
         self._encoder = RequestEncoder() if self.use_v3 else None
-        #: the C twin of RequestEncoder.add_part (when built), or None
-        self._c_add_part = None if fast.C is None else fast.C.add_part
+        #: the C twin of RequestEncoder.add_part (when built and in use: ``twins``, default
+        #: the process's record of :mod:`bkctl.wire.fastpath`), or None
+        c = (fastpath.selected() if twins is None else twins).codec
+        self._c_add_part = None if c is None else c.add_part
 
     def encode(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
                recovery: bool = False, high_priority: bool = False) -> EncodedAdd:

@@ -15,7 +15,8 @@ import zlib
 
 from bkctl.wire import fastpath
 from bkctl.wire.errors import DigestError
-from bkctl.wire.codecs import checksums, fast
+from bkctl.wire.codecs import checksums
+from bkctl.wire.fastpath import Twins
 from bkctl.wire.codecs.protocol import ENTRY_HEADER_LENGTH
 
 _HEADER = struct.Struct(">qqqq")
@@ -66,17 +67,19 @@ def mac_key(password: bytes) -> bytes:
 class DigestManager:
     """Builds and verifies packaged entries and LAC bodies of one ledger."""
 
-    __slots__ = ("ledger_id", "digest_type", "digest_length", "_mac_key", "c_package")
+    __slots__ = ("ledger_id", "digest_type", "digest_length", "_mac_key", "c_package", "_fastpaths", "_c")
 
-    def __init__(self, ledger_id: int, digest_type: DigestType, password: bytes = b""):
+    def __init__(self, ledger_id: int, digest_type: DigestType, password: bytes = b"", twins: Twins | None = None):
         self.ledger_id = ledger_id
         self.digest_type = DigestType(digest_type)
         self.digest_length = DIGEST_LENGTH[self.digest_type]
         self._mac_key = mac_key(password) if self.digest_type is DigestType.MAC else None
         #: the C twin of package (a fast path: CRC32C only), or None; it returns None for what
         #: it leaves to package (a writer calling it directly falls back to package then)
-        self.c_package = (fast.C.crc32c_package if fast.C is not None and self.digest_type is DigestType.CRC32C
-                          else None)
+        twins = fastpath.selected() if twins is None else twins
+        self._fastpaths = twins.enabled
+        self._c = c = twins.codec
+        self.c_package = c.crc32c_package if c is not None and self.digest_type is DigestType.CRC32C else None
 
     def _digest(self, first: bytes, rest: bytes = b"") -> bytes:
         dt = self.digest_type
@@ -147,11 +150,11 @@ class DigestManager:
         (a short entry, a mismatch) to :meth:`payload` for its error;
         :meth:`payload` itself otherwise."""
         dt = self.digest_type
-        if not fastpath.ENABLED or dt not in (DigestType.CRC32C, DigestType.CRC32):
+        if not self._fastpaths or dt not in (DigestType.CRC32C, DigestType.CRC32):
             return self.payload
-        if fast.C is not None and dt is DigestType.CRC32C and type(self.ledger_id) is int and \
+        if self._c is not None and dt is DigestType.CRC32C and type(self.ledger_id) is int and \
                 -_I64_LIMIT <= self.ledger_id < _I64_LIMIT:
-            return fast.C.Crc32cChecker(self.ledger_id, self.payload)
+            return self._c.Crc32cChecker(self.ledger_id, self.payload)
         start = ENTRY_HEADER_LENGTH + self.digest_length
         crc = checksums.crc32c_function() if dt is DigestType.CRC32C else zlib.crc32
         stored = (_U32 if dt is DigestType.CRC32C else _U64).unpack_from

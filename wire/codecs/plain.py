@@ -1,6 +1,7 @@
-"""The bookie's hot-path twins, chosen in one place: its parsers of plain
-requests and its ADD and READ answers, in C (``_plain.c``) when that is built and fast
-paths are on, else in Python.
+"""The bookie's hot-path twins: its parsers of plain requests and its ADD and READ
+answers, in C (``_plain.c``) when that is built and fast paths are on, else in Python
+(:class:`PlainTwins`, one of which the twin selector records: ``Twins.plain`` of
+:mod:`bkctl.wire.fastpath`).  Its fields:
 
 * :data:`add_request` -- :func:`.v3.plain_add_request`;
 * :data:`read_request` -- :func:`.v3.plain_read_request`;
@@ -14,14 +15,15 @@ paths are on, else in Python.
 
 The Python twins are the reference; the C ones give the same values for every
 input (tests/unit/test_plain_c.py, the fuzz target ``plain_c_twins``).  The
-bookie uses these only with its own fast paths on; ``BKCTL_FASTPATHS=0`` also
-leaves the C twins out here (:data:`C` is then None).
+bookie uses these only with its own fast paths on; with them off the selector
+records :data:`PYTHON`.
 """
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
 
@@ -30,9 +32,7 @@ C_API = 4
 
 
 def c_twins():
-    """The C module when it is built, current and fast paths are on; else None."""
-    if not fastpath.ENABLED:
-        return None
+    """The C module when it is built and current; else None."""
     try:
         from bkctl.wire.codecs import _plain
     except ImportError:  # installed where no C compiler was found: the Python twins do it all
@@ -78,11 +78,29 @@ def py_read_answers(run: list, results: list, start: int, max_lac: int, limit: i
     return b"".join(out), i
 
 
-#: The C module in use, or None.
-C = c_twins()
-add_request = C.plain_add_request if C else v3.plain_add_request
-read_request = C.plain_read_request if C else v3.plain_read_request
-v2_add_request = C.v2_add_request if C else v2.plain_add_request
-add_answer = C.add_answer if C else py_add_answer
-read_answer = C.read_answer if C else py_read_answer
-read_answers = C.read_answers if C else py_read_answers
+class PlainTwins(NamedTuple):
+    """One implementation of each (see the module documentation); ``c`` the C module it
+    comes from, or None for the Python twins."""
+
+    add_request: Callable[[bytes], Any]
+    read_request: Callable[[bytes], Any]
+    v2_add_request: Callable[[bytes], Any]
+    add_answer: Callable[[int, int, int, int], bytes]
+    read_answer: Callable[[bytes, int, int, bytes, int], bytes]
+    read_answers: Callable[[list, list, int, int, int], tuple[bytes, int]]
+    c: Any = None
+
+
+#: The Python twins (the reference).
+PYTHON = PlainTwins(v3.plain_add_request, v3.plain_read_request, v2.plain_add_request,
+                    py_add_answer, py_read_answer, py_read_answers)
+
+
+def twins(enabled: bool) -> PlainTwins:
+    """The C twins when ``enabled`` and built and current, else :data:`PYTHON`
+    (what the twin selector, :mod:`bkctl.wire.fastpath`, records)."""
+    c = c_twins() if enabled else None
+    if c is None:
+        return PYTHON
+    return PlainTwins(c.plain_add_request, c.plain_read_request, c.v2_add_request,
+                      c.add_answer, c.read_answer, c.read_answers, c)

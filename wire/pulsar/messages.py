@@ -7,7 +7,7 @@ in, and for a corrupt entry or an incomplete chunk set either an error row
 (``error`` says what is wrong, ``payload`` holds the bytes as stored) or
 nothing -- but always a :class:`Problem` naming topic, ledger and entry.
 
-Batches are split by :data:`~.rows.BatchRows` (the C twin when it is in
+Batches are split by ``Twins.batch_rows`` of :mod:`bkctl.wire.fastpath` (the C twin when it is in
 use: splitting a batch in Python is most of what a message costs); every
 other row -- single, encrypted and chunked messages, error rows, and a batch
 the C twin does not split or that is filtered message by message (``keep``)
@@ -25,11 +25,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bkctl.wire import fastpath
+
 from .chunks import ChunkAssembler
 from .columns import MESSAGE_COLUMNS, EntryFacts, entry_values
 from .entry import decode_entry, decompress_whole
 from .errors import CorruptEntry
-from .rows import BatchRows, PyMessageRows, encryption_values, entry_messages, message_values
+from .rows import PyMessageRows, encryption_values, entry_messages, message_values
 from .transactions import marker_name, txn_of
 
 __all__ = ["COLUMNS", "Problem", "RowPart", "TopicDecoder", "message_id"]
@@ -88,7 +90,7 @@ class TopicDecoder:
     wanted (``--unacked-only``); ``from_ms``/``to_ms`` keep publish times
     ``from_ms <= t < to_ms``; ``error_rows`` False skips corrupt entries (they
     are still counted in :attr:`problems`).  ``splitter``: the batch splitter
-    class (default :data:`~.rows.BatchRows`; the tests compare the twins).
+    class (default: the process's, ``Twins.batch_rows``; the tests compare the twins).
     ``transactions``: the topic's :class:`~.transactions.TopicTransactions`
     (None: no message is left out for its transaction); ``pending``: keep the
     messages a consumer cannot receive yet, marked, instead of leaving them out.
@@ -118,7 +120,7 @@ class TopicDecoder:
         self.left_out: dict[str, Any] = {"markers": {}, "aborted": 0, "pending": 0, "pending_kept": 0}
         #: every row but those of the batches the C twin splits
         self._rows = PyMessageRows(partition)
-        splitter = BatchRows if splitter is None else splitter
+        splitter = fastpath.selected().batch_rows if splitter is None else splitter
         self._batches = self._rows if splitter is PyMessageRows else splitter(partition)
         #: rows taken out of one splitter when the other one's came next
         self._parts: list[RowPart] = []

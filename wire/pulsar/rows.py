@@ -20,9 +20,9 @@ batches:
   ``add_batch`` appends nothing and returns None, and the batch goes to the
   Python twin.
 
-:data:`BatchRows` is the one that splits batches here, chosen once: the C one when it is
-built, this is a little-endian machine and fast paths are on
-(``BKCTL_FASTPATHS``), else the Python one.
+:func:`splitter` names the one that splits batches: the C one when it is built, this
+is a little-endian machine and fast paths are on, else the Python one; the twin
+selector records it once (``Twins.batch_rows`` of :mod:`bkctl.wire.fastpath`).
 """
 from __future__ import annotations
 
@@ -30,15 +30,13 @@ import struct
 import sys
 from typing import Any, Protocol
 
-from bkctl.wire import fastpath
-
 from ..proto import pulsar_api_pb2 as pb
 from .columns import BATCH_DEFAULTS, MESSAGE_COLUMNS, names
 from .entry import INT64_MAX, MS_MAX, check_range, check_text
 from .errors import CorruptEntry
 
-__all__ = ["BatchRows", "BatchRowsProtocol", "C_KINDS", "MESSAGE_VALUE_COLUMNS", "PyMessageRows", "c_columns",
-           "c_splitter", "encryption_values", "entry_messages", "message_values", "split_batch"]
+__all__ = ["BatchRowsProtocol", "C_KINDS", "MESSAGE_VALUE_COLUMNS", "PyMessageRows", "c_columns",
+           "c_splitter", "splitter", "encryption_values", "entry_messages", "message_values", "split_batch"]
 
 _U32 = struct.Struct(">I")
 #: What :func:`message_values` gives, in order: the ``message`` columns.
@@ -222,7 +220,7 @@ def c_columns() -> list[tuple[str, str, str]]:
 def c_splitter():
     """The C twin, if it is built, has this table's columns (a build older
     than the sources has not) and may be used here; else None."""
-    if not fastpath.ENABLED or sys.byteorder != "little":
+    if sys.byteorder != "little":
         return None
     try:
         from . import _packed
@@ -231,5 +229,7 @@ def c_splitter():
     return _packed.PackedRows if list(getattr(_packed, "COLUMNS", ())) == c_columns() else None
 
 
-#: The batch splitter in use (see the module documentation).
-BatchRows: type[BatchRowsProtocol] = c_splitter() or PyMessageRows
+def splitter(enabled: bool) -> type[BatchRowsProtocol]:
+    """The batch splitter to use: the C twin when ``enabled`` (fast paths on) and usable
+    (:func:`c_splitter`), else :class:`PyMessageRows`."""
+    return (c_splitter() if enabled else None) or PyMessageRows
