@@ -306,8 +306,9 @@ def main() -> int:
             _stop_reactor()
 
     def stop():
-        ExitDeadline("autorecovery daemon shutdown").arm(cfg.shutdown_timeout_ms / 1000.0 / 5,
-                                                          lambda: outcome["code"])
+        deadline = ExitDeadline("autorecovery daemon shutdown")
+        deadline.doing("stopping the auditor and the replication worker (their ZooKeeper locks and watches)")
+        deadline.arm(cfg.shutdown_timeout_ms / 1000.0 / 5, lambda: outcome["code"])
         if figures.running:
             figures.stop()
         d = defer.maybeDeferred(daemon.stopService) if daemon.running else defer.succeed(None)

@@ -685,6 +685,7 @@ class BookieService:
         log.info("shutting down")
         self.notifier.stopping()
         if self.autorecovery is not None:
+            self._exit_deadline.doing("stopping the autorecovery daemon")
             try:
                 yield self.autorecovery.stop(budget / 4)
             except Exception as e:  # noqa: BLE001 - the bookie still stops cleanly
@@ -698,12 +699,14 @@ class BookieService:
             yield self.http_port.stopListening()
         pool = self.reactor.getThreadPool()
         # close() writes and fsyncs whatever is queued; its callbacks answer the clients
+        self._exit_deadline.doing("closing the journals (writing and syncing what is queued)")
         for j in self.journals:
             yield threads.deferToThreadPool(self.reactor, pool, j.close)
         yield task.deferLater(self.reactor, 0, lambda: None)  # let those answers be written
         for proto in list(self.bookie.connections) if self.bookie else []:
             proto.close()
         if self.gc is not None:
+            self._exit_deadline.doing("stopping garbage collection and compaction")
             try:  # a compaction stops at its next entry; the stores close after it
                 yield self.gc.shutdown().addTimeout(max(deadline - time.monotonic(), 0.05) / 2, self.reactor)
             except defer.TimeoutError:
@@ -711,11 +714,13 @@ class BookieService:
         while self._checkpointing:
             yield task.deferLater(self.reactor, 0.01, lambda: None)
         marks = [j.mark() for j in self.journals]
+        self._exit_deadline.doing("closing the entry stores (flushing their write caches)")
         for s in self.stores:
             yield threads.deferToThreadPool(self.reactor, pool, s.close)  # flushes first
         for j, m in zip(self.journals, marks):
             j.checkpoint(m)
         if self.zk is not None:
+            self._exit_deadline.doing("leaving ZooKeeper (unregister, close the session): is it unreachable?")
             yield self._leave_zookeeper(budget, deadline)
         log.info("stopped")
 

@@ -298,7 +298,8 @@ def autorecovery_status(app: App):
             ("lost bookies", "; ".join(lost_text(b) for b in doc["lost_bookies"]) or "none"),
             ("auditor waits for", doc["auditor_waits_for"]),
             ("workers", ", ".join(w["worker"] + (f" (ledger {', '.join(map(str, w['active']))})" if w["active"]
-                                                 else "") for w in doc["workers"]) or "none"),
+                                                 else "") for w in doc["workers"])
+             or doc["workers_note"] or "none"),
             ("under-replicated", doc["underreplicated"])])
         if doc["ledgers"]:
             table(app, ["ledger", "missing replicas", "worker", "state"],

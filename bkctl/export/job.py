@@ -339,7 +339,9 @@ def run_export(store, uri: str, source: ExportSource, options: ExportOptions, *,
                     from .writing import remove_files
 
                     t = time.monotonic()
-                    say(f"reading {len(again)} of {len(plan.tasks)} tasks again...")
+                    say(f"reading {len(again)} of {len(plan.tasks)} tasks again: they hold messages of a "
+                        "transaction that was aborted or is still open, which only the other tasks' entries "
+                        "told...")
                     remove_files(out.staging, [r for r in reports if r.get("index") in again])
                     reports = [r for r in reports if r.get("index", r.get("task")) not in again] + _write(
                         spark, settings, str(out.staging), options, source, plan, progress, only=again)

@@ -132,7 +132,11 @@ def autorecovery_report(store, now_ms: int) -> dict:
                 "active": sorted(int(k) for k in (d.get("active") or {})),
                 "holds": len(d.get("holds") or {}), "updated": d.get("updated")}
                for wid, d in sorted(snap.workers.items())]
+    # Java's auditor and workers keep no status: an empty list then says nothing about its workers
+    workers_note = None if workers or snap.auditor is None or doc else (
+        "not known: the auditor keeps no status (Java's?), and Java's workers keep none either -- each Java "
+        "bookie with autoRecoveryDaemonEnabled runs one")
     return {"enabled": snap.enabled, "lost_bookie_recovery_delay": snap.delay,
             "underreplicated": len(snap.marks), "auditor": snap.auditor,
             "auditor_keeps_status": bool(doc), "lost_bookies": lost, "auditor_waits_for": waiting,
-            "workers": workers, "ledgers": ledgers}
+            "workers": workers, "workers_note": workers_note, "ledgers": ledgers}

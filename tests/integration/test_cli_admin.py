@@ -79,6 +79,17 @@ def test_lost_bookie_delay_and_underreplicated(metadata_uri, zkstore, zk_client)
     assert "worker-7" in bkctl(metadata_uri, "autorecovery", "underreplicated").stdout
 
 
+def test_status_does_not_call_javas_workers_none(metadata_uri, zkstore):
+    assert "workers            none" in bkctl(metadata_uri, "autorecovery", "status").stdout  # no auditor: none
+    zkstore.auditor.cast_vote("10.0.0.5:3181")  # a Java auditor: no status of its own, nor its workers'
+    done = bkctl(metadata_uri, "autorecovery", "status")
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if line.startswith("workers"))
+    assert line.split(None, 1)[1].startswith("not known: the auditor keeps no status (Java's?)"), line
+    assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "status").stdout)["workers_note"].startswith(
+        "not known")
+
+
 def test_whoisauditor_and_trigger_audit(metadata_uri, zkstore, zk_client):
     out = bkctl(metadata_uri, "--json", "autorecovery", "whoisauditor")
     assert out.returncode == 0 and json.loads(out.stdout) == {"auditor": None}

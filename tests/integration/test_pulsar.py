@@ -601,6 +601,14 @@ def test_export_topic_gives_what_a_consumer_receives_for_every_vector_case(pulsa
         assert doc["entries"] == len(pe.case_entries(case))
         # only an aborted transaction's range is read again (a committed one's rows were right)
         assert ("write_again" in doc["timings"]) == (case == "t_txn_abort"), case
+        if case == "t_txn_abort":  # and says why, to people (--json is silent)
+            from bkctl.cli import run
+
+            capsys.readouterr()
+            assert run(["-m", c.uri, "export", "--out", str(tmp_path / "said"), "--split-entries", "2",
+                        "--topic", f"persistent://{NS}/vec-{case}"]) == 0
+            said = capsys.readouterr().err
+            assert "tasks again: they hold messages of a transaction that was aborted" in said, said
         rows = export_rows(out)
         assert {r["topic"] for r in rows} == {f"persistent://{NS}/vec-{case}"}
         if case in consumer_view:

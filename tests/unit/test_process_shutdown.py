@@ -8,6 +8,8 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 # A daemon that has stopped: its Python SIGTERM handler is still installed and
 # something slow is torn down while the interpreter finalizes.
 _FINISHING_DAEMON = textwrap.dedent("""
@@ -50,19 +52,28 @@ def test_a_sigterm_while_the_interpreter_finishes_does_not_kill_a_stopped_daemon
 
 
 _STUCK_SHUTDOWN = textwrap.dedent("""
-    import threading
+    import sys, threading
     from bkctl.wire.process.shutdown import ExitDeadline
 
-    ExitDeadline("test shutdown").arm(0.2, lambda: 7)
+    deadline = ExitDeadline("test shutdown")
+    if sys.argv[1:]:
+        deadline.doing(sys.argv[1])
+    deadline.arm(0.2, lambda: 7)
     threading.Event().wait(60)  # a shutdown that never finishes
 """)
 
 
-def test_the_exit_deadline_ends_a_stuck_shutdown_with_its_code_and_says_why():
+@pytest.mark.parametrize("step", [None, "closing the entry stores (flushing their write caches)"])
+def test_the_exit_deadline_ends_a_stuck_shutdown_with_its_code_and_says_why(step):
     # the child would wait 60 s: a run past the timeout (TimeoutExpired) is the deadline not firing
-    done = subprocess.run([sys.executable, "-c", _STUCK_SHUTDOWN], capture_output=True, timeout=30)
+    done = subprocess.run([sys.executable, "-c", _STUCK_SHUTDOWN, *([step] if step else [])], capture_output=True,
+                          timeout=30)
     assert done.returncode == 7
     assert b"test shutdown did not finish within 0.2 s" in done.stderr
+    # the step it was stuck in, not a guess at ZooKeeper (which may be fine)
+    assert b"ZooKeeper" not in done.stderr, done.stderr
+    if step:
+        assert f"within 0.2 s (still {step}); exiting now".encode() in done.stderr
 
 
 class _ThreadSafeClock:

@@ -59,7 +59,13 @@ class ExitDeadline:
 
     def __init__(self, what: str):
         self.what = what
+        self.step: str | None = None  # what the shutdown is doing now, named if the deadline strikes
         self._timer: threading.Timer | None = None
+
+    def doing(self, step: str) -> None:
+        """Say what the shutdown does next ("closing the journals"): the deadline's log line names
+        the step it was stuck in, instead of guessing."""
+        self.step = step
 
     def arm(self, seconds: float, exit_code=lambda: 0) -> None:
         """``exit_code``: called at the deadline for the status to exit with."""
@@ -77,7 +83,8 @@ class ExitDeadline:
 
     def _expire(self, seconds: float, exit_code) -> None:
         code = exit_code()
-        log.warning("%s did not finish within %g s (ZooKeeper unreachable?); exiting now", self.what, seconds)
+        log.warning("%s did not finish within %g s%s; exiting now", self.what, seconds,
+                    f" (still {self.step})" if self.step else "")
         for handler in logging.getLogger().handlers:
             try:
                 handler.flush()
