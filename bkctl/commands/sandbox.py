@@ -98,10 +98,13 @@ def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, au
     stays until ZooKeeper expires its session (up to zkTimeout, 10 s here),
     and `up` waits for the restarted bookie's own.  A bookie that does not
     start, or is not registered anew within 60 s, is reported with the
-    reason (exit 1), left out of bookies[], and the others still start.
+    reason (exit 1), left out of bookies[], and the others still start.  A
+    bookie that was decommissioned (`bkctl decommission`: its cookie is gone
+    from ZooKeeper) is not started again: its slot is dropped, its directory
+    moved aside (bookie-N.decommissioned), and a new bookie takes its place.
     --json: uri, zookeeper, bookies[] (bookie_id, port, http_port, pid,
-    dirs), failed[] (index, bookie_id, error), dir, autorecovery, tls,
-    settings.
+    dirs), failed[] (index, bookie_id, error), retired[] (index, bookie_id,
+    moved_to), dir, autorecovery, tls, settings.
     """
     from ..sandbox import cluster
 
@@ -116,6 +119,9 @@ def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, au
     zk = result["zookeeper"]
     click.echo(f"sandbox     {result['dir']}")
     click.echo(f"zookeeper   127.0.0.1:{zk['port']} (pid {zk['pid']})")
+    for r in result.get("retired") or []:
+        click.echo(f"retired     {r['bookie_id']} (decommissioned: its slot is dropped, its directory moved to "
+                   f"{r['moved_to']})")
     for b in result["bookies"]:
         click.echo(f"bookie      {b['bookie_id']} (pid {b['pid']}" + _http_text(b) + ")")
     if result.get("autorecovery"):

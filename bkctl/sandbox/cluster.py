@@ -456,8 +456,12 @@ def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_
     bookie restarted after a kill -9 waits for the killed process's session to
     expire first.
 
+    A recorded bookie that was decommissioned (its cookie gone from ZooKeeper)
+    is not started again: its slot is dropped (``retired``: index, bookie_id,
+    moved_to) and a new bookie counts in its place.
+
     Returns ``{"uri", "zookeeper": {"port", "pid"}, "bookies": [{"bookie_id", "port",
-    "http_port", "pid", "dirs"}], "failed", "dir"}``.  The state file is updated
+    "http_port", "pid", "dirs"}], "failed", "retired", "dir"}``.  The state file is updated
     after every process that starts, so ``down`` can clean up after a failure half-way.
     """
     if bookies < 0:
@@ -506,6 +510,16 @@ def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_
         save_state(d, state)
         if init_cluster(uri):
             progress(f"initialised a new cluster at {uri}")
+        retired = _retire_decommissioned(d, uri, [b for b in recorded if not bookie_alive(b)], progress)
+        if retired:
+            gone = {r["index"] for r in retired}
+            recorded = [b for b in recorded if b["index"] not in gone]
+            state["bookies"] = recorded
+            state.setdefault("retired", []).extend(retired)
+            save_state(d, state)
+            wanted = recorded[:bookies]
+            to_start = [b for b in wanted if not bookie_alive(b)]
+            missing = bookies - len(wanted)
 
         failed: list[dict] = []
 
@@ -525,13 +539,42 @@ def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_
             # one that did not start has no process: not the pid of the one that ran before
             record.update(fresh if fresh is not None else {"pid": None})
             save_state(d, state)
-        next_index = max((b.get("index", 0) for b in recorded), default=-1) + 1
+        next_index = max((b.get("index", 0) for b in recorded + state.get("retired", [])), default=-1) + 1
         for i in range(max(0, missing)):
             fresh = start(next_index + i, None, None)
             if fresh is not None:
                 state["bookies"].append(fresh)
                 save_state(d, state)
-        return dict(_public(state), failed=failed)
+        return dict(_public(state), failed=failed, retired=retired)
+
+
+def _retire_decommissioned(d: Path, uri: str, stopped: list[dict], progress: Progress) -> list[dict]:
+    """The recorded bookies, not running, that were decommissioned: no cookie in ZooKeeper while
+    their directories hold one (`bkctl decommission` deletes it last).  bookied refuses to start
+    such a bookie, so its slot is dropped -- its directory moved aside to ``bookie-N.decommissioned``,
+    nothing deleted -- and a new bookie takes its place; returns ``{"index", "bookie_id",
+    "moved_to"}`` for each."""
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    candidates = [b for b in stopped if any((Path(x) / "current" / "VERSION").is_file() for x in b.get("dirs", []))]
+    if not candidates:
+        return []
+    with ZKMetadataStore(uri, timeout=20) as store:
+        gone = [b for b in candidates if store.cookies.get(b["id"]) is None]
+    retired = []
+    for b in gone:
+        base = _bookie_paths(d, b["index"])["base"]
+        moved = base.with_name(base.name + ".decommissioned")
+        n = 1
+        while moved.exists():
+            n += 1
+            moved = base.with_name(f"{base.name}.decommissioned.{n}")
+        if base.exists():
+            base.rename(moved)
+        progress(f"bookie {b['id']} was decommissioned (no cookie in ZooKeeper): its slot is dropped, its "
+                 f"directory moved to {moved}")
+        retired.append({"index": b["index"], "bookie_id": b["id"], "moved_to": str(moved)})
+    return retired
 
 
 def sandbox_status(directory: str | os.PathLike | None = None, *, check_registration: bool = True) -> dict:

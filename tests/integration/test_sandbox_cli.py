@@ -36,7 +36,7 @@ def test_up_status_down_json(sandbox_dir):
     result = invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert set(doc) == {"uri", "zookeeper", "bookies", "failed", "dir", "autorecovery", "tls", "settings"}
+    assert set(doc) == {"uri", "zookeeper", "bookies", "failed", "retired", "dir", "autorecovery", "tls", "settings"}
     assert doc["failed"] == []
     assert doc["tls"] is None
     assert doc["bookies"] == [] and doc["dir"] == str(sandbox_dir.resolve()) and doc["autorecovery"] is False
@@ -238,3 +238,23 @@ def test_up_after_kill_9_returns_with_each_bookie_registered_by_its_new_session(
     rows = {row["bookie_id"]: row for row in st["bookies"]}
     assert rows[first["bookie_id"]]["pid"] is None and not rows[first["bookie_id"]]["alive"]
     assert rows[second["bookie_id"]]["pid"] == restarted["pid"]
+
+
+def test_up_after_a_decommission_drops_the_retired_slot(sandbox_dir):
+    """`bkctl decommission` deletes the bookie's cookie last; bookied then refuses to start on its
+    stamped directories, and `up` exited 1 for ever on that slot.  It drops the slot instead, moves
+    its directory aside and starts a new bookie in its place."""
+    first = json.loads(invoke("up", "--bookies", "1", "--dir", str(sandbox_dir), "--json").stdout)
+    [old] = first["bookies"]
+    invoke("down", "--dir", str(sandbox_dir), "--json")
+    invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json")  # ZooKeeper only
+    with ZKMetadataStore(first["uri"]) as store:
+        store.cookies.delete(old["bookie_id"])  # what decommission does once the data is elsewhere
+    again = invoke("up", "--bookies", "1", "--dir", str(sandbox_dir))
+    assert again.exit_code == 0, again.output
+    assert f"retired     {old['bookie_id']} (decommissioned" in again.stdout
+    doc = json.loads(invoke("up", "--bookies", "1", "--dir", str(sandbox_dir), "--json").stdout)
+    [new] = doc["bookies"]
+    assert new["bookie_id"] != old["bookie_id"] and doc["failed"] == [] and doc["retired"] == []
+    assert (sandbox_dir / "bookie-0.decommissioned" / "journal").is_dir()  # moved aside, nothing deleted
+    assert not (sandbox_dir / "bookie-0").exists() and (sandbox_dir / "bookie-1" / "journal").is_dir()
