@@ -48,6 +48,24 @@ incomplete chunked message is a warning and an error row (or skipped with
 --on-corrupt skip).
 
 \b
+Typed values: a topic with a schema (in Pulsar's registry, read from its
+ledgers as a broker reads it: `bkctl pulsar schema`) gets a `value` column
+after these, each message decoded by the schema version it carries -- AVRO,
+JSON (by its Avro definition), PROTOBUF_NATIVE (by its descriptor),
+KEY_VALUE (INLINE or SEPARATED: a struct of key and value) and the
+primitive types -- as typed Spark columns: records as structs, arrays,
+maps, enums as strings, dates, timestamps and decimals.  Messages of older
+versions are read by Avro's resolution rules as the newest readable version
+(added fields take their defaults); --schema-version N reads every message
+as version N instead.  A message that does not decode (its version's ledger
+gone, a version that cannot be resolved, bad bytes) keeps its row with
+`value` null and `error` naming the topic, the message id and why, and is
+counted in the summary and the manifest's `schema` section.  A topic without
+a schema, or with BYTES, gets no `value` (its payload is the value); --raw
+leaves `value` out whatever the schema.  `SELECT value.amount FROM t`, or
+`value.*`, in Spark SQL.
+
+\b
 The rows are what a consumer of the topic receives, by Pulsar's rules: marker
 entries (replicated-subscription snapshots, transaction commit/abort) are
 never rows; a transaction's messages are rows once it committed (txn_id
@@ -105,6 +123,9 @@ def _ctime(ctx, param, value):
               help="With --topic: also the messages an open transaction holds back from consumers (its own and "
                    "every later one), with pending = true; by default the export stops at the open transaction's "
                    "first message.")
+@click.option("--raw", is_flag=True, help="With --topic: no `value` column typed by the topic's schema.")
+@click.option("--schema-version", type=click.IntRange(min=0), metavar="N",
+              help="With --topic: read every message's value as schema version N (default: the newest readable).")
 @click.option("--managed-ledgers", metavar="PATH",
               help="With --topic: Pulsar's managed-ledger root in ZooKeeper (default: beside the ledger root).")
 @click.option("--since", callback=_ctime, metavar="CTIME",
@@ -135,16 +156,16 @@ def _ctime(ctx, param, value):
 @click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark configuration.")
 @pass_app
 def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, strict, unacked_only, from_time, to_time,
-           skip_missing, on_corrupt, include_pending, managed_ledgers, since, until, partition_by, compression, master,
+           skip_missing, on_corrupt, include_pending, raw, schema_version, managed_ledgers, since, until, partition_by, compression, master,
            rows_per_file, overwrite, append, decode, include_open, split_entries, batch_size, protocol,
            password, spark_conf):
     """Export ledgers, or a Pulsar topic's messages, to Parquet that Spark, pyarrow and friends read directly."""
     if sum(map(bool, (ledger_spec, all_ledgers, topic))) != 1:
         raise CommandError("give exactly one of --ledgers SPEC, --all and --topic TOPIC", USAGE)
     if not topic and (subscription or unacked_only or from_time is not None or to_time is not None or skip_missing
-                      or strict or include_pending):
-        raise CommandError("--subscription, --unacked-only, --strict, --from, --to, --skip-missing and "
-                           "--include-pending go with --topic", USAGE)
+                      or strict or include_pending or raw or schema_version is not None):
+        raise CommandError("--subscription, --unacked-only, --strict, --from, --to, --skip-missing, "
+                           "--include-pending, --raw and --schema-version go with --topic", USAGE)
     if overwrite and append:
         raise CommandError("--overwrite and --append cannot be used together", USAGE)
     try:
@@ -171,7 +192,7 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, strict,
             source = TopicSource(TopicSpec(
                 topic=topic, subscription=subscription, unacked_only=unacked_only, from_ms=from_time, to_ms=to_time,
                 skip_missing=skip_missing, on_corrupt=on_corrupt, managed_ledgers=managed_ledgers, strict=strict,
-                include_pending=include_pending, scan_first=False))
+                include_pending=include_pending, raw=raw, schema_version=schema_version, scan_first=False))
         else:
             source = LedgerSource(LedgerSelection(
                 spec=parse_ledger_spec("all" if all_ledgers else ledger_spec), since_ms=since, until_ms=until,
@@ -198,6 +219,13 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, strict,
         for p in (summary.get("problems") or [])[:20]:
             app.err_console.print(f"bkctl: warning: {p['topic']} ledger {p['ledger_id']} entry {p['entry_id']}: "
                                   f"{p['reason']}", highlight=False, soft_wrap=True)
+        typed = summary.get("schema") or {}
+        for f in typed.get("first_decode_errors") or []:  # messages that do not decode by their schema: error rows
+            app.err_console.print(f"bkctl: warning: {f['topic']} message {f['message_id']}: does not decode by its "
+                                  f"schema: {f['reason']}", highlight=False, soft_wrap=True)
+        if typed.get("decode_errors", 0) > len(typed.get("first_decode_errors") or []):
+            app.err_console.print(f"bkctl: warning: ... and more messages that do not decode (see "
+                                  f"{summary['manifest']})", highlight=False, soft_wrap=True)
         if len(summary.get("problems") or []) > 20:
             app.err_console.print(f"bkctl: warning: ... and {len(summary['problems']) - 20} more problems "
                                   f"(see {summary['manifest']})", highlight=False, soft_wrap=True)
@@ -222,6 +250,11 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, strict,
                 f"{plural(summary['ledgers'], 'ledger')} to {summary['out']} in {summary['seconds']:.1f}s: "
                 f"{plural(summary['files'], 'file')}, master {summary['master']}")
         if topic:
+            typed = summary.get("schema") or {}
+            if typed.get("typed"):
+                app.console.print(f"  values typed by schema version {typed['reader_version']} ({typed['type']})"
+                                  + (f"; {plural(typed['decode_errors'], 'message')} did not decode (error rows)"
+                                     if typed["decode_errors"] else ""), highlight=False, soft_wrap=True)
             from ..export.topic_transactions import left_out_text
 
             line = left_out_text(summary["left_out"], summary["transactions"])

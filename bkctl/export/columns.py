@@ -46,10 +46,13 @@ def _inner(ddl_type: str, outer: str) -> list[str] | None:
     return [part.strip() for part in ddl_type[len(outer) + 1:-1].split(",")]
 
 
-def arrow_type(ddl_type: str):
-    """The Arrow type of a DDL type (timestamps: microseconds, UTC, as Spark writes them)."""
+def arrow_type(ddl_type):
+    """The Arrow type of a DDL type (timestamps: microseconds, UTC, as Spark writes them);
+    a column typed by an Arrow type itself (a topic's typed ``value``) keeps it."""
     import pyarrow as pa
 
+    if not isinstance(ddl_type, str):
+        return ddl_type
     simple = {"long": pa.int64(), "int": pa.int32(), "string": pa.string(), "binary": pa.binary(),
               "boolean": pa.bool_(), "timestamp": pa.timestamp("us", tz="UTC")}
     if ddl_type in simple:
@@ -61,10 +64,14 @@ def arrow_type(ddl_type: str):
     raise ValueError(f"no Arrow type for column type {ddl_type!r}")
 
 
-def spark_type(ddl_type: str):
-    """The Spark SQL type of a DDL type."""
+def spark_type(ddl_type):
+    """The Spark SQL type of a DDL type (or of an Arrow type: a typed ``value``)."""
     from pyspark.sql import types as T
 
+    if not isinstance(ddl_type, str):
+        from pyspark.sql.pandas.types import from_arrow_type
+
+        return from_arrow_type(ddl_type)
     if ddl_type in _SPARK_NAMES:
         return getattr(T, _SPARK_NAMES[ddl_type])()
     if (args := _inner(ddl_type, "map")) is not None:
@@ -90,7 +97,8 @@ def spark_schema(columns: Sequence[Column]):
 
 def ddl(columns: Sequence[Column]) -> str:
     """The rows' schema as Spark SQL DDL (``ledger_id long, entry_id long, ...``)."""
-    return ", ".join(f"{c.name} {c.type}" for c in columns)
+    return ", ".join(f"{c.name} {c.type if isinstance(c.type, str) else spark_type(c.type).simpleString()}"
+                     for c in columns)
 
 
 def file_columns(columns: Sequence[Column], partition_columns: Sequence[str] = (),

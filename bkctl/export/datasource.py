@@ -54,7 +54,10 @@ Options (names are case-insensitive, values strings):
     deleted: skipped instead of failing), ``onCorrupt`` (``row``: an error
     row, default; ``skip``), ``managedLedgers`` (Pulsar's root in ZooKeeper),
     ``includePending`` (the messages an open transaction holds back, with
-    ``pending`` true; default false: left out).
+    ``pending`` true; default false: left out); a topic with a schema has a
+    ``value`` column typed by it as ``bkctl export --topic`` has (``raw``:
+    ``true`` leaves it out; ``schemaVersion``: read every value as that
+    version instead of the newest readable one).
 ``plan``
     JSON list of ledger plans made by :func:`bkctl.export.planning.plan_ledgers`
     (``bkctl export`` passes it so that what is read is exactly what it planned);
@@ -85,7 +88,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from bkctl.wire.text import parse_bool
 
 from . import FORMAT, planning
-from .columns import LEDGER_COLUMNS, TOPIC_COLUMNS, ddl, spark_schema
+from .columns import LEDGER_COLUMNS, ddl, spark_schema
 from .executor import DEFAULT_BATCH_SIZE, DEFAULT_READ_TIMEOUT, DEFAULT_READ_WINDOW, LedgerReader, ReadSettings
 from .ledger_source import LedgerSelection, LedgerSource
 from .planning import SpecError
@@ -187,7 +190,10 @@ class ReadOptions:
                 skip_missing=_bool("skipMissing", opts.get("skipmissing"), False),
                 on_corrupt=str(opts.get("oncorrupt") or "row").lower(), managed_ledgers=opts.get("managedledgers"),
                 strict=_bool("strict", opts.get("strict"), False),
-                include_pending=_bool("includePending", opts.get("includepending"), False)))
+                include_pending=_bool("includePending", opts.get("includepending"), False),
+                raw=_bool("raw", opts.get("raw"), False),
+                schema_version=None if opts.get("schemaversion") in (None, "") else
+                _int("schemaVersion", opts.get("schemaversion"), 0, minimum=0)))
         else:
             self.source = LedgerSource(LedgerSelection(
                 spec=planning.parse_ledger_spec(ledgers) if ledgers else planning.LedgerSpec(),
@@ -274,6 +280,18 @@ def _plan(options: ReadOptions) -> SourcePlan:
         return options.source.plan(store, LedgerReader.in_process(settings), options.split_entries)
 
 
+def _typed(options: ReadOptions) -> ReadOptions:
+    """The options with a topic source's ``value`` typed by the topic's schema
+    (read from the cluster now: the schema Spark is told must be the rows')."""
+    if isinstance(options.source, TopicSource):
+        from bkctl.wire.metadata.zk import ZKMetadataStore
+
+        settings = options.settings
+        with ZKMetadataStore(settings.uri, security=settings.zk_security) as store:
+            options.source.type_values(store, LedgerReader.in_process(settings))
+    return options
+
+
 class BookKeeperDataSource(DataSource):
     """Ledger entries, or a topic's messages, as rows; see the module documentation for the options."""
 
@@ -283,7 +301,9 @@ class BookKeeperDataSource(DataSource):
 
     def schema(self):
         topic = any(str(k).lower() == "topic" for k in dict(self.options or {}))
-        return spark_schema(TOPIC_COLUMNS if topic else LEDGER_COLUMNS)
+        if topic:
+            return spark_schema(_typed(ReadOptions(self.options)).source.columns)
+        return spark_schema(LEDGER_COLUMNS)
 
     def reader(self, schema):
         return SparkSourceReader(ReadOptions(self.options), schema)
@@ -294,7 +314,7 @@ class SparkSourceReader(DataSourceReader):
     driver), each read in a worker as the export's tasks read."""
 
     def __init__(self, options: ReadOptions, schema):
-        columns = options.source.columns
+        columns = _typed(options).source.columns
         if [(f.name, f.dataType) for f in schema.fields] != [(f.name, f.dataType)
                                                             for f in spark_schema(columns).fields]:
             raise SpecError(f"the bookkeeper data source has the fixed schema {ddl(columns)}"

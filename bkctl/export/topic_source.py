@@ -50,7 +50,7 @@ from .planning import LedgerPlan
 from .source import ExportError, SourcePlan, Written
 
 __all__ = ["TopicLedgersMissing", "TopicRange", "TopicSource", "TopicSpec", "escape_partition_value", "plan_topic",
-           "read_topic_range"]
+           "read_topic_range", "topic_typing"]
 
 #: A record batch every this many rows: the packed buffers stay small enough to
 #: stay in the CPU's caches (100,000 rows per batch cost 5% more CPU per message)
@@ -86,6 +86,10 @@ class TopicSpec:
     strict: bool = False
     #: the messages an open transaction holds back are exported with ``pending`` set, not left out
     include_pending: bool = False
+    #: today's rows only: no ``value`` column typed by the topic's schema
+    raw: bool = False
+    #: the schema version the values are read as (None: the newest readable one)
+    schema_version: int | None = None
     #: find the transactions' outcomes before the tasks run, reading every entry's metadata
     #: (what the data source does); False: the tasks find them as they read, and
     #: :meth:`TopicSource.redo` names the few tasks to run again (what ``run_export`` does)
@@ -100,6 +104,8 @@ class TopicSpec:
             raise planning.SpecError(str(exc)) from None
         if self.unacked_only and self.subscription is None:
             raise planning.SpecError("--unacked-only needs --subscription")
+        if self.raw and self.schema_version is not None:
+            raise planning.SpecError("--schema-version reads values by a schema; --raw reads none")
         if self.on_corrupt not in ("row", "skip"):
             raise planning.SpecError(f"on corrupt entries: row or skip, not {self.on_corrupt!r}")
 
@@ -144,6 +150,8 @@ class TopicRange:
     pending: bool = False
     #: report the transactions the range's entries show (``counts["transactions"]``)
     scan: bool = False
+    #: the topic's :class:`~bkctl.wire.pulsar.typed.TypedView` (None: raw rows, no ``value``)
+    typed: Any = None
 
     @property
     def entries(self) -> int:
@@ -254,6 +262,63 @@ def plan_topic(store, spec: TopicSpec, split_entries: int, tail_of, client=None)
     return out
 
 
+def topic_typing(store, spec: TopicSpec, reader: LedgerReader) -> tuple[Any, dict[str, Any]]:
+    """The :class:`~bkctl.wire.pulsar.typed.TypedView` the topic's values are
+    read by (None: raw rows) and the manifest's ``schema`` section: its schema
+    id, the versions (each read from its ledger; one that cannot be read is
+    named, and its messages become error rows), the reader version, the
+    value's type, or why the values are not typed (``--raw``; no schema; a
+    BYTES schema, whose value is the payload; a type with no reading)."""
+    from bkctl.ops.pulsar_schema import registry
+    from bkctl.wire.pulsar.errors import NoSuchSchema, SchemaUnreadable
+    from bkctl.wire.pulsar.schema import schema_id
+    from bkctl.wire.pulsar.typed import TypedView, Untyped
+
+    sid = schema_id(spec.topic)
+    doc: dict[str, Any] = {"schema_id": sid, "typed": False, "why_not": None, "reader_version": None,
+                           "type": None, "versions": [], "unreadable": {}}
+    if spec.raw:
+        doc["why_not"] = "--raw"
+        return None, doc
+    reg = registry(store, spec.managed_ledgers, reader.client)
+    locator = reg.locator(sid)
+    if locator is None:
+        doc["why_not"] = "the topic has no schema"
+        if spec.schema_version is not None:
+            raise NoSuchSchema(f"{spec.topic} has no schema (--schema-version {spec.schema_version})")
+        return None, doc
+    versions, unreadable = {}, {}
+    for entry in sorted(locator.index):
+        try:
+            versions[entry.version] = reg.version(sid, entry.version, locator)[1]
+        except SchemaUnreadable as exc:
+            unreadable[entry.version] = str(exc)
+    doc.update(versions=sorted(versions), unreadable={str(v): why for v, why in unreadable.items()})
+    if spec.schema_version is not None and spec.schema_version not in versions:
+        if spec.schema_version in unreadable:
+            raise SchemaUnreadable(locator.entry(spec.schema_version).ledger_id, unreadable[spec.schema_version])
+        raise NoSuchSchema(f"{spec.topic} has no schema version {spec.schema_version} "
+                           f"(versions {', '.join(map(str, sorted(versions) + sorted(unreadable)))})")
+    try:
+        view = TypedView(versions, unreadable, spec.schema_version)
+    except Untyped as exc:
+        doc["why_not"] = str(exc)
+        return None, doc
+    from .columns import spark_type
+
+    doc.update(typed=True, reader_version=view.reader, type=view.type,
+               value_type=_simple_type(view.arrow_type, spark_type))
+    return view, doc
+
+
+def _simple_type(arrow_type, spark_type) -> str:
+    """The value's type in Spark SQL's words (Arrow's when PySpark is not installed)."""
+    try:
+        return spark_type(arrow_type).simpleString()
+    except ImportError:
+        return str(arrow_type)
+
+
 # ---------------------------------------------------------------- reading
 
 def record_batch(part, schema) -> Any:
@@ -300,7 +365,6 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
     of the messages in ``part``; ``counts`` receives entries read, messages,
     bytes and problems."""
     from bkctl.wire.pulsar.messages import TopicDecoder
-    from bkctl.wire.pulsar.transactions import TransactionScan
 
     keep = None
     if part.cursor is not None:
@@ -312,6 +376,69 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
     decoder = TopicDecoder(part.topic, part.partition, keep=keep, from_ms=part.from_ms, to_ms=part.to_ms,
                            error_rows=part.error_rows, transactions=part.transactions, pending=part.pending)
     schema = arrow_schema(TOPIC_COLUMNS)
+    if part.typed is not None:
+        yield from _typed(_read_rows(reader, part, decoder, schema, counts), part, schema, counts)
+        return
+    yield from _read_rows(reader, part, decoder, schema, counts)
+
+
+def _typed(batches: Iterator[Any], part: TopicRange, schema, counts: dict[str, Any] | None) -> Iterator[Any]:
+    """The batches with each message's ``value`` decoded by the topic's schema
+    (:attr:`TopicRange.typed`); a message that does not decode keeps its row,
+    ``value`` null and ``error`` saying why (counted in ``counts["decode_errors"]``)."""
+    import pyarrow as pa
+
+    view = part.typed
+    typed_schema = schema.append(pa.field("value", view.arrow_type))
+    failed: list[dict[str, Any]] = []
+    for batch in batches:
+        failures: dict[int, str] = {}
+        values = []
+        if batch.num_rows:
+            keys = batch.column("key").to_pylist() if view.separated else None
+            b64 = batch.column("key_base64_encoded").to_pylist() if view.separated else None
+            values, failures = view.decode_many(batch.column("schema_version").to_pylist(),
+                                                batch.column("payload").to_pylist(), keys, b64,
+                                                batch.column("error").to_pylist())
+        column, unfit = _value_array(values, view.arrow_type)
+        failures.update(unfit)
+        arrays = batch.columns
+        if failures:
+            ids = batch.column("message_id").to_pylist()
+            errors = batch.column("error").to_pylist()
+            for i, why in sorted(failures.items()):
+                errors[i] = f"{part.topic} message {ids[i]}: does not decode by its schema: {why}"
+                failed.append({"topic": part.topic, "message_id": ids[i], "reason": why})
+            arrays[schema.get_field_index("error")] = pa.array(errors, pa.string())
+        yield pa.RecordBatch.from_arrays(arrays + [column], schema=typed_schema)
+    if counts is not None:
+        counts["decode_errors"] = failed
+
+
+def _value_array(values: list, arrow_type) -> tuple[Any, dict[int, str]]:
+    """``values`` as an Arrow array; a value that does not fit the type
+    (a JSON number too big for its field, ...) is null, with why."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values, arrow_type), {}
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        pass
+    fitted, unfit = [], {}
+    for i, v in enumerate(values):
+        try:
+            pa.array([v], arrow_type)
+            fitted.append(v)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
+            fitted.append(None)
+            unfit[i] = f"its value does not fit the column's type: {exc}"
+    return pa.array(fitted, arrow_type), unfit
+
+
+def _read_rows(reader: LedgerReader, part: TopicRange, decoder, schema, counts) -> Iterator[Any]:
+    """The raw rows of ``part`` (:func:`read_topic_range` without ``value``)."""
+    from bkctl.wire.pulsar.transactions import TransactionScan
+
     skip = part.first > 0 or part.follows
     ledger_id = part.ledger_id
     scan = TransactionScan() if part.scan else None
@@ -396,11 +523,30 @@ class TopicSource:
 
     def __init__(self, spec: TopicSpec):
         self.spec = spec
+        #: the rows' columns: :data:`TOPIC_COLUMNS`, and ``value`` once :meth:`type_values` found a schema
+        self.columns = TOPIC_COLUMNS
+        self._typing: tuple[Any, dict[str, Any]] | None = None
+
+    def type_values(self, store: Any, reader: LedgerReader) -> Any:
+        """Read the topic's schema (once) and type the rows' ``value`` by it:
+        the :class:`~bkctl.wire.pulsar.typed.TypedView`, None for raw rows."""
+        if self._typing is None:
+            self._typing = topic_typing(store, self.spec, reader)
+            view = self._typing[0]
+            if view is not None:
+                from bkctl.wire.pulsar.columns import value_column
+
+                self.columns = TOPIC_COLUMNS + (value_column(view.arrow_type),)
+        return self._typing[0]
 
     def plan(self, store: Any, reader: LedgerReader, split_entries: int) -> SourcePlan:
         from .topic_transactions import scan_transactions, with_transactions
 
         plan = plan_topic(store, self.spec, split_entries, reader.tail, reader.client)
+        view = self.type_values(store, reader)
+        plan.details["schema"] = self._typing[1]
+        if view is not None:
+            plan.tasks = [replace(t, typed=view) for t in plan.tasks]
         if not self.spec.scan_first:
             plan.tasks = [replace(t, scan=True) for t in plan.tasks]
             return plan
@@ -482,9 +628,15 @@ class TopicSource:
                     out[key] += value
         return out
 
+    @staticmethod
+    def schema_doc(plan: SourcePlan, reports: list[dict[str, Any]]) -> dict[str, Any]:
+        """How the values were typed: the plan's schema section and the messages that did not decode."""
+        failed = [f for r in reports if "task" in r for f in r.get("decode_errors", ())]
+        return {**(plan.details.get("schema") or {}), "decode_errors": len(failed), "first_decode_errors": failed[:20]}
+
     def manifest(self, plan: SourcePlan, reports: list[dict[str, Any]], decode: str | None) -> dict[str, Any]:
         return {"columns": manifest_columns(self.columns, decode), "layout": LAYOUT,
-                "topics": dict(plan.details.get("topics") or {}),
+                "topics": dict(plan.details.get("topics") or {}), "schema": self.schema_doc(plan, reports),
                 "export": {"problems": self.problems(reports), "left_out": self.left_out(reports),
                            "transactions": dict(plan.details.get("transactions") or {})}}
 
@@ -497,9 +649,11 @@ class TopicSource:
         summary["warnings"] = list(plan.details.get("warnings") or [])
         summary["left_out"] = self.left_out(reports)
         summary["transactions"] = dict(plan.details.get("transactions") or {})
+        summary["schema"] = self.schema_doc(plan, reports)
 
     def describe(self) -> dict[str, Any]:
         s = self.spec
         return {"topic": s.topic, "subscription": s.subscription, "unacked_only": s.unacked_only,
                 "from": utc_iso(s.from_ms), "to": utc_iso(s.to_ms), "skip_missing": s.skip_missing,
-                "on_corrupt": s.on_corrupt, "strict": s.strict, "include_pending": s.include_pending}
+                "on_corrupt": s.on_corrupt, "strict": s.strict, "include_pending": s.include_pending,
+                "raw": s.raw, "schema_version": s.schema_version}

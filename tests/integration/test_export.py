@@ -116,14 +116,9 @@ def cluster(zookeeper, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def spark(cluster):
-    from bkctl.export.spark_session import spark_session, stop_spark
+    from tests.support.spark import local_spark
 
-    session, created = spark_session("local[2]")
-    try:
-        yield session
-    finally:
-        if created:
-            stop_spark(session)
+    yield from local_spark()
 
 
 def arrow_rows(out: Path) -> dict[int, list[tuple[int, bytes]]]:

@@ -532,14 +532,9 @@ def test_orphans_checks_a_candidate_again_before_reporting_it(pulsar_cluster, ca
 @pytest.fixture(scope="module")
 def spark(pulsar_cluster):
     pytest.importorskip("pyspark")
-    from bkctl.export.spark_session import spark_session, stop_spark
+    from tests.support.spark import local_spark
 
-    session, created = spark_session("local[2]")
-    try:
-        yield session
-    finally:
-        if created:
-            stop_spark(session)
+    yield from local_spark()
 
 
 def export_rows(out):

@@ -11,6 +11,7 @@ and deleted (its id named, the ledger gone) and its orphan stored unnamed.
 """
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 
@@ -203,3 +204,140 @@ def test_ledger_owner_names_a_schema_ledger_by_its_topic_and_version(schema_clus
     assert capsys.readouterr().out.strip() == (
         f"ledger {orphan}: schema registry ledger of {topic('s_schema_ledger_missing')}: no schema locator "
         "names it (an orphan schema ledger; see `pulsar schema check`)")
+
+
+# ---------------------------------------------------------------- bkctl export --topic: typed values
+
+
+@pytest.fixture(scope="module")
+def spark(schema_cluster):
+    pytest.importorskip("pyspark")
+    from tests.support.spark import local_spark
+
+    yield from local_spark()
+
+
+def export(capsys, c, out, *args):
+    code, docs, err = bkctl(capsys, c.uri, "export", "--out", out, "--split-entries", "2", *args)
+    return code, (docs[0] if docs else None), err
+
+
+def exported(out):
+    """The exported rows in storage order (partition, ledger, entry, batch index) and the value's Arrow type."""
+    from bkctl.export.reading import arrow_dataset
+
+    table = arrow_dataset(out).to_table()
+    value_type = table.schema.field("value").type if "value" in table.schema.names else None
+    rows = sorted(table.to_pylist(), key=lambda r: (r["partition"], r["ledger_id"], r["entry_id"], r["batch_index"]))
+    return rows, value_type
+
+
+def expected_rows(case):
+    """The case's messages in the order the export's rows come (partition, then storage order)."""
+    got = pe.schema_case(case)
+    doc, ids = got["expected"], got["ids"]
+    order = ids["storage_order_of_send_indexes"]
+    if doc.get("partitions"):
+        order = sorted(order, key=lambda i: ids["messages"][i]["partition"])
+    return [doc["messages"][i] for i in order]
+
+
+TYPED = ["s_avro", "s_avro_evolved", "s_json", "s_keyvalue_inline", "s_partitioned", "s_primitive_int32",
+         "s_primitive_string", "s_protobuf_native"]
+
+
+def test_a_typed_export_gives_each_message_as_the_newest_schema_reads_it(schema_cluster, spark, capsys, tmp_path):
+    c = schema_cluster
+    for case in TYPED:
+        out = tmp_path / case
+        code, doc, err = export(capsys, c, out, "--topic", topic(case))
+        assert code == 0, (case, err)
+        want = expected_rows(case)
+        assert doc["schema"]["typed"] and doc["schema"]["reader_version"] == \
+            pe.schema_case(case)["expected"]["newest_version"], case
+        assert doc["schema"]["decode_errors"] == 0, case
+        rows, value_type = exported(out)
+        assert [pe.typed_json(r["value"], value_type) for r in rows] == [m["reader_view"] for m in want], case
+        # the message's own columns stay beside its value
+        assert [r["payload"] or b"" for r in rows] == [base64.b64decode(m["payload_b64"]) for m in want]
+        assert all(r["error"] is None for r in rows), case
+
+
+def test_per_version_and_raw_exports(schema_cluster, spark, capsys, tmp_path):
+    c = schema_cluster
+    want = expected_rows("s_avro_evolved")
+    code, doc, err = export(capsys, c, tmp_path / "v0", "--topic", topic("s_avro_evolved"), "--schema-version", 0)
+    assert code == 0, err
+    rows, value_type = exported(tmp_path / "v0")
+    assert [f.name for f in value_type] == ["id", "owner", "balance", "legacy_code"]
+    # version 0's own messages as sent; version 1's read as version 0 (legacy_code: its default, null)
+    assert [pe.typed_json(r["value"], value_type) for r in rows] == [
+        m["value"] if m["schema_version"] == 0 else {**{k: v for k, v in m["value"].items() if k != "tier"},
+                                                     "legacy_code": None} for m in want]
+    code, doc, err = export(capsys, c, tmp_path / "raw", "--topic", topic("s_avro_evolved"), "--raw")
+    assert code == 0 and doc["schema"]["why_not"] == "--raw", err
+    rows, value_type = exported(tmp_path / "raw")
+    assert value_type is None and len(rows) == len(want)
+    code, _, err = export(capsys, c, tmp_path / "v7", "--topic", topic("s_avro_evolved"), "--schema-version", 7)
+    assert code == 3 and "no schema version 7" in err
+    # BYTES registers nothing: today's rows
+    code, doc, err = export(capsys, c, tmp_path / "bytes", "--topic", topic("s_primitive_bytes"))
+    assert code == 0 and doc["schema"]["why_not"] == "the topic has no schema", err
+    assert exported(tmp_path / "bytes")[1] is None
+
+
+def test_messages_whose_schema_ledger_is_gone_are_error_rows(schema_cluster, spark, capsys, tmp_path):
+    c = schema_cluster
+    case = "s_schema_ledger_missing"
+    code, doc, err = export(capsys, c, tmp_path / "m", "--topic", topic(case))
+    assert code == 0, err
+    want = expected_rows(case)
+    rows, value_type = exported(tmp_path / "m")
+    assert doc["schema"]["reader_version"] == 0 and doc["schema"]["decode_errors"] == 2
+    assert [r["error"] is None for r in rows] == [m["decodable"] for m in want]
+    for r, m in zip(rows, want):
+        if m["decodable"]:
+            assert pe.typed_json(r["value"], value_type) == m["value"]
+        else:
+            assert r["value"] is None and r["payload"]  # the message is still there
+            assert r["error"].startswith(f"{topic(case)} message {r['message_id']}: does not decode by its schema: "
+                                         "schema version 1 cannot be read: schema ledger ")
+    assert err.count("does not decode by its schema") == 2
+
+
+def test_spark_sql_selects_a_typed_field(schema_cluster, spark, capsys, tmp_path):
+    from bkctl.export.reading import read_export
+
+    c = schema_cluster
+    code, _, err = export(capsys, c, tmp_path / "kv", "--topic", topic("s_keyvalue_inline"))
+    assert code == 0, err
+    read_export(spark, str(tmp_path / "kv")).createOrReplaceTempView("kv")
+    got = spark.sql("SELECT value.key.site AS site, value.value.count AS n FROM kv ORDER BY entry_id, batch_index"
+                    ).collect()
+    assert [(r.site, r.n) for r in got] == [
+        (m["value"]["key"] and m["value"]["key"]["site"], m["value"]["value"] and m["value"]["value"]["count"])
+        for m in expected_rows("s_keyvalue_inline")]
+
+
+def test_the_data_source_types_a_topics_values_too(schema_cluster, spark):
+    from bkctl.export.datasource import register
+
+    c = schema_cluster
+    register(spark)
+
+    def read(case, **options):
+        reader = spark.read.format("bookkeeper").option("metadataServiceUri", c.uri).option("topic", topic(case))
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        return reader.load()
+
+    df = read("s_avro_evolved")
+    assert df.columns[-1] == "value" and df.schema["value"].dataType.simpleString() == \
+        "struct<id:bigint,owner:string,balance:double,tier:string>"
+    rows = sorted(df.select("entry_id", "batch_index", "value.*").collect(), key=lambda r: (r[0], r[1]))
+    assert [r.asDict() for r in rows] == [
+        {"entry_id": e, "batch_index": b, **m["reader_view"]}
+        for (e, b), m in zip(sorted((r[0], r[1]) for r in rows), expected_rows("s_avro_evolved"))]
+    v0 = read("s_avro_evolved", schemaVersion="0")
+    assert [f.name for f in v0.schema["value"].dataType.fields] == ["id", "owner", "balance", "legacy_code"]
+    assert "value" not in read("s_avro_evolved", raw="true").columns

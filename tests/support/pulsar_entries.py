@@ -210,3 +210,30 @@ def received_messages(case: str) -> list[dict]:
                     "publish_time": None, "producer_name": m["producer_name"], "replicated_from": None,
                     "deliver_at": m["deliver_at"], "txn_id": None})
     return out
+
+
+def typed_json(value, arrow_type):
+    """A typed value as Arrow gives it back (``to_pylist``) in the vectors' JSON
+    conventions: bytes base64, timestamps epoch milliseconds, decimals integers,
+    maps objects."""
+    import base64
+    import datetime as dt
+    import decimal
+
+    import pyarrow as pa
+
+    if value is None:
+        return None
+    if pa.types.is_struct(arrow_type):
+        return {f.name: typed_json(value[f.name], f.type) for f in arrow_type}
+    if pa.types.is_map(arrow_type):
+        return {k: typed_json(v, arrow_type.item_type) for k, v in value}
+    if pa.types.is_list(arrow_type):
+        return [typed_json(v, arrow_type.value_type) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode()
+    if isinstance(value, dt.datetime):
+        return round(value.timestamp() * 1000)
+    if isinstance(value, decimal.Decimal):
+        return int(value)
+    return value

@@ -57,8 +57,12 @@ def test_topic_export_options():
 @pytest.mark.parametrize("args, message", [
     (["--topic", "persistent://a/b/c", "--unacked-only"], "--unacked-only needs --subscription"),
     (["--ledgers", "1", "--subscription", "s"], "--subscription, --unacked-only, --strict, --from, --to, "
-                                                "--skip-missing and --include-pending go with --topic"),
-    (["--ledgers", "1", "--include-pending"], "--include-pending go with --topic"),
+                                                "--skip-missing, --include-pending, --raw and --schema-version go "
+                                                "with --topic"),
+    (["--ledgers", "1", "--include-pending"], "--schema-version go with --topic"),
+    (["--ledgers", "1", "--raw"], "--raw and --schema-version go with --topic"),
+    (["--topic", "persistent://a/b/c", "--raw", "--schema-version", "1"], "--schema-version reads values by a "
+                                                                          "schema; --raw reads none"),
     (["--ledgers", "1", "--topic", "persistent://a/b/c"], "give exactly one of --ledgers SPEC, --all and --topic"),
 ])
 def test_topic_export_options_are_checked_before_anything_runs(args, message, capsys, tmp_path):

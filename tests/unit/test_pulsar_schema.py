@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import decimal
 import json
 
 import pytest
@@ -132,27 +131,6 @@ def test_the_registry_finds_each_version_and_names_the_ledger_that_is_gone():
 # ---------------------------------------------------------------- typed values
 
 
-def _json(value, arrow_type):
-    """An Arrow value (to_pylist) of ``arrow_type`` in the vectors' JSON conventions."""
-    import pyarrow as pa
-
-    if value is None:
-        return None
-    if pa.types.is_struct(arrow_type):
-        return {f.name: _json(value[f.name], f.type) for f in arrow_type}
-    if pa.types.is_map(arrow_type):
-        return {k: _json(v, arrow_type.item_type) for k, v in value}
-    if pa.types.is_list(arrow_type):
-        return [_json(v, arrow_type.value_type) for v in value]
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(value).decode()
-    if isinstance(value, dt.datetime):
-        return round(value.timestamp() * 1000)
-    if isinstance(value, decimal.Decimal):
-        return int(value)
-    return value
-
-
 def _stored_messages(c):
     """Every stored message of a case, in storage order: (schema_version bytes, payload, key, key_b64, id)."""
     out = []
@@ -188,14 +166,18 @@ def _decoded(view, c):
     import pyarrow as pa
 
     values, errors = [], []
-    for version, payload, key, key_b64, _ident in _stored_messages(c):
+    messages = _stored_messages(c)
+    for version, payload, key, key_b64, _ident in messages:
         try:
             values.append(view.decode(version, payload, key, key_b64))
             errors.append(None)
         except DecodeError as exc:
             values.append(None)
             errors.append(str(exc))
-    return [_json(v, view.arrow_type) for v in pa.array(values, view.arrow_type).to_pylist()], errors
+    # a batch's columns at once, as the export decodes them: the same values and reasons
+    many, failures = view.decode_many(*[list(column) for column in zip(*messages)][:4])
+    assert many == values and failures == {i: e for i, e in enumerate(errors) if e is not None}
+    return [pe.typed_json(v, view.arrow_type) for v in pa.array(values, view.arrow_type).to_pylist()], errors
 
 
 TYPED = [c for c in STORED if c != "s_schema_ledger_missing"]

@@ -22,10 +22,11 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 __all__ = ["BATCH_DEFAULTS", "ENTRY_COLUMNS", "MADE_BY", "MESSAGE_COLUMNS", "Column", "EntryFacts", "entry_values",
-           "names", "txn_id"]
+           "names", "txn_id", "value_column"]
 
-#: Where a row's value comes from (see the module documentation).
-MADE_BY = ("topic", "entry", "message", "general")
+#: Where a row's value comes from (see the module documentation); ``schema``: the
+#: typed ``value`` a topic export with a schema adds after the message columns.
+MADE_BY = ("topic", "entry", "message", "general", "schema")
 
 
 class EntryFacts(NamedTuple):
@@ -48,7 +49,8 @@ class Column(NamedTuple):
     an ``entry`` column the rule that takes it from :class:`EntryFacts`."""
 
     name: str
-    type: str
+    #: DDL words; the typed ``value`` column (:func:`value_column`) has its Arrow type instead
+    type: Any
     made_by: str = ""
     value: Callable[[EntryFacts], Any] | None = None
 
@@ -121,3 +123,10 @@ def names(columns=MESSAGE_COLUMNS, made_by: tuple[str, ...] = MADE_BY) -> list[s
 def entry_values(facts: EntryFacts) -> tuple:
     """The values of the :data:`ENTRY_COLUMNS` for an entry's rows, in order."""
     return tuple(c.value(facts) for c in ENTRY_COLUMNS)
+
+
+def value_column(arrow_type: Any) -> Column:
+    """The column a typed topic export adds after :data:`MESSAGE_COLUMNS`: each
+    message's value decoded by its schema (:mod:`.typed`), of the reader
+    schema's Arrow type (a struct for a record)."""
+    return Column("value", arrow_type, "schema")

@@ -653,6 +653,46 @@ class TypedView:
             inline += struct.pack(">i", -1) if part is None else struct.pack(">i", len(part)) + part
         return self.decode_version(version, bytes(inline))
 
+    def decode_many(self, versions: list, payloads: list, keys: list | None = None, key_b64: list | None = None,
+                    skip: list | None = None) -> tuple[list, dict[int, str]]:
+        """The values of many messages (columns of a batch: version bytes,
+        payloads, keys and their base64 flags for a SEPARATED key/value
+        schema; ``skip[i]`` true: not a message to decode, value None) and
+        ``{row: why}`` for those that do not decode (value None)."""
+        values: list = []
+        failures: dict[int, str] = {}
+        n = len(payloads)
+        keys = keys if keys is not None else [None] * n
+        key_b64 = key_b64 if key_b64 is not None else [False] * n
+        skip = skip if skip is not None else [None] * n
+        separated = self.separated
+        readings: dict[bytes | None, Callable[[bytes], Any] | str] = {}
+        append = values.append
+        for i, (raw, payload, key, b64, no) in enumerate(zip(versions, payloads, keys, key_b64, skip)):
+            if no or (payload is None and not separated):
+                append(None)
+                continue
+            try:
+                if separated:
+                    append(self.decode(raw, payload, key, bool(b64)))
+                    continue
+                reading = readings.get(raw)
+                if reading is None:
+                    try:
+                        reading = readings[raw] = self._reading(version_of(raw))
+                    except PulsarFormatError as exc:
+                        reading = readings[raw] = str(exc)
+                if isinstance(reading, str):
+                    raise DecodeError(reading)
+                append(reading(payload))
+            except DecodeError as exc:
+                append(None)
+                failures[i] = str(exc)
+            except Exception as exc:  # noqa: BLE001 - whatever the payload made a decoder raise
+                append(None)
+                failures[i] = f"{type(exc).__name__}: {exc}"
+        return values, failures
+
     def describe(self) -> dict[str, Any]:
         """For a manifest: the reader version, its type and the versions."""
         return {"reader_version": self.reader, "type": self.type, "versions": sorted(self.versions),
