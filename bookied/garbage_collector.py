@@ -2,13 +2,22 @@
 
 Every ``gcWaitTime`` a pass removes the ledgers whose metadata is gone from the
 entry stores (:class:`DeletedLedgerCollector` decides which; logs left without
-live entries go at once), then, as Java:
+live entries go at once, and a log emptied while it was written once it has
+rolled: Java's doGcEntryLogs), then, as Java:
 
 * **major compaction** when ``majorCompactionInterval`` seconds have passed
   since the last one (or the pass is forced), for the logs whose live fraction
   is below ``majorCompactionThreshold``, for at most
   ``majorCompactionMaxTimeMillis``;
 * otherwise **minor compaction** likewise with the minor keys.
+
+While a compaction runs longer than ``gcWaitTime`` (its rate limit makes a
+mostly-live log take seconds), the deleted ledgers are collected again between
+two logs, so that logs their deletion empties go then rather than after the
+whole compaction (Java's single GC thread leaves them until its next pass).
+Logs deleted whole are counted apart from logs compacted (``logsDeleted`` and
+``reclaimedSpaceViaDeletes`` against ``logsCompacted`` and
+``reclaimedSpaceViaCompaction``).
 
 An interval or threshold of 0 disables that kind; ``forceAllowCompaction``
 still lets a forced pass (HTTP ``PUT /api/v1/bookie/gc``) run it. Compaction
@@ -127,7 +136,6 @@ DAMAGED_KEPT = 20
 @dataclass
 class PassResult:
     ledgers_removed: int = 0
-    reclaimed_by_deletion: int = 0
     compaction: str | None = None
     logs_compacted: int = 0
     entries_moved: int = 0
@@ -244,7 +252,9 @@ class GarbageCollector:
         self.ledgers_removed = 0
         self.major_count = self.minor_count = 0
         self.entries_moved = self.bytes_moved = 0
-        self.reclaimed_by_compaction = self.reclaimed_by_deletion = 0
+        self.reclaimed_by_compaction = 0
+        self.logs_compacted = 0
+        self._collected_at = 0.0  # time.monotonic() of the last collection of deleted ledgers
         self.last_run_ms: int | None = None
         self.last_run_duration_ms: int | None = None  # of the last pass, collecting and compacting
         self._started_ms = 0
@@ -258,6 +268,17 @@ class GarbageCollector:
 
     def _now_ms(self) -> int:
         return int(self.clock.seconds() * 1000)
+
+    @property
+    def logs_deleted(self) -> int:
+        """Entry logs deleted whole (no live entry left in them), since the bookie started."""
+        return sum(store.deleted_whole[0] for store in self.stores)
+
+    @property
+    def reclaimed_by_deletion(self) -> int:
+        """Their bytes (Java's reclaimedSpaceViaDeletes): the stores count them as they unlink
+        them, so a flush that grows a log meanwhile cannot hide them."""
+        return sum(store.deleted_whole[1] for store in self.stores)
 
     # -- triggers
     def __call__(self) -> defer.Deferred:
@@ -340,9 +361,7 @@ class GarbageCollector:
     # -- the pass (pool thread)
     def _pass(self, kind: str | None, lifted: bool) -> PassResult:
         result = PassResult(compaction=kind)
-        before = sum(store.committed_log_bytes() for store in self.stores)
-        result.ledgers_removed = self._collect(self.stores)
-        result.reclaimed_by_deletion = max(0, before - sum(store.committed_log_bytes() for store in self.stores))
+        self._collect_deleted(result)
         if kind is None:
             return result
         self.compacting, self.state = kind, COMPACTING[kind]  # plain assignments, read by the reactor thread
@@ -352,6 +371,13 @@ class GarbageCollector:
         finally:
             result.throttled_ms = int((self.throttle.slept - slept) * 1000)
             self.compacting = None
+
+    def _collect_deleted(self, result: PassResult) -> None:
+        """Delete the ledgers whose metadata is gone, then the logs left without a live entry."""
+        self._collected_at = time.monotonic()
+        result.ledgers_removed += self._collect(self.stores)
+        for store in self.stores:
+            store.delete_empty_logs()
 
     def _compact(self, kind: str, lifted: bool, result: PassResult) -> PassResult:
         policy = self.policy
@@ -373,6 +399,10 @@ class GarbageCollector:
                                      kind, max_ms, kind)
                             result.stopped_by = f"{kind}CompactionMaxTimeMillis ({max_ms} ms) ran out"
                             return result
+                        if (time.monotonic() - self._collected_at) * 1000 >= policy.gc_wait_ms:
+                            self._collect_deleted(result)  # a long compaction: deleted ledgers go meanwhile
+                        if not store.log_size(log_id):
+                            continue  # deleted whole meanwhile: its ledgers are gone
                         try:
                             moved = compactor.compact(log_id)
                         except OSError as e:  # this log only: the others may still be reclaimed
@@ -380,6 +410,8 @@ class GarbageCollector:
                             log.error("%s: entry log %d not reclaimed: %s", store.directory, log_id, why)
                             result.not_reclaimed[(store.directory, log_id)] = why
                             continue
+                        if moved.dead:
+                            continue  # nothing live was left in it: deleted whole, not compacted
                         result.logs_compacted += moved.deleted
                         result.entries_moved += moved.moved_entries
                         result.bytes_moved += moved.moved_bytes
@@ -421,7 +453,6 @@ class GarbageCollector:
         self.last_run_ms = now
         self.last_run_duration_ms = now - self._started_ms
         self.ledgers_removed += result.ledgers_removed
-        self.reclaimed_by_deletion += result.reclaimed_by_deletion
         self._note_damaged(result.damaged)
         if kind is not None:
             self.not_reclaimed = result.not_reclaimed
@@ -437,6 +468,7 @@ class GarbageCollector:
             self.entries_moved += result.entries_moved
             self.bytes_moved += result.bytes_moved
             self.reclaimed_by_compaction += result.reclaimed_by_compaction
+            self.logs_compacted += result.logs_compacted
             self.last_compaction_run = {
                 "kind": kind, "timeMs": now, "logsCompacted": result.logs_compacted,
                 "entriesMoved": result.entries_moved, "bytesMoved": result.bytes_moved,
@@ -520,6 +552,7 @@ class GarbageCollector:
                 "ledgersRemoved": self.ledgers_removed,
                 "reclaimedSpaceViaDeletes": self.reclaimed_by_deletion,
                 "reclaimedSpaceViaCompaction": self.reclaimed_by_compaction,
+                "logsDeleted": self.logs_deleted, "logsCompacted": self.logs_compacted,
                 "entriesMoved": self.entries_moved, "bytesMoved": self.bytes_moved,
                 "majorCompactionSuspended": self.suspend_major, "minorCompactionSuspended": self.suspend_minor,
                 "damagedRecordCount": self.damaged_count, "damagedRecords": self.damaged}
@@ -541,7 +574,8 @@ class GarbageCollector:
                 if why is not None:
                     doc["notReclaimed"] = why
                 if usage < 1.0:
-                    doc["keptBecause"] = why or self.kept_because(usage, log_id in active, store.log_size_limit)
+                    doc["keptBecause"] = why or self.kept_because(usage, log_id in active, store.log_size_limit,
+                                                                  entries)
                 logs.append(doc)
         return [{
             "forceCompacting": self.running is not None and self._forced_now and self.compacting is not None,
@@ -555,15 +589,19 @@ class GarbageCollector:
             "gcRunning": self.running is not None,
             "gcRuns": self.runs,
             "ledgersRemoved": self.ledgers_removed,
+            "logsDeleted": self.logs_deleted,
+            "logsCompacted": self.logs_compacted,
             "entryLogs": logs,
         }]
 
-    def kept_because(self, usage: float, active: bool, log_size_limit: int) -> str:
+    def kept_because(self, usage: float, active: bool, log_size_limit: int, entries: int = 1) -> str:
         """Why an entry log with dead data in it is still there."""
         p = self.policy
         if active:
             return (f"being written: the entry log in use is compacted only after it rolls at logSizeLimit "
                     f"({log_size_limit} bytes), so a quiet bookie keeps up to that much dead data in it")
+        if entries == 0:
+            return "no live entry left: the next garbage collection pass deletes it whole"
         kind = MINOR if usage < p.minor_threshold else MAJOR if usage < p.major_threshold else None
         if kind is None:
             return (f"live ratio {usage:.2f} is not below majorCompactionThreshold {p.major_threshold:g} "
@@ -588,7 +626,13 @@ class GarbageCollector:
         metrics.counter("bookie_gc_reclaimed_space_via_compaction", "Bytes of entry logs deleted by compaction.",
                         lambda: self.reclaimed_by_compaction)
         metrics.counter("bookie_gc_reclaimed_space_via_deletes",
-                        "Bytes of entry logs deleted because their ledgers were.", lambda: self.reclaimed_by_deletion)
+                        "Bytes of entry logs deleted whole: no live entry left in them (their ledgers deleted).",
+                        lambda: self.reclaimed_by_deletion)
+        metrics.counter("bookie_gc_deleted_entry_log_total",
+                        "Entry logs deleted whole, no live entry left in them (bookied's).", lambda: self.logs_deleted)
+        metrics.counter("bookie_gc_compacted_entry_log_total",
+                        "Entry logs deleted by compaction after their live entries were moved (bookied's).",
+                        lambda: self.logs_compacted)
         metrics.counter("bookie_gc_deleted_ledger_count", "Deleted ledgers removed from the entry stores.",
                         lambda: self.ledgers_removed)
         metrics.counter("bookie_gc_compacted_entries_total", "Entries moved by compaction (bookied's).",

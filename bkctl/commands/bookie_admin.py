@@ -282,8 +282,11 @@ def _print_gc(app: App, bookie_id: str, doc: dict) -> None:
                 f"{human_size(run['reclaimedBytes'])} reclaimed")
         pairs.append(("last compaction pass", text + _pass_limits(run)))
     if "entriesMoved" in st:
-        pairs.append(("reclaimed", f"{human_size(st.get('reclaimedSpaceViaDeletes'))} by deleting logs, "
-                                   f"{human_size(st.get('reclaimedSpaceViaCompaction'))} by compaction"))
+        deleted, compacted = st.get("logsDeleted"), st.get("logsCompacted")
+        pairs.append(("reclaimed", f"{human_size(st.get('reclaimedSpaceViaDeletes'))} by deleting "
+                                   f"{'logs' if deleted is None else plural(deleted, 'log')} whole (nothing live "
+                                   f"left), {human_size(st.get('reclaimedSpaceViaCompaction'))} by compacting "
+                                   f"{'logs' if compacted is None else plural(compacted, 'log')}"))
         pairs.append(("moved", f"{plural(st['entriesMoved'], 'entry', 'entries')} "
                                f"({human_size(st.get('bytesMoved'))})"))
     logs = d.get("entryLogs")

@@ -77,12 +77,13 @@ class CompactableStore(Protocol):
 
     directory: str
     log_size_limit: int
+    deleted_whole: tuple[int, int]  # (logs, bytes) deleted with no live entry left, not by compaction
 
     def ledger_ids(self) -> list[int]: ...
 
     def delete_ledgers(self, ledger_ids: list[int]) -> int: ...
 
-    def committed_log_bytes(self) -> int: ...
+    def delete_empty_logs(self) -> list[int]: ...
 
     def log_usage(self) -> dict[int, tuple[int, int, int, float]]: ...
 
@@ -105,7 +106,7 @@ class CompactableStore(Protocol):
     def switch_locations(self, log_id: int, moves: list, added: dict,
                          before_unlink: Callable[[], None] | None = None) -> tuple[int, bool]: ...
 
-    def drop_log_if_empty(self, log_id: int) -> bool: ...
+    def drop_log_if_empty(self, log_id: int, whole: bool = True) -> bool: ...
 
 
 class CompactionStopped(Exception):
@@ -163,9 +164,12 @@ class DamagedFound(NamedTuple):
 class CompactionResult(NamedTuple):
     moved_entries: int
     moved_bytes: int
-    reclaimed_bytes: int  # the old log's size less what was moved out of it, if it was deleted
-    deleted: bool
+    reclaimed_bytes: int  # the old log's size less what was moved out of it, if compaction deleted it
+    deleted: bool  # compaction moved what was live and deleted the log
     damaged: tuple[DamagedFound, ...] = ()
+    #: the log had no live entry left when compaction came to it (its ledgers deleted
+    #: meanwhile): deleted whole, counted by the store (``deleted_whole``), not as compacted
+    dead: bool = False
 
 
 class EntryLogCompactor:
@@ -223,12 +227,15 @@ class EntryLogCompactor:
             moved_bytes += nbytes
         else:
             found = [DamagedFound(log_id, d, ()) for d in damaged]
+        dead = False
         if not deleted:
-            deleted = store.drop_log_if_empty(log_id)
-        if deleted:
+            whole = moved == 0 and not damaged  # nothing was live: not compaction's doing
+            if store.drop_log_if_empty(log_id, whole):
+                deleted, dead = not whole, whole
+        if deleted or dead:
             _reached(CompactionPhase.UNLINKED, log_id)
         return CompactionResult(moved, moved_bytes, max(0, size - moved_bytes) if deleted else 0, deleted,
-                                tuple(found))
+                                tuple(found), dead)
 
     def _rescue(self, log_id: int, damaged: list[DamagedRecord]):
         """The live entries left in a log with damaged records: move the readable, drop the

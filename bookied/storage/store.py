@@ -54,11 +54,14 @@ are serialised by a lock; call them from a background thread.
 
 Space reclamation: ``delete_ledger`` drops the ledger's index rows, its
 state and its cached entries, and updates each log's live byte/entry counts;
-a log whose live entry count drops to zero is deleted at once (never the log
-currently being appended to). Compaction rewrites logs whose live fraction is
-low through the primitives below (see :mod:`.compactor`: the records the index
-still points to are copied into a compaction log, the index is switched to them
-in one transaction, then the old log is deleted). A ledger deleted after its
+a log whose live entry count drops to zero is deleted at once -- not the log
+currently being appended to: that one goes once it rolls, at the next
+``delete_empty_logs`` (each garbage collection pass; Java's doGcEntryLogs). Logs
+deleted whole are counted apart from compaction's (``deleted_whole``).
+Compaction rewrites logs whose live fraction is low through the primitives
+below (see :mod:`.compactor`: the records the index still points to are copied
+into a compaction log, the index is switched to them in one transaction, then
+the old log is deleted). A ledger deleted after its
 records were checkpointed out of the journal stays deleted; one deleted while
 its records are still after the journal's checkpoint mark is resurrected by a
 crash + replay, so GC must simply run again (as in Java, where GC works from the metadata store's ledger list).
@@ -154,6 +157,15 @@ class FlushPace:
         self._since = self._clock()
 
 
+class LogsDeleted(NamedTuple):
+    """Entry logs deleted whole -- not one live entry left in them (their ledgers deleted, or
+    their entries written again elsewhere), so nothing was moved -- as against logs that
+    compaction emptied: how many, and their committed bytes."""
+
+    logs: int = 0
+    bytes: int = 0
+
+
 class FlushResult(NamedTuple):
     entries: int
     bytes: int
@@ -185,6 +197,9 @@ class EntryStore:
         self._closed = False
         self._flush_requested = False
         self.last_flush: FlushResult | None = None
+        #: the logs deleted whole since the store opened (:meth:`delete_empty_logs` and every log
+        #: a flush or a ledger deletion left without a live entry; never compaction's)
+        self.deleted_whole = LogsDeleted()
 
         self.write_cache = WriteCache(write_cache_max_bytes)
         self._ledgers: dict[int, LedgerState] = {}
@@ -584,6 +599,7 @@ class EntryStore:
                         pause()
             new_logs = apply_log_deltas(index.logs, added, dead, LOG_HEADER_SIZE)
             emptied = index.put_log_rows(txn, new_logs, set(added) | set(dead), self._writing_logs())
+            sizes = self._bytes_of(emptied)
             max_flushed = {lid: pairs[-1][0] for lid, pairs in batches}
             for lid, led in dirty:
                 last = max(led.persisted_last, max_flushed.get(lid, -1))
@@ -595,7 +611,7 @@ class EntryStore:
                 led = self._ledgers.get(lid)
                 if led is not None and last > led.persisted_last:
                     led.persisted_last = last
-        self.entry_log.unlink(emptied)
+        self._unlink_whole(emptied, sizes)
         written = len(rows)
         fresh.clear()
         _let_go(rows, pause)
@@ -635,10 +651,47 @@ class EntryStore:
                     count += index.delete_ledger_rows(txn, ledger_id, dead)
                 new_logs = apply_log_deltas(index.logs, {}, dead, LOG_HEADER_SIZE)
                 emptied = index.put_log_rows(txn, new_logs, dead, self._writing_logs())
+                sizes = self._bytes_of(emptied)
             with self._lock:
                 index.logs = new_logs
-            self.entry_log.unlink(emptied)
+            self._unlink_whole(emptied, sizes)
             return count
+
+    def _bytes_of(self, log_ids: list[int]) -> int:
+        """The committed bytes of ``log_ids`` (call before ``index.logs`` drops them)."""
+        logs = self.index.logs
+        return sum(logs[lid][0] for lid in log_ids if lid in logs)
+
+    def _unlink_whole(self, log_ids: list[int], nbytes: int) -> None:
+        """Unlink logs deleted whole (their rows already gone from the committed index) and count them."""
+        if not log_ids:
+            return
+        self.entry_log.unlink(log_ids)
+        with self._lock:
+            done = self.deleted_whole
+            self.deleted_whole = LogsDeleted(done.logs + len(log_ids), done.bytes + nbytes)
+
+    def delete_empty_logs(self) -> list[int]:
+        """Delete every log left without a live entry that is no longer appended to (Java's
+        doGcEntryLogs): a log emptied while it was being written -- its ledgers deleted
+        before it rolled -- is kept until it rolls, and goes at the next call. Returns the ids."""
+        with self._flush_lock:
+            if self._closed:
+                raise EntryStoreClosed("entry store is closed")
+            index = self.index
+            writing = self._writing_logs()
+            empty = [lid for lid, row in index.logs.items() if row[2] == 0 and lid not in writing]
+            if not empty:
+                return []
+            sizes = self._bytes_of(empty)
+            with index.write() as txn:
+                new_logs = dict(index.logs)
+                for lid in empty:
+                    index.drop_log_row(txn, new_logs, lid)
+            with self._lock:
+                index.logs = new_logs
+            self._unlink_whole(empty, sizes)
+            return empty
 
     # -- compaction's primitives (bookied.storage.compactor)
     def log_usage(self) -> dict[int, tuple[int, int, int, float]]:
@@ -655,10 +708,6 @@ class EntryStore:
         found = [(usage, lid) for lid, (_s, _l, entries, usage) in self.log_usage().items()
                  if lid not in writing and (entries == 0 or usage < threshold)]
         return [(lid, usage) for usage, lid in sorted(found)]
-
-    def committed_log_bytes(self) -> int:
-        """Committed bytes of all entry logs (what deleting or compacting logs reclaims)."""
-        return sum(row[0] for row in list(self.index.logs.values()))
 
     def log_size(self, log_id: int) -> int:
         row = self.index.logs.get(log_id)
@@ -755,8 +804,9 @@ class EntryStore:
             self.entry_log.unlink(emptied)
             return switched, log_id in emptied
 
-    def drop_log_if_empty(self, log_id: int) -> bool:
-        """Delete a log that has no live entries left (and is not appended to)."""
+    def drop_log_if_empty(self, log_id: int, whole: bool = True) -> bool:
+        """Delete a log that has no live entries left (and is not appended to); ``whole``:
+        it counts as deleted whole (:attr:`deleted_whole`), else as compaction's."""
         with self._flush_lock:
             index = self.index
             row = index.logs.get(log_id)
@@ -767,7 +817,10 @@ class EntryStore:
                 index.drop_log_row(txn, new_logs, log_id)
             with self._lock:
                 index.logs = new_logs
-            self.entry_log.unlink([log_id])
+            if whole:
+                self._unlink_whole([log_id], row[0])
+            else:
+                self.entry_log.unlink([log_id])
             return True
 
     # ------------------------------------------------------------ misc

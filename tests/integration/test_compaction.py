@@ -145,6 +145,11 @@ def test_short_intervals_shrink_the_ledger_directory_and_keep_every_live_entry(t
     read_all(metadata_uri, kept)
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{b.http_port}/metrics", timeout=10).read().decode()
     assert "bookie_gc_major_compaction_total" in metrics and "bookie_gc_active_entry_log_space_bytes" in metrics
+    counted = {name: float(value) for name, value in re.findall(
+        r"^(bookie_gc_(?:deleted|compacted)_entry_log_total|bookie_gc_reclaimed_space_via_\w+) (\S+)$", metrics, re.M)}
+    assert counted["bookie_gc_compacted_entry_log_total"] >= 1, counted
+    assert counted["bookie_gc_reclaimed_space_via_compaction"] > 0
+    assert (counted["bookie_gc_deleted_entry_log_total"] > 0) == (counted["bookie_gc_reclaimed_space_via_deletes"] > 0)
 
 
 @pytest.mark.parametrize("step", [p.value for p in CompactionPhase])
@@ -264,6 +269,12 @@ def test_bkctl_bookie_gc_major_wait_and_status(tmp_path, metadata_uri, procs):
     shown = bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status").stdout
     assert re.search(r"major compaction\s+1 run, last \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", shown), shown
     assert re.search(r"last compaction\s+major, \d{4}-[-\d:.TZ]+, \d+ logs compacted, \d+ entries", shown), shown
+    # logs deleted whole (nothing live left) counted apart from logs compacted, as the status says
+    st = http(b, "GET", "/api/v1/bookie/gc")
+    assert st["logsCompacted"] >= 1 and st["reclaimedSpaceViaCompaction"] > 0
+    m = re.search(r"reclaimed\s+[\d.]+ \w+ by deleting (\d+) logs? whole \(nothing live left\), [\d.]+ \w+ by "
+                  r"compacting (\d+) logs?\n", shown)
+    assert m and (int(m[1]), int(m[2])) == (st["logsDeleted"], st["logsCompacted"]), (shown, st)
     # idle, or in one of the periodic passes (gcWaitTime 1 s) that only collect: never compacting
     assert re.search(r"state\s+(idle|collecting deleted ledgers)\n", shown), shown
     # the log being written keeps its dead data, and says so (issue 36)

@@ -241,7 +241,7 @@ def test_reads_and_adds_go_on_while_compaction_is_throttled(tmp_path):
 
 # -- the thread's disk-pressure reactions, on task.Clock -------------------------------------------
 
-def gc_on_clock(policy, stores=()):
+def gc_on_clock(policy, stores=(), collect=lambda stores: 0):
     clock = task.Clock()
     passes = []
 
@@ -251,7 +251,7 @@ def gc_on_clock(policy, stores=()):
         passes.append(d)
         return d
 
-    return GarbageCollector(policy, list(stores), lambda s: 0, clock, in_thread), clock, passes
+    return GarbageCollector(policy, list(stores), collect, clock, in_thread), clock, passes
 
 
 def test_full_disk_suspends_compaction_or_forces_it_with_limits_lifted(tmp_path):
@@ -567,4 +567,99 @@ def test_details_mark_the_active_log_and_say_why_dead_data_stays(tmp_path):
     assert log_doc["active"] is True and log_doc["liveRatio"] < 0.6  # half dead, but being written
     assert log_doc["keptBecause"].startswith("being written") and "logSizeLimit (1048576 bytes)" in log_doc["keptBecause"]
     assert gc.status()["lastCompactionRun"]["candidateLogs"] == 0
+    s.close()
+
+
+# -- logs deleted whole, counted apart from logs compacted -----------------------------------------
+
+def test_a_log_emptied_while_written_goes_at_the_next_pass_once_it_rolled_counted_as_deleted(tmp_path):
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=16 * 1024)
+    for e in range(72):  # 72 records of 224 bytes: the log is full to 192 bytes
+        s.put_entry(1, e, data(1, e))
+    s.flush()
+    [first] = s.log_ids()
+    s.delete_ledgers([1])  # its only ledger gone while it is still the log being written
+    assert s.log_ids() == [first] and s.deleted_whole == (0, 0)
+    for e in range(100):  # the checkpoint's log rolls past 16 KiB
+        s.put_entry(2, e, data(2, e))
+    s.flush()
+    assert first in s.log_ids() and first not in s.active_log_ids()
+    size = s.log_usage()[first][0]
+    gc, _clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1000), [s])
+    [doc] = [d for d in gc.details()[0]["entryLogs"] if d["logId"] == first]
+    assert doc["keptBecause"] == "no live entry left: the next garbage collection pass deletes it whole"
+    gc()  # a periodic pass, no compaction due: Java's doGcEntryLogs still removes it
+    passes[-1].callback(None)
+    assert first not in s.log_ids() and not os.path.exists(s.entry_log.path(first))
+    status = gc.status()
+    assert status["logsDeleted"] == 1 and status["reclaimedSpaceViaDeletes"] == size
+    assert status["logsCompacted"] == 0 and status["reclaimedSpaceViaCompaction"] == 0
+    assert gc.details()[0]["logsDeleted"] == 1
+    assert all(s.get_entry(2, e) == data(2, e) for e in range(100))
+    s.close()
+
+
+def test_deletions_are_counted_exactly_while_a_flush_grows_the_logs(tmp_path):
+    """The bytes of logs deleted whole were the committed bytes before the collection less those
+    after it; a checkpoint committing meanwhile (both run every 2 s) hid them. Now they are the
+    sizes of the logs unlinked, and a compacted log counts as compacted only."""
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=16 * 1024)
+    for e in range(120):  # more than a log of ledger 1 alone, then 2 and 3 interleaved
+        s.put_entry(1, e, data(1, e))
+    s.flush()
+    for e in range(60):
+        for lid in (2, 3):
+            s.put_entry(lid, e, data(lid, e))
+        if e % 10 == 9:
+            s.flush()
+    s.flush()
+    usage = s.log_usage()
+    only_1 = [lid for lid in usage if {r[0] for r in s.live_records(lid)} == {1}]
+    assert only_1, "a log holding only ledger 1"
+    whole = sum(usage[lid][0] for lid in only_1)
+
+    def collect(stores):  # ledger 1's metadata is gone; a flush of new entries commits meanwhile
+        for e in range(150):
+            s.put_entry(9, e, data(9, e, 400))
+        s.flush()
+        s.delete_ledgers([1, 2])
+        return 2
+
+    gc, _clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1000, force_allow=True), [s], collect)
+    gc.trigger(force_major=True)
+    passes[-1].callback(None)
+    status = gc.status()
+    assert status["gcRuns"] == 1 and status["ledgersRemoved"] == 2
+    assert status["reclaimedSpaceViaDeletes"] >= whole and status["logsDeleted"] >= len(only_1)
+    assert status["logsCompacted"] >= 1 and status["reclaimedSpaceViaCompaction"] > 0
+    assert s.deleted_whole == (status["logsDeleted"], status["reclaimedSpaceViaDeletes"])
+    assert all(s.get_entry(3, e) == data(3, e) for e in range(60))
+    s.close()
+
+
+def test_a_long_compaction_collects_deleted_ledgers_between_logs(tmp_path):
+    """Compaction at its rate limit can take longer than gcWaitTime: the ledgers deleted meanwhile
+    are collected between two logs, and a candidate they empty is deleted whole, not compacted."""
+    s = sparse_store(str(tmp_path / "l"), keep=(0, 1))
+    candidates = [lid for lid, _u in s.compaction_candidates(0.8)]
+    assert len(candidates) >= 3
+    calls = []
+
+    def collect(stores):
+        calls.append(len(calls))
+        if len(calls) == 2:  # the second collection, between the first and the second log
+            s.delete_ledgers([1])
+            return 1
+        return 0
+
+    gc, _clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1, force_allow=True), [s], collect)
+    gc.trigger(force_major=True)
+    passes[-1].callback(None)
+    status = gc.status()
+    assert len(calls) >= 3 and status["ledgersRemoved"] == 1  # once at the start, then between logs
+    assert status["logsCompacted"] >= 1
+    assert status["logsCompacted"] + status["logsDeleted"] >= len(candidates)
+    assert not any(lid in s.log_ids() for lid in candidates)
+    assert not s.has_ledger(1) and all(s.get_entry(0, e) == data(0, e) for e in range(60))
+    assert "not reclaimed" not in str(gc.details()) and not gc.not_reclaimed
     s.close()

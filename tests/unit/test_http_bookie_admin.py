@@ -20,8 +20,10 @@ class OneLogStore:
     def active_log_ids(self):
         return []
 
-    def committed_log_bytes(self):
-        return 1000
+    deleted_whole = (0, 0)
+
+    def delete_empty_logs(self):
+        return []
 
     def log_usage(self):
         return {7: (1000, 468, 3, 0.5)}
