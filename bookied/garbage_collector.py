@@ -494,7 +494,7 @@ class GarbageCollector:
             self.damaged = (self.damaged + [doc])[-DAMAGED_KEPT:]
             rec = found.record
             claims = f", header says entry {rec.ledger_id}/{rec.entry_id}" if rec.ledger_id is not None else ""
-            dropped = (f"; live entries dropped from this bookie (never served; other replicas hold them): "
+            dropped = ("; live entries dropped from this bookie (never served; other replicas hold them): "
                        + ", ".join(f"{lid}/{eid}" for lid, eid in found.dropped)) if found.dropped else \
                 "; no live entry in it"
             log.warning("%s: damaged record in entry log %d at offset %d (%d bytes, %s%s)%s; compaction went on "

@@ -1,10 +1,11 @@
-"""Regenerate wire/proto/*_pb2.py from the .proto files beside them.
+"""Regenerate wire/proto/*_pb2.py (and their type stubs, *_pb2.pyi) from the .proto files beside them.
 
     python tools/genproto.py          # rewrite the generated modules
     python tools/genproto.py --check  # exit 1 if a generated module is stale
 
-The generated modules are committed so that bookie hosts need no protoc;
-tests/repo/test_generated.py runs --check.
+The generated modules are committed so that bookie hosts need no protoc, and their stubs
+so that the type checker (``./dev lint``) knows the messages' fields; tests/repo/test_generated.py
+runs --check.
 """
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ def generate(out_dir: pathlib.Path) -> list[pathlib.Path]:
 
     outputs = []
     for proto in sorted(PROTO_DIR.glob("*.proto")):
-        rc = protoc.main(["protoc", f"-I{PROTO_DIR}", f"--python_out={out_dir}", str(proto)])
+        rc = protoc.main(["protoc", f"-I{PROTO_DIR}", f"--python_out={out_dir}", f"--pyi_out={out_dir}", str(proto)])
         if rc != 0:
             raise SystemExit(f"protoc failed on {proto.name}")
-        outputs.append(out_dir / (proto.stem + "_pb2.py"))
+        outputs += [out_dir / (proto.stem + "_pb2.py"), out_dir / (proto.stem + "_pb2.pyi")]
     return outputs
 
 

@@ -19,6 +19,7 @@ a fast path and the add/read/recovery integration suites with all of them switch
 off too (``BKCTL_FASTPATHS=0``; tests/support/fastpaths_off.txt): the two
 implementations cannot drift apart unnoticed.
 """
+
 from __future__ import annotations
 
 import functools
@@ -67,6 +68,7 @@ class Twins:
         """The bookie's parsers of plain requests and builders of their answers
         (:class:`~bkctl.wire.codecs.plain.PlainTwins`: C ones or Python ones)."""
         from bkctl.wire.codecs import plain
+
         return plain.twins(self.enabled)
 
     @functools.cached_property
@@ -74,12 +76,14 @@ class Twins:
         """The Pulsar batch splitter class: ``_packed.PackedRows`` or
         :class:`~bkctl.wire.pulsar.rows.PyMessageRows`."""
         from bkctl.wire.pulsar import rows
+
         return rows.splitter(self.enabled)
 
 
 def build(enabled: bool) -> Twins:
     """The record for fast paths on (the C twins where built) or off (Python only)."""
     from bkctl.wire.codecs import fast
+
     return Twins(enabled=enabled, codec=fast.load(enabled))
 
 

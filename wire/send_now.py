@@ -18,6 +18,7 @@ test's StringTransport, a connection closing or half-closed) is also left to
 ``transport.write``, and so is every error: the transport meets the same
 error on its own send and closes the connection as it always does.
 """
+
 from __future__ import annotations
 
 from twisted.internet import tcp
@@ -29,9 +30,16 @@ def send_now(transport, data: bytes, enabled: bool = True) -> bool:
     """Write ``data`` to ``transport``, sending it at once when ``enabled`` (the fast
     paths are on) and the transport has nothing queued; True when the kernel took
     all of it (nothing was queued in the transport)."""
-    if (enabled and isinstance(transport, tcp.Connection) and not transport.TLS
-            and transport.connected and not transport.disconnecting and not transport._writeDisconnected
-            and not transport._tempDataBuffer and transport.offset == len(transport.dataBuffer)):
+    if (
+        enabled
+        and isinstance(transport, tcp.Connection)
+        and not transport.TLS
+        and transport.connected
+        and not transport.disconnecting
+        and not transport._writeDisconnected
+        and not transport._tempDataBuffer
+        and transport.offset == len(transport.dataBuffer)
+    ):
         try:
             sent = transport.socket.send(data)
         except OSError:  # EAGAIN, EINTR, a reset peer...: the transport's own send decides

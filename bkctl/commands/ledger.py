@@ -284,6 +284,11 @@ def _held(app: App, ledger_id: int):
 
 def _drop_held(app: App, ledger_id: int) -> None:
     held = app.handles.pop(ledger_id, None)
+    if held is not None:
+        try:
+            held.release()
+        except Exception:  # noqa: BLE001 - it failed already (fenced...); the lock goes anyway
+            pass
 
 
 _FORCE_LIVE = click.option("-f", "--force", is_flag=True,
@@ -302,11 +307,6 @@ def _guard_live(app: App, ledger_id: int, verb: str, force: bool) -> None:
         return
     app.err_console.print(f"bkctl: ledger {ledger_id} is {why}", markup=False, soft_wrap=True)
     confirm_destructive(app, f"{verb.capitalize()} it anyway?", force, f"{verb} ledger {ledger_id}")
-    if held is not None:
-        try:
-            held.release()
-        except Exception:  # noqa: BLE001 - it failed already (fenced...); the lock goes anyway
-            pass
 
 
 @ledger.command("create")

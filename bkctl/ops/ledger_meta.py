@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ..exitcodes import USAGE, CommandError
 
 # -- dump / restore ---------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.support.bookieproc import BookieProcess, WireClient
+from tests.support.bookieproc import WireClient
 from tests.support.waiting import wait_for
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key

@@ -4,7 +4,7 @@ import time
 from pathlib import Path
 
 from tests.support.cli import bkctl
-from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata
+from bkctl.wire.metadata.ledger import LedgerMetadata
 
 RAW = Path(__file__).resolve().parents[1] / "vectors" / "zk" / "raw"
 

@@ -16,7 +16,6 @@ equal to the bytes of the .bel files on disk (``du -b``) within 1%.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections import defaultdict
 from pathlib import Path

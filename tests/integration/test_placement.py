@@ -4,7 +4,6 @@ recover keeping every ledger's spread, `ledger list --not-adhering`, and regions
 from __future__ import annotations
 
 import json
-import os
 import time
 import urllib.request
 

@@ -886,7 +886,7 @@ def test_human_output_of_a_topic_export_and_of_topic_show(pulsar_cluster, spark,
     code = run(["-m", c.uri, "export", "--out", str(tmp_path / "h"), "--topic", f"persistent://{NS}/vec-b_batch"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert out.startswith(f"exported 25 messages (") and f"from 3 entries of 1 ledger of persistent://{NS}/vec-b_batch" \
+    assert out.startswith("exported 25 messages (") and f"from 3 entries of 1 ledger of persistent://{NS}/vec-b_batch" \
         f" to {tmp_path / 'h'}" in out
     assert run(["-m", c.uri, "pulsar", "topic", "show", f"persistent://{NS}/three"]) == 0
     out = capsys.readouterr().out

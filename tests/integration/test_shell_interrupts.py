@@ -11,7 +11,6 @@ Spark started broke every later export of the shell.
 from __future__ import annotations
 
 import glob
-import re
 import sys
 import termios
 

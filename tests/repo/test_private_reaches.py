@@ -12,6 +12,7 @@ ast, nothing imported:
   component receives the choice (its constructor's ``twins``/``fastpaths``), none asks the
   environment or the selector's switch for itself.
 """
+
 from __future__ import annotations
 
 import ast
@@ -37,8 +38,7 @@ THIRD_PARTY = {
     "bkctl.wire.metadata.zk.session": {"getattr(zk, '_connection')", "getattr(..., '_connection_routine')"},
     # PySpark: whether a SparkContext runs in this process (SparkSession.getActiveSession is per
     # thread), and stopping its Py4J gateway JVM so that a stopped session leaves no process behind
-    "bkctl.export.spark_session": {"SparkContext._active_spark_context", "SparkContext._gateway",
-                                         "SparkContext._jvm"},
+    "bkctl.export.spark_session": {"SparkContext._active_spark_context", "SparkContext._gateway", "SparkContext._jvm"},
 }
 
 #: the one module that reads BKCTL_FASTPATHS
@@ -54,8 +54,9 @@ def _own(node: ast.expr) -> bool:
 
 
 def _private(name: str) -> bool:
-    return (name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
-            and name not in PUBLIC_UNDERSCORED)
+    return (
+        name.startswith("_") and not (name.startswith("__") and name.endswith("__")) and name not in PUBLIC_UNDERSCORED
+    )
 
 
 def reaches(path: Path) -> list[str]:
@@ -66,10 +67,16 @@ def reaches(path: Path) -> list[str]:
             what = ast.unparse(node)
             if what not in PUBLIC_QUALIFIED:
                 found.append((node.lineno, what))
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-              and node.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) >= 2
-              and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
-              and _private(node.args[1].value) and not _own(node.args[0])):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr", "delattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and _private(node.args[1].value)
+            and not _own(node.args[0])
+        ):
             target = node.args[0]
             shown = ast.unparse(target) if isinstance(target, ast.Name) else "..."
             found.append((node.lineno, f"{node.func.id}({shown}, {node.args[1].value!r})"))
@@ -79,13 +86,22 @@ def reaches(path: Path) -> list[str]:
 def switch_reads(path: Path) -> list[str]:
     """``line: what`` for each mention of the switch's name in code (strings and names; docstrings
     and comments are prose) and each use of a module-level switch ``fastpath.ENABLED``."""
-    docstrings = {id(n.body[0].value) for n in ast.walk(tree(path))
-                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    docstrings = {
+        id(n.body[0].value)
+        for n in ast.walk(tree(path))
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
     found = []
     for node in ast.walk(tree(path)):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings \
-                and any(s in node.value for s in _SWITCH):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and any(s in node.value for s in _SWITCH)
+        ):
             found.append(f"{node.lineno}: {node.value!r}")
         elif isinstance(node, ast.Attribute) and node.attr == "ENABLED" and "fastpath" in ast.unparse(node.value):
             found.append(f"{node.lineno}: {ast.unparse(node)}")
@@ -118,20 +134,24 @@ def test_only_the_selector_reads_the_fast_path_switch():
     assert not bad, "components receive the twins record, they do not read the switch:\n" + "\n".join(bad)
 
 
-
 def test_the_checks_see_what_they_look_for(tmp_path):
     probe = tmp_path / "probe.py"
-    probe.write_text('"""BKCTL_FASTPATHS in prose is fine."""\n'
-                     "import os\n"
-                     "from bkctl.wire.fastpath import ENABLED\n"
-                     "class A(B):\n"
-                     "    def f(self, other):\n"
-                     "        self._mine, cls._ours, super()._base(), other.__class__, other._asdict()\n"
-                     "        other._theirs\n"
-                     "        self._store._zk\n"
-                     "        getattr(other, '_hidden', None)\n"
-                     "        os._exit(0)\n"
-                     "        return os.environ.get('BKCTL_FASTPATHS'), fastpath.ENABLED\n")
+    probe.write_text(
+        '"""BKCTL_FASTPATHS in prose is fine."""\n'
+        "import os\n"
+        "from bkctl.wire.fastpath import ENABLED\n"
+        "class A(B):\n"
+        "    def f(self, other):\n"
+        "        self._mine, cls._ours, super()._base(), other.__class__, other._asdict()\n"
+        "        other._theirs\n"
+        "        self._store._zk\n"
+        "        getattr(other, '_hidden', None)\n"
+        "        os._exit(0)\n"
+        "        return os.environ.get('BKCTL_FASTPATHS'), fastpath.ENABLED\n"
+    )
     assert reaches(probe) == ["7: other._theirs", "8: self._store._zk", "9: getattr(other, '_hidden')"]
-    assert set(switch_reads(probe)) == {"3: from bkctl.wire.fastpath import ENABLED", "11: 'BKCTL_FASTPATHS'",
-                                        "11: fastpath.ENABLED"}
+    assert set(switch_reads(probe)) == {
+        "3: from bkctl.wire.fastpath import ENABLED",
+        "11: 'BKCTL_FASTPATHS'",
+        "11: fastpath.ENABLED",
+    }

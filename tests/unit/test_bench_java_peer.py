@@ -5,6 +5,7 @@ import argparse
 import importlib.util
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 

@@ -7,7 +7,6 @@ from tests.support.connection import Harness, KEY, entry, v3_requests, v3_reply,
 from tests.support.deferreds import assertNoResult, failureResultOf, successResultOf
 from bkctl.wire.codecs import v2
 from bkctl.wire.client import errors as E
-from bkctl.wire.codecs import v3
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC
 import pytest

@@ -6,7 +6,6 @@ import hashlib
 import logging
 import os
 import random
-import sys
 import threading
 import time
 

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
 
-from bkctl.bookied import journal
 from bkctl.bookied.journal import T_ENTRY, EntryRecord, Journal, _encode_entry
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import fast

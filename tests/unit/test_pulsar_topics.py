@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 
 from bkctl.ops import pulsar as ops
-from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from bkctl.wire.pulsar.errors import NoSuchTopic, PulsarFormatError

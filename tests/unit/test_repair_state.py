@@ -5,7 +5,6 @@ reads (wire/autorecovery/repairstate.py), and lost bookies as the help defines t
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import pytest
 from twisted.internet import defer, task

@@ -1,6 +1,7 @@
 """The fast v3 encoders produce exactly the bytes of the reference builders (which match Java)."""
 import pytest
 from bkctl.wire.codecs import v3
+from bkctl.wire.codecs.protocol import RC, V3_STATUS
 from hypothesis import given, strategies as st, settings
 i64 = st.integers(-(1 << 63), (1 << 63) - 1)
 ENC = v3.RequestEncoder()
@@ -22,7 +23,6 @@ def test_errors_same():
         assert type(a.value) is type(b.value), (args, a.value, b.value)
     assert ENC.add(1, 2, 3, bytearray(b"k"), memoryview(b"b")) == v3.serialize(v3.add_request(1, 2, 3, b"k", b"b"))
     assert ENC.add(5, 6, 7, b"k" * 20, b"") == v3.serialize(v3.add_request(5, 6, 7, b"k" * 20, b""))
-from bkctl.wire.codecs.protocol import RC, V3_STATUS
 RENC = v3.AddResponseEncoder()
 @settings(max_examples=400)
 @given(st.integers(0, (1 << 64) - 1), i64, i64, st.sampled_from(list(RC) + list(V3_STATUS.values())), st.booleans())
@@ -45,7 +45,7 @@ def test_add_and_reply(txn, l, e, k, b):
     assert p2 == v3.serialize(v3.add_request(txn ^ 1, l, e, k, b))
     assert ok2 == v3.serialize(v3.add_response(v3.parse_request(p2), RC.EOK))
 def test_cache_interleaving():
-    k = b"k" * 20; b1 = b"one" * 10; b2 = b"two" * 10
+    k, b1, b2 = b"k" * 20, b"one" * 10, b"two" * 10
     for txn in range(1, 50):
         for (l, e, b) in ((1, 2, b1), (1, 3, b2), (1, 2, b1), (2, 2, b1)):
             assert ENC.add(txn, l, e, k, b) == v3.serialize(v3.add_request(txn, l, e, k, b))

@@ -14,6 +14,7 @@ of answers (tests/unit/test_client_take_answers.py).  Two serve the bookie:
 (tests/unit/test_entry_log_records.py), and ``journal_entries``, its journal's
 records of a run of adds (tests/unit/test_journal_entries_c.py).
 """
+
 from __future__ import annotations
 
 from types import ModuleType

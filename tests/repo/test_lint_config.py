@@ -1,0 +1,39 @@
+"""``./dev lint`` is wired in and its configuration names what exists (issue 53): ``./dev test`` and so CI
+run it; the files ``ruff format --check`` holds exist; every module the mypy overrides name (strict, not
+yet strict, not yet checked) is one of the product's, and the not-yet lists name each module once."""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+
+from tests.repo.sources import MODULES, ROOT
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_dev_test_and_ci_run_the_lint():
+    dev = (ROOT / "dev").read_text()
+    test_branch = dev.split("\n    test)\n", 1)[1].split(";;", 1)[0]
+    assert "lint ||" in test_branch and "test_all" in test_branch
+    assert "exec ./dev test" in (ROOT / ".ci" / "run").read_text()
+    extra = " ".join(PYPROJECT["project"]["optional-dependencies"]["test"])
+    assert "ruff>=" in extra and "mypy>=" in extra
+
+
+def test_the_formatted_files_exist():
+    formatted = PYPROJECT["tool"]["bkctl"]["formatted"]
+    assert formatted and len(formatted) == len(set(formatted))
+    assert [f for f in formatted if not (ROOT / f).is_file()] == []
+
+
+def test_the_mypy_overrides_name_product_modules():
+    overrides = PYPROJECT["tool"]["mypy"]["overrides"]
+    assert any(o.get("disallow_untyped_defs") is True for o in overrides)  # the strict packages
+    for override in overrides:
+        patterns = override["module"]
+        if all(p.startswith("bkctl") for p in patterns):
+            for pattern in patterns:
+                assert fnmatch.filter(MODULES, pattern) or fnmatch.filter(MODULES, pattern[:-2]), pattern
+            if "*" not in "".join(patterns):
+                assert len(patterns) == len(set(patterns))
