@@ -79,6 +79,8 @@ def _note(row: dict) -> str:
     if row["state"] == "unreachable":
         return "HTTP admin not answering"
     notes = []
+    if row.get("read_only_reason"):
+        notes.append(f"read-only: {row['read_only_reason']}")
     if row["metrics"] is None:
         notes.append("no metrics")
     if row["kind"] == "java" and row["entry_logs"] is None:
@@ -213,7 +215,8 @@ def detail(snapshot: dict, bookie_id: str) -> Panel:
         return Panel(f"{bookie_id} is gone from the cluster's bookies", title=bookie_id)
     r = rows[0]
     lines = [f"state {r['state']} (registration: {r['registration']}), rack {r['rack'] or '-'}, "
-             f"HTTP admin {r['http'] or '-'} ({r['kind'] or 'no answer'})",
+             f"HTTP admin {r['http'] or '-'} ({r['kind'] or 'no answer'})"
+             + (f"; read-only: {r['read_only_reason']}" if r.get("read_only_reason") else ""),
              f"disk: {human_size(r['used_bytes'])} used of {human_size(r['total_bytes'])}; entry logs "
              f"{_num(r['entry_logs'])} ({human_size(r['entry_log_bytes'])}), reclaimable "
              f"{human_size(r['reclaimable_bytes'])}, lowest live ratio {_num(r['lowest_live_ratio'], '{:.2f}')}",

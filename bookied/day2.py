@@ -37,6 +37,20 @@ def list_disk_files(file_type: str | None, journal_dirs, ledger_dirs, index_dirs
     return out
 
 
+def allocated_bytes(dirs: Iterable[str]) -> int:
+    """The bytes the files below each of ``dirs`` take on disk (allocated blocks, as ``du``: a
+    preallocated journal or a sparse LMDB map counts what it holds, not its length)."""
+    total = 0
+    for d in dict.fromkeys(dirs):
+        for root, _dirs, names in os.walk(d):
+            for name in names:
+                try:
+                    total += os.lstat(os.path.join(root, name)).st_blocks * 512
+                except OSError:
+                    continue  # removed meanwhile (a journal rolled, a log compacted)
+    return total
+
+
 def last_log_marks(marks: Iterable[tuple[int, int]]) -> dict[str, str]:
     """Java's ``last_log_mark`` body: ``{"LastLogMark: Journal Id - N(hex.txn)": "Pos - P"}``
     per journal, from each journal's ``(file_id, offset)`` mark."""

@@ -112,6 +112,31 @@ class GcPolicy:
     def force_major_allowed(self) -> bool:
         return self.force_allow and 0 < self.major_threshold < 1
 
+    def forced_refusal(self, kind: str) -> str | None:
+        """Why a forced pass (``bookie gc``) runs no ``kind`` compaction, by :func:`choose_compaction`'s
+        rule; None when it runs one (disk pressure aside: the status says when it is suspended)."""
+        major = kind == MAJOR
+        enabled, allowed = ((self.major_enabled, self.force_major_allowed) if major
+                            else (self.minor_enabled, self.force_minor_allowed))
+        if enabled or allowed:
+            return None
+        name = "major" if major else "minor"
+        threshold = self.major_threshold if major else self.minor_threshold
+        if threshold <= 0:
+            return f"{name}CompactionThreshold is 0: {name} compaction is off"
+        if not self.force_allow:
+            return (f"{name}CompactionInterval is 0 (not periodic) and forceAllowCompaction=false: a forced "
+                    "pass does not compact either")
+        return f"forceAllowCompaction runs it only with {name}CompactionThreshold below 1 (it is {threshold:g})"
+
+    def to_status(self) -> dict:
+        """The compaction settings ``bookie gc --status`` and ``bkctl disk`` reason with."""
+        return {"minorCompactionThreshold": self.minor_threshold, "majorCompactionThreshold": self.major_threshold,
+                "minorCompactionInterval": self.minor_interval_ms // 1000,
+                "majorCompactionInterval": self.major_interval_ms // 1000,
+                "forceAllowCompaction": self.force_allow,
+                "forcedCompactionRefused": {k: self.forced_refusal(v) for k, v in (("major", MAJOR), ("minor", MINOR))}}
+
     def throttle(self, **kw) -> Throttle:
         return Throttle(self.rate_by_bytes if self.throttle_by_bytes else self.rate_by_entries,
                         self.throttle_by_bytes, **kw)
@@ -555,7 +580,8 @@ class GarbageCollector:
                 "logsDeleted": self.logs_deleted, "logsCompacted": self.logs_compacted,
                 "entriesMoved": self.entries_moved, "bytesMoved": self.bytes_moved,
                 "majorCompactionSuspended": self.suspend_major, "minorCompactionSuspended": self.suspend_minor,
-                "damagedRecordCount": self.damaged_count, "damagedRecords": self.damaged}
+                "damagedRecordCount": self.damaged_count, "damagedRecords": self.damaged,
+                **self.policy.to_status()}
 
     def details(self) -> list[dict]:
         """Java's ``gc_details`` body (one GarbageCollectionStatus: bookied has one GC thread;

@@ -576,13 +576,30 @@ class BookieService:
         return self.metrics.render()
 
     def info(self) -> dict:
+        """Java's freeSpace and totalSpace; then bookied's: what its journal and index directories
+        hold (``bkctl disk`` counts them with the entry logs), the disk usage thresholds, and
+        why it is read-only when it is."""
+        from .storage.index import INDEX_DIR
+
         total, free = self.bookie.disk_space()
-        return {"freeSpace": free, "totalSpace": total}
+        journals = [os.path.join(d, "current") for d in self.cfg.journal_directories]
+        return {"freeSpace": free, "totalSpace": total, "journalBytes": day2.allocated_bytes(journals),
+                "indexBytes": day2.allocated_bytes(os.path.join(s.directory, INDEX_DIR) for s in self.stores),
+                "diskUsageThreshold": self.cfg.disk_usage_threshold,
+                "diskUsageLwmThreshold": self.cfg.disk_usage_lwm_threshold,
+                **self._readonly_doc()}
 
     def state(self) -> dict:
         return {"running": self.is_running(), "readOnly": self.is_readonly(),
                 "shuttingDown": self.stopping,
-                "availableForHighPriorityWrites": bool(self.bookie and self.bookie.allow_high_priority_writes)}
+                "availableForHighPriorityWrites": bool(self.bookie and self.bookie.allow_high_priority_writes),
+                **self._readonly_doc()}
+
+    def _readonly_doc(self) -> dict:
+        """``readOnlyReasons``: cause -> why ("disk": usage over diskUsageThreshold, "journal", "ledger",
+        "admin", "config"), while the bookie is read-only."""
+        causes = dict(self.bookie.readonly_causes) if self.bookie is not None else {}
+        return {"readOnlyReasons": causes} if causes else {}
 
     def set_readonly(self, readonly: bool, force: bool = False) -> None:
         """The HTTP admin switch.  Writable again clears what the admin set;

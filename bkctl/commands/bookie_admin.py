@@ -138,15 +138,20 @@ def state(app: App, bookie_id: str, http: str | None):
 
     Not registered: exit 3; no HTTP endpoint or an error answer: exit 1; not
     answering: exit 5.  --json: bookie_id, http, state {running, readOnly,
-    shuttingDown, availableForHighPriorityWrites, ...}, registration.
+    shuttingDown, availableForHighPriorityWrites, ...; bookied adds
+    readOnlyReasons: cause -> why, while read-only}, registration.
     """
     from ..ops.bookie_http import state as get_state
     from ..render import fields
 
     doc = get_state(app.store, bookie_id, http)
+
+    def value(v):  # bookied's readOnlyReasons: cause -> why
+        return "; ".join(f"{cause}: {why}" for cause, why in v.items()) if isinstance(v, dict) else v
+
     emit(app, doc, lambda: fields(app, [("bookie", bookie_id), ("http", doc["http"]),
                                         ("registration", doc["registration"])]
-                                  + [(k, v) for k, v in doc["state"].items()]))
+                                  + [(k, value(v)) for k, v in doc["state"].items()]))
 
 
 @click.command("readonly")
@@ -201,7 +206,9 @@ def gc(app: App, bookie_id: str, kind: str | None, wait: bool, wait_timeout: flo
     registration.  --wait says what the collector does while it waits (a line on stderr at each
     change when stderr is not a terminal).  --json (on a --wait that runs out too, before the
     exit 1): bookie_id, http, triggered, message, kind, is_in_force_gc, status (GET
-    /api/v1/bookie/gc), details (Java's gc_details list), error.
+    /api/v1/bookie/gc), details (Java's gc_details list), error, no_compaction (why the
+    forced pass compacts nothing, as bookied says: its intervals, thresholds and
+    forceAllowCompaction; null when it compacts or the bookie does not say).
     """
     from ..exitcodes import FAILED, USAGE, CommandError
     from ..ops.bookie_http import gc as run_gc, gc_activity
@@ -245,6 +252,8 @@ def _print_gc(app: App, bookie_id: str, doc: dict) -> None:
     if doc["triggered"]:
         pairs.append(("gc", f"triggered{' (' + doc['kind'] + ' compaction only)' if doc['kind'] else ''}"
                             f"{', over' if st.get('gcRuns') is not None and not st.get('gcRunning') else ''}"))
+    if doc.get("no_compaction"):
+        pairs.append(("compaction", f"none: {doc['no_compaction']} (only deleted ledgers were collected)"))
     pairs.append(("in forced gc", "yes" if doc["is_in_force_gc"] else "no"))
     if "gcRunning" in st:
         pairs.append(("state", gc_activity(st)))

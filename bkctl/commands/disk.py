@@ -36,7 +36,8 @@ def disk(app: App, bookie_id: str | None, by: str, older_than: str, base: str | 
     rule), what the bookie still counts live beyond that (deleted ledgers
     not yet collected), dead bytes in its entry logs by what would reclaim
     them (minor or major compaction, by each log's live ratio; the log
-    being written), the journal where the bookie reports it.  Entry-log
+    being written), the journal and the index where the bookie reports them
+    (bookied does, through its HTTP admin).  Entry-log
     figures come from bookied's gc_details; a Java bookie's HTTP admin has
     none: its used space is then split only into live data and the rest.
     What could not be read is said per bookie.
@@ -72,9 +73,9 @@ def show(app: App, doc: dict, older_than: str) -> None:
                      _size(b["estimated_bytes"]) if b["estimated_bytes"] else "",
                      _size(live["orphans"]) if b["kind"] else "", _size(b["awaiting_gc_bytes"]),
                      _size((b["compaction"] or {}).get("dead_bytes")), _size(b["journal_bytes"]),
-                     _size(b["other_files_bytes"])))
+                     _size(b["index_bytes"]), _size(b["other_files_bytes"])))
     table(app, ["bookie", "state", "fs used / total", "bookie data", "live", "of it open (est.)", "orphans",
-                "awaiting GC", "compaction", "journal", "other"], rows)
+                "awaiting GC", "compaction", "journal", "index", "other"], rows)
     for b in doc["bookies"]:
         c = b["compaction"]
         if c and c["entry_logs"]:

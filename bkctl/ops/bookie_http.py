@@ -141,7 +141,22 @@ def gc(store, bookie_id: str, status_only: bool = False, http: str | None = None
     return {"bookie_id": bookie_id, "http": address, "triggered": triggered is not None, "message": triggered,
             "kind": kind, "is_in_force_gc": str(status.get("is_in_force_gc", "false")).lower() == "true"
             if isinstance(running, dict) else None,
-            "status": status, "details": details, "error": error}
+            "status": status, "details": details, "error": error,
+            "no_compaction": no_compaction(status, kind) if triggered is not None else None}
+
+
+def no_compaction(status: dict, kind: str | None) -> str | None:
+    """Why a forced pass of ``kind`` (None: either, major first) compacts nothing, as the bookie
+    says (bookied's ``forcedCompactionRefused``: its intervals, thresholds, forceAllowCompaction);
+    None when it compacts or the bookie does not say (Java's)."""
+    refused = status.get("forcedCompactionRefused")
+    if not isinstance(refused, dict):
+        return None
+    kinds = [kind] if kind else ["major", "minor"]
+    reasons = [refused.get(k) for k in kinds]
+    if not all(reasons):
+        return None  # one of them runs
+    return "; ".join(reasons)
 
 
 def gc_activity(status: dict) -> str:

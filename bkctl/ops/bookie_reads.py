@@ -61,6 +61,13 @@ class BookieReading:
         return logs if isinstance(logs, list) else None
 
     @property
+    def read_only_reasons(self) -> dict[str, str] | None:
+        """Why the bookie is read-only, as it says (bookied's ``info`` ``readOnlyReasons``: cause ->
+        why); None when it is writable or does not say (Java's HTTP admin does not)."""
+        reasons = (self.info or {}).get("readOnlyReasons")
+        return {str(k): str(v) for k, v in reasons.items()} if isinstance(reasons, dict) and reasons else None
+
+    @property
     def total_bytes(self) -> int | None:
         return _int(self.info, "totalSpace")
 

@@ -371,8 +371,30 @@ def entry_log_classes(logs: list[dict], minor: float, major: float) -> dict:
 
 def journal_bytes(reading: BookieReading) -> int | None:
     """The journal's bytes, when the bookie reports them (bookied's ``info`` ``journalBytes``)."""
-    value = (reading.info or {}).get("journalBytes")
+    return _info_int(reading, "journalBytes")
+
+
+def index_bytes(reading: BookieReading) -> int | None:
+    """The index's bytes, when the bookie reports them (bookied's ``info`` ``indexBytes``)."""
+    return _info_int(reading, "indexBytes")
+
+
+def _info_int(reading: BookieReading, key: str) -> int | None:
+    value = (reading.info or {}).get(key)
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def compaction_policy(reading: BookieReading) -> dict | None:
+    """The compaction settings the bookie reports (bookied's gc status): intervals (s),
+    forceAllowCompaction, and why a forced pass runs no major or minor compaction
+    (``refused``); None when it reports none (Java's)."""
+    gc = reading.gc or {}
+    if "forcedCompactionRefused" not in gc:
+        return None
+    refused = gc.get("forcedCompactionRefused") or {}
+    return {"minor_interval": gc.get("minorCompactionInterval"), "major_interval": gc.get("majorCompactionInterval"),
+            "force_allow": gc.get("forceAllowCompaction"),
+            "refused": {"major": refused.get("major"), "minor": refused.get("minor")}}
 
 
 #: Owner.kind -> the bookie's ``live`` bucket
@@ -405,8 +427,10 @@ def bookie_doc(reading: BookieReading, walk: Walk, by: str) -> dict:
         "bookie_id": reading.bookie_id, "state": reading.state, "http": reading.http, "kind": kind,
         "total_bytes": reading.total_bytes, "free_bytes": reading.free_bytes, "used_bytes": reading.used_bytes,
         "live_bytes": live_total, "live": live, "estimated_bytes": estimated,
-        "journal_bytes": journal_bytes(reading),
+        "journal_bytes": journal_bytes(reading), "index_bytes": index_bytes(reading),
+        "read_only_reasons": reading.read_only_reasons,
         "minor_threshold": minor, "major_threshold": major, "thresholds_reported": reported,
+        "compaction_policy": compaction_policy(reading),
         "gc": _gc_summary(reading),
         "unread": dict(reading.unread),
         "groups": [{"kind": k, "name": n, "component": c or None, "ledgers": g[0], "stored_bytes": g[1],
@@ -424,12 +448,14 @@ def bookie_doc(reading: BookieReading, walk: Walk, by: str) -> dict:
     else:
         classes = entry_log_classes(logs, minor, major)
         rest = classes["entry_log_live_bytes"] - live_total
-        data = classes["entry_log_bytes"] + (doc["journal_bytes"] or 0)
+        data = classes["entry_log_bytes"] + (doc["journal_bytes"] or 0) + (doc["index_bytes"] or 0)
         doc.update({"entry_logs": classes["entry_logs"], "entry_log_bytes": classes["entry_log_bytes"],
                     "awaiting_gc_bytes": max(0, rest), "not_in_entry_logs_bytes": max(0, -rest),
                     "compaction": classes, "data_bytes": data})
     if doc["journal_bytes"] is None and reading.kind is not None:
         doc["unread"].setdefault("journal", "the bookie's HTTP admin does not report the journal's size")
+    if doc["index_bytes"] is None and reading.kind is not None:
+        doc["unread"].setdefault("index", "the bookie's HTTP admin does not report the index's size")
     used = reading.used_bytes
     doc["other_files_bytes"] = None if used is None or logs is None else max(0, used - doc["data_bytes"])
     return doc
@@ -491,7 +517,7 @@ def disk_report(store, bk: Callable[[], Any] | None, bookie: str | None = None, 
 
 
 _SUMMED = ("total_bytes", "used_bytes", "data_bytes", "live_bytes", "estimated_bytes", "entry_log_bytes",
-           "awaiting_gc_bytes", "not_in_entry_logs_bytes", "journal_bytes")
+           "awaiting_gc_bytes", "not_in_entry_logs_bytes", "journal_bytes", "index_bytes")
 
 
 def totals(bookies: list[dict]) -> dict:
@@ -514,19 +540,32 @@ def _holding(bookies: list[dict], key: str) -> str:
 
 
 def compaction_advice(doc: dict) -> str:
-    """What reclaims the largest share of the dead bytes, and how to get it now."""
+    """What reclaims the largest share of the dead bytes, and how to get it now -- as the bookie's
+    own settings allow: a kind of compaction that is not periodic (interval 0) is only run by a
+    forced pass, which forceAllowCompaction=false refuses; then the advice says what to change."""
     from ..render import human_size
 
     t, bookies = doc["totals"], doc["bookies"]
     b = bookies[0] if bookies else {}
     minor, major = b.get("minor_threshold", DEFAULT_THRESHOLDS[0]), b.get("major_threshold", DEFAULT_THRESHOLDS[1])
     assumed = "" if all(x.get("thresholds_reported") for x in bookies if x["compaction"]) else ", the default"
+    policy = b.get("compaction_policy") or {}
+
+    def cure(kind: str, key: str) -> str:
+        gc = f"`bkctl bookie gc {_holding(bookies, key)} --{kind}`"
+        refused = (policy.get("refused") or {}).get(kind)
+        if refused:
+            return (f"no compaction takes it: {refused}; set forceAllowCompaction=true (then {gc}) or a "
+                    f"{kind}CompactionInterval")
+        if policy and not policy.get(f"{kind}_interval"):
+            return f"{kind} compaction is not periodic ({kind}CompactionInterval=0): {gc} takes it"
+        return f"the next {kind} compaction takes it, or now {gc}"
+
     parts = {
-        "below_minor_dead_bytes": f"in logs under the minor threshold {minor:g}{assumed}: the next minor compaction "
-                                  f"takes it, or now `bkctl bookie gc {_holding(bookies, 'below_minor_dead_bytes')} "
-                                  "--minor`",
-        "below_major_dead_bytes": f"minor threshold {minor:g}{assumed}: raise it or run "
-                                  f"`bkctl bookie gc {_holding(bookies, 'below_major_dead_bytes')} --major`",
+        "below_minor_dead_bytes": f"in logs under the minor threshold {minor:g}{assumed}: "
+                                  + cure("minor", "below_minor_dead_bytes"),
+        "below_major_dead_bytes": f"in logs between the minor threshold {minor:g} and the major {major:g}{assumed}: "
+                                  + cure("major", "below_major_dead_bytes"),
         "above_major_dead_bytes": f"in logs over the major threshold {major:g}{assumed}: no compaction takes it; "
                                   "raise majorCompactionThreshold",
         "active_log_dead_bytes": "in the entry log being written: compactable once it reaches logSizeLimit",
@@ -534,11 +573,30 @@ def compaction_advice(doc: dict) -> str:
     ranked = sorted(parts, key=lambda k: -t[k])
     text = parts[ranked[0]]
     others = [f"{human_size(t[k])} {short}" for k, short in (
-        ("below_minor_dead_bytes", "for the next minor compaction"),
+        ("below_minor_dead_bytes", "under the minor threshold"),
         ("below_major_dead_bytes", "for a major compaction"),
         ("above_major_dead_bytes", "over the major threshold"),
         ("active_log_dead_bytes", "in the active log")) if k != ranked[0] and t[k]]
     return text + ("; " + ", ".join(others) if others else "")
+
+
+def read_only_text(doc: dict) -> str | None:
+    """The read-only bookies and why, as each says; how much of its filesystem is not bookie data."""
+    from ..render import human_size
+
+    parts = []
+    for b in doc["bookies"]:
+        if b["state"] != "read-only":
+            continue
+        reasons = b.get("read_only_reasons")
+        why = "; ".join(reasons.values()) if reasons else (
+            "its HTTP admin does not say why (a Java bookie? its log does)" if b["kind"] else "its HTTP admin does "
+            "not answer")
+        if b.get("other_files_bytes") is not None and b.get("used_bytes"):
+            why += (f"; {human_size(b['other_files_bytes'])} of the {human_size(b['used_bytes'])} used on its "
+                    "filesystem is not bookie data")
+        parts.append(f"{b['bookie_id']} ({why})")
+    return f"read-only: {', '.join(parts)}" if parts else None
 
 
 def summary_line(doc: dict) -> str:
@@ -546,10 +604,11 @@ def summary_line(doc: dict) -> str:
     from ..render import human_size, plural
 
     t = doc["totals"]
+    read_only = read_only_text(doc)
     if not t["answered"]:
-        return "no bookie answered on its HTTP admin: nothing to attribute"
+        return "; ".join(filter(None, [read_only, "no bookie answered on its HTTP admin: nothing to attribute"]))
     live = t["live"]["topics"] + t["live"]["applications"] + t["live"]["unlisted"] - t["unsized_live_bytes"]
-    parts = []
+    parts = [read_only] if read_only else []
     if t["answered"] > t["unsized_bookies"]:
         parts.append(f"{human_size(live)} of {human_size(t['data_bytes'])} used is live data")
     if t["unsized_bookies"]:

@@ -213,6 +213,8 @@ class TopCollector:
                                "unread": dict(reading.unread)}
         row.update(_disk(reading))
         row.update(_gc(reading))
+        reasons = reading.read_only_reasons
+        row["read_only_reason"] = "; ".join(reasons.values()) if reasons else None
         before = self._scrapes.get(reading.bookie_id)
         if reading.metrics is not None:
             scrape = Scrape(reading.metrics)
@@ -243,7 +245,7 @@ def _unreachable(reading: BookieReading) -> bool:
 def _lost_row(bookie_id: str, rack: str | None) -> dict:
     """A bookie the auditor counts lost that has no cookie any more (decommissioned, or a stray id)."""
     row = {"bookie_id": bookie_id, "state": "lost", "registration": "not registered", "rack": rack, "http": None,
-           "kind": None, "unread": {"http": "not registered"}, "metrics": None}
+           "kind": None, "unread": {"http": "not registered"}, "metrics": None, "read_only_reason": None}
     row.update(_disk(BookieReading(bookie_id, "down")))
     row.update(_gc(BookieReading(bookie_id, "down")))
     row.update(dict.fromkeys(("add_rate", "add_p50_ms", "add_p99_ms", "read_rate", "read_p50_ms", "read_p99_ms",

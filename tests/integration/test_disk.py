@@ -16,6 +16,7 @@ equal to the bytes of the .bel files on disk (``du -b``) within 1%.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections import defaultdict
 from pathlib import Path
@@ -178,7 +179,9 @@ def test_disk_attributes_live_data_orphans_and_deleted_ledgers(churn):
         # the deleted ledgers' data: still live for the bookie until its GC removes them
         assert near(b["awaiting_gc_bytes"], deleted[p.bookie_id]), (b["awaiting_gc_bytes"], deleted[p.bookie_id])
         assert near(b["entry_log_bytes"], log_bytes_on_disk(p)), (b["entry_log_bytes"], log_bytes_on_disk(p))
-        assert "journal" in b["unread"]  # said, not guessed
+        # bookied reports its journal's and index's sizes: counted as the bookie's data
+        assert b["journal_bytes"] > 0 and b["index_bytes"] > 0 and not {"journal", "index"} & set(b["unread"]), b
+        assert b["data_bytes"] == b["entry_log_bytes"] + b["journal_bytes"] + b["index_bytes"]
     assert doc["ledgers"]["open_estimated"] == 1 and doc["ledgers"]["open_unknown"] == 0
     assert doc["orphans"]["ledgers"] == 2
     groups = {(g["kind"], g["name"]): g for g in doc["groups"]}
@@ -204,10 +207,12 @@ def test_disk_by_topic_shows_components_and_young_unlisted_ledgers(churn):
 
 
 #: the advice for each place dead bytes wait in (the largest one is named in the one-line answer)
-ADVICE = {"below_minor": "(in logs under the minor threshold 0.2, the default: the next minor compaction takes it, "
-                         "or now `bkctl bookie gc ",
-          "below_major": "(minor threshold 0.2, the default: raise it or run `bkctl bookie gc ",
-          "above_major": "(in logs over the major threshold 0.8, the default: no compaction takes it; raise "
+ADVICE = {"below_minor": "(in logs under the minor threshold 0.2: no compaction takes it: minorCompactionInterval is "
+                         "0 (not periodic) and forceAllowCompaction=false: a forced pass does not compact either; set "
+                         "forceAllowCompaction=true (then `bkctl bookie gc ",
+          "below_major": "(in logs between the minor threshold 0.2 and the major 0.8: no compaction takes it: "
+                         "majorCompactionInterval is 0 (not periodic) and forceAllowCompaction=false",
+          "above_major": "(in logs over the major threshold 0.8: no compaction takes it; raise "
                          "majorCompactionThreshold",
           "active": "(in the entry log being written: compactable once it reaches logSizeLimit"}
 
@@ -228,8 +233,11 @@ def dead_by_class(churn) -> dict[str, int]:
 
 def test_disk_after_gc_says_what_waits_for_compaction(churn):
     for p in churn.procs:
-        r = bkctl(churn.uri, "bookie", "gc", p.bookie_id, "--wait")
+        r = bkctl(churn.uri, "bookie", "gc", p.bookie_id, "--wait", *(["--major"] if p is churn.procs[0] else []))
         assert r.returncode == 0, r.stderr
+        # intervals 0 and forceAllowCompaction=false: the forced pass compacts nothing, and says why
+        assert re.search(r"(?m)^compaction\s+none: majorCompactionInterval is 0 \(not periodic\) and "
+                         r"forceAllowCompaction=false", r.stdout), r.stdout
     doc = disk_json(churn, "--older-than", "0s")
     deleted = churn.on_bookie(churn.ids("app-deleted"))
     for b in doc["bookies"]:
@@ -256,7 +264,23 @@ def test_disk_one_bookie_in_text(churn):
     assert "used is live data" in lines[0]
     assert any(line.startswith(target) for line in lines)
     assert not any(line.startswith(churn.procs[0].bookie_id) for line in lines), r.stdout
-    assert "not read: journal" in r.stdout
+    assert "not read: journal" not in r.stdout and re.search(r"journal\s+index\s+other", r.stdout), r.stdout
+
+
+def test_disk_names_read_only_bookies_and_why_first(churn):
+    target = churn.procs[2].bookie_id
+    assert bkctl(churn.uri, "bookie", "readonly", target, "on").returncode == 0
+    try:
+        r = bkctl(churn.uri, "disk")
+        assert r.returncode == 0, r.stderr
+        first = r.stdout.splitlines()[0]
+        assert first.startswith(f"read-only: {target} (set through the HTTP admin API; "), first
+        assert "used on its filesystem is not bookie data)" in first, first
+        state = bkctl(churn.uri, "bookie", "state", target)
+        assert re.search(r"readOnlyReasons\s+admin: set through the HTTP admin API", state.stdout), state.stdout
+    finally:
+        assert bkctl(churn.uri, "bookie", "readonly", target, "off").returncode == 0
+    assert not bkctl(churn.uri, "disk").stdout.startswith("read-only")
 
 
 def test_a_bookie_the_cluster_does_not_know_is_exit_3(metadata_uri, zkstore):

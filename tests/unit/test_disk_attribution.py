@@ -105,7 +105,7 @@ def test_a_bookieds_space_attributed():
     assert doc["awaiting_gc_bytes"] == 9_000 - stored - 1048
     assert doc["entry_log_bytes"] == 30_000 and doc["compaction"]["dead_bytes"] == 21_000
     assert doc["other_files_bytes"] == 90_000 - 30_000
-    assert set(doc["unread"]) == {"journal"} and not doc["thresholds_reported"]
+    assert set(doc["unread"]) == {"journal", "index"} and not doc["thresholds_reported"]
     # the bookie holds less than the metadata says: data not in the entry logs yet
     short = bookie_doc(bookied(A, [log(1, 2_000, 1_000)]), walk, "namespace")
     assert short["awaiting_gc_bytes"] == 0 and short["not_in_entry_logs_bytes"] == stored + 1048 - 1000
@@ -146,8 +146,9 @@ def test_the_one_line_answer_names_the_largest_share_and_its_cure():
     doc = bookie_doc(bookied(A, logs), walk, "namespace")
     report = {"bookies": [doc], "totals": totals([doc])}
     assert summary_line(report) == (
-        "100.0 KiB of 341.8 KiB used is live data; 192.7 KiB is waiting for compaction (minor threshold 0.2, "
-        "the default: raise it or run `bkctl bookie gc a:1 --major`; 9.8 KiB in the active log); "
+        "100.0 KiB of 341.8 KiB used is live data; 192.7 KiB is waiting for compaction (in logs between the minor "
+        "threshold 0.2 and the major 0.8, the default: the next major compaction takes it, or now "
+        "`bkctl bookie gc a:1 --major`; 9.8 KiB in the active log); "
         "49.1 KiB is orphans (list: `bkctl pulsar orphans`)")
     # mostly under the minor threshold: the next minor compaction; more live data in the logs: deleted ledgers
     logs = [log(1, 200_000, 20_000), log(2, 150_000, 142_640), log(3, 1000, 1000)]
@@ -187,3 +188,51 @@ def test_one_walk_attributes_topics_orphans_and_applications_on_the_fake_store()
     assert owners == {("topic", "data"): 1, ("topic", "cursor"): 1, ("orphan", "data"): 1, ("application", None): 1}
     per_bookie = sum(cell[1] for (b, _o), cell in walk.tally.cells.items() if b == A)
     assert per_bookie == 4 * sum(1 for e in range(10) if A in md.write_set(e))
+
+
+def test_the_journal_and_index_count_and_the_advice_is_the_one_the_bookie_allows():
+    """Issue 54, items 3 and 5: bookied reports its journal's and index's sizes (counted as bookie
+    data), and its compaction settings: with intervals 0 and forceAllowCompaction=false no forced
+    pass compacts, so the advice is to change them, not `bookie gc --major`."""
+    app = Owner("application", "app")
+    walk = walk_with([(A, app, 100, 100_000, False)])
+    logs = [log(1, 200_000, 80_000), log(2, 100_000, 32_640), log(3, 50_000, 40_000)]
+    off = {"minorCompactionThreshold": 0.2, "majorCompactionThreshold": 0.8, "minorCompactionInterval": 0,
+           "majorCompactionInterval": 0, "forceAllowCompaction": False,
+           "forcedCompactionRefused": {"major": "majorCompactionInterval is 0 (not periodic) and "
+                                                "forceAllowCompaction=false: a forced pass does not compact either",
+                                       "minor": "minorCompactionInterval is 0 (not periodic) and "
+                                                "forceAllowCompaction=false: a forced pass does not compact either"}}
+    reading = bookied(A, logs, off)
+    reading.info.update(journalBytes=40_000, indexBytes=8_000)
+    doc = bookie_doc(reading, walk, "namespace")
+    assert doc["data_bytes"] == 350_000 + 40_000 + 8_000 and "journal" not in doc["unread"]
+    assert doc["other_files_bytes"] == 0  # the made-up filesystem is smaller than the data: nothing else on it
+    line = summary_line({"bookies": [doc], "totals": totals([doc])})
+    assert "of 388.7 KiB used is live data" in line, line
+    assert ("(in logs between the minor threshold 0.2 and the major 0.8: no compaction takes it: "
+            "majorCompactionInterval is 0 (not periodic) and forceAllowCompaction=false: a forced pass does not "
+            "compact either; set forceAllowCompaction=true (then `bkctl bookie gc a:1 --major`) or a "
+            "majorCompactionInterval") in line, line
+    allowed = dict(off, forceAllowCompaction=True, forcedCompactionRefused={"major": None, "minor": None})
+    line = summary_line({"bookies": [d := bookie_doc(bookied(A, logs, allowed), walk, "namespace")],
+                         "totals": totals([d])})
+    assert "major compaction is not periodic (majorCompactionInterval=0): `bkctl bookie gc a:1 --major` takes it" \
+        in line, line
+
+
+def test_the_first_line_names_read_only_bookies_and_why():
+    """Issue 54, item 4: why a bookie went read-only, as it says, and how much of its filesystem
+    is not bookie data, first."""
+    walk = walk_with([(A, Owner("application", "app"), 10, 5_000, False)])
+    reading = bookied(A, [log(1, 20_000, 5_000)])
+    reading.state = "read-only"
+    reading.info.update(journalBytes=1_000, indexBytes=1_000,
+                        readOnlyReasons={"disk": "disk usage 96.0% over diskUsageThreshold 95%"})
+    doc = bookie_doc(reading, walk, "namespace")
+    java = bookie_doc(BookieReading(B, "read-only", "h:2", info={"freeSpace": 1, "totalSpace": 10},
+                                    gc={"is_in_force_gc": "false"}, gc_details=[{}]), walk, "namespace")
+    line = summary_line({"bookies": [doc, java], "totals": totals([doc, java])})
+    assert line.startswith("read-only: a:1 (disk usage 96.0% over diskUsageThreshold 95%; 66.4 KiB of the 87.9 KiB "
+                           "used on its filesystem is not bookie data), b:1 (its HTTP admin does not say why (a Java "
+                           "bookie? its log does)); "), line

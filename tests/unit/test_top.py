@@ -252,3 +252,17 @@ def test_the_sort_column_stays_details_say_yes_or_no_and_latencies_share_one_for
     text = io.StringIO()
     Console(file=text, width=160).print(render(collector.snapshot(), ViewState(detail="a:1"), live=False))
     assert "forced -" in text.getvalue() and "None" not in text.getvalue(), text.getvalue()
+
+
+def test_a_read_only_bookie_says_why(collector):
+    collector.answers = {"c:1": reading("c:1", "read-only")}
+    collector.answers["c:1"].info["readOnlyReasons"] = {"disk": "disk usage 96.0% over diskUsageThreshold 95%"}
+    snap = collector.snapshot()
+    row = {r["bookie_id"]: r for r in snap["bookies"]}["c:1"]
+    assert row["read_only_reason"] == "disk usage 96.0% over diskUsageThreshold 95%"
+    text = io.StringIO()
+    Console(file=text, width=200).print(render(snap, ViewState(), live=False))
+    assert "read-only: disk usage 96.0% over diskUsageThreshold 95%" in text.getvalue()
+    text = io.StringIO()
+    Console(file=text, width=200).print(render(snap, ViewState(detail="c:1"), live=False))
+    assert "; read-only: disk usage 96.0%" in text.getvalue()
