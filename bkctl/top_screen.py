@@ -161,7 +161,8 @@ def header(snapshot: dict | None, state: ViewState, now_ms: float | None = None)
                     style="bold yellow" if report["underreplicated"] else "")
         if states:
             text.append(" (" + ", ".join(f"{n} {s}" for s, n in sorted(states.items())) + ")")
-        lost = [b["bookie_id"] for b in report["lost_bookies"]]
+        # the rows' word: a bookie with a cookie that no ledger names is "down" in the list, not lost
+        lost = [r["bookie_id"] for r in snapshot["bookies"] if r["state"] == "lost"]
         if lost:
             text.append(f"; lost: {', '.join(lost)}", style="red")
     if state.error:

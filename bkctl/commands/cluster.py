@@ -252,6 +252,25 @@ def autorecovery_query_status(app: App):
 autorecovery_query_status.help = autorecovery_query_status.help.format(states=_STATES_HELP)
 
 
+def lost_text(b: dict) -> str:
+    """One lost bookie of ``autorecovery status``: why, how many ledgers (the audit's count, then
+    what the repair left of it), since when, what the auditor waits for."""
+    from ..render import human_time
+
+    since = f"since {human_time(b['lost_since'])}; " if b["lost_since"] else ""
+    if b["named_by"] is not None and b["marked"]:  # the audit's count, then what the repair left of it
+        since = f"{b['under_replicated']} of its {b['named_by']} ledgers still to re-replicate; " + since
+    elif b["named_by"] is not None:
+        since = f"{b['named_by']} ledgers; " + since
+    elif b["under_replicated"]:
+        since = f"{b['under_replicated']} ledgers to re-replicate; " + since
+    if b["not_waited"]:
+        return f"{b['bookie_id']} ({b['why']}; {since}marked at once: {b['not_waited']})"
+    if b["due_in"]:
+        return f"{b['bookie_id']} ({b['why']}; {since}due in {b['due_in']:g} s)"
+    return f"{b['bookie_id']} ({b['why']}{'; ' + since.rstrip('; ') if since else ''})"
+
+
 @autorecovery.command("status")
 @pass_app
 def autorecovery_status(app: App):
@@ -267,27 +286,18 @@ def autorecovery_status(app: App):
     lost, and since when is not known.  Then what the auditor waits for,
     each worker, and each marked or held ledger with its state.  {states}
     --json: enabled, lost_bookie_recovery_delay, underreplicated, auditor,
-    auditor_keeps_status, lost_bookies[] (bookie_id, cookie, named_by,
-    lost_since, due (ms), due_in (s), not_waited, seen_by_auditor, why),
+    auditor_keeps_status, lost_bookies[] (bookie_id, cookie, named_by (at
+    the last audit), under_replicated (marked ledgers missing a copy there
+    now), marked, lost_since, due (ms), due_in (s), not_waited,
+    seen_by_auditor, why),
     auditor_waits_for, workers[] (worker, host, active, holds, updated),
     ledgers[] (as query-status's lines).
     """
     import time
 
     from ..ops.autorecovery import autorecovery_report
-    from ..render import human_time
 
     doc = autorecovery_report(app.store, int(time.time() * 1000))
-
-    def lost_text(b):
-        since = f"since {human_time(b['lost_since'])}; " if b["lost_since"] else ""
-        if b["named_by"] is not None:
-            since = f"{b['named_by']} ledgers; " + since
-        if b["not_waited"]:
-            return f"{b['bookie_id']} ({b['why']}; {since}marked at once: {b['not_waited']})"
-        if b["due_in"]:
-            return f"{b['bookie_id']} ({b['why']}; {since}due in {b['due_in']:g} s)"
-        return f"{b['bookie_id']} ({b['why']}{'; ' + since.rstrip('; ') if since else ''})"
 
     def human():
         fields(app, [

@@ -118,7 +118,10 @@ def lost_bookies(snap: Snapshot) -> list[dict]:
     """The lost bookies, sorted: ``bookie_id``, ``cookie`` (has one), ``named_by``
     (ledgers naming it at the auditor's last audit; None when not known),
     ``lost_since`` and ``due`` (ms, our auditor's), ``due_in`` (s), ``not_waited``
-    (why the delay was not waited for), ``seen_by_auditor``, ``why`` (one line)."""
+    (why the delay was not waited for), ``seen_by_auditor``, ``why`` (one line),
+    ``under_replicated`` (the marked ledgers missing a copy there now: what is left of
+    ``named_by`` once its ledgers were marked, ``due`` past, and are being re-replicated)
+    and ``marked`` (True once they were)."""
     audited = _audited(snap)
     in_marks = {b for m in snap.marks.values() for b in m.replicas}
     candidates = (snap.cookies | set(audited)) - snap.registered
@@ -137,7 +140,10 @@ def lost_bookies(snap: Snapshot) -> list[dict]:
             why = "has a cookie, not registered; no ledger names it"
         else:
             why = "has a cookie, not registered"
+        marked = bool(d.get("not_waited")) or (due is not None and due <= snap.now_ms)
         rows.append({"bookie_id": bookie, "cookie": cookie, "named_by": named,
+                     "under_replicated": sum(1 for m in snap.marks.values() if bookie in m.replicas),
+                     "marked": marked,
                      "lost_since": d.get("lost_since"), "due": due,
                      "due_in": None if due is None else max(0.0, round((due - snap.now_ms) / 1000.0, 1)),
                      "not_waited": d.get("not_waited"), "seen_by_auditor": bookie in audited, "why": why})

@@ -1,0 +1,58 @@
+"""A lost bookie's ledger count follows its repair, and `top` has one word for one state
+(issue 54, item 8): `autorecovery status` said "14 ledgers" after all 14 were re-replicated,
+until the next audit; `top` called a bookie `down` in its list and `lost` in its header."""
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from bkctl.commands.cluster import lost_text
+from bkctl.top_screen import ViewState, render
+from bkctl.wire.autorecovery import repairstate as R
+from bkctl.wire.metadata.store import UnderreplicatedMark
+
+NOW = 1_700_000_000_000
+
+
+def _snap(**kw):
+    base = dict(now_ms=NOW, auditor="w1:3181", registered={"a:3181", "b:3181"}, cookies={"a:3181", "b:3181", "n:3181"})
+    base.update(kw)
+    return R.Snapshot(**base)
+
+
+def _audited(due_ms: int) -> dict:
+    return {"auditor": "w1:3181", "lost": [{"bookie_id": "n:3181", "named_by": 14, "lost_since": NOW - 600_000,
+                                            "due": due_ms}]}
+
+
+def test_the_count_follows_the_repair_once_the_ledgers_are_marked():
+    marks = {i: UnderreplicatedMark(i, ("n:3181",), None) for i in (1, 2)}
+    [row] = R.lost_bookies(_snap(auditor_doc=_audited(NOW - 1000), marks=marks))
+    assert (row["named_by"], row["under_replicated"], row["marked"]) == (14, 2, True)
+    assert "2 of its 14 ledgers still to re-replicate" in lost_text(row)
+    [done] = R.lost_bookies(_snap(auditor_doc=_audited(NOW - 1000), marks={}))
+    assert "0 of its 14 ledgers still to re-replicate" in lost_text(done) and "14 ledgers;" not in lost_text(done)
+    # not due yet: nothing marked, nothing repaired: the audit's count, and when it is due
+    [waiting] = R.lost_bookies(_snap(auditor_doc=_audited(NOW + 5000), marks={}))
+    assert not waiting["marked"] and "14 ledgers; " in lost_text(waiting) and "due in 5 s" in lost_text(waiting)
+
+
+def test_top_calls_a_bookie_lost_in_its_header_only_if_its_row_does():
+    row = {"bookie_id": "k:3181", "state": "down", "rack": None, "http": None, "kind": None, "registration": "down",
+           "unread": {}, "metrics": None, "used_percent": None, "total_bytes": None, "reclaimable_bytes": None,
+           "add_rate": None, "add_p50_ms": None, "add_p99_ms": None, "read_rate": None, "read_p99_ms": None,
+           "journal_sync_p99_ms": None, "compacting": None, "gc_running": None, "last_compaction": None}
+    report = {"enabled": True, "auditor": "a:3181", "auditor_waits_for": "nothing", "underreplicated": 0,
+              "ledgers": [], "lost_bookies": [{"bookie_id": "k:3181", "cookie": True, "seen_by_auditor": False}]}
+    snap = {"time": NOW, "cluster": {"bookies": 1, "writable": 0, "read-only": 0, "unreachable": 0, "down": 1,
+                                     "lost": 0}, "bookies": [row], "autorecovery": report, "autorecovery_error": None}
+    text = io.StringIO()
+    Console(file=text, width=200).print(render(snap, ViewState(), live=False))
+    frame = text.getvalue()
+    assert "1 down" in frame and "lost: k:3181" not in frame, frame
+    row["state"] = "lost"
+    snap["cluster"].update(down=0, lost=1)
+    text = io.StringIO()
+    Console(file=text, width=200).print(render(snap, ViewState(), live=False))
+    assert "lost: k:3181" in text.getvalue()
