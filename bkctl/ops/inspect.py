@@ -340,9 +340,9 @@ def _db_ledgers(idir: str) -> Iterator[dict]:
         for ledger_id, st in rows:
             ids = [eid for _l, eid, _lg, _o in _db_rows(db, ledger_id)]
             yield {"format": "java-rocksdb", "file": os.path.join(_current(idir), "ledgers"), "ledger_id": ledger_id,
-                   "fenced": st["fenced"], "master_key": st["master_key"].hex(),
-                   "explicit_lac": st["explicit_lac"].hex() if st["explicit_lac"] else None,
-                   "limbo": st["limbo"], "entries": len(ids), "first_entry_id": ids[0] if ids else None,
+                   "fenced": st.fenced, "master_key": st.master_key.hex(),
+                   "explicit_lac": st.explicit_lac.hex() if st.explicit_lac else None,
+                   "limbo": st.limbo, "entries": len(ids), "first_entry_id": ids[0] if ids else None,
                    "last_entry_id": ids[-1] if ids else None}
 
 

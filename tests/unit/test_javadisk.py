@@ -58,10 +58,12 @@ def test_marks_and_errors():
 def test_db_ledger_storage_rows():
     key = bytes(range(20))
     raw = b"\x08\x01\x10\x01\x1a\x14" + key + b"\x22\x03abc" + b"\x28\x01" + b"\x30\x07"  # + unknown field 6
-    assert J.parse_db_ledger_data(raw) == {"exists": True, "fenced": True, "master_key": key,
-                                           "explicit_lac": b"abc", "limbo": True}
-    assert J.parse_db_ledger_data(b"") == {"exists": False, "fenced": False, "master_key": b"",
-                                           "explicit_lac": None, "limbo": False}
+    assert J.parse_db_ledger_data(raw) == J.DbLedgerData(exists=True, fenced=True, master_key=key,
+                                                         explicit_lac=b"abc", limbo=True)
+    assert J.parse_db_ledger_data(b"") == J.DbLedgerData(exists=False, fenced=False, master_key=b"",
+                                                         explicit_lac=None, limbo=False)
+    with pytest.raises(CodecError):
+        J.parse_db_ledger_data(b"\x18\x14")  # masterKey as a varint
     with pytest.raises(CodecError):
         J.parse_db_ledger_data(b"\x1a\x14abc")  # masterKey runs past the value
     with pytest.raises(CodecError):

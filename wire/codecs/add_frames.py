@@ -56,7 +56,7 @@ class AddEncoder:
         if protocol not in ("v2", "v3"):
             raise ValueError(f"protocol must be 'v2' or 'v3', not {protocol!r}")
         self.use_v3 = protocol == "v3"
-        self._encoder = RequestEncoder() if self.use_v3 else None
+        self._encoder = RequestEncoder()  # v3's (a v2 writer never uses it)
         #: the C twin of RequestEncoder.add_part (when built and in use: ``twins``, default
         #: the process's record of :mod:`bkctl.wire.fastpath`), or None
         c = (fastpath.selected() if twins is None else twins).codec

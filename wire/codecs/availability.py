@@ -28,7 +28,8 @@ MAX_RUNS = 1 << 22
 def encode_availability(entry_ids: Iterable[int]) -> bytes:
     """One group per run of consecutive entry ids (ids need not be sorted)."""
     groups = []
-    run_start = previous = None
+    run_start: int | None = None  # the run under way's first id, its last in previous
+    previous = 0
     for entry_id in sorted(set(entry_ids)):
         if run_start is not None and entry_id == previous + 1:
             previous = entry_id

@@ -7,16 +7,21 @@ call :func:`crc32c` here.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
+#: what a checksum reads
+Bytes = bytes | bytearray | memoryview
+
 __all__ = ["crc32c", "crc32c_function"]
 
 
-def crc32c(data, value: int = 0) -> int:
+def crc32c(data: Bytes, value: int = 0) -> int:
     """The CRC32C of ``data`` continuing ``value``; the first call puts the package's
     function in this name's place (:func:`crc32c_function`)."""
     return crc32c_function()(data, value)
 
 
-def crc32c_function():
+def crc32c_function() -> Callable[..., int]:
     """The crc32c package's function, imported now and bound to :func:`crc32c`'s name
     (callers that look it up as ``checksums.crc32c`` then call it directly)."""
     global crc32c

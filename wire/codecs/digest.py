@@ -12,6 +12,8 @@ import hashlib
 import hmac
 import struct
 import zlib
+from collections.abc import Callable
+from typing import NamedTuple
 
 from bkctl.wire import fastpath
 from bkctl.wire.errors import DigestError
@@ -20,6 +22,7 @@ from bkctl.wire.fastpath import Twins
 from bkctl.wire.codecs.protocol import ENTRY_HEADER_LENGTH
 
 _HEADER = struct.Struct(">qqqq")
+_IDS_LAC = struct.Struct(">qqq")
 _LAC_HEADER = struct.Struct(">qq")
 _IDS = _LAC_HEADER  # ledgerId, entryId: also the start of an entry's header
 _U32 = struct.Struct(">I")
@@ -79,7 +82,8 @@ class DigestManager:
         twins = fastpath.selected() if twins is None else twins
         self._fastpaths = twins.enabled
         self._c = c = twins.codec
-        self.c_package = c.crc32c_package if c is not None and self.digest_type is DigestType.CRC32C else None
+        self.c_package: Callable[[int, int, int, int, bytes], bytes | None] | None = (
+            c.crc32c_package if c is not None and self.digest_type is DigestType.CRC32C else None)
 
     def _digest(self, first: bytes, rest: bytes = b"") -> bytes:
         dt = self.digest_type
@@ -88,7 +92,7 @@ class DigestManager:
         if dt is DigestType.CRC32:
             return _U64.pack(zlib.crc32(rest, zlib.crc32(first)))
         if dt is DigestType.MAC:
-            mac = hmac.new(self._mac_key, first, hashlib.sha1)
+            mac = hmac.new(self._mac_key or b"", first, hashlib.sha1)
             mac.update(rest)
             return mac.digest()
         return b""
@@ -142,7 +146,7 @@ class DigestManager:
             raise DigestError(f"got entry {got_entry}, expected {entry_id}")
         return payload
 
-    def payload_checker(self):
+    def payload_checker(self) -> Callable[[bytes, int], bytes]:
         """:meth:`payload` as a function of ``(entry, entry_id)``, for a reader
         that checks many entries: for CRC32C and CRC32 (a fast path) a closure
         that checks a well-formed entry with one slice and two checksum calls
@@ -154,7 +158,7 @@ class DigestManager:
             return self.payload
         if self._c is not None and dt is DigestType.CRC32C and type(self.ledger_id) is int and \
                 -_I64_LIMIT <= self.ledger_id < _I64_LIMIT:
-            return self._c.Crc32cChecker(self.ledger_id, self.payload)
+            return self._c.Crc32cChecker(self.ledger_id, self.payload)  # type: ignore[no-any-return]
         start = ENTRY_HEADER_LENGTH + self.digest_length
         crc = checksums.crc32c_function() if dt is DigestType.CRC32C else zlib.crc32
         stored = (_U32 if dt is DigestType.CRC32C else _U64).unpack_from
@@ -162,7 +166,7 @@ class DigestManager:
         ledger_id = self.ledger_id
         slow = self.payload
 
-        def check(entry, entry_id: int):
+        def check(entry: bytes, entry_id: int) -> bytes:
             if type(entry) is bytes and len(entry) >= start:
                 payload = entry[start:]
                 if (stored(entry, ENTRY_HEADER_LENGTH)[0] == crc(payload, crc(entry[:ENTRY_HEADER_LENGTH]))
@@ -188,26 +192,22 @@ class DigestManager:
         ledger_id, lac = _LAC_HEADER.unpack(header)
         if ledger_id != self.ledger_id:
             raise DigestError(f"LAC belongs to ledger {ledger_id}, expected {self.ledger_id}")
-        return lac
+        return int(lac)
 
 
-class VerifiedEntry(tuple):
-    """(ledger_id, entry_id, lac, length, payload) of a checked entry."""
+class VerifiedEntry(NamedTuple):
+    """A checked entry."""
 
-    __slots__ = ()
-
-    def __new__(cls, ledger_id: int, entry_id: int, lac: int, length: int, payload: bytes):
-        return tuple.__new__(cls, (ledger_id, entry_id, lac, length, payload))
-
-    ledger_id = property(lambda self: self[0])
-    entry_id = property(lambda self: self[1])
-    lac = property(lambda self: self[2])
-    length = property(lambda self: self[3])
-    payload = property(lambda self: self[4])
+    ledger_id: int
+    entry_id: int
+    lac: int
+    length: int
+    payload: bytes
 
 
 def entry_ids(entry: bytes) -> tuple[int, int, int]:
     """(ledgerId, entryId, lac) from a packaged entry's header, without checking its digest."""
     if len(entry) < 24:
         raise DigestError(f"entry of {len(entry)} bytes has no ledger/entry header")
-    return struct.unpack_from(">qqq", entry, 0)
+    ledger_id, entry_id, lac = _IDS_LAC.unpack_from(entry, 0)
+    return ledger_id, entry_id, lac

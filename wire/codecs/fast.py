@@ -32,7 +32,7 @@ def load(enabled: bool = True) -> ModuleType | None:
     if not enabled:
         return None
     try:
-        from . import _fastcodec
+        from . import _fastcodec  # type: ignore[attr-defined]
     except ImportError:
         return None
     return _fastcodec if getattr(_fastcodec, "API", None) == C_API else None

@@ -68,7 +68,7 @@ class FrameDecoder:
             buf = b"".join(self._pending)
         else:
             buf = bytes(data)
-        frames = []
+        frames: list[bytes] = []
         pos = 0
         end = len(buf)
         limit = self.max_frame_size

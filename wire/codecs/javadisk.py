@@ -8,12 +8,17 @@ bookied's own files have their own formats (``bkctl.bookied.journal`` and
 """
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from bkctl.wire.errors import CodecError
 from bkctl.wire.codecs.varint import decode_at
+
+#: what the readers take: a file's bytes, or its map
+Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 __all__ = [
     "ENTRY_HEADER",
@@ -22,7 +27,7 @@ __all__ = [
     "LogEntry",
     "entry_header",
     "index_relpath",
-    "parse_db_ledger_data",
+    "DbLedgerData", "parse_db_ledger_data",
     "parse_db_location",
     "parse_db_location_key",
     "parse_index",
@@ -79,7 +84,7 @@ class IndexFile(NamedTuple):
     locations: dict[int, tuple[int, int]]  # entry id -> (entry log id, offset)
 
 
-def scan_journal(buf) -> tuple[int, Iterator[JournalRecord]]:
+def scan_journal(buf: Buffer) -> tuple[int, Iterator[JournalRecord]]:
     """``(format version, records)`` of a journal file; version 1 files have no header.
 
     Records stop at a zero length (the preallocated tail), at the end of the
@@ -123,7 +128,7 @@ def scan_journal(buf) -> tuple[int, Iterator[JournalRecord]]:
     return version, records()
 
 
-def entry_log_header(buf) -> tuple[int, int, int]:
+def entry_log_header(buf: Buffer) -> tuple[int, int, int]:
     """``(header version, ledgers-map offset, ledgers count)`` of an entry log."""
     view = memoryview(buf)
     if len(view) < 20 or bytes(view[:4]) != ENTRY_LOG_MAGIC:
@@ -134,7 +139,7 @@ def entry_log_header(buf) -> tuple[int, int, int]:
     return version, offset, count
 
 
-def scan_entry_log(buf) -> Iterator[LogEntry]:
+def scan_entry_log(buf: Buffer) -> Iterator[LogEntry]:
     """The entries of an entry log, in file order; ledgers-map records are skipped, and
     (as Java's scanner) a size <= 0 is stepped over byte by byte."""
     view = memoryview(buf)
@@ -153,7 +158,7 @@ def scan_entry_log(buf) -> Iterator[LogEntry]:
         p += 4 + size
 
 
-def read_entry_at(buf, offset: int) -> bytes:
+def read_entry_at(buf: Buffer, offset: int) -> bytes:
     """The entry whose location offset is ``offset`` (its size field is just before it)."""
     view = memoryview(buf)
     if offset < ENTRY_LOG_HEADER_SIZE + 4 or offset > len(view):
@@ -176,7 +181,7 @@ def index_relpath(ledger_id: int) -> str:
     return f"{(ledger_id >> 8) & 0xff:x}/{ledger_id & 0xff:x}/{ledger_id:x}.idx"
 
 
-def parse_index(buf) -> IndexFile:
+def parse_index(buf: Buffer) -> IndexFile:
     view = memoryview(buf)
     if len(view) < INDEX_HEADER_SIZE or bytes(view[:4]) != INDEX_MAGIC:
         raise CodecError("not a BookKeeper index file (no BKLE header)")
@@ -202,14 +207,15 @@ def parse_index(buf) -> IndexFile:
     return IndexFile(version, key, bool(state & 1), lac, locations)
 
 
-def parse_last_mark(buf) -> tuple[int, int]:
+def parse_last_mark(buf: Buffer) -> tuple[int, int]:
     """``(journal file id, byte offset)`` of a ``lastMark`` file."""
     if len(buf) < 16:
         raise CodecError(f"lastMark holds {len(buf)} bytes, not 16")
-    return _II.unpack_from(buf, 0)
+    file_id, offset = _II.unpack_from(buf, 0)
+    return file_id, offset
 
 
-def parse_last_id(buf) -> int:
+def parse_last_id(buf: Buffer) -> int:
     """The last allocated entry log id of a ``lastId`` file (hex text)."""
     try:
         return int(bytes(buf).decode("ascii").strip(), 16)
@@ -219,27 +225,44 @@ def parse_last_id(buf) -> int:
 
 # -- DbLedgerStorage's RocksDB rows (the databases themselves are read by the caller) ----------
 
-def parse_db_ledger_data(raw: bytes) -> dict:
+@dataclass
+class DbLedgerData:
+    """A ``ledgers`` database value of DbLedgerStorage (protobuf ``LedgerData``)."""
+
+    exists: bool = False
+    fenced: bool = False
+    master_key: bytes = b""
+    explicit_lac: bytes | None = None
+    limbo: bool = False
+
+
+#: LedgerData's fields: number -> (attribute, wire type)
+_LEDGER_DATA = {1: ("exists", 0), 2: ("fenced", 0), 3: ("master_key", 2), 4: ("explicit_lac", 2), 5: ("limbo", 0)}
+
+
+def parse_db_ledger_data(raw: bytes) -> DbLedgerData:
     """A ``ledgers`` database value: protobuf ``LedgerData`` {1 exists, 2 fenced, 3 masterKey,
-    4 explicitLac, 5 limbo}; unknown fields are skipped."""
-    out = {"exists": False, "fenced": False, "master_key": b"", "explicit_lac": None, "limbo": False}
-    names = {1: "exists", 2: "fenced", 3: "master_key", 4: "explicit_lac", 5: "limbo"}
+    4 explicitLac, 5 limbo}; unknown fields are skipped, a known one of another wire type refused."""
+    out = DbLedgerData()
     raw = bytes(raw)
     pos = 0
     try:
         while pos < len(raw):
             tag, pos = decode_at(raw, pos)
             field, wire = tag >> 3, tag & 7
+            known = _LEDGER_DATA.get(field)
+            if known is not None and known[1] != wire:
+                raise CodecError(f"LedgerData field {field} has wire type {wire}")
             if wire == 0:
                 value, pos = decode_at(raw, pos)
-                if field in names:
-                    out[names[field]] = bool(value)
+                if known is not None:
+                    setattr(out, known[0], bool(value))
             elif wire == 2:
                 n, pos = decode_at(raw, pos)
                 if pos + n > len(raw):
                     raise CodecError("LedgerData field runs past the value")
-                if field in names:
-                    out[names[field]] = raw[pos:pos + n]
+                if known is not None:
+                    setattr(out, known[0], raw[pos:pos + n])
                 pos += n
             elif wire in (1, 5):
                 pos += 8 if wire == 1 else 4

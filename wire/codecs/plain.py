@@ -31,10 +31,10 @@ from bkctl.wire.codecs.framing import frame
 C_API = 4
 
 
-def c_twins():
+def c_twins() -> Any:
     """The C module when it is built and current; else None."""
     try:
-        from bkctl.wire.codecs import _plain
+        from bkctl.wire.codecs import _plain  # type: ignore[attr-defined]
     except ImportError:  # installed where no C compiler was found: the Python twins do it all
         return None
     return _plain if getattr(_plain, "API", None) == C_API else None
@@ -56,7 +56,8 @@ def py_read_answer(header_field: bytes, ledger_id: int, entry_id: int, body: byt
     return v3.ReadAnswers(ledger_id, max_lac).framed(header_field, entry_id, body)
 
 
-def py_read_answers(run: list, results: list, start: int, max_lac: int, limit: int) -> tuple[bytes, int]:
+def py_read_answers(run: list[tuple[int, int, int, bytes]], results: list[tuple[int, Any]], start: int,
+                    max_lac: int, limit: int) -> tuple[bytes, int]:
     """The framed EOK answers, one after the other, to ``run[start]``,
     ``run[start + 1]``, ... (:data:`read_request` tuples) whose ``results[i]``
     ``(rc, body)`` is EOK (0), until one is not or their bytes reach ``limit``:
@@ -87,7 +88,8 @@ class PlainTwins(NamedTuple):
     v2_add_request: Callable[[bytes], Any]
     add_answer: Callable[[int, int, int, int], bytes]
     read_answer: Callable[[bytes, int, int, bytes, int], bytes]
-    read_answers: Callable[[list, list, int, int, int], tuple[bytes, int]]
+    read_answers: Callable[[list[tuple[int, int, int, bytes]], list[tuple[int, Any]], int, int, int],
+                           tuple[bytes, int]]
     c: Any = None
 
 

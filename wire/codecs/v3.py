@@ -28,6 +28,8 @@ Conventions:
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bkctl.wire.errors import CodecError
 from bkctl.wire.codecs.framing import length_prefix
 from bkctl.wire.codecs.protocol import (
@@ -46,6 +48,9 @@ from bkctl.wire.proto import bookkeeper_pb2 as pb
 from bkctl.wire.codecs.varint import ONE_BYTE as _VARINT1
 from bkctl.wire.codecs.varint import decode_at as _decode_at
 from bkctl.wire.codecs.varint import encode as _varint
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
 
 __all__ = [
     "Request",
@@ -188,7 +193,7 @@ def parse_request(payload: bytes | bytearray | memoryview) -> pb.Request:
         raise CodecError(f"malformed v3 Request: {exc}") from None
     if not complete:
         raise CodecError(
-            "v3 Request lacks required fields: " + ", ".join(msg.FindInitializationErrors())
+            "v3 Request lacks required fields: " + ", ".join(msg.FindInitializationErrors())  # type: ignore[attr-defined]
         )
     return msg
 
@@ -203,7 +208,7 @@ def parse_response(payload: bytes | bytearray | memoryview) -> pb.Response:
         raise CodecError(f"malformed v3 Response: {exc}") from None
     if not complete:
         raise CodecError(
-            "v3 Response lacks required fields: " + ", ".join(msg.FindInitializationErrors())
+            "v3 Response lacks required fields: " + ", ".join(msg.FindInitializationErrors())  # type: ignore[attr-defined]
         )
     return msg
 
@@ -394,7 +399,7 @@ class ReadAnswers:
         self._ledger = b"".join((_READ_EOK_INNER, _varint(ledger_id & _U64_MASK), b"\x18"))
         self._lac = b"\x28" + _varint(max_lac & _U64_MASK)
 
-    def parts(self, header_field: bytes, entry_id: int, body: bytes) -> tuple:
+    def parts(self, header_field: bytes, entry_id: int, body: bytes) -> tuple[bytes, ...]:
         """The frame of the answer in parts: its 4-byte length, then the pieces of
         :func:`read_answer`'s bytes."""
         ledger, lac = self._ledger, self._lac
@@ -411,7 +416,7 @@ class ReadAnswers:
         return b"".join(self.parts(header_field, entry_id, body))
 
 
-def serialize(msg) -> bytes:
+def serialize(msg: Message) -> bytes:
     """Encode a message to its payload bytes (no length prefix).
 
     Raises :class:`CodecError` if a required field is unset (Java would
@@ -463,7 +468,7 @@ def is_deferred_sync(request: pb.Request) -> bool:
 # in field-number order, which is also what Java does.
 
 
-def _bytes(value) -> bytes:
+def _bytes(value: bytes | bytearray | memoryview) -> bytes:
     return value if type(value) is bytes else bytes(value)
 
 
@@ -529,7 +534,7 @@ class RequestEncoder:
     __slots__ = ("_header", "_add_inner", "_recovery_inner", "_add_reply", "_read", "_read_header",
                  "_read_inner", "_read_ledger", "_last_add")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._header = pb.BKPacketHeader(version=_V3, operation=_OP_ADD)
         self._add_inner = pb.AddRequest()
         self._recovery_inner = pb.AddRequest(flag=ADD_FLAG_RECOVERY_ADD)
@@ -537,10 +542,11 @@ class RequestEncoder:
         self._read = _new_request(_OP_READ, 0)
         self._read_header = self._read.header
         self._read_inner = self._read.readRequest
-        self._read_ledger: tuple = (None, b"")  # (ledgerId, its field) of the last read_frame
+        self._read_ledger: tuple[int | None, bytes] = (None, b"")  # (ledgerId, its field) of the last read_frame
         #: the last ADD encoded: ((ledger, entry), key, body, its addRequest field,
         #: the status and addResponse fields of its EOK answer)
-        self._last_add: tuple = ((None, None), None, None, b"", b"")
+        self._last_add: tuple[tuple[int | None, int | None], bytes | None, bytes | None, bytes, bytes] = (
+            (None, None), None, None, b"", b"")
 
     def add(self, txn_id: int, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, *,
             recovery: bool = False, high_priority: bool = False, deferred_sync: bool = False) -> bytes:
@@ -598,10 +604,10 @@ class RequestEncoder:
         add.body = body if type(body) is bytes else bytes(body)
         inner = add.SerializeToString()
         part = b"".join((ADD_FIELD, _varint(len(inner)), inner))
-        answer = self._add_reply
-        answer.ledgerId = ledger_id
-        answer.entryId = entry_id
-        inner = answer.SerializeToString()
+        reply = self._add_reply
+        reply.ledgerId = ledger_id
+        reply.entryId = entry_id
+        inner = reply.SerializeToString()
         # Response: header (1), status EOK (2), addResponse (101)
         return part, b"".join((_STATUS_EOK_FIELD, ADD_FIELD, _VARINT1[len(inner)], inner))
 
@@ -789,7 +795,7 @@ class AddResponseEncoder:
 
     __slots__ = ("_msg", "_header", "_inner")
 
-    def __init__(self):
+    def __init__(self) -> None:
         msg = self._msg = pb.Response()
         h = self._header = msg.header
         h.version = _V3
