@@ -66,6 +66,16 @@ leaves `value` out whatever the schema.  `SELECT value.amount FROM t`, or
 `value.*`, in Spark SQL.
 
 \b
+--from/--to are pushed down, as Pulsar SQL's __publish_time__ was: ledgers
+wholly outside the window by the managed ledger's timestamps are not read
+(closed before --from; created, when the ledger before closed, after --to),
+and inside a ledger the first and last entries of the window are found by
+bisecting on the entries' publish times, a minute of slack either side for
+clocks and batching; every message read is still checked against the window
+exactly.  The summary and the manifest's pushdown section count the entries
+read and skipped and the bisection's reads.
+
+\b
 The rows are what a consumer of the topic receives, by Pulsar's rules: marker
 entries (replicated-subscription snapshots, transaction commit/abort) are
 never rows; a transaction's messages are rows once it committed (txn_id
@@ -112,8 +122,9 @@ def _ctime(ctx, param, value):
                    "although it keeps a cursor ledger (else a warning).")
 @click.option("--unacked-only", is_flag=True, help="With --subscription: only the messages it has not acknowledged.")
 @click.option("--from", "from_time", callback=_ctime, metavar="TIME",
-              help="With --topic: only messages published at or after TIME.")
-@click.option("--to", "to_time", callback=_ctime, metavar="TIME", help="With --topic: only messages published before TIME.")
+              help="With --topic: only messages published at or after TIME (ledgers wholly before it are not read).")
+@click.option("--to", "to_time", callback=_ctime, metavar="TIME",
+              help="With --topic: only messages published before TIME (ledgers wholly after it are not read).")
 @click.option("--skip-missing", is_flag=True,
               help="With --topic: export the rest when ledgers the managed ledger lists are deleted (else exit 3).")
 @click.option("--on-corrupt", type=click.Choice(["row", "skip"]), default="row", show_default=True,
@@ -250,6 +261,13 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, strict,
                 f"{plural(summary['ledgers'], 'ledger')} to {summary['out']} in {summary['seconds']:.1f}s: "
                 f"{plural(summary['files'], 'file')}, master {summary['master']}")
         if topic:
+            push = summary.get("pushdown")
+            if push:
+                app.console.print(f"  --from/--to: {plural(push['entries_read'], 'entry', 'entries')} read, "
+                                  f"{plural(push['entries_skipped'], 'entry', 'entries')} and "
+                                  f"{plural(push['ledgers_skipped'], 'whole ledger')} skipped "
+                                  f"({plural(push['bisection_reads'], 'entry', 'entries')} read to find the edges)",
+                                  highlight=False, soft_wrap=True)
             typed = summary.get("schema") or {}
             if typed.get("typed"):
                 app.console.print(f"  values typed by schema version {typed['reader_version']} ({typed['type']})"

@@ -49,8 +49,8 @@ from .executor import LedgerReader, ReadSettings
 from .planning import LedgerPlan
 from .source import ExportError, SourcePlan, Written
 
-__all__ = ["TopicLedgersMissing", "TopicRange", "TopicSource", "TopicSpec", "escape_partition_value", "plan_topic",
-           "read_topic_range", "topic_typing"]
+__all__ = ["PUBLISH_TIME_SLACK_MS", "Pushdown", "TopicLedgersMissing", "TopicRange", "TopicSource", "TopicSpec",
+           "escape_partition_value", "plan_topic", "publish_time_reader", "read_topic_range", "topic_typing"]
 
 #: A record batch every this many rows: the packed buffers stay small enough to
 #: stay in the CPU's caches (100,000 rows per batch cost 5% more CPU per message)
@@ -171,15 +171,100 @@ def _cursor_from_json(text: str):
                        {tuple(pos): tuple(words) for pos, words in doc["batch"]})
 
 
-def plan_topic(store, spec: TopicSpec, split_entries: int, tail_of, client=None) -> SourcePlan:
+#: How far publish times may run against the order of a topic's entries and the
+#: broker's ledger timestamps (producer clocks, batching delays, sends queued at a
+#: rollover) for the --from/--to pushdown still to find every message of the window.
+PUBLISH_TIME_SLACK_MS = 60_000
+
+
+class Pushdown:
+    """The --from/--to pushdown of one plan (Pulsar SQL's ``__publish_time__``
+    pushdown): whole ledgers skipped by ManagedLedgerInfo's timestamps -- a
+    closed ledger whose close time is before ``from`` (less the slack) holds
+    nothing newer; a ledger whose predecessor closed after ``to`` (plus the
+    slack) was created after it and holds nothing older -- and inside a ledger
+    the first and last entries of the window found by bisecting on the
+    entries' publish times (``time_of(ledger, entry, unconfirmed)``, one
+    entry read each), as publish times grow along a topic.  The exact window
+    is still applied to every message read; ``to_json`` counts what was skipped."""
+
+    def __init__(self, from_ms: int | None, to_ms: int | None, time_of, slack_ms: int = PUBLISH_TIME_SLACK_MS):
+        self.from_ms, self.to_ms, self.time_of, self.slack = from_ms, to_ms, time_of, slack_ms
+        self.ledgers_skipped = self.entries_skipped = self.bisection_reads = 0
+
+    @property
+    def active(self) -> bool:
+        return self.from_ms is not None or self.to_ms is not None
+
+    def skip_ledger(self, closed_at: int | None, previous_closed_at: int | None) -> bool:
+        """Whether a ledger lies wholly outside the window by the managed ledger's timestamps."""
+        if self.from_ms is not None and closed_at and closed_at + self.slack < self.from_ms:
+            return True
+        return self.to_ms is not None and bool(previous_closed_at) and previous_closed_at - self.slack >= self.to_ms
+
+    def _first_at_or_after(self, ledger_id: int, lo: int, hi: int, target: int, unconfirmed: bool) -> int:
+        """The first entry of ``lo..hi`` published at or after ``target`` (``hi + 1``: none)."""
+        end = hi + 1
+        while lo < end:
+            mid = (lo + end) // 2
+            self.bisection_reads += 1
+            t = self.time_of(ledger_id, mid, unconfirmed)
+            if t is None:  # an entry whose time cannot be read: stop narrowing, keep the rest
+                return lo
+            if t < target:
+                lo = mid + 1
+            else:
+                end = mid
+        return lo
+
+    def narrow(self, ledger_id: int, first: int, last: int, unconfirmed: bool, closed_at: int | None = None,
+               previous_closed_at: int | None = None) -> tuple[int, int]:
+        """The entries of ``first..last`` that may hold messages of the window;
+        an edge the managed ledger's timestamps already place outside the
+        ledger (created after ``from``, closed before ``to``) is not bisected."""
+        total = last - first + 1
+        if total <= 0:
+            return first, last
+        if self.from_ms is not None and not (previous_closed_at and previous_closed_at >= self.from_ms):
+            first = self._first_at_or_after(ledger_id, first, last, self.from_ms - self.slack, unconfirmed)
+        if self.to_ms is not None and first <= last and not (closed_at and closed_at < self.to_ms):
+            last = self._first_at_or_after(ledger_id, first, last, self.to_ms + self.slack, unconfirmed) - 1
+        self.entries_skipped += total - max(0, last - first + 1)
+        return first, last
+
+    def to_json(self) -> dict[str, Any]:
+        return {"from": utc_iso(self.from_ms), "to": utc_iso(self.to_ms), "slack_ms": self.slack,
+                "ledgers_skipped": self.ledgers_skipped, "entries_skipped": self.entries_skipped,
+                "bisection_reads": self.bisection_reads}
+
+
+def publish_time_reader(reader: LedgerReader):
+    """``time_of(ledger, entry, unconfirmed)``: an entry's publish time, one
+    entry read (None when it does not decode)."""
+    def time_of(ledger_id: int, entry_id: int, unconfirmed: bool) -> int | None:
+        from bkctl.wire.pulsar.entry import decode_entry
+
+        for entries in reader.entries(ledger_id, entry_id, entry_id, unconfirmed=unconfirmed):
+            for _entry_id, data in entries:
+                try:
+                    return decode_entry(data, verify=False).metadata.publish_time
+                except Exception:  # noqa: BLE001 - a corrupt entry: its time is unknown
+                    return None
+        return None
+    return time_of
+
+
+def plan_topic(store, spec: TopicSpec, split_entries: int, tail_of, client=None, time_of=None) -> SourcePlan:
     """Plan the export of ``spec.topic`` (see the module documentation):
     ``tail_of(ledger_id)`` gives the open ledger's
     :class:`~bkctl.wire.client.unconfirmed_tail.Tail`, ``client()`` a
     BlockingBookKeeper to read a cursor ledger with (None: the cursor's
-    znode alone).  The plan's ``details["topics"]`` describes each managed
+    znode alone), ``time_of(ledger, entry, unconfirmed)`` an entry's publish
+    time for the ``--from``/``--to`` pushdown (:class:`Pushdown`; None: no
+    pushdown).  The plan's ``details["topics"]`` describes each managed
     ledger, ``details["warnings"]`` the subscriptions whose position fell
     back to the znode (:class:`~bkctl.ops.pulsar.CursorFallback` with
-    ``spec.strict``)."""
+    ``spec.strict``), ``details["pushdown"]`` what the window skipped."""
     from bkctl.ops.pulsar import CursorFallback, cursor_state, fallback_warning, reader, resolve_topics
     from bkctl.wire.metadata.errors import NoSuchLedger
     from bkctl.wire.pulsar.errors import NoSuchSubscription
@@ -187,6 +272,7 @@ def plan_topic(store, spec: TopicSpec, split_entries: int, tail_of, client=None)
     topics = reader(store, spec.managed_ledgers)
     managed = resolve_topics(topics, spec.topic)
     out = SourcePlan([], [], details={"topics": {}, "warnings": []})
+    pushdown = Pushdown(spec.from_ms, spec.to_ms, time_of) if time_of is not None else None
     topics_doc = out.details["topics"]
     missing: list[str] = []
     for ml in managed:
@@ -213,8 +299,16 @@ def plan_topic(store, spec: TopicSpec, split_entries: int, tail_of, client=None)
                                 "fallback": source.fallback},
                             "read_past_lac": past_lac}
         terminated = ml.terminated
+        previous_closed_at = None
         for li in ml.info.ledgerInfo:
             ledger_id = li.ledgerId
+            before, previous_closed_at = previous_closed_at, li.timestamp or None
+            if pushdown is not None and pushdown.active and pushdown.skip_ledger(
+                    li.timestamp if li.HasField("entries") else None, before):
+                pushdown.ledgers_skipped += 1
+                pushdown.entries_skipped += li.entries
+                follows = 0
+                continue
             offload = li.offloadContext if li.HasField("offloadContext") else None
             try:
                 md, _version = store.ledgers.read(ledger_id)
@@ -242,20 +336,32 @@ def plan_topic(store, spec: TopicSpec, split_entries: int, tail_of, client=None)
                                     "reason": f"wholly acknowledged by {spec.subscription}"})
                 follows = 0
                 continue
+            first, end = 0, last
+            if pushdown is not None and pushdown.active:
+                first, last = pushdown.narrow(ledger_id, 0, last, not md.is_closed,
+                                              li.timestamp if li.HasField("entries") else None, before)
+                if first > last:
+                    pushdown.ledgers_skipped += 1
+                    follows = 0
+                    continue
+                if first > 0:
+                    follows = 0  # the window starts inside the ledger: nothing continues from the one before
             plan = LedgerPlan(ledger_id=ledger_id, state=md.state.name, ctime_ms=md.ctime,
-                              metadata=custom_metadata_text(md.custom_metadata), first=0, last=last,
+                              metadata=custom_metadata_text(md.custom_metadata), first=first, last=last,
                               length=md.length if md.is_closed else None, segments=len(md.ensembles))
             out.plans.append(plan)
-            ranges = [TopicRange(name, ml.topic.partition, ledger_id, r.first, r.last, last, cursor,
+            ranges = [TopicRange(name, ml.topic.partition, ledger_id, r.first, r.last, end, cursor,
                                  spec.from_ms, spec.to_ms, spec.on_corrupt == "row", unconfirmed=not md.is_closed)
                       for r in planning.split_ranges([plan], split_entries)]
             if ranges and follows:  # a chunked message begun in any range of the ledger before may end here
-                out.tasks[-follows:] = [replace(r, next_ledger=ledger_id, next_last=last,
+                out.tasks[-follows:] = [replace(r, next_ledger=ledger_id, next_last=end,
                                                 next_unconfirmed=not md.is_closed)
                                          for r in out.tasks[-follows:]]
                 ranges[0] = replace(ranges[0], follows=True)
             out.tasks.extend(ranges)
             follows = len(ranges)
+    if pushdown is not None and pushdown.active:
+        out.details["pushdown"] = pushdown.to_json()
     if missing and not spec.skip_missing:
         raise TopicLedgersMissing(f"ledgers listed by {spec.topic} but deleted: {', '.join(missing)} "
                                   "(--skip-missing exports the rest)")
@@ -542,7 +648,7 @@ class TopicSource:
     def plan(self, store: Any, reader: LedgerReader, split_entries: int) -> SourcePlan:
         from .topic_transactions import scan_transactions, with_transactions
 
-        plan = plan_topic(store, self.spec, split_entries, reader.tail, reader.client)
+        plan = plan_topic(store, self.spec, split_entries, reader.tail, reader.client, publish_time_reader(reader))
         view = self.type_values(store, reader)
         plan.details["schema"] = self._typing[1]
         if view is not None:
@@ -629,6 +735,14 @@ class TopicSource:
         return out
 
     @staticmethod
+    def pushdown_doc(plan: SourcePlan, reports: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """What --from/--to skipped, and the entries the tasks read (None: no window)."""
+        doc = plan.details.get("pushdown")
+        if doc is None:
+            return None
+        return {**doc, "entries_read": sum(r["entries"] + r.get("read_ahead", 0) for r in reports if "task" in r)}
+
+    @staticmethod
     def schema_doc(plan: SourcePlan, reports: list[dict[str, Any]]) -> dict[str, Any]:
         """How the values were typed: the plan's schema section and the messages that did not decode."""
         failed = [f for r in reports if "task" in r for f in r.get("decode_errors", ())]
@@ -637,6 +751,7 @@ class TopicSource:
     def manifest(self, plan: SourcePlan, reports: list[dict[str, Any]], decode: str | None) -> dict[str, Any]:
         return {"columns": manifest_columns(self.columns, decode), "layout": LAYOUT,
                 "topics": dict(plan.details.get("topics") or {}), "schema": self.schema_doc(plan, reports),
+                "pushdown": self.pushdown_doc(plan, reports),
                 "export": {"problems": self.problems(reports), "left_out": self.left_out(reports),
                            "transactions": dict(plan.details.get("transactions") or {})}}
 
@@ -650,6 +765,7 @@ class TopicSource:
         summary["left_out"] = self.left_out(reports)
         summary["transactions"] = dict(plan.details.get("transactions") or {})
         summary["schema"] = self.schema_doc(plan, reports)
+        summary["pushdown"] = self.pushdown_doc(plan, reports)
 
     def describe(self) -> dict[str, Any]:
         s = self.spec

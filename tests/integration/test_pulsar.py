@@ -34,6 +34,19 @@ def custom(ml_name: str, cursor: str | None = None) -> dict[str, bytes]:
     return doc
 
 
+def closed_at(entries) -> int:
+    """A moment after the newest publish time among ``entries``: when a broker would have closed their ledger."""
+    from bkctl.wire.pulsar.entry import decode_entry
+
+    times = []
+    for data in entries:
+        try:
+            times.append(decode_entry(data, verify=False).metadata.publish_time)
+        except Exception:  # a corrupt entry on purpose
+            continue
+    return max(times, default=1795461470000) + 1000
+
+
 def position(msg, ledger_id, entry_id):
     msg.ledgerId, msg.entryId = ledger_id, entry_id
 
@@ -60,8 +73,8 @@ class PulsarCluster:
         info = ml.ManagedLedgerInfo()
         for lid, entries, closed in ledgers:
             li = info.ledgerInfo.add(ledgerId=lid, timestamp=0)
-            if closed:
-                li.entries, li.size, li.timestamp = len(entries), sum(map(len, entries)), 1795461470000 + lid
+            if closed:  # closed after its last add, as a broker closes it (what --from/--to skips ledgers by)
+                li.entries, li.size, li.timestamp = len(entries), sum(map(len, entries)), closed_at(entries)
             if lid in offloaded:
                 li.offloadContext.complete = li.offloadContext.bookkeeperDeleted = True
                 li.offloadContext.uidMsb, li.offloadContext.uidLsb = 7, 8

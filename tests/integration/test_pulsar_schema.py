@@ -1,4 +1,5 @@
-"""``bkctl pulsar schema`` and the typed topic export against REAL ZooKeeper and bookieds.
+"""``bkctl pulsar schema``, the typed topic export and the publish-time pushdown against REAL
+ZooKeeper and bookieds.
 
 The module fixture stores the ``s_*`` schema vectors (tests/vectors/pulsar) as a
 broker does: each topic's entries in a data ledger (each partition's in its
@@ -341,3 +342,44 @@ def test_the_data_source_types_a_topics_values_too(schema_cluster, spark):
     v0 = read("s_avro_evolved", schemaVersion="0")
     assert [f.name for f in v0.schema["value"].dataType.fields] == ["id", "owner", "balance", "legacy_code"]
     assert "value" not in read("s_avro_evolved", raw="true").columns
+
+
+# ---------------------------------------------------------------- --from/--to: publish-time pushdown
+
+
+def test_a_one_hour_window_reads_the_ledgers_of_that_hour_and_a_bisection_per_edge(schema_cluster, spark, capsys,
+                                                                                  tmp_path):
+    """Six ledgers of an hour each (an entry a minute, as the broker's clock
+    closed them): --from/--to one hour across the second and third reads
+    only those two ledgers, from one bisection per edge, and says so."""
+    from bkctl.export.reading import manifest
+
+    c = schema_cluster
+    t0, minute = 1_790_000_000_000, 60_000
+    name = f"{NS}/persistent/month"
+    info = ml.ManagedLedgerInfo()
+    for i in range(6):
+        entries = [pe.encode_entry(pe.metadata("clock", n, t0 + n * minute), f"m{n}".encode())
+                   for n in range(i * 60, i * 60 + 60)]
+        lh = c.bk.create(3, 2, 2, digest_type="CRC32C", password=b"", custom_metadata={
+            "application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": name.encode()})
+        for data in entries:
+            lh.add(data)
+        lh.close()
+        info.ledgerInfo.add(ledgerId=lh.ledger_id, entries=60, size=sum(map(len, entries)),
+                            timestamp=t0 + (i * 60 + 59) * minute + 5)
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    with ZKMetadataStore(c.uri, timeout=20) as store:
+        store.client.create(f"{c.root}/managed-ledgers/{name}", info.SerializeToString(), makepath=True)
+    start = t0 + 90 * minute  # half way through the second ledger .. half way through the third
+    code, doc, err = export(capsys, c, tmp_path / "hour", "--topic", "persistent://public/default/month",
+                            "--from", str(start), "--to", str(start + 60 * minute))
+    assert code == 0, err
+    rows, _ = exported(tmp_path / "hour")
+    assert [r["payload"] for r in rows] == [f"m{n}".encode() for n in range(90, 150)]
+    # the slack (a minute) either side: entries 29..59 of the second ledger, 0..30 of the third
+    push = manifest(tmp_path / "hour")["pushdown"]
+    assert (push["ledgers_skipped"], push["entries_read"], push["entries_skipped"]) == (4, 62, 360 - 62)
+    assert push["bisection_reads"] <= 2 * 6  # log2(60) entries read per edge
+    assert doc["pushdown"] == push and doc["entries"] == 62

@@ -164,3 +164,56 @@ def test_names_that_are_no_topic_or_no_such_topic(store):
         plan_topic(store, TopicSpec("persistent://only/two"), 100, lacs())
     with pytest.raises(NoSuchTopic):
         plan_topic(store, TopicSpec(f"persistent://{NS}/nothing"), 100, lacs())
+
+
+# ---------------------------------------------------------------- --from/--to pushdown
+
+
+def month_of_ledgers(store, ledgers=30, per_ledger=3600, step_ms=1000, t0=1_790_000_000_000):
+    """``month``: ``ledgers`` closed ledgers 100.. of ``per_ledger`` entries, one
+    published every ``step_ms`` (an hour a ledger by default), each closed a
+    moment after its last entry; the publish time of any entry."""
+    info = ml.ManagedLedgerInfo()
+    for i in range(ledgers):
+        close = t0 + ((i + 1) * per_ledger - 1) * step_ms + 5
+        info.ledgerInfo.add(ledgerId=100 + i, entries=per_ledger, size=per_ledger * 100, timestamp=close)
+        ledger(store, 100 + i, per_ledger - 1)
+    store.pulsar.put_managed_ledger(f"{NS}/persistent/month", info.SerializeToString())
+    reads = []
+
+    def time_of(ledger_id, entry_id, unconfirmed):
+        reads.append((ledger_id, entry_id))
+        return t0 + ((ledger_id - 100) * per_ledger + entry_id) * step_ms
+
+    time_of.reads = reads
+    return time_of, t0
+
+
+def test_a_one_hour_window_plans_the_ledgers_of_that_hour_and_one_bisection_per_edge(store):
+    time_of, t0 = month_of_ledgers(store)
+    hour = 3_600_000
+    start = t0 + 10 * hour + 1_800_000  # half way through ledger 110 .. half way through ledger 111
+    spec = TopicSpec(f"persistent://{NS}/month", from_ms=start, to_ms=start + hour)
+    plan = plan_topic(store, spec, 100_000, lacs(), time_of=time_of)
+    # the window with the slack (60 s) either side: entries 1740.. of 110, ..1859 of 111
+    assert spans(plan) == [(110, 1740, 3599), (111, 0, 1859)]
+    doc = plan.details["pushdown"]
+    assert doc["ledgers_skipped"] == 28 and doc["entries_skipped"] == 30 * 3600 - (3600 - 1740) - 1860
+    assert {lid for lid, _ in time_of.reads} == {110, 111}
+    assert doc["bisection_reads"] == len(time_of.reads) <= 2 * 12  # one bisection (log2 3600) per edge
+
+
+def test_the_pushdown_skips_nothing_it_cannot_tell_and_a_window_outside_plans_nothing(store):
+    time_of, t0 = month_of_ledgers(store, ledgers=3, per_ledger=10, step_ms=60_000)  # a minute an entry
+
+    def unknown(ledger_id, entry_id, unconfirmed):
+        return None  # an entry whose time does not decode: the ledger is kept whole
+
+    spec = TopicSpec(f"persistent://{NS}/month", from_ms=t0 + 12 * 60_000)
+    plan = plan_topic(store, spec, 100, lacs(), time_of=unknown)
+    assert spans(plan) == [(101, 0, 9), (102, 0, 9)]  # ledger 100 closed before the window (less the slack)
+    spec = TopicSpec(f"persistent://{NS}/month", from_ms=t0 + 10 * 86_400_000)
+    plan = plan_topic(store, spec, 100, lacs(), time_of=time_of)
+    assert spans(plan) == [] and plan.details["pushdown"]["ledgers_skipped"] == 3
+    plan = plan_topic(store, TopicSpec(f"persistent://{NS}/month"), 100, lacs(), time_of=time_of)
+    assert "pushdown" not in plan.details and len(spans(plan)) == 3 and time_of.reads == []
