@@ -11,12 +11,16 @@ import pytest
 from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata.cookie import Cookie
 from bkctl.wire.metadata.errors import (
+    ClusterExists,
+    ClusterNotFound,
     CookieExists,
     CookieVersionConflict,
     LedgerExists,
     MetadataVersionConflict,
     NoSuchCookie,
     NoSuchLedger,
+    NukeRefused,
+    VersionConflict,
     ZKUnavailable,
 )
 from bkctl.wire.metadata.ledger import LedgerMetadata
@@ -520,3 +524,76 @@ def test_append_lock_one_holder_at_a_time_gone_with_the_session(sessions, store)
     again = sessions.open().ledgers.append_lock(5, "later")
     assert again.acquire() is True and again.holders() == ["later"]
     again.release()
+
+
+# -- the cluster's own metadata and Pulsar's rack map --------------------------------------------
+
+def test_the_cluster_is_there_once(store):
+    """As the tests' clusters are made (``metadata_uri``): root, INSTANCEID, a hierarchical LAYOUT."""
+    cluster = store.cluster
+    assert cluster.exists() and cluster.holds_cluster()
+    instance = cluster.instance_id()
+    assert isinstance(instance, str) and len(instance) == 36
+    assert cluster.layout().manager == "hierarchical"
+    with pytest.raises(ClusterExists):
+        cluster.init()
+    assert cluster.prepare_format() is True  # the root was there
+    cluster.set_instance_id("restored-from-a-backup")
+    assert cluster.instance_id() == "restored-from-a-backup"
+
+
+def test_format_wipes_ledgers_cookies_and_marks_and_keeps_registrations(store):
+    store.ledgers.create(md(), 7)
+    store.cookies.put(C, Cookie(C, ("/j",), ("/l",), "instance"))
+    store.underreplication.mark(7, [A])
+    store.registration.register(A)
+    before = store.cluster.instance_id()
+    assert store.cluster.format(confirm=lambda: False) is False  # the root existed: asked, refused
+    assert store.ledgers.exists(7) and store.cookies.get(C) is not None and store.underreplication.count() == 1
+    assert store.cluster.format() is True
+    assert not store.ledgers.exists(7) and store.cookies.get(C) is None and store.underreplication.count() == 0
+    assert store.registration.writable_bookies() == [A]
+    assert store.cluster.instance_id() not in (None, before)
+    assert store.cluster.layout().manager == "hierarchical"
+    store.ledgers.create(md(), 8)  # and the cluster takes ledgers again
+    assert store.ledgers.read(8)[1] == 0
+
+
+def test_nuke_asks_for_the_instance_id_and_no_bookies(store):
+    cluster = store.cluster
+    instance = cluster.instance_id()
+    with pytest.raises(ValueError):
+        cluster.nuke()  # neither an instance id nor force
+    store.registration.register(A)
+    with pytest.raises(NukeRefused):
+        cluster.nuke(force=True)
+    store.registration.unregister(A)
+    with pytest.raises(NukeRefused):
+        cluster.nuke("not-" + instance)
+    store.ledgers.create(md(), 7)
+    assert cluster.nuke(instance) is True
+    assert not cluster.exists() and not cluster.holds_cluster() and cluster.layout() is None
+    with pytest.raises(ClusterNotFound):
+        cluster.instance_id()
+    assert cluster.nuke(force=True) is False  # nothing left to nuke
+    assert cluster.init() != instance
+    assert cluster.exists() and not store.ledgers.exists(7)
+
+
+def test_the_rack_map_is_compared_and_set(request, sessions):
+    if sessions.kind == "zk":
+        request.getfixturevalue("rack_map")  # ZooKeeper-wide: this test's alone meanwhile
+    store = sessions.open()
+    racks = store.racks
+    assert racks.read() == ({}, None)
+    doc = {"default": {A: {"rack": "/r1", "hostname": "h1"}}}
+    assert racks.write(doc, None) == 0
+    assert racks.read() == (doc, 0)
+    moved = {"default": {A: {"rack": "/r2"}, B: {"rack": "/r1"}}}
+    assert racks.write(moved, 0) == 1
+    with pytest.raises(VersionConflict) as stale:
+        racks.write(doc, 0)
+    assert stale.value.current == moved and stale.value.current_version == 1
+    with pytest.raises(VersionConflict):
+        racks.write(doc, None)  # there is one already
+    assert racks.read() == (moved, 1)

@@ -33,6 +33,8 @@ import itertools
 import logging
 import threading
 import time
+import uuid
+from collections.abc import Mapping
 from typing import Any, Callable, Iterable, Iterator
 
 from bkctl.wire.errors import CodecError
@@ -41,6 +43,8 @@ from bkctl.wire.metadata import underreplication as UR
 from bkctl.wire.metadata.bookieid import check_bookie_id
 from bkctl.wire.metadata.cookie import Cookie, parse_cookie
 from bkctl.wire.metadata.errors import (
+    ClusterExists,
+    ClusterNotFound,
     CookieExists,
     CookieVersionConflict,
     LedgerExists,
@@ -48,12 +52,17 @@ from bkctl.wire.metadata.errors import (
     MetadataVersionConflict,
     NoSuchCookie,
     NoSuchLedger,
+    NukeRefused,
+    VersionConflict,
     ZKUnavailable,
 )
+from bkctl.wire.metadata.layout import LedgerLayout
+from bkctl.wire.metadata.racks import RACK_MAP_PATH, parse_rack_map, serialize_rack_map
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.metadata.store import (
     LedgerRange,
+    RackMapDoc,
     StoredManagedLedger,
     StoredValue,
     UnderreplicatedMark,
@@ -714,6 +723,137 @@ class FakePulsarMetadata(_Manager):
         return None if node is None else StoredValue(f"{base.rstrip('/')}/{schema_id}", *node)
 
 
+class FakeClusterManager(_Manager):
+    """The cluster's own "znodes": created initialised (root, INSTANCEID, a hierarchical
+    LAYOUT), as the tests' ZooKeeper clusters are (``metadata_uri``)."""
+
+    _name = "cluster"
+
+    def __init__(self, store):
+        super().__init__(store)
+        self._root = True  # the ledgers root exists
+        self._instance_id: str | None = str(uuid.uuid4())
+        self._layout: LedgerLayout | None = LedgerLayout.for_manager(P.HIERARCHICAL)
+
+    def _manager(self) -> str:
+        layout = self._layout
+        return (layout.manager if layout is not None else None) or P.HIERARCHICAL
+
+    def _require_root(self) -> None:
+        if not self._root:
+            raise ClusterNotFound(f"no BookKeeper cluster at {self._store.root} on the fake")
+
+    @_call
+    def exists(self) -> bool:
+        return self._root
+
+    @_call
+    def holds_cluster(self) -> bool:
+        return self._root and (self._layout is not None or self._instance_id is not None)
+
+    @_call
+    def closest_cluster_root(self, budget: int = 500) -> str | None:
+        return None  # the fake holds one cluster, and no neighbour
+
+    @_call
+    def instance_id(self) -> str | None:
+        self._require_root()
+        return self._instance_id
+
+    @_call
+    def set_instance_id(self, instance_id: str) -> None:
+        self._require_root()
+        self._instance_id = instance_id
+
+    @_call
+    def layout(self) -> LedgerLayout | None:
+        return self._layout if self._root else None
+
+    @_call
+    def init(self) -> str:
+        if self._root:
+            raise ClusterExists(f"ledgers root {self._store.root} already exists on the fake")
+        self._root = True
+        self._instance_id = str(uuid.uuid4())
+        self._layout = LedgerLayout.for_manager(P.HIERARCHICAL)
+        return self._instance_id
+
+    def _prepare_format(self) -> bool:
+        existed, self._root = self._root, True
+        return existed
+
+    @_call
+    def prepare_format(self) -> bool:
+        return self._prepare_format()
+
+    def _wipe(self) -> None:
+        """What format and nuke delete: ledgers, id generators, cookies, marks and their locks."""
+        store = self._store
+        store.ledgers._znodes.clear()
+        store.ledger_ids._sequence = 0
+        store.cookies._nodes.clear()
+        store.underreplication._marks.clear()
+        store.underreplication._locks.clear()
+        store.underreplication._lock_ctimes.clear()
+
+    @_call
+    def format(self, confirm: Callable[[], bool] | None = None) -> bool:
+        existed = self._prepare_format()
+        if existed and confirm is not None and not confirm():
+            return False
+        self._wipe()
+        self._layout = LedgerLayout.for_manager(self._manager())
+        self._instance_id = str(uuid.uuid4())
+        return existed
+
+    @_call
+    def nuke(self, instance_id: str | None = None, force: bool = False) -> bool:
+        if (instance_id is None) == (not force):
+            raise ValueError("give exactly one of instance_id or force=True")
+        if not force:
+            self._require_root()
+            if self._instance_id != instance_id:
+                raise NukeRefused(f"instance id {instance_id!r} does not match the cluster's INSTANCEID "
+                                  f"{self._instance_id!r}")
+        if not self._root:
+            return False
+        registration = self._store.registration
+        writable, readonly = registration._writable(), registration._readonly()
+        if writable or readonly:
+            raise NukeRefused("bookies are still registered ("
+                              + ", ".join(writable + [f"{b} (read-only)" for b in readonly])
+                              + "); stop all bookies before nuking the cluster")
+        self._wipe()
+        self._root, self._instance_id, self._layout = False, None, None
+        return True
+
+
+class FakeRackMap(_Manager):
+    """Pulsar's rack map, kept as the bytes the real store writes."""
+
+    _name = "racks"
+
+    def __init__(self, store):
+        super().__init__(store)
+        self._node: tuple[bytes, int] | None = None  # (value, version)
+
+    @_call
+    def read(self) -> tuple[RackMapDoc, int | None]:
+        if self._node is None:
+            return {}, None
+        return parse_rack_map(self._node[0]), self._node[1]
+
+    @_call
+    def write(self, doc: Mapping[str, Mapping[str, Mapping[str, Any]]], version: int | None) -> int:
+        node = self._node
+        if (node is not None) if version is None else (node is None or node[1] != version):
+            current = parse_rack_map(node[0]) if node is not None else {}
+            raise VersionConflict("the rack map " + RACK_MAP_PATH, -1 if version is None else version,
+                                  current, -1 if node is None else node[1])
+        self._node = (serialize_rack_map(doc), 0 if node is None else node[1] + 1)
+        return self._node[1]
+
+
 class FakeMetadataStore:
     """An in-memory :class:`~bkctl.wire.metadata.store.MetadataStore` (one session).
 
@@ -733,6 +873,8 @@ class FakeMetadataStore:
         self._in_hook = False
         self._append_locks: dict[str, list[FakeLedgerLock]] = {}  # lock path -> contenders, holder first
         self._append_changed = threading.Condition()
+        self.cluster = FakeClusterManager(self)
+        self.racks = FakeRackMap(self)
         self.ledgers = FakeLedgerManager(self)
         self.ledger_ids = FakeLedgerIdGenerator(self)
         self.registration = FakeRegistrationManager(self)

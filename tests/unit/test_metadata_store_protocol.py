@@ -11,6 +11,8 @@ from bkctl.wire.metadata.zk import ZKMetadataStore
 from tests.support.fake_store import FakeMetadataStore
 
 MANAGERS = {
+    "cluster": S.ClusterManager,
+    "racks": S.RackMap,
     "ledgers": S.LedgerManager,
     "ledger_ids": S.LedgerIdGenerator,
     "registration": S.RegistrationManager,

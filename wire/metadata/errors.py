@@ -100,7 +100,7 @@ class VersionConflict(ZKStoreError, Conflict):
     (re-read right after the failed write).
     """
 
-    def __init__(self, what: str, expected_version: int, current, current_version: int):
+    def __init__(self, what: str, expected_version: int, current: object, current_version: int):
         super().__init__(
             f"{what} changed concurrently: expected version {expected_version}, "
             f"it is now at version {current_version}"
@@ -117,10 +117,11 @@ class MetadataVersionConflict(VersionConflict):
                  current_version: int):
         super().__init__(f"metadata of ledger {ledger_id}", expected_version, current, current_version)
         self.ledger_id = ledger_id
+        self._metadata = current
 
     @property
     def metadata(self) -> LedgerMetadata:
-        return self.current
+        return self._metadata
 
 
 class CookieVersionConflict(VersionConflict):
@@ -129,7 +130,8 @@ class CookieVersionConflict(VersionConflict):
     def __init__(self, bookie_id: str, expected_version: int, current: Cookie, current_version: int):
         super().__init__(f"cookie of bookie {bookie_id}", expected_version, current, current_version)
         self.bookie_id = bookie_id
+        self._cookie = current
 
     @property
     def cookie(self) -> Cookie:
-        return self.current
+        return self._cookie

@@ -12,6 +12,7 @@ manager type (``flat`` or ``hierarchical``).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bkctl.wire.errors import AddressError, CodecError
@@ -270,7 +271,7 @@ class MetadataServiceURI:
         return cls("zk", manager, ",".join(hosts), root)
 
     @classmethod
-    def for_servers(cls, servers, root: str = DEFAULT_LEDGERS_ROOT,
+    def for_servers(cls, servers: Iterable[str], root: str = DEFAULT_LEDGERS_ROOT,
                     manager: str = "hierarchical") -> "MetadataServiceURI":
         """The URI Java derives from zkServers and zkLedgersRootPath (checked like a parsed one)."""
         return cls.parse(f"zk+{manager}://{';'.join(servers)}{root}")

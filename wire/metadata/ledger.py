@@ -104,7 +104,7 @@ def _scalar_text(fd: FieldDescriptor, value: Any) -> str:
     if fd.type == FieldDescriptor.TYPE_BYTES:
         return '"' + _escape_bytes(value) + '"'
     if fd.type == FieldDescriptor.TYPE_ENUM:
-        ev = fd.enum_type.values_by_number.get(value)
+        ev = fd.enum_type.values_by_number.get(value) if fd.enum_type is not None else None
         return ev.name if ev is not None else str(value)
     if fd.type == FieldDescriptor.TYPE_BOOL:
         return "true" if value else "false"
@@ -145,7 +145,7 @@ def parse_text_message(data: bytes | str, message_type: type[_M], what: str) -> 
     except Exception as exc:  # the text parser raises a zoo of exception types
         raise CodecError(f"malformed {what}: {exc}") from None
     if not msg.IsInitialized():
-        missing = ", ".join(msg.FindInitializationErrors())
+        missing = ", ".join(msg.FindInitializationErrors())  # type: ignore[attr-defined]
         raise CodecError(f"malformed {what}: missing required field(s) {missing}")
     return msg
 
@@ -515,19 +515,19 @@ def _header(version: int) -> bytes:
     return HEADER_PREFIX + str(version).encode("ascii") + b"\n"
 
 
-def _to_proto(md: LedgerMetadata, with_ctoken: bool) -> Message:
+def _to_proto(md: LedgerMetadata, with_ctoken: bool) -> formats_pb2.LedgerMetadataFormat:
     pb = _PB()
     pb.quorumSize = md.write_quorum
     pb.ensembleSize = md.ensemble_size
     pb.length = md.length
     pb.lastEntryId = md.last_entry_id
-    pb.state = int(md.state)
+    pb.state = int(md.state)  # type: ignore[assignment]  # protoc types enum fields as their class
     for first, ens in md.ensembles:
         seg = pb.segment.add()
         seg.ensembleMember.extend(ens)
         seg.firstEntryId = first
     if md.digest_type is not None:
-        pb.digestType = int(md.digest_type)
+        pb.digestType = int(md.digest_type)  # type: ignore[assignment]
     if md.password is not None:
         pb.password = md.password
     pb.ackQuorumSize = md.ack_quorum
@@ -603,7 +603,7 @@ def _decode_varint32(data: bytes, pos: int) -> tuple[int, int]:
     raise CodecError("ledger metadata length prefix is not a valid varint32")
 
 
-def _from_proto(pb: Message, format_version: int) -> LedgerMetadata:
+def _from_proto(pb: formats_pb2.LedgerMetadataFormat, format_version: int) -> LedgerMetadata:
     state = LedgerState(pb.state)
     closed = state is LedgerState.CLOSED
     has_password = pb.HasField("password")
@@ -638,7 +638,7 @@ def _parse_v3(body: bytes) -> LedgerMetadata:
     except Exception as exc:
         raise CodecError(f"malformed ledger metadata protobuf: {exc}") from None
     if not pb.IsInitialized():
-        missing = ", ".join(pb.FindInitializationErrors())
+        missing = ", ".join(pb.FindInitializationErrors())  # type: ignore[attr-defined]
         raise CodecError(f"ledger metadata lacks required field(s) {missing}")
     return _from_proto(pb, 3)
 

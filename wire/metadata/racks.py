@@ -25,6 +25,11 @@ import logging
 import subprocess
 import threading
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bkctl.wire.client.placement import RandomPlacement
+    from bkctl.wire.metadata.store import MetadataStore
 
 from bkctl.wire.errors import CodecError
 from bkctl.wire.text import split_host_port
@@ -59,7 +64,7 @@ def host_of(bookie_id: str) -> str:
         return bookie_id
 
 
-def parse_rack_map(data: bytes | str | None) -> dict[str, dict[str, dict]]:
+def parse_rack_map(data: bytes | str | None) -> dict[str, dict[str, dict[str, Any]]]:
     """Pulsar's rack map JSON as ``{group: {bookie: {"rack": ..., "hostname": ...}}}``
     (an empty or missing node is an empty map)."""
     if data is None or not data.strip():
@@ -70,7 +75,7 @@ def parse_rack_map(data: bytes | str | None) -> dict[str, dict[str, dict]]:
         raise RackMapError(f"the rack map is not JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise RackMapError("the rack map must be a JSON object of groups")
-    out: dict[str, dict[str, dict]] = {}
+    out: dict[str, dict[str, dict[str, Any]]] = {}
     for group, bookies in doc.items():
         if not isinstance(bookies, dict):
             raise RackMapError(f"group {group!r} of the rack map must be an object of bookies")
@@ -82,11 +87,11 @@ def parse_rack_map(data: bytes | str | None) -> dict[str, dict[str, dict]]:
     return out
 
 
-def serialize_rack_map(doc: Mapping[str, Mapping[str, Mapping]]) -> bytes:
+def serialize_rack_map(doc: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> bytes:
     return json.dumps(doc, sort_keys=True).encode("utf-8")
 
 
-def racks_by_bookie(doc: Mapping[str, Mapping[str, Mapping]]) -> dict[str, str]:
+def racks_by_bookie(doc: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, str]:
     """Every bookie (and its hostname, if given) -> its rack, over all groups."""
     out: dict[str, str] = {}
     for bookies in doc.values():
@@ -173,7 +178,7 @@ class RackSource:
     :meth:`refresh` blocks (ZooKeeper, the script): run it off the reactor.
     """
 
-    def __init__(self, *, static: Mapping[str, str] | None = None, store=None,
+    def __init__(self, *, static: Mapping[str, str] | None = None, store: MetadataStore | None = None,
                  script: ScriptRacks | None = None):
         self.static = dict(static or {})
         self.store = store
@@ -223,8 +228,9 @@ def policy_name(value: str) -> str:
     raise ValueError(f"unsupported ensemblePlacementPolicy {value!r} (one of {', '.join(JAVA_POLICIES)})")
 
 
-def build_placement(name: str, *, store=None, rack_file: str | None = None, script: str | None = None,
-                    script_args: int = 100, min_racks: int = 2, enforce: bool = False, min_regions: int = 2):
+def build_placement(name: str, *, store: MetadataStore | None = None, rack_file: str | None = None,
+                    script: str | None = None, script_args: int = 100, min_racks: int = 2, enforce: bool = False,
+                    min_regions: int = 2) -> RandomPlacement:
     """A placement policy by name (``random``, ``rack``, ``region``) whose racks
     come from ``rack_file``, the rack map znode of ``store`` and ``script``."""
     from ..client.placement import POLICIES, RackAwarePlacement, RandomPlacement, RegionAwarePlacement

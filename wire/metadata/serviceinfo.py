@@ -54,6 +54,11 @@ class Endpoint:
         object.__setattr__(self, "extensions", tuple(self.extensions))
 
 
+def _pairs(properties: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """``(key, value)`` pairs of a mapping or of pairs (BookieServiceInfo sorts them)."""
+    return tuple(properties.items() if isinstance(properties, Mapping) else properties)
+
+
 @dataclass(frozen=True)
 class BookieServiceInfo:
     """Endpoints and free-form properties a bookie publishes.
@@ -95,7 +100,7 @@ class BookieServiceInfo:
         eps = [Endpoint(BOOKIE_ENDPOINT_ID, port, host, BOOKIE_RPC, (), (TLS_EXTENSION,) if tls else ())]
         if http_port is not None:
             eps.append(Endpoint(HTTP_ENDPOINT_ID, http_port, HTTP_ENDPOINT_HOST, HTTP))
-        return cls(tuple(eps), properties)
+        return cls(tuple(eps), _pairs(properties))
 
     @classmethod
     def legacy(cls) -> "BookieServiceInfo":

@@ -11,16 +11,18 @@ the reactor's thread pool) and fails with :mod:`bkctl.wire.metadata.errors`.
 Watches (``watch_*``, ``on_session_lost``) call back from the store's own
 thread on ZooKeeper (kazoo's: never block there, hand the work on) and from
 the writer's call on the fake; the conformance suite checks that they fire
-alike.  Cluster bootstrap, format and nuke and the rack map are ZooKeeper-only
-operations (``ZKMetadataStore.cluster``, ``.racks``): only the CLI's cluster
-commands use them, on a real store.
+alike.  The cluster's own metadata (bootstrap, format and nuke, INSTANCEID,
+LAYOUT: ``store.cluster``) and Pulsar's rack map (``store.racks``) are managers
+like the others.
 """
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple, Protocol, runtime_checkable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from bkctl.wire.metadata.layout import LedgerLayout
     from bkctl.wire.metadata.cookie import Cookie
     from bkctl.wire.metadata.ledger import LedgerMetadata
     from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuditorElection",
+    "ClusterManager",
     "CookieManager",
     "LedgerIdGenerator",
     "LedgerLock",
@@ -35,6 +38,8 @@ __all__ = [
     "LedgerRange",
     "MetadataStore",
     "PulsarMetadata",
+    "RackMap",
+    "RackMapDoc",
     "RegistrationManager",
     "StoredManagedLedger",
     "StoredValue",
@@ -373,10 +378,72 @@ class PulsarMetadata(Protocol):
 
 
 @runtime_checkable
+class ClusterManager(Protocol):
+    """The cluster's own metadata: bootstrap and teardown (Java's ``initnewcluster``,
+    ``metaformat``, ``nukeexistingcluster``), its INSTANCEID and its LAYOUT (which names
+    the ledger manager every other manager lays its znodes out by)."""
+
+    def exists(self) -> bool:
+        """Whether the ledgers root exists."""
+
+    def holds_cluster(self) -> bool:
+        """Whether the root holds a BookKeeper cluster (its LAYOUT or INSTANCEID)."""
+
+    def closest_cluster_root(self, budget: int = 500) -> str | None:
+        """The cluster root nearby most like ours, for a "did you mean" (None: none found)."""
+
+    def instance_id(self) -> str | None:
+        """INSTANCEID (None when the node is missing; ClusterNotFound without a root)."""
+
+    def set_instance_id(self, instance_id: str) -> None:
+        """Write INSTANCEID (restoring a backup)."""
+
+    def layout(self) -> LedgerLayout | None:
+        """LAYOUT (None when the node is missing)."""
+
+    def init(self) -> str:
+        """Create the cluster (root, available/, readonly/, INSTANCEID, LAYOUT); its new
+        instance id; ClusterExists when the root is there already."""
+
+    def prepare_format(self) -> bool:
+        """Create the root, available/ and readonly/ where missing; whether the root existed."""
+
+    def format(self, confirm: Callable[[], bool] | None = None) -> bool:
+        """Wipe ledgers, id generators, cookies and under-replication marks and locks, write
+        a new INSTANCEID and LAYOUT (registrations stay); when the root existed and ``confirm``
+        says no, nothing: False.  Otherwise whether the root existed."""
+
+    def nuke(self, instance_id: str | None = None, force: bool = False) -> bool:
+        """Delete the whole cluster, given its ``instance_id`` or ``force`` (exactly one);
+        NukeRefused while bookies are registered or for an instance id that is not the
+        cluster's.  False when there was no cluster."""
+
+
+#: Pulsar's rack map as read: ``{group: {bookie: {"rack": ..., "hostname": ...}}}``
+RackMapDoc = dict[str, dict[str, dict[str, Any]]]
+
+
+@runtime_checkable
+class RackMap(Protocol):
+    """Pulsar's rack map (``/bookies`` at the ZooKeeper root, outside the ledgers root: every
+    cluster on the server shares it), which rack-aware placement reads; its format is
+    :mod:`bkctl.wire.metadata.racks`'s."""
+
+    def read(self) -> tuple[RackMapDoc, int | None]:
+        """The rack map and its version; ``({}, None)`` when there is none."""
+
+    def write(self, doc: Mapping[str, Mapping[str, Mapping[str, Any]]], version: int | None) -> int:
+        """Create (``version=None``) or compare-and-set the rack map: its new version
+        (VersionConflict, holding the current map, when it changed meanwhile)."""
+
+
+@runtime_checkable
 class MetadataStore(Protocol):
     """A BookKeeper cluster's metadata: a session and its managers."""
 
     root: str
+    cluster: ClusterManager
+    racks: RackMap
     ledgers: LedgerManager
     ledger_ids: LedgerIdGenerator
     registration: RegistrationManager
