@@ -30,7 +30,6 @@ admin has none, and what could not be read is said, per bookie.
 """
 from __future__ import annotations
 
-import struct
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -43,7 +42,6 @@ RECORD_FRAMING = {"bookied": 24, "java": 4}
 #: minor and major compaction thresholds when a bookie does not report its own (Java's and bookied's defaults)
 DEFAULT_THRESHOLDS = (0.2, 0.8)
 BY = ("bookie", "tenant", "namespace", "topic")
-_ENTRY_HEADER = struct.Struct(">qqqq")  # ledger id, entry id, LAC, length: a packed entry's header
 
 
 # ---------------------------------------------------------------- owners
@@ -170,6 +168,7 @@ async def _last_entries(client, ledgers: list[tuple[int, tuple[str, ...]]], wind
     from twisted.internet import defer
 
     from bkctl.wire.client.errors import NoSuchEntry, NoSuchLedgerOnBookie
+    from bkctl.wire.codecs.digest import ENTRY_HEADER, entry_header
 
     limit = defer.DeferredSemaphore(window)
     out: dict[int, Any] = {}
@@ -183,8 +182,8 @@ async def _last_entries(client, ledgers: list[tuple[int, tuple[str, ...]]], wind
         def done(results):
             best, why, empty = None, None, False
             for ok, value in results:
-                if ok and len(value) >= _ENTRY_HEADER.size:
-                    _lid, entry_id, _lac, length = _ENTRY_HEADER.unpack_from(value)
+                if ok and len(value) >= ENTRY_HEADER.size:
+                    _lid, entry_id, _lac, length = entry_header(value)
                     if best is None or entry_id > best[0]:
                         best = (entry_id, length)
                 elif not ok and value.check(NoSuchLedgerOnBookie, NoSuchEntry):

@@ -248,3 +248,19 @@ def test_set_takes_the_autorecovery_section_of_the_schema():
 
     section = {opt.name for opt in OPTIONS if opt.section == "autorecovery"}
     assert set(CONFIG_KEYS) == section - {"autoRecoveryDaemonEnabled", "autoRecoveryDaemonCpuPriority"}
+
+
+def test_the_daemons_defaults_are_the_schemas():
+    """AutoRecoveryConfig's defaults are bookied.conf(5)'s (in the config's units): a default
+    changed on one side only (rereplicationEntryBatchSize went from Java's 10 to 40) fails here."""
+    from dataclasses import fields
+
+    from bkctl.bookied.config import OPTIONS_BY_NAME
+    from bkctl.wire.autorecovery.service import CONFIG_KEYS, AutoRecoveryConfig, config_from_keys
+
+    defaults = {f.name: f.default for f in fields(AutoRecoveryConfig)}
+    for key, (name, scale) in CONFIG_KEYS.items():
+        schema = OPTIONS_BY_NAME[key].default
+        assert defaults[name] == (schema * scale if schema is not None and scale != 1 else schema), key
+    # and a config built from the schema's defaults alone is the dataclass's
+    assert config_from_keys({k: OPTIONS_BY_NAME[k].default for k in CONFIG_KEYS}) == AutoRecoveryConfig()

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from bkctl.wire.codecs import javadisk as J
+from bkctl.wire.codecs.digest import entry_header
 from bkctl.wire.errors import CodecError
 
 DISK = Path(__file__).resolve().parents[1] / "vectors" / "disk"
@@ -25,7 +26,7 @@ def test_journal_records():
     assert (12, 0, b"dig-DUMMY-0") in entries and (5, 2, b"batch-2") in [(a, b, c[-7:]) for a, b, c in entries]
     for r in records:
         if r.kind == "entry":
-            assert J.entry_header(r.data)[:2] == (r.ledger_id, r.entry_id)
+            assert entry_header(r.data)[:2] == (r.ledger_id, r.entry_id)
 
 
 def test_entry_log_and_index_agree():
@@ -39,7 +40,7 @@ def test_entry_log_and_index_agree():
         assert idx.version == 1 and idx.fenced is fenced and len(idx.master_key) == 20
         for entry_id, (log_id, offset) in idx.locations.items():
             data = J.read_entry_at(log, offset)
-            assert log_id == 0 and J.entry_header(data)[:2] == (ledger_id, entry_id)
+            assert log_id == 0 and entry_header(data)[:2] == (ledger_id, entry_id)
     assert J.parse_index(_read("bk1__ledgers__current__0__0__0.idx.bin")).locations == {1: (0, 1028), 2: (0, 1122)}
     assert J.index_relpath(12) == "0/c/c.idx" and J.index_relpath(0x1234) == "12/34/1234.idx"
 

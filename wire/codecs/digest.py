@@ -16,12 +16,15 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from bkctl.wire import fastpath
-from bkctl.wire.errors import DigestError
+from bkctl.wire.errors import CodecError, DigestError
 from bkctl.wire.codecs import checksums
 from bkctl.wire.fastpath import Twins
 from bkctl.wire.codecs.protocol import ENTRY_HEADER_LENGTH
 
-_HEADER = struct.Struct(">qqqq")
+#: a packaged entry's header (then its digest, then the payload): ledger id, entry id, the
+#: writer's LAC, the ledger's length with this entry -- the one definition of it
+ENTRY_HEADER = struct.Struct(">qqqq")
+_HEADER = ENTRY_HEADER
 _IDS_LAC = struct.Struct(">qqq")
 _LAC_HEADER = struct.Struct(">qq")
 _IDS = _LAC_HEADER  # ledgerId, entryId: also the start of an entry's header
@@ -203,6 +206,23 @@ class VerifiedEntry(NamedTuple):
     lac: int
     length: int
     payload: bytes
+
+
+class EntryHeader(NamedTuple):
+    """A packaged entry's header (:data:`ENTRY_HEADER`)."""
+
+    ledger_id: int
+    entry_id: int
+    lac: int
+    length: int
+
+
+def entry_header(data: bytes | bytearray | memoryview) -> EntryHeader:
+    """The header of a packaged entry, without checking its digest."""
+    if len(data) < ENTRY_HEADER.size:
+        raise CodecError(f"entry of {len(data)} bytes is shorter than its 32-byte header")
+    ledger_id, entry_id, lac, length = ENTRY_HEADER.unpack_from(data, 0)
+    return EntryHeader(ledger_id, entry_id, lac, length)
 
 
 def entry_ids(entry: bytes) -> tuple[int, int, int]:

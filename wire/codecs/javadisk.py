@@ -21,11 +21,9 @@ from bkctl.wire.codecs.varint import decode_at
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 __all__ = [
-    "ENTRY_HEADER",
     "IndexFile",
     "JournalRecord",
     "LogEntry",
-    "entry_header",
     "index_relpath",
     "DbLedgerData", "parse_db_ledger_data",
     "parse_db_location",
@@ -57,7 +55,6 @@ _LEDGERS_MAP_IDS = (-1, -2)
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _II = struct.Struct(">qq")
-ENTRY_HEADER = struct.Struct(">qqqq")  # ledger id, entry id, LAC, cumulative length
 _MAX_RECORD = 256 * 1024 * 1024
 
 
@@ -167,13 +164,6 @@ def read_entry_at(buf: Buffer, offset: int) -> bytes:
     if size < 16 or offset + size > len(view):
         raise CodecError(f"no entry at offset {offset} (size field {size})")
     return bytes(view[offset:offset + size])
-
-
-def entry_header(data: bytes) -> tuple[int, int, int, int]:
-    """``(ledger id, entry id, LAC, cumulative length)`` of a packaged entry."""
-    if len(data) < ENTRY_HEADER.size:
-        raise CodecError(f"entry of {len(data)} bytes is shorter than its 32-byte header")
-    return ENTRY_HEADER.unpack_from(data, 0)
 
 
 def index_relpath(ledger_id: int) -> str:
