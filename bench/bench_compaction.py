@@ -62,16 +62,23 @@ def get(http: int, path: str):
 def disk_bytes(ledgers: Path) -> int:
     current = ledgers / "current"
     logs = sum(p.stat().st_size for p in current.glob("*.bel"))
-    return logs + sum(p.stat().st_size for p in (current / "index.lmdb").iterdir())
+    return logs + index_bytes(ledgers)
 
 
-def java_disk_bytes(ledgers: Path) -> int:
+def index_bytes(ledgers: Path) -> int:
+    return sum(p.stat().st_size for p in (ledgers / "current" / "index.lmdb").iterdir())
+
+
+def java_disk_bytes(ledgers: Path, index_only: bool = False) -> int:
     """A Java bookie's ledger directory: its entry logs (``current/*.log``) and its index,
     whichever its storage keeps (InterleavedLedgerStorage: ``current/xx/yy/*.idx``;
-    DbLedgerStorage: the RocksDB folders ``current/ledgers`` and ``current/locations``)."""
+    DbLedgerStorage: the RocksDB folders ``current/ledgers`` and ``current/locations``);
+    ``index_only``: all but the entry logs."""
     total = 0
     for root, _dirs, files in os.walk(ledgers / "current"):
         for name in files:
+            if index_only and name.endswith(".log"):
+                continue
             try:
                 total += os.stat(os.path.join(root, name)).st_size
             except FileNotFoundError:  # deleted meanwhile by GC
@@ -231,6 +238,13 @@ class Side:
     def disk(self) -> int:
         return java_disk_bytes(self.ledgers) if self.java else disk_bytes(self.ledgers)
 
+    def index(self) -> int:
+        """Of that, what is not entry logs (bookied's LMDB; Java's index files or RocksDB)."""
+        try:
+            return java_disk_bytes(self.ledgers, index_only=True) if self.java else index_bytes(self.ledgers)
+        except FileNotFoundError:
+            return 0
+
     def log_sizes(self) -> dict[int, int]:
         """The entry logs there now and their sizes (both name them by their id in hex)."""
         sizes = {}
@@ -316,8 +330,10 @@ def bookied_compactions(status: dict, secs: float) -> str:
     return (f"compaction: {status.get('majorCompactionCounter', 0)} major, {status.get('minorCompactionCounter', 0)} "
             f"minor, {status.get('entriesMoved', 0):,} entries / {moved:.1f} MiB moved in {secs:.1f} s of compaction "
             f"({moved / secs if secs else float('nan'):.2f} MiB/s), "
-            f"{status.get('reclaimedSpaceViaCompaction', 0) / 2**20:.1f} MiB reclaimed by compaction, "
-            f"{status.get('reclaimedSpaceViaDeletes', 0) / 2**20:.1f} MiB by deleting whole logs")
+            f"{status.get('reclaimedSpaceViaCompaction', 0) / 2**20:.1f} MiB reclaimed by compacting "
+            f"{status.get('logsCompacted', '?')} log(s), "
+            f"{status.get('reclaimedSpaceViaDeletes', 0) / 2**20:.1f} MiB by deleting {status.get('logsDeleted', '?')} "
+            "log(s) whole (no live entry left)")
 
 
 _JAVA_BUCKETS = re.compile(r"Compaction: entry log usage buckets\[[^\]]*\] = \[([^\]]*)\], compacted \[([^\]]*)\]")
@@ -348,8 +364,9 @@ DEAD_KINDS = ("active", "waiting", "above", "other")
 
 def dead_breakdown(http: int) -> dict[str, int]:
     """Dead bytes of the entry logs by why they stay: in the log being written (``active``),
-    below a threshold and waiting for the next compaction (``waiting``), in logs whose live
-    ratio is not below the thresholds (``above``), anything else (``other``)."""
+    below a threshold and waiting for the next compaction, or with nothing live left and waiting
+    for the next pass (``waiting``), in logs whose live ratio is not below the thresholds
+    (``above``), anything else (``other``)."""
     out = dict.fromkeys(DEAD_KINDS, 0)
     try:
         logs = get(http, "/api/v1/bookie/gc_details")[0]["entryLogs"]
@@ -358,7 +375,7 @@ def dead_breakdown(http: int) -> dict[str, int]:
     for log in logs:
         dead = max(0, log["sizeBytes"] - log["liveBytes"])
         why = log.get("keptBecause") or ""
-        kind = ("active" if log.get("active") else "waiting" if "takes it" in why
+        kind = ("active" if log.get("active") else "waiting" if "takes it" in why or "deletes it" in why
                 else "above" if why.startswith("live ratio") else "other")
         out[kind] += dead
     return out
@@ -366,12 +383,14 @@ def dead_breakdown(http: int) -> dict[str, int]:
 
 def report(start, written, live_bytes, side: Side, watch: CompactionWatch, totals: dict | None = None) -> None:
     disk = side.disk()
+    index = side.index()
     ids = list(side.log_sizes())
     logs = len(ids)
     st = watch.last
     dead = side.dead()
     if totals is not None:
         totals.setdefault("samples", []).append((disk, live_bytes, dead))
+        totals.setdefault("index", []).append(index)
         totals.setdefault("times", []).append(time.monotonic() - start)
         totals["highest_log"] = max([totals.get("highest_log", 0), *ids])
     parts = " ".join(f"{dead[k] / 2**20:8.1f}" if dead else f"{'-':>8}" for k in DEAD_KINDS)
@@ -384,22 +403,28 @@ def summary(totals: dict) -> dict:
     """Mean disk/live, and where the extra disk was on average (MiB, and share of disk - live)."""
     samples = [s for s in totals.get("samples", []) if s[1] > 0]
     if not samples:
-        return {"mean": float("nan"), "peak": float("nan"), "mean_after_30s": float("nan")}
+        return {"mean": float("nan"), "peak": float("nan"), "mean_after_30s": float("nan"),
+                "p99_after_30s": float("nan"), "index_mib": float("nan")}
     mean_ratio = sum(d / lv for d, lv, _ in samples) / len(samples)
     # without the start, when a bookie with a write cache has flushed nothing yet
     later = [d / lv for (d, lv, _), t in zip(totals["samples"], totals["times"]) if lv > 0 and t >= 30]
     peak = max(d / lv for d, lv, _ in samples)
     extra = sum(d - lv for d, lv, _ in samples) / len(samples)
     after = mean(later)
-    line = (f"disk/live: mean {mean_ratio:.2f} ({after:.2f} from 30 s on), peak {peak:.2f}; disk beyond live on "
-            f"average {extra / 2**20:.1f} MiB")
+    later_ratios = sorted(later)
+    p99 = later_ratios[min(len(later_ratios) - 1, int(len(later_ratios) * .99))] if later_ratios else float("nan")
+    index = mean(ix for (_d, lv, _dd), ix in zip(totals["samples"], totals["index"]) if lv > 0)
+    line = (f"disk/live: mean {mean_ratio:.2f} ({after:.2f} from 30 s on, p99 {p99:.2f}), peak {peak:.2f}; disk "
+            f"beyond live on average {extra / 2**20:.1f} MiB, the index {index / 2**20:.1f} MiB")
     if all(dd is not None for _, _, dd in samples):
         parts = {k: sum(dd[k] for _, _, dd in samples) / len(samples) for k in DEAD_KINDS}
-        rest = extra - sum(parts.values())
-        line += (": " + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in parts.items())
-                 + f", index and not-yet-counted {rest / 2**20:.1f} MiB")
+        rest = extra - sum(parts.values()) - index
+        line += (": dead data " + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in parts.items())
+                 + f", not yet counted (ledgers deleted but not yet collected, less what the write cache holds) "
+                 f"{rest / 2**20:.1f} MiB")
     print(f"{line}; {load_note()}")
-    return {"mean": mean_ratio, "peak": peak, "mean_after_30s": after}
+    return {"mean": mean_ratio, "peak": peak, "mean_after_30s": after, "p99_after_30s": p99,
+            "index_mib": index / 2**20}
 
 
 def settings_of(args) -> tuple[dict, dict]:
@@ -485,18 +510,19 @@ def side_by_side(args) -> None:
             peer.stop_bookies()
             zk.stop()
     section("side by side")
-    print(f"{'round':>5} {'bookie':>7} {'adds/s':>7} {'disk/live mean':>14} {'(from 30 s)':>11} {'peak':>5} "
-          f"{'add p99 idle':>12} "
+    print(f"{'round':>5} {'bookie':>7} {'adds/s':>7} {'disk/live mean':>14} {'(from 30 s)':>11} {'p99':>5} "
+          f"{'peak':>5} {'index MiB':>9} {'add p99 idle':>12} "
           f"{'p99 compacting':>14} {'(adds)':>8} {'compacting s':>12}  load average at the end")
     for r, side, got in results:
         print(f"{r:5d} {side:>7} {got['adds_per_s']:7.0f} {got['mean']:14.2f} {got['mean_after_30s']:11.2f} "
-              f"{got['peak']:5.2f} "
+              f"{got['p99_after_30s']:5.2f} {got['peak']:5.2f} {got['index_mib']:9.1f} "
               f"{got['p99_idle_ms']:9.2f} ms {got['p99_busy_ms']:11.2f} ms {got['busy_adds']:8,} "
               f"{got['compacting_s']:12.1f}  {' '.join(f'{x:.2f}' for x in got['load'])}")
     for side in ("bookied", java_name):
         runs = [got for _r, s, got in results if s == side]
         print(f"{side:>7} mean of {len(runs)} runs: disk/live mean {mean(g['mean'] for g in runs):.2f} "
-              f"({mean(g['mean_after_30s'] for g in runs):.2f} from 30 s on), "
+              f"({mean(g['mean_after_30s'] for g in runs):.2f} from 30 s on, p99 "
+              f"{mean(g['p99_after_30s'] for g in runs):.2f}), "
               f"peak {mean(g['peak'] for g in runs):.2f}, add p99 while compacting "
               f"{mean(g['p99_busy_ms'] for g in runs):.2f} ms, idle {mean(g['p99_idle_ms'] for g in runs):.2f} ms")
 
