@@ -551,7 +551,8 @@ OPTIONS: tuple[Option, ...] = (
            "gc"),
     Option("compactionMaxOutstandingRequests", "int", 100000,
            "Entries compaction copies before it switches their index rows in one transaction "
-           "(bookied also switches every 16 MiB).",
+           "(bookied also switches every 16 MiB and every 1,024 entries, so that its index file "
+           "need not hold a copy of every index page a switch rewrites).",
            "gc", min=1, max=_JAVA_INT_MAX),
     Option("forceAllowCompaction", "bool", False,
            "Let a forced garbage collection (PUT /api/v1/bookie/gc, bkctl bookie gc) compact even "

@@ -40,6 +40,14 @@ log = logging.getLogger("bookied.compaction")
 #: a batch of copied records is switched in the index at least every this many bytes
 #: (besides Java's compactionMaxOutstandingRequests entries), bounding the memory held
 BATCH_BYTES_MAX = 16 * 1024 * 1024
+#: ... and at least every this many entries: a switch rewrites (copy-on-write) every index
+#: page holding one of its rows, and LMDB's file, which never shrinks, must hold those copies
+#: beside the pages the last commit still uses. One switch per log (Java's default
+#: compactionMaxOutstandingRequests, 100000, is more than a log holds) touched about every
+#: leaf page under a Pulsar-like churn: the index file grew to twice the index (issue 56);
+#: 1,024 rows are a few dozen pages, at one fdatasync and one commit per second of
+#: compaction at Java's default rate
+BATCH_ROWS_MAX = 1024
 
 
 
@@ -178,7 +186,7 @@ class EntryLogCompactor:
     def __init__(self, store: CompactableStore, throttle: Throttle, max_outstanding: int = 100000):
         self.store = store
         self.throttle = throttle
-        self.max_outstanding = max(1, int(max_outstanding))
+        self.batch_rows = min(max(1, int(max_outstanding)), BATCH_ROWS_MAX)
         self.writer = None
 
     def __enter__(self):
@@ -211,7 +219,7 @@ class EntryLogCompactor:
             self.throttle.acquire(len(rec[2]))
             batch.append(rec)
             batch_bytes += len(rec[2])
-            if len(batch) >= self.max_outstanding or batch_bytes >= BATCH_BYTES_MAX:
+            if len(batch) >= self.batch_rows or batch_bytes >= BATCH_BYTES_MAX:
                 n, deleted = self._switch(log_id, batch)
                 moved += n
                 moved_bytes += batch_bytes

@@ -663,3 +663,31 @@ def test_a_long_compaction_collects_deleted_ledgers_between_logs(tmp_path):
     assert not s.has_ledger(1) and all(s.get_entry(0, e) == data(0, e) for e in range(60))
     assert "not reclaimed" not in str(gc.details()) and not gc.not_reclaimed
     s.close()
+
+
+def test_compaction_switches_at_most_1024_rows_per_index_transaction(tmp_path):
+    """Whatever compactionMaxOutstandingRequests says (Java's default 100,000 is more than a log
+    holds), a switch rewrites at most 1,024 rows: each rewritten index page is copied, and the
+    index file never shrinks (issue 56)."""
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=4 * 1024 ** 2)
+    for e in range(3000):
+        for lid in (1, 2):
+            s.put_entry(lid, e, data(lid, e, 100))
+    s.flush()
+    s.delete_ledgers([2])
+    s.close()
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=4 * 1024 ** 2)  # the log is no longer written
+    [victim] = [lid for lid, _u in s.compaction_candidates(0.8)]
+    switched = []
+    real = s.switch_locations
+
+    def counting(log_id, moves, added, before_unlink=None):
+        switched.append(len(moves))
+        return real(log_id, moves, added, before_unlink)
+
+    s.switch_locations = counting
+    stats = compact_below(s, 0.8)
+    assert stats["moved_entries"] == 3000 and stats["logs"] == 1 and victim not in s.log_ids()
+    assert switched == [1024, 1024, 952]
+    assert all(s.get_entry(1, e) == data(1, e, 100) for e in range(3000))
+    s.close()
