@@ -116,14 +116,14 @@ def test_uninstalling_pypi_bookied_leaves_ours(venv, tmp_path):
     assert "usage" in _run(py, "-m", "bkctl.bookied", "--help", cwd=tmp_path).stdout
 
 
-# ---------------------------------------------------------------- the README's Spark snippet
+# ---------------------------------------------------------------- the docs' Spark snippet
 
 README_URI = "zk+hierarchical://zk1:2181/ledgers"
 
 
 def readme_spark_snippet() -> str:
-    """The Python block of the README's "Reading from Spark directly"."""
-    section = (REPO / "README.md").read_text().split("### Reading from Spark directly", 1)[1]
+    """The Python block of docs/export.md's "Reading from Spark directly"."""
+    section = (REPO / "docs" / "export.md").read_text().split("## Reading from Spark directly", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
