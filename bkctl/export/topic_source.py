@@ -500,12 +500,14 @@ def _typed(batches: Iterator[Any], part: TopicRange, schema, counts: dict[str, A
     for batch in batches:
         failures: dict[int, str] = {}
         values = []
-        if batch.num_rows:
+        n = batch.num_rows
+        if n:
             keys = batch.column("key").to_pylist() if view.separated else None
             b64 = batch.column("key_base64_encoded").to_pylist() if view.separated else None
-            values, failures = view.decode_many(batch.column("schema_version").to_pylist(),
+            errors = batch.column("error")
+            values, failures = view.decode_many(_same_or_list(batch.column("schema_version")),
                                                 batch.column("payload").to_pylist(), keys, b64,
-                                                batch.column("error").to_pylist())
+                                                None if errors.null_count == n else errors.to_pylist())
         column, unfit = _value_array(values, view.arrow_type)
         failures.update(unfit)
         arrays = batch.columns
@@ -519,6 +521,19 @@ def _typed(batches: Iterator[Any], part: TopicRange, schema, counts: dict[str, A
         yield pa.RecordBatch.from_arrays(arrays + [column], schema=typed_schema)
     if counts is not None:
         counts["decode_errors"] = failed
+
+
+def _same_or_list(column) -> list:
+    """A column's values as a list, made cheaply when they are all one (a batch's
+    schema versions mostly are)."""
+    import pyarrow.compute as pc
+
+    n = len(column)
+    if n and column.null_count in (0, n):
+        distinct = pc.unique(column)
+        if len(distinct) == 1:
+            return [distinct[0].as_py()] * n
+    return column.to_pylist()
 
 
 def _value_array(values: list, arrow_type) -> tuple[Any, dict[int, str]]:

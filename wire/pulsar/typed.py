@@ -80,10 +80,6 @@ class _Side(NamedTuple):
     kind: str = ""
 
 
-def _ms_ts(ms: int) -> _dt.datetime:
-    return _EPOCH + _dt.timedelta(milliseconds=ms)
-
-
 def _primitive(kind: str) -> _Side:
     import pyarrow as pa
 
@@ -112,8 +108,8 @@ def _primitive(kind: str) -> _Side:
         "INT64": (pa.int64(), fixed(">q")),
         "FLOAT": (pa.float32(), fixed(">f")),
         "DOUBLE": (pa.float64(), fixed(">d")),
-        "DATE": (pa.timestamp("us", tz="UTC"), fixed(">q", _ms_ts)),
-        "TIMESTAMP": (pa.timestamp("us", tz="UTC"), fixed(">q", _ms_ts)),
+        "DATE": (pa.timestamp("ms", tz="UTC"), fixed(">q")),
+        "TIMESTAMP": (pa.timestamp("ms", tz="UTC"), fixed(">q")),
         "TIME": (pa.int64(), fixed(">q")),
         "INSTANT": (pa.timestamp("us", tz="UTC"),
                     fixed(">qi", lambda s, n: _EPOCH + _dt.timedelta(seconds=s, microseconds=n // 1000))),
@@ -128,7 +124,9 @@ def _primitive(kind: str) -> _Side:
     return _Side(arrow, decode, kind=kind)
 
 
-def _avro_schema(schema: StoredSchema) -> Any:
+def _avro_schema(schema: StoredSchema) -> tuple[Any, Any]:
+    """The version's Avro schema parsed: as defined (for its Arrow type) and as
+    read (the integer-backed logical types as numbers)."""
     import fastavro
 
     try:
@@ -136,7 +134,7 @@ def _avro_schema(schema: StoredSchema) -> Any:
     except ValueError as exc:
         raise Untyped(f"{schema.type} definition is not JSON: {exc}") from None
     try:
-        return fastavro.parse_schema(doc)
+        return fastavro.parse_schema(doc), fastavro.parse_schema(_as_numbers(doc))
     except Exception as exc:  # noqa: BLE001 - fastavro's SchemaParseException and friends
         raise Untyped(f"{schema.type} definition is not an Avro schema: {exc}") from None
 
@@ -144,15 +142,15 @@ def _avro_schema(schema: StoredSchema) -> Any:
 def _avro_side(schema: StoredSchema) -> _Side:
     from fastavro import schemaless_reader
 
-    parsed = _avro_schema(schema)
-    arrow, fix = avro_arrow(parsed)
+    defined, parsed = _avro_schema(schema)
+    arrow, fix = avro_arrow(defined)
 
     if schema.type == "AVRO":
         def decode(data: bytes, _read=schemaless_reader, _fix=fix):
             value = _read(io.BytesIO(data), parsed, None)
             return value if _fix is None else _fix(value)
     else:  # JSON
-        shape = _json_shaper(parsed)
+        shape = _json_shaper(defined)
 
         def decode(data: bytes, _fix=fix):
             try:
@@ -181,6 +179,32 @@ def _side(schema: StoredSchema) -> _Side:
 
 
 # ---------------------------------------------------------------- Avro -> Arrow
+
+
+#: Logical types over int and long whose values are read as those numbers: Arrow
+#: takes them so (days, milliseconds, microseconds), and fastavro's conversion
+#: to datetime objects would cost as much as the rest of the decoding.
+_NUMBER_LOGICAL = frozenset({"date", "time-millis", "time-micros", "timestamp-millis", "timestamp-micros",
+                             "local-timestamp-millis", "local-timestamp-micros"})
+_UNIT = {"timestamp-millis": "ms", "timestamp-micros": "us", "local-timestamp-millis": "ms",
+         "local-timestamp-micros": "us"}
+
+
+def _as_numbers(doc: Any) -> Any:
+    """An Avro schema (JSON) with the :data:`_NUMBER_LOGICAL` types left as their int or long."""
+    if isinstance(doc, list):
+        return [_as_numbers(d) for d in doc]
+    if not isinstance(doc, dict):
+        return doc
+    if doc.get("logicalType") in _NUMBER_LOGICAL and doc.get("type") in ("int", "long"):
+        return doc["type"]
+    out = dict(doc)
+    for key in ("type", "items", "values"):
+        if key in out and not isinstance(out[key], str):
+            out[key] = _as_numbers(out[key])
+    if "fields" in out:
+        out["fields"] = [{**f, "type": _as_numbers(f["type"])} for f in out["fields"]]
+    return out
 
 
 def avro_arrow(schema: Any) -> tuple[Any, Callable[[Any], Any] | None]:
@@ -222,19 +246,15 @@ def _avro_arrow(s: Any, names: dict[str, Any], stack: tuple[str, ...]):
         if kind == "fixed":
             names[s["name"]] = s
         return pa.decimal128(int(s["precision"]), int(s.get("scale", 0))), None
+    # the integer-backed logical types are read as their numbers (:data:`_NUMBER_LOGICAL`), which these take
     if logical == "date" and kind == "int":
         return pa.date32(), None
-    if logical in ("time-millis", "time-micros"):
-        def to_number(v, micros=logical == "time-micros"):
-            if v is None or isinstance(v, int):
-                return v
-            n = ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond
-            return n if micros else n // 1000
-        return pa.int64(), to_number
+    if logical in ("time-millis", "time-micros") and kind in ("int", "long"):
+        return pa.int64(), None
     if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
-        return pa.timestamp("us", tz="UTC"), None
+        return pa.timestamp(_UNIT[logical], tz="UTC"), None
     if logical in ("local-timestamp-millis", "local-timestamp-micros") and kind == "long":
-        return pa.timestamp("us"), None
+        return pa.timestamp(_UNIT[logical]), None
     if logical == "uuid":
         return pa.string(), lambda v: None if v is None else str(v)
     if kind == "record" or kind == "error":
@@ -277,7 +297,7 @@ def _avro_arrow(s: Any, names: dict[str, Any], stack: tuple[str, ...]):
 def _json_shaper(schema: Any) -> Callable[[Any], Any]:
     """A JSON document shaped by an Avro-style definition: a record's fields
     by name (missing ones: their default, else null), numbers as the field's
-    type, bytes from base64 (Jackson writes them so), timestamps from epoch ms."""
+    type, bytes from base64 (Jackson writes them so), timestamps and dates as their numbers."""
     names: dict[str, Any] = {}
 
     def shape(s: Any, v: Any) -> Any:
@@ -299,12 +319,8 @@ def _json_shaper(schema: Any) -> Callable[[Any], Any]:
                 return v if isinstance(v, str) else json.dumps(v)
             return v
         kind = s.get("type")
-        logical = s.get("logicalType")
-        if logical in ("timestamp-millis", "timestamp-micros") and isinstance(v, (int, float)):
-            return _EPOCH + _dt.timedelta(milliseconds=v) if logical == "timestamp-millis" \
-                else _EPOCH + _dt.timedelta(microseconds=v)
-        if logical == "date" and isinstance(v, int):
-            return _DAY0 + _dt.timedelta(days=v)
+        if s.get("logicalType") in _NUMBER_LOGICAL and isinstance(v, (int, float)):
+            return int(v)
         if kind in ("record", "error"):
             names[s.get("name", "")] = s
             if not isinstance(v, dict):
