@@ -28,13 +28,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
-from common import load_note, raw_zookeeper  # noqa: E402
+from common import in_sandbox, load_note, raw_zookeeper  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -82,6 +80,34 @@ def build_entries(messages: int, batch: int) -> list[bytes]:
     return entries
 
 
+def exports_in_turns(uri: str, work: Path, source, kinds, master: str, repeat: int, split_entries: int
+                     ) -> dict[str, list[tuple[float, float, dict]]]:
+    """``run_export`` of ``source(kind)`` for each kind, ``repeat`` times in turns after one
+    turn that warms Spark's workers up: per kind, ``(seconds, CPU seconds of this process
+    tree, summary)`` of each counted run."""
+    from bkctl.export.job import ExportOptions, run_export
+    from bkctl.export.spark_session import spark_session, stop_spark
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    spark, created = spark_session(master, quiet=True)
+    results: dict[str, list[tuple[float, float, dict]]] = {kind: [] for kind in kinds}
+    try:
+        for rep in range(repeat + 1):  # the first turn warms Spark's workers up and is not counted
+            for kind in kinds:
+                opts = ExportOptions(out=str(work / f"out-{kind}"), master=master, mode="overwrite",
+                                     split_entries=split_entries)
+                with ZKMetadataStore(uri) as store:
+                    cpu = tree_cpu()
+                    t = time.monotonic()
+                    summary = run_export(store, uri, source(kind), opts)
+                    if rep:
+                        results[kind].append((time.monotonic() - t, tree_cpu() - cpu, summary))
+    finally:
+        if created:
+            stop_spark(spark)
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=1_000_000, help="messages in all (default 1,000,000)")
@@ -92,30 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", help="work folder (default: a new temporary one, removed at the end)")
     args = ap.parse_args(argv)
 
-    from bkctl.sandbox.cluster import sandbox_down, sandbox_up
-
-    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-pulsar-"))
-    work.mkdir(parents=True, exist_ok=True)
-    try:
-        info = sandbox_up(work / "sandbox", bookies=3)
-        return run(args, info["uri"], work)
-    finally:
-        try:
-            sandbox_down(work / "sandbox")
-        except Exception as exc:  # noqa: BLE001
-            print(f"sandbox down failed: {exc}", file=sys.stderr)
-        if not args.dir:
-            shutil.rmtree(work, ignore_errors=True)
+    return in_sandbox(args.dir, "bench-pulsar-", lambda uri, work: run(args, uri, work))
 
 
 def run(args, uri: str, work: Path) -> int:
-    from bkctl.export.job import ExportOptions, run_export
     from bkctl.export.ledger_source import LedgerSelection, LedgerSource
     from bkctl.export.planning import parse_ledger_spec
-    from bkctl.export.spark_session import spark_session, stop_spark
     from bkctl.export.topic_source import TopicSource, TopicSpec
     from bkctl.wire.client.blocking import BlockingBookKeeper
-    from bkctl.wire.metadata.zk import ZKMetadataStore
     from bkctl.wire.proto import pulsar_ml_pb2 as ml
     from bkctl.wire.pulsar.managed_ledger import TopicName
     from bkctl.wire.pulsar.messages import TopicDecoder
@@ -168,25 +178,13 @@ def run(args, uri: str, work: Path) -> int:
         print(f"{label:36} {args.messages / seconds:>10,.0f} messages/s  {len(entries) / seconds:>9,.0f} entries/s  "
               f"{cpu / args.messages * 1e6:6.2f} us CPU/message")
 
-    spark, created = spark_session(args.master, quiet=True)
-    results: dict[str, list[tuple[float, float, dict]]] = {"raw": [], "topic": []}
-    try:
-        spec = parse_ledger_spec(",".join(map(str, ids)))
-        for rep in range(args.repeat + 1):  # the first turn warms Spark's workers up and is not counted
-            for kind in ("raw", "topic"):
-                source = LedgerSource(LedgerSelection(spec)) if kind == "raw" else \
-                    TopicSource(TopicSpec(TOPIC, scan_first=False))  # as bkctl export does
-                opts = ExportOptions(out=str(work / f"out-{kind}"), master=args.master, mode="overwrite",
-                                     split_entries=max(1, len(entries) // (2 * args.ledgers)))
-                with ZKMetadataStore(uri) as store:
-                    cpu = tree_cpu()
-                    t = time.monotonic()
-                    summary = run_export(store, uri, source, opts)
-                    if rep:
-                        results[kind].append((time.monotonic() - t, tree_cpu() - cpu, summary))
-    finally:
-        if created:
-            stop_spark(spark)
+    def source(kind):
+        return LedgerSource(LedgerSelection(spec)) if kind == "raw" else \
+            TopicSource(TopicSpec(TOPIC, scan_first=False))  # as bkctl export does
+
+    spec = parse_ledger_spec(",".join(map(str, ids)))
+    results = exports_in_turns(uri, work, source, ("raw", "topic"), args.master, args.repeat,
+                               max(1, len(entries) // (2 * args.ledgers)))
 
     medians = {}
     for kind, runs in results.items():

@@ -26,17 +26,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
-from common import load_note, raw_zookeeper  # noqa: E402
+from common import in_sandbox, load_note, raw_zookeeper  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_pulsar_export import tree_cpu  # noqa: E402
+from bench_pulsar_export import exports_in_turns  # noqa: E402
 
 TOPIC = "persistent://public/default/bench-typed"
 SCHEMA = {"type": "record", "name": "Order", "namespace": "bench", "fields": [
@@ -84,20 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", help="work folder (default: a new temporary one, removed at the end)")
     args = ap.parse_args(argv)
 
-    from bkctl.sandbox.cluster import sandbox_down, sandbox_up
-
-    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-typed-"))
-    work.mkdir(parents=True, exist_ok=True)
-    try:
-        info = sandbox_up(work / "sandbox", bookies=3)
-        return run(args, info["uri"], work)
-    finally:
-        try:
-            sandbox_down(work / "sandbox")
-        except Exception as exc:  # noqa: BLE001
-            print(f"sandbox down failed: {exc}", file=sys.stderr)
-        if not args.dir:
-            shutil.rmtree(work, ignore_errors=True)
+    return in_sandbox(args.dir, "bench-typed-", lambda uri, work: run(args, uri, work))
 
 
 def store_topic(uri: str, entries: list[bytes], ledgers: int) -> list[int]:
@@ -146,10 +131,7 @@ def store_topic(uri: str, entries: list[bytes], ledgers: int) -> list[int]:
 
 def run(args, uri: str, work: Path) -> int:
     from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema
-    from bkctl.export.job import ExportOptions, run_export
-    from bkctl.export.spark_session import spark_session, stop_spark
     from bkctl.export.topic_source import TopicRange, TopicSource, TopicSpec, _typed, record_batch
-    from bkctl.wire.metadata.zk import ZKMetadataStore
     from bkctl.wire.pulsar.messages import TopicDecoder
     from bkctl.wire.pulsar.schema import StoredSchema
     from bkctl.wire.pulsar.typed import TypedView
@@ -182,23 +164,8 @@ def run(args, uri: str, work: Path) -> int:
         print(f"{label:36} {args.messages / seconds:>10,.0f} messages/s  {cpu / args.messages * 1e6:6.2f} us "
               "CPU/message")
 
-    spark, created = spark_session(args.master, quiet=True)
-    results: dict[str, list[tuple[float, float, dict]]] = {"raw": [], "typed": []}
-    try:
-        for rep in range(args.repeat + 1):  # the first turn warms Spark's workers up and is not counted
-            for kind in ("raw", "typed"):
-                source = TopicSource(TopicSpec(TOPIC, raw=kind == "raw", scan_first=False))
-                opts = ExportOptions(out=str(work / f"out-{kind}"), master=args.master, mode="overwrite",
-                                     split_entries=max(1, len(entries) // (2 * args.ledgers)))
-                with ZKMetadataStore(uri) as store:
-                    cpu = tree_cpu()
-                    t = time.monotonic()
-                    summary = run_export(store, uri, source, opts)
-                    if rep:
-                        results[kind].append((time.monotonic() - t, tree_cpu() - cpu, summary))
-    finally:
-        if created:
-            stop_spark(spark)
+    results = exports_in_turns(uri, work, lambda kind: TopicSource(TopicSpec(TOPIC, raw=kind == "raw", scan_first=False)),
+                               ("raw", "typed"), args.master, args.repeat, max(1, len(entries) // (2 * args.ledgers)))
 
     medians = {}
     for kind, runs in results.items():

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-__all__ = ["bookie_metrics", "cpu_seconds", "histogram_quantile", "load_note", "pct", "pct_ms", "raw_zookeeper",
-           "section"]
+__all__ = ["bookie_metrics", "cpu_seconds", "histogram_quantile", "in_sandbox", "load_note", "pct", "pct_ms",
+           "raw_zookeeper", "section"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -103,3 +103,27 @@ def raw_zookeeper(uri: str):
     finally:
         client.stop()
         client.close()
+
+
+def in_sandbox(folder: str | None, prefix: str, run) -> int:
+    """``run(uri, work)`` against a sandbox (ZooKeeper + 3 bookieds) in ``folder``
+    (None: a new temporary one, removed afterwards); the sandbox is stopped at the end."""
+    import shutil
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from bkctl.sandbox.cluster import sandbox_down, sandbox_up
+
+    work = Path(folder) if folder else Path(tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        info = sandbox_up(work / "sandbox", bookies=3)
+        return run(info["uri"], work)
+    finally:
+        try:
+            sandbox_down(work / "sandbox")
+        except Exception as exc:  # noqa: BLE001
+            print(f"sandbox down failed: {exc}", file=sys.stderr)
+        if not folder:
+            shutil.rmtree(work, ignore_errors=True)
