@@ -230,6 +230,27 @@ def test_a_version_that_cannot_be_resolved_is_an_error_naming_both_versions():
         view.decode(S.version_bytes(1), b"\x02")  # truncated: the string is missing
 
 
+def test_resolution_promotes_renames_by_alias_and_fills_defaults_in_avro_and_json():
+    import io
+
+    import fastavro
+
+    old = {"type": "record", "name": "R", "fields": [
+        {"name": "n", "type": "int"}, {"name": "amount", "type": "float"},
+        {"name": "s", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}}]}
+    new = {"type": "record", "name": "R", "fields": [
+        {"name": "n", "type": "long"}, {"name": "amount_d", "type": "double", "aliases": ["amount"]},
+        {"name": "s", "type": {"type": "enum", "name": "E", "symbols": ["A", "B", "C"], "default": "A"}},
+        {"name": "extra", "type": {"type": "array", "items": "string"}, "default": []}]}
+    want = {"n": 5, "amount_d": 1.5, "s": "B", "extra": []}
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(old), {"n": 5, "amount": 1.5, "s": "B"})
+    for kind, payload in (("AVRO", buf.getvalue()), ("JSON", b'{"n": 5, "amount": 1.5, "s": "B"}')):
+        view = TypedView({0: S.StoredSchema("t/ns/x", "", kind, json.dumps(old).encode(), 1, False),
+                          1: S.StoredSchema("t/ns/x", "", kind, json.dumps(new).encode(), 2, False)})
+        assert view.decode(S.version_bytes(0), payload) == want, kind
+
+
 def test_primitives_and_their_sizes():
     import pyarrow as pa
 

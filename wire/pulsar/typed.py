@@ -294,6 +294,17 @@ def _avro_arrow(s: Any, names: dict[str, Any], stack: tuple[str, ...]):
     return _avro_arrow(kind, names, stack)
 
 
+def _field_value(doc: dict, field: dict) -> Any:
+    """A record field's value in a JSON object: by its name, else by one of its
+    aliases (a field renamed since), else its default."""
+    if field["name"] in doc:
+        return doc[field["name"]]
+    for alias in field.get("aliases", ()):
+        if alias in doc:
+            return doc[alias]
+    return field.get("default")
+
+
 def _json_shaper(schema: Any) -> Callable[[Any], Any]:
     """A JSON document shaped by an Avro-style definition: a record's fields
     by name (missing ones: their default, else null), numbers as the field's
@@ -325,7 +336,7 @@ def _json_shaper(schema: Any) -> Callable[[Any], Any]:
             names[s.get("name", "")] = s
             if not isinstance(v, dict):
                 raise DecodeError(f"record {s.get('name')}: a JSON {type(v).__name__}, not an object")
-            return {f["name"]: shape(f["type"], v.get(f["name"], f.get("default"))) for f in s["fields"]}
+            return {f["name"]: shape(f["type"], _field_value(v, f)) for f in s["fields"]}
         if kind in ("enum", "fixed"):
             names[s["name"]] = s
             return v
