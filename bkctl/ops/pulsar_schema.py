@@ -39,7 +39,8 @@ FINDINGS = {
     "hash-mismatch": "the version's data does not hash to the locator's SHA-256: the registry finds a stored "
                      "version by that hash, so a producer with this schema may get a new version instead",
     "orphan": "no locator names it: space leaked by a broker that stopped between writing the ledger and the "
-              "locator, or lost the locator race; safe to delete once no broker is writing this schema",
+              "locator, or lost the locator race; once no broker is writing this schema it can go "
+              "(`bkctl ledger delete ID --even-if-owned`)",
     "under-replicated": "fewer live copies than its write quorum: losing another bookie loses the version and "
                         "the topic cannot load",
 }

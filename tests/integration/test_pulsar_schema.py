@@ -153,6 +153,19 @@ def test_schema_list_gives_every_topics_versions_from_their_ledgers(schema_clust
                 assert (got["type"], got["problem"]) == (v["schema_info"]["type"], None), case
 
 
+def test_schema_list_for_people_names_a_version_that_cannot_be_read(schema_cluster, capsys):
+    from bkctl.cli import run
+
+    c = schema_cluster
+    capsys.readouterr()
+    assert run(["-m", c.uri, "pulsar", "schema", "list"]) == 0
+    lines = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+    missing = c.schema_ledgers["s_schema_ledger_missing"][2001]
+    assert any(line.startswith(f"{topic('s_avro_evolved')} 1 AVRO ") for line in lines)
+    assert any(f"{topic('s_schema_ledger_missing')} 1 ? {missing} schema ledger {missing}: gone" in line
+               for line in lines), lines
+
+
 def test_schema_show_gives_a_versions_definition_and_a_partition_its_topics(schema_cluster, capsys):
     from bkctl.cli import run
 
