@@ -10,6 +10,8 @@ the next of the write set, and when none can, that entry is read alone
 """
 from __future__ import annotations
 
+from typing import Any
+
 import itertools
 import logging
 from collections import deque
@@ -43,19 +45,19 @@ class BatchReads:
         self.first = first
         self.last = last
 
-    def start(self) -> defer.Deferred:
+    def start(self) -> defer.Deferred[Any]:
         return defer.ensureDeferred(self._span())
 
-    async def _span(self) -> list:
+    async def _span(self) -> list[tuple[int, bytes]]:
         step = BATCH_READ_ENTRIES
         last = self.last
         chunks = iter(range(self.first, last + 1, step))
 
-        def start(begin: int) -> defer.Deferred:
+        def start(begin: int) -> defer.Deferred[Any]:
             return defer.ensureDeferred(self._chunk(begin, min(last, begin + step - 1)))
 
         pending = deque(start(b) for b in itertools.islice(chunks, BATCH_READS_IN_FLIGHT))
-        out: list = []
+        out: list[tuple[int, bytes]] = []
         try:
             while pending:
                 out.extend(await pending.popleft())
@@ -68,8 +70,8 @@ class BatchReads:
             raise
         return out
 
-    async def _chunk(self, first: int, last: int) -> list:
-        out: list = []
+    async def _chunk(self, first: int, last: int) -> list[tuple[int, bytes]]:
+        out: list[tuple[int, bytes]] = []
         next_id = first
         while next_id <= last:
             got = await self._batch_read(next_id, min(last, self.ledger.segment_last(next_id)))
@@ -80,7 +82,7 @@ class BatchReads:
             next_id += len(got)
         return out
 
-    async def _batch_read(self, first: int, last: int) -> list:
+    async def _batch_read(self, first: int, last: int) -> list[tuple[int, bytes]]:
         """As many verified entries from ``first`` on (at most to ``last``, one
         segment) as the first replica of ``first``'s write set that can gives
         in one BATCH_READ; [] when none can."""

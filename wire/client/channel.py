@@ -46,13 +46,13 @@ class BookieChannel(Protocol):
         """How many of ``count`` encoded adds :meth:`add_run` would send at
         once, none refused (the others: one by one with :meth:`add_encoded`)."""
 
-    def add_run(self, adds: "list[EncodedAdd]", ctxs: list, slots: list[int], on_done: AddDone) -> None:
+    def add_run(self, adds: "list[EncodedAdd]", ctxs: list[Any], slots: list[int], on_done: AddDone) -> None:
         """:meth:`add_encoded` of each of ``adds`` (with the ``ctxs`` and
         ``slots`` beside it), as many as :meth:`room_for_adds` gave room for:
         the writer's hot path, one call per bookie for a burst's copies."""
 
     def read(self, ledger_id: int, entry_id: int, *, fence_master_key: bytes | None = None,
-             high_priority: bool = False) -> defer.Deferred:
+             high_priority: bool = False) -> defer.Deferred[Any]:
         """READ_ENTRY (entry -1: the bookie's last entry; with a master key: fencing)."""
 
     def read_with_callback(self, ledger_id: int, entry_id: int, on_done: ReadDone, ctx: Any, slot: int) -> None:
@@ -64,28 +64,28 @@ class BookieChannel(Protocol):
         """True when :meth:`read_run` would send ``count`` plain reads at once,
         none refused (False: read them one by one)."""
 
-    def read_run(self, ledger_id: int, entry_ids, on_done: ReadDone) -> None:
+    def read_run(self, ledger_id: int, entry_ids: list[int], on_done: ReadDone) -> None:
         """:meth:`read_with_callback` of each of ``entry_ids`` (ctx: the entry
         id, slot 0), after :meth:`takes_reads` said yes for as many: the
         reader's hot path, one call per bookie for a window's reads."""
 
     def batch_read(self, ledger_id: int, start_entry_id: int, max_count: int, max_size: int, *,
-                   fence_master_key: bytes | None = None) -> defer.Deferred:
+                   fence_master_key: bytes | None = None) -> defer.Deferred[Any]:
         """BATCH_READ_ENTRY: consecutive stored entries from ``start_entry_id``."""
 
     def read_long_poll(self, ledger_id: int, previous_lac: int, timeout_ms: int,
-                       piggyback: bool = True) -> defer.Deferred:
+                       piggyback: bool = True) -> defer.Deferred[Any]:
         """Long-poll READ (v3): ``(max_lac, entry_id, body)`` once the bookie's
         LAC passes ``previous_lac`` (with entry previous_lac + 1 when
         ``piggyback`` and it has it) or after ``timeout_ms``."""
 
-    def read_lac(self, ledger_id: int) -> defer.Deferred:
+    def read_lac(self, ledger_id: int) -> defer.Deferred[Any]:
         """READ_LAC: ``(lac_body, last_entry_body)``."""
 
-    def write_lac(self, ledger_id: int, lac: int, master_key: bytes, body: bytes) -> defer.Deferred:
+    def write_lac(self, ledger_id: int, lac: int, master_key: bytes, body: bytes) -> defer.Deferred[Any]:
         """WRITE_LAC of a digest-packaged LAC ``body``."""
 
-    def close(self) -> defer.Deferred:
+    def close(self) -> defer.Deferred[Any]:
         """Fail every pending request with
         :class:`~bkctl.wire.client.errors.BookieUnavailable`, and every later
         one at once; fires (with None) once closed."""

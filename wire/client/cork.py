@@ -41,7 +41,7 @@ class _Cork:
 
     __slots__ = ("holders", "finishers")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.holders: list[HoldsWrites] | None = None
         self.finishers: list[FinishesBursts] = []
 

@@ -38,5 +38,6 @@ def ledger_credentials(ledger_id: int, md: LedgerMetadata, password: bytes | str
     if digest_type is None:
         digest_type = md.digest_type
     elif check and digest_type != md.digest_type:
-        raise DigestError(f"ledger {ledger_id} uses digest type {md.digest_type.name}, not {digest_type.name}")
-    return bytes(password), digest_type
+        stored = md.digest_type.name if md.digest_type is not None else None
+        raise DigestError(f"ledger {ledger_id} uses digest type {stored}, not {digest_type.name}")
+    return bytes(password), digest_type if digest_type is not None else DigestType.CRC32

@@ -42,7 +42,7 @@ class Deadlines:
 
     __slots__ = ("_clock", "_expired", "_kinds")
 
-    def __init__(self, clock, expired: Callable[[Request, float], None]):
+    def __init__(self, clock: Any, expired: Callable[[Request, float], None]):
         self._clock = clock
         self._expired = expired
         self._kinds: dict[Any, _Timeouts] = {}

@@ -10,6 +10,7 @@ write-set order; it fails only when every replica failed, with
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import defer
@@ -54,7 +55,7 @@ class EntryReads:
     subclass gets each outcome through :meth:`_entry_read` (with what
     ``check(body, entry_id)`` made of the bytes) and :meth:`_entry_failed`."""
 
-    def __init__(self, ledger: ReadableLedger, check):
+    def __init__(self, ledger: ReadableLedger, check: Callable[[bytes, int], Any]):
         self.ledger = ledger
         self._ledger_id = ledger.ledger_id
         self._pool = ledger.client.pool
@@ -77,7 +78,7 @@ class EntryReads:
         except Exception as exc:  # noqa: BLE001 - a closed pool and such: that replica failed
             self._answered(entry_id, replica, bookie, exc)
 
-    def _runs(self, first: int, count: int) -> list | None:
+    def _runs(self, first: int, count: int) -> list[Any] | None:
         """The entries ``first..first+count-1`` as runs for the first bookies of
         their write sets, ``[(connection, entry_ids), ...]``, when every one of
         those connections takes its run at once (``takes_reads``); None when
@@ -144,9 +145,9 @@ class EntryRead(EntryReads):
     def __init__(self, ledger: ReadableLedger, entry_id: int):
         super().__init__(ledger, ledger.digest.verify)
         self.entry_id = entry_id
-        self.done: defer.Deferred = defer.Deferred()
+        self.done: defer.Deferred[Any] = defer.Deferred()
 
-    def start(self) -> defer.Deferred:
+    def start(self) -> defer.Deferred[Any]:
         self._read(self.entry_id)
         return self.done
 
@@ -177,7 +178,7 @@ class WindowedReads(EntryReads):
         self.count = last - first + 1
         self.window = window
         self.results: list[Any] = [None] * self.count
-        self.done: defer.Deferred = defer.Deferred()
+        self.done: defer.Deferred[Any] = defer.Deferred()
         self.next = 0
         self.running = 0
         self.finished = 0
@@ -187,7 +188,7 @@ class WindowedReads(EntryReads):
         #: more reads are started once no more than this many are running
         self._low_water = window // 2
 
-    def start(self) -> defer.Deferred:
+    def start(self) -> defer.Deferred[Any]:
         self._start_more()
         return self.done
 

@@ -31,6 +31,8 @@ NotSupported               None                -
 """
 from __future__ import annotations
 
+from typing import Any
+
 from bkctl.wire.errors import BKError, Conflict, NotFound, Unreachable
 from bkctl.wire.codecs.protocol import RC
 
@@ -189,7 +191,7 @@ class MalformedResponse(BookieUnavailable):
     :class:`bkctl.wire.errors.CodecError`). Also used, without closing anything,
     for a well-formed EOK answer that lacks the data the request needs."""
 
-    def __init__(self, message: str, *, cause: BaseException | None = None, **kw):
+    def __init__(self, message: str, *, cause: BaseException | None = None, **kw: Any):
         super().__init__(message, **kw)
         self.cause = cause
 

@@ -1,6 +1,8 @@
 """Small helpers the client's operations share (no state, no imports of them)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from twisted.python.failure import Failure
 
 __all__ = ["describe_errors", "ignore_failure"]
@@ -11,7 +13,7 @@ def ignore_failure(_failure: Failure) -> None:
     return None
 
 
-def describe_errors(errors: list[BaseException], limit: int = 3) -> str:
+def describe_errors(errors: Sequence[BaseException], limit: int = 3) -> str:
     """The first ``limit`` errors, ``; ``-joined, and how many more there were."""
     shown = "; ".join(str(e) for e in errors[:limit])
     if len(errors) > limit:

@@ -27,7 +27,7 @@ __all__ = [
 # ----------------------------------------------------------------- fencing
 
 
-async def fence_ledger(client, ledger_id: int, password: bytes | str | None = None) -> dict:
+async def fence_ledger(client: Any, ledger_id: int, password: bytes | str | None = None) -> dict[str, Any]:
     """Fence a ledger on the bookies of its last ensemble, leaving its metadata as is.
 
     Sends a fencing read to each of them; once fenced, a bookie refuses
@@ -85,7 +85,7 @@ async def fence_ledger(client, ledger_id: int, password: bytes | str | None = No
 # ----------------------------------------------------------------- bookie info
 
 
-async def describe_bookie(client, bookie_id: str) -> dict:
+async def describe_bookie(client: Any, bookie_id: str) -> dict[str, Any]:
     """What ZooKeeper and the bookie itself say about a bookie: registration
     state, cookie, published service info, and GET_BOOKIE_INFO's disk
     figures (v3).  A bookie with neither a registration nor a cookie is
@@ -94,7 +94,7 @@ async def describe_bookie(client, bookie_id: str) -> dict:
     why and no disk figures."""
     store = client.store
 
-    def from_zookeeper():
+    def from_zookeeper() -> Any:
         if bookie_id in store.registration.writable_bookies():
             state = "writable"
         elif bookie_id in store.registration.readonly_bookies():

@@ -10,6 +10,8 @@ every entry found back to its whole write set before going on.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import logging
 from collections import deque
 
@@ -54,13 +56,13 @@ class TailEntryRead:
         self.fence = fence
         self.bookies = md.write_set(entry_id)
         self.need_missing = handle.schedule.answers_to_rule_out
-        self.result: defer.Deferred = defer.Deferred()
+        self.result: defer.Deferred[Any] = defer.Deferred()
         self.pending = len(self.bookies)
         self.missing = 0
         self.done = False
         self.errors: list[BaseException] = []
 
-    def start(self) -> defer.Deferred:
+    def start(self) -> defer.Deferred[Any]:
         h = self.handle
         key = h.master_key if self.fence else None
         for bookie in self.bookies:
@@ -85,7 +87,7 @@ class TailEntryRead:
                 f"and only {self.missing} of {len(self.bookies)} said it is missing (need {self.need_missing}): "
                 f"{describe_errors(self.errors)}"))
 
-    def _answered(self, body, bookie: str) -> None:
+    def _answered(self, body: Any, bookie: str) -> None:
         self.pending -= 1
         if self.done:
             return
@@ -131,7 +133,7 @@ async def replicate_tail(handle: LedgerHandle, fence: bool) -> None:
     length = 0 if lac < 0 else lengths.get(lac)
     handle.resume_at(lac, length)
     window = max(1, int(getattr(handle.client, "recovery_read_window", 16)))
-    reads: deque[tuple[int, defer.Deferred]] = deque()
+    reads: deque[tuple[int, defer.Deferred[Any]]] = deque()
     next_read = lac + 1
     found = 0
     try:

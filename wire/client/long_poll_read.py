@@ -3,6 +3,8 @@
 read with the entry piggybacked (v3)."""
 from __future__ import annotations
 
+from typing import Any
+
 import logging
 
 from twisted.internet import defer
@@ -34,13 +36,13 @@ class LongPollRead:
         self.ledger = ledger
         self.entry_id = entry_id
         self.timeout_ms = max(0, int(timeout_ms))
-        self.result: defer.Deferred = defer.Deferred()
-        self.polls: list[defer.Deferred] = []
+        self.result: defer.Deferred[Any] = defer.Deferred()
+        self.polls: list[defer.Deferred[Any]] = []
         self.pending = self.asked = 0
         self.failed = 0
         self.done = False
 
-    def start(self) -> defer.Deferred:
+    def start(self) -> defer.Deferred[Any]:
         ledger = self.ledger
         previous = self.entry_id - 1
         ensemble = ledger.metadata.last_ensemble
@@ -57,7 +59,7 @@ class LongPollRead:
             d.addCallbacks(self._answered, self._failed, callbackArgs=(bookie,))
         return self.result
 
-    def _finish(self, entry) -> None:
+    def _finish(self, entry: Any) -> None:
         self.done = True
         polls, self.polls = self.polls, []
         self.result.callback((self.ledger.readable_limit(), entry))
@@ -65,7 +67,7 @@ class LongPollRead:
             if not d.called:
                 d.cancel()
 
-    def _answered(self, answer, bookie: str) -> None:
+    def _answered(self, answer: Any, bookie: str) -> None:
         self.pending -= 1
         if self.done:
             return

@@ -41,7 +41,7 @@ class BookiePool:
 
     def __init__(
         self,
-        reactor,
+        reactor: Any,
         resolve: Callable[[str], Any] | None = None,
         *,
         protocol: str = "v3",
@@ -97,13 +97,13 @@ class BookiePool:
     def closed(self) -> bool:
         return self._closed
 
-    def remove(self, bookie_id: str) -> defer.Deferred:
+    def remove(self, bookie_id: str) -> defer.Deferred[Any]:
         """Close and forget one bookie's connection (a later get() makes a
         new one). Fires once it is closed."""
         conn = self._connections.pop(str(bookie_id), None)
         return conn.close() if conn is not None else defer.succeed(None)
 
-    def close(self) -> defer.Deferred:
+    def close(self) -> defer.Deferred[Any]:
         """Close every connection; fires (with None) when all are closed.
         Later get() calls raise RuntimeError."""
         self._closed = True

@@ -12,6 +12,10 @@ writers, recovery and placement all ask this one schedule.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.ledger import LedgerMetadata
 
 __all__ = ["QuorumSchedule", "INT32_MAX"]
 
@@ -32,7 +36,7 @@ class QuorumSchedule:
         self._stripe: tuple[tuple[int, ...], ...] | None = None
 
     @classmethod
-    def of(cls, md) -> "QuorumSchedule":
+    def of(cls, md: LedgerMetadata) -> "QuorumSchedule":
         """The schedule of a ledger's metadata."""
         return cls(md.ensemble_size, md.write_quorum, md.ack_quorum)
 

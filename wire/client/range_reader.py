@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from twisted.internet import defer
 
 from .helpers import ignore_failure
+
+#: a batch of entries read: ``[(entry_id, payload), ...]``
+Entries = list[tuple[int, bytes]]
 
 __all__ = ["RangeReader"]
 
@@ -25,7 +29,7 @@ class RangeReader:
     batches outstanding for the same reason. At most ``ahead + 1`` batches
     are being read or held here; the caller holds the one handed out."""
 
-    def __init__(self, read_span: Callable[[int, int], defer.Deferred], first: int, last: int, batch: int,
+    def __init__(self, read_span: Callable[[int, int], defer.Deferred[Entries]], first: int, last: int, batch: int,
                  ahead: int = 1):
         if ahead < 1:
             raise ValueError("ahead must be >= 1")
@@ -35,7 +39,7 @@ class RangeReader:
         self.batch = batch
         self.ahead = ahead
         self._next_start = first
-        self._reading: deque[defer.Deferred] = deque()
+        self._reading: deque[defer.Deferred[Entries]] = deque()
         self._finished = False
 
     def _fill(self, batches: int) -> None:
@@ -45,7 +49,7 @@ class RangeReader:
             self._next_start = stop + 1
             self._reading.append(self._read_span(start, stop))
 
-    def next_batch(self) -> defer.Deferred:
+    def next_batch(self) -> defer.Deferred[Entries | None]:
         if self._finished:
             return defer.succeed(None)
         self._fill(1)
@@ -54,9 +58,9 @@ class RangeReader:
             return defer.succeed(None)
         current = self._reading.popleft()
         self._fill(self.ahead)  # read while this one is waited for and used
-        result: defer.Deferred = defer.Deferred()
+        result: defer.Deferred[Entries | None] = defer.Deferred()
 
-        def bad(f):
+        def bad(f: Any) -> None:
             self.cancel()
             result.errback(f)
 
@@ -72,7 +76,7 @@ class RangeReader:
     def __aiter__(self) -> "RangeReader":
         return self
 
-    async def __anext__(self):
+    async def __anext__(self) -> Entries:
         entries = await self.next_batch()
         if entries is None:
             raise StopAsyncIteration

@@ -3,6 +3,8 @@
 LAC): the read recovery fences with, and a reader's LAC refresh."""
 from __future__ import annotations
 
+from typing import Any
+
 import logging
 
 from twisted.internet import defer
@@ -33,7 +35,7 @@ class ReadLacQuorum:
         self.fence = fence
         self.ensemble = ledger.metadata.last_ensemble
         self.use_read_lac = not fence and ledger.client.protocol == "v3"
-        self.result: defer.Deferred = defer.Deferred()
+        self.result: defer.Deferred[Any] = defer.Deferred()
         self.pending = len(self.ensemble)
         self.lac = -1
         self.done = False
@@ -41,7 +43,7 @@ class ReadLacQuorum:
         self.lengths: dict[int, int] = {}
         self.errors: list[BaseException] = []
 
-    def start(self) -> defer.Deferred:
+    def start(self) -> defer.Deferred[Any]:
         ledger = self.ledger
         for index, bookie in enumerate(self.ensemble):
             try:
@@ -77,7 +79,7 @@ class ReadLacQuorum:
         self.lac = max(self.lac, entry.lac)
         self.lengths[entry.entry_id] = entry.length
 
-    def _answered(self, value, index: int) -> None:
+    def _answered(self, value: Any, index: int) -> None:
         self.pending -= 1
         try:
             if self.use_read_lac:

@@ -64,10 +64,10 @@ class StripeCursor:
 
     def __init__(self, ledger: ReadableLedger):
         self.ledger = ledger
-        self.md = None  # the metadata lo, hi and sets are of
+        self.md: LedgerMetadata | None = None  # the metadata lo, hi and sets are of
         self.lo = 0
         self.hi = -1
-        self.sets: list = []
+        self.sets: list[tuple[str, ...]] = []
 
     def covers(self, first: int, last: int) -> bool:
         """Whether ``first..last`` lie in the stripe kept, under the ledger's metadata now."""

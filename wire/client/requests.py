@@ -59,8 +59,10 @@ class Request:
         self.decode = decode
         self.op: int | None = None
         self.deferred: defer.Deferred | None = None
-        self.on_done = None
-        self.timeouts = None
+        self.on_done: Any = None
+        #: when it times out (clock seconds), and the deadline queue it is in (:mod:`.deadlines`)
+        self.deadline = 0.0
+        self.timeouts: Any = None
         self.state = QUEUED
         self.is_batch = is_batch
         self.ok: bytes | None = None  # v3 plain ADD: the payload of its EOK answer

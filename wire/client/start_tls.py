@@ -39,7 +39,7 @@ class StartTLS:
     v2 answers once START_TLS is answered.
     """
 
-    def __init__(self, files, bookie_id: str, txn_ids: Iterator[int], *, v2_answers: bool,
+    def __init__(self, files: Any, bookie_id: str, txn_ids: Iterator[int], *, v2_answers: bool,
                  ready: Callable[["BookieClientProtocol"], Any], failed: Callable[[Failure], Any]):
         self.files = files
         self.bookie_id = bookie_id
@@ -62,7 +62,7 @@ class StartTLS:
         self.proto = proto
         proto.send_one(frame(v3.serialize(v3.start_tls_request(next(self._ids)))))
 
-    def answered(self, proto: "BookieClientProtocol", msg) -> None:
+    def answered(self, proto: "BookieClientProtocol", msg: Any) -> None:
         """The bookie's answer to START_TLS: EOK starts the handshake."""
         rc = rc_from_v3(msg.status)
         if msg.header.operation != OperationType.START_TLS or rc != RC.EOK:

@@ -26,10 +26,13 @@ Nothing here writes to a bookie or to the metadata: the writer can go on.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 
 from twisted.internet import defer
 
+from bkctl.wire.codecs.digest import VerifiedEntry
 from bkctl.wire.errors import DigestError
 
 from .errors import MISSING_ON_BOOKIE
@@ -84,11 +87,11 @@ class _Holders:
         self.bookies = ledger.write_set(entry_id)
         self.pending = len(self.bookies)
         self.holders = 0
-        self.entry = None
+        self.entry: VerifiedEntry | None = None
         self.errors: list[BaseException] = []
-        self.result: defer.Deferred = defer.Deferred()
+        self.result: defer.Deferred[Any] = defer.Deferred()
 
-    def start(self) -> defer.Deferred:
+    def start(self) -> defer.Deferred[Any]:
         ledger = self.ledger
         for bookie in self.bookies:
             try:
@@ -108,7 +111,7 @@ class _Holders:
             self.entry = entry
         self._done()
 
-    def _failed(self, failure, bookie: str) -> None:
+    def _failed(self, failure: Any, bookie: str) -> None:
         if not isinstance(failure.value, MISSING_ON_BOOKIE):
             self.errors.append(type(failure.value)(f"bookie {bookie}: {failure.value}"))
         self._done()
@@ -128,7 +131,7 @@ class UnconfirmedTail:
     def __init__(self, ledger: ReadableLedger):
         self.ledger = ledger
 
-    def start(self) -> defer.Deferred:
+    def start(self) -> defer.Deferred[Any]:
         return defer.ensureDeferred(self._find())
 
     async def _find(self) -> Tail:
