@@ -92,6 +92,10 @@ def owner_by_metadata(custom: dict[str, str]) -> Owner | None:
         return None
     named = {COMPONENT_SCHEMA: custom.get(SCHEMA_ID_KEY), COMPONENT_COMPACTED: custom.get(COMPACTED_TOPIC_KEY)}
     text = named.get(component)
+    if text and component == COMPONENT_SCHEMA and text.count("/") == 2:
+        from .pulsar_schema import topic_of_schema_id
+
+        text = topic_of_schema_id(text)  # a schema id's topic part is URL-encoded, as in a managed ledger's name
     if text:
         try:
             topic = TopicName.parse(text)

@@ -44,6 +44,8 @@ def test_owners_by_custom_metadata():
                               "pulsar/managed-ledger": "t/ns/persistent/x"}) is None  # the sweep decides
     schema = owner_by_metadata({"application": "pulsar", "component": "schema", "pulsar/schemaId": "t/ns/x"})
     assert (schema.kind, schema.name, schema.component) == ("topic", "persistent://t/ns/x", "schema")
+    encoded = owner_by_metadata({"application": "pulsar", "component": "schema", "pulsar/schemaId": "t/ns/a+b%3Ac"})
+    assert encoded.name == "persistent://t/ns/a b:c"  # a schema id names its topic URL-encoded
     compacted = owner_by_metadata({"application": "pulsar", "component": "compacted-ledger",
                                    "pulsar/compactedTopic": "persistent://t/ns/x"})
     assert compacted.component == "compacted" and compacted.namespace == "ns"
