@@ -98,7 +98,7 @@ class TLSFiles:
             if key is None or cert is None:
                 raise TLSConfigError(f"{self.pkcs12} holds no private key and certificate")
             chain = [cert] + list(extra or [])
-        elif self.cert:
+        elif self.cert and self.key:  # (both or neither: __post_init__)
             try:
                 key = serialization.load_pem_private_key(_read(self.key, "TLS key"),
                                                          _password(self.key_password_path, "key"))
@@ -174,8 +174,8 @@ class ReloadingServerTLS:
         self._stamp = self._stamps()
         self._checked = clock()
 
-    def _stamps(self) -> tuple:
-        out = []
+    def _stamps(self) -> tuple[tuple[str, int | None, int | None], ...]:
+        out: list[tuple[str, int | None, int | None]] = []
         for p in self.files.files():
             try:
                 st = os.stat(p)

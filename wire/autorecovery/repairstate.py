@@ -182,7 +182,7 @@ def _is_bookie_id(text: str | None) -> bool:
     """Our workers' locks hold their bookie id (host:port); Java's hold a host name."""
     from bkctl.wire.metadata.bookieid import bookie_id_problem
 
-    return bool(text) and ":" in text and bookie_id_problem(text) is None
+    return text is not None and ":" in text and bookie_id_problem(text) is None
 
 
 def _named_lost(snap: Snapshot, bookies) -> list[dict]:
@@ -201,11 +201,12 @@ def ledger_state(snap: Snapshot, ledger_id: int, bookies=()) -> dict:
     ``attempts`` and ``missing_replicas``/``ctime`` of its mark.  ``bookies``
     (those its metadata names) let an unmarked ledger say what it waits for."""
     mark = snap.marks.get(ledger_id)
-    row = {"ledger_id": ledger_id, "state": None, "worker": None, "lock": snap.locks.get(ledger_id),
+    lock = snap.locks.get(ledger_id)
+    row = {"ledger_id": ledger_id, "state": None, "worker": None, "lock": lock,
            "since": None, "until": None, "attempts": _attempts(snap, ledger_id),
            "missing_replicas": list(mark.replicas) if mark else [], "ctime": mark.ctime if mark else None}
     if ledger_id in snap.locks:
-        worker, doc = _holder(snap, ledger_id, row["lock"])
+        worker, doc = _holder(snap, ledger_id, lock)
         row["worker"] = worker
         key = str(ledger_id)
         hold = (doc or {}).get("holds", {}).get(key) if doc else None

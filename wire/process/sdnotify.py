@@ -143,9 +143,10 @@ class Notifier:
     @property
     def watchdog_interval(self) -> float | None:
         """Seconds between pings: half the watchdog timeout, or None when disarmed."""
-        if not self.watchdog_enabled:
+        usec = self.watchdog_usec
+        if not self.enabled or usec is None:
             return None
-        return self.watchdog_usec / 2_000_000
+        return usec / 2_000_000
 
     # -- sending ------------------------------------------------------------
 
@@ -166,6 +167,8 @@ class Notifier:
         return self._send(message.encode("utf-8"))
 
     def _send(self, data: bytes) -> bool:
+        if self._sockaddr is None:  # not enabled: notify() sends nothing then
+            return False
         try:
             if self._sock is None:
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
