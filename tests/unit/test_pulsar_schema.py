@@ -280,6 +280,11 @@ def test_a_separated_key_value_reads_its_key_from_the_partition_key():
     assert view.decode(S.version_bytes(0), b"\0\0\0\7", base64.b64encode(b"k1").decode(), True) == \
         {"key": "k1", "value": 7}
     assert view.decode(S.version_bytes(0), None, None, False) == {"key": None, "value": None}
+    # a batch's columns at once, as the export reads them: keys from the key column, a null value kept
+    values, failures = view.decode_many([S.version_bytes(0)] * 3, [b"\0\0\0\7", None, b"\0"],
+                                        [base64.b64encode(b"k1").decode(), "plain", None], [True, False, False])
+    assert values == [{"key": "k1", "value": 7}, {"key": "plain", "value": None}, None]
+    assert list(failures) == [2] and "INT32 is 4 bytes, not 1" in failures[2]
 
 
 def test_a_view_pickles_as_its_schemas():
