@@ -127,7 +127,10 @@ def _primitive(kind: str) -> _Side:
 def _avro_schema(schema: StoredSchema) -> tuple[Any, Any]:
     """The version's Avro schema parsed: as defined (for its Arrow type) and as
     read (the integer-backed logical types as numbers)."""
-    import fastavro
+    try:
+        import fastavro
+    except ImportError:
+        raise Untyped("fastavro is not installed (pip install 'bkctl[spark]')") from None
 
     try:
         doc = json.loads(schema.data)
@@ -140,9 +143,9 @@ def _avro_schema(schema: StoredSchema) -> tuple[Any, Any]:
 
 
 def _avro_side(schema: StoredSchema) -> _Side:
+    defined, parsed = _avro_schema(schema)  # Untyped without fastavro
     from fastavro import schemaless_reader
 
-    defined, parsed = _avro_schema(schema)
     arrow, fix = avro_arrow(defined)
 
     if schema.type == "AVRO":
