@@ -755,7 +755,9 @@ class TopicSource:
         doc = plan.details.get("pushdown")
         if doc is None:
             return None
-        return {**doc, "entries_read": sum(r["entries"] + r.get("read_ahead", 0) for r in reports if "task" in r)}
+        tasks = [r for r in reports if "task" in r]
+        return {**doc, "ledgers_read": len({r["ledger_id"] for r in tasks}),
+                "entries_read": sum(r["entries"] + r.get("read_ahead", 0) for r in tasks)}
 
     @staticmethod
     def schema_doc(plan: SourcePlan, reports: list[dict[str, Any]]) -> dict[str, Any]:

@@ -393,6 +393,7 @@ def test_a_one_hour_window_reads_the_ledgers_of_that_hour_and_a_bisection_per_ed
     assert [r["payload"] for r in rows] == [f"m{n}".encode() for n in range(90, 150)]
     # the slack (a minute) either side: entries 29..59 of the second ledger, 0..30 of the third
     push = manifest(tmp_path / "hour")["pushdown"]
-    assert (push["ledgers_skipped"], push["entries_read"], push["entries_skipped"]) == (4, 62, 360 - 62)
+    assert (push["ledgers_read"], push["ledgers_skipped"], push["entries_read"], push["entries_skipped"]) == \
+        (2, 4, 62, 360 - 62)
     assert push["bisection_reads"] <= 2 * 6  # log2(60) entries read per edge
     assert doc["pushdown"] == push and doc["entries"] == 62
