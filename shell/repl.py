@@ -185,10 +185,10 @@ class Shell:
                 raise
             code = exitcodes.OK  # the pager was quit: the reader has seen enough
         finally:
-            _restore_terminal_modes(self.stdin, modes)  # a command stopped half way must not leave it raw
-            if out is not None:
+            if out is not None:  # first: the pager owns the terminal's modes until it is quit
                 sys.stdout = real_stdout
                 out.finish()
+            _restore_terminal_modes(self.stdin, modes)  # a command stopped half way must not leave it raw
             for name, value in saved.items():
                 setattr(self.app, name, value)
             _fresh_consoles(target)

@@ -50,12 +50,15 @@ def start_shell(tmp_path):
         term.close()
 
 
-def make_many_ledgers(zkstore, count: int) -> None:
-    """``count`` ledgers with ids 0..count-1 (one znode each, written in parallel)."""
+def make_many_ledgers(zkstore, count: int, closed: bool = False) -> None:
+    """``count`` ledgers with ids 0..count-1 (one znode each, written in parallel); ``closed``:
+    empty and closed (nothing to ask the bookies)."""
     from bkctl.wire.metadata.ledger import serialize_ledger_metadata
 
-    data = serialize_ledger_metadata(LedgerMetadata.new(ENSEMBLE))
-    zkstore.ledgers.create(LedgerMetadata.new(ENSEMBLE), ledger_id=0)  # creates the parent znodes
+    md = LedgerMetadata.new(ENSEMBLE)
+    md = md.closed(-1, 0) if closed else md
+    data = serialize_ledger_metadata(md)
+    zkstore.ledgers.create(md, ledger_id=0)  # creates the parent znodes
     pending = [zkstore.client.create_async(zkstore.ledgers.path(i), data) for i in range(1, count)]
     for result in pending:
         result.get(timeout=30)
@@ -323,3 +326,28 @@ def test_importing_the_shell_loads_neither_kazoo_nor_twisted():
             "assert not heavy, heavy\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
                    env=dict(os.environ, PYTHONPATH=str(REPO)))
+
+
+def test_less_answers_every_key_after_g_and_a_search(start_shell, metadata_uri, zkstore, tmp_path):
+    """Issue 54, item 6: after `G` or a search the shell's pager stopped answering (keys echoed
+    as `(END)q` and leaked into the shell as "No such command 'q'").  Output larger than a pipe
+    holds keeps the command writing until less reads it all -- at `G` -- and the shell then put
+    its own terminal modes back while less was still on the screen.  The real less, as $PAGER is
+    by default."""
+    make_many_ledgers(zkstore, 1000, closed=True)
+    term = start_shell(metadata_uri, env=bkctl_env(tmp_path, PAGER="less -FRX"), rows=20)
+    term.line("ledger list --json")  # some 200 KiB: more than the pipe to less holds
+    term.expect(r'"ledger_id": 3\b')  # less shows the first screen
+    term.send("G")  # less reads everything: the command ends
+    term.expect(r'"ledger_id": 999\b')
+    term.expect(r"\(END\)")
+    term.settle(1.0)
+    term.send("g")  # keys still reach less: back to the top
+    term.expect(r'"ledger_id": 3\b')
+    term.send("/ledger_id.: 420\r")
+    term.expect(r'"ledger_id": 420\b')
+    term.send("q")
+    term.expect(r"bkctl>")
+    term.line("ledger show 5")
+    term.expect(r"ledger\s+5\b")
+    assert "No such command" not in term.text and "(END)g" not in term.text, term.text[-2000:]
