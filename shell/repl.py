@@ -162,7 +162,9 @@ class Shell:
         saved = {name: getattr(self.app, name) for name in SESSION_FIELDS}
         out = None
         real_stdout = sys.stdout
-        if self.paging_active and self.pager and real_stdout.isatty():
+        # `top` draws on the whole screen and reads its own keys: never through the pager
+        full_screen = self._command_word(args) == "top"
+        if self.paging_active and self.pager and real_stdout.isatty() and not full_screen:
             from .pager import PagedOutput
 
             out = PagedOutput(real_stdout)

@@ -351,3 +351,25 @@ def test_less_answers_every_key_after_g_and_a_search(start_shell, metadata_uri, 
     term.line("ledger show 5")
     term.expect(r"ledger\s+5\b")
     assert "No such command" not in term.text and "(END)g" not in term.text, term.text[-2000:]
+
+
+def test_top_runs_full_screen_from_the_shell_and_q_or_ctrl_c_comes_back(start_shell, metadata_uri, tmp_path):
+    """Issue 54, item 7: `top` in the shell went into the pager (one frozen frame, Ctrl-C ignored,
+    two q's).  It draws on the whole screen, and one q (or Ctrl-C) brings the prompt back."""
+    term = start_shell(metadata_uri, env=bkctl_env(tmp_path, PAGER="less -FRX"), rows=30)
+    for leave in ("q", "\x03"):
+        term.line("top --interval 0.3")
+        term.expect_screen(r"bkctl top ")
+        term.expect_screen(r"sort bookie \(ascending\).*q quit")  # the live view's footer: not a pager
+        term.expect_screen(r"zookeeper ok")
+        clock = re.compile(r"bkctl top .*?(\d\d:\d\d:\d\d)")
+        first = clock.search(term.screen.display())
+        assert first, term.screen.display()
+        first = first.group(1)
+        term.settle(1.5)  # redrawn: its clock moves (a frozen frame in a pager would not)
+        assert clock.search(term.screen.display()).group(1) != first, term.screen.display()
+        term.send(leave)
+        term.expect(r"bkctl>")
+    term.line("ledger list")
+    term.expect(r"bkctl>")
+    assert "No such command" not in term.text and "(END)" not in term.text, term.text[-2000:]
