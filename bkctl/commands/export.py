@@ -92,6 +92,11 @@ Clusters: --master spark://host:7077 (or yarn, k8s://...) runs the reads on
 the executors, which need `pip install 'bkctl[spark]'`, must reach ZooKeeper
 and the bookies, and must see DIR at the same path (a shared mount); set
 PYSPARK_PYTHON to that Python if it is not the executors' python3.
+
+\b
+A failed export is one line on stderr (-v: the traceback and Spark's logs of
+the failed tasks); with --json stdout gets a document then too: out, error
+(that line), exported (false).
 """
 
 
@@ -212,7 +217,7 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, strict,
             out=out, compression=compression, master=master, rows_per_file=rows_per_file,
             mode="overwrite" if overwrite else "append" if append else "replace", decode=decode,
             split_entries=split_entries, batch_size=batch_size, protocol=protocol or app.protocol, password=password,
-            spark_conf=conf, quiet=app.quiet, bookie_tls=app.bookie_tls or None)
+            spark_conf=conf, quiet=app.quiet, verbose=app.verbose > 0, bookie_tls=app.bookie_tls or None)
     except (SpecError, ValueError) as exc:
         raise CommandError(str(exc), USAGE) from None
     uri = app.require_uri()
@@ -223,7 +228,13 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, strict,
         try:
             summary = run_export(store, uri, source, options, progress=progress, info=app.info)
         except CursorFallback as exc:
+            _failed_json(app, out, str(exc))
             raise CommandError(str(exc), FAILED) from None
+        except Exception as exc:
+            from ..exitcodes import describe
+
+            _failed_json(app, out, describe(exc))
+            raise
     for warning in summary.get("warnings") or []:  # a subscription's position older than its broker's
         app.err_console.print(f"bkctl: warning: {warning}", highlight=False, soft_wrap=True)
     if not app.quiet:  # corrupt entries and incomplete chunked messages: never silent
@@ -282,6 +293,13 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, strict,
             app.console.print(f"  skipped ledger {s['ledger_id']}: {s['reason']}")
         if len(skipped) > 20:
             app.console.print(f"  ... and {len(skipped) - 20} more skipped (see {summary['manifest']})")
+
+
+def _failed_json(app: App, out: str, error: str) -> None:
+    """With --json, a document on failure too (as decommission prints its own): where the export
+    was going and the one line stderr gets."""
+    if app.json:
+        app.emit_json({"out": str(out), "error": error, "exported": False})
 
 
 class _progress_display:

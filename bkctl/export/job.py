@@ -65,6 +65,7 @@ class ExportOptions:
     spark_conf: dict[str, str] = field(default_factory=dict)
     #: the JVM (and its Python workers) write nothing at all (``bkctl -q export``)
     quiet: bool = False
+    verbose: bool = False  # -v: Spark's logs of failed tasks too
     #: TLS to the bookies (:class:`bkctl.wire.tls.TLSFiles`), None for plain text
     bookie_tls: Any = None
 
@@ -325,7 +326,7 @@ def run_export(store, uri: str, source: ExportSource, options: ExportOptions, *,
         if to_read:
             t = time.monotonic()
             say(f"starting Spark ({master})...")
-            spark, created = spark_session(master, options.spark_conf, quiet=options.quiet)
+            spark, created = spark_session(master, options.spark_conf, quiet=options.quiet, verbose=options.verbose)
             master = spark.sparkContext.master
             timings["spark_start"] = time.monotonic() - t
             try:

@@ -179,8 +179,14 @@ class OutputDir:
         removed on the way out unless it was committed."""
         import fcntl
 
-        self.parent.mkdir(parents=True, exist_ok=True)
-        fd = self._take_lock()
+        try:
+            self.parent.mkdir(parents=True, exist_ok=True)
+            fd = self._take_lock()
+        except OSError as e:  # the user's --out, not the lock file beside it they never asked for
+            from .source import ExportError
+
+            raise ExportError(f"--out {self.path}: cannot write in {self.parent}: "
+                              f"{e.strerror or e}") from None
         self._lock_fd = fd
         try:
             self.recover_interrupted()

@@ -35,18 +35,29 @@ logger.parquet.name = org.apache.parquet
 logger.parquet.level = error
 """
 
+#: A failed task is logged by the executor and the task set manager with its whole Python
+#: traceback and JVM stack (a full disk: some 200 lines), before the job's failure reaches bkctl,
+#: which says it in one line -- and with -v prints the traceback, Spark's logs included.
+_QUIET_TASK_FAILURES = """logger.executor.name = org.apache.spark.executor.Executor
+logger.executor.level = off
+logger.tasks.name = org.apache.spark.scheduler.TaskSetManager
+logger.tasks.level = off
+"""
 
-def _log4j2_file() -> str:
-    path = os.path.join(tempfile.gettempdir(), f"bkctl-export-log4j2-{os.getuid()}.properties")
+
+def _log4j2_file(verbose: bool = False) -> str:
+    text = _LOG4J2 if verbose else _LOG4J2 + _QUIET_TASK_FAILURES
+    path = os.path.join(tempfile.gettempdir(),
+                        f"bkctl-export-log4j2{'-verbose' if verbose else ''}-{os.getuid()}.properties")
     try:
         with open(path) as f:
-            if f.read() == _LOG4J2:
+            if f.read() == text:
                 return path
     except OSError:
         pass
     fd, tmp = tempfile.mkstemp(prefix="bkctl-log4j2-", suffix=".properties")
     with os.fdopen(fd, "w") as f:
-        f.write(_LOG4J2)
+        f.write(text)
     os.replace(tmp, path)
     return path
 
@@ -83,10 +94,11 @@ def _is_local(master: str) -> bool:
 _DRIVER_JIT_AND_GC = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, quiet: bool = False):
+def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, quiet: bool = False,
+                  verbose: bool = False):
     """``(spark, created)``: the SparkSession running in this process, else a
-    new one for ``master`` (WARN logs on stderr, none at all with ``quiet``;
-    no console progress, no UI)."""
+    new one for ``master`` (WARN logs on stderr -- a failed task's only with
+    ``verbose`` --, none at all with ``quiet``; no console progress, no UI)."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -97,7 +109,7 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.extraJavaOptions",
-                       f"-Dlog4j2.configurationFile=file:{_log4j2_file()} {_DRIVER_JIT_AND_GC}"))
+                       f"-Dlog4j2.configurationFile=file:{_log4j2_file(verbose)} {_DRIVER_JIT_AND_GC}"))
     if _is_local(master):
         # the workers must be this interpreter (where bkctl is installed), and
         # a single machine has no business listening on other interfaces

@@ -284,7 +284,7 @@ def test_people_get_a_summary_counted_in_words(cluster, spark, capsys, tmp_path)
 def test_unknown_ledger_is_exit_3_and_touches_nothing(cluster, capsys, tmp_path):
     out = tmp_path / "exp"
     code, doc, err = bkctl(capsys, cluster.uri, "export", "-o", str(out), "-l", f"{cluster.ledgers['one']},987654")
-    assert code == 3 and doc is None
+    assert code == 3 and doc == {"out": str(out), "error": "no such ledger: 987654", "exported": False}  # --json
     assert "no such ledger: 987654" in err
     assert not out.exists() and list(tmp_path.iterdir()) == []
     code, _doc, err = bkctl(capsys, cluster.uri, "export", "-o", str(out), "-l", "900000-900010")
@@ -302,7 +302,7 @@ def test_failed_export_leaves_previous_export_untouched(cluster, spark, capsys, 
     # a wrong password fails the reads inside the Spark tasks
     code, doc, err = bkctl(capsys, cluster.uri, "export", "-o", str(out), "-l", f"{ids['one']},{ids['big']}",
                            "--password", "wrong")
-    assert code == 1 and doc is None
+    assert code == 1 and doc["exported"] is False and "wrong password" in doc["error"]
     # one line naming the cause, not pages of JVM stack
     assert err.strip().splitlines() == [err.strip()], err
     assert "Unauthorized: wrong password for ledger" in err, err
@@ -433,3 +433,37 @@ def test_payload_text_is_sparks_make_valid_utf8(spark):
     ours = payload_text(pa.array(cases, pa.binary())).to_pylist()
     assert [sparks[i] for i in range(len(cases))] == ours
     assert ours[2] == "h\u00e9llo \u20ac \U0001f600" and ours[3] == "\ufffd" * 3
+
+
+def test_a_failed_export_is_one_line_on_the_users_path_and_a_json_document(cluster, capsys, tmp_path):
+    """Issue 54, item 9: a full disk during an export printed some 226 lines of Spark and Python
+    tracebacks before the one line that says it; --out /proc/x named a lock file the user never
+    asked for; --json printed nothing on stdout.  A real bkctl process with its own Spark, the
+    output on a 1 MiB filesystem."""
+    from tests.support.smallfs import small_filesystem
+
+    ids = cluster.ledgers
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+
+    def export(out, *extra):
+        args = ["-m", cluster.uri, "--json", "export", "-o", str(out), "-l", str(ids["big"]), "--master", "local[1]",
+                *extra]
+        return subprocess.run([sys.executable, "-m", "bkctl", *args], capture_output=True, text=True, timeout=240,
+                              env=env, stdin=subprocess.DEVNULL)
+
+    with small_filesystem(tmp_path / "small", 1) as small:
+        st = os.statvfs(small)
+        (small / "filler").write_bytes(b"x" * (st.f_bavail * st.f_frsize))  # full
+        done = export(small / "exp")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    # (the JVM's own banner about its incubator modules aside)
+    lines = [line for line in done.stderr.strip().splitlines() if "Using incubator modules" not in line]
+    assert len(lines) == 1 and lines[0].startswith("bkctl: error: ") and "No space left on device" in lines[0], \
+        done.stderr[-3000:]
+    doc = json.loads(done.stdout)  # a document on failure too
+    assert doc["error"] == lines[0][len("bkctl: error: "):] and doc["out"] == str(small / "exp")
+
+    proc = export("/proc/bkctl-export-here")
+    assert proc.returncode != 0
+    assert "/proc/bkctl-export-here" in proc.stderr and "bkctl-lock" not in proc.stderr, proc.stderr
+    assert json.loads(proc.stdout)["error"] and len(proc.stderr.strip().splitlines()) == 1, proc.stderr

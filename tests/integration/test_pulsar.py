@@ -693,7 +693,8 @@ def test_a_partitioned_topic_exports_every_partition(pulsar_cluster, spark, caps
 def test_a_deleted_ledger_stops_the_export_unless_skip_missing(pulsar_cluster, spark, capsys, tmp_path):
     c = pulsar_cluster
     code, doc, err = export(capsys, c, tmp_path / "gone", "--topic", f"persistent://{NS}/gone")
-    assert code == 3 and doc is None
+    assert code == 3 and doc["exported"] is False  # --json: a document on failure too, with the one line
+    assert f"bkctl: error: {doc['error']}" == err.strip()
     assert err.strip() == (f"bkctl: error: ledgers listed by persistent://{NS}/gone but deleted: "
                            f"{c.gone['deleted']} (of persistent://{NS}/gone) (--skip-missing exports the rest)")
     assert not (tmp_path / "gone").exists()
@@ -964,7 +965,8 @@ def test_a_live_subscriptions_position_is_its_open_cursor_ledgers_newest_entry_a
     assert [r["entry_id"] for r in export_rows(tmp_path / "stale")] == list(range(3, 10))
     code, summary, err = export(capsys, c, tmp_path / "strict", "--topic", live["short"], "--subscription",
                                 "sub-gone", "--strict")
-    assert code == 1 and summary is None and "(--strict)" in err and not (tmp_path / "strict").exists()
+    assert code == 1 and summary["exported"] is False and "(--strict)" in err and not (tmp_path / "strict").exists()
+    assert f"bkctl: error: {summary['error']}" == err.strip().splitlines()[-1]
 
     # nothing was fenced or closed: the broker's cursor ledger takes its next mark-delete
     with ZKMetadataStore(c.uri) as store:
