@@ -13,8 +13,10 @@ rolled: Java's doGcEntryLogs), then, as Java:
 
 While a compaction runs longer than ``gcWaitTime`` (its rate limit makes a
 mostly-live log take seconds), the deleted ledgers are collected again between
-two logs, so that logs their deletion empties go then rather than after the
-whole compaction (Java's single GC thread leaves them until its next pass).
+two logs or two batches of one log, so that logs their deletion empties go
+then rather than after the whole compaction, and the entries of ledgers
+deleted meanwhile are not copied (Java's single GC thread leaves them until
+its next pass).
 Logs deleted whole are counted apart from logs compacted (``logsDeleted`` and
 ``reclaimedSpaceViaDeletes`` against ``logsCompacted`` and
 ``reclaimedSpaceViaCompaction``).
@@ -404,6 +406,12 @@ class GarbageCollector:
         for store in self.stores:
             store.delete_empty_logs()
 
+    def _collect_if_due(self, result: PassResult) -> None:
+        """In a compaction running longer than gcWaitTime (between two logs, or two batches
+        of one): collect the deleted ledgers again."""
+        if (time.monotonic() - self._collected_at) * 1000 >= self.policy.gc_wait_ms:
+            self._collect_deleted(result)
+
     def _compact(self, kind: str, lifted: bool, result: PassResult) -> PassResult:
         policy = self.policy
         threshold, max_ms = ((policy.major_threshold, policy.major_max_ms) if kind == MAJOR
@@ -415,7 +423,8 @@ class GarbageCollector:
         log.info("%s compaction of entry logs below %g live", kind, threshold)
         try:
             for store in self.stores:
-                with EntryLogCompactor(store, self.throttle, policy.max_outstanding) as compactor:
+                with EntryLogCompactor(store, self.throttle, policy.max_outstanding,
+                                       between=lambda: self._collect_if_due(result)) as compactor:
                     candidates = store.compaction_candidates(threshold)
                     result.candidates += len(candidates)
                     for log_id, _usage in candidates:
@@ -424,8 +433,7 @@ class GarbageCollector:
                                      kind, max_ms, kind)
                             result.stopped_by = f"{kind}CompactionMaxTimeMillis ({max_ms} ms) ran out"
                             return result
-                        if (time.monotonic() - self._collected_at) * 1000 >= policy.gc_wait_ms:
-                            self._collect_deleted(result)  # a long compaction: deleted ledgers go meanwhile
+                        self._collect_if_due(result)
                         if not store.log_size(log_id):
                             continue  # deleted whole meanwhile: its ledgers are gone
                         try:
@@ -435,14 +443,12 @@ class GarbageCollector:
                             log.error("%s: entry log %d not reclaimed: %s", store.directory, log_id, why)
                             result.not_reclaimed[(store.directory, log_id)] = why
                             continue
-                        if moved.dead:
-                            continue  # nothing live was left in it: deleted whole, not compacted
                         result.logs_compacted += moved.deleted
                         result.entries_moved += moved.moved_entries
                         result.bytes_moved += moved.moved_bytes
                         result.reclaimed_by_compaction += moved.reclaimed_bytes
                         result.damaged.extend((store.directory, found) for found in moved.damaged)
-                        if not moved.deleted:
+                        if not moved.deleted and not moved.dead:  # dead: deleted whole, not compacted
                             left = store.log_usage().get(log_id, (0, 0, 0, 0.0))[2]
                             result.not_reclaimed[(store.directory, log_id)] = (
                                 f"{left} live entries still in it after compaction (written again meanwhile?)")

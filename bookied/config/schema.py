@@ -514,7 +514,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("gcWaitTime", "int", 600000,
            "Interval between garbage collection runs that reclaim the space of deleted ledgers "
            "(and compact entry logs when a compaction is due); a compaction running longer collects "
-           "the deleted ledgers again between two entry logs every gcWaitTime.",
+           "the deleted ledgers again every gcWaitTime, between two entry logs or two batches of one.",
            "gc", unit="ms", min=1, max=_JAVA_LONG_MAX),
     Option("minorCompactionThreshold", "float", 0.2,
            "Minor compaction rewrites the entry logs whose live fraction is below this (0: no minor "

@@ -175,18 +175,25 @@ class CompactionResult(NamedTuple):
     reclaimed_bytes: int  # the old log's size less what was moved out of it, if compaction deleted it
     deleted: bool  # compaction moved what was live and deleted the log
     damaged: tuple[DamagedFound, ...] = ()
-    #: the log had no live entry left when compaction came to it (its ledgers deleted
-    #: meanwhile): deleted whole, counted by the store (``deleted_whole``), not as compacted
+    #: no live entry was left in the log when compaction came to it, or after a collection
+    #: between two batches (its ledgers deleted meanwhile): deleted whole, counted by the store
+    #: (``deleted_whole``), not as compacted
     dead: bool = False
 
 
 class EntryLogCompactor:
-    """Compacts logs of one entry store through a compaction writer it opens and closes."""
+    """Compacts logs of one entry store through a compaction writer it opens and closes.
 
-    def __init__(self, store: CompactableStore, throttle: Throttle, max_outstanding: int = 100000):
+    ``between()`` is called after each batch switched but the last of a log (the garbage
+    collector collects deleted ledgers there when gcWaitTime has passed: the records of a
+    ledger deleted then are not copied, and a log its deletion empties goes at once)."""
+
+    def __init__(self, store: CompactableStore, throttle: Throttle, max_outstanding: int = 100000,
+                 between: Callable[[], None] | None = None):
         self.store = store
         self.throttle = throttle
         self.batch_rows = min(max(1, int(max_outstanding)), BATCH_ROWS_MAX)
+        self.between = between
         self.writer = None
 
     def __enter__(self):
@@ -224,23 +231,29 @@ class EntryLogCompactor:
                 moved += n
                 moved_bytes += batch_bytes
                 batch, batch_bytes = [], 0
+                if self.between is not None and not deleted:
+                    self.between()
         if batch:
             n, deleted = self._switch(log_id, batch)
             moved += n
             moved_bytes += batch_bytes
+        # its last live ledgers deleted by a collection ``between`` two batches: deleted whole
+        gone = not deleted and not store.log_size(log_id)
         found: list[DamagedFound] = []
-        if damaged and not deleted:
+        if damaged and not deleted and not gone:
             n, nbytes, deleted, found = self._rescue(log_id, damaged)
             moved += n
             moved_bytes += nbytes
         else:
             found = [DamagedFound(log_id, d, ()) for d in damaged]
-        dead = False
-        if not deleted:
+        dead = gone
+        if not deleted and not gone:
             whole = moved == 0 and not damaged  # nothing was live: not compaction's doing
             if store.drop_log_if_empty(log_id, whole):
                 deleted, dead = not whole, whole
-        if deleted or dead:
+                if whole:
+                    _reached(CompactionPhase.UNLINKED, log_id)
+        if deleted:
             _reached(CompactionPhase.UNLINKED, log_id)
         return CompactionResult(moved, moved_bytes, max(0, size - moved_bytes) if deleted else 0, deleted,
                                 tuple(found), dead)

@@ -637,24 +637,31 @@ def test_deletions_are_counted_exactly_while_a_flush_grows_the_logs(tmp_path):
     s.close()
 
 
+def forced_pass_deleting_at_the_second_collection(s, ledgers) -> tuple[GarbageCollector, list]:
+    """A forced major pass over ``s`` with gcWaitTime 1 ms (every chance to collect is taken) whose
+    second collection deletes ``ledgers``: (the collector, one item per collection)."""
+    calls: list[int] = []
+
+    def collect(stores):
+        calls.append(len(calls))
+        if len(calls) == 2:
+            s.delete_ledgers(ledgers)
+            return len(ledgers)
+        return 0
+
+    gc, _clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1, force_allow=True), [s], collect)
+    gc.trigger(force_major=True)
+    passes[-1].callback(None)
+    return gc, calls
+
+
 def test_a_long_compaction_collects_deleted_ledgers_between_logs(tmp_path):
     """Compaction at its rate limit can take longer than gcWaitTime: the ledgers deleted meanwhile
     are collected between two logs, and a candidate they empty is deleted whole, not compacted."""
     s = sparse_store(str(tmp_path / "l"), keep=(0, 1))
     candidates = [lid for lid, _u in s.compaction_candidates(0.8)]
     assert len(candidates) >= 3
-    calls = []
-
-    def collect(stores):
-        calls.append(len(calls))
-        if len(calls) == 2:  # the second collection, between the first and the second log
-            s.delete_ledgers([1])
-            return 1
-        return 0
-
-    gc, _clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1, force_allow=True), [s], collect)
-    gc.trigger(force_major=True)
-    passes[-1].callback(None)
+    gc, calls = forced_pass_deleting_at_the_second_collection(s, [1])  # between the first and the second log
     status = gc.status()
     assert len(calls) >= 3 and status["ledgersRemoved"] == 1  # once at the start, then between logs
     assert status["logsCompacted"] >= 1
@@ -665,19 +672,26 @@ def test_a_long_compaction_collects_deleted_ledgers_between_logs(tmp_path):
     s.close()
 
 
+def one_closed_log(tmp_path, ledgers, entries, deleted) -> tuple[EntryStore, int]:
+    """A store with one log no longer written (reopened) holding ``entries`` records of 100 bytes
+    of each of ``ledgers``, ``deleted`` gone: (the store, the log, a compaction candidate)."""
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=4 * 1024 ** 2)
+    for lid in ledgers:
+        for e in range(entries):
+            s.put_entry(lid, e, data(lid, e, 100))
+    s.flush()
+    s.delete_ledgers(deleted)
+    s.close()
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=4 * 1024 ** 2)
+    [victim] = [lid for lid, _u in s.compaction_candidates(0.8)]
+    return s, victim
+
+
 def test_compaction_switches_at_most_1024_rows_per_index_transaction(tmp_path):
     """Whatever compactionMaxOutstandingRequests says (Java's default 100,000 is more than a log
     holds), a switch rewrites at most 1,024 rows: each rewritten index page is copied, and the
     index file never shrinks (issue 56)."""
-    s = EntryStore(str(tmp_path / "l"), log_size_limit=4 * 1024 ** 2)
-    for e in range(3000):
-        for lid in (1, 2):
-            s.put_entry(lid, e, data(lid, e, 100))
-    s.flush()
-    s.delete_ledgers([2])
-    s.close()
-    s = EntryStore(str(tmp_path / "l"), log_size_limit=4 * 1024 ** 2)  # the log is no longer written
-    [victim] = [lid for lid, _u in s.compaction_candidates(0.8)]
+    s, victim = one_closed_log(tmp_path, ledgers=(1, 2), entries=3000, deleted=[2])
     switched = []
     real = s.switch_locations
 
@@ -690,4 +704,22 @@ def test_compaction_switches_at_most_1024_rows_per_index_transaction(tmp_path):
     assert stats["moved_entries"] == 3000 and stats["logs"] == 1 and victim not in s.log_ids()
     assert switched == [1024, 1024, 952]
     assert all(s.get_entry(1, e) == data(1, e, 100) for e in range(3000))
+    s.close()
+
+
+def test_a_collection_between_two_batches_spares_the_copies_of_ledgers_deleted_meanwhile(tmp_path):
+    """At the rate limit one log can take longer than gcWaitTime: deleted ledgers are collected
+    between two of its batches, their records are no longer copied, and a log left without a
+    live entry by that is deleted whole -- counted so, not as compacted, and not 'not reclaimed'."""
+    s, victim = one_closed_log(tmp_path, ledgers=(1, 2, 3, 4), entries=1000, deleted=[4])
+    # the second collection comes after the first batch of 1,024 records was switched to the copies
+    gc, calls = forced_pass_deleting_at_the_second_collection(s, [2, 3])
+    status = gc.status()
+    assert len(calls) >= 2 and status["ledgersRemoved"] == 2
+    assert status["entriesMoved"] == 1024  # ledger 1's 1,000 and 24 of ledger 2's; ledger 3's none
+    assert victim not in s.log_ids() and not os.path.exists(s.entry_log.path(victim))
+    assert (status["logsDeleted"], status["logsCompacted"], status["reclaimedSpaceViaCompaction"]) == (1, 0, 0)
+    assert not gc.not_reclaimed
+    assert all(s.get_entry(1, e) == data(1, e, 100) for e in range(1000))
+    assert not s.has_ledger(2) and s.get_entry(2, 0) is None
     s.close()
