@@ -120,7 +120,9 @@ def bookie_info(app: App, bookie_id: str):
     error (why it is unreachable, else null), address, cookie
     {bookie_host, journal_dirs, ledger_dirs, index_dirs, instance_id,
     layout_version, version}, service_info {endpoints [{id, protocol, host,
-    port, auth, extensions}], properties}, disk {total_bytes, free_bytes}.
+    port, auth, extensions}], properties}, disk {total_bytes, free_bytes};
+    a read-only bookie also read_only_reasons (cause -> why, as its HTTP admin
+    says: bookied's does; else a line saying why it is not known).
     """
     from bkctl.wire.client.ledger_admin import describe_bookie
 
@@ -128,11 +130,19 @@ def bookie_info(app: App, bookie_id: str):
 
     check_bookie_ids([bookie_id])
     doc = app.bk.run(describe_bookie, bookie_id)
+    if doc["state"] == "read-only":  # why, as the bookie's HTTP admin says (bookied's does)
+        from ..ops.bookie_http import read_only_reasons
+
+        doc["read_only_reasons"] = read_only_reasons(app.store, bookie_id)
 
     def human():
         disk = doc["disk"]
         state = doc["state"] if doc["reachable"] else f"{doc['state']}, unreachable ({doc['error']})"
         pairs = [("bookie", doc["bookie_id"]), ("state", state), ("address", doc["address"])]
+        reasons = doc.get("read_only_reasons")
+        if reasons:
+            pairs.append(("read-only because", "; ".join(f"{k}: {v}" for k, v in reasons.items())
+                          if isinstance(reasons, dict) else reasons))
         if disk["total_bytes"] is not None:
             used = disk["total_bytes"] - (disk["free_bytes"] or 0)
             pairs.append(("disk", f"{_size(disk['free_bytes'])} free of {_size(disk['total_bytes'])} "

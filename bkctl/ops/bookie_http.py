@@ -82,6 +82,18 @@ def state(store, bookie_id: str, http: str | None = None) -> dict:
     return {"bookie_id": bookie_id, "http": address, "state": doc, "registration": registration(store, bookie_id)}
 
 
+def read_only_reasons(store, bookie_id: str, timeout: float = 2.0) -> dict[str, str] | str:
+    """Why a read-only bookie is read-only, as its HTTP admin says (bookied's ``readOnlyReasons``:
+    cause -> why); else one line saying why that is not known (no HTTP admin, Java's says nothing)."""
+    try:
+        answer = call(http_address(store, bookie_id), "GET", STATE, timeout=timeout)
+    except CommandError as e:
+        return f"not known: {e}"
+    from .bookie_reads import read_only_reasons_of
+
+    return read_only_reasons_of(answer) or "not known: its HTTP admin does not say (a Java bookie? its log does)"
+
+
 def registration(store, bookie_id: str) -> str:
     if bookie_id in store.registration.readonly_bookies():
         return "read-only"

@@ -64,8 +64,7 @@ class BookieReading:
     def read_only_reasons(self) -> dict[str, str] | None:
         """Why the bookie is read-only, as it says (bookied's ``info`` ``readOnlyReasons``: cause ->
         why); None when it is writable or does not say (Java's HTTP admin does not)."""
-        reasons = (self.info or {}).get("readOnlyReasons")
-        return {str(k): str(v) for k, v in reasons.items()} if isinstance(reasons, dict) and reasons else None
+        return read_only_reasons_of(self.info)
 
     @property
     def total_bytes(self) -> int | None:
@@ -79,6 +78,13 @@ class BookieReading:
     def used_bytes(self) -> int | None:
         total, free = self.total_bytes, self.free_bytes
         return None if total is None or free is None else total - free
+
+
+def read_only_reasons_of(doc: Any) -> dict[str, str] | None:
+    """bookied's ``readOnlyReasons`` (cause -> why) in an ``info`` or ``state`` answer; None when
+    there is none (a writable bookie, or Java's, which does not say)."""
+    reasons = doc.get("readOnlyReasons") if isinstance(doc, dict) else None
+    return {str(k): str(v) for k, v in reasons.items()} if isinstance(reasons, dict) and reasons else None
 
 
 def _int(doc: Any, key: str) -> int | None:

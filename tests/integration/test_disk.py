@@ -278,6 +278,8 @@ def test_disk_names_read_only_bookies_and_why_first(churn):
         assert "used on its filesystem is not bookie data)" in first, first
         state = bkctl(churn.uri, "bookie", "state", target)
         assert re.search(r"readOnlyReasons\s+admin: set through the HTTP admin API", state.stdout), state.stdout
+        info = bkctl(churn.uri, "bookie", "info", target)
+        assert re.search(r"read-only because\s+admin: set through the HTTP admin API", info.stdout), info.stdout
     finally:
         assert bkctl(churn.uri, "bookie", "readonly", target, "off").returncode == 0
     assert not bkctl(churn.uri, "disk").stdout.startswith("read-only")
