@@ -82,6 +82,13 @@ def state(store, bookie_id: str, http: str | None = None) -> dict:
     return {"bookie_id": bookie_id, "http": address, "state": doc, "registration": registration(store, bookie_id)}
 
 
+def read_only_reasons_of(doc) -> dict[str, str] | None:
+    """bookied's ``readOnlyReasons`` (cause -> why) in an ``info`` or ``state`` answer; None when
+    there is none (a writable bookie, or Java's, which does not say)."""
+    reasons = doc.get("readOnlyReasons") if isinstance(doc, dict) else None
+    return {str(k): str(v) for k, v in reasons.items()} if isinstance(reasons, dict) and reasons else None
+
+
 def read_only_reasons(store, bookie_id: str, timeout: float = 2.0) -> dict[str, str] | str:
     """Why a read-only bookie is read-only, as its HTTP admin says (bookied's ``readOnlyReasons``:
     cause -> why); else one line saying why that is not known (no HTTP admin, Java's says nothing)."""
@@ -89,8 +96,6 @@ def read_only_reasons(store, bookie_id: str, timeout: float = 2.0) -> dict[str, 
         answer = call(http_address(store, bookie_id), "GET", STATE, timeout=timeout)
     except CommandError as e:
         return f"not known: {e}"
-    from .bookie_reads import read_only_reasons_of
-
     return read_only_reasons_of(answer) or "not known: its HTTP admin does not say (a Java bookie? its log does)"
 
 

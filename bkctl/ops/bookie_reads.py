@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..exitcodes import CommandError
-from .bookie_http import GC, GC_DETAILS, call, http_address
+from .bookie_http import GC, GC_DETAILS, call, http_address, read_only_reasons_of
 
 INFO = "/api/v1/bookie/info"
 METRICS = "/metrics"
@@ -78,13 +78,6 @@ class BookieReading:
     def used_bytes(self) -> int | None:
         total, free = self.total_bytes, self.free_bytes
         return None if total is None or free is None else total - free
-
-
-def read_only_reasons_of(doc: Any) -> dict[str, str] | None:
-    """bookied's ``readOnlyReasons`` (cause -> why) in an ``info`` or ``state`` answer; None when
-    there is none (a writable bookie, or Java's, which does not say)."""
-    reasons = doc.get("readOnlyReasons") if isinstance(doc, dict) else None
-    return {str(k): str(v) for k, v in reasons.items()} if isinstance(reasons, dict) and reasons else None
 
 
 def _int(doc: Any, key: str) -> int | None:
