@@ -204,6 +204,29 @@ def test_ledger_read_many_in_order_with_the_missing_ones(store):
     assert [i for i, m, _ in store.ledgers.read_many(store.ledgers.ids()) if m is not None] == [3, 9, 2**33]
 
 
+def test_ledger_walk_reads_every_ledger_in_order_and_counts_them(store):
+    for ledger_id in (7, 3, 2**33, 10_000):
+        store.ledgers.create(LedgerMetadata.new((A, B) if ledger_id != 3 else (B, C), password=b"pw"), ledger_id)
+    seen = []
+
+    class Progress:
+        def update(self, *, total):
+            seen.append(("total", total))
+
+        def advance(self, n=1):
+            seen.append(("advance", n))
+
+    walked = list(store.ledgers.walk(progress=Progress()))
+    assert [r.ledger_id for r in walked] == [3, 7, 10_000, 2**33]
+    assert [r.metadata for r in walked] == [store.ledgers.read(i)[0] for i in (3, 7, 10_000, 2**33)]
+    assert store.ledgers.count() == 4
+    assert seen[0] == ("total", 4) and sum(n for what, n in seen if what == "advance") == 4
+    # naming: ledgers whose metadata cannot name the bookie are left out undecoded
+    assert [r.ledger_id for r in store.ledgers.walk(naming=(C,))] == [3]
+    assert [r.ledger_id for r in store.ledgers.walk(naming=(A,))] == [7, 10_000, 2**33]
+    assert [r.ledger_id for r in store.ledgers.read_many([3, 4, 7], naming=(C,))] == [3, 4]  # 4: missing
+
+
 def test_ledger_ids_are_new_and_ascending(store):
     ids = [store.ledger_ids.generate() for _ in range(5)]
     assert ids == sorted(set(ids)) and all(i >= 0 for i in ids)

@@ -35,7 +35,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Collection, Iterable, Iterator
 
 from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata import paths as P
@@ -62,10 +62,12 @@ from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, se
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.metadata.store import (
     LedgerRange,
+    LedgerRead,
     RackMapDoc,
     StoredManagedLedger,
     StoredValue,
     UnderreplicatedMark,
+    WalkProgress,
     stored_ctime,
     with_znode_ctime,
 )
@@ -253,15 +255,33 @@ class FakeLedgerManager(_Manager):
             yield LedgerRange(leaf * 10000 + 9999, frozenset(leaves[leaf]))
 
     @_call
-    def read_many(self, ledger_ids: Iterable[int]) -> Iterator[tuple[int, LedgerMetadata | None, int]]:
+    def read_many(self, ledger_ids: Iterable[int], *, naming: Collection[str] | None = None
+                  ) -> Iterator[LedgerRead]:
         out = []
+        marks = tuple(b.encode() for b in naming) if naming is not None else None
         for ledger_id in ledger_ids:
-            try:
-                md, version = self._read(ledger_id)
-            except NoSuchLedger:
-                md, version = None, -1
-            out.append((ledger_id, md, version))
+            stored = self._znodes.get(ledger_id)
+            if stored is None:
+                out.append(LedgerRead(ledger_id, None, -1))
+                continue
+            if marks is not None and not any(m in stored[0] for m in marks):
+                continue
+            md, version = self._read(ledger_id)
+            out.append(LedgerRead(ledger_id, md, version))
         return iter(out)
+
+    def walk(self, *, naming: Collection[str] | None = None,
+             progress: WalkProgress | None = None) -> Iterator[LedgerRead]:
+        if progress is not None:
+            progress.update(total=self.count())
+        for read in self.read_many(self.ids(), naming=naming):
+            if progress is not None:
+                progress.advance(1)
+            yield read
+
+    @_call
+    def count(self) -> int:
+        return len(self._znodes)
 
 
 class FakeLedgerIdGenerator(_Manager):

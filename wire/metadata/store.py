@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from bkctl.wire.metadata.layout import LedgerLayout
@@ -36,6 +36,7 @@ __all__ = [
     "LedgerLock",
     "LedgerManager",
     "LedgerRange",
+    "LedgerRead",
     "MetadataStore",
     "PulsarMetadata",
     "RackMap",
@@ -46,6 +47,7 @@ __all__ = [
     "UnderreplicatedMark",
     "UnderreplicationManager",
     "Unwatch",
+    "WalkProgress",
     "registered_bookies",
     "stored_ctime",
     "with_znode_ctime",
@@ -105,6 +107,26 @@ class LedgerRange(NamedTuple):
     ledgers: frozenset[int]
 
 
+class LedgerRead(NamedTuple):
+    """One ledger as a walk reads it: ``metadata`` is None for a ledger deleted
+    meanwhile (``version`` -1) and the :class:`~.errors.MetadataStoreError` reading it
+    would raise for metadata that does not decode."""
+
+    ledger_id: int
+    metadata: "LedgerMetadata | MetadataStoreError | None"
+    version: int
+
+
+class WalkProgress(Protocol):
+    """What a walk over every ledger tells as it goes (``bkctl``'s progress bars have it)."""
+
+    def update(self, *, total: int) -> None:
+        """How many ledgers the walk will read."""
+
+    def advance(self, n: int = 1) -> None:
+        """*n* more ledgers read."""
+
+
 @runtime_checkable
 class LedgerLock(Protocol):
     """bkctl's exclusive lock on appending to one ledger (Java has none: its writer
@@ -153,13 +175,24 @@ class LedgerManager(Protocol):
         hierarchical layouts one range per leaf znode (up to 10,000 ledgers, listed with one
         getChildren), in the flat layout one; the last range's ``end`` is the highest id."""
 
-    def read_many(self, ledger_ids: Iterable[int]
-                  ) -> Iterator[tuple[int, "LedgerMetadata | MetadataStoreError | None", int]]:
-        """``(ledger_id, metadata, version)`` for each of ``ledger_ids``, in
-        order; ``(ledger_id, None, -1)`` for one that is missing, the
+    def read_many(self, ledger_ids: Iterable[int], *, naming: Collection[str] | None = None
+                  ) -> Iterator[LedgerRead]:
+        """A :class:`LedgerRead` for each of ``ledger_ids``, in order, streaming;
+        ``(ledger_id, None, -1)`` for one that is missing, the
         :class:`~.errors.MetadataStoreError` :meth:`read` would raise in place
         of metadata that does not decode.  Requests are pipelined: a walk over
-        many ledgers waits a round trip per window of them, not per ledger."""
+        many ledgers waits a round trip per window of them, not per ledger.  With
+        ``naming``, ledgers whose stored metadata cannot name one of those bookies
+        are left out undecoded (callers still check the ones that are yielded)."""
+
+    def walk(self, *, naming: Collection[str] | None = None,
+             progress: WalkProgress | None = None) -> Iterator[LedgerRead]:
+        """Every ledger, ascending: :meth:`read_many` of :meth:`ids`, the one walk every
+        command over all ledgers takes; ``progress`` hears the total first, then how
+        many are done."""
+
+    def count(self) -> int:
+        """How many ledgers there are (without listing them)."""
 
     def append_lock(self, ledger_id: int, holder: str) -> LedgerLock:
         """The ledger's append lock, to be taken as ``holder`` (a name others are shown)."""

@@ -3,9 +3,9 @@ HierarchicalLedgerManager and its flat / legacy / long siblings): create, read,
 compare-and-set on the znode version, delete, and walking every ledger id."""
 from __future__ import annotations
 
-import itertools
 import re
-from typing import TYPE_CHECKING, Iterable, Iterator
+from collections import deque
+from typing import TYPE_CHECKING, Collection, Iterable, Iterator
 
 from kazoo.exceptions import BadVersionError, LockTimeout, NodeExistsError, NoNodeError, NotEmptyError
 
@@ -19,7 +19,7 @@ from bkctl.wire.metadata.errors import (
     ZKStoreError,
 )
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
-from bkctl.wire.metadata.store import LedgerRange, stored_ctime, with_znode_ctime
+from bkctl.wire.metadata.store import LedgerRange, LedgerRead, WalkProgress, stored_ctime, with_znode_ctime
 from bkctl.wire.metadata.zk.session import Manager, ZKSession, zk_call, zk_gen
 
 if TYPE_CHECKING:
@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 __all__ = ["ZKLedgerLock", "ZKLedgerManager"]
 
 _DIGITS4 = re.compile(r"\d{4}")
-#: ledger metadata reads in flight at once in :meth:`ZKLedgerManager.read_many`
+#: ledger metadata reads in flight at once in :meth:`ZKLedgerManager.read_many` (through kazoo)
 _READ_WINDOW = 256
+#: how many ledgers a walk's progress hears of at a time
+_PROGRESS_STEP = 1000
 _LEAF4 = re.compile(r"L\d{4}")
 
 
@@ -230,26 +232,74 @@ class ZKLedgerManager(Manager):
                 continue
 
     @zk_gen
-    def read_many(self, ledger_ids: Iterable[int]
-                  ) -> Iterator[tuple[int, LedgerMetadata | MetadataStoreError | None, int]]:
-        """``(ledger_id, metadata, version)`` for each of ``ledger_ids``, in
-        order, read with pipelined gets (:meth:`ZKSession.get_many`):
-        ``(ledger_id, None, -1)`` for a missing ledger, and the
-        :class:`MetadataStoreError` :meth:`read` would raise in place of
-        metadata that does not decode (so a walk goes on past it)."""
-        it = iter(ledger_ids)  # in windows, so that a stream of ids (ids()) streams out too
-        while chunk := list(itertools.islice(it, _READ_WINDOW)):
-            for ledger_id, got in zip(chunk, self._session.get_many([self.path(i) for i in chunk], _READ_WINDOW)):
-                if got is None:
-                    yield ledger_id, None, -1
-                    continue
-                data, stat = got
-                try:
-                    md = self._decode(ledger_id, data, stat)
-                except MetadataStoreError as exc:
-                    yield ledger_id, exc, -1
-                    continue
-                yield ledger_id, md, stat.version
+    def read_many(self, ledger_ids: Iterable[int], *, naming: Collection[str] | None = None
+                  ) -> Iterator[LedgerRead]:
+        """:class:`LedgerRead` ``(ledger_id, metadata, version)`` for each of ``ledger_ids``,
+        in order, streaming (:meth:`ZKSession.get_many`: multiRead batches on a connection
+        of its own, or pipelined gets): ``(ledger_id, None, -1)`` for a missing ledger, and
+        the :class:`MetadataStoreError` :meth:`read` would raise in place of metadata that
+        does not decode (so a walk goes on past it).  With *naming*, a ledger whose stored
+        value does not contain one of those bookie ids is left out without being decoded
+        (the caller still checks the decoded ones: a bookie id inside another matches)."""
+        marks = tuple(b.encode("utf-8") for b in naming) if naming is not None else None
+        asked: deque[int] = deque()
+
+        def paths() -> Iterator[str]:
+            for ledger_id in ledger_ids:
+                asked.append(ledger_id)
+                yield self.path(ledger_id)
+
+        for got in self._session.get_many(paths(), _READ_WINDOW):
+            ledger_id = asked.popleft()
+            if got is None:
+                yield LedgerRead(ledger_id, None, -1)
+                continue
+            data, stat = got
+            if marks is not None and not any(m in data for m in marks):
+                continue
+            try:
+                md = self._decode(ledger_id, data, stat)
+            except MetadataStoreError as exc:
+                yield LedgerRead(ledger_id, exc, -1)
+                continue
+            yield LedgerRead(ledger_id, md, stat.version)
+
+    def walk(self, *, naming: Collection[str] | None = None,
+             progress: WalkProgress | None = None) -> Iterator[LedgerRead]:
+        """Every ledger's metadata in id order, streaming (:meth:`read_many` of
+        :meth:`ids`): the one walk every command over all ledgers takes.  *progress*
+        hears the number of ledgers first (:meth:`count`) and then how many are done."""
+        if progress is None:
+            yield from self.read_many(self.ids(), naming=naming)
+            return
+        progress.update(total=self.count())
+        yield from self.read_many(_counting(self.ids(), progress), naming=naming)
+
+    @zk_call
+    def count(self) -> int:
+        """How many ledgers there are, from the leaf znodes' child counts (no id is
+        listed): the total a walk's progress shows."""
+        manager = self._cluster.manager
+        top = self._session.children_or_empty(self._root)
+        if manager == P.FLAT:
+            return sum(1 for name in top if P.is_ledger_parent_name(name, P.FLAT))
+        leaves: list[str] = []
+        if manager in (P.HIERARCHICAL, P.LEGACY_HIERARCHICAL):
+            legacy = [n for n in top if len(n) == 2 and P.is_ledger_parent_name(n, P.LEGACY_HIERARCHICAL)]
+            leaves += self._leaf_parents(legacy, depth=3)
+        if manager in (P.HIERARCHICAL, P.LONG_HIERARCHICAL):
+            long_tops = [n for n in top if len(n) == 3 and P.is_ledger_parent_name(n, P.LONG_HIERARCHICAL)]
+            leaves += self._leaf_parents(long_tops, depth=5)
+        return sum(got[1].numChildren for got in self._session.get_many(leaves) if got is not None)
+
+    def _leaf_parents(self, tops: list[str], depth: int) -> list[str]:
+        """The znodes whose children are ledger leaves (``L####``), ``depth`` levels down."""
+        level = [[t] for t in tops]
+        for _ in range(depth - 2):
+            level = [prefix + [name] for prefix in level
+                     for name in self._session.children_or_empty(self._session.path(*prefix))
+                     if _DIGITS4.fullmatch(name)]
+        return [self._session.path(*prefix) for prefix in level]
 
     @zk_gen
     def ids(self) -> Iterator[int]:
@@ -300,3 +350,15 @@ class ZKLedgerManager(Manager):
 
         for top in tops:
             yield from descend([top])
+
+
+def _counting(ledger_ids: Iterable[int], progress: WalkProgress) -> Iterator[int]:
+    """*ledger_ids*, telling *progress* of every thousand asked for."""
+    n = 0
+    for ledger_id in ledger_ids:
+        yield ledger_id
+        n += 1
+        if n == _PROGRESS_STEP:
+            progress.advance(n)
+            n = 0
+    progress.advance(n)

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 import weakref
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -37,6 +37,9 @@ from kazoo.retry import KazooRetry
 
 from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata.errors import ClusterNotFound, MetadataStoreError, ZKAuthError, ZKStoreError, ZKUnavailable
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.zk.scan import ZnodeScanner
 
 log = logging.getLogger(__name__)
 
@@ -354,10 +357,30 @@ class ZKSession:
     def get(self, path: str):
         return self._zk.retry(self._zk.get, path)
 
+    def walk_scanner(self) -> "ZnodeScanner | None":
+        """A connection of its own for one long walk (:class:`~.scan.ZnodeScanner`, the
+        fast path of :meth:`get_many`), or None where kazoo has to walk: fast paths off
+        (``BKCTL_FASTPATHS=0``), SASL credentials, a chroot in the connect string."""
+        from bkctl.wire import fastpath
+        from bkctl.wire.metadata.zk.scan import ZnodeScanner
+
+        if not fastpath.ENABLED or not ZnodeScanner.usable_with(self.hosts, self.security):
+            return None
+        return ZnodeScanner(self.hosts, self.security, timeout=max(self.session_timeout, self.timeout))
+
     def get_many(self, paths: Iterable[str], window: int = 256) -> Iterator[tuple[bytes, Any] | None]:
-        """``(value, stat)`` of each path, in order (None: no such znode), with
-        up to ``window`` gets in flight; a get that failed otherwise (a
-        connection loss) is retried alone, as :meth:`get` retries."""
+        """``(value, stat)`` of each path, in order (None: no such znode), streaming.
+
+        Read by a :meth:`walk_scanner` where there is one (multiRead batches on a
+        connection of its own, which survives a lost connection by reading again what
+        was not answered); else through kazoo with up to ``window`` gets in flight,
+        where a get that failed otherwise (a connection loss) is retried alone, as
+        :meth:`get` retries."""
+        scanner = self.walk_scanner()
+        if scanner is not None:
+            with scanner:
+                yield from scanner.get_many(paths)
+            return
         it = iter(paths)
         while True:
             chunk = list(itertools.islice(it, window))
