@@ -5,7 +5,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .exitcodes import USAGE, CommandError
 
@@ -192,6 +192,15 @@ class App:
             return _Lines(total, description) if lines else _NoProgress()
         return _Progress(self.err_console, total, description)
 
+    def walk_progress(self, description: str, delay: float = 2.0):
+        """The progress of a walk over every ledger (a ``WalkProgress``): a bar with
+        the count and an ETA on stderr once the walk has taken ``delay`` seconds, when
+        stderr is a terminal (and not --quiet); nothing otherwise, so that a pipe or
+        a cron job's log gets no progress noise.  A context manager."""
+        if self.quiet or not sys.stderr.isatty():
+            return _NoProgress()
+        return _DelayedProgress(self.err_console, description, delay)
+
     # -- output --------------------------------------------------------------
     @property
     def console(self):
@@ -205,11 +214,13 @@ class App:
             self._err_console = _console(stderr=True, no_color=not self.color, highlight=False)
         return self._err_console
 
-    def emit_json(self, doc: Any, pretty: bool = False) -> None:
-        """One JSON document on one line (``pretty``: indented, for the shell on a terminal)."""
+    def emit_json(self, doc: Any, pretty: bool = False, flush: bool = True) -> None:
+        """One JSON document on one line (``pretty``: indented, for the shell on a terminal);
+        ``flush=False`` for the lines of a long listing, flushed by the buffer (and at exit)."""
         sys.stdout.write(json.dumps(doc, sort_keys=True, default=_json_default, indent=2 if pretty else None)
                          + "\n")
-        sys.stdout.flush()
+        if flush:
+            sys.stdout.flush()
 
     def info(self, message: str) -> None:
         """A progress or status line for people, on stderr (silent with -q or --json)."""
@@ -332,6 +343,60 @@ class _Progress(_NoProgress):
 
     def note(self, text: str) -> None:
         self._bar.console.print(text, highlight=False, markup=False)
+
+
+class _DelayedProgress(_NoProgress):
+    """A rich bar (count, elapsed, ETA) that shows only once ``delay`` seconds have
+    passed: a quick walk leaves no trace on the terminal."""
+
+    def __init__(self, console, description: str, delay: float, clock: Callable[[], float] | None = None):
+        import time
+
+        self._console, self._description = console, description
+        self._clock = clock or time.monotonic
+        self._show_at = self._clock() + delay
+        self._total: int | None = None
+        self._done = 0
+        self._bar = None
+        self._task = None
+
+    def update(self, **kw) -> None:
+        self._total = kw.get("total", self._total)
+        if self._bar is not None:
+            self._bar.update(self._task, **kw)
+
+    def advance(self, n: int = 1) -> None:
+        self._done += n
+        if self._bar is not None:
+            self._bar.advance(self._task, n)
+        elif self._clock() >= self._show_at:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                                 console=self._console, transient=True)
+            self._task = self._bar.add_task(self._description, total=self._total, completed=self._done)
+            self._bar.start()
+
+    @property
+    def shown(self) -> bool:
+        return self._bar is not None
+
+    @property
+    def completed(self) -> int:
+        return self._done
+
+    @property
+    def total(self) -> int | None:
+        return self._total
+
+    def note(self, text: str) -> None:
+        self._console.print(text, highlight=False, markup=False)
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.stop()
 
 
 def _json_default(obj: Any) -> Any:

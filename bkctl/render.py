@@ -29,6 +29,28 @@ def table(app: App, columns: Sequence[str], rows: Iterable[Sequence[Any]], title
     app.console.print(t)
 
 
+def stream_table(app: App, columns: Sequence[str], rows: Iterable[Sequence[Any]], chunk: int = 1000) -> None:
+    """:func:`table` for a listing that may run to a million rows: printed as it
+    comes, ``chunk`` rows at a time, holding no more.  A listing that fits in one
+    chunk is :func:`table`'s; a longer one is plain aligned columns on a terminal
+    too, their widths those of the first chunk (a wider cell later widens its line)."""
+    import itertools
+
+    it = iter(rows)
+    first = [["" if v is None else str(v) for v in row] for row in itertools.islice(it, chunk)]
+    if len(first) < chunk:
+        table(app, columns, first)
+        return
+    widths = [max([len(c)] + [len(row[i]) for row in first]) for i, c in enumerate(columns)]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip()
+
+    app.console.out("\n".join([line(list(columns)), *map(line, first)]), highlight=False)
+    while cells := [["" if v is None else str(v) for v in row] for row in itertools.islice(it, chunk)]:
+        app.console.out("\n".join(map(line, cells)), highlight=False)
+
+
 def fields(app: App, pairs: Iterable[tuple[str, Any]]) -> None:
     """Aligned "key: value" lines."""
     pairs = list(pairs)

@@ -42,7 +42,7 @@ def disk(app: App, bookie_id: str | None, by: str, older_than: str, base: str | 
     none: its used space is then split only into live data and the rest.
     What could not be read is said per bookie.
 
-    Reads every ledger's metadata (pipelined) and each bookie's HTTP admin;
+    Reads every ledger's metadata (one streaming walk; a progress bar on a terminal) and each bookie's HTTP admin;
     writes nothing.  --json: one document: summary, bookies (each with live,
     compaction, gc, unread, groups), groups, totals, ledgers, orphans.
     """
@@ -53,7 +53,8 @@ def disk(app: App, bookie_id: str | None, by: str, older_than: str, base: str | 
         age = parse_duration(older_than)
     except ValueError as exc:
         raise CommandError(f"--older-than: {exc}", USAGE) from None
-    doc = disk_report(app.store, lambda: app.bk, bookie_id, by, base, older_than=age)
+    with app.walk_progress("reading ledger metadata") as progress:
+        doc = disk_report(app.store, lambda: app.bk, bookie_id, by, base, older_than=age, progress=progress)
     emit(app, doc, lambda: show(app, doc, older_than))
 
 

@@ -8,7 +8,7 @@ import click
 from ..app import App, confirm_destructive
 from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
 from ..completers import complete_bookie_id, complete_ledger_id, complete_open_ledger_id
-from ..render import emit, fields, human_size, human_time, plural, table
+from ..render import emit, fields, human_size, human_time, plural, stream_table, table
 from . import LEDGER_ID, pass_app
 
 STATES = click.Choice(["open", "in_recovery", "closed"], case_sensitive=False)
@@ -52,39 +52,43 @@ def ledger_list(app: App, state: str | None, bookie: str | None, meta: tuple[str
     placement policy in use (--placement), each with not_adhering: those
     segments' first entries.
     """
-    from ..ops.ledger_meta import totals
-    from ..ops.ledgers import add_confirmed_lac, list_ledgers
+    from ..ops.ledgers import list_ledgers
 
     match = _ledger_filter(meta, min_size, older_than, open_longer_than)
     if with_totals and match is None:
         match = _every_ledger  # totals need every ledger's metadata
     details = app.json or state is not None or bookie is not None or match is not None or not_adhering
-    rows = list_ledgers(app.store, state, bookie, match, details=details,
-                        placement=app.placement_policy() if not_adhering else None)
-    if details:
-        rows = (add_confirmed_lac(lambda: app.bk, r) for r in rows)
-    if app.json:  # a stream: JSON lines, one per ledger (kept only when totals follow)
-        seen: list[dict] | None = [] if with_totals else None
+    with app.walk_progress("reading ledger metadata") as progress:
+        rows = list_ledgers(app.store, state, bookie, match, details=details,
+                            placement=app.placement_policy() if not_adhering else None,
+                            lacs=(lambda: app.bk) if details else None, protocol=app.protocol,
+                            progress=progress)
+        _print_listing(app, rows, state, bookie, match, not_adhering, with_totals)
+
+
+def _print_listing(app: App, rows, state, bookie, match, not_adhering: bool, with_totals: bool) -> None:
+    """Print the listing as it streams in: JSON lines, ids, or a table and its totals."""
+    from ..ops.ledger_meta import Totals
+
+    seen = Totals()
+    rows = map(seen.add, rows)
+    if app.json:  # a stream: JSON lines, one per ledger
         for row in rows:
-            app.emit_json(row)
-            if seen is not None:
-                seen.append(row)
-        if seen is not None:
-            app.emit_json({"totals": totals(seen)})
+            app.emit_json(row, flush=False)
+        if with_totals:
+            app.emit_json({"totals": seen.to_json()})
         return
     if state is None and bookie is None and match is None and not not_adhering:
         for row in rows:
             click.echo(row["ledger_id"])
         return
-    rows = list(rows)
-    table(app, ["ledger", "state", "E/Qw/Qa", "last entry", "length", "created", "bookies"],
-          ((r["ledger_id"], r.get("state", r.get("error")), _quorums(r), _last_entry(r),
-            _length(r), human_time(r.get("ctime")),
-            ", ".join(dict.fromkeys(b for s in r.get("segments", []) for b in s["bookies"])))
-           for r in rows))
-    t = totals(rows)
-    app.console.print(f"{plural(t['count'], 'ledger')}, {plural(t['entries'], 'entry', 'entries')}, "
-                      f"{human_size(t['bytes'])}")
+    stream_table(app, ["ledger", "state", "E/Qw/Qa", "last entry", "length", "created", "bookies"],
+                 ((r["ledger_id"], r.get("state", r.get("error")), _quorums(r), _last_entry(r),
+                   _length(r), human_time(r.get("ctime")),
+                   ", ".join(dict.fromkeys(b for s in r.get("segments", []) for b in s["bookies"])))
+                  for r in rows))
+    app.console.print(f"{plural(seen.count, 'ledger')}, {plural(seen.entries, 'entry', 'entries')}, "
+                      f"{human_size(seen.bytes)}")
 
 
 def _ledger_filter(meta, min_size, older_than, open_longer_than):

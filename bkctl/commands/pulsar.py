@@ -261,7 +261,12 @@ def orphans(app: App, older_than):
         age = parse_duration(older_than)
     except ValueError as exc:
         raise CommandError(f"--older-than: {exc}", USAGE) from None
-    sweep = OrphanSweep(app.store, _base(), older_than=age)
+    with app.walk_progress("reading ledger metadata") as progress:
+        sweep = OrphanSweep(app.store, _base(), older_than=age, progress=progress)
+        _show_orphans(app, sweep, older_than)
+
+
+def _show_orphans(app: App, sweep, older_than: str) -> None:
 
     def human(rows):
         if rows:

@@ -246,8 +246,8 @@ class _SweptLedgers:
         self._ledgers = ledgers
         self._on_ledger = on_ledger
 
-    def read_many(self, ledger_ids):
-        for item in self._ledgers.read_many(ledger_ids):
+    def walk(self, **options):
+        for item in self._ledgers.walk(**options):
             self._on_ledger(*item)
             yield item
 
@@ -267,9 +267,10 @@ class Walk:
 
 
 def walk_ledgers(store, bk: Callable[[], Any] | None, base: str | None = None, older_than: float = 3600.0,
-                 now_ms: int | None = None, window: int = 256) -> Walk:
+                 now_ms: int | None = None, window: int = 256, progress=None) -> Walk:
     """Every ledger's copies on its bookies, by owner.  ``bk()`` (a BlockingBookKeeper,
-    made on first use; None: never ask the bookies) reads open ledgers' lengths."""
+    made on first use; None: never ask the bookies) reads open ledgers' lengths; ``progress``
+    hears of the walk over every ledger's metadata."""
     from .pulsar import OrphanSweep, reader
 
     from bkctl.wire.text import custom_metadata_text as decode_custom_metadata
@@ -296,7 +297,8 @@ def walk_ledgers(store, bk: Callable[[], Any] | None, base: str | None = None, o
         else:
             tally.add(owner, copies_by_bookie(ledger_id, md, md.last_entry_id, md.length), md.length, False)
 
-    sweep = OrphanSweep(_SweptStore(store, on_ledger), base, older_than=older_than, now_ms=now_ms)
+    sweep = OrphanSweep(_SweptStore(store, on_ledger), base, older_than=older_than, now_ms=now_ms,
+                        progress=progress)
     orphan_ids = [doc["ledger_id"] for doc in sweep]
     orphaned = set(orphan_ids)
 
@@ -478,8 +480,9 @@ def _gc_summary(reading: BookieReading) -> dict | None:
 
 def disk_report(store, bk: Callable[[], Any] | None, bookie: str | None = None, by: str = "bookie",
                 base: str | None = None, older_than: float = 3600.0, now_ms: int | None = None,
-                timeout: float = 5.0) -> dict:
-    """Every bookie's (or one's) space, attributed; cluster totals; groups at ``by``; the one-line answer."""
+                timeout: float = 5.0, progress=None) -> dict:
+    """Every bookie's (or one's) space, attributed; cluster totals; groups at ``by``; the one-line answer
+    (``progress``: the ledger walk's, a ``WalkProgress``)."""
     from .bookies import list_bookies
 
     rows = list_bookies(store, "all")
@@ -489,7 +492,7 @@ def disk_report(store, bk: Callable[[], Any] | None, bookie: str | None = None, 
             from ..exitcodes import NOT_FOUND, CommandError
 
             raise CommandError(f"no such bookie: {bookie} (neither registered nor with a cookie)", NOT_FOUND)
-    walk = walk_ledgers(store, bk, base, older_than, now_ms)
+    walk = walk_ledgers(store, bk, base, older_than, now_ms, progress=progress)
     readings = read_bookies(store, rows, (INFO, GC, GC_DETAILS), timeout)
     level = by if by != "bookie" else "namespace"
     bookies = [bookie_doc(r, walk, level) for r in readings]

@@ -149,13 +149,29 @@ class LedgerFilter:
         return True
 
 
+class Totals:
+    """count, entries (last entry + 1 of closed ledgers) and bytes (their length) of
+    listed rows, added up as they stream past."""
+
+    def __init__(self) -> None:
+        self.count = self.entries = self.bytes = 0
+
+    def add(self, row: dict) -> dict:
+        """Count *row* in; returns it (``map(totals.add, rows)`` passes rows on)."""
+        self.count += 1
+        last = row.get("last_entry_id")
+        if row.get("state") == "CLOSED" and last is not None and last >= 0:
+            self.entries += last + 1
+        self.bytes += row.get("length") or 0
+        return row
+
+    def to_json(self) -> dict:
+        return {"count": self.count, "entries": self.entries, "bytes": self.bytes}
+
+
 def totals(rows: Iterable[dict]) -> dict:
-    """count, entries (last entry + 1 of closed ledgers) and bytes (their length) of listed rows."""
-    count = entries = size = 0
+    """:class:`Totals` of *rows* as a JSON document."""
+    t = Totals()
     for r in rows:
-        count += 1
-        last = r.get("last_entry_id")
-        if r.get("state") == "CLOSED" and last is not None and last >= 0:
-            entries += last + 1
-        size += r.get("length") or 0
-    return {"count": count, "entries": entries, "bytes": size}
+        t.add(r)
+    return t.to_json()

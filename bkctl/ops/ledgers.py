@@ -31,13 +31,18 @@ def describe(ledger_id: int, md: LedgerMetadata, version: int | None = None) -> 
 
 
 def list_ledgers(store, state: str | None = None, bookie: str | None = None, match=None,
-                 details: bool = False, placement=None) -> Iterator[dict]:
+                 details: bool = False, placement=None, *, lacs: Callable[[], Any] | None = None,
+                 protocol: str = "v3", progress=None) -> Iterator[dict]:
     """Stream ledgers in id order; with a filter (or ``details``) each
-    ledger's metadata is read and described, else only ids are listed.
+    ledger's metadata is read and described (one walk, :meth:`LedgerManager.walk`,
+    which tells ``progress``), else only ids are listed.
 
     ``match(metadata) -> bool`` is a further filter (see ``ops.ledger_meta.LedgerFilter``).
     With ``placement`` only ledgers with a segment whose ensemble breaks that
-    policy are listed, ``not_adhering`` giving those segments' first entries."""
+    policy are listed, ``not_adhering`` giving those segments' first entries.
+    With ``lacs`` (the client, called only once an open ledger is met) an open
+    ledger's ``last_add_confirmed`` is read from its bookies, many at once
+    (:func:`add_confirmed_lac`'s fields)."""
     want_state = LedgerState[state.upper()] if state else None
     if placement is not None:
         from bkctl.wire.client.placement import segments_not_adhering
@@ -47,25 +52,58 @@ def list_ledgers(store, state: str | None = None, bookie: str | None = None, mat
         for ledger_id in store.ledgers.ids():
             yield {"ledger_id": ledger_id}
         return
-    for ledger_id, md, version in store.ledgers.read_many(store.ledgers.ids()):
-        if md is None:
-            continue  # deleted meanwhile
-        if isinstance(md, Exception):  # corrupt: report and go on
-            yield {"ledger_id": ledger_id, "error": str(md)}
-            continue
-        if want_state is not None and md.state is not want_state:
-            continue
-        if bookie is not None and bookie not in md.bookies:
-            continue
-        if match is not None and not match(md):
-            continue
-        if placement is not None:
-            failing = segments_not_adhering(md, placement)
-            if not failing:
+
+    def selected() -> Iterator[tuple[Any, dict]]:
+        for read in store.ledgers.walk(naming=None if bookie is None else (bookie,), progress=progress):
+            ledger_id, md, version = read
+            if md is None:
+                continue  # deleted meanwhile
+            if isinstance(md, Exception):  # corrupt: report and go on
+                yield read, {"ledger_id": ledger_id, "error": str(md)}
                 continue
-            yield {**describe(ledger_id, md, version), "not_adhering": failing}
-            continue
-        yield describe(ledger_id, md, version)
+            if want_state is not None and md.state is not want_state:
+                continue
+            if bookie is not None and bookie not in md.bookies:
+                continue
+            if match is not None and not match(md):
+                continue
+            if placement is not None:
+                failing = segments_not_adhering(md, placement)
+                if not failing:
+                    continue
+                yield read, {**describe(ledger_id, md, version), "not_adhering": failing}
+                continue
+            yield read, describe(ledger_id, md, version)
+
+    if lacs is None:
+        for _read, doc in selected():
+            yield doc
+        return
+    yield from _with_lacs(selected(), lacs, protocol)
+
+
+#: ledgers a listing holds while their LACs are read (of which up to LAC_WINDOW at once)
+_LAC_CHUNK = 512
+LAC_WINDOW = 64
+
+
+def _with_lacs(items: Iterator[tuple[Any, dict]], lacs: Callable[[], Any], protocol: str) -> Iterator[dict]:
+    """The docs of *items*, an open ledger's with its LAC read from its bookies
+    (``BlockingBookKeeper.read_lacs``: many in flight), in order and streaming."""
+    import itertools
+
+    while chunk := list(itertools.islice(items, _LAC_CHUNK)):
+        open_ones = [(read, doc) for read, doc in chunk if doc.get("state") not in (None, "CLOSED")]
+        if open_ones:
+            found = lacs().read_lacs((read for read, _doc in open_ones), LAC_WINDOW)
+            for (_read, doc), lac in zip(open_ones, found):
+                if isinstance(lac, Exception):
+                    doc["lac_error"] = str(lac) or type(lac).__name__
+                else:
+                    doc["last_add_confirmed"] = lac
+                doc["lac_note"] = V2_LAC_NOTE if protocol == "v2" else None
+        for _read, doc in chunk:
+            yield doc
 
 
 def show_ledger(store, ledger_id: int) -> dict:

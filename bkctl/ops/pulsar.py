@@ -545,12 +545,13 @@ class OrphanSweep:
     (its managed ledger re-read, the ledger still there) before it is
     reported.  Ledgers of Pulsar's other components are counted in
     ``unchecked``, ledgers whose metadata does not decode in ``unreadable``;
-    neither is reported.  Ledger metadata is read pipelined
-    (``store.ledgers.read_many``)."""
+    neither is reported.  Ledger metadata is read in one walk
+    (``store.ledgers.walk``), which tells ``progress``."""
 
     def __init__(self, store, base: str | None = None, older_than: float = YOUNG_LEDGER_SECONDS,
-                 now_ms: int | None = None):
+                 now_ms: int | None = None, progress=None):
         self.store = store
+        self.progress = progress  # the walk's (WalkProgress), or None
         self.topics = reader(store, base)
         self.older_than = older_than
         self.now_ms = now_ms
@@ -567,7 +568,7 @@ class OrphanSweep:
             listed |= ml.listed
         now_ms = self.now_ms if self.now_ms is not None else int(time.time() * 1000)
         cutoff = now_ms - self.older_than * 1000
-        for ledger_id, md, _version in self.store.ledgers.read_many(self.store.ledgers.ids()):
+        for ledger_id, md, _version in self.store.ledgers.walk(progress=self.progress):
             self.checked += 1
             if md is None:
                 continue  # deleted meanwhile

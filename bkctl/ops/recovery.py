@@ -89,17 +89,17 @@ def live_bookies(store, bookies: Iterable[str], connect_timeout: float = 1.0) ->
     return live
 
 
-def ledgers_on(store, bookies: Iterable[str]) -> list[int]:
-    """Ids of the ledgers whose metadata names one of ``bookies`` in any segment."""
-    from bkctl.wire.errors import NotFound
-
+def ledgers_on(store, bookies: Iterable[str], progress=None) -> list[int]:
+    """Ids of the ledgers whose metadata names one of ``bookies`` in any segment (one
+    walk over every ledger, decoding only those whose stored metadata names one;
+    metadata that does not decode is a :class:`MetadataStoreError`, as reading it is)."""
     wanted = set(bookies)
     found = []
-    for ledger_id in store.ledgers.ids():
-        try:
-            md, _ = store.ledgers.read(ledger_id)
-        except NotFound:
+    for ledger_id, md, _version in store.ledgers.walk(naming=wanted, progress=progress):
+        if md is None:
             continue  # deleted meanwhile
+        if isinstance(md, Exception):
+            raise md
         if wanted.intersection(md.bookies):
             found.append(ledger_id)
     return found

@@ -112,16 +112,14 @@ def replace_bookie_id(store, old: str, new: str, *, dry_run: bool = False, rate:
                            CONFLICT)
     if not allow_unknown:
         require_known_bookie(store, new, "--allow-unknown-id", f"start the bookie as {new} first")
-    from bkctl.wire.errors import NotFound
-
     scanned = 0
     matched: list[tuple[int, object, int]] = []
-    for ledger_id in store.ledgers.ids():
+    for ledger_id, md, version in store.ledgers.walk():
         scanned += 1
-        try:
-            md, version = store.ledgers.read(ledger_id)
-        except NotFound:
-            continue
+        if md is None:
+            continue  # deleted meanwhile
+        if isinstance(md, Exception):
+            raise md
         if old in md.bookies:
             matched.append((ledger_id, md, version))
     if matched and not dry_run and confirm is not None:

@@ -422,17 +422,17 @@ class Auditor:
             lambda f: log.info("auditor: could not publish its status: %s", f.getErrorMessage()))
 
     def _scan(self):
-        """Registered bookies, every ledger's metadata and the disable switch (blocking)."""
-        from bkctl.wire.metadata.errors import NoSuchLedger
-
+        """Registered bookies, every ledger's metadata (one streaming walk) and the disable
+        switch (blocking)."""
         store = self.store
         registered = registered_bookies(store.registration)
         ledgers = {}
-        for ledger_id in store.ledgers.ids():
-            try:
-                ledgers[ledger_id] = store.ledgers.read(ledger_id)[0]
-            except NoSuchLedger:
-                continue
+        for ledger_id, md, _version in store.ledgers.walk():
+            if md is None:
+                continue  # deleted meanwhile
+            if isinstance(md, Exception):
+                raise md  # as reading it alone would
+            ledgers[ledger_id] = md
         return registered, ledgers, not store.underreplication.is_enabled()
 
     def _mark(self, marks: dict[int, set[str]]) -> None:

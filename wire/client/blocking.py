@@ -326,6 +326,38 @@ class BlockingBookKeeper:
                             password, custom_metadata, ledger_id=ledger_id, max_inflight=max_inflight)
         return BlockingLedger(self, handle)
 
+    def read_lacs(self, reads: Iterable[Any], window: int = 64) -> Iterator[int | Exception]:
+        """The last add confirmed of each ledger of *reads* (``(ledger_id, metadata,
+        version)`` a walk read), in order, or the exception that read failed with;
+        up to *window* reads in flight at once, so that a walk over thousands of open
+        ledgers takes a round trip per window of them, not per ledger."""
+        from collections import deque
+
+        crochet = _ensure_reactor()
+        start = crochet.run_in_reactor(self.client.read_lac_of)
+        pending: deque = deque()
+
+        def settle(eventual) -> int | Exception:
+            try:
+                return eventual.wait(self.timeout)
+            except crochet.TimeoutError:
+                eventual.cancel()
+                return OperationTimedOut(f"the LAC read did not finish within {self.timeout:g}s")
+            except Exception as exc:  # noqa: BLE001 - the caller shows it beside the ledger
+                return exc
+            except BaseException:
+                eventual.cancel()
+                for rest in pending:
+                    rest.cancel()
+                raise
+
+        for ledger_id, md, version in reads:
+            pending.append(start(ledger_id, md, version))
+            if len(pending) >= window:
+                yield settle(pending.popleft())
+        while pending:
+            yield settle(pending.popleft())
+
     def open(self, ledger_id: int, password: bytes | str | None = None, *, recovery: bool = False,
              digest_type=None, check_password: bool = True) -> BlockingLedger:
         """Open for reading (``recovery=True``: recover and close an open ledger first)."""

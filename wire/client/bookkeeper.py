@@ -308,6 +308,17 @@ class BookKeeperClient:
         return defer.ensureDeferred(self._open_ledger(ledger_id, recovery, password, digest_type,
                                                       check_password))
 
+    def read_lac_of(self, ledger_id: int, md: "LedgerMetadata", version: int) -> defer.Deferred:
+        """Fires with the last add confirmed of a ledger whose metadata the caller has
+        read already (a walk over many ledgers): what ``open_ledger`` would find, without
+        reading the metadata again."""
+        try:
+            password, digest_type = ledger_credentials(ledger_id, md, None, None, check=False)
+            handle = ReadHandle(self, ledger_id, md, version, password, digest_type)
+        except Exception:  # noqa: BLE001 - into the Deferred, as open_ledger's errors are
+            return defer.fail()
+        return handle.read_lac()
+
     async def _open_ledger(self, ledger_id, recovery, password, digest_type, check_password) -> ReadHandle:
         self._check_open()
         md, version = await self.run_blocking(self.store.ledgers.read, ledger_id)
