@@ -166,6 +166,10 @@ class CustomMetadata(Mapping[str, bytes]):
     __slots__ = ("_items", "_index")
 
     def __init__(self, items: Mapping[str, bytes] | Iterable[tuple[str, bytes]] = ()):
+        if type(items) is dict and all(type(k) is str and type(v) is bytes for k, v in items.items()):
+            self._index = dict(items)  # already of the right types (a parser's): no checks
+            self._items = tuple(items.items())
+            return
         pairs = items.items() if isinstance(items, Mapping) else items
         index: dict[str, bytes] = {}
         for key, value in pairs:
@@ -235,6 +239,8 @@ Ensemble = tuple[str, ...]
 
 
 def _check_int(name: str, value: Any, lo: int, hi: int) -> int:
+    if type(value) is int and lo <= value <= hi:  # the common case, first and cheap
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise MetadataError(f"{name} must be an integer, got {value!r}")
     if not lo <= value <= hi:
@@ -246,9 +252,9 @@ def _normalize_ensemble(members: Iterable[str], ensemble_size: int, first: int) 
     if isinstance(members, (str, bytes)):
         raise MetadataError(f"ensemble starting at entry {first} must be a sequence of bookie ids, not a string")
     ens = tuple(members)
-    for b in ens:
-        if not isinstance(b, str) or not b:
-            raise MetadataError(f"ensemble starting at entry {first} has an invalid bookie id {b!r}")
+    if not all(type(b) is str and b for b in ens):
+        bad = next(b for b in ens if not isinstance(b, str) or not b)
+        raise MetadataError(f"ensemble starting at entry {first} has an invalid bookie id {bad!r}")
     if len(ens) != ensemble_size:
         raise MetadataError(
             f"ensemble starting at entry {first} has {len(ens)} bookies, expected ensemble size {ensemble_size}"
@@ -306,10 +312,11 @@ class LedgerMetadata:
                 f"invalid quorum sizes: ensemble size {e}, write quorum {qw}, ack quorum {qa} "
                 "(need ensemble size >= write quorum >= ack quorum >= 1)"
             )
-        try:
-            setattr_(self, "state", LedgerState(self.state))
-        except ValueError:
-            raise MetadataError(f"unknown ledger state {self.state!r}") from None
+        if type(self.state) is not LedgerState:
+            try:
+                setattr_(self, "state", LedgerState(self.state))
+            except ValueError:
+                raise MetadataError(f"unknown ledger state {self.state!r}") from None
         _check_int("last entry id", self.last_entry_id, INVALID_ENTRY_ID, _INT64_MAX)
         _check_int("length", self.length, 0, _INT64_MAX)
         if self.state is not LedgerState.CLOSED and (self.last_entry_id != INVALID_ENTRY_ID or self.length):
@@ -343,7 +350,7 @@ class LedgerMetadata:
             raise MetadataError("ledger metadata needs at least one ensemble")
         setattr_(self, "ensembles", tuple(segments))
 
-        if self.digest_type is not None:
+        if self.digest_type is not None and type(self.digest_type) is not DigestType:
             try:
                 setattr_(self, "digest_type", DigestType(self.digest_type))
             except ValueError:
@@ -591,6 +598,8 @@ def read_format_version(data: bytes) -> tuple[int, int]:
 
 
 def _decode_varint32(data: bytes, pos: int) -> tuple[int, int]:
+    if pos + 1 < len(data) and data[pos] & 0x80 and not data[pos + 1] & 0x80:  # 128..16383 bytes: most
+        return (data[pos] & 0x7F) | (data[pos + 1] << 7), pos + 2
     result = 0
     for shift in range(0, 35, 7):
         if pos >= len(data):
@@ -603,26 +612,33 @@ def _decode_varint32(data: bytes, pos: int) -> tuple[int, int]:
     raise CodecError("ledger metadata length prefix is not a valid varint32")
 
 
+_STATES = {s.value: s for s in LedgerState}
+_DIGESTS = {d.value: d for d in DigestType}
+
+
 def _from_proto(pb: formats_pb2.LedgerMetadataFormat, format_version: int) -> LedgerMetadata:
-    state = LedgerState(pb.state)
+    # Every ledger of a walk over a million comes through here: fields are read once,
+    # enums looked up in a dict, and the positional constructor is used.
+    state = _STATES.get(pb.state, pb.state)
     closed = state is LedgerState.CLOSED
     has_password = pb.HasField("password")
+    quorum = pb.quorumSize
     return LedgerMetadata(
-        ensemble_size=pb.ensembleSize,
-        write_quorum=pb.quorumSize,
-        ack_quorum=pb.ackQuorumSize if pb.HasField("ackQuorumSize") else pb.quorumSize,
-        state=state,
+        pb.ensembleSize,
+        quorum,
+        pb.ackQuorumSize if pb.HasField("ackQuorumSize") else quorum,
+        state,
         # Like Java, lastEntryId and length only count for a closed ledger.
-        last_entry_id=pb.lastEntryId if closed else INVALID_ENTRY_ID,
-        length=pb.length if closed else 0,
-        ensembles=tuple((s.firstEntryId, tuple(s.ensembleMember)) for s in pb.segment),
+        pb.lastEntryId if closed else INVALID_ENTRY_ID,
+        pb.length if closed else 0,
+        tuple([(s.firstEntryId, tuple(s.ensembleMember)) for s in pb.segment]),
         # digestType and password are read only when a password is present.
-        digest_type=DigestType(pb.digestType) if has_password else None,
-        password=bytes(pb.password) if has_password else None,
-        ctime=pb.ctime if pb.HasField("ctime") else None,
-        custom_metadata=CustomMetadata((e.key, bytes(e.value)) for e in pb.customMetadata),
-        ctoken=pb.cToken if format_version == 3 else 0,
-        format_version=format_version,
+        _DIGESTS.get(pb.digestType, pb.digestType) if has_password else None,
+        pb.password if has_password else None,
+        pb.ctime if pb.HasField("ctime") else None,
+        CustomMetadata({e.key: e.value for e in pb.customMetadata}),
+        pb.cToken if format_version == 3 else 0,
+        format_version,
     )
 
 
