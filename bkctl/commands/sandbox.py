@@ -76,6 +76,9 @@ def sandbox() -> None:
 @_dir_option
 @click.option("--zk-port", type=click.IntRange(1, 65535), default=None, metavar="PORT",
               help="ZooKeeper client port (default: a free port).")
+@click.option("--zk-heap", "zk_heap", type=click.IntRange(min=64), default=None, metavar="MIB",
+              help="Java heap of the ZooKeeper it starts, in MiB (default 256, or what it was last started "
+                   "with); about 1 KiB a ledger znode, so a cluster of a million ledgers wants 2048 or more.")
 @click.option("--autorecovery/--no-autorecovery", default=None,
               help="Run the autorecovery daemon inside every bookie started (autoRecoveryDaemonEnabled=true); "
                    "remembered for later `up`s. Bookies already running keep their setting.")
@@ -87,8 +90,8 @@ def sandbox() -> None:
                    "KEY= forgets one). Remembered like --autorecovery; bookies already running keep theirs.")
 @_json_option
 @click.pass_context
-def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, autorecovery: bool | None,
-       tls: bool | None, settings: tuple[str, ...], as_json: bool) -> None:
+def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, zk_heap: int | None,
+       autorecovery: bool | None, tls: bool | None, settings: tuple[str, ...], as_json: bool) -> None:
     """Start ZooKeeper (or reuse the running one), initialise the cluster, start the bookies.
 
     Each bookie gets an HTTP admin on a free 127.0.0.1 port (shown here and
@@ -102,23 +105,23 @@ def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, au
     bookie that was decommissioned (`bkctl decommission`: its cookie is gone
     from ZooKeeper) is not started again: its slot is dropped, its directory
     moved aside (bookie-N.decommissioned), and a new bookie takes its place.
-    --json: uri, zookeeper, bookies[] (bookie_id, port, http_port, pid,
-    dirs), failed[] (index, bookie_id, error), retired[] (index, bookie_id,
-    moved_to), dir, autorecovery, tls, settings.
+    --json: uri, zookeeper (port, pid, heap_mb), bookies[] (bookie_id, port,
+    http_port, pid, dirs), failed[] (index, bookie_id, error), retired[]
+    (index, bookie_id, moved_to), dir, autorecovery, tls, settings.
     """
     from ..sandbox import cluster
 
     as_json = _wants_json(ctx, as_json)
     extra = _run(cluster.parse_settings, settings)
     result = _run(cluster.sandbox_up, directory, bookies, zk_port, progress=_progress(ctx, as_json),
-                  autorecovery=autorecovery, tls=tls, settings=extra)
+                  autorecovery=autorecovery, tls=tls, settings=extra, zk_heap_mb=zk_heap)
     if as_json:
         _emit(result)
         _refuse_failed(result)
         return
     zk = result["zookeeper"]
     click.echo(f"sandbox     {result['dir']}")
-    click.echo(f"zookeeper   127.0.0.1:{zk['port']} (pid {zk['pid']})")
+    click.echo(f"zookeeper   127.0.0.1:{zk['port']} (pid {zk['pid']}, {zk['heap_mb']} MiB heap)")
     for r in result.get("retired") or []:
         click.echo(f"retired     {r['bookie_id']} (decommissioned: its slot is dropped, its directory moved to "
                    f"{r['moved_to']})")

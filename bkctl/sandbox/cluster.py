@@ -132,10 +132,17 @@ def zookeeper_alive(directory: Path, record: dict | None) -> bool:
     return is_zookeeper_process(int(record["pid"]), _zk_dir(directory))
 
 
+#: the sandbox ZooKeeper's Java heap unless ``sandbox up --zk-heap`` says otherwise
+DEFAULT_ZK_HEAP_MB = 256
+
+
 def ensure_zookeeper(directory: Path, state: dict, port: int | None = None,
-                     progress: Progress = _quiet) -> dict:
-    """Reuse the recorded ZooKeeper if it runs, else start one; returns its record."""
+                     progress: Progress = _quiet, heap_mb: int | None = None) -> dict:
+    """Reuse the recorded ZooKeeper if it runs, else start one with *heap_mb* MiB of
+    heap (None: the heap it was last started with, else :data:`DEFAULT_ZK_HEAP_MB`);
+    returns its record."""
     record = state.get("zookeeper") or {}
+    heap = heap_mb or int(record.get("heap_mb") or DEFAULT_ZK_HEAP_MB)
     if zookeeper_alive(directory, record):
         running = int(record["port"])
         if port is not None and port != running:
@@ -148,18 +155,23 @@ def ensure_zookeeper(directory: Path, state: dict, port: int | None = None,
             raise SandboxError(
                 f"the sandbox ZooKeeper (pid {record['pid']}) does not answer on {HOST}:{running}; "
                 f"see {_zk_dir(directory) / 'zookeeper.log'}", UNREACHABLE)
+        if heap_mb is not None and heap_mb != int(record.get("heap_mb") or DEFAULT_ZK_HEAP_MB):
+            raise SandboxError(
+                f"the sandbox ZooKeeper in {directory} already runs with a "
+                f"{int(record.get('heap_mb') or DEFAULT_ZK_HEAP_MB)} MiB heap; run `bkctl sandbox down --dir "
+                f"{directory}` before asking for {heap_mb} MiB", USAGE)
         progress(f"ZooKeeper already running on {HOST}:{running} (pid {record['pid']})")
-        return {"port": running, "pid": int(record["pid"]), "started": False}
+        return {"port": running, "pid": int(record["pid"]), "started": False, "heap_mb": heap}
     if port is None and record.get("port") and port_free(HOST, int(record["port"])):
         port = int(record["port"])  # same port as last time keeps the URI stable
-    server = ZooKeeperServer(_zk_dir(directory), port)
-    progress("starting ZooKeeper...")
+    server = ZooKeeperServer(_zk_dir(directory), port, heap_mb=heap)
+    progress(f"starting ZooKeeper ({heap} MiB heap)...")
     try:
         server.start()
     except ZooKeeperError as exc:
         raise SandboxError(str(exc)) from None
     progress(f"ZooKeeper listening on {server.connect_string} (pid {server.pid})")
-    return {"port": server.port, "pid": server.pid, "started": True}
+    return {"port": server.port, "pid": server.pid, "started": True, "heap_mb": heap}
 
 
 def init_cluster(uri: str, timeout: float = 20.0) -> bool:
@@ -421,7 +433,7 @@ def _public(state: dict) -> dict:
     zk = state.get("zookeeper") or {}
     return {
         "uri": state.get("uri"),
-        "zookeeper": {"port": zk.get("port"), "pid": zk.get("pid")},
+        "zookeeper": {"port": zk.get("port"), "pid": zk.get("pid"), "heap_mb": zk.get("heap_mb")},
         "bookies": [
             {"bookie_id": b["id"], "port": b["port"], "http_port": b.get("http_port"), "pid": b.get("pid"),
              "dirs": list(b.get("dirs", []))}
@@ -438,7 +450,8 @@ def _public(state: dict) -> dict:
 
 def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_port: int | None = None, *,
                bookie_timeout: float = 60.0, progress: Progress = _quiet, autorecovery: bool | None = None,
-               tls: bool | None = None, settings: dict[str, str | None] | None = None) -> dict:
+               tls: bool | None = None, settings: dict[str, str | None] | None = None,
+               zk_heap_mb: int | None = None) -> dict:
     """Start (or reuse) ZooKeeper, initialise the cluster, run *bookies* bookies.
 
     With *autorecovery* every bookie this call starts runs the autorecovery
@@ -448,6 +461,8 @@ def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_
     certificate made in ``<dir>/tls`` (``tls.ca`` in the result). *settings*
     (``--set``, from :func:`parse_settings`) update the bk_server.conf settings
     remembered for every bookie started (a None value forgets a key).
+    *zk_heap_mb*: the Java heap of a ZooKeeper this call starts (a production-sized
+    cluster needs gigabytes: some 1 KiB a ledger znode); remembered for later starts.
 
     Every bookie that can start is started: one that does not is reported
     in ``failed`` (``index``, ``bookie_id``, ``error``), left out of
@@ -478,13 +493,13 @@ def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_
                 f"cannot start {bookies} bookie{'' if bookies == 1 else 's'}: bookied is not available yet "
                 "(no `python -m bkctl.bookied`); run `bkctl sandbox up --bookies 0` for ZooKeeper only")
 
-        zk = ensure_zookeeper(d, state, zk_port, progress)
+        zk = ensure_zookeeper(d, state, zk_port, progress, zk_heap_mb)
         uri = metadata_uri_for(zk["port"])
         state.update({
             "version": STATE_VERSION,
             "dir": str(d),
             "uri": uri,
-            "zookeeper": {"port": zk["port"], "pid": zk["pid"], "dir": str(_zk_dir(d))},
+            "zookeeper": {"port": zk["port"], "pid": zk["pid"], "dir": str(_zk_dir(d)), "heap_mb": zk["heap_mb"]},
         })
         # bookies beyond the requested count keep running and stay recorded
         for extra in recorded[bookies:]:
@@ -611,7 +626,7 @@ def sandbox_status(directory: str | os.PathLike | None = None, *, check_registra
     return {
         "dir": str(d),
         "uri": state.get("uri"),
-        "zookeeper": {"port": zk.get("port"), "pid": zk.get("pid"), "alive": zk_alive},
+        "zookeeper": {"port": zk.get("port"), "pid": zk.get("pid"), "alive": zk_alive, "heap_mb": zk.get("heap_mb")},
         "bookies": bookie_rows,
         "running": zk_alive or any(row["alive"] for row in bookie_rows),
     }

@@ -57,7 +57,7 @@ def test_up_status_down_json(sandbox_dir):
     status = invoke("status", "--dir", str(sandbox_dir), "--json")
     assert status.exit_code == 0
     st = json.loads(status.stdout)
-    assert st["zookeeper"] == {"port": port, "pid": pid, "alive": True}
+    assert st["zookeeper"] == {"port": port, "pid": pid, "alive": True, "heap_mb": 256}
     assert st["running"] is True
 
     down = invoke("down", "--dir", str(sandbox_dir), "--json")
@@ -68,6 +68,19 @@ def test_up_status_down_json(sandbox_dir):
     st = json.loads(invoke("status", "--dir", str(sandbox_dir), "--json").stdout)
     assert st["zookeeper"]["alive"] is False and st["running"] is False
     assert json.loads(invoke("down", "--dir", str(sandbox_dir), "--json").stdout)["stopped"] == []
+
+
+def test_zk_heap_sizes_the_zookeeper_for_a_production_sized_cluster_and_is_remembered(sandbox_dir):
+    from bkctl.sandbox.zookeeper import process_cmdline
+
+    doc = json.loads(invoke("up", "--bookies", "0", "--zk-heap", "384", "--dir", str(sandbox_dir), "--json").stdout)
+    assert doc["zookeeper"]["heap_mb"] == 384
+    assert "-Xmx384m" in process_cmdline(doc["zookeeper"]["pid"])
+    refused = invoke("up", "--bookies", "0", "--zk-heap", "512", "--dir", str(sandbox_dir))
+    assert refused.exit_code == 2 and "already runs with a 384 MiB heap" in refused.output
+    cluster.sandbox_down(sandbox_dir, grace=5)
+    again = json.loads(invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json").stdout)
+    assert again["zookeeper"]["heap_mb"] == 384 and "-Xmx384m" in process_cmdline(again["zookeeper"]["pid"])
 
 
 def test_up_resumes_the_same_cluster_after_down(sandbox_dir):
