@@ -4,7 +4,6 @@ compare-and-set on the znode version, delete, and walking every ledger id."""
 from __future__ import annotations
 
 import re
-from collections import deque
 from typing import TYPE_CHECKING, Collection, Iterable, Iterator
 
 from kazoo.exceptions import BadVersionError, LockTimeout, NodeExistsError, NoNodeError, NotEmptyError
@@ -29,8 +28,6 @@ if TYPE_CHECKING:
 __all__ = ["ZKLedgerLock", "ZKLedgerManager"]
 
 _DIGITS4 = re.compile(r"\d{4}")
-#: ledger metadata reads in flight at once in :meth:`ZKLedgerManager.read_many` (through kazoo)
-_READ_WINDOW = 256
 #: how many ledgers a walk's progress hears of at a time
 _PROGRESS_STEP = 1000
 _LEAF4 = re.compile(r"L\d{4}")
@@ -242,15 +239,7 @@ class ZKLedgerManager(Manager):
         value does not contain one of those bookie ids is left out without being decoded
         (the caller still checks the decoded ones: a bookie id inside another matches)."""
         marks = tuple(b.encode("utf-8") for b in naming) if naming is not None else None
-        asked: deque[int] = deque()
-
-        def paths() -> Iterator[str]:
-            for ledger_id in ledger_ids:
-                asked.append(ledger_id)
-                yield self.path(ledger_id)
-
-        for got in self._session.get_many(paths(), _READ_WINDOW):
-            ledger_id = asked.popleft()
+        for ledger_id, got in self._session.get_each((i, self.path(i)) for i in ledger_ids):
             if got is None:
                 yield LedgerRead(ledger_id, None, -1)
                 continue

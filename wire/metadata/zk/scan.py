@@ -108,6 +108,13 @@ class ZnodeScanner:
         # [xid, request] of every request not answered yet, in the order sent; one the
         # connection broke under stays here, to be sent again on the next connection
         pending: deque[list] = deque()
+        try:
+            yield from self._answers(op, it, pending)
+        finally:
+            if pending:  # left before the end: replies still on the way would answer the next walk
+                self._drop()
+
+    def _answers(self, op: int, it: Iterator[str], pending: deque) -> Iterator[jute.ReadResult]:
         done = 0
         exhausted = False
         lost_since: float | None = None
@@ -161,6 +168,8 @@ class ZnodeScanner:
     def _answer(self, xid: int, request: _Request) -> list[jute.ReadResult]:
         if self._multi_read and len(request.paths) > 1:
             reply = self._reply(jute.OP_MULTI_READ)
+            if reply.xid != xid:
+                raise self._failed(f"an answer to request {reply.xid} where {xid} was due")
             if reply.err == jute.UNIMPLEMENTED:  # a server before 3.6: plain reads from now on
                 self._multi_read = False
                 raise _Lost("no multiRead on this server")

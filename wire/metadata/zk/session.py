@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 import weakref
+from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar
 
 from kazoo.client import KazooClient, KazooState
@@ -39,6 +40,7 @@ from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata.errors import ClusterNotFound, MetadataStoreError, ZKAuthError, ZKStoreError, ZKUnavailable
 
 if TYPE_CHECKING:
+    from bkctl.wire.fastpath import Twins
     from bkctl.wire.metadata.zk.scan import ZnodeScanner
 
 log = logging.getLogger(__name__)
@@ -111,8 +113,12 @@ def kazoo_args(security) -> dict:
     return args
 
 
+#: lists shorter than this are read through kazoo (the walk's connection is for walks)
+_SCAN_AT_LEAST = 64
+
 _F = TypeVar("_F", bound=Callable)
 _T = TypeVar("_T")
+_K = TypeVar("_K")
 
 #: what a manager's public method may raise from kazoo (KazooTimeoutError is no KazooException)
 _KAZOO_ERRORS = (KazooException, KazooTimeoutError)
@@ -162,8 +168,12 @@ class ZKSession:
     """
 
     def __init__(self, hosts: str, root: str, timeout: float = 10.0, *,
-                 session_timeout: float | None = None, security=None):
+                 session_timeout: float | None = None, security=None, twins: "Twins | None" = None):
         from bkctl.wire.metadata.zksecurity import get_default
+
+        #: the fast paths in use (:mod:`bkctl.wire.fastpath`; None: the process's, looked up
+        #: when a walk starts): whether walks take the multiRead scanner
+        self.twins = twins
 
         self.hosts = hosts
         self.root = root
@@ -178,6 +188,8 @@ class ZKSession:
         self._restorers: list[Callable[[], bool]] = []
         self._lost_listeners: list[Callable[[], None]] = []
         self._closing = False
+        self._scanner: ZnodeScanner | None = None  # the walks' connection (walk_scanner), made on first use
+        self._scanner_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------
     def start(self):
@@ -232,6 +244,11 @@ class ZKSession:
         self._restore_needed.set()
         if zk is not None:
             self._shutdown_client(zk)
+        if self._scanner_lock.acquire(timeout=5):  # a walk still going keeps it until it ends
+            scanner, self._scanner = self._scanner, None
+            self._scanner_lock.release()
+            if scanner is not None:
+                scanner.close()
         thread, self._restore_thread = self._restore_thread, None
         if thread is not None and thread is not threading.current_thread():
             thread.join(5)
@@ -364,7 +381,8 @@ class ZKSession:
         from bkctl.wire import fastpath
         from bkctl.wire.metadata.zk.scan import ZnodeScanner
 
-        if not fastpath.ENABLED or not ZnodeScanner.usable_with(self.hosts, self.security):
+        twins = self.twins if self.twins is not None else fastpath.selected()
+        if not twins.enabled or not ZnodeScanner.usable_with(self.hosts, self.security):
             return None
         return ZnodeScanner(self.hosts, self.security, timeout=max(self.session_timeout, self.timeout))
 
@@ -376,11 +394,11 @@ class ZKSession:
         was not answered); else through kazoo with up to ``window`` gets in flight,
         where a get that failed otherwise (a connection loss) is retried alone, as
         :meth:`get` retries."""
-        scanner = self.walk_scanner()
-        if scanner is not None:
-            with scanner:
-                yield from scanner.get_many(paths)
-            return
+        if not (isinstance(paths, (list, tuple)) and len(paths) < _SCAN_AT_LEAST):
+            scanned = self._scanned(lambda scanner: scanner.get_many(paths))
+            if scanned is not None:
+                yield from scanned
+                return
         it = iter(paths)
         while True:
             chunk = list(itertools.islice(it, window))
@@ -397,6 +415,65 @@ class ZKSession:
                         yield self.get(path)
                     except NoNodeError:
                         yield None
+
+    def children_many(self, paths: list[str]) -> Iterator[list[str] | None]:
+        """The children of each path, in order (None: no such znode); a long list is read
+        by the walks' scanner (:meth:`get_many`), a short one through kazoo."""
+        if len(paths) >= _SCAN_AT_LEAST:
+            scanned = self._scanned(lambda scanner: scanner.children_many(paths))
+            if scanned is not None:
+                yield from scanned
+                return
+        for path in paths:
+            try:
+                yield self.children(path)
+            except NoNodeError:
+                yield None
+
+    def _scanned(self, read: Callable[["ZnodeScanner"], Iterator[_T]]) -> Iterator[_T] | None:
+        """``read(scanner)`` with the scanner :meth:`_scanner_for_walk` gives, handed back
+        (or closed) when the reading ends; None where kazoo has to read."""
+        scanner, shared = self._scanner_for_walk()
+        if scanner is None:
+            return None
+
+        def reading() -> Iterator[_T]:
+            try:
+                yield from read(scanner)
+            finally:
+                if shared:
+                    self._scanner_lock.release()
+                else:
+                    scanner.close()
+
+        return reading()
+
+    def _scanner_for_walk(self) -> tuple["ZnodeScanner | None", bool]:
+        """``(scanner, shared)``: the session's own scanner when no other walk holds it
+        (its connection is kept between walks: a Pulsar walk reads thousands of small
+        lists, and a ZooKeeper session each would be a write through the quorum), else a
+        new one for this walk alone; None where kazoo walks."""
+        if self._scanner_lock.acquire(blocking=False):
+            if self._scanner is None:
+                self._scanner = self.walk_scanner()
+            if self._scanner is not None and not self._closing:
+                return self._scanner, True
+            self._scanner_lock.release()
+            return None, False
+        return self.walk_scanner(), False
+
+    def get_each(self, keyed: Iterable[tuple[_K, str]]) -> Iterator[tuple[_K, tuple[bytes, Any] | None]]:
+        """:meth:`get_many` of ``(key, path)`` pairs: ``(key, (value, stat) or None)`` in
+        order, streaming (the pairs are drawn as the reads go out)."""
+        asked: deque[_K] = deque()
+
+        def paths() -> Iterator[str]:
+            for key, path in keyed:
+                asked.append(key)
+                yield path
+
+        for got in self.get_many(paths()):
+            yield asked.popleft(), got
 
     def get_parsed(self, path: str, parse: Callable[[bytes], _T]) -> _T | None:
         """The znode's value through *parse* (None if the znode is missing; a value
