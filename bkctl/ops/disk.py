@@ -122,14 +122,8 @@ def managed_ledger_owner(kind: str, custom: dict[str, str]) -> Owner:
 
 def listed_owners(topics) -> dict[int, Owner]:
     """ledger id -> its topic, for every data and cursor ledger the managed ledgers list."""
-    from bkctl.wire.errors import NotFound
-
     owners: dict[int, Owner] = {}
-    for topic in topics.topics():
-        try:
-            ml = topics.read(topic)
-        except NotFound:
-            continue  # deleted meanwhile
+    for ml in topics.read_all(topics.topics()):  # one deleted meanwhile is left out
         for ledger_id in ml.ledger_ids:
             owners[ledger_id] = topic_owner("topic", ml.topic, "data")
         for info in ml.cursors.values():

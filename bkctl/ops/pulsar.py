@@ -334,11 +334,8 @@ def list_topics(store, tenant: str | None = None, namespace: str | None = None,
     the managed ledger records, cursors, terminated."""
     topics = reader(store, base)
     rows = []
-    for topic in topics.topics(tenant, namespace):
-        try:
-            ml = topics.read(topic)
-        except NotFound:
-            continue  # deleted meanwhile
+    for ml in topics.read_all(topics.topics(tenant, namespace)):  # one deleted meanwhile is left out
+        topic = ml.topic
         infos = list(ml.info.ledgerInfo)
         # the managed ledger records a ledger's entries and size when it closes it: the
         # ledger its broker writes has neither yet (topic show asks the bookies)
@@ -526,11 +523,7 @@ def _candidates(topics: TopicMetadataReader, custom: dict[str, str]) -> Iterator
         if ml is not None:
             yield ml
         return
-    for topic in topics.topics():
-        try:
-            yield topics.read(topic)
-        except NotFound:
-            continue  # deleted meanwhile
+    yield from topics.read_all(topics.topics())  # a topic deleted meanwhile is left out
 
 
 class OrphanSweep:

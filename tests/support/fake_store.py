@@ -725,6 +725,13 @@ class FakePulsarMetadata(_Manager):
         return StoredManagedLedger(P.managed_ledger_path(base, name), value, version,
                                    dict(sorted(cursor_values.items())) if cursors else {})
 
+    def managed_ledgers(self, base: str, names: Iterable[str], cursors: bool = True
+                        ) -> Iterator[StoredManagedLedger]:
+        for name in names:
+            stored = self.managed_ledger(base, name, cursors)
+            if stored is not None:
+                yield stored
+
     @_call
     def partitioned_topic(self, base: str, name: str) -> StoredValue | None:
         base = self._base(base)

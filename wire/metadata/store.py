@@ -398,6 +398,11 @@ class PulsarMetadata(Protocol):
         """The managed ledger ``name`` (with its cursors unless *cursors* is False);
         None when there is none.  The cursors are read pipelined."""
 
+    def managed_ledgers(self, base: str, names: Iterable[str], cursors: bool = True
+                        ) -> Iterator[StoredManagedLedger]:
+        """:meth:`managed_ledger` of each of ``names`` in order, streaming and read in
+        pipelined steps (a walk over every topic); those that are gone are left out."""
+
     def partitioned_topic(self, base: str, name: str) -> StoredValue | None:
         """The partitioned-topic metadata (JSON) of the topic whose managed ledger would be
         ``name``, kept beside ``base`` (:func:`~.paths.partitioned_topic_path`); None when there is none."""

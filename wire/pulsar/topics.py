@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ..metadata import paths as P
 from .errors import NoSuchTopic, PulsarFormatError
@@ -30,7 +30,7 @@ from .managed_ledger import (
 )
 
 if TYPE_CHECKING:
-    from ..metadata.store import MetadataStore, PulsarMetadata
+    from ..metadata.store import MetadataStore, PulsarMetadata, StoredManagedLedger
 
 __all__ = ["ManagedLedger", "TopicMetadataReader"]
 
@@ -113,10 +113,27 @@ class TopicMetadataReader:
             topic = None
         return self._read(managed_ledger, topic, True)
 
+    def read_all(self, topics: Iterable[TopicName], cursors: bool = True) -> Iterator[ManagedLedger]:
+        """The managed ledger of each of *topics*, in order, streaming (read in pipelined
+        steps: ``PulsarMetadata.managed_ledgers``); a topic deleted meanwhile is left out."""
+        asked: dict[str, TopicName] = {}  # path -> topic, of those asked for and not yet answered
+
+        def names() -> Iterator[str]:
+            for topic in topics:
+                asked[P.managed_ledger_path(self.base, topic.managed_ledger)] = topic
+                yield topic.managed_ledger
+
+        for stored in self.pulsar.managed_ledgers(self.base, names(), cursors):
+            topic = asked.pop(stored.path)
+            yield self._decoded(stored, topic.managed_ledger, topic)
+
     def _read(self, ml_name: str, topic: TopicName | None, cursors: bool) -> ManagedLedger | None:
         stored = self.pulsar.managed_ledger(self.base, ml_name, cursors)
         if stored is None:
             return None
+        return self._decoded(stored, ml_name, topic)
+
+    def _decoded(self, stored: StoredManagedLedger, ml_name: str, topic: TopicName | None) -> ManagedLedger:
         try:
             info = parse_managed_ledger_info(stored.value)
         except PulsarFormatError as exc:

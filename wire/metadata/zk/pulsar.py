@@ -4,15 +4,20 @@ children, and the partitioned-topic metadata of its configuration store.  Values
 are returned as stored; :mod:`bkctl.wire.pulsar` decodes them."""
 from __future__ import annotations
 
+import itertools
+from typing import Iterable, Iterator
+
 from kazoo.exceptions import NoNodeError
 
 from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata.store import StoredManagedLedger, StoredValue
-from bkctl.wire.metadata.zk.session import Manager, zk_call
+from bkctl.wire.metadata.zk.session import Manager, zk_call, zk_gen
 
 __all__ = ["ZKPulsarMetadata"]
 
 _DOMAIN = "persistent"
+#: managed ledgers read in one step of :meth:`ZKPulsarMetadata.managed_ledgers`
+_TOPICS_AT_ONCE = 1000
 
 
 class ZKPulsarMetadata(Manager):
@@ -56,6 +61,29 @@ class ZKPulsarMetadata(Manager):
                 if got is not None:  # None: deleted meanwhile
                     found[child] = got[0]
         return StoredManagedLedger(path, value, stat.version, found)
+
+    @zk_gen
+    def managed_ledgers(self, base: str, names: Iterable[str], cursors: bool = True
+                        ) -> Iterator[StoredManagedLedger]:
+        """:meth:`managed_ledger` of each of *names*, in order, leaving out those that are
+        gone: a thousand at a time, each step (values, cursor lists, cursors) one pipelined
+        read, so that ten thousand topics cost some thirty walks' requests, not 30,000
+        round trips."""
+        s = self._session
+        it = iter(names)
+        while chunk := list(itertools.islice(it, _TOPICS_AT_ONCE)):
+            paths = [P.managed_ledger_path(base, name) for name in chunk]
+            values = list(s.get_many(paths))
+            children = list(s.children_many(paths)) if cursors else [[] for _ in paths]
+            wanted = [(i, child) for i, kids in enumerate(children) for child in sorted(kids or ())
+                      if values[i] is not None]
+            found: list[dict[str, bytes]] = [{} for _ in paths]
+            for (i, child), got in s.get_each(((i, c), f"{paths[i]}/{c}") for i, c in wanted):
+                if got is not None:  # None: deleted meanwhile
+                    found[i][child] = got[0]
+            for path, value, cursor_values in zip(paths, values, found):
+                if value is not None:
+                    yield StoredManagedLedger(path, value[0], value[1].version, cursor_values)
 
     @zk_call
     def partitioned_topic(self, base: str, name: str) -> StoredValue | None:
