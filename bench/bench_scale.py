@@ -1,0 +1,315 @@
+"""Every command that walks the cluster's metadata, at production scale, beside Java's shell.
+
+    python bench/bench_scale.py --ledgers 1000000 --topics 10000 --java-peer ~/bk-java-peer --rounds 2
+
+A sandbox of its own (``bkctl sandbox up --zk-heap``: a real ZooKeeper and real bookieds)
+is filled with N ledgers in the hierarchical layout, the bytes a Java client writes
+(:func:`~bkctl.wire.metadata.ledger.serialize_ledger_metadata`, checked against Java's in
+tests/vectors): T Pulsar topics with their managed ledgers, ledgers and a cursor each,
+orphans (Pulsar ledgers no managed ledger lists), plain ledgers, and under-replicated
+marks.  Ensembles (E3/Qw2/Qa2) are drawn from the sandbox's bookies and seven bookies
+that are gone, so that "the ledgers on one bookie" is a part of the cluster, as it is in
+a real one.
+
+Then each command is run as a user runs it (``bkctl ...`` as a process, its output to a
+pipe that is counted), alternated with Java's ``bookkeeper shell`` on the same ZooKeeper
+where Java has one, and printed with its wall time, ledgers/s, the ZooKeeper requests it
+made (ZooKeeper's own ``mntr`` count, so the bench's own reads are not in it), peak RSS and
+the load average.  ``--walk-probe`` also times another client's getData while our walk
+runs (the latency a walk adds for the cluster's brokers and bookies).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import load_note, section  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+GONE = [f"127.0.0.2:{3181 + i}" for i in range(7)]  # bookies that are not there any more
+DAY_MS = 86_400_000
+
+
+@dataclass
+class Filled:
+    uri: str
+    zk: str
+    bookies: list[str]
+    ledgers: int
+    topics: int
+
+
+@dataclass
+class Figure:
+    label: str
+    seconds: float
+    lines: int
+    zk_requests: int
+    peak_rss_mib: float
+    load: str
+    rc: int
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ledgers", type=int, default=100_000)
+    p.add_argument("--topics", type=int, default=1000, help="Pulsar topics (managed ledgers) among them")
+    p.add_argument("--ledgers-per-topic", type=int, default=10)
+    p.add_argument("--orphans", type=int, default=None, help="default: 2%% of the ledgers")
+    p.add_argument("--marks", type=int, default=2000, help="under-replicated ledgers marked")
+    p.add_argument("--zk-heap", type=int, default=None, help="MiB (default: 1 KiB a ledger plus 512)")
+    p.add_argument("--java-peer", default=None, help="the Java peer's root, for Java's shell beside ours")
+    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--dir", default=None, help="the sandbox's directory (default: a temporary one, removed)")
+    p.add_argument("--keep", action="store_true", help="leave the sandbox running (with --dir: reuse it filled)")
+    p.add_argument("--only", default=None, help="comma-separated labels of the commands to run")
+    p.add_argument("--walk-probe", action="store_true",
+                   help="time another client's getData (p99) while `ledger list --json` walks")
+    args = p.parse_args(argv)
+
+    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    heap = args.zk_heap or 512 + args.ledgers // 1024
+    bkctl = str(Path(sys.executable).with_name("bkctl"))
+    print(f"bench_scale: {args.ledgers:,} ledgers, {args.topics:,} topics; {load_note()}", flush=True)
+    up = subprocess.run([bkctl, "sandbox", "up", "--bookies", "3", "--zk-heap", str(heap), "--dir", str(work),
+                         "--json"], capture_output=True, text=True)
+    if up.returncode != 0:
+        print(up.stderr, file=sys.stderr)
+        return 1
+    doc = json.loads(up.stdout)
+    zk = f"127.0.0.1:{doc['zookeeper']['port']}"
+    filled = Filled(doc["uri"], zk, [b["bookie_id"] for b in doc["bookies"]], args.ledgers, args.topics)
+    try:
+        marker = work / "filled.json"
+        if not (marker.exists() and json.loads(marker.read_text()).get("ledgers") == args.ledgers):
+            section("filling")
+            fill(filled, args)
+            marker.write_text(json.dumps({"ledgers": args.ledgers, "topics": args.topics}))
+        run_commands(filled, args, bkctl)
+        if args.walk_probe:
+            probe(filled, bkctl)
+    finally:
+        if not args.keep:
+            subprocess.run([bkctl, "sandbox", "down", "--dir", str(work)], capture_output=True)
+            if not args.dir:
+                shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+# -- filling --------------------------------------------------------------------------
+def fill(f: Filled, args) -> None:
+    from kazoo.client import KazooClient
+
+    from bkctl.wire.metadata import paths as P
+    from bkctl.wire.metadata.ledger import LedgerMetadata, serialize_ledger_metadata
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+
+    rnd = random.Random(57)
+    pool = f.bookies + GONE
+    now = int(time.time() * 1000)
+    per_topic = args.ledgers_per_topic
+    data_ledgers = min(args.topics * per_topic, args.ledgers)
+    topics = min(args.topics, data_ledgers)
+    orphans = args.orphans if args.orphans is not None else args.ledgers // 50
+    cursor_first = data_ledgers + 1
+    orphan_first = cursor_first + topics
+    plain_first = orphan_first + orphans
+
+    def topic_name(t: int) -> str:
+        return f"acme/ns{t % 10}/persistent/topic-{t}"
+
+    def value(ledger_id: int) -> bytes:
+        custom = None
+        closed = True
+        if ledger_id < cursor_first:
+            t = (ledger_id - 1) % topics
+            custom = {"application": b"pulsar", "component": b"managed-ledger",
+                      "pulsar/managed-ledger": topic_name(t).encode()}
+            closed = ledger_id <= data_ledgers - topics  # the last of each topic is open
+        elif ledger_id < orphan_first:
+            t = ledger_id - cursor_first
+            custom = {"application": b"pulsar", "component": b"managed-ledger",
+                      "pulsar/managed-ledger": topic_name(t).encode(), "pulsar/cursor": b"sub"}
+            closed = False
+        elif ledger_id < plain_first:
+            custom = {"application": b"pulsar", "component": b"managed-ledger",
+                      "pulsar/managed-ledger": topic_name(ledger_id % topics).encode()}
+        md = LedgerMetadata.new(rnd.sample(pool, 3), 2, 2, password=b"", ctime=now - 30 * DAY_MS + ledger_id,
+                                custom_metadata=custom)
+        return serialize_ledger_metadata(md.closed(999, 100_000) if closed else md)
+
+    zk = KazooClient(hosts=f.zk, timeout=60)
+    zk.start()
+    t0 = time.monotonic()
+    try:
+        # one leaf znode holds 10,000 ledgers
+        parents = sorted({p for block in range(f.ledgers // 10_000 + 1)
+                          for p in P.ledger_parent_paths(max(1, block * 10_000))})
+        for parent in parents:
+            zk.ensure_path(parent)
+        batch = 1000
+        for lo in range(1, f.ledgers + 1, batch):
+            tx = zk.transaction()
+            for ledger_id in range(lo, min(lo + batch, f.ledgers + 1)):
+                tx.create(P.ledger_path(ledger_id), value(ledger_id))
+            bad = [r for r in tx.commit() if isinstance(r, Exception)]
+            if bad:
+                raise SystemExit(f"filling failed at ledger {lo}: {bad[0]!r}")
+            if lo % 100_000 == 1 and lo > 1:
+                print(f"  {lo - 1:,} ledgers in {time.monotonic() - t0:.0f}s", flush=True)
+        base = P.managed_ledgers_base("/ledgers")
+        listed: dict[int, list[int]] = {}
+        for ledger_id in range(1, data_ledgers + 1):
+            listed.setdefault((ledger_id - 1) % topics, []).append(ledger_id)
+        for t in range(topics):
+            info = ml.ManagedLedgerInfo()
+            for ledger_id in listed.get(t, []):
+                info.ledgerInfo.add(ledgerId=ledger_id, entries=1000, size=100_000, timestamp=now - DAY_MS)
+            path = P.managed_ledger_path(base, topic_name(t))
+            zk.create(path, info.SerializeToString(), makepath=True)
+            cursor = ml.ManagedCursorInfo(cursorsLedgerId=cursor_first + t, markDeleteLedgerId=listed[t][0],
+                                          markDeleteEntryId=10)
+            zk.create(f"{path}/sub", cursor.SerializeToString())
+    finally:
+        zk.stop()
+        zk.close()
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    with ZKMetadataStore(f.uri, timeout=60) as store:
+        for ledger_id in range(1, min(args.marks, f.ledgers) + 1):
+            store.underreplication.mark(ledger_id * max(1, f.ledgers // max(args.marks, 1)), [GONE[0]])
+    print(f"filled {f.ledgers:,} ledgers ({topics:,} topics, {orphans:,} orphans, {args.marks:,} marks) in "
+          f"{time.monotonic() - t0:.0f}s; {load_note()}", flush=True)
+
+
+# -- running ----------------------------------------------------------------------------
+def zk_requests(zk: str) -> int:
+    host, port = zk.split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(b"mntr")
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    for line in out.decode().splitlines():
+        if line.startswith("zk_packets_received"):
+            return int(line.split()[1])
+    return -1
+
+
+def timed(label: str, cmd: list[str], env: dict[str, str], zk: str) -> Figure:
+    """Run *cmd* with its stdout counted (a pipe, as `| wc -l`); wall time, peak RSS (wait4)."""
+    before = zk_requests(zk)
+    load = load_note()
+    t = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err: list[bytes] = []
+    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()))
+    reader.start()
+    lines = sum(chunk.count(b"\n") for chunk in iter(lambda: proc.stdout.read(1 << 16), b""))
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.monotonic() - t
+    reader.join()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    requests = zk_requests(zk) - before - 1
+    if proc.returncode != 0:
+        print(f"  {label}: exit {proc.returncode}: {err[0][-400:].decode(errors='replace')}", flush=True)
+    return Figure(label, seconds, lines, requests, usage.ru_maxrss / 1024, load, proc.returncode)
+
+
+def run_commands(f: Filled, args, bkctl: str) -> None:
+    env = dict(os.environ, BKCTL_METADATA_URI=f.uri)
+    one = f.bookies[0]
+    ours = {
+        "every id": [bkctl, "ledger", "list"],
+        "ledgers on one bookie": [bkctl, "ledger", "list", "--bookie", one],
+        "every ledger's metadata": [bkctl, "--json", "ledger", "list"],
+        "pulsar orphans": [bkctl, "pulsar", "orphans", "--older-than", "1d"],
+        "disk": [bkctl, "--json", "disk"],
+        "pulsar topic list": [bkctl, "pulsar", "topic", "list"],
+        "underreplicated": [bkctl, "autorecovery", "underreplicated"],
+        "recover --dry-run": [bkctl, "--json", "recover", GONE[0], "--dry-run"],
+    }
+    java = {
+        "every id": ["listledgers"],
+        "ledgers on one bookie": ["listledgers", "-bookieid", one],
+        "every ledger's metadata": ["listledgers", "-meta"],
+        "underreplicated": ["listunderreplicated"],
+    }
+    wanted = set(args.only.split(",")) if args.only else set(ours)
+    results: dict[str, dict[str, list[Figure]]] = {}
+    jenv = None
+    if args.java_peer:
+        peer = Path(args.java_peer).expanduser()
+        jenv = dict(os.environ, PEER=str(peer), ZK=f.zk, ROOT="/ledgers")
+        shell = str(peer / "scripts" / "bkshell.sh")
+    for rnd in range(args.rounds):
+        section(f"round {rnd + 1} of {args.rounds}")
+        for label, cmd in ours.items():
+            if label not in wanted:
+                continue
+            sides = [("bkctl", cmd, env)]
+            if jenv is not None and label in java:
+                sides.append(("java", [shell, *java[label]], jenv))
+            if rnd % 2:
+                sides.reverse()
+            for side, c, e in sides:
+                fig = timed(label, c, e, f.zk)
+                results.setdefault(label, {}).setdefault(side, []).append(fig)
+                rate = f.ledgers / fig.seconds
+                print(f"  {label:26} {side:5} {fig.seconds:8.2f} s {rate:>10,.0f} ledgers/s "
+                      f"{fig.zk_requests:>9,} ZK requests  peak RSS {fig.peak_rss_mib:6.0f} MiB  "
+                      f"{fig.lines:>9,} lines  exit {fig.rc}  [{fig.load}]", flush=True)
+    section("medians: bkctl against Java's bookkeeper shell")
+    for label, sides in results.items():
+        ours_s = sorted(x.seconds for x in sides["bkctl"])[len(sides["bkctl"]) // 2]
+        line = f"  {label:26} bkctl {ours_s:8.2f} s ({f.ledgers / ours_s:>9,.0f}/s)"
+        if "java" in sides:
+            java_s = sorted(x.seconds for x in sides["java"])[len(sides["java"]) // 2]
+            line += f"   java {java_s:8.2f} s ({f.ledgers / java_s:>9,.0f}/s)   {java_s / ours_s:5.2f}x"
+        print(line, flush=True)
+
+
+def probe(f: Filled, bkctl: str) -> None:
+    """Another client's getData latency while `ledger list --json` walks (ms, p50/p99/max)."""
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=f.zk)
+    zk.start()
+    env = dict(os.environ, BKCTL_METADATA_URI=f.uri)
+
+    def sample(seconds: float, proc=None) -> list[float]:
+        out = []
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and (proc is None or proc.poll() is None):
+            t = time.monotonic()
+            zk.get("/ledgers/LAYOUT")
+            out.append((time.monotonic() - t) * 1000)
+            time.sleep(0.005)
+        return sorted(out)
+
+    idle = sample(5)
+    proc = subprocess.Popen([bkctl, "--json", "ledger", "list"], env=env, stdout=subprocess.DEVNULL)
+    busy = sample(600, proc)
+    proc.wait()
+    zk.stop()
+    zk.close()
+    section("another client's getData while ledger list --json walks")
+    for name, xs in (("idle", idle), ("during the walk", busy)):
+        print(f"  {name:16} p50 {xs[len(xs) // 2]:.2f} ms  p99 {xs[int(len(xs) * 0.99)]:.2f} ms  "
+              f"max {xs[-1]:.2f} ms  ({len(xs)} gets)", flush=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
