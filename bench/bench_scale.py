@@ -18,6 +18,7 @@ made (ZooKeeper's own ``mntr`` count, so the bench's own reads are not in it), p
 the load average.  ``--walk-probe`` also times another client's getData while our walk
 runs (the latency a walk adds for the cluster's brokers and bookies).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,16 +76,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", default=None, help="the sandbox's directory (default: a temporary one, removed)")
     p.add_argument("--keep", action="store_true", help="leave the sandbox running (with --dir: reuse it filled)")
     p.add_argument("--only", default=None, help="comma-separated labels of the commands to run")
-    p.add_argument("--walk-probe", action="store_true",
-                   help="time another client's getData (p99) while `ledger list --json` walks")
+    p.add_argument(
+        "--walk-probe", action="store_true", help="time another client's getData (p99) while `ledger list --json` walks"
+    )
     args = p.parse_args(argv)
 
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-scale-"))
     heap = args.zk_heap or 512 + args.ledgers // 1024
     bkctl = str(Path(sys.executable).with_name("bkctl"))
     print(f"bench_scale: {args.ledgers:,} ledgers, {args.topics:,} topics; {load_note()}", flush=True)
-    up = subprocess.run([bkctl, "sandbox", "up", "--bookies", "3", "--zk-heap", str(heap), "--dir", str(work),
-                         "--json"], capture_output=True, text=True)
+    up = subprocess.run(
+        [bkctl, "sandbox", "up", "--bookies", "3", "--zk-heap", str(heap), "--dir", str(work), "--json"],
+        capture_output=True,
+        text=True,
+    )
     if up.returncode != 0:
         print(up.stderr, file=sys.stderr)
         return 1
@@ -135,19 +140,30 @@ def fill(f: Filled, args) -> None:
         closed = True
         if ledger_id < cursor_first:
             t = (ledger_id - 1) % topics
-            custom = {"application": b"pulsar", "component": b"managed-ledger",
-                      "pulsar/managed-ledger": topic_name(t).encode()}
+            custom = {
+                "application": b"pulsar",
+                "component": b"managed-ledger",
+                "pulsar/managed-ledger": topic_name(t).encode(),
+            }
             closed = ledger_id <= data_ledgers - topics  # the last of each topic is open
         elif ledger_id < orphan_first:
             t = ledger_id - cursor_first
-            custom = {"application": b"pulsar", "component": b"managed-ledger",
-                      "pulsar/managed-ledger": topic_name(t).encode(), "pulsar/cursor": b"sub"}
+            custom = {
+                "application": b"pulsar",
+                "component": b"managed-ledger",
+                "pulsar/managed-ledger": topic_name(t).encode(),
+                "pulsar/cursor": b"sub",
+            }
             closed = False
         elif ledger_id < plain_first:
-            custom = {"application": b"pulsar", "component": b"managed-ledger",
-                      "pulsar/managed-ledger": topic_name(ledger_id % topics).encode()}
-        md = LedgerMetadata.new(rnd.sample(pool, 3), 2, 2, password=b"", ctime=now - 30 * DAY_MS + ledger_id,
-                                custom_metadata=custom)
+            custom = {
+                "application": b"pulsar",
+                "component": b"managed-ledger",
+                "pulsar/managed-ledger": topic_name(ledger_id % topics).encode(),
+            }
+        md = LedgerMetadata.new(
+            rnd.sample(pool, 3), 2, 2, password=b"", ctime=now - 30 * DAY_MS + ledger_id, custom_metadata=custom
+        )
         return serialize_ledger_metadata(md.closed(999, 100_000) if closed else md)
 
     zk = KazooClient(hosts=f.zk, timeout=60)
@@ -155,8 +171,9 @@ def fill(f: Filled, args) -> None:
     t0 = time.monotonic()
     try:
         # one leaf znode holds 10,000 ledgers
-        parents = sorted({p for block in range(f.ledgers // 10_000 + 1)
-                          for p in P.ledger_parent_paths(max(1, block * 10_000))})
+        parents = sorted(
+            {p for block in range(f.ledgers // 10_000 + 1) for p in P.ledger_parent_paths(max(1, block * 10_000))}
+        )
         for parent in parents:
             zk.ensure_path(parent)
         batch = 1000
@@ -179,8 +196,9 @@ def fill(f: Filled, args) -> None:
                 info.ledgerInfo.add(ledgerId=ledger_id, entries=1000, size=100_000, timestamp=now - DAY_MS)
             path = P.managed_ledger_path(base, topic_name(t))
             zk.create(path, info.SerializeToString(), makepath=True)
-            cursor = ml.ManagedCursorInfo(cursorsLedgerId=cursor_first + t, markDeleteLedgerId=listed[t][0],
-                                          markDeleteEntryId=10)
+            cursor = ml.ManagedCursorInfo(
+                cursorsLedgerId=cursor_first + t, markDeleteLedgerId=listed[t][0], markDeleteEntryId=10
+            )
             zk.create(f"{path}/sub", cursor.SerializeToString())
     finally:
         zk.stop()
@@ -190,8 +208,11 @@ def fill(f: Filled, args) -> None:
     with ZKMetadataStore(f.uri, timeout=60) as store:
         for ledger_id in range(1, min(args.marks, f.ledgers) + 1):
             store.underreplication.mark(ledger_id * max(1, f.ledgers // max(args.marks, 1)), [GONE[0]])
-    print(f"filled {f.ledgers:,} ledgers ({topics:,} topics, {orphans:,} orphans, {args.marks:,} marks) in "
-          f"{time.monotonic() - t0:.0f}s; {load_note()}", flush=True)
+    print(
+        f"filled {f.ledgers:,} ledgers ({topics:,} topics, {orphans:,} orphans, {args.marks:,} marks) in "
+        f"{time.monotonic() - t0:.0f}s; {load_note()}",
+        flush=True,
+    )
 
 
 # -- running ----------------------------------------------------------------------------
@@ -268,9 +289,12 @@ def run_commands(f: Filled, args, bkctl: str) -> None:
                 fig = timed(label, c, e, f.zk)
                 results.setdefault(label, {}).setdefault(side, []).append(fig)
                 rate = f.ledgers / fig.seconds
-                print(f"  {label:26} {side:5} {fig.seconds:8.2f} s {rate:>10,.0f} ledgers/s "
-                      f"{fig.zk_requests:>9,} ZK requests  peak RSS {fig.peak_rss_mib:6.0f} MiB  "
-                      f"{fig.lines:>9,} lines  exit {fig.rc}  [{fig.load}]", flush=True)
+                print(
+                    f"  {label:26} {side:5} {fig.seconds:8.2f} s {rate:>10,.0f} ledgers/s "
+                    f"{fig.zk_requests:>9,} ZK requests  peak RSS {fig.peak_rss_mib:6.0f} MiB  "
+                    f"{fig.lines:>9,} lines  exit {fig.rc}  [{fig.load}]",
+                    flush=True,
+                )
     section("medians: bkctl against Java's bookkeeper shell")
     for label, sides in results.items():
         ours_s = sorted(x.seconds for x in sides["bkctl"])[len(sides["bkctl"]) // 2]
@@ -307,8 +331,11 @@ def probe(f: Filled, bkctl: str) -> None:
     zk.close()
     section("another client's getData while ledger list --json walks")
     for name, xs in (("idle", idle), ("during the walk", busy)):
-        print(f"  {name:16} p50 {xs[len(xs) // 2]:.2f} ms  p99 {xs[int(len(xs) * 0.99)]:.2f} ms  "
-              f"max {xs[-1]:.2f} ms  ({len(xs)} gets)", flush=True)
+        print(
+            f"  {name:16} p50 {xs[len(xs) // 2]:.2f} ms  p99 {xs[int(len(xs) * 0.99)]:.2f} ms  "
+            f"max {xs[-1]:.2f} ms  ({len(xs)} gets)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

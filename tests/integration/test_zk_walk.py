@@ -2,6 +2,7 @@
 the multiRead scanner reads what kazoo reads, survives a ZooKeeper restart in the middle of
 a walk without losing or repeating a znode, and fails with a clear error (exit 5 in the CLI)
 when ZooKeeper stops answering -- never a silent partial answer."""
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,9 @@ N = 2500
 
 def _metadata(ledger_id: int) -> bytes:
     ensemble = BOOKIES[:2] if ledger_id % 5 else BOOKIES[1:]
-    md = LedgerMetadata.new(ensemble, password=b"pw", ctime=1_700_000_000_000 + ledger_id,
-                            custom_metadata={"n": str(ledger_id).encode()})
+    md = LedgerMetadata.new(
+        ensemble, password=b"pw", ctime=1_700_000_000_000 + ledger_id, custom_metadata={"n": str(ledger_id).encode()}
+    )
     return serialize_ledger_metadata(md.closed(ledger_id % 7, ledger_id) if ledger_id % 3 else md)
 
 
@@ -50,8 +52,7 @@ class OwnZooKeeper:
 
     def restart(self) -> None:
         self.server.stop()
-        self.server = ZooKeeperServer(self.server.data_dir, port=self.server.port,
-                                      preexec_fn=die_with_parent).start()
+        self.server = ZooKeeperServer(self.server.data_dir, port=self.server.port, preexec_fn=die_with_parent).start()
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +100,9 @@ def test_the_scanner_reads_what_kazoo_reads_in_order_with_the_missing_ones(own_z
         assert scanner.requests == -(-len(paths) // 64)  # multiRead: one request a batch
     assert [g is None for g in got] == [e is None for e in expected]
     assert [g.data for g in got if g] == [e[0] for e in expected if e]
-    assert [(g.stat.ctime, g.stat.version, g.stat.mzxid) for g in got if g] == \
-        [(e[1].ctime, e[1].version, e[1].mzxid) for e in expected if e]
+    assert [(g.stat.ctime, g.stat.version, g.stat.mzxid) for g in got if g] == [
+        (e[1].ctime, e[1].version, e[1].mzxid) for e in expected if e
+    ]
     with ZnodeScanner(own_zookeeper.connect_string) as scanner:
         assert list(scanner.children_many(["/ledgers/00/0000", "/ledgers/none"]))[1] is None
 
@@ -133,8 +135,9 @@ def test_a_zookeeper_that_stops_answering_fails_the_walk_with_how_far_it_got(own
         with pytest.raises(ZKUnavailable) as failed:
             for value in walk:  # the rest of the batches answered before the stop, then the error
                 got.append(value)
-        assert f"unavailable after {len(got)} znodes: no answer within 2s (no server answered for 2s)" \
-            in str(failed.value)
+        assert f"unavailable after {len(got)} znodes: no answer within 2s (no server answered for 2s)" in str(
+            failed.value
+        )
         assert 300 <= len(got) < N
     finally:
         os.kill(own_zookeeper.pid, signal.SIGCONT)
@@ -145,8 +148,12 @@ def test_the_cli_says_zookeeper_went_away_in_one_line_and_exits_5(own_zookeeper)
     """``ledger list --json`` over a ZooKeeper stopped (SIGSTOP) before the walk: one line on
     stderr, exit 5 (unreachable), no traceback and no progress noise on a pipe."""
     uri = f"zk+hierarchical://{own_zookeeper.connect_string}/ledgers"
-    ok = subprocess.run([sys.executable, "-m", "bkctl", "-m", uri, "--timeout", "3", "ledger", "list",
-                         "--bookie", BOOKIES[2]], capture_output=True, text=True, timeout=60)
+    ok = subprocess.run(
+        [sys.executable, "-m", "bkctl", "-m", uri, "--timeout", "3", "ledger", "list", "--bookie", BOOKIES[2]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert ok.returncode == 0, ok.stderr
     assert ok.stderr == ""  # a pipe: no progress
     listed = [line.split()[0] for line in ok.stdout.splitlines()[1:-1]]
@@ -165,9 +172,26 @@ def test_the_cli_says_zookeeper_went_away_in_one_line_and_exits_5(own_zookeeper)
         "main()\n"
     )
     try:
-        stopped = subprocess.run([sys.executable, "-c", script, str(own_zookeeper.pid), "-m", uri,
-                                  "--timeout", "2", "--json", "ledger", "list", "--state", "open"],
-                                 capture_output=True, text=True, timeout=120)
+        stopped = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                script,
+                str(own_zookeeper.pid),
+                "-m",
+                uri,
+                "--timeout",
+                "2",
+                "--json",
+                "ledger",
+                "list",
+                "--state",
+                "open",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         os.kill(own_zookeeper.pid, signal.SIGCONT)
     assert stopped.returncode == 5, stopped.stderr

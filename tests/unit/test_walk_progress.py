@@ -1,5 +1,6 @@
 """A walk's progress (bkctl.app): nothing for a quick walk, a bar with an ETA once the
 walk has taken two seconds on a terminal, nothing at all on a pipe."""
+
 from __future__ import annotations
 
 import io

@@ -1,5 +1,6 @@
 """The ZooKeeper records a walk's scanner speaks (wire/metadata/zk/jute.py), byte for byte
 as zookeeper.jute lays them out."""
+
 from __future__ import annotations
 
 import struct
@@ -35,9 +36,15 @@ def test_a_multi_read_lists_each_op_then_the_done_header():
     body = frame[4:]
     assert struct.unpack(">i", frame[:4])[0] == len(body)
     assert struct.unpack_from(">ii", body) == (5, jute.OP_MULTI_READ)
-    expected = (struct.pack(">i?i", 4, False, -1) + struct.pack(">i", 2) + b"/a\x00"
-                + struct.pack(">i?i", 8, False, -1) + struct.pack(">i", 2) + b"/b\x00"
-                + struct.pack(">i?i", -1, True, -1))
+    expected = (
+        struct.pack(">i?i", 4, False, -1)
+        + struct.pack(">i", 2)
+        + b"/a\x00"
+        + struct.pack(">i?i", 8, False, -1)
+        + struct.pack(">i", 2)
+        + b"/b\x00"
+        + struct.pack(">i?i", -1, True, -1)
+    )
     assert body[8:] == expected
 
 
@@ -57,14 +64,22 @@ def test_replies_decode_data_children_errors_and_multi_reads():
     assert got.xid == 9 and got.err == 0
     assert got.results == [jute.ReadResult(0, b"value", jute.Stat(*STAT))]
     assert got.results[0].stat.ctime == 1700000000000 and got.results[0].stat.version == 3
-    assert jute.decode_reply(header + _children(["L0001", "L0002"]), jute.OP_GET_CHILDREN).results[0].children \
-        == ["L0001", "L0002"]
+    assert jute.decode_reply(header + _children(["L0001", "L0002"]), jute.OP_GET_CHILDREN).results[0].children == [
+        "L0001",
+        "L0002",
+    ]
     missing = jute.decode_reply(struct.pack(">iqi", 9, 100, jute.NO_NODE), jute.OP_GET_DATA)
     assert missing.err == jute.NO_NODE and missing.results == [jute.ReadResult(jute.NO_NODE)]
-    multi = (header + struct.pack(">i?i", 4, False, 0) + _data(b"x")
-             + struct.pack(">i?i", -1, False, jute.NO_NODE) + struct.pack(">i", jute.NO_NODE)
-             + struct.pack(">i?i", 8, False, 0) + _children(["c"])
-             + struct.pack(">i?i", -1, True, -1))
+    multi = (
+        header
+        + struct.pack(">i?i", 4, False, 0)
+        + _data(b"x")
+        + struct.pack(">i?i", -1, False, jute.NO_NODE)
+        + struct.pack(">i", jute.NO_NODE)
+        + struct.pack(">i?i", 8, False, 0)
+        + _children(["c"])
+        + struct.pack(">i?i", -1, True, -1)
+    )
     results = jute.decode_reply(multi, jute.OP_MULTI_READ).results
     assert [r.err for r in results] == [0, jute.NO_NODE, 0]
     assert results[0].data == b"x" and results[2].children == ["c"]

@@ -8,6 +8,7 @@ or ``ustring`` is an int length, -1 for null, then the bytes; a ``vector`` an in
 count then its items; a ``boolean`` one byte); every frame on the socket is an
 int length and then the record.
 """
+
 from __future__ import annotations
 
 import struct
@@ -16,10 +17,22 @@ from typing import NamedTuple, Sequence
 from bkctl.wire.errors import CodecError
 
 __all__ = [
-    "ConnectResponse", "ReadResult", "Reply", "Stat",
-    "OP_GET_CHILDREN", "OP_GET_DATA", "OP_MULTI_READ",
-    "auth_request", "close_request", "connect_request", "decode_connect_response", "decode_reply",
-    "get_children_request", "get_data_request", "multi_read_request", "take_frame",
+    "ConnectResponse",
+    "ReadResult",
+    "Reply",
+    "Stat",
+    "OP_GET_CHILDREN",
+    "OP_GET_DATA",
+    "OP_MULTI_READ",
+    "auth_request",
+    "close_request",
+    "connect_request",
+    "decode_connect_response",
+    "decode_reply",
+    "get_children_request",
+    "get_data_request",
+    "multi_read_request",
+    "take_frame",
 ]
 
 OP_GET_DATA = 4
@@ -147,8 +160,8 @@ def take_frame(buf: bytearray) -> bytes | None:
         raise CodecError(f"ZooKeeper frame of negative length {size}")
     if len(buf) < 4 + size:
         return None
-    frame = bytes(buf[4:4 + size])
-    del buf[:4 + size]
+    frame = bytes(buf[4 : 4 + size])
+    del buf[: 4 + size]
     return frame
 
 
@@ -158,7 +171,7 @@ def _read_data(frame: bytes, pos: int) -> tuple[ReadResult, int]:
     if size < 0:
         data = b""
     else:
-        data = frame[pos:pos + size]
+        data = frame[pos : pos + size]
         pos += size
     stat = Stat._make(_STAT.unpack_from(frame, pos))
     return ReadResult(OK, data, stat), pos + _STAT.size
@@ -171,7 +184,7 @@ def _read_children(frame: bytes, pos: int) -> tuple[ReadResult, int]:
     for _ in range(max(count, 0)):
         (size,) = _INT.unpack_from(frame, pos)
         pos += 4
-        names.append(frame[pos:pos + size].decode("utf-8"))
+        names.append(frame[pos : pos + size].decode("utf-8"))
         pos += size
     return ReadResult(OK, children=names), pos
 
@@ -188,7 +201,7 @@ def decode_reply(frame: bytes, op: int) -> Reply:
             return Reply(xid, OK, [_read_data(frame, pos)[0]])
         if op == OP_GET_CHILDREN:
             return Reply(xid, OK, [_read_children(frame, pos)[0]])
-        results = []
+        results: list[ReadResult] = []
         while True:
             kind, done, op_err = _MULTI_HEADER.unpack_from(frame, pos)
             pos += _MULTI_HEADER.size

@@ -19,13 +19,16 @@ no server answers for ``timeout`` seconds does it give up, with
 It speaks the plain protocol, TLS and digest credentials; SASL is kazoo's alone, so a
 store with SASL credentials walks through kazoo (:meth:`usable_with`).
 """
+
 from __future__ import annotations
 
 import itertools
 import random
 import socket
+import ssl
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
 from bkctl.wire.errors import CodecError
@@ -46,6 +49,14 @@ class _Request(NamedTuple):
     paths: list[str]
 
 
+@dataclass
+class _InFlight:
+    """A request sent (``xid``: as last sent) and not answered yet."""
+
+    request: _Request
+    xid: int = 0
+
+
 class _Lost(Exception):
     """The connection broke; the reads in flight are to be sent again."""
 
@@ -53,8 +64,15 @@ class _Lost(Exception):
 class ZnodeScanner:
     """See the module docstring.  Not thread-safe: one walk at a time."""
 
-    def __init__(self, hosts: str, security: ZKSecurity | None = None, *, timeout: float = 10.0,
-                 batch: int = 200, window: int = 4):
+    def __init__(
+        self,
+        hosts: str,
+        security: ZKSecurity | None = None,
+        *,
+        timeout: float = 10.0,
+        batch: int = 200,
+        window: int = 4,
+    ):
         self.hosts = hosts
         self.security = security if security is not None else ZKSecurity()
         self.timeout = float(timeout)
@@ -105,16 +123,16 @@ class ZnodeScanner:
 
     def _read(self, op: int, paths: Iterable[str]) -> Iterator[jute.ReadResult]:
         it = iter(paths)
-        # [xid, request] of every request not answered yet, in the order sent; one the
-        # connection broke under stays here, to be sent again on the next connection
-        pending: deque[list] = deque()
+        # every request not answered yet, in the order sent; one the connection broke
+        # under stays here, to be sent again on the next connection
+        pending: deque[_InFlight] = deque()
         try:
             yield from self._answers(op, it, pending)
         finally:
             if pending:  # left before the end: replies still on the way would answer the next walk
                 self._drop()
 
-    def _answers(self, op: int, it: Iterator[str], pending: deque) -> Iterator[jute.ReadResult]:
+    def _answers(self, op: int, it: Iterator[str], pending: deque[_InFlight]) -> Iterator[jute.ReadResult]:
         done = 0
         exhausted = False
         lost_since: float | None = None
@@ -123,20 +141,19 @@ class ZnodeScanner:
                 if self._sock is None:
                     self._connect(done, lost_since)
                     for item in pending:
-                        item[0] = self._send(item[1])
+                        item.xid = self._send(item.request)
                     lost_since = None
                 while not exhausted and len(pending) < self.window:
                     chunk = list(itertools.islice(it, self.batch))
                     if not chunk:
                         exhausted = True
                         break
-                    item = [0, _Request(op, chunk)]
+                    item = _InFlight(_Request(op, chunk))
                     pending.append(item)
-                    item[0] = self._send(item[1])
+                    item.xid = self._send(item.request)
                 if not pending:
                     return
-                xid, request = pending[0]
-                results = self._answer(xid, request)
+                results = self._answer(pending[0].xid, pending[0].request)
                 pending.popleft()
                 for result in results:
                     yield result
@@ -174,8 +191,9 @@ class ZnodeScanner:
                 self._multi_read = False
                 raise _Lost("no multiRead on this server")
             if reply.err != jute.OK or len(reply.results) != len(request.paths):
-                raise self._failed(f"multiRead answered error {reply.err} with {len(reply.results)} of "
-                                   f"{len(request.paths)} results")
+                raise self._failed(
+                    f"multiRead answered error {reply.err} with {len(reply.results)} of {len(request.paths)} results"
+                )
             return reply.results
         results = []
         for _path in request.paths:
@@ -252,8 +270,10 @@ class ZnodeScanner:
                 last_error = str(exc) or type(exc).__name__
             if time.monotonic() + delay >= deadline:
                 where = f" after {done:,} znodes" if done else ""
-                raise ZKUnavailable(f"ZooKeeper at {self.hosts} unavailable{where}: {last_error} "
-                                    f"(no server answered for {self.timeout:g}s)")
+                raise ZKUnavailable(
+                    f"ZooKeeper at {self.hosts} unavailable{where}: {last_error} "
+                    f"(no server answered for {self.timeout:g}s)"
+                )
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
 
@@ -272,8 +292,7 @@ class ZnodeScanner:
             sock.sendall(jute.auth_request("digest", self.security.digest.encode("utf-8")))
             reply = jute.decode_reply(self._frame(), jute.OP_AUTH)
             if reply.err != jute.OK:
-                raise ZKAuthError(f"ZooKeeper at {self.hosts} rejected the credentials "
-                                  f"({self.security.describe()})")
+                raise ZKAuthError(f"ZooKeeper at {self.hosts} rejected the credentials ({self.security.describe()})")
         sock.settimeout(self.timeout)
         return sock
 
@@ -291,9 +310,7 @@ def _servers(hosts: str) -> Sequence[tuple[str, int]]:
     return servers
 
 
-def _tls_context(security: ZKSecurity):
-    import ssl
-
+def _tls_context(security: ZKSecurity) -> ssl.SSLContext:
     ctx = ssl.create_default_context(cafile=security.tls_ca)
     ctx.check_hostname = False  # as kazoo: the chain is checked, not the name
     if security.tls_cert:
