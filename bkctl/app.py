@@ -217,8 +217,7 @@ class App:
     def emit_json(self, doc: Any, pretty: bool = False, flush: bool = True) -> None:
         """One JSON document on one line (``pretty``: indented, for the shell on a terminal);
         ``flush=False`` for the lines of a long listing, flushed by the buffer (and at exit)."""
-        sys.stdout.write(json.dumps(doc, sort_keys=True, default=_json_default, indent=2 if pretty else None)
-                         + "\n")
+        sys.stdout.write((_PRETTY if pretty else _COMPACT).encode(doc) + "\n")
         if flush:
             sys.stdout.flush()
 
@@ -437,3 +436,9 @@ def confirm_destructive(app: App, question: str, force: bool, action: str) -> No
         from .exitcodes import FAILED
 
         raise CommandError(f"declined: did not {action}", FAILED)
+
+
+# One encoder each, made once: json.dumps with options builds a new JSONEncoder (and its C
+# encoder) per call, which cost 53 us a ledger line where encoding it costs 9.
+_COMPACT = json.JSONEncoder(sort_keys=True, default=_json_default)
+_PRETTY = json.JSONEncoder(sort_keys=True, default=_json_default, indent=2)
