@@ -161,9 +161,10 @@ def fill(f: Filled, args) -> None:
                 "component": b"managed-ledger",
                 "pulsar/managed-ledger": topic_name(ledger_id % topics).encode(),
             }
-        md = LedgerMetadata.new(
-            rnd.sample(pool, 3), 2, 2, password=b"", ctime=now - 30 * DAY_MS + ledger_id, custom_metadata=custom
-        )
+        # Pulsar's ledgers carry their creation time; a plain Java client stores none by
+        # default (storeSystemtimeAsLedgerCreationTime=false): its readers see the znode's
+        ctime = now - 30 * DAY_MS + ledger_id if custom is not None else None
+        md = LedgerMetadata.new(rnd.sample(pool, 3), 2, 2, password=b"", ctime=ctime, custom_metadata=custom)
         return serialize_ledger_metadata(md.closed(999, 100_000) if closed else md)
 
     zk = KazooClient(hosts=f.zk, timeout=60)

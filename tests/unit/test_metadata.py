@@ -520,3 +520,18 @@ def test_truncated_golden_v3_always_fails():
     for cut in range(len(data)):
         with pytest.raises(CodecError):
             parse_ledger_metadata(data[:cut])
+
+
+@pytest.mark.parametrize("format_version", [1, 2, 3])
+def test_a_value_without_ctime_shows_the_znode_ctime_when_the_reader_gives_it(format_version):
+    from bkctl.wire.metadata.store import with_znode_ctime
+
+    md = LedgerMetadata.new(["127.0.0.1:3181", "127.0.0.1:3182"], format_version=format_version)
+    data = serialize_ledger_metadata(md)
+    assert parse_ledger_metadata(data).ctime is None
+    read = parse_ledger_metadata(data, znode_ctime=1_700_000_000_123)
+    assert read.ctime == 1_700_000_000_123
+    assert read == with_znode_ctime(parse_ledger_metadata(data), 1_700_000_000_123)
+    if format_version != 1:  # format 1 stores no ctime: the znode's it is
+        stored = serialize_ledger_metadata(LedgerMetadata.new(["127.0.0.1:3181"], ctime=5, format_version=format_version))
+        assert parse_ledger_metadata(stored, znode_ctime=7).ctime == 5

@@ -616,7 +616,9 @@ _STATES = {s.value: s for s in LedgerState}
 _DIGESTS = {d.value: d for d in DigestType}
 
 
-def _from_proto(pb: formats_pb2.LedgerMetadataFormat, format_version: int) -> LedgerMetadata:
+def _from_proto(
+    pb: formats_pb2.LedgerMetadataFormat, format_version: int, znode_ctime: int | None = None
+) -> LedgerMetadata:
     # Every ledger of a walk over a million comes through here: fields are read once,
     # enums looked up in a dict, and the positional constructor is used.
     state = _STATES.get(pb.state, pb.state)
@@ -635,14 +637,14 @@ def _from_proto(pb: formats_pb2.LedgerMetadataFormat, format_version: int) -> Le
         # digestType and password are read only when a password is present.
         _DIGESTS.get(pb.digestType, pb.digestType) if has_password else None,
         pb.password if has_password else None,
-        pb.ctime if pb.HasField("ctime") else None,
+        pb.ctime if pb.HasField("ctime") else znode_ctime,
         CustomMetadata({e.key: e.value for e in pb.customMetadata}),
         pb.cToken if format_version == 3 else 0,
         format_version,
     )
 
 
-def _parse_v3(body: bytes) -> LedgerMetadata:
+def _parse_v3(body: bytes, znode_ctime: int | None) -> LedgerMetadata:
     size, pos = _decode_varint32(body, 0)
     if pos + size != len(body):
         raise CodecError(
@@ -656,7 +658,7 @@ def _parse_v3(body: bytes) -> LedgerMetadata:
     if not pb.IsInitialized():
         missing = ", ".join(pb.FindInitializationErrors())  # type: ignore[attr-defined]
         raise CodecError(f"ledger metadata lacks required field(s) {missing}")
-    return _from_proto(pb, 3)
+    return _from_proto(pb, 3, znode_ctime)
 
 
 def _parse_v2(body: bytes) -> LedgerMetadata:
@@ -708,12 +710,16 @@ def _parse_v1(body: bytes) -> LedgerMetadata:
     )
 
 
-def parse_ledger_metadata(data: bytes) -> LedgerMetadata:
+def parse_ledger_metadata(data: bytes, znode_ctime: int | None = None) -> LedgerMetadata:
     """Decode a ledger znode value of format 1, 2 or 3.
 
     Raises :class:`CodecError` (only) for anything that is not valid metadata,
     including structurally valid values that break the metadata invariants.
-    ``ctime`` is ``None`` when the value does not store one.
+    ``ctime`` is ``None`` when the value does not store one -- or *znode_ctime*
+    where the caller gives it: metadata as a store reads it, a ledger written
+    without a ctime showing its znode's
+    (:func:`~bkctl.wire.metadata.store.with_znode_ctime`, in one pass: Java
+    clients store none by default, and a walk would build each one twice).
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise CodecError(f"ledger metadata must be bytes, not {type(data).__name__}")
@@ -722,11 +728,13 @@ def parse_ledger_metadata(data: bytes) -> LedgerMetadata:
     body = data[offset:]
     try:
         if version == 3:
-            return _parse_v3(body)
+            return _parse_v3(body, znode_ctime)
         if version == 2:
-            return _parse_v2(body)
-        if version == 1:
-            return _parse_v1(body)
+            md = _parse_v2(body)
+        elif version == 1:
+            md = _parse_v1(body)
+        else:
+            raise CodecError(f"ledger metadata format version {version} is not supported (expected 1 to 3)")
+        return md if md.ctime is not None or znode_ctime is None else replace(md, ctime=znode_ctime)
     except MetadataError as exc:
         raise CodecError(f"invalid ledger metadata: {exc}") from None
-    raise CodecError(f"ledger metadata format version {version} is not supported (expected 1 to 3)")

@@ -86,7 +86,8 @@ class UnderreplicatedMark(NamedTuple):
 
 
 def with_znode_ctime(md: "LedgerMetadata", znode_ctime: int) -> "LedgerMetadata":
-    """Metadata as read: a ledger written without a ``ctime`` shows its znode's."""
+    """Metadata as read: a ledger written without a ``ctime`` shows its znode's
+    (``parse_ledger_metadata(data, znode_ctime)`` applies it while decoding)."""
     return md if md.ctime is not None else replace(md, ctime=znode_ctime)
 
 

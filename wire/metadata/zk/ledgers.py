@@ -18,7 +18,7 @@ from bkctl.wire.metadata.errors import (
     ZKStoreError,
 )
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
-from bkctl.wire.metadata.store import LedgerRange, LedgerRead, WalkProgress, stored_ctime, with_znode_ctime
+from bkctl.wire.metadata.store import LedgerRange, LedgerRead, WalkProgress, stored_ctime
 from bkctl.wire.metadata.zk.session import Manager, ZKSession, zk_call, zk_gen
 
 if TYPE_CHECKING:
@@ -99,10 +99,9 @@ class ZKLedgerManager(Manager):
     @staticmethod
     def _decode(ledger_id: int, data: bytes, stat) -> LedgerMetadata:
         try:
-            md = parse_ledger_metadata(data)
+            return parse_ledger_metadata(data, znode_ctime=stat.ctime)
         except CodecError as exc:
             raise MetadataStoreError(f"ledger {ledger_id} has corrupt metadata: {exc}") from None
-        return with_znode_ctime(md, stat.ctime)
 
     @zk_call
     def create(self, md: LedgerMetadata, ledger_id: int | None = None) -> tuple[int, int]:
