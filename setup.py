@@ -5,7 +5,8 @@
 that of the client's per-entry codecs (CRC32C digests, plain v3 READ and ADD
 requests and READ answers); ``bkctl.wire.codecs._plain`` the bookie's parser of
 plain ADD/READ requests and its ADD answer (what the two codecs share, their
-argument checks and varints: ``wire/codecs/_twins.h``).  All are optional: where no C
+argument checks and varints: ``wire/codecs/_twins.h``); ``bkctl.wire.metadata._ledgerpb``
+the protobuf decoding of ledger metadata (a walk over every ledger).  All are optional: where no C
 compiler is found the install goes on without them, and the export, the client
 and the bookie take their Python paths (slower, same bytes and rows).
 """
@@ -17,6 +18,8 @@ setup(ext_modules=[
     Extension("bkctl.wire.codecs._fastcodec", ["wire/codecs/_fastcodec.c"], depends=["wire/codecs/_twins.h"],
               optional=True,
               extra_compile_args=["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
+    Extension("bkctl.wire.metadata._ledgerpb", ["wire/metadata/_ledgerpb.c"], optional=True,
+              extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
     Extension("bkctl.wire.codecs._plain", ["wire/codecs/_plain.c"], depends=["wire/codecs/_twins.h"],
               optional=True,
               extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]),

@@ -38,6 +38,8 @@ __all__ = ["Twins", "build", "check", "from_environment", "selected"]
 
 #: the environment variable that switches every fast path off
 SWITCH = "BKCTL_FASTPATHS"
+#: what ``_ledgerpb``'s ``API`` must be (a build older than the sources is not used)
+LEDGERPB_API = 1
 
 
 def from_environment(environ: Mapping[str, str]) -> bool:
@@ -70,6 +72,19 @@ class Twins:
         from bkctl.wire.codecs import plain
 
         return plain.twins(self.enabled)
+
+    @functools.cached_property
+    def ledger_metadata_fields(self) -> Any:
+        """The C twin of ledger metadata's protobuf decoding (``_ledgerpb.fields``), or
+        None: :func:`~bkctl.wire.metadata.ledger.parse_ledger_metadata` then decodes with
+        protobuf's message alone."""
+        if not self.enabled:
+            return None
+        try:
+            from bkctl.wire.metadata import _ledgerpb  # type: ignore[attr-defined]
+        except ImportError:
+            return None
+        return _ledgerpb.fields if getattr(_ledgerpb, "API", None) == LEDGERPB_API else None
 
     @functools.cached_property
     def batch_rows(self) -> Any:

@@ -26,7 +26,7 @@ import enum
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
@@ -616,32 +616,81 @@ _STATES = {s.value: s for s in LedgerState}
 _DIGESTS = {d.value: d for d in DigestType}
 
 
-def _from_proto(
-    pb: formats_pb2.LedgerMetadataFormat, format_version: int, znode_ctime: int | None = None
-) -> LedgerMetadata:
-    # Every ledger of a walk over a million comes through here: fields are read once,
-    # enums looked up in a dict, and the positional constructor is used.
-    state = _STATES.get(pb.state, pb.state)
-    closed = state is LedgerState.CLOSED
-    has_password = pb.HasField("password")
-    quorum = pb.quorumSize
-    return LedgerMetadata(
+class ProtoFields(NamedTuple):
+    """A LedgerMetadataFormat's fields as decoded, before the checks of
+    :class:`LedgerMetadata`: what both twins of the decoding give (``_ledgerpb.fields``
+    in C, :func:`_proto_fields` from protobuf's message), in this order.  Absent optional
+    fields are None, or protobuf's defaults where the message has them (``last_entry_id``
+    0, ``digest_type`` 1: CRC32, ``ctoken`` 0)."""
+
+    ensemble_size: int
+    quorum: int
+    ack_quorum: int | None
+    state: int
+    last_entry_id: int
+    length: int
+    segments: tuple[tuple[int, tuple[str, ...]], ...]
+    digest_type: int
+    password: bytes | None
+    ctime: int | None
+    custom: dict[str, bytes]
+    ctoken: int
+
+
+def _proto_fields(pb: formats_pb2.LedgerMetadataFormat) -> ProtoFields:
+    """The general path of the decoding: the fields of protobuf's decoded message."""
+    return ProtoFields(
         pb.ensembleSize,
+        pb.quorumSize,
+        pb.ackQuorumSize if pb.HasField("ackQuorumSize") else None,
+        pb.state,
+        pb.lastEntryId,
+        pb.length,
+        tuple([(s.firstEntryId, tuple(s.ensembleMember)) for s in pb.segment]),
+        pb.digestType,
+        pb.password if pb.HasField("password") else None,
+        pb.ctime if pb.HasField("ctime") else None,
+        {e.key: e.value for e in pb.customMetadata},
+        pb.cToken,
+    )
+
+
+def _from_fields(fields: ProtoFields | tuple, format_version: int, znode_ctime: int | None) -> LedgerMetadata:
+    # Every ledger of a walk over a million comes through here: enums looked up in a
+    # dict, and the positional constructor.
+    ensemble_size, quorum, ack, state_value, last, length, segments, digest, password, ctime, custom, ctoken = fields
+    state = _STATES.get(state_value, state_value)
+    closed = state is LedgerState.CLOSED
+    return LedgerMetadata(
+        ensemble_size,
         quorum,
-        pb.ackQuorumSize if pb.HasField("ackQuorumSize") else quorum,
+        quorum if ack is None else ack,
         state,
         # Like Java, lastEntryId and length only count for a closed ledger.
-        pb.lastEntryId if closed else INVALID_ENTRY_ID,
-        pb.length if closed else 0,
-        tuple([(s.firstEntryId, tuple(s.ensembleMember)) for s in pb.segment]),
+        last if closed else INVALID_ENTRY_ID,
+        length if closed else 0,
+        segments,
         # digestType and password are read only when a password is present.
-        _DIGESTS.get(pb.digestType, pb.digestType) if has_password else None,
-        pb.password if has_password else None,
-        pb.ctime if pb.HasField("ctime") else znode_ctime,
-        CustomMetadata({e.key: e.value for e in pb.customMetadata}),
-        pb.cToken if format_version == 3 else 0,
+        _DIGESTS.get(digest, digest) if password is not None else None,
+        password,
+        znode_ctime if ctime is None else ctime,
+        CustomMetadata(custom),
+        ctoken if format_version == 3 else 0,
         format_version,
     )
+
+
+_UNSET: Any = object()
+_c_fields: Any = _UNSET  # the C twin's ``fields``, or None: looked up on first use (bkctl.wire.fastpath)
+
+
+def _fast_fields() -> Any:
+    global _c_fields
+    if _c_fields is _UNSET:
+        from bkctl.wire import fastpath
+
+        _c_fields = fastpath.selected().ledger_metadata_fields
+    return _c_fields
 
 
 def _parse_v3(body: bytes, znode_ctime: int | None) -> LedgerMetadata:
@@ -650,20 +699,24 @@ def _parse_v3(body: bytes, znode_ctime: int | None) -> LedgerMetadata:
         raise CodecError(
             f"ledger metadata length prefix says {size} bytes but {len(body) - pos} follow"
         )
-    pb = _PB()
-    try:
-        pb.ParseFromString(body[pos:])
-    except Exception as exc:
-        raise CodecError(f"malformed ledger metadata protobuf: {exc}") from None
-    if not pb.IsInitialized():
-        missing = ", ".join(pb.FindInitializationErrors())  # type: ignore[attr-defined]
-        raise CodecError(f"ledger metadata lacks required field(s) {missing}")
-    return _from_proto(pb, 3, znode_ctime)
+    fast = _fast_fields()
+    fields = fast(memoryview(body)[pos:]) if fast is not None else None
+    if fields is None:  # the general path: protobuf's message, and its judgement of odd values
+        pb = _PB()
+        try:
+            pb.ParseFromString(body[pos:])
+        except Exception as exc:
+            raise CodecError(f"malformed ledger metadata protobuf: {exc}") from None
+        if not pb.IsInitialized():
+            missing = ", ".join(pb.FindInitializationErrors())  # type: ignore[attr-defined]
+            raise CodecError(f"ledger metadata lacks required field(s) {missing}")
+        fields = _proto_fields(pb)
+    return _from_fields(fields, 3, znode_ctime)
 
 
 def _parse_v2(body: bytes) -> LedgerMetadata:
     pb = parse_text_message(body, _PB, "ledger metadata (format 2)")
-    return _from_proto(pb, 2)
+    return _from_fields(_proto_fields(pb), 2, None)
 
 
 def _parse_v1_int(text: str | None, what: str) -> int:
