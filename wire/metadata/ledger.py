@@ -167,7 +167,7 @@ class CustomMetadata(Mapping[str, bytes]):
 
     def __init__(self, items: Mapping[str, bytes] | Iterable[tuple[str, bytes]] = ()):
         if type(items) is dict and all(type(k) is str and type(v) is bytes for k, v in items.items()):
-            self._index = dict(items)  # already of the right types (a parser's): no checks
+            self._index: dict[str, bytes] = dict(items)  # already of the right types (a parser's): no checks
             self._items = tuple(items.items())
             return
         pairs = items.items() if isinstance(items, Mapping) else items
@@ -655,11 +655,12 @@ def _proto_fields(pb: formats_pb2.LedgerMetadataFormat) -> ProtoFields:
     )
 
 
-def _from_fields(fields: ProtoFields | tuple, format_version: int, znode_ctime: int | None) -> LedgerMetadata:
+def _from_fields(fields: ProtoFields | tuple[Any, ...], format_version: int, znode_ctime: int | None) -> LedgerMetadata:
     # Every ledger of a walk over a million comes through here: enums looked up in a
-    # dict, and the positional constructor.
+    # dict, and the positional constructor (whose checks judge a value the dicts lack).
     ensemble_size, quorum, ack, state_value, last, length, segments, digest, password, ctime, custom, ctoken = fields
-    state = _STATES.get(state_value, state_value)
+    state: Any = _STATES.get(state_value, state_value)
+    digest_type: Any = _DIGESTS.get(digest, digest) if password is not None else None
     closed = state is LedgerState.CLOSED
     return LedgerMetadata(
         ensemble_size,
@@ -671,7 +672,7 @@ def _from_fields(fields: ProtoFields | tuple, format_version: int, znode_ctime: 
         length if closed else 0,
         segments,
         # digestType and password are read only when a password is present.
-        _DIGESTS.get(digest, digest) if password is not None else None,
+        digest_type,
         password,
         znode_ctime if ctime is None else ctime,
         CustomMetadata(custom),
