@@ -165,9 +165,12 @@ class CustomMetadata(Mapping[str, bytes]):
 
     __slots__ = ("_items", "_index")
 
-    def __init__(self, items: Mapping[str, bytes] | Iterable[tuple[str, bytes]] = ()):
-        if type(items) is dict and all(type(k) is str and type(v) is bytes for k, v in items.items()):
-            self._index: dict[str, bytes] = dict(items)  # already of the right types (a parser's): no checks
+    def __init__(self, items: Mapping[str, bytes] | Iterable[tuple[str, bytes]] = (), *, decoded: bool = False):
+        """``decoded``: *items* is a dict of ``str`` keys and ``bytes`` values a decoder has
+        just built and holds no longer, taken as it is, without the checks and the copy (a
+        walk decodes a million of them)."""
+        if decoded and type(items) is dict:
+            self._index: dict[str, bytes] = items
             self._items = tuple(items.items())
             return
         pairs = items.items() if isinstance(items, Mapping) else items
@@ -675,7 +678,7 @@ def _from_fields(fields: ProtoFields | tuple[Any, ...], format_version: int, zno
         digest_type,
         password,
         znode_ctime if ctime is None else ctime,
-        CustomMetadata(custom),
+        CustomMetadata(custom, decoded=True),
         ctoken if format_version == 3 else 0,
         format_version,
     )
