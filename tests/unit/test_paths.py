@@ -157,3 +157,17 @@ def test_path_roundtrip(ledger_id, manager):
 @given(st.integers(0, 2**63 - 1))
 def test_underreplication_roundtrip(ledger_id):
     assert paths.ledger_id_from_underreplication_path(underreplication_path(ledger_id)) == ledger_id
+
+
+@pytest.mark.parametrize("manager", ["hierarchical", "legacyhierarchical", "longhierarchical", "flat"])
+def test_ledger_paths_of_a_walk_are_ledger_path_of_each_id(manager):
+    threshold = paths.HIERARCHICAL_LONG_THRESHOLD
+    ids = [0, 1, 9_999, 10_000, 10_001, 19_999, 5, 123_456_789, threshold - 2, threshold - 1, threshold,
+           threshold + 1, threshold + 10_000]
+    if manager == "legacyhierarchical":
+        ids = [i for i in ids if i <= 9_999_999_999]
+    assert list(paths.ledger_paths(ids, manager, "/ledgers")) == [paths.ledger_path(i, manager, "/ledgers") for i in ids]
+    assert list(paths.ledger_paths(range(20_000, 20_005), manager, "/a/b")) == \
+        [paths.ledger_path(i, manager, "/a/b") for i in range(20_000, 20_005)]
+    with pytest.raises(ValueError):
+        list(paths.ledger_paths([3, -1], manager, "/ledgers"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from typing import Iterable, Iterator
 
 __all__ = [
     "AVAILABLE", "COOKIES", "DEFAULT_ROOT", "DISABLE_HEALTH_CHECK", "FLAT", "HIERARCHICAL",
@@ -147,6 +148,27 @@ def ledger_path(ledger_id: int, manager: str = HIERARCHICAL, root: str = DEFAULT
     '/ledgers/000/0000/0042/9496/L7301'
     """
     return _norm_root(root) + "/" + "/".join(_parts(ledger_id, manager))
+
+
+def ledger_paths(ledger_ids: Iterable[int], manager: str = HIERARCHICAL, root: str = DEFAULT_ROOT) -> Iterator[str]:
+    """:func:`ledger_path` of each of *ledger_ids*, for a walk: in the hierarchical layouts
+    the ledgers of one leaf znode (10,000 ids) share everything but their ``L####``, which
+    is all that is built for each."""
+    if manager == FLAT:
+        for ledger_id in ledger_ids:
+            yield ledger_path(ledger_id, manager, root)
+        return
+    leaf: tuple[int, bool] | None = None
+    prefix = ""
+    for ledger_id in ledger_ids:
+        # the combined layout turns long at HIERARCHICAL_LONG_THRESHOLD, inside a leaf's range
+        here = (ledger_id // 10_000, ledger_id >= HIERARCHICAL_LONG_THRESHOLD)
+        if here != leaf or ledger_id < 0:
+            whole = ledger_path(ledger_id, manager, root)  # checks the id, as for any path
+            leaf, prefix = here, whole[: -len("L0000")]
+            yield whole
+            continue
+        yield "%sL%04d" % (prefix, ledger_id % 10_000)
 
 
 def ledger_parent_paths(ledger_id: int, manager: str = HIERARCHICAL, root: str = DEFAULT_ROOT) -> list[str]:

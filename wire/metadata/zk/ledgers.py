@@ -4,6 +4,7 @@ compare-and-set on the znode version, delete, and walking every ledger id."""
 from __future__ import annotations
 
 import re
+from collections import deque
 from typing import TYPE_CHECKING, Collection, Iterable, Iterator
 
 from kazoo.exceptions import BadVersionError, LockTimeout, NodeExistsError, NoNodeError, NotEmptyError
@@ -238,7 +239,15 @@ class ZKLedgerManager(Manager):
         value does not contain one of those bookie ids is left out without being decoded
         (the caller still checks the decoded ones: a bookie id inside another matches)."""
         marks = tuple(b.encode("utf-8") for b in naming) if naming is not None else None
-        for ledger_id, got in self._session.get_each((i, self.path(i)) for i in ledger_ids):
+        asked: deque[int] = deque()  # ids whose reads are out, in order
+
+        def ids() -> Iterator[int]:
+            for ledger_id in ledger_ids:
+                asked.append(ledger_id)
+                yield ledger_id
+
+        for got in self._session.get_many(P.ledger_paths(ids(), self._cluster.manager, self._root)):
+            ledger_id = asked.popleft()
             if got is None:
                 yield LedgerRead(ledger_id, None, -1)
                 continue
