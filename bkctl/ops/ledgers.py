@@ -82,28 +82,58 @@ def list_ledgers(store, state: str | None = None, bookie: str | None = None, mat
     yield from _with_lacs(selected(), lacs, protocol)
 
 
-#: ledgers a listing holds while their LACs are read (of which up to LAC_WINDOW at once)
-_LAC_CHUNK = 512
+#: open ledgers whose LACs are read at once while a listing goes on, and how many listed
+#: ledgers it holds at most behind the oldest of them
 LAC_WINDOW = 64
+_LAC_HELD = 4096
 
 
 def _with_lacs(items: Iterator[tuple[Any, dict]], lacs: Callable[[], Any], protocol: str) -> Iterator[dict]:
-    """The docs of *items*, an open ledger's with its LAC read from its bookies
-    (``BlockingBookKeeper.read_lacs``: many in flight), in order and streaming."""
-    import itertools
+    """The docs of *items*, an open ledger's with its LAC read from its bookies, in order
+    and streaming: each open ledger's read starts as the walk meets it
+    (``BlockingBookKeeper.start_read_lac``), up to :data:`LAC_WINDOW` at once, and the
+    docs behind one wait for it only when the window or the held docs are full."""
+    from collections import deque
 
-    while chunk := list(itertools.islice(items, _LAC_CHUNK)):
-        open_ones = [(read, doc) for read, doc in chunk if doc.get("state") not in (None, "CLOSED")]
-        if open_ones:
-            found = lacs().read_lacs((read for read, _doc in open_ones), LAC_WINDOW)
-            for (_read, doc), lac in zip(open_ones, found):
-                if isinstance(lac, Exception):
-                    doc["lac_error"] = str(lac) or type(lac).__name__
-                else:
-                    doc["last_add_confirmed"] = lac
-                doc["lac_note"] = V2_LAC_NOTE if protocol == "v2" else None
-        for _read, doc in chunk:
-            yield doc
+    client = None
+    held: deque[tuple[dict, Any]] = deque()  # (doc, its LAC read or None), in order
+    reading = 0
+
+    def oldest() -> dict:
+        nonlocal reading
+        doc, pending = held.popleft()
+        if pending is not None:
+            reading -= 1
+            lac = pending.result()
+            if isinstance(lac, Exception):
+                doc["lac_error"] = str(lac) or type(lac).__name__
+            else:
+                doc["last_add_confirmed"] = lac
+            doc["lac_note"] = V2_LAC_NOTE if protocol == "v2" else None
+        return doc
+
+    try:
+        for read, doc in items:
+            if doc.get("state") in (None, "CLOSED"):
+                if not held:
+                    yield doc
+                    continue
+                held.append((doc, None))
+            else:
+                while reading >= LAC_WINDOW:
+                    yield oldest()
+                if client is None:
+                    client = lacs()
+                held.append((doc, client.start_read_lac(*read)))
+                reading += 1
+            while len(held) > _LAC_HELD:
+                yield oldest()
+        while held:
+            yield oldest()
+    finally:
+        for _doc, pending in held:  # a listing left early (a closed pipe): stop its reads
+            if pending is not None:
+                pending.cancel()
 
 
 def show_ledger(store, ledger_id: int) -> dict:

@@ -25,7 +25,7 @@ from typing import Any
 
 from bkctl.wire.errors import Unreachable
 
-__all__ = ["BlockingBookKeeper", "BlockingLedger", "OperationTimedOut", "ensure_reactor", "run_in_reactor",
+__all__ = ["BlockingBookKeeper", "BlockingLedger", "OperationTimedOut", "PendingCall", "ensure_reactor", "run_in_reactor",
            "DEFAULT_TIMEOUT"]
 
 #: Seconds a blocking call may take before it is cancelled.
@@ -154,6 +154,33 @@ class _BatchHandoff:
         if not ok:
             value.raiseException()
         return value
+
+
+class PendingCall:
+    """A call started in the reactor thread and not waited for yet."""
+
+    def __init__(self, eventual: Any, timeout: float):
+        self._eventual = eventual
+        self._timeout = timeout
+
+    def result(self) -> Any:
+        """Wait for the call: its value, or the exception it failed with (returned, not
+        raised: the caller shows it beside what it was for).  A wait past the timeout
+        cancels the call and returns :class:`OperationTimedOut`; Ctrl-C cancels it too."""
+        crochet = _ensure_reactor()
+        try:
+            return self._eventual.wait(self._timeout)
+        except crochet.TimeoutError:
+            self._eventual.cancel()
+            return OperationTimedOut(f"the call did not finish within {self._timeout:g}s")
+        except Exception as exc:  # noqa: BLE001 - returned to the caller, as documented
+            return exc
+        except BaseException:
+            self._eventual.cancel()
+            raise
+
+    def cancel(self) -> None:
+        self._eventual.cancel()
 
 
 class BlockingLedger:
@@ -326,37 +353,12 @@ class BlockingBookKeeper:
                             password, custom_metadata, ledger_id=ledger_id, max_inflight=max_inflight)
         return BlockingLedger(self, handle)
 
-    def read_lacs(self, reads: Iterable[Any], window: int = 64) -> Iterator[int | Exception]:
-        """The last add confirmed of each ledger of *reads* (``(ledger_id, metadata,
-        version)`` a walk read), in order, or the exception that read failed with;
-        up to *window* reads in flight at once, so that a walk over thousands of open
-        ledgers takes a round trip per window of them, not per ledger."""
-        from collections import deque
-
+    def start_read_lac(self, ledger_id: int, md: Any, version: int) -> "PendingCall":
+        """Start reading the last add confirmed of a ledger whose metadata a walk read
+        (``BookKeeperClient.read_lac_of``) and return at once: a walk over thousands of
+        open ledgers keeps many in flight and takes each :meth:`PendingCall.result` in turn."""
         crochet = _ensure_reactor()
-        start = crochet.run_in_reactor(self.client.read_lac_of)
-        pending: deque = deque()
-
-        def settle(eventual) -> int | Exception:
-            try:
-                return eventual.wait(self.timeout)
-            except crochet.TimeoutError:
-                eventual.cancel()
-                return OperationTimedOut(f"the LAC read did not finish within {self.timeout:g}s")
-            except Exception as exc:  # noqa: BLE001 - the caller shows it beside the ledger
-                return exc
-            except BaseException:
-                eventual.cancel()
-                for rest in pending:
-                    rest.cancel()
-                raise
-
-        for ledger_id, md, version in reads:
-            pending.append(start(ledger_id, md, version))
-            if len(pending) >= window:
-                yield settle(pending.popleft())
-        while pending:
-            yield settle(pending.popleft())
+        return PendingCall(crochet.run_in_reactor(self.client.read_lac_of)(ledger_id, md, version), self.timeout)
 
     def open(self, ledger_id: int, password: bytes | str | None = None, *, recovery: bool = False,
              digest_type=None, check_password: bool = True) -> BlockingLedger:
