@@ -610,7 +610,8 @@ def java_journal(data: bytes) -> None:
 @target(seeds=lambda: _vector_files("disk", "*.log.bin"))
 def java_entry_log(data: bytes) -> None:
     """A Java entry log (.log): header, scan, and reads at the offsets the scan gives."""
-    from bkctl.wire.codecs.javadisk import entry_log_header, entry_header, read_entry_at, scan_entry_log
+    from bkctl.wire.codecs.digest import entry_header
+    from bkctl.wire.codecs.javadisk import entry_log_header, read_entry_at, scan_entry_log
 
     entry_log_header(data)
     for e in scan_entry_log(data):
