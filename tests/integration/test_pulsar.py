@@ -519,7 +519,8 @@ def test_orphans_lists_exactly_the_ledger_nothing_lists_once_it_is_old_enough(pu
 
 def test_orphans_checks_a_candidate_again_before_reporting_it(pulsar_cluster, capsys):
     """A ledger a broker lists after the sweep read the managed ledgers is not
-    reported: each candidate's managed ledger is read again."""
+    reported: each candidate's managed ledger is read again before it is reported (in
+    batches; here one candidate a batch, so that the listing can come between two)."""
     from bkctl.ops.pulsar import OrphanSweep
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
@@ -528,7 +529,7 @@ def test_orphans_checks_a_candidate_again_before_reporting_it(pulsar_cluster, ca
     with ZKMetadataStore(c.uri, timeout=20) as store:
         znode = f"{c.base}/{NS}/persistent/late"
         try:
-            sweep = iter(OrphanSweep(store, c.base, older_than=0))
+            sweep = iter(OrphanSweep(store, c.base, older_than=0, recheck_batch=1))
             assert next(sweep)["ledger_id"] == c.orphan  # the managed ledgers were read before this
             info = ml.ManagedLedgerInfo()
             info.ledgerInfo.add(ledgerId=late, timestamp=0)

@@ -184,7 +184,7 @@ def test_one_walk_attributes_topics_orphans_and_applications_on_the_fake_store()
         store.ledgers.create(md.closed(9, 1000) if closed else md, lid)
     store.calls.clear()
     walk = walk_ledgers(store, None, older_than=60, now_ms=10**12)
-    assert [c for c, _ in store.calls].count("ledgers.read_many") == 1
+    assert [c for c, _ in store.calls].count("ledgers.ids") == 1  # one walk serves disk and the orphan sweep
     assert walk.orphan_ids == [4] and walk.ledgers == 5 and walk.open_unknown == {2: "the bookies were not asked"}
     owners = {(o.kind, o.component): row[0] for o, row in walk.tally.logical.items()}
     assert owners == {("topic", "data"): 1, ("topic", "cursor"): 1, ("orphan", "data"): 1, ("application", None): 1}

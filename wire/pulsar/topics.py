@@ -104,28 +104,40 @@ class TopicMetadataReader:
         """The managed ledger of that name -- a v2 name, or a v1 name
         (``tenant/cluster/namespace/persistent/topic``) that :meth:`topics`
         does not list -- with its cursors; None when there is none."""
-        parts = managed_ledger.split("/")
-        if len(parts) not in (4, 5) or parts[-2] != "persistent" or any(p in ("", ".", "..") for p in parts):
-            return None  # not a managed-ledger name: nothing Pulsar would have written
-        try:
-            topic = TopicName.from_managed_ledger(managed_ledger)
-        except ValueError:  # its local name does not decode
-            topic = None
-        return self._read(managed_ledger, topic, True)
+        return next(self.read_all_named([managed_ledger]), None)
 
     def read_all(self, topics: Iterable[TopicName], cursors: bool = True) -> Iterator[ManagedLedger]:
         """The managed ledger of each of *topics*, in order, streaming (read in pipelined
         steps: ``PulsarMetadata.managed_ledgers``); a topic deleted meanwhile is left out."""
-        asked: dict[str, TopicName] = {}  # path -> topic, of those asked for and not yet answered
+        return self._read_stream(((t.managed_ledger, t) for t in topics), cursors)
 
-        def names() -> Iterator[str]:
-            for topic in topics:
-                asked[P.managed_ledger_path(self.base, topic.managed_ledger)] = topic
-                yield topic.managed_ledger
+    def read_all_named(self, managed_ledgers: Iterable[str]) -> Iterator[ManagedLedger]:
+        """:meth:`read_named` of each name, in order, streaming and pipelined as
+        :meth:`read_all`; names that are no managed ledger's, or gone, are left out."""
 
-        for stored in self.pulsar.managed_ledgers(self.base, names(), cursors):
-            topic = asked.pop(stored.path)
-            yield self._decoded(stored, topic.managed_ledger, topic)
+        def named() -> Iterator[tuple[str, TopicName | None]]:
+            for name in managed_ledgers:
+                parts = name.split("/")
+                if len(parts) not in (4, 5) or parts[-2] != "persistent" or any(p in ("", ".", "..") for p in parts):
+                    continue  # not a managed-ledger name: nothing Pulsar would have written
+                try:
+                    yield name, TopicName.from_managed_ledger(name)
+                except ValueError:  # its local name does not decode
+                    yield name, None
+
+        return self._read_stream(named(), True)
+
+    def _read_stream(self, names: Iterable[tuple[str, TopicName | None]], cursors: bool) -> Iterator[ManagedLedger]:
+        asked: dict[str, tuple[str, TopicName | None]] = {}  # path -> name and topic, not answered yet
+
+        def asking() -> Iterator[str]:
+            for name, topic in names:
+                asked[P.managed_ledger_path(self.base, name)] = (name, topic)
+                yield name
+
+        for stored in self.pulsar.managed_ledgers(self.base, asking(), cursors):
+            name, topic = asked.pop(stored.path)
+            yield self._decoded(stored, name, topic)
 
     def _read(self, ml_name: str, topic: TopicName | None, cursors: bool) -> ManagedLedger | None:
         stored = self.pulsar.managed_ledger(self.base, ml_name, cursors)

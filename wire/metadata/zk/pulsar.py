@@ -78,7 +78,7 @@ class ZKPulsarMetadata(Manager):
             wanted = [(i, child) for i, kids in enumerate(children) for child in sorted(kids or ())
                       if values[i] is not None]
             found: list[dict[str, bytes]] = [{} for _ in paths]
-            for (i, child), got in s.get_each(((i, c), f"{paths[i]}/{c}") for i, c in wanted):
+            for (i, child), got in s.get_each([((i, c), f"{paths[i]}/{c}") for i, c in wanted]):
                 if got is not None:  # None: deleted meanwhile
                     found[i][child] = got[0]
             for path, value, cursor_values in zip(paths, values, found):

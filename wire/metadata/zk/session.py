@@ -464,7 +464,11 @@ class ZKSession:
 
     def get_each(self, keyed: Iterable[tuple[_K, str]]) -> Iterator[tuple[_K, tuple[bytes, Any] | None]]:
         """:meth:`get_many` of ``(key, path)`` pairs: ``(key, (value, stat) or None)`` in
-        order, streaming (the pairs are drawn as the reads go out)."""
+        order, streaming (the pairs are drawn as the reads go out; a list is read as
+        :meth:`get_many` reads a list: a short one through kazoo)."""
+        if isinstance(keyed, list):
+            yield from zip([key for key, _ in keyed], self.get_many([path for _, path in keyed]))
+            return
         asked: deque[_K] = deque()
 
         def paths() -> Iterator[str]:
