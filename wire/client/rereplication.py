@@ -35,6 +35,7 @@ first for an open ledger whose last segment lost a bookie.
 """
 from __future__ import annotations
 
+import functools
 import logging
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -79,7 +80,15 @@ log = logging.getLogger(__name__)
 
 def _holding_residues(positions: Collection[int], schedule: QuorumSchedule) -> frozenset[int]:
     """Residues ``r`` (mod E) of the entries that have a copy on one of ``positions``."""
-    return frozenset(r for r, ws in enumerate(schedule.stripe()) if any(i in positions for i in ws))
+    return _residues_holding(frozenset(positions), schedule.ensemble_size, schedule.write_quorum)
+
+
+@functools.lru_cache(maxsize=4096)
+def _residues_holding(positions: frozenset[int], ensemble_size: int, write_quorum: int) -> frozenset[int]:
+    # The same few (positions, E, Qw) come back for every ledger of a walk (`disk` counts
+    # each bookie's copies of a million ledgers): a stripe's write sets are worked out once.
+    stripe = QuorumSchedule(ensemble_size, write_quorum).stripe()
+    return frozenset(r for r, ws in enumerate(stripe) if any(i in positions for i in ws))
 
 
 @dataclass(frozen=True)
