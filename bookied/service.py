@@ -286,6 +286,8 @@ class BookieService:
         tried again for zkTimeout, as Java's retrying ZooKeeper client would, before
         the start fails.
         """
+        if self.stopping:  # a retry that comes round after SIGTERM: the ports may be closed
+            return
         if deadline is None:
             deadline = self.reactor.seconds() + max(self.cfg.zk_timeout / 1000.0, 1.0)
         readonly = self.bookie.readonly
