@@ -104,12 +104,7 @@ def _with_lacs(items: Iterator[tuple[Any, dict]], lacs: Callable[[], Any], proto
         doc, pending = held.popleft()
         if pending is not None:
             reading -= 1
-            lac = pending.result()
-            if isinstance(lac, Exception):
-                doc["lac_error"] = str(lac) or type(lac).__name__
-            else:
-                doc["last_add_confirmed"] = lac
-            doc["lac_note"] = V2_LAC_NOTE if protocol == "v2" else None
+            _with_lac(doc, pending.result(), protocol)
         return doc
 
     try:
@@ -159,10 +154,18 @@ def add_confirmed_lac(bk: Callable[[], Any], doc: dict, protocol: str = "v3") ->
         return doc
     client = bk()
     try:
-        reader = client.open(doc["ledger_id"])
-        doc["last_add_confirmed"] = reader.last_add_confirmed
+        lac: int | Exception = client.open(doc["ledger_id"]).last_add_confirmed
     except Exception as e:  # noqa: BLE001 - the metadata is still worth showing
-        doc["lac_error"] = str(e) or type(e).__name__
+        lac = e
+    return _with_lac(doc, lac, protocol)
+
+
+def _with_lac(doc: dict, lac: int | Exception, protocol: str) -> dict:
+    """*doc* with the LAC its bookies gave, or ``lac_error`` saying why they could not."""
+    if isinstance(lac, Exception):
+        doc["lac_error"] = str(lac) or type(lac).__name__
+    else:
+        doc["last_add_confirmed"] = lac
     doc["lac_note"] = V2_LAC_NOTE if protocol == "v2" else None
     return doc
 

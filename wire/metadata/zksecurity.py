@@ -25,6 +25,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = ["ZKSecurity", "get_default", "set_default"]
 
@@ -90,6 +94,19 @@ class ZKSecurity:
         return ", ".join(parts) or "no authentication"
 
 
+def tls_client_context(security: ZKSecurity) -> ssl.SSLContext:
+    """The client side of TLS with ZooKeeper as kazoo does it: the chain is checked against
+    ``tls_ca`` (the system's CAs without one), the name is not; ``tls_cert``/``tls_key`` as
+    the client's certificate."""
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=security.tls_ca)
+    ctx.check_hostname = False  # kazoo does not check the name either, only the chain
+    if security.tls_cert:
+        ctx.load_cert_chain(security.tls_cert, security.tls_key)
+    return ctx
+
+
 def tls_problem(hosts: str, security: ZKSecurity, timeout: float = 5.0) -> str | None:
     """A TLS handshake with the first of ``hosts`` (``h1:p1,h2:p2/chroot``);
     the reason it fails (e.g. "certificate verify failed: ..."), or None."""
@@ -101,10 +118,7 @@ def tls_problem(hosts: str, security: ZKSecurity, timeout: float = 5.0) -> str |
     first = hosts.split("/", 1)[0].split(",")[0].strip()
     try:
         host, port = split_host_port(first, default_port=2181)
-        ctx = ssl.create_default_context(cafile=security.tls_ca)
-        ctx.check_hostname = False  # kazoo does not check the name either, only the chain
-        if security.tls_cert:
-            ctx.load_cert_chain(security.tls_cert, security.tls_key)
+        ctx = tls_client_context(security)
         with socket.create_connection((host, int(port)), timeout=timeout) as sock:
             with ctx.wrap_socket(sock, server_hostname=host):
                 return None

@@ -48,19 +48,7 @@ class ZKPulsarMetadata(Manager):
 
     @zk_call
     def managed_ledger(self, base: str, name: str, cursors: bool = True) -> StoredManagedLedger | None:
-        s = self._session
-        path = P.managed_ledger_path(base, name)
-        try:
-            value, stat = s.get(path)
-        except NoNodeError:
-            return None
-        found: dict[str, bytes] = {}
-        if cursors:
-            children = self._sorted_children(path)
-            for child, got in zip(children, s.get_many([f"{path}/{c}" for c in children])):
-                if got is not None:  # None: deleted meanwhile
-                    found[child] = got[0]
-        return StoredManagedLedger(path, value, stat.version, found)
+        return next(self.managed_ledgers(base, [name], cursors), None)
 
     @zk_gen
     def managed_ledgers(self, base: str, names: Iterable[str], cursors: bool = True

@@ -25,7 +25,6 @@ from __future__ import annotations
 import itertools
 import random
 import socket
-import ssl
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata.errors import ZKAuthError, ZKUnavailable
 from bkctl.wire.metadata.zk import jute
-from bkctl.wire.metadata.zksecurity import ZKSecurity
+from bkctl.wire.metadata.zksecurity import ZKSecurity, tls_client_context
 
 __all__ = ["ZnodeScanner", "ZnodeValue"]
 
@@ -281,7 +280,7 @@ class ZnodeScanner:
         sock = socket.create_connection((host, port), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.security.uses_tls:
-            sock = _tls_context(self.security).wrap_socket(sock, server_hostname=host)
+            sock = tls_client_context(self.security).wrap_socket(sock, server_hostname=host)
         self._sock = sock
         self._buf.clear()
         sock.sendall(jute.connect_request(int(self.timeout * 1000)))
@@ -308,11 +307,3 @@ def _servers(hosts: str) -> Sequence[tuple[str, int]]:
     if not servers:
         raise ValueError(f"no ZooKeeper server in {hosts!r}")
     return servers
-
-
-def _tls_context(security: ZKSecurity) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=security.tls_ca)
-    ctx.check_hostname = False  # as kazoo: the chain is checked, not the name
-    if security.tls_cert:
-        ctx.load_cert_chain(security.tls_cert, security.tls_key)
-    return ctx
