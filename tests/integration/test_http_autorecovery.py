@@ -55,8 +55,10 @@ def test_autorecovery_over_http_and_metrics(bookie_cluster, zkstore):
     status, text = http(port, f"{AR}/trigger_audit", "PUT")
     assert status == 409 and "disabled" in json.loads(text)["error"]
 
-    figures = wait_for(what="the under-replicated gauge", predicate=lambda: (lambda s: s if s.get(
-        "autorecovery_num_under_replicated_ledgers") == 1 else None)(samples(port)), timeout=60)
+    # the gauges are set at different moments (the audit's count, the election's flag): wait for both
+    figures = wait_for(what="the under-replicated and auditor gauges", predicate=lambda: (lambda s: s if s.get(
+        "autorecovery_num_under_replicated_ledgers") == 1 and s.get("autorecovery_is_auditor") == 1 else None)(
+        samples(port)), timeout=60)
     assert figures["autorecovery_is_auditor"] == 1
     assert figures["autorecovery_elections_won_total"] == 1
 
