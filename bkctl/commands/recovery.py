@@ -1,11 +1,16 @@
 """``bkctl recover`` and ``bkctl decommission``: re-replicate what lost or leaving bookies held."""
 from __future__ import annotations
 
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable
+
 import click
 
 from ..app import App, confirm_destructive
 from ..completers import complete_bookie_id, complete_down_bookie_id, complete_ledger_id
-from ..render import emit, plural as _plural, table
+from ..render import emit, human_size, plural as _plural, table
 from . import pass_app
 
 
@@ -53,36 +58,114 @@ def _show_plan_or_result(app: App, doc: dict, what: str) -> None:
                           + (f"; {t['failed']} FAILED" if t["failed"] else ""))
 
 
-class _Reporter:
-    """Progress over ledgers (bar on a terminal) plus entries copied; with ``lines`` (a
-    long wait) progress lines on stderr when it is not a terminal, and notes."""
+class Eta:
+    """Ledgers and bytes left, the rate over the last ``window`` seconds, and when the
+    rest should be done, as one line (:meth:`text`) for a progress bar or a log."""
 
-    def __init__(self, app: App, label: str, lines: bool = False):
+    def __init__(self, clock: Callable[[], float] | None = None, window: float = 30.0):
+        import time
+
+        self.clock = clock or time.monotonic
+        self.window = window
+        self.start(None, None)
+
+    def start(self, ledgers: int | None, nbytes: int | None) -> None:
+        self.ledgers, self.bytes = ledgers, nbytes or 0
+        self.done_ledgers = self.done_bytes = 0
+        self._samples: deque[tuple[float, int, int]] = deque([(self.clock(), 0, 0)])
+
+    def advance(self, ledgers: int = 1, nbytes: int = 0) -> None:
+        self.done_ledgers += ledgers
+        self.done_bytes += nbytes
+        now = self.clock()
+        self._samples.append((now, self.done_ledgers, self.done_bytes))
+        while len(self._samples) > 2 and now - self._samples[1][0] >= self.window:
+            self._samples.popleft()
+
+    def rates(self) -> tuple[float, float] | None:
+        """(ledgers/s, bytes/s) over the window; None before a second has passed."""
+        t0, l0, b0 = self._samples[0]
+        elapsed = self.clock() - t0
+        if elapsed < 1.0:
+            return None
+        return (self.done_ledgers - l0) / elapsed, (self.done_bytes - b0) / elapsed
+
+    def seconds_left(self) -> float | None:
+        rates = self.rates()
+        if rates is None or self.ledgers is None:
+            return None
+        ledger_rate, byte_rate = rates
+        if self.bytes and byte_rate > 0:
+            return max(0.0, self.bytes - self.done_bytes) / byte_rate
+        if ledger_rate > 0:
+            return max(0, self.ledgers - self.done_ledgers) / ledger_rate
+        return None
+
+    def text(self) -> str:
+        """``1,200 of 25,000 ledgers left, 1.2 MiB of 24.4 MiB; 412 ledgers/s, 405.1 KiB/s; ETA 0:00:03``."""
+        if self.ledgers is None:
+            return f"{self.done_ledgers:,} ledgers done"
+        parts = [f"{max(0, self.ledgers - self.done_ledgers):,} of {self.ledgers:,} ledgers left"]
+        if self.bytes:
+            parts[0] += f", {human_size(max(0, self.bytes - self.done_bytes))} of {human_size(self.bytes)}"
+        rates = self.rates()
+        if rates is not None:
+            parts.append(f"{rates[0]:,.0f} ledgers/s" + (f", {human_size(int(rates[1]))}/s" if self.bytes else ""))
+        left = self.seconds_left()
+        parts.append("ETA " + ("--:--:--" if left is None else _clock_time(left)))
+        return "; ".join(parts)
+
+
+def _clock_time(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+class _Reporter:
+    """Progress over ledgers: on a terminal a bar with ledgers and bytes left, the rate
+    and the ETA (:class:`Eta`); with ``lines`` (a long wait) progress lines on stderr
+    when it is not a terminal, and notes; nothing otherwise."""
+
+    def __init__(self, app: App, label: str, lines: bool = False, clock: Callable[[], float] | None = None):
         self.app = app
         self.label = label
         self.lines = lines
         self.bar = None
-        self.entries = 0
+        self.eta = Eta(clock)
+        #: the ETA line goes on a terminal's bar; progress lines (a pipe) keep their count
+        self.on_terminal = not app.quiet and sys.stderr.isatty()
+        self._lock = threading.Lock()
+        self._shown_at = 0.0
 
-    def start(self, count: int) -> None:
-        if self.bar is None:
-            self.bar = self.app.progress(count, self.label, lines=self.lines).__enter__()
-        else:
-            self.bar.update(total=count, completed=0)
+    def start(self, count: int | None, nbytes: int | None = None) -> None:
+        with self._lock:
+            self.eta.start(count, nbytes)
+            if self.bar is None:
+                self.bar = self.app.progress(count, self.label, lines=self.lines).__enter__()
+            else:
+                self.bar.update(total=count, completed=0)
+            self._describe(force=True)
 
     def note(self, text: str) -> None:
         if self.bar is None:
             self.start(None)
         self.bar.note(text)
 
-    def ledger(self, _result: dict) -> None:
-        if self.bar is not None:
-            self.bar.advance(1)
+    def ledger(self, result: dict) -> None:
+        with self._lock:
+            self.eta.advance(1, int(result.get("bytes") or 0))
+            if self.bar is not None:
+                self.bar.advance(1)
+                self._describe()
 
     def entry(self, _entry_id: int) -> None:
-        self.entries += 1
-        if self.bar is not None and self.entries % 100 == 0:
-            self.bar.update(description=f"{self.label} ({self.entries} entries copied)")
+        pass
+
+    def _describe(self, force: bool = False) -> None:
+        now = self.eta.clock()
+        if self.bar is not None and self.on_terminal and (force or now - self._shown_at >= 0.5):
+            self._shown_at = now
+            self.bar.update(description=f"{self.label}: {self.eta.text()}")
 
     def stop(self) -> None:
         if self.bar is not None:
@@ -123,14 +206,21 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
     go on; the exit status is 1 if any failed.  An id that is not a bookie id
     (host:1.2) is exit 2; a bookie with no cookie, no registration and in no
     ledger is exit 3; a running (registered) bookie is exit 4 unless
-    --force (or --dry-run), and a warning with it.
+    --force (or --dry-run), and a warning with it.  One walk over every
+    ledger finds the bookies' ledgers; then they are planned and copied 500
+    at a time from their metadata read again pipelined.  On a terminal a
+    bar shows the ledgers and bytes left, the rate and the ETA; nothing on
+    a pipe.
 
     --dry-run prints, per ledger and segment, the lost bookie, the
     replacement it would get now and how many entries it held.  --json
     prints one summary: bookies, target, dry_run, skip_open_ledgers,
     ledgers[] (ledger_id, state, status, closed_first, fragments[]
     (first_entry_id, last_entry_id, lost, replacements, entries,
-    entries_copied), entries_copied, error) and totals (ledgers, recovered,
+    entries_copied), entries_copied, bytes (about how many it moves),
+    error, and for a ledger failed or skipped cause (no-bookie,
+    copies-down, grace, metadata-gone, unreadable, open, other) and reason
+    (one short line)) and totals (ledgers, recovered,
     planned, skipped, failed, entries_copied); with --delete-cookie also
     cookies {bookie: deleted | none | kept: registered}.
     """
@@ -159,7 +249,8 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
         doc = rereplicate_bookies(app.bk, app.store, bookies, target=target, dry_run=dry_run,
                               skip_open=skip_open_ledgers, parallel=parallel, confirm=confirm,
                               on_start=reporter.start, on_ledger=reporter.ledger, on_entry=reporter.entry,
-                              ledger_ids=only, rate=rate)
+                              ledger_ids=only, rate=rate,
+                              progress=lambda: app.walk_progress("finding the ledgers on " + what))
     finally:
         reporter.stop()
     if delete_cookie and not dry_run:
@@ -200,13 +291,16 @@ def decommission(app: App, bookie: str, daemons: bool | None, wait: float, dry_r
     them: the audit is triggered and the progress shown until no ledger
     names the bookie (exit 1 after --wait seconds, cookie kept; the global
     --timeout is, as everywhere, how long to wait for ZooKeeper).  While it
-    waits it says so: a progress bar on a terminal, else progress lines on
-    stderr (the start, each change of the count, and every 15 s what the
-    ledgers left wait for, as `autorecovery status` says it: waiting for
-    lostBookieRecoveryDelay, held while autorecovery is disabled, waiting
-    for a worker, an open ledger waiting for its writer, being re-replicated
-    by which worker, held after a failed attempt with the worker's reason).
-    A failure names its cause the same way.  Otherwise (or --no-daemons)
+    waits it says so: on a terminal a bar with the ledgers and bytes left,
+    the rate and the ETA, else progress lines on stderr (the start, each
+    change of the count, and every 15 s what the ledgers left wait for, as
+    `autorecovery status` says it: waiting for lostBookieRecoveryDelay, held
+    while autorecovery is disabled, waiting for a worker, an open ledger
+    waiting for its writer, being re-replicated by which worker, held after
+    a failed attempt with the worker's reason).  Ledgers left at the end
+    are listed, every one, in one short line each, grouped by cause: no
+    bookie to copy to, every copy down, writer's grace period, metadata
+    gone, an entry unreadable, or the repair state they wait in.  Otherwise (or --no-daemons)
     every fragment on it is re-replicated from this process as `recover`
     does (open ledgers using it in their last segment are recovered: fenced
     and closed), then the metadata is scanned until no ledger names it (up
@@ -217,7 +311,8 @@ def decommission(app: App, bookie: str, daemons: bool | None, wait: float, dry_r
     ledgers[] (as `recover`; with the daemons ledger_id, status, and for a
     ledger left repair {state, text, worker, since, until, attempts, reason} -- the repair
     model of `autorecovery status` -- and error),
-    entries_copied (null with the daemons), remaining_ledgers,
+    entries_copied (null with the daemons), remaining_ledgers, left[]
+    (ledger_id, cause, reason: each ledger left, grouped by cause),
     cookie_deleted, dry_run, error (null, or the failure's message).
     """
     from ..exitcodes import FAILED, CommandError
@@ -231,7 +326,7 @@ def decommission(app: App, bookie: str, daemons: bool | None, wait: float, dry_r
     try:
         doc = run(app.bk, app.store, bookie, confirm=confirm, on_start=reporter.start,
                   on_ledger=reporter.ledger, on_entry=reporter.entry, on_note=reporter.note, use_daemons=daemons,
-                  timeout=wait, dry_run=dry_run)
+                  timeout=wait, dry_run=dry_run, progress=lambda: app.walk_progress(f"finding the ledgers on {bookie}"))
     finally:
         reporter.stop()
     if dry_run:
@@ -248,14 +343,16 @@ def decommission(app: App, bookie: str, daemons: bool | None, wait: float, dry_r
 
 
 def _show_left(app: App, doc: dict) -> None:
-    """The ledgers a failed decommission left, each with what it waits for (the first 20)."""
-    left = [r for r in doc["ledgers"] if r["ledger_id"] in set(doc["remaining_ledgers"])]
-    rows = [(r["ledger_id"], (r.get("repair") or {}).get("worker") or "", r.get("error") or r.get("status"))
-            for r in left[:20]]
-    if rows:
-        table(app, ["ledger", "worker", "left because"], rows)
-    if len(left) > 20:
-        app.console.print(f"... and {len(left) - 20} more (--json lists them all)")
+    """Every ledger a failed decommission left, one short line each, grouped by why."""
+    from ..ops.recovery import cause_label
+
+    cause = None
+    for row in doc["left"]:
+        if row["cause"] != cause:
+            cause = row["cause"]
+            n = sum(1 for r in doc["left"] if r["cause"] == cause)
+            app.console.print(f"{cause_label(cause)} ({_plural(n, 'ledger')}):", markup=False)
+        app.console.print(f"  {row['ledger_id']}: {row['reason']}", markup=False)
 
 
 def _show_decommission_plan(app: App, doc: dict) -> None:

@@ -8,8 +8,9 @@ return JSON-ready summaries (keys documented on :func:`summary`).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+import itertools
+from collections.abc import Callable, Collection, Iterable, Iterator
+from typing import Any, NamedTuple
 
 from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
 from ..render import plural as _plural
@@ -36,24 +37,14 @@ def check_bookie_ids(bookies: Iterable[str]) -> list[str]:
     return out
 
 
-def check_known(store, bookies: Iterable[str], ledger_ids: Iterable[int]) -> None:
+def check_known(store, bookies: Iterable[str], named: Collection[str]) -> None:
     """Exit 3 for a bookie the cluster has never heard of: no cookie, not
-    registered, named by none of ``ledger_ids`` (those naming any of ``bookies``)."""
-    from bkctl.wire.errors import NotFound
-
-    unknown = [b for b in bookies if store.cookies.get(b) is None and not store.registration.is_registered(b)]
-    if not unknown:
-        return
-    for ledger_id in ledger_ids:
-        try:
-            md, _ = store.ledgers.read(ledger_id)
-        except NotFound:
-            continue
-        unknown = [b for b in unknown if b not in md.bookies]
-        if not unknown:
-            return
-    raise CommandError(f"unknown bookie{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: no cookie, "
-                       "not registered, in no ledger's ensemble", NOT_FOUND)
+    registered, not in ``named`` (the bookies ledgers name: :attr:`Survey.named`)."""
+    unknown = [b for b in bookies
+               if b not in named and store.cookies.get(b) is None and not store.registration.is_registered(b)]
+    if unknown:
+        raise CommandError(f"unknown bookie{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: no cookie, "
+                           "not registered, in no ledger's ensemble", NOT_FOUND)
 
 
 def require_known_bookie(store, bookie: str, override: str, what: str) -> None:
@@ -89,20 +80,70 @@ def live_bookies(store, bookies: Iterable[str], connect_timeout: float = 1.0) ->
     return live
 
 
-def ledgers_on(store, bookies: Iterable[str], progress=None) -> list[int]:
-    """Ids of the ledgers whose metadata names one of ``bookies`` in any segment (one
-    walk over every ledger, decoding only those whose stored metadata names one;
-    metadata that does not decode is a :class:`MetadataStoreError`, as reading it is)."""
-    wanted = set(bookies)
-    found = []
+class Survey(NamedTuple):
+    """The ledgers naming some bookies, from one walk (:func:`survey`): their ids
+    (ascending; with those whose metadata names them but does not decode), about how
+    many bytes of theirs the bookies hold (:func:`~bkctl.wire.client.rereplication.bytes_held`:
+    closed ledgers only), and which of the bookies some ledger names."""
+
+    ledger_ids: list[int]
+    bytes: int
+    named: frozenset[str]
+
+
+def survey(store, bookies: Iterable[str], progress=None) -> Survey:
+    """One streaming walk over every ledger, decoding only those whose stored metadata
+    names one of ``bookies`` (``progress``: a walk's progress, :meth:`App.walk_progress`);
+    only the ids are kept."""
+    from bkctl.wire.client.rereplication import bytes_held
+
+    wanted = frozenset(bookies)
+    found: list[int] = []
+    total = 0
+    named: set[str] = set()
     for ledger_id, md, _version in store.ledgers.walk(naming=wanted, progress=progress):
         if md is None:
             continue  # deleted meanwhile
-        if isinstance(md, Exception):
-            raise md
-        if wanted.intersection(md.bookies):
+        if isinstance(md, Exception):  # names one, maybe: reported as left, with its reason
             found.append(ledger_id)
-    return found
+            continue
+        on = wanted.intersection(md.bookies)
+        if on:
+            found.append(ledger_id)
+            named |= on
+            total += bytes_held(ledger_id, md, on)
+    return Survey(found, total, frozenset(named))
+
+
+def _surveyed(store, bookies: list[str], progress: Callable[[], Any] | None) -> Survey:
+    """:func:`survey` with the walk's progress shown (``progress()``: a context
+    manager, :meth:`bkctl.app.App.walk_progress`) until the walk ends."""
+    if progress is None:
+        return survey(store, bookies)
+    with progress() as shown:
+        return survey(store, bookies, shown)
+
+
+def ledgers_on(store, bookies: Iterable[str], progress=None) -> list[int]:
+    """Ids of the ledgers whose metadata names one of ``bookies`` in any segment
+    (:func:`survey`; one whose metadata does not decode is among them)."""
+    return survey(store, bookies, progress).ledger_ids
+
+
+def still_on(store, ledger_ids: Iterable[int], bookie: str) -> list[int]:
+    """Those of ``ledger_ids`` whose metadata still names ``bookie`` (read pipelined:
+    a wait over many ledgers reads only them, not every ledger again)."""
+    left = []
+    for ledger_id, md, _version in store.ledgers.read_many(ledger_ids, naming=[bookie]):
+        if md is not None and (isinstance(md, Exception) or bookie in md.bookies):
+            left.append(ledger_id)
+    return left
+
+
+def _chunks(items: Iterable, size: int) -> Iterator[list]:
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
 
 
 def summary(bookies: list[str], results: list[dict], *, dry_run: bool, target: str | None,
@@ -116,8 +157,10 @@ def summary(bookies: list[str], results: list[dict], *, dry_run: bool, target: s
     --dry-run), ``fragments`` (``first_entry_id``, ``last_entry_id`` (null:
     open, end unknown), ``lost``, ``replacements`` {lost: new}, ``entries``
     (held by the lost bookies; null if unknown), ``entries_copied``),
-    ``entries_copied``, ``error``), and ``totals`` (``ledgers``,
-    ``recovered``, ``planned``, ``skipped``, ``failed``, ``entries_copied``).
+    ``entries_copied``, ``bytes`` (about how many it moves), ``error``, and for one
+    failed or skipped ``cause`` (:data:`~bkctl.wire.client.rereplication.CAUSES`) and
+    ``reason`` (one short line)), and ``totals`` (``ledgers``, ``recovered``,
+    ``planned``, ``skipped``, ``failed``, ``entries_copied``).
     """
     totals = {"ledgers": len(results), "recovered": 0, "planned": 0, "skipped": 0, "failed": 0,
               "entries_copied": 0}
@@ -129,24 +172,36 @@ def summary(bookies: list[str], results: list[dict], *, dry_run: bool, target: s
             "ledgers": results, "totals": totals}
 
 
+#: ledgers handed to the reactor at a time: the metadata read for them is what a run holds
+CHUNK = 500
+
+
 def rereplicate_bookies(bk, store, bookies: Iterable[str], *, target: str | None = None, dry_run: bool = False,
                     skip_open: bool = False, parallel: int = 4, window: int = 64,
                     confirm: Callable[[list[int]], Any] | None = None,
-                    on_start: Callable[[int], Any] | None = None,
+                    on_start: Callable[[int, int | None], Any] | None = None,
                     on_ledger: Callable[[dict], Any] | None = None,
                     on_entry: Callable[[int], Any] | None = None,
-                    ledger_ids: list[int] | None = None, rate: float = 0) -> dict:
+                    ledger_ids: list[int] | None = None, expected_bytes: int | None = None, rate: float = 0,
+                    progress=None) -> dict:
     """Re-replicate everything ``bookies`` held (see :func:`bkctl.wire.client.rereplication.rereplicate_ledger`).
 
+    One walk finds the ledgers (:func:`survey`; ``progress()`` makes the context
+    manager that hears it, :meth:`bkctl.app.App.walk_progress`), then
+    their metadata is read again pipelined, :data:`CHUNK` ledgers at a time,
+    each chunk planned (and copied) before the next is read: memory holds the
+    ids and one chunk's metadata, however many ledgers there are.
     ``confirm(ledger_ids)`` is called before anything changes (not with
-    ``dry_run``); ``on_start(count)``, ``on_ledger(result)`` and
+    ``dry_run``); ``on_start(count, bytes)`` (bytes: about how many the bookies
+    held, None when not known), ``on_ledger(result)`` and
     ``on_entry(entry_id)`` report progress (the last two from the reactor
     thread).  ``rate``: at most that many bytes per second written to the
     replacements (0: no limit; the autorecovery worker's throttle).
-    ``ledger_ids`` limits the run to those ledgers.  Returns :func:`summary`.
+    ``ledger_ids`` limits the run to those ledgers (``expected_bytes``: what
+    :func:`survey` said they hold, for ``on_start``).  Returns :func:`summary`.
     """
-    from bkctl.wire.client.rereplication import rereplicate_ledgers
     from bkctl.wire.client.blocking import run_in_reactor
+    from bkctl.wire.client.rereplication import CachedBookieLists, rereplicate_ledgers
 
     bookies = check_bookie_ids(bookies)
     if target is not None:
@@ -155,13 +210,17 @@ def rereplicate_bookies(bk, store, bookies: Iterable[str], *, target: str | None
             raise CommandError(f"the target {target} is one of the bookies to recover", USAGE)
         if target not in store.registration.writable_bookies():
             raise CommandError(f"the target {target} is not a writable bookie", USAGE)
-    ids = ledgers_on(store, bookies) if ledger_ids is None else ledger_ids
+    total_bytes = expected_bytes
     if ledger_ids is None:
-        check_known(store, bookies, ids)
+        found = _surveyed(store, bookies, progress)
+        check_known(store, bookies, found.named)
+        ids, total_bytes = found.ledger_ids, found.bytes
+    else:
+        ids = ledger_ids
     if ids and not dry_run and confirm is not None:
         confirm(ids)
     if on_start is not None:
-        on_start(len(ids))
+        on_start(len(ids), total_bytes)
     throttle = None
     if rate:
         from twisted.internet import reactor
@@ -169,9 +228,13 @@ def rereplicate_bookies(bk, store, bookies: Iterable[str], *, target: str | None
         from bkctl.wire.autorecovery.worker import RateLimiter
 
         throttle = RateLimiter(rate, reactor)
-    results = run_in_reactor(rereplicate_ledgers, bk.client, ids, bookies, parallel=parallel, on_ledger=on_ledger,
-                             target=target, skip_open=skip_open, dry_run=dry_run, window=window,
-                             on_entry=on_entry, throttle=throttle, timeout=None)
+    lists = CachedBookieLists(bk.client)
+    results: list[dict] = []
+    for chunk in _chunks(store.ledgers.read_many(ids), CHUNK):
+        results += run_in_reactor(rereplicate_ledgers, bk.client, chunk, bookies, parallel=parallel,
+                                  on_ledger=on_ledger, target=target, skip_open=skip_open, dry_run=dry_run,
+                                  window=window, on_entry=on_entry, throttle=throttle, bookie_lists=lists,
+                                  timeout=None)
     return summary(bookies, results, dry_run=dry_run, target=target, skip_open=skip_open)
 
 
@@ -181,33 +244,38 @@ def autorecovery_available(store) -> bool:
 
 
 def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[list[int]], Any] | None = None,
-                 on_start: Callable[[int], Any] | None = None, on_ledger=None, on_entry=None,
+                 on_start: Callable[[int, int | None], Any] | None = None, on_ledger=None, on_entry=None,
                  on_note: Callable[[str], Any] | None = None,
                  parallel: int = 4, use_daemons: bool | None = None, timeout: float = 3600.0,
-                 poll: float = 1.0, heartbeat: float = 15.0, dry_run: bool = False,
+                 poll: float = 1.0, heartbeat: float = 15.0, dry_run: bool = False, progress=None,
                  clock: Callable[[], float] | None = None, sleep: Callable[[float], Any] | None = None) -> dict:
     """Move every fragment off a stopped bookie, verify, delete its cookie.
 
     The bookie must not be registered (exit 4 otherwise; registered but not
     answering: its ZooKeeper session has not expired yet, and the message
-    says so).  When autorecovery is enabled and an auditor is elected
+    says so).  One walk finds its ledgers (:func:`survey`; ``progress()`` makes
+    what hears it, as for :func:`rereplicate_bookies`).  When autorecovery is enabled and an auditor is elected
     (``use_daemons`` None: decided so; True/False force it), the daemons do
     the copying, as Java's ``decommissionbookie`` lets them: the audit is
     triggered (the bookie, unregistered, is lost and its ledgers are marked
-    at once) and the metadata is watched until no ledger names the bookie,
-    for at most ``timeout`` seconds; ``on_note(text)`` hears what is going
-    on: the start, and every ``heartbeat`` seconds what the ledgers left
-    wait for (:func:`repair_states`).  Otherwise this process re-replicates
-    the ledgers itself (open ones whose last segment uses the bookie are
-    recovered and closed first), then scans again; ledgers still naming it
-    get another pass, up to ``passes``.  Returns ``bookie_id``, ``mode``
-    (``autorecovery`` or ``local``), ``passes``, ``ledgers`` (per-ledger
-    results; with the daemons ``ledger_id``, ``status`` and, for one left,
-    ``repair`` {state, worker, reason} and ``error``), ``entries_copied``
-    (null with the daemons: they count it in their metrics),
-    ``remaining_ledgers``, ``cookie_deleted``, ``dry_run`` and ``error``:
-    None, or -- ledgers left, cookie kept -- the one line saying which and
-    why, for the caller to print the document and then fail (exit 1).
+    at once) and the ledgers' metadata is read again (those ledgers only,
+    pipelined) until none names the bookie, for at most ``timeout`` seconds;
+    ``on_note(text)`` hears what is going on: the start, and every
+    ``heartbeat`` seconds what the ledgers left wait for
+    (:func:`repair_states`).  Otherwise this process re-replicates the
+    ledgers itself (open ones whose last segment uses the bookie are
+    recovered and closed first), then walks again; ledgers still naming it
+    get another pass, up to ``passes``.  ``on_start(count, bytes)`` hears
+    how many ledgers and about how many bytes are to move.  Returns
+    ``bookie_id``, ``mode`` (``autorecovery`` or ``local``), ``passes``,
+    ``ledgers`` (per-ledger results; with the daemons ``ledger_id``,
+    ``status`` and, for one left, ``repair`` {state, worker, reason} and
+    ``error``), ``entries_copied`` (null with the daemons: they count it in
+    their metrics), ``remaining_ledgers``, ``left`` (for each ledger left:
+    ``ledger_id``, ``cause`` and ``reason``, :func:`left_rows`),
+    ``cookie_deleted``, ``dry_run`` and ``error``: None, or -- ledgers left,
+    cookie kept -- the one line saying how many and why, for the caller to
+    print the document and then fail (exit 1).
 
     ``dry_run`` makes every check and changes nothing: with the daemons
     each ledger is ``planned``; locally the rows are the re-replication plan
@@ -223,8 +291,9 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
         raise CommandError(_registered_message(store, bookie), CONFLICT)
     by_ledger: dict[int, dict] = {}
     copied: int | None = 0
-    ids = ledgers_on(store, [bookie])
-    check_known(store, [bookie], ids)
+    found = _surveyed(store, [bookie], progress)
+    check_known(store, [bookie], found.named)
+    ids = found.ledger_ids
     done_passes = 0
     if use_daemons is None:
         use_daemons = bool(ids) and autorecovery_available(store)
@@ -239,7 +308,7 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
                                        ledger_ids=ids)["ledgers"] if ids else []
         return {"bookie_id": bookie, "mode": "autorecovery" if use_daemons else "local", "passes": 0,
                 "ledgers": rows, "entries_copied": None if use_daemons else 0, "remaining_ledgers": ids,
-                "cookie_deleted": False, "dry_run": True, "error": None}
+                "left": [], "cookie_deleted": False, "dry_run": True, "error": None}
     if confirm is not None:  # even with no data: the cookie goes
         confirm(ids)
     if use_daemons and ids:
@@ -247,16 +316,16 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
 
         copied = None
         if on_start is not None:
-            on_start(len(ids))
+            on_start(len(ids), found.bytes)
         auditor, _delay = trigger_audit(store)
         note(f"audit triggered (auditor {auditor}): waiting up to {timeout:g} s for the autorecovery daemons "
              f"to move {_plural(len(ids), 'ledger')} off {bookie}")
-        waiting = set(ids)
+        waiting = list(ids)
         deadline = clock() + timeout
         told = clock()
         while True:
-            left = set(ledgers_on(store, [bookie])) & waiting
-            for lid in sorted(waiting - left):
+            left = still_on(store, waiting, bookie)
+            for lid in sorted(set(waiting) - set(left)):
                 by_ledger[lid] = {"ledger_id": lid, "status": "replicated"}
                 if on_ledger is not None:
                     on_ledger(by_ledger[lid])
@@ -266,44 +335,111 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
             if clock() - told >= heartbeat:
                 told = clock()
                 note(f"{_plural(len(waiting), 'ledger')} still on {bookie}: "
-                     f"{describe_states(repair_states(store, waiting, bookie))}")
+                     f"{describe_left(_daemon_rows(repair_states(store, waiting, bookie)))}")
             sleep(poll)
         ids = ledgers_on(store, [bookie])
-        states = repair_states(store, ids, bookie)
-        for lid in ids:
-            st = states[lid]
-            by_ledger[lid] = {"ledger_id": lid, "status": "waiting", "repair": st,
-                              "error": st["text"]}
+        by_ledger.update({row["ledger_id"]: row for row in _daemon_rows(repair_states(store, ids, bookie))})
     while ids and done_passes < passes and not use_daemons:
         done_passes += 1
         doc = rereplicate_bookies(bk, store, [bookie], on_start=on_start, on_ledger=on_ledger, on_entry=on_entry,
-                                  parallel=parallel, ledger_ids=ids)
+                                  parallel=parallel, ledger_ids=ids,
+                                  expected_bytes=found.bytes if done_passes == 1 else None)
         for r in doc["ledgers"]:
             by_ledger[r["ledger_id"]] = r
         copied += doc["totals"]["entries_copied"]
         ids = ledgers_on(store, [bookie])
+    left_now = left_rows([by_ledger.get(lid, {"ledger_id": lid}) for lid in ids])
     result = {"bookie_id": bookie, "mode": "autorecovery" if use_daemons else "local", "passes": done_passes,
               "ledgers": [by_ledger[k] for k in sorted(by_ledger)],
-              "entries_copied": copied, "remaining_ledgers": ids, "cookie_deleted": False, "dry_run": False,
-              "error": None}
+              "entries_copied": copied, "remaining_ledgers": ids, "left": left_now,
+              "cookie_deleted": False, "dry_run": False, "error": None}
     if ids:
-        why = (describe_states({lid: by_ledger[lid]["repair"] for lid in ids}) if use_daemons
-               else describe_errors([by_ledger[lid] for lid in ids if lid in by_ledger]))
         waited = f" after {timeout:g} s" if use_daemons else ""
-        result["error"] = (f"{_plural(len(ids), 'ledger')} still use bookie {bookie}{waited} "
-                           f"({', '.join(map(str, ids[:10]))}{'...' if len(ids) > 10 else ''}); cookie kept"
-                           + (f": {why}" if why else ""))
+        result["error"] = (f"{_plural(len(ids), 'ledger')} still use bookie {bookie}{waited}; cookie kept: "
+                           f"{describe_left(left_now)}")
         return result
-    found = store.cookies.get(bookie)
-    if found is not None:
+    found_cookie = store.cookies.get(bookie)
+    if found_cookie is not None:
         from bkctl.wire.metadata.errors import NoSuchCookie
 
         try:
-            store.cookies.delete(bookie, found[1])
+            store.cookies.delete(bookie, found_cookie[1])
             result["cookie_deleted"] = True
         except NoSuchCookie:
             pass
     return result
+
+
+#: what a ledger left waits for, by its repair state (:mod:`bkctl.wire.autorecovery.repairstate`),
+#: where no failed attempt says more
+_STATE_LABELS = {
+    "waiting-delay": "waiting for lostBookieRecoveryDelay",
+    "held-disabled": "held: autorecovery is disabled",
+    "not-marked": "not marked by the auditor yet",
+    "waiting-worker": "waiting for a worker",
+    "re-replicating": "being re-replicated",
+    "held-failed": "held after a failed attempt",
+    "locked": "locked by a worker that keeps no status",
+    "done": "done, metadata not updated yet",
+    "appeared": "named the bookie after the run started",
+}
+
+
+def cause_label(cause: str) -> str:
+    """The words for a ledger's ``cause`` (:data:`~bkctl.wire.client.rereplication.CAUSES`,
+    or a repair state)."""
+    from bkctl.wire.client.rereplication import CAUSES
+
+    return CAUSES.get(cause) or _STATE_LABELS.get(cause) or cause
+
+
+def _daemon_rows(states: dict[int, dict]) -> list[dict]:
+    """A decommission's rows of ledgers the daemons left, each with its ``cause`` and ``reason``:
+    the last failed attempt's cause, the writer's grace period, or the repair state."""
+    from bkctl.wire.autorecovery.repairstate import WAITING_GRACE
+    from bkctl.wire.client.rereplication import GRACE, OTHER
+
+    rows = []
+    for lid, st in sorted(states.items()):
+        row = {"ledger_id": lid, "status": "waiting", "repair": st, "error": st["text"]}
+        last = st["attempts"][-1] if st.get("attempts") else None
+        if st["state"] == WAITING_GRACE:
+            row["cause"], row["reason"] = GRACE, st["text"]
+        elif last is not None:
+            row["cause"] = last.get("cause") or OTHER
+            row["reason"] = f"{last.get('worker') or 'a worker'}: {(last.get('reason') or '?').splitlines()[0][:100]}"
+        else:
+            row["cause"], row["reason"] = st["state"], st["text"]
+        rows.append(row)
+    return rows
+
+
+def left_rows(rows: Iterable[dict]) -> list[dict]:
+    """``{ledger_id, cause, reason}`` of each ledger left, grouped by cause (the most
+    common first), ascending ids within a cause."""
+    from collections import Counter
+
+    out = []
+    for r in rows:
+        cause = r.get("cause")
+        reason = r.get("reason")
+        if cause is None:  # no attempt says why: it failed otherwise, or came since
+            from bkctl.wire.client.rereplication import OTHER
+
+            cause = OTHER if r.get("error") else "appeared"
+            reason = r.get("error") or "its metadata names the bookie; run decommission again"
+        out.append({"ledger_id": r["ledger_id"], "cause": cause, "reason": reason})
+    counts = Counter(r["cause"] for r in out)
+    return sorted(out, key=lambda r: (-counts[r["cause"]], r["cause"], r["ledger_id"]))
+
+
+def describe_left(left: list[dict]) -> str:
+    """``12 no bookie to copy to; 3 every copy down`` (:func:`left_rows` rows, or rows
+    with a ``cause``)."""
+    from collections import Counter
+
+    counts = Counter(r.get("cause") or "other" for r in left)
+    return "; ".join(f"{n} {cause_label(cause)}" for cause, n in counts.most_common())
 
 
 def _registered_message(store, bookie: str) -> str:
@@ -336,38 +472,6 @@ def repair_states(store, ledger_ids: Iterable[int], bookie: str | None = None) -
         st["text"] = state_text(st, now)
         st["reason"] = st["attempts"][-1]["reason"] if st["attempts"] else None
     return states
-
-
-def describe_states(states: dict[int, dict]) -> str:
-    """``18 held after a failed attempt (worker a:3181): need 1 writable bookie...; 2 waiting for a worker``."""
-    from collections import Counter
-
-    from bkctl.wire.autorecovery.repairstate import DONE, HELD_FAILED, REREPLICATING, WAITING_GRACE
-
-    labels = {HELD_FAILED: "held after a failed attempt", REREPLICATING: "being re-replicated",
-              WAITING_GRACE: "open, waiting for their writer before fencing"}
-    groups = Counter((st["state"], st.get("reason") if st["state"] != DONE else None) for st in states.values())
-    workers: dict[tuple, set] = {}
-    for st in states.values():
-        if st.get("worker"):
-            workers.setdefault((st["state"], st.get("reason")), set()).add(st["worker"])
-    parts = []
-    for (state, reason), n in groups.most_common():
-        who = workers.get((state, reason))
-        label = labels.get(state) or next(st["text"] for st in states.values() if st["state"] == state)
-        parts.append(f"{n} {label}" + (f" (worker {', '.join(sorted(who))})" if who else "")
-                     + (f": {reason}" if reason else ""))
-    return "; ".join(parts)
-
-
-def describe_errors(rows: list[dict]) -> str:
-    """The local passes' failures, each different reason once with its ledgers."""
-    by_reason: dict[str, list[int]] = {}
-    for r in rows:
-        if r.get("error"):
-            by_reason.setdefault(r["error"], []).append(r["ledger_id"])
-    return "; ".join(f"{', '.join(map(str, lids[:5]))}{'...' if len(lids) > 5 else ''}: {reason}"
-                     for reason, lids in list(by_reason.items())[:3])
 
 
 def delete_cookies(store, bookies: Iterable[str]) -> dict[str, str]:

@@ -33,7 +33,8 @@ A ledger's state (:data:`STATES`):
 ``done``            not marked, and a worker finished it lately
 
 ``attempts`` lists the failed attempts the running workers remember
-(``worker``, ``reason``, ``at``, ``retry_at``; a worker's memory goes with its
+(``worker``, ``reason``, ``cause`` (:data:`~bkctl.wire.client.rereplication.CAUSES`;
+None when not known), ``at``, ``retry_at``; a worker's memory goes with its
 daemon; Java's workers tell none).
 
 Lost bookies are those with a cookie that are not registered, and those our
@@ -157,7 +158,7 @@ def _attempts(snap: Snapshot, ledger_id: int) -> list[dict]:
         for a in (doc.get("attempts") or {}).get(str(ledger_id), []):
             if isinstance(a, dict):
                 out.append({"worker": doc.get("worker") or worker_id, "reason": a.get("reason"),
-                            "at": a.get("at"), "retry_at": a.get("retry_at")})
+                            "cause": a.get("cause"), "at": a.get("at"), "retry_at": a.get("retry_at")})
         failure = doc.get("last_failure")  # a daemon of before the attempts were kept
         if "attempts" not in doc and isinstance(failure, dict) and failure.get("ledger_id") == ledger_id:
             out.append({"worker": doc.get("worker") or worker_id, "reason": failure.get("reason"),
@@ -252,14 +253,23 @@ def ledger_state(snap: Snapshot, ledger_id: int, bookies=()) -> dict:
     return row
 
 
+#: up to how many ledgers :func:`ledger_states` reads the marks of one by one
+_ONE_BY_ONE = 50
+
+
 def ledger_states(store, ledger_ids, now_ms: int, bookies_of=None) -> dict[int, dict]:
     """:func:`ledger_state` of each of ``ledger_ids`` (their marks only are read);
     ``bookies_of(ledger_id)`` names the bookies its metadata names."""
+    ledger_ids = list(ledger_ids)
     snap = read_snapshot(store, now_ms, marks=False)
-    for lid in ledger_ids:
-        mark = store.underreplication.get(lid)
-        if mark is not None:
-            snap.marks[lid] = mark
+    if len(ledger_ids) > _ONE_BY_ONE:  # many: every mark in one pipelined walk, not a read each
+        wanted = set(ledger_ids)
+        snap.marks = {m.ledger_id: m for m in store.underreplication.marks() if m.ledger_id in wanted}
+    else:
+        for lid in ledger_ids:
+            mark = store.underreplication.get(lid)
+            if mark is not None:
+                snap.marks[lid] = mark
     return {lid: ledger_state(snap, lid, bookies_of(lid) if bookies_of else ()) for lid in ledger_ids}
 
 

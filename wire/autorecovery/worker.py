@@ -352,7 +352,7 @@ class ReplicationWorker:
                 await run(self.store.underreplication.mark_replicated, ledger_id, version)
                 return "deleted"
             if status not in ("recovered", "replicated", "clean"):
-                return await self._failed(ledger_id, result.get("error") or str(status))
+                return await self._failed(ledger_id, result.get("error") or str(status), result.get("cause"))
             if self.stats is not None:
                 self.stats.entries_rereplicated += int(result.get("entries_copied") or 0)
             md, _ = await run(self.store.ledgers.read, ledger_id)
@@ -457,7 +457,9 @@ class ReplicationWorker:
             self.active.pop(ledger_id, None)
             self._publish()
 
-    async def _failed(self, ledger_id: int, why: str) -> str:
+    async def _failed(self, ledger_id: int, why: str, cause: str | None = None) -> str:
+        """Count a failed attempt (``cause``: :data:`~bkctl.wire.client.rereplication.CAUSES`,
+        when known) and keep the ledger's lock for a while."""
         count = self._failures.get(ledger_id, 0) + 1
         self._failures[ledger_id] = count
         grace = self.config.lock_release_of_failed_ledger_grace_period * min(2 ** (count - 1), 8)
@@ -466,8 +468,10 @@ class ReplicationWorker:
                     ledger_id, why, grace)
         now = self._now_ms()
         self.last_failure = {"ledger_id": ledger_id, "reason": why, "at": now, "lock_kept": kept}
-        self._record_attempt(ledger_id, {"reason": why[:self.REASON_CHARS], "at": now,
-                                         "retry_at": now + int(kept * 1000)})
+        attempt = {"reason": why[:self.REASON_CHARS], "at": now, "retry_at": now + int(kept * 1000)}
+        if cause is not None:
+            attempt["cause"] = cause
+        self._record_attempt(ledger_id, attempt)
         if self.stats is not None:
             self.stats.failures += 1
         if kept:

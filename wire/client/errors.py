@@ -256,7 +256,14 @@ class ReplicationError(BKError):
 
 
 class EntryUnrecoverable(ReplicationError):
-    """No surviving replica could provide an entry a lost bookie held."""
+    """No surviving replica could provide an entry a lost bookie held: ``entry_id``;
+    ``down`` is True when no replica answered at all (every copy's bookie lost or
+    unreachable), False when one answered without a good copy (missing, corrupt)."""
+
+    def __init__(self, message: str, *, entry_id: int | None = None, down: bool = False):
+        super().__init__(message)
+        self.entry_id = entry_id
+        self.down = down
 
 
 class TargetUnusable(ReplicationError):

@@ -50,6 +50,7 @@ from bkctl.wire.codecs.add_frames import AddEncoder
 from bkctl.wire.codecs.digest import DigestManager, master_key
 from bkctl.wire.errors import BKError, DigestError
 from bkctl.wire.metadata.ledger import LedgerMetadata
+from bkctl.wire.metadata.store import LedgerRead
 
 from .credentials import ledger_credentials
 from .errors import (
@@ -64,8 +65,12 @@ from .placement import RandomPlacement
 from .quorum import QuorumSchedule
 
 __all__ = [
+    "CAUSES",
+    "CachedBookieLists",
     "Fragment",
+    "bytes_held",
     "choose_replacements",
+    "failure_cause",
     "fragments_to_rereplicate",
     "replace_in_metadata",
     "replicate_fragment",
@@ -226,13 +231,14 @@ def choose_replacements(fragment: Fragment, writable: Iterable[str], readonly: C
 class _EntryCopy:
     """One entry on its way: where it can be read, where it goes, what went wrong."""
 
-    __slots__ = ("entry_id", "sources", "targets", "errors", "unanswered")
+    __slots__ = ("entry_id", "sources", "targets", "errors", "answered", "unanswered")
 
     def __init__(self, entry_id: int, sources: list[str], targets: list[str]):
         self.entry_id = entry_id
         self.sources = sources
         self.targets = targets
         self.errors: list[str] = []
+        self.answered = False  # a replica answered (without a good copy): the entry is unreadable, not down
         self.unanswered = 0  # adds sent and not acknowledged yet
 
 
@@ -363,10 +369,12 @@ class FragmentCopy:
         if index >= len(copy.sources):
             what = f"entry {copy.entry_id} of ledger {self.ledger_id}"
             if not copy.sources:
-                self._fail(EntryUnrecoverable(f"{what}: every bookie of its write set is lost"))
+                self._fail(EntryUnrecoverable(f"{what}: every bookie of its write set is lost",
+                                              entry_id=copy.entry_id, down=True))
             else:
                 self._fail(EntryUnrecoverable(f"{what} could not be read from any surviving replica "
-                                              f"({', '.join(copy.sources)}): {'; '.join(copy.errors[:3])}"))
+                                              f"({', '.join(copy.sources)}): {'; '.join(copy.errors[:3])}",
+                                              entry_id=copy.entry_id, down=not copy.answered))
             return
         bookie = copy.sources[index]
         try:
@@ -381,6 +389,7 @@ class FragmentCopy:
             if isinstance(result, Unauthorized):
                 self._fail(result)
                 return
+            copy.answered = copy.answered or isinstance(result, MISSING_ON_BOOKIE)
             copy.errors.append(str(result) if isinstance(result, MISSING_ON_BOOKIE + (BKError,))
                                else f"{bookie}: {result!r}")
             self._read(copy, index + 1)
@@ -389,6 +398,7 @@ class FragmentCopy:
         try:
             self.digest.payload(body, copy.entry_id)  # checked; the stored bytes are what is copied
         except DigestError as exc:
+            copy.answered = True
             copy.errors.append(f"bookie {bookie}: {exc}")
             self._read(copy, index + 1)
             return
@@ -536,12 +546,93 @@ def _fragment_doc(fragment: Fragment, replacements: dict[str, str] | None) -> di
     }
 
 
+# ----------------------------------------------------------------- why a ledger is left
+
+#: why a ledger could not be re-replicated (a result's ``cause``), each with its label
+NO_BOOKIE = "no-bookie"
+COPIES_DOWN = "copies-down"
+GRACE = "grace"
+METADATA_GONE = "metadata-gone"
+UNREADABLE = "unreadable"
+OPEN = "open"
+OTHER = "other"
+CAUSES = {
+    NO_BOOKIE: "no bookie to copy to",
+    COPIES_DOWN: "every copy down",
+    GRACE: "writer's grace period",
+    METADATA_GONE: "metadata gone",
+    UNREADABLE: "an entry unreadable",
+    OPEN: "open, left alone (--skip-open-ledgers)",
+    OTHER: "other",
+}
+
+
+def failure_cause(exc: BaseException) -> tuple[str, str]:
+    """``(cause, reason)`` of a failed re-replication: one of :data:`CAUSES` and one
+    short line for people (the exception's whole text stays the result's ``error``)."""
+    from bkctl.wire.metadata.errors import MetadataStoreError, NoSuchLedger
+
+    from .errors import NotEnoughBookies
+
+    if isinstance(exc, NotEnoughBookies):
+        return NO_BOOKIE, (f"needs {exc.needed} writable bookie{'s' if exc.needed != 1 else ''} outside the "
+                           f"ensemble, {exc.available} available")
+    if isinstance(exc, TargetUnusable):
+        return NO_BOOKIE, str(exc)
+    if isinstance(exc, EntryUnrecoverable):
+        entry = f"entry {exc.entry_id}" if exc.entry_id is not None else "an entry"
+        if exc.down:
+            return COPIES_DOWN, f"{entry}: no bookie holding a copy answers"
+        return UNREADABLE, f"{entry}: no good copy ({_first_line(str(exc).rpartition('): ')[2])})"
+    if isinstance(exc, NoSuchLedger):
+        return METADATA_GONE, "its metadata is gone"
+    if isinstance(exc, MetadataStoreError):
+        return METADATA_GONE, _first_line(str(exc))
+    return OTHER, _first_line(str(exc) or type(exc).__name__)
+
+
+def _first_line(text: str, width: int = 100) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else text
+    return line if len(line) <= width else line[:width - 3] + "..."
+
+
+def bytes_held(ledger_id: int, md: LedgerMetadata, lost: Iterable[str]) -> int:
+    """About how many bytes of a closed ledger the ``lost`` bookies held (its length
+    spread evenly over its entries); 0 for a ledger that is not closed (not known)."""
+    if not md.is_closed or md.last_entry_id < 0 or not md.length:
+        return 0
+    entries = sum(f.entry_count() or 0 for f in fragments_to_rereplicate(ledger_id, md, lost))
+    return md.length * entries // (md.last_entry_id + 1)
+
+
+class CachedBookieLists:
+    """``client.bookie_lists()`` read again at most every ``max_age`` seconds: a run over
+    many ledgers asks for every one of them (one ZooKeeper read each, else)."""
+
+    def __init__(self, client, max_age: float = 5.0, clock: Callable[[], float] | None = None):
+        import time
+
+        self.client = client
+        self.max_age = max_age
+        self.clock = clock or time.monotonic
+        self._value: tuple[list[str], list[str]] | None = None
+        self._at = 0.0
+
+    async def __call__(self) -> tuple[list[str], list[str]]:
+        if self._value is None or self.clock() - self._at >= self.max_age:
+            value = await self.client.bookie_lists()
+            self._value, self._at = value, self.clock()
+        return self._value
+
+
 async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, target: str | None = None,
                              skip_open: bool = False, dry_run: bool = False, window: int = 64,
                              password: bytes | str | None = None, placement=None,
                              refill: Collection[str] = (),
                              on_entry: Callable[[int], Any] | None = None,
-                             throttle: Callable[..., Any] | None = None) -> dict:
+                             throttle: Callable[..., Any] | None = None,
+                             metadata: LedgerMetadata | None = None,
+                             bookie_lists: Callable[[], Any] | None = None) -> dict:
     """Re-replicate everything the ``lost`` bookies held of one ledger.
 
     A ledger that is not closed is skipped with ``skip_open``; otherwise, if
@@ -550,7 +641,9 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
     segment has a known end.  Then each fragment on a lost bookie is copied
     to a replacement and the metadata updated.  With ``dry_run`` nothing is
     changed and the plan is returned (replacements as they would be chosen
-    now).
+    now).  ``metadata``: the ledger's metadata as a walk just read it (not
+    read again); ``bookie_lists``: where the writable and read-only bookies
+    come from (:class:`CachedBookieLists`; default ``client.bookie_lists``).
 
     ``refill`` names lost bookies that are in fact up and writable and only
     lack copies (a bookie killed while entries were on their way to it, back
@@ -562,17 +655,21 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
 
     Never raises for the ledger's own problems: returns a JSON-ready dict
     with ``status`` one of ``recovered``, ``planned``, ``skipped``,
-    ``failed`` (``error`` says why), ``clean`` (nothing on the lost bookies)
-    or ``deleted`` (the ledger vanished meanwhile).
+    ``failed`` (``error`` says why, ``cause`` and ``reason`` as
+    :func:`failure_cause`), ``clean`` (nothing on the lost bookies) or
+    ``deleted`` (the ledger vanished meanwhile); ``bytes``: about how many
+    bytes it moves (:func:`bytes_held`; 0 when not known).
     """
     from bkctl.wire.metadata.errors import NoSuchLedger
 
     lost = tuple(dict.fromkeys(lost))
     lost_set = set(lost)
     result: dict[str, Any] = {"ledger_id": ledger_id, "state": None, "status": None, "closed_first": False,
-                              "fragments": [], "entries_copied": 0, "error": None}
+                              "fragments": [], "entries_copied": 0, "bytes": 0, "error": None, "cause": None,
+                              "reason": None}
     try:
-        md, _version = await client.run_blocking(client.store.ledgers.read, ledger_id)
+        md = metadata if metadata is not None else (
+            await client.run_blocking(client.store.ledgers.read, ledger_id))[0]
         result["state"] = md.state.name
         if not lost_set.intersection(md.bookies):
             result["status"] = "clean"
@@ -581,16 +678,18 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
             if skip_open:
                 result["status"] = "skipped"
                 result["error"] = f"ledger is {md.state.name} (--skip-open-ledgers)"
+                result["cause"], result["reason"] = OPEN, f"ledger is {md.state.name}"
                 return result
             if lost_set.intersection(md.last_ensemble):
                 result["closed_first"] = True
                 if not dry_run:
                     await client.open_ledger(ledger_id, recovery=True, password=password)
                     md, _version = await client.run_blocking(client.store.ledgers.read, ledger_id)
+        result["bytes"] = bytes_held(ledger_id, md, lost)
         password_bytes, digest_type = ledger_credentials(ledger_id, md, password)
         digest = DigestManager(ledger_id, digest_type, password_bytes, getattr(client, "twins", None))
         key = master_key(password_bytes)
-        writable, readonly = await client.bookie_lists()
+        writable, readonly = await (bookie_lists or client.bookie_lists)()
         for fragment in fragments_to_rereplicate(ledger_id, md, lost):
             replacements = _replacements(fragment, writable, readonly, target, lost, refill,
                                          placement if placement is not None else client.placement)
@@ -615,16 +714,24 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
             log.error("ledger %d: recovery failed unexpectedly", ledger_id, exc_info=True)
         result["status"] = "failed"
         result["error"] = str(exc) or type(exc).__name__
+        result["cause"], result["reason"] = failure_cause(exc)
     return result
 
 
-async def rereplicate_ledgers(client, ledger_ids: Iterable[int], lost: Iterable[str], *, parallel: int = 4,
-                          on_ledger: Callable[[dict], Any] | None = None, **options: Any) -> list[dict]:
+async def rereplicate_ledgers(client, ledgers: Iterable[int | LedgerRead], lost: Iterable[str], *,
+                              parallel: int = 4, on_ledger: Callable[[dict], Any] | None = None,
+                              **options: Any) -> list[dict]:
     """:func:`rereplicate_ledger` for each ledger, at most ``parallel`` at a time;
-    ``on_ledger(result)`` after each.  Returns the results in ledger order."""
+    ``on_ledger(result)`` after each.  A ledger is its id, or a
+    :class:`~bkctl.wire.metadata.store.LedgerRead` as a walk read it (its metadata
+    is not read again; one deleted meanwhile is ``deleted``, metadata that does not
+    decode ``failed``).  The bookie lists are read once for a while
+    (:class:`CachedBookieLists`), not once a ledger.  Returns the results in ledger
+    order."""
     if parallel < 1:
         raise ValueError("parallel must be >= 1")
     lost = tuple(lost)
+    options.setdefault("bookie_lists", CachedBookieLists(client))
     results: list[dict] = []
 
     def done(result: dict) -> dict:
@@ -634,11 +741,30 @@ async def rereplicate_ledgers(client, ledger_ids: Iterable[int], lost: Iterable[
         return result
 
     pending: deque[defer.Deferred] = deque()
-    for ledger_id in ledger_ids:
+    for item in ledgers:
         if len(pending) >= parallel:
             await pending.popleft()
-        pending.append(defer.ensureDeferred(rereplicate_ledger(client, ledger_id, lost, **options)).addCallback(done))
+        if isinstance(item, LedgerRead):
+            if item.metadata is None or isinstance(item.metadata, Exception):
+                done(_unread(item))
+                continue
+            run = rereplicate_ledger(client, item.ledger_id, lost, metadata=item.metadata, **options)
+        else:
+            run = rereplicate_ledger(client, item, lost, **options)
+        pending.append(defer.ensureDeferred(run).addCallback(done))
     while pending:
         await pending.popleft()
     results.sort(key=lambda r: r["ledger_id"])
     return results
+
+
+def _unread(read: LedgerRead) -> dict:
+    """The result of a ledger a walk found deleted, or with metadata that does not decode."""
+    result: dict[str, Any] = {"ledger_id": read.ledger_id, "state": None, "status": "deleted",
+                              "closed_first": False, "fragments": [], "entries_copied": 0, "bytes": 0,
+                              "error": None, "cause": None, "reason": None}
+    if isinstance(read.metadata, Exception):
+        result["status"] = "failed"
+        result["error"] = str(read.metadata)
+        result["cause"], result["reason"] = failure_cause(read.metadata)
+    return result

@@ -1,0 +1,149 @@
+"""Re-replication over many ledgers: planned from what the walk read (no metadata read
+again, the bookie lists read once), each failure with its cause and one short reason,
+the ledgers left grouped by cause, and the progress line (ledgers and bytes left, the
+rate, the ETA) on a fake clock -- and off on a pipe."""
+from __future__ import annotations
+
+from twisted.internet import defer
+
+from bkctl.ops.recovery import cause_label, describe_left, left_rows
+from bkctl.wire.client import rereplication as R
+from bkctl.wire.codecs.digest import DigestManager, DigestType
+from bkctl.wire.metadata.errors import MetadataStoreError
+from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
+from bkctl.wire.metadata.store import LedgerRead
+from tests.support.deferreds import successResultOf
+from tests.support.fake_bookie import FakePool
+from tests.support.fake_store import FakeMetadataStore
+
+A, B, C, D = (f"10.0.0.{i}:3181" for i in range(1, 5))
+
+
+class Client:
+    """What re-replication uses of a client, counting how often it asks for the bookies."""
+
+    def __init__(self, writable=(A, B, C, D)):
+        self.pool = FakePool(auto=True)
+        self.store = FakeMetadataStore().start()
+        self.placement = None
+        self.writable = list(writable)
+        self.lists_asked = 0
+
+    def run_blocking(self, fn, *args, **kw):
+        return defer.maybeDeferred(fn, *args, **kw)
+
+    def bookie_lists(self):
+        self.lists_asked += 1
+        return defer.succeed((list(self.writable), []))
+
+
+def closed(ensemble=(A, B, C), last=9, length=1000):
+    return LedgerMetadata.new(list(ensemble), 2, 2).closed(last, length)
+
+
+def write(client, ledger_id, md, entries):
+    digest = DigestManager(ledger_id, DigestType.CRC32C, b"")
+    for e in entries:
+        body = digest.package(e, e - 1, e + 1, b"x")
+        for i in write_set_indices(e, md.ensemble_size, md.write_quorum):
+            client.pool.get(md.ensembles[0][1][i]).stored[(ledger_id, e)] = body
+
+
+def run(client, items, **options):
+    from bkctl.wire.client.placement import RandomPlacement
+
+    import random
+
+    return successResultOf(defer.ensureDeferred(R.rereplicate_ledgers(
+        client, items, [B], placement=RandomPlacement(random.Random(3)), **options)))
+
+
+def test_a_plan_from_the_walk_reads_no_metadata_and_the_bookies_once():
+    client = Client()
+    reads = [LedgerRead(lid, closed(), 0) for lid in range(1, 301)]
+    reads.append(LedgerRead(400, None, -1))  # deleted between the walk and now
+    reads.append(LedgerRead(401, MetadataStoreError("ledger 401 has corrupt metadata: truncated"), -1))
+    results = run(client, reads, dry_run=True, parallel=8)
+    assert client.store.called("ledgers.read") == []
+    assert client.lists_asked == 1
+    by_status = {}
+    for r in results:
+        by_status.setdefault(r["status"], []).append(r["ledger_id"])
+    assert by_status == {"planned": list(range(1, 301)), "deleted": [400], "failed": [401]}
+    planned = results[0]
+    # B held 2 of every 3 entries of a 1000-byte, 10-entry E3/Qw2 ledger: 7 of 10 entries
+    assert planned["fragments"][0]["entries"] == 7 and planned["bytes"] == 700
+    assert results[-1]["cause"] == R.METADATA_GONE and "corrupt" in results[-1]["reason"]
+
+
+def test_each_failure_has_its_cause_and_one_short_reason():
+    client = Client(writable=(A, C, D))
+    # 1: copied; 2: no copy anywhere (unreadable); 3: its survivors are down; 4: no bookie free
+    for lid in (1, 2, 3):
+        client.store.ledgers.create(closed(), lid)
+    write(client, 1, closed(), range(10))
+    client.store.ledgers.create(closed((A, B, C, D)[:3]), 4)
+    results = {r["ledger_id"]: r for r in run(client, [1, 2, 3], parallel=1)}
+    assert results[1]["status"] == "recovered" and results[1]["cause"] is None
+    assert results[2]["cause"] == R.UNREADABLE and results[2]["reason"].startswith("entry 0: no good copy")
+    assert "\n" not in results[2]["reason"] and len(results[2]["reason"]) <= 120
+    write(client, 3, closed(), range(10))
+    client.pool.get(A).down = client.pool.get(C).down = True
+    again = run(client, [3], parallel=1)[0]
+    assert again["cause"] == R.COPIES_DOWN and again["reason"] == "entry 0: no bookie holding a copy answers"
+    client.writable = [A, C]  # nothing outside the ensemble
+    none = run(client, [4], parallel=1)[0]
+    assert none["cause"] == R.NO_BOOKIE and none["reason"].startswith("needs 1 writable bookie outside")
+
+
+def test_the_ledgers_left_are_grouped_by_cause_most_common_first():
+    rows = [
+        {"ledger_id": 9, "cause": R.NO_BOOKIE, "reason": "needs 1 writable bookie outside the ensemble, 0 available"},
+        {"ledger_id": 3, "cause": R.COPIES_DOWN, "reason": "entry 0: no bookie holding a copy answers"},
+        {"ledger_id": 4, "cause": R.NO_BOOKIE, "reason": "needs 1 ..."},
+        {"ledger_id": 5, "error": "timed out"},  # a failure with no cause known
+        {"ledger_id": 6},  # named the bookie only after the run began
+    ]
+    left = left_rows(rows)
+    assert [(r["ledger_id"], r["cause"]) for r in left] == [
+        (4, R.NO_BOOKIE), (9, R.NO_BOOKIE), (6, "appeared"), (3, R.COPIES_DOWN), (5, R.OTHER)]
+    assert describe_left(left) == "2 no bookie to copy to; 1 named the bookie after the run started; " \
+                                  "1 every copy down; 1 other"
+    assert cause_label(R.GRACE) == "writer's grace period" and cause_label("waiting-worker") == "waiting for a worker"
+
+
+def test_the_eta_line_on_a_fake_clock():
+    from bkctl.commands.recovery import Eta
+
+    now = [100.0]
+    eta = Eta(clock=lambda: now[0], window=30.0)
+    eta.start(25_000, 25_000 * 1024)
+    assert eta.text() == "25,000 of 25,000 ledgers left, 24.4 MiB of 24.4 MiB; ETA --:--:--"
+    for _ in range(10):
+        now[0] += 1.0
+        eta.advance(100, 100 * 1024)
+    assert eta.text() == ("24,000 of 25,000 ledgers left, 23.4 MiB of 24.4 MiB; 100 ledgers/s, 100.0 KiB/s; "
+                          "ETA 0:04:00")
+    for _ in range(60):  # faster now: the window forgets the slow start
+        now[0] += 1.0
+        eta.advance(200, 200 * 1024)
+    assert eta.seconds_left() == (25_000 - 13_000) / 200
+    assert eta.text().endswith("200 ledgers/s, 200.0 KiB/s; ETA 0:01:00")
+    open_ledgers = Eta(clock=lambda: now[0])  # no bytes known (open ledgers): by the ledger count
+    open_ledgers.start(10, 0)
+    now[0] += 2.0
+    open_ledgers.advance(4)
+    assert open_ledgers.text() == "6 of 10 ledgers left; 2 ledgers/s; ETA 0:00:03"
+
+
+def test_the_progress_is_off_on_a_pipe(capsys):
+    from bkctl.app import App
+    from bkctl.commands.recovery import _Reporter
+
+    reporter = _Reporter(App(), "re-replicating")
+    reporter.start(3, 300)
+    for _ in range(3):
+        reporter.ledger({"bytes": 100})
+    reporter.stop()
+    assert reporter.eta.done_ledgers == 3 and reporter.eta.done_bytes == 300
+    assert capsys.readouterr().err == ""
