@@ -252,3 +252,38 @@ def register_autorecovery(metrics: Metrics, daemon, under_replicated) -> None:
                     "From a ledger's under-replication mark (the ctime the auditor wrote into it) to this "
                     "daemon's worker deleting the mark once the ledger was re-replicated (two hosts' clocks).",
                     recovery)
+
+
+class RequestObserver:
+    """One connection's :meth:`Metrics.observe`, without its per-call name lookups
+    once an (op, rc) pair has been seen: the counter and the histogram observe()
+    updated are then updated directly.  The bookie's request handlers (the
+    protocol, its adds, its plain reads) report through it."""
+
+    __slots__ = ("metrics", "_seen")
+
+    def __init__(self, metrics) -> None:
+        self.metrics = metrics
+        #: (op, rc) -> (request counter, latency histogram) of ``metrics``, once seen
+        self._seen: dict = {}
+
+    def observe(self, op: str, started: float, rc: int, n: int = 1) -> None:
+        """``n`` requests of ``op`` that started at ``started`` ended now with ``rc``."""
+        seen = self._seen.get((op, rc))
+        if seen is not None:
+            seen[0].value += n
+            seen[1].observe(time.perf_counter() - started, n)
+            return
+        metrics = self.metrics
+        metrics.observe(op, started, rc, n)
+        counter = getattr(metrics, "requests", {}).get((op, rc_name(rc)))
+        hist = getattr(metrics, "latency", {}).get(op)
+        if counter is not None and hist is not None:
+            self._seen[(op, rc)] = (counter, hist)
+
+    def observe_recovery_add(self, started: float, n: int = 1) -> None:
+        """A recovery add's latency, also in its own histogram (it is an ``add`` too):
+        see :attr:`Metrics.recovery_add_latency`."""
+        hist = getattr(self.metrics, "recovery_add_latency", None)
+        if hist is not None:
+            hist.observe(time.perf_counter() - started, n)

@@ -1,22 +1,22 @@
 """The bookie's answers to plain reads, its hot read path: one v3 READ_ENTRY
-answered on its own (:class:`ReadReply`), and a run of pipelined plain reads of
-one ledger, v3 or v2, served with one store call (:func:`serve_v3_run`,
-:func:`serve_v2_run`).  A plain read is one the fast-path parsers take apart
+answered on its own (:meth:`PlainReads.read`), and a run of pipelined plain reads
+of one ledger, v3 or v2, served with one store call (:meth:`PlainReads.v3_run`,
+:meth:`PlainReads.v2_run`).  A plain read is one the fast-path parsers take apart
 (``plain.read_request``, ``v2.plain_read_request``): no fencing, no long poll.
 Every answer is the one :class:`~bkctl.bookied.server.BookieProtocol`'s general
-path gives, and so are the metrics; the connection (``proto``) sends them.
+path gives, and so are the metrics.
 """
 from __future__ import annotations
 
 import time
 
 from bkctl.wire.codecs import v2, v3
+from bkctl.wire.codecs.plain import PlainTwins
 from bkctl.wire.codecs.protocol import RC
 
-#: Bytes of answers after which those held are handed to the kernel at once, while the
-#: rest of the chunk is served: the client starts on them meanwhile, where it waited
-#: for the whole chunk (a window of 1,000 pipelined reads is milliseconds of a bookie's work).
-STREAMED_ANSWERS = 16 * 1024
+from .metrics import RequestObserver
+from .outbox import STREAMED_ANSWERS, Outbox
+
 #: At most this many pipelined plain reads are served with one store call.
 RUN_MAX = 1024
 
@@ -27,10 +27,11 @@ class ReadReply:
     """Answers one plain v3 READ_ENTRY once the bookie calls it with ``(rc, body)``,
     as :meth:`BookieProtocol._v3_read` answers."""
 
-    __slots__ = ("proto", "started", "payload", "ledger_id", "entry_id", "header_len")
+    __slots__ = ("reads", "started", "payload", "ledger_id", "entry_id", "header_len")
 
-    def __init__(self, proto, started: float, payload: bytes, ledger_id: int, entry_id: int, header_len: int):
-        self.proto = proto
+    def __init__(self, reads: PlainReads, started: float, payload: bytes, ledger_id: int, entry_id: int,
+                 header_len: int):
+        self.reads = reads
         self.started = started
         self.payload = payload
         self.ledger_id = ledger_id
@@ -38,20 +39,9 @@ class ReadReply:
         self.header_len = header_len
 
     def __call__(self, rc: int, body: bytes | None) -> None:
-        proto = self.proto
-        proto.observe("read", self.started, rc)
-        answer_v3_read(proto, self.payload, self.header_len, self.ledger_id, self.entry_id, rc, body)
-
-
-def answer_v3_read(proto, payload: bytes, header_len: int, ledger_id: int, entry_id: int,
-                   rc: int, body: bytes | None) -> None:
-    """Send the answer to a plain v3 READ_ENTRY: an EOK one built by hand
-    (``plain.read_answer``), anything else through the builders."""
-    if rc == RC.EOK:
-        proto.send_framed(proto.plain.read_answer(payload[:header_len], ledger_id, entry_id, body,
-                                            proto.bookie.lac(ledger_id)))
-    else:
-        proto.send(v3.serialize(v3.read_response(v3.parse_request(payload), rc)))
+        reads = self.reads
+        reads.observer.observe("read", self.started, rc)
+        reads.answer_v3(self.payload, self.header_len, self.ledger_id, self.entry_id, rc, body)
 
 
 def _run_of(payloads: list, i: int, first: tuple, parse) -> list:
@@ -70,71 +60,98 @@ def _run_of(payloads: list, i: int, first: tuple, parse) -> list:
     return run
 
 
-def _observe(proto, started: float, outcomes: dict) -> None:
-    for rc, count in outcomes.items():
-        proto.observe("read", started, rc, count)
+class PlainReads:
+    """One connection's plain reads: ``bookie`` serves them (the connection's: counted
+    under the reads' in-progress limit if it has one), ``plain`` takes them apart and
+    builds their answers, ``outbox`` sends them, ``observer`` counts them."""
 
+    __slots__ = ("bookie", "plain", "outbox", "observer")
 
-def serve_v3_run(proto, payloads: list, i: int, first: tuple) -> int:
-    """Serve the run of plain v3 READ_ENTRYs of one ledger starting at
-    ``payloads[i]`` (taken apart: ``first``) with one
-    :meth:`Bookie.read_entries`, answering each as :class:`ReadReply` would, in
-    order, the EOK ones :data:`STREAMED_ANSWERS` bytes at a time
-    (``plain.read_answers``); stops answering once the connection is closed or
-    paused (the rest is served again later). Returns the index of the first
-    payload not answered."""
-    ledger_id = first[0]
-    run = _run_of(payloads, i, first, proto.plain.read_request)
-    started = _now()
-    bookie = proto.bookie
-    results = bookie.read_entries(ledger_id, [r[1] for r in run])
-    outcomes: dict[int, int] = {}
-    lac = None
-    answered = 0
-    n = len(run)
-    read_answers = proto.plain.read_answers
-    try:
-        while answered < n:
-            rc, body = results[answered]
-            if rc == RC.EOK:
-                if lac is None:  # nothing changes the LAC while the run is answered
-                    lac = bookie.lac(ledger_id)
-                data, nxt = read_answers(run, results, answered, lac, STREAMED_ANSWERS)
-                outcomes[rc] = outcomes.get(rc, 0) + nxt - answered
-                answered = nxt
-                proto.send_framed(data)
-            else:
-                _lid, entry_id, header_len, payload = run[answered]
+    def __init__(self, bookie, plain: PlainTwins, outbox: Outbox, observer: RequestObserver) -> None:
+        self.bookie = bookie
+        self.plain = plain
+        self.outbox = outbox
+        self.observer = observer
+
+    def read(self, ledger_id: int, entry_id: int, header_len: int, payload: bytes) -> None:
+        """:meth:`BookieProtocol._v3_read` of a request ``plain.read_request`` took apart."""
+        self.bookie.read_entry(ledger_id, entry_id, ReadReply(self, _now(), payload, ledger_id, entry_id,
+                                                              header_len))
+
+    def answer_v3(self, payload: bytes, header_len: int, ledger_id: int, entry_id: int,
+                  rc: int, body: bytes | None) -> None:
+        """Send the answer to a plain v3 READ_ENTRY: an EOK one built by hand
+        (``plain.read_answer``), anything else through the builders."""
+        if rc == RC.EOK and body is not None:
+            self.outbox.send_framed(self.plain.read_answer(payload[:header_len], ledger_id, entry_id, body,
+                                                           self.bookie.lac(ledger_id)))
+        else:
+            self.outbox.send(v3.serialize(v3.read_response(v3.parse_request(payload), rc)))
+
+    def _observe(self, started: float, outcomes: dict) -> None:
+        for rc, count in outcomes.items():
+            self.observer.observe("read", started, rc, count)
+
+    def v3_run(self, payloads: list, i: int, first: tuple) -> int:
+        """Serve the run of plain v3 READ_ENTRYs of one ledger starting at
+        ``payloads[i]`` (taken apart: ``first``) with one
+        :meth:`Bookie.read_entries`, answering each as :class:`ReadReply` would, in
+        order, the EOK ones :data:`STREAMED_ANSWERS` bytes at a time
+        (``plain.read_answers``); stops answering once the connection is closed or
+        paused (the rest is served again later). Returns the index of the first
+        payload not answered."""
+        ledger_id = first[0]
+        run = _run_of(payloads, i, first, self.plain.read_request)
+        started = _now()
+        bookie, outbox = self.bookie, self.outbox
+        results = bookie.read_entries(ledger_id, [r[1] for r in run])
+        outcomes: dict[int, int] = {}
+        lac = None
+        answered = 0
+        n = len(run)
+        read_answers = self.plain.read_answers
+        try:
+            while answered < n:
+                rc, body = results[answered]
+                if rc == RC.EOK:
+                    if lac is None:  # nothing changes the LAC while the run is answered
+                        lac = bookie.lac(ledger_id)
+                    data, nxt = read_answers(run, results, answered, lac, STREAMED_ANSWERS)
+                    outcomes[rc] = outcomes.get(rc, 0) + nxt - answered
+                    answered = nxt
+                    outbox.send_framed(data)
+                else:
+                    _lid, entry_id, header_len, payload = run[answered]
+                    answered += 1
+                    outcomes[rc] = outcomes.get(rc, 0) + 1
+                    self.answer_v3(payload, header_len, ledger_id, entry_id, rc, body)
+                if outbox.closed or outbox.paused:
+                    break
+        finally:
+            self._observe(started, outcomes)
+        return i + answered
+
+    def v2_run(self, payloads: list, i: int, first: tuple) -> int:
+        """:meth:`v3_run` for version-2 READ_ENTRYs (``v2.plain_read_request``: a
+        Pulsar broker reads over v2), each answered as the general path's
+        ``v2.ReadResponse`` of version 2."""
+        ledger_id = first[0]
+        entry_ids = [r[1] for r in _run_of(payloads, i, first, v2.plain_read_request)]
+        started = _now()
+        outcomes: dict[int, int] = {}
+        answered = 0
+        outbox = self.outbox
+        pack, header = v2.FRAMED_ANSWER.pack, v2.READ_ANSWER_HEADER
+        try:
+            for entry_id, (rc, body) in zip(entry_ids, self.bookie.read_entries(ledger_id, entry_ids)):
                 answered += 1
                 outcomes[rc] = outcomes.get(rc, 0) + 1
-                answer_v3_read(proto, payload, header_len, ledger_id, entry_id, rc, body)
-            if proto.closed or proto.paused:
-                break
-    finally:
-        _observe(proto, started, outcomes)
-    return i + answered
-
-
-def serve_v2_run(proto, payloads: list, i: int, first: tuple) -> int:
-    """:func:`serve_v3_run` for version-2 READ_ENTRYs (``v2.plain_read_request``: a
-    Pulsar broker reads over v2), each answered as the general path's
-    ``v2.ReadResponse`` of version 2."""
-    ledger_id = first[0]
-    entry_ids = [r[1] for r in _run_of(payloads, i, first, v2.plain_read_request)]
-    started = _now()
-    outcomes: dict[int, int] = {}
-    answered = 0
-    pack, header = v2.FRAMED_ANSWER.pack, v2.READ_ANSWER_HEADER
-    try:
-        for entry_id, (rc, body) in zip(entry_ids, proto.bookie.read_entries(ledger_id, entry_ids)):
-            answered += 1
-            outcomes[rc] = outcomes.get(rc, 0) + 1
-            if rc == RC.EOK:
-                proto.send_framed(pack(24 + len(body), header, rc, ledger_id, entry_id) + body)
-            else:
-                proto.send_framed(pack(24, header, rc, ledger_id, entry_id))
-            if proto.closed or proto.paused:
-                break
-    finally:
-        _observe(proto, started, outcomes)
-    return i + answered
+                if rc == RC.EOK:
+                    outbox.send_framed(pack(24 + len(body), header, rc, ledger_id, entry_id) + body)
+                else:
+                    outbox.send_framed(pack(24, header, rc, ledger_id, entry_id))
+                if outbox.closed or outbox.paused:
+                    break
+        finally:
+            self._observe(started, outcomes)
+        return i + answered

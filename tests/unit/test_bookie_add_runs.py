@@ -1,10 +1,11 @@
 """A chunk's consecutive adds (v3, or version 2) of one ledger are served as one run on the fast path
-(BookieProtocol._plain_adds, Bookie.add_entries, Journal.append_entries): one store
+(Adds.run, Bookie.add_entries, Journal.append_entries): one store
 lock, one journal item, one answer object.  Every outcome must be the one-by-one path's:
 the answers' bytes and order, the journal's records, the store, the LAC and the metrics."""
 import pytest
 
 from bkctl.wire import fastpath
+from bkctl.bookied.adds import Adds
 from bkctl.bookied.journal import EntryRecord, Journal, encode_record
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
@@ -226,3 +227,25 @@ def test_recovery_adds_alone_are_journaled_as_patient(tmp_path, fastpaths):
         durable(env, c2, b"".join(v2_add(2, e, flags=recovery) for e in (1, 2)) + v2_add(2, 3))
         assert env.journal.patient == [1, 2, 3, 5, 1, 2]
         assert len(c3.replies()) == 6 and len(c2.replies()) == 4
+
+
+@pytest.mark.parametrize("fastpaths", [True, False], ids=["fast", "general"])
+def test_every_form_of_a_single_add_reaches_the_bookie_through_one_way_in(tmp_path, fastpaths, monkeypatch):
+    """A parsed or taken-apart v3 ADD_ENTRY and version-2 ADD (of the current version and an
+    older one) each enter through ``Adds.add``, and are answered as their form asks."""
+    with bookie_env(tmp_path) as env:
+        env.factory.twins = fastpath.build(fastpaths)
+        c = env.connect()
+        ways = []
+        add = Adds.add
+        monkeypatch.setattr(Adds, "add", lambda self, txn_id, ledger_id, entry_id, *a, **kw: (
+            ways.append((txn_id, ledger_id, entry_id)), add(self, txn_id, ledger_id, entry_id, *a, **kw)))
+        c.proto.dataReceived(v3_add(7, 1, 0))
+        env.journal.sync()
+        [v3_answer] = c.v3()
+        assert (v3_answer.header.txnId, v3_answer.status, v3_answer.addResponse.entryId) == (7, 0, 0)
+        c.proto.dataReceived(frame(v2.AddRequest(2, 0, KEY, entry(1, lac=0), 1, 1).encode()))
+        c.proto.dataReceived(frame(v2.AddRequest(1, 0, KEY, entry(2, lac=1), 1, 2).encode()))
+        env.journal.sync()
+        assert ways == [(7, 1, 0), (None, 1, 1), (None, 1, 2)]
+        assert c.v2() == [v2.AddResponse(2, RC.EOK, 1, 1), v2.AddResponse(1, RC.EOK, 1, 2)]

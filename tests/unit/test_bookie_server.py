@@ -816,7 +816,7 @@ def test_a_connection_answered_at_once_and_gone_is_not_kept(env):
         add(c, 0, key=OTHER_KEY)
         assert [r.rc for r in c.v2()] == [RC.EUA]
         c.proto.connectionLost(None)
-    assert env.factory.answered == set()
+    assert env.factory.groups.answered == set()
 
 
 def test_a_groups_add_answers_go_to_each_connection_in_one_write_and_are_sent_at_once(env):
@@ -843,7 +843,7 @@ def test_a_groups_add_answers_go_to_each_connection_in_one_write_and_are_sent_at
     answers = [v3.parse_response(p) for p in FrameDecoder().feed(t1.sent)]
     assert [(a.header.txnId, a.status, a.addResponse.entryId) for a in answers] == [(1, 0, 1), (2, 0, 2), (3, 0, 3)]
     assert [v2.decode_response(p) for p in FrameDecoder().feed(t2.sent)] == [v2.AddResponse(2, RC.EOK, 1, 4)]
-    assert t1 not in reactor.getWriters() and t3.sent == b"" and env.factory.answered == set()
+    assert t1 not in reactor.getWriters() and t3.sent == b"" and env.factory.groups.answered == set()
 
 
 def test_the_list_of_entries_comes_from_the_stored_ids_not_a_walk_to_the_highest(env, monkeypatch):
