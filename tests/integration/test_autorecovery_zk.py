@@ -1,7 +1,7 @@
 """Autorecovery's ZooKeeper protocol against a real ZooKeeper: the auditor election
 (one auditor, failover, stepping down when the session expires), replication locks
 (exactly one taker; the lock goes with the session; a re-marked ledger stays marked),
-Java-written nodes, and the auditor's lostBookieRecoveryDelay."""
+Java-written nodes, the auditor's lostBookieRecoveryDelay and its streaming full check."""
 from __future__ import annotations
 
 import threading
@@ -23,8 +23,8 @@ pytestmark = pytest.mark.integration
 def stores(metadata_uri):
     opened: list[ZKMetadataStore] = []
 
-    def make(session_timeout: float = 20) -> ZKMetadataStore:
-        store = ZKMetadataStore(metadata_uri, timeout=20, session_timeout=session_timeout)
+    def make(session_timeout: float = 20, timeout: float = 20) -> ZKMetadataStore:
+        store = ZKMetadataStore(metadata_uri, timeout=timeout, session_timeout=session_timeout)
         store.start()
         opened.append(store)
         return store
@@ -230,5 +230,64 @@ def test_the_auditor_placement_check_reports_what_ledger_list_not_adhering_lists
         assert stats.last_placement_check == {"ledgers": 2, "not_adhering": 1, "ledger_ids": [bad]}
         assert good != bad
         assert admin.client.exists(P.underreplication_node(P.UR_PLACEMENT_POLICY_CHECK_CTIME, admin.root))
+    finally:
+        run_in_reactor(auditor.stop)
+
+
+def test_the_auditors_full_check_streams_and_its_session_outlives_a_slow_check(stores, monkeypatch):
+    """1,200 ledgers read 600 at a time while they are checked, the first check taking longer
+    than the session timeout (4 s; Java's auditor lost its session over such a check,
+    apache/bookkeeper#2802): the auditor's session stays the same one, the walk, idle
+    meanwhile, goes on where it was, and every ledger is checked once and marked as it should be
+    (the lost bookie's ledgers and those the check found short), only ids kept meanwhile."""
+    from twisted.internet import reactor, task
+
+    from bkctl.wire.autorecovery import auditor as auditor_module
+    from bkctl.wire.autorecovery.auditor import Auditor
+    from bkctl.wire.autorecovery.service import AutoRecoveryConfig, AutoRecoveryStats
+    from bkctl.wire.client.bookkeeper import BookKeeperClient
+    from bkctl.wire.metadata.ledger import serialize_ledger_metadata
+
+    admin = stores()
+    up, other, gone = "10.3.0.1:3181", "10.3.0.2:3181", "10.3.0.3:3181"
+    for b in (up, other):
+        admin.registration.register(b)
+    n = 1200
+    tx = admin.client.transaction()
+    for ledger_id in range(1, n + 1):
+        path = admin.ledgers.path(ledger_id)
+        admin.client.ensure_path(path.rsplit("/", 1)[0])
+        md = LedgerMetadata.new((up, gone if ledger_id % 3 == 0 else other), password=b"pw").closed(9, 100)
+        tx.create(path, serialize_ledger_metadata(md))
+    assert not [r for r in tx.commit() if isinstance(r, Exception)]
+    admin.underreplication.set_lost_bookie_recovery_delay(0)
+    checked: list[int] = []
+
+    async def slow_check(_client, ledger_id, _md, _registered):
+        checked.append(ledger_id)
+        if len(checked) == 1:  # longer than the session timeout, with no ZooKeeper request of the walk's
+            await task.deferLater(reactor, 5, lambda: None)
+        return {up} if ledger_id % 5 == 0 else set()
+
+    monkeypatch.setattr(auditor_module, "bookies_missing_replicas", slow_check)
+    monkeypatch.setattr(auditor_module, "WALK_CHUNK", 600)
+    auditor_store = stores(session_timeout=4, timeout=4)  # the walk's connection too: 4 s
+    session = auditor_store.client.client_id
+    config = AutoRecoveryConfig(auditor_periodic_check_interval=0, auditor_periodic_bookie_check_interval=0)
+    stats = AutoRecoveryStats()
+    client = run_in_reactor(lambda: BookKeeperClient(auditor_store, reactor))
+    auditor = run_in_reactor(lambda: Auditor(client, config, reactor, stats))
+    run_in_reactor(auditor.start)
+    try:
+        wait_for(lambda: auditor.current is not None and auditor.current.called, what="the first audit")
+        run_in_reactor(lambda: auditor.request_audit(check_ledgers=True))  # (after one running, if any)
+        wait_for(lambda: len(checked) == n and auditor.current.called, timeout=60, what="the full check")
+        assert checked == list(range(1, n + 1))
+        assert auditor_store.client.client_id == session and auditor_store.client.connected
+        marks = {m.ledger_id: set(m.replicas) for m in admin.underreplication.marks()}
+        want = {lid: ({gone} if lid % 3 == 0 else set()) | ({up} if lid % 5 == 0 else set())
+                for lid in range(1, n + 1)}
+        assert marks == {lid: bookies for lid, bookies in want.items() if bookies}
+        assert auditor.status()["lost"][0]["named_by"] == n // 3
     finally:
         run_in_reactor(auditor.stop)

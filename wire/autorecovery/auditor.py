@@ -22,6 +22,10 @@ marks them under-replicated for the replication workers.
   off by default as in Java) counts the ledgers whose ensembles break the
   client's placement policy -- what ``bkctl ledger list --not-adhering``
   lists -- and logs them (``B/placementpolicycheckctime``); it marks nothing.
+* Every audit and check reads the ledgers in one streaming walk, :data:`WALK_CHUNK`
+  at a time (:meth:`Auditor._each_ledger`): an audit keeps the ids of the ledgers
+  naming each unregistered bookie and of those the full check found short, never
+  every ledger's metadata (memory stays small at 10^6 ledgers).
 * While ``B/disable`` exists nothing is marked; removing it runs the audit
   that was held back.
 * A lost bookie's cookie deleted (``decommission``, once no ledger names it)
@@ -30,8 +34,10 @@ marks them under-replicated for the replication workers.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import time
+from array import array
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -46,6 +52,13 @@ from .checker import bookies_missing_replicas
 log = logging.getLogger(__name__)
 
 __all__ = ["Auditor"]
+
+#: ledgers a walk of the auditor's reads at a time (:meth:`Auditor._each_ledger`)
+WALK_CHUNK = 1000
+
+
+def _take(it, n: int) -> list:
+    return list(itertools.islice(it, n))
 
 
 class Auditor:
@@ -205,10 +218,9 @@ class Auditor:
         these; it marks nothing).  Records ``B/replicascheckctime``."""
         from .checker import replica_counts
 
-        _registered, ledgers, _disabled = await self.client.run_blocking(self._scan)
         totals = {"ledgers": 0, "entries": 0, "below_write_quorum": 0, "below_ack_quorum": 0, "no_replica": 0,
                   "ledgers_below_write_quorum": 0, "ledgers_below_ack_quorum": 0, "ledgers_without_replica": 0}
-        for ledger_id, md in sorted(ledgers.items()):
+        async for ledger_id, md in self._each_ledger():
             if not self.running:
                 return totals
             counts = await replica_counts(self.client, ledger_id, md)
@@ -242,19 +254,23 @@ class Auditor:
         ``B/placementpolicycheckctime``."""
         from bkctl.wire.client.placement import segments_not_adhering
 
-        registered, ledgers, _disabled = await self.client.run_blocking(self._scan)
+        registered, _disabled = await self.client.run_blocking(self._registered_and_switch)
         placement = self.client.placement
         await self.client.run_blocking(placement.refresh, sorted(registered))
-        failing = {ledger_id: segments_not_adhering(md, placement) for ledger_id, md in sorted(ledgers.items())}
-        failing = {ledger_id: firsts for ledger_id, firsts in failing.items() if firsts}
-        for ledger_id, firsts in failing.items():
-            log.warning("auditor: ledger %d does not adhere to the %s placement policy (segments from entries %s)",
-                        ledger_id, getattr(placement, "name", "?"), ", ".join(map(str, firsts)))
-        totals = {"ledgers": len(ledgers), "not_adhering": len(failing), "ledger_ids": sorted(failing)}
+        failing: list[int] = []
+        checked = 0
+        async for ledger_id, md in self._each_ledger():
+            checked += 1
+            firsts = segments_not_adhering(md, placement)
+            if firsts:
+                failing.append(ledger_id)
+                log.warning("auditor: ledger %d does not adhere to the %s placement policy (segments from entries "
+                            "%s)", ledger_id, getattr(placement, "name", "?"), ", ".join(map(str, firsts)))
+        totals = {"ledgers": checked, "not_adhering": len(failing), "ledger_ids": failing}
         await self.client.run_blocking(self._record_run, P.UR_PLACEMENT_POLICY_CHECK_CTIME)
         if self.stats is not None:
             self.stats.last_placement_check = totals
-        log.info("auditor: placement check: %d of %d ledgers do not adhere", len(failing), len(ledgers))
+        log.info("auditor: placement check: %d of %d ledgers do not adhere", len(failing), checked)
         return totals
 
     # -- events -------------------------------------------------------------------------
@@ -331,11 +347,27 @@ class Auditor:
 
     async def _audit(self, force: bool, check_ledgers: bool) -> None:
         run = self.client.run_blocking
-        registered, ledgers, disabled = await run(self._scan)
+        registered, disabled = await run(self._registered_and_switch)
         self._disabled = disabled
+        # one streaming walk: what is kept is the ids of the ledgers naming each unregistered
+        # bookie (to be marked once it is due) and the ledgers the full check found short of
+        # a replica -- never every ledger's metadata
+        named: dict[str, array] = {}
+        checked: dict[int, set[str]] = {}
+        async for ledger_id, md in self._each_ledger():
+            for bookie in md.bookies:
+                if bookie not in registered:
+                    named.setdefault(bookie, array("q")).append(ledger_id)
+            if check_ledgers:
+                if not self.running:
+                    return
+                missing = await bookies_missing_replicas(self.client, ledger_id, md, registered)
+                if missing:
+                    checked[ledger_id] = missing
+        if not self.running:
+            return
         now = self.clock()
-        named = {bookie for md in ledgers.values() for bookie in md.bookies}
-        lost = named - registered
+        lost = set(named)
         for bookie in list(self.lost_since):
             if bookie not in lost:
                 log.info("auditor: bookie %s is back (or no ledger names it)", bookie)
@@ -359,7 +391,7 @@ class Auditor:
         due |= marked_before
         earlier = {b: self._marked[b] for b in marked_before if self._marked[b]}  # the first reason stays
         self._at_once = {**at_once, **earlier}
-        self._named_by = {b: sum(1 for md in ledgers.values() if b in md.bookies) for b in lost}
+        self._named_by = {b: len(named[b]) for b in lost}
         waiting = lost - due
         if waiting:
             wake = min(self.lost_since[b] for b in waiting) + self.delay - now
@@ -367,20 +399,13 @@ class Auditor:
         else:
             self._schedule("lost-bookie-delay", 0, lambda: None)
         marks: dict[int, set[str]] = defaultdict(set)
-        for ledger_id, md in ledgers.items():
-            gone = due.intersection(md.bookies)
-            if gone:
-                marks[ledger_id] |= gone
-        if check_ledgers:
-            for ledger_id, md in ledgers.items():
-                if not self.running:
-                    return
-                missing = await bookies_missing_replicas(self.client, ledger_id, md, registered)
-                missing -= waiting
-                if missing:
-                    marks[ledger_id] |= missing
-        if not self.running:
-            return
+        for bookie in due:
+            for ledger_id in named[bookie]:
+                marks[ledger_id].add(bookie)
+        for ledger_id, missing in checked.items():
+            missing -= waiting
+            if missing:
+                marks[ledger_id] |= missing
         self._lost_due = {b: (None if b in due else self.lost_since[b] + self.delay) for b in lost}
         if marks and self._disabled:
             self._held_back = len(marks)
@@ -421,19 +446,36 @@ class Auditor:
         self.client.run_blocking(status.publish, self.store, status.AUDITOR, self.status()).addErrback(
             lambda f: log.info("auditor: could not publish its status: %s", f.getErrorMessage()))
 
-    def _scan(self):
-        """Registered bookies, every ledger's metadata (one streaming walk) and the disable
-        switch (blocking)."""
+    def _registered_and_switch(self) -> tuple[set[str], bool]:
+        """The registered bookies and whether autorecovery is disabled (blocking)."""
         store = self.store
-        registered = registered_bookies(store.registration)
-        ledgers = {}
-        for ledger_id, md, _version in store.ledgers.walk():
-            if md is None:
-                continue  # deleted meanwhile
-            if isinstance(md, Exception):
-                raise md  # as reading it alone would
-            ledgers[ledger_id] = md
-        return registered, ledgers, not store.underreplication.is_enabled()
+        return registered_bookies(store.registration), not store.underreplication.is_enabled()
+
+    async def _each_ledger(self):
+        """Every ledger's ``(ledger_id, metadata)``, ascending, from one streaming walk
+        read :data:`WALK_CHUNK` ledgers at a time off the reactor (an async iterator):
+        memory holds one chunk, however many ledgers there are, and the reactor checks
+        a chunk while nothing else is read.  A ledger deleted meanwhile is left out, one
+        whose metadata does not decode logged and left out (one bad znode does not stop
+        every check)."""
+        run = self.client.run_blocking
+        walk = self.store.ledgers.walk()
+        try:
+            while True:
+                chunk = await run(_take, walk, WALK_CHUNK)
+                if not chunk:
+                    return
+                for ledger_id, md, _version in chunk:
+                    if md is None:
+                        continue
+                    if isinstance(md, Exception):
+                        log.error("auditor: ledger %d left out: %s", ledger_id, md)
+                        continue
+                    yield ledger_id, md
+        finally:
+            close = getattr(walk, "close", None)  # its connection goes back to the session
+            if close is not None:
+                close()
 
     def _mark(self, marks: dict[int, set[str]]) -> None:
         for ledger_id, bookies in sorted(marks.items()):
