@@ -510,6 +510,21 @@ def test_underreplication_marks_merge(zkstore, zk_client, metadata_uri):
     assert zkstore.underreplication.count() == 4
 
 
+def test_underreplication_marks_are_read_a_level_of_the_tree_at_a_time(zkstore, monkeypatch):
+    """Every mark has a leaf directory of its own: the walk lists a level at a time, a few
+    lists a step (here 2), and still gives every mark once, ascending."""
+    from bkctl.wire.metadata.zk import underreplication as zk_ur
+
+    monkeypatch.setattr(zk_ur, "_LISTS_AT_ONCE", 2)
+    ids = [3, 1, 70000, 0x10000, 65535, 2**40 + 7, 9]
+    for ledger_id in ids:
+        zkstore.underreplication.mark(ledger_id, [f"10.0.0.{ledger_id % 7}:3181"])
+    marks = list(zkstore.underreplication.marks())
+    assert [m.ledger_id for m in marks] == sorted(ids)
+    assert all(m.replicas == (f"10.0.0.{m.ledger_id % 7}:3181",) for m in marks)
+    assert zkstore.underreplication.count() == len(ids)
+
+
 def test_underreplication_mark_with_ctime(metadata_uri, zk_client):
     with ZKMetadataStore(metadata_uri, store_ctime=True) as store:
         before = int(time.time() * 1000)

@@ -114,3 +114,17 @@ def test_random_bytes_raise_only_codec_error(data):
             parse(data)
         except CodecError:
             pass
+
+
+@settings(max_examples=300)
+@given(st.lists(st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=12), max_size=4),
+       st.none() | st.integers(-(2**63), 2**63 - 1))
+def test_a_plain_marker_reads_as_protobufs_parser_reads_it(replicas, ctime):
+    """Markers as Java prints them are read without protobuf's text parser: the same answer."""
+    from bkctl.wire.metadata.ledger import parse_text_message
+    from bkctl.wire.proto import formats_pb2
+
+    data = UnderreplicatedLedger(tuple(replicas), ctime).serialize()
+    pb = parse_text_message(data, formats_pb2.UnderreplicatedLedgerFormat, "marker")
+    assert parse_underreplicated_ledger(data) == UnderreplicatedLedger(
+        tuple(pb.replica), pb.ctime if pb.HasField("ctime") else None)

@@ -74,7 +74,22 @@ def serialize_underreplicated_ledger(marker: UnderreplicatedLedger) -> bytes:
     return message_to_text(pb).encode("utf-8")
 
 
+#: a marker as Java's TextFormat and ours print it (replicas, then perhaps a ctime): read
+#: without protobuf's text parser, which costs 250 us a marker (``underreplicated`` of 10^4)
+_PLAIN_MARKER = re.compile(rb'((?:replica: "[^"\\\n]*"\n)*)(?:ctime: (-?[0-9]{1,18})\n)?')
+_PLAIN_REPLICA = re.compile(rb'replica: "([^"\\\n]*)"\n')
+
+
 def parse_underreplicated_ledger(data: bytes) -> UnderreplicatedLedger:
+    plain = _PLAIN_MARKER.fullmatch(data)
+    if plain is not None:
+        try:
+            replicas = tuple(r.decode("ascii") for r in _PLAIN_REPLICA.findall(plain.group(1)))
+        except UnicodeDecodeError:
+            pass  # protobuf's parser says what is wrong with it
+        else:
+            ctime = plain.group(2)
+            return UnderreplicatedLedger(replicas, int(ctime) if ctime is not None else None)
     pb = parse_text_message(data, formats_pb2.UnderreplicatedLedgerFormat, "under-replicated ledger marker")
     return UnderreplicatedLedger(tuple(pb.replica), pb.ctime if pb.HasField("ctime") else None)
 

@@ -4,6 +4,7 @@ recovery delay, one ``urL`` mark per under-replicated ledger and the replication
 workers' per-ledger locks.  The znode formats are :mod:`bkctl.wire.metadata.underreplication`."""
 from __future__ import annotations
 
+import itertools
 import random
 import re
 import time
@@ -21,6 +22,8 @@ from bkctl.wire.metadata.zk.session import Manager, ZKSession, zk_call, zk_gen
 __all__ = ["ZKUnderreplicationManager"]
 
 _HEX4 = re.compile(r"[0-9a-f]{4}")
+#: znodes listed (or marks read) in one pipelined step of :meth:`ZKUnderreplicationManager.marks`
+_LISTS_AT_ONCE = 2000
 
 
 class ZKUnderreplicationManager(Manager):
@@ -229,17 +232,43 @@ class ZKUnderreplicationManager(Manager):
 
         yield from descend(self._node(P.UR_LEDGERS), 0)
 
+    def _walk_all(self) -> Iterator[tuple[int, str]]:
+        """``(ledger_id, path)`` of each mark, ascending, one level of the hex tree at a
+        time: every mark has a leaf directory of its own (the id's low 16 bits), so the
+        lists are read :data:`_LISTS_AT_ONCE` at a time, pipelined
+        (:meth:`ZKSession.children_many`), not one request after the other."""
+        level: Iterator[str] = iter([self._node(P.UR_LEDGERS)])
+        for _ in range(4):
+            level = self._below(level, _HEX4.fullmatch)
+        for path in self._below(level, lambda name: name.startswith("urL")):
+            try:
+                yield P.parse_urL_name(path), path
+            except ValueError:
+                continue
+
+    def _below(self, parents: Iterator[str], keep) -> Iterator[str]:
+        """The children of each of ``parents`` that ``keep`` accepts, sorted, in order."""
+        while chunk := list(itertools.islice(parents, _LISTS_AT_ONCE)):
+            # read whole before anything is handed on: the next level reads while this one waits
+            listed = list(self._session.children_many(chunk))
+            for parent, names in zip(chunk, listed):
+                for name in sorted(n for n in names or () if keep(n)):
+                    yield f"{parent}/{name}"
+
     @zk_gen
     def marks(self) -> Iterator[UnderreplicatedMark]:
-        """Every mark, ascending ledger ids (read pipelined: :meth:`ZKSession.get_each`)."""
-        for (ledger_id, path), got in self._session.get_each(((i, p), p) for i, p in self._walk()):
-            if got is None:
-                continue  # replicated meanwhile
-            yield self._decode(ledger_id, path, got[0])
+        """Every mark, ascending ledger ids (the tree a level at a time, the marks
+        :data:`_LISTS_AT_ONCE` at a time: :meth:`ZKSession.get_each`)."""
+        found = self._walk_all()
+        while chunk := list(itertools.islice(found, _LISTS_AT_ONCE)):
+            got = list(self._session.get_each([((i, p), p) for i, p in chunk]))
+            for (ledger_id, path), value in got:
+                if value is not None:  # else replicated meanwhile
+                    yield self._decode(ledger_id, path, value[0])
 
     @zk_call
     def count(self) -> int:
-        return sum(1 for _ in self._walk())
+        return sum(1 for _ in self._walk_all())
 
     # -- the replication workers' locks --------------------------------------------
     @zk_call
