@@ -6,7 +6,7 @@ that of the client's per-entry codecs (CRC32C digests, plain v3 READ and ADD
 requests and READ answers); ``bkctl.wire.codecs._plain`` the bookie's parser of
 plain ADD/READ requests and its ADD answer (what the two codecs share, their
 argument checks and varints: ``wire/codecs/_twins.h``); ``bkctl.wire.metadata._ledgerpb``
-the protobuf decoding of ledger metadata (a walk over every ledger).  All are optional: where no C
+the decoding and checking of ledger metadata (a walk over every ledger).  All are optional: where no C
 compiler is found the install goes on without them, and the export, the client
 and the bookie take their Python paths (slower, same bytes and rows).
 """

@@ -39,7 +39,7 @@ __all__ = ["Twins", "build", "check", "from_environment", "selected"]
 #: the environment variable that switches every fast path off
 SWITCH = "BKCTL_FASTPATHS"
 #: what ``_ledgerpb``'s ``API`` must be (a build older than the sources is not used)
-LEDGERPB_API = 1
+LEDGERPB_API = 2
 
 
 def from_environment(environ: Mapping[str, str]) -> bool:
@@ -74,17 +74,18 @@ class Twins:
         return plain.twins(self.enabled)
 
     @functools.cached_property
-    def ledger_metadata_fields(self) -> Any:
-        """The C twin of ledger metadata's protobuf decoding (``_ledgerpb.fields``), or
+    def ledger_metadata(self) -> Any:
+        """The C twin of decoding and checking format-3 ledger metadata
+        (``_ledgerpb.metadata``: :class:`~bkctl.wire.metadata.ledger.CheckedMetadata`), or
         None: :func:`~bkctl.wire.metadata.ledger.parse_ledger_metadata` then decodes with
-        protobuf's message alone."""
+        protobuf's message and checks with LedgerMetadata's own checks alone."""
         if not self.enabled:
             return None
         try:
             from bkctl.wire.metadata import _ledgerpb  # type: ignore[attr-defined]
         except ImportError:
             return None
-        return _ledgerpb.fields if getattr(_ledgerpb, "API", None) == LEDGERPB_API else None
+        return _ledgerpb.metadata if getattr(_ledgerpb, "API", None) == LEDGERPB_API else None
 
     @functools.cached_property
     def batch_rows(self) -> Any:

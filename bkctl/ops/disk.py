@@ -146,18 +146,13 @@ def packed_entry_bytes(md) -> int:
 def copies_by_bookie(ledger_id: int, md, last_entry_id: int, length: int) -> dict[str, tuple[int, int]]:
     """bookie -> (entries it holds, their bytes as packed: payloads at the ledger's mean plus headers)
     for a ledger whose entries 0..``last_entry_id`` take ``length`` payload bytes."""
-    from bkctl.wire.client.rereplication import fragments_to_rereplicate
+    from bkctl.wire.client.rereplication import entries_by_bookie
 
     count = last_entry_id + 1
     if count <= 0:
         return {}
     per_entry = length / count + packed_entry_bytes(md)
-    out = {}
-    for bookie in md.bookies:
-        held = sum(f.entry_count() or 0 for f in fragments_to_rereplicate(ledger_id, md, [bookie], last_entry_id))
-        if held:
-            out[bookie] = (held, int(round(held * per_entry)))
-    return out
+    return {bookie: (held, int(round(held * per_entry))) for bookie, held in entries_by_bookie(md, last_entry_id).items()}
 
 
 async def _last_entries(client, ledgers: list[tuple[int, tuple[str, ...]]], window: int) -> dict:

@@ -49,3 +49,20 @@ def test_quorums_and_the_quorums_of_one_position():
 def test_quorums_out_of_order_are_refused(sizes):
     with pytest.raises(ValueError, match="E >= Qw >= Qa >= 1"):
         QuorumSchedule(*sizes)
+
+
+@given(
+    st.integers(1, 9).flatmap(lambda e: st.tuples(st.just(e), st.integers(1, e))),
+    st.one_of(st.integers(0, 200), st.integers(INT32_MAX - 40, INT32_MAX + 40)),
+    st.integers(-1, 60),
+)
+def test_entries_held_by_each_position_are_those_of_the_write_sets(sizes, first, span):
+    """Whole stripes by arithmetic, and above Java's int truncation entry by entry: the
+    same counts as asking every entry's write set."""
+    schedule = QuorumSchedule(*sizes)
+    last = first + span
+    expected = [0] * sizes[0]
+    for entry_id in range(first, last + 1):
+        for index in write_set_indices(entry_id, *sizes):
+            expected[index] += 1
+    assert schedule.held_by_position(first, last) == tuple(expected)

@@ -2,6 +2,9 @@
 logs by what reclaims their dead bytes, a bookie's space attributed (bookied and Java), the one-line answer."""
 from collections import defaultdict
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from bkctl.ops.bookie_reads import BookieReading
 from bkctl.ops.disk import (Owner, Tally, Walk, bookie_doc, copies_by_bookie, entry_log_classes, owner_by_metadata,
                             summary_line, totals)
@@ -238,3 +241,31 @@ def test_the_first_line_names_read_only_bookies_and_why():
     assert line.startswith("read-only: a:1 (disk usage 96.0% over diskUsageThreshold 95%; 66.4 KiB of the 87.9 KiB "
                            "used on its filesystem is not bookie data), b:1 (its HTTP admin does not say why (a Java "
                            "bookie? its log does)); "), line
+
+
+@given(
+    st.integers(1, 6).flatmap(lambda e: st.tuples(st.just(e), st.integers(1, e))),
+    st.lists(st.integers(0, 40), min_size=1, max_size=4),
+    st.integers(-1, 300),
+)
+def test_each_bookies_entries_are_what_rereplicating_it_alone_would_copy(sizes, gaps, last_entry_id):
+    """disk's count of a bookie's copies (one pass over the segments) equals the entries of
+    the fragments that losing that bookie alone would re-replicate."""
+    from bkctl.wire.client.rereplication import entries_by_bookie, fragments_to_rereplicate
+    from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
+
+    e, qw = sizes
+    pool = [f"127.0.0.1:{3181 + i}" for i in range(e + 3)]
+    firsts = [0]
+    for gap in gaps[1:]:
+        firsts.append(firsts[-1] + gap + 1)
+    ensembles = tuple((first, tuple(pool[(i + k) % len(pool)] for k in range(e))) for i, first in enumerate(firsts))
+    closed = last_entry_id >= firsts[-1] - 1
+    md = LedgerMetadata(e, qw, qw, LedgerState.CLOSED if closed else LedgerState.OPEN,
+                        last_entry_id if closed else -1, 0, ensembles)
+    expected = {}
+    for bookie in md.bookies:
+        held = sum(f.entry_count() or 0 for f in fragments_to_rereplicate(1, md, [bookie], last_entry_id))
+        if held:
+            expected[bookie] = held
+    assert entries_by_bookie(md, last_entry_id) == expected

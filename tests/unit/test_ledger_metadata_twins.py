@@ -1,8 +1,10 @@
-"""The C twin of ledger metadata's protobuf decoding (wire/metadata/_ledgerpb.c) gives what
-protobuf's message gives (ledger._proto_fields), or None where the general path must judge:
-on Java's own bytes (tests/vectors/zk), on any metadata we write, on the fuzz corpus, and on
-every cut and flipped byte of them.  With fast paths off there is no C twin, and the general
-path alone decodes (the rest of the suite runs both ways)."""
+"""The C twin of decoding ledger metadata (wire/metadata/_ledgerpb.c: a format-3 value's
+header, length prefix and protobuf, decoded and checked) gives exactly the LedgerMetadata
+the general path gives (protobuf's message and LedgerMetadata's own checks), or None where
+the general path must decode and judge: on Java's own bytes (tests/vectors/zk), on any
+metadata we write, on the fuzz corpus, on every cut and flipped byte of them, and on values
+that break one of LedgerMetadata's invariants.  With fast paths off there is no C twin, and
+the general path alone decodes (the rest of the suite runs both ways)."""
 
 from __future__ import annotations
 
@@ -11,86 +13,148 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bkctl.wire import fastpath
+from bkctl.wire.codecs import varint
+from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata import ledger as L
-from bkctl.wire.metadata.ledger import parse_ledger_metadata, read_format_version, serialize_ledger_metadata
+from bkctl.wire.metadata.ledger import parse_ledger_metadata, serialize_ledger_metadata
+from bkctl.wire.proto import formats_pb2
 from tests.support.golden import VECTORS
 from tests.unit.test_metadata import ledger_metadata
 
-FIELDS = fastpath.build(True).ledger_metadata_fields
-pytestmark = pytest.mark.skipif(FIELDS is None, reason="the C twin _ledgerpb was not built (no C compiler)")
+METADATA = fastpath.build(True).ledger_metadata
+pytestmark = pytest.mark.skipif(METADATA is None, reason="the C twin _ledgerpb was not built (no C compiler)")
 
 JAVA_WRITTEN = sorted((VECTORS / "zk" / "raw").glob("ledgers__*__L*.bin"))
 CORPUS = sorted((VECTORS.parent / "fuzz_corpus" / "ledger_metadata").iterdir())
+HEADER = b"BookieMetadataFormatVersion\t3\n"
 
 
-def _body(data: bytes) -> bytes | None:
-    version, offset = read_format_version(data)
-    if version != 3:
-        return None
-    size, pos = L._decode_varint32(data, offset)
-    return data[pos:]
-
-
-def _general(body: bytes) -> tuple | None:
-    pb = L._PB()
+def _general(data: bytes, znode_ctime: int | None = None) -> L.LedgerMetadata | None:
+    """The general path alone (the twin switched off), or None where it refuses the value."""
+    saved = L._c_metadata
+    L._c_metadata = None
     try:
-        pb.ParseFromString(body)
-    except Exception:  # noqa: BLE001 - malformed: the general path raises
+        return parse_ledger_metadata(data, znode_ctime)
+    except CodecError:
         return None
-    if not pb.IsInitialized():
-        return None
-    return tuple(L._proto_fields(pb))
+    finally:
+        L._c_metadata = saved
 
 
-def _agree(body: bytes) -> None:
-    fast = FIELDS(body)
-    if fast is not None:  # None: not covered, the general path decodes and judges
-        assert fast == _general(body)
+def _agree(data: bytes) -> None:
+    checked = METADATA(data)
+    if checked is not None:  # None: not covered, the general path decodes and judges
+        md = L._from_checked(checked, None)
+        assert md == _general(data)
+        assert md.__dict__ == _general(data).__dict__  # the same types too (enums, tuples, bytes)
+
+
+def _value(pb: formats_pb2.LedgerMetadataFormat) -> bytes:
+    body = pb.SerializeToString()
+    return HEADER + varint.encode(len(body)) + body
+
+
+def _java_message() -> formats_pb2.LedgerMetadataFormat:
+    data = serialize_ledger_metadata(L.LedgerMetadata.new(["b1:1", "b2:2", "b3:3"], 2, 2, password=b"pw"))
+    _size, pos = L._decode_varint32(data, len(HEADER))
+    pb = formats_pb2.LedgerMetadataFormat()
+    pb.ParseFromString(data[pos:])
+    return pb
 
 
 def test_java_written_metadata_decodes_the_same_in_c():
     assert JAVA_WRITTEN, "tests/vectors/zk/raw holds Java's ledger znodes"
+    covered = 0
     for path in JAVA_WRITTEN:
-        body = _body(path.read_bytes())
-        if body is not None:
-            assert FIELDS(body) is not None and FIELDS(body) == _general(body), path.name
+        data = path.read_bytes()
+        checked = METADATA(data)
+        if data.startswith(HEADER):
+            assert checked is not None, path.name
+            covered += 1
+        if checked is not None:
+            assert L._from_checked(checked, 5) == _general(data, 5), path.name
+    assert covered
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
-@given(ledger_metadata(fmt=3))
-def test_any_metadata_we_write_decodes_the_same_in_c(md):
-    body = _body(serialize_ledger_metadata(md))
-    assert FIELDS(body) == _general(body)
-    assert parse_ledger_metadata(serialize_ledger_metadata(md)) == md
+@given(ledger_metadata(fmt=3), st.one_of(st.none(), st.integers(0, 2**62)))
+def test_any_metadata_we_write_decodes_the_same_in_c(md, znode_ctime):
+    data = serialize_ledger_metadata(md)
+    checked = METADATA(data)
+    assert checked is not None
+    assert L._from_checked(checked, znode_ctime) == _general(data, znode_ctime)
+    assert parse_ledger_metadata(data) == md
 
 
 def test_every_cut_and_flipped_byte_either_decodes_the_same_or_is_left_to_the_general_path():
     samples = [p.read_bytes() for p in JAVA_WRITTEN[:4]] + [p.read_bytes() for p in CORPUS]
     for data in samples:
-        try:
-            body = _body(data)
-        except Exception:  # noqa: BLE001 - a corpus input with a broken header
-            continue
-        if body is None:
-            continue
-        for cut in range(len(body)):
-            _agree(body[:cut])
-        for i in range(len(body)):
+        for cut in range(len(data)):
+            _agree(data[:cut])
+        for i in range(len(HEADER) - 2, len(data)):
             for flip in (0x01, 0x80, 0xFF):
-                _agree(body[:i] + bytes([body[i] ^ flip]) + body[i + 1 :])
+                _agree(data[:i] + bytes([data[i] ^ flip]) + data[i + 1 :])
 
 
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes_never_crash_the_c_twin(body):
+    _agree(HEADER + varint.encode(len(body)) + body)
     _agree(body)
+
+
+def _broken(change) -> bytes:
+    pb = _java_message()
+    change(pb)
+    return _value(pb)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda pb: setattr(pb, "ackQuorumSize", 3), id="ack quorum above the write quorum"),
+        pytest.param(lambda pb: setattr(pb, "quorumSize", 4), id="write quorum above the ensemble"),
+        pytest.param(lambda pb: setattr(pb, "ackQuorumSize", 0), id="ack quorum 0"),
+        pytest.param(lambda pb: pb.segment[0].ensembleMember.append("b4:4"), id="an ensemble too large"),
+        pytest.param(lambda pb: pb.segment[0].ensembleMember.__setitem__(2, "b1:1"), id="a bookie twice"),
+        pytest.param(lambda pb: pb.segment[0].ensembleMember.__setitem__(1, ""), id="an empty bookie id"),
+        pytest.param(lambda pb: setattr(pb.segment[0], "firstEntryId", 3), id="the first segment after entry 0"),
+        pytest.param(lambda pb: pb.ClearField("segment"), id="no segment"),
+        pytest.param(
+            lambda pb: pb.segment.add(firstEntryId=0, ensembleMember=["b1:1", "b2:2", "b4:4"]),
+            id="segments not ascending",
+        ),
+        pytest.param(
+            lambda pb: (setattr(pb, "state", formats_pb2.LedgerMetadataFormat.CLOSED), setattr(pb, "length", -5)),
+            id="a negative length",
+        ),
+        pytest.param(
+            lambda pb: (setattr(pb, "state", formats_pb2.LedgerMetadataFormat.CLOSED), setattr(pb, "lastEntryId", -2)),
+            id="a last entry below -1",
+        ),
+    ],
+)
+def test_a_broken_invariant_is_left_to_the_general_path_which_refuses_it(change):
+    data = _broken(change)
+    assert METADATA(data) is None
+    with pytest.raises(CodecError, match="invalid ledger metadata"):
+        parse_ledger_metadata(data)
+
+
+def test_an_open_ledgers_stored_last_entry_and_length_are_ignored_as_java_does():
+    data = _broken(lambda pb: (setattr(pb, "lastEntryId", 9), setattr(pb, "length", 90)))
+    md = L._from_checked(METADATA(data), None)
+    assert (md.last_entry_id, md.length) == (-1, 0)
+    assert md == _general(data)
 
 
 def test_odd_values_are_left_to_the_general_path():
     md = L.LedgerMetadata.new(["127.0.0.1:3181"], password=b"pw")
-    body = bytearray(_body(serialize_ledger_metadata(md)))
-    state_at = body.index(bytes([5 << 3]))  # field 5 (state), a varint
-    body[state_at + 1] = 7  # a state the schema lacks
-    assert FIELDS(bytes(body)) is None
-    assert FIELDS(b"\x08\x01") is None  # required fields missing
-    with pytest.raises(Exception, match="lacks required"):
-        parse_ledger_metadata(b"BookieMetadataFormatVersion\t3\n\x02\x08\x01")
+    data = bytearray(serialize_ledger_metadata(md))
+    state_at = data.index(bytes([5 << 3]), len(HEADER) + 1)  # field 5 (state), a varint
+    data[state_at + 1] = 7  # a state the schema lacks
+    assert METADATA(bytes(data)) is None
+    assert METADATA(HEADER + b"\x02\x08\x01") is None  # required fields missing
+    assert METADATA(b"BookieMetadataFormatVersion\t03\n" + bytes(data[len(HEADER) :])) is None
+    assert METADATA(HEADER + b"\x05\x08\x01") is None  # a length prefix that is not what follows
+    with pytest.raises(CodecError, match="lacks required"):
+        parse_ledger_metadata(HEADER + b"\x02\x08\x01")

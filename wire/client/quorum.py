@@ -11,6 +11,7 @@ writers, recovery and placement all ask this one schedule.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
@@ -68,6 +69,26 @@ class QuorumSchedule:
             stripe = self._stripe = tuple(tuple(self.write_set(e)) for e in range(size))
         return stripe
 
+    def held_by_position(self, first: int, last: int) -> tuple[int, ...]:
+        """How many of entries ``first..last`` each ensemble index holds a copy of
+        (0 each when ``last < first``): by whole stripes up to :attr:`striped_until`,
+        entry by entry above it.  ``disk`` asks this of every segment of a million ledgers."""
+        size = self.ensemble_size
+        counts = [0] * size
+        if last < first:
+            return tuple(counts)
+        striped_end = min(last, self.striped_until)
+        if first <= striped_end:
+            for index, prefix in enumerate(_held_prefixes(size, self.write_quorum)):
+                whole, rest = divmod(striped_end + 1, size)
+                upto_end = whole * prefix[size] + prefix[rest]
+                whole, rest = divmod(first, size)
+                counts[index] = upto_end - (whole * prefix[size] + prefix[rest])
+        for entry_id in range(max(first, striped_end + 1), last + 1):
+            for index in self.write_set(entry_id):
+                counts[index] += 1
+        return tuple(counts)
+
     def stripe_bookies(self, ensemble: Sequence[str]) -> list[tuple[str, ...]]:
         """:meth:`stripe` in bookie ids of ``ensemble``."""
         return [tuple([ensemble[i] for i in ws]) for ws in self.stripe()]
@@ -112,3 +133,17 @@ class QuorumSchedule:
         """How many bookies of a write set must say "not here" before an
         entry cannot have been acknowledged: ``Qw - Qa + 1``."""
         return self.write_quorum - self.ack_quorum + 1
+
+
+@functools.lru_cache(maxsize=256)
+def _held_prefixes(ensemble_size: int, write_quorum: int) -> tuple[tuple[int, ...], ...]:
+    """Per ensemble index ``i``: ``p[r]`` = how many of entries ``0..r-1`` of a stripe
+    index ``i`` holds (``p[E]``: a whole stripe's)."""
+    stripe = QuorumSchedule(ensemble_size, write_quorum).stripe()
+    out = []
+    for index in range(ensemble_size):
+        prefix = [0]
+        for write_set in stripe:
+            prefix.append(prefix[-1] + (index in write_set))
+        out.append(tuple(prefix))
+    return tuple(out)

@@ -70,6 +70,7 @@ __all__ = [
     "Fragment",
     "bytes_held",
     "choose_replacements",
+    "entries_by_bookie",
     "failure_cause",
     "fragments_to_rereplicate",
     "replace_in_metadata",
@@ -594,6 +595,19 @@ def failure_cause(exc: BaseException) -> tuple[str, str]:
 def _first_line(text: str, width: int = 100) -> str:
     line = text.strip().splitlines()[0] if text.strip() else text
     return line if len(line) <= width else line[:width - 3] + "..."
+
+
+def entries_by_bookie(md: LedgerMetadata, last_entry_id: int) -> dict[str, int]:
+    """bookie -> how many of a ledger's entries it holds a copy of, the last segment
+    ending at the ledger's last entry when it is closed, else at ``last_entry_id``
+    (what :func:`fragments_to_rereplicate` counts for each bookie alone, in one pass)."""
+    schedule = QuorumSchedule(md.ensemble_size, md.write_quorum)
+    held: dict[str, int] = {}
+    for first, last, ensemble in md.segment_ranges():
+        for bookie, count in zip(ensemble, schedule.held_by_position(first, last_entry_id if last is None else last)):
+            if count:
+                held[bookie] = held.get(bookie, 0) + count
+    return held
 
 
 def bytes_held(ledger_id: int, md: LedgerMetadata, lost: Iterable[str]) -> int:

@@ -1,15 +1,18 @@
-/* The C twin of the protobuf decoding of ledger metadata (format 3's LedgerMetadataFormat,
- * wire/proto/formats.proto): fields(body) gives the tuple that
- * bkctl.wire.metadata.ledger._proto_fields gives from the decoded message -- the layout
- * of ledger.ProtoFields -- or None for anything it does not cover (a malformed or
- * unusual value: missing required fields, an enum value the schema lacks, a string that
- * is not UTF-8, groups), which the Python path then decodes and judges, so that both
- * paths raise the same errors.  A walk over a million ledgers decodes each one here:
- * upb's lazy field access cost more than the rest of the decoding.
+/* The C twin of decoding ledger metadata (format 3: the header, the length prefix and
+ * LedgerMetadataFormat, wire/proto/formats.proto): metadata(value) takes a znode's value
+ * and gives the values of a LedgerMetadata, decoded *and* checked as LedgerMetadata's own
+ * checks would (quorums, state, segments, ensembles), in ledger.CheckedMetadata's layout --
+ * or None for anything it does not cover or finds wrong (another format, a malformed or
+ * unusual value: missing required fields, an enum value the schema lacks, a string that is
+ * not UTF-8, groups, a broken invariant), which the general path (protobuf's message and
+ * LedgerMetadata's checks) then decodes and judges, so that both paths give the same
+ * object or the same error.  A walk over a million ledgers decodes each one here: upb's
+ * lazy field access, then the dataclass's checks in Python, cost more than the rest of it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct {
     const uint8_t *p;
@@ -156,15 +159,49 @@ done:
     return ok;
 }
 
-static PyObject *fields(PyObject *module, PyObject *arg) {
+static const char HEADER[] = "BookieMetadataFormatVersion\t3\n";
+#define HEADER_LEN (sizeof(HEADER) - 1)
+#define STATE_CLOSED 3
+#define MAX_CHECKED_ENSEMBLE 64
+
+/* LedgerMetadata's checks of one segment's ensemble: ensemble_size non-empty, distinct
+ * bookie ids (the strings are the decoder's own, so compared by value) */
+static int ensemble_ok(PyObject *members, Py_ssize_t ensemble_size) {
+    Py_ssize_t n = PyTuple_GET_SIZE(members);
+    if (n != ensemble_size)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyTuple_GET_ITEM(members, i);
+        if (PyUnicode_GET_LENGTH(a) == 0)
+            return 0;
+        for (Py_ssize_t j = 0; j < i; j++) {
+            int cmp = PyUnicode_Compare(a, PyTuple_GET_ITEM(members, j));
+            if (cmp == -1 && PyErr_Occurred())
+                return 0;
+            if (cmp == 0)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+static PyObject *metadata(PyObject *module, PyObject *arg) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    Reader r = {(const uint8_t *)view.buf, (const uint8_t *)view.buf + view.len};
+    const uint8_t *start = (const uint8_t *)view.buf;
+    Reader r = {start, start + view.len};
     int64_t quorum = 0, ensemble = 0, length = 0, last = 0, state = 0, digest = 1, ack = 0, ctime = 0, ctoken = 0;
     int have_quorum = 0, have_ensemble = 0, have_length = 0, have_state = 0, have_ack = 0, have_ctime = 0;
     PyObject *segments = PyList_New(0), *custom = PyDict_New(), *password = NULL, *result = NULL;
+    uint64_t size;
     if (segments == NULL || custom == NULL)
+        goto done;
+    /* the header and the length prefix: exactly format 3's, the length all that follows */
+    if (view.len < (Py_ssize_t)HEADER_LEN || memcmp(start, HEADER, HEADER_LEN) != 0)
+        goto done;
+    r.p += HEADER_LEN;
+    if (!read_varint(&r, &size) || size != (uint64_t)(r.end - r.p))
         goto done;
     while (r.p < r.end) {
         uint64_t key, v;
@@ -185,7 +222,7 @@ static PyObject *fields(PyObject *module, PyObject *arg) {
             case 4: last = (int64_t)v; break;
             case 5:
                 if (v < 1 || v > 3)
-                    goto done; /* an enum value the schema lacks: the Python path judges */
+                    goto done; /* an enum value the schema lacks: the general path judges */
                 state = (int64_t)v;
                 have_state = 1;
                 break;
@@ -221,23 +258,46 @@ static PyObject *fields(PyObject *module, PyObject *arg) {
     }
     if (!(have_quorum && have_ensemble && have_length && have_state))
         goto done;
+    /* LedgerMetadata's checks, as the general path makes them of what _from_fields gives */
+    if (!have_ack)
+        ack = quorum;
+    if (!(ensemble >= quorum && quorum >= ack && ack >= 1) || ensemble > MAX_CHECKED_ENSEMBLE)
+        goto done;
+    if (state == STATE_CLOSED) {
+        if (last < -1 || length < 0)
+            goto done;
+    } else { /* like Java, lastEntryId and length only count for a closed ledger */
+        last = -1;
+        length = 0;
+    }
+    Py_ssize_t nsegs = PyList_GET_SIZE(segments);
+    if (nsegs == 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < nsegs; i++) {
+        PyObject *seg = PyList_GET_ITEM(segments, i);
+        long long first = PyLong_AsLongLong(PyTuple_GET_ITEM(seg, 0));
+        if (first < 0 || (i == 0 && first != 0))
+            goto done;
+        if (i > 0 && first <= PyLong_AsLongLong(PyTuple_GET_ITEM(PyList_GET_ITEM(segments, i - 1), 0)))
+            goto done;
+        if (!ensemble_ok(PyTuple_GET_ITEM(seg, 1), (Py_ssize_t)ensemble))
+            goto done;
+    }
     {
         PyObject *segs = PyList_AsTuple(segments);
         if (segs == NULL)
             goto done;
-        PyObject *ack_obj = have_ack ? PyLong_FromLongLong(ack) : Py_NewRef(Py_None);
         PyObject *ctime_obj = have_ctime ? PyLong_FromLongLong(ctime) : Py_NewRef(Py_None);
         PyObject *pw = password != NULL ? Py_NewRef(password) : Py_NewRef(Py_None);
-        if (ack_obj == NULL || ctime_obj == NULL) {
+        if (ctime_obj == NULL) {
             Py_DECREF(segs);
-            Py_XDECREF(ack_obj);
-            Py_XDECREF(ctime_obj);
             Py_DECREF(pw);
             goto done;
         }
-        result = Py_BuildValue("(LLNLLLNLNNOL)", (long long)ensemble, (long long)quorum, ack_obj, (long long)state,
-                               (long long)last, (long long)length, segs, (long long)digest, pw, ctime_obj, custom,
-                               (long long)ctoken);
+        /* digestType is read only when a password is present */
+        result = Py_BuildValue("(LLLLLLNLNNOL)", (long long)ensemble, (long long)quorum, (long long)ack,
+                               (long long)state, (long long)last, (long long)length, segs,
+                               (long long)(password != NULL ? digest : 0), pw, ctime_obj, custom, (long long)ctoken);
     }
 done:
     PyBuffer_Release(&view);
@@ -254,8 +314,9 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"fields", fields, METH_O,
-     "fields(body) -> the ProtoFields tuple of a LedgerMetadataFormat, or None where the Python path decodes"},
+    {"metadata", metadata, METH_O,
+     "metadata(value) -> a format-3 znode value's LedgerMetadata values, decoded and checked "
+     "(ledger.CheckedMetadata's layout), or None where the general path decodes and judges"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -263,7 +324,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_ledgerpb", NULL, -1
 
 PyMODINIT_FUNC PyInit__ledgerpb(void) {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "API", 1) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "API", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }
