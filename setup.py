@@ -3,7 +3,9 @@
 ``bkctl.wire.pulsar._packed`` is the fast path of ``bkctl export --topic``
 (a batch's messages straight into Arrow buffers); ``bkctl.wire.codecs._fastcodec``
 that of the client's per-entry codecs (CRC32C digests, plain v3 READ and ADD
-requests and READ answers); ``bkctl.wire.codecs._plain`` the bookie's parser of
+requests and READ answers, its answer loop); ``bkctl.wire.codecs._records`` the
+bookie's journal and entry log records (CRC32C of both: ``wire/codecs/_crc32c.h``);
+``bkctl.wire.codecs._plain`` the bookie's parser of
 plain ADD/READ requests and its ADD answer (what the two codecs share, their
 argument checks and varints: ``wire/codecs/_twins.h``); ``bkctl.wire.metadata._ledgerpb``
 the decoding and checking of ledger metadata (a walk over every ledger).  All are optional: where no C
@@ -15,8 +17,11 @@ from setuptools import Extension, setup
 setup(ext_modules=[
     Extension("bkctl.wire.pulsar._packed", ["wire/pulsar/_packed.c"], optional=True,
               extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
-    Extension("bkctl.wire.codecs._fastcodec", ["wire/codecs/_fastcodec.c"], depends=["wire/codecs/_twins.h"],
-              optional=True,
+    Extension("bkctl.wire.codecs._fastcodec", ["wire/codecs/_fastcodec.c"],
+              depends=["wire/codecs/_twins.h", "wire/codecs/_crc32c.h"], optional=True,
+              extra_compile_args=["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
+    Extension("bkctl.wire.codecs._records", ["wire/codecs/_records.c"],
+              depends=["wire/codecs/_twins.h", "wire/codecs/_crc32c.h"], optional=True,
               extra_compile_args=["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
     Extension("bkctl.wire.metadata._ledgerpb", ["wire/metadata/_ledgerpb.c"], optional=True,
               extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]),

@@ -230,9 +230,9 @@ class Journal:
             twins = fastpath.selected() if fastpaths is None else fastpath.build(bool(fastpaths))
         self.fastpaths = twins.enabled
         self._inline = inline if self.max_group_wait == 0 and self.fastpaths else None
-        #: the C twin of a run's records (``_fastcodec.journal_entries``: the same bytes as
+        #: the C twin of a run's records (``_records.journal_entries``: the same bytes as
         #: _encode_entry of each, joined), or None (fast paths off, or not built)
-        self.c_entries = getattr(twins.codec, "journal_entries", None)
+        self.c_entries = getattr(twins.records, "journal_entries", None)
         self._monotonic = monotonic
         self._wait_on = wait_on
         self._inline_dispatch = inline_dispatch or _call_all

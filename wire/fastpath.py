@@ -5,7 +5,7 @@ already does (the server's v2/v3 ADD and v3 READ decoders, its batched
 answers to runs of pipelined v3 reads, the journal's inline commits in the
 reactor thread, the client's add-answer shortcut, its v2 batch reads, a window's
 reads sent as one run per bookie, the C twins of its per-entry codecs and of its
-answer loop in ``_fastcodec.c``, the bookie's entry log records built there too,
+answer loop in ``_fastcodec.c``, the bookie's journal and entry log records in ``_records.c``,
 a burst's frames sent at once by :mod:`bkctl.wire.send_now`, ...).
 
 As aiokafka picks its C or Python record classes in one place, this module
@@ -61,9 +61,11 @@ class Twins:
     every command's)."""
 
     enabled: bool
-    #: ``_fastcodec`` (the client's per-entry codecs and answer loop, the bookie's entry
-    #: log and journal records), or None: each caller then takes its Python path
+    #: ``_fastcodec`` (the client's per-entry codecs and answer loop), or None: each
+    #: caller then takes its Python path
     codec: ModuleType | None
+    #: ``_records`` (the bookie's journal and entry log records), or None: its Python path
+    records: ModuleType | None = None
 
     @functools.cached_property
     def plain(self) -> PlainTwins:
@@ -100,7 +102,7 @@ def build(enabled: bool) -> Twins:
     """The record for fast paths on (the C twins where built) or off (Python only)."""
     from bkctl.wire.codecs import fast
 
-    return Twins(enabled=enabled, codec=fast.load(enabled))
+    return Twins(enabled=enabled, codec=fast.load(enabled), records=fast.load_records(enabled))
 
 
 @functools.cache

@@ -190,12 +190,12 @@ class EntryLogger:
 
     def __init__(self, directory: str, log_size_limit: int, next_log: int = 1,
                  on_grow: Callable[[], None] | None = None, twins: Twins | None = None):
-        c = (fastpath.selected() if twins is None else twins).codec
-        #: the C twin of check_record over the records of one pread (``_fastcodec.span_records``:
+        c = (fastpath.selected() if twins is None else twins).records
+        #: the C twin of check_record over the records of one pread (``_records.span_records``:
         #: the same checks; it stops at a record it does not take, which check_record then
         #: refuses with its precise error), or None (fast paths off, or not built)
         self.span_records: Callable | None = getattr(c, "span_records", None)
-        #: the C twin of LogWriter's record loop (``_fastcodec.log_records``: the same bytes and
+        #: the C twin of LogWriter's record loop (``_records.log_records``: the same bytes and
         #: rows, its checksums and copies made without the GIL, so that a checkpoint leaves the
         #: reactor thread its core), or None for the Python loop (fast paths off, or not built)
         self.log_records: Callable | None = getattr(c, "log_records", None)

@@ -1,6 +1,6 @@
-"""The ``crc_kind`` fixture of the tests of the C twins (``_fastcodec.c``): each test that takes it
-runs with both CRC32C implementations of the C module, the CPU's instruction (skipped where there is
-none) and the table one; the module goes back to its instruction afterwards."""
+"""The ``crc_kind`` fixture of the tests of the C twins (``_fastcodec.c``, ``_records.c``): each test
+that takes it runs with both CRC32C implementations of the C modules, the CPU's instruction (skipped
+where there is none) and the table one; the modules go back to their instruction afterwards."""
 from __future__ import annotations
 
 import pytest
@@ -10,10 +10,11 @@ from bkctl.wire.codecs import fast
 
 @pytest.fixture(scope="module", params=[True, False], ids=["hardware-crc", "table-crc"])
 def crc_kind(request):
-    """Whether the C module now uses the CRC32C instruction."""
-    c = fast.load(True)
-    used = c.hardware_crc32c(request.param)
-    if request.param and not used:
+    """Whether the C modules now use the CRC32C instruction."""
+    modules = [c for c in (fast.load(True), fast.load_records(True)) if c is not None]
+    used = {c.hardware_crc32c(request.param) for c in modules}
+    if request.param and used != {True}:
         pytest.skip("this CPU has no CRC32C instruction")
-    yield used
-    c.hardware_crc32c(True)
+    yield request.param
+    for c in modules:
+        c.hardware_crc32c(True)

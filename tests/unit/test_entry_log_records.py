@@ -1,4 +1,4 @@
-"""The C twin of LogWriter.append's record loop (``_fastcodec.log_records``) against the
+"""The C twin of LogWriter.append's record loop (``_records.log_records``) against the
 Python loop: the same log files byte for byte, the same index rows and the same per-log
 counts, across rolls to new logs (records bigger than a log among them), write chunks,
 pairs the twin leaves to Python, and both CRC32C implementations of the C module; and it
@@ -24,8 +24,8 @@ from bkctl.bookied.storage.entry_log import LOG_HEADER_SIZE, EntryLogger, LogWri
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import fast
 
-C = fast.load(True)
-needs_c = pytest.mark.skipif(C is None, reason="bkctl.wire.codecs._fastcodec is not built: "
+C = fast.load_records(True)
+needs_c = pytest.mark.skipif(C is None, reason="bkctl.wire.codecs._records is not built: "
                                                "nothing to compare the Python record loop with")
 
 

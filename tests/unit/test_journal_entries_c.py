@@ -1,4 +1,4 @@
-"""The C twin of the journal's records of a run of adds (``_fastcodec.journal_entries``)
+"""The C twin of the journal's records of a run of adds (``_records.journal_entries``)
 against the Python encoder (``_encode_entry`` of each, joined): the same bytes, for both
 CRC32C implementations of the C module and across the size where it lets the GIL go;
 None for what it does not cover, which the journal then encodes in Python; and a
@@ -18,8 +18,8 @@ from bkctl.bookied.journal import T_ENTRY, EntryRecord, Journal, _encode_entry
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import fast
 
-C = fast.load(True)
-needs_c = pytest.mark.skipif(C is None, reason="bkctl.wire.codecs._fastcodec is not built: "
+C = fast.load_records(True)
+needs_c = pytest.mark.skipif(C is None, reason="bkctl.wire.codecs._records is not built: "
                                                "nothing to compare the journal's Python encoder with")
 i64 = st.integers(-(1 << 63), (1 << 63) - 1)
 
@@ -58,13 +58,13 @@ def test_what_it_does_not_cover_is_left_to_python():
 
 
 def test_the_journal_uses_it_exactly_when_fast_paths_are_on(tmp_path):
-    want = getattr(fast.load(True), "journal_entries", None) if fastpath.selected().enabled else None
+    want = getattr(fast.load_records(True), "journal_entries", None) if fastpath.selected().enabled else None
     with Journal(str(tmp_path / "d")) as default:
         assert default.c_entries is want
     with Journal(str(tmp_path / "a"), fastpaths=False) as off:
         assert off.c_entries is None
     with Journal(str(tmp_path / "b"), twins=fastpath.build(True)) as on:
-        assert on.c_entries is getattr(fast.load(True), "journal_entries", None)
+        assert on.c_entries is getattr(fast.load_records(True), "journal_entries", None)
 
 
 @pytest.mark.parametrize("fastpaths", [True, False], ids=["c", "python"])

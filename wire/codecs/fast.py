@@ -1,4 +1,5 @@
-"""The C twins of the client's per-entry codecs (``_fastcodec.c``), when they are in use.
+"""The C twins of the per-entry codecs (``_fastcodec.c``, the client's; ``_records.c``, the
+bookie's disk records), when they are in use.
 
 ``Twins.codec`` of the twin selector (:mod:`bkctl.wire.fastpath`) is the module
 ``bkctl.wire.codecs._fastcodec`` when it was built and fast paths are on, else None: callers keep
@@ -9,8 +10,9 @@ and the CRC32C check of ``payload_checker`` (digest), ``RequestEncoder.read_fram
 and ``add_part``, the ADD header of ``EntryRequests.encoded_add``, and
 :func:`~bkctl.wire.codecs.v3.plain_read_body` (tests/unit/test_fastcodec.py);
 ``take_answers`` is the loop of ``RequestTable.take_answers`` over a chunk
-of answers (tests/unit/test_client_take_answers.py).  Two serve the bookie:
-``log_records``, the record loop of its entry logs' ``LogWriter.append``
+of answers (tests/unit/test_client_take_answers.py).  ``Twins.records`` is
+``bkctl.wire.codecs._records``, the bookie's: ``log_records``, the record loop of its
+entry logs' ``LogWriter.append``, ``span_records``, their check on reading
 (tests/unit/test_entry_log_records.py), and ``journal_entries``, its journal's
 records of a run of adds (tests/unit/test_journal_entries_c.py).
 """
@@ -19,20 +21,30 @@ from __future__ import annotations
 
 from types import ModuleType
 
-__all__ = ["load"]
+import importlib
+
+__all__ = ["load", "load_records"]
 
 
-#: What the C module's ``API`` must be (a build older than the sources is not used).
-C_API = 2
+#: What the C modules' ``API`` must be (a build older than the sources is not used).
+C_API = 3
+RECORDS_API = 1
+
+
+def _built(name: str, api: int) -> ModuleType | None:
+    try:
+        module = importlib.import_module(f"{__package__}.{name}")
+    except ImportError:
+        return None
+    return module if getattr(module, "API", None) == api else None
 
 
 def load(enabled: bool = True) -> ModuleType | None:
-    """The C module, or None when ``enabled`` is false or it was not built (or is older
-    than the sources)."""
-    if not enabled:
-        return None
-    try:
-        from . import _fastcodec  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return _fastcodec if getattr(_fastcodec, "API", None) == C_API else None
+    """``_fastcodec`` (the client's), or None when ``enabled`` is false or it was not
+    built (or is older than the sources)."""
+    return _built("_fastcodec", C_API) if enabled else None
+
+
+def load_records(enabled: bool = True) -> ModuleType | None:
+    """``_records`` (the bookie's disk records), or None as :func:`load`."""
+    return _built("_records", RECORDS_API) if enabled else None
