@@ -44,7 +44,7 @@ from bkctl.bookied.metrics import Metrics  # noqa: E402
 from bkctl.bookied.server import BookieServerFactory  # noqa: E402
 from bkctl.bookied.storage import EntryStore  # noqa: E402
 from bkctl.wire import fastpath  # noqa: E402
-from bkctl.wire.codecs import v2, v3  # noqa: E402
+from bkctl.wire.codecs import v2, v3_fast  # noqa: E402
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key  # noqa: E402
 from bkctl.wire.codecs.framing import frame  # noqa: E402
 
@@ -56,7 +56,7 @@ def requests(protocol: str, ledger: int, count: int, size: int) -> tuple[list[by
     dm = DigestManager(ledger, DigestType.CRC32C, b"bench")
     payload = b"x" * size
     adds, reads = [], []
-    enc = v3.RequestEncoder()
+    enc = v3_fast.RequestEncoder()
     for e in range(count):
         body = dm.package(e, e - 1, size * (e + 1), payload)
         if protocol == "v3":

@@ -44,7 +44,7 @@ from common import load_note  # noqa: E402
 from twisted.internet.testing import MemoryReactorClock, StringTransport  # noqa: E402
 
 from bkctl.wire import fastpath  # noqa: E402
-from bkctl.wire.codecs import v3  # noqa: E402
+from bkctl.wire.codecs import v3, v3_fast  # noqa: E402
 from bkctl.wire.client.connection import BookieConnection  # noqa: E402
 from bkctl.wire.client.ledger_handle import LedgerHandle  # noqa: E402
 from bkctl.wire.codecs import v2  # noqa: E402
@@ -98,7 +98,7 @@ def run(n: int, chunk: int, size: int = 100) -> float:
             payload = data[pos + 4:pos + 4 + size]
             pos += 4 + size
             e = v3.parse_request(payload).readRequest.entryId
-            out.append(frame(v3.read_answer(payload[:2 + payload[1]], 1, e, bodies[e], e - 1)))
+            out.append(frame(v3_fast.read_answer(payload[:2 + payload[1]], 1, e, bodies[e], e - 1)))
         return out
 
     done: list = []
@@ -206,7 +206,7 @@ def run_rereplication(n: int, chunk: int, window: int) -> float:
                 out.append(frame(v3.serialize(v3.add_response(req, 0))))
             elif req.readRequest.entryId >= 0 and req.readRequest.ledgerId == 1:
                 e = req.readRequest.entryId
-                out.append(frame(v3.read_answer(payload[:2 + payload[1]], 1, e, bodies[e], e - 1)))
+                out.append(frame(v3_fast.read_answer(payload[:2 + payload[1]], 1, e, bodies[e], e - 1)))
         return out
 
     from twisted.internet import defer

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from bkctl.wire.codecs import v2, v3
+from bkctl.wire.codecs import v2, v3, v3_fast
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.plain import PlainTwins
 from bkctl.wire.codecs.protocol import (
@@ -50,7 +50,7 @@ class Adds:
         self.outbox = outbox
         self.observer = observer
         #: the general path's v3 add answers (a reused encoder)
-        self.encoder = v3.AddResponseEncoder()
+        self.encoder = v3_fast.AddResponseEncoder()
 
     def add(self, txn_id: int | None, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, *,
             recovery: bool, high_priority: bool, deferred_sync: bool = False,

@@ -18,7 +18,7 @@ from bkctl.wire.client.errors import (
     NotSupported,
     error_for,
 )
-from bkctl.wire.codecs import v2, v3
+from bkctl.wire.codecs import v2, v3, v3_fast
 from bkctl.wire.codecs.protocol import RC, Flag
 
 __all__ = ["FakeConnection", "FakePool", "header"]
@@ -174,7 +174,7 @@ class FakeConnection:
         taken apart as a bookie would (v3 with a txnId of this connection,
         v2 as they are), then it is an add like any other."""
         if self.protocol == "v3" and add.v3_part is not None:
-            head, _answer_head = v3.add_header_fields(7, add.high_priority)
+            head, _answer_head = v3_fast.add_header_fields(7, add.high_priority)
             req = v3.parse_request(head + add.v3_part)
             inner = req.addRequest
             ids, key, body = (inner.ledgerId, inner.entryId), inner.masterKey, inner.body

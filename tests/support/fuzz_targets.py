@@ -188,10 +188,10 @@ def v3_response(data: bytes) -> None:
 def v3_plain_requests(data: bytes) -> None:
     """The bookie's hand-made parsers of plain ADD and READ requests against the general
     parser: whatever they take, the parser reads the same way (a CodecError is a finding here)."""
-    from bkctl.wire.codecs import v3
+    from bkctl.wire.codecs import v3, v3_fast
 
-    add = v3.plain_add_request(data)
-    read = v3.plain_read_request(data)
+    add = v3_fast.plain_add_request(data)
+    read = v3_fast.plain_read_request(data)
     if add is None and read is None:
         return
     assert add is None or read is None
@@ -232,7 +232,7 @@ def plain_c_twins(data: bytes) -> None:
     twins: the same value, or both None, for every input; and the C ADD and READ
     answers (one, and a run's) are the Python ones for the numbers and bytes the input spells
     (skipped where it is not built)."""
-    from bkctl.wire.codecs import v2, v3
+    from bkctl.wire.codecs import v2, v3_fast
     from bkctl.wire.codecs.plain import C_API, py_add_answer, py_read_answer, py_read_answers
     from bkctl.wire.proto import bookkeeper_pb2 as pb
 
@@ -242,8 +242,8 @@ def plain_c_twins(data: bytes) -> None:
         return
     if getattr(_plain, "API", None) != C_API:
         return
-    assert _plain.plain_add_request(data) == v3.plain_add_request(data)
-    assert _plain.plain_read_request(data) == v3.plain_read_request(data)
+    assert _plain.plain_add_request(data) == v3_fast.plain_add_request(data)
+    assert _plain.plain_read_request(data) == v3_fast.plain_read_request(data)
     assert _plain.v2_add_request(data) == v2.plain_add_request(data)
     if len(data) >= 25:
         statuses = sorted(pb.StatusCode.values())
@@ -265,12 +265,12 @@ def plain_c_twins(data: bytes) -> None:
 def v3_plain_read_answer(data: bytes) -> None:
     """The client's hand-made reader of EOK read answers against the general parser:
     whatever it takes is what the parser reads as the body."""
-    from bkctl.wire.codecs import v3
+    from bkctl.wire.codecs import v3, v3_fast
 
     if len(data) < 2:
         return
     n = 2 + data[1]
-    got = v3.plain_read_body(data, n)
+    got = v3_fast.plain_read_body(data, n)
     if got is None:
         return
     msg = v3.parse_response(data)  # a CodecError here is a finding: the hand parser took junk

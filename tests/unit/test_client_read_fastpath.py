@@ -9,7 +9,7 @@ import types
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from bkctl.wire.codecs import v3
+from bkctl.wire.codecs import v3, v3_fast
 from bkctl.wire.client import errors as E
 from bkctl.wire.client.entry_reads import EntryReads
 from bkctl.wire.client.read_handle import ReadHandle
@@ -33,7 +33,7 @@ def fast_paths_on(monkeypatch):
 
 # -- v3 read frames ---------------------------------------------------------
 
-ENC = v3.RequestEncoder()
+ENC = v3_fast.RequestEncoder()
 
 
 @settings(max_examples=500)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
 
 from bkctl.wire import fastpath
-from bkctl.wire.codecs import fast, v3
+from bkctl.wire.codecs import fast, v3, v3_fast
 from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import DigestError
 
@@ -28,7 +28,7 @@ i64 = st.integers(-(1 << 63), (1 << 63) - 1)
 # around the edges of every varint length, and beyond what a field holds
 ids = st.one_of(i64, st.integers(-(1 << 70), 1 << 70),
                 st.sampled_from([0, 1, 127, 128, 16383, 16384, (1 << 63) - 1, 1 << 63, -1, (1 << 64) - 1, 1 << 64]))
-ENC = v3.RequestEncoder()
+ENC = v3_fast.RequestEncoder()
 
 
 def python_package(dm: DigestManager, *args) -> bytes:
@@ -166,14 +166,14 @@ def test_add_frame_is_the_framed_add_request_and_its_answers_header(txn, ledger,
         assert got is None
         return
     payload = v3.serialize(v3.add_request(txn, ledger, entry, key, body))
-    assert got == (struct.pack(">i", len(payload)) + payload, v3.add_header_fields(txn)[1])
+    assert got == (struct.pack(">i", len(payload)) + payload, v3_fast.add_header_fields(txn)[1])
 
 
 def read_answers(data) -> bytes:
     """A READ answer as a bookie writes one (or as the general parser would take it), maybe damaged."""
     txn, ledger, entry = data.draw(u64), data.draw(i64), data.draw(i64)
     body = data.draw(st.binary(max_size=400))
-    head = v3.add_header_fields(txn)[0].replace(b"\x10\x02", b"\x10\x01", 1)  # a READ's header field
+    head = v3_fast.add_header_fields(txn)[0].replace(b"\x10\x02", b"\x10\x01", 1)  # a READ's header field
     shape = data.draw(st.sampled_from(["bookie", "no-lac", "timestamp", "general"]))
     if shape == "general":
         req = v3.read_request(txn, ledger, entry)
@@ -182,7 +182,7 @@ def read_answers(data) -> bytes:
             kw["max_lac"] = data.draw(i64)
         payload = v3.serialize(v3.read_response(req, 0, body, **kw))
     else:
-        payload = v3.read_answer(head, ledger, entry, body, data.draw(i64))
+        payload = v3_fast.read_answer(head, ledger, entry, body, data.draw(i64))
         if shape == "no-lac":
             payload = payload[:payload.rindex(b"\x28")]  # lengths now wrong: refused by both (or parsed)
         elif shape == "timestamp":
@@ -205,12 +205,12 @@ def read_answers(data) -> bytes:
 def test_plain_read_body_is_the_python_one(data):
     payload = read_answers(data)
     pos = data.draw(st.one_of(st.just(2 + payload[1] if len(payload) > 1 else 0), st.integers(0, len(payload) + 2)))
-    assert C.plain_read_body(payload, pos) == v3.plain_read_body(payload, pos)
+    assert C.plain_read_body(payload, pos) == v3_fast.plain_read_body(payload, pos)
 
 
 def test_plain_read_body_takes_a_bookies_answer_apart():
-    payload = v3.read_answer(b"\x0a\x06\x08\x03\x10\x01\x18\x07", 9, 4, b"entry", 3)
-    assert C.plain_read_body(payload, 8) == b"entry" == v3.plain_read_body(payload, 8)
+    payload = v3_fast.read_answer(b"\x0a\x06\x08\x03\x10\x01\x18\x07", 9, 4, b"entry", 3)
+    assert C.plain_read_body(payload, 8) == b"entry" == v3_fast.plain_read_body(payload, 8)
     assert C.plain_read_body(payload + b"\x00", 8) is None
     assert C.plain_read_body(bytearray(payload), 8) is None  # not bytes: parsed instead
 

@@ -1,5 +1,5 @@
 """The bookie's C twins (``bkctl.wire.codecs._plain``) against their Python twins
-(:func:`v3.plain_add_request`, :func:`v3.plain_read_request`,
+(:func:`v3_fast.plain_add_request`, :func:`v3_fast.plain_read_request`,
 :func:`v2.plain_add_request`, :func:`plain.py_add_answer`, :func:`plain.py_read_answers`): the same value, or
 both None, for every input -- captured Java frames, built requests over the
 whole range of ids, bytes near a request, junk -- and the choice between them
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from bkctl.wire import fastpath
-from bkctl.wire.codecs import plain, v2, v3
+from bkctl.wire.codecs import plain, v2, v3, v3_fast
 from bkctl.wire.codecs.protocol import RC
 from bkctl.wire.proto import bookkeeper_pb2 as pb
 from tests.support.golden import frames
@@ -38,8 +38,8 @@ def test_the_c_twins_are_in_use_exactly_when_fast_paths_are_on():
         twins = fastpath.build(enabled).plain
         in_use = enabled and _plain is not None
         assert (twins.c is _plain) == in_use and (twins.c is None) == (not in_use)
-        assert (twins.add_request is (_plain.plain_add_request if in_use else v3.plain_add_request))
-        assert (twins.read_request is (_plain.plain_read_request if in_use else v3.plain_read_request))
+        assert (twins.add_request is (_plain.plain_add_request if in_use else v3_fast.plain_add_request))
+        assert (twins.read_request is (_plain.plain_read_request if in_use else v3_fast.plain_read_request))
         assert (twins.v2_add_request is (_plain.v2_add_request if in_use else v2.plain_add_request))
         assert (twins.add_answer is (_plain.add_answer if in_use else plain.py_add_answer))
         assert (twins.read_answer is (_plain.read_answer if in_use else plain.py_read_answer))
@@ -52,7 +52,7 @@ needs_c = pytest.mark.skipif(_plain is None, reason="bkctl.wire.codecs._plain is
 
 def _same(b: bytes) -> tuple:
     """Every parser twin on ``b``: the C value is the Python one; returns the Python ones."""
-    got = (v3.plain_add_request(b), v3.plain_read_request(b), v2.plain_add_request(b))
+    got = (v3_fast.plain_add_request(b), v3_fast.plain_read_request(b), v2.plain_add_request(b))
     assert (_plain.plain_add_request(b), _plain.plain_read_request(b), _plain.v2_add_request(b)) == got
     return got
 
@@ -105,7 +105,7 @@ def near_reads(draw):
     big = st.integers(0, (1 << 70) - 1)
     header = b"\x08\x03\x10\x01\x18" + _varint(draw(st.one_of(u64, big)), draw(pad))
     read = b"\x08" + _varint(draw(st.one_of(u64, big)), draw(pad)) + b"\x10" + _varint(draw(u64), draw(pad))
-    return often_broken(draw, b"\x0a" + _varint(len(header)) + header + v3.READ_FIELD + _varint(len(read)) + read)
+    return often_broken(draw, b"\x0a" + _varint(len(header)) + header + v3_fast.READ_FIELD + _varint(len(read)) + read)
 
 
 @needs_c
@@ -121,7 +121,7 @@ def test_varints_at_the_edge_of_64_bits():
     for txn in (_varint((1 << 64) - 1), b"\xff" * 9 + b"\x02", b"\xff" * 10 + b"\x01", _varint(5, 9)):
         header = b"\x08\x03\x10\x01\x18" + txn
         read = b"\x08\x05\x10\x06"
-        b = b"\x0a" + bytes((len(header),)) + header + v3.READ_FIELD + bytes((len(read),)) + read
+        b = b"\x0a" + bytes((len(header),)) + header + v3_fast.READ_FIELD + bytes((len(read),)) + read
         _same(b)
     assert _plain.plain_read_request(b"\x0a\x0f\x08\x03\x10\x01\x18" + _varint((1 << 64) - 1)
                                      + b"\xa2\x06\x04\x08\x05\x10\x06")[:2] == (5, 6)
@@ -177,7 +177,7 @@ def test_read_answer(txn, ledger, entry, body, lac):
 
 def _read_run(txns, ledger, entries):
     """The plain_read_request() tuples of READ_ENTRY requests with these txnIds and entry ids."""
-    return [v3.plain_read_request(v3.serialize(v3.read_request(t, ledger, e))) for t, e in zip(txns, entries)]
+    return [v3_fast.plain_read_request(v3.serialize(v3.read_request(t, ledger, e))) for t, e in zip(txns, entries)]
 
 
 read_results = st.lists(st.one_of(st.tuples(st.just(0), st.binary(max_size=200)),

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from tests.support.golden import examples, frames
-from bkctl.wire.codecs import v3
+from bkctl.wire.codecs import v3, v3_fast
 from bkctl.wire.errors import CodecError
 from bkctl.wire.codecs.protocol import (
     AUTH_DISABLED_PLUGIN,
@@ -612,7 +612,7 @@ def test_java_answers_to_plain_reads_are_taken_apart_by_hand():
     for req_payload, payload, request in answers:
         n = _header_len(req_payload)
         assert payload[:n] == req_payload[:n]
-        assert v3.plain_read_body(payload, n) == _general_body(payload)
+        assert v3_fast.plain_read_body(payload, n) == _general_body(payload)
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
@@ -624,41 +624,41 @@ def test_plain_read_body_reads_what_the_parser_reads(txn, ledger_id, entry_id, b
     n = _header_len(payload)
     assert payload[:n] == v3.serialize(req)[:n]
     # without a body: left to the parser
-    assert v3.plain_read_body(payload, n) == (None if body is None else _general_body(payload))
+    assert v3_fast.plain_read_body(payload, n) == (None if body is None else _general_body(payload))
 
 
 @pytest.mark.parametrize("rc", [RC.ENOENTRY, RC.ENOLEDGER, RC.EUA, RC.EIO, RC.ETOOMANYREQUESTS])
 def test_plain_read_body_leaves_errors_to_the_parser(rc):
     req = v3.read_request(7, 3, 4)
     payload = v3.serialize(v3.read_response(req, rc))
-    assert v3.plain_read_body(payload, _header_len(payload)) is None
+    assert v3_fast.plain_read_body(payload, _header_len(payload)) is None
     # status EOK at the top, an error inside
     msg = v3.read_response(req, RC.EOK, b"x")
     msg.readResponse.status = rc.v3
     payload = v3.serialize(msg)
-    assert v3.plain_read_body(payload, _header_len(payload)) is None
+    assert v3_fast.plain_read_body(payload, _header_len(payload)) is None
 
 
 def test_plain_read_body_leaves_other_shapes_to_the_parser():
     req = v3.read_request(7, 3, 4)
     good = v3.serialize(v3.read_response(req, RC.EOK, b"body", max_lac=3))
     n = _header_len(good)
-    assert v3.plain_read_body(good, n) == b"body"
+    assert v3_fast.plain_read_body(good, n) == b"body"
     # every truncation: None, never an exception
     for cut in range(n, len(good)):
-        assert v3.plain_read_body(good[:cut], n) is None
+        assert v3_fast.plain_read_body(good[:cut], n) is None
     # a field after the readResponse, a repeated field, an unknown field inside it
-    assert v3.plain_read_body(good + b"\x10\x00", n) is None
-    assert v3.plain_read_body(good + b"\x28\x01", n) is None
+    assert v3_fast.plain_read_body(good + b"\x10\x00", n) is None
+    assert v3_fast.plain_read_body(good + b"\x28\x01", n) is None
     msg = v3.read_response(req, RC.EOK, b"body")
     inner = msg.readResponse.SerializeToString() + b"\x38\x01"  # field 7: unknown
-    assert v3.plain_read_body(good[:-2] + b"\x30\x05", n) == b"body"  # lacUpdateTimestamp alone
-    assert v3.plain_read_body(good + b"\x30\x05", n) is None  # the outer length no longer matches
+    assert v3_fast.plain_read_body(good[:-2] + b"\x30\x05", n) == b"body"  # lacUpdateTimestamp alone
+    assert v3_fast.plain_read_body(good + b"\x30\x05", n) is None  # the outer length no longer matches
     odd = good[:n] + b"\x10\x00\xa2\x06" + bytes((len(inner),)) + inner
     assert _general_body(odd) == b"body"  # the parser accepts it; the hand parser leaves it
-    assert v3.plain_read_body(odd, n) is None
+    assert v3_fast.plain_read_body(odd, n) is None
     # a body that claims more bytes than there are
-    assert v3.plain_read_body(good[:-2] + b"\x28", n) is None
+    assert v3_fast.plain_read_body(good[:-2] + b"\x28", n) is None
 
 
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
@@ -670,6 +670,6 @@ def test_plain_read_body_of_mutated_answers_agrees_with_the_parser_or_declines(b
     i = data.draw(st.integers(n, len(p) - 1))
     p[i] = data.draw(st.integers(0, 255))
     p = bytes(p)
-    got = v3.plain_read_body(p, n)
+    got = v3_fast.plain_read_body(p, n)
     if got is not None:
         assert got == _general_body(p)  # it parses (or this raises) and reads the same

@@ -1,5 +1,5 @@
-"""The bookie's fast v3 request parsers (:func:`v3.plain_add_request`,
-:func:`v3.plain_read_request`) against the general one (:func:`v3.parse_request`):
+"""The bookie's fast v3 request parsers (:func:`v3_fast.plain_add_request`,
+:func:`v3_fast.plain_read_request`) against the general one (:func:`v3.parse_request`):
 whatever a fast parser accepts, the general parser reads the same way, and it
 accepts the requests Java clients write in the layout it is meant for.
 
@@ -8,7 +8,7 @@ the server's behaviour both ways is covered by test_bookie_server.py.
 """
 from hypothesis import given, settings, strategies as st
 
-from bkctl.wire.codecs import v3
+from bkctl.wire.codecs import v3, v3_fast
 from bkctl.wire.codecs.framing import frame
 from tests.support.golden import frames
 
@@ -17,7 +17,7 @@ u64 = st.integers(0, (1 << 64) - 1)
 
 
 def _general_add(payload: bytes) -> tuple:
-    """What the general parser reads, in :func:`v3.plain_add_request`'s shape."""
+    """What the general parser reads, in :func:`v3_fast.plain_add_request`'s shape."""
     req = v3.parse_request(payload)
     add = req.addRequest
     recovery = add.HasField("flag") and add.flag == v3.ADD_FLAG_RECOVERY_ADD
@@ -26,7 +26,7 @@ def _general_add(payload: bytes) -> tuple:
 
 
 def _general_read(payload: bytes) -> tuple:
-    """What the general parser reads, in :func:`v3.plain_read_request`'s shape."""
+    """What the general parser reads, in :func:`v3_fast.plain_read_request`'s shape."""
     req = v3.parse_request(payload)
     assert (req.header.version, req.header.operation, req.header.priority) == (3, 1, 0)
     assert not req.readRequest.HasField("flag") and not req.readRequest.HasField("masterKey")
@@ -36,7 +36,7 @@ def _general_read(payload: bytes) -> tuple:
 
 def _agree(payload: bytes) -> tuple:
     """Both fast parsers on ``payload``; each result not None is what the general parser reads."""
-    add, read = v3.plain_add_request(payload), v3.plain_read_request(payload)
+    add, read = v3_fast.plain_add_request(payload), v3_fast.plain_read_request(payload)
     if add is not None:
         assert add == _general_add(payload)
     if read is not None:
@@ -69,12 +69,12 @@ def test_the_java_requests_the_fast_parsers_are_for_are_taken():
         req = v3.parse_request(payload)
         if f["op"] == "ADD_ENTRY":
             meant = not req.addRequest.HasField("writeFlags")
-            got = v3.plain_add_request(payload)
+            got = v3_fast.plain_add_request(payload)
         else:
             read = req.readRequest
             meant = not (read.HasField("flag") or read.HasField("masterKey") or read.HasField("previousLAC")
                          or req.header.priority)
-            got = v3.plain_read_request(payload)
+            got = v3_fast.plain_read_request(payload)
         assert (got is not None) == meant, (f["flow"], f["index"], req)
         taken[f["op"]] += got is not None
     assert taken["ADD_ENTRY"] >= 10 and taken["READ_ENTRY"] >= 5, taken
@@ -88,7 +88,7 @@ def test_the_java_requests_the_fast_parsers_are_for_are_taken():
 def test_built_adds_are_read_as_the_parser_reads_them(txn, ledger, entry, key, body, recovery, high, deferred):
     payload = v3.serialize(v3.add_request(txn, ledger, entry, key, body, recovery=recovery, high_priority=high,
                                           deferred_sync=deferred))
-    got = v3.plain_add_request(payload)
+    got = v3_fast.plain_add_request(payload)
     if deferred or len(key) >= 128:
         assert got is None
     else:
@@ -101,7 +101,7 @@ def test_built_reads_are_read_as_the_parser_reads_them(txn, ledger, entry, fence
     payload = v3.serialize(v3.read_request(txn, ledger, entry, fence_master_key=b"k" * 20 if fence else None,
                                            high_priority=high, previous_lac=3 if poll else None,
                                            timeout_ms=10 if poll else None))
-    got = v3.plain_read_request(payload)
+    got = v3_fast.plain_read_request(payload)
     if fence or high or poll:
         assert got is None
     else:
@@ -112,7 +112,7 @@ def test_a_request_context_leaves_an_add_to_the_parser():
     req = v3.parse_request(v3.serialize(v3.add_request(1, 2, 3, b"k" * 20, b"x")))
     context = req.requestContext.add()
     context.key, context.value = "a", "b"
-    assert v3.plain_add_request(v3.serialize(req)) is None
+    assert v3_fast.plain_add_request(v3.serialize(req)) is None
 
 
 # -- bytes near a request, and junk ----------------------------------------------------------
@@ -143,7 +143,7 @@ def near_adds(draw):
     body = draw(st.binary(max_size=60))
     add = (b"\x08" + _varint(draw(u64), draw(pad)) + b"\x10" + _varint(draw(u64), draw(pad))
            + b"\x1a" + _varint(len(key)) + key + b"\x22" + _varint(len(body), draw(pad)) + body)
-    return often_broken(draw, b"\x0a" + _varint(len(header)) + header + v3.ADD_FIELD
+    return often_broken(draw, b"\x0a" + _varint(len(header)) + header + v3_fast.ADD_FIELD
                         + _varint(len(add), draw(pad)) + add)
 
 
@@ -206,5 +206,5 @@ def test_read_answer_is_what_the_builder_writes(txn, ledger, entry, body, max_la
     p = v3.serialize(v3.read_request(txn, ledger, entry))
     head = p[:2 + p[1]]
     want = v3.serialize(v3.read_response(v3.parse_request(p), 0, body, max_lac=max_lac))
-    assert v3.read_answer(head, ledger, entry, body, max_lac) == want
-    assert v3.ReadAnswers(ledger, max_lac).framed(head, entry, body) == frame(want)
+    assert v3_fast.read_answer(head, ledger, entry, body, max_lac) == want
+    assert v3_fast.ReadAnswers(ledger, max_lac).framed(head, entry, body) == frame(want)

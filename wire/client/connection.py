@@ -826,7 +826,7 @@ class BookieConnection:
         out of), what :meth:`answer_received` would do with it, without the
         general parser, when it is the EOK answer of that request: exactly the
         expected bytes for an ADD, an EOK ReadResponse with a body
-        (:func:`bkctl.wire.codecs.v3.plain_read_body`) for a READ. False when
+        (:func:`bkctl.wire.codecs.v3_fast.plain_read_body`) for a READ. False when
         it is anything else (an error, another shape, another request, or one
         a repeating caller-supplied txn_ids gave a header field that is not
         its own): then it is parsed and matched as usual."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from bkctl.wire.codecs import answers, v2, v3
+from bkctl.wire.codecs import answers, v2, v3, v3_fast
 from bkctl.wire.fastpath import Twins
 from bkctl.wire.codecs.add_frames import EncodedAdd
 from bkctl.wire.codecs.framing import frame, length_prefix
@@ -52,7 +52,7 @@ class EntryRequests:
         self.use_v3 = use_v3
         self.fastpaths = twins.enabled
         self._ids = txn_ids
-        self._encoder = v3.RequestEncoder() if use_v3 else None
+        self._encoder = v3_fast.RequestEncoder() if use_v3 else None
         # the C twins of RequestEncoder.read_frame and of an ADD copy's frame (fast paths, when built)
         c = twins.codec
         self._c_read_frame = None if c is None else c.read_frame
@@ -115,7 +115,7 @@ class EntryRequests:
                 if framed is not None:
                     data, answer_head = framed
                     return _v3_add_request(txn, answer_head, add), data
-            heads = v3.add_header_fields(txn, add.high_priority) if part is not None else None
+            heads = v3_fast.add_header_fields(txn, add.high_priority) if part is not None else None
             if heads is None:  # encoded for v2, or a txnId upb has its own say about
                 return self._add_general(add, txn), None
             head, answer_head = heads

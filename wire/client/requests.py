@@ -22,7 +22,7 @@ from typing import Any
 
 from twisted.internet import defer
 
-from bkctl.wire.codecs import v2, v3
+from bkctl.wire.codecs import v2, v3_fast
 from bkctl.wire.codecs.protocol import OpCode
 
 __all__ = ["Request", "RequestTable", "QUEUED", "SENT", "DONE", "DECLINED"]
@@ -98,7 +98,7 @@ class RequestTable:
         """``codec``: the C twins (``Twins.codec`` of :mod:`bkctl.wire.fastpath`), or None."""
         self.use_v3 = use_v3
         #: takes an EOK READ answer apart (the C twin when built)
-        self._read_body = v3.plain_read_body if codec is None else codec.plain_read_body
+        self._read_body = v3_fast.plain_read_body if codec is None else codec.plain_read_body
         #: the C twin of :meth:`take_answers`' loop, or None
         self._c_take = None if codec is None else codec.take_answers
         #: insertion-ordered set of the requests on the wire

@@ -15,7 +15,7 @@ from bkctl.wire import fastpath
 from bkctl.wire.fastpath import Twins
 from .answers import v2_add_frame
 from .protocol import Flag
-from .v3 import RequestEncoder
+from .v3_fast import RequestEncoder
 
 __all__ = ["AddEncoder", "EncodedAdd"]
 

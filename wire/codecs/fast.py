@@ -8,7 +8,7 @@ their Python path for None, and for every call the C twin answers None
 functions they stand for: :func:`~bkctl.wire.codecs.digest.DigestManager.package`
 and the CRC32C check of ``payload_checker`` (digest), ``RequestEncoder.read_frame``
 and ``add_part``, the ADD header of ``EntryRequests.encoded_add``, and
-:func:`~bkctl.wire.codecs.v3.plain_read_body` (tests/unit/test_fastcodec.py);
+:func:`~bkctl.wire.codecs.v3_fast.plain_read_body` (tests/unit/test_fastcodec.py);
 ``take_answers`` is the loop of ``RequestTable.take_answers`` over a chunk
 of answers (tests/unit/test_client_take_answers.py).  ``Twins.records`` is
 ``bkctl.wire.codecs._records``, the bookie's: ``log_records``, the record loop of its

@@ -3,13 +3,13 @@ answers, in C (``_plain.c``) when that is built and fast paths are on, else in P
 (:class:`PlainTwins`, one of which the twin selector records: ``Twins.plain`` of
 :mod:`bkctl.wire.fastpath`).  Its fields:
 
-* :data:`add_request` -- :func:`.v3.plain_add_request`;
-* :data:`read_request` -- :func:`.v3.plain_read_request`;
+* :data:`add_request` -- :func:`.v3_fast.plain_add_request`;
+* :data:`read_request` -- :func:`.v3_fast.plain_read_request`;
 * :data:`v2_add_request` -- :func:`.v2.plain_add_request`;
 * :data:`add_answer` -- ``(txnId, v3 status, ledgerId, entryId)`` -> the framed
-  answer to an ADD_ENTRY request (:class:`.v3.AddResponseEncoder`, framed);
+  answer to an ADD_ENTRY request (:class:`.v3_fast.AddResponseEncoder`, framed);
 * :data:`read_answer` -- ``(header field, ledgerId, entryId, body, maxLAC)``
-  -> the framed EOK answer to a plain READ_ENTRY request (:func:`.v3.read_answer`, framed);
+  -> the framed EOK answer to a plain READ_ENTRY request (:func:`.v3_fast.read_answer`, framed);
 * :data:`read_answers` -- the EOK answers to a run of plain READ_ENTRY requests,
   one bytes object per up to ``limit`` bytes (:func:`py_read_answers`).
 
@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from bkctl.wire.codecs import v2, v3
+from bkctl.wire.codecs import v2, v3_fast
 from bkctl.wire.codecs.framing import frame
 
 #: What the C twins' ``API`` must be (a build older than the sources is not used).
@@ -47,13 +47,13 @@ def py_add_answer(txn_id: int, status: int, ledger_id: int, entry_id: int) -> by
     """The framed answer to an ADD_ENTRY request: ``status`` a v3 StatusCode number."""
     encoder = getattr(_local, "encoder", None)
     if encoder is None:  # AddResponseEncoder refills one message: one per thread
-        encoder = _local.encoder = v3.AddResponseEncoder()
+        encoder = _local.encoder = v3_fast.AddResponseEncoder()
     return frame(encoder.encode(txn_id, status, ledger_id, entry_id))
 
 
 def py_read_answer(header_field: bytes, ledger_id: int, entry_id: int, body: bytes, max_lac: int) -> bytes:
     """The framed EOK answer to a plain READ_ENTRY request whose header field is ``header_field``."""
-    return v3.ReadAnswers(ledger_id, max_lac).framed(header_field, entry_id, body)
+    return v3_fast.ReadAnswers(ledger_id, max_lac).framed(header_field, entry_id, body)
 
 
 def py_read_answers(run: list[tuple[int, int, int, bytes]], results: list[tuple[int, Any]], start: int,
@@ -94,7 +94,7 @@ class PlainTwins(NamedTuple):
 
 
 #: The Python twins (the reference).
-PYTHON = PlainTwins(v3.plain_add_request, v3.plain_read_request, v2.plain_add_request,
+PYTHON = PlainTwins(v3_fast.plain_add_request, v3_fast.plain_read_request, v2.plain_add_request,
                     py_add_answer, py_read_answer, py_read_answers)
 
 
