@@ -5,6 +5,7 @@ reaches the bookie one way, :meth:`Adds.add`, and a run of adds of one ledger
 written through the connection's :class:`~.outbox.Outbox`, held with the rest of its
 journal group's.
 """
+
 from __future__ import annotations
 
 import time
@@ -42,8 +43,7 @@ class Adds:
 
     __slots__ = ("bookie", "plain", "fastpaths", "outbox", "observer", "encoder")
 
-    def __init__(self, bookie, plain: PlainTwins, fastpaths: bool, outbox: Outbox,
-                 observer: RequestObserver) -> None:
+    def __init__(self, bookie, plain: PlainTwins, fastpaths: bool, outbox: Outbox, observer: RequestObserver) -> None:
         self.bookie = bookie
         self.plain = plain
         self.fastpaths = fastpaths
@@ -52,15 +52,32 @@ class Adds:
         #: the general path's v3 add answers (a reused encoder)
         self.encoder = v3_fast.AddResponseEncoder()
 
-    def add(self, txn_id: int | None, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, *,
-            recovery: bool, high_priority: bool, deferred_sync: bool = False,
-            v2_header: int = v2.ADD_ANSWER_HEADER) -> None:
+    def add(
+        self,
+        txn_id: int | None,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        body: bytes,
+        *,
+        recovery: bool,
+        high_priority: bool,
+        deferred_sync: bool = False,
+        v2_header: int = v2.ADD_ANSWER_HEADER,
+    ) -> None:
         """The one way an add reaches the bookie: answered, once durable (or refused),
         as a v3 ADD_ENTRY of ``txn_id``, or (``txn_id`` None) as a version-2 ADD
         with ``v2_header`` (the request's version and ADD_ENTRY)."""
-        self.bookie.add_entry(ledger_id, entry_id, master_key, body,
-                              _AddReply(self, _now(), txn_id, ledger_id, entry_id, v2_header, recovery),
-                              recovery=recovery, high_priority=high_priority, deferred_sync=deferred_sync)
+        self.bookie.add_entry(
+            ledger_id,
+            entry_id,
+            master_key,
+            body,
+            _AddReply(self, _now(), txn_id, ledger_id, entry_id, v2_header, recovery),
+            recovery=recovery,
+            high_priority=high_priority,
+            deferred_sync=deferred_sync,
+        )
 
     # -- the request forms, each to add() ---------------------------------------------
     def v3_request(self, req, high_priority: bool) -> None:
@@ -69,20 +86,42 @@ class Adds:
             self.outbox.send(v3.serialize(v3.error_response(req, RC.EBADREQ)))
             return
         add = req.addRequest
-        self.add(req.header.txnId, add.ledgerId, add.entryId, add.masterKey, add.body,
-                 recovery=add.HasField("flag") and add.flag == ADD_FLAG_RECOVERY_ADD,
-                 high_priority=high_priority, deferred_sync=bool(add.writeFlags & WRITE_FLAG_DEFERRED_SYNC))
+        self.add(
+            req.header.txnId,
+            add.ledgerId,
+            add.entryId,
+            add.masterKey,
+            add.body,
+            recovery=add.HasField("flag") and add.flag == ADD_FLAG_RECOVERY_ADD,
+            high_priority=high_priority,
+            deferred_sync=bool(add.writeFlags & WRITE_FLAG_DEFERRED_SYNC),
+        )
 
-    def v3_plain(self, txn_id: int, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
-                 high_priority: bool, recovery: bool) -> None:
+    def v3_plain(
+        self,
+        txn_id: int,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        body: bytes,
+        high_priority: bool,
+        recovery: bool,
+    ) -> None:
         """A v3 ADD_ENTRY ``plain.add_request`` took apart."""
         self.add(txn_id, ledger_id, entry_id, master_key, body, recovery=recovery, high_priority=high_priority)
 
     def v2_plain(self, flags: int, ledger_id: int, entry_id: int, master_key: bytes, body: bytes) -> None:
         """A version-2 ADD ``plain.v2_add_request`` took apart, answered as
         ``v2.add_response_for`` would."""
-        self.add(None, ledger_id, entry_id, master_key, body, recovery=bool(flags & _FLAG_RECOVERY_ADD),
-                 high_priority=bool(flags & _FLAG_HIGH_PRIORITY))
+        self.add(
+            None,
+            ledger_id,
+            entry_id,
+            master_key,
+            body,
+            recovery=bool(flags & _FLAG_RECOVERY_ADD),
+            high_priority=bool(flags & _FLAG_HIGH_PRIORITY),
+        )
 
     def v2_request(self, req: v2.AddRequest) -> None:
         """A parsed version-2 ADD (any version: one the bookie does not speak is refused)."""
@@ -90,9 +129,16 @@ class Adds:
             self.outbox.send(v2.add_response_for(req, RC.EBADVERSION))
             return
         # answered by the same object as the fast path's, so at the same moment
-        self.add(None, req.ledger_id, req.entry_id, req.master_key, req.body,
-                 recovery=bool(req.flags & Flag.RECOVERY_ADD), high_priority=bool(req.flags & Flag.HIGH_PRIORITY),
-                 v2_header=v2.pack_header(req.version, OpCode.ADD_ENTRY))
+        self.add(
+            None,
+            req.ledger_id,
+            req.entry_id,
+            req.master_key,
+            req.body,
+            recovery=bool(req.flags & Flag.RECOVERY_ADD),
+            high_priority=bool(req.flags & Flag.HIGH_PRIORITY),
+            v2_header=v2.pack_header(req.version, OpCode.ADD_ENTRY),
+        )
 
     def run(self, payloads: list, i: int, first: tuple, is_v3: bool) -> int:
         """Serve the run of plain ADDs (v3 ADD_ENTRYs, or version-2 ADDs when not
@@ -125,9 +171,15 @@ class Adds:
         if j == i + 1:
             (self.v3_plain if is_v3 else self.v2_plain)(*first)
         else:
-            self.bookie.add_entries(ledger_id, key, entry_ids, bodies,
-                                    _AddRunReply(self, _now(), txn_ids, ledger_id, entry_ids, recovery),
-                                    recovery=recovery, high_priority=high_priority)
+            self.bookie.add_entries(
+                ledger_id,
+                key,
+                entry_ids,
+                bodies,
+                _AddRunReply(self, _now(), txn_ids, ledger_id, entry_ids, recovery),
+                recovery=recovery,
+                high_priority=high_priority,
+            )
         return j
 
 
@@ -142,8 +194,16 @@ class _AddReply:
 
     __slots__ = ("adds", "started", "txn_id", "ledger_id", "entry_id", "v2_header", "recovery")
 
-    def __init__(self, adds: Adds, started: float, txn_id: int | None,
-                 ledger_id: int, entry_id: int, v2_header: int = v2.ADD_ANSWER_HEADER, recovery: bool = False):
+    def __init__(
+        self,
+        adds: Adds,
+        started: float,
+        txn_id: int | None,
+        ledger_id: int,
+        entry_id: int,
+        v2_header: int = v2.ADD_ANSWER_HEADER,
+        recovery: bool = False,
+    ):
         self.recovery = recovery
         self.adds = adds
         self.started = started
@@ -177,8 +237,9 @@ class _AddRunReply:
 
     __slots__ = ("adds", "started", "txn_ids", "ledger_id", "entry_ids", "recovery")
 
-    def __init__(self, adds: Adds, started: float, txn_ids: list | None, ledger_id: int,
-                 entry_ids: list, recovery: bool = False):
+    def __init__(
+        self, adds: Adds, started: float, txn_ids: list | None, ledger_id: int, entry_ids: list, recovery: bool = False
+    ):
         self.recovery = recovery
         self.adds = adds
         self.started = started
@@ -188,8 +249,7 @@ class _AddRunReply:
 
     def one(self, k: int) -> _AddReply:
         txn_id = None if self.txn_ids is None else self.txn_ids[k]
-        return _AddReply(self.adds, self.started, txn_id, self.ledger_id, self.entry_ids[k],
-                         recovery=self.recovery)
+        return _AddReply(self.adds, self.started, txn_id, self.ledger_id, self.entry_ids[k], recovery=self.recovery)
 
     def first(self, n: int) -> _AddRunReply:
         txn_ids = None if self.txn_ids is None else self.txn_ids[:n]
@@ -209,6 +269,7 @@ class _AddRunReply:
             data = b"".join([pack(24, header, rc, ledger_id, entry_id) for entry_id in self.entry_ids])
         else:
             status, answer = v3_status(rc), adds.plain.add_answer
-            data = b"".join([answer(txn_id, status, ledger_id, entry_id)
-                             for txn_id, entry_id in zip(self.txn_ids, self.entry_ids)])
+            data = b"".join(
+                [answer(txn_id, status, ledger_id, entry_id) for txn_id, entry_id in zip(self.txn_ids, self.entry_ids)]
+            )
         outbox.send_add_answers(data)

@@ -15,6 +15,7 @@ path reads the same way (anything else is left to it, which also says what is wr
 Used only with fast paths on (:mod:`bkctl.wire.fastpath`).  Payloads never include the
 4-byte frame length unless a name says framed.
 """
+
 from __future__ import annotations
 
 from bkctl.wire.codecs.framing import length_prefix
@@ -81,7 +82,7 @@ def plain_read_body(payload: bytes, pos: int) -> bytes | None:
     as. As with the parser, the ids are not looked at: the entry's digest
     check covers them.
     """
-    if payload[pos:pos + 4] != _READ_EOK:
+    if payload[pos : pos + 4] != _READ_EOK:
         return None
     end = len(payload)
     try:
@@ -90,7 +91,7 @@ def plain_read_body(payload: bytes, pos: int) -> bytes | None:
             pos += 5
         else:
             size, pos = _decode_at(payload, pos + 4)
-        if pos + size != end or payload[pos:pos + 3] != _READ_EOK_INNER:
+        if pos + size != end or payload[pos : pos + 3] != _READ_EOK_INNER:
             return None
         pos = _skip_varint(payload, pos + 3)  # ledgerId
         if payload[pos] != 0x18:  # entryId (3)
@@ -114,7 +115,7 @@ def plain_read_body(payload: bytes, pos: int) -> bytes | None:
             stop = _skip_varint(payload, stop + 1)
     except IndexError:  # a varint or field running past the end
         return None
-    return payload[pos:pos + size] if stop == end else None
+    return payload[pos : pos + size] if stop == end else None
 
 
 def _skip_varint(b: bytes, pos: int) -> int:
@@ -140,7 +141,7 @@ def _ids_at(b: bytes, pos: int, field: bytes) -> tuple[int, int, int] | None:
     """``(ledgerId, entryId, position after them)`` of the operation message
     at ``b[pos]`` (tag ``field``, running to the end of ``b``) when it starts
     with the two ids as fields 1 and 2; None otherwise.  IndexError past the end."""
-    if b[pos:pos + 2] != field:
+    if b[pos : pos + 2] != field:
         return None
     size, pos = _decode_at(b, pos + 2)
     if pos + size != len(b) or b[pos] != 0x08:
@@ -191,7 +192,7 @@ def plain_add_request(b: bytes) -> tuple[int, int, int, bytes, bytes, bool, bool
             return None
         key_len = b[pos + 1]
         pos += 2
-        key = b[pos:pos + key_len]
+        key = b[pos : pos + key_len]
         pos += key_len
         if key_len >= 0x80 or len(key) != key_len or b[pos] != 0x22:
             return None
@@ -257,13 +258,22 @@ class ReadAnswers:
         body_len = _varint(size)
         inner = len(ledger) + len(entry) + 1 + len(body_len) + size + len(lac)
         inner_len = _varint(inner)
-        return (length_prefix(len(header_field) + 4 + len(inner_len) + inner), header_field, _READ_EOK,
-                inner_len, ledger, entry, b"\x22", body_len, body, lac)
+        return (
+            length_prefix(len(header_field) + 4 + len(inner_len) + inner),
+            header_field,
+            _READ_EOK,
+            inner_len,
+            ledger,
+            entry,
+            b"\x22",
+            body_len,
+            body,
+            lac,
+        )
 
     def framed(self, header_field: bytes, entry_id: int, body: bytes) -> bytes:
         """``frame(read_answer(header_field, ledger_id, entry_id, body, max_lac))``."""
         return b"".join(self.parts(header_field, entry_id, body))
-
 
 
 # ------------------------------------------------- reused request messages
@@ -286,8 +296,17 @@ class RequestEncoder:
     builders. Not thread-safe: one per connection (or per thread).
     """
 
-    __slots__ = ("_header", "_add_inner", "_recovery_inner", "_add_reply", "_read", "_read_header",
-                 "_read_inner", "_read_ledger", "_last_add")
+    __slots__ = (
+        "_header",
+        "_add_inner",
+        "_recovery_inner",
+        "_add_reply",
+        "_read",
+        "_read_header",
+        "_read_inner",
+        "_read_ledger",
+        "_last_add",
+    )
 
     def __init__(self) -> None:
         self._header = pb.BKPacketHeader(version=_V3, operation=_OP_ADD)
@@ -301,18 +320,44 @@ class RequestEncoder:
         #: the last ADD encoded: ((ledger, entry), key, body, its addRequest field,
         #: the status and addResponse fields of its EOK answer)
         self._last_add: tuple[tuple[int | None, int | None], bytes | None, bytes | None, bytes, bytes] = (
-            (None, None), None, None, b"", b"")
+            (None, None),
+            None,
+            None,
+            b"",
+            b"",
+        )
 
-    def add(self, txn_id: int, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, *,
-            recovery: bool = False, high_priority: bool = False, deferred_sync: bool = False) -> bytes:
+    def add(
+        self,
+        txn_id: int,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        body: bytes,
+        *,
+        recovery: bool = False,
+        high_priority: bool = False,
+        deferred_sync: bool = False,
+    ) -> bytes:
         """``serialize(add_request(...))`` with the same arguments."""
         if recovery or high_priority or deferred_sync:
-            return serialize(add_request(txn_id, ledger_id, entry_id, master_key, body, recovery=recovery,
-                                         high_priority=high_priority, deferred_sync=deferred_sync))
+            return serialize(
+                add_request(
+                    txn_id,
+                    ledger_id,
+                    entry_id,
+                    master_key,
+                    body,
+                    recovery=recovery,
+                    high_priority=high_priority,
+                    deferred_sync=deferred_sync,
+                )
+            )
         return self.add_and_reply(txn_id, ledger_id, entry_id, master_key, body)[0]
 
-    def add_and_reply(self, txn_id: int, ledger_id: int, entry_id: int, master_key: bytes,
-                      body: bytes) -> tuple[bytes, bytes]:
+    def add_and_reply(
+        self, txn_id: int, ledger_id: int, entry_id: int, master_key: bytes, body: bytes
+    ) -> tuple[bytes, bytes]:
         """A plain ADD (no flags, normal priority): its payload, as :meth:`add`,
         and the payload of the bookie's EOK answer to it,
         ``serialize(add_response(request, EOK))`` -- the bytes a client can
@@ -333,14 +378,21 @@ class RequestEncoder:
             head = heads[0]
         return head + part, head + reply
 
-    def add_part(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
-                 recovery: bool = False) -> tuple[bytes, bytes]:
+    def add_part(
+        self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, recovery: bool = False
+    ) -> tuple[bytes, bytes]:
         """The addRequest field (101) of an ADD without DEFERRED_SYNC (with the
         RECOVERY_ADD flag when ``recovery``), and what the bookie's EOK answer
         to it holds after its header field (status EOK, addResponse): the
         part of an ADD that is the same for every bookie of the write set."""
-        if (type(ledger_id) is int and type(entry_id) is int and 0 <= ledger_id < _I64_LIMIT
-                and 0 <= entry_id < _I64_LIMIT and type(body) is bytes and len(master_key) < 0x80):
+        if (
+            type(ledger_id) is int
+            and type(entry_id) is int
+            and 0 <= ledger_id < _I64_LIMIT
+            and 0 <= entry_id < _I64_LIMIT
+            and type(body) is bytes
+            and len(master_key) < 0x80
+        ):
             # by hand, as upb writes them (fields in number order): the writer's hot path
             # (the body is copied once: the field's length is counted, not measured)
             ledger, entry = _varint(ledger_id), _varint(entry_id)
@@ -348,8 +400,21 @@ class RequestEncoder:
             body_len = _varint(len(body))
             flag = _RECOVERY_FLAG_FIELD if recovery else b""
             size = 4 + len(ids) + len(master_key) + len(body_len) + len(body) + len(flag)
-            part = b"".join((ADD_FIELD, _varint(size), b"\x08", ids, b"\x1a", _VARINT1[len(master_key)],
-                             master_key, b"\x22", body_len, body, flag))
+            part = b"".join(
+                (
+                    ADD_FIELD,
+                    _varint(size),
+                    b"\x08",
+                    ids,
+                    b"\x1a",
+                    _VARINT1[len(master_key)],
+                    master_key,
+                    b"\x22",
+                    body_len,
+                    body,
+                    flag,
+                )
+            )
             answer = b"".join((_EOK_STATUS_FIELD, ledger, b"\x18", entry))  # status EOK (1), ids (2, 3)
             return part, b"".join((_STATUS_EOK_FIELD, ADD_FIELD, _VARINT1[len(answer)], answer))
         add = self._recovery_inner if recovery else self._add_inner
@@ -379,8 +444,14 @@ class RequestEncoder:
         field (the bytes its EOK answer starts with). Written by hand, as upb
         writes it, for non-negative ids (a reader's hot path); through
         :meth:`read` otherwise."""
-        if (type(txn_id) is int and type(ledger_id) is int and type(entry_id) is int
-                and 0 <= txn_id < _U64_LIMIT and 0 <= ledger_id < _I64_LIMIT and 0 <= entry_id < _I64_LIMIT):
+        if (
+            type(txn_id) is int
+            and type(ledger_id) is int
+            and type(entry_id) is int
+            and 0 <= txn_id < _U64_LIMIT
+            and 0 <= ledger_id < _I64_LIMIT
+            and 0 <= entry_id < _I64_LIMIT
+        ):
             txn = _varint(txn_id)
             head = _READ_HEADER_FIELD[len(txn)] + txn
             known, part = self._read_ledger
@@ -389,10 +460,11 @@ class RequestEncoder:
                 self._read_ledger = (ledger_id, part)
             inner = b"".join((part, b"\x10", _varint(entry_id)))
             # Request: header (1), readRequest (100) holding ledgerId (1), entryId (2)
-            return b"".join((length_prefix(len(head) + 3 + len(inner)), head, READ_FIELD,
-                             _VARINT1[len(inner)], inner)), head
+            return b"".join(
+                (length_prefix(len(head) + 3 + len(inner)), head, READ_FIELD, _VARINT1[len(inner)], inner)
+            ), head
         payload = self.read(txn_id, ledger_id, entry_id)
-        return length_prefix(len(payload)) + payload, payload[:2 + payload[1]]
+        return length_prefix(len(payload)) + payload, payload[: 2 + payload[1]]
 
 
 _HEADER_FIELD = b"\x0a"  # Request.header: field 1, length-delimited
@@ -406,8 +478,9 @@ _I64_LIMIT = 1 << 63
 # Request/Response, up to the txnId's bytes; indexed by the length of the txnId varint
 _ADD_HEADER_FIELD = [_HEADER_FIELD + bytes((5 + n,)) + ADD_HEADER_START for n in range(11)]
 # the same with the priority field after the txnId (a high-priority ADD)
-_ADD_PRIORITY_HEADER_FIELD = [_HEADER_FIELD + bytes((5 + n + len(_PRIORITY_FIELD),)) + ADD_HEADER_START
-                              for n in range(11)]
+_ADD_PRIORITY_HEADER_FIELD = [
+    _HEADER_FIELD + bytes((5 + n + len(_PRIORITY_FIELD),)) + ADD_HEADER_START for n in range(11)
+]
 # the same for READ_ENTRY
 _READ_HEADER_FIELD = [_HEADER_FIELD + bytes((5 + n,)) + READ_HEADER_START for n in range(11)]
 
@@ -423,7 +496,6 @@ def add_header_fields(txn_id: int, high_priority: bool = False) -> tuple[bytes, 
     if high_priority:
         return b"".join((_ADD_PRIORITY_HEADER_FIELD[len(txn)], txn, _PRIORITY_FIELD)), head
     return head, head
-
 
 
 class AddResponseEncoder:
