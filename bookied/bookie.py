@@ -1,4 +1,5 @@
-"""Bookie semantics (wire.md sections 4-5), between the protocol and storage.
+"""Bookie semantics (BookKeeper's bookie/BookieImpl.java and the
+proto/*ProcessorV3.java request processors), between the protocol and storage.
 
 Everything here runs on the reactor thread.  Callers pass a callback per
 request; it is called exactly once, with an :class:`~bkctl.wire.codecs.protocol.RC` (and

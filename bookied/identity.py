@@ -2,7 +2,7 @@
 
 A cookie generated from the configuration plus the cluster's INSTANCEID must
 match the ZooKeeper cookie and every directory's ``current/VERSION``
-(metadata.md section 3).  A new bookie (no ZooKeeper cookie, no VERSION
+(BookKeeper's bookie/LegacyCookieValidation.java).  A new bookie (no ZooKeeper cookie, no VERSION
 anywhere) stamps every directory first and creates the ZooKeeper node last,
 so a crash in between leaves a state the next start can finish.
 """

@@ -2,7 +2,7 @@
 
 One :class:`BookieProtocol` per connection.  Each connection starts in v3
 mode and drops to v2 for good on the first frame that is not a v3 Request
-(wire.md section 6).  The bookie answers through callbacks; responses of
+(BookKeeper's proto/BookieProtoEncoding.java, RequestDecoder).  The bookie answers through callbacks; responses of
 one connection are written in completion order, which keeps v2's FIFO rule
 for equal (ledger, entry, op) keys because the journal completes in order.
 """
@@ -536,7 +536,7 @@ class BookieProtocol(protocol.Protocol):
         """A request on a TLS bookie's connection before START_TLS: START_TLS and
         AUTH are served, v3 requests and v2 ADD/READ answered EUA, other v2
         requests close the connection (as Java's bookie treats a connection
-        that has not authenticated, wire.md section 3)."""
+        that has not authenticated: BookKeeper's proto/AuthHandler.java)."""
         kind, msg = self.detector.classify(payload)
         if kind == "v3":
             if msg.header.operation in (_OP.START_TLS, _OP.AUTH):

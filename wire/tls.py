@@ -6,7 +6,8 @@ the bookie answers ``EOK`` with an empty ``StartTLSResponse`` (``EBADREQ``
 when TLS is not configured), still in the clear, and then both run the TLS
 handshake on the same socket -- the client sends the ClientHello.  A v2
 client does the same (START_TLS is a v3 message even then) and speaks v2
-inside TLS: the bookie tells v3 from v2 frame by frame (wire.md section 6).
+inside TLS: the bookie tells v3 from v2 frame by frame (BookKeeper's
+proto/BookieProtoEncoding.java, RequestDecoder).
 
 :class:`TLSFiles` names the files (PEM, or a PKCS#12 key store) and builds
 Twisted context factories from them: :meth:`TLSFiles.client_context` verifies

@@ -113,7 +113,7 @@ def _is_registered(store, bookie_id: str) -> bool:
 
 
 # -- FileSystemUpgrade ------------------------------------------------------------------
-# Directory layout versions (admin.md section 4): 1 = data files directly in D, no VERSION;
+# Directory layout versions (BookKeeper's bookie/FileSystemUpgrade.java): 1 = data files directly in D, no VERSION;
 # 2 = the same plus D/VERSION holding "2"; 3+ = D/current/ with a cookie in current/VERSION.
 
 CURRENT_DIR_LAYOUT = 5

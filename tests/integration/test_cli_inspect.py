@@ -123,7 +123,8 @@ def _tree(path: Path) -> dict:
 
 
 def test_inspect_and_check_db_ledger_storage(tmp_path, metadata_uri, zkstore):
-    """A DbLedgerStorage directory (RocksDB ledgers/ and locations/ as admin.md describes them,
+    """A DbLedgerStorage directory (RocksDB ledgers/ and locations/ as BookKeeper's
+    bookie/storage/ldb/LedgerMetadataIndex.java and EntryLocationIndex.java keep them,
     written here with rocksdict; Java's entry log 0.log from the vectors) is read, and left as it was."""
     import struct
 

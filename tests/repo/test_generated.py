@@ -1,5 +1,5 @@
 """The committed *_pb2.py modules match their .proto files, and bookkeeper.proto
-matches the field table of wire.md section 7."""
+matches the fields of BookKeeper's bookkeeper-proto/src/main/proto/BookkeeperProtocol.proto."""
 import pathlib
 import subprocess
 import sys
@@ -24,7 +24,7 @@ REQ, OPT, REP = "required", "optional", "repeated"
 I64, U64, U32, I32 = FD.TYPE_INT64, FD.TYPE_UINT64, FD.TYPE_UINT32, FD.TYPE_INT32
 BYTES, STR, ENUM, MSG = FD.TYPE_BYTES, FD.TYPE_STRING, FD.TYPE_ENUM, FD.TYPE_MESSAGE
 
-# message -> {field name: (number, type, label)}, transcribed from wire.md section 7
+# message -> {field name: (number, type, label)}, transcribed from BookkeeperProtocol.proto (4.17.2)
 SPEC = {
     "BKPacketHeader": {"version": (1, ENUM, REQ), "operation": (2, ENUM, REQ),
                        "txnId": (3, U64, REQ), "priority": (4, U32, OPT)},

@@ -206,7 +206,7 @@ def test_v2_request_bytes_match_java_and_response_is_decoded(f):
 
 
 def test_spec_worked_examples():
-    # wire.md section 8: v3 GET_BOOKIE_INFO, txnId 1, requested 3.
+    # v3 GET_BOOKIE_INFO, txnId 1, requested 3 (BookkeeperProtocol.proto's GetBookieInfoRequest).
     h = Harness()
     d = h.conn.bookie_info()
     proto, transport = h.accept()

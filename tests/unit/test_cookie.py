@@ -1,4 +1,4 @@
-"""Cookie text (wire/metadata/cookie.py) against the Java vectors and the match rules of metadata.md section 3."""
+"""Cookie text (wire/metadata/cookie.py) against the Java vectors and the match rules of BookKeeper's bookie/Cookie.java."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
-"""Per-connection v2/v3 detection (wire.md section 6) against the Java captures."""
+"""Per-connection v2/v3 detection (BookKeeper's proto/BookieProtoEncoding.java) against the
+Java captures."""
 from collections import defaultdict
 
 import pytest
@@ -101,7 +102,7 @@ def test_sticky_model(picks):
 
 @given(st.integers(0, 7), st.binary(max_size=64))
 def test_v2_first_byte_never_parses_as_v3(first, rest):
-    """Bytes 0x00-0x07 are tags of field number 0, which protobuf rejects (wire.md §6)."""
+    """Bytes 0x00-0x07 are tags of field number 0, which protobuf rejects (so RequestDecoder falls back to v2)."""
     payload = bytes([first]) + rest
     with pytest.raises(CodecError):
         v3.parse_request(payload)

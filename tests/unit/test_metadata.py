@@ -49,7 +49,7 @@ GOLDEN = {
     13: (1, 1, 1, DigestType.DUMMY, b"secret", LedgerState.CLOSED, 1, 22),
 }
 
-# metadata.md section 6 examples
+# LedgerMetadataSerDe's formats (BookKeeper's meta/LedgerMetadataSerDe.java), by example
 SPEC_V1 = (
     b"BookieMetadataFormatVersion\t1\n2\n3\n0\n0\t192.0.2.1:1234\t192.0.2.2:1234\t192.0.2.3:1234\n-102\tCLOSED"
 )

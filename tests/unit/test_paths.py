@@ -1,4 +1,4 @@
-"""Znode paths (wire/metadata/paths.py), with the examples of metadata.md sections 5 and 8."""
+"""Znode paths (wire/metadata/paths.py), with paths of a Java 4.17 cluster (tests/vectors/zk)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""Autorecovery znode values (wire/metadata/underreplication.py), metadata.md section 8."""
+"""Autorecovery znode values (wire/metadata/underreplication.py) (BookKeeper's meta/ZkLedgerUnderreplicationManager.java)."""
 from __future__ import annotations
 
 import pytest

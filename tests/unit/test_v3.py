@@ -458,7 +458,7 @@ STATUSES = st.sampled_from(list(RC))
 @example(v3.add_request(2**64 - 1, 2**63 - 1, -1, b"\xff" * 20, b""))
 def test_request_round_trip(req):
     data = v3.serialize(req)
-    assert data[:1] == b"\x0a"  # the v3 detection heuristic of wire.md §6 holds for our output
+    assert data[:1] == b"\x0a"  # the v3 detection of BookieProtoEncoding.RequestDecoder holds for our output
     back = v3.parse_request(data)
     assert back == req
     assert v3.serialize(back) == data

@@ -1,4 +1,5 @@
-"""Per-connection v2/v3 protocol detection on the bookie side (wire.md §6).
+"""Per-connection v2/v3 protocol detection on the bookie side (BookKeeper's
+proto/BookieProtoEncoding.java, RequestDecoder).
 
 A connection starts out as v3: every frame is first parsed as a v3
 ``Request``. The first frame that does not parse switches the connection to

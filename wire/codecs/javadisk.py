@@ -1,5 +1,6 @@
 """Apache BookKeeper's (Java) bookie files, read-only: journal ``.txn``, entry log ``.log``,
-InterleavedLedgerStorage index ``.idx``, ``lastMark`` and ``lastId`` (admin.md section 3).
+InterleavedLedgerStorage index ``.idx``, ``lastMark`` and ``lastId`` (BookKeeper's
+bookie/JournalChannel.java, Journal.java, DefaultEntryLogger.java, FileInfo.java).
 
 Pure decoders over bytes (a file's content or an mmap of it); no I/O.  Every
 field is big-endian.  Used by ``bkctl bookie inspect`` and ``bookie check``;

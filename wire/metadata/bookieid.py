@@ -1,4 +1,5 @@
-"""The one rule for bookie ids (metadata.md section 4), as Java's ``BookieId`` checks them.
+"""The one rule for bookie ids as Java's ``BookieId`` checks them
+(BookKeeper's net/BookieId.java).
 
 A bookie id is one or more of: ASCII letters and digits, the ASCII range
 ``:`` to ``_`` (which holds ``: ; < = > ? @ [ \\ ] ^ _`` besides the

@@ -1,6 +1,6 @@
 """Bookie cookies: ``/ledgers/cookies/<bookieId>`` and every ``current/VERSION`` file.
 
-Pure codecs, no I/O (metadata.md section 3, admin.md section 3).  The first
+Pure codecs, no I/O (BookKeeper's bookie/Cookie.java).  The first
 line is the layout version:
 
 * **3**: four lines - ``3``, bookie id, journal dirs, ledger dirs (each ``\\n``-terminated);
@@ -144,7 +144,7 @@ class Cookie:
     def verify_against(self, stored: "Cookie", allow_expansion: bool = False) -> None:
         """Check that ``stored`` (ZK cookie or a VERSION file) matches this one (from the config).
 
-        Rules (metadata.md section 3): the stored layout is >= 3; bookie id and
+        Rules (Cookie.verify and verifyIsSuperSet in BookKeeper's bookie/Cookie.java): the stored layout is >= 3; bookie id and
         journal dirs are equal; ledger dirs and index dirs (defaulting to the
         ledger dirs) are equal - or, with ``allow_expansion``, this cookie's
         dirs are a superset of the stored ones; instance ids are equal (both

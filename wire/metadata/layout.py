@@ -1,4 +1,5 @@
-"""The ledger-manager LAYOUT znode and the metadata service URI (metadata.md sections 1-2).
+"""The ledger-manager LAYOUT znode and the metadata service URI (BookKeeper's
+meta/LedgerLayout.java, meta/zk/ZKMetadataDriverBase.java).
 
 Pure codecs, no I/O.
 

@@ -1,4 +1,5 @@
-"""Ledger metadata: the value of a ledger znode (metadata.md section 6).
+"""Ledger metadata: the value of a ledger znode (BookKeeper's meta/LedgerMetadataSerDe.java,
+DataFormats.proto's LedgerMetadataFormat).
 
 Pure codecs, no I/O.  A ledger znode holds the ASCII header
 ``BookieMetadataFormatVersion\\t<N>\\n`` followed by a body whose shape

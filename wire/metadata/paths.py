@@ -1,4 +1,5 @@
-"""ZooKeeper znode paths of a BookKeeper cluster (metadata.md sections 1, 5 and 8),
+"""ZooKeeper znode paths of a BookKeeper cluster (BookKeeper's meta/LedgerLayout.java, util/StringUtils.java's ledger paths,
+meta/ZkLedgerUnderreplicationManager.java),
 and of what bkctl keeps or reads beside it (its append locks, Pulsar's metadata).
 
 Pure string functions, no I/O.  ``root`` is the ledgers root (default

@@ -1,4 +1,5 @@
-"""BookieServiceInfo: the data of ``available/<bookieId>`` (metadata.md section 4).
+"""BookieServiceInfo: the data of ``available/<bookieId>`` (BookKeeper's
+discover/ZKRegistrationClient.java, DataFormats.proto's BookieServiceInfoFormat).
 
 Pure codecs, no I/O.  The value is the **binary** ``BookieServiceInfoFormat``
 protobuf (BookKeeper 4.12+); an empty value is "legacy": the bookie id itself

@@ -1,4 +1,5 @@
-"""Values of the autorecovery znodes under ``<root>/underreplication`` (metadata.md section 8).
+"""Values of the autorecovery znodes under ``<root>/underreplication`` (BookKeeper's
+meta/ZkLedgerUnderreplicationManager.java, DataFormats.proto).
 
 Pure codecs, no I/O.  Text-format values (protobuf text, as protobuf-java prints it):
 

@@ -1,5 +1,5 @@
-"""The metadata store on ZooKeeper: one session, one manager per job (metadata.md,
-admin.md section 2), reading and writing exactly the znodes a Java BookKeeper
+"""The metadata store on ZooKeeper: one session, one manager per job (BookKeeper's
+meta/zk/ZKMetadataDriverBase.java and meta/AbstractZkLedgerManager.java), reading and writing exactly the znodes a Java BookKeeper
 cluster uses, so Java clients, bookies and tools can share a cluster with us.
 
 :class:`ZKMetadataStore` is the session (:mod:`.session`: kazoo client,
