@@ -8,7 +8,9 @@ bookie's journal and entry log records (CRC32C of both: ``wire/codecs/_crc32c.h`
 ``bkctl.wire.codecs._plain`` the bookie's parser of
 plain ADD/READ requests and its ADD answer (what the two codecs share, their
 argument checks and varints: ``wire/codecs/_twins.h``); ``bkctl.wire.metadata._ledgerpb``
-the decoding and checking of ledger metadata (a walk over every ledger).  All are optional: where no C
+the decoding and checking of ledger metadata (a walk over every ledger);
+``bkctl.wire.pulsar._avrocols`` a typed topic export's AVRO values (Avro binary
+straight into Arrow buffers).  All are optional: where no C
 compiler is found the install goes on without them, and the export, the client
 and the bookie take their Python paths (slower, same bytes and rows).
 """
@@ -23,6 +25,8 @@ setup(ext_modules=[
     Extension("bkctl.wire.codecs._records", ["wire/codecs/_records.c"],
               depends=["wire/codecs/_twins.h", "wire/codecs/_crc32c.h"], optional=True,
               extra_compile_args=["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
+    Extension("bkctl.wire.pulsar._avrocols", ["wire/pulsar/_avrocols.c"], optional=True,
+              extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
     Extension("bkctl.wire.metadata._ledgerpb", ["wire/metadata/_ledgerpb.c"], optional=True,
               extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
     Extension("bkctl.wire.codecs._plain", ["wire/codecs/_plain.c"], depends=["wire/codecs/_twins.h"],

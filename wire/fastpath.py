@@ -40,6 +40,8 @@ __all__ = ["Twins", "build", "check", "from_environment", "selected"]
 SWITCH = "BKCTL_FASTPATHS"
 #: what ``_ledgerpb``'s ``API`` must be (a build older than the sources is not used)
 LEDGERPB_API = 2
+#: what ``_avrocols``'s ``API`` must be
+AVROCOLS_API = 1
 
 
 def from_environment(environ: Mapping[str, str]) -> bool:
@@ -88,6 +90,19 @@ class Twins:
         except ImportError:
             return None
         return _ledgerpb.metadata if getattr(_ledgerpb, "API", None) == LEDGERPB_API else None
+
+    @functools.cached_property
+    def avro_columns(self) -> Any:
+        """The C twin of a typed export's AVRO values (``_avrocols``: Avro binary
+        straight into Arrow buffers, :mod:`~bkctl.wire.pulsar.avro_columns`), or None:
+        :meth:`~bkctl.wire.pulsar.typed.TypedView.decode_many` (fastavro, then pyarrow)."""
+        if not self.enabled:
+            return None
+        try:
+            from bkctl.wire.pulsar import _avrocols  # type: ignore[attr-defined]
+        except ImportError:
+            return None
+        return _avrocols if getattr(_avrocols, "API", None) == AVROCOLS_API else None
 
     @functools.cached_property
     def batch_rows(self) -> Any:

@@ -494,22 +494,29 @@ def _typed(batches: Iterator[Any], part: TopicRange, schema, counts: dict[str, A
     ``value`` null and ``error`` saying why (counted in ``counts["decode_errors"]``)."""
     import pyarrow as pa
 
+    from bkctl.wire import fastpath
+
     view = part.typed
+    avrocols = fastpath.selected().avro_columns
     typed_schema = schema.append(pa.field("value", view.arrow_type))
     failed: list[dict[str, Any]] = []
     for batch in batches:
         failures: dict[int, str] = {}
-        values = []
         n = batch.num_rows
+        column = None
         if n:
-            keys = batch.column("key").to_pylist() if view.separated else None
-            b64 = batch.column("key_base64_encoded").to_pylist() if view.separated else None
             errors = batch.column("error")
-            values, failures = view.decode_many(_same_or_list(batch.column("schema_version")),
-                                                batch.column("payload").to_pylist(), keys, b64,
-                                                None if errors.null_count == n else errors.to_pylist())
-        column, unfit = _value_array(values, view.arrow_type)
-        failures.update(unfit)
+            skip = None if errors.null_count == n else errors.to_pylist()
+            versions = _same_or_list(batch.column("schema_version"))
+            column = view.arrow_values(versions, batch.column("payload"), skip, avrocols)
+            if column is None:
+                keys = batch.column("key").to_pylist() if view.separated else None
+                b64 = batch.column("key_base64_encoded").to_pylist() if view.separated else None
+                values, failures = view.decode_many(versions, batch.column("payload").to_pylist(), keys, b64, skip)
+                column, unfit = _value_array(values, view.arrow_type)
+                failures.update(unfit)
+        if column is None:
+            column = pa.array([], view.arrow_type)
         arrays = batch.columns
         if failures:
             ids = batch.column("message_id").to_pylist()

@@ -526,6 +526,9 @@ class TypedView:
         self._sides: dict[int, _Side] = {}
         self._resolved: dict[int, Callable[[bytes], Any] | str] = {}
         self._kv = None
+        #: the C twin's decoder of this view's AVRO values (:meth:`arrow_values`): None
+        #: not made yet, False unusable, else (decoder, columns, slots by version bytes)
+        self._native: Any = None
         main = self.versions[reader]
         if main.type in ("NONE", "BYTES") or main.deleted:
             raise Untyped(f"schema version {reader} is {'deleted' if main.deleted else main.type}: the payload is "
@@ -722,6 +725,77 @@ class TypedView:
                 append(None)
                 failures[i] = f"{type(exc).__name__}: {exc}"
         return values, failures
+
+    def arrow_values(self, versions: list, payloads: Any, skip: list | None, avrocols: Any) -> Any:
+        """The values of a batch's messages as an Arrow array of :attr:`arrow_type`,
+        decoded by the C twin (``avrocols``: ``Twins.avro_columns`` of
+        :mod:`bkctl.wire.fastpath`), or None where :meth:`decode_many` must read
+        the batch: the twin is off or not built, the schema not AVRO or a reading
+        it does not make (:mod:`.avro_columns`), or a payload it does not decode
+        (the general path then says why).  ``versions``: each row's version bytes;
+        ``payloads``: the Arrow binary column; ``skip[i]`` true: no value (null)."""
+        if avrocols is None or self.type != "AVRO":
+            return None
+        if self._native is None:
+            self._native = self._native_decoder(avrocols)
+        if self._native is False:
+            return None
+        decoder, root, slots_by = self._native
+        n = len(payloads)
+        nulls = payloads.null_count
+        if skip is None and not nulls and n and versions[0] == versions[-1] and len(set(versions)) == 1:
+            slot = slots_by.get(versions[0])
+            if slot is None:
+                return None
+            slots = bytes((slot,)) * n
+        else:
+            absent = payloads.is_null().to_pylist() if nulls else [False] * n
+            skip = skip if skip is not None else [None] * n
+            row_slots = bytearray(n)
+            for i, (raw, no, gone) in enumerate(zip(versions, skip, absent)):
+                if no or gone:
+                    row_slots[i] = 255
+                    continue
+                slot = slots_by.get(raw)
+                if slot is None:
+                    return None
+                row_slots[i] = slot
+            slots = bytes(row_slots)
+        from .avro_columns import wrap
+
+        _validity, offsets, data = payloads.buffers()
+        out = decoder.decode(slots, offsets, b"" if data is None else data, payloads.offset)
+        if isinstance(out, int):
+            return None
+        return wrap(root, out)
+
+    def _native_decoder(self, avrocols: Any) -> Any:
+        """``(decoder, columns, slots by version bytes)`` for :meth:`arrow_values`, or
+        False where the C twin reads none of this view's versions."""
+        from .avro_columns import Unsupported, columns_of, plan
+        from .schema import version_bytes
+
+        try:
+            root, table = columns_of(self.arrow_type)
+        except Unsupported:
+            return False
+        plans: list = []
+        slots_by: dict[bytes | None, int] = {}
+        reader = self._reader_side.avro
+        for version, stored in self.versions.items():
+            if len(plans) >= 255 or stored.type != "AVRO" or stored.deleted or isinstance(self._reading(version), str):
+                continue
+            try:
+                made = plan(self._side_of(version).avro, reader, root, decimals=bool(avrocols.DECIMALS))
+            except (Unsupported, Untyped):
+                continue
+            slots_by[version_bytes(version)] = len(plans)
+            if version == self.reader:
+                slots_by[None] = slots_by[b""] = len(plans)
+            plans.append(made)
+        if not plans:
+            return False
+        return avrocols.Decoder(table, tuple(plans)), root, slots_by
 
     def describe(self) -> dict[str, Any]:
         """For a manifest: the reader version, its type and the versions."""
