@@ -287,6 +287,72 @@ def test_a_separated_key_value_reads_its_key_from_the_partition_key():
     assert list(failures) == [2] and "INT32 is 4 bytes, not 1" in failures[2]
 
 
+def _legacy_protobuf_message():
+    """A message class as a ``.proto`` would make it (field numbers out of declaration order, a
+    sint64, a fixed32 list, a nested message, an enum numbered 0, 5) and the PROTOBUF schema the
+    Java client's ``ProtobufSchema`` stores for it: avro-protobuf's Avro schema and ``__PARSING_INFO__``."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    T = descriptor_pb2.FieldDescriptorProto
+    fdp = descriptor_pb2.FileDescriptorProto(name="legacy.proto", package="shop", syntax="proto2")
+    inner = fdp.message_type.add(name="Inner")
+    inner.field.add(name="x", number=1, type=T.TYPE_STRING, label=T.LABEL_OPTIONAL)
+    color = fdp.enum_type.add(name="Color")
+    color.value.add(name="RED", number=0)
+    color.value.add(name="BLUE", number=5)
+    order = fdp.message_type.add(name="Order")
+    layout = [("id", 1, "INT32", "LABEL_OPTIONAL"), ("name", 2, "STRING", "LABEL_OPTIONAL"),
+              ("delta", 9, "SINT64", "LABEL_OPTIONAL"), ("codes", 3, "FIXED32", "LABEL_REPEATED"),
+              ("inner", 4, "MESSAGE", "LABEL_OPTIONAL"), ("color", 6, "ENUM", "LABEL_OPTIONAL"),
+              ("big", 8, "UINT64", "LABEL_OPTIONAL"), ("blob", 7, "BYTES", "LABEL_OPTIONAL")]
+    for name, number, kind, label in layout:
+        f = order.field.add(name=name, number=number, label=getattr(T, label),
+                            type=T.TYPE_ENUM if kind == "ENUM" else T.TYPE_MESSAGE if kind == "MESSAGE"
+                            else getattr(T, f"TYPE_{kind}"))
+        if kind in ("ENUM", "MESSAGE"):
+            f.type_name = ".shop.Color" if kind == "ENUM" else ".shop.Inner"
+    order.field[0].default_value = "42"
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+    avro = {"type": "record", "name": "Order", "namespace": "shop.Legacy", "fields": [
+        {"name": "id", "type": "int", "default": 42}, {"name": "name", "type": "string", "default": ""},
+        {"name": "delta", "type": "long", "default": 0}, {"name": "codes", "type": {"type": "array", "items": "int"}},
+        {"name": "inner", "type": ["null", {"type": "record", "name": "Inner", "fields": [
+            {"name": "x", "type": "string", "default": ""}]}], "default": None},
+        {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "BLUE"]}, "default": "RED"},
+        {"name": "big", "type": "long", "default": 0}, {"name": "blob", "type": "bytes", "default": ""}]}
+    info = [{"number": n, "name": name, "type": kind, "label": label, "definition": None}
+            for name, n, kind, label in layout]
+    schema = S.StoredSchema("t/ns/x", "", "PROTOBUF", json.dumps(avro).encode(), 1, False,
+                            (("__PARSING_INFO__", json.dumps(info)),))
+    return cls, schema
+
+
+def test_the_older_protobuf_schema_is_typed_by_its_parsing_info():
+    import pyarrow as pa
+
+    cls, schema = _legacy_protobuf_message()
+    view = TypedView({0: schema})
+    inner = cls.DESCRIPTOR.fields_by_name["inner"].message_type
+    msg = cls(name="n", delta=-7, codes=[1, 2**32 - 1], color=5, big=2**64 - 1, blob=b"\0\1")
+    getattr(msg, "inner").x = "deep"
+    value = view.decode(S.version_bytes(0), msg.SerializeToString())
+    assert {k: v for k, v in value.items() if k != "inner"} == {
+        "id": 42, "name": "n", "delta": -7, "codes": [1, 2**32 - 1], "color": 5, "big": 2**64 - 1, "blob": b"\0\1"}
+    # the nested message's own bytes: its field numbers are not stored
+    from google.protobuf import message_factory
+
+    assert message_factory.GetMessageClass(inner).FromString(value["inner"]).x == "deep"
+    assert pa.array([value], view.arrow_type).type.field("big").type == pa.decimal128(20, 0)
+    assert view.decode(S.version_bytes(0), b"")["id"] == 42  # unset: the .proto's default, as Java's getter
+    with pytest.raises(DecodeError, match="does not parse"):
+        view.decode(S.version_bytes(0), b"\x0a\x05ab")
+    without = schema._replace(props=())
+    with pytest.raises(Untyped, match="without the __PARSING_INFO__ property: its Avro definition does not say"):
+        TypedView({0: without})
+
+
 def test_a_view_pickles_as_its_schemas():
     import pickle
 

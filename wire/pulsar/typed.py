@@ -30,8 +30,13 @@ How each schema type is read, as the Java client's schemas write:
   (8-byte epoch day) as a date; LOCAL_TIME (8-byte nano of day) as a long;
   LOCAL_DATE_TIME (8-byte epoch day, 8-byte nano of day) as a timestamp
   without time zone; BYTES and NONE: the payload.
-* PROTOBUF (the older Avro-described protobuf) carries no descriptor to
-  read its bytes with: not typed (:class:`Untyped`).
+* PROTOBUF (the older one: an Avro schema derived from the message, which
+  does not say the field numbers): by the ``__PARSING_INFO__`` property the
+  Java client adds (the top-level fields' numbers, protobuf types and
+  labels), a struct of those fields: scalars typed as PROTOBUF_NATIVE's, an
+  enum field its number, a message field its encoded bytes (the numbers of
+  enum symbols and of nested fields are not stored); without the property
+  not typed (:class:`Untyped`, saying so).
 
 Avro types become Arrow types so: records structs, arrays lists, maps maps
 (string keys), enums strings, ``[null, T]`` T (nullable), other unions the
@@ -174,7 +179,7 @@ def _side(schema: StoredSchema) -> _Side:
     if kind == "KEY_VALUE":
         return _key_value_side(schema)
     if kind == "PROTOBUF":
-        raise Untyped("PROTOBUF (the Avro-described protobuf schema) stores no descriptor to read its bytes with")
+        return _protobuf_avro_side(schema)
     try:
         return _primitive(kind)
     except KeyError:
@@ -375,7 +380,7 @@ def _protobuf_files(schema_data: bytes) -> tuple[Any, str]:
 
 
 def _protobuf_side(schema: StoredSchema) -> _Side:
-    from google.protobuf import descriptor_pool, message_factory
+    from google.protobuf import descriptor_pool
 
     files, root = _protobuf_files(schema.data)
     pool = descriptor_pool.DescriptorPool()
@@ -395,6 +400,77 @@ def _protobuf_side(schema: StoredSchema) -> _Side:
         descriptor = pool.FindMessageTypeByName(root)
     except KeyError:
         raise Untyped(f"PROTOBUF_NATIVE root message {root!r} is not in its descriptors") from None
+    return _message_side(descriptor, "PROTOBUF_NATIVE")
+
+
+#: ``__PARSING_INFO__``'s protobuf type names that keep their type here; ENUM is read as
+#: its number (int32) and MESSAGE/GROUP as the nested message's bytes (see _protobuf_avro_side)
+_PROTO_SCALARS = ("DOUBLE", "FLOAT", "INT64", "UINT64", "INT32", "FIXED64", "FIXED32", "BOOL", "STRING", "BYTES",
+                  "UINT32", "SFIXED32", "SFIXED64", "SINT32", "SINT64")
+#: the property the Java client's ``ProtobufSchema`` stores the top-level fields' numbers in
+PARSING_INFO = "__PARSING_INFO__"
+
+
+def _protobuf_avro_side(schema: StoredSchema) -> _Side:
+    """The older PROTOBUF schema: its data is the Avro schema avro-protobuf's
+    ``ProtobufData`` derives from the message (fields in declaration order, every
+    int32 kind an ``int``, enums by their names only), which does not say how the
+    bytes are laid out; the Java client's ``ProtobufSchema`` adds the property
+    ``__PARSING_INFO__``: each *top-level* field's number, name, protobuf type and
+    label.  From it a message descriptor is made (proto2, each scalar's default the
+    Avro field's): scalars, strings and bytes (repeated too) typed exactly; an
+    ENUM field its number (the symbols' numbers are not stored); a MESSAGE field
+    the nested message's encoded bytes (nested fields' numbers are not stored)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool
+
+    info = schema.properties.get(PARSING_INFO)
+    if not info:
+        raise Untyped(f"PROTOBUF (the Avro-described protobuf schema) without the {PARSING_INFO} property: its "
+                      "Avro definition does not say the protobuf field numbers to read the bytes with")
+    try:
+        parsing = json.loads(info)
+        avro = json.loads(schema.data) if schema.data else {}
+        fields = [(int(f["number"]), str(f["name"]), str(f["type"]).upper(), str(f.get("label") or ""))
+                  for f in parsing]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise Untyped(f"PROTOBUF {PARSING_INFO} is not a list of fields: {exc}") from None
+    T = descriptor_pb2.FieldDescriptorProto
+    defaults = {f.get("name"): f.get("default") for f in avro.get("fields", []) if isinstance(f, dict)} \
+        if isinstance(avro, dict) else {}
+    fdp = descriptor_pb2.FileDescriptorProto(name="bkctl_pulsar_protobuf.proto", package="bkctl.pulsar.protobuf",
+                                             syntax="proto2")
+    name = avro.get("name") if isinstance(avro, dict) and isinstance(avro.get("name"), str) else "Message"
+    message = fdp.message_type.add(name=name)
+    for number, field_name, kind, label in fields:
+        if kind in _PROTO_SCALARS:
+            t = getattr(T, f"TYPE_{kind}")
+        elif kind == "ENUM":
+            t = T.TYPE_INT32
+        elif kind in ("MESSAGE", "GROUP"):
+            t = T.TYPE_BYTES
+        else:
+            raise Untyped(f"PROTOBUF field {field_name} has protobuf type {kind!r}")
+        repeated = label == "LABEL_REPEATED"
+        field = message.field.add(name=field_name, number=number, type=t,
+                                  label=T.LABEL_REPEATED if repeated else T.LABEL_REQUIRED
+                                  if label == "LABEL_REQUIRED" else T.LABEL_OPTIONAL)
+        default = defaults.get(field_name)
+        if not repeated and kind in _PROTO_SCALARS and kind != "BYTES" and default is not None:
+            field.default_value = ("true" if default else "false") if isinstance(default, bool) else str(default)
+    pool = descriptor_pool.DescriptorPool()
+    try:
+        pool.Add(fdp)
+        descriptor = pool.FindMessageTypeByName(f"bkctl.pulsar.protobuf.{name}")
+    except Exception as exc:  # noqa: BLE001 - protobuf's TypeError and friends: a field it will not build
+        raise Untyped(f"PROTOBUF {PARSING_INFO} does not make a message: {exc}") from None
+    return _message_side(descriptor, "PROTOBUF")
+
+
+def _message_side(descriptor: Any, kind: str) -> _Side:
+    """A protobuf message descriptor's reading: its Arrow struct, its bytes' decoding."""
+    from google.protobuf import message_factory
+
+    root = descriptor.full_name
     cls = message_factory.GetMessageClass(descriptor)
     arrow, convert = _protobuf_arrow(descriptor, ())
 
@@ -405,7 +481,7 @@ def _protobuf_side(schema: StoredSchema) -> _Side:
         except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError
             raise DecodeError(f"protobuf {root} does not parse: {exc}") from None
         return convert(msg)
-    return _Side(arrow, decode, kind="PROTOBUF_NATIVE")
+    return _Side(arrow, decode, kind=kind)
 
 
 def _repeated(field) -> bool:
