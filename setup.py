@@ -26,7 +26,7 @@ setup(ext_modules=[
               depends=["wire/codecs/_twins.h", "wire/codecs/_crc32c.h"], optional=True,
               extra_compile_args=["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
     Extension("bkctl.wire.pulsar._avrocols", ["wire/pulsar/_avrocols.c"], optional=True,
-              extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
+              extra_compile_args=["-std=c11", "-O3", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
     Extension("bkctl.wire.metadata._ledgerpb", ["wire/metadata/_ledgerpb.c"], optional=True,
               extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
     Extension("bkctl.wire.codecs._plain", ["wire/codecs/_plain.c"], depends=["wire/codecs/_twins.h"],

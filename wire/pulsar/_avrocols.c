@@ -141,9 +141,20 @@ static int col_offset(Col *c, Py_ssize_t value)
 
 static int append_null(Decoder *d, Col *c);
 
+/* A slot's validity: the bitmap is only written from a column's first null on
+ * (then every slot before it is set valid at once); most columns have none. */
 static int slot_valid(Col *c, int on)
 {
-    if (set_bit(&c->valid, c->len, on) < 0)
+    if (!on && c->nulls == 0) {
+        Py_ssize_t full = (c->len + 7) / 8;
+        if (buf_reserve(&c->valid, full + 1) < 0)
+            return -1;
+        memset(c->valid.data, 0xff, full);
+        if (c->len % 8)
+            c->valid.data[full - 1] = (char)((1 << (c->len % 8)) - 1);
+        c->valid.len = full;
+    }
+    if ((c->nulls || !on) && set_bit(&c->valid, c->len, on) < 0)
         return -1;
     c->len++;
     if (!on)
@@ -217,7 +228,11 @@ static int utf8_ok(const uint8_t *s, Py_ssize_t n)
     while (i < n) {
         uint8_t c = s[i];
         if (c < 0x80) {
-            i++;
+            uint64_t w;
+            while (i + 8 <= n && (memcpy(&w, s + i, 8), (w & 0x8080808080808080ULL) == 0))
+                i += 8;
+            if (i < n && s[i] < 0x80)
+                i++;
             continue;
         }
         int len;
