@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import ssl
@@ -45,7 +45,7 @@ class ZKSecurity:
     tls_key: str | None = None
     enable_security: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.digest is not None and ":" not in self.digest:
             raise ValueError("ZooKeeper digest credentials must be USER:PASSWORD")
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -59,7 +59,7 @@ class ZKSecurity:
     def uses_tls(self) -> bool:
         return self.tls or self.tls_ca is not None or self.tls_cert is not None
 
-    def merged(self, **changes) -> "ZKSecurity":
+    def merged(self, **changes: Any) -> "ZKSecurity":
         """A copy with the non-None ``changes`` applied."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 

@@ -29,7 +29,7 @@ never as raw kazoo exceptions.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from bkctl.wire.metadata.layout import MetadataServiceURI
 from bkctl.wire.metadata.zk.auditor import ZKAuditorElection
@@ -42,6 +42,9 @@ from bkctl.wire.metadata.zk.racks import ZKRackMap
 from bkctl.wire.metadata.zk.registration import ZKRegistrationManager
 from bkctl.wire.metadata.zk.session import ZKSession
 from bkctl.wire.metadata.zk.underreplication import ZKUnderreplicationManager
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.zksecurity import ZKSecurity
 
 __all__ = ["ZKMetadataStore"]
 
@@ -58,7 +61,7 @@ class ZKMetadataStore(ZKSession):
     """
 
     def __init__(self, uri: str, timeout: float = 10.0, *, session_timeout: float | None = None,
-                 store_ctime: bool = False, security=None, wall_clock: Callable[[], float] = time.time):
+                 store_ctime: bool = False, security: ZKSecurity | None = None, wall_clock: Callable[[], float] = time.time):
         parsed = MetadataServiceURI.parse(uri)
         super().__init__(parsed.hosts, parsed.root, timeout, session_timeout=session_timeout,
                          security=security)

@@ -43,7 +43,7 @@ class ZKAuditorElection(Manager):
         self._session.create_if_missing(election)
         path = self._zk.create(f"{election}/{P.UR_VOTE_PREFIX}", UR.serialize_auditor_vote(bookie_id),
                                ephemeral=True, sequence=True)
-        return path.rsplit("/", 1)[1]
+        return str(path.rsplit("/", 1)[1])
 
     @zk_call
     def votes(self) -> list[str]:

@@ -111,7 +111,7 @@ class ZKClusterManager(Manager):
             data, _ = self._session.get(self._session.path(P.INSTANCEID))
         except NoNodeError:
             return None
-        return data.decode("utf-8")
+        return str(data.decode("utf-8"))
 
     @zk_call
     def set_instance_id(self, instance_id: str) -> None:

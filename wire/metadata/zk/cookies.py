@@ -51,7 +51,7 @@ class ZKCookieManager(Manager):
                 raise CookieExists(bookie_id) from None
             return 0
         try:
-            return self._zk.set(path, data, version=version).version
+            return int(self._zk.set(path, data, version=version).version)
         except NoNodeError:
             raise NoSuchCookie(bookie_id) from None
         except BadVersionError:

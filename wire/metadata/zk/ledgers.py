@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from typing import TYPE_CHECKING, Collection, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Iterator
 
 from kazoo.exceptions import BadVersionError, LockTimeout, NodeExistsError, NoNodeError, NotEmptyError
 
@@ -45,7 +45,7 @@ class ZKLedgerLock:
         self._recipe = None
         self._held = False
 
-    def _lock(self):
+    def _lock(self) -> Any:
         if self._recipe is None:
             self._recipe = self._session.client.Lock(self.path, self.holder)
         return self._recipe
@@ -98,7 +98,7 @@ class ZKLedgerManager(Manager):
         return ZKLedgerLock(self._session, P.append_lock_path(ledger_id, self._root), holder)
 
     @staticmethod
-    def _decode(ledger_id: int, data: bytes, stat) -> LedgerMetadata:
+    def _decode(ledger_id: int, data: bytes, stat: Any) -> LedgerMetadata:
         try:
             return parse_ledger_metadata(data, znode_ctime=stat.ctime)
         except CodecError as exc:
@@ -162,7 +162,7 @@ class ZKLedgerManager(Manager):
         except NodeExistsError:
             if not overwrite:
                 raise LedgerExists(ledger_id) from None
-        return self._zk.set(path, data, version=-1).version
+        return int(self._zk.set(path, data, version=-1).version)
 
     @zk_call
     def exists(self, ledger_id: int) -> bool:
@@ -208,7 +208,7 @@ class ZKLedgerManager(Manager):
             raise self._conflict(ledger_id, expected_version) from None
         except NoNodeError:
             raise NoSuchLedger(ledger_id) from None
-        return stat.version
+        return int(stat.version)
 
     @zk_call
     def delete(self, ledger_id: int, version: int = -1) -> None:

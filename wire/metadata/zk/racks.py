@@ -2,6 +2,8 @@
 which rack-aware placement reads; the format is :mod:`bkctl.wire.metadata.racks`."""
 from __future__ import annotations
 
+from typing import Any
+
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from bkctl.wire.metadata.errors import VersionConflict
@@ -15,7 +17,7 @@ class ZKRackMap(Manager):
     """Read and compare-and-set the rack map."""
 
     @zk_call
-    def read(self) -> tuple[dict, int | None]:
+    def read(self) -> tuple[dict[str, Any], int | None]:
         """The rack map and its version; ``({}, None)`` when there is none."""
         try:
             data, stat = self._session.get(RACK_MAP_PATH)
@@ -24,7 +26,7 @@ class ZKRackMap(Manager):
         return parse_rack_map(data), stat.version
 
     @zk_call
-    def write(self, doc: dict, version: int | None) -> int:
+    def write(self, doc: dict[str, Any], version: int | None) -> int:
         """Create (``version=None``) or compare-and-set the rack map; returns
         the new version (:class:`VersionConflict` when it changed meanwhile)."""
         data = serialize_rack_map(doc)
@@ -32,7 +34,7 @@ class ZKRackMap(Manager):
             if version is None:
                 self._zk.create(RACK_MAP_PATH, data)
                 return 0
-            return self._zk.set(RACK_MAP_PATH, data, version=version).version
+            return int(self._zk.set(RACK_MAP_PATH, data, version=version).version)
         except (NodeExistsError, BadVersionError, NoNodeError):
             current, current_version = self.read()
             raise VersionConflict("the rack map " + RACK_MAP_PATH, -1 if version is None else version,

@@ -71,7 +71,7 @@ class ZKRegistrationManager(Manager):
         while True:
             gone = threading.Event()
 
-            def watch(event, gone=gone):
+            def watch(event: object, gone: threading.Event = gone) -> None:
                 gone.set()
 
             stat = self._zk.exists(path, watch=watch)
@@ -197,5 +197,5 @@ class ZKRegistrationManager(Manager):
         for readonly in (False, True):
             stat = self._session.exists(self._path(bookie_id, readonly))
             if stat is not None:
-                return stat.ephemeralOwner
+                return int(stat.ephemeralOwner)
         return None
