@@ -18,7 +18,8 @@ instead the Python client (v3) and the Java 4.17.2 client (``bktool.sh bench
 3 bookieds, E3/Qw2/Qa2 and E1/Qw1/Qa1, alternated: both rates and their ratio
 beside the load average, each client's CPU per operation, the bookieds' CPU
 per operation and their resident memory.  Both read back in batches of 100
-entries with up to 1,000 entries outstanding; both add with up to 1,000.
+entries with up to 1,000 entries outstanding; both add with up to 1,000, the
+Python client through its per-entry API as ``bkctl bench`` does (``--bulk``: ``add_many``).
 """
 from __future__ import annotations
 
@@ -196,13 +197,23 @@ def run(uri: str, entries: int, size: int, quick: bool, profile: bool = False) -
             bk.close()
 
 
-def python_pass(bk: BlockingBookKeeper, ensemble: tuple[int, int, int], n: int, size: int) -> dict:
+def python_pass(bk: BlockingBookKeeper, ensemble: tuple[int, int, int], n: int, size: int,
+                bulk: bool = False) -> dict:
     """The Java client's bench pass, by the Python client: ``n`` pipelined adds
-    (1,000 outstanding), close, then a read back in batches of 100."""
+    (1,000 outstanding), close, then a read back in batches of 100.  The adds go
+    through the per-entry API, one ``add_entry`` and its Deferred each, as ``bkctl
+    bench`` makes them (:func:`bkctl.ops.bench.drive_adds`); with ``bulk``, through
+    ``add_many``."""
+    from bkctl.ops.bench import drive_adds
+    from bkctl.wire.client.blocking import run_in_reactor
+
     payload = b"p" * size
     lh = bk.create(*ensemble, max_inflight=1000)
     t0, c0 = time.monotonic(), time.process_time()
-    lh.add_many(payload for _ in range(n))
+    if bulk:
+        lh.add_many(payload for _ in range(n))
+    else:
+        run_in_reactor(drive_adds, bk.client, lh.handle, n, payload, 1000, None, timeout=None)
     t1, c1 = time.monotonic(), time.process_time()
     lh.close()
     rh = bk.open(lh.ledger_id)
@@ -214,7 +225,7 @@ def python_pass(bk: BlockingBookKeeper, ensemble: tuple[int, int, int], n: int, 
 
 
 def side_by_side(uri: str, bookie_pids: list[int], peer_dir: str, sizes: list[int], entries: int, warmup: int,
-                 rounds: int) -> None:
+                 rounds: int, bulk: bool = False) -> None:
     """The Python client and the Java client on the same bookies; see the module's docstring."""
     from java_peer import CpuSampler, JavaPeer, alternate, entries_for, print_medians
 
@@ -236,11 +247,11 @@ def side_by_side(uri: str, bookie_pids: list[int], peer_dir: str, sizes: list[in
                     section(f"{label}: {n} entries per run (+{warm} warm-up), {rounds} rounds alternated; "
                             f"{load_note()}")
                     if warm:
-                        python_pass(bk, ensemble, warm, size)  # this process stays warm from here on
+                        python_pass(bk, ensemble, warm, size, bulk)  # this process stays warm from here on
                     got: dict[str, list] = {"python": [], "java": []}
                     for r, side in alternate(["python", "java"], rounds):
                         if side == "python":
-                            res = python_pass(bk, ensemble, n, size)
+                            res = python_pass(bk, ensemble, n, size, bulk)
                             adds, reads, aw, rw = res["adds"], res["reads"], res["add_window"], res["read_window"]
                             client = (res["client_add_us"], res["client_read_us"])
                         else:
@@ -278,6 +289,9 @@ def main() -> None:
                         help="leave CPython's garbage collector as it is (bkctl settles it before it talks to "
                              "bookies: wire.process.runtime)")
     add_java_peer_options(parser)
+    parser.add_argument("--bulk", action="store_true",
+                        help="side by side: the Python client adds through add_many (default: the per-entry "
+                             "add_entry, as bkctl bench)")
     args = parser.parse_args()
     if args.entries is None:  # --entries: 50,000 here, java_peer.SIDE_BY_SIDE_ENTRIES side by side
         args.entries = SIDE_BY_SIDE_ENTRIES if args.java_peer else 50_000
@@ -297,7 +311,7 @@ def main() -> None:
         try:
             if args.java_peer:
                 side_by_side(state["uri"], [b["pid"] for b in state["bookies"]], args.java_peer, args.sizes,
-                             entries, args.warmup, args.rounds)
+                             entries, args.warmup, args.rounds, args.bulk)
             else:
                 run(state["uri"], entries, args.size, args.quick, args.profile)
         finally:

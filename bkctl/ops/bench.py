@@ -25,7 +25,7 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[rank - 1]
 
 
-def _drive_adds(client, handle, count: int, payload: bytes, inflight: int,
+def drive_adds(client, handle, count: int, payload: bytes, inflight: int,
                 on_add: Callable[[], Any] | None):
     """In the reactor thread: ``count`` adds, ``inflight`` outstanding at most;
     fires with the latency (seconds) of each."""
@@ -86,7 +86,7 @@ def bench(bk, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2, siz
                    max_inflight=max(1, inflight))
     try:
         started = time.perf_counter()
-        latencies = run_in_reactor(_drive_adds, bk.client, lh.handle, entries, payload, inflight, on_add,
+        latencies = run_in_reactor(drive_adds, bk.client, lh.handle, entries, payload, inflight, on_add,
                                    timeout=None)
         add_seconds = time.perf_counter() - started
         lh.close()

@@ -73,10 +73,10 @@ class _Handle:
 
 
 def test_a_cancelled_bench_adds_no_more_entries():
-    from bkctl.ops.bench import _drive_adds
+    from bkctl.ops.bench import drive_adds
 
     handle = _Handle()
-    done = _drive_adds(None, handle, count=1000, payload=b"x", inflight=4, on_add=None)
+    done = drive_adds(None, handle, count=1000, payload=b"x", inflight=4, on_add=None)
     assert handle.added == 4
     handle.ack_all()  # each ack sends the next add
     assert handle.added == 8
@@ -88,10 +88,10 @@ def test_a_cancelled_bench_adds_no_more_entries():
 
 
 def test_a_bench_still_runs_to_its_count():
-    from bkctl.ops.bench import _drive_adds
+    from bkctl.ops.bench import drive_adds
 
     handle = _Handle()
-    done = _drive_adds(None, handle, count=10, payload=b"x", inflight=4, on_add=None)
+    done = drive_adds(None, handle, count=10, payload=b"x", inflight=4, on_add=None)
     results = []
     done.addCallback(results.append)
     while handle.pending:
