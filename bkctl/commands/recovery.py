@@ -10,17 +10,19 @@ import click
 
 from ..app import App, confirm_destructive
 from ..completers import complete_bookie_id, complete_down_bookie_id, complete_ledger_id
-from ..render import emit, human_size, plural as _plural, table
+from ..render import emit, human_size, plural as _plural, stream_table
 from . import pass_app
 
 
 def _fragment_rows(ledgers: list[dict], repeated: set[str] = frozenset()):
-    """Table rows; an error in ``repeated`` is left out of the rows (said once below the table)."""
+    """Table rows; an error in ``repeated`` is left out of the rows (said once below the table),
+    another is its one short reason (``--json`` has the whole error)."""
     def with_error(note: str, r: dict) -> str:
         error = r.get("error")
         if not error:
             return note
-        return note + (" (see below)" if error in repeated else f": {error}")
+        said = r.get("reason") or error
+        return note + (" (see below)" if said in repeated else f": {said}")
 
     for r in ledgers:
         if not r["fragments"]:
@@ -39,13 +41,13 @@ def _fragment_rows(ledgers: list[dict], repeated: set[str] = frozenset()):
 def _show_plan_or_result(app: App, doc: dict, what: str) -> None:
     from collections import Counter
 
-    errors = Counter(r["error"] for r in doc["ledgers"] if r.get("error"))
+    errors = Counter(r.get("reason") or r["error"] for r in doc["ledgers"] if r.get("error"))
     repeated = {e for e, n in errors.items() if n > 1}
-    rows = list(_fragment_rows(doc["ledgers"], repeated))
-    if rows:
-        table(app, ["ledger", "entries", "lost -> replacement", "count", "status"], rows)
+    if doc["ledgers"]:
+        stream_table(app, ["ledger", "entries", "lost -> replacement", "count", "status"],
+                     _fragment_rows(doc["ledgers"], repeated))
     for error in sorted(repeated):
-        app.console.print(f"{_plural(errors[error], 'ledger')}: {error}")
+        app.console.print(f"{_plural(errors[error], 'ledger')}: {error}", markup=False)
     t = doc["totals"]
     if doc["dry_run"]:
         app.console.print(f"dry run: {_plural(t['planned'], 'ledger')} to recover off {what}, nothing changed"
@@ -277,9 +279,12 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
 @click.option("--wait", type=click.FloatRange(min=0), default=3600, show_default=True, metavar="SECONDS",
               help="With the daemons: how long to wait for them to move every ledger.")
 @click.option("--dry-run", is_flag=True, help="Make every check and show what would be re-replicated; change nothing.")
+@click.option("--parallel", type=click.IntRange(1, 64), default=8, show_default=True,
+              help="Without the daemons: ledgers re-replicated at once.")
 @click.option("-f", "--force", is_flag=True, help="Do not ask.")
 @pass_app
-def decommission(app: App, bookie: str, daemons: bool | None, wait: float, dry_run: bool, force: bool):
+def decommission(app: App, bookie: str, daemons: bool | None, wait: float, dry_run: bool, force: bool,
+                 parallel: int = 8):
     """Retire a stopped bookie: move its data off, then delete its cookie.
 
     The bookie must not be registered (exit 4: stop it first; one that is
@@ -326,7 +331,7 @@ def decommission(app: App, bookie: str, daemons: bool | None, wait: float, dry_r
     try:
         doc = run(app.bk, app.store, bookie, confirm=confirm, on_start=reporter.start,
                   on_ledger=reporter.ledger, on_entry=reporter.entry, on_note=reporter.note, use_daemons=daemons,
-                  timeout=wait, dry_run=dry_run, progress=lambda: app.walk_progress(f"finding the ledgers on {bookie}"))
+                  timeout=wait, dry_run=dry_run, parallel=parallel, progress=lambda: app.walk_progress(f"finding the ledgers on {bookie}"))
     finally:
         reporter.stop()
     if dry_run:
@@ -360,13 +365,13 @@ def _show_decommission_plan(app: App, doc: dict) -> None:
         n = _plural(len(doc["remaining_ledgers"]), "ledger")
         if doc["mode"] == "autorecovery":
             if doc["ledgers"]:
-                table(app, ["ledger", "status"], [(r["ledger_id"], r["status"]) for r in doc["ledgers"]])
+                stream_table(app, ["ledger", "status"], ((r["ledger_id"], r["status"]) for r in doc["ledgers"]))
             app.console.print(f"dry run: {n} to move off {doc['bookie_id']} by the autorecovery daemons, then "
                               "its cookie deleted; nothing changed")
             return
-        rows = list(_fragment_rows(doc["ledgers"]))
-        if rows:
-            table(app, ["ledger", "entries", "lost -> replacement", "count", "status"], rows)
+        if doc["ledgers"]:
+            stream_table(app, ["ledger", "entries", "lost -> replacement", "count", "status"],
+                         _fragment_rows(doc["ledgers"]))
         app.console.print(f"dry run: {n} to re-replicate off {doc['bookie_id']} from this process, then its "
                           "cookie deleted; nothing changed")
 

@@ -147,3 +147,16 @@ def test_the_progress_is_off_on_a_pipe(capsys):
     reporter.stop()
     assert reporter.eta.done_ledgers == 3 and reporter.eta.done_bytes == 300
     assert capsys.readouterr().err == ""
+
+
+def test_a_copy_from_the_walk_updates_the_metadata_on_the_version_it_read():
+    client = Client(writable=(A, C, D))
+    for lid in (1, 2):
+        client.store.ledgers.create(closed(), lid)
+        write(client, lid, closed(), range(10))
+    results = run(client, list(client.store.ledgers.read_many([1, 2])), parallel=2)
+    assert [r["status"] for r in results] == ["recovered", "recovered"]
+    assert client.store.called("ledgers.read") == []  # neither to plan nor to compare-and-set
+    for lid in (1, 2):
+        md, version = client.store.ledgers.read(lid)
+        assert md.ensembles[0][1] == (A, D, C) and version == 1

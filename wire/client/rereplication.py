@@ -483,15 +483,17 @@ async def replicate_fragment(client, fragment: Fragment, replacements: dict[str,
 
 
 async def replace_in_metadata(client, ledger_id: int, first_entry_id: int,
-                              replacements: dict[str, str]) -> tuple[LedgerMetadata, int]:
+                              replacements: dict[str, str],
+                              known: tuple[LedgerMetadata, int] | None = None) -> tuple[LedgerMetadata, int]:
     """Swap ``old -> new`` in the segment starting at ``first_entry_id``, by
     compare-and-set (re-reading on conflict).  A lost bookie no longer in the
     segment (replaced by an earlier run or by someone else) is skipped.
-    Returns the metadata and version now stored."""
+    ``known``: the metadata and version as last read (tried first, not read
+    again).  Returns the metadata and version now stored."""
     from bkctl.wire.metadata.errors import MetadataVersionConflict
 
     store = client.store
-    md, version = await client.run_blocking(store.ledgers.read, ledger_id)
+    md, version = known if known is not None else await client.run_blocking(store.ledgers.read, ledger_id)
     for _attempt in range(100):
         segments = dict(md.ensembles)
         if first_entry_id not in segments:
@@ -645,7 +647,7 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
                              refill: Collection[str] = (),
                              on_entry: Callable[[int], Any] | None = None,
                              throttle: Callable[..., Any] | None = None,
-                             metadata: LedgerMetadata | None = None,
+                             metadata: LedgerMetadata | None = None, version: int | None = None,
                              bookie_lists: Callable[[], Any] | None = None) -> dict:
     """Re-replicate everything the ``lost`` bookies held of one ledger.
 
@@ -656,7 +658,8 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
     to a replacement and the metadata updated.  With ``dry_run`` nothing is
     changed and the plan is returned (replacements as they would be chosen
     now).  ``metadata``: the ledger's metadata as a walk just read it (not
-    read again); ``bookie_lists``: where the writable and read-only bookies
+    read again; with its ``version``, the first metadata update tries it
+    without reading either); ``bookie_lists``: where the writable and read-only bookies
     come from (:class:`CachedBookieLists`; default ``client.bookie_lists``).
 
     ``refill`` names lost bookies that are in fact up and writable and only
@@ -682,8 +685,10 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
                               "fragments": [], "entries_copied": 0, "bytes": 0, "error": None, "cause": None,
                               "reason": None}
     try:
-        md = metadata if metadata is not None else (
-            await client.run_blocking(client.store.ledgers.read, ledger_id))[0]
+        if metadata is None:
+            metadata, version = await client.run_blocking(client.store.ledgers.read, ledger_id)
+        md = metadata
+        known = (md, version) if version is not None and version >= 0 else None
         result["state"] = md.state.name
         if not lost_set.intersection(md.bookies):
             result["status"] = "clean"
@@ -698,7 +703,8 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
                 result["closed_first"] = True
                 if not dry_run:
                     await client.open_ledger(ledger_id, recovery=True, password=password)
-                    md, _version = await client.run_blocking(client.store.ledgers.read, ledger_id)
+                    md, version = await client.run_blocking(client.store.ledgers.read, ledger_id)
+                    known = (md, version)
         result["bytes"] = bytes_held(ledger_id, md, lost)
         password_bytes, digest_type = ledger_credentials(ledger_id, md, password)
         digest = DigestManager(ledger_id, digest_type, password_bytes, getattr(client, "twins", None))
@@ -713,7 +719,7 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
                 continue
             copied = await replicate_fragment(client, fragment, replacements, digest, key, window=window,
                                               on_entry=on_entry, throttle=throttle)
-            await replace_in_metadata(client, ledger_id, fragment.first_entry_id, replacements)
+            known = await replace_in_metadata(client, ledger_id, fragment.first_entry_id, replacements, known)
             doc["entries_copied"] = copied
             result["entries_copied"] += copied
             log.info("ledger %d: entries %d..%s re-replicated (%d copied): %s%s", ledger_id,
@@ -762,7 +768,8 @@ async def rereplicate_ledgers(client, ledgers: Iterable[int | LedgerRead], lost:
             if item.metadata is None or isinstance(item.metadata, Exception):
                 done(_unread(item))
                 continue
-            run = rereplicate_ledger(client, item.ledger_id, lost, metadata=item.metadata, **options)
+            run = rereplicate_ledger(client, item.ledger_id, lost, metadata=item.metadata, version=item.version,
+                                     **options)
         else:
             run = rereplicate_ledger(client, item, lost, **options)
         pending.append(defer.ensureDeferred(run).addCallback(done))
