@@ -17,6 +17,17 @@ where Java has one, and printed with its wall time, ledgers/s, the ZooKeeper req
 made (ZooKeeper's own ``mntr`` count, so the bench's own reads are not in it), peak RSS and
 the load average.  ``--walk-probe`` also times another client's getData while our walk
 runs (the latency a walk adds for the cluster's brokers and bookies).
+
+``--only decommission`` is a scenario of its own: a fresh sandbox of 4 bookieds whose
+first bookie holds ``--decom-ledgers`` ledgers (E3/Qw2/Qa2, each with ``--decom-entries``
+real entries of ``--decom-size`` bytes on real bookieds: the metadata written in ZooKeeper
+transactions, the entries added straight to their write sets' bookies with our client);
+the bookie is stopped and then decommissioned to the end, and the time, ZooKeeper
+requests, peak RSS and what is left are printed: ``bkctl decommission --no-daemons``
+(this process copies), ``bkctl decommission --daemons`` and Java's ``decommissionbookie``
+(with ``--java-peer``; both with the autorecovery daemons inside the 3 other bookieds doing
+the copying, as Java's command needs them), each on its own freshly filled sandbox,
+alternated over ``--rounds``.
 """
 
 from __future__ import annotations
@@ -79,7 +90,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--walk-probe", action="store_true", help="time another client's getData (p99) while `ledger list --json` walks"
     )
+    p.add_argument("--decom-ledgers", type=int, default=25_000, help="--only decommission: ledgers on the bookie")
+    p.add_argument("--decom-entries", type=int, default=4, help="--only decommission: entries a ledger")
+    p.add_argument("--decom-size", type=int, default=100, help="--only decommission: bytes an entry")
+    p.add_argument(
+        "--decom-sides", default="local,daemons,java", help="--only decommission: which of local, daemons, java"
+    )
     args = p.parse_args(argv)
+    if args.only == "decommission":
+        return decommission_scenario(args)
 
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-scale-"))
     heap = args.zk_heap or 512 + args.ledgers // 1024
@@ -304,6 +323,159 @@ def run_commands(f: Filled, args, bkctl: str) -> None:
             java_s = sorted(x.seconds for x in sides["java"])[len(sides["java"]) // 2]
             line += f"   java {java_s:8.2f} s ({f.ledgers / java_s:>9,.0f}/s)   {java_s / ours_s:5.2f}x"
         print(line, flush=True)
+
+
+# -- decommission at scale ----------------------------------------------------------------
+def fill_bookie(uri: str, zk: str, survivors: list[str], victim: str, n: int, entries: int, size: int) -> int:
+    """``n`` closed E3/Qw2/Qa2 ledgers whose ensembles all hold ``victim``, with ``entries``
+    real entries of ``size`` bytes each on their bookies; returns the bytes the victim holds."""
+    from kazoo.client import KazooClient
+    from twisted.internet import defer
+
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
+    from bkctl.wire.metadata import paths as P
+    from bkctl.wire.metadata.ledger import LedgerMetadata, serialize_ledger_metadata, write_set_indices
+
+    rnd = random.Random(57)
+    first = int(os.environ.get("BENCH_FIRST_LEDGER", "1000000"))  # above the ids the sandbox hands out
+    ensembles = {}
+    for ledger_id in range(first, first + n):
+        ens = [victim, *rnd.sample(survivors, 2)]
+        rnd.shuffle(ens)
+        ensembles[ledger_id] = ens
+    payload = b"d" * size
+    key = master_key(b"")
+
+    async def write_entries(client) -> int:
+        held = 0
+        sent: list = []
+        for ledger_id, ens in ensembles.items():
+            dm = DigestManager(ledger_id, DigestType.CRC32C, b"")
+            for e in range(entries):
+                body = dm.package(e, e - 1, size * (e + 1), payload)
+                for i in write_set_indices(e, 3, 2):
+                    held += len(payload) if ens[i] == victim else 0
+                    sent.append(client.pool.get(ens[i]).add(ledger_id, e, key, body))
+            if len(sent) >= 900:  # a connection queues at most 1,000 adds
+                await defer.gatherResults(sent, consumeErrors=True)
+                sent = []
+        await defer.gatherResults(sent, consumeErrors=True)
+        return held
+
+    t0 = time.monotonic()
+    with BlockingBookKeeper(uri, timeout=3600) as bk:
+        held = bk.run(lambda client: defer.ensureDeferred(write_entries(client)))
+    zkc = KazooClient(hosts=zk, timeout=60)
+    zkc.start()
+    try:
+        for parent in sorted({p for lid in range(first, first + n, 5000) for p in P.ledger_parent_paths(lid)}):
+            zkc.ensure_path(parent)
+        ids = list(ensembles)
+        for lo in range(0, n, 1000):
+            tx = zkc.transaction()
+            for ledger_id in ids[lo : lo + 1000]:
+                md = LedgerMetadata.new(ensembles[ledger_id], 2, 2, password=b"")
+                tx.create(P.ledger_path(ledger_id), serialize_ledger_metadata(md.closed(entries - 1, size * entries)))
+            bad = [r for r in tx.commit() if isinstance(r, Exception)]
+            if bad:
+                raise SystemExit(f"filling failed at ledger {ids[lo]}: {bad[0]!r}")
+    finally:
+        zkc.stop()
+        zkc.close()
+    print(
+        f"  filled {n:,} ledgers on {victim} ({entries} x {size} B entries, {held:,} B on it) in "
+        f"{time.monotonic() - t0:.0f}s; {load_note()}",
+        flush=True,
+    )
+    return held
+
+
+def decommission_scenario(args) -> int:
+    """``--only decommission``: see the module docstring."""
+    import signal
+
+    bkctl = str(Path(sys.executable).with_name("bkctl"))
+    sides = [s for s in args.decom_sides.split(",") if s != "java" or args.java_peer]
+    print(
+        f"bench_scale decommission: {args.decom_ledgers:,} ledgers of {args.decom_entries} x {args.decom_size} B "
+        f"on one of 4 bookieds; sides {', '.join(sides)}; {load_note()}",
+        flush=True,
+    )
+    figures: dict[str, list[Figure]] = {}
+    for rnd in range(args.rounds):
+        section(f"round {rnd + 1} of {args.rounds}")
+        for side in sides if rnd % 2 == 0 else list(reversed(sides)):
+            work = Path(tempfile.mkdtemp(prefix="bench-decom-"))
+            up_cmd = [bkctl, "sandbox", "up", "--bookies", "4", "--dir", str(work), "--json"]
+            if side != "local":  # the daemons copy: inside the bookieds, at once
+                up_cmd += ["--autorecovery", "--set", "lostBookieRecoveryDelay=0"]
+            up = subprocess.run(up_cmd, capture_output=True, text=True)
+            if up.returncode != 0:
+                print(up.stderr, file=sys.stderr)
+                return 1
+            doc = json.loads(up.stdout)
+            try:
+                zk = f"127.0.0.1:{doc['zookeeper']['port']}"
+                bookies = [b["bookie_id"] for b in doc["bookies"]]
+                victim, survivors = bookies[0], bookies[1:]
+                fill_bookie(doc["uri"], zk, survivors, victim, args.decom_ledgers, args.decom_entries, args.decom_size)
+                os.kill(doc["bookies"][0]["pid"], signal.SIGTERM)
+                env = dict(os.environ, BKCTL_METADATA_URI=doc["uri"])
+                wait_unregistered(bkctl, env, victim)
+                if side != "local":
+                    wait_for_auditor(bkctl, env)
+                if side == "java":
+                    peer = Path(args.java_peer).expanduser()
+                    jenv = dict(os.environ, PEER=str(peer), ZK=zk, ROOT="/ledgers")
+                    cmd = [str(peer / "scripts" / "bkshell.sh"), "decommissionbookie", "-bookieid", victim]
+                    fig = timed("decommission", cmd, jenv, zk)
+                else:
+                    mode = "--no-daemons" if side == "local" else "--daemons"
+                    cmd = [bkctl, "--json", "decommission", victim, "--force", mode, "--wait", "3600"]
+                    fig = timed("decommission", cmd, env, zk)
+                left = subprocess.run(
+                    [bkctl, "--json", "ledger", "list", "--bookie", victim], env=env, capture_output=True, text=True
+                ).stdout.count("\n")
+                cookie = subprocess.run([bkctl, "cookie", "get", victim], env=env, capture_output=True).returncode
+                figures.setdefault(side, []).append(fig)
+                print(
+                    f"  decommission {side:8} {fig.seconds:8.1f} s {args.decom_ledgers / fig.seconds:>8,.0f} ledgers/s "
+                    f"{fig.zk_requests:>9,} ZK requests  peak RSS {fig.peak_rss_mib:5.0f} MiB  exit {fig.rc}  "
+                    f"{left:,} ledgers left, cookie {'kept' if cookie == 0 else 'gone'}  [{fig.load}]",
+                    flush=True,
+                )
+            finally:
+                subprocess.run([bkctl, "sandbox", "down", "--dir", str(work)], capture_output=True)
+                shutil.rmtree(work, ignore_errors=True)
+    section("medians")
+    for side, figs in figures.items():
+        med = sorted(f.seconds for f in figs)[len(figs) // 2]
+        print(f"  decommission {side:8} {med:8.1f} s ({args.decom_ledgers / med:,.0f} ledgers/s)", flush=True)
+    return 0
+
+
+def wait_for_auditor(bkctl: str, env: dict[str, str], timeout: float = 60) -> None:
+    """Until the bookieds' autorecovery daemons have elected an auditor."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        who = subprocess.run([bkctl, "--json", "autorecovery", "whoisauditor"], env=env, capture_output=True, text=True)
+        if who.returncode == 0 and json.loads(who.stdout).get("auditor"):
+            return
+        time.sleep(0.5)
+    raise SystemExit(f"no auditor elected after {timeout:g}s")
+
+
+def wait_unregistered(bkctl: str, env: dict[str, str], bookie: str, timeout: float = 60) -> None:
+    """Until ``bookie`` (stopped) is no longer registered."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        listed = subprocess.run([bkctl, "--json", "bookie", "list"], env=env, capture_output=True, text=True)
+        rows = [json.loads(line) for line in listed.stdout.splitlines() if line.strip()]
+        if listed.returncode == 0 and not any(r["bookie_id"] == bookie and r["state"] != "down" for r in rows):
+            return
+        time.sleep(0.5)
+    raise SystemExit(f"{bookie} is still registered after {timeout:g}s")
 
 
 def probe(f: Filled, bkctl: str) -> None:
