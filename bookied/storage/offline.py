@@ -7,7 +7,8 @@ import lmdb
 
 from .. import disk_layout as layout
 from .entry_log import check_record, log_name
-from .index import INDEX_DIR, KEY, LOC, LOGROW, U64, I64, Location
+from .index import (FORMAT_ROWS, INDEX_DIR, I64, KEY, LOC, LOGROW, U64, Location, decode_run, ledger_runs, legacy_rows,
+                    run_covering)
 from .ledger_state import LedgerState
 
 
@@ -20,8 +21,12 @@ class OfflineIndex:
         path = os.path.join(self.directory, INDEX_DIR)
         if not os.path.isdir(path):
             raise FileNotFoundError(f"{path}: no index")
-        self._env = lmdb.open(path, readonly=True, lock=False, max_dbs=4, subdir=True)
-        self._idx = self._env.open_db(b"idx", create=False)
+        self._env = lmdb.open(path, readonly=True, lock=False, max_dbs=5, subdir=True)
+        with self._env.begin() as txn:
+            #: a format 1 index (rows of one entry each) not yet opened by a newer bookied
+            self._legacy = txn.get(b"format", db=self._env.open_db(b"meta", txn=txn, create=False)) == \
+                FORMAT_ROWS.to_bytes(4, "big")
+        self._idx = self._env.open_db(b"idx" if self._legacy else b"runs", create=False)
         self._ldb = self._env.open_db(b"ledgers", create=False)
         self._logdb = self._env.open_db(b"logs", create=False)
 
@@ -40,8 +45,14 @@ class OfflineIndex:
 
     def location(self, ledger_id: int, entry_id: int) -> Location | None:
         with self._env.begin(db=self._idx) as txn:
-            raw = txn.get(KEY.pack(ledger_id, entry_id))
-        return None if raw is None else Location(*LOC.unpack(raw))
+            if self._legacy:
+                raw = txn.get(KEY.pack(ledger_id, entry_id))
+                return None if raw is None else Location(*LOC.unpack(raw))
+            found = run_covering(txn.cursor(), ledger_id, entry_id)
+        if found is None:
+            return None
+        first, value = found
+        return next(Location(*e[1:]) for e in decode_run(first, value) if e[0] == entry_id)
 
     def record_state(self, logs: dict, log_id: int, offset: int, length: int, ledger_id: int, entry_id: int) -> str:
         """What a record of an entry log is to this index: "live" (its entry's row points at
@@ -55,15 +66,17 @@ class OfflineIndex:
 
     def rows(self, ledger_id: int | None = None):
         """``(ledger id, entry id, Location)`` of every index row (of one ledger), in key order."""
+        for lid, (eid, *loc) in self._rows(ledger_id):
+            yield lid, eid, Location(*loc)
+
+    def _rows(self, ledger_id: int | None):
         with self._env.begin(db=self._idx) as txn:
-            cur = txn.cursor()
-            ok = cur.set_range(KEY.pack(ledger_id, 0)) if ledger_id is not None else cur.first()
-            while ok:
-                lid, eid = KEY.unpack(cur.key())
-                if ledger_id is not None and lid != ledger_id:
-                    break
-                yield lid, eid, Location(*LOC.unpack(cur.value()))
-                ok = cur.next()
+            if self._legacy:
+                yield from legacy_rows(txn.cursor(), ledger_id)
+                return
+            for lid, first, value in ledger_runs(txn.cursor(), ledger_id):
+                for entry in decode_run(first, value):
+                    yield lid, entry
 
     def read(self, ledger_id: int, entry_id: int, loc: Location) -> bytes:
         """The entry at ``loc``, checked (EntryCorrupted; FileNotFoundError without its log)."""

@@ -77,9 +77,7 @@ committed size, and logs without live entries are removed.
 """
 from __future__ import annotations
 
-import bisect
 import logging
-import operator
 import os
 import threading
 import time
@@ -91,13 +89,11 @@ from .. import disk_layout as layout
 from ..journal import EntryRecord, ExplicitLacRecord, FenceRecord, MasterKeyRecord
 from .entry_log import LOG_HEADER_SIZE, DamagedRecord, EntryLogger, LogWriter, check_record, log_name, scan_records
 from .errors import EntryCorrupted, EntryStoreClosed, WriteCacheFull
-from .index import KEY, LOC, EntryLocationIndex, Location, apply_log_deltas, count_dead
+from .index import KEY, LOC, EntryLocationIndex, Location, apply_log_deltas
 from .ledger_state import LedgerState
 from .write_cache import WriteCache
 
 log = logging.getLogger("bookied.entrystore")
-
-_first = operator.itemgetter(0)
 
 #: :meth:`EntryStore.get_entries` reads records of one entry log with one pread when
 #: they lie within this span and at most this many bytes apart
@@ -575,27 +571,16 @@ class EntryStore:
         rows, added = self._writer.append(batches, pause)
         index = self.index
         with index.write() as txn:
-            # rows whose entry id is not above what the index already had may replace a row:
-            # fetch the old location so that its log's live counts drop
-            fresh = []
+            # a re-put entry (entry id not above what the index had) replaces a row: the
+            # old record's log loses it from its live counts
             dead: dict[int, list[int]] = {}
             i = 0
+            locs = iter(LOC.iter_unpack(b"".join(loc for _key, loc in rows)))
             for lid, pairs in batches:
-                led = self._ledgers.get(lid)
-                persisted = led.persisted_last if led is not None else -1
-                k = bisect.bisect_right(pairs, persisted, key=_first) if persisted >= 0 else 0
-                for key, loc in rows[i:i + k]:
-                    old = txn.replace(key, loc, db=index.idx)
-                    if old is not None:
-                        count_dead(dead, old)
-                fresh.extend(rows[i + k:i + len(pairs)])
+                index.put_entries(txn, lid, [(eid, *loc) for (eid, _data), loc in zip(pairs, locs)], dead)
+                if pause is not None and i // _FLUSH_SLICE != (i + len(pairs)) // _FLUSH_SLICE:  # see _let_go
+                    pause()
                 i += len(pairs)
-            if fresh:
-                cursor = txn.cursor(db=index.idx)
-                for start in range(0, len(fresh), _FLUSH_SLICE):  # see _let_go
-                    cursor.putmulti(fresh[start:start + _FLUSH_SLICE], dupdata=False, overwrite=True)
-                    if pause is not None:
-                        pause()
             new_logs = apply_log_deltas(index.logs, added, dead, LOG_HEADER_SIZE)
             emptied = index.put_log_rows(txn, new_logs, set(added) | set(dead), self._writing_logs())
             sizes = self._bytes_of(emptied)
@@ -612,7 +597,6 @@ class EntryStore:
                     led.persisted_last = last
         self._unlink_whole(emptied, sizes)
         written = len(rows)
-        fresh.clear()
         _let_go(rows, pause)
         for _lid, pairs in batches:
             _let_go(pairs, pause)
@@ -748,16 +732,10 @@ class EntryStore:
         """``(key, row)`` of the index rows pointing into ``log_id``: of the entries ``ids``
         only, or of every entry (a walk of the whole index: compaction does it only for a log
         whose damaged records hid the ids of live entries)."""
-        txn = self.index.env.begin(db=self.index.idx)
-        try:
-            if ids is not None:
-                keys = [KEY.pack(lid, eid) for lid, eid in ids]
-                pairs = [(k, txn.get(k)) for k in keys]
-            else:
-                pairs = txn.cursor()
-            return [(bytes(k), bytes(v)) for k, v in pairs if v is not None and LOC.unpack(v)[0] == log_id]
-        finally:
-            txn.abort()
+        if ids is None:
+            return self.index.rows(log_id)
+        keys = [KEY.pack(lid, eid) for lid, eid in ids]
+        return [(k, v) for k, v in zip(keys, self.index.get_many(keys)) if v is not None and LOC.unpack(v)[0] == log_id]
 
     def read_record(self, key: bytes, row: bytes) -> bytes:
         """The entry an index row points at, checked: EntryCorrupted if its record is damaged."""
@@ -781,18 +759,8 @@ class EntryStore:
                 raise EntryStoreClosed("entry store is closed")
             index = self.index
             dead: dict[int, list[int]] = {}
-            switched = 0
             with index.write() as txn:
-                for key, old, new in moves:
-                    if txn.get(key, db=index.idx) == old:
-                        if new is None:
-                            txn.delete(key, db=index.idx)
-                        else:
-                            txn.put(key, new, db=index.idx)
-                        count_dead(dead, old)
-                        switched += 1
-                    elif new is not None:  # re-put or deleted meanwhile: the copy is dead space
-                        count_dead(dead, new)
+                switched = index.switch(txn, moves, dead)
                 new_logs = apply_log_deltas(index.logs, added, dead, LOG_HEADER_SIZE)
                 emptied = index.put_log_rows(txn, new_logs, set(added) | set(dead), self._writing_logs())
                 index.put_next_log(txn, self.entry_log.next_log)

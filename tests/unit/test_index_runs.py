@@ -1,0 +1,154 @@
+"""bookied's LMDB index stores runs of entries (format 2): it answers as a row per entry would."""
+from __future__ import annotations
+
+import os
+import random
+import struct
+
+import lmdb
+import pytest
+
+from bkctl.bookied.storage import EntryStore
+from bkctl.bookied.storage import index as ix
+from bkctl.bookied.storage.offline import OfflineIndex
+
+
+@pytest.fixture
+def index(tmp_path):
+    idx = ix.EntryLocationIndex(str(tmp_path), 1 << 26)
+    idx.load()
+    yield idx
+    idx.close()
+
+
+def lay_out(entries: list[int], log: int, start: int, rng: random.Random) -> list[ix.Entry]:
+    """Entries written back to back in ``log`` from ``start``, as a flush writes a ledger's."""
+    out, pos = [], start
+    for eid in entries:
+        length = rng.randrange(30, 300)
+        out.append((eid, log, pos, length))
+        pos += length
+    return out
+
+
+def check(index: ix.EntryLocationIndex, model: dict) -> None:
+    top = max((e for _l, e in model), default=0) + 2
+    keys = [ix.KEY.pack(l, e) for l in range(4) for e in range(-1, top)]
+    want = [None if (l, e) not in model else ix.LOC.pack(*model[l, e]) for l, e in map(ix.KEY.unpack, keys)]
+    assert index.get_many(keys) == want
+    assert [index.get(k) for k in keys[::37]] == want[::37]
+    for l in range(4):
+        assert index.entry_ids(l) == sorted(e for ll, e in model if ll == l)
+    assert sorted(index.rows()) == sorted((ix.KEY.pack(*k), ix.LOC.pack(*v)) for k, v in model.items())
+
+
+def test_puts_switches_and_deletes_answer_as_rows_per_entry(index):
+    """Random flushes (fresh, re-put, gaps, runs past RUN_MAX), compaction switches (some
+    stale) and deletions against a dict of rows; the dead bytes each change counts too."""
+    rng = random.Random(56)
+    model: dict[tuple[int, int], tuple[int, int, int]] = {}
+    next_eid = [0] * 4
+    log = 1
+    for step in range(60):
+        dead: dict = {}
+        want_dead: dict = {}
+        with index.write() as txn:
+            op = rng.random()
+            if op < 0.55:  # a flush: every ledger's new entries, some re-put ones, back to back in one log
+                log += 1
+                pos = 100
+                for l in rng.sample(range(4), rng.randrange(1, 5)):
+                    n = rng.choice([1, 3, 80, 300])
+                    fresh = list(range(next_eid[l], next_eid[l] + n))
+                    if rng.random() < 0.3:
+                        fresh = [e for e in fresh if e % 3]  # a striped ledger: gaps
+                    next_eid[l] += n
+                    again = sorted(rng.sample(range(next_eid[l]), min(next_eid[l], rng.randrange(0, 4))))
+                    eids = sorted(set(again) | set(fresh))
+                    entries = lay_out(eids, log, pos, rng)
+                    pos = entries[-1][2] + entries[-1][3] if entries else pos
+                    for eid, lg, off, length in entries:
+                        old = model.get((l, eid))
+                        if old is not None:
+                            acc = want_dead.setdefault(old[0], [0, 0])
+                            acc[0] += old[2]
+                            acc[1] += 1
+                        model[l, eid] = (lg, off, length)
+                    index.put_entries(txn, l, entries, dead)
+            elif op < 0.85 and model:  # compaction of one log: its rows to a new log, in batches
+                old_log = rng.choice(sorted({v[0] for v in model.values()}))
+                log += 1
+                rows = sorted((k, v) for k, v in model.items() if v[0] == old_log)
+                batch = rows[: rng.randrange(1, len(rows) + 1)]
+                moves, pos, switched = [], 100, 0
+                for (l, e), (lg, off, length) in batch:
+                    stale = rng.random() < 0.1
+                    old = (lg, off + 1, length) if stale else (lg, off, length)
+                    new = None if rng.random() < 0.05 else (log, pos, length)
+                    pos += length
+                    moves.append((ix.KEY.pack(l, e), ix.LOC.pack(*old), None if new is None else ix.LOC.pack(*new)))
+                    gone = old if not stale else new
+                    if gone is not None:
+                        acc = want_dead.setdefault(gone[0], [0, 0])
+                        acc[0] += gone[2]
+                        acc[1] += 1
+                    if not stale:
+                        switched += 1
+                        if new is None:
+                            del model[l, e]
+                        else:
+                            model[l, e] = new
+                assert index.switch(txn, moves, dead) == switched
+            else:  # a ledger deleted
+                l = rng.randrange(4)
+                for (ll, e), (lg, _off, length) in list(model.items()):
+                    if ll == l:
+                        acc = want_dead.setdefault(lg, [0, 0])
+                        acc[0] += length
+                        acc[1] += 1
+                        del model[ll, e]
+                index.delete_ledger_rows(txn, l, dead)
+        assert dead == want_dead, step
+        check(index, model)
+
+
+def test_a_flush_of_a_ledger_is_one_row_per_run_max_entries(index):
+    rng = random.Random(1)
+    with index.write() as txn:
+        index.put_entries(txn, 7, lay_out(list(range(600)), 3, 100, rng), {})
+    with index.env.begin(db=index.runs) as txn:
+        assert txn.stat(index.runs)["entries"] == 3  # 256 + 256 + 88
+        assert [ix.KEY.unpack(k)[1] for k in txn.cursor().iternext(values=False)] == [0, 256, 512]
+
+
+def test_a_format_1_index_is_rewritten_as_runs_when_opened(tmp_path):
+    """A store written by the row-per-entry bookied opens with every entry readable, and an
+    offline look reads both formats."""
+    d = tmp_path / "ledgers"
+    s = EntryStore(str(d))
+    for e in range(40):
+        s.put_entry(5, e, b"x%d" % e)
+    s.flush()
+    s.close()
+    path = os.path.join(d, "current", ix.INDEX_DIR)
+    env = lmdb.open(path, max_dbs=5, subdir=True)
+    with env.begin(write=True) as txn:  # back to format 1: the same entries as rows of one entry
+        runs = env.open_db(b"runs", txn=txn)
+        rows = [(ix.KEY.pack(5, e), ix.LOC.pack(*loc)) for (l, e), loc in
+                [((lid, eid), (lg, off, ln)) for lid, f, v in ix.ledger_runs(txn.cursor(db=runs))
+                 for eid, lg, off, ln in ix.decode_run(f, v)]]
+        txn.drop(runs, delete=True)
+        txn.cursor(db=env.open_db(b"idx", txn=txn)).putmulti(rows)
+        txn.put(b"format", struct.pack(">I", ix.FORMAT_ROWS), db=env.open_db(b"meta", txn=txn))
+    env.close()
+    offline = OfflineIndex(str(d))
+    assert [(l, e) for l, e, _loc in offline.rows()] == [(5, e) for e in range(40)]
+    assert offline.location(5, 39) == ix.Location(*ix.LOC.unpack(rows[39][1]))
+    offline.close()
+    s = EntryStore(str(d))
+    assert [s.get_entry(5, e) for e in range(40)] == [b"x%d" % e for e in range(40)]
+    s.close()
+    offline = OfflineIndex(str(d))
+    assert [(l, e) for l, e, _loc in offline.rows()] == [(5, e) for e in range(40)]
+    assert offline.location(5, 39) == ix.Location(*ix.LOC.unpack(rows[39][1])) and offline.location(5, 40) is None
+    offline.close()
