@@ -252,32 +252,61 @@ class EntryLocationIndex:
 
     # -- reads (any thread; LMDB readers never wait for the writer)
     def get(self, key: bytes) -> bytes | None:
-        """LOC bytes of the entry ``key`` (KEY bytes) names; None if it has no row."""
-        txn = self.env.begin(db=self.runs)
-        try:
-            found = run_covering(txn.cursor(), *KEY.unpack(key))
-            return None if found is None else run_location(found[1], KEY.unpack(key)[1] - found[0])
-        finally:
-            txn.abort()
-
-    def get_many(self, keys: list[bytes]) -> list:
-        """:meth:`get` of each key, in one read transaction (entries of one run read it once)."""
-        out: list = []
+        """LOC bytes of the entry ``key`` (KEY bytes) names; None if it has no row
+        (:func:`run_covering` inlined: a single read's lookup, on the reactor thread)."""
         txn = self.env.begin(db=self.runs)
         try:
             cur = txn.cursor()
-            run_lid = first = n = -1
+            if cur.set_range(key):
+                k = cur.key()
+                if k != key and not cur.prev():
+                    return None
+            elif not cur.last():
+                return None
+            k = cur.key()
+            value = cur.value()
+        finally:
+            txn.abort()
+        if k[:8] != key[:8]:
+            return None
+        j = I64.unpack_from(key, 8)[0] - I64.unpack_from(k, 8)[0]
+        if not 0 <= j < (len(value) - 12) >> 2:
+            return None
+        off, end = _SPAN.unpack_from(value, 8 + 4 * j)
+        return LOC.pack(U64.unpack_from(value)[0], off, end - off)
+
+    def get_many(self, keys: list[bytes]) -> list:
+        """:meth:`get` of each key, in one read transaction."""
+        pack = LOC.pack
+        return [None if loc is None else pack(*loc) for loc in self.locate(map(KEY.unpack, keys))]
+
+    def locations(self, ledger_id: int, entry_ids: list[int]) -> list[tuple[int, int, int] | None]:
+        """``(log id, offset, length)`` of each of the ledger's entries, None for one without a
+        row, in one read transaction."""
+        return self.locate([(ledger_id, eid) for eid in entry_ids])
+
+    def locate(self, ids: Iterable[tuple[int, int]]) -> list[tuple[int, int, int] | None]:
+        """``(log id, offset, length)`` of each ``(ledger id, entry id)``, None for one without a
+        row, in one read transaction (entries of one run find it once)."""
+        out: list[tuple[int, int, int] | None] = []
+        append = out.append
+        span = _SPAN.unpack_from
+        txn = self.env.begin(db=self.runs)
+        try:
+            cur = txn.cursor()
+            run_lid = first = n = log = -1
             value = b""
-            for key in keys:
-                lid, eid = KEY.unpack(key)
-                if lid != run_lid or not 0 <= eid - first < n:
+            for lid, eid in ids:
+                j = eid - first
+                if lid != run_lid or not 0 <= j < n:
                     found = run_covering(cur, lid, eid)
                     if found is None:
-                        out.append(None)
+                        append(None)
                         continue
                     run_lid, (first, value) = lid, found
-                    n = run_size(value)
-                out.append(run_location(value, eid - first))
+                    n, log, j = run_size(value), U64.unpack_from(value)[0], eid - first
+                off, end = span(value, 8 + 4 * j)
+                append((log, off, end - off))
         finally:
             txn.abort()
         return out

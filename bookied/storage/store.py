@@ -419,10 +419,8 @@ class EntryStore:
             return out
         pread = self.entry_log.pread
         for _attempt in range(3):
-            pack = KEY.pack
-            raws = self.index.get_many([pack(ledger_id, entry_ids[i]) for i in flushed])
-            unpack = LOC.unpack
-            rows = [unpack(raw) + (i,) for i, raw in zip(flushed, raws) if raw is not None]
+            locs = self.index.locations(ledger_id, [entry_ids[i] for i in flushed])
+            rows = [loc + (i,) for i, loc in zip(flushed, locs) if loc is not None]
             if not rows:
                 return out
             rows.sort()
