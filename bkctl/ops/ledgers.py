@@ -5,14 +5,21 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable, Iterator
 
+from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
+
+
+#: enum names looked up once (an enum's ``.name`` is a descriptor call, and a listing
+#: describes a million ledgers)
+_STATE_NAMES = {state: state.name for state in LedgerState}
+_DIGEST_NAMES = {digest: digest.name for digest in DigestType}
 
 
 def describe(ledger_id: int, md: LedgerMetadata, version: int | None = None) -> dict:
     """Stable, JSON-ready description of a ledger's metadata (no password bytes)."""
     return {
         "ledger_id": ledger_id,
-        "state": md.state.name,
+        "state": _STATE_NAMES[md.state],
         "ensemble_size": md.ensemble_size,
         "write_quorum": md.write_quorum,
         "ack_quorum": md.ack_quorum,
@@ -20,7 +27,7 @@ def describe(ledger_id: int, md: LedgerMetadata, version: int | None = None) -> 
         # a closed ledger's last entry; for an open one, what the bookies say (add_confirmed_lac)
         "last_add_confirmed": md.last_entry_id if md.is_closed else None,
         "length": md.length,
-        "digest": md.digest_type.name if md.digest_type is not None else None,
+        "digest": _DIGEST_NAMES[md.digest_type] if md.digest_type is not None else None,
         "password_set": bool(md.password),
         "ctime": md.ctime,
         "custom_metadata": {k: v.decode("utf-8", "backslashreplace") for k, v in md.custom_metadata.items()},
