@@ -27,6 +27,7 @@ entry of a closed one, unless ``allow_unconfirmed=True``
 from __future__ import annotations
 
 import bisect
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
 
@@ -45,6 +46,9 @@ from .range_reader import RangeReader
 from .read_lac_quorum import ReadLacQuorum
 from .unconfirmed_tail import Tail, UnconfirmedTail
 
+if TYPE_CHECKING:
+    from .bookkeeper import BookKeeperClient
+
 __all__ = ["ReadHandle"]
 
 _INT64_MAX = (1 << 63) - 1
@@ -54,7 +58,7 @@ class ReadHandle:
     """Reads one ledger.  Made by ``BookKeeperClient.open_ledger``; its read
     operations see it as a :class:`~.readable_ledger.ReadableLedger`."""
 
-    def __init__(self, client, ledger_id: int, metadata: LedgerMetadata, version: int,
+    def __init__(self, client: BookKeeperClient, ledger_id: int, metadata: LedgerMetadata, version: int,
                  password: bytes, digest_type: DigestType):
         self.client = client
         self.ledger_id = ledger_id
@@ -115,20 +119,20 @@ class ReadHandle:
         if lac > self._lac and not self.metadata.is_closed:
             self._lac = lac
 
-    def close(self) -> defer.Deferred:
+    def close(self) -> defer.Deferred[Any]:
         """Nothing to release for a reader; fires at once."""
         return defer.succeed(None)
 
     # -- LAC ----------------------------------------------------------------------
 
-    def read_lac(self) -> defer.Deferred:
+    def read_lac(self) -> defer.Deferred[Any]:
         """Fires with the LAC: the last entry of a closed ledger, else read from
         the bookies (and remembered when higher than what was known)."""
         if self.metadata.is_closed:
             return defer.succeed(self.metadata.last_entry_id)
         d = ReadLacQuorum(self, fence=False).start()
 
-        def got(result):
+        def got(result: tuple[int, Any]) -> int:
             lac, _lengths = result
             lac = max(lac, self.metadata.ensembles[-1][0] - 1)
             if lac > self._lac:
@@ -137,7 +141,7 @@ class ReadHandle:
 
         return d.addCallback(got)
 
-    def read_tail(self) -> defer.Deferred:
+    def read_tail(self) -> defer.Deferred[Any]:
         """Fires with the ledger's :class:`~.unconfirmed_tail.Tail`: for an
         open ledger the LAC and the entries past it an ack quorum holds
         (nothing fenced); for a closed one its last entry and length."""
@@ -147,7 +151,7 @@ class ReadHandle:
                                       write_quorum=md.write_quorum, ack_quorum=md.ack_quorum))
         return UnconfirmedTail(self).start()
 
-    def wait_for_entry(self, entry_id: int, timeout_ms: int) -> defer.Deferred:
+    def wait_for_entry(self, entry_id: int, timeout_ms: int) -> defer.Deferred[Any]:
         """Wait (long poll, v3) until the LAC reaches ``entry_id``, at most
         ``timeout_ms``: Java's ``ReadLastConfirmedAndEntryOp``.  Fires with
         ``(lac, entry)``: the LAC then known (remembered when higher), and
@@ -158,11 +162,11 @@ class ReadHandle:
             return defer.succeed((self.readable_limit(), None))
         return LongPollRead(self, entry_id, timeout_ms).start()
 
-    def refresh_metadata(self) -> defer.Deferred:
+    def refresh_metadata(self) -> defer.Deferred[Any]:
         """Re-read the metadata (to notice that an open ledger got closed)."""
-        d = self.client.run_blocking(self.client.store.ledgers.read, self.ledger_id)
+        d: defer.Deferred[Any] = self.client.run_blocking(self.client.store.ledgers.read, self.ledger_id)
 
-        def got(result):
+        def got(result: tuple[LedgerMetadata, int]) -> LedgerMetadata:
             md, version = result
             if version >= self._version:
                 self.metadata, self._version = md, version
@@ -228,12 +232,12 @@ class ReadHandle:
             raise EntryNotConfirmed(
                 f"cannot read entries {first}..{last} of ledger {self.ledger_id}: {what}")
 
-    def _read_entry(self, entry_id: int) -> defer.Deferred:
+    def _read_entry(self, entry_id: int) -> defer.Deferred[Any]:
         """One entry, verified (a :class:`~bkctl.wire.codecs.digest.VerifiedEntry`),
         with failover across its write set (in order): :class:`~.entry_reads.EntryRead`."""
         return EntryRead(self, entry_id).start()
 
-    def read_entry(self, entry_id: int, *, allow_unconfirmed: bool = False) -> defer.Deferred:
+    def read_entry(self, entry_id: int, *, allow_unconfirmed: bool = False) -> defer.Deferred[Any]:
         """Fires with the payload of one entry."""
         try:
             self._check_range(entry_id, entry_id, allow_unconfirmed)
@@ -241,7 +245,7 @@ class ReadHandle:
             return defer.fail(exc)
         return self._read_entry(entry_id).addCallback(lambda e: e.payload)
 
-    def read_entries(self, first: int, last: int, *, allow_unconfirmed: bool = False) -> defer.Deferred:
+    def read_entries(self, first: int, last: int, *, allow_unconfirmed: bool = False) -> defer.Deferred[Any]:
         """Fires with ``[(entry_id, payload), ...]`` for ``first..last``
         (inclusive).  Up to the client's ``read_window`` entries are read at
         once; the first entry that cannot be read fails the whole call."""
@@ -272,7 +276,7 @@ class ReadHandle:
         """The client's ``read_window``: entries read at once (at least 1)."""
         return max(1, int(getattr(self.client, "read_window", 256)))
 
-    def _read_span(self, first: int, last: int) -> defer.Deferred:
+    def _read_span(self, first: int, last: int) -> defer.Deferred[Any]:
         """Fires with ``[(entry_id, payload), ...]`` for ``first..last``."""
         md = self.metadata
         # BATCH_READ_ENTRY is a speed path (bkctl.wire.fastpath): off, every entry is read alone
