@@ -1,10 +1,11 @@
 """``bkctl recover`` and ``bkctl decommission``: re-replicate what lost or leaving bookies held."""
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 import click
 
@@ -14,15 +15,15 @@ from ..render import emit, human_size, plural as _plural, stream_table
 from . import pass_app
 
 
-def _fragment_rows(ledgers: list[dict], repeated: set[str] = frozenset()):
-    """Table rows; an error in ``repeated`` is left out of the rows (said once below the table),
-    another is its one short reason (``--json`` has the whole error)."""
+def _fragment_rows(ledgers: Iterable[dict]):
+    """Table rows; a failed ledger's row names its cause, its reason is said below the table
+    (:class:`_Reasons`; ``--json`` has the whole error)."""
+    from ..ops.recovery import cause_label
+
     def with_error(note: str, r: dict) -> str:
-        error = r.get("error")
-        if not error:
+        if not r.get("error"):
             return note
-        said = r.get("reason") or error
-        return note + (" (see below)" if said in repeated else f": {said}")
+        return note + (f" ({cause_label(r['cause'])})" if r.get("cause") else f": {r['error']}")
 
     for r in ledgers:
         if not r["fragments"]:
@@ -38,18 +39,40 @@ def _fragment_rows(ledgers: list[dict], repeated: set[str] = frozenset()):
             yield (r["ledger_id"], f"{f['first_entry_id']}..{end}", moves, count, with_error(note, r))
 
 
-def _show_plan_or_result(app: App, doc: dict, what: str) -> None:
-    from collections import Counter
+class _Reasons:
+    """The failures' reasons as results stream past, each said once below the table with
+    how many ledgers it stopped (the most common first, at most ``shown`` of them)."""
 
-    errors = Counter(r.get("reason") or r["error"] for r in doc["ledgers"] if r.get("error"))
-    repeated = {e for e, n in errors.items() if n > 1}
-    if doc["ledgers"]:
+    def __init__(self, shown: int = 20):
+        from collections import Counter
+
+        self.counts: Counter[str] = Counter()
+        self.shown = shown
+
+    def passing(self, results: Iterable[dict]) -> Iterator[dict]:
+        for r in results:
+            if r.get("error"):
+                self.counts[r.get("reason") or r["error"]] += 1
+            yield r
+
+    def say(self, app: App) -> None:
+        for reason, n in self.counts.most_common(self.shown):
+            app.console.print(f"{_plural(n, 'ledger')}: {reason}", markup=False)
+        if len(self.counts) > self.shown:
+            app.console.print(f"... and {len(self.counts) - self.shown} more reasons (--json has every ledger's)")
+
+
+def _show_plan_or_result(app: App, results: Iterable[dict], totals: dict, dry_run: bool, what: str) -> None:
+    """The rows as they come (a chunk at a time past 1,000), the reasons, the totals."""
+    reasons = _Reasons()
+    rows = _fragment_rows(reasons.passing(results))
+    first = next(rows, None)
+    if first is not None:
         stream_table(app, ["ledger", "entries", "lost -> replacement", "count", "status"],
-                     _fragment_rows(doc["ledgers"], repeated))
-    for error in sorted(repeated):
-        app.console.print(f"{_plural(errors[error], 'ledger')}: {error}", markup=False)
-    t = doc["totals"]
-    if doc["dry_run"]:
+                     itertools.chain([first], rows))
+    reasons.say(app)
+    t = totals
+    if dry_run:
         app.console.print(f"dry run: {_plural(t['planned'], 'ledger')} to recover off {what}, nothing changed"
                           + (f"; {t['skipped']} skipped" if t["skipped"] else "")
                           + (f"; {t['failed']} cannot be planned" if t["failed"] else ""))
@@ -58,6 +81,20 @@ def _show_plan_or_result(app: App, doc: dict, what: str) -> None:
                           f"{_plural(t['entries_copied'], 'entry', 'entries')} copied"
                           + (f"; {t['skipped']} skipped" if t["skipped"] else "")
                           + (f"; {t['failed']} FAILED" if t["failed"] else ""))
+
+
+def _stream_json(app: App, head: dict, results: Iterable[dict], tail: Callable[[], dict]) -> None:
+    """One JSON document, the bytes :meth:`App.emit_json` writes for ``{**head, "ledgers":
+    [...], **tail()}`` (keys sorted; ``head``'s sort before ``ledgers``, ``tail()``'s after),
+    its ledgers written as they come."""
+    from ..app import encode_json
+
+    out = sys.stdout
+    out.write("{" + "".join(f"{encode_json(k)}:{encode_json(v)}," for k, v in sorted(head.items())) + '"ledgers":[')
+    for i, r in enumerate(results):
+        out.write(("," if i else "") + encode_json(r))
+    out.write("]" + "".join(f",{encode_json(k)}:{encode_json(v)}" for k, v in sorted(tail().items())) + "}\n")
+    out.flush()
 
 
 class Eta:
@@ -210,9 +247,12 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
     ledger is exit 3; a running (registered) bookie is exit 4 unless
     --force (or --dry-run), and a warning with it.  One walk over every
     ledger finds the bookies' ledgers; then they are planned and copied 500
-    at a time from their metadata read again pipelined.  On a terminal a
-    bar shows the ledgers and bytes left, the rate and the ETA; nothing on
-    a pipe.
+    at a time from their metadata read again pipelined, and printed as each
+    500 are done (the table and the --json document alike; memory does not
+    grow with their number).  On a terminal a bar shows the ledgers and
+    bytes left, the rate and the ETA; nothing on a pipe.  A failed ledger's
+    row names its cause; each reason is said once below the table, with how
+    many ledgers it stopped.
 
     --dry-run prints, per ledger and segment, the lost bookie, the
     replacement it would get now and how many entries it held.  --json
@@ -227,7 +267,15 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
     cookies {bookie: deleted | none | kept: registered}.
     """
     from ..exitcodes import CONFLICT, FAILED, CommandError
-    from ..ops.recovery import check_bookie_ids, delete_cookies, live_bookies, rereplicate_bookies
+    from ..ops.recovery import (
+        check_bookie_ids,
+        count_results,
+        delete_cookies,
+        live_bookies,
+        new_totals,
+        rereplicate_stream,
+        summary,
+    )
 
     what = ", ".join(bookies)
     live = live_bookies(app.store, check_bookie_ids(bookies))
@@ -247,28 +295,50 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
         app.store.ledgers.read(ledger_id)  # not found: exit 3
         only = [ledger_id]
     reporter = _Reporter(app, "re-replicating")
+    bookies = tuple(check_bookie_ids(bookies))
+    totals = new_totals()
+    # one streaming document (its rows printed as their chunk is done, never all held), unless
+    # the cookies' fate, which sorts before the rows, is to be known first, or the shell pretty-prints
+    keep = (delete_cookie and not dry_run) or (app.json and app.interactive and app.console.is_terminal)
     try:
-        doc = rereplicate_bookies(app.bk, app.store, bookies, target=target, dry_run=dry_run,
-                              skip_open=skip_open_ledgers, parallel=parallel, confirm=confirm,
-                              on_start=reporter.start, on_ledger=reporter.ledger, on_entry=reporter.entry,
-                              ledger_ids=only, rate=rate,
-                              progress=lambda: app.walk_progress("finding the ledgers on " + what))
+        chunks = rereplicate_stream(app.bk, app.store, bookies, target=target, dry_run=dry_run,
+                                    skip_open=skip_open_ledgers, parallel=parallel, confirm=confirm,
+                                    on_start=reporter.start, on_ledger=reporter.ledger, on_entry=reporter.entry,
+                                    ledger_ids=only, rate=rate,
+                                    progress=lambda: app.walk_progress("finding the ledgers on " + what))
+        next(chunks)  # the checks, the walk and the question: refused before any output
+
+        def results() -> Iterator[dict]:
+            for chunk in chunks:
+                count_results(totals, chunk)
+                yield from chunk
+
+        if keep:
+            doc = summary(list(bookies), list(results()), dry_run=dry_run, target=target,
+                          skip_open=skip_open_ledgers)
+        elif app.json:
+            _stream_json(app, {"bookies": list(bookies), "dry_run": dry_run}, results(),
+                         lambda: {"skip_open_ledgers": skip_open_ledgers, "target": target, "totals": totals})
+        else:
+            _show_plan_or_result(app, results(), totals, dry_run, what)
     finally:
         reporter.stop()
-    if delete_cookie and not dry_run:
-        doc["cookies"] = ({} if doc["totals"]["failed"] or doc["totals"]["skipped"]
-                          else delete_cookies(app.store, doc["bookies"]))
+    if keep:
+        if delete_cookie and not dry_run:
+            doc["cookies"] = ({} if doc["totals"]["failed"] or doc["totals"]["skipped"]
+                              else delete_cookies(app.store, doc["bookies"]))
 
-    def human():
-        _show_plan_or_result(app, doc, what)
-        for b, outcome in doc.get("cookies", {}).items():
-            app.console.print(f"cookie of {b}: {outcome}")
-        if delete_cookie and not dry_run and not doc.get("cookies"):
-            app.console.print("cookies kept: not every ledger was recovered")
+        def human():
+            _show_plan_or_result(app, doc["ledgers"], doc["totals"], dry_run, what)
+            for b, outcome in doc.get("cookies", {}).items():
+                app.console.print(f"cookie of {b}: {outcome}")
+            if delete_cookie and not dry_run and not doc.get("cookies"):
+                app.console.print("cookies kept: not every ledger was recovered")
 
-    emit(app, doc, human)
-    if doc["totals"]["failed"]:
-        raise CommandError(f"{_plural(doc['totals']['failed'], 'ledger')} could not be re-replicated", FAILED)
+        emit(app, doc, human)
+        totals = doc["totals"]
+    if totals["failed"]:
+        raise CommandError(f"{_plural(totals['failed'], 'ledger')} could not be re-replicated", FAILED)
 
 
 @click.command()

@@ -162,14 +162,23 @@ def summary(bookies: list[str], results: list[dict], *, dry_run: bool, target: s
     ``reason`` (one short line)), and ``totals`` (``ledgers``, ``recovered``,
     ``planned``, ``skipped``, ``failed``, ``entries_copied``).
     """
-    totals = {"ledgers": len(results), "recovered": 0, "planned": 0, "skipped": 0, "failed": 0,
-              "entries_copied": 0}
+    return {"bookies": bookies, "target": target, "dry_run": dry_run, "skip_open_ledgers": skip_open,
+            "ledgers": results, "totals": count_results(new_totals(), results)}
+
+
+def new_totals() -> dict:
+    """The ``totals`` of :func:`summary`, nothing counted yet."""
+    return {"ledgers": 0, "recovered": 0, "planned": 0, "skipped": 0, "failed": 0, "entries_copied": 0}
+
+
+def count_results(totals: dict, results: Iterable[dict]) -> dict:
+    """Add ``results`` to ``totals`` (:func:`new_totals`); returns it."""
     for r in results:
+        totals["ledgers"] += 1
         if r["status"] in totals:
             totals[r["status"]] += 1
         totals["entries_copied"] += r.get("entries_copied", 0)
-    return {"bookies": bookies, "target": target, "dry_run": dry_run, "skip_open_ledgers": skip_open,
-            "ledgers": results, "totals": totals}
+    return totals
 
 
 #: ledgers handed to the reactor at a time: the metadata read for them is what a run holds
@@ -177,13 +186,22 @@ CHUNK = 500
 
 
 def rereplicate_bookies(bk, store, bookies: Iterable[str], *, target: str | None = None, dry_run: bool = False,
-                    skip_open: bool = False, parallel: int = 4, window: int = 64,
-                    confirm: Callable[[list[int]], Any] | None = None,
-                    on_start: Callable[[int, int | None], Any] | None = None,
-                    on_ledger: Callable[[dict], Any] | None = None,
-                    on_entry: Callable[[int], Any] | None = None,
-                    ledger_ids: list[int] | None = None, expected_bytes: int | None = None, rate: float = 0,
-                    progress=None) -> dict:
+                        skip_open: bool = False, **options: Any) -> dict:
+    """:func:`rereplicate_stream`'s results in one :func:`summary` (options as there)."""
+    bookies = check_bookie_ids(bookies)
+    results = [r for chunk in rereplicate_stream(bk, store, bookies, target=target, dry_run=dry_run,
+                                                 skip_open=skip_open, **options) for r in chunk]
+    return summary(bookies, results, dry_run=dry_run, target=target, skip_open=skip_open)
+
+
+def rereplicate_stream(bk, store, bookies: Iterable[str], *, target: str | None = None, dry_run: bool = False,
+                       skip_open: bool = False, parallel: int = 4, window: int = 64,
+                       confirm: Callable[[list[int]], Any] | None = None,
+                       on_start: Callable[[int, int | None], Any] | None = None,
+                       on_ledger: Callable[[dict], Any] | None = None,
+                       on_entry: Callable[[int], Any] | None = None,
+                       ledger_ids: list[int] | None = None, expected_bytes: int | None = None, rate: float = 0,
+                       progress=None) -> Iterator[list[dict]]:
     """Re-replicate everything ``bookies`` held (see :func:`bkctl.wire.client.rereplication.rereplicate_ledger`).
 
     One walk finds the ledgers (:func:`survey`; ``progress()`` makes the context
@@ -198,7 +216,11 @@ def rereplicate_bookies(bk, store, bookies: Iterable[str], *, target: str | None
     thread).  ``rate``: at most that many bytes per second written to the
     replacements (0: no limit; the autorecovery worker's throttle).
     ``ledger_ids`` limits the run to those ledgers (``expected_bytes``: what
-    :func:`survey` said they hold, for ``on_start``).  Returns :func:`summary`.
+    :func:`survey` said they hold, for ``on_start``).  A generator: the checks,
+    the walk and ``confirm`` run at the first ``next()`` (errors raise then,
+    before any result), then each chunk's results (the rows of :func:`summary`'s
+    ``ledgers``, ascending within a chunk) come as soon as it is done, and are
+    not kept: a caller that prints them as they come holds one chunk.
     """
     from bkctl.wire.client.blocking import run_in_reactor
     from bkctl.wire.client.rereplication import CachedBookieLists, rereplicate_ledgers
@@ -229,13 +251,12 @@ def rereplicate_bookies(bk, store, bookies: Iterable[str], *, target: str | None
 
         throttle = RateLimiter(rate, reactor)
     lists = CachedBookieLists(bk.client)
-    results: list[dict] = []
+    yield []  # the checks are done
     for chunk in _chunks(store.ledgers.read_many(ids), CHUNK):
-        results += run_in_reactor(rereplicate_ledgers, bk.client, chunk, bookies, parallel=parallel,
-                                  on_ledger=on_ledger, target=target, skip_open=skip_open, dry_run=dry_run,
-                                  window=window, on_entry=on_entry, throttle=throttle, bookie_lists=lists,
-                                  timeout=None)
-    return summary(bookies, results, dry_run=dry_run, target=target, skip_open=skip_open)
+        yield run_in_reactor(rereplicate_ledgers, bk.client, chunk, bookies, parallel=parallel,
+                             on_ledger=on_ledger, target=target, skip_open=skip_open, dry_run=dry_run,
+                             window=window, on_entry=on_entry, throttle=throttle, bookie_lists=lists,
+                             timeout=None)
 
 
 def autorecovery_available(store) -> bool:

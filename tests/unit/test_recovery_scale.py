@@ -160,3 +160,24 @@ def test_a_copy_from_the_walk_updates_the_metadata_on_the_version_it_read():
     for lid in (1, 2):
         md, version = client.store.ledgers.read(lid)
         assert md.ensembles[0][1] == (A, D, C) and version == 1
+
+
+def test_the_streamed_document_is_the_one_emit_writes(capsys):
+    from bkctl.app import App
+    from bkctl.commands.recovery import _stream_json
+    from bkctl.ops.recovery import count_results, new_totals, summary
+
+    rows = [{"ledger_id": 7, "state": "CLOSED", "status": "failed", "closed_first": False, "fragments": [],
+             "entries_copied": 0, "bytes": 0, "error": "entry 0 of ledger 7: \u00e9\"", "cause": R.UNREADABLE,
+             "reason": "entry 0: no good copy"},
+            {"ledger_id": 9, "state": "OPEN", "status": "planned", "closed_first": True,
+             "fragments": [{"first_entry_id": 0, "last_entry_id": None, "lost": [B], "replacements": {B: D},
+                            "entries": None, "entries_copied": 0}],
+             "entries_copied": 0, "bytes": 0, "error": None, "cause": None, "reason": None}]
+    app = App()
+    app.emit_json(summary([B], rows, dry_run=True, target=None, skip_open=False))
+    whole = capsys.readouterr().out
+    totals = new_totals()
+    _stream_json(app, {"bookies": [B], "dry_run": True}, iter(rows),
+                 lambda: {"skip_open_ledgers": False, "target": None, "totals": count_results(totals, rows)})
+    assert capsys.readouterr().out == whole
