@@ -287,6 +287,7 @@ def run_commands(f: Filled, args, bkctl: str) -> None:
         "ledgers on one bookie": ["listledgers", "-bookieid", one],
         "every ledger's metadata": ["listledgers", "-meta"],
         "underreplicated": ["listunderreplicated"],
+        "recover --dry-run": ["recover", "-dryrun", "-force", GONE[0]],
     }
     wanted = set(args.only.split(",")) if args.only else set(ours)
     results: dict[str, dict[str, list[Figure]]] = {}
