@@ -272,6 +272,16 @@ def test_what_the_twin_does_not_read_is_left_to_the_general_path_and_its_error_r
         assert view.arrow_values([None], pa.array([avro(doc, value)], pa.binary()), None, AVROCOLS) is None
 
 
+def test_an_array_claiming_more_items_than_bytes_is_left_to_the_general_path():
+    empty = {"type": "record", "name": "E", "fields": []}
+    doc = {"type": "record", "name": "R", "fields": [{"name": "n", "type": {"type": "array", "items": empty}}]}
+    view = TypedView({0: stored(doc)})
+    assert view.arrow_values([None], pa.array([avro(doc, {"n": [{}] * 3})], pa.binary()), None, AVROCOLS) is None
+    huge = b"\x80\x80\x80\x80\x80\x80\x80\x01\x00"  # 2**48 empty records: no memory spent on them here
+    assert view.arrow_values([None], pa.array([huge], pa.binary()), None, AVROCOLS) is None
+    assert view.arrow_values([None], pa.array([b"\x00"], pa.binary()), None, AVROCOLS).to_pylist() == [{"n": []}]
+
+
 def test_with_fast_paths_off_there_is_no_c_twin():
     assert fastpath.build(False).avro_columns is None
     view = TypedView({0: stored(ORDER_V0)})

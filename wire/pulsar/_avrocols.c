@@ -437,6 +437,10 @@ static int read_op(Decoder *d, Op *op, In *in)
                     return 1;
                 count = -count;
             }
+            /* each item takes a byte at least, but for a zero-width one (null, an empty record,
+             * fixed(0)): more items than bytes left is the general path's to judge */
+            if (count > in->end - in->p)
+                return 1;
             for (int64_t i = 0; i < count; i++) {
                 if (op->kind == OP_MAP) {
                     int64_t klen;
