@@ -134,6 +134,8 @@ def zookeeper_alive(directory: Path, record: dict | None) -> bool:
 
 #: the sandbox ZooKeeper's Java heap unless ``sandbox up --zk-heap`` says otherwise
 DEFAULT_ZK_HEAP_MB = 256
+#: the largest znode (and packet) the sandbox's ZooKeeper takes: Pulsar's -Djute.maxbuffer
+ZK_JUTE_MAXBUFFER = 10 * 1024 * 1024
 
 
 def ensure_zookeeper(directory: Path, state: dict, port: int | None = None,
@@ -164,7 +166,10 @@ def ensure_zookeeper(directory: Path, state: dict, port: int | None = None,
         return {"port": running, "pid": int(record["pid"]), "started": False, "heap_mb": heap}
     if port is None and record.get("port") and port_free(HOST, int(record["port"])):
         port = int(record["port"])  # same port as last time keeps the URI stable
-    server = ZooKeeperServer(_zk_dir(directory), port, heap_mb=heap)
+    # Pulsar runs its ZooKeeper with 10 MB packets: a managed ledger of tens of thousands of
+    # ledgers is a znode over the 1 MiB default (apache/pulsar#11490)
+    server = ZooKeeperServer(_zk_dir(directory), port, heap_mb=heap,
+                             jvm_options=[f"-Djute.maxbuffer={ZK_JUTE_MAXBUFFER}"])
     progress(f"starting ZooKeeper ({heap} MiB heap)...")
     try:
         server.start()
