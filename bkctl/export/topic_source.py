@@ -254,30 +254,48 @@ def publish_time_reader(reader: LedgerReader):
     return time_of
 
 
-def plan_topic(store, spec: TopicSpec, split_entries: int, tail_of, client=None, time_of=None) -> SourcePlan:
+#: how many ledgers' metadata planning reads at a time (one batched read each)
+PLAN_READ_BATCH = 1000
+
+
+def _read_in_batches(store, ledger_ids: list[int]) -> Iterator[Any]:
+    """The metadata of each of ``ledger_ids`` in order (None: deleted), read a batch at a
+    time (:meth:`read_many`: a round trip per batch, not per ledger; a managed ledger lists
+    up to tens of thousands), each batch whole so that no walk stays open while planning
+    asks the bookies; metadata that does not decode raises as ``ledgers.read`` does."""
+    for lo in range(0, len(ledger_ids), PLAN_READ_BATCH):
+        for got in list(store.ledgers.read_many(ledger_ids[lo:lo + PLAN_READ_BATCH])):
+            if isinstance(got.metadata, Exception):
+                raise got.metadata
+            yield got.metadata
+
+
+def plan_topic(store, spec: TopicSpec, split_entries: int, tail_of, client=None, time_of=None,
+               scan: bool = False) -> SourcePlan:
     """Plan the export of ``spec.topic`` (see the module documentation):
     ``tail_of(ledger_id)`` gives the open ledger's
     :class:`~bkctl.wire.client.unconfirmed_tail.Tail`, ``client()`` a
     BlockingBookKeeper to read a cursor ledger with (None: the cursor's
     znode alone), ``time_of(ledger, entry, unconfirmed)`` an entry's publish
     time for the ``--from``/``--to`` pushdown (:class:`Pushdown`; None: no
-    pushdown).  The plan's ``details["topics"]`` describes each managed
+    pushdown), ``scan`` the tasks' :attr:`TopicRange.scan`.  The plan's
+    ``details["topics"]`` describes each managed
     ledger, ``details["warnings"]`` the subscriptions whose position fell
     back to the znode (:class:`~bkctl.ops.pulsar.CursorFallback` with
     ``spec.strict``), ``details["pushdown"]`` what the window skipped."""
     from bkctl.ops.pulsar import CursorFallback, cursor_state, fallback_warning, reader, resolve_topics
-    from bkctl.wire.metadata.errors import NoSuchLedger
     from bkctl.wire.pulsar.errors import NoSuchSubscription
 
     topics = reader(store, spec.managed_ledgers)
     managed = resolve_topics(topics, spec.topic)
     out = SourcePlan([], [], details={"topics": {}, "warnings": []})
+    tasks: list[dict[str, Any]] = []  # out.tasks' fields: a ledger's are completed by the next one's
     pushdown = Pushdown(spec.from_ms, spec.to_ms, time_of) if time_of is not None else None
     topics_doc = out.details["topics"]
     missing: list[str] = []
     for ml in managed:
         name = str(ml.topic)
-        follows = 0  # the ranges of the ledger before, when it was planned: the last ones of out.tasks
+        follows = 0  # the ranges of the ledger before, when it was planned: the last ones of tasks
         cursor = None
         if spec.subscription is not None:
             info = ml.cursors.get(spec.subscription)
@@ -300,8 +318,10 @@ def plan_topic(store, spec: TopicSpec, split_entries: int, tail_of, client=None,
                             "read_past_lac": past_lac}
         terminated = ml.terminated
         previous_closed_at = None
+        reads = _read_in_batches(store, [li.ledgerId for li in ml.info.ledgerInfo])
         for li in ml.info.ledgerInfo:
             ledger_id = li.ledgerId
+            md = next(reads)
             before, previous_closed_at = previous_closed_at, li.timestamp or None
             if pushdown is not None and pushdown.active and pushdown.skip_ledger(
                     li.timestamp if li.HasField("entries") else None, before):
@@ -310,9 +330,7 @@ def plan_topic(store, spec: TopicSpec, split_entries: int, tail_of, client=None,
                 follows = 0
                 continue
             offload = li.offloadContext if li.HasField("offloadContext") else None
-            try:
-                md, _version = store.ledgers.read(ledger_id)
-            except NoSuchLedger:
+            if md is None:
                 follows = 0
                 if offload is not None and offload.complete and offload.bookkeeperDeleted:
                     out.skipped.append({"ledger_id": ledger_id, "topic": name,
@@ -350,16 +368,19 @@ def plan_topic(store, spec: TopicSpec, split_entries: int, tail_of, client=None,
                               metadata=custom_metadata_text(md.custom_metadata), first=first, last=last,
                               length=md.length if md.is_closed else None, segments=len(md.ensembles))
             out.plans.append(plan)
-            ranges = [TopicRange(name, ml.topic.partition, ledger_id, r.first, r.last, end, cursor,
-                                 spec.from_ms, spec.to_ms, spec.on_corrupt == "row", unconfirmed=not md.is_closed)
+            ranges = [{"topic": name, "partition": ml.topic.partition, "ledger_id": ledger_id, "first": r.first,
+                       "last": r.last, "ledger_last": end, "cursor": cursor, "from_ms": spec.from_ms,
+                       "to_ms": spec.to_ms, "error_rows": spec.on_corrupt == "row", "unconfirmed": not md.is_closed,
+                       "scan": scan}
                       for r in planning.split_ranges([plan], split_entries)]
             if ranges and follows:  # a chunked message begun in any range of the ledger before may end here
-                out.tasks[-follows:] = [replace(r, next_ledger=ledger_id, next_last=end,
-                                                next_unconfirmed=not md.is_closed)
-                                         for r in out.tasks[-follows:]]
-                ranges[0] = replace(ranges[0], follows=True)
-            out.tasks.extend(ranges)
+                for r in tasks[-follows:]:
+                    r.update(next_ledger=ledger_id, next_last=end, next_unconfirmed=not md.is_closed)
+                ranges[0]["follows"] = True
+            tasks.extend(ranges)
             follows = len(ranges)
+    # each task is made once, whole (a topic may have tens of thousands of ledgers)
+    out.tasks = [TopicRange(**fields) for fields in tasks]
     if pushdown is not None and pushdown.active:
         out.details["pushdown"] = pushdown.to_json()
     if missing and not spec.skip_missing:
@@ -670,13 +691,13 @@ class TopicSource:
     def plan(self, store: Any, reader: LedgerReader, split_entries: int) -> SourcePlan:
         from .topic_transactions import scan_transactions, with_transactions
 
-        plan = plan_topic(store, self.spec, split_entries, reader.tail, reader.client, publish_time_reader(reader))
+        plan = plan_topic(store, self.spec, split_entries, reader.tail, reader.client, publish_time_reader(reader),
+                          scan=not self.spec.scan_first)
         view = self.type_values(store, reader)
         plan.details["schema"] = self._typing[1]
         if view is not None:
             plan.tasks = [replace(t, typed=view) for t in plan.tasks]
         if not self.spec.scan_first:
-            plan.tasks = [replace(t, scan=True) for t in plan.tasks]
             return plan
         transactions = scan_transactions(reader, plan.tasks)
         plan.tasks = with_transactions(plan.tasks, transactions, self.spec.include_pending)
