@@ -143,8 +143,12 @@ static int append_null(Decoder *d, Col *c);
 
 /* A slot's validity: the bitmap is only written from a column's first null on
  * (then every slot before it is set valid at once); most columns have none. */
-static int slot_valid(Col *c, int on)
+static inline int slot_valid(Col *c, int on)
 {
+    if (on && c->nulls == 0) {
+        c->len++;
+        return 0;
+    }
     if (!on && c->nulls == 0) {
         Py_ssize_t full = (c->len + 7) / 8;
         if (buf_reserve(&c->valid, full + 1) < 0)
@@ -256,7 +260,7 @@ static int utf8_ok(const uint8_t *s, Py_ssize_t n)
     return 1;
 }
 
-static int put_number(Col *c, double dv, int64_t iv, int is_int)
+static inline int put_number(Col *c, double dv, int64_t iv, int is_int)
 {
     switch (c->kind) {
     case C_I32: {
@@ -280,7 +284,7 @@ static int put_number(Col *c, double dv, int64_t iv, int is_int)
     return 1;
 }
 
-static int put_bin(Col *c, const void *src, Py_ssize_t n)
+static inline int put_bin(Col *c, const void *src, Py_ssize_t n)
 {
     if (put(&c->data, src, n) < 0)
         return -1;
