@@ -178,3 +178,44 @@ def test_a_bookie_without_room_for_its_run_gets_the_rest_one_by_one():
             assert conns["b2:3181"].runs and max(map(len, conns["b2:3181"].runs)) <= 4
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][0] == 39
+
+
+def _per_entry_adds(n: int, runs: bool, inflight: int, **kw):
+    """``n`` adds through the per-entry API as ``bkctl bench`` makes them: ``inflight``
+    outstanding, each acknowledgement's callback adding the next entry."""
+    handle, links, conns = _writer(runs, **kw)
+    done: list[int] = []
+    issued = [0]
+
+    def fill():
+        while issued[0] < n and issued[0] - len(done) < inflight:
+            issued[0] += 1
+            handle.add_entry(b"entry %d" % (issued[0] - 1)).addCallback(acked)
+
+    def acked(entry_id):
+        done.append(entry_id)
+        fill()
+
+    fill()
+    first = {b: transport.value() for b, (_proto, transport) in links.items()}
+    rounds, backlog = [], {}
+    while len(done) < n and len(rounds) < 1000:
+        rounds.append(_serve(links, backlog))
+    return done, first, rounds, conns
+
+
+@pytest.mark.parametrize("quorum", [(3, 2, 2), (1, 1, 1)])
+def test_per_entry_adds_of_a_burst_go_out_in_runs_as_one_by_one(quorum):
+    """The adds an answer chunk's callbacks make (add_entry, one Deferred each) are held
+    for the burst's end and go to each bookie as one run: the same frames, rounds and
+    outcomes as the copies one by one; adds outside a burst go out at once."""
+    outcomes = []
+    for runs in (True, False):
+        done, first, rounds, conns = _per_entry_adds(200, runs, 32, quorum=quorum, max_inflight=64)
+        assert all(first.values())  # the first window went out at once, before any answer
+        outcomes.append((done, first, rounds))
+        if runs:
+            used = [r for c in conns.values() for r in c.runs]
+            assert used and max(map(len, used)) > 1
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] == list(range(200))

@@ -32,11 +32,12 @@
 * the fast path (:mod:`bkctl.wire.fastpath`): each entry is packaged (its
   digest) and encoded once for its whole write set
   (:class:`~bkctl.wire.codecs.add_frames.EncodedAdd`), each connection only
-  adds its header; the adds of a burst (``add_entries``, the adds started
-  by completions while a bookie's answers are handed out) are written once
-  per bookie, and ``add_entries`` hands each bookie its copies of a burst
-  as one run (one call, one deadline, one registration pass) as far as its
-  connection has room on the wire.  Off, each
+  adds its header; the adds of a burst (``add_entries``, or ``add_entry``
+  calls made while a bookie's answers are handed out: the next adds of a
+  pipelining writer) are sent at its end, each bookie its copies as one run
+  (one call, one deadline, one registration pass) as far as its
+  connection has room on the wire; metadata updates by compare-and-set are
+  :mod:`.ledger_updates`.  Off, each
   copy is encoded by its connection and sent on its own.
 """
 from __future__ import annotations
@@ -67,6 +68,7 @@ from .errors import (
     TooManyRequests,
     Unauthorized,
 )
+from .ledger_updates import write_closed, write_ensemble_change
 from .read_handle import ReadHandle
 from .readable_ledger import StripeCursor
 
@@ -141,6 +143,14 @@ class LedgerHandle(ReadHandle):
         self._behind: set[str] = set()
         #: acknowledged adds wait to be completed at the end of the burst under way (cork)
         self._completion_held = False
+        #: the fast path's adds started during the burst under way, not sent yet: they go out
+        #: at its end (or once a run fills the room the bookies have), each bookie's copies
+        #: as one run, as add_entries sends them (:meth:`_held_in_run`)
+        self._run: list[_PendingAdd] = []
+        #: how many adds the run under way may hold (:meth:`_run_room`)
+        self._run_room_left = 0
+        #: whether the burst under way calls burst_ended for the run
+        self._run_held = False
         #: the write sets of the stripe the adds are in
         self._add_stripe = StripeCursor(self)
         self._changing = False
@@ -290,30 +300,20 @@ class LedgerHandle(ReadHandle):
             if not self.writable():
                 await self.wait_writable()
                 continue
-            # a burst: up to the window, written once per bookie at its end; on the
-            # fast path its entries go out in runs, each bookie's copies together
-            runs = self._adds is not None
+            # a burst: its adds go out at its end, on the fast path each bookie's copies as
+            # one run (_held_in_run, as for any add made during a burst)
             holding = hold_writes()
             try:
-                while it is not None and self.writable():
-                    # as many as keep every bookie under max_inflight (a run) and the handle writable
-                    room = min(self._run_room() if runs else 1, self.max_inflight - len(self._pending))
-                    run: list[_PendingAdd] = []
+                while self.writable():
                     try:
-                        while len(run) < room and self._state == _OPEN:
-                            try:
-                                payload = bytes(next(it))
-                            except StopIteration:
-                                it = None
-                                break
-                            if len(payload) > limit:
-                                raise ValueError(f"entry of {len(payload)} bytes is larger than the {limit} "
-                                                 "bytes a bookie frame can carry")
-                            last = self._start_add(payload, with_deferred=False, send=not runs)
-                            run.append(last)
-                    finally:
-                        if runs and run:
-                            self._send_run(run)
+                        payload = bytes(next(it))
+                    except StopIteration:
+                        it = None
+                        break
+                    if len(payload) > limit:
+                        raise ValueError(f"entry of {len(payload)} bytes is larger than the {limit} "
+                                         "bytes a bookie frame can carry")
+                    last = self._start_add(payload, with_deferred=False)
             finally:
                 if holding:
                     release_writes()
@@ -329,10 +329,9 @@ class LedgerHandle(ReadHandle):
             last.deferred = defer.Deferred()
         return await last.deferred
 
-    def _start_add(self, payload: bytes, with_deferred: bool = True, send: bool = True):
-        """Package and send the next entry; returns its Deferred (or, without
-        ``with_deferred``, the pending add itself).  Without ``send`` it is
-        only queued: the caller sends it in a run (:meth:`_send_run`)."""
+    def _start_add(self, payload: bytes, with_deferred: bool = True):
+        """Package and send the next entry (during a burst: at its end, :meth:`_held_in_run`);
+        returns its Deferred (or, without ``with_deferred``, the pending add itself)."""
         entry_id = self._next_entry_id
         self._next_entry_id += 1
         self._length += len(payload)
@@ -342,14 +341,38 @@ class LedgerHandle(ReadHandle):
         if body is None:
             body = self.digest.package(entry_id, self._lac, self._length, payload)
         p = _PendingAdd(entry_id, body, self._length)
-        if not send:
-            self._pending.append(p)
-            return p
         if with_deferred:
             p.deferred = defer.Deferred()
-            return self._enqueue(p)
-        self._enqueue(p)
-        return p
+        self._pending.append(p)
+        if not self._changing and not (self._adds is not None and self._held_in_run(p)):
+            self._send(p)
+        return p.deferred if with_deferred else p
+
+    def _held_in_run(self, p: _PendingAdd) -> bool:
+        """During a burst (:mod:`.cork`: a chunk of answers handed out, whose callbacks
+        add the next entries), hold ``p`` for the burst's end, when the adds started
+        meanwhile go out together, each bookie's copies as one run (:meth:`_send_run`):
+        what :meth:`add_entries` does, for every add.  A run is sent sooner once it holds
+        as many adds as keep every bookie under ``max_inflight``.  False when no burst is
+        under way: the caller sends ``p`` now."""
+        run = self._run
+        if not run:
+            if not self._run_held:
+                if not finish_at_release(self):
+                    return False
+                self._run_held = True
+            self._run_room_left = self._run_room()
+        run.append(p)
+        if len(run) >= self._run_room_left:
+            self._send_held_run()
+        return True
+
+    def _send_held_run(self) -> None:
+        """Send the adds :meth:`_held_in_run` held (those an ensemble change did not send already)."""
+        run, self._run = self._run, []
+        run = [p for p in run if p.bookies is None]
+        if run and self._state != _FAILED:
+            self._send_run(run)
 
     def add_packaged(self, entry_id: int, body: bytes, length: int) -> defer.Deferred:
         """Re-write an entry read back (recovery): the bytes go out unchanged."""
@@ -491,7 +514,10 @@ class LedgerHandle(ReadHandle):
         # else: it completes when every earlier entry has
 
     def burst_ended(self) -> None:
-        """The burst that acknowledged adds ended: complete them (cork.FinishesBursts)."""
+        """The burst ended (cork.FinishesBursts): send the adds it started, then complete
+        those it acknowledged."""
+        self._run_held = False
+        self._send_held_run()
         self._complete_held()
 
     def _complete_held(self) -> None:
@@ -649,44 +675,12 @@ class LedgerHandle(ReadHandle):
             raise NotEnoughBookies(f"{causes}; and no replacement: {exc}", needed=exc.needed,
                                    available=exc.available, readonly=exc.readonly, excluded=exc.excluded) from exc
         first = self._lac + 1
-        new_md = md.with_ensemble_change(first, new_ensemble)
-        version = self._version
-        store = self.client.store
-        from bkctl.wire.metadata.errors import MetadataVersionConflict
-        for _attempt in range(100):
-            try:
-                version = await self.client.run_blocking(store.ledgers.update, self.ledger_id, new_md, version)
-                break
-            except MetadataVersionConflict as conflict:
-                current, current_version = conflict.metadata, conflict.current_version
-                self._check_still_ours(current)
-                if current.ensembles[-1] == new_md.ensembles[-1]:
-                    new_md, version = current, current_version  # our write went through after all
-                    break
-                if current.ensembles[-1] != md.ensembles[-1]:
-                    raise LedgerMetadataConflict(
-                        f"ledger {self.ledger_id}: another client changed the ensemble of the last "
-                        f"segment (now {list(current.ensembles[-1][1])} from entry "
-                        f"{current.ensembles[-1][0]})") from None
-                md = current
-                new_md = current.with_ensemble_change(first, new_ensemble)
-                version = current_version
-        else:
-            raise LedgerMetadataConflict(f"ledger {self.ledger_id}: metadata keeps changing")
+        new_md, version = await write_ensemble_change(self.client, self.ledger_id, md, self._version, first,
+                                                      new_ensemble, self.recovery)
         log.info("ledger %d: ensemble change at entry %d: %s -> %s", self.ledger_id, first,
                  list(self.metadata.last_ensemble), new_ensemble)
         self.metadata, self._version = new_md, version
         self.ensemble_changes += 1
-
-    def _check_still_ours(self, current: LedgerMetadata) -> None:
-        """Raise when the metadata shows another client took the ledger over."""
-        if current.is_closed:
-            raise LedgerClosedError(
-                f"ledger {self.ledger_id} was closed by another client at entry "
-                f"{current.last_entry_id}")
-        if current.is_in_recovery and not self.recovery:
-            raise LedgerFencedError(
-                f"ledger {self.ledger_id} is being recovered by another client (metadata is IN_RECOVERY)")
 
     def _resend(self) -> None:
         """After an ensemble change: send unsent entries, and re-send every
@@ -834,42 +828,13 @@ class LedgerHandle(ReadHandle):
                     log.warning("ledger %d: releasing the append lock failed", self.ledger_id, exc_info=True)
 
     async def _write_closed(self) -> None:
-        from bkctl.wire.metadata.errors import MetadataVersionConflict
         lac = self._lac
         length = self._confirmed_length
         if length is None:
             length = (await self._read_entry(lac)).length if lac >= 0 else 0
             self._confirmed_length = length
-        md, version = self.metadata, self._version
-        store = self.client.store
-        for _attempt in range(100):
-            if md.is_closed:
-                break
-            new_md = md.closed(lac, length)
-            try:
-                version = await self.client.run_blocking(store.ledgers.update, self.ledger_id, new_md, version)
-                md = new_md
-                break
-            except MetadataVersionConflict as conflict:
-                current, current_version = conflict.metadata, conflict.current_version
-                if current.is_closed:
-                    if self.recovery or (current.last_entry_id == lac and current.length == length):
-                        if current.last_entry_id != lac:
-                            log.warning("ledger %d: another recovery closed it at entry %d (this one found %d);"
-                                        " keeping theirs", self.ledger_id, current.last_entry_id, lac)
-                        md, version = current, current_version
-                        break
-                    raise LedgerClosedError(
-                        f"ledger {self.ledger_id} was closed by another client at entry "
-                        f"{current.last_entry_id} (length {current.length}); this writer had confirmed "
-                        f"entries up to {lac} (length {length})") from None
-                if current.is_in_recovery and not self.recovery:
-                    raise LedgerFencedError(
-                        f"ledger {self.ledger_id} is being recovered by another client; "
-                        f"it will be closed by the recovery") from None
-                md, version = current, current_version  # changed otherwise: close on top of it
-        else:
-            raise LedgerMetadataConflict(f"ledger {self.ledger_id}: metadata keeps changing")
+        md, version = await write_closed(self.client, self.ledger_id, self.metadata, self._version, lac, length,
+                                         self.recovery)
         self.metadata, self._version = md, version
         self._lac = md.last_entry_id
 
