@@ -15,7 +15,7 @@
   unbounded backlog -- nor replaced because its connection's queue filled;
 * a bookie that fails or times out is replaced: a new segment starting at
   the first unacknowledged entry is written to the metadata with
-  compare-and-set, and every outstanding entry whose write set changed is
+  compare-and-set (:mod:`.ledger_updates`), and every outstanding entry whose write set changed is
   sent to the replacement (acknowledgements from the replaced bookie no
   longer count).  Completions pause while the ensemble changes;
 * a fenced ledger (EFENCED, or metadata found IN_RECOVERY/CLOSED by someone
@@ -26,19 +26,15 @@
 * :meth:`LedgerHandle.close` waits for the outstanding adds, then writes
   CLOSED with the last entry id and length by compare-and-set;
 * with ``explicit_lac_interval`` (seconds; Java's ``explicitLacInterval``)
-  a LAC the adds have not carried to the bookies is sent to them as an
-  explicit LAC (WRITE_LAC) at most that long after it was confirmed, so a
-  tailing reader sees an entry without waiting for the next add;
+  a LAC the adds have not carried goes out as a WRITE_LAC (:mod:`.explicit_lac`);
 * the fast path (:mod:`bkctl.wire.fastpath`): each entry is packaged (its
   digest) and encoded once for its whole write set
   (:class:`~bkctl.wire.codecs.add_frames.EncodedAdd`), each connection only
   adds its header; the adds of a burst (``add_entries``, or ``add_entry``
   calls made while a bookie's answers are handed out: the next adds of a
   pipelining writer) are sent at its end, each bookie its copies as one run
-  (one call, one deadline, one registration pass) as far as its
-  connection has room on the wire; metadata updates by compare-and-set are
-  :mod:`.ledger_updates`.  Off, each
-  copy is encoded by its connection and sent on its own.
+  (one call, one deadline, one registration pass) as far as its connection
+  has room on the wire.  Off, each copy is encoded by its connection and sent on its own.
 """
 from __future__ import annotations
 
@@ -68,6 +64,7 @@ from .errors import (
     TooManyRequests,
     Unauthorized,
 )
+from .explicit_lac import ExplicitLac
 from .ledger_updates import write_closed, write_ensemble_change
 from .read_handle import ReadHandle
 from .readable_ledger import StripeCursor
@@ -160,16 +157,11 @@ class LedgerHandle(ReadHandle):
         self._close_waiters: list[defer.Deferred] = []
         self._close_outcome: Failure | bool | None = None
         self.ensemble_changes = 0
-        if explicit_lac_interval is None:
-            explicit_lac_interval = getattr(client, "explicit_lac_interval", 0.0)
-        if explicit_lac_interval < 0:
-            raise ValueError("explicit_lac_interval must be >= 0")
-        self.explicit_lac_interval = 0.0 if recovery else float(explicit_lac_interval)
         #: fast path: encodes each entry's ADD once for its write set (None: off)
         self._adds = AddEncoder(getattr(client, "protocol", "v3"), self.twins) if self.twins.enabled else None
-        self._piggybacked_lac = -1  # the LAC packaged in the last entry sent
-        self._explicit_lac = -1  # the highest LAC the bookies were told, by adds or WRITE_LAC
-        self._lac_timer = None
+        #: the LAC told to the bookies outside the adds (WRITE_LAC; a recoverer never ticks)
+        self._explicit = ExplicitLac(self, getattr(client, "explicit_lac_interval", 0.0)
+                                     if explicit_lac_interval is None else explicit_lac_interval, recovery)
 
     @property
     def max_entry_size(self) -> int:
@@ -335,7 +327,7 @@ class LedgerHandle(ReadHandle):
         entry_id = self._next_entry_id
         self._next_entry_id += 1
         self._length += len(payload)
-        self._piggybacked_lac = self._lac
+        self._explicit.piggybacked = self._lac
         c_package = self.digest.c_package
         body = None if c_package is None else c_package(self.ledger_id, entry_id, self._lac, self._length, payload)
         if body is None:
@@ -571,9 +563,8 @@ class LedgerHandle(ReadHandle):
                     self._pending.popleft()
                     self._lac = p.entry_id
                     self._confirmed_length = p.length
-                    if self._lac_timer is None and self.explicit_lac_interval and self._state == _OPEN:
-                        self._lac_timer = self.client.reactor.callLater(self.explicit_lac_interval,
-                                                                        self._flush_lac)
+                    if self._explicit.interval and self._state == _OPEN:
+                        self._explicit.confirmed()
                     if p.deferred is not None:
                         p.deferred.callback(p.entry_id)
                     if self._state == _FAILED:
@@ -611,7 +602,7 @@ class LedgerHandle(ReadHandle):
             return
         log.info("ledger %d: failing outstanding adds: %s", self.ledger_id, error)
         self._state = _FAILED
-        self._stop_lac_flush()
+        self._explicit.stop()
         self._error = error
         pending, self._pending = list(self._pending), deque()
         waiting, self._waiting = list(self._waiting), deque()
@@ -706,29 +697,6 @@ class LedgerHandle(ReadHandle):
                     if self._state == _FAILED:
                         return
 
-    # -- explicit LAC ---------------------------------------------------------------------
-
-    def _flush_lac(self) -> None:
-        """One tick of the explicit LAC policy (Java's ExplicitLacFlushPolicy):
-        while adds keep carrying newer LACs to the bookies nothing is sent;
-        once they stop, the LAC they did not carry goes out as a WRITE_LAC.
-        Ticks only while some confirmed LAC is not known to the bookies."""
-        self._lac_timer = None
-        if self._state != _OPEN:
-            return
-        if self._explicit_lac < self._piggybacked_lac:
-            self._explicit_lac = self._piggybacked_lac
-        elif self._lac > self._explicit_lac:
-            self._explicit_lac = self._lac
-            self.publish_lac()  # best effort: a reader falls back on the next add's LAC
-        if self._lac > self._explicit_lac:
-            self._lac_timer = self.client.reactor.callLater(self.explicit_lac_interval, self._flush_lac)
-
-    def _stop_lac_flush(self) -> None:
-        timer, self._lac_timer = self._lac_timer, None
-        if timer is not None and timer.active():
-            timer.cancel()
-
     # -- letting go without closing ----------------------------------------------------
 
     def publish_lac(self) -> defer.Deferred:
@@ -736,18 +704,7 @@ class LedgerHandle(ReadHandle):
         LAC (WRITE_LAC, v3 connections only), so that a reader sees the last
         acknowledged entry too (normally only the next entry carries it).
         Best effort: fires with how many bookies took it."""
-        lac = self._lac
-        if lac < 0 or getattr(self.client, "protocol", "v3") != "v3":
-            return defer.succeed(0)
-        body = self.digest.package_lac(lac)
-        calls = []
-        for bookie in self.metadata.last_ensemble:
-            try:
-                calls.append(self.client.pool.get(bookie).write_lac(self.ledger_id, lac, self.master_key, body))
-            except Exception as exc:  # noqa: BLE001
-                calls.append(defer.fail(exc))
-        return defer.DeferredList(calls, consumeErrors=True).addCallback(
-            lambda answers: sum(1 for ok, _ in answers if ok))
+        return self._explicit.publish()
 
     def release(self) -> defer.Deferred:
         """Let go of the ledger without closing it: wait for the outstanding
@@ -757,7 +714,7 @@ class LedgerHandle(ReadHandle):
         return defer.ensureDeferred(self._release())
 
     async def _release(self) -> None:
-        self._stop_lac_flush()
+        self._explicit.stop()
         if self._state == _OPEN:
             try:
                 await self.drain()
@@ -801,7 +758,7 @@ class LedgerHandle(ReadHandle):
         try:
             if self._state == _OPEN:
                 self._state = _CLOSING
-                self._stop_lac_flush()
+                self._explicit.stop()
                 rooms, self._room_waiters = list(self._room_waiters), deque()
                 for d in rooms:
                     d.errback(Failure(LedgerClosedError(f"ledger {self.ledger_id} is being closed")))
