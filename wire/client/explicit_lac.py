@@ -9,6 +9,7 @@ sent; once they stop, the LAC they did not carry goes out as a WRITE_LAC at most
 an interval after it was confirmed, so a tailing reader sees an entry without
 waiting for the next add.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
@@ -100,4 +101,5 @@ class ExplicitLac:
             except Exception as exc:  # noqa: BLE001
                 calls.append(defer.fail(exc))
         return defer.DeferredList(calls, consumeErrors=True).addCallback(
-            lambda answers: sum(1 for ok, _ in answers if ok))
+            lambda answers: sum(1 for ok, _ in answers if ok)
+        )

@@ -6,6 +6,7 @@ own write went through after all, the ledger was taken over (closed, or being
 recovered, by someone else: the writer must stop), or the change can be made on top
 of the other one.  As Java's ``LedgerHandle`` (``ChangeEnsembleOp``, ``doAsyncCloseInternal``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,16 +31,20 @@ ATTEMPTS = 100
 def check_still_ours(ledger_id: int, current: LedgerMetadata, recovery: bool) -> None:
     """Raise when ``current`` (the stored metadata) shows another client took the ledger over."""
     if current.is_closed:
-        raise LedgerClosedError(
-            f"ledger {ledger_id} was closed by another client at entry {current.last_entry_id}")
+        raise LedgerClosedError(f"ledger {ledger_id} was closed by another client at entry {current.last_entry_id}")
     if current.is_in_recovery and not recovery:
-        raise LedgerFencedError(
-            f"ledger {ledger_id} is being recovered by another client (metadata is IN_RECOVERY)")
+        raise LedgerFencedError(f"ledger {ledger_id} is being recovered by another client (metadata is IN_RECOVERY)")
 
 
-async def write_ensemble_change(client: BookKeeperClient, ledger_id: int, md: LedgerMetadata, version: int,
-                                first: int, new_ensemble: list[str],
-                                recovery: bool) -> tuple[LedgerMetadata, int]:
+async def write_ensemble_change(
+    client: BookKeeperClient,
+    ledger_id: int,
+    md: LedgerMetadata,
+    version: int,
+    first: int,
+    new_ensemble: list[str],
+    recovery: bool,
+) -> tuple[LedgerMetadata, int]:
     """Write a new last segment starting at entry ``first`` on ``new_ensemble`` over ``md``
     (stored at ``version``); returns the metadata and version stored then."""
     new_md = md.with_ensemble_change(first, new_ensemble)
@@ -57,15 +62,17 @@ async def write_ensemble_change(client: BookKeeperClient, ledger_id: int, md: Le
                 raise LedgerMetadataConflict(
                     f"ledger {ledger_id}: another client changed the ensemble of the last "
                     f"segment (now {list(current.ensembles[-1][1])} from entry "
-                    f"{current.ensembles[-1][0]})") from None
+                    f"{current.ensembles[-1][0]})"
+                ) from None
             md = current
             new_md = current.with_ensemble_change(first, new_ensemble)
             version = current_version
     raise LedgerMetadataConflict(f"ledger {ledger_id}: metadata keeps changing")
 
 
-async def write_closed(client: BookKeeperClient, ledger_id: int, md: LedgerMetadata, version: int,
-                       lac: int, length: int, recovery: bool) -> tuple[LedgerMetadata, int]:
+async def write_closed(
+    client: BookKeeperClient, ledger_id: int, md: LedgerMetadata, version: int, lac: int, length: int, recovery: bool
+) -> tuple[LedgerMetadata, int]:
     """Write ``md`` (stored at ``version``) CLOSED at entry ``lac`` with ``length``; returns
     the metadata and version stored then (another recovery's close, for a recoverer)."""
     store = client.store
@@ -81,16 +88,21 @@ async def write_closed(client: BookKeeperClient, ledger_id: int, md: LedgerMetad
             if current.is_closed:
                 if recovery or (current.last_entry_id == lac and current.length == length):
                     if current.last_entry_id != lac:
-                        log.warning("ledger %d: another recovery closed it at entry %d (this one found %d);"
-                                    " keeping theirs", ledger_id, current.last_entry_id, lac)
+                        log.warning(
+                            "ledger %d: another recovery closed it at entry %d (this one found %d); keeping theirs",
+                            ledger_id,
+                            current.last_entry_id,
+                            lac,
+                        )
                     return current, current_version
                 raise LedgerClosedError(
                     f"ledger {ledger_id} was closed by another client at entry "
                     f"{current.last_entry_id} (length {current.length}); this writer had confirmed "
-                    f"entries up to {lac} (length {length})") from None
+                    f"entries up to {lac} (length {length})"
+                ) from None
             if current.is_in_recovery and not recovery:
                 raise LedgerFencedError(
-                    f"ledger {ledger_id} is being recovered by another client; "
-                    f"it will be closed by the recovery") from None
+                    f"ledger {ledger_id} is being recovered by another client; it will be closed by the recovery"
+                ) from None
             md, version = current, current_version  # changed otherwise: close on top of it
     raise LedgerMetadataConflict(f"ledger {ledger_id}: metadata keeps changing")
