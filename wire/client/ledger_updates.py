@@ -10,15 +10,12 @@ of the other one.  As Java's ``LedgerHandle`` (``ChangeEnsembleOp``, ``doAsyncCl
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Any
 
 from bkctl.wire.metadata.errors import MetadataVersionConflict
 from bkctl.wire.metadata.ledger import LedgerMetadata
 
 from .errors import LedgerClosedError, LedgerFencedError, LedgerMetadataConflict
-
-if TYPE_CHECKING:
-    from .bookkeeper import BookKeeperClient
 
 __all__ = ["check_still_ours", "write_closed", "write_ensemble_change"]
 
@@ -37,7 +34,7 @@ def check_still_ours(ledger_id: int, current: LedgerMetadata, recovery: bool) ->
 
 
 async def write_ensemble_change(
-    client: BookKeeperClient,
+    client: Any,
     ledger_id: int,
     md: LedgerMetadata,
     version: int,
@@ -71,7 +68,7 @@ async def write_ensemble_change(
 
 
 async def write_closed(
-    client: BookKeeperClient, ledger_id: int, md: LedgerMetadata, version: int, lac: int, length: int, recovery: bool
+    client: Any, ledger_id: int, md: LedgerMetadata, version: int, lac: int, length: int, recovery: bool
 ) -> tuple[LedgerMetadata, int]:
     """Write ``md`` (stored at ``version``) CLOSED at entry ``lac`` with ``length``; returns
     the metadata and version stored then (another recovery's close, for a recoverer)."""

@@ -27,7 +27,7 @@ entry of a closed one, unless ``allow_unconfirmed=True``
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from twisted.internet import defer
 
@@ -46,9 +46,6 @@ from .range_reader import RangeReader
 from .read_lac_quorum import ReadLacQuorum
 from .unconfirmed_tail import Tail, UnconfirmedTail
 
-if TYPE_CHECKING:
-    from .bookkeeper import BookKeeperClient
-
 __all__ = ["ReadHandle"]
 
 _INT64_MAX = (1 << 63) - 1
@@ -58,7 +55,7 @@ class ReadHandle:
     """Reads one ledger.  Made by ``BookKeeperClient.open_ledger``; its read
     operations see it as a :class:`~.readable_ledger.ReadableLedger`."""
 
-    def __init__(self, client: BookKeeperClient, ledger_id: int, metadata: LedgerMetadata, version: int,
+    def __init__(self, client: Any, ledger_id: int, metadata: LedgerMetadata, version: int,
                  password: bytes, digest_type: DigestType):
         self.client = client
         self.ledger_id = ledger_id
