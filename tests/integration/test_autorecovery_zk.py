@@ -291,3 +291,31 @@ def test_the_auditors_full_check_streams_and_its_session_outlives_a_slow_check(s
         assert auditor.status()["lost"][0]["named_by"] == n // 3
     finally:
         run_in_reactor(auditor.stop)
+
+
+def test_taking_ledgers_one_after_the_other_lists_the_crowded_directory_once(stores, monkeypatch):
+    """Every mark has a leaf directory of its own below one directory per 65,536 ids: a worker
+    taking 40 ledgers lists that crowded directory once (kept for a while; here longer than
+    the test), not once a ledger, and still takes each ledger exactly once."""
+    from bkctl.wire.metadata.zk import underreplication as zk_ur
+
+    monkeypatch.setattr(zk_ur, "_LISTING_TTL", 3600.0)
+    owner, worker = stores(), stores()
+    ids = [0x10000 + i * 3 for i in range(40)]
+    for ledger_id in ids:
+        owner.underreplication.mark(ledger_id, ["10.0.0.9:3181"])
+    crowded = P.underreplication_path(ids[0], owner.root).rsplit("/", 2)[0]
+    listed: list[str] = []
+    plain = worker.client.get_children
+
+    def counting(path, *args, **kwargs):
+        listed.append(path)
+        return plain(path, *args, **kwargs)
+
+    monkeypatch.setattr(worker.client, "get_children", counting)
+    taken = []
+    while (got := worker.underreplication.acquire("w1")) is not None:
+        taken.append(got[0].ledger_id)
+        assert worker.underreplication.mark_replicated(got[0].ledger_id, got[1])
+    assert sorted(taken) == ids and owner.underreplication.count() == 0
+    assert listed.count(crowded) == 1, listed

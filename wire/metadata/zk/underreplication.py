@@ -22,6 +22,8 @@ from bkctl.wire.metadata.zk.session import Manager, ZKSession, zk_call, zk_gen
 __all__ = ["ZKUnderreplicationManager"]
 
 _HEX4 = re.compile(r"[0-9a-f]{4}")
+#: seconds a worker's walk keeps a hex directory's list of children (:meth:`ZKUnderreplicationManager.acquire`)
+_LISTING_TTL = 2.0
 #: znodes listed (or marks read) in one pipelined step of :meth:`ZKUnderreplicationManager.marks`
 _LISTS_AT_ONCE = 2000
 
@@ -40,9 +42,12 @@ class ZKUnderreplicationManager(Manager):
         self.store_ctime = store_ctime
         self._wall_clock = wall_clock
         self._checked = False
+        #: hex directory -> (when, its children) (:meth:`_shuffled`)
+        self._listings: dict[str, tuple[float, tuple[str, ...]]] = {}
 
     def forget_cached(self) -> None:
         self._checked = False
+        self._listings.clear()
 
     def _node(self, name: str) -> str:
         return P.underreplication_node(name, self._root)
@@ -207,24 +212,32 @@ class ZKUnderreplicationManager(Manager):
             raise MetadataStoreError(f"corrupt {path}: {exc}") from None
         return UnderreplicatedMark(ledger_id, marker.replicas, marker.ctime)
 
-    def _walk(self, *, shuffled: bool = False) -> Iterator[tuple[int, str]]:
-        """``(ledger_id, path)`` of each mark: ascending (lowercase hex sorts
-        numerically), or in random order as Java's replication worker walks."""
+    def _shuffled(self) -> Iterator[tuple[int, str]]:
+        """``(ledger_id, path)`` of each mark in random order, as Java's replication worker
+        walks.  The hex directories' lists are kept :data:`_LISTING_TTL` seconds: every mark
+        has a leaf directory of its own, so the level above a leaf lists one name for each
+        mark among its 65,536 ids, and read again for every ledger a worker takes, the cost
+        of taking one grew with the marks (25,000 marks: 25,000 names a ledger taken).  A
+        name gone meanwhile lists as empty; a new directory shows within the TTL."""
+
+        def names_in(path: str, level: int) -> list[str]:
+            if level == 4:
+                return self._session.children_or_empty(path)
+            now = time.monotonic()
+            cached = self._listings.get(path)
+            if cached is None or now - cached[0] >= _LISTING_TTL:
+                cached = self._listings[path] = (now, tuple(self._session.children_or_empty(path)))
+            return list(cached[1])
 
         def descend(path: str, level: int) -> Iterator[tuple[int, str]]:
-            names = self._session.children_or_empty(path)
-            if shuffled:
-                random.shuffle(names)
-            else:
-                names.sort()
+            names = names_in(path, level)
+            random.shuffle(names)
             if level == 4:
-                found = []
                 for name in names:
                     try:
-                        found.append((P.parse_urL_name(name), f"{path}/{name}"))
+                        yield P.parse_urL_name(name), f"{path}/{name}"
                     except ValueError:
                         continue
-                yield from (found if shuffled else sorted(found))
                 return
             for name in names:
                 if _HEX4.fullmatch(name):
@@ -294,7 +307,7 @@ class ZKUnderreplicationManager(Manager):
         self.ensure_checked()
         skipped = set(skip)
         lock_data = UR.serialize_lock_data(holder)
-        for ledger_id, path in self._walk(shuffled=True):
+        for ledger_id, path in self._shuffled():
             if ledger_id in skipped:
                 continue
             lock = P.underreplication_lock_path(ledger_id, self._root)
