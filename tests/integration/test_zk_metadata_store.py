@@ -289,6 +289,10 @@ def test_iter_ledger_ids_ascending_across_levels(zookeeper, zk_namespace, zk_cli
         for ledger_id in shuffled:
             store.ledgers.create(md(), ledger_id=ledger_id)
         store.ledger_ids.generate()  # leaves idgen/ behind: not a ledger
+        if manager != "flat":  # children of a leaf parent that are no ledger's
+            leaf = store.ledgers.path(ids[0]).rsplit("/", 1)[0]
+            for junk in ("L12", "L123456", "xL0003", "L0004-lock", "Labcd"):
+                zk_client.create(f"{leaf}/{junk}")
         stream = store.ledgers.ids()
         assert isinstance(stream, types.GeneratorType)
         assert list(stream) == sorted(ids)

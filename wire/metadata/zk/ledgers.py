@@ -31,7 +31,8 @@ __all__ = ["ZKLedgerLock", "ZKLedgerManager"]
 _DIGITS4 = re.compile(r"\d{4}")
 #: how many ledgers a walk's progress hears of at a time
 _PROGRESS_STEP = 1000
-_LEAF4 = re.compile(r"L\d{4}")
+#: the 4 digits of each ``L####`` line of newline-joined names
+_LEAF4_LINE = re.compile(r"^L(\d{4})$", re.MULTILINE)
 
 
 class ZKLedgerLock:
@@ -318,14 +319,14 @@ class ZKLedgerManager(Manager):
         if manager in (P.HIERARCHICAL, P.LEGACY_HIERARCHICAL):
             legacy = [n for n in top if len(n) == 2 and P.is_ledger_parent_name(n, P.LEGACY_HIERARCHICAL)]
             for end, ids in self._walk(legacy, depth=3):
-                if manager == P.HIERARCHICAL:
+                if manager == P.HIERARCHICAL and end >= P.HIERARCHICAL_LONG_THRESHOLD:
                     ids = frozenset(i for i in ids if i < P.HIERARCHICAL_LONG_THRESHOLD)
-                    end = min(end, P.HIERARCHICAL_LONG_THRESHOLD - 1)
+                    end = P.HIERARCHICAL_LONG_THRESHOLD - 1
                 yield LedgerRange(end, ids)
         if manager in (P.HIERARCHICAL, P.LONG_HIERARCHICAL):
             long_tops = [n for n in top if len(n) == 3 and P.is_ledger_parent_name(n, P.LONG_HIERARCHICAL)]
             for end, ids in self._walk(long_tops, depth=5):
-                if manager == P.HIERARCHICAL:
+                if manager == P.HIERARCHICAL and end - 9999 < P.HIERARCHICAL_LONG_THRESHOLD:
                     ids = frozenset(i for i in ids if i >= P.HIERARCHICAL_LONG_THRESHOLD)
                 yield LedgerRange(end, ids)
 
@@ -335,13 +336,15 @@ class ZKLedgerManager(Manager):
 
         def descend(prefix: list[str]) -> Iterator[tuple[int, frozenset[int]]]:
             level = len(prefix)
-            names = sorted(self._session.children_or_empty(self._session.path(*prefix)))
+            names = self._session.children_or_empty(self._session.path(*prefix))
             if level == depth - 1:
-                digits = "".join(prefix)
-                yield int(digits + "9999"), frozenset(int(digits + name[1:]) for name in names
-                                                       if _LEAF4.fullmatch(name))
+                # up to 10,000 ids a leaf parent, a million in a walk: found and summed in C
+                # (a znode name holds no newline: ZooKeeper refuses control characters)
+                base = int("".join(prefix)) * 10000
+                offsets = map(int, _LEAF4_LINE.findall("\n".join(names)))
+                yield base + 9999, frozenset(map(base.__add__, offsets))
                 return
-            for name in names:
+            for name in sorted(names):
                 if _DIGITS4.fullmatch(name):
                     yield from descend(prefix + [name])
 
