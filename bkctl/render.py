@@ -17,7 +17,7 @@ def table(app: App, columns: Sequence[str], rows: Iterable[Sequence[Any]], title
         lines = [title] if title else []
         for row in [list(columns), *cells]:
             lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
-        app.console.out("\n".join(lines), highlight=False)
+        _plain(app, "\n".join(lines))
         return
     from rich.table import Table
 
@@ -46,9 +46,21 @@ def stream_table(app: App, columns: Sequence[str], rows: Iterable[Sequence[Any]]
     def line(row: Sequence[str]) -> str:
         return "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip()
 
-    app.console.out("\n".join([line(list(columns)), *map(line, first)]), highlight=False)
+    _plain(app, "\n".join([line(list(columns)), *map(line, first)]))
     while cells := [["" if v is None else str(v) for v in row] for row in itertools.islice(it, chunk)]:
-        app.console.out("\n".join(map(line, cells)), highlight=False)
+        _plain(app, "\n".join(map(line, cells)))
+
+
+def _plain(app: App, text: str) -> None:
+    """Lines as they are, without markup nor wrapping.  Piped, straight to the console's
+    file: rich's rendering of them costs seconds at 10^5 lines (``pulsar topic list``),
+    and the control codes rich drops (carriage return, bell...) go as well."""
+    if app.console.is_terminal:
+        app.console.out(text, highlight=False)
+        return
+    from rich.control import strip_control_codes
+
+    app.console.file.write(strip_control_codes(text) + "\n")
 
 
 def fields(app: App, pairs: Iterable[tuple[str, Any]]) -> None:

@@ -43,8 +43,14 @@ _PARTITION = re.compile(r"(.*)-partition-(\d+)")
 _SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-*_")
 
 
+#: a name URLEncoder leaves as it is (most topics' names: checked in C, not byte by byte)
+_UNCHANGED = re.compile(r"[a-zA-Z0-9.\-*_]*")
+
+
 def encode_local_name(name: str) -> str:
     """``URLEncoder.encode(name, UTF-8)`` as Java does it."""
+    if _UNCHANGED.fullmatch(name):
+        return name
     out = []
     for byte in name.encode("utf-8"):
         if byte in _SAFE:
@@ -58,6 +64,8 @@ def encode_local_name(name: str) -> str:
 
 def decode_local_name(encoded: str) -> str:
     """``URLDecoder.decode(encoded, UTF-8)``."""
+    if "%" not in encoded and "+" not in encoded:
+        return encoded
     from urllib.parse import unquote_plus
 
     return unquote_plus(encoded, encoding="utf-8", errors="strict")
