@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ledgers", type=int, default=100_000)
     p.add_argument("--topics", type=int, default=1000, help="Pulsar topics (managed ledgers) among them")
     p.add_argument("--ledgers-per-topic", type=int, default=10)
+    p.add_argument("--namespaces", type=int, default=10, help="the topics are spread over acme/ns0..ns<N-1>")
     p.add_argument("--orphans", type=int, default=None, help="default: 2%% of the ledgers")
     p.add_argument("--marks", type=int, default=2000, help="under-replicated ledgers marked")
     p.add_argument("--zk-heap", type=int, default=None, help="MiB (default: 1 KiB a ledger plus 512)")
@@ -152,7 +153,7 @@ def fill(f: Filled, args) -> None:
     plain_first = orphan_first + orphans
 
     def topic_name(t: int) -> str:
-        return f"acme/ns{t % 10}/persistent/topic-{t}"
+        return f"acme/ns{t % args.namespaces}/persistent/topic-{t}"
 
     def value(ledger_id: int) -> bytes:
         custom = None
@@ -210,16 +211,23 @@ def fill(f: Filled, args) -> None:
         listed: dict[int, list[int]] = {}
         for ledger_id in range(1, data_ledgers + 1):
             listed.setdefault((ledger_id - 1) % topics, []).append(ledger_id)
-        for t in range(topics):
-            info = ml.ManagedLedgerInfo()
-            for ledger_id in listed.get(t, []):
-                info.ledgerInfo.add(ledgerId=ledger_id, entries=1000, size=100_000, timestamp=now - DAY_MS)
-            path = P.managed_ledger_path(base, topic_name(t))
-            zk.create(path, info.SerializeToString(), makepath=True)
-            cursor = ml.ManagedCursorInfo(
-                cursorsLedgerId=cursor_first + t, markDeleteLedgerId=listed[t][0], markDeleteEntryId=10
-            )
-            zk.create(f"{path}/sub", cursor.SerializeToString())
+        for ns in range(min(args.namespaces, topics)):
+            zk.ensure_path(P.managed_ledger_path(base, f"acme/ns{ns}/persistent"))
+        for lo in range(0, topics, 500):  # a managed ledger and its cursor, 500 topics a transaction
+            tx = zk.transaction()
+            for t in range(lo, min(lo + 500, topics)):
+                info = ml.ManagedLedgerInfo()
+                for ledger_id in listed.get(t, []):
+                    info.ledgerInfo.add(ledgerId=ledger_id, entries=1000, size=100_000, timestamp=now - DAY_MS)
+                path = P.managed_ledger_path(base, topic_name(t))
+                tx.create(path, info.SerializeToString())
+                cursor = ml.ManagedCursorInfo(
+                    cursorsLedgerId=cursor_first + t, markDeleteLedgerId=listed[t][0], markDeleteEntryId=10
+                )
+                tx.create(f"{path}/sub", cursor.SerializeToString())
+            bad = [r for r in tx.commit() if isinstance(r, Exception)]
+            if bad:
+                raise SystemExit(f"filling failed at topic {lo}: {bad[0]!r}")
     finally:
         zk.stop()
         zk.close()
@@ -279,6 +287,7 @@ def run_commands(f: Filled, args, bkctl: str) -> None:
         "pulsar orphans": [bkctl, "pulsar", "orphans", "--older-than", "1d"],
         "disk": [bkctl, "--json", "disk"],
         "pulsar topic list": [bkctl, "pulsar", "topic", "list"],
+        "pulsar topic list ns0": [bkctl, "pulsar", "topic", "list", "--namespace", "acme/ns0"],
         "underreplicated": [bkctl, "autorecovery", "underreplicated"],
         "recover --dry-run": [bkctl, "--json", "recover", GONE[0], "--dry-run"],
     }
