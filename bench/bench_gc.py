@@ -161,17 +161,19 @@ def java_pass(http_port: int, zk_host: str, zk_port: int) -> tuple[float, int]:
     return time.perf_counter() - t0, zk_packets(zk_host, zk_port) - packets
 
 
-def bookied_pass(http_port: int, zk_host: str, zk_port: int) -> tuple[dict, float, int]:
-    """A forced GC pass of bookied: (its status after, seconds from the PUT to done, ZK requests)."""
+def bookied_pass(http_port: int, zk_host: str, zk_port: int, body: dict | None = None,
+                 poll: float = 0.02) -> tuple[dict, float, int]:
+    """A forced GC pass of bookied (``body``: the PUT's), its status polled every ``poll`` s:
+    (its status after, seconds from the PUT to done, ZK requests)."""
     before = http(http_port, "GET", "/api/v1/bookie/gc")
     packets = zk_packets(zk_host, zk_port)
     t0 = time.perf_counter()
-    http(http_port, "PUT", "/api/v1/bookie/gc")
+    http(http_port, "PUT", "/api/v1/bookie/gc", body)
     while True:
         status = http(http_port, "GET", "/api/v1/bookie/gc")
         if status["gcRuns"] > before["gcRuns"] and not status["gcRunning"]:
             break
-        time.sleep(0.02)
+        time.sleep(poll)
     wall = time.perf_counter() - t0
     return status, wall, zk_packets(zk_host, zk_port) - packets
 
