@@ -254,22 +254,6 @@ def publish_time_reader(reader: LedgerReader):
     return time_of
 
 
-#: how many ledgers' metadata planning reads at a time (one batched read each)
-PLAN_READ_BATCH = 1000
-
-
-def _read_in_batches(store, ledger_ids: list[int]) -> Iterator[Any]:
-    """The metadata of each of ``ledger_ids`` in order (None: deleted), read a batch at a
-    time (:meth:`read_many`: a round trip per batch, not per ledger; a managed ledger lists
-    up to tens of thousands), each batch whole so that no walk stays open while planning
-    asks the bookies; metadata that does not decode raises as ``ledgers.read`` does."""
-    for lo in range(0, len(ledger_ids), PLAN_READ_BATCH):
-        for got in list(store.ledgers.read_many(ledger_ids[lo:lo + PLAN_READ_BATCH])):
-            if isinstance(got.metadata, Exception):
-                raise got.metadata
-            yield got.metadata
-
-
 def plan_topic(store, spec: TopicSpec, split_entries: int, tail_of, client=None, time_of=None,
                scan: bool = False) -> SourcePlan:
     """Plan the export of ``spec.topic`` (see the module documentation):
@@ -283,7 +267,8 @@ def plan_topic(store, spec: TopicSpec, split_entries: int, tail_of, client=None,
     ledger, ``details["warnings"]`` the subscriptions whose position fell
     back to the znode (:class:`~bkctl.ops.pulsar.CursorFallback` with
     ``spec.strict``), ``details["pushdown"]`` what the window skipped."""
-    from bkctl.ops.pulsar import CursorFallback, cursor_state, fallback_warning, reader, resolve_topics
+    from bkctl.ops.pulsar import (CursorFallback, cursor_state, fallback_warning, metadata_in_batches, reader,
+                                  resolve_topics)
     from bkctl.wire.pulsar.errors import NoSuchSubscription
 
     topics = reader(store, spec.managed_ledgers)
@@ -318,7 +303,7 @@ def plan_topic(store, spec: TopicSpec, split_entries: int, tail_of, client=None,
                             "read_past_lac": past_lac}
         terminated = ml.terminated
         previous_closed_at = None
-        reads = _read_in_batches(store, [li.ledgerId for li in ml.info.ledgerInfo])
+        reads = metadata_in_batches(store, [li.ledgerId for li in ml.info.ledgerInfo])
         for li in ml.info.ledgerInfo:
             ledger_id = li.ledgerId
             md = next(reads)

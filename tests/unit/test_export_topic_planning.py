@@ -222,9 +222,9 @@ def test_the_pushdown_skips_nothing_it_cannot_tell_and_a_window_outside_plans_no
 def test_a_long_managed_ledger_is_planned_from_batched_reads_not_one_read_per_ledger(store, monkeypatch):
     """A topic of thousands of ledgers (apache/pulsar#11490: 30,000) costs a round trip per
     batch of ledgers, not per ledger; one deleted inside a batch is still reported."""
-    from bkctl.export import topic_source
+    from bkctl.ops.pulsar import READ_BATCH
 
-    ids = list(range(1000, 1000 + 2 * topic_source.PLAN_READ_BATCH + 5))
+    ids = list(range(1000, 1000 + 2 * READ_BATCH + 5))
     for ledger_id in ids:
         if ledger_id != 1500:
             ledger(store, ledger_id, 0)
@@ -234,6 +234,22 @@ def test_a_long_managed_ledger_is_planned_from_batched_reads_not_one_read_per_le
     monkeypatch.setattr(store.ledgers, "read_many", lambda got, **kw: batches.append(len(got)) or read_many(got, **kw))
     monkeypatch.setattr(store.ledgers, "read", lambda ledger_id: singles.append(ledger_id))
     plan = plan_topic(store, TopicSpec(f"persistent://{NS}/long", skip_missing=True), 100, lacs())
-    assert batches == [topic_source.PLAN_READ_BATCH, topic_source.PLAN_READ_BATCH, 5] and singles == []
+    assert batches == [READ_BATCH, READ_BATCH, 5] and singles == []
     assert [p.ledger_id for p in plan.plans] == [i for i in ids if i != 1500]
     assert [s["ledger_id"] for s in plan.skipped] == [1500]
+
+
+def test_topic_show_reads_a_long_managed_ledgers_metadata_in_batches_too(store, monkeypatch):
+    from bkctl.ops.pulsar import READ_BATCH, ledger_states, reader
+
+    ids = list(range(1000, 1000 + READ_BATCH + 3))
+    for ledger_id in ids[1:]:
+        ledger(store, ledger_id, 0)
+    store.pulsar.put_managed_ledger(f"{NS}/persistent/long", managed_ledger(*ids))
+    batches = []
+    read_many = store.ledgers.read_many
+    monkeypatch.setattr(store.ledgers, "read_many", lambda got, **kw: batches.append(len(got)) or read_many(got, **kw))
+    states = ledger_states(store, reader(store).read(f"persistent://{NS}/long"))
+    assert batches == [READ_BATCH, 3]
+    assert [s.ledger_id for s in states] == ids and states[0].metadata is None
+    assert all(s.metadata.last_entry_id == 0 for s in states[1:])
