@@ -123,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             fill(filled, args)
             marker.write_text(json.dumps({"ledgers": args.ledgers, "topics": args.topics}))
         run_commands(filled, args, bkctl)
+        if args.only and "auditor" in args.only.split(","):
+            auditor_check(filled, bkctl)
         if args.walk_probe:
             probe(filled, bkctl)
     finally:
@@ -486,6 +488,73 @@ def wait_unregistered(bkctl: str, env: dict[str, str], bookie: str, timeout: flo
             return
         time.sleep(0.5)
     raise SystemExit(f"{bookie} is still registered after {timeout:g}s")
+
+
+def auditor_check(f: Filled, bkctl: str) -> None:
+    """``--only auditor``: a ``bkctl autorecovery run`` daemon's full check of every ledger
+    (and its placement check) with autorecovery disabled, so that what it finds is held back
+    rather than copied: the time until it logs the check done, the daemon's peak
+    RSS, the ZooKeeper requests, and whether it kept its session (the auditor all along, its
+    log saying nothing of an expired session)."""
+    import signal
+
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    env = dict(os.environ, BKCTL_METADATA_URI=f.uri)
+    subprocess.run([bkctl, "autorecovery", "disable"], env=env, capture_output=True)
+    log = tempfile.NamedTemporaryFile(prefix="bench-auditor-", suffix=".log", delete=False)
+    section(f"the auditor's full check of {f.ledgers:,} ledgers")
+    before = zk_requests(f.zk)
+    load = load_note()
+    t0 = time.monotonic()
+    daemon = subprocess.Popen(
+        [
+            bkctl,
+            "autorecovery",
+            "run",
+            "--bookie-id",
+            "127.0.0.1:1",
+            "-o",
+            "auditorPeriodicCheckInterval=604800",
+            "-o",
+            "auditorPeriodicPlacementPolicyCheckInterval=604800",
+            "-o",
+            "auditorPeriodicBookieCheckInterval=0",
+        ],
+        env=env,
+        stdout=log,
+        stderr=log,
+    )
+    peak = 0
+    auditors = set()
+    with ZKMetadataStore(f.uri, timeout=60) as store:
+        while daemon.poll() is None and time.monotonic() - t0 < 3600:
+            try:
+                with open(f"/proc/{daemon.pid}/status") as st:
+                    peak = max(peak, next(int(x.split()[1]) for x in st if x.startswith("VmHWM")))
+            except (OSError, StopIteration):
+                pass
+            auditors.add(store.auditor.current())
+            if "checked every ledger's replicas" in Path(log.name).read_text(errors="replace"):
+                break
+            time.sleep(1)
+        seconds = time.monotonic() - t0
+        held = json.loads(
+            subprocess.run([bkctl, "--json", "autorecovery", "status"], env=env, capture_output=True, text=True).stdout
+            or "{}"
+        )
+    daemon.send_signal(signal.SIGTERM)
+    daemon.wait(60)
+    text = Path(log.name).read_text(errors="replace")
+    expired = "xpired" in text or "SESSION_EXPIRED" in text
+    print(
+        f"  full check of {f.ledgers:,} ledgers: {seconds:.1f} s ({f.ledgers / seconds:,.0f} ledgers/s), "
+        f"{zk_requests(f.zk) - before:,} ZK requests, daemon peak RSS {peak / 1024:.0f} MiB, "
+        f"auditor(s) seen {sorted(a for a in auditors if a)}, session expired: {expired}, "
+        f"waits for: {held.get('auditor_waits_for')!r}  [{load}]",
+        flush=True,
+    )
+    subprocess.run([bkctl, "autorecovery", "enable"], env=env, capture_output=True)
 
 
 def probe(f: Filled, bkctl: str) -> None:

@@ -55,6 +55,8 @@ __all__ = ["Auditor"]
 
 #: ledgers a walk of the auditor's reads at a time (:meth:`Auditor._each_ledger`)
 WALK_CHUNK = 1000
+#: ledgers the placement check logs one line each for (the rest are counted)
+PLACEMENT_LOGGED = 100
 
 
 def _take(it, n: int) -> list:
@@ -264,13 +266,15 @@ class Auditor:
             firsts = segments_not_adhering(md, placement)
             if firsts:
                 failing.append(ledger_id)
-                log.warning("auditor: ledger %d does not adhere to the %s placement policy (segments from entries "
-                            "%s)", ledger_id, getattr(placement, "name", "?"), ", ".join(map(str, firsts)))
+                if len(failing) <= PLACEMENT_LOGGED:
+                    log.warning("auditor: ledger %d does not adhere to the %s placement policy (segments from "
+                                "entries %s)", ledger_id, getattr(placement, "name", "?"), ", ".join(map(str, firsts)))
         totals = {"ledgers": checked, "not_adhering": len(failing), "ledger_ids": failing}
         await self.client.run_blocking(self._record_run, P.UR_PLACEMENT_POLICY_CHECK_CTIME)
         if self.stats is not None:
             self.stats.last_placement_check = totals
-        log.info("auditor: placement check: %d of %d ledgers do not adhere", len(failing), checked)
+        log.info("auditor: placement check: %d of %d ledgers do not adhere%s", len(failing), checked,
+                 f" (the first {PLACEMENT_LOGGED} logged one by one)" if len(failing) > PLACEMENT_LOGGED else "")
         return totals
 
     # -- events -------------------------------------------------------------------------
@@ -354,7 +358,10 @@ class Auditor:
         # a replica -- never every ledger's metadata
         named: dict[str, array] = {}
         checked: dict[int, set[str]] = {}
+        walked = 0
+        started = time.monotonic()
         async for ledger_id, md in self._each_ledger():
+            walked += 1
             for bookie in md.bookies:
                 if bookie not in registered:
                     named.setdefault(bookie, array("q")).append(ledger_id)
@@ -366,6 +373,9 @@ class Auditor:
                     checked[ledger_id] = missing
         if not self.running:
             return
+        if check_ledgers:
+            log.info("auditor: checked every ledger's replicas: %d ledgers in %.1f s, %d short of one",
+                     walked, time.monotonic() - started, len(checked))
         now = self.clock()
         lost = set(named)
         for bookie in list(self.lost_since):
