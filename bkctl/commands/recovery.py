@@ -379,7 +379,7 @@ def decommission(app: App, bookie: str, daemons: bool | None, wait: float, dry_r
     every fragment on it is re-replicated from this process as `recover`
     does (open ledgers using it in their last segment are recovered: fenced
     and closed), then the metadata is scanned until no ledger names it (up
-    to 3 passes).  Only then is its cookie deleted.  --dry-run makes the
+    to 3 passes; no more once a pass moved none).  Only then is its cookie deleted.  --dry-run makes the
     same checks and shows the ledgers that would move (locally: the plan of
     `recover --dry-run`); nothing changes.  --json (printed on failure too,
     before the exit 1): bookie_id, mode (autorecovery or local), passes,

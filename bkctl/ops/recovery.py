@@ -286,7 +286,7 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
     (:func:`repair_states`).  Otherwise this process re-replicates the
     ledgers itself (open ones whose last segment uses the bookie are
     recovered and closed first), then walks again; ledgers still naming it
-    get another pass, up to ``passes``.  ``on_start(count, bytes)`` hears
+    get another pass, up to ``passes``, unless the last pass moved none.  ``on_start(count, bytes)`` hears
     how many ledgers and about how many bytes are to move.  Returns
     ``bookie_id``, ``mode`` (``autorecovery`` or ``local``), ``passes``,
     ``ledgers`` (per-ledger results; with the daemons ``ledger_id``,
@@ -369,6 +369,8 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
             by_ledger[r["ledger_id"]] = r
         copied += doc["totals"]["entries_copied"]
         ids = ledgers_on(store, [bookie])
+        if not doc["totals"]["recovered"]:
+            break  # nothing moved this pass: another would fail alike (no bookie free, copies down)
     left_now = left_rows([by_ledger.get(lid, {"ledger_id": lid}) for lid in ids])
     result = {"bookie_id": bookie, "mode": "autorecovery" if use_daemons else "local", "passes": done_passes,
               "ledgers": [by_ledger[k] for k in sorted(by_ledger)],

@@ -181,3 +181,25 @@ def test_the_streamed_document_is_the_one_emit_writes(capsys):
     _stream_json(app, {"bookies": [B], "dry_run": True}, iter(rows),
                  lambda: {"skip_open_ledgers": False, "target": None, "totals": count_results(totals, rows)})
     assert capsys.readouterr().out == whole
+
+
+def test_a_decommission_that_moved_nothing_stops_and_says_why_for_each_ledger(monkeypatch):
+    from bkctl.ops import recovery as ops
+
+    store = FakeMetadataStore().start()
+    for lid in (4, 5):
+        store.ledgers.create(closed((A, B, C)), lid)
+    passes = []
+
+    def stuck(_bk, _store, bookies, *, ledger_ids, **_options):
+        passes.append(list(ledger_ids))
+        rows = [{"ledger_id": lid, "status": "failed", "error": "NotEnoughBookies: ...", "cause": R.NO_BOOKIE,
+                 "reason": "needs 1 writable bookie outside the ensemble, 0 available"} for lid in ledger_ids]
+        return {"ledgers": rows, "totals": {"recovered": 0, "entries_copied": 0}}
+
+    monkeypatch.setattr(ops, "rereplicate_bookies", stuck)
+    doc = ops.decommission(None, store, B, use_daemons=False)
+    assert passes == [[4, 5]]  # a second pass would fail alike
+    assert doc["remaining_ledgers"] == [4, 5] and doc["cookie_deleted"] is False
+    assert [(r["ledger_id"], r["cause"]) for r in doc["left"]] == [(4, R.NO_BOOKIE), (5, R.NO_BOOKIE)]
+    assert doc["error"] == f"2 ledgers still use bookie {B}; cookie kept: 2 no bookie to copy to"
