@@ -468,11 +468,20 @@ def decommission_scenario(args) -> int:
 
 
 def wait_for_auditor(bkctl: str, env: dict[str, str], timeout: float = 60) -> None:
-    """Until the bookieds' autorecovery daemons have elected an auditor."""
+    """Until the bookieds' autorecovery daemons have elected an auditor and it has started
+    (written lostBookieRecoveryDelay: an audit can be triggered)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         who = subprocess.run([bkctl, "--json", "autorecovery", "whoisauditor"], env=env, capture_output=True, text=True)
-        if who.returncode == 0 and json.loads(who.stdout).get("auditor"):
+        delay = subprocess.run(
+            [bkctl, "--json", "autorecovery", "lost-bookie-delay"], env=env, capture_output=True, text=True
+        )
+        if (
+            who.returncode == 0
+            and json.loads(who.stdout).get("auditor")
+            and delay.returncode == 0
+            and json.loads(delay.stdout).get("lost_bookie_recovery_delay") is not None
+        ):
             return
         time.sleep(0.5)
     raise SystemExit(f"no auditor elected after {timeout:g}s")
