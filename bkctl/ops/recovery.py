@@ -337,7 +337,7 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
 
         copied = None
         if on_start is not None:
-            on_start(len(ids), found.bytes)
+            on_start(len(ids), None)  # the daemons' bytes are not seen from here: ledgers only
         auditor, _delay = trigger_audit(store)
         note(f"audit triggered (auditor {auditor}): waiting up to {timeout:g} s for the autorecovery daemons "
              f"to move {_plural(len(ids), 'ledger')} off {bookie}")
