@@ -152,3 +152,23 @@ def test_a_format_1_index_is_rewritten_as_runs_when_opened(tmp_path):
     assert [(l, e) for l, e, _loc in offline.rows()] == [(5, e) for e in range(40)]
     assert offline.location(5, 39) == ix.Location(*ix.LOC.unpack(rows[39][1])) and offline.location(5, 40) is None
     offline.close()
+
+
+def test_a_compaction_switch_keeps_whole_runs_whole(index):
+    """A log's entries moved back to back into a new log stay one row per run: the index does
+    not grow with compaction (a batch boundary inside a run leaves it two rows)."""
+    rng = random.Random(2)
+    entries = lay_out(list(range(600)), 3, 100, rng)
+    with index.write() as txn:
+        index.put_entries(txn, 7, entries, {})
+    moves, pos = [], 100
+    for eid, lg, off, length in entries:
+        moves.append((ix.KEY.pack(7, eid), ix.LOC.pack(lg, off, length), ix.LOC.pack(9, pos, length)))
+        pos += length
+    with index.write() as txn:
+        assert index.switch(txn, moves[:300], {}) == 300
+    with index.write() as txn:
+        assert index.switch(txn, moves[300:], {}) == 300
+    with index.env.begin(db=index.runs) as txn:
+        assert [ix.KEY.unpack(k)[1] for k in txn.cursor().iternext(values=False)] == [0, 256, 300, 512]
+    assert index.rows() == [(k, new) for k, _old, new in moves]
