@@ -106,6 +106,16 @@ def owner_by_metadata(custom: dict[str, str]) -> Owner | None:
     return Owner("pulsar", component)
 
 
+#: what :func:`managed_ledger_owner` reads of a ledger's custom metadata
+_NAMING_KEYS = ("pulsar/managed-ledger", "pulsar/cursor")
+
+
+def managed_ledger_naming(custom: dict[str, str]) -> dict[str, str]:
+    """The part of a ledger's custom metadata :func:`managed_ledger_owner` reads: what a walk
+    keeps of each ledger it judges later (tens of thousands at 10^6 ledgers)."""
+    return {key: custom[key] for key in _NAMING_KEYS if key in custom}
+
+
 def managed_ledger_owner(kind: str, custom: dict[str, str]) -> Owner:
     """An orphan's or an unlisted ledger's owner: the managed ledger its metadata names."""
     from bkctl.wire.pulsar.managed_ledger import MANAGED_LEDGER_KEY, TopicName
@@ -124,11 +134,13 @@ def listed_owners(topics) -> dict[int, Owner]:
     """ledger id -> its topic, for every data and cursor ledger the managed ledgers list."""
     owners: dict[int, Owner] = {}
     for ml in topics.read_all(topics.topics()):  # one deleted meanwhile is left out
+        data = topic_owner("topic", ml.topic, "data")  # one object a topic, not a ledger
         for ledger_id in ml.ledger_ids:
-            owners[ledger_id] = topic_owner("topic", ml.topic, "data")
+            owners[ledger_id] = data
+        cursor = topic_owner("topic", ml.topic, "cursor")
         for info in ml.cursors.values():
             if info.cursorsLedgerId >= 0:
-                owners[info.cursorsLedgerId] = topic_owner("topic", ml.topic, "cursor")
+                owners[info.cursorsLedgerId] = cursor
     return owners
 
 
@@ -266,7 +278,8 @@ def walk_ledgers(store, bk: Callable[[], Any] | None, base: str | None = None, o
 
     owners = listed_owners(reader(store, base))
     tally = Tally()
-    pending: dict[int, tuple[Any, dict]] = {}   # unlisted managed-ledger ledgers until the sweep judged them
+    # unlisted managed-ledger ledgers until the sweep judged them: their copies, length and naming
+    pending: dict[int, tuple[dict[str, tuple[int, int]], int, dict[str, str]]] = {}
     open_ledgers: list[tuple[int, Any, Owner | None, dict]] = []
     counts = {"ledgers": 0, "unreadable": 0}
 
@@ -280,9 +293,10 @@ def walk_ledgers(store, bk: Callable[[], Any] | None, base: str | None = None, o
         custom = decode_custom_metadata(md.custom_metadata)
         owner = owners.get(ledger_id) or owner_by_metadata(custom)
         if not md.is_closed:
-            open_ledgers.append((ledger_id, md, owner, custom))
+            open_ledgers.append((ledger_id, md, owner, managed_ledger_naming(custom)))
         elif owner is None:
-            pending[ledger_id] = (md, custom)
+            pending[ledger_id] = (copies_by_bookie(ledger_id, md, md.last_entry_id, md.length), md.length,
+                                  managed_ledger_naming(custom))
         else:
             tally.add(owner, copies_by_bookie(ledger_id, md, md.last_entry_id, md.length), md.length, False)
 
@@ -294,9 +308,8 @@ def walk_ledgers(store, bk: Callable[[], Any] | None, base: str | None = None, o
     def judged(ledger_id, custom) -> Owner:
         return managed_ledger_owner("orphan" if ledger_id in orphaned else "unlisted", custom)
 
-    for ledger_id, (md, custom) in pending.items():
-        tally.add(judged(ledger_id, custom), copies_by_bookie(ledger_id, md, md.last_entry_id, md.length),
-                  md.length, False)
+    for ledger_id, (copies, length, naming) in pending.items():
+        tally.add(judged(ledger_id, naming), copies, length, False)
     ends: dict[int, Any] = {}
     if open_ledgers and bk is not None:
         try:
