@@ -221,3 +221,61 @@ def test_zookeeper_tls_with_a_client_certificate(mutual_tls_zk, certs):
     assert ok(run(uri, {}, "--zk-tls-ca", ca, "--zk-tls-cert", mine, "--zk-tls-key", mine,
                   "--json", "bookie", "list")) == ""  # JSON lines: no bookie, no line
     one_line_error(run(uri, {}, "--zk-tls-ca", ca, "bookie", "list", timeout=90), 5)
+
+
+def _scanned(hosts: str, security: ZKSecurity, paths: list[str]) -> list[bytes | None]:
+    from bkctl.wire.metadata.zk.scan import ZnodeScanner
+
+    with ZnodeScanner(hosts, security, timeout=20, batch=3, window=2) as scanner:
+        got = [v.data if v else None for v in scanner.get_many(paths)]
+        assert scanner.requests >= 2  # multiRead batches, not one read
+        return got
+
+
+def test_the_walk_scanner_reads_with_digest_credentials_and_is_refused_without_them(auth_zk):
+    """The multiRead scanner (what walks every ledger, beside kazoo) authenticates as the store
+    does: it reads znodes only alice may read, and a wrong password is ZKAuthError."""
+    from kazoo.client import KazooClient
+    from kazoo.security import make_digest_acl
+
+    from bkctl.wire.metadata.errors import ZKAuthError
+
+    root = f"/scan{uuid.uuid4().hex[:8]}"
+    zk = KazooClient(hosts=auth_zk.connect_string, auth_data=[("digest", "alice:pw")])
+    zk.start(timeout=20)
+    try:
+        acl = [make_digest_acl("alice", "pw", all=True)]
+        zk.create(root, b"", acl=acl)
+        for i in range(7):
+            zk.create(f"{root}/n{i}", f"v{i}".encode(), acl=acl)
+    finally:
+        zk.stop()
+        zk.close()
+    paths = [f"{root}/n{i}" for i in range(8)]  # n7 is not there
+    assert _scanned(auth_zk.connect_string, ZKSecurity(digest="alice:pw"), paths) == [
+        f"v{i}".encode() for i in range(7)
+    ] + [None]
+    # ZooKeeper takes any digest (it only names an identity): the reads are what it refuses,
+    # and a refused read is an error, not a znode gone (a walk would call the ledger deleted)
+    with pytest.raises(ZKAuthError, match=f"NoAuth.*{root}/n0.*alice"):
+        _scanned(auth_zk.connect_string, ZKSecurity(digest="alice:wrong"), paths)
+    with pytest.raises(ZKAuthError, match="requires authentication"):  # this server enforces it
+        _scanned(auth_zk.connect_string, ZKSecurity(), paths)
+
+
+def test_the_walk_scanner_reads_over_tls(tls_zk, certs):
+    from kazoo.client import KazooClient
+
+    root = f"/scan{uuid.uuid4().hex[:8]}"
+    zk = KazooClient(hosts=tls_zk.connect_string)
+    zk.start(timeout=20)
+    try:
+        for i in range(5):
+            zk.create(f"{root}/n{i}", f"tls{i}".encode(), makepath=True)
+    finally:
+        zk.stop()
+        zk.close()
+    secure = f"127.0.0.1:{tls_zk.secure_port}"
+    assert _scanned(secure, ZKSecurity(tls_ca=str(certs / "ca.pem")), [f"{root}/n{i}" for i in range(5)]) == [
+        f"tls{i}".encode() for i in range(5)
+    ]

@@ -45,6 +45,9 @@ AUTH_XID = -4
 #: error codes (KeeperException.Code) a walk tells apart
 OK = 0
 NO_NODE = -101
+NO_AUTH = -102
+AUTH_FAILED = -115
+SESSION_CLOSED_REQUIRE_SASL = -124
 UNIMPLEMENTED = -6
 
 _INT = struct.Struct(">i")

@@ -82,7 +82,9 @@ class ZnodeScanner:
         self._sock: socket.socket | None = None
         self._buf = bytearray()
         self._xids = itertools.count(1)
-        self._multi_read = True
+        #: whether the server answers multiRead: None until its first answer to one (see
+        #: :meth:`_answers`), False for a server before 3.6
+        self._multi_read: bool | None = None
         #: how many times a lost connection was replaced during this scanner's walks
         self.reconnects = 0
         #: requests sent (a multiRead counts once)
@@ -142,7 +144,11 @@ class ZnodeScanner:
                     for item in pending:
                         item.xid = self._send(item.request)
                     lost_since = None
-                while not exhausted and len(pending) < self.window:
+                # Until the server has answered a multiRead, one request at a time: a server
+                # before 3.6 answers UNIMPLEMENTED and closes the session, and requests sent
+                # behind the first make its close a reset that can drop that answer unread.
+                window = self.window if self._multi_read is not None else 1
+                while not exhausted and len(pending) < window:
                     chunk = list(itertools.islice(it, self.batch))
                     if not chunk:
                         exhausted = True
@@ -166,7 +172,7 @@ class ZnodeScanner:
     # -- requests and replies ----------------------------------------------------
     def _send(self, request: _Request) -> int:
         xid = next(self._xids) & 0x7FFFFFFF or next(self._xids)
-        if self._multi_read and len(request.paths) > 1:
+        if self._multi_read is not False and len(request.paths) > 1:
             frame = jute.multi_read_request(xid, [(request.op, p) for p in request.paths])
         else:
             encode = jute.get_data_request if request.op == jute.OP_GET_DATA else jute.get_children_request
@@ -182,25 +188,49 @@ class ZnodeScanner:
         return xid
 
     def _answer(self, xid: int, request: _Request) -> list[jute.ReadResult]:
-        if self._multi_read and len(request.paths) > 1:
+        if self._multi_read is not False and len(request.paths) > 1:
             reply = self._reply(jute.OP_MULTI_READ)
             if reply.xid != xid:
                 raise self._failed(f"an answer to request {reply.xid} where {xid} was due")
             if reply.err == jute.UNIMPLEMENTED:  # a server before 3.6: plain reads from now on
                 self._multi_read = False
                 raise _Lost("no multiRead on this server")
+            if reply.err in (jute.AUTH_FAILED, jute.SESSION_CLOSED_REQUIRE_SASL):
+                self._drop()
+                raise ZKAuthError(
+                    f"ZooKeeper at {self.hosts} requires authentication and closed the session "
+                    f"({self.security.describe()})"
+                )
             if reply.err != jute.OK or len(reply.results) != len(request.paths):
                 raise self._failed(
                     f"multiRead answered error {reply.err} with {len(reply.results)} of {len(request.paths)} results"
                 )
-            return reply.results
+            self._multi_read = True
+            return self._judged(request, reply.results)
         results = []
         for _path in request.paths:
             reply = self._reply(request.op)
             results.append(reply.results[0] if reply.results else jute.ReadResult(reply.err))
-        for r in results:
+        return self._judged(request, results)
+
+    def _judged(self, request: _Request, results: list[jute.ReadResult]) -> list[jute.ReadResult]:
+        """*results*, each a znode's value or its absence, else an error: a znode the
+        credentials may not read is not a missing one (a walk would call it deleted)."""
+        for path, r in zip(request.paths, results):
+            if r.err in (jute.AUTH_FAILED, jute.SESSION_CLOSED_REQUIRE_SASL):
+                self._drop()
+                raise ZKAuthError(
+                    f"ZooKeeper at {self.hosts} requires authentication and closed the session "
+                    f"({self.security.describe()})"
+                )
+            if r.err == jute.NO_AUTH:
+                self._drop()
+                raise ZKAuthError(
+                    f"ZooKeeper at {self.hosts} denied access (NoAuth) to {path} with "
+                    f"{self.security.describe()}: wrong or missing credentials"
+                )
             if r.err not in (jute.OK, jute.NO_NODE):
-                raise self._failed(f"a read answered error {r.err}")
+                raise self._failed(f"a read of {path} answered error {r.err}")
         return results
 
     def _reply(self, op: int) -> jute.Reply:
