@@ -42,6 +42,8 @@ RECORD_FRAMING = {"bookied": 24, "java": 4}
 #: minor and major compaction thresholds when a bookie does not report its own (Java's and bookied's defaults)
 DEFAULT_THRESHOLDS = (0.2, 0.8)
 BY = ("bookie", "tenant", "namespace", "topic")
+#: open ledgers whose last entries are read from their bookies in one step
+OPEN_LEDGERS_A_STEP = 1024
 
 
 # ---------------------------------------------------------------- owners
@@ -312,11 +314,15 @@ def walk_ledgers(store, bk: Callable[[], Any] | None, base: str | None = None, o
         tally.add(judged(ledger_id, naming), copies, length, False)
     ends: dict[int, Any] = {}
     if open_ledgers and bk is not None:
-        try:
-            ends = bk().run(_last_entries, [(lid, tuple(md.last_ensemble)) for lid, md, _o, _c in open_ledgers],
-                            window)
-        except Exception as e:  # noqa: BLE001 - the closed ledgers are still worth showing
-            ends = {lid: str(e) or type(e).__name__ for lid, _md, _o, _c in open_ledgers}
+        # a chunk at a time: the reads of all the open ledgers of a large cluster at once
+        # (20,000 at 10^6 ledgers) held some 5 kB of Deferreds and answers each
+        for start in range(0, len(open_ledgers), OPEN_LEDGERS_A_STEP):
+            chunk = open_ledgers[start : start + OPEN_LEDGERS_A_STEP]
+            try:
+                ends.update(bk().run(_last_entries, [(lid, tuple(md.last_ensemble)) for lid, md, _o, _c in chunk],
+                                     window))
+            except Exception as e:  # noqa: BLE001 - the closed ledgers are still worth showing
+                ends.update({lid: str(e) or type(e).__name__ for lid, _md, _o, _c in chunk})
     unknown: dict[int, str] = {}
     estimated = 0
     for ledger_id, md, owner, custom in open_ledgers:
