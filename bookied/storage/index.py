@@ -42,6 +42,8 @@ from .ledger_state import LedgerState
 FORMAT_VERSION = 2
 #: the format whose ``idx`` rows are rewritten as ``runs`` at open
 FORMAT_ROWS = 1
+#: format 1 rows rewritten as runs per transaction, about (whole ledgers)
+REWRITE_ROWS = 1_000_000
 INDEX_DIR = "index.lmdb"
 
 _U32 = struct.Struct(">I")
@@ -200,14 +202,15 @@ class EntryLocationIndex:
         table (dropping rows of logs without live entries: a crash between commit and
         unlink); returns (next log id, ledger states)."""
         ledgers = {}
-        with self.env.begin(write=True) as txn:
+        with self.env.begin() as txn:
             fmt = txn.get(b"format", db=self.meta)
-            version = _U32.unpack(fmt)[0] if fmt is not None else None
-            if version == FORMAT_ROWS:
-                self._rewrite_rows(txn)
-            elif version not in (None, FORMAT_VERSION):
-                raise ValueError(f"{self.directory}: entry store format {version} is not {FORMAT_VERSION}")
-            if version != FORMAT_VERSION:
+        version = _U32.unpack(fmt)[0] if fmt is not None else None
+        if version == FORMAT_ROWS:
+            self._rewrite_rows()
+        elif version not in (None, FORMAT_VERSION):
+            raise ValueError(f"{self.directory}: entry store format {version} is not {FORMAT_VERSION}")
+        with self.env.begin(write=True) as txn:
+            if version is None:
                 txn.put(b"format", _U32.pack(FORMAT_VERSION), db=self.meta)
             raw = txn.get(b"next_log", db=self.meta)
             next_log = U64.unpack(raw)[0] if raw else 1
@@ -220,21 +223,40 @@ class EntryLocationIndex:
                 del self.logs[lid]
         return next_log, ledgers
 
-    def _rewrite_rows(self, txn) -> None:
-        """Format 1 -> 2 in the opening transaction: each ledger's ``idx`` rows become runs."""
-        old = self.env.open_db(b"idx", txn=txn)
-        put = txn.cursor(db=self.runs).putmulti
-        entries: list[Entry] = []
-        current = -1
-        for lid, entry in legacy_rows(txn.cursor(db=old)):
-            if lid != current and entries:
-                put(encode_runs(current, entries))
-                entries = []
-            current = lid
-            entries.append(entry)
-        if entries:
-            put(encode_runs(current, entries))
-        txn.drop(old, delete=True)
+    def _rewrite_rows(self) -> None:
+        """Format 1 -> 2: each ledger's ``idx`` rows become runs, whole ledgers of about
+        :data:`REWRITE_ROWS` rows per transaction (one transaction's dirty pages are bounded:
+        LMDB refuses more than 128 Ki of them), each moving its ledgers out of ``idx`` into
+        ``runs``; the last one drops ``idx`` and writes format 2.  A crash in between leaves
+        format 1 with some ledgers already moved, and the next open goes on."""
+        while True:
+            with self.env.begin(write=True) as txn:
+                old = self.env.open_db(b"idx", txn=txn)
+                put = txn.cursor(db=self.runs).putmulti
+                entries: list[Entry] = []
+                moved: list[int] = []
+                count = 0
+                for lid, entry in legacy_rows(txn.cursor(db=old)):
+                    if not moved or lid != moved[-1]:
+                        if entries:
+                            put(encode_runs(moved[-1], entries))
+                            entries = []
+                        if count >= REWRITE_ROWS:
+                            break
+                        moved.append(lid)
+                    entries.append(entry)
+                    count += 1
+                else:
+                    if entries:
+                        put(encode_runs(moved[-1], entries))
+                    txn.drop(old, delete=True)
+                    txn.put(b"format", _U32.pack(FORMAT_VERSION), db=self.meta)
+                    return
+                cur = txn.cursor(db=old)
+                for lid in moved:
+                    cur.set_range(I64.pack(lid))
+                    while cur.key()[:8] == I64.pack(lid):
+                        cur.delete()
 
     # -- reads (any thread; LMDB readers never wait for the writer)
     def get(self, key: bytes) -> bytes | None:

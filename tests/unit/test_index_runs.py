@@ -121,36 +121,37 @@ def test_a_flush_of_a_ledger_is_one_row_per_run_max_entries(index):
         assert [ix.KEY.unpack(k)[1] for k in txn.cursor().iternext(values=False)] == [0, 256, 512]
 
 
-def test_a_format_1_index_is_rewritten_as_runs_when_opened(tmp_path):
-    """A store written by the row-per-entry bookied opens with every entry readable, and an
-    offline look reads both formats."""
+def test_a_format_1_index_is_rewritten_as_runs_when_opened(tmp_path, monkeypatch):
+    """A store written by the row-per-entry bookied opens with every entry readable (rewritten
+    a few ledgers per transaction), and an offline look reads both formats."""
     d = tmp_path / "ledgers"
     s = EntryStore(str(d))
-    for e in range(40):
-        s.put_entry(5, e, b"x%d" % e)
+    ids = [(l, e) for l in (5, 6, 9) for e in range(40)]
+    for l, e in ids:
+        s.put_entry(l, e, b"x%d/%d" % (l, e))
     s.flush()
     s.close()
     path = os.path.join(d, "current", ix.INDEX_DIR)
     env = lmdb.open(path, max_dbs=5, subdir=True)
     with env.begin(write=True) as txn:  # back to format 1: the same entries as rows of one entry
         runs = env.open_db(b"runs", txn=txn)
-        rows = [(ix.KEY.pack(5, e), ix.LOC.pack(*loc)) for (l, e), loc in
-                [((lid, eid), (lg, off, ln)) for lid, f, v in ix.ledger_runs(txn.cursor(db=runs))
-                 for eid, lg, off, ln in ix.decode_run(f, v)]]
+        rows = [(ix.KEY.pack(lid, eid), ix.LOC.pack(lg, off, ln)) for lid, f, v in ix.ledger_runs(txn.cursor(db=runs))
+                for eid, lg, off, ln in ix.decode_run(f, v)]
         txn.drop(runs, delete=True)
         txn.cursor(db=env.open_db(b"idx", txn=txn)).putmulti(rows)
         txn.put(b"format", struct.pack(">I", ix.FORMAT_ROWS), db=env.open_db(b"meta", txn=txn))
     env.close()
     offline = OfflineIndex(str(d))
-    assert [(l, e) for l, e, _loc in offline.rows()] == [(5, e) for e in range(40)]
-    assert offline.location(5, 39) == ix.Location(*ix.LOC.unpack(rows[39][1]))
+    assert [(l, e) for l, e, _loc in offline.rows()] == ids
+    assert offline.location(9, 39) == ix.Location(*ix.LOC.unpack(rows[-1][1]))
     offline.close()
+    monkeypatch.setattr(ix, "REWRITE_ROWS", 50)  # two ledgers in the first transaction, one in the second
     s = EntryStore(str(d))
-    assert [s.get_entry(5, e) for e in range(40)] == [b"x%d" % e for e in range(40)]
+    assert [s.get_entry(l, e) for l, e in ids] == [b"x%d/%d" % (l, e) for l, e in ids]
     s.close()
     offline = OfflineIndex(str(d))
-    assert [(l, e) for l, e, _loc in offline.rows()] == [(5, e) for e in range(40)]
-    assert offline.location(5, 39) == ix.Location(*ix.LOC.unpack(rows[39][1])) and offline.location(5, 40) is None
+    assert [(l, e) for l, e, _loc in offline.rows()] == ids
+    assert offline.location(9, 39) == ix.Location(*ix.LOC.unpack(rows[-1][1])) and offline.location(9, 40) is None
     offline.close()
 
 
