@@ -68,17 +68,13 @@ from twisted.python.failure import Failure
 
 from bkctl.wire import fastpath
 from bkctl.wire.fastpath import Twins
-from bkctl.wire.codecs import answers, v2, v3
+from bkctl.wire.codecs import answers
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import (
     BOOKIE_INFO_FREE_DISK_SPACE,
     BOOKIE_INFO_TOTAL_DISK_CAPACITY,
     DEFAULT_MAX_FRAME_SIZE,
-    LAST_ADD_CONFIRMED,
-    V2_CURRENT_VERSION,
-    Flag,
     OpCode,
-    OperationType,
 )
 from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata.serviceinfo import parse_bookie_id_address
@@ -89,6 +85,7 @@ from .client_protocol import BookieClientFactory, BookieClientProtocol
 from .cork import CORK
 from .deadlines import INFO, POLL, READ, WRITE, Deadlines
 from .entry_requests import EntryRequests, check_master_key
+from .op_requests import OpRequest, OpRequests
 from .errors import (
     BatchReadUnsupported,
     BookieError,
@@ -135,18 +132,9 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_MAX_OUTSTANDING = 1000
 DEFAULT_MAX_QUEUED = 1000
 
-_OP_READ = int(OperationType.READ_ENTRY)
-_OP_READ_LAC = int(OperationType.READ_LAC)
-_OP_WRITE_LAC = int(OperationType.WRITE_LAC)
-_OP_FORCE = int(OperationType.FORCE_LEDGER)
-_OP_BOOKIE_INFO = int(OperationType.GET_BOOKIE_INFO)
-_OP_LIST_ENTRIES = int(OperationType.GET_LIST_OF_ENTRIES_OF_LEDGER)
 _OPC_READ = int(OpCode.READ_ENTRY)
-_OPC_BATCH_READ = int(OpCode.BATCH_READ_ENTRY)
 _V2_ANSWER_HEAD = answers.V2_ANSWER_HEAD
 _EOK = 0
-_WRITE_LAC_ANSWER = answers.v3_expect("writeLacResponse")
-_FORCE_ANSWER = answers.v3_expect("forceLedgerResponse")
 
 
 def default_resolve(bookie_id: str) -> tuple[str, int]:
@@ -239,8 +227,9 @@ class BookieConnection:
         self._tls = None if tls is None else StartTLS(
             tls, self.bookie_id, self._ids, v2_answers=not self.use_v3,
             ready=self._connected, failed=self._tls_failed)
-        #: builds the ADD and READ requests
+        #: builds the ADD and READ requests, and those of the other operations
         self.entries = EntryRequests(self.use_v3, twins, self._ids)
+        self.ops = OpRequests(self.use_v3, self._ids)
         self._proto: BookieClientProtocol | None = None
         self._attempt: BookieClientFactory | None = None
         self._closing: BookieClientProtocol | None = None
@@ -424,18 +413,9 @@ class BookieConnection:
         entry_id, body)``; with ``piggyback`` the bookie may add entry
         previous_lac + 1, else ``entry_id`` and ``body`` are None. The local
         timeout is read_timeout plus the poll's own wait."""
-        what = f"long-poll READ ledger {ledger_id} after LAC {previous_lac}"
-        if not self.use_v3:
-            return self._unsupported(what)
-        if timeout_ms < 0:
-            raise ValueError("timeout_ms must not be negative")
-        txn = next(self._ids)
-        payload = v3.serialize(v3.read_request(
-            txn, ledger_id, LAST_ADD_CONFIRMED, previous_lac=previous_lac,
-            timeout_ms=timeout_ms, piggyback=piggyback))
         timeout = self.read_timeout + timeout_ms / 1000.0
-        return self._submit(what, txn, payload, answers.v3_long_poll, timeout, op=_OP_READ,
-                            kind=(POLL, timeout))
+        return self._issue(self.ops.long_poll(ledger_id, previous_lac, timeout_ms, piggyback), timeout,
+                           (POLL, timeout))
 
     def batch_read(self, ledger_id: int, start_entry_id: int, max_count: int, max_size: int, *,
                    fence_master_key: bytes | None = None) -> defer.Deferred:
@@ -452,68 +432,33 @@ class BookieConnection:
         if self.batch_read_supported is False:
             return defer.fail(BatchReadUnsupported(
                 f"{what}: bookie {self.bookie_id} does not support batch reads", bookie=self.bookie_id))
-        request_id = next(self._ids)
-        flags = Flag.DO_FENCING if fence_master_key is not None else 0
-        payload = v2.BatchReadRequest(
-            V2_CURRENT_VERSION, int(flags), ledger_id, start_entry_id, request_id, max_count,
-            max_size, None if fence_master_key is None else bytes(fence_master_key)).encode()
-        return self._submit(what, (_OPC_BATCH_READ, request_id), payload,
-                            answers.v2_batch_read, self.read_timeout, is_batch=True)
+        return self._issue(self.ops.batch_read(what, ledger_id, start_entry_id, max_count, max_size,
+                                               fence_master_key), self.read_timeout)
 
     def read_lac(self, ledger_id: int) -> defer.Deferred:
         """READ_LAC (v3): fires with ``(lac_body, last_entry_body)``, each
         None when the bookie has none (if it has neither: NoSuchEntry)."""
-        what = f"READ_LAC ledger {ledger_id}"
-        if not self.use_v3:
-            return self._unsupported(what)
-        txn = next(self._ids)
-        payload = v3.serialize(v3.read_lac_request(txn, ledger_id))
-        return self._submit(what, txn, payload, answers.v3_read_lac, self.read_timeout, op=_OP_READ_LAC)
+        return self._issue(self.ops.read_lac(ledger_id), self.read_timeout)
 
     def write_lac(self, ledger_id: int, lac: int, master_key: bytes, body: bytes) -> defer.Deferred:
         """WRITE_LAC (v3) of a digest-packaged LAC ``body``; fires with None."""
-        check_master_key(master_key)
-        what = f"WRITE_LAC ledger {ledger_id} lac {lac}"
-        if not self.use_v3:
-            return self._unsupported(what)
-        txn = next(self._ids)
-        payload = v3.serialize(v3.write_lac_request(txn, ledger_id, lac, master_key, body))
-        return self._submit(what, txn, payload, _WRITE_LAC_ANSWER, self.add_timeout,
-                            op=_OP_WRITE_LAC, kind=WRITE)
+        return self._issue(self.ops.write_lac(ledger_id, lac, master_key, body), self.add_timeout, WRITE)
 
     def force_ledger(self, ledger_id: int) -> defer.Deferred:
         """FORCE_LEDGER (v3): fires with None once everything written before
         it for the ledger is durable."""
-        what = f"FORCE_LEDGER ledger {ledger_id}"
-        if not self.use_v3:
-            return self._unsupported(what)
-        txn = next(self._ids)
-        payload = v3.serialize(v3.force_ledger_request(txn, ledger_id))
-        return self._submit(what, txn, payload, _FORCE_ANSWER, self.add_timeout,
-                            op=_OP_FORCE, kind=WRITE)
+        return self._issue(self.ops.force_ledger(ledger_id), self.add_timeout, WRITE)
 
     def bookie_info(self, requested: int = BOOKIE_INFO_TOTAL_DISK_CAPACITY
                     | BOOKIE_INFO_FREE_DISK_SPACE) -> defer.Deferred:
         """GET_BOOKIE_INFO (v3): fires with ``(total_disk_bytes,
         free_disk_bytes)``; a field not asked for (or not sent) is None."""
-        what = "GET_BOOKIE_INFO"
-        if not self.use_v3:
-            return self._unsupported(what)
-        txn = next(self._ids)
-        payload = v3.serialize(v3.get_bookie_info_request(txn, requested))
-        return self._submit(what, txn, payload, answers.v3_bookie_info, self.bookie_info_timeout,
-                            op=_OP_BOOKIE_INFO, kind=INFO)
+        return self._issue(self.ops.bookie_info(requested), self.bookie_info_timeout, INFO)
 
     def entry_availability(self, ledger_id: int) -> defer.Deferred:
         """GET_LIST_OF_ENTRIES_OF_LEDGER (v3): fires with the encoded
         availability of the ledger's entries on the bookie (b"" if none sent)."""
-        what = f"GET_LIST_OF_ENTRIES_OF_LEDGER ledger {ledger_id}"
-        if not self.use_v3:
-            return self._unsupported(what)
-        txn = next(self._ids)
-        payload = v3.serialize(v3.get_list_of_entries_request(txn, ledger_id))
-        return self._submit(what, txn, payload, answers.v3_entry_list, self.read_timeout,
-                            op=_OP_LIST_ENTRIES)
+        return self._issue(self.ops.entry_availability(ledger_id), self.read_timeout)
 
     # ------------------------------------------------------------- close
 
@@ -554,10 +499,12 @@ class BookieConnection:
             f"{what}: not available over protocol {self.protocol} (bookie {self.bookie_id})",
             bookie=self.bookie_id))
 
-    def _submit(self, what: str, key: Any, payload: bytes, decode, timeout: float,
-                is_batch: bool = False, *, op: int | None = None, kind: Any = READ) -> defer.Deferred:
-        req = Request(what, key, frame(payload), decode, is_batch)
-        req.op = op
+    def _issue(self, spec: OpRequest, timeout: float, kind: Any = READ) -> defer.Deferred:
+        """Send an operation's request (:mod:`.op_requests`); one its protocol cannot carry fails."""
+        if spec.payload is None:
+            return self._unsupported(spec.what)
+        req = Request(spec.what, spec.key, frame(spec.payload), spec.decode, spec.is_batch)
+        req.op = spec.op
         return self._submit_request(req, kind, timeout)
 
     def _refuse(self, req: Request, error: BookieError) -> defer.Deferred | None:
