@@ -146,11 +146,19 @@ def get_children_request(xid: int, path: str) -> bytes:
 def multi_read_request(xid: int, ops: Sequence[tuple[int, str]]) -> bytes:
     """One multiRead of ``(OP_GET_DATA or OP_GET_CHILDREN, path)`` ops, each without a watch."""
     parts = [struct.pack(">ii", xid, OP_MULTI_READ)]
+    headers = _OP_HEADERS
+    pack_int = _INT.pack
     for op, path in ops:
         raw = path.encode("utf-8")
-        parts.append(_MULTI_HEADER.pack(op, False, -1) + _INT.pack(len(raw)) + raw + b"\x00")
-    parts.append(_MULTI_HEADER.pack(-1, True, -1))
+        parts.append(headers[op] + pack_int(len(raw)) + raw + b"\x00")
+    parts.append(_MULTI_DONE)
     return _frame(b"".join(parts))
+
+
+#: each op's header inside a multiRead, and the header that ends one (a walk sends a
+#: million of them)
+_OP_HEADERS = {op: _MULTI_HEADER.pack(op, False, -1) for op in (OP_GET_DATA, OP_GET_CHILDREN)}
+_MULTI_DONE = _MULTI_HEADER.pack(-1, True, -1)
 
 
 def take_frame(buf: bytearray) -> bytes | None:
@@ -176,8 +184,13 @@ def _read_data(frame: bytes, pos: int) -> tuple[ReadResult, int]:
     else:
         data = frame[pos : pos + size]
         pos += size
-    stat = Stat._make(_STAT.unpack_from(frame, pos))
-    return ReadResult(OK, data, stat), pos + _STAT.size
+    # tuple.__new__ is what Stat._make and ReadResult() do, without their Python frames
+    stat = _new_tuple(Stat, _STAT.unpack_from(frame, pos))
+    return _new_tuple(ReadResult, (OK, data, stat, None)), pos + _STAT_SIZE
+
+
+_new_tuple = tuple.__new__
+_STAT_SIZE = _STAT.size
 
 
 def _read_children(frame: bytes, pos: int) -> tuple[ReadResult, int]:

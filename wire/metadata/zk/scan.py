@@ -99,8 +99,10 @@ class ZnodeScanner:
     # -- the walk -------------------------------------------------------------------
     def get_many(self, paths: Iterable[str]) -> Iterator[ZnodeValue | None]:
         """``(data, stat)`` of each path in order; None for a znode that is not there."""
+        new, ok = tuple.__new__, jute.OK
         for result in self._read(jute.OP_GET_DATA, paths):
-            yield ZnodeValue(result.data or b"", result.stat) if result.err == jute.OK else None  # type: ignore[arg-type]
+            # ZnodeValue(...) without its Python frame: a walk yields a million of them
+            yield new(ZnodeValue, (result.data or b"", result.stat)) if result.err == ok else None
 
     def children_many(self, paths: Iterable[str]) -> Iterator[list[str] | None]:
         """The children of each path in order; None for a znode that is not there."""
