@@ -331,8 +331,11 @@ class EntryStore:
         return ledger_id in self._ledgers
 
     def ledger_ids(self) -> list[int]:
+        """Every ledger held, ascending (copied under the lock, sorted outside it in slices:
+        :func:`sorted_in_slices`)."""
         with self._lock:
-            return sorted(self._ledgers)
+            ids = list(self._ledgers)
+        return sorted_in_slices(ids)
 
     def last_entry_id(self, ledger_id: int) -> int | None:
         """Highest entry id stored for the ledger (cached or flushed), None if it has no entries."""
@@ -829,3 +832,18 @@ class EntryStore:
 
     def __exit__(self, *exc):
         self.close()
+
+
+#: how many ids :func:`sorted_in_slices` sorts in one C call
+SORT_SLICE = 4096
+
+
+def sorted_in_slices(ids: list[int]) -> list[int]:
+    """``sorted(ids)``, in slices merged by :func:`heapq.merge` (Python, so the GIL goes
+    to the reactor thread every switch interval): one sort of 10^5 ledger ids holds the
+    GIL for 6-25 ms, an add's p99 while the GC pass of a bookie of 10^5 ledgers runs."""
+    import heapq
+
+    if len(ids) <= SORT_SLICE:
+        return sorted(ids)
+    return list(heapq.merge(*(sorted(ids[i:i + SORT_SLICE]) for i in range(0, len(ids), SORT_SLICE))))

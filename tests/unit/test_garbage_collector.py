@@ -723,3 +723,19 @@ def test_a_collection_between_two_batches_spares_the_copies_of_ledgers_deleted_m
     assert all(s.get_entry(1, e) == data(1, e, 100) for e in range(1000))
     assert not s.has_ledger(2) and s.get_entry(2, 0) is None
     s.close()
+
+
+def test_ledger_ids_come_sorted_in_slices_and_the_stores_lists_are_merged():
+    import random
+
+    from bkctl.bookied.storage.store import SORT_SLICE, sorted_in_slices
+    from tests.support.fake_store import FakeMetadataStore
+    from tests.support.ledgers import make_ledgers
+
+    ids = random.Random(57).sample(range(10**9), 3 * SORT_SLICE + 17)
+    assert sorted_in_slices(ids) == sorted(ids) and sorted_in_slices(ids[:5]) == sorted(ids[:5])
+    zk = FakeMetadataStore().start()
+    make_ledgers(zk, [1, 2])
+    a, b = LedgerIds([1, 5, 9]), LedgerIds([2, 6])
+    assert DeletedLedgerCollector(zk.ledgers)([a, b]) == 3
+    assert (a.deleted, b.deleted) == ([5, 9], [6])
