@@ -44,6 +44,7 @@ class ZKUnderreplicationManager(Manager):
         self._checked = False
         #: hex directory -> (when, its children) (:meth:`_shuffled`)
         self._listings: dict[str, tuple[float, tuple[str, ...]]] = {}
+        self._kept_lists_used = False  # whether the walk of :meth:`acquire` read a kept list
 
     def forget_cached(self) -> None:
         self._checked = False
@@ -218,7 +219,8 @@ class ZKUnderreplicationManager(Manager):
         has a leaf directory of its own, so the level above a leaf lists one name for each
         mark among its 65,536 ids, and read again for every ledger a worker takes, the cost
         of taking one grew with the marks (25,000 marks: 25,000 names a ledger taken).  A
-        name gone meanwhile lists as empty; a new directory shows within the TTL."""
+        name gone meanwhile lists as empty; a new directory shows within the TTL, or at once
+        to :meth:`acquire`, which looks again at fresh lists before it says there is none."""
 
         def names_in(path: str, level: int) -> list[str]:
             if level == 4:
@@ -227,6 +229,8 @@ class ZKUnderreplicationManager(Manager):
             cached = self._listings.get(path)
             if cached is None or now - cached[0] >= _LISTING_TTL:
                 cached = self._listings[path] = (now, tuple(self._session.children_or_empty(path)))
+            else:
+                self._kept_lists_used = True
             return list(cached[1])
 
         def descend(path: str, level: int) -> Iterator[tuple[int, str]]:
@@ -307,21 +311,27 @@ class ZKUnderreplicationManager(Manager):
         self.ensure_checked()
         skipped = set(skip)
         lock_data = UR.serialize_lock_data(holder)
-        for ledger_id, path in self._shuffled():
-            if ledger_id in skipped:
-                continue
-            lock = P.underreplication_lock_path(ledger_id, self._root)
-            try:
-                self._zk.create(lock, lock_data, ephemeral=True)
-            except NodeExistsError:
-                continue
-            try:
-                data, stat = self._session.get(path)
-            except NoNodeError:  # replicated between the walk and the lock
-                self._session.delete_own(lock)
-                continue
-            return self._decode(ledger_id, path, data), stat.version
-        return None
+        while True:
+            self._kept_lists_used = False
+            for ledger_id, path in self._shuffled():
+                if ledger_id in skipped:
+                    continue
+                lock = P.underreplication_lock_path(ledger_id, self._root)
+                try:
+                    self._zk.create(lock, lock_data, ephemeral=True)
+                except NodeExistsError:
+                    continue
+                try:
+                    data, stat = self._session.get(path)
+                except NoNodeError:  # replicated between the walk and the lock
+                    self._session.delete_own(lock)
+                    continue
+                return self._decode(ledger_id, path, data), stat.version
+            if not self._kept_lists_used:
+                return None
+            # nothing to take in lists kept up to _LISTING_TTL: a mark made since (a ledger
+            # just marked, by this store or another) would wait for them to expire
+            self._listings.clear()
 
     @zk_call
     def mark_replicated(self, ledger_id: int, version: int) -> bool:
