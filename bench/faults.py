@@ -99,10 +99,12 @@ BOOKIE_SETTINGS = dict(
     minUsableSizeForEntryLogCreation=2 * 1024 * 1024, minUsableSizeForHighPriorityWrites=2 * 1024 * 1024,
     shutdownTimeoutMs=3000,
 )
-#: compaction inside every round: small logs, a GC pass a second, most logs candidates
+#: compaction inside every round: small logs, a GC pass a second, most logs candidates, and each
+#: log's copy paced (250 entries/s) so that a pass lasts long enough for kill-compacting to find one
+#: (with the index keeping runs of entries a pass of 64 KiB logs ended between two looks)
 COMPACTION_SETTINGS = dict(
     logSizeLimit=64 * 1024, gcWaitTime=1000, minorCompactionInterval=1, majorCompactionInterval=2,
-    minorCompactionThreshold=0.6, majorCompactionThreshold=0.95,
+    minorCompactionThreshold=0.6, majorCompactionThreshold=0.95, compactionRateByEntries=250,
 )
 AUTORECOVERY_SETTINGS = dict(autoRecoveryDaemonEnabled="true", lostBookieRecoveryDelay=0)
 COMPACTING_STATES = ("minor compacting", "major compacting")
