@@ -108,19 +108,17 @@ def owner_by_metadata(custom: dict[str, str]) -> Owner | None:
     return Owner("pulsar", component)
 
 
-#: what :func:`managed_ledger_owner` reads of a ledger's custom metadata
-_NAMING_KEYS = ("pulsar/managed-ledger", "pulsar/cursor")
-
-
 def managed_ledger_naming(custom: dict[str, str]) -> dict[str, str]:
     """The part of a ledger's custom metadata :func:`managed_ledger_owner` reads: what a walk
     keeps of each ledger it judges later (tens of thousands at 10^6 ledgers)."""
-    return {key: custom[key] for key in _NAMING_KEYS if key in custom}
+    from bkctl.wire.pulsar.managed_ledger import CURSOR_KEY, MANAGED_LEDGER_KEY
+
+    return {key: custom[key] for key in (MANAGED_LEDGER_KEY, CURSOR_KEY) if key in custom}
 
 
 def managed_ledger_owner(kind: str, custom: dict[str, str]) -> Owner:
     """An orphan's or an unlisted ledger's owner: the managed ledger its metadata names."""
-    from bkctl.wire.pulsar.managed_ledger import MANAGED_LEDGER_KEY, TopicName
+    from bkctl.wire.pulsar.managed_ledger import CURSOR_KEY, MANAGED_LEDGER_KEY, TopicName
 
     name = custom.get(MANAGED_LEDGER_KEY)
     try:
@@ -129,7 +127,7 @@ def managed_ledger_owner(kind: str, custom: dict[str, str]) -> Owner:
         topic = None
     if topic is None:
         return Owner(kind, name or "(no managed ledger named)", component="data")
-    return topic_owner(kind, topic, "cursor" if "pulsar/cursor" in custom else "data")
+    return topic_owner(kind, topic, "cursor" if CURSOR_KEY in custom else "data")
 
 
 def listed_owners(topics) -> dict[int, Owner]:
@@ -157,7 +155,7 @@ def packed_entry_bytes(md) -> int:
     return ENTRY_HEADER_LENGTH + DIGEST_LENGTH[md.digest_type or DigestType.CRC32]
 
 
-def copies_by_bookie(ledger_id: int, md, last_entry_id: int, length: int) -> dict[str, tuple[int, int]]:
+def copies_by_bookie(md, last_entry_id: int, length: int) -> dict[str, tuple[int, int]]:
     """bookie -> (entries it holds, their bytes as packed: payloads at the ledger's mean plus headers)
     for a ledger whose entries 0..``last_entry_id`` take ``length`` payload bytes."""
     from bkctl.wire.client.rereplication import entries_by_bookie
@@ -297,10 +295,10 @@ def walk_ledgers(store, bk: Callable[[], Any] | None, base: str | None = None, o
         if not md.is_closed:
             open_ledgers.append((ledger_id, md, owner, managed_ledger_naming(custom)))
         elif owner is None:
-            pending[ledger_id] = (copies_by_bookie(ledger_id, md, md.last_entry_id, md.length), md.length,
+            pending[ledger_id] = (copies_by_bookie(md, md.last_entry_id, md.length), md.length,
                                   managed_ledger_naming(custom))
         else:
-            tally.add(owner, copies_by_bookie(ledger_id, md, md.last_entry_id, md.length), md.length, False)
+            tally.add(owner, copies_by_bookie(md, md.last_entry_id, md.length), md.length, False)
 
     sweep = OrphanSweep(_SweptStore(store, on_ledger), base, older_than=older_than, now_ms=now_ms,
                         progress=progress)
@@ -333,7 +331,7 @@ def walk_ledgers(store, bk: Callable[[], Any] | None, base: str | None = None, o
             continue
         last_entry_id, length = end
         estimated += 1
-        tally.add(owner, copies_by_bookie(ledger_id, md, last_entry_id, length), length, True)
+        tally.add(owner, copies_by_bookie(md, last_entry_id, length), length, True)
     return Walk(tally, sweep, orphan_ids, counts["ledgers"], counts["unreadable"], estimated, unknown)
 
 

@@ -30,14 +30,14 @@ def test_copies_follow_the_write_sets_across_ensemble_changes():
         md = LedgerMetadata.new(ens, qw, 1).with_ensemble_change(change, later)
         for last in (change - 1, change, 40):  # a later segment starts at most one past the last entry
             closed = md.closed(last, (last + 1) * 100)
-            assert copies_by_bookie(1, closed, last, (last + 1) * 100) == brute_force(closed, last + 1, 100), \
+            assert copies_by_bookie(closed, last, (last + 1) * 100) == brute_force(closed, last + 1, 100), \
                 (e, qw, change, last)
 
 
 def test_open_ledger_copies_use_the_end_given():
     md = LedgerMetadata.new([A, B, C], 2, 2)
-    assert copies_by_bookie(1, md, 8, 900) == brute_force(md, 9, 100)
-    assert copies_by_bookie(1, md, -1, 0) == {}
+    assert copies_by_bookie(md, 8, 900) == brute_force(md, 9, 100)
+    assert copies_by_bookie(md, -1, 0) == {}
 
 
 def test_owners_by_custom_metadata():

@@ -56,6 +56,10 @@ class _InFlight:
     xid: int = 0
 
 
+#: error codes of a session ZooKeeper closed for want of authentication
+_SESSION_REFUSED = (jute.AUTH_FAILED, jute.SESSION_CLOSED_REQUIRE_SASL)
+
+
 class _Lost(Exception):
     """The connection broke; the reads in flight are to be sent again."""
 
@@ -197,12 +201,8 @@ class ZnodeScanner:
             if reply.err == jute.UNIMPLEMENTED:  # a server before 3.6: plain reads from now on
                 self._multi_read = False
                 raise _Lost("no multiRead on this server")
-            if reply.err in (jute.AUTH_FAILED, jute.SESSION_CLOSED_REQUIRE_SASL):
-                self._drop()
-                raise ZKAuthError(
-                    f"ZooKeeper at {self.hosts} requires authentication and closed the session "
-                    f"({self.security.describe()})"
-                )
+            if reply.err in _SESSION_REFUSED:
+                raise self._refused()
             if reply.err != jute.OK or len(reply.results) != len(request.paths):
                 raise self._failed(
                     f"multiRead answered error {reply.err} with {len(reply.results)} of {len(request.paths)} results"
@@ -219,12 +219,8 @@ class ZnodeScanner:
         """*results*, each a znode's value or its absence, else an error: a znode the
         credentials may not read is not a missing one (a walk would call it deleted)."""
         for path, r in zip(request.paths, results):
-            if r.err in (jute.AUTH_FAILED, jute.SESSION_CLOSED_REQUIRE_SASL):
-                self._drop()
-                raise ZKAuthError(
-                    f"ZooKeeper at {self.hosts} requires authentication and closed the session "
-                    f"({self.security.describe()})"
-                )
+            if r.err in _SESSION_REFUSED:
+                raise self._refused()
             if r.err == jute.NO_AUTH:
                 self._drop()
                 raise ZKAuthError(
@@ -240,6 +236,14 @@ class ZnodeScanner:
             return jute.decode_reply(self._frame(), op)
         except CodecError as exc:
             raise self._failed(str(exc)) from None
+
+    def _refused(self) -> ZKAuthError:
+        """The session closed for want of authentication (the answer to a whole multiRead, or
+        to one read)."""
+        self._drop()
+        return ZKAuthError(
+            f"ZooKeeper at {self.hosts} requires authentication and closed the session ({self.security.describe()})"
+        )
 
     def _failed(self, what: str) -> ZKUnavailable:
         self._drop()
