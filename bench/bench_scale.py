@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import load_note, section  # noqa: E402
+from common import commit_or_exit, load_note, section  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 GONE = [f"127.0.0.2:{3181 + i}" for i in range(7)]  # bookies that are not there any more
@@ -204,9 +204,7 @@ def fill(f: Filled, args) -> None:
             tx = zk.transaction()
             for ledger_id in range(lo, min(lo + batch, f.ledgers + 1)):
                 tx.create(P.ledger_path(ledger_id), value(ledger_id))
-            bad = [r for r in tx.commit() if isinstance(r, Exception)]
-            if bad:
-                raise SystemExit(f"filling failed at ledger {lo}: {bad[0]!r}")
+            commit_or_exit(tx, f"ledger {lo}")
             if lo % 100_000 == 1 and lo > 1:
                 print(f"  {lo - 1:,} ledgers in {time.monotonic() - t0:.0f}s", flush=True)
         base = P.managed_ledgers_base("/ledgers")
@@ -227,9 +225,7 @@ def fill(f: Filled, args) -> None:
                     cursorsLedgerId=cursor_first + t, markDeleteLedgerId=listed[t][0], markDeleteEntryId=10
                 )
                 tx.create(f"{path}/sub", cursor.SerializeToString())
-            bad = [r for r in tx.commit() if isinstance(r, Exception)]
-            if bad:
-                raise SystemExit(f"filling failed at topic {lo}: {bad[0]!r}")
+            commit_or_exit(tx, f"topic {lo}")
     finally:
         zk.stop()
         zk.close()
@@ -389,9 +385,7 @@ def fill_bookie(uri: str, zk: str, survivors: list[str], victim: str, n: int, en
             for ledger_id in ids[lo : lo + 1000]:
                 md = LedgerMetadata.new(ensembles[ledger_id], 2, 2, password=b"")
                 tx.create(P.ledger_path(ledger_id), serialize_ledger_metadata(md.closed(entries - 1, size * entries)))
-            bad = [r for r in tx.commit() if isinstance(r, Exception)]
-            if bad:
-                raise SystemExit(f"filling failed at ledger {ids[lo]}: {bad[0]!r}")
+            commit_or_exit(tx, f"ledger {ids[lo]}")
     finally:
         zkc.stop()
         zkc.close()

@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_gc import zk_packets  # noqa: E402
-from common import load_note, raw_zookeeper, section  # noqa: E402
+from common import commit_or_exit, load_note, raw_zookeeper, section  # noqa: E402
 
 FIRST = 5_000_000  # ledger ids of the topic: above what the sandbox hands out
 TOPICS = {"none": "persistent://acme/plan/plain", "zstd": "persistent://acme/plan/zstd"}
@@ -88,9 +88,7 @@ def fill(uri: str, n: int) -> dict[str, int]:
             tx = zk.transaction()
             for ledger_id in ids[lo:lo + 1000]:
                 tx.create(P.ledger_path(ledger_id, root=root), md)
-            bad = [r for r in tx.commit() if isinstance(r, Exception)]
-            if bad:
-                raise SystemExit(f"filling failed at ledger {ids[lo]}: {bad[0]!r}")
+            commit_or_exit(tx, f"ledger {ids[lo]}")
         base = P.managed_ledgers_base(root)
         for kind, topic in TOPICS.items():
             value = plain if kind == "none" else zstd_framed(plain)

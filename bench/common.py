@@ -127,3 +127,10 @@ def in_sandbox(folder: str | None, prefix: str, run) -> int:
             print(f"sandbox down failed: {exc}", file=sys.stderr)
         if not folder:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def commit_or_exit(tx, where: str) -> None:
+    """Commit a kazoo transaction of a fill; any failed operation ends the benchmark, naming ``where``."""
+    bad = [r for r in tx.commit() if isinstance(r, Exception)]
+    if bad:
+        raise SystemExit(f"filling failed at {where}: {bad[0]!r}")
