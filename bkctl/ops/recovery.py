@@ -249,7 +249,7 @@ def rereplicate_stream(bk, store, bookies: Iterable[str], *, target: str | None 
 
         from bkctl.wire.autorecovery.worker import RateLimiter
 
-        throttle = RateLimiter(rate, reactor)
+        throttle = RateLimiter(rate, reactor, cork=bk.client.pool.cork)
     lists = CachedBookieLists(bk.client)
     yield []  # the checks are done
     for chunk in _chunks(store.ledgers.read_many(ids), CHUNK):

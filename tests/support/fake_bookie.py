@@ -10,6 +10,7 @@ import struct
 
 from twisted.internet import defer, task
 
+from bkctl.wire.client.cork import Cork
 from bkctl.wire.client.entry_requests import check_master_key
 from bkctl.wire.client.errors import (
     BatchReadUnsupported,
@@ -404,6 +405,8 @@ class FakePool:
         self.add_timeout = add_timeout
         self.protocol = protocol
         self.closed = False
+        #: the bursts of this pool's connections, as a BookiePool's (wire/client/cork.py)
+        self.cork = Cork()
 
     def get(self, bookie_id):
         if self.closed:

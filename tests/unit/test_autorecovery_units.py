@@ -11,7 +11,7 @@ from bkctl.ops.autorecovery import config_from_settings
 from bkctl.wire.autorecovery.checker import entries_held
 from bkctl.wire.autorecovery.service import AutoRecoveryConfig
 from bkctl.wire.autorecovery.worker import RateLimiter, ReplicationWorker
-from bkctl.wire.client.cork import CORK
+from bkctl.wire.client.cork import Cork
 from bkctl.wire.metadata.ledger import LedgerMetadata
 
 NO_ZOOKEEPER = "zk+hierarchical://127.0.0.1:1/ledgers"
@@ -139,14 +139,15 @@ def test_a_held_write_that_fails_does_not_keep_the_ticks_others_back():
 
 def test_a_ticks_writes_leave_once_per_connection():
     """What a tick lets go is sent as one burst: the connections hold the frames
-    and write each its own once, at the end (the cork), not once per entry."""
+    and write each its own once, at the end (the client's cork), not once per entry."""
     clock = task.Clock()
-    limiter = RateLimiter(-1, clock, phase=0.0, batched=True)
+    cork = Cork()
+    limiter = RateLimiter(-1, clock, phase=0.0, batched=True, cork=cork)
     corked = []
     for _ in range(3):
-        limiter(100, lambda: corked.append(CORK.holders is not None))
+        limiter(100, lambda: corked.append(cork.holders is not None))
     clock.advance(RateLimiter.TICK)
-    assert corked == [True, True, True] and CORK.holders is None
+    assert corked == [True, True, True] and cork.holders is None
 
 
 def test_a_workers_adds_leave_in_batches_on_its_grid():

@@ -8,6 +8,7 @@ import types
 
 import pytest
 
+from bkctl.wire.client.cork import Cork
 from bkctl.wire.client.ledger_handle import LedgerHandle
 from bkctl.wire.codecs.add_frames import AddEncoder
 from bkctl.wire.codecs.digest import DigestType
@@ -83,7 +84,8 @@ def _writer(runs: bool, quorum=(3, 2, 2), max_inflight: int = 1000, max_outstand
     bookie takes a run (the copies go one by one)."""
     e, qw, qa = quorum
     bookies = BOOKIES[:e]
-    harnesses = {b: Harness(bookie=b, max_outstanding=(max_outstanding or {}).get(b, 1000)) for b in bookies}
+    cork = Cork()  # the client's: its connections' bursts, as a BookiePool's
+    harnesses = {b: Harness(bookie=b, cork=cork, max_outstanding=(max_outstanding or {}).get(b, 1000)) for b in bookies}
     links = {b: h.connected() for b, h in harnesses.items()}
     conns = {b: h.conn for b, h in harnesses.items()}
     for conn in conns.values():
@@ -94,7 +96,7 @@ def _writer(runs: bool, quorum=(3, 2, 2), max_inflight: int = 1000, max_outstand
         else:
             conn.room_for_adds = lambda count: 0
     md = LedgerMetadata.new(list(bookies), qw, qa, password=b"", digest_type=DigestType.CRC32C)
-    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=conns.__getitem__), protocol="v3",
+    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=conns.__getitem__, cork=cork), protocol="v3",
                                    max_inflight=max_inflight, explicit_lac_interval=0.0, closed=False,
                                    reactor=harnesses[bookies[0]].reactor, max_frame_size=5 * 1024 * 1024)
     return LedgerHandle(client, 9, md, 0, b"", DigestType.CRC32C, max_inflight=max_inflight), links, conns

@@ -25,7 +25,6 @@ from bkctl.wire.client.errors import (
     TooManyRequests,
     Unauthorized,
 )
-from bkctl.wire.client.cork import hold_writes, release_writes
 from bkctl.wire.client.placement import RandomPlacement
 from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import Conflict, DigestError, MetadataError
@@ -167,13 +166,14 @@ def test_completions_fire_strictly_in_entry_order():
 
 
 @contextmanager
-def burst():
-    """A burst (as a chunk of answers handed out makes one), ended even when an assertion inside fails."""
-    assert hold_writes()
+def burst(pool):
+    """A burst of ``pool``'s cork (as a chunk of answers handed out makes one), ended even
+    when an assertion inside fails."""
+    assert pool.cork.hold()
     try:
         yield
     finally:
-        release_writes()
+        pool.cork.release()
 
 
 def test_adds_acknowledged_during_a_burst_complete_at_its_end_in_order():
@@ -184,7 +184,7 @@ def test_adds_acknowledged_during_a_burst_complete_at_its_end_in_order():
     done = []
     for e in range(4):
         lh.add_entry(b"x").addCallback(lambda r: done.append((r, lh.last_add_confirmed)))
-    with burst():
+    with burst(pool):
         for e in range(4):
             for b in lh.metadata.write_set(e):
                 pool.conns[b].ack(e)
@@ -206,7 +206,7 @@ def tracked_adds(n: int, e: int = 3, qw: int = 2, qa: int = 2, **kw):
 def test_an_add_acknowledged_before_a_fencing_answer_of_the_same_burst_succeeds():
     _store, pool, lh, done = tracked_adds(3, qw=3)
     ens = lh.metadata.last_ensemble
-    with burst():
+    with burst(pool):
         for e in (0, 1):
             pool.conns[ens[0]].ack(e)
             pool.conns[ens[1]].ack(e)
@@ -219,7 +219,7 @@ def test_an_add_acknowledged_before_a_fencing_answer_of_the_same_burst_succeeds(
 def test_an_add_acknowledged_before_a_bookie_failure_of_the_same_burst_completes_before_the_ensemble_change():
     _store, pool, lh, done = tracked_adds(2, bookies=B[:4])
     ws0, ws1 = lh.metadata.write_set(0), lh.metadata.write_set(1)
-    with burst():
+    with burst(pool):
         for b in ws0:
             pool.conns[b].ack(0)
         pool.conns[ws1[0]].fail(1, BookieUnavailable("down", bookie=ws1[0]))

@@ -7,6 +7,7 @@ import types
 
 import pytest
 
+from bkctl.wire.client.cork import Cork
 from bkctl.wire.client.connection import BookieConnection
 from bkctl.wire.client.read_handle import ReadHandle
 from bkctl.wire.codecs import v3
@@ -69,7 +70,8 @@ def test_a_connection_takes_no_run_it_cannot_send_at_once():
 
 def _reader(n: int, runs: bool, max_outstanding: int = 1000, down: str | None = None):
     """A ReadHandle over three harnessed connections (E3/Qw2), ``down``'s never connected."""
-    harnesses = {b: Harness(bookie=b, max_outstanding=max_outstanding) for b in BOOKIES}
+    cork = Cork()  # the client's: its connections' bursts, as a BookiePool's
+    harnesses = {b: Harness(bookie=b, cork=cork, max_outstanding=max_outstanding) for b in BOOKIES}
     links = {b: h.connected() for b, h in harnesses.items() if b != down}
     conns = {b: h.conn for b, h in harnesses.items()}
     for conn in conns.values():
@@ -80,7 +82,7 @@ def _reader(n: int, runs: bool, max_outstanding: int = 1000, down: str | None = 
         else:
             conn.takes_reads = lambda count: False
     md = LedgerMetadata(3, 2, 2, LedgerState.CLOSED, n - 1, 10 * n, ((0, BOOKIES),))
-    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=conns.__getitem__), protocol="v3",
+    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=conns.__getitem__, cork=cork), protocol="v3",
                                    read_window=16)
     return ReadHandle(client, 7, md, 0, b"", DigestType.CRC32C), links
 

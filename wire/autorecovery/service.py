@@ -165,7 +165,7 @@ class AutoRecoveryDaemon(Service):
         await self.client.run_blocking(self.store.underreplication.ensure_layout)
         self._say_which_delay(await self.client.run_blocking(self.store.underreplication.lost_bookie_recovery_delay))
         self.worker = ReplicationWorker(self.client, self.config, self.reactor, self.stats, self.hostname,
-                                        worker_id=self.bookie_id)
+                                        worker_id=self.bookie_id, cork=self.client.pool.cork)
         self.worker.start()
         self.election = AuditorElection(self.store, self.bookie_id, self.reactor, self.client.run_blocking,
                                         self._elected, self._demoted)

@@ -54,7 +54,7 @@ import time
 
 from twisted.internet import defer
 
-from bkctl.wire.client.cork import hold_writes, release_writes
+from bkctl.wire.client.cork import Cork
 from bkctl.wire.metadata.store import registered_bookies
 
 from .checker import bookies_missing_replicas
@@ -79,9 +79,10 @@ class RateLimiter:
     tick's list, not a Deferred: a worker holds every entry it copies, and
     inside a bookie that Deferred's creation and firing were some 5% of the
     reactor's time during a repair.  What a tick lets go is a burst
-    (:mod:`bkctl.wire.client.cork`): the frames it sends leave once per
-    connection.  A write is never let go before its time, so the rate holds;
-    it goes at most a tick late.  Each limiter's grid is
+    of ``cork`` (the client's: :mod:`bkctl.wire.client.cork`; None: no
+    burst): the frames it sends leave once per connection.  A write is never
+    let go before its time, so the rate holds; it goes at most a tick late.
+    Each limiter's grid is
     shifted by its own ``phase`` (random unless given): on a grid of the clock
     alone, every daemon of a cluster -- their clocks kept together by NTP --
     would send its tick's writes to the bookies at the same instants."""
@@ -89,8 +90,10 @@ class RateLimiter:
     #: seconds between the times waiting writes are let go
     TICK = 0.01
 
-    def __init__(self, rate: float, reactor, phase: float | None = None, batched: bool = False):
+    def __init__(self, rate: float, reactor, phase: float | None = None, batched: bool = False,
+                 cork: Cork | None = None):
         self.rate = float(rate)
+        self.cork = cork
         self.batched = batched
         self.reactor = reactor
         self.phase = random.uniform(0.0, self.TICK) if phase is None else float(phase) % self.TICK
@@ -121,7 +124,8 @@ class RateLimiter:
 
     def _release(self, tick: int) -> None:
         # a burst: what the writes send leaves once per connection, at its end
-        holding = hold_writes()
+        cork = self.cork
+        holding = cork is not None and cork.hold()
         try:
             for fn, args in self._waiting.pop(tick, ()):
                 try:
@@ -130,11 +134,13 @@ class RateLimiter:
                     log.exception("a write held by the rate limiter failed when let go")
         finally:
             if holding:
-                release_writes()
+                cork.release()
 
 
 class ReplicationWorker:
-    """Re-replicates marked ledgers until :meth:`stop`."""
+    """Re-replicates marked ledgers until :meth:`stop`.  ``cork``: the
+    client's (its pool's :class:`~bkctl.wire.client.cork.Cork`), so that what
+    a tick of its throttle lets go leaves once per connection."""
 
     #: failed attempts kept per ledger, and ledgers with attempts kept, in the status node
     ATTEMPTS_PER_LEDGER = 5
@@ -145,7 +151,7 @@ class ReplicationWorker:
     REASON_CHARS = 400
 
     def __init__(self, client, config, reactor, stats=None, hostname: str | None = None,
-                 worker_id: str | None = None):
+                 worker_id: str | None = None, cork: Cork | None = None):
         #: the daemon's id (its bookie id): in its status node (:mod:`.status`) and its locks
         self.worker_id = worker_id
         #: the last re-replication that failed: ledger_id, reason, at (ms), lock_kept (s)
@@ -156,7 +162,7 @@ class ReplicationWorker:
         self.reactor = reactor
         self.stats = stats
         self.hostname = hostname or socket.gethostname()
-        self.throttle = RateLimiter(config.replication_rate_by_bytes, reactor, batched=True)
+        self.throttle = RateLimiter(config.replication_rate_by_bytes, reactor, batched=True, cork=cork)
         self.running = False
         #: ledgers whose lock this worker keeps for a while (grace periods): their timers
         self.held: dict[int, object] = {}

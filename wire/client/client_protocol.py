@@ -8,8 +8,8 @@ protocols report to their controller).
 same owner.
 
 Answers are handed out a whole chunk (one ``dataReceived``) at a time, and
-the requests their callbacks issue are held (:mod:`.cork`) and written once
-per connection after the chunk.
+the requests their callbacks issue are held (the connection's :mod:`.cork`)
+and written once per connection after the chunk.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE, OpCode
 from bkctl.wire.errors import CodecError
 from bkctl.wire.send_now import send_now
 
-from .cork import hold_writes, release_writes
+from .cork import Cork
 
 __all__ = ["BookieClientProtocol", "BookieClientFactory", "ConnectionOwner", "CLOSE_GRACE"]
 
@@ -98,8 +98,11 @@ class BookieClientProtocol(Protocol):
     """
 
     def __init__(self, owner: ConnectionOwner | None, *, use_v3: bool = True,
-                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, fastpaths: bool = False):
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, fastpaths: bool = False,
+                 cork: Cork | None = None):
         self._owner = owner
+        #: held during a chunk of answers: the writes of the connections it shares (:mod:`.cork`)
+        self._cork = cork if cork is not None else Cork()
         self._decoder = FrameDecoder(max_frame_size)
         self._decode = v3.parse_response if use_v3 else v2.decode_response
         self._v3 = use_v3
@@ -136,12 +139,13 @@ class BookieClientProtocol(Protocol):
         # Requests the answers' callbacks issue (a reader keeping its window
         # full, a writer its pipeline...) are held and written once per
         # connection at the end.
-        holding = hold_writes()
+        cork = self._cork
+        holding = cork.hold()
         try:
             self._answers(owner, payloads)
         finally:
             if holding:
-                release_writes()
+                cork.release()
 
     def _answers(self, owner: ConnectionOwner, payloads: list[bytes]) -> None:
         decode = self._decode
@@ -269,7 +273,7 @@ class BookieClientProtocol(Protocol):
 
 class BookieClientFactory(ClientFactory):
     """One connection attempt of an owner (:class:`ConnectionOwner`), making
-    protocols of the given ``use_v3``, ``max_frame_size`` and ``fastpaths``.
+    protocols of the given ``use_v3``, ``max_frame_size``, ``fastpaths`` and ``cork``.
 
     A fresh factory is used for every attempt; once the owner has given up
     on it (:meth:`give_up`: closed, failed, superseded) its callbacks are
@@ -279,8 +283,10 @@ class BookieClientFactory(ClientFactory):
 
     protocol = BookieClientProtocol
 
-    def __init__(self, owner: ConnectionOwner, *, use_v3: bool, max_frame_size: int, fastpaths: bool):
+    def __init__(self, owner: ConnectionOwner, *, use_v3: bool, max_frame_size: int, fastpaths: bool,
+                 cork: Cork | None = None):
         self.owner: ConnectionOwner | None = owner
+        self.cork = cork
         self.use_v3 = use_v3
         self.max_frame_size = max_frame_size
         self.fastpaths = fastpaths
@@ -298,7 +304,7 @@ class BookieClientFactory(ClientFactory):
         if owner is None:
             return None
         proto = self.protocol(owner, use_v3=self.use_v3, max_frame_size=self.max_frame_size,
-                              fastpaths=self.fastpaths)
+                              fastpaths=self.fastpaths, cork=self.cork)
         proto.factory = self
         return proto
 

@@ -82,7 +82,7 @@ from bkctl.wire.metadata.serviceinfo import parse_bookie_id_address
 from .backoff import DEFAULT_BACKOFF_FACTOR, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, Backoff
 from .channel import AddDone, ReadDone
 from .client_protocol import BookieClientFactory, BookieClientProtocol
-from .cork import CORK
+from .cork import Cork, Writer
 from .deadlines import INFO, POLL, READ, WRITE, Deadlines
 from .entry_requests import EntryRequests, check_master_key
 from .op_requests import OpRequest, OpRequests
@@ -155,6 +155,7 @@ class BookieConnection:
     (:class:`~bkctl.wire.tls.TLSFiles`): START_TLS on every connection.
     ``twins`` (default: the process's record, :mod:`bkctl.wire.fastpath`; ``fastpaths``
     True or False: the record for fast paths on or off) is fixed for the connection's lifetime.
+    ``cork`` (:mod:`.cork`): whose bursts hold this connection's writes (its pool's; default its own).
     """
 
     def __init__(
@@ -179,6 +180,7 @@ class BookieConnection:
         tls=None,
         fastpaths: bool | None = None,
         twins: Twins | None = None,
+        cork: Cork | None = None,
     ):
         if protocol not in ("v2", "v3"):
             raise ValueError(f"protocol must be 'v2' or 'v3', not {protocol!r}")
@@ -239,9 +241,9 @@ class BookieConnection:
         self.requests = RequestTable(self.use_v3, twins.codec)
         self._sent = self.requests.sent
         self._deadlines = Deadlines(self._clock, self._expired)
-        # frames of requests issued while answers were handed out, written
-        # together afterwards (one write instead of one per request)
-        self._held: list[bytes] = []
+        #: this connection's writes: held during a burst of ``cork`` (its pool's:
+        #: :mod:`.cork`) and written together at its end, one write instead of one per request
+        self.writer = Writer(cork if cork is not None else Cork())
 
     def __repr__(self) -> str:
         return (f"<BookieConnection {self.bookie_id} {self.protocol} {self.state}"
@@ -346,7 +348,7 @@ class BookieConnection:
         reqs, data = self.entries.encoded_adds(adds, ctxs, slots, on_done)
         self._deadlines.start_all(reqs, WRITE, self.add_timeout, self._clock.seconds())
         self.requests.register_all(reqs)
-        self._write_now(self._proto, data)
+        self.writer.write(self._proto, data)
 
     def read_with_callback(self, ledger_id: int, entry_id: int, on_done: ReadDone, ctx: Any, slot: int) -> None:
         """A plain :meth:`read` for the ledger layer
@@ -387,24 +389,14 @@ class BookieConnection:
         reqs, data = self.entries.plain_reads(ledger_id, entry_ids, on_done)
         self._deadlines.start_all(reqs, READ, self.read_timeout, self._clock.seconds())
         self.requests.register_all(reqs)
-        self._write_now(self._proto, data)
+        self.writer.write(self._proto, data)
 
     def _send_now(self, proto: BookieClientProtocol, req: Request, data: bytes, kind: str, timeout: float) -> None:
         """A callback request with room on the wire and nothing queued: what
         :meth:`_submit_request` does for a request that goes out at once."""
         self._deadlines.start(req, kind, timeout, self._clock.seconds())
         self.requests.register(req)
-        self._write_now(proto, data)
-
-    def _write_now(self, proto: BookieClientProtocol, data: bytes) -> None:
-        """Write one request's frame, or hold it while answers are handed out."""
-        holders = CORK.holders
-        if holders is None:
-            proto.send_one(data)
-        else:
-            if not self._held:
-                holders.append(self)
-            self._held.append(data)
+        self.writer.write(proto, data)
 
     def read_long_poll(self, ledger_id: int, previous_lac: int, timeout_ms: int,
                        piggyback: bool = True) -> defer.Deferred:
@@ -554,7 +546,7 @@ class BookieConnection:
         if direct:
             self.requests.register(req)
             data, req.frame = req.frame, b""  # on the wire: do not keep the bytes
-            self._write_now(proto, data)
+            self.writer.write(proto, data)
         else:
             queue.append(req)
             if idle:
@@ -568,22 +560,7 @@ class BookieConnection:
             register(req)
             frames.append(req.frame)
             req.frame = b""  # on the wire: do not keep the bytes
-        holders = CORK.holders
-        if holders is None:
-            self._proto.send(frames)
-        else:  # after what is held already, in issuing order
-            if not self._held:
-                holders.append(self)
-            self._held.extend(frames)
-
-    def write_held(self) -> None:
-        """Write the frames held during a burst (:mod:`.cork`, its
-        ``HoldsWrites``); dropped if the connection went away meanwhile (its
-        requests have failed)."""
-        held, self._held = self._held, []
-        proto = self._proto
-        if held and proto is not None:
-            proto.send_burst(held)
+        self.writer.write_frames(self._proto, frames)
 
     def _pump(self) -> None:
         """Send queued requests while there is room on the wire."""
@@ -651,7 +628,7 @@ class BookieConnection:
     def _fail_all(self, make_error: Callable[[Request], BookieError]) -> None:
         """Fail every queued and sent request (sent ones first, oldest first)."""
         reqs = self.requests.clear() + list(self._queue)
-        self._held = []
+        self.writer.drop()
         self._queue.clear()
         self._deadlines.stop()
         for req in reqs:
@@ -668,7 +645,8 @@ class BookieConnection:
     def _connect(self) -> None:
         # START_TLS is a v3 exchange even for a v2 client (Java's too): its answer is decoded as v3
         attempt = BookieClientFactory(self, use_v3=self.use_v3 or self._tls is not None,
-                                      max_frame_size=self.max_frame_size, fastpaths=self.fastpaths)
+                                      max_frame_size=self.max_frame_size, fastpaths=self.fastpaths,
+                                      cork=self.writer.cork)
         self._attempt = attempt
         d = defer.maybeDeferred(self._resolve, self.bookie_id)
         d.addCallbacks(self._resolved, self._connect_failed_resolve,

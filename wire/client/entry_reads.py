@@ -19,7 +19,6 @@ from twisted.python.failure import Failure
 from bkctl.wire.codecs.digest import VerifiedEntry
 from bkctl.wire.errors import BKError, DigestError
 
-from .cork import hold_writes, release_writes
 from .errors import MISSING_ON_BOOKIE, NoSuchEntry, Unauthorized
 from .helpers import describe_errors
 from .readable_ledger import ReadableLedger, StripeCursor
@@ -198,7 +197,8 @@ class WindowedReads(EntryReads):
             self._again = True
             return
         self._starting = True
-        holding = hold_writes()  # a burst: one write per bookie at its end (unless already held)
+        cork = self._pool.cork
+        holding = cork.hold()  # a burst: one write per bookie at its end (unless already held)
         try:
             self._again = True
             while self._again:
@@ -218,7 +218,7 @@ class WindowedReads(EntryReads):
         finally:
             self._starting = False
             if holding:
-                release_writes()
+                cork.release()
 
     def _entry_read(self, entry_id: int, payload: bytes) -> None:
         self.running -= 1

@@ -53,7 +53,6 @@ from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 
 from .channel import BookieChannel
-from .cork import finish_at_release, hold_writes, release_writes
 from .errors import (
     ClientClosed,
     HandleReleased,
@@ -138,6 +137,9 @@ class LedgerHandle(ReadHandle):
         # ensemble is max_inflight writes behind (its backlog stays bounded).
         self._unanswered: dict[str, int] = {}
         self._behind: set[str] = set()
+        #: the bursts of the client's connections (:mod:`.cork`): a run of adds is one, and
+        #: work is put off to the end of the one under way
+        self._cork = client.pool.cork
         #: acknowledged adds wait to be completed at the end of the burst under way (cork)
         self._completion_held = False
         #: the fast path's adds started during the burst under way, not sent yet: they go out
@@ -294,7 +296,8 @@ class LedgerHandle(ReadHandle):
                 continue
             # a burst: its adds go out at its end, on the fast path each bookie's copies as
             # one run (_held_in_run, as for any add made during a burst)
-            holding = hold_writes()
+            cork = self._cork
+            holding = cork.hold()
             try:
                 while self.writable():
                     try:
@@ -308,7 +311,7 @@ class LedgerHandle(ReadHandle):
                     last = self._start_add(payload, with_deferred=False)
             finally:
                 if holding:
-                    release_writes()
+                    cork.release()
             if it is None:
                 break
         if last is None:
@@ -350,7 +353,7 @@ class LedgerHandle(ReadHandle):
         run = self._run
         if not run:
             if not self._run_held:
-                if not finish_at_release(self):
+                if not self._cork.finish_at_release(self):
                     return False
                 self._run_held = True
             self._run_room_left = self._run_room()
@@ -499,14 +502,14 @@ class LedgerHandle(ReadHandle):
             # during a burst (a chunk of answers handed out) the adds it acknowledges
             # complete once, at its end, not once per answer
             if not self._completion_held:
-                if finish_at_release(self):
+                if self._cork.finish_at_release(self):
                     self._completion_held = True
                 else:
                     self._complete_ready()
         # else: it completes when every earlier entry has
 
     def burst_ended(self) -> None:
-        """The burst ended (cork.FinishesBursts): send the adds it started, then complete
+        """The burst ended (:class:`~.cork.FinishesBursts`): send the adds it started, then complete
         those it acknowledged."""
         self._run_held = False
         self._send_held_run()

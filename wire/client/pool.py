@@ -22,6 +22,7 @@ from .connection import (
     BookieConnection,
     default_resolve,
 )
+from .cork import Cork
 
 __all__ = ["BookiePool"]
 
@@ -36,7 +37,10 @@ class BookiePool:
     timeouts and every other keyword of :class:`BookieConnection`
     (``bookie_info_timeout``, ``connect_timeout``, ``max_outstanding``,
     ``max_queued``, ``backoff_initial``, ``backoff_max``, ``max_frame_size``,
-    ``clock``, ...) apply to every connection the pool creates.
+    ``clock``, ...) apply to every connection the pool creates.  Its
+    connections share one :class:`~bkctl.wire.client.cork.Cork` (:attr:`cork`):
+    during a burst (a chunk of answers on one of them, a writer's run of
+    adds) the frames written to each are held and written once at its end.
     """
 
     def __init__(
@@ -53,12 +57,16 @@ class BookiePool:
             raise ValueError(f"protocol must be 'v2' or 'v3', not {protocol!r}")
         if "txn_ids" in options:
             raise TypeError("txn_ids is per connection; the pool gives each its own counter")
+        if "cork" in options:
+            raise TypeError("cork is the pool's own: its connections share it")
         self.reactor = reactor
         self.resolve = resolve if resolve is not None else default_resolve
         self.protocol = protocol
         self.add_timeout = add_timeout
         self.read_timeout = read_timeout
         self._options = options
+        #: the bursts of this pool's connections (:mod:`.cork`): what holds their writes
+        self.cork = Cork()
         self._connections: dict[str, BookieConnection] = {}
         self._closed = False
         # Fail on a bad option now rather than on the first get().
@@ -66,7 +74,7 @@ class BookiePool:
 
     def _connection_kwargs(self) -> dict[str, Any]:
         return dict(self._options, protocol=self.protocol, add_timeout=self.add_timeout,
-                    read_timeout=self.read_timeout)
+                    read_timeout=self.read_timeout, cork=self.cork)
 
     def get(self, bookie_id: str) -> BookieConnection:
         """The connection to ``bookie_id``, created (not yet connected) on first use."""
