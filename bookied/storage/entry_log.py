@@ -57,6 +57,10 @@ _LOG_NAME_RE = re.compile(r"^([0-9a-f]{16})" + re.escape(LOG_SUFFIX) + "$")
 #: building one (in C, the GIL held) and joining its parts take a fraction of a
 #: millisecond, which a live add waits at most when it arrives during a flush
 _WRITE_CHUNK = 256 * 1024
+#: :meth:`EntryLogger.read_records` reads records of one entry log with one pread when
+#: they lie within this span and at most this many bytes apart
+READ_SPAN_MAX = 1024 * 1024
+READ_GAP_MAX = 64 * 1024
 
 
 def log_name(log_id: int) -> str:
@@ -255,6 +259,53 @@ class EntryLogger:
                 if fd is None:
                     return None
             return os.pread(fd, length, offset)
+
+    def read_records(self, rows: list, ledger_id: int, entry_ids: list[int], out: list) -> list[int]:
+        """Read the records of one ledger's entries into ``out``: ``rows`` are their index rows
+        ``(log id, offset, length, i)``, sorted, for ``entry_ids[i]`` whose bytes go to
+        ``out[i]`` -- or the EntryCorrupted (OSError) of a record that fails its checks, or the
+        OSError of a failed read.  Records of one log lying close together are read with one
+        ``pread`` (at most :data:`READ_SPAN_MAX` bytes, skipping at most :data:`READ_GAP_MAX`
+        bytes between records), each checked on its own.  Returns the ``i`` whose log is gone
+        (compacted or deleted after the rows were read: look them up again)."""
+        gone: list[int] = []
+        n = len(rows)
+        k = 0
+        while k < n:
+            log_id, start, length, _i = rows[k]
+            end = k + 1
+            stop = start + length
+            while end < n:
+                nlog, noff, nlen, _ = rows[end]
+                if nlog != log_id or noff - stop > READ_GAP_MAX or noff + nlen - start > READ_SPAN_MAX:
+                    break
+                stop = max(stop, noff + nlen)
+                end += 1
+            try:
+                span = self.pread(log_id, stop - start, start)
+            except OSError as e:  # what a single read would raise, for these entries only
+                for row in rows[k:end]:
+                    out[row[3]] = e
+                k = end
+                continue
+            if span is None:
+                gone.extend(row[3] for row in rows[k:end])
+                k = end
+                continue
+            take = self.span_records  # the C twin takes the records that pass, up to one that does not
+            while k < end:
+                if take is not None:
+                    k = take(span, start, rows, k, end, ledger_id, entry_ids, out)
+                    if k >= end:
+                        break
+                _, off, length, i = rows[k]
+                pos = off - start
+                try:
+                    out[i] = check_record(span[pos:pos + length], ledger_id, entry_ids[i], log_id, off, length)
+                except EntryCorrupted as e:
+                    out[i] = e
+                k += 1
+        return gone
 
     def retire(self, log_id: int) -> None:
         with self._files_lock:

@@ -91,65 +91,14 @@ from .entry_log import LOG_HEADER_SIZE, DamagedRecord, EntryLogger, LogWriter, c
 from .errors import EntryCorrupted, EntryStoreClosed, WriteCacheFull
 from .index import KEY, LOC, EntryLocationIndex, Location, apply_log_deltas
 from .ledger_state import LedgerState
+from .pacing import FLUSH_SLICE, FlushPace, let_go, sorted_in_slices
 from .write_cache import WriteCache
 
 log = logging.getLogger("bookied.entrystore")
 
-#: :meth:`EntryStore.get_entries` reads records of one entry log with one pread when
-#: they lie within this span and at most this many bytes apart
-READ_SPAN_MAX = 1024 * 1024
-READ_GAP_MAX = 64 * 1024
 #: :meth:`EntryStore.delete_ledgers` deletes at most this many ledgers per index transaction
 #: (one fsync each; the flush lock is held meanwhile)
 DELETE_BATCH = 1000
-
-
-#: rows a flush hands to the index, or frees, per C call (see _let_go)
-_FLUSH_SLICE = 2048
-
-
-def _let_go(items: list, pause: Callable[[], None] | None = None) -> None:
-    """Empty ``items`` a slice at a time.  A flush runs beside the reactor in one
-    process: freeing its tens of thousands of row tuples in one C call (as the
-    list's end of life would) held the GIL for 3 ms, and the live adds that
-    arrived meanwhile waited that long in the reactor; between slices the
-    reactor can take the GIL."""
-    while items:
-        del items[-_FLUSH_SLICE:]
-        if pause is not None:
-            pause()
-
-
-class FlushPace:
-    """Spreads a flush over about twice its time: called after each piece of the
-    flush's work (a chunk of entry log, a ledger's entries sorted, a slice of
-    index rows written or freed), it sleeps as long as the piece took, at most
-    :attr:`MAX_NAP` -- no longer once ``hurry()`` is true (the write cache filled
-    half of its bound meanwhile: adds may soon wait for room, so the rest of the
-    flush runs at full speed).  A checkpoint flushes ten seconds of adds at once: at full
-    speed its thread held a CPU and, in slices, the GIL for 25-45 ms, and the
-    live adds that arrived meanwhile -- at this bookie, and at the others on the
-    machine -- took several milliseconds where they take one (four in ten of
-    them); paced, one in ten."""
-
-    #: the longest sleep after one piece, seconds
-    MAX_NAP = 0.002
-
-    def __init__(self, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
-                 hurry: Callable[[], bool] | None = None):
-        self._sleep = sleep
-        self._clock = clock
-        self._hurry = hurry
-        self._since = clock()
-        #: seconds slept so far
-        self.slept = 0.0
-
-    def __call__(self) -> None:
-        nap = min(self._clock() - self._since, self.MAX_NAP)
-        if nap > 0 and not (self._hurry is not None and self._hurry()):
-            self._sleep(nap)
-            self.slept += nap
-        self._since = self._clock()
 
 
 class LogsDeleted(NamedTuple):
@@ -332,7 +281,7 @@ class EntryStore:
 
     def ledger_ids(self) -> list[int]:
         """Every ledger held, ascending (copied under the lock, sorted outside it in slices:
-        :func:`sorted_in_slices`)."""
+        (:func:`~.pacing.sorted_in_slices`)."""
         with self._lock:
             ids = list(self._ledgers)
         return sorted_in_slices(ids)
@@ -401,10 +350,9 @@ class EntryStore:
         bytes, None if absent, or the EntryCorrupted (OSError) :meth:`get_entry` would raise.
 
         Cached entries come from the write cache; the others are looked up in one
-        index transaction, and records lying close together in one entry log are
-        read with one ``pread`` (at most :data:`READ_SPAN_MAX` bytes, skipping at
-        most :data:`READ_GAP_MAX` bytes between records); each record is checked on
-        its own, so a bad one fails only its entry.
+        index transaction and read by :meth:`~.entry_log.EntryLogger.read_records`
+        (records lying close together in one entry log with one ``pread``); each
+        record is checked on its own, so a bad one fails only its entry.
         """
         out: list = [None] * len(entry_ids)
         flushed = []
@@ -420,51 +368,14 @@ class EntryStore:
                     flushed.append(i)
         if not flushed or ledger_id not in self._ledgers:
             return out
-        pread = self.entry_log.pread
         for _attempt in range(3):
             locs = self.index.locations(ledger_id, [entry_ids[i] for i in flushed])
             rows = [loc + (i,) for i, loc in zip(flushed, locs) if loc is not None]
             if not rows:
                 return out
             rows.sort()
-            flushed = []  # entries whose log went away under us: looked up again
-            n = len(rows)
-            k = 0
-            while k < n:
-                log_id, start, length, _i = rows[k]
-                end = k + 1
-                stop = start + length
-                while end < n:
-                    nlog, noff, nlen, _ = rows[end]
-                    if nlog != log_id or noff - stop > READ_GAP_MAX or noff + nlen - start > READ_SPAN_MAX:
-                        break
-                    stop = max(stop, noff + nlen)
-                    end += 1
-                try:
-                    span = pread(log_id, stop - start, start)
-                except OSError as e:  # what get_entry would raise, for these entries only
-                    for row in rows[k:end]:
-                        out[row[3]] = e
-                    k = end
-                    continue
-                if span is None:
-                    flushed.extend(row[3] for row in rows[k:end])
-                    k = end
-                    continue
-                take = self.entry_log.span_records  # the C twin takes the records that pass, up to one that does not
-                while k < end:
-                    if take is not None:
-                        k = take(span, start, rows, k, end, ledger_id, entry_ids, out)
-                        if k >= end:
-                            break
-                    _, off, length, i = rows[k]
-                    pos = off - start
-                    try:
-                        out[i] = check_record(span[pos:pos + length], ledger_id, entry_ids[i],
-                                              log_id, off, length)
-                    except EntryCorrupted as e:
-                        out[i] = e
-                    k += 1
+            # entries whose log went away under us: looked up again
+            flushed = self.entry_log.read_records(rows, ledger_id, entry_ids, out)
             if not flushed:
                 return out
         for i in flushed:
@@ -513,7 +424,7 @@ class EntryStore:
     def flush(self, paced: bool = False) -> FlushResult:
         """Write the write cache to the entry log and index, fsynced. Call from a background thread.
 
-        ``paced``: at about half a core (:class:`FlushPace`), for a periodic
+        ``paced``: at about half a core (:class:`~.pacing.FlushPace`), for a periodic
         checkpoint that no add waits for (at full speed again once the cache asks
         for the next flush).  On an I/O error the entries stay
         cached (and readable) and the error propagates; the next flush retries them.
@@ -579,7 +490,7 @@ class EntryStore:
             locs = iter(LOC.iter_unpack(b"".join(loc for _key, loc in rows)))
             for lid, pairs in batches:
                 index.put_entries(txn, lid, [(eid, *loc) for (eid, _data), loc in zip(pairs, locs)], dead)
-                if pause is not None and i // _FLUSH_SLICE != (i + len(pairs)) // _FLUSH_SLICE:  # see _let_go
+                if pause is not None and i // FLUSH_SLICE != (i + len(pairs)) // FLUSH_SLICE:  # see let_go
                     pause()
                 i += len(pairs)
             new_logs = apply_log_deltas(index.logs, added, dead, LOG_HEADER_SIZE)
@@ -598,9 +509,9 @@ class EntryStore:
                     led.persisted_last = last
         self._unlink_whole(emptied, sizes)
         written = len(rows)
-        _let_go(rows, pause)
+        let_go(rows, pause)
         for _lid, pairs in batches:
-            _let_go(pairs, pause)
+            let_go(pairs, pause)
         return written, nbytes
 
     # ------------------------------------------------------------ GC
@@ -833,17 +744,3 @@ class EntryStore:
     def __exit__(self, *exc):
         self.close()
 
-
-#: how many ids :func:`sorted_in_slices` sorts in one C call
-SORT_SLICE = 4096
-
-
-def sorted_in_slices(ids: list[int]) -> list[int]:
-    """``sorted(ids)``, in slices merged by :func:`heapq.merge` (Python, so the GIL goes
-    to the reactor thread every switch interval): one sort of 10^5 ledger ids holds the
-    GIL for 6-25 ms, an add's p99 while the GC pass of a bookie of 10^5 ledgers runs."""
-    import heapq
-
-    if len(ids) <= SORT_SLICE:
-        return sorted(ids)
-    return list(heapq.merge(*(sorted(ids[i:i + SORT_SLICE]) for i in range(0, len(ids), SORT_SLICE))))

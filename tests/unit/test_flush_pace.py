@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from bkctl.bookied.storage import EntryStore, entry_log, store as store_module
-from bkctl.bookied.storage.store import FlushPace, _let_go
+from bkctl.bookied.storage import EntryStore, entry_log, pacing, store as store_module
+from bkctl.bookied.storage.pacing import FlushPace, let_go
 
 
 class FakeClock:
@@ -51,11 +51,11 @@ def test_no_sleep_once_hurried():
 
 
 def test_rows_are_freed_a_slice_at_a_time_with_a_pause_after_each():
-    rows = [(b"k%d" % i, b"v") for i in range(2 * store_module._FLUSH_SLICE + 1)]
+    rows = [(b"k%d" % i, b"v") for i in range(2 * pacing.FLUSH_SLICE + 1)]
     pauses = []
-    _let_go(rows, lambda: pauses.append(len(rows)))
+    let_go(rows, lambda: pauses.append(len(rows)))
     assert rows == []
-    assert pauses == [store_module._FLUSH_SLICE + 1, 1, 0]
+    assert pauses == [pacing.FLUSH_SLICE + 1, 1, 0]
 
 
 def body(ledger: int, entry: int) -> bytes:
@@ -97,7 +97,7 @@ def test_a_paced_flush_writes_what_an_unpaced_one_writes_and_sleeps_between_piec
         stores[paced] = d
     assert len(made) == 1  # the unpaced flush made no pace
     chunks = -(-ledgers * entries * (160 + 24) // entry_log._WRITE_CHUNK)
-    slices = -(-ledgers * entries // store_module._FLUSH_SLICE)
+    slices = -(-ledgers * entries // pacing.FLUSH_SLICE)
     # a pause after each ledger sorted, each chunk written, each index slice and each slice freed
     assert len(made[0].naps) >= ledgers + chunks + 2 * slices
     assert all(0 < nap <= FlushPace.MAX_NAP for nap in made[0].naps)

@@ -728,7 +728,7 @@ def test_a_collection_between_two_batches_spares_the_copies_of_ledgers_deleted_m
 def test_ledger_ids_come_sorted_in_slices_and_the_stores_lists_are_merged():
     import random
 
-    from bkctl.bookied.storage.store import SORT_SLICE, sorted_in_slices
+    from bkctl.bookied.storage.pacing import SORT_SLICE, sorted_in_slices
     from tests.support.fake_store import FakeMetadataStore
     from tests.support.ledgers import make_ledgers
 

@@ -13,7 +13,7 @@ from tests.support import crash
 from tests.support.compaction import compact_below
 
 from bkctl.bookied import storage as es
-from bkctl.bookied.storage import entry_log, store as store_module
+from bkctl.bookied.storage import entry_log
 from bkctl.bookied.storage import EntryCorrupted, EntryStore, WriteCacheFull
 from bkctl.bookied.journal import EntryRecord, ExplicitLacRecord, FenceRecord, Journal, MasterKeyRecord
 
@@ -546,12 +546,12 @@ def test_get_entries_reads_cache_and_logs_like_get_entry(sdir, preads):
 def test_get_entries_caps_the_span_and_the_gap_of_one_pread(sdir, preads, monkeypatch):
     s = flushed_store(sdir, 100)
     rec = s.location(1, 1).offset - s.location(1, 0).offset  # one record's bytes
-    monkeypatch.setattr(store_module, "READ_SPAN_MAX", 10 * rec)
+    monkeypatch.setattr(entry_log, "READ_SPAN_MAX", 10 * rec)
     preads.clear()
     assert s.get_entries(1, list(range(100))) == [data(1, e) for e in range(100)]
     assert len(preads) == 10 and max(n for n, _ in preads) <= 10 * rec
-    monkeypatch.setattr(store_module, "READ_SPAN_MAX", 1024 * 1024)
-    monkeypatch.setattr(store_module, "READ_GAP_MAX", 2 * rec)
+    monkeypatch.setattr(entry_log, "READ_SPAN_MAX", 1024 * 1024)
+    monkeypatch.setattr(entry_log, "READ_GAP_MAX", 2 * rec)
     preads.clear()
     ids = [0, 1, 4, 8, 9, 50]  # gaps of 2 records are read over, 3 and 40 are not
     assert s.get_entries(1, ids) == [data(1, e) for e in ids]
