@@ -21,12 +21,21 @@ error on its own send and closes the connection as it always does.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from twisted.internet import tcp
 
-__all__ = ["send_now"]
+__all__ = ["Transport", "send_now"]
 
 
-def send_now(transport, data: bytes, enabled: bool = True) -> bool:
+class Transport(Protocol):
+    """What :func:`send_now` writes to: any Twisted transport (a TCP one is sent to at once)."""
+
+    def write(self, data: bytes) -> None:
+        """Queue ``data``, to be sent when the reactor next polls the socket writable."""
+
+
+def send_now(transport: Transport, data: bytes, enabled: bool = True) -> bool:
     """Write ``data`` to ``transport``, sending it at once when ``enabled`` (the fast
     paths are on) and the transport has nothing queued; True when the kernel took
     all of it (nothing was queued in the transport)."""

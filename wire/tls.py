@@ -22,7 +22,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # Twisted's TLS loads OpenSSL: only when a context is built
+    from twisted.internet import ssl
+    # the type of ssl.trustRootFromCertificates(), which twisted.internet.ssl does not re-export
+    from twisted.internet._sslverify import IOpenSSLTrustRoot
+    from twisted.python.failure import Failure
 
 __all__ = ["TLSConfigError", "TLSFiles", "ReloadingServerTLS", "describe_tls_failure", "tls_error_reason"]
 
@@ -65,7 +73,7 @@ class TLSFiles:
     pkcs12_password_path: str | None = None
     require_client_cert: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if (self.cert is None) != (self.key is None):
             raise TLSConfigError("a TLS certificate needs both its certificate and its key file")
         if self.pkcs12 and self.cert:
@@ -115,7 +123,7 @@ class TLSFiles:
         key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, plain)
         return key_pem, [c.public_bytes(pem) for c in chain]
 
-    def _trust(self):
+    def _trust(self) -> IOpenSSLTrustRoot | None:
         from twisted.internet import ssl
 
         if not self.ca:
@@ -127,29 +135,33 @@ class TLSFiles:
             certs = x509.load_pem_x509_certificates(_read(self.ca, "CA file"))
         except ValueError as exc:
             raise TLSConfigError(f"{self.ca}: not PEM CA certificates ({_first_sentence(exc)})") from None
-        return ssl.trustRootFromCertificates(
+        root: IOpenSSLTrustRoot = ssl.trustRootFromCertificates(  # untyped in Twisted
             [ssl.Certificate.loadPEM(c.public_bytes(serialization.Encoding.PEM)) for c in certs])
+        return root
 
-    def _options(self, **kw):
+    def _options(self, trust: IOpenSSLTrustRoot | None = None) -> ssl.CertificateOptions:
+        """Our identity (if any), and ``trust`` to verify the peer with (None: no verification)."""
         from twisted.internet import ssl
 
         identity = self._identity_pem()
-        if identity is not None:
-            key_pem, chain = identity
-            own = ssl.PrivateCertificate.loadPEM(chain[0] + key_pem)
-            kw.update(privateKey=own.privateKey.original, certificate=own.original,
-                      extraCertChain=[ssl.Certificate.loadPEM(c).original for c in chain[1:]])
-        return ssl.CertificateOptions(**kw)
+        if identity is None:
+            return ssl.CertificateOptions(trustRoot=trust)
+        key_pem, chain = identity
+        own = ssl.PrivateCertificate.loadPEM(chain[0] + key_pem)
+        return ssl.CertificateOptions(trustRoot=trust, privateKey=own.privateKey.original, certificate=own.original,
+                                      extraCertChain=[ssl.Certificate.loadPEM(c).original for c in chain[1:]])
 
-    def client_context(self):
+    def client_context(self) -> ssl.CertificateOptions:
         """A Twisted context factory for a client: the bookie's chain is
         verified against ``ca`` (the system's CAs when none is given)."""
         from twisted.internet import ssl
 
         trust = self._trust()
-        return self._options(trustRoot=trust if trust is not None else ssl.OpenSSLDefaultPaths())
+        if trust is None:
+            trust = ssl.platformTrust()  # OpenSSL's default paths
+        return self._options(trust)
 
-    def server_context(self):
+    def server_context(self) -> ssl.CertificateOptions:
         """A Twisted context factory for a bookie (needs its certificate)."""
         if not self.has_identity:
             raise TLSConfigError("a TLS bookie needs its certificate and key (tlsCertificatePath and "
@@ -159,7 +171,7 @@ class TLSFiles:
             if trust is None:
                 raise TLSConfigError("tlsClientAuthentication=true needs tlsTrustStore (the CA of client "
                                      "certificates)")
-            return self._options(trustRoot=trust)
+            return self._options(trust)
         return self._options()
 
 
@@ -167,7 +179,7 @@ class ReloadingServerTLS:
     """The bookie's server context, rebuilt when a file changed (checked at most
     every ``refresh`` seconds; 0: never)."""
 
-    def __init__(self, files: TLSFiles, refresh: float = 0, clock=time.monotonic):
+    def __init__(self, files: TLSFiles, refresh: float = 0, clock: Callable[[], float] = time.monotonic):
         self.files = files
         self.refresh = refresh
         self._clock = clock
@@ -185,7 +197,7 @@ class ReloadingServerTLS:
                 out.append((p, None, None))
         return tuple(out)
 
-    def context(self):
+    def context(self) -> ssl.CertificateOptions:
         if self.refresh > 0 and self._clock() - self._checked >= self.refresh:
             self._checked = self._clock()
             stamp = self._stamps()
@@ -201,7 +213,7 @@ class ReloadingServerTLS:
         return self._context
 
 
-def tls_error_reason(reason) -> str:
+def tls_error_reason(reason: Failure | BaseException) -> str:
     """OpenSSL's reason(s) for a failed handshake (a Twisted Failure or
     exception), e.g. ``peer did not return a certificate``; else its text."""
     exc = getattr(reason, "value", reason)
@@ -213,7 +225,7 @@ def tls_error_reason(reason) -> str:
     return str(exc) or type(exc).__name__
 
 
-def describe_tls_failure(reason) -> str:
+def describe_tls_failure(reason: Failure | BaseException) -> str:
     """One line for a failed TLS handshake (a Twisted Failure or exception)."""
     exc = getattr(reason, "value", reason)
     text = str(exc)

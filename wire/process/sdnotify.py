@@ -34,7 +34,11 @@ import os
 import re
 import socket
 from collections.abc import Mapping, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # Twisted loads only when the watchdog starts
+    from twisted.internet import task
+    from twisted.internet.interfaces import IReactorTime
 
 __all__ = [
     "Notifier",
@@ -217,7 +221,7 @@ class Notifier:
         """
         return self.notify(EXTEND_TIMEOUT_USEC=max(0, int(seconds * 1_000_000)))
 
-    def start_watchdog(self, clock, interval: float | None = None):
+    def start_watchdog(self, clock: IReactorTime, interval: float | None = None) -> task.LoopingCall | None:
         """Ping the watchdog every *interval* seconds (default: :attr:`watchdog_interval`).
 
         *clock* is the reactor, or any ``IReactorTime`` (``task.Clock`` in
@@ -243,7 +247,8 @@ class Notifier:
         return f"Notifier(address={self.address!r}, watchdog_usec={self.watchdog_usec!r})"
 
 
-def start_watchdog(reactor_or_clock, notifier: Notifier | None = None, interval: float | None = None):
+def start_watchdog(reactor_or_clock: IReactorTime, notifier: Notifier | None = None,
+                   interval: float | None = None) -> task.LoopingCall | None:
     """Module-level form of :meth:`Notifier.start_watchdog`.
 
     Without *notifier* one is built with :meth:`Notifier.from_environment`

@@ -21,37 +21,54 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 from twisted.internet import defer
+
+from bkctl.wire.clock import ThreadedClock
+
+T = TypeVar("T")
 
 log = logging.getLogger("bkctl.shutdown")
 
 
-def call_with_timeout(reactor, fn, *args, timeout: float, what: str) -> defer.Deferred:
+def call_with_timeout(reactor: ThreadedClock, fn: Callable[..., T], *args: object, timeout: float,
+                      what: str) -> defer.Deferred[T]:
     """Run ``fn(*args)`` in a daemon thread; the Deferred fires with its result,
     its exception, or :class:`defer.TimeoutError` after ``timeout`` seconds
     (the call is then abandoned, not interrupted)."""
-    d: defer.Deferred = defer.Deferred()
+    d: defer.Deferred[T] = defer.Deferred()
 
-    def settle(ok: bool, value) -> None:
-        if d.called:  # timed out meanwhile
-            return
-        if ok:
+    def done(value: T) -> None:
+        if not d.called:  # else timed out meanwhile
             d.callback(value)
-        else:
-            d.errback(value)
+
+    def failed(exc: BaseException) -> None:
+        if not d.called:
+            d.errback(exc)
 
     def run() -> None:
         try:
             result = fn(*args)
         except BaseException as e:  # noqa: BLE001 - handed to the caller
-            reactor.callFromThread(settle, False, e)
+            reactor.callFromThread(failed, e)
         else:
-            reactor.callFromThread(settle, True, result)
+            reactor.callFromThread(done, result)
+
+    def expire() -> None:
+        if not d.called:
+            d.errback(defer.TimeoutError(timeout, what))
 
     threading.Thread(target=run, name=f"shutdown: {what}", daemon=True).start()
-    d.addTimeout(timeout, reactor)
-    return d
+    timer = reactor.callLater(timeout, expire)
+
+    def stop_timer(result: T) -> T:
+        if timer.active():
+            timer.cancel()
+        return result
+
+    return d.addBoth(stop_timer)
 
 
 class ExitDeadline:
@@ -67,7 +84,7 @@ class ExitDeadline:
         the step it was stuck in, instead of guessing."""
         self.step = step
 
-    def arm(self, seconds: float, exit_code=lambda: 0) -> None:
+    def arm(self, seconds: float, exit_code: Callable[[], int] = lambda: 0) -> None:
         """``exit_code``: called at the deadline for the status to exit with."""
         if self._timer is not None:
             return
@@ -81,7 +98,7 @@ class ExitDeadline:
         if self._timer is not None:
             self._timer.cancel()
 
-    def _expire(self, seconds: float, exit_code) -> None:
+    def _expire(self, seconds: float, exit_code: Callable[[], int]) -> None:
         code = exit_code()
         log.warning("%s did not finish within %g s%s; exiting now", self.what, seconds,
                     f" (still {self.step})" if self.step else "")
