@@ -31,13 +31,19 @@ from dataclasses import asdict, fields
 
 from twisted.internet import defer, protocol
 
+from .child_process import (
+    CPU_PRIORITIES,
+    autogroup_enabled,
+    child_environment,
+    leave_session_group,
+    lower_cpu_priority,
+    read_settings,
+)
+
 log = logging.getLogger("bookied.autorecovery")
 
 __all__ = ["AutoRecoveryProcess", "CPU_PRIORITIES", "RESTART_DELAY", "autogroup_enabled", "leave_session_group",
            "lower_cpu_priority", "main"]
-
-#: autoRecoveryDaemonCpuPriority's words: Linux's SCHED_IDLE, nice 19, or the bookie's own
-CPU_PRIORITIES = ("idle", "low", "normal")
 
 #: seconds before a child that ended while the bookie runs is started again
 RESTART_DELAY = 5.0
@@ -47,76 +53,6 @@ FIGURES_INTERVAL = 1.0
 
 #: the child's exit status when its daemon cannot start (ZooKeeper away...)
 EXIT_CANNOT_START = 5
-
-#: what a child must not take from the bookie's environment: systemd's
-#: notifications belong to the main process (NotifyAccess=main)
-_PARENT_ONLY = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES")
-
-
-def lower_cpu_priority(priority: str) -> str:
-    """Lower the calling thread's (and so the threads it starts) CPU priority:
-    ``idle`` (SCHED_IDLE: the kernel runs it only when nothing else of normal
-    priority wants that CPU, and a waking bookie preempts it at once), ``low``
-    (nice 19) or ``normal`` (unchanged).  Returns what was set; where SCHED_IDLE
-    is refused or missing, nice 19.  Below ``normal``, :func:`main` also gives
-    the child a CPU group of its own first (:func:`leave_session_group`)."""
-    if priority == "normal":
-        return "normal"
-    if priority == "idle" and hasattr(os, "SCHED_IDLE"):
-        try:
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-            return "idle"
-        except OSError as e:
-            log.warning("autorecovery: SCHED_IDLE refused (%s): nice 19 instead", e.strerror)
-    try:
-        os.nice(19 - os.nice(0))
-    except OSError as e:
-        log.warning("autorecovery: cannot lower the CPU priority (%s): left as the bookie's", e.strerror)
-        return "normal"
-    return "low"
-
-
-#: where Linux says whether it groups the CPU's time by session (autogroup), and this process's group
-AUTOGROUP_SWITCH = "/proc/sys/kernel/sched_autogroup_enabled"
-AUTOGROUP = "/proc/self/autogroup"
-
-
-def autogroup_enabled() -> bool:
-    """Whether this kernel shares CPU time between sessions first (autogroup on)."""
-    try:
-        with open(AUTOGROUP_SWITCH) as f:
-            return f.read().strip() == "1"
-    except OSError:
-        return False  # no autogroup in this kernel
-
-
-def leave_session_group() -> bool:
-    """Give this process a session of its own, and its session's CPU group the weight of nice 19.
-
-    With the kernel's autogroup on (most distributions' default, for every
-    process outside a CPU cgroup: a bookie started by hand or by a script),
-    the scheduler shares a CPU first between sessions, then between the
-    threads of one session.  SCHED_IDLE and nice rank the daemon below the
-    threads of its own session only: against another session's -- another
-    bookie's reactor, a broker, a writer -- the bookie's session competed as
-    an equal whenever the daemon ran, and they waited for it.  A new session
-    (``setsid``) is a new group, and ``/proc/self/autogroup`` sets that
-    group's nice.  Under systemd with a CPU cgroup the cgroup decides and
-    this changes nothing.  Returns whether the group was set; Ctrl-C in a
-    terminal no longer reaches the process, which stops when its input ends
-    (the bookie closes it, or dies)."""
-    if not autogroup_enabled():
-        return False  # the priority alone ranks the process
-    try:
-        os.setsid()
-        with open(AUTOGROUP, "w") as f:
-            f.write("19")
-        return True
-    except OSError as e:
-        log.warning("autorecovery: cannot take a CPU group of its own (%s): it competes with other "
-                    "sessions as its bookie does", e.strerror)
-        return False
-
 
 class AutoRecoveryProcess:
     """The bookie's handle on its autorecovery daemon's process.
@@ -151,7 +87,7 @@ class AutoRecoveryProcess:
         settings = {"config": self._config_text(), "bookie_id": self.bookie_id, "log_level": self.log_level,
                     "cpu_priority": self.cfg.auto_recovery_daemon_cpu_priority}
         child = self._child = _ChildProtocol(self, json.dumps(settings).encode("utf-8") + b"\n", defer.Deferred())
-        env = {k: v for k, v in os.environ.items() if k not in _PARENT_ONLY}
+        env = child_environment()
         self.reactor.spawnProcess(child, sys.executable, [sys.executable, "-m", __name__], env=env,
                                   childFDs={0: "w", 1: "r", 2: 2})
         self.pid = child.pid
@@ -245,32 +181,20 @@ class _ChildProtocol(protocol.ProcessProtocol):
 # -- the child --------------------------------------------------------------------------------------
 
 
-def _read_settings() -> dict | None:
-    """The parent's one line, read byte by byte from fd 0 (nothing of what follows
-    is buffered away from the reactor's reading of it); None at an early end."""
-    line = bytearray()
-    while not line.endswith(b"\n"):
-        chunk = os.read(0, 1)
-        if not chunk:
-            return None
-        line += chunk
-    return json.loads(line)
-
-
 def main() -> int:
     """The child: the daemon until its input ends or SIGTERM."""
     # Ctrl-C in a terminal reaches the bookie's whole process group: the bookie stops
     # this process itself, by closing its input (Twisted leaves an ignored SIGINT alone)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    settings = _read_settings()
+    settings = read_settings()
     if settings is None:
         return 0
     from .startup import configure_logging, twisted_without_tls
 
     configure_logging(settings["log_level"])
     # before any thread starts, and the imports
-    grouped = settings["cpu_priority"] != "normal" and leave_session_group()
-    priority = lower_cpu_priority(settings["cpu_priority"])
+    grouped = settings["cpu_priority"] != "normal" and leave_session_group("autorecovery")
+    priority = lower_cpu_priority(settings["cpu_priority"], "autorecovery")
     from .config import load_config_text
 
     cfg = load_config_text(settings["config"])

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from bkctl.bookied.autorecovery import autogroup_enabled
+from bkctl.bookied.child_process import autogroup_enabled
 from bkctl.sandbox.zookeeper import pid_alive
 from tests.support.waiting import wait_for
 

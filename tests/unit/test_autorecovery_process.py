@@ -202,37 +202,37 @@ def test_a_child_whose_input_ends_before_its_settings_exits_quietly():
 
 @pytest.fixture()
 def session_calls(monkeypatch):
-    """bookied.autorecovery's os.setsid, recorded instead of called (this is the test runner)."""
-    from bkctl.bookied import autorecovery
+    """bookied.child_process's os.setsid, recorded instead of called (this is the test runner)."""
+    from bkctl.bookied import child_process
 
     calls: list[str] = []
-    monkeypatch.setattr(autorecovery.os, "setsid", lambda: calls.append("setsid"))
+    monkeypatch.setattr(child_process.os, "setsid", lambda: calls.append("setsid"))
     return calls
 
 
 def test_a_child_leaves_its_session_only_where_the_kernel_groups_by_session(tmp_path, monkeypatch, session_calls):
-    from bkctl.bookied import autorecovery
+    from bkctl.bookied import child_process
 
     switch, group = tmp_path / "sched_autogroup_enabled", tmp_path / "autogroup"
-    monkeypatch.setattr(autorecovery, "AUTOGROUP_SWITCH", str(switch))
-    monkeypatch.setattr(autorecovery, "AUTOGROUP", str(group))
+    monkeypatch.setattr(child_process, "AUTOGROUP_SWITCH", str(switch))
+    monkeypatch.setattr(child_process, "AUTOGROUP", str(group))
     switch.write_text("0\n")
-    assert autorecovery.leave_session_group() is False and session_calls == [] and not group.exists()
+    assert child_process.leave_session_group("autorecovery") is False and session_calls == [] and not group.exists()
     switch.unlink()  # a kernel without autogroup
-    assert autorecovery.leave_session_group() is False and session_calls == []
+    assert child_process.leave_session_group("autorecovery") is False and session_calls == []
     switch.write_text("1\n")
-    assert autorecovery.leave_session_group() is True
+    assert child_process.leave_session_group("autorecovery") is True
     assert session_calls == ["setsid"] and group.read_text() == "19"
 
 
 def test_a_child_whose_group_cannot_be_set_says_so_once_and_goes_on(tmp_path, monkeypatch, session_calls, caplog):
-    from bkctl.bookied import autorecovery
+    from bkctl.bookied import child_process
 
     switch = tmp_path / "sched_autogroup_enabled"
     switch.write_text("1\n")
-    monkeypatch.setattr(autorecovery, "AUTOGROUP_SWITCH", str(switch))
-    monkeypatch.setattr(autorecovery, "AUTOGROUP", str(tmp_path))  # a directory: the write is refused
-    with caplog.at_level("WARNING", logger="bookied.autorecovery"):
-        assert autorecovery.leave_session_group() is False
+    monkeypatch.setattr(child_process, "AUTOGROUP_SWITCH", str(switch))
+    monkeypatch.setattr(child_process, "AUTOGROUP", str(tmp_path))  # a directory: the write is refused
+    with caplog.at_level("WARNING", logger="bookied.child"):
+        assert child_process.leave_session_group("autorecovery") is False
     assert [r.levelname for r in caplog.records] == ["WARNING"]
     assert "cannot take a CPU group of its own" in caplog.records[0].getMessage()
