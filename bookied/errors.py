@@ -1,5 +1,6 @@
-"""The errors of bookied's journal (:mod:`bkctl.bookied.journal`), which the bookie
-maps to the protocol's codes (ETOOMANYREQUESTS, EIO) and to going read-only."""
+"""bookied's own errors: its journal's (:mod:`bkctl.bookied.journal`), which the bookie
+maps to the protocol's codes (ETOOMANYREQUESTS, EIO) and to going read-only, and its
+garbage collector's listing of the metadata (:mod:`bkctl.bookied.gc_listing`)."""
 from __future__ import annotations
 
 import errno
@@ -28,3 +29,12 @@ class JournalUnavailable(JournalError):
     def __init__(self, msg: str, cause: BaseException | None = None):
         super().__init__(msg)
         self.cause = cause
+
+
+class GcListingError(Exception):
+    """The garbage collector's listing of the metadata (:mod:`bkctl.bookied.gc_listing`)
+    gave no answer: the pass deletes nothing."""
+
+
+class GcListingStopped(GcListingError):
+    """The bookie is shutting down: the listing under way was ended."""

@@ -51,6 +51,8 @@ from typing import Callable
 
 from twisted.internet import defer
 
+from .errors import GcListingStopped
+from .gc_listing import find_garbage
 from .storage.compactor import CompactableStore, CompactionStopped, EntryLogCompactor, Throttle
 
 log = logging.getLogger("bookied.gc")
@@ -186,9 +188,9 @@ def damaged_doc(directory: str, found) -> dict:
 
 class DeletedLedgerCollector:
     """Which ledgers a pass deletes from the entry stores: those whose metadata is gone, found
-    as Java's ScanAndCompareGarbageCollector finds them, so that ZooKeeper's cost grows with
-    the ledger ranges (one getChildren per leaf znode of up to 10,000 ledgers), not with the
-    ledgers.
+    as Java's ScanAndCompareGarbageCollector finds them (:func:`~.gc_listing.find_garbage`),
+    so that ZooKeeper's cost grows with the ledger ranges (one getChildren per leaf znode of
+    up to 10,000 ledgers), not with the ledgers.
 
     Safe against a ledger created meanwhile by its order, Java's: the stores' ledgers are
     taken first, then the metadata is listed. A ledger reaches a bookie only after its
@@ -197,32 +199,23 @@ class DeletedLedgerCollector:
     is not in it. With ``verify`` (Java's ``verifyMetadataOnGC``) each ledger missing from
     the listing is read once more and deleted only if its metadata is truly gone.
     Java's over-replicated-ledger removal (``gcOverreplicatedLedgerWaitTime``) is not done.
+
+    ``listing(local)`` (bookied's: :meth:`~.gc_listing.ListingProcess.garbage`, in a process
+    of its own) answers which of ``local`` to delete; without it, ``ledgers`` (a ledger
+    manager) is listed in this process.
     """
 
-    def __init__(self, ledgers, verify: bool = False):
+    def __init__(self, ledgers, verify: bool = False, listing: Callable[[list[int]], list[int]] | None = None):
         self.ledgers = ledgers  # the metadata store's ledger manager
         self.verify = verify
+        self.listing = listing
         self.active = 0  # ledgers the stores held at the last pass (Java's ACTIVE_LEDGER_COUNT)
 
     def garbage(self, local: list[int]) -> list[int]:
-        """Which of ``local`` (ascending) have no metadata: compared range by range."""
-        gone = []
-        i, n = 0, len(local)
-        for rng in self.ledgers.ranges():
-            while i < n and local[i] <= rng.end:
-                if local[i] not in rng.ledgers:
-                    gone.append(local[i])
-                i += 1
-            if i == n:
-                break
-        gone.extend(local[i:])
-        if self.verify and gone:
-            kept = [lid for lid, md, _v in self.ledgers.read_many(gone) if md is not None]
-            if kept:
-                log.warning("ledgers %s were not listed in the metadata store but their metadata is there: "
-                            "not deleted", kept)
-            gone = [lid for lid in gone if lid not in set(kept)]
-        return gone
+        """Which of ``local`` (ascending) have no metadata."""
+        if self.listing is not None:
+            return self.listing(local)
+        return find_garbage(self.ledgers, local, self.verify)
 
     def __call__(self, stores: list[CompactableStore]) -> int:
         """In a pool thread: delete the ledgers of ``stores`` whose metadata is gone; how many.
@@ -537,7 +530,10 @@ class GarbageCollector:
                         "past it", directory, found.log_id, rec.offset, rec.length, rec.reason, claims, dropped)
 
     def _failed(self, failure, kind: str | None, force: bool):
-        log.error("garbage collection failed: %s", failure.getErrorMessage())
+        if failure.check(GcListingStopped):
+            log.info("garbage collection stopped: %s", failure.getErrorMessage())
+        else:
+            log.error("garbage collection failed: %s", failure.getErrorMessage())
         self._end_pass(force)
         return None
 

@@ -27,7 +27,9 @@ from bkctl.wire.process.runtime import settle_garbage_collector
 from bkctl.wire.process.shutdown import ExitDeadline, call_with_timeout
 
 from . import day2, disk_layout as layout, identity
+from .config.render import render_config
 from .garbage_collector import DeletedLedgerCollector, GarbageCollector, GcPolicy
+from .gc_listing import ListingProcess
 from .bookie import Bookie
 from bkctl.wire.errors import BKError
 
@@ -111,6 +113,7 @@ class BookieService:
         self.stores: list[EntryStore] = []
         self.bookie: Bookie | None = None
         self.gc: GarbageCollector | None = None
+        self.gc_listing: ListingProcess | None = None
         self.factory: BookieServerFactory | None = None
         self.port = None
         self.http_port = None
@@ -211,7 +214,9 @@ class BookieService:
         self.bookie.on_readonly_change = self._readonly_changed
         self._every(cfg.flush_interval / 1000.0, self._checkpoint)
         self._every(cfg.disk_check_interval / 1000.0, self._check_disks, now=False)
-        collect = DeletedLedgerCollector(self.zk.ledgers, cfg.verify_metadata_on_gc)
+        # the listing of the metadata runs in a process of its own (see gc_listing)
+        self.gc_listing = ListingProcess(render_config(cfg, comments=False), verify=cfg.verify_metadata_on_gc)
+        collect = DeletedLedgerCollector(self.zk.ledgers, cfg.verify_metadata_on_gc, listing=self.gc_listing.garbage)
         self.gc = GarbageCollector(GcPolicy.from_config(cfg), self.stores, collect, self.reactor, self._in_pool,
                                    on_pass_done=self._check_disks)
         self.gc.register_metrics(self.metrics)
@@ -724,12 +729,14 @@ class BookieService:
         yield task.deferLater(self.reactor, 0, lambda: None)  # let those answers be written
         for proto in list(self.bookie.connections) if self.bookie else []:
             proto.close()
-        if self.gc is not None:
+        if self.gc is not None and self.gc_listing is not None:
             self._exit_deadline.doing("stopping garbage collection and compaction")
+            self.gc_listing.stop()  # a listing of the metadata under way ends at once
             try:  # a compaction stops at its next entry; the stores close after it
                 yield self.gc.shutdown().addTimeout(max(deadline - time.monotonic(), 0.05) / 2, self.reactor)
             except defer.TimeoutError:
                 log.warning("garbage collection did not stop in time")
+            yield threads.deferToThreadPool(self.reactor, pool, self.gc_listing.close)
         while self._checkpointing:
             yield task.deferLater(self.reactor, 0.01, lambda: None)
         marks = [j.mark() for j in self.journals]

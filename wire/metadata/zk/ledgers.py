@@ -12,6 +12,7 @@ from kazoo.exceptions import BadVersionError, LockTimeout, NodeExistsError, NoNo
 from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata.errors import (
+    ClusterNotFound,
     LedgerExists,
     MetadataStoreError,
     MetadataVersionConflict,
@@ -309,9 +310,14 @@ class ZKLedgerManager(Manager):
     def ranges(self) -> Iterator[LedgerRange]:
         """Every ledger id by leaf znode (one getChildren each, up to 10,000 ids), ascending;
         a range's ``end`` is the last id its leaf can hold (below the long layout's threshold
-        in the combined hierarchical layout)."""
+        in the combined hierarchical layout).  A missing ledgers root is
+        :class:`ClusterNotFound`, as Java's iterator fails, never an empty listing: the
+        bookie's garbage collector would take it for every ledger deleted."""
         manager = self._cluster.manager
-        top = sorted(self._session.children_or_empty(self._root))
+        try:
+            top = sorted(self._session.children(self._root))
+        except NoNodeError:
+            raise ClusterNotFound(f"no BookKeeper cluster at {self._root} on {self._session.hosts}") from None
         if manager == P.FLAT:
             ids = frozenset(int(name[1:]) for name in top if P.is_ledger_parent_name(name, P.FLAT))
             yield LedgerRange(P.MAX_LEDGER_ID, ids)
