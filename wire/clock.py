@@ -9,9 +9,14 @@ the reactor it is given (the global reactor, a ``task.Clock`` or a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-__all__ = ["Clock", "DelayedCall", "ThreadedClock"]
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
+__all__ = ["Clock", "DelayedCall", "RunBlocking", "ThreadedClock"]
+
+T = TypeVar("T")
 
 
 class DelayedCall(Protocol):
@@ -41,3 +46,11 @@ class ThreadedClock(Clock, Protocol):
     def callFromThread(self, callable: Callable[..., object], *args: object,  # noqa: N802 - Twisted's name
                        **kw: object) -> None:
         """Call ``callable(*args, **kw)`` in the reactor's thread, soon (from any thread)."""
+
+
+class RunBlocking(Protocol):
+    """Runs a blocking call (a metadata store's) off the reactor thread: the
+    client's ``run_blocking``, or a test's stand-in."""
+
+    def __call__(self, fn: Callable[..., T], /, *args: object, **kwargs: object) -> Deferred[T]:
+        """A Deferred of ``fn(*args, **kwargs)``, called in a thread of the reactor's pool."""

@@ -9,10 +9,14 @@ of an open ledger is judged by registration only: its last entry is not known.
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from twisted.internet import defer
 
 from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
+
+if TYPE_CHECKING:
+    from bkctl.wire.client.bookkeeper import BookKeeperClient
 
 __all__ = ["bookies_missing_replicas", "entries_held", "replica_counts"]
 
@@ -34,12 +38,12 @@ def entries_held(md: LedgerMetadata, segment: int, position: int, last_entry_id:
     return low, high
 
 
-async def bookies_missing_replicas(client, ledger_id: int, md: LedgerMetadata,
+async def bookies_missing_replicas(client: BookKeeperClient, ledger_id: int, md: LedgerMetadata,
                                    registered: Collection[str]) -> set[str]:
     """Bookies of ``md`` that lack replicas they should hold (see the module doc)."""
     registered = set(registered)
     missing: set[str] = set()
-    probes: list[tuple[str, defer.Deferred]] = []
+    probes: list[tuple[str, defer.Deferred[bool]]] = []
     last_entry = md.last_entry_id if md.is_closed else None
     for segment, (_first, ensemble) in enumerate(md.ensembles):
         open_tail = last_entry is None and segment == len(md.ensembles) - 1
@@ -64,7 +68,7 @@ async def bookies_missing_replicas(client, ledger_id: int, md: LedgerMetadata,
     return missing
 
 
-def _has_entry(client, bookie: str, ledger_id: int, entry_id: int) -> defer.Deferred:
+def _has_entry(client: BookKeeperClient, bookie: str, ledger_id: int, entry_id: int) -> defer.Deferred[bool]:
     """True when ``bookie`` answers the entry; False when it says it has no such
     entry or ledger.  Other failures (timeouts, a refused connection) count as
     missing too: a replica that cannot be read is not a replica."""
@@ -73,10 +77,11 @@ def _has_entry(client, bookie: str, ledger_id: int, entry_id: int) -> defer.Defe
     except Exception:  # noqa: BLE001
         return defer.succeed(False)
 
-    return d.addCallbacks(lambda _body: True, lambda _failure: False)
+    answered: defer.Deferred[bool] = d.addCallbacks(lambda _body: True, lambda _failure: False)
+    return answered
 
 
-async def replica_counts(client, ledger_id: int, md: LedgerMetadata) -> dict[str, int]:
+async def replica_counts(client: BookKeeperClient, ledger_id: int, md: LedgerMetadata) -> dict[str, int]:
     """Java's replicas check for a closed ledger: ask each bookie which entries it
     holds (GET_LIST_OF_ENTRIES_OF_LEDGER) and count the entries stored on fewer
     than ``Qw`` / ``Qa`` bookies of their write set, and on none.  A bookie that

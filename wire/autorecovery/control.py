@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from bkctl.wire.errors import AutorecoveryDisabled, NoAuditor
+from bkctl.wire.metadata.store import MetadataStore, UnderreplicatedMark
 
 __all__ = ["matching_marks", "require_auditor", "trigger_audit"]
 
 
-def require_auditor(store) -> str:
+def require_auditor(store: MetadataStore) -> str:
     """The elected auditor's id; :class:`AutorecoveryDisabled` while autorecovery
     is disabled, :class:`NoAuditor` when no daemon has won the election."""
     if not store.underreplication.is_enabled():
@@ -28,7 +29,7 @@ def require_auditor(store) -> str:
     return auditor
 
 
-def trigger_audit(store) -> tuple[str, int]:
+def trigger_audit(store: MetadataStore) -> tuple[str, int]:
     """Rewrite ``lostBookieRecoveryDelay`` with the value it has: the auditor's
     watch fires on any write.  Returns (auditor, delay).  A missing delay (the
     auditor has not started yet) is :class:`NoAuditor`: writing one would set
@@ -42,13 +43,14 @@ def trigger_audit(store) -> tuple[str, int]:
     return auditor, delay
 
 
-def matching_marks(marks: Iterable, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> Iterator:
+def matching_marks(marks: Iterable[UnderreplicatedMark], include: Iterable[str] = (),
+                   exclude: Iterable[str] = ()) -> Iterator[UnderreplicatedMark]:
     """The :class:`~bkctl.wire.metadata.store.UnderreplicatedMark` s missing a replica on
     one of ``include`` (all when empty) and on none of ``exclude``."""
-    include, exclude = set(include), set(exclude)
+    wanted, unwanted = set(include), set(exclude)
     for mark in marks:
-        if include and not include.intersection(mark.replicas):
+        if wanted and not wanted.intersection(mark.replicas):
             continue
-        if exclude.intersection(mark.replicas):
+        if unwanted.intersection(mark.replicas):
             continue
         yield mark

@@ -17,6 +17,10 @@ import logging
 from collections.abc import Callable
 
 from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from bkctl.wire.clock import DelayedCall, RunBlocking, ThreadedClock
+from bkctl.wire.metadata.store import MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +34,7 @@ class AuditorElection:
     ``on_elected()`` and ``on_demoted()`` are called on the reactor thread.
     """
 
-    def __init__(self, store, bookie_id: str, reactor, run_blocking: Callable[..., defer.Deferred],
+    def __init__(self, store: MetadataStore, bookie_id: str, reactor: ThreadedClock, run_blocking: RunBlocking,
                  on_elected: Callable[[], None], on_demoted: Callable[[], None], retry_delay: float = 1.0):
         self.store = store
         self.bookie_id = bookie_id
@@ -44,18 +48,18 @@ class AuditorElection:
         self._running = False
         self._checking = False
         self._check_again = False
-        self._retry = None
+        self._retry: DelayedCall | None = None
         self._unwatch_session: Callable[[], None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------
-    def start(self) -> defer.Deferred:
+    def start(self) -> defer.Deferred[None]:
         """Vote; fires once the first look at the votes is done (the vote is cast,
         or the attempt failed and will be retried)."""
         self._running = True
         self._unwatch_session = self.store.auditor.on_session_lost(self._session_state)
         return self._check() or defer.succeed(None)
 
-    def stop(self) -> defer.Deferred:
+    def stop(self) -> defer.Deferred[None]:
         """Leave the election: step down and delete the vote (so the next voter
         takes over now rather than when this session ends)."""
         self._running = False
@@ -69,7 +73,7 @@ class AuditorElection:
         if vote is None:
             return defer.succeed(None)
 
-        def withdraw():
+        def withdraw() -> None:
             try:
                 self.store.auditor.withdraw_vote(vote)
             except Exception:  # noqa: BLE001 - already gone with the session
@@ -78,7 +82,7 @@ class AuditorElection:
         return self._run_blocking(withdraw)
 
     # -- the election -----------------------------------------------------------------
-    def _check(self) -> defer.Deferred | None:
+    def _check(self) -> defer.Deferred[None] | None:
         """Look at the votes (one look at a time; a look asked for meanwhile runs next)."""
         if not self._running:
             return None
@@ -88,13 +92,13 @@ class AuditorElection:
         self._checking = True
         d = defer.ensureDeferred(self._look())
 
-        def done(_):
+        def done(_: None) -> None:
             self._checking = False
             if self._check_again:
                 self._check_again = False
                 self._check()
 
-        def failed(failure):
+        def failed(failure: Failure) -> None:
             log.warning("auditor election: %s; trying again in %gs", failure.getErrorMessage(), self.retry_delay)
             if self._running and (self._retry is None or not self._retry.active()):
                 self._retry = self.reactor.callLater(self.retry_delay, self._check)

@@ -45,9 +45,13 @@ ledger names (decommissioned) is not lost.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
-from bkctl.wire.metadata.store import registered_bookies
+from bkctl.wire.metadata.store import MetadataStore, UnderreplicatedMark, registered_bookies
+
+from .status import StatusDoc
 
 __all__ = ["STATES", "Snapshot", "ledger_state", "ledger_states", "lost_bookies", "read_snapshot", "state_text"]
 
@@ -64,6 +68,11 @@ STATES = (WAITING_DELAY, HELD_DISABLED, NOT_MARKED, WAITING_WORKER, WAITING_GRAC
           LOCKED, DONE)
 
 
+#: a report row (a lost bookie, a ledger's state): the JSON object ``bkctl autorecovery`` and
+#: bookied's HTTP API print, its fields named in the function that makes it
+Report = dict[str, Any]
+
+
 @dataclass
 class Snapshot:
     """What ZooKeeper said at ``now_ms``."""
@@ -74,11 +83,11 @@ class Snapshot:
     #: the elected auditor's id (Java's or ours)
     auditor: str | None = None
     #: our auditor's status node, only while it is the elected auditor (else None)
-    auditor_doc: dict | None = None
+    auditor_doc: StatusDoc | None = None
     #: worker id -> its status node (our running daemons)
-    workers: dict[str, dict] = field(default_factory=dict)
+    workers: dict[str, StatusDoc] = field(default_factory=dict)
     #: ledger id -> :class:`~bkctl.wire.metadata.store.UnderreplicatedMark`
-    marks: dict = field(default_factory=dict)
+    marks: dict[int, UnderreplicatedMark] = field(default_factory=dict)
     #: ledger id -> the lock's content (ours: the worker's bookie id; Java's: its host name)
     locks: dict[int, str | None] = field(default_factory=dict)
     #: ledger id -> when its lock was taken (ms, ZooKeeper's clock)
@@ -86,10 +95,10 @@ class Snapshot:
     registered: set[str] = field(default_factory=set)
     cookies: set[str] = field(default_factory=set)
     #: (key, lost bookies by id), computed once for the many ledgers asked about
-    lost_cache: tuple | None = field(default=None, repr=False, compare=False)
+    lost_cache: tuple[tuple[int, int], dict[str, Report]] | None = field(default=None, repr=False, compare=False)
 
 
-def read_snapshot(store, now_ms: int, *, marks: bool = True) -> Snapshot:
+def read_snapshot(store: MetadataStore, now_ms: int, *, marks: bool = True) -> Snapshot:
     """Read a :class:`Snapshot` (``marks=False`` leaves the marks out: a caller that
     asks about a few ledgers reads theirs with :func:`ledger_states`)."""
     from .status import read_daemon_status
@@ -110,12 +119,12 @@ def read_snapshot(store, now_ms: int, *, marks: bool = True) -> Snapshot:
 
 
 # -- lost bookies ---------------------------------------------------------------------
-def _audited(snap: Snapshot) -> dict[str, dict]:
+def _audited(snap: Snapshot) -> dict[str, StatusDoc]:
     doc = snap.auditor_doc or {}
     return {d["bookie_id"]: d for d in doc.get("lost", []) if isinstance(d, dict) and "bookie_id" in d}
 
 
-def lost_bookies(snap: Snapshot) -> list[dict]:
+def lost_bookies(snap: Snapshot) -> list[Report]:
     """The lost bookies, sorted: ``bookie_id``, ``cookie`` (has one), ``named_by``
     (ledgers naming it at the auditor's last audit; None when not known),
     ``lost_since`` and ``due`` (ms, our auditor's), ``due_in`` (s), ``not_waited``
@@ -152,7 +161,7 @@ def lost_bookies(snap: Snapshot) -> list[dict]:
 
 
 # -- one ledger -----------------------------------------------------------------------
-def _attempts(snap: Snapshot, ledger_id: int) -> list[dict]:
+def _attempts(snap: Snapshot, ledger_id: int) -> list[StatusDoc]:
     out = []
     for worker_id, doc in snap.workers.items():
         for a in (doc.get("attempts") or {}).get(str(ledger_id), []):
@@ -166,7 +175,7 @@ def _attempts(snap: Snapshot, ledger_id: int) -> list[dict]:
     return sorted(out, key=lambda a: a.get("at") or 0)
 
 
-def _holder(snap: Snapshot, ledger_id: int, lock: str | None) -> tuple[str | None, dict | None]:
+def _holder(snap: Snapshot, ledger_id: int, lock: str | None) -> tuple[str | None, StatusDoc | None]:
     """(worker id, its status node) of our worker holding the ledger's lock."""
     key = str(ledger_id)
     for worker_id, doc in snap.workers.items():
@@ -186,7 +195,7 @@ def _is_bookie_id(text: str | None) -> bool:
     return text is not None and ":" in text and bookie_id_problem(text) is None
 
 
-def _named_lost(snap: Snapshot, bookies) -> list[dict]:
+def _named_lost(snap: Snapshot, bookies: Iterable[str]) -> list[Report]:
     key = (snap.now_ms, len(snap.marks))  # asked for many ledgers of one snapshot: computed once
     cached = snap.lost_cache
     if cached is None or cached[0] != key:
@@ -195,7 +204,7 @@ def _named_lost(snap: Snapshot, bookies) -> list[dict]:
     return [lost[b] for b in bookies if b in lost]
 
 
-def ledger_state(snap: Snapshot, ledger_id: int, bookies=()) -> dict:
+def ledger_state(snap: Snapshot, ledger_id: int, bookies: Iterable[str] = ()) -> Report:
     """One ledger's state: ``ledger_id``, ``state`` (:data:`STATES`), ``worker`` (a
     bookie id, or None), ``lock`` (the lock's content: ours hold the worker's
     bookie id, Java's the host name), ``since``/``until`` (ms or None),
@@ -257,20 +266,21 @@ def ledger_state(snap: Snapshot, ledger_id: int, bookies=()) -> dict:
 _ONE_BY_ONE = 50
 
 
-def ledger_states(store, ledger_ids, now_ms: int, bookies_of=None) -> dict[int, dict]:
+def ledger_states(store: MetadataStore, ledger_ids: Iterable[int], now_ms: int,
+                  bookies_of: Callable[[int], Collection[str]] | None = None) -> dict[int, Report]:
     """:func:`ledger_state` of each of ``ledger_ids`` (their marks only are read);
     ``bookies_of(ledger_id)`` names the bookies its metadata names."""
-    ledger_ids = list(ledger_ids)
+    ids = list(ledger_ids)
     snap = read_snapshot(store, now_ms, marks=False)
-    if len(ledger_ids) > _ONE_BY_ONE:  # many: every mark in one pipelined walk, not a read each
-        wanted = set(ledger_ids)
+    if len(ids) > _ONE_BY_ONE:  # many: every mark in one pipelined walk, not a read each
+        wanted = set(ids)
         snap.marks = {m.ledger_id: m for m in store.underreplication.marks() if m.ledger_id in wanted}
     else:
-        for lid in ledger_ids:
+        for lid in ids:
             mark = store.underreplication.get(lid)
             if mark is not None:
                 snap.marks[lid] = mark
-    return {lid: ledger_state(snap, lid, bookies_of(lid) if bookies_of else ()) for lid in ledger_ids}
+    return {lid: ledger_state(snap, lid, bookies_of(lid) if bookies_of else ()) for lid in ids}
 
 
 def _seconds(ms: int | None, now_ms: int) -> str:
@@ -279,7 +289,7 @@ def _seconds(ms: int | None, now_ms: int) -> str:
     return f"{max(0.0, abs(ms - now_ms) / 1000.0):.0f} s"
 
 
-def state_text(row: dict, now_ms: int) -> str:
+def state_text(row: Report, now_ms: int) -> str:
     """One line for people: ``held after a failed attempt by b1:3181: <reason>; retried in 240 s``."""
     state, worker = row["state"], row.get("worker")
     last = row["attempts"][-1] if row.get("attempts") else None

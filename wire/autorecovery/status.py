@@ -19,22 +19,36 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any, TypedDict
 
-__all__ = ["publish", "read_daemon_status", "AUDITOR", "WORKERS"]
+from bkctl.wire.metadata.store import MetadataStore
+
+__all__ = ["publish", "read_daemon_status", "AUDITOR", "WORKERS", "DaemonStatuses", "StatusDoc"]
 
 log = logging.getLogger(__name__)
 
 AUDITOR = "auditor"
 WORKERS = "workers"
 
+#: one daemon's status: the JSON object it published (its fields are the daemon's own)
+StatusDoc = dict[str, Any]
 
-def publish(store, name: str, doc: dict) -> None:
+
+class DaemonStatuses(TypedDict):
+    """What :func:`read_daemon_status` reads: the auditor's status (None: none
+    published or unreadable) and each worker's, by daemon id."""
+
+    auditor: StatusDoc | None
+    workers: dict[str, StatusDoc]
+
+
+def publish(store: MetadataStore, name: str, doc: StatusDoc) -> None:
     """Write ``doc`` as the ephemeral node ``name`` (``auditor``, ``workers/<id>``) of
     this store's session (blocking)."""
     store.underreplication.publish_daemon_status(name, json.dumps(doc, sort_keys=True).encode("utf-8"))
 
 
-def _decode(data: bytes | None) -> dict | None:
+def _decode(data: bytes | None) -> StatusDoc | None:
     if data is None:
         return None
     try:
@@ -44,10 +58,10 @@ def _decode(data: bytes | None) -> dict | None:
     return doc if isinstance(doc, dict) else None
 
 
-def read_daemon_status(store) -> dict:
+def read_daemon_status(store: MetadataStore) -> DaemonStatuses:
     """``{"auditor": doc or None, "workers": {daemon id: doc}}`` (blocking)."""
     nodes = store.underreplication.daemon_statuses()
-    workers = {}
+    workers: dict[str, StatusDoc] = {}
     prefix = f"{WORKERS}/"
     for name, data in sorted(nodes.items()):
         doc = _decode(data) if name.startswith(prefix) else None

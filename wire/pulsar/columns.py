@@ -109,20 +109,28 @@ MESSAGE_COLUMNS: tuple[Column, ...] = (
 #: The ``entry`` columns, in order: what :func:`entry_values` gives and a splitter's ``add_batch`` takes.
 ENTRY_COLUMNS: tuple[Column, ...] = tuple(c for c in MESSAGE_COLUMNS if c.made_by == "entry")
 
+#: how each of :data:`ENTRY_COLUMNS` is made from an entry's facts (each has its ``value``)
+_ENTRY_VALUES: tuple[Callable[[EntryFacts], Any], ...] = tuple(c.value for c in ENTRY_COLUMNS if c.value is not None)
+assert len(_ENTRY_VALUES) == len(ENTRY_COLUMNS)
+
 #: The values of the ``general`` columns in the rows of a split batch.
 BATCH_DEFAULTS: dict[str, Any] = {"encrypted": False, "encryption_keys": None, "encryption_key_values": None,
                                   "encryption_algo": None, "encryption_param": None, "encryption_compression": None,
                                   "encryption_uncompressed_size": None, "encryption_batch_size": None, "error": None}
 
 
-def names(columns=MESSAGE_COLUMNS, made_by: tuple[str, ...] = MADE_BY) -> list[str]:
+def names(columns: tuple[Column, ...] = MESSAGE_COLUMNS, made_by: tuple[str, ...] = MADE_BY) -> list[str]:
     """The names of the columns made by any of ``made_by``, in order."""
     return [c.name for c in columns if c.made_by in made_by]
 
 
-def entry_values(facts: EntryFacts) -> tuple:
+#: The values of the :data:`ENTRY_COLUMNS` for an entry's rows, in order (the C twin's row format).
+EntryValues = tuple[object, ...]
+
+
+def entry_values(facts: EntryFacts) -> EntryValues:
     """The values of the :data:`ENTRY_COLUMNS` for an entry's rows, in order."""
-    return tuple(c.value(facts) for c in ENTRY_COLUMNS)
+    return tuple(value(facts) for value in _ENTRY_VALUES)
 
 
 def value_column(arrow_type: Any) -> Column:

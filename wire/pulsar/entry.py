@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Any
+from collections.abc import Iterable
 
 from ..codecs import checksums
 from ..proto import pulsar_api_pb2 as pb
@@ -44,7 +44,7 @@ class StoredEntry:
 
     __slots__ = ("broker_timestamp", "broker_index", "metadata", "payload", "checksum_verified")
 
-    def __init__(self, metadata: Any, payload: bytes, broker_timestamp: int | None = None,
+    def __init__(self, metadata: pb.MessageMetadata, payload: bytes, broker_timestamp: int | None = None,
                  broker_index: int | None = None, checksum_verified: bool = True):
         self.metadata = metadata
         self.payload = payload
@@ -67,13 +67,15 @@ class StoredEntry:
         return md.HasField("uuid") and md.HasField("chunk_id") and md.num_chunks_from_msg > 1
 
 
-def _compression_of(md: Any, raw: bytes) -> int:
+def _compression_of(md: pb.MessageMetadata, raw: bytes) -> int:
     if md.HasField("compression"):
         return md.compression
     if _COMPRESSION_TAG in raw:  # maybe a value this proto does not know (kept as an unknown field)
         from google.protobuf.unknown_fields import UnknownFieldSet
 
-        for field in UnknownFieldSet(md):
+        unknown = UnknownFieldSet(md)
+        for i in range(len(unknown)):  # (the stubs give it no __iter__)
+            field = unknown[i]
             # a varint only: field 8 of another wire type is skipped, as Pulsar's parser skips it
             if field.field_number == 8 and field.wire_type == 0:
                 return int(field.data)
@@ -163,7 +165,9 @@ def decode_entry(data: bytes | bytearray | memoryview, verify: bool = True) -> S
     except Exception as exc:  # noqa: BLE001
         raise CorruptEntry(f"message metadata does not parse: {exc}") from None
     if not md.IsInitialized():
-        raise CorruptEntry("message metadata lacks required fields: " + ", ".join(md.FindInitializationErrors()))
+        # FindInitializationErrors: the C++ and pure-Python messages' method, not in the stubs' Message
+        missing = md.FindInitializationErrors()  # type: ignore[attr-defined]
+        raise CorruptEntry("message metadata lacks required fields: " + ", ".join(missing))
     if not isinstance(md.producer_name, str) or not isinstance(md.partition_key, str) or md.properties \
             or md.encryption_keys or not isinstance(md.replicated_from, str):
         check_text("message metadata", md.producer_name, md.partition_key, md.replicated_from, md.properties,
@@ -186,7 +190,7 @@ def decode_entry(data: bytes | bytearray | memoryview, verify: bool = True) -> S
     return entry
 
 
-def check_text(where: str, *values) -> None:
+def check_text(where: str, *values: str | bytes | Iterable[pb.KeyValue]) -> None:
     """Protobuf hands a proto2 string that is not UTF-8 over as bytes; no
     column takes that (CorruptEntry).  ``values``: strings, or KeyValue lists."""
     for value in values:
@@ -197,7 +201,7 @@ def check_text(where: str, *values) -> None:
                 check_text(where, p.key, p.value)
 
 
-def check_range(where: str, **values) -> None:
+def check_range(where: str, **values: int | None) -> None:
     """Times (ms) and ids the row's int64 columns cannot hold: CorruptEntry."""
     for name, value in values.items():
         if value is not None and abs(value) > (MS_MAX if name.endswith("time") or name.endswith("timestamp")
@@ -205,7 +209,7 @@ def check_range(where: str, **values) -> None:
             raise CorruptEntry(f"{where}: {name} {value} is out of range")
 
 
-def decompress_whole(metadata, payload: bytes) -> bytes:
+def decompress_whole(metadata: pb.MessageMetadata, payload: bytes) -> bytes:
     """A reassembled chunked message's payload, decompressed (as stored when encrypted)."""
     if metadata.encryption_keys or metadata.compression == pb.NONE:
         return payload

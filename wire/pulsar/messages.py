@@ -22,19 +22,22 @@ transaction still open -- or, with ``pending=True``, kept with ``pending`` set.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from bkctl.wire import fastpath
 
-from .chunks import ChunkAssembler
+from .chunks import ChunkAssembler, ChunkedMessage
 from .columns import MESSAGE_COLUMNS, EntryFacts, entry_values
-from .entry import decode_entry, decompress_whole
+from .entry import StoredEntry, decode_entry, decompress_whole
 from .errors import CorruptEntry
-from .rows import PyMessageRows, encryption_values, entry_messages, message_values
-from .transactions import marker_name, txn_of
+from .rows import BatchRowsProtocol, MessageValues, PyMessageRows, encryption_values, entry_messages, message_values
+from .transactions import Position, TopicTransactions, marker_name, txn_of
 
 __all__ = ["COLUMNS", "Problem", "RowPart", "TopicDecoder", "message_id"]
+
+S = TypeVar("S", bound=BatchRowsProtocol)
 
 #: The row's columns, in order.
 COLUMNS = [c.name for c in MESSAGE_COLUMNS]
@@ -96,9 +99,10 @@ class TopicDecoder:
     messages a consumer cannot receive yet, marked, instead of leaving them out.
     """
 
-    def __init__(self, topic: str, partition: int = -1, *, keep=None, from_ms: int | None = None,
-                 to_ms: int | None = None, error_rows: bool = True, verify: bool = True, splitter=None,
-                 transactions=None, pending: bool = False):
+    def __init__(self, topic: str, partition: int = -1, *, keep: Callable[[Position, int], bool] | None = None,
+                 from_ms: int | None = None, to_ms: int | None = None, error_rows: bool = True,
+                 verify: bool = True, splitter: type[BatchRowsProtocol] | None = None,
+                 transactions: TopicTransactions | None = None, pending: bool = False):
         self.topic = topic
         self.partition = partition
         self.keep = keep
@@ -137,10 +141,10 @@ class TopicDecoder:
         out, self._parts = self._parts, []
         return out
 
-    def take(self) -> dict[str, list]:
+    def take(self) -> dict[str, list[object]]:
         """The rows so far as a list per column of :data:`COLUMNS` (and start a
         new set); only when the Python twin made every row (``splitter=PyMessageRows``)."""
-        out: dict[str, list] = {name: [] for name in COLUMNS}
+        out: dict[str, list[object]] = {name: [] for name in COLUMNS}
         for part in self.take_parts():
             if not all(isinstance(v, list) for v in part.columns.values()):
                 raise RuntimeError("rows the C splitter made are taken with take_parts()")
@@ -150,12 +154,12 @@ class TopicDecoder:
                 out[name] += values
         return out
 
-    def _seal(self, splitter) -> None:
+    def _seal(self, splitter: BatchRowsProtocol) -> None:
         if splitter.rows:
             rows, columns = splitter.take()
             self._parts.append(RowPart(rows, columns, self.topic, self.partition))
 
-    def _to(self, splitter):
+    def _to(self, splitter: S) -> S:
         """``splitter`` takes the next rows: the other one's rows are sealed first (storage order)."""
         other = self._batches if splitter is self._rows else self._rows
         if other is not splitter:
@@ -210,7 +214,7 @@ class TopicDecoder:
             messages = [m for m in messages if keep(position, m[0])]
         self._add(facts, messages, encryption_values(md))
 
-    def _left_out(self, entry, position: tuple[int, int]) -> bool | None:
+    def _left_out(self, entry: StoredEntry, position: Position) -> bool | None:
         """None when a consumer never gets the entry's messages, or not yet
         (counted in :attr:`left_out`: only inside the publish-time window, as
         rows are); else whether they are kept as pending."""
@@ -247,7 +251,7 @@ class TopicDecoder:
         return not ((self.from_ms is not None and publish_ms < self.from_ms)
                     or (self.to_ms is not None and publish_ms >= self.to_ms))
 
-    def _split_in_c(self, entry, facts: EntryFacts) -> bool:
+    def _split_in_c(self, entry: StoredEntry, facts: EntryFacts) -> bool:
         """The one place a batch goes to the C twin: a plain batch, kept whole
         (no ``keep``, inside the publish-time window: the Python twin checks
         a batch before leaving it out); False when it is not one, or the C
@@ -265,7 +269,7 @@ class TopicDecoder:
         self.payload_bytes += added
         return True
 
-    def _add(self, facts: EntryFacts, messages: list[tuple], encryption: dict[str, Any] | None) -> None:
+    def _add(self, facts: EntryFacts, messages: list[MessageValues], encryption: dict[str, Any] | None) -> None:
         if messages:
             self.payload_bytes += self._to(self._rows).add_messages(entry_values(facts), messages, encryption)
             self.messages += len(messages)
@@ -277,7 +281,7 @@ class TopicDecoder:
 
     # -- helpers ---------------------------------------------------------------
 
-    def _add_chunked(self, whole) -> None:
+    def _add_chunked(self, whole: ChunkedMessage) -> None:
         md = whole.metadata
         if not self._in_window(md.publish_time):
             return

@@ -31,8 +31,8 @@ import sys
 from typing import Any, Protocol
 
 from ..proto import pulsar_api_pb2 as pb
-from .columns import BATCH_DEFAULTS, MESSAGE_COLUMNS, names
-from .entry import INT64_MAX, MS_MAX, check_range, check_text
+from .columns import BATCH_DEFAULTS, MESSAGE_COLUMNS, EntryValues, names
+from .entry import INT64_MAX, MS_MAX, StoredEntry, check_range, check_text
 from .errors import CorruptEntry
 
 __all__ = ["BatchRowsProtocol", "C_KINDS", "MESSAGE_VALUE_COLUMNS", "PyMessageRows", "c_columns",
@@ -47,14 +47,22 @@ _GENERAL = tuple(names(MESSAGE_COLUMNS, ("general",)))
 _KEPT = tuple(names(MESSAGE_COLUMNS, ("entry", "message", "general")))
 
 
+#: A message's own values, in :data:`MESSAGE_VALUE_COLUMNS` order (:func:`message_values`;
+#: the C twin's row format): the batch index first.
+MessageValues = tuple[int, *tuple[object, ...]]
+
+
 class BatchRowsProtocol(Protocol):
     """A batch splitter: rows of a topic's messages, column by column."""
+
+    def __init__(self, partition: int) -> None:
+        """A splitter for the rows of partition ``partition`` (-1: not partitioned)."""
 
     @property
     def rows(self) -> int:
         """Rows appended since the last :meth:`take`."""
 
-    def add_batch(self, batch: bytes, count: int, base_sequence: int, entry: tuple) -> int | None:
+    def add_batch(self, batch: bytes, count: int, base_sequence: int, entry: EntryValues) -> int | None:
         """Append the rows of a batch's ``count`` messages; their payload bytes,
         or None when this splitter does not split it (nothing appended)."""
 
@@ -62,7 +70,8 @@ class BatchRowsProtocol(Protocol):
         """``(rows, columns)``: the rows appended so far; start again empty."""
 
 
-def message_values(md: Any, payload: bytes | None, batch_index: int, message_id: str, sequence_id: int) -> tuple:
+def message_values(md: pb.MessageMetadata | pb.SingleMessageMetadata, payload: bytes | None, batch_index: int,
+                   message_id: str, sequence_id: int) -> MessageValues:
     """A message's own values, in :data:`MESSAGE_VALUE_COLUMNS` order, from its
     metadata (a batch's ``SingleMessageMetadata`` or an entry's
     ``MessageMetadata``: the fields have the same names).  The rules, stated
@@ -108,7 +117,7 @@ def encryption_values(md: Any) -> dict[str, Any] | None:
             "encryption_batch_size": md.num_messages_in_batch if has("num_messages_in_batch") else None}
 
 
-def split_batch(payload: bytes, count: int, base_sequence: int, id_prefix: str) -> list[tuple]:
+def split_batch(payload: bytes, count: int, base_sequence: int, id_prefix: str) -> list[MessageValues]:
     """A batch's messages as :func:`message_values` tuples, in storage order;
     message ids ``id_prefix:index``.  CorruptEntry when it does not split."""
     n = len(payload)
@@ -116,7 +125,7 @@ def split_batch(payload: bytes, count: int, base_sequence: int, id_prefix: str) 
     view = memoryview(payload)
     unpack = _U32.unpack_from
     smd = pb.SingleMessageMetadata()  # one message object, parsed again for each message (parsing clears it)
-    out = []
+    out: list[MessageValues] = []
     for index in range(count):
         if off + 4 > n:
             raise CorruptEntry(f"batch truncated at message {index} of {count}")
@@ -125,7 +134,7 @@ def split_batch(payload: bytes, count: int, base_sequence: int, id_prefix: str) 
         if off + size > n:
             raise CorruptEntry(f"batch message {index}: metadata of {size} bytes overruns the payload")
         try:
-            smd.ParseFromString(view[off:off + size])
+            smd.ParseFromString(view[off:off + size])  # type: ignore[arg-type]  # any buffer parses: no copy
         except Exception as exc:  # noqa: BLE001
             raise CorruptEntry(f"batch message {index}: metadata does not parse: {exc}") from None
         off += size
@@ -144,7 +153,7 @@ def split_batch(payload: bytes, count: int, base_sequence: int, id_prefix: str) 
     return out
 
 
-def entry_messages(entry: Any, id_prefix: str) -> list[tuple]:
+def entry_messages(entry: StoredEntry, id_prefix: str) -> list[MessageValues]:
     """The messages of a decoded entry (:class:`~.entry.StoredEntry`) as
     :func:`message_values` tuples, by the Python twin's rules: a batch split,
     anything else one message (an encrypted batch too: it cannot be split
@@ -165,7 +174,7 @@ class PyMessageRows:
         self._reset()
 
     def _reset(self) -> None:
-        self._columns: dict[str, list] = {name: [] for name in _KEPT}
+        self._columns: dict[str, list[object]] = {name: [] for name in _KEPT}
         self._entry_lists = [self._columns[name] for name in _ENTRY]
         self._message_lists = [self._columns[name] for name in MESSAGE_VALUE_COLUMNS]
         self._general_lists = [self._columns[name] for name in _GENERAL]
@@ -174,12 +183,13 @@ class PyMessageRows:
     def rows(self) -> int:
         return len(self._columns["ledger_id"])
 
-    def add_batch(self, batch: bytes, count: int, base_sequence: int, entry: tuple) -> int:
+    def add_batch(self, batch: bytes, count: int, base_sequence: int, entry: EntryValues) -> int:
         ledger_id, entry_id = entry[_ENTRY.index("ledger_id")], entry[_ENTRY.index("entry_id")]
         messages = split_batch(batch, count, base_sequence, f"{ledger_id}:{entry_id}:{self.partition}")
         return self.add_messages(entry, messages)
 
-    def add_messages(self, entry: tuple, messages: list[tuple], encryption: dict[str, Any] | None = None) -> int:
+    def add_messages(self, entry: EntryValues, messages: list[MessageValues],
+                     encryption: dict[str, Any] | None = None) -> int:
         """Rows of an entry's ``messages`` (:func:`message_values` tuples), an
         encrypted one's with its :func:`encryption_values`; their payload bytes."""
         n = len(messages)
@@ -192,15 +202,14 @@ class PyMessageRows:
         general = BATCH_DEFAULTS if encryption is None else {**BATCH_DEFAULTS, **encryption}
         for values, name in zip(self._general_lists, _GENERAL):
             values += [general[name]] * n
-        sizes = self._columns["payload_size"][-n:]
-        return sum(s for s in sizes if s)
+        return sum(size for size in self._columns["payload_size"][-n:] if isinstance(size, int))
 
     def add_row(self, row: dict[str, Any]) -> None:
         """One row given by column (the columns it does not name are null)."""
         for name, values in self._columns.items():
             values.append(row.get(name))
 
-    def take(self) -> tuple[int, dict[str, list]]:
+    def take(self) -> tuple[int, dict[str, list[object]]]:
         out = (self.rows, self._columns)
         self._reset()
         return out
@@ -217,13 +226,13 @@ def c_columns() -> list[tuple[str, str, str]]:
     return [(c.name, C_KINDS[c.type], c.made_by) for c in MESSAGE_COLUMNS if c.made_by in ("entry", "message")]
 
 
-def c_splitter():
+def c_splitter() -> type[BatchRowsProtocol] | None:
     """The C twin, if it is built, has this table's columns (a build older
     than the sources has not) and may be used here; else None."""
     if sys.byteorder != "little":
         return None
     try:
-        from . import _packed
+        from . import _packed  # type: ignore[attr-defined]  # the C extension: no stubs
     except ImportError:  # installed where no C compiler was found: the Python twin does it all
         return None
     return _packed.PackedRows if list(getattr(_packed, "COLUMNS", ())) == c_columns() else None
