@@ -18,7 +18,9 @@ import bisect
 import re
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+from google.protobuf.message import Message
 
 from ..proto import pulsar_ml_pb2 as ml
 from .errors import PulsarFormatError
@@ -149,10 +151,14 @@ class TopicName:
 
 # ---------------------------------------------------------------- znode values
 
-_CODECS = {ml.NONE: "NONE", ml.LZ4: "LZ4", ml.ZLIB: "ZLIB", ml.ZSTD: "ZSTD", ml.SNAPPY: "SNAPPY"}
+_CODECS: dict[int, str] = {ml.NONE: "NONE", ml.LZ4: "LZ4", ml.ZLIB: "ZLIB", ml.ZSTD: "ZSTD", ml.SNAPPY: "SNAPPY"}
 
 
-def _parse(data: bytes, message_class, header_class, what: str):
+M = TypeVar("M", bound=Message)
+
+
+def _parse(data: bytes, message_class: type[M],
+           header_class: type[ml.ManagedLedgerInfoMetadata] | type[ml.ManagedCursorInfoMetadata], what: str) -> M:
     """One znode value: compressed, binary or text, as MetaStoreImpl reads it."""
     data = bytes(data)
     if len(data) >= 6 and struct.unpack_from(">H", data)[0] == MAGIC_MANAGED_INFO_METADATA:
@@ -185,12 +191,12 @@ def _parse(data: bytes, message_class, header_class, what: str):
         raise PulsarFormatError(f"{what} is neither binary, compressed nor text protobuf: {exc}") from None
 
 
-def parse_managed_ledger_info(data: bytes):
+def parse_managed_ledger_info(data: bytes) -> ml.ManagedLedgerInfo:
     """A ``ManagedLedgerInfo`` znode value."""
     return _parse(data, ml.ManagedLedgerInfo, ml.ManagedLedgerInfoMetadata, "ManagedLedgerInfo")
 
 
-def parse_cursor_info(data: bytes):
+def parse_cursor_info(data: bytes) -> ml.ManagedCursorInfo:
     """A ``ManagedCursorInfo`` znode value."""
     return _parse(data, ml.ManagedCursorInfo, ml.ManagedCursorInfoMetadata, "ManagedCursorInfo")
 
@@ -208,7 +214,7 @@ def parse_partitioned_topic_metadata(data: bytes) -> int:
     return count
 
 
-def parse_position_info(data: bytes):
+def parse_position_info(data: bytes) -> ml.PositionInfo:
     """A ``PositionInfo`` (an entry of a cursor ledger)."""
     msg = ml.PositionInfo()
     try:

@@ -31,7 +31,9 @@ import base64
 import hashlib
 import json
 import struct
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
+
+from google.protobuf.message import Message
 
 from ..proto import pulsar_schema_pb2 as pb
 from .errors import PulsarFormatError
@@ -73,7 +75,8 @@ def version_of(raw: bytes | None) -> int | None:
         return None
     if len(raw) != 8:
         raise PulsarFormatError(f"a schema version is 8 bytes, not {len(raw)}")
-    return _VERSION.unpack(raw)[0]
+    version: int = _VERSION.unpack(raw)[0]
+    return version
 
 
 def version_bytes(version: int) -> bytes:
@@ -97,7 +100,8 @@ class SchemaLocator(NamedTuple):
     """The value of ``/schemas/<schema id>``: the newest version and every version."""
 
     info: IndexEntry
-    index: tuple[IndexEntry, ...]
+    # a field named as tuple's index() method hides it (the name is Pulsar's)
+    index: tuple[IndexEntry, ...]  # type: ignore[assignment]
 
     def entry(self, version: int) -> IndexEntry | None:
         """The index entry of ``version`` (None: not listed; above ``info`` there are none)."""
@@ -134,21 +138,27 @@ class SchemaEntry(NamedTuple):
     """The one entry of a schema version's ledger: the schema and the index before it."""
 
     schema: StoredSchema
-    index: tuple[IndexEntry, ...]
+    # a field named as tuple's index() method hides it (the name is Pulsar's)
+    index: tuple[IndexEntry, ...]  # type: ignore[assignment]
 
 
-def _index_entry(e: Any) -> IndexEntry:
+def _index_entry(e: pb.IndexEntry) -> IndexEntry:
     return IndexEntry(e.version, e.position.ledgerId, e.position.entryId, bytes(e.hash))
 
 
-def _parse(data: bytes, message_class, what: str):
+M = TypeVar("M", bound=Message)
+
+
+def _parse(data: bytes, message_class: type[M], what: str) -> M:
     msg = message_class()
     try:
         msg.ParseFromString(bytes(data))
     except Exception as exc:  # noqa: BLE001 - any parse failure is the value's
         raise PulsarFormatError(f"{what} does not parse: {exc}") from None
     if not msg.IsInitialized():
-        raise PulsarFormatError(f"{what} lacks required fields ({', '.join(msg.FindInitializationErrors())})")
+        # FindInitializationErrors: the C++ and pure-Python messages' method, not in the stubs' Message
+        missing = msg.FindInitializationErrors()  # type: ignore[attr-defined]
+        raise PulsarFormatError(f"{what} lacks required fields ({', '.join(missing)})")
     return msg
 
 
@@ -255,22 +265,22 @@ def protobuf_descriptor_text(descriptor_b64: str) -> list[str]:
     from google.protobuf import descriptor_pb2
 
     files = descriptor_pb2.FileDescriptorSet.FromString(base64.b64decode(descriptor_b64))
-    lines = []
+    lines: list[str] = []
     labels = {1: "optional ", 2: "required ", 3: "repeated "}
 
     maps: dict[str, str] = {}  # a map field's entry type -> map<key, value>
 
-    def kind_of(f) -> str:
+    def kind_of(f: descriptor_pb2.FieldDescriptorProto) -> str:
         return f.type_name.lstrip(".") or descriptor_pb2.FieldDescriptorProto.Type.Name(f.type)[5:].lower()
 
-    def find_maps(m, prefix):
+    def find_maps(m: descriptor_pb2.DescriptorProto, prefix: str) -> None:
         for nested in m.nested_type:
             if nested.options.map_entry:
                 k, v = (kind_of(f) for f in nested.field)
                 maps[f"{prefix}{m.name}.{nested.name}"] = f"map<{k}, {v}>"
             find_maps(nested, f"{prefix}{m.name}.")
 
-    def message(m, prefix):
+    def message(m: descriptor_pb2.DescriptorProto, prefix: str) -> None:
         lines.append(f"message {prefix}{m.name} {{")
         for f in m.field:
             kind = kind_of(f)

@@ -41,7 +41,7 @@ class ZKLedgerIdGenerator(Manager):
             return self._short_id(idgen)
         # hierarchical / longhierarchical: 31-bit ids until they overflow
         if not self._long_idgen_present():
-            short = self._short_id(idgen, allow_overflow=True)
+            short = self._short_id_or_none(idgen)
             if short is not None:
                 return short
             self._zk.ensure_path(self._session.path(P.IDGEN_LONG))
@@ -64,13 +64,16 @@ class ZKLedgerIdGenerator(Manager):
             self._session.delete_quiet(created)
         return seq
 
-    def _short_id(self, parent: str, allow_overflow: bool = False) -> int | None:
+    def _short_id(self, parent: str) -> int:
+        seq = self._short_id_or_none(parent)
+        if seq is None:
+            raise MetadataStoreError(f"ledger id space of {parent} is exhausted")
+        return seq
+
+    def _short_id_or_none(self, parent: str) -> int | None:
+        """A 31-bit id from ``parent``'s sequence; None once the sequence overflowed."""
         seq = self._sequential(parent)
-        if 0 <= seq < _SEQ_OVERFLOW:
-            return seq
-        if allow_overflow:
-            return None
-        raise MetadataStoreError(f"ledger id space of {parent} is exhausted (sequence {seq})")
+        return seq if 0 <= seq < _SEQ_OVERFLOW else None
 
     def _long_id(self) -> int:
         s = self._session

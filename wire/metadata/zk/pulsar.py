@@ -26,7 +26,7 @@ class ZKPulsarMetadata(Manager):
     @zk_call
     def managed_ledger_names(self, base: str, tenant: str | None = None,
                              namespace: str | None = None) -> list[str]:
-        names = []
+        names: list[str] = []
         for t in [tenant] if tenant else self._sorted_children(base):
             for ns in [namespace] if namespace else self._namespaces(base, t):
                 prefix = f"{t}/{ns}/{_DOMAIN}"
@@ -84,7 +84,7 @@ class ZKPulsarMetadata(Manager):
 
     @zk_call
     def schema_ids(self, base: str) -> list[str]:
-        ids = []
+        ids: list[str] = []
         for tenant in self._sorted_children(base):
             for ns in self._sorted_children(f"{base}/{tenant}"):
                 ids.extend(f"{tenant}/{ns}/{topic}" for topic in self._sorted_children(f"{base}/{tenant}/{ns}"))

@@ -11,6 +11,7 @@ import time
 from typing import Callable, Iterable, Iterator
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.protocol.states import ZnodeStat
 
 from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata import paths as P
@@ -121,14 +122,15 @@ class ZKUnderreplicationManager(Manager):
         """A data watch on ``B/lostBookieRecoveryDelay``: every write moves its version."""
         path = self._node(P.UR_LOST_BOOKIE_RECOVERY_DELAY)
         return self._session.watch_data(
-            path, lambda data, stat: listener(None if stat is None else StoredValue(path, data, stat.version)))
+            path, lambda data, stat: listener(None if stat is None or data is None
+                                              else StoredValue(path, data, stat.version)))
 
     @zk_call
     def watch_enabled(self, listener: Callable[[bool], None]) -> Unwatch:
         """A data watch on ``B/disable``, told only when it comes or goes."""
         last: list[bool] = []
 
-        def changed(_data, stat) -> None:
+        def changed(_data: bytes | None, stat: ZnodeStat | None) -> None:
             enabled = stat is None
             if last != [enabled]:
                 last[:] = [enabled]
@@ -263,7 +265,7 @@ class ZKUnderreplicationManager(Manager):
             except ValueError:
                 continue
 
-    def _below(self, parents: Iterator[str], keep) -> Iterator[str]:
+    def _below(self, parents: Iterator[str], keep: Callable[[str], object]) -> Iterator[str]:
         """The children of each of ``parents`` that ``keep`` accepts, sorted, in order."""
         while chunk := list(itertools.islice(parents, _LISTS_AT_ONCE)):
             # read whole before anything is handed on: the next level reads while this one waits
