@@ -20,10 +20,24 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.errors import Unreachable
+
+if TYPE_CHECKING:
+    from twisted.python.failure import Failure
+
+    from bkctl.wire.codecs.digest import DigestType
+    from bkctl.wire.metadata.ledger import LedgerMetadata
+    from bkctl.wire.metadata.store import MetadataStore
+
+    from .bookkeeper import BookKeeperClient
+    from .ledger_handle import LedgerHandle
+    from .range_reader import Entries, RangeReader
+    from .read_handle import ReadHandle
+    from .unconfirmed_tail import Tail
 
 __all__ = ["BlockingBookKeeper", "BlockingLedger", "OperationTimedOut", "PendingCall", "ensure_reactor", "run_in_reactor",
            "DEFAULT_TIMEOUT"]
@@ -32,14 +46,14 @@ __all__ = ["BlockingBookKeeper", "BlockingLedger", "OperationTimedOut", "Pending
 DEFAULT_TIMEOUT = 120.0
 
 _setup_lock = threading.Lock()
-_crochet = None
+_crochet: ModuleType | None = None
 
 
 class OperationTimedOut(Unreachable, TimeoutError):
     """A blocking call did not finish within its timeout (it was cancelled)."""
 
 
-def _ensure_reactor():
+def _ensure_reactor() -> ModuleType:
     """Start the reactor thread once (crochet.setup); returns the crochet module."""
     global _crochet
     if _crochet is None:
@@ -57,11 +71,13 @@ def ensure_reactor() -> None:
     _ensure_reactor()
 
 
-def run_in_reactor(fn: Callable, *args, timeout: float | None = DEFAULT_TIMEOUT, **kwargs) -> Any:
+def run_in_reactor(fn: Callable[..., object], *args: object, timeout: float | None = DEFAULT_TIMEOUT,
+                   **kwargs: object) -> Any:
     """Call ``fn(*args, **kwargs)`` in the reactor thread and wait for its
     result (a Deferred's result if it returns one).  A wait ended by Ctrl-C
     (KeyboardInterrupt in this thread) cancels the call, as a timeout does:
-    the reactor, shared by the session's later commands, does not go on with it."""
+    the reactor, shared by the session's later commands, does not go on with it.
+    The result is crochet's, untyped: each caller names the type its call gives."""
     crochet = _ensure_reactor()
     eventual = crochet.run_in_reactor(fn)(*args, **kwargs)
     try:
@@ -89,10 +105,11 @@ class _BatchHandoff:
     #: batches read and not yet taken; the reader's own read-ahead comes on top
     QUEUED = 2
 
-    def __init__(self, reader, in_reactor: Callable[[Callable[[], None]], None]):
+    def __init__(self, reader: RangeReader, in_reactor: Callable[[Callable[[], None]], None]):
         self.reader = reader
         self.in_reactor = in_reactor  # runs a function in the reactor thread (callFromThread)
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        #: (a batch or None at the end, None) or (None, the failure)
+        self.queue: queue.SimpleQueue[tuple[Entries | None, Failure | None]] = queue.SimpleQueue()
         self.queued = 0  # reactor thread: batches put and not yet known taken
         self.taken = 0  # iterating thread: batches taken
         self.stalled = False
@@ -119,19 +136,19 @@ class _BatchHandoff:
         finally:
             self._pumping = False
 
-    def _arrived(self, entries) -> None:
+    def _arrived(self, entries: Entries | None) -> None:
         self.asking = False
         self.queued += 1
-        self.queue.put((True, entries))
+        self.queue.put((entries, None))
         if entries is None:
             self.stopped = True
         else:
             self.pump()
 
-    def _failed(self, failure) -> None:
+    def _failed(self, failure: Failure) -> None:
         self.asking = False
         self.stopped = True
-        self.queue.put((False, failure))
+        self.queue.put((None, failure))
 
     def resume(self) -> None:
         if self.stalled:
@@ -143,17 +160,17 @@ class _BatchHandoff:
         self.reader.cancel()
 
     # -- iterating thread
-    def take(self, timeout: float | None):
+    def take(self, timeout: float | None) -> Entries | None:
         try:
-            ok, value = self.queue.get(timeout=timeout)
+            entries, failure = self.queue.get(timeout=timeout)
         except queue.Empty:
             raise OperationTimedOut(f"no batch arrived within {timeout:g}s") from None
         self.taken += 1
         if self.stalled:
             self.in_reactor(self.resume)
-        if not ok:
-            value.raiseException()
-        return value
+        if failure is not None:
+            failure.raiseException()
+        return entries
 
 
 class PendingCall:
@@ -186,7 +203,7 @@ class PendingCall:
 class BlockingLedger:
     """Blocking view of a ledger handle (read-only or writable)."""
 
-    def __init__(self, owner: "BlockingBookKeeper", handle):
+    def __init__(self, owner: BlockingBookKeeper, handle: ReadHandle | LedgerHandle):
         self._owner = owner
         #: the underlying Twisted handle (:class:`~bkctl.wire.client.read_handle.ReadHandle` or
         #: :class:`~bkctl.wire.client.ledger_handle.LedgerHandle`)
@@ -195,7 +212,7 @@ class BlockingLedger:
     def __repr__(self) -> str:
         return f"<BlockingLedger {self.handle!r}>"
 
-    def _call(self, fn: Callable, *args, **kwargs) -> Any:
+    def _call(self, fn: Callable[..., object], *args: object, **kwargs: object) -> Any:
         return run_in_reactor(fn, *args, timeout=self._owner.timeout, **kwargs)
 
     # -- state ---------------------------------------------------------------------
@@ -205,7 +222,7 @@ class BlockingLedger:
         return self.handle.ledger_id
 
     @property
-    def metadata(self):
+    def metadata(self) -> LedgerMetadata:
         return self.handle.metadata
 
     @property
@@ -232,21 +249,30 @@ class BlockingLedger:
 
     def add(self, payload: bytes) -> int:
         """Add one entry; returns its id once acknowledged."""
-        return self._call(self.handle.add_entry, payload)
+        result: int = self._call(self._writer().add_entry, payload)
+        return result
 
     def add_many(self, payloads: Iterable[bytes]) -> int | None:
         """Add every payload, pipelined (at most ``max_inflight`` outstanding;
         the iterable is consumed lazily, in the reactor thread).  Returns the
         last entry id (None if there was nothing to add)."""
-        return self._call(self.handle.add_entries, payloads)
+        result: int | None = self._call(self._writer().add_entries, payloads)
+        return result
+
+    def _writer(self) -> LedgerHandle:
+        from .ledger_handle import LedgerHandle
+
+        if not isinstance(self.handle, LedgerHandle):
+            raise TypeError(f"ledger {self.ledger_id} was opened for reading: it takes no adds")
+        return self.handle
 
     # -- reading --------------------------------------------------------------------
 
     def _last(self, last: int | None) -> int:
         if last is not None:
             return last
-        limit = self.handle.last_entry_id if self.handle.is_closed else self.handle.last_add_confirmed
-        return limit
+        limit = self.handle.last_entry_id if self.handle.is_closed else None  # (a closed ledger's is set)
+        return self.handle.last_add_confirmed if limit is None else limit
 
     def read(self, first: int = 0, last: int | None = None, *,
              allow_unconfirmed: bool = False) -> list[tuple[int, bytes]]:
@@ -255,10 +281,12 @@ class BlockingLedger:
         last = self._last(last)
         if last < first:
             return []
-        return self._call(self.handle.read_entries, first, last, allow_unconfirmed=allow_unconfirmed)
+        result: list[tuple[int, bytes]] = self._call(self.handle.read_entries, first, last, allow_unconfirmed=allow_unconfirmed)
+        return result
 
     def read_entry(self, entry_id: int, *, allow_unconfirmed: bool = False) -> bytes:
-        return self._call(self.handle.read_entry, entry_id, allow_unconfirmed=allow_unconfirmed)
+        result: bytes = self._call(self.handle.read_entry, entry_id, allow_unconfirmed=allow_unconfirmed)
+        return result
 
     def read_range(self, first: int = 0, last: int | None = None, batch: int = 100, *,
                    allow_unconfirmed: bool = False) -> Iterator[list[tuple[int, bytes]]]:
@@ -269,7 +297,7 @@ class BlockingLedger:
         reader = self._call(self.handle.read_range, first, last, batch, allow_unconfirmed=allow_unconfirmed)
         return self._iterate(reader)
 
-    def _iterate(self, reader) -> Iterator[list[tuple[int, bytes]]]:
+    def _iterate(self, reader: RangeReader) -> Iterator[Entries]:
         _ensure_reactor()
         from twisted.internet import reactor
 
@@ -286,22 +314,26 @@ class BlockingLedger:
 
     def read_lac(self) -> int:
         """Ask the bookies for the LAC (the last entry if closed)."""
-        return self._call(self.handle.read_lac)
+        result: int = self._call(self.handle.read_lac)
+        return result
 
-    def read_tail(self):
+    def read_tail(self) -> Tail:
         """The ledger's tail (``ReadHandle.read_tail``): for an open ledger the
         LAC and the entries past it that an ack quorum of their bookies hold,
         read without fencing; a :class:`~bkctl.wire.client.unconfirmed_tail.Tail`."""
-        return self._call(self.handle.read_tail)
+        result: Tail = self._call(self.handle.read_tail)
+        return result
 
     def wait_for_entry(self, entry_id: int, timeout_ms: int) -> tuple[int, tuple[int, bytes] | None]:
         """Long-poll the bookies (v3) until the LAC reaches ``entry_id``, at
         most ``timeout_ms``: ``(lac, (entry_id, payload) or None)`` (see
         ``ReadHandle.wait_for_entry``)."""
-        return self._call(self.handle.wait_for_entry, entry_id, timeout_ms)
+        result: tuple[int, tuple[int, bytes] | None] = self._call(self.handle.wait_for_entry, entry_id, timeout_ms)
+        return result
 
-    def refresh_metadata(self):
-        return self._call(self.handle.refresh_metadata)
+    def refresh_metadata(self) -> LedgerMetadata:
+        result: LedgerMetadata = self._call(self.handle.refresh_metadata)
+        return result
 
     # -- closing --------------------------------------------------------------------
 
@@ -312,7 +344,7 @@ class BlockingLedger:
     def __enter__(self) -> "BlockingLedger":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -325,35 +357,36 @@ class BlockingBookKeeper:
     ``timeout`` bounds every blocking call.
     """
 
-    def __init__(self, metadata, *, timeout: float = DEFAULT_TIMEOUT, **options: Any):
+    def __init__(self, metadata: str | MetadataStore, *, timeout: float = DEFAULT_TIMEOUT, **options: Any):
         self.timeout = timeout
-        self.client = run_in_reactor(self._make_client, metadata, options, timeout=timeout)
+        self.client: BookKeeperClient = run_in_reactor(self._make_client, metadata, options, timeout=timeout)
 
     @staticmethod
-    def _make_client(metadata, options):
+    def _make_client(metadata: str | MetadataStore, options: dict[str, Any]) -> BookKeeperClient:
         from .bookkeeper import BookKeeperClient
         return BookKeeperClient(metadata, **options)
 
     def __repr__(self) -> str:
         return f"<BlockingBookKeeper {self.client!r}>"
 
-    def run(self, fn: Callable, *args, **kwargs) -> Any:
+    def run(self, fn: Callable[..., object], *args: object, **kwargs: object) -> Any:
         """Run ``fn(client, *args, **kwargs)`` in the reactor thread; waits for
-        the Deferred it may return."""
+        the Deferred it may return (its result: what ``fn`` gives)."""
         return run_in_reactor(fn, self.client, *args, timeout=self.timeout, **kwargs)
 
-    def _call(self, fn: Callable, *args, **kwargs) -> Any:
+    def _call(self, fn: Callable[..., object], *args: object, **kwargs: object) -> Any:
         return run_in_reactor(fn, *args, timeout=self.timeout, **kwargs)
 
     def create(self, ensemble_size: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
-               digest_type="CRC32C", password: bytes | str = b"", custom_metadata=None, *,
+               digest_type: DigestType | str = "CRC32C", password: bytes | str = b"",
+               custom_metadata: Mapping[str, bytes] | None = None, *,
                ledger_id: int | None = None, max_inflight: int | None = None) -> BlockingLedger:
         """Create a ledger; returns a writable :class:`BlockingLedger`."""
         handle = self._call(self.client.create_ledger, ensemble_size, write_quorum, ack_quorum, digest_type,
                             password, custom_metadata, ledger_id=ledger_id, max_inflight=max_inflight)
         return BlockingLedger(self, handle)
 
-    def start_read_lac(self, ledger_id: int, md: Any, version: int) -> "PendingCall":
+    def start_read_lac(self, ledger_id: int, md: LedgerMetadata, version: int) -> PendingCall:
         """Start reading the last add confirmed of a ledger whose metadata a walk read
         (``BookKeeperClient.read_lac_of``) and return at once: a walk over thousands of
         open ledgers keeps many in flight and takes each :meth:`PendingCall.result` in turn."""
@@ -361,19 +394,21 @@ class BlockingBookKeeper:
         return PendingCall(crochet.run_in_reactor(self.client.read_lac_of)(ledger_id, md, version), self.timeout)
 
     def open(self, ledger_id: int, password: bytes | str | None = None, *, recovery: bool = False,
-             digest_type=None, check_password: bool = True) -> BlockingLedger:
+             digest_type: DigestType | str | None = None, check_password: bool = True) -> BlockingLedger:
         """Open for reading (``recovery=True``: recover and close an open ledger first)."""
         handle = self._call(self.client.open_ledger, ledger_id, recovery, password,
                             digest_type=digest_type, check_password=check_password)
         return BlockingLedger(self, handle)
 
-    def recover(self, ledger_id: int, password: bytes | str | None = None, *, digest_type=None,
+    def recover(self, ledger_id: int, password: bytes | str | None = None, *,
+                digest_type: DigestType | str | None = None,
                 check_password: bool = True) -> BlockingLedger:
         """Recover (fence, re-replicate the tail, close) and open for reading."""
         return self.open(ledger_id, password, recovery=True, digest_type=digest_type,
                          check_password=check_password)
 
-    def open_for_append(self, ledger_id: int, password: bytes | str | None = None, *, digest_type=None,
+    def open_for_append(self, ledger_id: int, password: bytes | str | None = None, *,
+                        digest_type: DigestType | str | None = None,
                         check_password: bool = True, lock_timeout: float = 0.0,
                         max_inflight: int | None = None) -> BlockingLedger:
         """Continue writing an OPEN ledger (see ``BookKeeperClient.open_for_append``)."""
@@ -385,9 +420,10 @@ class BlockingBookKeeper:
     def delete(self, ledger_id: int) -> None:
         self._call(self.client.delete_ledger, ledger_id)
 
-    def metadata(self, ledger_id: int):
+    def metadata(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
         """``(LedgerMetadata, version)`` of a ledger."""
-        return self._call(self.client.read_metadata, ledger_id)
+        result: tuple[LedgerMetadata, int] = self._call(self.client.read_metadata, ledger_id)
+        return result
 
     def close(self) -> None:
         self._call(self.client.close)
@@ -395,5 +431,5 @@ class BlockingBookKeeper:
     def __enter__(self) -> "BlockingBookKeeper":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

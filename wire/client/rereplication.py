@@ -38,9 +38,9 @@ from __future__ import annotations
 import functools
 import logging
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
 from twisted.python.failure import Failure
@@ -63,6 +63,13 @@ from .errors import (
 )
 from .placement import RandomPlacement
 from .quorum import QuorumSchedule
+
+if TYPE_CHECKING:
+    from .bookkeeper import BookKeeperClient
+
+#: one ledger's outcome (``bkctl recover --json`` prints it): the JSON object the
+#: function that makes it describes
+LedgerReport = dict[str, Any]
 
 __all__ = [
     "CAUSES",
@@ -190,7 +197,7 @@ def fragments_to_rereplicate(ledger_id: int, md: LedgerMetadata, lost: Iterable[
 
 def choose_replacements(fragment: Fragment, writable: Iterable[str], readonly: Collection[str] = (), *,
                         target: str | None = None, exclude: Collection[str] = (),
-                        placement=None) -> dict[str, str]:
+                        placement: RandomPlacement | None = None) -> dict[str, str]:
     """``{lost bookie: replacement}`` for one fragment.
 
     Replacements are writable (not read-only), outside the fragment's
@@ -261,7 +268,7 @@ class FragmentCopy:
     with the number of entries copied; the first failure fails it (the
     entries still in flight are then ignored)."""
 
-    def __init__(self, client, fragment: Fragment, replacements: dict[str, str], digest: DigestManager,
+    def __init__(self, client: BookKeeperClient, fragment: Fragment, replacements: dict[str, str], digest: DigestManager,
                  key: bytes, window: int, on_entry: Callable[[int], Any] | None,
                  throttle: Callable[..., Any] | None):
         self.client = client
@@ -290,13 +297,13 @@ class FragmentCopy:
         self.reading = 0
         #: entries read and verified, waiting for an add slot: (copy, body)
         self._ready: deque[tuple[_EntryCopy, bytes]] = deque()
-        self.done: defer.Deferred = defer.Deferred()
+        self.done: defer.Deferred[int] = defer.Deferred()
         self._finished = False
         self._exhausted = False
         self._filling = False
         self._again = False
 
-    def start(self) -> defer.Deferred:
+    def start(self) -> defer.Deferred[int]:
         self._fill()
         return self.done
 
@@ -345,7 +352,7 @@ class FragmentCopy:
             route = self._route(self._schedule.write_set(entry_id))
         return _EntryCopy(entry_id, *route)
 
-    def _route(self, write_set) -> tuple[list[str], list[str]]:
+    def _route(self, write_set: Sequence[int]) -> tuple[list[str], list[str]]:
         """The surviving replicas of a write set (ensemble indexes) and the
         replacements its lost members' copies go to (shared by the entries of
         a stripe position: never changed)."""
@@ -459,7 +466,7 @@ class FragmentCopy:
         self._fill()
 
 
-async def replicate_fragment(client, fragment: Fragment, replacements: dict[str, str], digest: DigestManager,
+async def replicate_fragment(client: BookKeeperClient, fragment: Fragment, replacements: dict[str, str], digest: DigestManager,
                              key: bytes, *, window: int = 64,
                              on_entry: Callable[[int], Any] | None = None,
                              throttle: Callable[..., Any] | None = None) -> int:
@@ -482,7 +489,7 @@ async def replicate_fragment(client, fragment: Fragment, replacements: dict[str,
     return await FragmentCopy(client, fragment, replacements, digest, key, window, on_entry, throttle).start()
 
 
-async def replace_in_metadata(client, ledger_id: int, first_entry_id: int,
+async def replace_in_metadata(client: BookKeeperClient, ledger_id: int, first_entry_id: int,
                               replacements: dict[str, str],
                               known: tuple[LedgerMetadata, int] | None = None) -> tuple[LedgerMetadata, int]:
     """Swap ``old -> new`` in the segment starting at ``first_entry_id``, by
@@ -518,7 +525,8 @@ async def replace_in_metadata(client, ledger_id: int, first_entry_id: int,
 
 
 def _replacements(fragment: Fragment, writable: list[str], readonly: list[str], target: str | None,
-                  lost: tuple[str, ...], refill: Collection[str], placement) -> dict[str, str]:
+                  lost: tuple[str, ...], refill: Collection[str],
+                  placement: RandomPlacement | None) -> dict[str, str]:
     """:func:`choose_replacements`; when too few bookies are left outside the ensemble, the
     members of ``refill`` among the fragment's lost ones keep their place (their copies are
     written back to them) and only the others are replaced."""
@@ -538,7 +546,7 @@ def _replacements(fragment: Fragment, writable: list[str], readonly: list[str], 
     return {**{b: b for b in in_place}, **chosen}
 
 
-def _fragment_doc(fragment: Fragment, replacements: dict[str, str] | None) -> dict:
+def _fragment_doc(fragment: Fragment, replacements: dict[str, str] | None) -> LedgerReport:
     return {
         "first_entry_id": fragment.first_entry_id,
         "last_entry_id": fragment.last_entry_id,
@@ -625,7 +633,7 @@ class CachedBookieLists:
     """``client.bookie_lists()`` read again at most every ``max_age`` seconds: a run over
     many ledgers asks for every one of them (one ZooKeeper read each, else)."""
 
-    def __init__(self, client, max_age: float = 5.0, clock: Callable[[], float] | None = None):
+    def __init__(self, client: BookKeeperClient, max_age: float = 5.0, clock: Callable[[], float] | None = None):
         import time
 
         self.client = client
@@ -641,14 +649,14 @@ class CachedBookieLists:
         return self._value
 
 
-async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, target: str | None = None,
+async def rereplicate_ledger(client: BookKeeperClient, ledger_id: int, lost: Iterable[str], *, target: str | None = None,
                              skip_open: bool = False, dry_run: bool = False, window: int = 64,
-                             password: bytes | str | None = None, placement=None,
+                             password: bytes | str | None = None, placement: RandomPlacement | None = None,
                              refill: Collection[str] = (),
                              on_entry: Callable[[int], Any] | None = None,
                              throttle: Callable[..., Any] | None = None,
                              metadata: LedgerMetadata | None = None, version: int | None = None,
-                             bookie_lists: Callable[[], Any] | None = None) -> dict:
+                             bookie_lists: Callable[[], Any] | None = None) -> LedgerReport:
     """Re-replicate everything the ``lost`` bookies held of one ledger.
 
     A ledger that is not closed is skipped with ``skip_open``; otherwise, if
@@ -738,9 +746,9 @@ async def rereplicate_ledger(client, ledger_id: int, lost: Iterable[str], *, tar
     return result
 
 
-async def rereplicate_ledgers(client, ledgers: Iterable[int | LedgerRead], lost: Iterable[str], *,
-                              parallel: int = 4, on_ledger: Callable[[dict], Any] | None = None,
-                              **options: Any) -> list[dict]:
+async def rereplicate_ledgers(client: BookKeeperClient, ledgers: Iterable[int | LedgerRead], lost: Iterable[str], *,
+                              parallel: int = 4, on_ledger: Callable[[LedgerReport], object] | None = None,
+                              **options: Any) -> list[LedgerReport]:
     """:func:`rereplicate_ledger` for each ledger, at most ``parallel`` at a time;
     ``on_ledger(result)`` after each.  A ledger is its id, or a
     :class:`~bkctl.wire.metadata.store.LedgerRead` as a walk read it (its metadata
@@ -752,15 +760,15 @@ async def rereplicate_ledgers(client, ledgers: Iterable[int | LedgerRead], lost:
         raise ValueError("parallel must be >= 1")
     lost = tuple(lost)
     options.setdefault("bookie_lists", CachedBookieLists(client))
-    results: list[dict] = []
+    results: list[LedgerReport] = []
 
-    def done(result: dict) -> dict:
+    def done(result: LedgerReport) -> LedgerReport:
         results.append(result)
         if on_ledger is not None:
             on_ledger(result)
         return result
 
-    pending: deque[defer.Deferred] = deque()
+    pending: deque[defer.Deferred[LedgerReport]] = deque()
     for item in ledgers:
         if len(pending) >= parallel:
             await pending.popleft()
@@ -779,7 +787,7 @@ async def rereplicate_ledgers(client, ledgers: Iterable[int | LedgerRead], lost:
     return results
 
 
-def _unread(read: LedgerRead) -> dict:
+def _unread(read: LedgerRead) -> LedgerReport:
     """The result of a ledger a walk found deleted, or with metadata that does not decode."""
     result: dict[str, Any] = {"ledger_id": read.ledger_id, "state": None, "status": "deleted",
                               "closed_first": False, "fragments": [], "entries_copied": 0, "bytes": 0,
