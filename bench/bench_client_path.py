@@ -5,8 +5,9 @@ Reads (``--op read``, v3): one BookieConnection on a StringTransport
 ledger of 100 B entries with CRC32C digests, read with ReadHandle's window of
 256.  Adds (``--op add``, ``--protocol v3|v2``, ``--quorum 3/2/2|1/1/1``): a
 LedgerHandle over one BookieConnection per bookie, each on a
-StringTransport, adding 100 B entries with ``add_entries`` (1,000 in
-flight).  Either way the bookies' EOK answers are built outside the timed
+StringTransport, adding 100 B entries with 1,000 in flight: one
+``add_entry`` and its Deferred each, as ``bkctl bench`` adds
+(:func:`bkctl.ops.bench.drive_adds`; ``--api bulk``: ``add_entries``).  Either way the bookies' EOK answers are built outside the timed
 part and fed back ``--chunk`` at a time per bookie through dataReceived.
 What is timed is everything the client's reactor thread does per entry
 except the system calls: packaging, encoding and registering requests,
@@ -151,8 +152,10 @@ def _add_answers(data: bytes, protocol: str) -> list[bytes]:
     return out
 
 
-def run_adds(n: int, chunk: int, protocol: str, quorum: tuple[int, int, int], size: int = 100) -> float:
-    """Client CPU (us) per entry added by a LedgerHandle, the bookies answered in process."""
+def run_adds(n: int, chunk: int, protocol: str, quorum: tuple[int, int, int], size: int = 100,
+             api: str = "entry") -> float:
+    """Client CPU (us) per entry added by a LedgerHandle, the bookies answered in process
+    (``api``: ``"entry"``, one ``add_entry`` each as ``bkctl bench``; ``"bulk"``: ``add_entries``)."""
     e, qw, qa = quorum
     reactor = MemoryReactorClock()
     bookies = [f"bookie{i}:3181" for i in range(e)]
@@ -165,7 +168,13 @@ def run_adds(n: int, chunk: int, protocol: str, quorum: tuple[int, int, int], si
     payload = b"x" * size
     done: list = []
     timed = Timer()
-    timed(lambda: handle.add_entries(payload for _ in range(n)).addBoth(done.append))
+    if api == "bulk":
+        timed(lambda: handle.add_entries(payload for _ in range(n)).addBoth(done.append))
+    else:
+        from bkctl.ops.bench import drive_adds
+
+        timed(lambda: drive_adds(client, handle, n, payload, 1000, None).addBoth(
+            lambda latencies: done.append(n - 1 if len(latencies) == n else latencies)))
     pending: dict[str, deque[bytes]] = {b: deque() for b in bookies}
     while not done:
         fed = False
@@ -254,6 +263,8 @@ def main() -> None:
     parser.add_argument("--op", choices=("read", "add", "rereplicate"), default="read")
     parser.add_argument("--window", type=int, default=64, help="re-replication: entries in flight")
     parser.add_argument("--protocol", choices=("v3", "v2"), default="v3", help="adds only")
+    parser.add_argument("--api", choices=("entry", "bulk"), default="entry",
+                        help="adds: one add_entry and its Deferred each, as bkctl bench (default), or add_entries")
     parser.add_argument("--quorum", default="3/2/2", help="E/Qw/Qa of the added ledger")
     parser.add_argument("--entries", type=int, default=60_000)
     parser.add_argument("--size", type=int, default=100, help="payload bytes per entry (reads and adds)")
@@ -280,8 +291,10 @@ def main() -> None:
         best = min(run_rereplication(args.entries, args.chunk, args.window) for _ in range(args.runs))
     else:
         quorum = tuple(int(q) for q in args.quorum.split("/"))
-        what = f"client add path {args.protocol} E{quorum[0]}/Qw{quorum[1]}/Qa{quorum[2]} ({args.size} B"
-        best = min(run_adds(args.entries, args.chunk, args.protocol, quorum, args.size) for _ in range(args.runs))
+        what = (f"client add path ({args.api}) {args.protocol} E{quorum[0]}/Qw{quorum[1]}/Qa{quorum[2]} "
+                f"({args.size} B")
+        best = min(run_adds(args.entries, args.chunk, args.protocol, quorum, args.size, args.api)
+                   for _ in range(args.runs))
     if args.counted:
         return
     note = ""

@@ -293,6 +293,28 @@ def test_pipelining_is_bounded():
     assert room.called
 
 
+def test_a_waiting_add_fires_its_own_deferred_once_started():
+    """An add that waited for room is completed through the Deferred add_entry
+    returned (not a second one chained to it): its id, in order; one its caller
+    cancelled meanwhile is still written in its place, and its late completion
+    is dropped without an error."""
+    client, store, pool = make_client(max_inflight=1, max_waiting=3)
+    lh = create(client, 1, 1, 1)
+    conn = pool.get(lh.metadata.last_ensemble[0])
+    done = []
+    adds = [lh.add_entry(b"e%d" % e) for e in range(3)]
+    for d in adds:
+        track(d, done)
+    assert lh.pending_adds == 1 and lh.waiting_adds == 2
+    adds[1].cancel()
+    assert done == [("err", done[0][1])] and isinstance(done[0][1], defer.CancelledError)
+    for e in range(3):
+        conn.ack(e)
+    assert [e for e, _, _ in conn.sent] == [0, 1, 2]
+    assert done[1:] == [("ok", 0), ("ok", 2)]
+    assert lh.last_add_confirmed == 2 and lh.pending_adds == 0
+
+
 def test_add_entries_pulls_payloads_only_when_there_is_room():
     client, store, pool = make_client(max_inflight=3)
     lh = create(client, 3, 3, 3)

@@ -159,6 +159,10 @@ class LedgerHandle(ReadHandle):
         self._close_waiters: list[defer.Deferred] = []
         self._close_outcome: Failure | bool | None = None
         self.ensemble_changes = 0
+        #: the largest payload an add takes (:attr:`max_entry_size`, read once: a frame's size is fixed)
+        self._entry_limit = self.max_entry_size
+        #: the digest's C twin of packaging an entry (None: its Python ``package``)
+        self._c_package = self.digest.c_package
         #: fast path: encodes each entry's ADD once for its write set (None: off)
         self._adds = AddEncoder(getattr(client, "protocol", "v3"), self.twins) if self.twins.enabled else None
         #: the LAC told to the bookies outside the adds (WRITE_LAC; a recoverer never ticks)
@@ -243,20 +247,22 @@ class LedgerHandle(ReadHandle):
         every earlier entry completed."""
         if self._state != _OPEN:
             return defer.fail(self._closed_error())
-        payload = bytes(payload)
-        limit = self.max_entry_size
-        if len(payload) > limit:
-            return defer.fail(ValueError(
-                f"entry of {len(payload)} bytes is larger than the {limit} bytes a bookie frame can carry"))
+        if type(payload) is not bytes:
+            payload = bytes(payload)
+        if len(payload) > self._entry_limit:
+            return defer.fail(ValueError(f"entry of {len(payload)} bytes is larger than the "
+                                         f"{self._entry_limit} bytes a bookie frame can carry"))
         if self._waiting or len(self._pending) >= self.max_inflight or self._behind:
             if len(self._waiting) >= self.max_waiting:
                 return defer.fail(TooManyRequests(
                     f"ledger {self.ledger_id}: {len(self._pending)} adds in flight and "
                     f"{len(self._waiting)} waiting; wait for completions (wait_writable) first"))
             d: defer.Deferred = defer.Deferred()
-            self._waiting.append((payload, d))
+            self._waiting.append((payload, d))  # started with this same Deferred once there is room
             return d
-        return self._start_add(payload)
+        d = defer.Deferred()
+        self._start_add(payload, d)
+        return d
 
     def writable(self) -> bool:
         """True when an add would be sent at once."""
@@ -308,7 +314,7 @@ class LedgerHandle(ReadHandle):
                     if len(payload) > limit:
                         raise ValueError(f"entry of {len(payload)} bytes is larger than the {limit} "
                                          "bytes a bookie frame can carry")
-                    last = self._start_add(payload, with_deferred=False)
+                    last = self._start_add(payload, None)
             finally:
                 if holding:
                     cork.release()
@@ -324,24 +330,24 @@ class LedgerHandle(ReadHandle):
             last.deferred = defer.Deferred()
         return await last.deferred
 
-    def _start_add(self, payload: bytes, with_deferred: bool = True):
-        """Package and send the next entry (during a burst: at its end, :meth:`_held_in_run`);
-        returns its Deferred (or, without ``with_deferred``, the pending add itself)."""
+    def _start_add(self, payload: bytes, deferred: defer.Deferred | None) -> _PendingAdd:
+        """Package and send the next entry (during a burst: at its end, :meth:`_held_in_run`),
+        which fires ``deferred`` once complete (None: nobody waits for this one)."""
         entry_id = self._next_entry_id
-        self._next_entry_id += 1
-        self._length += len(payload)
-        self._explicit.piggybacked = self._lac
-        c_package = self.digest.c_package
-        body = None if c_package is None else c_package(self.ledger_id, entry_id, self._lac, self._length, payload)
+        self._next_entry_id = entry_id + 1
+        lac = self._lac
+        length = self._length = self._length + len(payload)
+        self._explicit.piggybacked = lac
+        c_package = self._c_package
+        body = None if c_package is None else c_package(self.ledger_id, entry_id, lac, length, payload)
         if body is None:
-            body = self.digest.package(entry_id, self._lac, self._length, payload)
-        p = _PendingAdd(entry_id, body, self._length)
-        if with_deferred:
-            p.deferred = defer.Deferred()
+            body = self.digest.package(entry_id, lac, length, payload)
+        p = _PendingAdd(entry_id, body, length)
+        p.deferred = deferred
         self._pending.append(p)
         if not self._changing and not (self._adds is not None and self._held_in_run(p)):
             self._send(p)
-        return p.deferred if with_deferred else p
+        return p
 
     def _held_in_run(self, p: _PendingAdd) -> bool:
         """During a burst (:mod:`.cork`: a chunk of answers handed out, whose callbacks
@@ -575,7 +581,7 @@ class LedgerHandle(ReadHandle):
                 while (self._waiting and len(self._pending) < self.max_inflight and not self._behind
                        and self._state in (_OPEN, _CLOSING)):
                     payload, d = self._waiting.popleft()
-                    self._start_add(payload).chainDeferred(d)
+                    self._start_add(payload, d)
                 # Wake writers waiting for room only once a few slots are free,
                 # so they refill the pipeline in bursts rather than one by one.
                 while (self._room_waiters and self._state == _OPEN and not self._waiting and not self._behind
