@@ -14,12 +14,12 @@ from bkctl.wire.metadata.ledger import (
     CustomMetadata,
     LedgerMetadata,
     LedgerState,
-    message_to_text,
     parse_ledger_metadata,
     read_format_version,
     serialize_ledger_metadata,
     write_set_indices,
 )
+from bkctl.wire.metadata.protobuf_text import message_to_text
 from bkctl.wire.proto import formats_pb2
 
 RAW = VECTORS / "zk" / "raw"

@@ -121,7 +121,7 @@ def test_random_bytes_raise_only_codec_error(data):
        st.none() | st.integers(-(2**63), 2**63 - 1))
 def test_a_plain_marker_reads_as_protobufs_parser_reads_it(replicas, ctime):
     """Markers as Java prints them are read without protobuf's text parser: the same answer."""
-    from bkctl.wire.metadata.ledger import parse_text_message
+    from bkctl.wire.metadata.protobuf_text import parse_text_message
     from bkctl.wire.proto import formats_pb2
 
     data = UnderreplicatedLedger(tuple(replicas), ctime).serialize()

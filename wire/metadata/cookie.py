@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bkctl.wire.errors import BKError, CodecError
-from bkctl.wire.metadata.ledger import message_to_text, parse_text_message
+from bkctl.wire.metadata.protobuf_text import message_to_text, parse_text_message
 from bkctl.wire.proto import formats_pb2
 
 __all__ = [
