@@ -382,9 +382,9 @@ def topic_typing(store, spec: TopicSpec, reader: LedgerReader) -> tuple[Any, dic
     value's type, or why the values are not typed (``--raw``; no schema; a
     BYTES schema, whose value is the payload; a type with no reading)."""
     from bkctl.ops.pulsar_schema import registry
-    from bkctl.wire.pulsar.errors import NoSuchSchema, SchemaUnreadable
+    from bkctl.wire.pulsar.errors import NoSuchSchema, SchemaUnreadable, Untyped
     from bkctl.wire.pulsar.schema import schema_id
-    from bkctl.wire.pulsar.typed import TypedView, Untyped
+    from bkctl.wire.pulsar.typed import TypedView
 
     sid = schema_id(spec.topic)
     doc: dict[str, Any] = {"schema_id": sid, "typed": False, "why_not": None, "reader_version": None,

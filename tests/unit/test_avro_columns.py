@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from bkctl.export.topic_source import _value_array
 from bkctl.wire import fastpath
 from bkctl.wire.pulsar import schema as S
-from bkctl.wire.pulsar.typed import TypedView, _as_numbers
+from bkctl.wire.pulsar.avro_types import as_numbers
+from bkctl.wire.pulsar.typed import TypedView
 
 fastavro = pytest.importorskip("fastavro")
 pa = pytest.importorskip("pyarrow")
@@ -34,7 +35,7 @@ def stored(doc, version=0, kind="AVRO"):
 
 def avro(doc, value) -> bytes:
     buf = io.BytesIO()
-    fastavro.schemaless_writer(buf, fastavro.parse_schema(_as_numbers(doc)), value)
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(as_numbers(doc)), value)
     return buf.getvalue()
 
 

@@ -15,11 +15,11 @@ import pytest
 from bkctl.wire.errors import NotFound
 from bkctl.wire.pulsar import schema as S
 from bkctl.wire.pulsar.entry import decode_entry
-from bkctl.wire.pulsar.errors import NoSuchSchema, PulsarFormatError, SchemaUnreadable
+from bkctl.wire.pulsar.errors import DecodeError, NoSuchSchema, PulsarFormatError, SchemaUnreadable, Untyped
 from bkctl.wire.pulsar.managed_ledger import TopicName
 from bkctl.wire.pulsar.registry import SchemaRegistry, schemas_base
 from bkctl.wire.pulsar.rows import entry_messages
-from bkctl.wire.pulsar.typed import DecodeError, TypedView, Untyped
+from bkctl.wire.pulsar.typed import TypedView
 from tests.support import pulsar_entries as pe
 from tests.support.fake_store import FakeMetadataStore
 

@@ -18,6 +18,8 @@
   (locators through ``store.pulsar``, versions from their ledgers, read-only);
 * :mod:`.typed` -- a message's value decoded by its schema (AVRO, JSON,
   PROTOBUF_NATIVE, KEY_VALUE, primitives) as Arrow-typed values (pure);
+* :mod:`.avro_types` -- Avro schemas as Arrow types, JSON documents shaped by them (pure);
+* :mod:`.protobuf_values` -- protobuf messages (PROTOBUF_NATIVE, PROTOBUF) as Arrow structs (pure);
 * :mod:`.errors` -- the errors of this package.
 
 The protobuf classes are :mod:`bkctl.wire.proto.pulsar_api_pb2` and

@@ -127,7 +127,7 @@ def _same_name(w: dict[str, Any], r: dict[str, Any]) -> bool:
 def plan(writer: Any, reader: Any, root: ColumnNode, decimals: bool = True) -> Plan:
     """The plan of a writer version's values read as the reader's into the
     columns under ``root`` (parsed Avro schemas, the integer-backed logical
-    types as numbers: :func:`~.typed._as_numbers`); :class:`Unsupported`."""
+    types as numbers: :func:`~.avro_types.as_numbers`); :class:`Unsupported`."""
     wn, rn = _Names(), _Names()
     stack: list[str] = []
 
@@ -198,7 +198,7 @@ def plan(writer: Any, reader: Any, root: ColumnNode, decimals: bool = True) -> P
                     raise Unsupported("fixed decimals of another size or name")
                 return (DEC_FIXED, col.at, (w["size"], int(r["precision"])))
             return (DEC_BYTES, col.at, int(r["precision"]))
-        if logical_w or logical_r:  # the integer-backed ones are numbers by now (typed._as_numbers)
+        if logical_w or logical_r:  # the integer-backed ones are numbers by now (avro_types.as_numbers)
             raise Unsupported(f"logical type {logical_w or logical_r}")
         if wk in _PRIMITIVE_OPS:
             if rk not in _PRIMITIVE_OPS or col.kind not in _LANDS[wk]:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from ..errors import CodecError, NotFound
 
-__all__ = ["CorruptEntry", "NoSuchSchema", "NoSuchSubscription", "NoSuchTopic", "PulsarFormatError", "SchemaUnreadable"]
+__all__ = ["CorruptEntry", "DecodeError", "NoSuchSchema", "NoSuchSubscription", "NoSuchTopic", "PulsarFormatError",
+           "SchemaUnreadable", "Untyped"]
 
 
 class PulsarFormatError(CodecError):
@@ -47,3 +48,11 @@ class SchemaUnreadable(PulsarFormatError):
         self.ledger_id = ledger_id
         self.why = why
         self.missing = missing
+
+
+class DecodeError(Exception):
+    """A message that does not decode by its schema (its row keeps it, with the reason)."""
+
+
+class Untyped(Exception):
+    """A schema this reader cannot type (the export stays raw, saying why)."""

@@ -38,11 +38,8 @@ How each schema type is read, as the Java client's schemas write:
   enum symbols and of nested fields are not stored); without the property
   not typed (:class:`Untyped`, saying so).
 
-Avro types become Arrow types so: records structs, arrays lists, maps maps
-(string keys), enums strings, ``[null, T]`` T (nullable), other unions the
-value as JSON text, fixed and bytes binary, decimal decimal128, date date32,
-time-* longs, timestamp-* UTC timestamps (local-timestamp-* without zone),
-uuid strings; a recursive record is JSON text.
+The Arrow types of Avro and JSON values are :mod:`.avro_types`'s, of protobuf
+messages :mod:`.protobuf_values`'s.
 """
 from __future__ import annotations
 
@@ -54,22 +51,16 @@ import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .errors import PulsarFormatError
+from .avro_types import as_numbers, avro_arrow, avro_incompatible, json_shaper
+from .errors import DecodeError, PulsarFormatError, Untyped
+from .protobuf_values import message_reading, native_descriptor, parsing_info_descriptor
 from .schema import StoredSchema, key_value_schema, split_key_value, version_of
 
-__all__ = ["DecodeError", "TypedView", "Untyped", "avro_arrow"]
+__all__ = ["TypedView"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
 _DAY0 = _dt.date(1970, 1, 1)
-
-
-class DecodeError(Exception):
-    """A message that does not decode by its schema (its row keeps it, with the reason)."""
-
-
-class Untyped(Exception):
-    """A schema this reader cannot type (the export stays raw, saying why)."""
 
 
 # ---------------------------------------------------------------- one schema -> (arrow type, decode)
@@ -142,7 +133,7 @@ def _avro_schema(schema: StoredSchema) -> tuple[Any, Any]:
     except ValueError as exc:
         raise Untyped(f"{schema.type} definition is not JSON: {exc}") from None
     try:
-        return fastavro.parse_schema(doc), fastavro.parse_schema(_as_numbers(doc))
+        return fastavro.parse_schema(doc), fastavro.parse_schema(as_numbers(doc))
     except Exception as exc:  # noqa: BLE001 - fastavro's SchemaParseException and friends
         raise Untyped(f"{schema.type} definition is not an Avro schema: {exc}") from None
 
@@ -158,7 +149,7 @@ def _avro_side(schema: StoredSchema) -> _Side:
             value = _read(io.BytesIO(data), parsed, None)
             return value if _fix is None else _fix(value)
     else:  # JSON
-        shape = _json_shaper(defined)
+        shape = json_shaper(defined)
 
         def decode(data: bytes, _fix=fix):
             try:
@@ -170,392 +161,25 @@ def _avro_side(schema: StoredSchema) -> _Side:
     return _Side(arrow, decode, parsed, schema.type)
 
 
+def _message_side(descriptor: Any, kind: str) -> _Side:
+    reading = message_reading(descriptor)
+    return _Side(reading.arrow_type, reading.decode, kind=kind)
+
+
 def _side(schema: StoredSchema) -> _Side:
     kind = schema.type
     if kind in ("AVRO", "JSON"):
         return _avro_side(schema)
     if kind == "PROTOBUF_NATIVE":
-        return _protobuf_side(schema)
+        return _message_side(native_descriptor(schema.data), kind)
     if kind == "KEY_VALUE":
         return _key_value_side(schema)
     if kind == "PROTOBUF":
-        return _protobuf_avro_side(schema)
+        return _message_side(parsing_info_descriptor(schema.data, schema.properties), kind)
     try:
         return _primitive(kind)
     except KeyError:
         raise Untyped(f"schema type {kind} is not known") from None
-
-
-# ---------------------------------------------------------------- Avro -> Arrow
-
-
-#: Logical types over int and long whose values are read as those numbers: Arrow
-#: takes them so (days, milliseconds, microseconds), and fastavro's conversion
-#: to datetime objects would cost as much as the rest of the decoding.
-_NUMBER_LOGICAL = frozenset({"date", "time-millis", "time-micros", "timestamp-millis", "timestamp-micros",
-                             "local-timestamp-millis", "local-timestamp-micros"})
-_UNIT = {"timestamp-millis": "ms", "timestamp-micros": "us", "local-timestamp-millis": "ms",
-         "local-timestamp-micros": "us"}
-
-
-def _as_numbers(doc: Any) -> Any:
-    """An Avro schema (JSON) with the :data:`_NUMBER_LOGICAL` types left as their int or long."""
-    if isinstance(doc, list):
-        return [_as_numbers(d) for d in doc]
-    if not isinstance(doc, dict):
-        return doc
-    if doc.get("logicalType") in _NUMBER_LOGICAL and doc.get("type") in ("int", "long"):
-        return doc["type"]
-    out = dict(doc)
-    for key in ("type", "items", "values"):
-        if key in out and not isinstance(out[key], str):
-            out[key] = _as_numbers(out[key])
-    if "fields" in out:
-        out["fields"] = [{**f, "type": _as_numbers(f["type"])} for f in out["fields"]]
-    return out
-
-
-def avro_arrow(schema: Any) -> tuple[Any, Callable[[Any], Any] | None]:
-    """The Arrow type of a parsed Avro schema and the function that makes
-    fastavro's values fit it (None: they fit as they are)."""
-    names: dict[str, Any] = {}
-    return _avro_arrow(schema, names, ())
-
-
-def _json_text(value: Any) -> str:
-    def default(o):
-        if isinstance(o, (bytes, bytearray)):
-            return base64.b64encode(o).decode()
-        return str(o)
-    return json.dumps(value, default=default, sort_keys=True)
-
-
-def _avro_arrow(s: Any, names: dict[str, Any], stack: tuple[str, ...]):
-    import pyarrow as pa
-
-    if isinstance(s, str):
-        simple = {"null": pa.null(), "boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(),
-                  "float": pa.float32(), "double": pa.float64(), "bytes": pa.binary(), "string": pa.string()}
-        if s in simple:
-            return simple[s], None
-        if s in stack:  # a recursive record: its values as JSON text
-            return pa.string(), _json_text
-        if s in names:
-            return _avro_arrow(names[s], names, stack)
-        raise Untyped(f"Avro type {s!r} is not defined")
-    if isinstance(s, list):
-        branches = [b for b in s if b != "null"]
-        if len(branches) == 1:
-            return _avro_arrow(branches[0], names, stack)
-        return pa.string(), lambda v: None if v is None else _json_text(v)
-    kind = s.get("type")
-    logical = s.get("logicalType")
-    if logical == "decimal" and kind in ("bytes", "fixed") and int(s.get("precision", 0)) <= 38:
-        if kind == "fixed":
-            names[s["name"]] = s
-        return pa.decimal128(int(s["precision"]), int(s.get("scale", 0))), None
-    # the integer-backed logical types are read as their numbers (:data:`_NUMBER_LOGICAL`), which these take
-    if logical == "date" and kind == "int":
-        return pa.date32(), None
-    if logical in ("time-millis", "time-micros") and kind in ("int", "long"):
-        return pa.int64(), None
-    if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
-        return pa.timestamp(_UNIT[logical], tz="UTC"), None
-    if logical in ("local-timestamp-millis", "local-timestamp-micros") and kind == "long":
-        return pa.timestamp(_UNIT[logical]), None
-    if logical == "uuid":
-        return pa.string(), lambda v: None if v is None else str(v)
-    if kind == "record" or kind == "error":
-        name = s.get("name", "")
-        names[name] = s
-        inner = stack + (name,)
-        fields, fixes = [], []
-        for f in s["fields"]:
-            t, fix = _avro_arrow(f["type"], names, inner)
-            fields.append(pa.field(f["name"], t))
-            if fix is not None:
-                fixes.append((f["name"], fix))
-        if not fixes:
-            return pa.struct(fields), None
-
-        def fix_record(v):
-            if v is None:
-                return None
-            v = dict(v)
-            for key, fix in fixes:
-                v[key] = fix(v.get(key))
-            return v
-        return pa.struct(fields), fix_record
-    if kind == "enum":
-        names[s["name"]] = s
-        return pa.string(), None
-    if kind == "fixed":
-        names[s["name"]] = s
-        return pa.binary(), None
-    if kind == "array":
-        t, fix = _avro_arrow(s["items"], names, stack)
-        return pa.list_(t), None if fix is None else (lambda v: None if v is None else [fix(x) for x in v])
-    if kind == "map":
-        t, fix = _avro_arrow(s["values"], names, stack)
-        return pa.map_(pa.string(), t), None if fix is None else (
-            lambda v: None if v is None else {k: fix(x) for k, x in v.items()})
-    return _avro_arrow(kind, names, stack)
-
-
-def _field_value(doc: dict, field: dict) -> Any:
-    """A record field's value in a JSON object: by its name, else by one of its
-    aliases (a field renamed since), else its default."""
-    if field["name"] in doc:
-        return doc[field["name"]]
-    for alias in field.get("aliases", ()):
-        if alias in doc:
-            return doc[alias]
-    return field.get("default")
-
-
-def _json_shaper(schema: Any) -> Callable[[Any], Any]:
-    """A JSON document shaped by an Avro-style definition: a record's fields
-    by name (missing ones: their default, else null), numbers as the field's
-    type, bytes from base64 (Jackson writes them so), timestamps and dates as their numbers."""
-    names: dict[str, Any] = {}
-
-    def shape(s: Any, v: Any) -> Any:
-        if v is None:
-            return None
-        if isinstance(s, list):
-            branches = [b for b in s if b != "null"]
-            return shape(branches[0], v) if len(branches) == 1 else v
-        if isinstance(s, str):
-            if s in names:
-                return shape(names[s], v)
-            if s in ("int", "long"):
-                return int(v)
-            if s in ("float", "double"):
-                return float(v)
-            if s == "bytes":
-                return base64.b64decode(v) if isinstance(v, str) else bytes(v)
-            if s == "string":
-                return v if isinstance(v, str) else json.dumps(v)
-            return v
-        kind = s.get("type")
-        if s.get("logicalType") in _NUMBER_LOGICAL and isinstance(v, (int, float)):
-            return int(v)
-        if kind in ("record", "error"):
-            names[s.get("name", "")] = s
-            if not isinstance(v, dict):
-                raise DecodeError(f"record {s.get('name')}: a JSON {type(v).__name__}, not an object")
-            return {f["name"]: shape(f["type"], _field_value(v, f)) for f in s["fields"]}
-        if kind in ("enum", "fixed"):
-            names[s["name"]] = s
-            return v
-        if kind == "array":
-            return [shape(s["items"], x) for x in v]
-        if kind == "map":
-            return {k: shape(s["values"], x) for k, x in v.items()}
-        return shape(kind, v)
-
-    def top(doc: Any) -> Any:
-        try:
-            return shape(schema, doc)
-        except DecodeError:
-            raise
-        except (TypeError, ValueError, AttributeError) as exc:
-            raise DecodeError(f"JSON does not fit the schema: {exc}") from None
-    return top
-
-
-# ---------------------------------------------------------------- protobuf native
-
-
-def _protobuf_files(schema_data: bytes) -> tuple[Any, str]:
-    """The ``FileDescriptorSet`` and root message name of ``ProtobufNativeSchemaData`` JSON."""
-    from google.protobuf import descriptor_pb2
-
-    try:
-        doc = json.loads(schema_data)
-        files = descriptor_pb2.FileDescriptorSet.FromString(base64.b64decode(doc["fileDescriptorSet"]))
-        return files, doc["rootMessageTypeName"]
-    except Exception as exc:  # noqa: BLE001 - any of JSON, base64, protobuf or a missing key
-        raise Untyped(f"PROTOBUF_NATIVE data is not ProtobufNativeSchemaData: {exc}") from None
-
-
-def _protobuf_side(schema: StoredSchema) -> _Side:
-    from google.protobuf import descriptor_pool
-
-    files, root = _protobuf_files(schema.data)
-    pool = descriptor_pool.DescriptorPool()
-    pending = list(files.file)
-    while pending:  # add each file after its dependencies
-        added = False
-        for fd in list(pending):
-            try:
-                pool.Add(fd)
-            except Exception:  # noqa: BLE001 - a dependency not added yet
-                continue
-            pending.remove(fd)
-            added = True
-        if not added:
-            raise Untyped(f"PROTOBUF_NATIVE descriptors do not resolve: {', '.join(f.name for f in pending)}")
-    try:
-        descriptor = pool.FindMessageTypeByName(root)
-    except KeyError:
-        raise Untyped(f"PROTOBUF_NATIVE root message {root!r} is not in its descriptors") from None
-    return _message_side(descriptor, "PROTOBUF_NATIVE")
-
-
-#: ``__PARSING_INFO__``'s protobuf type names that keep their type here; ENUM is read as
-#: its number (int32) and MESSAGE/GROUP as the nested message's bytes (see _protobuf_avro_side)
-_PROTO_SCALARS = ("DOUBLE", "FLOAT", "INT64", "UINT64", "INT32", "FIXED64", "FIXED32", "BOOL", "STRING", "BYTES",
-                  "UINT32", "SFIXED32", "SFIXED64", "SINT32", "SINT64")
-#: the property the Java client's ``ProtobufSchema`` stores the top-level fields' numbers in
-PARSING_INFO = "__PARSING_INFO__"
-
-
-def _protobuf_avro_side(schema: StoredSchema) -> _Side:
-    """The older PROTOBUF schema: its data is the Avro schema avro-protobuf's
-    ``ProtobufData`` derives from the message (fields in declaration order, every
-    int32 kind an ``int``, enums by their names only), which does not say how the
-    bytes are laid out; the Java client's ``ProtobufSchema`` adds the property
-    ``__PARSING_INFO__``: each *top-level* field's number, name, protobuf type and
-    label.  From it a message descriptor is made (proto2, each scalar's default the
-    Avro field's): scalars, strings and bytes (repeated too) typed exactly; an
-    ENUM field its number (the symbols' numbers are not stored); a MESSAGE field
-    the nested message's encoded bytes (nested fields' numbers are not stored)."""
-    from google.protobuf import descriptor_pb2, descriptor_pool
-
-    info = schema.properties.get(PARSING_INFO)
-    if not info:
-        raise Untyped(f"PROTOBUF (the Avro-described protobuf schema) without the {PARSING_INFO} property: its "
-                      "Avro definition does not say the protobuf field numbers to read the bytes with")
-    try:
-        parsing = json.loads(info)
-        avro = json.loads(schema.data) if schema.data else {}
-        fields = [(int(f["number"]), str(f["name"]), str(f["type"]).upper(), str(f.get("label") or ""))
-                  for f in parsing]
-    except (ValueError, TypeError, KeyError) as exc:
-        raise Untyped(f"PROTOBUF {PARSING_INFO} is not a list of fields: {exc}") from None
-    T = descriptor_pb2.FieldDescriptorProto
-    defaults = {f.get("name"): f.get("default") for f in avro.get("fields", []) if isinstance(f, dict)} \
-        if isinstance(avro, dict) else {}
-    fdp = descriptor_pb2.FileDescriptorProto(name="bkctl_pulsar_protobuf.proto", package="bkctl.pulsar.protobuf",
-                                             syntax="proto2")
-    name = avro.get("name") if isinstance(avro, dict) and isinstance(avro.get("name"), str) else "Message"
-    message = fdp.message_type.add(name=name)
-    for number, field_name, kind, label in fields:
-        if kind in _PROTO_SCALARS:
-            t = getattr(T, f"TYPE_{kind}")
-        elif kind == "ENUM":
-            t = T.TYPE_INT32
-        elif kind in ("MESSAGE", "GROUP"):
-            t = T.TYPE_BYTES
-        else:
-            raise Untyped(f"PROTOBUF field {field_name} has protobuf type {kind!r}")
-        repeated = label == "LABEL_REPEATED"
-        field = message.field.add(name=field_name, number=number, type=t,
-                                  label=T.LABEL_REPEATED if repeated else T.LABEL_REQUIRED
-                                  if label == "LABEL_REQUIRED" else T.LABEL_OPTIONAL)
-        default = defaults.get(field_name)
-        if not repeated and kind in _PROTO_SCALARS and kind != "BYTES" and default is not None:
-            field.default_value = ("true" if default else "false") if isinstance(default, bool) else str(default)
-    pool = descriptor_pool.DescriptorPool()
-    try:
-        pool.Add(fdp)
-        descriptor = pool.FindMessageTypeByName(f"bkctl.pulsar.protobuf.{name}")
-    except Exception as exc:  # noqa: BLE001 - protobuf's TypeError and friends: a field it will not build
-        raise Untyped(f"PROTOBUF {PARSING_INFO} does not make a message: {exc}") from None
-    return _message_side(descriptor, "PROTOBUF")
-
-
-def _message_side(descriptor: Any, kind: str) -> _Side:
-    """A protobuf message descriptor's reading: its Arrow struct, its bytes' decoding."""
-    from google.protobuf import message_factory
-
-    root = descriptor.full_name
-    cls = message_factory.GetMessageClass(descriptor)
-    arrow, convert = _protobuf_arrow(descriptor, ())
-
-    def decode(data: bytes):
-        msg = cls()
-        try:
-            msg.ParseFromString(bytes(data))
-        except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError
-            raise DecodeError(f"protobuf {root} does not parse: {exc}") from None
-        return convert(msg)
-    return _Side(arrow, decode, kind=kind)
-
-
-def _repeated(field) -> bool:
-    """A repeated field (protobuf 6+ says ``is_repeated``; older ones only the label)."""
-    repeated = getattr(field, "is_repeated", None)
-    return repeated if repeated is not None else field.label == field.LABEL_REPEATED
-
-
-def _protobuf_arrow(descriptor, stack: tuple[str, ...]):
-    """A message descriptor's Arrow struct and the function from a message to its value."""
-    import pyarrow as pa
-    from google.protobuf.descriptor import FieldDescriptor as F
-
-    if descriptor.full_name in stack:  # recursive: as JSON text
-        from google.protobuf.json_format import MessageToJson
-
-        return pa.string(), lambda m: MessageToJson(m, preserving_proto_field_name=True, indent=None)
-    inner = stack + (descriptor.full_name,)
-    scalar = {F.TYPE_DOUBLE: pa.float64(), F.TYPE_FLOAT: pa.float32(), F.TYPE_INT64: pa.int64(),
-              F.TYPE_UINT64: pa.decimal128(20, 0), F.TYPE_INT32: pa.int32(), F.TYPE_FIXED64: pa.decimal128(20, 0),
-              F.TYPE_FIXED32: pa.int64(), F.TYPE_BOOL: pa.bool_(), F.TYPE_STRING: pa.string(),
-              F.TYPE_BYTES: pa.binary(), F.TYPE_UINT32: pa.int64(), F.TYPE_SFIXED32: pa.int32(),
-              F.TYPE_SFIXED64: pa.int64(), F.TYPE_SINT32: pa.int32(), F.TYPE_SINT64: pa.int64()}
-
-    def one(field):
-        """The Arrow type of one value of ``field`` and its converter."""
-        if field.type in (F.TYPE_MESSAGE, F.TYPE_GROUP):
-            return _protobuf_arrow(field.message_type, inner)
-        if field.type == F.TYPE_ENUM:
-            enum = field.enum_type
-
-            def name(number, _values=enum.values_by_number):
-                v = _values.get(number)
-                return v.name if v is not None else str(number)
-            return pa.string(), name
-        return scalar[field.type], None
-
-    fields, plan = [], []
-    for field in descriptor.fields:
-        is_map = (field.type == F.TYPE_MESSAGE and field.message_type.GetOptions().map_entry)
-        if is_map:
-            kf, vf = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
-            kt, kc = one(kf)
-            vt, vc = one(vf)
-            fields.append(pa.field(field.name, pa.map_(kt, vt)))
-            is_message = vf.type == F.TYPE_MESSAGE
-            plan.append((field.name, "map", (kc, vc, is_message)))
-            continue
-        t, conv = one(field)
-        if _repeated(field):
-            fields.append(pa.field(field.name, pa.list_(t)))
-            plan.append((field.name, "list", conv))
-        elif field.type in (F.TYPE_MESSAGE, F.TYPE_GROUP):
-            fields.append(pa.field(field.name, t))
-            plan.append((field.name, "message", conv))
-        else:
-            fields.append(pa.field(field.name, t))
-            plan.append((field.name, "scalar", conv))
-
-    def convert(msg):
-        out = {}
-        for name, how, conv in plan:
-            value = getattr(msg, name)
-            if how == "scalar":
-                out[name] = value if conv is None else conv(value)
-            elif how == "message":
-                out[name] = conv(value) if msg.HasField(name) else None
-            elif how == "list":
-                out[name] = list(value) if conv is None else [conv(x) for x in value]
-            else:
-                kc, vc, _ = conv
-                out[name] = [(k if kc is None else kc(k), v if vc is None else vc(v)) for k, v in value.items()]
-        return out
-    return pa.struct(fields), convert
 
 
 # ---------------------------------------------------------------- key/value
@@ -666,7 +290,7 @@ class TypedView:
             if writer.type == "AVRO":
                 return self._avro_resolved(version)
             if writer.type == "JSON":
-                shape = _json_shaper(self._reader_side.avro)
+                shape = json_shaper(self._reader_side.avro)
                 fix = avro_arrow(self._reader_side.avro)[1]
 
                 def decode_json(data: bytes):
@@ -688,7 +312,7 @@ class TypedView:
         writer = self._side_of(version).avro
         reader = self._reader_side.avro
         fix = avro_arrow(reader)[1]
-        problem = _avro_incompatible(writer, reader)
+        problem = avro_incompatible(writer, reader)
         if problem:
             return f"schema version {version} cannot be read as version {self.reader}: {problem}"
 
@@ -878,20 +502,3 @@ class TypedView:
         return {"reader_version": self.reader, "type": self.type, "versions": sorted(self.versions),
                 "unreadable": {str(v): why for v, why in sorted(self.unreadable.items())}}
 
-
-def _avro_incompatible(writer: Any, reader: Any) -> str | None:
-    """Why data of ``writer`` cannot be read with ``reader`` by Avro's rules,
-    checked on the schemas (None: it can); fastavro checks the rest as it reads."""
-    def check(w, r, path):
-        if isinstance(w, dict) and isinstance(r, dict) and w.get("type") == "record" and r.get("type") == "record":
-            wf = {f["name"]: f for f in w["fields"]}
-            for f in r["fields"]:
-                if f["name"] not in wf and "default" not in f and not any(a in wf for a in f.get("aliases", ())):
-                    return f"{path}{f['name']} is not in the writer's schema and has no default"
-            for f in r["fields"]:
-                if f["name"] in wf:
-                    why = check(wf[f["name"]]["type"], f["type"], f"{path}{f['name']}.")
-                    if why:
-                        return why
-        return None
-    return check(writer, reader, "")
