@@ -131,7 +131,8 @@ def store_topic(uri: str, entries: list[bytes], ledgers: int) -> list[int]:
 
 def run(args, uri: str, work: Path) -> int:
     from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema
-    from bkctl.export.topic_source import TopicRange, TopicSource, TopicSpec, _typed, record_batch
+    from bkctl.export.topic_planning import TopicRange, TopicSpec
+    from bkctl.export.topic_source import TopicSource, _typed, record_batch
     from bkctl.wire.pulsar.messages import TopicDecoder
     from bkctl.wire.pulsar.schema import StoredSchema
     from bkctl.wire.pulsar.typed import TypedView

@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(uri: str, zk_port: int, args) -> None:
-    from bkctl.export.topic_source import TopicSource, TopicSpec
+    from bkctl.export.topic_planning import TopicSpec
+    from bkctl.export.topic_source import TopicSource
     from bkctl.ops.pulsar import reader
     from bkctl.wire.metadata.zk import ZKMetadataStore
 

@@ -194,7 +194,8 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, strict,
     from ..export.ledger_source import LedgerSelection, LedgerSource
     from ..export.output import local_path
     from ..export.planning import SpecError, parse_ledger_spec
-    from ..export.topic_source import TopicSource, TopicSpec
+    from ..export.topic_planning import TopicSpec
+    from ..export.topic_source import TopicSource
 
     conf = {}
     for item in spark_conf:

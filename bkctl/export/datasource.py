@@ -93,7 +93,8 @@ from .executor import DEFAULT_BATCH_SIZE, DEFAULT_READ_TIMEOUT, DEFAULT_READ_WIN
 from .ledger_source import LedgerSelection, LedgerSource
 from .planning import SpecError
 from .source import SourcePlan
-from .topic_source import TopicSource, TopicSpec
+from .topic_planning import TopicSpec
+from .topic_source import TopicSource
 
 __all__ = ["BookKeeperDataSource", "ReadOptions", "SparkSourceReader", "TaskPartition", "data_source_options",
            "register", "source_frame"]

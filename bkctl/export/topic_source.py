@@ -4,18 +4,7 @@ The columns are :data:`~bkctl.export.columns.TOPIC_COLUMNS`; the export's
 machinery (:func:`~bkctl.export.job.run_export`: output directory, Spark
 tasks, commit, manifest) does the rest.  What is the topic's own:
 
-* planning (:func:`plan_topic`): the ledgers the managed ledger lists (each
-  partition's, for a partitioned topic), up to the last entry of a closed
-  ledger, and for the open one up to its newest entry that an ack quorum of
-  its bookies holds -- past its LAC, as its broker would recover it, read
-  without fencing (:mod:`bkctl.wire.client.unconfirmed_tail`); those entries
-  are counted in the manifest's ``read_past_lac`` and the summary (never
-  past a terminated position);
-  a ledger offloaded to tiered storage and deleted from BookKeeper is
-  skipped (reported);
-  ledgers wholly acknowledged are left out with ``--unacked-only``; a listed
-  ledger that was deleted stops the export (:class:`TopicLedgersMissing`,
-  exit 3) unless ``skip_missing``;
+* planning (:mod:`.topic_planning`): the ledgers' entry ranges, one task each;
 * the task (:meth:`TopicSource.read`): reads its entries as the ledger
   export does, decodes them (:class:`~bkctl.wire.pulsar.messages.TopicDecoder`),
   and puts rows below ``topic=T/date=D/ledger_id=N`` (the UTC day of each
@@ -35,22 +24,19 @@ counted; the transactions are scanned once for the plan
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from bkctl.wire.errors import NotFound
-from bkctl.wire.text import custom_metadata_text, utc_iso
+from bkctl.wire.text import utc_iso
 
-from . import planning
 from .columns import TOPIC_COLUMNS, arrow_schema, manifest_columns
 from .executor import LedgerReader, ReadSettings
-from .planning import LedgerPlan
 from .source import ExportError, SourcePlan, Written
+from .topic_planning import TopicRange, TopicSpec, cursor_from_json, plan_topic, publish_time_reader
 
-__all__ = ["PUBLISH_TIME_SLACK_MS", "Pushdown", "TopicLedgersMissing", "TopicRange", "TopicSource", "TopicSpec",
-           "escape_partition_value", "plan_topic", "publish_time_reader", "read_topic_range", "topic_typing"]
+__all__ = ["TopicSource", "escape_partition_value", "read_topic_range", "record_batch", "rows_by_folder",
+           "topic_typing"]
 
 #: A record batch every this many rows: the packed buffers stay small enough to
 #: stay in the CPU's caches (100,000 rows per batch cost 5% more CPU per message)
@@ -61,317 +47,9 @@ _ESCAPE = set('"#%\'*/:=?\\{[]^') | {chr(c) for c in range(0x20)} | {"\x7f"}
 LAYOUT = "topic=T/date=YYYY-MM-DD/ledger_id=N/"
 
 
-class TopicLedgersMissing(NotFound):
-    """Ledgers the managed ledger lists are gone from BookKeeper (exit 3 unless --skip-missing)."""
-
-
-@dataclass(frozen=True)
-class TopicSpec:
-    """Which messages of which topic to export."""
-
-    topic: str
-    #: the subscription whose cursor ``unacked_only`` uses (and whose state the manifest records)
-    subscription: str | None = None
-    unacked_only: bool = False
-    #: publish times ``from_ms <= t < to_ms``
-    from_ms: int | None = None
-    to_ms: int | None = None
-    #: ledgers the managed ledger lists but that were deleted: skipped instead of failing
-    skip_missing: bool = False
-    #: a corrupt entry becomes an error ``row`` or is ``skip``ped (reported either way)
-    on_corrupt: str = "row"
-    #: Pulsar's managed-ledger root (default: beside the ledger root)
-    managed_ledgers: str | None = None
-    #: a subscription whose position can only be read from its znode fails the plan
-    strict: bool = False
-    #: the messages an open transaction holds back are exported with ``pending`` set, not left out
-    include_pending: bool = False
-    #: today's rows only: no ``value`` column typed by the topic's schema
-    raw: bool = False
-    #: the schema version the values are read as (None: the newest readable one)
-    schema_version: int | None = None
-    #: find the transactions' outcomes before the tasks run, reading every entry's metadata
-    #: (what the data source does); False: the tasks find them as they read, and
-    #: :meth:`TopicSource.redo` names the few tasks to run again (what ``run_export`` does)
-    scan_first: bool = True
-
-    def __post_init__(self) -> None:
-        from bkctl.wire.pulsar.managed_ledger import TopicName
-
-        try:  # short names as pulsar-admin takes them, written out in full
-            object.__setattr__(self, "topic", str(TopicName.parse(self.topic)))
-        except ValueError as exc:  # a bad name; a znode that does not decode is no usage error
-            raise planning.SpecError(str(exc)) from None
-        if self.unacked_only and self.subscription is None:
-            raise planning.SpecError("--unacked-only needs --subscription")
-        if self.raw and self.schema_version is not None:
-            raise planning.SpecError("--schema-version reads values by a schema; --raw reads none")
-        if self.on_corrupt not in ("row", "skip"):
-            raise planning.SpecError(f"on corrupt entries: row or skip, not {self.on_corrupt!r}")
-
-
 def escape_partition_value(value: str) -> str:
     """A folder name's value as Spark writes it (``%XX`` for its special characters)."""
     return "".join(f"%{ord(ch):02X}" if ch in _ESCAPE else ch for ch in value)
-
-
-# ---------------------------------------------------------------- planning
-
-
-@dataclass(frozen=True)
-class TopicRange:
-    """Entries ``first..last`` of one of a topic's ledgers: the work of one task."""
-
-    topic: str
-    partition: int
-    ledger_id: int
-    first: int
-    last: int
-    #: the ledger's last planned entry: how far a task may read on to finish a chunked message
-    ledger_last: int
-    cursor: str | None = None
-    from_ms: int | None = None
-    to_ms: int | None = None
-    error_rows: bool = True
-    #: the topic's next ledger, when it directly follows this one in the plan: where a
-    #: task reads on for a chunked message its ledger ends inside (Pulsar rolls a
-    #: ledger over between two chunks as between two messages)
-    next_ledger: int | None = None
-    next_last: int = -1
-    #: this ledger directly follows a planned one: chunks at its start that continue a
-    #: message begun there are the task's that began it
-    follows: bool = False
-    #: the ledger is open: entries past its LAC (up to ``ledger_last``, planned) may be read
-    unconfirmed: bool = False
-    next_unconfirmed: bool = False
-    #: what the range needs of its topic's transactions (None: none there)
-    transactions: Any = None
-    #: keep what an open transaction holds back, marked pending
-    pending: bool = False
-    #: report the transactions the range's entries show (``counts["transactions"]``)
-    scan: bool = False
-    #: the topic's :class:`~bkctl.wire.pulsar.typed.TypedView` (None: raw rows, no ``value``)
-    typed: Any = None
-
-    @property
-    def entries(self) -> int:
-        return self.last - self.first + 1
-
-
-def _cursor_json(state) -> str:
-    return json.dumps({"mark_delete": list(state.mark_delete), "ranges": [[list(lo), list(hi)] for lo, hi in state.ranges],
-                       "batch": [[list(pos), list(words)] for pos, words in state.batch_deletes.items()]})
-
-
-def _cursor_from_json(text: str):
-    from bkctl.wire.pulsar.managed_ledger import CursorState
-
-    doc = json.loads(text)
-    return CursorState(tuple(doc["mark_delete"]), [(tuple(lo), tuple(hi)) for lo, hi in doc["ranges"]],
-                       {tuple(pos): tuple(words) for pos, words in doc["batch"]})
-
-
-#: How far publish times may run against the order of a topic's entries and the
-#: broker's ledger timestamps (producer clocks, batching delays, sends queued at a
-#: rollover) for the --from/--to pushdown still to find every message of the window.
-PUBLISH_TIME_SLACK_MS = 60_000
-
-
-class Pushdown:
-    """The --from/--to pushdown of one plan (Pulsar SQL's ``__publish_time__``
-    pushdown): whole ledgers skipped by ManagedLedgerInfo's timestamps -- a
-    closed ledger whose close time is before ``from`` (less the slack) holds
-    nothing newer; a ledger whose predecessor closed after ``to`` (plus the
-    slack) was created after it and holds nothing older -- and inside a ledger
-    the first and last entries of the window found by bisecting on the
-    entries' publish times (``time_of(ledger, entry, unconfirmed)``, one
-    entry read each), as publish times grow along a topic.  The exact window
-    is still applied to every message read; ``to_json`` counts what was skipped."""
-
-    def __init__(self, from_ms: int | None, to_ms: int | None, time_of, slack_ms: int = PUBLISH_TIME_SLACK_MS):
-        self.from_ms, self.to_ms, self.time_of, self.slack = from_ms, to_ms, time_of, slack_ms
-        self.ledgers_skipped = self.entries_skipped = self.bisection_reads = 0
-
-    @property
-    def active(self) -> bool:
-        return self.from_ms is not None or self.to_ms is not None
-
-    def skip_ledger(self, closed_at: int | None, previous_closed_at: int | None) -> bool:
-        """Whether a ledger lies wholly outside the window by the managed ledger's timestamps."""
-        if self.from_ms is not None and closed_at and closed_at + self.slack < self.from_ms:
-            return True
-        return self.to_ms is not None and bool(previous_closed_at) and previous_closed_at - self.slack >= self.to_ms
-
-    def _first_at_or_after(self, ledger_id: int, lo: int, hi: int, target: int, unconfirmed: bool) -> int:
-        """The first entry of ``lo..hi`` published at or after ``target`` (``hi + 1``: none)."""
-        end = hi + 1
-        while lo < end:
-            mid = (lo + end) // 2
-            self.bisection_reads += 1
-            t = self.time_of(ledger_id, mid, unconfirmed)
-            if t is None:  # an entry whose time cannot be read: stop narrowing, keep the rest
-                return lo
-            if t < target:
-                lo = mid + 1
-            else:
-                end = mid
-        return lo
-
-    def narrow(self, ledger_id: int, first: int, last: int, unconfirmed: bool, closed_at: int | None = None,
-               previous_closed_at: int | None = None) -> tuple[int, int]:
-        """The entries of ``first..last`` that may hold messages of the window;
-        an edge the managed ledger's timestamps already place outside the
-        ledger (created after ``from``, closed before ``to``) is not bisected."""
-        total = last - first + 1
-        if total <= 0:
-            return first, last
-        if self.from_ms is not None and not (previous_closed_at and previous_closed_at >= self.from_ms):
-            first = self._first_at_or_after(ledger_id, first, last, self.from_ms - self.slack, unconfirmed)
-        if self.to_ms is not None and first <= last and not (closed_at and closed_at < self.to_ms):
-            last = self._first_at_or_after(ledger_id, first, last, self.to_ms + self.slack, unconfirmed) - 1
-        self.entries_skipped += total - max(0, last - first + 1)
-        return first, last
-
-    def to_json(self) -> dict[str, Any]:
-        return {"from": utc_iso(self.from_ms), "to": utc_iso(self.to_ms), "slack_ms": self.slack,
-                "ledgers_skipped": self.ledgers_skipped, "entries_skipped": self.entries_skipped,
-                "bisection_reads": self.bisection_reads}
-
-
-def publish_time_reader(reader: LedgerReader):
-    """``time_of(ledger, entry, unconfirmed)``: an entry's publish time, one
-    entry read (None when it does not decode)."""
-    def time_of(ledger_id: int, entry_id: int, unconfirmed: bool) -> int | None:
-        from bkctl.wire.pulsar.entry import decode_entry
-
-        for entries in reader.entries(ledger_id, entry_id, entry_id, unconfirmed=unconfirmed):
-            for _entry_id, data in entries:
-                try:
-                    return decode_entry(data, verify=False).metadata.publish_time
-                except Exception:  # noqa: BLE001 - a corrupt entry: its time is unknown
-                    return None
-        return None
-    return time_of
-
-
-def plan_topic(store, spec: TopicSpec, split_entries: int, tail_of, client=None, time_of=None,
-               scan: bool = False) -> SourcePlan:
-    """Plan the export of ``spec.topic`` (see the module documentation):
-    ``tail_of(ledger_id)`` gives the open ledger's
-    :class:`~bkctl.wire.client.unconfirmed_tail.Tail`, ``client()`` a
-    BlockingBookKeeper to read a cursor ledger with (None: the cursor's
-    znode alone), ``time_of(ledger, entry, unconfirmed)`` an entry's publish
-    time for the ``--from``/``--to`` pushdown (:class:`Pushdown`; None: no
-    pushdown), ``scan`` the tasks' :attr:`TopicRange.scan`.  The plan's
-    ``details["topics"]`` describes each managed
-    ledger, ``details["warnings"]`` the subscriptions whose position fell
-    back to the znode (:class:`~bkctl.ops.pulsar.CursorFallback` with
-    ``spec.strict``), ``details["pushdown"]`` what the window skipped."""
-    from bkctl.ops.pulsar import (CursorFallback, cursor_state, fallback_warning, metadata_in_batches, reader,
-                                  resolve_topics)
-    from bkctl.wire.pulsar.errors import NoSuchSubscription
-
-    topics = reader(store, spec.managed_ledgers)
-    managed = resolve_topics(topics, spec.topic)
-    out = SourcePlan([], [], details={"topics": {}, "warnings": []})
-    tasks: list[dict[str, Any]] = []  # out.tasks' fields: a ledger's are completed by the next one's
-    pushdown = Pushdown(spec.from_ms, spec.to_ms, time_of) if time_of is not None else None
-    topics_doc = out.details["topics"]
-    missing: list[str] = []
-    for ml in managed:
-        name = str(ml.topic)
-        follows = 0  # the ranges of the ledger before, when it was planned: the last ones of tasks
-        cursor = None
-        if spec.subscription is not None:
-            info = ml.cursors.get(spec.subscription)
-            if info is None:
-                raise NoSuchSubscription(f"{name} has no subscription {spec.subscription!r}"
-                                  f" (it has: {', '.join(sorted(ml.cursors)) or 'none'})")
-            state, source = cursor_state(info, client)
-            if source.fallback:
-                warning = fallback_warning(name, spec.subscription, source.fallback)
-                if spec.strict:
-                    raise CursorFallback(f"{warning} (--strict)")
-                out.details["warnings"].append(warning)
-            cursor = _cursor_json(state) if spec.unacked_only else None
-        past_lac: list[dict[str, int]] = []
-        topics_doc[name] = {"managed_ledger": ml.name, "partition": ml.topic.partition,
-                            "ledgers": ml.ledger_ids, "subscription": spec.subscription,
-                            "cursor": None if spec.subscription is None else {
-                                **state.to_json(), "from": str(source), "source": source.kind,
-                                "fallback": source.fallback},
-                            "read_past_lac": past_lac}
-        terminated = ml.terminated
-        previous_closed_at = None
-        reads = metadata_in_batches(store, [li.ledgerId for li in ml.info.ledgerInfo])
-        for li in ml.info.ledgerInfo:
-            ledger_id = li.ledgerId
-            md = next(reads)
-            before, previous_closed_at = previous_closed_at, li.timestamp or None
-            if pushdown is not None and pushdown.active and pushdown.skip_ledger(
-                    li.timestamp if li.HasField("entries") else None, before):
-                pushdown.ledgers_skipped += 1
-                pushdown.entries_skipped += li.entries
-                follows = 0
-                continue
-            offload = li.offloadContext if li.HasField("offloadContext") else None
-            if md is None:
-                follows = 0
-                if offload is not None and offload.complete and offload.bookkeeperDeleted:
-                    out.skipped.append({"ledger_id": ledger_id, "topic": name,
-                                        "reason": "offloaded to tiered storage and deleted from BookKeeper"})
-                    continue
-                missing.append(f"{ledger_id} (of {name})")
-                out.skipped.append({"ledger_id": ledger_id, "topic": name,
-                                    "reason": "listed by the managed ledger but deleted"})
-                continue
-            if md.is_closed:
-                last = md.last_entry_id
-            else:
-                tail = tail_of(ledger_id)
-                last = tail.last
-            if terminated is not None and ledger_id == terminated[0]:
-                last = min(last, terminated[1])
-            if not md.is_closed and last > tail.lac:
-                past_lac.append({"ledger_id": ledger_id, "lac": tail.lac, "last": last, "entries": last - tail.lac})
-            if cursor is not None and state.first_unacked(ledger_id) > last:
-                out.skipped.append({"ledger_id": ledger_id, "topic": name,
-                                    "reason": f"wholly acknowledged by {spec.subscription}"})
-                follows = 0
-                continue
-            first, end = 0, last
-            if pushdown is not None and pushdown.active:
-                first, last = pushdown.narrow(ledger_id, 0, last, not md.is_closed,
-                                              li.timestamp if li.HasField("entries") else None, before)
-                if first > last:
-                    pushdown.ledgers_skipped += 1
-                    follows = 0
-                    continue
-                if first > 0:
-                    follows = 0  # the window starts inside the ledger: nothing continues from the one before
-            plan = LedgerPlan(ledger_id=ledger_id, state=md.state.name, ctime_ms=md.ctime,
-                              metadata=custom_metadata_text(md.custom_metadata), first=first, last=last,
-                              length=md.length if md.is_closed else None, segments=len(md.ensembles))
-            out.plans.append(plan)
-            ranges = [{"topic": name, "partition": ml.topic.partition, "ledger_id": ledger_id, "first": r.first,
-                       "last": r.last, "ledger_last": end, "cursor": cursor, "from_ms": spec.from_ms,
-                       "to_ms": spec.to_ms, "error_rows": spec.on_corrupt == "row", "unconfirmed": not md.is_closed,
-                       "scan": scan}
-                      for r in planning.split_ranges([plan], split_entries)]
-            if ranges and follows:  # a chunked message begun in any range of the ledger before may end here
-                for r in tasks[-follows:]:
-                    r.update(next_ledger=ledger_id, next_last=end, next_unconfirmed=not md.is_closed)
-                ranges[0]["follows"] = True
-            tasks.extend(ranges)
-            follows = len(ranges)
-    # each task is made once, whole (a topic may have tens of thousands of ledgers)
-    out.tasks = [TopicRange(**fields) for fields in tasks]
-    if pushdown is not None and pushdown.active:
-        out.details["pushdown"] = pushdown.to_json()
-    if missing and not spec.skip_missing:
-        raise TopicLedgersMissing(f"ledgers listed by {spec.topic} but deleted: {', '.join(missing)} "
-                                  "(--skip-missing exports the rest)")
-    return out
 
 
 def topic_typing(store, spec: TopicSpec, reader: LedgerReader) -> tuple[Any, dict[str, Any]]:
@@ -480,7 +158,7 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
 
     keep = None
     if part.cursor is not None:
-        state = _cursor_from_json(part.cursor)
+        state = cursor_from_json(part.cursor)
 
         def keep(position, batch_index):
             return not state.message_acked(position, batch_index)

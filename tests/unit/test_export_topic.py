@@ -40,7 +40,7 @@ def test_files_leave_out_the_partition_columns():
 def test_topic_export_options():
     from bkctl.export.job import ExportOptions
     from bkctl.export.ledger_source import LedgerSelection
-    from bkctl.export.topic_source import TopicSpec
+    from bkctl.export.topic_planning import TopicSpec
 
     source = TopicSource(TopicSpec("persistent://a/b/c"))
     assert source.partition_by == "topic"

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from bkctl.export.planning import SpecError
-from bkctl.export.topic_source import TopicLedgersMissing, TopicSpec, plan_topic
+from bkctl.export.topic_planning import TopicLedgersMissing, TopicSpec, plan_topic
 from bkctl.wire.errors import NotFound
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.proto import pulsar_ml_pb2 as ml

@@ -9,7 +9,8 @@ import pyarrow.compute as pc
 import pytest
 
 from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema
-from bkctl.export.topic_source import TopicRange, record_batch, read_topic_range
+from bkctl.export.topic_planning import TopicRange
+from bkctl.export.topic_source import record_batch, read_topic_range
 from bkctl.export.topic_transactions import left_out_text, scan_transactions, with_transactions
 from bkctl.wire.proto import pulsar_api_pb2 as pb
 from bkctl.wire.pulsar.messages import TopicDecoder
