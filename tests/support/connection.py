@@ -10,7 +10,8 @@ from twisted.internet.error import ConnectionLost, ConnectionRefusedError
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
 
-from bkctl.wire.client.connection import BookieClientProtocol, BookieConnection
+from bkctl.wire.client.client_protocol import BookieClientProtocol
+from bkctl.wire.client.connection import BookieConnection
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC, OperationType

@@ -15,11 +15,10 @@ from bkctl.wire.client import errors as E
 from bkctl.wire.client.connection import (
     DEFAULT_ADD_TIMEOUT,
     DEFAULT_BOOKIE_INFO_TIMEOUT,
-    DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_READ_TIMEOUT,
     BookieConnection,
-    default_resolve,
 )
+from bkctl.wire.client.dialer import DEFAULT_CONNECT_TIMEOUT, default_resolve
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC, Flag, OperationType, rc_from_v3

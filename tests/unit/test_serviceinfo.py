@@ -171,7 +171,7 @@ def test_host_port_default_port():
 
 
 def test_every_reader_of_bookie_addresses_uses_the_rule():
-    from bkctl.wire.client.connection import default_resolve
+    from bkctl.wire.client.dialer import default_resolve
     from bkctl.wire.metadata.layout import zk_server_problem
     from bkctl.wire.metadata.racks import host_of
 

@@ -21,7 +21,8 @@
   :mod:`.client_protocol` (bytes to answers; what it may call on its
   connection is declared there, ``ConnectionOwner``), :mod:`.requests`
   (matching answers to requests), :mod:`.entry_requests` (building ADD and
-  READ requests, general and fast), :mod:`.start_tls`, :mod:`.deadlines`
+  READ requests, general and fast), :mod:`.dialer` (connection attempts,
+  with :mod:`.start_tls`), :mod:`.deadlines`
   (timeouts), :mod:`.backoff`, :mod:`.cork` (writes held during a burst);
   :mod:`.pool` -- one connection per bookie;
 * :mod:`.placement` -- choosing bookies; :mod:`.blocking` -- a blocking facade;

@@ -5,16 +5,16 @@ bookie id and the requests sent over it; its parts live in modules of one
 job each: :mod:`.client_protocol` (bytes to decoded answers, one connection
 attempt), :mod:`.requests` (a request, and matching answers to requests),
 :mod:`.deadlines` (timeouts), :mod:`.backoff` (when to try again),
-:mod:`.entry_requests` (building ADD and READ requests), :mod:`.start_tls`
-(START_TLS), :mod:`.cork` (writes held during a burst), and the answers'
+:mod:`.dialer` (connection attempts, with :mod:`.start_tls`),
+:mod:`.entry_requests` (building ADD and READ requests), :mod:`.cork`
+(writes held during a burst), and the answers'
 decoders are codecs (:mod:`bkctl.wire.codecs.answers`).  The parts with
 state of their own are objects the connection holds, and its protocol
 reaches it only through the methods of
 :class:`~.client_protocol.ConnectionOwner`.
 
-* **Lazy connect, reuse.** The first request connects (the address comes
-  from a caller-supplied ``resolve(bookie_id)``, which may return a
-  Deferred, so a BookieServiceInfo lookup fits). Requests issued while
+* **Lazy connect, reuse.** The first request connects (:class:`~.dialer.Dialer`:
+  resolving the bookie id, TCP, START_TLS). Requests issued while
   connecting are queued and sent once connected. Later requests reuse the
   connection.
 * **Matching** (:class:`~.requests.RequestTable`). v3: by ``(txnId,
@@ -77,13 +77,13 @@ from bkctl.wire.codecs.protocol import (
     OpCode,
 )
 from bkctl.wire.errors import CodecError
-from bkctl.wire.metadata.serviceinfo import parse_bookie_id_address
 
 from .backoff import DEFAULT_BACKOFF_FACTOR, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, Backoff
 from .channel import AddDone, ReadDone
 from .client_protocol import BookieClientFactory, BookieClientProtocol
 from .cork import Cork, Writer
 from .deadlines import INFO, POLL, READ, WRITE, Deadlines
+from .dialer import DEFAULT_CONNECT_TIMEOUT, Dialer, default_resolve
 from .entry_requests import EntryRequests, check_master_key
 from .op_requests import OpRequest, OpRequests
 from .errors import (
@@ -97,49 +97,36 @@ from .errors import (
     error_for,
 )
 from .requests import DECLINED, DONE, QUEUED, SENT, Request, RequestTable
-from .start_tls import StartTLS
 
 if TYPE_CHECKING:
     from bkctl.wire.codecs.add_frames import EncodedAdd
 
 __all__ = [
-    "BookieClientProtocol",
-    "BookieClientFactory",
     "BookieConnection",
-    "default_resolve",
     "DEFAULT_ADD_TIMEOUT",
     "DEFAULT_READ_TIMEOUT",
     "DEFAULT_BOOKIE_INFO_TIMEOUT",
-    "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_MAX_OUTSTANDING",
     "DEFAULT_MAX_QUEUED",
-    "DEFAULT_BACKOFF_INITIAL",
-    "DEFAULT_BACKOFF_MAX",
 ]
 
 log = logging.getLogger(__name__)
 
 # Java client defaults (ClientConfiguration): readTimeout = 5 s, and both
 # addEntryTimeoutSec and readEntryTimeoutSec fall back to it;
-# getBookieInfoTimeoutSecs = 5; clientConnectTimeoutMillis = 10000.
+# getBookieInfoTimeoutSecs = 5 (clientConnectTimeoutMillis: the dialer's).
 # WRITE_LAC and FORCE_LEDGER are timed with the add timeout here; Java's
 # completions for them inherit the read timeout (same value by default).
 # Java times a long poll with the plain read timeout; here its wait is added.
 DEFAULT_ADD_TIMEOUT = 5.0
 DEFAULT_READ_TIMEOUT = 5.0
 DEFAULT_BOOKIE_INFO_TIMEOUT = 5.0
-DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_MAX_OUTSTANDING = 1000
 DEFAULT_MAX_QUEUED = 1000
 
 _OPC_READ = int(OpCode.READ_ENTRY)
 _V2_ANSWER_HEAD = answers.V2_ANSWER_HEAD
 _EOK = 0
-
-
-def default_resolve(bookie_id: str) -> tuple[str, int]:
-    """The address of a legacy bookie id, which *is* ``host:port``."""
-    return parse_bookie_id_address(bookie_id)
 
 
 class BookieConnection:
@@ -209,9 +196,7 @@ class BookieConnection:
         #: None until known; True once a BATCH_READ was answered; False after
         #: the bookie dropped the connection on one (batch reads then fail fast).
         self.batch_read_supported: bool | None = None
-        self._reactor = reactor
         self._clock = clock if clock is not None else reactor
-        self._resolve = resolve if resolve is not None else default_resolve
         self._ids = txn_ids if txn_ids is not None else itertools.count(1)
 
         #: the fast paths (reused v3 request encoders, v3 EOK add and read
@@ -225,15 +210,19 @@ class BookieConnection:
         self.fastpaths = twins.enabled
         #: :class:`~bkctl.wire.tls.TLSFiles` (None: plain text); its context is built on first connect
         self.tls = tls
-        #: the START_TLS steps of every attempt (None: plain text)
-        self._tls = None if tls is None else StartTLS(
-            tls, self.bookie_id, self._ids, v2_answers=not self.use_v3,
-            ready=self._connected, failed=self._tls_failed)
+        #: this connection's writes: held during a burst of ``cork`` (its pool's:
+        #: :mod:`.cork`) and written together at its end, one write instead of one per request
+        self.writer = Writer(cork if cork is not None else Cork())
+        #: the connection attempts (and their START_TLS)
+        self._dialer = Dialer(
+            self, self.bookie_id, reactor, self._clock, resolve if resolve is not None else default_resolve,
+            self._ids, self._backoff, use_v3=self.use_v3, tls=tls, connect_timeout=self.connect_timeout,
+            max_frame_size=max_frame_size, fastpaths=self.fastpaths, cork=self.writer.cork, ready=self._connected,
+            failed=self._attempt_failed)
         #: builds the ADD and READ requests, and those of the other operations
         self.entries = EntryRequests(self.use_v3, twins, self._ids)
         self.ops = OpRequests(self.use_v3, self._ids)
         self._proto: BookieClientProtocol | None = None
-        self._attempt: BookieClientFactory | None = None
         self._closing: BookieClientProtocol | None = None
         self._closed = False
         self._queue: deque[Request] = deque()
@@ -241,9 +230,6 @@ class BookieConnection:
         self.requests = RequestTable(self.use_v3, twins.codec)
         self._sent = self.requests.sent
         self._deadlines = Deadlines(self._clock, self._expired)
-        #: this connection's writes: held during a burst of ``cork`` (its pool's:
-        #: :mod:`.cork`) and written together at its end, one write instead of one per request
-        self.writer = Writer(cork if cork is not None else Cork())
 
     def __repr__(self) -> str:
         return (f"<BookieConnection {self.bookie_id} {self.protocol} {self.state}"
@@ -258,7 +244,7 @@ class BookieConnection:
             return "closed"
         if self._proto is not None:
             return "connected"
-        if self._attempt is not None:
+        if self._dialer.dialing:
             return "connecting"
         if self._backoff.wait(self._clock.seconds()) > 0:
             return "backoff"
@@ -464,15 +450,10 @@ class BookieConnection:
             closing = self._closing
             return closing.when_lost() if closing is not None else defer.succeed(None)
         self._closed = True
-        attempt = self._drop_attempt()
-        if attempt is not None and attempt.connector is not None:
-            try:
-                attempt.connector.stopConnecting()
-            except Exception:  # NotConnectingError: it already finished
-                pass
+        in_tls = self._dialer.stop()
         proto, self._proto = self._proto, None
-        if proto is None and self._tls is not None:  # closed while starting TLS
-            proto = self._tls.give_up()
+        if proto is None:  # closed while starting TLS
+            proto = in_tls
         done: defer.Deferred = defer.succeed(None)
         if proto is not None:
             proto.detach()
@@ -505,17 +486,8 @@ class BookieConnection:
         on_done = req.on_done
         if on_done is None:
             return defer.fail(error)
-        self._call_on_done(req, on_done, error)
+        req.call_back(on_done, self.bookie_id, error)
         return None
-
-    def _call_on_done(self, req: Request, on_done, result: Any) -> None:
-        """Complete a callback request (``on_done``, read off it by the caller)."""
-        req.on_done = None
-        ctx, req.ctx = req.ctx, None
-        try:
-            on_done(ctx, req.slot, self.bookie_id, result)
-        except Exception:  # noqa: BLE001 - like an error in a Deferred callback: log it
-            log.exception("bookie %s: completion of %s raised", self.bookie_id, req.what)
 
     def _submit_request(self, req: Request, kind: Any, timeout: float,
                         with_deferred: bool = True) -> defer.Deferred | None:
@@ -524,7 +496,7 @@ class BookieConnection:
                 f"{req.what}: connection to bookie {self.bookie_id} is closed", bookie=self.bookie_id))
         proto = self._proto
         now = self._clock.seconds()
-        idle = proto is None and self._attempt is None
+        idle = proto is None and not self._dialer.dialing
         if idle:
             wait = self._backoff.wait(now)
             if wait > 0:
@@ -550,7 +522,7 @@ class BookieConnection:
         else:
             queue.append(req)
             if idle:
-                self._connect()
+                self._dialer.dial()
         return d
 
     def _send(self, reqs: list[Request]) -> None:
@@ -609,21 +581,7 @@ class BookieConnection:
         req.state = DONE
         if req.timeouts is not None:
             self._deadlines.retire(req)
-        d = req.deferred
-        if d is not None:
-            req.deferred = None
-            if isinstance(result, BaseException):
-                d.errback(Failure(result))
-            elif isinstance(result, Failure):
-                d.errback(result)
-            else:
-                d.callback(result)
-            return
-        on_done = req.on_done
-        if on_done is not None:
-            if isinstance(result, Failure):
-                result = result.value
-            self._call_on_done(req, on_done, result)
+        req.complete(self.bookie_id, result)
 
     def _fail_all(self, make_error: Callable[[Request], BookieError]) -> None:
         """Fail every queued and sent request (sent ones first, oldest first)."""
@@ -640,84 +598,30 @@ class BookieConnection:
         """A connection attempt or connection failed: back off before the next."""
         self._backoff.failed(why, self._clock.seconds())
 
-    # -- connecting ----------------------------------------------------------
-
-    def _connect(self) -> None:
-        # START_TLS is a v3 exchange even for a v2 client (Java's too): its answer is decoded as v3
-        attempt = BookieClientFactory(self, use_v3=self.use_v3 or self._tls is not None,
-                                      max_frame_size=self.max_frame_size, fastpaths=self.fastpaths,
-                                      cork=self.writer.cork)
-        self._attempt = attempt
-        d = defer.maybeDeferred(self._resolve, self.bookie_id)
-        d.addCallbacks(self._resolved, self._connect_failed_resolve,
-                       callbackArgs=(attempt,), errbackArgs=(attempt,))
-        d.addErrback(lambda f: log.error("bookie %s: connect bookkeeping failed: %s",
-                                         self.bookie_id, f.getTraceback()))
-
-    def _drop_attempt(self) -> BookieClientFactory | None:
-        """The attempt under way is over (connected, failed, given up): its
-        later callbacks are ignored.  Returns it."""
-        attempt, self._attempt = self._attempt, None
-        if attempt is not None:
-            attempt.give_up()
-        return attempt
-
-    def _resolved(self, address, attempt: BookieClientFactory) -> None:
-        if attempt is not self._attempt:
-            return
-        try:
-            host, port = address
-            self._reactor.connectTCP(host, int(port), attempt, timeout=self.connect_timeout)
-        except Exception:
-            self.connection_failed(attempt, Failure())
-
-    def _connect_failed_resolve(self, reason: Failure, attempt: BookieClientFactory) -> None:
-        self.connection_failed(attempt, reason, resolving=True)
+    # -- connecting (:class:`~.dialer.Dialer`) -----------------------------------
 
     def _connected(self, proto: BookieClientProtocol) -> None:
         """The attempt is over: ``proto`` carries the requests (once TLS is up, with TLS)."""
-        self._drop_attempt()
         self._proto = proto
         self._pump()
 
-    def _tls_failed(self, reason: Failure) -> None:
-        attempt = self._attempt
-        if attempt is not None:
-            self.connection_failed(attempt, reason)
+    def _attempt_failed(self, why: str) -> None:
+        self._fail_all(lambda r: BookieUnavailable(f"{r.what}: {why}", bookie=self.bookie_id))
 
     # -- what the protocol and the factory report (client_protocol.ConnectionOwner) --
 
-    def connection_failed(self, attempt: BookieClientFactory, reason: Failure,
-                          resolving: bool = False) -> None:
-        if attempt is not self._attempt:
-            return
-        self._drop_attempt()
-        step = "resolving" if resolving else "connecting to"
-        why = f"{step} bookie {self.bookie_id} failed: {reason.getErrorMessage()}"
-        self._failed_attempt(why)
-        log.info("%s", why)
-        self._fail_all(lambda r: BookieUnavailable(f"{r.what}: {why}", bookie=self.bookie_id))
+    def connection_failed(self, attempt: BookieClientFactory, reason: Failure) -> None:
+        self._dialer.attempt_failed(reason, attempt)
 
     def connection_made(self, proto: BookieClientProtocol) -> None:
-        attempt = getattr(proto, "factory", None)
-        if self._closed or attempt is not self._attempt or self._proto is not None:
-            proto.detach()
-            proto.let_go(self._clock)
-            return
-        if self._tls is not None:
-            self._tls.begin(proto)
-            return
-        self._connected(proto)
+        self._dialer.connection_made(proto, wanted=not self._closed and self._proto is None)
 
     def handshake_done(self, proto: BookieClientProtocol) -> None:
-        if self._tls is not None:
-            self._tls.handshake_done(proto)
+        self._dialer.handshake_done(proto)
 
     def answer_received(self, proto: BookieClientProtocol, msg) -> None:
         if proto is not self._proto:
-            tls = self._tls
-            if tls is not None and proto is tls.proto:
-                tls.answered(proto, msg)
+            self._dialer.answer_received(proto, msg)  # START_TLS's
             return
         req = self.requests.match(msg)
         if req is None:
@@ -815,13 +719,11 @@ class BookieConnection:
         # a callback request (the ledger layer's adds and reads): _finish's work, inline
         if req.timeouts is not None:
             self._deadlines.retire(req)
-        self._call_on_done(req, on_done, result)
+        req.call_back(on_done, self.bookie_id, result)
 
     def malformed(self, proto: BookieClientProtocol, exc: CodecError) -> None:
         if proto is not self._proto:
-            tls = self._tls
-            if tls is not None and proto is tls.proto:
-                tls.malformed(proto, exc)
+            self._dialer.malformed(proto, exc)  # START_TLS's
             return
         proto.detach()
         self._proto = None
@@ -834,13 +736,11 @@ class BookieConnection:
         proto.abort()
 
     def connection_lost(self, proto: BookieClientProtocol, reason: Failure | None) -> None:
-        tls = self._tls
         if proto is not self._proto:
-            if tls is not None and proto is tls.proto:
-                tls.lost(proto, reason)
+            self._dialer.connection_lost(proto, reason)  # START_TLS's
             return
         self._proto = None
-        why = ((tls.refused_why(reason) if tls is not None else None)
+        why = (self._dialer.refused_why(reason)
                or f"connection lost: {reason.getErrorMessage() if reason is not None else 'closed'}")
         batch_refused = (self.batch_read_supported is not True
                          and any(r.is_batch for r in self._sent))

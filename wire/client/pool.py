@@ -16,13 +16,9 @@ from typing import Any
 
 from twisted.internet import defer
 
-from .connection import (
-    DEFAULT_ADD_TIMEOUT,
-    DEFAULT_READ_TIMEOUT,
-    BookieConnection,
-    default_resolve,
-)
+from .connection import DEFAULT_ADD_TIMEOUT, DEFAULT_READ_TIMEOUT, BookieConnection
 from .cork import Cork
+from .dialer import default_resolve
 
 __all__ = ["BookiePool"]
 

@@ -16,16 +16,20 @@ wire of one connection and finds the one an answer belongs to:
 """
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import defer
+from twisted.python.failure import Failure
 
 from bkctl.wire.codecs import v2, v3_fast
 from bkctl.wire.codecs.protocol import OpCode
 
 __all__ = ["Request", "RequestTable", "QUEUED", "SENT", "DONE", "DECLINED"]
+
+log = logging.getLogger(__name__)
 
 # Request states.
 QUEUED, SENT, DONE = 0, 1, 2
@@ -87,6 +91,33 @@ class Request:
     def __call__(self, _deferred: defer.Deferred) -> None:
         """The canceller of the request's Deferred."""
         self.conn.cancel(self)
+
+    def complete(self, bookie_id: str, result: Any) -> None:
+        """Fire the Deferred with ``result`` (an exception or a Failure: its errback), or call
+        ``on_done`` with it (a Failure's exception) -- whichever the request has, once."""
+        d = self.deferred
+        if d is not None:
+            self.deferred = None
+            if isinstance(result, BaseException):
+                d.errback(Failure(result))
+            elif isinstance(result, Failure):
+                d.errback(result)
+            else:
+                d.callback(result)
+            return
+        on_done = self.on_done
+        if on_done is not None:
+            self.call_back(on_done, bookie_id, result.value if isinstance(result, Failure) else result)
+
+    def call_back(self, on_done: Callable[[Any, int, str, Any], Any], bookie_id: str, result: Any) -> None:
+        """Complete a callback request: ``on_done(ctx, slot, bookie_id, result)`` (``on_done``
+        read off it by the caller); an exception it raises is logged, as one in a Deferred's callback."""
+        self.on_done = None
+        ctx, self.ctx = self.ctx, None
+        try:
+            on_done(ctx, self.slot, bookie_id, result)
+        except Exception:  # noqa: BLE001 - like an error in a Deferred callback: log it
+            log.exception("bookie %s: completion of %s raised", bookie_id, self.what)
 
 
 class RequestTable:
