@@ -47,6 +47,7 @@ from twisted.internet.testing import MemoryReactorClock, StringTransport  # noqa
 from bkctl.wire import fastpath  # noqa: E402
 from bkctl.wire.codecs import v3, v3_fast  # noqa: E402
 from bkctl.wire.client.connection import BookieConnection  # noqa: E402
+from bkctl.wire.client.cork import Cork  # noqa: E402
 from bkctl.wire.client.ledger_handle import LedgerHandle  # noqa: E402
 from bkctl.wire.codecs import v2  # noqa: E402
 from bkctl.wire.client.read_handle import ReadHandle  # noqa: E402
@@ -88,8 +89,8 @@ def run(n: int, chunk: int, size: int = 100) -> float:
     dm = DigestManager(1, DigestType.CRC32C, b"")
     bodies = [dm.package(e, e - 1, size * (e + 1), b"x" * size) for e in range(n)]
     md = LedgerMetadata(1, 1, 1, LedgerState.CLOSED, n - 1, size * n, ((0, ("bookie:1",)),))
-    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=lambda _b: conn), protocol="v3",
-                                   read_window=256)
+    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=lambda _b: conn, cork=conn.writer.cork),
+                                   protocol="v3", read_window=256)
     handle = ReadHandle(client, 1, md, 0, b"", DigestType.CRC32C)
 
     def answers(data: bytes) -> list[bytes]:
@@ -115,9 +116,10 @@ def run(n: int, chunk: int, size: int = 100) -> float:
     return timed.cpu / n * 1e6
 
 
-def _connected(bookie: str, reactor, protocol: str):
-    """A connection to ``bookie`` on a StringTransport, ready for requests."""
-    conn = BookieConnection(bookie, reactor, protocol=protocol)
+def _connected(bookie: str, reactor, protocol: str, cork: Cork):
+    """A connection to ``bookie`` on a StringTransport, ready for requests, its
+    bursts those of ``cork`` (a client's connections share their pool's)."""
+    conn = BookieConnection(bookie, reactor, protocol=protocol, cork=cork)
     conn.read_with_callback(0, 0, lambda *_a: None, None, 0)  # starts the connection; never answered
     proto = reactor.tcpClients[-1][2].buildProtocol(None)
     transport = StringTransport()
@@ -159,9 +161,11 @@ def run_adds(n: int, chunk: int, protocol: str, quorum: tuple[int, int, int], si
     e, qw, qa = quorum
     reactor = MemoryReactorClock()
     bookies = [f"bookie{i}:3181" for i in range(e)]
-    conns = {b: _connected(b, reactor, protocol) for b in bookies}
+    cork = Cork()
+    conns = {b: _connected(b, reactor, protocol, cork) for b in bookies}
     md = LedgerMetadata.new(bookies, qw, qa, password=b"", digest_type=DigestType.CRC32C)
-    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=lambda b: conns[b][0]), protocol=protocol,
+    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=lambda b: conns[b][0], cork=cork),
+                                   protocol=protocol,
                                    max_inflight=1000, explicit_lac_interval=0.0, closed=False,
                                    reactor=reactor, max_frame_size=5 * 1024 * 1024)
     handle = LedgerHandle(client, 1, md, 0, b"", DigestType.CRC32C, max_inflight=1000)
@@ -201,10 +205,12 @@ def run_rereplication(n: int, chunk: int, window: int) -> float:
     reactor = MemoryReactorClock()
     ensemble = ("bookieA:3181", "bookieB:3181", "bookieC:3181")
     target = "bookieD:3181"
-    conns = {b: _connected(b, reactor, "v3") for b in (ensemble[0], ensemble[2], target)}
+    cork = Cork()
+    conns = {b: _connected(b, reactor, "v3", cork) for b in (ensemble[0], ensemble[2], target)}
     dm = DigestManager(1, DigestType.CRC32C, b"")
     bodies = [dm.package(e, e - 1, 100 * (e + 1), b"x" * 100) for e in range(n)]
-    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=lambda b: conns[b][0]), protocol="v3")
+    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=lambda b: conns[b][0], cork=cork),
+                                   protocol="v3")
     fragment = Fragment(1, 0, n - 1, ensemble, (ensemble[1],), 2)
 
     def answers(data: bytes) -> list[bytes]:
