@@ -46,7 +46,7 @@ from typing import Any
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from bkctl.wire.codecs.add_frames import AddEncoder, EncodedAdd
+from bkctl.wire.codecs.add_frames import AddEncoder
 from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.errors import BKError
 from bkctl.wire.metadata.ledger import LedgerMetadata
@@ -65,6 +65,7 @@ from .errors import (
 )
 from .explicit_lac import ExplicitLac
 from .ledger_updates import write_closed, write_ensemble_change
+from .pending_add import PendingAdd
 from .read_handle import ReadHandle
 from .readable_ledger import StripeCursor
 
@@ -76,26 +77,6 @@ log = logging.getLogger(__name__)
 _FRAME_OVERHEAD = 1024
 
 _OPEN, _CLOSING, _CLOSED, _FAILED = "open", "closing", "closed", "failed"
-
-
-class _PendingAdd:
-    """One entry on its way to its write set."""
-
-    __slots__ = ("entry_id", "body", "length", "deferred", "bookies", "acked", "acks", "encoded")
-
-    def __init__(self, entry_id: int, body: bytes, length: int):
-        self.entry_id = entry_id
-        self.body = body
-        self.length = length
-        #: the fast path's ADD, encoded once for every bookie of the write set
-        self.encoded: EncodedAdd | None = None
-        self.deferred: defer.Deferred | None = None  # None: nobody waits for this one
-        # write set, slot i = copy i; None until sent. A tuple shared with the
-        # other entries of the same stripe until an ensemble change edits it.
-        self.bookies: tuple[str, ...] | list[str] | None = None
-        self.acked = 0  # bit i: copy i acknowledged
-        self.acks = 0
-
 
 
 # ----------------------------------------------------------------- writing
@@ -126,7 +107,7 @@ class LedgerHandle(ReadHandle):
         self._next_entry_id = 0
         self._length = 0  # cumulative length of the last entry handed out
         self._confirmed_length: int | None = 0  # cumulative length at the LAC
-        self._pending: deque[_PendingAdd] = deque()
+        self._pending: deque[PendingAdd] = deque()
         self._waiting: deque[tuple[bytes, defer.Deferred]] = deque()
         self._room_waiters: deque[defer.Deferred] = deque()
         self._idle_waiters: list[defer.Deferred] = []
@@ -145,7 +126,7 @@ class LedgerHandle(ReadHandle):
         #: the fast path's adds started during the burst under way, not sent yet: they go out
         #: at its end (or once a run fills the room the bookies have), each bookie's copies
         #: as one run, as add_entries sends them (:meth:`_held_in_run`)
-        self._run: list[_PendingAdd] = []
+        self._run: list[PendingAdd] = []
         #: how many adds the run under way may hold (:meth:`_run_room`)
         self._run_room_left = 0
         #: whether the burst under way calls burst_ended for the run
@@ -292,7 +273,7 @@ class LedgerHandle(ReadHandle):
         # Entries added here get no Deferred of their own (completion is in
         # order, so watching the last one is enough; a failure fails the handle).
         limit = self.max_entry_size
-        last: _PendingAdd | None = None
+        last: PendingAdd | None = None
         it = iter(payloads)
         while True:
             if self._state != _OPEN:
@@ -330,7 +311,7 @@ class LedgerHandle(ReadHandle):
             last.deferred = defer.Deferred()
         return await last.deferred
 
-    def _start_add(self, payload: bytes, deferred: defer.Deferred | None) -> _PendingAdd:
+    def _start_add(self, payload: bytes, deferred: defer.Deferred | None) -> PendingAdd:
         """Package and send the next entry (during a burst: at its end, :meth:`_held_in_run`),
         which fires ``deferred`` once complete (None: nobody waits for this one)."""
         entry_id = self._next_entry_id
@@ -342,14 +323,14 @@ class LedgerHandle(ReadHandle):
         body = None if c_package is None else c_package(self.ledger_id, entry_id, lac, length, payload)
         if body is None:
             body = self.digest.package(entry_id, lac, length, payload)
-        p = _PendingAdd(entry_id, body, length)
+        p = PendingAdd(entry_id, body, length)
         p.deferred = deferred
         self._pending.append(p)
         if not self._changing and not (self._adds is not None and self._held_in_run(p)):
             self._send(p)
         return p
 
-    def _held_in_run(self, p: _PendingAdd) -> bool:
+    def _held_in_run(self, p: PendingAdd) -> bool:
         """During a burst (:mod:`.cork`: a chunk of answers handed out, whose callbacks
         add the next entries), hold ``p`` for the burst's end, when the adds started
         meanwhile go out together, each bookie's copies as one run (:meth:`_send_run`):
@@ -381,18 +362,18 @@ class LedgerHandle(ReadHandle):
             raise AssertionError(f"entry {entry_id} added out of order (next is {self._next_entry_id})")
         self._next_entry_id += 1
         self._length = length
-        p = _PendingAdd(entry_id, body, length)
+        p = PendingAdd(entry_id, body, length)
         p.deferred = defer.Deferred()
         return self._enqueue(p)
 
-    def _enqueue(self, p: _PendingAdd) -> defer.Deferred:
+    def _enqueue(self, p: PendingAdd) -> defer.Deferred:
         self._pending.append(p)
         d = p.deferred
         if not self._changing:
             self._send(p)
         return d
 
-    def _address(self, p: _PendingAdd) -> tuple[str, ...]:
+    def _address(self, p: PendingAdd) -> tuple[str, ...]:
         """Give ``p`` its write set (no copy acknowledged yet) and, on the fast
         path, its ADD encoded once for it; returns the write set."""
         bookies = p.bookies = self._add_stripe.write_set(p.entry_id)
@@ -403,7 +384,7 @@ class LedgerHandle(ReadHandle):
                                           self.recovery, self.recovery)
         return bookies
 
-    def _send(self, p: _PendingAdd) -> None:
+    def _send(self, p: PendingAdd) -> None:
         for slot in range(len(self._address(p))):
             if self._state == _FAILED:
                 return
@@ -425,7 +406,7 @@ class LedgerHandle(ReadHandle):
         most = max((unanswered.get(b, 0) for b in self.metadata.last_ensemble if b not in failed), default=0)
         return max(1, self.max_inflight - most)
 
-    def _send_run(self, run: list[_PendingAdd]) -> None:
+    def _send_run(self, run: list[PendingAdd]) -> None:
         """:meth:`_send` of a burst's entries (the fast path): each bookie's
         copies go out as one run, as many as its connection has room for on
         the wire (``room_for_adds``), the rest one by one."""
@@ -465,7 +446,7 @@ class LedgerHandle(ReadHandle):
                     return
                 self._send_slot(p, slot)
 
-    def _send_slot(self, p: _PendingAdd, slot: int) -> None:
+    def _send_slot(self, p: PendingAdd, slot: int) -> None:
         bookie = p.bookies[slot]
         if bookie in self._failed:
             return  # replaced by the ensemble change under way; sent then
@@ -489,7 +470,7 @@ class LedgerHandle(ReadHandle):
             if not self._behind:
                 self._complete_ready()  # start the adds that waited for it
 
-    def _slot_done(self, p: _PendingAdd, slot: int, bookie: str, error: BaseException | None) -> None:
+    def _slot_done(self, p: PendingAdd, slot: int, bookie: str, error: BaseException | None) -> None:
         """A bookie answered copy ``slot`` of entry ``p`` (``error`` None: acknowledged)."""
         unanswered = self._unanswered
         n = unanswered.get(bookie, 1) - 1
@@ -529,7 +510,7 @@ class LedgerHandle(ReadHandle):
             self._completion_held = False
             self._complete_ready()
 
-    def _add_error(self, exc: BaseException, p: _PendingAdd, slot: int, bookie: str) -> None:
+    def _add_error(self, exc: BaseException, p: PendingAdd, slot: int, bookie: str) -> None:
         if self._state in (_FAILED, _CLOSED):
             return
         if p.bookies is None or p.bookies[slot] != bookie:
@@ -695,13 +676,7 @@ class LedgerHandle(ReadHandle):
             new = self.schedule.write_set_bookies(p.entry_id, md.ensemble_at(p.entry_id))
             for slot, bookie in enumerate(new):
                 if p.bookies[slot] != bookie:
-                    if type(p.bookies) is not list:
-                        p.bookies = list(p.bookies)  # shared with its stripe until now
-                    bit = 1 << slot
-                    if p.acked & bit:
-                        p.acked &= ~bit
-                        p.acks -= 1
-                    p.bookies[slot] = bookie
+                    p.reassign(slot, bookie)
                     self._send_slot(p, slot)
                     if self._state == _FAILED:
                         return

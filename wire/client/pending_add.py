@@ -1,0 +1,43 @@
+"""One entry on its way to its write set (Java's ``PendingAddOp``): a writer's handle
+(:mod:`.ledger_handle`) keeps one per entry from packaging until the entry completes, in entry
+order; the state of the entry's copies -- the bookies they went to, which acknowledged -- is its
+own, apart from the handle's pipeline and ensemble."""
+
+from __future__ import annotations
+
+from twisted.internet import defer
+
+from bkctl.wire.codecs.add_frames import EncodedAdd
+
+__all__ = ["PendingAdd"]
+
+
+class PendingAdd:
+    """Entry ``entry_id``'s packaged ``body`` and the ledger's ``length`` with it, and its copies.
+    The handle reads and sets the fields on its hot path; :meth:`reassign` is the rare change."""
+
+    __slots__ = ("entry_id", "body", "length", "deferred", "bookies", "acked", "acks", "encoded")
+
+    def __init__(self, entry_id: int, body: bytes, length: int):
+        self.entry_id = entry_id
+        self.body = body
+        self.length = length
+        #: the fast path's ADD, encoded once for every bookie of the write set
+        self.encoded: EncodedAdd | None = None
+        self.deferred: defer.Deferred[int] | None = None  # None: nobody waits for this one
+        # write set, slot i = copy i; None until sent. A tuple shared with the
+        # other entries of the same stripe until an ensemble change edits it.
+        self.bookies: tuple[str, ...] | list[str] | None = None
+        self.acked = 0  # bit i: copy i acknowledged
+        self.acks = 0
+
+    def reassign(self, slot: int, bookie: str) -> None:
+        """Copy ``slot`` goes to ``bookie`` now (an ensemble change replaced the one it went to):
+        an acknowledgement from the replaced bookie no longer counts."""
+        if type(self.bookies) is not list:
+            self.bookies = list(self.bookies or ())  # shared with its stripe until now
+        bit = 1 << slot
+        if self.acked & bit:
+            self.acked &= ~bit
+            self.acks -= 1
+        self.bookies[slot] = bookie
