@@ -36,10 +36,19 @@ counts the operator needs ("need 3 writable bookies, found 2 (1 read-only)").
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Sized
+from typing import TYPE_CHECKING, Any
 
 from .errors import NotEnoughBookies
 from .quorum import QuorumSchedule
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.ledger import LedgerMetadata
+
+#: per position of an ensemble being placed: its bookie's location keys (per level), or None (empty yet)
+Slots = list[tuple[str, ...] | None]
+#: per write quorum: the locations already in it (per level), and how many of its positions are empty
+WindowState = tuple[list[set[str]], int]
 
 __all__ = ["DEFAULT_RACK", "MEETS_STRICT", "FAIL", "RandomPlacement", "RackAwarePlacement",
            "RegionAwarePlacement", "POLICIES", "segments_not_adhering"]
@@ -143,7 +152,7 @@ class PinnedPlacement(RandomPlacement):
                                        exclude, write_quorum=write_quorum)
 
 
-def _too_few(size, candidates, readonly, excluded) -> NotEnoughBookies:
+def _too_few(size: int, candidates: Sized, readonly: Iterable[str], excluded: int) -> NotEnoughBookies:
     extra = f", {excluded} excluded" if excluded else ""
     return NotEnoughBookies(
         f"need {_plural(size, 'writable bookie')}, found {len(candidates)} "
@@ -151,7 +160,8 @@ def _too_few(size, candidates, readonly, excluded) -> NotEnoughBookies:
         needed=size, available=len(candidates), readonly=len(set(readonly)), excluded=excluded)
 
 
-def _too_few_replacements(ensemble, to_replace, candidates, readonly, excluded) -> NotEnoughBookies:
+def _too_few_replacements(ensemble: Sequence[str], to_replace: Sequence[int], candidates: Sized,
+                          readonly: Iterable[str], excluded: int) -> NotEnoughBookies:
     names = ", ".join(ensemble[i] for i in to_replace)
     return NotEnoughBookies(
         f"need {_plural(len(to_replace), 'writable bookie')} outside the ensemble to replace "
@@ -221,12 +231,13 @@ class RackAwarePlacement(RandomPlacement):
         return groups
 
     @staticmethod
-    def _window_state(windows, slots: list, position: int, levels: int) -> list[tuple[list[set], int]]:
+    def _window_state(windows: Iterable[Iterable[int]], slots: Slots, position: int,
+                      levels: int) -> list[WindowState]:
         """Per write quorum of ``position``: the locations already in it (per
         level) and how many of its other positions are still empty."""
-        state = []
+        state: list[WindowState] = []
         for window in windows:
-            seen: list[set] = [set() for _ in range(levels)]
+            seen: list[set[str]] = [set() for _ in range(levels)]
             unfilled = 0
             for p in window:
                 if p == position:
@@ -241,14 +252,14 @@ class RackAwarePlacement(RandomPlacement):
         return state
 
     @staticmethod
-    def _score(keys: tuple[str, ...], state, mins: tuple[int, ...]) -> tuple[int, ...]:
+    def _score(keys: tuple[str, ...], state: list[WindowState], mins: tuple[int, ...]) -> tuple[int, ...]:
         """Write quorums of the position a bookie at ``keys`` would leave
         short of locations, per level (smaller is better)."""
         return tuple(sum(1 for seen, unfilled in state
                          if len(seen[level]) + (keys[level] not in seen[level]) + unfilled < need)
                      for level, need in enumerate(mins))
 
-    def _pick_group(self, groups: dict[str, list[str]], position: int, slots: list, write_quorum: int,
+    def _pick_group(self, groups: dict[str, list[str]], position: int, slots: Slots, write_quorum: int,
                     avoid: str | None, prefer: str | None) -> str | None:
         """The rack to take the bookie of ``position`` from, or ``None`` (enforced and impossible)."""
         ensemble_size = len(slots)
@@ -310,7 +321,7 @@ class RackAwarePlacement(RandomPlacement):
                                           write_quorum, readonly, size)
         if len(candidates) < size:
             raise _too_few(size, candidates, readonly, excluded)
-        slots: list = [None] * size
+        slots: Slots = [None] * size
         out: list[str] = []
         prev = None
         groups = None  # rack -> candidates, built only when a draw finds no new rack
@@ -324,17 +335,18 @@ class RackAwarePlacement(RandomPlacement):
                 if groups is None:
                     taken = set(out)
                     groups = self._groups(b for b in candidates if b not in taken)
-                rack = self._pick_group(groups, position, slots, write_quorum, avoid=prev, prefer=None)
-                if rack is None:
+                picked = self._pick_group(groups, position, slots, write_quorum, avoid=prev, prefer=None)
+                if picked is None:
                     raise self._enforcement_error(f"cannot place an ensemble of {size}", groups, write_quorum,
                                                   readonly, size)
+                rack = picked
                 bookie = self._take(groups, rack)
             out.append(bookie)
             slots[position] = self._keys(rack)
             prev = rack
         return out
 
-    def _fresh(self, candidates: list[str], chosen: list[str], slots: list, tries: int = 24) -> str | None:
+    def _fresh(self, candidates: list[str], chosen: list[str], slots: Slots, tries: int = 24) -> str | None:
         """A random candidate whose location is new to the ensemble at every
         level (the best any choice can do), or ``None`` when a few draws find
         none -- then the racks are weighed one by one.  Drawing bookies, not
@@ -401,7 +413,8 @@ class RegionAwarePlacement(RackAwarePlacement):
 
     name = "region"
 
-    def __init__(self, rack_of, *, min_regions: int = 2, **kw):
+    def __init__(self, rack_of: Callable[[str], str | None] | Mapping[str, str], *, min_regions: int = 2,
+                 **kw: Any):
         super().__init__(rack_of, **kw)
         self.min_regions = max(1, int(min_regions))
 
@@ -415,7 +428,7 @@ class RegionAwarePlacement(RackAwarePlacement):
         return "regions" if level == 0 else "racks"
 
 
-def segments_not_adhering(md, placement) -> list[int]:
+def segments_not_adhering(md: LedgerMetadata, placement: RandomPlacement) -> list[int]:
     """First entry ids of the segments of ledger metadata ``md`` whose ensemble
     does not meet ``placement`` (``bkctl ledger list --not-adhering`` and the
     auditor's placement check)."""
