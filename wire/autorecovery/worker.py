@@ -51,13 +51,22 @@ import math
 import random
 import socket
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from twisted.internet import defer
 
+from bkctl.wire.clock import Clock, DelayedCall
 from bkctl.wire.client.cork import Cork
 from bkctl.wire.metadata.store import registered_bookies
 
 from .checker import bookies_missing_replicas
+from .status import StatusDoc
+
+if TYPE_CHECKING:
+    from bkctl.wire.client.bookkeeper import BookKeeperClient
+
+    from .service import AutoRecoveryConfig, AutoRecoveryStats
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +99,7 @@ class RateLimiter:
     #: seconds between the times waiting writes are let go
     TICK = 0.01
 
-    def __init__(self, rate: float, reactor, phase: float | None = None, batched: bool = False,
+    def __init__(self, rate: float, reactor: Clock, phase: float | None = None, batched: bool = False,
                  cork: Cork | None = None):
         self.rate = float(rate)
         self.cork = cork
@@ -99,9 +108,9 @@ class RateLimiter:
         self.phase = random.uniform(0.0, self.TICK) if phase is None else float(phase) % self.TICK
         self._free_at = 0.0
         #: tick number -> the calls (fn, args) let go at its end, in the order they were held
-        self._waiting: dict[int, list[tuple]] = {}
+        self._waiting: dict[int, list[tuple[Callable[..., object], tuple[object, ...]]]] = {}
 
-    def __call__(self, nbytes: int, fn, *args) -> bool:
+    def __call__(self, nbytes: int, fn: Callable[..., object], *args: object) -> bool:
         now = self.reactor.seconds()
         if self.rate > 0:
             start = max(now, self._free_at)
@@ -133,7 +142,7 @@ class RateLimiter:
                 except Exception:  # noqa: BLE001 - one held write's failure must not keep the others back
                     log.exception("a write held by the rate limiter failed when let go")
         finally:
-            if holding:
+            if holding and cork is not None:
                 cork.release()
 
 
@@ -150,12 +159,13 @@ class ReplicationWorker:
     #: characters of a failure's reason kept in the status node
     REASON_CHARS = 400
 
-    def __init__(self, client, config, reactor, stats=None, hostname: str | None = None,
+    def __init__(self, client: BookKeeperClient, config: AutoRecoveryConfig, reactor: Clock,
+                 stats: AutoRecoveryStats | None = None, hostname: str | None = None,
                  worker_id: str | None = None, cork: Cork | None = None):
         #: the daemon's id (its bookie id): in its status node (:mod:`.status`) and its locks
         self.worker_id = worker_id
         #: the last re-replication that failed: ledger_id, reason, at (ms), lock_kept (s)
-        self.last_failure: dict | None = None
+        self.last_failure: StatusDoc | None = None
         self.client = client
         self.store = client.store
         self.config = config
@@ -165,13 +175,13 @@ class ReplicationWorker:
         self.throttle = RateLimiter(config.replication_rate_by_bytes, reactor, batched=True, cork=cork)
         self.running = False
         #: ledgers whose lock this worker keeps for a while (grace periods): their timers
-        self.held: dict[int, object] = {}
+        self.held: dict[int, DelayedCall] = {}
         #: why each held ledger is held: {"why": "grace" or "failed", "since", "until"} (ms)
-        self.holds: dict[int, dict] = {}
+        self.holds: dict[int, StatusDoc] = {}
         #: ledger id -> its failed attempts here, oldest first: {"reason", "at", "retry_at"} (ms)
-        self.attempts: dict[int, list[dict]] = {}
+        self.attempts: dict[int, list[StatusDoc]] = {}
         #: the ledgers finished lately, oldest first: {"ledger_id", "at", "result"}
-        self.done: list[dict] = []
+        self.done: list[StatusDoc] = []
         #: held ledger -> the bookies registered when it was held, and its mark's version
         self._registered_at_hold: dict[int, set[str]] = {}
         self._held_version: dict[int, int] = {}
@@ -179,8 +189,8 @@ class ReplicationWorker:
         self._grace_until: dict[int, float] = {}
         self._failures: dict[int, int] = {}
         self._grace_over: set[int] = set()
-        self._nap: defer.Deferred | None = None
-        self._loop: defer.Deferred | None = None
+        self._nap: defer.Deferred[None] | None = None
+        self._loop: defer.Deferred[None] | None = None
         #: a status write is under way / another was asked for meanwhile (see _publish)
         self._publishing = False
         self._publish_again = False
@@ -200,7 +210,7 @@ class ReplicationWorker:
     def _now_ms(self) -> int:
         return int(self.reactor.seconds() * 1000)
 
-    def status(self) -> dict:
+    def status(self) -> StatusDoc:
         """This worker as its status node keeps it (:mod:`.repairstate` reads it)."""
         return {"worker": self.lock_holder, "host": self.hostname, "current": self.current,
                 "active": {str(lid): since for lid, since in sorted(self.active.items())},
@@ -224,7 +234,7 @@ class ReplicationWorker:
             return
         self._publishing, self._publish_again = True, False
 
-        def written(_):
+        def written(_: object) -> None:
             self._publishing = False
             if self._publish_again:
                 self._publish()
@@ -241,7 +251,7 @@ class ReplicationWorker:
         self._loop = defer.ensureDeferred(self._run())
         self._loop.addErrback(lambda f: log.error("replication worker stopped: %s", f.getTraceback()))
 
-    def stop(self) -> defer.Deferred:
+    def stop(self) -> defer.Deferred[None]:
         """Stop taking ledgers.  A copy in progress is not waited for: its lock
         goes with the session when the daemon closes it, the metadata changes
         only after a whole fragment is copied, and another worker starts over."""
@@ -262,10 +272,16 @@ class ReplicationWorker:
         if nap is not None and not nap.called:
             nap.callback(None)
 
-    def _sleep(self, seconds: float) -> defer.Deferred:
-        self._nap = defer.Deferred()
+    def _sleep(self, seconds: float) -> defer.Deferred[None]:
+        nap: defer.Deferred[None] = defer.Deferred()
+        self._nap = nap
         call = self.reactor.callLater(seconds, self.wake)
-        return self._nap.addBoth(lambda r: call.cancel() if call.active() else None)
+
+        def stop_timer(_: object) -> None:
+            if call.active():
+                call.cancel()
+
+        return nap.addBoth(stop_timer)
 
     # -- the loop ---------------------------------------------------------------------
     async def _run(self) -> None:
@@ -381,7 +397,8 @@ class ReplicationWorker:
                 self._record_recovery_time(ledger_id)
         return "replicated" if lost else "clean"
 
-    def _hold(self, ledger_id: int, why: str, seconds: float, fn, *args, since: int | None = None) -> None:
+    def _hold(self, ledger_id: int, why: str, seconds: float, fn: Callable[..., object], *args: object,
+              since: int | None = None) -> None:
         """Keep the ledger's lock ``seconds`` from ``since`` (ms; default now), then call
         ``fn(*args)``.  Held at the end of an attempt, while the ledger is still
         ``active``: the status node says so once the attempt ends and the ledger
@@ -406,11 +423,11 @@ class ReplicationWorker:
         if ctime is None:
             return
         waited = self.reactor.seconds() - ctime / 1000.0
-        if waited >= 0:
+        if waited >= 0 and self.stats is not None:
             self.stats.recovery_seconds_sum += waited
             self.stats.recovery_seconds_count += 1
 
-    def _pace(self, nbytes: int, fn, *args) -> bool:
+    def _pace(self, nbytes: int, fn: Callable[..., object], *args: object) -> bool:
         """Count the bytes about to be written and hold their ``fn(*args)`` to the next
         tick (and replicationRateByBytes)."""
         if self.stats is not None:
@@ -432,8 +449,8 @@ class ReplicationWorker:
             why = self.holds.get(ledger_id, {}).get("why")
             log.info("ledger %d: %s registered since it was held (%s): looking at it again now",
                      ledger_id, ", ".join(sorted(new)), why)
-            if why == "grace":
-                version = self._held_version.get(ledger_id)
+            version = self._held_version.get(ledger_id)
+            if why == "grace" and version is not None:  # (a grace period's hold keeps the mark's version)
                 self._unhold(ledger_id)
                 self.active[ledger_id] = self._now_ms()
                 defer.ensureDeferred(self._retry_held(ledger_id, version))
@@ -489,11 +506,12 @@ class ReplicationWorker:
 
     async def _registered_now(self) -> set[str]:
         try:
-            return await self.client.run_blocking(self._registered)
+            registered: set[str] = await self.client.run_blocking(self._registered)
+            return registered
         except Exception:  # noqa: BLE001 - ZooKeeper trouble: any bookie seen later counts as new
             return set()
 
-    def _record_attempt(self, ledger_id: int, attempt: dict) -> None:
+    def _record_attempt(self, ledger_id: int, attempt: StatusDoc) -> None:
         attempts = self.attempts.pop(ledger_id, [])
         self.attempts[ledger_id] = (attempts + [attempt])[-self.ATTEMPTS_PER_LEDGER:]
         while len(self.attempts) > self.LEDGERS_WITH_ATTEMPTS:  # the ledger failed longest ago goes
