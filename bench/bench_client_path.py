@@ -199,7 +199,8 @@ def run_adds(n: int, chunk: int, protocol: str, quorum: tuple[int, int, int], si
 
 def run_rereplication(n: int, chunk: int, window: int) -> float:
     """Client CPU (us) per entry copied by replicate_fragment, the bookies answered in process."""
-    from bkctl.wire.client.rereplication import Fragment, replicate_fragment
+    from bkctl.wire.client.fragments import Fragment
+    from bkctl.wire.client.rereplication import replicate_fragment
     from bkctl.wire.codecs.digest import master_key
 
     reactor = MemoryReactorClock()

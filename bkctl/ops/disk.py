@@ -4,7 +4,7 @@ A bookie's used space is split into
 
 * **live ledger data**, from the ledger metadata: each segment's entries whose
   write set includes the bookie (:meth:`Fragment.entry_count
-  <bkctl.wire.client.rereplication.Fragment.entry_count>`, the write-set rule's
+  <bkctl.wire.client.fragments.Fragment.entry_count>`, the write-set rule's
   one home) at the ledger's bytes per stored entry -- its length / entries
   (the mean: entries of different sizes make it an estimate per bookie when
   E > Qw), plus the header and digest the client packs around each payload
@@ -158,7 +158,7 @@ def packed_entry_bytes(md) -> int:
 def copies_by_bookie(md, last_entry_id: int, length: int) -> dict[str, tuple[int, int]]:
     """bookie -> (entries it holds, their bytes as packed: payloads at the ledger's mean plus headers)
     for a ledger whose entries 0..``last_entry_id`` take ``length`` payload bytes."""
-    from bkctl.wire.client.rereplication import entries_by_bookie
+    from bkctl.wire.client.fragments import entries_by_bookie
 
     count = last_entry_id + 1
     if count <= 0:

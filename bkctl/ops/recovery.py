@@ -95,7 +95,7 @@ def survey(store, bookies: Iterable[str], progress=None) -> Survey:
     """One streaming walk over every ledger, decoding only those whose stored metadata
     names one of ``bookies`` (``progress``: a walk's progress, :meth:`App.walk_progress`);
     only the ids are kept."""
-    from bkctl.wire.client.rereplication import bytes_held
+    from bkctl.wire.client.fragments import bytes_held
 
     wanted = frozenset(bookies)
     found: list[int] = []

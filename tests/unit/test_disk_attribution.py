@@ -251,7 +251,7 @@ def test_the_first_line_names_read_only_bookies_and_why():
 def test_each_bookies_entries_are_what_rereplicating_it_alone_would_copy(sizes, gaps, last_entry_id):
     """disk's count of a bookie's copies (one pass over the segments) equals the entries of
     the fragments that losing that bookie alone would re-replicate."""
-    from bkctl.wire.client.rereplication import entries_by_bookie, fragments_to_rereplicate
+    from bkctl.wire.client.fragments import entries_by_bookie, fragments_to_rereplicate
     from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
 
     e, qw = sizes

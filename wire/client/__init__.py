@@ -12,7 +12,8 @@
 * :mod:`.ledger_handle` -- writing a ledger (quorum adds, ensemble changes, close);
 * :mod:`.ledger_recovery` -- finding an open ledger's tail: ledger recovery
   (fence and close) and resuming for appends;
-* :mod:`.rereplication` -- re-replication: copying lost bookies' fragments;
+* :mod:`.rereplication` -- re-replication: copying lost bookies' fragments
+  (:mod:`.fragments`: which, worked out from the metadata);
 * :mod:`.ledger_admin` -- fencing without closing, a bookie's own view;
   :mod:`.credentials` -- the one rule for a ledger's password and digest type;
 * :mod:`.quorum` -- the quorum schedule (write sets, ack quorum, coverage);
