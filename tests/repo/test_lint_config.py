@@ -10,6 +10,9 @@ import tomllib
 from tests.repo.sources import MODULES, ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+#: the protobuf modules tools/genproto.py writes: not product sources (tests.repo.sources leaves them
+#: out), but mypy reads their stubs, and an override may name them
+GENERATED = {f"bkctl.wire.proto.{path.stem}" for path in (ROOT / "wire" / "proto").glob("*_pb2.py")}
 
 
 def test_dev_test_and_ci_run_the_lint():
@@ -33,7 +36,8 @@ def test_the_mypy_overrides_name_product_modules():
     for override in overrides:
         patterns = override["module"]
         if all(p.startswith("bkctl") for p in patterns):
+            known = set(MODULES) | GENERATED
             for pattern in patterns:
-                assert fnmatch.filter(MODULES, pattern) or fnmatch.filter(MODULES, pattern[:-2]), pattern
+                assert fnmatch.filter(known, pattern) or fnmatch.filter(known, pattern[:-2]), pattern
             if "*" not in "".join(patterns):
                 assert len(patterns) == len(set(patterns))
