@@ -44,6 +44,7 @@ reactor, ``task.Clock`` in tests).
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -201,8 +202,8 @@ class DeletedLedgerCollector:
     Java's over-replicated-ledger removal (``gcOverreplicatedLedgerWaitTime``) is not done.
 
     ``listing(local)`` (bookied's: :meth:`~.gc_listing.ListingProcess.garbage`, in a process
-    of its own) answers which of ``local`` to delete; without it, ``ledgers`` (a ledger
-    manager) is listed in this process.
+    of its own) answers which of ``local`` (the bookie's ledger ids, in any order) to delete;
+    without it, ``ledgers`` (a ledger manager) is listed in this process.
     """
 
     def __init__(self, ledgers, verify: bool = False, listing: Callable[[list[int]], list[int]] | None = None):
@@ -211,26 +212,24 @@ class DeletedLedgerCollector:
         self.listing = listing
         self.active = 0  # ledgers the stores held at the last pass (Java's ACTIVE_LEDGER_COUNT)
 
-    def garbage(self, local: list[int]) -> list[int]:
-        """Which of ``local`` (ascending) have no metadata."""
-        if self.listing is not None:
-            return self.listing(local)
-        return find_garbage(self.ledgers, local, self.verify)
-
     def __call__(self, stores: list[CompactableStore]) -> int:
         """In a pool thread: delete the ledgers of ``stores`` whose metadata is gone; how many.
-        No step holds the GIL long (the reactor takes adds meanwhile): each store's ids come
-        sorted in slices and are merged in Python, not sorted again in one C call."""
-        owner = {}
-        held = [store.ledger_ids() for store in stores]  # the bookie's ledgers first, then the metadata
-        for store, ids in zip(stores, held):
-            for ledger_id in ids:
-                owner[ledger_id] = store
-        self.active = len(owner)
-        local = held[0] if len(held) == 1 else list(dict.fromkeys(heapq.merge(*held)))
-        gone = self.garbage(local)
+        No step holds the GIL long (the reactor takes adds meanwhile).  With a ``listing``
+        the stores' ids go to it as they are (one C copy each: it sorts them in its own
+        process); without, each store's ids come sorted in slices and are merged in Python,
+        not sorted again in one C call."""
+        if self.listing is not None:
+            held = [store.ledger_ids(ordered=False) for store in stores]
+            local = held[0] if len(held) == 1 else list(itertools.chain.from_iterable(held))
+            self.active = len(local) if len(held) == 1 else len(set(local))
+            gone = self.listing(local)
+        else:
+            held = [store.ledger_ids() for store in stores]
+            local = held[0] if len(held) == 1 else list(dict.fromkeys(heapq.merge(*held)))
+            self.active = len(local)
+            gone = find_garbage(self.ledgers, local, self.verify)
         for store in stores:
-            mine = [ledger_id for ledger_id in gone if owner[ledger_id] is store]
+            mine = gone if len(stores) == 1 else [ledger_id for ledger_id in gone if store.has_ledger(ledger_id)]
             if mine:
                 store.delete_ledgers(mine)
         return len(gone)

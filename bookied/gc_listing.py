@@ -14,7 +14,8 @@ was 2.2-5.3x idle although bookied runs with a 0.1 ms switch interval.  So the b
 (:class:`ListingProcess`, in the GC's pool thread) hands its ledger ids to a child
 process (:func:`main`, ``python -m bkctl.bookied.gc_listing``) that lists the metadata
 on a ZooKeeper session of its own, at a CPU priority below the bookie's threads
-(:data:`LISTING_CPU_PRIORITY`), and answers with the ids to delete; the bookie deletes them.
+(:data:`LISTING_CPU_PRIORITY`) and working half its time (:func:`paced`), and answers with
+the ids to delete; the bookie deletes them.
 
 Safety, as Java's: the bookie's ledgers are taken before the child lists (a ledger
 created after that is not among them), with ``verifyMetadataOnGC`` the child reads
@@ -30,9 +31,9 @@ be killed while it lists, when it finds itself orphaned.
 
 The protocol, on the child's standard input and output: a first line of JSON settings
 (the bookie's configuration as bk_server.conf text, ``verify``, the log level and
-CPU priority); then per pass a request, the ids as an 8-byte count and that many
-native 8-byte integers, and an answer, a JSON line (``{"garbage": n}`` or
-``{"error": why}``) followed by the ``n`` ids to delete in the same form.
+CPU priority); then per pass a request, the bookie's ids in any order (the child sorts
+them) as an 8-byte count and that many native 8-byte integers, and an answer, a JSON line
+(``{"garbage": n}`` or ``{"error": why}``) followed by the ``n`` ids to delete, native.
 """
 from __future__ import annotations
 
@@ -46,13 +47,16 @@ import sys
 import threading
 import time
 from array import array
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from .errors import GcListingError, GcListingStopped
 
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import LedgerRange
+
 log = logging.getLogger("bookied.gc")
 
-__all__ = ["LISTING_CPU_PRIORITY", "ListingProcess", "find_garbage", "main"]
+__all__ = ["LISTING_BUSY_SHARE", "LISTING_CPU_PRIORITY", "ListingProcess", "find_garbage", "main", "paced"]
 
 #: the listing's CPU priority (:func:`~.child_process.lower_cpu_priority`): nice 19, and in
 #: the bookie's own CPU group (session), not one of its own.  Below the bookie's threads, it
@@ -60,6 +64,10 @@ __all__ = ["LISTING_CPU_PRIORITY", "ListingProcess", "find_garbage", "main"]
 #: thread does.  In a group of its own at nice 19 (the autorecovery daemon's), a host kept
 #: busy starved it: a pass over 10^5 ledgers took 40 s instead of 0.6 s at load 20 on 2 CPUs
 LISTING_CPU_PRIORITY = "low"
+
+#: the share of its time the listing works (:func:`paced`): at most half a core of the
+#: child's and ZooKeeper's CPU at a time, as Java's GC thread would take at most one
+LISTING_BUSY_SHARE = 0.5
 
 _COUNT = struct.Struct(">Q")
 #: seconds a child has to end once asked to (SIGTERM, or its input closed) before SIGKILL
@@ -70,14 +78,16 @@ ORPHAN_CHECK_INTERVAL = 1.0
 EXIT_ORPHANED = 3
 
 
-def find_garbage(ledgers, local: list[int], verify: bool = False) -> list[int]:
+def find_garbage(ledgers, local: list[int], verify: bool = False,
+                 ranges: Iterable[LedgerRange] | None = None) -> list[int]:
     """Which of ``local`` (the bookie's ledgers, ascending, taken before this is called)
-    have no metadata in ``ledgers`` (a ledger manager): compared range by range; with
-    ``verify`` (Java's ``verifyMetadataOnGC``) each one missing from the listing is read
-    once more and kept if its metadata is there."""
+    have no metadata in ``ledgers`` (a ledger manager): compared range by range (``ranges``:
+    its ``ranges()``, or those as the caller paces them); with ``verify`` (Java's
+    ``verifyMetadataOnGC``) each one missing from the listing is read once more and kept if
+    its metadata is there."""
     gone = []
     i, n = 0, len(local)
-    for rng in ledgers.ranges():
+    for rng in ledgers.ranges() if ranges is None else ranges:
         while i < n and local[i] <= rng.end:
             if local[i] not in rng.ledgers:
                 gone.append(local[i])
@@ -92,6 +102,17 @@ def find_garbage(ledgers, local: list[int], verify: bool = False) -> list[int]:
                         "not deleted", sorted(kept))
         gone = [lid for lid in gone if lid not in kept]
     return gone
+
+
+def paced(ranges: Iterable[LedgerRange], busy_share: float = LISTING_BUSY_SHARE) -> Iterator[LedgerRange]:
+    """``ranges``, with a sleep after each as long as it took to come and be compared, scaled
+    so that the listing works ``busy_share`` of its time: its CPU, and ZooKeeper's for it
+    (the wait for each getChildren's answer counts as work), come in bursts of one leaf."""
+    mark = time.monotonic()
+    for rng in ranges:
+        yield rng
+        time.sleep((time.monotonic() - mark) * (1 - busy_share) / busy_share)
+        mark = time.monotonic()
 
 
 def _write_ids(out, ids: Iterable[int]) -> None:
@@ -261,7 +282,8 @@ def main() -> int:
                 if not started:
                     store.start()
                     started = True
-                gone = find_garbage(store.ledgers, ids.tolist(), settings["verify"])
+                ledgers = store.ledgers
+                gone = find_garbage(ledgers, sorted(set(ids)), settings["verify"], paced(ledgers.ranges()))
             except BKError as e:
                 out.write(json.dumps({"error": str(e) or type(e).__name__}).encode("utf-8") + b"\n")
                 out.flush()

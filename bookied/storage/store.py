@@ -279,12 +279,12 @@ class EntryStore:
     def has_ledger(self, ledger_id: int) -> bool:
         return ledger_id in self._ledgers
 
-    def ledger_ids(self) -> list[int]:
+    def ledger_ids(self, ordered: bool = True) -> list[int]:
         """Every ledger held, ascending (copied under the lock, sorted outside it in slices:
-        (:func:`~.pacing.sorted_in_slices`)."""
+        (:func:`~.pacing.sorted_in_slices`); with ``ordered=False`` as they come, one copy."""
         with self._lock:
             ids = list(self._ledgers)
-        return sorted_in_slices(ids)
+        return sorted_in_slices(ids) if ordered else ids
 
     def last_entry_id(self, ledger_id: int) -> int | None:
         """Highest entry id stored for the ledger (cached or flushed), None if it has no entries."""

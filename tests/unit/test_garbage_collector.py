@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 from twisted.internet import defer, task
@@ -385,8 +386,11 @@ class LedgerIds:
         self.ids = set(ids)
         self.deleted = []
 
-    def ledger_ids(self):
-        return sorted(self.ids)
+    def ledger_ids(self, ordered=True):
+        return sorted(self.ids) if ordered else list(self.ids)
+
+    def has_ledger(self, ledger_id):
+        return ledger_id in self.ids
 
     def delete_ledgers(self, ledger_ids):
         self.ids.difference_update(ledger_ids)
@@ -438,6 +442,35 @@ def test_the_bookies_ledgers_are_taken_before_the_listing_and_verify_rereads_the
     zk.ledgers.ranges = missing_two
     assert DeletedLedgerCollector(zk.ledgers, verify=True)([store]) == 0 and store.ids == {1, 2, 7}
     assert DeletedLedgerCollector(zk.ledgers)([store]) == 1 and store.ids == {1, 7}
+
+
+def test_with_a_listing_process_the_collector_hands_it_the_ids_as_they_come_and_deletes_its_answer():
+    a, b = LedgerIds([5, 1, 9]), LedgerIds([7, 3, 5])  # 5 in both directories
+    asked = []
+
+    def listing(local):
+        asked.append(sorted(local))
+        return [3, 5, 9]
+
+    collector = DeletedLedgerCollector(None, listing=listing)
+    assert collector([a, b]) == 3 and collector.active == 5
+    assert asked == [[1, 3, 5, 5, 7, 9]]  # the listing sorts and dedups them, in its own process
+    assert sorted(a.deleted) == [5, 9] and sorted(b.deleted) == [3, 5] and a.ids == {1} and b.ids == {7}
+
+
+def test_the_listing_works_half_its_time():
+    from bkctl.bookied.gc_listing import paced
+
+    def ranges():
+        for end in range(3):
+            until = time.monotonic() + 0.02  # a leaf's getChildren and its comparison
+            while time.monotonic() < until:
+                pass
+            yield end
+
+    started = time.monotonic()
+    assert list(paced(ranges(), 0.5)) == [0, 1, 2]
+    assert time.monotonic() - started >= 0.11  # 60 ms of work, as long asleep
 
 
 # -- damaged records ---------------------------------------------------------------------------
