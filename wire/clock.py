@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
+    from twisted.python.threadpool import ThreadPool
 
-__all__ = ["Clock", "DelayedCall", "RunBlocking", "ThreadedClock"]
+__all__ = ["Clock", "DelayedCall", "Reactor", "RunBlocking", "ThreadedClock"]
 
 T = TypeVar("T")
 
@@ -47,6 +48,14 @@ class ThreadedClock(Clock, Protocol):
                        **kw: object) -> None:
         """Call ``callable(*args, **kw)`` in the reactor's thread, soon (from any thread)."""
 
+
+
+class Reactor(ThreadedClock, Protocol):
+    """A reactor as a daemon uses it: its time, its way in from threads and its thread pool
+    (``IReactorThreads``); a client it makes uses it to connect as well."""
+
+    def getThreadPool(self) -> ThreadPool:  # noqa: N802 - Twisted's name
+        """The pool ``deferToThread`` runs blocking calls in."""
 
 class RunBlocking(Protocol):
     """Runs a blocking call (a metadata store's) off the reactor thread: the

@@ -11,14 +11,24 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 from twisted.application.service import Service
 from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from bkctl.wire.clock import Reactor
 
 from .auditor import Auditor
 from .election import AuditorElection
 from .worker import ReplicationWorker
+
+if TYPE_CHECKING:
+    from bkctl.wire.client.bookkeeper import BookKeeperClient
+    from bkctl.wire.client.placement import RandomPlacement
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +97,7 @@ CONFIG_KEYS: dict[str, tuple[str, float]] = {
 assert {f for f, _ in CONFIG_KEYS.values()} <= {f.name for f in fields(AutoRecoveryConfig)}
 
 
-def config_from_keys(values) -> AutoRecoveryConfig:
+def config_from_keys(values: Mapping[str, Any]) -> AutoRecoveryConfig:
     """An :class:`AutoRecoveryConfig` from typed bk_server.conf values
     (``values.get(java_key)``; missing keys keep their defaults)."""
     config = AutoRecoveryConfig()
@@ -114,9 +124,9 @@ class AutoRecoveryStats:
     #: how many ledgers recovery_seconds_sum covers (marks without a ctime are not counted)
     recovery_seconds_count: int = 0
     #: the figures of the last replicas check (see Auditor.replicas_check)
-    last_replicas_check: dict | None = None
+    last_replicas_check: dict[str, Any] | None = None
     #: the figures of the last placement check (see Auditor.placement_check)
-    last_placement_check: dict | None = None
+    last_placement_check: dict[str, Any] | None = None
 
 
 class AutoRecoveryDaemon(Service):
@@ -126,14 +136,15 @@ class AutoRecoveryDaemon(Service):
     (``protocol``, timeouts).  ``store``/``client`` may be given (tests).
     """
 
-    name = "autorecovery"
+    name = "autorecovery"  # type: ignore[assignment]  # Twisted annotates Service.name as None, documents a str
 
     def __init__(self, metadata_uri: str, bookie_id: str, config: AutoRecoveryConfig | None = None, *,
-                 reactor=None, zk_timeout: float = 10.0, hostname: str | None = None,
-                 client_options: dict | None = None):
+                 reactor: Reactor | None = None, zk_timeout: float = 10.0, hostname: str | None = None,
+                 client_options: dict[str, Any] | None = None):
         if reactor is None:
             from twisted.internet import reactor as _reactor
-            reactor = _reactor
+
+            reactor = _reactor  # the global reactor: a module to the checker, a Reactor when it runs
         self.metadata_uri = metadata_uri
         self.bookie_id = bookie_id
         self.config = config or AutoRecoveryConfig()
@@ -142,8 +153,8 @@ class AutoRecoveryDaemon(Service):
         self.hostname = hostname or socket.gethostname()
         self.client_options = dict(client_options or {})
         self.stats = AutoRecoveryStats()
-        self.store = None
-        self.client = None
+        self.store: ZKMetadataStore | None = None
+        self.client: BookKeeperClient | None = None
         self.election: AuditorElection | None = None
         self.auditor: Auditor | None = None
         self.worker: ReplicationWorker | None = None
@@ -152,22 +163,23 @@ class AutoRecoveryDaemon(Service):
     def is_auditor(self) -> bool:
         return self.auditor is not None and self.auditor.running
 
-    def startService(self) -> defer.Deferred:
-        super().startService()
+    def startService(self) -> defer.Deferred[None]:  # noqa: N802 - Twisted's name
+        super().startService()  # type: ignore[no-untyped-call]  # unannotated in Twisted
         return defer.ensureDeferred(self._start())
 
     async def _start(self) -> None:
         from bkctl.wire.client.bookkeeper import BookKeeperClient
         from bkctl.wire.metadata.zk import ZKMetadataStore
 
-        self.store = ZKMetadataStore(self.metadata_uri, timeout=self.zk_timeout, store_ctime=True)
-        self.client = BookKeeperClient(self.store, self.reactor, placement=self.placement(), **self.client_options)
-        await self.client.run_blocking(self.store.underreplication.ensure_layout)
-        self._say_which_delay(await self.client.run_blocking(self.store.underreplication.lost_bookie_recovery_delay))
-        self.worker = ReplicationWorker(self.client, self.config, self.reactor, self.stats, self.hostname,
-                                        worker_id=self.bookie_id, cork=self.client.pool.cork)
+        store = self.store = ZKMetadataStore(self.metadata_uri, timeout=self.zk_timeout, store_ctime=True)
+        client = self.client = BookKeeperClient(store, self.reactor, placement=self.placement(),
+                                                **self.client_options)
+        await client.run_blocking(store.underreplication.ensure_layout)
+        self._say_which_delay(await client.run_blocking(store.underreplication.lost_bookie_recovery_delay))
+        self.worker = ReplicationWorker(client, self.config, self.reactor, self.stats, self.hostname,
+                                        worker_id=self.bookie_id, cork=client.pool.cork)
         self.worker.start()
-        self.election = AuditorElection(self.store, self.bookie_id, self.reactor, self.client.run_blocking,
+        self.election = AuditorElection(store, self.bookie_id, self.reactor, client.run_blocking,
                                         self._elected, self._demoted)
         await self.election.start()
         log.info("autorecovery started for %s (voting as %s)", self.metadata_uri, self.bookie_id)
@@ -187,7 +199,7 @@ class AutoRecoveryDaemon(Service):
                         "lost-bookie-delay %d` changes it", cluster, "underreplication/lostBookieRecoveryDelay",
                         own, own)
 
-    def placement(self):
+    def placement(self) -> RandomPlacement:
         """The placement policy the config names, racks from the rack map znode and the script."""
         from bkctl.wire.metadata.racks import build_placement, policy_name
 
@@ -198,11 +210,14 @@ class AutoRecoveryDaemon(Service):
                                enforce=c.enforce_min_racks_per_write_quorum)
 
     def _elected(self) -> None:
+        client = self.client
+        if client is None:  # (elected only after the start made it)
+            return
         self.stats.elections_won += 1
-        auditor = self.auditor = Auditor(self.client, self.config, self.reactor, self.stats,
+        auditor = self.auditor = Auditor(client, self.config, self.reactor, self.stats,
                                          auditor_id=self.bookie_id)
 
-        def failed(f) -> None:
+        def failed(f: Failure) -> None:
             # a daemon stopped (or demoted) while its auditor started closes what the start
             # was using: that start's failure is the stop's doing, not news
             if auditor.running:
@@ -217,8 +232,8 @@ class AutoRecoveryDaemon(Service):
         if auditor is not None:
             auditor.stop()
 
-    def stopService(self) -> defer.Deferred:
-        super().stopService()
+    def stopService(self) -> defer.Deferred[None]:  # noqa: N802 - Twisted's name
+        super().stopService()  # type: ignore[no-untyped-call]  # unannotated in Twisted
         return defer.ensureDeferred(self._stop())
 
     async def _stop(self) -> None:
@@ -234,6 +249,8 @@ class AutoRecoveryDaemon(Service):
             await self._in_thread(store.close)
         log.info("autorecovery stopped")
 
-    def _in_thread(self, fn) -> defer.Deferred:
+    def _in_thread(self, fn: Callable[[], None]) -> defer.Deferred[None]:
         from twisted.internet import threads
-        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn)
+
+        # zope's IReactorFromThreads, which the checker cannot match a Protocol to: ours has callFromThread
+        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn)  # type: ignore[arg-type]

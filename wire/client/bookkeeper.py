@@ -27,7 +27,7 @@ import random
 import socket
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from twisted.internet import defer, threads
 
@@ -55,6 +55,8 @@ from .ledger_handle import LedgerHandle
 from .ledger_recovery import replicate_tail
 from .read_handle import ReadHandle
 from .placement import RandomPlacement
+
+T = TypeVar("T")
 
 __all__ = ["AppendLock", "BookKeeperClient"]
 
@@ -181,7 +183,7 @@ class BookKeeperClient:
                     start()
                 self._store_started = True
 
-    def run_blocking(self, fn: Callable, *args, **kwargs) -> defer.Deferred:
+    def run_blocking(self, fn: Callable[..., T], /, *args: object, **kwargs: object) -> defer.Deferred[T]:
         """Run a blocking (metadata store) call off the reactor thread; fires with its result."""
         def call():
             self._ensure_store()

@@ -517,8 +517,9 @@ async def rereplicate_ledger(client: BookKeeperClient, ledger_id: int, lost: Ite
                               "reason": None}
     try:
         if metadata is None:
-            metadata, version = await client.run_blocking(client.store.ledgers.read, ledger_id)
-        md = metadata
+            md, version = await client.run_blocking(client.store.ledgers.read, ledger_id)
+        else:
+            md = metadata
         known = (md, version) if version is not None and version >= 0 else None
         result["state"] = md.state.name
         if not lost_set.intersection(md.bookies):
@@ -534,8 +535,8 @@ async def rereplicate_ledger(client: BookKeeperClient, ledger_id: int, lost: Ite
                 result["closed_first"] = True
                 if not dry_run:
                     await client.open_ledger(ledger_id, recovery=True, password=password)
-                    md, version = await client.run_blocking(client.store.ledgers.read, ledger_id)
-                    known = (md, version)
+                    known = await client.run_blocking(client.store.ledgers.read, ledger_id)
+                    md = known[0]
         result["bytes"] = bytes_held(ledger_id, md, lost)
         password_bytes, digest_type = ledger_credentials(ledger_id, md, password)
         digest = DigestManager(ledger_id, digest_type, password_bytes, getattr(client, "twins", None))

@@ -481,15 +481,44 @@ class MetadataStore(Protocol):
     """A BookKeeper cluster's metadata: a session and its managers."""
 
     root: str
-    cluster: ClusterManager
-    racks: RackMap
-    ledgers: LedgerManager
-    ledger_ids: LedgerIdGenerator
-    registration: RegistrationManager
-    cookies: CookieManager
-    underreplication: UnderreplicationManager
-    auditor: AuditorElection
-    pulsar: PulsarMetadata
+
+    # The managers are read-only members: a store's own classes (ZKAuditorElection...) then
+    # satisfy them, as a mutable attribute's type would have to be the Protocol's exactly.
+    @property
+    def cluster(self) -> ClusterManager:
+        """The store's ClusterManager."""
+
+    @property
+    def racks(self) -> RackMap:
+        """The store's RackMap."""
+
+    @property
+    def ledgers(self) -> LedgerManager:
+        """The store's LedgerManager."""
+
+    @property
+    def ledger_ids(self) -> LedgerIdGenerator:
+        """The store's LedgerIdGenerator."""
+
+    @property
+    def registration(self) -> RegistrationManager:
+        """The store's RegistrationManager."""
+
+    @property
+    def cookies(self) -> CookieManager:
+        """The store's CookieManager."""
+
+    @property
+    def underreplication(self) -> UnderreplicationManager:
+        """The store's UnderreplicationManager."""
+
+    @property
+    def auditor(self) -> AuditorElection:
+        """The store's AuditorElection."""
+
+    @property
+    def pulsar(self) -> PulsarMetadata:
+        """The store's PulsarMetadata."""
 
     @property
     def connected(self) -> bool:

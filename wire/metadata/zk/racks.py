@@ -2,6 +2,7 @@
 which rack-aware placement reads; the format is :mod:`bkctl.wire.metadata.racks`."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -26,7 +27,7 @@ class ZKRackMap(Manager):
         return parse_rack_map(data), stat.version
 
     @zk_call
-    def write(self, doc: dict[str, Any], version: int | None) -> int:
+    def write(self, doc: Mapping[str, Mapping[str, Mapping[str, Any]]], version: int | None) -> int:
         """Create (``version=None``) or compare-and-set the rack map; returns
         the new version (:class:`VersionConflict` when it changed meanwhile)."""
         data = serialize_rack_map(doc)
