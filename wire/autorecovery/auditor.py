@@ -39,15 +39,26 @@ import logging
 import time
 from array import array
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from bkctl.wire.clock import DelayedCall, ThreadedClock
 
 from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata import underreplication as UR
-from bkctl.wire.metadata.store import registered_bookies
+from bkctl.wire.metadata.store import StoredValue, registered_bookies
 
 from .checker import bookies_missing_replicas
+from .status import StatusDoc
+
+if TYPE_CHECKING:
+    from bkctl.wire.client.bookkeeper import BookKeeperClient
+    from bkctl.wire.metadata.ledger import LedgerMetadata
+
+    from .service import AutoRecoveryConfig, AutoRecoveryStats
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +70,10 @@ WALK_CHUNK = 1000
 PLACEMENT_LOGGED = 100
 
 
-def _take(it, n: int) -> list:
+T = TypeVar("T")
+
+
+def _take(it: Iterator[T], n: int) -> list[T]:
     return list(itertools.islice(it, n))
 
 
@@ -71,7 +85,8 @@ class Auditor:
     ``config`` an :class:`~bkctl.wire.autorecovery.service.AutoRecoveryConfig`.
     """
 
-    def __init__(self, client, config, reactor, stats=None, clock: Callable[[], float] = time.time,
+    def __init__(self, client: BookKeeperClient, config: AutoRecoveryConfig, reactor: ThreadedClock,
+                 stats: AutoRecoveryStats | None = None, clock: Callable[[], float] = time.time,
                  auditor_id: str | None = None):
         #: the daemon's id, in the status node operators read (:mod:`.status`)
         self.auditor_id = auditor_id
@@ -100,17 +115,17 @@ class Auditor:
         self._named_by: dict[str, int] = {}
         #: the bookies with a cookie, as the cookie watch last told (None: not told yet)
         self._cookies: set[str] | None = None
-        self._timers: dict[str, object] = {}
+        self._timers: dict[str, DelayedCall] = {}
         #: what stops each of the store's watches (set by :meth:`_watch`)
         self._unwatch: list[Callable[[], None]] = []
         self._auditing = False
         self._audit_again: bool | None = None
         self._check_again = False
         #: Deferred of the audit in progress (tests and stop() wait for it)
-        self.current: defer.Deferred | None = None
+        self.current: defer.Deferred[None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------
-    def start(self) -> defer.Deferred:
+    def start(self) -> defer.Deferred[None]:
         self.running = True
         return self.client.run_blocking(self._prepare).addCallback(lambda _: self._schedule_checks())
 
@@ -131,7 +146,7 @@ class Auditor:
             if self.running:
                 hop(self.request_audit)
 
-        def delay_changed(node) -> None:
+        def delay_changed(node: StoredValue | None) -> None:
             if self.running and node is not None:
                 hop(self._delay_written, node.value, node.version)
 
@@ -144,12 +159,11 @@ class Auditor:
                 hop(self._cookies_changed, set(bookies))
 
         registration, ur = self.store.registration, self.store.underreplication
-        for watch, listener in ((registration.watch_writable_bookies, registrations),
-                                (registration.watch_readonly_bookies, registrations),
-                                (registration.watch_all_bookies, cookies_changed),
-                                (ur.watch_lost_bookie_recovery_delay, delay_changed),
-                                (ur.watch_enabled, switch_changed)):
-            unwatch = watch(listener)
+        for unwatch in (registration.watch_writable_bookies(registrations),
+                        registration.watch_readonly_bookies(registrations),
+                        registration.watch_all_bookies(cookies_changed),
+                        ur.watch_lost_bookie_recovery_delay(delay_changed),
+                        ur.watch_enabled(switch_changed)):
             self._unwatch.append(unwatch)
             if not self.running:  # stopped meanwhile: stop() has been through the list
                 unwatch()
@@ -158,11 +172,12 @@ class Auditor:
         self._schedule("bookie-check", self.config.auditor_periodic_bookie_check_interval, self._periodic_bookie_check)
         for name, interval, node, fn in self._timed_checks():
             if interval and interval > 0:
-                self.client.run_blocking(self._read_last_run, node).addCallback(
-                    lambda last, name=name, interval=interval, fn=fn:
-                    self._schedule(name, self._initial_delay(interval, last), fn))
+                self.client.run_blocking(self._read_last_run, node).addCallback(self._schedule_check, name, interval, fn)
 
-    def _timed_checks(self):
+    def _schedule_check(self, last_run_ms: int | None, name: str, interval: float, fn: Callable[[], None]) -> None:
+        self._schedule(name, self._initial_delay(interval, last_run_ms), fn)
+
+    def _timed_checks(self) -> tuple[tuple[str, float, str, Callable[[], None]], ...]:
         return (("ledger-check", self.config.auditor_periodic_check_interval, P.UR_CHECK_ALL_LEDGERS_CTIME,
                  self._periodic_ledger_check),
                 ("replicas-check", self.config.auditor_replicas_check_interval, P.UR_REPLICAS_CHECK_CTIME,
@@ -179,11 +194,12 @@ class Auditor:
 
     def _read_last_run(self, check: str) -> int | None:
         try:
-            return self.store.underreplication.check_ctime(check)
+            ctime: int | None = self.store.underreplication.check_ctime(check)
+            return ctime
         except Exception:  # noqa: BLE001 - unreadable: as if it never ran
             return None
 
-    def stop(self) -> defer.Deferred:
+    def stop(self) -> defer.Deferred[None]:
         """Step down: no more marking; waits for an audit in progress to end."""
         self.running = False
         for unwatch in self._unwatch:
@@ -250,7 +266,7 @@ class Auditor:
         d = defer.ensureDeferred(self.placement_check())
         d.addErrback(lambda f: log.error("auditor: placement check failed: %s", f.getErrorMessage()))
 
-    async def placement_check(self) -> dict:
+    async def placement_check(self) -> dict[str, Any]:
         """Ledgers whose segments' ensembles break the placement policy (Java's
         placement policy check; reported, not marked).  Records
         ``B/placementpolicycheckctime``."""
@@ -320,7 +336,7 @@ class Auditor:
             self._publish()
 
     # -- the audit ---------------------------------------------------------------------------
-    def request_audit(self, force: bool = False, check_ledgers: bool = False) -> defer.Deferred:
+    def request_audit(self, force: bool = False, check_ledgers: bool = False) -> defer.Deferred[None]:
         """Audit now (one at a time: a request during an audit runs right after it).
         ``force`` marks every lost bookie regardless of the delay; ``check_ledgers``
         also checks every ledger's replicas."""
@@ -329,11 +345,11 @@ class Auditor:
         if self._auditing:
             self._audit_again = bool(self._audit_again) or force
             self._check_again = self._check_again or check_ledgers
-            return self.current
+            return self.current if self.current is not None else defer.succeed(None)
         self._auditing = True
-        self.current = defer.ensureDeferred(self._audit(force, check_ledgers))
+        current = self.current = defer.ensureDeferred(self._audit(force, check_ledgers))
 
-        def done(result):
+        def done(result: None) -> None:
             self._auditing = False
             again, self._audit_again = self._audit_again, None
             check, self._check_again = self._check_again, False
@@ -341,13 +357,17 @@ class Auditor:
                 self.request_audit(force=bool(again), check_ledgers=check)
             return result
 
-        def failed(failure):
+        def failed(failure: Failure) -> None:
             log.error("auditor: audit failed: %s; next try in %gs", failure.getErrorMessage(),
                       self.config.audit_retry_interval)
-            self._schedule("retry", self.config.audit_retry_interval, self.request_audit)
+            self._schedule("retry", self.config.audit_retry_interval, self._audit_later)
 
-        self.current.addErrback(failed).addBoth(done)
-        return self.current
+        current.addErrback(failed).addBoth(done)
+        return current
+
+    def _audit_later(self) -> None:
+        """A timer's audit (its Deferred is :attr:`current`)."""
+        self.request_audit()
 
     async def _audit(self, force: bool, check_ledgers: bool) -> None:
         run = self.client.run_blocking
@@ -356,7 +376,7 @@ class Auditor:
         # one streaming walk: what is kept is the ids of the ledgers naming each unregistered
         # bookie (to be marked once it is due) and the ledgers the full check found short of
         # a replica -- never every ledger's metadata
-        named: dict[str, array] = {}
+        named: dict[str, array[int]] = {}
         checked: dict[int, set[str]] = {}
         walked = 0
         started = time.monotonic()
@@ -400,12 +420,12 @@ class Auditor:
         marked_before = lost.intersection(self._marked)
         due |= marked_before
         earlier = {b: self._marked[b] for b in marked_before if self._marked[b]}  # the first reason stays
-        self._at_once = {**at_once, **earlier}
+        self._at_once = {**at_once, **{b: why for b, why in earlier.items() if why is not None}}
         self._named_by = {b: len(named[b]) for b in lost}
         waiting = lost - due
         if waiting:
             wake = min(self.lost_since[b] for b in waiting) + self.delay - now
-            self._schedule("lost-bookie-delay", max(0.0, wake), self.request_audit)
+            self._schedule("lost-bookie-delay", max(0.0, wake), self._audit_later)
         else:
             self._schedule("lost-bookie-delay", 0, lambda: None)
         marks: dict[int, set[str]] = defaultdict(set)
@@ -436,7 +456,7 @@ class Auditor:
         if self.stats is not None:
             self.stats.audits += 1
 
-    def status(self) -> dict:
+    def status(self) -> StatusDoc:
         """What this auditor waits for, as ``bkctl autorecovery status`` shows it
         (times in ms since the epoch, by this host's clock)."""
         lost = []
@@ -461,7 +481,7 @@ class Auditor:
         store = self.store
         return registered_bookies(store.registration), not store.underreplication.is_enabled()
 
-    async def _each_ledger(self):
+    async def _each_ledger(self) -> AsyncIterator[tuple[int, LedgerMetadata]]:
         """Every ledger's ``(ledger_id, metadata)``, ascending, from one streaming walk
         read :data:`WALK_CHUNK` ledgers at a time off the reactor (an async iterator):
         memory holds one chunk, however many ledgers there are, and the reactor checks
