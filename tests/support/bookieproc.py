@@ -22,6 +22,7 @@ from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import FrameDecoder, frame
 from tests.support.folders import integration_only
 from tests.support.interrupts import die_with_parent
+from tests.support import zygote
 from tests.support.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +34,7 @@ class BookieProcess:
         self.uri = uri
         self.port = port or free_port()
         self.settings = settings
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | zygote.ForkedProcess | None = None
         self.env_extra: dict[str, str] = {}
         #: the module run as bookied and its arguments before bookied's own: a test launcher
         #: (e.g. ``["tests.support.stopping_bookied", "copied"]``) or bookied itself
@@ -106,10 +107,15 @@ class BookieProcess:
         env = dict(os.environ, **self.env_extra)
         if self.launcher[0].startswith("tests."):  # the launcher is in this checkout's tests package
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", *self.launcher, "--conf", str(conf), *extra_args],
-                                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                         env=env, start_new_session=True, preexec_fn=die_with_parent)
+        module, *args = [*self.launcher, "--conf", str(conf), *extra_args]
+        with open(self.log_path, "ab") as log, open(os.devnull, "rb") as devnull:
+            # forked from the worker's zygote (tests/support/zygote.py) where it can be
+            self.proc = zygote.spawn(module, args, env=env, stdin=devnull.fileno(), stdout=log.fileno(),
+                                     stderr=log.fileno())
+            if self.proc is None:
+                self.proc = subprocess.Popen([sys.executable, "-m", module, *args],
+                                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                             env=env, start_new_session=True, preexec_fn=die_with_parent)
         return self.proc
 
     def start(self, timeout: float = 60.0) -> "BookieProcess":

@@ -6,11 +6,14 @@ runs a command in the test's own process (cheap, and sees its fixtures).
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.support import zygote
 
 #: The repository's root (this source tree is what the spawned processes import).
 REPO = Path(__file__).resolve().parents[2]
@@ -50,8 +53,17 @@ def run_bkctl(env: dict, *args, stdin=None, timeout: float = 120, text: bool = F
     """The runner: ``bkctl ARGS`` in a fresh process with exactly ``env``, stdin not a terminal."""
     if stdin is None:
         stdin = "" if text else b""
-    return subprocess.run([*BKCTL, *map(str, args)], input=stdin, capture_output=True, text=text,
-                          env=env, cwd=REPO, timeout=timeout)
+    argv = list(map(str, args))
+    # forked from the worker's zygote (tests/support/zygote.py) where it can be
+    done = zygote.run("bkctl", argv, env=env, cwd=str(REPO), timeout=timeout,
+                      input=stdin.encode() if isinstance(stdin, str) else stdin)
+    if done is None:
+        return subprocess.run([*BKCTL, *argv], input=stdin, capture_output=True, text=text,
+                              env=env, cwd=REPO, timeout=timeout)
+    if text:  # as subprocess.run(text=True) reads them: the locale's encoding, universal newlines
+        done.stdout, done.stderr = (io.TextIOWrapper(io.BytesIO(b)).read() for b in (done.stdout, done.stderr))
+    done.args = [*BKCTL, *argv]
+    return done
 
 
 def bkctl(uri, *args, stdin: str | None = None, env: dict | None = None,
