@@ -31,36 +31,42 @@ def drive_adds(client, handle, count: int, payload: bytes, inflight: int,
     fires with the latency (seconds) of each."""
     from twisted.internet import defer
 
-    state = {"next": 0, "acked": 0, "failed": False}
+    issued = acked_count = 0
+    stopped = False  # cancelled or failed: no more adds (those in flight are let finish)
 
-    def cancelled(_d) -> None:  # Ctrl-C: no more adds (those in flight are let finish)
-        state["failed"] = True
+    def cancelled(_d) -> None:  # Ctrl-C
+        nonlocal stopped
+        stopped = True
 
     done: defer.Deferred = defer.Deferred(canceller=cancelled)
     latencies = [0.0] * count
     clock = time.perf_counter
+    add_entry = handle.add_entry
 
     def fill():
-        while not state["failed"] and state["next"] < count and state["next"] - state["acked"] < inflight:
-            index = state["next"]
-            state["next"] += 1
-            handle.add_entry(payload).addCallbacks(acked, failed, callbackArgs=(index, clock()))
+        nonlocal issued
+        while not stopped and issued < count and issued - acked_count < inflight:
+            index = issued
+            issued = index + 1
+            add_entry(payload).addCallbacks(acked, failed, callbackArgs=(index, clock()))
 
     def acked(_entry_id, index, started):
+        nonlocal acked_count
         if done.called:  # cancelled or failed: the run is over
             return
         latencies[index] = clock() - started
-        state["acked"] += 1
+        acked_count += 1
         if on_add is not None:
             on_add()
-        if state["acked"] == count:
+        if acked_count == count:
             done.callback(latencies)
         else:
             fill()
 
     def failed(f):
+        nonlocal stopped
         if not done.called:
-            state["failed"] = True
+            stopped = True
             done.errback(f)
 
     if count == 0:

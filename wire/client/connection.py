@@ -680,12 +680,7 @@ class BookieConnection:
         instead of one per answer."""
         if proto is not self._proto:
             return start
-
-        def answered(req: Request, result: Any) -> bool:
-            self._answered(req, result)
-            return proto is self._proto
-
-        return self.requests.take_answers(payloads, start, answered)
+        return self.requests.take_answers(payloads, start, self._answered)
 
     def v2_answer(self, proto: BookieClientProtocol, payload: bytes, opcode: int) -> bool:
         """A v2 READ_ENTRY or ADD_ENTRY answer (``opcode``; version > 0, at
@@ -704,9 +699,12 @@ class BookieConnection:
         self._answered(req, payload[_V2_ANSWER_HEAD.size:] if opcode == _OPC_READ else None)
         return True
 
-    def _answered(self, req: Request, result: Any) -> None:
+    def _answered(self, req: Request, result: Any) -> bool:
         """The end of :meth:`answer_received` for a request already out of
-        the matching tables, answered with ``result``."""
+        the matching tables, answered with ``result``; whether the connection
+        is still up after its callback (which may close it: then the rest of a
+        chunk of answers is dropped, :meth:`fast_answers`)."""
+        proto = self._proto
         self._sent.pop(req, None)
         req.state = DONE
         self._backoff.failures = 0  # the bookie answers: the next failure starts a fresh backoff
@@ -715,11 +713,11 @@ class BookieConnection:
         on_done = req.on_done
         if on_done is None or req.deferred is not None:
             self._finish(req, result)
-            return
-        # a callback request (the ledger layer's adds and reads): _finish's work, inline
-        if req.timeouts is not None:
-            self._deadlines.retire(req)
-        req.call_back(on_done, self.bookie_id, result)
+        else:  # a callback request (the ledger layer's adds and reads): _finish's work, inline
+            if req.timeouts is not None:
+                self._deadlines.retire(req)
+            req.call_back(on_done, self.bookie_id, result)
+        return proto is self._proto
 
     def malformed(self, proto: BookieClientProtocol, exc: CodecError) -> None:
         if proto is not self._proto:

@@ -326,7 +326,14 @@ class LedgerHandle(ReadHandle):
         p = PendingAdd(entry_id, body, length)
         p.deferred = deferred
         self._pending.append(p)
-        if not self._changing and not (self._adds is not None and self._held_in_run(p)):
+        if self._changing:
+            return p  # sent once the ensemble changed (_resend)
+        run = self._run
+        if run:  # a run is being held for the burst's end: this add joins it (_held_in_run)
+            run.append(p)
+            if len(run) >= self._run_room_left:
+                self._send_held_run()
+        elif self._adds is None or not self._held_in_run(p):
             self._send(p)
         return p
 
@@ -546,19 +553,22 @@ class LedgerHandle(ReadHandle):
                 if self._state == _FAILED:
                     return
                 qa = self.schedule.ack_quorum
-                while self._pending and not self._changing:
-                    p = self._pending[0]
+                pending = self._pending
+                explicit = self._explicit
+                while pending and not self._changing:
+                    p = pending[0]
                     if p.acks < qa:
                         break
-                    self._pending.popleft()
-                    self._lac = p.entry_id
+                    pending.popleft()
+                    self._lac = entry_id = p.entry_id
                     self._confirmed_length = p.length
-                    if self._explicit.interval and self._state == _OPEN:
-                        self._explicit.confirmed()
-                    if p.deferred is not None:
-                        p.deferred.callback(p.entry_id)
-                    if self._state == _FAILED:
-                        return
+                    if explicit.interval and self._state == _OPEN:
+                        explicit.confirmed()
+                    d = p.deferred
+                    if d is not None:
+                        d.callback(entry_id)
+                        if self._state == _FAILED:
+                            return
                 while (self._waiting and len(self._pending) < self.max_inflight and not self._behind
                        and self._state in (_OPEN, _CLOSING)):
                     payload, d = self._waiting.popleft()
