@@ -57,14 +57,14 @@ EXIT_CANNOT_START = 5
 class AutoRecoveryProcess:
     """The bookie's handle on its autorecovery daemon's process.
 
-    ``stats`` (an :class:`~bkctl.wire.autorecovery.service.AutoRecoveryStats`,
+    ``stats`` (an :class:`~bkctl.wire.autorecovery.config.AutoRecoveryStats`,
     counts summed over every child so far) and ``is_auditor`` are as of the
     running child's last figures; what :func:`bookied.metrics.register_autorecovery`
     reads."""
 
     def __init__(self, cfg, bookie_id: str, reactor, *, log_level: str | None = None,
                  restart_delay: float = RESTART_DELAY):
-        from bkctl.wire.autorecovery.service import AutoRecoveryStats
+        from bkctl.wire.autorecovery.config import AutoRecoveryStats
 
         self.cfg = cfg
         self.bookie_id = bookie_id
@@ -203,7 +203,8 @@ def main() -> int:
         from twisted.internet import reactor
     from twisted.internet import defer, stdio, task
 
-    from bkctl.wire.autorecovery.service import AutoRecoveryDaemon, config_from_keys
+    from bkctl.wire.autorecovery.config import config_from_keys
+    from bkctl.wire.autorecovery.service import AutoRecoveryDaemon
     from bkctl.wire.metadata import zksecurity
     from bkctl.wire.process.runtime import settle_garbage_collector
     from bkctl.wire.process.shutdown import ExitDeadline

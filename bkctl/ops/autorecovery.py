@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the daemon's module imports twisted: only `autorecovery run` needs it
-    from bkctl.wire.autorecovery.service import AutoRecoveryConfig
+    from bkctl.wire.autorecovery.config import AutoRecoveryConfig
 
 
 def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
@@ -16,7 +16,7 @@ def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
     (:func:`bkctl.bookied.config.validate_setting`); ValueError (a ConfigError)
     with a one-line message names an unknown key or a bad value."""
     from bkctl.bookied.config import ConfigError, validate_setting
-    from bkctl.wire.autorecovery.service import CONFIG_KEYS, config_from_keys
+    from bkctl.wire.autorecovery.config import CONFIG_KEYS, config_from_keys
 
     values = {}
     for key, text in settings.items():

@@ -17,7 +17,7 @@ import sys
 import threading
 from contextlib import contextmanager
 
-from bkctl.wire.autorecovery.service import AutoRecoveryConfig
+from bkctl.wire.autorecovery.config import AutoRecoveryConfig
 
 log = logging.getLogger("bkctl.autorecovery")
 

@@ -119,7 +119,7 @@ def _in_process_auditor(store):
     from twisted.internet import reactor
 
     from bkctl.wire.autorecovery.auditor import Auditor
-    from bkctl.wire.autorecovery.service import AutoRecoveryConfig
+    from bkctl.wire.autorecovery.config import AutoRecoveryConfig
     from bkctl.wire.client.blocking import run_in_reactor
     from bkctl.wire.client.bookkeeper import BookKeeperClient
 

@@ -163,7 +163,7 @@ def test_the_auditor_waits_lost_bookie_recovery_delay(stores):
     registrations, never the bookies): one goes, and its ledgers are marked no
     sooner than the delay after it went; a ledger not naming it never is."""
     from bkctl.wire.autorecovery.auditor import Auditor
-    from bkctl.wire.autorecovery.service import AutoRecoveryConfig
+    from bkctl.wire.autorecovery.config import AutoRecoveryConfig
     from bkctl.wire.client.bookkeeper import BookKeeperClient
     from twisted.internet import reactor
 
@@ -203,7 +203,7 @@ def test_the_auditor_waits_lost_bookie_recovery_delay(stores):
 def test_the_auditor_placement_check_reports_what_ledger_list_not_adhering_lists(stores, rack_map):
     """Racks from the /bookies rack map; one ledger keeps both copies of some entries in one rack."""
     from bkctl.wire.autorecovery.auditor import Auditor
-    from bkctl.wire.autorecovery.service import AutoRecoveryConfig, AutoRecoveryStats
+    from bkctl.wire.autorecovery.config import AutoRecoveryConfig, AutoRecoveryStats
     from bkctl.wire.client.bookkeeper import BookKeeperClient
     from bkctl.wire.metadata.racks import build_placement
     from twisted.internet import reactor
@@ -244,7 +244,7 @@ def test_the_auditors_full_check_streams_and_its_session_outlives_a_slow_check(s
 
     from bkctl.wire.autorecovery import auditor as auditor_module
     from bkctl.wire.autorecovery.auditor import Auditor
-    from bkctl.wire.autorecovery.service import AutoRecoveryConfig, AutoRecoveryStats
+    from bkctl.wire.autorecovery.config import AutoRecoveryConfig, AutoRecoveryStats
     from bkctl.wire.client.bookkeeper import BookKeeperClient
     from bkctl.wire.metadata.ledger import serialize_ledger_metadata
 

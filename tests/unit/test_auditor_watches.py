@@ -8,7 +8,7 @@ from __future__ import annotations
 from twisted.internet import defer
 
 from bkctl.wire.autorecovery.auditor import Auditor
-from bkctl.wire.autorecovery.service import AutoRecoveryConfig, AutoRecoveryStats
+from bkctl.wire.autorecovery.config import AutoRecoveryConfig, AutoRecoveryStats
 from bkctl.wire.autorecovery.status import read_daemon_status
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from tests.support.deferreds import successResultOf

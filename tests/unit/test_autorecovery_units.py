@@ -9,7 +9,7 @@ from bkctl.cli import run
 from bkctl.exitcodes import USAGE
 from bkctl.ops.autorecovery import config_from_settings
 from bkctl.wire.autorecovery.checker import entries_held
-from bkctl.wire.autorecovery.service import AutoRecoveryConfig
+from bkctl.wire.autorecovery.config import AutoRecoveryConfig
 from bkctl.wire.autorecovery.worker import RateLimiter, ReplicationWorker
 from bkctl.wire.client.cork import Cork
 from bkctl.wire.metadata.ledger import LedgerMetadata
@@ -245,7 +245,7 @@ def test_set_takes_the_autorecovery_section_of_the_schema():
     section but autoRecoveryDaemonEnabled and autoRecoveryDaemonCpuPriority (bookied's own);
     the daemon's keys and the schema must agree."""
     from bkctl.bookied.config import OPTIONS
-    from bkctl.wire.autorecovery.service import CONFIG_KEYS
+    from bkctl.wire.autorecovery.config import CONFIG_KEYS
 
     section = {opt.name for opt in OPTIONS if opt.section == "autorecovery"}
     assert set(CONFIG_KEYS) == section - {"autoRecoveryDaemonEnabled", "autoRecoveryDaemonCpuPriority"}
@@ -257,7 +257,7 @@ def test_the_daemons_defaults_are_the_schemas():
     from dataclasses import fields
 
     from bkctl.bookied.config import OPTIONS_BY_NAME
-    from bkctl.wire.autorecovery.service import CONFIG_KEYS, AutoRecoveryConfig, config_from_keys
+    from bkctl.wire.autorecovery.config import CONFIG_KEYS, AutoRecoveryConfig, config_from_keys
 
     defaults = {f.name: f.default for f in fields(AutoRecoveryConfig)}
     for key, (name, scale) in CONFIG_KEYS.items():

@@ -346,7 +346,7 @@ def test_unknown_override_is_an_error():
 
 
 def test_placement_policy_is_checked_and_reaches_autorecovery():
-    from bkctl.wire.autorecovery.service import config_from_keys
+    from bkctl.wire.autorecovery.config import config_from_keys
 
     with pytest.raises(ConfigError, match="ensemblePlacementPolicy: 'com.example.Mine' is not supported"):
         load_config(overrides={"ensemblePlacementPolicy": "com.example.Mine"})

@@ -12,7 +12,7 @@ from twisted.web.test.requesthelper import DummyRequest
 
 from bkctl.bookied.http import AdminResource, make_site
 from bkctl.bookied.metrics import Metrics, Refreshed, register_autorecovery
-from bkctl.wire.autorecovery.service import AutoRecoveryStats
+from bkctl.wire.autorecovery.config import AutoRecoveryStats
 from bkctl.wire.metadata.errors import MetadataStoreError, ZKUnavailable
 from tests.support.fake_store import FakeMetadataStore
 from tests.support.http import FakeStatus, exchange
@@ -427,7 +427,7 @@ def test_autorecovery_metrics():
 def test_worker_records_mark_to_replicated_time():
     from types import SimpleNamespace
 
-    from bkctl.wire.autorecovery.service import AutoRecoveryConfig
+    from bkctl.wire.autorecovery.config import AutoRecoveryConfig
     from bkctl.wire.autorecovery.worker import ReplicationWorker
 
     clock = task.Clock()

@@ -11,7 +11,7 @@ from twisted.internet import defer, task
 
 from bkctl.wire.autorecovery import repairstate as R
 from bkctl.wire.autorecovery import worker as worker_module
-from bkctl.wire.autorecovery.service import AutoRecoveryConfig
+from bkctl.wire.autorecovery.config import AutoRecoveryConfig
 from bkctl.wire.autorecovery.worker import ReplicationWorker
 from bkctl.wire.metadata.store import UnderreplicatedMark
 from tests.support.fake_store import FakeMetadataStore

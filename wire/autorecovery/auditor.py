@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from bkctl.wire.client.bookkeeper import BookKeeperClient
     from bkctl.wire.metadata.ledger import LedgerMetadata
 
-    from .service import AutoRecoveryConfig, AutoRecoveryStats
+    from .config import AutoRecoveryConfig, AutoRecoveryStats
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class Auditor:
 
     ``client`` is a :class:`~bkctl.wire.client.bookkeeper.BookKeeperClient`
     whose ``store`` is the daemon's :class:`~bkctl.wire.metadata.store.MetadataStore`;
-    ``config`` an :class:`~bkctl.wire.autorecovery.service.AutoRecoveryConfig`.
+    ``config`` an :class:`~bkctl.wire.autorecovery.config.AutoRecoveryConfig`.
     """
 
     def __init__(self, client: BookKeeperClient, config: AutoRecoveryConfig, reactor: ThreadedClock,

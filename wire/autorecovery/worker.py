@@ -66,7 +66,7 @@ from .status import StatusDoc
 if TYPE_CHECKING:
     from bkctl.wire.client.bookkeeper import BookKeeperClient
 
-    from .service import AutoRecoveryConfig, AutoRecoveryStats
+    from .config import AutoRecoveryConfig, AutoRecoveryStats
 
 log = logging.getLogger(__name__)
 
