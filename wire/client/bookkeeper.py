@@ -27,11 +27,12 @@ import random
 import socket
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from twisted.internet import defer, threads
 
 from bkctl.wire import fastpath
+from bkctl.wire.clock import Reactor, RunBlocking
 from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.fastpath import Twins
 from bkctl.wire.errors import Conflict
@@ -55,6 +56,9 @@ from .ledger_handle import LedgerHandle
 from .ledger_recovery import replicate_tail
 from .read_handle import ReadHandle
 from .placement import RandomPlacement
+
+if TYPE_CHECKING:
+    from .pool import BookiePool
 
 T = TypeVar("T")
 
@@ -120,16 +124,17 @@ class BookKeeperClient:
     ``placement`` the ensemble placement policy.
     """
 
-    def __init__(self, metadata: str | MetadataStore, reactor=None, *, protocol: str = "v3", add_timeout: float = 5.0,
+    def __init__(self, metadata: str | MetadataStore, reactor: Reactor | None = None, *, protocol: str = "v3", add_timeout: float = 5.0,
                  read_timeout: float = 5.0, max_inflight: int = 1000, max_waiting: int | None = None,
                  read_window: int = 256, recovery_read_window: int = 16, explicit_lac_interval: float = 0.0,
-                 placement=None,
-                 zk_timeout: float = 10.0, pool=None,
-                 run_blocking: Callable[..., defer.Deferred] | None = None, twins: Twins | None = None,
+                 placement: RandomPlacement | None = None,
+                 zk_timeout: float = 10.0, pool: BookiePool | None = None,
+                 run_blocking: RunBlocking | None = None, twins: Twins | None = None,
                  **pool_options: Any):
         if reactor is None:
             from twisted.internet import reactor as _reactor
-            reactor = _reactor
+
+            reactor = _reactor  # the global reactor: a module to the checker, a Reactor when it runs
         if max_inflight < 1:
             raise ValueError("max_inflight must be >= 1")
         self.reactor = reactor
@@ -147,6 +152,7 @@ class BookKeeperClient:
         self.explicit_lac_interval = float(explicit_lac_interval)
         self.max_frame_size = int(pool_options.get("max_frame_size", DEFAULT_MAX_FRAME_SIZE))
         self.placement = placement if placement is not None else RandomPlacement()
+        self.store: MetadataStore
         if isinstance(metadata, str):
             from bkctl.wire.metadata.zk import ZKMetadataStore
             self.store = ZKMetadataStore(metadata, timeout=zk_timeout)
@@ -185,13 +191,14 @@ class BookKeeperClient:
 
     def run_blocking(self, fn: Callable[..., T], /, *args: object, **kwargs: object) -> defer.Deferred[T]:
         """Run a blocking (metadata store) call off the reactor thread; fires with its result."""
-        def call():
+        def call() -> T:
             self._ensure_store()
             return fn(*args, **kwargs)
 
         if self._run_blocking is not None:
             return self._run_blocking(call)
-        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), call)
+        # zope's IReactorFromThreads, which the checker cannot match a Protocol to: Reactor has callFromThread
+        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), call)  # type: ignore[arg-type]
 
     def _lookup_address(self, bookie_id: str) -> tuple[str, int]:
         try:
@@ -226,13 +233,13 @@ class BookKeeperClient:
             return TLSRequired(f"bookie {bookie} requires TLS (use --tls-ca)", rc=exc.rc, bookie=bookie)
         return exc
 
-    def _resolve(self, bookie_id: str) -> defer.Deferred:
+    def _resolve(self, bookie_id: str) -> defer.Deferred[tuple[str, int]]:
         return self.run_blocking(self._lookup_address, bookie_id)
 
-    def bookie_lists(self) -> defer.Deferred:
+    def bookie_lists(self) -> defer.Deferred[tuple[list[str], list[str]]]:
         """Fires with ``(writable, readonly)`` bookie ids, the placement's rack
         source re-read on the way (what every choice of bookies starts from)."""
-        def fetch():
+        def fetch() -> tuple[list[str], list[str]]:
             writable = self.store.registration.writable_bookies()
             readonly = self.store.registration.readonly_bookies()
             refresh = getattr(self.placement, "refresh", None)
@@ -251,7 +258,7 @@ class BookKeeperClient:
     def create_ledger(self, ensemble_size: int, write_quorum: int, ack_quorum: int,
                       digest_type: DigestType | str = DigestType.CRC32C, password: bytes | str = b"",
                       custom_metadata: Mapping[str, bytes] | None = None, *,
-                      ledger_id: int | None = None, max_inflight: int | None = None) -> defer.Deferred:
+                      ledger_id: int | None = None, max_inflight: int | None = None) -> defer.Deferred[LedgerHandle]:
         """Fires with a writable :class:`LedgerHandle` of a new ledger.
 
         The metadata (OPEN, one ensemble of ``ensemble_size`` random writable
@@ -262,8 +269,10 @@ class BookKeeperClient:
             ensemble_size, write_quorum, ack_quorum, digest_type, password, custom_metadata,
             ledger_id, max_inflight))
 
-    async def _create_ledger(self, ensemble_size, write_quorum, ack_quorum, digest_type, password,
-                             custom_metadata, ledger_id, max_inflight) -> LedgerHandle:
+    async def _create_ledger(self, ensemble_size: int, write_quorum: int, ack_quorum: int,
+                             digest_type: DigestType | str, password: bytes | str,
+                             custom_metadata: Mapping[str, bytes] | None, ledger_id: int | None,
+                             max_inflight: int | None) -> LedgerHandle:
         self._check_open()
         if isinstance(digest_type, str):
             digest_type = DigestType.parse(digest_type)
@@ -282,18 +291,19 @@ class BookKeeperClient:
         md = LedgerMetadata.new(ensemble, write_quorum, ack_quorum, digest_type=digest_type,
                                 password=password, custom_metadata=custom_metadata,
                                 ctoken=random.getrandbits(63))
-        ledger_id, version = await self.run_blocking(self.store.ledgers.create, md, ledger_id)
-        log.info("created ledger %d on %s (E=%d Qw=%d Qa=%d)", ledger_id, ensemble, ensemble_size,
+        created, version = await self.run_blocking(self.store.ledgers.create, md, ledger_id)
+        log.info("created ledger %d on %s (E=%d Qw=%d Qa=%d)", created, ensemble, ensemble_size,
                  write_quorum, ack_quorum)
-        return LedgerHandle(self, ledger_id, md, version, password, digest_type,
+        return LedgerHandle(self, created, md, version, password, digest_type,
                             max_inflight=max_inflight or self.max_inflight, max_waiting=self.max_waiting)
 
-    def read_metadata(self, ledger_id: int) -> defer.Deferred:
+    def read_metadata(self, ledger_id: int) -> defer.Deferred[tuple[LedgerMetadata, int]]:
         """Fires with ``(LedgerMetadata, version)``."""
         return self.run_blocking(self.store.ledgers.read, ledger_id)
 
     def open_ledger(self, ledger_id: int, recovery: bool = False, password: bytes | str | None = None, *,
-                    digest_type: DigestType | str | None = None, check_password: bool = True) -> defer.Deferred:
+                    digest_type: DigestType | str | None = None,
+                    check_password: bool = True) -> defer.Deferred[ReadHandle]:
         """Fires with a :class:`ReadHandle`.
 
         Without ``recovery`` the LAC of an open ledger is read from its bookies
@@ -310,7 +320,7 @@ class BookKeeperClient:
         return defer.ensureDeferred(self._open_ledger(ledger_id, recovery, password, digest_type,
                                                       check_password))
 
-    def read_lac_of(self, ledger_id: int, md: "LedgerMetadata", version: int) -> defer.Deferred:
+    def read_lac_of(self, ledger_id: int, md: LedgerMetadata, version: int) -> defer.Deferred[int]:
         """Fires with the last add confirmed of a ledger whose metadata the caller has
         read already (a walk over many ledgers): what ``open_ledger`` would find, without
         reading the metadata again."""
@@ -321,7 +331,8 @@ class BookKeeperClient:
             return defer.fail()
         return handle.read_lac()
 
-    async def _open_ledger(self, ledger_id, recovery, password, digest_type, check_password) -> ReadHandle:
+    async def _open_ledger(self, ledger_id: int, recovery: bool, password: bytes | str | None,
+                           digest_type: DigestType | str | None, check_password: bool) -> ReadHandle:
         self._check_open()
         md, version = await self.run_blocking(self.store.ledgers.read, ledger_id)
         password, digest_type = ledger_credentials(ledger_id, md, password, digest_type, check=check_password)
@@ -345,7 +356,8 @@ class BookKeeperClient:
                     raise
         raise AssertionError("unreachable")
 
-    async def _recover(self, ledger_id, md, version, password, digest_type) -> ReadHandle:
+    async def _recover(self, ledger_id: int, md: LedgerMetadata, version: int, password: bytes,
+                       digest_type: DigestType) -> ReadHandle:
         from bkctl.wire.metadata.errors import MetadataVersionConflict
         while md.is_open:
             marked = md.in_recovery()
@@ -368,7 +380,7 @@ class BookKeeperClient:
 
     def open_for_append(self, ledger_id: int, password: bytes | str | None = None, *,
                         digest_type: DigestType | str | None = None, check_password: bool = True,
-                        lock_timeout: float = 0.0, max_inflight: int | None = None) -> defer.Deferred:
+                        lock_timeout: float = 0.0, max_inflight: int | None = None) -> defer.Deferred[LedgerHandle]:
         """Fires with a writable :class:`LedgerHandle` continuing an OPEN ledger
         (one left open by a writer that went away).
 
@@ -384,8 +396,9 @@ class BookKeeperClient:
         return defer.ensureDeferred(self._open_for_append(ledger_id, password, digest_type, check_password,
                                                           lock_timeout, max_inflight))
 
-    async def _open_for_append(self, ledger_id, password, digest_type, check_password, lock_timeout,
-                               max_inflight) -> LedgerHandle:
+    async def _open_for_append(self, ledger_id: int, password: bytes | str | None,
+                               digest_type: DigestType | str | None, check_password: bool, lock_timeout: float,
+                               max_inflight: int | None) -> LedgerHandle:
         self._check_open()
         lock = AppendLock(self.store, ledger_id)
         await self.run_blocking(lock.acquire, lock_timeout)
@@ -415,7 +428,7 @@ class BookKeeperClient:
                 log.warning("ledger %d: releasing the append lock failed", ledger_id, exc_info=True)
             raise
 
-    def delete_ledger(self, ledger_id: int) -> defer.Deferred:
+    def delete_ledger(self, ledger_id: int) -> defer.Deferred[None]:
         """Delete the ledger's metadata (bookies drop the data at their next GC).
         Fails with ``NoSuchLedger`` if there is no such ledger."""
         return self.run_blocking(self._delete_ledger, ledger_id)
@@ -428,7 +441,7 @@ class BookKeeperClient:
 
     # -- life ------------------------------------------------------------------------
 
-    def close(self) -> defer.Deferred:
+    def close(self) -> defer.Deferred[None]:
         """Close every bookie connection (outstanding requests fail) and, if the
         client made it, the metadata store.  Open ledgers are not closed: that
         is what a writer that goes away looks like."""
@@ -437,10 +450,12 @@ class BookKeeperClient:
         self.closed = True
         d = self.pool.close()
         if self._owns_store:
-            def close_store(_):
+            def close_store(_: object) -> defer.Deferred[None]:
                 if self._run_blocking is not None:
                     return self._run_blocking(self.store.close)
-                return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), self.store.close)
+                # (zope's IReactorFromThreads: see run_blocking)
+                return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(),  # type: ignore[arg-type]
+                                                 self.store.close)
             d.addCallback(close_store)
         d.addCallback(lambda _: None)
         return d
