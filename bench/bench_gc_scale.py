@@ -8,13 +8,16 @@ adds to a live ledger (one whose metadata exists) one entry at a time, every
 ``--interval`` ms, timing each add from its request to its response, first for
 ``--idle`` seconds, then while forced GC passes (compaction off: ``PUT
 /api/v1/bookie/gc`` with ``forceMajor``/``forceMinor`` false, the deleted-ledger
-collection alone) run one after another for at least ``--busy`` seconds.  Printed: the
+collection alone) run one after another for at least ``--busy`` seconds; with
+``--windows N``, idle and GC windows of a N-th of those alternate N times (on a
+machine others load, its load swings between two long windows more than the GC moves
+the p99).  Printed: the
 adds' p50/p99/max idle and during the passes, each pass's time (the bookie's
 ``lastGcDurationMs``), its ZooKeeper requests (``mntr``'s zk_packets_received, the
 sandbox's session pings included), the ledgers it removed, and the load average.
 
     python bench/bench_scale.py --dir /tmp/scale/gc --keep --ledgers 1000000 --only none
-    python bench/bench_gc_scale.py --dir /tmp/scale/gc [--on-bookie 100000] [--rounds 2]
+    python bench/bench_gc_scale.py --dir /tmp/scale/gc [--on-bookie 100000] [--rounds 2] [--windows 4]
 """
 
 from __future__ import annotations
@@ -84,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--idle", type=float, default=15.0, help="seconds of adds before the passes")
     p.add_argument("--busy", type=float, default=15.0, help="at least this many seconds of passes")
     p.add_argument("--interval", type=float, default=5.0, help="ms between two live adds")
+    p.add_argument("--windows", type=int, default=1,
+                   help="idle and GC windows alternated this many times a round (each --idle/N, --busy/N s), "
+                        "so that both see the same background load on a shared machine")
     p.add_argument("--rounds", type=int, default=1)
     args = p.parse_args(argv)
 
@@ -113,20 +119,22 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         adds = LiveAdds(port, live, args.interval / 1000)
         adds.start()
-        time.sleep(args.idle)
-        idle_load = load_note()
-        adds.phase = "gc"
         passes = []
-        t_busy = time.monotonic()
-        while time.monotonic() - t_busy < args.busy or not passes:
-            removed = http(http_port, "GET", "/api/v1/bookie/gc")["ledgersRemoved"]
-            status, wall, zk = bookied_pass(http_port, "127.0.0.1", zk_port, NO_COMPACTION, poll=0.2)
-            passes.append((status["lastGcDurationMs"], wall, zk, status["ledgersRemoved"] - removed))
+        for _window in range(args.windows):  # idle, passes, idle, passes...: the same background load
+            adds.phase = "idle"
+            time.sleep(args.idle / args.windows)
+            idle_load = load_note()
+            adds.phase = "gc"
+            t_busy, before = time.monotonic(), len(passes)
+            while time.monotonic() - t_busy < args.busy / args.windows or len(passes) == before:
+                removed = http(http_port, "GET", "/api/v1/bookie/gc")["ledgersRemoved"]
+                status, wall, zk = bookied_pass(http_port, "127.0.0.1", zk_port, NO_COMPACTION, poll=0.2)
+                passes.append((status["lastGcDurationMs"], wall, zk, status["ledgersRemoved"] - removed))
+            busy_load = load_note()
         adds.phase = "after"
         time.sleep(2)
         adds.stop.set()
         adds.join()
-        busy_load = load_note()
         for i, (dur, wall, zk, removed) in enumerate(passes):
             print(f"  pass {i + 1}: {dur / 1000:6.2f} s (bookie), {wall:6.2f} s (wall), {zk:,} ZK requests, "
                   f"{removed:,} ledgers removed", flush=True)
