@@ -36,9 +36,12 @@ def load_command(name: str) -> click.Command:
     hold (import statements, not names in a table: the import graph check reads them)."""
     match name:
         case "ledger":
-            from .commands import ledger, ledger_metadata
+            from .commands import ledger, ledger_client, ledger_metadata
 
-            ledger.ledger.add_command(ledger_metadata.metadata)
+            for command in (ledger_client.ledger_create, ledger_client.ledger_add, ledger_client.ledger_read,
+                            ledger_client.ledger_close, ledger_client.ledger_fence, ledger_client.ledger_recover,
+                            ledger_client.ledger_tail, ledger_metadata.metadata):
+                ledger.ledger.add_command(command)
             return ledger.ledger
         case "bookie":
             from .commands import bookie, bookie_admin, rack

@@ -67,6 +67,7 @@ PRELOAD = (
     "bkctl.cli",
     "bkctl.app",
     "bkctl.commands.ledger",
+    "bkctl.commands.ledger_client",
     "bkctl.ops.ledgers",
     "bkctl.wire.client.blocking",
     "rich.console",

@@ -41,7 +41,8 @@ def test_the_version_imports_no_command():
 def test_a_command_imports_its_own_module_only():
     code, modules = modules_after("ledger", "list", "--help")
     assert code == 0
-    assert command_modules(modules) == {"bkctl.commands.ledger", "bkctl.commands.ledger_metadata"}
+    assert command_modules(modules) == {"bkctl.commands.ledger", "bkctl.commands.ledger_client",
+                                        "bkctl.commands.ledger_metadata"}
     assert "bkctl.ops.bookie_reads" not in modules  # `disk`'s
 
 
