@@ -809,7 +809,8 @@ def main(argv=None) -> int:
         parser.error(f"--faults: unknown {', '.join(sorted(set(args.faults) - set(FAULT_FUNCS)))}")
     if args.everything:
         args.compaction = args.autorecovery = args.delete_during = True
-    from bkctl.sandbox.cluster import SandboxError, parse_settings
+    from bkctl.sandbox.bookies import parse_settings
+    from bkctl.sandbox.state import SandboxError
 
     try:
         args.settings = {k: v for k, v in parse_settings(args.settings).items() if v is not None}

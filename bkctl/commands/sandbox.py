@@ -9,7 +9,7 @@ import json
 
 import click
 
-DEFAULT_DIR = ".bkctl-sandbox"  # same as bkctl.sandbox.cluster.DEFAULT_DIR
+DEFAULT_DIR = ".bkctl-sandbox"  # same as bkctl.sandbox.state.DEFAULT_DIR
 
 _dir_option = click.option(
     "--dir", "directory", default=DEFAULT_DIR, show_default=True, metavar="DIR",
@@ -110,9 +110,10 @@ def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, zk
     (index, bookie_id, moved_to), dir, autorecovery, tls, settings.
     """
     from ..sandbox import cluster
+    from ..sandbox.bookies import parse_settings
 
     as_json = _wants_json(ctx, as_json)
-    extra = _run(cluster.parse_settings, settings)
+    extra = _run(parse_settings, settings)
     result = _run(cluster.sandbox_up, directory, bookies, zk_port, progress=_progress(ctx, as_json),
                   autorecovery=autorecovery, tls=tls, settings=extra, zk_heap_mb=zk_heap)
     if as_json:

@@ -15,106 +15,37 @@ same cluster back (same ZooKeeper port when it is free, same bookie ports).
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import importlib.util
-import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from ..exitcodes import FAILED, NOT_FOUND, UNREACHABLE, USAGE, CommandError
+from ..exitcodes import NOT_FOUND, UNREACHABLE, USAGE
+from .bookies import bookie_alive, bookie_paths, bookied_available, start_bookie
+from .state import (
+    HOST,
+    STATE_FILE,
+    STATE_VERSION,
+    Progress,
+    SandboxError,
+    load_state,
+    locked,
+    metadata_uri_for,
+    quiet,
+    sandbox_dir,
+    save_state,
+)
 from .zookeeper import (
     MAIN_CLASS,
     ZooKeeperError,
     ZooKeeperServer,
-    free_port,
     is_zookeeper_process,
     pid_alive,
     port_free,
-    process_matches,
     server_answers,
     terminate_pid,
 )
-
-DEFAULT_DIR = ".bkctl-sandbox"
-STATE_FILE = "sandbox.json"
-LOCK_FILE = ".lock"
-LEDGERS_ROOT = "/ledgers"
-HOST = "127.0.0.1"
-STATE_VERSION = 1
-
-Progress = Callable[[str], None]
-
-
-class SandboxError(CommandError):
-    """A sandbox operation that cannot go on; the message says what to do."""
-
-    def __init__(self, message: str, code: int = FAILED):
-        super().__init__(message, code)
-
-
-def _quiet(_: str) -> None:
-    pass
-
-
-# --------------------------------------------------------------------------
-# state file
-
-
-def sandbox_dir(directory: str | os.PathLike | None) -> Path:
-    return Path(directory if directory is not None else DEFAULT_DIR).expanduser().resolve()
-
-
-def state_path(directory: str | os.PathLike | None) -> Path:
-    return sandbox_dir(directory) / STATE_FILE
-
-
-def load_state(directory: str | os.PathLike | None) -> dict | None:
-    """The recorded state, or None when the directory holds no sandbox."""
-    path = state_path(directory)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    try:
-        state = json.loads(text)
-    except ValueError as exc:
-        raise SandboxError(f"{path} is not valid JSON ({exc}); fix or delete it") from None
-    if not isinstance(state, dict):
-        raise SandboxError(f"{path} does not hold a sandbox state object; fix or delete it")
-    state.setdefault("bookies", [])
-    return state
-
-
-def save_state(directory: str | os.PathLike | None, state: dict) -> None:
-    path = state_path(directory)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[None]:
-    """Serialise sandbox commands working on the same directory."""
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / LOCK_FILE, "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SandboxError(f"another bkctl sandbox command is working on {directory}") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def metadata_uri_for(zk_port: int) -> str:
-    return f"zk+hierarchical://{HOST}:{zk_port}{LEDGERS_ROOT}"
 
 
 # --------------------------------------------------------------------------
@@ -139,7 +70,7 @@ ZK_JUTE_MAXBUFFER = 10 * 1024 * 1024
 
 
 def ensure_zookeeper(directory: Path, state: dict, port: int | None = None,
-                     progress: Progress = _quiet, heap_mb: int | None = None) -> dict:
+                     progress: Progress = quiet, heap_mb: int | None = None) -> dict:
     """Reuse the recorded ZooKeeper if it runs, else start one with *heap_mb* MiB of
     heap (None: the heap it was last started with, else :data:`DEFAULT_ZK_HEAP_MB`);
     returns its record."""
@@ -198,238 +129,6 @@ def init_cluster(uri: str, timeout: float = 20.0) -> bool:
 
 
 # --------------------------------------------------------------------------
-# bookies
-
-
-def bookied_available() -> bool:
-    """Whether ``python -m bkctl.bookied`` can run in this environment."""
-    try:
-        return importlib.util.find_spec("bkctl.bookied.__main__") is not None
-    except (ImportError, ValueError):
-        return False
-
-
-#: keys the sandbox writes itself (its layout and addresses): ``--set`` refuses them
-SANDBOX_KEYS = frozenset({"bookiePort", "advertisedAddress", "listeningInterface", "allowLoopback",
-                          "journalDirectories", "journalDirectory", "ledgerDirectories", "indexDirectories",
-                          "metadataServiceUri", "zkServers", "zkLedgersRootPath"})
-
-
-def parse_settings(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
-    """``--set KEY=VALUE`` options, each checked by bookied's schema (:func:`validate_setting`):
-    ``{key: value}``, a ``KEY=`` (empty value) mapping to None (forget it). SandboxError
-    (USAGE) with the schema's one-line message otherwise."""
-    from bkctl.bookied.config import ConfigError, validate_setting
-
-    out: dict[str, str | None] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key:
-            raise SandboxError(f"--set {pair!r}: expected KEY=VALUE", USAGE)
-        if key in SANDBOX_KEYS:
-            raise SandboxError(f"--set {key}: the sandbox sets it itself", USAGE)
-        if value:
-            try:
-                validate_setting(key, value)
-            except ConfigError as exc:
-                raise SandboxError(f"--set {exc}", USAGE) from None
-        out[key] = value or None
-    return out
-
-
-def bookie_conf_text(*, port: int, journal_dir: Path, ledger_dir: Path, uri: str, autorecovery: bool = False,
-                     tls: dict | None = None, extra: dict[str, str] | None = None,
-                     http_port: int | None = None) -> str:
-    """The bk_server.conf of a sandbox bookie; ``http_port``: its HTTP admin on
-    127.0.0.1 (``bookie state``, ``bookie gc``, ``bookie readonly`` and
-    Java's autorecovery endpoints), None for none; ``extra``: ``sandbox up --set``."""
-    settings = [
-        ("bookiePort", str(port)),
-        ("advertisedAddress", HOST),
-        ("allowLoopback", "true"),
-        ("journalDirectories", str(journal_dir)),
-        ("ledgerDirectories", str(ledger_dir)),
-        ("metadataServiceUri", uri),
-        ("zkTimeout", "10000"),
-    ]
-    if http_port:
-        settings += [("httpServerEnabled", "true"), ("httpServerHost", HOST), ("httpServerPort", str(http_port))]
-    else:
-        settings.append(("httpServerEnabled", "false"))
-    if autorecovery:
-        settings.append(("autoRecoveryDaemonEnabled", "true"))
-    if tls:  # TLS only: clients must START_TLS
-        settings += [("tlsProviderFactoryClass", "org.apache.bookkeeper.tls.TLSContextFactory"),
-                     ("tlsKeyStoreType", "PEM"), ("tlsKeyStore", tls["key"]),
-                     ("tlsCertificatePath", tls["cert"]), ("tlsTrustStore", tls["ca"])]
-    if Path("/sys/class/net/lo").exists():
-        settings.insert(2, ("listeningInterface", "lo"))  # listen on loopback only
-    if extra:  # `sandbox up --set`: replaces a setting of the sandbox's own, or is added
-        merged = dict(settings)
-        merged.update(extra)
-        settings = list(merged.items())
-    lines = ["# generated by `bkctl sandbox up`; rewritten at every start"]
-    lines += [f"{key}={value}" for key, value in settings]
-    return "\n".join(lines) + "\n"
-
-
-def _http_wanted(settings: dict[str, str] | None) -> bool:
-    """Whether a sandbox bookie runs its HTTP admin (on, unless ``--set httpServerEnabled=false``)."""
-    from bkctl.wire.text import parse_bool
-
-    value = (settings or {}).get("httpServerEnabled")
-    try:
-        return True if value is None else parse_bool(value, "httpServerEnabled")
-    except ValueError:
-        return True  # bookied's own check of the conf refuses it, with its message
-
-
-def _bookie_paths(directory: Path, index: int) -> dict[str, Path]:
-    base = directory / f"bookie-{index}"
-    return {
-        "base": base,
-        "journal": base / "journal",
-        "ledgers": base / "ledgers",
-        "conf": base / "bk_server.conf",
-        "log": base / "bookied.log",
-    }
-
-
-def bookie_alive(record: dict) -> bool:
-    """Whether a recorded bookie still runs (pid alive and started with its conf)."""
-    pid, conf = record.get("pid"), record.get("conf")
-    if not pid or not conf:
-        return False
-    return process_matches(int(pid), ["bookied", str(conf)])
-
-
-def _log_tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return "(no log written)"
-
-
-def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int | None = None, *,
-                 timeout: float = 60.0, progress: Progress = _quiet, autorecovery: bool = False,
-                 tls: dict | None = None, settings: dict[str, str] | None = None,
-                 http_port: int | None = None) -> dict:
-    """Launch ``python -m bkctl.bookied --conf <generated conf>`` and wait for its registration.
-
-    Its HTTP admin listens on ``http_port`` when that is free, else on a
-    free port.  Returns the bookie's record: ``index``, ``id``, ``port``,
-    ``http_port``, ``pid``, ``dirs``, ``conf`` and ``log``.  Raises :class:`SandboxError` (with the end of the
-    bookie's log) if it exits or is not registered by a session of its own
-    within *timeout* seconds (see :func:`wait_registered_anew`).
-    """
-    directory = sandbox_dir(directory)
-    if not bookied_available():
-        raise SandboxError(
-            "bookied is not available in this environment (`python -m bkctl.bookied` does not exist "
-            "yet); use `--bookies 0` to run only ZooKeeper")
-    paths = _bookie_paths(directory, index)
-    for key in ("journal", "ledgers"):
-        paths[key].mkdir(parents=True, exist_ok=True)
-    port = port or free_port(HOST)
-    if not _http_wanted(settings):
-        http_port = None  # `--set httpServerEnabled=false`: no HTTP admin to show
-    elif not http_port or not port_free(HOST, http_port):
-        http_port = free_port(HOST)
-    conf = bookie_conf_text(port=port, journal_dir=paths["journal"], ledger_dir=paths["ledgers"], uri=uri,
-                            autorecovery=autorecovery, tls=tls, extra=settings, http_port=http_port)
-    if settings:  # what bookied would refuse across keys, refused before it starts
-        from bkctl.bookied.config import ConfigError, load_config_text
-
-        try:
-            load_config_text(conf, source="--set")
-        except ConfigError as exc:
-            raise SandboxError(str(exc), USAGE) from None
-    paths["conf"].write_text(conf)
-    bookie_id = f"{HOST}:{port}"
-    cmd = [sys.executable, "-m", "bkctl.bookied", "--conf", str(paths["conf"])]
-    with _registrations(uri, bookie_id) as store:
-        stale = store.registration.session_of(bookie_id)  # a killed predecessor's, until it expires
-        progress(f"starting bookie {bookie_id}...")
-        with open(paths["log"], "ab") as log:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    cwd=str(paths["base"]), start_new_session=True, close_fds=True)
-        record = {
-            "index": index,
-            "id": bookie_id,
-            "port": port,
-            "http_port": http_port,
-            "pid": proc.pid,
-            "dirs": [str(paths["journal"]), str(paths["ledgers"])],
-            "conf": str(paths["conf"]),
-            "log": str(paths["log"]),
-        }
-        try:
-            if stale is not None:
-                progress(f"bookie {bookie_id}: its registration is still held by ZooKeeper session 0x{stale:x} "
-                         "(a process that was killed); waiting for that session to expire")
-            wait_registered_anew(store, bookie_id, stale, timeout,
-                                 exited=lambda: _exit_message(bookie_id, proc, paths["log"]),
-                                 log=paths["log"])
-        except BaseException:
-            terminate_pid(proc.pid, 5.0, popen=proc)
-            raise
-    progress(f"bookie {bookie_id} registered (pid {proc.pid})")
-    return record
-
-
-@contextlib.contextmanager
-def _registrations(uri: str, bookie_id: str) -> Iterator[Any]:
-    """A metadata store to watch *bookie_id* register through; unreachable: exit 5."""
-    from bkctl.wire.metadata.errors import ZKStoreError
-    from bkctl.wire.metadata.zk import ZKMetadataStore
-
-    try:
-        with ZKMetadataStore(uri, timeout=20.0) as store:
-            yield store
-    except ZKStoreError as exc:
-        raise SandboxError(f"cannot watch bookie {bookie_id} register: {exc}", UNREACHABLE) from None
-
-
-def _exit_message(bookie_id: str, proc: subprocess.Popen, log: Path) -> str | None:
-    code = proc.poll()
-    if code is None:
-        return None
-    return f"bookie {bookie_id} exited with status {code} before registering; last lines of {log}:\n{_log_tail(log)}"
-
-
-def wait_registered_anew(store, bookie_id: str, stale: int | None, timeout: float, *,
-                         exited: Callable[[], str | None] = lambda: None, log: Path | None = None,
-                         poll: float = 0.1) -> int:
-    """Wait until *bookie_id* is registered (writable or read-only) by a session other
-    than *stale* -- the one that held its registration before the process was started,
-    if any -- and return that session's id.
-
-    ZooKeeper keeps a SIGKILLed bookie's ephemeral registration until its session
-    expires (up to its zkTimeout), and a restarted bookie waits for it to go before
-    registering; a registration is the new process's only once its owner is another
-    session (ZooKeeper never reuses a session id).  The owner is compared rather than
-    asked of the bookie, so this works with its HTTP admin off and for Java bookies too.
-    ``exited()`` returns why the process is gone (None while it runs): a
-    :class:`SandboxError` at once.  Not registered anew within *timeout*:
-    :class:`SandboxError` saying which session still holds it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        why = exited()
-        if why is not None:
-            raise SandboxError(why)
-        session = store.registration.session_of(bookie_id)
-        if session is not None and session != stale:
-            return session
-        if time.monotonic() > deadline:
-            held = (f"still registered by the session of the process it replaces (0x{stale:x}), which has not "
-                    "expired" if session is not None else "not registered")
-            tail = f"; last lines of {log}:\n{_log_tail(log)}" if log is not None else ""
-            raise SandboxError(f"bookie {bookie_id} is {held} after {timeout:g}s{tail}")
-        time.sleep(poll)
-
-
-# --------------------------------------------------------------------------
 # commands
 
 
@@ -454,7 +153,7 @@ def _public(state: dict) -> dict:
 
 
 def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_port: int | None = None, *,
-               bookie_timeout: float = 60.0, progress: Progress = _quiet, autorecovery: bool | None = None,
+               bookie_timeout: float = 60.0, progress: Progress = quiet, autorecovery: bool | None = None,
                tls: bool | None = None, settings: dict[str, str | None] | None = None,
                zk_heap_mb: int | None = None) -> dict:
     """Start (or reuse) ZooKeeper, initialise the cluster, run *bookies* bookies.
@@ -487,7 +186,7 @@ def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_
     if bookies < 0:
         raise SandboxError("--bookies must be 0 or more", USAGE)
     d = sandbox_dir(directory)
-    with _locked(d):
+    with locked(d):
         state = load_state(d) or {}
         recorded = sorted(state.get("bookies", []), key=lambda b: b.get("index", 0))
         wanted = recorded[:bookies]
@@ -583,7 +282,7 @@ def _retire_decommissioned(d: Path, uri: str, stopped: list[dict], progress: Pro
         gone = [b for b in candidates if store.cookies.get(b["id"]) is None]
     retired = []
     for b in gone:
-        base = _bookie_paths(d, b["index"])["base"]
+        base = bookie_paths(d, b["index"])["base"]
         moved = base.with_name(base.name + ".decommissioned")
         n = 1
         while moved.exists():
@@ -638,7 +337,7 @@ def sandbox_status(directory: str | os.PathLike | None = None, *, check_registra
 
 
 def sandbox_down(directory: str | os.PathLike | None = None, *, purge: bool = False,
-                 grace: float = 15.0, progress: Progress = _quiet) -> dict:
+                 grace: float = 15.0, progress: Progress = quiet) -> dict:
     """Stop exactly the recorded processes that are still ours: bookies first, then ZooKeeper.
 
     Returns ``{"dir", "stopped": [{"kind", "pid", ...}], "purged"}``.  With
@@ -649,7 +348,7 @@ def sandbox_down(directory: str | os.PathLike | None = None, *, purge: bool = Fa
     if state is None:
         raise SandboxError(f"no sandbox in {d} (nothing to stop)", NOT_FOUND)
     stopped: list[dict[str, Any]] = []
-    with _locked(d):
+    with locked(d):
         # SIGTERM every bookie first: each ends within its shutdownTimeoutMs (ZooKeeper
         # reachable or not), so stopping them all takes that long once, not once per bookie
         running = [b for b in state.get("bookies", []) if bookie_alive(b)]
@@ -680,24 +379,12 @@ def sandbox_down(directory: str | os.PathLike | None = None, *, purge: bool = Fa
 
 
 __all__ = [
-    "DEFAULT_DIR",
     "MAIN_CLASS",
-    "SandboxError",
-    "bookie_alive",
-    "bookie_conf_text",
-    "parse_settings",
-    "bookied_available",
     "ensure_zookeeper",
     "init_cluster",
-    "load_state",
-    "metadata_uri_for",
     "pid_alive",
     "sandbox_down",
     "sandbox_status",
     "sandbox_up",
-    "save_state",
-    "start_bookie",
-    "state_path",
-    "wait_registered_anew",
     "zookeeper_alive",
 ]

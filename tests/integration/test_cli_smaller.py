@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from bkctl.sandbox import cluster
+from bkctl.sandbox import state as sandbox_state
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata
 from tests.support.cli import BKCTL, REPO, bkctl_bytes as bkctl, json_lines, ok, one_line_error
 from tests.support.ports import held
@@ -78,7 +79,7 @@ def sandbox(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
 def sandbox_dir(tmp_path):
     d = tmp_path / "sbx"
     yield d
-    if d.exists() and cluster.load_state(d):
+    if d.exists() and sandbox_state.load_state(d):
         cluster.sandbox_down(d, grace=5)
 
 

@@ -134,6 +134,7 @@ def test_the_readmes_spark_snippet_runs_as_written_on_a_fresh_install(venv, tmp_
     to entry 1), with no registration line and no environment prepared."""
     pytest.importorskip("pyspark")
     from bkctl.sandbox import cluster
+    from bkctl.sandbox import state as sandbox_state
     from bkctl.wire.client.blocking import BlockingBookKeeper
     from bkctl.wire.metadata.zk import ZKMetadataStore
     from bkctl.wire.proto import pulsar_ml_pb2 as ml
@@ -161,7 +162,7 @@ def test_the_readmes_spark_snippet_runs_as_written_on_a_fresh_install(venv, tmp_
         env_python = venv / "bin" / "python"
         proc = _run(env_python, "-c", snippet.replace(README_URI, uri), cwd=tmp_path)
     finally:
-        if cluster.load_state(sandbox):
+        if sandbox_state.load_state(sandbox):
             cluster.sandbox_down(sandbox, grace=5)
     shown = [line for line in proc.stdout.splitlines() if line.startswith("|")]
     ids = [line.split("|")[1].strip() for line in shown[1:]]

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from bkctl.commands.sandbox import sandbox
 from bkctl.sandbox import cluster
+from bkctl.sandbox import state as sandbox_state
 from bkctl.sandbox.zookeeper import is_zookeeper_process, pid_alive, server_answers
 from bkctl.wire.metadata.zk import ZKMetadataStore
 
@@ -22,7 +23,7 @@ def sandbox_dir(tmp_path):
     """A sandbox directory whose recorded processes are stopped (by checked pid) after the test."""
     d = tmp_path / "sbx"
     yield d
-    state = cluster.load_state(d) if d.exists() else None
+    state = sandbox_state.load_state(d) if d.exists() else None
     if state:
         cluster.sandbox_down(d, grace=5)
 

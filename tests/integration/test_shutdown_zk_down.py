@@ -94,12 +94,13 @@ def test_sandbox_down_stops_bookies_cleanly_when_zookeeper_died(tmp_path):
     """Its ZooKeeper SIGKILLed, `sandbox down` still gets a clean stop from every
     bookie (their logs end with "stopped"), not a SIGKILL after the grace."""
     from bkctl.sandbox import cluster
+    from bkctl.sandbox import state as sandbox_state
     from bkctl.sandbox.zookeeper import pid_alive
 
     d = tmp_path / "sbx"
     try:
         doc = cluster.sandbox_up(d, bookies=2)
-        bookies = cluster.load_state(d)["bookies"]
+        bookies = sandbox_state.load_state(d)["bookies"]
         os.kill(int(doc["zookeeper"]["pid"]), signal.SIGKILL)
         time.sleep(1)
         result = cluster.sandbox_down(d, grace=20)
@@ -112,5 +113,5 @@ def test_sandbox_down_stops_bookies_cleanly_when_zookeeper_died(tmp_path):
             assert any("could not unregister: not connected to ZooKeeper" in line for line in lines)
             assert not any("Traceback" in line for line in lines)
     finally:
-        if cluster.load_state(d):
+        if sandbox_state.load_state(d):
             cluster.sandbox_down(d, grace=5)
