@@ -16,7 +16,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Concatenate, Iterable, Iterator, ParamSpec, Protocol, Self, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -34,6 +34,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import ZnodeStat
 from kazoo.retry import KazooRetry
 
 from bkctl.wire.errors import CodecError
@@ -41,6 +42,7 @@ from bkctl.wire.metadata.errors import ClusterNotFound, MetadataStoreError, ZKAu
 
 if TYPE_CHECKING:
     from bkctl.wire.fastpath import Twins
+    from bkctl.wire.metadata.zksecurity import ZKSecurity
     from bkctl.wire.metadata.zk.scan import ZnodeScanner
 
 log = logging.getLogger(__name__)
@@ -73,7 +75,7 @@ def _install_loop_hook() -> None:
             return
         previous = threading.excepthook
 
-        def hook(args):
+        def hook(args: threading.ExceptHookArgs) -> None:
             if args.thread is not None and isinstance(args.exc_value, _AUTH_ERRORS):
                 _loop_failures[args.thread] = args.exc_value
                 return
@@ -82,15 +84,15 @@ def _install_loop_hook() -> None:
         threading.excepthook = _installed_hook = hook
 
 
-def _loop_failure(zk) -> BaseException | None:
+def _loop_failure(zk: KazooClient) -> BaseException | None:
     routine = getattr(getattr(zk, "_connection", None), "_connection_routine", None)
     return _loop_failures.get(routine) if routine is not None else None
 
 
-def kazoo_args(security) -> dict:
+def kazoo_args(security: ZKSecurity) -> dict[str, Any]:
     """Keyword arguments for :class:`kazoo.client.KazooClient` from a
     :class:`~bkctl.wire.metadata.zksecurity.ZKSecurity`."""
-    args: dict = {}
+    args: dict[str, Any] = {}
     if security.digest:
         args["auth_data"] = [("digest", security.digest)]
     if security.sasl_mechanism:
@@ -116,12 +118,23 @@ def kazoo_args(security) -> dict:
 #: lists shorter than this are read through kazoo (the walk's connection is for walks)
 _SCAN_AT_LEAST = 64
 
-_F = TypeVar("_F", bound=Callable)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_M = TypeVar("_M", bound="_OnSession")
 _T = TypeVar("_T")
 _K = TypeVar("_K")
 
 #: what a manager's public method may raise from kazoo (KazooTimeoutError is no KazooException)
 _KAZOO_ERRORS = (KazooException, KazooTimeoutError)
+
+
+class _OnSession(Protocol):
+    """What :func:`zk_call`'s methods belong to: an object over a session (a :class:`Manager`,
+    a ledger's lock)."""
+
+    @property
+    def _session(self) -> ZKSession:
+        """The session whose kazoo errors the method's become."""
 
 
 def _translate(session: "ZKSession", exc: Exception, name: str) -> ZKStoreError:
@@ -132,25 +145,25 @@ def _translate(session: "ZKSession", exc: Exception, name: str) -> ZKStoreError:
     return MetadataStoreError(f"ZooKeeper error in {name}: {type(exc).__name__} {exc}")
 
 
-def zk_call(method: _F) -> _F:
+def zk_call(method: Callable[Concatenate[_M, _P], _R]) -> Callable[Concatenate[_M, _P], _R]:
     """Turn stray kazoo exceptions of a manager's public method into store errors."""
 
     @functools.wraps(method)
-    def wrapper(self: "Manager", *args, **kwargs):
+    def wrapper(self: _M, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         self._session.require_started()
         try:
             return method(self, *args, **kwargs)
         except _KAZOO_ERRORS as exc:
             raise _translate(self._session, exc, method.__name__) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
-def zk_gen(method: _F) -> _F:
+def zk_gen(method: Callable[Concatenate[_M, _P], Iterator[_R]]) -> Callable[Concatenate[_M, _P], Iterator[_R]]:
     """:func:`zk_call` for generator methods (errors surface while iterating)."""
 
     @functools.wraps(method)
-    def wrapper(self: "Manager", *args, **kwargs):
+    def wrapper(self: _M, *args: _P.args, **kwargs: _P.kwargs) -> Iterator[_R]:
         self._session.require_started()
         gen = method(self, *args, **kwargs)
         try:
@@ -158,7 +171,7 @@ def zk_gen(method: _F) -> _F:
         except _KAZOO_ERRORS as exc:
             raise _translate(self._session, exc, method.__name__) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 class ZKSession:
@@ -168,7 +181,8 @@ class ZKSession:
     """
 
     def __init__(self, hosts: str, root: str, timeout: float = 10.0, *,
-                 session_timeout: float | None = None, security=None, twins: "Twins | None" = None):
+                 session_timeout: float | None = None, security: ZKSecurity | None = None,
+                 twins: Twins | None = None):
         from bkctl.wire.metadata.zksecurity import get_default
 
         #: the fast paths in use (:mod:`bkctl.wire.fastpath`; None: the process's, looked up
@@ -192,7 +206,7 @@ class ZKSession:
         self._scanner_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------
-    def start(self):
+    def start(self) -> Self:
         if self._zk is not None:
             return self
         zk = KazooClient(
@@ -253,10 +267,10 @@ class ZKSession:
         if thread is not None and thread is not threading.current_thread():
             thread.join(5)
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
@@ -267,8 +281,10 @@ class ZKSession:
     @property
     def client(self) -> KazooClient:
         """The underlying kazoo client (for the managers, tests and kazoo recipes)."""
-        self.require_started()
-        return self._zk  # type: ignore[return-value]
+        zk = self._zk
+        if zk is None:
+            raise ZKUnavailable(f"metadata store for {self.hosts} is not started")
+        return zk
 
     @property
     def session_id(self) -> int | None:
@@ -368,11 +384,12 @@ class ZKSession:
         if self.exists(self.root) is None:
             raise ClusterNotFound(f"no BookKeeper cluster at {self.root} on {self.hosts}")
 
-    def exists(self, path: str):
-        return self._zk.retry(self._zk.exists, path)
+    def exists(self, path: str) -> ZnodeStat | None:
+        return self.client.retry(self.client.exists, path)
 
-    def get(self, path: str):
-        return self._zk.retry(self._zk.get, path)
+    def get(self, path: str) -> tuple[bytes, ZnodeStat]:
+        value: tuple[bytes, ZnodeStat] = self.client.retry(self.client.get, path)
+        return value
 
     def walk_scanner(self) -> "ZnodeScanner | None":
         """A connection of its own for one long walk (:class:`~.scan.ZnodeScanner`, the
@@ -404,7 +421,7 @@ class ZKSession:
             chunk = list(itertools.islice(it, window))
             if not chunk:
                 return
-            pending = [(path, self._zk.get_async(path)) for path in chunk]
+            pending = [(path, self.client.get_async(path)) for path in chunk]
             for path, result in pending:
                 try:
                     yield result.get()
@@ -492,7 +509,8 @@ class ZKSession:
             raise MetadataStoreError(f"corrupt {path}: {exc}") from None
 
     def children(self, path: str) -> list[str]:
-        return self._zk.retry(self._zk.get_children, path)
+        children: list[str] = self.client.retry(self.client.get_children, path)
+        return children
 
     def children_or_empty(self, path: str) -> list[str]:
         try:
@@ -502,7 +520,7 @@ class ZKSession:
 
     def create_if_missing(self, path: str, value: bytes = b"") -> bool:
         try:
-            self._zk.create(path, value)
+            self.client.create(path, value)
             return True
         except NodeExistsError:
             return False
@@ -510,7 +528,7 @@ class ZKSession:
     def ensure_parents(self, path: str) -> None:
         parent = path.rsplit("/", 1)[0]
         if parent:
-            self._zk.ensure_path(parent)
+            self.client.ensure_path(parent)
 
     def delete_tree(self, path: str) -> None:
         """Delete *path* and everything below it (NONODE anywhere is fine)."""
@@ -518,7 +536,7 @@ class ZKSession:
             for child in self.children_or_empty(path):
                 self.delete_tree(f"{path}/{child}")
             try:
-                self._zk.delete(path)
+                self.client.delete(path)
                 return
             except NoNodeError:
                 return
@@ -528,7 +546,7 @@ class ZKSession:
 
     def delete_quiet(self, path: str, version: int = -1) -> None:
         try:
-            self._zk.delete(path, version)
+            self.client.delete(path, version)
         except (NoNodeError, NotEmptyError, BadVersionError):
             pass
 
@@ -542,7 +560,7 @@ class ZKSession:
         if stat.ephemeralOwner != self.session_id:
             return False
         try:
-            self._zk.delete(path, version=stat.version)
+            self.client.delete(path, version=stat.version)
             return True
         except (NoNodeError, BadVersionError):
             return False
@@ -556,7 +574,7 @@ class ZKSession:
         stopped = threading.Event()
         last: list[list[str]] = []
 
-        def changed(children: list[str]):
+        def changed(children: list[str]) -> bool | None:
             if stopped.is_set():
                 return False  # kazoo drops the watch
             now = sorted(c for c in children if keep(c))
@@ -566,7 +584,7 @@ class ZKSession:
             _call_listener(listener, now)
             return None
 
-        self._zk.ChildrenWatch(path, changed)
+        self.client.ChildrenWatch(path, changed)
         return stopped.set
 
     def watch_data(self, path: str, listener: Callable[[bytes | None, Any], None]) -> Callable[[], None]:
@@ -575,17 +593,17 @@ class ZKSession:
         function is called."""
         stopped = threading.Event()
 
-        def changed(data, stat):
+        def changed(data: bytes | None, stat: ZnodeStat | None) -> bool | None:
             if stopped.is_set():
                 return False
             _call_listener(listener, data, stat)
             return None
 
-        self._zk.DataWatch(path, changed)
+        self.client.DataWatch(path, changed)
         return stopped.set
 
 
-def _call_listener(listener: Callable, *args) -> None:
+def _call_listener(listener: Callable[..., None], *args: object) -> None:
     """A watcher's failure is its own: logged, and the store's thread goes on."""
     try:
         listener(*args)
