@@ -16,7 +16,6 @@ import threading
 import time
 
 from twisted.internet import defer, task, threads
-from twisted.python.failure import Failure
 
 from bkctl.wire import fastpath
 from bkctl.wire.fastpath import Twins
@@ -45,6 +44,7 @@ from .storage import EntryStore
 from .journal import Journal
 from .metrics import Metrics
 from .server import BookieServerFactory
+from .upkeep import StorageUpkeep
 
 log = logging.getLogger("bookied")
 
@@ -62,15 +62,6 @@ class ClusterNotReady(BKError):
 
 #: seconds between attempts to register while ZooKeeper is away at start-up
 _REGISTER_RETRY = 1.0
-
-
-class NoRoomForCheckpoint(OSError):
-    """A disk over diskUsageThreshold has no room for what a checkpoint would write."""
-
-
-def _free_bytes(path: str) -> int:
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize
 
 
 class PortInUse(BKError):
@@ -120,12 +111,8 @@ class BookieService:
         #: the autorecovery daemon's process (autoRecoveryDaemonEnabled=true), once started
         self.autorecovery = None
         self._loops: list[task.LoopingCall] = []
-        self._checkpointing = False
-        self._checkpoint_again = False  # a store asked for a flush while a checkpoint ran
-        self._disk_warned = False  # over diskUsageWarnThreshold at the last check
-        self._disk_check_pending = False  # a write-path disk check is on its way to the reactor
-        self.disk_checks = 0  # disk checks done (bookie_disk_checks_total)
-        self._checkpoint_waiting = False  # checkpoints postponed for want of room
+        #: checkpoints and disk checks (:mod:`.upkeep`)
+        self.upkeep = StorageUpkeep(self)
         self.notifier = sdnotify.Notifier.from_environment()
         self._exit_deadline = ExitDeadline("bookie shutdown")
         self._signalled = False  # SIGTERM/SIGINT received
@@ -178,11 +165,11 @@ class BookieService:
                                  inline_later=self._later_in_reactor,
                                  on_fsync=self.metrics.fsync_latency.observe,
                                  on_group=self.metrics.entries_per_fsync.observe,
-                                 on_grow=self._disk_check_soon, twins=self.twins)
+                                 on_grow=self.upkeep.disk_check_soon, twins=self.twins)
                          for d in journal_dirs]
         cache = cfg.db_storage_write_cache_max_size_mb * 1024 * 1024 // len(ledger_dirs)
         self.stores = [EntryStore(d, write_cache_max_bytes=cache, log_size_limit=cfg.log_size_limit,
-                                  on_flush_needed=self._flush_needed, on_grow=self._disk_check_soon,
+                                  on_flush_needed=self.upkeep.flush_needed, on_grow=self.upkeep.disk_check_soon,
                                   twins=self.twins)
                        for d in ledger_dirs]
         self.bookie = Bookie(self.journals, self.stores, clock=self.reactor,
@@ -212,13 +199,13 @@ class BookieService:
             log.info("HTTP admin on %s:%d", cfg.http_server_host, self.http_port.getHost().port)
 
         self.bookie.on_readonly_change = self._readonly_changed
-        self._every(cfg.flush_interval / 1000.0, self._checkpoint)
-        self._every(cfg.disk_check_interval / 1000.0, self._check_disks, now=False)
+        self._every(cfg.flush_interval / 1000.0, self.upkeep.checkpoint)
+        self._every(cfg.disk_check_interval / 1000.0, self.upkeep.check_disks, now=False)
         # the listing of the metadata runs in a process of its own (see gc_listing)
         self.gc_listing = ListingProcess(render_config(cfg, comments=False), verify=cfg.verify_metadata_on_gc)
         collect = DeletedLedgerCollector(self.zk.ledgers, cfg.verify_metadata_on_gc, listing=self.gc_listing.garbage)
         self.gc = GarbageCollector(GcPolicy.from_config(cfg), self.stores, collect, self.reactor, self._in_pool,
-                                   on_pass_done=self._check_disks)
+                                   on_pass_done=self.upkeep.check_disks)
         self.gc.register_metrics(self.metrics)
         self._every(cfg.gc_wait_time / 1000.0, self.gc, now=False)
         self.running = True
@@ -257,7 +244,7 @@ class BookieService:
         readOnlyModeEnabled=false forbids: then the bookie does not start."""
         if self.cfg.force_read_only_bookie:
             self.bookie.mark_readonly("config", "forceReadOnlyBookie")
-        self._check_disks()
+        self.upkeep.check_disks()
         if self.bookie.readonly and not self.cfg.read_only_mode_enabled:
             raise ReadOnlyNotAllowed(f"the bookie would start read-only ({self.bookie.readonly_reason}), "
                                      "and readOnlyModeEnabled=false forbids it")
@@ -400,134 +387,6 @@ class BookieService:
             self.reactor.callFromThread(self.reactor.callLater, seconds, fn)
 
     # -- periodic work -----------------------------------------------------------
-    def _flush_needed(self) -> None:
-        self.reactor.callFromThread(self._checkpoint, True)
-
-    def _checkpoint(self, needed: bool = False):
-        """Mark the journals, flush the entry stores, then trim the journals up to the marks.
-
-        ``needed``: a store's write cache asked for it (half full, or full).  Asked
-        while a checkpoint runs -- the other half filled during its flush -- it runs
-        as soon as that one has succeeded: a store asks once per flush, so a request
-        dropped here left the adds waiting for the cache until the next flushInterval.
-        Only a periodic checkpoint's flush is paced (``EntryStore.flush(paced=True)``)."""
-        if not self.stores:
-            return None
-        if self._checkpointing:
-            self._checkpoint_again = self._checkpoint_again or needed
-            return None
-        self._checkpointing = True
-        marks = [j.mark() for j in self.journals]
-
-        disk_full = "disk" in self.bookie.readonly_causes if self.bookie is not None else False
-        reserve = self.cfg.min_usable_size_for_entry_log_creation
-
-        def work():
-            for s in self.stores:
-                if disk_full and s.cached_bytes:
-                    free = _free_bytes(s.directory)
-                    if free < s.cached_bytes + reserve:
-                        # keep the entries in the write cache and the journal (not trimmed):
-                        # the next checkpoint tries again, once there is room
-                        raise NoRoomForCheckpoint(
-                            f"{s.directory}: {free} bytes free, a checkpoint needs {s.cached_bytes} "
-                            f"plus minUsableSizeForEntryLogCreation {reserve}")
-            for s in self.stores:
-                s.flush(paced=not needed)  # paced: no add waits for a periodic checkpoint
-            for j, m in zip(self.journals, marks):
-                j.checkpoint(m)
-
-        def done(result):
-            self._checkpointing = False
-            again, self._checkpoint_again = self._checkpoint_again, False
-            bookie = self.bookie
-            if bookie is not None and not self.stopping:
-                self._check_disks()  # the entry logs grew: look at the disks now
-                # after the disk check: a bookie that turned read-only refuses the waiting adds
-                bookie.write_cache_drained()
-            if not isinstance(result, Failure):
-                if self._checkpoint_waiting:
-                    log.info("checkpoint done: there is room again")
-                self._checkpoint_waiting = False
-                if bookie is not None:
-                    bookie.clear_readonly("ledger")  # the entry logs take writes again
-                if again and not self.stopping:
-                    self._checkpoint(True)
-                return result
-            if isinstance(result.value, NoRoomForCheckpoint):
-                if not self._checkpoint_waiting:
-                    log.warning("checkpoint postponed: %s", result.value)
-                self._checkpoint_waiting = True
-                return None
-            log.error("checkpoint failed: %s", result.value)
-            if isinstance(result.value, OSError) and bookie is not None:
-                # ENOSPC, EIO...: the entries stay in the write cache (readable, and
-                # in the journal); take no new ones until a checkpoint succeeds again
-                bookie.mark_readonly("ledger", f"entry log write failed: {result.value}")
-            return None
-
-        d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), work)
-        d.addBoth(done)
-        return d
-
-    def disk_usage(self) -> float:
-        """The fullest of the journal and ledger filesystems, as a fraction."""
-        return self._disk_stats()[0]
-
-    def _disk_stats(self) -> tuple[float, int]:
-        """(usage of the fullest journal/ledger filesystem, fewest free bytes on any)."""
-        worst, least = 0.0, None
-        for d in list(self.cfg.journal_directories) + list(self.cfg.ledger_directories):
-            st = os.statvfs(d)
-            if st.f_blocks:
-                worst = max(worst, 1.0 - st.f_bavail / st.f_blocks)
-            free = st.f_bavail * st.f_frsize
-            least = free if least is None else min(least, free)
-        return worst, least or 0
-
-    def _disk_check_soon(self) -> None:
-        """From the journal's thread when it created or preallocated a file: check
-        the disks in the reactor thread now, not at the next diskCheckInterval."""
-        if not self._disk_check_pending:
-            self._disk_check_pending = True
-            self.reactor.callFromThread(self._check_disks)
-
-    def _check_disks(self) -> None:
-        self._disk_check_pending = False
-        bookie = self.bookie
-        try:
-            usage, free = self._disk_stats()
-        except OSError as e:
-            log.error("disk check failed: %s", e)
-            return
-        self.disk_checks += 1
-        cfg = self.cfg
-        # Java's "available for high-priority writes": recovery adds and fences of a
-        # read-only bookie need the room this keeps
-        bookie.allow_high_priority_writes = free >= cfg.min_usable_size_for_high_priority_writes
-        collector = self.gc
-        if collector is not None and self.zk is not None and not self.stopping:
-            if usage >= cfg.disk_usage_threshold:
-                collector.disk_full()
-            elif usage >= cfg.disk_usage_warn_threshold:
-                collector.disk_almost_full()
-            else:
-                collector.disk_writable()
-        if usage >= cfg.disk_usage_threshold:
-            if "disk" not in bookie.readonly_causes:
-                bookie.mark_readonly("disk", f"disk usage {usage:.1%} over diskUsageThreshold "
-                                             f"{cfg.disk_usage_threshold:.0%}")
-        elif usage < cfg.disk_usage_lwm_threshold:  # hysteresis: writable again only below the LWM
-            bookie.clear_readonly("disk")
-            if self._checkpoint_waiting and self.running:
-                self._checkpoint()  # what waited for room (journal replay included) goes out now
-        if usage < cfg.disk_usage_warn_threshold:
-            self._disk_warned = False
-        elif not self._disk_warned:
-            self._disk_warned = True
-            log.warning("disk usage %.1f%% is over diskUsageWarnThreshold %g", usage * 100,
-                        cfg.disk_usage_warn_threshold)
-
     def _readonly_changed(self, readonly: bool) -> None:
         if self.stopping:
             return
@@ -559,9 +418,9 @@ class BookieService:
                 lambda: sum(j.stats.records for j in self.journals))
         m.gauge("bookie_write_cache_bytes", "Entries held in the write cache.",
                 lambda: sum(s.cached_bytes for s in self.stores))
-        m.gauge("bookie_disk_usage_ratio", "Fullest journal/ledger filesystem (0..1).", self.disk_usage)
+        m.gauge("bookie_disk_usage_ratio", "Fullest journal/ledger filesystem (0..1).", self.upkeep.disk_usage)
         m.counter("bookie_disk_checks_total", "Disk checks done (each decides read-only or writable).",
-                  lambda: self.disk_checks)
+                  lambda: self.upkeep.disk_checks)
         m.gauge("bookie_read_only", "1 when the bookie is read-only.", lambda: int(self.is_readonly()))
         m.gauge("bookie_throttled_adds", "Adds waiting for room in a full write cache (dbStorage_maxThrottleTimeMs).",
                 lambda: self.bookie.throttled_adds if self.bookie is not None else 0)
@@ -737,7 +596,7 @@ class BookieService:
             except defer.TimeoutError:
                 log.warning("garbage collection did not stop in time")
             yield threads.deferToThreadPool(self.reactor, pool, self.gc_listing.close)
-        while self._checkpointing:
+        while self.upkeep.checkpointing:
             yield task.deferLater(self.reactor, 0.01, lambda: None)
         marks = [j.mark() for j in self.journals]
         self._exit_deadline.doing("closing the entry stores (flushing their write caches)")

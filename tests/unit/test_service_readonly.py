@@ -44,7 +44,7 @@ def make_service(tmp_path, monkeypatch, settings="", *, record_changes=True, rea
     changes = []
     svc.bookie.on_readonly_change = changes.append if record_changes else svc._readonly_changed
     usage = {"now": 0.5, "free": 1 << 40}
-    monkeypatch.setattr(svc, "_disk_stats", lambda: (usage["now"], usage["free"]))
+    monkeypatch.setattr(svc.upkeep, "disk_stats", lambda: (usage["now"], usage["free"]))
     svc.usage, svc.changes = usage, changes
     return svc
 
@@ -56,7 +56,7 @@ def service(tmp_path, monkeypatch):
 
 def check(svc, usage):
     svc.usage["now"] = usage
-    svc._check_disks()
+    svc.upkeep.check_disks()
     return svc.bookie.readonly
 
 
@@ -123,7 +123,7 @@ def test_without_read_only_mode_the_bookie_shuts_down_instead(tmp_path, monkeypa
         svc.bookie.journal_failed(None, OSError(5, "Input/output error"))
     elif cause == "ledger":
         svc.stores = [FailingStore(OSError(28, "No space left on device"))]
-        svc._checkpoint()
+        svc.upkeep.checkpoint()
     else:
         with pytest.raises(ValueError, match="readOnlyModeEnabled=false"):
             svc.set_readonly(True)
@@ -207,8 +207,8 @@ def test_a_failing_disk_check_changes_nothing(service, caplog):
     def broken():
         raise OSError(5, "Input/output error")
 
-    service._disk_stats = broken
-    service._check_disks()
+    service.upkeep.disk_stats = broken
+    service.upkeep.check_disks()
     assert service.bookie.readonly is False
     assert "disk check failed" in caplog.text
 
@@ -219,14 +219,14 @@ def test_each_disk_check_is_counted_and_a_failed_one_is_not(service):
     service._register_metrics()
     check(service, 0.5)
     check(service, 0.96)
-    working = service._disk_stats
+    working = service.upkeep.disk_stats
 
     def broken():
         raise OSError(5, "Input/output error")
 
-    service._disk_stats = broken
-    service._check_disks()
-    service._disk_stats = working
+    service.upkeep.disk_stats = broken
+    service.upkeep.check_disks()
+    service.upkeep.disk_stats = working
     assert "\nbookie_disk_checks_total 2\n" in service.metrics_text()
 
 
@@ -248,13 +248,13 @@ class FailingStore:
 
 def test_an_entry_log_write_error_makes_the_bookie_read_only_until_a_checkpoint_succeeds(service, caplog):
     service.stores = [FailingStore(OSError(28, "No space left on device"))]
-    service._checkpoint()
+    service.upkeep.checkpoint()
     assert service.bookie.readonly is True
     assert "entry log write failed" in service.bookie.readonly_reason and "checkpoint failed" in caplog.text
     assert check(service, 0.10) is True  # the disk check does not undo it
     with pytest.raises(ValueError, match="until a checkpoint succeeds"):
         service.set_readonly(False, force=True)  # nor the operator
-    service._checkpoint()  # the retried flush goes through
+    service.upkeep.checkpoint()  # the retried flush goes through
     assert service.stores[0].flushes == 2
     assert service.bookie.readonly is False
     assert service.changes == [True, False]
