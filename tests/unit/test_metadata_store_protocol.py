@@ -3,6 +3,7 @@ MetadataStore protocol, manager by manager, signature by signature, so code test
 on the fake calls exactly what it calls on ZooKeeper (the behaviour of both is
 checked alike in tests/integration/test_metadata_store_conformance.py)."""
 import inspect
+import typing
 
 import pytest
 
@@ -37,8 +38,12 @@ def stores():
 
 
 def test_the_protocol_names_every_manager_the_callers_use():
-    annotations = S.MetadataStore.__annotations__
-    assert sorted(name for name in annotations if name != "root") == sorted(MANAGERS)
+    # the managers are read-only members (properties), each typed as its manager's Protocol
+    members = {name: value.fget for name, value in vars(S.MetadataStore).items() if isinstance(value, property)}
+    assert sorted(members) == sorted([*MANAGERS, "connected"])  # and whether the session is up
+    hints = {name: typing.get_type_hints(fget)["return"] for name, fget in members.items()}
+    assert hints.pop("connected") is bool and hints == MANAGERS
+    assert "root" in S.MetadataStore.__annotations__
     assert methods(S.MetadataStore) == ["close", "start"]
 
 
