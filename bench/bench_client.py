@@ -204,11 +204,11 @@ def python_pass(bk: BlockingBookKeeper, ensemble: tuple[int, int, int], n: int, 
     through the per-entry API, one ``add_entry`` and its Deferred each, as ``bkctl
     bench`` makes them (:func:`bkctl.ops.bench.drive_adds`); with ``bulk``, through
     ``add_many``."""
-    from bkctl.ops.bench import drive_adds
+    from bkctl.ops.bench import drive_adds, handle_window
     from bkctl.wire.client.blocking import run_in_reactor
 
     payload = b"p" * size
-    lh = bk.create(*ensemble, max_inflight=1000)
+    lh = bk.create(*ensemble, max_inflight=1000 if bulk else handle_window(1000))
     t0, c0 = time.monotonic(), time.process_time()
     if bulk:
         lh.add_many(payload for _ in range(n))

@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import load_note  # noqa: E402
 from twisted.internet.testing import MemoryReactorClock, StringTransport  # noqa: E402
 
+from bkctl.ops.bench import drive_adds, handle_window  # noqa: E402
 from bkctl.wire import fastpath  # noqa: E402
 from bkctl.wire.codecs import v3, v3_fast  # noqa: E402
 from bkctl.wire.client.connection import BookieConnection  # noqa: E402
@@ -168,15 +169,14 @@ def run_adds(n: int, chunk: int, protocol: str, quorum: tuple[int, int, int], si
                                    protocol=protocol,
                                    max_inflight=1000, explicit_lac_interval=0.0, closed=False,
                                    reactor=reactor, max_frame_size=5 * 1024 * 1024)
-    handle = LedgerHandle(client, 1, md, 0, b"", DigestType.CRC32C, max_inflight=1000)
+    window = 1000 if api == "bulk" else handle_window(1000)  # as bkctl bench writes
+    handle = LedgerHandle(client, 1, md, 0, b"", DigestType.CRC32C, max_inflight=window)
     payload = b"x" * size
     done: list = []
     timed = Timer()
     if api == "bulk":
         timed(lambda: handle.add_entries(payload for _ in range(n)).addBoth(done.append))
     else:
-        from bkctl.ops.bench import drive_adds
-
         timed(lambda: drive_adds(client, handle, n, payload, 1000, None).addBoth(
             lambda latencies: done.append(n - 1 if len(latencies) == n else latencies)))
     pending: dict[str, deque[bytes]] = {b: deque() for b in bookies}
