@@ -31,3 +31,21 @@ def test_loadgroup_keeps_a_group_on_one_worker(tmp_path):
     workers = {m.group(1) for m in re.finditer(r"\[(gw\d+)\] .*PASSED .*test_grouped", done.stdout)}
     assert len(re.findall(r"PASSED .*test_grouped", done.stdout)) == 6, done.stdout
     assert len(workers) == 1, f"one group ran on {sorted(workers)}:\n{done.stdout}"
+
+
+def test_the_longest_groups_are_handed_out_first(tmp_path):
+    """tests/support/scheduling.py: groups first (the longest named ones in their order), then the
+    other integration tests, then the rest, each module's tests in their own order."""
+    from tests.support.inner_suite import run_inner_suite
+
+    group = 'import pytest\npytestmark = pytest.mark.xdist_group("{}")\n\ndef test_{}_1():\n    pass\n\ndef test_{}_2():\n    pass\n'
+    done = run_inner_suite(tmp_path, {
+        "tests/integration/test_a_loose.py": "def test_loose():\n    pass\n",
+        "tests/integration/test_b_grouped.py": group.format("zk_security", "b", "b"),
+        "tests/integration/test_c_grouped.py": group.format("packaging", "c", "c"),
+        "tests/integration/test_d_grouped.py": group.format("unlisted", "d", "d"),
+        "tests/unit/test_e.py": "def test_unit():\n    pass\n",
+    }, "--collect-only", "-q")
+    order = [line.split("::")[1] for line in done.stdout.splitlines() if "::" in line]
+    assert order == ["test_c_1", "test_c_2", "test_b_1", "test_b_2", "test_d_1", "test_d_2", "test_loose",
+                     "test_unit"], done.stdout + done.stderr
