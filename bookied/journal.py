@@ -69,11 +69,13 @@ from bkctl.wire.fastpath import Twins
 
 from . import disk_layout as layout
 from .errors import JournalError, JournalFull, JournalNoSpace, JournalUnavailable
+from .page_cache import SyncedPages
 # the format's names, as the journal's users have always imported them from here
 from .journal_format import (  # noqa: F401
     FILE_SUFFIX, FORMAT_VERSION, HEADER_SIZE, MARK_FILE, MAX_RECORD_BYTES, T_ENTRY, EntryRecord,
     ExplicitLacRecord, FenceRecord, FileScan, LogMark, MasterKeyRecord, Record, _encode_entry,
-    _encode_header, encode_record, file_name, list_file_ids, read_mark_file, scan_file, write_mark_file)
+    _encode_header, encode_record, file_name, list_file_ids, read_mark_file, replay_files, scan_file,
+    write_mark_file)
 
 log = logging.getLogger("bookied.journal")
 
@@ -98,18 +100,6 @@ def _call_all(callbacks: list, error: BaseException | None) -> None:
             cb(error)
         except Exception:  # a callback's bug must not kill the journal
             log.exception("journal callback %r raised", cb)
-
-
-#: Bytes behind the last fsync that stay in the page cache (``drop_synced_pages``), as
-#: Java's JournalChannel keeps them: a page still being appended to is never dropped.
-PAGE_CACHE_LAG = 8 * 1024 * 1024
-#: Synced bytes gathered before they are dropped from the page cache with one call.
-PAGE_CACHE_DROP_STEP = 1024 * 1024
-
-
-def drop_from_page_cache(fd: int, offset: int, length: int) -> None:
-    """Tell the kernel the journal will not read ``length`` bytes at ``offset`` again."""
-    os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
 
 
 _IDLE = 1
@@ -223,8 +213,8 @@ class Journal:
         self.max_size = max(HEADER_SIZE + 1, int(max_size_mb * 1024 * 1024))
         self.max_queue_bytes = max(1, int(max_queue_bytes))
         self.preallocate = max(0, int(preallocate_mb * 1024 * 1024))
-        self.drop_synced_pages = bool(drop_synced_pages)
-        self._dropped = 0  # where the current file's pages still in the page cache start
+        #: the current file's fsynced bytes dropped from the page cache (journalRemovePagesFromCache)
+        self.synced_pages = SyncedPages(self.directory, drop_synced_pages)
         self._dispatch = dispatch or _call_all
         if twins is None:
             twins = fastpath.selected() if fastpaths is None else fastpath.build(bool(fastpaths))
@@ -278,6 +268,11 @@ class Journal:
 
     # ------------------------------------------------------------ properties
     @property
+    def drop_synced_pages(self) -> bool:
+        """Whether fsynced bytes leave the page cache (off too once the file system refused)."""
+        return self.synced_pages.enabled
+
+    @property
     def pending_bytes(self) -> int:
         """Bytes appended but not yet completed (queued plus being written)."""
         return self._pending_bytes
@@ -325,38 +320,7 @@ class Journal:
             raise JournalError("replay() must run before start()")
         if from_mark is None:
             from_mark = self._checkpointed or LogMark(0, 0)
-        ids = [i for i in self.file_ids() if i >= from_mark.file_id]
-        for n, fid in enumerate(ids):
-            path = os.path.join(self.directory, file_name(fid))
-            start = from_mark.offset if fid == from_mark.file_id else 0
-            scan = FileScan(path)
-            for _off, rec in scan_file(path, start, scan):
-                yield rec
-            if scan.problem is None:
-                continue
-            is_last = n == len(ids) - 1
-            if is_last and repair and scan.end < HEADER_SIZE and \
-                    (scan.size < HEADER_SIZE + 9 or scan.discarded_nonzero == 0):
-                # a crash while the file was being created: it cannot hold any record
-                log.warning("journal %s: %s and no records; removing it", path, scan.problem)
-                os.unlink(path)
-                layout.fsync_dir(self.directory)
-                continue
-            repaired = is_last and repair and scan.end >= HEADER_SIZE
-            log.warning("journal %s: %s; replay of this file stops at offset %d, discarding %d "
-                        "non-zero byte(s) after it%s", path, scan.problem, scan.end,
-                        scan.discarded_nonzero, " (truncated)" if repaired else "")
-            if repaired:
-                self._truncate(path, scan.end)
-
-    @staticmethod
-    def _truncate(path: str, size: int) -> None:
-        fd = os.open(path, os.O_WRONLY)
-        try:
-            os.ftruncate(fd, size)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        yield from replay_files(self.directory, self.file_ids(), from_mark, repair=repair)
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -582,7 +546,7 @@ class Journal:
         self._fd = fd
         self._file_id = file_id
         self._offset = HEADER_SIZE
-        self._dropped = 0
+        self.synced_pages.new_file()
         self.stats.files_created += 1
 
     def _preallocate(self, fd: int, offset: int, length: int) -> None:
@@ -626,24 +590,7 @@ class Journal:
         self.stats.fsyncs += 1
         if self._on_fsync is not None:
             self._on_fsync(took)
-        if self.drop_synced_pages:
-            self._drop_synced(self._offset if rolling else self._offset - PAGE_CACHE_LAG)
-
-    def _drop_synced(self, upto: int) -> None:
-        """Drop the current file's bytes before ``upto`` (all fsynced) from the page cache,
-        once they add up to a step; a file system that refuses is not asked again."""
-        if upto - self._dropped < PAGE_CACHE_DROP_STEP and upto < self._offset:
-            return
-        if upto <= self._dropped:
-            return
-        try:
-            drop_from_page_cache(self._fd, self._dropped, upto - self._dropped)
-        except OSError as e:
-            log.warning("journal %s: cannot drop written pages from the page cache (%s); "
-                        "journalRemovePagesFromCache is off from now on", self.directory, e)
-            self.drop_synced_pages = False
-            return
-        self._dropped = upto
+        self.synced_pages.after_sync(self._fd, self._offset, rolling)
 
     def _run(self) -> None:
         cond = self._cond

@@ -315,3 +315,42 @@ def read_mark_file(directory: str) -> LogMark | None:
 def write_mark_file(directory: str, mark: LogMark) -> None:
     raw = _MARK.pack(MARK_MAGIC, FORMAT_VERSION, mark.file_id, mark.offset)
     layout.atomic_write(os.path.join(directory, MARK_FILE), raw + _U32.pack(crc32c(raw)))
+
+
+def replay_files(directory: str, file_ids: list[int], from_mark: LogMark, *, repair: bool = True) -> Iterator[Record]:
+    """The records of the journal files ``file_ids`` in ``directory`` from ``from_mark`` to the end, in
+    order (:meth:`bkctl.bookied.journal.Journal.replay`); damaged data ends a file's replay with a
+    warning (see the module doc), and with ``repair`` the last file is truncated after its last good
+    record, or removed when a crash while creating it left it without any."""
+    ids = [i for i in file_ids if i >= from_mark.file_id]
+    for n, fid in enumerate(ids):
+        path = os.path.join(directory, file_name(fid))
+        start = from_mark.offset if fid == from_mark.file_id else 0
+        scan = FileScan(path)
+        for _off, rec in scan_file(path, start, scan):
+            yield rec
+        if scan.problem is None:
+            continue
+        is_last = n == len(ids) - 1
+        if is_last and repair and scan.end < HEADER_SIZE and \
+                (scan.size < HEADER_SIZE + 9 or scan.discarded_nonzero == 0):
+            # a crash while the file was being created: it cannot hold any record
+            log.warning("journal %s: %s and no records; removing it", path, scan.problem)
+            os.unlink(path)
+            layout.fsync_dir(directory)
+            continue
+        repaired = is_last and repair and scan.end >= HEADER_SIZE
+        log.warning("journal %s: %s; replay of this file stops at offset %d, discarding %d "
+                    "non-zero byte(s) after it%s", path, scan.problem, scan.end,
+                    scan.discarded_nonzero, " (truncated)" if repaired else "")
+        if repaired:
+            _truncate(path, scan.end)
+
+
+def _truncate(path: str, size: int) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from bkctl.bookied import journal as jmod
+from bkctl.bookied import journal as jmod, page_cache
 from bkctl.bookied.journal import EntryRecord, Journal
 
 WAIT = 10.0
@@ -18,7 +18,7 @@ MB = 1024 * 1024
 class Drops:
     """Records each drop as (file name, offset, length, the file's size then) and passes it on."""
 
-    def __init__(self, real=jmod.drop_from_page_cache):
+    def __init__(self, real=page_cache.drop_from_page_cache):
         self.real = real
         self.calls: list[tuple[str, int, int, int]] = []
 
@@ -41,7 +41,7 @@ def write_groups(j: Journal, groups: int, records: int, size: int) -> None:
 @pytest.fixture
 def drops(monkeypatch):
     recorder = Drops()
-    monkeypatch.setattr(jmod, "drop_from_page_cache", recorder)
+    monkeypatch.setattr(page_cache, "drop_from_page_cache", recorder)
     return recorder
 
 
@@ -54,13 +54,13 @@ def test_drops_only_synced_bytes_behind_the_lag_in_steps(tmp_path, drops):
     expected_start = 0
     for name, offset, length, size in drops.calls:
         assert offset == expected_start  # one contiguous dropped prefix, never a byte twice
-        assert length >= jmod.PAGE_CACHE_DROP_STEP
-        assert offset + length <= size - jmod.PAGE_CACHE_LAG  # the last 8 MB stay cached
+        assert length >= page_cache.PAGE_CACHE_DROP_STEP
+        assert offset + length <= size - page_cache.PAGE_CACHE_LAG  # the last 8 MB stay cached
         expected_start = offset + length
     assert {name for name, *_ in drops.calls} == {jmod.file_name(1)}
     # all but the lag and less than a step went
     size = os.path.getsize(os.path.join(tmp_path, "current", jmod.file_name(1)))
-    assert expected_start > size - jmod.PAGE_CACHE_LAG - jmod.PAGE_CACHE_DROP_STEP
+    assert expected_start > size - page_cache.PAGE_CACHE_LAG - page_cache.PAGE_CACHE_DROP_STEP
 
 
 def test_a_rolled_file_is_dropped_whole(tmp_path, drops):
@@ -95,7 +95,7 @@ def test_a_file_system_that_refuses_is_asked_once(tmp_path, monkeypatch, caplog)
         asked.append((offset, length))
         raise OSError(errno.EINVAL, "Invalid argument")
 
-    monkeypatch.setattr(jmod, "drop_from_page_cache", refuse)
+    monkeypatch.setattr(page_cache, "drop_from_page_cache", refuse)
     with caplog.at_level(logging.WARNING, logger="bookied.journal"):
         with Journal(str(tmp_path), max_group_wait_ms=0, preallocate_mb=0) as j:
             j.start()
