@@ -27,7 +27,8 @@ from bkctl.wire.process.shutdown import ExitDeadline, call_with_timeout
 
 from . import day2, disk_layout as layout, identity
 from .config.render import render_config
-from .garbage_collector import DeletedLedgerCollector, GarbageCollector, GcPolicy
+from .garbage_collector import DeletedLedgerCollector, GarbageCollector
+from .gc_policy import GcPolicy
 from .gc_listing import ListingProcess
 from .bookie import Bookie
 from bkctl.wire.errors import BKError

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from bkctl.bookied.garbage_collector import MAJOR, MINOR, GcPolicy, choose_compaction
+from bkctl.bookied.gc_policy import MAJOR, MINOR, GcPolicy, choose_compaction
 
 H = 3600 * 1000
 

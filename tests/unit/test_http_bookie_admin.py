@@ -7,7 +7,8 @@ import json
 from twisted.internet import defer, task
 
 from bkctl.bookied import day2
-from bkctl.bookied.garbage_collector import GarbageCollector, GcPolicy
+from bkctl.bookied.garbage_collector import GarbageCollector
+from bkctl.bookied.gc_policy import GcPolicy
 from tests.support.http import FakeStatus, body, code, render
 
 
