@@ -6,6 +6,7 @@ named ``pyspark_*`` that the Python of its workers can import (its
 ``spark.read.format("bookkeeper")`` needs no registration line.  The source
 itself is :class:`bkctl.export.datasource.BookKeeperDataSource`.
 """
+
 from bkctl.export.datasource import BookKeeperDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

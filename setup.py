@@ -14,22 +14,49 @@ straight into Arrow buffers).  All are optional: where no C
 compiler is found the install goes on without them, and the export, the client
 and the bookie take their Python paths (slower, same bytes and rows).
 """
+
 from setuptools import Extension, setup
 
-setup(ext_modules=[
-    Extension("bkctl.wire.pulsar._packed", ["wire/pulsar/_packed.c"], optional=True,
-              extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
-    Extension("bkctl.wire.codecs._fastcodec", ["wire/codecs/_fastcodec.c"],
-              depends=["wire/codecs/_twins.h", "wire/codecs/_crc32c.h"], optional=True,
-              extra_compile_args=["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
-    Extension("bkctl.wire.codecs._records", ["wire/codecs/_records.c"],
-              depends=["wire/codecs/_twins.h", "wire/codecs/_crc32c.h"], optional=True,
-              extra_compile_args=["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
-    Extension("bkctl.wire.pulsar._avrocols", ["wire/pulsar/_avrocols.c"], optional=True,
-              extra_compile_args=["-std=c11", "-O3", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
-    Extension("bkctl.wire.metadata._ledgerpb", ["wire/metadata/_ledgerpb.c"], optional=True,
-              extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
-    Extension("bkctl.wire.codecs._plain", ["wire/codecs/_plain.c"], depends=["wire/codecs/_twins.h"],
-              optional=True,
-              extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]),
-])
+setup(
+    ext_modules=[
+        Extension(
+            "bkctl.wire.pulsar._packed",
+            ["wire/pulsar/_packed.c"],
+            optional=True,
+            extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        ),
+        Extension(
+            "bkctl.wire.codecs._fastcodec",
+            ["wire/codecs/_fastcodec.c"],
+            depends=["wire/codecs/_twins.h", "wire/codecs/_crc32c.h"],
+            optional=True,
+            extra_compile_args=["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        ),
+        Extension(
+            "bkctl.wire.codecs._records",
+            ["wire/codecs/_records.c"],
+            depends=["wire/codecs/_twins.h", "wire/codecs/_crc32c.h"],
+            optional=True,
+            extra_compile_args=["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        ),
+        Extension(
+            "bkctl.wire.pulsar._avrocols",
+            ["wire/pulsar/_avrocols.c"],
+            optional=True,
+            extra_compile_args=["-std=c11", "-O3", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        ),
+        Extension(
+            "bkctl.wire.metadata._ledgerpb",
+            ["wire/metadata/_ledgerpb.c"],
+            optional=True,
+            extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        ),
+        Extension(
+            "bkctl.wire.codecs._plain",
+            ["wire/codecs/_plain.c"],
+            depends=["wire/codecs/_twins.h"],
+            optional=True,
+            extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        ),
+    ]
+)

@@ -15,6 +15,7 @@ any failure, a bookie that exited, or a client that was not served.
 
     nice python bench/bench_abuse.py [--frames 10000000] [--connections 8] [--seed 1] [--json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,9 +46,13 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--max-frames-per-connection", type=int, default=5000)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--held", type=int, default=2000,
-                    help="connections held open meanwhile, half with a 5 MiB frame never completed (default 2000); "
-                         "with them a client sending adds it never reads the answers of, and a long-poll flood")
+    ap.add_argument(
+        "--held",
+        type=int,
+        default=2000,
+        help="connections held open meanwhile, half with a 5 MiB frame never completed (default 2000); "
+        "with them a client sending adds it never reads the answers of, and a long-poll flood",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop what we started on the way out
@@ -84,11 +89,20 @@ def main() -> int:
 
         def progress(n: int) -> None:
             if not args.json:
-                print(f"  {n:,} frames, RSS {rss_kb(pid) / 1024:.0f} MB, valid ops {client.ops}, "
-                      f"{time.monotonic() - started:.0f} s", flush=True)
+                print(
+                    f"  {n:,} frames, RSS {rss_kb(pid) / 1024:.0f} MB, valid ops {client.ops}, "
+                    f"{time.monotonic() - started:.0f} s",
+                    flush=True,
+                )
 
-        result = hammer(bookie.port, args.frames, seed=args.seed, connections=args.connections,
-                        max_frames_per_connection=args.max_frames_per_connection, progress=progress)
+        result = hammer(
+            bookie.port,
+            args.frames,
+            seed=args.seed,
+            connections=args.connections,
+            max_frames_per_connection=args.max_frames_per_connection,
+            progress=progress,
+        )
         elapsed = time.monotonic() - started
         ops_during = client.ops
         client.stop()
@@ -98,16 +112,25 @@ def main() -> int:
         alive = bookie.proc.poll() is None
         log = bookie.log_path.read_text(errors="replace")
         report = {
-            "frames": result.frames, "seconds": round(elapsed, 1),
-            "frames_per_second": round(result.frames / elapsed), "connections": result.connections,
-            "closed_as_expected": result.closed_as_expected, "failures": result.failures[:20],
-            "failure_count": len(result.failures), "answered_mb": round(result.answered_bytes / 2**20, 1),
-            "valid_client_ops": ops_during, "valid_client_failures": client.failures,
+            "frames": result.frames,
+            "seconds": round(elapsed, 1),
+            "frames_per_second": round(result.frames / elapsed),
+            "connections": result.connections,
+            "closed_as_expected": result.closed_as_expected,
+            "failures": result.failures[:20],
+            "failure_count": len(result.failures),
+            "answered_mb": round(result.answered_bytes / 2**20, 1),
+            "valid_client_ops": ops_during,
+            "valid_client_failures": client.failures,
             "valid_client_slowest_s": round(client.slowest, 3),
-            "rss_mb": {"start": round(start_rss / 1024, 1), "peak": round(max(samples or [0]) / 1024, 1),
-                       "end": round((samples[-1] if samples else 0) / 1024, 1)},
+            "rss_mb": {
+                "start": round(start_rss / 1024, 1),
+                "peak": round(max(samples or [0]) / 1024, 1),
+                "end": round((samples[-1] if samples else 0) / 1024, 1),
+            },
             "bookie_cpu_s": round(cpu_seconds(pid) - cpu0, 1) if alive else None,
-            "bookie_alive": alive, "held_connections": args.held,
+            "bookie_alive": alive,
+            "held_connections": args.held,
             "closing_lines_logged": log.count("closing connection from"),
             "holding_back_lines_logged": log.count("not reading the connection from"),
             "load": load_note(),
@@ -126,8 +149,12 @@ def main() -> int:
     else:
         for k, v in report.items():
             print(f"{k}: {v}")
-    ok = (report["bookie_alive"] and not report["failure_count"] and not report["valid_client_failures"]
-          and report["valid_client_ops"] > 0)
+    ok = (
+        report["bookie_alive"]
+        and not report["failure_count"]
+        and not report["valid_client_failures"]
+        and report["valid_client_ops"] > 0
+    )
     if ok:
         shutil.rmtree(base, ignore_errors=True)
     else:

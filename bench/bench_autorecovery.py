@@ -48,6 +48,7 @@ sides) and the live adds' p99 ratio, each run's load beside it, then the medians
 Java's worker copies every entry of a fragment's range to the new bookie, ours only those
 the lost bookie held; "per entry copied" counts the latter on both sides.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,8 +78,9 @@ class LatencyProbe:
 
         context = multiprocessing.get_context("spawn")  # this process has threads: no fork
         self._conn, child = context.Pipe()
-        self._process = context.Process(target=_open_loop_probe_main if open_loop else _probe_main,
-                                        args=(uri, rate, avoid, child), daemon=True)
+        self._process = context.Process(
+            target=_open_loop_probe_main if open_loop else _probe_main, args=(uri, rate, avoid, child), daemon=True
+        )
         self._process.start()
         ready = self._conn.recv()
         if isinstance(ready, str):
@@ -217,6 +219,7 @@ def wait_until_repaired(store, ledger_ids: list[int], victim: str) -> dict[int, 
                 with lock:
                     done[lid] = time.perf_counter()
                     lock.notify_all()
+
         return changed
 
     for lid in ledger_ids:
@@ -250,10 +253,13 @@ def with_writers_adds(scrape: dict[str, float]) -> dict[str, float]:
     served p99 of both together was the copies' and said nothing of the live
     writer's wait in the bookies."""
     out = dict(scrape)
-    add, recovery = 'bookie_request_latency_seconds_bucket{op="add",le="', 'bookie_recovery_add_latency_seconds_bucket{le="'
+    add, recovery = (
+        'bookie_request_latency_seconds_bucket{op="add",le="',
+        'bookie_recovery_add_latency_seconds_bucket{le="',
+    )
     for series, value in scrape.items():
         if series.startswith(add):
-            le = series[len(add):]
+            le = series[len(add) :]
             out[f'{WRITERS_ADDS}_bucket{{le="{le}'] = value - scrape.get(recovery + le, 0.0)
     return out
 
@@ -266,11 +272,13 @@ def bookie_note(before: dict[str, float], after: dict[str, float]) -> str:
         return f"{histogram_quantile(before, after, name, q, labels) * 1e3:g}"
 
     fsync, copies = "bookie_journal_fsync_latency_seconds", "bookie_recovery_add_latency_seconds"
-    note = (f"journal fsync p50/p99 <= {ms(fsync, .5)}/{ms(fsync, .99)} ms, "
-            f"entries per fsync p50 <= {histogram_quantile(before, after, 'bookie_journal_entries_per_fsync', .5):g}, "
-            f"live adds served p50/p99 <= {ms(WRITERS_ADDS, .5)}/{ms(WRITERS_ADDS, .99)} ms")
-    if histogram_quantile(before, after, copies, .5) > 0:  # NaN (none served) is not
-        note += f", recovery adds p50/p99 <= {ms(copies, .5)}/{ms(copies, .99)} ms"
+    note = (
+        f"journal fsync p50/p99 <= {ms(fsync, 0.5)}/{ms(fsync, 0.99)} ms, "
+        f"entries per fsync p50 <= {histogram_quantile(before, after, 'bookie_journal_entries_per_fsync', 0.5):g}, "
+        f"live adds served p50/p99 <= {ms(WRITERS_ADDS, 0.5)}/{ms(WRITERS_ADDS, 0.99)} ms"
+    )
+    if histogram_quantile(before, after, copies, 0.5) > 0:  # NaN (none served) is not
+        note += f", recovery adds p50/p99 <= {ms(copies, 0.5)}/{ms(copies, 0.99)} ms"
     return note
 
 
@@ -335,8 +343,13 @@ def our_cluster(tmp: str, mode: str, args):
     inside = mode == "inside"
     state = sandbox_up(tmp, bookies=5, autorecovery=inside, settings=settings if inside else None)
     records = [{"id": b["bookie_id"], "pid": b["pid"], "http_port": b.get("http_port")} for b in state["bookies"]]
-    label = ("5 bookieds, autorecovery inside each" if inside else "bkctl recover --parallel 4"
-             if mode == "recover" else f"{mode} autorecovery daemon(s)")
+    label = (
+        "5 bookieds, autorecovery inside each"
+        if inside
+        else "bkctl recover --parallel 4"
+        if mode == "recover"
+        else f"{mode} autorecovery daemon(s)"
+    )
     cluster = Cluster(label, state["uri"], records)
     try:
         yield cluster
@@ -369,11 +382,13 @@ def java_cluster(tmp: str, peer, args):
     try:
         peer.format_metadata(zk, "/ledgers", [f"127.0.0.1:{p}" for p, _ in ports])
         extra = "".join(f"{k}={v}\n" for k, v in repair_settings(args, ours=False).items())
-        bookies = peer.start_bookies_in(os.path.join(tmp, "java"), ports, zk, "/ledgers", autorecovery=True,
-                                        extra_conf=extra)
+        bookies = peer.start_bookies_in(
+            os.path.join(tmp, "java"), ports, zk, "/ledgers", autorecovery=True, extra_conf=extra
+        )
         records = [{"id": b.bookie_id, "pid": b.pid, "http_port": b.http_port} for b in bookies]
-        yield Cluster("5 Java 4.17.2 bookies, autorecovery inside each", f"zk+hierarchical://{zk}/ledgers", records,
-                      metrics=False)
+        yield Cluster(
+            "5 Java 4.17.2 bookies, autorecovery inside each", f"zk+hierarchical://{zk}/ledgers", records, metrics=False
+        )
     finally:
         peer.stop_bookies_in(bookies)
         sandbox_down(tmp, purge=False)
@@ -384,7 +399,7 @@ def run_mode(mode: str, args, peer=None) -> dict:
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     with tempfile.TemporaryDirectory(prefix="bench-ar-") as tmp:
-        with (java_cluster(tmp, peer, args) if mode == "java" else our_cluster(tmp, mode, args)) as cluster:
+        with java_cluster(tmp, peer, args) if mode == "java" else our_cluster(tmp, mode, args) as cluster:
             return measure(cluster, mode, args, tmp, ZKMetadataStore)
 
 
@@ -394,8 +409,11 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
     uri = cluster.uri
     t = time.perf_counter()
     ids = write_ledgers(uri, args.ledgers, args.entries, args.size)
-    print(f"  {cluster.label}: wrote {len(ids)} ledgers, {args.entries:,} x {args.size} B in "
-          f"{time.perf_counter() - t:.1f}s", flush=True)
+    print(
+        f"  {cluster.label}: wrote {len(ids)} ledgers, {args.entries:,} x {args.size} B in "
+        f"{time.perf_counter() - t:.1f}s",
+        flush=True,
+    )
     store = store_class(uri, timeout=20).start()
     try:
         store.underreplication.set_lost_bookie_recovery_delay(0)
@@ -412,13 +430,31 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
         probe = LatencyProbe(uri, args.probe_rate, victim, args.probe_mode == "open") if args.probe_rate > 0 else None
         if mode not in ("recover", "inside", "java"):
             for i in range(int(mode)):
-                cluster.daemons.append(subprocess.Popen(
-                    [sys.executable, "-m", "bkctl", "-m", uri, "autorecovery", "run",
-                     "--bookie-id", f"bench-{i}:3181",
-                     "--set", "auditorPeriodicBookieCheckInterval=0", "--set", "auditorPeriodicCheckInterval=0",
-                     "--set", f"rereplicationEntryBatchSize={args.batch or 64}",
-                     "--set", f"replicationRateByBytes={args.rate_limit}"],
-                    stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, f"ar-{i}.log"), "wb")))
+                cluster.daemons.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "bkctl",
+                            "-m",
+                            uri,
+                            "autorecovery",
+                            "run",
+                            "--bookie-id",
+                            f"bench-{i}:3181",
+                            "--set",
+                            "auditorPeriodicBookieCheckInterval=0",
+                            "--set",
+                            "auditorPeriodicCheckInterval=0",
+                            "--set",
+                            f"rereplicationEntryBatchSize={args.batch or 64}",
+                            "--set",
+                            f"replicationRateByBytes={args.rate_limit}",
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=open(os.path.join(tmp, f"ar-{i}.log"), "wb"),
+                    )
+                )
         if mode != "recover":
             while store.auditor.current() is None:
                 time.sleep(0.1)
@@ -446,14 +482,36 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
         if probe is not None:
             probe.window()
             repair_from = bookie_metrics(*http_ports)
-        spies = [subprocess.Popen([args.py_spy, "record", "--subprocesses", "-p", str(b["pid"]), "-r", "200",
-                                   "-f", "raw", "-o",
-                                   os.path.join(args.profile_dir, f"{mode}-{b['id'].replace(':', '_')}.txt")],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                 for b in survivor_records] if args.profile_dir else []
+        spies = (
+            [
+                subprocess.Popen(
+                    [
+                        args.py_spy,
+                        "record",
+                        "--subprocesses",
+                        "-p",
+                        str(b["pid"]),
+                        "-r",
+                        "200",
+                        "-f",
+                        "raw",
+                        "-o",
+                        os.path.join(args.profile_dir, f"{mode}-{b['id'].replace(':', '_')}.txt"),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                for b in survivor_records
+            ]
+            if args.profile_dir
+            else []
+        )
         if mode == "recover":
-            subprocess.run([sys.executable, "-m", "bkctl", "-m", uri, "-q", "recover", victim, "--force",
-                            "--parallel", "4"], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [sys.executable, "-m", "bkctl", "-m", uri, "-q", "recover", victim, "--force", "--parallel", "4"],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
         ledger_done = wait_until_repaired(store, on_victim, victim)
         done = time.perf_counter()
         for spy in spies:
@@ -467,31 +525,45 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
         copied = held[victim]
         repair = done - unregistered
         per_ledger = sum(t - unregistered for t in ledger_done.values()) / max(len(ledger_done), 1)
-        figures = {"repair_s": repair, "per_ledger_s": per_ledger, "ledgers": len(on_victim),
-                   "cpu_us": (bookies_cpu + cpu) / max(copied, 1) * 1e6, "p99_ratio": float("nan")}
+        figures = {
+            "repair_s": repair,
+            "per_ledger_s": per_ledger,
+            "ledgers": len(on_victim),
+            "cpu_us": (bookies_cpu + cpu) / max(copied, 1) * 1e6,
+            "p99_ratio": float("nan"),
+        }
         daemons = "" if mode in ("inside", "java") else f"repair CPU {cpu / max(copied, 1) * 1e6:.1f} us per entry, "
-        print(f"  {cluster.label}: {len(on_victim)} ledgers, ~{copied:,} entries: {done - killed:.1f}s from SIGKILL, "
-              f"{repair:.1f}s after the registration went ({per_ledger:.1f}s per ledger on average until it "
-              f"no longer named {victim}): {copied / repair:,.0f} entries/s, "
-              f"{copied * args.size / repair / 1e6:.2f} MB/s payload, {daemons}the surviving bookies' CPU "
-              f"{bookies_cpu / max(copied, 1) * 1e6:.1f} us per entry copied"
-              f"{f' (their daemon processes {children_cpu_s / max(copied, 1) * 1e6:.1f} us)' if children else ''}"
-              f"  ({load_note()})", flush=True)
+        print(
+            f"  {cluster.label}: {len(on_victim)} ledgers, ~{copied:,} entries: {done - killed:.1f}s from SIGKILL, "
+            f"{repair:.1f}s after the registration went ({per_ledger:.1f}s per ledger on average until it "
+            f"no longer named {victim}): {copied / repair:,.0f} entries/s, "
+            f"{copied * args.size / repair / 1e6:.2f} MB/s payload, {daemons}the surviving bookies' CPU "
+            f"{bookies_cpu / max(copied, 1) * 1e6:.1f} us per entry copied"
+            f"{f' (their daemon processes {children_cpu_s / max(copied, 1) * 1e6:.1f} us)' if children else ''}"
+            f"  ({load_note()})",
+            flush=True,
+        )
         if probe is not None:
             during = probe.window()
             if idle and during:
                 figures["p99_ratio"] = pct(during, 0.99) / pct(idle, 0.99)
                 open_loop = " (open loop)" if args.probe_mode == "open" else ""
-                print(f"    live adds at {args.probe_rate:g}/s{open_loop}: idle {latency_note(idle)}; "
-                      f"during the repair {latency_note(during)}; p99 ratio {figures['p99_ratio']:.2f}x"
-                      f"{f', {probe.failures} adds failed' if probe.failures else ''}", flush=True)
+                print(
+                    f"    live adds at {args.probe_rate:g}/s{open_loop}: idle {latency_note(idle)}; "
+                    f"during the repair {latency_note(during)}; p99 ratio {figures['p99_ratio']:.2f}x"
+                    f"{f', {probe.failures} adds failed' if probe.failures else ''}",
+                    flush=True,
+                )
             else:
                 print(f"    live adds: idle {latency_note(idle)}, during {latency_note(during)}", flush=True)
             probe.close()
             if http_ports:
                 repair_to = bookie_metrics(*http_ports)
-                print(f"    the survivors: idle {bookie_note(idle_from, idle_to)}; during the repair "
-                      f"{bookie_note(repair_from, repair_to)}", flush=True)
+                print(
+                    f"    the survivors: idle {bookie_note(idle_from, idle_to)}; during the repair "
+                    f"{bookie_note(repair_from, repair_to)}",
+                    flush=True,
+                )
         return figures
     finally:
         store.close()
@@ -508,13 +580,18 @@ def side_by_side(args) -> None:
         got[side].append(run_mode(side, args, peer))
     med = {side: {k: median([run[k] for run in runs]) for k in runs[0]} for side, runs in got.items()}
     ours, java = med["inside"], med["java"]
-    print(f"  median time to re-protect after the registration went: ours {ours['repair_s']:.1f}s, Java "
-          f"{java['repair_s']:.1f}s: ours {java['repair_s'] / ours['repair_s']:.2f}x as fast; per ledger "
-          f"ours {ours['per_ledger_s']:.1f}s, Java {java['per_ledger_s']:.1f}s "
-          f"({java['per_ledger_s'] / ours['per_ledger_s']:.2f}x)")
-    print(f"  median CPU of the surviving bookies (their daemons inside) per entry copied: ours "
-          f"{ours['cpu_us']:.1f} us, Java {java['cpu_us']:.1f} us; live-add p99 during/idle: ours "
-          f"{ours['p99_ratio']:.2f}x, Java {java['p99_ratio']:.2f}x  ({load_note()})", flush=True)
+    print(
+        f"  median time to re-protect after the registration went: ours {ours['repair_s']:.1f}s, Java "
+        f"{java['repair_s']:.1f}s: ours {java['repair_s'] / ours['repair_s']:.2f}x as fast; per ledger "
+        f"ours {ours['per_ledger_s']:.1f}s, Java {java['per_ledger_s']:.1f}s "
+        f"({java['per_ledger_s'] / ours['per_ledger_s']:.2f}x)"
+    )
+    print(
+        f"  median CPU of the surviving bookies (their daemons inside) per entry copied: ours "
+        f"{ours['cpu_us']:.1f} us, Java {java['cpu_us']:.1f} us; live-add p99 during/idle: ours "
+        f"{ours['p99_ratio']:.2f}x, Java {java['p99_ratio']:.2f}x  ({load_note()})",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -522,36 +599,68 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--ledgers", type=int, default=200)
     parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--batch", type=int, default=None,
-                        help="rereplicationEntryBatchSize for the daemons (default: each side's own, 40 in ours, 10 "
-                             "in Java's; 64 for the bkctl autorecovery run modes)")
-    parser.add_argument("--idle-seconds", type=float, default=30,
-                        help="how long the probe's idle figures are taken (a p99 of 5 s, 1,000 adds, varied "
-                             "from 1 to 11 ms between runs; of 15 s, from 3.2 to 8.3 ms: 30 s by default, about "
-                             "as long as the repair's own window)")
-    parser.add_argument("--settle-seconds", type=float, default=15,
-                        help="how long after the ledgers are written the idle window starts: the bookies "
-                             "first flush what the bulk write left in their write caches (flushInterval "
-                             "10 s), which is not an idle cluster; the same for Java's bookies")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="rereplicationEntryBatchSize for the daemons (default: each side's own, 40 in ours, 10 "
+        "in Java's; 64 for the bkctl autorecovery run modes)",
+    )
+    parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=30,
+        help="how long the probe's idle figures are taken (a p99 of 5 s, 1,000 adds, varied "
+        "from 1 to 11 ms between runs; of 15 s, from 3.2 to 8.3 ms: 30 s by default, about "
+        "as long as the repair's own window)",
+    )
+    parser.add_argument(
+        "--settle-seconds",
+        type=float,
+        default=15,
+        help="how long after the ledgers are written the idle window starts: the bookies "
+        "first flush what the bulk write left in their write caches (flushInterval "
+        "10 s), which is not an idle cluster; the same for Java's bookies",
+    )
     parser.add_argument("--modes", default="1,4,recover")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a bk_server.conf key for our bookies when they run the daemons (mode inside, and "
-                             "ours beside the Java peer; repeatable)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a bk_server.conf key for our bookies when they run the daemons (mode inside, and "
+        "ours beside the Java peer; repeatable)",
+    )
     parser.add_argument("--exact", action="store_true", help="count the victim's entries exactly (slow)")
-    parser.add_argument("--rate-limit", type=int, default=0,
-                        help="the daemons' replicationRateByBytes (bytes/s, 0 = unlimited)")
-    parser.add_argument("--probe-rate", type=float, default=200,
-                        help="steady adds/s whose latency is measured idle and during the repair (0 = off)")
-    parser.add_argument("--probe-mode", choices=("closed", "open"), default="closed",
-                        help="closed: the probe adds one entry at a time; open: each add is sent at its "
-                             "slot of the schedule, answered or not (a stall counts for every add sent during "
-                             "it); each is timed from its send either way")
-    parser.add_argument("--java-peer", metavar="DIR",
-                        help="a Java BookKeeper 4.17.2 peer built by ../shared/java-peer ($PEER): our bookieds "
-                             "with the daemon inside against its bookies with theirs, alternated")
-    parser.add_argument("--profile-dir", metavar="DIR",
-                        help="record each surviving bookie and its daemon child with py-spy during the repair "
-                             "(folded stacks, one file per bookie in DIR)")
+    parser.add_argument(
+        "--rate-limit", type=int, default=0, help="the daemons' replicationRateByBytes (bytes/s, 0 = unlimited)"
+    )
+    parser.add_argument(
+        "--probe-rate",
+        type=float,
+        default=200,
+        help="steady adds/s whose latency is measured idle and during the repair (0 = off)",
+    )
+    parser.add_argument(
+        "--probe-mode",
+        choices=("closed", "open"),
+        default="closed",
+        help="closed: the probe adds one entry at a time; open: each add is sent at its "
+        "slot of the schedule, answered or not (a stall counts for every add sent during "
+        "it); each is timed from its send either way",
+    )
+    parser.add_argument(
+        "--java-peer",
+        metavar="DIR",
+        help="a Java BookKeeper 4.17.2 peer built by ../shared/java-peer ($PEER): our bookieds "
+        "with the daemon inside against its bookies with theirs, alternated",
+    )
+    parser.add_argument(
+        "--profile-dir",
+        metavar="DIR",
+        help="record each surviving bookie and its daemon child with py-spy during the repair "
+        "(folded stacks, one file per bookie in DIR)",
+    )
     parser.add_argument("--py-spy", default="py-spy", help="the py-spy program for --profile-dir")
     parser.add_argument("--rounds", type=int, default=3, help="with --java-peer: runs of each side (default 3)")
     args = parser.parse_args()

@@ -33,6 +33,7 @@ the run, with nothing else on the disk; back-to-back fdatasyncs (faster:
 no wake-ups) and the journal's own fsync timings from the bookie's /metrics
 are printed beside it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,7 +54,14 @@ from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.framing import FrameDecoder, frame
 from java_peer import SIDE_BY_SIDE_ENTRIES, add_java_peer_options  # noqa: E402
-from common import bookie_metrics, cpu_seconds, histogram_quantile, load_note, pct_ms, section  # bench/ is on sys.path when run as a script
+from common import (
+    bookie_metrics,
+    cpu_seconds,
+    histogram_quantile,
+    load_note,
+    pct_ms,
+    section,
+)  # bench/ is on sys.path when run as a script
 
 KEY = master_key(b"bench")
 _RC = struct.Struct(">i")
@@ -75,14 +83,28 @@ def start_bookie(base: Path, uri: str, extra: dict | None = None) -> tuple[subpr
     (base / "journal").mkdir(parents=True)
     (base / "ledgers").mkdir(parents=True)
     conf = base / "bk_server.conf"
-    settings = {"bookiePort": port, "advertisedAddress": "127.0.0.1", "listeningInterface": "lo",
-                "allowLoopback": "true", "journalDirectories": base / "journal", "ledgerDirectories": base / "ledgers",
-                "metadataServiceUri": uri, "httpServerEnabled": "true", "httpServerPort": http,
-                "httpServerHost": "127.0.0.1", "dbStorage_writeCacheMaxSizeMb": 128, **(extra or {})}
+    settings = {
+        "bookiePort": port,
+        "advertisedAddress": "127.0.0.1",
+        "listeningInterface": "lo",
+        "allowLoopback": "true",
+        "journalDirectories": base / "journal",
+        "ledgerDirectories": base / "ledgers",
+        "metadataServiceUri": uri,
+        "httpServerEnabled": "true",
+        "httpServerPort": http,
+        "httpServerHost": "127.0.0.1",
+        "dbStorage_writeCacheMaxSizeMb": 128,
+        **(extra or {}),
+    }
     conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
     log = open(base / "bookied.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "bkctl.bookied", "--conf", str(conf), "--log-level", "WARNING"],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bkctl.bookied", "--conf", str(conf), "--log-level", "WARNING"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -97,8 +119,10 @@ def start_bookie(base: Path, uri: str, extra: dict | None = None) -> tuple[subpr
 def add_frames(ledger: int, count: int, size: int) -> list[bytes]:
     dm = DigestManager(ledger, DigestType.CRC32C, b"bench")
     payload = b"x" * size
-    return [frame(v2.AddRequest(2, 0, KEY, dm.package(e, e - 1, size * (e + 1), payload), ledger, e).encode())
-            for e in range(count)]
+    return [
+        frame(v2.AddRequest(2, 0, KEY, dm.package(e, e - 1, size * (e + 1), payload), ledger, e).encode())
+        for e in range(count)
+    ]
 
 
 def drive_adds(port: int, connections: int, size: int, seconds: float, window: int = 2000) -> float:
@@ -118,7 +142,7 @@ def drive_adds(port: int, connections: int, size: int, seconds: float, window: i
         for s, w in zip(socks, work):
             if not w["out"] and w["sent"] - w["acked"] < window and w["sent"] < len(w["frames"]):
                 n = min(window - (w["sent"] - w["acked"]), 256, len(w["frames"]) - w["sent"])
-                w["out"] = b"".join(w["frames"][w["sent"]:w["sent"] + n])
+                w["out"] = b"".join(w["frames"][w["sent"] : w["sent"] + n])
                 w["sent"] += n
         readable, writable, _ = select.select(socks, [s for s, w in zip(socks, work) if w["out"]], [], 0.05)
         for s in writable:
@@ -145,9 +169,21 @@ def drive_adds(port: int, connections: int, size: int, seconds: float, window: i
 def steady_latency(port: int, rate: int, seconds: float, ledger: int = 7) -> list[float]:
     """Add latencies (seconds) of ``rate`` adds/s for ``seconds``, measured by
     a separate process (see :func:`latency_client`)."""
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--latency-client",
-                          str(port), str(rate), str(seconds), str(ledger)],
-                         check=True, capture_output=True, text=True, timeout=seconds * 3 + 60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--latency-client",
+            str(port),
+            str(rate),
+            str(seconds),
+            str(ledger),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=seconds * 3 + 60,
+    )
     return json.loads(out.stdout)
 
 
@@ -206,12 +242,13 @@ def read_batches(port: int, ledger: int, entries: int, batch: int = 100) -> floa
     dec = FrameDecoder()
     start = time.perf_counter()
     got = 0
-    requests = [frame(v2.BatchReadRequest(2, 0, ledger, e, e, batch, 1 << 20).encode())
-                for e in range(0, entries, batch)]
+    requests = [
+        frame(v2.BatchReadRequest(2, 0, ledger, e, e, batch, 1 << 20).encode()) for e in range(0, entries, batch)
+    ]
     for i in range(0, len(requests), 20):  # 20 batches in flight
-        s.sendall(b"".join(requests[i:i + 20]))
+        s.sendall(b"".join(requests[i : i + 20]))
         answered = 0
-        while answered < len(requests[i:i + 20]):
+        while answered < len(requests[i : i + 20]):
             for payload in dec.feed(s.recv(1 << 20)):
                 got += len(v2.decode_response(payload).entries)
                 answered += 1
@@ -293,8 +330,10 @@ def side_by_side(peer_dir: str, sizes: list[int], entries: int, warmup: int, rou
         try:
             java_pid = peer.start_bookies(1, zk.connect_string, "/java-ledgers")[0]
             roots = {"bookied": "/ledgers", "java": "/java-ledgers"}
-            print(f"bookied pid {proc.pid} on 127.0.0.1:{port} (root /ledgers); Java bookie pid {java_pid} on "
-                  f"127.0.0.1:3181 (root /java-ledgers); one Java client JVM per run, warmup={warmup}; {load_note()}")
+            print(
+                f"bookied pid {proc.pid} on 127.0.0.1:{port} (root /ledgers); Java bookie pid {java_pid} on "
+                f"127.0.0.1:3181 (root /java-ledgers); one Java client JVM per run, warmup={warmup}; {load_note()}"
+            )
             with CpuSampler({"bookied": proc.pid, "java": java_pid}) as sampler:
                 for size in sizes:
                     n, warm = entries_for(size, entries), entries_for(size, warmup, 0)
@@ -306,20 +345,32 @@ def side_by_side(peer_dir: str, sizes: list[int], entries: int, warmup: int, rou
                         read_cpu = sampler.per_op_us(side, res.read_window, res.reads)
                         client_add = sampler.per_op_us("java-client", res.add_window, res.adds)
                         client_read = sampler.per_op_us("java-client", res.read_window, res.reads)
-                        jit = (sampler.jit_share("java-client", res.add_window),
-                               sampler.jit_share("java-client", res.read_window))
+                        jit = (
+                            sampler.jit_share("java-client", res.add_window),
+                            sampler.jit_share("java-client", res.read_window),
+                        )
                         got[side].append((res.adds_per_s, res.reads_per_s, add_cpu, read_cpu, client_add, client_read))
-                        print(f"  round {r + 1} {side:>7}: {res.adds_per_s:>9,.0f} adds/s ({add_cpu:6.1f} us bookie CPU"
-                              f"/add, client {client_add:.1f})  {res.reads_per_s:>9,.0f} reads/s ({read_cpu:6.1f} us/read,"
-                              f" client {client_read:.1f})  client JIT {jit[0]:.2f}/{jit[1]:.2f} cores"
-                              f"{f'  {res.failures} FAILED' if res.failures else ''}  {load_note()}", flush=True)
+                        print(
+                            f"  round {r + 1} {side:>7}: {res.adds_per_s:>9,.0f} adds/s ({add_cpu:6.1f} us bookie CPU"
+                            f"/add, client {client_add:.1f})  {res.reads_per_s:>9,.0f} reads/s ({read_cpu:6.1f} us/read,"
+                            f" client {client_read:.1f})  client JIT {jit[0]:.2f}/{jit[1]:.2f} cores"
+                            f"{f'  {res.failures} FAILED' if res.failures else ''}  {load_note()}",
+                            flush=True,
+                        )
                     ours, java = print_medians(f"E1 {size} B", size, got["bookied"], got["java"])
-                    print(f"  bookie CPU per add: ours {ours[2]:.1f} us  Java {java[2]:.1f} us;"
-                          f" per read: ours {ours[3]:.1f} us  Java {java[3]:.1f} us")
-                    print(f"  the Java client's CPU per add against each: {ours[4]:.1f} us  {java[4]:.1f} us;"
-                          f" per read: {ours[5]:.1f} us  {java[5]:.1f} us")
-                    print(f"  resident memory (peak so far): bookied {sampler.peak_rss['bookied']:,.0f} MiB  "
-                          f"Java bookie {sampler.peak_rss['java']:,.0f} MiB  ({load_note()})", flush=True)
+                    print(
+                        f"  bookie CPU per add: ours {ours[2]:.1f} us  Java {java[2]:.1f} us;"
+                        f" per read: ours {ours[3]:.1f} us  Java {java[3]:.1f} us"
+                    )
+                    print(
+                        f"  the Java client's CPU per add against each: {ours[4]:.1f} us  {java[4]:.1f} us;"
+                        f" per read: {ours[5]:.1f} us  {java[5]:.1f} us"
+                    )
+                    print(
+                        f"  resident memory (peak so far): bookied {sampler.peak_rss['bookied']:,.0f} MiB  "
+                        f"Java bookie {sampler.peak_rss['java']:,.0f} MiB  ({load_note()})",
+                        flush=True,
+                    )
         finally:
             peer.stop_bookies()
 
@@ -360,25 +411,38 @@ def main() -> None:
         after = bookie_metrics(http)
         disk_paced += disk_fsync_latency(base / "bookie" / "journal", 2000, 1.0 / LATENCY_RATE)
         n = after["bookie_journal_fsync_latency_seconds_count"] - before["bookie_journal_fsync_latency_seconds_count"]
-        journal_mean = (after["bookie_journal_fsync_latency_seconds_sum"]
-                        - before["bookie_journal_fsync_latency_seconds_sum"]) / max(n, 1)
-        journal_p99 = histogram_quantile(before, after, "bookie_journal_fsync_latency_seconds", .99)
-        print(f"add latency at {LATENCY_RATE:,} adds/s: p50 {pct_ms(lat, .5):.2f} ms  p99 {pct_ms(lat, .99):.2f} ms  "
-              f"p999 {pct_ms(lat, .999):.2f} ms  max {max(lat) * 1000:.2f} ms  ({len(lat)} adds)")
-        print(f"disk fdatasync after a 100 B append, one per {1000 / LATENCY_RATE:g} ms: p50 {pct_ms(disk_paced, .5):.2f} ms"
-              f"  p99 {pct_ms(disk_paced, .99):.2f} ms  ({len(disk_paced)} samples, before and after the run)")
-        print(f"  ... back to back: p50 {pct_ms(disk_b2b, .5):.2f} ms  p99 {pct_ms(disk_b2b, .99):.2f} ms"
-              f"  ({len(disk_b2b)} samples)")
-        print(f"  ... the journal's own fsyncs during the run (bookie's /metrics): mean {journal_mean * 1000:.2f} ms"
-              f"  p99 <= {journal_p99 * 1000:g} ms  ({n:.0f} fsyncs)")
-        print(f"p99 add latency / disk p99 fsync: {pct_ms(lat, .99) / pct_ms(disk_paced, .99):.1f}x"
-              f"   (target <= {TARGET_P99_OVER_DISK:g}x); against back-to-back fsyncs:"
-              f" {pct_ms(lat, .99) / pct_ms(disk_b2b, .99):.1f}x")
+        journal_mean = (
+            after["bookie_journal_fsync_latency_seconds_sum"] - before["bookie_journal_fsync_latency_seconds_sum"]
+        ) / max(n, 1)
+        journal_p99 = histogram_quantile(before, after, "bookie_journal_fsync_latency_seconds", 0.99)
+        print(
+            f"add latency at {LATENCY_RATE:,} adds/s: p50 {pct_ms(lat, 0.5):.2f} ms  p99 {pct_ms(lat, 0.99):.2f} ms  "
+            f"p999 {pct_ms(lat, 0.999):.2f} ms  max {max(lat) * 1000:.2f} ms  ({len(lat)} adds)"
+        )
+        print(
+            f"disk fdatasync after a 100 B append, one per {1000 / LATENCY_RATE:g} ms: p50 {pct_ms(disk_paced, 0.5):.2f} ms"
+            f"  p99 {pct_ms(disk_paced, 0.99):.2f} ms  ({len(disk_paced)} samples, before and after the run)"
+        )
+        print(
+            f"  ... back to back: p50 {pct_ms(disk_b2b, 0.5):.2f} ms  p99 {pct_ms(disk_b2b, 0.99):.2f} ms"
+            f"  ({len(disk_b2b)} samples)"
+        )
+        print(
+            f"  ... the journal's own fsyncs during the run (bookie's /metrics): mean {journal_mean * 1000:.2f} ms"
+            f"  p99 <= {journal_p99 * 1000:g} ms  ({n:.0f} fsyncs)"
+        )
+        print(
+            f"p99 add latency / disk p99 fsync: {pct_ms(lat, 0.99) / pct_ms(disk_paced, 0.99):.1f}x"
+            f"   (target <= {TARGET_P99_OVER_DISK:g}x); against back-to-back fsyncs:"
+            f" {pct_ms(lat, 0.99) / pct_ms(disk_b2b, 0.99):.1f}x"
+        )
         cpu = cpu_seconds(proc.pid)
         rate = read_batches(port, 1000 + 1000, 40000)
         cpu = cpu_seconds(proc.pid) - cpu
-        print(f"entries/s read with BATCH_READ (100 per batch): {rate:>10,.0f}"
-              f"   (target >= {TARGET_READS:,}); bookied CPU {cpu * 1e6 / 40000:.1f} us/entry")
+        print(
+            f"entries/s read with BATCH_READ (100 per batch): {rate:>10,.0f}"
+            f"   (target >= {TARGET_READS:,}); bookied CPU {cpu * 1e6 / 40000:.1f} us/entry"
+        )
         print(f"bookied peak RSS: {peak_rss_mb(proc.pid):.0f} MB   (target <= {TARGET_RSS_MB} MB)")
         print(f"({load_note()})")
 

@@ -20,6 +20,7 @@ bench_bookie.py's on a shared machine, steadier still as instructions:
 ``valgrind --tool=callgrind`` around it (``--passes 1``).  Run it with
 BKCTL_FASTPATHS=0 for the general path.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,8 +75,7 @@ def callgrind(command: str, *args: str) -> None:
     if os.environ.get("BENCH_CALLGRIND") == "1":
         import subprocess
 
-        subprocess.run(["callgrind_control", command, *args, str(os.getpid())], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(["callgrind_control", command, *args, str(os.getpid())], check=True, stdout=subprocess.DEVNULL)
 
 
 def cpu() -> tuple[float, float]:
@@ -89,11 +89,14 @@ class Bed:
     def __init__(self, folder: str):
         self.groups: queue.Queue = queue.Queue()
         self._records = 0  # of the group being called back (on_group runs just before its dispatch)
-        self.journal = Journal(os.path.join(folder, "journal"),
-                               dispatch=lambda callbacks, error: self.groups.put((callbacks, error, self._records)),
-                               on_group=self._group)
-        self.store = EntryStore(os.path.join(folder, "ledgers"), write_cache_max_bytes=256 * 1024 * 1024,
-                                index_map_size=1 << 30)  # address space: callgrind refuses the default
+        self.journal = Journal(
+            os.path.join(folder, "journal"),
+            dispatch=lambda callbacks, error: self.groups.put((callbacks, error, self._records)),
+            on_group=self._group,
+        )
+        self.store = EntryStore(
+            os.path.join(folder, "ledgers"), write_cache_max_bytes=256 * 1024 * 1024, index_map_size=1 << 30
+        )  # address space: callgrind refuses the default
         self.bookie = Bookie([self.journal], [self.store], clock=task.Clock())
         self.journal.start()
         self.factory = BookieServerFactory(self.bookie, Metrics())
@@ -132,14 +135,14 @@ class Bed:
 def one_pass(folder: str, protocol: str, ledger: int, count: int, size: int, chunk: int) -> tuple:
     """Adds then reads of ``count`` entries: ((user, sys) us per add, (user, sys) us per read)."""
     adds, reads = requests(protocol, ledger, count, size)
-    add_chunks = [b"".join(adds[i:i + chunk]) for i in range(0, count, chunk)]
-    read_chunks = [b"".join(reads[i:i + chunk]) for i in range(0, count, chunk)]
+    add_chunks = [b"".join(adds[i : i + chunk]) for i in range(0, count, chunk)]
+    read_chunks = [b"".join(reads[i : i + chunk]) for i in range(0, count, chunk)]
     bed = Bed(folder)
     try:
-        bed.proto.dataReceived(add_chunks[0][:len(adds[0])])  # the ledger's master key: a first add
+        bed.proto.dataReceived(add_chunks[0][: len(adds[0])])  # the ledger's master key: a first add
         bed.complete_groups(1)
         bed.answers()
-        add_chunks[0] = add_chunks[0][len(adds[0]):]
+        add_chunks[0] = add_chunks[0][len(adds[0]) :]
         callgrind("-z")
         u0, s0 = cpu()
         for i, data in enumerate(add_chunks):
@@ -170,8 +173,11 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=100, help="requests per dataReceived (default 100)")
     parser.add_argument("--passes", type=int, default=5, help="medians of this many passes (default 5)")
     args = parser.parse_args()
-    print(f"{args.protocol}, {args.entries:,} entries of {args.size} B, {args.chunk} requests per read, "
-          f"fast paths {'on' if fastpath.selected().enabled else 'off'}; {load_note()}", flush=True)
+    print(
+        f"{args.protocol}, {args.entries:,} entries of {args.size} B, {args.chunk} requests per read, "
+        f"fast paths {'on' if fastpath.selected().enabled else 'off'}; {load_note()}",
+        flush=True,
+    )
     results = []
     for n in range(args.passes):
         folder = tempfile.mkdtemp(prefix="bench-bookie-path-")
@@ -181,11 +187,16 @@ def main() -> None:
             shutil.rmtree(folder, ignore_errors=True)
         results.append(got)
         (au, as_), (ru, rs) = got
-        print(f"  pass {n + 1}: add {au + as_:5.2f} us CPU (user {au:5.2f})   read {ru + rs:5.2f} us CPU "
-              f"(user {ru:5.2f})", flush=True)
+        print(
+            f"  pass {n + 1}: add {au + as_:5.2f} us CPU (user {au:5.2f})   read {ru + rs:5.2f} us CPU "
+            f"(user {ru:5.2f})",
+            flush=True,
+        )
     med = [statistics.median(r[i][j] for r in results) for i in (0, 1) for j in (0, 1)]
-    print(f"median: add {med[0] + med[1]:.2f} us CPU (user {med[0]:.2f}); read {med[2] + med[3]:.2f} us CPU "
-          f"(user {med[2]:.2f}); {load_note()}")
+    print(
+        f"median: add {med[0] + med[1]:.2f} us CPU (user {med[0]:.2f}); read {med[2] + med[3]:.2f} us CPU "
+        f"(user {med[2]:.2f}); {load_note()}"
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ in the entry logs, not the write cache), then read:
     bkctl sandbox down --dir /tmp/sb && bkctl sandbox up --dir /tmp/sb --json
     python bench/bench_bookie_reads.py --uri URI read --pids P1,P2,P3 LEDGER...
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,6 @@ import time
 
 from bkctl.wire.client.blocking import BlockingBookKeeper
 from common import cpu_seconds  # bench/ is on sys.path when run as a script
-
 
 
 def main() -> None:
@@ -49,9 +49,11 @@ def main() -> None:
                 n = sum(len(es) for es in rh.read_range(0, rh.last_entry_id, batch=1000))
                 wall = time.perf_counter() - t0
                 used = sum(cpu_seconds(p) for p in pids) - before
-                print(f"ledger {lid}: {n} entries in {wall:.2f}s "
-                      f"({n / wall:,.0f}/s); bookies' CPU {used * 1e6 / n:.1f} us/entry; "
-                      f"load {os.getloadavg()[0]:.2f}")
+                print(
+                    f"ledger {lid}: {n} entries in {wall:.2f}s "
+                    f"({n / wall:,.0f}/s); bookies' CPU {used * 1e6 / n:.1f} us/entry; "
+                    f"load {os.getloadavg()[0]:.2f}"
+                )
 
 
 if __name__ == "__main__":

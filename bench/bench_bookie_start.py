@@ -13,6 +13,7 @@ beside the load average; asserts nothing.
 
     .venv/bin/python bench/bench_bookie_start.py [--bookies 15] [--http] [--autorecovery]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,10 @@ def one_start(base: Path, uri: str, http: bool, autorecovery: bool) -> tuple[flo
 
 
 def spread(values: list[float], unit: float = 1000.0) -> str:
-    return (f"median {statistics.median(values) * unit:.0f} ms  "
-            f"(p10 {pct(values, 0.1) * unit:.0f}, p90 {pct(values, 0.9) * unit:.0f})")
+    return (
+        f"median {statistics.median(values) * unit:.0f} ms  "
+        f"(p10 {pct(values, 0.1) * unit:.0f}, p90 {pct(values, 0.9) * unit:.0f})"
+    )
 
 
 def main() -> int:
@@ -86,8 +89,10 @@ def main() -> int:
             exited.append(cpu_exited)
             walls.append(wall)
         features = ", ".join(f for f, on in (("HTTP admin", args.http), ("autorecovery", args.autorecovery)) if on)
-        print(f"bookied start, {args.bookies} bookies one at a time ({features or 'the tests default config'}); "
-              f"{load_note()}")
+        print(
+            f"bookied start, {args.bookies} bookies one at a time ({features or 'the tests default config'}); "
+            f"{load_note()}"
+        )
         print(f"  CPU until registered    {spread(registered)}")
         print(f"  CPU until exited (TERM) {spread(exited)}")
         print(f"  wall until registered   {spread(walls)}")

@@ -13,6 +13,7 @@ commands: ``--help`` (the whole command tree), the ZooKeeper-only ``ledger
 list``, ``bookie list`` and ``cluster info``, and ``ledger create``, ``ledger
 add`` and ``ledger read``, which talk to the bookies.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,9 @@ sys.path.insert(0, str(ROOT))
 from common import load_note, section  # noqa: E402
 
 BKCTL = [sys.executable, "-m", "bkctl"]
-_ENV = dict(os.environ, NO_COLOR="1",
-            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+_ENV = dict(
+    os.environ, NO_COLOR="1", PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+)
 
 
 def run(uri: str | None, *args: str) -> tuple[float, float, str]:
@@ -43,8 +45,7 @@ def run(uri: str | None, *args: str) -> tuple[float, float, str]:
         env["BKCTL_METADATA_URI"] = uri
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([*BKCTL, *args], env=env, cwd=ROOT, input="", capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([*BKCTL, *args], env=env, cwd=ROOT, input="", capture_output=True, text=True, timeout=120)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode:
@@ -56,8 +57,11 @@ def run(uri: str | None, *args: str) -> tuple[float, float, str]:
 def report(label: str, samples: list[tuple[float, float]]) -> None:
     cpu = [c * 1000 for c, _ in samples]
     wall = [w * 1000 for _, w in samples]
-    print(f"{label:<22} CPU median {statistics.median(cpu):6.0f} ms  (min {min(cpu):4.0f}, max {max(cpu):4.0f})"
-          f"   wall median {statistics.median(wall):6.0f} ms", flush=True)
+    print(
+        f"{label:<22} CPU median {statistics.median(cpu):6.0f} ms  (min {min(cpu):4.0f}, max {max(cpu):4.0f})"
+        f"   wall median {statistics.median(wall):6.0f} ms",
+        flush=True,
+    )
 
 
 def bench(uri: str, runs: int) -> None:

@@ -21,6 +21,7 @@ per operation and their resident memory.  Both read back in batches of 100
 entries with up to 1,000 entries outstanding; both add with up to 1,000, the
 Python client through its per-entry API as ``bkctl bench`` does (``--bulk``: ``add_many``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,14 @@ from java_peer import SIDE_BY_SIDE_ENTRIES, add_java_peer_options  # noqa: E402
 TARGET_ADDS = 10_000
 
 
-def bench_pipelined_adds(bk: BlockingBookKeeper, n: int, size: int, max_inflight: int,
-                         target: bool = False, ensemble: tuple[int, int, int] = (3, 2, 2)) -> int:
+def bench_pipelined_adds(
+    bk: BlockingBookKeeper,
+    n: int,
+    size: int,
+    max_inflight: int,
+    target: bool = False,
+    ensemble: tuple[int, int, int] = (3, 2, 2),
+) -> int:
     lh = bk.create(*ensemble, max_inflight=max_inflight)
     payload = b"x" * size
     started = time.perf_counter()
@@ -51,9 +58,12 @@ def bench_pipelined_adds(bk: BlockingBookKeeper, n: int, size: int, max_inflight
     cpu = time.process_time() - cpu
     lh.close()
     note = f"   (target >= {TARGET_ADDS:,})" if target else ""
-    print(f"  {n} x {size} B, E/Qw/Qa {'/'.join(map(str, ensemble))}, max_inflight {max_inflight}: "
-          f"{n / elapsed:,.0f} adds/s{note} "
-          f"({elapsed:.2f}s, client CPU {cpu / n * 1e6:.0f} us/add, last entry {last})", flush=True)
+    print(
+        f"  {n} x {size} B, E/Qw/Qa {'/'.join(map(str, ensemble))}, max_inflight {max_inflight}: "
+        f"{n / elapsed:,.0f} adds/s{note} "
+        f"({elapsed:.2f}s, client CPU {cpu / n * 1e6:.0f} us/add, last entry {last})",
+        flush=True,
+    )
     return lh.ledger_id
 
 
@@ -66,8 +76,10 @@ def bench_sync_adds(bk: BlockingBookKeeper, n: int, size: int) -> None:
         lh.add(payload)
         latencies.append(time.perf_counter() - t)
     lh.close()
-    print(f"  {n} synchronous adds: p50 {pct(latencies, 0.5) * 1e3:.2f} ms, "
-          f"p99 {pct(latencies, 0.99) * 1e3:.2f} ms", flush=True)
+    print(
+        f"  {n} synchronous adds: p50 {pct(latencies, 0.5) * 1e3:.2f} ms, p99 {pct(latencies, 0.99) * 1e3:.2f} ms",
+        flush=True,
+    )
 
 
 def bench_reads(bk: BlockingBookKeeper, ledger_id: int, batch: int, profile: bool = False) -> None:
@@ -76,6 +88,7 @@ def bench_reads(bk: BlockingBookKeeper, ledger_id: int, batch: int, profile: boo
     profiler = None
     if profile:  # the reactor thread does the work: profile it there
         import cProfile
+
         profiler = cProfile.Profile()
         bk.run(lambda _client: profiler.enable())
     started = time.perf_counter()
@@ -87,11 +100,15 @@ def bench_reads(bk: BlockingBookKeeper, ledger_id: int, batch: int, profile: boo
     cpu = time.process_time() - cpu
     if profiler is not None:
         bk.run(lambda _client: profiler.disable())
-    print(f"  {count} entries of E/Qw/Qa {md.ensemble_size}/{md.write_quorum}/{md.ack_quorum} in batches of "
-          f"{batch}: {count / elapsed:,.0f} entries/s ({elapsed:.2f}s, client CPU {cpu / max(count, 1) * 1e6:.1f}"
-          f" us/entry; {load_note()})", flush=True)
+    print(
+        f"  {count} entries of E/Qw/Qa {md.ensemble_size}/{md.write_quorum}/{md.ack_quorum} in batches of "
+        f"{batch}: {count / elapsed:,.0f} entries/s ({elapsed:.2f}s, client CPU {cpu / max(count, 1) * 1e6:.1f}"
+        f" us/entry; {load_note()})",
+        flush=True,
+    )
     if profiler is not None:
         import pstats
+
         print("  where the reactor thread's time goes (cProfile inflates it; tottime order):")
         pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(18)
 
@@ -103,8 +120,11 @@ def bench_recovery(bk: BlockingBookKeeper, n: int, size: int) -> None:
     writer.run(lambda client: client.close())  # vanish without closing the ledger
     started = time.perf_counter()
     rh = bk.recover(lh.ledger_id)
-    print(f"  recovery of an open ledger with {n} entries: {(time.perf_counter() - started) * 1e3:.0f} ms "
-          f"(last entry {rh.last_entry_id})", flush=True)
+    print(
+        f"  recovery of an open ledger with {n} entries: {(time.perf_counter() - started) * 1e3:.0f} ms "
+        f"(last entry {rh.last_entry_id})",
+        flush=True,
+    )
 
 
 def bench_tail(uri: str, rate: float, n: int, size: int, explicit_lac: float) -> None:
@@ -121,13 +141,18 @@ def bench_tail(uri: str, rate: float, n: int, size: int, explicit_lac: float) ->
     writer = BlockingBookKeeper(uri, explicit_lac_interval=explicit_lac)
     lh = writer.create(3, 2, 2)
     bkctl = os.path.join(os.path.dirname(sys.executable), "bkctl")
-    tail = subprocess.Popen([bkctl, "--json", "ledger", "tail", str(lh.ledger_id), "--from", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                            env=dict(os.environ, BKCTL_METADATA_URI=uri))
+    tail = subprocess.Popen(
+        [bkctl, "--json", "ledger", "tail", str(lh.ledger_id), "--from", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ, BKCTL_METADATA_URI=uri),
+    )
     printed: dict[int, float] = {}
 
     def follow() -> None:
         import json
+
         for line in tail.stdout:
             printed[json.loads(line)["entry_id"]] = time.monotonic()
 
@@ -161,12 +186,18 @@ def bench_tail(uri: str, rate: float, n: int, size: int, explicit_lac: float) ->
     last_delay = printed[last] - acked[last] if last in printed else None
     delays = [printed[e] - t for e, t in acked.items() if e in printed and e != last]
     missing = len(acked) - len(delays) - (last_delay is not None)
-    how = (f"writer's explicit LAC interval {explicit_lac * 1e3:g} ms" if explicit_lac
-           else "LAC piggybacked on the next add")
-    print(f"  {len(acked)} adds at {rate:g}/s ({how}): add ack -> tail prints it: p50 {pct(delays, 0.5) * 1e3:.1f} ms, "
-          f"p90 {pct(delays, 0.9) * 1e3:.1f} ms, max {max(delays) * 1e3:.1f} ms; the last one (the close "
-          f"tells) {'never' if last_delay is None else f'{last_delay * 1e3:.0f} ms'}"
-          f"{f', {missing} never printed' if missing else ''}  (target p50 <= 5 ms; {load_note()})", flush=True)
+    how = (
+        f"writer's explicit LAC interval {explicit_lac * 1e3:g} ms"
+        if explicit_lac
+        else "LAC piggybacked on the next add"
+    )
+    print(
+        f"  {len(acked)} adds at {rate:g}/s ({how}): add ack -> tail prints it: p50 {pct(delays, 0.5) * 1e3:.1f} ms, "
+        f"p90 {pct(delays, 0.9) * 1e3:.1f} ms, max {max(delays) * 1e3:.1f} ms; the last one (the close "
+        f"tells) {'never' if last_delay is None else f'{last_delay * 1e3:.0f} ms'}"
+        f"{f', {missing} never printed' if missing else ''}  (target p50 <= 5 ms; {load_note()})",
+        flush=True,
+    )
 
 
 def run(uri: str, entries: int, size: int, quick: bool, profile: bool = False) -> None:
@@ -197,8 +228,7 @@ def run(uri: str, entries: int, size: int, quick: bool, profile: bool = False) -
             bk.close()
 
 
-def python_pass(bk: BlockingBookKeeper, ensemble: tuple[int, int, int], n: int, size: int,
-                bulk: bool = False) -> dict:
+def python_pass(bk: BlockingBookKeeper, ensemble: tuple[int, int, int], n: int, size: int, bulk: bool = False) -> dict:
     """The Java client's bench pass, by the Python client: ``n`` pipelined adds
     (1,000 outstanding), close, then a read back in batches of 100.  The adds go
     through the per-entry API, one ``add_entry`` and its Deferred each, as ``bkctl
@@ -220,12 +250,26 @@ def python_pass(bk: BlockingBookKeeper, ensemble: tuple[int, int, int], n: int, 
     t2, c2 = time.monotonic(), time.process_time()
     reads = sum(len(entries) for entries in rh.read_range(0, rh.last_entry_id, batch=100))
     t3, c3 = time.monotonic(), time.process_time()
-    return {"adds": n / (t1 - t0), "reads": reads / (t3 - t2), "add_window": (t0, t1), "read_window": (t2, t3),
-            "client_add_us": (c1 - c0) * 1e6 / n, "client_read_us": (c3 - c2) * 1e6 / max(reads, 1)}
+    return {
+        "adds": n / (t1 - t0),
+        "reads": reads / (t3 - t2),
+        "add_window": (t0, t1),
+        "read_window": (t2, t3),
+        "client_add_us": (c1 - c0) * 1e6 / n,
+        "client_read_us": (c3 - c2) * 1e6 / max(reads, 1),
+    }
 
 
-def side_by_side(uri: str, bookie_pids: list[int], peer_dir: str, sizes: list[int], entries: int, warmup: int,
-                 rounds: int, bulk: bool = False) -> None:
+def side_by_side(
+    uri: str,
+    bookie_pids: list[int],
+    peer_dir: str,
+    sizes: list[int],
+    entries: int,
+    warmup: int,
+    rounds: int,
+    bulk: bool = False,
+) -> None:
     """The Python client and the Java client on the same bookies; see the module's docstring."""
     from java_peer import CpuSampler, JavaPeer, alternate, entries_for, print_medians
 
@@ -237,6 +281,7 @@ def side_by_side(uri: str, bookie_pids: list[int], peer_dir: str, sizes: list[in
     names = [f"bookie-{i}" for i in range(len(bookie_pids))]
     try:
         with CpuSampler(dict(zip(names, bookie_pids))) as sampler:
+
             def bookies_us(window: tuple[float, float], ops: int) -> float:
                 return sum(sampler.per_op_us(name, window, ops) for name in names)
 
@@ -244,8 +289,9 @@ def side_by_side(uri: str, bookie_pids: list[int], peer_dir: str, sizes: list[in
                 n, warm = entries_for(size, entries), entries_for(size, warmup, 0)
                 for ensemble in ((3, 2, 2), (1, 1, 1)):
                     label = f"E{ensemble[0]}/Qw{ensemble[1]}/Qa{ensemble[2]} {size} B"
-                    section(f"{label}: {n} entries per run (+{warm} warm-up), {rounds} rounds alternated; "
-                            f"{load_note()}")
+                    section(
+                        f"{label}: {n} entries per run (+{warm} warm-up), {rounds} rounds alternated; {load_note()}"
+                    )
                     if warm:
                         python_pass(bk, ensemble, warm, size, bulk)  # this process stays warm from here on
                     got: dict[str, list] = {"python": [], "java": []}
@@ -257,23 +303,35 @@ def side_by_side(uri: str, bookie_pids: list[int], peer_dir: str, sizes: list[in
                         else:
                             jres = peer.bench(parsed.hosts, parsed.root, ensemble, n, size, warm, sampler)
                             adds, reads, aw, rw = jres.adds_per_s, jres.reads_per_s, jres.add_window, jres.read_window
-                            client = (sampler.per_op_us("java-client", aw, jres.adds),
-                                      sampler.per_op_us("java-client", rw, jres.reads))
-                            jit = (f"  Java JIT {sampler.jit_share('java-client', aw):.2f}/"
-                                   f"{sampler.jit_share('java-client', rw):.2f} cores")
+                            client = (
+                                sampler.per_op_us("java-client", aw, jres.adds),
+                                sampler.per_op_us("java-client", rw, jres.reads),
+                            )
+                            jit = (
+                                f"  Java JIT {sampler.jit_share('java-client', aw):.2f}/"
+                                f"{sampler.jit_share('java-client', rw):.2f} cores"
+                            )
                         server = (bookies_us(aw, n), bookies_us(rw, n))
                         got[side].append((adds, reads, *client, *server))
-                        print(f"  round {r + 1} {side:>6}: {adds:>9,.0f} adds/s (client {client[0]:5.1f} us/add, "
-                              f"bookies {server[0]:5.1f} us/add)  {reads:>9,.0f} reads/s (client {client[1]:5.1f} "
-                              f"us/read, bookies {server[1]:5.1f} us/read){jit if side == 'java' else ''}  "
-                              f"{load_note()}", flush=True)
+                        print(
+                            f"  round {r + 1} {side:>6}: {adds:>9,.0f} adds/s (client {client[0]:5.1f} us/add, "
+                            f"bookies {server[0]:5.1f} us/add)  {reads:>9,.0f} reads/s (client {client[1]:5.1f} "
+                            f"us/read, bookies {server[1]:5.1f} us/read){jit if side == 'java' else ''}  "
+                            f"{load_note()}",
+                            flush=True,
+                        )
                     py, java = print_medians(label, size, got["python"], got["java"])
-                    print(f"  client CPU per add: Python {py[2]:.1f} us  Java {java[2]:.1f} us; per read: Python "
-                          f"{py[3]:.1f} us  Java {java[3]:.1f} us; bookies' CPU per add: under Python {py[4]:.1f} us"
-                          f"  under Java {java[4]:.1f} us")
-                    print("  bookieds' resident memory (peak so far): "
-                          + "  ".join(f"{sampler.peak_rss.get(name, 0):,.0f}" for name in names)
-                          + f" MiB  ({load_note()})", flush=True)
+                    print(
+                        f"  client CPU per add: Python {py[2]:.1f} us  Java {java[2]:.1f} us; per read: Python "
+                        f"{py[3]:.1f} us  Java {java[3]:.1f} us; bookies' CPU per add: under Python {py[4]:.1f} us"
+                        f"  under Java {java[4]:.1f} us"
+                    )
+                    print(
+                        "  bookieds' resident memory (peak so far): "
+                        + "  ".join(f"{sampler.peak_rss.get(name, 0):,.0f}" for name in names)
+                        + f" MiB  ({load_note()})",
+                        flush=True,
+                    )
     finally:
         bk.close()
 
@@ -283,15 +341,23 @@ def main() -> None:
     parser.add_argument("--uri", help="metadata service URI of a running cluster (default: start a sandbox)")
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--profile", action="store_true",
-                        help="profile the client's reactor thread while it reads (cProfile, top functions)")
-    parser.add_argument("--default-gc", action="store_true",
-                        help="leave CPython's garbage collector as it is (bkctl settles it before it talks to "
-                             "bookies: wire.process.runtime)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile the client's reactor thread while it reads (cProfile, top functions)",
+    )
+    parser.add_argument(
+        "--default-gc",
+        action="store_true",
+        help="leave CPython's garbage collector as it is (bkctl settles it before it talks to "
+        "bookies: wire.process.runtime)",
+    )
     add_java_peer_options(parser)
-    parser.add_argument("--bulk", action="store_true",
-                        help="side by side: the Python client adds through add_many (default: the per-entry "
-                             "add_entry, as bkctl bench)")
+    parser.add_argument(
+        "--bulk",
+        action="store_true",
+        help="side by side: the Python client adds through add_many (default: the per-entry add_entry, as bkctl bench)",
+    )
     args = parser.parse_args()
     if args.entries is None:  # --entries: 50,000 here, java_peer.SIDE_BY_SIDE_ENTRIES side by side
         args.entries = SIDE_BY_SIDE_ENTRIES if args.java_peer else 50_000
@@ -310,8 +376,16 @@ def main() -> None:
         state = sandbox_up(tmp, bookies=3)
         try:
             if args.java_peer:
-                side_by_side(state["uri"], [b["pid"] for b in state["bookies"]], args.java_peer, args.sizes,
-                             entries, args.warmup, args.rounds, args.bulk)
+                side_by_side(
+                    state["uri"],
+                    [b["pid"] for b in state["bookies"]],
+                    args.java_peer,
+                    args.sizes,
+                    entries,
+                    args.warmup,
+                    args.rounds,
+                    args.bulk,
+                )
             else:
                 run(state["uri"], entries, args.size, args.quick, args.profile)
         finally:

@@ -25,6 +25,7 @@ time on a loaded 2-core machine does, by tens of percent).  The garbage
 collector is settled as bkctl and bench_client.py settle it
 (``--default-gc`` leaves it as CPython has it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,18 +91,19 @@ def run(n: int, chunk: int, size: int = 100) -> float:
     dm = DigestManager(1, DigestType.CRC32C, b"")
     bodies = [dm.package(e, e - 1, size * (e + 1), b"x" * size) for e in range(n)]
     md = LedgerMetadata(1, 1, 1, LedgerState.CLOSED, n - 1, size * n, ((0, ("bookie:1",)),))
-    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=lambda _b: conn, cork=conn.writer.cork),
-                                   protocol="v3", read_window=256)
+    client = types.SimpleNamespace(
+        pool=types.SimpleNamespace(get=lambda _b: conn, cork=conn.writer.cork), protocol="v3", read_window=256
+    )
     handle = ReadHandle(client, 1, md, 0, b"", DigestType.CRC32C)
 
     def answers(data: bytes) -> list[bytes]:
         out, pos = [], 0
         while pos < len(data):
-            size = int.from_bytes(data[pos:pos + 4], "big")
-            payload = data[pos + 4:pos + 4 + size]
+            size = int.from_bytes(data[pos : pos + 4], "big")
+            payload = data[pos + 4 : pos + 4 + size]
             pos += 4 + size
             e = v3.parse_request(payload).readRequest.entryId
-            out.append(frame(v3_fast.read_answer(payload[:2 + payload[1]], 1, e, bodies[e], e - 1)))
+            out.append(frame(v3_fast.read_answer(payload[: 2 + payload[1]], 1, e, bodies[e], e - 1)))
         return out
 
     done: list = []
@@ -132,8 +134,8 @@ def _connected(bookie: str, reactor, protocol: str, cork: Cork):
 def _frames(data: bytes) -> list[bytes]:
     out, pos = [], 0
     while pos < len(data):
-        size = int.from_bytes(data[pos:pos + 4], "big")
-        out.append(data[pos + 4:pos + 4 + size])
+        size = int.from_bytes(data[pos : pos + 4], "big")
+        out.append(data[pos + 4 : pos + 4 + size])
         pos += 4 + size
     return out
 
@@ -155,8 +157,9 @@ def _add_answers(data: bytes, protocol: str) -> list[bytes]:
     return out
 
 
-def run_adds(n: int, chunk: int, protocol: str, quorum: tuple[int, int, int], size: int = 100,
-             api: str = "entry") -> float:
+def run_adds(
+    n: int, chunk: int, protocol: str, quorum: tuple[int, int, int], size: int = 100, api: str = "entry"
+) -> float:
     """Client CPU (us) per entry added by a LedgerHandle, the bookies answered in process
     (``api``: ``"entry"``, one ``add_entry`` each as ``bkctl bench``; ``"bulk"``: ``add_entries``)."""
     e, qw, qa = quorum
@@ -165,10 +168,15 @@ def run_adds(n: int, chunk: int, protocol: str, quorum: tuple[int, int, int], si
     cork = Cork()
     conns = {b: _connected(b, reactor, protocol, cork) for b in bookies}
     md = LedgerMetadata.new(bookies, qw, qa, password=b"", digest_type=DigestType.CRC32C)
-    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=lambda b: conns[b][0], cork=cork),
-                                   protocol=protocol,
-                                   max_inflight=1000, explicit_lac_interval=0.0, closed=False,
-                                   reactor=reactor, max_frame_size=5 * 1024 * 1024)
+    client = types.SimpleNamespace(
+        pool=types.SimpleNamespace(get=lambda b: conns[b][0], cork=cork),
+        protocol=protocol,
+        max_inflight=1000,
+        explicit_lac_interval=0.0,
+        closed=False,
+        reactor=reactor,
+        max_frame_size=5 * 1024 * 1024,
+    )
     window = 1000 if api == "bulk" else handle_window(1000)  # as bkctl bench writes
     handle = LedgerHandle(client, 1, md, 0, b"", DigestType.CRC32C, max_inflight=window)
     payload = b"x" * size
@@ -177,8 +185,11 @@ def run_adds(n: int, chunk: int, protocol: str, quorum: tuple[int, int, int], si
     if api == "bulk":
         timed(lambda: handle.add_entries(payload for _ in range(n)).addBoth(done.append))
     else:
-        timed(lambda: drive_adds(client, handle, n, payload, 1000, None).addBoth(
-            lambda latencies: done.append(n - 1 if len(latencies) == n else latencies)))
+        timed(
+            lambda: drive_adds(client, handle, n, payload, 1000, None).addBoth(
+                lambda latencies: done.append(n - 1 if len(latencies) == n else latencies)
+            )
+        )
     pending: dict[str, deque[bytes]] = {b: deque() for b in bookies}
     while not done:
         fed = False
@@ -210,8 +221,7 @@ def run_rereplication(n: int, chunk: int, window: int) -> float:
     conns = {b: _connected(b, reactor, "v3", cork) for b in (ensemble[0], ensemble[2], target)}
     dm = DigestManager(1, DigestType.CRC32C, b"")
     bodies = [dm.package(e, e - 1, 100 * (e + 1), b"x" * 100) for e in range(n)]
-    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=lambda b: conns[b][0], cork=cork),
-                                   protocol="v3")
+    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=lambda b: conns[b][0], cork=cork), protocol="v3")
     fragment = Fragment(1, 0, n - 1, ensemble, (ensemble[1],), 2)
 
     def answers(data: bytes) -> list[bytes]:
@@ -222,15 +232,18 @@ def run_rereplication(n: int, chunk: int, window: int) -> float:
                 out.append(frame(v3.serialize(v3.add_response(req, 0))))
             elif req.readRequest.entryId >= 0 and req.readRequest.ledgerId == 1:
                 e = req.readRequest.entryId
-                out.append(frame(v3_fast.read_answer(payload[:2 + payload[1]], 1, e, bodies[e], e - 1)))
+                out.append(frame(v3_fast.read_answer(payload[: 2 + payload[1]], 1, e, bodies[e], e - 1)))
         return out
 
     from twisted.internet import defer
 
     done: list = []
     timed = Timer()
-    timed(lambda: defer.ensureDeferred(replicate_fragment(
-        client, fragment, {ensemble[1]: target}, dm, master_key(b""), window=window)).addBoth(done.append))
+    timed(
+        lambda: defer.ensureDeferred(
+            replicate_fragment(client, fragment, {ensemble[1]: target}, dm, master_key(b""), window=window)
+        ).addBoth(done.append)
+    )
     pending: dict[str, deque[bytes]] = {b: deque() for b in conns}
     while not done:
         fed = False
@@ -255,10 +268,24 @@ def count_instructions(argv: list[str], entries: int) -> float:
     where CPU time is not: it does not depend on what else the machine runs."""
     with tempfile.TemporaryDirectory(prefix="bench-client-path-") as tmp:
         out = os.path.join(tmp, "callgrind.out")
-        subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no",
-                        "--toggle-collect=functools_reduce", f"--callgrind-out-file={out}",
-                        sys.executable, os.path.abspath(__file__), *argv, "--runs", "1", "--counted"],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--collect-atstart=no",
+                "--toggle-collect=functools_reduce",
+                f"--callgrind-out-file={out}",
+                sys.executable,
+                os.path.abspath(__file__),
+                *argv,
+                "--runs",
+                "1",
+                "--counted",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         with open(out) as f:
             totals = re.search(r"^(?:totals|summary): (\d+)", f.read(), re.M)
     return int(totals.group(1)) / entries
@@ -270,19 +297,29 @@ def main() -> None:
     parser.add_argument("--op", choices=("read", "add", "rereplicate"), default="read")
     parser.add_argument("--window", type=int, default=64, help="re-replication: entries in flight")
     parser.add_argument("--protocol", choices=("v3", "v2"), default="v3", help="adds only")
-    parser.add_argument("--api", choices=("entry", "bulk"), default="entry",
-                        help="adds: one add_entry and its Deferred each, as bkctl bench (default), or add_entries")
+    parser.add_argument(
+        "--api",
+        choices=("entry", "bulk"),
+        default="entry",
+        help="adds: one add_entry and its Deferred each, as bkctl bench (default), or add_entries",
+    )
     parser.add_argument("--quorum", default="3/2/2", help="E/Qw/Qa of the added ledger")
     parser.add_argument("--entries", type=int, default=60_000)
     parser.add_argument("--size", type=int, default=100, help="payload bytes per entry (reads and adds)")
     parser.add_argument("--chunk", type=int, default=16, help="answers per dataReceived")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--instructions", action="store_true",
-                        help="also count the instructions per entry of one run under valgrind's callgrind "
-                             "(steady on a loaded machine; slow: use --entries 10000 or so)")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count the instructions per entry of one run under valgrind's callgrind "
+        "(steady on a loaded machine; slow: use --entries 10000 or so)",
+    )
     parser.add_argument("--counted", action="store_true", help=argparse.SUPPRESS)  # the run under callgrind
-    parser.add_argument("--default-gc", action="store_true",
-                        help="leave CPython's garbage collector as it is (bkctl settles it: wire.process.runtime)")
+    parser.add_argument(
+        "--default-gc",
+        action="store_true",
+        help="leave CPython's garbage collector as it is (bkctl settles it: wire.process.runtime)",
+    )
     args = parser.parse_args()
     _COUNTED = args.counted
     if not args.default_gc:
@@ -298,18 +335,20 @@ def main() -> None:
         best = min(run_rereplication(args.entries, args.chunk, args.window) for _ in range(args.runs))
     else:
         quorum = tuple(int(q) for q in args.quorum.split("/"))
-        what = (f"client add path ({args.api}) {args.protocol} E{quorum[0]}/Qw{quorum[1]}/Qa{quorum[2]} "
-                f"({args.size} B")
-        best = min(run_adds(args.entries, args.chunk, args.protocol, quorum, args.size, args.api)
-                   for _ in range(args.runs))
+        what = f"client add path ({args.api}) {args.protocol} E{quorum[0]}/Qw{quorum[1]}/Qa{quorum[2]} ({args.size} B"
+        best = min(
+            run_adds(args.entries, args.chunk, args.protocol, quorum, args.size, args.api) for _ in range(args.runs)
+        )
     if args.counted:
         return
     note = ""
     if args.instructions:
         argv = [a for a in sys.argv[1:] if a != "--instructions"]
         note = f", {count_instructions(argv, args.entries):,.0f} instructions per entry (callgrind)"
-    print(f"{what}, in process, fast paths {switch}): {best:.2f} us CPU per entry, best of {args.runs}, "
-          f"{args.chunk} answers per chunk per bookie{note}; {load_note()}")
+    print(
+        f"{what}, in process, fast paths {switch}): {best:.2f} us CPU per entry, best of {args.runs}, "
+        f"{args.chunk} answers per chunk per bookie{note}; {load_note()}"
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ figures; asserts nothing.
 
     python bench/bench_codecs.py [--seconds 2]
 """
+
 from __future__ import annotations
 
 import argparse

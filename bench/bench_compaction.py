@@ -35,6 +35,7 @@ live what the undeleted ledgers hold, "while compacting" what each bookie's ``gc
 compactions are counted from its log (it has no metrics provider). Ends with a table of both
 sides' runs and the load average of each.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -161,9 +162,11 @@ class LogWatch(threading.Thread):
             return "entry logs reclaimed: none"
         waits = sorted(w for w, _ in self.gone.values())
         mib_s = sum(w * size for w, size in self.gone.values()) / 2**20
-        return (f"entry logs reclaimed: {len(waits)}, each stayed {sum(waits) / len(waits):.1f} s on average "
-                f"(median {waits[len(waits) // 2]:.1f} s, max {waits[-1]:.1f} s) after it last grew; "
-                f"{mib_s:,.0f} MiB*s held by reclaimed logs after they last grew")
+        return (
+            f"entry logs reclaimed: {len(waits)}, each stayed {sum(waits) / len(waits):.1f} s on average "
+            f"(median {waits[len(waits) // 2]:.1f} s, max {waits[-1]:.1f} s) after it last grew; "
+            f"{mib_s:,.0f} MiB*s held by reclaimed logs after they last grew"
+        )
 
 
 class Churn:
@@ -278,8 +281,10 @@ def churn(args, side: Side) -> dict:
     writers = max(1, min(args.writers, args.topics))
     start = time.monotonic()
     threads = [threading.Thread(target=state.writer, args=(w, writers, start), daemon=True) for w in range(writers)]
-    print(f"{'t s':>6} {'written MiB':>11} {'live MiB':>9} {'disk MiB':>9} {'disk/live':>9} {'logs':>5} "
-          f"{'moved MiB':>9} {'compacting':>10} " + " ".join(f"{'dead ' + k:>8}" for k in DEAD_KINDS) + "  load")
+    print(
+        f"{'t s':>6} {'written MiB':>11} {'live MiB':>9} {'disk MiB':>9} {'disk/live':>9} {'logs':>5} "
+        f"{'moved MiB':>9} {'compacting':>10} " + " ".join(f"{'dead ' + k:>8}" for k in DEAD_KINDS) + "  load"
+    )
     totals: dict = {}
     try:
         for t in threads:
@@ -308,32 +313,48 @@ def churn(args, side: Side) -> dict:
     idle = [lat for t, lat in samples if not watch.compacting_at(t)]
     busy = [lat for t, lat in samples if watch.compacting_at(t)]
     secs = watch.seconds()
-    print(f"adds: {sent:,} in {writing:.1f} s of writing ({sent / writing:,.0f}/s asked {args.rate:,}/s; "
-          f"{elapsed:.0f} s with the watch after it); {load_note()}")
-    figures = (java_compactions(side.log_file, side.log_offset, secs) if side.java
-               else bookied_compactions(watch.last, secs))
+    print(
+        f"adds: {sent:,} in {writing:.1f} s of writing ({sent / writing:,.0f}/s asked {args.rate:,}/s; "
+        f"{elapsed:.0f} s with the watch after it); {load_note()}"
+    )
+    figures = (
+        java_compactions(side.log_file, side.log_offset, secs) if side.java else bookied_compactions(watch.last, secs)
+    )
     print(f"{figures}; {load_note()}")
-    ratio = pct_ms(busy, .99) / pct_ms(idle, .99) if idle and busy else float("nan")
+    ratio = pct_ms(busy, 0.99) / pct_ms(idle, 0.99) if idle and busy else float("nan")
     figures = summary(totals)
-    print(f"entry logs: the highest id seen is {totals.get('highest_log', 0)} (logs started, compaction's included; "
-          f"each rolls at {args.log_size_mb} MiB); {logs.summary()}")
-    print(f"add latency idle:    p50 {pct_ms(idle, .5):.2f} ms  p99 {pct_ms(idle, .99):.2f} ms  ({len(idle):,} adds)")
-    print(f"add latency running: p50 {pct_ms(busy, .5):.2f} ms  p99 {pct_ms(busy, .99):.2f} ms  ({len(busy):,} adds); "
-          f"p99 running/idle {ratio:.2f} (target <= 1.5); {load_note()}", flush=True)
-    return {**figures, "adds_per_s": sent / writing, "p99_idle_ms": pct_ms(idle, .99),
-            "p99_busy_ms": pct_ms(busy, .99), "busy_adds": len(busy), "compacting_s": secs,
-            "load": os.getloadavg()}
+    print(
+        f"entry logs: the highest id seen is {totals.get('highest_log', 0)} (logs started, compaction's included; "
+        f"each rolls at {args.log_size_mb} MiB); {logs.summary()}"
+    )
+    print(f"add latency idle:    p50 {pct_ms(idle, 0.5):.2f} ms  p99 {pct_ms(idle, 0.99):.2f} ms  ({len(idle):,} adds)")
+    print(
+        f"add latency running: p50 {pct_ms(busy, 0.5):.2f} ms  p99 {pct_ms(busy, 0.99):.2f} ms  ({len(busy):,} adds); "
+        f"p99 running/idle {ratio:.2f} (target <= 1.5); {load_note()}",
+        flush=True,
+    )
+    return {
+        **figures,
+        "adds_per_s": sent / writing,
+        "p99_idle_ms": pct_ms(idle, 0.99),
+        "p99_busy_ms": pct_ms(busy, 0.99),
+        "busy_adds": len(busy),
+        "compacting_s": secs,
+        "load": os.getloadavg(),
+    }
 
 
 def bookied_compactions(status: dict, secs: float) -> str:
     moved = status.get("bytesMoved", 0) / 2**20
-    return (f"compaction: {status.get('majorCompactionCounter', 0)} major, {status.get('minorCompactionCounter', 0)} "
-            f"minor, {status.get('entriesMoved', 0):,} entries / {moved:.1f} MiB moved in {secs:.1f} s of compaction "
-            f"({moved / secs if secs else float('nan'):.2f} MiB/s), "
-            f"{status.get('reclaimedSpaceViaCompaction', 0) / 2**20:.1f} MiB reclaimed by compacting "
-            f"{status.get('logsCompacted', '?')} log(s), "
-            f"{status.get('reclaimedSpaceViaDeletes', 0) / 2**20:.1f} MiB by deleting {status.get('logsDeleted', '?')} "
-            "log(s) whole (no live entry left)")
+    return (
+        f"compaction: {status.get('majorCompactionCounter', 0)} major, {status.get('minorCompactionCounter', 0)} "
+        f"minor, {status.get('entriesMoved', 0):,} entries / {moved:.1f} MiB moved in {secs:.1f} s of compaction "
+        f"({moved / secs if secs else float('nan'):.2f} MiB/s), "
+        f"{status.get('reclaimedSpaceViaCompaction', 0) / 2**20:.1f} MiB reclaimed by compacting "
+        f"{status.get('logsCompacted', '?')} log(s), "
+        f"{status.get('reclaimedSpaceViaDeletes', 0) / 2**20:.1f} MiB by deleting {status.get('logsDeleted', '?')} "
+        "log(s) whole (no live entry left)"
+    )
 
 
 _JAVA_BUCKETS = re.compile(r"Compaction: entry log usage buckets\[[^\]]*\] = \[([^\]]*)\], compacted \[([^\]]*)\]")
@@ -353,9 +374,11 @@ def java_compactions(log_file: Path | None, offset: int, secs: float) -> str:
     for m in _JAVA_BUCKETS.finditer(text):
         for i, n in enumerate(m.group(2).split(",")):
             buckets[i] += int(n)
-    return (f"compaction (from its log: gc_details' counters stay 0 without a stats provider): {major} major, "
-            f"{minor} minor in {secs:.1f} s of compaction; {compacted} log(s) removed after compaction "
-            f"(by live ratio 0-10%..90-100%: {buckets}), {deleted} deleted whole (no live ledger left)")
+    return (
+        f"compaction (from its log: gc_details' counters stay 0 without a stats provider): {major} major, "
+        f"{minor} minor in {secs:.1f} s of compaction; {compacted} log(s) removed after compaction "
+        f"(by live ratio 0-10%..90-100%: {buckets}), {deleted} deleted whole (no live ledger left)"
+    )
 
 
 #: where the disk beyond the live bytes is, by why bookied keeps it (gc_details' keptBecause)
@@ -375,8 +398,15 @@ def dead_breakdown(http: int) -> dict[str, int]:
     for log in logs:
         dead = max(0, log["sizeBytes"] - log["liveBytes"])
         why = log.get("keptBecause") or ""
-        kind = ("active" if log.get("active") else "waiting" if "takes it" in why or "deletes it" in why
-                else "above" if why.startswith("live ratio") else "other")
+        kind = (
+            "active"
+            if log.get("active")
+            else "waiting"
+            if "takes it" in why or "deletes it" in why
+            else "above"
+            if why.startswith("live ratio")
+            else "other"
+        )
         out[kind] += dead
     return out
 
@@ -394,17 +424,25 @@ def report(start, written, live_bytes, side: Side, watch: CompactionWatch, total
         totals.setdefault("times", []).append(time.monotonic() - start)
         totals["highest_log"] = max([totals.get("highest_log", 0), *ids])
     parts = " ".join(f"{dead[k] / 2**20:8.1f}" if dead else f"{'-':>8}" for k in DEAD_KINDS)
-    print(f"{time.monotonic() - start:6.0f} {written / 2**20:11.1f} {live_bytes / 2**20:9.1f} {disk / 2**20:9.1f} "
-          f"{disk / max(live_bytes, 1):9.2f} {logs:5d} {st.get('bytesMoved', 0) / 2**20:9.1f} "
-          f"{st.get('compacting') or '-':>10} {parts}  {load_note()}", flush=True)
+    print(
+        f"{time.monotonic() - start:6.0f} {written / 2**20:11.1f} {live_bytes / 2**20:9.1f} {disk / 2**20:9.1f} "
+        f"{disk / max(live_bytes, 1):9.2f} {logs:5d} {st.get('bytesMoved', 0) / 2**20:9.1f} "
+        f"{st.get('compacting') or '-':>10} {parts}  {load_note()}",
+        flush=True,
+    )
 
 
 def summary(totals: dict) -> dict:
     """Mean disk/live, and where the extra disk was on average (MiB, and share of disk - live)."""
     samples = [s for s in totals.get("samples", []) if s[1] > 0]
     if not samples:
-        return {"mean": float("nan"), "peak": float("nan"), "mean_after_30s": float("nan"),
-                "p99_after_30s": float("nan"), "index_mib": float("nan")}
+        return {
+            "mean": float("nan"),
+            "peak": float("nan"),
+            "mean_after_30s": float("nan"),
+            "p99_after_30s": float("nan"),
+            "index_mib": float("nan"),
+        }
     mean_ratio = sum(d / lv for d, lv, _ in samples) / len(samples)
     # without the start, when a bookie with a write cache has flushed nothing yet
     later = [d / lv for (d, lv, _), t in zip(totals["samples"], totals["times"]) if lv > 0 and t >= 30]
@@ -412,31 +450,42 @@ def summary(totals: dict) -> dict:
     extra = sum(d - lv for d, lv, _ in samples) / len(samples)
     after = mean(later)
     later_ratios = sorted(later)
-    p99 = later_ratios[min(len(later_ratios) - 1, int(len(later_ratios) * .99))] if later_ratios else float("nan")
+    p99 = later_ratios[min(len(later_ratios) - 1, int(len(later_ratios) * 0.99))] if later_ratios else float("nan")
     index = mean(ix for (_d, lv, _dd), ix in zip(totals["samples"], totals["index"]) if lv > 0)
-    line = (f"disk/live: mean {mean_ratio:.2f} ({after:.2f} from 30 s on, p99 {p99:.2f}), peak {peak:.2f}; disk "
-            f"beyond live on average {extra / 2**20:.1f} MiB, the index {index / 2**20:.1f} MiB")
+    line = (
+        f"disk/live: mean {mean_ratio:.2f} ({after:.2f} from 30 s on, p99 {p99:.2f}), peak {peak:.2f}; disk "
+        f"beyond live on average {extra / 2**20:.1f} MiB, the index {index / 2**20:.1f} MiB"
+    )
     if all(dd is not None for _, _, dd in samples):
         parts = {k: sum(dd[k] for _, _, dd in samples) / len(samples) for k in DEAD_KINDS}
         rest = extra - sum(parts.values()) - index
-        line += (": dead data " + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in parts.items())
-                 + f", not yet counted (ledgers deleted but not yet collected, less what the write cache holds) "
-                 f"{rest / 2**20:.1f} MiB")
+        line += (
+            ": dead data "
+            + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in parts.items())
+            + f", not yet counted (ledgers deleted but not yet collected, less what the write cache holds) "
+            f"{rest / 2**20:.1f} MiB"
+        )
     print(f"{line}; {load_note()}")
-    return {"mean": mean_ratio, "peak": peak, "mean_after_30s": after, "p99_after_30s": p99,
-            "index_mib": index / 2**20}
+    return {"mean": mean_ratio, "peak": peak, "mean_after_30s": after, "p99_after_30s": p99, "index_mib": index / 2**20}
 
 
 def settings_of(args) -> tuple[dict, dict]:
     """The bk_server.conf keys of both sides: bookied's, and the Java bookie's (the same
     compaction keys; bookied's write cache has no Java InterleavedLedgerStorage counterpart)."""
-    common = {"logSizeLimit": args.log_size_mb * 2**20, "gcWaitTime": args.gc_wait_ms,
-              "minorCompactionInterval": args.minor_s, "majorCompactionInterval": args.major_s}
+    common = {
+        "logSizeLimit": args.log_size_mb * 2**20,
+        "gcWaitTime": args.gc_wait_ms,
+        "minorCompactionInterval": args.minor_s,
+        "majorCompactionInterval": args.major_s,
+    }
     common.update(kv.split("=", 1) for kv in args.set)
     java = dict(common)
     if args.java_storage == "db":  # Java's storage with a write cache like bookied's, of the same size
-        java = {"ledgerStorageClass": "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage",
-                "dbStorage_writeCacheMaxSizeMb": 64, **common}
+        java = {
+            "ledgerStorageClass": "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage",
+            "dbStorage_writeCacheMaxSizeMb": 64,
+            **common,
+        }
     return {"dbStorage_writeCacheMaxSizeMb": 64, **common}, java
 
 
@@ -477,11 +526,21 @@ def run_java(args, peer, zk, settings: dict) -> dict:
     extra = "\n".join(f"{k}={v}" for k, v in settings.items())
     pid = peer.start_bookies(1, zk.connect_string, root, extra_conf=extra)[0]
     try:
-        print(f"Java bookie pid {pid} on 127.0.0.1:3181 (root {root}), extra conf {settings}; {load_note()}",
-              flush=True)
-        return churn(args, Side("java", f"zk+hierarchical://{zk.connect_string}{root}", 8001,
-                                peer.root / "run" / "bookie-1" / "ledgers", java=True,
-                                log_file=log_file, log_offset=offset))
+        print(
+            f"Java bookie pid {pid} on 127.0.0.1:3181 (root {root}), extra conf {settings}; {load_note()}", flush=True
+        )
+        return churn(
+            args,
+            Side(
+                "java",
+                f"zk+hierarchical://{zk.connect_string}{root}",
+                8001,
+                peer.root / "run" / "bookie-1" / "ledgers",
+                java=True,
+                log_file=log_file,
+                log_offset=offset,
+            ),
+        )
     finally:
         peer.stop_bookies()
 
@@ -497,34 +556,46 @@ def side_by_side(args) -> None:
         base = Path(tmp)
         zk, _uri = start_cluster(base)
         try:
-            print(f"{args.topics} topics, {args.rate:,} adds/s of {args.entry_size} B, roll every {args.roll}, "
-                  f"retain {args.retain}, {args.volume_mb} MiB per run; {args.rounds} rounds, ours then Java; "
-                  f"{load_note()}", flush=True)
+            print(
+                f"{args.topics} topics, {args.rate:,} adds/s of {args.entry_size} B, roll every {args.roll}, "
+                f"retain {args.retain}, {args.volume_mb} MiB per run; {args.rounds} rounds, ours then Java; "
+                f"{load_note()}",
+                flush=True,
+            )
             for r in range(args.rounds):
                 for side in ("bookied", "java"):
                     section(f"round {r + 1}: {side}")
-                    got = (run_bookied(args, base / f"bookie-{r + 1}", zk, f"/ledgers-{r + 1}", ours)
-                           if side == "bookied" else run_java(args, peer, zk, java))
+                    got = (
+                        run_bookied(args, base / f"bookie-{r + 1}", zk, f"/ledgers-{r + 1}", ours)
+                        if side == "bookied"
+                        else run_java(args, peer, zk, java)
+                    )
                     results.append((r + 1, side if side == "bookied" else java_name, got))
         finally:
             peer.stop_bookies()
             zk.stop()
     section("side by side")
-    print(f"{'round':>5} {'bookie':>7} {'adds/s':>7} {'disk/live mean':>14} {'(from 30 s)':>11} {'p99':>5} "
-          f"{'peak':>5} {'index MiB':>9} {'add p99 idle':>12} "
-          f"{'p99 compacting':>14} {'(adds)':>8} {'compacting s':>12}  load average at the end")
+    print(
+        f"{'round':>5} {'bookie':>7} {'adds/s':>7} {'disk/live mean':>14} {'(from 30 s)':>11} {'p99':>5} "
+        f"{'peak':>5} {'index MiB':>9} {'add p99 idle':>12} "
+        f"{'p99 compacting':>14} {'(adds)':>8} {'compacting s':>12}  load average at the end"
+    )
     for r, side, got in results:
-        print(f"{r:5d} {side:>7} {got['adds_per_s']:7.0f} {got['mean']:14.2f} {got['mean_after_30s']:11.2f} "
-              f"{got['p99_after_30s']:5.2f} {got['peak']:5.2f} {got['index_mib']:9.1f} "
-              f"{got['p99_idle_ms']:9.2f} ms {got['p99_busy_ms']:11.2f} ms {got['busy_adds']:8,} "
-              f"{got['compacting_s']:12.1f}  {' '.join(f'{x:.2f}' for x in got['load'])}")
+        print(
+            f"{r:5d} {side:>7} {got['adds_per_s']:7.0f} {got['mean']:14.2f} {got['mean_after_30s']:11.2f} "
+            f"{got['p99_after_30s']:5.2f} {got['peak']:5.2f} {got['index_mib']:9.1f} "
+            f"{got['p99_idle_ms']:9.2f} ms {got['p99_busy_ms']:11.2f} ms {got['busy_adds']:8,} "
+            f"{got['compacting_s']:12.1f}  {' '.join(f'{x:.2f}' for x in got['load'])}"
+        )
     for side in ("bookied", java_name):
         runs = [got for _r, s, got in results if s == side]
-        print(f"{side:>7} mean of {len(runs)} runs: disk/live mean {mean(g['mean'] for g in runs):.2f} "
-              f"({mean(g['mean_after_30s'] for g in runs):.2f} from 30 s on, p99 "
-              f"{mean(g['p99_after_30s'] for g in runs):.2f}), "
-              f"peak {mean(g['peak'] for g in runs):.2f}, add p99 while compacting "
-              f"{mean(g['p99_busy_ms'] for g in runs):.2f} ms, idle {mean(g['p99_idle_ms'] for g in runs):.2f} ms")
+        print(
+            f"{side:>7} mean of {len(runs)} runs: disk/live mean {mean(g['mean'] for g in runs):.2f} "
+            f"({mean(g['mean_after_30s'] for g in runs):.2f} from 30 s on, p99 "
+            f"{mean(g['p99_after_30s'] for g in runs):.2f}), "
+            f"peak {mean(g['peak'] for g in runs):.2f}, add p99 while compacting "
+            f"{mean(g['p99_busy_ms'] for g in runs):.2f} ms, idle {mean(g['p99_idle_ms'] for g in runs):.2f} ms"
+        )
 
 
 def mean(values) -> float:
@@ -547,15 +618,27 @@ def main() -> None:
     parser.add_argument("--major-s", type=int, default=30)
     parser.add_argument("--every", type=float, default=5.0, help="seconds between samples")
     parser.add_argument("--settle", type=float, default=20.0, help="seconds watched after the writing")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="more bk_server.conf keys (both bookies with --java-peer)")
-    parser.add_argument("--java-peer", metavar="DIR",
-                        help="a Java BookKeeper 4.17.2 peer built by ../shared/java-peer ($PEER): the same churn "
-                             "against it, alternated with bookied")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="more bk_server.conf keys (both bookies with --java-peer)",
+    )
+    parser.add_argument(
+        "--java-peer",
+        metavar="DIR",
+        help="a Java BookKeeper 4.17.2 peer built by ../shared/java-peer ($PEER): the same churn "
+        "against it, alternated with bookied",
+    )
     parser.add_argument("--rounds", type=int, default=2, help="with --java-peer: runs of each side (default 2)")
-    parser.add_argument("--java-storage", choices=("interleaved", "db"), default="interleaved",
-                        help="with --java-peer: the Java bookie's ledger storage: the peer's InterleavedLedgerStorage "
-                             "(no write cache; the default) or DbLedgerStorage with a 64 MiB write cache, as bookied's")
+    parser.add_argument(
+        "--java-storage",
+        choices=("interleaved", "db"),
+        default="interleaved",
+        help="with --java-peer: the Java bookie's ledger storage: the peer's InterleavedLedgerStorage "
+        "(no write cache; the default) or DbLedgerStorage with a 64 MiB write cache, as bookied's",
+    )
     args = parser.parse_args()
     if args.java_peer:
         side_by_side(args)
@@ -568,9 +651,12 @@ def main() -> None:
         try:
             proc, port, http = start_bookie(base / "bookie", uri, settings)
             wait_registered(uri, f"127.0.0.1:{port}")
-            print(f"bookied pid {proc.pid} on 127.0.0.1:{port}: {args.topics} topics, {args.rate:,} adds/s of "
-                  f"{args.entry_size} B, roll every {args.roll}, retain {args.retain}, {args.volume_mb} MiB; "
-                  f"settings {settings}; {load_note()}", flush=True)
+            print(
+                f"bookied pid {proc.pid} on 127.0.0.1:{port}: {args.topics} topics, {args.rate:,} adds/s of "
+                f"{args.entry_size} B, roll every {args.roll}, retain {args.retain}, {args.volume_mb} MiB; "
+                f"settings {settings}; {load_note()}",
+                flush=True,
+            )
             churn(args, Side("bookied", uri, http, base / "bookie" / "ledgers"))
         finally:
             if proc is not None:

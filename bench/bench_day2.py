@@ -13,6 +13,7 @@ bookie, which is stopped (SIGTERM: its store flushed), and check (digests verifi
 with the metadata) and inspect index walk them.  Everything shares the machine:
 the load is printed with each figure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def bkctl(uri: str, *args: str) -> tuple[float, subprocess.CompletedProcess]:
     env = dict(os.environ, BKCTL_METADATA_URI=uri, NO_COLOR="1", PYTHONPATH=REPO)
     t = time.perf_counter()
-    res = subprocess.run([sys.executable, "-m", "bkctl", *args], env=env, capture_output=True, text=True,
-                         stdin=subprocess.DEVNULL)
+    res = subprocess.run(
+        [sys.executable, "-m", "bkctl", *args], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
     elapsed = time.perf_counter() - t
     if res.returncode != 0:
         raise SystemExit(f"bkctl {' '.join(args)} failed: {res.stderr}")
@@ -54,14 +56,18 @@ def bench_replace_id(uri: str, ledgers: int) -> None:
     for parallel, (src, dst) in ((1, (old, new)), (8, (new, other))):
         elapsed, res = bkctl(uri, "--json", "bookie", "replace-id", src, dst, "--force", "--parallel", str(parallel))
         done = json.loads(res.stdout)["totals"]["updated"]
-        print(f"  replace-id --parallel {parallel}: {done} ledgers in {elapsed:.2f}s = {done / elapsed:,.0f} ledgers/s"
-              f" (process start and scan included; {load_note()})")
+        print(
+            f"  replace-id --parallel {parallel}: {done} ledgers in {elapsed:.2f}s = {done / elapsed:,.0f} ledgers/s"
+            f" (process start and scan included; {load_note()})"
+        )
 
 
 def bench_check(uri: str, conf: str, entries: int) -> None:
-    for label, args in (("check (digests verified)", ("bookie", "check", "-c", conf)),
-                        ("check --offline", ("bookie", "check", "-c", conf, "--offline")),
-                        ("inspect index (per ledger)", ("bookie", "inspect", "index", "-c", conf))):
+    for label, args in (
+        ("check (digests verified)", ("bookie", "check", "-c", conf)),
+        ("check --offline", ("bookie", "check", "-c", conf, "--offline")),
+        ("inspect index (per ledger)", ("bookie", "inspect", "index", "-c", conf)),
+    ):
         elapsed, _ = bkctl(uri, "--json", *args)
         print(f"  {label}: {entries:,} entries in {elapsed:.2f}s = {entries / elapsed:,.0f} entries/s ({load_note()})")
 

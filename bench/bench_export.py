@@ -33,6 +33,7 @@ Spark's Python workers, Spark's JVM) used per entry in each run, from
 ``/proc``.
 Everything it starts is stopped at the end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,12 +71,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=1000, help="entries per read batch")
     ap.add_argument("--read-window", type=int, default=256, help="entries in flight per reader")
     ap.add_argument("--protocol", default="v3", choices=["v3", "v2"])
-    ap.add_argument("--ensemble", default="3,2,2", metavar="E,QW,QA",
-                    help="ledger shape (default 3,2,2); with --protocol v2 and E = Qw (Pulsar's 2,2,2) "
-                         "reads are batch reads")
-    ap.add_argument("--repeat", type=int, default=3,
-                    help="runs of the raw read and the export, taken in turns, per master (default 3; "
-                         "the medians are compared)")
+    ap.add_argument(
+        "--ensemble",
+        default="3,2,2",
+        metavar="E,QW,QA",
+        help="ledger shape (default 3,2,2); with --protocol v2 and E = Qw (Pulsar's 2,2,2) reads are batch reads",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="runs of the raw read and the export, taken in turns, per master (default 3; the medians are compared)",
+    )
     ap.add_argument("--dir", help="work folder (default: a new temporary one, removed at the end)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     args = ap.parse_args(argv)
@@ -107,8 +114,9 @@ def run(args, uri: str, work: Path) -> int:
     size = args.payload_size
     shape = tuple(int(x) for x in args.ensemble.split(","))
     total_bytes = args.entries * size
-    per_ledger = [args.entries // args.ledgers + (1 if i < args.entries % args.ledgers else 0)
-                  for i in range(args.ledgers)]
+    per_ledger = [
+        args.entries // args.ledgers + (1 if i < args.entries % args.ledgers else 0) for i in range(args.ledgers)
+    ]
 
     # -- write -------------------------------------------------------------------
     ledger_ids = []
@@ -136,16 +144,19 @@ def run(args, uri: str, work: Path) -> int:
     batches = []
     t = time.monotonic()
     cpu = time.process_time()
-    with BlockingBookKeeper(uri, protocol=args.protocol, read_timeout=30.0, read_window=args.read_window,
-                            timeout=3600) as bk:
+    with BlockingBookKeeper(
+        uri, protocol=args.protocol, read_timeout=30.0, read_window=args.read_window, timeout=3600
+    ) as bk:
         for ledger_id, count in zip(ledger_ids, per_ledger):
             for entries in bk.open(ledger_id).read_range(0, count - 1, batch=args.batch_size):
                 batches.append((ledger_id, entries))
     seconds = time.monotonic() - t
     cpu = time.process_time() - cpu
     assert sum(len(e) for _, e in batches) == n
-    print(f"{'raw read (in this process)':32} {rate(n, total_bytes, seconds)}  "
-          f"[client CPU {cpu / n * 1e6:.1f} us/entry; {load_note()}]")
+    print(
+        f"{'raw read (in this process)':32} {rate(n, total_bytes, seconds)}  "
+        f"[client CPU {cpu / n * 1e6:.1f} us/entry; {load_note()}]"
+    )
 
     # -- Arrow conversion ----------------------------------------------------------
     import pyarrow.compute  # noqa: F401 - imported before the clock starts, as a warm worker has it
@@ -183,8 +194,10 @@ def run(args, uri: str, work: Path) -> int:
     from bkctl.export.planning import LedgerPlan, parse_ledger_spec, plan_ledgers, split_ranges
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
-    ranges = split_ranges([LedgerPlan(lid, "CLOSED", None, {}, 0, count - 1)
-                           for lid, count in zip(ledger_ids, per_ledger)], args.split_entries)
+    ranges = split_ranges(
+        [LedgerPlan(lid, "CLOSED", None, {}, 0, count - 1) for lid, count in zip(ledger_ids, per_ledger)],
+        args.split_entries,
+    )
     results = []
     meter = CpuMeter()
     with ZKMetadataStore(uri) as store:
@@ -211,88 +224,111 @@ def run(args, uri: str, work: Path) -> int:
                     t = time.monotonic()
                     _export(store, uri, args, work, master, parse_ledger_spec(str(one_entry_id)), "one-entry")
                     fixed_seconds = time.monotonic() - t
-                    print(f"{'spark start ' + master:32} {start_seconds:.1f} s, first export (8 tasks of one entry) "
-                          f"{warm_seconds:.1f} s: fixed costs, not counted below; a one-entry export "
-                          f"{fixed_seconds:.2f} s (what every export below pays on top of its reads)")
+                    print(
+                        f"{'spark start ' + master:32} {start_seconds:.1f} s, first export (8 tasks of one entry) "
+                        f"{warm_seconds:.1f} s: fixed costs, not counted below; a one-entry export "
+                        f"{fixed_seconds:.2f} s (what every export below pays on top of its reads)"
+                    )
                     for rep in range(args.repeat):
                         before = meter.snapshot()
                         raw_times.append(readers.read(ranges))
                         after = meter.snapshot()
                         raw_cpu.append(meter.used(before, after))
-                        print(f"{f'  raw read, {slots} proc(s), run {rep + 1}':32} "
-                              f"{rate(n, total_bytes, raw_times[-1])}  [{load_note()}; {cpu_note(raw_cpu[-1], n)}]")
+                        print(
+                            f"{f'  raw read, {slots} proc(s), run {rep + 1}':32} "
+                            f"{rate(n, total_bytes, raw_times[-1])}  [{load_note()}; {cpu_note(raw_cpu[-1], n)}]"
+                        )
                         t = time.monotonic()
                         spark_raw_read(spark, uri, ranges, _export_options(args, work, master, rep))
                         worker_times.append(time.monotonic() - t)
                         before = meter.snapshot()
                         worker_cpu.append(meter.used(after, before))
-                        print(f"{f'  raw read in Spark tasks, run {rep + 1}':32} "
-                              f"{rate(n, total_bytes, worker_times[-1])}  [{load_note()}; "
-                              f"{cpu_note(worker_cpu[-1], n)}]")
+                        print(
+                            f"{f'  raw read in Spark tasks, run {rep + 1}':32} "
+                            f"{rate(n, total_bytes, worker_times[-1])}  [{load_note()}; "
+                            f"{cpu_note(worker_cpu[-1], n)}]"
+                        )
                         summary = _export(store, uri, args, work, master, spec, rep)
                         export_cpu.append(meter.used(before, meter.snapshot()))
                         assert summary["entries"] == n, summary
                         timings = summary["timings"]
-                        export_times.append(timings["plan"] + timings["write"] + timings["verify"] +
-                                            timings["commit"])
-                        print(f"{f'  export {master}, run {rep + 1}':32} {rate(n, total_bytes, export_times[-1])}  "
-                              f"[{summary['files']} files; write {timings['write']:.2f} s, verify "
-                              f"{timings['verify']:.2f} s, commit {timings['commit']:.2f} s; {load_note()}; "
-                              f"{cpu_note(export_cpu[-1], n)}]")
+                        export_times.append(timings["plan"] + timings["write"] + timings["verify"] + timings["commit"])
+                        print(
+                            f"{f'  export {master}, run {rep + 1}':32} {rate(n, total_bytes, export_times[-1])}  "
+                            f"[{summary['files']} files; write {timings['write']:.2f} s, verify "
+                            f"{timings['verify']:.2f} s, commit {timings['commit']:.2f} s; {load_note()}; "
+                            f"{cpu_note(export_cpu[-1], n)}]"
+                        )
                 # last, so that neither its own Python daemons nor the JIT work it causes fall on the runs above
                 t = time.monotonic()
                 options = _export_options(args, work, master, 0)
-                source_frame(spark, options.read_settings(uri), options.split_entries, plans) \
-                    .write.format("noop").mode("overwrite").save()
+                source_frame(spark, options.read_settings(uri), options.split_entries, plans).write.format("noop").mode(
+                    "overwrite"
+                ).save()
                 noop_seconds = time.monotonic() - t
-                print(f"{'data source -> noop ' + master:32} {rate(n, total_bytes, noop_seconds)}  "
-                      "[a first use: Spark starts a Python daemon per kind of data source worker]")
+                print(
+                    f"{'data source -> noop ' + master:32} {rate(n, total_bytes, noop_seconds)}  "
+                    "[a first use: Spark starts a Python daemon per kind of data source worker]"
+                )
             finally:
                 if created:
                     stop_spark(spark)
-            results.append((master, slots, fixed_seconds, raw_times, export_times, raw_cpu, export_cpu,
-                            worker_times, worker_cpu))
+            results.append(
+                (master, slots, fixed_seconds, raw_times, export_times, raw_cpu, export_cpu, worker_times, worker_cpu)
+            )
 
     # -- summary ---------------------------------------------------------------------
     print()
     ok = True
     striped = shape[0] > shape[1]
-    for master, slots, fixed_seconds, raw_times, export_times, raw_cpu, export_cpu, worker_times, worker_cpu \
-            in results:
+    for master, slots, fixed_seconds, raw_times, export_times, raw_cpu, export_cpu, worker_times, worker_cpu in results:
         raw_s, export_s = statistics.median(raw_times), statistics.median(export_times)
         share = raw_s / export_s
         ok = ok and share >= 0.9
         spread = f"runs {min(n / s for s in export_times):,.0f}..{max(n / s for s in export_times):,.0f}"
-        print(f"export {master}: {n / export_s:,.0f} entries/s ({n / export_s * size / 1e6:.2f} MB/s, {spread}) = "
-              f"{share:.0%} of the raw read with {slots} reader process(es) ({n / raw_s:,.0f} entries/s, runs "
-              f"{min(n / s for s in raw_times):,.0f}..{max(n / s for s in raw_times):,.0f}) "
-              f"[{'meets' if share >= 0.9 else 'BELOW'} the 90% target]; medians of {len(export_times)} runs "
-              f"taken in turns; {load_note()}")
+        print(
+            f"export {master}: {n / export_s:,.0f} entries/s ({n / export_s * size / 1e6:.2f} MB/s, {spread}) = "
+            f"{share:.0%} of the raw read with {slots} reader process(es) ({n / raw_s:,.0f} entries/s, runs "
+            f"{min(n / s for s in raw_times):,.0f}..{max(n / s for s in raw_times):,.0f}) "
+            f"[{'meets' if share >= 0.9 else 'BELOW'} the 90% target]; medians of {len(export_times)} runs "
+            f"taken in turns; {load_note()}"
+        )
         pairs = sorted(r / e for r, e in zip(raw_times, export_times))
-        print(f"  run by run (each export against the raw read just before it): {statistics.median(pairs):.0%} "
-              f"median, {pairs[0]:.0%}..{pairs[-1]:.0%}")
+        print(
+            f"  run by run (each export against the raw read just before it): {statistics.median(pairs):.0%} "
+            f"median, {pairs[0]:.0%}..{pairs[-1]:.0%}"
+        )
         worker_s = statistics.median(worker_times)
-        print(f"  the same raw read in Spark tasks (the export's workers, without Arrow or Parquet): "
-              f"{n / worker_s:,.0f} entries/s; the export is {worker_s / export_s:.0%} of it")
+        print(
+            f"  the same raw read in Spark tasks (the export's workers, without Arrow or Parquet): "
+            f"{n / worker_s:,.0f} entries/s; the export is {worker_s / export_s:.0%} of it"
+        )
         if slots == 2 and striped and size == 100:
-            print(f"  striped ledgers with local[2]: {n / export_s:,.0f} entries/s "
-                  f"[{'meets' if n / export_s >= 35_000 else 'below'} the 35,000/s target]")
+            print(
+                f"  striped ledgers with local[2]: {n / export_s:,.0f} entries/s "
+                f"[{'meets' if n / export_s >= 35_000 else 'below'} the 35,000/s target]"
+            )
         encode_part = (arrow_seconds + pq_seconds) / slots
         rest = export_s - raw_s - encode_part - fixed_seconds
         print(f"  where the time goes ({export_s:.1f} s, {slots} worker(s); the first three measured on their own):")
-        for what, secs in (("bookie reads (the raw read's median)", raw_s),
-                           ("Arrow batches + Parquet encoding", encode_part),
-                           ("fixed cost of an export (1-entry export)", fixed_seconds),
-                           ("the rest: contention and noise", rest)):
+        for what, secs in (
+            ("bookie reads (the raw read's median)", raw_s),
+            ("Arrow batches + Parquet encoding", encode_part),
+            ("fixed cost of an export (1-entry export)", fixed_seconds),
+            ("the rest: contention and noise", rest),
+        ):
             noise = "  (below zero: run-to-run noise)" if secs < 0 else ""
             print(f"    {what:42} {secs:7.2f} s  {secs / export_s:5.0%}{noise}")
-        print(f"  CPU per entry (us, medians): raw read, raw read in Spark tasks, export; "
-              f"the machine has {os.cpu_count()} CPUs:")
+        print(
+            f"  CPU per entry (us, medians): raw read, raw read in Spark tasks, export; "
+            f"the machine has {os.cpu_count()} CPUs:"
+        )
         for group in CpuMeter.GROUPS + ("all",):
+
             def per_entry(runs):
                 return statistics.median((sum(r.values()) if group == "all" else r[group]) / n * 1e6 for r in runs)
-            print(f"    {group:42} {per_entry(raw_cpu):7.1f} {per_entry(worker_cpu):7.1f} "
-                  f"{per_entry(export_cpu):7.1f}")
+
+            print(f"    {group:42} {per_entry(raw_cpu):7.1f} {per_entry(worker_cpu):7.1f} {per_entry(export_cpu):7.1f}")
     return 0 if ok else 1
 
 
@@ -300,9 +336,16 @@ def _export_options(args, work: Path, master: str, rep, **changes):
     from bkctl.export.job import ExportOptions
 
     name = f"export-{master.replace('[', '').replace(']', '')}-{rep}"
-    return ExportOptions(out=str(work / name), master=master, split_entries=args.split_entries,
-                         batch_size=args.batch_size, protocol=args.protocol, read_window=args.read_window,
-                         read_timeout=30.0, **changes)
+    return ExportOptions(
+        out=str(work / name),
+        master=master,
+        split_entries=args.split_entries,
+        batch_size=args.batch_size,
+        protocol=args.protocol,
+        read_window=args.read_window,
+        read_timeout=30.0,
+        **changes,
+    )
 
 
 def _export(store, uri: str, args, work: Path, master: str, spec, rep, **changes):
@@ -310,8 +353,9 @@ def _export(store, uri: str, args, work: Path, master: str, spec, rep, **changes
     from bkctl.export.job import run_export
     from bkctl.export.ledger_source import LedgerSelection, LedgerSource
 
-    return run_export(store, uri, LedgerSource(LedgerSelection(spec)), _export_options(args, work, master, rep,
-                                                                                       **changes))
+    return run_export(
+        store, uri, LedgerSource(LedgerSelection(spec)), _export_options(args, work, master, rep, **changes)
+    )
 
 
 def _read_share(bk, share, batch: int) -> int:
@@ -373,8 +417,11 @@ class ReaderPool:
         self.procs = []
         for _ in range(procs):
             parent, child = ctx.Pipe()
-            p = ctx.Process(target=_reader, args=(uri, warm_id, args.batch_size, args.read_window,
-                                                  args.protocol, child), daemon=True)
+            p = ctx.Process(
+                target=_reader,
+                args=(uri, warm_id, args.batch_size, args.read_window, args.protocol, child),
+                daemon=True,
+            )
             p.start()
             self.conns.append(parent)
             self.procs.append(p)
@@ -458,8 +505,9 @@ class CpuMeter:
 
 
 def cpu_note(used: dict[str, float], n: int) -> str:
-    return "CPU us/entry: " + ", ".join(f"{group} {secs / n * 1e6:.1f}" for group, secs in used.items()
-                                         if secs / n * 1e6 >= 0.05)
+    return "CPU us/entry: " + ", ".join(
+        f"{group} {secs / n * 1e6:.1f}" for group, secs in used.items() if secs / n * 1e6 >= 0.05
+    )
 
 
 def _slots(master: str) -> int:

@@ -22,6 +22,7 @@ meanwhile (``mntr``'s zk_packets_received: the Java bookie has no metrics provid
 counts for both; both bookies are connected throughout, so each window also holds the other's
 session pings, one per zkTimeout/3 per session).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,9 @@ from common import load_note, raw_zookeeper, section  # bench/ is on sys.path wh
 
 
 def http(port: int, method: str, path: str, body: dict | None = None):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method,
-                                 data=json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", method=method, data=json.dumps(body).encode() if body is not None else None
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read() or b"null")
 
@@ -100,7 +102,7 @@ def delete_metadata(uri: str, ids: list[int]) -> None:
 
     with raw_zookeeper(uri) as (zk, root):
         for start in range(0, len(ids), 2000):
-            for w in [zk.delete_async(P.ledger_path(i, root=root)) for i in ids[start:start + 2000]]:
+            for w in [zk.delete_async(P.ledger_path(i, root=root)) for i in ids[start : start + 2000]]:
                 w.get()
 
 
@@ -161,8 +163,9 @@ def java_pass(http_port: int, zk_host: str, zk_port: int) -> tuple[float, int]:
     return time.perf_counter() - t0, zk_packets(zk_host, zk_port) - packets
 
 
-def bookied_pass(http_port: int, zk_host: str, zk_port: int, body: dict | None = None,
-                 poll: float = 0.02) -> tuple[dict, float, int]:
+def bookied_pass(
+    http_port: int, zk_host: str, zk_port: int, body: dict | None = None, poll: float = 0.02
+) -> tuple[dict, float, int]:
     """A forced GC pass of bookied (``body``: the PUT's), its status polled every ``poll`` s:
     (its status after, seconds from the PUT to done, ZK requests)."""
     before = http(http_port, "GET", "/api/v1/bookie/gc")
@@ -189,19 +192,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ledgers", type=int, default=100_000)
     parser.add_argument("--deleted", type=float, default=0.1, help="share of the ledgers whose metadata goes")
-    parser.add_argument("--exists-sample", type=int, default=10_000,
-                        help="exists() calls timed for the per-ledger comparison (scaled to --ledgers)")
-    parser.add_argument("--java-peer", metavar="DIR",
-                        help="a Java BookKeeper 4.17.2 peer built by ../shared/java-peer ($PEER): the same ledgers "
-                             "on a Java bookie, passes alternated")
-    parser.add_argument("--java-storage", choices=("interleaved", "db"), default="interleaved",
-                        help="with --java-peer: the Java bookie's ledger storage (the peer's InterleavedLedgerStorage, "
-                             "or DbLedgerStorage)")
+    parser.add_argument(
+        "--exists-sample",
+        type=int,
+        default=10_000,
+        help="exists() calls timed for the per-ledger comparison (scaled to --ledgers)",
+    )
+    parser.add_argument(
+        "--java-peer",
+        metavar="DIR",
+        help="a Java BookKeeper 4.17.2 peer built by ../shared/java-peer ($PEER): the same ledgers "
+        "on a Java bookie, passes alternated",
+    )
+    parser.add_argument(
+        "--java-storage",
+        choices=("interleaved", "db"),
+        default="interleaved",
+        help="with --java-peer: the Java bookie's ledger storage (the peer's InterleavedLedgerStorage, "
+        "or DbLedgerStorage)",
+    )
     args = parser.parse_args()
     ids = range(1, args.ledgers + 1)
-    deleted = list(ids)[::max(1, round(1 / args.deleted))] if args.deleted > 0 else []
-    quiet = {"gcWaitTime": 3_600_000, "minorCompactionInterval": 0, "majorCompactionInterval": 0,
-             "logSizeLimit": 64 * 1024 * 1024}
+    deleted = list(ids)[:: max(1, round(1 / args.deleted))] if args.deleted > 0 else []
+    quiet = {
+        "gcWaitTime": 3_600_000,
+        "minorCompactionInterval": 0,
+        "majorCompactionInterval": 0,
+        "logSizeLimit": 64 * 1024 * 1024,
+    }
     if args.java_peer:
         java = dict(quiet)
         if args.java_storage == "db":
@@ -215,18 +233,24 @@ def main() -> None:
         try:
             proc, http_port, created, filled = bookied_with_ledgers(base / "bookie", uri, ids, quiet)
             delete_metadata(uri, deleted)
-            print(f"{len(ids)} ledgers: metadata created in {created:.1f} s, entries stored in {filled:.1f} s; "
-                  f"{len(deleted)} ledgers' metadata deleted")
+            print(
+                f"{len(ids)} ledgers: metadata created in {created:.1f} s, entries stored in {filled:.1f} s; "
+                f"{len(deleted)} ledgers' metadata deleted"
+            )
             host, zport = zk.connect_string.split(":")
             status, wall, requests = bookied_pass(http_port, host, int(zport))
-            print(f"GC pass over {len(ids)} ledgers ({status['ledgersRemoved']} removed): "
-                  f"{status['lastGcDurationMs']} ms in the bookie ({wall:.2f} s from PUT to done); "
-                  f"{requests} ZooKeeper requests received meanwhile (session pings included); {load_note()}")
+            print(
+                f"GC pass over {len(ids)} ledgers ({status['ledgersRemoved']} removed): "
+                f"{status['lastGcDurationMs']} ms in the bookie ({wall:.2f} s from PUT to done); "
+                f"{requests} ZooKeeper requests received meanwhile (session pings included); {load_note()}"
+            )
             sample = range(1, min(args.exists_sample, len(ids)) + 1)
             took = exists_each(uri, sample)
-            print(f"for scale, one exists() per ledger (the rule before the range listing): {len(sample)} took "
-                  f"{took:.2f} s from this process, i.e. ~{took * len(ids) / len(sample):.1f} s and {len(ids)} "
-                  f"requests for {len(ids)} ledgers; {load_note()}")
+            print(
+                f"for scale, one exists() per ledger (the rule before the range listing): {len(sample)} took "
+                f"{took:.2f} s from this process, i.e. ~{took * len(ids) / len(sample):.1f} s and {len(ids)} "
+                f"requests for {len(ids)} ledgers; {load_note()}"
+            )
         finally:
             stop_bookied(proc)
             zk.stop()
@@ -248,9 +272,12 @@ def bookied_with_ledgers(base: Path, uri: str, ids: range, settings: dict):
     fill_store(base / "ledgers", ids)
     filled = time.perf_counter() - t0
     with open(base / "bookied.log", "ab") as out:  # the same bookie again
-        proc = subprocess.Popen([sys.executable, "-m", "bkctl.bookied", "--conf", str(base / "bk_server.conf"),
-                                 "--log-level", "WARNING"], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bkctl.bookied", "--conf", str(base / "bk_server.conf"), "--log-level", "WARNING"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     wait_running(http_port)
     return proc, http_port, created, filled
 
@@ -278,41 +305,59 @@ def side_by_side(peer_dir: str, ids: range, deleted: list[int], java_conf: dict)
         try:
             java_root = "/java-ledgers"
             java_uri = f"zk+hierarchical://{zk.connect_string}{java_root}"
-            java_pid = peer.start_bookies(1, zk.connect_string, java_root,
-                                          extra_conf="\n".join(f"{k}={v}" for k, v in java_conf.items()))[0]
+            java_pid = peer.start_bookies(
+                1, zk.connect_string, java_root, extra_conf="\n".join(f"{k}={v}" for k, v in java_conf.items())
+            )[0]
             t0 = time.perf_counter()
             create_metadata(java_uri, ids)
             created = time.perf_counter() - t0
             t0 = time.perf_counter()
             failed = add_one_entry_each(3181, ids)
-            print(f"Java bookie pid {java_pid} (root {java_root}): metadata of {len(ids)} ledgers created in "
-                  f"{created:.1f} s, one entry each added over the wire in {time.perf_counter() - t0:.1f} s "
-                  f"({failed} failed); {load_note()}", flush=True)
+            print(
+                f"Java bookie pid {java_pid} (root {java_root}): metadata of {len(ids)} ledgers created in "
+                f"{created:.1f} s, one entry each added over the wire in {time.perf_counter() - t0:.1f} s "
+                f"({failed} failed); {load_note()}",
+                flush=True,
+            )
             quiet = {k: v for k, v in java_conf.items() if k != "ledgerStorageClass"}
             proc, http_port, created, filled = bookied_with_ledgers(base / "bookie", uri, ids, quiet)
-            print(f"bookied (root /ledgers): metadata of {len(ids)} ledgers created in {created:.1f} s, entries "
-                  f"stored in {filled:.1f} s; {load_note()}", flush=True)
+            print(
+                f"bookied (root /ledgers): metadata of {len(ids)} ledgers created in {created:.1f} s, entries "
+                f"stored in {filled:.1f} s; {load_note()}",
+                flush=True,
+            )
             delete_metadata(uri, deleted)
             delete_metadata(java_uri, deleted)
-            print(f"{len(deleted)} ledgers' metadata deleted on both; Java index files before: "
-                  f"{java_index_files(java_ledgers)}", flush=True)
+            print(
+                f"{len(deleted)} ledgers' metadata deleted on both; Java index files before: "
+                f"{java_index_files(java_ledgers)}",
+                flush=True,
+            )
             results = []
             for r in (1, 2):
                 section(f"pass {r} ({'removes the deleted ledgers' if r == 1 else 'nothing left to remove'})")
                 status, wall, requests = bookied_pass(http_port, host, int(zport))
                 results.append((r, "bookied", status["lastGcDurationMs"] / 1000, requests, os.getloadavg()))
-                print(f"  bookied: {status['lastGcDurationMs']} ms in the bookie ({wall:.2f} s from PUT to done), "
-                      f"{status['ledgersRemoved']} ledgers removed so far; {requests} ZooKeeper requests received "
-                      f"meanwhile; {load_note()}", flush=True)
+                print(
+                    f"  bookied: {status['lastGcDurationMs']} ms in the bookie ({wall:.2f} s from PUT to done), "
+                    f"{status['ledgersRemoved']} ledgers removed so far; {requests} ZooKeeper requests received "
+                    f"meanwhile; {load_note()}",
+                    flush=True,
+                )
                 took, requests = java_pass(8001, host, int(zport))
                 results.append((r, "java", took, requests, os.getloadavg()))
-                print(f"  Java:    {took * 1000:.0f} ms from PUT until is_in_force_gc is false, "
-                      f"{java_index_files(java_ledgers)} index files left; {requests} ZooKeeper requests received "
-                      f"meanwhile; {load_note()}", flush=True)
+                print(
+                    f"  Java:    {took * 1000:.0f} ms from PUT until is_in_force_gc is false, "
+                    f"{java_index_files(java_ledgers)} index files left; {requests} ZooKeeper requests received "
+                    f"meanwhile; {load_note()}",
+                    flush=True,
+                )
             section(f"GC pass over {len(ids)} ledgers ({len(deleted)} deleted), side by side")
             for r, side, secs, requests, load in results:
-                print(f"  pass {r} {side:>7}: {secs:6.2f} s  {requests:5d} ZooKeeper requests  "
-                      f"load average {' '.join(f'{x:.2f}' for x in load)}")
+                print(
+                    f"  pass {r} {side:>7}: {secs:6.2f} s  {requests:5d} ZooKeeper requests  "
+                    f"load average {' '.join(f'{x:.2f}' for x in load)}"
+                )
         finally:
             stop_bookied(proc)
             peer.stop_bookies()

@@ -87,17 +87,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--idle", type=float, default=15.0, help="seconds of adds before the passes")
     p.add_argument("--busy", type=float, default=15.0, help="at least this many seconds of passes")
     p.add_argument("--interval", type=float, default=5.0, help="ms between two live adds")
-    p.add_argument("--windows", type=int, default=1,
-                   help="idle and GC windows alternated this many times a round (each --idle/N, --busy/N s), "
-                        "so that both see the same background load on a shared machine")
+    p.add_argument(
+        "--windows",
+        type=int,
+        default=1,
+        help="idle and GC windows alternated this many times a round (each --idle/N, --busy/N s), "
+        "so that both see the same background load on a shared machine",
+    )
     p.add_argument("--rounds", type=int, default=1)
     args = p.parse_args(argv)
 
     doc = json.loads((Path(args.dir) / "sandbox.json").read_text())
     bookie = doc["bookies"][0]
     port, http_port, zk_port = bookie["port"], bookie["http_port"], doc["zookeeper"]["port"]
-    print(f"bench_gc_scale: {args.ledgers:,} ledgers in metadata, {args.on_bookie:,} on {bookie['id']}; "
-          f"{load_note()}", flush=True)
+    print(
+        f"bench_gc_scale: {args.ledgers:,} ledgers in metadata, {args.on_bookie:,} on {bookie['id']}; {load_note()}",
+        flush=True,
+    )
     step = max(1, args.ledgers // args.on_bookie)
     marker = Path(args.dir) / "gc_filled.json"
     want = {"on_bookie": args.on_bookie, "step": step}
@@ -113,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     for rnd in range(args.rounds):
         live = args.ledgers - 2 * rnd  # has metadata and is not among those on the bookie (1 + k * step)
         section(f"round {rnd + 1} of {args.rounds}")
-        garbage = range(args.ledgers + 1 + rnd * 10 * args.garbage, args.ledgers + 1 + (rnd + 1) * 10 * args.garbage, 10)
+        garbage = range(
+            args.ledgers + 1 + rnd * 10 * args.garbage, args.ledgers + 1 + (rnd + 1) * 10 * args.garbage, 10
+        )
         if add_one_entry_each(port, garbage):
             print("  the garbage ledgers' adds failed", flush=True)
             return 1
@@ -136,14 +144,25 @@ def main(argv: list[str] | None = None) -> int:
         adds.stop.set()
         adds.join()
         for i, (dur, wall, zk, removed) in enumerate(passes):
-            print(f"  pass {i + 1}: {dur / 1000:6.2f} s (bookie), {wall:6.2f} s (wall), {zk:,} ZK requests, "
-                  f"{removed:,} ledgers removed", flush=True)
+            print(
+                f"  pass {i + 1}: {dur / 1000:6.2f} s (bookie), {wall:6.2f} s (wall), {zk:,} ZK requests, "
+                f"{removed:,} ledgers removed",
+                flush=True,
+            )
         idle, busy = adds.latencies.get("idle", []), adds.latencies.get("gc", [])
-        print(f"  live adds idle       p50 {ms(idle, .5)} ms  p99 {ms(idle, .99)} ms  max {ms(idle, 1)} ms  "
-              f"({len(idle)} adds)  [{idle_load}]", flush=True)
-        print(f"  live adds during GC  p50 {ms(busy, .5)} ms  p99 {ms(busy, .99)} ms  max {ms(busy, 1)} ms  "
-              f"({len(busy)} adds)  [{busy_load}]", flush=True)
-        print(f"  p99 during GC / idle: {pct(busy, .99) / pct(idle, .99):.2f}x; {adds.failed} adds failed", flush=True)
+        print(
+            f"  live adds idle       p50 {ms(idle, 0.5)} ms  p99 {ms(idle, 0.99)} ms  max {ms(idle, 1)} ms  "
+            f"({len(idle)} adds)  [{idle_load}]",
+            flush=True,
+        )
+        print(
+            f"  live adds during GC  p50 {ms(busy, 0.5)} ms  p99 {ms(busy, 0.99)} ms  max {ms(busy, 1)} ms  "
+            f"({len(busy)} adds)  [{busy_load}]",
+            flush=True,
+        )
+        print(
+            f"  p99 during GC / idle: {pct(busy, 0.99) / pct(idle, 0.99):.2f}x; {adds.failed} adds failed", flush=True
+        )
     return 0
 
 

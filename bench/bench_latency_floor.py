@@ -20,6 +20,7 @@ Whether the waiting adds come from the bookies or from sharing the cores shows
 here: the same CPU taken by plain burners raises the p99 about as much, and how
 long each process runs before it sleeps (its burst) matters more than the total.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,8 +65,10 @@ def main() -> None:
         parser.error("--cpu / --burners must be a share of one core, between 0 and 1")
     from bkctl.sandbox.cluster import sandbox_down, sandbox_up
 
-    section(f"live-add latency floor: {args.burners} burners taking {args.cpu:g} cores, "
-            f"5 bookieds, {args.probe_rate:g} adds/s")
+    section(
+        f"live-add latency floor: {args.burners} burners taking {args.cpu:g} cores, "
+        f"5 bookieds, {args.probe_rate:g} adds/s"
+    )
     tmp = tempfile.mkdtemp(prefix="bench-floor-")
     state = sandbox_up(tmp, bookies=5)
     probe = None
@@ -75,8 +78,10 @@ def main() -> None:
         for burst_ms in [float(b) for b in args.bursts_ms.split(",")]:
             idle = _window(probe, args.seconds)
             stop = multiprocessing.Event()
-            burners = [multiprocessing.Process(target=_burn, args=(share, burst_ms / 1000.0, stop), daemon=True)
-                       for _ in range(args.burners)]
+            burners = [
+                multiprocessing.Process(target=_burn, args=(share, burst_ms / 1000.0, stop), daemon=True)
+                for _ in range(args.burners)
+            ]
             for b in burners:
                 b.start()
             try:
@@ -86,8 +91,11 @@ def main() -> None:
                 stop.set()
                 for b in burners:
                     b.join(10)
-            print(f"  bursts of {burst_ms:g} ms: idle {latency_note(idle)}; burning {latency_note(busy)}; "
-                  f"p99 ratio {pct(busy, 0.99) / pct(idle, 0.99):.2f}x  ({note})", flush=True)
+            print(
+                f"  bursts of {burst_ms:g} ms: idle {latency_note(idle)}; burning {latency_note(busy)}; "
+                f"p99 ratio {pct(busy, 0.99) / pct(idle, 0.99):.2f}x  ({note})",
+                flush=True,
+            )
     finally:
         if probe is not None:
             probe.close()

@@ -6,6 +6,7 @@ the rack lookups included.  Prints figures; asserts nothing.
 
     python bench/bench_placement.py [--seconds 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,17 +39,25 @@ def main() -> None:
     racks = {b: f"/region{i % 5}/rack{i % RACKS}" for i, b in enumerate(bookies)}
     readonly = bookies[:20]
     rng = random.Random(1)
-    policies = [("random", RandomPlacement(rng)), ("rack", RackAwarePlacement(racks, rng=rng)),
-                ("region", RegionAwarePlacement(racks, rng=rng))]
+    policies = [
+        ("random", RandomPlacement(rng)),
+        ("rack", RackAwarePlacement(racks, rng=rng)),
+        ("region", RegionAwarePlacement(racks, rng=rng)),
+    ]
     print(f"{BOOKIES} bookies in {RACKS} racks; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     for name, p in policies:
-        bench(f"{name}: new ensemble E=3 Qw=2", lambda p=p: p.new_ensemble(3, bookies, readonly, write_quorum=2),
-              seconds)
-        bench(f"{name}: new ensemble E=5 Qw=3", lambda p=p: p.new_ensemble(5, bookies, readonly, write_quorum=3),
-              seconds)
+        bench(
+            f"{name}: new ensemble E=3 Qw=2", lambda p=p: p.new_ensemble(3, bookies, readonly, write_quorum=2), seconds
+        )
+        bench(
+            f"{name}: new ensemble E=5 Qw=3", lambda p=p: p.new_ensemble(5, bookies, readonly, write_quorum=3), seconds
+        )
         ens = p.new_ensemble(3, bookies, readonly, write_quorum=2)
-        bench(f"{name}: replace one bookie of E=3 Qw=2",
-              lambda p=p, ens=ens: p.replace_bookies(ens, [ens[0]], bookies, readonly, write_quorum=2), seconds)
+        bench(
+            f"{name}: replace one bookie of E=3 Qw=2",
+            lambda p=p, ens=ens: p.replace_bookies(ens, [ens[0]], bookies, readonly, write_quorum=2),
+            seconds,
+        )
 
 
 if __name__ == "__main__":

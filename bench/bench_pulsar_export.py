@@ -24,6 +24,7 @@ the CPU per message of this process and its descendants (Spark's JVM and
 Python workers; the bookies are not counted), and the load average.  It
 asserts nothing.  Everything it starts is stopped at the end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,16 +73,25 @@ def build_entries(messages: int, batch: int) -> list[bytes]:
     publish = 1_795_000_000_000
     for start in range(0, messages, batch):
         count = min(batch, messages - start)
-        body = pe.batch_payload([(pb.SingleMessageMetadata(partition_key=f"key-{(start + i) % 97}",
-                                                           sequence_id=start + i, event_time=publish + start + i),
-                                  b"%08d|" % (start + i) + b"x" * 40) for i in range(count)])
+        body = pe.batch_payload(
+            [
+                (
+                    pb.SingleMessageMetadata(
+                        partition_key=f"key-{(start + i) % 97}", sequence_id=start + i, event_time=publish + start + i
+                    ),
+                    b"%08d|" % (start + i) + b"x" * 40,
+                )
+                for i in range(count)
+            ]
+        )
         md = pe.metadata("bench-producer", start, publish + start, num_messages_in_batch=count)
         entries.append(pe.encode_entry(md, body, pb.LZ4))
     return entries
 
 
-def exports_in_turns(uri: str, work: Path, source, kinds, master: str, repeat: int, split_entries: int
-                     ) -> dict[str, list[tuple[float, float, dict]]]:
+def exports_in_turns(
+    uri: str, work: Path, source, kinds, master: str, repeat: int, split_entries: int
+) -> dict[str, list[tuple[float, float, dict]]]:
     """``run_export`` of ``source(kind)`` for each kind, ``repeat`` times in turns after one
     turn that warms Spark's workers up: per kind, ``(seconds, CPU seconds of this process
     tree, summary)`` of each counted run."""
@@ -94,8 +104,9 @@ def exports_in_turns(uri: str, work: Path, source, kinds, master: str, repeat: i
     try:
         for rep in range(repeat + 1):  # the first turn warms Spark's workers up and is not counted
             for kind in kinds:
-                opts = ExportOptions(out=str(work / f"out-{kind}"), master=master, mode="overwrite",
-                                     split_entries=split_entries)
+                opts = ExportOptions(
+                    out=str(work / f"out-{kind}"), master=master, mode="overwrite", split_entries=split_entries
+                )
                 with ZKMetadataStore(uri) as store:
                     cpu = tree_cpu()
                     t = time.monotonic()
@@ -134,8 +145,10 @@ def run(args, uri: str, work: Path) -> int:
 
     entries = build_entries(args.messages, args.batch)
     nbytes = sum(map(len, entries))
-    print(f"{args.messages:,} messages in {len(entries):,} entries of ~{nbytes // len(entries)} B (LZ4, batches of "
-          f"{args.batch}) in {args.ledgers} ledgers; {load_note()}")
+    print(
+        f"{args.messages:,} messages in {len(entries):,} entries of ~{nbytes // len(entries)} B (LZ4, batches of "
+        f"{args.batch}) in {args.ledgers} ledgers; {load_note()}"
+    )
     name = TopicName.parse(TOPIC).managed_ledger
     custom = {"application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": name.encode()}
     info = ml.ManagedLedgerInfo()
@@ -143,15 +156,17 @@ def run(args, uri: str, work: Path) -> int:
     with BlockingBookKeeper(uri, add_timeout=60.0, timeout=3600) as bk:
         per = -(-len(entries) // args.ledgers)
         for i in range(0, len(entries), per):
-            part = entries[i:i + per]
+            part = entries[i : i + per]
             with bk.create(3, 2, 2, password=b"", custom_metadata=custom) as lh:
                 lh.add_many(part)
             ids.append(lh.ledger_id)
-            info.ledgerInfo.add(ledgerId=lh.ledger_id, entries=len(part), size=sum(map(len, part)),
-                                timestamp=int(time.time() * 1000))
+            info.ledgerInfo.add(
+                ledgerId=lh.ledger_id, entries=len(part), size=sum(map(len, part)), timestamp=int(time.time() * 1000)
+            )
     with raw_zookeeper(uri) as (broker, root):  # the managed ledger, as Pulsar's broker writes it
-        broker.create(P.managed_ledger_path(P.managed_ledgers_base(root), name), info.SerializeToString(),
-                      makepath=True)
+        broker.create(
+            P.managed_ledger_path(P.managed_ledgers_base(root), name), info.SerializeToString(), makepath=True
+        )
 
     # the decoder alone, one core: rows made into Arrow record batches as the export's tasks do
     from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema
@@ -162,10 +177,13 @@ def run(args, uri: str, work: Path) -> int:
     BatchRows = fastpath.selected().batch_rows
 
     schema = arrow_schema(TOPIC_COLUMNS)
-    print(f"batch splitter in use: {BatchRows.__name__} (C extension {'usable' if c_splitter() else 'MISSING'}, "
-          f"BKCTL_FASTPATHS {'on' if fastpath.selected().enabled else 'off'})")
-    splitters = ([("decode to Arrow, C splitter (one core)", BatchRows)] if BatchRows is not PyMessageRows else []) + \
-        [("decode to Arrow, Python splitter (one core)", PyMessageRows)]
+    print(
+        f"batch splitter in use: {BatchRows.__name__} (C extension {'usable' if c_splitter() else 'MISSING'}, "
+        f"BKCTL_FASTPATHS {'on' if fastpath.selected().enabled else 'off'})"
+    )
+    splitters = ([("decode to Arrow, C splitter (one core)", BatchRows)] if BatchRows is not PyMessageRows else []) + [
+        ("decode to Arrow, Python splitter (one core)", PyMessageRows)
+    ]
     for label, splitter in splitters:
         cpu = time.process_time()
         t = time.monotonic()
@@ -176,16 +194,20 @@ def run(args, uri: str, work: Path) -> int:
                 [_to_batch(part, schema) for part in dec.take_parts()]
         [_to_batch(part, schema) for part in dec.take_parts()]
         seconds, cpu = time.monotonic() - t, time.process_time() - cpu
-        print(f"{label:36} {args.messages / seconds:>10,.0f} messages/s  {len(entries) / seconds:>9,.0f} entries/s  "
-              f"{cpu / args.messages * 1e6:6.2f} us CPU/message")
+        print(
+            f"{label:36} {args.messages / seconds:>10,.0f} messages/s  {len(entries) / seconds:>9,.0f} entries/s  "
+            f"{cpu / args.messages * 1e6:6.2f} us CPU/message"
+        )
 
     def source(kind):
-        return LedgerSource(LedgerSelection(spec)) if kind == "raw" else \
-            TopicSource(TopicSpec(TOPIC, scan_first=False))  # as bkctl export does
+        return (
+            LedgerSource(LedgerSelection(spec)) if kind == "raw" else TopicSource(TopicSpec(TOPIC, scan_first=False))
+        )  # as bkctl export does
 
     spec = parse_ledger_spec(",".join(map(str, ids)))
-    results = exports_in_turns(uri, work, source, ("raw", "topic"), args.master, args.repeat,
-                               max(1, len(entries) // (2 * args.ledgers)))
+    results = exports_in_turns(
+        uri, work, source, ("raw", "topic"), args.master, args.repeat, max(1, len(entries) // (2 * args.ledgers))
+    )
 
     medians = {}
     for kind, runs in results.items():
@@ -194,16 +216,22 @@ def run(args, uri: str, work: Path) -> int:
         medians[kind] = secs
         s = runs[0][2]
         rows = s.get("messages", s["entries"])
-        print(f"{kind + ' export (' + args.master + ')':34} {len(entries) / secs:>9,.0f} entries/s  "
-              f"{args.messages / secs:>10,.0f} messages/s  {nbytes / secs / 2**20:7.2f} MiB/s  "
-              f"{cpu / args.messages * 1e6:6.2f} us CPU/message  rows {rows:,}  ({secs:.2f} s median of "
-              f"{len(runs)})")
+        print(
+            f"{kind + ' export (' + args.master + ')':34} {len(entries) / secs:>9,.0f} entries/s  "
+            f"{args.messages / secs:>10,.0f} messages/s  {nbytes / secs / 2**20:7.2f} MiB/s  "
+            f"{cpu / args.messages * 1e6:6.2f} us CPU/message  rows {rows:,}  ({secs:.2f} s median of "
+            f"{len(runs)})"
+        )
     plan = statistics.median(r[2]["timings"]["plan"] for r in results["topic"])
     again = statistics.median(r[2]["timings"].get("write_again", 0.0) for r in results["topic"])
-    print(f"topic export's plan: {plan:.2f} s, tasks read again for transactions: {again:.2f} s (medians; "
-          f"the raw export's plan: {statistics.median(r[2]['timings']['plan'] for r in results['raw']):.2f} s)")
-    print(f"topic export entries/s = {medians['raw'] / medians['topic']:.0%} of the raw export's (target >= 80%); "
-          f"{load_note()}")
+    print(
+        f"topic export's plan: {plan:.2f} s, tasks read again for transactions: {again:.2f} s (medians; "
+        f"the raw export's plan: {statistics.median(r[2]['timings']['plan'] for r in results['raw']):.2f} s)"
+    )
+    print(
+        f"topic export entries/s = {medians['raw'] / medians['topic']:.0%} of the raw export's (target >= 80%); "
+        f"{load_note()}"
+    )
     return 0
 
 

@@ -22,6 +22,7 @@ the raw one's (target: at least 80%), the CPU per message of this process and
 its descendants, and the load average.  It asserts nothing.  Everything it
 starts is stopped at the end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,12 +38,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_pulsar_export import exports_in_turns  # noqa: E402
 
 TOPIC = "persistent://public/default/bench-typed"
-SCHEMA = {"type": "record", "name": "Order", "namespace": "bench", "fields": [
-    {"name": "id", "type": "long"}, {"name": "customer", "type": "string"}, {"name": "amount", "type": "double"},
-    {"name": "state", "type": {"type": "enum", "name": "State", "symbols": ["NEW", "PAID", "SHIPPED"]}},
-    {"name": "tags", "type": {"type": "array", "items": "string"}},
-    {"name": "note", "type": ["null", "string"], "default": None},
-    {"name": "placed_at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
+SCHEMA = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "bench",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "customer", "type": "string"},
+        {"name": "amount", "type": "double"},
+        {"name": "state", "type": {"type": "enum", "name": "State", "symbols": ["NEW", "PAID", "SHIPPED"]}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "placed_at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    ],
+}
 
 
 def build_entries(messages: int, batch: int) -> list[bytes]:
@@ -62,12 +71,23 @@ def build_entries(messages: int, batch: int) -> list[bytes]:
         bodies = []
         for i in range(start, start + count):
             buf = io.BytesIO()
-            fastavro.schemaless_writer(buf, parsed, {
-                "id": i, "customer": f"customer-{i % 1000}", "amount": i / 100, "state": ("NEW", "PAID", "SHIPPED")[i % 3],
-                "tags": ["a", "bb"][: i % 3], "note": None if i % 2 else "gift", "placed_at": publish + i})
+            fastavro.schemaless_writer(
+                buf,
+                parsed,
+                {
+                    "id": i,
+                    "customer": f"customer-{i % 1000}",
+                    "amount": i / 100,
+                    "state": ("NEW", "PAID", "SHIPPED")[i % 3],
+                    "tags": ["a", "bb"][: i % 3],
+                    "note": None if i % 2 else "gift",
+                    "placed_at": publish + i,
+                },
+            )
             bodies.append((pb.SingleMessageMetadata(partition_key=f"key-{i % 97}", sequence_id=i), buf.getvalue()))
-        md = pe.metadata("bench-producer", start, publish + start, num_messages_in_batch=count,
-                         schema_version=version_bytes(0))
+        md = pe.metadata(
+            "bench-producer", start, publish + start, num_messages_in_batch=count, schema_version=version_bytes(0)
+        )
         entries.append(pe.encode_entry(md, pe.batch_payload(bodies), pb.LZ4))
     return entries
 
@@ -105,27 +125,41 @@ def store_topic(uri: str, entries: list[bytes], ledgers: int) -> list[int]:
     with BlockingBookKeeper(uri, add_timeout=60.0, timeout=3600) as bk:
         per = -(-len(entries) // ledgers)
         for i in range(0, len(entries), per):
-            part = entries[i:i + per]
+            part = entries[i : i + per]
             with bk.create(3, 2, 2, password=b"", custom_metadata=custom) as lh:
                 lh.add_many(part)
             ids.append(lh.ledger_id)
-            info.ledgerInfo.add(ledgerId=lh.ledger_id, entries=len(part), size=sum(map(len, part)),
-                                timestamp=int(time.time() * 1000))
-        schema_info = spb.SchemaInfo(schema_id=sid, user="", type=spb.SchemaInfo.AVRO, schema=data,
-                                     timestamp=int(time.time() * 1000), deleted=False)
+            info.ledgerInfo.add(
+                ledgerId=lh.ledger_id, entries=len(part), size=sum(map(len, part)), timestamp=int(time.time() * 1000)
+            )
+        schema_info = spb.SchemaInfo(
+            schema_id=sid,
+            user="",
+            type=spb.SchemaInfo.AVRO,
+            schema=data,
+            timestamp=int(time.time() * 1000),
+            deleted=False,
+        )
         entry = spb.SchemaEntry(schema_data=schema_info.SerializeToString())
         entry.index.add(version=0, position=spb.PositionInfo(ledgerId=-1, entryId=-1), hash=schema_hash(data))
-        with bk.create(2, 2, 2, password=b"", custom_metadata={
-                "application": b"pulsar", "component": b"schema", "pulsar/schemaId": sid.encode()}) as lh:
+        with bk.create(
+            2,
+            2,
+            2,
+            password=b"",
+            custom_metadata={"application": b"pulsar", "component": b"schema", "pulsar/schemaId": sid.encode()},
+        ) as lh:
             lh.add(entry.SerializeToString())
-        located = spb.IndexEntry(version=0, position=spb.PositionInfo(ledgerId=lh.ledger_id, entryId=0),
-                                 hash=schema_hash(data))
+        located = spb.IndexEntry(
+            version=0, position=spb.PositionInfo(ledgerId=lh.ledger_id, entryId=0), hash=schema_hash(data)
+        )
         locator = spb.SchemaLocator(info=located, index=[located])
     with raw_zookeeper(uri) as (broker, root):
         base = P.managed_ledgers_base(root)
         broker.create(P.managed_ledger_path(base, name), info.SerializeToString(), makepath=True)
-        broker.create(posixpath.join(posixpath.dirname(base), "schemas", sid), locator.SerializeToString(),
-                      makepath=True)
+        broker.create(
+            posixpath.join(posixpath.dirname(base), "schemas", sid), locator.SerializeToString(), makepath=True
+        )
     return ids
 
 
@@ -139,14 +173,15 @@ def run(args, uri: str, work: Path) -> int:
 
     entries = build_entries(args.messages, args.batch)
     nbytes = sum(map(len, entries))
-    print(f"{args.messages:,} AVRO messages in {len(entries):,} entries of ~{nbytes // len(entries)} B (LZ4, "
-          f"batches of {args.batch}) in {args.ledgers} ledgers; {load_note()}")
+    print(
+        f"{args.messages:,} AVRO messages in {len(entries):,} entries of ~{nbytes // len(entries)} B (LZ4, "
+        f"batches of {args.batch}) in {args.ledgers} ledgers; {load_note()}"
+    )
     ids = store_topic(uri, entries, args.ledgers)
 
     # the decoder alone, one core: raw rows, then the same with their values typed
     schema = arrow_schema(TOPIC_COLUMNS)
-    view = TypedView({0: StoredSchema("public/default/bench-typed", "", "AVRO", json.dumps(SCHEMA).encode(), 0,
-                                      False)})
+    view = TypedView({0: StoredSchema("public/default/bench-typed", "", "AVRO", json.dumps(SCHEMA).encode(), 0, False)})
     part = TopicRange(TOPIC, -1, ids[0], 0, len(entries) - 1, len(entries) - 1, typed=view)
     for label, typed in (("decode to Arrow, raw (one core)", False), ("decode to Arrow, typed (one core)", True)):
         cpu = time.process_time()
@@ -159,14 +194,23 @@ def run(args, uri: str, work: Path) -> int:
                 if dec.rows >= 32_768:
                     yield from (record_batch(p, schema) for p in dec.take_parts())
             yield from (record_batch(p, schema) for p in dec.take_parts())
-        for _ in (_typed(batches(), part, schema, None) if typed else batches()):
+
+        for _ in _typed(batches(), part, schema, None) if typed else batches():
             pass
         seconds, cpu = time.monotonic() - t, time.process_time() - cpu
-        print(f"{label:36} {args.messages / seconds:>10,.0f} messages/s  {cpu / args.messages * 1e6:6.2f} us "
-              "CPU/message")
+        print(
+            f"{label:36} {args.messages / seconds:>10,.0f} messages/s  {cpu / args.messages * 1e6:6.2f} us CPU/message"
+        )
 
-    results = exports_in_turns(uri, work, lambda kind: TopicSource(TopicSpec(TOPIC, raw=kind == "raw", scan_first=False)),
-                               ("raw", "typed"), args.master, args.repeat, max(1, len(entries) // (2 * args.ledgers)))
+    results = exports_in_turns(
+        uri,
+        work,
+        lambda kind: TopicSource(TopicSpec(TOPIC, raw=kind == "raw", scan_first=False)),
+        ("raw", "typed"),
+        args.master,
+        args.repeat,
+        max(1, len(entries) // (2 * args.ledgers)),
+    )
 
     medians = {}
     for kind, runs in results.items():
@@ -175,11 +219,15 @@ def run(args, uri: str, work: Path) -> int:
         medians[kind] = secs
         s = runs[0][2]
         typed = (s.get("schema") or {}).get("typed")
-        print(f"{kind + ' export (' + args.master + ')':30} {args.messages / secs:>10,.0f} messages/s  "
-              f"{cpu / args.messages * 1e6:6.2f} us CPU/message  rows {s['messages']:,}  typed {typed}  "
-              f"({secs:.2f} s median of {len(runs)})")
-    print(f"typed export messages/s = {medians['raw'] / medians['typed']:.0%} of the raw export's "
-          f"(target >= 80%); {load_note()}")
+        print(
+            f"{kind + ' export (' + args.master + ')':30} {args.messages / secs:>10,.0f} messages/s  "
+            f"{cpu / args.messages * 1e6:6.2f} us CPU/message  rows {s['messages']:,}  typed {typed}  "
+            f"({secs:.2f} s median of {len(runs)})"
+        )
+    print(
+        f"typed export messages/s = {medians['raw'] / medians['typed']:.0%} of the raw export's "
+        f"(target >= 80%); {load_note()}"
+    )
     return 0
 
 

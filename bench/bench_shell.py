@@ -14,6 +14,7 @@ prompt within 300 ms, a completion from the cache within 50 ms, ``bkctl
   ledgers, for several prefixes, measured in the process;
 * ``bkctl --version`` and ``bkctl --help``: wall time of the process.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,12 +34,14 @@ from common import raw_zookeeper  # noqa: E402
 _ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
 
 # bkctl shell, also before the lead has registered it in bkctl/cli.py
-_SHELL_LAUNCH = ("import sys\n"
-                 "from bkctl.cli import cli, run\n"
-                 "if 'shell' not in cli.commands:\n"
-                 "    from bkctl.commands.shell import shell\n"
-                 "    cli.add_command(shell)\n"
-                 "sys.exit(run(['shell', *sys.argv[1:]]))\n")
+_SHELL_LAUNCH = (
+    "import sys\n"
+    "from bkctl.cli import cli, run\n"
+    "if 'shell' not in cli.commands:\n"
+    "    from bkctl.commands.shell import shell\n"
+    "    cli.add_command(shell)\n"
+    "sys.exit(run(['shell', *sys.argv[1:]]))\n"
+)
 
 
 def ms(seconds: float) -> str:
@@ -61,13 +64,20 @@ def bench_process(argv: list[str], runs: int) -> list[float]:
 def bench_first_prompt(uri: str, runs: int, home: Path) -> list[float]:
     import pexpect
 
-    env = dict(_ENV, HOME=str(home), XDG_DATA_HOME=str(home / "data"), XDG_CONFIG_HOME=str(home / "config"),
-               TERM="xterm")
+    env = dict(
+        _ENV, HOME=str(home), XDG_DATA_HOME=str(home / "data"), XDG_CONFIG_HOME=str(home / "config"), TERM="xterm"
+    )
     times = []
     for _ in range(runs):
         started = time.perf_counter()
-        child = pexpect.spawn(sys.executable, ["-c", _SHELL_LAUNCH, "-m", uri], env=env, encoding="utf-8",
-                              dimensions=(40, 120), timeout=30)
+        child = pexpect.spawn(
+            sys.executable,
+            ["-c", _SHELL_LAUNCH, "-m", uri],
+            env=env,
+            encoding="utf-8",
+            dimensions=(40, 120),
+            timeout=30,
+        )
         buffer = ""
         while "bkctl>" not in buffer:
             data = child.read_nonblocking(65536, timeout=30)
@@ -124,12 +134,22 @@ def bench_completion(uri: str, ledgers: int, rounds: int) -> None:
         print("  the cache did not load within 60 s")
         return
     loaded = time.perf_counter() - started
-    print(f"  cache loaded {cache.ledger_count} ledger ids in {ms(loaded)} "
-          f"(listing {ms(cache.last_ledger_refresh or 0)}), in the background")
+    print(
+        f"  cache loaded {cache.ledger_count} ledger ids in {ms(loaded)} "
+        f"(listing {ms(cache.last_ledger_refresh or 0)}), in the background"
+    )
     set_session_source(cache)
     completer = ShellCompleter(cli, App(metadata_uri=uri, interactive=True))
-    lines = ["ledger show ", "ledger show 1", "ledger show 12", "ledger show 123", "ledger show 9999",
-             "ledger l", "autorecovery ", "ledger list --state "]
+    lines = [
+        "ledger show ",
+        "ledger show 1",
+        "ledger show 12",
+        "ledger show 123",
+        "ledger show 9999",
+        "ledger l",
+        "autorecovery ",
+        "ledger list --state ",
+    ]
     try:
         for line in lines:
             samples, count = [], 0
@@ -162,12 +182,18 @@ def main() -> None:
             uri = f"zk+hierarchical://{server.connect_string}/bench/ledgers"
         try:
             print(f"cluster: {uri}")
-            print("bkctl --version:      " + summary(bench_process([sys.executable, "-m", "bkctl", "--version"],
-                                                                   args.runs)))
-            print("bkctl --help:         " + summary(bench_process([sys.executable, "-m", "bkctl", "--help"],
-                                                                   args.runs)))
-            print("python -c pass:       " + summary(bench_process([sys.executable, "-c", "pass"], args.runs))
-                  + "  (the interpreter alone)")
+            print(
+                "bkctl --version:      "
+                + summary(bench_process([sys.executable, "-m", "bkctl", "--version"], args.runs))
+            )
+            print(
+                "bkctl --help:         " + summary(bench_process([sys.executable, "-m", "bkctl", "--help"], args.runs))
+            )
+            print(
+                "python -c pass:       "
+                + summary(bench_process([sys.executable, "-c", "pass"], args.runs))
+                + "  (the interpreter alone)"
+            )
             created = make_ledgers(uri, args.ledgers)
             if created:
                 print(f"created {args.ledgers} ledgers in {created:.1f} s")

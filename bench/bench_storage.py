@@ -7,6 +7,7 @@ Prints figures, asserts nothing. Usage::
 
 ``--dir`` picks the file system to measure (default: a temporary directory).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,10 @@ def bench_fsync(base: str, n: int) -> None:
             lat.append(time.perf_counter() - t)
         os.close(fd)
         os.unlink(path)
-        print(f"  {mode:13s} p50 {pct(lat, .5) * 1e6:7.0f} us   p99 {pct(lat, .99) * 1e6:7.0f} us   "
-              f"mean {sum(lat) / n * 1e6:6.0f} us")
+        print(
+            f"  {mode:13s} p50 {pct(lat, 0.5) * 1e6:7.0f} us   p99 {pct(lat, 0.99) * 1e6:7.0f} us   "
+            f"mean {sum(lat) / n * 1e6:6.0f} us"
+        )
 
 
 # ------------------------------------------------------------------ journal
@@ -80,9 +83,11 @@ def bench_journal_flat_out(base: str, n: int, wait_ms: float) -> None:
     cpu = time.process_time() - c0
     st = j.stats
     j.close()
-    print(f"  wait {wait_ms:3.1f} ms: {n / dt:9,.0f} appends/s   {st.records / max(1, st.fsyncs):7.1f} "
-          f"entries/fsync   {st.fsyncs} fsyncs   cpu {cpu / n * 1e6:4.1f} us/append   "
-          f"JournalFull {full}")
+    print(
+        f"  wait {wait_ms:3.1f} ms: {n / dt:9,.0f} appends/s   {st.records / max(1, st.fsyncs):7.1f} "
+        f"entries/fsync   {st.fsyncs} fsyncs   cpu {cpu / n * 1e6:4.1f} us/append   "
+        f"JournalFull {full}"
+    )
     shutil.rmtree(d)
 
 
@@ -98,6 +103,7 @@ def bench_journal_paced(base: str, rate: int, seconds: float, wait_ms: float) ->
             lat.append(time.perf_counter() - t0)
             if len(lat) == total:
                 done.set()
+
         return cb
 
     j = Journal(d, max_group_wait_ms=wait_ms)
@@ -119,10 +125,12 @@ def bench_journal_paced(base: str, rate: int, seconds: float, wait_ms: float) ->
     cpu = time.process_time() - c0
     st = j.stats
     j.close()
-    print(f"  {rate:,}/s paced, wait {wait_ms:3.1f} ms: latency p50 {pct(lat, .5) * 1e3:5.2f} ms "
-          f"p99 {pct(lat, .99) * 1e3:5.2f} ms   {st.records / max(1, st.fsyncs):6.1f} entries/fsync   "
-          f"{st.fsyncs / wall:6.0f} fsyncs/s   process cpu {cpu / wall * 100:4.0f}% of one core "
-          f"({cpu / total * 1e6:.1f} us/append incl. the producer)")
+    print(
+        f"  {rate:,}/s paced, wait {wait_ms:3.1f} ms: latency p50 {pct(lat, 0.5) * 1e3:5.2f} ms "
+        f"p99 {pct(lat, 0.99) * 1e3:5.2f} ms   {st.records / max(1, st.fsyncs):6.1f} entries/fsync   "
+        f"{st.fsyncs / wall:6.0f} fsyncs/s   process cpu {cpu / wall * 100:4.0f}% of one core "
+        f"({cpu / total * 1e6:.1f} us/append incl. the producer)"
+    )
     shutil.rmtree(d)
 
 
@@ -145,8 +153,10 @@ def bench_entrystore(base: str, n: int) -> None:
     dt = time.perf_counter() - t
     print(f"  get_entry, cached         {len(sample) / dt:12,.0f} /s")
     res = s.flush()
-    print(f"  flush                     {res.seconds * 1e3:9.0f} ms for {res.entries:,} entries "
-          f"({res.entries / res.seconds:,.0f} entries/s, incl. log fdatasync + index commit)")
+    print(
+        f"  flush                     {res.seconds * 1e3:9.0f} ms for {res.entries:,} entries "
+        f"({res.entries / res.seconds:,.0f} entries/s, incl. log fdatasync + index commit)"
+    )
     t = time.perf_counter()
     for l, e in sample:
         s.get_entry(l, e)
@@ -170,8 +180,7 @@ def bench_entrystore(base: str, n: int) -> None:
 
 # ------------------------------------------------------------------ index choice
 def bench_index(base: str, n: int, repeat: int = 3) -> None:
-    section(f"index: (ledger, entry) -> (log, offset, length), {n:,} rows, batches of 10,000, "
-            f"best of {repeat}")
+    section(f"index: (ledger, entry) -> (log, offset, length), {n:,} rows, batches of 10,000, best of {repeat}")
     best: dict[str, list[float]] = {}
     for r in range(repeat):
         for name, put, get in _index_round(os.path.join(base, f"index-{r}"), n):
@@ -187,18 +196,19 @@ def _index_round(base: str, n: int) -> list:
     rows = [(1 + i // 1000, i % 1000, 1, 64 + i * 124, 124) for i in range(n)]
     keys = [(r[0], r[1]) for r in rows]
     random.Random(2).shuffle(keys)
-    gets = keys[:min(n, 100_000)]
+    gets = keys[: min(n, 100_000)]
 
     path = os.path.join(base, "index.sqlite")
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=FULL")
-    db.execute("CREATE TABLE idx(l INTEGER, e INTEGER, log INTEGER, off INTEGER, len INTEGER, "
-               "PRIMARY KEY(l, e)) WITHOUT ROWID")
+    db.execute(
+        "CREATE TABLE idx(l INTEGER, e INTEGER, log INTEGER, off INTEGER, len INTEGER, PRIMARY KEY(l, e)) WITHOUT ROWID"
+    )
     t = time.perf_counter()
     for k in range(0, n, 10_000):
         db.execute("BEGIN")
-        db.executemany("INSERT OR REPLACE INTO idx VALUES (?, ?, ?, ?, ?)", rows[k:k + 10_000])
+        db.executemany("INSERT OR REPLACE INTO idx VALUES (?, ?, ?, ?, ?)", rows[k : k + 10_000])
         db.execute("COMMIT")
     put = n / (time.perf_counter() - t)
     q = "SELECT log, off, len FROM idx WHERE l = ? AND e = ?"
@@ -219,7 +229,7 @@ def _index_round(base: str, n: int) -> list:
     vp = struct.Struct(">QII")
     t = time.perf_counter()
     for k in range(0, n, 10_000):
-        items = [(kp.pack(r[0], r[1]), vp.pack(r[2], r[3], r[4])) for r in rows[k:k + 10_000]]
+        items = [(kp.pack(r[0], r[1]), vp.pack(r[2], r[3], r[4])) for r in rows[k : k + 10_000]]
         with env.begin(write=True, db=idx) as txn:
             txn.cursor().putmulti(items)
     put = n / (time.perf_counter() - t)
@@ -230,8 +240,7 @@ def _index_round(base: str, n: int) -> list:
         txn.abort()
     get = len(gets) / (time.perf_counter() - t)
     env.close()
-    out.append((f"lmdb {'.'.join(map(str, lmdb.version()))} (putmulti, a read txn per get, packing incl.)",
-                put, get))
+    out.append((f"lmdb {'.'.join(map(str, lmdb.version()))} (putmulti, a read txn per get, packing incl.)", put, get))
     return out
 
 

@@ -9,6 +9,7 @@ nothing.
 
     .venv/bin/python bench/bench_tls.py [--entries N] [--size B] [--rounds R]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,10 @@ def main() -> None:
                 for name in ("plain", "tls") if r % 2 == 0 else ("tls", "plain"):
                     adds, reads = measure(clients[name], args.entries, args.size)
                     results[name].append((adds, reads))
-                    print(f"  round {r + 1} {name:5s}: {adds:9,.0f} adds/s  {reads:9,.0f} reads/s   ({load_note()})",
-                          flush=True)
+                    print(
+                        f"  round {r + 1} {name:5s}: {adds:9,.0f} adds/s  {reads:9,.0f} reads/s   ({load_note()})",
+                        flush=True,
+                    )
         finally:
             for bk in clients.values():
                 bk.close()
@@ -71,8 +74,10 @@ def main() -> None:
         print(f"\n{args.entries} x {args.size} B, E/Qw/Qa 3/2/2, best of {args.rounds}:")
         for i, what in enumerate(("adds/s", "reads/s")):
             plain, tls = best["plain"][i], best["tls"][i]
-            print(f"  {what:8s} plain {plain:9,.0f}   TLS {tls:9,.0f}   TLS costs {100 * (1 - tls / plain):5.1f}% "
-                  f"(target <= 25%)")
+            print(
+                f"  {what:8s} plain {plain:9,.0f}   TLS {tls:9,.0f}   TLS costs {100 * (1 - tls / plain):5.1f}% "
+                f"(target <= 25%)"
+            )
     finally:
         for d in dirs.values():
             sandbox_down(d, purge=True)

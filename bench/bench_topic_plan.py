@@ -52,11 +52,19 @@ def managed_ledger_info(ids: range, now_ms: int) -> bytes:
         ctx.complete = ctx.bookkeeperDeleted = False
         ctx.timestamp = now_ms
         ctx.driverMetadata.name = "aws-s3"
-        for key, value in (("bucket", "pulsar-offload-prod-eu-west-1"), ("region", "eu-west-1"),
-                           ("endpoint", "https://s3.eu-west-1.amazonaws.com")):
+        for key, value in (
+            ("bucket", "pulsar-offload-prod-eu-west-1"),
+            ("region", "eu-west-1"),
+            ("endpoint", "https://s3.eu-west-1.amazonaws.com"),
+        ):
             ctx.driverMetadata.properties.add(key=key, value=value)
-        ctx.offloadSegment.add(uidMsb=rnd.getrandbits(63), uidLsb=rnd.getrandbits(63), complete=False,
-                               assignedTimestamp=now_ms, endEntryId=999)
+        ctx.offloadSegment.add(
+            uidMsb=rnd.getrandbits(63),
+            uidLsb=rnd.getrandbits(63),
+            complete=False,
+            assignedTimestamp=now_ms,
+            endEntryId=999,
+        )
     return info.SerializeToString()
 
 
@@ -80,13 +88,15 @@ def fill(uri: str, n: int) -> dict[str, int]:
     plain = managed_ledger_info(ids, now)
     sizes = {"none": len(plain)}
     with raw_zookeeper(uri) as (zk, root):
-        for parent in sorted({p for lid in range(FIRST, FIRST + n, 5000) for p in P.ledger_parent_paths(lid)}
-                             | set(P.ledger_parent_paths(FIRST + n - 1))):
+        for parent in sorted(
+            {p for lid in range(FIRST, FIRST + n, 5000) for p in P.ledger_parent_paths(lid)}
+            | set(P.ledger_parent_paths(FIRST + n - 1))
+        ):
             zk.ensure_path(parent)
         md = serialize_ledger_metadata(LedgerMetadata.new(["127.0.0.1:3181"], 1, 1, password=b"").closed(999, 10**6))
         for lo in range(0, n, 1000):
             tx = zk.transaction()
-            for ledger_id in ids[lo:lo + 1000]:
+            for ledger_id in ids[lo : lo + 1000]:
                 tx.create(P.ledger_path(ledger_id, root=root), md)
             commit_or_exit(tx, f"ledger {ids[lo]}")
         base = P.managed_ledgers_base(root)
@@ -108,8 +118,9 @@ def main(argv: list[str] | None = None) -> int:
 
     bkctl = str(Path(sys.executable).with_name("bkctl"))
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-plan-"))
-    up = subprocess.run([bkctl, "sandbox", "up", "--bookies", "1", "--dir", str(work), "--json"],
-                        capture_output=True, text=True)
+    up = subprocess.run(
+        [bkctl, "sandbox", "up", "--bookies", "1", "--dir", str(work), "--json"], capture_output=True, text=True
+    )
     if up.returncode != 0:
         print(up.stderr, file=sys.stderr)
         return 1
@@ -159,8 +170,11 @@ def run(uri: str, zk_port: int, args) -> None:
                 plan = TopicSource(TopicSpec(topic, raw=True, scan_first=False)).plan(store, NoBookies(), 100_000)
                 took = time.perf_counter() - t0
                 requests = zk_packets("127.0.0.1", zk_port) - before - 1
-            print(f"  {kind:5} {len(ml.info.ledgerInfo):,} ledgers: read {t_read:6.2f} s, plan {took:6.2f} s "
-                  f"({len(plan.tasks):,} tasks), {requests:,} ZK requests  [{load}]", flush=True)
+            print(
+                f"  {kind:5} {len(ml.info.ledgerInfo):,} ledgers: read {t_read:6.2f} s, plan {took:6.2f} s "
+                f"({len(plan.tasks):,} tasks), {requests:,} ZK requests  [{load}]",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -5,13 +5,23 @@ and a ZooKeeper client of the bench's own, for what it writes as another program
 The benchmarks run as scripts (``python bench/bench_x.py``), so ``bench/`` is
 on ``sys.path`` and they import this module as ``common``.
 """
+
 from __future__ import annotations
 
 import os
 from contextlib import contextmanager
 
-__all__ = ["bookie_metrics", "cpu_seconds", "histogram_quantile", "in_sandbox", "load_note", "pct", "pct_ms",
-           "raw_zookeeper", "section"]
+__all__ = [
+    "bookie_metrics",
+    "cpu_seconds",
+    "histogram_quantile",
+    "in_sandbox",
+    "load_note",
+    "pct",
+    "pct_ms",
+    "raw_zookeeper",
+    "section",
+]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -68,15 +78,19 @@ def bookie_metrics(*http_ports: int) -> dict[str, float]:
     return total
 
 
-def histogram_quantile(before: dict[str, float], after: dict[str, float], name: str, q: float,
-                       labels: str = "") -> float:
+def histogram_quantile(
+    before: dict[str, float], after: dict[str, float], name: str, q: float, labels: str = ""
+) -> float:
     """Upper bound of the bucket holding quantile ``q`` (0..1) of what histogram
     ``name`` observed between two :func:`bookie_metrics` scrapes; ``labels`` as
     the bookie renders them before ``le`` (e.g. ``op="add",``).  NaN when it
     observed nothing."""
     prefix = f'{name}_bucket{{{labels}le="'
-    buckets = sorted((float(series[len(prefix):-2]), value - before.get(series, 0.0))
-                     for series, value in after.items() if series.startswith(prefix))
+    buckets = sorted(
+        (float(series[len(prefix) : -2]), value - before.get(series, 0.0))
+        for series, value in after.items()
+        if series.startswith(prefix)
+    )
     if not buckets or buckets[-1][1] <= 0:
         return float("nan")
     for bound, seen in buckets:

@@ -55,6 +55,7 @@ run until then are reported).
 
     python bench/faults.py [--rounds 100] [--seed N] [--everything] [--set KEY=VALUE] [--json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -93,18 +94,31 @@ ZK_SESSION_MS = 4000
 WINDOW = 8
 PAUSE = 0.03
 BOOKIE_SETTINGS = dict(
-    zkTimeout=ZK_SESSION_MS, flushInterval=1000, diskCheckInterval=1000, gcWaitTime=3000,
-    journalPreAllocSizeMB=1, journalMaxSizeMB=8, dbStorage_writeCacheMaxSizeMb=8,
-    diskUsageThreshold=0.9, diskUsageWarnThreshold=0.9, diskUsageLwmThreshold=0.8,
-    minUsableSizeForEntryLogCreation=2 * 1024 * 1024, minUsableSizeForHighPriorityWrites=2 * 1024 * 1024,
+    zkTimeout=ZK_SESSION_MS,
+    flushInterval=1000,
+    diskCheckInterval=1000,
+    gcWaitTime=3000,
+    journalPreAllocSizeMB=1,
+    journalMaxSizeMB=8,
+    dbStorage_writeCacheMaxSizeMb=8,
+    diskUsageThreshold=0.9,
+    diskUsageWarnThreshold=0.9,
+    diskUsageLwmThreshold=0.8,
+    minUsableSizeForEntryLogCreation=2 * 1024 * 1024,
+    minUsableSizeForHighPriorityWrites=2 * 1024 * 1024,
     shutdownTimeoutMs=3000,
 )
 #: compaction inside every round: small logs, a GC pass a second, most logs candidates, and each
 #: log's copy paced (250 entries/s) so that a pass lasts long enough for kill-compacting to find one
 #: (with the index keeping runs of entries a pass of 64 KiB logs ended between two looks)
 COMPACTION_SETTINGS = dict(
-    logSizeLimit=64 * 1024, gcWaitTime=1000, minorCompactionInterval=1, majorCompactionInterval=2,
-    minorCompactionThreshold=0.6, majorCompactionThreshold=0.95, compactionRateByEntries=250,
+    logSizeLimit=64 * 1024,
+    gcWaitTime=1000,
+    minorCompactionInterval=1,
+    majorCompactionInterval=2,
+    minorCompactionThreshold=0.6,
+    majorCompactionThreshold=0.95,
+    compactionRateByEntries=250,
 )
 AUTORECOVERY_SETTINGS = dict(autoRecoveryDaemonEnabled="true", lostBookieRecoveryDelay=0)
 COMPACTING_STATES = ("minor compacting", "major compacting")
@@ -147,8 +161,13 @@ class Cluster:
                 self.mounts.append(fs)
             else:
                 fs.mkdir(parents=True)
-            b = BookieProcess(self.base / f"bookie{i}", self.uri, journalDirectories=fs / "journal",
-                              ledgerDirectories=fs / "ledgers", **self.settings)
+            b = BookieProcess(
+                self.base / f"bookie{i}",
+                self.uri,
+                journalDirectories=fs / "journal",
+                ledgerDirectories=fs / "ledgers",
+                **self.settings,
+            )
             b.serve_http()
             b.fs = fs
             self.bookies.append(b)
@@ -253,8 +272,13 @@ def repair_pending(cluster: "Cluster") -> bool:
 
 
 # -- faults --------------------------------------------------------------------------------
-def kill_bookie(cluster: Cluster, b: BookieProcess, rng: random.Random, compacting: bool | None = None,
-                during_repair: bool | None = None) -> str:
+def kill_bookie(
+    cluster: Cluster,
+    b: BookieProcess,
+    rng: random.Random,
+    compacting: bool | None = None,
+    during_repair: bool | None = None,
+) -> str:
     """SIGKILL ``b`` (its counters sampled first), noting whether it was compacting (its GC state read
     just before the kill) and whether repair was pending."""
     if during_repair is None:
@@ -343,9 +367,15 @@ def fault_slow_disk(cluster: Cluster, rng: random.Random) -> str:
     return b.bookie_id
 
 
-FAULT_FUNCS = {"kill": fault_kill, "stop": fault_stop, "zk-restart": fault_zk_restart,
-               "zk-expire": fault_zk_expire, "disk-full": fault_disk_full, "slow-disk": fault_slow_disk,
-               "kill-compacting": fault_kill_compacting}
+FAULT_FUNCS = {
+    "kill": fault_kill,
+    "stop": fault_stop,
+    "zk-restart": fault_zk_restart,
+    "zk-expire": fault_zk_expire,
+    "disk-full": fault_disk_full,
+    "slow-disk": fault_slow_disk,
+    "kill-compacting": fault_kill_compacting,
+}
 
 
 # -- load ----------------------------------------------------------------------------------
@@ -486,8 +516,9 @@ def deleter_thread(uri: str, rnd: Round, ledgers: list[int], errors: list) -> No
 REPAIR_WAIT = 45.0
 
 
-def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int, acked: set[int],
-                   replicas: Counter, losses: list[str]) -> None:
+def check_replicas(
+    bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int, acked: set[int], replicas: Counter, losses: list[str]
+) -> None:
     """Read every acknowledged entry from every bookie the metadata's write sets name, straight from it.
 
     A copy missing on a named bookie is judged by the ledger's under-replication mark: while the
@@ -508,8 +539,7 @@ def check_replicas(bk: BlockingBookKeeper, rnd: Round, ledger_id: int, last: int
 class ReplicaCheck:
     """:func:`check_replicas` of one ledger, in the reactor thread."""
 
-    def __init__(self, rnd: Round, ledger_id: int, last: int, acked: set[int], replicas: Counter,
-                 losses: list[str]):
+    def __init__(self, rnd: Round, ledger_id: int, last: int, acked: set[int], replicas: Counter, losses: list[str]):
         self.rnd, self.ledger_id, self.last, self.acked = rnd, ledger_id, last, acked
         self.replicas, self.losses = replicas, losses
         self.notes: list[str] = []  # named replicas still missing an acknowledged entry, and why
@@ -620,16 +650,17 @@ class ReplicaCheck:
             else:
                 kind = "missing-unmarked"
             replicas[kind] += 1
-            self.notes.append(f"ledger {ledger_id} entry {entry_id} on {bookie}: {now}, {kind}"
-                              f" (marked at the first read: {'yes' if marked_at_check else 'no'},"
-                              f" waited {waited:.1f} s; ensembles {[(f, list(e)) for f, e in self.ensembles]})")
+            self.notes.append(
+                f"ledger {ledger_id} entry {entry_id} on {bookie}: {now}, {kind}"
+                f" (marked at the first read: {'yes' if marked_at_check else 'no'},"
+                f" waited {waited:.1f} s; ensembles {[(f, list(e)) for f, e in self.ensembles]})"
+            )
         for key, status in second.items():  # copies on the bookies the repair brought in
             if key in first or status == "ok":
                 continue
             bookie, entry_id = key
             replicas["missing-on-replacement"] += 1
-            self.notes.append(f"ledger {ledger_id} entry {entry_id} on {bookie} (brought in by the repair): "
-                              f"{status}")
+            self.notes.append(f"ledger {ledger_id} entry {entry_id} on {bookie} (brought in by the repair): {status}")
 
 
 def verify(uri: str, rnd: Round, delete: bool = True, replicas: Counter | None = None) -> tuple[int, list[str]]:
@@ -655,8 +686,9 @@ def verify(uri: str, rnd: Round, delete: bool = True, replicas: Counter | None =
             for entry_id in sorted(acked):
                 checked += 1
                 if got.get(entry_id) != payload(rnd.seed, ledger_id, entry_id):
-                    losses.append(f"ledger {ledger_id} entry {entry_id}: "
-                                  f"{'missing' if entry_id not in got else 'differs'}")
+                    losses.append(
+                        f"ledger {ledger_id} entry {entry_id}: {'missing' if entry_id not in got else 'differs'}"
+                    )
             if replicas is not None and acked:
                 try:
                     check_replicas(bk, rnd, ledger_id, max(got) if got else -1, acked, replicas, losses)
@@ -691,11 +723,25 @@ def run(args) -> dict:
     cluster = Cluster(base, use_mounts, settings)
     faults: Counter = Counter()
     replicas: Counter = Counter()
-    report = {"seed": args.seed, "rounds": 0, "faults": faults, "entries_checked": 0, "ledgers": 0,
-              "tail_entries_checked": 0, "losses": [], "warnings": [], "disk_faults": use_mounts,
-              "compaction": args.compaction, "autorecovery": args.autorecovery,
-              "delete_during": args.delete_during, "settings": {k: str(v) for k, v in settings.items()},
-              "replica_reads": replicas, "replica_entries_checked": 0, "ledgers_deleted_during_rounds": 0, "under_replicated": []}
+    report = {
+        "seed": args.seed,
+        "rounds": 0,
+        "faults": faults,
+        "entries_checked": 0,
+        "ledgers": 0,
+        "tail_entries_checked": 0,
+        "losses": [],
+        "warnings": [],
+        "disk_faults": use_mounts,
+        "compaction": args.compaction,
+        "autorecovery": args.autorecovery,
+        "delete_during": args.delete_during,
+        "settings": {k: str(v) for k, v in settings.items()},
+        "replica_reads": replicas,
+        "replica_entries_checked": 0,
+        "ledgers_deleted_during_rounds": 0,
+        "under_replicated": [],
+    }
     previous: list[int] = []
     started = time.monotonic()
     rnd = None
@@ -709,12 +755,15 @@ def run(args) -> dict:
             rrng = random.Random(round_seed)
             rnd = Round(round_seed)
             errors: list[str] = []
-            threads = [threading.Thread(target=writer_thread, args=(cluster.uri, rnd, WINDOW, i == 0, errors),
-                                        daemon=True) for i in range(2)]
+            threads = [
+                threading.Thread(target=writer_thread, args=(cluster.uri, rnd, WINDOW, i == 0, errors), daemon=True)
+                for i in range(2)
+            ]
             threads.append(threading.Thread(target=reader_thread, args=(cluster.uri, rnd), daemon=True))
             if args.delete_during:
-                threads.append(threading.Thread(target=deleter_thread, args=(cluster.uri, rnd, previous, errors),
-                                                daemon=True))
+                threads.append(
+                    threading.Thread(target=deleter_thread, args=(cluster.uri, rnd, previous, errors), daemon=True)
+                )
             for t in threads:
                 t.start()
             time.sleep(rrng.uniform(0.5, 1.5))
@@ -736,8 +785,9 @@ def run(args) -> dict:
                 t.join(120)
             if not cluster.wait_healthy(90):
                 report["warnings"].append(f"round {number}: the cluster was not healthy 90 s after its faults")
-            checked, losses = verify(cluster.uri, rnd, delete=not args.delete_during,
-                                     replicas=replicas if args.replicas else None)
+            checked, losses = verify(
+                cluster.uri, rnd, delete=not args.delete_during, replicas=replicas if args.replicas else None
+            )
             previous = sorted(rnd.acked)
             cluster.counters.sample_all(cluster.bookies)
             losses += rnd.order_errors + rnd.tail_errors
@@ -751,12 +801,15 @@ def run(args) -> dict:
             for loss in losses:
                 report["losses"].append(f"round {number} (seed {args.seed}): {loss}")
             if not args.json:
-                print(f"round {number:3d}: faults {'+'.join(drawn):27s} ledgers {len(rnd.acked):2d} "
-                      f"entries {checked:6d} tail {rnd.tail_checked:5d} loss {len(losses)}"
-                      f" kills-compacting {sum(k['compacting'] for k in cluster.kills)}"
-                      f" compactions {int(cluster.counters.total['compactions_minor'] + cluster.counters.total['compactions_major'])}"
-                      f" repaired {int(cluster.counters.total['repair_ledgers_replicated'])}"
-                      + (f"  ({'; '.join(errors[:2])})" if errors else ""), flush=True)
+                print(
+                    f"round {number:3d}: faults {'+'.join(drawn):27s} ledgers {len(rnd.acked):2d} "
+                    f"entries {checked:6d} tail {rnd.tail_checked:5d} loss {len(losses)}"
+                    f" kills-compacting {sum(k['compacting'] for k in cluster.kills)}"
+                    f" compactions {int(cluster.counters.total['compactions_minor'] + cluster.counters.total['compactions_major'])}"
+                    f" repaired {int(cluster.counters.total['repair_ledgers_replicated'])}"
+                    + (f"  ({'; '.join(errors[:2])})" if errors else ""),
+                    flush=True,
+                )
     except Exception as e:  # noqa: BLE001 - the harness itself failed: the rounds run so far are still reported
         report["harness_error"] = f"after {report['rounds']} rounds: {type(e).__name__}: {str(e)[:300]}"
     finally:
@@ -789,21 +842,45 @@ def main(argv=None) -> int:
     parser.add_argument("--dir", default=None, help="where the sandbox goes (default: the temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the sandbox directory (logs)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON only")
-    parser.add_argument("--compaction", action="store_true",
-                        help="compaction inside every round, and the kill-compacting fault")
-    parser.add_argument("--autorecovery", action="store_true",
-                        help="every bookie runs its autorecovery daemon, lostBookieRecoveryDelay 0")
-    parser.add_argument("--delete-during", action="store_true",
-                        help="delete the previous round's ledgers while the round writes")
-    parser.add_argument("--no-replicas", dest="replicas", action="store_false",
-                        help="skip reading every acknowledged entry from every replica")
+    parser.add_argument(
+        "--compaction", action="store_true", help="compaction inside every round, and the kill-compacting fault"
+    )
+    parser.add_argument(
+        "--autorecovery",
+        action="store_true",
+        help="every bookie runs its autorecovery daemon, lostBookieRecoveryDelay 0",
+    )
+    parser.add_argument(
+        "--delete-during", action="store_true", help="delete the previous round's ledgers while the round writes"
+    )
+    parser.add_argument(
+        "--no-replicas",
+        dest="replicas",
+        action="store_false",
+        help="skip reading every acknowledged entry from every replica",
+    )
     parser.add_argument("--everything", action="store_true", help="--compaction --autorecovery --delete-during")
-    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                        help="a bk_server.conf setting for every bookie (repeatable; checked by bookied's schema)")
-    parser.add_argument("--minutes", type=float, default=None,
-                        help="start no round after this many minutes (the report covers the rounds run)")
-    parser.add_argument("--faults", type=lambda v: v.split(","), default=None, metavar="KIND,...",
-                        help=f"draw only these faults ({', '.join(FAULT_FUNCS)})")
+    parser.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a bk_server.conf setting for every bookie (repeatable; checked by bookied's schema)",
+    )
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="start no round after this many minutes (the report covers the rounds run)",
+    )
+    parser.add_argument(
+        "--faults",
+        type=lambda v: v.split(","),
+        default=None,
+        metavar="KIND,...",
+        help=f"draw only these faults ({', '.join(FAULT_FUNCS)})",
+    )
     args = parser.parse_args(argv)
     if args.faults and set(args.faults) - set(FAULT_FUNCS):
         parser.error(f"--faults: unknown {', '.join(sorted(set(args.faults) - set(FAULT_FUNCS)))}")
@@ -823,18 +900,28 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(report))
     else:
-        print(f"\nseed {report['seed']}: {report['rounds']} rounds in {report['seconds']} s "
-              f"(load average {' '.join(map(str, report['load_average']))})")
-        print(f"faults: {', '.join(f'{k} {v}' for k, v in report['faults'].items())}"
-              + ("" if report["disk_faults"] else " (no disk-full/slow-disk: not root)"))
-        print(f"ledgers {report['ledgers']}, acknowledged entries checked {report['entries_checked']}, "
-              f"tail entries checked {report['tail_entries_checked']}, "
-              f"ledgers deleted during rounds {report['ledgers_deleted_during_rounds']}")
-        print(f"kills {report['kills']}: during compaction {report['kills_during_compaction']}, "
-              f"during repair (ledgers marked under-replicated) {report['kills_during_repair']}")
+        print(
+            f"\nseed {report['seed']}: {report['rounds']} rounds in {report['seconds']} s "
+            f"(load average {' '.join(map(str, report['load_average']))})"
+        )
+        print(
+            f"faults: {', '.join(f'{k} {v}' for k, v in report['faults'].items())}"
+            + ("" if report["disk_faults"] else " (no disk-full/slow-disk: not root)")
+        )
+        print(
+            f"ledgers {report['ledgers']}, acknowledged entries checked {report['entries_checked']}, "
+            f"tail entries checked {report['tail_entries_checked']}, "
+            f"ledgers deleted during rounds {report['ledgers_deleted_during_rounds']}"
+        )
+        print(
+            f"kills {report['kills']}: during compaction {report['kills_during_compaction']}, "
+            f"during repair (ledgers marked under-replicated) {report['kills_during_repair']}"
+        )
         print("bookies' counters: " + ", ".join(f"{k} {v}" for k, v in report["bookie_counters"].items()))
-        print("acknowledged entries read per replica: "
-              + (", ".join(f"{k} {v}" for k, v in sorted(report["replica_reads"].items())) or "none"))
+        print(
+            "acknowledged entries read per replica: "
+            + (", ".join(f"{k} {v}" for k, v in sorted(report["replica_reads"].items())) or "none")
+        )
         for note in report["under_replicated"][:20]:
             print(f"  replica: {note}")
         for w in report["warnings"]:
@@ -843,8 +930,9 @@ def main(argv=None) -> int:
             print(f"bookie restarts that failed and were retried: {report['failed_restarts']}")
         if report.get("harness_error"):
             print(f"harness error (the run stopped): {report['harness_error']}")
-        print(f"loss: {len(report['losses'])}" + (f" -- replay with --seed {report['seed']}"
-                                                   if report["losses"] else ""))
+        print(
+            f"loss: {len(report['losses'])}" + (f" -- replay with --seed {report['seed']}" if report["losses"] else "")
+        )
         for loss in report["losses"][:50]:
             print(f"  {loss}")
     return 1 if report["losses"] else 2 if report.get("harness_error") else 0

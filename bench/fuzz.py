@@ -19,6 +19,7 @@ and named in the report.  One target at a time (one core; run it under
 inputs that widened coverage: crash-free seeds for the unit test that replays
 the corpus.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,15 +73,33 @@ def fuzz(name: str, seconds: int, work: Path, timeout: int, rss_mb: int, max_len
         (corpus / f"seed-{abs(hash(data)):x}").write_bytes(data)
     artifacts = work / name / "findings"
     artifacts.mkdir(exist_ok=True)
-    cmd = [sys.executable, __file__, "--child", name, "--",
-           f"-max_total_time={seconds}", "-print_final_stats=1", f"-timeout={timeout}",
-           f"-rss_limit_mb={rss_mb}", f"-max_len={max_len}", f"-artifact_prefix={artifacts}/",
-           "-print_pcs=0", str(corpus)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        name,
+        "--",
+        f"-max_total_time={seconds}",
+        "-print_final_stats=1",
+        f"-timeout={timeout}",
+        f"-rss_limit_mb={rss_mb}",
+        f"-max_len={max_len}",
+        f"-artifact_prefix={artifacts}/",
+        "-print_pcs=0",
+        str(corpus),
+    ]
     started = time.monotonic()
     scratch = work / name / "scratch"  # the targets' files (libFuzzer's exit skips their clean-up)
     scratch.mkdir(exist_ok=True)
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                          cwd=REPO, env=dict(os.environ, BKCTL_FUZZ_SCRATCH=str(scratch)))
+    proc = subprocess.run(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        cwd=REPO,
+        env=dict(os.environ, BKCTL_FUZZ_SCRATCH=str(scratch)),
+    )
     shutil.rmtree(scratch, ignore_errors=True)
     elapsed = time.monotonic() - started
     out = proc.stdout
@@ -92,10 +111,17 @@ def fuzz(name: str, seconds: int, work: Path, timeout: int, rss_mb: int, max_len
     if findings or proc.returncode not in (0,):
         tail = [ln for ln in out.splitlines() if ln.strip()][-25:]
         error = "\n".join(tail)
-    return {"target": name, "executions": stats.get("number_of_executed_units", 0),
-            "seconds": round(elapsed, 1), "coverage": int(cov[-1][0]) if cov else None,
-            "features": int(cov[-1][1]) if cov else None, "corpus": len(list(corpus.iterdir())),
-            "findings": findings, "exit": proc.returncode, "error": error}
+    return {
+        "target": name,
+        "executions": stats.get("number_of_executed_units", 0),
+        "seconds": round(elapsed, 1),
+        "coverage": int(cov[-1][0]) if cov else None,
+        "features": int(cov[-1][1]) if cov else None,
+        "corpus": len(list(corpus.iterdir())),
+        "findings": findings,
+        "exit": proc.returncode,
+        "error": error,
+    }
 
 
 def keep_new(name: str, work: Path, limit: int) -> int:
@@ -103,8 +129,10 @@ def keep_new(name: str, work: Path, limit: int) -> int:
     corpus (libFuzzer keeps an input only when it widens coverage)."""
     from tests.support import fuzz_targets as ft
 
-    new = sorted((p for p in (work / name / "corpus").iterdir() if not p.name.startswith("seed-")),
-                 key=lambda p: p.stat().st_size)
+    new = sorted(
+        (p for p in (work / name / "corpus").iterdir() if not p.name.startswith("seed-")),
+        key=lambda p: p.stat().st_size,
+    )
     for p in new[:limit]:
         ft.keep(name, p.read_bytes())
     return min(limit, len(new))
@@ -144,16 +172,25 @@ def main() -> int:
             r["kept"] = keep_new(name, work, args.keep)
         results.append(r)
         if not args.json:
-            print(f"{name:22} {r['executions']:>11,} executions in {r['seconds']:>6.0f} s "
-                  f"({r['executions'] / max(r['seconds'], 1e-9):>7,.0f}/s)  coverage {r['coverage']}  "
-                  f"corpus {r['corpus']}  findings {len(r['findings'])}" + (f"  kept {r['kept']}" if r.get("kept") else ""),
-                  flush=True)
+            print(
+                f"{name:22} {r['executions']:>11,} executions in {r['seconds']:>6.0f} s "
+                f"({r['executions'] / max(r['seconds'], 1e-9):>7,.0f}/s)  coverage {r['coverage']}  "
+                f"corpus {r['corpus']}  findings {len(r['findings'])}"
+                + (f"  kept {r['kept']}" if r.get("kept") else ""),
+                flush=True,
+            )
             if r["error"]:
                 print("    " + r["error"].replace("\n", "\n    "), flush=True)
     total = sum(r["executions"] for r in results)
     findings = [f for r in results for f in r["findings"]]
-    summary = {"targets": len(results), "executions": total, "findings": findings, "work": str(work),
-               "load": load_note(), "results": results}
+    summary = {
+        "targets": len(results),
+        "executions": total,
+        "findings": findings,
+        "work": str(work),
+        "load": load_note(),
+        "results": results,
+    }
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

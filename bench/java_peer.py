@@ -6,6 +6,7 @@ What it measures of a run, beside the rates: the load average, CPU per operation
 of each process that matters (sampled from /proc while the run goes, cut to the
 add and the read phase by the times the client reports), and resident memory.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["CpuSampler", "add_java_peer_options", "print_medians", "JavaPeer", "JavaBookie", "PassResult", "alternate",
-           "cpu_between", "entries_for", "parse_bench_output", "parse_sizes", "ratio_line"]
+__all__ = [
+    "CpuSampler",
+    "add_java_peer_options",
+    "print_medians",
+    "JavaPeer",
+    "JavaBookie",
+    "PassResult",
+    "alternate",
+    "cpu_between",
+    "entries_for",
+    "parse_bench_output",
+    "parse_sizes",
+    "ratio_line",
+]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 #: the side-by-side defaults: a Java client warmed by 200,000 adds and reads still
@@ -35,20 +48,31 @@ _READ = re.compile(r"read back (\d+) entries in (\d+) ms")
 def add_java_peer_options(parser) -> None:
     """The side-by-side options every benchmark with a ``--java-peer`` mode takes."""
     group = parser.add_argument_group("side by side with the Java peer")
-    group.add_argument("--java-peer", metavar="DIR",
-                       help="a Java BookKeeper 4.17.2 peer built by ../shared/java-peer ($PEER): measure the same "
-                            "workload against it, alternated")
-    group.add_argument("--sizes", type=_sizes_arg, default=[100],
-                       help="entry sizes, comma-separated (default 100; e.g. 100,4k,64k)")
-    group.add_argument("--entries", type=_positive, default=None,
-                       help="measured entries per run (side by side: at <= 1 KiB; larger entries as many bytes as "
-                            f"that many of 1 KiB; default {SIDE_BY_SIDE_ENTRIES} side by side)")
-    group.add_argument("--warmup", type=_non_negative, default=SIDE_BY_SIDE_WARMUP,
-                       help="unmeasured entries added and read first in the same client (default "
-                            f"{SIDE_BY_SIDE_WARMUP}: after 200000, the client JVM's JIT compilers still took half a "
-                            "core of the two during a 200000-entry measured pass; the JIT column shows it)")
-    group.add_argument("--rounds", type=_positive, default=3,
-                       help="alternated rounds; medians are printed (default 3)")
+    group.add_argument(
+        "--java-peer",
+        metavar="DIR",
+        help="a Java BookKeeper 4.17.2 peer built by ../shared/java-peer ($PEER): measure the same "
+        "workload against it, alternated",
+    )
+    group.add_argument(
+        "--sizes", type=_sizes_arg, default=[100], help="entry sizes, comma-separated (default 100; e.g. 100,4k,64k)"
+    )
+    group.add_argument(
+        "--entries",
+        type=_positive,
+        default=None,
+        help="measured entries per run (side by side: at <= 1 KiB; larger entries as many bytes as "
+        f"that many of 1 KiB; default {SIDE_BY_SIDE_ENTRIES} side by side)",
+    )
+    group.add_argument(
+        "--warmup",
+        type=_non_negative,
+        default=SIDE_BY_SIDE_WARMUP,
+        help="unmeasured entries added and read first in the same client (default "
+        f"{SIDE_BY_SIDE_WARMUP}: after 200000, the client JVM's JIT compilers still took half a "
+        "core of the two during a 200000-entry measured pass; the JIT column shows it)",
+    )
+    group.add_argument("--rounds", type=_positive, default=3, help="alternated rounds; medians are printed (default 3)")
 
 
 def _sizes_arg(text: str) -> list[int]:
@@ -167,13 +191,21 @@ def parse_bench_output(lines: list[tuple[float, str]]) -> PassResult:
         raise RuntimeError("bktool bench printed no result:\n" + "\n".join(line for _, line in lines[-20:]))
     (t_add, ma), (t_read, mr) = added, read
     add_ms, read_ms = int(ma.group(2)), int(mr.group(2))
-    return PassResult(int(ma.group(1)), add_ms, int(ma.group(3)), int(mr.group(1)), read_ms,
-                      (t_add - add_ms / 1000, t_add), (t_read - read_ms / 1000, t_read))
+    return PassResult(
+        int(ma.group(1)),
+        add_ms,
+        int(ma.group(3)),
+        int(mr.group(1)),
+        read_ms,
+        (t_add - add_ms / 1000, t_add),
+        (t_read - read_ms / 1000, t_read),
+    )
 
 
 def cpu_between(samples: list[tuple[float, float]], start: float, end: float) -> float:
     """CPU seconds a process used between ``start`` and ``end``, from
     ``(time, cumulative CPU seconds)`` samples, linearly interpolated."""
+
     def at(t: float) -> float:
         if not samples:
             return float("nan")
@@ -334,8 +366,10 @@ class JavaPeer:
         self.root = Path(root).expanduser().resolve()
         self.scripts = self.root / "scripts"
         if not (self.scripts / "bktool.sh").is_file():
-            raise SystemExit(f"--java-peer {root}: no scripts/bktool.sh there (build it with "
-                             "../shared/java-peer/build.sh; see its README)")
+            raise SystemExit(
+                f"--java-peer {root}: no scripts/bktool.sh there (build it with "
+                "../shared/java-peer/build.sh; see its README)"
+            )
 
     def _env(self, zk: str, root: str) -> dict[str, str]:
         return dict(os.environ, PEER=str(self.root), ZK=zk, ROOT=root)
@@ -345,8 +379,13 @@ class JavaPeer:
         -XX:MaxDirectMemorySize=2g from env.sh) registered under ``zk``/``root``; their pids.
         ``extra_conf``: bk_server.conf lines that replace or add to the peer's template."""
         env = dict(self._env(zk, root), BOOKIE_EXTRA_CONF=extra_conf)
-        out = subprocess.run([str(self.scripts / "start-bookies.sh"), str(n), "--clean"], env=env,
-                             capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [str(self.scripts / "start-bookies.sh"), str(n), "--clean"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if out.returncode != 0:
             raise SystemExit(f"the Java bookies did not start:\n{out.stdout}{out.stderr}")
         return self.bookie_pids(n)
@@ -355,18 +394,40 @@ class JavaPeer:
         return [int((self.root / "run" / f"bookie-{i}.pid").read_text()) for i in range(1, n + 1)]
 
     def stop_bookies(self) -> None:
-        subprocess.run([str(self.scripts / "stop-bookies.sh")], env=dict(os.environ, PEER=str(self.root)),
-                       capture_output=True, timeout=600)
+        subprocess.run(
+            [str(self.scripts / "stop-bookies.sh")],
+            env=dict(os.environ, PEER=str(self.root)),
+            capture_output=True,
+            timeout=600,
+        )
 
-    def bench(self, zk: str, root: str, ensemble: tuple[int, int, int], entries: int, size: int, warmup: int,
-              sampler: CpuSampler | None = None) -> PassResult:
+    def bench(
+        self,
+        zk: str,
+        root: str,
+        ensemble: tuple[int, int, int],
+        entries: int,
+        size: int,
+        warmup: int,
+        sampler: CpuSampler | None = None,
+    ) -> PassResult:
         """One ``bktool bench`` (a fresh client JVM: ``warmup`` unmeasured adds and reads
         first, then ``entries`` measured); the client JVM is sampled as ``java-client``."""
         e, w, a = ensemble
-        cmd = [str(self.scripts / "bktool.sh"), "bench", f"zk={zk}", f"root={root}", f"e={e}", f"w={w}", f"a={a}",
-               f"n={entries}", f"size={size}", f"warmup={warmup}", "conf.throttle=0"]
-        proc = subprocess.Popen(cmd, env=self._env(zk, root), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        cmd = [
+            str(self.scripts / "bktool.sh"),
+            "bench",
+            f"zk={zk}",
+            f"root={root}",
+            f"e={e}",
+            f"w={w}",
+            f"a={a}",
+            f"n={entries}",
+            f"size={size}",
+            f"warmup={warmup}",
+            "conf.throttle=0",
+        ]
+        proc = subprocess.Popen(cmd, env=self._env(zk, root), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if sampler is not None:
             sampler.add("java-client", proc.pid, jit=True)
         lines = [(time.monotonic(), line.rstrip()) for line in proc.stdout]
@@ -382,20 +443,43 @@ class JavaPeer:
         """The java binary, classpath and JVM flags the peer's scripts give a bookie (from env.sh)."""
         names = ("JAVA", "PEER_CP", "NETTY_OPTS", "BK_OPTS", "BOOKIE_MEM_OPTS", "BOOKIE_GC_OPTS")
         script = f'source "{self.scripts}/env.sh" >/dev/null; printf "%s\\0" ' + " ".join(f'"${n}"' for n in names)
-        out = subprocess.run(["bash", "-c", script], env=dict(os.environ, PEER=str(self.root)), capture_output=True,
-                             text=True, check=True).stdout
+        out = subprocess.run(
+            ["bash", "-c", script],
+            env=dict(os.environ, PEER=str(self.root)),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         return dict(zip(names, out.split("\0")))
 
     def format_metadata(self, zk: str, root: str, bookie_ids: list[str]) -> None:
         """Java's metadata format of ``zk``/``root`` (BookKeeperAdmin.format, through ``bktool prepare-clean``)."""
-        out = subprocess.run([str(self.scripts / "bktool.sh"), "prepare-clean", f"zk={zk}", f"root={root}",
-                              f"ours={','.join(bookie_ids)}"], env=self._env(zk, root), capture_output=True,
-                             text=True, timeout=120)
+        out = subprocess.run(
+            [
+                str(self.scripts / "bktool.sh"),
+                "prepare-clean",
+                f"zk={zk}",
+                f"root={root}",
+                f"ours={','.join(bookie_ids)}",
+            ],
+            env=self._env(zk, root),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if out.returncode != 0:
             raise RuntimeError(f"bktool prepare-clean failed: {out.stdout}{out.stderr}")
 
-    def start_bookies_in(self, directory: str | Path, ports: list[tuple[int, int]], zk: str, root: str, *,
-                         autorecovery: bool = False, extra_conf: str = "") -> list[JavaBookie]:
+    def start_bookies_in(
+        self,
+        directory: str | Path,
+        ports: list[tuple[int, int]],
+        zk: str,
+        root: str,
+        *,
+        autorecovery: bool = False,
+        extra_conf: str = "",
+    ) -> list[JavaBookie]:
         """Java bookies of this run's own, one per ``(bookie port, HTTP port)``, each in
         ``directory``/bookie-N with its conf and logs: the peer's template and JVM
         flags, but neither its fixed ports (3181..) nor its ``run/`` folder, so a
@@ -414,18 +498,37 @@ class JavaPeer:
                 (d / "journal").mkdir(parents=True, exist_ok=True)
                 (d / "ledgers").mkdir(parents=True, exist_ok=True)
                 conf = template
-                for key, value in (("@PORT@", port), ("@HTTP@", http), ("@DIR@", d), ("@ZK@", zk), ("@ROOT@", root),
-                                   ("@AUTORECOVERY@", str(autorecovery).lower()), ("@N@", n)):
+                for key, value in (
+                    ("@PORT@", port),
+                    ("@HTTP@", http),
+                    ("@DIR@", d),
+                    ("@ZK@", zk),
+                    ("@ROOT@", root),
+                    ("@AUTORECOVERY@", str(autorecovery).lower()),
+                    ("@N@", n),
+                ):
                     conf = conf.replace(key, str(value))
                 lines = [line for line in conf.splitlines() if line.split("=", 1)[0].strip() not in extra]
                 lines += [f"{k.strip()}={v.strip()}" for k, v in extra.items()]
                 (d / "bk_server.conf").write_text("\n".join(lines) + "\n")
-                cmd = [launch["JAVA"], f"-Dpeer.role=bench-bookie-{n}", *launch["BOOKIE_MEM_OPTS"].split(),
-                       *launch["BOOKIE_GC_OPTS"].split(), *launch["NETTY_OPTS"].split(), *launch["BK_OPTS"].split(),
-                       f"-Dlog4j.configurationFile={self.root / 'conf' / 'log4j2.xml'}",
-                       "-Dbookkeeper.log.root.level=INFO", "-Dbookkeeper.log.root.appender=ROLLINGFILE",
-                       f"-Dbookkeeper.log.dir={d}", "-Dbookkeeper.log.file=bookie.log",
-                       "-cp", launch["PEER_CP"], "org.apache.bookkeeper.server.Main", "--conf", str(d / "bk_server.conf")]
+                cmd = [
+                    launch["JAVA"],
+                    f"-Dpeer.role=bench-bookie-{n}",
+                    *launch["BOOKIE_MEM_OPTS"].split(),
+                    *launch["BOOKIE_GC_OPTS"].split(),
+                    *launch["NETTY_OPTS"].split(),
+                    *launch["BK_OPTS"].split(),
+                    f"-Dlog4j.configurationFile={self.root / 'conf' / 'log4j2.xml'}",
+                    "-Dbookkeeper.log.root.level=INFO",
+                    "-Dbookkeeper.log.root.appender=ROLLINGFILE",
+                    f"-Dbookkeeper.log.dir={d}",
+                    "-Dbookkeeper.log.file=bookie.log",
+                    "-cp",
+                    launch["PEER_CP"],
+                    "org.apache.bookkeeper.server.Main",
+                    "--conf",
+                    str(d / "bk_server.conf"),
+                ]
                 out = open(d / "bookie.out", "wb")
                 proc = subprocess.Popen(cmd, cwd=d, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
                 bookies.append(JavaBookie(f"127.0.0.1:{port}", port, http, proc, d))
@@ -435,8 +538,10 @@ class JavaPeer:
                 while not {b.bookie_id for b in bookies} <= set(store.registration.writable_bookies()):
                     for b in bookies:
                         if b.process.poll() is not None:
-                            raise RuntimeError(f"Java bookie {b.bookie_id} exited ({b.process.returncode}); see "
-                                               f"{b.directory}/bookie.log")
+                            raise RuntimeError(
+                                f"Java bookie {b.bookie_id} exited ({b.process.returncode}); see "
+                                f"{b.directory}/bookie.log"
+                            )
                     if time.monotonic() > deadline:
                         raise RuntimeError("the Java bookies did not register within 120 s")
                     time.sleep(0.2)

@@ -1,4 +1,5 @@
 """The state one bkctl invocation (or one shell session) shares between commands."""
+
 from __future__ import annotations
 
 import orjson
@@ -91,8 +92,9 @@ class App:
             options = {"tls": self.bookie_tls} if self.bookie_tls else {}
             if self.bookie_tls:
                 check_tls_files(self.bookie_tls)
-            self._bk = BlockingBookKeeper(self.store, protocol=self.protocol, placement=self.placement_policy(),
-                                          **options)
+            self._bk = BlockingBookKeeper(
+                self.store, protocol=self.protocol, placement=self.placement_policy(), **options
+            )
         return self._bk
 
     def placement_policy(self):
@@ -117,12 +119,16 @@ class App:
                 registered = self.store.registration.writable_bookies() + self.store.registration.readonly_bookies()
                 name = "rack" if source.names_any(registered) else "random"
             return build_placement(
-                name, store=self.store, rack_file=prof.get("rack_map_file"),
+                name,
+                store=self.store,
+                rack_file=prof.get("rack_map_file"),
                 script=prof.get("network_topology_script"),
                 min_racks=int(prof.get("min_racks_per_write_quorum", 2)),
-                enforce=parse_bool(prof.get("enforce_min_racks_per_write_quorum", False),
-                                   "enforce_min_racks_per_write_quorum"),
-                min_regions=int(prof.get("min_regions", 2)))
+                enforce=parse_bool(
+                    prof.get("enforce_min_racks_per_write_quorum", False), "enforce_min_racks_per_write_quorum"
+                ),
+                min_regions=int(prof.get("min_regions", 2)),
+            )
         except (RackMapError, ValueError, TypeError) as e:
             raise CommandError(f"placement: {e}", USAGE) from None
 
@@ -155,8 +161,9 @@ class App:
         if protocol == self.protocol:
             return
         if self._bk is not None:
-            raise CommandError(f"this session already talks {self.protocol} to the bookies; "
-                               f"start it with --protocol {protocol}", USAGE)
+            raise CommandError(
+                f"this session already talks {self.protocol} to the bookies; start it with --protocol {protocol}", USAGE
+            )
         self.protocol = protocol
 
     def close(self) -> None:
@@ -323,8 +330,14 @@ class _Progress(_NoProgress):
     def __init__(self, console, total: int | None, description: str):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TimeElapsedColumn(), console=console, transient=True)
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
         self._task = self._bar.add_task(description, total=total)
 
     def __enter__(self):
@@ -369,12 +382,25 @@ class _DelayedProgress(_NoProgress):
         if self._bar is not None:
             self._bar.advance(self._task, n)
         elif self._clock() >= self._show_at:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                                 console=self._console, transient=True)
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=self._console,
+                transient=True,
+            )
             self._task = self._bar.add_task(self._description, total=self._total, completed=self._done)
             self._bar.start()
 
@@ -443,7 +469,9 @@ def confirm_destructive(app: App, question: str, force: bool, action: str) -> No
 # orjson: a listing of a million ledgers is a million of these lines, and json's encoder
 # cost 8 us a ledger line where orjson's costs 0.9.  Keys sorted, bytes as hex; a dataclass
 # or datetime goes to _json_default as it did with json (refused, unless it is a NamedTuple).
-_JSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+_JSON_OPTIONS = (
+    orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+)
 
 
 def encode_json(doc: Any, pretty: bool = False) -> str:

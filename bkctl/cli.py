@@ -6,6 +6,7 @@ same code.  A command's module is imported when the command is used
 (:class:`LazyCommands`), and heavy modules (kazoo, twisted, pyspark) inside
 the commands, keeping every bkctl process's start cheap.
 """
+
 from __future__ import annotations
 
 import sys
@@ -19,16 +20,33 @@ from .app import App, color_wanted
 from .completers import complete_cluster
 from .runner import ReaderGone, run_line, state as _state
 
-EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(
-    f"  {code}  {text}" for code, text in exitcodes.DESCRIPTIONS.items())
+EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(f"  {code}  {text}" for code, text in exitcodes.DESCRIPTIONS.items())
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 #: the names of bkctl's commands (each loaded by :func:`load_command` when first used)
-COMMANDS = ("ledger", "bookie", "bookieformat", "upgrade", "cluster", "metaformat", "autorecovery", "recover",
-            "decommission", "simpletest", "bench", "export", "pulsar", "disk", "top", "sandbox", "shell",
-            "completion", "cookie")
+COMMANDS = (
+    "ledger",
+    "bookie",
+    "bookieformat",
+    "upgrade",
+    "cluster",
+    "metaformat",
+    "autorecovery",
+    "recover",
+    "decommission",
+    "simpletest",
+    "bench",
+    "export",
+    "pulsar",
+    "disk",
+    "top",
+    "sandbox",
+    "shell",
+    "completion",
+    "cookie",
+)
 
 
 def load_command(name: str) -> click.Command:
@@ -38,16 +56,30 @@ def load_command(name: str) -> click.Command:
         case "ledger":
             from .commands import ledger, ledger_client, ledger_metadata
 
-            for command in (ledger_client.ledger_create, ledger_client.ledger_add, ledger_client.ledger_read,
-                            ledger_client.ledger_close, ledger_client.ledger_fence, ledger_client.ledger_recover,
-                            ledger_client.ledger_tail, ledger_metadata.metadata):
+            for command in (
+                ledger_client.ledger_create,
+                ledger_client.ledger_add,
+                ledger_client.ledger_read,
+                ledger_client.ledger_close,
+                ledger_client.ledger_fence,
+                ledger_client.ledger_recover,
+                ledger_client.ledger_tail,
+                ledger_metadata.metadata,
+            ):
                 ledger.ledger.add_command(command)
             return ledger.ledger
         case "bookie":
             from .commands import bookie, bookie_admin, rack
 
-            for command in (bookie_admin.replace_id, bookie_admin.state, bookie_admin.readonly, bookie_admin.gc,
-                            bookie_admin.inspect, bookie_admin.check, rack.rack):
+            for command in (
+                bookie_admin.replace_id,
+                bookie_admin.state,
+                bookie_admin.readonly,
+                bookie_admin.gc,
+                bookie_admin.inspect,
+                bookie_admin.check,
+                rack.rack,
+            ):
                 bookie.bookie.add_command(command)
             return bookie.bookie
         case "cluster":
@@ -145,52 +177,117 @@ class _Root(click.Group):
             raise ReaderGone() from None
 
 
-@click.group(cls=_Root, commands=LazyCommands(COMMANDS, load_command), context_settings=CONTEXT_SETTINGS,
-             epilog=EXIT_CODES_HELP)
-@click.option("-m", "--metadata-uri", metavar="URI",
-              help="Metadata service URI, e.g. zk+hierarchical://127.0.0.1:2181/ledgers "
-                   "(beats $BKCTL_METADATA_URI, which beats the config's default cluster).")
-@click.option("--cluster", metavar="NAME", shell_complete=complete_cluster,
-              help="A cluster named in ~/.config/bkctl/config.toml (as explicit as -m; both: exit 2 "
-                   "unless they agree).")
-@click.option("--protocol", type=click.Choice(["v3", "v2"]), envvar="BKCTL_PROTOCOL",
-              help="Bookie wire protocol (default v3) [env: BKCTL_PROTOCOL]. Over v2, ledgers whose "
-                   "ensemble size equals their write quorum (Pulsar's default) are read with batch reads.")
-@click.option("--timeout", "zk_timeout", type=click.FloatRange(0.1), metavar="SECONDS",
-              help="How long to wait for ZooKeeper to answer the first time (default 10).")
-@click.option("--placement", type=click.Choice(["random", "rack", "region"]), envvar="BKCTL_PLACEMENT",
-              help="How new ensembles and replacements are chosen (default: rack when ZooKeeper's /bookies "
-                   "rack map names the cluster's bookies, else random; the profile's 'placement') "
-                   "[env: BKCTL_PLACEMENT].")
-@click.option("--zk-digest", metavar="USER:PASSWORD", envvar="BKCTL_ZK_DIGEST",
-              help="Authenticate to ZooKeeper with the digest scheme (profile: zk_digest) [env: BKCTL_ZK_DIGEST]. "
-                   "SASL: the profile's zk_sasl_mechanism, zk_sasl_username, zk_sasl_password "
-                   "[env: BKCTL_ZK_SASL_MECHANISM, BKCTL_ZK_SASL_USERNAME, BKCTL_ZK_SASL_PASSWORD].")
-@click.option("--zk-tls-ca", metavar="FILE", envvar="BKCTL_ZK_TLS_CA",
-              help="Talk TLS to ZooKeeper, trusting this PEM CA bundle (profile: zk_tls_ca; zk_tls = true for "
-                   "the system's CAs) [env: BKCTL_ZK_TLS_CA].")
-@click.option("--zk-tls-cert", metavar="FILE", envvar="BKCTL_ZK_TLS_CERT",
-              help="PEM client certificate for ZooKeeper TLS (profile: zk_tls_cert) [env: BKCTL_ZK_TLS_CERT].")
-@click.option("--zk-tls-key", metavar="FILE", envvar="BKCTL_ZK_TLS_KEY",
-              help="PEM key of --zk-tls-cert (profile: zk_tls_key) [env: BKCTL_ZK_TLS_KEY]. Znodes bkctl creates "
-                   "get the creator-all ACL with the profile's zk_enable_security = true "
-                   "[env: BKCTL_ZK_ENABLE_SECURITY=true].")
-@click.option("--tls-ca", metavar="FILE", envvar="BKCTL_TLS_CA",
-              help="Talk TLS to the bookies (v3 START_TLS), trusting this PEM CA bundle (profile: tls_ca) "
-                   "[env: BKCTL_TLS_CA].")
-@click.option("--tls-cert", metavar="FILE", envvar="BKCTL_TLS_CERT",
-              help="PEM client certificate for bookies with tlsClientAuthentication=true (profile: tls_cert) "
-                   "[env: BKCTL_TLS_CERT].")
-@click.option("--tls-key", metavar="FILE", envvar="BKCTL_TLS_KEY",
-              help="PEM key of --tls-cert (profile: tls_key) [env: BKCTL_TLS_KEY].")
+@click.group(
+    cls=_Root, commands=LazyCommands(COMMANDS, load_command), context_settings=CONTEXT_SETTINGS, epilog=EXIT_CODES_HELP
+)
+@click.option(
+    "-m",
+    "--metadata-uri",
+    metavar="URI",
+    help="Metadata service URI, e.g. zk+hierarchical://127.0.0.1:2181/ledgers "
+    "(beats $BKCTL_METADATA_URI, which beats the config's default cluster).",
+)
+@click.option(
+    "--cluster",
+    metavar="NAME",
+    shell_complete=complete_cluster,
+    help="A cluster named in ~/.config/bkctl/config.toml (as explicit as -m; both: exit 2 unless they agree).",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(["v3", "v2"]),
+    envvar="BKCTL_PROTOCOL",
+    help="Bookie wire protocol (default v3) [env: BKCTL_PROTOCOL]. Over v2, ledgers whose "
+    "ensemble size equals their write quorum (Pulsar's default) are read with batch reads.",
+)
+@click.option(
+    "--timeout",
+    "zk_timeout",
+    type=click.FloatRange(0.1),
+    metavar="SECONDS",
+    help="How long to wait for ZooKeeper to answer the first time (default 10).",
+)
+@click.option(
+    "--placement",
+    type=click.Choice(["random", "rack", "region"]),
+    envvar="BKCTL_PLACEMENT",
+    help="How new ensembles and replacements are chosen (default: rack when ZooKeeper's /bookies "
+    "rack map names the cluster's bookies, else random; the profile's 'placement') "
+    "[env: BKCTL_PLACEMENT].",
+)
+@click.option(
+    "--zk-digest",
+    metavar="USER:PASSWORD",
+    envvar="BKCTL_ZK_DIGEST",
+    help="Authenticate to ZooKeeper with the digest scheme (profile: zk_digest) [env: BKCTL_ZK_DIGEST]. "
+    "SASL: the profile's zk_sasl_mechanism, zk_sasl_username, zk_sasl_password "
+    "[env: BKCTL_ZK_SASL_MECHANISM, BKCTL_ZK_SASL_USERNAME, BKCTL_ZK_SASL_PASSWORD].",
+)
+@click.option(
+    "--zk-tls-ca",
+    metavar="FILE",
+    envvar="BKCTL_ZK_TLS_CA",
+    help="Talk TLS to ZooKeeper, trusting this PEM CA bundle (profile: zk_tls_ca; zk_tls = true for "
+    "the system's CAs) [env: BKCTL_ZK_TLS_CA].",
+)
+@click.option(
+    "--zk-tls-cert",
+    metavar="FILE",
+    envvar="BKCTL_ZK_TLS_CERT",
+    help="PEM client certificate for ZooKeeper TLS (profile: zk_tls_cert) [env: BKCTL_ZK_TLS_CERT].",
+)
+@click.option(
+    "--zk-tls-key",
+    metavar="FILE",
+    envvar="BKCTL_ZK_TLS_KEY",
+    help="PEM key of --zk-tls-cert (profile: zk_tls_key) [env: BKCTL_ZK_TLS_KEY]. Znodes bkctl creates "
+    "get the creator-all ACL with the profile's zk_enable_security = true "
+    "[env: BKCTL_ZK_ENABLE_SECURITY=true].",
+)
+@click.option(
+    "--tls-ca",
+    metavar="FILE",
+    envvar="BKCTL_TLS_CA",
+    help="Talk TLS to the bookies (v3 START_TLS), trusting this PEM CA bundle (profile: tls_ca) [env: BKCTL_TLS_CA].",
+)
+@click.option(
+    "--tls-cert",
+    metavar="FILE",
+    envvar="BKCTL_TLS_CERT",
+    help="PEM client certificate for bookies with tlsClientAuthentication=true (profile: tls_cert) "
+    "[env: BKCTL_TLS_CERT].",
+)
+@click.option(
+    "--tls-key",
+    metavar="FILE",
+    envvar="BKCTL_TLS_KEY",
+    help="PEM key of --tls-cert (profile: tls_key) [env: BKCTL_TLS_KEY].",
+)
 @click.option("--json", "json_output", is_flag=True, help="Print one JSON document (JSON lines for lists and streams).")
 @click.option("--no-color", is_flag=True, help="No colors (also when NO_COLOR is set).")
 @click.option("-v", "--verbose", count=True, help="More detail; tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="Only results and errors.")
 @click.version_option(__version__, "-V", "--version", prog_name="bkctl")
 @click.pass_context
-def cli(ctx: click.Context, metadata_uri, cluster, protocol, zk_timeout, placement, zk_digest, zk_tls_ca, zk_tls_cert,
-        zk_tls_key, tls_ca, tls_cert, tls_key, json_output, no_color, verbose, quiet):
+def cli(
+    ctx: click.Context,
+    metadata_uri,
+    cluster,
+    protocol,
+    zk_timeout,
+    placement,
+    zk_digest,
+    zk_tls_ca,
+    zk_tls_cert,
+    zk_tls_key,
+    tls_ca,
+    tls_cert,
+    tls_key,
+    json_output,
+    no_color,
+    verbose,
+    quiet,
+):
     """Administer Apache BookKeeper clusters: ledgers, bookies, autorecovery, exports.
 
     Global options (those above) may be given anywhere on the line:
@@ -201,6 +298,7 @@ def cli(ctx: click.Context, metadata_uri, cluster, protocol, zk_timeout, placeme
 
     try:
         from bkctl.wire import fastpath
+
         fastpath.check()  # reads BKCTL_FASTPATHS once, refusing a bad word
     except ValueError as e:
         raise CommandError(str(e), USAGE) from None
@@ -246,8 +344,9 @@ def _configure_logging(verbose: int) -> None:
         return
     _state["logging"] = verbose
     if verbose:
-        logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.INFO,
-                            format="%(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(
+            level=logging.DEBUG if verbose > 1 else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+        )
     else:
         logging.getLogger().addHandler(logging.NullHandler())
         logging.getLogger("kazoo").setLevel(logging.CRITICAL)

@@ -1,19 +1,20 @@
 """bkctl's own settings: named clusters in ``~/.config/bkctl/config.toml``.
 
-    default = "prod"
+default = "prod"
 
-    [clusters.prod]
-    metadata_uri = "zk+hierarchical://zk1:2181;zk2:2181/ledgers"
-    placement = "rack"                    # random | rack | region (--placement)
-    min_racks_per_write_quorum = 2
-    enforce_min_racks_per_write_quorum = false
-    rack_map_file = "/etc/bkctl/racks.json"   # racks besides ZooKeeper's /bookies
-    network_topology_script = "/usr/local/bin/rack-of"
-    zk_digest = "bkctl:secret"            # or zk_sasl_mechanism/zk_sasl_username/zk_sasl_password
-    zk_tls_ca = "/etc/bkctl/zk-ca.pem"    # zk_tls_cert, zk_tls_key: a client certificate
-    zk_enable_security = true             # creator-all ACLs on znodes bkctl creates
-    tls_ca = "/etc/bkctl/bookie-ca.pem"   # TLS to the bookies (tls_cert, tls_key: mutual TLS)
+[clusters.prod]
+metadata_uri = "zk+hierarchical://zk1:2181;zk2:2181/ledgers"
+placement = "rack"                    # random | rack | region (--placement)
+min_racks_per_write_quorum = 2
+enforce_min_racks_per_write_quorum = false
+rack_map_file = "/etc/bkctl/racks.json"   # racks besides ZooKeeper's /bookies
+network_topology_script = "/usr/local/bin/rack-of"
+zk_digest = "bkctl:secret"            # or zk_sasl_mechanism/zk_sasl_username/zk_sasl_password
+zk_tls_ca = "/etc/bkctl/zk-ca.pem"    # zk_tls_cert, zk_tls_key: a client certificate
+zk_enable_security = true             # creator-all ACLs on znodes bkctl creates
+tls_ca = "/etc/bkctl/bookie-ca.pem"   # TLS to the bookies (tls_cert, tls_key: mutual TLS)
 """
+
 from __future__ import annotations
 
 import os
@@ -58,8 +59,10 @@ def resolve_cluster(uri: str | None, cluster: str | None) -> tuple[str | None, s
     if cluster:
         named = _configured_uri(settings, cluster)
         if uri and uri != named:
-            raise CommandError(f"--metadata-uri {uri} and --cluster {cluster} ({named}) name different "
-                               "clusters: give one of them", USAGE)
+            raise CommandError(
+                f"--metadata-uri {uri} and --cluster {cluster} ({named}) name different clusters: give one of them",
+                USAGE,
+            )
         return named, cluster
     if uri:
         return uri, cluster_name_for(uri)
@@ -109,8 +112,13 @@ def _configured_uri(settings: dict, name: str) -> str:
         raise CommandError(f"unknown cluster {name!r} in {config_path()} (known: {known})", USAGE) from None
 
 
-def zk_security(profile: dict, digest: str | None = None, tls_ca: str | None = None, tls_cert: str | None = None,
-                tls_key: str | None = None):
+def zk_security(
+    profile: dict,
+    digest: str | None = None,
+    tls_ca: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+):
     """ZooKeeper credentials and TLS: flags (and their environment variables)
     over the profile's ``zk_*`` keys; SASL and ``zk_enable_security`` from the
     profile or ``BKCTL_ZK_SASL_*`` / ``BKCTL_ZK_ENABLE_SECURITY``."""
@@ -146,9 +154,11 @@ def zk_security(profile: dict, digest: str | None = None, tls_ca: str | None = N
             sasl_username=pick("zk_sasl_username", None, "BKCTL_ZK_SASL_USERNAME"),
             sasl_password=pick("zk_sasl_password", None, "BKCTL_ZK_SASL_PASSWORD"),
             tls=tls,
-            tls_ca=pick("zk_tls_ca", tls_ca), tls_cert=pick("zk_tls_cert", tls_cert),
+            tls_ca=pick("zk_tls_ca", tls_ca),
+            tls_cert=pick("zk_tls_cert", tls_cert),
             tls_key=pick("zk_tls_key", tls_key),
-            enable_security=enable)
+            enable_security=enable,
+        )
     except ValueError as e:
         raise CommandError(str(e), USAGE) from None
 

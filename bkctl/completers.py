@@ -24,6 +24,7 @@ The same callbacks serve two callers:
 The scripts that hook bash, zsh and fish up to this are in
 :mod:`bkctl.completion_scripts`; ``bkctl completion`` prints and installs them.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -54,7 +55,6 @@ MAX_CANDIDATES = 1000
 LOOKUP_TIMEOUT = 3.0
 #: ... and stops walking the ledger tree after this many ids.
 LOOKUP_MAX_LEDGERS = 200_000
-
 
 
 class LedgerIdIndex:
@@ -88,8 +88,7 @@ class LedgerIdIndex:
 class MetadataSource(Protocol):
     """What completion needs to know about a cluster (see :func:`set_session_source`)."""
 
-    def ledger_ids_matching(self, prefix: str, limit: int) -> list[str]:
-        ...
+    def ledger_ids_matching(self, prefix: str, limit: int) -> list[str]: ...
 
     def bookie_states(self) -> dict[str, str]:
         """bookie id -> "writable", "read-only" or "down" (a cookie, no registration), as `bookie list` says."""
@@ -119,6 +118,7 @@ def set_session_source(source: MetadataSource | None) -> None:
 
 # -- the callbacks -------------------------------------------------------------
 
+
 def complete_ledger_id(ctx, param, incomplete: str) -> list[CompletionItem]:
     """``shell_complete=`` for ledger id arguments and options."""
     try:
@@ -138,8 +138,9 @@ def complete_bookie_id(ctx, param, incomplete: str) -> list[CompletionItem]:
         states = source.bookie_states()
     except Exception:
         return []
-    return [CompletionItem(b, help=state) for b, state in sorted(states.items())
-            if b.startswith(incomplete)][:MAX_CANDIDATES]
+    return [CompletionItem(b, help=state) for b, state in sorted(states.items()) if b.startswith(incomplete)][
+        :MAX_CANDIDATES
+    ]
 
 
 def complete_open_ledger_id(ctx, param, incomplete: str) -> list[CompletionItem]:
@@ -202,10 +203,10 @@ def topic_forms(names: Iterable[str], incomplete: str) -> list[str]:
     if incomplete.startswith(prefix) or (incomplete and prefix.startswith(incomplete)):
         forms = full
     else:
-        forms = {n[len(prefix):] for n in full if n.startswith(prefix)}
+        forms = {n[len(prefix) :] for n in full if n.startswith(prefix)}
         if "/" not in incomplete:
             local = prefix + "public/default/"
-            forms |= {n[len(local):] for n in full if n.startswith(local)}
+            forms |= {n[len(local) :] for n in full if n.startswith(local)}
     return sorted(f for f in forms if f.startswith(incomplete))
 
 
@@ -280,6 +281,7 @@ def complete_cluster(ctx, param, incomplete: str) -> list[CompletionItem]:
 
 # -- one-shot lookups (a completion process of bash, zsh or fish) ----------------
 
+
 def _metadata_uri(ctx) -> str | None:
     """The cluster the command line being completed talks to."""
     from .app import App
@@ -340,7 +342,6 @@ class _OneShot:
             return open_ledgers(store, ledger_ids)
         finally:
             store.close()
-
 
     def pulsar_topics(self, base: str | None) -> list[str]:
         store = self._store()

@@ -1,4 +1,5 @@
 """Exit codes of every bkctl command (documented in ``bkctl --help`` and bkctl(1))."""
+
 from __future__ import annotations
 
 OK = 0
@@ -15,7 +16,7 @@ DESCRIPTIONS = {
     USAGE: "usage error (bad option or argument); a destructive command refused without --force",
     NOT_FOUND: "not found (ledger, entry, bookie, cluster)",
     CONFLICT: "conflict: ledger fenced or closed, concurrent metadata change, already exists, "
-              "a ledger Pulsar uses refused",
+    "a ledger Pulsar uses refused",
     UNREACHABLE: "ZooKeeper or the needed bookies are unreachable",
     INTERRUPTED: "interrupted (Ctrl-C); a closed pipe (| head) is 0",
 }

@@ -8,13 +8,21 @@ completion for bash, zsh and fish and the completions of ``bkctl shell``
 (:func:`completion_args`, :func:`root_option_items`), and ``bkctl shell``'s
 own line handling.
 """
+
 from __future__ import annotations
 
 import click
 from click.shell_completion import CompletionItem
 
-__all__ = ["completion_args", "hoist_global_options", "leading_global_options", "option_strings", "option_table",
-           "option_width", "root_option_items"]
+__all__ = [
+    "completion_args",
+    "hoist_global_options",
+    "leading_global_options",
+    "option_strings",
+    "option_table",
+    "option_width",
+    "root_option_items",
+]
 
 
 def hoist_global_options(group: click.Group, args: list[str]) -> list[str]:
@@ -34,7 +42,7 @@ def hoist_global_options(group: click.Group, args: list[str]) -> list[str]:
         width = option_width(root_opts, args, i)
         if not width:
             break
-        head += args[i:i + width]
+        head += args[i : i + width]
         i += width
     if i >= len(args) or args[i] == "--":
         return list(args)
@@ -49,12 +57,12 @@ def hoist_global_options(group: click.Group, args: list[str]) -> list[str]:
         own = option_table(command.params, lambda p: True) if command is not None else {}
         width = option_width(own, args, i)
         if width:
-            tail += args[i:i + width]
+            tail += args[i : i + width]
             i += width
             continue
         width = option_width(root_opts, args, i)
         if width:
-            hoisted += args[i:i + width]
+            hoisted += args[i : i + width]
             i += width
             continue
         if isinstance(command, click.Group) and not word.startswith("-"):
@@ -115,8 +123,12 @@ def leading_global_options(group: click.Group, args: list[str]) -> tuple[list[st
 
 def option_strings(group: click.Group, names) -> set[str]:
     """Every option string (``-m``, ``--metadata-uri``) of the root options whose parameter names are ``names``."""
-    return {opt for p in group.params if isinstance(p, click.Option) and p.name in names
-            for opt in (*p.opts, *p.secondary_opts)}
+    return {
+        opt
+        for p in group.params
+        if isinstance(p, click.Option) and p.name in names
+        for opt in (*p.opts, *p.secondary_opts)
+    }
 
 
 def completion_args(root, args: list[str]) -> list[str]:

@@ -1,4 +1,5 @@
 """Output for people (rich tables) and for scripts (one JSON document)."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Sequence

@@ -2,6 +2,7 @@
 line on stderr, a reader that went away (``| head``).  :func:`bkctl.cli.run` runs a
 line against bkctl's tree; the shell runs each of its lines here against the tree it
 was given, so neither it nor the command that starts it imports :mod:`bkctl.cli`."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

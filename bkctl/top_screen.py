@@ -14,6 +14,7 @@ what its HTTP and ZooKeeper reads cost, nothing while it waits.
 :func:`render` turns a snapshot and the view's state into one renderable,
 so ``--once`` prints the same frame the live view draws.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,11 +32,16 @@ from rich.text import Text
 from .ops.top import SORTS, filter_rows, repairs_of, sort_rows
 from .render import human_size
 
-KEYS = [("q, Ctrl-C", "quit"), ("?, h", "this help (any key closes it)"),
-        ("s / S", "next sort key / reverse the order"), ("/", "filter by bookie, state or rack (Enter: apply, "
-                                                          "Esc: clear)"),
-        ("up, down, j, k", "select a bookie"), ("Enter, d", "details of the selected bookie"),
-        ("Esc, Backspace", "back to the list"), ("r", "refresh now")]
+KEYS = [
+    ("q, Ctrl-C", "quit"),
+    ("?, h", "this help (any key closes it)"),
+    ("s / S", "next sort key / reverse the order"),
+    ("/", "filter by bookie, state or rack (Enter: apply, Esc: clear)"),
+    ("up, down, j, k", "select a bookie"),
+    ("Enter, d", "details of the selected bookie"),
+    ("Esc, Backspace", "back to the list"),
+    ("r", "refresh now"),
+]
 _SORT_NAMES = list(SORTS)
 
 
@@ -44,13 +50,13 @@ class ViewState:
     sort: str = "bookie"
     reverse: bool = False
     filter: str = ""
-    editing: str | None = None      # the filter being typed
+    editing: str | None = None  # the filter being typed
     selected: int = 0
-    detail: str | None = None       # the bookie drilled into
+    detail: str | None = None  # the bookie drilled into
     help: bool = False
     interval: float = 1.0
     title: str = ""
-    error: str | None = None        # the last snapshot's failure
+    error: str | None = None  # the last snapshot's failure
     rows: list = field(default_factory=list)
 
 
@@ -69,8 +75,7 @@ def _yes_no(value) -> str:
     return "-" if value is None else "yes" if value else "no"
 
 
-_STATE_STYLE = {"writable": "green", "read-only": "yellow", "down": "red", "lost": "bold red",
-                "unreachable": "magenta"}
+_STATE_STYLE = {"writable": "green", "read-only": "yellow", "down": "red", "lost": "bold red", "unreachable": "magenta"}
 
 
 def _note(row: dict) -> str:
@@ -115,12 +120,17 @@ def zookeeper_line(snapshot: dict, now_ms: float) -> Text:
         latency = zk.get("latency_ms")
         return Text("zookeeper ok" + (f", answered in {latency:.0f} ms" if latency is not None else ""))
     since = zk["since"]
-    text = Text(f"ZooKeeper unreachable since {_clock(since)} ({max(0, now_ms - since) / 1000:.0f} s): "
-                f"{zk['error']}", style="bold red")
+    text = Text(
+        f"ZooKeeper unreachable since {_clock(since)} ({max(0, now_ms - since) / 1000:.0f} s): {zk['error']}",
+        style="bold red",
+    )
     read_at = zk.get("read_at")
-    text.append("; registrations as of " + (f"{_clock(read_at)} ({max(0, now_ms - read_at) / 1000:.0f} s old)"
-                                             if read_at else "never (no bookie known)")
-                + ", autorecovery with them; the bookies' HTTP figures are live", style="red")
+    text.append(
+        "; registrations as of "
+        + (f"{_clock(read_at)} ({max(0, now_ms - read_at) / 1000:.0f} s old)" if read_at else "never (no bookie known)")
+        + ", autorecovery with them; the bookies' HTTP figures are live",
+        style="red",
+    )
     return text
 
 
@@ -138,8 +148,10 @@ def header(snapshot: dict | None, state: ViewState, now_ms: float | None = None)
     else:
         age = max(0.0, (now_ms - snapshot["time"]) / 1000)
         text.append(f"  {_clock(now_ms)}  every {state.interval:g}s  ")
-        text.append(f"bookies read {_clock(snapshot['time'])} ({age:.0f} s ago)",
-                    style="bold red" if age > late_after(state.interval) else "dim")
+        text.append(
+            f"bookies read {_clock(snapshot['time'])} ({age:.0f} s ago)",
+            style="bold red" if age > late_after(state.interval) else "dim",
+        )
         text.append("\n")
     text.append_text(zookeeper_line(snapshot, now_ms))
     text.append("\n")
@@ -155,10 +167,13 @@ def header(snapshot: dict | None, state: ViewState, now_ms: float | None = None)
         for r in report["ledgers"]:
             key = r["state"].split(":")[0]
             states[key] = states.get(key, 0) + 1
-        text.append(f"\nautorecovery {'enabled' if report['enabled'] else 'disabled'}, auditor "
-                    f"{report['auditor'] or 'none'}; waits for: {report['auditor_waits_for']}")
-        text.append(f"\nunder-replicated {report['underreplicated']}",
-                    style="bold yellow" if report["underreplicated"] else "")
+        text.append(
+            f"\nautorecovery {'enabled' if report['enabled'] else 'disabled'}, auditor "
+            f"{report['auditor'] or 'none'}; waits for: {report['auditor_waits_for']}"
+        )
+        text.append(
+            f"\nunder-replicated {report['underreplicated']}", style="bold yellow" if report["underreplicated"] else ""
+        )
         if states:
             text.append(" (" + ", ".join(f"{n} {s}" for s, n in sorted(states.items())) + ")")
         # the rows' word: a bookie with a cookie that no ledger names is "down" in the list, not lost
@@ -171,21 +186,50 @@ def header(snapshot: dict | None, state: ViewState, now_ms: float | None = None)
 
 
 #: the list's columns: (header, justify), in order; and the order they go in when the terminal is narrow
-COLUMNS = [("bookie", "left"), ("state", "left"), ("rack", "left"), ("add/s", "right"), ("add p50/p99 ms", "right"),
-           ("read/s", "right"), ("read p99", "right"), ("jsync p99", "right"), ("disk", "right"),
-           ("reclaimable", "right"), ("gc", "left"), ("notes", "left")]
+COLUMNS = [
+    ("bookie", "left"),
+    ("state", "left"),
+    ("rack", "left"),
+    ("add/s", "right"),
+    ("add p50/p99 ms", "right"),
+    ("read/s", "right"),
+    ("read p99", "right"),
+    ("jsync p99", "right"),
+    ("disk", "right"),
+    ("reclaimable", "right"),
+    ("gc", "left"),
+    ("notes", "left"),
+]
 DROP_FIRST = ["notes", "gc", "rack", "jsync p99", "read p99", "reclaimable", "read/s"]
 #: the column each sort key sorts by: never left out (a list sorted by a column it hides reads as unsorted)
-SORT_COLUMN = {"bookie": "bookie", "state": "state", "rack": "rack", "adds": "add/s", "add-latency": "add p50/p99 ms",
-               "reads": "read/s", "disk": "disk", "reclaimable": "reclaimable"}
+SORT_COLUMN = {
+    "bookie": "bookie",
+    "state": "state",
+    "rack": "rack",
+    "adds": "add/s",
+    "add-latency": "add p50/p99 ms",
+    "reads": "read/s",
+    "disk": "disk",
+    "reclaimable": "reclaimable",
+}
 
 
 def _cells(r: dict) -> list:
     disk = "-" if r["used_percent"] is None else f"{r['used_percent']:.0f}% of {human_size(r['total_bytes'])}"
-    return [r["bookie_id"], Text(r["state"], style=_STATE_STYLE.get(r["state"], "")), r["rack"] or "",
-            _num(r["add_rate"]), f"{_ms(r['add_p50_ms'])}/{_ms(r['add_p99_ms'])}", _num(r["read_rate"]),
-            _ms(r["read_p99_ms"]), _ms(r["journal_sync_p99_ms"]), disk,
-            "-" if r["reclaimable_bytes"] is None else human_size(r["reclaimable_bytes"]), _gc_text(r), _note(r)]
+    return [
+        r["bookie_id"],
+        Text(r["state"], style=_STATE_STYLE.get(r["state"], "")),
+        r["rack"] or "",
+        _num(r["add_rate"]),
+        f"{_ms(r['add_p50_ms'])}/{_ms(r['add_p99_ms'])}",
+        _num(r["read_rate"]),
+        _ms(r["read_p99_ms"]),
+        _ms(r["journal_sync_p99_ms"]),
+        disk,
+        "-" if r["reclaimable_bytes"] is None else human_size(r["reclaimable_bytes"]),
+        _gc_text(r),
+        _note(r),
+    ]
 
 
 def bookie_table(rows: list[dict], state: ViewState, live: bool, width: int | None = None) -> Table:
@@ -202,11 +246,18 @@ def bookie_table(rows: list[dict], state: ViewState, live: bool, width: int | No
     table = Table(box=None, header_style="bold reverse", pad_edge=False, expand=live)
     for name, justify in COLUMNS:
         if name in shown:
-            table.add_column(name, justify=justify, no_wrap=True, overflow="ellipsis",
-                             min_width=need[name] - 2 if name in ("bookie", "state") else None)
+            table.add_column(
+                name,
+                justify=justify,
+                no_wrap=True,
+                overflow="ellipsis",
+                min_width=need[name] - 2 if name in ("bookie", "state") else None,
+            )
     for i, row in enumerate(cells):
-        table.add_row(*(c for c, (name, _j) in zip(row, COLUMNS) if name in shown),
-                      style="reverse" if live and i == state.selected else "")
+        table.add_row(
+            *(c for c, (name, _j) in zip(row, COLUMNS) if name in shown),
+            style="reverse" if live and i == state.selected else "",
+        )
     return table
 
 
@@ -215,24 +266,28 @@ def detail(snapshot: dict, bookie_id: str) -> Panel:
     if not rows:
         return Panel(f"{bookie_id} is gone from the cluster's bookies", title=bookie_id)
     r = rows[0]
-    lines = [f"state {r['state']} (registration: {r['registration']}), rack {r['rack'] or '-'}, "
-             f"HTTP admin {r['http'] or '-'} ({r['kind'] or 'no answer'})"
-             + (f"; read-only: {r['read_only_reason']}" if r.get("read_only_reason") else ""),
-             f"disk: {human_size(r['used_bytes'])} used of {human_size(r['total_bytes'])}; entry logs "
-             f"{_num(r['entry_logs'])} ({human_size(r['entry_log_bytes'])}), reclaimable "
-             f"{human_size(r['reclaimable_bytes'])}, lowest live ratio {_num(r['lowest_live_ratio'], '{:.2f}')}",
-             f"gc: {_gc_text(r)}; runs {_num(r['gc_runs'])}, forced {_yes_no(r['forced_gc'])}, reclaimed since start "
-             f"{human_size(r['reclaimed_bytes'])}",
-             f"metrics ({r['metrics'] or 'none'}): adds {_num(r['add_rate'])}/s p50 {_ms(r['add_p50_ms'])} ms "
-             f"p99 {_ms(r['add_p99_ms'])} ms; reads {_num(r['read_rate'])}/s p50 {_ms(r['read_p50_ms'])} ms "
-             f"p99 {_ms(r['read_p99_ms'])} ms; journal sync p99 {_ms(r['journal_sync_p99_ms'])} ms"]
+    lines = [
+        f"state {r['state']} (registration: {r['registration']}), rack {r['rack'] or '-'}, "
+        f"HTTP admin {r['http'] or '-'} ({r['kind'] or 'no answer'})"
+        + (f"; read-only: {r['read_only_reason']}" if r.get("read_only_reason") else ""),
+        f"disk: {human_size(r['used_bytes'])} used of {human_size(r['total_bytes'])}; entry logs "
+        f"{_num(r['entry_logs'])} ({human_size(r['entry_log_bytes'])}), reclaimable "
+        f"{human_size(r['reclaimable_bytes'])}, lowest live ratio {_num(r['lowest_live_ratio'], '{:.2f}')}",
+        f"gc: {_gc_text(r)}; runs {_num(r['gc_runs'])}, forced {_yes_no(r['forced_gc'])}, reclaimed since start "
+        f"{human_size(r['reclaimed_bytes'])}",
+        f"metrics ({r['metrics'] or 'none'}): adds {_num(r['add_rate'])}/s p50 {_ms(r['add_p50_ms'])} ms "
+        f"p99 {_ms(r['add_p99_ms'])} ms; reads {_num(r['read_rate'])}/s p50 {_ms(r['read_p50_ms'])} ms "
+        f"p99 {_ms(r['read_p99_ms'])} ms; journal sync p99 {_ms(r['journal_sync_p99_ms'])} ms",
+    ]
     for what, why in r["unread"].items():
         lines.append(f"not read: {what}: {why}")
     repairs = repairs_of(snapshot, bookie_id)
     lines.append(f"under-replicated ledgers missing a copy here: {len(repairs)}")
     for ledger in repairs[:10]:
-        lines.append(f"  ledger {ledger['ledger_id']}: {ledger.get('text') or ledger['state']}"
-                     + (f" (worker {ledger['worker']})" if ledger.get("worker") else ""))
+        lines.append(
+            f"  ledger {ledger['ledger_id']}: {ledger.get('text') or ledger['state']}"
+            + (f" (worker {ledger['worker']})" if ledger.get("worker") else "")
+        )
     return Panel("\n".join(lines), title=f"bookie {bookie_id}", title_align="left")
 
 
@@ -325,7 +380,7 @@ def split_keys(data: str) -> list[str]:
             j = i + 2
             while j < len(data) and not ("@" <= data[j] <= "~"):
                 j += 1
-            keys.append(data[i:j + 1])
+            keys.append(data[i : j + 1])
             i = j + 1
         else:
             keys.append(data[i])
@@ -396,8 +451,14 @@ def run_live(collector, console, interval: float, title: str, state: ViewState |
         signal.signal(signal.SIGTERM, on_term)
         refresher.start()
         console.size = os.get_terminal_size(fd)
-        with Live(render(None, state), console=console, screen=True, auto_refresh=False,
-                  redirect_stdout=False, redirect_stderr=False) as live:
+        with Live(
+            render(None, state),
+            console=console,
+            screen=True,
+            auto_refresh=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        ) as live:
             running = True
             while running:
                 # a redraw at least every interval: the clock and the figures' age move on even while

@@ -20,6 +20,7 @@ the kernel ranks below the bookie's (``autoRecoveryDaemonCpuPriority``).
 * A child that ends while the bookie runs is started again after
   :data:`RESTART_DELAY` seconds, as systemd restarts a failed service.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,15 @@ from .child_process import (
 
 log = logging.getLogger("bookied.autorecovery")
 
-__all__ = ["AutoRecoveryProcess", "CPU_PRIORITIES", "RESTART_DELAY", "autogroup_enabled", "leave_session_group",
-           "lower_cpu_priority", "main"]
+__all__ = [
+    "AutoRecoveryProcess",
+    "CPU_PRIORITIES",
+    "RESTART_DELAY",
+    "autogroup_enabled",
+    "leave_session_group",
+    "lower_cpu_priority",
+    "main",
+]
 
 #: seconds before a child that ended while the bookie runs is started again
 RESTART_DELAY = 5.0
@@ -54,6 +62,7 @@ FIGURES_INTERVAL = 1.0
 #: the child's exit status when its daemon cannot start (ZooKeeper away...)
 EXIT_CANNOT_START = 5
 
+
 class AutoRecoveryProcess:
     """The bookie's handle on its autorecovery daemon's process.
 
@@ -62,8 +71,9 @@ class AutoRecoveryProcess:
     running child's last figures; what :func:`bookied.metrics.register_autorecovery`
     reads."""
 
-    def __init__(self, cfg, bookie_id: str, reactor, *, log_level: str | None = None,
-                 restart_delay: float = RESTART_DELAY):
+    def __init__(
+        self, cfg, bookie_id: str, reactor, *, log_level: str | None = None, restart_delay: float = RESTART_DELAY
+    ):
         from bkctl.wire.autorecovery.config import AutoRecoveryStats
 
         self.cfg = cfg
@@ -84,12 +94,17 @@ class AutoRecoveryProcess:
 
     def start(self) -> None:
         self._restart = None
-        settings = {"config": self._config_text(), "bookie_id": self.bookie_id, "log_level": self.log_level,
-                    "cpu_priority": self.cfg.auto_recovery_daemon_cpu_priority}
+        settings = {
+            "config": self._config_text(),
+            "bookie_id": self.bookie_id,
+            "log_level": self.log_level,
+            "cpu_priority": self.cfg.auto_recovery_daemon_cpu_priority,
+        }
         child = self._child = _ChildProtocol(self, json.dumps(settings).encode("utf-8") + b"\n", defer.Deferred())
         env = child_environment()
-        self.reactor.spawnProcess(child, sys.executable, [sys.executable, "-m", __name__], env=env,
-                                  childFDs={0: "w", 1: "r", 2: 2})
+        self.reactor.spawnProcess(
+            child, sys.executable, [sys.executable, "-m", __name__], env=env, childFDs={0: "w", 1: "r", 2: 2}
+        )
         self.pid = child.pid
         log.info("autorecovery daemon started as process %d", self.pid)
 
@@ -130,15 +145,20 @@ class AutoRecoveryProcess:
         self.is_auditor = bool(figures.get("auditor"))
 
     def child_ended(self, child, status) -> None:
-        self._ended_counts = {f.name: getattr(self.stats, f.name) for f in fields(self.stats)
-                              if _is_count(getattr(self.stats, f.name))}
+        self._ended_counts = {
+            f.name: getattr(self.stats, f.name) for f in fields(self.stats) if _is_count(getattr(self.stats, f.name))
+        }
         self.is_auditor = False
         self.pid = None
         if self._stopping:
             log.info("autorecovery daemon stopped")
             return
-        log.error("autorecovery daemon (process %s) ended: %s; starting it again in %g s",
-                  child.pid, status, self.restart_delay)
+        log.error(
+            "autorecovery daemon (process %s) ended: %s; starting it again in %g s",
+            child.pid,
+            status,
+            self.restart_delay,
+        )
         self.restarts += 1
         self._restart = self.reactor.callLater(self.restart_delay, self.start)
 
@@ -211,17 +231,26 @@ def main() -> int:
 
     settle_garbage_collector()  # a worker copies entries for hours: as the bookie does
     zksecurity.set_default(cfg.zk_security())
-    daemon = AutoRecoveryDaemon(cfg.metadata_service_uri, settings["bookie_id"], config_from_keys(cfg),
-                                reactor=reactor, zk_timeout=cfg.zk_timeout / 1000.0,
-                                client_options=client_tls_options(cfg))
+    daemon = AutoRecoveryDaemon(
+        cfg.metadata_service_uri,
+        settings["bookie_id"],
+        config_from_keys(cfg),
+        reactor=reactor,
+        zk_timeout=cfg.zk_timeout / 1000.0,
+        client_options=client_tls_options(cfg),
+    )
     outcome = {"code": 0}
     parent = _Parent(daemon)
     stdio.StandardIO(parent, reactor=reactor)
     figures = task.LoopingCall(parent.send_figures)
 
     def started(_) -> None:
-        log.info("autorecovery daemon running as process %d (CPU priority %s%s)", os.getpid(), priority,
-                 ", in a CPU group of its own at nice 19" if grouped else "")
+        log.info(
+            "autorecovery daemon running as process %d (CPU priority %s%s)",
+            os.getpid(),
+            priority,
+            ", in a CPU group of its own at nice 19" if grouped else "",
+        )
         figures.start(FIGURES_INTERVAL)
 
     def failed(f) -> None:

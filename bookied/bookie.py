@@ -10,6 +10,7 @@ An entry goes to the entry store *before* its journal record is queued, so
 a checkpoint (mark, flush, trim) never trims a record whose entry is not in
 the store yet.  Ledgers are sharded over journals and entry stores by id.
 """
+
 from __future__ import annotations
 
 import logging
@@ -42,9 +43,17 @@ def _lac_of_body(body: bytes) -> int:
 
 
 class Bookie:
-    def __init__(self, journals, stores, *, clock, max_frame_size: int = 5 * 1024 * 1024,
-                 allow_high_priority_writes_when_readonly: bool = True, journal_write_data: bool = True,
-                 max_throttle_time: float = 10.0):
+    def __init__(
+        self,
+        journals,
+        stores,
+        *,
+        clock,
+        max_frame_size: int = 5 * 1024 * 1024,
+        allow_high_priority_writes_when_readonly: bool = True,
+        journal_write_data: bool = True,
+        max_throttle_time: float = 10.0,
+    ):
         self.journals = list(journals)
         #: journalWriteData: False puts entries in the entry store only and
         #: acknowledges them at once (durable at the next checkpoint), as Java's
@@ -125,8 +134,11 @@ class Bookie:
         if readonly == self.readonly:
             return
         self.readonly = readonly
-        log.warning("bookie is now %s%s", "read-only" if readonly else "writable",
-                    f" ({self.readonly_reason})" if readonly else "")
+        log.warning(
+            "bookie is now %s%s",
+            "read-only" if readonly else "writable",
+            f" ({self.readonly_reason})" if readonly else "",
+        )
         if self.on_readonly_change is not None:
             self.on_readonly_change(readonly)
 
@@ -154,9 +166,18 @@ class Bookie:
         return RC.EOK if stored == key else RC.EUA
 
     # -- adds ------------------------------------------------------------------
-    def add_entry(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
-                  callback: Callable[[int], None], *, recovery: bool = False,
-                  high_priority: bool = False, deferred_sync: bool = False) -> None:
+    def add_entry(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        body: bytes,
+        callback: Callable[[int], None],
+        *,
+        recovery: bool = False,
+        high_priority: bool = False,
+        deferred_sync: bool = False,
+    ) -> None:
         if ledger_id < 0 or entry_id < 0:  # no client makes them; the store keeps none
             callback(RC.EBADREQ)
             return
@@ -189,17 +210,34 @@ class Bookie:
             return
 
         if write_data and not self._journaled(
-                journal, lambda: journal.append(EntryRecord(ledger_id, entry_id, body), _Durable(self, journal, callback),
-                                                sync=not deferred_sync, patient=recovery),
-                callback, lambda: self._throttle(ledger_id, entry_id, master_key, body, callback, recovery,
-                                                 high_priority, deferred_sync)):
+            journal,
+            lambda: journal.append(
+                EntryRecord(ledger_id, entry_id, body),
+                _Durable(self, journal, callback),
+                sync=not deferred_sync,
+                patient=recovery,
+            ),
+            callback,
+            lambda: self._throttle(
+                ledger_id, entry_id, master_key, body, callback, recovery, high_priority, deferred_sync
+            ),
+        ):
             return
         self._note_lac(ledger_id, _LAC_IN_ENTRY.unpack_from(body, 16)[0] if len(body) >= 24 else -1)
         if not write_data:
             callback(RC.EOK)
 
-    def add_entries(self, ledger_id: int, master_key: bytes, entry_ids: list, bodies: list,
-                    reply, *, recovery: bool = False, high_priority: bool = False) -> None:
+    def add_entries(
+        self,
+        ledger_id: int,
+        master_key: bytes,
+        entry_ids: list,
+        bodies: list,
+        reply,
+        *,
+        recovery: bool = False,
+        high_priority: bool = False,
+    ) -> None:
         """:meth:`add_entry` of a run of sync adds to one ledger with one key (a
         request chunk's consecutive adds): checked once, put into the store under
         one lock, journaled as one item, and answered together, ``reply(rc)`` once
@@ -208,10 +246,16 @@ class Bookie:
         :meth:`add_entry` instead, with ``reply.one(k)`` as the k-th's callback, so
         the answers are exactly those of the one-by-one path."""
         store, journal = self._store(ledger_id), self._journal(ledger_id)
-        if (ledger_id < 0 or min(entry_ids) < 0 or self.readonly or not self.journal_write_data
-                or self._throttled or journal.failed is not None
-                or store.get_master_key(ledger_id) != master_key
-                or (not recovery and store.is_fenced(ledger_id))):
+        if (
+            ledger_id < 0
+            or min(entry_ids) < 0
+            or self.readonly
+            or not self.journal_write_data
+            or self._throttled
+            or journal.failed is not None
+            or store.get_master_key(ledger_id) != master_key
+            or (not recovery and store.is_fenced(ledger_id))
+        ):
             self._add_each(ledger_id, master_key, entry_ids, bodies, reply, 0, recovery, high_priority)
             return
         put = store.put_entries(ledger_id, entry_ids, bodies)
@@ -221,14 +265,17 @@ class Bookie:
                 return
             entry_ids, bodies = entry_ids[:put], bodies[:put]
             reply = reply.first(put)
-        if self._journaled(journal, lambda: journal.append_entries(ledger_id, entry_ids, bodies,
-                                                                   _Durable(self, journal, reply), recovery),
-                           reply, lambda: self._add_each(ledger_id, master_key, entry_ids, bodies, reply, 0,
-                                                         recovery, high_priority)):
+        if self._journaled(
+            journal,
+            lambda: journal.append_entries(ledger_id, entry_ids, bodies, _Durable(self, journal, reply), recovery),
+            reply,
+            lambda: self._add_each(ledger_id, master_key, entry_ids, bodies, reply, 0, recovery, high_priority),
+        ):
             self._note_lac(ledger_id, max(map(_lac_of_entry, bodies)))
 
-    def _journaled(self, journal, append: Callable[[], None], callback: Callable[[int], None],
-                   wait: Callable[[], None]) -> bool:
+    def _journaled(
+        self, journal, append: Callable[[], None], callback: Callable[[int], None], wait: Callable[[], None]
+    ) -> bool:
         """``append()`` an add's journal record(s) and return True; else False, having
         called ``wait()`` when the journal's queue is full (the add waits, as for a full
         write cache, until the journal has taken its queue: Java's bookie blocks on its
@@ -254,17 +301,30 @@ class Bookie:
 
     def _add_each(self, ledger_id, master_key, entry_ids, bodies, reply, start, recovery, high_priority) -> None:
         for k in range(start, len(entry_ids)):
-            self.add_entry(ledger_id, entry_ids[k], master_key, bodies[k], reply.one(k),
-                           recovery=recovery, high_priority=high_priority)
+            self.add_entry(
+                ledger_id,
+                entry_ids[k],
+                master_key,
+                bodies[k],
+                reply.one(k),
+                recovery=recovery,
+                high_priority=high_priority,
+            )
 
-    def _throttle(self, ledger_id, entry_id, master_key, body, callback, recovery, high_priority,
-                  deferred_sync) -> None:
+    def _throttle(
+        self, ledger_id, entry_id, master_key, body, callback, recovery, high_priority, deferred_sync
+    ) -> None:
         if self.max_throttle_time <= 0:
             callback(RC.ETOOMANYREQUESTS)
             return
         deadline = self.clock.seconds() + self.max_throttle_time
-        self._throttled.append((deadline, (ledger_id, entry_id, master_key, body, callback),
-                                dict(recovery=recovery, high_priority=high_priority, deferred_sync=deferred_sync)))
+        self._throttled.append(
+            (
+                deadline,
+                (ledger_id, entry_id, master_key, body, callback),
+                dict(recovery=recovery, high_priority=high_priority, deferred_sync=deferred_sync),
+            )
+        )
         if self._throttle_timer is None:
             self._arm_throttle_timer()
 
@@ -285,8 +345,11 @@ class Bookie:
             waiting.popleft()[1][4](RC.ETOOMANYREQUESTS)
             refused += 1
         if refused:
-            log.warning("%d adds refused (ETOOMANYREQUESTS): the write cache (or the journal's queue) "
-                        "stayed full for dbStorage_maxThrottleTimeMs", refused)
+            log.warning(
+                "%d adds refused (ETOOMANYREQUESTS): the write cache (or the journal's queue) "
+                "stayed full for dbStorage_maxThrottleTimeMs",
+                refused,
+            )
         self._arm_throttle_timer()
 
     @property
@@ -357,9 +420,12 @@ class Bookie:
             last = -1 if last is None else last  # no entries: ENOENTRY, as _read
             entry_ids = [last if e == LAST_ADD_CONFIRMED else e for e in entry_ids]
         eok = RC.EOK
-        return [(eok, got) if got.__class__ is bytes or not (got is None or isinstance(got, OSError))
-                else _read_failed(ledger_id, entry_id, got)
-                for entry_id, got in zip(entry_ids, store.get_entries(ledger_id, entry_ids))]
+        return [
+            (eok, got)
+            if got.__class__ is bytes or not (got is None or isinstance(got, OSError))
+            else _read_failed(ledger_id, entry_id, got)
+            for entry_id, got in zip(entry_ids, store.get_entries(ledger_id, entry_ids))
+        ]
 
     def read_entry(self, ledger_id: int, entry_id: int, callback) -> None:
         rc, body = self._read(ledger_id, entry_id)
@@ -367,8 +433,11 @@ class Bookie:
 
     def fence_and_read(self, ledger_id: int, entry_id: int, master_key: bytes | None, callback) -> None:
         """A fencing read: persist the fence, then answer the read."""
-        self._fence(ledger_id, master_key, lambda rc: callback(*(
-            self._read(ledger_id, entry_id) if rc == RC.EOK else (rc, None))))
+        self._fence(
+            ledger_id,
+            master_key,
+            lambda rc: callback(*(self._read(ledger_id, entry_id) if rc == RC.EOK else (rc, None))),
+        )
 
     def _fence(self, ledger_id: int, master_key: bytes | None, then: Callable[[int], None]) -> None:
         if master_key is None:
@@ -405,8 +474,17 @@ class Bookie:
             for cb in waiting:
                 cb(RC.EIO)
 
-    def batch_read(self, ledger_id: int, start: int, max_count: int, max_size: int, callback, *,
-                   fence_key: bytes | None = None, fencing: bool = False) -> None:
+    def batch_read(
+        self,
+        ledger_id: int,
+        start: int,
+        max_count: int,
+        max_size: int,
+        callback,
+        *,
+        fence_key: bytes | None = None,
+        fencing: bool = False,
+    ) -> None:
         def read(rc: int = RC.EOK) -> None:
             if rc != RC.EOK:
                 callback(rc, [])
@@ -520,8 +598,9 @@ class Bookie:
             return (RC.EIO if rc == RC.EIO else RC.ENOENTRY), None, None
         return RC.EOK, explicit, last if rc == RC.EOK else None
 
-    def write_lac(self, ledger_id: int, lac: int, master_key: bytes, body: bytes, callback, *,
-                  high_priority: bool = False) -> None:
+    def write_lac(
+        self, ledger_id: int, lac: int, master_key: bytes, body: bytes, callback, *, high_priority: bool = False
+    ) -> None:
         if self.readonly and not (high_priority and self.allow_high_priority_writes):
             callback(RC.EREADONLY)
             return

@@ -6,6 +6,7 @@ neither the bookie's GIL nor, where the kernel allows, the CPU its adds and read
 want: the autorecovery daemon (:mod:`.autorecovery`) and the garbage collector's
 listing of the ledger metadata (:mod:`.gc_listing`).
 """
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,16 @@ import os
 
 log = logging.getLogger("bookied.child")
 
-__all__ = ["AUTOGROUP", "AUTOGROUP_SWITCH", "CPU_PRIORITIES", "autogroup_enabled", "child_environment",
-           "leave_session_group", "lower_cpu_priority", "read_settings"]
+__all__ = [
+    "AUTOGROUP",
+    "AUTOGROUP_SWITCH",
+    "CPU_PRIORITIES",
+    "autogroup_enabled",
+    "child_environment",
+    "leave_session_group",
+    "lower_cpu_priority",
+    "read_settings",
+]
 
 #: the words of a child's CPU priority: Linux's SCHED_IDLE, nice 19, or the bookie's own
 CPU_PRIORITIES = ("idle", "low", "normal")
@@ -91,8 +100,11 @@ def leave_session_group(what: str) -> bool:
             f.write("19")
         return True
     except OSError as e:
-        log.warning("%s: cannot take a CPU group of its own (%s): it competes with other "
-                    "sessions as its bookie does", what, e.strerror)
+        log.warning(
+            "%s: cannot take a CPU group of its own (%s): it competes with other sessions as its bookie does",
+            what,
+            e.strerror,
+        )
         return False
 
 

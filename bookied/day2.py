@@ -2,6 +2,7 @@
 and ``last_log_mark`` (``HttpRouter``), with Java's keys. (``gc`` and ``gc_details`` are
 answered by :mod:`bookied.garbage_collector`.)
 """
+
 from __future__ import annotations
 
 import os

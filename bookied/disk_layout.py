@@ -26,6 +26,7 @@ another version is rejected with a message that says so.
 All writes here are atomic: write a temporary file in the same directory,
 fsync it, rename it over the target, fsync the directory.
 """
+
 from __future__ import annotations
 
 import errno
@@ -41,7 +42,9 @@ LAYOUT_FORMAT = "bookied-storage"
 CURRENT_LAYOUT_VERSION = 1
 
 _JAVA_FILE_RE = re.compile(r"^(VERSION|lastId|lastMark(\.\d+)?|[0-9a-fA-F]+\.(txn|log|idx))$")
-_JAVA_CURRENT_RE = re.compile(r"^(lastId|lastMark(\.\d+)?|[0-9a-fA-F]+\.(txn|log)|.*\.log\.compacting|ledgers|locations)$")
+_JAVA_CURRENT_RE = re.compile(
+    r"^(lastId|lastMark(\.\d+)?|[0-9a-fA-F]+\.(txn|log)|.*\.log\.compacting|ledgers|locations)$"
+)
 _HEX_DIR_RE = re.compile(r"^[0-9a-fA-F]{1,2}$")
 
 
@@ -259,8 +262,10 @@ def _check_dir(d: str) -> str | None:
         old = old_layout_files(d)
         if old:
             shown = ", ".join(old[:5]) + (" ..." if len(old) > 5 else "")
-            return (f"{d}: directory has an old (pre-current/) BookKeeper layout ({shown}); "
-                    f"upgrade needed: run 'bkctl upgrade'")
+            return (
+                f"{d}: directory has an old (pre-current/) BookKeeper layout ({shown}); "
+                f"upgrade needed: run 'bkctl upgrade'"
+            )
         return None
     try:
         version = read_layout_version(d)
@@ -270,15 +275,21 @@ def _check_dir(d: str) -> str | None:
         java = java_storage_files(d)
         if java:
             shown = ", ".join(java[:5]) + (" ..." if len(java) > 5 else "")
-            return (f"{cur}: holds Apache BookKeeper (Java) storage files ({shown}) and no "
-                    f"{LAYOUT_FILE}; bookied's storage format is its own and cannot use them")
+            return (
+                f"{cur}: holds Apache BookKeeper (Java) storage files ({shown}) and no "
+                f"{LAYOUT_FILE}; bookied's storage format is its own and cannot use them"
+            )
         return None
     if version < CURRENT_LAYOUT_VERSION:
-        return (f"{cur}: storage layout version {version} is older than {CURRENT_LAYOUT_VERSION}; "
-                f"upgrade needed: run 'bkctl upgrade'")
+        return (
+            f"{cur}: storage layout version {version} is older than {CURRENT_LAYOUT_VERSION}; "
+            f"upgrade needed: run 'bkctl upgrade'"
+        )
     if version > CURRENT_LAYOUT_VERSION:
-        return (f"{cur}: storage layout version {version} was written by a newer bookied "
-                f"(this one handles {CURRENT_LAYOUT_VERSION}); roll back with that version first")
+        return (
+            f"{cur}: storage layout version {version} was written by a newer bookied "
+            f"(this one handles {CURRENT_LAYOUT_VERSION}); roll back with that version first"
+        )
     return None
 
 

@@ -1,6 +1,7 @@
 """bookied's own errors: its journal's (:mod:`bkctl.bookied.journal`), which the bookie
 maps to the protocol's codes (ETOOMANYREQUESTS, EIO) and to going read-only, and its
 garbage collector's listing of the metadata (:mod:`bkctl.bookied.gc_listing`)."""
+
 from __future__ import annotations
 
 import errno

@@ -41,6 +41,7 @@ The passes run in a thread pool (``run_in_thread``), one at a time; the
 scheduling and the figures live in the reactor thread (``clock`` is the
 reactor, ``task.Clock`` in tests).
 """
+
 from __future__ import annotations
 
 import heapq
@@ -88,9 +89,16 @@ class PassResult:
 def damaged_doc(directory: str, found) -> dict:
     """A damaged record as the status shows it (Java-style camelCase keys)."""
     rec = found.record
-    return {"ledgerDirectory": directory, "logId": found.log_id, "offset": rec.offset, "length": rec.length,
-            "ledgerId": rec.ledger_id, "entryId": rec.entry_id, "reason": rec.reason,
-            "droppedEntries": [list(ids) for ids in found.dropped]}
+    return {
+        "ledgerDirectory": directory,
+        "logId": found.log_id,
+        "offset": rec.offset,
+        "length": rec.length,
+        "ledgerId": rec.ledger_id,
+        "entryId": rec.entry_id,
+        "reason": rec.reason,
+        "droppedEntries": [list(ids) for ids in found.dropped],
+    }
 
 
 class DeletedLedgerCollector:
@@ -153,10 +161,16 @@ class GarbageCollector:
 
     __name__ = "gc"  # for the periodic runner's log lines
 
-    def __init__(self, policy: GcPolicy, stores: list[CompactableStore],
-                 collect_ledgers: Callable[[list[CompactableStore]], int], clock,
-                 run_in_thread: Callable[[Callable], defer.Deferred],
-                 on_pass_done: Callable[[], None] | None = None, throttle: Throttle | None = None):
+    def __init__(
+        self,
+        policy: GcPolicy,
+        stores: list[CompactableStore],
+        collect_ledgers: Callable[[list[CompactableStore]], int],
+        clock,
+        run_in_thread: Callable[[Callable], defer.Deferred],
+        on_pass_done: Callable[[], None] | None = None,
+        throttle: Throttle | None = None,
+    ):
         self.policy = policy
         self.stores = stores
         self._collect = collect_ledgers
@@ -242,8 +256,9 @@ class GarbageCollector:
         return d
 
     def _start(self, force: bool, suspend_major: bool, suspend_minor: bool) -> None:
-        kind = choose_compaction(self.policy, self._now_ms(), self.last_major_ms, self.last_minor_ms,
-                                 force, suspend_major, suspend_minor)
+        kind = choose_compaction(
+            self.policy, self._now_ms(), self.last_major_ms, self.last_minor_ms, force, suspend_major, suspend_minor
+        )
         lifted = self.no_space and force
         self._forced_now = force
         self._started_ms = self._now_ms()
@@ -317,8 +332,11 @@ class GarbageCollector:
 
     def _compact(self, kind: str, lifted: bool, result: PassResult) -> PassResult:
         policy = self.policy
-        threshold, max_ms = ((policy.major_threshold, policy.major_max_ms) if kind == MAJOR
-                             else (policy.minor_threshold, policy.minor_max_ms))
+        threshold, max_ms = (
+            (policy.major_threshold, policy.major_max_ms)
+            if kind == MAJOR
+            else (policy.minor_threshold, policy.minor_max_ms)
+        )
         if lifted:
             max_ms = -1
         self.throttle.lifted = lifted
@@ -326,14 +344,16 @@ class GarbageCollector:
         log.info("%s compaction of entry logs below %g live", kind, threshold)
         try:
             for store in self.stores:
-                with EntryLogCompactor(store, self.throttle, policy.max_outstanding,
-                                       between=lambda: self._collect_if_due(result)) as compactor:
+                with EntryLogCompactor(
+                    store, self.throttle, policy.max_outstanding, between=lambda: self._collect_if_due(result)
+                ) as compactor:
                     candidates = store.compaction_candidates(threshold)
                     result.candidates += len(candidates)
                     for log_id, _usage in candidates:
                         if max_ms > 0 and (time.monotonic() - started) * 1000 >= max_ms:
-                            log.info("%s compaction stopped after %d ms (%sCompactionMaxTimeMillis)",
-                                     kind, max_ms, kind)
+                            log.info(
+                                "%s compaction stopped after %d ms (%sCompactionMaxTimeMillis)", kind, max_ms, kind
+                            )
                             result.stopped_by = f"{kind}CompactionMaxTimeMillis ({max_ms} ms) ran out"
                             return result
                         self._collect_if_due(result)
@@ -354,7 +374,8 @@ class GarbageCollector:
                         if not moved.deleted and not moved.dead:  # dead: deleted whole, not compacted
                             left = store.log_usage().get(log_id, (0, 0, 0, 0.0))[2]
                             result.not_reclaimed[(store.directory, log_id)] = (
-                                f"{left} live entries still in it after compaction (written again meanwhile?)")
+                                f"{left} live entries still in it after compaction (written again meanwhile?)"
+                            )
         except CompactionStopped:
             log.info("%s compaction stopped: the bookie is shutting down", kind)
             result.stopped_by = "the bookie is shutting down"
@@ -404,15 +425,26 @@ class GarbageCollector:
             self.reclaimed_by_compaction += result.reclaimed_by_compaction
             self.logs_compacted += result.logs_compacted
             self.last_compaction_run = {
-                "kind": kind, "timeMs": now, "logsCompacted": result.logs_compacted,
-                "entriesMoved": result.entries_moved, "bytesMoved": result.bytes_moved,
-                "reclaimedBytes": result.reclaimed_by_compaction, "candidateLogs": result.candidates,
-                "stoppedBy": result.stopped_by, "throttledMs": result.throttled_ms}
+                "kind": kind,
+                "timeMs": now,
+                "logsCompacted": result.logs_compacted,
+                "entriesMoved": result.entries_moved,
+                "bytesMoved": result.bytes_moved,
+                "reclaimedBytes": result.reclaimed_by_compaction,
+                "candidateLogs": result.candidates,
+                "stoppedBy": result.stopped_by,
+                "throttledMs": result.throttled_ms,
+            }
             if result.reclaimed_by_compaction > 0:
                 self.last_compaction = self.last_compaction_run
-            log.info("%s compaction: %d log(s) compacted, %d entries (%d bytes) moved, %d bytes reclaimed",
-                     kind, result.logs_compacted, result.entries_moved, result.bytes_moved,
-                     result.reclaimed_by_compaction)
+            log.info(
+                "%s compaction: %d log(s) compacted, %d entries (%d bytes) moved, %d bytes reclaimed",
+                kind,
+                result.logs_compacted,
+                result.entries_moved,
+                result.bytes_moved,
+                result.reclaimed_by_compaction,
+            )
         self._end_pass(force)
         return result
 
@@ -428,11 +460,24 @@ class GarbageCollector:
             self.damaged = (self.damaged + [doc])[-DAMAGED_KEPT:]
             rec = found.record
             claims = f", header says entry {rec.ledger_id}/{rec.entry_id}" if rec.ledger_id is not None else ""
-            dropped = ("; live entries dropped from this bookie (never served; other replicas hold them): "
-                       + ", ".join(f"{lid}/{eid}" for lid, eid in found.dropped)) if found.dropped else \
-                "; no live entry in it"
-            log.warning("%s: damaged record in entry log %d at offset %d (%d bytes, %s%s)%s; compaction went on "
-                        "past it", directory, found.log_id, rec.offset, rec.length, rec.reason, claims, dropped)
+            dropped = (
+                (
+                    "; live entries dropped from this bookie (never served; other replicas hold them): "
+                    + ", ".join(f"{lid}/{eid}" for lid, eid in found.dropped)
+                )
+                if found.dropped
+                else "; no live entry in it"
+            )
+            log.warning(
+                "%s: damaged record in entry log %d at offset %d (%d bytes, %s%s)%s; compaction went on past it",
+                directory,
+                found.log_id,
+                rec.offset,
+                rec.length,
+                rec.reason,
+                claims,
+                dropped,
+            )
 
     def _failed(self, failure, kind: str | None, force: bool):
         if failure.check(GcListingStopped):
@@ -465,8 +510,11 @@ class GarbageCollector:
     def next_compaction_ms(self, kind: str) -> int | None:
         """When the periodic passes will next run that kind (None: not periodically)."""
         p = self.policy
-        enabled, last, interval = ((p.major_enabled, self.last_major_ms, p.major_interval_ms) if kind == MAJOR
-                                   else (p.minor_enabled, self.last_minor_ms, p.minor_interval_ms))
+        enabled, last, interval = (
+            (p.major_enabled, self.last_major_ms, p.major_interval_ms)
+            if kind == MAJOR
+            else (p.minor_enabled, self.last_minor_ms, p.minor_interval_ms)
+        )
         if not enabled:
             return None
         due = last + interval
@@ -478,22 +526,34 @@ class GarbageCollector:
 
     def status(self) -> dict:
         """``GET /api/v1/bookie/gc``: Java's ``is_in_force_gc`` and bookied's figures (ms since the epoch)."""
-        return {"is_in_force_gc": "true" if self.in_force_gc() else "false",
-                "gcRunning": self.running is not None, "state": self.state, "compacting": self.compacting,
-                "gcRuns": self.runs, "lastGcTime": self.last_run_ms, "lastGcDurationMs": self.last_run_duration_ms,
-                "nextGcTime": self.next_run_ms,
-                "majorCompactionCounter": self.major_count, "minorCompactionCounter": self.minor_count,
-                "lastCompaction": self.last_compaction, "lastCompactionRun": self.last_compaction_run,
-                "nextMajorCompactionTime": self.next_compaction_ms(MAJOR),
-                "nextMinorCompactionTime": self.next_compaction_ms(MINOR),
-                "ledgersRemoved": self.ledgers_removed,
-                "reclaimedSpaceViaDeletes": self.reclaimed_by_deletion,
-                "reclaimedSpaceViaCompaction": self.reclaimed_by_compaction,
-                "logsDeleted": self.logs_deleted, "logsCompacted": self.logs_compacted,
-                "entriesMoved": self.entries_moved, "bytesMoved": self.bytes_moved,
-                "majorCompactionSuspended": self.suspend_major, "minorCompactionSuspended": self.suspend_minor,
-                "damagedRecordCount": self.damaged_count, "damagedRecords": self.damaged,
-                **self.policy.to_status()}
+        return {
+            "is_in_force_gc": "true" if self.in_force_gc() else "false",
+            "gcRunning": self.running is not None,
+            "state": self.state,
+            "compacting": self.compacting,
+            "gcRuns": self.runs,
+            "lastGcTime": self.last_run_ms,
+            "lastGcDurationMs": self.last_run_duration_ms,
+            "nextGcTime": self.next_run_ms,
+            "majorCompactionCounter": self.major_count,
+            "minorCompactionCounter": self.minor_count,
+            "lastCompaction": self.last_compaction,
+            "lastCompactionRun": self.last_compaction_run,
+            "nextMajorCompactionTime": self.next_compaction_ms(MAJOR),
+            "nextMinorCompactionTime": self.next_compaction_ms(MINOR),
+            "ledgersRemoved": self.ledgers_removed,
+            "reclaimedSpaceViaDeletes": self.reclaimed_by_deletion,
+            "reclaimedSpaceViaCompaction": self.reclaimed_by_compaction,
+            "logsDeleted": self.logs_deleted,
+            "logsCompacted": self.logs_compacted,
+            "entriesMoved": self.entries_moved,
+            "bytesMoved": self.bytes_moved,
+            "majorCompactionSuspended": self.suspend_major,
+            "minorCompactionSuspended": self.suspend_minor,
+            "damagedRecordCount": self.damaged_count,
+            "damagedRecords": self.damaged,
+            **self.policy.to_status(),
+        }
 
     def details(self) -> list[dict]:
         """Java's ``gc_details`` body (one GarbageCollectionStatus: bookied has one GC thread;
@@ -505,45 +565,58 @@ class GarbageCollector:
         for store in self.stores:
             active = set(store.active_log_ids())
             for log_id, (size, live, entries, usage) in store.log_usage().items():
-                doc = {"ledgerDirectory": store.directory, "logId": log_id, "sizeBytes": size,
-                       "liveBytes": live, "liveEntries": entries, "liveRatio": round(usage, 4),
-                       "active": log_id in active}
+                doc = {
+                    "ledgerDirectory": store.directory,
+                    "logId": log_id,
+                    "sizeBytes": size,
+                    "liveBytes": live,
+                    "liveEntries": entries,
+                    "liveRatio": round(usage, 4),
+                    "active": log_id in active,
+                }
                 why = self.not_reclaimed.get((store.directory, log_id))
                 if why is not None:
                     doc["notReclaimed"] = why
                 if usage < 1.0:
-                    doc["keptBecause"] = why or self.kept_because(usage, log_id in active, store.log_size_limit,
-                                                                  entries)
+                    doc["keptBecause"] = why or self.kept_because(
+                        usage, log_id in active, store.log_size_limit, entries
+                    )
                 logs.append(doc)
-        return [{
-            "forceCompacting": self.running is not None and self._forced_now and self.compacting is not None,
-            "majorCompacting": self.compacting == MAJOR,
-            "minorCompacting": self.compacting == MINOR,
-            "lastMajorCompactionTime": self.last_major_ms,
-            "lastMinorCompactionTime": self.last_minor_ms,
-            "majorCompactionCounter": self.major_count,
-            "minorCompactionCounter": self.minor_count,
-            "state": self.state,
-            "gcRunning": self.running is not None,
-            "gcRuns": self.runs,
-            "ledgersRemoved": self.ledgers_removed,
-            "logsDeleted": self.logs_deleted,
-            "logsCompacted": self.logs_compacted,
-            "entryLogs": logs,
-        }]
+        return [
+            {
+                "forceCompacting": self.running is not None and self._forced_now and self.compacting is not None,
+                "majorCompacting": self.compacting == MAJOR,
+                "minorCompacting": self.compacting == MINOR,
+                "lastMajorCompactionTime": self.last_major_ms,
+                "lastMinorCompactionTime": self.last_minor_ms,
+                "majorCompactionCounter": self.major_count,
+                "minorCompactionCounter": self.minor_count,
+                "state": self.state,
+                "gcRunning": self.running is not None,
+                "gcRuns": self.runs,
+                "ledgersRemoved": self.ledgers_removed,
+                "logsDeleted": self.logs_deleted,
+                "logsCompacted": self.logs_compacted,
+                "entryLogs": logs,
+            }
+        ]
 
     def kept_because(self, usage: float, active: bool, log_size_limit: int, entries: int = 1) -> str:
         """Why an entry log with dead data in it is still there."""
         p = self.policy
         if active:
-            return (f"being written: the entry log in use is compacted only after it rolls at logSizeLimit "
-                    f"({log_size_limit} bytes), so a quiet bookie keeps up to that much dead data in it")
+            return (
+                f"being written: the entry log in use is compacted only after it rolls at logSizeLimit "
+                f"({log_size_limit} bytes), so a quiet bookie keeps up to that much dead data in it"
+            )
         if entries == 0:
             return "no live entry left: the next garbage collection pass deletes it whole"
         kind = MINOR if usage < p.minor_threshold else MAJOR if usage < p.major_threshold else None
         if kind is None:
-            return (f"live ratio {usage:.2f} is not below majorCompactionThreshold {p.major_threshold:g} "
-                    f"(nor minorCompactionThreshold {p.minor_threshold:g})")
+            return (
+                f"live ratio {usage:.2f} is not below majorCompactionThreshold {p.major_threshold:g} "
+                f"(nor minorCompactionThreshold {p.minor_threshold:g})"
+            )
         enabled = p.minor_enabled or p.major_enabled if kind == MINOR else p.major_enabled
         suspended = self.suspend_major and (kind == MAJOR or self.suspend_minor)
         if suspended:
@@ -551,38 +624,66 @@ class GarbageCollector:
         if enabled:
             return f"below {kind}CompactionThreshold: the next {kind} compaction takes it"
         forceable = p.force_minor_allowed if kind == MINOR else p.force_major_allowed
-        return (f"below {kind}CompactionThreshold, but {kind} compaction is not periodic "
-                f"({kind}CompactionInterval=0)" + ("; a forced pass takes it" if forceable else ""))
+        return (
+            f"below {kind}CompactionThreshold, but {kind} compaction is not periodic "
+            f"({kind}CompactionInterval=0)" + ("; a forced pass takes it" if forceable else "")
+        )
 
     def register_metrics(self, metrics) -> None:
         """Java's GarbageCollectorStats names, lower-cased with underscores, under ``bookie_gc_``."""
+
         def active(field):
             return lambda: sum(r[field] for s in self.stores for r in s.log_usage().values())
 
         metrics.counter("bookie_gc_major_compaction_total", "Major compactions run.", lambda: self.major_count)
         metrics.counter("bookie_gc_minor_compaction_total", "Minor compactions run.", lambda: self.minor_count)
-        metrics.counter("bookie_gc_reclaimed_space_via_compaction", "Bytes of entry logs deleted by compaction.",
-                        lambda: self.reclaimed_by_compaction)
-        metrics.counter("bookie_gc_reclaimed_space_via_deletes",
-                        "Bytes of entry logs deleted whole: no live entry left in them (their ledgers deleted).",
-                        lambda: self.reclaimed_by_deletion)
-        metrics.counter("bookie_gc_deleted_entry_log_total",
-                        "Entry logs deleted whole, no live entry left in them (bookied's).", lambda: self.logs_deleted)
-        metrics.counter("bookie_gc_compacted_entry_log_total",
-                        "Entry logs deleted by compaction after their live entries were moved (bookied's).",
-                        lambda: self.logs_compacted)
-        metrics.counter("bookie_gc_deleted_ledger_count", "Deleted ledgers removed from the entry stores.",
-                        lambda: self.ledgers_removed)
-        metrics.counter("bookie_gc_compacted_entries_total", "Entries moved by compaction (bookied's).",
-                        lambda: self.entries_moved)
-        metrics.counter("bookie_gc_compacted_bytes_total", "Bytes of entries moved by compaction (bookied's).",
-                        lambda: self.bytes_moved)
-        metrics.counter("bookie_gc_damaged_record_total",
-                        "Damaged entry log records found by compaction (each reported once at WARN).",
-                        lambda: self.damaged_count)
+        metrics.counter(
+            "bookie_gc_reclaimed_space_via_compaction",
+            "Bytes of entry logs deleted by compaction.",
+            lambda: self.reclaimed_by_compaction,
+        )
+        metrics.counter(
+            "bookie_gc_reclaimed_space_via_deletes",
+            "Bytes of entry logs deleted whole: no live entry left in them (their ledgers deleted).",
+            lambda: self.reclaimed_by_deletion,
+        )
+        metrics.counter(
+            "bookie_gc_deleted_entry_log_total",
+            "Entry logs deleted whole, no live entry left in them (bookied's).",
+            lambda: self.logs_deleted,
+        )
+        metrics.counter(
+            "bookie_gc_compacted_entry_log_total",
+            "Entry logs deleted by compaction after their live entries were moved (bookied's).",
+            lambda: self.logs_compacted,
+        )
+        metrics.counter(
+            "bookie_gc_deleted_ledger_count",
+            "Deleted ledgers removed from the entry stores.",
+            lambda: self.ledgers_removed,
+        )
+        metrics.counter(
+            "bookie_gc_compacted_entries_total", "Entries moved by compaction (bookied's).", lambda: self.entries_moved
+        )
+        metrics.counter(
+            "bookie_gc_compacted_bytes_total",
+            "Bytes of entries moved by compaction (bookied's).",
+            lambda: self.bytes_moved,
+        )
+        metrics.counter(
+            "bookie_gc_damaged_record_total",
+            "Damaged entry log records found by compaction (each reported once at WARN).",
+            lambda: self.damaged_count,
+        )
         for state in STATES:
-            metrics.gauge(f"bookie_gc_{state.replace(' ', '_')}", f"1 while garbage collection is {state}.",
-                          lambda state=state: int(self.state == state))
-        metrics.gauge("bookie_gc_active_entry_log_total", "Entry logs holding live entries.",
-                      lambda: sum(len(s.log_usage()) for s in self.stores))
+            metrics.gauge(
+                f"bookie_gc_{state.replace(' ', '_')}",
+                f"1 while garbage collection is {state}.",
+                lambda state=state: int(self.state == state),
+            )
+        metrics.gauge(
+            "bookie_gc_active_entry_log_total",
+            "Entry logs holding live entries.",
+            lambda: sum(len(s.log_usage()) for s in self.stores),
+        )
         metrics.gauge("bookie_gc_active_entry_log_space_bytes", "Live bytes in the entry logs.", active(1))

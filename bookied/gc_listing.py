@@ -35,6 +35,7 @@ CPU priority); then per pass a request, the bookie's ids in any order (the child
 them) as an 8-byte count and that many native 8-byte integers, and an answer, a JSON line
 (``{"garbage": n}`` or ``{"error": why}``) followed by the ``n`` ids to delete, native.
 """
+
 from __future__ import annotations
 
 import json
@@ -78,8 +79,9 @@ ORPHAN_CHECK_INTERVAL = 1.0
 EXIT_ORPHANED = 3
 
 
-def find_garbage(ledgers, local: list[int], verify: bool = False,
-                 ranges: Iterable[LedgerRange] | None = None) -> list[int]:
+def find_garbage(
+    ledgers, local: list[int], verify: bool = False, ranges: Iterable[LedgerRange] | None = None
+) -> list[int]:
     """Which of ``local`` (the bookie's ledgers, ascending, taken before this is called)
     have no metadata in ``ledgers`` (a ledger manager): compared range by range (``ranges``:
     its ``ranges()``, or those as the caller paces them); with ``verify`` (Java's
@@ -98,8 +100,10 @@ def find_garbage(ledgers, local: list[int], verify: bool = False,
     if verify and gone:
         kept = {lid for lid, md, _v in ledgers.read_many(gone) if md is not None}
         if kept:
-            log.warning("ledgers %s were not listed in the metadata store but their metadata is there: "
-                        "not deleted", sorted(kept))
+            log.warning(
+                "ledgers %s were not listed in the metadata store but their metadata is there: not deleted",
+                sorted(kept),
+            )
         gone = [lid for lid in gone if lid not in kept]
     return gone
 
@@ -130,10 +134,15 @@ class ListingProcess:
     """The bookie's handle on its listing child: :meth:`garbage` in the GC's pool thread
     (one pass at a time), :meth:`stop` and :meth:`close` when the bookie stops."""
 
-    def __init__(self, config_text: str, *, verify: bool, log_level: str | None = None,
-                 cpu_priority: str = LISTING_CPU_PRIORITY):
-        self.settings = {"config": config_text, "verify": verify, "cpu_priority": cpu_priority,
-                         "log_level": log_level or logging.getLevelName(logging.getLogger().getEffectiveLevel())}
+    def __init__(
+        self, config_text: str, *, verify: bool, log_level: str | None = None, cpu_priority: str = LISTING_CPU_PRIORITY
+    ):
+        self.settings = {
+            "config": config_text,
+            "verify": verify,
+            "cpu_priority": cpu_priority,
+            "log_level": log_level or logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+        }
         #: the running child (None before the first pass and after one ended)
         self.proc: subprocess.Popen | None = None
         #: children started so far
@@ -176,8 +185,9 @@ class ListingProcess:
     def _start(self) -> subprocess.Popen:
         from .child_process import child_environment
 
-        proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                env=child_environment())
+        proc = subprocess.Popen(
+            [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=child_environment()
+        )
         assert proc.stdin is not None
         proc.stdin.write(json.dumps(self.settings).encode("utf-8") + b"\n")
         self.proc = proc

@@ -1,6 +1,7 @@
 """When garbage collection compacts: the GC keys (:class:`GcPolicy`, in Java's units) and the rule a
 pass follows to pick a major, a minor or no compaction (:func:`choose_compaction`, Java's
 runWithFlags), which ``bookie gc --status`` and ``bkctl disk`` reason with too."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,19 +32,21 @@ class GcPolicy:
 
     @classmethod
     def from_config(cls, cfg) -> "GcPolicy":
-        return cls(gc_wait_ms=cfg.gc_wait_time,
-                   minor_threshold=cfg.minor_compaction_threshold,
-                   minor_interval_ms=cfg.minor_compaction_interval * 1000,
-                   minor_max_ms=cfg.minor_compaction_max_time_millis,
-                   major_threshold=cfg.major_compaction_threshold,
-                   major_interval_ms=cfg.major_compaction_interval * 1000,
-                   major_max_ms=cfg.major_compaction_max_time_millis,
-                   rate_by_entries=cfg.compaction_rate_by_entries,
-                   rate_by_bytes=cfg.compaction_rate_by_bytes,
-                   throttle_by_bytes=cfg.is_throttle_by_bytes,
-                   max_outstanding=cfg.compaction_max_outstanding_requests,
-                   force_allow=cfg.force_allow_compaction,
-                   force_when_no_space=cfg.is_force_gc_allow_when_no_space)
+        return cls(
+            gc_wait_ms=cfg.gc_wait_time,
+            minor_threshold=cfg.minor_compaction_threshold,
+            minor_interval_ms=cfg.minor_compaction_interval * 1000,
+            minor_max_ms=cfg.minor_compaction_max_time_millis,
+            major_threshold=cfg.major_compaction_threshold,
+            major_interval_ms=cfg.major_compaction_interval * 1000,
+            major_max_ms=cfg.major_compaction_max_time_millis,
+            rate_by_entries=cfg.compaction_rate_by_entries,
+            rate_by_bytes=cfg.compaction_rate_by_bytes,
+            throttle_by_bytes=cfg.is_throttle_by_bytes,
+            max_outstanding=cfg.compaction_max_outstanding_requests,
+            force_allow=cfg.force_allow_compaction,
+            force_when_no_space=cfg.is_force_gc_allow_when_no_space,
+        )
 
     @property
     def minor_enabled(self) -> bool:
@@ -65,8 +68,9 @@ class GcPolicy:
         """Why a forced pass (``bookie gc``) runs no ``kind`` compaction, by :func:`choose_compaction`'s
         rule; None when it runs one (disk pressure aside: the status says when it is suspended)."""
         major = kind == MAJOR
-        enabled, allowed = ((self.major_enabled, self.force_major_allowed) if major
-                            else (self.minor_enabled, self.force_minor_allowed))
+        enabled, allowed = (
+            (self.major_enabled, self.force_major_allowed) if major else (self.minor_enabled, self.force_minor_allowed)
+        )
         if enabled or allowed:
             return None
         name = "major" if major else "minor"
@@ -74,30 +78,47 @@ class GcPolicy:
         if threshold <= 0:
             return f"{name}CompactionThreshold is 0: {name} compaction is off"
         if not self.force_allow:
-            return (f"{name}CompactionInterval is 0 (not periodic) and forceAllowCompaction=false: a forced "
-                    "pass does not compact either")
+            return (
+                f"{name}CompactionInterval is 0 (not periodic) and forceAllowCompaction=false: a forced "
+                "pass does not compact either"
+            )
         return f"forceAllowCompaction runs it only with {name}CompactionThreshold below 1 (it is {threshold:g})"
 
     def to_status(self) -> dict:
         """The compaction settings ``bookie gc --status`` and ``bkctl disk`` reason with."""
-        return {"minorCompactionThreshold": self.minor_threshold, "majorCompactionThreshold": self.major_threshold,
-                "minorCompactionInterval": self.minor_interval_ms // 1000,
-                "majorCompactionInterval": self.major_interval_ms // 1000,
-                "forceAllowCompaction": self.force_allow,
-                "forcedCompactionRefused": {k: self.forced_refusal(v) for k, v in (("major", MAJOR), ("minor", MINOR))}}
+        return {
+            "minorCompactionThreshold": self.minor_threshold,
+            "majorCompactionThreshold": self.major_threshold,
+            "minorCompactionInterval": self.minor_interval_ms // 1000,
+            "majorCompactionInterval": self.major_interval_ms // 1000,
+            "forceAllowCompaction": self.force_allow,
+            "forcedCompactionRefused": {k: self.forced_refusal(v) for k, v in (("major", MAJOR), ("minor", MINOR))},
+        }
 
     def throttle(self, **kw) -> Throttle:
-        return Throttle(self.rate_by_bytes if self.throttle_by_bytes else self.rate_by_entries,
-                        self.throttle_by_bytes, **kw)
+        return Throttle(
+            self.rate_by_bytes if self.throttle_by_bytes else self.rate_by_entries, self.throttle_by_bytes, **kw
+        )
 
 
-def choose_compaction(policy: GcPolicy, now_ms: int, last_major_ms: int, last_minor_ms: int, force: bool,
-                      suspend_major: bool, suspend_minor: bool) -> str | None:
+def choose_compaction(
+    policy: GcPolicy,
+    now_ms: int,
+    last_major_ms: int,
+    last_minor_ms: int,
+    force: bool,
+    suspend_major: bool,
+    suspend_minor: bool,
+) -> str | None:
     """Which compaction a pass runs (Java's runWithFlags): major before minor, None for neither."""
-    if not suspend_major and ((policy.force_major_allowed and force) or (
-            policy.major_enabled and (force or now_ms - last_major_ms > policy.major_interval_ms))):
+    if not suspend_major and (
+        (policy.force_major_allowed and force)
+        or (policy.major_enabled and (force or now_ms - last_major_ms > policy.major_interval_ms))
+    ):
         return MAJOR
-    if not suspend_minor and ((policy.force_minor_allowed and force) or (
-            policy.minor_enabled and (force or now_ms - last_minor_ms > policy.minor_interval_ms))):
+    if not suspend_minor and (
+        (policy.force_minor_allowed and force)
+        or (policy.minor_enabled and (force or now_ms - last_minor_ms > policy.minor_interval_ms))
+    ):
         return MINOR
     return None

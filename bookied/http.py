@@ -99,6 +99,7 @@ Jackson default printer does it (two-space indent, ``"key" : value``).
 The site reaches the bookie only through a declared interface (see
 :class:`BookieStatus`), so it can be tested without a bookie.
 """
+
 from __future__ import annotations
 
 import json
@@ -256,11 +257,12 @@ class AdminResource(resource.Resource):
             BOOKIE_EXPAND_STORAGE: {b"PUT": self.put_expand_storage},
             AUTORECOVERY_WHO_IS_AUDITOR: {b"GET": self.get_who_is_auditor},
             AUTORECOVERY_TRIGGER_AUDIT: {b"PUT": self.put_trigger_audit},
-            AUTORECOVERY_LOST_BOOKIE_RECOVERY_DELAY: {b"GET": self.get_lost_bookie_recovery_delay,
-                                                      b"PUT": self.put_lost_bookie_recovery_delay},
+            AUTORECOVERY_LOST_BOOKIE_RECOVERY_DELAY: {
+                b"GET": self.get_lost_bookie_recovery_delay,
+                b"PUT": self.put_lost_bookie_recovery_delay,
+            },
             AUTORECOVERY_LIST_UNDER_REPLICATED_LEDGER: {b"GET": self.get_under_replicated},
-            AUTORECOVERY_STATUS: {b"GET": self.get_autorecovery_status,
-                                  b"PUT": self.put_autorecovery_status},
+            AUTORECOVERY_STATUS: {b"GET": self.get_autorecovery_status, b"PUT": self.put_autorecovery_status},
             AUTORECOVERY_DECOMMISSION: {b"PUT": self.put_decommission},
             AUTORECOVERY_BOOKIE: {b"PUT": self.put_recover_bookie},
         }
@@ -286,8 +288,7 @@ class AdminResource(resource.Resource):
             if handler is None:
                 allowed = sorted(set(route) | ({b"HEAD"} if b"GET" in route else set()))
                 request.setHeader(b"Allow", b", ".join(allowed))
-                raise HTTPError(http.NOT_ALLOWED,
-                                f"method {method.decode('ascii', 'replace')} not allowed on {path}")
+                raise HTTPError(http.NOT_ALLOWED, f"method {method.decode('ascii', 'replace')} not allowed on {path}")
             body = handler(request)
         except HTTPError as exc:
             body = self.error(request, exc.code, exc.message)
@@ -469,9 +470,12 @@ class AdminResource(resource.Resource):
                 return HTTPError(http.CONFLICT, str(exc))
             return self._zk_refusal(exc)
 
-        return self._finish_later(request, defer.maybeDeferred(self.status.expand_storage),
-                                  answer=lambda req, _r: self.json_body(req, "Success expand storage"),
-                                  refusal=refusal)
+        return self._finish_later(
+            request,
+            defer.maybeDeferred(self.status.expand_storage),
+            answer=lambda req, _r: self.json_body(req, "Success expand storage"),
+            refusal=refusal,
+        )
 
     # -- autorecovery (Java's /api/v1/autorecovery/*) ---------------------------------
 
@@ -479,6 +483,7 @@ class AdminResource(resource.Resource):
         if self._run_blocking is not None:
             return self._run_blocking(fn, *args)
         from twisted.internet import reactor, threads
+
         return threads.deferToThreadPool(reactor, reactor.getThreadPool(), fn, *args)
 
     def _with_store(self, request, work: Callable[[Any], tuple[int, bytes, bytes]]):
@@ -487,8 +492,9 @@ class AdminResource(resource.Resource):
         store = self.status.zk
         if store is None or not store.connected:
             raise HTTPError(http.SERVICE_UNAVAILABLE, "ZooKeeper is not connected")
-        return self._finish_later(request, self.run_blocking(work, store),
-                                  answer=self._send_reply, refusal=self._zk_refusal)
+        return self._finish_later(
+            request, self.run_blocking(work, store), answer=self._send_reply, refusal=self._zk_refusal
+        )
 
     @staticmethod
     def _send_reply(request, reply: tuple[int, bytes, bytes]) -> bytes:
@@ -522,6 +528,7 @@ class AdminResource(resource.Resource):
             if auditor is None:
                 raise HTTPError(http.NOT_FOUND, "No auditor elected")
             return self._text(f"Auditor: {auditor}")
+
         return self._with_store(request, work)
 
     def put_trigger_audit(self, request):
@@ -531,6 +538,7 @@ class AdminResource(resource.Resource):
             with self._audit_refusals():
                 trigger_audit(store)
             return self._text("Success trigger audit.")
+
         return self._with_store(request, work)
 
     @staticmethod
@@ -545,8 +553,9 @@ class AdminResource(resource.Resource):
         try:
             yield
         except AutorecoveryDisabled:
-            raise HTTPError(http.CONFLICT, "Autorecovery is disabled (PUT "
-                            f"{AUTORECOVERY_STATUS}?enabled=true enables it)") from None
+            raise HTTPError(
+                http.CONFLICT, f"Autorecovery is disabled (PUT {AUTORECOVERY_STATUS}?enabled=true enables it)"
+            ) from None
         except NoAuditor as exc:
             text = str(exc)
             raise HTTPError(http.SERVICE_UNAVAILABLE, text[:1].upper() + text[1:]) from None
@@ -557,6 +566,7 @@ class AdminResource(resource.Resource):
             if delay is None:
                 raise HTTPError(http.NOT_FOUND, "lostBookieRecoveryDelay is not set (no auditor has run yet)")
             return self._text(f"lostBookieRecoveryDelay value: {delay}")
+
         return self._with_store(request, work)
 
     def put_lost_bookie_recovery_delay(self, request):
@@ -571,6 +581,7 @@ class AdminResource(resource.Resource):
         def work(store):
             store.underreplication.set_lost_bookie_recovery_delay(delay)
             return self._text(f"Success set lostBookieRecoveryDelay to {delay}")
+
         return self._with_store(request, work)
 
     @staticmethod
@@ -602,6 +613,7 @@ class AdminResource(resource.Resource):
             if with_replicas:
                 return self._json({str(m.ledger_id): list(m.replicas) for m in marks})
             return self._json([m.ledger_id for m in marks])
+
         return self._with_store(request, work)
 
     def get_autorecovery_status(self, request):
@@ -619,6 +631,7 @@ class AdminResource(resource.Resource):
             else:
                 store.underreplication.disable()
             return self._json({"enabled": store.underreplication.is_enabled()})
+
         return self._with_store(request, work)
 
     def put_decommission(self, request):
@@ -635,19 +648,23 @@ class AdminResource(resource.Resource):
 
         def work(store):
             if bookie in store.registration.writable_bookies() or bookie in store.registration.readonly_bookies():
-                raise HTTPError(http.CONFLICT, f"bookie {bookie} is registered (running); stop it before "
-                                               "decommissioning it")
+                raise HTTPError(
+                    http.CONFLICT, f"bookie {bookie} is registered (running); stop it before decommissioning it"
+                )
             with self._audit_refusals():
                 trigger_audit(store)
             log.info("HTTP admin: decommission of %s: audit triggered", bookie)
             return self._text(f"Success send decommission Bookie command {bookie}")
+
         return self._with_store(request, work)
 
     def put_recover_bookie(self, request):
-        raise HTTPError(http.NOT_IMPLEMENTED,
-                        "recovering a bookie is not supported by bookied's HTTP API: run 'bkctl recover "
-                        f"BOOKIE', or stop the bookie and PUT {AUTORECOVERY_DECOMMISSION} to let the "
-                        "autorecovery daemons re-replicate its ledgers")
+        raise HTTPError(
+            http.NOT_IMPLEMENTED,
+            "recovering a bookie is not supported by bookied's HTTP API: run 'bkctl recover "
+            f"BOOKIE', or stop the bookie and PUT {AUTORECOVERY_DECOMMISSION} to let the "
+            "autorecovery daemons re-replicate its ledgers",
+        )
 
 
 class AdminSite(server.Site):
@@ -660,8 +677,7 @@ class AdminSite(server.Site):
     displayTracebacks = False
     noisy = False
 
-    def __init__(self, root: resource.IResource, *, access_log: bool = False,
-                 timeout: float = 60, reactor=None):
+    def __init__(self, root: resource.IResource, *, access_log: bool = False, timeout: float = 60, reactor=None):
         super().__init__(root, timeout=timeout, reactor=reactor, parsePOSTFormSubmission=False)
         self.access_log = access_log
 
@@ -670,16 +686,20 @@ class AdminSite(server.Site):
             super().log(request)
 
 
-def make_site(status: BookieStatus, *, access_log: bool = False, reactor=None,
-              run_blocking: Callable[..., defer.Deferred] | None = None) -> AdminSite:
+def make_site(
+    status: BookieStatus,
+    *,
+    access_log: bool = False,
+    reactor=None,
+    run_blocking: Callable[..., defer.Deferred] | None = None,
+) -> AdminSite:
     """The admin site for *status*; serve it with ``reactor.listenTCP`` or :func:`listen_http`.
 
     *run_blocking* runs the ZooKeeper calls (see :class:`AdminResource`)."""
     return AdminSite(AdminResource(status, run_blocking=run_blocking), access_log=access_log, reactor=reactor)
 
 
-def listen_http(reactor, port: int, status: BookieStatus, interface: str = "0.0.0.0", *,
-                access_log: bool = False):
+def listen_http(reactor, port: int, status: BookieStatus, interface: str = "0.0.0.0", *, access_log: bool = False):
     """Start serving the admin site on *interface*:*port*; returns the ``IListeningPort``.
 
     Port 0 picks a free port (``getHost().port`` tells which).  IPv6
@@ -688,8 +708,10 @@ def listen_http(reactor, port: int, status: BookieStatus, interface: str = "0.0.
     clock = reactor if IReactorTime.providedBy(reactor) else None
     run_blocking = None
     if IReactorThreads.providedBy(reactor):
+
         def run_blocking(fn, *args):
             return threads.deferToThreadPool(reactor, reactor.getThreadPool(), fn, *args)
+
     site = make_site(status, access_log=access_log, reactor=clock, run_blocking=run_blocking)
     listening = reactor.listenTCP(port, site, interface=interface)
     log.info("HTTP admin server listening on %s:%s", interface, listening.getHost().port)
@@ -704,5 +726,4 @@ def listen_from_config(reactor, config, status: BookieStatus, *, access_log: boo
     """
     if not config.http_server_enabled:
         return None
-    return listen_http(reactor, config.http_server_port, status, config.http_server_host,
-                       access_log=access_log)
+    return listen_http(reactor, config.http_server_port, status, config.http_server_host, access_log=access_log)

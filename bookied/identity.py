@@ -6,6 +6,7 @@ match the ZooKeeper cookie and every directory's ``current/VERSION``
 anywhere) stamps every directory first and creates the ZooKeeper node last,
 so a crash in between leaves a state the next start can finish.
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,14 +28,14 @@ class Decommissioned(IdentityError):
 
 
 def expected_cookie(bookie_id: str, journal_dirs, ledger_dirs, index_dirs, instance_id) -> Cookie:
-    return Cookie(bookie_id, tuple(journal_dirs), tuple(ledger_dirs), instance_id,
-                  tuple(index_dirs) if index_dirs else None)
+    return Cookie(
+        bookie_id, tuple(journal_dirs), tuple(ledger_dirs), instance_id, tuple(index_dirs) if index_dirs else None
+    )
 
 
 def check_and_stamp(store, cookie: Cookie, *, allow_expansion: bool = False) -> str:
     """Verify (or create, for a new bookie) the cookies; returns "new", "ok" or "expanded"."""
-    dirs = list(dict.fromkeys(list(cookie.journal_dirs) + list(cookie.ledger_dirs)
-                              + list(cookie.index_dirs or ())))
+    dirs = list(dict.fromkeys(list(cookie.journal_dirs) + list(cookie.ledger_dirs) + list(cookie.index_dirs or ())))
     found: dict[str, Cookie | None] = {}
     for d in dirs:
         text = layout.read_version_file(d)
@@ -49,8 +50,9 @@ def check_and_stamp(store, cookie: Cookie, *, allow_expansion: bool = False) -> 
     stamped = [d for d, c in found.items() if c is not None]
 
     first = dirs[0]
-    if zk is None and (not stamped or (layout.stamping_marker(first)
-                                       and all(found[d] in (None, cookie) for d in dirs))):
+    if zk is None and (
+        not stamped or (layout.stamping_marker(first) and all(found[d] in (None, cookie) for d in dirs))
+    ):
         # A new bookie, or one that crashed while stamping (the marker says so):
         # the marker first, then every directory, ZooKeeper last, then no marker.
         layout.set_stamping_marker(first, True)
@@ -65,9 +67,12 @@ def check_and_stamp(store, cookie: Cookie, *, allow_expansion: bool = False) -> 
             raise Decommissioned(
                 f"bookie {cookie.bookie_id} has no cookie in ZooKeeper while its directories hold one: "
                 f"it was decommissioned (or its cookie deleted); to bring it back as a new, empty bookie, "
-                f"format its directories first ('bkctl bookieformat')")
-        raise IdentityError(f"bookie {cookie.bookie_id} has cookies in {', '.join(stamped)} but none in "
-                            f"ZooKeeper (was the cluster formatted? run 'bkctl bookieformat' to reuse the disks)")
+                f"format its directories first ('bkctl bookieformat')"
+            )
+        raise IdentityError(
+            f"bookie {cookie.bookie_id} has cookies in {', '.join(stamped)} but none in "
+            f"ZooKeeper (was the cluster formatted? run 'bkctl bookieformat' to reuse the disks)"
+        )
     layout.set_stamping_marker(first, False)  # a crash after the ZooKeeper cookie, before this
     zk_cookie, zk_version = zk
     try:
@@ -84,8 +89,10 @@ def check_and_stamp(store, cookie: Cookie, *, allow_expansion: bool = False) -> 
             raise IdentityError(f"cookie mismatch in {d}/current/VERSION: {e}") from None
     if missing:
         if not allow_expansion or any(d in cookie.journal_dirs for d in missing):
-            raise IdentityError(f"directories without a cookie: {', '.join(missing)} (missing or wiped "
-                                f"directories; set allowStorageExpansion=true to add new ledger directories)")
+            raise IdentityError(
+                f"directories without a cookie: {', '.join(missing)} (missing or wiped "
+                f"directories; set allowStorageExpansion=true to add new ledger directories)"
+            )
         for d in missing:
             layout.write_version_file(d, cookie.serialize().decode())
         for d in stamped:

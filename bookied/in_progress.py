@@ -6,6 +6,7 @@ factory); a connection's side of them is its :class:`Throttle`, which takes a pl
 request being dispatched, stops the connection being read while none is free, and hands the
 place to the :class:`CountedBookie` that gives it back once the request is answered.
 """
+
 from __future__ import annotations
 
 import struct
@@ -55,8 +56,13 @@ class Throttle:
 
     __slots__ = ("adds", "reads", "throttled", "gate", "gone", "_pause", "_resume")
 
-    def __init__(self, adds: InProgressLimit | None, reads: InProgressLimit | None,
-                 pause: Callable[[], None], resume: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        adds: InProgressLimit | None,
+        reads: InProgressLimit | None,
+        pause: Callable[[], None],
+        resume: Callable[[], None],
+    ) -> None:
         self.adds = adds
         self.reads = reads
         #: True while a request waits for a place.

@@ -55,6 +55,7 @@ restart.
 The records, the files and the mark are in :mod:`bkctl.bookied.journal_format`,
 as is how replay treats damaged files.
 """
+
 from __future__ import annotations
 
 import errno
@@ -70,12 +71,32 @@ from bkctl.wire.fastpath import Twins
 from . import disk_layout as layout
 from .errors import JournalError, JournalFull, JournalNoSpace, JournalUnavailable
 from .page_cache import SyncedPages
+
 # the format's names, as the journal's users have always imported them from here
 from .journal_format import (  # noqa: F401
-    FILE_SUFFIX, FORMAT_VERSION, HEADER_SIZE, MARK_FILE, MAX_RECORD_BYTES, T_ENTRY, EntryRecord,
-    ExplicitLacRecord, FenceRecord, FileScan, LogMark, MasterKeyRecord, Record, _encode_entry,
-    _encode_header, encode_record, file_name, list_file_ids, read_mark_file, replay_files, scan_file,
-    write_mark_file)
+    FILE_SUFFIX,
+    FORMAT_VERSION,
+    HEADER_SIZE,
+    MARK_FILE,
+    MAX_RECORD_BYTES,
+    T_ENTRY,
+    EntryRecord,
+    ExplicitLacRecord,
+    FenceRecord,
+    FileScan,
+    LogMark,
+    MasterKeyRecord,
+    Record,
+    _encode_entry,
+    _encode_header,
+    encode_record,
+    file_name,
+    list_file_ids,
+    read_mark_file,
+    replay_files,
+    scan_file,
+    write_mark_file,
+)
 
 log = logging.getLogger("bookied.journal")
 
@@ -185,24 +206,33 @@ class Journal:
 
     call_all = staticmethod(_call_all)
 
-    def __init__(self, directory: str, *, max_group_wait_ms: float = 2.0,
-                 buffered_writes_threshold: int = 512 * 1024, buffered_entries_threshold: int = 0,
-                 sync_data: bool = True, max_backups: int = 0, max_size_mb: float = 2048,
-                 max_queue_bytes: int = 64 * 1024 * 1024, preallocate_mb: float = 16,
-                 drop_synced_pages: bool = True,
-                 dispatch: Callable[[list, BaseException | None], None] | None = None,
-                 inline: Callable[[Callable[[], None]], None] | None = None,
-                 inline_dispatch: Callable[[list, BaseException | None], None] | None = None,
-                 inline_max_fsync_ms: float = 2.0,
-                 patient_wait_ms: float = 0.0,
-                 inline_later: Callable[[float, Callable[[], None]], None] | None = None,
-                 on_fsync: Callable[[float], None] | None = None,
-                 on_group: Callable[[int], None] | None = None,
-                 on_grow: Callable[[], None] | None = None,
-                 fastpaths: bool | None = None,
-                 twins: Twins | None = None,
-                 monotonic: Callable[[], float] = time.monotonic,
-                 wait_on: Callable[[threading.Condition, float], None] = _wait_on):
+    def __init__(
+        self,
+        directory: str,
+        *,
+        max_group_wait_ms: float = 2.0,
+        buffered_writes_threshold: int = 512 * 1024,
+        buffered_entries_threshold: int = 0,
+        sync_data: bool = True,
+        max_backups: int = 0,
+        max_size_mb: float = 2048,
+        max_queue_bytes: int = 64 * 1024 * 1024,
+        preallocate_mb: float = 16,
+        drop_synced_pages: bool = True,
+        dispatch: Callable[[list, BaseException | None], None] | None = None,
+        inline: Callable[[Callable[[], None]], None] | None = None,
+        inline_dispatch: Callable[[list, BaseException | None], None] | None = None,
+        inline_max_fsync_ms: float = 2.0,
+        patient_wait_ms: float = 0.0,
+        inline_later: Callable[[float, Callable[[], None]], None] | None = None,
+        on_fsync: Callable[[float], None] | None = None,
+        on_group: Callable[[int], None] | None = None,
+        on_grow: Callable[[], None] | None = None,
+        fastpaths: bool | None = None,
+        twins: Twins | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        wait_on: Callable[[threading.Condition, float], None] = _wait_on,
+    ):
         self.directory = layout.current_dir(directory)
         os.makedirs(self.directory, exist_ok=True)
         self.max_group_wait = max(0.0, max_group_wait_ms) / 1000.0
@@ -304,8 +334,7 @@ class Journal:
         try:
             return read_mark_file(self.directory)
         except (OSError, ValueError) as e:
-            log.error("cannot use the journal checkpoint mark (%s); replay starts from the oldest "
-                      "journal file", e)
+            log.error("cannot use the journal checkpoint mark (%s); replay starts from the oldest journal file", e)
             return None
 
     # ------------------------------------------------------------ replay
@@ -365,8 +394,14 @@ class Journal:
         self.close()
 
     # ------------------------------------------------------------ appends
-    def append(self, record: Record, callback: Callable[[BaseException | None], None], *,
-               sync: bool = True, patient: bool = False) -> None:
+    def append(
+        self,
+        record: Record,
+        callback: Callable[[BaseException | None], None],
+        *,
+        sync: bool = True,
+        patient: bool = False,
+    ) -> None:
         """Queue ``record``; ``callback(error_or_None)`` runs in the writer thread when it is durable
         (``patient``: see the class doc).
 
@@ -378,8 +413,14 @@ class Journal:
             raise ValueError(f"journal record of {len(data)} bytes is too large")
         self._enqueue(data, callback, sync, 1, patient)
 
-    def append_entries(self, ledger_id: int, entry_ids: list, bodies: list,
-                       callback: Callable[[BaseException | None], None], patient: bool = False) -> None:
+    def append_entries(
+        self,
+        ledger_id: int,
+        entry_ids: list,
+        bodies: list,
+        callback: Callable[[BaseException | None], None],
+        patient: bool = False,
+    ) -> None:
         """:meth:`append` (sync) of an EntryRecord per entry of one ledger, as one item: the
         same bytes, in one group, ``callback`` once for all; the same errors, for all or none."""
         c_entries = self.c_entries
@@ -515,7 +556,7 @@ class Journal:
             removed = False
             older = [fid for fid in self.file_ids() if fid < limit]
             # journalMaxBackups: the newest of them stay (never replayed: the mark is past them)
-            for fid in older[:max(0, len(older) - self.max_backups)]:
+            for fid in older[: max(0, len(older) - self.max_backups)]:
                 try:
                     os.unlink(os.path.join(self.directory, file_name(fid)))
                     removed = True
@@ -571,8 +612,7 @@ class Journal:
         if self.preallocate and end > self._prealloc_end:
             want = max(end, self._prealloc_end + self.preallocate)
             try:
-                self._preallocate(self._fd, self._prealloc_end,
-                                  min(want, max(end, self.max_size)) - self._prealloc_end)
+                self._preallocate(self._fd, self._prealloc_end, min(want, max(end, self.max_size)) - self._prealloc_end)
             except JournalNoSpace:
                 # no room for a whole step: the last bytes of the disk go to what is
                 # written now (the fences and recovery adds of a read-only bookie)
@@ -728,8 +768,7 @@ class Journal:
         if isinstance(error, OSError):
             log.error("journal %s failed: %s; no more appends are accepted", self.directory, error)
         else:
-            log.error("journal %s writer crashed; no more appends are accepted", self.directory,
-                      exc_info=error)
+            log.error("journal %s writer crashed; no more appends are accepted", self.directory, exc_info=error)
         with self._cond:
             if self.failed is None:
                 self.failed = error

@@ -50,6 +50,7 @@ replay is clean; damage in older files is reported but left in place. A
 corrupt or unreadable checkpoint mark file is logged and replay starts from
 the oldest journal file (safe, since re-applying records is idempotent).
 """
+
 from __future__ import annotations
 
 import logging
@@ -95,6 +96,7 @@ _ZEROS = bytes(1 << 20)
 # ---------------------------------------------------------------- records
 class EntryRecord(NamedTuple):
     """An added entry: ``data`` is the packaged entry exactly as received."""
+
     ledger_id: int
     entry_id: int
     data: bytes
@@ -102,6 +104,7 @@ class EntryRecord(NamedTuple):
 
 class MasterKeyRecord(NamedTuple):
     """The master key stored for a ledger (first add, or WRITE_LAC/fencing read on a new ledger)."""
+
     ledger_id: int
     key: bytes
 
@@ -112,6 +115,7 @@ class FenceRecord(NamedTuple):
 
 class ExplicitLacRecord(NamedTuple):
     """The explicit LAC payload of WRITE_LAC (``ledgerId | lac | digest``)."""
+
     ledger_id: int
     body: bytes
 
@@ -121,6 +125,7 @@ Record = Union[EntryRecord, MasterKeyRecord, FenceRecord, ExplicitLacRecord]
 
 class LogMark(NamedTuple):
     """A position in the journal: file id and byte offset in that file. Ordered as a tuple."""
+
     file_id: int
     offset: int
 
@@ -154,13 +159,13 @@ def _decode_body(typ: int, buf, start: int, end: int) -> Record | None:
         if end - start < 17:
             return None
         entry_id = _I64.unpack_from(buf, start + 9)[0]
-        return EntryRecord(ledger_id, entry_id, bytes(buf[start + 17:end]))
+        return EntryRecord(ledger_id, entry_id, bytes(buf[start + 17 : end]))
     if typ == T_MASTER_KEY:
-        return MasterKeyRecord(ledger_id, bytes(buf[start + 9:end]))
+        return MasterKeyRecord(ledger_id, bytes(buf[start + 9 : end]))
     if typ == T_FENCE:
         return FenceRecord(ledger_id)
     if typ == T_EXPLICIT_LAC:
-        return ExplicitLacRecord(ledger_id, bytes(buf[start + 9:end]))
+        return ExplicitLacRecord(ledger_id, bytes(buf[start + 9 : end]))
     return None
 
 
@@ -220,7 +225,7 @@ def _nonzero_count(view, start: int, end: int) -> int:
     while pos < end:
         stop = min(end, pos + len(_ZEROS))
         chunk = view[pos:stop]
-        if chunk != _ZEROS[:stop - pos]:
+        if chunk != _ZEROS[: stop - pos]:
             n += (stop - pos) - bytes(chunk).count(0)
         pos = stop
     return n
@@ -265,7 +270,7 @@ def scan_file(path: str, start: int = 0, scan: FileScan | None = None) -> Iterat
             if body_end > size:
                 scan.problem = f"record at offset {pos} runs past the end of the file"
                 break
-            if crc32c(view[pos + 4:body_end]) != crc:
+            if crc32c(view[pos + 4 : body_end]) != crc:
                 scan.problem = f"bad checksum at offset {pos}"
                 break
             typ = view[pos + 8]
@@ -305,7 +310,7 @@ def read_mark_file(directory: str) -> LogMark | None:
     if len(raw) != _MARK.size + 4:
         raise ValueError(f"{path}: {len(raw)} bytes, expected {_MARK.size + 4}")
     magic, version, file_id, offset = _MARK.unpack_from(raw, 0)
-    if magic != MARK_MAGIC or _U32.unpack_from(raw, _MARK.size)[0] != crc32c(raw[:_MARK.size]):
+    if magic != MARK_MAGIC or _U32.unpack_from(raw, _MARK.size)[0] != crc32c(raw[: _MARK.size]):
         raise ValueError(f"{path}: bad magic or checksum")
     if version != FORMAT_VERSION:
         raise ValueError(f"{path}: unsupported version {version}")
@@ -332,17 +337,26 @@ def replay_files(directory: str, file_ids: list[int], from_mark: LogMark, *, rep
         if scan.problem is None:
             continue
         is_last = n == len(ids) - 1
-        if is_last and repair and scan.end < HEADER_SIZE and \
-                (scan.size < HEADER_SIZE + 9 or scan.discarded_nonzero == 0):
+        if (
+            is_last
+            and repair
+            and scan.end < HEADER_SIZE
+            and (scan.size < HEADER_SIZE + 9 or scan.discarded_nonzero == 0)
+        ):
             # a crash while the file was being created: it cannot hold any record
             log.warning("journal %s: %s and no records; removing it", path, scan.problem)
             os.unlink(path)
             layout.fsync_dir(directory)
             continue
         repaired = is_last and repair and scan.end >= HEADER_SIZE
-        log.warning("journal %s: %s; replay of this file stops at offset %d, discarding %d "
-                    "non-zero byte(s) after it%s", path, scan.problem, scan.end,
-                    scan.discarded_nonzero, " (truncated)" if repaired else "")
+        log.warning(
+            "journal %s: %s; replay of this file stops at offset %d, discarding %d non-zero byte(s) after it%s",
+            path,
+            scan.problem,
+            scan.end,
+            scan.discarded_nonzero,
+            " (truncated)" if repaired else "",
+        )
         if repaired:
             _truncate(path, scan.end)
 

@@ -6,6 +6,7 @@ Every bk_server.conf key has a flag (``journalDirectories`` ->
 ``--journal-directories``) that overrides the file.  Exit statuses: see
 :data:`EXIT_STATUSES` (bookied(8) and bookied.service use them).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,18 +28,26 @@ EXIT_REFUSED = 3
 #: Every exit status: (code, in short for --help, in full for bookied(8)).
 EXIT_STATUSES = (
     (EXIT_OK, "clean shutdown", "Clean shutdown."),
-    (EXIT_CANNOT_START, "cannot start for now (ZooKeeper unreachable, port in use; or would have turned "
-                        "read-only with readOnlyModeEnabled=false)",
-     "The bookie cannot start or register for now (ZooKeeper unreachable, bookiePort in use, an I/O "
-     "error), or it stopped where it would have turned read-only while readOnlyModeEnabled=false; a "
-     "restart may succeed."),
-    (EXIT_CONFIG, "bad configuration",
-     "Bad configuration or command line, including a directory that cannot be created; a restart "
-     "cannot help."),
-    (EXIT_REFUSED, "refused: cookie mismatch or decommissioned bookie",
-     "The bookie refuses to start as the bookie its directories belong to: cookie mismatch, directories "
-     "without a cookie or with an old layout, or a decommissioned bookie (cookie gone from ZooKeeper); "
-     "a restart cannot help."),
+    (
+        EXIT_CANNOT_START,
+        "cannot start for now (ZooKeeper unreachable, port in use; or would have turned "
+        "read-only with readOnlyModeEnabled=false)",
+        "The bookie cannot start or register for now (ZooKeeper unreachable, bookiePort in use, an I/O "
+        "error), or it stopped where it would have turned read-only while readOnlyModeEnabled=false; a "
+        "restart may succeed.",
+    ),
+    (
+        EXIT_CONFIG,
+        "bad configuration",
+        "Bad configuration or command line, including a directory that cannot be created; a restart cannot help.",
+    ),
+    (
+        EXIT_REFUSED,
+        "refused: cookie mismatch or decommissioned bookie",
+        "The bookie refuses to start as the bookie its directories belong to: cookie mismatch, directories "
+        "without a cookie or with an old layout, or a decommissioned bookie (cookie gone from ZooKeeper); "
+        "a restart cannot help.",
+    ),
 )
 
 
@@ -56,8 +65,13 @@ class _VersionAction(argparse.Action):
     every start (importlib.metadata: ~12 ms of imports, once nothing else needs it,
     and the search for the distribution)."""
 
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
-                 help="show program's version number and exit"):
+    def __init__(
+        self,
+        option_strings,
+        dest=argparse.SUPPRESS,
+        default=argparse.SUPPRESS,
+        help="show program's version number and exit",
+    ):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
@@ -67,17 +81,25 @@ class _VersionAction(argparse.Action):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="bookied", description="A wire-compatible Apache BookKeeper bookie.",
+        prog="bookied",
+        description="A wire-compatible Apache BookKeeper bookie.",
         epilog="Every bk_server.conf key has a flag; see bookied.conf(5). Exit status: "
-               + ", ".join(f"{code} {short}" for code, short, _ in EXIT_STATUSES) + " (see bookied(8)).")
+        + ", ".join(f"{code} {short}" for code, short, _ in EXIT_STATUSES)
+        + " (see bookied(8)).",
+    )
     parser.add_argument("-c", "--conf", metavar="FILE", help="bk_server.conf to read")
     parser.add_argument("-V", "--version", action=_VersionAction)
-    parser.add_argument("--log-level", default=os.environ.get("BOOKIED_LOG_LEVEL", "INFO"),
-                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log threshold (default INFO)")
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("BOOKIED_LOG_LEVEL", "INFO"),
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log threshold (default INFO)",
+    )
     keys = parser.add_argument_group("configuration keys (override the file)")
     for opt in OPTIONS:
-        keys.add_argument(opt.flag, dest=opt.name, metavar=opt.metavar, default=None,
-                          help=opt.help_text().replace("%", "%%"))
+        keys.add_argument(
+            opt.flag, dest=opt.name, metavar=opt.metavar, default=None, help=opt.help_text().replace("%", "%%")
+        )
     return parser
 
 
@@ -116,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     try:
         from bkctl.wire import fastpath
+
         fastpath.check()  # reads BKCTL_FASTPATHS once, refusing a bad word
     except ValueError as e:
         print(f"bookied: {e}", file=sys.stderr)

@@ -5,6 +5,7 @@ from the reactor thread -- except the journal fsync histogram, which the
 thread that committed a group feeds (commits run one at a time); a scrape
 may see one observation half-recorded, never a corrupted histogram.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -18,8 +19,24 @@ from bkctl.wire.codecs.protocol import rc_name
 log = logging.getLogger("bookied.metrics")
 
 #: Seconds. The low end matters: an fsync on a disk with a write cache takes tens of microseconds.
-LATENCY_BUCKETS = (0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                   0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+LATENCY_BUCKETS = (
+    0.000025,
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+)
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 
 
@@ -129,12 +146,19 @@ class Metrics:
         for (op, status), c in sorted(self.requests.items()):
             out.append(f'bookie_requests_total{{op="{op}",status="{status}"}} {c.value}')
         histogram("bookie_request_latency_seconds", "Time from request decode to response.", self.latency, "op")
-        histogram("bookie_recovery_add_latency_seconds",
-                  "Time from request decode to response of the recovery adds (also counted as op=add).",
-                  {"": self.recovery_add_latency}, None)
+        histogram(
+            "bookie_recovery_add_latency_seconds",
+            "Time from request decode to response of the recovery adds (also counted as op=add).",
+            {"": self.recovery_add_latency},
+            None,
+        )
         histogram("bookie_journal_fsync_latency_seconds", "Journal fsync latency.", {"": self.fsync_latency}, None)
-        histogram("bookie_journal_entries_per_fsync", "Records covered by one journal fsync.",
-                  {"": self.entries_per_fsync}, None)
+        histogram(
+            "bookie_journal_entries_per_fsync",
+            "Records covered by one journal fsync.",
+            {"": self.entries_per_fsync},
+            None,
+        )
         out.append("# HELP bookie_connections Open client connections.")
         out.append("# TYPE bookie_connections gauge")
         out.append(f"bookie_connections {self.connections.value}")
@@ -193,8 +217,11 @@ class Refreshed:
             self.pending = None
             if isinstance(result, Failure):
                 self.value = None
-                log.warning("metrics: cannot refresh %s: %s", getattr(self.compute, "__name__", "a value"),
-                            result.getErrorMessage())
+                log.warning(
+                    "metrics: cannot refresh %s: %s",
+                    getattr(self.compute, "__name__", "a value"),
+                    result.getErrorMessage(),
+                )
             else:
                 self.value = result
             return None
@@ -215,43 +242,71 @@ def register_autorecovery(metrics: Metrics, daemon, under_replicated) -> None:
         def read():
             d = daemon()
             return getattr(d.stats, name) if d is not None else 0
+
         return read
 
-    metrics.gauge("autorecovery_num_under_replicated_ledgers",
-                  "Ledgers marked under-replicated in ZooKeeper (refreshed at most every few seconds).",
-                  under_replicated)
-    metrics.gauge("autorecovery_is_auditor", "1 while this bookie's autorecovery daemon is the elected auditor.",
-                  lambda: int(bool(daemon() is not None and daemon().is_auditor)))
-    metrics.gauge("autorecovery_daemon_running",
-                  "1 while this bookie's autorecovery daemon process runs (0 before it starts and between its "
-                  "end and its restart).",
-                  lambda: int(daemon() is not None and daemon().pid is not None))
-    metrics.counter("autorecovery_daemon_restarts_total",
-                    "Times this bookie started its autorecovery daemon process again after it ended on its own.",
-                    lambda: daemon().restarts if daemon() is not None else 0)
+    metrics.gauge(
+        "autorecovery_num_under_replicated_ledgers",
+        "Ledgers marked under-replicated in ZooKeeper (refreshed at most every few seconds).",
+        under_replicated,
+    )
+    metrics.gauge(
+        "autorecovery_is_auditor",
+        "1 while this bookie's autorecovery daemon is the elected auditor.",
+        lambda: int(bool(daemon() is not None and daemon().is_auditor)),
+    )
+    metrics.gauge(
+        "autorecovery_daemon_running",
+        "1 while this bookie's autorecovery daemon process runs (0 before it starts and between its "
+        "end and its restart).",
+        lambda: int(daemon() is not None and daemon().pid is not None),
+    )
+    metrics.counter(
+        "autorecovery_daemon_restarts_total",
+        "Times this bookie started its autorecovery daemon process again after it ended on its own.",
+        lambda: daemon().restarts if daemon() is not None else 0,
+    )
     for name, field, help_text in (
-            ("autorecovery_elections_won_total", "elections_won", "Auditor elections this daemon won."),
-            ("autorecovery_audits_total", "audits", "Audits of lost bookies run by this daemon's auditor."),
-            ("autorecovery_ledgers_marked_total", "ledgers_marked",
-             "Ledgers this daemon's auditor marked under-replicated."),
-            ("autorecovery_num_full_or_partial_ledgers_replicated_total", "ledgers_rereplicated",
-             "Ledgers this daemon's worker re-replicated."),
-            ("autorecovery_num_entries_written_total", "entries_rereplicated",
-             "Entries this daemon's worker copied to new bookies."),
-            ("autorecovery_num_bytes_written_total", "bytes_rereplicated",
-             "Bytes of entries this daemon's worker copied to new bookies."),
-            ("autorecovery_rereplicate_failures_total", "failures",
-             "Re-replications of a ledger by this daemon's worker that failed.")):
+        ("autorecovery_elections_won_total", "elections_won", "Auditor elections this daemon won."),
+        ("autorecovery_audits_total", "audits", "Audits of lost bookies run by this daemon's auditor."),
+        (
+            "autorecovery_ledgers_marked_total",
+            "ledgers_marked",
+            "Ledgers this daemon's auditor marked under-replicated.",
+        ),
+        (
+            "autorecovery_num_full_or_partial_ledgers_replicated_total",
+            "ledgers_rereplicated",
+            "Ledgers this daemon's worker re-replicated.",
+        ),
+        (
+            "autorecovery_num_entries_written_total",
+            "entries_rereplicated",
+            "Entries this daemon's worker copied to new bookies.",
+        ),
+        (
+            "autorecovery_num_bytes_written_total",
+            "bytes_rereplicated",
+            "Bytes of entries this daemon's worker copied to new bookies.",
+        ),
+        (
+            "autorecovery_rereplicate_failures_total",
+            "failures",
+            "Re-replications of a ledger by this daemon's worker that failed.",
+        ),
+    ):
         metrics.counter(name, help_text, stat(field))
 
     def recovery():
         d = daemon()
         return (d.stats.recovery_seconds_sum, d.stats.recovery_seconds_count) if d is not None else (0.0, 0)
 
-    metrics.summary("autorecovery_ledger_recovery_seconds",
-                    "From a ledger's under-replication mark (the ctime the auditor wrote into it) to this "
-                    "daemon's worker deleting the mark once the ledger was re-replicated (two hosts' clocks).",
-                    recovery)
+    metrics.summary(
+        "autorecovery_ledger_recovery_seconds",
+        "From a ledger's under-replication mark (the ctime the auditor wrote into it) to this "
+        "daemon's worker deleting the mark once the ledger was re-replicated (two hosts' clocks).",
+        recovery,
+    )
 
 
 class RequestObserver:

@@ -1,6 +1,7 @@
 """What the journal has fsynced leaves the operating system's page cache (journalRemovePagesFromCache),
 as Java's JournalChannel does: journal writes are never read back while the bookie runs, and must
 not push out the entry logs' pages that reads are served from."""
+
 from __future__ import annotations
 
 import logging
@@ -48,8 +49,12 @@ class SyncedPages:
         try:
             drop_from_page_cache(fd, self.start, upto - self.start)
         except OSError as e:
-            log.warning("journal %s: cannot drop written pages from the page cache (%s); "
-                        "journalRemovePagesFromCache is off from now on", self.directory, e)
+            log.warning(
+                "journal %s: cannot drop written pages from the page cache (%s); "
+                "journalRemovePagesFromCache is off from now on",
+                self.directory,
+                e,
+            )
             self.enabled = False
             return
         self.start = upto

@@ -1,5 +1,6 @@
 """Rate-limited lines about what a bookie's peers did (connections closed for what they
 sent, refused TLS handshakes), so that a client misbehaving in a loop cannot flood the log."""
+
 from __future__ import annotations
 
 import logging

@@ -6,6 +6,7 @@ of one ledger, v3 or v2, served with one store call (:meth:`PlainReads.v3_run`,
 Every answer is the one :class:`~bkctl.bookied.server.BookieProtocol`'s general
 path gives, and so are the metrics.
 """
+
 from __future__ import annotations
 
 import time
@@ -29,8 +30,9 @@ class ReadReply:
 
     __slots__ = ("reads", "started", "payload", "ledger_id", "entry_id", "header_len")
 
-    def __init__(self, reads: PlainReads, started: float, payload: bytes, ledger_id: int, entry_id: int,
-                 header_len: int):
+    def __init__(
+        self, reads: PlainReads, started: float, payload: bytes, ledger_id: int, entry_id: int, header_len: int
+    ):
         self.reads = reads
         self.started = started
         self.payload = payload
@@ -75,16 +77,17 @@ class PlainReads:
 
     def read(self, ledger_id: int, entry_id: int, header_len: int, payload: bytes) -> None:
         """:meth:`BookieProtocol._v3_read` of a request ``plain.read_request`` took apart."""
-        self.bookie.read_entry(ledger_id, entry_id, ReadReply(self, _now(), payload, ledger_id, entry_id,
-                                                              header_len))
+        self.bookie.read_entry(ledger_id, entry_id, ReadReply(self, _now(), payload, ledger_id, entry_id, header_len))
 
-    def answer_v3(self, payload: bytes, header_len: int, ledger_id: int, entry_id: int,
-                  rc: int, body: bytes | None) -> None:
+    def answer_v3(
+        self, payload: bytes, header_len: int, ledger_id: int, entry_id: int, rc: int, body: bytes | None
+    ) -> None:
         """Send the answer to a plain v3 READ_ENTRY: an EOK one built by hand
         (``plain.read_answer``), anything else through the builders."""
         if rc == RC.EOK and body is not None:
-            self.outbox.send_framed(self.plain.read_answer(payload[:header_len], ledger_id, entry_id, body,
-                                                           self.bookie.lac(ledger_id)))
+            self.outbox.send_framed(
+                self.plain.read_answer(payload[:header_len], ledger_id, entry_id, body, self.bookie.lac(ledger_id))
+            )
         else:
             self.outbox.send(v3.serialize(v3.read_response(v3.parse_request(payload), rc)))
 

@@ -6,6 +6,7 @@ mode and drops to v2 for good on the first frame that is not a v3 Request
 one connection are written in completion order, which keeps v2's FIFO rule
 for equal (ledger, entry, op) keys because the journal completes in order.
 """
+
 from __future__ import annotations
 
 import logging
@@ -72,9 +73,17 @@ class BookieProtocol(protocol.Protocol):
     (the request metrics); the protocol itself keeps the connection's flow (what is held
     back while it is paused, throttled or full of long polls) and the other requests."""
 
-    def __init__(self, bookie, metrics, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, twins: Twins | None = None,
-                 *, adds: InProgressLimit | None = None, reads: InProgressLimit | None = None,
-                 groups: AnswerGroups | None = None):
+    def __init__(
+        self,
+        bookie,
+        metrics,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        twins: Twins | None = None,
+        *,
+        adds: InProgressLimit | None = None,
+        reads: InProgressLimit | None = None,
+        groups: AnswerGroups | None = None,
+    ):
         twins = fastpath.selected() if twins is None else twins
         #: Whether the fast paths are used -- v2 ADD, plain v3 ADD, plain v3 READ and
         #: its batched runs (``twins``, the factory's record: :mod:`bkctl.wire.fastpath`)
@@ -177,8 +186,9 @@ class BookieProtocol(protocol.Protocol):
     def _holding_back(self, kind: str, why: str) -> None:
         """Say (INFO, rate-limited per peer host and ``kind``) that this connection is not read for a while."""
         peer = self.transport.getPeer() if self.transport else None
-        self._peer_log().warn(kind, peer, f"not reading the connection from {peer_name(peer)} for now: {why}",
-                              logging.INFO)
+        self._peer_log().warn(
+            kind, peer, f"not reading the connection from {peer_name(peer)} for now: {why}", logging.INFO
+        )
 
     def pauseProducing(self):
         if not self.outbox.paused:
@@ -359,8 +369,11 @@ class BookieProtocol(protocol.Protocol):
 
             def done(rc, body, req=req, started=started):
                 self.observe("read", started, rc)
-                self.send(v2.ReadResponse(req.version, rc, req.ledger_id, req.entry_id,
-                                          body if rc == RC.EOK else b"").encode())
+                self.send(
+                    v2.ReadResponse(
+                        req.version, rc, req.ledger_id, req.entry_id, body if rc == RC.EOK else b""
+                    ).encode()
+                )
 
             if req.is_fencing:
                 self.bookie.fence_and_read(req.ledger_id, req.entry_id, req.master_key, done)
@@ -368,19 +381,31 @@ class BookieProtocol(protocol.Protocol):
                 self.bookie.read_entry(req.ledger_id, req.entry_id, done)
         elif isinstance(req, v2.BatchReadRequest):
             if bad_version:
-                self.send(v2.BatchReadResponse(req.version, RC.EBADVERSION, req.ledger_id,
-                                               req.start_entry_id, req.request_id).encode())
+                self.send(
+                    v2.BatchReadResponse(
+                        req.version, RC.EBADVERSION, req.ledger_id, req.start_entry_id, req.request_id
+                    ).encode()
+                )
                 return
             started = time.perf_counter()
 
             def done(rc, entries, req=req, started=started):
                 self.observe("batch_read", started, rc)
-                self.send(v2.BatchReadResponse(req.version, rc, req.ledger_id, req.start_entry_id,
-                                               req.request_id, tuple(entries)).encode())
+                self.send(
+                    v2.BatchReadResponse(
+                        req.version, rc, req.ledger_id, req.start_entry_id, req.request_id, tuple(entries)
+                    ).encode()
+                )
 
-            self.bookie.batch_read(req.ledger_id, req.start_entry_id, req.max_count, req.max_size, done,
-                                   fence_key=req.master_key if req.is_fencing else None,
-                                   fencing=req.is_fencing)
+            self.bookie.batch_read(
+                req.ledger_id,
+                req.start_entry_id,
+                req.max_count,
+                req.max_size,
+                done,
+                fence_key=req.master_key if req.is_fencing else None,
+                fencing=req.is_fencing,
+            )
         else:  # AUTH: an auth-less bookie answers every AUTH with AuthDisabledPlugin
             from bkctl.wire.proto import bookkeeper_pb2 as pb
 
@@ -506,10 +531,16 @@ class BookieProtocol(protocol.Protocol):
             log.warning("GET_BOOKIE_INFO failed: %s", e)
             self.send(v3.serialize(v3.get_bookie_info_response(req, RC.EIO)))
             return
-        self.send(v3.serialize(v3.get_bookie_info_response(
-            req, RC.EOK,
-            total=total if requested & BOOKIE_INFO_TOTAL_DISK_CAPACITY else None,
-            free=free if requested & BOOKIE_INFO_FREE_DISK_SPACE else None)))
+        self.send(
+            v3.serialize(
+                v3.get_bookie_info_response(
+                    req,
+                    RC.EOK,
+                    total=total if requested & BOOKIE_INFO_TOTAL_DISK_CAPACITY else None,
+                    free=free if requested & BOOKIE_INFO_FREE_DISK_SPACE else None,
+                )
+            )
+        )
 
     def _v3_list_entries(self, req, high_priority: bool) -> None:
         rc, availability = self.bookie.entry_availability(req.getListOfEntriesOfLedgerRequest.ledgerId)
@@ -574,9 +605,18 @@ _PEER_LOG = PeerLog()
 
 
 class BookieServerFactory(protocol.Factory):
-    def __init__(self, bookie, metrics, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, *,
-                 fastpaths: bool | None = None, max_adds_in_progress: int = 0,
-                 max_reads_in_progress: int = 0, tls=None, twins: Twins | None = None):
+    def __init__(
+        self,
+        bookie,
+        metrics,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        *,
+        fastpaths: bool | None = None,
+        max_adds_in_progress: int = 0,
+        max_reads_in_progress: int = 0,
+        tls=None,
+        twins: Twins | None = None,
+    ):
         self.bookie = bookie
         #: :class:`~bkctl.wire.tls.ReloadingServerTLS` when TLS is configured (clients must START_TLS)
         self.tls = tls
@@ -607,8 +647,15 @@ class BookieServerFactory(protocol.Factory):
         self.groups.send()
 
     def buildProtocol(self, addr):
-        p = BookieProtocol(self.bookie, self.metrics, self.max_frame_size, self.twins,
-                           adds=self.adds, reads=self.reads, groups=self.groups)
+        p = BookieProtocol(
+            self.bookie,
+            self.metrics,
+            self.max_frame_size,
+            self.twins,
+            adds=self.adds,
+            reads=self.reads,
+            groups=self.groups,
+        )
         p.factory = self
         if self.tls is not None:
             p.tls, p.insecure = self.tls, True

@@ -6,6 +6,7 @@ open journals and entry stores, replay the journal, listen, register
 STOPPING=1, stop accepting, let the journal fsync and answer everything in
 flight, checkpoint, unregister, close ZooKeeper.
 """
+
 from __future__ import annotations
 
 import logging
@@ -84,8 +85,9 @@ def check_port_free(host: str, port: int) -> None:
             sock.bind((host, port))
         except OSError as e:
             if e.errno == errno.EADDRINUSE:
-                raise PortInUse(f"bookiePort {port} on {host} is in use by another process "
-                                f"(another bookie on this host?)") from None
+                raise PortInUse(
+                    f"bookiePort {port} on {host} is in use by another process (another bookie on this host?)"
+                ) from None
             raise
 
 
@@ -135,14 +137,17 @@ class BookieService:
         from bkctl.wire.metadata.zk import ZKMetadataStore
 
         if not cfg.metadata_service_uri:
-            raise ConfigError("metadataServiceUri: not set (nor zkServers): the bookie needs its cluster",
-                              key="metadataServiceUri")
+            raise ConfigError(
+                "metadataServiceUri: not set (nor zkServers): the bookie needs its cluster", key="metadataServiceUri"
+            )
         self.zk = ZKMetadataStore(cfg.metadata_service_uri, timeout=cfg.zk_timeout / 1000.0)
         self.zk.start()
         instance_id = self.zk.cluster.instance_id()
         if instance_id is None:
-            raise ClusterNotReady(f"no cluster at {cfg.metadata_service_uri} (no INSTANCEID); "
-                                  f"initialise it first, e.g. 'bkctl metaformat'")
+            raise ClusterNotReady(
+                f"no cluster at {cfg.metadata_service_uri} (no INSTANCEID); "
+                f"initialise it first, e.g. 'bkctl metaformat'"
+            )
         cookie = identity.expected_cookie(self.bookie_id, journal_dirs, ledger_dirs, index_dirs, instance_id)
         outcome = identity.check_and_stamp(self.zk, cookie, allow_expansion=cfg.allow_storage_expansion)
         log.info("bookie %s: cookie %s (instance %s)", self.bookie_id, outcome, instance_id)
@@ -152,31 +157,49 @@ class BookieService:
         # With journalFlushWhenQueueEmpty the reactor commits the adds it read in one
         # iteration itself when the disk is fast (see Journal's ``inline``).
         self._reactor_thread = threading.get_ident()  # start() runs in the thread that runs the reactor
-        self.journals = [Journal(d, max_group_wait_ms=group_wait,
-                                 buffered_writes_threshold=cfg.journal_buffered_writes_threshold,
-                                 buffered_entries_threshold=cfg.journal_buffered_entries_threshold,
-                                 sync_data=cfg.journal_sync_data,
-                                 max_backups=cfg.journal_max_backups,
-                                 max_size_mb=cfg.journal_max_size_mb,
-                                 preallocate_mb=cfg.journal_pre_alloc_size_mb,
-                                 drop_synced_pages=cfg.journal_remove_pages_from_cache,
-                                 dispatch=dispatch, inline=self._at_end_of_iteration,
-                                 inline_dispatch=self._journal_inline_dispatch,
-                                 patient_wait_ms=cfg.journal_recovery_add_group_wait_msec,
-                                 inline_later=self._later_in_reactor,
-                                 on_fsync=self.metrics.fsync_latency.observe,
-                                 on_group=self.metrics.entries_per_fsync.observe,
-                                 on_grow=self.upkeep.disk_check_soon, twins=self.twins)
-                         for d in journal_dirs]
+        self.journals = [
+            Journal(
+                d,
+                max_group_wait_ms=group_wait,
+                buffered_writes_threshold=cfg.journal_buffered_writes_threshold,
+                buffered_entries_threshold=cfg.journal_buffered_entries_threshold,
+                sync_data=cfg.journal_sync_data,
+                max_backups=cfg.journal_max_backups,
+                max_size_mb=cfg.journal_max_size_mb,
+                preallocate_mb=cfg.journal_pre_alloc_size_mb,
+                drop_synced_pages=cfg.journal_remove_pages_from_cache,
+                dispatch=dispatch,
+                inline=self._at_end_of_iteration,
+                inline_dispatch=self._journal_inline_dispatch,
+                patient_wait_ms=cfg.journal_recovery_add_group_wait_msec,
+                inline_later=self._later_in_reactor,
+                on_fsync=self.metrics.fsync_latency.observe,
+                on_group=self.metrics.entries_per_fsync.observe,
+                on_grow=self.upkeep.disk_check_soon,
+                twins=self.twins,
+            )
+            for d in journal_dirs
+        ]
         cache = cfg.db_storage_write_cache_max_size_mb * 1024 * 1024 // len(ledger_dirs)
-        self.stores = [EntryStore(d, write_cache_max_bytes=cache, log_size_limit=cfg.log_size_limit,
-                                  on_flush_needed=self.upkeep.flush_needed, on_grow=self.upkeep.disk_check_soon,
-                                  twins=self.twins)
-                       for d in ledger_dirs]
-        self.bookie = Bookie(self.journals, self.stores, clock=self.reactor,
-                             max_frame_size=cfg.netty_max_frame_size_bytes,
-                             journal_write_data=cfg.journal_write_data,
-                             max_throttle_time=cfg.db_storage_max_throttle_time_ms / 1000.0)
+        self.stores = [
+            EntryStore(
+                d,
+                write_cache_max_bytes=cache,
+                log_size_limit=cfg.log_size_limit,
+                on_flush_needed=self.upkeep.flush_needed,
+                on_grow=self.upkeep.disk_check_soon,
+                twins=self.twins,
+            )
+            for d in ledger_dirs
+        ]
+        self.bookie = Bookie(
+            self.journals,
+            self.stores,
+            clock=self.reactor,
+            max_frame_size=cfg.netty_max_frame_size_bytes,
+            journal_write_data=cfg.journal_write_data,
+            max_throttle_time=cfg.db_storage_max_throttle_time_ms / 1000.0,
+        )
         started = time.monotonic()
         replayed = self.bookie.replay()
         log.info("journal replay: %d records in %.2f s", replayed, time.monotonic() - started)
@@ -187,9 +210,14 @@ class BookieService:
 
         self._register_metrics()
         self.factory = factory = BookieServerFactory(
-            self.bookie, self.metrics, cfg.netty_max_frame_size_bytes,
+            self.bookie,
+            self.metrics,
+            cfg.netty_max_frame_size_bytes,
             max_adds_in_progress=cfg.max_adds_in_progress_limit,
-            max_reads_in_progress=cfg.max_reads_in_progress_limit, tls=self._server_tls(), twins=self.twins)
+            max_reads_in_progress=cfg.max_reads_in_progress_limit,
+            tls=self._server_tls(),
+            twins=self.twins,
+        )
         host = resolve_listen_host(cfg)
         self.port = self.reactor.listenTCP(cfg.bookie_port, factory, interface=host)
         log.info("listening on %s:%d", host, self.port.getHost().port)
@@ -205,8 +233,14 @@ class BookieService:
         # the listing of the metadata runs in a process of its own (see gc_listing)
         self.gc_listing = ListingProcess(render_config(cfg, comments=False), verify=cfg.verify_metadata_on_gc)
         collect = DeletedLedgerCollector(self.zk.ledgers, cfg.verify_metadata_on_gc, listing=self.gc_listing.garbage)
-        self.gc = GarbageCollector(GcPolicy.from_config(cfg), self.stores, collect, self.reactor, self._in_pool,
-                                   on_pass_done=self.upkeep.check_disks)
+        self.gc = GarbageCollector(
+            GcPolicy.from_config(cfg),
+            self.stores,
+            collect,
+            self.reactor,
+            self._in_pool,
+            on_pass_done=self.upkeep.check_disks,
+        )
         self.gc.register_metrics(self.metrics)
         self._every(cfg.gc_wait_time / 1000.0, self.gc, now=False)
         self.running = True
@@ -221,24 +255,39 @@ class BookieService:
         under a private /tmp (systemd's PrivateTmp=yes deletes it at every stop:
         the default journal and ledger directories are under /tmp)."""
         if layout.private_tmp():
-            for key, dirs in (("journalDirectories", journal_dirs), ("ledgerDirectories", ledger_dirs),
-                              ("indexDirectories", index_dirs)):
+            for key, dirs in (
+                ("journalDirectories", journal_dirs),
+                ("ledgerDirectories", ledger_dirs),
+                ("indexDirectories", index_dirs),
+            ):
                 for d in dirs:
                     if layout.under_tmp(d):
-                        raise ConfigError(f"{key}: {d} is under a private /tmp (systemd PrivateTmp=yes) that is "
-                                          f"deleted when the service stops; set {key} to a persistent "
-                                          f"directory such as /var/lib/bookkeeper/...", key=key, value=d)
+                        raise ConfigError(
+                            f"{key}: {d} is under a private /tmp (systemd PrivateTmp=yes) that is "
+                            f"deleted when the service stops; set {key} to a persistent "
+                            f"directory such as /var/lib/bookkeeper/...",
+                            key=key,
+                            value=d,
+                        )
         try:
             layout.prepare_dirs(list(dict.fromkeys(journal_dirs + ledger_dirs + index_dirs)))
         except OSError as e:
             where = e.filename or ""
-            key = next((k for k, dirs in (("journalDirectories", journal_dirs),
-                                          ("ledgerDirectories", ledger_dirs),
-                                          ("indexDirectories", index_dirs))
-                        if any(where == d or where.startswith(d.rstrip("/") + "/") for d in dirs)),
-                       "journalDirectories/ledgerDirectories")
-            raise ConfigError(f"{key}: cannot create {where or 'a directory'}: {e.strerror or e}",
-                              key=key, value=where) from None
+            key = next(
+                (
+                    k
+                    for k, dirs in (
+                        ("journalDirectories", journal_dirs),
+                        ("ledgerDirectories", ledger_dirs),
+                        ("indexDirectories", index_dirs),
+                    )
+                    if any(where == d or where.startswith(d.rstrip("/") + "/") for d in dirs)
+                ),
+                "journalDirectories/ledgerDirectories",
+            )
+            raise ConfigError(
+                f"{key}: cannot create {where or 'a directory'}: {e.strerror or e}", key=key, value=where
+            ) from None
 
     def _initial_state(self) -> None:
         """Read-only from the start (forceReadOnlyBookie, a full disk), which
@@ -247,8 +296,10 @@ class BookieService:
             self.bookie.mark_readonly("config", "forceReadOnlyBookie")
         self.upkeep.check_disks()
         if self.bookie.readonly and not self.cfg.read_only_mode_enabled:
-            raise ReadOnlyNotAllowed(f"the bookie would start read-only ({self.bookie.readonly_reason}), "
-                                     "and readOnlyModeEnabled=false forbids it")
+            raise ReadOnlyNotAllowed(
+                f"the bookie would start read-only ({self.bookie.readonly_reason}), "
+                "and readOnlyModeEnabled=false forbids it"
+            )
 
     @staticmethod
     def _tune_runtime() -> None:
@@ -284,8 +335,14 @@ class BookieService:
         if deadline is None:
             deadline = self.reactor.seconds() + max(self.cfg.zk_timeout / 1000.0, 1.0)
         readonly = self.bookie.readonly
-        d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), self.zk.registration.register,
-                                      self.bookie_id, self._service_info(), readonly=readonly)
+        d = threads.deferToThreadPool(
+            self.reactor,
+            self.reactor.getThreadPool(),
+            self.zk.registration.register,
+            self.bookie_id,
+            self._service_info(),
+            readonly=readonly,
+        )
 
         def registered(_):
             log.info("registered %s as %s", self.bookie_id, "read-only" if readonly else "writable")
@@ -300,8 +357,11 @@ class BookieService:
             if self.stopping:  # SIGTERM before ZooKeeper answered: nothing to register for
                 return
             if f.check(ZKUnavailable) and self.reactor.seconds() + _REGISTER_RETRY < deadline:
-                log.warning("cannot register in ZooKeeper yet (%s): trying again for %.0f s more",
-                            f.value, deadline - self.reactor.seconds())
+                log.warning(
+                    "cannot register in ZooKeeper yet (%s): trying again for %.0f s more",
+                    f.value,
+                    deadline - self.reactor.seconds(),
+                )
                 self.reactor.callLater(_REGISTER_RETRY, self._register, deadline)
                 return
             log.error("cannot register in ZooKeeper: %s", f.value)
@@ -322,8 +382,9 @@ class BookieService:
             tls = ReloadingServerTLS(files, self.cfg.tls_cert_files_refresh_duration_seconds)
         except TLSConfigError as exc:
             raise ConfigError(f"TLS: {exc}") from None
-        log.info("TLS on: clients must send START_TLS%s",
-                 " and present a certificate" if files.require_client_cert else "")
+        log.info(
+            "TLS on: clients must send START_TLS%s", " and present a certificate" if files.require_client_cert else ""
+        )
         return tls
 
     def _start_autorecovery(self) -> None:
@@ -345,8 +406,7 @@ class BookieService:
         if self.port is not None and self.cfg.bookie_port == 0:
             port = self.port.getHost().port
         http = self.http_port.getHost().port if self.http_port is not None else None
-        return BookieServiceInfo.for_bookie(host, port, http_port=http,
-                                            tls=bool(self.cfg.tls_provider_factory_class))
+        return BookieServiceInfo.for_bookie(host, port, http_port=http, tls=bool(self.cfg.tls_provider_factory_class))
 
     def _every(self, seconds: float, fn, now: bool = True) -> None:
         loop = task.LoopingCall(fn)
@@ -393,16 +453,22 @@ class BookieService:
             return
         if readonly and not self.cfg.read_only_mode_enabled:
             # Java's bookie shuts down where it would go read-only
-            log.error("bookie would turn read-only (%s), but readOnlyModeEnabled=false: shutting down",
-                      self.bookie.readonly_reason)
+            log.error(
+                "bookie would turn read-only (%s), but readOnlyModeEnabled=false: shutting down",
+                self.bookie.readonly_reason,
+            )
             self.exit_code = 1
             self._stop_reactor()
             return
-        d = threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(),
-                                      self.zk.registration.register, self.bookie_id, self._service_info(),
-                                      readonly=readonly)
-        d.addCallback(lambda _: log.info("registration moved to %s", "available/readonly" if readonly
-                                         else "available"))
+        d = threads.deferToThreadPool(
+            self.reactor,
+            self.reactor.getThreadPool(),
+            self.zk.registration.register,
+            self.bookie_id,
+            self._service_info(),
+            readonly=readonly,
+        )
+        d.addCallback(lambda _: log.info("registration moved to %s", "available/readonly" if readonly else "available"))
         d.addErrback(lambda f: log.error("could not update the registration: %s", f.value))
 
     def _in_pool(self, fn):
@@ -411,26 +477,46 @@ class BookieService:
     # -- metrics and status (HTTP admin) -----------------------------------------
     def _register_metrics(self) -> None:
         m = self.metrics
-        m.gauge("bookie_journal_queue_bytes", "Journal bytes appended but not yet durable.",
-                lambda: sum(j.pending_bytes for j in self.journals))
-        m.gauge("bookie_journal_fsyncs_total", "Journal fsyncs since start.",
-                lambda: sum(j.stats.fsyncs for j in self.journals))
-        m.gauge("bookie_journal_records_total", "Journal records written since start.",
-                lambda: sum(j.stats.records for j in self.journals))
-        m.gauge("bookie_write_cache_bytes", "Entries held in the write cache.",
-                lambda: sum(s.cached_bytes for s in self.stores))
+        m.gauge(
+            "bookie_journal_queue_bytes",
+            "Journal bytes appended but not yet durable.",
+            lambda: sum(j.pending_bytes for j in self.journals),
+        )
+        m.gauge(
+            "bookie_journal_fsyncs_total",
+            "Journal fsyncs since start.",
+            lambda: sum(j.stats.fsyncs for j in self.journals),
+        )
+        m.gauge(
+            "bookie_journal_records_total",
+            "Journal records written since start.",
+            lambda: sum(j.stats.records for j in self.journals),
+        )
+        m.gauge(
+            "bookie_write_cache_bytes",
+            "Entries held in the write cache.",
+            lambda: sum(s.cached_bytes for s in self.stores),
+        )
         m.gauge("bookie_disk_usage_ratio", "Fullest journal/ledger filesystem (0..1).", self.upkeep.disk_usage)
-        m.counter("bookie_disk_checks_total", "Disk checks done (each decides read-only or writable).",
-                  lambda: self.upkeep.disk_checks)
+        m.counter(
+            "bookie_disk_checks_total",
+            "Disk checks done (each decides read-only or writable).",
+            lambda: self.upkeep.disk_checks,
+        )
         m.gauge("bookie_read_only", "1 when the bookie is read-only.", lambda: int(self.is_readonly()))
-        m.gauge("bookie_throttled_adds", "Adds waiting for room in a full write cache (dbStorage_maxThrottleTimeMs).",
-                lambda: self.bookie.throttled_adds if self.bookie is not None else 0)
+        m.gauge(
+            "bookie_throttled_adds",
+            "Adds waiting for room in a full write cache (dbStorage_maxThrottleTimeMs).",
+            lambda: self.bookie.throttled_adds if self.bookie is not None else 0,
+        )
         if self.cfg.auto_recovery_daemon_enabled:
             from .metrics import Refreshed, register_autorecovery
 
-            count = Refreshed(lambda: self.zk.underreplication.count(), clock=self.reactor,
-                              run_blocking=lambda fn: threads.deferToThreadPool(
-                                  self.reactor, self.reactor.getThreadPool(), fn))
+            count = Refreshed(
+                lambda: self.zk.underreplication.count(),
+                clock=self.reactor,
+                run_blocking=lambda fn: threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn),
+            )
             register_autorecovery(m, lambda: self.autorecovery, count)
 
     def is_readonly(self) -> bool:
@@ -450,17 +536,24 @@ class BookieService:
 
         total, free = self.bookie.disk_space()
         journals = [os.path.join(d, "current") for d in self.cfg.journal_directories]
-        return {"freeSpace": free, "totalSpace": total, "journalBytes": day2.allocated_bytes(journals),
-                "indexBytes": day2.allocated_bytes(os.path.join(s.directory, INDEX_DIR) for s in self.stores),
-                "diskUsageThreshold": self.cfg.disk_usage_threshold,
-                "diskUsageLwmThreshold": self.cfg.disk_usage_lwm_threshold,
-                **self._readonly_doc()}
+        return {
+            "freeSpace": free,
+            "totalSpace": total,
+            "journalBytes": day2.allocated_bytes(journals),
+            "indexBytes": day2.allocated_bytes(os.path.join(s.directory, INDEX_DIR) for s in self.stores),
+            "diskUsageThreshold": self.cfg.disk_usage_threshold,
+            "diskUsageLwmThreshold": self.cfg.disk_usage_lwm_threshold,
+            **self._readonly_doc(),
+        }
 
     def state(self) -> dict:
-        return {"running": self.is_running(), "readOnly": self.is_readonly(),
-                "shuttingDown": self.stopping,
-                "availableForHighPriorityWrites": bool(self.bookie and self.bookie.allow_high_priority_writes),
-                **self._readonly_doc()}
+        return {
+            "running": self.is_running(),
+            "readOnly": self.is_readonly(),
+            "shuttingDown": self.stopping,
+            "availableForHighPriorityWrites": bool(self.bookie and self.bookie.allow_high_priority_writes),
+            **self._readonly_doc(),
+        }
 
     def _readonly_doc(self) -> dict:
         """``readOnlyReasons``: cause -> why ("disk": usage over diskUsageThreshold, "journal", "ledger",
@@ -476,8 +569,9 @@ class BookieService:
         bookie = self.bookie
         if readonly:
             if not self.cfg.read_only_mode_enabled:
-                raise ValueError("readOnlyModeEnabled=false: this bookie cannot turn read-only "
-                                 "(it would shut down instead)")
+                raise ValueError(
+                    "readOnlyModeEnabled=false: this bookie cannot turn read-only (it would shut down instead)"
+                )
             bookie.mark_readonly("admin", "set through the HTTP admin API")
             return
         if "config" in bookie.readonly_causes:
@@ -488,11 +582,12 @@ class BookieService:
         if force:
             bookie.clear_readonly("disk")
         elif "disk" in bookie.readonly_causes:
-            raise ValueError(f"still read-only: {bookie.readonly_causes['disk']} "
-                             "(?force=true overrides it until the next disk check)")
+            raise ValueError(
+                f"still read-only: {bookie.readonly_causes['disk']} "
+                "(?force=true overrides it until the next disk check)"
+            )
         if "ledger" in bookie.readonly_causes:
-            raise ValueError(f"still read-only: {bookie.readonly_causes['ledger']} "
-                             "(until a checkpoint succeeds again)")
+            raise ValueError(f"still read-only: {bookie.readonly_causes['ledger']} (until a checkpoint succeeds again)")
 
     # -- day-2 admin (HTTP: gc, gc_details, list_disk_file, last_log_mark, expand_storage) --
     def force_gc(self, force_major: bool | None = None, force_minor: bool | None = None):
@@ -619,8 +714,9 @@ class BookieService:
         if self.zk.connected:
             steps.insert(0, ("unregister", self.zk.registration.unregister, (self.bookie_id,)))
         else:  # a request would only wait for a reconnect; the znode goes with the session
-            log.warning("could not unregister: not connected to ZooKeeper "
-                        "(the registration ends when the session expires)")
+            log.warning(
+                "could not unregister: not connected to ZooKeeper (the registration ends when the session expires)"
+            )
         for what, fn, args in steps:
             left = max(min(budget / 2, deadline - time.monotonic() - 0.2), 0.05)
             try:

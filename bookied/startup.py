@@ -1,4 +1,5 @@
 """What both of bookied's processes (the bookie, its autorecovery daemon's) do as they start."""
+
 from __future__ import annotations
 
 import logging
@@ -12,8 +13,7 @@ __all__ = ["configure_logging", "twisted_without_tls"]
 def configure_logging(level: str) -> None:
     """One line per event on stderr; journald adds its own timestamps."""
     under_journald = "JOURNAL_STREAM" in os.environ
-    fmt = "%(levelname)s %(name)s: %(message)s" if under_journald else \
-        "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    fmt = "%(levelname)s %(name)s: %(message)s" if under_journald else "%(asctime)s %(levelname)s %(name)s: %(message)s"
     logging.basicConfig(level=getattr(logging, level), format=fmt, stream=sys.stderr)
     logging.getLogger("kazoo").setLevel(logging.WARNING)
 

@@ -7,6 +7,7 @@ writable again and tells garbage collection how full the disks are.  The two han
 checkpoint that finds no room waits for the disk check that finds it again.  The service owns the
 components (stores, journals, bookie, collector); this object reads them from it when it runs.
 """
+
 from __future__ import annotations
 
 import logging
@@ -92,7 +93,8 @@ class StorageUpkeep:
                         # the next checkpoint tries again, once there is room
                         raise NoRoomForCheckpoint(
                             f"{s.directory}: {free} bytes free, a checkpoint needs {s.cached_bytes} "
-                            f"plus minUsableSizeForEntryLogCreation {reserve}")
+                            f"plus minUsableSizeForEntryLogCreation {reserve}"
+                        )
             for s in self.service.stores:
                 s.flush(paced=not needed)  # paced: no add waits for a periodic checkpoint
             for j, m in zip(self.service.journals, marks):
@@ -176,8 +178,9 @@ class StorageUpkeep:
                 collector.disk_writable()
         if usage >= cfg.disk_usage_threshold:
             if "disk" not in bookie.readonly_causes:
-                bookie.mark_readonly("disk", f"disk usage {usage:.1%} over diskUsageThreshold "
-                                             f"{cfg.disk_usage_threshold:.0%}")
+                bookie.mark_readonly(
+                    "disk", f"disk usage {usage:.1%} over diskUsageThreshold {cfg.disk_usage_threshold:.0%}"
+                )
         elif usage < cfg.disk_usage_lwm_threshold:  # hysteresis: writable again only below the LWM
             bookie.clear_readonly("disk")
             if self._checkpoint_waiting and self.service.running:
@@ -186,5 +189,6 @@ class StorageUpkeep:
             self._disk_warned = False
         elif not self._disk_warned:
             self._disk_warned = True
-            log.warning("disk usage %.1f%% is over diskUsageWarnThreshold %g", usage * 100,
-                        cfg.disk_usage_warn_threshold)
+            log.warning(
+                "disk usage %.1f%% is over diskUsageWarnThreshold %g", usage * 100, cfg.disk_usage_warn_threshold
+            )

@@ -13,6 +13,7 @@ Modules: :mod:`bkctl.shell.repl` (the session and its loop), :mod:`bkctl.shell.c
 :mod:`bkctl.shell.pager`.  This module stays import-free so that ``bkctl --help``
 can describe the shell without loading any of them.
 """
+
 from __future__ import annotations
 
 #: The shell's own commands: (names, arguments, description).  The first

@@ -13,6 +13,7 @@ command (:meth:`~MetadataCache.poke`):
 Readers (the completer, the toolbar) only look at the last published
 snapshot: they never wait for ZooKeeper.
 """
+
 from __future__ import annotations
 
 import logging
@@ -48,8 +49,14 @@ class Status:
 class MetadataCache:
     """Background-refreshed cluster facts; implements :class:`bkctl.completers.MetadataSource`."""
 
-    def __init__(self, uri: str | None, interval: float = 10.0, ledger_interval: float = 30.0,
-                 connect_timeout: float = 5.0, on_change: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        uri: str | None,
+        interval: float = 10.0,
+        ledger_interval: float = 30.0,
+        connect_timeout: float = 5.0,
+        on_change: Callable[[], None] | None = None,
+    ):
         self.interval = interval
         self.ledger_interval = ledger_interval
         self.connect_timeout = connect_timeout
@@ -73,8 +80,7 @@ class MetadataCache:
     def start(self, delay: float = 0.0) -> "MetadataCache":
         """Start refreshing; ``delay`` lets the first prompt appear before kazoo is imported."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, args=(delay,), name="bkctl-shell-cache",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._loop, args=(delay,), name="bkctl-shell-cache", daemon=True)
             self._thread.start()
         return self
 
@@ -174,8 +180,7 @@ class MetadataCache:
             except Exception as exc:  # unreachable, cluster gone, bad URI...
                 self._drop_store()
                 if generation == self._generation:
-                    self._status = Status(uri=self._uri, state="error", error=_one_line(exc),
-                                          updated=time.time())
+                    self._status = Status(uri=self._uri, state="error", error=_one_line(exc), updated=time.time())
                     self._notify()
             self.refreshed.set()
             self._wake.wait(self.interval)
@@ -215,9 +220,16 @@ class MetadataCache:
         if generation != self._generation:
             return
         states = list(bookies.values())
-        self._status = Status(uri=uri, state="ok", writable=states.count("writable"),
-                              readonly=states.count("read-only"), autorecovery=enabled,
-                              auditor=auditor, bookies=bookies, updated=time.time())
+        self._status = Status(
+            uri=uri,
+            state="ok",
+            writable=states.count("writable"),
+            readonly=states.count("read-only"),
+            autorecovery=enabled,
+            auditor=auditor,
+            bookies=bookies,
+            updated=time.time(),
+        )
         self._notify()
         if not self._ledgers_due():
             return

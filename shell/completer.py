@@ -8,6 +8,7 @@ bookie ids come from the ``shell_complete=`` callbacks of
 cache (:mod:`bkctl.shell.cache`) and never wait for ZooKeeper.  The shell's own
 commands (``use``, ``format``, ``pager``, ``help``...) are completed here.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,8 +28,7 @@ _LAST_WORD = re.compile(r"""(?:[^\s"']|"[^"]*"?|'[^']*'?)*$""")
 class ShellCompleter(Completer):
     """``root``: the click group; ``obj``: the session App handed to click as ``ctx.obj``."""
 
-    def __init__(self, root: click.Group, obj=None,
-                 cluster_names: Callable[[], Iterable[str]] | None = None):
+    def __init__(self, root: click.Group, obj=None, cluster_names: Callable[[], Iterable[str]] | None = None):
         self.root = root
         self.obj = obj
         self.cluster_names = cluster_names or (lambda: [])
@@ -41,7 +41,7 @@ class ShellCompleter(Completer):
         if text.lstrip().startswith("#"):
             return
         raw = _LAST_WORD.search(text).group()
-        words = split_arg_string(text[:len(text) - len(raw)])
+        words = split_arg_string(text[: len(text) - len(raw)])
         incomplete = split_arg_string(raw)[0] if raw else ""
         if not words:
             yield from self._builtin_names(incomplete)
@@ -83,8 +83,9 @@ class ShellCompleter(Completer):
                 sub = group.commands.get(str(item.value)) if group is not None else None
                 # click cuts a command's description at 45 characters: the menu has room for it whole
                 meta = sub.get_short_help_str(limit=120) if sub is not None else item.help or ""
-                yield Completion(_quote(str(item.value)), start_position=start,
-                                 display=str(item.value), display_meta=meta)
+                yield Completion(
+                    _quote(str(item.value)), start_position=start, display=str(item.value), display_meta=meta
+                )
             elif item.type in ("file", "dir"):
                 yield from self._path_completions(incomplete, dirs_only=item.type == "dir")
 
@@ -120,8 +121,7 @@ class ShellCompleter(Completer):
         if name in ("help", "?"):
             for item in self.click_items(words[1:], incomplete):
                 if item.type == "plain" and not str(item.value).startswith("-"):
-                    yield Completion(str(item.value), start_position=-len(incomplete),
-                                     display_meta=item.help or "")
+                    yield Completion(str(item.value), start_position=-len(incomplete), display_meta=item.help or "")
             return
         if position > 0:
             return

@@ -4,6 +4,7 @@ Words are classed as the shell's own commands, bkctl commands and
 subcommands (unknown ones where a subcommand is expected are marked as
 errors), options, option values, numbers, quoted strings and comments.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,12 +15,15 @@ from prompt_toolkit.lexers import Lexer
 
 from . import BUILTIN_NAMES
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<space>\s+)
   | (?P<comment>\#.*)
   | (?P<quoted>"(?:[^"\\]|\\.)*"?|'[^']*'?)
   | (?P<word>[^\s"']+(?:"(?:[^"\\]|\\.)*"?|'[^']*'?|[^\s"']+)*)
-""", re.VERBOSE)
+""",
+    re.VERBOSE,
+)
 
 _NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
 

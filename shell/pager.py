@@ -12,6 +12,7 @@ It holds the output back until it knows which case it is:
 When the pager is quit before the command has finished writing, the next
 write raises :class:`PagerQuit`, which ends the command quietly.
 """
+
 from __future__ import annotations
 
 import io
@@ -40,8 +41,14 @@ def pager_command() -> str:
 class PagedOutput(io.TextIOBase):
     """A text stream for one command's stdout; call :meth:`finish` when it is done."""
 
-    def __init__(self, real, command: str | None = None, lines: int | None = None,
-                 columns: int | None = None, hold: float = HOLD_SECONDS):
+    def __init__(
+        self,
+        real,
+        command: str | None = None,
+        lines: int | None = None,
+        columns: int | None = None,
+        hold: float = HOLD_SECONDS,
+    ):
         super().__init__()
         size = shutil.get_terminal_size()
         self.real = real
@@ -167,8 +174,9 @@ class PagedOutput(io.TextIOBase):
         env = dict(os.environ)
         env.setdefault("LESS", "FRX")  # for PAGER=less: raw colors, no screen clearing
         try:
-            self._proc = subprocess.Popen(self.command, shell=True, stdin=subprocess.PIPE, env=env,
-                                          encoding=self.encoding, errors="replace")
+            self._proc = subprocess.Popen(
+                self.command, shell=True, stdin=subprocess.PIPE, env=env, encoding=self.encoding, errors="replace"
+            )
         except OSError:
             self._mode = "direct"
             self.real.write("".join(self._held))

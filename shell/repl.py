@@ -16,6 +16,7 @@ failing line (0 if none).
 Nothing here imports kazoo or twisted: the commands and the background
 cache import them when they first need them.
 """
+
 from __future__ import annotations
 
 import os
@@ -69,8 +70,7 @@ class _Leave(Exception):
 class Shell:
     """A shell session over ``root`` (bkctl's click group) with ``app`` as its state."""
 
-    def __init__(self, app: App, root: click.Group, cluster_name: str | None = None,
-                 stdin: TextIO | None = None):
+    def __init__(self, app: App, root: click.Group, cluster_name: str | None = None, stdin: TextIO | None = None):
         self.app = app
         app.interactive = True
         self.root = root
@@ -157,8 +157,14 @@ class Shell:
             return self._fail("already in the shell")
         target = self.app
         if self._names_other_cluster(args):  # -m/--cluster: a one-off App for that cluster
-            target = App(interactive=True, json=self.app.json, color=self.app.color,
-                         verbose=self.app.verbose, quiet=self.app.quiet, zk_timeout=self.app.zk_timeout)
+            target = App(
+                interactive=True,
+                json=self.app.json,
+                color=self.app.color,
+                verbose=self.app.verbose,
+                quiet=self.app.quiet,
+                zk_timeout=self.app.zk_timeout,
+            )
         saved = {name: getattr(self.app, name) for name in SESSION_FIELDS}
         out = None
         real_stdout = sys.stdout
@@ -325,8 +331,7 @@ class Shell:
         """The bottom toolbar: cluster, bookies, autorecovery, output format, pager."""
         st = self.cache.status if self.cache is not None else None
         uri = self.app.metadata_uri
-        parts = [("class:bottom-toolbar.label", " cluster "),
-                 ("", (uri or "none (use CLUSTER|URI)") + "  ")]
+        parts = [("class:bottom-toolbar.label", " cluster "), ("", (uri or "none (use CLUSTER|URI)") + "  ")]
         if st is None or st.state == "none":
             pass
         elif st.state == "connecting":
@@ -334,13 +339,14 @@ class Shell:
         elif st.state == "error":
             parts += [("class:bottom-toolbar.bad", "unreachable"), ("", f" ({st.error})  ")]
         else:
-            parts += [("class:bottom-toolbar.label", "bookies "),
-                      ("class:bottom-toolbar.good" if st.writable else "class:bottom-toolbar.bad",
-                       f"{st.writable} writable"),
-                      ("", f", {st.readonly} read-only  "),
-                      ("class:bottom-toolbar.label", "autorecovery "),
-                      autorecovery_phrase(st),
-                      ("", "  ")]
+            parts += [
+                ("class:bottom-toolbar.label", "bookies "),
+                ("class:bottom-toolbar.good" if st.writable else "class:bottom-toolbar.bad", f"{st.writable} writable"),
+                ("", f", {st.readonly} read-only  "),
+                ("class:bottom-toolbar.label", "autorecovery "),
+                autorecovery_phrase(st),
+                ("", "  "),
+            ]
         parts.append(("", f"[{'json' if self.app.json else 'table'}, pager {'on' if self.pager else 'off'}]"))
         return parts
 
@@ -383,8 +389,7 @@ class Shell:
         # kazoo is imported by the refresher: let the first prompt win the race
         self.cache.start(delay=0.2)
         self.paging_active = True
-        click.echo(f"bkctl {__version__} shell; {self._describe_cluster()}.  "
-                   "Type help, or Ctrl-D to leave.", err=True)
+        click.echo(f"bkctl {__version__} shell; {self._describe_cluster()}.  Type help, or Ctrl-D to leave.", err=True)
         try:
             while True:
                 try:

@@ -6,6 +6,7 @@ else one per test session, started on a free 127.0.0.1 port in a temporary direc
 stopped (by pid) at the end.  Each test gets its own ledgers root below it, so tests never see
 each other's znodes; the rack map, ZooKeeper-wide, is one test's at a time (:func:`rack_map`).
 """
+
 from __future__ import annotations
 
 import os

@@ -7,6 +7,7 @@ The generated modules are committed so that bookie hosts need no protoc, and the
 so that the type checker (``./dev lint``) knows the messages' fields; tests/repo/test_generated.py
 runs --check.
 """
+
 from __future__ import annotations
 
 import argparse

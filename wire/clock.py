@@ -36,18 +36,26 @@ class Clock(Protocol):
     def seconds(self) -> float:
         """The reactor's time now, in seconds."""
 
-    def callLater(self, delay: float, callable: Callable[..., object], *args: object,  # noqa: N802 - Twisted's name
-                  **kw: object) -> DelayedCall:
+    def callLater(
+        self,
+        delay: float,
+        callable: Callable[..., object],
+        *args: object,  # noqa: N802 - Twisted's name
+        **kw: object,
+    ) -> DelayedCall:
         """Call ``callable(*args, **kw)`` in ``delay`` seconds."""
 
 
 class ThreadedClock(Clock, Protocol):
     """A reactor's time, and its way in from other threads (``IReactorFromThreads``)."""
 
-    def callFromThread(self, callable: Callable[..., object], *args: object,  # noqa: N802 - Twisted's name
-                       **kw: object) -> None:
+    def callFromThread(
+        self,
+        callable: Callable[..., object],
+        *args: object,  # noqa: N802 - Twisted's name
+        **kw: object,
+    ) -> None:
         """Call ``callable(*args, **kw)`` in the reactor's thread, soon (from any thread)."""
-
 
 
 class Reactor(ThreadedClock, Protocol):
@@ -56,6 +64,7 @@ class Reactor(ThreadedClock, Protocol):
 
     def getThreadPool(self) -> ThreadPool:  # noqa: N802 - Twisted's name
         """The pool ``deferToThread`` runs blocking calls in."""
+
 
 class RunBlocking(Protocol):
     """Runs a blocking call (a metadata store's) off the reactor thread: the

@@ -1,4 +1,5 @@
 """Exceptions shared by the codecs, the metadata store and the client."""
+
 from __future__ import annotations
 
 
@@ -38,6 +39,7 @@ class MetadataError(BKError):
 
 
 # Categories the CLI maps to exit codes; concrete errors subclass one of them.
+
 
 class NotFound(BKError):
     """The thing asked for does not exist (ledger, entry, bookie, cluster)."""

@@ -20,6 +20,7 @@ data source option and ``~/.config/bkctl/config.toml``.
   dropped) or bare, as Java's ``BookieSocketAddress`` writes a bookie id
   (``hostname + ":" + port``, so ``fe80::1:3181``).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -28,13 +29,29 @@ from typing import Any
 
 from bkctl.wire.errors import AddressError
 
-__all__ = ["BOOLEAN_WORDS", "NOT_A_BOOLEAN", "NOT_HOST_PORT", "PORT_OUT_OF_RANGE", "custom_metadata_text",
-           "join_host_port", "parse_bool", "split_host_port", "utc_date", "utc_iso"]
+__all__ = [
+    "BOOLEAN_WORDS",
+    "NOT_A_BOOLEAN",
+    "NOT_HOST_PORT",
+    "PORT_OUT_OF_RANGE",
+    "custom_metadata_text",
+    "join_host_port",
+    "parse_bool",
+    "split_host_port",
+    "utc_date",
+    "utc_iso",
+]
 
 #: Every word :func:`parse_bool` takes (lower case) and what it means.
 BOOLEAN_WORDS: Mapping[str, bool] = {
-    "true": True, "yes": True, "on": True, "1": True,
-    "false": False, "no": False, "off": False, "0": False,
+    "true": True,
+    "yes": True,
+    "on": True,
+    "1": True,
+    "false": False,
+    "no": False,
+    "off": False,
+    "0": False,
 }
 #: What follows a quoted value that is none of them in an error message.
 NOT_A_BOOLEAN = "is not a boolean (true/false, yes/no, on/off, 1/0)"

@@ -18,6 +18,7 @@ with ``require_client_cert`` (``tlsClientAuthentication=true``), asks for and
 verifies the client's.  :class:`ReloadingServerTLS` re-reads the files when
 they change (``tlsCertFilesRefreshDurationSeconds``).
 """
+
 from __future__ import annotations
 
 import os
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # Twisted's TLS loads OpenSSL: only when a context is built
     from twisted.internet import ssl
+
     # the type of ssl.trustRootFromCertificates(), which twisted.internet.ssl does not re-export
     from twisted.internet._sslverify import IOpenSSLTrustRoot
     from twisted.python.failure import Failure
@@ -84,8 +86,11 @@ class TLSFiles:
         return bool(self.cert or self.pkcs12)
 
     def files(self) -> list[str]:
-        return [p for p in (self.ca, self.cert, self.key, self.key_password_path, self.pkcs12,
-                            self.pkcs12_password_path) if p]
+        return [
+            p
+            for p in (self.ca, self.cert, self.key, self.key_password_path, self.pkcs12, self.pkcs12_password_path)
+            if p
+        ]
 
     # -- loading -------------------------------------------------------------------
     def _identity_pem(self) -> tuple[bytes, list[bytes]] | None:
@@ -101,7 +106,8 @@ class TLSFiles:
             data = _read(self.pkcs12, "PKCS#12 key store")
             try:
                 key, cert, extra = pkcs12.load_key_and_certificates(
-                    data, _password(self.pkcs12_password_path, "key store"))
+                    data, _password(self.pkcs12_password_path, "key store")
+                )
             except ValueError as exc:
                 raise TLSConfigError(f"{self.pkcs12}: not a PKCS#12 key store or wrong password ({exc})") from None
             if key is None or cert is None:
@@ -109,11 +115,13 @@ class TLSFiles:
             chain = [cert] + list(extra or [])
         elif self.cert and self.key:  # (both or neither: __post_init__)
             try:
-                key = serialization.load_pem_private_key(_read(self.key, "TLS key"),
-                                                         _password(self.key_password_path, "key"))
+                key = serialization.load_pem_private_key(
+                    _read(self.key, "TLS key"), _password(self.key_password_path, "key")
+                )
             except (ValueError, TypeError) as exc:
-                raise TLSConfigError(f"{self.key}: not a PEM private key or wrong password "
-                                     f"({_first_sentence(exc)})") from None
+                raise TLSConfigError(
+                    f"{self.key}: not a PEM private key or wrong password ({_first_sentence(exc)})"
+                ) from None
             try:
                 chain = x509.load_pem_x509_certificates(_read(self.cert, "TLS certificate"))
             except ValueError as exc:
@@ -136,7 +144,8 @@ class TLSFiles:
         except ValueError as exc:
             raise TLSConfigError(f"{self.ca}: not PEM CA certificates ({_first_sentence(exc)})") from None
         root: IOpenSSLTrustRoot = ssl.trustRootFromCertificates(  # untyped in Twisted
-            [ssl.Certificate.loadPEM(c.public_bytes(serialization.Encoding.PEM)) for c in certs])
+            [ssl.Certificate.loadPEM(c.public_bytes(serialization.Encoding.PEM)) for c in certs]
+        )
         return root
 
     def _options(self, trust: IOpenSSLTrustRoot | None = None) -> ssl.CertificateOptions:
@@ -148,8 +157,12 @@ class TLSFiles:
             return ssl.CertificateOptions(trustRoot=trust)
         key_pem, chain = identity
         own = ssl.PrivateCertificate.loadPEM(chain[0] + key_pem)
-        return ssl.CertificateOptions(trustRoot=trust, privateKey=own.privateKey.original, certificate=own.original,
-                                      extraCertChain=[ssl.Certificate.loadPEM(c).original for c in chain[1:]])
+        return ssl.CertificateOptions(
+            trustRoot=trust,
+            privateKey=own.privateKey.original,
+            certificate=own.original,
+            extraCertChain=[ssl.Certificate.loadPEM(c).original for c in chain[1:]],
+        )
 
     def client_context(self) -> ssl.CertificateOptions:
         """A Twisted context factory for a client: the bookie's chain is
@@ -164,13 +177,14 @@ class TLSFiles:
     def server_context(self) -> ssl.CertificateOptions:
         """A Twisted context factory for a bookie (needs its certificate)."""
         if not self.has_identity:
-            raise TLSConfigError("a TLS bookie needs its certificate and key (tlsCertificatePath and "
-                                 "tlsKeyStore, or a PKCS12 tlsKeyStore)")
+            raise TLSConfigError(
+                "a TLS bookie needs its certificate and key (tlsCertificatePath and "
+                "tlsKeyStore, or a PKCS12 tlsKeyStore)"
+            )
         if self.require_client_cert:
             trust = self._trust()
             if trust is None:
-                raise TLSConfigError("tlsClientAuthentication=true needs tlsTrustStore (the CA of client "
-                                     "certificates)")
+                raise TLSConfigError("tlsClientAuthentication=true needs tlsTrustStore (the CA of client certificates)")
             return self._options(trust)
         return self._options()
 
@@ -208,8 +222,9 @@ class ReloadingServerTLS:
                 except TLSConfigError as exc:
                     import logging
 
-                    logging.getLogger(__name__).error("TLS files changed but cannot be loaded (%s): "
-                                                      "keeping the previous certificate", exc)
+                    logging.getLogger(__name__).error(
+                        "TLS files changed but cannot be loaded (%s): keeping the previous certificate", exc
+                    )
         return self._context
 
 

@@ -1,4 +1,5 @@
 """bkctl's click command groups, one module per group (registered in bkctl.cli)."""
+
 import click
 
 from ..app import App

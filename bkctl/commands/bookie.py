@@ -1,4 +1,5 @@
 """``bkctl bookie ...``, ``bkctl bookieformat`` and ``bkctl upgrade``."""
+
 from __future__ import annotations
 
 import click
@@ -17,11 +18,11 @@ def bookie():
 @bookie.command("list")
 @click.option("--writable", "states", flag_value="writable", multiple=True, help="Writable bookies.")
 @click.option("--readonly", "states", flag_value="read-only", multiple=True, help="Read-only bookies.")
-@click.option("--down", "states", flag_value="down", multiple=True,
-              help="Bookies with a cookie, not registered: stopped or lost.")
+@click.option(
+    "--down", "states", flag_value="down", multiple=True, help="Bookies with a cookie, not registered: stopped or lost."
+)
 @click.option("--all", "states", flag_value="all", multiple=True, help="Every state (the default).")
-@click.option("--disk", is_flag=True, help="Free/total/used disk per bookie (GET_BOOKIE_INFO) and the cluster's "
-              "total.")
+@click.option("--disk", is_flag=True, help="Free/total/used disk per bookie (GET_BOOKIE_INFO) and the cluster's total.")
 @pass_app
 def bookie_list(app: App, states: tuple[str, ...], disk: bool):
     """Every bookie with its state: writable, read-only or down.
@@ -50,8 +51,14 @@ def bookie_list(app: App, states: tuple[str, ...], disk: bool):
     emit_rows(app, rows, lambda rows: table(app, ["bookie", "state"], [(r["bookie_id"], r["state"]) for r in rows]))
 
 
-_CONF = click.option("-c", "--conf", "conf", required=True, type=click.Path(exists=True, dir_okay=False),
-                     help="The bookie's bk_server.conf.")
+_CONF = click.option(
+    "-c",
+    "--conf",
+    "conf",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="The bookie's bk_server.conf.",
+)
 
 
 @click.command()
@@ -73,9 +80,14 @@ def bookieformat(app: App, conf: str, force: bool, delete_cookie: bool):
 
     store = app.store if (delete_cookie or app.metadata_uri) else None
     doc = do_format(dirs, store, confirm, delete_cookie)
-    emit(app, doc, lambda: app.console.print(
-        f"bookie {dirs.bookie_id} formatted ({len(doc['directories'])} directories)"
-        + ("; cookie deleted" if doc["cookie_deleted"] else "")))
+    emit(
+        app,
+        doc,
+        lambda: app.console.print(
+            f"bookie {dirs.bookie_id} formatted ({len(doc['directories'])} directories)"
+            + ("; cookie deleted" if doc["cookie_deleted"] else "")
+        ),
+    )
 
 
 @click.command()
@@ -141,24 +153,41 @@ def bookie_info(app: App, bookie_id: str):
         pairs = [("bookie", doc["bookie_id"]), ("state", state), ("address", doc["address"])]
         reasons = doc.get("read_only_reasons")
         if reasons:
-            pairs.append(("read-only because", "; ".join(f"{k}: {v}" for k, v in reasons.items())
-                          if isinstance(reasons, dict) else reasons))
+            pairs.append(
+                (
+                    "read-only because",
+                    "; ".join(f"{k}: {v}" for k, v in reasons.items()) if isinstance(reasons, dict) else reasons,
+                )
+            )
         if disk["total_bytes"] is not None:
             used = disk["total_bytes"] - (disk["free_bytes"] or 0)
-            pairs.append(("disk", f"{_size(disk['free_bytes'])} free of {_size(disk['total_bytes'])} "
-                                  f"({used * 100 // max(1, disk['total_bytes'])}% used)"))
+            pairs.append(
+                (
+                    "disk",
+                    f"{_size(disk['free_bytes'])} free of {_size(disk['total_bytes'])} "
+                    f"({used * 100 // max(1, disk['total_bytes'])}% used)",
+                )
+            )
         cookie = doc["cookie"]
         if cookie is None:
             pairs.append(("cookie", "none"))
         else:
-            pairs += [("cookie instance", cookie["instance_id"]), ("journal dirs", ", ".join(cookie["journal_dirs"])),
-                      ("ledger dirs", ", ".join(cookie["ledger_dirs"]))]
+            pairs += [
+                ("cookie instance", cookie["instance_id"]),
+                ("journal dirs", ", ".join(cookie["journal_dirs"])),
+                ("ledger dirs", ", ".join(cookie["ledger_dirs"])),
+            ]
             if cookie["index_dirs"]:
                 pairs.append(("index dirs", ", ".join(cookie["index_dirs"])))
         info = doc["service_info"]
         for ep in (info or {}).get("endpoints", []):
-            pairs.append((f"endpoint {ep['id']}", f"{ep['protocol']}://{ep['host']}:{ep['port']}"
-                          + (f" ({', '.join(ep['extensions'])})" if ep["extensions"] else "")))
+            pairs.append(
+                (
+                    f"endpoint {ep['id']}",
+                    f"{ep['protocol']}://{ep['host']}:{ep['port']}"
+                    + (f" ({', '.join(ep['extensions'])})" if ep["extensions"] else ""),
+                )
+            )
         for key, value in (info or {}).get("properties", {}).items():
             pairs.append((f"property {key}", value))
         fields(app, pairs)
@@ -168,4 +197,3 @@ def bookie_info(app: App, bookie_id: str):
         from ..exitcodes import UNREACHABLE, CommandError
 
         raise CommandError(f"bookie {bookie_id} does not answer: {doc['error']}", UNREACHABLE)
-

@@ -1,5 +1,6 @@
 """``bkctl bookie replace-id``, ``readonly``, ``gc``, ``state``, ``inspect`` and ``check``:
 day-2 operations on one bookie, added to the ``bookie`` group in bkctl.cli."""
+
 from __future__ import annotations
 
 import os
@@ -15,18 +16,30 @@ from . import pass_app
 @click.command("replace-id")
 @click.argument("old", metavar="FROM", shell_complete=complete_bookie_id)
 @click.argument("new", metavar="TO", shell_complete=complete_bookie_id)
-@click.option("--dry-run", is_flag=True,
-              help="Make every check of the real run, count the ledgers and segments that name FROM; change nothing.")
-@click.option("--allow-unknown-id", "allow_unknown", is_flag=True,
-              help="Accept a TO that is not registered and has no cookie (a bookie not started yet).")
-@click.option("--rate", type=click.FloatRange(min=0), default=0, metavar="N",
-              help="At most N ledger updates per second (default: no limit).")
-@click.option("--parallel", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Ledger updates at once.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Make every check of the real run, count the ledgers and segments that name FROM; change nothing.",
+)
+@click.option(
+    "--allow-unknown-id",
+    "allow_unknown",
+    is_flag=True,
+    help="Accept a TO that is not registered and has no cookie (a bookie not started yet).",
+)
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0),
+    default=0,
+    metavar="N",
+    help="At most N ledger updates per second (default: no limit).",
+)
+@click.option("--parallel", type=click.IntRange(1, 64), default=1, show_default=True, help="Ledger updates at once.")
 @click.option("--force", is_flag=True, help="Do not ask.")
 @pass_app
-def replace_id(app: App, old: str, new: str, dry_run: bool, allow_unknown: bool, rate: float, parallel: int,
-               force: bool):
+def replace_id(
+    app: App, old: str, new: str, dry_run: bool, allow_unknown: bool, rate: float, parallel: int, force: bool
+):
     """Rewrite bookie id FROM to TO in every ledger's metadata (Java's updateledgers).
 
     Use it after a bookie got a new id (`cookie admin --hostname`, a new
@@ -54,10 +67,19 @@ def replace_id(app: App, old: str, new: str, dry_run: bool, allow_unknown: bool,
 
     try:
         doc = replace_bookie_id(
-            app.store, old, new, dry_run=dry_run, rate=rate, parallel=parallel, allow_unknown=allow_unknown,
-            confirm=lambda n: confirm_destructive(app, f"Rewrite {old} to {new} in {n} ledgers?", force,
-                                                  f"rewrite {old} in {n} ledgers"),
-            on_start=start, on_ledger=lambda _row: bar.advance(1))
+            app.store,
+            old,
+            new,
+            dry_run=dry_run,
+            rate=rate,
+            parallel=parallel,
+            allow_unknown=allow_unknown,
+            confirm=lambda n: confirm_destructive(
+                app, f"Rewrite {old} to {new} in {n} ledgers?", force, f"rewrite {old} in {n} ledgers"
+            ),
+            on_start=start,
+            on_ledger=lambda _row: bar.advance(1),
+        )
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
@@ -68,14 +90,21 @@ def replace_id(app: App, old: str, new: str, dry_run: bool, allow_unknown: bool,
         if bad:
             table(app, ["ledger", "status", "error"], [(r["ledger_id"], r["status"], r.get("error")) for r in bad])
         if dry_run:
-            app.console.print(f"dry run: {t['planned']} ledgers ({t['segments']} segments) name {old}; "
-                              f"nothing changed ({doc['ledgers_scanned']} ledgers scanned)")
+            app.console.print(
+                f"dry run: {t['planned']} ledgers ({t['segments']} segments) name {old}; "
+                f"nothing changed ({doc['ledgers_scanned']} ledgers scanned)"
+            )
         else:
-            app.console.print(f"{t['updated']} ledgers ({t['segments']} segments) rewritten from {old} to {new}"
-                              + (f"; {t['unchanged'] + t['deleted']} already done or deleted"
-                                 if t["unchanged"] + t["deleted"] else "")
-                              + (f"; {t['conflict']} conflicts" if t["conflict"] else "")
-                              + (f"; {t['failed']} FAILED" if t["failed"] else ""))
+            app.console.print(
+                f"{t['updated']} ledgers ({t['segments']} segments) rewritten from {old} to {new}"
+                + (
+                    f"; {t['unchanged'] + t['deleted']} already done or deleted"
+                    if t["unchanged"] + t["deleted"]
+                    else ""
+                )
+                + (f"; {t['conflict']} conflicts" if t["conflict"] else "")
+                + (f"; {t['failed']} FAILED" if t["failed"] else "")
+            )
 
     emit(app, doc, human)
     if t["failed"]:
@@ -85,6 +114,7 @@ def replace_id(app: App, old: str, new: str, dry_run: bool, allow_unknown: bool,
 
 
 # -- capacity -------------------------------------------------------------------------------
+
 
 def list_with_disk(app: App, rows: list[dict]) -> None:
     """`bookie list --disk` of the bookies ``rows`` (from ``ops.bookies.list_bookies``)."""
@@ -99,15 +129,27 @@ def list_with_disk(app: App, rows: list[dict]) -> None:
         def line(r):
             if r["total_bytes"] is None:
                 return (r["bookie_id"], r["state"], "", "", "", r.get("error") or "")
-            return (r["bookie_id"], r["state"], _size(r["total_bytes"]), _size(r["free_bytes"]),
-                    f"{r['used_percent']:.1f}%", "")
+            return (
+                r["bookie_id"],
+                r["state"],
+                _size(r["total_bytes"]),
+                _size(r["free_bytes"]),
+                f"{r['used_percent']:.1f}%",
+                "",
+            )
 
         t = doc["total"]
         rows_out = [line(r) for r in doc["bookies"]]
-        rows_out.append((f"total ({t['answered']}/{t['bookies']} answered)", "",
-                         _size(t["total_bytes"]) if t["answered"] else "",
-                         _size(t["free_bytes"]) if t["answered"] else "",
-                         f"{t['used_percent']:.1f}%" if t["used_percent"] is not None else "", ""))
+        rows_out.append(
+            (
+                f"total ({t['answered']}/{t['bookies']} answered)",
+                "",
+                _size(t["total_bytes"]) if t["answered"] else "",
+                _size(t["free_bytes"]) if t["answered"] else "",
+                f"{t['used_percent']:.1f}%" if t["used_percent"] is not None else "",
+                "",
+            )
+        )
         table(app, ["bookie", "state", "total", "free", "used", "error"], rows_out)
 
     if app.json:  # a list: JSON lines, the totals last
@@ -125,8 +167,11 @@ def list_with_disk(app: App, rows: list[dict]) -> None:
 
 # -- runtime control through the bookie's HTTP admin -------------------------------------------
 
-_HTTP = click.option("--http", metavar="HOST:PORT",
-                     help="The bookie's HTTP admin address (default: from its registration's http endpoint).")
+_HTTP = click.option(
+    "--http",
+    metavar="HOST:PORT",
+    help="The bookie's HTTP admin address (default: from its registration's http endpoint).",
+)
 
 
 @click.command("state")
@@ -149,9 +194,15 @@ def state(app: App, bookie_id: str, http: str | None):
     def value(v):  # bookied's readOnlyReasons: cause -> why
         return "; ".join(f"{cause}: {why}" for cause, why in v.items()) if isinstance(v, dict) else v
 
-    emit(app, doc, lambda: fields(app, [("bookie", bookie_id), ("http", doc["http"]),
-                                        ("registration", doc["registration"])]
-                                  + [(k, value(v)) for k, v in doc["state"].items()]))
+    emit(
+        app,
+        doc,
+        lambda: fields(
+            app,
+            [("bookie", bookie_id), ("http", doc["http"]), ("registration", doc["registration"])]
+            + [(k, value(v)) for k, v in doc["state"].items()],
+        ),
+    )
 
 
 @click.command("readonly")
@@ -171,25 +222,43 @@ def readonly(app: App, bookie_id: str, mode: str, http: str | None):
     from ..ops.bookie_http import set_readonly
 
     doc = set_readonly(app.store, bookie_id, mode == "on", http)
-    emit(app, doc, lambda: app.console.print(f"bookie {bookie_id} is {'read-only' if doc['read_only'] else 'writable'}"
-                                             f" (registered as {doc['registration']})"))
+    emit(
+        app,
+        doc,
+        lambda: app.console.print(
+            f"bookie {bookie_id} is {'read-only' if doc['read_only'] else 'writable'}"
+            f" (registered as {doc['registration']})"
+        ),
+    )
     if doc["registration"] != ("read-only" if mode == "on" else "writable"):
         raise CommandError(f"the registration of {bookie_id} still says {doc['registration']}", FAILED)
 
 
 @click.command("gc")
 @click.argument("bookie_id", metavar="BOOKIE", shell_complete=complete_bookie_id)
-@click.option("--major", "kind", flag_value="major", default=None,
-              help="Only major compaction (body {\"forceMajor\": true, \"forceMinor\": false}).")
+@click.option(
+    "--major",
+    "kind",
+    flag_value="major",
+    default=None,
+    help='Only major compaction (body {"forceMajor": true, "forceMinor": false}).',
+)
 @click.option("--minor", "kind", flag_value="minor", help="Only minor compaction.")
 @click.option("--wait", is_flag=True, help="Wait until the pass is over (bookied only), then show the status.")
-@click.option("--wait-timeout", type=click.FloatRange(min=0), default=600.0, show_default=True, metavar="SECONDS",
-              help="How long --wait waits (exit 1 after it). The global --timeout is ZooKeeper's, as everywhere.")
+@click.option(
+    "--wait-timeout",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long --wait waits (exit 1 after it). The global --timeout is ZooKeeper's, as everywhere.",
+)
 @click.option("--status", "status_only", is_flag=True, help="Only show the garbage collector's status.")
 @_HTTP
 @pass_app
-def gc(app: App, bookie_id: str, kind: str | None, wait: bool, wait_timeout: float, status_only: bool,
-       http: str | None):
+def gc(
+    app: App, bookie_id: str, kind: str | None, wait: bool, wait_timeout: float, status_only: bool, http: str | None
+):
     """Force garbage collection on a running bookie (PUT /api/v1/bookie/gc), or show its status.
 
     A forced pass removes deleted ledgers, then runs major compaction (or, with --minor, minor
@@ -219,8 +288,14 @@ def gc(app: App, bookie_id: str, kind: str | None, wait: bool, wait_timeout: flo
     if wait:
         label = f"garbage collection of {bookie_id}"
         with app.progress(None, f"{label}: triggered", lines=True) as bar:
-            doc = run_gc(store, bookie_id, http=http, kind=kind, wait=wait_timeout,
-                         on_status=lambda st: bar.update(description=f"{label}: {gc_activity(st)}"))
+            doc = run_gc(
+                store,
+                bookie_id,
+                http=http,
+                kind=kind,
+                wait=wait_timeout,
+                on_status=lambda st: bar.update(description=f"{label}: {gc_activity(st)}"),
+            )
     else:
         doc = run_gc(store, bookie_id, status_only, http, kind=kind)
     emit(app, doc, lambda: _print_gc(app, bookie_id, doc))
@@ -250,17 +325,27 @@ def _print_gc(app: App, bookie_id: str, doc: dict) -> None:
     d = details[0] if isinstance(details, list) and details and isinstance(details[0], dict) else {}
     pairs = [("bookie", bookie_id)]
     if doc["triggered"]:
-        pairs.append(("gc", f"triggered{' (' + doc['kind'] + ' compaction only)' if doc['kind'] else ''}"
-                            f"{', over' if st.get('gcRuns') is not None and not st.get('gcRunning') else ''}"))
+        pairs.append(
+            (
+                "gc",
+                f"triggered{' (' + doc['kind'] + ' compaction only)' if doc['kind'] else ''}"
+                f"{', over' if st.get('gcRuns') is not None and not st.get('gcRunning') else ''}",
+            )
+        )
     if doc.get("no_compaction"):
         pairs.append(("compaction", f"none: {doc['no_compaction']} (only deleted ledgers were collected)"))
     pairs.append(("in forced gc", "yes" if doc["is_in_force_gc"] else "no"))
     if "gcRunning" in st:
         pairs.append(("state", gc_activity(st)))
     if "gcRuns" in st:
-        pairs.append(("last gc", f"{human_time(st.get('lastGcTime')) or 'none yet'} "
-                                 f"({plural(st['gcRuns'], 'run')}, {plural(st.get('ledgersRemoved', 0), 'ledger')} "
-                                 "removed)"))
+        pairs.append(
+            (
+                "last gc",
+                f"{human_time(st.get('lastGcTime')) or 'none yet'} "
+                f"({plural(st['gcRuns'], 'run')}, {plural(st.get('ledgersRemoved', 0), 'ledger')} "
+                "removed)",
+            )
+        )
         pairs.append(("next gc", human_time(st.get("nextGcTime"))))
     for kind in ("major", "minor"):
         count = d.get(f"{kind}CompactionCounter", st.get(f"{kind}CompactionCounter"))
@@ -279,53 +364,87 @@ def _print_gc(app: App, bookie_id: str, doc: dict) -> None:
         pairs.append((f"{kind} compaction", text))
     last = st.get("lastCompaction")
     if last:
-        pairs.append(("last compaction", f"{last['kind']}, {human_time(last.get('timeMs'))}, "
-                                         f"{plural(last['logsCompacted'], 'log')} compacted, "
-                                         f"{plural(last['entriesMoved'], 'entry', 'entries')} "
-                                         f"({human_size(last['bytesMoved'])}) moved, "
-                                         f"{human_size(last['reclaimedBytes'])} reclaimed"))
+        pairs.append(
+            (
+                "last compaction",
+                f"{last['kind']}, {human_time(last.get('timeMs'))}, "
+                f"{plural(last['logsCompacted'], 'log')} compacted, "
+                f"{plural(last['entriesMoved'], 'entry', 'entries')} "
+                f"({human_size(last['bytesMoved'])}) moved, "
+                f"{human_size(last['reclaimedBytes'])} reclaimed",
+            )
+        )
     run = st.get("lastCompactionRun")
     if run and run != last:
-        text = (f"{run['kind']}, {human_time(run.get('timeMs'))}, {run['logsCompacted']} of "
-                f"{plural(run.get('candidateLogs', 0), 'log')} below the threshold compacted, "
-                f"{human_size(run['reclaimedBytes'])} reclaimed")
+        text = (
+            f"{run['kind']}, {human_time(run.get('timeMs'))}, {run['logsCompacted']} of "
+            f"{plural(run.get('candidateLogs', 0), 'log')} below the threshold compacted, "
+            f"{human_size(run['reclaimedBytes'])} reclaimed"
+        )
         pairs.append(("last compaction pass", text + _pass_limits(run)))
     if "entriesMoved" in st:
         deleted, compacted = st.get("logsDeleted"), st.get("logsCompacted")
-        pairs.append(("reclaimed", f"{human_size(st.get('reclaimedSpaceViaDeletes'))} by deleting "
-                                   f"{'logs' if deleted is None else plural(deleted, 'log')} whole (nothing live "
-                                   f"left), {human_size(st.get('reclaimedSpaceViaCompaction'))} by compacting "
-                                   f"{'logs' if compacted is None else plural(compacted, 'log')}"))
-        pairs.append(("moved", f"{plural(st['entriesMoved'], 'entry', 'entries')} "
-                               f"({human_size(st.get('bytesMoved'))})"))
+        pairs.append(
+            (
+                "reclaimed",
+                f"{human_size(st.get('reclaimedSpaceViaDeletes'))} by deleting "
+                f"{'logs' if deleted is None else plural(deleted, 'log')} whole (nothing live "
+                f"left), {human_size(st.get('reclaimedSpaceViaCompaction'))} by compacting "
+                f"{'logs' if compacted is None else plural(compacted, 'log')}",
+            )
+        )
+        pairs.append(
+            ("moved", f"{plural(st['entriesMoved'], 'entry', 'entries')} ({human_size(st.get('bytesMoved'))})")
+        )
     logs = d.get("entryLogs")
     if isinstance(logs, list):
         size = sum(log.get("sizeBytes", 0) for log in logs)
         live = sum(log.get("liveBytes", 0) for log in logs)
         lowest = min((log.get("liveRatio", 1.0) for log in logs), default=None)
-        pairs.append(("entry logs", f"{len(logs)}, {human_size(live)} live of {human_size(size)}"
-                                    + (f", lowest live ratio {lowest:.2f}" if lowest is not None else "")))
-        kept = sorted((log for log in logs if log.get("keptBecause")),
-                      key=lambda log: log.get("liveBytes", 0) - log.get("sizeBytes", 0))
+        pairs.append(
+            (
+                "entry logs",
+                f"{len(logs)}, {human_size(live)} live of {human_size(size)}"
+                + (f", lowest live ratio {lowest:.2f}" if lowest is not None else ""),
+            )
+        )
+        kept = sorted(
+            (log for log in logs if log.get("keptBecause")),
+            key=lambda log: log.get("liveBytes", 0) - log.get("sizeBytes", 0),
+        )
         for log in kept[:KEPT_SHOWN]:
             dead = max(0, log.get("sizeBytes", 0) - log.get("liveBytes", 0))
-            pairs.append(("dead data kept", f"{human_size(dead)} in entry log {log['logId']}"
-                                            f"{' (active)' if log.get('active') else ''}: {log['keptBecause']}"))
+            pairs.append(
+                (
+                    "dead data kept",
+                    f"{human_size(dead)} in entry log {log['logId']}"
+                    f"{' (active)' if log.get('active') else ''}: {log['keptBecause']}",
+                )
+            )
         if len(kept) > KEPT_SHOWN:
-            pairs.append(("dead data kept", f"... and in {plural(len(kept) - KEPT_SHOWN, 'more log')} "
-                                            "(--json: details[0].entryLogs[].keptBecause)"))
+            pairs.append(
+                (
+                    "dead data kept",
+                    f"... and in {plural(len(kept) - KEPT_SHOWN, 'more log')} "
+                    "(--json: details[0].entryLogs[].keptBecause)",
+                )
+            )
     if st.get("damagedRecordCount"):
         last = st["damagedRecords"][-1] if st.get("damagedRecords") else None
         text = plural(st["damagedRecordCount"], "record")
         if last:
             dropped = ", ".join(f"{lid}/{eid}" for lid, eid in last["droppedEntries"])
-            text += (f"; last: entry log {last['logId']} offset {last['offset']} ({last['reason']}"
-                     + (f"; live entries dropped: {dropped}" if dropped else "") + ")")
+            text += (
+                f"; last: entry log {last['logId']} offset {last['offset']} ({last['reason']}"
+                + (f"; live entries dropped: {dropped}" if dropped else "")
+                + ")"
+            )
         pairs.append(("damaged", text))
     fields(app, pairs)
 
 
 # -- on-disk inspection of a stopped bookie -----------------------------------------------------
+
 
 @click.group("inspect")
 def inspect():
@@ -340,13 +459,28 @@ def inspect():
     """
 
 
-_INSPECT_CONF = click.option("-c", "--conf", "conf", required=True, type=click.Path(exists=True, dir_okay=False),
-                             help="The bookie's bk_server.conf (its directories are read).")
-_LEDGER = click.option("--ledger", "ledger", type=click.IntRange(0), metavar="ID", shell_complete=complete_ledger_id,
-                       help="Only this ledger.")
+_INSPECT_CONF = click.option(
+    "-c",
+    "--conf",
+    "conf",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="The bookie's bk_server.conf (its directories are read).",
+)
+_LEDGER = click.option(
+    "--ledger",
+    "ledger",
+    type=click.IntRange(0),
+    metavar="ID",
+    shell_complete=complete_ledger_id,
+    help="Only this ledger.",
+)
 _ENTRY = click.option("--entry", "entry", type=click.IntRange(0), metavar="ID", help="Only this entry (with --ledger).")
-_DIGEST = click.option("--digest", type=click.Choice(["crc32", "crc32c", "mac", "dummy"], case_sensitive=False),
-                       help="The ledgers' digest type: strip the digest and show payloads as text.")
+_DIGEST = click.option(
+    "--digest",
+    type=click.Choice(["crc32", "crc32c", "mac", "dummy"], case_sensitive=False),
+    help="The ledgers' digest type: strip the digest and show payloads as text.",
+)
 
 
 def _stream(app: App, rows, columns: list[str], line) -> int:
@@ -397,10 +531,20 @@ def inspect_journal(app: App, conf: str, ledger: int | None, entry: int | None, 
     from ..ops import inspect as ops
 
     ops.check_filters(ledger, entry)
-    _stream(app, ops.journal(_dirs(conf), ledger, entry, digest),
-            ["file", "offset", "ledger", "entry", "kind", "size", "payload"],
-            lambda r: (os.path.basename(r["file"]), r["offset"], r["ledger_id"],
-                       "" if r["entry_id"] is None else r["entry_id"], r["kind"], r.get("size", ""), _payload(r)))
+    _stream(
+        app,
+        ops.journal(_dirs(conf), ledger, entry, digest),
+        ["file", "offset", "ledger", "entry", "kind", "size", "payload"],
+        lambda r: (
+            os.path.basename(r["file"]),
+            r["offset"],
+            r["ledger_id"],
+            "" if r["entry_id"] is None else r["entry_id"],
+            r["kind"],
+            r.get("size", ""),
+            _payload(r),
+        ),
+    )
 
 
 @inspect.command("entrylog")
@@ -421,10 +565,21 @@ def inspect_entrylog(app: App, conf: str, ledger: int | None, entry: int | None,
     from ..ops import inspect as ops
 
     ops.check_filters(ledger, entry)
-    _stream(app, ops.entrylog(_dirs(conf), ledger, entry, digest),
-            ["file", "offset", "ledger", "entry", "state", "lac", "size", "payload"],
-            lambda r: (os.path.basename(r["file"]), r["offset"], r["ledger_id"], r["entry_id"], r.get("state") or "",
-                       r.get("lac", ""), r["size"], _payload(r)))
+    _stream(
+        app,
+        ops.entrylog(_dirs(conf), ledger, entry, digest),
+        ["file", "offset", "ledger", "entry", "state", "lac", "size", "payload"],
+        lambda r: (
+            os.path.basename(r["file"]),
+            r["offset"],
+            r["ledger_id"],
+            r["entry_id"],
+            r.get("state") or "",
+            r.get("lac", ""),
+            r["size"],
+            _payload(r),
+        ),
+    )
 
 
 @inspect.command("index")
@@ -447,13 +602,25 @@ def inspect_index(app: App, conf: str, ledger: int | None, entry: int | None, di
     ops.check_filters(ledger, entry)
     dirs = _dirs(conf)
     if ledger is None:
-        _stream(app, ops.index(dirs), ["ledger", "format", "fenced", "entries", "first", "last"],
-                lambda r: (r["ledger_id"], r["format"], r["fenced"], r["entries"], r["first_entry_id"],
-                           r["last_entry_id"]))
+        _stream(
+            app,
+            ops.index(dirs),
+            ["ledger", "format", "fenced", "entries", "first", "last"],
+            lambda r: (r["ledger_id"], r["format"], r["fenced"], r["entries"], r["first_entry_id"], r["last_entry_id"]),
+        )
     else:
-        _stream(app, ops.index(dirs, ledger, entry, digest), ["ledger", "entry", "format", "location", "payload"],
-                lambda r: (r["ledger_id"], r["entry_id"], r["format"],
-                           f"{r['location']['log_id']:x}:{r['location']['offset']}", _payload(r)))
+        _stream(
+            app,
+            ops.index(dirs, ledger, entry, digest),
+            ["ledger", "entry", "format", "location", "payload"],
+            lambda r: (
+                r["ledger_id"],
+                r["entry_id"],
+                r["format"],
+                f"{r['location']['log_id']:x}:{r['location']['offset']}",
+                _payload(r),
+            ),
+        )
 
 
 @inspect.command("lastmark")
@@ -464,8 +631,12 @@ def inspect_lastmark(app: App, conf: str):
     bookied's bookied.lastmark).  --json lines: file, format, journal_file_id, journal_file, offset."""
     from ..ops import inspect as ops
 
-    _stream(app, ops.lastmark(_dirs(conf)), ["file", "journal file", "offset"],
-            lambda r: (r["file"], r["journal_file"], r["offset"]))
+    _stream(
+        app,
+        ops.lastmark(_dirs(conf)),
+        ["file", "journal file", "offset"],
+        lambda r: (r["file"], r["journal_file"], r["offset"]),
+    )
 
 
 @inspect.command("files")
@@ -476,8 +647,12 @@ def inspect_files(app: App, conf: str):
     --json lines: dir, path, name, kind, format, size."""
     from ..ops import inspect as ops
 
-    _stream(app, ops.files(_dirs(conf)), ["dir", "file", "kind", "format", "size"],
-            lambda r: (r["dir"], r["name"], r["kind"], r["format"], r["size"]))
+    _stream(
+        app,
+        ops.files(_dirs(conf)),
+        ["dir", "file", "kind", "format", "size"],
+        lambda r: (r["dir"], r["name"], r["kind"], r["format"], r["size"]),
+    )
 
 
 @click.command("check")
@@ -523,18 +698,27 @@ def check(app: App, conf: str, offline: bool):
 
     def human():
         if doc["problems"]:
-            table(app, ["ledger", "entry", "format", "error"],
-                  [(p["ledger_id"], p["entry_id"], p["format"], p["error"]) for p in doc["problems"]])
-        app.console.print(f"{doc['entries']} entries of {doc['ledgers']} ledgers: {doc['ok']} ok, "
-                          f"{doc['unverified']} unverified (no metadata), {doc['bad']} bad")
+            table(
+                app,
+                ["ledger", "entry", "format", "error"],
+                [(p["ledger_id"], p["entry_id"], p["format"], p["error"]) for p in doc["problems"]],
+            )
+        app.console.print(
+            f"{doc['entries']} entries of {doc['ledgers']} ledgers: {doc['ok']} ok, "
+            f"{doc['unverified']} unverified (no metadata), {doc['bad']} bad"
+        )
         for path in doc["uncommitted_logs"]:
-            app.console.print(f"{path}: not committed to the index (a flush or compaction cut short); "
-                              "the bookie removes it when it starts")
+            app.console.print(
+                f"{path}: not committed to the index (a flush or compaction cut short); "
+                "the bookie removes it when it starts"
+            )
         for r in doc["damaged_records"]:
             claims = f", header says entry {r['ledger_id']}/{r['entry_id']}" if r["ledger_id"] is not None else ""
-            app.console.print(f"{r['file']}: damaged record at offset {r['offset']} ({r['length']} bytes, "
-                              f"{r['reason']}{claims}; {'live: a bad entry' if r['live'] else 'not live'}); "
-                              "compaction moves the records after it and reclaims the log")
+            app.console.print(
+                f"{r['file']}: damaged record at offset {r['offset']} ({r['length']} bytes, "
+                f"{r['reason']}{claims}; {'live: a bad entry' if r['live'] else 'not live'}); "
+                "compaction moves the records after it and reclaims the log"
+            )
 
     emit(app, doc, human)
     if doc["bad"]:

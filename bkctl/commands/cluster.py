@@ -1,4 +1,5 @@
 """``bkctl cluster info``, ``bkctl metaformat`` and ``bkctl autorecovery ...``."""
+
 from __future__ import annotations
 
 import click
@@ -25,27 +26,38 @@ def cluster_info(app: App):
     def human():
         ar = doc["autorecovery"]
         b = doc["bookies"]
-        fields(app, [
-            ("cluster", doc["cluster"] or "(not in the config file)"),
-            ("metadata URI", doc["uri"]),
-            ("instance id", doc["instance_id"]),
-            ("ledger manager", doc["layout"] and doc["layout"]["manager"]),
-            ("bookies", f"{len(b['writable'])} writable, {len(b['readonly'])} read-only, {len(b['all'])} with cookies"),
-            ("autorecovery", "enabled" if ar["enabled"] else "disabled"),
-            ("lost bookie delay", delay_text(ar["lost_bookie_recovery_delay"])),
-            ("under-replicated", ar["underreplicated"]),
-            ("auditor", ar["auditor"] or "none"),
-        ])
+        fields(
+            app,
+            [
+                ("cluster", doc["cluster"] or "(not in the config file)"),
+                ("metadata URI", doc["uri"]),
+                ("instance id", doc["instance_id"]),
+                ("ledger manager", doc["layout"] and doc["layout"]["manager"]),
+                (
+                    "bookies",
+                    f"{len(b['writable'])} writable, {len(b['readonly'])} read-only, {len(b['all'])} with cookies",
+                ),
+                ("autorecovery", "enabled" if ar["enabled"] else "disabled"),
+                ("lost bookie delay", delay_text(ar["lost_bookie_recovery_delay"])),
+                ("under-replicated", ar["underreplicated"]),
+                ("auditor", ar["auditor"] or "none"),
+            ],
+        )
 
     emit(app, doc, human)
 
 
 @click.command()
 @click.option("-f", "--force", is_flag=True, help="Format without asking, even when the cluster has data.")
-@click.option("-n", "--non-interactive", is_flag=True,
-              help="Never prompt: refuse unless --force is given (as BookKeeper's -n).")
-@click.option("--with-registered-bookies", "with_bookies", is_flag=True,
-              help="Format even while bookies are registered (their old ledgers then collide with new ids).")
+@click.option(
+    "-n", "--non-interactive", is_flag=True, help="Never prompt: refuse unless --force is given (as BookKeeper's -n)."
+)
+@click.option(
+    "--with-registered-bookies",
+    "with_bookies",
+    is_flag=True,
+    help="Format even while bookies are registered (their old ledgers then collide with new ids).",
+)
 @pass_app
 def metaformat(app: App, force: bool, non_interactive: bool, with_bookies: bool):
     """Format the cluster metadata: wipe ledgers, cookies and marks; new INSTANCEID.
@@ -61,13 +73,22 @@ def metaformat(app: App, force: bool, non_interactive: bool, with_bookies: bool)
     def confirm() -> bool:
         if non_interactive and not force:
             raise CommandError("refusing to format existing cluster metadata without --force", USAGE)
-        confirm_destructive(app, "Ledger root already exists. Are you sure to format bookkeeper metadata? "
-                                 "This may cause data loss.", force, "format existing cluster metadata")
+        confirm_destructive(
+            app,
+            "Ledger root already exists. Are you sure to format bookkeeper metadata? This may cause data loss.",
+            force,
+            "format existing cluster metadata",
+        )
         return True
 
     result = do_format(app.connect_store(), confirm, with_bookies=with_bookies)
-    emit(app, result, lambda: app.console.print(
-        f"formatted; new instance id {result.get('instance_id')}" if result["formatted"] else "not formatted"))
+    emit(
+        app,
+        result,
+        lambda: app.console.print(
+            f"formatted; new instance id {result.get('instance_id')}" if result["formatted"] else "not formatted"
+        ),
+    )
 
 
 @click.group()
@@ -76,20 +97,30 @@ def autorecovery():
 
 
 @autorecovery.command("run")
-@click.option("--bookie-id", metavar="ID", shell_complete=complete_bookie_id,
-              help="The id this daemon votes with in the auditor election (default: HOSTNAME:3181, "
-                   "the id of a bookie on this host).")
-@click.option("-o", "--set", "settings", metavar="KEY=VALUE", multiple=True,
-              help="A key of the Autorecovery section of bookied.conf(5) but autoRecoveryDaemonEnabled and "
-                   "autoRecoveryDaemonCpuPriority (this daemon keeps the priority it is started with: `nice`, or "
-                   "systemd's CPUSchedulingPolicy=), "
-                   "in Java's units and checked as bookied checks it: lostBookieRecoveryDelay (s; the cluster's value "
-                   "in ZooKeeper wins, as in Java: this one is written only when the cluster has none, and the "
-                   "daemon says at start when it is not used; `lost-bookie-delay` sets the cluster's), "
-                   "auditorPeriodicCheckInterval (s), auditorPeriodicBookieCheckInterval (s), auditorReplicasCheckInterval (s), "
-                   "openLedgerRereplicationGracePeriod (ms), lockReleaseOfFailedLedgerGracePeriod (ms), "
-                   "rereplicationEntryBatchSize, replicationRateByBytes (bytes/s), ensemblePlacementPolicy, "
-                   "minNumRacksPerWriteQuorum... Repeatable.")
+@click.option(
+    "--bookie-id",
+    metavar="ID",
+    shell_complete=complete_bookie_id,
+    help="The id this daemon votes with in the auditor election (default: HOSTNAME:3181, "
+    "the id of a bookie on this host).",
+)
+@click.option(
+    "-o",
+    "--set",
+    "settings",
+    metavar="KEY=VALUE",
+    multiple=True,
+    help="A key of the Autorecovery section of bookied.conf(5) but autoRecoveryDaemonEnabled and "
+    "autoRecoveryDaemonCpuPriority (this daemon keeps the priority it is started with: `nice`, or "
+    "systemd's CPUSchedulingPolicy=), "
+    "in Java's units and checked as bookied checks it: lostBookieRecoveryDelay (s; the cluster's value "
+    "in ZooKeeper wins, as in Java: this one is written only when the cluster has none, and the "
+    "daemon says at start when it is not used; `lost-bookie-delay` sets the cluster's), "
+    "auditorPeriodicCheckInterval (s), auditorPeriodicBookieCheckInterval (s), auditorReplicasCheckInterval (s), "
+    "openLedgerRereplicationGracePeriod (ms), lockReleaseOfFailedLedgerGracePeriod (ms), "
+    "rereplicationEntryBatchSize, replicationRateByBytes (bytes/s), ensemblePlacementPolicy, "
+    "minNumRacksPerWriteQuorum... Repeatable.",
+)
 @pass_app
 def autorecovery_run(app: App, bookie_id: str | None, settings: tuple[str, ...]):
     """Run the autorecovery daemon in the foreground (auditor election, auditor, replication worker).
@@ -130,8 +161,15 @@ def autorecovery_run(app: App, bookie_id: str | None, settings: tuple[str, ...])
         check_tls_files(app.bookie_tls)
     with daemon_logging():
         # in the shell the process goes on after the daemon: never ended for a stuck stop
-        code, why = run_daemon(uri, bookie_id, config, protocol=app.protocol, zk_timeout=app.zk_timeout,
-                               tls=app.bookie_tls or None, exit_when_stuck=not app.interactive)
+        code, why = run_daemon(
+            uri,
+            bookie_id,
+            config,
+            protocol=app.protocol,
+            zk_timeout=app.zk_timeout,
+            tls=app.bookie_tls or None,
+            exit_when_stuck=not app.interactive,
+        )
     if not app.interactive:  # the process ends next: a late SIGTERM must not make it "killed"
         from bkctl.wire.process.shutdown import ignore_late_signals
 
@@ -167,13 +205,28 @@ def autorecovery_trigger_audit(app: App):
 
 
 @autorecovery.command("force-audit")
-@click.option("--check-all-ledgers", "checks", flag_value="checkallledgersctime", multiple=True,
-              help="The periodic check of every ledger's fragments (Java's -calc/--checkallledgerscheck; "
-                   "auditorPeriodicCheckInterval).")
-@click.option("--placement-policy-check", "checks", flag_value="placementpolicycheckctime", multiple=True,
-              help="The placement policy check (-ppc; auditorPeriodicPlacementPolicyCheckInterval).")
-@click.option("--replicas-check", "checks", flag_value="replicascheckctime", multiple=True,
-              help="The replicas check (-rc; auditorReplicasCheckInterval).")
+@click.option(
+    "--check-all-ledgers",
+    "checks",
+    flag_value="checkallledgersctime",
+    multiple=True,
+    help="The periodic check of every ledger's fragments (Java's -calc/--checkallledgerscheck; "
+    "auditorPeriodicCheckInterval).",
+)
+@click.option(
+    "--placement-policy-check",
+    "checks",
+    flag_value="placementpolicycheckctime",
+    multiple=True,
+    help="The placement policy check (-ppc; auditorPeriodicPlacementPolicyCheckInterval).",
+)
+@click.option(
+    "--replicas-check",
+    "checks",
+    flag_value="replicascheckctime",
+    multiple=True,
+    help="The replicas check (-rc; auditorReplicasCheckInterval).",
+)
 @click.option("--all", "every", is_flag=True, help="All three.")
 @pass_app
 def autorecovery_force_audit(app: App, checks: tuple[str, ...], every: bool):
@@ -199,15 +252,18 @@ def autorecovery_force_audit(app: App, checks: tuple[str, ...], every: bool):
 
     chosen = list(P.UR_CHECK_CTIMES) if every else list(dict.fromkeys(checks))
     if not chosen:
-        raise CommandError("name the checks to force: --check-all-ledgers, --placement-policy-check, "
-                           "--replicas-check, or --all", USAGE)
+        raise CommandError(
+            "name the checks to force: --check-all-ledgers, --placement-policy-check, --replicas-check, or --all", USAGE
+        )
     doc = force_audit(app.store, chosen, int(time.time() * 1000))
 
     def human():
         app.console.print(f"{', '.join(doc['checks'])}: last run set to {human_time(doc['ctime'])} (21 days ago)")
         if doc["auditor"]:
-            app.console.print(f"they run when the auditor next starts: restart the daemon of {doc['auditor']} "
-                              "(bookied, or `autorecovery run`) for them to run now")
+            app.console.print(
+                f"they run when the auditor next starts: restart the daemon of {doc['auditor']} "
+                "(bookied, or `autorecovery run`) for them to run now"
+            )
         else:
             app.console.print("no auditor is elected: the next one to start runs them")
 
@@ -243,10 +299,19 @@ def autorecovery_query_status(app: App):
     from ..ops.autorecovery import query_status
 
     rows = query_status(app.store)
-    emit_rows(app, rows, lambda rows: table(app, ["ledger", "worker", "state"],
-                                            [(r["ledger_id"], r["worker"] or f"? (lock: {r['lock'] or '?'})",
-                                              r["text"]) for r in rows])
-              if rows else app.console.print("no worker holds a ledger"))
+    emit_rows(
+        app,
+        rows,
+        lambda rows: (
+            table(
+                app,
+                ["ledger", "worker", "state"],
+                [(r["ledger_id"], r["worker"] or f"? (lock: {r['lock'] or '?'})", r["text"]) for r in rows],
+            )
+            if rows
+            else app.console.print("no worker holds a ledger")
+        ),
+    )
 
 
 autorecovery_query_status.help = autorecovery_query_status.help.format(states=_STATES_HELP)
@@ -300,21 +365,39 @@ def autorecovery_status(app: App):
     doc = autorecovery_report(app.store, int(time.time() * 1000))
 
     def human():
-        fields(app, [
-            ("autorecovery", "enabled" if doc["enabled"] else "disabled"),
-            ("lost bookie delay", delay_text(doc["lost_bookie_recovery_delay"])),
-            ("auditor", (doc["auditor"] or "none") + ("" if doc["auditor_keeps_status"] or not doc["auditor"]
-                                                      else " (keeps no status: Java's?)")),
-            ("lost bookies", "; ".join(lost_text(b) for b in doc["lost_bookies"]) or "none"),
-            ("auditor waits for", doc["auditor_waits_for"]),
-            ("workers", ", ".join(w["worker"] + (f" (ledger {', '.join(map(str, w['active']))})" if w["active"]
-                                                 else "") for w in doc["workers"])
-             or doc["workers_note"] or "none"),
-            ("under-replicated", doc["underreplicated"])])
+        fields(
+            app,
+            [
+                ("autorecovery", "enabled" if doc["enabled"] else "disabled"),
+                ("lost bookie delay", delay_text(doc["lost_bookie_recovery_delay"])),
+                (
+                    "auditor",
+                    (doc["auditor"] or "none")
+                    + ("" if doc["auditor_keeps_status"] or not doc["auditor"] else " (keeps no status: Java's?)"),
+                ),
+                ("lost bookies", "; ".join(lost_text(b) for b in doc["lost_bookies"]) or "none"),
+                ("auditor waits for", doc["auditor_waits_for"]),
+                (
+                    "workers",
+                    ", ".join(
+                        w["worker"] + (f" (ledger {', '.join(map(str, w['active']))})" if w["active"] else "")
+                        for w in doc["workers"]
+                    )
+                    or doc["workers_note"]
+                    or "none",
+                ),
+                ("under-replicated", doc["underreplicated"]),
+            ],
+        )
         if doc["ledgers"]:
-            table(app, ["ledger", "missing replicas", "worker", "state"],
-                  [(r["ledger_id"], ", ".join(r["missing_replicas"]), r["worker"] or "", r["text"])
-                   for r in doc["ledgers"]])
+            table(
+                app,
+                ["ledger", "missing replicas", "worker", "state"],
+                [
+                    (r["ledger_id"], ", ".join(r["missing_replicas"]), r["worker"] or "", r["text"])
+                    for r in doc["ledgers"]
+                ],
+            )
 
     emit(app, doc, human)
 
@@ -341,8 +424,11 @@ def _toggle(app: App, enabled: bool) -> None:
 
     doc = set_autorecovery(app.store, enabled)
     state = "enabled" if enabled else "disabled"
-    emit(app, doc, lambda: app.console.print(f"autorecovery {state}" if doc["changed"]
-                                             else f"autorecovery was already {state}"))
+    emit(
+        app,
+        doc,
+        lambda: app.console.print(f"autorecovery {state}" if doc["changed"] else f"autorecovery was already {state}"),
+    )
 
 
 class Duration(click.ParamType):
@@ -389,10 +475,22 @@ def lost_bookie_delay(app: App, delay: int | None):
 
 @autorecovery.command("underreplicated")
 @click.option("-c", "--count", is_flag=True, help="Only the number of under-replicated ledgers.")
-@click.option("--include-bookie", "include", metavar="BOOKIE", multiple=True, shell_complete=complete_bookie_id,
-              help="Only ledgers missing a replica on this bookie (repeatable: any of them).")
-@click.option("--exclude-bookie", "exclude", metavar="BOOKIE", multiple=True, shell_complete=complete_bookie_id,
-              help="Leave out ledgers missing a replica on this bookie (repeatable).")
+@click.option(
+    "--include-bookie",
+    "include",
+    metavar="BOOKIE",
+    multiple=True,
+    shell_complete=complete_bookie_id,
+    help="Only ledgers missing a replica on this bookie (repeatable: any of them).",
+)
+@click.option(
+    "--exclude-bookie",
+    "exclude",
+    metavar="BOOKIE",
+    multiple=True,
+    shell_complete=complete_bookie_id,
+    help="Leave out ledgers missing a replica on this bookie (repeatable).",
+)
 @pass_app
 def underreplicated(app: App, count: bool, include: tuple[str, ...], exclude: tuple[str, ...]):
     """Ledgers marked under-replicated, their missing replicas, and where each repair stands.
@@ -413,6 +511,12 @@ def underreplicated(app: App, count: bool, include: tuple[str, ...], exclude: tu
     from ..ops.autorecovery import underreplicated as marks
 
     rows = marks(app.store, include=include, exclude=exclude)
-    emit_rows(app, rows, lambda rows: table(app, ["ledger", "missing replicas", "worker", "state"],
-                                  [(r["ledger_id"], ", ".join(r["missing_replicas"]), r["worker"] or "", r["text"])
-                                   for r in rows]))
+    emit_rows(
+        app,
+        rows,
+        lambda rows: table(
+            app,
+            ["ledger", "missing replicas", "worker", "state"],
+            [(r["ledger_id"], ", ".join(r["missing_replicas"]), r["worker"] or "", r["text"]) for r in rows],
+        ),
+    )

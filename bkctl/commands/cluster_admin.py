@@ -1,5 +1,6 @@
 """``bkctl cluster nuke`` (Java's nukeexistingcluster) and ``cluster backup|restore``, added to the
 ``cluster`` group in bkctl.cli."""
+
 from __future__ import annotations
 
 import click
@@ -30,8 +31,12 @@ def nuke(app: App, instance_id: str | None, force: bool):
         raise CommandError("give --instance-id ID (the cluster's INSTANCEID) or --force", USAGE)
     # --force also finishes a nuke that was interrupted (LAYOUT already gone)
     store = app.connect_store() if instance_id is None else app.store
-    confirm_destructive(app, f"Delete the whole BookKeeper cluster at {app.metadata_uri}? All its ledgers are lost.",
-                        force, f"nuke the cluster at {app.metadata_uri}")
+    confirm_destructive(
+        app,
+        f"Delete the whole BookKeeper cluster at {app.metadata_uri}? All its ledgers are lost.",
+        force,
+        f"nuke the cluster at {app.metadata_uri}",
+    )
     nuked = store.cluster.nuke(instance_id=instance_id) if instance_id is not None else store.cluster.nuke(force=True)
     doc = {"uri": app.metadata_uri, "nuked": nuked}
     emit(app, doc, lambda: app.console.print("cluster nuked" if nuked else "no cluster there: nothing to nuke"))
@@ -57,8 +62,13 @@ def backup(app: App, path: str, force: bool):
     from ..ops.metadata_backup import backup as run
 
     doc = run(app.store, path, app.metadata_uri, overwrite=force)
-    emit(app, doc, lambda: app.console.print(
-        f"{doc['ledgers']} ledgers and {doc['cookies']} cookies of instance {doc['instance_id']} saved to {path}"))
+    emit(
+        app,
+        doc,
+        lambda: app.console.print(
+            f"{doc['ledgers']} ledgers and {doc['cookies']} cookies of instance {doc['instance_id']} saved to {path}"
+        ),
+    )
 
 
 @click.command("restore")
@@ -82,14 +92,29 @@ def restore(app: App, path: str, force: bool):
     from ..ops.metadata_backup import restore as run
 
     def confirm(ledgers: list[int], cookies: list[str], instance: bool) -> None:
-        what = ", ".join(filter(None, [f"{len(ledgers)} existing ledgers" if ledgers else "",
-                                       f"{len(cookies)} existing cookies" if cookies else "",
-                                       "the cluster's INSTANCEID" if instance else ""]))
+        what = ", ".join(
+            filter(
+                None,
+                [
+                    f"{len(ledgers)} existing ledgers" if ledgers else "",
+                    f"{len(cookies)} existing cookies" if cookies else "",
+                    "the cluster's INSTANCEID" if instance else "",
+                ],
+            )
+        )
         confirm_destructive(app, f"Replace {what} with {path}'s?", force, f"replace {what}")
 
     doc = run(app.connect_store(), path, confirm)
-    emit(app, doc, lambda: app.console.print(
-        f"restored {doc['ledgers']} ledgers ({len(doc['replaced_ledgers'])} replaced) and {doc['cookies']} cookies "
-        f"from {path}; instance {doc['instance_id']}"
-        + ("" if doc["next_ledger_id_above"] is not None or not doc["ledgers"] else
-           "; the ledger id generator could not be moved past the restored ids")))
+    emit(
+        app,
+        doc,
+        lambda: app.console.print(
+            f"restored {doc['ledgers']} ledgers ({len(doc['replaced_ledgers'])} replaced) and {doc['cookies']} cookies "
+            f"from {path}; instance {doc['instance_id']}"
+            + (
+                ""
+                if doc["next_ledger_id_above"] is not None or not doc["ledgers"]
+                else "; the ledger id generator could not be moved past the restored ids"
+            )
+        ),
+    )

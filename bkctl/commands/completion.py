@@ -1,4 +1,5 @@
 """``bkctl completion show|install SHELL``: completion scripts for bash, zsh and fish."""
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,13 @@ def completion_show(ctx: click.Context, shell_name: str):
 
 @completion.command("install")
 @click.argument("shell_name", metavar="SHELL", type=_SHELL_CHOICE, required=False)
-@click.option("--dir", "directory", type=click.Path(file_okay=False), metavar="DIR",
-              help="Write the script into DIR instead of the shell's usual place for user completions.")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Write the script into DIR instead of the shell's usual place for user completions.",
+)
 @click.pass_context
 def completion_install(ctx: click.Context, shell_name: str | None, directory: str | None):
     """Write the completion script for SHELL (default: from $SHELL) where SHELL finds it.
@@ -79,8 +85,9 @@ def _shell_from_environment() -> str:
     login_shell = os.path.basename(os.environ.get("SHELL", ""))
     if login_shell in SHELLS:
         return login_shell
-    raise click.UsageError(f"cannot tell the shell from $SHELL ({login_shell or 'unset'}): "
-                           f"name it, e.g. bkctl completion install bash")
+    raise click.UsageError(
+        f"cannot tell the shell from $SHELL ({login_shell or 'unset'}): name it, e.g. bkctl completion install bash"
+    )
 
 
 def _next_step(shell_name: str, path: pathlib.Path) -> str:
@@ -95,6 +102,5 @@ def _next_step(shell_name: str, path: pathlib.Path) -> str:
             configured = False
         if configured:
             return "New zsh sessions load it (its directory is in ~/.zshrc's fpath)."
-        return (f"Add to {zshrc}, before compinit:  fpath=({directory} $fpath); "
-                "autoload -Uz compinit && compinit")
+        return f"Add to {zshrc}, before compinit:  fpath=({directory} $fpath); autoload -Uz compinit && compinit"
     return "New fish sessions load it."

@@ -1,4 +1,5 @@
 """``bkctl cookie ...``: bookie cookies in ZooKeeper and in a stopped bookie's directories."""
+
 from __future__ import annotations
 
 import click
@@ -19,14 +20,24 @@ def cookie():
 
 
 _BOOKIE = click.argument("bookie_id", metavar="BOOKIE", shell_complete=complete_bookie_id)
-_FROM_FILE = click.option("--from-file", "-f", "path", required=True, metavar="FILE",
-                          type=click.Path(exists=True, dir_okay=False),
-                          help="The cookie text (as `cookie generate` writes it, or a current/VERSION file).")
+_FROM_FILE = click.option(
+    "--from-file",
+    "-f",
+    "path",
+    required=True,
+    metavar="FILE",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The cookie text (as `cookie generate` writes it, or a current/VERSION file).",
+)
 
 
 def _show(app: App, doc: dict) -> None:
-    pairs = [("bookie", doc["bookie_id"]), ("instance id", doc["instance_id"]),
-             ("journal dirs", ", ".join(doc["journal_dirs"])), ("ledger dirs", ", ".join(doc["ledger_dirs"]))]
+    pairs = [
+        ("bookie", doc["bookie_id"]),
+        ("instance id", doc["instance_id"]),
+        ("journal dirs", ", ".join(doc["journal_dirs"])),
+        ("ledger dirs", ", ".join(doc["ledger_dirs"])),
+    ]
     if doc["index_dirs"] is not None:
         pairs.append(("index dirs", ", ".join(doc["index_dirs"])))
     pairs += [("layout", doc["layout_version"]), ("znode version", doc["version"])]
@@ -94,26 +105,55 @@ def cookie_delete(app: App, bookie_id: str, force: bool):
     """
     from ..ops.cookies import delete
 
-    doc = delete(app.store, bookie_id, lambda: confirm_destructive(
-        app, f"Delete the cookie of bookie {bookie_id}?", force, f"delete the cookie of {bookie_id}"))
+    doc = delete(
+        app.store,
+        bookie_id,
+        lambda: confirm_destructive(
+            app, f"Delete the cookie of bookie {bookie_id}?", force, f"delete the cookie of {bookie_id}"
+        ),
+    )
     emit(app, doc, lambda: app.console.print(f"cookie of {bookie_id} deleted"))
 
 
 @cookie.command("generate")
 @_BOOKIE
-@click.option("--instance-id", "-i", metavar="ID",
-              help="The cluster's instance id (default: read from the cluster's INSTANCEID).")
-@click.option("--journal-dirs", "-j", multiple=True, required=True, metavar="DIRS",
-              help="Journal directories, comma-separated (repeatable).")
-@click.option("--ledger-dirs", "-l", multiple=True, required=True, metavar="DIRS",
-              help="Ledger directories, comma-separated (repeatable).")
-@click.option("--index-dirs", "-x", multiple=True, metavar="DIRS",
-              help="Index directories, comma-separated (only when configured apart from the ledger dirs).")
-@click.option("-o", "--output", "out", required=True, metavar="FILE", type=click.Path(dir_okay=False),
-              help="Where to write the cookie.")
+@click.option(
+    "--instance-id", "-i", metavar="ID", help="The cluster's instance id (default: read from the cluster's INSTANCEID)."
+)
+@click.option(
+    "--journal-dirs",
+    "-j",
+    multiple=True,
+    required=True,
+    metavar="DIRS",
+    help="Journal directories, comma-separated (repeatable).",
+)
+@click.option(
+    "--ledger-dirs",
+    "-l",
+    multiple=True,
+    required=True,
+    metavar="DIRS",
+    help="Ledger directories, comma-separated (repeatable).",
+)
+@click.option(
+    "--index-dirs",
+    "-x",
+    multiple=True,
+    metavar="DIRS",
+    help="Index directories, comma-separated (only when configured apart from the ledger dirs).",
+)
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    required=True,
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Where to write the cookie.",
+)
 @pass_app
-def cookie_generate(app: App, bookie_id: str, instance_id: str | None, journal_dirs, ledger_dirs, index_dirs,
-                    out: str):
+def cookie_generate(app: App, bookie_id: str, instance_id: str | None, journal_dirs, ledger_dirs, index_dirs, out: str):
     """Write a cookie for BOOKIE and these directories to a file (nothing else changes).
 
     The file is what `cookie create`/`update` take, and what bookies keep in
@@ -124,25 +164,43 @@ def cookie_generate(app: App, bookie_id: str, instance_id: str | None, journal_d
 
     if instance_id is None:
         instance_id = app.store.cluster.instance_id()
-    doc = generate(bookie_id, instance_id, split_dirs(journal_dirs), split_dirs(ledger_dirs),
-                   split_dirs(index_dirs), out)
+    doc = generate(
+        bookie_id, instance_id, split_dirs(journal_dirs), split_dirs(ledger_dirs), split_dirs(index_dirs), out
+    )
     emit(app, doc, lambda: app.console.print(f"cookie of {bookie_id} written to {out}"))
 
 
 @cookie.command("admin")
-@click.option("-c", "--conf", "conf", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="The stopped bookie's bk_server.conf.")
-@click.option("--hostname", "action", flag_value="hostname",
-              help="Switch to host-name bookie ids (useHostNameAsBookieID=true must be set already).")
-@click.option("--ip", "action", flag_value="ip",
-              help="Switch to IP bookie ids (useHostNameAsBookieID=false must be set already).")
-@click.option("--from-id", metavar="OLD",
-              help="Move the cookie from bookie id OLD to the configured id (an address change).")
-@click.option("--expand", "action", flag_value="expand",
-              help="Accept new, empty ledger/index directories added to the configuration.")
+@click.option(
+    "-c",
+    "--conf",
+    "conf",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="The stopped bookie's bk_server.conf.",
+)
+@click.option(
+    "--hostname",
+    "action",
+    flag_value="hostname",
+    help="Switch to host-name bookie ids (useHostNameAsBookieID=true must be set already).",
+)
+@click.option(
+    "--ip", "action", flag_value="ip", help="Switch to IP bookie ids (useHostNameAsBookieID=false must be set already)."
+)
+@click.option(
+    "--from-id", metavar="OLD", help="Move the cookie from bookie id OLD to the configured id (an address change)."
+)
+@click.option(
+    "--expand",
+    "action",
+    flag_value="expand",
+    help="Accept new, empty ledger/index directories added to the configuration.",
+)
 @click.option("--list", "action", flag_value="list", help="Show the local VERSION files and the ZooKeeper cookie.")
-@click.option("--delete", "action", flag_value="delete",
-              help="Delete the local VERSION files and the ZooKeeper cookie.")
+@click.option(
+    "--delete", "action", flag_value="delete", help="Delete the local VERSION files and the ZooKeeper cookie."
+)
 @click.option("--force", is_flag=True, help="With --delete: do not ask.")
 @pass_app
 def cookie_admin(app: App, conf: str, action: str | None, from_id: str | None, force: bool):
@@ -175,31 +233,53 @@ def cookie_admin(app: App, conf: str, action: str | None, from_id: str | None, f
         action = "rename"
     if action == "rename":
         doc = cookies.admin_rename(app.store, dirs, from_id)
-        emit(app, doc, lambda: app.console.print(
-            f"cookie moved from {doc['old_bookie_id']} to {doc['bookie_id']} "
-            f"({len(doc['rewritten_dirs'])} directories rewritten)"))
+        emit(
+            app,
+            doc,
+            lambda: app.console.print(
+                f"cookie moved from {doc['old_bookie_id']} to {doc['bookie_id']} "
+                f"({len(doc['rewritten_dirs'])} directories rewritten)"
+            ),
+        )
     elif action == "expand":
         doc = cookies.admin_expand(app.store, dirs)
-        emit(app, doc, lambda: app.console.print(
-            f"storage expanded with {', '.join(doc['added_dirs'])}" if doc["added_dirs"] else "nothing to expand"))
+        emit(
+            app,
+            doc,
+            lambda: app.console.print(
+                f"storage expanded with {', '.join(doc['added_dirs'])}" if doc["added_dirs"] else "nothing to expand"
+            ),
+        )
     elif action == "list":
         doc = cookies.admin_list(app.store, dirs)
 
         def human():
             zk = doc["zookeeper"]
-            table(app, ["cookie", "exists", "bookie"],
-                  [(zk["path"], "yes" if zk["exists"] else "no", zk["bookie_host"] or "")]
-                  + [(r["path"], "yes" if r["exists"] else "no", r["bookie_host"] or r["error"] or "")
-                     for r in doc["local"]])
+            table(
+                app,
+                ["cookie", "exists", "bookie"],
+                [(zk["path"], "yes" if zk["exists"] else "no", zk["bookie_host"] or "")]
+                + [
+                    (r["path"], "yes" if r["exists"] else "no", r["bookie_host"] or r["error"] or "")
+                    for r in doc["local"]
+                ],
+            )
 
         emit(app, doc, human)
     else:
+
         def confirm(n_files: int, zk: bool) -> None:
             what = f"{n_files} VERSION files" + (" and the ZooKeeper cookie" if zk else "")
-            confirm_destructive(app, f"Delete {what} of bookie {dirs.bookie_id}?", force,
-                                f"delete the cookies of {dirs.bookie_id}")
+            confirm_destructive(
+                app, f"Delete {what} of bookie {dirs.bookie_id}?", force, f"delete the cookies of {dirs.bookie_id}"
+            )
 
         doc = cookies.admin_delete(app.store, dirs, confirm)
-        emit(app, doc, lambda: app.console.print(
-            f"deleted {len(doc['deleted_files'])} VERSION files"
-            + (" and the ZooKeeper cookie" if doc["zookeeper_deleted"] else "")))
+        emit(
+            app,
+            doc,
+            lambda: app.console.print(
+                f"deleted {len(doc['deleted_files'])} VERSION files"
+                + (" and the ZooKeeper cookie" if doc["zookeeper_deleted"] else "")
+            ),
+        )

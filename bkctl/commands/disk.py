@@ -1,4 +1,5 @@
 """``bkctl disk``: where each bookie's disk space went (bkctl.ops.disk)."""
+
 from __future__ import annotations
 
 import click
@@ -13,14 +14,28 @@ from . import pass_app
 
 @click.command("disk")
 @click.argument("bookie_id", metavar="[BOOKIE]", required=False, shell_complete=complete_bookie_id)
-@click.option("--by", type=click.Choice(BY), default="bookie", show_default=True,
-              help="Also list the live data grouped by Pulsar tenant, namespace or topic (other ledgers by "
-                   "their 'application' metadata); bookie: one row per bookie only.")
-@click.option("--older-than", metavar="AGE", default="1h", show_default=True,
-              help="Call unlisted Pulsar ledgers orphans only when created more than AGE ago (as `pulsar "
-                   "orphans`); younger ones are shown as not yet listed.")
-@click.option("--managed-ledgers", "base", metavar="PATH",
-              help="Pulsar's managed-ledger root in ZooKeeper (default: managed-ledgers beside the ledger root).")
+@click.option(
+    "--by",
+    type=click.Choice(BY),
+    default="bookie",
+    show_default=True,
+    help="Also list the live data grouped by Pulsar tenant, namespace or topic (other ledgers by "
+    "their 'application' metadata); bookie: one row per bookie only.",
+)
+@click.option(
+    "--older-than",
+    metavar="AGE",
+    default="1h",
+    show_default=True,
+    help="Call unlisted Pulsar ledgers orphans only when created more than AGE ago (as `pulsar "
+    "orphans`); younger ones are shown as not yet listed.",
+)
+@click.option(
+    "--managed-ledgers",
+    "base",
+    metavar="PATH",
+    help="Pulsar's managed-ledger root in ZooKeeper (default: managed-ledgers beside the ledger root).",
+)
 @pass_app
 def disk(app: App, bookie_id: str | None, by: str, older_than: str, base: str | None):
     """Where each bookie's disk went: live data, orphans, garbage, journal.
@@ -69,14 +84,40 @@ def show(app: App, doc: dict, older_than: str) -> None:
     for b in doc["bookies"]:
         disk_text = "" if b["used_bytes"] is None else f"{_size(b['used_bytes'])} / {_size(b['total_bytes'])}"
         live = b["live"]
-        rows.append((b["bookie_id"], b["state"], disk_text, (_size(b["data_bytes"]) if b["data_bytes"] is not None else "?") if b["kind"] else "",
-                     _size(live["topics"] + live["applications"] + live["unlisted"]) if b["kind"] else "",
-                     _size(b["estimated_bytes"]) if b["estimated_bytes"] else "",
-                     _size(live["orphans"]) if b["kind"] else "", _size(b["awaiting_gc_bytes"]),
-                     _size((b["compaction"] or {}).get("dead_bytes")), _size(b["journal_bytes"]),
-                     _size(b["index_bytes"]), _size(b["other_files_bytes"])))
-    table(app, ["bookie", "state", "fs used / total", "bookie data", "live", "of it open (est.)", "orphans",
-                "awaiting GC", "compaction", "journal", "index", "other"], rows)
+        rows.append(
+            (
+                b["bookie_id"],
+                b["state"],
+                disk_text,
+                (_size(b["data_bytes"]) if b["data_bytes"] is not None else "?") if b["kind"] else "",
+                _size(live["topics"] + live["applications"] + live["unlisted"]) if b["kind"] else "",
+                _size(b["estimated_bytes"]) if b["estimated_bytes"] else "",
+                _size(live["orphans"]) if b["kind"] else "",
+                _size(b["awaiting_gc_bytes"]),
+                _size((b["compaction"] or {}).get("dead_bytes")),
+                _size(b["journal_bytes"]),
+                _size(b["index_bytes"]),
+                _size(b["other_files_bytes"]),
+            )
+        )
+    table(
+        app,
+        [
+            "bookie",
+            "state",
+            "fs used / total",
+            "bookie data",
+            "live",
+            "of it open (est.)",
+            "orphans",
+            "awaiting GC",
+            "compaction",
+            "journal",
+            "index",
+            "other",
+        ],
+        rows,
+    )
     for b in doc["bookies"]:
         c = b["compaction"]
         if c and c["entry_logs"]:
@@ -88,16 +129,42 @@ def show(app: App, doc: dict, older_than: str) -> None:
                 f"{b['major_threshold']:g}, {_size(c['above_major_dead_bytes'])} over it, "
                 f"{_size(c['active_log_dead_bytes'])} in the log being written"
                 + (" (taken to be the newest)" if c["active_assumed"] else "")
-                + ("" if b["thresholds_reported"] else "; thresholds: the defaults (the bookie does not report its own)"),
-                highlight=False, soft_wrap=True)
+                + (
+                    ""
+                    if b["thresholds_reported"]
+                    else "; thresholds: the defaults (the bookie does not report its own)"
+                ),
+                highlight=False,
+                soft_wrap=True,
+            )
         for what, why in b["unread"].items():
             app.console.print(f"{b['bookie_id']}: not read: {what}: {why}", highlight=False, soft_wrap=True)
     if doc["by"] != "bookie":
         app.console.print()
-        table(app, ["kind", doc["by"] if doc["by"] != "topic" else "topic", "component", "ledgers", "length",
-                    "stored (all copies)", "open"],
-              [(g["kind"], g["name"], g["component"] or "", g["ledgers"], _size(g["length_bytes"]),
-                _size(g["stored_bytes"]), g["open_ledgers"] or "") for g in doc["groups"]])
+        table(
+            app,
+            [
+                "kind",
+                doc["by"] if doc["by"] != "topic" else "topic",
+                "component",
+                "ledgers",
+                "length",
+                "stored (all copies)",
+                "open",
+            ],
+            [
+                (
+                    g["kind"],
+                    g["name"],
+                    g["component"] or "",
+                    g["ledgers"],
+                    _size(g["length_bytes"]),
+                    _size(g["stored_bytes"]),
+                    g["open_ledgers"] or "",
+                )
+                for g in doc["groups"]
+            ],
+        )
     led, orph = doc["ledgers"], doc["orphans"]
     note = f"{plural(led['walked'], 'ledger')} read"
     if led["open_estimated"]:

@@ -1,4 +1,5 @@
 """``bkctl export``: ledgers to Spark-ready Parquet through PySpark."""
+
 from __future__ import annotations
 
 import click
@@ -112,84 +113,208 @@ def _ctime(ctx, param, value):
 
 
 @click.command("export", epilog=EPILOG)
-@click.option("-o", "--out", required=True, metavar="DIR", type=click.Path(file_okay=False),
-              help="Output folder (created if missing).")
+@click.option(
+    "-o",
+    "--out",
+    required=True,
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Output folder (created if missing).",
+)
 @click.option("-l", "--ledgers", "ledger_spec", metavar="SPEC", help="Ledger ids and ranges: 1,2,5-9.")
 @click.option("--all", "all_ledgers", is_flag=True, help="Every ledger of the cluster.")
-@click.option("--topic", metavar="TOPIC", shell_complete=complete_topic,
-              help="A Pulsar topic (persistent://tenant/ns/topic, tenant/ns/topic, or a bare name in public/default; "
-                   "every partition of a partitioned one): one row per message, from the ledgers its managed ledger "
-                   "lists.")
-@click.option("--subscription", metavar="SUB", shell_complete=complete_subscription,
-              help="With --topic: the subscription whose cursor --unacked-only uses.")
-@click.option("--strict", is_flag=True,
-              help="With --subscription: exit 1 when the subscription's position can only be read from its znode "
-                   "although it keeps a cursor ledger (else a warning).")
+@click.option(
+    "--topic",
+    metavar="TOPIC",
+    shell_complete=complete_topic,
+    help="A Pulsar topic (persistent://tenant/ns/topic, tenant/ns/topic, or a bare name in public/default; "
+    "every partition of a partitioned one): one row per message, from the ledgers its managed ledger "
+    "lists.",
+)
+@click.option(
+    "--subscription",
+    metavar="SUB",
+    shell_complete=complete_subscription,
+    help="With --topic: the subscription whose cursor --unacked-only uses.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="With --subscription: exit 1 when the subscription's position can only be read from its znode "
+    "although it keeps a cursor ledger (else a warning).",
+)
 @click.option("--unacked-only", is_flag=True, help="With --subscription: only the messages it has not acknowledged.")
-@click.option("--from", "from_time", callback=_ctime, metavar="TIME",
-              help="With --topic: only messages published at or after TIME (ledgers wholly before it are not read).")
-@click.option("--to", "to_time", callback=_ctime, metavar="TIME",
-              help="With --topic: only messages published before TIME (ledgers wholly after it are not read).")
-@click.option("--skip-missing", is_flag=True,
-              help="With --topic: export the rest when ledgers the managed ledger lists are deleted (else exit 3).")
-@click.option("--on-corrupt", type=click.Choice(["row", "skip"]), default="row", show_default=True,
-              help="With --topic: a corrupt entry becomes a row with `error` set, or is skipped (reported "
-                   "either way).")
-@click.option("--include-pending", is_flag=True,
-              help="With --topic: also the messages an open transaction holds back from consumers (its own and "
-                   "every later one), with pending = true; by default the export stops at the open transaction's "
-                   "first message.")
+@click.option(
+    "--from",
+    "from_time",
+    callback=_ctime,
+    metavar="TIME",
+    help="With --topic: only messages published at or after TIME (ledgers wholly before it are not read).",
+)
+@click.option(
+    "--to",
+    "to_time",
+    callback=_ctime,
+    metavar="TIME",
+    help="With --topic: only messages published before TIME (ledgers wholly after it are not read).",
+)
+@click.option(
+    "--skip-missing",
+    is_flag=True,
+    help="With --topic: export the rest when ledgers the managed ledger lists are deleted (else exit 3).",
+)
+@click.option(
+    "--on-corrupt",
+    type=click.Choice(["row", "skip"]),
+    default="row",
+    show_default=True,
+    help="With --topic: a corrupt entry becomes a row with `error` set, or is skipped (reported either way).",
+)
+@click.option(
+    "--include-pending",
+    is_flag=True,
+    help="With --topic: also the messages an open transaction holds back from consumers (its own and "
+    "every later one), with pending = true; by default the export stops at the open transaction's "
+    "first message.",
+)
 @click.option("--raw", is_flag=True, help="With --topic: no `value` column typed by the topic's schema.")
-@click.option("--schema-version", type=click.IntRange(min=0), metavar="N",
-              help="With --topic: read every message's value as schema version N (default: the newest readable).")
-@click.option("--managed-ledgers", metavar="PATH",
-              help="With --topic: Pulsar's managed-ledger root in ZooKeeper (default: beside the ledger root).")
-@click.option("--since", callback=_ctime, metavar="CTIME",
-              help="Only ledgers created at or after CTIME (2026-11-21, 2026-11-21T10:00Z, epoch ms, 7d).")
+@click.option(
+    "--schema-version",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="With --topic: read every message's value as schema version N (default: the newest readable).",
+)
+@click.option(
+    "--managed-ledgers",
+    metavar="PATH",
+    help="With --topic: Pulsar's managed-ledger root in ZooKeeper (default: beside the ledger root).",
+)
+@click.option(
+    "--since",
+    callback=_ctime,
+    metavar="CTIME",
+    help="Only ledgers created at or after CTIME (2026-11-21, 2026-11-21T10:00Z, epoch ms, 7d).",
+)
 @click.option("--until", callback=_ctime, metavar="CTIME", help="Only ledgers created before CTIME.")
-@click.option("--partition-by", type=click.Choice(["ledger_id", "date"]), default="ledger_id",
-              show_default=True, help="Folder layout.")
-@click.option("--compression", type=click.Choice(["zstd", "snappy", "none"]), default="zstd",
-              show_default=True, help="Parquet compression codec.")
-@click.option("--master", default="local[*]", show_default=True, metavar="URL",
-              help="Spark master: local[N], spark://host:7077, yarn, ...")
-@click.option("--rows-per-file", type=click.IntRange(0), default=0, metavar="N",
-              help="At most N rows per Parquet file (0: no limit).")
+@click.option(
+    "--partition-by",
+    type=click.Choice(["ledger_id", "date"]),
+    default="ledger_id",
+    show_default=True,
+    help="Folder layout.",
+)
+@click.option(
+    "--compression",
+    type=click.Choice(["zstd", "snappy", "none"]),
+    default="zstd",
+    show_default=True,
+    help="Parquet compression codec.",
+)
+@click.option(
+    "--master",
+    default="local[*]",
+    show_default=True,
+    metavar="URL",
+    help="Spark master: local[N], spark://host:7077, yarn, ...",
+)
+@click.option(
+    "--rows-per-file",
+    type=click.IntRange(0),
+    default=0,
+    metavar="N",
+    help="At most N rows per Parquet file (0: no limit).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace everything in DIR.")
 @click.option("--append", is_flag=True, help="Add rows to DIR, keeping what is there.")
 @click.option("--decode", type=click.Choice(["utf8"]), help="Add payload_text (invalid UTF-8 becomes U+FFFD).")
-@click.option("--include-open", is_flag=True,
-              help="Also ledgers that are not closed, up to their last add confirmed.")
-@click.option("--split-entries", type=click.IntRange(1), default=100_000, show_default=True, metavar="N",
-              help="Entries per Spark task (larger ledgers are read by several tasks).")
-@click.option("--batch-size", type=click.IntRange(1), default=1000, show_default=True, metavar="N",
-              help="Entries per read batch inside a task.")
-@click.option("--protocol", type=click.Choice(["v3", "v2"]),
-              help="Bookie protocol of the readers (default: bkctl's --protocol). Over v2, ledgers whose "
-                   "ensemble size equals their write quorum are read with batch reads (bookies 4.17+; "
-                   "older ones fall back).")
+@click.option("--include-open", is_flag=True, help="Also ledgers that are not closed, up to their last add confirmed.")
+@click.option(
+    "--split-entries",
+    type=click.IntRange(1),
+    default=100_000,
+    show_default=True,
+    metavar="N",
+    help="Entries per Spark task (larger ledgers are read by several tasks).",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1),
+    default=1000,
+    show_default=True,
+    metavar="N",
+    help="Entries per read batch inside a task.",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(["v3", "v2"]),
+    help="Bookie protocol of the readers (default: bkctl's --protocol). Over v2, ledgers whose "
+    "ensemble size equals their write quorum are read with batch reads (bookies 4.17+; "
+    "older ones fall back).",
+)
 @click.option("--password", metavar="TEXT", help="Ledger password (default: the one stored in the metadata).")
 @click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark configuration.")
 @pass_app
-def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, strict, unacked_only, from_time, to_time,
-           skip_missing, on_corrupt, include_pending, raw, schema_version, managed_ledgers, since, until, partition_by, compression, master,
-           rows_per_file, overwrite, append, decode, include_open, split_entries, batch_size, protocol,
-           password, spark_conf):
+def export(
+    app: App,
+    out,
+    ledger_spec,
+    all_ledgers,
+    topic,
+    subscription,
+    strict,
+    unacked_only,
+    from_time,
+    to_time,
+    skip_missing,
+    on_corrupt,
+    include_pending,
+    raw,
+    schema_version,
+    managed_ledgers,
+    since,
+    until,
+    partition_by,
+    compression,
+    master,
+    rows_per_file,
+    overwrite,
+    append,
+    decode,
+    include_open,
+    split_entries,
+    batch_size,
+    protocol,
+    password,
+    spark_conf,
+):
     """Export ledgers, or a Pulsar topic's messages, to Parquet that Spark, pyarrow and friends read directly."""
     if sum(map(bool, (ledger_spec, all_ledgers, topic))) != 1:
         raise CommandError("give exactly one of --ledgers SPEC, --all and --topic TOPIC", USAGE)
-    if not topic and (subscription or unacked_only or from_time is not None or to_time is not None or skip_missing
-                      or strict or include_pending or raw or schema_version is not None):
-        raise CommandError("--subscription, --unacked-only, --strict, --from, --to, --skip-missing, "
-                           "--include-pending, --raw and --schema-version go with --topic", USAGE)
+    if not topic and (
+        subscription
+        or unacked_only
+        or from_time is not None
+        or to_time is not None
+        or skip_missing
+        or strict
+        or include_pending
+        or raw
+        or schema_version is not None
+    ):
+        raise CommandError(
+            "--subscription, --unacked-only, --strict, --from, --to, --skip-missing, "
+            "--include-pending, --raw and --schema-version go with --topic",
+            USAGE,
+        )
     if overwrite and append:
         raise CommandError("--overwrite and --append cannot be used together", USAGE)
     try:
         import pyarrow  # noqa: F401
         import pyspark  # noqa: F401
     except ImportError as exc:
-        raise CommandError(f"bkctl export needs PySpark and pyarrow ({exc}): pip install 'bkctl[spark]'",
-                           FAILED) from None
+        raise CommandError(
+            f"bkctl export needs PySpark and pyarrow ({exc}): pip install 'bkctl[spark]'", FAILED
+        ) from None
     from ..export.job import ExportOptions, run_export
     from ..export.ledger_source import LedgerSelection, LedgerSource
     from ..export.output import local_path
@@ -206,19 +331,49 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, strict,
     try:
         local_path(out)
         if topic:
-            source = TopicSource(TopicSpec(
-                topic=topic, subscription=subscription, unacked_only=unacked_only, from_ms=from_time, to_ms=to_time,
-                skip_missing=skip_missing, on_corrupt=on_corrupt, managed_ledgers=managed_ledgers, strict=strict,
-                include_pending=include_pending, raw=raw, schema_version=schema_version, scan_first=False))
+            source = TopicSource(
+                TopicSpec(
+                    topic=topic,
+                    subscription=subscription,
+                    unacked_only=unacked_only,
+                    from_ms=from_time,
+                    to_ms=to_time,
+                    skip_missing=skip_missing,
+                    on_corrupt=on_corrupt,
+                    managed_ledgers=managed_ledgers,
+                    strict=strict,
+                    include_pending=include_pending,
+                    raw=raw,
+                    schema_version=schema_version,
+                    scan_first=False,
+                )
+            )
         else:
-            source = LedgerSource(LedgerSelection(
-                spec=parse_ledger_spec("all" if all_ledgers else ledger_spec), since_ms=since, until_ms=until,
-                include_open=include_open, partition_by=partition_by))
+            source = LedgerSource(
+                LedgerSelection(
+                    spec=parse_ledger_spec("all" if all_ledgers else ledger_spec),
+                    since_ms=since,
+                    until_ms=until,
+                    include_open=include_open,
+                    partition_by=partition_by,
+                )
+            )
         options = ExportOptions(
-            out=out, compression=compression, master=master, rows_per_file=rows_per_file,
-            mode="overwrite" if overwrite else "append" if append else "replace", decode=decode,
-            split_entries=split_entries, batch_size=batch_size, protocol=protocol or app.protocol, password=password,
-            spark_conf=conf, quiet=app.quiet, verbose=app.verbose > 0, bookie_tls=app.bookie_tls or None)
+            out=out,
+            compression=compression,
+            master=master,
+            rows_per_file=rows_per_file,
+            mode="overwrite" if overwrite else "append" if append else "replace",
+            decode=decode,
+            split_entries=split_entries,
+            batch_size=batch_size,
+            protocol=protocol or app.protocol,
+            password=password,
+            spark_conf=conf,
+            quiet=app.quiet,
+            verbose=app.verbose > 0,
+            bookie_tls=app.bookie_tls or None,
+        )
     except (SpecError, ValueError) as exc:
         raise CommandError(str(exc), USAGE) from None
     uri = app.require_uri()
@@ -240,18 +395,30 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, strict,
         app.err_console.print(f"bkctl: warning: {warning}", highlight=False, soft_wrap=True)
     if not app.quiet:  # corrupt entries and incomplete chunked messages: never silent
         for p in (summary.get("problems") or [])[:20]:
-            app.err_console.print(f"bkctl: warning: {p['topic']} ledger {p['ledger_id']} entry {p['entry_id']}: "
-                                  f"{p['reason']}", highlight=False, soft_wrap=True)
+            app.err_console.print(
+                f"bkctl: warning: {p['topic']} ledger {p['ledger_id']} entry {p['entry_id']}: {p['reason']}",
+                highlight=False,
+                soft_wrap=True,
+            )
         typed = summary.get("schema") or {}
         for f in typed.get("first_decode_errors") or []:  # messages that do not decode by their schema: error rows
-            app.err_console.print(f"bkctl: warning: {f['topic']} message {f['message_id']}: does not decode by its "
-                                  f"schema: {f['reason']}", highlight=False, soft_wrap=True)
+            app.err_console.print(
+                f"bkctl: warning: {f['topic']} message {f['message_id']}: does not decode by its schema: {f['reason']}",
+                highlight=False,
+                soft_wrap=True,
+            )
         if typed.get("decode_errors", 0) > len(typed.get("first_decode_errors") or []):
-            app.err_console.print(f"bkctl: warning: ... and more messages that do not decode (see "
-                                  f"{summary['manifest']})", highlight=False, soft_wrap=True)
+            app.err_console.print(
+                f"bkctl: warning: ... and more messages that do not decode (see {summary['manifest']})",
+                highlight=False,
+                soft_wrap=True,
+            )
         if len(summary.get("problems") or []) > 20:
-            app.err_console.print(f"bkctl: warning: ... and {len(summary['problems']) - 20} more problems "
-                                  f"(see {summary['manifest']})", highlight=False, soft_wrap=True)
+            app.err_console.print(
+                f"bkctl: warning: ... and {len(summary['problems']) - 20} more problems (see {summary['manifest']})",
+                highlight=False,
+                soft_wrap=True,
+            )
     if app.json:
         app.emit_json(summary)
         return
@@ -262,29 +429,45 @@ def export(app: App, out, ledger_spec, all_ledgers, topic, subscription, strict,
                 f"exported {plural(summary['messages'], 'message')} ({human_size(summary['bytes'])}) from "
                 f"{plural(summary['entries'], 'entry', 'entries')} of {plural(summary['ledgers'], 'ledger')} of "
                 f"{', '.join(summary['topics'])} to {summary['out']} in {summary['seconds']:.1f}s: "
-                f"{plural(summary['files'], 'file')}, master {summary['master']}", highlight=False)
+                f"{plural(summary['files'], 'file')}, master {summary['master']}",
+                highlight=False,
+            )
             if summary.get("read_past_lac"):
-                app.console.print(f"  {plural(summary['read_past_lac'], 'entry', 'entries')} of open ledgers read "
-                                  "past their last add confirmed (held by an ack quorum of their bookies; see "
-                                  "read_past_lac in the manifest)", highlight=False)
+                app.console.print(
+                    f"  {plural(summary['read_past_lac'], 'entry', 'entries')} of open ledgers read "
+                    "past their last add confirmed (held by an ack quorum of their bookies; see "
+                    "read_past_lac in the manifest)",
+                    highlight=False,
+                )
         else:
             app.console.print(
                 f"exported {plural(summary['entries'], 'entry', 'entries')} ({human_size(summary['bytes'])}) of "
                 f"{plural(summary['ledgers'], 'ledger')} to {summary['out']} in {summary['seconds']:.1f}s: "
-                f"{plural(summary['files'], 'file')}, master {summary['master']}")
+                f"{plural(summary['files'], 'file')}, master {summary['master']}"
+            )
         if topic:
             push = summary.get("pushdown")
             if push:
-                app.console.print(f"  --from/--to: {plural(push['entries_read'], 'entry', 'entries')} read, "
-                                  f"{plural(push['entries_skipped'], 'entry', 'entries')} and "
-                                  f"{plural(push['ledgers_skipped'], 'whole ledger')} skipped "
-                                  f"({plural(push['bisection_reads'], 'entry', 'entries')} read to find the edges)",
-                                  highlight=False, soft_wrap=True)
+                app.console.print(
+                    f"  --from/--to: {plural(push['entries_read'], 'entry', 'entries')} read, "
+                    f"{plural(push['entries_skipped'], 'entry', 'entries')} and "
+                    f"{plural(push['ledgers_skipped'], 'whole ledger')} skipped "
+                    f"({plural(push['bisection_reads'], 'entry', 'entries')} read to find the edges)",
+                    highlight=False,
+                    soft_wrap=True,
+                )
             typed = summary.get("schema") or {}
             if typed.get("typed"):
-                app.console.print(f"  values typed by schema version {typed['reader_version']} ({typed['type']})"
-                                  + (f"; {plural(typed['decode_errors'], 'message')} did not decode (error rows)"
-                                     if typed["decode_errors"] else ""), highlight=False, soft_wrap=True)
+                app.console.print(
+                    f"  values typed by schema version {typed['reader_version']} ({typed['type']})"
+                    + (
+                        f"; {plural(typed['decode_errors'], 'message')} did not decode (error rows)"
+                        if typed["decode_errors"]
+                        else ""
+                    ),
+                    highlight=False,
+                    soft_wrap=True,
+                )
             from ..export.topic_transactions import left_out_text
 
             line = left_out_text(summary["left_out"], summary["transactions"])
@@ -317,8 +500,14 @@ class _progress_display:
             return None
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), console=app.err_console, transient=True)
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=app.err_console,
+            transient=True,
+        )
         self.bar.start()
         self.tasks["ledgers"] = self.bar.add_task("ledgers", total=None)
         self.tasks["entries"] = self.bar.add_task("entries", total=None)

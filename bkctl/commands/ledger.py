@@ -1,6 +1,7 @@
 """``bkctl ledger ...``: the group, and the commands that read or change the metadata only: list, show,
 delete (create, add, read, close, fence, recover and tail, which go through the client, are in
 :mod:`.ledger_client`, added to the group in bkctl.cli)."""
+
 from __future__ import annotations
 
 import sys
@@ -24,23 +25,48 @@ def ledger():
 
 @ledger.command("list")
 @click.option("--state", type=STATES, help="Only ledgers in this state.")
-@click.option("--bookie", metavar="BOOKIE", shell_complete=complete_bookie_id,
-              help="Only ledgers with a segment on this bookie.")
-@click.option("--meta", "meta", multiple=True, metavar="KEY=GLOB",
-              help="Only ledgers whose custom metadata has KEY matching GLOB (repeatable; all must match), "
-                   "e.g. --meta 'pulsar/managed-ledger=tenant/ns/persistent/topic*'.")
-@click.option("--min-size", metavar="SIZE", help="Only ledgers of at least SIZE bytes (512k, 10M, 1G; the "
-              "metadata's length, known once closed).")
+@click.option(
+    "--bookie", metavar="BOOKIE", shell_complete=complete_bookie_id, help="Only ledgers with a segment on this bookie."
+)
+@click.option(
+    "--meta",
+    "meta",
+    multiple=True,
+    metavar="KEY=GLOB",
+    help="Only ledgers whose custom metadata has KEY matching GLOB (repeatable; all must match), "
+    "e.g. --meta 'pulsar/managed-ledger=tenant/ns/persistent/topic*'.",
+)
+@click.option(
+    "--min-size",
+    metavar="SIZE",
+    help="Only ledgers of at least SIZE bytes (512k, 10M, 1G; the metadata's length, known once closed).",
+)
 @click.option("--older-than", metavar="AGE", help="Only ledgers created more than AGE ago (90s, 30m, 1h, 7d, 2w).")
 @click.option("--open-longer-than", metavar="AGE", help="Only OPEN ledgers created more than AGE ago.")
-@click.option("--totals", "with_totals", is_flag=True,
-              help="End with the totals (count, entries, bytes); with --json a last line {\"totals\": ...}.")
-@click.option("--not-adhering", is_flag=True,
-              help="Only ledgers with a segment whose ensemble breaks the placement policy (--placement; "
-                   "with --json, not_adhering lists those segments' first entries).")
+@click.option(
+    "--totals",
+    "with_totals",
+    is_flag=True,
+    help='End with the totals (count, entries, bytes); with --json a last line {"totals": ...}.',
+)
+@click.option(
+    "--not-adhering",
+    is_flag=True,
+    help="Only ledgers with a segment whose ensemble breaks the placement policy (--placement; "
+    "with --json, not_adhering lists those segments' first entries).",
+)
 @pass_app
-def ledger_list(app: App, state: str | None, bookie: str | None, meta: tuple[str, ...], min_size: str | None,
-                older_than: str | None, open_longer_than: str | None, with_totals: bool, not_adhering: bool):
+def ledger_list(
+    app: App,
+    state: str | None,
+    bookie: str | None,
+    meta: tuple[str, ...],
+    min_size: str | None,
+    older_than: str | None,
+    open_longer_than: str | None,
+    with_totals: bool,
+    not_adhering: bool,
+):
     """Ledger ids in ascending order (with details when filtering).
 
     With a filter (--state, --bookie, --meta, --min-size, --older-than,
@@ -62,10 +88,17 @@ def ledger_list(app: App, state: str | None, bookie: str | None, meta: tuple[str
         match = _every_ledger  # totals need every ledger's metadata
     details = app.json or state is not None or bookie is not None or match is not None or not_adhering
     with app.walk_progress("reading ledger metadata") as progress:
-        rows = list_ledgers(app.store, state, bookie, match, details=details,
-                            placement=app.placement_policy() if not_adhering else None,
-                            lacs=(lambda: app.bk) if details else None, protocol=app.protocol,
-                            progress=progress)
+        rows = list_ledgers(
+            app.store,
+            state,
+            bookie,
+            match,
+            details=details,
+            placement=app.placement_policy() if not_adhering else None,
+            lacs=(lambda: app.bk) if details else None,
+            protocol=app.protocol,
+            progress=progress,
+        )
         _print_listing(app, rows, state, bookie, match, not_adhering, with_totals)
 
 
@@ -85,13 +118,25 @@ def _print_listing(app: App, rows, state, bookie, match, not_adhering: bool, wit
         for row in rows:
             click.echo(row["ledger_id"])
         return
-    stream_table(app, ["ledger", "state", "E/Qw/Qa", "last entry", "length", "created", "bookies"],
-                 ((r["ledger_id"], r.get("state", r.get("error")), _quorums(r), _last_entry(r),
-                   _length(r), human_time(r.get("ctime")),
-                   ", ".join(dict.fromkeys(b for s in r.get("segments", []) for b in s["bookies"])))
-                  for r in rows))
-    app.console.print(f"{plural(seen.count, 'ledger')}, {plural(seen.entries, 'entry', 'entries')}, "
-                      f"{human_size(seen.bytes)}")
+    stream_table(
+        app,
+        ["ledger", "state", "E/Qw/Qa", "last entry", "length", "created", "bookies"],
+        (
+            (
+                r["ledger_id"],
+                r.get("state", r.get("error")),
+                _quorums(r),
+                _last_entry(r),
+                _length(r),
+                human_time(r.get("ctime")),
+                ", ".join(dict.fromkeys(b for s in r.get("segments", []) for b in s["bookies"])),
+            )
+            for r in rows
+        ),
+    )
+    app.console.print(
+        f"{plural(seen.count, 'ledger')}, {plural(seen.entries, 'entry', 'entries')}, {human_size(seen.bytes)}"
+    )
 
 
 def _ledger_filter(meta, min_size, older_than, open_longer_than):
@@ -99,10 +144,12 @@ def _ledger_filter(meta, min_size, older_than, open_longer_than):
     from ..ops.ledger_meta import LedgerFilter, parse_duration, parse_meta_filters, parse_size
 
     try:
-        f = LedgerFilter(tuple(parse_meta_filters(meta)),
-                         None if min_size is None else parse_size(min_size),
-                         None if older_than is None else parse_duration(older_than),
-                         None if open_longer_than is None else parse_duration(open_longer_than))
+        f = LedgerFilter(
+            tuple(parse_meta_filters(meta)),
+            None if min_size is None else parse_size(min_size),
+            None if older_than is None else parse_duration(older_than),
+            None if open_longer_than is None else parse_duration(open_longer_than),
+        )
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     return f if f.active else None
@@ -153,24 +200,35 @@ def ledger_show(app: App, ledger_id: int):
 
     def human():
         closed = doc["state"] == "CLOSED"
-        pairs = [("ledger", doc["ledger_id"]), ("state", doc["state"]),
-                 ("ensemble/write/ack", _quorums(doc))]
+        pairs = [("ledger", doc["ledger_id"]), ("state", doc["state"]), ("ensemble/write/ack", _quorums(doc))]
         if closed:
-            pairs += [("last entry", doc["last_entry_id"]),
-                      ("length", f"{human_size(doc['length'])} ({doc['length']} bytes)")]
+            pairs += [
+                ("last entry", doc["last_entry_id"]),
+                ("length", f"{human_size(doc['length'])} ({doc['length']} bytes)"),
+            ]
         else:
             lac = doc["last_add_confirmed"]
-            pairs += [("last add confirmed", f"{lac} ({doc.get('lac_note') or 'read from the bookies'})"
-                       if lac is not None else f"unknown ({doc.get('lac_error')})"),
-                      ("last entry", f"{doc['last_entry_id']} (metadata: set when the ledger is closed)"),
-                      ("length", f"{doc['length']} (metadata: set when the ledger is closed)")]
-        pairs += [("digest", doc["digest"]),
-                  ("password", "set" if doc["password_set"] else "empty"),
-                  ("created", human_time(doc["ctime"]) or "unknown"),
-                  ("metadata format", doc["format_version"]), ("znode version", doc["version"])]
+            pairs += [
+                (
+                    "last add confirmed",
+                    f"{lac} ({doc.get('lac_note') or 'read from the bookies'})"
+                    if lac is not None
+                    else f"unknown ({doc.get('lac_error')})",
+                ),
+                ("last entry", f"{doc['last_entry_id']} (metadata: set when the ledger is closed)"),
+                ("length", f"{doc['length']} (metadata: set when the ledger is closed)"),
+            ]
+        pairs += [
+            ("digest", doc["digest"]),
+            ("password", "set" if doc["password_set"] else "empty"),
+            ("created", human_time(doc["ctime"]) or "unknown"),
+            ("metadata format", doc["format_version"]),
+            ("znode version", doc["version"]),
+        ]
         fields(app, pairs + [(f"meta {k}", v) for k, v in doc["custom_metadata"].items()])
-        table(app, ["first entry", "ensemble"],
-              [(s["first_entry_id"], ", ".join(s["bookies"])) for s in doc["segments"]])
+        table(
+            app, ["first entry", "ensemble"], [(s["first_entry_id"], ", ".join(s["bookies"])) for s in doc["segments"]]
+        )
 
     emit(app, doc, human)
 
@@ -178,17 +236,25 @@ def ledger_show(app: App, ledger_id: int):
 @ledger.command("delete")
 @click.argument("ledgers", nargs=-1, required=True, metavar="LEDGER...", shell_complete=complete_ledger_id)
 @click.option("-f", "--force", is_flag=True, help="Do not ask.")
-@click.option("--even-if-owned", is_flag=True,
-              help="Delete ledgers that Pulsar uses too: listed by a topic or a cursor, a schema or "
-                   "compaction ledger, or a Pulsar ledger younger than an hour that nothing lists yet.")
-@click.option("--older-than", metavar="AGE",
-              help="Call a Pulsar ledger that nothing lists an orphan once it is older than AGE (90s, 30m, 1h; "
-                   "default 1h), as `pulsar orphans --older-than` does: younger ones are refused.")
-@click.option("--dry-run", is_flag=True,
-              help="Say what would be deleted and what refused; change nothing; exit as the run would.")
+@click.option(
+    "--even-if-owned",
+    is_flag=True,
+    help="Delete ledgers that Pulsar uses too: listed by a topic or a cursor, a schema or "
+    "compaction ledger, or a Pulsar ledger younger than an hour that nothing lists yet.",
+)
+@click.option(
+    "--older-than",
+    metavar="AGE",
+    help="Call a Pulsar ledger that nothing lists an orphan once it is older than AGE (90s, 30m, 1h; "
+    "default 1h), as `pulsar orphans --older-than` does: younger ones are refused.",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Say what would be deleted and what refused; change nothing; exit as the run would."
+)
 @pass_app
-def ledger_delete(app: App, ledgers: tuple[str, ...], force: bool, even_if_owned: bool, older_than: str | None,
-                  dry_run: bool):
+def ledger_delete(
+    app: App, ledgers: tuple[str, ...], force: bool, even_if_owned: bool, older_than: str | None, dry_run: bool
+):
     """Delete ledgers' metadata; bookies reclaim their entries at their next GC.
 
     LEDGER is a ledger id, an inclusive range A-B (the ledgers that exist in
@@ -222,38 +288,59 @@ def ledger_delete(app: App, ledgers: tuple[str, ...], force: bool, even_if_owned
     if not plan.delete and not plan.refused and len(plan.not_found) == 1 and not ranges and len(ids) == 1:
         raise CommandError(f"no such ledger: {plan.not_found[0]}", NOT_FOUND)  # before asking
     for refused in plan.refused:
-        app.err_console.print(f"bkctl: ledger {refused['ledger_id']} refused: {refused['reason']}",
-                              markup=False, soft_wrap=True)
+        app.err_console.print(
+            f"bkctl: ledger {refused['ledger_id']} refused: {refused['reason']}", markup=False, soft_wrap=True
+        )
     for missing in plan.not_found:
         app.err_console.print(f"bkctl: ledger {missing}: no such ledger", markup=False, soft_wrap=True)
     deleted: list[int] | None = None
     if dry_run:
         for owned in plan.overridden:
-            app.err_console.print(f"bkctl: ledger {owned['ledger_id']} would be deleted although it is "
-                                  f"{owned['reason']} (--even-if-owned)", markup=False, soft_wrap=True)
-        emit(app, plan.to_json(), lambda: app.console.print(
-            f"would delete {plural(len(plan.delete), 'ledger')}: {_id_list(plan.delete)}" if plan.delete
-            else "would delete nothing", highlight=False))
+            app.err_console.print(
+                f"bkctl: ledger {owned['ledger_id']} would be deleted although it is "
+                f"{owned['reason']} (--even-if-owned)",
+                markup=False,
+                soft_wrap=True,
+            )
+        emit(
+            app,
+            plan.to_json(),
+            lambda: app.console.print(
+                f"would delete {plural(len(plan.delete), 'ledger')}: {_id_list(plan.delete)}"
+                if plan.delete
+                else "would delete nothing",
+                highlight=False,
+            ),
+        )
         _delete_outcome(plan, "would refuse")
         return
     if plan.delete:
-        question = (f"Delete ledger {plan.delete[0]}?" if len(plan.delete) == 1
-                    else f"Delete {len(plan.delete)} ledgers ({_id_list(plan.delete)})?")
+        question = (
+            f"Delete ledger {plan.delete[0]}?"
+            if len(plan.delete) == 1
+            else f"Delete {len(plan.delete)} ledgers ({_id_list(plan.delete)})?"
+        )
         action = f"delete ledger {plan.delete[0]}" if len(plan.delete) == 1 else f"delete {len(plan.delete)} ledgers"
         confirm_destructive(app, question, force, action)
         for ledger_id in plan.delete:
             drop_held(app, ledger_id)
         deleted = delete_ledgers(app.store, plan.delete)
         for owned in plan.overridden:
-            app.err_console.print(f"bkctl: ledger {owned['ledger_id']} deleted although it was {owned['reason']} "
-                                  "(--even-if-owned)", markup=False, soft_wrap=True)
+            app.err_console.print(
+                f"bkctl: ledger {owned['ledger_id']} deleted although it was {owned['reason']} (--even-if-owned)",
+                markup=False,
+                soft_wrap=True,
+            )
 
     def human():
         if deleted and len(deleted) == 1 and not plan.refused and not plan.not_found:
             app.console.print(f"ledger {deleted[0]} deleted", highlight=False)
             return
-        app.console.print(f"deleted {plural(len(deleted or []), 'ledger')}; refused {len(plan.refused)}; "
-                          f"not found {len(plan.not_found)}", highlight=False)
+        app.console.print(
+            f"deleted {plural(len(deleted or []), 'ledger')}; refused {len(plan.refused)}; "
+            f"not found {len(plan.not_found)}",
+            highlight=False,
+        )
 
     emit(app, plan.to_json(deleted or []), human)
     _delete_outcome(plan, "refused")
@@ -262,11 +349,11 @@ def ledger_delete(app: App, ledgers: tuple[str, ...], force: bool, even_if_owned
 def _delete_outcome(plan, refused: str) -> None:
     """The exit of a delete, and of its dry run: 4 for a refusal, 3 for a ledger not found."""
     if plan.refused:
-        raise CommandError(f"{refused} {plural(len(plan.refused), 'ledger')} that Pulsar uses "
-                           "(--even-if-owned deletes them)", CONFLICT)
+        raise CommandError(
+            f"{refused} {plural(len(plan.refused), 'ledger')} that Pulsar uses (--even-if-owned deletes them)", CONFLICT
+        )
     if plan.not_found:
-        raise CommandError(f"{plural(len(plan.not_found), 'ledger')} not found: {_id_list(plan.not_found)}",
-                           NOT_FOUND)
+        raise CommandError(f"{plural(len(plan.not_found), 'ledger')} not found: {_id_list(plan.not_found)}", NOT_FOUND)
 
 
 def _id_list(ids: list[int], most: int = 10) -> str:

@@ -1,6 +1,7 @@
 """``bkctl ledger create|add|read|close|fence|recover|tail``: the ledger commands that go through the
 BookKeeper client to the bookies, with the handles the shell holds between them (added to the
 ``ledger`` group in bkctl.cli)."""
+
 from __future__ import annotations
 
 import sys
@@ -13,9 +14,11 @@ from ..render import emit, human_size, plural
 from . import LEDGER_ID, pass_app
 
 
-_PASSWORD = click.option("--password", metavar="PASSWORD",
-                         help="The ledger's password (default: the one stored in its metadata; "
-                              "a wrong one fails with exit 1).")
+_PASSWORD = click.option(
+    "--password",
+    metavar="PASSWORD",
+    help="The ledger's password (default: the one stored in its metadata; a wrong one fails with exit 1).",
+)
 
 
 def _password(value: str | None) -> bytes | None:
@@ -35,8 +38,9 @@ def drop_held(app: App, ledger_id: int) -> None:
             pass
 
 
-_FORCE_LIVE = click.option("-f", "--force", is_flag=True,
-                           help="Do not ask before acting on an open ledger that Pulsar writes.")
+_FORCE_LIVE = click.option(
+    "-f", "--force", is_flag=True, help="Do not ask before acting on an open ledger that Pulsar writes."
+)
 
 
 def _guard_live(app: App, ledger_id: int, verb: str, force: bool) -> None:
@@ -54,19 +58,39 @@ def _guard_live(app: App, ledger_id: int, verb: str, force: bool) -> None:
 
 
 @click.command("create")
-@click.option("-e", "--ensemble", "ensemble", type=click.IntRange(1), default=3, show_default=True,
-              help="Ensemble size (bookies per segment).")
-@click.option("-w", "--write-quorum", type=click.IntRange(1), default=2, show_default=True,
-              help="Copies of each entry.")
-@click.option("-a", "--ack-quorum", type=click.IntRange(1), default=2, show_default=True,
-              help="Acknowledgements an add waits for.")
-@click.option("--digest", type=click.Choice(["crc32", "crc32c", "mac", "dummy"], case_sensitive=False),
-              default="crc32c", show_default=True, help="Entry digest type.")
+@click.option(
+    "-e",
+    "--ensemble",
+    "ensemble",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="Ensemble size (bookies per segment).",
+)
+@click.option(
+    "-w", "--write-quorum", type=click.IntRange(1), default=2, show_default=True, help="Copies of each entry."
+)
+@click.option(
+    "-a",
+    "--ack-quorum",
+    type=click.IntRange(1),
+    default=2,
+    show_default=True,
+    help="Acknowledgements an add waits for.",
+)
+@click.option(
+    "--digest",
+    type=click.Choice(["crc32", "crc32c", "mac", "dummy"], case_sensitive=False),
+    default="crc32c",
+    show_default=True,
+    help="Entry digest type.",
+)
 @click.option("--password", default="", metavar="PASSWORD", help="Ledger password (default: empty).")
 @click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE", help="Custom metadata (repeatable).")
 @pass_app
-def ledger_create(app: App, ensemble: int, write_quorum: int, ack_quorum: int, digest: str, password: str,
-                  meta: tuple[str, ...]):
+def ledger_create(
+    app: App, ensemble: int, write_quorum: int, ack_quorum: int, digest: str, password: str, meta: tuple[str, ...]
+):
     """Create an OPEN ledger on random writable bookies; prints its id.
 
     The ledger stays open for `ledger add` (from any process).  In the shell
@@ -78,8 +102,9 @@ def ledger_create(app: App, ensemble: int, write_quorum: int, ack_quorum: int, d
     from ..ops.ledgers import HeldLedger, create_ledger, describe, parse_custom_metadata
 
     if not ensemble >= write_quorum >= ack_quorum:
-        raise CommandError(f"need ensemble >= write quorum >= ack quorum (got {ensemble}/{write_quorum}/"
-                           f"{ack_quorum})", USAGE)
+        raise CommandError(
+            f"need ensemble >= write quorum >= ack quorum (got {ensemble}/{write_quorum}/{ack_quorum})", USAGE
+        )
     try:
         custom = parse_custom_metadata(meta)
     except ValueError as e:
@@ -171,15 +196,32 @@ def ledger_add(app: App, ledger_id: int, data: tuple[str, ...], file, binary: bo
 @click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @click.option("--from", "first", type=click.IntRange(0), help="First entry (default 0).")
 @click.option("--to", "last", type=click.IntRange(0), help="Last entry (default: the last confirmed one).")
-@click.option("--format", "fmt", type=click.Choice(["text", "hex", "raw"]), default="text", show_default=True,
-              help="text: UTF-8 (bad bytes replaced); hex; raw: the bytes as they are.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "hex", "raw"]),
+    default="text",
+    show_default=True,
+    help="text: UTF-8 (bad bytes replaced); hex; raw: the bytes as they are.",
+)
 @_PASSWORD
-@click.option("--bookie", metavar="BOOKIE", shell_complete=complete_bookie_id,
-              help="Read only the replicas on this bookie, straight from it (to compare replicas); entries it "
-                   "lacks or that fail their digest are reported on stderr and make the exit status 1.")
+@click.option(
+    "--bookie",
+    metavar="BOOKIE",
+    shell_complete=complete_bookie_id,
+    help="Read only the replicas on this bookie, straight from it (to compare replicas); entries it "
+    "lacks or that fail their digest are reported on stderr and make the exit status 1.",
+)
 @pass_app
-def ledger_read(app: App, ledger_id: int, first: int | None, last: int | None, fmt: str, password: str | None,
-                bookie: str | None = None):
+def ledger_read(
+    app: App,
+    ledger_id: int,
+    first: int | None,
+    last: int | None,
+    fmt: str,
+    password: str | None,
+    bookie: str | None = None,
+):
     """Print entries (default: every confirmed one), streamed in batches.
 
     text and hex print one "ENTRY_ID<TAB>PAYLOAD" line per entry (text
@@ -206,8 +248,7 @@ def ledger_read(app: App, ledger_id: int, first: int | None, last: int | None, f
     reader = open_reader(app.bk, ledger_id, _password(password), _held(app, ledger_id))
     limit = read_limit(reader)
     if first is not None and first > limit:
-        raise CommandError(f"ledger {ledger_id}: entry {first} is past the last confirmed entry ({limit})",
-                           NOT_FOUND)
+        raise CommandError(f"ledger {ledger_id}: entry {first} is past the last confirmed entry ({limit})", NOT_FOUND)
     first = first or 0
     end = limit if last is None else last
     total = max(0, end - first + 1)
@@ -227,13 +268,16 @@ def ledger_read(app: App, ledger_id: int, first: int | None, last: int | None, f
                 out.flush()
             bar.advance(len(batch))
     if not reader.is_closed and last is None and _held(app, ledger_id) is None:
-        app.info(f"ledger {ledger_id} is open: only entries up to its last add confirmed ({limit}) are shown; "
-                 "a writer's last entries are confirmed by its next add, an explicit LAC (v2 writers send "
-                 f"none) or closing the ledger (`bkctl ledger close {ledger_id}`)")
+        app.info(
+            f"ledger {ledger_id} is open: only entries up to its last add confirmed ({limit}) are shown; "
+            "a writer's last entries are confirmed by its next add, an explicit LAC (v2 writers send "
+            f"none) or closing the ledger (`bkctl ledger close {ledger_id}`)"
+        )
 
 
-def _read_replica(app: App, ledger_id: int, bookie: str, first: int, last: int | None, fmt: str,
-                  password: str | None) -> None:
+def _read_replica(
+    app: App, ledger_id: int, bookie: str, first: int, last: int | None, fmt: str, password: str | None
+) -> None:
     from ..exitcodes import FAILED, CommandError
     from ..ops.ledgers import entry_doc, entry_line
     from ..ops.recovery import check_bookie_ids
@@ -247,8 +291,15 @@ def _read_replica(app: App, ledger_id: int, bookie: str, first: int, last: int |
         if row["status"] != "ok":
             bad += 1
             if app.json:
-                app.emit_json({"ledger_id": ledger_id, "entry_id": row["entry_id"], "bookie": bookie,
-                               "status": row["status"], "error": row["error"]})
+                app.emit_json(
+                    {
+                        "ledger_id": ledger_id,
+                        "entry_id": row["entry_id"],
+                        "bookie": bookie,
+                        "status": row["status"],
+                        "error": row["error"],
+                    }
+                )
             else:
                 app.err_console.print(f"entry {row['entry_id']}: {row['status']} on {bookie}: {row['error']}")
             continue
@@ -339,11 +390,14 @@ def ledger_fence(app: App, ledger_id: int, password: str | None, force: bool):
 
     def human():
         if not doc["fenced"]:
-            app.console.print(f"ledger {ledger_id} was already {doc['state'].lower().replace('_', ' ')}: "
-                              "nothing to fence")
+            app.console.print(
+                f"ledger {ledger_id} was already {doc['state'].lower().replace('_', ' ')}: nothing to fence"
+            )
             return
-        app.console.print(f"ledger {ledger_id} fenced on {', '.join(doc['bookies_fenced'])}"
-                          f" (last add confirmed {doc['last_add_confirmed']})")
+        app.console.print(
+            f"ledger {ledger_id} fenced on {', '.join(doc['bookies_fenced'])}"
+            f" (last add confirmed {doc['last_add_confirmed']})"
+        )
         for bookie, error in doc["bookies_failed"].items():
             app.err_console.print(f"not fenced: {bookie}: {error}")
 
@@ -377,19 +431,36 @@ def ledger_recover(app: App, ledger_id: int, password: str | None, force: bool):
 
 def _closed_text(doc: dict, already: bool) -> str:
     """What close and recover say: the same words for the same outcome."""
-    return (f"ledger {doc['ledger_id']} {'was already' if already else 'is now'} closed: last entry "
-            f"{doc['last_entry_id']}, length {human_size(doc['length'])}")
+    return (
+        f"ledger {doc['ledger_id']} {'was already' if already else 'is now'} closed: last entry "
+        f"{doc['last_entry_id']}, length {human_size(doc['length'])}"
+    )
 
 
 @click.command("tail")
 @click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
-@click.option("--from", "first", type=click.IntRange(0),
-              help="Start at this entry (default: the first entry after the current LAC).")
-@click.option("--format", "fmt", type=click.Choice(["text", "hex", "raw"]), default="text", show_default=True,
-              help="As for `ledger read`.")
-@click.option("--interval", type=click.FloatRange(0.01), default=0.5, show_default=True,
-              help="Longest wait of one long poll of the bookies, after which the metadata is checked for "
-                   "the ledger being closed (over --protocol v2: seconds between polls of the LAC).")
+@click.option(
+    "--from",
+    "first",
+    type=click.IntRange(0),
+    help="Start at this entry (default: the first entry after the current LAC).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "hex", "raw"]),
+    default="text",
+    show_default=True,
+    help="As for `ledger read`.",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(0.01),
+    default=0.5,
+    show_default=True,
+    help="Longest wait of one long poll of the bookies, after which the metadata is checked for "
+    "the ledger being closed (over --protocol v2: seconds between polls of the LAC).",
+)
 @_PASSWORD
 @pass_app
 def ledger_tail(app: App, ledger_id: int, first: int | None, fmt: str, interval: float, password: str | None):

@@ -1,5 +1,6 @@
 """``bkctl ledger metadata dump|restore``: ledger metadata backups in Java's byte format
 (added to the ``ledger`` group in bkctl.cli)."""
+
 from __future__ import annotations
 
 import click
@@ -42,8 +43,14 @@ def metadata_dump(app: App, ledger_id: int, path: str):
 
 @metadata.command("restore")
 @click.argument("path", metavar="FILE", type=click.Path(exists=True, dir_okay=False))
-@click.option("--ledger-id", "-l", type=click.IntRange(0), metavar="ID", shell_complete=complete_ledger_id,
-              help="The ledger to restore (default: the one number in FILE's name, e.g. ledger-42.meta).")
+@click.option(
+    "--ledger-id",
+    "-l",
+    type=click.IntRange(0),
+    metavar="ID",
+    shell_complete=complete_ledger_id,
+    help="The ledger to restore (default: the one number in FILE's name, e.g. ledger-42.meta).",
+)
 @click.option("--force", is_flag=True, help="Replace the metadata of a ledger that exists, without asking.")
 @pass_app
 def metadata_restore(app: App, path: str, ledger_id: int | None, force: bool):
@@ -61,8 +68,21 @@ def metadata_restore(app: App, path: str, ledger_id: int | None, force: bool):
         ledger_id = ledger_id_from_file_name(path)
         if ledger_id is None:
             raise CommandError(f"cannot tell the ledger id from the file name {path!r}: give --ledger-id", USAGE)
-    doc = restore(app.store, ledger_id, path, lambda: confirm_destructive(
-        app, f"Ledger {ledger_id} exists. Replace its metadata with {path}?", force,
-        f"replace the metadata of ledger {ledger_id}"))
-    emit(app, doc, lambda: app.console.print(
-        f"ledger {ledger_id} {'replaced' if doc['replaced'] else 'restored'} from {path} ({doc['state']})"))
+    doc = restore(
+        app.store,
+        ledger_id,
+        path,
+        lambda: confirm_destructive(
+            app,
+            f"Ledger {ledger_id} exists. Replace its metadata with {path}?",
+            force,
+            f"replace the metadata of ledger {ledger_id}",
+        ),
+    )
+    emit(
+        app,
+        doc,
+        lambda: app.console.print(
+            f"ledger {ledger_id} {'replaced' if doc['replaced'] else 'restored'} from {path} ({doc['state']})"
+        ),
+    )

@@ -1,4 +1,5 @@
 """``bkctl pulsar ...``: Pulsar topics straight from ZooKeeper and the bookies (read-only)."""
+
 from __future__ import annotations
 
 import click
@@ -11,9 +12,13 @@ from . import LEDGER_ID, pass_app
 
 
 @click.group()
-@click.option("--managed-ledgers", "base", metavar="PATH",
-              help="Pulsar's managed-ledger root in ZooKeeper (default: managed-ledgers beside the ledger "
-                   "root, /managed-ledgers for /ledgers).")
+@click.option(
+    "--managed-ledgers",
+    "base",
+    metavar="PATH",
+    help="Pulsar's managed-ledger root in ZooKeeper (default: managed-ledgers beside the ledger "
+    "root, /managed-ledgers for /ledgers).",
+)
 @click.pass_context
 def pulsar(ctx, base):
     """Pulsar topics as stored: managed ledgers, cursors, which topic owns a ledger.
@@ -48,8 +53,9 @@ def topic():
 
 @topic.command("list")
 @click.option("--tenant", metavar="T", help="Only this tenant's topics.")
-@click.option("--namespace", metavar="NS",
-              help="Only this namespace's topics (NS, TENANT/NS, or TENANT/CLUSTER/NS for v1 names).")
+@click.option(
+    "--namespace", metavar="NS", help="Only this namespace's topics (NS, TENANT/NS, or TENANT/CLUSTER/NS for v1 names)."
+)
 @pass_app
 def topic_list(app: App, tenant, namespace):
     """List persistent topics that have a managed ledger (each partition its own row).
@@ -79,12 +85,27 @@ def topic_list(app: App, tenant, namespace):
         _hint_no_managed_ledgers(app, reader(app.store, _base()).base)
 
     def human(rows):
-        table(app, ["topic", "ledgers", "entries", "size", "cursors", "terminated"],
-              [(r["topic"], r["ledgers"], f"{r['entries']}{'+' if r['uncounted_ledgers'] else ''}",
-                human_size(r["size"]), ",".join(r["cursors"]), "yes" if r["terminated"] else "") for r in rows])
+        table(
+            app,
+            ["topic", "ledgers", "entries", "size", "cursors", "terminated"],
+            [
+                (
+                    r["topic"],
+                    r["ledgers"],
+                    f"{r['entries']}{'+' if r['uncounted_ledgers'] else ''}",
+                    human_size(r["size"]),
+                    ",".join(r["cursors"]),
+                    "yes" if r["terminated"] else "",
+                )
+                for r in rows
+            ],
+        )
         if any(r["uncounted_ledgers"] for r in rows):
-            app.console.print("+: and the entries of a ledger not closed yet, which the managed ledger does not "
-                              "record (`pulsar topic show TOPIC` counts them)", highlight=False)
+            app.console.print(
+                "+: and the entries of a ledger not closed yet, which the managed ledger does not "
+                "record (`pulsar topic show TOPIC` counts them)",
+                highlight=False,
+            )
 
     emit_rows(app, rows, human)
 
@@ -93,9 +114,12 @@ def _hint_no_managed_ledgers(app: App, base: str) -> None:
     """On stderr: no managed ledger was found where Pulsar keeps them."""
     if app.quiet:
         return
-    app.err_console.print(f"bkctl: hint: no managed ledgers under {base}; if Pulsar's metadata is elsewhere in "
-                          "this ZooKeeper, name it with `bkctl pulsar --managed-ledgers PATH`", highlight=False,
-                          soft_wrap=True)
+    app.err_console.print(
+        f"bkctl: hint: no managed ledgers under {base}; if Pulsar's metadata is elsewhere in "
+        "this ZooKeeper, name it with `bkctl pulsar --managed-ledgers PATH`",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _position(c: dict) -> str:
@@ -109,8 +133,11 @@ def _position(c: dict) -> str:
 
 @topic.command("show")
 @click.argument("name", metavar="TOPIC", shell_complete=complete_topic)
-@click.option("--strict", is_flag=True,
-              help="Exit 1 when a cursor's position can only be read from its znode although it keeps a ledger.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Exit 1 when a cursor's position can only be read from its znode although it keeps a ledger.",
+)
 @pass_app
 def topic_show(app: App, name, strict):
     """Show a topic's ledgers and cursors (every partition of a partitioned topic).
@@ -162,28 +189,70 @@ def topic_show(app: App, name, strict):
 
     def human():
         if doc["declared_partitions"] is not None:
-            app.console.print(f"{doc['topic']}: partitioned, {plural(doc['declared_partitions'], 'partition')}",
-                              highlight=False)
+            app.console.print(
+                f"{doc['topic']}: partitioned, {plural(doc['declared_partitions'], 'partition')}", highlight=False
+            )
         for part in doc["partitions"]:
             if part["managed_ledger"] is None:
                 fields(app, [("topic", part["topic"]), ("managed ledger", "none (no broker has loaded it: no data)")])
                 continue
             entries = f"{part['entries']}" + (f" ({part['beyond_lac']} past the LAC)" if part["beyond_lac"] else "")
-            fields(app, [("topic", part["topic"]), ("managed ledger", part["managed_ledger"]),
-                         ("entries", entries), ("size", human_size(part["size"])),
-                         ("terminated at", part["terminated_at"] or "no")])
-            table(app, ["ledger", "state", "entries", "past LAC", "size", "created", "closed", "bookies"],
-                  [(ls["ledger_id"], ls["state"], ls["entries"], ls["beyond_lac"] if ls["lac"] is not None else "",
-                    human_size(ls["size"]) if ls["size"] is not None else "", ls["created"], ls["closed"],
-                    ",".join(ls["bookies"])) for ls in part["ledgers"]])
+            fields(
+                app,
+                [
+                    ("topic", part["topic"]),
+                    ("managed ledger", part["managed_ledger"]),
+                    ("entries", entries),
+                    ("size", human_size(part["size"])),
+                    ("terminated at", part["terminated_at"] or "no"),
+                ],
+            )
+            table(
+                app,
+                ["ledger", "state", "entries", "past LAC", "size", "created", "closed", "bookies"],
+                [
+                    (
+                        ls["ledger_id"],
+                        ls["state"],
+                        ls["entries"],
+                        ls["beyond_lac"] if ls["lac"] is not None else "",
+                        human_size(ls["size"]) if ls["size"] is not None else "",
+                        ls["created"],
+                        ls["closed"],
+                        ",".join(ls["bookies"]),
+                    )
+                    for ls in part["ledgers"]
+                ],
+            )
             if part["cursors"]:
-                table(app, ["cursor", "mark-delete", "from", "individually deleted", "backlog entries",
-                            "backlog messages", "backlog bytes", "cursor ledger", "last active"],
-                      [(c["name"], c["mark_delete"], _position(c), " ".join(c["individually_deleted"]),
-                        c["backlog_entries"], "?" if c["backlog_messages"] is None else c["backlog_messages"],
-                        human_size(c["backlog_bytes"]) + ("" if c["backlog_bytes_exact"] else " (est.)"),
-                        "none" if c["cursor_ledger"] == -1 else c["cursor_ledger"], c["last_active"])
-                       for c in part["cursors"]])
+                table(
+                    app,
+                    [
+                        "cursor",
+                        "mark-delete",
+                        "from",
+                        "individually deleted",
+                        "backlog entries",
+                        "backlog messages",
+                        "backlog bytes",
+                        "cursor ledger",
+                        "last active",
+                    ],
+                    [
+                        (
+                            c["name"],
+                            c["mark_delete"],
+                            _position(c),
+                            " ".join(c["individually_deleted"]),
+                            c["backlog_entries"],
+                            "?" if c["backlog_messages"] is None else c["backlog_messages"],
+                            human_size(c["backlog_bytes"]) + ("" if c["backlog_bytes_exact"] else " (est.)"),
+                            "none" if c["cursor_ledger"] == -1 else c["cursor_ledger"],
+                            c["last_active"],
+                        )
+                        for c in part["cursors"]
+                    ],
+                )
 
     emit(app, doc, human)
 
@@ -216,15 +285,22 @@ def ledger_owner(app: App, ledger_id):
 
     def human():
         owner_topic = doc["topic"] or f"of managed ledger {doc['managed_ledger']}"  # its topic part does not decode
-        where = {"topic": f"topic {owner_topic}", "cursor": f"cursor {doc['cursor']} of topic {owner_topic}",
-                 "orphan": "orphan (no managed ledger lists it"
-                           + (f"; it names {doc['managed_ledger']}" if doc["managed_ledger"] else "") + ")",
-                 "not-pulsar": "not a Pulsar ledger (no Pulsar custom metadata, no managed ledger lists it)",
-                 "schema": f"schema registry ledger of {doc['topic'] or doc['custom_metadata'].get('pulsar/schemaId')}"
-                           + (f", version {doc['schema_version']}" if doc["listed"] else
-                              ": no schema locator names it (an orphan schema ledger; see `pulsar schema check`)"),
-                 "compacted-ledger": f"compacted ledger of topic {doc['topic']} "
-                                     "(by its custom metadata; the __compaction cursor not checked)"}
+        where = {
+            "topic": f"topic {owner_topic}",
+            "cursor": f"cursor {doc['cursor']} of topic {owner_topic}",
+            "orphan": "orphan (no managed ledger lists it"
+            + (f"; it names {doc['managed_ledger']}" if doc["managed_ledger"] else "")
+            + ")",
+            "not-pulsar": "not a Pulsar ledger (no Pulsar custom metadata, no managed ledger lists it)",
+            "schema": f"schema registry ledger of {doc['topic'] or doc['custom_metadata'].get('pulsar/schemaId')}"
+            + (
+                f", version {doc['schema_version']}"
+                if doc["listed"]
+                else ": no schema locator names it (an orphan schema ledger; see `pulsar schema check`)"
+            ),
+            "compacted-ledger": f"compacted ledger of topic {doc['topic']} "
+            "(by its custom metadata; the __compaction cursor not checked)",
+        }
         owner = doc["owner"]
         text = where.get(owner, f"{owner} ledger (by its custom metadata; not checked)")
         app.console.print(f"ledger {ledger_id}: {text}", highlight=False)
@@ -235,9 +311,14 @@ def ledger_owner(app: App, ledger_id):
 
 
 @pulsar.command("orphans")
-@click.option("--older-than", metavar="AGE", default="1h", show_default=True,
-              help="Only ledgers created more than AGE ago (90s, 30m, 1h, 7d): a broker creates a ledger "
-                   "before its managed ledger lists it.")
+@click.option(
+    "--older-than",
+    metavar="AGE",
+    default="1h",
+    show_default=True,
+    help="Only ledgers created more than AGE ago (90s, 30m, 1h, 7d): a broker creates a ledger "
+    "before its managed ledger lists it.",
+)
 @pass_app
 def orphans(app: App, older_than):
     """List every orphan: a ledger Pulsar made for a topic that nothing lists.
@@ -270,16 +351,30 @@ def _show_orphans(app: App, sweep, older_than: str) -> None:
 
     def human(rows):
         if rows:
-            table(app, ["ledger", "managed ledger", "cursor", "state", "entries", "size", "created", "bookies"],
-                  [(r["ledger_id"], r["managed_ledger"] or "", r["cursor"] or "", r["state"],
-                    "" if r["entries"] is None else r["entries"], human_size(r["size"]), r["created"],
-                    ",".join(r["bookies"])) for r in rows])
+            table(
+                app,
+                ["ledger", "managed ledger", "cursor", "state", "entries", "size", "created", "bookies"],
+                [
+                    (
+                        r["ledger_id"],
+                        r["managed_ledger"] or "",
+                        r["cursor"] or "",
+                        r["state"],
+                        "" if r["entries"] is None else r["entries"],
+                        human_size(r["size"]),
+                        r["created"],
+                        ",".join(r["bookies"]),
+                    )
+                    for r in rows
+                ],
+            )
         app.console.print(
             f"{plural(sweep.orphans, 'orphan')} ({human_size(sweep.orphan_bytes)} in closed ones) among "
             f"{plural(sweep.pulsar, 'Pulsar ledger')} of {plural(sweep.checked, 'ledger')}; not judged: "
             f"{sweep.young} younger than {older_than}, {sweep.unchecked} of Pulsar's other components"
             + (f", {sweep.unreadable} whose metadata does not decode" if sweep.unreadable else ""),
-            highlight=False)
+            highlight=False,
+        )
 
     emit_rows(app, sweep, human)
 
@@ -314,18 +409,34 @@ def schema_list(app: App):
     rows = list_schemas(app.store, _base(), bk=lambda: app.bk)
 
     def human(rows):
-        table(app, ["topic", "version", "type", "registered", "ledger", "problem"],
-              [(r["topic"], v["version"], v["type"] or "?", v["timestamp"] or "", v["ledger_id"],
-                v["problem"] or r["problem"] or "") for r in rows for v in (r["versions"] or [{
-                    "version": "", "type": None, "timestamp": None, "ledger_id": "", "problem": None}])])
+        table(
+            app,
+            ["topic", "version", "type", "registered", "ledger", "problem"],
+            [
+                (
+                    r["topic"],
+                    v["version"],
+                    v["type"] or "?",
+                    v["timestamp"] or "",
+                    v["ledger_id"],
+                    v["problem"] or r["problem"] or "",
+                )
+                for r in rows
+                for v in (
+                    r["versions"]
+                    or [{"version": "", "type": None, "timestamp": None, "ledger_id": "", "problem": None}]
+                )
+            ],
+        )
 
     emit_rows(app, rows, human)
 
 
 @schema.command("show")
 @click.argument("name", metavar="TOPIC", shell_complete=complete_topic)
-@click.option("--version", "version", type=click.IntRange(min=0), metavar="N",
-              help="This version (default: the newest).")
+@click.option(
+    "--version", "version", type=click.IntRange(min=0), metavar="N", help="This version (default: the newest)."
+)
 @pass_app
 def schema_show(app: App, name, version):
     """Show one version of TOPIC's schema: type, time, properties, definition.
@@ -351,12 +462,19 @@ def schema_show(app: App, name, version):
         raise CommandError(f"{name}: {exc} (`bkctl pulsar schema check` says what it means)", FAILED) from None
 
     def human():
-        fields(app, [("topic", doc["topic"]), ("schema id", doc["schema_id"]),
-                     ("version", f"{doc['version']} of {', '.join(map(str, doc['versions']))}"),
-                     ("type", doc["type"] + (" (deleted)" if doc["deleted"] else "")),
-                     ("registered", doc["timestamp"] or "?"), ("ledger", doc["ledger_id"]),
-                     ("hash", doc["hash"] + ("" if doc["hash_ok"] else " (does not match the data)"))]
-               + [(f"property {k}", v) for k, v in sorted(doc["properties"].items())])
+        fields(
+            app,
+            [
+                ("topic", doc["topic"]),
+                ("schema id", doc["schema_id"]),
+                ("version", f"{doc['version']} of {', '.join(map(str, doc['versions']))}"),
+                ("type", doc["type"] + (" (deleted)" if doc["deleted"] else "")),
+                ("registered", doc["timestamp"] or "?"),
+                ("ledger", doc["ledger_id"]),
+                ("hash", doc["hash"] + ("" if doc["hash_ok"] else " (does not match the data)")),
+            ]
+            + [(f"property {k}", v) for k, v in sorted(doc["properties"].items())],
+        )
         definition = doc["definition"]
         if isinstance(definition, dict) and isinstance(definition.get("fileDescriptorSet"), list):
             app.console.print(f"root message: {definition.get('rootMessageTypeName')}", highlight=False)
@@ -369,9 +487,14 @@ def schema_show(app: App, name, version):
 
 
 @schema.command("check")
-@click.option("--older-than", metavar="AGE", default="1h", show_default=True,
-              help="Call a schema ledger no locator names an orphan only when created more than AGE ago: a "
-                   "broker writes the ledger before the locator.")
+@click.option(
+    "--older-than",
+    metavar="AGE",
+    default="1h",
+    show_default=True,
+    help="Call a schema ledger no locator names an orphan only when created more than AGE ago: a "
+    "broker writes the ledger before the locator.",
+)
 @pass_app
 def schema_check(app: App, older_than):
     """Find what stops topics loading their schema, and schema ledgers leaked or at risk.
@@ -402,12 +525,18 @@ def schema_check(app: App, older_than):
         for r in rows:
             where = r["topic"] or r["schema_id"] or "no schema id"
             version = "" if r["version"] is None else f" version {r['version']}"
-            app.console.print(f"{r['kind']}: {where}{version}, ledger {r['ledger_id']}: {r['detail']}",
-                              highlight=False, soft_wrap=True)
+            app.console.print(
+                f"{r['kind']}: {where}{version}, ledger {r['ledger_id']}: {r['detail']}",
+                highlight=False,
+                soft_wrap=True,
+            )
             app.console.print(f"  -> {r['consequence']}", highlight=False, soft_wrap=True)
-        app.console.print(f"{plural(len(rows), 'finding')} among {plural(doc['schemas'], 'schema')} and "
-                          f"{plural(doc['schema_ledgers'], 'schema ledger')}; not judged: {doc['young']} younger "
-                          f"than {older_than}", highlight=False)
+        app.console.print(
+            f"{plural(len(rows), 'finding')} among {plural(doc['schemas'], 'schema')} and "
+            f"{plural(doc['schema_ledgers'], 'schema ledger')}; not judged: {doc['young']} younger "
+            f"than {older_than}",
+            highlight=False,
+        )
 
     emit_rows(app, rows, human)
     if rows:

@@ -1,4 +1,5 @@
 """``bkctl bookie rack ...``: the rack map Pulsar brokers and bkctl's placement read."""
+
 from __future__ import annotations
 
 import click
@@ -26,8 +27,12 @@ def rack():
 @click.option("--rack", "rack_name", required=True, metavar="RACK", help="The rack path, e.g. /rack1 or /eu/rack1.")
 @click.option("--group", default="default", show_default=True, help="The rack map group (Pulsar's bookie group).")
 @click.option("--hostname", metavar="HOST", help="The bookie's host name, stored with its rack.")
-@click.option("--allow-unknown-id", "allow_unknown", is_flag=True,
-              help="Accept a BOOKIE that is not registered and has no cookie (a bookie not started yet).")
+@click.option(
+    "--allow-unknown-id",
+    "allow_unknown",
+    is_flag=True,
+    help="Accept a BOOKIE that is not registered and has no cookie (a bookie not started yet).",
+)
 @pass_app
 def rack_set(app: App, bookie_id: str, rack_name: str, group: str, hostname: str | None, allow_unknown: bool):
     """Put BOOKIE in a rack (moving it out of any other group).
@@ -49,8 +54,19 @@ def rack_get(app: App, bookie_id: str):
     from ..ops.racks import get_rack
 
     doc = get_rack(app.store, bookie_id)
-    emit(app, doc, lambda: fields(app, [("bookie", bookie_id), ("rack", doc.get("rack")),
-                                        ("group", doc["group"]), ("hostname", doc.get("hostname"))]))
+    emit(
+        app,
+        doc,
+        lambda: fields(
+            app,
+            [
+                ("bookie", bookie_id),
+                ("rack", doc.get("rack")),
+                ("group", doc["group"]),
+                ("hostname", doc.get("hostname")),
+            ],
+        ),
+    )
 
 
 @rack.command("delete")
@@ -71,6 +87,12 @@ def rack_list(app: App):
     from ..ops.racks import list_racks
 
     rows = list_racks(app.store)
-    emit_rows(app, rows, lambda rows: table(app, ["rack", "bookie", "state", "group", "hostname"],
-                                            ((r["rack"], r["bookie_id"], r["state"], r["group"], r["hostname"])
-                                             for r in rows)))
+    emit_rows(
+        app,
+        rows,
+        lambda rows: table(
+            app,
+            ["rack", "bookie", "state", "group", "hostname"],
+            ((r["rack"], r["bookie_id"], r["state"], r["group"], r["hostname"]) for r in rows),
+        ),
+    )

@@ -1,4 +1,5 @@
 """``bkctl recover`` and ``bkctl decommission``: re-replicate what lost or leaving bookies held."""
+
 from __future__ import annotations
 
 import itertools
@@ -68,19 +69,24 @@ def _show_plan_or_result(app: App, results: Iterable[dict], totals: dict, dry_ru
     rows = _fragment_rows(reasons.passing(results))
     first = next(rows, None)
     if first is not None:
-        stream_table(app, ["ledger", "entries", "lost -> replacement", "count", "status"],
-                     itertools.chain([first], rows))
+        stream_table(
+            app, ["ledger", "entries", "lost -> replacement", "count", "status"], itertools.chain([first], rows)
+        )
     reasons.say(app)
     t = totals
     if dry_run:
-        app.console.print(f"dry run: {_plural(t['planned'], 'ledger')} to recover off {what}, nothing changed"
-                          + (f"; {t['skipped']} skipped" if t["skipped"] else "")
-                          + (f"; {t['failed']} cannot be planned" if t["failed"] else ""))
+        app.console.print(
+            f"dry run: {_plural(t['planned'], 'ledger')} to recover off {what}, nothing changed"
+            + (f"; {t['skipped']} skipped" if t["skipped"] else "")
+            + (f"; {t['failed']} cannot be planned" if t["failed"] else "")
+        )
     else:
-        app.console.print(f"{_plural(t['recovered'], 'ledger')} recovered off {what}, "
-                          f"{_plural(t['entries_copied'], 'entry', 'entries')} copied"
-                          + (f"; {t['skipped']} skipped" if t["skipped"] else "")
-                          + (f"; {t['failed']} FAILED" if t["failed"] else ""))
+        app.console.print(
+            f"{_plural(t['recovered'], 'ledger')} recovered off {what}, "
+            f"{_plural(t['entries_copied'], 'entry', 'entries')} copied"
+            + (f"; {t['skipped']} skipped" if t["skipped"] else "")
+            + (f"; {t['failed']} FAILED" if t["failed"] else "")
+        )
 
 
 def _stream_json(app: App, head: dict, results: Iterable[dict], tail: Callable[[], dict]) -> None:
@@ -214,22 +220,51 @@ class _Reporter:
 
 @click.command()
 @click.argument("bookies", nargs=-1, required=True, metavar="BOOKIE...", shell_complete=complete_bookie_id)
-@click.option("--target", metavar="BOOKIE", shell_complete=complete_bookie_id, help="Copy to this bookie (default: a random writable bookie "
-                                                 "outside each ensemble).")
+@click.option(
+    "--target",
+    metavar="BOOKIE",
+    shell_complete=complete_bookie_id,
+    help="Copy to this bookie (default: a random writable bookie outside each ensemble).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @click.option("--skip-open-ledgers", is_flag=True, help="Leave ledgers that are not closed alone.")
-@click.option("--parallel", type=click.IntRange(1, 64), default=4, show_default=True,
-              help="Ledgers re-replicated at once.")
-@click.option("--ledger", "ledger_id", type=click.IntRange(0), metavar="ID", shell_complete=complete_ledger_id,
-              help="Only this ledger (exit 3 if it does not exist).")
-@click.option("--rate", type=click.FloatRange(min=0), default=0, metavar="BYTES_PER_S",
-              help="At most this many bytes per second written to the replacements (default: no limit).")
-@click.option("--delete-cookie", is_flag=True,
-              help="Afterwards, if every ledger was recovered, delete the bookies' cookies (not with --dry-run).")
+@click.option(
+    "--parallel", type=click.IntRange(1, 64), default=4, show_default=True, help="Ledgers re-replicated at once."
+)
+@click.option(
+    "--ledger",
+    "ledger_id",
+    type=click.IntRange(0),
+    metavar="ID",
+    shell_complete=complete_ledger_id,
+    help="Only this ledger (exit 3 if it does not exist).",
+)
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0),
+    default=0,
+    metavar="BYTES_PER_S",
+    help="At most this many bytes per second written to the replacements (default: no limit).",
+)
+@click.option(
+    "--delete-cookie",
+    is_flag=True,
+    help="Afterwards, if every ledger was recovered, delete the bookies' cookies (not with --dry-run).",
+)
 @click.option("-f", "--force", is_flag=True, help="Do not ask.")
 @pass_app
-def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: bool, skip_open_ledgers: bool,
-            parallel: int, force: bool, ledger_id: int | None = None, rate: float = 0, delete_cookie: bool = False):
+def recover(
+    app: App,
+    bookies: tuple[str, ...],
+    target: str | None,
+    dry_run: bool,
+    skip_open_ledgers: bool,
+    parallel: int,
+    force: bool,
+    ledger_id: int | None = None,
+    rate: float = 0,
+    delete_cookie: bool = False,
+):
     """Re-replicate every entry the given (lost) bookies held (Java's `recover`).
 
     Re-replication copies fragments to other bookies; ledger recovery (fence
@@ -280,15 +315,19 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
     what = ", ".join(bookies)
     live = live_bookies(app.store, check_bookie_ids(bookies))
     if live and not (force or dry_run):
-        raise CommandError(f"{', '.join(live)} {'is' if len(live) == 1 else 'are'} running (registered): "
-                           "stop it first, or give --force to copy its data anyway", CONFLICT)
+        raise CommandError(
+            f"{', '.join(live)} {'is' if len(live) == 1 else 'are'} running (registered): "
+            "stop it first, or give --force to copy its data anyway",
+            CONFLICT,
+        )
     for b in live:
-        click.echo(f"bkctl: warning: bookie {b} is running (registered); its data is copied although it "
-                   "still serves it", err=True)
+        click.echo(
+            f"bkctl: warning: bookie {b} is running (registered); its data is copied although it still serves it",
+            err=True,
+        )
 
     def confirm(ids: list[int]) -> None:
-        confirm_destructive(app, f"Re-replicate {_plural(len(ids), 'ledger')} off {what}?", force,
-                            f"recover {what}")
+        confirm_destructive(app, f"Re-replicate {_plural(len(ids), 'ledger')} off {what}?", force, f"recover {what}")
 
     only = None
     if ledger_id is not None:
@@ -301,11 +340,22 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
     # the cookies' fate, which sorts before the rows, is to be known first, or the shell pretty-prints
     keep = (delete_cookie and not dry_run) or (app.json and app.interactive and app.console.is_terminal)
     try:
-        chunks = rereplicate_stream(app.bk, app.store, bookies, target=target, dry_run=dry_run,
-                                    skip_open=skip_open_ledgers, parallel=parallel, confirm=confirm,
-                                    on_start=reporter.start, on_ledger=reporter.ledger, on_entry=reporter.entry,
-                                    ledger_ids=only, rate=rate,
-                                    progress=lambda: app.walk_progress("finding the ledgers on " + what))
+        chunks = rereplicate_stream(
+            app.bk,
+            app.store,
+            bookies,
+            target=target,
+            dry_run=dry_run,
+            skip_open=skip_open_ledgers,
+            parallel=parallel,
+            confirm=confirm,
+            on_start=reporter.start,
+            on_ledger=reporter.ledger,
+            on_entry=reporter.entry,
+            ledger_ids=only,
+            rate=rate,
+            progress=lambda: app.walk_progress("finding the ledgers on " + what),
+        )
         next(chunks)  # the checks, the walk and the question: refused before any output
 
         def results() -> Iterator[dict]:
@@ -314,19 +364,23 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
                 yield from chunk
 
         if keep:
-            doc = summary(list(bookies), list(results()), dry_run=dry_run, target=target,
-                          skip_open=skip_open_ledgers)
+            doc = summary(list(bookies), list(results()), dry_run=dry_run, target=target, skip_open=skip_open_ledgers)
         elif app.json:
-            _stream_json(app, {"bookies": list(bookies), "dry_run": dry_run}, results(),
-                         lambda: {"skip_open_ledgers": skip_open_ledgers, "target": target, "totals": totals})
+            _stream_json(
+                app,
+                {"bookies": list(bookies), "dry_run": dry_run},
+                results(),
+                lambda: {"skip_open_ledgers": skip_open_ledgers, "target": target, "totals": totals},
+            )
         else:
             _show_plan_or_result(app, results(), totals, dry_run, what)
     finally:
         reporter.stop()
     if keep:
         if delete_cookie and not dry_run:
-            doc["cookies"] = ({} if doc["totals"]["failed"] or doc["totals"]["skipped"]
-                              else delete_cookies(app.store, doc["bookies"]))
+            doc["cookies"] = (
+                {} if doc["totals"]["failed"] or doc["totals"]["skipped"] else delete_cookies(app.store, doc["bookies"])
+            )
 
         def human():
             _show_plan_or_result(app, doc["ledgers"], doc["totals"], dry_run, what)
@@ -343,18 +397,34 @@ def recover(app: App, bookies: tuple[str, ...], target: str | None, dry_run: boo
 
 @click.command()
 @click.argument("bookie", metavar="BOOKIE", shell_complete=complete_down_bookie_id)
-@click.option("--daemons/--no-daemons", "daemons", default=None,
-              help="Let the autorecovery daemons copy (default when autorecovery is enabled and an auditor is "
-                   "elected), or copy from this process.")
-@click.option("--wait", type=click.FloatRange(min=0), default=3600, show_default=True, metavar="SECONDS",
-              help="With the daemons: how long to wait for them to move every ledger.")
+@click.option(
+    "--daemons/--no-daemons",
+    "daemons",
+    default=None,
+    help="Let the autorecovery daemons copy (default when autorecovery is enabled and an auditor is "
+    "elected), or copy from this process.",
+)
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=3600,
+    show_default=True,
+    metavar="SECONDS",
+    help="With the daemons: how long to wait for them to move every ledger.",
+)
 @click.option("--dry-run", is_flag=True, help="Make every check and show what would be re-replicated; change nothing.")
-@click.option("--parallel", type=click.IntRange(1, 64), default=8, show_default=True,
-              help="Without the daemons: ledgers re-replicated at once.")
+@click.option(
+    "--parallel",
+    type=click.IntRange(1, 64),
+    default=8,
+    show_default=True,
+    help="Without the daemons: ledgers re-replicated at once.",
+)
 @click.option("-f", "--force", is_flag=True, help="Do not ask.")
 @pass_app
-def decommission(app: App, bookie: str, daemons: bool | None, wait: float, dry_run: bool, force: bool,
-                 parallel: int = 8):
+def decommission(
+    app: App, bookie: str, daemons: bool | None, wait: float, dry_run: bool, force: bool, parallel: int = 8
+):
     """Retire a stopped bookie: move its data off, then delete its cookie.
 
     The bookie must not be registered (exit 4: stop it first; one that is
@@ -394,14 +464,30 @@ def decommission(app: App, bookie: str, daemons: bool | None, wait: float, dry_r
     from ..ops.recovery import decommission as run
 
     def confirm(ids: list[int]) -> None:
-        confirm_destructive(app, f"Move {_plural(len(ids), 'ledger')} off {bookie} and delete its cookie?", force,
-                            f"decommission {bookie}")
+        confirm_destructive(
+            app,
+            f"Move {_plural(len(ids), 'ledger')} off {bookie} and delete its cookie?",
+            force,
+            f"decommission {bookie}",
+        )
 
     reporter = _Reporter(app, f"decommissioning {bookie}", lines=True)
     try:
-        doc = run(app.bk, app.store, bookie, confirm=confirm, on_start=reporter.start,
-                  on_ledger=reporter.ledger, on_entry=reporter.entry, on_note=reporter.note, use_daemons=daemons,
-                  timeout=wait, dry_run=dry_run, parallel=parallel, progress=lambda: app.walk_progress(f"finding the ledgers on {bookie}"))
+        doc = run(
+            app.bk,
+            app.store,
+            bookie,
+            confirm=confirm,
+            on_start=reporter.start,
+            on_ledger=reporter.ledger,
+            on_entry=reporter.entry,
+            on_note=reporter.note,
+            use_daemons=daemons,
+            timeout=wait,
+            dry_run=dry_run,
+            parallel=parallel,
+            progress=lambda: app.walk_progress(f"finding the ledgers on {bookie}"),
+        )
     finally:
         reporter.stop()
     if dry_run:
@@ -410,11 +496,19 @@ def decommission(app: App, bookie: str, daemons: bool | None, wait: float, dry_r
     if doc["error"]:
         emit(app, doc, lambda: _show_left(app, doc))
         raise CommandError(doc["error"], FAILED)
-    copied = ("by the autorecovery daemons" if doc["mode"] == "autorecovery"
-              else f"{_plural(doc['entries_copied'], 'entry', 'entries')} copied")
-    emit(app, doc, lambda: app.console.print(
-        f"bookie {bookie} decommissioned: {_plural(len(doc['ledgers']), 'ledger')} moved, {copied}; "
-        f"cookie {'deleted' if doc['cookie_deleted'] else 'not found'}"))
+    copied = (
+        "by the autorecovery daemons"
+        if doc["mode"] == "autorecovery"
+        else f"{_plural(doc['entries_copied'], 'entry', 'entries')} copied"
+    )
+    emit(
+        app,
+        doc,
+        lambda: app.console.print(
+            f"bookie {bookie} decommissioned: {_plural(len(doc['ledgers']), 'ledger')} moved, {copied}; "
+            f"cookie {'deleted' if doc['cookie_deleted'] else 'not found'}"
+        ),
+    )
 
 
 def _show_left(app: App, doc: dict) -> None:
@@ -436,13 +530,18 @@ def _show_decommission_plan(app: App, doc: dict) -> None:
         if doc["mode"] == "autorecovery":
             if doc["ledgers"]:
                 stream_table(app, ["ledger", "status"], ((r["ledger_id"], r["status"]) for r in doc["ledgers"]))
-            app.console.print(f"dry run: {n} to move off {doc['bookie_id']} by the autorecovery daemons, then "
-                              "its cookie deleted; nothing changed")
+            app.console.print(
+                f"dry run: {n} to move off {doc['bookie_id']} by the autorecovery daemons, then "
+                "its cookie deleted; nothing changed"
+            )
             return
         if doc["ledgers"]:
-            stream_table(app, ["ledger", "entries", "lost -> replacement", "count", "status"],
-                         _fragment_rows(doc["ledgers"]))
-        app.console.print(f"dry run: {n} to re-replicate off {doc['bookie_id']} from this process, then its "
-                          "cookie deleted; nothing changed")
+            stream_table(
+                app, ["ledger", "entries", "lost -> replacement", "count", "status"], _fragment_rows(doc["ledgers"])
+            )
+        app.console.print(
+            f"dry run: {n} to re-replicate off {doc['bookie_id']} from this process, then its "
+            "cookie deleted; nothing changed"
+        )
 
     emit(app, doc, human)

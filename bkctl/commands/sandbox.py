@@ -3,6 +3,7 @@
 The callbacks only parse options and print; the work is done by
 :mod:`bkctl.sandbox.cluster`, imported on use so ``bkctl --help`` stays fast.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,14 @@ import click
 DEFAULT_DIR = ".bkctl-sandbox"  # same as bkctl.sandbox.state.DEFAULT_DIR
 
 _dir_option = click.option(
-    "--dir", "directory", default=DEFAULT_DIR, show_default=True, metavar="DIR",
-    type=click.Path(file_okay=False), help="Sandbox directory (state file, logs and data).")
+    "--dir",
+    "directory",
+    default=DEFAULT_DIR,
+    show_default=True,
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Sandbox directory (state file, logs and data).",
+)
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 
 
@@ -71,27 +78,59 @@ def sandbox() -> None:
 
 
 @sandbox.command("up")
-@click.option("--bookies", "-n", type=click.IntRange(min=0), default=3, show_default=True,
-              help="Number of bookies to run.")
+@click.option(
+    "--bookies", "-n", type=click.IntRange(min=0), default=3, show_default=True, help="Number of bookies to run."
+)
 @_dir_option
-@click.option("--zk-port", type=click.IntRange(1, 65535), default=None, metavar="PORT",
-              help="ZooKeeper client port (default: a free port).")
-@click.option("--zk-heap", "zk_heap", type=click.IntRange(min=64), default=None, metavar="MIB",
-              help="Java heap of the ZooKeeper it starts, in MiB (default 256, or what it was last started "
-                   "with); about 1 KiB a ledger znode, so a cluster of a million ledgers wants 2048 or more.")
-@click.option("--autorecovery/--no-autorecovery", default=None,
-              help="Run the autorecovery daemon inside every bookie started (autoRecoveryDaemonEnabled=true); "
-                   "remembered for later `up`s. Bookies already running keep their setting.")
-@click.option("--tls/--no-tls", default=None,
-              help="Bookies that speak only TLS, with a throw-away CA and certificate made in <dir>/tls; the "
-                   "CA's path is printed (--json: tls.ca) for `bkctl --tls-ca`. Remembered like --autorecovery.")
-@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
-              help="A bk_server.conf setting for every bookie started, checked by bookied's schema (repeatable; "
-                   "KEY= forgets one). Remembered like --autorecovery; bookies already running keep theirs.")
+@click.option(
+    "--zk-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    metavar="PORT",
+    help="ZooKeeper client port (default: a free port).",
+)
+@click.option(
+    "--zk-heap",
+    "zk_heap",
+    type=click.IntRange(min=64),
+    default=None,
+    metavar="MIB",
+    help="Java heap of the ZooKeeper it starts, in MiB (default 256, or what it was last started "
+    "with); about 1 KiB a ledger znode, so a cluster of a million ledgers wants 2048 or more.",
+)
+@click.option(
+    "--autorecovery/--no-autorecovery",
+    default=None,
+    help="Run the autorecovery daemon inside every bookie started (autoRecoveryDaemonEnabled=true); "
+    "remembered for later `up`s. Bookies already running keep their setting.",
+)
+@click.option(
+    "--tls/--no-tls",
+    default=None,
+    help="Bookies that speak only TLS, with a throw-away CA and certificate made in <dir>/tls; the "
+    "CA's path is printed (--json: tls.ca) for `bkctl --tls-ca`. Remembered like --autorecovery.",
+)
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A bk_server.conf setting for every bookie started, checked by bookied's schema (repeatable; "
+    "KEY= forgets one). Remembered like --autorecovery; bookies already running keep theirs.",
+)
 @_json_option
 @click.pass_context
-def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, zk_heap: int | None,
-       autorecovery: bool | None, tls: bool | None, settings: tuple[str, ...], as_json: bool) -> None:
+def up(
+    ctx: click.Context,
+    bookies: int,
+    directory: str,
+    zk_port: int | None,
+    zk_heap: int | None,
+    autorecovery: bool | None,
+    tls: bool | None,
+    settings: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Start ZooKeeper (or reuse the running one), initialise the cluster, start the bookies.
 
     Each bookie gets an HTTP admin on a free 127.0.0.1 port (shown here and
@@ -114,8 +153,17 @@ def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, zk
 
     as_json = _wants_json(ctx, as_json)
     extra = _run(parse_settings, settings)
-    result = _run(cluster.sandbox_up, directory, bookies, zk_port, progress=_progress(ctx, as_json),
-                  autorecovery=autorecovery, tls=tls, settings=extra, zk_heap_mb=zk_heap)
+    result = _run(
+        cluster.sandbox_up,
+        directory,
+        bookies,
+        zk_port,
+        progress=_progress(ctx, as_json),
+        autorecovery=autorecovery,
+        tls=tls,
+        settings=extra,
+        zk_heap_mb=zk_heap,
+    )
     if as_json:
         _emit(result)
         _refuse_failed(result)
@@ -124,8 +172,10 @@ def up(ctx: click.Context, bookies: int, directory: str, zk_port: int | None, zk
     click.echo(f"sandbox     {result['dir']}")
     click.echo(f"zookeeper   127.0.0.1:{zk['port']} (pid {zk['pid']}, {zk['heap_mb']} MiB heap)")
     for r in result.get("retired") or []:
-        click.echo(f"retired     {r['bookie_id']} (decommissioned: its slot is dropped, its directory moved to "
-                   f"{r['moved_to']})")
+        click.echo(
+            f"retired     {r['bookie_id']} (decommissioned: its slot is dropped, its directory moved to "
+            f"{r['moved_to']})"
+        )
     for b in result["bookies"]:
         click.echo(f"bookie      {b['bookie_id']} (pid {b['pid']}" + _http_text(b) + ")")
     if result.get("autorecovery"):
@@ -151,8 +201,9 @@ def _refuse_failed(result: dict) -> None:
     for f in failed:
         click.echo(f"bkctl: error: bookie {f['bookie_id'] or f['index']} did not start: {f['error']}", err=True)
     if failed:
-        raise SandboxCommandError(f"{len(failed)} bookie{'s' if len(failed) > 1 else ''} did not start (see above); "
-                                  "the others run", FAILED)
+        raise SandboxCommandError(
+            f"{len(failed)} bookie{'s' if len(failed) > 1 else ''} did not start (see above); the others run", FAILED
+        )
 
 
 @sandbox.command("status")

@@ -1,4 +1,5 @@
 """``bkctl shell``: the interactive shell (the work is done by the top-level ``shell`` package)."""
+
 from __future__ import annotations
 
 import click
@@ -34,10 +35,12 @@ Shell commands:
 
 
 @click.command("shell", help=_HELP)
-@click.option("-m", "--metadata-uri", metavar="URI",
-              help="Metadata service URI for the session (instead of bkctl's -m).")
-@click.option("--cluster", metavar="NAME", shell_complete=complete_cluster,
-              help="A cluster named in ~/.config/bkctl/config.toml.")
+@click.option(
+    "-m", "--metadata-uri", metavar="URI", help="Metadata service URI for the session (instead of bkctl's -m)."
+)
+@click.option(
+    "--cluster", metavar="NAME", shell_complete=complete_cluster, help="A cluster named in ~/.config/bkctl/config.toml."
+)
 @click.pass_context
 def shell(ctx: click.Context, metadata_uri: str | None, cluster: str | None):
     from bkctl.shell.repl import Shell

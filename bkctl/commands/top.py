@@ -1,4 +1,5 @@
 """``bkctl top``: the cluster's bookies, live, full screen (bkctl.ops.top, bkctl.top_screen)."""
+
 from __future__ import annotations
 
 import sys
@@ -13,16 +14,40 @@ from . import pass_app
 
 
 @click.command("top")
-@click.option("-n", "--interval", type=click.FloatRange(0.2), default=1.0, show_default=True, metavar="SECONDS",
-              help="Seconds between refreshes.")
-@click.option("--once", is_flag=True,
-              help="Print one frame and exit (rates over one interval); with --json the data instead.")
-@click.option("--sort", type=click.Choice(list(SORTS)), default="bookie", show_default=True,
-              help="The column to sort by first (the s key changes it).")
-@click.option("--filter", "filter_text", metavar="TEXT", default="",
-              help="Only bookies whose id, state or rack contains TEXT (the / key changes it).")
-@click.option("--http-timeout", type=click.FloatRange(0.1), default=0.8, show_default=True, metavar="SECONDS",
-              help="How long to wait for each bookie's HTTP admin per refresh.")
+@click.option(
+    "-n",
+    "--interval",
+    type=click.FloatRange(0.2),
+    default=1.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds between refreshes.",
+)
+@click.option(
+    "--once", is_flag=True, help="Print one frame and exit (rates over one interval); with --json the data instead."
+)
+@click.option(
+    "--sort",
+    type=click.Choice(list(SORTS)),
+    default="bookie",
+    show_default=True,
+    help="The column to sort by first (the s key changes it).",
+)
+@click.option(
+    "--filter",
+    "filter_text",
+    metavar="TEXT",
+    default="",
+    help="Only bookies whose id, state or rack contains TEXT (the / key changes it).",
+)
+@click.option(
+    "--http-timeout",
+    type=click.FloatRange(0.1),
+    default=0.8,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long to wait for each bookie's HTTP admin per refresh.",
+)
 @pass_app
 def top(app: App, interval: float, once: bool, sort: str, filter_text: str, http_timeout: float):
     """The cluster's bookies, live, in the spirit of htop.
@@ -60,16 +85,24 @@ def top(app: App, interval: float, once: bool, sort: str, filter_text: str, http
     started = time.monotonic()
     # ZooKeeper is read in threads of its own: a live view waits for it a moment per refresh,
     # --once as long as --timeout says
-    collector = TopCollector(lambda: app.store, timeout=http_timeout,
-                             zk_wait=app.zk_timeout if once else min(1.0, interval),
-                             zk_grace=app.zk_timeout if once else max(2.0, 2 * interval))
+    collector = TopCollector(
+        lambda: app.store,
+        timeout=http_timeout,
+        zk_wait=app.zk_timeout if once else min(1.0, interval),
+        zk_grace=app.zk_timeout if once else max(2.0, 2 * interval),
+    )
     title = app.cluster_name or app.metadata_uri or ""
     if not once:
         from ..top_screen import ViewState, run_live
         from rich.console import Console
 
-        run_live(collector, Console(no_color=not app.color, highlight=False), interval, title,
-                 ViewState(sort=sort, filter=filter_text))
+        run_live(
+            collector,
+            Console(no_color=not app.color, highlight=False),
+            interval,
+            title,
+            ViewState(sort=sort, filter=filter_text),
+        )
         return
     try:
         snapshot = collector.snapshot()  # a first scrape: the rates are over the next interval
@@ -90,9 +123,12 @@ def top(app: App, interval: float, once: bool, sort: str, filter_text: str, http
             from rich.console import Console
 
             console = Console(width=200, no_color=True, highlight=False)
-        console.print(render(snapshot, ViewState(sort=sort, filter=filter_text, interval=interval, title=title),
-                             live=False))
+        console.print(
+            render(snapshot, ViewState(sort=sort, filter=filter_text, interval=interval, title=title), live=False)
+        )
     zookeeper = snapshot["zookeeper"]
     if zookeeper["state"] != "ok":
-        raise CommandError(f"ZooKeeper is not answering: {zookeeper['error']}; the bookies shown, if any, were "
-                           "read over HTTP only", UNREACHABLE)
+        raise CommandError(
+            f"ZooKeeper is not answering: {zookeeper['error']}; the bookies shown, if any, were read over HTTP only",
+            UNREACHABLE,
+        )

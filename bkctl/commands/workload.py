@@ -1,5 +1,6 @@
 """``bkctl simpletest`` and ``bkctl bench``: test ledgers written, read back and
 deleted, to check a cluster works and to measure it."""
+
 from __future__ import annotations
 
 import click
@@ -12,24 +13,27 @@ from . import pass_app
 
 def _quorum_options(f):
     """-e/-w/-a with BookKeeper's defaults 3/2/2."""
-    f = click.option("-a", "--ack-quorum", type=click.IntRange(1), default=2, show_default=True,
-                     help="Ack quorum.")(f)
-    f = click.option("-w", "--write-quorum", type=click.IntRange(1), default=2, show_default=True,
-                     help="Write quorum.")(f)
-    return click.option("-e", "--ensemble", type=click.IntRange(1), default=3, show_default=True,
-                        help="Ensemble size.")(f)
+    f = click.option("-a", "--ack-quorum", type=click.IntRange(1), default=2, show_default=True, help="Ack quorum.")(f)
+    f = click.option(
+        "-w", "--write-quorum", type=click.IntRange(1), default=2, show_default=True, help="Write quorum."
+    )(f)
+    return click.option(
+        "-e", "--ensemble", type=click.IntRange(1), default=3, show_default=True, help="Ensemble size."
+    )(f)
 
 
 @click.command()
 @_quorum_options
-@click.option("-n", "--entries", type=click.IntRange(0), default=100, show_default=True,
-              help="Entries to write.")
-@click.option("--bookie", metavar="BOOKIE", shell_complete=complete_bookie_id,
-              help="Test this one writable bookie alone (ensemble, write and ack quorum 1; exit 3 if it is not "
-                   "registered, 4 if it is read-only).")
+@click.option("-n", "--entries", type=click.IntRange(0), default=100, show_default=True, help="Entries to write.")
+@click.option(
+    "--bookie",
+    metavar="BOOKIE",
+    shell_complete=complete_bookie_id,
+    help="Test this one writable bookie alone (ensemble, write and ack quorum 1; exit 3 if it is not "
+    "registered, 4 if it is read-only).",
+)
 @pass_app
-def simpletest(app: App, ensemble: int, write_quorum: int, ack_quorum: int, entries: int,
-               bookie: str | None = None):
+def simpletest(app: App, ensemble: int, write_quorum: int, ack_quorum: int, entries: int, bookie: str | None = None):
     """Write, read back, close, reopen, read and delete a test ledger.
 
     BookKeeper's simpletest: a CRC32C ledger with an empty password and
@@ -56,20 +60,31 @@ def simpletest(app: App, ensemble: int, write_quorum: int, ack_quorum: int, entr
         if bookie not in app.store.registration.writable_bookies():
             raise CommandError(f"bookie {bookie} is not registered", NOT_FOUND)
         ensemble = write_quorum = ack_quorum = 1
-    doc = run(app.bk, ensemble, write_quorum, ack_quorum, entries,
-              on_step=lambda s: app.info(f"{s}...") if app.verbose else None, bookie=bookie)
-    emit(app, doc, lambda: app.console.print(
-        f"simpletest OK: {entries} entries written to ledger {doc['ledger_id']} "
-        f"({ensemble}/{write_quorum}/{ack_quorum} on {', '.join(doc['bookies'])}) in {doc['write_seconds']:.3f}s,"
-        f" read back, closed, reopened, read in {doc['read_seconds']:.3f}s, deleted"))
+    doc = run(
+        app.bk,
+        ensemble,
+        write_quorum,
+        ack_quorum,
+        entries,
+        on_step=lambda s: app.info(f"{s}...") if app.verbose else None,
+        bookie=bookie,
+    )
+    emit(
+        app,
+        doc,
+        lambda: app.console.print(
+            f"simpletest OK: {entries} entries written to ledger {doc['ledger_id']} "
+            f"({ensemble}/{write_quorum}/{ack_quorum} on {', '.join(doc['bookies'])}) in {doc['write_seconds']:.3f}s,"
+            f" read back, closed, reopened, read in {doc['read_seconds']:.3f}s, deleted"
+        ),
+    )
 
 
 @click.command()
 @_quorum_options
 @click.option("--size", type=click.IntRange(1), default=100, show_default=True, help="Entry size in bytes.")
 @click.option("--entries", type=click.IntRange(1), default=10000, show_default=True, help="Entries to write.")
-@click.option("--inflight", type=click.IntRange(1), default=256, show_default=True,
-              help="Adds outstanding at once.")
+@click.option("--inflight", type=click.IntRange(1), default=256, show_default=True, help="Adds outstanding at once.")
 @pass_app
 def bench(app: App, ensemble: int, write_quorum: int, ack_quorum: int, size: int, entries: int, inflight: int):
     """Measure add and read throughput and add latency through the Python client.
@@ -101,18 +116,25 @@ def bench(app: App, ensemble: int, write_quorum: int, ack_quorum: int, size: int
             bar.advance(added % step)
 
     with app.progress(entries * 2, "bench") as bar:
-        doc = run(app.bk, ensemble, write_quorum, ack_quorum, size, entries, inflight,
-                  on_add=on_add, on_read=bar.advance)
+        doc = run(
+            app.bk, ensemble, write_quorum, ack_quorum, size, entries, inflight, on_add=on_add, on_read=bar.advance
+        )
 
     def human():
         a, r, lat = doc["add"], doc["read"], doc["add"]["latency_ms"]
-        fields(app, [
-            ("ledger", f"{doc['ledger_id']} ({ensemble}/{write_quorum}/{ack_quorum}, deleted)"),
-            ("entries", f"{entries} x {size} bytes, {inflight} in flight"),
-            ("adds", f"{a['entries_per_second']:,.0f}/s  {a['mb_per_second']:.2f} MB/s  ({a['seconds']:.2f}s)"),
-            ("add latency", f"mean {lat['mean']:.2f} ms  p50 {lat['p50']:.2f}  p99 {lat['p99']:.2f}  "
-                            f"p99.9 {lat['p999']:.2f}  max {lat['max']:.2f}"),
-            ("reads", f"{r['entries_per_second']:,.0f}/s  {r['mb_per_second']:.2f} MB/s  ({r['seconds']:.2f}s)"),
-        ])
+        fields(
+            app,
+            [
+                ("ledger", f"{doc['ledger_id']} ({ensemble}/{write_quorum}/{ack_quorum}, deleted)"),
+                ("entries", f"{entries} x {size} bytes, {inflight} in flight"),
+                ("adds", f"{a['entries_per_second']:,.0f}/s  {a['mb_per_second']:.2f} MB/s  ({a['seconds']:.2f}s)"),
+                (
+                    "add latency",
+                    f"mean {lat['mean']:.2f} ms  p50 {lat['p50']:.2f}  p99 {lat['p99']:.2f}  "
+                    f"p99.9 {lat['p999']:.2f}  max {lat['max']:.2f}",
+                ),
+                ("reads", f"{r['entries_per_second']:,.0f}/s  {r['mb_per_second']:.2f} MB/s  ({r['seconds']:.2f}s)"),
+            ],
+        )
 
     emit(app, doc, human)

@@ -11,14 +11,26 @@ is one line here (and, for a topic, its value in the reader).
 
 Importing this module loads neither pyarrow nor pyspark.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS, Column
 
-__all__ = ["LEDGER_COLUMNS", "PAYLOAD_TEXT", "TOPIC_COLUMNS", "Column", "arrow_schema", "arrow_type", "ddl",
-           "file_schema", "manifest_columns", "spark_schema", "spark_type"]
+__all__ = [
+    "LEDGER_COLUMNS",
+    "PAYLOAD_TEXT",
+    "TOPIC_COLUMNS",
+    "Column",
+    "arrow_schema",
+    "arrow_type",
+    "ddl",
+    "file_schema",
+    "manifest_columns",
+    "spark_schema",
+    "spark_type",
+]
 
 LEDGER_COLUMNS: tuple[Column, ...] = (
     Column("ledger_id", "long"),
@@ -35,15 +47,21 @@ TOPIC_COLUMNS: tuple[Column, ...] = MESSAGE_COLUMNS
 #: The column ``--decode utf8`` adds at the end of the files (the payload as text).
 PAYLOAD_TEXT = Column("payload_text", "string")
 
-_SPARK_NAMES = {"long": "LongType", "int": "IntegerType", "string": "StringType", "binary": "BinaryType",
-                "boolean": "BooleanType", "timestamp": "TimestampType"}
+_SPARK_NAMES = {
+    "long": "LongType",
+    "int": "IntegerType",
+    "string": "StringType",
+    "binary": "BinaryType",
+    "boolean": "BooleanType",
+    "timestamp": "TimestampType",
+}
 
 
 def _inner(ddl_type: str, outer: str) -> list[str] | None:
     """The type arguments of ``outer<...>`` (None when ``ddl_type`` is not one)."""
     if not (ddl_type.startswith(outer + "<") and ddl_type.endswith(">")):
         return None
-    return [part.strip() for part in ddl_type[len(outer) + 1:-1].split(",")]
+    return [part.strip() for part in ddl_type[len(outer) + 1 : -1].split(",")]
 
 
 def arrow_type(ddl_type):
@@ -53,8 +71,14 @@ def arrow_type(ddl_type):
 
     if not isinstance(ddl_type, str):
         return ddl_type
-    simple = {"long": pa.int64(), "int": pa.int32(), "string": pa.string(), "binary": pa.binary(),
-              "boolean": pa.bool_(), "timestamp": pa.timestamp("us", tz="UTC")}
+    simple = {
+        "long": pa.int64(),
+        "int": pa.int32(),
+        "string": pa.string(),
+        "binary": pa.binary(),
+        "boolean": pa.bool_(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+    }
     if ddl_type in simple:
         return simple[ddl_type]
     if (args := _inner(ddl_type, "map")) is not None:
@@ -97,12 +121,14 @@ def spark_schema(columns: Sequence[Column]):
 
 def ddl(columns: Sequence[Column]) -> str:
     """The rows' schema as Spark SQL DDL (``ledger_id long, entry_id long, ...``)."""
-    return ", ".join(f"{c.name} {c.type if isinstance(c.type, str) else spark_type(c.type).simpleString()}"
-                     for c in columns)
+    return ", ".join(
+        f"{c.name} {c.type if isinstance(c.type, str) else spark_type(c.type).simpleString()}" for c in columns
+    )
 
 
-def file_columns(columns: Sequence[Column], partition_columns: Sequence[str] = (),
-                 decode: str | None = None) -> list[Column]:
+def file_columns(
+    columns: Sequence[Column], partition_columns: Sequence[str] = (), decode: str | None = None
+) -> list[Column]:
     """The columns inside an export's files: the table's less its partition
     folders, plus ``payload_text`` with ``decode="utf8"``."""
     inside = [c for c in columns if c.name not in partition_columns]

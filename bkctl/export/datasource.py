@@ -78,6 +78,7 @@ never past the last entry of a closed ledger nor the LAC of an open one.
 The executors need ``pip install 'bkctl[spark]'`` and must reach ZooKeeper
 and the bookies under the addresses the cluster publishes.
 """
+
 from __future__ import annotations
 
 import weakref
@@ -96,8 +97,15 @@ from .source import SourcePlan
 from .topic_planning import TopicSpec
 from .topic_source import TopicSource
 
-__all__ = ["BookKeeperDataSource", "ReadOptions", "SparkSourceReader", "TaskPartition", "data_source_options",
-           "register", "source_frame"]
+__all__ = [
+    "BookKeeperDataSource",
+    "ReadOptions",
+    "SparkSourceReader",
+    "TaskPartition",
+    "data_source_options",
+    "register",
+    "source_frame",
+]
 
 #: the SparkSessions the ``bookkeeper`` format was registered with (by identity, not kept alive)
 _registered: "weakref.WeakSet" = weakref.WeakSet()
@@ -170,36 +178,50 @@ class ReadOptions:
         ledgers = opts.get("ledgers")
         topic = opts.get("topic")
         if self.plan_json is None and not ledgers and not topic:
-            raise SpecError("the bookkeeper data source needs option ledgers (\"all\" or ids like 1,2,5-9)")
+            raise SpecError('the bookkeeper data source needs option ledgers ("all" or ids like 1,2,5-9)')
         self.split_entries = _int("splitEntries", opts.get("splitentries"), planning.DEFAULT_SPLIT_ENTRIES)
         protocol = str(opts.get("protocol") or "v3").lower()
         if protocol not in ("v2", "v3"):
             raise SpecError(f"option protocol must be v2 or v3, not {protocol!r}")
         password = opts.get("password")
         self.settings = ReadSettings(
-            str(uri), protocol=protocol,
+            str(uri),
+            protocol=protocol,
             read_timeout=_float("readTimeout", opts.get("readtimeout"), DEFAULT_READ_TIMEOUT),
             read_window=_int("readWindow", opts.get("readwindow"), DEFAULT_READ_WINDOW),
             batch_size=_int("batchSize", opts.get("batchsize"), DEFAULT_BATCH_SIZE),
             password=None if password is None else str(password).encode("utf-8"),
-            zk_security=_zk_security(opts.get("zksecurity")), bookie_tls=_bookie_tls(opts.get("bookietls")))
+            zk_security=_zk_security(opts.get("zksecurity")),
+            bookie_tls=_bookie_tls(opts.get("bookietls")),
+        )
         if topic:
-            self.source: LedgerSource | TopicSource = TopicSource(TopicSpec(
-                topic=str(topic), subscription=opts.get("subscription"),
-                unacked_only=_bool("unackedOnly", opts.get("unackedonly"), False),
-                from_ms=_time(opts.get("from")), to_ms=_time(opts.get("to")),
-                skip_missing=_bool("skipMissing", opts.get("skipmissing"), False),
-                on_corrupt=str(opts.get("oncorrupt") or "row").lower(), managed_ledgers=opts.get("managedledgers"),
-                strict=_bool("strict", opts.get("strict"), False),
-                include_pending=_bool("includePending", opts.get("includepending"), False),
-                raw=_bool("raw", opts.get("raw"), False),
-                schema_version=None if opts.get("schemaversion") in (None, "") else
-                _int("schemaVersion", opts.get("schemaversion"), 0, minimum=0)))
+            self.source: LedgerSource | TopicSource = TopicSource(
+                TopicSpec(
+                    topic=str(topic),
+                    subscription=opts.get("subscription"),
+                    unacked_only=_bool("unackedOnly", opts.get("unackedonly"), False),
+                    from_ms=_time(opts.get("from")),
+                    to_ms=_time(opts.get("to")),
+                    skip_missing=_bool("skipMissing", opts.get("skipmissing"), False),
+                    on_corrupt=str(opts.get("oncorrupt") or "row").lower(),
+                    managed_ledgers=opts.get("managedledgers"),
+                    strict=_bool("strict", opts.get("strict"), False),
+                    include_pending=_bool("includePending", opts.get("includepending"), False),
+                    raw=_bool("raw", opts.get("raw"), False),
+                    schema_version=None
+                    if opts.get("schemaversion") in (None, "")
+                    else _int("schemaVersion", opts.get("schemaversion"), 0, minimum=0),
+                )
+            )
         else:
-            self.source = LedgerSource(LedgerSelection(
-                spec=planning.parse_ledger_spec(ledgers) if ledgers else planning.LedgerSpec(),
-                since_ms=_time(opts.get("since")), until_ms=_time(opts.get("until")),
-                include_open=_bool("includeOpen", opts.get("includeopen"), False)))
+            self.source = LedgerSource(
+                LedgerSelection(
+                    spec=planning.parse_ledger_spec(ledgers) if ledgers else planning.LedgerSpec(),
+                    since_ms=_time(opts.get("since")),
+                    until_ms=_time(opts.get("until")),
+                    include_open=_bool("includeOpen", opts.get("includeopen"), False),
+                )
+            )
 
 
 def _zk_security(text: Any):
@@ -226,8 +248,7 @@ def _bookie_tls(text: Any):
         raise SpecError(f"option bookieTls: {e}") from None
 
 
-def data_source_options(settings: ReadSettings, split_entries: int, plans: list[planning.LedgerPlan]
-                        ) -> dict[str, str]:
+def data_source_options(settings: ReadSettings, split_entries: int, plans: list[planning.LedgerPlan]) -> dict[str, str]:
     """The options that make the data source read exactly ``plans`` with ``settings``."""
     import dataclasses
     import json
@@ -316,11 +337,14 @@ class SparkSourceReader(DataSourceReader):
 
     def __init__(self, options: ReadOptions, schema):
         columns = _typed(options).source.columns
-        if [(f.name, f.dataType) for f in schema.fields] != [(f.name, f.dataType)
-                                                            for f in spark_schema(columns).fields]:
-            raise SpecError(f"the bookkeeper data source has the fixed schema {ddl(columns)}"
-                            f"{' with option topic' if isinstance(options.source, TopicSource) else ''}; "
-                            f"it cannot read {schema.simpleString()}")
+        if [(f.name, f.dataType) for f in schema.fields] != [
+            (f.name, f.dataType) for f in spark_schema(columns).fields
+        ]:
+            raise SpecError(
+                f"the bookkeeper data source has the fixed schema {ddl(columns)}"
+                f"{' with option topic' if isinstance(options.source, TopicSource) else ''}; "
+                f"it cannot read {schema.simpleString()}"
+            )
         self.options = options
 
     def partitions(self) -> list[InputPartition]:

@@ -16,6 +16,7 @@ entry reads):
   driver's metadata store (closed with the reader), in a worker the
   process's.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -25,8 +26,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_BATCH_SIZE", "DEFAULT_READ_TIMEOUT", "DEFAULT_READ_WINDOW", "LedgerRangeError", "LedgerReader",
-           "ReadSettings", "close_process_clients", "new_client", "process_client"]
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_READ_TIMEOUT",
+    "DEFAULT_READ_WINDOW",
+    "LedgerRangeError",
+    "LedgerReader",
+    "ReadSettings",
+    "close_process_clients",
+    "new_client",
+    "process_client",
+]
 
 #: Entries per read batch inside a task (one Arrow record batch each).
 DEFAULT_BATCH_SIZE = 1_000
@@ -69,9 +79,15 @@ def new_client(settings: ReadSettings, metadata: Any = None):
     from bkctl.wire.client.blocking import BlockingBookKeeper
 
     tls = {"tls": settings.bookie_tls} if settings.bookie_tls else {}
-    return BlockingBookKeeper(settings.uri if metadata is None else metadata, protocol=settings.protocol, **tls,
-                              read_timeout=settings.read_timeout, add_timeout=settings.read_timeout,
-                              read_window=settings.read_window, timeout=max(60.0, settings.read_timeout * 6))
+    return BlockingBookKeeper(
+        settings.uri if metadata is None else metadata,
+        protocol=settings.protocol,
+        **tls,
+        read_timeout=settings.read_timeout,
+        add_timeout=settings.read_timeout,
+        read_window=settings.read_window,
+        timeout=max(60.0, settings.read_timeout * 6),
+    )
 
 
 _clients_lock = threading.Lock()
@@ -166,8 +182,9 @@ class LedgerReader:
             if not entries:
                 continue
             if entries[0][0] != expected or entries[-1][0] != expected + len(entries) - 1:
-                raise LedgerRangeError(f"ledger {ledger_id}: expected entries from {expected}, got "
-                                       f"{entries[0][0]}..{entries[-1][0]}")
+                raise LedgerRangeError(
+                    f"ledger {ledger_id}: expected entries from {expected}, got {entries[0][0]}..{entries[-1][0]}"
+                )
             expected += len(entries)
             yield entries
         if expected != last + 1:

@@ -20,6 +20,7 @@ A SparkSession already running in this process is used as it is (and left
 running); otherwise one is made for ``master`` and stopped at the end
 (:mod:`~bkctl.export.spark_session`).
 """
+
 from __future__ import annotations
 
 import os
@@ -83,19 +84,31 @@ class ExportOptions:
         from bkctl.wire.metadata import zksecurity
 
         security = zksecurity.get_default()
-        return ReadSettings(uri, protocol=self.protocol, read_timeout=self.read_timeout,
-                            read_window=self.read_window, batch_size=self.batch_size,
-                            password=None if self.password is None else self.password.encode("utf-8"),
-                            zk_security=None if security == zksecurity.ZKSecurity() else security,
-                            bookie_tls=self.bookie_tls or None)
+        return ReadSettings(
+            uri,
+            protocol=self.protocol,
+            read_timeout=self.read_timeout,
+            read_window=self.read_window,
+            batch_size=self.batch_size,
+            password=None if self.password is None else self.password.encode("utf-8"),
+            zk_security=None if security == zksecurity.ZKSecurity() else security,
+            bookie_tls=self.bookie_tls or None,
+        )
 
     def describe(self, source: ExportSource) -> dict[str, Any]:
         """The options as recorded in the manifest (no password)."""
         return {
-            "partition_by": source.partition_by, "compression": self.compression, "master": self.master,
-            "rows_per_file": self.rows_per_file, "mode": self.mode, "decode": self.decode,
-            "split_entries": self.split_entries, "batch_size": self.batch_size, "protocol": self.protocol,
-            "password_override": self.password is not None, **source.describe(),
+            "partition_by": source.partition_by,
+            "compression": self.compression,
+            "master": self.master,
+            "rows_per_file": self.rows_per_file,
+            "mode": self.mode,
+            "decode": self.decode,
+            "split_entries": self.split_entries,
+            "batch_size": self.batch_size,
+            "protocol": self.protocol,
+            "password_override": self.password is not None,
+            **source.describe(),
         }
 
 
@@ -143,8 +156,16 @@ def _progress_estimate(ranges: list[Any], plans: list[planning.LedgerPlan]):
     return estimate
 
 
-def _write(spark, settings: ReadSettings, staging: str, options: ExportOptions, source: ExportSource,
-           plan: SourcePlan, progress: ProgressCallback | None, only: list[int] | None = None) -> list[dict[str, Any]]:
+def _write(
+    spark,
+    settings: ReadSettings,
+    staging: str,
+    options: ExportOptions,
+    source: ExportSource,
+    plan: SourcePlan,
+    progress: ProgressCallback | None,
+    only: list[int] | None = None,
+) -> list[dict[str, Any]]:
     """Run the tasks of ``plan`` (those numbered ``only``, else all) into
     ``staging`` (in a thread, reporting task progress), then commit their
     files; returns what the tasks reported."""
@@ -155,9 +176,14 @@ def _write(spark, settings: ReadSettings, staging: str, options: ExportOptions, 
 
     sc = spark.sparkContext
     group = f"bkctl-export-{os.getpid()}-{time.monotonic_ns()}"
-    file_options = FileOptions(staging=staging, job=uuid.uuid4().hex, compression=options.compression,
-                               partition_by=source.partition_by, decode=options.decode,
-                               rows_per_file=options.rows_per_file)
+    file_options = FileOptions(
+        staging=staging,
+        job=uuid.uuid4().hex,
+        compression=options.compression,
+        partition_by=source.partition_by,
+        decode=options.decode,
+        rows_per_file=options.rows_per_file,
+    )
     tasks = list(enumerate(plan.tasks)) if only is None else [(i, plan.tasks[i]) for i in only]
     ranges, plans = [t for _, t in tasks], plan.plans
     task = functools.partial(run_task, source, settings, file_options)
@@ -184,7 +210,7 @@ def _write(spark, settings: ReadSettings, staging: str, options: ExportOptions, 
             done = 0
             for job_id in tracker.getJobIdsForGroup(group):
                 job = tracker.getJobInfo(job_id)
-                for stage_id in (job.stageIds if job else []):
+                for stage_id in job.stageIds if job else []:
                     stage = tracker.getStageInfo(stage_id)
                     if stage is not None:
                         done += stage.numCompletedTasks
@@ -202,8 +228,9 @@ def _write(spark, settings: ReadSettings, staging: str, options: ExportOptions, 
         raise error
     commit_files(staging, [r for r in outcome["reports"] if "name" in r])
     if progress is not None:
-        progress(ExportProgress("write", len(ranges), len(ranges), entries_total, entries_total,
-                                len(plans), len(plans)))
+        progress(
+            ExportProgress("write", len(ranges), len(ranges), entries_total, entries_total, len(plans), len(plans))
+        )
     return outcome["reports"]
 
 
@@ -227,13 +254,23 @@ def _files_by_ledger(root) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for rel, ledger_id in leaf_partitions(root).items():
         out.setdefault(ledger_id, []).extend(
-            f"{rel}/{p.relative_to(root / rel).as_posix()}" for p in data_files(root / rel))
+            f"{rel}/{p.relative_to(root / rel).as_posix()}" for p in data_files(root / rel)
+        )
     return out
 
 
-def _manifest(previous: dict[str, Any] | None, options: ExportOptions, source: ExportSource, plan: SourcePlan,
-              written: Written, reports: list[dict[str, Any]], files: dict[int, list[str]], started: float,
-              seconds: float, master: str) -> dict[str, Any]:
+def _manifest(
+    previous: dict[str, Any] | None,
+    options: ExportOptions,
+    source: ExportSource,
+    plan: SourcePlan,
+    written: Written,
+    reports: list[dict[str, Any]],
+    files: dict[int, list[str]],
+    started: float,
+    seconds: float,
+    master: str,
+) -> dict[str, Any]:
     now = utc_iso(int(time.time() * 1000))
     stats = written.stats
     ledgers: dict[str, dict[str, Any]] = {}
@@ -299,8 +336,15 @@ def _manifest(previous: dict[str, Any] | None, options: ExportOptions, source: E
     }
 
 
-def run_export(store, uri: str, source: ExportSource, options: ExportOptions, *,
-               progress: ProgressCallback | None = None, info: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_export(
+    store,
+    uri: str,
+    source: ExportSource,
+    options: ExportOptions,
+    *,
+    progress: ProgressCallback | None = None,
+    info: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Export what ``source`` selects; returns the summary document
     (``out, ledgers, entries, bytes, files, seconds, master`` and more)."""
     started = time.time()
@@ -321,8 +365,17 @@ def run_export(store, uri: str, source: ExportSource, options: ExportOptions, *,
         master = options.master
         reports: list[dict[str, Any]] = []
         if progress is not None:
-            progress(ExportProgress("plan", 0, len(plan.tasks), 0, sum(r.entries for r in plan.tasks),
-                                    len(plan.plans) - len(to_read), len(plan.plans)))
+            progress(
+                ExportProgress(
+                    "plan",
+                    0,
+                    len(plan.tasks),
+                    0,
+                    sum(r.entries for r in plan.tasks),
+                    len(plan.plans) - len(to_read),
+                    len(plan.plans),
+                )
+            )
         if to_read:
             t = time.monotonic()
             say(f"starting Spark ({master})...")
@@ -331,8 +384,10 @@ def run_export(store, uri: str, source: ExportSource, options: ExportOptions, *,
             timings["spark_start"] = time.monotonic() - t
             try:
                 t = time.monotonic()
-                say(f"exporting {sum(p.entries for p in to_read)} entries of {len(to_read)} ledgers "
-                    f"in {len(plan.tasks)} tasks...")
+                say(
+                    f"exporting {sum(p.entries for p in to_read)} entries of {len(to_read)} ledgers "
+                    f"in {len(plan.tasks)} tasks..."
+                )
                 reports = _write(spark, settings, str(out.staging), options, source, plan, progress)
                 timings["write"] = time.monotonic() - t
                 again = source.redo(plan, reports) if hasattr(source, "redo") else []
@@ -340,12 +395,15 @@ def run_export(store, uri: str, source: ExportSource, options: ExportOptions, *,
                     from .writing import remove_files
 
                     t = time.monotonic()
-                    say(f"reading {len(again)} of {len(plan.tasks)} tasks again: they hold messages of a "
+                    say(
+                        f"reading {len(again)} of {len(plan.tasks)} tasks again: they hold messages of a "
                         "transaction that was aborted or is still open, which only the other tasks' entries "
-                        "told...")
+                        "told..."
+                    )
                     remove_files(out.staging, [r for r in reports if r.get("index") in again])
                     reports = [r for r in reports if r.get("index", r.get("task")) not in again] + _write(
-                        spark, settings, str(out.staging), options, source, plan, progress, only=again)
+                        spark, settings, str(out.staging), options, source, plan, progress, only=again
+                    )
                     timings["write_again"] = time.monotonic() - t
             finally:
                 if created:

@@ -9,6 +9,7 @@
 * checking: the rows, first and last entry of each ledger, read back from
   the Parquet footers, against the plan.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -74,8 +75,17 @@ class LedgerBatchBuilder:
         payloads = pa.array([e[1] for e in entries], pa.binary())
         sizes = self.pc.binary_length(payloads)
         return pa.RecordBatch.from_arrays(
-            [self.ledger.slice(0, n), ids, payloads, sizes, self.ctime.slice(0, n), self.state.slice(0, n),
-             self.metadata.slice(0, n)], schema=self.schema)
+            [
+                self.ledger.slice(0, n),
+                ids,
+                payloads,
+                sizes,
+                self.ctime.slice(0, n),
+                self.state.slice(0, n),
+                self.metadata.slice(0, n),
+            ],
+            schema=self.schema,
+        )
 
 
 def read_ledger_range(reader: LedgerReader, task: EntryRange) -> Iterator[Any]:
@@ -135,8 +145,12 @@ class LedgerSource:
     #: the columns that hold one value per ledger; the entry ids, payloads and
     #: sizes are nearly all distinct, and trying a dictionary on them first made
     #: the files 25% larger and no faster
-    dictionary_columns = ("ledger_ctime", "ledger_state", "ledger_metadata.key_value.key",
-                          "ledger_metadata.key_value.value")
+    dictionary_columns = (
+        "ledger_ctime",
+        "ledger_state",
+        "ledger_metadata.key_value.key",
+        "ledger_metadata.key_value.value",
+    )
 
     def __init__(self, selection: LedgerSelection):
         self.selection = selection
@@ -147,8 +161,14 @@ class LedgerSource:
 
     def plan(self, store: Any, reader: LedgerReader, split_entries: int) -> SourcePlan:
         s = self.selection
-        plans, skipped = planning.plan_ledgers(store, s.spec, include_open=s.include_open, since_ms=s.since_ms,
-                                               until_ms=s.until_ms, lac_of=reader.last_add_confirmed)
+        plans, skipped = planning.plan_ledgers(
+            store,
+            s.spec,
+            include_open=s.include_open,
+            since_ms=s.since_ms,
+            until_ms=s.until_ms,
+            lac_of=reader.last_add_confirmed,
+        )
         return SourcePlan(plans, planning.split_ranges(plans, split_entries), skipped)
 
     def read(self, settings: ReadSettings, task: EntryRange, counts: dict[str, Any]) -> Iterator[Any]:
@@ -167,8 +187,10 @@ class LedgerSource:
             if got is None:
                 problems.append(f"ledger {ledger_id}: nothing written, expected {p.entries} entries")
             elif (got["rows"], got["first"], got["last"]) != (p.entries, p.first, p.last):
-                problems.append(f"ledger {ledger_id}: wrote {got['rows']} rows for entries {got['first']}.."
-                                f"{got['last']}, expected {p.entries} for {p.first}..{p.last}")
+                problems.append(
+                    f"ledger {ledger_id}: wrote {got['rows']} rows for entries {got['first']}.."
+                    f"{got['last']}, expected {p.entries} for {p.first}..{p.last}"
+                )
         for ledger_id in sorted(set(stats) - set(wanted)):
             problems.append(f"ledger {ledger_id}: {stats[ledger_id]['rows']} rows written that were not planned")
         if problems:
@@ -183,5 +205,9 @@ class LedgerSource:
 
     def describe(self) -> dict[str, Any]:
         s = self.selection
-        return {"ledgers": str(s.spec), "since": utc_iso(s.since_ms), "until": utc_iso(s.until_ms),
-                "include_open": s.include_open}
+        return {
+            "ledgers": str(s.spec),
+            "since": utc_iso(s.since_ms),
+            "until": utc_iso(s.until_ms),
+            "include_open": s.include_open,
+        }

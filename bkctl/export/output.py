@@ -24,6 +24,7 @@ This works on paths the driver can reach as a local file system (a local
 disk, or a mount shared with the executors); paths with another URI scheme
 are refused.
 """
+
 from __future__ import annotations
 
 import errno
@@ -73,12 +74,13 @@ def local_path(out: str | os.PathLike) -> Path:
     """``out`` as an absolute local path (``file:`` URIs accepted)."""
     text = os.fspath(out)
     if text.startswith("file://"):
-        text = text[len("file://"):]
+        text = text[len("file://") :]
     elif text.startswith("file:"):
-        text = text[len("file:"):]
+        text = text[len("file:") :]
     elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):
-        raise ValueError(f"--out {text}: only local paths (or a mount shared with the executors) are "
-                         "supported, not URIs")
+        raise ValueError(
+            f"--out {text}: only local paths (or a mount shared with the executors) are supported, not URIs"
+        )
     return Path(os.path.abspath(os.path.expanduser(text)))
 
 
@@ -93,8 +95,7 @@ def leaf_partitions(root: Path) -> dict[str, int]:
         if not child.is_dir():
             continue
         if _TOPIC.fullmatch(child.name):
-            leaves.update({f"{child.name}/{rel}": lid for rel, lid in leaf_partitions(child).items()
-                           if "/" in rel})
+            leaves.update({f"{child.name}/{rel}": lid for rel, lid in leaf_partitions(child).items() if "/" in rel})
             continue
         m = _LEAF_LEDGER.fullmatch(child.name)
         if m:
@@ -113,8 +114,11 @@ def data_files(directory: Path) -> Iterator[Path]:
     if not directory.is_dir():
         return
     for path in sorted(directory.rglob("*")):
-        if path.is_file() and not path.name.startswith((".", "_")) and \
-                not any(part.startswith((".", "_")) for part in path.relative_to(directory).parts[:-1]):
+        if (
+            path.is_file()
+            and not path.name.startswith((".", "_"))
+            and not any(part.startswith((".", "_")) for part in path.relative_to(directory).parts[:-1])
+        ):
             yield path
 
 
@@ -185,8 +189,7 @@ class OutputDir:
         except OSError as e:  # the user's --out, not the lock file beside it they never asked for
             from .source import ExportError
 
-            raise ExportError(f"--out {self.path}: cannot write in {self.parent}: "
-                              f"{e.strerror or e}") from None
+            raise ExportError(f"--out {self.path}: cannot write in {self.parent}: {e.strerror or e}") from None
         self._lock_fd = fd
         try:
             self.recover_interrupted()
@@ -245,8 +248,9 @@ class OutputDir:
         except FileNotFoundError:
             return None
         except ValueError as exc:
-            raise NotAnExport(f"{self.path / MANIFEST} is not valid JSON ({exc}); use --overwrite to "
-                              "replace the directory") from None
+            raise NotAnExport(
+                f"{self.path / MANIFEST} is not valid JSON ({exc}); use --overwrite to replace the directory"
+            ) from None
 
     def check_target(self, mode: str, partition_by: str) -> dict[str, Any] | None:
         """Refuse to mix with something that is not a compatible export; returns
@@ -260,12 +264,16 @@ class OutputDir:
             return previous
         if previous is None:
             if self.path.is_dir() and any(self.path.iterdir()):
-                raise NotAnExport(f"{self.path} is not empty and holds no bkctl export ({MANIFEST} missing); "
-                                  "use --overwrite to replace it")
+                raise NotAnExport(
+                    f"{self.path} is not empty and holds no bkctl export ({MANIFEST} missing); "
+                    "use --overwrite to replace it"
+                )
             return None
         if previous.get("partition_by") != partition_by:
-            raise Conflict(f"{self.path} is partitioned by {previous.get('partition_by')}, not {partition_by}; "
-                           "use the same --partition-by, or --overwrite to replace it")
+            raise Conflict(
+                f"{self.path} is partitioned by {previous.get('partition_by')}, not {partition_by}; "
+                "use the same --partition-by, or --overwrite to replace it"
+            )
         return previous
 
     # -- after the tasks wrote the staging directory ----------------------------

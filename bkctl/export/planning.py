@@ -13,6 +13,7 @@ bkctl process, in Spark's planning worker and in unit tests alike.
 * :func:`split_ranges` cuts those plans into :class:`EntryRange` pieces of
   at most ``split_entries`` entries: one Spark task each.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -204,8 +205,10 @@ def parse_ctime(text: str, now_ms: int | None = None) -> int:
             if moment.tzinfo is None:
                 moment = moment.replace(tzinfo=_dt.timezone.utc)
     except ValueError:
-        raise SpecError(f"bad time {text!r}: want an ISO date/time (2026-11-21, 2026-11-21T10:00Z), "
-                        "epoch milliseconds, or an age such as 7d") from None
+        raise SpecError(
+            f"bad time {text!r}: want an ISO date/time (2026-11-21, 2026-11-21T10:00Z), "
+            "epoch milliseconds, or an age such as 7d"
+        ) from None
     return int(moment.timestamp() * 1000)
 
 
@@ -231,19 +234,30 @@ class LedgerPlan:
         return max(0, self.last - self.first + 1)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ledger_id": self.ledger_id, "state": self.state, "ctime_ms": self.ctime_ms,
-                "metadata": dict(self.metadata), "first": self.first, "last": self.last,
-                "length": self.length, "segments": self.segments}
+        return {
+            "ledger_id": self.ledger_id,
+            "state": self.state,
+            "ctime_ms": self.ctime_ms,
+            "metadata": dict(self.metadata),
+            "first": self.first,
+            "last": self.last,
+            "length": self.length,
+            "segments": self.segments,
+        }
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> "LedgerPlan":
         try:
-            return cls(ledger_id=int(doc["ledger_id"]), state=str(doc.get("state", "CLOSED")),
-                       ctime_ms=None if doc.get("ctime_ms") is None else int(doc["ctime_ms"]),
-                       metadata={str(k): str(v) for k, v in (doc.get("metadata") or {}).items()},
-                       first=int(doc.get("first", 0)), last=int(doc["last"]),
-                       length=None if doc.get("length") is None else int(doc["length"]),
-                       segments=int(doc.get("segments", 1)))
+            return cls(
+                ledger_id=int(doc["ledger_id"]),
+                state=str(doc.get("state", "CLOSED")),
+                ctime_ms=None if doc.get("ctime_ms") is None else int(doc["ctime_ms"]),
+                metadata={str(k): str(v) for k, v in (doc.get("metadata") or {}).items()},
+                first=int(doc.get("first", 0)),
+                last=int(doc["last"]),
+                length=None if doc.get("length") is None else int(doc["length"]),
+                segments=int(doc.get("segments", 1)),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise SpecError(f"bad ledger plan {doc!r}: {exc}") from None
 
@@ -282,9 +296,15 @@ def plans_from_json(text: str) -> list[LedgerPlan]:
     return [LedgerPlan.from_json(d) for d in docs]
 
 
-def plan_ledgers(store, spec: LedgerSpec, *, include_open: bool = False, since_ms: int | None = None,
-                 until_ms: int | None = None, lac_of: Callable[[int], int] | None = None,
-                 ) -> tuple[list[LedgerPlan], list[dict[str, Any]]]:
+def plan_ledgers(
+    store,
+    spec: LedgerSpec,
+    *,
+    include_open: bool = False,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
+    lac_of: Callable[[int], int] | None = None,
+) -> tuple[list[LedgerPlan], list[dict[str, Any]]]:
     """Read the metadata of every ledger the spec selects and plan what to read.
 
     Returns ``(plans, skipped)``: ``plans`` in ledger id order (empty ledgers
@@ -326,9 +346,18 @@ def plan_ledgers(store, spec: LedgerSpec, *, include_open: bool = False, since_m
             continue
         else:
             last, length = int(lac_of(ledger_id)), None
-        plans.append(LedgerPlan(ledger_id=ledger_id, state=state, ctime_ms=ctime,
-                                metadata=custom_metadata_text(md.custom_metadata), first=0,
-                                last=last, length=length, segments=len(md.ensembles)))
+        plans.append(
+            LedgerPlan(
+                ledger_id=ledger_id,
+                state=state,
+                ctime_ms=ctime,
+                metadata=custom_metadata_text(md.custom_metadata),
+                first=0,
+                last=last,
+                length=length,
+                segments=len(md.ensembles),
+            )
+        )
     return plans, skipped
 
 

@@ -6,6 +6,7 @@ column's type is inferred from the folder names: Spark makes ``ledger_id``
 an int while the ids fit in 32 bits, pyarrow a dictionary of int32.  These
 helpers give ``ledger_id`` as a 64-bit integer, the columns in export order.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,9 @@ def arrow_dataset(out: str | os.PathLike):
     fields = [("topic", pa.string())] if partition_by == "topic" else []
     fields += [("date", pa.date32())] if partition_by in ("date", "topic") else []
     fields.append(("ledger_id", pa.int64()))
-    return ds.dataset(str(local_path(out)), format="parquet",
-                      partitioning=ds.partitioning(pa.schema(fields), flavor="hive"))
+    return ds.dataset(
+        str(local_path(out)), format="parquet", partitioning=ds.partitioning(pa.schema(fields), flavor="hive")
+    )
 
 
 def read_export(spark, out: str | os.PathLike):

@@ -8,6 +8,7 @@ source's part in it.  Two sources: ledgers, one row per entry
 (:class:`~bkctl.export.ledger_source.LedgerSource`), and a Pulsar topic, one
 row per message (:class:`~bkctl.export.topic_source.TopicSource`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence

@@ -9,6 +9,7 @@ workers run this interpreter and everything listens on 127.0.0.1.
 behind it.  Both wait through Ctrl-C (then raised): a JVM left half started
 or half stopped breaks every later export of the process (the shell).
 """
+
 from __future__ import annotations
 
 import os
@@ -47,8 +48,9 @@ logger.tasks.level = off
 
 def _log4j2_file(verbose: bool = False) -> str:
     text = _LOG4J2 if verbose else _LOG4J2 + _QUIET_TASK_FAILURES
-    path = os.path.join(tempfile.gettempdir(),
-                        f"bkctl-export-log4j2{'-verbose' if verbose else ''}-{os.getuid()}.properties")
+    path = os.path.join(
+        tempfile.gettempdir(), f"bkctl-export-log4j2{'-verbose' if verbose else ''}-{os.getuid()}.properties"
+    )
     try:
         with open(path) as f:
             if f.read() == text:
@@ -94,8 +96,9 @@ def _is_local(master: str) -> bool:
 _DRIVER_JIT_AND_GC = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, quiet: bool = False,
-                  verbose: bool = False):
+def spark_session(
+    master: str = "local[*]", conf: dict[str, str] | None = None, quiet: bool = False, verbose: bool = False
+):
     """``(spark, created)``: the SparkSession running in this process, else a
     new one for ``master`` (WARN logs on stderr -- a failed task's only with
     ``verbose`` --, none at all with ``quiet``; no console progress, no UI)."""
@@ -104,18 +107,22 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
 
     if SparkContext._active_spark_context is not None:
         return SparkSession.builder.getOrCreate(), False
-    builder = (SparkSession.builder.master(master).appName("bkctl export")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.extraJavaOptions",
-                       f"-Dlog4j2.configurationFile=file:{_log4j2_file(verbose)} {_DRIVER_JIT_AND_GC}"))
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("bkctl export")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config(
+            "spark.driver.extraJavaOptions",
+            f"-Dlog4j2.configurationFile=file:{_log4j2_file(verbose)} {_DRIVER_JIT_AND_GC}",
+        )
+    )
     if _is_local(master):
         # the workers must be this interpreter (where bkctl is installed), and
         # a single machine has no business listening on other interfaces
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = (builder.config("spark.driver.host", "127.0.0.1")
-                   .config("spark.driver.bindAddress", "127.0.0.1"))
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     with _stdout_to_stderr(quiet):

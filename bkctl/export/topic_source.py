@@ -21,6 +21,7 @@ transactions and whatever an open transaction holds back are left out and
 counted; the transactions are scanned once for the plan
 (:mod:`~bkctl.export.topic_transactions`).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -35,14 +36,20 @@ from .executor import LedgerReader, ReadSettings
 from .source import ExportError, SourcePlan, Written
 from .topic_planning import TopicRange, TopicSpec, cursor_from_json, plan_topic, publish_time_reader
 
-__all__ = ["TopicSource", "escape_partition_value", "read_topic_range", "record_batch", "rows_by_folder",
-           "topic_typing"]
+__all__ = [
+    "TopicSource",
+    "escape_partition_value",
+    "read_topic_range",
+    "record_batch",
+    "rows_by_folder",
+    "topic_typing",
+]
 
 #: A record batch every this many rows: the packed buffers stay small enough to
 #: stay in the CPU's caches (100,000 rows per batch cost 5% more CPU per message)
 ROWS_PER_BATCH = 32_768
 #: Characters Spark (Hive) escapes in a partition folder's value.
-_ESCAPE = set('"#%\'*/:=?\\{[]^') | {chr(c) for c in range(0x20)} | {"\x7f"}
+_ESCAPE = set("\"#%'*/:=?\\{[]^") | {chr(c) for c in range(0x20)} | {"\x7f"}
 #: Where a topic export's rows go.
 LAYOUT = "topic=T/date=YYYY-MM-DD/ledger_id=N/"
 
@@ -65,8 +72,15 @@ def topic_typing(store, spec: TopicSpec, reader: LedgerReader) -> tuple[Any, dic
     from bkctl.wire.pulsar.typed import TypedView
 
     sid = schema_id(spec.topic)
-    doc: dict[str, Any] = {"schema_id": sid, "typed": False, "why_not": None, "reader_version": None,
-                           "type": None, "versions": [], "unreadable": {}}
+    doc: dict[str, Any] = {
+        "schema_id": sid,
+        "typed": False,
+        "why_not": None,
+        "reader_version": None,
+        "type": None,
+        "versions": [],
+        "unreadable": {},
+    }
     if spec.raw:
         doc["why_not"] = "--raw"
         return None, doc
@@ -87,8 +101,10 @@ def topic_typing(store, spec: TopicSpec, reader: LedgerReader) -> tuple[Any, dic
     if spec.schema_version is not None and spec.schema_version not in versions:
         if spec.schema_version in unreadable:
             raise SchemaUnreadable(locator.entry(spec.schema_version).ledger_id, unreadable[spec.schema_version])
-        raise NoSuchSchema(f"{spec.topic} has no schema version {spec.schema_version} "
-                           f"(versions {', '.join(map(str, sorted(versions) + sorted(unreadable)))})")
+        raise NoSuchSchema(
+            f"{spec.topic} has no schema version {spec.schema_version} "
+            f"(versions {', '.join(map(str, sorted(versions) + sorted(unreadable)))})"
+        )
     try:
         view = TypedView(versions, unreadable, spec.schema_version)
     except Untyped as exc:
@@ -96,8 +112,9 @@ def topic_typing(store, spec: TopicSpec, reader: LedgerReader) -> tuple[Any, dic
         return None, doc
     from .columns import spark_type
 
-    doc.update(typed=True, reader_version=view.reader, type=view.type,
-               value_type=_simple_type(view.arrow_type, spark_type))
+    doc.update(
+        typed=True, reader_version=view.reader, type=view.type, value_type=_simple_type(view.arrow_type, spark_type)
+    )
     return view, doc
 
 
@@ -110,6 +127,7 @@ def _simple_type(arrow_type, spark_type) -> str:
 
 
 # ---------------------------------------------------------------- reading
+
 
 def record_batch(part, schema) -> Any:
     """One record batch of ``schema`` from a :class:`~bkctl.wire.pulsar.messages.RowPart`,
@@ -144,9 +162,11 @@ def _wrap(arrow_type, n: int, buffers) -> Any:
     if pa.types.is_map(arrow_type):
         offsets, keys, items = data
         count = len(keys[2]) // 4 - 1
-        return pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), n + 1, [bitmap, pa.py_buffer(offsets)],
-                                                             null_count=nulls),
-                                       _wrap(arrow_type.key_type, count, keys), _wrap(arrow_type.item_type, count, items))
+        return pa.MapArray.from_arrays(
+            pa.Array.from_buffers(pa.int32(), n + 1, [bitmap, pa.py_buffer(offsets)], null_count=nulls),
+            _wrap(arrow_type.key_type, count, keys),
+            _wrap(arrow_type.item_type, count, items),
+        )
     return pa.Array.from_buffers(arrow_type, n, [bitmap] + [pa.py_buffer(b) for b in data], null_count=nulls)
 
 
@@ -163,8 +183,16 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
         def keep(position, batch_index):
             return not state.message_acked(position, batch_index)
 
-    decoder = TopicDecoder(part.topic, part.partition, keep=keep, from_ms=part.from_ms, to_ms=part.to_ms,
-                           error_rows=part.error_rows, transactions=part.transactions, pending=part.pending)
+    decoder = TopicDecoder(
+        part.topic,
+        part.partition,
+        keep=keep,
+        from_ms=part.from_ms,
+        to_ms=part.to_ms,
+        error_rows=part.error_rows,
+        transactions=part.transactions,
+        pending=part.pending,
+    )
     schema = arrow_schema(TOPIC_COLUMNS)
     if part.typed is not None:
         yield from _typed(_read_rows(reader, part, decoder, schema, counts), part, schema, counts)
@@ -273,9 +301,14 @@ def _read_rows(reader: LedgerReader, part: TopicRange, decoder, schema, counts) 
     for rows in decoder.take_parts():
         yield record_batch(rows, schema)
     if counts is not None:
-        counts.update(entries=part.entries, read_ahead=read_ahead, messages=decoder.messages,
-                      bytes=decoder.payload_bytes, problems=[p.to_json() for p in decoder.problems],
-                      left_out=decoder.left_out)
+        counts.update(
+            entries=part.entries,
+            read_ahead=read_ahead,
+            messages=decoder.messages,
+            bytes=decoder.payload_bytes,
+            problems=[p.to_json() for p in decoder.problems],
+            left_out=decoder.left_out,
+        )
         if scan is not None:
             counts["transactions"] = scan.result()
 
@@ -312,13 +345,16 @@ def rows_by_folder(topic: str, batch) -> Iterator[tuple[str, Any]]:
     days = pc.cast(pc.divide(pc.cast(batch.column("publish_time"), pa.int64()), 86_400_000_000), pa.int64())
     unique_days = pc.unique(days).to_pylist()
     for day in unique_days:
-        by_day = batch if len(unique_days) == 1 else batch.filter(
-            pc.is_null(days) if day is None else pc.equal(days, day))
+        by_day = (
+            batch if len(unique_days) == 1 else batch.filter(pc.is_null(days) if day is None else pc.equal(days, day))
+        )
         unique_ledgers = pc.unique(by_day.column("ledger_id")).to_pylist()
         for ledger in unique_ledgers:
             rows = by_day if len(unique_ledgers) == 1 else by_day.filter(pc.equal(by_day.column("ledger_id"), ledger))
-            yield f"{topic_dir}/date={_day(None if day is None else day * 86_400_000) or NO_DATE}/ledger_id={ledger}", \
-                rows
+            yield (
+                f"{topic_dir}/date={_day(None if day is None else day * 86_400_000) or NO_DATE}/ledger_id={ledger}",
+                rows,
+            )
 
 
 # ---------------------------------------------------------------- the source
@@ -354,8 +390,15 @@ class TopicSource:
     def plan(self, store: Any, reader: LedgerReader, split_entries: int) -> SourcePlan:
         from .topic_transactions import scan_transactions, with_transactions
 
-        plan = plan_topic(store, self.spec, split_entries, reader.tail, reader.client, publish_time_reader(reader),
-                          scan=not self.spec.scan_first)
+        plan = plan_topic(
+            store,
+            self.spec,
+            split_entries,
+            reader.tail,
+            reader.client,
+            publish_time_reader(reader),
+            scan=not self.spec.scan_first,
+        )
         view = self.type_values(store, reader)
         plan.details["schema"] = self._typing[1]
         if view is not None:
@@ -447,8 +490,11 @@ class TopicSource:
         if doc is None:
             return None
         tasks = [r for r in reports if "task" in r]
-        return {**doc, "ledgers_read": len({r["ledger_id"] for r in tasks}),
-                "entries_read": sum(r["entries"] + r.get("read_ahead", 0) for r in tasks)}
+        return {
+            **doc,
+            "ledgers_read": len({r["ledger_id"] for r in tasks}),
+            "entries_read": sum(r["entries"] + r.get("read_ahead", 0) for r in tasks),
+        }
 
     @staticmethod
     def schema_doc(plan: SourcePlan, reports: list[dict[str, Any]]) -> dict[str, Any]:
@@ -457,11 +503,18 @@ class TopicSource:
         return {**(plan.details.get("schema") or {}), "decode_errors": len(failed), "first_decode_errors": failed[:20]}
 
     def manifest(self, plan: SourcePlan, reports: list[dict[str, Any]], decode: str | None) -> dict[str, Any]:
-        return {"columns": manifest_columns(self.columns, decode), "layout": LAYOUT,
-                "topics": dict(plan.details.get("topics") or {}), "schema": self.schema_doc(plan, reports),
-                "pushdown": self.pushdown_doc(plan, reports),
-                "export": {"problems": self.problems(reports), "left_out": self.left_out(reports),
-                           "transactions": dict(plan.details.get("transactions") or {})}}
+        return {
+            "columns": manifest_columns(self.columns, decode),
+            "layout": LAYOUT,
+            "topics": dict(plan.details.get("topics") or {}),
+            "schema": self.schema_doc(plan, reports),
+            "pushdown": self.pushdown_doc(plan, reports),
+            "export": {
+                "problems": self.problems(reports),
+                "left_out": self.left_out(reports),
+                "transactions": dict(plan.details.get("transactions") or {}),
+            },
+        }
 
     def summary(self, plan: SourcePlan, reports: list[dict[str, Any]], summary: dict[str, Any]) -> None:
         summary["entries"] = sum(r["entries"] for r in reports if "task" in r)
@@ -477,7 +530,16 @@ class TopicSource:
 
     def describe(self) -> dict[str, Any]:
         s = self.spec
-        return {"topic": s.topic, "subscription": s.subscription, "unacked_only": s.unacked_only,
-                "from": utc_iso(s.from_ms), "to": utc_iso(s.to_ms), "skip_missing": s.skip_missing,
-                "on_corrupt": s.on_corrupt, "strict": s.strict, "include_pending": s.include_pending,
-                "raw": s.raw, "schema_version": s.schema_version}
+        return {
+            "topic": s.topic,
+            "subscription": s.subscription,
+            "unacked_only": s.unacked_only,
+            "from": utc_iso(s.from_ms),
+            "to": utc_iso(s.to_ms),
+            "skip_missing": s.skip_missing,
+            "on_corrupt": s.on_corrupt,
+            "strict": s.strict,
+            "include_pending": s.include_pending,
+            "raw": s.raw,
+            "schema_version": s.schema_version,
+        }

@@ -13,6 +13,7 @@ so this is a second read of the planned entries; the CPU it costs is small
 next to the tasks' (no checksum, no batch split, no decompression).  Each
 task then carries what its range needs (:func:`with_transactions`).
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -48,8 +49,9 @@ def with_transactions(tasks: list[Any], transactions: dict[str, TopicTransaction
     return out
 
 
-def tasks_to_redo(tasks: list[Any], scans: dict[int, TopicTransactions], reports: list[dict[str, Any]],
-                  pending: bool) -> tuple[list[int], list[Any], dict[str, TopicTransactions]]:
+def tasks_to_redo(
+    tasks: list[Any], scans: dict[int, TopicTransactions], reports: list[dict[str, Any]], pending: bool
+) -> tuple[list[int], list[Any], dict[str, TopicTransactions]]:
     """After the tasks ran finding the transactions themselves (``scans``:
     task number -> what its range showed): each topic's transactions, the
     tasks whose rows they change -- a range holding messages of an aborted
@@ -67,8 +69,9 @@ def tasks_to_redo(tasks: list[Any], scans: dict[int, TopicTransactions], reports
         if txns is None or index not in scans:
             continue
         cutoff = txns.cutoff
-        if scans[index].seen & txns.aborted or (cutoff is not None and (
-                (task.ledger_id, task.last) >= cutoff or index in read_on)):
+        if scans[index].seen & txns.aborted or (
+            cutoff is not None and ((task.ledger_id, task.last) >= cutoff or index in read_on)
+        ):
             again.append(index)
     return again, with_transactions(tasks, transactions, pending), transactions
 
@@ -76,21 +79,30 @@ def tasks_to_redo(tasks: list[Any], scans: dict[int, TopicTransactions], reports
 def left_out_text(left_out: dict[str, Any], transactions: dict[str, Any]) -> str | None:
     """One line saying what a consumer would not have received and the export
     left out (or kept as pending), and why; None when there was nothing."""
+
     def count(n: int, what: str) -> str:
         return f"{n} {what}" if n == 1 else f"{n} {what.replace('entry', 'entries').replace('message', 'messages')}"
 
     parts = []
     markers = left_out.get("markers") or {}
     if markers:
-        parts.append(count(sum(markers.values()), "marker entry") + " ("
-                     + ", ".join(f"{n} {name}" for name, n in sorted(markers.items())) + ")")
+        parts.append(
+            count(sum(markers.values()), "marker entry")
+            + " ("
+            + ", ".join(f"{n} {name}" for name, n in sorted(markers.items()))
+            + ")"
+        )
     if left_out.get("aborted"):
         parts.append(count(left_out["aborted"], "message") + " of aborted transactions")
-    held = "; ".join(f"{topic} from {t['cutoff']}, transaction {', '.join(t['open'])} open"
-                     for topic, t in sorted(transactions.items()) if t.get("cutoff"))
+    held = "; ".join(
+        f"{topic} from {t['cutoff']}, transaction {', '.join(t['open'])} open"
+        for topic, t in sorted(transactions.items())
+        if t.get("cutoff")
+    )
     if left_out.get("pending_kept"):
         parts.append(count(left_out["pending_kept"], "message") + f" exported with pending = true ({held})")
     elif held:
-        parts.append(count(left_out.get("pending", 0), "message") + f" held back ({held}; --include-pending "
-                     "exports them marked)")
+        parts.append(
+            count(left_out.get("pending", 0), "message") + f" held back ({held}; --include-pending exports them marked)"
+        )
     return "what a consumer would not receive: " + "; ".join(parts) if parts else None

@@ -24,6 +24,7 @@ results Spark's ``collect`` hands back, one per task) is moved into place
 by :func:`commit_files`, and ``_attempts`` is removed with whatever failed,
 killed or speculative attempts left there.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,17 @@ if TYPE_CHECKING:
     from .executor import ReadSettings
     from .source import ExportSource
 
-__all__ = ["ATTEMPTS", "FileOptions", "RangeWriter", "attempt_name", "commit_files", "leaf_dir", "payload_text",
-           "remove_files", "run_task"]
+__all__ = [
+    "ATTEMPTS",
+    "FileOptions",
+    "RangeWriter",
+    "attempt_name",
+    "commit_files",
+    "leaf_dir",
+    "payload_text",
+    "remove_files",
+    "run_task",
+]
 
 #: The folder below the staging directory where task attempts write.
 ATTEMPTS = "_attempts"
@@ -81,8 +91,9 @@ def payload_text(payloads):
     try:
         return payloads.cast(pa.string())  # valid UTF-8: no copy
     except pa.ArrowInvalid:
-        return pa.array([None if b is None else b.decode("utf-8", "replace") for b in payloads.to_pylist()],
-                        pa.string())
+        return pa.array(
+            [None if b is None else b.decode("utf-8", "replace") for b in payloads.to_pylist()], pa.string()
+        )
 
 
 class RangeWriter:
@@ -150,9 +161,12 @@ class RangeWriter:
         if self._writer is None:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._name = f"{self._prefix}.c{len(self.files):03d}{self._suffix}"
-            self._writer = pq.ParquetWriter(self.directory / self._name, self.schema,
-                                            compression=self.options.compression,
-                                            use_dictionary=self._dictionary_columns)
+            self._writer = pq.ParquetWriter(
+                self.directory / self._name,
+                self.schema,
+                compression=self.options.compression,
+                use_dictionary=self._dictionary_columns,
+            )
         table = pa.Table.from_batches(self._pending, schema=self.schema)
         self._writer.write_table(table, row_group_size=table.num_rows)
         self._pending = []
@@ -179,8 +193,9 @@ def attempt_name() -> str:
     return f"{context.stageId()}-{context.partitionId()}-{context.taskAttemptId()}"
 
 
-def run_task(source: ExportSource, settings: ReadSettings, options: FileOptions, item: tuple[int, Any]
-             ) -> list[dict[str, Any]]:
+def run_task(
+    source: ExportSource, settings: ReadSettings, options: FileOptions, item: tuple[int, Any]
+) -> list[dict[str, Any]]:
     """One Spark task: ``item = (index, task)``; the rows ``source`` reads for
     the task go below this attempt's folder, each leaf folder's into files of
     its own.  Returns a record per file written and, last, the task's counts
@@ -195,11 +210,19 @@ def run_task(source: ExportSource, settings: ReadSettings, options: FileOptions,
             for leaf, rows in source.folders(task, batch):
                 writer = writers.get(leaf)
                 if writer is None:
-                    writer = writers[leaf] = RangeWriter(Path(options.staging) / ATTEMPTS / attempt / leaf, index,
-                                                         options, schema, source.dictionary_columns)
+                    writer = writers[leaf] = RangeWriter(
+                        Path(options.staging) / ATTEMPTS / attempt / leaf,
+                        index,
+                        options,
+                        schema,
+                        source.dictionary_columns,
+                    )
                 writer.write(rows)
-        files = [{"attempt": attempt, "leaf": leaf, "name": name, "rows": rows, "index": index}
-                 for leaf, writer in writers.items() for name, rows in writer.close()]
+        files = [
+            {"attempt": attempt, "leaf": leaf, "name": name, "rows": rows, "index": index}
+            for leaf, writer in writers.items()
+            for name, rows in writer.close()
+        ]
     except BaseException:
         for writer in writers.values():
             writer.abort()

@@ -2,6 +2,7 @@
 worker holds which ledger (Java's ``whoisauditor``, ``triggeraudit`` and
 ``queryautorecoverystatus``; the daemon itself, Java's ``autorecovery``, is
 :mod:`bkctl.ops.autorecovery_daemon`)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -21,8 +22,7 @@ def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
     values = {}
     for key, text in settings.items():
         if key not in CONFIG_KEYS:
-            raise ConfigError(f"unknown autorecovery key {key!r} (one of {', '.join(sorted(CONFIG_KEYS))})",
-                              key=key)
+            raise ConfigError(f"unknown autorecovery key {key!r} (one of {', '.join(sorted(CONFIG_KEYS))})", key=key)
         values[key] = validate_setting(key, text)
     return config_from_keys(values)
 
@@ -117,26 +117,48 @@ def autorecovery_report(store, now_ms: int) -> dict:
         waiting = "no auditor is elected: nothing is audited or marked"
     elif not snap.enabled:
         held = doc.get("held_back") or 0
-        waiting = ("held back while autorecovery is disabled"
-                   + (f": {held} ledgers to mark once enabled" if held else ""))
+        waiting = "held back while autorecovery is disabled" + (
+            f": {held} ledgers to mark once enabled" if held else ""
+        )
     elif any(row["due_in"] is not None and row["due"] > now_ms for row in lost):
         soonest = min(row["due_in"] for row in lost if row["due_in"] is not None and row["due"] > now_ms)
         waiting = f"lostBookieRecoveryDelay: the next lost bookie is due in {soonest:g} s"
     elif not doc:
-        waiting = (f"not known: the auditor {snap.auditor} keeps no status (Java's?); it marks a lost "
-                   "bookie's ledgers lostBookieRecoveryDelay after it saw the bookie go")
+        waiting = (
+            f"not known: the auditor {snap.auditor} keeps no status (Java's?); it marks a lost "
+            "bookie's ledgers lostBookieRecoveryDelay after it saw the bookie go"
+        )
     else:
         waiting = "nothing"
     ledgers = [_row(snap, lid) for lid in sorted(set(snap.marks) | set(snap.locks))]
-    workers = [{"worker": d.get("worker") or wid, "host": d.get("host"),
-                "active": sorted(int(k) for k in (d.get("active") or {})),
-                "holds": len(d.get("holds") or {}), "updated": d.get("updated")}
-               for wid, d in sorted(snap.workers.items())]
+    workers = [
+        {
+            "worker": d.get("worker") or wid,
+            "host": d.get("host"),
+            "active": sorted(int(k) for k in (d.get("active") or {})),
+            "holds": len(d.get("holds") or {}),
+            "updated": d.get("updated"),
+        }
+        for wid, d in sorted(snap.workers.items())
+    ]
     # Java's auditor and workers keep no status: an empty list then says nothing about its workers
-    workers_note = None if workers or snap.auditor is None or doc else (
-        "not known: the auditor keeps no status (Java's?), and Java's workers keep none either -- each Java "
-        "bookie with autoRecoveryDaemonEnabled runs one")
-    return {"enabled": snap.enabled, "lost_bookie_recovery_delay": snap.delay,
-            "underreplicated": len(snap.marks), "auditor": snap.auditor,
-            "auditor_keeps_status": bool(doc), "lost_bookies": lost, "auditor_waits_for": waiting,
-            "workers": workers, "workers_note": workers_note, "ledgers": ledgers}
+    workers_note = (
+        None
+        if workers or snap.auditor is None or doc
+        else (
+            "not known: the auditor keeps no status (Java's?), and Java's workers keep none either -- each Java "
+            "bookie with autoRecoveryDaemonEnabled runs one"
+        )
+    )
+    return {
+        "enabled": snap.enabled,
+        "lost_bookie_recovery_delay": snap.delay,
+        "underreplicated": len(snap.marks),
+        "auditor": snap.auditor,
+        "auditor_keeps_status": bool(doc),
+        "lost_bookies": lost,
+        "auditor_waits_for": waiting,
+        "workers": workers,
+        "workers_note": workers_note,
+        "ledgers": ledgers,
+    }

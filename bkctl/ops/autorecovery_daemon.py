@@ -9,6 +9,7 @@ signal handlers, the logging, no timer left to end the process later.  The
 reactor cannot be run a second time in the calling thread, nor while the
 background one runs, which the daemon used to do.
 """
+
 from __future__ import annotations
 
 import logging
@@ -49,9 +50,17 @@ def daemon_logging():
         twisted.setLevel(saved[2])
 
 
-def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol: str = "v3",
-               zk_timeout: float = 10.0, shutdown_timeout: float = 5.0, tls=None,
-               exit_when_stuck: bool = True) -> tuple[int, str | None]:
+def run_daemon(
+    uri: str,
+    bookie_id: str,
+    config: AutoRecoveryConfig,
+    *,
+    protocol: str = "v3",
+    zk_timeout: float = 10.0,
+    shutdown_timeout: float = 5.0,
+    tls=None,
+    exit_when_stuck: bool = True,
+) -> tuple[int, str | None]:
     """Run the autorecovery daemon until Ctrl-C or SIGTERM; (0, None) on a stop,
     (5, why) when it cannot start (ZooKeeper not answering within
     ``zk_timeout`` seconds...).  Under systemd (``Type=notify``) it sends
@@ -72,8 +81,14 @@ def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol
     settle_garbage_collector()  # a worker copies entries for hours: as bookied does
     ensure_reactor()
     notifier = Notifier.from_environment()
-    daemon = AutoRecoveryDaemon(uri, bookie_id, config, reactor=reactor, zk_timeout=zk_timeout,
-                                client_options={"protocol": protocol, **({"tls": tls} if tls else {})})
+    daemon = AutoRecoveryDaemon(
+        uri,
+        bookie_id,
+        config,
+        reactor=reactor,
+        zk_timeout=zk_timeout,
+        client_options={"protocol": protocol, **({"tls": tls} if tls else {})},
+    )
     outcome: dict = {"code": 0, "why": None}
     state: dict = {"stopping": False}
     wake = threading.Event()  # a stop was asked for, or the start failed
@@ -126,8 +141,10 @@ def run_daemon(uri: str, bookie_id: str, config: AutoRecoveryConfig, *, protocol
         if in_time and deadline is not None:
             deadline.cancel()
     if not in_time:
-        log.warning("the autorecovery daemon did not stop within %g s (ZooKeeper unreachable?); "
-                    "left to finish on its own", shutdown_timeout)
+        log.warning(
+            "the autorecovery daemon did not stop within %g s (ZooKeeper unreachable?); left to finish on its own",
+            shutdown_timeout,
+        )
     return outcome["code"], outcome["why"]
 
 

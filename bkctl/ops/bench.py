@@ -7,6 +7,7 @@ reads it back in batches and deletes it.  What is measured is this client
 (one Python process, one reactor thread) against the cluster, not what the
 bookies could take from many clients.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,7 @@ def handle_window(inflight: int) -> int:
     return inflight + max(1, inflight // 8)
 
 
-def drive_adds(client, handle, count: int, payload: bytes, inflight: int,
-                on_add: Callable[[], Any] | None):
+def drive_adds(client, handle, count: int, payload: bytes, inflight: int, on_add: Callable[[], Any] | None):
     """In the reactor thread: ``count`` adds, ``inflight`` outstanding at most;
     fires with the latency (seconds) of each."""
     from twisted.internet import defer
@@ -87,9 +87,17 @@ def drive_adds(client, handle, count: int, payload: bytes, inflight: int,
     return done
 
 
-def bench(bk, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2, size: int = 100,
-          entries: int = 10000, inflight: int = 256, on_add: Callable[[], Any] | None = None,
-          on_read: Callable[[int], Any] | None = None) -> dict:
+def bench(
+    bk,
+    ensemble: int = 3,
+    write_quorum: int = 2,
+    ack_quorum: int = 2,
+    size: int = 100,
+    entries: int = 10000,
+    inflight: int = 256,
+    on_add: Callable[[], Any] | None = None,
+    on_read: Callable[[int], Any] | None = None,
+) -> dict:
     """Run the benchmark; returns ``ledger_id``, ``ensemble_size``,
     ``write_quorum``, ``ack_quorum``, ``entry_size``, ``entries``,
     ``inflight``, ``add`` {``seconds``, ``entries_per_second``,
@@ -99,12 +107,12 @@ def bench(bk, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2, siz
     from bkctl.wire.client.blocking import run_in_reactor
 
     payload = os.urandom(size)
-    lh = bk.create(ensemble, write_quorum, ack_quorum, "CRC32C", b"", {"Bookie": b"bench"},
-                   max_inflight=handle_window(inflight))
+    lh = bk.create(
+        ensemble, write_quorum, ack_quorum, "CRC32C", b"", {"Bookie": b"bench"}, max_inflight=handle_window(inflight)
+    )
     try:
         started = time.perf_counter()
-        latencies = run_in_reactor(drive_adds, bk.client, lh.handle, entries, payload, inflight, on_add,
-                                   timeout=None)
+        latencies = run_in_reactor(drive_adds, bk.client, lh.handle, entries, payload, inflight, on_add, timeout=None)
         add_seconds = time.perf_counter() - started
         lh.close()
         reader = bk.open(lh.ledger_id)
@@ -127,8 +135,13 @@ def bench(bk, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2, siz
         return round(n / seconds, 1) if seconds > 0 else 0.0
 
     return {
-        "ledger_id": lh.ledger_id, "ensemble_size": ensemble, "write_quorum": write_quorum,
-        "ack_quorum": ack_quorum, "entry_size": size, "entries": entries, "inflight": inflight,
+        "ledger_id": lh.ledger_id,
+        "ensemble_size": ensemble,
+        "write_quorum": write_quorum,
+        "ack_quorum": ack_quorum,
+        "entry_size": size,
+        "entries": entries,
+        "inflight": inflight,
         "add": {
             "seconds": round(add_seconds, 6),
             "entries_per_second": rate(entries, add_seconds),

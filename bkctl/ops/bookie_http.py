@@ -5,6 +5,7 @@ The address comes from the bookie's registration: the ``http`` endpoint of the
 BookieServiceInfo it published (Java publishes host 0.0.0.0 there, so the host
 is taken from its ``bookie-rpc`` endpoint, or from the bookie id).
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,9 @@ def http_address(store, bookie_id: str, override: str | None = None) -> str:
     info = store.registration.service_info(bookie_id)
     ep = info.endpoint(HTTP) if info is not None else None
     if ep is None:
-        raise CommandError(f"bookie {bookie_id} publishes no HTTP endpoint (httpServerEnabled=false?); "
-                           f"give --http HOST:PORT", FAILED)
+        raise CommandError(
+            f"bookie {bookie_id} publishes no HTTP endpoint (httpServerEnabled=false?); give --http HOST:PORT", FAILED
+        )
     try:
         host = info.rpc_address(bookie_id)[0]
     except ValueError:
@@ -54,8 +56,9 @@ def call(address: str, method: str, path: str, body=None, query: str = "", timeo
 
     url = f"http://{join_host_port(*split_host_port(address))}{path}" + (f"?{query}" if query else "")
     data = None if body is None else json.dumps(body).encode("utf-8")
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"} if data is not None else {})
+    req = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"} if data is not None else {}
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             raw = resp.read()
@@ -117,13 +120,25 @@ def set_readonly(store, bookie_id: str, readonly: bool, http: str | None = None,
     while seen != want and time.monotonic() < deadline:
         time.sleep(0.1)
         seen = registration(store, bookie_id)
-    return {"bookie_id": bookie_id, "http": address,
-            "read_only": bool(answer.get("readOnly")) if isinstance(answer, dict) else readonly,
-            "registration": seen}
+    return {
+        "bookie_id": bookie_id,
+        "http": address,
+        "read_only": bool(answer.get("readOnly")) if isinstance(answer, dict) else readonly,
+        "registration": seen,
+    }
 
 
-def gc(store, bookie_id: str, status_only: bool = False, http: str | None = None, kind: str | None = None,
-       wait: float | None = None, clock=time.monotonic, sleep=time.sleep, on_status=None) -> dict:
+def gc(
+    store,
+    bookie_id: str,
+    status_only: bool = False,
+    http: str | None = None,
+    kind: str | None = None,
+    wait: float | None = None,
+    clock=time.monotonic,
+    sleep=time.sleep,
+    on_status=None,
+) -> dict:
     """Force a GC pass (``kind`` "major"/"minor": only that compaction, Java's forceMajor/forceMinor
     body), or with ``status_only`` only read the status; with ``wait`` (seconds) wait until the pass
     is over (bookied reports its runs; a Java bookie does not: exit 1), telling ``on_status(status)``
@@ -136,8 +151,11 @@ def gc(store, bookie_id: str, status_only: bool = False, http: str | None = None
     if not status_only:
         before = call(address, "GET", GC) if wait is not None else None
         if wait is not None and not (isinstance(before, dict) and "gcRuns" in before):
-            raise CommandError(f"bookie {bookie_id} does not report its garbage collection runs (not bookied?); "
-                               "--wait cannot tell when the pass is over", FAILED)
+            raise CommandError(
+                f"bookie {bookie_id} does not report its garbage collection runs (not bookied?); "
+                "--wait cannot tell when the pass is over",
+                FAILED,
+            )
         body = None if kind is None else {"forceMajor": kind == "major", "forceMinor": kind == "minor"}
         triggered = call(address, "PUT", GC, body)
         if wait is not None:
@@ -155,11 +173,20 @@ def gc(store, bookie_id: str, status_only: bool = False, http: str | None = None
     running = call(address, "GET", GC)
     details = call(address, "GET", GC_DETAILS)
     status = running if isinstance(running, dict) else {}
-    return {"bookie_id": bookie_id, "http": address, "triggered": triggered is not None, "message": triggered,
-            "kind": kind, "is_in_force_gc": str(status.get("is_in_force_gc", "false")).lower() == "true"
-            if isinstance(running, dict) else None,
-            "status": status, "details": details, "error": error,
-            "no_compaction": no_compaction(status, kind) if triggered is not None else None}
+    return {
+        "bookie_id": bookie_id,
+        "http": address,
+        "triggered": triggered is not None,
+        "message": triggered,
+        "kind": kind,
+        "is_in_force_gc": str(status.get("is_in_force_gc", "false")).lower() == "true"
+        if isinstance(running, dict)
+        else None,
+        "status": status,
+        "details": details,
+        "error": error,
+        "no_compaction": no_compaction(status, kind) if triggered is not None else None,
+    }
 
 
 def no_compaction(status: dict, kind: str | None) -> str | None:

@@ -8,6 +8,7 @@ views show what they could read.  The bookies are read at once, each in a
 thread of its own, with a short timeout, so one stalled bookie delays a
 view by that timeout, never by the sum.
 """
+
 from __future__ import annotations
 
 import time
@@ -29,12 +30,12 @@ class BookieReading:
     """One bookie as its registration and HTTP admin showed it at ``read_at`` (``time.monotonic()``)."""
 
     bookie_id: str
-    state: str                      # writable, read-only or down (a cookie, not registered)
-    http: str | None = None         # host:port of its HTTP admin
-    info: dict | None = None        # freeSpace, totalSpace
-    gc: dict | None = None          # GET /api/v1/bookie/gc (bookied adds its figures to Java's one key)
+    state: str  # writable, read-only or down (a cookie, not registered)
+    http: str | None = None  # host:port of its HTTP admin
+    info: dict | None = None  # freeSpace, totalSpace
+    gc: dict | None = None  # GET /api/v1/bookie/gc (bookied adds its figures to Java's one key)
     gc_details: list | None = None
-    metrics: str | None = None      # Prometheus text
+    metrics: str | None = None  # Prometheus text
     unread: dict[str, str] = field(default_factory=dict)
     read_at: float = 0.0
 
@@ -85,8 +86,9 @@ def _int(doc: Any, key: str) -> int | None:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def read_bookie(store, bookie_id: str, state: str, endpoints: tuple[str, ...], timeout: float = 2.0,
-                address: str | None = None) -> BookieReading:
+def read_bookie(
+    store, bookie_id: str, state: str, endpoints: tuple[str, ...], timeout: float = 2.0, address: str | None = None
+) -> BookieReading:
     """Ask one bookie's HTTP admin for ``endpoints`` (paths above); every failure goes to ``unread``."""
     reading = BookieReading(bookie_id, state, read_at=time.monotonic())
     if state == "down":
@@ -106,7 +108,7 @@ def read_bookie(store, bookie_id: str, state: str, endpoints: tuple[str, ...], t
         except CommandError as e:
             reading.unread[name] = str(e)
             if "HTTP " not in str(e):  # not answering at all: the other endpoints will not answer either
-                for other in endpoints[endpoints.index(path) + 1:]:
+                for other in endpoints[endpoints.index(path) + 1 :]:
                     reading.unread[NAMES.get(other, other)] = "not asked: the bookie did not answer"
                 break
             continue
@@ -127,9 +129,14 @@ def read_bookie(store, bookie_id: str, state: str, endpoints: tuple[str, ...], t
     return reading
 
 
-def read_bookies(store, bookies: list[dict], endpoints: tuple[str, ...], timeout: float = 2.0,
-                 addresses: dict[str, str] | None = None, pool: ThreadPoolExecutor | None = None
-                 ) -> list[BookieReading]:
+def read_bookies(
+    store,
+    bookies: list[dict],
+    endpoints: tuple[str, ...],
+    timeout: float = 2.0,
+    addresses: dict[str, str] | None = None,
+    pool: ThreadPoolExecutor | None = None,
+) -> list[BookieReading]:
     """:func:`read_bookie` for every row of ``bookies`` (``bookie_id``, ``state``: ``list_bookies``), at once.
 
     ``addresses`` (bookie id -> host:port) saves the registration reads of a
@@ -137,8 +144,7 @@ def read_bookies(store, bookies: list[dict], endpoints: tuple[str, ...], timeout
     addresses = addresses or {}
 
     def one(row):
-        return read_bookie(store, row["bookie_id"], row["state"], endpoints, timeout,
-                           addresses.get(row["bookie_id"]))
+        return read_bookie(store, row["bookie_id"], row["state"], endpoints, timeout, addresses.get(row["bookie_id"]))
 
     if pool is not None:
         return list(pool.map(one, bookies))

@@ -4,6 +4,7 @@
 bk_server.conf (read with bookied's own configuration schema), so they run
 on the bookie's host, with the bookie stopped.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,6 +35,7 @@ def list_bookies(store, which: str = "writable") -> list[dict]:
 
 # -- local directories ---------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class BookieDirs:
     bookie_id: str
@@ -63,8 +65,9 @@ def bookie_dirs(conf_path: str, need_id: bool = True) -> BookieDirs:
         if need_id:
             raise
         bookie_id = None
-    return BookieDirs(bookie_id, tuple(cfg.journal_directories), tuple(cfg.ledger_directories),
-                      index, cfg.metadata_service_uri)
+    return BookieDirs(
+        bookie_id, tuple(cfg.journal_directories), tuple(cfg.ledger_directories), index, cfg.metadata_service_uri
+    )
 
 
 def _non_empty(d: str) -> bool:
@@ -84,8 +87,7 @@ def bookieformat(dirs: BookieDirs, store, confirm, delete_cookie: bool = False) 
     if any(_non_empty(d) for d in dirs.journal) and not confirm():
         return {"formatted": False}
     if store is not None and _is_registered(store, dirs.bookie_id):
-        raise CommandError(f"bookie {dirs.bookie_id} is running (registered in ZooKeeper); stop it first",
-                           CONFLICT)
+        raise CommandError(f"bookie {dirs.bookie_id} is running (registered in ZooKeeper); stop it first", CONFLICT)
     wiped = []
     for d in dirs.all:
         os.makedirs(d, exist_ok=True)
@@ -149,8 +151,7 @@ def upgrade(dirs: BookieDirs, store) -> dict:
     staged = []
     for d in todo:
         if os.path.exists(os.path.join(d, "current")):
-            raise CommandError(f"{d}/current already exists: finish or roll back the earlier upgrade first",
-                               CONFLICT)
+            raise CommandError(f"{d}/current already exists: finish or roll back the earlier upgrade first", CONFLICT)
         tmp = os.path.join(d, f"upgradeTmp.{time.monotonic_ns()}")
         os.makedirs(tmp)
         with open(os.path.join(tmp, "VERSION"), "wb") as f:
@@ -202,8 +203,12 @@ def rollback(dirs: BookieDirs, store) -> dict:
     """
     not_upgraded = [d for d in dirs.all if previous_version(d) >= 3]
     if not_upgraded:
-        raise CommandError("nothing to roll back to in " + ", ".join(not_upgraded) +
-                           " (no old layout: never upgraded, or already finalized)", FAILED)
+        raise CommandError(
+            "nothing to roll back to in "
+            + ", ".join(not_upgraded)
+            + " (no old layout: never upgraded, or already finalized)",
+            FAILED,
+        )
     rolled = []
     for d in dirs.all:
         cur = os.path.join(d, "current")

@@ -1,4 +1,5 @@
 """Disk capacity of the cluster's bookies: each bookie's GET_BOOKIE_INFO (``bookie list --disk``)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

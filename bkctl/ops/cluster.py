@@ -1,4 +1,5 @@
 """Cluster-wide metadata operations: info, metaformat, autorecovery switches."""
+
 from __future__ import annotations
 
 from typing import Callable
@@ -12,9 +13,14 @@ def require_cluster(store) -> None:
     if store.cluster.holds_cluster():  # its errors are the store's (NoAuth: exit 5)
         return
     hint = store.cluster.closest_cluster_root()
-    raise ClusterNotFound(f"no BookKeeper cluster at {store.uri}"
-                          + (f" (did you mean {hint}?)" if hint else " (no LAYOUT or INSTANCEID under "
-                             f"{store.root}; `bkctl metaformat` creates one)"))
+    raise ClusterNotFound(
+        f"no BookKeeper cluster at {store.uri}"
+        + (
+            f" (did you mean {hint}?)"
+            if hint
+            else f" (no LAYOUT or INSTANCEID under {store.root}; `bkctl metaformat` creates one)"
+        )
+    )
 
 
 def cluster_info(store, cluster_name: str | None = None) -> dict:
@@ -24,19 +30,25 @@ def cluster_info(store, cluster_name: str | None = None) -> dict:
         "uri": store.uri,
         "cluster": cluster_name,
         "instance_id": store.cluster.instance_id(),
-        "layout": None if layout is None else {"manager": layout.manager,
-                                               "factory": layout.manager_factory_class,
-                                               "format_version": layout.format_version},
-        "bookies": {"writable": sorted(writable), "readonly": sorted(readonly),
-                    "all": sorted(store.registration.all_bookies())},
+        "layout": None
+        if layout is None
+        else {
+            "manager": layout.manager,
+            "factory": layout.manager_factory_class,
+            "format_version": layout.format_version,
+        },
+        "bookies": {
+            "writable": sorted(writable),
+            "readonly": sorted(readonly),
+            "all": sorted(store.registration.all_bookies()),
+        },
         "autorecovery": autorecovery_status(store),
     }
 
 
 def registered_bookies(store) -> list[str]:
     """Every registered bookie, read-only ones marked, as the guards name them."""
-    return (store.registration.writable_bookies()
-            + [f"{b} (read-only)" for b in store.registration.readonly_bookies()])
+    return store.registration.writable_bookies() + [f"{b} (read-only)" for b in store.registration.readonly_bookies()]
 
 
 def metaformat(store, confirm: Callable[[], bool], with_bookies: bool = False) -> dict:
@@ -51,8 +63,11 @@ def metaformat(store, confirm: Callable[[], bool], with_bookies: bool = False) -
     if running and not with_bookies:
         from bkctl.exitcodes import CONFLICT, CommandError
 
-        raise CommandError(f"bookies are still registered ({', '.join(running)}); stop them before formatting, "
-                           "or give --with-registered-bookies", CONFLICT)
+        raise CommandError(
+            f"bookies are still registered ({', '.join(running)}); stop them before formatting, "
+            "or give --with-registered-bookies",
+            CONFLICT,
+        )
     if existed and not confirm():
         return {"formatted": False, "existed": True}
     store.cluster.format()

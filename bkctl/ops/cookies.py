@@ -7,6 +7,7 @@ one codec, :mod:`bkctl.wire.metadata.cookie`; local VERSION files with bookied's
 layout helpers.  Java bookies' directories and bookied's hold the same
 ``current/VERSION``, so everything here works for both.
 """
+
 from __future__ import annotations
 
 import os
@@ -103,8 +104,13 @@ def delete(store, bookie_id: str, confirm=None) -> dict:
 
 def generate(bookie_id: str, instance_id: str | None, journal_dirs, ledger_dirs, index_dirs, out: str) -> dict:
     """Write a cookie for these directories to ``out`` (layout 5, Java's text format)."""
-    cookie = Cookie(_check_id(bookie_id), tuple(journal_dirs), tuple(ledger_dirs), instance_id,
-                    tuple(index_dirs) if index_dirs else None)
+    cookie = Cookie(
+        _check_id(bookie_id),
+        tuple(journal_dirs),
+        tuple(ledger_dirs),
+        instance_id,
+        tuple(index_dirs) if index_dirs else None,
+    )
     data = cookie.serialize()
     with open(out, "wb") as f:
         f.write(data)
@@ -122,6 +128,7 @@ def split_dirs(values) -> list[str]:
 
 
 # -- cookie admin: a stopped bookie's directories ----------------------------------------
+
 
 def _local_cookies(dirs) -> dict[str, Cookie | None | str]:
     """Every directory's VERSION cookie: a Cookie, None (no VERSION) or an error text."""
@@ -154,15 +161,26 @@ def admin_list(store, dirs) -> dict:
     zk = store.cookies.get(dirs.bookie_id) if store is not None else None
     local = []
     for d, c in _local_cookies(dirs).items():
-        local.append({"dir": d, "path": version_path(d), "exists": c is not None,
-                      "bookie_host": c.bookie_id if isinstance(c, Cookie) else None,
-                      "matches_zookeeper": isinstance(c, Cookie) and zk is not None and c == zk[0],
-                      "error": c if isinstance(c, str) else None})
-    return {"bookie_id": dirs.bookie_id,
-            "zookeeper": {"path": paths.cookie_path(dirs.bookie_id, store.root) if store is not None else None,
-                          "exists": zk is not None, "version": zk[1] if zk else None,
-                          "bookie_host": zk[0].bookie_id if zk else None},
-            "local": local}
+        local.append(
+            {
+                "dir": d,
+                "path": version_path(d),
+                "exists": c is not None,
+                "bookie_host": c.bookie_id if isinstance(c, Cookie) else None,
+                "matches_zookeeper": isinstance(c, Cookie) and zk is not None and c == zk[0],
+                "error": c if isinstance(c, str) else None,
+            }
+        )
+    return {
+        "bookie_id": dirs.bookie_id,
+        "zookeeper": {
+            "path": paths.cookie_path(dirs.bookie_id, store.root) if store is not None else None,
+            "exists": zk is not None,
+            "version": zk[1] if zk else None,
+            "bookie_host": zk[0].bookie_id if zk else None,
+        },
+        "local": local,
+    }
 
 
 def admin_delete(store, dirs, confirm) -> dict:
@@ -191,8 +209,11 @@ def admin_expand(store, dirs) -> dict:
         outcome = check_and_stamp(store, dirs.cookie(store.cluster.instance_id()), allow_expansion=True)
     except IdentityError as e:
         raise CommandError(str(e), CONFLICT) from None
-    return {"bookie_id": dirs.bookie_id, "outcome": outcome,
-            "added_dirs": [d for d in dirs.all if d not in before] if outcome != "ok" else []}
+    return {
+        "bookie_id": dirs.bookie_id,
+        "outcome": outcome,
+        "added_dirs": [d for d in dirs.all if d not in before] if outcome != "ok" else [],
+    }
 
 
 def other_id_form(conf_path: str, use_hostname: bool) -> tuple[str, str]:
@@ -207,11 +228,17 @@ def other_id_form(conf_path: str, use_hostname: bool) -> tuple[str, str]:
     cfg = load_config(conf_path)
     wanted = "hostname" if use_hostname else "ip"
     if cfg.bookie_id is not None:
-        raise CommandError("the configuration sets bookieId explicitly; switching between host-name and IP "
-                           "ids does not apply (use --from-id OLD)", USAGE)
+        raise CommandError(
+            "the configuration sets bookieId explicitly; switching between host-name and IP "
+            "ids does not apply (use --from-id OLD)",
+            USAGE,
+        )
     if bool(cfg.use_host_name_as_bookie_id) != use_hostname:
-        raise CommandError(f"set useHostNameAsBookieID={'true' if use_hostname else 'false'} in {conf_path} "
-                           f"first: the configuration must already use {wanted} ids", USAGE)
+        raise CommandError(
+            f"set useHostNameAsBookieID={'true' if use_hostname else 'false'} in {conf_path} "
+            f"first: the configuration must already use {wanted} ids",
+            USAGE,
+        )
     try:
         new = resolve_bookie_id(cfg)
         old = resolve_bookie_id(cfg.with_overrides({"useHostNameAsBookieID": not use_hostname}))
@@ -260,5 +287,10 @@ def admin_rename(store, dirs, old_id: str) -> dict:
     if old is not None:
         store.cookies.delete(old_id, old[1])
         old_deleted = True
-    return {"bookie_id": new_id, "old_bookie_id": old_id, "rewritten_dirs": rewritten,
-            "zookeeper_created": new is None, "old_cookie_deleted": old_deleted}
+    return {
+        "bookie_id": new_id,
+        "old_bookie_id": old_id,
+        "rewritten_dirs": rewritten,
+        "zookeeper_created": new is None,
+        "old_cookie_deleted": old_deleted,
+    }

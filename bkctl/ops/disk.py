@@ -28,6 +28,7 @@ A bookie's used space is split into
 Entry-log figures come from bookied's ``gc_details``; a Java bookie's HTTP
 admin has none, and what could not be read is said, per bookie.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -83,7 +84,13 @@ def owner_by_metadata(custom: dict[str, str]) -> Owner | None:
     """The owner a ledger's custom metadata names, for a ledger no managed ledger lists;
     None for a managed ledger's own ledger (orphan or not: the sweep decides)."""
     from bkctl.wire.pulsar.managed_ledger import (
-        COMPACTED_TOPIC_KEY, COMPONENT, COMPONENT_COMPACTED, COMPONENT_SCHEMA, SCHEMA_ID_KEY, TopicName)
+        COMPACTED_TOPIC_KEY,
+        COMPONENT,
+        COMPONENT_COMPACTED,
+        COMPONENT_SCHEMA,
+        SCHEMA_ID_KEY,
+        TopicName,
+    )
 
     from .pulsar import pulsar_component
 
@@ -164,7 +171,9 @@ def copies_by_bookie(md, last_entry_id: int, length: int) -> dict[str, tuple[int
     if count <= 0:
         return {}
     per_entry = length / count + packed_entry_bytes(md)
-    return {bookie: (held, int(round(held * per_entry))) for bookie, held in entries_by_bookie(md, last_entry_id).items()}
+    return {
+        bookie: (held, int(round(held * per_entry))) for bookie, held in entries_by_bookie(md, last_entry_id).items()
+    }
 
 
 async def _last_entries(client, ledgers: list[tuple[int, tuple[str, ...]]], window: int) -> dict:
@@ -198,6 +207,7 @@ async def _last_entries(client, ledgers: list[tuple[int, tuple[str, ...]]], wind
             if best is None and empty and why is None:
                 best = (-1, 0)  # every bookie of the last ensemble answered, none holds an entry
             out[ledger_id] = best if best is not None else (why or "no entry")
+
         return d.addCallback(done)
 
     await defer.DeferredList([limit.run(one, lid, bookies) for lid, bookies in ledgers])
@@ -259,7 +269,7 @@ class _SweptLedgers:
 @dataclass
 class Walk:
     tally: Tally
-    orphans: Any            # the OrphanSweep, for its counts
+    orphans: Any  # the OrphanSweep, for its counts
     orphan_ids: list[int]
     ledgers: int
     unreadable: int
@@ -267,8 +277,15 @@ class Walk:
     open_unknown: dict[int, str]
 
 
-def walk_ledgers(store, bk: Callable[[], Any] | None, base: str | None = None, older_than: float = 3600.0,
-                 now_ms: int | None = None, window: int = 256, progress=None) -> Walk:
+def walk_ledgers(
+    store,
+    bk: Callable[[], Any] | None,
+    base: str | None = None,
+    older_than: float = 3600.0,
+    now_ms: int | None = None,
+    window: int = 256,
+    progress=None,
+) -> Walk:
     """Every ledger's copies on its bookies, by owner.  ``bk()`` (a BlockingBookKeeper,
     made on first use; None: never ask the bookies) reads open ledgers' lengths; ``progress``
     hears of the walk over every ledger's metadata."""
@@ -295,13 +312,15 @@ def walk_ledgers(store, bk: Callable[[], Any] | None, base: str | None = None, o
         if not md.is_closed:
             open_ledgers.append((ledger_id, md, owner, managed_ledger_naming(custom)))
         elif owner is None:
-            pending[ledger_id] = (copies_by_bookie(md, md.last_entry_id, md.length), md.length,
-                                  managed_ledger_naming(custom))
+            pending[ledger_id] = (
+                copies_by_bookie(md, md.last_entry_id, md.length),
+                md.length,
+                managed_ledger_naming(custom),
+            )
         else:
             tally.add(owner, copies_by_bookie(md, md.last_entry_id, md.length), md.length, False)
 
-    sweep = OrphanSweep(_SweptStore(store, on_ledger), base, older_than=older_than, now_ms=now_ms,
-                        progress=progress)
+    sweep = OrphanSweep(_SweptStore(store, on_ledger), base, older_than=older_than, now_ms=now_ms, progress=progress)
     orphan_ids = [doc["ledger_id"] for doc in sweep]
     orphaned = set(orphan_ids)
 
@@ -317,8 +336,9 @@ def walk_ledgers(store, bk: Callable[[], Any] | None, base: str | None = None, o
         for start in range(0, len(open_ledgers), OPEN_LEDGERS_A_STEP):
             chunk = open_ledgers[start : start + OPEN_LEDGERS_A_STEP]
             try:
-                ends.update(bk().run(_last_entries, [(lid, tuple(md.last_ensemble)) for lid, md, _o, _c in chunk],
-                                     window))
+                ends.update(
+                    bk().run(_last_entries, [(lid, tuple(md.last_ensemble)) for lid, md, _o, _c in chunk], window)
+                )
             except Exception as e:  # noqa: BLE001 - the closed ledgers are still worth showing
                 ends.update({lid: str(e) or type(e).__name__ for lid, _md, _o, _c in chunk})
     unknown: dict[int, str] = {}
@@ -358,9 +378,18 @@ def entry_log_classes(logs: list[dict], minor: float, major: float) -> dict:
     for log in logs:
         d = log.get("ledgerDirectory")
         newest[d] = max(newest.get(d, -1), int(log.get("logId", -1)))
-    out = {"entry_logs": len(logs), "entry_log_bytes": 0, "entry_log_live_bytes": 0, "dead_bytes": 0,
-           "active_log_dead_bytes": 0, "below_minor_dead_bytes": 0, "below_major_dead_bytes": 0,
-           "above_major_dead_bytes": 0, "lowest_live_ratio": None, "active_assumed": not marked}
+    out = {
+        "entry_logs": len(logs),
+        "entry_log_bytes": 0,
+        "entry_log_live_bytes": 0,
+        "dead_bytes": 0,
+        "active_log_dead_bytes": 0,
+        "below_minor_dead_bytes": 0,
+        "below_major_dead_bytes": 0,
+        "above_major_dead_bytes": 0,
+        "lowest_live_ratio": None,
+        "active_assumed": not marked,
+    }
     for log in logs:
         size, live = int(log.get("sizeBytes", 0)), int(log.get("liveBytes", 0))
         ratio = float(log.get("liveRatio", live / size if size else 0.0))
@@ -374,8 +403,13 @@ def entry_log_classes(logs: list[dict], minor: float, major: float) -> dict:
             continue
         if out["lowest_live_ratio"] is None or ratio < out["lowest_live_ratio"]:
             out["lowest_live_ratio"] = ratio
-        key = ("below_minor" if minor > 0 and ratio < minor else "below_major" if major > 0 and ratio < major
-               else "above_major")
+        key = (
+            "below_minor"
+            if minor > 0 and ratio < minor
+            else "below_major"
+            if major > 0 and ratio < major
+            else "above_major"
+        )
         out[f"{key}_dead_bytes"] += dead
     return out
 
@@ -403,14 +437,22 @@ def compaction_policy(reading: BookieReading) -> dict | None:
     if "forcedCompactionRefused" not in gc:
         return None
     refused = gc.get("forcedCompactionRefused") or {}
-    return {"minor_interval": gc.get("minorCompactionInterval"), "major_interval": gc.get("majorCompactionInterval"),
-            "force_allow": gc.get("forceAllowCompaction"),
-            "refused": {"major": refused.get("major"), "minor": refused.get("minor")}}
+    return {
+        "minor_interval": gc.get("minorCompactionInterval"),
+        "major_interval": gc.get("majorCompactionInterval"),
+        "force_allow": gc.get("forceAllowCompaction"),
+        "refused": {"major": refused.get("major"), "minor": refused.get("minor")},
+    }
 
 
 #: Owner.kind -> the bookie's ``live`` bucket
-_LIVE_BUCKET = {"topic": "topics", "pulsar": "topics", "application": "applications", "orphan": "orphans",
-                "unlisted": "unlisted"}
+_LIVE_BUCKET = {
+    "topic": "topics",
+    "pulsar": "topics",
+    "application": "applications",
+    "orphan": "orphans",
+    "unlisted": "unlisted",
+}
 
 
 def bookie_doc(reading: BookieReading, walk: Walk, by: str) -> dict:
@@ -435,34 +477,67 @@ def bookie_doc(reading: BookieReading, walk: Walk, by: str) -> dict:
     live_total = sum(live.values())
     minor, major, reported = thresholds(reading)
     doc: dict[str, Any] = {
-        "bookie_id": reading.bookie_id, "state": reading.state, "http": reading.http, "kind": kind,
-        "total_bytes": reading.total_bytes, "free_bytes": reading.free_bytes, "used_bytes": reading.used_bytes,
-        "live_bytes": live_total, "live": live, "estimated_bytes": estimated,
-        "journal_bytes": journal_bytes(reading), "index_bytes": index_bytes(reading),
+        "bookie_id": reading.bookie_id,
+        "state": reading.state,
+        "http": reading.http,
+        "kind": kind,
+        "total_bytes": reading.total_bytes,
+        "free_bytes": reading.free_bytes,
+        "used_bytes": reading.used_bytes,
+        "live_bytes": live_total,
+        "live": live,
+        "estimated_bytes": estimated,
+        "journal_bytes": journal_bytes(reading),
+        "index_bytes": index_bytes(reading),
         "read_only_reasons": reading.read_only_reasons,
-        "minor_threshold": minor, "major_threshold": major, "thresholds_reported": reported,
+        "minor_threshold": minor,
+        "major_threshold": major,
+        "thresholds_reported": reported,
         "compaction_policy": compaction_policy(reading),
         "gc": _gc_summary(reading),
         "unread": dict(reading.unread),
-        "groups": [{"kind": k, "name": n, "component": c or None, "ledgers": g[0], "stored_bytes": g[1],
-                    "estimated_bytes": g[2]} for (k, n, c), g in sorted(groups.items(), key=lambda kv: -kv[1][1])],
+        "groups": [
+            {
+                "kind": k,
+                "name": n,
+                "component": c or None,
+                "ledgers": g[0],
+                "stored_bytes": g[1],
+                "estimated_bytes": g[2],
+            }
+            for (k, n, c), g in sorted(groups.items(), key=lambda kv: -kv[1][1])
+        ],
     }
     logs = reading.entry_logs
     if logs is None:
         if reading.kind is not None and "gc_details" not in doc["unread"]:
             doc["unread"]["entry logs"] = "the bookie's gc_details has no entry-log figures (a Java bookie?)"
-        doc.update({"entry_logs": None, "entry_log_bytes": None, "awaiting_gc_bytes": None,
-                    "not_in_entry_logs_bytes": None, "compaction": None,
-                    # the filesystem's used space is not the bookie's: other data and, on one host, other
-                    # bookies share it, and Java's HTTP admin sizes none of the bookie's own files
-                    "data_bytes": None})
+        doc.update(
+            {
+                "entry_logs": None,
+                "entry_log_bytes": None,
+                "awaiting_gc_bytes": None,
+                "not_in_entry_logs_bytes": None,
+                "compaction": None,
+                # the filesystem's used space is not the bookie's: other data and, on one host, other
+                # bookies share it, and Java's HTTP admin sizes none of the bookie's own files
+                "data_bytes": None,
+            }
+        )
     else:
         classes = entry_log_classes(logs, minor, major)
         rest = classes["entry_log_live_bytes"] - live_total
         data = classes["entry_log_bytes"] + (doc["journal_bytes"] or 0) + (doc["index_bytes"] or 0)
-        doc.update({"entry_logs": classes["entry_logs"], "entry_log_bytes": classes["entry_log_bytes"],
-                    "awaiting_gc_bytes": max(0, rest), "not_in_entry_logs_bytes": max(0, -rest),
-                    "compaction": classes, "data_bytes": data})
+        doc.update(
+            {
+                "entry_logs": classes["entry_logs"],
+                "entry_log_bytes": classes["entry_log_bytes"],
+                "awaiting_gc_bytes": max(0, rest),
+                "not_in_entry_logs_bytes": max(0, -rest),
+                "compaction": classes,
+                "data_bytes": data,
+            }
+        )
     if doc["journal_bytes"] is None and reading.kind is not None:
         doc["unread"].setdefault("journal", "the bookie's HTTP admin does not report the journal's size")
     if doc["index_bytes"] is None and reading.kind is not None:
@@ -476,17 +551,34 @@ def _gc_summary(reading: BookieReading) -> dict | None:
     gc = reading.gc
     if not isinstance(gc, dict):
         return None
-    keys = ("gcRunning", "gcRuns", "lastGcTime", "nextGcTime", "nextMinorCompactionTime", "nextMajorCompactionTime",
-            "lastCompaction", "majorCompactionSuspended", "minorCompactionSuspended")
+    keys = (
+        "gcRunning",
+        "gcRuns",
+        "lastGcTime",
+        "nextGcTime",
+        "nextMinorCompactionTime",
+        "nextMajorCompactionTime",
+        "lastCompaction",
+        "majorCompactionSuspended",
+        "minorCompactionSuspended",
+    )
     return {k: gc[k] for k in keys if k in gc}
 
 
 # ---------------------------------------------------------------- the report
 
 
-def disk_report(store, bk: Callable[[], Any] | None, bookie: str | None = None, by: str = "bookie",
-                base: str | None = None, older_than: float = 3600.0, now_ms: int | None = None,
-                timeout: float = 5.0, progress=None) -> dict:
+def disk_report(
+    store,
+    bk: Callable[[], Any] | None,
+    bookie: str | None = None,
+    by: str = "bookie",
+    base: str | None = None,
+    older_than: float = 3600.0,
+    now_ms: int | None = None,
+    timeout: float = 5.0,
+    progress=None,
+) -> dict:
     """Every bookie's (or one's) space, attributed; cluster totals; groups at ``by``; the one-line answer
     (``progress``: the ledger walk's, a ``WalkProgress``)."""
     from .bookies import list_bookies
@@ -514,22 +606,49 @@ def disk_report(store, bk: Callable[[], Any] | None, bookie: str | None = None, 
     doc = {
         "by": by,
         "bookies": bookies,
-        "groups": [{"kind": k, "name": n, "component": c or None, "ledgers": g[0], "length_bytes": g[1],
-                    "open_ledgers": g[2], "stored_bytes": g[3]}
-                   for (k, n, c), g in sorted(groups.items(), key=lambda kv: (-kv[1][3], kv[0]))],
+        "groups": [
+            {
+                "kind": k,
+                "name": n,
+                "component": c or None,
+                "ledgers": g[0],
+                "length_bytes": g[1],
+                "open_ledgers": g[2],
+                "stored_bytes": g[3],
+            }
+            for (k, n, c), g in sorted(groups.items(), key=lambda kv: (-kv[1][3], kv[0]))
+        ],
         "totals": totals(bookies),
-        "ledgers": {"walked": walk.ledgers, "unreadable": walk.unreadable, "open_estimated": walk.open_estimated,
-                    "open_unknown": len(walk.open_unknown),
-                    "open_unknown_why": sorted(set(walk.open_unknown.values()))[:3]},
-        "orphans": {"ledgers": len(walk.orphan_ids), "older_than": older_than, "young": walk.orphans.young,
-                    "other_components": walk.orphans.unchecked},
+        "ledgers": {
+            "walked": walk.ledgers,
+            "unreadable": walk.unreadable,
+            "open_estimated": walk.open_estimated,
+            "open_unknown": len(walk.open_unknown),
+            "open_unknown_why": sorted(set(walk.open_unknown.values()))[:3],
+        },
+        "orphans": {
+            "ledgers": len(walk.orphan_ids),
+            "older_than": older_than,
+            "young": walk.orphans.young,
+            "other_components": walk.orphans.unchecked,
+        },
     }
     doc["summary"] = summary_line(doc)
     return doc
 
 
-_SUMMED = ("total_bytes", "used_bytes", "data_bytes", "live_bytes", "estimated_bytes", "entry_log_bytes",
-           "awaiting_gc_bytes", "not_in_entry_logs_bytes", "journal_bytes", "index_bytes")
+_SUMMED = (
+    "total_bytes",
+    "used_bytes",
+    "data_bytes",
+    "live_bytes",
+    "estimated_bytes",
+    "entry_log_bytes",
+    "awaiting_gc_bytes",
+    "not_in_entry_logs_bytes",
+    "journal_bytes",
+    "index_bytes",
+)
 
 
 def totals(bookies: list[dict]) -> dict:
@@ -539,8 +658,13 @@ def totals(bookies: list[dict]) -> dict:
     unsized = [b for b in bookies if b["kind"] is not None and b["data_bytes"] is None]
     out["unsized_bookies"] = len(unsized)
     out["unsized_live_bytes"] = sum(b["live_bytes"] - b["live"]["orphans"] for b in unsized)
-    for key in ("dead_bytes", "active_log_dead_bytes", "below_minor_dead_bytes", "below_major_dead_bytes",
-                "above_major_dead_bytes"):
+    for key in (
+        "dead_bytes",
+        "active_log_dead_bytes",
+        "below_minor_dead_bytes",
+        "below_major_dead_bytes",
+        "above_major_dead_bytes",
+    ):
         out[key] = sum((b["compaction"] or {}).get(key, 0) for b in bookies)
     return out
 
@@ -567,28 +691,35 @@ def compaction_advice(doc: dict) -> str:
         gc = f"`bkctl bookie gc {_holding(bookies, key)} --{kind}`"
         refused = (policy.get("refused") or {}).get(kind)
         if refused:
-            return (f"no compaction takes it: {refused}; set forceAllowCompaction=true (then {gc}) or a "
-                    f"{kind}CompactionInterval")
+            return (
+                f"no compaction takes it: {refused}; set forceAllowCompaction=true (then {gc}) or a "
+                f"{kind}CompactionInterval"
+            )
         if policy and not policy.get(f"{kind}_interval"):
             return f"{kind} compaction is not periodic ({kind}CompactionInterval=0): {gc} takes it"
         return f"the next {kind} compaction takes it, or now {gc}"
 
     parts = {
         "below_minor_dead_bytes": f"in logs under the minor threshold {minor:g}{assumed}: "
-                                  + cure("minor", "below_minor_dead_bytes"),
+        + cure("minor", "below_minor_dead_bytes"),
         "below_major_dead_bytes": f"in logs between the minor threshold {minor:g} and the major {major:g}{assumed}: "
-                                  + cure("major", "below_major_dead_bytes"),
+        + cure("major", "below_major_dead_bytes"),
         "above_major_dead_bytes": f"in logs over the major threshold {major:g}{assumed}: no compaction takes it; "
-                                  "raise majorCompactionThreshold",
+        "raise majorCompactionThreshold",
         "active_log_dead_bytes": "in the entry log being written: compactable once it reaches logSizeLimit",
     }
     ranked = sorted(parts, key=lambda k: -t[k])
     text = parts[ranked[0]]
-    others = [f"{human_size(t[k])} {short}" for k, short in (
-        ("below_minor_dead_bytes", "under the minor threshold"),
-        ("below_major_dead_bytes", "for a major compaction"),
-        ("above_major_dead_bytes", "over the major threshold"),
-        ("active_log_dead_bytes", "in the active log")) if k != ranked[0] and t[k]]
+    others = [
+        f"{human_size(t[k])} {short}"
+        for k, short in (
+            ("below_minor_dead_bytes", "under the minor threshold"),
+            ("below_major_dead_bytes", "for a major compaction"),
+            ("above_major_dead_bytes", "over the major threshold"),
+            ("active_log_dead_bytes", "in the active log"),
+        )
+        if k != ranked[0] and t[k]
+    ]
     return text + ("; " + ", ".join(others) if others else "")
 
 
@@ -601,12 +732,20 @@ def read_only_text(doc: dict) -> str | None:
         if b["state"] != "read-only":
             continue
         reasons = b.get("read_only_reasons")
-        why = "; ".join(reasons.values()) if reasons else (
-            "its HTTP admin does not say why (a Java bookie? its log does)" if b["kind"] else "its HTTP admin does "
-            "not answer")
+        why = (
+            "; ".join(reasons.values())
+            if reasons
+            else (
+                "its HTTP admin does not say why (a Java bookie? its log does)"
+                if b["kind"]
+                else "its HTTP admin does not answer"
+            )
+        )
         if b.get("other_files_bytes") is not None and b.get("used_bytes"):
-            why += (f"; {human_size(b['other_files_bytes'])} of the {human_size(b['used_bytes'])} used on its "
-                    "filesystem is not bookie data")
+            why += (
+                f"; {human_size(b['other_files_bytes'])} of the {human_size(b['used_bytes'])} used on its "
+                "filesystem is not bookie data"
+            )
         parts.append(f"{b['bookie_id']} ({why})")
     return f"read-only: {', '.join(parts)}" if parts else None
 
@@ -624,15 +763,18 @@ def summary_line(doc: dict) -> str:
     if t["answered"] > t["unsized_bookies"]:
         parts.append(f"{human_size(live)} of {human_size(t['data_bytes'])} used is live data")
     if t["unsized_bookies"]:
-        parts.append(f"{human_size(t['unsized_live_bytes'])} is live data on {plural(t['unsized_bookies'], 'bookie')} "
-                     "whose HTTP admin sizes none of its files (Java's: only the filesystem's free and total "
-                     "space, shared with other data; `du` its ledger and journal directories)")
+        parts.append(
+            f"{human_size(t['unsized_live_bytes'])} is live data on {plural(t['unsized_bookies'], 'bookie')} "
+            "whose HTTP admin sizes none of its files (Java's: only the filesystem's free and total "
+            "space, shared with other data; `du` its ledger and journal directories)"
+        )
     if t["dead_bytes"]:
         parts.append(f"{human_size(t['dead_bytes'])} is waiting for compaction ({compaction_advice(doc)})")
     if t["awaiting_gc_bytes"]:
-        parts.append(f"{human_size(t['awaiting_gc_bytes'])} is deleted ledgers the next GC pass removes "
-                     "(now: `bkctl bookie gc BOOKIE`)")
+        parts.append(
+            f"{human_size(t['awaiting_gc_bytes'])} is deleted ledgers the next GC pass removes "
+            "(now: `bkctl bookie gc BOOKIE`)"
+        )
     if t["live"]["orphans"]:
         parts.append(f"{human_size(t['live']['orphans'])} is orphans (list: `bkctl pulsar orphans`)")
     return "; ".join(parts)
-

@@ -8,6 +8,7 @@ Which format a file has is told by its name: Java's journal ``*.txn``, entry log
 DbLedgerStorage's RocksDB index (``ledgers/``, ``locations/``) is listed but
 not read.  Every function yields JSON-ready rows; nothing is written.
 """
+
 from __future__ import annotations
 
 import mmap
@@ -75,7 +76,7 @@ def entry_fields(data: bytes, digest_length: int | None) -> dict:
     except CodecError as e:
         return {"size": len(data), "error": str(e)}
     doc = {"size": len(data), "lac": lac, "length": length}
-    body = data[ENTRY_HEADER.size:]
+    body = data[ENTRY_HEADER.size :]
     if digest_length is not None:
         doc["payload"] = body[digest_length:].decode("utf-8", "backslashreplace")
     else:
@@ -133,11 +134,18 @@ def files(dirs) -> Iterator[dict]:
                     kind, fmt = "index", "bookied"
                 elif in_rocks:
                     kind, fmt = "index", "java-rocksdb"
-                yield {"dir": d, "path": path, "name": os.path.normpath(os.path.join(rel_root, name)),
-                       "kind": kind, "format": fmt, "size": os.path.getsize(path)}
+                yield {
+                    "dir": d,
+                    "path": path,
+                    "name": os.path.normpath(os.path.join(rel_root, name)),
+                    "kind": kind,
+                    "format": fmt,
+                    "size": os.path.getsize(path),
+                }
 
 
 # -- journal -----------------------------------------------------------------------------
+
 
 def journal(dirs, ledger: int | None = None, entry: int | None = None, digest: str | None = None) -> Iterator[dict]:
     from bkctl.bookied import journal as bj
@@ -153,20 +161,37 @@ def journal(dirs, ledger: int | None = None, entry: int | None = None, digest: s
                     for r in records:
                         if not _wanted(r.ledger_id, r.entry_id, ledger, entry):
                             continue
-                        row = {"file": path, "format": "java", "version": version, "offset": r.offset,
-                               "ledger_id": r.ledger_id, "entry_id": r.entry_id if r.entry_id >= 0 else None,
-                               "kind": r.kind}
+                        row = {
+                            "file": path,
+                            "format": "java",
+                            "version": version,
+                            "offset": r.offset,
+                            "ledger_id": r.ledger_id,
+                            "entry_id": r.entry_id if r.entry_id >= 0 else None,
+                            "kind": r.kind,
+                        }
                         row.update(entry_fields(r.data, dlen) if r.kind == "entry" else {"data": r.data.hex()})
                         yield row
             elif name.endswith(bj.FILE_SUFFIX):
                 for offset, rec in bj.scan_file(path):
-                    kind = {bj.EntryRecord: "entry", bj.MasterKeyRecord: "master_key", bj.FenceRecord: "fence",
-                            bj.ExplicitLacRecord: "explicit_lac"}.get(type(rec), "unknown")
+                    kind = {
+                        bj.EntryRecord: "entry",
+                        bj.MasterKeyRecord: "master_key",
+                        bj.FenceRecord: "fence",
+                        bj.ExplicitLacRecord: "explicit_lac",
+                    }.get(type(rec), "unknown")
                     entry_id = rec.entry_id if kind == "entry" else None
                     if not _wanted(rec.ledger_id, entry_id, ledger, entry):
                         continue
-                    row = {"file": path, "format": "bookied", "version": bj.FORMAT_VERSION, "offset": offset,
-                           "ledger_id": rec.ledger_id, "entry_id": entry_id, "kind": kind}
+                    row = {
+                        "file": path,
+                        "format": "bookied",
+                        "version": bj.FORMAT_VERSION,
+                        "offset": offset,
+                        "ledger_id": rec.ledger_id,
+                        "entry_id": entry_id,
+                        "kind": kind,
+                    }
                     if kind == "entry":
                         row.update(entry_fields(rec.data, dlen))
                     elif kind == "master_key":
@@ -177,6 +202,7 @@ def journal(dirs, ledger: int | None = None, entry: int | None = None, digest: s
 
 
 # -- entry logs ------------------------------------------------------------------------------
+
 
 def entrylog(dirs, ledger: int | None = None, entry: int | None = None, digest: str | None = None) -> Iterator[dict]:
     dlen = _digest_length(digest)
@@ -216,15 +242,32 @@ def _entrylog_file(path: str, idx, logs: dict, ledger, entry, dlen) -> Iterator[
                 return
             for e in scan_entry_log(buf):
                 if _wanted(e.ledger_id, e.entry_id, ledger, entry):
-                    yield dict({"file": path, "format": "java", "offset": e.offset,
-                                "ledger_id": e.ledger_id, "entry_id": e.entry_id}, **entry_fields(e.data, dlen))
+                    yield dict(
+                        {
+                            "file": path,
+                            "format": "java",
+                            "offset": e.offset,
+                            "ledger_id": e.ledger_id,
+                            "entry_id": e.entry_id,
+                        },
+                        **entry_fields(e.data, dlen),
+                    )
     elif name.endswith(be.LOG_SUFFIX):
-        log_id = int(name[:-len(be.LOG_SUFFIX)], 16)
+        log_id = int(name[: -len(be.LOG_SUFFIX)], 16)
         for offset, length, ledger_id, entry_id, data in be.scan_log(path):  # past damaged records too
             if _wanted(ledger_id, entry_id, ledger, entry):
                 state = idx.record_state(logs, log_id, offset, length, ledger_id, entry_id) if idx else None
-                yield dict({"file": path, "format": "bookied", "offset": offset, "ledger_id": ledger_id,
-                            "entry_id": entry_id, "state": state}, **entry_fields(data, dlen))
+                yield dict(
+                    {
+                        "file": path,
+                        "format": "bookied",
+                        "offset": offset,
+                        "ledger_id": ledger_id,
+                        "entry_id": entry_id,
+                        "state": state,
+                    },
+                    **entry_fields(data, dlen),
+                )
 
 
 def uncommitted_logs(dirs) -> list[str]:
@@ -239,7 +282,7 @@ def uncommitted_logs(dirs) -> list[str]:
                 continue
             known = idx.logs()
             for name in _names(d):
-                if name.endswith(be.LOG_SUFFIX) and int(name[:-len(be.LOG_SUFFIX)], 16) not in known:
+                if name.endswith(be.LOG_SUFFIX) and int(name[: -len(be.LOG_SUFFIX)], 16) not in known:
                     found.append(os.path.join(_current(d), name))
     return found
 
@@ -270,9 +313,18 @@ def damaged_records(dirs) -> list[dict]:
                     if type(rec) is not be.DamagedRecord:
                         continue
                     loc = idx.location(rec.ledger_id, rec.entry_id) if rec.ledger_id is not None else None
-                    found.append({"file": path, "log_id": log_id, "offset": rec.offset, "length": rec.length,
-                                  "ledger_id": rec.ledger_id, "entry_id": rec.entry_id, "reason": rec.reason,
-                                  "live": loc is not None and loc.log_id == log_id and loc.offset == rec.offset})
+                    found.append(
+                        {
+                            "file": path,
+                            "log_id": log_id,
+                            "offset": rec.offset,
+                            "length": rec.length,
+                            "ledger_id": rec.ledger_id,
+                            "entry_id": rec.entry_id,
+                            "reason": rec.reason,
+                            "live": loc is not None and loc.log_id == log_id and loc.offset == rec.offset,
+                        }
+                    )
     return found
 
 
@@ -339,11 +391,18 @@ def _db_ledgers(idir: str) -> Iterator[dict]:
     with _rocksdb(os.path.join(_current(idir), "locations")) as db:
         for ledger_id, st in rows:
             ids = [eid for _l, eid, _lg, _o in _db_rows(db, ledger_id)]
-            yield {"format": "java-rocksdb", "file": os.path.join(_current(idir), "ledgers"), "ledger_id": ledger_id,
-                   "fenced": st.fenced, "master_key": st.master_key.hex(),
-                   "explicit_lac": st.explicit_lac.hex() if st.explicit_lac else None,
-                   "limbo": st.limbo, "entries": len(ids), "first_entry_id": ids[0] if ids else None,
-                   "last_entry_id": ids[-1] if ids else None}
+            yield {
+                "format": "java-rocksdb",
+                "file": os.path.join(_current(idir), "ledgers"),
+                "ledger_id": ledger_id,
+                "fenced": st.fenced,
+                "master_key": st.master_key.hex(),
+                "explicit_lac": st.explicit_lac.hex() if st.explicit_lac else None,
+                "limbo": st.limbo,
+                "entries": len(ids),
+                "first_entry_id": ids[0] if ids else None,
+                "last_entry_id": ids[-1] if ids else None,
+            }
 
 
 def _db_entries(idir: str, ldir: str) -> Iterator[dict]:
@@ -352,12 +411,19 @@ def _db_entries(idir: str, ldir: str) -> Iterator[dict]:
     with _rocksdb(path) as db:
         rows = list(_db_rows(db))
     for ledger_id, entry_id, log_id, offset in rows:
-        yield {"format": "java-rocksdb", "dir": idir, "ledger_id": ledger_id, "entry_id": entry_id,
-               "location": {"log_id": log_id, "offset": offset}, "file": path,
-               "read": _java_reader(logs, log_id, offset)}
+        yield {
+            "format": "java-rocksdb",
+            "dir": idir,
+            "ledger_id": ledger_id,
+            "entry_id": entry_id,
+            "location": {"log_id": log_id, "offset": offset},
+            "file": path,
+            "read": _java_reader(logs, log_id, offset),
+        }
 
 
 # -- index ---------------------------------------------------------------------------------------
+
 
 def _java_index_files(d: str) -> Iterator[tuple[int, str]]:
     top = _current(d)
@@ -386,9 +452,15 @@ def index_entries(dirs) -> Iterator[dict]:
         for ledger_id, path in _java_index_files(d):
             idx = _parse_file(path, parse_index)
             for entry_id, (log_id, offset) in sorted(idx.locations.items()):
-                yield {"format": "java", "dir": d, "ledger_id": ledger_id, "entry_id": entry_id,
-                       "location": {"log_id": log_id, "offset": offset}, "file": path,
-                       "read": _java_reader(logs, log_id, offset)}
+                yield {
+                    "format": "java",
+                    "dir": d,
+                    "ledger_id": ledger_id,
+                    "entry_id": entry_id,
+                    "location": {"log_id": log_id, "offset": offset},
+                    "file": path,
+                    "read": _java_reader(logs, log_id, offset),
+                }
     for idir, ldir in _db_pairs(dirs):
         yield from _db_entries(idir, ldir)
     for d in dirs.ledgers:
@@ -397,10 +469,15 @@ def index_entries(dirs) -> Iterator[dict]:
         store = be.OfflineIndex(d)
         try:
             for ledger_id, entry_id, loc in store.rows():
-                yield {"format": "bookied", "dir": d, "ledger_id": ledger_id, "entry_id": entry_id,
-                       "location": {"log_id": loc.log_id, "offset": loc.offset, "length": loc.length},
-                       "file": os.path.join(_current(d), be.INDEX_DIR),
-                       "read": (lambda s=store, l=ledger_id, e=entry_id, c=loc: s.read(l, e, c))}
+                yield {
+                    "format": "bookied",
+                    "dir": d,
+                    "ledger_id": ledger_id,
+                    "entry_id": entry_id,
+                    "location": {"log_id": loc.log_id, "offset": loc.offset, "length": loc.length},
+                    "file": os.path.join(_current(d), be.INDEX_DIR),
+                    "read": (lambda s=store, l=ledger_id, e=entry_id, c=loc: s.read(l, e, c)),
+                }
         finally:
             store.close()
 
@@ -424,6 +501,7 @@ def _java_reader(logs: dict[int, str], log_id: int, offset: int):
             raise FileNotFoundError(f"entry log {log_id:x}.log is missing")
         with _mapped(path) as buf:
             return read_entry_at(buf, offset)
+
     return read
 
 
@@ -437,11 +515,17 @@ def index_ledgers(dirs) -> Iterator[dict]:
         for ledger_id, path in _java_index_files(d):
             idx = _parse_file(path, parse_index)
             ids = sorted(idx.locations)
-            yield {"format": "java", "file": path, "ledger_id": ledger_id, "fenced": idx.fenced,
-                   "master_key": idx.master_key.hex(),
-                   "explicit_lac": idx.explicit_lac.hex() if idx.explicit_lac else None,
-                   "entries": len(ids), "first_entry_id": ids[0] if ids else None,
-                   "last_entry_id": ids[-1] if ids else None}
+            yield {
+                "format": "java",
+                "file": path,
+                "ledger_id": ledger_id,
+                "fenced": idx.fenced,
+                "master_key": idx.master_key.hex(),
+                "explicit_lac": idx.explicit_lac.hex() if idx.explicit_lac else None,
+                "entries": len(ids),
+                "first_entry_id": ids[0] if ids else None,
+                "last_entry_id": ids[-1] if ids else None,
+            }
     for idir, _ldir in _db_pairs(dirs):
         yield from _db_ledgers(idir)
     for d in dirs.ledgers:
@@ -454,11 +538,17 @@ def index_ledgers(dirs) -> Iterator[dict]:
                 counts.setdefault(ledger_id, []).append(entry_id)
             for ledger_id, st in sorted(store.ledgers().items()):
                 ids = counts.get(ledger_id, [])
-                yield {"format": "bookied", "file": os.path.join(_current(d), be.INDEX_DIR), "ledger_id": ledger_id,
-                       "fenced": st["fenced"], "master_key": st["master_key"].hex() if st["master_key"] else None,
-                       "explicit_lac": st["explicit_lac"].hex() if st["explicit_lac"] else None,
-                       "entries": len(ids), "first_entry_id": ids[0] if ids else None,
-                       "last_entry_id": ids[-1] if ids else None}
+                yield {
+                    "format": "bookied",
+                    "file": os.path.join(_current(d), be.INDEX_DIR),
+                    "ledger_id": ledger_id,
+                    "fenced": st["fenced"],
+                    "master_key": st["master_key"].hex() if st["master_key"] else None,
+                    "explicit_lac": st["explicit_lac"].hex() if st["explicit_lac"] else None,
+                    "entries": len(ids),
+                    "first_entry_id": ids[0] if ids else None,
+                    "last_entry_id": ids[-1] if ids else None,
+                }
         finally:
             store.close()
 
@@ -483,6 +573,7 @@ def index(dirs, ledger: int | None = None, entry: int | None = None, digest: str
 
 # -- lastMark --------------------------------------------------------------------------------
 
+
 def lastmark(dirs) -> Iterator[dict]:
     from bkctl.bookied import journal as bj
     from bkctl.wire.codecs.javadisk import parse_last_mark
@@ -492,16 +583,27 @@ def lastmark(dirs) -> Iterator[dict]:
             if name == "lastMark" or re.fullmatch(r"lastMark\.\d+", name):
                 path = os.path.join(_current(d), name)
                 file_id, offset = _parse_file(path, parse_last_mark)
-                yield {"file": path, "format": "java", "journal_file_id": file_id,
-                       "journal_file": f"{file_id:x}.txn", "offset": offset}
+                yield {
+                    "file": path,
+                    "format": "java",
+                    "journal_file_id": file_id,
+                    "journal_file": f"{file_id:x}.txn",
+                    "offset": offset,
+                }
     for d in dirs.journal:
         mark = bj.read_mark_file(_current(d))
         if mark is not None:
-            yield {"file": os.path.join(_current(d), bj.MARK_FILE), "format": "bookied",
-                   "journal_file_id": mark.file_id, "journal_file": bj.file_name(mark.file_id), "offset": mark.offset}
+            yield {
+                "file": os.path.join(_current(d), bj.MARK_FILE),
+                "format": "bookied",
+                "journal_file_id": mark.file_id,
+                "journal_file": bj.file_name(mark.file_id),
+                "offset": mark.offset,
+            }
 
 
 # -- check -----------------------------------------------------------------------------------
+
 
 def check(dirs, store=None, on_total=None, on_entry=None) -> dict:
     """Read every indexed entry; its header must name the indexed ledger and entry, and its
@@ -534,8 +636,16 @@ def check(dirs, store=None, on_total=None, on_entry=None) -> dict:
                     pass
         return managers[ledger_id]
 
-    doc = {"entries": len(rows), "ok": 0, "unverified": 0, "bad": 0, "ledgers": len({r["ledger_id"] for r in rows}),
-           "problems": [], "uncommitted_logs": uncommitted_logs(dirs), "damaged_records": damaged_records(dirs)}
+    doc = {
+        "entries": len(rows),
+        "ok": 0,
+        "unverified": 0,
+        "bad": 0,
+        "ledgers": len({r["ledger_id"] for r in rows}),
+        "problems": [],
+        "uncommitted_logs": uncommitted_logs(dirs),
+        "damaged_records": damaged_records(dirs),
+    }
     for r in rows:
         try:
             data = r["read"]()
@@ -550,8 +660,15 @@ def check(dirs, store=None, on_total=None, on_entry=None) -> dict:
                 doc["ok"] += 1
         except Exception as e:  # noqa: BLE001 - every bad entry is reported
             doc["bad"] += 1
-            doc["problems"].append({"ledger_id": r["ledger_id"], "entry_id": r["entry_id"], "format": r["format"],
-                                    "location": r["location"], "error": str(e) or type(e).__name__})
+            doc["problems"].append(
+                {
+                    "ledger_id": r["ledger_id"],
+                    "entry_id": r["entry_id"],
+                    "format": r["format"],
+                    "location": r["location"],
+                    "error": str(e) or type(e).__name__,
+                }
+            )
         if on_entry is not None:
             on_entry()
     return doc

@@ -5,6 +5,7 @@ A dump file holds the znode's value byte for byte: the ledger's own metadata
 format (v1, v2 or v3) as Java writes it, so Java's tool restores bkctl's dumps
 and the other way round.  The ledger id is not part of that format.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -31,8 +32,14 @@ def dump(store, ledger_id: int, path: str) -> dict:
     else:
         with open(path, "wb") as f:
             f.write(data)
-    return {"ledger_id": ledger_id, "file": path, "bytes": len(data), "format_version": md.format_version,
-            "version": version, "state": md.state.name}
+    return {
+        "ledger_id": ledger_id,
+        "file": path,
+        "bytes": len(data),
+        "format_version": md.format_version,
+        "version": version,
+        "state": md.state.name,
+    }
 
 
 _ID_IN_NAME = re.compile(r"(\d+)")
@@ -61,16 +68,36 @@ def restore(store, ledger_id: int, path: str, confirm_overwrite: Callable[[], No
     if exists:
         confirm_overwrite()
     version = store.ledgers.restore_bytes(ledger_id, data, overwrite=exists)
-    return {"ledger_id": ledger_id, "file": path, "bytes": len(data), "format_version": md.format_version,
-            "state": md.state.name, "replaced": exists, "version": version}
+    return {
+        "ledger_id": ledger_id,
+        "file": path,
+        "bytes": len(data),
+        "format_version": md.format_version,
+        "state": md.state.name,
+        "replaced": exists,
+        "version": version,
+    }
 
 
 # -- ledger list filters -----------------------------------------------------------------
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_SIZES = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
-          "tib": 1 << 40}
+_SIZES = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+    "t": 1 << 40,
+    "tb": 1 << 40,
+    "tib": 1 << 40,
+}
 
 
 def parse_duration(text: str) -> float:
@@ -132,9 +159,11 @@ class LedgerFilter:
 
     def __call__(self, md) -> bool:
         for key_glob, value_glob in self.meta:
-            if not any(fnmatch.fnmatchcase(k, key_glob)
-                       and fnmatch.fnmatchcase(v.decode("utf-8", "backslashreplace"), value_glob)
-                       for k, v in md.custom_metadata.items()):
+            if not any(
+                fnmatch.fnmatchcase(k, key_glob)
+                and fnmatch.fnmatchcase(v.decode("utf-8", "backslashreplace"), value_glob)
+                for k, v in md.custom_metadata.items()
+            ):
                 return False
         if self.min_size is not None and md.length < self.min_size:
             return False

@@ -1,5 +1,6 @@
 """Ledger operations: list, show, delete (metadata); create, add, read,
 close, fence, recover, tail (through the client)."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -37,9 +38,18 @@ def describe(ledger_id: int, md: LedgerMetadata, version: int | None = None) -> 
     }
 
 
-def list_ledgers(store, state: str | None = None, bookie: str | None = None, match=None,
-                 details: bool = False, placement=None, *, lacs: Callable[[], Any] | None = None,
-                 protocol: str = "v3", progress=None) -> Iterator[dict]:
+def list_ledgers(
+    store,
+    state: str | None = None,
+    bookie: str | None = None,
+    match=None,
+    details: bool = False,
+    placement=None,
+    *,
+    lacs: Callable[[], Any] | None = None,
+    protocol: str = "v3",
+    progress=None,
+) -> Iterator[dict]:
     """Stream ledgers in id order; with a filter (or ``details``) each
     ledger's metadata is read and described (one walk, :meth:`LedgerManager.walk`,
     which tells ``progress``), else only ids are listed.
@@ -144,10 +154,12 @@ def show_ledger(store, ledger_id: int) -> dict:
 
 
 #: Why a LAC read over v2 can be lower than over v3 (``ledger show --protocol v2``).
-V2_LAC_NOTE = ("read over v2, which has no READ_LAC request: this is the LAC the bookies' last stored entries "
-               "carry, what the writer knew when it sent them (a writer that pipelines sends several before "
-               "the first is acknowledged); a LAC it published explicitly is read only over v3 "
-               "(--protocol v3)")
+V2_LAC_NOTE = (
+    "read over v2, which has no READ_LAC request: this is the LAC the bookies' last stored entries "
+    "carry, what the writer knew when it sent them (a writer that pipelines sends several before "
+    "the first is acknowledged); a LAC it published explicitly is read only over v3 "
+    "(--protocol v3)"
+)
 
 
 def add_confirmed_lac(bk: Callable[[], Any], doc: dict, protocol: str = "v3") -> dict:
@@ -237,9 +249,14 @@ class DeletePlan:
         self.overridden: list[dict] = []
 
     def to_json(self, deleted: list[int] | None = None) -> dict:
-        return {"dry_run": deleted is None, "deleted": [] if deleted is None else deleted,
-                "would_delete": self.delete if deleted is None else [],
-                "refused": self.refused, "not_found": self.not_found, "even_if_owned": self.overridden}
+        return {
+            "dry_run": deleted is None,
+            "deleted": [] if deleted is None else deleted,
+            "would_delete": self.delete if deleted is None else [],
+            "refused": self.refused,
+            "not_found": self.not_found,
+            "even_if_owned": self.overridden,
+        }
 
 
 def refusal(owner: dict) -> str | None:
@@ -277,20 +294,31 @@ def live_writer(store, ledger_id: int, base: str | None = None, now_ms: int | No
     if kind == "topic":
         return f"the open ledger of topic {topic}: its broker's next add fails"
     if kind == "cursor":
-        return f"the open ledger of cursor {owner['cursor']} of topic {topic}: its broker's next mark-delete write fails"
+        return (
+            f"the open ledger of cursor {owner['cursor']} of topic {topic}: its broker's next mark-delete write fails"
+        )
     if kind == "orphan":
         if not owner["caution"]:
             return None  # old enough to be an orphan: no broker writes it
         age = owner["age_seconds"]
-        return (f"a Pulsar ledger that no topic lists yet, created {'at an unknown time' if age is None else f'{age:.0f} s ago'}"
-                ": a broker creates a ledger before it lists it, so one may be writing it")
+        return (
+            f"a Pulsar ledger that no topic lists yet, created {'at an unknown time' if age is None else f'{age:.0f} s ago'}"
+            ": a broker creates a ledger before it lists it, so one may be writing it"
+        )
     if kind == "not-pulsar":
         return None
     return f"an open Pulsar {kind} ledger{f' of topic {topic}' if topic else ''}: its writer's next add fails"
 
 
-def plan_delete(store, ids: list[int], ranges: list[tuple[int, int]], even_if_owned: bool = False,
-                base: str | None = None, now_ms: int | None = None, older_than: float | None = None) -> DeletePlan:
+def plan_delete(
+    store,
+    ids: list[int],
+    ranges: list[tuple[int, int]],
+    even_if_owned: bool = False,
+    base: str | None = None,
+    now_ms: int | None = None,
+    older_than: float | None = None,
+) -> DeletePlan:
     """Which of the ledgers may be deleted.  A ledger a Pulsar topic, cursor,
     schema or compaction lists (the check of ``pulsar ledger-owner``), or a
     Pulsar ledger too young to call an orphan (younger than ``older_than``
@@ -353,8 +381,15 @@ def parse_custom_metadata(pairs) -> dict[str, bytes]:
     return out
 
 
-def create_ledger(bk, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2, digest: str = "crc32c",
-                  password: bytes = b"", custom_metadata: dict[str, bytes] | None = None):
+def create_ledger(
+    bk,
+    ensemble: int = 3,
+    write_quorum: int = 2,
+    ack_quorum: int = 2,
+    digest: str = "crc32c",
+    password: bytes = b"",
+    custom_metadata: dict[str, bytes] | None = None,
+):
     """A new OPEN ledger; returns its writable BlockingLedger."""
     return bk.create(ensemble, write_quorum, ack_quorum, digest, password, custom_metadata or None)
 
@@ -423,14 +458,16 @@ def _check_appendable(bk, ledger_id: int) -> None:
 
     md, _ = bk.metadata(ledger_id)
     if md.is_closed:
-        raise LedgerClosedError(f"ledger {ledger_id} is closed (last entry {md.last_entry_id}); "
-                                "it cannot be appended to")
+        raise LedgerClosedError(
+            f"ledger {ledger_id} is closed (last entry {md.last_entry_id}); it cannot be appended to"
+        )
     if md.is_in_recovery:
         raise LedgerFencedError(f"ledger {ledger_id} is being recovered; it cannot be appended to")
 
 
-def add_entries(bk, ledger_id: int, payloads, password: bytes | None = None, held: HeldLedger | None = None,
-                window: int = 256) -> dict:
+def add_entries(
+    bk, ledger_id: int, payloads, password: bytes | None = None, held: HeldLedger | None = None, window: int = 256
+) -> dict:
     """Append ``payloads`` (any iterable of bytes, consumed lazily) to a ledger.
 
     With ``held`` (the session's own handle) the adds go through it and the
@@ -504,13 +541,19 @@ def entry_doc(ledger_id: int, entry_id: int, payload: bytes, fmt: str = "text") 
             encoding, value = "utf-8", bytes(payload).decode("utf-8")
         except UnicodeDecodeError:
             encoding, value = "base64", base64.b64encode(payload).decode("ascii")
-    return {"ledger_id": ledger_id, "entry_id": entry_id, "length": len(payload), "encoding": encoding,
-            "payload": value}
+    return {
+        "ledger_id": ledger_id,
+        "entry_id": entry_id,
+        "length": len(payload),
+        "encoding": encoding,
+        "payload": value,
+    }
 
 
 _ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, 0x85]}
-_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", ord("\\"): "\\\\",
-                 0x2028: "\\u2028", 0x2029: "\\u2029"})
+_ESCAPES.update(
+    {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", ord("\\"): "\\\\", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+)
 
 
 def entry_line(entry_id: int, payload: bytes, fmt: str = "text") -> str:
@@ -547,8 +590,7 @@ def close_ledger(bk, ledger_id: int, password: bytes | None = None, held: HeldLe
 
 
 def _closed_doc(ledger_id: int, md) -> dict:
-    return {"ledger_id": ledger_id, "state": md.state.name, "last_entry_id": md.last_entry_id,
-            "length": md.length}
+    return {"ledger_id": ledger_id, "state": md.state.name, "last_entry_id": md.last_entry_id, "length": md.length}
 
 
 def recover_ledger(bk, ledger_id: int, password: bytes | None = None) -> dict:
@@ -567,8 +609,15 @@ def fence_ledger(bk, ledger_id: int, password: bytes | None = None) -> dict:
     return bk.run(fence, ledger_id, password)
 
 
-def tail_ledger(bk, ledger_id: int, first: int | None = None, password: bytes | None = None,
-                interval: float = 0.5, batch: int = 500, sleep=None):
+def tail_ledger(
+    bk,
+    ledger_id: int,
+    first: int | None = None,
+    password: bytes | None = None,
+    interval: float = 0.5,
+    batch: int = 500,
+    sleep=None,
+):
     """Yield ``(entry_id, payload)`` as the ledger's LAC advances, from
     ``first`` (default: the entry after the current LAC); ends once the
     ledger is closed and its last entry was yielded.

@@ -23,6 +23,7 @@ first when its root is gone, after ``cluster nuke``), puts INSTANCEID back, and 
 generator past the highest restored id so that new ledgers do not collide
 with restored ones.
 """
+
 from __future__ import annotations
 
 import base64
@@ -62,11 +63,19 @@ def backup(store, path: str, uri: str, overwrite: bool = False) -> dict:
         if found is not None:
             cookies[bookie_id] = _b64(found[0].serialize())
     layout = store.cluster.layout()
-    doc = {"format": FORMAT, "created": int(time.time() * 1000), "metadata_uri": uri,
-           "instance_id": store.cluster.instance_id(), "layout": layout.serialize().decode() if layout else None,
-           "autorecovery": {"enabled": store.underreplication.is_enabled(),
-                            "lost_bookie_recovery_delay": store.underreplication.lost_bookie_recovery_delay()},
-           "ledgers": ledgers, "cookies": cookies}
+    doc = {
+        "format": FORMAT,
+        "created": int(time.time() * 1000),
+        "metadata_uri": uri,
+        "instance_id": store.cluster.instance_id(),
+        "layout": layout.serialize().decode() if layout else None,
+        "autorecovery": {
+            "enabled": store.underreplication.is_enabled(),
+            "lost_bookie_recovery_delay": store.underreplication.lost_bookie_recovery_delay(),
+        },
+        "ledgers": ledgers,
+        "cookies": cookies,
+    }
     text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w") as f:
@@ -74,8 +83,13 @@ def backup(store, path: str, uri: str, overwrite: bool = False) -> dict:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    return {"file": path, "ledgers": len(ledgers), "cookies": len(cookies), "bytes": len(text),
-            "instance_id": doc["instance_id"]}
+    return {
+        "file": path,
+        "ledgers": len(ledgers),
+        "cookies": len(cookies),
+        "bytes": len(text),
+        "instance_id": doc["instance_id"],
+    }
 
 
 def read_backup(path: str) -> dict:
@@ -132,11 +146,17 @@ def restore(store, path: str, confirm_overwrite: Callable[[list[int], list[str],
         store.underreplication.enable()
     highest = max(doc["ledgers"], default=None)
     above = _move_id_generator_past(store, highest) if highest is not None else None
-    return {"file": path, "ledgers": len(doc["ledgers"]), "replaced_ledgers": existing_ledgers,
-            "cookies": len(doc["cookies"]), "replaced_cookies": existing_cookies,
-            "instance_id": doc.get("instance_id"), "instance_id_replaced": instance_differs,
-            "cluster_created": created,
-            "next_ledger_id_above": above}
+    return {
+        "file": path,
+        "ledgers": len(doc["ledgers"]),
+        "replaced_ledgers": existing_ledgers,
+        "cookies": len(doc["cookies"]),
+        "replaced_cookies": existing_cookies,
+        "instance_id": doc.get("instance_id"),
+        "instance_id_replaced": instance_differs,
+        "cluster_created": created,
+        "next_ledger_id_above": above,
+    }
 
 
 def _move_id_generator_past(store, highest: int) -> int | None:

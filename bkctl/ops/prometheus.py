@@ -9,18 +9,18 @@ stats provider): an OpStatsLogger per operation as a summary with quantiles,
 (milliseconds).  Rates and bookied's latency quantiles come from the
 difference of two scrapes: what happened between them, not since start.
 """
+
 from __future__ import annotations
 
 import math
 import re
 from collections import defaultdict
 
-_SAMPLE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 #: what ``top`` shows -> (bookied's op label, Java's summary name)
-OPS = {"add": ("add", "bookkeeper_server_ADD_ENTRY_REQUEST"),
-       "read": ("read", "bookkeeper_server_READ_ENTRY_REQUEST")}
+OPS = {"add": ("add", "bookkeeper_server_ADD_ENTRY_REQUEST"), "read": ("read", "bookkeeper_server_READ_ENTRY_REQUEST")}
 JAVA_JOURNAL_SYNC = "bookie_journal_JOURNAL_SYNC"
 BOOKIED_JOURNAL_SYNC = "bookie_journal_fsync_latency_seconds"
 BOOKIED_REQUESTS = "bookie_requests_total"

@@ -5,6 +5,7 @@ Pulsar manager) and BookKeeper's ledger metadata; the bookies are asked only
 for what ZooKeeper does not say: the last add confirmed of a topic's open
 ledger and the newest position in a cursor ledger.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -29,9 +30,25 @@ from bkctl.wire.pulsar.managed_ledger import (
 )
 from bkctl.wire.pulsar.topics import ManagedLedger, TopicMetadataReader
 
-__all__ = ["BACKLOG_READ_LIMIT", "YOUNG_LEDGER_SECONDS", "Backlog", "CursorFallback", "LedgerState", "OrphanSweep",
-           "Owners", "PositionSource", "cursor_state", "fallback_warning", "ledger_owner", "ledger_states", "list_topics",
-           "pulsar_component", "reader", "resolve_topics", "show_topic"]
+__all__ = [
+    "BACKLOG_READ_LIMIT",
+    "YOUNG_LEDGER_SECONDS",
+    "Backlog",
+    "CursorFallback",
+    "LedgerState",
+    "OrphanSweep",
+    "Owners",
+    "PositionSource",
+    "cursor_state",
+    "fallback_warning",
+    "ledger_owner",
+    "ledger_states",
+    "list_topics",
+    "pulsar_component",
+    "reader",
+    "resolve_topics",
+    "show_topic",
+]
 
 #: ``bk()``: a BlockingBookKeeper, made on first use (None: never ask the bookies)
 BookKeeperFactory = Callable[[], Any]
@@ -156,7 +173,7 @@ def metadata_in_batches(store, ledger_ids: list[int]) -> Iterator[Any]:
     stays open while the caller asks the bookies; metadata that does not decode raises as
     ``ledgers.read`` does."""
     for lo in range(0, len(ledger_ids), READ_BATCH):
-        for got in list(store.ledgers.read_many(ledger_ids[lo:lo + READ_BATCH])):
+        for got in list(store.ledgers.read_many(ledger_ids[lo : lo + READ_BATCH])):
             if isinstance(got.metadata, Exception):
                 raise got.metadata
             yield got.metadata
@@ -241,8 +258,9 @@ def cursor_state(info: Any, bk: BookKeeperFactory | None = None) -> tuple[Cursor
     except (BKError, OSError, TimeoutError) as exc:
         return fallback(f"cursor ledger {ledger_id} could not be read: {exc}")
     kind = "beyond-lac" if tail.last > tail.lac else "cursor-ledger"
-    return CursorState.of(info, position), PositionSource(kind, ledger_id, tail.last,
-                                                          None if handle.is_closed else tail.lac)
+    return CursorState.of(info, position), PositionSource(
+        kind, ledger_id, tail.last, None if handle.is_closed else tail.lac
+    )
 
 
 #: The backlog's messages are counted (and its bytes summed) by reading the
@@ -258,8 +276,13 @@ class Backlog:
     :data:`BACKLOG_READ_LIMIT`; else bytes at each ledger's mean entry size,
     messages None), ``counted`` True when read."""
 
-    def __init__(self, state: CursorState, ledgers: list[LedgerState], bk: BookKeeperFactory | None = None,
-                 limit: int = BACKLOG_READ_LIMIT):
+    def __init__(
+        self,
+        state: CursorState,
+        ledgers: list[LedgerState],
+        bk: BookKeeperFactory | None = None,
+        limit: int = BACKLOG_READ_LIMIT,
+    ):
         self.entries = sum(state.unacked_entries(ls.ledger_id, ls.entries) for ls in ledgers if not ls.missing)
         self.messages: int | None = None
         self.counted = False
@@ -273,8 +296,12 @@ class Backlog:
         self.bytes = _estimated_bytes(state, ledgers)
 
     def to_json(self) -> dict[str, Any]:
-        return {"backlog_entries": self.entries, "backlog_messages": self.messages, "backlog_bytes": self.bytes,
-                "backlog_bytes_exact": self.counted}
+        return {
+            "backlog_entries": self.entries,
+            "backlog_messages": self.messages,
+            "backlog_bytes": self.bytes,
+            "backlog_bytes_exact": self.counted,
+        }
 
 
 def _estimated_bytes(state: CursorState, ledgers: list[LedgerState]) -> int:
@@ -312,8 +339,11 @@ def _read_backlog(state: CursorState, ledgers: list[LedgerState], bk: BookKeeper
             md = decode_entry(data, verify=False).metadata
             if md.HasField("marker_type"):
                 continue
-            if md.HasField("num_chunks_from_msg") and md.num_chunks_from_msg > 1 \
-                    and md.chunk_id != md.num_chunks_from_msg - 1:
+            if (
+                md.HasField("num_chunks_from_msg")
+                and md.num_chunks_from_msg > 1
+                and md.chunk_id != md.num_chunks_from_msg - 1
+            ):
                 continue
             if md.HasField("num_messages_in_batch"):
                 messages += sum(not state.message_acked(position, i) for i in range(md.num_messages_in_batch))
@@ -340,8 +370,9 @@ def _cursor_doc(name: str, info: Any, ledgers: list[LedgerState], bk) -> dict[st
 # ---------------------------------------------------------------- commands
 
 
-def list_topics(store, tenant: str | None = None, namespace: str | None = None,
-                base: str | None = None) -> list[dict[str, Any]]:
+def list_topics(
+    store, tenant: str | None = None, namespace: str | None = None, base: str | None = None
+) -> list[dict[str, Any]]:
     """One row per topic (each partition its own): ledgers, entries and bytes
     the managed ledger records, cursors, terminated."""
     topics = reader(store, base)
@@ -352,22 +383,25 @@ def list_topics(store, tenant: str | None = None, namespace: str | None = None,
         # the managed ledger records a ledger's entries and size when it closes it: the
         # ledger its broker writes has neither yet (topic show asks the bookies)
         unrecorded = [li.ledgerId for li in infos if not li.HasField("entries")]
-        rows.append({
-            "topic": str(topic),
-            "managed_ledger": ml.name,
-            "partition": topic.partition,
-            "ledgers": len(infos),
-            "entries": sum(li.entries for li in infos),
-            "size": sum(li.size for li in infos),
-            "uncounted_ledgers": unrecorded,
-            "cursors": sorted(ml.cursors),
-            "terminated": ml.terminated is not None,
-        })
+        rows.append(
+            {
+                "topic": str(topic),
+                "managed_ledger": ml.name,
+                "partition": topic.partition,
+                "ledgers": len(infos),
+                "entries": sum(li.entries for li in infos),
+                "size": sum(li.size for li in infos),
+                "uncounted_ledgers": unrecorded,
+                "cursors": sorted(ml.cursors),
+                "terminated": ml.terminated is not None,
+            }
+        )
     return rows
 
 
-def show_topic(store, name: str, base: str | None = None, bk: BookKeeperFactory | None = None,
-               strict: bool = False) -> dict[str, Any]:
+def show_topic(
+    store, name: str, base: str | None = None, bk: BookKeeperFactory | None = None, strict: bool = False
+) -> dict[str, Any]:
     """A topic (every partition of a partitioned one): ledgers with entries,
     sizes, dates and bookies; cursors with their position, where it came from
     and their backlog.  ``warnings`` lists the cursors whose position fell
@@ -384,36 +418,56 @@ def show_topic(store, name: str, base: str | None = None, bk: BookKeeperFactory 
                 warnings.append(fallback_warning(str(ml.topic), c["name"], c["fallback"]))
         if strict and warnings:
             raise CursorFallback(warnings[0])
-        parts.append({
-            "topic": str(ml.topic),
-            "managed_ledger": ml.name,
-            "path": ml.path,
-            "partition": ml.topic.partition,
-            "terminated_at": None if ml.terminated is None else f"{ml.terminated[0]}:{ml.terminated[1]}",
-            "properties": {p.key: p.value for p in ml.info.properties},
-            "ledgers": [ls.to_json() for ls in ledgers],
-            "entries": sum(ls.entries for ls in ledgers),
-            "size": sum(ls.size or 0 for ls in ledgers),
-            "beyond_lac": sum(ls.beyond_lac for ls in ledgers),
-            "cursors": cursors,
-        })
+        parts.append(
+            {
+                "topic": str(ml.topic),
+                "managed_ledger": ml.name,
+                "path": ml.path,
+                "partition": ml.topic.partition,
+                "terminated_at": None if ml.terminated is None else f"{ml.terminated[0]}:{ml.terminated[1]}",
+                "properties": {p.key: p.value for p in ml.info.properties},
+                "ledgers": [ls.to_json() for ls in ledgers],
+                "entries": sum(ls.entries for ls in ledgers),
+                "size": sum(ls.size or 0 for ls in ledgers),
+                "beyond_lac": sum(ls.beyond_lac for ls in ledgers),
+                "cursors": cursors,
+            }
+        )
     partitioned = not parts or parts[0]["topic"] != str(topic)
     declared = topics.declared_partitions(topic) if partitioned else None
     have = {part["partition"] for part in parts}
     for n in range(declared or 0):  # partitions no broker has loaded yet: no managed ledger, no data
         if n not in have:
-            parts.append({"topic": f"{topic}-partition-{n}", "managed_ledger": None, "path": None, "partition": n,
-                          "terminated_at": None, "properties": {}, "ledgers": [], "entries": 0, "size": 0,
-                          "beyond_lac": 0, "cursors": []})
+            parts.append(
+                {
+                    "topic": f"{topic}-partition-{n}",
+                    "managed_ledger": None,
+                    "path": None,
+                    "partition": n,
+                    "terminated_at": None,
+                    "properties": {},
+                    "ledgers": [],
+                    "entries": 0,
+                    "size": 0,
+                    "beyond_lac": 0,
+                    "cursors": [],
+                }
+            )
     parts.sort(key=lambda part: part["partition"])
-    return {"topic": str(topic), "partitioned": partitioned, "declared_partitions": declared, "partitions": parts,
-            "warnings": warnings}
+    return {
+        "topic": str(topic),
+        "partitioned": partitioned,
+        "declared_partitions": declared,
+        "partitions": parts,
+        "warnings": warnings,
+    }
 
 
 def fallback_warning(topic: str, cursor: str, why: str) -> str:
     """The warning for a cursor whose position was read from its znode although it keeps a ledger."""
-    return (f"{topic} cursor {cursor}: position from its znode ({why}), which is older than the position "
-            "its broker holds")
+    return (
+        f"{topic} cursor {cursor}: position from its znode ({why}), which is older than the position its broker holds"
+    )
 
 
 def pulsar_component(custom: dict[str, str]) -> str | None:
@@ -490,10 +544,19 @@ class Owners:
         custom = decode_custom_metadata(md.custom_metadata)
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         age = None if md.ctime is None else max(0.0, (now_ms - md.ctime) / 1000)
-        doc: dict[str, Any] = {"ledger_id": ledger_id, "owner": None, "topic": None, "cursor": None,
-                               "managed_ledger": custom.get(MANAGED_LEDGER_KEY), "custom_metadata": custom,
-                               "listed": True, "created": format_ctime(md.ctime), "age_seconds": age,
-                               "caution": None, "schema_version": None}
+        doc: dict[str, Any] = {
+            "ledger_id": ledger_id,
+            "owner": None,
+            "topic": None,
+            "cursor": None,
+            "managed_ledger": custom.get(MANAGED_LEDGER_KEY),
+            "custom_metadata": custom,
+            "listed": True,
+            "created": format_ctime(md.ctime),
+            "age_seconds": age,
+            "caution": None,
+            "schema_version": None,
+        }
         component = pulsar_component(custom)
         if component not in (None, COMPONENT):
             doc.update(owner=component, listed=False)
@@ -519,10 +582,12 @@ class Owners:
             doc["cursor"] = custom[CURSOR_KEY]
         if component and (age is None or age < self.young_seconds):
             young = self.young_seconds
-            doc["caution"] = (f"created {'at an unknown time' if age is None else f'{age:.0f} s ago'}: a broker "
-                              "creates a ledger before its managed ledger lists it, so it may be listed soon "
-                              f"(`pulsar orphans` leaves out ledgers younger than "
-                              f"{f'{young / 3600:g} h' if young >= 3600 else f'{young:g} s'})")
+            doc["caution"] = (
+                f"created {'at an unknown time' if age is None else f'{age:.0f} s ago'}: a broker "
+                "creates a ledger before its managed ledger lists it, so it may be listed soon "
+                f"(`pulsar orphans` leaves out ledgers younger than "
+                f"{f'{young / 3600:g} h' if young >= 3600 else f'{young:g} s'})"
+            )
         return doc
 
 
@@ -553,8 +618,15 @@ class OrphanSweep:
     neither is reported.  Ledger metadata is read in one walk
     (``store.ledgers.walk``), which tells ``progress``."""
 
-    def __init__(self, store, base: str | None = None, older_than: float = YOUNG_LEDGER_SECONDS,
-                 now_ms: int | None = None, progress=None, recheck_batch: int = 1000):
+    def __init__(
+        self,
+        store,
+        base: str | None = None,
+        older_than: float = YOUNG_LEDGER_SECONDS,
+        now_ms: int | None = None,
+        progress=None,
+        recheck_batch: int = 1000,
+    ):
         self.store = store
         #: how many unlisted ledgers are read again at once: each after the walk found it
         #: unlisted and before it is reported (1: each just before its own report)
@@ -629,8 +701,13 @@ class OrphanSweep:
     def _doc(ledger_id: int, md: Any, custom: dict[str, str]) -> dict[str, Any]:
         from bkctl.wire.text import utc_iso as format_ctime
 
-        return {"ledger_id": ledger_id, "managed_ledger": custom.get(MANAGED_LEDGER_KEY),
-                "cursor": custom.get(CURSOR_KEY), "state": md.state.name,
-                "entries": md.last_entry_id + 1 if md.is_closed else None,
-                "size": md.length if md.is_closed else None, "created": format_ctime(md.ctime),
-                "bookies": bookies_of(md)}
+        return {
+            "ledger_id": ledger_id,
+            "managed_ledger": custom.get(MANAGED_LEDGER_KEY),
+            "cursor": custom.get(CURSOR_KEY),
+            "state": md.state.name,
+            "entries": md.last_entry_id + 1 if md.is_closed else None,
+            "size": md.length if md.is_closed else None,
+            "created": format_ctime(md.ctime),
+            "bookies": bookies_of(md),
+        }

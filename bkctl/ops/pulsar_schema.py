@@ -9,6 +9,7 @@ hash to what the locator says -- and for what leaks or is at risk: schema
 ledgers no locator names (orphans, with the age caution of ``pulsar
 orphans``) and schema ledgers with fewer live copies than their write quorum.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -24,8 +25,16 @@ from bkctl.wire.pulsar.managed_ledger import (
     decode_local_name,
 )
 
-__all__ = ["FINDINGS", "check_schemas", "list_schemas", "read_schema_entry", "registry", "schema_ledger_owner",
-           "show_schema", "topic_of_schema_id"]
+__all__ = [
+    "FINDINGS",
+    "check_schemas",
+    "list_schemas",
+    "read_schema_entry",
+    "registry",
+    "schema_ledger_owner",
+    "show_schema",
+    "topic_of_schema_id",
+]
 
 #: ``bk()``: a BlockingBookKeeper, made on first use (None: never ask the bookies)
 BookKeeperFactory = Callable[[], Any]
@@ -34,15 +43,15 @@ BookKeeperFactory = Callable[[], Any]
 FINDINGS = {
     "locator-unreadable": "the locator znode does not decode: the broker cannot load the topic's schema",
     "missing-ledger": "the topic cannot load: a broker treats a missing schema ledger as non-recoverable "
-                      "(schemaLedgerForceRecovery=false) and a new producer's schema makes it delete the whole schema",
+    "(schemaLedgerForceRecovery=false) and a new producer's schema makes it delete the whole schema",
     "unreadable-ledger": "the topic cannot load while this version's ledger does not read or decode",
     "hash-mismatch": "the version's data does not hash to the locator's SHA-256: the registry finds a stored "
-                     "version by that hash, so a producer with this schema may get a new version instead",
+    "version by that hash, so a producer with this schema may get a new version instead",
     "orphan": "no locator names it: space leaked by a broker that stopped between writing the ledger and the "
-              "locator, or lost the locator race; once no broker is writing this schema it can go "
-              "(`bkctl ledger delete ID --even-if-owned`)",
+    "locator, or lost the locator race; once no broker is writing this schema it can go "
+    "(`bkctl ledger delete ID --even-if-owned`)",
     "under-replicated": "fewer live copies than its write quorum: losing another bookie loses the version and "
-                        "the topic cannot load",
+    "the topic cannot load",
 }
 
 
@@ -57,8 +66,10 @@ def registry(store, base: str | None = None, bk: BookKeeperFactory | None = None
 def read_schema_entry(bk: BookKeeperFactory) -> Callable[[int, int], bytes]:
     """``read_entry(ledger, entry)`` of a schema ledger, opened as a broker
     opens it (password ``""``, its digest from its metadata), without fencing."""
+
     def read(ledger_id: int, entry_id: int) -> bytes:
         return bk().open(ledger_id, b"").read_entry(entry_id)
+
     return read
 
 
@@ -79,13 +90,16 @@ def schema_ledger_owner(topics, ledger_id: int, schema_id: str) -> dict[str, Any
     from bkctl.wire.pulsar.errors import PulsarFormatError
     from bkctl.wire.pulsar.registry import SchemaRegistry, schemas_base
 
-    out: dict[str, Any] = {"topic": topic_of_schema_id(schema_id) if schema_id.count("/") >= 2 else None,
-                           "listed": False, "schema_version": None}
+    out: dict[str, Any] = {
+        "topic": topic_of_schema_id(schema_id) if schema_id.count("/") >= 2 else None,
+        "listed": False,
+        "schema_version": None,
+    }
     try:
         locator = SchemaRegistry(topics.pulsar, schemas_base(topics.base)).locator(schema_id)
     except PulsarFormatError:
         return out
-    for e in (locator.index if locator is not None else ()):
+    for e in locator.index if locator is not None else ():
         if e.ledger_id == ledger_id:
             out.update(listed=True, schema_version=e.version)
     return out
@@ -95,16 +109,27 @@ def _version_doc(registry, schema_id: str, entry, locator) -> dict[str, Any]:
     from bkctl.wire.pulsar.errors import SchemaUnreadable
     from bkctl.wire.text import utc_iso
 
-    doc: dict[str, Any] = {"version": entry.version, "ledger_id": entry.ledger_id, "entry_id": entry.entry_id,
-                           "hash": entry.hash.hex(), "type": None, "timestamp": None, "deleted": None,
-                           "problem": None}
+    doc: dict[str, Any] = {
+        "version": entry.version,
+        "ledger_id": entry.ledger_id,
+        "entry_id": entry.entry_id,
+        "hash": entry.hash.hex(),
+        "type": None,
+        "timestamp": None,
+        "deleted": None,
+        "problem": None,
+    }
     try:
         schema = registry.entry(entry.ledger_id, entry.entry_id).schema
     except SchemaUnreadable as exc:
         doc["problem"] = str(exc)
         return doc
-    doc.update(type=schema.type, timestamp=utc_iso(schema.timestamp) if schema.timestamp else None,
-               deleted=schema.deleted, user=schema.user)
+    doc.update(
+        type=schema.type,
+        timestamp=utc_iso(schema.timestamp) if schema.timestamp else None,
+        deleted=schema.deleted,
+        user=schema.user,
+    )
     if not registry.hash_matches(entry.hash, schema):
         doc["problem"] = "its data does not hash to the locator's SHA-256"
     return doc
@@ -118,8 +143,13 @@ def list_schemas(store, base: str | None = None, bk: BookKeeperFactory | None = 
     reg = registry(store, base, bk)
     rows = []
     for sid in reg.schema_ids():
-        row: dict[str, Any] = {"schema_id": sid, "topic": topic_of_schema_id(sid), "newest": None, "versions": [],
-                               "problem": None}
+        row: dict[str, Any] = {
+            "schema_id": sid,
+            "topic": topic_of_schema_id(sid),
+            "newest": None,
+            "versions": [],
+            "problem": None,
+        }
         try:
             locator = reg.locator(sid)
         except PulsarFormatError as exc:
@@ -134,8 +164,9 @@ def list_schemas(store, base: str | None = None, bk: BookKeeperFactory | None = 
     return rows
 
 
-def show_schema(store, topic: str, version: int | None = None, base: str | None = None,
-                bk: BookKeeperFactory | None = None) -> dict[str, Any]:
+def show_schema(
+    store, topic: str, version: int | None = None, base: str | None = None, bk: BookKeeperFactory | None = None
+) -> dict[str, Any]:
     """One version of a topic's schema (the newest by default): its type,
     time, properties, hash, ledger and definition (pretty JSON for AVRO and
     JSON, the descriptor for PROTOBUF_NATIVE, both sides of a KEY_VALUE)."""
@@ -147,12 +178,22 @@ def show_schema(store, topic: str, version: int | None = None, base: str | None 
     locator = reg.locator(sid)
     got, schema = reg.version(sid, version, locator)
     entry = locator.entry(got)
-    return {"topic": topic_of_schema_id(sid), "schema_id": sid, "version": got, "newest": locator.info.version,
-            "versions": [e.version for e in sorted(locator.index)], "type": schema.type,
-            "timestamp": utc_iso(schema.timestamp) if schema.timestamp else None, "user": schema.user,
-            "deleted": schema.deleted, "properties": schema.properties, "ledger_id": entry.ledger_id,
-            "hash": entry.hash.hex(), "hash_ok": schema_hash(schema.data) == entry.hash or schema.deleted,
-            "definition": pretty_definition(schema)}
+    return {
+        "topic": topic_of_schema_id(sid),
+        "schema_id": sid,
+        "version": got,
+        "newest": locator.info.version,
+        "versions": [e.version for e in sorted(locator.index)],
+        "type": schema.type,
+        "timestamp": utc_iso(schema.timestamp) if schema.timestamp else None,
+        "user": schema.user,
+        "deleted": schema.deleted,
+        "properties": schema.properties,
+        "ledger_id": entry.ledger_id,
+        "hash": entry.hash.hex(),
+        "hash_ok": schema_hash(schema.data) == entry.hash or schema.deleted,
+        "definition": pretty_definition(schema),
+    }
 
 
 def _live_copies(md: Any, live: set[str]) -> int:
@@ -163,8 +204,13 @@ def _live_copies(md: Any, live: set[str]) -> int:
     return sum(str(ensemble[i]) in live for i in write_set_indices(0, len(ensemble), md.write_quorum))
 
 
-def check_schemas(store, base: str | None = None, bk: BookKeeperFactory | None = None,
-                  older_than: float = 3600.0, now_ms: int | None = None) -> dict[str, Any]:
+def check_schemas(
+    store,
+    base: str | None = None,
+    bk: BookKeeperFactory | None = None,
+    older_than: float = 3600.0,
+    now_ms: int | None = None,
+) -> dict[str, Any]:
     """Every finding of the registry's doctor (:data:`FINDINGS`), and what
     was looked at: ``findings`` (kind, schema_id, topic, version, ledger_id,
     detail, consequence), ``schemas``, ``schema_ledgers``, ``young`` (schema
@@ -182,9 +228,17 @@ def check_schemas(store, base: str | None = None, bk: BookKeeperFactory | None =
     findings: list[dict[str, Any]] = []
 
     def find(kind, sid, version, ledger_id, detail):
-        findings.append({"kind": kind, "schema_id": sid, "topic": None if sid is None else topic_of_schema_id(sid),
-                         "version": version, "ledger_id": ledger_id, "detail": detail,
-                         "consequence": FINDINGS[kind]})
+        findings.append(
+            {
+                "kind": kind,
+                "schema_id": sid,
+                "topic": None if sid is None else topic_of_schema_id(sid),
+                "version": version,
+                "ledger_id": ledger_id,
+                "detail": detail,
+                "consequence": FINDINGS[kind],
+            }
+        )
 
     named: set[int] = set()
     ids = reg.schema_ids()
@@ -203,23 +257,37 @@ def check_schemas(store, base: str | None = None, bk: BookKeeperFactory | None =
             try:
                 md, _version = store.ledgers.read(ledger_id)
             except NoSuchLedger:
-                find("missing-ledger", sid, entry.version, ledger_id,
-                     f"version {entry.version}'s ledger {ledger_id} does not exist")
+                find(
+                    "missing-ledger",
+                    sid,
+                    entry.version,
+                    ledger_id,
+                    f"version {entry.version}'s ledger {ledger_id} does not exist",
+                )
                 continue
             if md.ensembles and _live_copies(md, live) < md.write_quorum:
-                find("under-replicated", sid, entry.version, ledger_id,
-                     f"{_live_copies(md, live)} of {md.write_quorum} copies on live bookies")
+                find(
+                    "under-replicated",
+                    sid,
+                    entry.version,
+                    ledger_id,
+                    f"{_live_copies(md, live)} of {md.write_quorum} copies on live bookies",
+                )
             if bk is None:
                 continue
             try:
                 schema = reg.entry(ledger_id, entry.entry_id).schema
             except SchemaUnreadable as exc:
-                find("missing-ledger" if exc.missing else "unreadable-ledger", sid, entry.version, ledger_id,
-                     str(exc))
+                find("missing-ledger" if exc.missing else "unreadable-ledger", sid, entry.version, ledger_id, str(exc))
                 continue
             if not reg.hash_matches(entry.hash, schema):
-                find("hash-mismatch", sid, entry.version, ledger_id,
-                     f"locator {entry.hash.hex()[:16]}..., data {schema_hash(schema.data).hex()[:16]}...")
+                find(
+                    "hash-mismatch",
+                    sid,
+                    entry.version,
+                    ledger_id,
+                    f"locator {entry.hash.hex()[:16]}..., data {schema_hash(schema.data).hex()[:16]}...",
+                )
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now_ms - older_than * 1000
     schema_ledgers = young = 0
@@ -237,7 +305,12 @@ def check_schemas(store, base: str | None = None, bk: BookKeeperFactory | None =
             young += 1
             continue
         located = sid is not None and sid in ids
-        find("orphan", sid, None, ledger_id,
-             f"created {utc_iso(md.ctime)}, {md.length if md.is_closed else '?'} B; "
-             + ("its schema has a locator that does not name it" if located else "its schema has no locator"))
+        find(
+            "orphan",
+            sid,
+            None,
+            ledger_id,
+            f"created {utc_iso(md.ctime)}, {md.length if md.is_closed else '?'} B; "
+            + ("its schema has a locator that does not name it" if located else "its schema has no locator"),
+        )
     return {"findings": findings, "schemas": len(ids), "schema_ledgers": schema_ledgers, "young": young}

@@ -5,6 +5,7 @@ concurrent editors (bkctl, pulsar-admin) do not lose each other's changes.
 A bookie is in one group at a time: setting its rack in a group removes it
 from the others.
 """
+
 from __future__ import annotations
 
 from bkctl.wire.errors import NotFound
@@ -34,8 +35,9 @@ def _update(store, change) -> dict:
     raise CommandError("the rack map keeps changing; try again")
 
 
-def set_rack(store, bookie: str, rack: str, group: str = "default", hostname: str | None = None,
-             allow_unknown: bool = False) -> dict:
+def set_rack(
+    store, bookie: str, rack: str, group: str = "default", hostname: str | None = None, allow_unknown: bool = False
+) -> dict:
     """Put ``bookie`` in ``rack``; a bookie the cluster does not know (not
     registered, no cookie) only with ``allow_unknown`` (exit 3 otherwise)."""
     from bkctl.wire.metadata.racks import RackMapError, normalize_rack
@@ -99,6 +101,13 @@ def list_racks(store) -> list[dict]:
     for group, members in doc.items():
         for bookie, info in members.items():
             state = "writable" if bookie in writable else "readonly" if bookie in readonly else "not registered"
-            rows.append({"group": group, "rack": info.get("rack"), "bookie_id": bookie,
-                         "hostname": info.get("hostname"), "state": state})
+            rows.append(
+                {
+                    "group": group,
+                    "rack": info.get("rack"),
+                    "bookie_id": bookie,
+                    "hostname": info.get("hostname"),
+                    "state": state,
+                }
+            )
     return sorted(rows, key=lambda r: (str(r["rack"]), r["bookie_id"]))

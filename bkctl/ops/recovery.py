@@ -6,6 +6,7 @@
 that no ledger's metadata names it any more, and deletes its cookie.  Both
 return JSON-ready summaries (keys documented on :func:`summary`).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -32,19 +33,26 @@ def check_bookie_ids(bookies: Iterable[str]) -> list[str]:
     out = list(dict.fromkeys(bookies))
     for b in out:
         if not is_valid_bookie_id(b) or (":" in b and not looks_like_an_address(b)):
-            raise CommandError(f"not a bookie id: {b!r} (expected host:port with a port 1-65535, "
-                               "or a bookie id)", USAGE)
+            raise CommandError(
+                f"not a bookie id: {b!r} (expected host:port with a port 1-65535, or a bookie id)", USAGE
+            )
     return out
 
 
 def check_known(store, bookies: Iterable[str], named: Collection[str]) -> None:
     """Exit 3 for a bookie the cluster has never heard of: no cookie, not
     registered, not in ``named`` (the bookies ledgers name: :attr:`Survey.named`)."""
-    unknown = [b for b in bookies
-               if b not in named and store.cookies.get(b) is None and not store.registration.is_registered(b)]
+    unknown = [
+        b
+        for b in bookies
+        if b not in named and store.cookies.get(b) is None and not store.registration.is_registered(b)
+    ]
     if unknown:
-        raise CommandError(f"unknown bookie{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: no cookie, "
-                           "not registered, in no ledger's ensemble", NOT_FOUND)
+        raise CommandError(
+            f"unknown bookie{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: no cookie, "
+            "not registered, in no ledger's ensemble",
+            NOT_FOUND,
+        )
 
 
 def require_known_bookie(store, bookie: str, override: str, what: str) -> None:
@@ -54,8 +62,9 @@ def require_known_bookie(store, bookie: str, override: str, what: str) -> None:
     if store.registration.is_registered(bookie) or store.cookies.get(bookie) is not None:
         return
     hint = "" if ":" in bookie else f"; {bookie!r} has no port (HOST:PORT)"
-    raise CommandError(f"unknown bookie {bookie}: not registered, no cookie{hint}; {what}, or give {override}",
-                       NOT_FOUND)
+    raise CommandError(
+        f"unknown bookie {bookie}: not registered, no cookie{hint}; {what}, or give {override}", NOT_FOUND
+    )
 
 
 def live_bookies(store, bookies: Iterable[str], connect_timeout: float = 1.0) -> list[str]:
@@ -146,8 +155,7 @@ def _chunks(items: Iterable, size: int) -> Iterator[list]:
         yield chunk
 
 
-def summary(bookies: list[str], results: list[dict], *, dry_run: bool, target: str | None,
-            skip_open: bool) -> dict:
+def summary(bookies: list[str], results: list[dict], *, dry_run: bool, target: str | None, skip_open: bool) -> dict:
     """The JSON document of ``bkctl recover``:
 
     ``bookies``, ``target``, ``dry_run``, ``skip_open_ledgers``, ``ledgers``
@@ -162,8 +170,14 @@ def summary(bookies: list[str], results: list[dict], *, dry_run: bool, target: s
     ``reason`` (one short line)), and ``totals`` (``ledgers``, ``recovered``,
     ``planned``, ``skipped``, ``failed``, ``entries_copied``).
     """
-    return {"bookies": bookies, "target": target, "dry_run": dry_run, "skip_open_ledgers": skip_open,
-            "ledgers": results, "totals": count_results(new_totals(), results)}
+    return {
+        "bookies": bookies,
+        "target": target,
+        "dry_run": dry_run,
+        "skip_open_ledgers": skip_open,
+        "ledgers": results,
+        "totals": count_results(new_totals(), results),
+    }
 
 
 def new_totals() -> dict:
@@ -185,23 +199,47 @@ def count_results(totals: dict, results: Iterable[dict]) -> dict:
 CHUNK = 500
 
 
-def rereplicate_bookies(bk, store, bookies: Iterable[str], *, target: str | None = None, dry_run: bool = False,
-                        skip_open: bool = False, **options: Any) -> dict:
+def rereplicate_bookies(
+    bk,
+    store,
+    bookies: Iterable[str],
+    *,
+    target: str | None = None,
+    dry_run: bool = False,
+    skip_open: bool = False,
+    **options: Any,
+) -> dict:
     """:func:`rereplicate_stream`'s results in one :func:`summary` (options as there)."""
     bookies = check_bookie_ids(bookies)
-    results = [r for chunk in rereplicate_stream(bk, store, bookies, target=target, dry_run=dry_run,
-                                                 skip_open=skip_open, **options) for r in chunk]
+    results = [
+        r
+        for chunk in rereplicate_stream(
+            bk, store, bookies, target=target, dry_run=dry_run, skip_open=skip_open, **options
+        )
+        for r in chunk
+    ]
     return summary(bookies, results, dry_run=dry_run, target=target, skip_open=skip_open)
 
 
-def rereplicate_stream(bk, store, bookies: Iterable[str], *, target: str | None = None, dry_run: bool = False,
-                       skip_open: bool = False, parallel: int = 4, window: int = 64,
-                       confirm: Callable[[list[int]], Any] | None = None,
-                       on_start: Callable[[int, int | None], Any] | None = None,
-                       on_ledger: Callable[[dict], Any] | None = None,
-                       on_entry: Callable[[int], Any] | None = None,
-                       ledger_ids: list[int] | None = None, expected_bytes: int | None = None, rate: float = 0,
-                       progress=None) -> Iterator[list[dict]]:
+def rereplicate_stream(
+    bk,
+    store,
+    bookies: Iterable[str],
+    *,
+    target: str | None = None,
+    dry_run: bool = False,
+    skip_open: bool = False,
+    parallel: int = 4,
+    window: int = 64,
+    confirm: Callable[[list[int]], Any] | None = None,
+    on_start: Callable[[int, int | None], Any] | None = None,
+    on_ledger: Callable[[dict], Any] | None = None,
+    on_entry: Callable[[int], Any] | None = None,
+    ledger_ids: list[int] | None = None,
+    expected_bytes: int | None = None,
+    rate: float = 0,
+    progress=None,
+) -> Iterator[list[dict]]:
     """Re-replicate everything ``bookies`` held (see :func:`bkctl.wire.client.rereplication.rereplicate_ledger`).
 
     One walk finds the ledgers (:func:`survey`; ``progress()`` makes the context
@@ -253,10 +291,22 @@ def rereplicate_stream(bk, store, bookies: Iterable[str], *, target: str | None 
     lists = CachedBookieLists(bk.client)
     yield []  # the checks are done
     for chunk in _chunks(store.ledgers.read_many(ids), CHUNK):
-        yield run_in_reactor(rereplicate_ledgers, bk.client, chunk, bookies, parallel=parallel,
-                             on_ledger=on_ledger, target=target, skip_open=skip_open, dry_run=dry_run,
-                             window=window, on_entry=on_entry, throttle=throttle, bookie_lists=lists,
-                             timeout=None)
+        yield run_in_reactor(
+            rereplicate_ledgers,
+            bk.client,
+            chunk,
+            bookies,
+            parallel=parallel,
+            on_ledger=on_ledger,
+            target=target,
+            skip_open=skip_open,
+            dry_run=dry_run,
+            window=window,
+            on_entry=on_entry,
+            throttle=throttle,
+            bookie_lists=lists,
+            timeout=None,
+        )
 
 
 def autorecovery_available(store) -> bool:
@@ -264,12 +314,27 @@ def autorecovery_available(store) -> bool:
     return store.underreplication.is_enabled() and store.auditor.current() is not None
 
 
-def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[list[int]], Any] | None = None,
-                 on_start: Callable[[int, int | None], Any] | None = None, on_ledger=None, on_entry=None,
-                 on_note: Callable[[str], Any] | None = None,
-                 parallel: int = 4, use_daemons: bool | None = None, timeout: float = 3600.0,
-                 poll: float = 1.0, heartbeat: float = 15.0, dry_run: bool = False, progress=None,
-                 clock: Callable[[], float] | None = None, sleep: Callable[[float], Any] | None = None) -> dict:
+def decommission(
+    bk,
+    store,
+    bookie: str,
+    *,
+    passes: int = 3,
+    confirm: Callable[[list[int]], Any] | None = None,
+    on_start: Callable[[int, int | None], Any] | None = None,
+    on_ledger=None,
+    on_entry=None,
+    on_note: Callable[[str], Any] | None = None,
+    parallel: int = 4,
+    use_daemons: bool | None = None,
+    timeout: float = 3600.0,
+    poll: float = 1.0,
+    heartbeat: float = 15.0,
+    dry_run: bool = False,
+    progress=None,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], Any] | None = None,
+) -> dict:
     """Move every fragment off a stopped bookie, verify, delete its cookie.
 
     The bookie must not be registered (exit 4 otherwise; registered but not
@@ -319,17 +384,31 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
     if use_daemons is None:
         use_daemons = bool(ids) and autorecovery_available(store)
     if use_daemons and ids and not autorecovery_available(store):
-        raise CommandError("autorecovery is disabled or no auditor is elected: "
-                           "decommission without the daemons (--no-daemons)", CONFLICT)
+        raise CommandError(
+            "autorecovery is disabled or no auditor is elected: decommission without the daemons (--no-daemons)",
+            CONFLICT,
+        )
     if dry_run:
         if use_daemons:
             rows = [{"ledger_id": lid, "status": "planned"} for lid in ids]
         else:
-            rows = rereplicate_bookies(bk, store, [bookie], dry_run=True, parallel=parallel,
-                                       ledger_ids=ids)["ledgers"] if ids else []
-        return {"bookie_id": bookie, "mode": "autorecovery" if use_daemons else "local", "passes": 0,
-                "ledgers": rows, "entries_copied": None if use_daemons else 0, "remaining_ledgers": ids,
-                "left": [], "cookie_deleted": False, "dry_run": True, "error": None}
+            rows = (
+                rereplicate_bookies(bk, store, [bookie], dry_run=True, parallel=parallel, ledger_ids=ids)["ledgers"]
+                if ids
+                else []
+            )
+        return {
+            "bookie_id": bookie,
+            "mode": "autorecovery" if use_daemons else "local",
+            "passes": 0,
+            "ledgers": rows,
+            "entries_copied": None if use_daemons else 0,
+            "remaining_ledgers": ids,
+            "left": [],
+            "cookie_deleted": False,
+            "dry_run": True,
+            "error": None,
+        }
     if confirm is not None:  # even with no data: the cookie goes
         confirm(ids)
     if use_daemons and ids:
@@ -339,8 +418,10 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
         if on_start is not None:
             on_start(len(ids), None)  # the daemons' bytes are not seen from here: ledgers only
         auditor, _delay = trigger_audit(store)
-        note(f"audit triggered (auditor {auditor}): waiting up to {timeout:g} s for the autorecovery daemons "
-             f"to move {_plural(len(ids), 'ledger')} off {bookie}")
+        note(
+            f"audit triggered (auditor {auditor}): waiting up to {timeout:g} s for the autorecovery daemons "
+            f"to move {_plural(len(ids), 'ledger')} off {bookie}"
+        )
         waiting = list(ids)
         deadline = clock() + timeout
         told = clock()
@@ -355,16 +436,26 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
                 break
             if clock() - told >= heartbeat:
                 told = clock()
-                note(f"{_plural(len(waiting), 'ledger')} still on {bookie}: "
-                     f"{describe_left(_daemon_rows(repair_states(store, waiting, bookie)))}")
+                note(
+                    f"{_plural(len(waiting), 'ledger')} still on {bookie}: "
+                    f"{describe_left(_daemon_rows(repair_states(store, waiting, bookie)))}"
+                )
             sleep(poll)
         ids = ledgers_on(store, [bookie])
         by_ledger.update({row["ledger_id"]: row for row in _daemon_rows(repair_states(store, ids, bookie))})
     while ids and done_passes < passes and not use_daemons:
         done_passes += 1
-        doc = rereplicate_bookies(bk, store, [bookie], on_start=on_start, on_ledger=on_ledger, on_entry=on_entry,
-                                  parallel=parallel, ledger_ids=ids,
-                                  expected_bytes=found.bytes if done_passes == 1 else None)
+        doc = rereplicate_bookies(
+            bk,
+            store,
+            [bookie],
+            on_start=on_start,
+            on_ledger=on_ledger,
+            on_entry=on_entry,
+            parallel=parallel,
+            ledger_ids=ids,
+            expected_bytes=found.bytes if done_passes == 1 else None,
+        )
         for r in doc["ledgers"]:
             by_ledger[r["ledger_id"]] = r
         copied += doc["totals"]["entries_copied"]
@@ -372,14 +463,23 @@ def decommission(bk, store, bookie: str, *, passes: int = 3, confirm: Callable[[
         if not doc["totals"]["recovered"]:
             break  # nothing moved this pass: another would fail alike (no bookie free, copies down)
     left_now = left_rows([by_ledger.get(lid, {"ledger_id": lid}) for lid in ids])
-    result = {"bookie_id": bookie, "mode": "autorecovery" if use_daemons else "local", "passes": done_passes,
-              "ledgers": [by_ledger[k] for k in sorted(by_ledger)],
-              "entries_copied": copied, "remaining_ledgers": ids, "left": left_now,
-              "cookie_deleted": False, "dry_run": False, "error": None}
+    result = {
+        "bookie_id": bookie,
+        "mode": "autorecovery" if use_daemons else "local",
+        "passes": done_passes,
+        "ledgers": [by_ledger[k] for k in sorted(by_ledger)],
+        "entries_copied": copied,
+        "remaining_ledgers": ids,
+        "left": left_now,
+        "cookie_deleted": False,
+        "dry_run": False,
+        "error": None,
+    }
     if ids:
         waited = f" after {timeout:g} s" if use_daemons else ""
-        result["error"] = (f"{_plural(len(ids), 'ledger')} still use bookie {bookie}{waited}; cookie kept: "
-                           f"{describe_left(left_now)}")
+        result["error"] = (
+            f"{_plural(len(ids), 'ledger')} still use bookie {bookie}{waited}; cookie kept: {describe_left(left_now)}"
+        )
         return result
     found_cookie = store.cookies.get(bookie)
     if found_cookie is not None:
@@ -471,9 +571,11 @@ def _registered_message(store, bookie: str) -> str:
     message = f"bookie {bookie} is registered (running); stop it before decommissioning it"
     if live_bookies(store, [bookie]):
         return message
-    return (f"bookie {bookie} is registered but does not answer: if it was just stopped (kill -9, a crash), "
-            "ZooKeeper keeps its registration until its session expires (the bookie's zkTimeout); "
-            "try again then, or stop it first if it still runs")
+    return (
+        f"bookie {bookie} is registered but does not answer: if it was just stopped (kill -9, a crash), "
+        "ZooKeeper keeps its registration until its session expires (the bookie's zkTimeout); "
+        "try again then, or stop it first if it still runs"
+    )
 
 
 def repair_states(store, ledger_ids: Iterable[int], bookie: str | None = None) -> dict[int, dict]:

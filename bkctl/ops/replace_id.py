@@ -9,6 +9,7 @@ interrupted run is finished by running it again.  A segment that already
 names TO as well cannot take TO twice: that ledger is reported as a
 conflict and left unchanged.
 """
+
 from __future__ import annotations
 
 import threading
@@ -83,10 +84,19 @@ def _one_ledger(store, ledger_id: int, md, version: int, old: str, new: str, dry
     return row
 
 
-def replace_bookie_id(store, old: str, new: str, *, dry_run: bool = False, rate: float = 0, parallel: int = 1,
-                      allow_unknown: bool = False, confirm: Callable[[int], None] | None = None,
-                      on_start: Callable[[int], None] | None = None,
-                      on_ledger: Callable[[dict], None] | None = None) -> dict:
+def replace_bookie_id(
+    store,
+    old: str,
+    new: str,
+    *,
+    dry_run: bool = False,
+    rate: float = 0,
+    parallel: int = 1,
+    allow_unknown: bool = False,
+    confirm: Callable[[int], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+    on_ledger: Callable[[dict], None] | None = None,
+) -> dict:
     """Rewrite ``old`` to ``new`` everywhere; returns the summary.
 
     ``confirm(n)`` is called (unless ``dry_run``) with the number of ledgers
@@ -108,8 +118,7 @@ def replace_bookie_id(store, old: str, new: str, *, dry_run: bool = False, rate:
     if old == new:
         raise CommandError("FROM and TO are the same bookie id", USAGE)
     if store.registration.is_registered(old):
-        raise CommandError(f"bookie {old} is registered (running); stop it, or restart it as {new}, first",
-                           CONFLICT)
+        raise CommandError(f"bookie {old} is registered (running); stop it, or restart it as {new}, first", CONFLICT)
     if not allow_unknown:
         require_known_bookie(store, new, "--allow-unknown-id", f"start the bookie as {new} first")
     scanned = 0
@@ -140,11 +149,18 @@ def replace_bookie_id(store, old: str, new: str, *, dry_run: bool = False, rate:
             rows = list(pool.map(work, matched))
     else:
         rows = [work(item) for item in matched]
-    totals = {"matched": len(matched), "updated": 0, "planned": 0, "unchanged": 0, "deleted": 0,
-              "conflict": 0, "failed": 0, "segments": 0}
+    totals = {
+        "matched": len(matched),
+        "updated": 0,
+        "planned": 0,
+        "unchanged": 0,
+        "deleted": 0,
+        "conflict": 0,
+        "failed": 0,
+        "segments": 0,
+    }
     for r in rows:
         totals[r["status"]] += 1
         if r["status"] in ("updated", "planned"):
             totals["segments"] += r["segments"]
-    return {"from": old, "to": new, "dry_run": dry_run, "ledgers_scanned": scanned, "ledgers": rows,
-            "totals": totals}
+    return {"from": old, "to": new, "dry_run": dry_run, "ledgers_scanned": scanned, "ledgers": rows, "totals": totals}

@@ -5,13 +5,15 @@ Each entry the bookie should hold (its write set names the bookie) is read from 
 digest verified with the ledger's password and digest type; an entry the bookie lacks or
 that fails its digest is reported, not skipped.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 
-async def read_replica(client, ledger_id: int, bookie: str, first: int, last: int | None,
-                       password: bytes | None = None, window: int = 64) -> dict:
+async def read_replica(
+    client, ledger_id: int, bookie: str, first: int, last: int | None, password: bytes | None = None, window: int = 64
+) -> dict:
     """``{"ledger_id", "bookie", "first", "last", "entries": [{"entry_id", "status" (ok,
     missing, corrupt, error), "payload" (bytes or None), "error"}]}`` for the entries in
     ``first..last`` whose write set holds ``bookie``.  ``last`` None: the closed ledger's last
@@ -43,8 +45,12 @@ async def read_replica(client, ledger_id: int, bookie: str, first: int, last: in
 
     def ok(data, entry_id):
         try:
-            rows[entry_id] = {"entry_id": entry_id, "status": "ok", "payload": digest.verify(data, entry_id).payload,
-                              "error": None}
+            rows[entry_id] = {
+                "entry_id": entry_id,
+                "status": "ok",
+                "payload": digest.verify(data, entry_id).payload,
+                "error": None,
+            }
         except Exception as e:  # noqa: BLE001 - a bad replica is the finding
             rows[entry_id] = {"entry_id": entry_id, "status": "corrupt", "payload": None, "error": str(e)}
 
@@ -54,10 +60,15 @@ async def read_replica(client, ledger_id: int, bookie: str, first: int, last: in
 
     for i in range(0, len(wanted), window):
         ds = []
-        for e in wanted[i:i + window]:
+        for e in wanted[i : i + window]:
             d = conn.read(ledger_id, e)
             d.addCallbacks(ok, bad, callbackArgs=(e,), errbackArgs=(e,))
             ds.append(d)
         await defer.DeferredList(ds)
-    return {"ledger_id": ledger_id, "bookie": bookie, "first": first, "last": last,
-            "entries": [rows[e] for e in wanted]}
+    return {
+        "ledger_id": ledger_id,
+        "bookie": bookie,
+        "first": first,
+        "last": last,
+        "entries": [rows[e] for e in wanted],
+    }

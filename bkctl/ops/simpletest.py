@@ -6,6 +6,7 @@ last entry id is n-1, reads them back (unconfirmed read through the writer),
 closes it, reopens it, reads the confirmed entries, and deletes it.  Unlike
 the legacy shell, which always exits 0, any failure raises.
 """
+
 from __future__ import annotations
 
 import time
@@ -27,8 +28,15 @@ class SimpleTestFailed(CommandError):
         self.step = step
 
 
-def simpletest(bk, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2, entries: int = 100,
-               on_step: Callable[[str], Any] | None = None, bookie: str | None = None) -> dict:
+def simpletest(
+    bk,
+    ensemble: int = 3,
+    write_quorum: int = 2,
+    ack_quorum: int = 2,
+    entries: int = 100,
+    on_step: Callable[[str], Any] | None = None,
+    bookie: str | None = None,
+) -> dict:
     """Run the test; returns a JSON-ready summary: ``ledger_id``,
     ``ensemble_size``, ``write_quorum``, ``ack_quorum``, ``entries``,
     ``entry_size``, ``bookies``, ``last_entry_id``, ``write_seconds``,
@@ -46,10 +54,20 @@ def simpletest(bk, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2
             return simpletest(bk, 1, 1, 1, entries, on_step)
         finally:
             client.placement = saved
-    doc: dict[str, Any] = {"ledger_id": None, "ensemble_size": ensemble, "write_quorum": write_quorum,
-                           "ack_quorum": ack_quorum, "entries": entries, "entry_size": ENTRY_SIZE,
-                           "bookies": [], "last_entry_id": None, "write_seconds": None, "read_seconds": None,
-                           "deleted": False, "ok": False}
+    doc: dict[str, Any] = {
+        "ledger_id": None,
+        "ensemble_size": ensemble,
+        "write_quorum": write_quorum,
+        "ack_quorum": ack_quorum,
+        "entries": entries,
+        "entry_size": ENTRY_SIZE,
+        "bookies": [],
+        "last_entry_id": None,
+        "write_seconds": None,
+        "read_seconds": None,
+        "deleted": False,
+        "ok": False,
+    }
     step = "create"
 
     def at(name: str) -> None:
@@ -70,8 +88,9 @@ def simpletest(bk, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2
         expected_last = entries - 1
         got_last = -1 if last is None else last
         if got_last != expected_last or lh.last_add_confirmed != expected_last:
-            raise SimpleTestFailed("write", f"last entry id is {got_last} (LAC {lh.last_add_confirmed}), "
-                                            f"expected {expected_last}")
+            raise SimpleTestFailed(
+                "write", f"last entry id is {got_last} (LAC {lh.last_add_confirmed}), expected {expected_last}"
+            )
         doc["last_entry_id"] = got_last
         at("read unconfirmed")
         _check(lh.read(0, expected_last, allow_unconfirmed=True) if entries else [], entries, "read unconfirmed")
@@ -80,12 +99,14 @@ def simpletest(bk, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2
         at("reopen")
         rh = bk.open(lh.ledger_id)
         if rh.last_entry_id != expected_last:
-            raise SimpleTestFailed("reopen", f"the closed ledger's last entry is {rh.last_entry_id}, "
-                                             f"expected {expected_last}")
+            raise SimpleTestFailed(
+                "reopen", f"the closed ledger's last entry is {rh.last_entry_id}, expected {expected_last}"
+            )
         at("read confirmed")
         started = time.perf_counter()
-        _check([e for batch in rh.read_range(0, batch=1000) for e in batch] if entries else [], entries,
-               "read confirmed")
+        _check(
+            [e for batch in rh.read_range(0, batch=1000) for e in batch] if entries else [], entries, "read confirmed"
+        )
         doc["read_seconds"] = round(time.perf_counter() - started, 6)
         at("delete")
         bk.delete(lh.ledger_id)

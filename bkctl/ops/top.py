@@ -13,6 +13,7 @@ scrape of a bookie's metrics and the one before (:mod:`bkctl.ops.prometheus`).
 The rows are plain dicts (``--once --json`` prints them); sorting and
 filtering them is here too, so the live view only draws.
 """
+
 from __future__ import annotations
 
 import threading
@@ -24,9 +25,16 @@ from .bookie_reads import GC, GC_DETAILS, INFO, METRICS, BookieReading, read_boo
 from .prometheus import Scrape, rates
 
 #: sort keys: name -> (row field, largest first)
-SORTS = {"bookie": ("bookie_id", False), "state": ("state", False), "rack": ("rack", False),
-         "adds": ("add_rate", True), "add-latency": ("add_p99_ms", True), "reads": ("read_rate", True),
-         "disk": ("used_percent", True), "reclaimable": ("reclaimable_bytes", True)}
+SORTS = {
+    "bookie": ("bookie_id", False),
+    "state": ("state", False),
+    "rack": ("rack", False),
+    "adds": ("add_rate", True),
+    "add-latency": ("add_p99_ms", True),
+    "reads": ("read_rate", True),
+    "disk": ("used_percent", True),
+    "reclaimable": ("reclaimable_bytes", True),
+}
 STATE_ORDER = {"lost": 0, "down": 1, "unreachable": 2, "read-only": 3, "writable": 4}
 
 
@@ -61,9 +69,16 @@ class TopCollector:
     ZooKeeper is called unreachable once a read has gone unanswered for
     ``zk_grace`` seconds, or failed as a ZooKeeper that is down fails."""
 
-    def __init__(self, store, timeout: float = 0.8, repair_every: float = 3.0,
-                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-                 zk_wait: float = 1.0, zk_grace: float = 2.0):
+    def __init__(
+        self,
+        store,
+        timeout: float = 0.8,
+        repair_every: float = 3.0,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        zk_wait: float = 1.0,
+        zk_grace: float = 2.0,
+    ):
         self._connect = store if callable(store) else (lambda: store)
         self.store = None if callable(store) else store
         self.timeout = timeout
@@ -76,10 +91,10 @@ class TopCollector:
         self._scrapes: dict[str, tuple[float, Scrape]] = {}
         self._addresses: dict[str, str] = {}
         self._repair: tuple[float, dict | None, str | None] | None = None
-        self._zk_read: _Pending | None = None          # the registrations' read under way
-        self._report_read: _Pending | None = None      # the autorecovery report's
+        self._zk_read: _Pending | None = None  # the registrations' read under way
+        self._report_read: _Pending | None = None  # the autorecovery report's
         self._known: tuple[int, list[dict], dict] | None = None  # (wall ms, registrations, racks) last read
-        self._zk_down: tuple[int, str] | None = None   # (wall ms since, why) while ZooKeeper does not answer
+        self._zk_down: tuple[int, str] | None = None  # (wall ms since, why) while ZooKeeper does not answer
         self._zk_latency_ms: float | None = None
 
     def close(self) -> None:
@@ -102,26 +117,43 @@ class TopCollector:
                 self._addresses[reading.bookie_id] = reading.http
             if _unreachable(reading) and fresh:
                 self._addresses.pop(reading.bookie_id, None)  # ask the registration again next time
-        report, error = self._repair_report(now_ms) if self.store is not None else (None, self._zk_down[1]
-                                                                                     if self._zk_down else None)
+        report, error = (
+            self._repair_report(now_ms)
+            if self.store is not None
+            else (None, self._zk_down[1] if self._zk_down else None)
+        )
         # lost as the auditor counts it (named by ledgers); a cookie without a registration alone is "down"
-        lost = {b["bookie_id"] for b in (report or {}).get("lost_bookies", [])
-                if b.get("seen_by_auditor", True) or not b.get("cookie", True)}
+        lost = {
+            b["bookie_id"]
+            for b in (report or {}).get("lost_bookies", [])
+            if b.get("seen_by_auditor", True) or not b.get("cookie", True)
+        }
         rows = [self._row(r, racks.get(r.bookie_id), r.bookie_id in lost) for r in readings]
         for bookie_id in sorted(lost - {r["bookie_id"] for r in rows}):
             rows.append(_lost_row(bookie_id, racks.get(bookie_id)))
         counts = {state: sum(1 for r in rows if r["state"] == state) for state in STATE_ORDER}
-        cluster = {"bookies": len(rows), **counts,
-                   "under_replicated": None if report is None else report["underreplicated"],
-                   "auditor": None if report is None else report["auditor"],
-                   "autorecovery_enabled": None if report is None else report["enabled"]}
-        zookeeper = {"state": "unreachable" if self._zk_down else "ok",
-                     "since": self._zk_down[0] if self._zk_down else None,
-                     "error": self._zk_down[1] if self._zk_down else None,
-                     "read_at": self._known[0] if self._known else None,
-                     "latency_ms": None if self._zk_down else self._zk_latency_ms}
-        return {"time": now_ms, "cluster": cluster, "bookies": rows, "autorecovery": report,
-                "autorecovery_error": error, "zookeeper": zookeeper}
+        cluster = {
+            "bookies": len(rows),
+            **counts,
+            "under_replicated": None if report is None else report["underreplicated"],
+            "auditor": None if report is None else report["auditor"],
+            "autorecovery_enabled": None if report is None else report["enabled"],
+        }
+        zookeeper = {
+            "state": "unreachable" if self._zk_down else "ok",
+            "since": self._zk_down[0] if self._zk_down else None,
+            "error": self._zk_down[1] if self._zk_down else None,
+            "read_at": self._known[0] if self._known else None,
+            "latency_ms": None if self._zk_down else self._zk_latency_ms,
+        }
+        return {
+            "time": now_ms,
+            "cluster": cluster,
+            "bookies": rows,
+            "autorecovery": report,
+            "autorecovery_error": error,
+            "zookeeper": zookeeper,
+        }
 
     def _read_zookeeper(self, now_ms: int) -> bool:
         """Read the registrations and racks, waiting ``zk_wait`` at most; True if they are fresh.
@@ -170,14 +202,27 @@ class TopCollector:
         """Each bookie's HTTP admin; while ZooKeeper does not answer, only those whose address is
         known (asking ZooKeeper for the others would hold a thread of the pool)."""
         if fresh:
-            return read_bookies(self.store, registered, (INFO, GC, GC_DETAILS, METRICS), self.timeout,
-                                self._addresses, self._pool)
+            return read_bookies(
+                self.store, registered, (INFO, GC, GC_DETAILS, METRICS), self.timeout, self._addresses, self._pool
+            )
         known = [r for r in registered if r["state"] == "down" or r["bookie_id"] in self._addresses]
-        readings = {r.bookie_id: r for r in read_bookies(self.store, known, (INFO, GC, GC_DETAILS, METRICS),
-                                                         self.timeout, self._addresses, self._pool)} if known else {}
-        return [readings.get(r["bookie_id"]) or BookieReading(
-            r["bookie_id"], r["state"], unread={"http": "its HTTP address is in ZooKeeper, which is not answering"})
-            for r in registered]
+        readings = (
+            {
+                r.bookie_id: r
+                for r in read_bookies(
+                    self.store, known, (INFO, GC, GC_DETAILS, METRICS), self.timeout, self._addresses, self._pool
+                )
+            }
+            if known
+            else {}
+        )
+        return [
+            readings.get(r["bookie_id"])
+            or BookieReading(
+                r["bookie_id"], r["state"], unread={"http": "its HTTP address is in ZooKeeper, which is not answering"}
+            )
+            for r in registered
+        ]
 
     def _repair_report(self, now_ms: int) -> tuple[dict | None, str | None]:
         from concurrent.futures import TimeoutError as FutureTimeout
@@ -208,9 +253,15 @@ class TopCollector:
             state = "unreachable"
         if lost and state == "down":
             state = "lost"
-        row: dict[str, Any] = {"bookie_id": reading.bookie_id, "state": state, "registration": reading.state,
-                               "rack": rack, "http": reading.http, "kind": reading.kind,
-                               "unread": dict(reading.unread)}
+        row: dict[str, Any] = {
+            "bookie_id": reading.bookie_id,
+            "state": state,
+            "registration": reading.state,
+            "rack": rack,
+            "http": reading.http,
+            "kind": reading.kind,
+            "unread": dict(reading.unread),
+        }
         row.update(_disk(reading))
         row.update(_gc(reading))
         reasons = reading.read_only_reasons
@@ -223,8 +274,19 @@ class TopCollector:
             row["metrics"] = scrape.naming or "unknown names"
             self._scrapes[reading.bookie_id] = (reading.read_at, scrape)
         else:
-            row.update(dict.fromkeys(("add_rate", "add_p50_ms", "add_p99_ms", "read_rate", "read_p50_ms",
-                                      "read_p99_ms", "journal_sync_p99_ms")))
+            row.update(
+                dict.fromkeys(
+                    (
+                        "add_rate",
+                        "add_p50_ms",
+                        "add_p99_ms",
+                        "read_rate",
+                        "read_p50_ms",
+                        "read_p99_ms",
+                        "journal_sync_p99_ms",
+                    )
+                )
+            )
             row["metrics"] = None
             self._scrapes.pop(reading.bookie_id, None)
         return row
@@ -244,39 +306,63 @@ def _unreachable(reading: BookieReading) -> bool:
 
 def _lost_row(bookie_id: str, rack: str | None) -> dict:
     """A bookie the auditor counts lost that has no cookie any more (decommissioned, or a stray id)."""
-    row = {"bookie_id": bookie_id, "state": "lost", "registration": "not registered", "rack": rack, "http": None,
-           "kind": None, "unread": {"http": "not registered"}, "metrics": None, "read_only_reason": None}
+    row = {
+        "bookie_id": bookie_id,
+        "state": "lost",
+        "registration": "not registered",
+        "rack": rack,
+        "http": None,
+        "kind": None,
+        "unread": {"http": "not registered"},
+        "metrics": None,
+        "read_only_reason": None,
+    }
     row.update(_disk(BookieReading(bookie_id, "down")))
     row.update(_gc(BookieReading(bookie_id, "down")))
-    row.update(dict.fromkeys(("add_rate", "add_p50_ms", "add_p99_ms", "read_rate", "read_p50_ms", "read_p99_ms",
-                              "journal_sync_p99_ms")))
+    row.update(
+        dict.fromkeys(
+            ("add_rate", "add_p50_ms", "add_p99_ms", "read_rate", "read_p50_ms", "read_p99_ms", "journal_sync_p99_ms")
+        )
+    )
     return row
 
 
 def _disk(reading: BookieReading) -> dict:
     used, total = reading.used_bytes, reading.total_bytes
     logs = reading.entry_logs
-    return {"used_bytes": used, "total_bytes": total,
-            "used_percent": round(used * 100.0 / total, 1) if used is not None and total else None,
-            "entry_logs": None if logs is None else len(logs),
-            "entry_log_bytes": None if logs is None else sum(int(x.get("sizeBytes", 0)) for x in logs),
-            "reclaimable_bytes": None if logs is None
-            else sum(max(0, int(x.get("sizeBytes", 0)) - int(x.get("liveBytes", 0))) for x in logs),
-            "lowest_live_ratio": min((float(x.get("liveRatio", 1.0)) for x in logs), default=None)
-            if logs is not None else None}
+    return {
+        "used_bytes": used,
+        "total_bytes": total,
+        "used_percent": round(used * 100.0 / total, 1) if used is not None and total else None,
+        "entry_logs": None if logs is None else len(logs),
+        "entry_log_bytes": None if logs is None else sum(int(x.get("sizeBytes", 0)) for x in logs),
+        "reclaimable_bytes": None
+        if logs is None
+        else sum(max(0, int(x.get("sizeBytes", 0)) - int(x.get("liveBytes", 0))) for x in logs),
+        "lowest_live_ratio": min((float(x.get("liveRatio", 1.0)) for x in logs), default=None)
+        if logs is not None
+        else None,
+    }
 
 
 def _gc(reading: BookieReading) -> dict:
     gc, details = reading.gc or {}, reading.gc_state
     running = gc.get("gcRunning", details.get("gcRunning"))
-    compacting = gc.get("compacting") or ("major" if details.get("majorCompacting") else
-                                          "minor" if details.get("minorCompacting") else None)
+    compacting = gc.get("compacting") or (
+        "major" if details.get("majorCompacting") else "minor" if details.get("minorCompacting") else None
+    )
     last = gc.get("lastCompaction") if isinstance(gc.get("lastCompaction"), dict) else None
-    return {"gc_running": running, "compacting": compacting, "gc_runs": gc.get("gcRuns"),
-            "forced_gc": str(gc.get("is_in_force_gc", "")).lower() == "true" if gc else None,
-            "last_compaction": last, "next_gc_ms": gc.get("nextGcTime"),
-            "reclaimed_bytes": (gc.get("reclaimedSpaceViaDeletes") or 0) + (gc.get("reclaimedSpaceViaCompaction") or 0)
-            if "reclaimedSpaceViaDeletes" in gc else None}
+    return {
+        "gc_running": running,
+        "compacting": compacting,
+        "gc_runs": gc.get("gcRuns"),
+        "forced_gc": str(gc.get("is_in_force_gc", "")).lower() == "true" if gc else None,
+        "last_compaction": last,
+        "next_gc_ms": gc.get("nextGcTime"),
+        "reclaimed_bytes": (gc.get("reclaimedSpaceViaDeletes") or 0) + (gc.get("reclaimedSpaceViaCompaction") or 0)
+        if "reclaimedSpaceViaDeletes" in gc
+        else None,
+    }
 
 
 # ---------------------------------------------------------------- what the view shows

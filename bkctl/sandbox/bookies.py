@@ -1,6 +1,7 @@
 """The sandbox's bookies: one ``bookied`` process each, its bk_server.conf written from the sandbox's
 layout and the user's ``--set`` settings, started in its own session and waited for until it
 registers anew in ZooKeeper."""
+
 from __future__ import annotations
 
 import contextlib
@@ -26,9 +27,21 @@ def bookied_available() -> bool:
 
 
 #: keys the sandbox writes itself (its layout and addresses): ``--set`` refuses them
-SANDBOX_KEYS = frozenset({"bookiePort", "advertisedAddress", "listeningInterface", "allowLoopback",
-                          "journalDirectories", "journalDirectory", "ledgerDirectories", "indexDirectories",
-                          "metadataServiceUri", "zkServers", "zkLedgersRootPath"})
+SANDBOX_KEYS = frozenset(
+    {
+        "bookiePort",
+        "advertisedAddress",
+        "listeningInterface",
+        "allowLoopback",
+        "journalDirectories",
+        "journalDirectory",
+        "ledgerDirectories",
+        "indexDirectories",
+        "metadataServiceUri",
+        "zkServers",
+        "zkLedgersRootPath",
+    }
+)
 
 
 def parse_settings(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
@@ -54,9 +67,17 @@ def parse_settings(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def bookie_conf_text(*, port: int, journal_dir: Path, ledger_dir: Path, uri: str, autorecovery: bool = False,
-                     tls: dict | None = None, extra: dict[str, str] | None = None,
-                     http_port: int | None = None) -> str:
+def bookie_conf_text(
+    *,
+    port: int,
+    journal_dir: Path,
+    ledger_dir: Path,
+    uri: str,
+    autorecovery: bool = False,
+    tls: dict | None = None,
+    extra: dict[str, str] | None = None,
+    http_port: int | None = None,
+) -> str:
     """The bk_server.conf of a sandbox bookie; ``http_port``: its HTTP admin on
     127.0.0.1 (``bookie state``, ``bookie gc``, ``bookie readonly`` and
     Java's autorecovery endpoints), None for none; ``extra``: ``sandbox up --set``."""
@@ -76,9 +97,13 @@ def bookie_conf_text(*, port: int, journal_dir: Path, ledger_dir: Path, uri: str
     if autorecovery:
         settings.append(("autoRecoveryDaemonEnabled", "true"))
     if tls:  # TLS only: clients must START_TLS
-        settings += [("tlsProviderFactoryClass", "org.apache.bookkeeper.tls.TLSContextFactory"),
-                     ("tlsKeyStoreType", "PEM"), ("tlsKeyStore", tls["key"]),
-                     ("tlsCertificatePath", tls["cert"]), ("tlsTrustStore", tls["ca"])]
+        settings += [
+            ("tlsProviderFactoryClass", "org.apache.bookkeeper.tls.TLSContextFactory"),
+            ("tlsKeyStoreType", "PEM"),
+            ("tlsKeyStore", tls["key"]),
+            ("tlsCertificatePath", tls["cert"]),
+            ("tlsTrustStore", tls["ca"]),
+        ]
     if Path("/sys/class/net/lo").exists():
         settings.insert(2, ("listeningInterface", "lo"))  # listen on loopback only
     if extra:  # `sandbox up --set`: replaces a setting of the sandbox's own, or is added
@@ -127,10 +152,19 @@ def _log_tail(path: Path, lines: int = 20) -> str:
         return "(no log written)"
 
 
-def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int | None = None, *,
-                 timeout: float = 60.0, progress: Progress = quiet, autorecovery: bool = False,
-                 tls: dict | None = None, settings: dict[str, str] | None = None,
-                 http_port: int | None = None) -> dict:
+def start_bookie(
+    directory: str | os.PathLike,
+    index: int,
+    uri: str,
+    port: int | None = None,
+    *,
+    timeout: float = 60.0,
+    progress: Progress = quiet,
+    autorecovery: bool = False,
+    tls: dict | None = None,
+    settings: dict[str, str] | None = None,
+    http_port: int | None = None,
+) -> dict:
     """Launch ``python -m bkctl.bookied --conf <generated conf>`` and wait for its registration.
 
     Its HTTP admin listens on ``http_port`` when that is free, else on a
@@ -143,7 +177,8 @@ def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int |
     if not bookied_available():
         raise SandboxError(
             "bookied is not available in this environment (`python -m bkctl.bookied` does not exist "
-            "yet); use `--bookies 0` to run only ZooKeeper")
+            "yet); use `--bookies 0` to run only ZooKeeper"
+        )
     paths = bookie_paths(directory, index)
     for key in ("journal", "ledgers"):
         paths[key].mkdir(parents=True, exist_ok=True)
@@ -152,8 +187,16 @@ def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int |
         http_port = None  # `--set httpServerEnabled=false`: no HTTP admin to show
     elif not http_port or not port_free(HOST, http_port):
         http_port = free_port(HOST)
-    conf = bookie_conf_text(port=port, journal_dir=paths["journal"], ledger_dir=paths["ledgers"], uri=uri,
-                            autorecovery=autorecovery, tls=tls, extra=settings, http_port=http_port)
+    conf = bookie_conf_text(
+        port=port,
+        journal_dir=paths["journal"],
+        ledger_dir=paths["ledgers"],
+        uri=uri,
+        autorecovery=autorecovery,
+        tls=tls,
+        extra=settings,
+        http_port=http_port,
+    )
     if settings:  # what bookied would refuse across keys, refused before it starts
         from bkctl.bookied.config import ConfigError, load_config_text
 
@@ -168,8 +211,15 @@ def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int |
         stale = store.registration.session_of(bookie_id)  # a killed predecessor's, until it expires
         progress(f"starting bookie {bookie_id}...")
         with open(paths["log"], "ab") as log:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    cwd=str(paths["base"]), start_new_session=True, close_fds=True)
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=str(paths["base"]),
+                start_new_session=True,
+                close_fds=True,
+            )
         record = {
             "index": index,
             "id": bookie_id,
@@ -182,11 +232,18 @@ def start_bookie(directory: str | os.PathLike, index: int, uri: str, port: int |
         }
         try:
             if stale is not None:
-                progress(f"bookie {bookie_id}: its registration is still held by ZooKeeper session 0x{stale:x} "
-                         "(a process that was killed); waiting for that session to expire")
-            wait_registered_anew(store, bookie_id, stale, timeout,
-                                 exited=lambda: _exit_message(bookie_id, proc, paths["log"]),
-                                 log=paths["log"])
+                progress(
+                    f"bookie {bookie_id}: its registration is still held by ZooKeeper session 0x{stale:x} "
+                    "(a process that was killed); waiting for that session to expire"
+                )
+            wait_registered_anew(
+                store,
+                bookie_id,
+                stale,
+                timeout,
+                exited=lambda: _exit_message(bookie_id, proc, paths["log"]),
+                log=paths["log"],
+            )
         except BaseException:
             terminate_pid(proc.pid, 5.0, popen=proc)
             raise
@@ -214,9 +271,16 @@ def _exit_message(bookie_id: str, proc: subprocess.Popen, log: Path) -> str | No
     return f"bookie {bookie_id} exited with status {code} before registering; last lines of {log}:\n{_log_tail(log)}"
 
 
-def wait_registered_anew(store, bookie_id: str, stale: int | None, timeout: float, *,
-                         exited: Callable[[], str | None] = lambda: None, log: Path | None = None,
-                         poll: float = 0.1) -> int:
+def wait_registered_anew(
+    store,
+    bookie_id: str,
+    stale: int | None,
+    timeout: float,
+    *,
+    exited: Callable[[], str | None] = lambda: None,
+    log: Path | None = None,
+    poll: float = 0.1,
+) -> int:
     """Wait until *bookie_id* is registered (writable or read-only) by a session other
     than *stale* -- the one that held its registration before the process was started,
     if any -- and return that session's id.
@@ -238,8 +302,11 @@ def wait_registered_anew(store, bookie_id: str, stale: int | None, timeout: floa
         if session is not None and session != stale:
             return session
         if time.monotonic() > deadline:
-            held = (f"still registered by the session of the process it replaces (0x{stale:x}), which has not "
-                    "expired" if session is not None else "not registered")
+            held = (
+                f"still registered by the session of the process it replaces (0x{stale:x}), which has not expired"
+                if session is not None
+                else "not registered"
+            )
             tail = f"; last lines of {log}:\n{_log_tail(log)}" if log is not None else ""
             raise SandboxError(f"bookie {bookie_id} is {held} after {timeout:g}s{tail}")
         time.sleep(poll)

@@ -12,6 +12,7 @@ a recorded pid after checking (``/proc/<pid>/cmdline``) that it still is the
 process the sandbox started.  ``down`` keeps the data, so ``up`` brings the
 same cluster back (same ZooKeeper port when it is free, same bookie ports).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -69,8 +70,9 @@ DEFAULT_ZK_HEAP_MB = 256
 ZK_JUTE_MAXBUFFER = 10 * 1024 * 1024
 
 
-def ensure_zookeeper(directory: Path, state: dict, port: int | None = None,
-                     progress: Progress = quiet, heap_mb: int | None = None) -> dict:
+def ensure_zookeeper(
+    directory: Path, state: dict, port: int | None = None, progress: Progress = quiet, heap_mb: int | None = None
+) -> dict:
     """Reuse the recorded ZooKeeper if it runs, else start one with *heap_mb* MiB of
     heap (None: the heap it was last started with, else :data:`DEFAULT_ZK_HEAP_MB`);
     returns its record."""
@@ -87,20 +89,25 @@ def ensure_zookeeper(directory: Path, state: dict, port: int | None = None,
         if not server_answers(HOST, running, timeout=2.0):
             raise SandboxError(
                 f"the sandbox ZooKeeper (pid {record['pid']}) does not answer on {HOST}:{running}; "
-                f"see {_zk_dir(directory) / 'zookeeper.log'}", UNREACHABLE)
+                f"see {_zk_dir(directory) / 'zookeeper.log'}",
+                UNREACHABLE,
+            )
         if heap_mb is not None and heap_mb != int(record.get("heap_mb") or DEFAULT_ZK_HEAP_MB):
             raise SandboxError(
                 f"the sandbox ZooKeeper in {directory} already runs with a "
                 f"{int(record.get('heap_mb') or DEFAULT_ZK_HEAP_MB)} MiB heap; run `bkctl sandbox down --dir "
-                f"{directory}` before asking for {heap_mb} MiB", USAGE)
+                f"{directory}` before asking for {heap_mb} MiB",
+                USAGE,
+            )
         progress(f"ZooKeeper already running on {HOST}:{running} (pid {record['pid']})")
         return {"port": running, "pid": int(record["pid"]), "started": False, "heap_mb": heap}
     if port is None and record.get("port") and port_free(HOST, int(record["port"])):
         port = int(record["port"])  # same port as last time keeps the URI stable
     # Pulsar runs its ZooKeeper with 10 MB packets: a managed ledger of tens of thousands of
     # ledgers is a znode over the 1 MiB default (apache/pulsar#11490)
-    server = ZooKeeperServer(_zk_dir(directory), port, heap_mb=heap,
-                             jvm_options=[f"-Djute.maxbuffer={ZK_JUTE_MAXBUFFER}"])
+    server = ZooKeeperServer(
+        _zk_dir(directory), port, heap_mb=heap, jvm_options=[f"-Djute.maxbuffer={ZK_JUTE_MAXBUFFER}"]
+    )
     progress(f"starting ZooKeeper ({heap} MiB heap)...")
     try:
         server.start()
@@ -139,8 +146,13 @@ def _public(state: dict) -> dict:
         "uri": state.get("uri"),
         "zookeeper": {"port": zk.get("port"), "pid": zk.get("pid"), "heap_mb": zk.get("heap_mb")},
         "bookies": [
-            {"bookie_id": b["id"], "port": b["port"], "http_port": b.get("http_port"), "pid": b.get("pid"),
-             "dirs": list(b.get("dirs", []))}
+            {
+                "bookie_id": b["id"],
+                "port": b["port"],
+                "http_port": b.get("http_port"),
+                "pid": b.get("pid"),
+                "dirs": list(b.get("dirs", [])),
+            }
             for b in state.get("bookies", [])
             if b.get("pid")
         ],
@@ -152,10 +164,18 @@ def _public(state: dict) -> dict:
     }
 
 
-def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_port: int | None = None, *,
-               bookie_timeout: float = 60.0, progress: Progress = quiet, autorecovery: bool | None = None,
-               tls: bool | None = None, settings: dict[str, str | None] | None = None,
-               zk_heap_mb: int | None = None) -> dict:
+def sandbox_up(
+    directory: str | os.PathLike | None = None,
+    bookies: int = 3,
+    zk_port: int | None = None,
+    *,
+    bookie_timeout: float = 60.0,
+    progress: Progress = quiet,
+    autorecovery: bool | None = None,
+    tls: bool | None = None,
+    settings: dict[str, str | None] | None = None,
+    zk_heap_mb: int | None = None,
+) -> dict:
     """Start (or reuse) ZooKeeper, initialise the cluster, run *bookies* bookies.
 
     With *autorecovery* every bookie this call starts runs the autorecovery
@@ -195,16 +215,19 @@ def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_
         if (to_start or missing > 0) and not bookied_available():
             raise SandboxError(
                 f"cannot start {bookies} bookie{'' if bookies == 1 else 's'}: bookied is not available yet "
-                "(no `python -m bkctl.bookied`); run `bkctl sandbox up --bookies 0` for ZooKeeper only")
+                "(no `python -m bkctl.bookied`); run `bkctl sandbox up --bookies 0` for ZooKeeper only"
+            )
 
         zk = ensure_zookeeper(d, state, zk_port, progress, zk_heap_mb)
         uri = metadata_uri_for(zk["port"])
-        state.update({
-            "version": STATE_VERSION,
-            "dir": str(d),
-            "uri": uri,
-            "zookeeper": {"port": zk["port"], "pid": zk["pid"], "dir": str(_zk_dir(d)), "heap_mb": zk["heap_mb"]},
-        })
+        state.update(
+            {
+                "version": STATE_VERSION,
+                "dir": str(d),
+                "uri": uri,
+                "zookeeper": {"port": zk["port"], "pid": zk["pid"], "dir": str(_zk_dir(d)), "heap_mb": zk["heap_mb"]},
+            }
+        )
         # bookies beyond the requested count keep running and stay recorded
         for extra in recorded[bookies:]:
             if not bookie_alive(extra):
@@ -244,8 +267,18 @@ def sandbox_up(directory: str | os.PathLike | None = None, bookies: int = 3, zk_
 
         def start(index: int, port: int | None, http_port: int | None) -> dict | None:
             try:
-                return start_bookie(d, index, uri, port, timeout=bookie_timeout, progress=progress,
-                                    autorecovery=autorecovery, tls=tls_files, settings=extra, http_port=http_port)
+                return start_bookie(
+                    d,
+                    index,
+                    uri,
+                    port,
+                    timeout=bookie_timeout,
+                    progress=progress,
+                    autorecovery=autorecovery,
+                    tls=tls_files,
+                    settings=extra,
+                    http_port=http_port,
+                )
             except SandboxError as exc:  # the next bookies still start (a bad --set stops them all)
                 if exc.code == USAGE:
                     raise
@@ -290,8 +323,10 @@ def _retire_decommissioned(d: Path, uri: str, stopped: list[dict], progress: Pro
             moved = base.with_name(f"{base.name}.decommissioned.{n}")
         if base.exists():
             base.rename(moved)
-        progress(f"bookie {b['id']} was decommissioned (no cookie in ZooKeeper): its slot is dropped, its "
-                 f"directory moved to {moved}")
+        progress(
+            f"bookie {b['id']} was decommissioned (no cookie in ZooKeeper): its slot is dropped, its "
+            f"directory moved to {moved}"
+        )
         retired.append({"index": b["index"], "bookie_id": b["id"], "moved_to": str(moved)})
     return retired
 
@@ -318,15 +353,17 @@ def sandbox_status(directory: str | os.PathLike | None = None, *, check_registra
     bookie_rows = []
     for b in state.get("bookies", []):
         alive = bookie_alive(b)
-        bookie_rows.append({
-            "bookie_id": b["id"],
-            "port": b["port"],
-            "http_port": b.get("http_port"),
-            "pid": b.get("pid"),
-            "alive": alive,
-            "registered": registered.get(b["id"]),
-            "dirs": list(b.get("dirs", [])),
-        })
+        bookie_rows.append(
+            {
+                "bookie_id": b["id"],
+                "port": b["port"],
+                "http_port": b.get("http_port"),
+                "pid": b.get("pid"),
+                "alive": alive,
+                "registered": registered.get(b["id"]),
+                "dirs": list(b.get("dirs", [])),
+            }
+        )
     return {
         "dir": str(d),
         "uri": state.get("uri"),
@@ -336,8 +373,9 @@ def sandbox_status(directory: str | os.PathLike | None = None, *, check_registra
     }
 
 
-def sandbox_down(directory: str | os.PathLike | None = None, *, purge: bool = False,
-                 grace: float = 15.0, progress: Progress = quiet) -> dict:
+def sandbox_down(
+    directory: str | os.PathLike | None = None, *, purge: bool = False, grace: float = 15.0, progress: Progress = quiet
+) -> dict:
     """Stop exactly the recorded processes that are still ours: bookies first, then ZooKeeper.
 
     Returns ``{"dir", "stopped": [{"kind", "pid", ...}], "purged"}``.  With

@@ -1,6 +1,7 @@
 """What every part of a sandbox shares: its directory and state file (``sandbox.json``, written
 atomically, read back by every later command), the lock that serialises commands on one directory,
 the address everything listens on, and :class:`SandboxError`."""
+
 from __future__ import annotations
 
 import contextlib

@@ -14,6 +14,7 @@ are always stopped by pid; :func:`stop_recorded_zookeeper` checks that a pid
 read back from a state file still belongs to a ZooKeeper server before it
 signals it.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -293,7 +294,7 @@ def pid_alive(pid: int) -> bool:
             return True
         return True
     # the state letter follows the parenthesised command name
-    state = stat[stat.rfind(")") + 2:][:1]
+    state = stat[stat.rfind(")") + 2 :][:1]
     if state in ("Z", "X", ""):
         try:
             return len(os.listdir(f"/proc/{pid}/task")) > 1
@@ -312,7 +313,7 @@ def child_pids(pid: int) -> list[int]:
             stat = Path(f"/proc/{name}/stat").read_text()
         except OSError:
             continue
-        state, parent = stat[stat.rfind(")") + 2:].split()[:2]  # after "pid (comm) "
+        state, parent = stat[stat.rfind(")") + 2 :].split()[:2]  # after "pid (comm) "
         if state not in ("Z", "X") and int(parent) == pid:
             found.append(int(name))
     return found
@@ -374,8 +375,7 @@ def is_zookeeper_process(pid: int, data_dir: str | os.PathLike | None = None) ->
     return process_matches(pid, required)
 
 
-def stop_recorded_zookeeper(pid: int, data_dir: str | os.PathLike | None = None,
-                            grace: float = 10.0) -> bool:
+def stop_recorded_zookeeper(pid: int, data_dir: str | os.PathLike | None = None, grace: float = 10.0) -> bool:
     """Stop a ZooKeeper server known only by its pid (from a state file).
 
     The pid is signalled only if it still is the server we started; a reused
@@ -403,11 +403,21 @@ class ZooKeeperServer:
 
     HOST = "127.0.0.1"
 
-    def __init__(self, data_dir: str | os.PathLike, port: int | None = None, *,
-                 classpath: Sequence[str] | None = None, java: str | None = None,
-                 start_timeout: float = 60.0, tick_time: int = 2000,
-                 fsync: bool = False, heap_mb: int = 256, extra_config: dict[str, str] | None = None,
-                 jvm_options: Sequence[str] = (), preexec_fn: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        data_dir: str | os.PathLike,
+        port: int | None = None,
+        *,
+        classpath: Sequence[str] | None = None,
+        java: str | None = None,
+        start_timeout: float = 60.0,
+        tick_time: int = 2000,
+        fsync: bool = False,
+        heap_mb: int = 256,
+        extra_config: dict[str, str] | None = None,
+        jvm_options: Sequence[str] = (),
+        preexec_fn: Callable[[], None] | None = None,
+    ):
         self.data_dir = Path(data_dir).resolve()
         self._preexec_fn = preexec_fn  # run in the child before exec (tests tie the server's life to theirs)
         self._requested_port = port
@@ -543,8 +553,7 @@ class ZooKeeperServer:
                 self._proc = None
                 err = ZooKeeperStartError(
                     f"ZooKeeper exited with status {code} before serving on "
-                    f"{self.HOST}:{self.port}; last lines of {self.log_path}:\n"
-                    + self.log_tail()
+                    f"{self.HOST}:{self.port}; last lines of {self.log_path}:\n" + self.log_tail()
                 )
                 err.port_in_use = "Address already in use" in self._log_since(log_offset)
                 raise err
@@ -555,8 +564,7 @@ class ZooKeeperServer:
                 self.stop()
                 raise ZooKeeperStartError(
                     f"ZooKeeper did not answer `srvr` on {self.HOST}:{self.port} "
-                    f"within {self.start_timeout:.0f}s; last lines of {self.log_path}:\n"
-                    + self.log_tail()
+                    f"within {self.start_timeout:.0f}s; last lines of {self.log_path}:\n" + self.log_tail()
                 )
             time.sleep(0.05)
 

@@ -20,6 +20,7 @@ What lives where:
   listen on (advertisedAddress, listeningInterface, host names, DNS);
 * :mod:`.errors` -- :class:`ConfigError`, the one error all of them raise.
 """
+
 from __future__ import annotations
 
 from .addresses import (

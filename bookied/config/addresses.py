@@ -4,6 +4,7 @@ address), the local host name and DNS; and the address to listen on.
 
 The lookups go through a :class:`Resolver`, which tests replace.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -52,11 +53,11 @@ def _interface_address(name: str) -> str:
     except OSError:
         raise OSError(f"no such network interface {name!r}") from None
     import fcntl  # POSIX only; only needed when listeningInterface is set
+
     siocgifaddr = 0x8915
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         try:
-            packed = fcntl.ioctl(sock.fileno(), siocgifaddr,
-                                 struct.pack("256s", name.encode()[:15]))
+            packed = fcntl.ioctl(sock.fileno(), siocgifaddr, struct.pack("256s", name.encode()[:15]))
         except OSError:
             raise OSError(f"network interface {name!r} has no IPv4 address") from None
     return socket.inet_ntoa(packed[20:24])
@@ -70,9 +71,9 @@ class Resolver:
     """
 
     local_hostname: Callable[[], str] = socket.gethostname
-    host_address: Callable[[str], str] = _host_address          # name -> IP
+    host_address: Callable[[str], str] = _host_address  # name -> IP
     interface_address: Callable[[str], str] = _interface_address  # interface -> IP
-    canonical_name: Callable[[str], str] = _canonical_name      # IP -> host name
+    canonical_name: Callable[[str], str] = _canonical_name  # IP -> host name
 
 
 _DEFAULT_RESOLVER = Resolver()
@@ -107,12 +108,15 @@ def resolve_bookie_address(cfg: BookieConfig, resolver: Resolver | None = None) 
             except OSError as exc:
                 raise ConfigError(
                     f"cannot resolve the local host name {hostname!r} ({exc}); set "
-                    "listeningInterface or advertisedAddress", key="listeningInterface") from None
+                    "listeningInterface or advertisedAddress",
+                    key="listeningInterface",
+                ) from None
         else:
             address = res.interface_address(iface)
     except OSError as exc:
-        raise bad_value("listeningInterface", iface or "", f"cannot be used: {exc}",
-                   cfg.origin_of("listeningInterface")) from None
+        raise bad_value(
+            "listeningInterface", iface or "", f"cannot be used: {exc}", cfg.origin_of("listeningInterface")
+        ) from None
     host = address
     checked = address
     if cfg.use_host_name_as_bookie_id:
@@ -128,7 +132,9 @@ def resolve_bookie_address(cfg: BookieConfig, resolver: Resolver | None = None) 
             f"bookie address {host}:{port} is the loopback address {checked}, which is refused "
             "while allowLoopback is false; set listeningInterface (e.g. eth0) or "
             "advertisedAddress, or allowLoopback=true",
-            key="allowLoopback", value=f"{host}:{port}")
+            key="allowLoopback",
+            value=f"{host}:{port}",
+        )
     return host, port
 
 
@@ -141,8 +147,7 @@ def resolve_bookie_id(cfg: BookieConfig, resolver: Resolver | None = None) -> st
     ident = f"{host}:{port}"
     problem = bookie_id_problem(ident)
     if problem:
-        raise ConfigError(f"derived bookie id {ident!r} {problem}; set bookieId",
-                          key="bookieId", value=ident)
+        raise ConfigError(f"derived bookie id {ident!r} {problem}; set bookieId", key="bookieId", value=ident)
     return ident
 
 
@@ -155,5 +160,6 @@ def resolve_listen_host(cfg: BookieConfig, resolver: Resolver | None = None) -> 
     try:
         return res.interface_address(cfg.listening_interface)
     except OSError as exc:
-        raise bad_value("listeningInterface", cfg.listening_interface, f"cannot be used: {exc}",
-                   cfg.origin_of("listeningInterface")) from None
+        raise bad_value(
+            "listeningInterface", cfg.listening_interface, f"cannot be used: {exc}", cfg.origin_of("listeningInterface")
+        ) from None

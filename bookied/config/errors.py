@@ -1,4 +1,5 @@
 """The errors of bookied's configuration and where a setting came from."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,9 +18,15 @@ class ConfigError(BKError, ValueError):
     (each may be None).
     """
 
-    def __init__(self, message: str, *, key: str | None = None,
-                 value: str | None = None, path: str | None = None,
-                 line: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        key: str | None = None,
+        value: str | None = None,
+        path: str | None = None,
+        line: int | None = None,
+    ):
         super().__init__(message)
         self.key = key
         self.value = value
@@ -48,7 +55,8 @@ def bad_value(key: str, value: str, problem: str, origin: Origin | None = None) 
     prefix = f"{origin.path}:{origin.line}: " if origin is not None and origin.path else ""
     return ConfigError(
         f"{prefix}{key}: {value!r} {problem}",
-        key=key, value=value,
+        key=key,
+        value=value,
         path=origin.path if origin else None,
         line=origin.line if origin else None,
     )

@@ -11,6 +11,7 @@ and a warning is logged.  Settings that weaken durability
 cannot honour (``journalAdaptiveGroupWrites=false``) are in
 :func:`startup_warnings`, which bookied logs when it starts.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,8 +35,8 @@ log = logging.getLogger("bookied.config")
 
 @dataclass(frozen=True)
 class _Setting:
-    value: str | list[str]      # unescaped text, or elements for list keys
-    shown: str                  # as written, for error messages
+    value: str | list[str]  # unescaped text, or elements for list keys
+    shown: str  # as written, for error messages
     origin: Origin
 
 
@@ -186,12 +187,17 @@ class BookieConfig:
                 raise ConfigError(f"{key}: cannot read {path}: {exc.strerror or exc}") from None
 
         try:
-            return ZKSecurity(digest=secret("zkDigestAuthPath", self.zk_digest_auth_path),
-                              sasl_mechanism=self.zk_sasl_mechanism, sasl_username=self.zk_sasl_username,
-                              sasl_password=secret("zkSaslPasswordPath", self.zk_sasl_password_path),
-                              tls=self.zk_tls_enabled, tls_ca=self.zk_tls_ca_path,
-                              tls_cert=self.zk_tls_certificate_path, tls_key=self.zk_tls_key_path,
-                              enable_security=self.zk_enable_security)
+            return ZKSecurity(
+                digest=secret("zkDigestAuthPath", self.zk_digest_auth_path),
+                sasl_mechanism=self.zk_sasl_mechanism,
+                sasl_username=self.zk_sasl_username,
+                sasl_password=secret("zkSaslPasswordPath", self.zk_sasl_password_path),
+                tls=self.zk_tls_enabled,
+                tls_ca=self.zk_tls_ca_path,
+                tls_cert=self.zk_tls_certificate_path,
+                tls_key=self.zk_tls_key_path,
+                enable_security=self.zk_enable_security,
+            )
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
@@ -203,13 +209,15 @@ class BookieConfig:
 
         pkcs12 = self.tls_key_store_type == "PKCS12"
         try:
-            return TLSFiles(ca=self.tls_trust_store,
-                            cert=None if pkcs12 else self.tls_certificate_path,
-                            key=None if pkcs12 else self.tls_key_store,
-                            key_password_path=None if pkcs12 else self.tls_key_store_password_path,
-                            pkcs12=self.tls_key_store if pkcs12 else None,
-                            pkcs12_password_path=self.tls_key_store_password_path if pkcs12 else None,
-                            require_client_cert=self.tls_client_authentication)
+            return TLSFiles(
+                ca=self.tls_trust_store,
+                cert=None if pkcs12 else self.tls_certificate_path,
+                key=None if pkcs12 else self.tls_key_store,
+                key_password_path=None if pkcs12 else self.tls_key_store_password_path,
+                pkcs12=self.tls_key_store if pkcs12 else None,
+                pkcs12_password_path=self.tls_key_store_password_path if pkcs12 else None,
+                require_client_cert=self.tls_client_authentication,
+            )
         except TLSConfigError as exc:
             raise ConfigError(str(exc)) from None
 
@@ -271,8 +279,7 @@ def _check_fields() -> None:
 _check_fields()
 
 
-def load_config(path: str | os.PathLike[str] | None = None,
-                overrides: Mapping[str, Any] | None = None) -> BookieConfig:
+def load_config(path: str | os.PathLike[str] | None = None, overrides: Mapping[str, Any] | None = None) -> BookieConfig:
     """Read ``path`` (a bk_server.conf; None for defaults only), apply
     ``overrides`` and validate.
 
@@ -291,8 +298,9 @@ def load_config(path: str | os.PathLike[str] | None = None,
     return _build(settings)
 
 
-def load_config_text(text: str, overrides: Mapping[str, Any] | None = None, *,
-                     source: str = "<config>") -> BookieConfig:
+def load_config_text(
+    text: str, overrides: Mapping[str, Any] | None = None, *, source: str = "<config>"
+) -> BookieConfig:
     """Like ``load_config`` for bk_server.conf text held in memory; ``source``
     stands for the file name in messages."""
     settings = _settings_from_text(text, source)
@@ -326,8 +334,7 @@ def validate_setting(key: str, value: str) -> Any:
 
 
 def _warn_unsupported(origin: Origin, key: str) -> None:
-    log.warning("%s: %s is a Java bookie setting that bookied does not support; it has no effect",
-                origin, key)
+    log.warning("%s: %s is a Java bookie setting that bookied does not support; it has no effect", origin, key)
 
 
 def _settings_from_text(text: str, where: str) -> dict[str, _Setting]:
@@ -344,8 +351,11 @@ def _settings_from_text(text: str, where: str) -> dict[str, _Setting]:
             elif not key:
                 log.warning("%s: line without a key ignored", origin)
             elif key == "include":
-                log.warning("%s: 'include' directives are not supported; %r not read",
-                            origin, "".join(unescape(raw, split=False)))
+                log.warning(
+                    "%s: 'include' directives are not supported; %r not read",
+                    origin,
+                    "".join(unescape(raw, split=False)),
+                )
             else:
                 log.warning("%s: unknown key %r ignored%s", origin, key, _suggest(key))
             continue
@@ -354,18 +364,21 @@ def _settings_from_text(text: str, where: str) -> dict[str, _Setting]:
         except InvalidValue as exc:
             raise bad_value(key, raw, str(exc), origin) from None
         if opt.type != "list" and len(parts) > 1:
-            raise bad_value(key, raw, "contains an unescaped ',' (Java would read only "
-                       f"{parts[0].strip()!r}); write '\\,' for a literal comma", origin)
+            raise bad_value(
+                key,
+                raw,
+                "contains an unescaped ',' (Java would read only "
+                f"{parts[0].strip()!r}); write '\\,' for a literal comma",
+                origin,
+            )
         value: str | list[str] = parts if opt.type == "list" else parts[0]
         earlier = settings.get(key)
         if earlier is not None:
             if opt.type == "list":
                 assert isinstance(earlier.value, list) and isinstance(value, list)
-                settings[key] = _Setting(earlier.value + value, f"{earlier.shown},{raw}",
-                                         earlier.origin)
+                settings[key] = _Setting(earlier.value + value, f"{earlier.shown},{raw}", earlier.origin)
             else:
-                log.warning("%s: %s set again; the first value (%s) is used, as in Java",
-                            origin, key, earlier.origin)
+                log.warning("%s: %s set again; the first value (%s) is used, as in Java", origin, key, earlier.origin)
             continue
         settings[key] = _Setting(value, raw, origin)
     return settings
@@ -454,44 +467,61 @@ def _build(settings: Mapping[str, _Setting]) -> BookieConfig:
     uri = values["metadataServiceUri"]
     if uri is not None:
         parsed = parse_metadata_uri(uri)  # already checked by the option
-        for key, from_uri in (("zkServers", parsed.servers),
-                              ("zkLedgersRootPath", parsed.root)):
+        for key, from_uri in (("zkServers", parsed.servers), ("zkLedgersRootPath", parsed.root)):
             if key in explicit and values[key] != from_uri:
-                log.warning("%s: %s %r ignored: metadataServiceUri (%s) takes precedence",
-                            origin(key), key, OPTIONS_BY_NAME[key].format_value(values[key]),
-                            origin("metadataServiceUri"))
+                log.warning(
+                    "%s: %s %r ignored: metadataServiceUri (%s) takes precedence",
+                    origin(key),
+                    key,
+                    OPTIONS_BY_NAME[key].format_value(values[key]),
+                    origin("metadataServiceUri"),
+                )
             if key not in explicit or values[key] != from_uri:
                 derived.add(key)
             values[key] = from_uri
     elif values["zkServers"] is not None:
-        values["metadataServiceUri"] = str(MetadataServiceURI.for_servers(
-            values["zkServers"], values["zkLedgersRootPath"]))
+        values["metadataServiceUri"] = str(
+            MetadataServiceURI.for_servers(values["zkServers"], values["zkLedgersRootPath"])
+        )
         derived.add("metadataServiceUri")
 
     # Checks across keys.
     if values["bookiePort"] == 0 and not values["allowEphemeralPorts"]:
-        raise bad_value("bookiePort", shown("bookiePort"),
-                   "asks for an ephemeral port; set allowEphemeralPorts=true if that is intended",
-                   origin("bookiePort"))
+        raise bad_value(
+            "bookiePort",
+            shown("bookiePort"),
+            "asks for an ephemeral port; set allowEphemeralPorts=true if that is intended",
+            origin("bookiePort"),
+        )
     threshold = values["diskUsageThreshold"]
     for key in ("diskUsageWarnThreshold", "diskUsageLwmThreshold"):
         if values[key] <= threshold:
             continue
         if key in explicit:
-            raise bad_value(key, shown(key), f"is above diskUsageThreshold ({number_text(threshold)})",
-                       origin(key))
-        raise bad_value("diskUsageThreshold", shown("diskUsageThreshold"),
-                   f"is below {key} ({number_text(values[key])}, its default)",
-                   origin("diskUsageThreshold"))
+            raise bad_value(key, shown(key), f"is above diskUsageThreshold ({number_text(threshold)})", origin(key))
+        raise bad_value(
+            "diskUsageThreshold",
+            shown("diskUsageThreshold"),
+            f"is below {key} ({number_text(values[key])}, its default)",
+            origin("diskUsageThreshold"),
+        )
     _check_compaction(values, shown, origin)
     if values["forceReadOnlyBookie"] and not values["readOnlyModeEnabled"]:
-        raise bad_value("forceReadOnlyBookie", shown("forceReadOnlyBookie"),
-                   "contradicts readOnlyModeEnabled=false: a forced read-only bookie needs read-only "
-                   "mode (Java refuses to start too)", origin("forceReadOnlyBookie"))
-    if (values["httpServerEnabled"] and values["httpServerPort"] != 0
-            and values["httpServerPort"] == values["bookiePort"]):
-        raise bad_value("httpServerPort", shown("httpServerPort"),
-                   "is the same port as bookiePort", origin("httpServerPort"))
+        raise bad_value(
+            "forceReadOnlyBookie",
+            shown("forceReadOnlyBookie"),
+            "contradicts readOnlyModeEnabled=false: a forced read-only bookie needs read-only "
+            "mode (Java refuses to start too)",
+            origin("forceReadOnlyBookie"),
+        )
+    if (
+        values["httpServerEnabled"]
+        and values["httpServerPort"] != 0
+        and values["httpServerPort"] == values["bookiePort"]
+    ):
+        raise bad_value(
+            "httpServerPort", shown("httpServerPort"), "is the same port as bookiePort", origin("httpServerPort")
+        )
 
     return BookieConfig(
         **{opt.attr: values[opt.name] for opt in OPTIONS},
@@ -511,8 +541,10 @@ def _check_compaction(values: dict, shown, origin) -> None:
             key = f"{kind}CompactionInterval"
             raise bad_value(key, shown(key), f"seconds is shorter than gcWaitTime ({wait} ms)", origin(key))
     if enabled["minor"] and enabled["major"]:
-        for key, other in (("minorCompactionInterval", "majorCompactionInterval"),
-                           ("minorCompactionThreshold", "majorCompactionThreshold")):
+        for key, other in (
+            ("minorCompactionInterval", "majorCompactionInterval"),
+            ("minorCompactionThreshold", "majorCompactionThreshold"),
+        ):
             if values[key] >= values[other]:
                 raise bad_value(key, shown(key), f"is not below {other} ({shown(other)})", origin(key))
 
@@ -522,14 +554,20 @@ def startup_warnings(cfg: BookieConfig) -> list[str]:
     weaken durability, and values it cannot honour."""
     out = []
     if not cfg.journal_sync_data:
-        out.append("journalSyncData=false: journal writes are NOT fsynced; adds are acknowledged once "
-                   "in the page cache, and a power failure or kernel crash can lose acknowledged entries")
+        out.append(
+            "journalSyncData=false: journal writes are NOT fsynced; adds are acknowledged once "
+            "in the page cache, and a power failure or kernel crash can lose acknowledged entries"
+        )
     if not cfg.journal_write_data:
-        out.append("journalWriteData=false: entries are NOT journaled; adds are acknowledged from the "
-                   f"write cache and are durable only after the next checkpoint (flushInterval "
-                   f"{cfg.flush_interval} ms): a crash loses acknowledged entries")
+        out.append(
+            "journalWriteData=false: entries are NOT journaled; adds are acknowledged from the "
+            f"write cache and are durable only after the next checkpoint (flushInterval "
+            f"{cfg.flush_interval} ms): a crash loses acknowledged entries"
+        )
     if not cfg.journal_adaptive_group_writes:
-        out.append("journalAdaptiveGroupWrites=false is not supported by bookied and has no effect: "
-                   "its journal writes and fsyncs each group in one step, so what arrives during an "
-                   "fsync always shares the next one")
+        out.append(
+            "journalAdaptiveGroupWrites=false is not supported by bookied and has no effect: "
+            "its journal writes and fsyncs each group in one step, so what arrives during an "
+            "fsync always shares the next one"
+        )
     return out

@@ -12,6 +12,7 @@ Generic: nothing here knows bk_server.conf's keys.  The syntax:
 * an unescaped comma separates list elements (:func:`unescape` with
   ``split=True``).
 """
+
 from __future__ import annotations
 
 import os
@@ -97,7 +98,7 @@ def unescape(raw: str, *, split: bool) -> list[str]:
             nxt = raw[pos + 1]
             pos += 2
             if nxt == "u":
-                digits = raw[pos:pos + 4]
+                digits = raw[pos : pos + 4]
                 if len(digits) != 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
                     raise InvalidValue("has a malformed \\uXXXX escape")
                 current.append(chr(int(digits, 16)))
@@ -172,8 +173,9 @@ def read_text(path: str | os.PathLike[str]) -> str:
         with open(path, "rb") as handle:
             data = handle.read()
     except OSError as exc:
-        raise ConfigError(f"{os.fspath(path)}: cannot read configuration: {exc.strerror or exc}",
-                          path=os.fspath(path)) from None
+        raise ConfigError(
+            f"{os.fspath(path)}: cannot read configuration: {exc.strerror or exc}", path=os.fspath(path)
+        ) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

@@ -1,4 +1,5 @@
 """Writing a :class:`BookieConfig` back as bk_server.conf text."""
+
 from __future__ import annotations
 
 from .loading import BookieConfig
@@ -7,8 +8,7 @@ from .schema import OPTIONS, SECTIONS
 __all__ = ["render_config"]
 
 
-def render_config(cfg: BookieConfig, *, comments: bool = True,
-                  only_changed: bool = False) -> str:
+def render_config(cfg: BookieConfig, *, comments: bool = True, only_changed: bool = False) -> str:
     """A bk_server.conf that loads back into an equal configuration.
 
     Values filled in from a fallback are written commented out, so that the
@@ -32,8 +32,7 @@ def render_config(cfg: BookieConfig, *, comments: bool = True,
                     note += f" [{opt.unit}]"
                 block.append(f"# {note}")
                 if derived:
-                    block.append(f"# (follows {opt.fallback or 'metadataServiceUri'} "
-                                 "while unset)")
+                    block.append(f"# (follows {opt.fallback or 'metadataServiceUri'} while unset)")
             if value is None or derived:
                 block.append(f"#{opt.name}={opt.render(value)}")
             else:

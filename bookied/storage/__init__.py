@@ -9,12 +9,26 @@
 * ``offline`` -- a read-only view of a stopped store (``bkctl bookie inspect``/``check``).
 * ``errors`` -- the errors of all of them.
 """
+
 from .entry_log import LOG_SUFFIX, DamagedRecord, encode_log_record, log_name, scan_log, scan_records
 from .errors import EntryCorrupted, EntryStoreClosed, WriteCacheFull
 from .index import INDEX_DIR, Location
 from .offline import OfflineIndex
 from .store import EntryStore, FlushResult
 
-__all__ = ["DamagedRecord", "EntryCorrupted", "EntryStore", "EntryStoreClosed", "FlushResult", "INDEX_DIR", "LOG_SUFFIX",
-           "Location", "OfflineIndex", "WriteCacheFull", "encode_log_record", "log_name", "scan_log",
-           "scan_records"]
+__all__ = [
+    "DamagedRecord",
+    "EntryCorrupted",
+    "EntryStore",
+    "EntryStoreClosed",
+    "FlushResult",
+    "INDEX_DIR",
+    "LOG_SUFFIX",
+    "Location",
+    "OfflineIndex",
+    "WriteCacheFull",
+    "encode_log_record",
+    "log_name",
+    "scan_log",
+    "scan_records",
+]

@@ -24,6 +24,7 @@ CompactableLedgerStorage). Each crash-relevant step is a :class:`CompactionPhase
 observers added with :func:`add_phase_observer` are told of each (a test's
 launcher adds one that stops the process there for a kill -9; production adds none).
 """
+
 from __future__ import annotations
 
 import enum
@@ -48,7 +49,6 @@ BATCH_BYTES_MAX = 16 * 1024 * 1024
 #: 1,024 rows are a few dozen pages, at one fdatasync and one commit per second of
 #: compaction at Java's default rate
 BATCH_ROWS_MAX = 1024
-
 
 
 class CompactionPhase(str, enum.Enum):
@@ -113,8 +113,9 @@ class CompactableStore(Protocol):
 
     def read_record(self, key: bytes, row: bytes) -> bytes: ...
 
-    def switch_locations(self, log_id: int, moves: list, added: dict,
-                         before_unlink: Callable[[], None] | None = None) -> tuple[int, bool]: ...
+    def switch_locations(
+        self, log_id: int, moves: list, added: dict, before_unlink: Callable[[], None] | None = None
+    ) -> tuple[int, bool]: ...
 
     def drop_log_if_empty(self, log_id: int, whole: bool = True) -> bool: ...
 
@@ -130,8 +131,13 @@ class Throttle:
     ``slept`` and ``permits`` keep the accounting. ``lifted`` stops throttling (forced GC
     on a full disk); ``cancel()`` makes every wait raise CompactionStopped."""
 
-    def __init__(self, rate: int, by_bytes: bool, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], object] | None = None):
+    def __init__(
+        self,
+        rate: int,
+        by_bytes: bool,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] | None = None,
+    ):
         self.rate = max(1, int(rate))
         self.by_bytes = by_bytes
         self.clock = clock
@@ -190,8 +196,13 @@ class EntryLogCompactor:
     collector collects deleted ledgers there when gcWaitTime has passed: the records of a
     ledger deleted then are not copied, and a log its deletion empties goes at once)."""
 
-    def __init__(self, store: CompactableStore, throttle: Throttle, max_outstanding: int = 100000,
-                 between: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        store: CompactableStore,
+        throttle: Throttle,
+        max_outstanding: int = 100000,
+        between: Callable[[], None] | None = None,
+    ):
         self.store = store
         self.throttle = throttle
         self.batch_rows = min(max(1, int(max_outstanding)), BATCH_ROWS_MAX)
@@ -257,8 +268,9 @@ class EntryLogCompactor:
                     _reached(CompactionPhase.UNLINKED, log_id)
         if deleted:
             _reached(CompactionPhase.UNLINKED, log_id)
-        return CompactionResult(moved, moved_bytes, max(0, size - moved_bytes) if deleted else 0, deleted,
-                                tuple(found), dead)
+        return CompactionResult(
+            moved, moved_bytes, max(0, size - moved_bytes) if deleted else 0, deleted, tuple(found), dead
+        )
 
     def _rescue(self, log_id: int, damaged: list[DamagedRecord]):
         """The live entries left in a log with damaged records: move the readable, drop the
@@ -286,14 +298,20 @@ class EntryLogCompactor:
         nbytes = sum(len(g[2]) for g in good)
         moved, deleted = self._switch(log_id, good, drops) if good or drops else (0, False)
         by_offset = {d.offset: d for d in damaged}
-        found = [DamagedFound(log_id, by_offset.get(off) or DamagedRecord(off, 0, *ids[0], "damaged record"),
-                              tuple(ids)) for off, ids in held.items()]
+        found = [
+            DamagedFound(log_id, by_offset.get(off) or DamagedRecord(off, 0, *ids[0], "damaged record"), tuple(ids))
+            for off, ids in held.items()
+        ]
         return moved - len(drops), nbytes, deleted, found
 
     def _switch(self, log_id: int, batch: list, drops: list = ()) -> tuple[int, bool]:
-        rows, added = self.writer.append([(lid, [(eid, data)]) for lid, eid, data, _old in batch]) if batch \
-            else ([], {})
+        rows, added = (
+            self.writer.append([(lid, [(eid, data)]) for lid, eid, data, _old in batch]) if batch else ([], {})
+        )
         _reached(CompactionPhase.COPIED, log_id)
-        return self.store.switch_locations(log_id, [(key, old, new) for (key, new), (*_x, old)
-                                                    in zip(rows, batch)] + list(drops), added,
-                                           before_unlink=lambda: _reached(CompactionPhase.SWITCHED, log_id))
+        return self.store.switch_locations(
+            log_id,
+            [(key, old, new) for (key, new), (*_x, old) in zip(rows, batch)] + list(drops),
+            added,
+            before_unlink=lambda: _reached(CompactionPhase.SWITCHED, log_id),
+        )

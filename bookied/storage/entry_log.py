@@ -18,6 +18,7 @@ no second parser.
 creation/removal; a :class:`LogWriter` is one stream of appends (the
 checkpoint's, or compaction's) that rolls to a new log at ``log_size_limit``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,7 +45,7 @@ FORMAT_VERSION = 1
 LOG_MAGIC = b"BKDE"
 LOG_HEADER_SIZE = 64
 LOG_SUFFIX = ".bel"
-MAX_LOG_SIZE = 3 * 1024 ** 3  # offsets are u32 in the index
+MAX_LOG_SIZE = 3 * 1024**3  # offsets are u32 in the index
 
 _LOG_HEADER = struct.Struct(">4sIQQ")
 _U32 = struct.Struct(">I")
@@ -95,7 +96,7 @@ def _valid_at(view, pos: int, size: int) -> bool:
         return False
     crc, ln = _CRC_LEN.unpack_from(view, pos)
     end = pos + 8 + ln
-    return ln >= 16 and end <= size and crc32c(view[pos + 4:end]) == crc
+    return ln >= 16 and end <= size and crc32c(view[pos + 4 : end]) == crc
 
 
 def scan_records(path: str, limit: int | None = None):
@@ -121,8 +122,7 @@ def scan_records(path: str, limit: int | None = None):
     view = memoryview(mm)
     try:
         magic, version, _lid, _ms = _LOG_HEADER.unpack_from(view, 0)
-        if magic != LOG_MAGIC or version != FORMAT_VERSION or \
-                _U32.unpack_from(view, 24)[0] != crc32c(view[:24]):
+        if magic != LOG_MAGIC or version != FORMAT_VERSION or _U32.unpack_from(view, 24)[0] != crc32c(view[:24]):
             log.warning("%s: bad entry log header", path)
             return
         pos = LOG_HEADER_SIZE
@@ -130,7 +130,7 @@ def scan_records(path: str, limit: int | None = None):
             if _valid_at(view, pos, size):
                 ln = _CRC_LEN.unpack_from(view, pos)[1]
                 ledger_id, entry_id = KEY.unpack_from(view, pos + 8)
-                yield pos, 8 + ln, ledger_id, entry_id, bytes(view[pos + 24:pos + 8 + ln])
+                yield pos, 8 + ln, ledger_id, entry_id, bytes(view[pos + 24 : pos + 8 + ln])
                 pos += 8 + ln
                 continue
             damaged = _damaged(view, pos, size)
@@ -173,7 +173,6 @@ def scan_log(path: str, limit: int | None = None):
             yield rec
 
 
-
 def check_record(data: bytes, ledger_id: int, entry_id: int, log_id: int, offset: int, length: int) -> bytes:
     """The entry in the record ``data`` read at the index row (``log_id``, ``offset``,
     ``length``: a Location's fields); EntryCorrupted if it is short, fails its
@@ -192,8 +191,14 @@ class EntryLogger:
     ``on_grow()`` is called (in the creating thread) when a new log is created.
     """
 
-    def __init__(self, directory: str, log_size_limit: int, next_log: int = 1,
-                 on_grow: Callable[[], None] | None = None, twins: Twins | None = None):
+    def __init__(
+        self,
+        directory: str,
+        log_size_limit: int,
+        next_log: int = 1,
+        on_grow: Callable[[], None] | None = None,
+        twins: Twins | None = None,
+    ):
         c = (fastpath.selected() if twins is None else twins).records
         #: the C twin of check_record over the records of one pread (``_records.span_records``:
         #: the same checks; it stops at a record it does not take, which check_record then
@@ -301,7 +306,7 @@ class EntryLogger:
                 _, off, length, i = rows[k]
                 pos = off - start
                 try:
-                    out[i] = check_record(span[pos:pos + length], ledger_id, entry_ids[i], log_id, off, length)
+                    out[i] = check_record(span[pos : pos + length], ledger_id, entry_ids[i], log_id, off, length)
                 except EntryCorrupted as e:
                     out[i] = e
                 k += 1
@@ -359,8 +364,7 @@ class LogWriter:
         self.created.append(self.log_id)
         self.offset = LOG_HEADER_SIZE
 
-    def append(self, batches: Iterable[tuple[int, list]],
-               pause: Callable[[], None] | None = None) -> tuple[list, dict]:
+    def append(self, batches: Iterable[tuple[int, list]], pause: Callable[[], None] | None = None) -> tuple[list, dict]:
         """Append records (rolling as needed) and fdatasync what was written;
         ``pause()`` after each chunk written (a paced flush's, see ``FlushPace``).
 

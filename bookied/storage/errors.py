@@ -1,4 +1,5 @@
 """The entry store's errors (one home for them, as every package keeps its own)."""
+
 from __future__ import annotations
 
 import errno

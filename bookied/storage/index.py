@@ -29,6 +29,7 @@ rows that point into (or away from) a log, so the live counts are always those
 of the committed index. :class:`EntryLocationIndex` keeps a copy of it in
 memory (``logs``), replaced as a whole after each commit.
 """
+
 from __future__ import annotations
 
 import os
@@ -184,8 +185,16 @@ class EntryLocationIndex:
 
     def __init__(self, directory: str, map_size: int):
         self.directory = directory
-        self.env = lmdb.open(os.path.join(directory, INDEX_DIR), map_size=int(map_size),
-                             max_dbs=5, subdir=True, sync=True, metasync=True, readahead=False, lock=True)
+        self.env = lmdb.open(
+            os.path.join(directory, INDEX_DIR),
+            map_size=int(map_size),
+            max_dbs=5,
+            subdir=True,
+            sync=True,
+            metasync=True,
+            readahead=False,
+            lock=True,
+        )
         try:
             self.runs = self.env.open_db(b"runs")
             self.ledger_db = self.env.open_db(b"ledgers")
@@ -337,8 +346,10 @@ class EntryLocationIndex:
         try:
             for lid, first, value in ledger_runs(txn.cursor()):
                 if log_id is None or U64.unpack_from(value)[0] == log_id:
-                    out.extend((KEY.pack(lid, eid), LOC.pack(lg, off, length))
-                               for eid, lg, off, length in decode_run(first, value))
+                    out.extend(
+                        (KEY.pack(lid, eid), LOC.pack(lg, off, length))
+                        for eid, lg, off, length in decode_run(first, value)
+                    )
         finally:
             txn.abort()
         return out
@@ -397,6 +408,7 @@ class EntryLocationIndex:
                     acc[0] += old[3]
                     acc[1] += 1
                 held[eid] = entry
+
         self.change(txn, ledger_id, lo, hi, replace)
 
     def change(self, txn, ledger_id: int, lo: int, hi: int, edit: Callable[[dict], None]) -> None:
@@ -405,8 +417,9 @@ class EntryLocationIndex:
         cur = txn.cursor(db=self.runs)
         held: dict[int, Entry] = {}
         keys = []
-        ok = (run_before(cur, ledger_id, max(0, lo - 1)) is not None
-              or cur.set_range(KEY.pack(ledger_id, max(0, lo - 1))))
+        ok = run_before(cur, ledger_id, max(0, lo - 1)) is not None or cur.set_range(
+            KEY.pack(ledger_id, max(0, lo - 1))
+        )
         while ok:
             k = cur.key()
             lid, first = KEY.unpack(k)

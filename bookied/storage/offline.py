@@ -1,4 +1,5 @@
 """A read-only look at a stopped bookie's entry store (``bkctl bookie inspect`` and ``check``)."""
+
 from __future__ import annotations
 
 import os
@@ -7,8 +8,20 @@ import lmdb
 
 from .. import disk_layout as layout
 from .entry_log import check_record, log_name
-from .index import (FORMAT_ROWS, INDEX_DIR, I64, KEY, LOC, LOGROW, U64, Location, decode_run, ledger_runs, legacy_rows,
-                    run_covering)
+from .index import (
+    FORMAT_ROWS,
+    INDEX_DIR,
+    I64,
+    KEY,
+    LOC,
+    LOGROW,
+    U64,
+    Location,
+    decode_run,
+    ledger_runs,
+    legacy_rows,
+    run_covering,
+)
 from .ledger_state import LedgerState
 
 
@@ -24,8 +37,9 @@ class OfflineIndex:
         self._env = lmdb.open(path, readonly=True, lock=False, max_dbs=5, subdir=True)
         with self._env.begin() as txn:
             #: a format 1 index (rows of one entry each) not yet opened by a newer bookied
-            self._legacy = txn.get(b"format", db=self._env.open_db(b"meta", txn=txn, create=False)) == \
-                FORMAT_ROWS.to_bytes(4, "big")
+            self._legacy = txn.get(
+                b"format", db=self._env.open_db(b"meta", txn=txn, create=False)
+            ) == FORMAT_ROWS.to_bytes(4, "big")
         self._idx = self._env.open_db(b"idx" if self._legacy else b"runs", create=False)
         self._ldb = self._env.open_db(b"ledgers", create=False)
         self._logdb = self._env.open_db(b"logs", create=False)

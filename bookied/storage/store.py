@@ -75,6 +75,7 @@ At open, log files the ``logs`` table does not know (written by a flush that
 crashed before its commit) are deleted, known logs are truncated to their
 committed size, and logs without live entries are removed.
 """
+
 from __future__ import annotations
 
 import logging
@@ -128,10 +129,17 @@ class EntryStore:
     ``on_grow()`` when a new entry log is created.
     """
 
-    def __init__(self, directory: str, *, write_cache_max_bytes: int = 64 * 1024 * 1024,
-                 log_size_limit: int = 1024 ** 3, index_map_size: int = 256 * 1024 ** 3,
-                 on_flush_needed: Callable[[], None] | None = None,
-                 on_grow: Callable[[], None] | None = None, twins: Twins | None = None):
+    def __init__(
+        self,
+        directory: str,
+        *,
+        write_cache_max_bytes: int = 64 * 1024 * 1024,
+        log_size_limit: int = 1024**3,
+        index_map_size: int = 256 * 1024**3,
+        on_flush_needed: Callable[[], None] | None = None,
+        on_grow: Callable[[], None] | None = None,
+        twins: Twins | None = None,
+    ):
         self.directory = layout.current_dir(directory)
         os.makedirs(self.directory, exist_ok=True)
         self._on_flush_needed = on_flush_needed
@@ -182,8 +190,7 @@ class EntryStore:
                 os.truncate(path, row[0])
         for lid in logs:
             if lid not in on_disk:
-                log.error("%s: entry log %s is missing; its entries cannot be read", self.directory,
-                          log_name(lid))
+                log.error("%s: entry log %s is missing; its entries cannot be read", self.directory, log_name(lid))
         if changed:
             layout.fsync_dir(self.directory)
         self.entry_log.next_log = max([self.entry_log.next_log] + [lid + 1 for lid in on_disk])
@@ -396,8 +403,14 @@ class EntryStore:
             return flushed
         return sorted(cached.union(flushed))
 
-    def entries_between(self, ledger_id: int, first: int, last: int | None = None,
-                        max_count: int | None = None, max_bytes: int | None = None) -> list[bytes]:
+    def entries_between(
+        self,
+        ledger_id: int,
+        first: int,
+        last: int | None = None,
+        max_count: int | None = None,
+        max_bytes: int | None = None,
+    ) -> list[bytes]:
         """Consecutive entries ``first, first+1, ...`` (BATCH_READ).
 
         Stops at the first missing entry, after ``last``, after ``max_count``
@@ -527,7 +540,7 @@ class EntryStore:
         index transaction (one fsync per batch, not per ledger). Returns the index rows dropped."""
         count = 0
         for start in range(0, len(ledger_ids), DELETE_BATCH):
-            count += self._delete_batch(ledger_ids[start:start + DELETE_BATCH])
+            count += self._delete_batch(ledger_ids[start : start + DELETE_BATCH])
         return count
 
     def _delete_batch(self, ledger_ids: list[int]) -> int:
@@ -600,8 +613,11 @@ class EntryStore:
         """``(log id, live fraction)`` of the logs below ``threshold`` that are not being
         appended to, emptiest first (Java compacts from the lowest usage up)."""
         writing = self._writing_logs()
-        found = [(usage, lid) for lid, (_s, _l, entries, usage) in self.log_usage().items()
-                 if lid not in writing and (entries == 0 or usage < threshold)]
+        found = [
+            (usage, lid)
+            for lid, (_s, _l, entries, usage) in self.log_usage().items()
+            if lid not in writing and (entries == 0 or usage < threshold)
+        ]
         return [(lid, usage) for usage, lid in sorted(found)]
 
     def log_size(self, log_id: int) -> int:
@@ -658,8 +674,9 @@ class EntryStore:
             raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: its entry log is missing")
         return check_record(data, ledger_id, entry_id, log_id, offset, length)
 
-    def switch_locations(self, log_id: int, moves: list, added: dict,
-                         before_unlink: Callable[[], None] | None = None) -> tuple[int, bool]:
+    def switch_locations(
+        self, log_id: int, moves: list, added: dict, before_unlink: Callable[[], None] | None = None
+    ) -> tuple[int, bool]:
         """In one transaction, point the rows of ``moves`` (``(key, old row, new row)``; the
         copies durable in the compaction writer's log, ``added`` its accounting) that still
         hold their old row at the copies, and move the live counts; the old log's row goes
@@ -716,10 +733,14 @@ class EntryStore:
                 total += os.path.getsize(self.entry_log.path(lid))
             except OSError:
                 pass
-        return {"entry_logs": len(logs), "entry_log_bytes": total,
-                "live_bytes": sum(r[1] for r in logs.values()),
-                "live_entries": sum(r[2] for r in logs.values()),
-                "index_bytes": self.index.size_on_disk(), "cached_bytes": self.cached_bytes}
+        return {
+            "entry_logs": len(logs),
+            "entry_log_bytes": total,
+            "live_bytes": sum(r[1] for r in logs.values()),
+            "live_entries": sum(r[2] for r in logs.values()),
+            "index_bytes": self.index.size_on_disk(),
+            "cached_bytes": self.cached_bytes,
+        }
 
     def close(self, *, flush: bool = True) -> None:
         """Flush (unless ``flush=False``), then close files and the index. Idempotent."""
@@ -743,4 +764,3 @@ class EntryStore:
 
     def __exit__(self, *exc):
         self.close()
-

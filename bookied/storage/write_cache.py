@@ -7,6 +7,7 @@ reads look in both halves. The cache holds no lock of its own: the entry store
 calls it with its state lock held (one lock for the cache and the ledger state,
 so that an add updates both at once).
 """
+
 from __future__ import annotations
 
 

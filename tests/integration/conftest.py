@@ -1,4 +1,5 @@
 """Fixtures for integration tests: clusters of REAL bookied processes on the real ZooKeeper."""
+
 from __future__ import annotations
 
 import signal
@@ -17,8 +18,7 @@ def bookie_cluster(tmp_path, metadata_uri):
     started: list[BookieProcess] = []
 
     def make(n: int = 3, **settings) -> list[BookieProcess]:
-        procs = [BookieProcess(tmp_path / f"bookie{len(started) + i}", metadata_uri, **settings)
-                 for i in range(n)]
+        procs = [BookieProcess(tmp_path / f"bookie{len(started) + i}", metadata_uri, **settings) for i in range(n)]
         started.extend(procs)
         return start_bookies(procs, metadata_uri)
 
@@ -82,8 +82,9 @@ def tls_certs(tmp_path_factory):
     signed by ``other-ca.pem`` (see :func:`tests.support.tlscerts.write_certs`)."""
     from tests.support.tlscerts import write_certs
 
-    return write_certs(tmp_path_factory.mktemp("tls-certs"),
-                       {"bookie": "127.0.0.1", "client": "bkctl-client", "stranger": "stranger"})
+    return write_certs(
+        tmp_path_factory.mktemp("tls-certs"), {"bookie": "127.0.0.1", "client": "bkctl-client", "stranger": "stranger"}
+    )
 
 
 @pytest.fixture

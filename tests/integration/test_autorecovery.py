@@ -1,6 +1,7 @@
 """Autorecovery with real ZooKeeper, real bookieds and real `bkctl autorecovery run` daemons:
 a lost bookie is detected, its ledgers marked, re-replicated by the workers and unmarked,
 without any operator command; the disable switch holds it back."""
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,18 @@ def daemons(tmp_path, metadata_uri):
 
     def start(name: str, *settings: str, env: dict | None = None) -> subprocess.Popen:
         log = open(tmp_path / f"autorecovery-{name}.log", "wb")
-        args = [sys.executable, "-m", "bkctl", "-m", metadata_uri, "-v", "autorecovery", "run",
-                "--bookie-id", f"{name}:3181"]
+        args = [
+            sys.executable,
+            "-m",
+            "bkctl",
+            "-m",
+            metadata_uri,
+            "-v",
+            "autorecovery",
+            "run",
+            "--bookie-id",
+            f"{name}:3181",
+        ]
         for item in settings:
             args += ["--set", item]
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, **(env or {})))
@@ -47,8 +58,12 @@ def daemons(tmp_path, metadata_uri):
     assert all(c == 0 for c in codes), codes
 
 
-FAST = ("openLedgerRereplicationGracePeriod=3000", "lockReleaseOfFailedLedgerGracePeriod=1000",
-        "auditorPeriodicBookieCheckInterval=0", "auditorPeriodicCheckInterval=0")
+FAST = (
+    "openLedgerRereplicationGracePeriod=3000",
+    "lockReleaseOfFailedLedgerGracePeriod=1000",
+    "auditorPeriodicBookieCheckInterval=0",
+    "auditorPeriodicCheckInterval=0",
+)
 
 
 def test_a_lost_bookie_is_rereplicated_without_an_operator(bookie_cluster, metadata_uri, zkstore, writer, daemons):
@@ -73,8 +88,10 @@ def test_a_lost_bookie_is_rereplicated_without_an_operator(bookie_cluster, metad
     victim.kill()
 
     def repaired():
-        return all(victim_id not in zkstore.ledgers.read(lid)[0].bookies for lid in on_victim) \
+        return (
+            all(victim_id not in zkstore.ledgers.read(lid)[0].bookies for lid in on_victim)
             and zkstore.underreplication.count() == 0
+        )
 
     wait_for(what="every ledger to stop naming the lost bookie", predicate=repaired, timeout=150)
     # a worker deletes the mark, then releases its lock (as Java's markLedgerReplicated)
@@ -85,8 +102,9 @@ def test_a_lost_bookie_is_rereplicated_without_an_operator(bookie_cluster, metad
     assert still_open in on_victim and zkstore.ledgers.read(still_open)[0].last_entry_id == 39
 
 
-def test_disable_holds_the_repair_back_and_enable_lets_it_finish(bookie_cluster, metadata_uri, zkstore, writer,
-                                                                  daemons, tmp_path):
+def test_disable_holds_the_repair_back_and_enable_lets_it_finish(
+    bookie_cluster, metadata_uri, zkstore, writer, daemons, tmp_path
+):
     procs = bookie_cluster(4, zkTimeout=4000)
     zkstore.underreplication.set_lost_bookie_recovery_delay(0)
     ids = [make_ledger(writer, 3, 2, entries=30) for _ in range(4)]
@@ -98,20 +116,37 @@ def test_disable_holds_the_repair_back_and_enable_lets_it_finish(bookie_cluster,
     on_victim = [lid for lid in ids if victim_id in zkstore.ledgers.read(lid)[0].bookies]
     assert len(on_victim) >= 3
     victim.kill()
-    wait_for(what="the bookie's registration to go", predicate=lambda: victim_id not in zkstore.registration.writable_bookies(), timeout=30)
+    wait_for(
+        what="the bookie's registration to go",
+        predicate=lambda: victim_id not in zkstore.registration.writable_bookies(),
+        timeout=30,
+    )
     assert bkctl(metadata_uri, "autorecovery", "trigger-audit").returncode == 4  # refused while disabled
     log = tmp_path / "autorecovery-ar-solo.log"  # the audit ran anyway: the registration went
-    wait_for(what="an audit that finds the lost bookie's ledgers and holds them back",
-             predicate=lambda: "held back while autorecovery is disabled" in log.read_text(errors="replace"))
+    wait_for(
+        what="an audit that finds the lost bookie's ledgers and holds them back",
+        predicate=lambda: "held back while autorecovery is disabled" in log.read_text(errors="replace"),
+    )
     import json
 
-    wait_for(what="the status to say so", predicate=lambda: "ledgers to mark once enabled" in json.loads(ok(bkctl(
-        metadata_uri, "--json", "autorecovery", "status")))["auditor_waits_for"])
+    wait_for(
+        what="the status to say so",
+        predicate=lambda: (
+            "ledgers to mark once enabled"
+            in json.loads(ok(bkctl(metadata_uri, "--json", "autorecovery", "status")))["auditor_waits_for"]
+        ),
+    )
     assert zkstore.underreplication.count() == 0
     assert all(victim_id in zkstore.ledgers.read(lid)[0].bookies for lid in on_victim)
     ok(bkctl(metadata_uri, "autorecovery", "enable"))
-    wait_for(what="the repair once enabled", predicate=lambda: all(victim_id not in zkstore.ledgers.read(lid)[0].bookies for lid in on_victim)
-             and zkstore.underreplication.count() == 0, timeout=120)
+    wait_for(
+        what="the repair once enabled",
+        predicate=lambda: (
+            all(victim_id not in zkstore.ledgers.read(lid)[0].bookies for lid in on_victim)
+            and zkstore.underreplication.count() == 0
+        ),
+        timeout=120,
+    )
 
 
 def _in_process_auditor(store):
@@ -202,9 +237,15 @@ def test_bookieds_repair_the_loss_of_the_auditors_own_bookie(bookie_cluster, met
 
     from bkctl.wire.client.blocking import BlockingBookKeeper
 
-    procs = bookie_cluster(5, zkTimeout=4000, autoRecoveryDaemonEnabled="true",
-                           openLedgerRereplicationGracePeriod=3000, lockReleaseOfFailedLedgerGracePeriod=1000,
-                           auditorPeriodicBookieCheckInterval=0, auditorPeriodicCheckInterval=0)
+    procs = bookie_cluster(
+        5,
+        zkTimeout=4000,
+        autoRecoveryDaemonEnabled="true",
+        openLedgerRereplicationGracePeriod=3000,
+        lockReleaseOfFailedLedgerGracePeriod=1000,
+        auditorPeriodicBookieCheckInterval=0,
+        auditorPeriodicCheckInterval=0,
+    )
     zkstore.underreplication.set_lost_bookie_recovery_delay(0)
     closed = [make_ledger(writer, 3, 2, entries=50 + i) for i in range(12)]
     by_id = {p.bookie_id: p for p in procs}
@@ -242,13 +283,18 @@ def test_bookieds_repair_the_loss_of_the_auditors_own_bookie(bookie_cluster, met
         on_first = [lid for lid in ids if auditor in zkstore.ledgers.read(lid)[0].bookies]
         assert on_first
         first.kill()
-        successor = wait_for(what="a new auditor", predicate=lambda: (zkstore.auditor.current() or auditor) != auditor and
-                             zkstore.auditor.current(), timeout=60)
+        successor = wait_for(
+            what="a new auditor",
+            predicate=lambda: (zkstore.auditor.current() or auditor) != auditor and zkstore.auditor.current(),
+            timeout=60,
+        )
         assert successor in by_id and successor != auditor
 
         def repaired():
-            return all(auditor not in zkstore.ledgers.read(lid)[0].bookies for lid in ids) \
+            return (
+                all(auditor not in zkstore.ledgers.read(lid)[0].bookies for lid in ids)
                 and zkstore.underreplication.count() == 0
+            )
 
         wait_for(what="every ledger to stop naming the dead bookie", predicate=repaired, timeout=150)
         assert not errors, errors
@@ -277,8 +323,7 @@ def test_bookieds_repair_the_loss_of_the_auditors_own_bookie(bookie_cluster, met
         live_writer.close()
 
 
-def test_a_worker_killed_mid_copy_leaves_the_ledger_to_another(bookie_cluster, metadata_uri, zkstore, writer,
-                                                               daemons):
+def test_a_worker_killed_mid_copy_leaves_the_ledger_to_another(bookie_cluster, metadata_uri, zkstore, writer, daemons):
     """replicationRateByBytes slows the first worker down so that it is SIGKILLed in
     the middle of the copy: nothing is marked replicated, the metadata still names the
     lost bookie, its lock goes with its session, and a second worker finishes the job;
@@ -292,17 +337,27 @@ def test_a_worker_killed_mid_copy_leaves_the_ledger_to_another(bookie_cluster, m
     slow = daemons("ar-slow", *FAST, "replicationRateByBytes=20000", "rereplicationEntryBatchSize=4")
     wait_for(what="an auditor", predicate=zkstore.auditor.current)
     victim.kill()
-    wait_for(what="the slow worker to take the ledger", predicate=lambda: lid in zkstore.underreplication.locks(), timeout=60)
+    wait_for(
+        what="the slow worker to take the ledger", predicate=lambda: lid in zkstore.underreplication.locks(), timeout=60
+    )
     time.sleep(2)  # it copies about 20 kB/s: well inside the copy of ~280 kB
     slow.kill()
     slow.wait(10)
-    assert zkstore.underreplication.get(lid) is not None           # not marked replicated
+    assert zkstore.underreplication.get(lid) is not None  # not marked replicated
     assert victim.bookie_id in zkstore.ledgers.read(lid)[0].bookies  # metadata untouched
-    wait_for(what="the dead worker's lock to go with its session", predicate=lambda: lid not in zkstore.underreplication.locks(),
-             timeout=60)
+    wait_for(
+        what="the dead worker's lock to go with its session",
+        predicate=lambda: lid not in zkstore.underreplication.locks(),
+        timeout=60,
+    )
     daemons("ar-fast", *FAST)
-    wait_for(what="the second worker to finish", predicate=lambda: victim.bookie_id not in zkstore.ledgers.read(lid)[0].bookies
-             and zkstore.underreplication.get(lid) is None, timeout=120)
+    wait_for(
+        what="the second worker to finish",
+        predicate=lambda: (
+            victim.bookie_id not in zkstore.ledgers.read(lid)[0].bookies and zkstore.underreplication.get(lid) is None
+        ),
+        timeout=120,
+    )
     live = {b: port for b, port in ports.items() if b != victim.bookie_id}
     assert assert_fully_replicated(zkstore, live, lid, {victim.bookie_id}) == 3000
 
@@ -322,13 +377,22 @@ def test_decommission_lets_the_daemons_copy(bookie_cluster, metadata_uri, zkstor
     on_victim = [lid for lid in ids if victim.bookie_id in zkstore.ledgers.read(lid)[0].bookies]
     assert len(on_victim) >= 3
     victim.stop()
-    wait_for(what="the registration to go", predicate=lambda: not zkstore.registration.is_registered(victim.bookie_id), timeout=30)
+    wait_for(
+        what="the registration to go",
+        predicate=lambda: not zkstore.registration.is_registered(victim.bookie_id),
+        timeout=30,
+    )
     plan = json.loads(ok(bkctl(metadata_uri, "--json", "decommission", victim.bookie_id, "--dry-run")))
     assert plan["dry_run"] and plan["mode"] == "autorecovery"
     assert [(r["ledger_id"], r["status"]) for r in plan["ledgers"]] == [(lid, "planned") for lid in sorted(on_victim)]
     assert zkstore.underreplication.count() == 0 and zkstore.cookies.get(victim.bookie_id) is not None
-    doc = json.loads(ok(bkctl(metadata_uri, "--timeout", "5", "--json", "decommission", victim.bookie_id, "--force",
-                              "--wait", "120")))
+    doc = json.loads(
+        ok(
+            bkctl(
+                metadata_uri, "--timeout", "5", "--json", "decommission", victim.bookie_id, "--force", "--wait", "120"
+            )
+        )
+    )
     assert doc["mode"] == "autorecovery" and doc["entries_copied"] is None
     assert [r["ledger_id"] for r in doc["ledgers"]] == sorted(on_victim)
     assert {r["status"] for r in doc["ledgers"]} == {"replicated"}
@@ -338,8 +402,9 @@ def test_decommission_lets_the_daemons_copy(bookie_cluster, metadata_uri, zkstor
         assert assert_fully_replicated(zkstore, live, lid, {victim.bookie_id}) == 40
 
 
-def test_a_decommission_the_daemons_cannot_finish_talks_and_says_why(bookie_cluster, metadata_uri, zkstore, writer,
-                                                                     daemons):
+def test_a_decommission_the_daemons_cannot_finish_talks_and_says_why(
+    bookie_cluster, metadata_uri, zkstore, writer, daemons
+):
     """3 bookies, ledgers on all 3: with one gone no writable bookie is left outside their
     ensembles, so every worker's attempt fails.  Right after a kill -9 the bookie is still
     registered, and the refusal says why; then the piped wait says what it does on stderr,
@@ -351,15 +416,22 @@ def test_a_decommission_the_daemons_cannot_finish_talks_and_says_why(bookie_clus
     procs = bookie_cluster(3, zkTimeout=30000)
     zkstore.underreplication.set_lost_bookie_recovery_delay(3600)
     ids = sorted(make_ledger(writer, 3, 2, entries=10) for _ in range(2))
-    daemons("ar-stuck", "lockReleaseOfFailedLedgerGracePeriod=300000", "auditorPeriodicBookieCheckInterval=0",
-            "auditorPeriodicCheckInterval=0")
+    daemons(
+        "ar-stuck",
+        "lockReleaseOfFailedLedgerGracePeriod=300000",
+        "auditorPeriodicBookieCheckInterval=0",
+        "auditorPeriodicCheckInterval=0",
+    )
     wait_for(what="an auditor", predicate=zkstore.auditor.current)
     victim = procs[0]
     victim.kill()
     early = bkctl(metadata_uri, "decommission", victim.bookie_id, "--force")
     assert early.returncode == 4 and b"until its session expires" in early.stderr, early.stderr
-    wait_for(what="the killed bookie's session to expire", timeout=90,
-             predicate=lambda: not zkstore.registration.is_registered(victim.bookie_id))
+    wait_for(
+        what="the killed bookie's session to expire",
+        timeout=90,
+        predicate=lambda: not zkstore.registration.is_registered(victim.bookie_id),
+    )
 
     first = bkctl(metadata_uri, "--json", "decommission", victim.bookie_id, "--force", "--wait", "1")
     assert first.returncode == 1, first.stderr
@@ -371,19 +443,24 @@ def test_a_decommission_the_daemons_cannot_finish_talks_and_says_why(bookie_clus
     assert err.startswith("decommissioning ") and "audit triggered (auditor ar-stuck:3181)" in err, err
 
     def failed_attempts():
-        rows = [json.loads(line) for line in ok(bkctl(metadata_uri, "--json", "autorecovery", "query-status"))
-                .splitlines()]
+        rows = [
+            json.loads(line) for line in ok(bkctl(metadata_uri, "--json", "autorecovery", "query-status")).splitlines()
+        ]
         return [r for r in rows if r["last_failure"]]
 
     # both ledgers held after a failed attempt (one failed while the other still being tried
     # made the message below say "1 held ...; 1 being re-replicated")
-    wait_for(what="the worker to fail on both ledgers", timeout=120,
-             predicate=lambda: {r["ledger_id"] for r in failed_attempts() if r["state"] == "held-failed"} == set(ids))
+    wait_for(
+        what="the worker to fail on both ledgers",
+        timeout=120,
+        predicate=lambda: {r["ledger_id"] for r in failed_attempts() if r["state"] == "held-failed"} == set(ids),
+    )
     again = bkctl(metadata_uri, "decommission", victim.bookie_id, "--force", "--wait", "1")  # piped, human
     assert again.returncode == 1
     last = again.stderr.decode().strip().splitlines()[-1]
-    assert last == (f"bkctl: error: 2 ledgers still use bookie {victim.bookie_id} after 1 s; cookie kept: "
-                    "2 no bookie to copy to"), last
+    assert last == (
+        f"bkctl: error: 2 ledgers still use bookie {victim.bookie_id} after 1 s; cookie kept: 2 no bookie to copy to"
+    ), last
     # every ledger left, one line each, under its cause
     left = again.stdout.decode().splitlines()
     assert left[0] == "no bookie to copy to (2 ledgers):", left
@@ -421,7 +498,8 @@ def test_force_audit_has_the_next_auditor_run_the_checks_at_once(metadata_uri, z
 
 
 def test_a_bookie_back_without_its_copies_is_refilled_when_no_other_bookie_is_free(
-        bookie_cluster, metadata_uri, zkstore, writer, daemons):
+    bookie_cluster, metadata_uri, zkstore, writer, daemons
+):
     """A bookie killed while entries were on their way to it comes back (registered, writable)
     without them; the ledger is marked.  With no bookie left outside the ensemble to move the
     fragment to, the worker writes the copies back to it in place (Java's replicator fails to

@@ -4,6 +4,7 @@ attempt', not 'being re-replicated'; an open ledger in its grace period waits fo
 both change as soon as the bookies come back; workers are named by bookie id; a decommissioned
 bookie is not lost, a bookie named by ledgers without a cookie is said so; the daemon says when
 the cluster's lostBookieRecoveryDelay wins over its own."""
+
 from __future__ import annotations
 
 import json
@@ -27,19 +28,28 @@ def lines(uri, *args) -> list[dict]:
 
 
 def test_stuck_and_open_ledgers_say_what_they_wait_for_until_the_bookies_come_back(
-        bookie_cluster, metadata_uri, zkstore, writer, ar_daemon):
+    bookie_cluster, metadata_uri, zkstore, writer, ar_daemon
+):
     uri = metadata_uri
     procs = bookie_cluster(4)
     zkstore.underreplication.set_lost_bookie_recovery_delay(0)
     closed = [make_ledger(writer, 3, 2, entries=5) for _ in range(5)]
     still_open = make_ledger(writer, 3, 2, entries=5, close=False)
-    _proc, log_path = ar_daemon("ar-states", "lostBookieRecoveryDelay=15", "lockReleaseOfFailedLedgerGracePeriod=300000",
-                      "openLedgerRereplicationGracePeriod=600000", "auditorPeriodicBookieCheckInterval=0",
-                      "auditorPeriodicCheckInterval=0")
+    _proc, log_path = ar_daemon(
+        "ar-states",
+        "lostBookieRecoveryDelay=15",
+        "lockReleaseOfFailedLedgerGracePeriod=300000",
+        "openLedgerRereplicationGracePeriod=600000",
+        "auditorPeriodicBookieCheckInterval=0",
+        "auditorPeriodicCheckInterval=0",
+    )
     wait_for(what="the auditor", predicate=lambda: zkstore.auditor.current() == "ar-states:3181", timeout=60)
     # -o lostBookieRecoveryDelay=15 with the cluster at 0: the start says which one is used
-    wait_for(what="the delay line", predicate=lambda: "lostBookieRecoveryDelay: the cluster's 0s" in
-             log_path.read_text(), timeout=30)
+    wait_for(
+        what="the delay line",
+        predicate=lambda: "lostBookieRecoveryDelay: the cluster's 0s" in log_path.read_text(),
+        timeout=30,
+    )
     assert "is used, not this daemon's 15s" in log_path.read_text()
 
     # two of four bookies gone, E=3: no ledger can get a full ensemble again
@@ -59,8 +69,11 @@ def test_stuck_and_open_ledgers_say_what_they_wait_for_until_the_bookies_come_ba
         seen.update({lid: r["state"] for lid, r in states().items()})
         return seen == {**{lid: "held-failed" for lid in closed}, still_open: "waiting-grace"}
 
-    wait_for(what=lambda: f"every closed ledger {closed} to fail and the open one {still_open} to wait; "
-                          f"last seen: {seen}", predicate=settled, timeout=150)
+    wait_for(
+        what=lambda: f"every closed ledger {closed} to fail and the open one {still_open} to wait; last seen: {seen}",
+        predicate=settled,
+        timeout=150,
+    )
     rows = states()
     for lid in closed:
         r = rows[lid]
@@ -82,9 +95,11 @@ def test_stuck_and_open_ledgers_say_what_they_wait_for_until_the_bookies_come_ba
     for p in victims:
         p.start()
     wait_registered(uri, [p.bookie_id for p in victims], replacing=before)
-    wait_for(what="the marks to go once the bookies are back",
-             predicate=lambda: zkstore.underreplication.count() == 0 and not zkstore.underreplication.locks(),
-             timeout=60)
+    wait_for(
+        what="the marks to go once the bookies are back",
+        predicate=lambda: zkstore.underreplication.count() == 0 and not zkstore.underreplication.locks(),
+        timeout=60,
+    )
     doc = status(uri)
     assert doc["underreplicated"] == 0 and doc["ledgers"] == [] and doc["lost_bookies"] == []
     assert "registered since it was held" in log_path.read_text()
@@ -92,7 +107,8 @@ def test_stuck_and_open_ledgers_say_what_they_wait_for_until_the_bookies_come_ba
 
 
 def test_a_decommissioned_bookie_is_not_lost_and_one_without_a_cookie_is_said_so(
-        bookie_cluster, metadata_uri, zkstore, writer, ar_daemon):
+    bookie_cluster, metadata_uri, zkstore, writer, ar_daemon
+):
     uri = metadata_uri
     procs = bookie_cluster(4)
     zkstore.underreplication.set_lost_bookie_recovery_delay(0)
@@ -101,14 +117,20 @@ def test_a_decommissioned_bookie_is_not_lost_and_one_without_a_cookie_is_said_so
     wait_for(what="the auditor", predicate=lambda: zkstore.auditor.current() == "ar-decom:3181", timeout=60)
     victim = most_named(zkstore, ids, procs)
     victim.stop()
-    wait_for(what="the auditor to see it lost",
-             predicate=lambda: [b for b in status(uri)["lost_bookies"] if b["seen_by_auditor"]], timeout=60)
+    wait_for(
+        what="the auditor to see it lost",
+        predicate=lambda: [b for b in status(uri)["lost_bookies"] if b["seen_by_auditor"]],
+        timeout=60,
+    )
     r = bkctl(uri, "decommission", victim.bookie_id, "--force", "--wait", "120")
     assert r.returncode == 0, r.stderr
     assert zkstore.cookies.get(victim.bookie_id) is None
     # its cookie gone and no ledger naming it: not lost (it stayed listed until a trigger-audit)
-    wait_for(what="the decommissioned bookie to leave the lost bookies",
-             predicate=lambda: status(uri)["lost_bookies"] == [], timeout=30)
+    wait_for(
+        what="the decommissioned bookie to leave the lost bookies",
+        predicate=lambda: status(uri)["lost_bookies"] == [],
+        timeout=30,
+    )
     assert victim.bookie_id not in ok(bkctl(uri, "autorecovery", "status"))
 
     # a bookie still named by ledgers whose cookie was deleted: lost, and said to have no cookie

@@ -3,6 +3,7 @@
 status` names the lost bookie, since when, what the auditor waits for (the delay, held back while
 disabled) and each ledger's state; `query-status` names the worker by its daemon id and why its
 ledger is stuck -- from ZooKeeper, not from the daemon's log."""
+
 from __future__ import annotations
 
 import json
@@ -27,13 +28,19 @@ def query(uri) -> list[dict]:
     return [json.loads(line) for line in ok(bkctl(uri, "--json", "autorecovery", "query-status")).splitlines()]
 
 
-def test_lost_bookie_delay_held_back_and_a_stuck_ledger_are_visible(bookie_cluster, metadata_uri, zkstore,
-                                                                    writer, ar_daemon):
+def test_lost_bookie_delay_held_back_and_a_stuck_ledger_are_visible(
+    bookie_cluster, metadata_uri, zkstore, writer, ar_daemon
+):
     procs = bookie_cluster(3, zkTimeout=4000)
     uri = metadata_uri
     lid = make_ledger(writer, 3, 2, entries=20)  # every bookie in its ensemble: no replacement once one is lost
-    _proc, log_path = ar_daemon("ar-visible", "lostBookieRecoveryDelay=600", "auditorPeriodicBookieCheckInterval=0",
-                             "auditorPeriodicCheckInterval=0", "lockReleaseOfFailedLedgerGracePeriod=300000")
+    _proc, log_path = ar_daemon(
+        "ar-visible",
+        "lostBookieRecoveryDelay=600",
+        "auditorPeriodicBookieCheckInterval=0",
+        "auditorPeriodicCheckInterval=0",
+        "lockReleaseOfFailedLedgerGracePeriod=300000",
+    )
     wait_for(what="the auditor", predicate=lambda: zkstore.auditor.current() == "ar-visible:3181", timeout=60)
     wait_for(what="its log", predicate=lambda: "is the auditor" in log_path.read_text(), timeout=30)
     log = log_path.read_text()
@@ -41,8 +48,11 @@ def test_lost_bookie_delay_held_back_and_a_stuck_ledger_are_visible(bookie_clust
 
     victim = procs[0]
     victim.stop()  # graceful: its registration goes at once
-    wait_for(what="the auditor to see the lost bookie",
-             predicate=lambda: any(b["seen_by_auditor"] for b in status(uri)["lost_bookies"]), timeout=60)
+    wait_for(
+        what="the auditor to see the lost bookie",
+        predicate=lambda: any(b["seen_by_auditor"] for b in status(uri)["lost_bookies"]),
+        timeout=60,
+    )
     doc = status(uri)
     [lost] = doc["lost_bookies"]
     assert lost["bookie_id"] == victim.bookie_id and lost["lost_since"] and 0 < lost["due_in"] <= 600
@@ -53,8 +63,13 @@ def test_lost_bookie_delay_held_back_and_a_stuck_ledger_are_visible(bookie_clust
     # disabled: the audit is held back, and says so
     ok(bkctl(uri, "autorecovery", "disable"))
     ok(bkctl(uri, "autorecovery", "lost-bookie-delay", "0"))
-    wait_for(what="the held-back audit", predicate=lambda: "held back" in status(uri)["auditor_waits_for"]
-             and "1 ledgers" in status(uri)["auditor_waits_for"], timeout=60)
+    wait_for(
+        what="the held-back audit",
+        predicate=lambda: (
+            "held back" in status(uri)["auditor_waits_for"] and "1 ledgers" in status(uri)["auditor_waits_for"]
+        ),
+        timeout=60,
+    )
     assert zkstore.underreplication.count() == 0
 
     # enabled: marked, taken by the worker, stuck (no writable bookie outside the ensemble) -- and why
@@ -77,8 +92,23 @@ def test_lost_bookie_delay_held_back_and_a_stuck_ledger_are_visible(bookie_clust
 def test_autorecovery_run_names_why_it_cannot_start_and_honours_timeout(tmp_path):
     env = dict(os.environ, NO_COLOR="1")
     env.pop("BKCTL_METADATA_URI", None)
-    r = subprocess.run([sys.executable, "-m", "bkctl", "-m", "zk+hierarchical://127.0.0.1:1/ledgers", "--timeout", "1",
-                        "autorecovery", "run"], capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bkctl",
+            "-m",
+            "zk+hierarchical://127.0.0.1:1/ledgers",
+            "--timeout",
+            "1",
+            "autorecovery",
+            "run",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert r.returncode == 5
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("bkctl: error: the autorecovery daemon could not start: ")

@@ -2,6 +2,7 @@
 (one auditor, failover, stepping down when the session expires), replication locks
 (exactly one taker; the lock goes with the session; a re-marked ledger stays marked),
 Java-written nodes, the auditor's lostBookieRecoveryDelay and its streaming full check."""
+
 from __future__ import annotations
 
 import threading
@@ -56,9 +57,15 @@ class Voter:
             return threads.deferToThread(fn, *args)
 
         def make():
-            return AuditorElection(store, bookie_id, reactor, run_blocking,
-                                   lambda: self.events.append("elected"),
-                                   lambda: self.events.append("demoted"), retry_delay=0.2)
+            return AuditorElection(
+                store,
+                bookie_id,
+                reactor,
+                run_blocking,
+                lambda: self.events.append("elected"),
+                lambda: self.events.append("demoted"),
+                retry_delay=0.2,
+            )
 
         self.election = run_in_reactor(make)
         run_in_reactor(self.election.start)
@@ -111,8 +118,7 @@ def test_exactly_one_worker_takes_a_marked_ledger(stores):
         barrier.wait()
         got.append((name, store.underreplication.acquire(name)))
 
-    threads = [threading.Thread(target=take, args=(s, f"host{i}-{j}"))
-               for i, s in enumerate(workers) for j in range(3)]
+    threads = [threading.Thread(target=take, args=(s, f"host{i}-{j}")) for i, s in enumerate(workers) for j in range(3)]
     for t in threads:
         t.start()
     for t in threads:
@@ -148,12 +154,16 @@ def test_a_marker_written_by_java_is_taken(stores):
     java, worker = stores(), stores()
     java.underreplication.ensure_layout()
     path = P.underreplication_path(0x1_0002_0003, java.root)
-    java.client.create(path, b'replica: "10.0.0.3:3181"\nreplica: "10.0.0.4:3181"\nctime: 1700000000000\n',
-                       makepath=True)
+    java.client.create(
+        path, b'replica: "10.0.0.3:3181"\nreplica: "10.0.0.4:3181"\nctime: 1700000000000\n', makepath=True
+    )
     assert path.endswith("/0000/0001/0002/0003/urL4295098371")
     mark, version = worker.underreplication.acquire("worker-host")
-    assert (mark.ledger_id, mark.replicas, mark.ctime) == (0x1_0002_0003, ("10.0.0.3:3181", "10.0.0.4:3181"),
-                                                           1700000000000)
+    assert (mark.ledger_id, mark.replicas, mark.ctime) == (
+        0x1_0002_0003,
+        ("10.0.0.3:3181", "10.0.0.4:3181"),
+        1700000000000,
+    )
     lock = P.underreplication_lock_path(0x1_0002_0003, java.root)
     assert java.client.get(lock)[0] == b'bookieId: "worker-host"\n'
 
@@ -213,16 +223,22 @@ def test_the_auditor_placement_check_reports_what_ledger_list_not_adhering_lists
     for b in bookies:
         admin.registration.register(b)
     admin.racks.write({"default": {b: {"rack": "/r" + b.split(".")[2]} for b in bookies}}, None)
-    good = admin.ledgers.create(LedgerMetadata.new((bookies[0], bookies[2], bookies[3]), write_quorum=2,
-                                                  ack_quorum=2, password=b"pw"))[0]
-    bad = admin.ledgers.create(LedgerMetadata.new((bookies[0], bookies[1], bookies[2]), write_quorum=2,
-                                                 ack_quorum=2, password=b"pw"))[0]
-    config = AutoRecoveryConfig(auditor_periodic_check_interval=0, auditor_periodic_bookie_check_interval=0,
-                                auditor_placement_policy_check_interval=3600)
+    good = admin.ledgers.create(
+        LedgerMetadata.new((bookies[0], bookies[2], bookies[3]), write_quorum=2, ack_quorum=2, password=b"pw")
+    )[0]
+    bad = admin.ledgers.create(
+        LedgerMetadata.new((bookies[0], bookies[1], bookies[2]), write_quorum=2, ack_quorum=2, password=b"pw")
+    )[0]
+    config = AutoRecoveryConfig(
+        auditor_periodic_check_interval=0,
+        auditor_periodic_bookie_check_interval=0,
+        auditor_placement_policy_check_interval=3600,
+    )
     auditor_store = stores()
     stats = AutoRecoveryStats()
-    client = run_in_reactor(lambda: BookKeeperClient(auditor_store, reactor,
-                                                     placement=build_placement("rack", store=auditor_store)))
+    client = run_in_reactor(
+        lambda: BookKeeperClient(auditor_store, reactor, placement=build_placement("rack", store=auditor_store))
+    )
     auditor = run_in_reactor(lambda: Auditor(client, config, reactor, stats))
     run_in_reactor(auditor.start)
     try:
@@ -285,8 +301,7 @@ def test_the_auditors_full_check_streams_and_its_session_outlives_a_slow_check(s
         assert checked == list(range(1, n + 1))
         assert auditor_store.client.client_id == session and auditor_store.client.connected
         marks = {m.ledger_id: set(m.replicas) for m in admin.underreplication.marks()}
-        want = {lid: ({gone} if lid % 3 == 0 else set()) | ({up} if lid % 5 == 0 else set())
-                for lid in range(1, n + 1)}
+        want = {lid: ({gone} if lid % 3 == 0 else set()) | ({up} if lid % 5 == 0 else set()) for lid in range(1, n + 1)}
         assert marks == {lid: bookies for lid, bookies in want.items() if bookies}
         assert auditor.status()["lost"][0]["named_by"] == n // 3
     finally:

@@ -4,6 +4,7 @@ nettyMaxFrameSizeBytes, a client that never reads its add answers, a flood of lo
 polls.  Each gets an answer or a closed connection, the bookie logs the peer (rate
 limited), and the valid client is served throughout.  The long versions are
 bench/bench_abuse.py."""
+
 import socket
 import struct
 import time
@@ -114,7 +115,9 @@ def test_a_frame_above_the_limit_closes_its_connection_only(bookie):
 
     # the bookie reports a peer host's closed connections once per 10 s (PeerLog): within 10 s of
     # the mutated frames' closings this one's line is left out, and a later closing is named
-    wait_for(too_large_frames_closed, timeout=60, interval=2, what="a closing for a frame above the limit named in the log")
+    wait_for(
+        too_large_frames_closed, timeout=60, interval=2, what="a closing for a frame above the limit named in the log"
+    )
     served(client)
 
 
@@ -154,8 +157,9 @@ def test_a_flood_of_long_polls_does_not_grow_the_bookie_or_slow_the_client(booki
     before = rss_kb(b.proc.pid)
     flood = socket.create_connection(("127.0.0.1", b.port), timeout=10)
     flood.setblocking(False)
-    polls = b"".join(frame(v3.serialize(v3.read_request(n, 31, -1, previous_lac=5, timeout_ms=600_000)))
-                     for n in range(1000))
+    polls = b"".join(
+        frame(v3.serialize(v3.read_request(n, 31, -1, previous_lac=5, timeout_ms=600_000))) for n in range(1000)
+    )
     pending, stuck, sent = memoryview(polls), 0, 0
     while stuck < 40 and sent < 200_000:  # until the bookie stops reading, or 200,000 polls
         try:

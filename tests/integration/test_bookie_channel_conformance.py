@@ -4,6 +4,7 @@ implementations: BookieConnection to a real bookied, and the unit tests' fake bo
 holds on a real bookie, because here the fake has to answer as bookied does: adds and
 reads, the first master key, fencing and recovery adds, what a bookie does not have, the
 LAC (READ_LAC, WRITE_LAC, long polls), batch reads, each protocol's limits, and close."""
+
 from __future__ import annotations
 
 import itertools
@@ -73,8 +74,9 @@ class RealBookie(Bookie):
         self.opened: list[BookieConnection] = []
 
     def open(self, protocol: str) -> BookieChannel:
-        conn = run_in_reactor(lambda: BookieConnection(self.bookie_id, protocol=protocol, add_timeout=30.0,
-                                                       read_timeout=30.0))
+        conn = run_in_reactor(
+            lambda: BookieConnection(self.bookie_id, protocol=protocol, add_timeout=30.0, read_timeout=30.0)
+        )
         self.opened.append(conn)
         return conn
 
@@ -149,14 +151,31 @@ class Ledger:
         return self.digest.package(entry_id, entry_id - 1, 100 + entry_id, payload)
 
 
-def added(bookie: Bookie, ch: BookieChannel, ledger: Ledger, entry_id: int, *, key: bytes = KEY,
-          recovery: bool = False, slot: int = 7):
+def added(
+    bookie: Bookie,
+    ch: BookieChannel,
+    ledger: Ledger,
+    entry_id: int,
+    *,
+    key: bytes = KEY,
+    recovery: bool = False,
+    slot: int = 7,
+):
     """ADD through the ledger layer's callback: what ``on_done`` got, or what the call raised."""
 
     def call():
         d = defer.Deferred()
-        ch.add_with_callback(ledger.id, entry_id, key, ledger.entry(entry_id), recovery, False,
-                             lambda *outcome: d.callback(outcome), "ctx", slot)
+        ch.add_with_callback(
+            ledger.id,
+            entry_id,
+            key,
+            ledger.entry(entry_id),
+            recovery,
+            False,
+            lambda *outcome: d.callback(outcome),
+            "ctx",
+            slot,
+        )
         return d
 
     kind, value = bookie.outcome(call)
@@ -259,8 +278,9 @@ def test_a_fenced_ledger_takes_recovery_adds_only(bookie, protocol):
     ch = bookie.open(protocol)
     ledger = Ledger()
     add_all(bookie, ch, ledger, [0, 1, 2])
-    assert ok(bookie.outcome(lambda: ch.read(ledger.id, -1, fence_master_key=KEY, high_priority=True))) == \
-        ledger.entry(2)
+    assert ok(bookie.outcome(lambda: ch.read(ledger.id, -1, fence_master_key=KEY, high_priority=True))) == ledger.entry(
+        2
+    )
     _ctx, _slot, _b, err = added(bookie, ch, ledger, 3)
     assert isinstance(err, LedgerFencedError) and err.bookie == bookie.bookie_id
     assert added(bookie, ch, ledger, 3, recovery=True) == ("ctx", 7, bookie.bookie_id, None)
@@ -331,8 +351,10 @@ def test_batch_reads_give_consecutive_entries_from_the_first(bookie):
     failed_on(bookie.outcome(lambda: ch.batch_read(ledger.id, 10, 5, big)), NoSuchEntry, bookie)
     failed_on(bookie.outcome(lambda: ch.batch_read(next(LEDGER_IDS), 0, 5, big)), NoSuchLedgerOnBookie, bookie)
     # a fencing batch read fences
-    assert ok(bookie.outcome(lambda: ch.batch_read(ledger.id, 8, 5, big, fence_master_key=KEY))) == \
-        [ledger.entry(8), ledger.entry(9)]
+    assert ok(bookie.outcome(lambda: ch.batch_read(ledger.id, 8, 5, big, fence_master_key=KEY))) == [
+        ledger.entry(8),
+        ledger.entry(9),
+    ]
     _ctx, _slot, _b, err = added(bookie, ch, ledger, 10)
     assert isinstance(err, LedgerFencedError)
 
@@ -346,11 +368,13 @@ def test_each_protocol_refuses_what_it_cannot_carry(bookie):
     failed_on(bookie.outcome(lambda: v3.batch_read(ledger.id, 0, 5, 1 << 20)), NotSupported, bookie)
     failed_on(bookie.outcome(lambda: v2.read_lac(ledger.id)), NotSupported, bookie)
     failed_on(bookie.outcome(lambda: v2.read_long_poll(ledger.id, 0, 100)), NotSupported, bookie)
-    failed_on(bookie.outcome(lambda: v2.write_lac(ledger.id, 0, KEY, ledger.digest.package_lac(0))), NotSupported,
-              bookie)
+    failed_on(
+        bookie.outcome(lambda: v2.write_lac(ledger.id, 0, KEY, ledger.digest.package_lac(0))), NotSupported, bookie
+    )
     # a v2 ADD carries the ids in its body: one that does not start with them is refused
-    kind, exc = bookie.outcome(lambda: v2.add_with_callback(ledger.id, 0, KEY, b"\0" * 40, False, False,
-                                                            lambda *a: None, None, 0))
+    kind, exc = bookie.outcome(
+        lambda: v2.add_with_callback(ledger.id, 0, KEY, b"\0" * 40, False, False, lambda *a: None, None, 0)
+    )
     assert kind == "error" and isinstance(exc, ValueError)
 
 

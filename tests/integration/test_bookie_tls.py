@@ -1,6 +1,7 @@
 """Bookies that speak TLS (v3 START_TLS, then the handshake on the same socket), for real:
 the ledger life cycle, export and recover through bkctl --tls-ca; a plain client refused;
 a wrong CA; mutual TLS with tlsClientAuthentication=true.  Certificates are made here."""
+
 from __future__ import annotations
 
 import json
@@ -12,10 +13,13 @@ from tests.support.tlscerts import bookie_tls_settings as tls_settings, write_ce
 
 pytestmark = pytest.mark.xdist_group("bookie_tls")  # module-scoped fixtures: one xdist worker runs the whole module
 
+
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
-    return write_certs(tmp_path_factory.mktemp("bookie-certs"),
-                       {"bookie": "127.0.0.1", "client": "bkctl-client", "stranger": "stranger"})
+    return write_certs(
+        tmp_path_factory.mktemp("bookie-certs"),
+        {"bookie": "127.0.0.1", "client": "bkctl-client", "stranger": "stranger"},
+    )
 
 
 def test_tls_bookies_life_cycle_export_recover_and_refusals(bookie_cluster, metadata_uri, zkstore, certs, tmp_path):
@@ -42,8 +46,9 @@ def test_tls_bookies_life_cycle_export_recover_and_refusals(bookie_cluster, meta
     err = one_line_error(bkctl(uri, "--tls-ca", certs / "other-ca.pem", "ledger", "read", lid), 5)
     assert "certificate verify failed" in err, err
 
-    doc = json.loads(ok(bkctl(uri, *tls, "--json", "export", "--out", tmp_path / "export", "--ledgers", lid,
-                              timeout=300)))
+    doc = json.loads(
+        ok(bkctl(uri, *tls, "--json", "export", "--out", tmp_path / "export", "--ledgers", lid, timeout=300))
+    )
     assert doc["entries"] == 50
 
     victim = zkstore.ledgers.read(lid)[0].last_ensemble[0]
@@ -63,14 +68,29 @@ def test_mutual_tls(bookie_cluster, metadata_uri, certs):
     # no client certificate, or one from another CA: the handshake fails
     err = one_line_error(bkctl(uri, "--tls-ca", certs / "ca.pem", "ledger", "add", lid, "y"), 5)
     assert "TLS" in err
-    one_line_error(bkctl(uri, "--tls-ca", certs / "ca.pem", "--tls-cert", certs / "stranger.pem",
-                         "--tls-key", certs / "stranger.key", "ledger", "add", lid, "y"), 5)
+    one_line_error(
+        bkctl(
+            uri,
+            "--tls-ca",
+            certs / "ca.pem",
+            "--tls-cert",
+            certs / "stranger.pem",
+            "--tls-key",
+            certs / "stranger.key",
+            "ledger",
+            "add",
+            lid,
+            "y",
+        ),
+        5,
+    )
     ok(bkctl(uri, *mine, "ledger", "close", lid))
     assert [r["ledger_id"] for r in json_lines(ok(bkctl(uri, "--json", "ledger", "list")))] == [lid]
 
 
 def test_autorecovery_inside_tls_bookies_copies_over_tls_within_the_lost_bookies_rack(
-        bookie_cluster, metadata_uri, zkstore, rack_map, certs):
+    bookie_cluster, metadata_uri, zkstore, rack_map, certs
+):
     """bookied's autorecovery daemon is a TLS client of the other bookies (same files) and
     chooses replacements with the rack-aware policy (Java's default): the lost bookie's
     rack-mate takes its place."""
@@ -78,18 +98,24 @@ def test_autorecovery_inside_tls_bookies_copies_over_tls_within_the_lost_bookies
 
     # a failed attempt (a copy timed out on a loaded machine) is tried again after 2 s, not
     # after Java's default 300 s that would outlast the wait below
-    procs = bookie_cluster(4, **tls_settings(certs, autoRecoveryDaemonEnabled="true", zkTimeout=4000,
-                                             auditorPeriodicBookieCheckInterval=0,
-                                             auditorPeriodicCheckInterval=0,
-                                             lockReleaseOfFailedLedgerGracePeriod=2000))
+    procs = bookie_cluster(
+        4,
+        **tls_settings(
+            certs,
+            autoRecoveryDaemonEnabled="true",
+            zkTimeout=4000,
+            auditorPeriodicBookieCheckInterval=0,
+            auditorPeriodicCheckInterval=0,
+            lockReleaseOfFailedLedgerGracePeriod=2000,
+        ),
+    )
     uri = metadata_uri
     tls = ["--tls-ca", certs / "ca.pem"]
     racks = {p.bookie_id: f"/rack{i // 2}" for i, p in enumerate(procs)}
     for bookie, rack in racks.items():
         ok(bkctl(uri, "bookie", "rack", "set", bookie, "--rack", rack))
     zkstore.underreplication.set_lost_bookie_recovery_delay(0)
-    lid = json.loads(ok(bkctl(uri, *tls, "--json", "ledger", "create", "-e", "2", "-w", "2",
-                              "-a", "2")))["ledger_id"]
+    lid = json.loads(ok(bkctl(uri, *tls, "--json", "ledger", "create", "-e", "2", "-w", "2", "-a", "2")))["ledger_id"]
     ok(bkctl(uri, *tls, "ledger", "add", lid, "-", stdin=b"".join(b"e%d\n" % i for i in range(30))))
     ok(bkctl(uri, *tls, "ledger", "close", lid))
     ensemble = zkstore.ledgers.read(lid)[0].last_ensemble
@@ -102,8 +128,10 @@ def test_autorecovery_inside_tls_bookies_copies_over_tls_within_the_lost_bookies
         if time.monotonic() > deadline:
             status = bkctl(uri, *tls, "autorecovery", "status")
             logs = "\n".join(f"--- {p.bookie_id}\n{p.log_tail(15)}" for p in procs if p.bookie_id != victim)
-            pytest.fail("the daemons did not re-replicate the lost bookie's ledger\n"
-                        f"{status.stdout.decode(errors='replace')}{status.stderr.decode(errors='replace')}\n{logs}")
+            pytest.fail(
+                "the daemons did not re-replicate the lost bookie's ledger\n"
+                f"{status.stdout.decode(errors='replace')}{status.stderr.decode(errors='replace')}\n{logs}"
+            )
         time.sleep(0.5)
     assert zkstore.ledgers.read(lid)[0].last_ensemble[0] == mate
     assert "e29" in ok(bkctl(uri, *tls, "ledger", "read", lid))

@@ -1,4 +1,5 @@
 """bookied as a real process against a real ZooKeeper: durability, faults, identity, service life."""
+
 import os
 import random
 import signal
@@ -166,8 +167,7 @@ def test_missing_cookie_directory_refuses_to_start(bookies):
 
 
 def test_read_only_when_disk_usage_is_over_the_threshold(bookies, metadata_uri):
-    bookie = bookies(diskUsageThreshold=0.0001, diskUsageWarnThreshold=0.00005,
-                     diskUsageLwmThreshold=0.0001).start()
+    bookie = bookies(diskUsageThreshold=0.0001, diskUsageWarnThreshold=0.00005, diskUsageLwmThreshold=0.0001).start()
     wait_for(lambda: registered(metadata_uri, bookie.bookie_id) == (False, True), what="read-only registration")
     c = WireClient(bookie.port)
     assert c.v2(v2.AddRequest(2, 0, KEY, package(1, 0), 1, 0)).rc == RC.EREADONLY
@@ -308,5 +308,5 @@ def test_a_client_that_does_not_read_its_answers_cannot_grow_the_bookie(bookies)
     rest = bytearray(159 * (4 + len(first)))
     read_exactly(memoryview(rest))
     whole = bytes(size + first)
-    assert all(rest[i:i + len(whole)] == whole for i in range(0, len(rest), len(whole)))
+    assert all(rest[i : i + len(whole)] == whole for i in range(0, len(rest), len(whole)))
     greedy.close()

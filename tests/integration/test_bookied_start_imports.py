@@ -5,6 +5,7 @@ a module imported at start for a feature that is off costs every one of them.
 Python's own import profile (``PYTHONPROFILEIMPORTTIME``, on the bookie's stderr,
 so in its log) tells what a start loaded.
 """
+
 from __future__ import annotations
 
 from tests.support.bookieproc import BookieProcess, wait_registered
@@ -23,8 +24,11 @@ LOADED_ONLY_WHEN_ON = {
 
 def _imported(bookie: BookieProcess) -> set[str]:
     """The modules Python's import profile names in the bookie's log (a failed import too)."""
-    return {line.rsplit("|", 1)[1].strip() for line in bookie.log_path.read_text().splitlines()
-            if line.startswith("import time:") and line.count("|") == 2}
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in bookie.log_path.read_text().splitlines()
+        if line.startswith("import time:") and line.count("|") == 2
+    }
 
 
 def test_a_start_with_tls_http_and_autorecovery_off_loads_none_of_them(bookies, metadata_uri):

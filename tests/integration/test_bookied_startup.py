@@ -4,6 +4,7 @@ A port in use, a directory that cannot be created and a decommissioned bookie
 each get a one-line message and their documented exit status (bookied(8)),
 and none of them leaves anything in ZooKeeper.
 """
+
 from __future__ import annotations
 
 import socket
@@ -39,8 +40,9 @@ def test_port_in_use_exits_1_before_touching_zookeeper(bookies, zkstore):
 
 
 def test_version_flag():
-    out = subprocess.run([sys.executable, "-m", "bkctl.bookied", "--version"], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "bkctl.bookied", "--version"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0
     from bkctl import __version__
 
@@ -78,8 +80,12 @@ def test_decommissioned_bookie_refuses_to_start_until_formatted(bookies, zkstore
 
     # formatted (the operator's explicit choice), it starts as a new, empty bookie
     conf = bookie.base / "bk_server.conf"
-    out = subprocess.run([sys.executable, "-m", "bkctl", "-m", metadata_uri, "bookieformat", "-c", str(conf),
-                          "--force"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "bkctl", "-m", metadata_uri, "bookieformat", "-c", str(conf), "--force"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     bookie.start()
     assert zkstore.cookies.get(bookie.bookie_id) is not None

@@ -1,4 +1,5 @@
 """bkctl's metadata commands as one-shot processes against a real ZooKeeper: output, JSON, exit codes."""
+
 import json
 import os
 import sys
@@ -24,8 +25,12 @@ def test_cluster_info_json_matches_the_metadata(metadata_uri, zkstore):
     assert doc["instance_id"] == zkstore.cluster.instance_id()
     assert doc["layout"]["manager"] == "hierarchical"
     assert doc["bookies"]["writable"] == ["127.0.0.1:3181"]
-    assert doc["autorecovery"] == {"enabled": True, "lost_bookie_recovery_delay": None,
-                                   "underreplicated": 0, "auditor": None}
+    assert doc["autorecovery"] == {
+        "enabled": True,
+        "lost_bookie_recovery_delay": None,
+        "underreplicated": 0,
+        "auditor": None,
+    }
 
 
 def test_autorecovery_disable_enable_at_the_spec_znode(metadata_uri, zkstore, zk_client):
@@ -48,10 +53,16 @@ def test_lost_bookie_delay_and_underreplicated(metadata_uri, zkstore, zk_client)
     zkstore.underreplication.mark(ledger_id, ["127.0.0.1:3182"])
     rows = json_lines(bkctl(metadata_uri, "--json", "autorecovery", "underreplicated").stdout)
     [row] = rows
-    assert {k: row[k] for k in ("ledger_id", "missing_replicas", "ctime", "worker", "state")} == \
-        {"ledger_id": ledger_id, "missing_replicas": ["127.0.0.1:3182"], "ctime": None, "worker": None,
-         "state": "waiting-worker"}
-    assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "underreplicated", "--count").stdout) == {"count": 1}
+    assert {k: row[k] for k in ("ledger_id", "missing_replicas", "ctime", "worker", "state")} == {
+        "ledger_id": ledger_id,
+        "missing_replicas": ["127.0.0.1:3182"],
+        "ctime": None,
+        "worker": None,
+        "state": "waiting-worker",
+    }
+    assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "underreplicated", "--count").stdout) == {
+        "count": 1
+    }
     assert bkctl(metadata_uri, "autorecovery", "lost-bookie-delay", "-5").returncode == 2
 
     other = make_ledger(zkstore)
@@ -65,11 +76,16 @@ def test_lost_bookie_delay_and_underreplicated(metadata_uri, zkstore, zk_client)
 
     assert listed() == [(ledger_id, None), (other, "worker-7")]
     assert listed("--include-bookie", "127.0.0.1:3184") == [(other, "worker-7")]
-    assert listed("--include-bookie", "127.0.0.1:3184", "--include-bookie", "127.0.0.1:3182") == \
-        [(ledger_id, None), (other, "worker-7")]
+    assert listed("--include-bookie", "127.0.0.1:3184", "--include-bookie", "127.0.0.1:3182") == [
+        (ledger_id, None),
+        (other, "worker-7"),
+    ]
     assert listed("--exclude-bookie", "127.0.0.1:3183") == [(ledger_id, None)]
-    assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "underreplicated", "--count",
-                            "--include-bookie", "127.0.0.1:3183").stdout) == {"count": 1}
+    assert json.loads(
+        bkctl(
+            metadata_uri, "--json", "autorecovery", "underreplicated", "--count", "--include-bookie", "127.0.0.1:3183"
+        ).stdout
+    ) == {"count": 1}
     status = json_lines(bkctl(metadata_uri, "--json", "autorecovery", "query-status").stdout)
     # no daemon publishes its status here and the lock names a host (as Java's worker writes it):
     # which ledger is held and by which host is all that is known
@@ -87,7 +103,8 @@ def test_status_does_not_call_javas_workers_none(metadata_uri, zkstore):
     line = next(line for line in done.stdout.splitlines() if line.startswith("workers"))
     assert line.split(None, 1)[1].startswith("not known: the auditor keeps no status (Java's?)"), line
     assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "status").stdout)["workers_note"].startswith(
-        "not known")
+        "not known"
+    )
 
 
 def test_whoisauditor_and_trigger_audit(metadata_uri, zkstore, zk_client):
@@ -96,10 +113,13 @@ def test_whoisauditor_and_trigger_audit(metadata_uri, zkstore, zk_client):
     assert bkctl(metadata_uri, "autorecovery", "whoisauditor").stdout.strip() == "none"
     zkstore.auditor.cast_vote("10.0.0.5:3181")
     zkstore.auditor.cast_vote("10.0.0.6:3181")
-    assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "whoisauditor").stdout) == \
-        {"auditor": "10.0.0.5:3181"}
-    assert json.loads(bkctl(metadata_uri, "--json", "cluster", "info").stdout)["autorecovery"]["auditor"] == \
-        "10.0.0.5:3181"
+    assert json.loads(bkctl(metadata_uri, "--json", "autorecovery", "whoisauditor").stdout) == {
+        "auditor": "10.0.0.5:3181"
+    }
+    assert (
+        json.loads(bkctl(metadata_uri, "--json", "cluster", "info").stdout)["autorecovery"]["auditor"]
+        == "10.0.0.5:3181"
+    )
     delay_node = zkstore.root + "/underreplication/lostBookieRecoveryDelay"
     zkstore.underreplication.set_lost_bookie_recovery_delay(30)
     version = zk_client.get(delay_node)[1].version
@@ -131,8 +151,9 @@ def test_ledger_list_show_delete_and_exit_codes(metadata_uri, zkstore):
     assert (row["ledger_id"], row["state"], row["last_entry_id"], row["length"]) == (closed_id, "CLOSED", 4, 50)
     shown = json.loads(bkctl(metadata_uri, "--json", "ledger", "show", str(open_id)).stdout)
     assert shown["custom_metadata"] == {"app": "test"} and shown["password_set"] is True
-    assert shown["segments"] == [{"first_entry_id": 0, "bookies": ["127.0.0.1:3181", "127.0.0.1:3182",
-                                                                     "127.0.0.1:3183"]}]
+    assert shown["segments"] == [
+        {"first_entry_id": 0, "bookies": ["127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"]}
+    ]
     human = bkctl(metadata_uri, "ledger", "show", str(open_id))
     assert "OPEN" in human.stdout and "2/2/2" not in human.stdout and "3/2/2" in human.stdout
 
@@ -149,7 +170,7 @@ def test_ledger_list_show_delete_and_exit_codes(metadata_uri, zkstore):
 
 def test_metaformat_refuses_without_force_and_formats_with_it(metadata_uri, zkstore, zk_client):
     ledger_id = make_ledger(zkstore)
-    zkstore.cookies.put("127.0.0.1:3181", b"5\nbookieHost: \"127.0.0.1:3181\"\n")
+    zkstore.cookies.put("127.0.0.1:3181", b'5\nbookieHost: "127.0.0.1:3181"\n')
     zkstore.underreplication.disable()
     old_instance = zkstore.cluster.instance_id()
     r = bkctl(metadata_uri, "metaformat")
@@ -171,8 +192,9 @@ def test_metaformat_prompts_on_a_terminal(metadata_uri, zkstore):
 
     make_ledger(zkstore)
     env = dict(os.environ, BKCTL_METADATA_URI=metadata_uri, NO_COLOR="1", PYTHONPATH=str(REPO))
-    child = pexpect.spawn(sys.executable, ["-m", "bkctl", "metaformat"], env=env, cwd=str(REPO), timeout=30,
-                          encoding="utf-8")
+    child = pexpect.spawn(
+        sys.executable, ["-m", "bkctl", "metaformat"], env=env, cwd=str(REPO), timeout=30, encoding="utf-8"
+    )
     child.expect("Are you sure to format bookkeeper metadata")
     child.sendline("n")
     child.expect(pexpect.EOF)

@@ -1,4 +1,5 @@
 """bkctl bookie list, bookieformat and upgrade on real bookie directories, real ZooKeeper, real bookied."""
+
 import json
 import os
 from pathlib import Path
@@ -14,7 +15,8 @@ from bkctl.wire.codecs.protocol import RC
 def test_bookie_list(metadata_uri, zkstore):
     zkstore.registration.register("127.0.0.1:4001")
     zkstore.registration.register("127.0.0.1:4002", readonly=True)
-    zkstore.cookies.put("127.0.0.1:4003", b"5\nbookieHost: \"127.0.0.1:4003\"\n")
+    zkstore.cookies.put("127.0.0.1:4003", b'5\nbookieHost: "127.0.0.1:4003"\n')
+
     def rows(*flags):  # JSON lines, one per bookie
         out = bkctl(metadata_uri, "--json", "bookie", "list", *flags).stdout
         return {r["bookie_id"]: r["state"] for r in map(json.loads, out.splitlines())}

@@ -1,4 +1,5 @@
 """bkctl bookie list --disk, readonly, gc, state and bookied's day-2 HTTP endpoints, on real bookieds."""
+
 import json
 import time
 import urllib.request
@@ -52,8 +53,12 @@ def test_readonly_state_and_gc_through_http(metadata_uri, zkstore, bookie_cluste
 
     on = bkctl(metadata_uri, "--json", "bookie", "readonly", b, "on")
     assert on.returncode == 0, on.stderr
-    assert json.loads(on.stdout) == {"bookie_id": b, "http": state["http"], "read_only": True,
-                                     "registration": "read-only"}
+    assert json.loads(on.stdout) == {
+        "bookie_id": b,
+        "http": state["http"],
+        "read_only": True,
+        "registration": "read-only",
+    }
     assert b in zkstore.registration.readonly_bookies() and b not in zkstore.registration.writable_bookies()
     disk = [json.loads(line) for line in bkctl(metadata_uri, "--json", "bookie", "list", "--disk").stdout.splitlines()]
     assert {r["bookie_id"]: r["state"] for r in disk[:-1]}[b] == "read-only"
@@ -61,8 +66,9 @@ def test_readonly_state_and_gc_through_http(metadata_uri, zkstore, bookie_cluste
     assert off.returncode == 0 and json.loads(off.stdout)["registration"] == "writable"
     assert b in zkstore.registration.writable_bookies()
 
-    ledger_id = json.loads(bkctl(metadata_uri, "--json", "ledger", "create", "-e", "3", "-w", "3",
-                                 "-a", "3").stdout)["ledger_id"]
+    ledger_id = json.loads(bkctl(metadata_uri, "--json", "ledger", "create", "-e", "3", "-w", "3", "-a", "3").stdout)[
+        "ledger_id"
+    ]
     assert bkctl(metadata_uri, "ledger", "add", str(ledger_id), "x", "y").returncode == 0
     assert bkctl(metadata_uri, "ledger", "close", str(ledger_id)).returncode == 0
     assert bkctl(metadata_uri, "ledger", "delete", str(ledger_id), "--force").returncode == 0
@@ -77,8 +83,15 @@ def test_readonly_state_and_gc_through_http(metadata_uri, zkstore, bookie_cluste
             break
         time.sleep(0.2)
     assert status["triggered"] is False and details["ledgersRemoved"] >= 1
-    assert set(details) >= {"forceCompacting", "majorCompacting", "minorCompacting", "lastMajorCompactionTime",
-                            "lastMinorCompactionTime", "majorCompactionCounter", "minorCompactionCounter"}
+    assert set(details) >= {
+        "forceCompacting",
+        "majorCompacting",
+        "minorCompacting",
+        "lastMajorCompactionTime",
+        "lastMinorCompactionTime",
+        "majorCompactionCounter",
+        "minorCompactionCounter",
+    }
 
     assert bkctl(metadata_uri, "bookie", "state", "127.0.0.1:1").returncode == 3
     no_http = bookie_cluster(1)[0]
@@ -94,22 +107,22 @@ def test_bookied_serves_java_disk_endpoints(metadata_uri, zkstore, bookie_cluste
     assert files["journal files"].endswith("\t") and ".bjn\t" in files["journal files"]
     assert set(_get(address, "/api/v1/bookie/list_disk_file?file_type=journal")) == {"journal files"}
     marks = _get(address, "/api/v1/bookie/last_log_mark")
-    (key, value), = marks.items()
+    ((key, value),) = marks.items()
     assert key.startswith("LastLogMark: Journal Id - ") and key.endswith(".txn)") and value.startswith("Pos - ")
     assert _get(address, "/api/v1/bookie/gc")["is_in_force_gc"] == "false"
     assert _get(address, "/api/v1/bookie/expand_storage", "PUT") == "Success expand storage"
 
 
-def test_bookie_gc_needs_only_its_http_address_and_the_global_timeout_stays_zookeepers(metadata_uri, zkstore,
-                                                                                       bookie_cluster):
+def test_bookie_gc_needs_only_its_http_address_and_the_global_timeout_stays_zookeepers(
+    metadata_uri, zkstore, bookie_cluster
+):
     b = bookie_cluster(1, httpServerEnabled="true", httpServerPort=0)[0]
     address = _http(zkstore, b.bookie_id)
     nowhere = "zk+hierarchical://127.0.0.1:1/ledgers"  # no ZooKeeper there: --http is all gc needs
     status = bkctl(nowhere, "--json", "bookie", "gc", b.bookie_id, "--status", "--http", address, "--timeout", "2")
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["http"] == address
-    waited = bkctl(nowhere, "--json", "bookie", "gc", b.bookie_id, "--http", address, "--wait",
-                   "--wait-timeout", "120")
+    waited = bkctl(nowhere, "--json", "bookie", "gc", b.bookie_id, "--http", address, "--wait", "--wait-timeout", "120")
     assert waited.returncode == 0, waited.stderr
     doc = json.loads(waited.stdout)
     assert doc["triggered"] and doc["error"] is None and not doc["status"]["gcRunning"]

@@ -1,4 +1,5 @@
 """bkctl cookie get/create/update/delete/generate/admin against real ZooKeeper and real bookieds."""
+
 import json
 import time
 
@@ -98,8 +99,9 @@ def test_cookie_admin_after_address_change_lets_bookie_start(tmp_path, metadata_
 
 class _NoAdvertised(BookieProcess):
     def conf_text(self) -> str:
-        return "".join(line + "\n" for line in super().conf_text().splitlines()
-                       if not line.startswith("advertisedAddress="))
+        return "".join(
+            line + "\n" for line in super().conf_text().splitlines() if not line.startswith("advertisedAddress=")
+        )
 
 
 def test_cookie_admin_hostname_switch_and_expand(tmp_path, metadata_uri, zkstore):
@@ -140,10 +142,14 @@ def test_cookie_admin_on_a_java_bookies_directories(tmp_path, metadata_uri, zkst
     for kind in ("journal", "ledgers"):
         (tmp_path / kind / "current").mkdir(parents=True)
         shutil.copy(vectors / "disk" / f"bk1__{kind}__current__VERSION.bin", tmp_path / kind / "current" / "VERSION")
-    zkstore.cookies.put("127.0.0.1:3181", (vectors / "zk" / "raw" / "ledgers__cookies__127.0.0.1:3181.bin").read_bytes())
+    zkstore.cookies.put(
+        "127.0.0.1:3181", (vectors / "zk" / "raw" / "ledgers__cookies__127.0.0.1:3181.bin").read_bytes()
+    )
     conf = tmp_path / "bk_server.conf"
-    conf.write_text(f"journalDirectories={tmp_path}/journal\nledgerDirectories={tmp_path}/ledgers\n"
-                    f"bookiePort=3181\nadvertisedAddress=bk1.example.com\nmetadataServiceUri={metadata_uri}\n")
+    conf.write_text(
+        f"journalDirectories={tmp_path}/journal\nledgerDirectories={tmp_path}/ledgers\n"
+        f"bookiePort=3181\nadvertisedAddress=bk1.example.com\nmetadataServiceUri={metadata_uri}\n"
+    )
     listed = json.loads(bkctl(metadata_uri, "--json", "cookie", "admin", "-c", str(conf), "--list").stdout)
     assert listed["bookie_id"] == "bk1.example.com:3181" and listed["zookeeper"]["exists"] is False
     assert [r["bookie_host"] for r in listed["local"]] == ["127.0.0.1:3181", "127.0.0.1:3181"]

@@ -1,4 +1,5 @@
 """The destructive day-2 commands ask on a terminal: 'n' changes nothing (exit 1), 'y' goes on."""
+
 import os
 import sys
 
@@ -14,8 +15,7 @@ def _ask(uri, args, question, answer):
     import pexpect
 
     env = dict(os.environ, BKCTL_METADATA_URI=uri, NO_COLOR="1", PYTHONPATH=str(REPO))
-    child = pexpect.spawn(sys.executable, ["-m", "bkctl", *args], env=env, cwd=str(REPO), timeout=60,
-                          encoding="utf-8")
+    child = pexpect.spawn(sys.executable, ["-m", "bkctl", *args], env=env, cwd=str(REPO), timeout=60, encoding="utf-8")
     child.expect(question)
     child.sendline(answer)
     child.expect(pexpect.EOF)

@@ -1,6 +1,7 @@
 """Guards on destructive commands (issue 23 items 1, 2 and 4), through the real CLI against a real
 ZooKeeper and real bookieds: metaformat under running bookies, trigger-audit with nothing to
 trigger, replace-id to an id the cluster does not know, and dry runs that check what real runs check."""
+
 from __future__ import annotations
 
 import json
@@ -75,8 +76,9 @@ def test_trigger_audit_refuses_as_the_http_endpoint_does(bookie_cluster, metadat
 
 def test_trigger_audit_rewrites_the_auditors_delay_unchanged(bookie_cluster, metadata_uri, zkstore, zk_client):
     bookie_cluster(1, autoRecoveryDaemonEnabled="true", lostBookieRecoveryDelay=600)
-    wait_for(lambda: zkstore.underreplication.lost_bookie_recovery_delay() == 600, timeout=60,
-             what="the auditor's delay")
+    wait_for(
+        lambda: zkstore.underreplication.lost_bookie_recovery_delay() == 600, timeout=60, what="the auditor's delay"
+    )
     delay_node = zkstore.root + "/underreplication/lostBookieRecoveryDelay"
     before = zk_client.get(delay_node)[1].version
     r = bkctl(metadata_uri, "--json", "autorecovery", "trigger-audit")
@@ -103,8 +105,9 @@ def test_replace_id_takes_only_a_known_well_formed_id(bookie_cluster, metadata_u
 
     # the dry run refuses a running source exactly as the real run does
     for extra in ((), ("--dry-run",)):
-        r = bkctl(metadata_uri, "bookie", "replace-id", running.bookie_id, unknown, "--force",
-                  "--allow-unknown-id", *extra)
+        r = bkctl(
+            metadata_uri, "bookie", "replace-id", running.bookie_id, unknown, "--force", "--allow-unknown-id", *extra
+        )
         assert r.returncode == 4 and "registered" in one_line(r), extra
 
     r = bkctl(metadata_uri, "--json", "bookie", "replace-id", dead, unknown, "--force", "--allow-unknown-id")

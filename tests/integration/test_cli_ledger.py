@@ -1,5 +1,6 @@
 """bkctl ledger create/add/read/close/fence/recover/tail, bookie info, simpletest and bench:
 each command a separate one-shot bkctl process, against real bookied processes and a real ZooKeeper."""
+
 from __future__ import annotations
 
 import base64
@@ -11,8 +12,16 @@ import sys
 
 import pytest
 
-from tests.support.cli import (BKCTL, REPO, bkctl_bytes as bkctl, env_for, json_lines, ok, one_line_error,
-                               wait_or_show_threads)
+from tests.support.cli import (
+    BKCTL,
+    REPO,
+    bkctl_bytes as bkctl,
+    env_for,
+    json_lines,
+    ok,
+    one_line_error,
+    wait_or_show_threads,
+)
 
 
 # A writer that lives across commands, like `bkctl shell`: an interactive App
@@ -36,9 +45,16 @@ app.close()
 
 class Session:
     def __init__(self, uri):
-        self.proc = subprocess.Popen([sys.executable, "-c", _SESSION], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env_for(uri),
-                                     cwd=REPO, text=True, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _SESSION],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env_for(uri),
+            cwd=REPO,
+            text=True,
+            start_new_session=True,
+        )
 
     def send(self, *args) -> None:
         self.proc.stdin.write(json.dumps([str(a) for a in args]) + "\n")
@@ -82,13 +98,18 @@ def test_ledger_lifecycle_one_shot_processes(bookie_cluster, metadata_uri, zksto
     uri = metadata_uri
     created = json.loads(ok(bkctl(uri, "--json", "ledger", "create")))
     lid = created["ledger_id"]
-    assert (created["state"], created["ensemble_size"], created["write_quorum"], created["ack_quorum"],
-            created["digest"], created["password_set"]) == ("OPEN", 3, 2, 2, "CRC32C", False)
+    assert (
+        created["state"],
+        created["ensemble_size"],
+        created["write_quorum"],
+        created["ack_quorum"],
+        created["digest"],
+        created["password_set"],
+    ) == ("OPEN", 3, 2, 2, "CRC32C", False)
     assert len(created["segments"][0]["bookies"]) == 3
 
     assert ok(bkctl(uri, "ledger", "add", lid, "hello", "wörld")).strip().endswith("0..1")
-    assert json.loads(ok(bkctl(uri, "--json", "ledger", "add", lid, "single"))) == {"ledger_id": lid,
-                                                                                     "entry_ids": [2]}
+    assert json.loads(ok(bkctl(uri, "--json", "ledger", "add", lid, "single"))) == {"ledger_id": lid, "entry_ids": [2]}
     lines = json.loads(ok(bkctl(uri, "--json", "ledger", "add", lid, "-", stdin=b"l1\nl2\r\n\nl4")))
     assert lines["entry_ids"] == [3, 4, 5, 6]
     blob = bytes(range(256)) + b"\nsecond line\n"
@@ -109,16 +130,27 @@ def test_ledger_lifecycle_one_shot_processes(bookie_cluster, metadata_uri, zksto
     assert raw.returncode == 0 and raw.stdout == b"".join(expected)
     docs = json_lines(ok(bkctl(uri, "--json", "ledger", "read", lid)))
     assert [d["entry_id"] for d in docs] == list(range(11))
-    assert docs[1] == {"ledger_id": lid, "entry_id": 1, "length": len("wörld".encode()), "encoding": "utf-8",
-                       "payload": "wörld"}
+    assert docs[1] == {
+        "ledger_id": lid,
+        "entry_id": 1,
+        "length": len("wörld".encode()),
+        "encoding": "utf-8",
+        "payload": "wörld",
+    }
     as_b64 = json_lines(ok(bkctl(uri, "--json", "ledger", "read", lid, "--format", "raw")))
     assert [base64.b64decode(d["payload"]) for d in as_b64] == expected
     as_hex = json_lines(ok(bkctl(uri, "--json", "ledger", "read", lid, "--format", "hex", "--from", "5")))
     assert [bytes.fromhex(d["payload"]) for d in as_hex] == expected[5:] and as_hex[0]["encoding"] == "hex"
 
     closed = json.loads(ok(bkctl(uri, "--json", "ledger", "close", lid)))
-    assert closed == {"ledger_id": lid, "state": "CLOSED", "last_entry_id": 10,
-                      "length": sum(map(len, expected)), "already_closed": False, "fenced": True}
+    assert closed == {
+        "ledger_id": lid,
+        "state": "CLOSED",
+        "last_entry_id": 10,
+        "length": sum(map(len, expected)),
+        "already_closed": False,
+        "fenced": True,
+    }
     again = json.loads(ok(bkctl(uri, "--json", "ledger", "close", lid)))
     assert again["already_closed"] is True and again["last_entry_id"] == 10
     shown = json.loads(ok(bkctl(uri, "--json", "ledger", "show", lid)))
@@ -139,9 +171,30 @@ def test_ledger_lifecycle_one_shot_processes(bookie_cluster, metadata_uri, zksto
 def test_password_digest_metadata_and_usage_errors(bookie_cluster, metadata_uri):
     bookie_cluster(3)
     uri = metadata_uri
-    doc = json.loads(ok(bkctl(uri, "--json", "ledger", "create", "-e", "3", "-w", "3", "-a", "2",
-                              "--digest", "mac", "--password", "s3cret", "--meta", "owner=tests",
-                              "--meta", "k=v=w")))
+    doc = json.loads(
+        ok(
+            bkctl(
+                uri,
+                "--json",
+                "ledger",
+                "create",
+                "-e",
+                "3",
+                "-w",
+                "3",
+                "-a",
+                "2",
+                "--digest",
+                "mac",
+                "--password",
+                "s3cret",
+                "--meta",
+                "owner=tests",
+                "--meta",
+                "k=v=w",
+            )
+        )
+    )
     lid = doc["ledger_id"]
     assert (doc["write_quorum"], doc["digest"], doc["password_set"]) == (3, "MAC", True)
     assert doc["custom_metadata"] == {"owner": "tests", "k": "v=w"}
@@ -154,8 +207,7 @@ def test_password_digest_metadata_and_usage_errors(bookie_cluster, metadata_uri)
 
     one_line_error(bkctl(uri, "ledger", "recover", lid, "--password", "wrong"), 1)
     recovered = json.loads(ok(bkctl(uri, "--json", "ledger", "recover", lid)))
-    assert recovered == {"ledger_id": lid, "state": "CLOSED", "last_entry_id": 2, "length": 3,
-                         "previous_state": "OPEN"}
+    assert recovered == {"ledger_id": lid, "state": "CLOSED", "last_entry_id": 2, "length": 3, "previous_state": "OPEN"}
 
     assert bkctl(uri, "ledger", "add", lid).returncode == 2  # nothing to add
     assert bkctl(uri, "ledger", "add", lid, "a", "-f", "/etc/hostname").returncode == 2
@@ -185,9 +237,17 @@ def test_killed_writer_then_concurrent_recoveries(bookie_cluster, metadata_uri, 
     assert json.loads(ok(bkctl(uri, "--json", "ledger", "show", lid)))["state"] == "OPEN"
 
     env = env_for(uri)
-    racers = [subprocess.Popen([*BKCTL, "--json", "ledger", "recover", str(lid)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=env, cwd=REPO, stdin=subprocess.DEVNULL)
-              for _ in range(2)]
+    racers = [
+        subprocess.Popen(
+            [*BKCTL, "--json", "ledger", "recover", str(lid)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=60) for p in racers]
     assert [p.returncode for p in racers] == [0, 0], [e for _, e in outs]
     docs = [json.loads(o) for o, _ in outs]
@@ -231,8 +291,14 @@ def test_live_writer_is_fenced_by_fence_and_recover(bookie_cluster, metadata_uri
     assert writer.run("ledger", "add", lid3, "p", "q")["rc"] == 0
     closed = writer.run("--json", "ledger", "close", lid3)
     assert closed["rc"] == 0
-    assert json.loads(closed["out"]) == {"ledger_id": lid3, "state": "CLOSED", "last_entry_id": 1, "length": 2,
-                                         "already_closed": False, "fenced": False}
+    assert json.loads(closed["out"]) == {
+        "ledger_id": lid3,
+        "state": "CLOSED",
+        "last_entry_id": 1,
+        "length": 2,
+        "already_closed": False,
+        "fenced": False,
+    }
     assert writer.finish() == 0
     assert json.loads(ok(bkctl(uri, "--json", "ledger", "add", lid2, "y")))["entry_ids"] == [1]
     assert ok(bkctl(uri, "ledger", "read", lid2)) == "0\tx\n1\ty\n"
@@ -243,9 +309,14 @@ def test_tail_follows_until_the_ledger_closes(bookie_cluster, metadata_uri):
     uri = metadata_uri
     lid = int(ok(bkctl(uri, "ledger", "create")))
     ok(bkctl(uri, "ledger", "add", lid, "before"))
-    tail = subprocess.Popen([*BKCTL, "--json", "ledger", "tail", str(lid), "--from", "0", "--interval", "0.1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env_for(uri), cwd=REPO,
-                            stdin=subprocess.DEVNULL)
+    tail = subprocess.Popen(
+        [*BKCTL, "--json", "ledger", "tail", str(lid), "--from", "0", "--interval", "0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env_for(uri),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         ok(bkctl(uri, "ledger", "add", lid, "one", "two"))
         ok(bkctl(uri, "ledger", "add", lid, "-", stdin=b"three\n"))
@@ -257,13 +328,22 @@ def test_tail_follows_until_the_ledger_closes(bookie_cluster, metadata_uri):
             tail.wait()
     assert tail.returncode == 0, err
     assert [(d["entry_id"], d["payload"]) for d in json_lines(out.decode())] == [
-        (0, "before"), (1, "one"), (2, "two"), (3, "three")]
+        (0, "before"),
+        (1, "one"),
+        (2, "two"),
+        (3, "three"),
+    ]
 
     # Ctrl-C stops a tail of an open ledger with exit 0
     lid = int(ok(bkctl(uri, "ledger", "create")))
-    tail = subprocess.Popen([*BKCTL, "ledger", "tail", str(lid), "--from", "0", "--interval", "0.1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env_for(uri, PYTHONFAULTHANDLER="1"),
-                            cwd=REPO, stdin=subprocess.DEVNULL)
+    tail = subprocess.Popen(
+        [*BKCTL, "ledger", "tail", str(lid), "--from", "0", "--interval", "0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env_for(uri, PYTHONFAULTHANDLER="1"),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         ok(bkctl(uri, "ledger", "add", lid, "seen"))
         line = tail.stdout.readline()  # the test's timeout guards this
@@ -285,8 +365,14 @@ def test_bookie_info(bookie_cluster, metadata_uri):
     assert doc["address"] == f"127.0.0.1:{target.port}"
     assert doc["cookie"]["bookie_host"] == target.bookie_id
     assert doc["cookie"]["journal_dirs"] == [str(target.journal_dir)]
-    assert {"id": "bookie", "protocol": "bookie-rpc", "host": "127.0.0.1", "port": target.port,
-            "auth": [], "extensions": []} in doc["service_info"]["endpoints"]
+    assert {
+        "id": "bookie",
+        "protocol": "bookie-rpc",
+        "host": "127.0.0.1",
+        "port": target.port,
+        "auth": [],
+        "extensions": [],
+    } in doc["service_info"]["endpoints"]
     assert doc["disk"]["total_bytes"] > 0 and 0 <= doc["disk"]["free_bytes"] <= doc["disk"]["total_bytes"]
     human = ok(bkctl(uri, "bookie", "info", target.bookie_id))
     assert "writable" in human and "free of" in human
@@ -322,17 +408,29 @@ def test_protocol_v2_from_the_option_or_the_environment(bookie_cluster, metadata
     bookie_cluster(3)
     uri = metadata_uri
     # Pulsar's ledger shape (E = Qw): over v2 its entries are read with batch reads
-    lid = json.loads(ok(bkctl(uri, "--protocol", "v2", "--json", "ledger", "create", "-e", "2", "-w", "2",
-                              "-a", "2")))["ledger_id"]
+    lid = json.loads(ok(bkctl(uri, "--protocol", "v2", "--json", "ledger", "create", "-e", "2", "-w", "2", "-a", "2")))[
+        "ledger_id"
+    ]
     lines = b"".join(b"entry-%d\n" % i for i in range(600))
-    assert json.loads(ok(bkctl(uri, "--protocol", "v2", "--json", "ledger", "add", lid, "-",
-                               stdin=lines)))["entry_ids"] == list(range(600))
+    assert json.loads(ok(bkctl(uri, "--protocol", "v2", "--json", "ledger", "add", lid, "-", stdin=lines)))[
+        "entry_ids"
+    ] == list(range(600))
     ok(bkctl(uri, "--protocol", "v2", "ledger", "close", lid))
-    r = subprocess.run([*BKCTL, "ledger", "read", str(lid)], capture_output=True, cwd=REPO, timeout=60,
-                       env=dict(env_for(uri), BKCTL_PROTOCOL="v2"))
+    r = subprocess.run(
+        [*BKCTL, "ledger", "read", str(lid)],
+        capture_output=True,
+        cwd=REPO,
+        timeout=60,
+        env=dict(env_for(uri), BKCTL_PROTOCOL="v2"),
+    )
     assert ok(r).splitlines() == [f"{i}\tentry-{i}" for i in range(600)]
-    bad = subprocess.run([*BKCTL, "ledger", "read", str(lid)], capture_output=True, cwd=REPO, timeout=60,
-                         env=dict(env_for(uri), BKCTL_PROTOCOL="v9"))
+    bad = subprocess.run(
+        [*BKCTL, "ledger", "read", str(lid)],
+        capture_output=True,
+        cwd=REPO,
+        timeout=60,
+        env=dict(env_for(uri), BKCTL_PROTOCOL="v9"),
+    )
     assert bad.returncode == 2 and "'v9' is not one of 'v3', 'v2'" in bad.stderr.decode()
     # a session keeps the protocol its connections speak
     s = sessions()
@@ -344,7 +442,9 @@ def test_protocol_v2_from_the_option_or_the_environment(bookie_cluster, metadata
 
 def test_ledger_show_over_v2_says_why_its_lac_can_be_lower(bookie_cluster, metadata_uri):
     bookie_cluster(3)
-    lid = json.loads(ok(bkctl(metadata_uri, "--json", "ledger", "create", "-e", "3", "-w", "2", "-a", "2")))["ledger_id"]
+    lid = json.loads(ok(bkctl(metadata_uri, "--json", "ledger", "create", "-e", "3", "-w", "2", "-a", "2")))[
+        "ledger_id"
+    ]
     ok(bkctl(metadata_uri, "ledger", "add", lid, "a", "b", "c"))  # pipelined, then an explicit LAC (v3)
     v3 = json.loads(ok(bkctl(metadata_uri, "--json", "ledger", "show", lid)))
     assert v3["last_add_confirmed"] == 2 and v3["lac_note"] is None

@@ -3,6 +3,7 @@ a cursor's, a schema's and a too-young ledger, bulk deletes (ids, ranges, stdin,
 --json` lines) with one confirmation and a summary, the dry run, `pulsar ledger-owner`'s
 age caution, and the same owner check before `ledger fence`, `close` and `recover` touch an open
 ledger that Pulsar writes.  Metadata only (no bookie is needed to delete metadata), on a real ZooKeeper."""
+
 from __future__ import annotations
 
 import json
@@ -34,10 +35,14 @@ TOPIC = "persistent://acme/prod/events"
 DAY_MS = 24 * 3600 * 1000
 
 
-def _pulsar_ledger(zkstore, ledger_id: int, *, age_ms: int = DAY_MS, cursor: str | None = None,
-                   component: str = COMPONENT) -> None:
-    custom = {APPLICATION_KEY: APPLICATION.encode(), COMPONENT_KEY: component.encode(),
-              MANAGED_LEDGER_KEY: NAME.encode()}
+def _pulsar_ledger(
+    zkstore, ledger_id: int, *, age_ms: int = DAY_MS, cursor: str | None = None, component: str = COMPONENT
+) -> None:
+    custom = {
+        APPLICATION_KEY: APPLICATION.encode(),
+        COMPONENT_KEY: component.encode(),
+        MANAGED_LEDGER_KEY: NAME.encode(),
+    }
     if cursor:
         custom[CURSOR_KEY] = cursor.encode()
     md = LedgerMetadata.new(ENSEMBLE, ctime=int(time.time() * 1000) - age_ms, custom_metadata=custom)
@@ -96,7 +101,15 @@ def test_bulk_delete_deletes_the_rest_and_names_each_refusal(cluster, zkstore):
     assert [(r["ledger_id"], r["owner"]) for r in doc["refused"]] == [(10, "topic"), (11, "topic"), (12, "cursor")]
     assert doc["not_found"] == [99]  # named on its own; a range's gaps are not "not found"
     assert _exists(zkstore, 10, 11, 12, 20, 21, 22, 50, 51) == {
-        10: True, 11: True, 12: True, 20: False, 21: False, 22: False, 50: False, 51: True}
+        10: True,
+        11: True,
+        12: True,
+        20: False,
+        21: False,
+        22: False,
+        50: False,
+        51: True,
+    }
 
 
 def test_orphans_json_piped_into_delete(cluster, zkstore):
@@ -105,8 +118,14 @@ def test_orphans_json_piped_into_delete(cluster, zkstore):
     assert [json.loads(line)["ledger_id"] for line in orphans.stdout.splitlines()] == [20, 21, 22]
     dry = bkctl(cluster, "--json", "ledger", "delete", "-", "--dry-run", stdin=orphans.stdout)
     assert dry.returncode == 0, dry.stderr
-    assert json.loads(dry.stdout) == {"dry_run": True, "deleted": [], "would_delete": [20, 21, 22],
-                                      "refused": [], "not_found": [], "even_if_owned": []}
+    assert json.loads(dry.stdout) == {
+        "dry_run": True,
+        "deleted": [],
+        "would_delete": [20, 21, 22],
+        "refused": [],
+        "not_found": [],
+        "even_if_owned": [],
+    }
     assert _exists(zkstore, 20, 21, 22) == {20: True, 21: True, 22: True}
     done = bkctl(cluster, "ledger", "delete", "-", "--force", stdin=orphans.stdout)
     assert done.returncode == 0, done.stderr
@@ -141,7 +160,9 @@ def test_commas_as_export_takes_them_and_the_override_names_what_it_broke(cluste
     assert f"ledger 12 deleted although it was the ledger of cursor audit of topic {TOPIC}" in forced.stderr
     doc = json.loads(forced.stdout)
     assert [(o["ledger_id"], o["owner"], o["topic"]) for o in doc["even_if_owned"]] == [
-        (10, "topic", TOPIC), (12, "cursor", TOPIC)]
+        (10, "topic", TOPIC),
+        (12, "cursor", TOPIC),
+    ]
     assert _exists(zkstore, 10, 12, 50) == {10: False, 12: False, 50: False}
 
 
@@ -151,17 +172,20 @@ def test_one_confirmation_for_many_and_refusal_without_a_terminal(cluster, zksto
     assert _exists(zkstore, 50, 51) == {50: True, 51: True}
 
 
-@pytest.mark.parametrize("words, message", [
-    (["abc"], "argument: not a ledger id or range A-B: 'abc'"),
-    (["9-3"], "not a ledger id or range A-B: '9-3'"),
-])
+@pytest.mark.parametrize(
+    "words, message",
+    [
+        (["abc"], "argument: not a ledger id or range A-B: 'abc'"),
+        (["9-3"], "not a ledger id or range A-B: '9-3'"),
+    ],
+)
 def test_junk_ids_are_a_usage_error(cluster, words, message):
     done = bkctl(cluster, "ledger", "delete", *words, "--force")
     assert done.returncode == 2 and message in done.stderr
 
 
 def test_junk_on_stdin_names_its_line(cluster, zkstore):
-    done = bkctl(cluster, "ledger", "delete", "-", "--force", stdin="50\n{\"id\": 3}\n")
+    done = bkctl(cluster, "ledger", "delete", "-", "--force", stdin='50\n{"id": 3}\n')
     assert done.returncode == 2 and "stdin line 2: a JSON line without an integer ledger_id" in done.stderr
     assert zkstore.ledgers.exists(50)
 
@@ -183,6 +207,7 @@ def test_ledger_owner_cautions_about_a_young_orphan(cluster):
 
 # -- fence, close and recover on a ledger Pulsar writes (the same owner check) --------------
 
+
 @pytest.mark.parametrize("verb", ["fence", "close", "recover"])
 def test_an_open_ledger_pulsar_writes_is_not_fenced_on_a_pipe_without_force(cluster, zkstore, verb):
     data = bkctl(cluster, "ledger", verb, "10")  # stdin is not a terminal: no prompt, a refusal
@@ -197,8 +222,9 @@ def test_an_open_ledger_pulsar_writes_is_not_fenced_on_a_pipe_without_force(clus
 
 
 def test_the_guard_asks_on_a_terminal_and_lets_others_pass(cluster, zkstore, tmp_path):
-    term = Terminal([sys.executable, "-m", "bkctl", "-m", cluster, "ledger", "close", "10"],
-                    bkctl_env(tmp_path, NO_COLOR="1"))
+    term = Terminal(
+        [sys.executable, "-m", "bkctl", "-m", cluster, "ledger", "close", "10"], bkctl_env(tmp_path, NO_COLOR="1")
+    )
     try:
         term.expect(f"ledger 10 is the open ledger of topic {TOPIC}: its broker's next add fails")
         term.expect(r"Close it anyway\? \[y/N\]")

@@ -1,4 +1,5 @@
 """bkctl ledger metadata dump/restore and the ledger list filters, on real ZooKeeper and real bookieds."""
+
 import json
 import time
 from pathlib import Path

@@ -3,6 +3,7 @@
 Every test runs the real ``bkctl`` (a subprocess, or the shell in a real pty)
 against a real ZooKeeper (and real bookieds where entries are involved).
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,9 @@ def two_clusters(metadata_uri, tmp_path):
     env = bkctl_env(tmp_path, NO_COLOR="1")
     config = Path(env["XDG_CONFIG_HOME"]) / "bkctl" / "config.toml"
     config.parent.mkdir(parents=True)
-    config.write_text(f'default = "a"\n[clusters.a]\nmetadata_uri = "{metadata_uri}"\n'
-                      f'[clusters.b]\nmetadata_uri = "{other}"\n')
+    config.write_text(
+        f'default = "a"\n[clusters.a]\nmetadata_uri = "{metadata_uri}"\n[clusters.b]\nmetadata_uri = "{other}"\n'
+    )
     return {"a": metadata_uri, "b": other, "env": env}
 
 
@@ -79,7 +81,7 @@ def test_use_holds_for_every_later_shell_command(two_clusters):
         term.expect(r"ledger\s+4242")
         term.line("ledger list")
         term.expect(r"bkctl:b>")
-        assert "1111" not in term.text[term.mark:]
+        assert "1111" not in term.text[term.mark :]
     finally:
         term.close()
 
@@ -100,8 +102,10 @@ def test_global_options_are_accepted_after_the_command(two_clusters):
 # -- 3. a root without a cluster -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", [["ledger", "list"], ["autorecovery", "status"], ["ledger", "show", "1"],
-                                     ["bookie", "list"], ["cluster", "info"]])
+@pytest.mark.parametrize(
+    "command",
+    [["ledger", "list"], ["autorecovery", "status"], ["ledger", "show", "1"], ["bookie", "list"], ["cluster", "info"]],
+)
 def test_a_mistyped_root_exits_3_with_a_hint(metadata_uri, tmp_path, command):
     typo = metadata_uri[:-1] + "z"  # .../ledgerz
     err = failed(run(bkctl_env(tmp_path), "-m", typo, *command), 3)
@@ -125,10 +129,12 @@ def test_a_reader_that_leaves_early_is_not_an_error(bookie_cluster, metadata_uri
     env = bkctl_env(tmp_path, BKCTL_METADATA_URI=metadata_uri)
     ledger_id = ok(run(env, "ledger", "create")).strip()
     ok(run(env, "ledger", "add", ledger_id, "-", stdin=b"".join(b"entry %06d\n" % i for i in range(20000))))
-    for pipeline in [f"bkctl ledger read {ledger_id} | head -1",
-                     f"bkctl ledger read {ledger_id} --json | head -1",
-                     f"bkctl ledger read {ledger_id} --format raw | head -c 5"]:
-        script = f"set -o pipefail; bkctl() {{ {sys.executable} -m bkctl \"$@\"; }}; {pipeline}"
+    for pipeline in [
+        f"bkctl ledger read {ledger_id} | head -1",
+        f"bkctl ledger read {ledger_id} --json | head -1",
+        f"bkctl ledger read {ledger_id} --format raw | head -c 5",
+    ]:
+        script = f'set -o pipefail; bkctl() {{ {sys.executable} -m bkctl "$@"; }}; {pipeline}'
         r = subprocess.run(["bash", "-c", script], capture_output=True, env=env, cwd=ROOT, timeout=120)
         assert r.returncode == 0, (pipeline, r.returncode, r.stderr.decode())
         assert r.stderr == b"", r.stderr
@@ -141,8 +147,13 @@ def test_ctrl_c_while_zookeeper_connects_exits_130(tmp_path):
     with socket.socket() as s:  # a port nobody listens on: kazoo keeps retrying
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    child = pexpect.spawn(BKCTL[0], [*BKCTL[1:], "-m", f"zk+hierarchical://127.0.0.1:{port}/ledgers",
-                                     "ledger", "list"], env=bkctl_env(tmp_path), cwd=str(ROOT), timeout=30)
+    child = pexpect.spawn(
+        BKCTL[0],
+        [*BKCTL[1:], "-m", f"zk+hierarchical://127.0.0.1:{port}/ledgers", "ledger", "list"],
+        env=bkctl_env(tmp_path),
+        cwd=str(ROOT),
+        timeout=30,
+    )
     child.expect(pexpect.TIMEOUT, timeout=2)  # connecting
     child.sendintr()
     child.expect(pexpect.EOF, timeout=8)  # before the 10 s connection timeout
@@ -152,8 +163,9 @@ def test_ctrl_c_while_zookeeper_connects_exits_130(tmp_path):
 
 
 def test_timeout_bounds_the_zookeeper_connection(tmp_path):
-    err = failed(run(bkctl_env(tmp_path), "ledger", "list", "--timeout", "0.5", "-m",
-                     "zk+hierarchical://127.0.0.1:1/ledgers"), 5)
+    err = failed(
+        run(bkctl_env(tmp_path), "ledger", "list", "--timeout", "0.5", "-m", "zk+hierarchical://127.0.0.1:1/ledgers"), 5
+    )
     assert "within 0.5s" in err
 
 
@@ -163,8 +175,9 @@ def test_edge_inputs_are_usage_errors(metadata_uri, tmp_path):
         r = run(env, "ledger", "show", str(too_big))
         assert r.returncode == 2 and b"not in the range" in r.stderr, r.stderr
     failed(run(env, "-m", "http://127.0.0.1:1/ledgers", "ledger", "list"), 2)
-    r = subprocess.run([*BKCTL, "shell"], input=b"use foo://127.0.0.1:1/ledgers\n", capture_output=True,
-                       env=env, cwd=ROOT, timeout=60)
+    r = subprocess.run(
+        [*BKCTL, "shell"], input=b"use foo://127.0.0.1:1/ledgers\n", capture_output=True, env=env, cwd=ROOT, timeout=60
+    )
     assert r.returncode == 2, r.stderr
 
 
@@ -173,8 +186,9 @@ def test_an_output_error_says_what_it_was_writing(metadata_uri, tmp_path):
         pytest.fail("needs /dev/full")
     env = bkctl_env(tmp_path, BKCTL_METADATA_URI=metadata_uri)
     with open("/dev/full", "wb") as full:
-        r = subprocess.run([*BKCTL, "autorecovery", "status"], stdout=full, stderr=subprocess.PIPE, env=env,
-                           cwd=ROOT, timeout=60)
+        r = subprocess.run(
+            [*BKCTL, "autorecovery", "status"], stdout=full, stderr=subprocess.PIPE, env=env, cwd=ROOT, timeout=60
+        )
     assert r.returncode == 1
     assert r.stderr.decode().strip() == "bkctl: error: writing the output: No space left on device"
 
@@ -239,10 +253,12 @@ def test_piped_tables_are_neither_wrapped_nor_padded(cluster_env):
 def test_read_ranges_outside_the_ledger_fail(cluster_env):
     ledger_id = new_ledger(cluster_env, b"".join(b"%d\n" % i for i in range(10)))
     assert failed(run(cluster_env, "ledger", "read", ledger_id, "--from", "30000"), 3)
-    assert "past the last confirmed entry (9)" in failed(run(cluster_env, "ledger", "read", ledger_id,
-                                                            "--from", "10"), 3)
-    assert "--to 2 is before --from 5" in failed(run(cluster_env, "ledger", "read", ledger_id, "--from", "5",
-                                                     "--to", "2"), 2)
+    assert "past the last confirmed entry (9)" in failed(
+        run(cluster_env, "ledger", "read", ledger_id, "--from", "10"), 3
+    )
+    assert "--to 2 is before --from 5" in failed(
+        run(cluster_env, "ledger", "read", ledger_id, "--from", "5", "--to", "2"), 2
+    )
     assert ok(run(cluster_env, "ledger", "read", ledger_id, "--from", "9")) == "9\t9\n"
 
 
@@ -280,8 +296,11 @@ def test_the_shell_pages_a_long_read(cluster_env, metadata_uri, tmp_path):
 
 
 def test_recover_and_decommission_check_the_bookie_ids(cluster_env, zkstore):
-    for command in (["recover", "127.0.0.1:1.2", "--force"], ["decommission", "127.0.0.1:1.2", "--force"],
-                    ["recover", "127.0.0.1:70000", "--dry-run"]):
+    for command in (
+        ["recover", "127.0.0.1:1.2", "--force"],
+        ["decommission", "127.0.0.1:1.2", "--force"],
+        ["recover", "127.0.0.1:70000", "--dry-run"],
+    ):
         r = run(cluster_env, *command)
         assert r.returncode == 2 and b"not a bookie id" in r.stderr, (command, r.stderr)
     for command in (["recover", "1.2.3.4:9999", "--force"], ["decommission", "1.2.3.4:9999", "--force"]):
@@ -299,11 +318,15 @@ def test_recover_and_decommission_check_the_bookie_ids(cluster_env, zkstore):
 def test_add_close_fence_recover_word_their_outcomes_alike(cluster_env):
     ledger_id = ok(run(cluster_env, "ledger", "create")).strip()
     assert ok(run(cluster_env, "ledger", "add", ledger_id, "x")).strip() == f"ledger {ledger_id}: added 1 entry, 0"
-    assert ok(run(cluster_env, "ledger", "add", ledger_id, "y", "z")).strip() == \
-        f"ledger {ledger_id}: added 2 entries, 1..2"
+    assert (
+        ok(run(cluster_env, "ledger", "add", ledger_id, "y", "z")).strip()
+        == f"ledger {ledger_id}: added 2 entries, 1..2"
+    )
     assert ok(run(cluster_env, "ledger", "add", ledger_id, "w", "-q")).strip() == "3"
-    assert ok(run(cluster_env, "ledger", "close", ledger_id)).strip() == \
-        f"ledger {ledger_id} is now closed: last entry 3, length 4 B"
+    assert (
+        ok(run(cluster_env, "ledger", "close", ledger_id)).strip()
+        == f"ledger {ledger_id} is now closed: last entry 3, length 4 B"
+    )
     already = f"ledger {ledger_id} was already closed"
     assert ok(run(cluster_env, "ledger", "close", ledger_id)).startswith(already + ": last entry 3")
     assert ok(run(cluster_env, "ledger", "recover", ledger_id)).startswith(already + ": last entry 3")
@@ -317,8 +340,7 @@ def test_the_lost_bookie_delay_reads_the_same_everywhere(metadata_uri, tmp_path)
     assert ok(run(env, "autorecovery", "lost-bookie-delay", "90s")).strip() == "90 s"
     for command in (["autorecovery", "status"], ["cluster", "info"]):
         assert re.search(r"lost bookie delay\s+90 s\n", ok(run(env, *command))), command
-    assert json.loads(ok(run(env, "autorecovery", "lost-bookie-delay", "--json"))) == \
-        {"lost_bookie_recovery_delay": 90}
+    assert json.loads(ok(run(env, "autorecovery", "lost-bookie-delay", "--json"))) == {"lost_bookie_recovery_delay": 90}
     assert run(env, "autorecovery", "lost-bookie-delay", "1y").returncode == 2
 
 
@@ -334,7 +356,7 @@ def test_a_dry_run_says_a_shared_failure_once(bookie_cluster, metadata_uri, tmp_
     assert r.returncode == 1 and "4 ledgers could not be re-replicated" in r.stderr.decode(), r.stderr
     errors = [line for line in out.splitlines() if line.startswith("4 ledgers: ")]
     assert len(errors) == 1, out
-    assert out.count(errors[0][len("4 ledgers: "):]) == 1, out
+    assert out.count(errors[0][len("4 ledgers: ") :]) == 1, out
 
 
 # -- 14. a bookie that is down ---------------------------------------------------------------------
@@ -366,8 +388,9 @@ def test_sandbox_up_prints_the_export_line_and_bookie_ids(tmp_path):
         out = ok(run(env, "sandbox", "up", "--bookies", "1", "--dir", d, timeout=180))
         [uri] = re.findall(r"^metadata URI: (\S+)$", out, re.M)
         assert f"export BKCTL_METADATA_URI='{uri}'" in out
-        shell = subprocess.run(["bash", "-c", out.splitlines()[-1] + "\necho \"$BKCTL_METADATA_URI\""],
-                               capture_output=True, text=True)
+        shell = subprocess.run(
+            ["bash", "-c", out.splitlines()[-1] + '\necho "$BKCTL_METADATA_URI"'], capture_output=True, text=True
+        )
         assert shell.stdout.strip() == uri  # the line works when pasted
         status = json.loads(ok(run(env, "sandbox", "status", "--dir", d, "--json")))
         [bookie] = status["bookies"]

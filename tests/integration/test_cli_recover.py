@@ -1,5 +1,6 @@
 """bkctl recover and decommission against real bookied processes: a bookie's data destroyed, every
 entry back to Qw live replicas (checked on each bookie over the wire), dry runs, prompts, partial failure."""
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,7 @@ def test_recover_a_destroyed_bookie(bookie_cluster, metadata_uri, zkstore, write
     by_id = {r["ledger_id"]: r for r in plan["ledgers"]}
     assert by_id[still_open]["closed_first"] is True and by_id[closed_a]["closed_first"] is False
     [frag] = by_id[closed_a]["fragments"]
-    assert (frag["first_entry_id"], frag["last_entry_id"], frag["lost"], frag["entries"]) == (0, 299, [victim_id],
-                                                                                              150)
+    assert (frag["first_entry_id"], frag["last_entry_id"], frag["lost"], frag["entries"]) == (0, 299, [victim_id], 150)
     assert frag["replacements"][victim_id] not in md_a.last_ensemble
     assert by_id[still_open]["fragments"][-1]["last_entry_id"] is None  # open: its end is not known yet
     human = ok(bkctl(uri, "recover", victim_id, "--dry-run"))
@@ -73,8 +73,14 @@ def test_recover_a_destroyed_bookie(bookie_cluster, metadata_uri, zkstore, write
         assert [e["payload"] for e in entries] == [f"e{lid}-{i}" for i in range(n)]
 
     again = json.loads(ok(bkctl(uri, "--json", "recover", victim_id, "--force")))
-    assert again["totals"] == {"ledgers": 0, "recovered": 0, "planned": 0, "skipped": 0, "failed": 0,
-                               "entries_copied": 0}
+    assert again["totals"] == {
+        "ledgers": 0,
+        "recovered": 0,
+        "planned": 0,
+        "skipped": 0,
+        "failed": 0,
+        "entries_copied": 0,
+    }
 
 
 def test_recover_prompts_on_a_terminal_and_skips_open_ledgers(bookie_cluster, metadata_uri, zkstore, writer):
@@ -90,8 +96,14 @@ def test_recover_prompts_on_a_terminal_and_skips_open_ledgers(bookie_cluster, me
     destroy(victim)
     before = snapshot(zkstore, [open_lid, closed_lid])
 
-    child = pexpect.spawn(BKCTL[0], [*BKCTL[1:], "recover", victim.bookie_id], env=env_for(uri), cwd=str(REPO),
-                          timeout=60, encoding="utf-8")
+    child = pexpect.spawn(
+        BKCTL[0],
+        [*BKCTL[1:], "recover", victim.bookie_id],
+        env=env_for(uri),
+        cwd=str(REPO),
+        timeout=60,
+        encoding="utf-8",
+    )
     child.expect(r"Re-replicate 2 ledgers off")
     child.sendline("n")
     child.expect(pexpect.EOF)
@@ -99,8 +111,9 @@ def test_recover_prompts_on_a_terminal_and_skips_open_ledgers(bookie_cluster, me
     assert child.exitstatus == 1
     assert snapshot(zkstore, [open_lid, closed_lid]) == before
 
-    doc = json.loads(ok(bkctl(uri, "--json", "recover", victim.bookie_id, "--skip-open-ledgers",
-                              "--target", target, "--force")))
+    doc = json.loads(
+        ok(bkctl(uri, "--json", "recover", victim.bookie_id, "--skip-open-ledgers", "--target", target, "--force"))
+    )
     status = {r["ledger_id"]: r["status"] for r in doc["ledgers"]}
     assert status == {open_lid: "skipped", closed_lid: "recovered"}
     [frag] = next(r for r in doc["ledgers"] if r["ledger_id"] == closed_lid)["fragments"]

@@ -1,5 +1,6 @@
 """recover --ledger/--rate/--delete-cookie, simpletest --bookie, ledger read --bookie and cluster nuke,
 against real ZooKeeper and real bookieds."""
+
 import json
 
 from tests.support.cli import bkctl

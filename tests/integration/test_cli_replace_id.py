@@ -1,4 +1,5 @@
 """bkctl bookie replace-id on real ZooKeeper metadata: dry run, CAS, idempotence, interruption."""
+
 import json
 import os
 import signal
@@ -67,8 +68,9 @@ def test_replace_id_dry_run_then_real_then_again(metadata_uri, zkstore):
     for i, (md, _) in before.items():
         after, _ = zkstore.ledgers.read(i)
         assert after.state == md.state and after.last_entry_id == md.last_entry_id
-        assert [tuple(NEW if b == OLD else b for b in ens) for _, ens in md.ensembles] == \
-            [ens for _, ens in after.ensembles]
+        assert [tuple(NEW if b == OLD else b for b in ens) for _, ens in md.ensembles] == [
+            ens for _, ens in after.ensembles
+        ]
 
     again = json.loads(bkctl(metadata_uri, "--json", "bookie", "replace-id", OLD, NEW, "--force").stdout)
     assert again["totals"]["matched"] == 0
@@ -111,9 +113,14 @@ def test_replace_id_retries_after_a_concurrent_change(metadata_uri, zkstore):
 def test_replace_id_interrupted_then_finished(metadata_uri, zkstore):
     naming = _make(zkstore, 16)
     env = dict(os.environ, BKCTL_METADATA_URI=metadata_uri, NO_COLOR="1", PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, "-m", "bkctl", "bookie", "replace-id", OLD, NEW, "--force",
-                             "--rate", "2"], env=env, cwd=REPO, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bkctl", "bookie", "replace-id", OLD, NEW, "--force", "--rate", "2"],
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(_naming(zkstore, OLD)) == len(naming):
         time.sleep(0.1)

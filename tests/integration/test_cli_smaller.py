@@ -2,6 +2,7 @@
 real bookieds: metadata dump to stdout, the root hint, the open-ledger read hint, rack set of an
 unknown bookie, ensemble order in ledger list, sandbox bookies' HTTP admin and partial starts
 (bkctl(1)'s exit status 2: tests/repo/test_docs_in_sync.py)."""
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,9 @@ def test_a_root_below_a_cluster_suggests_the_cluster(metadata_uri, tmp_path):
 
 def test_ledger_list_shows_bookies_in_ensemble_order(metadata_uri, zkstore):
     ensemble = ["10.0.0.9:3181", "10.0.0.1:3181", "10.0.0.5:3181"]
-    lid, _ = zkstore.ledgers.create(LedgerMetadata.new(ensemble, 2, 2).with_ensemble_change(
-        5, ["10.0.0.9:3181", "10.0.0.3:3181", "10.0.0.5:3181"]))
+    lid, _ = zkstore.ledgers.create(
+        LedgerMetadata.new(ensemble, 2, 2).with_ensemble_change(5, ["10.0.0.9:3181", "10.0.0.3:3181", "10.0.0.5:3181"])
+    )
     out = ok(bkctl(metadata_uri, "ledger", "list", "--state", "open"))
     row = next(line for line in out.splitlines() if line.split() and line.split()[0] == str(lid))
     assert "10.0.0.9:3181, 10.0.0.1:3181, 10.0.0.5:3181, 10.0.0.3:3181" in row
@@ -71,8 +73,9 @@ def test_reading_an_open_v2_ledger_says_why_nothing_shows(bookie_cluster, metada
 def sandbox(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     env = dict(os.environ, NO_COLOR="1", PYTHONPATH=str(REPO))
     env.pop("BKCTL_METADATA_URI", None)
-    return subprocess.run([*BKCTL, "sandbox", *args], capture_output=True, text=True, env=env, cwd=REPO,
-                          timeout=timeout)
+    return subprocess.run(
+        [*BKCTL, "sandbox", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout
+    )
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ package (its ``__init__`` reads importlib.metadata), another command's modules -
 tomllib without a config file.  Each is run as operators run it, a fresh ``python -m
 bkctl`` against a real ZooKeeper, with ``PYTHONPROFILEIMPORTTIME`` naming every module
 it imported."""
+
 from __future__ import annotations
 
 import re
@@ -16,8 +17,17 @@ from tests.support.cli import env_for, run_bkctl
 pytestmark = pytest.mark.timeout(300)
 
 #: a module, or a package and everything under it, that no ZooKeeper-only command imports
-NOT_AT_START = ("twisted", "crochet", "OpenSSL", "crc32c", "importlib.metadata", "tomllib",
-                "bkctl.wire.client", "bkctl.wire.autorecovery.service", "bkctl.ops.bookie_reads")
+NOT_AT_START = (
+    "twisted",
+    "crochet",
+    "OpenSSL",
+    "crc32c",
+    "importlib.metadata",
+    "tomllib",
+    "bkctl.wire.client",
+    "bkctl.wire.autorecovery.service",
+    "bkctl.ops.bookie_reads",
+)
 
 _IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$", re.M)
 
@@ -41,17 +51,21 @@ def closed_ledger(zkstore) -> int:
     return zkstore.ledgers.create(md)[0]
 
 
-@pytest.mark.parametrize("args", [
-    ("ledger", "list"),
-    ("--json", "ledger", "list"),
-    ("ledger", "list", "--state", "closed"),
-    ("ledger", "show", "{closed}"),
-    ("ledger", "show", "{closed}", "--json"),
-    ("bookie", "list"),
-    ("cluster", "info"),
-    ("autorecovery", "status"),
-    ("autorecovery", "underreplicated"),
-], ids=" ".join)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("ledger", "list"),
+        ("--json", "ledger", "list"),
+        ("ledger", "list", "--state", "closed"),
+        ("ledger", "show", "{closed}"),
+        ("ledger", "show", "{closed}", "--json"),
+        ("bookie", "list"),
+        ("cluster", "info"),
+        ("autorecovery", "status"),
+        ("autorecovery", "underreplicated"),
+    ],
+    ids=" ".join,
+)
 def test_a_zookeeper_only_command_imports_nothing_heavy(metadata_uri, closed_ledger, tmp_path, args):
     modules = imported_by(metadata_uri, tmp_path, *(a.format(closed=closed_ledger) for a in args))
     assert "kazoo.client" in modules  # it did reach ZooKeeper's client
@@ -71,4 +85,6 @@ GROUP_MODULES = {
 
 def test_heavy_names_packages_with_their_modules_only():
     assert heavy({"twisted.internet.reactor", "crc32c", "kazoo.client", "crochetx", "bkctl.wire.clients"}) == [
-        "crc32c", "twisted.internet.reactor"]
+        "crc32c",
+        "twisted.internet.reactor",
+    ]

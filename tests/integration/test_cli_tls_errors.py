@@ -1,6 +1,7 @@
 """TLS failures name their cause (issue 23 item 3), through the real CLI against real ZooKeeper and
 real TLS bookieds (tlsClientAuthentication=true): a certificate that does not verify, a plain-text
 client, unusable TLS files, every bookie failing, and the bookie's own log of refused handshakes."""
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,13 @@ def test_tls_failures_name_their_cause(bookie_cluster, metadata_uri, tls_certs, 
     err = one_line_error(bkctl(uri, "--tls-ca", certs / "ca.pem", "bookie", "list", "--disk"), 5)
     assert "client certificate" in err
     for p in procs:
+
         def refusals(p=p):
-            return [line for line in p.log_path.read_text().splitlines()
-                    if "WARNING" in line and "TLS handshake with 127.0.0.1:" in line]
+            return [
+                line
+                for line in p.log_path.read_text().splitlines()
+                if "WARNING" in line and "TLS handshake with 127.0.0.1:" in line
+            ]
 
         warnings = wait_for(refusals, timeout=30, what=f"bookie {p.bookie_id} to log the refusal")
         assert "refused: peer did not return a certificate" in warnings[0], p.log_tail()
@@ -58,4 +63,3 @@ def test_tls_failures_name_their_cause(bookie_cluster, metadata_uri, tls_certs, 
     for args in (["simpletest", "-n", "3"], ["bookie", "list", "--disk"]):
         err = one_line_error(bkctl(uri, "--tls-ca", garbage, *args), 2)
         assert err.count(str(garbage)) == 1 and "not PEM CA certificates" in err and "http" not in err, err
-

@@ -5,6 +5,7 @@ with its own ZooKeeper session and bookie connections), driven through the
 blocking facade; scenarios that need several things in flight at once run
 as one coroutine in the reactor thread (``BlockingBookKeeper.run``).
 """
+
 from __future__ import annotations
 
 import os
@@ -178,7 +179,8 @@ def test_concurrent_recoveries_agree_and_the_old_writer_is_fenced(bookie_cluster
                 d.addCallbacks(acked.append, lambda f: refused.append(f.value))
             handles = await defer.gatherResults(
                 [client.open_ledger(ledger_id, recovery=True), r2.client.open_ledger(ledger_id, recovery=True)],
-                consumeErrors=True)
+                consumeErrors=True,
+            )
             await defer.DeferredList(late)
             return handles, acked, refused
 

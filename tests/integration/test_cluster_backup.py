@@ -1,5 +1,6 @@
 """`bkctl cluster backup|restore` against a real ZooKeeper and real bookieds:
 backup, nuke, restore, and the ledgers are readable again by the same bookies."""
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@ are deleted, so that every log keeps a few live entries: only compaction gets th
 Kill points are deterministic: bookied started through ``tests.support.stopping_bookied PHASE``
 stops (sleeps) at that compaction phase, logging it, and the test kill -9s it there.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,13 @@ SIZE = 500
 LOG_SIZE = 64 * 1024
 FULL_DISK_ENTRIES = 300
 #: GC every second; compaction only when forced (or as a test asks)
-QUIET = dict(logSizeLimit=LOG_SIZE, gcWaitTime=1000, minorCompactionInterval=0, majorCompactionInterval=0,
-             forceAllowCompaction="true")
+QUIET = dict(
+    logSizeLimit=LOG_SIZE,
+    gcWaitTime=1000,
+    minorCompactionInterval=0,
+    majorCompactionInterval=0,
+    forceAllowCompaction="true",
+)
 
 
 def payload(ledger_id: int, entry_id: int) -> bytes:
@@ -70,8 +76,11 @@ def read_all(uri: str, kept: list[int], entries: int = ENTRIES) -> None:
 
 
 def http(b: BookieProcess, method: str, path: str, body: dict | None = None):
-    req = urllib.request.Request(f"http://127.0.0.1:{b.http_port}{path}", method=method,
-                                 data=json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{b.http_port}{path}",
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:
         return json.loads(resp.read() or b"null")
 
@@ -122,20 +131,36 @@ def procs():
 
 
 def test_short_intervals_shrink_the_ledger_directory_and_keep_every_live_entry(tmp_path, metadata_uri, procs):
-    b = bookie(tmp_path, metadata_uri, logSizeLimit=LOG_SIZE, gcWaitTime=1000, minorCompactionInterval=2,
-               majorCompactionInterval=4)
+    b = bookie(
+        tmp_path,
+        metadata_uri,
+        logSizeLimit=LOG_SIZE,
+        gcWaitTime=1000,
+        minorCompactionInterval=2,
+        majorCompactionInterval=4,
+    )
     procs.append(b)
     start_bookies([b], metadata_uri)
     kept, _deleted = churn(metadata_uri)
     # not yet what the test waits for: the entries reach the entry logs at a checkpoint
     # (flushInterval, 10 s), and a compaction may already have shrunk them by then -- the
     # counter read after the disk, so that it cannot be stale
-    wait_for(lambda: disk_bytes(b)[0] > 2 * live_bytes(kept) + LOG_SIZE
-             or http(b, "GET", "/api/v1/bookie/gc")["reclaimedSpaceViaCompaction"] > 0, timeout=60,
-             what="the entries flushed to the entry logs, or already compacted")
-    wait_for(lambda: disk_bytes(b)[0] <= 2 * live_bytes(kept) + LOG_SIZE
-             and http(b, "GET", "/api/v1/bookie/gc")["entriesMoved"] > 0, timeout=60,
-             what="compaction to move the live entries and shrink the entry logs")
+    wait_for(
+        lambda: (
+            disk_bytes(b)[0] > 2 * live_bytes(kept) + LOG_SIZE
+            or http(b, "GET", "/api/v1/bookie/gc")["reclaimedSpaceViaCompaction"] > 0
+        ),
+        timeout=60,
+        what="the entries flushed to the entry logs, or already compacted",
+    )
+    wait_for(
+        lambda: (
+            disk_bytes(b)[0] <= 2 * live_bytes(kept) + LOG_SIZE
+            and http(b, "GET", "/api/v1/bookie/gc")["entriesMoved"] > 0
+        ),
+        timeout=60,
+        what="compaction to move the live entries and shrink the entry logs",
+    )
     status = http(b, "GET", "/api/v1/bookie/gc")
     # minor (every 2 s) or major (every 4 s) compaction, whichever finds the logs first
     assert status["majorCompactionCounter"] + status["minorCompactionCounter"] >= 1
@@ -145,8 +170,14 @@ def test_short_intervals_shrink_the_ledger_directory_and_keep_every_live_entry(t
     read_all(metadata_uri, kept)
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{b.http_port}/metrics", timeout=10).read().decode()
     assert "bookie_gc_major_compaction_total" in metrics and "bookie_gc_active_entry_log_space_bytes" in metrics
-    counted = {name: float(value) for name, value in re.findall(
-        r"^(bookie_gc_(?:deleted|compacted)_entry_log_total|bookie_gc_reclaimed_space_via_\w+) (\S+)$", metrics, re.M)}
+    counted = {
+        name: float(value)
+        for name, value in re.findall(
+            r"^(bookie_gc_(?:deleted|compacted)_entry_log_total|bookie_gc_reclaimed_space_via_\w+) (\S+)$",
+            metrics,
+            re.M,
+        )
+    }
     assert counted["bookie_gc_compacted_entry_log_total"] >= 1, counted
     assert counted["bookie_gc_reclaimed_space_via_compaction"] > 0
     assert (counted["bookie_gc_deleted_entry_log_total"] > 0) == (counted["bookie_gc_reclaimed_space_via_deletes"] > 0)
@@ -161,8 +192,11 @@ def test_kill_9_at_a_compaction_step_loses_nothing(tmp_path, metadata_uri, procs
     kept, _deleted = churn(metadata_uri)
     wait_for(lambda: gc_dropped_the_deleted_ledgers(b), timeout=30, what="GC to drop the deleted ledgers")
     http(b, "PUT", "/api/v1/bookie/gc", {"forceMajor": True})
-    wait_for(lambda: f"compaction: stopping at {step}" in b.log_path.read_text(errors="replace"), timeout=30,
-             what=f"bookied to reach {step}")
+    wait_for(
+        lambda: f"compaction: stopping at {step}" in b.log_path.read_text(errors="replace"),
+        timeout=30,
+        what=f"bookied to reach {step}",
+    )
     if step == "copied":  # stopped inside compaction: that is what the collector says it does
         assert http(b, "GET", "/api/v1/bookie/gc")["state"] == "major compacting"
         details = http(b, "GET", "/api/v1/bookie/gc_details")[0]
@@ -186,8 +220,11 @@ def test_kill_9_at_a_compaction_step_loses_nothing(tmp_path, metadata_uri, procs
     assert on_disk <= known | {max(on_disk)}  # nothing left over but the new checkpoint log
     # compaction completes after the restart
     http(b, "PUT", "/api/v1/bookie/gc", {"forceMajor": True})
-    wait_for(lambda: disk_bytes(b)[0] <= 2 * live_bytes(kept) + LOG_SIZE, timeout=60,
-             what="compaction to finish after the restart")
+    wait_for(
+        lambda: disk_bytes(b)[0] <= 2 * live_bytes(kept) + LOG_SIZE,
+        timeout=60,
+        what="compaction to finish after the restart",
+    )
     read_all(metadata_uri, kept)
     assert b.stop() == 0
     doc = json.loads(bkctl(metadata_uri, "--json", "bookie", "check", "-c", conf, "--offline").stdout)
@@ -212,12 +249,25 @@ def fs(tmp_path):
 
 def test_a_full_bookie_compacts_itself_writable_with_force_gc_when_no_space(tmp_path, metadata_uri, procs, fs):
     # compaction enabled but never due, and GC passes rare: only the full disk starts one
-    b = BookieProcess(tmp_path / "b", metadata_uri, journalDirectories=fs / "journal", ledgerDirectories=fs / "ledgers",
-                      logSizeLimit=LOG_SIZE, gcWaitTime=3600000, minorCompactionInterval=7200,
-                      majorCompactionInterval=86400, isForceGCAllowWhenNoSpace="true", diskCheckInterval=500,
-                      diskUsageThreshold=0.85, diskUsageWarnThreshold=0.85, diskUsageLwmThreshold=0.8,
-                      minUsableSizeForEntryLogCreation=1024 * 1024, journalMaxSizeMB=2,
-                      dbStorage_writeCacheMaxSizeMb=4, httpServerEnabled="true")
+    b = BookieProcess(
+        tmp_path / "b",
+        metadata_uri,
+        journalDirectories=fs / "journal",
+        ledgerDirectories=fs / "ledgers",
+        logSizeLimit=LOG_SIZE,
+        gcWaitTime=3600000,
+        minorCompactionInterval=7200,
+        majorCompactionInterval=86400,
+        isForceGCAllowWhenNoSpace="true",
+        diskCheckInterval=500,
+        diskUsageThreshold=0.85,
+        diskUsageWarnThreshold=0.85,
+        diskUsageLwmThreshold=0.8,
+        minUsableSizeForEntryLogCreation=1024 * 1024,
+        journalMaxSizeMB=2,
+        dbStorage_writeCacheMaxSizeMb=4,
+        httpServerEnabled="true",
+    )
     b.http_port = free_port()
     b.settings["httpServerPort"] = b.http_port
     procs.append(b)
@@ -237,10 +287,16 @@ def test_a_full_bookie_compacts_itself_writable_with_force_gc_when_no_space(tmp_
     assert usage(fs) > 0.85
     # the read-only spell can be shorter than a poll (the forced pass may drop whole dead logs
     # within milliseconds): the bookie's log tells it happened
-    wait_for(lambda: "bookie is now read-only (disk usage" in b.log_path.read_text(errors="replace"),
-             timeout=30, what="the bookie to turn read-only")
-    wait_for(lambda: not http(b, "GET", "/api/v1/bookie/state")["readOnly"], timeout=180,
-             what="the bookie to compact itself writable again")  # a hang guard
+    wait_for(
+        lambda: "bookie is now read-only (disk usage" in b.log_path.read_text(errors="replace"),
+        timeout=30,
+        what="the bookie to turn read-only",
+    )
+    wait_for(
+        lambda: not http(b, "GET", "/api/v1/bookie/state")["readOnly"],
+        timeout=180,
+        what="the bookie to compact itself writable again",
+    )  # a hang guard
     assert "bookie is now writable" in b.log_path.read_text(errors="replace")
     assert "garbage collection forced (disk full: compaction limits lifted)" in b.log_path.read_text()
     # writable may come before the pass is over (dead logs go first): the logs shrink when it is
@@ -272,23 +328,32 @@ def test_bkctl_bookie_gc_major_wait_and_status(tmp_path, metadata_uri, procs):
     # logs deleted whole (nothing live left) counted apart from logs compacted, as the status says
     st = http(b, "GET", "/api/v1/bookie/gc")
     assert st["logsCompacted"] >= 1 and st["reclaimedSpaceViaCompaction"] > 0
-    m = re.search(r"reclaimed\s+[\d.]+ \w+ by deleting (\d+) logs? whole \(nothing live left\), [\d.]+ \w+ by "
-                  r"compacting (\d+) logs?\n", shown)
+    m = re.search(
+        r"reclaimed\s+[\d.]+ \w+ by deleting (\d+) logs? whole \(nothing live left\), [\d.]+ \w+ by "
+        r"compacting (\d+) logs?\n",
+        shown,
+    )
     assert m and (int(m[1]), int(m[2])) == (st["logsDeleted"], st["logsCompacted"]), (shown, st)
     # idle, or in one of the periodic passes (gcWaitTime 1 s) that only collect: never compacting
     assert re.search(r"state\s+(idle|collecting deleted ledgers)\n", shown), shown
     # the log being written keeps its dead data, and says so (issue 36)
     active = [log for log in entry_logs(b) if log["active"]]
     assert len(active) == 1 and active[0]["keptBecause"].startswith("being written"), active
-    assert re.search(rf"dead data kept\s+[\d.]+ \w+ in entry log {active[0]['logId']} \(active\): being written: "
-                     r"the entry log in use is compacted only after it rolls at logSizeLimit \(65536 bytes\)", shown), shown
+    assert re.search(
+        rf"dead data kept\s+[\d.]+ \w+ in entry log {active[0]['logId']} \(active\): being written: "
+        r"the entry log in use is compacted only after it rolls at logSizeLimit \(65536 bytes\)",
+        shown,
+    ), shown
     # a pass that reclaims nothing: the last compaction stays the one that did
     again = json.loads(bkctl(metadata_uri, "--json", "bookie", "gc", b.bookie_id, "--major", "--wait").stdout)
     assert again["status"]["lastCompaction"] == doc["status"]["lastCompaction"]
     assert again["status"]["lastCompactionRun"]["reclaimedBytes"] == 0
     shown = bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status").stdout
-    assert re.search(r"last compaction pass\s+major, [-\d:.TZ]+, 0 of 0 logs below the threshold compacted, 0 B "
-                     r"reclaimed", shown), shown
+    assert re.search(
+        r"last compaction pass\s+major, [-\d:.TZ]+, 0 of 0 logs below the threshold compacted, 0 B "
+        r"reclaimed",
+        shown,
+    ), shown
     assert re.search(r"minor compaction\s+0 runs, not periodic", shown), shown  # no time: none ran
     assert bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status", "--minor").returncode == 2
     read_all(metadata_uri, kept)
@@ -307,10 +372,12 @@ def test_a_damaged_record_in_a_mostly_dead_log_is_named_once_and_the_log_reclaim
     # a mostly-dead log (not the one being written) with live records after the one that rots; where
     # the checkpoints cut the round-robin writes decides how many live records each log got, so the
     # deadest log may hold only one or two: the deadest of those holding three or more is taken
-    live_in = {lid: [r for r in scan_log(str(current / log_name(lid))) if r[2] in kept]
-               for lid in logs if lid != max(logs)}
-    victim = min((lid for lid in live_in if len(live_in[lid]) >= 3), key=lambda lid: logs[lid]["liveRatio"],
-                 default=None)
+    live_in = {
+        lid: [r for r in scan_log(str(current / log_name(lid))) if r[2] in kept] for lid in logs if lid != max(logs)
+    }
+    victim = min(
+        (lid for lid in live_in if len(live_in[lid]) >= 3), key=lambda lid: logs[lid]["liveRatio"], default=None
+    )
     assert victim is not None, {lid: len(records) for lid, records in live_in.items()}
     assert logs[victim]["liveRatio"] < 0.5, logs[victim]
     path = current / log_name(victim)
@@ -339,8 +406,11 @@ def test_a_damaged_record_in_a_mostly_dead_log_is_named_once_and_the_log_reclaim
     assert len(warned) == 1 and f"entry log {victim} at offset {offset}" in warned[0] and " WARNING " in warned[0]
     assert f"{rotten_lid}/{rotten_eid}" in warned[0]
     shown = bkctl(metadata_uri, "bookie", "gc", b.bookie_id, "--status")
-    assert re.search(rf"damaged\s+1 record; last: entry log {victim} offset {offset} \(checksum mismatch; "
-                     rf"live entries dropped: {rotten_lid}/{rotten_eid}\)", shown.stdout), shown.stdout
+    assert re.search(
+        rf"damaged\s+1 record; last: entry log {victim} offset {offset} \(checksum mismatch; "
+        rf"live entries dropped: {rotten_lid}/{rotten_eid}\)",
+        shown.stdout,
+    ), shown.stdout
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{b.http_port}/metrics", timeout=10).read().decode()
     assert re.search(r"^bookie_gc_damaged_record_total 1(\.0)?$", metrics, re.M), metrics
     # every other live entry is still served; the rotten one never is (E=1: it is lost, not served damaged)

@@ -5,6 +5,7 @@ sourced; zsh: autoloaded from $fpath by compinit; fish: sourced) and asks
 ``bkctl`` for candidates through click's protocol; ledger ids come from the
 test's own cluster in ZooKeeper.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,7 +41,7 @@ def env(tmp_path, metadata_uri):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     launcher = bin_dir / "bkctl"
-    launcher.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m bkctl \"$@\"\n")
+    launcher.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m bkctl "$@"\n')
     launcher.chmod(0o755)
     e = bkctl_env(tmp_path, BKCTL_METADATA_URI=metadata_uri)
     e["PATH"] = f"{bin_dir}{os.pathsep}{e['PATH']}"
@@ -65,17 +66,20 @@ def bash_candidates(env: dict[str, str], line: str, script: Path = COMPLETIONS /
     """What bash's completion function puts in COMPREPLY for ``line`` (cursor at
     its end), called with the variables bash sets for it."""
     words = bash_words(line)
-    program = "\n".join([
-        f"source {shlex.quote(str(script))}",
-        f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)})",
-        f"COMP_CWORD={len(words) - 1}",
-        f"COMP_LINE={shlex.quote(line)}",
-        f"COMP_POINT={len(line)}",
-        "_bkctl_completion bkctl",
-        'printf "%s\\n" "${COMPREPLY[@]}"',
-    ])
-    result = subprocess.run([_need("bash"), "--norc", "--noprofile", "-c", program], env=env,
-                            capture_output=True, text=True, timeout=60)
+    program = "\n".join(
+        [
+            f"source {shlex.quote(str(script))}",
+            f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)})",
+            f"COMP_CWORD={len(words) - 1}",
+            f"COMP_LINE={shlex.quote(line)}",
+            f"COMP_POINT={len(line)}",
+            "_bkctl_completion bkctl",
+            'printf "%s\\n" "${COMPREPLY[@]}"',
+        ]
+    )
+    result = subprocess.run(
+        [_need("bash"), "--norc", "--noprofile", "-c", program], env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0 and result.stderr == "", result.stderr
     return [w for w in result.stdout.splitlines() if w]
 
@@ -83,8 +87,9 @@ def bash_candidates(env: dict[str, str], line: str, script: Path = COMPLETIONS /
 def fish_lines(env: dict[str, str], line: str) -> list[str]:
     """What fish offers for ``line``: ``candidate<TAB>description`` lines."""
     program = f"source {shlex.quote(str(COMPLETIONS / 'bkctl.fish'))}; complete -C {shlex.quote(line)}"
-    result = subprocess.run([_need("fish"), "--no-config", "-c", program], env=env,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [_need("fish"), "--no-config", "-c", program], env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0 and result.stderr == "", result.stderr
     return [w for w in result.stdout.splitlines() if w]
 
@@ -110,20 +115,24 @@ class Zsh:
         shutil.copy(COMPLETIONS / "_bkctl", fpath / "_bkctl")
         self.capture = tmp / "zsh-candidates"
         rc = tmp / "zshrc"
-        rc.write_text("\n".join([
-            f"fpath=({fpath} $fpath)",
-            "autoload -Uz compinit && compinit -u -D",
-            "compadd() {",
-            "  # calls that only query or fill arrays go straight through",
-            "  if (( ${@[(I)-[OADE]*]} )); then builtin compadd \"$@\"; return; fi",
-            "  local -a added",
-            "  builtin compadd -A added \"$@\"",
-            f"  print -rl -- \"${{added[@]}}\" >> {self.capture}",
-            "  builtin compadd \"$@\"",
-            "}",
-            "PS1='ZSH-READY%# '",
-            "",
-        ]))
+        rc.write_text(
+            "\n".join(
+                [
+                    f"fpath=({fpath} $fpath)",
+                    "autoload -Uz compinit && compinit -u -D",
+                    "compadd() {",
+                    "  # calls that only query or fill arrays go straight through",
+                    '  if (( ${@[(I)-[OADE]*]} )); then builtin compadd "$@"; return; fi',
+                    "  local -a added",
+                    '  builtin compadd -A added "$@"',
+                    f'  print -rl -- "${{added[@]}}" >> {self.capture}',
+                    '  builtin compadd "$@"',
+                    "}",
+                    "PS1='ZSH-READY%# '",
+                    "",
+                ]
+            )
+        )
         self.term = Terminal([_need("zsh"), "-f", "-i"], dict(env, ZDOTDIR=str(tmp)), rows=50, cols=200)
         self.term.line(f"source {rc}")
         self.term.expect("ZSH-READY")
@@ -236,13 +245,13 @@ def test_topic_and_subscription_names_come_from_the_cluster(shell, request, zkst
     base = P.managed_ledgers_base(zkstore.root)
     cursor = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=1, markDeleteEntryId=0)
     for topic in ("orders", "ordinal"):
-        zkstore.client.create(f"{base}/public/default/persistent/{topic}",
-                              ml.ManagedLedgerInfo().SerializeToString(), makepath=True)
+        zkstore.client.create(
+            f"{base}/public/default/persistent/{topic}", ml.ManagedLedgerInfo().SerializeToString(), makepath=True
+        )
     zkstore.client.create(f"{base}/public/default/persistent/orders/billing", cursor.SerializeToString())
     assert candidates(shell, request, "bkctl pulsar topic show orde") == ["orders"]
     assert candidates(shell, request, "bkctl pulsar topic show public/default/ordi") == ["public/default/ordinal"]
-    assert candidates(shell, request, f"bkctl export --out {tmp_path}/x --topic orders --subscription b") == [
-        "billing"]
+    assert candidates(shell, request, f"bkctl export --out {tmp_path}/x --topic orders --subscription b") == ["billing"]
 
 
 def test_the_shell_completes_topics_and_subscriptions(metadata_uri, zkstore):
@@ -255,8 +264,9 @@ def test_the_shell_completes_topics_and_subscriptions(metadata_uri, zkstore):
 
     base = P.managed_ledgers_base(zkstore.root)
     cursor = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=1, markDeleteEntryId=0)
-    zkstore.client.create(f"{base}/public/default/persistent/orders", ml.ManagedLedgerInfo().SerializeToString(),
-                          makepath=True)
+    zkstore.client.create(
+        f"{base}/public/default/persistent/orders", ml.ManagedLedgerInfo().SerializeToString(), makepath=True
+    )
     zkstore.client.create(f"{base}/public/default/persistent/orders/billing", cursor.SerializeToString())
     from bkctl import completers
 
@@ -290,15 +300,15 @@ def test_bookie_ids_complete_across_their_colon(shell, request, zkstore):
     expected = ["3181"] if shell == "bash" else ["10.0.0.7:3181"]
     assert candidates(shell, request, "bkctl bookie info 10.0.0.7:31") == expected
     assert candidates(shell, request, "bkctl ledger list --bookie 10.0.0.8:") == (
-        ["3181"] if shell == "bash" else ["10.0.0.8:3181"])
+        ["3181"] if shell == "bash" else ["10.0.0.8:3181"]
+    )
 
 
 def test_bash_completes_a_bookie_id_on_the_command_line(env, zkstore, tmp_path):
     """A real interactive bash, TAB after the colon of host:port."""
     for b in BOOKIES:
         zkstore.registration.register(b)
-    term = Terminal([_need("bash"), "--norc", "--noprofile", "-i"], dict(env, PS1="BASH-READY$ "),
-                    rows=20, cols=200)
+    term = Terminal([_need("bash"), "--norc", "--noprofile", "-i"], dict(env, PS1="BASH-READY$ "), rows=20, cols=200)
     try:
         term.line(f"source {shlex.quote(str(COMPLETIONS / 'bkctl.bash'))}")
         term.expect("BASH-READY")
@@ -324,8 +334,9 @@ def test_choice_values_and_options(env):
 def test_cluster_names_from_the_config(env):
     config = Path(env["XDG_CONFIG_HOME"]) / "bkctl" / "config.toml"
     config.parent.mkdir(parents=True)
-    config.write_text('[clusters.prod]\nmetadata_uri = "zk://a:2181/l"\n'
-                      '[clusters.staging]\nmetadata_uri = "zk://b:2181/l"\n')
+    config.write_text(
+        '[clusters.prod]\nmetadata_uri = "zk://a:2181/l"\n[clusters.staging]\nmetadata_uri = "zk://b:2181/l"\n'
+    )
     assert bash_candidates(env, "bkctl shell --cluster ") == ["prod", "staging"]
     assert fish_candidates(env, "bkctl shell --cluster st") == ["staging"]
 
@@ -342,16 +353,20 @@ def test_unreachable_cluster_offers_nothing_and_prints_nothing(env):
 
 def test_completion_show_prints_the_committed_scripts(env):
     for shell, name in (("bash", "bkctl.bash"), ("zsh", "_bkctl"), ("fish", "bkctl.fish")):
-        shown = subprocess.run(["bkctl", "completion", "show", shell], env=env, capture_output=True,
-                               text=True, check=True).stdout
+        shown = subprocess.run(
+            ["bkctl", "completion", "show", shell], env=env, capture_output=True, text=True, check=True
+        ).stdout
         assert shown == (COMPLETIONS / name).read_text(), shell
 
 
-@pytest.mark.parametrize("shell,where,committed", [
-    ("bash", ".local/share/bash-completion/completions/bkctl", "bkctl.bash"),
-    ("zsh", ".zfunc/_bkctl", "_bkctl"),
-    ("fish", ".config/fish/completions/bkctl.fish", "bkctl.fish"),
-])
+@pytest.mark.parametrize(
+    "shell,where,committed",
+    [
+        ("bash", ".local/share/bash-completion/completions/bkctl", "bkctl.bash"),
+        ("zsh", ".zfunc/_bkctl", "_bkctl"),
+        ("fish", ".config/fish/completions/bkctl.fish", "bkctl.fish"),
+    ],
+)
 def test_completion_install_writes_the_standard_place(shell, where, committed, env):
     env = {k: v for k, v in env.items() if k not in ("XDG_DATA_HOME", "XDG_CONFIG_HOME")}
     result = subprocess.run(["bkctl", "completion", "install", shell], env=env, capture_output=True, text=True)
@@ -366,10 +381,15 @@ def test_completion_install_writes_the_standard_place(shell, where, committed, e
 
 
 def test_completion_install_guesses_the_shell_and_honours_dir(env, tmp_path):
-    result = subprocess.run(["bkctl", "completion", "install", "--dir", str(tmp_path / "d")],
-                            env=dict(env, SHELL="/usr/bin/fish"), capture_output=True, text=True)
+    result = subprocess.run(
+        ["bkctl", "completion", "install", "--dir", str(tmp_path / "d")],
+        env=dict(env, SHELL="/usr/bin/fish"),
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "d" / "bkctl.fish").exists()
-    result = subprocess.run(["bkctl", "completion", "install"], env=dict(env, SHELL="/bin/tcsh"),
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["bkctl", "completion", "install"], env=dict(env, SHELL="/bin/tcsh"), capture_output=True, text=True
+    )
     assert result.returncode == 2 and "bkctl completion install bash" in result.stderr

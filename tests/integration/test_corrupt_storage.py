@@ -3,6 +3,7 @@ damaged entry reaches a reader as a valid one -- bookied's record checksum makes
 an error, and where the damage came before that checksum (the record is consistent but
 the entry is not) the client's digest check refuses it on the wire.  Java's index pages
 with a flipped bit are reported by ``bookie check`` too."""
+
 import json
 import shutil
 
@@ -27,8 +28,9 @@ def check(uri: str, conf: str) -> tuple[int, dict]:
 
 
 def test_flipped_bits_in_an_entry_log_are_reported_and_never_read_as_valid(tmp_path, metadata_uri, zkstore, writer):
-    b = BookieProcess(tmp_path / "b", metadata_uri, gcWaitTime=24 * 3600 * 1000, minorCompactionInterval=0,
-                      majorCompactionInterval=0)
+    b = BookieProcess(
+        tmp_path / "b", metadata_uri, gcWaitTime=24 * 3600 * 1000, minorCompactionInterval=0, majorCompactionInterval=0
+    )
     start_bookies([b], metadata_uri)
     try:
         lh = writer.create(1, 1, 1, "CRC32C", b"pw")
@@ -42,18 +44,19 @@ def test_flipped_bits_in_an_entry_log_are_reported_and_never_read_as_valid(tmp_p
     assert check(metadata_uri, conf)[1]["bad"] == 0
     (log,) = sorted((b.ledger_dir / "current").glob("*.bel"))
     data = bytearray(log.read_bytes())
-    records = {entry_id: (offset, length) for offset, length, lid, entry_id, _ in scan_log(str(log))
-               if lid == ledger_id}
+    records = {
+        entry_id: (offset, length) for offset, length, lid, entry_id, _ in scan_log(str(log)) if lid == ledger_id
+    }
     # entry 2: a bit of its payload flipped on disk (its record checksum no longer matches)
     offset, length = records[2]
     data[offset + length - 1] ^= 0x01
     # entry 4: damaged before the bookie checksummed it -- a consistent record of a wrong entry
     offset, length = records[4]
-    entry = bytearray(data[offset + 24:offset + length])
+    entry = bytearray(data[offset + 24 : offset + length])
     entry[-1] ^= 0x01
     record = encode_log_record(ledger_id, 4, bytes(entry))
     assert len(record) == length
-    data[offset:offset + length] = record
+    data[offset : offset + length] = record
     log.write_bytes(bytes(data))
 
     code, doc = check(metadata_uri, conf)
@@ -81,11 +84,14 @@ def test_a_flipped_bit_in_a_java_index_page_is_reported(tmp_path, metadata_uri, 
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(f, dest)
     for ledger_id in (0, 3, 5, 12):
-        zkstore.ledgers.restore_bytes(ledger_id, (VECTORS / "zk" / "raw" / f"ledgers__00__0000__L{ledger_id:04d}.bin")
-                                      .read_bytes())
+        zkstore.ledgers.restore_bytes(
+            ledger_id, (VECTORS / "zk" / "raw" / f"ledgers__00__0000__L{ledger_id:04d}.bin").read_bytes()
+        )
     conf = tmp_path / "bk_server.conf"
-    conf.write_text(f"journalDirectories={tmp_path}/bk1/journal\nledgerDirectories={tmp_path}/bk1/ledgers\n"
-                    f"bookiePort=3181\nadvertisedAddress=127.0.0.1\nmetadataServiceUri={metadata_uri}\n")
+    conf.write_text(
+        f"journalDirectories={tmp_path}/bk1/journal\nledgerDirectories={tmp_path}/bk1/ledgers\n"
+        f"bookiePort=3181\nadvertisedAddress=127.0.0.1\nmetadataServiceUri={metadata_uri}\n"
+    )
     code, doc = check(metadata_uri, str(conf))
     assert code == 0 and doc["bad"] == 0
     idx = tmp_path / "bk1" / "ledgers" / "current" / "0" / "c" / "c.idx"  # ledger 12: entries 0 and 1

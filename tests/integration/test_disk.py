@@ -13,6 +13,7 @@ awaiting-GC bytes within 1% of what the ledgers' own entries (payload, the
 that bookie, counted entry by entry from the write set; the entry-log bytes
 equal to the bytes of the .bel files on disk (``du -b``) within 1%.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,12 +32,18 @@ from tests.support.waiting import wait_for
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("disk")]  # one cluster for the module
 
 SIZE = 500
-PER_ENTRY = SIZE + 32 + 4 + 24      # payload, entry header, CRC32C digest, bookied's record
+PER_ENTRY = SIZE + 32 + 4 + 24  # payload, entry header, CRC32C digest, bookied's record
 LOG_SIZE = 64 * 1024
 TOLERANCE = 0.01
 #: no GC pass unless forced, and a forced one removes deleted ledgers without compacting
-SETTINGS = dict(logSizeLimit=LOG_SIZE, gcWaitTime=3600000, minorCompactionInterval=0, majorCompactionInterval=0,
-                forceAllowCompaction="false", flushInterval=200)
+SETTINGS = dict(
+    logSizeLimit=LOG_SIZE,
+    gcWaitTime=3600000,
+    minorCompactionInterval=0,
+    majorCompactionInterval=0,
+    forceAllowCompaction="false",
+    flushInterval=200,
+)
 
 
 def pulsar_custom(ml_name: str, cursor: str | None = None, component: str = "managed-ledger", **extra) -> dict:
@@ -100,17 +107,24 @@ def churn(zookeeper, tmp_path_factory):
         c = Churn(uri, procs)
         t1, t2 = "acme/orders/persistent/t1", "acme/logs/persistent/t2"
         plan = [  # role, entries, custom metadata
-            ("t1", 60, pulsar_custom(t1)), ("t1", 60, pulsar_custom(t1)), ("t1-open", 30, pulsar_custom(t1)),
+            ("t1", 60, pulsar_custom(t1)),
+            ("t1", 60, pulsar_custom(t1)),
+            ("t1-open", 30, pulsar_custom(t1)),
             ("t1-cursor", 5, pulsar_custom(t1, cursor="sub")),
             ("t2", 60, pulsar_custom(t2)),
             ("schema", 3, pulsar_custom("", component="schema", **{"pulsar/schemaId": "acme/orders/t1"})),
-            ("orphan", 40, pulsar_custom(t1)), ("orphan", 40, pulsar_custom(t1)),
-            ("app", 60, {"application": b"myapp"}), ("app-deleted", 60, {"application": b"myapp"}),
-            ("app", 60, {"application": b"myapp"}), ("app-deleted", 60, {"application": b"myapp"}),
+            ("orphan", 40, pulsar_custom(t1)),
+            ("orphan", 40, pulsar_custom(t1)),
+            ("app", 60, {"application": b"myapp"}),
+            ("app-deleted", 60, {"application": b"myapp"}),
+            ("app", 60, {"application": b"myapp"}),
+            ("app-deleted", 60, {"application": b"myapp"}),
             ("plain", 20, {}),
         ]
-        handles = [(role, n, bk.create(3, 2, 2, digest_type="CRC32C", password=b"", custom_metadata=custom))
-                   for role, n, custom in plan]
+        handles = [
+            (role, n, bk.create(3, 2, 2, digest_type="CRC32C", password=b"", custom_metadata=custom))
+            for role, n, custom in plan
+        ]
         for e in range(max(n for _r, n, _c in plan)):
             for _role, n, lh in handles:
                 if e < n:
@@ -121,8 +135,9 @@ def churn(zookeeper, tmp_path_factory):
             c.md[lh.ledger_id] = lh.metadata
             c.entries[lh.ledger_id] = n
             c.roles[role].append(lh.ledger_id)
-        cursor = ml.ManagedCursorInfo(cursorsLedgerId=c.roles["t1-cursor"][0], markDeleteLedgerId=-1,
-                                      markDeleteEntryId=-1)
+        cursor = ml.ManagedCursorInfo(
+            cursorsLedgerId=c.roles["t1-cursor"][0], markDeleteLedgerId=-1, markDeleteEntryId=-1
+        )
         for name, ids, cursors in ((t1, c.ids("t1", "t1-open"), {"sub": cursor}), (t2, c.ids("t2"), {})):
             info = ml.ManagedLedgerInfo()
             for lid in ids:
@@ -200,21 +215,26 @@ def test_disk_by_topic_shows_components_and_young_unlisted_ledgers(churn):
     doc = disk_json(churn, "--by", "topic")  # the default age caution: the 'orphans' are too young to judge
     comps = {(g["kind"], g["name"], g["component"]) for g in doc["groups"]}
     t1 = "persistent://acme/orders/t1"
-    assert {("topic", t1, "data"), ("topic", t1, "cursor"), ("topic", t1, "schema"),
-            ("unlisted", t1, "data")} <= comps, comps
+    assert {
+        ("topic", t1, "data"),
+        ("topic", t1, "cursor"),
+        ("topic", t1, "schema"),
+        ("unlisted", t1, "data"),
+    } <= comps, comps
     assert doc["orphans"]["ledgers"] == 0 and doc["orphans"]["young"] == 2
     assert "orphans" not in doc["summary"]
 
 
 #: the advice for each place dead bytes wait in (the largest one is named in the one-line answer)
-ADVICE = {"below_minor": "(in logs under the minor threshold 0.2: no compaction takes it: minorCompactionInterval is "
-                         "0 (not periodic) and forceAllowCompaction=false: a forced pass does not compact either; set "
-                         "forceAllowCompaction=true (then `bkctl bookie gc ",
-          "below_major": "(in logs between the minor threshold 0.2 and the major 0.8: no compaction takes it: "
-                         "majorCompactionInterval is 0 (not periodic) and forceAllowCompaction=false",
-          "above_major": "(in logs over the major threshold 0.8: no compaction takes it; raise "
-                         "majorCompactionThreshold",
-          "active": "(in the entry log being written: compactable once it reaches logSizeLimit"}
+ADVICE = {
+    "below_minor": "(in logs under the minor threshold 0.2: no compaction takes it: minorCompactionInterval is "
+    "0 (not periodic) and forceAllowCompaction=false: a forced pass does not compact either; set "
+    "forceAllowCompaction=true (then `bkctl bookie gc ",
+    "below_major": "(in logs between the minor threshold 0.2 and the major 0.8: no compaction takes it: "
+    "majorCompactionInterval is 0 (not periodic) and forceAllowCompaction=false",
+    "above_major": "(in logs over the major threshold 0.8: no compaction takes it; raise majorCompactionThreshold",
+    "active": "(in the entry log being written: compactable once it reaches logSizeLimit",
+}
 
 
 def dead_by_class(churn) -> dict[str, int]:
@@ -225,8 +245,15 @@ def dead_by_class(churn) -> dict[str, int]:
         newest = max(log["logId"] for log in logs)
         for log in logs:
             ratio = log["liveRatio"]
-            key = ("active" if log["logId"] == newest else "below_minor" if ratio < 0.2
-                   else "below_major" if ratio < 0.8 else "above_major")
+            key = (
+                "active"
+                if log["logId"] == newest
+                else "below_minor"
+                if ratio < 0.2
+                else "below_major"
+                if ratio < 0.8
+                else "above_major"
+            )
             out[key] += log["sizeBytes"] - log["liveBytes"]
     return out
 
@@ -236,8 +263,11 @@ def test_disk_after_gc_says_what_waits_for_compaction(churn):
         r = bkctl(churn.uri, "bookie", "gc", p.bookie_id, "--wait", *(["--major"] if p is churn.procs[0] else []))
         assert r.returncode == 0, r.stderr
         # intervals 0 and forceAllowCompaction=false: the forced pass compacts nothing, and says why
-        assert re.search(r"(?m)^compaction\s+none: majorCompactionInterval is 0 \(not periodic\) and "
-                         r"forceAllowCompaction=false", r.stdout), r.stdout
+        assert re.search(
+            r"(?m)^compaction\s+none: majorCompactionInterval is 0 \(not periodic\) and "
+            r"forceAllowCompaction=false",
+            r.stdout,
+        ), r.stdout
     doc = disk_json(churn, "--older-than", "0s")
     deleted = churn.on_bookie(churn.ids("app-deleted"))
     for b in doc["bookies"]:
@@ -248,8 +278,9 @@ def test_disk_after_gc_says_what_waits_for_compaction(churn):
     # (where the flushes cut the logs decides how live each one is: the advice follows what the logs say)
     classes = dead_by_class(churn)
     t = doc["totals"]
-    assert {k: t[f"{k}_dead_bytes" if k != "active" else "active_log_dead_bytes"] for k in ADVICE} == \
-        {k: classes[k] for k in ADVICE}
+    assert {k: t[f"{k}_dead_bytes" if k != "active" else "active_log_dead_bytes"] for k in ADVICE} == {
+        k: classes[k] for k in ADVICE
+    }
     largest = max(ADVICE, key=lambda k: classes[k])
     summary = doc["summary"]
     assert f"is waiting for compaction {ADVICE[largest]}" in summary, (classes, summary)

@@ -6,6 +6,7 @@ sizes (empty, one entry, 3,000 entries, one with an ensemble change made by
 SIGKILLing a bookie mid-write, one left open) and leaves the killed bookie
 dead, so every export below also reads with a replica of some entries gone.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,10 +26,18 @@ from tests.support.cli import bkctl_in_process as bkctl
 pyspark = pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("export")]  # module-scoped fixtures: one xdist worker runs the whole module
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.xdist_group("export"),
+]  # module-scoped fixtures: one xdist worker runs the whole module
 
-DATA_COLUMNS = [("entry_id", "int64"), ("payload", "binary"), ("payload_size", "int32"),
-                ("ledger_ctime", "timestamp[us, tz=UTC]"), ("ledger_state", "string")]
+DATA_COLUMNS = [
+    ("entry_id", "int64"),
+    ("payload", "binary"),
+    ("payload_size", "int32"),
+    ("ledger_ctime", "timestamp[us, tz=UTC]"),
+    ("ledger_state", "string"),
+]
 
 
 def payload(ledger: str, i: int) -> bytes:
@@ -45,9 +54,9 @@ class Cluster:
     def __init__(self, uri, procs, ledgers, payloads, victim, open_handle):
         self.uri = uri
         self.procs = procs
-        self.ledgers = ledgers        # name -> ledger id
-        self.payloads = payloads      # ledger id -> [payload, ...] (what must be exported)
-        self.victim = victim          # the bookie killed to force the ensemble change
+        self.ledgers = ledgers  # name -> ledger id
+        self.payloads = payloads  # ledger id -> [payload, ...] (what must be exported)
+        self.victim = victim  # the bookie killed to force the ensemble change
         self.open_handle = open_handle
 
 
@@ -66,7 +75,9 @@ def cluster(zookeeper, tmp_path_factory):
     try:
         start_bookies(procs, uri)
         by_id = {p.bookie_id: p for p in procs}
-        bk = BlockingBookKeeper(uri, add_timeout=30.0, read_timeout=30.0, timeout=120)  # a loaded machine is slow, not dead
+        bk = BlockingBookKeeper(
+            uri, add_timeout=30.0, read_timeout=30.0, timeout=120
+        )  # a loaded machine is slow, not dead
         ledgers, payloads = {}, {}
 
         def closed(name, count, **kw):
@@ -165,8 +176,19 @@ def test_export_reads_back_with_pyarrow_and_spark(cluster, spark, capsys, tmp_pa
     out = tmp_path / "exp"
     names = ["empty", "one", "big", "changed"]
     spec = ",".join(str(ids[n]) for n in names)
-    code, doc, err = bkctl(capsys, cluster.uri, "export", "--out", str(out), "--ledgers", spec,
-                           "--split-entries", "1000", "--batch-size", "250")
+    code, doc, err = bkctl(
+        capsys,
+        cluster.uri,
+        "export",
+        "--out",
+        str(out),
+        "--ledgers",
+        spec,
+        "--split-entries",
+        "1000",
+        "--batch-size",
+        "250",
+    )
     assert code == 0, err
     assert set(doc) >= {"out", "ledgers", "entries", "bytes", "files", "seconds", "master"}
     assert doc["out"] == str(out) and doc["ledgers"] == 4 and doc["master"].startswith("local")
@@ -187,7 +209,8 @@ def test_export_reads_back_with_pyarrow_and_spark(cluster, spark, capsys, tmp_pa
     # layout, marker, manifest
     assert (out / "_SUCCESS").exists()
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == sorted(
-        f"ledger_id={ids[n]}" for n in ("one", "big", "changed"))
+        f"ledger_id={ids[n]}" for n in ("one", "big", "changed")
+    )
     manifest = json.loads((out / "_manifest.json").read_text())
     led = manifest["ledgers"]
     assert led[str(ids["big"])]["entries"] == 3000 and led[str(ids["big"])]["ranges"] == [[0, 2999]]
@@ -203,8 +226,7 @@ def test_export_reads_back_with_pyarrow_and_spark(cluster, spark, capsys, tmp_pa
     assert [(f.name, str(f.type)) for f in schema][:5] == DATA_COLUMNS
     md_type = schema.field("ledger_metadata").type
     assert pa.types.is_map(md_type) and md_type.key_type == pa.string() and md_type.item_type == pa.string()
-    assert schema.names == ["entry_id", "payload", "payload_size", "ledger_ctime", "ledger_state",
-                            "ledger_metadata"]
+    assert schema.names == ["entry_id", "payload", "payload_size", "ledger_ctime", "ledger_state", "ledger_metadata"]
     assert_rows(arrow_rows(out), cluster, names)
 
     # Spark: plain read, and read_export with the exact types
@@ -217,12 +239,17 @@ def test_export_reads_back_with_pyarrow_and_spark(cluster, spark, capsys, tmp_pa
     assert [(f.name, f.dataType) for f in df.schema.fields] == [(f.name, f.dataType) for f in SCHEMA.fields]
     from pyspark.sql import functions as F
 
-    counts = {r["ledger_id"]: (r["n"], r["hi"]) for r in
-              df.groupBy("ledger_id").agg(F.count("*").alias("n"), F.max("entry_id").alias("hi")).collect()}
-    assert counts == {ids[n]: (len(cluster.payloads[ids[n]]), len(cluster.payloads[ids[n]]) - 1)
-                      for n in ("one", "big", "changed")}
-    got = {(r["ledger_id"], r["entry_id"]): bytes(r["payload"]) for r in
-           df.select("ledger_id", "entry_id", "payload").collect()}
+    counts = {
+        r["ledger_id"]: (r["n"], r["hi"])
+        for r in df.groupBy("ledger_id").agg(F.count("*").alias("n"), F.max("entry_id").alias("hi")).collect()
+    }
+    assert counts == {
+        ids[n]: (len(cluster.payloads[ids[n]]), len(cluster.payloads[ids[n]]) - 1) for n in ("one", "big", "changed")
+    }
+    got = {
+        (r["ledger_id"], r["entry_id"]): bytes(r["payload"])
+        for r in df.select("ledger_id", "entry_id", "payload").collect()
+    }
     assert got == {(ids[n], i): p for n in names for i, p in enumerate(cluster.payloads[ids[n]])}
     row = df.where(f"ledger_id = {ids['one']}").first()
     assert row["ledger_state"] == "CLOSED" and row["payload_size"] == len(cluster.payloads[ids["one"]][0])
@@ -233,14 +260,16 @@ def test_export_reads_back_with_pyarrow_and_spark(cluster, spark, capsys, tmp_pa
 def test_reexport_is_idempotent_append_adds_overwrite_replaces(cluster, spark, capsys, tmp_path):
     ids = cluster.ledgers
     out = tmp_path / "exp"
-    code, doc, err = bkctl(capsys, cluster.uri, "export", "-o", str(out), "-l", f"{ids['one']},{ids['big']}",
-                           "--split-entries", "700")
+    code, doc, err = bkctl(
+        capsys, cluster.uri, "export", "-o", str(out), "-l", f"{ids['one']},{ids['big']}", "--split-entries", "700"
+    )
     assert code == 0, err
     first_manifest = json.loads((out / "_manifest.json").read_text())
 
     # the same ledgers again (over protocol v2): same rows, no duplicates
-    code, doc, err = bkctl(capsys, cluster.uri, "export", "-o", str(out), "-l", str(ids["big"]),
-                           "--protocol", "v2", "--batch-size", "64")
+    code, doc, err = bkctl(
+        capsys, cluster.uri, "export", "-o", str(out), "-l", str(ids["big"]), "--protocol", "v2", "--batch-size", "64"
+    )
     assert code == 0, err
     assert doc["entries"] == 3000 and doc["mode"] == "replace"
     assert_rows(arrow_rows(out), cluster, ["one", "big"])
@@ -259,8 +288,9 @@ def test_reexport_is_idempotent_append_adds_overwrite_replaces(cluster, spark, c
     assert manifest["ledgers"][str(ids["one"])]["entries"] == 2
 
     # --overwrite keeps nothing else
-    code, doc, err = bkctl(capsys, cluster.uri, "export", "-o", str(out), "-l", str(ids["changed"]),
-                           "--overwrite", "--compression", "none")
+    code, doc, err = bkctl(
+        capsys, cluster.uri, "export", "-o", str(out), "-l", str(ids["changed"]), "--overwrite", "--compression", "none"
+    )
     assert code == 0, err
     assert_rows(arrow_rows(out), cluster, ["changed"])
     assert list(json.loads((out / "_manifest.json").read_text())["ledgers"]) == [str(ids["changed"])]
@@ -271,8 +301,10 @@ def test_people_get_a_summary_counted_in_words(cluster, spark, capsys, tmp_path)
     from bkctl.cli import run
 
     ids = cluster.ledgers
-    for spec, counted in ((str(ids["one"]), r"1 entry \(\d+ B\) of 1 ledger"),
-                          (f"{ids['one']},{ids['changed']}", r"401 entries \(\d+(\.\d)? KiB\) of 2 ledgers")):
+    for spec, counted in (
+        (str(ids["one"]), r"1 entry \(\d+ B\) of 1 ledger"),
+        (f"{ids['one']},{ids['changed']}", r"401 entries \(\d+(\.\d)? KiB\) of 2 ledgers"),
+    ):
         capsys.readouterr()
         code = run(["-m", cluster.uri, "export", "-o", str(tmp_path / spec), "-l", spec])
         out, err = capsys.readouterr()
@@ -300,8 +332,9 @@ def test_failed_export_leaves_previous_export_untouched(cluster, spark, capsys, 
     assert code == 0, err
     before = files_of(out)
     # a wrong password fails the reads inside the Spark tasks
-    code, doc, err = bkctl(capsys, cluster.uri, "export", "-o", str(out), "-l", f"{ids['one']},{ids['big']}",
-                           "--password", "wrong")
+    code, doc, err = bkctl(
+        capsys, cluster.uri, "export", "-o", str(out), "-l", f"{ids['one']},{ids['big']}", "--password", "wrong"
+    )
     assert code == 1 and doc["exported"] is False and "wrong password" in doc["error"]
     # one line naming the cause, not pages of JVM stack
     assert err.strip().splitlines() == [err.strip()], err
@@ -324,9 +357,23 @@ def test_partition_by_date_decode_and_rows_per_file(cluster, spark, capsys, tmp_
 
     ids = cluster.ledgers
     out = tmp_path / "exp"
-    code, doc, err = bkctl(capsys, cluster.uri, "export", "-o", str(out), "-l", f"{ids['one']},{ids['big']}",
-                           "--partition-by", "date", "--decode", "utf8", "--rows-per-file", "1000",
-                           "--compression", "snappy")
+    code, doc, err = bkctl(
+        capsys,
+        cluster.uri,
+        "export",
+        "-o",
+        str(out),
+        "-l",
+        f"{ids['one']},{ids['big']}",
+        "--partition-by",
+        "date",
+        "--decode",
+        "utf8",
+        "--rows-per-file",
+        "1000",
+        "--compression",
+        "snappy",
+    )
     assert code == 0, err
     manifest = json.loads((out / "_manifest.json").read_text())
     big = manifest["ledgers"][str(ids["big"])]
@@ -339,8 +386,12 @@ def test_partition_by_date_decode_and_rows_per_file(cluster, spark, capsys, tmp_
     table = arrow_dataset(out).to_table()
     assert table.schema.field("payload_text").type == pa.string()
     assert table.schema.field("date").type == pa.date32()
-    texts = dict(zip(zip(table.column("ledger_id").to_pylist(), table.column("entry_id").to_pylist()),
-                     table.column("payload_text").to_pylist()))
+    texts = dict(
+        zip(
+            zip(table.column("ledger_id").to_pylist(), table.column("entry_id").to_pylist()),
+            table.column("payload_text").to_pylist(),
+        )
+    )
     for name in ("one", "big"):
         for i, body in enumerate(cluster.payloads[ids[name]]):
             assert texts[(ids[name], i)] == body.decode("utf-8", errors="replace")
@@ -349,8 +400,19 @@ def test_partition_by_date_decode_and_rows_per_file(cluster, spark, capsys, tmp_
     assert str(df.select("date").distinct().first()["date"]) == day
 
     # replacing one ledger of a day keeps the other ledgers of that day
-    code, doc, err = bkctl(capsys, cluster.uri, "export", "-o", str(out), "-l", str(ids["one"]),
-                           "--partition-by", "date", "--decode", "utf8")
+    code, doc, err = bkctl(
+        capsys,
+        cluster.uri,
+        "export",
+        "-o",
+        str(out),
+        "-l",
+        str(ids["one"]),
+        "--partition-by",
+        "date",
+        "--decode",
+        "utf8",
+    )
     assert code == 0, err
     assert arrow_dataset(out).count_rows() == 3001
     # another layout into the same folder is refused
@@ -365,15 +427,21 @@ def test_data_source_on_its_own(cluster, spark):
     SCHEMA = spark_schema(LEDGER_COLUMNS)
     register(spark)
     ids = cluster.ledgers
-    df = (spark.read.format("bookkeeper").option("metadataServiceUri", cluster.uri)
-          .option("ledgers", f"{ids['empty']},{ids['one']},{ids['big']}").option("splitEntries", "700")
-          .option("batchSize", "128").load())
+    df = (
+        spark.read.format("bookkeeper")
+        .option("metadataServiceUri", cluster.uri)
+        .option("ledgers", f"{ids['empty']},{ids['one']},{ids['big']}")
+        .option("splitEntries", "700")
+        .option("batchSize", "128")
+        .load()
+    )
     assert df.schema == SCHEMA
     assert df.rdd.getNumPartitions() == 1 + 5
     rows = df.select("ledger_id", "entry_id", "payload", "payload_size").collect()
     assert len(rows) == 3001
     assert {(r["ledger_id"], r["entry_id"]): bytes(r["payload"]) for r in rows} == {
-        (ids[n], i): p for n in ("one", "big") for i, p in enumerate(cluster.payloads[ids[n]])}
+        (ids[n], i): p for n in ("one", "big") for i, p in enumerate(cluster.payloads[ids[n]])
+    }
     assert all(r["payload_size"] == len(r["payload"]) for r in rows)
 
     # open ledgers: skipped by default, read up to the LAC with includeOpen
@@ -384,8 +452,9 @@ def test_data_source_on_its_own(cluster, spark):
     assert got == [(i, p, "OPEN") for i, p in enumerate(cluster.payloads[ids["open"]])]
 
     with pytest.raises(Exception) as info:
-        spark.read.format("bookkeeper").option("metadataServiceUri", cluster.uri) \
-            .option("ledgers", "987654").load().count()
+        spark.read.format("bookkeeper").option("metadataServiceUri", cluster.uri).option(
+            "ledgers", "987654"
+        ).load().count()
     assert "no such ledger: 987654" in str(info.value)
 
 
@@ -400,11 +469,28 @@ def test_open_ledgers_skipped_unless_included_cli_in_a_subprocess(cluster, capsy
     assert [s["ledger_id"] for s in doc["skipped"]] == [ids["open"]] and "--include-open" in doc["skipped"][0]["reason"]
     assert (out / "_SUCCESS").exists() and not [p for p in out.iterdir() if p.is_dir()]
 
-    args = ["-m", cluster.uri, "--json", "export", "-o", str(out), "-l", f"{ids['open']},{ids['one']}",
-            "--master", "local[1]", "--include-open"]
+    args = [
+        "-m",
+        cluster.uri,
+        "--json",
+        "export",
+        "-o",
+        str(out),
+        "-l",
+        f"{ids['open']},{ids['one']}",
+        "--master",
+        "local[1]",
+        "--include-open",
+    ]
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    done = subprocess.run([sys.executable, "-m", "bkctl", *args], capture_output=True, text=True,
-                          timeout=240, env=env, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-m", "bkctl", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)  # the whole of stdout is one document
     assert doc["entries"] == 1 + 29 and doc["skipped"] == [] and doc["master"] == "local[1]"
@@ -425,8 +511,16 @@ def test_payload_text_is_sparks_make_valid_utf8(spark):
 
     rng = random.Random(14)
     pieces = [0x41, 0x80, 0xBF, 0xC0, 0xC2, 0xE0, 0xE2, 0xED, 0xF0, 0xF4, 0xF5, 0xFF, 0x82, 0x9F, 0xA0]
-    cases = [b"", b"plain", "h\u00e9llo \u20ac \U0001f600".encode(), b"\xed\xa0\x80", b"\xf4\x90\x80\x80",
-             b"\xe2\x82", b"a\xf0\x9f\x98b", b"\xc0\xaf"]
+    cases = [
+        b"",
+        b"plain",
+        "h\u00e9llo \u20ac \U0001f600".encode(),
+        b"\xed\xa0\x80",
+        b"\xf4\x90\x80\x80",
+        b"\xe2\x82",
+        b"a\xf0\x9f\x98b",
+        b"\xc0\xaf",
+    ]
     cases += [bytes(rng.choice(pieces) for _ in range(rng.randint(1, 8))) for _ in range(1500)]
     df = spark.createDataFrame(list(enumerate(cases)), "i int, b binary")
     sparks = {r["i"]: r["t"] for r in df.select("i", F.make_valid_utf8(F.col("b").cast("string")).alias("t")).collect()}
@@ -446,10 +540,27 @@ def test_a_failed_export_is_one_line_on_the_users_path_and_a_json_document(clust
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
 
     def export(out, *extra):
-        args = ["-m", cluster.uri, "--json", "export", "-o", str(out), "-l", str(ids["big"]), "--master", "local[1]",
-                *extra]
-        return subprocess.run([sys.executable, "-m", "bkctl", *args], capture_output=True, text=True, timeout=240,
-                              env=env, stdin=subprocess.DEVNULL)
+        args = [
+            "-m",
+            cluster.uri,
+            "--json",
+            "export",
+            "-o",
+            str(out),
+            "-l",
+            str(ids["big"]),
+            "--master",
+            "local[1]",
+            *extra,
+        ]
+        return subprocess.run(
+            [sys.executable, "-m", "bkctl", *args],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
 
     with small_filesystem(tmp_path / "small", 1) as small:
         st = os.statvfs(small)
@@ -458,10 +569,11 @@ def test_a_failed_export_is_one_line_on_the_users_path_and_a_json_document(clust
     assert done.returncode == 1, (done.stdout, done.stderr)
     # (the JVM's own banner about its incubator modules aside)
     lines = [line for line in done.stderr.strip().splitlines() if "Using incubator modules" not in line]
-    assert len(lines) == 1 and lines[0].startswith("bkctl: error: ") and "No space left on device" in lines[0], \
+    assert len(lines) == 1 and lines[0].startswith("bkctl: error: ") and "No space left on device" in lines[0], (
         done.stderr[-3000:]
+    )
     doc = json.loads(done.stdout)  # a document on failure too
-    assert doc["error"] == lines[0][len("bkctl: error: "):] and doc["out"] == str(small / "exp")
+    assert doc["error"] == lines[0][len("bkctl: error: ") :] and doc["out"] == str(small / "exp")
 
     proc = export("/proc/bkctl-export-here")
     assert proc.returncode != 0

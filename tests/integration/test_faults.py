@@ -2,6 +2,7 @@
 
 The long run (100 rounds) is a benchmark: ``python bench/faults.py``.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,23 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_five_rounds_of_faults_lose_no_acknowledged_entry(tmp_path):
-    out = subprocess.run([sys.executable, str(REPO / "bench" / "faults.py"), "--rounds", "5", "--seed", "20261123",
-                          "--json", "--dir", str(tmp_path)],
-                         capture_output=True, text=True, timeout=900, cwd=REPO)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "faults.py"),
+            "--rounds",
+            "5",
+            "--seed",
+            "20261123",
+            "--json",
+            "--dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+    )
     assert out.stdout.strip(), out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["losses"] == [], report["losses"][:20]
@@ -31,9 +46,26 @@ def test_a_round_with_compaction_and_repair_on_and_a_kill_during_compaction_lose
     """Issue 38: compaction inside the round, autorecovery on, the previous round's ledgers deleted while
     writing, a bookie killed while its GC state says it is compacting; every acknowledged entry on every
     replica the metadata names."""
-    out = subprocess.run([sys.executable, str(REPO / "bench" / "faults.py"), "--rounds", "2", "--seed", "38",
-                          "--everything", "--faults", "kill-compacting", "--json", "--dir", str(tmp_path)],
-                         capture_output=True, text=True, timeout=900, cwd=REPO)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "faults.py"),
+            "--rounds",
+            "2",
+            "--seed",
+            "38",
+            "--everything",
+            "--faults",
+            "kill-compacting",
+            "--json",
+            "--dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+    )
     assert out.stdout.strip(), out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["losses"] == [], report["losses"][:20]

@@ -5,6 +5,7 @@ test mounts (root is needed: outside CI the tests skip without it, under
 CI=true they fail).  The periodic disk check is made rare (diskCheckInterval
 10 min) where the write path must do the work on its own.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,17 @@ from bkctl.wire.metadata.zk import ZKMetadataStore
 pytestmark = pytest.mark.integration
 
 FS_MB = 40
-DISK = dict(diskUsageThreshold=0.8, diskUsageWarnThreshold=0.8, diskUsageLwmThreshold=0.6,
-            minUsableSizeForEntryLogCreation=1024 * 1024, minUsableSizeForHighPriorityWrites=2 * 1024 * 1024,
-            journalPreAllocSizeMB=1, journalMaxSizeMB=4, dbStorage_writeCacheMaxSizeMb=4, zkTimeout=10000)
+DISK = dict(
+    diskUsageThreshold=0.8,
+    diskUsageWarnThreshold=0.8,
+    diskUsageLwmThreshold=0.6,
+    minUsableSizeForEntryLogCreation=1024 * 1024,
+    minUsableSizeForHighPriorityWrites=2 * 1024 * 1024,
+    journalPreAllocSizeMB=1,
+    journalMaxSizeMB=4,
+    dbStorage_writeCacheMaxSizeMb=4,
+    zkTimeout=10000,
+)
 KEY = master_key(b"pw")
 
 
@@ -51,8 +60,13 @@ def mounts(tmp_path):
 
 def on_fs(fs, uri, **settings) -> BookieProcess:
     """A bookie whose journal and ledger directories are on ``fs`` (its log and conf are not)."""
-    b = BookieProcess(fs.parent / f"{fs.name}-bookie", uri, journalDirectories=fs / "journal",
-                      ledgerDirectories=fs / "ledgers", **settings)
+    b = BookieProcess(
+        fs.parent / f"{fs.name}-bookie",
+        uri,
+        journalDirectories=fs / "journal",
+        ledgerDirectories=fs / "ledgers",
+        **settings,
+    )
     b.journal_fs = fs
     return b
 
@@ -112,8 +126,24 @@ def test_full_disks_go_read_only_before_enospc_and_a_ledger_on_them_is_recovered
         assert usage(p.journal_fs) < 0.99
 
     # the operator fences and closes the ledger on the three read-only bookies, no restart
-    out = subprocess.run([sys.executable, "-m", "bkctl", "-m", metadata_uri, "--json", "ledger", "recover",
-                          str(ledger_id), "--password", "pw"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bkctl",
+            "-m",
+            metadata_uri,
+            "--json",
+            "ledger",
+            "recover",
+            str(ledger_id),
+            "--password",
+            "pw",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["state"] == "CLOSED"
     recoverer = BlockingBookKeeper(metadata_uri, add_timeout=5.0, read_timeout=5.0, timeout=60)
@@ -134,7 +164,8 @@ def _package(ledger, entry, size=None):
 
 
 def test_a_bookie_with_a_full_disk_starts_read_only_and_is_writable_again_below_the_low_water_mark(
-        mounts, procs, metadata_uri, zkstore):
+    mounts, procs, metadata_uri, zkstore
+):
     from bkctl.wire.metadata.ledger import LedgerMetadata
 
     fs = mounts("fs")

@@ -2,6 +2,7 @@
 its answer, kept between passes at a lower CPU priority; a missing ledgers root an error, not an
 empty listing; a child killed between passes or in the middle of one; the bookie stopping or
 killed.  Real ZooKeeper, a handful of ledgers."""
+
 from __future__ import annotations
 
 import os
@@ -93,12 +94,18 @@ def test_stopping_ends_a_listing_under_way(listing):
 
 def test_the_child_ends_with_its_bookie_killed(metadata_uri):
     parent = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\n"
-         "from bkctl.bookied.gc_listing import ListingProcess\n"
-         f"lp = ListingProcess({config(metadata_uri)!r}, verify=False)\n"
-         "lp.garbage([1])\n"
-         "print(lp.pid, flush=True)\n"
-         "time.sleep(120)\n"], stdout=subprocess.PIPE)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from bkctl.bookied.gc_listing import ListingProcess\n"
+            f"lp = ListingProcess({config(metadata_uri)!r}, verify=False)\n"
+            "lp.garbage([1])\n"
+            "print(lp.pid, flush=True)\n"
+            "time.sleep(120)\n",
+        ],
+        stdout=subprocess.PIPE,
+    )
     try:
         child = int(parent.stdout.readline())
         assert pid_alive(child)

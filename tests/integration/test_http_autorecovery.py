@@ -1,5 +1,6 @@
 """bookied's autorecovery HTTP endpoints and /metrics figures, with a real ZooKeeper and a real
 bookied running its autorecovery daemon (httpServerEnabled=true, autoRecoveryDaemonEnabled=true)."""
+
 from __future__ import annotations
 
 import json
@@ -25,22 +26,34 @@ def http(port: int, path: str, method: str = "GET", body: dict | None = None) ->
 def samples(port: int) -> dict[str, float]:
     status, text = http(port, "/metrics")
     assert status == 200
-    return {line.split(" ")[0]: float(line.split(" ")[1])
-            for line in text.splitlines() if line.startswith("autorecovery_")}
+    return {
+        line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines() if line.startswith("autorecovery_")
+    }
 
 
 def test_autorecovery_over_http_and_metrics(bookie_cluster, zkstore):
     port = free_port()
-    [bookie] = bookie_cluster(1, httpServerEnabled="true", httpServerPort=port, httpServerHost="127.0.0.1",
-                              autoRecoveryDaemonEnabled="true", auditorPeriodicBookieCheckInterval=0,
-                              auditorPeriodicCheckInterval=0)
+    [bookie] = bookie_cluster(
+        1,
+        httpServerEnabled="true",
+        httpServerPort=port,
+        httpServerHost="127.0.0.1",
+        autoRecoveryDaemonEnabled="true",
+        auditorPeriodicBookieCheckInterval=0,
+        auditorPeriodicCheckInterval=0,
+    )
 
-    answer = wait_for(what="an auditor", predicate=lambda: (lambda r: r if r[0] == 200 else None)(
-        http(port, f"{AR}/who_is_auditor")), timeout=60)
+    answer = wait_for(
+        what="an auditor",
+        predicate=lambda: (lambda r: r if r[0] == 200 else None)(http(port, f"{AR}/who_is_auditor")),
+        timeout=60,
+    )
     assert answer == (200, f"Auditor: {bookie.bookie_id}")
 
-    assert http(port, f"{AR}/lost_bookie_recovery_delay", "PUT", {"delay_seconds": 0}) == \
-        (200, "Success set lostBookieRecoveryDelay to 0")
+    assert http(port, f"{AR}/lost_bookie_recovery_delay", "PUT", {"delay_seconds": 0}) == (
+        200,
+        "Success set lostBookieRecoveryDelay to 0",
+    )
     assert zkstore.underreplication.lost_bookie_recovery_delay() == 0
     assert http(port, f"{AR}/lost_bookie_recovery_delay") == (200, "lostBookieRecoveryDelay value: 0")
     status, text = http(port, f"{AR}/lost_bookie_recovery_delay", "PUT", {"delay_seconds": "soon"})
@@ -56,9 +69,17 @@ def test_autorecovery_over_http_and_metrics(bookie_cluster, zkstore):
     assert status == 409 and "disabled" in json.loads(text)["error"]
 
     # the gauges are set at different moments (the audit's count, the election's flag): wait for both
-    figures = wait_for(what="the under-replicated and auditor gauges", predicate=lambda: (lambda s: s if s.get(
-        "autorecovery_num_under_replicated_ledgers") == 1 and s.get("autorecovery_is_auditor") == 1 else None)(
-        samples(port)), timeout=60)
+    figures = wait_for(
+        what="the under-replicated and auditor gauges",
+        predicate=lambda: (
+            lambda s: (
+                s
+                if s.get("autorecovery_num_under_replicated_ledgers") == 1 and s.get("autorecovery_is_auditor") == 1
+                else None
+            )
+        )(samples(port)),
+        timeout=60,
+    )
     assert figures["autorecovery_is_auditor"] == 1
     assert figures["autorecovery_elections_won_total"] == 1
 
@@ -68,9 +89,17 @@ def test_autorecovery_over_http_and_metrics(bookie_cluster, zkstore):
     assert http(port, f"{AR}/list_under_replicated_ledger")[0] == 404
     audits = samples(port)["autorecovery_audits_total"]
     assert http(port, f"{AR}/trigger_audit", "PUT") == (200, "Success trigger audit.")
-    after = wait_for(what="the triggered audit", predicate=lambda: (lambda s: s if s["autorecovery_audits_total"] > audits
-                                                     and s.get("autorecovery_num_under_replicated_ledgers") == 0
-                                                     else None)(samples(port)), timeout=60)
+    after = wait_for(
+        what="the triggered audit",
+        predicate=lambda: (
+            lambda s: (
+                s
+                if s["autorecovery_audits_total"] > audits and s.get("autorecovery_num_under_replicated_ledgers") == 0
+                else None
+            )
+        )(samples(port)),
+        timeout=60,
+    )
     assert after["autorecovery_rereplicate_failures_total"] == 0
 
     # decommission: refused while the bookie runs

@@ -2,6 +2,7 @@
 ZooKeeper of the test session, and the unit tests' in-memory fake
 (tests/support/fake_store.py).  Whatever the unit tests learn from the fake holds on
 ZooKeeper, because here the fake has to answer as ZooKeeper does."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -129,8 +130,12 @@ def store(sessions):
 def test_calls_before_start_are_unavailable(sessions):
     store = sessions.unstarted()
     assert isinstance(store, MetadataStore) and not store.connected
-    for call in (lambda: store.ledgers.read(1), lambda: store.registration.writable_bookies(),
-                 lambda: store.cookies.get(A), lambda: store.underreplication.count()):
+    for call in (
+        lambda: store.ledgers.read(1),
+        lambda: store.registration.writable_bookies(),
+        lambda: store.cookies.get(A),
+        lambda: store.underreplication.count(),
+    ):
         with pytest.raises(ZKUnavailable):
             call()
 
@@ -183,12 +188,22 @@ def test_ledger_ranges_one_per_leaf_of_ten_thousand_ids(store):
     ranges = list(store.ledgers.ranges())
     # the hierarchical layout: one leaf znode per 10,000 ids, each listed with one getChildren
     assert [(r.end, sorted(r.ledgers)) for r in ranges] == [
-        (9_999, [1, 2, 9_999]), (19_999, [10_000]), (29_999, [25_000]),
-        (2**33 // 10_000 * 10_000 + 9_999, [2**33]), ((2**33 + 10_000) // 10_000 * 10_000 + 9_999, [2**33 + 10_000])]
+        (9_999, [1, 2, 9_999]),
+        (19_999, [10_000]),
+        (29_999, [25_000]),
+        (2**33 // 10_000 * 10_000 + 9_999, [2**33]),
+        ((2**33 + 10_000) // 10_000 * 10_000 + 9_999, [2**33 + 10_000]),
+    ]
     assert [i for r in ranges for i in sorted(r.ledgers)] == list(store.ledgers.ids())
     store.ledgers.delete(10_000)  # an emptied leaf lists as an empty range or none: either covers no ledger
-    assert [i for r in store.ledgers.ranges() for i in sorted(r.ledgers)] == [1, 2, 9_999, 25_000, 2**33,
-                                                                               2**33 + 10_000]
+    assert [i for r in store.ledgers.ranges() for i in sorted(r.ledgers)] == [
+        1,
+        2,
+        9_999,
+        25_000,
+        2**33,
+        2**33 + 10_000,
+    ]
 
 
 def test_ledger_read_many_in_order_with_the_missing_ones(store):
@@ -367,8 +382,13 @@ def test_pulsar_managed_ledgers_listed_and_read_as_stored(sessions, store):
     broker = sessions.pulsar_writes(store)
     base, pulsar = broker.base, store.pulsar
     assert pulsar.managed_ledger_names(base) == [] and pulsar.managed_ledger(base, "t/ns/persistent/x") is None
-    names = ["public/default/persistent/orders", "public/default/persistent/a%2Fb+c",
-             "public/other/persistent/orders", "acme/ns/persistent/x", "old/east/ns/persistent/legacy"]
+    names = [
+        "public/default/persistent/orders",
+        "public/default/persistent/a%2Fb+c",
+        "public/other/persistent/orders",
+        "acme/ns/persistent/x",
+        "old/east/ns/persistent/legacy",
+    ]
     for n, name in enumerate(names):
         broker.managed_ledger(name, b"info-%d" % n)
     broker.managed_ledger(names[0], b"info-0 again", {"sub%2F1": b"cursor-1", "sub2": b"cursor-2"})
@@ -382,7 +402,8 @@ def test_pulsar_managed_ledgers_listed_and_read_as_stored(sessions, store):
 
     path = P.managed_ledger_path(base, names[0])
     assert pulsar.managed_ledger(base, names[0]) == StoredManagedLedger(
-        path, b"info-0 again", 1, {"sub%2F1": b"cursor-1", "sub2": b"cursor-2"})
+        path, b"info-0 again", 1, {"sub%2F1": b"cursor-1", "sub2": b"cursor-2"}
+    )
     assert list(pulsar.managed_ledger(base, names[0]).cursors) == ["sub%2F1", "sub2"]
     assert pulsar.managed_ledger(base, names[0], cursors=False) == StoredManagedLedger(path, b"info-0 again", 1, {})
     assert pulsar.managed_ledger(base + "/", names[4]).value == b"info-4"
@@ -395,7 +416,8 @@ def test_pulsar_partitioned_topic_metadata_beside_the_managed_ledgers(sessions, 
     assert store.pulsar.partitioned_topic(broker.base, name) is None
     broker.partitioned_topic(name, b'{"partitions": 3}')
     assert store.pulsar.partitioned_topic(broker.base, name) == StoredValue(
-        P.partitioned_topic_path(broker.base, name), b'{"partitions": 3}', 0)
+        P.partitioned_topic_path(broker.base, name), b'{"partitions": 3}', 0
+    )
     assert store.pulsar.managed_ledger_names(broker.base) == []  # no managed ledger: no data yet
 
 
@@ -515,8 +537,7 @@ def test_session_expiry_takes_the_votes_tells_the_listeners_and_keeps_registrati
     lost.settles_on("lost", "the session-lost listener")
     gone.settles_on("vote gone", "the vote watch")
     wait_for(lambda: store.connected and store.auditor.votes() == [], timeout=30, what="a new session")
-    wait_for(lambda: store.registration.writable_bookies() == [A], timeout=30,
-             what="the registration to be restored")
+    wait_for(lambda: store.registration.writable_bookies() == [A], timeout=30, what="the registration to be restored")
     assert unwatched.calls == [] and lost.calls == ["lost"]
 
 
@@ -550,6 +571,7 @@ def test_append_lock_one_holder_at_a_time_gone_with_the_session(sessions, store)
 
 
 # -- the cluster's own metadata and Pulsar's rack map --------------------------------------------
+
 
 def test_the_cluster_is_there_once(store):
     """As the tests' clusters are made (``metadata_uri``): root, INSTANCEID, a hierarchical LAYOUT."""

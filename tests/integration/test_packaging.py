@@ -5,6 +5,7 @@ bkctl.bookied and bkctl.shell, so that no generic top-level name of ours exists 
 site-packages, nothing of ours can be shadowed by a file in the working directory,
 and installing or uninstalling another distribution never touches our files.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,7 +20,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("packaging")]  # module-scoped fixtures: one xdist worker runs the whole module
+pytestmark = [
+    pytest.mark.timeout(600),
+    pytest.mark.xdist_group("packaging"),
+]  # module-scoped fixtures: one xdist worker runs the whole module
 
 
 def _run(*cmd, cwd=None, check=True) -> subprocess.CompletedProcess:
@@ -35,8 +39,13 @@ def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     # Built from a copy: setuptools leaves build/ and *.egg-info in the tree it builds.
     src = tmp_path_factory.mktemp("src") / "bkctl"
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "*.egg-info", ".bkctl-sandbox", "__pycache__", ".hypothesis", "*.so"))
+    shutil.copytree(
+        REPO,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "*.egg-info", ".bkctl-sandbox", "__pycache__", ".hypothesis", "*.so"
+        ),
+    )
     _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", out, src)
     (whl,) = out.glob("bkctl-*.whl")
     return whl
@@ -64,8 +73,11 @@ def test_wheel_holds_every_package_folder_under_bkctl(wheel):
     # and the module through which PySpark registers the bookkeeper data source by itself
     assert tops == {"bkctl", "pyspark_bookkeeper.py"}
     # Every folder with an __init__.py is packaged (pyproject lists packages by hand).
-    folders = {p.parent.relative_to(REPO) for p in REPO.glob("*/**/__init__.py")
-               if p.parts[len(REPO.parts)] in ("wire", "bookied", "shell", "bkctl")}
+    folders = {
+        p.parent.relative_to(REPO)
+        for p in REPO.glob("*/**/__init__.py")
+        if p.parts[len(REPO.parts)] in ("wire", "bookied", "shell", "bkctl")
+    }
     for folder in folders:
         parts = folder.parts
         installed = "/".join(parts if parts[0] == "bkctl" else ("bkctl", *parts))
@@ -81,17 +93,19 @@ def test_wheel_holds_every_package_folder_under_bkctl(wheel):
 
 def test_generic_names_are_not_ours(venv, tmp_path):
     py = venv / "bin" / "python"
-    probe = ("import importlib.util as u, shell\n"
-             "print(u.find_spec('wire'))\n"
-             "print(shell.__file__)\n"
-             "print(u.find_spec('bookied').origin)\n"
-             "import bkctl.wire.client.ledger_handle, bkctl.bookied.main, bkctl.shell.repl\n"
-             "from bkctl.wire.pulsar import _packed\n"
-             "print('ours ok', hasattr(_packed, 'PackedRows'))\n")
+    probe = (
+        "import importlib.util as u, shell\n"
+        "print(u.find_spec('wire'))\n"
+        "print(shell.__file__)\n"
+        "print(u.find_spec('bookied').origin)\n"
+        "import bkctl.wire.client.ledger_handle, bkctl.bookied.main, bkctl.shell.repl\n"
+        "from bkctl.wire.pulsar import _packed\n"
+        "print('ours ok', hasattr(_packed, 'PackedRows'))\n"
+    )
     out = _run(py, "-c", probe, cwd=tmp_path).stdout.splitlines()
-    assert out[0] == "None"                      # `import wire` fails
+    assert out[0] == "None"  # `import wire` fails
     assert out[1].endswith("site-packages/shell.py")  # PyPI's shell, untouched
-    assert "site-packages/bookied/" in out[2]         # PyPI's bookied, untouched
+    assert "site-packages/bookied/" in out[2]  # PyPI's bookied, untouched
     assert out[3] == "ours ok True"  # the installed wheel's C extension loads
 
 
@@ -99,8 +113,12 @@ def test_cli_works_beside_shadowing_files(venv, tmp_path):
     for name in ("shell.py", "wire.py", "bookied.py"):
         (tmp_path / name).write_text("raise SystemExit('shadowed: ' + __name__)\n")
     bindir = venv / "bin"
-    for cmd in ([bindir / "python", "-m", "bkctl", "--help"], [bindir / "bkctl", "--help"],
-                [bindir / "bkctl", "shell", "--help"], [bindir / "bookied", "--help"]):
+    for cmd in (
+        [bindir / "python", "-m", "bkctl", "--help"],
+        [bindir / "bkctl", "--help"],
+        [bindir / "bkctl", "shell", "--help"],
+        [bindir / "bookied", "--help"],
+    ):
         proc = _run(*cmd, cwd=tmp_path)
         assert "Usage" in proc.stdout or "usage" in proc.stdout, cmd
         assert "shadowed" not in proc.stdout + proc.stderr
@@ -148,8 +166,18 @@ def test_the_readmes_spark_snippet_runs_as_written_on_a_fresh_install(venv, tmp_
         name = "public/default/persistent/orders"
         entries = pe.case_entries("a_plain")
         with BlockingBookKeeper(uri, timeout=60) as bk:
-            lh = bk.create(3, 2, 2, digest_type="CRC32C", password=b"", custom_metadata={
-                "application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": name.encode()})
+            lh = bk.create(
+                3,
+                2,
+                2,
+                digest_type="CRC32C",
+                password=b"",
+                custom_metadata={
+                    "application": b"pulsar",
+                    "component": b"managed-ledger",
+                    "pulsar/managed-ledger": name.encode(),
+                },
+            )
             for entry in entries:
                 lh.add(entry)
             lh.close()

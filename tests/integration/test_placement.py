@@ -1,6 +1,7 @@
 """Rack- and region-aware placement against real ZooKeeper and bookieds: the rack map set with
 `bkctl bookie rack`, ensembles spread over racks, a read-only rack (with and without enforcement),
 recover keeping every ledger's spread, `ledger list --not-adhering`, and regions."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,9 @@ def http_bookies(tmp_path, metadata_uri):
         procs = []
         for i in range(n):
             port = free_port()
-            p = BookieProcess(tmp_path / f"bookie{len(started) + i}", metadata_uri, httpServerEnabled="true",
-                              httpServerPort=port)
+            p = BookieProcess(
+                tmp_path / f"bookie{len(started) + i}", metadata_uri, httpServerEnabled="true", httpServerPort=port
+            )
             p.http_port = port
             procs.append(p)
         started.extend(procs)
@@ -39,8 +41,11 @@ def http_bookies(tmp_path, metadata_uri):
 
 
 def _set_readonly(proc, readonly: bool) -> None:
-    req = urllib.request.Request(f"http://127.0.0.1:{proc.http_port}/api/v1/bookie/state/readonly",
-                                 data=json.dumps({"readOnly": readonly}).encode(), method="PUT")
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{proc.http_port}/api/v1/bookie/state/readonly",
+        data=json.dumps({"readOnly": readonly}).encode(),
+        method="PUT",
+    )
     urllib.request.urlopen(req, timeout=10).read()
 
 
@@ -75,8 +80,7 @@ def _bkctl_env(uri, env, *args):
 
     full = dict(env_for(uri), **env)
     full.pop("BKCTL_METADATA_URI")
-    return subprocess.run([*BKCTL, *map(str, args)], input=b"", capture_output=True, env=full, cwd=REPO,
-                          timeout=60)
+    return subprocess.run([*BKCTL, *map(str, args)], input=b"", capture_output=True, env=full, cwd=REPO, timeout=60)
 
 
 class _Fixed:
@@ -149,8 +153,9 @@ def test_rack_aware_life_cycle(http_bookies, rack_map, metadata_uri, zkstore, zk
     ens = zkstore.ledgers.read(created["ledger_id"])[0].last_ensemble
     assert {racks[b] for b in ens} == {"/rack0", "/rack1"}
     strict = _profile(tmp_path, uri, enforce_min_racks_per_write_quorum=True)
-    err = one_line_error(_bkctl_env(uri, strict, "--cluster", "c", "ledger", "create", "-e", "3", "-w", "2",
-                                    "-a", "2"), 5)
+    err = one_line_error(
+        _bkctl_env(uri, strict, "--cluster", "c", "ledger", "create", "-e", "3", "-w", "2", "-a", "2"), 5
+    )
     assert "must span 2 racks" in err and "enforceMinNumRacksPerWriteQuorum" in err
     # E4 can alternate racks: enforcement is met
     ok(_bkctl_env(uri, strict, "--cluster", "c", "ledger", "create", "-e", "4", "-w", "2", "-a", "2"))

@@ -11,6 +11,7 @@ ledgers (the last one left open) with cursors; ``parts`` partitioned in 2;
 ledgers) and ``held`` (a transaction still open), built by Pulsar's rules;
 plus an orphan ledger and a cursor ledger.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,10 @@ from bkctl.wire.proto import pulsar_api_pb2 as pb
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from tests.support import pulsar_entries as pe
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("pulsar")]  # module-scoped cluster and Spark session: one xdist worker runs the whole module
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.xdist_group("pulsar"),
+]  # module-scoped cluster and Spark session: one xdist worker runs the whole module
 
 NS = "public/default"
 
@@ -54,9 +58,9 @@ def position(msg, ledger_id, entry_id):
 class PulsarCluster:
     def __init__(self, uri, base, bk):
         self.uri = uri
-        self.base = base          # the managed-ledgers znode
+        self.base = base  # the managed-ledgers znode
         self.bk = bk
-        self.topics = {}          # short name -> {"ledgers": [ids], "entries": {lid: [bytes]}}
+        self.topics = {}  # short name -> {"ledgers": [ids], "entries": {lid: [bytes]}}
         self.ledger_of_case = {}  # vector case -> ledger id
 
     def write_ledger(self, ml_name, entries, close=True, cursor=None):
@@ -83,8 +87,10 @@ class PulsarCluster:
         zk.create(f"{self.base}/{name}", info.SerializeToString(), makepath=True)
         for cursor, value in (cursors or {}).items():
             zk.create(f"{self.base}/{name}/{cursor}", value.SerializeToString())
-        self.topics[short] = {"ledgers": [lid for lid, _, _ in ledgers],
-                              "entries": {lid: list(e) for lid, e, _ in ledgers}}
+        self.topics[short] = {
+            "ledgers": [lid for lid, _, _ in ledgers],
+            "entries": {lid: list(e) for lid, e, _ in ledgers},
+        }
 
 
 def load_live_cursor_case(c, zk):
@@ -111,8 +117,14 @@ def load_live_cursor_case(c, zk):
     c.bk.delete(gone.ledger_id)
     stale = ml.ManagedCursorInfo(cursorsLedgerId=gone.ledger_id, markDeleteLedgerId=data, markDeleteEntryId=2)
     c.put_topic(short, [(data, entries, True)], cursors={sub: info, "sub-gone": stale}, zk=zk)
-    return {"topic": f"persistent://{NS}/{short}", "short": short, "data": data, "writer": writer,
-            "gone": gone.ledger_id, "doc": doc["subscriptions"][sub]}
+    return {
+        "topic": f"persistent://{NS}/{short}",
+        "short": short,
+        "data": data,
+        "writer": writer,
+        "gone": gone.ledger_id,
+        "doc": doc["subscriptions"][sub],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -148,8 +160,9 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
             opened = c.write_ledger(ml_three, third, close=False)
             o = opened.ledger_id
             c.open_handle = opened
-            sub1 = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=a, markDeleteEntryId=0,
-                                        lastActive=1795461495000)
+            sub1 = ml.ManagedCursorInfo(
+                cursorsLedgerId=-1, markDeleteLedgerId=a, markDeleteEntryId=0, lastActive=1795461495000
+            )
             r = sub1.individualDeletedMessages.add()  # (a:1, a:2] acks a:2
             position(r.lowerEndpoint, a, 1)
             position(r.upperEndpoint, a, 2)
@@ -161,11 +174,18 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
             partly.deleteSet.append(0b11111)
             # sub2 keeps its position in a cursor ledger (newer than the znode's)
             newer = ml.PositionInfo(ledgerId=b, entryId=1)
-            cursor_ledger = c.write_ledger(ml_three, [ml.PositionInfo(ledgerId=a, entryId=2).SerializeToString(),
-                                                      newer.SerializeToString()], cursor="sub2").ledger_id
+            cursor_ledger = c.write_ledger(
+                ml_three,
+                [ml.PositionInfo(ledgerId=a, entryId=2).SerializeToString(), newer.SerializeToString()],
+                cursor="sub2",
+            ).ledger_id
             sub2 = ml.ManagedCursorInfo(cursorsLedgerId=cursor_ledger, markDeleteLedgerId=a, markDeleteEntryId=0)
-            c.put_topic("three", [(a, first, True), (b, second, True), (o, third, False)],
-                        cursors={"sub1": sub1, "sub2": sub2}, zk=zk)
+            c.put_topic(
+                "three",
+                [(a, first, True), (b, second, True), (o, third, False)],
+                cursors={"sub1": sub1, "sub2": sub2},
+                zk=zk,
+            )
             c.three = {"a": a, "b": b, "o": o, "cursor_ledger": cursor_ledger}
 
             # the shared case k_cursor_unconfirmed as a live broker leaves it: subscription sub-live keeps its
@@ -214,8 +234,14 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
             kept = c.write_ledger(ml_gone, pe.case_entries("a_plain")).ledger_id
             deleted = c.write_ledger(ml_gone, pe.case_entries("f_nullkey_empty"))
             bk.delete(deleted.ledger_id)
-            c.put_topic("gone", [(kept, pe.case_entries("a_plain"), True),
-                                 (deleted.ledger_id, pe.case_entries("f_nullkey_empty"), True)], zk=zk)
+            c.put_topic(
+                "gone",
+                [
+                    (kept, pe.case_entries("a_plain"), True),
+                    (deleted.ledger_id, pe.case_entries("f_nullkey_empty"), True),
+                ],
+                zk=zk,
+            )
             c.gone = {"kept": kept, "deleted": deleted.ledger_id}
 
             # a topic whose first ledger was offloaded to tiered storage and deleted from BookKeeper
@@ -223,9 +249,12 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
             gone_too = c.write_ledger(ml_off, pe.case_entries("f_nullkey_empty")).ledger_id
             bk.delete(gone_too)
             here = c.write_ledger(ml_off, pe.case_entries("a_plain")).ledger_id
-            c.put_topic("offloaded", [(gone_too, pe.case_entries("f_nullkey_empty"), True),
-                                      (here, pe.case_entries("a_plain"), True)], zk=zk,
-                        offloaded=[gone_too])
+            c.put_topic(
+                "offloaded",
+                [(gone_too, pe.case_entries("f_nullkey_empty"), True), (here, pe.case_entries("a_plain"), True)],
+                zk=zk,
+                offloaded=[gone_too],
+            )
             c.offloaded = {"deleted": gone_too, "here": here}
 
             # a corrupt entry between two good ones
@@ -248,15 +277,33 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
             c.orphan = c.write_ledger(ml_three, pe.case_entries("a_plain")[:1]).ledger_id
             c.not_pulsar = bk.create(3, 2, 2, password=b"x").ledger_id
             # Pulsar's other ledgers, with the custom metadata its broker gives them (LedgerMetadataUtils)
-            c.schema = bk.create(3, 2, 2, password=b"", custom_metadata={
-                "application": b"pulsar", "component": b"schema", "pulsar/schemaId": f"{NS}/three".encode()}).ledger_id
+            c.schema = bk.create(
+                3,
+                2,
+                2,
+                password=b"",
+                custom_metadata={
+                    "application": b"pulsar",
+                    "component": b"schema",
+                    "pulsar/schemaId": f"{NS}/three".encode(),
+                },
+            ).ledger_id
             compacted_to = ml.PositionInfo(ledgerId=b, entryId=0).SerializeToString()  # an id's bytes
-            c.compacted = bk.create(3, 2, 2, password=b"", custom_metadata={
-                "application": b"pulsar", "component": b"compacted-ledger",
-                "pulsar/compactedTopic": f"persistent://{NS}/three".encode(),
-                "pulsar/compactedTo": compacted_to}).ledger_id
-            c.delayed = bk.create(3, 2, 2, password=b"", custom_metadata={
-                "application": b"pulsar", "component": b"delayed-index-bucket"}).ledger_id
+            c.compacted = bk.create(
+                3,
+                2,
+                2,
+                password=b"",
+                custom_metadata={
+                    "application": b"pulsar",
+                    "component": b"compacted-ledger",
+                    "pulsar/compactedTopic": f"persistent://{NS}/three".encode(),
+                    "pulsar/compactedTo": compacted_to,
+                },
+            ).ledger_id
+            c.delayed = bk.create(
+                3, 2, 2, password=b"", custom_metadata={"application": b"pulsar", "component": b"delayed-index-bucket"}
+            ).ledger_id
             yield c
         finally:
             if bk is not None:
@@ -269,8 +316,10 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
 
 
 def _txn(seq, payload, txn, **fields):
-    return pe.encode_entry(pe.metadata("payments-producer", seq, T_BUILT + seq, txnid_most_bits=txn[0],
-                                       txnid_least_bits=txn[1], **fields), payload)
+    return pe.encode_entry(
+        pe.metadata("payments-producer", seq, T_BUILT + seq, txnid_most_bits=txn[0], txnid_least_bits=txn[1], **fields),
+        payload,
+    )
 
 
 def _plain(seq, payload, **fields):
@@ -286,16 +335,34 @@ def payments_topic(c, zk):
     one's batch, a snapshot request marker; ledger 2: a replicated message (as
     the geo-replicator forwards it), the abort and commit markers, a snapshot
     marker, an order.  A consumer receives 5 messages."""
-    first = [_plain(0, b"order 0"), _txn(1, b"aborted order 1", ABORTED),
-             pe.encode_entry(pe.metadata("payments-producer", 2, T_BUILT + 2, num_messages_in_batch=2,
-                                         txnid_most_bits=COMMITTED[0], txnid_least_bits=COMMITTED[1]),
-                             pe.batch_payload([(pb.SingleMessageMetadata(sequence_id=2), b"committed 2"),
-                                               (pb.SingleMessageMetadata(sequence_id=3), b"committed 3")])),
-             pe.marker(10, payload=b"\n\x04snap\x12\x07us-west")]
-    second = [_plain(4, b"from us-east", replicated_from="us-east",
-                     properties={"__MSG_PROP_REPL_SOURCE_POSITION": "9:4"}),
-              pe.marker(22, ABORTED), pe.marker(21, COMMITTED), pe.marker(12, payload=b"\n\x04snap"),
-              _plain(5, b"order 5", deliver_at_time=T_BUILT + 60_000)]
+    first = [
+        _plain(0, b"order 0"),
+        _txn(1, b"aborted order 1", ABORTED),
+        pe.encode_entry(
+            pe.metadata(
+                "payments-producer",
+                2,
+                T_BUILT + 2,
+                num_messages_in_batch=2,
+                txnid_most_bits=COMMITTED[0],
+                txnid_least_bits=COMMITTED[1],
+            ),
+            pe.batch_payload(
+                [
+                    (pb.SingleMessageMetadata(sequence_id=2), b"committed 2"),
+                    (pb.SingleMessageMetadata(sequence_id=3), b"committed 3"),
+                ]
+            ),
+        ),
+        pe.marker(10, payload=b"\n\x04snap\x12\x07us-west"),
+    ]
+    second = [
+        _plain(4, b"from us-east", replicated_from="us-east", properties={"__MSG_PROP_REPL_SOURCE_POSITION": "9:4"}),
+        pe.marker(22, ABORTED),
+        pe.marker(21, COMMITTED),
+        pe.marker(12, payload=b"\n\x04snap"),
+        _plain(5, b"order 5", deliver_at_time=T_BUILT + 60_000),
+    ]
     name = f"{NS}/persistent/payments"
     a = c.write_ledger(name, first).ledger_id
     b = c.write_ledger(name, second).ledger_id
@@ -305,8 +372,14 @@ def payments_topic(c, zk):
 
 def held_topic(c, zk):
     """An order, the open transaction's message at entry 1, an order, a committed transaction after it."""
-    entries = [_plain(0, b"before"), _txn(1, b"open 1", OPEN), _plain(2, b"after 2"), _txn(3, b"late", COMMITTED),
-               pe.marker(21, COMMITTED), _plain(4, b"after 4")]
+    entries = [
+        _plain(0, b"before"),
+        _txn(1, b"open 1", OPEN),
+        _plain(2, b"after 2"),
+        _txn(3, b"late", COMMITTED),
+        pe.marker(21, COMMITTED),
+        _plain(4, b"after 4"),
+    ]
     lid = c.write_ledger(f"{NS}/persistent/held", entries).ledger_id
     c.put_topic("held", [(lid, entries, True)], zk=zk)
     return {"ledger": lid}
@@ -334,10 +407,17 @@ def test_topic_list_reports_every_topic_with_what_its_managed_ledger_records(pul
     assert set(by_topic) == expected
     three = by_topic[f"persistent://{NS}/three"]
     first, second = (pe.case_entries(k) for k in ("b_batch", "c_lz4_batch"))
-    assert three == {"topic": f"persistent://{NS}/three", "managed_ledger": f"{NS}/persistent/three",
-                     "partition": -1, "ledgers": 3, "entries": len(first) + len(second),
-                     "size": sum(map(len, first + second)), "uncounted_ledgers": [c.three["o"]],
-                     "cursors": ["sub1", "sub2"], "terminated": False}
+    assert three == {
+        "topic": f"persistent://{NS}/three",
+        "managed_ledger": f"{NS}/persistent/three",
+        "partition": -1,
+        "ledgers": 3,
+        "entries": len(first) + len(second),
+        "size": sum(map(len, first + second)),
+        "uncounted_ledgers": [c.three["o"]],
+        "cursors": ["sub1", "sub2"],
+        "terminated": False,
+    }
     assert by_topic[f"persistent://{NS}/parts-partition-1"]["partition"] == 1
     code, rows, _ = bkctl(capsys, c.uri, "pulsar", "topic", "list", "--tenant", "nobody")
     assert code == 0 and rows == []
@@ -353,8 +433,7 @@ def test_a_v1_topic_is_listed_shown_and_exported_under_its_v1_name(pulsar_cluste
     assert name in {r["topic"] for r in rows}
     code, rows, err = bkctl(capsys, c.uri, "pulsar", "topic", "list", "--namespace", "legacy/cluster-a/ns")
     assert code == 0, err
-    assert [(r["topic"], r["managed_ledger"], r["ledgers"], r["entries"]) for r in rows] == \
-        [(name, c.v1["name"], 1, 1)]
+    assert [(r["topic"], r["managed_ledger"], r["ledgers"], r["entries"]) for r in rows] == [(name, c.v1["name"], 1, 1)]
     code, [doc], err = bkctl(capsys, c.uri, "pulsar", "topic", "show", name)
     assert code == 0, err
     [part] = doc["partitions"]
@@ -362,8 +441,11 @@ def test_a_v1_topic_is_listed_shown_and_exported_under_its_v1_name(pulsar_cluste
     code, doc, err = export(capsys, c, tmp_path / "v1", "--topic", name)
     assert code == 0, err
     [row] = export_rows(tmp_path / "v1")
-    assert (row["topic"], row["ledger_id"], row["payload"]) == \
-        (name, c.v1["ledger"], pe.expected_messages("a_plain")[0]["payload"])
+    assert (row["topic"], row["ledger_id"], row["payload"]) == (
+        name,
+        c.v1["ledger"],
+        pe.expected_messages("a_plain")[0]["payload"],
+    )
 
 
 def test_topic_show_gives_ledgers_bookies_and_cursor_backlogs(pulsar_cluster, capsys):
@@ -384,7 +466,10 @@ def test_topic_show_gives_ledgers_bookies_and_cursor_backlogs(pulsar_cluster, ca
             assert ls["bookies"] == [str(b) for b in md.ensembles[0][1]]
     # the open ledger: a reader sees LAC 3; entry 4, past it, is on both bookies of its write set
     assert [(ls["ledger_id"], ls["state"], ls["entries"], ls["lac"], ls["beyond_lac"]) for ls in part["ledgers"]] == [
-        (t["a"], "CLOSED", 3, None, 0), (t["b"], "CLOSED", 2, None, 0), (t["o"], "OPEN", 5, 3, 1)]
+        (t["a"], "CLOSED", 3, None, 0),
+        (t["b"], "CLOSED", 2, None, 0),
+        (t["o"], "OPEN", 5, 3, 1),
+    ]
     assert [ls["size"] for ls in part["ledgers"]] == [sum(map(len, entries[lid])) for lid in (t["a"], t["b"], t["o"])]
     assert part["ledgers"][2]["closed"] is None
     assert (part["entries"], part["size"], part["beyond_lac"]) == (10, sum(map(len, sum(entries.values(), []))), 1)
@@ -392,8 +477,11 @@ def test_topic_show_gives_ledgers_bookies_and_cursor_backlogs(pulsar_cluster, ca
     # sub1: unacked a:1 (messages 0..4 of its batch), b:0, o:2, o:3, o:4 -- read, so bytes and messages are exact
     b0 = decode_entry(entries[t["b"]][0]).metadata.num_messages_in_batch
     assert (cursors["sub1"]["backlog_entries"], cursors["sub1"]["backlog_messages"]) == (5, 5 + b0 + 3)
-    assert cursors["sub1"]["backlog_bytes"] == len(entries[t["a"]][1]) + len(entries[t["b"]][0]) + sum(
-        map(len, entries[t["o"]][2:])) and cursors["sub1"]["backlog_bytes_exact"]
+    assert (
+        cursors["sub1"]["backlog_bytes"]
+        == len(entries[t["a"]][1]) + len(entries[t["b"]][0]) + sum(map(len, entries[t["o"]][2:]))
+        and cursors["sub1"]["backlog_bytes_exact"]
+    )
     assert (cursors["sub1"]["mark_delete"], cursors["sub1"]["position_from"]) == (f"{t['a']}:0", "znode")
     assert (cursors["sub1"]["position_source"], cursors["sub1"]["fallback"]) == ("znode", None)
     assert cursors["sub1"]["individually_deleted"] == [f"({t['a']}:1..{t['a']}:2]", f"({t['b']}:0..{t['o']}:1]"]
@@ -421,8 +509,11 @@ def test_topic_show_counts_partitions_by_the_partitioned_topic_metadata(pulsar_c
     code, [doc], err = bkctl(capsys, c.uri, "pulsar", "topic", "show", f"persistent://{NS}/wide")
     assert code == 0, err
     assert (doc["partitioned"], doc["declared_partitions"]) == (True, 3)
-    assert [(p["partition"], p["managed_ledger"], p["entries"]) for p in doc["partitions"]] == \
-        [(0, None, 0), (1, f"{NS}/persistent/wide-partition-1", len(pe.case_entries("a_plain"))), (2, None, 0)]
+    assert [(p["partition"], p["managed_ledger"], p["entries"]) for p in doc["partitions"]] == [
+        (0, None, 0),
+        (1, f"{NS}/persistent/wide-partition-1", len(pe.case_entries("a_plain"))),
+        (2, None, 0),
+    ]
     # no partition loaded yet: a topic all the same, with no data
     code, [doc], err = bkctl(capsys, c.uri, "pulsar", "topic", "show", f"persistent://{NS}/idle")
     assert code == 0, err
@@ -437,15 +528,19 @@ def test_topic_show_counts_partitions_by_the_partitioned_topic_metadata(pulsar_c
     # metadata that does not decode: one line naming the znode, exit 1 (not a usage error)
     code, rows, err = bkctl(capsys, c.uri, "pulsar", "topic", "show", f"persistent://{NS}/badmeta")
     assert code == 1 and rows == []
-    assert err.startswith("bkctl: error: ") and f"admin/partitioned-topics/{NS}/persistent/badmeta: " \
-        "not partitioned-topic metadata" in err and len(err.strip().splitlines()) == 1
+    assert (
+        err.startswith("bkctl: error: ")
+        and f"admin/partitioned-topics/{NS}/persistent/badmeta: not partitioned-topic metadata" in err
+        and len(err.strip().splitlines()) == 1
+    )
 
 
 def test_a_missing_topic_is_exit_3_with_a_suggestion(pulsar_cluster, capsys):
     code, rows, err = bkctl(capsys, pulsar_cluster.uri, "pulsar", "topic", "show", f"persistent://{NS}/thre")
     assert code == 3 and rows == []
-    assert err.strip() == (f"bkctl: error: no such topic: persistent://{NS}/thre "
-                           f"(did you mean persistent://{NS}/three?)")
+    assert err.strip() == (
+        f"bkctl: error: no such topic: persistent://{NS}/thre (did you mean persistent://{NS}/three?)"
+    )
     code, _, err = bkctl(capsys, pulsar_cluster.uri, "pulsar", "topic", "show", "non-persistent://a/b/c")
     assert code == 2 and "only persistent topics" in err
 
@@ -453,14 +548,16 @@ def test_a_missing_topic_is_exit_3_with_a_suggestion(pulsar_cluster, capsys):
 def test_ledger_owner_names_topic_cursor_orphan_or_not_pulsar(pulsar_cluster, capsys):
     c = pulsar_cluster
     t = c.three
-    cases = {t["b"]: ("topic", f"persistent://{NS}/three", None),
-             t["cursor_ledger"]: ("cursor", f"persistent://{NS}/three", "sub2"),
-             c.orphan: ("orphan", None, None),
-             c.not_pulsar: ("not-pulsar", None, None),
-             c.schema: ("schema", f"persistent://{NS}/three", None),  # named by its schema id, never an orphan
-             c.compacted: ("compacted-ledger", f"persistent://{NS}/three", None),
-             c.delayed: ("delayed-index-bucket", None, None),  # any other component: named, never judged
-             c.v1["ledger"]: ("topic", "persistent://legacy/cluster-a/ns/old", None)}  # a v1 name
+    cases = {
+        t["b"]: ("topic", f"persistent://{NS}/three", None),
+        t["cursor_ledger"]: ("cursor", f"persistent://{NS}/three", "sub2"),
+        c.orphan: ("orphan", None, None),
+        c.not_pulsar: ("not-pulsar", None, None),
+        c.schema: ("schema", f"persistent://{NS}/three", None),  # named by its schema id, never an orphan
+        c.compacted: ("compacted-ledger", f"persistent://{NS}/three", None),
+        c.delayed: ("delayed-index-bucket", None, None),  # any other component: named, never judged
+        c.v1["ledger"]: ("topic", "persistent://legacy/cluster-a/ns/old", None),
+    }  # a v1 name
     for ledger_id, (owner, topic, cursor) in cases.items():
         code, [doc], err = bkctl(capsys, c.uri, "pulsar", "ledger-owner", ledger_id)
         assert code == 0, err
@@ -477,17 +574,21 @@ def test_human_output_of_ledger_owner(pulsar_cluster, capsys):
     assert run(["-m", pulsar_cluster.uri, "pulsar", "ledger-owner", str(pulsar_cluster.orphan)]) == 0
     out = capsys.readouterr().out
     first, caution = out.strip().splitlines()  # made a moment ago: its broker may be about to list it
-    assert first == (f"ledger {pulsar_cluster.orphan}: orphan (no managed ledger lists it; it names "
-                     f"{NS}/persistent/three)")
+    assert first == (
+        f"ledger {pulsar_cluster.orphan}: orphan (no managed ledger lists it; it names {NS}/persistent/three)"
+    )
     assert caution.startswith("caution: created ") and "before its managed ledger lists it" in caution
     assert run(["-m", pulsar_cluster.uri, "pulsar", "ledger-owner", str(pulsar_cluster.schema)]) == 0
     out = capsys.readouterr().out
-    assert out.strip() == (f"ledger {pulsar_cluster.schema}: schema registry ledger of persistent://{NS}/three: "
-                           "no schema locator names it (an orphan schema ledger; see `pulsar schema check`)")
+    assert out.strip() == (
+        f"ledger {pulsar_cluster.schema}: schema registry ledger of persistent://{NS}/three: "
+        "no schema locator names it (an orphan schema ledger; see `pulsar schema check`)"
+    )
     assert run(["-m", pulsar_cluster.uri, "pulsar", "ledger-owner", str(pulsar_cluster.delayed)]) == 0
     out = capsys.readouterr().out
-    assert out.strip() == (f"ledger {pulsar_cluster.delayed}: delayed-index-bucket ledger "
-                           "(by its custom metadata; not checked)")
+    assert out.strip() == (
+        f"ledger {pulsar_cluster.delayed}: delayed-index-bucket ledger (by its custom metadata; not checked)"
+    )
     assert run(["-m", pulsar_cluster.uri, "pulsar", "ledger-owner", str(pulsar_cluster.v1["ledger"])]) == 0
     out = capsys.readouterr().out
     assert out.strip() == f"ledger {pulsar_cluster.v1['ledger']}: topic persistent://legacy/cluster-a/ns/old"
@@ -503,8 +604,12 @@ def test_orphans_lists_exactly_the_ledger_nothing_lists_once_it_is_old_enough(pu
     # managed ledger with a v1 name lists: not orphans
     assert [r["ledger_id"] for r in rows] == [c.orphan]
     [row] = rows
-    assert (row["managed_ledger"], row["cursor"], row["state"], row["entries"]) == \
-        (f"{NS}/persistent/three", None, "CLOSED", 1)
+    assert (row["managed_ledger"], row["cursor"], row["state"], row["entries"]) == (
+        f"{NS}/persistent/three",
+        None,
+        "CLOSED",
+        1,
+    )
     assert row["size"] == len(pe.case_entries("a_plain")[0]) and len(row["bookies"]) == 3
     # the default leaves ledgers younger than an hour alone (a broker lists a ledger after creating it)
     code, rows, err = bkctl(capsys, c.uri, "pulsar", "orphans")
@@ -573,25 +678,68 @@ def assert_messages(rows, case, ledger_id, partition=-1):
     want = pe.expected_messages(case)
     assert len(rows) == len(want), case
     for row, m in zip(rows, want):
-        got = (row["payload"] or b"", row["key"], row["ordering_key"], dict(row["properties"] or []),
-               _ms(row["event_time"]), row["sequence_id"], row["producer_name"], row["schema_version"],
-               row["ledger_id"], row["entry_id"], row["batch_index"], row["partition"], row["error"],
-               _ms(row["deliver_at_time"]), row["replicated_from"], row["txn_id"], row["pending"],
-               row["key_base64_encoded"])
-        assert got == (m["payload"], m["partition_key"], m["ordering_key"], m["properties"], m["event_timestamp"],
-                       m["expected_sequence_id"], m["producer_name"], m["schema_version"], ledger_id,
-                       m["id"]["entry_id"], m["id"]["batch_index"], partition, None,
-                       m["deliver_at"], None, None, False, False), case
+        got = (
+            row["payload"] or b"",
+            row["key"],
+            row["ordering_key"],
+            dict(row["properties"] or []),
+            _ms(row["event_time"]),
+            row["sequence_id"],
+            row["producer_name"],
+            row["schema_version"],
+            row["ledger_id"],
+            row["entry_id"],
+            row["batch_index"],
+            row["partition"],
+            row["error"],
+            _ms(row["deliver_at_time"]),
+            row["replicated_from"],
+            row["txn_id"],
+            row["pending"],
+            row["key_base64_encoded"],
+        )
+        assert got == (
+            m["payload"],
+            m["partition_key"],
+            m["ordering_key"],
+            m["properties"],
+            m["event_timestamp"],
+            m["expected_sequence_id"],
+            m["producer_name"],
+            m["schema_version"],
+            ledger_id,
+            m["id"]["entry_id"],
+            m["id"]["batch_index"],
+            partition,
+            None,
+            m["deliver_at"],
+            None,
+            None,
+            False,
+            False,
+        ), case
 
 
 def assert_received(rows, case, ledger_id):
     """The rows are what a consumer of the case's topic receives (its consumer view)."""
-    got = [{"entry_id": r["entry_id"], "batch_index": r["batch_index"], "payload": r["payload"] or b"",
-            "key": r["key"], "ordering_key": r["ordering_key"], "properties": dict(r["properties"] or []),
-            "event_time": _ms(r["event_time"]), "sequence_id": r["sequence_id"],
-            "publish_time": _ms(r["publish_time"]), "producer_name": r["producer_name"],
-            "replicated_from": r["replicated_from"], "deliver_at": _ms(r["deliver_at_time"]), "txn_id": r["txn_id"]}
-           for r in rows]
+    got = [
+        {
+            "entry_id": r["entry_id"],
+            "batch_index": r["batch_index"],
+            "payload": r["payload"] or b"",
+            "key": r["key"],
+            "ordering_key": r["ordering_key"],
+            "properties": dict(r["properties"] or []),
+            "event_time": _ms(r["event_time"]),
+            "sequence_id": r["sequence_id"],
+            "publish_time": _ms(r["publish_time"]),
+            "producer_name": r["producer_name"],
+            "replicated_from": r["replicated_from"],
+            "deliver_at": _ms(r["deliver_at_time"]),
+            "txn_id": r["txn_id"],
+        }
+        for r in rows
+    ]
     assert got == pe.received_messages(case), case
     assert {r["ledger_id"] for r in rows} == {ledger_id} and not any(r["pending"] or r["error"] for r in rows)
 
@@ -614,8 +762,22 @@ def test_export_topic_gives_what_a_consumer_receives_for_every_vector_case(pulsa
             from bkctl.cli import run
 
             capsys.readouterr()
-            assert run(["-m", c.uri, "export", "--out", str(tmp_path / "said"), "--split-entries", "2",
-                        "--topic", f"persistent://{NS}/vec-{case}"]) == 0
+            assert (
+                run(
+                    [
+                        "-m",
+                        c.uri,
+                        "export",
+                        "--out",
+                        str(tmp_path / "said"),
+                        "--split-entries",
+                        "2",
+                        "--topic",
+                        f"persistent://{NS}/vec-{case}",
+                    ]
+                )
+                == 0
+            )
             said = capsys.readouterr().err
             assert "tasks again: they hold messages of a transaction that was aborted" in said, said
         rows = export_rows(out)
@@ -644,31 +806,52 @@ def test_a_topic_over_three_ledgers_ends_at_the_open_ledgers_lac(pulsar_cluster,
     assert doc["messages"] == 25 + 15 + 5
     manifest = json.loads((tmp_path / "three" / "_manifest.json").read_text())
     assert manifest["topics"][f"persistent://{NS}/three"]["read_past_lac"] == [
-        {"ledger_id": t["o"], "lac": 3, "last": 4, "entries": 1}]
+        {"ledger_id": t["o"], "lac": 3, "last": 4, "entries": 1}
+    ]
 
 
-def test_unacked_only_exports_exactly_what_the_cursor_has_not_acknowledged(pulsar_cluster, spark, capsys,
-                                                                            tmp_path):
+def test_unacked_only_exports_exactly_what_the_cursor_has_not_acknowledged(pulsar_cluster, spark, capsys, tmp_path):
     from bkctl.wire.pulsar.entry import decode_entry
 
     c = pulsar_cluster
     t = c.three
-    code, doc, err = export(capsys, c, tmp_path / "unacked", "--topic", f"persistent://{NS}/three",
-                            "--subscription", "sub1", "--unacked-only")
+    code, doc, err = export(
+        capsys,
+        c,
+        tmp_path / "unacked",
+        "--topic",
+        f"persistent://{NS}/three",
+        "--subscription",
+        "sub1",
+        "--unacked-only",
+    )
     assert code == 0, err
     got = [(r["ledger_id"], r["entry_id"], r["batch_index"]) for r in export_rows(tmp_path / "unacked")]
     b0 = decode_entry(pe.case_entries("c_lz4_batch")[0]).metadata.num_messages_in_batch
-    assert got == ([(t["a"], 1, i) for i in range(5)] + [(t["b"], 0, i) for i in range(b0)]
-                   + [(t["o"], 2, -1), (t["o"], 3, -1), (t["o"], 4, -1)])
+    assert got == (
+        [(t["a"], 1, i) for i in range(5)]
+        + [(t["b"], 0, i) for i in range(b0)]
+        + [(t["o"], 2, -1), (t["o"], 3, -1), (t["o"], 4, -1)]
+    )
     # sub2's newer position lives in its cursor ledger: everything after b:1
-    code, doc, err = export(capsys, c, tmp_path / "unacked2", "--topic", f"persistent://{NS}/three",
-                            "--subscription", "sub2", "--unacked-only")
+    code, doc, err = export(
+        capsys,
+        c,
+        tmp_path / "unacked2",
+        "--topic",
+        f"persistent://{NS}/three",
+        "--subscription",
+        "sub2",
+        "--unacked-only",
+    )
     assert code == 0, err
-    assert [(r["ledger_id"], r["entry_id"]) for r in export_rows(tmp_path / "unacked2")] == \
-        [(t["o"], e) for e in range(5)]
+    assert [(r["ledger_id"], r["entry_id"]) for r in export_rows(tmp_path / "unacked2")] == [
+        (t["o"], e) for e in range(5)
+    ]
     assert {s["reason"] for s in doc["skipped"]} == {"wholly acknowledged by sub2"}
-    code, _, err = export(capsys, c, tmp_path / "x", "--topic", f"persistent://{NS}/three", "--subscription", "nope",
-                          "--unacked-only")
+    code, _, err = export(
+        capsys, c, tmp_path / "x", "--topic", f"persistent://{NS}/three", "--subscription", "nope", "--unacked-only"
+    )
     assert code == 3 and "has no subscription 'nope' (it has: sub1, sub2)" in err
 
 
@@ -696,27 +879,40 @@ def test_a_deleted_ledger_stops_the_export_unless_skip_missing(pulsar_cluster, s
     code, doc, err = export(capsys, c, tmp_path / "gone", "--topic", f"persistent://{NS}/gone")
     assert code == 3 and doc["exported"] is False  # --json: a document on failure too, with the one line
     assert f"bkctl: error: {doc['error']}" == err.strip()
-    assert err.strip() == (f"bkctl: error: ledgers listed by persistent://{NS}/gone but deleted: "
-                           f"{c.gone['deleted']} (of persistent://{NS}/gone) (--skip-missing exports the rest)")
+    assert err.strip() == (
+        f"bkctl: error: ledgers listed by persistent://{NS}/gone but deleted: "
+        f"{c.gone['deleted']} (of persistent://{NS}/gone) (--skip-missing exports the rest)"
+    )
     assert not (tmp_path / "gone").exists()
     code, doc, err = export(capsys, c, tmp_path / "gone", "--topic", f"persistent://{NS}/gone", "--skip-missing")
     assert code == 0, err
     assert_messages(export_rows(tmp_path / "gone"), "a_plain", c.gone["kept"])
-    assert doc["skipped"] == [{"ledger_id": c.gone["deleted"], "topic": f"persistent://{NS}/gone",
-                               "reason": "listed by the managed ledger but deleted"}]
+    assert doc["skipped"] == [
+        {
+            "ledger_id": c.gone["deleted"],
+            "topic": f"persistent://{NS}/gone",
+            "reason": "listed by the managed ledger but deleted",
+        }
+    ]
 
 
-def test_a_ledger_offloaded_and_deleted_from_bookkeeper_is_skipped_and_said(pulsar_cluster, spark, capsys,
-                                                                            tmp_path):
+def test_a_ledger_offloaded_and_deleted_from_bookkeeper_is_skipped_and_said(pulsar_cluster, spark, capsys, tmp_path):
     c = pulsar_cluster
     code, doc, err = export(capsys, c, tmp_path / "off", "--topic", f"persistent://{NS}/offloaded")
     assert code == 0, err
-    assert doc["skipped"] == [{"ledger_id": c.offloaded["deleted"], "topic": f"persistent://{NS}/offloaded",
-                               "reason": "offloaded to tiered storage and deleted from BookKeeper"}]
+    assert doc["skipped"] == [
+        {
+            "ledger_id": c.offloaded["deleted"],
+            "topic": f"persistent://{NS}/offloaded",
+            "reason": "offloaded to tiered storage and deleted from BookKeeper",
+        }
+    ]
     assert_messages(export_rows(tmp_path / "off"), "a_plain", c.offloaded["here"])
     code, [doc], err = bkctl(capsys, c.uri, "pulsar", "topic", "show", f"persistent://{NS}/offloaded")
-    assert [(ls["state"], ls["offloaded"]) for ls in doc["partitions"][0]["ledgers"]] == [("MISSING", True),
-                                                                                            ("CLOSED", False)]
+    assert [(ls["state"], ls["offloaded"]) for ls in doc["partitions"][0]["ledgers"]] == [
+        ("MISSING", True),
+        ("CLOSED", False),
+    ]
 
 
 def test_a_corrupt_entry_is_an_error_row_or_skipped_never_silent(pulsar_cluster, spark, capsys, tmp_path):
@@ -726,15 +922,15 @@ def test_a_corrupt_entry_is_an_error_row_or_skipped_never_silent(pulsar_cluster,
     [problem] = doc["problems"]
     assert (problem["ledger_id"], problem["entry_id"]) == (c.broken, 1)
     assert problem["reason"].startswith("checksum mismatch")
-    assert err.strip() == (f"bkctl: warning: persistent://{NS}/broken ledger {c.broken} entry 1: "
-                           f"{problem['reason']}")
+    assert err.strip() == (f"bkctl: warning: persistent://{NS}/broken ledger {c.broken} entry 1: {problem['reason']}")
     rows = export_rows(tmp_path / "broken")
     errors = [r for r in rows if r["error"]]
     assert [(r["entry_id"], r["error"]) for r in errors] == [(1, problem["reason"])]
     assert errors[0]["payload"] == c.topics["broken"]["entries"][c.broken][1]
     assert len(rows) == 10 + 1 + 5
-    code, doc, err = export(capsys, c, tmp_path / "broken", "--topic", f"persistent://{NS}/broken",
-                            "--on-corrupt", "skip")
+    code, doc, err = export(
+        capsys, c, tmp_path / "broken", "--topic", f"persistent://{NS}/broken", "--on-corrupt", "skip"
+    )
     assert code == 0 and len(doc["problems"]) == 1 and "checksum mismatch" in err
     assert [r["entry_id"] for r in export_rows(tmp_path / "broken")] == [0] * 10 + [2] * 5
 
@@ -749,8 +945,17 @@ def test_publish_time_window_and_the_manifest(pulsar_cluster, spark, capsys, tmp
     rows = export_rows(tmp_path / "all")
     times = sorted({int(r["publish_time"].timestamp() * 1000) for r in rows})
     assert len(times) >= 2
-    code, doc, err = export(capsys, c, tmp_path / "window", "--topic", f"persistent://{NS}/vec-b_batch",
-                            "--from", str(times[1]), "--to", str(times[-1] + 1))
+    code, doc, err = export(
+        capsys,
+        c,
+        tmp_path / "window",
+        "--topic",
+        f"persistent://{NS}/vec-b_batch",
+        "--from",
+        str(times[1]),
+        "--to",
+        str(times[-1] + 1),
+    )
     assert code == 0, err
     kept = export_rows(tmp_path / "window")
     assert kept == [r for r in rows if int(r["publish_time"].timestamp() * 1000) >= times[1]]
@@ -761,24 +966,30 @@ def test_publish_time_window_and_the_manifest(pulsar_cluster, spark, capsys, tmp
 
 
 @pytest.mark.parametrize("split", ["2", "100"])
-def test_a_chunked_message_a_ledger_rollover_cut_in_two_is_put_back_together(pulsar_cluster, spark, capsys,
-                                                                           tmp_path, split):
+def test_a_chunked_message_a_ledger_rollover_cut_in_two_is_put_back_together(
+    pulsar_cluster, spark, capsys, tmp_path, split
+):
     """As Pulsar's consumer does, across ledgers: the message is the next
     ledger's row (Pulsar's id for it is its last chunk's position), nothing is
     reported incomplete, nothing is exported twice."""
     c = pulsar_cluster
     x, y = c.spanning
     out = tmp_path / f"spanning-{split}"
-    code, docs, err = bkctl(capsys, c.uri, "export", "--out", out, "--split-entries", split,
-                            "--topic", f"persistent://{NS}/spanning")
+    code, docs, err = bkctl(
+        capsys, c.uri, "export", "--out", out, "--split-entries", split, "--topic", f"persistent://{NS}/spanning"
+    )
     assert code == 0, err
     assert docs[0]["problems"] == []
     rows = export_rows(out)
     want = pe.expected_messages("d_chunking")
     assert [r["payload"] or b"" for r in rows] == [m["payload"] for m in want]
     positions = [(r["ledger_id"], r["entry_id"], r["message_id"]) for r in rows]
-    assert positions == [(x, 0, f"{x}:0:-1"), (y, 0, f"{x}:1:-1;{y}:0:-1"), (y, 1, f"{y}:1:-1"),
-                         (y, 3, f"{y}:2:-1;{y}:3:-1")]
+    assert positions == [
+        (x, 0, f"{x}:0:-1"),
+        (y, 0, f"{x}:1:-1;{y}:0:-1"),
+        (y, 1, f"{y}:1:-1"),
+        (y, 3, f"{y}:2:-1;{y}:3:-1"),
+    ]
 
 
 def test_reexport_is_idempotent_and_spark_reads_the_export(pulsar_cluster, spark, capsys, tmp_path):
@@ -803,22 +1014,33 @@ def test_the_data_source_reads_a_topic_with_the_topic_option(pulsar_cluster, spa
 
     c = pulsar_cluster
     register(spark)
-    df = (spark.read.format("bookkeeper").option("metadataServiceUri", c.uri)
-          .option("topic", f"persistent://{NS}/three").option("subscription", "sub1").option("unackedOnly", "true")
-          .option("splitEntries", "1").load())
+    df = (
+        spark.read.format("bookkeeper")
+        .option("metadataServiceUri", c.uri)
+        .option("topic", f"persistent://{NS}/three")
+        .option("subscription", "sub1")
+        .option("unackedOnly", "true")
+        .option("splitEntries", "1")
+        .load()
+    )
     assert df.columns[:4] == ["topic", "partition", "ledger_id", "entry_id"]
     t = c.three
     got = sorted((r["ledger_id"], r["entry_id"], r["batch_index"]) for r in df.collect())
     assert got[:5] == [(t["a"], 1, i) for i in range(5)]
     assert got[-3:] == [(t["o"], 2, -1), (t["o"], 3, -1), (t["o"], 4, -1)]
-    plain = (spark.read.format("bookkeeper").option("metadataServiceUri", c.uri)
-             .option("topic", f"persistent://{NS}/vec-g_samekey_batch").load())
+    plain = (
+        spark.read.format("bookkeeper")
+        .option("metadataServiceUri", c.uri)
+        .option("topic", f"persistent://{NS}/vec-g_samekey_batch")
+        .load()
+    )
     rows = sorted(plain.collect(), key=lambda r: r["batch_index"])
     assert [bytes(r["payload"]) for r in rows] == [m["payload"] for m in pe.expected_messages("g_samekey_batch")]
 
 
 def test_markers_and_transactions_over_two_ledgers_are_exported_as_a_consumer_receives_them(
-        pulsar_cluster, spark, capsys, tmp_path):
+    pulsar_cluster, spark, capsys, tmp_path
+):
     """The transactions' markers are in the next ledger, so in other tasks
     (--split-entries 2) than their messages: the plan's scan tells them."""
     c = pulsar_cluster
@@ -827,27 +1049,49 @@ def test_markers_and_transactions_over_two_ledgers_are_exported_as_a_consumer_re
     assert code == 0, err
     rows = export_rows(tmp_path / "p")
     assert [(r["ledger_id"], r["entry_id"], r["batch_index"], r["payload"]) for r in rows] == [
-        (a, 0, -1, b"order 0"), (a, 2, 0, b"committed 2"), (a, 2, 1, b"committed 3"), (b, 0, -1, b"from us-east"),
-        (b, 4, -1, b"order 5")]
+        (a, 0, -1, b"order 0"),
+        (a, 2, 0, b"committed 2"),
+        (a, 2, 1, b"committed 3"),
+        (b, 0, -1, b"from us-east"),
+        (b, 4, -1, b"order 5"),
+    ]
     assert [r["txn_id"] for r in rows] == [None, "(2,0)", "(2,0)", None, None]
     assert [r["replicated_from"] for r in rows] == [None, None, None, "us-east", None]
     assert [_ms(r["deliver_at_time"]) for r in rows] == [None, None, None, None, T_BUILT + 60_000]
     assert doc["messages"] == 5 and doc["entries"] == 9 and doc["problems"] == []
     assert "write_again" in doc["timings"]
-    assert doc["left_out"] == {"markers": {"REPLICATED_SUBSCRIPTION_SNAPSHOT": 1,
-                                           "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST": 1, "TXN_ABORT": 1,
-                                           "TXN_COMMIT": 1}, "aborted": 1, "pending": 0, "pending_kept": 0}
+    assert doc["left_out"] == {
+        "markers": {
+            "REPLICATED_SUBSCRIPTION_SNAPSHOT": 1,
+            "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST": 1,
+            "TXN_ABORT": 1,
+            "TXN_COMMIT": 1,
+        },
+        "aborted": 1,
+        "pending": 0,
+        "pending_kept": 0,
+    }
     topic = f"persistent://{NS}/payments"
-    assert doc["transactions"][topic] == {"committed": 1, "aborted": 1, "open": {}, "cutoff": None, "markers": {
-        "REPLICATED_SUBSCRIPTION_SNAPSHOT": 1, "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST": 1, "TXN_ABORT": 1,
-        "TXN_COMMIT": 1}}
+    assert doc["transactions"][topic] == {
+        "committed": 1,
+        "aborted": 1,
+        "open": {},
+        "cutoff": None,
+        "markers": {
+            "REPLICATED_SUBSCRIPTION_SNAPSHOT": 1,
+            "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST": 1,
+            "TXN_ABORT": 1,
+            "TXN_COMMIT": 1,
+        },
+    }
     manifest = json.loads((tmp_path / "p" / "_manifest.json").read_text())
     assert manifest["last_export"]["left_out"] == doc["left_out"]
     assert manifest["columns"][-5:] == ["replicated_from", "deliver_at_time", "txn_id", "pending", "error"]
 
 
 def test_an_open_transaction_stops_the_export_at_its_first_message_unless_include_pending(
-        pulsar_cluster, spark, capsys, tmp_path):
+    pulsar_cluster, spark, capsys, tmp_path
+):
     from bkctl.cli import run
 
     c = pulsar_cluster
@@ -859,14 +1103,20 @@ def test_an_open_transaction_stops_the_export_at_its_first_message_unless_includ
     assert code == 0, err
     assert [r["payload"] for r in export_rows(tmp_path / "h")] == [b"before"]
     assert out.startswith("exported 1 message (")
-    assert (f"  what a consumer would not receive: 1 marker entry (1 TXN_COMMIT); 4 messages held back ({topic} "
-            f"from {lid}:1, transaction (3,7) open; --include-pending exports them marked)") in out
+    assert (
+        f"  what a consumer would not receive: 1 marker entry (1 TXN_COMMIT); 4 messages held back ({topic} "
+        f"from {lid}:1, transaction (3,7) open; --include-pending exports them marked)"
+    ) in out
     code, doc, err = export(capsys, c, tmp_path / "p", "--topic", topic, "--include-pending")
     assert code == 0, err
     rows = export_rows(tmp_path / "p")
     assert [(r["payload"], r["pending"], r["txn_id"]) for r in rows] == [
-        (b"before", False, None), (b"open 1", True, "(3,7)"), (b"after 2", True, None), (b"late", True, "(2,0)"),
-        (b"after 4", True, None)]
+        (b"before", False, None),
+        (b"open 1", True, "(3,7)"),
+        (b"after 2", True, None),
+        (b"late", True, "(2,0)"),
+        (b"after 4", True, None),
+    ]
     assert doc["left_out"]["pending_kept"] == 4 and doc["left_out"]["pending"] == 0
     assert doc["transactions"][topic]["cutoff"] == f"{lid}:1"
 
@@ -878,19 +1128,35 @@ def test_the_data_source_leaves_out_what_a_consumer_does_not_receive(pulsar_clus
     register(spark)
 
     def read(topic, **options):
-        reader = spark.read.format("bookkeeper").option("metadataServiceUri", c.uri).option("topic", topic) \
+        reader = (
+            spark.read.format("bookkeeper")
+            .option("metadataServiceUri", c.uri)
+            .option("topic", topic)
             .option("splitEntries", "2")
+        )
         for key, value in options.items():
             reader = reader.option(key, value)
-        return sorted((r["ledger_id"], r["entry_id"], r["batch_index"], bytes(r["payload"]), r["pending"])
-                      for r in reader.load().collect())
+        return sorted(
+            (r["ledger_id"], r["entry_id"], r["batch_index"], bytes(r["payload"]), r["pending"])
+            for r in reader.load().collect()
+        )
 
     a, b = c.payments["ledgers"]
     assert [p for *_, p, _ in read(f"persistent://{NS}/payments")] == [
-        b"order 0", b"committed 2", b"committed 3", b"from us-east", b"order 5"]
+        b"order 0",
+        b"committed 2",
+        b"committed 3",
+        b"from us-east",
+        b"order 5",
+    ]
     assert [(p, pending) for *_, p, pending in read(f"persistent://{NS}/held")] == [(b"before", False)]
     assert [(p, pending) for *_, p, pending in read(f"persistent://{NS}/held", includePending="true")] == [
-        (b"before", False), (b"open 1", True), (b"after 2", True), (b"late", True), (b"after 4", True)]
+        (b"before", False),
+        (b"open 1", True),
+        (b"after 2", True),
+        (b"late", True),
+        (b"after 4", True),
+    ]
 
 
 def test_human_output_of_a_topic_export_and_of_topic_show(pulsar_cluster, spark, capsys, tmp_path):
@@ -901,8 +1167,10 @@ def test_human_output_of_a_topic_export_and_of_topic_show(pulsar_cluster, spark,
     code = run(["-m", c.uri, "export", "--out", str(tmp_path / "h"), "--topic", f"persistent://{NS}/vec-b_batch"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert out.startswith("exported 25 messages (") and f"from 3 entries of 1 ledger of persistent://{NS}/vec-b_batch" \
-        f" to {tmp_path / 'h'}" in out
+    assert (
+        out.startswith("exported 25 messages (")
+        and f"from 3 entries of 1 ledger of persistent://{NS}/vec-b_batch to {tmp_path / 'h'}" in out
+    )
     assert run(["-m", c.uri, "pulsar", "topic", "show", f"persistent://{NS}/three"]) == 0
     out = capsys.readouterr().out
     assert "sub1" in out and "sub2" in out and str(c.three["o"]) in out and "OPEN" in out
@@ -918,7 +1186,8 @@ def test_human_output_of_a_topic_export_and_of_topic_show(pulsar_cluster, spark,
 
 
 def test_a_live_subscriptions_position_is_its_open_cursor_ledgers_newest_entry_and_nothing_is_fenced(
-        pulsar_cluster, spark, capsys, tmp_path):
+    pulsar_cluster, spark, capsys, tmp_path
+):
     import base64
 
     from bkctl.cli import run
@@ -940,8 +1209,10 @@ def test_a_live_subscriptions_position_is_its_open_cursor_ledgers_newest_entry_a
     gone = cursors["sub-gone"]
     assert (gone["mark_delete"], gone["position_source"]) == (f"{live['data']}:2", "znode")
     assert gone["fallback"] == f"cursor ledger {live['gone']} is gone"
-    assert doc["warnings"] == [f"{live['topic']} cursor sub-gone: position from its znode ({gone['fallback']}), "
-                               "which is older than the position its broker holds"]
+    assert doc["warnings"] == [
+        f"{live['topic']} cursor sub-gone: position from its znode ({gone['fallback']}), "
+        "which is older than the position its broker holds"
+    ]
     assert err.strip() == f"bkctl: warning: {doc['warnings'][0]}"
     code, _, err = bkctl(capsys, c.uri, "pulsar", "topic", "show", live["topic"], "--strict")
     assert code == 1 and "sub-gone: position from its znode" in err and "(--strict)" in err
@@ -952,20 +1223,24 @@ def test_a_live_subscriptions_position_is_its_open_cursor_ledgers_newest_entry_a
     assert "beyond LAC" in out and "znode (fallback)" in out and "sub-gone" in err
 
     # export: what sub-live has not acknowledged, by its newest position
-    code, summary, err = export(capsys, c, tmp_path / "live", "--topic", live["short"], "--subscription", "sub-live",
-                                "--unacked-only")
+    code, summary, err = export(
+        capsys, c, tmp_path / "live", "--topic", live["short"], "--subscription", "sub-live", "--unacked-only"
+    )
     assert code == 0 and err == "", err
     rows = export_rows(tmp_path / "live")
     assert [(r["entry_id"], r["payload"]) for r in rows] == [
-        (m["entry_id"], base64.b64decode(m["payload_b64"])) for m in want["unacked_messages"]]
+        (m["entry_id"], base64.b64decode(m["payload_b64"])) for m in want["unacked_messages"]
+    ]
     assert summary["warnings"] == [] and summary["topics"] == [live["topic"]]
     # a subscription whose position is only its znode's: a warning, and with --strict exit 1
-    code, summary, err = export(capsys, c, tmp_path / "stale", "--topic", live["short"], "--subscription", "sub-gone",
-                                "--unacked-only")
+    code, summary, err = export(
+        capsys, c, tmp_path / "stale", "--topic", live["short"], "--subscription", "sub-gone", "--unacked-only"
+    )
     assert code == 0 and "bkctl: warning: " in err and "sub-gone: position from its znode" in err
     assert [r["entry_id"] for r in export_rows(tmp_path / "stale")] == list(range(3, 10))
-    code, summary, err = export(capsys, c, tmp_path / "strict", "--topic", live["short"], "--subscription",
-                                "sub-gone", "--strict")
+    code, summary, err = export(
+        capsys, c, tmp_path / "strict", "--topic", live["short"], "--subscription", "sub-gone", "--strict"
+    )
     assert code == 1 and summary["exported"] is False and "(--strict)" in err and not (tmp_path / "strict").exists()
     assert f"bkctl: error: {summary['error']}" == err.strip().splitlines()[-1]
 

@@ -10,6 +10,7 @@ to ours, in the locator and in each ``SchemaEntry.index``), the partitioned
 topic's metadata; ``s_schema_ledger_missing``'s version-1 ledger is created
 and deleted (its id named, the ledger gone) and its orphan stored unnamed.
 """
+
 from __future__ import annotations
 
 import base64
@@ -31,11 +32,11 @@ PUBLISHED = 1_795_740_000_000
 class SchemaCluster:
     def __init__(self, uri, root, bk):
         self.uri = uri
-        self.root = root          # the znode beside /ledgers: managed-ledgers, schemas, admin
+        self.root = root  # the znode beside /ledgers: managed-ledgers, schemas, admin
         self.bk = bk
         self.schema_ledgers = {}  # case -> {vectors' id: ours}
-        self.data_ledgers = {}    # case -> [ours, one per managed ledger]
-        self.orphans = {}         # case -> [ours]
+        self.data_ledgers = {}  # case -> [ours, one per managed ledger]
+        self.orphans = {}  # case -> [ours]
 
 
 def _rewrite(entry, ids):
@@ -47,14 +48,25 @@ def load_schema_case(c: SchemaCluster, zk, case: str) -> None:
     doc, manifest = got["expected"], got["manifest"]
     c.data_ledgers[case] = []
     for ml_name, entries in got["entries"].items():
-        lh = c.bk.create(3, 2, 2, digest_type="CRC32C", password=b"", custom_metadata={
-            "application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": ml_name.encode()})
+        lh = c.bk.create(
+            3,
+            2,
+            2,
+            digest_type="CRC32C",
+            password=b"",
+            custom_metadata={
+                "application": b"pulsar",
+                "component": b"managed-ledger",
+                "pulsar/managed-ledger": ml_name.encode(),
+            },
+        )
         for data in entries:
             lh.add(data)
         lh.close()
         info = ml.ManagedLedgerInfo()
-        info.ledgerInfo.add(ledgerId=lh.ledger_id, entries=len(entries), size=sum(map(len, entries)),
-                            timestamp=PUBLISHED)
+        info.ledgerInfo.add(
+            ledgerId=lh.ledger_id, entries=len(entries), size=sum(map(len, entries)), timestamp=PUBLISHED
+        )
         zk.create(f"{c.root}/managed-ledgers/{ml_name}", info.SerializeToString(), makepath=True)
         c.data_ledgers[case].append(lh.ledger_id)
     if got["locator"] is None:
@@ -145,7 +157,8 @@ def test_schema_list_gives_every_topics_versions_from_their_ledgers(schema_clust
         row = by_topic[topic(case)]
         want = [v for v in pe.schema_case(case)["expected"]["schema_versions"]]
         assert [(v["version"], v["ledger_id"]) for v in row["versions"]] == [
-            (v["version"], ids[v["ledger_id_in_vectors"]]) for v in want], case
+            (v["version"], ids[v["ledger_id_in_vectors"]]) for v in want
+        ], case
         for got, v in zip(row["versions"], want):
             if v.get("missing_ledger"):
                 assert got["type"] is None and "gone" in got["problem"], case
@@ -162,8 +175,9 @@ def test_schema_list_for_people_names_a_version_that_cannot_be_read(schema_clust
     lines = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
     missing = c.schema_ledgers["s_schema_ledger_missing"][2001]
     assert any(line.startswith(f"{topic('s_avro_evolved')} 1 AVRO ") for line in lines)
-    assert any(f"{topic('s_schema_ledger_missing')} 1 ? {missing} schema ledger {missing}: gone" in line
-               for line in lines), lines
+    assert any(
+        f"{topic('s_schema_ledger_missing')} 1 ? {missing} schema ledger {missing}: gone" in line for line in lines
+    ), lines
 
 
 def test_schema_show_gives_a_versions_definition_and_a_partition_its_topics(schema_cluster, capsys):
@@ -195,7 +209,8 @@ def test_schema_check_names_the_missing_ledger_and_the_orphan_and_exits_1(schema
     missing = c.schema_ledgers["s_schema_ledger_missing"][2001]
     assert [(r["kind"], r["topic"], r["version"], r["ledger_id"]) for r in rows] == [
         ("missing-ledger", topic("s_schema_ledger_missing"), 1, missing),
-        ("orphan", topic("s_schema_ledger_missing"), None, c.orphans["s_schema_ledger_missing"][0])]
+        ("orphan", topic("s_schema_ledger_missing"), None, c.orphans["s_schema_ledger_missing"][0]),
+    ]
     # the default age caution: the orphan was written a moment ago, so not judged yet
     assert run(["-m", c.uri, "pulsar", "schema", "check"]) == 1
     out = " ".join(capsys.readouterr().out.split())
@@ -211,13 +226,18 @@ def test_ledger_owner_names_a_schema_ledger_by_its_topic_and_version(schema_clus
     ledger = c.schema_ledgers["s_avro_evolved"][2001]
     code, [doc], err = bkctl(capsys, c.uri, "pulsar", "ledger-owner", ledger)
     assert code == 0, err
-    assert (doc["owner"], doc["topic"], doc["listed"], doc["schema_version"]) == \
-        ("schema", topic("s_avro_evolved"), True, 1)
+    assert (doc["owner"], doc["topic"], doc["listed"], doc["schema_version"]) == (
+        "schema",
+        topic("s_avro_evolved"),
+        True,
+        1,
+    )
     orphan = c.orphans["s_schema_ledger_missing"][0]
     assert run(["-m", c.uri, "pulsar", "ledger-owner", str(orphan)]) == 0
     assert capsys.readouterr().out.strip() == (
         f"ledger {orphan}: schema registry ledger of {topic('s_schema_ledger_missing')}: no schema locator "
-        "names it (an orphan schema ledger; see `pulsar schema check`)")
+        "names it (an orphan schema ledger; see `pulsar schema check`)"
+    )
 
 
 # ---------------------------------------------------------------- bkctl export --topic: typed values
@@ -256,8 +276,16 @@ def expected_rows(case):
     return [doc["messages"][i] for i in order]
 
 
-TYPED = ["s_avro", "s_avro_evolved", "s_json", "s_keyvalue_inline", "s_partitioned", "s_primitive_int32",
-         "s_primitive_string", "s_protobuf_native"]
+TYPED = [
+    "s_avro",
+    "s_avro_evolved",
+    "s_json",
+    "s_keyvalue_inline",
+    "s_partitioned",
+    "s_primitive_int32",
+    "s_primitive_string",
+    "s_protobuf_native",
+]
 
 
 def test_a_typed_export_gives_each_message_as_the_newest_schema_reads_it(schema_cluster, spark, capsys, tmp_path):
@@ -267,8 +295,10 @@ def test_a_typed_export_gives_each_message_as_the_newest_schema_reads_it(schema_
         code, doc, err = export(capsys, c, out, "--topic", topic(case))
         assert code == 0, (case, err)
         want = expected_rows(case)
-        assert doc["schema"]["typed"] and doc["schema"]["reader_version"] == \
-            pe.schema_case(case)["expected"]["newest_version"], case
+        assert (
+            doc["schema"]["typed"]
+            and doc["schema"]["reader_version"] == pe.schema_case(case)["expected"]["newest_version"]
+        ), case
         assert doc["schema"]["decode_errors"] == 0, case
         rows, value_type = exported(out)
         assert [pe.typed_json(r["value"], value_type) for r in rows] == [m["reader_view"] for m in want], case
@@ -286,8 +316,11 @@ def test_per_version_and_raw_exports(schema_cluster, spark, capsys, tmp_path):
     assert [f.name for f in value_type] == ["id", "owner", "balance", "legacy_code"]
     # version 0's own messages as sent; version 1's read as version 0 (legacy_code: its default, null)
     assert [pe.typed_json(r["value"], value_type) for r in rows] == [
-        m["value"] if m["schema_version"] == 0 else {**{k: v for k, v in m["value"].items() if k != "tier"},
-                                                     "legacy_code": None} for m in want]
+        m["value"]
+        if m["schema_version"] == 0
+        else {**{k: v for k, v in m["value"].items() if k != "tier"}, "legacy_code": None}
+        for m in want
+    ]
     code, doc, err = export(capsys, c, tmp_path / "raw", "--topic", topic("s_avro_evolved"), "--raw")
     assert code == 0 and doc["schema"]["why_not"] == "--raw", err
     rows, value_type = exported(tmp_path / "raw")
@@ -314,8 +347,10 @@ def test_messages_whose_schema_ledger_is_gone_are_error_rows(schema_cluster, spa
             assert pe.typed_json(r["value"], value_type) == m["value"]
         else:
             assert r["value"] is None and r["payload"]  # the message is still there
-            assert r["error"].startswith(f"{topic(case)} message {r['message_id']}: does not decode by its schema: "
-                                         "schema version 1 cannot be read: schema ledger ")
+            assert r["error"].startswith(
+                f"{topic(case)} message {r['message_id']}: does not decode by its schema: "
+                "schema version 1 cannot be read: schema ledger "
+            )
     assert err.count("does not decode by its schema") == 2
 
 
@@ -326,11 +361,13 @@ def test_spark_sql_selects_a_typed_field(schema_cluster, spark, capsys, tmp_path
     code, _, err = export(capsys, c, tmp_path / "kv", "--topic", topic("s_keyvalue_inline"))
     assert code == 0, err
     read_export(spark, str(tmp_path / "kv")).createOrReplaceTempView("kv")
-    got = spark.sql("SELECT value.key.site AS site, value.value.count AS n FROM kv ORDER BY entry_id, batch_index"
-                    ).collect()
+    got = spark.sql(
+        "SELECT value.key.site AS site, value.value.count AS n FROM kv ORDER BY entry_id, batch_index"
+    ).collect()
     assert [(r.site, r.n) for r in got] == [
         (m["value"]["key"] and m["value"]["key"]["site"], m["value"]["value"] and m["value"]["value"]["count"])
-        for m in expected_rows("s_keyvalue_inline")]
+        for m in expected_rows("s_keyvalue_inline")
+    ]
 
 
 def test_the_data_source_types_a_topics_values_too(schema_cluster, spark):
@@ -346,12 +383,15 @@ def test_the_data_source_types_a_topics_values_too(schema_cluster, spark):
         return reader.load()
 
     df = read("s_avro_evolved")
-    assert df.columns[-1] == "value" and df.schema["value"].dataType.simpleString() == \
-        "struct<id:bigint,owner:string,balance:double,tier:string>"
+    assert (
+        df.columns[-1] == "value"
+        and df.schema["value"].dataType.simpleString() == "struct<id:bigint,owner:string,balance:double,tier:string>"
+    )
     rows = sorted(df.select("entry_id", "batch_index", "value.*").collect(), key=lambda r: (r[0], r[1]))
     assert [r.asDict() for r in rows] == [
         {"entry_id": e, "batch_index": b, **m["reader_view"]}
-        for (e, b), m in zip(sorted((r[0], r[1]) for r in rows), expected_rows("s_avro_evolved"))]
+        for (e, b), m in zip(sorted((r[0], r[1]) for r in rows), expected_rows("s_avro_evolved"))
+    ]
     v0 = read("s_avro_evolved", schemaVersion="0")
     assert [f.name for f in v0.schema["value"].dataType.fields] == ["id", "owner", "balance", "legacy_code"]
     assert "value" not in read("s_avro_evolved", raw="true").columns
@@ -360,8 +400,9 @@ def test_the_data_source_types_a_topics_values_too(schema_cluster, spark):
 # ---------------------------------------------------------------- --from/--to: publish-time pushdown
 
 
-def test_a_one_hour_window_reads_the_ledgers_of_that_hour_and_a_bisection_per_edge(schema_cluster, spark, capsys,
-                                                                                  tmp_path):
+def test_a_one_hour_window_reads_the_ledgers_of_that_hour_and_a_bisection_per_edge(
+    schema_cluster, spark, capsys, tmp_path
+):
     """Six ledgers of an hour each (an entry a minute, as the broker's clock
     closed them): --from/--to one hour across the second and third reads
     only those two ledgers, from one bisection per edge, and says so."""
@@ -372,28 +413,54 @@ def test_a_one_hour_window_reads_the_ledgers_of_that_hour_and_a_bisection_per_ed
     name = f"{NS}/persistent/month"
     info = ml.ManagedLedgerInfo()
     for i in range(6):
-        entries = [pe.encode_entry(pe.metadata("clock", n, t0 + n * minute), f"m{n}".encode())
-                   for n in range(i * 60, i * 60 + 60)]
-        lh = c.bk.create(3, 2, 2, digest_type="CRC32C", password=b"", custom_metadata={
-            "application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": name.encode()})
+        entries = [
+            pe.encode_entry(pe.metadata("clock", n, t0 + n * minute), f"m{n}".encode())
+            for n in range(i * 60, i * 60 + 60)
+        ]
+        lh = c.bk.create(
+            3,
+            2,
+            2,
+            digest_type="CRC32C",
+            password=b"",
+            custom_metadata={
+                "application": b"pulsar",
+                "component": b"managed-ledger",
+                "pulsar/managed-ledger": name.encode(),
+            },
+        )
         for data in entries:
             lh.add(data)
         lh.close()
-        info.ledgerInfo.add(ledgerId=lh.ledger_id, entries=60, size=sum(map(len, entries)),
-                            timestamp=t0 + (i * 60 + 59) * minute + 5)
+        info.ledgerInfo.add(
+            ledgerId=lh.ledger_id, entries=60, size=sum(map(len, entries)), timestamp=t0 + (i * 60 + 59) * minute + 5
+        )
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     with ZKMetadataStore(c.uri, timeout=20) as store:
         store.client.create(f"{c.root}/managed-ledgers/{name}", info.SerializeToString(), makepath=True)
     start = t0 + 90 * minute  # half way through the second ledger .. half way through the third
-    code, doc, err = export(capsys, c, tmp_path / "hour", "--topic", "persistent://public/default/month",
-                            "--from", str(start), "--to", str(start + 60 * minute))
+    code, doc, err = export(
+        capsys,
+        c,
+        tmp_path / "hour",
+        "--topic",
+        "persistent://public/default/month",
+        "--from",
+        str(start),
+        "--to",
+        str(start + 60 * minute),
+    )
     assert code == 0, err
     rows, _ = exported(tmp_path / "hour")
     assert [r["payload"] for r in rows] == [f"m{n}".encode() for n in range(90, 150)]
     # the slack (a minute) either side: entries 29..59 of the second ledger, 0..30 of the third
     push = manifest(tmp_path / "hour")["pushdown"]
-    assert (push["ledgers_read"], push["ledgers_skipped"], push["entries_read"], push["entries_skipped"]) == \
-        (2, 4, 62, 360 - 62)
+    assert (push["ledgers_read"], push["ledgers_skipped"], push["entries_read"], push["entries_skipped"]) == (
+        2,
+        4,
+        62,
+        360 - 62,
+    )
     assert push["bisection_reads"] <= 2 * 6  # log2(60) entries read per edge
     assert doc["pushdown"] == push and doc["entries"] == 62

@@ -2,6 +2,7 @@
 a cursor without a ledger of its own says "none", not -1, and the cursor table's last column
 (`last active`) is there whole, however many columns the table needs.  Metadata only: a topic
 whose ledgers are closed, on a real ZooKeeper."""
+
 from __future__ import annotations
 
 import re
@@ -29,12 +30,15 @@ def test_topic_show_in_a_terminal_120_columns_wide(metadata_uri, zkstore, zk_cli
     path = f"{zk_namespace}/managed-ledgers/{NAME}"
     zk_client.create(path, info.SerializeToString(), makepath=True)
     now_ms = int(time.time() * 1000)
-    cursor = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=lid, markDeleteEntryId=1,
-                                  lastActive=now_ms)
+    cursor = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=lid, markDeleteEntryId=1, lastActive=now_ms)
     zk_client.create(f"{path}/a-subscription-with-a-long-name", cursor.SerializeToString())
 
-    term = Terminal([sys.executable, "-m", "bkctl", "-m", metadata_uri, "pulsar", "topic", "show",
-                     "persistent://acme/prod/orders"], bkctl_env(tmp_path, NO_COLOR="1"), rows=40, cols=120)
+    term = Terminal(
+        [sys.executable, "-m", "bkctl", "-m", metadata_uri, "pulsar", "topic", "show", "persistent://acme/prod/orders"],
+        bkctl_env(tmp_path, NO_COLOR="1"),
+        rows=40,
+        cols=120,
+    )
     try:
         term.child.expect(pexpect.EOF, timeout=60)
         term.raw += term.child.before or ""

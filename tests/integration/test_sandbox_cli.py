@@ -1,4 +1,5 @@
 """``bkctl sandbox up/status/down`` with a real ZooKeeper."""
+
 from __future__ import annotations
 
 import json
@@ -17,6 +18,7 @@ from bkctl.sandbox.zookeeper import is_zookeeper_process, pid_alive, server_answ
 from bkctl.wire.metadata.zk import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def sandbox_dir(tmp_path):
@@ -154,31 +156,51 @@ def test_up_with_tls_runs_tls_only_bookies(sandbox_dir):
 
 
 def test_up_with_set_writes_checked_settings_into_every_bookie(sandbox_dir):
-    doc = json.loads(invoke("up", "--bookies", "1", "--set", "logSizeLimit=1048576", "--set",
-                            "isForceGCAllowWhenNoSpace=true", "--set", "httpServerEnabled=false",
-                            "--dir", str(sandbox_dir), "--json").stdout)
-    assert doc["settings"] == {"logSizeLimit": "1048576", "isForceGCAllowWhenNoSpace": "true",
-                               "httpServerEnabled": "false"}
+    doc = json.loads(
+        invoke(
+            "up",
+            "--bookies",
+            "1",
+            "--set",
+            "logSizeLimit=1048576",
+            "--set",
+            "isForceGCAllowWhenNoSpace=true",
+            "--set",
+            "httpServerEnabled=false",
+            "--dir",
+            str(sandbox_dir),
+            "--json",
+        ).stdout
+    )
+    assert doc["settings"] == {
+        "logSizeLimit": "1048576",
+        "isForceGCAllowWhenNoSpace": "true",
+        "httpServerEnabled": "false",
+    }
     conf = (sandbox_dir / "bookie-0" / "bk_server.conf").read_text()
     assert "logSizeLimit=1048576" in conf and "isForceGCAllowWhenNoSpace=true" in conf
     assert "httpServerEnabled=false" in conf and "httpServerEnabled=true" not in conf  # replaces the sandbox's
     assert doc["bookies"][0]["http_port"] is None  # no HTTP admin to show
     # remembered for bookies started later; KEY= forgets one
-    again = json.loads(invoke("up", "--bookies", "2", "--set", "httpServerEnabled=", "--dir", str(sandbox_dir),
-                              "--json").stdout)
+    again = json.loads(
+        invoke("up", "--bookies", "2", "--set", "httpServerEnabled=", "--dir", str(sandbox_dir), "--json").stdout
+    )
     assert again["settings"] == {"logSizeLimit": "1048576", "isForceGCAllowWhenNoSpace": "true"}
     conf = (sandbox_dir / "bookie-1" / "bk_server.conf").read_text()
     assert "logSizeLimit=1048576" in conf and "httpServerEnabled=true" in conf
 
 
-@pytest.mark.parametrize("setting, message", [
-    ("minorCompactionThreshold=1.5", "minorCompactionThreshold: '1.5'"),
-    ("noSuchKey=1", "unknown bk_server.conf key 'noSuchKey'"),
-    ("numAddWorkerThreads=4", "does not support"),
-    ("ledgerDirectories=/x", "the sandbox sets it itself"),
-    ("justakey", "expected KEY=VALUE"),
-    ("minorCompactionInterval=10", "minorCompactionInterval: '10' seconds is shorter than gcWaitTime"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("minorCompactionThreshold=1.5", "minorCompactionThreshold: '1.5'"),
+        ("noSuchKey=1", "unknown bk_server.conf key 'noSuchKey'"),
+        ("numAddWorkerThreads=4", "does not support"),
+        ("ledgerDirectories=/x", "the sandbox sets it itself"),
+        ("justakey", "expected KEY=VALUE"),
+        ("minorCompactionInterval=10", "minorCompactionInterval: '10' seconds is shorter than gcWaitTime"),
+    ],
+)
 def test_up_refuses_a_bad_set_with_one_line_and_usage_exit(sandbox_dir, setting, message):
     result = CliRunner().invoke(sandbox, ["up", "--bookies", "1", "--set", setting, "--dir", str(sandbox_dir)])
     assert result.exit_code == 2, result.output
@@ -220,8 +242,10 @@ def test_up_with_a_bookie(sandbox_dir):
     doc = json.loads(result.stdout)
     [bookie] = doc["bookies"]
     assert bookie["bookie_id"] == f"127.0.0.1:{bookie['port']}"
-    assert bookie["dirs"] == [str(sandbox_dir.resolve() / "bookie-0" / "journal"),
-                              str(sandbox_dir.resolve() / "bookie-0" / "ledgers")]
+    assert bookie["dirs"] == [
+        str(sandbox_dir.resolve() / "bookie-0" / "journal"),
+        str(sandbox_dir.resolve() / "bookie-0" / "ledgers"),
+    ]
     with ZKMetadataStore(doc["uri"]) as store:
         assert store.registration.writable_bookies() == [bookie["bookie_id"]]
         assert store.cookies.get(bookie["bookie_id"]) is not None

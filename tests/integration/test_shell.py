@@ -5,6 +5,7 @@ pty whose output is read as plain text: escape sequences are dropped, and
 cursor position requests are answered as a terminal would, so that
 prompt-toolkit draws its bottom toolbar.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,11 @@ def require_shell_command() -> None:
     from bkctl.cli import cli
 
     if "shell" not in cli.commands:
-        pytest.fail("bkctl shell is not registered: add `from .commands import shell as shell_cmd` and "
-                    "`cli.add_command(shell_cmd.shell)` to bkctl/cli.py::_register", pytrace=False)
+        pytest.fail(
+            "bkctl shell is not registered: add `from .commands import shell as shell_cmd` and "
+            "`cli.add_command(shell_cmd.shell)` to bkctl/cli.py::_register",
+            pytrace=False,
+        )
 
 
 @pytest.fixture
@@ -38,8 +42,9 @@ def start_shell(tmp_path):
     require_shell_command()
     started: list[Terminal] = []
 
-    def start(uri: str | None, *args: str, env: dict[str, str] | None = None, rows: int = 40,
-              cols: int = 160) -> Terminal:
+    def start(
+        uri: str | None, *args: str, env: dict[str, str] | None = None, rows: int = 40, cols: int = 160
+    ) -> Terminal:
         argv = [sys.executable, "-m", "bkctl", "shell", *(["-m", uri] if uri else []), *args]
         term = Terminal(argv, env or bkctl_env(tmp_path), rows=rows, cols=cols)
         started.append(term)
@@ -127,7 +132,7 @@ def test_ctrl_c_cancels_a_long_command_and_keeps_the_session(start_shell, metada
     term.send("\x03")
     term.expect("bkctl: aborted")
     term.expect(r"bkctl>")
-    assert "error" not in term.text[before:term.mark]  # Ctrl-C ended it, not the connection timeout
+    assert "error" not in term.text[before : term.mark]  # Ctrl-C ended it, not the connection timeout
     term.line("ledger show 4999")  # the session goes on, on the same cluster
     term.expect(r"ledger\s+4999")
     assert term.child.isalive()
@@ -159,7 +164,9 @@ def test_json_format_switch(start_shell, metadata_uri):
     term.line("\\j")
     term.expect("output: json")
     term.line("autorecovery status")
-    term.expect(r'\{\n  "auditor": null,\n  "auditor_keeps_status": false,\n  "auditor_waits_for": "no auditor')  # indented on a terminal
+    term.expect(
+        r'\{\n  "auditor": null,\n  "auditor_keeps_status": false,\n  "auditor_waits_for": "no auditor'
+    )  # indented on a terminal
     term.line("format table")
     term.expect("output: table")
     term.line("autorecovery status")
@@ -241,7 +248,7 @@ def test_use_switches_cluster(start_shell, metadata_uri, zkstore):
     term.expect(re.escape(f"cluster {other}"))
     term.line("ledger list")
     term.expect(r"\b4242\b")
-    assert "1111" not in term.text[term.mark:]
+    assert "1111" not in term.text[term.mark :]
     term.line(f"-m {metadata_uri} ledger list")  # one line on another cluster...
     term.expect(r"\b1111\b")
     term.line("ledger list")  # ...and back on the session's
@@ -268,24 +275,37 @@ def test_use_a_named_cluster(start_shell, metadata_uri, tmp_path):
 
 def run_script(tmp_path, uri: str, script: str) -> subprocess.CompletedProcess:
     require_shell_command()
-    return subprocess.run([sys.executable, "-m", "bkctl", "shell", "-m", uri], input=script, text=True,
-                          capture_output=True, env=bkctl_env(tmp_path), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "bkctl", "shell", "-m", uri],
+        input=script,
+        text=True,
+        capture_output=True,
+        env=bkctl_env(tmp_path),
+        timeout=120,
+    )
 
 
 def test_script_mode_runs_every_line_and_returns_the_last_failure(tmp_path, metadata_uri, zkstore):
     make_ledgers(zkstore, [5])
-    result = run_script(tmp_path, metadata_uri, "\n".join([
-        "# a comment, then a blank line",
-        "",
-        "ledger show 5",
-        "ledger show 6          # not found: 3",
-        "no-such-command        # usage: 2",
-        "format json",
-        "ledger show 5",
-        "ledger delete 5        # no terminal: refuses without --force (2)",
-        "ledger show 999        # the last failure: 3",
-        "autorecovery status",
-    ]) + "\n")
+    result = run_script(
+        tmp_path,
+        metadata_uri,
+        "\n".join(
+            [
+                "# a comment, then a blank line",
+                "",
+                "ledger show 5",
+                "ledger show 6          # not found: 3",
+                "no-such-command        # usage: 2",
+                "format json",
+                "ledger show 5",
+                "ledger delete 5        # no terminal: refuses without --force (2)",
+                "ledger show 999        # the last failure: 3",
+                "autorecovery status",
+            ]
+        )
+        + "\n",
+    )
     assert result.returncode == 3, result.stderr
     assert re.search(r"ledger\s+5", result.stdout)
     assert '"ledger_id":5' in result.stdout
@@ -306,11 +326,15 @@ def test_script_mode_stops_on_ctrl_c(tmp_path, metadata_uri):
     from bkctl.sandbox.zookeeper import free_port
 
     require_shell_command()
-    proc = subprocess.Popen([sys.executable, "-m", "bkctl", "shell", "-m", metadata_uri], text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=bkctl_env(tmp_path))
-    proc.stdin.write(f"-m zk+hierarchical://127.0.0.1:{free_port()}/ledgers ledger list\n"
-                     "autorecovery status\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bkctl", "shell", "-m", metadata_uri],
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=bkctl_env(tmp_path),
+    )
+    proc.stdin.write(f"-m zk+hierarchical://127.0.0.1:{free_port()}/ledgers ledger list\nautorecovery status\n")
     proc.stdin.close()
     proc.stdin = None  # (communicate() would flush it)
     time.sleep(2.0)  # waiting for a ZooKeeper that is not there
@@ -321,12 +345,13 @@ def test_script_mode_stops_on_ctrl_c(tmp_path, metadata_uri):
 
 
 def test_importing_the_shell_loads_neither_kazoo_nor_twisted():
-    code = ("import sys, bkctl.shell.repl, bkctl.shell.completer, bkctl.shell.lexer, bkctl.shell.cache, "
-            "bkctl.shell.pager, bkctl.commands.shell\n"
-            "heavy = [m for m in ('kazoo', 'twisted') if m in sys.modules]\n"
-            "assert not heavy, heavy\n")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
-                   env=dict(os.environ, PYTHONPATH=str(REPO)))
+    code = (
+        "import sys, bkctl.shell.repl, bkctl.shell.completer, bkctl.shell.lexer, bkctl.shell.cache, "
+        "bkctl.shell.pager, bkctl.commands.shell\n"
+        "heavy = [m for m in ('kazoo', 'twisted') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
 
 
 def test_less_answers_every_key_after_g_and_a_search(start_shell, metadata_uri, zkstore, tmp_path):

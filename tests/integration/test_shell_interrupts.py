@@ -8,6 +8,7 @@ reactor is not restartable), a 5 s exit timer it armed ended the shell
 (terminal left raw), its SIGINT handler stayed; an export interrupted while
 Spark started broke every later export of the shell.
 """
+
 from __future__ import annotations
 
 import glob
@@ -101,8 +102,9 @@ def test_status_line_says_whether_an_auditor_runs(start_shell, metadata_uri, zks
     term.expect_screen(r"autorecovery disabled  ")
 
 
-def test_ctrl_c_on_tail_bench_and_export_while_spark_starts(start_shell, bookie_cluster, metadata_uri, zkstore,
-                                                            writer, tmp_path):
+def test_ctrl_c_on_tail_bench_and_export_while_spark_starts(
+    start_shell, bookie_cluster, metadata_uri, zkstore, writer, tmp_path
+):
     bookie_cluster(3)
     ledger = writer.create(3, 2, 2)
     for payload in (b"one", b"two", b"three", b"four"):  # one at a time: each carries the LAC of the one before

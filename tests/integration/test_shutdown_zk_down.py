@@ -7,6 +7,7 @@ logged "shutting down" and then hung in kazoo's unregister for as long as
 ZooKeeper stayed away.  The 30 s wait below is a hang detector, not a speed
 claim: shutdownTimeoutMs is 2 s.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,14 +34,18 @@ def _registered(uri: str, bookie_id: str) -> bool:
 @pytest.mark.parametrize("autorecovery", [False, True], ids=["bookie", "bookie+autorecovery"])
 def test_sigterm_ends_bookied_while_zookeeper_is_down(tmp_path, own_zookeeper, autorecovery):
     zk, uri = own_zookeeper
-    bookie = BookieProcess(tmp_path / "b0", uri, shutdownTimeoutMs=2000,
-                           autoRecoveryDaemonEnabled=str(autorecovery).lower())
+    bookie = BookieProcess(
+        tmp_path / "b0", uri, shutdownTimeoutMs=2000, autoRecoveryDaemonEnabled=str(autorecovery).lower()
+    )
     try:
         bookie.start()
         # registered by its own account (the znode can exist before the bookie has its answer:
         # ZooKeeper stopped then is a failed start-up, exit 1, not the shutdown tested here)
-        wait_for(lambda: _registered(uri, bookie.bookie_id) and f"registered {bookie.bookie_id}"
-                 in bookie.log_path.read_text())
+        wait_for(
+            lambda: (
+                _registered(uri, bookie.bookie_id) and f"registered {bookie.bookie_id}" in bookie.log_path.read_text()
+            )
+        )
         zk.stop()
         time.sleep(1)  # the bookie's session has noticed: kazoo is reconnecting
         # an impatient operator sends SIGTERM again and again until the bookie is gone: no second
@@ -68,9 +73,12 @@ def test_sigterm_ends_autorecovery_run_while_zookeeper_is_down(tmp_path, own_zoo
     zk, uri = own_zookeeper
     log_path = tmp_path / "autorecovery.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "bkctl", "-m", uri, "-v", "autorecovery", "run",
-                                 "--bookie-id", "auditor-test:3181"],
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bkctl", "-m", uri, "-v", "autorecovery", "run", "--bookie-id", "auditor-test:3181"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         wait_for(lambda: "autorecovery started for" in log_path.read_text())
         zk.stop()
@@ -79,8 +87,10 @@ def test_sigterm_ends_autorecovery_run_while_zookeeper_is_down(tmp_path, own_zoo
         try:
             code = proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"autorecovery run still running 30 s after SIGTERM with ZooKeeper down:\n"
-                        f"{log_path.read_text()[-3000:]}")
+            pytest.fail(
+                f"autorecovery run still running 30 s after SIGTERM with ZooKeeper down:\n"
+                f"{log_path.read_text()[-3000:]}"
+            )
         text = log_path.read_text()
         assert code == 0, text
         assert "Traceback" not in text

@@ -3,6 +3,7 @@ close -- it completes START_TLS and the handshake, serves requests (a real booki
 never answers the client's close_notify nor closes the socket -- every command still exits, the shell
 too.  Each process gets a generous timeout: a command that waited for the peer to close would hang
 until it, and the test fails on the timeout, not on a measured duration."""
+
 from __future__ import annotations
 
 import json
@@ -52,10 +53,14 @@ def test_the_shell_exits_although_the_peer_never_closes(java_peer, metadata_uri,
 
     import pexpect
 
-    child = pexpect.spawn(sys.executable,
-                          ["-m", "bkctl", "--tls-ca", str(tls_certs / "ca.pem"), "shell", "-m", metadata_uri],
-                          env=dict(env_for(metadata_uri), HOME=str(tmp_path)), encoding="utf-8", timeout=90,
-                          dimensions=(40, 160))
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "bkctl", "--tls-ca", str(tls_certs / "ca.pem"), "shell", "-m", metadata_uri],
+        env=dict(env_for(metadata_uri), HOME=str(tmp_path)),
+        encoding="utf-8",
+        timeout=90,
+        dimensions=(40, 160),
+    )
     try:
         child.expect(r"bkctl(:\S+)?>")
         child.sendline("simpletest -e 1 -w 1 -a 1 -n 3")

@@ -1,5 +1,6 @@
 """``bkctl top`` against REAL ZooKeeper and bookieds: ``--once --json``, and the live view in a real
 pseudo-terminal -- keys, a resize, a bookie killed and started again, the terminal as it was on exit."""
+
 from __future__ import annotations
 
 import json
@@ -60,8 +61,9 @@ def test_once_json_is_the_snapshot(cluster):
         assert row["http"] == f"127.0.0.1:{next(p.http_port for p in procs if p.bookie_id == row['bookie_id'])}"
     assert snap["cluster"]["writable"] == 3 and snap["cluster"]["under_replicated"] == 0
     status = json.loads(bkctl(uri, "--json", "autorecovery", "status").stdout)
-    assert {k: snap["autorecovery"][k] for k in ("enabled", "auditor", "underreplicated", "lost_bookies")} == \
-        {k: status[k] for k in ("enabled", "auditor", "underreplicated", "lost_bookies")}
+    assert {k: snap["autorecovery"][k] for k in ("enabled", "auditor", "underreplicated", "lost_bookies")} == {
+        k: status[k] for k in ("enabled", "auditor", "underreplicated", "lost_bookies")
+    }
     text = bkctl(uri, "top", "--once", "--interval", "0.3", "--filter", procs[0].bookie_id)
     assert text.returncode == 0 and procs[0].bookie_id in text.stdout and procs[1].bookie_id not in text.stdout
     piped = bkctl(uri, "top")
@@ -82,8 +84,10 @@ def top_in_a_terminal(uri: str, tmp_path, *args: str) -> Terminal:
     """``bkctl top ARGS`` in a real pseudo-terminal, its ``stty -a`` saved before and after in tmp_path.
     Through bash, as an interactive shell would run it: a child that handled SIGINT and exited
     does not stop the script."""
-    script = (f"stty -a > {tmp_path}/before; {sys.executable} -m bkctl top {' '.join(args)}; rc=$?; "
-              f"stty -a > {tmp_path}/after; exit $rc")
+    script = (
+        f"stty -a > {tmp_path}/before; {sys.executable} -m bkctl top {' '.join(args)}; rc=$?; "
+        f"stty -a > {tmp_path}/after; exit $rc"
+    )
     return Terminal(["/bin/bash", "-c", script], bkctl_env(tmp_path, BKCTL_METADATA_URI=uri), rows=30, cols=150)
 
 

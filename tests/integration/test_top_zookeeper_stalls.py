@@ -3,6 +3,7 @@ SIGSTOP as a stuck or paused JVM would be, under a live view in a real pseudo-te
 `top --once --json`.  The view must say ZooKeeper is unreachable and since when, show the frame's
 age, keep refreshing what the bookies' HTTP admins say (they need no ZooKeeper), and come back once
 ZooKeeper answers again; `--once` must end within the global --timeout, saying why."""
+
 from __future__ import annotations
 
 import json
@@ -43,10 +44,18 @@ def _clock(screen: str) -> str | None:
 
 def test_the_live_view_says_zookeeper_stalled_and_keeps_reading_the_bookies(stalling, tmp_path):
     zk, uri, bookie = stalling
-    term = Terminal([sys.executable, "-m", "bkctl", "--timeout", "2", "top", "--interval", "0.5"],
-                    bkctl_env(tmp_path, BKCTL_METADATA_URI=uri), rows=30, cols=150)
-    quitter = Terminal([sys.executable, "-m", "bkctl", "--timeout", "2", "top", "--interval", "0.5"],
-                       bkctl_env(tmp_path, BKCTL_METADATA_URI=uri), rows=30, cols=150)
+    term = Terminal(
+        [sys.executable, "-m", "bkctl", "--timeout", "2", "top", "--interval", "0.5"],
+        bkctl_env(tmp_path, BKCTL_METADATA_URI=uri),
+        rows=30,
+        cols=150,
+    )
+    quitter = Terminal(
+        [sys.executable, "-m", "bkctl", "--timeout", "2", "top", "--interval", "0.5"],
+        bkctl_env(tmp_path, BKCTL_METADATA_URI=uri),
+        rows=30,
+        cols=150,
+    )
     try:
         term.expect_screen(re.escape(bookie.bookie_id) + r"\s+writable", timeout=60)
         term.expect_screen(r"zookeeper\s+ok")  # ZooKeeper's own row

@@ -1,5 +1,6 @@
 """Replay every request the Java client sent to the three Java bookies, in capture order,
 to three bookieds standing in for them; each must answer as the Java bookie answered."""
+
 from collections import defaultdict
 
 from tests.support.bookieproc import BookieProcess, WireClient
@@ -36,12 +37,19 @@ def outcome(proto: str, msg) -> dict:
     out = {"status": msg.status}
     if msg.HasField("readResponse"):
         r = msg.readResponse
-        out.update(inner=r.status, entry=r.entryId, body=r.body if r.HasField("body") else None,
-                   max_lac=r.maxLAC if r.HasField("maxLAC") else None)
+        out.update(
+            inner=r.status,
+            entry=r.entryId,
+            body=r.body if r.HasField("body") else None,
+            max_lac=r.maxLAC if r.HasField("maxLAC") else None,
+        )
     if msg.HasField("readLacResponse"):
         r = msg.readLacResponse
-        out.update(inner=r.status, lac=r.lacBody if r.HasField("lacBody") else None,
-                   last=r.lastEntryBody if r.HasField("lastEntryBody") else None)
+        out.update(
+            inner=r.status,
+            lac=r.lacBody if r.HasField("lacBody") else None,
+            last=r.lastEntryBody if r.HasField("lastEntryBody") else None,
+        )
     for field in ("addResponse", "writeLacResponse", "forceLedgerResponse"):
         if msg.HasField(field):
             out["inner"] = getattr(msg, field).status
@@ -75,8 +83,9 @@ def test_bookieds_answer_the_java_clients_requests_as_java_bookies_did(tmp_path,
             got = pending[want].pop(0)
             if not pending[want]:
                 del pending[want]
-            assert outcome(f["proto"], got) == outcome(f["proto"], expected), \
+            assert outcome(f["proto"], got) == outcome(f["proto"], expected), (
                 f"{f['flow']} #{f['index']} ({f['type']}, phase {f['phase']!r})"
+            )
             compared += 1
     finally:
         for c in conns.values():

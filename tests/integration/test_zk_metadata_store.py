@@ -1,4 +1,5 @@
 """ZKMetadataStore against a real ZooKeeper: every znode at BookKeeper's exact path."""
+
 from __future__ import annotations
 
 import random
@@ -379,8 +380,9 @@ def test_reregisters_after_session_expiry(metadata_uri, zookeeper, zk_client):
         def back():
             w = zk_client.exists(f"{root}/available/127.0.0.1:3181")
             r = zk_client.exists(f"{root}/available/readonly/127.0.0.1:3182")
-            return w and r and w.ephemeralOwner != old and r.ephemeralOwner != old and \
-                w.ephemeralOwner == store.session_id
+            return (
+                w and r and w.ephemeralOwner != old and r.ephemeralOwner != old and w.ephemeralOwner == store.session_id
+            )
 
         wait_for(back, timeout=40, what="re-registration after session expiry")
         assert zk_client.get(f"{root}/available/127.0.0.1:3181")[0] == b"writable"
@@ -388,9 +390,16 @@ def test_reregisters_after_session_expiry(metadata_uri, zookeeper, zk_client):
         # unregistered bookies stay unregistered across the next expiry
         store.registration.unregister("127.0.0.1:3182")
         old = expire_session(store, zookeeper.connect_string)
-        wait_for(lambda: (zk_client.exists(f"{root}/available/127.0.0.1:3181") or
-                          types.SimpleNamespace(ephemeralOwner=old)).ephemeralOwner != old,
-                 timeout=40, what="second re-registration")
+        wait_for(
+            lambda: (
+                (
+                    zk_client.exists(f"{root}/available/127.0.0.1:3181") or types.SimpleNamespace(ephemeralOwner=old)
+                ).ephemeralOwner
+                != old
+            ),
+            timeout=40,
+            what="second re-registration",
+        )
         assert not zk_client.exists(f"{root}/available/readonly/127.0.0.1:3182")
 
 
@@ -499,8 +508,10 @@ def test_underreplication_marks_merge(zkstore, zk_client, metadata_uri):
 
     # concurrent markers from two sessions all end up merged
     with ZKMetadataStore(metadata_uri) as other:
-        threads = [threading.Thread(target=s.underreplication.mark, args=(5, [f"h{i}:1"]))
-                   for i, s in enumerate([zkstore, other] * 4)]
+        threads = [
+            threading.Thread(target=s.underreplication.mark, args=(5, [f"h{i}:1"]))
+            for i, s in enumerate([zkstore, other] * 4)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -535,8 +546,10 @@ def test_underreplication_mark_with_ctime(metadata_uri, zk_client):
         store.underreplication.mark(3, ["a:1"])
         mark = store.underreplication.get(3)
     assert mark.ctime >= before
-    assert b"ctime: " in zk_client.get(
-        f"{root_of(metadata_uri)}/underreplication/ledgers/0000/0000/0000/0003/urL0000000003")[0]
+    assert (
+        b"ctime: "
+        in zk_client.get(f"{root_of(metadata_uri)}/underreplication/ledgers/0000/0000/0000/0003/urL0000000003")[0]
+    )
 
 
 def test_who_is_auditor_lowest_vote(zkstore, zk_client):
@@ -553,8 +566,7 @@ def test_who_is_auditor_lowest_vote(zkstore, zk_client):
 def test_lock_holder(zkstore, zk_client):
     zkstore.underreplication.mark(9, ["x:1"])
     assert zkstore.underreplication.lock_holder(9) is None
-    zk_client.create(f"{zkstore.root}/underreplication/locks/urL0000000009", b'bookieId: "host-a"\n',
-                     ephemeral=True)
+    zk_client.create(f"{zkstore.root}/underreplication/locks/urL0000000009", b'bookieId: "host-a"\n', ephemeral=True)
     assert zkstore.underreplication.lock_holder(9) == "host-a"
 
 
@@ -658,10 +670,11 @@ def test_format_flat_cluster_via_plain_zk_uri(zookeeper, zk_namespace, zk_client
     with ZKMetadataStore(f"zk://{base}") as store:
         assert store.cluster.format() is True
         # flat ledger nodes are recognised and wiped; the layout stays flat
-        assert sorted(zk_client.get_children(f"{zk_namespace}/ledgers")) == \
-            ["INSTANCEID", "LAYOUT", "available"]
-        assert zk_client.get(f"{zk_namespace}/ledgers/LAYOUT")[0] == \
-            b"2\norg.apache.bookkeeper.meta.FlatLedgerManagerFactory:1"
+        assert sorted(zk_client.get_children(f"{zk_namespace}/ledgers")) == ["INSTANCEID", "LAYOUT", "available"]
+        assert (
+            zk_client.get(f"{zk_namespace}/ledgers/LAYOUT")[0]
+            == b"2\norg.apache.bookkeeper.meta.FlatLedgerManagerFactory:1"
+        )
         assert store.cluster.manager == "flat"
     with ZKMetadataStore(f"zk+longhierarchical://{base}") as store:
         # an explicit manager in the URI is what metaformat writes
@@ -701,8 +714,11 @@ def test_a_walk_of_ledger_metadata_goes_on_past_a_corrupt_one(metadata_uri, caps
             store.ledgers.create(md("127.0.0.1:3181"), ledger_id)
         store.client.set(store.ledgers.path(2), b"\x00not ledger metadata")
         got = list(store.ledgers.read_many(store.ledgers.ids()))
-        assert [(i, type(m).__name__, v) for i, m, v in got] == \
-            [(1, "LedgerMetadata", 0), (2, "MetadataStoreError", -1), (3, "LedgerMetadata", 0)]
+        assert [(i, type(m).__name__, v) for i, m, v in got] == [
+            (1, "LedgerMetadata", 0),
+            (2, "MetadataStoreError", -1),
+            (3, "LedgerMetadata", 0),
+        ]
         assert "ledger 2 has corrupt metadata" in str(got[1][1])
     capsys.readouterr()
     assert run(["-m", metadata_uri, "--json", "ledger", "list"]) == 0

@@ -1,6 +1,7 @@
 """A locked-down ZooKeeper, for real: digest and SASL authentication required by the server
 (enforce.auth), creator-all ACLs with zkEnableSecurity, and TLS on the secure client port.
 bkctl command groups and bookied work with the right credentials; wrong ones give one line, exit 5."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,17 @@ _JAAS = """Server {
     user_bob="bobsecret";
 };
 """
-_NETTY = ("netty-buffer", "netty-codec", "netty-codec-base", "netty-common", "netty-handler", "netty-resolver",
-          "netty-transport", "netty-transport-native-unix-common", "netty-transport-classes-epoll")
+_NETTY = (
+    "netty-buffer",
+    "netty-codec",
+    "netty-codec-base",
+    "netty-common",
+    "netty-handler",
+    "netty-resolver",
+    "netty-transport",
+    "netty-transport-native-unix-common",
+    "netty-transport-classes-epoll",
+)
 
 
 def _classpath() -> list[str]:
@@ -50,10 +60,17 @@ def auth_zk(tmp_path_factory):
     """ZooKeeper that closes every session not authenticated with digest or SASL (DIGEST-MD5 user bob)."""
     d = tmp_path_factory.mktemp("zk-auth")
     (d / "jaas.conf").write_text(_JAAS)
-    server = ZooKeeperServer(d, classpath=_classpath(), preexec_fn=die_with_parent, extra_config={
-        "authProvider.sasl": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
-        "enforce.auth.enabled": "true", "enforce.auth.schemes": "digest,sasl"},
-        jvm_options=[f"-Djava.security.auth.login.config={d / 'jaas.conf'}"])
+    server = ZooKeeperServer(
+        d,
+        classpath=_classpath(),
+        preexec_fn=die_with_parent,
+        extra_config={
+            "authProvider.sasl": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+            "enforce.auth.enabled": "true",
+            "enforce.auth.schemes": "digest,sasl",
+        },
+        jvm_options=[f"-Djava.security.auth.login.config={d / 'jaas.conf'}"],
+    )
     yield _start(server)
     server.stop()
 
@@ -66,12 +83,20 @@ def certs(tmp_path_factory):
 def _tls_server(d, certs, client_auth: str) -> ZooKeeperServer:
     """ZooKeeper with a TLS secureClientPort (Netty), certificate from a throw-away CA."""
     port = free_port()
-    server = ZooKeeperServer(d, classpath=_classpath(), preexec_fn=die_with_parent, extra_config={
-        "serverCnxnFactory": "org.apache.zookeeper.server.NettyServerCnxnFactory",
-        "secureClientPort": str(port),
-        "ssl.keyStore.location": str(certs / "server.pem"), "ssl.keyStore.type": "PEM",
-        "ssl.trustStore.location": str(certs / "ca.pem"), "ssl.trustStore.type": "PEM",
-        "ssl.clientAuth": client_auth})
+    server = ZooKeeperServer(
+        d,
+        classpath=_classpath(),
+        preexec_fn=die_with_parent,
+        extra_config={
+            "serverCnxnFactory": "org.apache.zookeeper.server.NettyServerCnxnFactory",
+            "secureClientPort": str(port),
+            "ssl.keyStore.location": str(certs / "server.pem"),
+            "ssl.keyStore.type": "PEM",
+            "ssl.trustStore.location": str(certs / "ca.pem"),
+            "ssl.trustStore.type": "PEM",
+            "ssl.clientAuth": client_auth,
+        },
+    )
     server.secure_port = port
     return _start(server)
 
@@ -99,8 +124,9 @@ def process_security():
 
 def run(uri: str, env: dict, *args, timeout: float = 60):
     full = dict(os.environ, NO_COLOR="1", PYTHONPATH=str(REPO), BKCTL_METADATA_URI=uri, **env)
-    return subprocess.run([*BKCTL, *map(str, args)], input=b"", capture_output=True, env=full, cwd=REPO,
-                          timeout=timeout)
+    return subprocess.run(
+        [*BKCTL, *map(str, args)], input=b"", capture_output=True, env=full, cwd=REPO, timeout=timeout
+    )
 
 
 def _drop_rack_map(hosts: str) -> None:
@@ -148,8 +174,7 @@ def test_digest_auth_acls_and_every_group(auth_zk, tmp_path, process_security):
     process_security(ZKSecurity(digest="alice:pw"))
     secret = tmp_path / "zk-digest"
     secret.write_text("alice:pw\n")
-    procs = [BookieProcess(tmp_path / f"b{i}", uri, zkDigestAuthPath=secret, zkEnableSecurity="true")
-             for i in range(3)]
+    procs = [BookieProcess(tmp_path / f"b{i}", uri, zkDigestAuthPath=secret, zkEnableSecurity="true") for i in range(3)]
     try:
         start_bookies(procs, uri)
         _every_group_works(uri, env, procs, export_to=tmp_path / "export")
@@ -158,8 +183,12 @@ def test_digest_auth_acls_and_every_group(auth_zk, tmp_path, process_security):
         zk.start(timeout=20)
         try:
             root = uri.split(auth_zk.connect_string, 1)[1]
-            for path in (root, f"{root}/available/{procs[0].bookie_id}", f"{root}/cookies/{procs[0].bookie_id}",
-                         "/bookies"):
+            for path in (
+                root,
+                f"{root}/available/{procs[0].bookie_id}",
+                f"{root}/cookies/{procs[0].bookie_id}",
+                "/bookies",
+            ):
                 acls, _ = zk.get_acls(path)
                 assert [(a.perms, a.id.scheme, a.id.id.split(":")[0]) for a in acls] == [(31, "digest", "alice")], path
             zk.delete("/bookies")
@@ -180,12 +209,18 @@ def test_sasl_digest_md5(auth_zk, tmp_path):
     from kazoo.client import KazooClient
 
     uri = _uri(auth_zk.connect_string)
-    env = {"BKCTL_ZK_SASL_MECHANISM": "DIGEST-MD5", "BKCTL_ZK_SASL_USERNAME": "bob",
-           "BKCTL_ZK_SASL_PASSWORD": "bobsecret", "BKCTL_ZK_ENABLE_SECURITY": "true"}
+    env = {
+        "BKCTL_ZK_SASL_MECHANISM": "DIGEST-MD5",
+        "BKCTL_ZK_SASL_USERNAME": "bob",
+        "BKCTL_ZK_SASL_PASSWORD": "bobsecret",
+        "BKCTL_ZK_ENABLE_SECURITY": "true",
+    }
     ok(run(uri, env, "metaformat", "--force"))
     assert ok(run(uri, env, "--json", "bookie", "list")) == ""  # JSON lines: no bookie, no line
-    zk = KazooClient(hosts=auth_zk.connect_string, sasl_options={"mechanism": "DIGEST-MD5", "username": "bob",
-                                                                   "password": "bobsecret"})
+    zk = KazooClient(
+        hosts=auth_zk.connect_string,
+        sasl_options={"mechanism": "DIGEST-MD5", "username": "bob", "password": "bobsecret"},
+    )
     zk.start(timeout=20)
     try:
         acls, _ = zk.get_acls(uri.split(auth_zk.connect_string, 1)[1])
@@ -218,8 +253,10 @@ def test_zookeeper_tls_with_a_client_certificate(mutual_tls_zk, certs):
     uri = _uri(f"127.0.0.1:{mutual_tls_zk.secure_port}")
     ca, mine = str(certs / "ca.pem"), str(certs / "client.pem")  # key and chain in one file
     ok(run(uri, {}, "--zk-tls-ca", ca, "--zk-tls-cert", mine, "--zk-tls-key", mine, "metaformat", "--force"))
-    assert ok(run(uri, {}, "--zk-tls-ca", ca, "--zk-tls-cert", mine, "--zk-tls-key", mine,
-                  "--json", "bookie", "list")) == ""  # JSON lines: no bookie, no line
+    assert (
+        ok(run(uri, {}, "--zk-tls-ca", ca, "--zk-tls-cert", mine, "--zk-tls-key", mine, "--json", "bookie", "list"))
+        == ""
+    )  # JSON lines: no bookie, no line
     one_line_error(run(uri, {}, "--zk-tls-ca", ca, "bookie", "list", timeout=90), 5)
 
 

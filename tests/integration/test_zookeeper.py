@@ -1,5 +1,6 @@
 """The ZooKeeper launcher with a real ZooKeeper: start/stop by pid, recorded-pid safety (its parts
 that start none are tests/unit/test_sandbox_zookeeper.py)."""
+
 from __future__ import annotations
 
 import os

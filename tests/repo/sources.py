@@ -1,5 +1,6 @@
 """The product's sources (and the suite's) as the repository checks read them: module names, their
 syntax trees and the imports in them (ast, nothing imported), each file parsed once per test process."""
+
 from __future__ import annotations
 
 import ast
@@ -56,8 +57,9 @@ def _type_checking(node: ast.AST) -> bool:
     return isinstance(test, (ast.Name, ast.Attribute)) and "TYPE_CHECKING" in ast.unparse(test)
 
 
-def imports(module: str, path: Path, top_level_only: bool, *, known: Container[str] = MODULES,
-            type_checking: bool = True) -> set[str]:
+def imports(
+    module: str, path: Path, top_level_only: bool, *, known: Container[str] = MODULES, type_checking: bool = True
+) -> set[str]:
     """The modules of ``known`` (default: the product's) that ``module`` imports (``from X import Y``:
     X.Y when it is a module): at module level only, or at any level; those under ``if TYPE_CHECKING:``
     too unless ``type_checking`` is False (they tie modules together, but never run)."""

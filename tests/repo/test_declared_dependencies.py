@@ -3,6 +3,7 @@ is one of the project's dependencies or of the ``test`` extra (read from pyproje
 brought by an extra one of them names (``twisted[tls]`` names pyOpenSSL).  Imports are read from
 the sources (ast, nothing imported), ``pytest.importorskip`` included: a test skipped for want
 of a module the extra forgot is a test that never runs."""
+
 from __future__ import annotations
 
 import ast
@@ -29,8 +30,7 @@ def declared(extras: tuple[str, ...] = ("test",)) -> set[str]:
         req = requirements.pop()
         name = canonicalize_name(req.name)
         if name == PYPROJECT["name"]:  # an extra of ours naming others ("bkctl[spark]")
-            requirements += [Requirement(r) for extra in req.extras
-                             for r in PYPROJECT["optional-dependencies"][extra]]
+            requirements += [Requirement(r) for extra in req.extras for r in PYPROJECT["optional-dependencies"][extra]]
             continue
         out.add(name)
         for text in importlib.metadata.requires(name) or () if req.extras else ():
@@ -48,8 +48,12 @@ def imported(path: Path) -> set[str]:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and not node.level:
             names.add(node.module)
-        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "importorskip"
-              and node.args and isinstance(node.args[0], ast.Constant)):
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", None) == "importorskip"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
             names.add(node.args[0].value)
     return {name.partition(".")[0] for name in names}
 

@@ -3,6 +3,7 @@
 When this fails after a change to a command, an option or a bk_server.conf
 key, run ``python tools/gen_docs.py`` and commit what it wrote.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -40,8 +41,7 @@ def _groff() -> str:
 
 
 def test_committed_files_match_the_code(generated):
-    drift = [rel for rel, text in generated.items()
-             if not (ROOT / rel).exists() or (ROOT / rel).read_text() != text]
+    drift = [rel for rel, text in generated.items() if not (ROOT / rel).exists() or (ROOT / rel).read_text() != text]
     assert not drift, f"out of date (run: python tools/gen_docs.py): {', '.join(drift)}"
 
 
@@ -51,8 +51,9 @@ def test_check_mode_reports_drift_and_stale_pages(tmp_path, generated):
         (tmp_path / rel).write_text(text)
     (tmp_path / "man" / "bkctl-ledger.1").write_text("changed by hand\n")
     (tmp_path / "man" / "bkctl-gone.1").write_text(".TH GONE 1\n")
-    result = subprocess.run([sys.executable, str(GEN_DOCS), "--check", "--root", str(tmp_path)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, str(GEN_DOCS), "--check", "--root", str(tmp_path)], capture_output=True, text=True
+    )
     assert result.returncode == 1
     assert "out of date: man/bkctl-ledger.1" in result.stderr
     assert "no longer generated: man/bkctl-gone.1" in result.stderr
@@ -96,8 +97,18 @@ def test_bkctl_page_sections(generated):
     from bkctl.exitcodes import DESCRIPTIONS
 
     page = generated["man/bkctl.1"]
-    for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "COMMANDS", "ENVIRONMENT", "FILES",
-                    "EXIT STATUS", "EXAMPLES", "SEE ALSO"):
+    for section in (
+        "NAME",
+        "SYNOPSIS",
+        "DESCRIPTION",
+        "OPTIONS",
+        "COMMANDS",
+        "ENVIRONMENT",
+        "FILES",
+        "EXIT STATUS",
+        "EXAMPLES",
+        "SEE ALSO",
+    ):
         assert re.search(rf"^\.SH {section}$", page, re.M), section
     for variable in ("BKCTL_METADATA_URI", "NO_COLOR", "PAGER", "XDG_CONFIG_HOME"):
         assert f"\\fB{variable}\\fR" in page
@@ -118,8 +129,8 @@ def test_bookied_conf_documents_every_key(generated):
             positions.append(page.index(f'.SH "{title.upper()}"'))
     assert positions == sorted(positions)
     for opt in OPTIONS:
-        entry = page[page.index(f"\\fB{opt.name}\\fR="):]
-        entry = entry[:entry.index(".TP") if ".TP" in entry else None]
+        entry = page[page.index(f"\\fB{opt.name}\\fR=") :]
+        entry = entry[: entry.index(".TP") if ".TP" in entry else None]
         assert f"default: {opt.default_text}".replace("-", "\\-") in entry, opt.name
         if opt.unit:
             assert f"unit: {opt.unit}" in entry, opt.name
@@ -161,8 +172,9 @@ def test_pages_render_without_warnings(macros):
 
 
 def test_the_rendered_exit_status_2_names_refused_destructive_commands():
-    text = subprocess.run([_groff(), "-man", "-Tutf8", str(MAN / "bkctl.1")], capture_output=True, text=True,
-                          check=True).stdout
+    text = subprocess.run(
+        [_groff(), "-man", "-Tutf8", str(MAN / "bkctl.1")], capture_output=True, text=True, check=True
+    ).stdout
     plain = re.sub(r".\x08", "", text.replace("\u2010", "-"))
-    section = plain[plain.index("EXIT STATUS"):]
+    section = plain[plain.index("EXIT STATUS") :]
     assert "destructive command refused without --force" in " ".join(section.split()), section[:600]

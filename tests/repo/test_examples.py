@@ -1,4 +1,5 @@
 """Every bkctl command's --help (and man page) ends with examples that parse."""
+
 from __future__ import annotations
 
 import functools
@@ -39,13 +40,15 @@ def test_every_command_has_examples_that_parse(command, capsys):
     for line, _what in EXAMPLES[command]:
         assert line in help_text
         # every bkctl of a pipeline parses (`bkctl pulsar orphans --json | bkctl ledger delete -`)
-        bkctl_lines = [shlex.join(shlex.split(part.split("<")[0])) for part in line.split("|")
-                       if part.strip().startswith("bkctl")]
+        bkctl_lines = [
+            shlex.join(shlex.split(part.split("<")[0])) for part in line.split("|") if part.strip().startswith("bkctl")
+        ]
         assert bkctl_lines and all(map(_accepted, bkctl_lines)), line
         assert any(re.search(rf"\b{re.escape(command.split()[-1])}\b", bkctl_line) for bkctl_line in bkctl_lines)
 
 
 def test_examples_show_in_a_real_help():
-    out = subprocess.run([sys.executable, "-m", "bkctl", "ledger", "add", "--help"], capture_output=True,
-                         text=True, cwd=ROOT, timeout=60).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "bkctl", "ledger", "add", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60
+    ).stdout
     assert re.search(r"Examples:\n +bkctl ledger add 42 hello world +# two entries\n", out), out

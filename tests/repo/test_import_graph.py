@@ -10,6 +10,7 @@
   CLI, each reported on its own;
 * ``bkctl.ops`` imports nothing of ``bkctl.export``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -32,14 +33,24 @@ def test_the_sources_are_found():
 
 
 def test_wire_imports_nothing_of_the_programs_built_on_it():
-    bad = {(m, i) for m, targets in graph(False).items() if m.startswith("bkctl.wire")
-           for i in targets if not i.startswith("bkctl.wire")}
+    bad = {
+        (m, i)
+        for m, targets in graph(False).items()
+        if m.startswith("bkctl.wire")
+        for i in targets
+        if not i.startswith("bkctl.wire")
+    }
     assert not bad, sorted(bad)
 
 
 def test_bookied_imports_only_wire_of_bkctl():
-    bad = {(m, i) for m, targets in graph(False).items() if m.startswith("bkctl.bookied")
-           for i in targets if not i.startswith(("bkctl.bookied", "bkctl.wire"))}
+    bad = {
+        (m, i)
+        for m, targets in graph(False).items()
+        if m.startswith("bkctl.bookied")
+        for i in targets
+        if not i.startswith(("bkctl.bookied", "bkctl.wire"))
+    }
     assert not bad, sorted(bad)
 
 
@@ -113,30 +124,44 @@ def test_no_import_cycle_counting_lazy_and_type_checking_imports(area):
 
 def test_ops_imports_nothing_of_export():
     """``export`` builds on ``ops`` (a topic's managed ledgers and cursors), never the other way."""
-    bad = {(m, i) for m, imported in graph(False).items() if m.startswith("bkctl.ops")
-           for i in imported if i.startswith("bkctl.export")}
+    bad = {
+        (m, i)
+        for m, imported in graph(False).items()
+        if m.startswith("bkctl.ops")
+        for i in imported
+        if i.startswith("bkctl.export")
+    }
     assert not bad, sorted(bad)
 
 
 def test_imports_inside_functions_and_under_type_checking_are_read(tmp_path):
     source = tmp_path / "probe.py"
-    source.write_text("from __future__ import annotations\n"
-                      "from typing import TYPE_CHECKING\n"
-                      "from bkctl import exitcodes\n"
-                      "if TYPE_CHECKING:\n"
-                      "    from bkctl.app import App\n"
-                      "def later():\n"
-                      "    from bkctl.export import job\n"
-                      "    import bkctl.ops.pulsar\n")
+    source.write_text(
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "from bkctl import exitcodes\n"
+        "if TYPE_CHECKING:\n"
+        "    from bkctl.app import App\n"
+        "def later():\n"
+        "    from bkctl.export import job\n"
+        "    import bkctl.ops.pulsar\n"
+    )
     assert imports("bkctl.probe", source, top_level_only=True) == {"bkctl.exitcodes"}
     assert imports("bkctl.probe", source, top_level_only=False) == {
-        "bkctl.exitcodes", "bkctl.app", "bkctl.export.job", "bkctl.ops.pulsar"}
+        "bkctl.exitcodes",
+        "bkctl.app",
+        "bkctl.export.job",
+        "bkctl.ops.pulsar",
+    }
 
 
 def test_the_client_has_no_cycle_even_counting_lazy_imports():
     """wire.client is composed, not split: its modules import each other one way
     only, counting imports inside functions and under TYPE_CHECKING."""
-    client = {m: {i for i in targets if i.startswith("bkctl.wire.client")}
-              for m, targets in graph(False).items() if m.startswith("bkctl.wire.client")}
+    client = {
+        m: {i for i in targets if i.startswith("bkctl.wire.client")}
+        for m, targets in graph(False).items()
+        if m.startswith("bkctl.wire.client")
+    }
     assert len(client) > 20 and sum(map(len, client.values())) > 40  # the graph was read
     assert _cycles(client) == []

@@ -11,6 +11,7 @@ in-memory store (read from the sources with ast, nothing imported):
   (``store.client``, ``self.store.client``, ``self._store._zk``...).  A store held under
   another name would slip through: the import rule is the one that cannot be dodged.
 """
+
 from __future__ import annotations
 
 import ast
@@ -48,20 +49,30 @@ def back_doors(path: Path) -> list[str]:
 def test_nothing_outside_the_zookeeper_store_speaks_kazoo():
     inside = [m for m in MODULES if m == ZK_STORE or m.startswith(ZK_STORE + ".")]
     assert len(inside) > 5  # the store's modules were found, and are the ones allowed
-    bad = {f"{MODULES[m].relative_to(MODULES[m].parents[len(m.split('.')) - 1])}:{line}"
-           for m, path in MODULES.items() if m not in inside for line in back_doors(path)}
+    bad = {
+        f"{MODULES[m].relative_to(MODULES[m].parents[len(m.split('.')) - 1])}:{line}"
+        for m, path in MODULES.items()
+        if m not in inside
+        for line in back_doors(path)
+    }
     assert not bad, sorted(bad)
 
 
 def test_the_check_sees_a_back_door(tmp_path):
     probe = tmp_path / "probe.py"
-    probe.write_text("import logging\n"
-                     "logging.getLogger('kazoo').setLevel(logging.WARNING)\n"
-                     "def later(self, store, bk):\n"
-                     "    from kazoo.client import KazooState\n"
-                     "    bk.client.pool\n"
-                     "    store.client.get('/x')\n"
-                     "    self._store._zk.delete('/x')\n"
-                     "    import kazoo.exceptions\n")
-    assert back_doors(probe) == ["4: imports kazoo.client", "8: imports kazoo.exceptions",
-                                 "6: store.client", "7: self._store._zk"]
+    probe.write_text(
+        "import logging\n"
+        "logging.getLogger('kazoo').setLevel(logging.WARNING)\n"
+        "def later(self, store, bk):\n"
+        "    from kazoo.client import KazooState\n"
+        "    bk.client.pool\n"
+        "    store.client.get('/x')\n"
+        "    self._store._zk.delete('/x')\n"
+        "    import kazoo.exceptions\n"
+    )
+    assert back_doors(probe) == [
+        "4: imports kazoo.client",
+        "8: imports kazoo.exceptions",
+        "6: store.client",
+        "7: self._store._zk",
+    ]

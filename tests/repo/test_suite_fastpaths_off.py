@@ -10,6 +10,7 @@ module's packages count (their ``__init__`` runs first).  What a test's subproce
 followed: unit tests start no bookied (tests/support/folders.py), and the CLI processes they start
 reach no bookie.
 """
+
 from __future__ import annotations
 
 import ast
@@ -63,9 +64,14 @@ def consults(module: str) -> bool:
     if SWITCH not in runtime_imports()[module]:
         return False
     for node in ast.walk(tree(KNOWN[module])):
-        if (isinstance(node, ast.Attribute) and node.attr in _CONSULTING
-                or isinstance(node, ast.alias) and node.name in _CONSULTING
-                or isinstance(node, ast.Constant) and node.value in _CONSULTING):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in _CONSULTING
+            or isinstance(node, ast.alias)
+            and node.name in _CONSULTING
+            or isinstance(node, ast.Constant)
+            and node.value in _CONSULTING
+        ):
             return True
     return False
 
@@ -93,8 +99,12 @@ def _path(module: str) -> str:
 
 def test_the_switch_is_found_where_it_is_consulted():
     consulting = {m for m in KNOWN if consults(m)}
-    assert {"bkctl.wire.client.connection", "bkctl.wire.codecs.digest", "bkctl.bookied.journal",
-            "tests.unit.test_journal_inline"} <= consulting
+    assert {
+        "bkctl.wire.client.connection",
+        "bkctl.wire.codecs.digest",
+        "bkctl.bookied.journal",
+        "tests.unit.test_journal_inline",
+    } <= consulting
     # imports the switch only to refuse a bad BKCTL_FASTPATHS at start
     assert "bkctl.cli" not in consulting and SWITCH in runtime_imports()["bkctl.cli"]
 
@@ -139,11 +149,13 @@ def test_dev_runs_the_list_with_fast_paths_off():
 
 def test_reach_follows_lazy_imports_and_packages_but_not_type_checking(tmp_path):
     probe = tmp_path / "probe.py"
-    probe.write_text("from typing import TYPE_CHECKING\n"
-                     "if TYPE_CHECKING:\n"
-                     "    from bkctl.wire.client import connection\n"
-                     "def later():\n"
-                     "    from bkctl.bookied import journal\n")
+    probe.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from bkctl.wire.client import connection\n"
+        "def later():\n"
+        "    from bkctl.bookied import journal\n"
+    )
     found = imports("tests.unit.probe", probe, top_level_only=False, known=KNOWN, type_checking=False)
     assert found == {"bkctl.bookied.journal"}
     assert "bkctl.wire.metadata.zk" in runtime_imports()["bkctl.wire.metadata.zk.ledgers"]

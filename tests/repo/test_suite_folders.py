@@ -2,6 +2,7 @@
 tests/integration has it and no other test does, and a test outside that folder that asks for
 the session's real ZooKeeper fails before one starts -- so ``pytest -m "not integration"`` runs
 no test that starts ZooKeeper or a bookied."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,11 +11,13 @@ from tests.support.inner_suite import run_inner_suite
 
 
 def test_not_integration_runs_no_test_that_starts_zookeeper_or_a_bookied(tmp_path):
-    done = run_inner_suite(tmp_path, {
-        # marked by their folder: left out, though they ask for ZooKeeper
-        "tests/integration/test_real.py": "def test_real(zookeeper):\n    pass\n",
-        "tests/integration/deeper/test_deeper.py": "def test_deeper(zk_namespace):\n    pass\n",
-        "tests/unit/test_pure.py": '''
+    done = run_inner_suite(
+        tmp_path,
+        {
+            # marked by their folder: left out, though they ask for ZooKeeper
+            "tests/integration/test_real.py": "def test_real(zookeeper):\n    pass\n",
+            "tests/integration/deeper/test_deeper.py": "def test_deeper(zk_namespace):\n    pass\n",
+            "tests/unit/test_pure.py": """
             from tests.support.bookieproc import BookieProcess
 
             def test_unmarked(request):
@@ -28,8 +31,11 @@ def test_not_integration_runs_no_test_that_starts_zookeeper_or_a_bookied(tmp_pat
 
             def test_starts_a_bookied(tmp_path):
                 BookieProcess(tmp_path, "zk+hierarchical://127.0.0.1:1/ledgers").launch()
-        ''',
-    }, "-m", "not integration")
+        """,
+        },
+        "-m",
+        "not integration",
+    )
     assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout + done.stderr
     assert "2 failed, 1 passed, 2 deselected, 1 error" in done.stdout, done.stdout
     assert "PASSED tests/unit/test_pure.py::test_unmarked" in done.stdout, done.stdout

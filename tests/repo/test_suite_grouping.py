@@ -2,6 +2,7 @@
 (modules with a module-scoped cluster or Spark session, see ``./dev``).  A pytest and
 pytest-xdist pair that stops grouping runs everything anyway, only with one cluster and
 one Spark JVM per worker: this runs a small suite the way ``./dev test`` runs ours."""
+
 from __future__ import annotations
 
 import os
@@ -12,21 +13,43 @@ import textwrap
 
 
 def test_loadgroup_keeps_a_group_on_one_worker(tmp_path):
-    grouped = textwrap.dedent('''
+    grouped = textwrap.dedent("""
         import pytest
         pytestmark = [pytest.mark.xdist_group("together")]
 
         @pytest.mark.parametrize("i", range(6))
         def test_grouped(i):
             pass
-    ''')
+    """)
     (tmp_path / "test_grouped.py").write_text(grouped)
-    (tmp_path / "test_loose.py").write_text("import pytest\n\n@pytest.mark.parametrize('i', range(6))\n"
-                                            "def test_loose(i):\n    pass\n")
+    (tmp_path / "test_loose.py").write_text(
+        "import pytest\n\n@pytest.mark.parametrize('i', range(6))\ndef test_loose(i):\n    pass\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "BKCTL_"))}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "3",
-                           "--dist", "loadgroup", "-v", "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
-                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "3",
+            "--dist",
+            "loadgroup",
+            "-v",
+            "-c",
+            os.devnull,
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     workers = {m.group(1) for m in re.finditer(r"\[(gw\d+)\] .*PASSED .*test_grouped", done.stdout)}
     assert len(re.findall(r"PASSED .*test_grouped", done.stdout)) == 6, done.stdout
@@ -39,13 +62,26 @@ def test_the_longest_groups_are_handed_out_first(tmp_path):
     from tests.support.inner_suite import run_inner_suite
 
     group = 'import pytest\npytestmark = pytest.mark.xdist_group("{}")\n\ndef test_{}_1():\n    pass\n\ndef test_{}_2():\n    pass\n'
-    done = run_inner_suite(tmp_path, {
-        "tests/integration/test_a_loose.py": "def test_loose():\n    pass\n",
-        "tests/integration/test_b_grouped.py": group.format("zk_security", "b", "b"),
-        "tests/integration/test_c_grouped.py": group.format("packaging", "c", "c"),
-        "tests/integration/test_d_grouped.py": group.format("unlisted", "d", "d"),
-        "tests/unit/test_e.py": "def test_unit():\n    pass\n",
-    }, "--collect-only", "-q")
+    done = run_inner_suite(
+        tmp_path,
+        {
+            "tests/integration/test_a_loose.py": "def test_loose():\n    pass\n",
+            "tests/integration/test_b_grouped.py": group.format("zk_security", "b", "b"),
+            "tests/integration/test_c_grouped.py": group.format("packaging", "c", "c"),
+            "tests/integration/test_d_grouped.py": group.format("unlisted", "d", "d"),
+            "tests/unit/test_e.py": "def test_unit():\n    pass\n",
+        },
+        "--collect-only",
+        "-q",
+    )
     order = [line.split("::")[1] for line in done.stdout.splitlines() if "::" in line]
-    assert order == ["test_c_1", "test_c_2", "test_b_1", "test_b_2", "test_d_1", "test_d_2", "test_loose",
-                     "test_unit"], done.stdout + done.stderr
+    assert order == [
+        "test_c_1",
+        "test_c_2",
+        "test_b_1",
+        "test_b_2",
+        "test_d_1",
+        "test_d_2",
+        "test_loose",
+        "test_unit",
+    ], done.stdout + done.stderr

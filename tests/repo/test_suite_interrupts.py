@@ -1,6 +1,7 @@
 """Stopping a test run stops what it started: SIGTERM tears fixtures down as Ctrl-C does, and
 a process a test started dies with the worker that started it if that worker is killed outright
 (see tests/support/interrupts.py)."""
+
 from __future__ import annotations
 
 import os
@@ -20,9 +21,28 @@ def _inner_suite(tmp_path: Path, body: str) -> subprocess.Popen:
     (tmp_path / "test_inner.py").write_text(textwrap.dedent(body))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "BKCTL_"))}
     env["PYTHONPATH"] = str(ROOT)
-    return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.support.interrupts",
-                             "-q", "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "tests.support.interrupts",
+            "-q",
+            "-c",
+            os.devnull,
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _wait_for_file(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:
@@ -34,7 +54,9 @@ def _wait_for_file(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -
 
 
 def test_sigterm_tears_the_fixtures_down(tmp_path):
-    proc = _inner_suite(tmp_path, f'''
+    proc = _inner_suite(
+        tmp_path,
+        f"""
         import pathlib, time
         import pytest
 
@@ -46,7 +68,8 @@ def test_sigterm_tears_the_fixtures_down(tmp_path):
         def test_waits(started):
             pathlib.Path({str(tmp_path)!r}, "running").write_text("yes")
             time.sleep(120)
-    ''')
+    """,
+    )
     try:
         _wait_for_file(tmp_path / "running", proc)
         proc.send_signal(signal.SIGTERM)
@@ -60,7 +83,9 @@ def test_sigterm_tears_the_fixtures_down(tmp_path):
 
 
 def test_a_child_dies_with_the_worker_that_started_it(tmp_path):
-    proc = _inner_suite(tmp_path, f'''
+    proc = _inner_suite(
+        tmp_path,
+        f"""
         import pathlib, subprocess, sys, time
         from tests.support.interrupts import die_with_parent
 
@@ -69,7 +94,8 @@ def test_a_child_dies_with_the_worker_that_started_it(tmp_path):
                                      start_new_session=True, preexec_fn=die_with_parent)
             pathlib.Path({str(tmp_path)!r}, "child").write_text(str(child.pid))
             time.sleep(120)
-    ''')
+    """,
+    )
     try:
         _wait_for_file(tmp_path / "child", proc)
         child = int((tmp_path / "child").read_text())

@@ -1,6 +1,7 @@
 """``./dev test`` runs the fast-paths-off suites beside the whole suite, both with
 workers gw0, gw1...: each run keeps to port blocks of its own (tests/support/ports.py), and the
 ZooKeeper they share to the block after theirs."""
+
 from __future__ import annotations
 
 from pathlib import Path

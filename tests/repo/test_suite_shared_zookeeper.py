@@ -1,6 +1,7 @@
 """``./dev test`` starts one ZooKeeper for all its workers and names it in ``BKCTL_TEST_ZOOKEEPER``
 (tests/support/shared_zookeeper.py): the session fixture ``zookeeper`` then hands that server out
 and starts none of its own, leaves it running, and fails at once where nothing answers there."""
+
 from __future__ import annotations
 
 import socket
@@ -41,7 +42,10 @@ def answers_srvr():
 
 def test_the_named_server_is_handed_out_and_none_is_started(tmp_path, answers_srvr):
     connect = f"127.0.0.1:{answers_srvr}"
-    done = run_inner_suite(tmp_path, {"tests/integration/test_shared.py": f'''
+    done = run_inner_suite(
+        tmp_path,
+        {
+            "tests/integration/test_shared.py": f"""
         def test_first(zookeeper):
             assert type(zookeeper).__name__ == "SharedZooKeeper"
             assert zookeeper.connect_string == {connect!r} and zookeeper.port == {answers_srvr}
@@ -50,7 +54,10 @@ def test_the_named_server_is_handed_out_and_none_is_started(tmp_path, answers_sr
 
         def test_second(zookeeper, tmp_path_factory):
             assert zookeeper.connect_string == {connect!r}
-    '''}, env={ENV: connect, DIR_ENV: str(tmp_path / "zk")})
+    """
+        },
+        env={ENV: connect, DIR_ENV: str(tmp_path / "zk")},
+    )
     assert "2 passed" in done.stdout, done.stdout + done.stderr
     assert not list((tmp_path / "basetemp").rglob("zookeeper*")), "a ZooKeeper of its own was set up"
 
@@ -59,8 +66,9 @@ def test_nothing_answering_there_fails_and_starts_none(tmp_path):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         connect = f"127.0.0.1:{s.getsockname()[1]}"
-    done = run_inner_suite(tmp_path, {"tests/integration/test_shared.py": "def test_asks(zookeeper):\n    pass\n"},
-                           env={ENV: connect})
+    done = run_inner_suite(
+        tmp_path, {"tests/integration/test_shared.py": "def test_asks(zookeeper):\n    pass\n"}, env={ENV: connect}
+    )
     assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout + done.stderr
     assert f"{ENV}={connect}: no ZooKeeper answers there" in done.stdout, done.stdout
     assert not list((tmp_path / "basetemp").rglob("zookeeper*")), "a ZooKeeper of its own was set up"

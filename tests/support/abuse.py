@@ -14,6 +14,7 @@ bookie's resident memory.
 
 Used by tests/integration/test_bookie_abuse.py (short) and bench/bench_abuse.py (>= 10^7 frames).
 """
+
 from __future__ import annotations
 
 import random
@@ -73,13 +74,13 @@ class Mutator:
             elif how < 0.65 and data:  # an interesting byte somewhere
                 data[rng.randrange(len(data))] = rng.choice((0, 1, 0x7F, 0x80, 0xFF, rng.randrange(256)))
             elif how < 0.75:  # cut
-                del data[rng.randrange(len(data) + 1):]
+                del data[rng.randrange(len(data) + 1) :]
             elif how < 0.85:  # grow
                 data += rng.randbytes(rng.randint(1, 32))
             else:  # splice with another source
                 other = rng.choice(self.sources)
                 cut = rng.randrange(len(data) + 1)
-                data[cut:] = other[rng.randrange(len(other) + 1):]
+                data[cut:] = other[rng.randrange(len(other) + 1) :]
         return bytes(data)
 
     @staticmethod
@@ -129,9 +130,18 @@ class _Conn:
         self.frames = 0
 
 
-def hammer(port: int, frames: int, *, seed: int = 1, connections: int = 8, max_frames_per_connection: int = 3000,
-           fatal_share: float = 0.01, close_timeout: float = 30.0, stop: threading.Event | None = None,
-           progress=None) -> HammerResult:
+def hammer(
+    port: int,
+    frames: int,
+    *,
+    seed: int = 1,
+    connections: int = 8,
+    max_frames_per_connection: int = 3000,
+    fatal_share: float = 0.01,
+    close_timeout: float = 30.0,
+    stop: threading.Event | None = None,
+    progress=None,
+) -> HammerResult:
     """Send ``frames`` mutated frames at the bookie on ``port`` over ``connections`` connections at once."""
     mut = Mutator(seed)
     rng = mut.rng
@@ -283,18 +293,25 @@ class ValidClient(threading.Thread):
             started = time.monotonic()
             try:
                 if entry % 2 == 0:
-                    r = v3.parse_response(self._exchange(sock, dec, v3.serialize(
-                        v3.add_request(entry + 1, self.ledger_id, entry, self.key, body))))
+                    r = v3.parse_response(
+                        self._exchange(
+                            sock, dec, v3.serialize(v3.add_request(entry + 1, self.ledger_id, entry, self.key, body))
+                        )
+                    )
                     ok = r.status == 0
                 else:
-                    r = v2.decode_response(self._exchange(v2sock, dec2, v2.AddRequest(
-                        2, 0, self.key, body, self.ledger_id, entry).encode()))
+                    r = v2.decode_response(
+                        self._exchange(
+                            v2sock, dec2, v2.AddRequest(2, 0, self.key, body, self.ledger_id, entry).encode()
+                        )
+                    )
                     ok = r.rc == 0
                 if not ok:
                     self.failures.append(f"add {entry}: {r}")
                     break
-                r = v3.parse_response(self._exchange(sock, dec, v3.serialize(
-                    v3.read_request(entry + 2, self.ledger_id, entry))))
+                r = v3.parse_response(
+                    self._exchange(sock, dec, v3.serialize(v3.read_request(entry + 2, self.ledger_id, entry)))
+                )
                 if r.status != 0 or r.readResponse.body != body:
                     self.failures.append(f"read {entry}: status {r.status}")
                     break
@@ -324,10 +341,14 @@ class Bystanders:
             self.socks.append(s)
         self._stop = threading.Event()
         adds = frame(v3.serialize(v3.add_request(1, (1 << 40) + 5, 0, key, dm.package(0, -1, 0, b"g" * 100))))
-        polls = b"".join(frame(v3.serialize(v3.read_request(n, (1 << 40) + 5, -1, previous_lac=1 << 40,
-                                                            timeout_ms=3_600_000))) for n in range(100))
-        self.threads = [threading.Thread(target=self._flood, args=(port, adds * 100, 4096), daemon=True),
-                        threading.Thread(target=self._flood, args=(port, polls, None), daemon=True)]
+        polls = b"".join(
+            frame(v3.serialize(v3.read_request(n, (1 << 40) + 5, -1, previous_lac=1 << 40, timeout_ms=3_600_000)))
+            for n in range(100)
+        )
+        self.threads = [
+            threading.Thread(target=self._flood, args=(port, adds * 100, 4096), daemon=True),
+            threading.Thread(target=self._flood, args=(port, polls, None), daemon=True),
+        ]
         for t in self.threads:
             t.start()
 
@@ -355,4 +376,3 @@ class Bystanders:
             t.join(timeout=10)
         for s in self.socks:
             s.close()
-

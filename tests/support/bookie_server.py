@@ -1,6 +1,7 @@
 """A bookie's server with Twisted's fakes, for the bookie's protocol tests: a journal
 whose fsyncs the test completes by hand (:class:`ManualJournal`), a real entry store,
 task.Clock, and connections over StringTransport (:class:`Env`, :class:`Conn`)."""
+
 from __future__ import annotations
 
 import contextlib

@@ -4,6 +4,7 @@ Every process is started in its own session and stopped by pid (SIGKILL as
 a last resort); :class:`BookieProcess` keeps its directories between
 restarts so fault tests can kill and restart the same bookie.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -49,8 +50,11 @@ class BookieProcess:
 
     def admin(self, path: str, method: str = "GET", body=None):
         """The HTTP admin's JSON answer to ``method path`` (see :meth:`serve_http`)."""
-        req = urllib.request.Request(f"http://127.0.0.1:{self.http_port}{path}", method=method,
-                                     data=None if body is None else json.dumps(body).encode())
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.http_port}{path}",
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+        )
         with urllib.request.urlopen(req, timeout=10) as resp:
             return json.loads(resp.read() or b"null")
 
@@ -114,12 +118,19 @@ class BookieProcess:
         module, *args = [*self.launcher, "--conf", str(conf), *extra_args]
         with open(self.log_path, "ab") as log, open(os.devnull, "rb") as devnull:
             # forked from the worker's zygote (tests/support/zygote.py) where it can be
-            self.proc = zygote.spawn(module, args, env=env, stdin=devnull.fileno(), stdout=log.fileno(),
-                                     stderr=log.fileno())
+            self.proc = zygote.spawn(
+                module, args, env=env, stdin=devnull.fileno(), stdout=log.fileno(), stderr=log.fileno()
+            )
             if self.proc is None:
-                self.proc = subprocess.Popen([sys.executable, "-m", module, *args],
-                                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                             env=env, start_new_session=True, preexec_fn=die_with_parent)
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", module, *args],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=die_with_parent,
+                )
         return self.proc
 
     def start(self, timeout: float = 60.0) -> "BookieProcess":
@@ -194,8 +205,13 @@ def registration_sessions(uri: str, bookie_ids: list[str]) -> dict[str, int | No
         return {b: store.registration.session_of(b) for b in bookie_ids}
 
 
-def wait_registered(uri: str, bookie_ids: list[str], timeout: float = 60.0,
-                    procs: list[BookieProcess] = (), replacing: dict[str, int | None] | None = None) -> None:
+def wait_registered(
+    uri: str,
+    bookie_ids: list[str],
+    timeout: float = 60.0,
+    procs: list[BookieProcess] = (),
+    replacing: dict[str, int | None] | None = None,
+) -> None:
     """Until every one of ``bookie_ids`` is registered writable at ``uri`` -- by a session
     other than ``replacing[id]`` (from :func:`registration_sessions` before a restart: a
     SIGKILLed bookie's registration stays until its session expires); RuntimeError
@@ -207,8 +223,11 @@ def wait_registered(uri: str, bookie_ids: list[str], timeout: float = 60.0,
     with ZKMetadataStore(uri, timeout=20) as store:
         while True:
             writable = set(store.registration.writable_bookies())
-            missing = {b for b in bookie_ids if b not in writable
-                       or (b in replacing and store.registration.session_of(b) == replacing[b])}
+            missing = {
+                b
+                for b in bookie_ids
+                if b not in writable or (b in replacing and store.registration.session_of(b) == replacing[b])
+            }
             if not missing:
                 return
             for p in procs:

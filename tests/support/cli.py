@@ -4,6 +4,7 @@
 (bytes: binary payloads, ``--format raw``) run it on a cluster's URI.  :func:`bkctl_in_process`
 runs a command in the test's own process (cheap, and sees its fixtures).
 """
+
 from __future__ import annotations
 
 import io
@@ -55,25 +56,34 @@ def run_bkctl(env: dict, *args, stdin=None, timeout: float = 120, text: bool = F
         stdin = "" if text else b""
     argv = list(map(str, args))
     # forked from the worker's zygote (tests/support/zygote.py) where it can be
-    done = zygote.run("bkctl", argv, env=env, cwd=str(REPO), timeout=timeout,
-                      input=stdin.encode() if isinstance(stdin, str) else stdin)
+    done = zygote.run(
+        "bkctl",
+        argv,
+        env=env,
+        cwd=str(REPO),
+        timeout=timeout,
+        input=stdin.encode() if isinstance(stdin, str) else stdin,
+    )
     if done is None:
-        return subprocess.run([*BKCTL, *argv], input=stdin, capture_output=True, text=text,
-                              env=env, cwd=REPO, timeout=timeout)
+        return subprocess.run(
+            [*BKCTL, *argv], input=stdin, capture_output=True, text=text, env=env, cwd=REPO, timeout=timeout
+        )
     if text:  # as subprocess.run(text=True) reads them: the locale's encoding, universal newlines
         done.stdout, done.stderr = (io.TextIOWrapper(io.BytesIO(b)).read() for b in (done.stdout, done.stderr))
     done.args = [*BKCTL, *argv]
     return done
 
 
-def bkctl(uri, *args, stdin: str | None = None, env: dict | None = None,
-          timeout: float = 120) -> subprocess.CompletedProcess:
+def bkctl(
+    uri, *args, stdin: str | None = None, env: dict | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
     """bkctl on cluster ``uri`` (``env``: extra variables); stdout/stderr as text."""
     return run_bkctl(env_for(uri, **(env or {})), *args, stdin=stdin, timeout=timeout, text=True)
 
 
-def bkctl_bytes(uri, *args, stdin: bytes | None = None, env: dict | None = None,
-                timeout: float = 120) -> subprocess.CompletedProcess:
+def bkctl_bytes(
+    uri, *args, stdin: bytes | None = None, env: dict | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
     """:func:`bkctl` with stdin, stdout and stderr as bytes."""
     return run_bkctl(env_for(uri, **(env or {})), *args, stdin=stdin, timeout=timeout, text=False)
 

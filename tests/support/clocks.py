@@ -7,6 +7,7 @@ reads the time again.  :meth:`ManualClock.wait_for_sleepers` tells the test
 that the other thread has reached its sleep, so what it asserts next cannot
 race with it.  (Twisted code uses ``twisted.internet.task.Clock`` instead.)
 """
+
 from __future__ import annotations
 
 import threading
@@ -38,8 +39,9 @@ class ManualClock:
     def wait_for_sleepers(self, count: int, timeout: float = 30.0) -> None:
         """Until threads went to sleep on this clock ``count`` times in all."""
         with self._lock:
-            assert self._lock.wait_for(lambda: self.sleeps >= count, timeout), \
+            assert self._lock.wait_for(lambda: self.sleeps >= count, timeout), (
                 f"{self.sleeps} sleeps on the clock, expected {count}"
+            )
 
     def advance(self, seconds: float) -> None:
         """Move time on and wake every sleeper, which then reads the new time."""

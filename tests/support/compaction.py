@@ -1,11 +1,13 @@
 """Compacting an entry store in a unit test, as one garbage collection pass does for its logs."""
+
 from __future__ import annotations
 
 from bkctl.bookied.storage.compactor import EntryLogCompactor, Throttle
 
 
-def compact_below(store, min_live_ratio: float, throttle: Throttle | None = None,
-                  max_outstanding: int = 100000) -> dict:
+def compact_below(
+    store, min_live_ratio: float, throttle: Throttle | None = None, max_outstanding: int = 100000
+) -> dict:
     """Compact the logs of ``store`` below ``min_live_ratio`` (unthrottled unless a throttle is
     given): ``{"logs", "moved_entries", "moved_bytes", "reclaimed_bytes"}``."""
     if throttle is None:

@@ -1,6 +1,7 @@
 """A bookie connection (``bkctl.wire.client.connection``) on Twisted's fakes: a
 MemoryReactorClock whose TCP connects the test accepts with a StringTransport,
 what the client wrote split into requests, and v3 answers built for them."""
+
 from __future__ import annotations
 
 import hashlib
@@ -89,7 +90,7 @@ def sent_frames(transport: StringTransport) -> list[bytes]:
     while data:
         (n,) = struct.unpack(">i", data[:4])
         out.append(data[: 4 + n])
-        data = data[4 + n:]
+        data = data[4 + n :]
     return out
 
 

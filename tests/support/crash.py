@@ -1,4 +1,5 @@
 """Crash harness for storage tests: run a child that prints what it has made durable, SIGKILL it."""
+
 from __future__ import annotations
 
 import random
@@ -9,8 +10,9 @@ import threading
 import time
 
 
-def run_and_kill(script: str, args: list[str], rng: random.Random, min_run: float, max_run: float,
-                 wait: float = 10.0) -> list[str]:
+def run_and_kill(
+    script: str, args: list[str], rng: random.Random, min_run: float, max_run: float, wait: float = 10.0
+) -> list[str]:
     """Start ``python -c script *args``; once it prints ``ready`` let it run a random while,
     SIGKILL it and return its complete stdout lines (the last, partial one dropped)."""
     proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)

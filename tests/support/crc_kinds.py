@@ -1,6 +1,7 @@
 """The ``crc_kind`` fixture of the tests of the C twins (``_fastcodec.c``, ``_records.c``): each test
 that takes it runs with both CRC32C implementations of the C modules, the CPU's instruction (skipped
 where there is none) and the table one; the modules go back to their instruction afterwards."""
+
 from __future__ import annotations
 
 import pytest

@@ -3,6 +3,7 @@ Deferreds in the test's own thread): ``successResultOf``, ``failureResultOf`` an
 ``assertNoResult`` of trial's :class:`~twisted.trial.unittest.SynchronousTestCase`,
 for pytest-style tests.  They keep no state of a test case, so one instance serves
 every test; a failed check raises trial's ``FailTest``, an ``AssertionError``."""
+
 from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase

@@ -4,6 +4,7 @@ answers as a real bookied does -- the same behavioural suite runs on both
 (tests/integration/test_bookie_channel_conformance.py).  Beyond a bookie it lets
 the test hold adds and answer them by hand, take the bookie down and look at
 what it was sent.  A :class:`FakePool` hands out one per bookie id."""
+
 from __future__ import annotations
 
 import struct
@@ -55,8 +56,9 @@ class FakeConnection:
     older bookie that cannot batch-read and ``batch_limit`` caps the entries
     of a batch read (standing for a bookie's byte budget)."""
 
-    def __init__(self, bookie_id: str, clock: task.Clock | None = None, add_timeout: float | None = None,
-                 protocol: str = "v3"):
+    def __init__(
+        self, bookie_id: str, clock: task.Clock | None = None, add_timeout: float | None = None, protocol: str = "v3"
+    ):
         self.bookie_id = bookie_id
         self.protocol = protocol
         self.auto = False
@@ -88,15 +90,19 @@ class FakeConnection:
     def _refused(self, what: str) -> defer.Deferred | None:
         """A failed Deferred when the bookie cannot be reached, else None."""
         if self.closed:
-            return defer.fail(BookieUnavailable(f"{what}: connection to bookie {self.bookie_id} is closed",
-                                                bookie=self.bookie_id))
+            return defer.fail(
+                BookieUnavailable(f"{what}: connection to bookie {self.bookie_id} is closed", bookie=self.bookie_id)
+            )
         if self.down:
             return defer.fail(BookieUnavailable(f"{what}: bookie {self.bookie_id} is down", bookie=self.bookie_id))
         return None
 
     def _unsupported(self, what: str) -> defer.Deferred:
-        return defer.fail(NotSupported(f"{what}: not available over protocol {self.protocol} "
-                                       f"(bookie {self.bookie_id})", bookie=self.bookie_id))
+        return defer.fail(
+            NotSupported(
+                f"{what}: not available over protocol {self.protocol} (bookie {self.bookie_id})", bookie=self.bookie_id
+            )
+        )
 
     def _known(self, ledger_id: int) -> bool:
         """The bookie has heard of the ledger: it has its key or entries of it."""
@@ -110,8 +116,9 @@ class FakeConnection:
     def _entries(self, ledger_id: int) -> dict[int, bytes]:
         return {e: body for (lid, e), body in self.stored.items() if lid == ledger_id}
 
-    def _fence_and_look(self, ledger_id: int, fence_master_key: bytes | None,
-                        what: str) -> tuple[defer.Deferred | None, dict[int, bytes]]:
+    def _fence_and_look(
+        self, ledger_id: int, fence_master_key: bytes | None, what: str
+    ) -> tuple[defer.Deferred | None, dict[int, bytes]]:
         """The start of a read: fence first (with ``fence_master_key``; a ledger
         new here takes it), then the ledger's entries; a failed Deferred instead
         for a wrong key or a ledger the bookie never heard of."""
@@ -134,8 +141,7 @@ class FakeConnection:
 
     # -- adds -----------------------------------------------------------------
 
-    def add(self, ledger_id, entry_id, master_key, body, *, recovery=False, high_priority=False,
-            deferred_sync=False):
+    def add(self, ledger_id, entry_id, master_key, body, *, recovery=False, high_priority=False, deferred_sync=False):
         check_master_key(master_key)
         what = f"ADD ledger {ledger_id} entry {entry_id}"
         if self.protocol == "v2":
@@ -162,13 +168,13 @@ class FakeConnection:
             d.addBoth(lambda r: (call.active() and call.cancel(), r)[1])
         return d
 
-    def add_with_callback(self, ledger_id, entry_id, master_key, body, recovery, high_priority, on_done, ctx,
-                          slot):
+    def add_with_callback(self, ledger_id, entry_id, master_key, body, recovery, high_priority, on_done, ctx, slot):
         """The channel's add as the ledger layer calls it (BookieChannel); the
         outcome goes to ``on_done`` as BookieConnection reports it."""
         d = self.add(ledger_id, entry_id, master_key, body, recovery=recovery, high_priority=high_priority)
-        d.addCallbacks(lambda _: on_done(ctx, slot, self.bookie_id, None),
-                       lambda f: on_done(ctx, slot, self.bookie_id, f.value))
+        d.addCallbacks(
+            lambda _: on_done(ctx, slot, self.bookie_id, None), lambda f: on_done(ctx, slot, self.bookie_id, f.value)
+        )
 
     def add_encoded(self, add, on_done, ctx, slot):
         """The writer's fast-path add (BookieChannel): the shared bytes are
@@ -248,8 +254,9 @@ class FakeConnection:
         """The channel's plain read as the ledger layer calls it (BookieChannel);
         the outcome goes to ``on_done`` as BookieConnection reports it."""
         d = self.read(ledger_id, entry_id)
-        d.addCallbacks(lambda body: on_done(ctx, slot, self.bookie_id, body),
-                       lambda f: on_done(ctx, slot, self.bookie_id, f.value))
+        d.addCallbacks(
+            lambda body: on_done(ctx, slot, self.bookie_id, body), lambda f: on_done(ctx, slot, self.bookie_id, f.value)
+        )
 
     def takes_reads(self, count):
         """Never: its reads answer at once, so the reader reads one by one (BookieChannel)."""

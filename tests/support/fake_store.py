@@ -26,6 +26,7 @@ What the tests add on top, none of which the code under test can see:
 Watches call their listeners synchronously, from the call that changed what they
 watch (on ZooKeeper: from kazoo's thread, soon after).
 """
+
 from __future__ import annotations
 
 import functools
@@ -255,8 +256,7 @@ class FakeLedgerManager(_Manager):
             yield LedgerRange(leaf * 10000 + 9999, frozenset(leaves[leaf]))
 
     @_call
-    def read_many(self, ledger_ids: Iterable[int], *, naming: Collection[str] | None = None
-                  ) -> Iterator[LedgerRead]:
+    def read_many(self, ledger_ids: Iterable[int], *, naming: Collection[str] | None = None) -> Iterator[LedgerRead]:
         out = []
         marks = tuple(b.encode() for b in naming) if naming is not None else None
         for ledger_id in ledger_ids:
@@ -270,8 +270,9 @@ class FakeLedgerManager(_Manager):
             out.append(LedgerRead(ledger_id, md, version))
         return iter(out)
 
-    def walk(self, *, naming: Collection[str] | None = None,
-             progress: WalkProgress | None = None) -> Iterator[LedgerRead]:
+    def walk(
+        self, *, naming: Collection[str] | None = None, progress: WalkProgress | None = None
+    ) -> Iterator[LedgerRead]:
         if progress is not None:
             progress.update(total=self.count())
         for read in self.read_many(self.ids(), naming=naming):
@@ -325,8 +326,7 @@ class FakeRegistrationManager(_Manager):
         self._changed()
 
     @_call
-    def register(self, bookie_id: str, service_info: bytes | BookieServiceInfo = b"",
-                 readonly: bool = False) -> None:
+    def register(self, bookie_id: str, service_info: bytes | BookieServiceInfo = b"", readonly: bool = False) -> None:
         check_bookie_id(bookie_id)
         data = service_info if isinstance(service_info, bytes) else service_info.serialize()
         self._nodes[bookie_id] = (readonly, data)
@@ -495,8 +495,7 @@ class FakeUnderreplicationManager(_Manager):
         return None if self._delay is None else UR.parse_lost_bookie_recovery_delay(self._delay[0])
 
     @_call
-    def watch_lost_bookie_recovery_delay(self, listener: Callable[[StoredValue | None], None]
-                                         ) -> Callable[[], None]:
+    def watch_lost_bookie_recovery_delay(self, listener: Callable[[StoredValue | None], None]) -> Callable[[], None]:
         return self._delay_watch.add(listener)
 
     @_call
@@ -680,8 +679,9 @@ class FakePulsarMetadata(_Manager):
         return (base or P.managed_ledgers_base(self._store.root)).rstrip("/") or "/"
 
     # -- what tests do -----------------------------------------------------------
-    def put_managed_ledger(self, name: str, value: bytes, cursors: dict[str, bytes] | None = None, *,
-                           base: str | None = None) -> None:
+    def put_managed_ledger(
+        self, name: str, value: bytes, cursors: dict[str, bytes] | None = None, *, base: str | None = None
+    ) -> None:
         """Write (or rewrite: its version moves on) managed ledger ``name``
         (``tenant/namespace/persistent/<encoded topic>``) and add ``cursors`` (znode name -> value)."""
         parts = name.split("/")
@@ -705,8 +705,7 @@ class FakePulsarMetadata(_Manager):
 
     # -- the protocol ------------------------------------------------------------
     @_call
-    def managed_ledger_names(self, base: str, tenant: str | None = None,
-                             namespace: str | None = None) -> list[str]:
+    def managed_ledger_names(self, base: str, tenant: str | None = None, namespace: str | None = None) -> list[str]:
         base = self._base(base)
         out = []
         for at, name in self._managed:
@@ -722,11 +721,11 @@ class FakePulsarMetadata(_Manager):
         if node is None:
             return None
         value, version, cursor_values = node
-        return StoredManagedLedger(P.managed_ledger_path(base, name), value, version,
-                                   dict(sorted(cursor_values.items())) if cursors else {})
+        return StoredManagedLedger(
+            P.managed_ledger_path(base, name), value, version, dict(sorted(cursor_values.items())) if cursors else {}
+        )
 
-    def managed_ledgers(self, base: str, names: Iterable[str], cursors: bool = True
-                        ) -> Iterator[StoredManagedLedger]:
+    def managed_ledgers(self, base: str, names: Iterable[str], cursors: bool = True) -> Iterator[StoredManagedLedger]:
         for name in names:
             stored = self.managed_ledger(base, name, cursors)
             if stored is not None:
@@ -840,16 +839,19 @@ class FakeClusterManager(_Manager):
         if not force:
             self._require_root()
             if self._instance_id != instance_id:
-                raise NukeRefused(f"instance id {instance_id!r} does not match the cluster's INSTANCEID "
-                                  f"{self._instance_id!r}")
+                raise NukeRefused(
+                    f"instance id {instance_id!r} does not match the cluster's INSTANCEID {self._instance_id!r}"
+                )
         if not self._root:
             return False
         registration = self._store.registration
         writable, readonly = registration._writable(), registration._readonly()
         if writable or readonly:
-            raise NukeRefused("bookies are still registered ("
-                              + ", ".join(writable + [f"{b} (read-only)" for b in readonly])
-                              + "); stop all bookies before nuking the cluster")
+            raise NukeRefused(
+                "bookies are still registered ("
+                + ", ".join(writable + [f"{b} (read-only)" for b in readonly])
+                + "); stop all bookies before nuking the cluster"
+            )
         self._wipe()
         self._root, self._instance_id, self._layout = False, None, None
         return True
@@ -875,8 +877,12 @@ class FakeRackMap(_Manager):
         node = self._node
         if (node is not None) if version is None else (node is None or node[1] != version):
             current = parse_rack_map(node[0]) if node is not None else {}
-            raise VersionConflict("the rack map " + RACK_MAP_PATH, -1 if version is None else version,
-                                  current, -1 if node is None else node[1])
+            raise VersionConflict(
+                "the rack map " + RACK_MAP_PATH,
+                -1 if version is None else version,
+                current,
+                -1 if node is None else node[1],
+            )
         self._node = (serialize_rack_map(doc), 0 if node is None else node[1] + 1)
         return self._node[1]
 
@@ -887,8 +893,13 @@ class FakeMetadataStore:
     ``now_ms`` gives the "znodes'" ctime (ledgers, and marks with *store_ctime*).
     """
 
-    def __init__(self, root: str = P.DEFAULT_ROOT, *, store_ctime: bool = False,
-                 now_ms: Callable[[], int] = lambda: DEFAULT_NOW_MS):
+    def __init__(
+        self,
+        root: str = P.DEFAULT_ROOT,
+        *,
+        store_ctime: bool = False,
+        now_ms: Callable[[], int] = lambda: DEFAULT_NOW_MS,
+    ):
         self.root = root
         self.now_ms = now_ms
         self.calls: list[tuple[str, tuple]] = []

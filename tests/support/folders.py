@@ -6,6 +6,7 @@
 * A test outside that folder that asks for the session's ZooKeeper or starts a bookied fails
   before it starts (:func:`integration_only`), so ``-m "not integration"`` cannot start one unnoticed.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -41,5 +42,7 @@ def integration_only(what: str) -> None:
     later tests that ask for it fail with the same message, naming the test that asked first."""
     test = _running
     if test is not None and test.get_closest_marker("integration") is None:
-        pytest.fail(f"{test.nodeid} asks for {what}, which only tests under "
-                    f"{'/'.join(INTEGRATION_FOLDER)}/ may start", pytrace=False)
+        pytest.fail(
+            f"{test.nodeid} asks for {what}, which only tests under {'/'.join(INTEGRATION_FOLDER)}/ may start",
+            pytrace=False,
+        )

@@ -10,6 +10,7 @@ from the captured vectors) and the corpus kept in ``tests/fuzz_corpus/<target>/`
 (small inputs fuzzing found interesting, and every finding's input) through
 every target, without atheris.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -42,6 +43,7 @@ def target(declared: tuple = (CodecError,), seeds: Callable[[], list[bytes]] = l
     def register(fn):
         TARGETS[fn.__name__] = Target(fn.__name__, fn, declared, seeds, (fn.__doc__ or "").strip())
         return fn
+
     return register
 
 
@@ -73,6 +75,7 @@ def keep(name: str, data: bytes) -> Path:
 
 # ------------------------------------------------------------------ seeds
 
+
 def _frames(kind: str | None = None, proto: str | None = None) -> list[bytes]:
     from tests.support.golden import frames
 
@@ -94,6 +97,7 @@ def _vector_files(folder: str, pattern: str, limit: int | None = None) -> list[b
 
 
 # ------------------------------------------------------------------ frames
+
 
 def _framing_seeds() -> list[bytes]:
     from tests.support.golden import frames
@@ -122,7 +126,7 @@ def framing(data: bytes) -> None:
     failed = None
     for i in range(0, len(stream), step):
         try:
-            got += pieces.feed(stream[i:i + step])
+            got += pieces.feed(stream[i : i + step])
         except CodecError as exc:
             failed = exc
             break
@@ -132,7 +136,7 @@ def framing(data: bytes) -> None:
         assert got == expected
         assert pieces.buffered == whole.buffered
     else:
-        assert got == expected[:len(got)] and str(failed) == str(error)
+        assert got == expected[: len(got)] and str(failed) == str(error)
 
 
 @target(seeds=lambda: _frames("request", "v2"))
@@ -176,8 +180,15 @@ def v3_response(data: bytes) -> None:
     from bkctl.wire.codecs import answers, v3
 
     msg = v3.parse_response(data)
-    for decode in (answers.v3_add, answers.v3_read, answers.v3_long_poll, answers.v3_read_lac,
-                   answers.v3_bookie_info, answers.v3_entry_list, answers.v3_expect("writeLacResponse")):
+    for decode in (
+        answers.v3_add,
+        answers.v3_read,
+        answers.v3_long_poll,
+        answers.v3_read_lac,
+        answers.v3_bookie_info,
+        answers.v3_entry_list,
+        answers.v3_expect("writeLacResponse"),
+    ):
         try:
             decode(msg)
         except CodecError:
@@ -202,13 +213,20 @@ def v3_plain_requests(data: bytes) -> None:
         txn, ledger_id, entry_id, key, body, high_priority, recovery = add
         inner = msg.addRequest
         assert header.operation == 2 and msg.HasField("addRequest")
-        assert (header.txnId, inner.ledgerId, inner.entryId, inner.masterKey, inner.body) == \
-            (txn, ledger_id, entry_id, key, body)
+        assert (header.txnId, inner.ledgerId, inner.entryId, inner.masterKey, inner.body) == (
+            txn,
+            ledger_id,
+            entry_id,
+            key,
+            body,
+        )
         assert v3.is_high_priority(msg) == high_priority, (header.priority, high_priority)
         assert inner.HasField("flag") == recovery and (not recovery or inner.flag == v3.ADD_FLAG_RECOVERY_ADD)
         assert not inner.HasField("writeFlags")
-        assert list(msg.ListFields()) == [(msg.DESCRIPTOR.fields_by_name["header"], header),
-                                          (msg.DESCRIPTOR.fields_by_name["addRequest"], inner)]
+        assert list(msg.ListFields()) == [
+            (msg.DESCRIPTOR.fields_by_name["header"], header),
+            (msg.DESCRIPTOR.fields_by_name["addRequest"], inner),
+        ]
     else:
         ledger_id, entry_id, header_len, _ = read
         inner = msg.readRequest
@@ -249,11 +267,12 @@ def plain_c_twins(data: bytes) -> None:
         statuses = sorted(pb.StatusCode.values())
         status = statuses[data[0] % len(statuses)]
         txn = int.from_bytes(data[1:9], "big")
-        ledger, entry = (int.from_bytes(data[i:i + 8], "big", signed=True) for i in (9, 17))
+        ledger, entry = (int.from_bytes(data[i : i + 8], "big", signed=True) for i in (9, 17))
         assert _plain.add_answer(txn, status, ledger, entry) == py_add_answer(txn, status, ledger, entry)
-        head, body = data[25:25 + data[0] % 16], data[25 + data[0] % 16:]
-        assert _plain.read_answer(head, ledger, entry, body, txn - (1 << 63)) == \
-            py_read_answer(head, ledger, entry, body, txn - (1 << 63))
+        head, body = data[25 : 25 + data[0] % 16], data[25 + data[0] % 16 :]
+        assert _plain.read_answer(head, ledger, entry, body, txn - (1 << 63)) == py_read_answer(
+            head, ledger, entry, body, txn - (1 << 63)
+        )
         # a run of reads of that ledger, every fourth one failed, answered up to a limit the input gives
         run = [(ledger, entry ^ k, len(head), head + body[:k]) for k in range(len(body) % 9)]
         results = [(0 if k % 4 else 2, body[k:]) for k in range(len(run))]
@@ -280,9 +299,11 @@ def v3_plain_read_answer(data: bytes) -> None:
 
 # ------------------------------------------------------------------ the bookie's side of a connection
 
+
 class _InstantJournal:
     """A journal that is durable at once and keeps nothing (every call the bookie makes
     of a journal: a missing one was a finding of this target's own)."""
+
     failed = None
     max_queue_bytes = 1 << 20
     pending_bytes = 0
@@ -347,9 +368,14 @@ def bookie_connection(data: bytes) -> None:
         return
     bookie, clock, metrics = _bookie()
     opts, stream = data[0], data[1:]
-    factory = BookieServerFactory(bookie, metrics, 1 << 16, fastpaths=not opts & 1,
-                                  max_adds_in_progress=2 if opts & 2 else 0,
-                                  max_reads_in_progress=2 if opts & 2 else 0)
+    factory = BookieServerFactory(
+        bookie,
+        metrics,
+        1 << 16,
+        fastpaths=not opts & 1,
+        max_adds_in_progress=2 if opts & 2 else 0,
+        max_reads_in_progress=2 if opts & 2 else 0,
+    )
     proto = factory.buildProtocol(None)
     transport = StringTransport()
     proto.makeConnection(transport)
@@ -369,6 +395,7 @@ def bookie_connection(data: bytes) -> None:
 
 
 # ------------------------------------------------------------------ the client's side of a connection
+
 
 def _client_requests(conn, use_v3: bool) -> list:
     """The requests a client connection has in flight when the fuzzed answers come."""
@@ -394,8 +421,9 @@ def _client_seeds() -> list[bytes]:
         pending = _client_requests(h.conn, use_v3)
         _proto, transport = h.accept()
         if use_v3:
-            answers = b"".join(v3_reply(r, body=b"\0" * 32) if r.header.operation == 1 else v3_reply(r)
-                               for r in v3_requests(transport))
+            answers = b"".join(
+                v3_reply(r, body=b"\0" * 32) if r.header.operation == 1 else v3_reply(r) for r in v3_requests(transport)
+            )
         else:
             answers = b""
             for r in v2_requests(transport):
@@ -404,8 +432,9 @@ def _client_seeds() -> list[bytes]:
                 elif isinstance(r, v2.ReadRequest):
                     answers += frame(v2.ReadResponse(2, 0, r.ledger_id, r.entry_id, b"\0" * 40).encode())
                 else:
-                    answers += frame(v2.BatchReadResponse(2, 0, r.ledger_id, r.start_entry_id, r.request_id,
-                                                          (b"\0" * 40,)).encode())
+                    answers += frame(
+                        v2.BatchReadResponse(2, 0, r.ledger_id, r.start_entry_id, r.request_id, (b"\0" * 40,)).encode()
+                    )
         for d in pending:
             d.addErrback(lambda f: None)
         seeds.append(bytes((0 if use_v3 else 1,)) + answers)
@@ -445,6 +474,7 @@ def client_connection(data: bytes) -> None:
 
 # ------------------------------------------------------------------ metadata
 
+
 def _zk(prefix: str) -> list[bytes]:
     return _vector_files("zk/raw", prefix + "*")
 
@@ -470,8 +500,11 @@ def ledger_metadata(data: bytes) -> None:
 
 
 def _cookie_seeds() -> list[bytes]:
-    return _zk("ledgers__cookies__") + _vector_files("disk", "bk1__*VERSION.bin") + [
-        b"3\n127.0.0.1:3181\n/data/j\n/data/l\n"]
+    return (
+        _zk("ledgers__cookies__")
+        + _vector_files("disk", "bk1__*VERSION.bin")
+        + [b"3\n127.0.0.1:3181\n/data/j\n/data/l\n"]
+    )
 
 
 @target(seeds=_cookie_seeds)
@@ -523,6 +556,7 @@ def entry_digest(data: bytes) -> None:
 
 # ------------------------------------------------------------------ bookied's files
 
+
 def _scratch() -> str:
     """A folder for the targets' files: $BKCTL_FUZZ_SCRATCH (bench/fuzz.py's work folder), else in memory."""
     base = os.environ.get("BKCTL_FUZZ_SCRATCH")
@@ -548,8 +582,13 @@ def _file(name: str, data: bytes) -> str:
 def _journal_seeds() -> list[bytes]:
     from bkctl.bookied import journal as j
 
-    recs = [j.MasterKeyRecord(1, b"k" * 20), j.EntryRecord(1, 0, b"e" * 40), j.FenceRecord(1),
-            j.ExplicitLacRecord(1, b"l" * 16), j.EntryRecord(2, 5, b"")]
+    recs = [
+        j.MasterKeyRecord(1, b"k" * 20),
+        j.EntryRecord(1, 0, b"e" * 40),
+        j.FenceRecord(1),
+        j.ExplicitLacRecord(1, b"l" * 16),
+        j.EntryRecord(2, 5, b""),
+    ]
     body = b"".join(j.encode_record(r) for r in recs)
     head = j._encode_header(1)
     return [head + body, head + body + bytes(64), head + body[:-3]]
@@ -585,10 +624,10 @@ def bookied_entry_log(data: bytes) -> None:
 
     path = _file(el.log_name(1), data)
     for offset, length, ledger_id, entry_id, body in el.scan_log(path):
-        record = data[offset:offset + length]
+        record = data[offset : offset + length]
         assert el.check_record(record, ledger_id, entry_id, 1, offset, length) == body
     for at in range(el.LOG_HEADER_SIZE, min(len(data), el.LOG_HEADER_SIZE + 64), 8):
-        record = data[at:at + 48]
+        record = data[at : at + 48]
         try:
             el.check_record(record, 1, 0, 1, at, 48)
         except OSError:  # EntryCorrupted: the read answers EIO
@@ -596,6 +635,7 @@ def bookied_entry_log(data: bytes) -> None:
 
 
 # ------------------------------------------------------------------ Java's files
+
 
 @target(seeds=lambda: _vector_files("disk", "*.txn.head.bin", 2048))
 def java_journal(data: bytes) -> None:
@@ -623,8 +663,11 @@ def java_entry_log(data: bytes) -> None:
 
 
 def _index_seeds() -> list[bytes]:
-    return _vector_files("disk", "*.idx.bin", 1024 + 64) + _vector_files("disk", "*lastMark.bin") + \
-        _vector_files("disk", "*lastId.bin")
+    return (
+        _vector_files("disk", "*.idx.bin", 1024 + 64)
+        + _vector_files("disk", "*lastMark.bin")
+        + _vector_files("disk", "*lastId.bin")
+    )
 
 
 @target(seeds=_index_seeds)
@@ -632,8 +675,14 @@ def java_index(data: bytes) -> None:
     """A Java index file (.idx: header and location pages), lastMark, lastId and DbLedgerStorage's rows."""
     from bkctl.wire.codecs import javadisk as jd
 
-    for parse in (jd.parse_index, jd.parse_last_mark, jd.parse_last_id, jd.parse_db_ledger_data,
-                  jd.parse_db_location, jd.parse_db_location_key):
+    for parse in (
+        jd.parse_index,
+        jd.parse_last_mark,
+        jd.parse_last_id,
+        jd.parse_db_ledger_data,
+        jd.parse_db_location,
+        jd.parse_db_location_key,
+    ):
         try:
             parse(data)
         except CodecError:
@@ -641,6 +690,7 @@ def java_index(data: bytes) -> None:
 
 
 # ------------------------------------------------------------------ Pulsar
+
 
 def _pulsar_seeds() -> list[bytes]:
     from tests.support import pulsar_entries as pe
@@ -692,9 +742,11 @@ def _batch_seeds() -> list[bytes]:
     from tests.support import pulsar_entries as pe
 
     out = [e for case in pe.cases() if "batch" in case for e in pe.case_entries(case)[:1]]
-    msgs = [(pb.SingleMessageMetadata(partition_key="k", event_time=5), b"one"),
-            (pb.SingleMessageMetadata(null_value=True), b""),
-            (pb.SingleMessageMetadata(properties=[pb.KeyValue(key="a", value="b")], sequence_id=9), b"three")]
+    msgs = [
+        (pb.SingleMessageMetadata(partition_key="k", event_time=5), b"one"),
+        (pb.SingleMessageMetadata(null_value=True), b""),
+        (pb.SingleMessageMetadata(properties=[pb.KeyValue(key="a", value="b")], sequence_id=9), b"three"),
+    ]
     md = pe.metadata("p", 1, 1000, num_messages_in_batch=len(msgs))
     out.append(pe.encode_entry(md, pe.batch_payload(msgs)))
     return out
@@ -732,8 +784,12 @@ def managed_ledger(data: bytes) -> None:
     from bkctl.wire.pulsar import managed_ledger as m
     from bkctl.wire.pulsar.errors import PulsarFormatError
 
-    for parse in (m.parse_managed_ledger_info, m.parse_cursor_info, m.parse_position_info,
-                  m.parse_partitioned_topic_metadata):
+    for parse in (
+        m.parse_managed_ledger_info,
+        m.parse_cursor_info,
+        m.parse_position_info,
+        m.parse_partitioned_topic_metadata,
+    ):
         try:
             parse(data)
         except PulsarFormatError:

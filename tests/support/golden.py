@@ -6,6 +6,7 @@
 (see its README for where they were captured); the ``BK_VECTORS`` environment
 variable points the tests at another copy.
 """
+
 from __future__ import annotations
 
 import json

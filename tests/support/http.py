@@ -1,5 +1,6 @@
 """bookied's HTTP admin endpoints without a network: a fake bookie status, a DummyRequest
 renderer, and raw HTTP bytes through the real twisted.web stack on a StringTransport."""
+
 from __future__ import annotations
 
 import io
@@ -28,18 +29,22 @@ class FakeStatus:
     a read-only switch that records its calls and can refuse (``refuse``) or answer later
     (``pending``), no ZooKeeper store (``zk``), and a GC that only records forced passes."""
 
-    def __init__(self, *, running=True, readonly=False, state=None, info=None,
-                 metrics=METRICS):
+    def __init__(self, *, running=True, readonly=False, state=None, info=None, metrics=METRICS):
         self.bookie_id = "bookie-1.example.com:3181"
         self.zk = None
         self.running = running
         self.readonly = readonly
         self._state = state if state is not None else {}
-        self._info = info if info is not None else {
-            "freeSpace": 1000, "totalSpace": 4000,
-            "journalDirectories": ["/var/lib/bookkeeper/journal"],
-            "ledgerDirectories": ["/var/lib/bookkeeper/ledgers"],
-        }
+        self._info = (
+            info
+            if info is not None
+            else {
+                "freeSpace": 1000,
+                "totalSpace": 4000,
+                "journalDirectories": ["/var/lib/bookkeeper/journal"],
+                "ledgerDirectories": ["/var/lib/bookkeeper/ledgers"],
+            }
+        )
         self._metrics = metrics
         self.calls: list[tuple[bool, bool]] = []  # set_readonly's (readonly, force)
         self.refuse: str | None = None
@@ -68,8 +73,10 @@ class FakeStatus:
         if self.refuse:
             raise ValueError(self.refuse)
         if self.pending is not None:
+
             def apply(_):
                 self.readonly = readonly
+
             self.pending.addCallback(apply)
             return self.pending
         self.readonly = readonly
@@ -94,8 +101,7 @@ class FakeStatus:
         return "Success expand storage"
 
 
-def render(status, path: str, method: bytes = b"GET", body: bytes | None = None,
-           args: dict | None = None):
+def render(status, path: str, method: bytes = b"GET", body: bytes | None = None, args: dict | None = None):
     """Render *path* on a fresh AdminResource with a DummyRequest; returns the request."""
     res = AdminResource(status)
     segments = [s.encode() for s in path.split("?")[0].split("/")[1:]]

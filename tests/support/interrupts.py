@@ -11,6 +11,7 @@
   SIGKILLs workers it cannot stop): :func:`die_with_parent` is a ``preexec_fn`` that has the
   kernel send the child SIGTERM when the thread that started it ends.
 """
+
 from __future__ import annotations
 
 import ctypes

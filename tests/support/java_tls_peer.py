@@ -8,6 +8,7 @@ Point a registered bookie at it with :meth:`JavaTLSPeer.advertise`: the bookie's
 ``BookieServiceInfo``) then names this front's port, with the ``tls`` extension Java publishes.
 Every socket is kept open until :meth:`stop` (the end of the test).
 """
+
 from __future__ import annotations
 
 import select

@@ -2,6 +2,7 @@
 the in-memory metadata store and a reactor whose thread pool the test drives, as production runs
 metadata calls (tests/support/threads.py).  Import ``forget_reactors`` into a test module: it is an
 autouse fixture."""
+
 from __future__ import annotations
 
 import random
@@ -51,8 +52,7 @@ def make_client(bookies=B[:4], readonly=(), clock=None, add_timeout=None, **opti
     pool = FakePool(clock, add_timeout, options.get("protocol", "v3"))
     reactor = ThreadedClock()  # metadata calls go through its thread pool, as in production
     REACTORS.append(reactor)
-    client = BookKeeperClient(store, reactor, pool=pool,
-                              placement=RandomPlacement(random.Random(7)), **options)
+    client = BookKeeperClient(store, reactor, pool=pool, placement=RandomPlacement(random.Random(7)), **options)
     return client, store, pool
 
 
@@ -61,9 +61,9 @@ def create(client, e=3, qw=2, qa=2, **kw) -> LedgerHandle:
 
 
 def track(d, log, tag=None):
-    d.addCallbacks(lambda r: log.append(("ok", r if tag is None else tag)),
-                   lambda f: log.append(("err", f.value)))
+    d.addCallbacks(lambda r: log.append(("ok", r if tag is None else tag)), lambda f: log.append(("err", f.value)))
     return d
+
 
 def filled_ledger(n=6, e=3, qw=2, qa=2, close=True, **kw):
     client, store, pool = make_client(**kw)

@@ -1,5 +1,6 @@
 """Ledgers for integration tests: written through the client, or metadata only; and the check
 that a repaired ledger is whole on every bookie of its write sets."""
+
 from __future__ import annotations
 
 from bkctl.wire.codecs import v2
@@ -13,8 +14,17 @@ from tests.support.bookieproc import WireClient
 ENSEMBLE = ["127.0.0.1:3181", "127.0.0.1:3182"]
 
 
-def make_ledger(bk, ensemble: int, write_quorum: int, ack_quorum: int = 2, *, entries: int, close: bool = True,
-                tag: str = "e", **create) -> int:
+def make_ledger(
+    bk,
+    ensemble: int,
+    write_quorum: int,
+    ack_quorum: int = 2,
+    *,
+    entries: int,
+    close: bool = True,
+    tag: str = "e",
+    **create,
+) -> int:
     lh = bk.create(ensemble, write_quorum, ack_quorum, **create)
     lid = lh.ledger_id
     lh.add_many(f"{tag}{lid}-{i}".encode() for i in range(entries))

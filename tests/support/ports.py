@@ -14,6 +14,7 @@ the other's bookie then exited ("in use") while its test, connecting to the
 port, took the first for it.  The ZooKeeper both runs share
 (tests/support/shared_zookeeper.py) takes its port from the block after theirs.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -6,6 +6,7 @@ producer's ``MessageMetadata``, the (batch) payload compressed as a whole, the
 CRC32C over everything after it, and the broker's optional entry metadata in
 front.
 """
+
 from __future__ import annotations
 
 import struct
@@ -80,8 +81,9 @@ def with_broker_metadata(entry: bytes, broker_timestamp: int | None = None, inde
     return struct.pack(">HI", 0x0E02, len(raw)) + raw + entry
 
 
-def marker(marker_type: int, txn: tuple[int, int] | None = None, payload: bytes = b"",
-           publish_time: int = 1_795_000_000_000) -> bytes:
+def marker(
+    marker_type: int, txn: tuple[int, int] | None = None, payload: bytes = b"", publish_time: int = 1_795_000_000_000
+) -> bytes:
     """A marker entry as Pulsar's ``Markers.java`` writes one: ``marker_type``
     set; a transaction's (``TXN_COMMIT`` 21, ``TXN_ABORT`` 22) by producer
     ``pulsar.txn.marker`` with sequence id -1 (as a uint64) and the
@@ -90,12 +92,19 @@ def marker(marker_type: int, txn: tuple[int, int] | None = None, payload: bytes 
     if txn is None:
         md = metadata("pulsar.marker", 0, publish_time, marker_type=marker_type)
     else:
-        md = metadata("pulsar.txn.marker", 2**64 - 1, publish_time, marker_type=marker_type,
-                      txnid_most_bits=txn[0], txnid_least_bits=txn[1])
+        md = metadata(
+            "pulsar.txn.marker",
+            2**64 - 1,
+            publish_time,
+            marker_type=marker_type,
+            txnid_most_bits=txn[0],
+            txnid_least_bits=txn[1],
+        )
     return encode_entry(md, payload)
 
 
 # ---------------------------------------------------------------- the vectors
+
 
 def vectors_dir():
     from tests.support.golden import VECTORS
@@ -134,9 +143,14 @@ def schema_case(case: str) -> dict:
         entries = {name: case_entries(f"{case}/partition-{n}") for n, name in enumerate(names)}
     else:
         entries = {names[0]: case_entries(case)}
-    return {"expected": expected, "manifest": manifest, "locator": locator.read_bytes() if locator.exists() else None,
-            "ledgers": ledgers, "entries": entries,
-            "ids": json.loads((root / "messageids" / f"{case}.json").read_text())}
+    return {
+        "expected": expected,
+        "manifest": manifest,
+        "locator": locator.read_bytes() if locator.exists() else None,
+        "ledgers": ledgers,
+        "entries": entries,
+        "ids": json.loads((root / "messageids" / f"{case}.json").read_text()),
+    }
 
 
 def _format(case: str) -> str:
@@ -194,21 +208,44 @@ def received_messages(case: str) -> list[dict]:
 
     doc = json.loads((vectors_dir() / "expected" / f"{case}.json").read_text())
     if doc.get("format") == "consumer-view/1":
-        return [{"entry_id": m["entry_id"], "batch_index": m["batch_index"],
-                 "payload": base64.b64decode(m["payload_b64"]), "key": m["partition_key"],
-                 "ordering_key": None if m["ordering_key_b64"] is None else base64.b64decode(m["ordering_key_b64"]),
-                 "properties": m["properties"], "event_time": m["event_timestamp"], "sequence_id": m["sequence_id"],
-                 "publish_time": m["publish_time"], "producer_name": m["producer_name"],
-                 "replicated_from": m["replicated_from"], "deliver_at": m["deliver_at"], "txn_id": m["txn_id"]}
-                for m in doc["consumer_view"]["messages"]]
+        return [
+            {
+                "entry_id": m["entry_id"],
+                "batch_index": m["batch_index"],
+                "payload": base64.b64decode(m["payload_b64"]),
+                "key": m["partition_key"],
+                "ordering_key": None if m["ordering_key_b64"] is None else base64.b64decode(m["ordering_key_b64"]),
+                "properties": m["properties"],
+                "event_time": m["event_timestamp"],
+                "sequence_id": m["sequence_id"],
+                "publish_time": m["publish_time"],
+                "producer_name": m["producer_name"],
+                "replicated_from": m["replicated_from"],
+                "deliver_at": m["deliver_at"],
+                "txn_id": m["txn_id"],
+            }
+            for m in doc["consumer_view"]["messages"]
+        ]
     out = []
     for m in expected_messages(case):
         ident = m["id"]
-        out.append({"entry_id": ident["entry_id"], "batch_index": ident["batch_index"], "payload": m["payload"],
-                    "key": m["partition_key"], "ordering_key": m["ordering_key"], "properties": m["properties"],
-                    "event_time": m["event_timestamp"], "sequence_id": m["expected_sequence_id"],
-                    "publish_time": None, "producer_name": m["producer_name"], "replicated_from": None,
-                    "deliver_at": m["deliver_at"], "txn_id": None})
+        out.append(
+            {
+                "entry_id": ident["entry_id"],
+                "batch_index": ident["batch_index"],
+                "payload": m["payload"],
+                "key": m["partition_key"],
+                "ordering_key": m["ordering_key"],
+                "properties": m["properties"],
+                "event_time": m["event_timestamp"],
+                "sequence_id": m["expected_sequence_id"],
+                "publish_time": None,
+                "producer_name": m["producer_name"],
+                "replicated_from": None,
+                "deliver_at": m["deliver_at"],
+                "txn_id": None,
+            }
+        )
     return out
 
 

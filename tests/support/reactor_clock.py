@@ -1,5 +1,6 @@
 """A ``twisted.internet.task.Clock`` that also takes calls from other threads'
 callbacks (``callFromThread``), as code driven by the metadata store's watches needs."""
+
 from __future__ import annotations
 
 from twisted.internet import task

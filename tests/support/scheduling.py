@@ -9,6 +9,7 @@ go first, the longest of them first, then the other integration tests, then the 
 repository checks, many short units that even out the end.  Only the order changes: a
 module's tests keep theirs, and every test still runs.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -10,6 +10,7 @@ test at a time (:func:`rack_map_turn`, a lock file in the server's data director
 ``./dev test`` names in :data:`DIR_ENV` and removes with the server).  Tests that stop or
 restart ZooKeeper start their own.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -4,6 +4,7 @@ Mounting needs root (CI runs as root).  Where the mount is impossible a test
 skips -- except under CI (``CI=true``), where it fails: a full-disk test that
 silently stops running would be a skip called done.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -62,8 +63,9 @@ def mount_tmpfs(path: Path, size_mb: int) -> None:
     if os.geteuid() != 0:
         raise CannotMount("mounting a small filesystem needs root")
     _claim(path)
-    out = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0755", "tmpfs", str(path)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0755", "tmpfs", str(path)], capture_output=True, text=True
+    )
     if out.returncode != 0:
         raise CannotMount(f"mount -t tmpfs failed: {out.stderr.strip() or out.returncode}")
 
@@ -106,8 +108,10 @@ def mount_or_explain(path: Path, size_mb: int) -> None:
     try:
         mount_tmpfs(path, size_mb)
     except CannotMount as e:
-        message = (f"this test needs a small real filesystem (a {size_mb} MB tmpfs at {path}) to fill up, "
-                   f"which needs root: {e}")
+        message = (
+            f"this test needs a small real filesystem (a {size_mb} MB tmpfs at {path}) to fill up, "
+            f"which needs root: {e}"
+        )
         if os.environ.get("CI") == "true":
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
@@ -137,7 +141,7 @@ def fill(path: Path, name: str, leave_bytes: int) -> Path:
             if free <= leave_bytes:
                 break
             try:
-                f.write(chunk[:max(4096, min(len(chunk), free - leave_bytes))])
+                f.write(chunk[: max(4096, min(len(chunk), free - leave_bytes))])
                 f.flush()
             except OSError as e:
                 if e.errno != errno.ENOSPC:

@@ -1,4 +1,5 @@
 """The Spark session of a test module that exports or reads through Spark."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

@@ -8,6 +8,7 @@ compaction reaches PHASE the compacting thread logs ``compaction: stopping at PH
 and sleeps; the rest of the bookie goes on (adds, reads, HTTP), as a bookie stuck in a slow
 disk would.
 """
+
 from __future__ import annotations
 
 import logging

@@ -4,6 +4,7 @@ The terminal's output is read as plain text (escape sequences dropped) and
 put on a small VT100 :class:`Screen`, answering cursor position requests as
 a terminal would, so that prompt-toolkit draws its toolbar and menus.
 """
+
 from __future__ import annotations
 
 import os
@@ -126,7 +127,7 @@ class Screen:
         if mode == 0:
             row[x:] = [" "] * (self.cols - x)
         elif mode == 1:
-            row[:x + 1] = [" "] * (x + 1)
+            row[: x + 1] = [" "] * (x + 1)
         else:
             self.cells[self.y] = [" "] * self.cols
 
@@ -146,8 +147,9 @@ class Terminal:
     """
 
     def __init__(self, argv: list[str], env: dict[str, str], rows: int = 40, cols: int = 160):
-        self.child = pexpect.spawn(argv[0], argv[1:], env=env, dimensions=(rows, cols), encoding="utf-8",
-                                   codec_errors="replace", timeout=30)
+        self.child = pexpect.spawn(
+            argv[0], argv[1:], env=env, dimensions=(rows, cols), encoding="utf-8", codec_errors="replace", timeout=30
+        )
         self.screen = Screen(rows, cols)
         self.raw = ""
         self.mark = 0  # position in plain(self.raw) where the next expect starts looking
@@ -190,13 +192,14 @@ class Terminal:
                 self.mark = m.end()
             return m
 
-        return self._wait(find, repr(pattern), lambda: self.text[self.mark:][-3000:], timeout)
+        return self._wait(find, repr(pattern), lambda: self.text[self.mark :][-3000:], timeout)
 
     def expect_screen(self, pattern: str, timeout: float = 60.0) -> re.Match:
         """Wait for ``pattern`` on the screen as it is drawn now."""
         rx = re.compile(pattern)
-        return self._wait(lambda: rx.search(self.screen.display()), f"{pattern!r} on the screen",
-                          self.screen.display, timeout)
+        return self._wait(
+            lambda: rx.search(self.screen.display()), f"{pattern!r} on the screen", self.screen.display, timeout
+        )
 
     def settle(self, seconds: float) -> str:
         """Read for ``seconds``; the screen then."""
@@ -224,9 +227,15 @@ def bkctl_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BKCTL_", "XDG_", "_BKCTL"))}
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
-               TERM="xterm", PAGER="cat", LANG="C.UTF-8",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_DATA_HOME=str(home / ".local/share"),
+        TERM="xterm",
+        PAGER="cat",
+        LANG="C.UTF-8",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
     env.pop("NO_COLOR", None)
     env.update(extra)
     return env

@@ -7,6 +7,7 @@ thread and its result comes back later, through ``reactor.callFromThread``.
 until the test runs it, and its result waits until the test delivers it -- so code
 that would only work if the call answered at once fails here as it would in production.
 """
+
 from __future__ import annotations
 
 from collections import deque

@@ -1,4 +1,5 @@
 """Throw-away CAs and certificates for TLS tests (trustme), written as PEM files."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,9 +21,12 @@ def write_certs(d: Path, leaves: dict[str, str], *, pkcs8: bool = False) -> Path
         chain = b"".join(c.bytes() for c in leaf.cert_chain_pems)
         if pkcs8:
             key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), None)
-            (d / f"{name}.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                                              serialization.PrivateFormat.PKCS8,
-                                                              serialization.NoEncryption()) + chain)
+            (d / f"{name}.pem").write_bytes(
+                key.private_bytes(
+                    serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+                )
+                + chain
+            )
         else:
             leaf.private_key_pem.write_to_path(str(d / f"{name}.key"))
             (d / f"{name}.pem").write_bytes(chain)
@@ -36,5 +40,11 @@ TLS_FACTORY = "org.apache.bookkeeper.tls.TLSContextFactory"
 def bookie_tls_settings(certs: Path, **extra) -> dict:
     """bk_server.conf keys of a bookie serving TLS with ``certs``' ``bookie`` certificate (PEM), trusting
     ``ca.pem`` for client certificates; ``extra`` adds keys (``tlsClientAuthentication="true"``)."""
-    return dict(tlsProviderFactoryClass=TLS_FACTORY, tlsKeyStoreType="PEM", tlsKeyStore=certs / "bookie.key",
-                tlsCertificatePath=certs / "bookie.pem", tlsTrustStore=certs / "ca.pem", **extra)
+    return dict(
+        tlsProviderFactoryClass=TLS_FACTORY,
+        tlsKeyStoreType="PEM",
+        tlsKeyStore=certs / "bookie.key",
+        tlsCertificatePath=certs / "bookie.pem",
+        tlsTrustStore=certs / "ca.pem",
+        **extra,
+    )

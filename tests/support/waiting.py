@@ -1,4 +1,5 @@
 """Waiting for something a real process or server does, without asserting how long it takes."""
+
 from __future__ import annotations
 
 import time

@@ -16,6 +16,7 @@ A request whose environment differs from the zygote's in a variable read at impo
 (``BKCTL_*``, ``PYTHON*``) is refused, and the caller execs as before; so is everything when
 ``BKCTL_TEST_EXEC=1`` (every bookied exec'd, as the product's own launchers do).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -83,8 +84,7 @@ def _start_time_env(env: dict[str, str]) -> dict[str, object]:
     """The part of ``env`` read before a module runs: the interpreter's variables, and the fast
     paths' switch (read once, possibly at import); ``PYTHONPATH`` as its entries besides this
     tree's root, which the zygote's own path holds."""
-    kept: dict[str, object] = {k: v for k, v in env.items()
-                               if k.startswith(_START_TIME) and k != "PYTHONPATH"}
+    kept: dict[str, object] = {k: v for k, v in env.items() if k.startswith(_START_TIME) and k != "PYTHONPATH"}
     kept["BKCTL_FASTPATHS"] = env.get("BKCTL_FASTPATHS")
     kept["PYTHONPATH"] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != _REPO]
     return kept
@@ -153,24 +153,39 @@ class _Zygote:
         # its own output (nothing, unless it fails) in a file: not a terminal, as a bookied's log
         # is not, so the children's streams buffer as an exec'd bookied's do
         with open(os.path.join(self._dir, "zygote.log"), "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "tests.support.zygote", self.path],
-                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                         start_new_session=True, preexec_fn=die_with_parent,
-                                         cwd=Path(__file__).resolve().parents[2])
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.support.zygote", self.path],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+                cwd=Path(__file__).resolve().parents[2],
+            )
         deadline = time.monotonic() + 120
         while not os.path.exists(self.path + ".ready"):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the zygote did not start (exit {self.proc.poll()})")
             time.sleep(0.02)
 
-    def spawn(self, module: str, args: list[str], env: dict[str, str], cwd: str | None,
-              stdin: int, stdout: int, stderr: int, new_session: bool) -> ForkedProcess | None:
+    def spawn(
+        self,
+        module: str,
+        args: list[str],
+        env: dict[str, str],
+        cwd: str | None,
+        stdin: int,
+        stdout: int,
+        stderr: int,
+        new_session: bool,
+    ) -> ForkedProcess | None:
         if _start_time_env(env) != _start_time_env(self.env):
             return None
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(self.path)
-        request = json.dumps({"module": module, "args": args, "env": env, "cwd": cwd,
-                              "new_session": new_session}).encode()
+        request = json.dumps(
+            {"module": module, "args": args, "env": env, "cwd": cwd, "new_session": new_session}
+        ).encode()
         socket.send_fds(conn, [len(request).to_bytes(4, "big") + request], [stdin, stdout, stderr])
         pid = b""
         while not pid.endswith(b"\n"):
@@ -181,16 +196,16 @@ class _Zygote:
         return ForkedProcess([sys.executable, "-m", module, *args], int(pid), conn)
 
 
-def run(module: str, args: list[str], *, env: dict[str, str], cwd: str | None, input: bytes,
-        timeout: float) -> subprocess.CompletedProcess[bytes] | None:
+def run(
+    module: str, args: list[str], *, env: dict[str, str], cwd: str | None, input: bytes, timeout: float
+) -> subprocess.CompletedProcess[bytes] | None:
     """:func:`subprocess.run` of ``python -m module args`` with ``input`` on its stdin and its
     stdout and stderr captured (bytes), forked from the zygote; None where :func:`spawn` is."""
     import selectors
 
     pipes = [os.pipe(), os.pipe(), os.pipe()]  # (read, write) each: stdin, stdout, stderr
     try:
-        proc = spawn(module, args, env=env, cwd=cwd, stdin=pipes[0][0], stdout=pipes[1][1],
-                     stderr=pipes[2][1])
+        proc = spawn(module, args, env=env, cwd=cwd, stdin=pipes[0][0], stdout=pipes[1][1], stderr=pipes[2][1])
     finally:
         for fd in (pipes[0][0], pipes[1][1], pipes[2][1]):
             os.close(fd)
@@ -219,7 +234,7 @@ def run(module: str, args: list[str], *, env: dict[str, str], cwd: str | None, i
                 for key, _ in sel.select(left):
                     if key.fd == to_child:
                         try:
-                            pending = pending[os.write(to_child, pending[:65536]):]
+                            pending = pending[os.write(to_child, pending[:65536]) :]
                         except BrokenPipeError:
                             pending = pending[:0]
                         if not pending:
@@ -247,8 +262,17 @@ _zygote: _Zygote | None = None
 _lock = threading.Lock()
 
 
-def spawn(module: str, args: list[str], *, env: dict[str, str], cwd: str | None = None,
-          stdin: int, stdout: int, stderr: int, new_session: bool = True) -> ForkedProcess | None:
+def spawn(
+    module: str,
+    args: list[str],
+    *,
+    env: dict[str, str],
+    cwd: str | None = None,
+    stdin: int,
+    stdout: int,
+    stderr: int,
+    new_session: bool = True,
+) -> ForkedProcess | None:
     """``python -m module args`` forked from this worker's zygote, or None when it cannot be
     (``BKCTL_TEST_EXEC=1``, or ``env`` differs in what imports read): then exec it."""
     global _zygote
@@ -264,6 +288,7 @@ def spawn(module: str, args: list[str], *, env: dict[str, str], cwd: str | None 
 
 
 # -- the zygote itself ------------------------------------------------------------------------
+
 
 def _serve(path: str) -> None:
     import importlib

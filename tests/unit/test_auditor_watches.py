@@ -3,6 +3,7 @@ leaves is audited (at once, or after lostBookieRecoveryDelay), one that comes ba
 in time is not marked, a rewritten delay audits at once, marking waits while
 autorecovery is disabled, and a stopped auditor hears nothing more.  (The watches
 fire alike on ZooKeeper: tests/integration/test_metadata_store_conformance.py.)"""
+
 from __future__ import annotations
 
 from twisted.internet import defer
@@ -35,8 +36,9 @@ def started(delay: int = 0):
         store.registration.register(bookie)
     store.ledgers.create(LedgerMetadata.new((A, B), password=b""), 1)
     store.ledgers.create(LedgerMetadata.new((B, C), password=b""), 2)
-    config = AutoRecoveryConfig(lost_bookie_recovery_delay=delay, auditor_periodic_check_interval=0,
-                                auditor_periodic_bookie_check_interval=0)
+    config = AutoRecoveryConfig(
+        lost_bookie_recovery_delay=delay, auditor_periodic_check_interval=0, auditor_periodic_bookie_check_interval=0
+    )
     auditor = Auditor(Client(store), config, reactor, AutoRecoveryStats(), clock=reactor.seconds, auditor_id=A)
     successResultOf(auditor.start())
     reactor.run()

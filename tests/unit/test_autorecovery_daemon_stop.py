@@ -1,6 +1,7 @@
 """A daemon elected auditor and stopped before its auditor finished starting:
 the start's failure (the store it used is closed by the stop) is not logged
 as an error; a start that fails while the auditor runs still is."""
+
 from __future__ import annotations
 
 import logging

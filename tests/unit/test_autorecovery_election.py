@@ -3,6 +3,7 @@ next takes over when the auditor's vote goes, a lost session steps the auditor
 down and it votes again (the same checks run on ZooKeeper in
 tests/integration/test_autorecovery_zk.py; the store's watches are held alike by
 tests/integration/test_metadata_store_conformance.py)."""
+
 from __future__ import annotations
 
 from twisted.internet import defer
@@ -19,9 +20,15 @@ A, B = "10.0.0.1:3181", "10.0.0.2:3181"
 class Voter:
     def __init__(self, store, bookie_id: str, reactor: Reactor):
         self.events: list[str] = []
-        self.election = AuditorElection(store, bookie_id, reactor, lambda fn, *a: defer.maybeDeferred(fn, *a),
-                                        lambda: self.events.append("elected"),
-                                        lambda: self.events.append("demoted"), retry_delay=1.0)
+        self.election = AuditorElection(
+            store,
+            bookie_id,
+            reactor,
+            lambda fn, *a: defer.maybeDeferred(fn, *a),
+            lambda: self.events.append("elected"),
+            lambda: self.events.append("demoted"),
+            retry_delay=1.0,
+        )
 
     def start(self):
         return self.election.start()

@@ -1,5 +1,6 @@
 """The bookie's handle on its autorecovery daemon's process (bookied.autorecovery.AutoRecoveryProcess),
 with a reactor that records the processes it is asked to spawn and a task.Clock for time."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,10 @@ from twisted.internet.error import ProcessDone, ProcessTerminated
 from bkctl.bookied.autorecovery import AutoRecoveryProcess
 from bkctl.bookied.config import load_config_text
 
-CONF = "metadataServiceUri=zk+hierarchical://127.0.0.1:2181/ledgers\nautoRecoveryDaemonEnabled=true\n" \
-       "rereplicationEntryBatchSize=7\nautoRecoveryDaemonCpuPriority=low\n"
+CONF = (
+    "metadataServiceUri=zk+hierarchical://127.0.0.1:2181/ledgers\nautoRecoveryDaemonEnabled=true\n"
+    "rereplicationEntryBatchSize=7\nautoRecoveryDaemonCpuPriority=low\n"
+)
 
 
 class ChildTransport:
@@ -101,8 +104,16 @@ def test_a_child_that_dies_is_started_again_and_its_counts_carry_over(started, c
     reactor, handle = started
     first = reactor.spawned[0][0]
     first_pid = first.transport.pid
-    first.outReceived(figures(elections_won=1, entries_rereplicated=40, bytes_rereplicated=4000,
-                              recovery_seconds_sum=1.5, last_replicas_check={"ledgers": 3}, auditor=True))
+    first.outReceived(
+        figures(
+            elections_won=1,
+            entries_rereplicated=40,
+            bytes_rereplicated=4000,
+            recovery_seconds_sum=1.5,
+            last_replicas_check={"ledgers": 3},
+            auditor=True,
+        )
+    )
     ended(first, code=9)
     assert (handle.pid, handle.is_auditor) == (None, False)
     assert f"(process {first_pid}) ended" in caplog.text  # the pid it had, though its transport forgot it
@@ -113,8 +124,15 @@ def test_a_child_that_dies_is_started_again_and_its_counts_carry_over(started, c
     assert len(reactor.spawned) == 2 and handle.restarts == 1
     second = reactor.spawned[1][0]
     assert handle.pid == second.transport.pid != first_pid
-    second.outReceived(figures(elections_won=1, entries_rereplicated=2, bytes_rereplicated=200,
-                               recovery_seconds_sum=0.25, last_replicas_check={"ledgers": 5}))
+    second.outReceived(
+        figures(
+            elections_won=1,
+            entries_rereplicated=2,
+            bytes_rereplicated=200,
+            recovery_seconds_sum=0.25,
+            last_replicas_check={"ledgers": 5},
+        )
+    )
     s = handle.stats
     assert (s.elections_won, s.entries_rereplicated, s.bytes_rereplicated) == (2, 42, 4200)
     assert s.recovery_seconds_sum == pytest.approx(1.75)
@@ -171,10 +189,16 @@ def test_a_child_whose_daemon_cannot_start_says_why_and_exits_with_its_status():
     from bkctl.bookied.autorecovery import EXIT_CANNOT_START
     from bkctl.sandbox.zookeeper import free_port
 
-    line = _settings_line(f"metadataServiceUri=zk+hierarchical://127.0.0.1:{free_port()}/ledgers\n"
-                          "autoRecoveryDaemonEnabled=true\nzkTimeout=1000\nautoRecoveryDaemonCpuPriority=normal\n")
-    child = subprocess.Popen([sys.executable, "-m", "bkctl.bookied.autorecovery"], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = _settings_line(
+        f"metadataServiceUri=zk+hierarchical://127.0.0.1:{free_port()}/ledgers\n"
+        "autoRecoveryDaemonEnabled=true\nzkTimeout=1000\nautoRecoveryDaemonCpuPriority=normal\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bkctl.bookied.autorecovery"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         child.stdin.write(line)
         child.stdin.flush()  # and kept open, as the bookie keeps it: the end of its input would stop the child
@@ -195,8 +219,9 @@ def test_a_child_whose_input_ends_before_its_settings_exits_quietly():
     import subprocess
     import sys
 
-    child = subprocess.run([sys.executable, "-m", "bkctl.bookied.autorecovery"], input=b'{"config": "',
-                           capture_output=True, timeout=60)
+    child = subprocess.run(
+        [sys.executable, "-m", "bkctl.bookied.autorecovery"], input=b'{"config": "', capture_output=True, timeout=60
+    )
     assert (child.returncode, child.stdout, child.stderr) == (0, b"", b"")
 
 

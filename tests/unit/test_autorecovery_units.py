@@ -1,5 +1,6 @@
 """Autorecovery pieces without ZooKeeper: the byte-rate limiter (task.Clock), the
 bk_server.conf keys of `bkctl autorecovery run`, and which entries a bookie holds."""
+
 import re
 
 import pytest
@@ -44,11 +45,11 @@ def test_rate_limiter_spaces_writes_to_the_rate():
     assert not waits[0].called
     clock.advance(0.02)
     assert waits[0].called and not waits[1].called
-    clock.advance(0.5)                   # t = 1.01
+    clock.advance(0.5)  # t = 1.01
     assert waits[1].called and not waits[2].called
-    clock.advance(0.5)                   # t = 1.51
+    clock.advance(0.5)  # t = 1.51
     assert waits[2].called
-    clock.advance(10)                    # idle: no debt carried forward
+    clock.advance(10)  # idle: no debt carried forward
     assert limiter(100, Held()) is True
 
 
@@ -163,9 +164,16 @@ def test_a_workers_adds_leave_in_batches_on_its_grid():
 
 
 def test_config_keys_in_javas_units():
-    c = config_from_settings({"lostBookieRecoveryDelay": "30", "openLedgerRereplicationGracePeriod": "2500",
-                              "lockReleaseOfFailedLedgerGracePeriod": "1000", "rereplicationEntryBatchSize": "5",
-                              "replicationRateByBytes": "-1", "auditorReplicasCheckInterval": "3600"})
+    c = config_from_settings(
+        {
+            "lostBookieRecoveryDelay": "30",
+            "openLedgerRereplicationGracePeriod": "2500",
+            "lockReleaseOfFailedLedgerGracePeriod": "1000",
+            "rereplicationEntryBatchSize": "5",
+            "replicationRateByBytes": "-1",
+            "auditorReplicasCheckInterval": "3600",
+        }
+    )
     assert c.lost_bookie_recovery_delay == 30
     assert c.open_ledger_rereplication_grace_period == pytest.approx(2.5)
     assert c.lock_release_of_failed_ledger_grace_period == pytest.approx(1.0)
@@ -174,23 +182,35 @@ def test_config_keys_in_javas_units():
 
 
 def test_placement_keys():
-    c = config_from_settings({"ensemblePlacementPolicy": "org.apache.bookkeeper.client.RegionAwareEnsemblePlacementPolicy",
-                              "enforceMinNumRacksPerWriteQuorum": "true", "minNumRacksPerWriteQuorum": "3",
-                              "networkTopologyScriptFileName": "/bin/rack-of",
-                              "auditorPeriodicPlacementPolicyCheckInterval": "60"})
+    c = config_from_settings(
+        {
+            "ensemblePlacementPolicy": "org.apache.bookkeeper.client.RegionAwareEnsemblePlacementPolicy",
+            "enforceMinNumRacksPerWriteQuorum": "true",
+            "minNumRacksPerWriteQuorum": "3",
+            "networkTopologyScriptFileName": "/bin/rack-of",
+            "auditorPeriodicPlacementPolicyCheckInterval": "60",
+        }
+    )
     assert c.ensemble_placement_policy.endswith("RegionAwareEnsemblePlacementPolicy")
     assert (c.enforce_min_racks_per_write_quorum, c.min_racks_per_write_quorum) == (True, 3)
     assert (c.network_topology_script, c.auditor_placement_policy_check_interval) == ("/bin/rack-of", 60)
 
 
-@pytest.mark.parametrize("settings, word", [
-    ({"ensemblePlacementPolicy": "com.example.MyPolicy"}, "ensemblePlacementPolicy: 'com.example.MyPolicy' is not supported"),
-    ({"enforceMinNumRacksPerWriteQuorum": "maybe"}, "is not a boolean"),
-    ({"nope": "1"}, "unknown autorecovery key 'nope'"), ({"bookiePort": "3181"}, "unknown autorecovery key"),
-    ({"lostBookieRecoveryDelay": "x"}, "is not an integer"),
-    ({"lostBookieRecoveryDelay": "-1"}, "must not be negative"),
-    ({"rereplicationEntryBatchSize": "0"}, "must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "settings, word",
+    [
+        (
+            {"ensemblePlacementPolicy": "com.example.MyPolicy"},
+            "ensemblePlacementPolicy: 'com.example.MyPolicy' is not supported",
+        ),
+        ({"enforceMinNumRacksPerWriteQuorum": "maybe"}, "is not a boolean"),
+        ({"nope": "1"}, "unknown autorecovery key 'nope'"),
+        ({"bookiePort": "3181"}, "unknown autorecovery key"),
+        ({"lostBookieRecoveryDelay": "x"}, "is not an integer"),
+        ({"lostBookieRecoveryDelay": "-1"}, "must not be negative"),
+        ({"rereplicationEntryBatchSize": "0"}, "must be at least 1"),
+    ],
+)
 def test_config_errors_name_the_key(settings, word):
     with pytest.raises(ValueError, match=word):
         config_from_settings(settings)
@@ -199,11 +219,17 @@ def test_config_errors_name_the_key(settings, word):
 # `--set` takes what bookied takes, and refuses what it refuses (bookied's schema
 # checks both); these four once disagreed.  Refusals come before ZooKeeper is
 # asked anything (the URI below has no server).
-@pytest.mark.parametrize("setting, message", [
-    ("minNumRacksPerWriteQuorum=0", "minNumRacksPerWriteQuorum: '0' must be at least 1"),
-    ("networkTopologyScriptNumberArgs=0", "networkTopologyScriptNumberArgs: '0' must be at least 1"),
-    ("lostBookieRecoveryDelay=99999999999", "lostBookieRecoveryDelay: '99999999999' is too large (at most 2147483647)"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("minNumRacksPerWriteQuorum=0", "minNumRacksPerWriteQuorum: '0' must be at least 1"),
+        ("networkTopologyScriptNumberArgs=0", "networkTopologyScriptNumberArgs: '0' must be at least 1"),
+        (
+            "lostBookieRecoveryDelay=99999999999",
+            "lostBookieRecoveryDelay: '99999999999' is too large (at most 2147483647)",
+        ),
+    ],
+)
 def test_autorecovery_run_set_refuses_what_bookied_refuses(setting, message, capsys):
     from bkctl.bookied.config import ConfigError, load_config
 
@@ -221,8 +247,21 @@ def test_autorecovery_run_set_takes_what_bookied_takes(capsys):
     assert load_config(overrides={"enforceMinNumRacksPerWriteQuorum": "yes"}).enforce_min_num_racks_per_write_quorum
     assert config_from_settings({"enforceMinNumRacksPerWriteQuorum": "yes"}).enforce_min_racks_per_write_quorum
     # past --set, the next check (the bookie id) is the one that stops the command
-    assert run(["-m", NO_ZOOKEEPER, "autorecovery", "run", "--set", "enforceMinNumRacksPerWriteQuorum=yes",
-                "--bookie-id", "readonly"]) == USAGE
+    assert (
+        run(
+            [
+                "-m",
+                NO_ZOOKEEPER,
+                "autorecovery",
+                "run",
+                "--set",
+                "enforceMinNumRacksPerWriteQuorum=yes",
+                "--bookie-id",
+                "readonly",
+            ]
+        )
+        == USAGE
+    )
     err = capsys.readouterr().err.strip()
     assert err.startswith("bkctl: error: --bookie-id 'readonly'") and "\n" not in err
 
@@ -231,13 +270,13 @@ def test_entries_held_by_each_position():
     # E3 Qw2: entry e is on positions e%3 and (e+1)%3
     md = LedgerMetadata.new(("a:1", "b:1", "c:1"), 2, 2, password=b"")
     md = md.with_ensemble_change(10, ("a:1", "b:1", "d:1"))
-    assert entries_held(md, 0, 0, 99) == (0, 9)     # a holds 0,2,3,5,6,8,9
-    assert entries_held(md, 0, 1, 99) == (0, 9)     # b holds 0,1,3,4,6,7,9
+    assert entries_held(md, 0, 0, 99) == (0, 9)  # a holds 0,2,3,5,6,8,9
+    assert entries_held(md, 0, 1, 99) == (0, 9)  # b holds 0,1,3,4,6,7,9
     assert entries_held(md, 0, 2, 99) == (1, 8)
-    assert entries_held(md, 1, 2, 10) == (10, 10)   # d holds 10 of a segment that ends at 10
-    assert entries_held(md, 1, 1, 9) is None        # the segment is empty
+    assert entries_held(md, 1, 2, 10) == (10, 10)  # d holds 10 of a segment that ends at 10
+    assert entries_held(md, 1, 1, 9) is None  # the segment is empty
     single = LedgerMetadata.new(("a:1", "b:1", "c:1"), 2, 2, password=b"")
-    assert entries_held(single, 0, 2, 0) is None    # entry 0 is on positions 0 and 1 only
+    assert entries_held(single, 0, 2, 0) is None  # entry 0 is on positions 0 and 1 only
 
 
 def test_set_takes_the_autorecovery_section_of_the_schema():

@@ -1,4 +1,5 @@
 """wire.availability: GET_LIST_OF_ENTRIES_OF_LEDGER's encoding of the entries a bookie holds."""
+
 import struct
 
 import pytest
@@ -32,14 +33,18 @@ def test_layout_and_periodic_groups():
     assert decode_availability(encode_availability([])) == []
 
 
-@pytest.mark.parametrize("data", [
-    b"", b"\0" * 10,
-    struct.pack(">ii", 1, 0).ljust(HEADER_SIZE, b"\0"),                      # unknown version
-    struct.pack(">ii", 0, 2).ljust(HEADER_SIZE, b"\0") + b"\0" * 24,          # count does not fit
-    struct.pack(">ii", 0, 1).ljust(HEADER_SIZE, b"\0") + struct.pack(">qqii", 5, 4, 1, 0),   # last < first
-    struct.pack(">ii", 0, 1).ljust(HEADER_SIZE, b"\0") + struct.pack(">qqii", 5, 5, 0, 0),   # empty run
-    struct.pack(">ii", 0, 1).ljust(HEADER_SIZE, b"\0") + struct.pack(">qqii", 0, 1 << 40, 1, 1),  # huge
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\0" * 10,
+        struct.pack(">ii", 1, 0).ljust(HEADER_SIZE, b"\0"),  # unknown version
+        struct.pack(">ii", 0, 2).ljust(HEADER_SIZE, b"\0") + b"\0" * 24,  # count does not fit
+        struct.pack(">ii", 0, 1).ljust(HEADER_SIZE, b"\0") + struct.pack(">qqii", 5, 4, 1, 0),  # last < first
+        struct.pack(">ii", 0, 1).ljust(HEADER_SIZE, b"\0") + struct.pack(">qqii", 5, 5, 0, 0),  # empty run
+        struct.pack(">ii", 0, 1).ljust(HEADER_SIZE, b"\0") + struct.pack(">qqii", 0, 1 << 40, 1, 1),  # huge
+    ],
+)
 def test_malformed_answers_raise_codec_errors(data):
     with pytest.raises(CodecError):
         decode_availability(data)

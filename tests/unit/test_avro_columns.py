@@ -67,16 +67,31 @@ def schema_and_values(draw, depth=0, names=None):
         names[0] += 1
         return f"N{names[0]}"
 
-    leaves = ["boolean", "int", "long", "float", "double", "bytes", "string", "enum", "fixed", "date",
-              "timestamp-millis", "timestamp-micros", "time-millis", "local-timestamp-millis", "decimal"]
+    leaves = [
+        "boolean",
+        "int",
+        "long",
+        "float",
+        "double",
+        "bytes",
+        "string",
+        "enum",
+        "fixed",
+        "date",
+        "timestamp-millis",
+        "timestamp-micros",
+        "time-millis",
+        "local-timestamp-millis",
+        "decimal",
+    ]
     kinds = leaves + (["record", "array", "map", "nullable"] if depth < 3 else [])
     kind = draw(st.sampled_from(kinds))
     if kind == "boolean":
         return kind, st.booleans()
     if kind == "int":
-        return kind, st.integers(-2**31, 2**31 - 1)
+        return kind, st.integers(-(2**31), 2**31 - 1)
     if kind == "long":
-        return kind, st.integers(-2**63, 2**63 - 1)
+        return kind, st.integers(-(2**63), 2**63 - 1)
     if kind == "float":
         return kind, st.floats(width=32, allow_nan=False)
     if kind == "double":
@@ -94,7 +109,7 @@ def schema_and_values(draw, depth=0, names=None):
     if kind == "date":
         return {"type": "int", "logicalType": "date"}, st.integers(-100_000, 100_000)
     if kind in ("timestamp-millis", "timestamp-micros", "local-timestamp-millis"):
-        return {"type": "long", "logicalType": kind}, st.integers(-2**50, 2**50)
+        return {"type": "long", "logicalType": kind}, st.integers(-(2**50), 2**50)
     if kind == "time-millis":
         return {"type": "int", "logicalType": kind}, st.integers(0, 86_400_000 - 1)
     if kind == "decimal":
@@ -104,8 +119,14 @@ def schema_and_values(draw, depth=0, names=None):
         values = digits.map(lambda u: decimal.Decimal(u).scaleb(-scale, decimal.Context(prec=80)))
         if draw(st.booleans()):
             return {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale}, values
-        return {"type": "fixed", "name": name(), "size": 16, "logicalType": "decimal", "precision": precision,
-                "scale": scale}, values
+        return {
+            "type": "fixed",
+            "name": name(),
+            "size": 16,
+            "logicalType": "decimal",
+            "precision": precision,
+            "scale": scale,
+        }, values
     if kind == "array":
         items, values = draw(schema_and_values(depth + 1, names))
         return {"type": "array", "items": items}, st.lists(values, max_size=3)
@@ -150,9 +171,15 @@ def test_generated_schemas_and_values_decode_as_the_general_path_does(data):
 # ---------------------------------------------------------------- evolution
 
 _PROMOTIONS = {"int": ["long", "float", "double"], "long": ["double"], "float": ["double"], "string": ["bytes"]}
-_ADDED = [("null_long", ["null", "long"], None), ("int", "int", 3), ("text", "string", "d"),
-          ("flag", "boolean", True), ("list", {"type": "array", "items": "int"}, []),
-          ("dict", {"type": "map", "values": "string"}, {}), ("ratio", "double", 2)]
+_ADDED = [
+    ("null_long", ["null", "long"], None),
+    ("int", "int", 3),
+    ("text", "string", "d"),
+    ("flag", "boolean", True),
+    ("list", {"type": "array", "items": "int"}, []),
+    ("dict", {"type": "map", "values": "string"}, {}),
+    ("ratio", "double", 2),
+]
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -192,43 +219,105 @@ def test_generated_evolutions_read_as_fastavro_resolves_them(data):
     same(native, general)
 
 
-ORDER_V0 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
-    {"name": "id", "type": "int"}, {"name": "amount", "type": "float"},
-    {"name": "gone", "type": {"type": "map", "values": {"type": "record", "name": "G", "fields": [
-        {"name": "x", "type": ["null", "string"]}, {"name": "y", "type": {"type": "array", "items": "long"}}]}}},
-    {"name": "state", "type": {"type": "enum", "name": "State", "symbols": ["NEW", "PAID", "LOST"]}},
-    {"name": "customer", "type": {"type": "record", "name": "Customer", "fields": [
-        {"name": "name", "type": "string"}, {"name": "tier", "type": "int"}]}},
-    {"name": "note", "type": ["null", "string"], "default": None},
-    {"name": "old_name", "type": "string"}]}
-ORDER_V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
-    {"name": "id", "type": "long"}, {"name": "amount", "type": "double"},
-    {"name": "state", "type": {"type": "enum", "name": "State", "symbols": ["NEW", "PAID", "SHIPPED"],
-                               "default": "NEW"}},
-    {"name": "customer", "type": {"type": "record", "name": "Customer", "fields": [
-        {"name": "name", "type": "string"}, {"name": "tier", "type": "long"},
-        {"name": "vip", "type": "boolean", "default": False}]}},
-    {"name": "note", "type": ["string", "null"], "default": "none"},
-    {"name": "new_name", "type": "string", "aliases": ["old_name"]},
-    {"name": "added", "type": ["null", "long"], "default": None},
-    {"name": "count", "type": "int", "default": 7}, {"name": "ratio", "type": "float", "default": 1},
-    {"name": "label", "type": "string", "default": "x"},
-    {"name": "tags", "type": {"type": "array", "items": "string"}, "default": []},
-    {"name": "attrs", "type": {"type": "map", "values": "int"}, "default": {}},
-    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}, "default": 0}]}
+ORDER_V0 = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "shop",
+    "fields": [
+        {"name": "id", "type": "int"},
+        {"name": "amount", "type": "float"},
+        {
+            "name": "gone",
+            "type": {
+                "type": "map",
+                "values": {
+                    "type": "record",
+                    "name": "G",
+                    "fields": [
+                        {"name": "x", "type": ["null", "string"]},
+                        {"name": "y", "type": {"type": "array", "items": "long"}},
+                    ],
+                },
+            },
+        },
+        {"name": "state", "type": {"type": "enum", "name": "State", "symbols": ["NEW", "PAID", "LOST"]}},
+        {
+            "name": "customer",
+            "type": {
+                "type": "record",
+                "name": "Customer",
+                "fields": [{"name": "name", "type": "string"}, {"name": "tier", "type": "int"}],
+            },
+        },
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "old_name", "type": "string"},
+    ],
+}
+ORDER_V1 = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "shop",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "amount", "type": "double"},
+        {
+            "name": "state",
+            "type": {"type": "enum", "name": "State", "symbols": ["NEW", "PAID", "SHIPPED"], "default": "NEW"},
+        },
+        {
+            "name": "customer",
+            "type": {
+                "type": "record",
+                "name": "Customer",
+                "fields": [
+                    {"name": "name", "type": "string"},
+                    {"name": "tier", "type": "long"},
+                    {"name": "vip", "type": "boolean", "default": False},
+                ],
+            },
+        },
+        {"name": "note", "type": ["string", "null"], "default": "none"},
+        {"name": "new_name", "type": "string", "aliases": ["old_name"]},
+        {"name": "added", "type": ["null", "long"], "default": None},
+        {"name": "count", "type": "int", "default": 7},
+        {"name": "ratio", "type": "float", "default": 1},
+        {"name": "label", "type": "string", "default": "x"},
+        {"name": "tags", "type": {"type": "array", "items": "string"}, "default": []},
+        {"name": "attrs", "type": {"type": "map", "values": "int"}, "default": {}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}, "default": 0},
+    ],
+}
 
 
 def order_v0(i):
-    return {"id": i, "amount": i / 4, "gone": {"k": {"x": None if i % 2 else "a", "y": [i, -i]}},
-            "state": ("NEW", "PAID", "LOST")[i % 3], "customer": {"name": f"c{i}", "tier": i % 5},
-            "note": None if i % 3 else f"n{i}", "old_name": f"o{i}"}
+    return {
+        "id": i,
+        "amount": i / 4,
+        "gone": {"k": {"x": None if i % 2 else "a", "y": [i, -i]}},
+        "state": ("NEW", "PAID", "LOST")[i % 3],
+        "customer": {"name": f"c{i}", "tier": i % 5},
+        "note": None if i % 3 else f"n{i}",
+        "old_name": f"o{i}",
+    }
 
 
 def test_an_evolved_topic_reads_each_version_as_the_newest_one_as_the_general_path_does():
     view = TypedView({0: stored(ORDER_V0, 0), 1: stored(ORDER_V1, 1)})
-    v1 = {"id": 10, "amount": 2.5, "state": "SHIPPED", "customer": {"name": "z", "tier": 3, "vip": True},
-          "note": "yes", "new_name": "q", "added": 5, "count": 1, "ratio": 0.5, "label": "l", "tags": ["a"],
-          "attrs": {"k": 1}, "at": 99}
+    v1 = {
+        "id": 10,
+        "amount": 2.5,
+        "state": "SHIPPED",
+        "customer": {"name": "z", "tier": 3, "vip": True},
+        "note": "yes",
+        "new_name": "q",
+        "added": 5,
+        "count": 1,
+        "ratio": 0.5,
+        "label": "l",
+        "tags": ["a"],
+        "attrs": {"k": 1},
+        "at": 99,
+    }
     versions = [S.version_bytes(0)] * 6 + [S.version_bytes(1), None]
     payloads = [avro(ORDER_V0, order_v0(i)) for i in range(6)] + [avro(ORDER_V1, v1)] * 2
     skip = [None] * 7 + ["an error row"]
@@ -254,14 +343,17 @@ def test_what_the_twin_does_not_read_is_left_to_the_general_path_and_its_error_r
     view = TypedView({0: stored(ORDER_V0, 0), 1: stored(ORDER_V1, 1)})
     good = avro(ORDER_V0, order_v0(1))
     # a truncated payload, a version not in the registry: the batch is the general path's
-    for versions, payloads in (([S.version_bytes(0)] * 2, [good, good[:-3]]),
-                               ([S.version_bytes(0), S.version_bytes(9)], [good, good])):
+    for versions, payloads in (
+        ([S.version_bytes(0)] * 2, [good, good[:-3]]),
+        ([S.version_bytes(0), S.version_bytes(9)], [good, good]),
+    ):
         native, general, failures = both(view, versions, payloads)
         assert native is None and list(failures) == [1]
     # an enum symbol neither the reader has nor its default covers: fastavro's error
     no_default = {"type": "enum", "name": "State", "symbols": ["NEW", "PAID", "SHIPPED"]}
-    strict = dict(ORDER_V1, fields=[dict(f, type=no_default) if f["name"] == "state" else f
-                                    for f in ORDER_V1["fields"]])
+    strict = dict(
+        ORDER_V1, fields=[dict(f, type=no_default) if f["name"] == "state" else f for f in ORDER_V1["fields"]]
+    )
     view = TypedView({0: stored(ORDER_V0, 0), 1: stored(strict, 1)})
     native, general, failures = both(view, [S.version_bytes(0)], [avro(ORDER_V0, order_v0(2))])
     assert native is None and "LOST not found in reader symbol list" in failures[0]

@@ -1,6 +1,7 @@
 """The pure parts of the benchmarks' side-by-side mode (bench/java_peer.py): its
 options, the alternation, the reading of ``bktool bench``'s output and the CPU
 cut to a phase.  The Java peer itself is never needed here."""
+
 import argparse
 import importlib.util
 import os
@@ -56,13 +57,23 @@ def test_larger_entries_run_as_many_bytes_within_bounds():
 
 
 def test_alternation_swaps_who_goes_first_each_round():
-    assert jp.alternate(["ours", "java"], 3) == [(0, "ours"), (0, "java"), (1, "java"), (1, "ours"),
-                                                 (2, "ours"), (2, "java")]
+    assert jp.alternate(["ours", "java"], 3) == [
+        (0, "ours"),
+        (0, "java"),
+        (1, "java"),
+        (1, "ours"),
+        (2, "ours"),
+        (2, "java"),
+    ]
 
 
 def test_bench_output_gives_rates_and_the_phases_windows():
-    lines = [(1.0, "created something"), (10.0, "added 200000 entries in 4000 ms, failures=0, LAC=199999"),
-             (13.0, "read back 200000 entries in 2000 ms"), (13.1, "ledger 5")]
+    lines = [
+        (1.0, "created something"),
+        (10.0, "added 200000 entries in 4000 ms, failures=0, LAC=199999"),
+        (13.0, "read back 200000 entries in 2000 ms"),
+        (13.1, "ledger 5"),
+    ]
     res = jp.parse_bench_output(lines)
     assert (res.adds_per_s, res.reads_per_s, res.failures) == (50_000, 100_000, 0)
     assert res.add_window == (6.0, 10.0) and res.read_window == (11.0, 13.0)

@@ -2,6 +2,7 @@
 (Adds.run, Bookie.add_entries, Journal.append_entries): one store
 lock, one journal item, one answer object.  Every outcome must be the one-by-one path's:
 the answers' bytes and order, the journal's records, the store, the LAC and the metrics."""
+
 import pytest
 
 from bkctl.wire import fastpath
@@ -37,7 +38,10 @@ def served(tmp_path, chunk: bytes, fastpaths: bool, prepare=None, sync=True, sto
         runs = []
         add_entries = env.bookie.add_entries
         env.bookie.add_entries = lambda lid, key, ids, bodies, reply, **kw: (
-            runs.append((lid, list(ids))), add_entries(lid, key, ids, bodies, reply, **kw))
+            runs.append((lid, list(ids))),
+            add_entries(lid, key, ids, bodies, reply, **kw),
+        )
+
         def snapshot():
             return {k: v.value for k, v in env.factory.metrics.requests.items()}
 
@@ -47,8 +51,14 @@ def served(tmp_path, chunk: bytes, fastpaths: bool, prepare=None, sync=True, sto
             env.journal.sync()
         counts = {k: n - before.get(k, 0) for k, n in snapshot().items() if n != before.get(k, 0)}
         stored = {(lid, e): env.store.get_entry(lid, e) for lid in (1, 2) for e in range(8)}
-        return (c.replies(), list(env.journal.records), counts, stored,
-                {lid: env.bookie.lac(lid) for lid in (1, 2)}, runs)
+        return (
+            c.replies(),
+            list(env.journal.records),
+            counts,
+            stored,
+            {lid: env.bookie.lac(lid) for lid in (1, 2)},
+            runs,
+        )
 
 
 def both(tmp_path, chunk, **kw):
@@ -59,8 +69,13 @@ def both(tmp_path, chunk, **kw):
 
 
 def test_runs_of_adds_are_answered_stored_and_journaled_as_one_by_one_adds(tmp_path):
-    chunk = (b"".join(v3_add(10 + e, 1, e) for e in range(5)) + v3_add(20, 2, 0)
-             + v3_add(21, 2, 1) + frame(v3.serialize(v3.read_request(30, 1, 2))) + v3_add(22, 1, 5))
+    chunk = (
+        b"".join(v3_add(10 + e, 1, e) for e in range(5))
+        + v3_add(20, 2, 0)
+        + v3_add(21, 2, 1)
+        + frame(v3.serialize(v3.read_request(30, 1, 2)))
+        + v3_add(22, 1, 5)
+    )
 
     def ledger1_key(env, c):
         durable(env, c, v3_add(1, 1, 7))
@@ -73,7 +88,15 @@ def test_runs_of_adds_are_answered_stored_and_journaled_as_one_by_one_adds(tmp_p
     assert [r.header.txnId for r in got] == [30, 10, 11, 12, 13, 14, 20, 21, 22]
     assert all(r.status == v3.v3_status(RC.EOK) for r in got)
     assert [(r.ledger_id, r.entry_id) for r in records if isinstance(r, EntryRecord)] == [
-        (1, 0), (1, 1), (1, 2), (1, 3), (1, 4), (2, 0), (2, 1), (1, 5)]
+        (1, 0),
+        (1, 1),
+        (1, 2),
+        (1, 3),
+        (1, 4),
+        (2, 0),
+        (2, 1),
+        (1, 5),
+    ]
     assert counts == {("add", "EOK"): 8, ("read", "EOK"): 1}
     assert stored[(1, 3)] == entry(3, lac=2) and stored[(2, 1)] == entry(1, lac=0, ledger=2)
     assert lacs == {1: 6, 2: 0}  # the highest LAC the entries carried (entry 7's: 6)
@@ -96,8 +119,13 @@ def test_a_run_that_meets_an_error_answers_each_add_as_the_one_by_one_path(tmp_p
     chunk = b"".join(v3_add(10 + e, 1, e, key=key) for e in range(4))
     # a full journal is waited for (next test) unless dbStorage_maxThrottleTimeMs is 0
     answers, records, *_ = both(tmp_path, chunk, prepare=prepare, max_throttle_time=0)
-    want = {"fenced": RC.EFENCED, "wrong key": RC.EUA, "journal full": RC.ETOOMANYREQUESTS,
-            "journal failed": RC.EIO, "read-only": RC.EREADONLY}[case]
+    want = {
+        "fenced": RC.EFENCED,
+        "wrong key": RC.EUA,
+        "journal full": RC.ETOOMANYREQUESTS,
+        "journal failed": RC.EIO,
+        "read-only": RC.EREADONLY,
+    }[case]
     assert [v3.parse_response(a).status for a in answers] == [v3.v3_status(want)] * 4
     assert [v3.parse_response(a).header.txnId for a in answers] == [10, 11, 12, 13]
     assert records == []
@@ -136,8 +164,9 @@ def test_recovery_adds_to_a_fenced_ledger_pass_as_a_run(tmp_path):
 
 def test_no_answer_before_the_runs_journal_item_is_durable(tmp_path):
     chunk = b"".join(v3_add(10 + e, 1, e) for e in range(4))
-    answers, records, counts, *_ = served(tmp_path, chunk, True, sync=False,
-                                          prepare=lambda env, c: durable(env, c, v3_add(1, 1, 7)))
+    answers, records, counts, *_ = served(
+        tmp_path, chunk, True, sync=False, prepare=lambda env, c: durable(env, c, v3_add(1, 1, 7))
+    )
     assert answers == [] and counts == {} and len(records) == 4
 
 
@@ -179,23 +208,40 @@ def test_a_runs_journal_item_is_the_bytes_of_its_records_and_counts_each(tmp_pat
 
 
 def v2_add(ledger, entry_id, key=KEY, flags=0):
-    return frame(v2.AddRequest(2, flags, key, entry(entry_id, lac=entry_id - 1, ledger=ledger), ledger,
-                               entry_id).encode())
+    return frame(
+        v2.AddRequest(2, flags, key, entry(entry_id, lac=entry_id - 1, ledger=ledger), ledger, entry_id).encode()
+    )
 
 
 def test_runs_of_version_2_adds_as_pulsar_sends_them_are_answered_as_one_by_one(tmp_path):
     """A Pulsar broker's client speaks version 2: its pipelined adds make runs too, and a
     recovery add (other flags) or another ledger ends one."""
+
     def keys(env, c):
         durable(env, c, v2_add(1, 7) + v2_add(2, 7))
 
-    chunk = (b"".join(v2_add(1, e) for e in range(4)) + v2_add(2, 0) + v2_add(2, 1)
-             + v2_add(1, 4, flags=int(Flag.RECOVERY_ADD)) + v2_add(1, 5) + v2_add(1, 6))
+    chunk = (
+        b"".join(v2_add(1, e) for e in range(4))
+        + v2_add(2, 0)
+        + v2_add(2, 1)
+        + v2_add(1, 4, flags=int(Flag.RECOVERY_ADD))
+        + v2_add(1, 5)
+        + v2_add(1, 6)
+    )
     answers, records, counts, stored, lacs, runs = both(tmp_path, chunk, prepare=keys)
     assert runs == [(1, [0, 1, 2, 3]), (2, [0, 1]), (1, [5, 6])]
     got = [v2.decode_response(a) for a in answers]
     assert [(r.ledger_id, r.entry_id, r.rc) for r in got] == [
-        (1, 0, 0), (1, 1, 0), (1, 2, 0), (1, 3, 0), (2, 0, 0), (2, 1, 0), (1, 4, 0), (1, 5, 0), (1, 6, 0)]
+        (1, 0, 0),
+        (1, 1, 0),
+        (1, 2, 0),
+        (1, 3, 0),
+        (2, 0, 0),
+        (2, 1, 0),
+        (1, 4, 0),
+        (1, 5, 0),
+        (1, 6, 0),
+    ]
     assert all(r.version == 2 for r in got)
     assert counts == {("add", "EOK"): 9}
     assert lacs == {1: 6, 2: 6}
@@ -208,7 +254,10 @@ def test_a_version_2_run_on_a_fenced_ledger_is_efenced_each(tmp_path):
 
     answers, records, *_ = both(tmp_path, b"".join(v2_add(1, e) for e in range(3)), prepare=fence)
     assert [(v2.decode_response(a).entry_id, v2.decode_response(a).rc) for a in answers] == [
-        (0, RC.EFENCED), (1, RC.EFENCED), (2, RC.EFENCED)]
+        (0, RC.EFENCED),
+        (1, RC.EFENCED),
+        (2, RC.EFENCED),
+    ]
     assert records == []
 
 
@@ -222,8 +271,13 @@ def test_recovery_adds_alone_are_journaled_as_patient(tmp_path, fastpaths):
         durable(env, c3, v3_add(1, 1, 0))
         durable(env, c2, v2_add(2, 0))
         recovery = int(Flag.RECOVERY_ADD)
-        durable(env, c3, b"".join(v3_add(10 + e, 1, e, recovery=True) for e in (1, 2, 3)) + v3_add(20, 1, 4)
-                + v3_add(21, 1, 5, recovery=True))
+        durable(
+            env,
+            c3,
+            b"".join(v3_add(10 + e, 1, e, recovery=True) for e in (1, 2, 3))
+            + v3_add(20, 1, 4)
+            + v3_add(21, 1, 5, recovery=True),
+        )
         durable(env, c2, b"".join(v2_add(2, e, flags=recovery) for e in (1, 2)) + v2_add(2, 3))
         assert env.journal.patient == [1, 2, 3, 5, 1, 2]
         assert len(c3.replies()) == 6 and len(c2.replies()) == 4
@@ -238,8 +292,14 @@ def test_every_form_of_a_single_add_reaches_the_bookie_through_one_way_in(tmp_pa
         c = env.connect()
         ways = []
         add = Adds.add
-        monkeypatch.setattr(Adds, "add", lambda self, txn_id, ledger_id, entry_id, *a, **kw: (
-            ways.append((txn_id, ledger_id, entry_id)), add(self, txn_id, ledger_id, entry_id, *a, **kw)))
+        monkeypatch.setattr(
+            Adds,
+            "add",
+            lambda self, txn_id, ledger_id, entry_id, *a, **kw: (
+                ways.append((txn_id, ledger_id, entry_id)),
+                add(self, txn_id, ledger_id, entry_id, *a, **kw),
+            ),
+        )
         c.proto.dataReceived(v3_add(7, 1, 0))
         env.journal.sync()
         [v3_answer] = c.v3()

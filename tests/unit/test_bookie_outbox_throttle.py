@@ -1,6 +1,7 @@
 """bookied's connection parts on their own: the Outbox (a chunk's answers in one write, a journal
 group's add answers held per connection) and the Throttle (a connection's side of the in-progress
 limits), with Twisted's StringTransport and plain callables."""
+
 from twisted.internet.testing import StringTransport
 
 from bkctl.bookied.in_progress import InProgressLimit, Throttle
@@ -59,8 +60,11 @@ def test_a_groups_add_answers_are_held_per_connection_and_written_once():
         for cb in callbacks:
             cb()
 
-    groups.complete([lambda: one.send_add_answers(b"1"), lambda: two.send_add_answers(b"2"),
-                     lambda: one.send_add_answers(b"3")], None, call_all)
+    groups.complete(
+        [lambda: one.send_add_answers(b"1"), lambda: two.send_add_answers(b"2"), lambda: one.send_add_answers(b"3")],
+        None,
+        call_all,
+    )
     assert (one.transport.value(), one.transport.writes) == (b"13", 1)
     assert (two.transport.value(), two.transport.writes) == (b"2", 1)
     assert groups.answered == set() and not groups.grouping

@@ -3,6 +3,7 @@ with one store call on the fast path (bookied/plain_reads.py): every answer and 
 metrics as the general path gives them, in the order asked -- entries flushed, cached,
 missing, corrupt (EIO), the highest (-1), another ledger's, a request only the general
 path takes.  With Twisted's fakes, as test_bookie_server.py."""
+
 from collections import Counter
 
 import pytest
@@ -17,8 +18,21 @@ from tests.support.bookie_server import KEY, bookie_env, entry
 
 IDS = [0, 2, 4, 5, 6, 13, 20, -1, 8, 14, 3, 2]
 #: what the reads of IDS, with another ledger's read before the ninth, are answered
-RCS = [RC.EOK, RC.EOK, RC.EOK, RC.EIO, RC.EOK, RC.EOK, RC.ENOENTRY, RC.EOK, RC.ENOLEDGER, RC.EOK, RC.EOK,
-       RC.EOK, RC.EOK]
+RCS = [
+    RC.EOK,
+    RC.EOK,
+    RC.EOK,
+    RC.EIO,
+    RC.EOK,
+    RC.EOK,
+    RC.ENOENTRY,
+    RC.EOK,
+    RC.ENOLEDGER,
+    RC.EOK,
+    RC.EOK,
+    RC.EOK,
+    RC.EOK,
+]
 
 
 @pytest.fixture
@@ -71,8 +85,10 @@ def test_pipelined_plain_v3_reads_are_answered_as_the_general_path_answers(env):
     _stored(env, lambda c, i: c.send(v3.serialize(v3.add_request(i + 1, 1, i, KEY, entry(i, lac=i - 1)))))
     reqs = [v3.read_request(100 + n, 1, e) for n, e in enumerate(IDS)]
     reqs[8:8] = [v3.read_request(99, 7, 0)]  # another ledger splits the run
-    got = [v3.parse_response(a) for a in _both_ways(env, b"".join(frame(v3.serialize(r)) for r in reqs),
-                                                     [IDS[:8], [0], IDS[8:]], RCS)]
+    got = [
+        v3.parse_response(a)
+        for a in _both_ways(env, b"".join(frame(v3.serialize(r)) for r in reqs), [IDS[:8], [0], IDS[8:]], RCS)
+    ]
     assert [r.header.txnId for r in got] == [r.header.txnId for r in reqs]
     assert [r.status for r in got] == [v3.v3_status(rc) for rc in RCS]
     assert got[7].readResponse.body == entry(14, lac=13) and got[7].readResponse.maxLAC == 13
@@ -88,8 +104,9 @@ def test_pipelined_plain_v2_reads_are_answered_as_the_general_path_answers(env):
     runs = [IDS[1:8], [0], IDS[8:10], IDS[10:]]
     rcs = RCS[:11] + [RC.EOK] + RCS[11:]
     got = [v2.decode_response(a) for a in _both_ways(env, b"".join(frame(r.encode()) for r in reqs), runs, rcs)]
-    assert [(r.version, r.ledger_id, r.entry_id) for r in got] == \
-        [(q.version, q.ledger_id, q.entry_id) for q in reqs]  # -1 is answered as -1, as the general path answers it
+    assert [(r.version, r.ledger_id, r.entry_id) for r in got] == [
+        (q.version, q.ledger_id, q.entry_id) for q in reqs
+    ]  # -1 is answered as -1, as the general path answers it
     assert [r.rc for r in got] == rcs
     assert got[7].body == entry(14, lac=13) and got[5].body == entry(13, lac=12)
     assert got[11].body == entry(3, lac=2) and got[3].body == b""

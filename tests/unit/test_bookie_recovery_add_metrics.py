@@ -2,6 +2,7 @@
 copies) have a latency histogram of their own beside every add's: during a
 repair the copies, which the journal may hold for company, made the adds'
 figures say nothing of a live writer's wait in the bookie."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,9 +23,10 @@ def env(tmp_path):
 
 def v3_adds(first_txn: int, ledger: int, entry_ids, recovery: bool) -> bytes:
     """One chunk of pipelined v3 adds (a run: served together on the fast path)."""
-    return b"".join(frame(v3.serialize(v3.add_request(first_txn + n, ledger, e, KEY, entry(e, ledger=ledger),
-                                                      recovery=recovery)))
-                    for n, e in enumerate(entry_ids))
+    return b"".join(
+        frame(v3.serialize(v3.add_request(first_txn + n, ledger, e, KEY, entry(e, ledger=ledger), recovery=recovery)))
+        for n, e in enumerate(entry_ids)
+    )
 
 
 def v2_adds(ledger: int, entry_ids, flags: int) -> bytes:
@@ -36,16 +38,16 @@ def test_recovery_adds_are_counted_apart_and_among_all_adds(env, fastpaths):
     env.factory.twins = fastpath.build(fastpaths)
     env.factory.metrics = metrics = Metrics()
     c2, c3 = env.connect(), env.connect()
-    add(c2, 0)                                              # a writer's v2 add
-    add(c2, 0, flags=Flag.RECOVERY_ADD, ledger=2)           # a recovery add, v2
-    c2.proto.dataReceived(v2_adds(3, range(3), Flag.RECOVERY_ADD))   # a run of them
-    c3.proto.dataReceived(v3_adds(10, 4, range(4), recovery=True))   # v3, a run
-    c3.proto.dataReceived(v3_adds(20, 5, [0], recovery=True))         # v3, one
-    c3.proto.dataReceived(v3_adds(30, 6, range(2), recovery=False))   # a writer's v3 run
+    add(c2, 0)  # a writer's v2 add
+    add(c2, 0, flags=Flag.RECOVERY_ADD, ledger=2)  # a recovery add, v2
+    c2.proto.dataReceived(v2_adds(3, range(3), Flag.RECOVERY_ADD))  # a run of them
+    c3.proto.dataReceived(v3_adds(10, 4, range(4), recovery=True))  # v3, a run
+    c3.proto.dataReceived(v3_adds(20, 5, [0], recovery=True))  # v3, one
+    c3.proto.dataReceived(v3_adds(30, 6, range(2), recovery=False))  # a writer's v3 run
     env.journal.sync()
     assert len(c2.replies()) == 1 + 1 + 3 and len(c3.replies()) == 4 + 1 + 2
     assert metrics.latency["add"].count == 12
     assert metrics.recovery_add_latency.count == 9
     text = metrics.render()
-    assert 'bookie_recovery_add_latency_seconds_count 9' in text
+    assert "bookie_recovery_add_latency_seconds_count 9" in text
     assert 'bookie_request_latency_seconds_count{op="add"} 12' in text

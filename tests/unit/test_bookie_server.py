@@ -1,5 +1,6 @@
 """The bookie's protocol and semantics with Twisted's fakes: StringTransport, task.Clock,
 a journal whose fsyncs the test completes by hand, and a real entry store."""
+
 import struct
 
 import pytest
@@ -32,7 +33,7 @@ def test_add_is_acknowledged_only_after_the_journal_sync(env):
     assert env.journal.records[1] == EntryRecord(1, 0, entry(0))
     env.journal.sync()
     [raw] = c.replies()
-    assert frame(raw).hex() == "00000018" "02010000" "00000000" "0000000000000001" "0000000000000000"
+    assert frame(raw).hex() == "00000018020100000000000000000000000000010000000000000000"
 
 
 def test_entries_read_back_verbatim_and_entry_minus_one_is_the_highest(env):
@@ -190,11 +191,14 @@ def test_bad_v2_version_is_ebadversion(env):
     assert (r.version, r.rc) == (7, RC.EBADVERSION)
 
 
-@pytest.mark.parametrize("payload", [
-    bytes([2, 4, 0, 0]) + b"\0" * 16,  # READ_LAC has no v2 layout
-    bytes([2, 9, 0, 0]),  # unknown opcode
-    bytes([2, 1, 0, 0]) + b"\0" * 10,  # truncated ADD
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        bytes([2, 4, 0, 0]) + b"\0" * 16,  # READ_LAC has no v2 layout
+        bytes([2, 9, 0, 0]),  # unknown opcode
+        bytes([2, 1, 0, 0]) + b"\0" * 10,  # truncated ADD
+    ],
+)
 def test_undecodable_v2_closes_the_connection(env, payload):
     c = env.connect()
     c.send(v2.ReadRequest(2, 0, 1, 0).encode())  # switch to v2 first
@@ -216,7 +220,7 @@ def test_v2_auth_is_answered_like_an_auth_less_java_bookie(env):
     c = env.connect()
     c.send(v2.AuthRequest(2, b"\x0a\x04test\x12\x00").encode())
     [raw] = c.replies()
-    assert frame(raw).hex() == "0000001a" "02030000" "0a124175746844697361626c6564506c7567696e1200"
+    assert frame(raw).hex() == "0000001a020300000a124175746844697361626c6564506c7567696e1200"
 
 
 def test_batch_read_respects_count_and_size(env):
@@ -236,6 +240,7 @@ def test_batch_read_respects_count_and_size(env):
 
 
 # -- v3 --------------------------------------------------------------------------
+
 
 def test_v3_add_read_and_read_lac(env):
     c = env.connect()
@@ -426,12 +431,18 @@ def real_buffering_conn(env):
 
 ADD_REQUESTS = {
     # the v2 ADD of the current version (fast path), an older one (always the general path)
-    "v2": (lambda: v2.AddRequest(2, 0, KEY, entry(0), 1, 0).encode(),
-           lambda raw: v2.decode_response(raw) == v2.AddResponse(2, RC.EOK, 1, 0)),
-    "v2-version-1": (lambda: v2.AddRequest(1, 0, KEY, entry(0), 1, 0).encode(),
-                     lambda raw: v2.decode_response(raw) == v2.AddResponse(1, RC.EOK, 1, 0)),
-    "v3": (lambda: v3.serialize(v3.add_request(7, 1, 0, KEY, entry(0))),
-           lambda raw: (v3.parse_response(raw).status, v3.parse_response(raw).header.txnId) == (0, 7)),
+    "v2": (
+        lambda: v2.AddRequest(2, 0, KEY, entry(0), 1, 0).encode(),
+        lambda raw: v2.decode_response(raw) == v2.AddResponse(2, RC.EOK, 1, 0),
+    ),
+    "v2-version-1": (
+        lambda: v2.AddRequest(1, 0, KEY, entry(0), 1, 0).encode(),
+        lambda raw: v2.decode_response(raw) == v2.AddResponse(1, RC.EOK, 1, 0),
+    ),
+    "v3": (
+        lambda: v3.serialize(v3.add_request(7, 1, 0, KEY, entry(0))),
+        lambda raw: (v3.parse_response(raw).status, v3.parse_response(raw).header.txnId) == (0, 7),
+    ),
 }
 
 
@@ -506,10 +517,14 @@ def test_closing_or_closed_connections_are_left_to_the_reactor(env):
 
 
 READS = {  # protocol -> (request of entry e of ledger 1, its answer's (entry id, body))
-    "v2": (lambda e, n: v2.ReadRequest(2, 0, 1, e).encode(),
-           lambda p: (lambda a: (a.entry_id, a.body))(v2.decode_response(p))),
-    "v3": (lambda e, n: v3.serialize(v3.read_request(n, 1, e)),  # pipelined v3 reads: served in runs
-           lambda p: (lambda a: (a.readResponse.entryId, a.readResponse.body))(v3.parse_response(p))),
+    "v2": (
+        lambda e, n: v2.ReadRequest(2, 0, 1, e).encode(),
+        lambda p: (lambda a: (a.entry_id, a.body))(v2.decode_response(p)),
+    ),
+    "v3": (
+        lambda e, n: v3.serialize(v3.read_request(n, 1, e)),  # pipelined v3 reads: served in runs
+        lambda p: (lambda a: (a.readResponse.entryId, a.readResponse.body))(v3.parse_response(p)),
+    ),
 }
 
 
@@ -549,11 +564,12 @@ def test_a_client_that_does_not_read_its_answers_is_not_read_either(env, protoco
     t.take = 1 << 30
     t.doWrite()
     answers = [answer(p) for p in FrameDecoder().feed(t.sent)]
-    assert [(e, body[-len(big):] == big) for e, body in answers] == [(1, True)] * 50 + [(0, False)]
+    assert [(e, body[-len(big) :] == big) for e, body in answers] == [(1, True)] * 50 + [(0, False)]
     assert served.value == 51
 
 
 # -- maxAddsInProgressLimit / maxReadsInProgressLimit: back-pressure, not errors -------
+
 
 def limited_conn(factory):
     proto = factory.buildProtocol(None)
@@ -690,18 +706,19 @@ def test_v3_plain_reads_answered_together_and_errors_as_the_builders_do(env):
     writes = []
     c.transport.write = lambda data: writes.append(len(FrameDecoder().feed(data)))
     c.transport.writeSequence = lambda seq: writes.extend(len(FrameDecoder().feed(d)) for d in seq)
-    reqs = [v3.read_request(10, 1, 0), v3.read_request(11, 1, 9), v3.read_request(12, 1, -1),
-            v3.read_request(13, 7, 0)]
+    reqs = [v3.read_request(10, 1, 0), v3.read_request(11, 1, 9), v3.read_request(12, 1, -1), v3.read_request(13, 7, 0)]
     c.proto.dataReceived(b"".join(frame(v3.serialize(r)) for r in reqs))
     assert writes == [4]  # one write for the chunk's four answers
     del c.transport.write, c.transport.writeSequence
     c.proto.dataReceived(b"".join(frame(v3.serialize(r)) for r in reqs))
     answers = c.replies()
     lac = env.bookie.lac(1)
-    assert answers == [v3.serialize(v3.read_response(reqs[0], RC.EOK, entry(0, lac=-1), max_lac=lac)),
-                       v3.serialize(v3.read_response(reqs[1], RC.ENOENTRY)),
-                       v3.serialize(v3.read_response(reqs[2], RC.EOK, entry(2, lac=1), max_lac=lac)),
-                       v3.serialize(v3.read_response(reqs[3], RC.ENOLEDGER))]
+    assert answers == [
+        v3.serialize(v3.read_response(reqs[0], RC.EOK, entry(0, lac=-1), max_lac=lac)),
+        v3.serialize(v3.read_response(reqs[1], RC.ENOENTRY)),
+        v3.serialize(v3.read_response(reqs[2], RC.EOK, entry(2, lac=1), max_lac=lac)),
+        v3.serialize(v3.read_response(reqs[3], RC.ENOLEDGER)),
+    ]
 
 
 @pytest.mark.parametrize("ledger_id, entry_id", [(1, -2), (-5, 0), (1, -(1 << 63))])
@@ -801,9 +818,11 @@ def test_connections_closed_for_what_they_sent_are_logged_by_peer_rate_limited(e
         c = env.connect()
         c.proto.dataReceived(struct.pack(">i", -1))
     lines = [r.getMessage() for r in caplog.records if "closing connection" in r.getMessage()]
-    assert lines == ["closing connection from 192.168.1.1:54321: bad framing: negative frame length -1",
-                     "closing connection from 192.168.1.1:54321: bad framing: negative frame length -1 "
-                     "(49 more from 192.168.1.1 since the last report)"]
+    assert lines == [
+        "closing connection from 192.168.1.1:54321: bad framing: negative frame length -1",
+        "closing connection from 192.168.1.1:54321: bad framing: negative frame length -1 "
+        "(49 more from 192.168.1.1 since the last report)",
+    ]
 
 
 def test_a_connection_answered_at_once_and_gone_is_not_kept(env):
@@ -858,7 +877,7 @@ def test_the_list_of_entries_comes_from_the_stored_ids_not_a_walk_to_the_highest
         add(c, entry_id, ledger=7)
     env.journal.sync()
     env.store.flush()  # these are in the index...
-    for entry_id in (6, 10 ** 15):
+    for entry_id in (6, 10**15):
         add(c, entry_id, ledger=7)  # ...and these in the write cache
     env.journal.sync()
     c.replies()
@@ -869,7 +888,7 @@ def test_the_list_of_entries_comes_from_the_stored_ids_not_a_walk_to_the_highest
     [r] = c.v3()
     assert r.status == 0
     body = r.getListOfEntriesOfLedgerResponse.availabilityOfEntriesOfLedger
-    assert decode_availability(body) == [(0, 2), (5, 6), (10 ** 15, 10 ** 15)]
+    assert decode_availability(body) == [(0, 2), (5, 6), (10**15, 10**15)]
     c.send(v3.serialize(v3.get_list_of_entries_request(10, 8)))
     [r] = c.v3()
     assert r.status == v3.v3_status(RC.ENOLEDGER)
@@ -891,6 +910,7 @@ def test_a_long_chunk_of_reads_streams_its_answers_while_the_rest_is_served(env)
         def asked(ledger, *args):
             sent_when_asked.setdefault(ledger, len(t.sent))
             return read(ledger, *args)
+
         return asked
 
     env.bookie.read_entries = noting(env.bookie.read_entries)  # the fast path's runs
@@ -922,8 +942,10 @@ def test_a_connection_reads_about_read_records_requests_at_a_time(env):
     assert transport.bufferSize == READ_SIZE
 
     def adds(first: int, size: int, count: int) -> bytes:
-        return b"".join(frame(v3.serialize(v3.add_request(e + 1, 1, e, KEY, entry(e, payload=b"x" * size))))
-                        for e in range(first, first + count))
+        return b"".join(
+            frame(v3.serialize(v3.add_request(e + 1, 1, e, KEY, entry(e, payload=b"x" * size))))
+            for e in range(first, first + count)
+        )
 
     proto.dataReceived(adds(0, 100, 200))  # ~30 KiB of small adds
     assert transport.bufferSize == READ_SIZE

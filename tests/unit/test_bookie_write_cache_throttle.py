@@ -1,5 +1,6 @@
 """A full write cache holds adds back, as Java's bookie does (dbStorage_maxThrottleTimeMs),
 with Twisted's fakes and a real entry store (tests/support/bookie_server.py)."""
+
 import pytest
 
 from bkctl.wire.codecs.protocol import RC
@@ -9,8 +10,7 @@ from tests.support.bookie_server import add, bookie_env, entry
 @pytest.fixture
 def small_cache(tmp_path):
     """A bookie whose write cache holds two entries, as a full cache waiting on its checkpoint."""
-    with bookie_env(tmp_path / "ledgers", {"write_cache_max_bytes": 2 * len(entry(0))},
-                    max_throttle_time=10.0) as env:
+    with bookie_env(tmp_path / "ledgers", {"write_cache_max_bytes": 2 * len(entry(0))}, max_throttle_time=10.0) as env:
         yield env
 
 

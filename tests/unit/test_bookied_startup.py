@@ -1,4 +1,5 @@
 """bookied's start-up identity and environment checks (issue 15, items 15 and 17)."""
+
 from __future__ import annotations
 
 import re

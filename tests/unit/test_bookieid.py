@@ -1,4 +1,5 @@
 """One bookie-id rule (bkctl.wire.metadata.bookieid), used by bookied's config, the metadata store and bkctl."""
+
 from __future__ import annotations
 
 import re
@@ -10,8 +11,20 @@ from bkctl.wire.metadata.bookieid import bookie_id_problem, check_bookie_id, is_
 from bkctl.wire.metadata.bookieid import is_valid_bookie_id as store_rule
 
 # Java's BookieId: [a-zA-Z0-9:-_.\-]+ (":-_" is the range ':'..'_'), and never "readonly".
-VALID = ["bookie-1", "10.0.0.1:3181", "bk_1.example.com:3181", "fe80::1:3181", "BK@[zone]",
-         "a\\b", "read-only", "readonly1", "a;b", "<=>?^", "_", "."]
+VALID = [
+    "bookie-1",
+    "10.0.0.1:3181",
+    "bk_1.example.com:3181",
+    "fe80::1:3181",
+    "BK@[zone]",
+    "a\\b",
+    "read-only",
+    "readonly1",
+    "a;b",
+    "<=>?^",
+    "_",
+    ".",
+]
 INVALID = [
     ("", "is not a valid bookie id"),
     ("readonly", "is reserved"),

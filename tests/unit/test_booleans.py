@@ -2,6 +2,7 @@
 a yes/no: bk_server.conf, `autorecovery run --set`, BKCTL_FASTPATHS, config.toml
 profiles and $BKCTL_ZK_ENABLE_SECURITY, the Spark data source's includeOpen.
 Each of them takes the same words and refuses the same words, naming the key."""
+
 from __future__ import annotations
 
 import os
@@ -66,17 +67,32 @@ def env_zk_enable_security(value):
 def spark_include_open(value):
     from bkctl.export.datasource import ReadOptions
 
-    return ReadOptions({"metadataServiceUri": "zk+hierarchical://127.0.0.1:1/ledgers", "ledgers": "all",
-                        "includeOpen": value}).source.selection.include_open
+    return ReadOptions(
+        {"metadataServiceUri": "zk+hierarchical://127.0.0.1:1/ledgers", "ledgers": "all", "includeOpen": value}
+    ).source.selection.include_open
 
 
-READERS = [bookied, bookied_file, autorecovery_set, fastpaths, profile_zk_enable_security, profile_zk_tls,
-           env_zk_enable_security, spark_include_open]
+READERS = [
+    bookied,
+    bookied_file,
+    autorecovery_set,
+    fastpaths,
+    profile_zk_enable_security,
+    profile_zk_tls,
+    env_zk_enable_security,
+    spark_include_open,
+]
 #: the key each reader names when it refuses a word
-KEYS = {bookied: "journalSyncData", bookied_file: "readOnlyModeEnabled",
-        autorecovery_set: "enforceMinNumRacksPerWriteQuorum", fastpaths: "BKCTL_FASTPATHS",
-        profile_zk_enable_security: "zk_enable_security", profile_zk_tls: "zk_tls",
-        env_zk_enable_security: "BKCTL_ZK_ENABLE_SECURITY", spark_include_open: "includeOpen"}
+KEYS = {
+    bookied: "journalSyncData",
+    bookied_file: "readOnlyModeEnabled",
+    autorecovery_set: "enforceMinNumRacksPerWriteQuorum",
+    fastpaths: "BKCTL_FASTPATHS",
+    profile_zk_enable_security: "zk_enable_security",
+    profile_zk_tls: "zk_tls",
+    env_zk_enable_security: "BKCTL_ZK_ENABLE_SECURITY",
+    spark_include_open: "includeOpen",
+}
 
 
 def test_the_vocabulary():
@@ -107,10 +123,13 @@ def test_every_reader_refuses_the_same_words_naming_the_key(read, word):
 
 def test_a_bad_bkctl_fastpaths_stops_bkctl_and_bookied_with_one_line(tmp_path):
     env = dict(os.environ, BKCTL_FASTPATHS="banana")
-    for args, prefix in ((["-m", "bkctl", "-m", "zk+hierarchical://127.0.0.1:1/ledgers", "ledger", "list"],
-                          "bkctl: error: "),
-                         (["-m", "bkctl.bookied", "--ledger-directories", str(tmp_path),
-                           "--journal-directories", str(tmp_path)], "bookied: ")):
+    for args, prefix in (
+        (["-m", "bkctl", "-m", "zk+hierarchical://127.0.0.1:1/ledgers", "ledger", "list"], "bkctl: error: "),
+        (
+            ["-m", "bkctl.bookied", "--ledger-directories", str(tmp_path), "--journal-directories", str(tmp_path)],
+            "bookied: ",
+        ),
+    ):
         r = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=60)
         assert r.returncode == 2, r.stderr
         assert r.stderr.strip() == f"{prefix}BKCTL_FASTPATHS: 'banana' {NOT_A_BOOLEAN}"

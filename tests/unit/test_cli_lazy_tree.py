@@ -2,6 +2,7 @@
 (:class:`bkctl.cli.LazyCommands`): a fresh process imports only what its command needs,
 and anything that walks the tree (--help, the shell, completion, tools/gen_docs.py)
 still sees every command, with its examples."""
+
 from __future__ import annotations
 
 import json
@@ -13,17 +14,26 @@ import click
 from bkctl.cli import COMMANDS, cli
 from tests.support.cli import REPO, env_for
 
-_PROBE = ("import json, sys\n"
-          "from bkctl.cli import run\n"
-          "code = run(sys.argv[1:])\n"
-          "sys.stdout.flush()\n"
-          "sys.stderr.write('\\n' + json.dumps([code, sorted(sys.modules)]) + '\\n')\n")
+_PROBE = (
+    "import json, sys\n"
+    "from bkctl.cli import run\n"
+    "code = run(sys.argv[1:])\n"
+    "sys.stdout.flush()\n"
+    "sys.stderr.write('\\n' + json.dumps([code, sorted(sys.modules)]) + '\\n')\n"
+)
 
 
 def modules_after(*args: str) -> tuple[int, set[str]]:
     """The exit code of ``bkctl ARGS`` in a fresh process, and the modules it had imported by then."""
-    done = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True,
-                          env=env_for(None), cwd=REPO, timeout=60, input="")
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args],
+        capture_output=True,
+        text=True,
+        env=env_for(None),
+        cwd=REPO,
+        timeout=60,
+        input="",
+    )
     code, modules = json.loads(done.stderr.strip().splitlines()[-1])
     return code, set(modules)
 
@@ -41,8 +51,11 @@ def test_the_version_imports_no_command():
 def test_a_command_imports_its_own_module_only():
     code, modules = modules_after("ledger", "list", "--help")
     assert code == 0
-    assert command_modules(modules) == {"bkctl.commands.ledger", "bkctl.commands.ledger_client",
-                                        "bkctl.commands.ledger_metadata"}
+    assert command_modules(modules) == {
+        "bkctl.commands.ledger",
+        "bkctl.commands.ledger_client",
+        "bkctl.commands.ledger_metadata",
+    }
     assert "bkctl.ops.bookie_reads" not in modules  # `disk`'s
 
 

@@ -1,6 +1,7 @@
 """The writer's add fast path: an ADD encoded once for its write set
 (EncodedAdd) writes the bytes the request builders write, and a connection's
 add_encoded behaves like add_with_callback, with fast paths on and off."""
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,8 +17,14 @@ from tests.support.connection import KEY, Harness, entry, sent_frames, v2_reques
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
 
 
-@given(txn=st.integers(0, (1 << 64) - 1), ledger_id=I64, entry_id=I64, body=st.binary(max_size=300),
-       recovery=st.booleans(), high_priority=st.booleans())
+@given(
+    txn=st.integers(0, (1 << 64) - 1),
+    ledger_id=I64,
+    entry_id=I64,
+    body=st.binary(max_size=300),
+    recovery=st.booleans(),
+    high_priority=st.booleans(),
+)
 def test_v3_bytes_are_the_builders(txn, ledger_id, entry_id, body, recovery, high_priority):
     add = AddEncoder("v3").encode(ledger_id, entry_id, KEY, body, recovery, high_priority)
     head, answer_head = v3_fast.add_header_fields(txn, high_priority)
@@ -26,14 +33,14 @@ def test_v3_bytes_are_the_builders(txn, ledger_id, entry_id, body, recovery, hig
     assert answer_head + add.v3_tail == v3.serialize(v3.add_response(request, RC.EOK))
 
 
-@given(ledger_id=I64, entry_id=I64, payload=st.binary(max_size=100), recovery=st.booleans(),
-       high_priority=st.booleans())
+@given(
+    ledger_id=I64, entry_id=I64, payload=st.binary(max_size=100), recovery=st.booleans(), high_priority=st.booleans()
+)
 def test_v2_bytes_are_the_builders(ledger_id, entry_id, payload, recovery, high_priority):
     body = entry(ledger_id, entry_id, payload) if -(1 << 63) < entry_id else entry(ledger_id, 0, payload)
     add = AddEncoder("v2").encode(ledger_id, entry_id, KEY, body, recovery, high_priority)
     flags = (Flag.RECOVERY_ADD if recovery else 0) | (Flag.HIGH_PRIORITY if high_priority else 0)
-    assert add.v2_frame == frame(v2.AddRequest(V2_CURRENT_VERSION, int(flags), KEY, body, ledger_id,
-                                               entry_id).encode())
+    assert add.v2_frame == frame(v2.AddRequest(V2_CURRENT_VERSION, int(flags), KEY, body, ledger_id, entry_id).encode())
 
 
 @pytest.mark.parametrize("txn", [-1, 1 << 64, 1.5])

@@ -4,6 +4,7 @@ the same order on each connection, the same requests on the wire with the
 same deadlines, the same outcomes; no bookie gets more than ``max_inflight``
 unanswered writes; and a bookie whose connection has room for part of its
 run gets that part as a run and the rest one by one."""
+
 import types
 
 import pytest
@@ -24,6 +25,7 @@ BOOKIES = ("b1:3181", "b2:3181", "b3:3181")
 def fast_paths_on(monkeypatch):
     """These tests look at the fast path itself, so it is on even in the suite's BKCTL_FASTPATHS=0 run."""
     from bkctl.wire import fastpath
+
     monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(True))
 
 
@@ -92,13 +94,21 @@ def _writer(runs: bool, quorum=(3, 2, 2), max_inflight: int = 1000, max_outstand
         conn.runs = []
         if runs:
             conn.add_run = lambda adds, ctxs, slots, on_done, _c=conn, _run=conn.add_run: (
-                _c.runs.append([a.entry_id for a in adds]), _run(adds, ctxs, slots, on_done))
+                _c.runs.append([a.entry_id for a in adds]),
+                _run(adds, ctxs, slots, on_done),
+            )
         else:
             conn.room_for_adds = lambda count: 0
     md = LedgerMetadata.new(list(bookies), qw, qa, password=b"", digest_type=DigestType.CRC32C)
-    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=conns.__getitem__, cork=cork), protocol="v3",
-                                   max_inflight=max_inflight, explicit_lac_interval=0.0, closed=False,
-                                   reactor=harnesses[bookies[0]].reactor, max_frame_size=5 * 1024 * 1024)
+    client = types.SimpleNamespace(
+        pool=types.SimpleNamespace(get=conns.__getitem__, cork=cork),
+        protocol="v3",
+        max_inflight=max_inflight,
+        explicit_lac_interval=0.0,
+        closed=False,
+        reactor=harnesses[bookies[0]].reactor,
+        max_frame_size=5 * 1024 * 1024,
+    )
     return LedgerHandle(client, 9, md, 0, b"", DigestType.CRC32C, max_inflight=max_inflight), links, conns
 
 
@@ -114,7 +124,7 @@ def _serve(links, backlog, slow=()) -> dict[str, tuple[bytes, list[int]]]:
         waiting = backlog.setdefault(bookie, [])
         waiting.extend(reqs)
         answered = waiting[:1] if bookie in slow else waiting[:]
-        del waiting[:len(answered)]
+        del waiting[: len(answered)]
         proto.dataReceived(b"".join(v3_reply(r) for r in answered))
     return asked
 
@@ -142,7 +152,8 @@ def test_a_burst_sends_the_same_frames_in_runs_as_one_by_one(quorum):
             used = [r for c in conns.values() for r in c.runs]
             assert used and max(map(len, used)) > 1  # the copies went out in runs
             assert sorted(e for r in used for e in r) == sorted(
-                e for e in range(300) for _ in range(quorum[1]))  # every copy, once
+                e for e in range(300) for _ in range(quorum[1])
+            )  # every copy, once
     assert outcomes[0] == outcomes[1]
     last, rounds, lac = outcomes[0]
     assert last == 299 and lac == 299
@@ -156,8 +167,7 @@ def test_a_slow_bookie_gets_no_more_than_max_inflight_unanswered_writes():
     runs as one by one."""
     outcomes = []
     for runs in (True, False):
-        handle, d, rounds, most, conns = _run_adds(60, runs, slow=("b3:3181",), quorum=(3, 3, 2),
-                                                   max_inflight=10)
+        handle, d, rounds, most, conns = _run_adds(60, runs, slow=("b3:3181",), quorum=(3, 3, 2), max_inflight=10)
         assert successResultOf(d) == 59
         assert most["b3:3181"] == 10
         outcomes.append(rounds)

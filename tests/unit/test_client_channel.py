@@ -2,6 +2,7 @@
 matches its signatures: the real connection and the unit tests' fake bookie (their
 behaviour is checked alike by tests/integration/test_bookie_channel_conformance.py);
 and the connection is what its protocol may call (ConnectionOwner)."""
+
 import inspect
 
 import pytest
@@ -11,8 +12,7 @@ from bkctl.wire.client.client_protocol import ConnectionOwner
 from bkctl.wire.client.connection import BookieConnection
 from tests.support.fake_bookie import FakeConnection
 
-METHODS = [name for name, value in vars(BookieChannel).items()
-           if callable(value) and not name.startswith("_")]
+METHODS = [name for name, value in vars(BookieChannel).items() if callable(value) and not name.startswith("_")]
 
 
 def params(fn):
@@ -20,9 +20,21 @@ def params(fn):
 
 
 def test_the_interface_is_what_the_handles_use():
-    assert sorted(METHODS) == ["add_encoded", "add_run", "add_with_callback", "batch_read", "close", "read",
-                               "read_lac", "read_long_poll", "read_run", "read_with_callback", "room_for_adds",
-                               "takes_reads", "write_lac"]
+    assert sorted(METHODS) == [
+        "add_encoded",
+        "add_run",
+        "add_with_callback",
+        "batch_read",
+        "close",
+        "read",
+        "read_lac",
+        "read_long_poll",
+        "read_run",
+        "read_with_callback",
+        "room_for_adds",
+        "takes_reads",
+        "write_lac",
+    ]
 
 
 @pytest.mark.parametrize("impl", [BookieConnection, FakeConnection])
@@ -36,15 +48,23 @@ def test_instances_are_channels():
     assert not isinstance(object(), BookieChannel)
 
 
-OWNER_METHODS = [name for name, value in vars(ConnectionOwner).items()
-                 if callable(value) and not name.startswith("_")]
+OWNER_METHODS = [name for name, value in vars(ConnectionOwner).items() if callable(value) and not name.startswith("_")]
 
 
 def test_the_connection_is_what_its_protocol_may_call():
     """The wire side reaches its connection only through ConnectionOwner; the connection
     has each of its methods, with the same parameters."""
-    assert sorted(OWNER_METHODS) == ["answer_received", "connection_failed", "connection_lost", "connection_made",
-                                     "fast_answer", "fast_answers", "handshake_done", "malformed", "v2_answer"]
+    assert sorted(OWNER_METHODS) == [
+        "answer_received",
+        "connection_failed",
+        "connection_lost",
+        "connection_made",
+        "fast_answer",
+        "fast_answers",
+        "handshake_done",
+        "malformed",
+        "v2_answer",
+    ]
     for name in OWNER_METHODS:
         owner = params(getattr(ConnectionOwner, name))
-        assert params(getattr(BookieConnection, name))[:len(owner)] == owner, name
+        assert params(getattr(BookieConnection, name))[: len(owner)] == owner, name

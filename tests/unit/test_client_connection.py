@@ -5,6 +5,7 @@ test builds the protocol from the recorded factory and attaches a
 StringTransport. Requests are compared byte for byte with the golden frames
 captured from a Java 4.17 client, and the captured responses are fed back.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -59,8 +60,7 @@ def reply_conn(f) -> str:
 
 def v3_response_for(f):
     for r in frames(f["flow"]):
-        if (r["kind"] == "response" and r["conn"] == reply_conn(f)
-                and r["txnId"] == f["txnId"] and r["op"] == f["op"]):
+        if r["kind"] == "response" and r["conn"] == reply_conn(f) and r["txnId"] == f["txnId"] and r["op"] == f["op"]:
             return r
     return None
 
@@ -75,8 +75,10 @@ def v2_response_for(f):
         if isinstance(req, v2.BatchReadRequest):
             if isinstance(resp, v2.BatchReadResponse) and resp.request_id == req.request_id:
                 return r
-        elif (type(resp).__name__[:3] == type(req).__name__[:3]
-              and (resp.ledger_id, resp.entry_id) == (req.ledger_id, req.entry_id)):
+        elif type(resp).__name__[:3] == type(req).__name__[:3] and (resp.ledger_id, resp.entry_id) == (
+            req.ledger_id,
+            req.entry_id,
+        ):
             return r
     return None
 
@@ -87,14 +89,20 @@ def issue_v3(conn: BookieConnection, req) -> defer.Deferred:
     high = v3.is_high_priority(req)
     if op == OperationType.ADD_ENTRY:
         a = req.addRequest
-        return conn.add(a.ledgerId, a.entryId, a.masterKey, a.body, recovery=v3.is_recovery_add(req),
-                        high_priority=high, deferred_sync=v3.is_deferred_sync(req))
+        return conn.add(
+            a.ledgerId,
+            a.entryId,
+            a.masterKey,
+            a.body,
+            recovery=v3.is_recovery_add(req),
+            high_priority=high,
+            deferred_sync=v3.is_deferred_sync(req),
+        )
     if op == OperationType.READ_ENTRY:
         r = req.readRequest
         if r.HasField("previousLAC"):
             assert r.entryId == -1 and not high
-            return conn.read_long_poll(r.ledgerId, r.previousLAC, r.timeOut,
-                                       piggyback=v3.is_piggyback_read(req))
+            return conn.read_long_poll(r.ledgerId, r.previousLAC, r.timeOut, piggyback=v3.is_piggyback_read(req))
         fence = r.masterKey if v3.is_fence_read(req) else None
         return conn.read(r.ledgerId, r.entryId, fence_master_key=fence, high_priority=high)
     if op == OperationType.READ_LAC:
@@ -122,8 +130,10 @@ def expected_v3(req, resp):
         return r.body, None
     if op == OperationType.READ_LAC:
         r = resp.readLacResponse
-        return (r.lacBody if r.HasField("lacBody") else None,
-                r.lastEntryBody if r.HasField("lastEntryBody") else None), None
+        return (
+            r.lacBody if r.HasField("lacBody") else None,
+            r.lastEntryBody if r.HasField("lastEntryBody") else None,
+        ), None
     return None, None
 
 
@@ -174,16 +184,27 @@ def test_v2_request_bytes_match_java_and_response_is_decoded(f):
     req = v2.decode_request(f["raw"][4:])
     if isinstance(req, v2.BatchReadRequest):
         h = Harness("v2", txn_ids=iter([req.request_id]))
-        d = h.conn.batch_read(req.ledger_id, req.start_entry_id, req.max_count, req.max_size,
-                              fence_master_key=req.master_key)
+        d = h.conn.batch_read(
+            req.ledger_id, req.start_entry_id, req.max_count, req.max_size, fence_master_key=req.master_key
+        )
     elif isinstance(req, v2.AddRequest):
         h = Harness("v2")
-        d = h.conn.add(req.ledger_id, req.entry_id, req.master_key, req.body,
-                       recovery=req.is_recovery, high_priority=req.is_high_priority)
+        d = h.conn.add(
+            req.ledger_id,
+            req.entry_id,
+            req.master_key,
+            req.body,
+            recovery=req.is_recovery,
+            high_priority=req.is_high_priority,
+        )
     else:
         h = Harness("v2")
-        d = h.conn.read(req.ledger_id, req.entry_id, fence_master_key=req.master_key,
-                        high_priority=bool(req.flags & Flag.HIGH_PRIORITY))
+        d = h.conn.read(
+            req.ledger_id,
+            req.entry_id,
+            fence_master_key=req.master_key,
+            high_priority=bool(req.flags & Flag.HIGH_PRIORITY),
+        )
     proto, transport = h.accept()
     assert transport.value() == f["raw"]
 
@@ -220,9 +241,13 @@ def test_spec_worked_examples():
     d2 = h.conn.read(1, -1, fence_master_key=EMPTY_KEY, high_priority=True)
     _proto, transport = h.accept()
     assert transport.value() == bytes.fromhex(
-        "00000014020200000000000000000001" "0000000000000000"
-        "0000002802020005" "0000000000000001" "ffffffffffffffff"
-        "850bf1071c5e3d8c24235676f8816ae0cbe2f14f")
+        "00000014020200000000000000000001"
+        "0000000000000000"
+        "0000002802020005"
+        "0000000000000001"
+        "ffffffffffffffff"
+        "850bf1071c5e3d8c24235676f8816ae0cbe2f14f"
+    )
     assertNoResult(d1)
     assertNoResult(d2)
 
@@ -230,7 +255,7 @@ def test_spec_worked_examples():
     h = Harness(txn_ids=itertools.count(7))
     d = h.conn.add(1, 0, EMPTY_KEY, entry(1, 0))
     proto, _t = h.accept()
-    proto.dataReceived(bytes.fromhex("000000130a06080310021807" "1000" "aa0606" "0800" "1001" "1800"))
+    proto.dataReceived(bytes.fromhex("000000130a060803100218071000aa0606080010011800"))
     assert successResultOf(d) is None
 
 
@@ -414,7 +439,7 @@ def test_responses_split_across_chunks_and_many_per_chunk():
     reqs = v3_requests(transport)
     stream = b"".join(v3_reply(r, body=b"body-%d" % r.readRequest.entryId) for r in reversed(reqs))
     for i in range(0, 7):
-        proto.dataReceived(stream[i:i + 1])  # the first frame one byte at a time...
+        proto.dataReceived(stream[i : i + 1])  # the first frame one byte at a time...
     proto.dataReceived(stream[7:40])
     proto.dataReceived(stream[40:])  # ...and the rest in one chunk
     assert [successResultOf(d) for d in ds] == [b"body-%d" % i for i in range(5)]
@@ -426,7 +451,7 @@ def test_v2_responses_one_byte_at_a_time():
     ds = [h.conn.read(2, i) for i in range(3)]
     stream = b"".join(frame(v2.ReadResponse(2, 0, 2, i, b"e%d" % i).encode()) for i in range(3))
     for i in range(len(stream)):
-        proto.dataReceived(stream[i:i + 1])
+        proto.dataReceived(stream[i : i + 1])
     assert [successResultOf(d) for d in ds] == [b"e0", b"e1", b"e2"]
 
 
@@ -458,8 +483,7 @@ def test_connect_uses_resolver_and_java_connect_timeout():
     h = Harness()
     h.conn.read(1, 1)
     host, port, _f, timeout, _b = h.reactor.tcpClients[0]
-    assert (host, port, timeout) == ("bk1.example", 3181, DEFAULT_CONNECT_TIMEOUT) == (
-        "bk1.example", 3181, 10.0)
+    assert (host, port, timeout) == ("bk1.example", 3181, DEFAULT_CONNECT_TIMEOUT) == ("bk1.example", 3181, 10.0)
 
     r = MemoryReactorClock()
     conn = BookieConnection("bookie-7", r, lambda bid: ("10.1.2.3", 4181))
@@ -520,8 +544,7 @@ def test_add_and_read_timeouts_are_separate():
     failureResultOf(rl, E.BookieTimeout)
     assert h.delayed() == [] and h.conn.outstanding == 0
     # Late answers are dropped, the connection stays usable.
-    proto.dataReceived(b"".join(v3_reply(r, body=b"late") if r.header.operation == 1 else v3_reply(r)
-                                for r in reqs))
+    proto.dataReceived(b"".join(v3_reply(r, body=b"late") if r.header.operation == 1 else v3_reply(r) for r in reqs))
     assert h.conn.connected
     d = h.conn.read(1, 0)
     proto.dataReceived(v3_reply(v3_requests(transport)[-1], body=b"fresh"))
@@ -718,11 +741,15 @@ def test_queued_requests_flush_in_one_write_up_to_the_limit():
 # ------------------------------------------------------------------ malformed
 
 
-@pytest.mark.parametrize("garbage", [
-    frame(b"\xff\xff\xff"),                 # not a protobuf Response
-    b"\x7f\xff\xff\xff",                    # frame above the 5 MiB limit
-    b"\xff\xff\xff\xfe",                    # negative length
-], ids=["undecodable", "too-large", "negative-length"])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        frame(b"\xff\xff\xff"),  # not a protobuf Response
+        b"\x7f\xff\xff\xff",  # frame above the 5 MiB limit
+        b"\xff\xff\xff\xfe",  # negative length
+    ],
+    ids=["undecodable", "too-large", "negative-length"],
+)
 def test_malformed_response_closes_and_fails_outstanding(garbage):
     h = Harness()
     proto, transport = h.connected()
@@ -760,15 +787,19 @@ def test_frame_limit_is_configurable():
 # --------------------------------------------------------------------- modes
 
 
-@pytest.mark.parametrize("call", [
-    lambda c: c.read_lac(1),
-    lambda c: c.write_lac(1, 0, KEY, b"x"),
-    lambda c: c.force_ledger(1),
-    lambda c: c.bookie_info(),
-    lambda c: c.entry_availability(1),
-    lambda c: c.read_long_poll(1, 0, 10),
-    lambda c: c.add(1, 0, KEY, entry(1, 0), deferred_sync=True),
-], ids=["read_lac", "write_lac", "force", "bookie_info", "entries", "long_poll", "deferred_sync"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c: c.read_lac(1),
+        lambda c: c.write_lac(1, 0, KEY, b"x"),
+        lambda c: c.force_ledger(1),
+        lambda c: c.bookie_info(),
+        lambda c: c.entry_availability(1),
+        lambda c: c.read_long_poll(1, 0, 10),
+        lambda c: c.add(1, 0, KEY, entry(1, 0), deferred_sync=True),
+    ],
+    ids=["read_lac", "write_lac", "force", "bookie_info", "entries", "long_poll", "deferred_sync"],
+)
 def test_v3_only_operations_refused_in_v2(call):
     h = Harness("v2")
     exc = failureResultOf(call(h.conn), E.NotSupported).value

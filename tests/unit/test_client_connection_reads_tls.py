@@ -1,5 +1,6 @@
 """BookieConnection with in-memory transports: reads completed without Deferreds (the callback read
 path) and START_TLS.  The harness and frames are tests/support/connection.py's."""
+
 from __future__ import annotations
 
 import struct
@@ -49,15 +50,19 @@ def test_read_with_callback_reports_bodies_and_errors(protocol):
         r2, r3, r4 = v3_requests(transport)
         assert [r.readRequest.entryId for r in (r2, r3, r4)] == [2, 3, 4]
         assert not any(v3.is_fence_read(r) or r.readRequest.HasField("previousLAC") for r in (r2, r3, r4))
-        proto.dataReceived(v3_reply(r3, RC.ENOENTRY) + v3_reply(r2, body=b"two", max_lac=9)
-                           + v3_reply(r4, body=b""))
+        proto.dataReceived(v3_reply(r3, RC.ENOENTRY) + v3_reply(r2, body=b"two", max_lac=9) + v3_reply(r4, body=b""))
     else:
         reqs = v2_requests(transport)
         assert [(r.ledger_id, r.entry_id, r.flags, r.master_key) for r in reqs] == [
-            (1, 2, 0, None), (1, 3, 0, None), (1, 4, 0, None)]
-        proto.dataReceived(frame(v2.ReadResponse(2, RC.ENOENTRY, 1, 3).encode())
-                           + frame(v2.ReadResponse(2, RC.EOK, 1, 2, b"two").encode())
-                           + frame(v2.ReadResponse(2, RC.EOK, 1, 4, b"").encode()))
+            (1, 2, 0, None),
+            (1, 3, 0, None),
+            (1, 4, 0, None),
+        ]
+        proto.dataReceived(
+            frame(v2.ReadResponse(2, RC.ENOENTRY, 1, 3).encode())
+            + frame(v2.ReadResponse(2, RC.EOK, 1, 2, b"two").encode())
+            + frame(v2.ReadResponse(2, RC.EOK, 1, 4, b"").encode())
+        )
     (c1, s1, b1, err), (c2, s2, b2, body), (c3, s3, b3, empty) = done.seen
     assert (c1, s1, b1) == ("b", 1, BOOKIE) and isinstance(err, E.NoSuchEntry)
     assert "READ ledger 1 entry 3" in str(err) and err.bookie == BOOKIE
@@ -73,7 +78,7 @@ def test_read_with_callback_timeout_loss_and_refusal(protocol):
     done = Outcomes()
     h.conn.read_with_callback(1, 2, done, 0, 0)
     h.reactor.advance(2.0)
-    (_, _, _, err), = done.seen
+    ((_, _, _, err),) = done.seen
     assert isinstance(err, E.BookieTimeout) and "READ ledger 1 entry 2" in str(err)
     h.conn.read_with_callback(1, 3, done, 1, 0)
     lose(proto)
@@ -130,8 +135,12 @@ def test_requests_issued_while_answers_are_handed_out_go_out_in_one_write_in_ord
     proto.dataReceived(v3_reply(reqs[0], body=b"a") + v3_reply(reqs[1], body=b"b"))
     assert len(writes) == 1
     frames = FrameDecoder().feed(writes[0])
-    assert [(r.readRequest.ledgerId, r.readRequest.entryId)
-            for r in map(v3.parse_request, frames)] == [(2, 1), (3, 1), (2, 2), (3, 2)]
+    assert [(r.readRequest.ledgerId, r.readRequest.entryId) for r in map(v3.parse_request, frames)] == [
+        (2, 1),
+        (3, 1),
+        (2, 2),
+        (3, 2),
+    ]
     assert h.conn.outstanding == 4
 
 
@@ -150,8 +159,7 @@ def test_frames_held_for_a_connection_closed_meanwhile_are_dropped():
     transport.clear()
     proto.dataReceived(v3_reply(r1, body=b"a") + v3_reply(r2, body=b"b"))
     assert transport.value() == b""
-    assert [(ctx, type(r)) for ctx, _, _, r in done.seen] == [
-        (2, E.BookieUnavailable), ("issued", E.BookieUnavailable)]
+    assert [(ctx, type(r)) for ctx, _, _, r in done.seen] == [(2, E.BookieUnavailable), ("issued", E.BookieUnavailable)]
 
 
 # ------------------------------------------------------------------ START_TLS

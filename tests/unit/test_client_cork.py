@@ -1,6 +1,7 @@
 """The cork (wire/client/cork.py): frames held during a burst go out once per
 connection at its end, after the work put off until then; outside a burst
 nothing is held or put off; one client's cork holds nothing of another's."""
+
 import logging
 
 from bkctl.wire.client.cork import Cork, Writer

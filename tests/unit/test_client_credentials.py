@@ -1,4 +1,5 @@
 """The one credentials rule (wire.client.credentials) every opener of a ledger uses."""
+
 import pytest
 
 from bkctl.wire.client.credentials import ledger_credentials

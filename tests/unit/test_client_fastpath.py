@@ -1,4 +1,5 @@
 """The connection's fast path for v3 add answers behaves like full parsing."""
+
 import itertools
 
 from twisted.internet import defer
@@ -17,6 +18,7 @@ def fast_paths_on(monkeypatch):
     """These tests look inside the fast path itself, so it is on even in the
     suite's BKCTL_FASTPATHS=0 run (which checks the behaviour without it)."""
     from bkctl.wire import fastpath
+
     monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(True))
 
 
@@ -38,6 +40,7 @@ def test_fast_ok_and_error_and_timeout():
     proto.dataReceived(v3_reply(r3))  # late: dropped
     assert h.conn.connected
 
+
 def test_repeating_txn_ids_newest_wins_like_before():
     h = Harness(txn_ids=itertools.repeat(5))
     proto, t = h.connected()  # bookie_info takes txn 5 too
@@ -48,6 +51,7 @@ def test_repeating_txn_ids_newest_wins_like_before():
     proto.dataReceived(v3_reply(r1))
     assert successResultOf(d2) is None
     assertNoResult(d1)
+
 
 def test_cancel_removes_ok():
     h = Harness()
@@ -69,7 +73,7 @@ def test_switched_off_sends_the_same_bytes_and_parses_every_answer():
         d = h.conn.add(1, 0, KEY, entry(1, 0))
         d2 = h.conn.read(1, 0)
         assert len(h.conn.requests.v3_fast) == (2 if on else 0)  # off: no answer is matched unparsed
-        r1, = v3_requests(t)[:1]
+        (r1,) = v3_requests(t)[:1]
         frames.append(sent_frames(t))
         proto.dataReceived(v3_reply(r1))
         assert successResultOf(d) is None
@@ -80,6 +84,7 @@ def test_switched_off_sends_the_same_bytes_and_parses_every_answer():
 def _no_parsing(proto):
     def refuse(payload):
         raise AssertionError("parsed an answer the fast path should take")
+
     proto._decode = refuse
 
 
@@ -133,8 +138,10 @@ def test_switched_off_reads_send_the_same_bytes_and_get_the_same_results():
                 r6, r7 = v3_requests(t)
                 proto.dataReceived(v3_reply(r6, body=b"six") + v3_reply(r7, RC.ENOENTRY))
             else:
-                proto.dataReceived(frame(v2.ReadResponse(2, RC.EOK, 5, 6, b"six").encode())
-                                   + frame(v2.ReadResponse(2, RC.ENOENTRY, 5, 7).encode()))
+                proto.dataReceived(
+                    frame(v2.ReadResponse(2, RC.EOK, 5, 6, b"six").encode())
+                    + frame(v2.ReadResponse(2, RC.ENOENTRY, 5, 7).encode())
+                )
             seen.append((protocol, frames_sent, got[0][3], type(failureResultOf(d, E.NoSuchEntry).value)))
     assert seen[:2] == seen[2:]
 
@@ -149,10 +156,12 @@ def test_v2_eok_read_answers_are_cut_without_the_decoder_errors_are_decoded():
     decoded = []
     general = proto._decode
     proto._decode = lambda p: decoded.append(p) or general(p)
-    proto.dataReceived(frame(v2.ReadResponse(2, RC.EOK, 1, 3, b"three").encode())
-                       + frame(v2.ReadResponse(2, RC.EOK, 1, 2, b"two").encode())
-                       + frame(v2.ReadResponse(2, RC.ENOENTRY, 1, 4).encode())
-                       + frame(v2.ReadResponse(2, RC.EOK, 1, 9, b"nobody").encode()))
+    proto.dataReceived(
+        frame(v2.ReadResponse(2, RC.EOK, 1, 3, b"three").encode())
+        + frame(v2.ReadResponse(2, RC.EOK, 1, 2, b"two").encode())
+        + frame(v2.ReadResponse(2, RC.ENOENTRY, 1, 4).encode())
+        + frame(v2.ReadResponse(2, RC.EOK, 1, 9, b"nobody").encode())
+    )
     assert got == [b"two"] and successResultOf(d) == b"three"
     failureResultOf(d2, E.NoSuchEntry)
     assert len(decoded) == 2  # the error and the answer nobody waits for

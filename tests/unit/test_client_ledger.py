@@ -7,6 +7,7 @@ production, the client runs its metadata calls on the reactor's thread pool
 (tests/support/threads.py): they wait until the test settles them, and their
 results come back later, not inline.
 """
+
 from __future__ import annotations
 
 import random
@@ -566,7 +567,6 @@ def test_close_conflicts():
 
 
 # ----------------------------------------------------------------- reads
-
 
 
 def test_read_fails_over_in_write_set_order():

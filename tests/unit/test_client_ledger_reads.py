@@ -1,5 +1,6 @@
 """The ledger layer's reads beyond the basics: v2 batch reads, a slow bookie with Qa < Qw, long-poll
 LAC reads and explicit LAC, with fake bookies and the in-memory metadata store (tests/support/ledger_client.py)."""
+
 from __future__ import annotations
 
 import pytest

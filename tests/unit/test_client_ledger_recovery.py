@@ -1,5 +1,6 @@
 """The ledger layer's ledger recovery, resuming for appends and releasing handles, with fake bookies
 and the in-memory metadata store (tests/support/ledger_client.py)."""
+
 from __future__ import annotations
 
 from functools import partial
@@ -42,7 +43,10 @@ def test_recovery_fences_and_closes_at_the_last_recoverable_entry():
     assert md.last_entry_id in (4, 5)
     assert all(lh.ledger_id in pool.conns[b].fenced for b in ens)
     # states written: IN_RECOVERY then CLOSED
-    assert [md.state for _, md, _ in store.called("ledgers.update")[-2:]] == [LedgerState.IN_RECOVERY, LedgerState.CLOSED]
+    assert [md.state for _, md, _ in store.called("ledgers.update")[-2:]] == [
+        LedgerState.IN_RECOVERY,
+        LedgerState.CLOSED,
+    ]
     if md.last_entry_id == 5:  # found on its replica: written back to the whole write set
         for b in md.write_set(5):
             assert pool.conns[b].stored[(lh.ledger_id, 5)] == body5
@@ -113,6 +117,7 @@ def test_client_close_fails_outstanding_adds_as_client_closed():
     successResultOf(settled(client.close()))  # the pool's connections fail the adds they hold
     assert all(not c.outstanding(0) for c in pool.conns.values())
     from bkctl.wire.client.errors import ClientClosed
+
     assert isinstance(done[0][1], ClientClosed)
 
 

@@ -1,5 +1,6 @@
 """A closing bookie connection lets go whatever the peer does: close_notify (loseConnection) first,
 then, on the injected clock, abortConnection after the grace when the peer neither answered nor closed."""
+
 from __future__ import annotations
 
 from twisted.internet.task import Clock

@@ -1,4 +1,5 @@
 """BookiePool: one lazily created, reused connection per bookie id."""
+
 from __future__ import annotations
 
 import pytest
@@ -61,8 +62,9 @@ def test_default_resolve_and_custom_resolve():
 
 def test_settings_apply_to_every_connection():
     reactor = MemoryReactorClock()
-    pool = BookiePool(reactor, protocol="v2", add_timeout=1.5, read_timeout=2.5,
-                      max_outstanding=7, max_queued=3, connect_timeout=4)
+    pool = BookiePool(
+        reactor, protocol="v2", add_timeout=1.5, read_timeout=2.5, max_outstanding=7, max_queued=3, connect_timeout=4
+    )
     conn = pool.get("h:1")
     assert (conn.protocol, conn.add_timeout, conn.read_timeout) == ("v2", 1.5, 2.5)
     assert (conn.max_outstanding, conn.max_queued, conn.connect_timeout) == (7, 3, 4.0)

@@ -1,4 +1,5 @@
 """The one quorum schedule (Java's RoundRobinDistributionSchedule) of readers, writers and placement."""
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -28,8 +29,7 @@ def test_write_sets_are_round_robin():
     assert s.write_set_bookies(5, "abc") == ["c", "a"]
 
 
-@given(st.integers(1, 9).flatmap(lambda e: st.tuples(st.just(e), st.integers(1, e))),
-       st.integers(0, INT32_MAX + 20))
+@given(st.integers(1, 9).flatmap(lambda e: st.tuples(st.just(e), st.integers(1, e))), st.integers(0, INT32_MAX + 20))
 def test_the_stripe_is_the_metadata_rule_below_java_int_truncation(sizes, entry_id):
     e, qw = sizes
     s = QuorumSchedule(e, qw)

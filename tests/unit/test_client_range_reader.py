@@ -1,5 +1,6 @@
 """RangeReader: batches in order, ``ahead`` of them read ahead, and a
 failure that ends the stream without leaving the batches behind it unhandled."""
+
 from __future__ import annotations
 
 import gc
@@ -140,6 +141,7 @@ def test_handoff_ends_with_none_and_passes_a_failure_on():
 def test_handoff_of_batches_already_read_does_not_recurse():
     """Thousands of one-entry batches answered at once: taken one by one, each
     taking resuming the reactor side, with no recursion per batch."""
+
     def read_span(first, last):
         return defer.succeed([(e, b"") for e in range(first, last + 1)])
 

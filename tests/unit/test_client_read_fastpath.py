@@ -3,6 +3,7 @@ registered in one call, the digest checker of a window of reads, and the
 write sets a window keeps per segment.  Each must do exactly what the
 general path does (tests/unit/test_client_ledger.py checks reads end to end,
 both with and without fast paths)."""
+
 import itertools
 import types
 
@@ -28,6 +29,7 @@ def fast_paths_on(monkeypatch):
     """These tests look at the fast paths themselves, so they are on even in
     the suite's BKCTL_FASTPATHS=0 run."""
     from bkctl.wire import fastpath
+
     monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(True))
 
 
@@ -42,17 +44,19 @@ def test_read_frame_is_the_framed_read_request_and_its_header_field(txn, ledger,
     payload = v3.serialize(v3.read_request(txn, ledger, entry))
     data, head = ENC.read_frame(txn, ledger, entry)
     assert data == frame(payload)
-    assert head == payload[:2 + payload[1]]
+    assert head == payload[: 2 + payload[1]]
     assert v3.parse_request(payload).header.txnId == txn
 
 
 def test_read_frame_keeps_one_ledger_field_and_notices_another():
     for txn, ledger in zip(range(1, 40), itertools.cycle((7, 7, 300, 1 << 40, 7))):
         assert ENC.read_frame(txn, ledger, txn * 1000)[0] == frame(
-            v3.serialize(v3.read_request(txn, ledger, txn * 1000)))
+            v3.serialize(v3.read_request(txn, ledger, txn * 1000))
+        )
 
 
 # -- callback reads registered in one call ------------------------------------
+
 
 def test_callback_reads_time_out_fail_and_succeed_like_general_ones():
     h = Harness(read_timeout=2.0)
@@ -101,6 +105,7 @@ def test_callback_reads_with_a_repeating_txn_id_match_the_newest_as_before():
 
 # -- the digest checker of a window -------------------------------------------
 
+
 def _outcome(check, entry, entry_id):
     try:
         return ("ok", check(entry, entry_id))
@@ -116,8 +121,17 @@ def test_payload_checker_agrees_with_payload(digest_type):
     other_ledger = DigestManager(43, digest_type, b"pw").package(3, 2, 100, b"payload")
     flipped = bytearray(good)
     flipped[-1] ^= 1
-    cases = [(good, 3), (good, 4), (other_ledger, 3), (bytes(flipped), 3), (good[:20], 3),
-             (bytearray(good), 3), (memoryview(good), 3), (good, None), (dm.package(0, -1, 0, b""), 0)]
+    cases = [
+        (good, 3),
+        (good, 4),
+        (other_ledger, 3),
+        (bytes(flipped), 3),
+        (good[:20], 3),
+        (bytearray(good), 3),
+        (memoryview(good), 3),
+        (good, None),
+        (dm.package(0, -1, 0, b""), 0),
+    ]
     for entry, entry_id in cases:
         assert _outcome(check, entry, entry_id) == _outcome(dm.payload, entry, entry_id)
     assert check(good, 3) == b"payload"
@@ -125,14 +139,19 @@ def test_payload_checker_agrees_with_payload(digest_type):
 
 # -- write sets kept per segment ------------------------------------------------
 
+
 def _handle(md):
     client = types.SimpleNamespace(pool=None, protocol="v3", read_window=256)
     return ReadHandle(client, 1, md, 0, b"", DigestType.CRC32C)
 
 
 def test_window_write_sets_follow_segments_and_metadata_changes():
-    segments = ((0, ("a", "b", "c", "d")), (7, ("a", "e", "c", "d")), (8, ("f", "e", "c", "d")),
-                (20, ("f", "e", "g", "d")))
+    segments = (
+        (0, ("a", "b", "c", "d")),
+        (7, ("a", "e", "c", "d")),
+        (8, ("f", "e", "c", "d")),
+        (20, ("f", "e", "g", "d")),
+    )
     md = LedgerMetadata(4, 3, 2, LedgerState.CLOSED, 40, 4000, segments)
     h = _handle(md)
     reads = EntryReads(h, None)
@@ -140,8 +159,9 @@ def test_window_write_sets_follow_segments_and_metadata_changes():
     for e in order:
         assert reads._write_set(e) == tuple(md.write_set(e)), e
     reads._write_set(25)  # the last segment is kept
-    changed = LedgerMetadata(4, 3, 2, LedgerState.CLOSED, 40, 4000,
-                             ((0, ("a", "b", "c", "d")), (7, ("x", "y", "z", "w"))))
+    changed = LedgerMetadata(
+        4, 3, 2, LedgerState.CLOSED, 40, 4000, ((0, ("a", "b", "c", "d")), (7, ("x", "y", "z", "w")))
+    )
     h.metadata = changed
     for e in (30, 8, 9, 3, 40):
         assert reads._write_set(e) == tuple(changed.write_set(e)), e

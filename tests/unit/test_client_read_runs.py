@@ -3,6 +3,7 @@ a fast path) do what reading them one by one does: the same frames in the
 same order on each connection, the same requests on the wire with the same
 deadlines, the same results; and a window falls back to one by one whenever
 a bookie cannot take its run at once."""
+
 import types
 
 import pytest
@@ -25,6 +26,7 @@ DM = DigestManager(7, DigestType.CRC32C, b"")
 def fast_paths_on(monkeypatch):
     """These tests look at the fast path itself, so it is on even in the suite's BKCTL_FASTPATHS=0 run."""
     from bkctl.wire import fastpath
+
     monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(True))
 
 
@@ -48,8 +50,9 @@ def test_a_run_is_what_reading_one_by_one_sends_and_registers():
     run.conn._proto.dataReceived(chunk)
     one.reactor.advance(3.0)
     run.reactor.advance(3.0)  # entry 10 times out alike
-    assert [(a[0], a[3] if type(a[3]) is bytes else type(a[3])) for a in got_run] == \
-        [(a[0], a[3] if type(a[3]) is bytes else type(a[3])) for a in got_one]
+    assert [(a[0], a[3] if type(a[3]) is bytes else type(a[3])) for a in got_run] == [
+        (a[0], a[3] if type(a[3]) is bytes else type(a[3])) for a in got_one
+    ]
     assert len(got_run) == 3 and run.conn.outstanding == 0
 
 
@@ -78,12 +81,15 @@ def _reader(n: int, runs: bool, max_outstanding: int = 1000, down: str | None = 
         if runs:
             conn.runs = []
             conn.read_run = lambda ledger_id, ids, on_done, _c=conn, _run=conn.read_run: (
-                _c.runs.append(list(ids)), _run(ledger_id, ids, on_done))
+                _c.runs.append(list(ids)),
+                _run(ledger_id, ids, on_done),
+            )
         else:
             conn.takes_reads = lambda count: False
     md = LedgerMetadata(3, 2, 2, LedgerState.CLOSED, n - 1, 10 * n, ((0, BOOKIES),))
-    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=conns.__getitem__, cork=cork), protocol="v3",
-                                   read_window=16)
+    client = types.SimpleNamespace(
+        pool=types.SimpleNamespace(get=conns.__getitem__, cork=cork), protocol="v3", read_window=16
+    )
     return ReadHandle(client, 7, md, 0, b"", DigestType.CRC32C), links
 
 
@@ -95,10 +101,14 @@ def _serve(links, missing=()) -> dict[str, list[tuple[bytes, ...]]]:
         transport.clear()
         reqs = v3_requests(types.SimpleNamespace(value=lambda w=writes: w))
         asked[bookie] = [r.readRequest.entryId for r in reqs]
-        proto.dataReceived(b"".join(
-            v3_reply(r, RC.ENOENTRY) if (bookie, r.readRequest.entryId) in missing else
-            v3_reply(r, body=DM.package(r.readRequest.entryId, -1, 0, b"e%d" % r.readRequest.entryId))
-            for r in reqs))
+        proto.dataReceived(
+            b"".join(
+                v3_reply(r, RC.ENOENTRY)
+                if (bookie, r.readRequest.entryId) in missing
+                else v3_reply(r, body=DM.package(r.readRequest.entryId, -1, 0, b"e%d" % r.readRequest.entryId))
+                for r in reqs
+            )
+        )
     return asked
 
 

@@ -5,6 +5,7 @@ outcomes in the same order, the same requests left on the wire -- whatever
 the answers are (EOK, refusals, shapes the fast path declines, answers nobody
 waits for, bytes that do not decode) and whatever a callback does midway
 (closing the connection)."""
+
 import pytest
 from hypothesis import given, settings, strategies as st
 from twisted.python.failure import Failure
@@ -67,8 +68,9 @@ def run(mode: str, answers: list[tuple[int, str]], close_after: int | None, read
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 6), st.sampled_from(sorted(KINDS))), max_size=10),
-       st.none() | st.integers(1, 4))
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.sampled_from(sorted(KINDS))), max_size=10), st.none() | st.integers(1, 4)
+)
 def test_the_twins_and_the_general_path_agree(answers, close_after):
     general, _ = run("general", answers, close_after)
     python = run("python", answers, close_after)

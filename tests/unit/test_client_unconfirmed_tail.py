@@ -1,5 +1,6 @@
 """Reading an open ledger's tail past its LAC without fencing it
 (wire/client/unconfirmed_tail.py), with fake bookies that answer as bookied does."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,7 @@
 """Completion candidates from bkctl.completers without a shell or a cluster: the ledger-id prefix
 index, and every id parameter of the command tree wired to a completer (the real shells run
 against a real cluster in tests/integration/test_completions.py)."""
+
 from __future__ import annotations
 
 import click
@@ -42,8 +43,7 @@ def test_id_parameters_complete_from_the_cluster(monkeypatch):
             return "424242"
         if isinstance(param.type, click.types.IntParamType):  # counts (sandbox up --bookies 3)
             return None
-        if param.name in ("bookie_id", "bookie_ids", "bookie", "bookies") or \
-                (param.metavar or "").startswith("BOOKIE"):
+        if param.name in ("bookie_id", "bookie_ids", "bookie", "bookies") or (param.metavar or "").startswith("BOOKIE"):
             return "bookie-sentinel:3181"
         return None
 
@@ -60,24 +60,40 @@ def test_id_parameters_complete_from_the_cluster(monkeypatch):
                 visit(sub, click.Context(sub, info_name=name, parent=ctx), f"{path} {name}")
 
     visit(cli, click.Context(cli, info_name="bkctl"), "bkctl")
-    assert not missing, ("add shell_complete=complete_ledger_id / complete_bookie_id (bkctl.completers) to: "
-                         + ", ".join(missing))
+    assert not missing, (
+        "add shell_complete=complete_ledger_id / complete_bookie_id (bkctl.completers) to: " + ", ".join(missing)
+    )
 
 
 def test_topics_complete_in_the_form_being_typed():
     from bkctl.completers import topic_forms
 
-    names = ["persistent://public/default/orders", "persistent://public/default/parts-partition-0",
-             "persistent://public/default/parts-partition-1", "persistent://acme/prod/pay"]
-    assert topic_forms(names, "") == ["acme/prod/pay", "orders", "parts", "parts-partition-0", "parts-partition-1",
-                                      "public/default/orders", "public/default/parts",
-                                      "public/default/parts-partition-0", "public/default/parts-partition-1"]
+    names = [
+        "persistent://public/default/orders",
+        "persistent://public/default/parts-partition-0",
+        "persistent://public/default/parts-partition-1",
+        "persistent://acme/prod/pay",
+    ]
+    assert topic_forms(names, "") == [
+        "acme/prod/pay",
+        "orders",
+        "parts",
+        "parts-partition-0",
+        "parts-partition-1",
+        "public/default/orders",
+        "public/default/parts",
+        "public/default/parts-partition-0",
+        "public/default/parts-partition-1",
+    ]
     assert topic_forms(names, "or") == ["orders"]
     assert topic_forms(names, "acme/") == ["acme/prod/pay"]
-    assert topic_forms(names, "pers") == ["persistent://acme/prod/pay", "persistent://public/default/orders",
-                                          "persistent://public/default/parts",
-                                          "persistent://public/default/parts-partition-0",
-                                          "persistent://public/default/parts-partition-1"]
+    assert topic_forms(names, "pers") == [
+        "persistent://acme/prod/pay",
+        "persistent://public/default/orders",
+        "persistent://public/default/parts",
+        "persistent://public/default/parts-partition-0",
+        "persistent://public/default/parts-partition-1",
+    ]
     assert topic_forms(names, "persistent://a") == ["persistent://acme/prod/pay"]
 
 
@@ -88,12 +104,17 @@ def test_topic_and_subscription_parameters_complete_from_the_stores_pulsar_manag
 
     store = FakeMetadataStore().start()
     cursor = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=1, markDeleteEntryId=0).SerializeToString()
-    store.pulsar.put_managed_ledger("public/default/persistent/orders", ml.ManagedLedgerInfo().SerializeToString(),
-                                    {"billing": cursor, "audit%2Fx": cursor})
-    store.pulsar.put_managed_ledger("public/default/persistent/parts-partition-0",
-                                    ml.ManagedLedgerInfo().SerializeToString(), {"p0": cursor})
-    store.pulsar.put_managed_ledger("public/default/persistent/parts-partition-1",
-                                    ml.ManagedLedgerInfo().SerializeToString(), {"p1": cursor})
+    store.pulsar.put_managed_ledger(
+        "public/default/persistent/orders",
+        ml.ManagedLedgerInfo().SerializeToString(),
+        {"billing": cursor, "audit%2Fx": cursor},
+    )
+    store.pulsar.put_managed_ledger(
+        "public/default/persistent/parts-partition-0", ml.ManagedLedgerInfo().SerializeToString(), {"p0": cursor}
+    )
+    store.pulsar.put_managed_ledger(
+        "public/default/persistent/parts-partition-1", ml.ManagedLedgerInfo().SerializeToString(), {"p1": cursor}
+    )
 
     class Source:
         def pulsar_topics(self, base):
@@ -111,7 +132,10 @@ def test_topic_and_subscription_parameters_complete_from_the_stores_pulsar_manag
     params = {p.name: p for p in export.params}
     ctx = click.Context(export, info_name="export")
     assert [i.value for i in params["topic"].shell_complete(ctx, "public/default/pa")] == [
-        "public/default/parts", "public/default/parts-partition-0", "public/default/parts-partition-1"]
+        "public/default/parts",
+        "public/default/parts-partition-0",
+        "public/default/parts-partition-1",
+    ]
     assert [i.value for i in params["subscription"].shell_complete(ctx, "")] == []  # no topic typed yet
     ctx.params["topic"] = "orders"
     assert [i.value for i in params["subscription"].shell_complete(ctx, "")] == ["audit/x", "billing"]

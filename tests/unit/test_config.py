@@ -1,4 +1,5 @@
 """Tests for bookied.config: bk_server.conf parsing, validation and writing."""
+
 from __future__ import annotations
 
 import logging
@@ -54,15 +55,17 @@ def test_schema_names_are_unique_and_match_dataclass():
     assert {opt.section for opt in OPTIONS} <= {name for name, _ in SECTIONS}
 
 
-@pytest.mark.parametrize("key, attr, flag", [
-    ("bookiePort", "bookie_port", "--bookie-port"),
-    ("useHostNameAsBookieID", "use_host_name_as_bookie_id", "--use-host-name-as-bookie-id"),
-    ("journalMaxGroupWaitMSec", "journal_max_group_wait_msec", "--journal-max-group-wait-msec"),
-    ("journalMaxSizeMB", "journal_max_size_mb", "--journal-max-size-mb"),
-    ("dbStorage_writeCacheMaxSizeMb", "db_storage_write_cache_max_size_mb",
-     "--db-storage-write-cache-max-size-mb"),
-    ("zkLedgersRootPath", "zk_ledgers_root_path", "--zk-ledgers-root-path"),
-])
+@pytest.mark.parametrize(
+    "key, attr, flag",
+    [
+        ("bookiePort", "bookie_port", "--bookie-port"),
+        ("useHostNameAsBookieID", "use_host_name_as_bookie_id", "--use-host-name-as-bookie-id"),
+        ("journalMaxGroupWaitMSec", "journal_max_group_wait_msec", "--journal-max-group-wait-msec"),
+        ("journalMaxSizeMB", "journal_max_size_mb", "--journal-max-size-mb"),
+        ("dbStorage_writeCacheMaxSizeMb", "db_storage_write_cache_max_size_mb", "--db-storage-write-cache-max-size-mb"),
+        ("zkLedgersRootPath", "zk_ledgers_root_path", "--zk-ledgers-root-path"),
+    ],
+)
 def test_attribute_and_flag_names(key, attr, flag):
     opt = OPTIONS_BY_NAME[key]
     assert (opt.attr, opt.flag) == (attr, flag)
@@ -161,30 +164,35 @@ def test_config_is_frozen():
 # Syntax
 
 
-@pytest.mark.parametrize("line", [
-    "bookiePort=4181",
-    "bookiePort = 4181",
-    "bookiePort: 4181",
-    "bookiePort:4181",
-    "bookiePort 4181",
-    "bookiePort\t4181",
-    "   bookiePort=4181   ",
-    "\tbookiePort =\t4181",
-    "bookiePort=\\\n  4181",
-    "bookiePort=41\\\n     81",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "bookiePort=4181",
+        "bookiePort = 4181",
+        "bookiePort: 4181",
+        "bookiePort:4181",
+        "bookiePort 4181",
+        "bookiePort\t4181",
+        "   bookiePort=4181   ",
+        "\tbookiePort =\t4181",
+        "bookiePort=\\\n  4181",
+        "bookiePort=41\\\n     81",
+    ],
+)
 def test_separator_variants(tmp_path, line):
     assert load_config(write(tmp_path, line + "\n")).bookie_port == 4181
 
 
 def test_comments_blank_lines_and_line_endings(tmp_path):
-    text = ("# a comment\r\n"
-            "! another comment\r\n"
-            "   # indented comment\r\n"
-            "\r\n"
-            "bookiePort=4181\r\n"
-            "#bookiePort=1\r\n"
-            "httpServerPort=9090")
+    text = (
+        "# a comment\r\n"
+        "! another comment\r\n"
+        "   # indented comment\r\n"
+        "\r\n"
+        "bookiePort=4181\r\n"
+        "#bookiePort=1\r\n"
+        "httpServerPort=9090"
+    )
     cfg = load_config(write(tmp_path, text))
     assert (cfg.bookie_port, cfg.http_server_port) == (4181, 9090)
 
@@ -202,12 +210,7 @@ def test_latin1_file(tmp_path):
 
 
 def test_continuation_skips_comment_lines_like_commons(tmp_path):
-    text = ("ledgerDirectories=/d1,\\\n"
-            "    /d2,\\\n"
-            "# a comment inside the value\n"
-            "\n"
-            "    /d3\n"
-            "bookiePort=4181\n")
+    text = "ledgerDirectories=/d1,\\\n    /d2,\\\n# a comment inside the value\n\n    /d3\nbookiePort=4181\n"
     cfg = load_config(write(tmp_path, text))
     assert cfg.ledger_directories == ("/d1", "/d2", "/d3")
     assert cfg.bookie_port == 4181
@@ -240,9 +243,7 @@ def test_repeated_scalar_key_first_wins_with_warning(tmp_path, caplog):
 
 
 def test_escapes(tmp_path):
-    text = ("journalDirectory=/data\\,x\\\\y\\u00e9\\tz\n"
-            "ledgerDirectories=/a\\,b,/c\n"
-            "bookieId=bk\\=1\n")
+    text = "journalDirectory=/data\\,x\\\\y\\u00e9\\tz\nledgerDirectories=/a\\,b,/c\nbookieId=bk\\=1\n"
     cfg = load_config(write(tmp_path, text))
     assert cfg.journal_directory == "/data,x\\y\u00e9\tz"
     assert cfg.ledger_directories == ("/a,b", "/c")
@@ -256,10 +257,19 @@ def test_empty_value_means_unset_for_strings_and_lists(tmp_path):
     assert cfg.zk_ledgers_root_path == "/ledgers"
 
 
-@pytest.mark.parametrize("spelling, value", [
-    ("true", True), ("TRUE", True), ("yes", True), ("on", True),
-    ("false", False), ("False", False), ("no", False), ("off", False),
-])
+@pytest.mark.parametrize(
+    "spelling, value",
+    [
+        ("true", True),
+        ("TRUE", True),
+        ("yes", True),
+        ("on", True),
+        ("false", False),
+        ("False", False),
+        ("no", False),
+        ("off", False),
+    ],
+)
 def test_boolean_spellings(spelling, value):
     assert load_config_text(f"httpServerEnabled={spelling}").http_server_enabled is value
 
@@ -311,8 +321,7 @@ def test_low_water_mark_falls_back_to_threshold():
 
 def test_overrides_beat_the_file(tmp_path):
     path = write(tmp_path, "bookiePort=4181\nledgerDirectories=/a,/b\nhttpServerEnabled=true\n")
-    cfg = load_config(path, {"bookiePort": "5181", "ledgerDirectories": "/c",
-                             "httpServerEnabled": "false"})
+    cfg = load_config(path, {"bookiePort": "5181", "ledgerDirectories": "/c", "httpServerEnabled": "false"})
     assert cfg.bookie_port == 5181
     assert cfg.ledger_directories == ("/c",)
     assert cfg.http_server_enabled is False
@@ -326,13 +335,15 @@ def test_source_of_names_file_and_line(tmp_path):
 
 
 def test_override_spellings_and_types():
-    cfg = load_config(overrides={
-        "bookie_port": 4000,
-        "--http-server-port": "9000",
-        "allow-loopback": True,
-        "ledgerDirectories": ["/x", "/y"],
-        "zkTimeout": None,  # skipped, like an unset click option
-    })
+    cfg = load_config(
+        overrides={
+            "bookie_port": 4000,
+            "--http-server-port": "9000",
+            "allow-loopback": True,
+            "ledgerDirectories": ["/x", "/y"],
+            "zkTimeout": None,  # skipped, like an unset click option
+        }
+    )
     assert cfg.bookie_port == 4000
     assert cfg.http_server_port == 9000
     assert cfg.allow_loopback is True
@@ -350,8 +361,12 @@ def test_placement_policy_is_checked_and_reaches_autorecovery():
 
     with pytest.raises(ConfigError, match="ensemblePlacementPolicy: 'com.example.Mine' is not supported"):
         load_config(overrides={"ensemblePlacementPolicy": "com.example.Mine"})
-    cfg = load_config(overrides={"ensemblePlacementPolicy": "org.apache.bookkeeper.client.RegionAwareEnsemblePlacementPolicy",
-                                 "enforceMinNumRacksPerWriteQuorum": "true"})
+    cfg = load_config(
+        overrides={
+            "ensemblePlacementPolicy": "org.apache.bookkeeper.client.RegionAwareEnsemblePlacementPolicy",
+            "enforceMinNumRacksPerWriteQuorum": "true",
+        }
+    )
     ar = config_from_keys(cfg)
     assert ar.ensemble_placement_policy.endswith("RegionAwareEnsemblePlacementPolicy")
     assert ar.enforce_min_racks_per_write_quorum is True
@@ -394,28 +409,34 @@ def test_wrong_case_key_gets_a_hint(caplog):
 
 
 def test_each_unsupported_java_key_is_warned_about_once(tmp_path, caplog):
-    text = ("ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage\n"
-            "entryLogFilePreallocationEnabled=true\n"
-            "numAddWorkerThreads=8\n"
-            "entryLogFilePreallocationEnabled=false\n"
-            "auditorLedgerVerificationPercentage=10\n")
+    text = (
+        "ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage\n"
+        "entryLogFilePreallocationEnabled=true\n"
+        "numAddWorkerThreads=8\n"
+        "entryLogFilePreallocationEnabled=false\n"
+        "auditorLedgerVerificationPercentage=10\n"
+    )
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         cfg = load_config(write(tmp_path, text))
     assert cfg == load_config()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 4, warnings
     path = str(tmp_path / "bk_server.conf")
-    for line, key in ((1, "ledgerStorageClass"), (2, "entryLogFilePreallocationEnabled"), (3, "numAddWorkerThreads"),
-                      (5, "auditorLedgerVerificationPercentage")):
-        assert f"{path}:{line}: {key} is a Java bookie setting that bookied does not support; " \
-               "it has no effect" in warnings
+    for line, key in (
+        (1, "ledgerStorageClass"),
+        (2, "entryLogFilePreallocationEnabled"),
+        (3, "numAddWorkerThreads"),
+        (5, "auditorLedgerVerificationPercentage"),
+    ):
+        assert (
+            f"{path}:{line}: {key} is a Java bookie setting that bookied does not support; it has no effect" in warnings
+        )
 
 
 def test_an_unsupported_key_given_as_an_override_is_warned_about(caplog):
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         load_config(overrides={"journalQueueSize": "100"})
-    assert "command line: journalQueueSize is a Java bookie setting that bookied does not support" \
-        in caplog.text
+    assert "command line: journalQueueSize is a Java bookie setting that bookied does not support" in caplog.text
 
 
 def test_force_read_only_needs_read_only_mode():
@@ -424,13 +445,18 @@ def test_force_read_only_needs_read_only_mode():
     assert not load_config_text("readOnlyModeEnabled=false\n").read_only_mode_enabled
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("", []),
-    ("journalSyncData=false", ["journalSyncData=false: journal writes are NOT fsynced"]),
-    ("journalWriteData=false\nflushInterval=5000",
-     ["journalWriteData=false: entries are NOT journaled", "flushInterval 5000 ms"]),
-    ("journalAdaptiveGroupWrites=false", ["journalAdaptiveGroupWrites=false is not supported by bookied"]),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("", []),
+        ("journalSyncData=false", ["journalSyncData=false: journal writes are NOT fsynced"]),
+        (
+            "journalWriteData=false\nflushInterval=5000",
+            ["journalWriteData=false: entries are NOT journaled", "flushInterval 5000 ms"],
+        ),
+        ("journalAdaptiveGroupWrites=false", ["journalAdaptiveGroupWrites=false is not supported by bookied"]),
+    ],
+)
 def test_startup_warnings(text, expected):
     warnings = startup_warnings(load_config_text(text))
     assert len(warnings) == (1 if expected else 0)
@@ -456,7 +482,8 @@ zkEnableSecurity=false
         cfg = load_config_text(sample, source="bk_server.conf")
     # only the key bookied cannot honour is mentioned
     assert [r.getMessage().split(" is a Java")[0] for r in caplog.records] == [
-        "bk_server.conf:6: httpServerClass"]  # zkEnableSecurity is supported
+        "bk_server.conf:6: httpServerClass"
+    ]  # zkEnableSecurity is supported
     assert cfg.metadata_service_uri == "zk+hierarchical://localhost:2181/ledgers"
     assert cfg.zk_servers == ("localhost:2181",)
 
@@ -476,49 +503,52 @@ def test_error_message_format(tmp_path, monkeypatch):
     assert isinstance(err, Exception)
 
 
-@pytest.mark.parametrize("key, value, problem", [
-    ("bookiePort", "abc", "is not an integer"),
-    ("bookiePort", "3181.5", "is not an integer"),
-    ("bookiePort", "70000", "out of range (0..65535)"),
-    ("bookiePort", "-1", "out of range"),
-    ("bookiePort", "", "is empty"),
-    ("bookiePort", "3181,3182", "unescaped ','"),
-    ("httpServerPort", "http", "is not an integer"),
-    ("zkTimeout", "0", "must be at least 1"),
-    ("diskUsageThreshold", "1.5", "out of range"),
-    ("diskUsageThreshold", "1", "out of range"),
-    ("diskUsageThreshold", "0", "out of range"),
-    ("diskUsageThreshold", "lots", "is not a number"),
-    ("diskUsageWarnThreshold", "-0.1", "out of range"),
-    ("diskUsageWarnThreshold", "0.97", "is above diskUsageThreshold (0.95)"),
-    ("diskUsageLwmThreshold", "0.99", "is above diskUsageThreshold (0.95)"),
-    ("journalMaxSizeMB", "-1", "must be at least 1"),
-    ("journalBufferedWritesThreshold", "-1", "must not be negative"),
-    ("nettyMaxFrameSizeBytes", "-5242880", "must be at least 1"),
-    ("dbStorage_writeCacheMaxSizeMb", "0", "must be at least 1"),
-    ("journalMaxGroupWaitMSec", "99999999999999999999", "is too large"),
-    ("httpServerEnabled", "maybe", "is not a boolean"),
-    ("readOnlyModeEnabled", "2", "is not a boolean (true/false, yes/no, on/off, 1/0)"),
-    ("bookieId", "readonly", "is reserved"),
-    ("bookieId", "bk/1", "is not a valid bookie id"),
-    ("bookieId", "bk 1", "is not a valid bookie id"),
-    ("advertisedAddress", "host name", "not allowed in a bookie id"),
-    ("listeningInterface", "eth 0", "must not contain blanks"),
-    ("zkLedgersRootPath", "ledgers", "must be an absolute ZooKeeper path"),
-    ("zkLedgersRootPath", "/ledgers/", "must not end with '/'"),
-    ("zkServers", "zk1:2181,zk 2", "is not a host[:port]"),
-    ("zkServers", "zk1:99999", "port outside 1..65535"),
-    ("metadataServiceUri", "etcd://etcd1:2379/ledgers", "only ZooKeeper (zk) is supported"),
-    ("metadataServiceUri", "zk+hierarchical://zk1:2181,zk2:2181/ledgers", "unescaped ','"),
-    ("metadataServiceUri", "zk+weird://zk1:2181/ledgers", "unknown ledger manager 'weird'"),
-    ("metadataServiceUri", "zk+ms://zk1:2181/ledgers", "do not support"),
-    ("metadataServiceUri", "zk://zk1:2181/ledgers?timeout=5", "has a query"),
-    ("metadataServiceUri", "zk://zk1:2181/ledgers/", "must not end with '/'"),
-    ("metadataServiceUri", "zk+hierarchical://zk1:2181", "no ledgers root path"),
-    ("metadataServiceUri", "zk+hierarchical:///ledgers", "names no ZooKeeper server"),
-    ("metadataServiceUri", "localhost:2181", "is not a metadata service URI"),
-    ("journalDirectory", "\\u12", "malformed \\uXXXX"),
-])
+@pytest.mark.parametrize(
+    "key, value, problem",
+    [
+        ("bookiePort", "abc", "is not an integer"),
+        ("bookiePort", "3181.5", "is not an integer"),
+        ("bookiePort", "70000", "out of range (0..65535)"),
+        ("bookiePort", "-1", "out of range"),
+        ("bookiePort", "", "is empty"),
+        ("bookiePort", "3181,3182", "unescaped ','"),
+        ("httpServerPort", "http", "is not an integer"),
+        ("zkTimeout", "0", "must be at least 1"),
+        ("diskUsageThreshold", "1.5", "out of range"),
+        ("diskUsageThreshold", "1", "out of range"),
+        ("diskUsageThreshold", "0", "out of range"),
+        ("diskUsageThreshold", "lots", "is not a number"),
+        ("diskUsageWarnThreshold", "-0.1", "out of range"),
+        ("diskUsageWarnThreshold", "0.97", "is above diskUsageThreshold (0.95)"),
+        ("diskUsageLwmThreshold", "0.99", "is above diskUsageThreshold (0.95)"),
+        ("journalMaxSizeMB", "-1", "must be at least 1"),
+        ("journalBufferedWritesThreshold", "-1", "must not be negative"),
+        ("nettyMaxFrameSizeBytes", "-5242880", "must be at least 1"),
+        ("dbStorage_writeCacheMaxSizeMb", "0", "must be at least 1"),
+        ("journalMaxGroupWaitMSec", "99999999999999999999", "is too large"),
+        ("httpServerEnabled", "maybe", "is not a boolean"),
+        ("readOnlyModeEnabled", "2", "is not a boolean (true/false, yes/no, on/off, 1/0)"),
+        ("bookieId", "readonly", "is reserved"),
+        ("bookieId", "bk/1", "is not a valid bookie id"),
+        ("bookieId", "bk 1", "is not a valid bookie id"),
+        ("advertisedAddress", "host name", "not allowed in a bookie id"),
+        ("listeningInterface", "eth 0", "must not contain blanks"),
+        ("zkLedgersRootPath", "ledgers", "must be an absolute ZooKeeper path"),
+        ("zkLedgersRootPath", "/ledgers/", "must not end with '/'"),
+        ("zkServers", "zk1:2181,zk 2", "is not a host[:port]"),
+        ("zkServers", "zk1:99999", "port outside 1..65535"),
+        ("metadataServiceUri", "etcd://etcd1:2379/ledgers", "only ZooKeeper (zk) is supported"),
+        ("metadataServiceUri", "zk+hierarchical://zk1:2181,zk2:2181/ledgers", "unescaped ','"),
+        ("metadataServiceUri", "zk+weird://zk1:2181/ledgers", "unknown ledger manager 'weird'"),
+        ("metadataServiceUri", "zk+ms://zk1:2181/ledgers", "do not support"),
+        ("metadataServiceUri", "zk://zk1:2181/ledgers?timeout=5", "has a query"),
+        ("metadataServiceUri", "zk://zk1:2181/ledgers/", "must not end with '/'"),
+        ("metadataServiceUri", "zk+hierarchical://zk1:2181", "no ledgers root path"),
+        ("metadataServiceUri", "zk+hierarchical:///ledgers", "names no ZooKeeper server"),
+        ("metadataServiceUri", "localhost:2181", "is not a metadata service URI"),
+        ("journalDirectory", "\\u12", "malformed \\uXXXX"),
+    ],
+)
 def test_bad_values_name_key_value_and_line(key, value, problem):
     text = f"# header\n{key}={value}\n"
     with pytest.raises(ConfigError) as info:
@@ -539,8 +569,7 @@ def test_bad_override_has_no_file_location():
 def test_warn_default_above_lowered_threshold_blames_the_threshold():
     with pytest.raises(ConfigError) as info:
         load_config_text("\ndiskUsageThreshold=0.85", source="f")
-    assert str(info.value).startswith("f:2: diskUsageThreshold: '0.85' is below "
-                                      "diskUsageWarnThreshold (0.9")
+    assert str(info.value).startswith("f:2: diskUsageThreshold: '0.85' is below diskUsageWarnThreshold (0.9")
 
 
 def test_ephemeral_port_needs_allow_ephemeral_ports():
@@ -573,8 +602,7 @@ def test_uri_derived_from_zk_servers():
     assert cfg.zk_connect_string == "zk1:2181,zk2:2181"
     meta = cfg.metadata
     assert meta is not None
-    assert (meta.manager, meta.servers, meta.root) == (
-        "hierarchical", ("zk1:2181", "zk2:2181"), "/bk/ledgers")
+    assert (meta.manager, meta.servers, meta.root) == ("hierarchical", ("zk1:2181", "zk2:2181"), "/bk/ledgers")
 
 
 def test_uri_derived_with_default_root():
@@ -591,9 +619,7 @@ def test_zk_keys_follow_the_uri():
 
 
 def test_uri_wins_over_conflicting_zk_keys(caplog):
-    text = ("metadataServiceUri=zk+hierarchical://a:2181/ledgers\n"
-            "zkServers=other:2181\n"
-            "zkLedgersRootPath=/elsewhere\n")
+    text = "metadataServiceUri=zk+hierarchical://a:2181/ledgers\nzkServers=other:2181\nzkLedgersRootPath=/elsewhere\n"
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         cfg = load_config_text(text, source="f")
     assert cfg.zk_servers == ("a:2181",)
@@ -603,18 +629,20 @@ def test_uri_wins_over_conflicting_zk_keys(caplog):
 
 
 def test_consistent_zk_keys_do_not_warn(caplog):
-    text = ("metadataServiceUri=zk+hierarchical://a:2181;b:2181/ledgers\n"
-            "zkServers=a:2181,b:2181\n")
+    text = "metadataServiceUri=zk+hierarchical://a:2181;b:2181/ledgers\nzkServers=a:2181,b:2181\n"
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         load_config_text(text)
     assert not caplog.records
 
 
-@pytest.mark.parametrize("uri, manager", [
-    ("zk://zk1:2181/ledgers", "null"),  # as Java: the manager comes from LAYOUT
-    ("ZK+LongHierarchical://zk1:2181/ledgers", "longhierarchical"),
-    ("zk+null://zk1:2181/ledgers", "null"),
-])
+@pytest.mark.parametrize(
+    "uri, manager",
+    [
+        ("zk://zk1:2181/ledgers", "null"),  # as Java: the manager comes from LAYOUT
+        ("ZK+LongHierarchical://zk1:2181/ledgers", "longhierarchical"),
+        ("zk+null://zk1:2181/ledgers", "null"),
+    ],
+)
 def test_uri_managers(uri, manager):
     parsed = load_config_text(f"metadataServiceUri={uri}").metadata
     assert parsed.manager == manager
@@ -647,9 +675,12 @@ def fake_resolver(*, hostname="bk1", addresses=None, interfaces=None, names=None
         except KeyError:
             raise OSError(f"no such network interface {name!r}") from None
 
-    return Resolver(local_hostname=lambda: hostname, host_address=host_address,
-                    interface_address=interface_address,
-                    canonical_name=lambda ip: names.get(ip, ip))
+    return Resolver(
+        local_hostname=lambda: hostname,
+        host_address=host_address,
+        interface_address=interface_address,
+        canonical_name=lambda ip: names.get(ip, ip),
+    )
 
 
 def test_configured_bookie_id_wins():
@@ -658,8 +689,9 @@ def test_configured_bookie_id_wins():
 
 
 def test_advertised_address_wins_over_interface():
-    cfg = load_config(overrides={"advertisedAddress": "bk.public.example",
-                                 "listeningInterface": "eth0", "bookiePort": "3182"})
+    cfg = load_config(
+        overrides={"advertisedAddress": "bk.public.example", "listeningInterface": "eth0", "bookiePort": "3182"}
+    )
     assert resolve_bookie_id(cfg, fake_resolver()) == "bk.public.example:3182"
 
 
@@ -705,8 +737,7 @@ def test_loopback_interface_is_refused():
 
 
 def test_host_name_resolving_to_loopback_is_refused():
-    resolver = fake_resolver(addresses={"bk1": "10.0.0.5", "localhost": "127.0.0.1"},
-                             names={"10.0.0.5": "localhost"})
+    resolver = fake_resolver(addresses={"bk1": "10.0.0.5", "localhost": "127.0.0.1"}, names={"10.0.0.5": "localhost"})
     cfg = load_config(overrides={"useHostNameAsBookieID": "true"})
     with pytest.raises(ConfigError, match="localhost:3181 is the loopback address 127.0.0.1"):
         resolve_bookie_id(cfg, resolver)
@@ -803,14 +834,15 @@ def test_render_keeps_derived_values_following_their_source():
 
 # Property test: any valid configuration survives render -> load.
 
-_path_text = st.text(min_size=1, max_size=12).map(lambda s: "/" + s.strip()).filter(
-    lambda s: s.strip() == s)
+_path_text = st.text(min_size=1, max_size=12).map(lambda s: "/" + s.strip()).filter(lambda s: s.strip() == s)
 _host = st.from_regex(r"[a-z][a-z0-9\-]{0,8}(\.[a-z]{2,4})?", fullmatch=True)
 _zk_server = st.builds(lambda h, p: f"{h}:{p}", _host, st.integers(1, 65535))
-_zk_path = st.lists(st.from_regex(r"[A-Za-z0-9_\-]{1,6}", fullmatch=True),
-                    min_size=1, max_size=3).map(lambda parts: "/" + "/".join(parts))
-_id_text = st.text(alphabet=string.ascii_letters + string.digits + ":;<=>?@[\\]^_.-",
-                   min_size=1, max_size=16).filter(lambda s: s.lower() != "readonly")
+_zk_path = st.lists(st.from_regex(r"[A-Za-z0-9_\-]{1,6}", fullmatch=True), min_size=1, max_size=3).map(
+    lambda parts: "/" + "/".join(parts)
+)
+_id_text = st.text(alphabet=string.ascii_letters + string.digits + ":;<=>?@[\\]^_.-", min_size=1, max_size=16).filter(
+    lambda s: s.lower() != "readonly"
+)
 
 
 def _value_strategy(opt):
@@ -820,15 +852,22 @@ def _value_strategy(opt):
         "advertisedAddress": _id_text,
         "listeningInterface": st.from_regex(r"[a-z]{2,4}[0-9]{0,2}", fullmatch=True),
         "httpServerHost": _host,
-        "ensemblePlacementPolicy": st.sampled_from(["org.apache.bookkeeper.client.RackawareEnsemblePlacementPolicy",
-                                                    "RegionAwareEnsemblePlacementPolicy", "random"]),
+        "ensemblePlacementPolicy": st.sampled_from(
+            [
+                "org.apache.bookkeeper.client.RackawareEnsemblePlacementPolicy",
+                "RegionAwareEnsemblePlacementPolicy",
+                "random",
+            ]
+        ),
         "tlsProviderFactoryClass": st.just("org.apache.bookkeeper.tls.TLSContextFactory"),
         "zkServers": st.lists(_zk_server, min_size=1, max_size=3),
         "zkLedgersRootPath": _zk_path,
         "metadataServiceUri": st.builds(
             lambda layout, servers, path: f"zk{layout}://{';'.join(servers)}{path}",
             st.sampled_from(["", "+hierarchical", "+longhierarchical"]),
-            st.lists(_zk_server, min_size=1, max_size=3), _zk_path),
+            st.lists(_zk_server, min_size=1, max_size=3),
+            _zk_path,
+        ),
     }
     if opt.name in special:
         return special[opt.name]
@@ -845,8 +884,13 @@ def _value_strategy(opt):
     return _path_text
 
 
-_COMPACTION_SCHEDULE = {"gcWaitTime", "minorCompactionInterval", "majorCompactionInterval",
-                        "minorCompactionThreshold", "majorCompactionThreshold"}
+_COMPACTION_SCHEDULE = {
+    "gcWaitTime",
+    "minorCompactionInterval",
+    "majorCompactionInterval",
+    "minorCompactionThreshold",
+    "majorCompactionThreshold",
+}
 
 
 @st.composite
@@ -861,9 +905,13 @@ def _overrides(draw):
         wait_s = draw(st.integers(1, 10**6))
         minor_s = draw(st.integers(wait_s, 10**7))
         minor = draw(st.floats(0.05, 0.5))
-        chosen.update(gcWaitTime=wait_s * 1000, minorCompactionInterval=minor_s,
-                      majorCompactionInterval=draw(st.integers(minor_s + 1, 10**8)),
-                      minorCompactionThreshold=minor, majorCompactionThreshold=draw(st.floats(minor + 0.01, 1.0)))
+        chosen.update(
+            gcWaitTime=wait_s * 1000,
+            minorCompactionInterval=minor_s,
+            majorCompactionInterval=draw(st.integers(minor_s + 1, 10**8)),
+            minorCompactionThreshold=minor,
+            majorCompactionThreshold=draw(st.floats(minor + 0.01, 1.0)),
+        )
     threshold = draw(st.floats(0.1, 0.95))
     chosen["diskUsageThreshold"] = threshold
     if draw(st.booleans()):

@@ -1,4 +1,5 @@
 """Cookie text (wire/metadata/cookie.py) against the Java vectors and the match rules of BookKeeper's bookie/Cookie.java."""
+
 from __future__ import annotations
 
 import json
@@ -67,9 +68,7 @@ def test_spec_example_and_multiple_dirs():
     )
     multi = Cookie("b:1", ("/j1", "/j2"), ("/l1", "/l2"), None, ("/i1",))
     text = multi.serialize()
-    assert text == (
-        b'5\nbookieHost: "b:1"\njournalDir: "/j1,/j2"\nledgerDirs: "2\\t/l1\\t/l2"\nindexDirs: "1\\t/i1"\n'
-    )
+    assert text == (b'5\nbookieHost: "b:1"\njournalDir: "/j1,/j2"\nledgerDirs: "2\\t/l1\\t/l2"\nindexDirs: "1\\t/i1"\n')
     assert parse_cookie(text) == multi
 
 
@@ -77,7 +76,11 @@ def test_layout_3_and_4():
     v3 = b"3\n10.0.0.1:3181\n/j\n2\t/l1\t/l2\n"
     cookie = parse_cookie(v3)
     assert (cookie.layout_version, cookie.bookie_id, cookie.journal_dirs, cookie.ledger_dirs) == (
-        3, "10.0.0.1:3181", ("/j",), ("/l1", "/l2"))
+        3,
+        "10.0.0.1:3181",
+        ("/j",),
+        ("/l1", "/l2"),
+    )
     assert cookie.instance_id is None
     assert cookie.serialize() == v3
     v4 = b'4\nbookieHost: "h:1"\njournalDir: "/j"\nledgerDirs: "1\\t/l"\ninstanceId: "abc"\n'
@@ -109,7 +112,7 @@ def test_dir_encoding():
         (b"2\n", "unsupported cookie layout version 2"),
         (b"6\n", "unsupported cookie layout version 6"),
         (b"3\nh:1\n", "truncated"),
-        (b"5\nbookieHost: \"h:1\"\n", "required"),
+        (b'5\nbookieHost: "h:1"\n', "required"),
         (b'5\nbookieHost: "h:1"\njournalDir: "/j"\nledgerDirs: "1\\t/l"\nfoo: 1\n', "layout-5 cookie"),
         (b"\xff\n", "not UTF-8"),
     ],
@@ -191,11 +194,13 @@ def test_constructor_rejects_bad_layouts():
 # ---------------------------------------------------------------------------
 dir_names = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\t,\n\r"),
-    min_size=1, max_size=10,
+    min_size=1,
+    max_size=10,
 )
 text_values = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\n\r"),
-    min_size=1, max_size=12,
+    min_size=1,
+    max_size=12,
 )
 
 

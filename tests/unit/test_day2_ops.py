@@ -1,5 +1,6 @@
 """Pure parts of the day-2 operations: ledger list filters, sizes and durations, the HTTP admin
 address taken from a bookie's registration."""
+
 import pytest
 
 from bkctl.exitcodes import CommandError
@@ -27,8 +28,9 @@ def test_durations_and_sizes():
 
 def test_ledger_filter():
     now = 100 * DAY
-    md = LedgerMetadata.new(["a:1", "b:1"], 2, 2, ctime=now - 3 * DAY,
-                            custom_metadata={"pulsar/managed-ledger": b"t/ns/persistent/orders"})
+    md = LedgerMetadata.new(
+        ["a:1", "b:1"], 2, 2, ctime=now - 3 * DAY, custom_metadata={"pulsar/managed-ledger": b"t/ns/persistent/orders"}
+    )
     closed = md.closed(9, 5000)
     f = LedgerFilter(meta=(("pulsar/managed-ledger", "*/orders"),), now_ms=now)
     assert f(md) and f.active and not LedgerFilter().active
@@ -38,8 +40,9 @@ def test_ledger_filter():
     assert LedgerFilter(open_longer_than=86400, now_ms=now)(md)
     assert not LedgerFilter(open_longer_than=86400, now_ms=now)(closed)  # closed: not open for long
     assert LedgerFilter(min_size=5000)(closed) and not LedgerFilter(min_size=5001)(closed)
-    assert totals([{"state": "CLOSED", "last_entry_id": 9, "length": 5000}, {"state": "OPEN", "last_entry_id": -1,
-                   "length": 0}]) == {"count": 2, "entries": 10, "bytes": 5000}
+    assert totals(
+        [{"state": "CLOSED", "last_entry_id": 9, "length": 5000}, {"state": "OPEN", "last_entry_id": -1, "length": 0}]
+    ) == {"count": 2, "entries": 10, "bytes": 5000}
 
 
 def _store(info, registered=True):

@@ -1,5 +1,6 @@
 """Per-connection v2/v3 detection (BookKeeper's proto/BookieProtoEncoding.java) against the
 Java captures."""
+
 from collections import defaultdict
 
 import pytest

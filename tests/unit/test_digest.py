@@ -6,33 +6,45 @@ from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.digest import DIGEST_LENGTH, DigestManager, DigestType, entry_ids, mac_key, master_key
 from bkctl.wire.errors import DigestError
 
-HELLO_HEADER = bytes.fromhex("0000000000000001" "0000000000000000" "ffffffffffffffff" "0000000000000005")
+HELLO_HEADER = bytes.fromhex("00000000000000010000000000000000ffffffffffffffff0000000000000005")
 
 
-@pytest.mark.parametrize("dtype, digest", [
-    (DigestType.DUMMY, ""),
-    (DigestType.CRC32, "0000000030a56872"),
-    (DigestType.CRC32C, "e3a5f74d"),
-    (DigestType.MAC, "bb1bc463f54a191d7400fc5e73c5f72ff206f8fe"),
-])
+@pytest.mark.parametrize(
+    "dtype, digest",
+    [
+        (DigestType.DUMMY, ""),
+        (DigestType.CRC32, "0000000030a56872"),
+        (DigestType.CRC32C, "e3a5f74d"),
+        (DigestType.MAC, "bb1bc463f54a191d7400fc5e73c5f72ff206f8fe"),
+    ],
+)
 def test_spec_entry_examples(dtype, digest):
     dm = DigestManager(1, dtype, b"password")
     entry = dm.package(0, -1, 5, b"hello")
     assert entry == HELLO_HEADER + bytes.fromhex(digest) + b"hello"
     checked = dm.verify(entry, 0)
-    assert (checked.ledger_id, checked.entry_id, checked.lac, checked.length, checked.payload) == (1, 0, -1, 5, b"hello")
+    assert (checked.ledger_id, checked.entry_id, checked.lac, checked.length, checked.payload) == (
+        1,
+        0,
+        -1,
+        5,
+        b"hello",
+    )
 
 
-@pytest.mark.parametrize("dtype, tail", [
-    (DigestType.DUMMY, ""),
-    (DigestType.CRC32, "00000000fbc05f16"),
-    (DigestType.CRC32C, "b64e4ca2"),
-    (DigestType.MAC, "0fc490223169f1eadafeaf7d3fd8b27b9e0f83a9"),
-])
+@pytest.mark.parametrize(
+    "dtype, tail",
+    [
+        (DigestType.DUMMY, ""),
+        (DigestType.CRC32, "00000000fbc05f16"),
+        (DigestType.CRC32C, "b64e4ca2"),
+        (DigestType.MAC, "0fc490223169f1eadafeaf7d3fd8b27b9e0f83a9"),
+    ],
+)
 def test_spec_lac_examples(dtype, tail):
     dm = DigestManager(1, dtype, b"password")
     body = dm.package_lac(0)
-    assert body == bytes.fromhex("0000000000000001" "0000000000000000" + tail)
+    assert body == bytes.fromhex("00000000000000010000000000000000" + tail)
     assert dm.verify_lac(body) == 0
 
 
@@ -44,9 +56,20 @@ def test_keys():
 
 
 PASSWORDS = {0: b"password", 3: b"password", 5: b"password", 2: b"password"}
-LEDGER_DIGEST = {0: DigestType.CRC32C, 2: DigestType.CRC32C, 3: DigestType.CRC32C, 5: DigestType.CRC32C,
-                 6: DigestType.CRC32, 7: DigestType.CRC32, 8: DigestType.CRC32C, 9: DigestType.CRC32C,
-                 10: DigestType.MAC, 11: DigestType.MAC, 12: DigestType.DUMMY, 13: DigestType.DUMMY}
+LEDGER_DIGEST = {
+    0: DigestType.CRC32C,
+    2: DigestType.CRC32C,
+    3: DigestType.CRC32C,
+    5: DigestType.CRC32C,
+    6: DigestType.CRC32,
+    7: DigestType.CRC32,
+    8: DigestType.CRC32C,
+    9: DigestType.CRC32C,
+    10: DigestType.MAC,
+    11: DigestType.MAC,
+    12: DigestType.DUMMY,
+    13: DigestType.DUMMY,
+}
 
 
 def _java_entries():
@@ -96,8 +119,9 @@ def test_wrong_ids_and_short_bodies():
         dm.verify_lac(b"\x00" * 19)
 
 
-@given(st.sampled_from(list(DigestType)), st.binary(max_size=200), st.integers(0, 2**62),
-       st.integers(-1, 2**62), st.data())
+@given(
+    st.sampled_from(list(DigestType)), st.binary(max_size=200), st.integers(0, 2**62), st.integers(-1, 2**62), st.data()
+)
 def test_any_single_bit_flip_is_caught(dtype, payload, entry_id, lac, data):
     dm = DigestManager(42, dtype, b"pw")
     entry = bytearray(dm.package(entry_id, lac, len(payload), payload))

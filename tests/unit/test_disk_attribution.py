@@ -1,13 +1,23 @@
 """The pure parts of ``bkctl disk``: a ledger's copies per bookie, owners and their groups, entry
 logs by what reclaims their dead bytes, a bookie's space attributed (bookied and Java), the one-line answer."""
+
 from collections import defaultdict
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from bkctl.ops.bookie_reads import BookieReading
-from bkctl.ops.disk import (Owner, Tally, Walk, bookie_doc, copies_by_bookie, entry_log_classes, owner_by_metadata,
-                            summary_line, totals)
+from bkctl.ops.disk import (
+    Owner,
+    Tally,
+    Walk,
+    bookie_doc,
+    copies_by_bookie,
+    entry_log_classes,
+    owner_by_metadata,
+    summary_line,
+    totals,
+)
 from bkctl.wire.metadata.ledger import LedgerMetadata
 
 A, B, C, D = "a:1", "b:1", "c:1", "d:1"
@@ -30,8 +40,12 @@ def test_copies_follow_the_write_sets_across_ensemble_changes():
         md = LedgerMetadata.new(ens, qw, 1).with_ensemble_change(change, later)
         for last in (change - 1, change, 40):  # a later segment starts at most one past the last entry
             closed = md.closed(last, (last + 1) * 100)
-            assert copies_by_bookie(closed, last, (last + 1) * 100) == brute_force(closed, last + 1, 100), \
-                (e, qw, change, last)
+            assert copies_by_bookie(closed, last, (last + 1) * 100) == brute_force(closed, last + 1, 100), (
+                e,
+                qw,
+                change,
+                last,
+            )
 
 
 def test_open_ledger_copies_use_the_end_given():
@@ -43,17 +57,23 @@ def test_open_ledger_copies_use_the_end_given():
 def test_owners_by_custom_metadata():
     assert owner_by_metadata({"application": "myapp"}) == Owner("application", "myapp")
     assert owner_by_metadata({}).name == "(no application metadata)"
-    assert owner_by_metadata({"application": "pulsar", "component": "managed-ledger",
-                              "pulsar/managed-ledger": "t/ns/persistent/x"}) is None  # the sweep decides
+    assert (
+        owner_by_metadata(
+            {"application": "pulsar", "component": "managed-ledger", "pulsar/managed-ledger": "t/ns/persistent/x"}
+        )
+        is None
+    )  # the sweep decides
     schema = owner_by_metadata({"application": "pulsar", "component": "schema", "pulsar/schemaId": "t/ns/x"})
     assert (schema.kind, schema.name, schema.component) == ("topic", "persistent://t/ns/x", "schema")
     encoded = owner_by_metadata({"application": "pulsar", "component": "schema", "pulsar/schemaId": "t/ns/a+b%3Ac"})
     assert encoded.name == "persistent://t/ns/a b:c"  # a schema id names its topic URL-encoded
-    compacted = owner_by_metadata({"application": "pulsar", "component": "compacted-ledger",
-                                   "pulsar/compactedTopic": "persistent://t/ns/x"})
+    compacted = owner_by_metadata(
+        {"application": "pulsar", "component": "compacted-ledger", "pulsar/compactedTopic": "persistent://t/ns/x"}
+    )
     assert compacted.component == "compacted" and compacted.namespace == "ns"
-    assert owner_by_metadata({"application": "pulsar", "component": "delayed-index-bucket"}) == \
-        Owner("pulsar", "delayed-index-bucket")
+    assert owner_by_metadata({"application": "pulsar", "component": "delayed-index-bucket"}) == Owner(
+        "pulsar", "delayed-index-bucket"
+    )
 
 
 def test_groups_at_each_level():
@@ -64,13 +84,17 @@ def test_groups_at_each_level():
 
 
 def log(log_id, size, live, directory="/d"):
-    return {"ledgerDirectory": directory, "logId": log_id, "sizeBytes": size, "liveBytes": live,
-            "liveRatio": live / size}
+    return {
+        "ledgerDirectory": directory,
+        "logId": log_id,
+        "sizeBytes": size,
+        "liveBytes": live,
+        "liveRatio": live / size,
+    }
 
 
 def test_entry_logs_by_what_reclaims_them():
-    logs = [log(1, 1000, 100), log(2, 1000, 500), log(3, 1000, 900), log(4, 1000, 200),
-            log(1, 1000, 0, "/e")]
+    logs = [log(1, 1000, 100), log(2, 1000, 500), log(3, 1000, 900), log(4, 1000, 200), log(1, 1000, 0, "/e")]
     c = entry_log_classes(logs, 0.2, 0.8)
     assert (c["below_minor_dead_bytes"], c["below_major_dead_bytes"], c["above_major_dead_bytes"]) == (900, 500, 100)
     assert c["active_log_dead_bytes"] == 800 + 1000  # the newest of each directory, as none is marked
@@ -89,13 +113,19 @@ def walk_with(cells) -> Walk:
 
     class Sweep:
         young = unchecked = 0
+
     return Walk(tally, Sweep(), [], len(cells), 0, 0, {})
 
 
 def bookied(bookie_id, logs, gc_extra=None) -> BookieReading:
-    return BookieReading(bookie_id, "writable", "h:1", info={"freeSpace": 10_000, "totalSpace": 100_000},
-                         gc={"is_in_force_gc": "false", "gcRuns": 3, **(gc_extra or {})},
-                         gc_details=[{"gcRuns": 3, "entryLogs": logs}])
+    return BookieReading(
+        bookie_id,
+        "writable",
+        "h:1",
+        info={"freeSpace": 10_000, "totalSpace": 100_000},
+        gc={"is_in_force_gc": "false", "gcRuns": 3, **(gc_extra or {})},
+        gc_details=[{"gcRuns": 3, "entryLogs": logs}],
+    )
 
 
 def test_a_bookieds_space_attributed():
@@ -115,27 +145,39 @@ def test_a_bookieds_space_attributed():
     short = bookie_doc(bookied(A, [log(1, 2_000, 1_000)]), walk, "namespace")
     assert short["awaiting_gc_bytes"] == 0 and short["not_in_entry_logs_bytes"] == stored + 1048 - 1000
     # thresholds the bookie reports are used
-    own = bookie_doc(bookied(A, [log(1, 100, 50)], {"minorCompactionThreshold": 0.6,
-                                                    "majorCompactionThreshold": 0.9}), walk, "namespace")
+    own = bookie_doc(
+        bookied(A, [log(1, 100, 50)], {"minorCompactionThreshold": 0.6, "majorCompactionThreshold": 0.9}),
+        walk,
+        "namespace",
+    )
     assert own["thresholds_reported"] and own["compaction"]["below_minor_dead_bytes"] == 0  # the active log
 
 
 def test_a_java_bookie_says_what_it_cannot_break_down():
     walk = walk_with([(A, Owner("application", "app"), 10, 5000, False)])
-    reading = BookieReading(A, "writable", "h:1", info={"freeSpace": 40_000, "totalSpace": 100_000},
-                            gc={"is_in_force_gc": "false"}, gc_details=[{"gcRunning": False}])
+    reading = BookieReading(
+        A,
+        "writable",
+        "h:1",
+        info={"freeSpace": 40_000, "totalSpace": 100_000},
+        gc={"is_in_force_gc": "false"},
+        gc_details=[{"gcRunning": False}],
+    )
     doc = bookie_doc(reading, walk, "namespace")
     assert doc["kind"] == "java" and doc["entry_log_bytes"] is None and doc["compaction"] is None
     assert doc["live"]["applications"] == 5000 + 10 * 4  # Java's 4-byte entry-log framing
     assert doc["data_bytes"] is None  # the filesystem's 60,000 used bytes are not the bookie's
     assert "entry logs" in doc["unread"] and "journal" in doc["unread"]
     report = {"bookies": [doc], "totals": totals([doc])}
-    assert summary_line(report) == ("4.9 KiB is live data on 1 bookie whose HTTP admin sizes none of its files "
-                                    "(Java's: only the filesystem's free and total space, shared with other data; "
-                                    "`du` its ledger and journal directories)")
+    assert summary_line(report) == (
+        "4.9 KiB is live data on 1 bookie whose HTTP admin sizes none of its files "
+        "(Java's: only the filesystem's free and total space, shared with other data; "
+        "`du` its ledger and journal directories)"
+    )
     # beside a bookied, each is said on its own: the bookied's data is not summed with a filesystem
-    sized = bookie_doc(bookied(B, [log(1, 20_000, 9_000)]), walk_with([(B, Owner("application", "app"), 2, 1000,
-                                                                           False)]), "namespace")
+    sized = bookie_doc(
+        bookied(B, [log(1, 20_000, 9_000)]), walk_with([(B, Owner("application", "app"), 2, 1000, False)]), "namespace"
+    )
     both = summary_line({"bookies": [doc, sized], "totals": totals([doc, sized])})
     assert both.startswith("1.0 KiB of 19.5 KiB used is live data; ") and "4.9 KiB is live data on 1 bookie" in both
     down = bookie_doc(BookieReading(B, "down", unread={"http": "not registered (down)"}), walk, "namespace")
@@ -154,13 +196,16 @@ def test_the_one_line_answer_names_the_largest_share_and_its_cure():
         "100.0 KiB of 341.8 KiB used is live data; 192.7 KiB is waiting for compaction (in logs between the minor "
         "threshold 0.2 and the major 0.8, the default: the next major compaction takes it, or now "
         "`bkctl bookie gc a:1 --major`; 9.8 KiB in the active log); "
-        "49.1 KiB is orphans (list: `bkctl pulsar orphans`)")
+        "49.1 KiB is orphans (list: `bkctl pulsar orphans`)"
+    )
     # mostly under the minor threshold: the next minor compaction; more live data in the logs: deleted ledgers
     logs = [log(1, 200_000, 20_000), log(2, 150_000, 142_640), log(3, 1000, 1000)]
     report = {"bookies": [d := bookie_doc(bookied(A, logs), walk, "namespace")], "totals": totals([d])}
     line = summary_line(report)
-    assert "the next minor compaction takes it, or now `bkctl bookie gc a:1 --minor`; 7.2 KiB over the major " \
-           "threshold)" in line, line
+    assert (
+        "the next minor compaction takes it, or now `bkctl bookie gc a:1 --minor`; 7.2 KiB over the major "
+        "threshold)" in line
+    ), line
     assert "; 10.7 KiB is deleted ledgers the next GC pass removes (now: `bkctl bookie gc BOOKIE`)" in line, line
     assert summary_line({"bookies": [], "totals": totals([])}).startswith("no bookie answered")
 
@@ -177,12 +222,20 @@ def test_one_walk_attributes_topics_orphans_and_applications_on_the_fake_store()
     value = ml.ManagedLedgerInfo()
     for lid in (1, 2):
         value.ledgerInfo.add(ledgerId=lid, entries=10, size=1000, timestamp=1)
-    store.pulsar.put_managed_ledger(name, value.SerializeToString(), {"sub": ml.ManagedCursorInfo(
-        cursorsLedgerId=3, markDeleteLedgerId=1, markDeleteEntryId=0).SerializeToString()})
+    store.pulsar.put_managed_ledger(
+        name,
+        value.SerializeToString(),
+        {"sub": ml.ManagedCursorInfo(cursorsLedgerId=3, markDeleteLedgerId=1, markDeleteEntryId=0).SerializeToString()},
+    )
     pulsar = {"application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": name.encode()}
     ens = [A, B, C]
-    for lid, custom, closed in ((1, pulsar, True), (2, pulsar, False), (3, dict(pulsar, **{"pulsar/cursor": b"sub"}),
-                                True), (4, pulsar, True), (5, {"application": b"app"}, True)):
+    for lid, custom, closed in (
+        (1, pulsar, True),
+        (2, pulsar, False),
+        (3, dict(pulsar, **{"pulsar/cursor": b"sub"}), True),
+        (4, pulsar, True),
+        (5, {"application": b"app"}, True),
+    ):
         md = LedgerMetadata.new(ens, 2, 2, ctime=1, custom_metadata=custom)
         store.ledgers.create(md.closed(9, 1000) if closed else md, lid)
     store.calls.clear()
@@ -202,12 +255,19 @@ def test_the_journal_and_index_count_and_the_advice_is_the_one_the_bookie_allows
     app = Owner("application", "app")
     walk = walk_with([(A, app, 100, 100_000, False)])
     logs = [log(1, 200_000, 80_000), log(2, 100_000, 32_640), log(3, 50_000, 40_000)]
-    off = {"minorCompactionThreshold": 0.2, "majorCompactionThreshold": 0.8, "minorCompactionInterval": 0,
-           "majorCompactionInterval": 0, "forceAllowCompaction": False,
-           "forcedCompactionRefused": {"major": "majorCompactionInterval is 0 (not periodic) and "
-                                                "forceAllowCompaction=false: a forced pass does not compact either",
-                                       "minor": "minorCompactionInterval is 0 (not periodic) and "
-                                                "forceAllowCompaction=false: a forced pass does not compact either"}}
+    off = {
+        "minorCompactionThreshold": 0.2,
+        "majorCompactionThreshold": 0.8,
+        "minorCompactionInterval": 0,
+        "majorCompactionInterval": 0,
+        "forceAllowCompaction": False,
+        "forcedCompactionRefused": {
+            "major": "majorCompactionInterval is 0 (not periodic) and "
+            "forceAllowCompaction=false: a forced pass does not compact either",
+            "minor": "minorCompactionInterval is 0 (not periodic) and "
+            "forceAllowCompaction=false: a forced pass does not compact either",
+        },
+    }
     reading = bookied(A, logs, off)
     reading.info.update(journalBytes=40_000, indexBytes=8_000)
     doc = bookie_doc(reading, walk, "namespace")
@@ -215,15 +275,19 @@ def test_the_journal_and_index_count_and_the_advice_is_the_one_the_bookie_allows
     assert doc["other_files_bytes"] == 0  # the made-up filesystem is smaller than the data: nothing else on it
     line = summary_line({"bookies": [doc], "totals": totals([doc])})
     assert "of 388.7 KiB used is live data" in line, line
-    assert ("(in logs between the minor threshold 0.2 and the major 0.8: no compaction takes it: "
-            "majorCompactionInterval is 0 (not periodic) and forceAllowCompaction=false: a forced pass does not "
-            "compact either; set forceAllowCompaction=true (then `bkctl bookie gc a:1 --major`) or a "
-            "majorCompactionInterval") in line, line
+    assert (
+        "(in logs between the minor threshold 0.2 and the major 0.8: no compaction takes it: "
+        "majorCompactionInterval is 0 (not periodic) and forceAllowCompaction=false: a forced pass does not "
+        "compact either; set forceAllowCompaction=true (then `bkctl bookie gc a:1 --major`) or a "
+        "majorCompactionInterval"
+    ) in line, line
     allowed = dict(off, forceAllowCompaction=True, forcedCompactionRefused={"major": None, "minor": None})
-    line = summary_line({"bookies": [d := bookie_doc(bookied(A, logs, allowed), walk, "namespace")],
-                         "totals": totals([d])})
-    assert "major compaction is not periodic (majorCompactionInterval=0): `bkctl bookie gc a:1 --major` takes it" \
-        in line, line
+    line = summary_line(
+        {"bookies": [d := bookie_doc(bookied(A, logs, allowed), walk, "namespace")], "totals": totals([d])}
+    )
+    assert (
+        "major compaction is not periodic (majorCompactionInterval=0): `bkctl bookie gc a:1 --major` takes it" in line
+    ), line
 
 
 def test_the_first_line_names_read_only_bookies_and_why():
@@ -232,15 +296,28 @@ def test_the_first_line_names_read_only_bookies_and_why():
     walk = walk_with([(A, Owner("application", "app"), 10, 5_000, False)])
     reading = bookied(A, [log(1, 20_000, 5_000)])
     reading.state = "read-only"
-    reading.info.update(journalBytes=1_000, indexBytes=1_000,
-                        readOnlyReasons={"disk": "disk usage 96.0% over diskUsageThreshold 95%"})
+    reading.info.update(
+        journalBytes=1_000, indexBytes=1_000, readOnlyReasons={"disk": "disk usage 96.0% over diskUsageThreshold 95%"}
+    )
     doc = bookie_doc(reading, walk, "namespace")
-    java = bookie_doc(BookieReading(B, "read-only", "h:2", info={"freeSpace": 1, "totalSpace": 10},
-                                    gc={"is_in_force_gc": "false"}, gc_details=[{}]), walk, "namespace")
+    java = bookie_doc(
+        BookieReading(
+            B,
+            "read-only",
+            "h:2",
+            info={"freeSpace": 1, "totalSpace": 10},
+            gc={"is_in_force_gc": "false"},
+            gc_details=[{}],
+        ),
+        walk,
+        "namespace",
+    )
     line = summary_line({"bookies": [doc, java], "totals": totals([doc, java])})
-    assert line.startswith("read-only: a:1 (disk usage 96.0% over diskUsageThreshold 95%; 66.4 KiB of the 87.9 KiB "
-                           "used on its filesystem is not bookie data), b:1 (its HTTP admin does not say why (a Java "
-                           "bookie? its log does)); "), line
+    assert line.startswith(
+        "read-only: a:1 (disk usage 96.0% over diskUsageThreshold 95%; 66.4 KiB of the 87.9 KiB "
+        "used on its filesystem is not bookie data), b:1 (its HTTP admin does not say why (a Java "
+        "bookie? its log does)); "
+    ), line
 
 
 @given(
@@ -261,8 +338,9 @@ def test_each_bookies_entries_are_what_rereplicating_it_alone_would_copy(sizes, 
         firsts.append(firsts[-1] + gap + 1)
     ensembles = tuple((first, tuple(pool[(i + k) % len(pool)] for k in range(e))) for i, first in enumerate(firsts))
     closed = last_entry_id >= firsts[-1] - 1
-    md = LedgerMetadata(e, qw, qw, LedgerState.CLOSED if closed else LedgerState.OPEN,
-                        last_entry_id if closed else -1, 0, ensembles)
+    md = LedgerMetadata(
+        e, qw, qw, LedgerState.CLOSED if closed else LedgerState.OPEN, last_entry_id if closed else -1, 0, ensembles
+    )
     expected = {}
     for bookie in md.bookies:
         held = sum(f.entry_count() or 0 for f in fragments_to_rereplicate(1, md, [bookie], last_entry_id))

@@ -4,6 +4,7 @@ counts, across rolls to new logs (records bigger than a log among them), write c
 pairs the twin leaves to Python, and both CRC32C implementations of the C module; and it
 is the loop in use when built and fast paths are on.  With the C module not built the
 comparisons are skipped, saying so."""
+
 from __future__ import annotations
 
 import contextlib
@@ -25,8 +26,9 @@ from bkctl.wire import fastpath
 from bkctl.wire.codecs import fast
 
 C = fast.load_records(True)
-needs_c = pytest.mark.skipif(C is None, reason="bkctl.wire.codecs._records is not built: "
-                                               "nothing to compare the Python record loop with")
+needs_c = pytest.mark.skipif(
+    C is None, reason="bkctl.wire.codecs._records is not built: nothing to compare the Python record loop with"
+)
 
 
 @contextlib.contextmanager
@@ -72,17 +74,23 @@ def both(calls: list, limit: int):
 
 
 # small records, and records over the size above which the C loop lets the GIL go
-datas = st.one_of(st.binary(max_size=300),
-                  st.builds(lambda n, seed: random.Random(seed).randbytes(n), st.integers(65_000, 70_000), st.integers()))
-ledgers = st.lists(st.tuples(st.integers(0, (1 << 63) - 1),
-                             st.lists(st.tuples(st.integers(-1, (1 << 63) - 1), datas), max_size=12)),
-                   max_size=4)
+datas = st.one_of(
+    st.binary(max_size=300),
+    st.builds(lambda n, seed: random.Random(seed).randbytes(n), st.integers(65_000, 70_000), st.integers()),
+)
+ledgers = st.lists(
+    st.tuples(st.integers(0, (1 << 63) - 1), st.lists(st.tuples(st.integers(-1, (1 << 63) - 1), datas), max_size=12)),
+    max_size=4,
+)
 
 
 @needs_c
 @settings(max_examples=60, deadline=None)
-@given(calls=st.lists(ledgers, min_size=1, max_size=3), limit=st.sampled_from([65, 400, 2000, 100_000]),
-       chunk=st.sampled_from([1, 256, entry_log._WRITE_CHUNK]))
+@given(
+    calls=st.lists(ledgers, min_size=1, max_size=3),
+    limit=st.sampled_from([65, 400, 2000, 100_000]),
+    chunk=st.sampled_from([1, 256, entry_log._WRITE_CHUNK]),
+)
 def test_the_c_loop_writes_what_the_python_loop_writes(crc_kind, calls, limit, chunk):
     with patched(entry_log, "_WRITE_CHUNK", chunk):
         _results, logs, _writes = both(calls, limit)
@@ -148,6 +156,7 @@ def test_the_c_loop_is_in_use_when_built_and_fast_paths_are_on(tmp_path):
 
 # -- reading: the C twin of check_record over one pread's records (span_records)
 
+
 def checked(span: bytes, base: int, rows: list, ledger_id: int, entry_ids: list, take) -> list:
     """What EntryStore.get_entries makes of ``rows`` in ``span`` (read from ``base``), with
     ``take`` (span_records) or without (None): per entry its bytes, or the error's text."""
@@ -160,8 +169,9 @@ def checked(span: bytes, base: int, rows: list, ledger_id: int, entry_ids: list,
                 break
         log_id, off, length, i = rows[k]
         try:
-            out[i] = entry_log.check_record(span[off - base:off - base + length], ledger_id, entry_ids[i],
-                                            log_id, off, length)
+            out[i] = entry_log.check_record(
+                span[off - base : off - base + length], ledger_id, entry_ids[i], log_id, off, length
+            )
         except entry_log.EntryCorrupted as e:
             out[i] = str(e)
         k += 1
@@ -173,10 +183,16 @@ damages = st.lists(st.tuples(st.integers(0, 9), st.sampled_from(["byte", "id", "
 
 @needs_c
 @settings(max_examples=150, deadline=None)
-@given(sizes=st.lists(st.integers(0, 300), min_size=1, max_size=10), base=st.integers(64, 10_000),
-       damage=damages, cut=st.integers(0, 40), seed=st.integers())
-def test_the_c_span_check_takes_what_check_record_passes_and_leaves_it_the_rest(crc_kind, sizes, base, damage,
-                                                                               cut, seed):
+@given(
+    sizes=st.lists(st.integers(0, 300), min_size=1, max_size=10),
+    base=st.integers(64, 10_000),
+    damage=damages,
+    cut=st.integers(0, 40),
+    seed=st.integers(),
+)
+def test_the_c_span_check_takes_what_check_record_passes_and_leaves_it_the_rest(
+    crc_kind, sizes, base, damage, cut, seed
+):
     rnd = random.Random(seed)
     ledger_id, entry_ids = 7, [100 + e for e in range(len(sizes))]
     span, rows = bytearray(), []
@@ -196,7 +212,7 @@ def test_the_c_span_check_takes_what_check_record_passes_and_leaves_it_the_rest(
             rows[which] = (log_id, off, length - 1, i)
         else:
             span[off - base + 8] ^= 1
-    span = bytes(span[:len(span) - cut])  # a log shorter than the index says
+    span = bytes(span[: len(span) - cut])  # a log shorter than the index says
     rows.sort()
     python = checked(span, base, rows, ledger_id, entry_ids, None)
     assert checked(span, base, rows, ledger_id, entry_ids, C.span_records) == python
@@ -208,8 +224,12 @@ def test_the_c_span_check_takes_what_check_record_passes_and_leaves_it_the_rest(
 def test_the_c_span_check_leaves_rows_of_another_shape_to_python():
     record = encode_log_record(1, 5, b"abc")
     out = [None]
-    for rows, ids in (([(1, 64, len(record))], [5]), ([[1, 64, len(record), 0]], [5]), ([(1, 64, len(record), 3)], [5]),
-                      ([(1, 64, len(record), 0)], [1 << 70])):
+    for rows, ids in (
+        ([(1, 64, len(record))], [5]),
+        ([[1, 64, len(record), 0]], [5]),
+        ([(1, 64, len(record), 3)], [5]),
+        ([(1, 64, len(record), 0)], [1 << 70]),
+    ):
         assert C.span_records(record, 64, rows, 0, 1, 1, ids, out) == 0 and out == [None]
     assert C.span_records(record, 64, [(1, 64, len(record), 0)], 0, 1, 1, [5], out) == 1 and out == [b"abc"]
 

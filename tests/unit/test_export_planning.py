@@ -1,5 +1,6 @@
 """Export planning without Spark: ledger specs, time filters, ledger plans,
 entry-range splitting, and the output directory's compose-and-swap."""
+
 from __future__ import annotations
 
 import json
@@ -27,16 +28,19 @@ from tests.support.fake_store import FakeMetadataStore
 # ---------------------------------------------------------------- ledger specs
 
 
-@pytest.mark.parametrize("text, ids, ranges", [
-    ("7", (7,), ()),
-    ("1,2,5-9", (1, 2), ((5, 9),)),
-    (" 3 , 1 ,2 ", (1, 2, 3), ()),
-    ("5-5", (5,), ()),
-    ("1-3,2-6,8-9", (), ((1, 6), (8, 9))),
-    ("1-3,4-6", (), ((1, 6),)),
-    ("4,1-5,9", (9,), ((1, 5),)),
-    ("0", (0,), ()),
-])
+@pytest.mark.parametrize(
+    "text, ids, ranges",
+    [
+        ("7", (7,), ()),
+        ("1,2,5-9", (1, 2), ((5, 9),)),
+        (" 3 , 1 ,2 ", (1, 2, 3), ()),
+        ("5-5", (5,), ()),
+        ("1-3,2-6,8-9", (), ((1, 6), (8, 9))),
+        ("1-3,4-6", (), ((1, 6),)),
+        ("4,1-5,9", (9,), ((1, 5),)),
+        ("0", (0,), ()),
+    ],
+)
 def test_parse_ledger_spec(text, ids, ranges):
     spec = parse_ledger_spec(text)
     assert not spec.all
@@ -49,8 +53,9 @@ def test_parse_ledger_spec_all(text):
     assert spec.all and str(spec) == "all" and spec.contains(123456)
 
 
-@pytest.mark.parametrize("text", ["", " ", "1,,2", "a", "-1", "9-5", "1-", "1-2-3", "1.5",
-                                  str(1 << 63), f"1-{1 << 63}"])
+@pytest.mark.parametrize(
+    "text", ["", " ", "1,,2", "a", "-1", "9-5", "1-", "1-2-3", "1.5", str(1 << 63), f"1-{1 << 63}"]
+)
 def test_parse_ledger_spec_rejects(text):
     with pytest.raises(SpecError):
         parse_ledger_spec(text)
@@ -68,18 +73,21 @@ def test_spec_contains_and_str():
 NOW = 1_795_000_000_000  # 2026-11-18T...
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("2026-11-21", 1_795_219_200_000),
-    ("2026-11-21T00:00:00", 1_795_219_200_000),
-    ("2026-11-21T00:00:00Z", 1_795_219_200_000),
-    ("2026-11-21T01:00:00+01:00", 1_795_219_200_000),
-    ("2026-11-21T10:30", 1_795_219_200_000 + 10 * 3_600_000 + 30 * 60_000),
-    ("1795219200000", 1_795_219_200_000),
-    ("7d", NOW - 7 * 86_400_000),
-    ("12h", NOW - 12 * 3_600_000),
-    ("90s", NOW - 90_000),
-    ("2w", NOW - 14 * 86_400_000),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("2026-11-21", 1_795_219_200_000),
+        ("2026-11-21T00:00:00", 1_795_219_200_000),
+        ("2026-11-21T00:00:00Z", 1_795_219_200_000),
+        ("2026-11-21T01:00:00+01:00", 1_795_219_200_000),
+        ("2026-11-21T10:30", 1_795_219_200_000 + 10 * 3_600_000 + 30 * 60_000),
+        ("1795219200000", 1_795_219_200_000),
+        ("7d", NOW - 7 * 86_400_000),
+        ("12h", NOW - 12 * 3_600_000),
+        ("90s", NOW - 90_000),
+        ("2w", NOW - 14 * 86_400_000),
+    ],
+)
 def test_parse_ctime(text, expected):
     assert parse_ctime(text, now_ms=NOW) == expected
 
@@ -102,8 +110,7 @@ def test_times_are_written_in_utc_with_milliseconds_and_dated_in_utc():
 
 
 def _md(state="closed", last=-1, ctime=1_795_219_200_000, custom=None, segments=1):
-    md = LedgerMetadata.new(["b1:1", "b2:1", "b3:1"], 2, 2, password=b"pw",
-                            custom_metadata=custom or {}, ctoken=1)
+    md = LedgerMetadata.new(["b1:1", "b2:1", "b3:1"], 2, 2, password=b"pw", custom_metadata=custom or {}, ctoken=1)
     from dataclasses import replace
 
     md = replace(md, ctime=ctime)
@@ -143,25 +150,32 @@ def test_resolve_spec_wide_range_walks_once():
 
 
 def test_plan_ledgers_closed_empty_open_and_filters():
-    store = store_with({
-        1: _md(last=-1),                                  # closed, empty
-        2: _md(last=0, custom={"app": b"x", "raw": b"\xff"}),
-        3: _md(last=2999, segments=2),
-        4: _md(state="open"),
-        5: _md(state="in_recovery"),
-        6: _md(last=9, ctime=1_700_000_000_000),           # old
-    })
+    store = store_with(
+        {
+            1: _md(last=-1),  # closed, empty
+            2: _md(last=0, custom={"app": b"x", "raw": b"\xff"}),
+            3: _md(last=2999, segments=2),
+            4: _md(state="open"),
+            5: _md(state="in_recovery"),
+            6: _md(last=9, ctime=1_700_000_000_000),  # old
+        }
+    )
     plans, skipped = plan_ledgers(store, parse_ledger_spec("1-6"))
     assert [(p.ledger_id, p.first, p.last, p.entries) for p in plans] == [
-        (1, 0, -1, 0), (2, 0, 0, 1), (3, 0, 2999, 3000), (6, 0, 9, 10)]
+        (1, 0, -1, 0),
+        (2, 0, 0, 1),
+        (3, 0, 2999, 3000),
+        (6, 0, 9, 10),
+    ]
     assert plans[1].metadata == {"app": "x", "raw": "\\xff"}
     assert plans[2].segments == 2 and plans[2].state == "CLOSED" and plans[2].length == 30000
     assert [s["ledger_id"] for s in skipped] == [4, 5]
     assert "--include-open" in skipped[0]["reason"]
 
     lacs = {4: 41, 5: -1}
-    plans, skipped = plan_ledgers(store, parse_ledger_spec("4,5,6"), include_open=True, lac_of=lacs.__getitem__,
-                                  since_ms=1_795_000_000_000)
+    plans, skipped = plan_ledgers(
+        store, parse_ledger_spec("4,5,6"), include_open=True, lac_of=lacs.__getitem__, since_ms=1_795_000_000_000
+    )
     assert [(p.ledger_id, p.state, p.last) for p in plans] == [(4, "OPEN", 41), (5, "IN_RECOVERY", -1)]
     assert skipped == [{"ledger_id": 6, "reason": "created before --since"}]
 
@@ -196,11 +210,20 @@ def test_plans_json_roundtrip():
 
 
 def test_split_ranges():
-    plans = [LedgerPlan(1, "CLOSED", 5, {}, 0, -1), LedgerPlan(2, "CLOSED", 5, {"a": "b"}, 0, 0),
-             LedgerPlan(3, "CLOSED", 5, {}, 0, 249), LedgerPlan(4, "OPEN", 6, {}, 0, 99)]
+    plans = [
+        LedgerPlan(1, "CLOSED", 5, {}, 0, -1),
+        LedgerPlan(2, "CLOSED", 5, {"a": "b"}, 0, 0),
+        LedgerPlan(3, "CLOSED", 5, {}, 0, 249),
+        LedgerPlan(4, "OPEN", 6, {}, 0, 99),
+    ]
     ranges = split_ranges(plans, 100)
     assert [(r.ledger_id, r.first, r.last) for r in ranges] == [
-        (2, 0, 0), (3, 0, 99), (3, 100, 199), (3, 200, 249), (4, 0, 99)]
+        (2, 0, 0),
+        (3, 0, 99),
+        (3, 100, 199),
+        (3, 200, 249),
+        (4, 0, 99),
+    ]
     assert ranges[0].metadata == {"a": "b"} and ranges[-1].state == "OPEN" and ranges[-1].ctime_ms == 6
     assert sum(r.entries for r in ranges) == sum(p.entries for p in plans)
 
@@ -256,16 +279,29 @@ def test_leaf_partitions(tmp_path):
     _partition(tmp_path, "date=2026-11-21/ledger_id=7")
     _partition(tmp_path, "date=2026-11-21/ledger_id=8")
     _partition(tmp_path, "other")
-    assert leaf_partitions(tmp_path) == {"date=2026-11-21/ledger_id=7": 7, "date=2026-11-21/ledger_id=8": 8,
-                                         "ledger_id=5": 5}
+    assert leaf_partitions(tmp_path) == {
+        "date=2026-11-21/ledger_id=7": 7,
+        "date=2026-11-21/ledger_id=8": 8,
+        "ledger_id=5": 5,
+    }
 
 
-@pytest.mark.parametrize("mode, expected", [
-    ("replace", ["ledger_id=1/new.parquet", "ledger_id=2/part-0.parquet", "ledger_id=3/new.parquet"]),
-    ("append", ["ledger_id=1/new.parquet", "ledger_id=1/part-0.parquet", "ledger_id=2/part-0.parquet",
-                "ledger_id=3/new.parquet"]),
-    ("overwrite", ["ledger_id=1/new.parquet", "ledger_id=3/new.parquet"]),
-])
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        ("replace", ["ledger_id=1/new.parquet", "ledger_id=2/part-0.parquet", "ledger_id=3/new.parquet"]),
+        (
+            "append",
+            [
+                "ledger_id=1/new.parquet",
+                "ledger_id=1/part-0.parquet",
+                "ledger_id=2/part-0.parquet",
+                "ledger_id=3/new.parquet",
+            ],
+        ),
+        ("overwrite", ["ledger_id=1/new.parquet", "ledger_id=3/new.parquet"]),
+    ],
+)
 def test_compose_and_finish(tmp_path, mode, expected):
     out = tmp_path / "export"
     _export(out)
@@ -373,11 +409,13 @@ def test_a_lock_on_a_deleted_lock_file_is_not_taken(tmp_path, monkeypatch):
 def test_spark_error_cause_finds_the_python_exception():
     from bkctl.export.job import spark_error_cause
 
-    jvm = ("An error occurred while calling o93.save.\n: org.apache.spark.SparkException: Job aborted.\n"
-           "Caused by: org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
-           '  File "/x/worker.py", line 1, in main\n    process()\n'
-           '  File "/x/ledger.py", line 2, in _open\n    raise Unauthorized(msg)\n'
-           "bkctl.wire.client.errors.Unauthorized: wrong password for ledger 3\n\n"
-           "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)\n")
+    jvm = (
+        "An error occurred while calling o93.save.\n: org.apache.spark.SparkException: Job aborted.\n"
+        "Caused by: org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+        '  File "/x/worker.py", line 1, in main\n    process()\n'
+        '  File "/x/ledger.py", line 2, in _open\n    raise Unauthorized(msg)\n'
+        "bkctl.wire.client.errors.Unauthorized: wrong password for ledger 3\n\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)\n"
+    )
     assert spark_error_cause(RuntimeError(jvm)) == "bkctl.wire.client.errors.Unauthorized: wrong password for ledger 3"
     assert spark_error_cause(RuntimeError("no traceback here")) is None

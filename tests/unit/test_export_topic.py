@@ -1,4 +1,5 @@
 """The topic export's pure parts: folder names, partitions, options."""
+
 import pytest
 
 from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema, file_schema
@@ -20,12 +21,16 @@ def test_topic_folders_are_escaped_as_spark_writes_them_and_read_back_by_pyarrow
     pq.write_table(pa.table({"entry_id": [1]}), leaf / "part-0.parquet")
     (tmp_path / "ledger_id=8").mkdir()
     assert leaf_partitions(tmp_path) == {f"{folder}/date=2026-11-21/ledger_id=7": 7, "ledger_id=8": 8}
-    part = ds.partitioning(pa.schema([("topic", pa.string()), ("date", pa.date32()), ("ledger_id", pa.int64())]),
-                           flavor="hive")
+    part = ds.partitioning(
+        pa.schema([("topic", pa.string()), ("date", pa.date32()), ("ledger_id", pa.int64())]), flavor="hive"
+    )
     table = ds.dataset(str(tmp_path / folder), format="parquet", partitioning=part).to_table()
     assert table.num_rows == 1
-    rows = ds.dataset(str(tmp_path), format="parquet", partitioning=part,
-                      exclude_invalid_files=True).to_table().to_pylist()
+    rows = (
+        ds.dataset(str(tmp_path), format="parquet", partitioning=part, exclude_invalid_files=True)
+        .to_table()
+        .to_pylist()
+    )
     assert [r["topic"] for r in rows if r["ledger_id"] == 7] == [topic]
 
 
@@ -54,17 +59,25 @@ def test_topic_export_options():
         LedgerSelection(partition_by="topic")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--topic", "persistent://a/b/c", "--unacked-only"], "--unacked-only needs --subscription"),
-    (["--ledgers", "1", "--subscription", "s"], "--subscription, --unacked-only, --strict, --from, --to, "
-                                                "--skip-missing, --include-pending, --raw and --schema-version go "
-                                                "with --topic"),
-    (["--ledgers", "1", "--include-pending"], "--schema-version go with --topic"),
-    (["--ledgers", "1", "--raw"], "--raw and --schema-version go with --topic"),
-    (["--topic", "persistent://a/b/c", "--raw", "--schema-version", "1"], "--schema-version reads values by a "
-                                                                          "schema; --raw reads none"),
-    (["--ledgers", "1", "--topic", "persistent://a/b/c"], "give exactly one of --ledgers SPEC, --all and --topic"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--topic", "persistent://a/b/c", "--unacked-only"], "--unacked-only needs --subscription"),
+        (
+            ["--ledgers", "1", "--subscription", "s"],
+            "--subscription, --unacked-only, --strict, --from, --to, "
+            "--skip-missing, --include-pending, --raw and --schema-version go "
+            "with --topic",
+        ),
+        (["--ledgers", "1", "--include-pending"], "--schema-version go with --topic"),
+        (["--ledgers", "1", "--raw"], "--raw and --schema-version go with --topic"),
+        (
+            ["--topic", "persistent://a/b/c", "--raw", "--schema-version", "1"],
+            "--schema-version reads values by a schema; --raw reads none",
+        ),
+        (["--ledgers", "1", "--topic", "persistent://a/b/c"], "give exactly one of --ledgers SPEC, --all and --topic"),
+    ],
+)
 def test_topic_export_options_are_checked_before_anything_runs(args, message, capsys, tmp_path):
     pytest.importorskip("pyspark")
     from bkctl.cli import run

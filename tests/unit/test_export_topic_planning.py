@@ -3,6 +3,7 @@ ledgers a managed ledger lists, up to the last entry of a closed ledger, the LAC
 of the open one or the terminated position; tasks of ``split_entries`` entries
 linked across a ledger rollover for chunked messages; deleted, offloaded and
 wholly acknowledged ledgers; every partition of a partitioned topic."""
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,9 @@ def managed_ledger(*ledgers: int, terminated=None, offloaded=()) -> bytes:
 
 
 def cursor(mark: tuple[int, int]) -> bytes:
-    return ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=mark[0],
-                                markDeleteEntryId=mark[1]).SerializeToString()
+    return ml.ManagedCursorInfo(
+        cursorsLedgerId=-1, markDeleteLedgerId=mark[0], markDeleteEntryId=mark[1]
+    ).SerializeToString()
 
 
 def ledger(store, ledger_id: int, last: int | None) -> None:
@@ -83,7 +85,10 @@ def test_closed_ledgers_to_their_last_entry_the_open_one_to_its_lac(store):
     lac_of = lacs()
     plan = plan_topic(store, TopicSpec(f"persistent://{NS}/orders"), 4, lac_of)
     assert [(p.ledger_id, p.first, p.last, p.state) for p in plan.plans] == [
-        (10, 0, 9, "CLOSED"), (11, 0, 2, "CLOSED"), (12, 0, 6, "OPEN")]
+        (10, 0, 9, "CLOSED"),
+        (11, 0, 2, "CLOSED"),
+        (12, 0, 6, "OPEN"),
+    ]
     assert lac_of.asked == [12]  # the bookies are asked only about the open ledger
     assert spans(plan) == [(10, 0, 3), (10, 4, 7), (10, 8, 9), (11, 0, 2), (12, 0, 3), (12, 4, 6)]
     assert plan.skipped == []
@@ -131,15 +136,17 @@ def test_a_deleted_ledger_stops_the_plan_unless_skipped_and_an_offloaded_one_is_
     assert [p.ledger_id for p in plan.plans] == [10, 11, 12]
     assert [(s["ledger_id"], s["reason"]) for s in plan.skipped] == [
         (13, "listed by the managed ledger but deleted"),
-        (14, "offloaded to tiered storage and deleted from BookKeeper")]
+        (14, "offloaded to tiered storage and deleted from BookKeeper"),
+    ]
 
 
 def test_unacked_only_leaves_out_what_the_cursor_acknowledged_and_hands_the_cursor_to_the_tasks(store):
     spec = TopicSpec(f"persistent://{NS}/orders", subscription="billing", unacked_only=True)
     plan = plan_topic(store, spec, 100, lacs())
     assert [p.ledger_id for p in plan.plans] == [11, 12]
-    assert plan.skipped == [{"ledger_id": 10, "topic": f"persistent://{NS}/orders",
-                             "reason": "wholly acknowledged by billing"}]
+    assert plan.skipped == [
+        {"ledger_id": 10, "topic": f"persistent://{NS}/orders", "reason": "wholly acknowledged by billing"}
+    ]
     assert json.loads(plan.tasks[0].cursor)["mark_delete"] == [10, 9]
     assert plan.tasks[0].follows is False  # the ledger before was not planned: nothing to take over from it
     cursor_doc = plan.details["topics"][f"persistent://{NS}/orders"]["cursor"]
@@ -154,9 +161,13 @@ def test_unacked_only_leaves_out_what_the_cursor_acknowledged_and_hands_the_curs
 def test_a_partitioned_topic_plans_every_partition(store):
     plan = plan_topic(store, TopicSpec(f"persistent://{NS}/parts"), 100, lacs())
     assert [(t.topic, t.partition, t.ledger_id, t.last) for t in plan.tasks] == [
-        (f"persistent://{NS}/parts-partition-0", 0, 20, 4), (f"persistent://{NS}/parts-partition-1", 1, 21, 0)]
-    assert sorted(plan.details["topics"]) == [f"persistent://{NS}/parts-partition-0",
-                                              f"persistent://{NS}/parts-partition-1"]
+        (f"persistent://{NS}/parts-partition-0", 0, 20, 4),
+        (f"persistent://{NS}/parts-partition-1", 1, 21, 0),
+    ]
+    assert sorted(plan.details["topics"]) == [
+        f"persistent://{NS}/parts-partition-0",
+        f"persistent://{NS}/parts-partition-1",
+    ]
 
 
 def test_names_that_are_no_topic_or_no_such_topic(store):

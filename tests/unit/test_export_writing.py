@@ -1,4 +1,5 @@
 """The export tasks' Parquet writing and commit (bkctl.export.writing), without Spark or a cluster."""
+
 from __future__ import annotations
 
 import pytest
@@ -35,8 +36,13 @@ def partition(first=0, last=999, ledger_id=42, ctime_ms=CTIME_MS):
 
 def writer(directory, index, options, decode=None):
     """A ledger export's writer (its files' columns, its dictionary columns)."""
-    return RangeWriter(directory, index, options, file_schema(LEDGER_COLUMNS, LedgerSource.partition_columns, decode),
-                       LedgerSource.dictionary_columns)
+    return RangeWriter(
+        directory,
+        index,
+        options,
+        file_schema(LEDGER_COLUMNS, LedgerSource.partition_columns, decode),
+        LedgerSource.dictionary_columns,
+    )
 
 
 def read_files(directory):
@@ -50,8 +56,12 @@ def test_rows_per_file_cuts_files_across_batches(tmp_path):
     w = writer(tmp_path / "leaf", 7, options)
     for batch in batches(partition(0, 1999), 250):
         w.write(batch)
-    assert w.close() == [("part-00007-j0b.c000.zstd.parquet", 600), ("part-00007-j0b.c001.zstd.parquet", 600),
-                              ("part-00007-j0b.c002.zstd.parquet", 600), ("part-00007-j0b.c003.zstd.parquet", 200)]
+    assert w.close() == [
+        ("part-00007-j0b.c000.zstd.parquet", 600),
+        ("part-00007-j0b.c001.zstd.parquet", 600),
+        ("part-00007-j0b.c002.zstd.parquet", 600),
+        ("part-00007-j0b.c003.zstd.parquet", 200),
+    ]
     files, table = read_files(tmp_path / "leaf")
     assert [pq.read_metadata(p).num_rows for p in files] == [600, 600, 600, 200]
     assert table.schema == file_schema(LEDGER_COLUMNS, ["ledger_id"]) and "ledger_id" not in table.schema.names
@@ -76,8 +86,9 @@ def test_row_groups_are_cut_by_buffered_bytes(tmp_path, monkeypatch):
     assert w.close() == [("part-00000-j.c000.snappy.parquet", 3000)]
     meta = pq.read_metadata(tmp_path / "part-00000-j.c000.snappy.parquet")
     assert meta.num_row_groups > 3 and meta.num_rows == 3000
-    assert pq.read_table(tmp_path / "part-00000-j.c000.snappy.parquet").column("entry_id").to_pylist() == \
-        list(range(3000))
+    assert pq.read_table(tmp_path / "part-00000-j.c000.snappy.parquet").column("entry_id").to_pylist() == list(
+        range(3000)
+    )
 
 
 def test_decode_replaces_invalid_utf8_and_uncompressed_names(tmp_path):
@@ -90,8 +101,7 @@ def test_decode_replaces_invalid_utf8_and_uncompressed_names(tmp_path):
     assert table.schema.names[-1] == "payload_text" and table.schema.field("payload_text").type == pa.string()
     assert table.column("payload_text").to_pylist() == [body(i).decode("utf-8", "replace") for i in range(10)]
     assert "\ufffd" in table.column("payload_text").to_pylist()[3]
-    assert pq.read_metadata(tmp_path / "part-00003-j.c000.parquet").row_group(0).column(0).compression == \
-        "UNCOMPRESSED"
+    assert pq.read_metadata(tmp_path / "part-00003-j.c000.parquet").row_group(0).column(0).compression == "UNCOMPRESSED"
 
 
 def test_nothing_written_nothing_reported(tmp_path):
@@ -133,7 +143,8 @@ def test_only_the_reported_attempt_is_committed(tmp_path, monkeypatch):
     assert reports[-1] == {"task": 2, "ledger_id": 9, "first": 0, "last": 1999, "entries": 2000}
     reports = [r for r in reports if "name" in r]
     assert [(r["leaf"], r["name"], r["rows"]) for r in reports] == [
-        ("date=2025-11-23/ledger_id=9", "part-00002-jj.c000.zstd.parquet", 2000)]
+        ("date=2025-11-23/ledger_id=9", "part-00002-jj.c000.zstd.parquet", 2000)
+    ]
     assert commit_files(tmp_path, reports) == 1
     assert not attempts.exists()
     files, table = read_files(tmp_path / "date=2025-11-23" / "ledger_id=9")

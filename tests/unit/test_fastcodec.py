@@ -4,6 +4,7 @@ their Python references: the same bytes for everything they cover, None
 same errors from the digest check, for random and damaged input; and they
 are the ones in use when built and fast paths are on.  With the C module not
 built the comparisons are skipped, saying so."""
+
 import struct
 
 import pytest
@@ -19,15 +20,19 @@ from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import DigestError
 
 C = fast.load(True)
-needs_c = pytest.mark.skipif(C is None, reason="bkctl.wire.codecs._fastcodec is not built: "
-                                               "nothing to compare the Python codecs with")
+needs_c = pytest.mark.skipif(
+    C is None, reason="bkctl.wire.codecs._fastcodec is not built: nothing to compare the Python codecs with"
+)
 pytestmark = needs_c
 
 u64 = st.integers(0, (1 << 64) - 1)
 i64 = st.integers(-(1 << 63), (1 << 63) - 1)
 # around the edges of every varint length, and beyond what a field holds
-ids = st.one_of(i64, st.integers(-(1 << 70), 1 << 70),
-                st.sampled_from([0, 1, 127, 128, 16383, 16384, (1 << 63) - 1, 1 << 63, -1, (1 << 64) - 1, 1 << 64]))
+ids = st.one_of(
+    i64,
+    st.integers(-(1 << 70), 1 << 70),
+    st.sampled_from([0, 1, 127, 128, 16383, 16384, (1 << 63) - 1, 1 << 63, -1, (1 << 64) - 1, 1 << 64]),
+)
 ENC = v3_fast.RequestEncoder()
 
 
@@ -41,6 +46,7 @@ def python_package(dm: DigestManager, *args) -> bytes:
 
 # -- digests ------------------------------------------------------------------------
 
+
 @settings(max_examples=150, deadline=None)
 @given(ledger=i64, entry=i64, lac=i64, length=i64, payload=st.binary(max_size=5000))
 def test_package_is_the_python_package(crc_kind, ledger, entry, lac, length, payload):
@@ -50,10 +56,16 @@ def test_package_is_the_python_package(crc_kind, ledger, entry, lac, length, pay
     assert struct.unpack_from(">I", body, 32)[0] == crc32c(body[36:], crc32c(body[:32]))
 
 
-@pytest.mark.parametrize("args", [
-    (1 << 63, 0, 0, 0, b"x"), (0, -(1 << 63) - 1, 0, 0, b"x"), (0, 0, True, 0, b"x"),
-    (0, 0, 0, 0, bytearray(b"x")), (0, 0, 0, 0.0, b"x"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (1 << 63, 0, 0, 0, b"x"),
+        (0, -(1 << 63) - 1, 0, 0, b"x"),
+        (0, 0, True, 0, b"x"),
+        (0, 0, 0, 0, bytearray(b"x")),
+        (0, 0, 0, 0.0, b"x"),
+    ],
+)
 def test_package_leaves_what_it_does_not_cover_to_python(args):
     assert C.crc32c_package(*args) is None
 
@@ -78,9 +90,9 @@ def damaged(entry: bytes, data) -> bytes:
     how = data.draw(st.sampled_from(["none", "flip", "cut", "grow", "ids", "short"]))
     if how == "flip" and entry:
         i = data.draw(st.integers(0, len(entry) - 1))
-        return entry[:i] + bytes((entry[i] ^ data.draw(st.integers(1, 255)),)) + entry[i + 1:]
+        return entry[:i] + bytes((entry[i] ^ data.draw(st.integers(1, 255)),)) + entry[i + 1 :]
     if how == "cut" and entry:
-        return entry[:data.draw(st.integers(0, len(entry) - 1))]
+        return entry[: data.draw(st.integers(0, len(entry) - 1))]
     if how == "grow":
         return entry + data.draw(st.binary(min_size=1, max_size=8))
     if how == "ids":
@@ -114,7 +126,8 @@ def test_checker_hands_other_shapes_to_the_python_check():
 def test_payload_checker_is_the_c_twin_for_crc32c_when_fast_paths_are_on(monkeypatch):
     monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(True))
     assert isinstance(DigestManager(3, DigestType.CRC32C).payload_checker(), C.Crc32cChecker) == (
-        fast.load(True) is not None)
+        fast.load(True) is not None
+    )
     assert not isinstance(DigestManager(3, DigestType.CRC32).payload_checker(), C.Crc32cChecker)
     monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(False))
     dm = DigestManager(3, DigestType.CRC32C)
@@ -122,6 +135,7 @@ def test_payload_checker_is_the_c_twin_for_crc32c_when_fast_paths_are_on(monkeyp
 
 
 # -- v3 requests and answers --------------------------------------------------------
+
 
 @settings(max_examples=500)
 @given(txn=st.one_of(u64, ids), ledger=ids, entry=ids)
@@ -156,8 +170,12 @@ def test_add_part_leaves_other_types_to_python():
 
 
 @settings(max_examples=300)
-@given(txn=st.one_of(u64, ids), ledger=st.integers(0, (1 << 63) - 1), entry=st.integers(0, (1 << 63) - 1),
-       body=st.binary(max_size=300))
+@given(
+    txn=st.one_of(u64, ids),
+    ledger=st.integers(0, (1 << 63) - 1),
+    entry=st.integers(0, (1 << 63) - 1),
+    body=st.binary(max_size=300),
+)
 def test_add_frame_is_the_framed_add_request_and_its_answers_header(txn, ledger, entry, body):
     key = bytes(range(20))
     part, _reply = ENC.add_part(ledger, entry, key, body)
@@ -184,19 +202,19 @@ def read_answers(data) -> bytes:
     else:
         payload = v3_fast.read_answer(head, ledger, entry, body, data.draw(i64))
         if shape == "no-lac":
-            payload = payload[:payload.rindex(b"\x28")]  # lengths now wrong: refused by both (or parsed)
+            payload = payload[: payload.rindex(b"\x28")]  # lengths now wrong: refused by both (or parsed)
         elif shape == "timestamp":
             payload += b"\x30" + bytes([0x81, 0x01])
     how = data.draw(st.sampled_from(["none", "flip", "cut", "grow", "random"]))
     if how == "flip" and payload:
         i = data.draw(st.integers(0, len(payload) - 1))
-        payload = payload[:i] + bytes((payload[i] ^ data.draw(st.integers(1, 255)),)) + payload[i + 1:]
+        payload = payload[:i] + bytes((payload[i] ^ data.draw(st.integers(1, 255)),)) + payload[i + 1 :]
     elif how == "cut" and payload:
-        payload = payload[:data.draw(st.integers(0, len(payload) - 1))]
+        payload = payload[: data.draw(st.integers(0, len(payload) - 1))]
     elif how == "grow":
         payload += data.draw(st.binary(min_size=1, max_size=12))
     elif how == "random":
-        payload = payload[:data.draw(st.integers(0, 12))] + data.draw(st.binary(max_size=40))
+        payload = payload[: data.draw(st.integers(0, 12))] + data.draw(st.binary(max_size=40))
     return payload
 
 

@@ -2,6 +2,7 @@
 piece of its work the flushing thread sleeps as long as the piece took, at most
 ``FlushPace.MAX_NAP``, and frees its rows a slice at a time -- and writes exactly
 what an unpaced flush writes."""
+
 from __future__ import annotations
 
 import hashlib
@@ -71,8 +72,11 @@ def fill(store: EntryStore, ledgers: int, entries: int) -> None:
 def logs_records(directory: str) -> dict[str, bytes]:
     """Each entry log's bytes after its header (which differs from log to log)."""
     current = os.path.join(directory, "current")
-    return {n: open(os.path.join(current, n), "rb").read()[entry_log.LOG_HEADER_SIZE:]
-            for n in sorted(os.listdir(current)) if n.endswith(entry_log.LOG_SUFFIX)}
+    return {
+        n: open(os.path.join(current, n), "rb").read()[entry_log.LOG_HEADER_SIZE :]
+        for n in sorted(os.listdir(current))
+        if n.endswith(entry_log.LOG_SUFFIX)
+    }
 
 
 def test_a_paced_flush_writes_what_an_unpaced_one_writes_and_sleeps_between_pieces(tmp_path, monkeypatch):

@@ -27,7 +27,7 @@ def test_one_byte_at_a_time():
     decoder = FrameDecoder()
     out = []
     for i in range(len(stream)):
-        out += decoder.feed(stream[i:i + 1])
+        out += decoder.feed(stream[i : i + 1])
     assert out == [b"abc", b"", b"z" * 1000]
 
 
@@ -59,7 +59,7 @@ def test_random_input_raises_only_codec_errors_and_stays_bounded(blob, chunk):
     decoder = FrameDecoder(max_frame_size=512)
     try:
         for i in range(0, len(blob), chunk):
-            decoder.feed(blob[i:i + chunk])
+            decoder.feed(blob[i : i + chunk])
             assert decoder.buffered <= 512 + 4
     except CodecError:
         pass

@@ -2,6 +2,7 @@
 kept corpus (tests/fuzz_corpus/<target>/: inputs fuzzing found interesting, and the
 input of every finding) and raises nothing but its declared errors -- without atheris:
 bench/fuzz.py is the coverage-guided search, this is its regression test."""
+
 import pytest
 
 from tests.support import fuzz_targets as ft

@@ -1,6 +1,7 @@
 """Garbage collection and compaction: Java's schedule rules, the throttle's accounting on an
 injected clock, the compaction keys' checks at load, and compaction racing adds, reads,
 re-puts and deletions in a real entry store."""
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,15 @@ from bkctl.bookied.gc_policy import MAJOR, MINOR, GcPolicy, choose_compaction
 from bkctl.bookied.storage import EntryStore, scan_log
 from bkctl.bookied.storage.entry_log import DamagedRecord, scan_records
 from bkctl.bookied.storage.index import LOC
-from bkctl.bookied.storage.compactor import (CompactableStore, CompactionPhase, CompactionStopped, EntryLogCompactor,
-                                             Throttle, add_phase_observer, remove_phase_observer)
+from bkctl.bookied.storage.compactor import (
+    CompactableStore,
+    CompactionPhase,
+    CompactionStopped,
+    EntryLogCompactor,
+    Throttle,
+    add_phase_observer,
+    remove_phase_observer,
+)
 
 H = 3600 * 1000
 
@@ -28,6 +36,7 @@ def data(ledger: int, entry: int, size: int = 200) -> bytes:
 
 
 # -- Java's schedule ---------------------------------------------------------------------------
+
 
 def test_major_before_minor_and_each_at_its_interval():
     p = GcPolicy()  # Java's defaults: minor 1 h below 0.2, major 24 h below 0.8
@@ -52,6 +61,7 @@ def test_zero_disables_unless_force_allowed():
 
 
 # -- the throttle --------------------------------------------------------------------------------
+
 
 class FakeTime:
     def __init__(self):
@@ -103,20 +113,24 @@ def test_throttle_lifted_and_cancelled():
 
 # -- the keys at load ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("overrides, key, problem", [
-    ({"minorCompactionThreshold": "1.5"}, "minorCompactionThreshold", "out of range (0..1)"),
-    ({"majorCompactionThreshold": "-0.1"}, "majorCompactionThreshold", ""),
-    ({"compactionRateByBytes": "0"}, "compactionRateByBytes", ""),
-    ({"compactionRateByEntries": "0"}, "compactionRateByEntries", ""),
-    ({"compactionMaxOutstandingRequests": "0"}, "compactionMaxOutstandingRequests", ""),
-    ({"minorCompactionMaxTimeMillis": "-2"}, "minorCompactionMaxTimeMillis", ""),
-    ({"logSizeLimit": "1000"}, "logSizeLimit", ""),
-    ({"logSizeLimit": str(4 * 1024 ** 3)}, "logSizeLimit", "out of range"),
-    ({"isThrottleByBytes": "maybe"}, "isThrottleByBytes", ""),
-    ({"gcWaitTime": "7200000"}, "minorCompactionInterval", "shorter than gcWaitTime"),
-    ({"minorCompactionInterval": "86400"}, "minorCompactionInterval", "is not below majorCompactionInterval"),
-    ({"minorCompactionThreshold": "0.9"}, "minorCompactionThreshold", "is not below majorCompactionThreshold"),
-])
+
+@pytest.mark.parametrize(
+    "overrides, key, problem",
+    [
+        ({"minorCompactionThreshold": "1.5"}, "minorCompactionThreshold", "out of range (0..1)"),
+        ({"majorCompactionThreshold": "-0.1"}, "majorCompactionThreshold", ""),
+        ({"compactionRateByBytes": "0"}, "compactionRateByBytes", ""),
+        ({"compactionRateByEntries": "0"}, "compactionRateByEntries", ""),
+        ({"compactionMaxOutstandingRequests": "0"}, "compactionMaxOutstandingRequests", ""),
+        ({"minorCompactionMaxTimeMillis": "-2"}, "minorCompactionMaxTimeMillis", ""),
+        ({"logSizeLimit": "1000"}, "logSizeLimit", ""),
+        ({"logSizeLimit": str(4 * 1024**3)}, "logSizeLimit", "out of range"),
+        ({"isThrottleByBytes": "maybe"}, "isThrottleByBytes", ""),
+        ({"gcWaitTime": "7200000"}, "minorCompactionInterval", "shorter than gcWaitTime"),
+        ({"minorCompactionInterval": "86400"}, "minorCompactionInterval", "is not below majorCompactionInterval"),
+        ({"minorCompactionThreshold": "0.9"}, "minorCompactionThreshold", "is not below majorCompactionThreshold"),
+    ],
+)
 def test_compaction_keys_out_of_range_are_refused(tmp_path, overrides, key, problem):
     conf = tmp_path / "bk_server.conf"
     conf.write_text("".join(f"{k}={v}\n" for k, v in overrides.items()))
@@ -131,7 +145,7 @@ def test_compaction_keys_load_with_java_defaults_and_old_rate_name(tmp_path):
     cfg = load_config()
     policy = GcPolicy.from_config(cfg)
     assert policy == GcPolicy()
-    assert cfg.log_size_limit == 1024 ** 3
+    assert cfg.log_size_limit == 1024**3
     conf = tmp_path / "bk_server.conf"
     conf.write_text("compactionRate=250\nminorCompactionInterval=0\nisForceGCAllowWhenNoSpace=true\n")
     policy = GcPolicy.from_config(load_config(str(conf)))
@@ -142,6 +156,7 @@ def test_compaction_keys_load_with_java_defaults_and_old_rate_name(tmp_path):
 
 
 # -- compaction in a real store ------------------------------------------------------------------
+
 
 def sparse_store(sdir, ledgers=8, entries=60, keep=(0,)) -> EntryStore:
     """Ledgers interleaved into small logs, all but ``keep`` deleted."""
@@ -242,6 +257,7 @@ def test_reads_and_adds_go_on_while_compaction_is_throttled(tmp_path):
 
 # -- the thread's disk-pressure reactions, on task.Clock -------------------------------------------
 
+
 def gc_on_clock(policy, stores=(), collect=lambda stores: 0):
     clock = task.Clock()
     passes = []
@@ -265,8 +281,9 @@ def test_full_disk_suspends_compaction_or_forces_it_with_limits_lifted(tmp_path)
     assert not (gc.suspend_major or gc.suspend_minor)
 
     s = sparse_store(str(tmp_path / "l"))
-    gc, clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1000, force_when_no_space=True,
-                                             rate_by_entries=1, major_max_ms=1), [s])
+    gc, clock, passes = gc_on_clock(
+        GcPolicy(gc_wait_ms=1000, force_when_no_space=True, rate_by_entries=1, major_max_ms=1), [s]
+    )
     gc.disk_full()
     assert len(passes) == 1 and gc.in_force_gc()
     gc.disk_full()  # the next disk check: no second pass while one runs
@@ -340,6 +357,7 @@ def test_a_compaction_that_fails_to_write_leaves_no_file_behind(tmp_path, monkey
 
 # -- the store's shape and the compaction phases -------------------------------------------------
 
+
 def test_the_entry_store_is_a_compactable_store_and_the_phases_come_in_crash_order(tmp_path):
     s = sparse_store(str(tmp_path / "l"), keep=(0, 1))
     assert isinstance(s, CompactableStore)
@@ -357,8 +375,11 @@ def test_the_entry_store_is_a_compactable_store_and_the_phases_come_in_crash_ord
     mine = [(phase, known, present) for phase, lid, known, present in seen if lid == victim]
     # copied: still the index's and on disk; switched: forgotten by the index, file still there;
     # unlinked: gone
-    assert mine == [(CompactionPhase.COPIED, True, True), (CompactionPhase.SWITCHED, False, True),
-                    (CompactionPhase.UNLINKED, False, False)]
+    assert mine == [
+        (CompactionPhase.COPIED, True, True),
+        (CompactionPhase.SWITCHED, False, True),
+        (CompactionPhase.UNLINKED, False, False),
+    ]
     s.close()
 
 
@@ -475,6 +496,7 @@ def test_the_listing_works_half_its_time():
 
 # -- damaged records ---------------------------------------------------------------------------
 
+
 def corrupt(path: str, offset: int) -> None:
     with open(path, "r+b") as f:
         f.seek(offset)
@@ -484,8 +506,10 @@ def corrupt(path: str, offset: int) -> None:
 
 
 def live_in(s, log_id):
-    return [(lid, eid, off) for lid, eid, off in
-            ((lid, eid, LOC.unpack(row)[1]) for lid, eid, _d, row in s.live_records(log_id))]
+    return [
+        (lid, eid, off)
+        for lid, eid, off in ((lid, eid, LOC.unpack(row)[1]) for lid, eid, _d, row in s.live_records(log_id))
+    ]
 
 
 def test_compaction_moves_the_live_records_after_a_damaged_one_and_reclaims_the_log(tmp_path):
@@ -514,9 +538,13 @@ def test_compaction_moves_the_live_records_after_a_damaged_one_and_reclaims_the_
 
 def test_a_damaged_length_in_a_dead_record_is_resynchronised_past(tmp_path):
     s = sparse_store(str(tmp_path / "l"), keep=(5,))  # a flush writes ledgers in order: dead ones first
-    victim, live, dead = next((lid, live, dead) for lid, _u in s.compaction_candidates(0.5)
-                              for live in [live_in(s, lid)]
-                              for dead in scan_log(s.entry_log.path(lid)) if dead[2] != 5 and dead[0] < live[-1][2])
+    victim, live, dead = next(
+        (lid, live, dead)
+        for lid, _u in s.compaction_candidates(0.5)
+        for live in [live_in(s, lid)]
+        for dead in scan_log(s.entry_log.path(lid))
+        if dead[2] != 5 and dead[0] < live[-1][2]
+    )
     corrupt(s.entry_log.path(victim), dead[0] + 5)  # the length field of a deleted ledger's record
     damaged = [r for r in scan_records(s.entry_log.path(victim)) if type(r) is DamagedRecord]
     assert damaged == [DamagedRecord(dead[0], dead[1], None, None, damaged[0].reason)]  # resynchronised
@@ -546,14 +574,22 @@ def test_the_collector_reports_a_damaged_record_once_and_counts_it(tmp_path, cap
 
 # -- what the collector says it is doing ---------------------------------------------------------
 
+
 def test_the_state_is_collecting_then_compacting_only_while_compaction_runs_then_idle(tmp_path):
     s = sparse_store(str(tmp_path / "l"), keep=(0,))
     seen = []
 
     def look(what):
         details = gc.details()[0]
-        seen.append((what, gc.status()["state"], gc.status()["compacting"], details["majorCompacting"],
-                     details["minorCompacting"]))
+        seen.append(
+            (
+                what,
+                gc.status()["state"],
+                gc.status()["compacting"],
+                details["majorCompacting"],
+                details["minorCompacting"],
+            )
+        )
 
     clock, passes = task.Clock(), []
 
@@ -563,8 +599,9 @@ def test_the_state_is_collecting_then_compacting_only_while_compaction_runs_then
         passes.append(d)
         return d
 
-    gc = GarbageCollector(GcPolicy(gc_wait_ms=1000, force_allow=True), [s], lambda stores: look("collect") or 0,
-                          clock, in_thread)
+    gc = GarbageCollector(
+        GcPolicy(gc_wait_ms=1000, force_allow=True), [s], lambda stores: look("collect") or 0, clock, in_thread
+    )
     observe = lambda phase, log_id: look(phase.value)  # noqa: E731
     add_phase_observer(observe)
     try:
@@ -587,7 +624,7 @@ def test_the_state_is_collecting_then_compacting_only_while_compaction_runs_then
 
 
 def test_details_mark_the_active_log_and_say_why_dead_data_stays(tmp_path):
-    s = EntryStore(str(tmp_path / "l"), log_size_limit=1024 ** 2)
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=1024**2)
     for e in range(50):
         s.put_entry(1, e, data(1, e))
         s.put_entry(2, e, data(2, e))
@@ -598,12 +635,15 @@ def test_details_mark_the_active_log_and_say_why_dead_data_stays(tmp_path):
     passes[-1].callback(None)
     [log_doc] = gc.details()[0]["entryLogs"]
     assert log_doc["active"] is True and log_doc["liveRatio"] < 0.6  # half dead, but being written
-    assert log_doc["keptBecause"].startswith("being written") and "logSizeLimit (1048576 bytes)" in log_doc["keptBecause"]
+    assert (
+        log_doc["keptBecause"].startswith("being written") and "logSizeLimit (1048576 bytes)" in log_doc["keptBecause"]
+    )
     assert gc.status()["lastCompactionRun"]["candidateLogs"] == 0
     s.close()
 
 
 # -- logs deleted whole, counted apart from logs compacted -----------------------------------------
+
 
 def test_a_log_emptied_while_written_goes_at_the_next_pass_once_it_rolled_counted_as_deleted(tmp_path):
     s = EntryStore(str(tmp_path / "l"), log_size_limit=16 * 1024)
@@ -708,14 +748,14 @@ def test_a_long_compaction_collects_deleted_ledgers_between_logs(tmp_path):
 def one_closed_log(tmp_path, ledgers, entries, deleted) -> tuple[EntryStore, int]:
     """A store with one log no longer written (reopened) holding ``entries`` records of 100 bytes
     of each of ``ledgers``, ``deleted`` gone: (the store, the log, a compaction candidate)."""
-    s = EntryStore(str(tmp_path / "l"), log_size_limit=4 * 1024 ** 2)
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=4 * 1024**2)
     for lid in ledgers:
         for e in range(entries):
             s.put_entry(lid, e, data(lid, e, 100))
     s.flush()
     s.delete_ledgers(deleted)
     s.close()
-    s = EntryStore(str(tmp_path / "l"), log_size_limit=4 * 1024 ** 2)
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=4 * 1024**2)
     [victim] = [lid for lid, _u in s.compaction_candidates(0.8)]
     return s, victim
 

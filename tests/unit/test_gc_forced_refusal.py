@@ -1,6 +1,7 @@
 """Why a forced pass runs no compaction (issue 54, item 5): ``GcPolicy.forced_refusal`` says so
 exactly when ``choose_compaction``, the rule the collector follows, picks none, for every mix
 of threshold, interval and forceAllowCompaction; and the gc status carries it."""
+
 from __future__ import annotations
 
 import itertools
@@ -29,6 +30,7 @@ def test_compaction_off_and_force_not_allowed_is_said_with_the_keys_to_change():
     assert status["majorCompactionThreshold"] == 0.8 and status["minorCompactionThreshold"] == 0.2
     assert status["forcedCompactionRefused"]["major"] == (
         "majorCompactionInterval is 0 (not periodic) and forceAllowCompaction=false: a forced pass does not "
-        "compact either")
+        "compact either"
+    )
     allowed = GcPolicy(major_threshold=0.8, major_interval_ms=0, force_allow=True).to_status()
     assert allowed["forcedCompactionRefused"]["major"] is None

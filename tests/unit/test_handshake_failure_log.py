@@ -1,4 +1,5 @@
 """bookied's log of refused TLS handshakes: one WARN per peer host per interval, the rest counted."""
+
 from __future__ import annotations
 
 import logging

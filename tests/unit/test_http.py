@@ -1,5 +1,6 @@
 """bookied.http: the admin endpoints (DummyRequest), the full HTTP stack (StringTransport),
 listening (MemoryReactor) and one real socket (a short-lived reactor in a subprocess)."""
+
 from __future__ import annotations
 
 import inspect
@@ -20,13 +21,25 @@ from twisted.web import server
 
 from bkctl.bookied import http as bhttp
 from bkctl.bookied.http import (
-    AdminSite, BookieStatus, PROMETHEUS_CONTENT_TYPE, listen_from_config,
-    listen_http, make_site,
+    AdminSite,
+    BookieStatus,
+    PROMETHEUS_CONTENT_TYPE,
+    listen_from_config,
+    listen_http,
+    make_site,
 )
 from bkctl.bookied.config import load_config_text
 from bkctl.bookied.service import BookieService
 from tests.support.http import (
-    METRICS, FakeStatus, as_json, body, code, exchange, header, render, request_bytes,
+    METRICS,
+    FakeStatus,
+    as_json,
+    body,
+    code,
+    exchange,
+    header,
+    render,
+    request_bytes,
 )
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -73,8 +86,7 @@ def test_info_keeps_java_keys_and_adds_bookie_id():
 
 
 def test_info_does_not_override_given_bookie_id():
-    req = render(FakeStatus(info={"freeSpace": 1, "totalSpace": 2, "bookieId": "x:1"}),
-                 "/api/v1/bookie/info")
+    req = render(FakeStatus(info={"freeSpace": 1, "totalSpace": 2, "bookieId": "x:1"}), "/api/v1/bookie/info")
     assert as_json(req) == {"freeSpace": 1, "totalSpace": 2, "bookieId": "x:1"}
 
 
@@ -84,36 +96,48 @@ def test_json_is_jackson_style_pretty():
 
 
 def test_state_java_keys_in_order():
-    req = render(FakeStatus(state={"running": True, "readOnly": False, "shuttingDown": False,
-                                   "availableForHighPriorityWrites": True}),
-                 "/api/v1/bookie/state")
+    req = render(
+        FakeStatus(
+            state={"running": True, "readOnly": False, "shuttingDown": False, "availableForHighPriorityWrites": True}
+        ),
+        "/api/v1/bookie/state",
+    )
     assert code(req) == 200
     doc = as_json(req)
     assert list(doc) == ["running", "readOnly", "shuttingDown", "availableForHighPriorityWrites"]
-    assert doc == {"running": True, "readOnly": False, "shuttingDown": False,
-                   "availableForHighPriorityWrites": True}
+    assert doc == {"running": True, "readOnly": False, "shuttingDown": False, "availableForHighPriorityWrites": True}
 
 
 def test_state_fills_missing_keys_from_status():
-    req = render(FakeStatus(running=True, readonly=True, state={"journalQueue": 3}),
-                 "/api/v1/bookie/state")
-    assert as_json(req) == {"running": True, "readOnly": True, "shuttingDown": False,
-                            "availableForHighPriorityWrites": True, "journalQueue": 3}
+    req = render(FakeStatus(running=True, readonly=True, state={"journalQueue": 3}), "/api/v1/bookie/state")
+    assert as_json(req) == {
+        "running": True,
+        "readOnly": True,
+        "shuttingDown": False,
+        "availableForHighPriorityWrites": True,
+        "journalQueue": 3,
+    }
 
 
 def test_state_shutting_down():
-    req = render(FakeStatus(state={"running": True, "readOnly": True, "shuttingDown": True,
-                                   "availableForHighPriorityWrites": False}),
-                 "/api/v1/bookie/state")
+    req = render(
+        FakeStatus(
+            state={"running": True, "readOnly": True, "shuttingDown": True, "availableForHighPriorityWrites": False}
+        ),
+        "/api/v1/bookie/state",
+    )
     doc = as_json(req)
     assert doc["shuttingDown"] is True and doc["availableForHighPriorityWrites"] is False
 
 
-@pytest.mark.parametrize("state, expected", [
-    ({"running": True}, 200),
-    ({"running": False}, 503),
-    ({"running": True, "shuttingDown": True}, 503),
-])
+@pytest.mark.parametrize(
+    "state, expected",
+    [
+        ({"running": True}, 200),
+        ({"running": False}, 503),
+        ({"running": True, "shuttingDown": True}, 503),
+    ],
+)
 def test_is_ready(state, expected):
     req = render(FakeStatus(state=state), "/api/v1/bookie/is_ready")
     assert code(req) == expected
@@ -135,8 +159,9 @@ def test_unknown_path_is_404_json():
         assert "error" in as_json(req)
 
 
-@pytest.mark.parametrize("path", ["/heartbeat", "/metrics", "/api/v1/bookie/info",
-                                  "/api/v1/bookie/state", "/api/v1/bookie/is_ready"])
+@pytest.mark.parametrize(
+    "path", ["/heartbeat", "/metrics", "/api/v1/bookie/info", "/api/v1/bookie/state", "/api/v1/bookie/is_ready"]
+)
 @pytest.mark.parametrize("method", [b"POST", b"PUT", b"DELETE", b"PATCH"])
 def test_wrong_method_is_405_with_allow(path, method):
     req = render(FakeStatus(), path, method=method, body=b"{}")
@@ -171,8 +196,9 @@ def test_readonly_put_switches_both_ways():
 
 def test_readonly_put_force_flag():
     status = FakeStatus()
-    render(status, "/api/v1/bookie/state/readonly", method=b"PUT", body=b'{"readOnly": true}',
-           args={b"force": [b"true"]})
+    render(
+        status, "/api/v1/bookie/state/readonly", method=b"PUT", body=b'{"readOnly": true}', args={b"force": [b"true"]}
+    )
     assert status.calls == [(True, True)]
 
 
@@ -182,8 +208,9 @@ def test_readonly_allow_lists_put():
     assert header(req, "allow") == "GET, HEAD, PUT"
 
 
-@pytest.mark.parametrize("raw", [b"", b"nope", b"[]", b'{"readOnly": "true"}', b'{"readonly": true}',
-                                 b'{"readOnly": 1}', b"\xff\xfe"])
+@pytest.mark.parametrize(
+    "raw", [b"", b"nope", b"[]", b'{"readOnly": "true"}', b'{"readonly": true}', b'{"readOnly": 1}', b"\xff\xfe"]
+)
 def test_readonly_put_bad_body_is_400(raw):
     status = FakeStatus()
     req = render(status, "/api/v1/bookie/state/readonly", method=b"PUT", body=raw)
@@ -194,8 +221,7 @@ def test_readonly_put_bad_body_is_400(raw):
 
 def test_readonly_put_body_too_large():
     status = FakeStatus()
-    req = render(status, "/api/v1/bookie/state/readonly", method=b"PUT",
-                 body=b" " * (bhttp.MAX_REQUEST_BODY + 1))
+    req = render(status, "/api/v1/bookie/state/readonly", method=b"PUT", body=b" " * (bhttp.MAX_REQUEST_BODY + 1))
     assert code(req) == 413
     assert status.calls == []
 
@@ -294,9 +320,15 @@ def test_stack_404_and_405(site):
 def test_stack_put_readonly():
     status_obj = FakeStatus()
     site = make_site(status_obj, reactor=task.Clock())
-    status, _, payload = exchange(site, request_bytes(
-        "PUT", "/api/v1/bookie/state/readonly?force=true", b'{"readOnly": true}',
-        "Content-Type: application/json\r\n"))
+    status, _, payload = exchange(
+        site,
+        request_bytes(
+            "PUT",
+            "/api/v1/bookie/state/readonly?force=true",
+            b'{"readOnly": true}',
+            "Content-Type: application/json\r\n",
+        ),
+    )
     assert status == 200
     assert json.loads(payload) == {"readOnly": True}
     assert status_obj.calls == [(True, True)]
@@ -320,8 +352,9 @@ def test_status_protocol_is_runtime_checkable():
     assert not isinstance(object(), BookieStatus)
 
 
-STATUS_METHODS = sorted(name for name, value in vars(BookieStatus).items()
-                        if callable(value) and not name.startswith("_"))
+STATUS_METHODS = sorted(
+    name for name, value in vars(BookieStatus).items() if callable(value) and not name.startswith("_")
+)
 STATUS_ATTRIBUTES = sorted(BookieStatus.__annotations__)
 
 
@@ -344,8 +377,10 @@ def test_the_bookie_and_the_fake_are_what_the_site_may_ask(impl, tmp_path):
     for name in STATUS_METHODS:
         assert _params(getattr(impl, name)) == _params(getattr(BookieStatus, name)), name
     if impl is BookieService:
-        cfg = load_config_text(f"advertisedAddress=127.0.0.1\nallowLoopback=true\n"
-                               f"journalDirectories={tmp_path / 'j'}\nledgerDirectories={tmp_path / 'l'}\n")
+        cfg = load_config_text(
+            f"advertisedAddress=127.0.0.1\nallowLoopback=true\n"
+            f"journalDirectories={tmp_path / 'j'}\nledgerDirectories={tmp_path / 'l'}\n"
+        )
         status = BookieService(cfg, MemoryReactorClock())
     else:
         status = FakeStatus()
@@ -435,8 +470,9 @@ _REAL_SOCKET_SCRIPT = textwrap.dedent("""
 
 
 def test_real_socket_in_subprocess():
-    proc = subprocess.run([sys.executable, "-c", _REAL_SOCKET_SCRIPT], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", _REAL_SOCKET_SCRIPT], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["/heartbeat"] == [200, "text/plain; charset=utf-8", "OK\n"]
@@ -445,6 +481,9 @@ def test_real_socket_in_subprocess():
     assert (status, ctype) == (200, "application/json")
     assert json.loads(text) == {"freeSpace": 5, "totalSpace": 10, "bookieId": "127.0.0.1:3181"}
     assert json.loads(result["/api/v1/bookie/state"][2]) == {
-        "running": True, "readOnly": False, "shuttingDown": False,
-        "availableForHighPriorityWrites": True}
+        "running": True,
+        "readOnly": False,
+        "shuttingDown": False,
+        "availableForHighPriorityWrites": True,
+    }
     assert result["/nope"][0] == 404

@@ -1,5 +1,6 @@
 """bookied.http: Java's /api/v1/autorecovery/* endpoints on a fake ZooKeeper store (DummyRequest and
 the full twisted.web stack on a StringTransport), and the autorecovery figures on /metrics."""
+
 from __future__ import annotations
 
 import io
@@ -130,15 +131,18 @@ def test_other_zookeeper_error_is_500(status, store, caplog):
     assert code(req) == 500 and "corrupt auditor vote" in error(req)
 
 
-@pytest.mark.parametrize("path, method, allowed", [
-    ("who_is_auditor", b"PUT", "GET, HEAD"),
-    ("trigger_audit", b"GET", "PUT"),
-    ("lost_bookie_recovery_delay", b"DELETE", "GET, HEAD, PUT"),
-    ("list_under_replicated_ledger", b"POST", "GET, HEAD"),
-    ("status", b"POST", "GET, HEAD, PUT"),
-    ("decommission", b"GET", "PUT"),
-    ("bookie", b"GET", "PUT"),
-])
+@pytest.mark.parametrize(
+    "path, method, allowed",
+    [
+        ("who_is_auditor", b"PUT", "GET, HEAD"),
+        ("trigger_audit", b"GET", "PUT"),
+        ("lost_bookie_recovery_delay", b"DELETE", "GET, HEAD, PUT"),
+        ("list_under_replicated_ledger", b"POST", "GET, HEAD"),
+        ("status", b"POST", "GET, HEAD, PUT"),
+        ("decommission", b"GET", "PUT"),
+        ("bookie", b"GET", "PUT"),
+    ],
+)
 def test_wrong_method_is_405(status, path, method, allowed):
     req = call(status, f"{AR}/{path}", method)
     assert code(req) == 405
@@ -211,12 +215,20 @@ def test_put_delay(status, store):
     assert store.underreplication.lost_bookie_recovery_delay() == 120
 
 
-@pytest.mark.parametrize("raw, word", [
-    (b"", "JSON like"), (b"{", "JSON like"), (b"[]", "JSON like"), (b'{"delay": 5}', "JSON like"),
-    (b'{"delay_seconds": "5"}', "JSON like"), (b'{"delay_seconds": true}', "JSON like"),
-    (b'{"delay_seconds": 1.5}', "JSON like"), (b'{"delay_seconds": -1}', "between 0 and"),
-    (b'{"delay_seconds": 2147483648}', "between 0 and"),
-])
+@pytest.mark.parametrize(
+    "raw, word",
+    [
+        (b"", "JSON like"),
+        (b"{", "JSON like"),
+        (b"[]", "JSON like"),
+        (b'{"delay": 5}', "JSON like"),
+        (b'{"delay_seconds": "5"}', "JSON like"),
+        (b'{"delay_seconds": true}', "JSON like"),
+        (b'{"delay_seconds": 1.5}', "JSON like"),
+        (b'{"delay_seconds": -1}', "between 0 and"),
+        (b'{"delay_seconds": 2147483648}', "between 0 and"),
+    ],
+)
 def test_put_delay_bad_body_is_400(status, store, raw, word):
     req = call(status, f"{AR}/lost_bookie_recovery_delay", b"PUT", raw)
     assert code(req) == 400 and word in error(req)
@@ -227,8 +239,7 @@ def test_put_delay_bad_body_is_400(status, store, raw, word):
 
 
 def listing(status, **params):
-    req = call(status, f"{AR}/list_under_replicated_ledger",
-               args={k.encode(): [v.encode()] for k, v in params.items()})
+    req = call(status, f"{AR}/list_under_replicated_ledger", args={k.encode(): [v.encode()] for k, v in params.items()})
     return code(req), (json.loads(text(req)) if code(req) == 200 else error(req))
 
 
@@ -244,8 +255,10 @@ def test_list_under_replicated_filters(status):
 
 
 def test_list_under_replicated_with_missing_replicas(status):
-    assert listing(status, printmissingreplica="", missingreplica="b1:3181") == \
-        (200, {"5": ["b1:3181"], "9": ["b1:3181", "b2:3181"]})
+    assert listing(status, printmissingreplica="", missingreplica="b1:3181") == (
+        200,
+        {"5": ["b1:3181"], "9": ["b1:3181", "b2:3181"]},
+    )
 
 
 def test_list_under_replicated_none_is_404(status, store):
@@ -261,15 +274,17 @@ def test_list_under_replicated_none_is_404(status, store):
 def test_status_get_and_put(status, store):
     assert json.loads(text(call(status, f"{AR}/status"))) == {"enabled": True}
     req = call(status, f"{AR}/status", b"PUT", args={b"enabled": [b"false"]})
-    assert (code(req), json.loads(text(req))) == (200, {"enabled": False}) and store.underreplication.is_enabled() is False
+    assert (code(req), json.loads(text(req))) == (
+        200,
+        {"enabled": False},
+    ) and store.underreplication.is_enabled() is False
     req = call(status, f"{AR}/status", b"PUT", args={b"enabled": [b"False"]})  # idempotent
     assert json.loads(text(req)) == {"enabled": False}
     req = call(status, f"{AR}/status", b"PUT", args={b"enabled": [b"TRUE"]})
     assert json.loads(text(req)) == {"enabled": True} and store.underreplication.is_enabled() is True
 
 
-@pytest.mark.parametrize("args", [{}, {b"enabled": [b"yes"]}, {b"enabled": [b""]},
-                                  {b"enabled": [b"true", b"false"]}])
+@pytest.mark.parametrize("args", [{}, {b"enabled": [b"yes"]}, {b"enabled": [b""]}, {b"enabled": [b"true", b"false"]}])
 def test_status_put_bad_parameter_is_400(status, store, args):
     req = call(status, f"{AR}/status", b"PUT", args=args)
     assert code(req) == 400 and "'enabled' must be true or false" in error(req)
@@ -303,9 +318,15 @@ def test_decommission_without_auditor_is_503():
     assert code(req) == 503 and delay_writes(store) == []
 
 
-@pytest.mark.parametrize("raw, word", [(b"nope", "JSON like"), (b"{}", "JSON like"),
-                                       (b'{"bookie_src": ["a:1"]}', "JSON like"),
-                                       (b'{"bookie_src": "bad id!"}', "invalid bookie id")])
+@pytest.mark.parametrize(
+    "raw, word",
+    [
+        (b"nope", "JSON like"),
+        (b"{}", "JSON like"),
+        (b'{"bookie_src": ["a:1"]}', "JSON like"),
+        (b'{"bookie_src": "bad id!"}', "invalid bookie id"),
+    ],
+)
 def test_decommission_bad_body_is_400(status, store, raw, word):
     req = call(status, f"{AR}/decommission", b"PUT", raw)
     assert code(req) == 400 and word in error(req)
@@ -322,12 +343,16 @@ def test_recover_bookie_is_501(status):
 def test_stack_put_delay_and_list(store):
     site = make_site(ZKStatus(store), reactor=task.Clock(), run_blocking=inline)
     body = b'{"delay_seconds": 7}'
-    status_code, _headers, answer = exchange(site, b"PUT " + AR.encode() + b"/lost_bookie_recovery_delay HTTP/1.1\r\n"
-                                             b"Host: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    status_code, _headers, answer = exchange(
+        site,
+        b"PUT " + AR.encode() + b"/lost_bookie_recovery_delay HTTP/1.1\r\n"
+        b"Host: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body,
+    )
     assert (status_code, answer) == (200, b"Success set lostBookieRecoveryDelay to 7")
     status_code, _headers, answer = exchange(
-        site, b"GET " + AR.encode() + b"/list_under_replicated_ledger?missingreplica=b3:3181 HTTP/1.1\r\n"
-              b"Host: x\r\n\r\n")
+        site,
+        b"GET " + AR.encode() + b"/list_under_replicated_ledger?missingreplica=b3:3181 HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
     assert (status_code, json.loads(answer)) == (200, [12])
 
 
@@ -446,6 +471,8 @@ def test_stack_print_missing_replica_flag_without_value(store):
     """Java tests the key's presence: ``?printmissingreplica`` alone (twisted drops it from args)."""
     site = make_site(ZKStatus(store), reactor=task.Clock(), run_blocking=inline)
     status_code, _headers, answer = exchange(
-        site, b"GET " + AR.encode() + b"/list_under_replicated_ledger?printmissingreplica&missingreplica=b3:3181"
-              b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        site,
+        b"GET " + AR.encode() + b"/list_under_replicated_ledger?printmissingreplica&missingreplica=b3:3181"
+        b" HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
     assert (status_code, json.loads(answer)) == (200, {"12": ["b3:3181"]})

@@ -1,5 +1,6 @@
 """bookied's day-2 HTTP endpoints (gc, gc_details, list_disk_file, last_log_mark, expand_storage)
 on a fake bookie whose GarbageCollector runs on task.Clock."""
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ class OneLogStore:
     """What the GC reads of an entry store: one log, half live, never compacted here."""
 
     directory = "/d/current"
-    log_size_limit = 1024 ** 3
+    log_size_limit = 1024**3
 
     def active_log_ids(self):
         return []
@@ -52,8 +53,13 @@ class AdminStatus(FakeStatus):
             self.passes.append(d)
             return d
 
-        self.gc = GarbageCollector(GcPolicy(gc_wait_ms=1000, force_allow=True), [OneLogStore()],
-                                         lambda stores: self.removed, self.clock, in_thread)
+        self.gc = GarbageCollector(
+            GcPolicy(gc_wait_ms=1000, force_allow=True),
+            [OneLogStore()],
+            lambda stores: self.removed,
+            self.clock,
+            in_thread,
+        )
         self.dirs = ([str(tmp_path / "j")], [str(tmp_path / "l")], [])
         self.expand_error: str | None = None
 
@@ -71,7 +77,7 @@ class AdminStatus(FakeStatus):
         return day2.list_disk_files(file_type, *self.dirs)
 
     def last_log_marks(self):
-        return day2.last_log_marks([(0x1a2b, 512)])
+        return day2.last_log_marks([(0x1A2B, 512)])
 
     def expand_storage(self):
         if self.expand_error:
@@ -98,10 +104,18 @@ def test_gc_forced_pass_status_and_details(tmp_path):
     assert details["forceCompacting"] is False and details["gcRuns"] == 2 and details["ledgersRemoved"] == 6
     # the forced pass ran a major compaction (forceAllowCompaction), at t=5 s
     assert details["majorCompactionCounter"] == 1 and details["lastMajorCompactionTime"] == 5000
-    assert details["entryLogs"] == [{"ledgerDirectory": "/d/current", "logId": 7, "sizeBytes": 1000,
-                                     "liveBytes": 468, "liveEntries": 3, "liveRatio": 0.5, "active": False,
-                                     "keptBecause": "below majorCompactionThreshold: the next major compaction "
-                                                    "takes it"}]
+    assert details["entryLogs"] == [
+        {
+            "ledgerDirectory": "/d/current",
+            "logId": 7,
+            "sizeBytes": 1000,
+            "liveBytes": 468,
+            "liveEntries": 3,
+            "liveRatio": 0.5,
+            "active": False,
+            "keptBecause": "below majorCompactionThreshold: the next major compaction takes it",
+        }
+    ]
     status = json.loads(body(render(s, "/api/v1/bookie/gc")))
     assert status["is_in_force_gc"] == "false" and status["lastGcTime"] == 5000 and status["state"] == "idle"
     # that major compaction reclaimed nothing: it is the last run, not the last compaction
@@ -118,16 +132,25 @@ def test_list_disk_file_and_last_log_mark(tmp_path):
     s = AdminStatus(tmp_path)
     (tmp_path / "j" / "current").mkdir(parents=True)
     (tmp_path / "l" / "current" / "0" / "3").mkdir(parents=True)
-    for name in ("j/current/1a2.txn", "j/current/0000000000000002.bjn", "l/current/0.log",
-                 "l/current/0/3/3.idx", "l/current/VERSION"):
+    for name in (
+        "j/current/1a2.txn",
+        "j/current/0000000000000002.bjn",
+        "l/current/0.log",
+        "l/current/0/3/3.idx",
+        "l/current/VERSION",
+    ):
         (tmp_path / name).write_bytes(b"")
     files = json.loads(body(render(s, "/api/v1/bookie/list_disk_file")))
-    assert files == {"journal files": "0000000000000002.bjn\t1a2.txn\t", "entrylog files": "0.log\t",
-                     "index files": "3.idx\t"}
+    assert files == {
+        "journal files": "0000000000000002.bjn\t1a2.txn\t",
+        "entrylog files": "0.log\t",
+        "index files": "3.idx\t",
+    }
     only = json.loads(body(render(s, "/api/v1/bookie/list_disk_file", args={b"file_type": [b"entrylog"]})))
     assert only == {"entrylog files": "0.log\t"}
     assert json.loads(body(render(s, "/api/v1/bookie/last_log_mark"))) == {
-        "LastLogMark: Journal Id - 6699(1a2b.txn)": "Pos - 512"}
+        "LastLogMark: Journal Id - 6699(1a2b.txn)": "Pos - 512"
+    }
 
 
 def test_expand_storage(tmp_path):

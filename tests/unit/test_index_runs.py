@@ -1,4 +1,5 @@
 """bookied's LMDB index stores runs of entries (format 2): it answers as a row per entry would."""
+
 from __future__ import annotations
 
 import os
@@ -135,8 +136,11 @@ def test_a_format_1_index_is_rewritten_as_runs_when_opened(tmp_path, monkeypatch
     env = lmdb.open(path, max_dbs=5, subdir=True)
     with env.begin(write=True) as txn:  # back to format 1: the same entries as rows of one entry
         runs = env.open_db(b"runs", txn=txn)
-        rows = [(ix.KEY.pack(lid, eid), ix.LOC.pack(lg, off, ln)) for lid, f, v in ix.ledger_runs(txn.cursor(db=runs))
-                for eid, lg, off, ln in ix.decode_run(f, v)]
+        rows = [
+            (ix.KEY.pack(lid, eid), ix.LOC.pack(lg, off, ln))
+            for lid, f, v in ix.ledger_runs(txn.cursor(db=runs))
+            for eid, lg, off, ln in ix.decode_run(f, v)
+        ]
         txn.drop(runs, delete=True)
         txn.cursor(db=env.open_db(b"idx", txn=txn)).putmulti(rows)
         txn.put(b"format", struct.pack(">I", ix.FORMAT_ROWS), db=env.open_db(b"meta", txn=txn))

@@ -1,6 +1,7 @@
 """bkctl.ops.inspect over the three Java bookies of tests/vectors/disk: together their indexes
 hold every entry tests/vectors/README.md lists, each on write-quorum bookies, and every
 indexed entry reads back through its location with the README's payload."""
+
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -16,9 +17,19 @@ LEDGERS = {
     2: (1, "CRC32C", ["deferred-0"]),
     3: (2, "CRC32C", ["hello-0", "hello-1", "hello-2"]),
     5: (2, "CRC32C", ["batch-0", "batch-1", "batch-2"]),
-    **{i: (1, d, [f"dig-{d}-0", f"dig-{d}-1"])
-       for i, d in ((6, "CRC32"), (7, "CRC32"), (8, "CRC32C"), (9, "CRC32C"), (10, "MAC"), (11, "MAC"),
-                    (12, "DUMMY"), (13, "DUMMY"))},
+    **{
+        i: (1, d, [f"dig-{d}-0", f"dig-{d}-1"])
+        for i, d in (
+            (6, "CRC32"),
+            (7, "CRC32"),
+            (8, "CRC32C"),
+            (9, "CRC32C"),
+            (10, "MAC"),
+            (11, "MAC"),
+            (12, "DUMMY"),
+            (13, "DUMMY"),
+        )
+    },
 }
 
 
@@ -27,7 +38,9 @@ def _bookie(tmp_path: Path, name: str) -> BookieDirs:
         dest = tmp_path / f.name[:-4].replace("__", "/").removesuffix(".head")
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(f, dest)
-    return BookieDirs(f"{name}:3181", (str(tmp_path / name / "journal"),), (str(tmp_path / name / "ledgers"),), (), None)
+    return BookieDirs(
+        f"{name}:3181", (str(tmp_path / name / "journal"),), (str(tmp_path / name / "ledgers"),), (), None
+    )
 
 
 def test_the_three_bookies_hold_what_the_readme_lists(tmp_path):
@@ -39,7 +52,7 @@ def test_the_three_bookies_hold_what_the_readme_lists(tmp_path):
             ledger_id, entry_id = row["ledger_id"], row["entry_id"]
             _qw, digest, payloads = LEDGERS[ledger_id]
             data = row["read"]()
-            assert data[32 + DIGEST_LENGTH[digest]:].decode() == payloads[entry_id]
+            assert data[32 + DIGEST_LENGTH[digest] :].decode() == payloads[entry_id]
             replicas[ledger_id, entry_id] += 1
             indexed.add((ledger_id, entry_id))
         journal_entries = {(r["ledger_id"], r["entry_id"]) for r in inspect.journal(dirs) if r["kind"] == "entry"}

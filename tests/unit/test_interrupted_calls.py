@@ -4,6 +4,7 @@ In the shell the reactor thread outlives the command: a call left running there
 after Ctrl-C (a bench's adds, a tail's long poll) goes on using the bookies
 while the next commands run.
 """
+
 from __future__ import annotations
 
 import os

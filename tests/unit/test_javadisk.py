@@ -1,4 +1,5 @@
 """bkctl.wire.codecs.javadisk on the files of a real Java 4.17.2 bookie (tests/vectors/disk)."""
+
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,14 @@ def test_journal_records():
     records = list(records)
     assert version == 6 and records[0].offset == 512  # v5+: the header is padded to 512 bytes
     kinds = [(r.ledger_id, r.entry_id, r.kind) for r in records]
-    assert kinds[:6] == [(0, J.MASTER_KEY, "master_key"), (0, 1, "entry"), (0, 2, "entry"),
-                         (0, J.EXPLICIT_LAC, "explicit_lac"), (0, J.FENCE, "fence"), (0, 2, "entry")]
+    assert kinds[:6] == [
+        (0, J.MASTER_KEY, "master_key"),
+        (0, 1, "entry"),
+        (0, 2, "entry"),
+        (0, J.EXPLICIT_LAC, "explicit_lac"),
+        (0, J.FENCE, "fence"),
+        (0, 2, "entry"),
+    ]
     assert records[0].data == J.parse_index(_read("bk1__ledgers__current__0__0__0.idx.bin")).master_key
     entries = [(r.ledger_id, r.entry_id, r.data[-11:]) for r in records if r.kind == "entry"]
     assert (12, 0, b"dig-DUMMY-0") in entries and (5, 2, b"batch-2") in [(a, b, c[-7:]) for a, b, c in entries]
@@ -34,7 +41,18 @@ def test_entry_log_and_index_agree():
     assert J.entry_log_header(log) == (1, 0, 0)
     entries = list(J.scan_entry_log(log))
     assert [(e.ledger_id, e.entry_id) for e in entries] == [
-        (0, 1), (0, 2), (0, 2), (3, 1), (3, 2), (3, 2), (5, 0), (5, 1), (5, 2), (12, 0), (12, 1)]
+        (0, 1),
+        (0, 2),
+        (0, 2),
+        (3, 1),
+        (3, 2),
+        (3, 2),
+        (5, 0),
+        (5, 1),
+        (5, 2),
+        (12, 0),
+        (12, 1),
+    ]
     for name, ledger_id, fenced in (("0__0__0", 0, True), ("0__c__c", 12, False)):
         idx = J.parse_index(_read(f"bk1__ledgers__current__{name}.idx.bin"))
         assert idx.version == 1 and idx.fenced is fenced and len(idx.master_key) == 20
@@ -46,7 +64,7 @@ def test_entry_log_and_index_agree():
 
 
 def test_marks_and_errors():
-    assert J.parse_last_mark(_read("bk1__ledgers__current__lastMark.bin")) == (0x1a200521c5b, 7680)
+    assert J.parse_last_mark(_read("bk1__ledgers__current__lastMark.bin")) == (0x1A200521C5B, 7680)
     assert J.parse_last_id(_read("bk1__ledgers__current__lastId.bin")) == 1
     with pytest.raises(CodecError):
         J.parse_index(b"nope" + bytes(2000))
@@ -59,10 +77,12 @@ def test_marks_and_errors():
 def test_db_ledger_storage_rows():
     key = bytes(range(20))
     raw = b"\x08\x01\x10\x01\x1a\x14" + key + b"\x22\x03abc" + b"\x28\x01" + b"\x30\x07"  # + unknown field 6
-    assert J.parse_db_ledger_data(raw) == J.DbLedgerData(exists=True, fenced=True, master_key=key,
-                                                         explicit_lac=b"abc", limbo=True)
-    assert J.parse_db_ledger_data(b"") == J.DbLedgerData(exists=False, fenced=False, master_key=b"",
-                                                         explicit_lac=None, limbo=False)
+    assert J.parse_db_ledger_data(raw) == J.DbLedgerData(
+        exists=True, fenced=True, master_key=key, explicit_lac=b"abc", limbo=True
+    )
+    assert J.parse_db_ledger_data(b"") == J.DbLedgerData(
+        exists=False, fenced=False, master_key=b"", explicit_lac=None, limbo=False
+    )
     with pytest.raises(CodecError):
         J.parse_db_ledger_data(b"\x18\x14")  # masterKey as a varint
     with pytest.raises(CodecError):
@@ -84,6 +104,6 @@ def test_a_negative_padding_length_ends_the_journal_records(padding):
     version, records = J.scan_journal(head)
     good = list(records)
     end = good[2].offset  # after two records
-    damaged = head[:end] + J._I32.pack(J.PADDING_MARK) + J._I32.pack(padding) + head[end + 8:]
+    damaged = head[:end] + J._I32.pack(J.PADDING_MARK) + J._I32.pack(padding) + head[end + 8 :]
     version, records = J.scan_journal(damaged)
     assert [r.offset for r in records] == [r.offset for r in good[:2]]

@@ -1,4 +1,5 @@
 """bookied.journal: records, group commit, rollover, checkpoints, damage, back-pressure, ENOSPC, kill -9."""
+
 from __future__ import annotations
 
 import errno
@@ -41,12 +42,14 @@ class Acks:
             with self.cond:
                 self.results.append((tag, err))
                 self.cond.notify_all()
+
         return done
 
     def wait(self, n: int, timeout: float = WAIT) -> list:
         with self.cond:
-            assert self.cond.wait_for(lambda: len(self.results) >= n, timeout), \
+            assert self.cond.wait_for(lambda: len(self.results) >= n, timeout), (
                 f"only {len(self.results)} of {n} callbacks"
+            )
             return list(self.results)
 
 
@@ -71,7 +74,7 @@ def test_records_roundtrip(jdir):
         EntryRecord(7, 1, b""),
         ExplicitLacRecord(7, b"\x00" * 16 + b"digest"),
         FenceRecord(7),
-        EntryRecord(2 ** 62, 2 ** 40, payload(5, 5000)),
+        EntryRecord(2**62, 2**40, payload(5, 5000)),
         MasterKeyRecord(8, b""),
     ]
     acks = Acks()
@@ -122,7 +125,7 @@ def test_callback_after_fsync_and_deferred_before(jdir, monkeypatch):
         acks.wait(2)
     assert events.index("deferred") < events.index("fsync")
     i_sync = events.index("sync")
-    assert "fsync" in events[events.index("deferred"):i_sync]
+    assert "fsync" in events[events.index("deferred") : i_sync]
     assert events[i_sync - 1] == "fsync"
 
 
@@ -163,8 +166,13 @@ def test_group_wait_and_threshold(jdir):
     acks = Acks()
     records = [EntryRecord(1, i, b"x" * 100) for i in range(40)]
     threshold = sum(len(jmod.encode_record(r)) for r in records)  # reached by the 40th record exactly
-    with Journal(jdir, max_group_wait_ms=60_000, buffered_writes_threshold=threshold,
-                 monotonic=clock.monotonic, wait_on=clock.wait_on) as j:
+    with Journal(
+        jdir,
+        max_group_wait_ms=60_000,
+        buffered_writes_threshold=threshold,
+        monotonic=clock.monotonic,
+        wait_on=clock.wait_on,
+    ) as j:
         j.start()
         j.append(records[0], acks.cb(0))
         clock.wait_for_sleepers(1)  # the writer holds the record back for company
@@ -776,6 +784,7 @@ def test_kill_minus_9_loses_no_acknowledged_record(jdir):
 
 
 # -- journalSyncData, journalBufferedEntriesThreshold, journalMaxBackups ---------------
+
 
 def test_without_sync_data_records_are_acknowledged_unsynced_and_synced_at_close(jdir, monkeypatch):
     syncs = []

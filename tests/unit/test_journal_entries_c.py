@@ -4,6 +4,7 @@ CRC32C implementations of the C module and across the size where it lets the GIL
 None for what it does not cover, which the journal then encodes in Python; and a
 journal written through it replays the entries.  With the C module not built the
 comparisons are skipped, saying so."""
+
 from __future__ import annotations
 
 import threading
@@ -19,8 +20,9 @@ from bkctl.wire import fastpath
 from bkctl.wire.codecs import fast
 
 C = fast.load_records(True)
-needs_c = pytest.mark.skipif(C is None, reason="bkctl.wire.codecs._records is not built: "
-                                               "nothing to compare the journal's Python encoder with")
+needs_c = pytest.mark.skipif(
+    C is None, reason="bkctl.wire.codecs._records is not built: nothing to compare the journal's Python encoder with"
+)
 i64 = st.integers(-(1 << 63), (1 << 63) - 1)
 
 
@@ -48,11 +50,13 @@ def test_the_same_bytes_where_it_lets_the_gil_go(crc_kind):
 
 @needs_c
 def test_what_it_does_not_cover_is_left_to_python():
-    for args in ((1, [1, 2], [b"a"], T_ENTRY),          # lists of different lengths
-                 (1, [1], [bytearray(b"a")], T_ENTRY),   # a body that is not bytes
-                 (1, [1 << 63], [b"a"], T_ENTRY),         # an id past int64
-                 (1, (1,), [b"a"], T_ENTRY),              # not a list
-                 (1, [1], [b"a"], 256)):                 # not a record type
+    for args in (
+        (1, [1, 2], [b"a"], T_ENTRY),  # lists of different lengths
+        (1, [1], [bytearray(b"a")], T_ENTRY),  # a body that is not bytes
+        (1, [1 << 63], [b"a"], T_ENTRY),  # an id past int64
+        (1, (1,), [b"a"], T_ENTRY),  # not a list
+        (1, [1], [b"a"], 256),
+    ):  # not a record type
         assert C.journal_entries(*args) is None
     assert C.journal_entries(1, [], [], T_ENTRY) == b""
 
@@ -86,5 +90,6 @@ def test_a_run_written_either_way_replays_its_entries(tmp_path, fastpaths):
         assert both.wait(30)
     assert done == [None, None]
     replayed = [r for r in Journal(path).replay() if isinstance(r, EntryRecord)]
-    assert [(r.ledger_id, r.entry_id, r.data) for r in replayed] == \
-        [(9, i, b) for i, b in enumerate(bodies)] + [(9, 30, b"not bytes")]
+    assert [(r.ledger_id, r.entry_id, r.data) for r in replayed] == [(9, i, b) for i, b in enumerate(bodies)] + [
+        (9, 30, b"not bytes")
+    ]

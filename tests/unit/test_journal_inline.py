@@ -2,6 +2,7 @@
 the writer thread when the disk is slow.  Inline commits are a fast path: with ``BKCTL_FASTPATHS=0``
 (``./dev test`` runs the unit suite that way too) every group goes through the writer thread, and
 these tests check that instead."""
+
 import os
 import queue
 import threading
@@ -41,12 +42,14 @@ def test_inline_mode_orders_and_acks(tmp_path):
 
     def producer(tid, n):
         for i in range(n):
+
             def cb(err, key=(tid, i)):
                 with lock:
                     assert key not in acked
                     acked[key] = (err, threading.current_thread().name)
                     if len(acked) == 2000:
                         all_acked.set()
+
             j.append(EntryRecord(tid, i, b"x" * 50), cb)
 
     ths = [threading.Thread(target=producer, args=(k, 500)) for k in range(4)]
@@ -78,8 +81,14 @@ def test_inline_then_slow_disk_falls_back(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "fdatasync", slow_fdatasync)
     calls = []
-    j = Journal(str(tmp_path), max_group_wait_ms=0, inline=calls.append, inline_max_fsync_ms=2,
-                monotonic=clock.monotonic, wait_on=clock.wait_on)
+    j = Journal(
+        str(tmp_path),
+        max_group_wait_ms=0,
+        inline=calls.append,
+        inline_max_fsync_ms=2,
+        monotonic=clock.monotonic,
+        wait_on=clock.wait_on,
+    )
     j.start()
     done = threading.Event()
     j.append(EntryRecord(1, 0, b"a"), lambda e: done.set())

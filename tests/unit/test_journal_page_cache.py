@@ -1,4 +1,5 @@
 """bookied.journal drops what it has fsynced from the page cache (journalRemovePagesFromCache)."""
+
 from __future__ import annotations
 
 import errno
@@ -81,8 +82,7 @@ def test_a_rolled_file_is_dropped_whole(tmp_path, drops):
 
 
 def test_off_drops_nothing(tmp_path, drops):
-    with Journal(str(tmp_path), max_group_wait_ms=0, preallocate_mb=0, max_size_mb=2,
-                 drop_synced_pages=False) as j:
+    with Journal(str(tmp_path), max_group_wait_ms=0, preallocate_mb=0, max_size_mb=2, drop_synced_pages=False) as j:
         j.start()
         write_groups(j, 40, 64, 8 * 1024)
     assert drops.calls == []

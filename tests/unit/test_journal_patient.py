@@ -1,6 +1,7 @@
 """Patient journal records (a bookie's recovery adds): a group of them alone waits for company up
 to ``patient_wait_ms``; the first record that is not patient ends the wait, in the writer thread
 and in the inline mode alike."""
+
 import pytest
 
 from bkctl.bookied.journal import EntryRecord, Journal
@@ -20,8 +21,13 @@ def rec(i):
 def test_writer_thread_holds_patient_groups_until_an_ordinary_record(tmp_path, group_wait_ms):
     clock = ManualClock()
     acks = Acks()
-    with Journal(str(tmp_path), max_group_wait_ms=group_wait_ms, patient_wait_ms=10,
-                 monotonic=clock.monotonic, wait_on=clock.wait_on) as j:
+    with Journal(
+        str(tmp_path),
+        max_group_wait_ms=group_wait_ms,
+        patient_wait_ms=10,
+        monotonic=clock.monotonic,
+        wait_on=clock.wait_on,
+    ) as j:
         j.start()
         j.append(rec(0), acks.cb(0), patient=True)
         clock.wait_for_sleepers(1)
@@ -58,9 +64,16 @@ def test_inline_commits_of_patient_groups_are_scheduled_later(tmp_path):
     clock = ManualClock()
     acks = Acks()
     soon, later = [], []
-    j = Journal(str(tmp_path), max_group_wait_ms=0, patient_wait_ms=4, fastpaths=True,
-                inline=soon.append, inline_later=lambda seconds, fn: later.append((seconds, fn)),
-                monotonic=clock.monotonic, wait_on=clock.wait_on)
+    j = Journal(
+        str(tmp_path),
+        max_group_wait_ms=0,
+        patient_wait_ms=4,
+        fastpaths=True,
+        inline=soon.append,
+        inline_later=lambda seconds, fn: later.append((seconds, fn)),
+        monotonic=clock.monotonic,
+        wait_on=clock.wait_on,
+    )
     j.start()
     j.append(rec(0), acks.cb(0), patient=True)
     j.append_entries(1, [1, 2], [b"a", b"b"], acks.cb(1), patient=True)
@@ -84,8 +97,13 @@ def test_inline_commits_of_patient_groups_are_scheduled_later(tmp_path):
 
 def test_without_a_patient_wait_nothing_waits(tmp_path):
     soon, later = [], []
-    j = Journal(str(tmp_path), max_group_wait_ms=0, fastpaths=True, inline=soon.append,
-                inline_later=lambda seconds, fn: later.append(fn))
+    j = Journal(
+        str(tmp_path),
+        max_group_wait_ms=0,
+        fastpaths=True,
+        inline=soon.append,
+        inline_later=lambda seconds, fn: later.append(fn),
+    )
     j.start()
     acks = Acks()
     j.append(rec(0), acks.cb(0), patient=True)

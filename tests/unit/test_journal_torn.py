@@ -2,6 +2,7 @@
 bit: replay gives exactly the records before the damage (those a crash can have
 acknowledged), repairs the file so the next replay is clean, and the journal
 starts and takes new records after them."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,11 @@ from bkctl.bookied import journal as jmod
 from bkctl.bookied.journal import EntryRecord, ExplicitLacRecord, FenceRecord, Journal, MasterKeyRecord
 
 #: the records in the file; the damage is done to the last ``TAIL`` of them
-RECORDS = [MasterKeyRecord(7, b"k" * 20)] + [EntryRecord(7, i, bytes([i]) * (5 + 9 * i)) for i in range(5)] + [
-    ExplicitLacRecord(7, b"\x00" * 7 + b"\x03" + b"d" * 8), FenceRecord(7), EntryRecord(7, 5, b"last")]
+RECORDS = (
+    [MasterKeyRecord(7, b"k" * 20)]
+    + [EntryRecord(7, i, bytes([i]) * (5 + 9 * i)) for i in range(5)]
+    + [ExplicitLacRecord(7, b"\x00" * 7 + b"\x03" + b"d" * 8), FenceRecord(7), EntryRecord(7, 5, b"last")]
+)
 TAIL = 3
 
 
@@ -59,7 +63,7 @@ def journal(tmp_path_factory):
 def test_a_tail_cut_at_every_byte_replays_the_records_before_the_cut(journal):
     d, path, data, offsets, end = journal
     ends = [off + len(jmod.encode_record(rec)) for off, rec in zip(offsets, RECORDS)]
-    data = data[:end + 64]
+    data = data[: end + 64]
     for cut in range(offsets[-TAIL], end + 1):
         whole = sum(1 for e in ends if e <= cut)
         assert replayed(d, path, data[:cut]) == RECORDS[:whole], cut
@@ -69,7 +73,7 @@ def test_a_tail_cut_at_every_byte_replays_the_records_before_the_cut(journal):
 
 def test_a_flipped_bit_anywhere_in_the_last_records_replays_the_records_before_it(journal):
     d, path, data, offsets, end = journal
-    data = data[:end + 64]  # and a little of the preallocated zeros
+    data = data[: end + 64]  # and a little of the preallocated zeros
     for pos in range(offsets[-TAIL], end):
         record = max(i for i, off in enumerate(offsets) if off <= pos)
         for bit in range(8):
@@ -101,7 +105,7 @@ def test_after_a_damaged_tail_the_journal_starts_and_its_new_records_follow_the_
     if damage == "cut":
         data = data[:at]
     else:
-        data = data[:at] + bytes([data[at] ^ 1]) + data[at + 1:]
+        data = data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :]
     assert replayed(d, path, data) == RECORDS[:-2]
     done = threading.Semaphore(0)
     j = Journal(d, max_group_wait_ms=0, preallocate_mb=0.0625)

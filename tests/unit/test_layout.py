@@ -1,4 +1,5 @@
 """LAYOUT znode and metadata service URI (wire/metadata/layout.py)."""
+
 from __future__ import annotations
 
 import re
@@ -133,12 +134,22 @@ GOOD_URIS = [
     ("zk://127.0.0.1:2181/ledgers", "null", "127.0.0.1:2181", "/ledgers", "zk://127.0.0.1:2181/ledgers"),
     ("zk+null://h:2181/ledgers", "null", "h:2181", "/ledgers", "zk://h:2181/ledgers"),
     ("zk+flat://h1:1,h2:2/bk", "flat", "h1:1,h2:2", "/bk", "zk+flat://h1:1;h2:2/bk"),
-    ("zk+hierarchical://zk1:2181;zk2:2181;zk3/ledgers", "hierarchical", "zk1:2181,zk2:2181,zk3",
-     "/ledgers", "zk+hierarchical://zk1:2181;zk2:2181;zk3/ledgers"),
+    (
+        "zk+hierarchical://zk1:2181;zk2:2181;zk3/ledgers",
+        "hierarchical",
+        "zk1:2181,zk2:2181,zk3",
+        "/ledgers",
+        "zk+hierarchical://zk1:2181;zk2:2181;zk3/ledgers",
+    ),
     ("zk+longhierarchical://h/a/b", "longhierarchical", "h", "/a/b", "zk+longhierarchical://h/a/b"),
     ("ZK+Hierarchical://h:2181/bk", "hierarchical", "h:2181", "/bk", "zk+hierarchical://h:2181/bk"),
-    ("zk+hierarchical://[::1]:2181/ledgers", "hierarchical", "[::1]:2181", "/ledgers",
-     "zk+hierarchical://[::1]:2181/ledgers"),
+    (
+        "zk+hierarchical://[::1]:2181/ledgers",
+        "hierarchical",
+        "[::1]:2181",
+        "/ledgers",
+        "zk+hierarchical://[::1]:2181/ledgers",
+    ),
     (" zk://h:1/l ", "null", "h:1", "/l", "zk://h:1/l"),
 ]
 

@@ -1,4 +1,5 @@
 """bookied.disk_layout: current/ directories, the layout stamp and atomic VERSION files."""
+
 from __future__ import annotations
 
 import errno
@@ -27,16 +28,24 @@ def test_prepare_fresh_dirs_creates_current_and_stamp(tmp_path):
 
 def test_prepare_existing_current_with_only_cookie_gets_stamped(tmp_path):
     d = str(tmp_path / "d")
-    layout.write_version_file(d, "4\nbookieHost: \"x:3181\"\n")
+    layout.write_version_file(d, '4\nbookieHost: "x:3181"\n')
     assert layout.read_layout_version(d) is None
     layout.prepare_dirs([d])
     assert layout.read_layout_version(d) == layout.CURRENT_LAYOUT_VERSION
 
 
-@pytest.mark.parametrize("name,is_dir", [
-    ("VERSION", False), ("1a2b.txn", False), ("0.log", False), ("lastId", False),
-    ("lastMark", False), ("lastMark.1", False), ("ab", True),
-])
+@pytest.mark.parametrize(
+    "name,is_dir",
+    [
+        ("VERSION", False),
+        ("1a2b.txn", False),
+        ("0.log", False),
+        ("lastId", False),
+        ("lastMark", False),
+        ("lastMark.1", False),
+        ("ab", True),
+    ],
+)
 def test_old_java_layout_needs_upgrade(tmp_path, name, is_dir):
     good = tmp_path / "good"
     old = tmp_path / "old"
@@ -102,8 +111,13 @@ def test_layout_file_roundtrip_and_garbage(tmp_path):
     with pytest.raises(ValueError):
         layout.write_layout_version(d, 0)
     path = os.path.join(d, "current", layout.LAYOUT_FILE)
-    for junk in (b"\xff\xfe", b"format=other\nversion=1\n", b"format=bookied-storage\n",
-                 b"format=bookied-storage\nversion=x\n", b"garbage"):
+    for junk in (
+        b"\xff\xfe",
+        b"format=other\nversion=1\n",
+        b"format=bookied-storage\n",
+        b"format=bookied-storage\nversion=x\n",
+        b"garbage",
+    ):
         with open(path, "wb") as f:
             f.write(junk)
         with pytest.raises(layout.LayoutError):

@@ -1,6 +1,7 @@
 """A lost bookie's ledger count follows its repair, and `top` has one word for one state
 (issue 54, item 8): `autorecovery status` said "14 ledgers" after all 14 were re-replicated,
 until the next audit; `top` called a bookie `down` in its list and `lost` in its header."""
+
 from __future__ import annotations
 
 import io
@@ -22,8 +23,10 @@ def _snap(**kw):
 
 
 def _audited(due_ms: int) -> dict:
-    return {"auditor": "w1:3181", "lost": [{"bookie_id": "n:3181", "named_by": 14, "lost_since": NOW - 600_000,
-                                            "due": due_ms}]}
+    return {
+        "auditor": "w1:3181",
+        "lost": [{"bookie_id": "n:3181", "named_by": 14, "lost_since": NOW - 600_000, "due": due_ms}],
+    }
 
 
 def test_the_count_follows_the_repair_once_the_ledgers_are_marked():
@@ -39,14 +42,43 @@ def test_the_count_follows_the_repair_once_the_ledgers_are_marked():
 
 
 def test_top_calls_a_bookie_lost_in_its_header_only_if_its_row_does():
-    row = {"bookie_id": "k:3181", "state": "down", "rack": None, "http": None, "kind": None, "registration": "down",
-           "unread": {}, "metrics": None, "used_percent": None, "total_bytes": None, "reclaimable_bytes": None,
-           "add_rate": None, "add_p50_ms": None, "add_p99_ms": None, "read_rate": None, "read_p99_ms": None,
-           "journal_sync_p99_ms": None, "compacting": None, "gc_running": None, "last_compaction": None}
-    report = {"enabled": True, "auditor": "a:3181", "auditor_waits_for": "nothing", "underreplicated": 0,
-              "ledgers": [], "lost_bookies": [{"bookie_id": "k:3181", "cookie": True, "seen_by_auditor": False}]}
-    snap = {"time": NOW, "cluster": {"bookies": 1, "writable": 0, "read-only": 0, "unreachable": 0, "down": 1,
-                                     "lost": 0}, "bookies": [row], "autorecovery": report, "autorecovery_error": None}
+    row = {
+        "bookie_id": "k:3181",
+        "state": "down",
+        "rack": None,
+        "http": None,
+        "kind": None,
+        "registration": "down",
+        "unread": {},
+        "metrics": None,
+        "used_percent": None,
+        "total_bytes": None,
+        "reclaimable_bytes": None,
+        "add_rate": None,
+        "add_p50_ms": None,
+        "add_p99_ms": None,
+        "read_rate": None,
+        "read_p99_ms": None,
+        "journal_sync_p99_ms": None,
+        "compacting": None,
+        "gc_running": None,
+        "last_compaction": None,
+    }
+    report = {
+        "enabled": True,
+        "auditor": "a:3181",
+        "auditor_waits_for": "nothing",
+        "underreplicated": 0,
+        "ledgers": [],
+        "lost_bookies": [{"bookie_id": "k:3181", "cookie": True, "seen_by_auditor": False}],
+    }
+    snap = {
+        "time": NOW,
+        "cluster": {"bookies": 1, "writable": 0, "read-only": 0, "unreachable": 0, "down": 1, "lost": 0},
+        "bookies": [row],
+        "autorecovery": report,
+        "autorecovery_error": None,
+    }
     text = io.StringIO()
     Console(file=text, width=200).print(render(snap, ViewState(), live=False))
     frame = text.getvalue()

@@ -1,4 +1,5 @@
 """Ledger metadata serde (wire/metadata/ledger.py) against the Java golden vectors and the spec."""
+
 from __future__ import annotations
 
 import json
@@ -50,21 +51,30 @@ GOLDEN = {
 }
 
 # LedgerMetadataSerDe's formats (BookKeeper's meta/LedgerMetadataSerDe.java), by example
-SPEC_V1 = (
-    b"BookieMetadataFormatVersion\t1\n2\n3\n0\n0\t192.0.2.1:1234\t192.0.2.2:1234\t192.0.2.3:1234\n-102\tCLOSED"
-)
+SPEC_V1 = b"BookieMetadataFormatVersion\t1\n2\n3\n0\n0\t192.0.2.1:1234\t192.0.2.2:1234\t192.0.2.3:1234\n-102\tCLOSED"
 SPEC_V2 = (
     b"BookieMetadataFormatVersion\t2\nquorumSize: 2\nensembleSize: 3\nlength: 0\nlastEntryId: -1\n"
-    b"state: IN_RECOVERY\nsegment {\n  ensembleMember: \"192.0.2.1:1234\"\n"
-    b"  ensembleMember: \"192.0.2.2:1234\"\n  ensembleMember: \"192.0.2.3:1234\"\n  firstEntryId: 0\n}\n"
-    b"digestType: CRC32\npassword: \"passwd\"\nackQuorumSize: 2\n"
+    b'state: IN_RECOVERY\nsegment {\n  ensembleMember: "192.0.2.1:1234"\n'
+    b'  ensembleMember: "192.0.2.2:1234"\n  ensembleMember: "192.0.2.3:1234"\n  firstEntryId: 0\n}\n'
+    b'digestType: CRC32\npassword: "passwd"\nackQuorumSize: 2\n'
 )
 SPEC_V2_CTIME = SPEC_V2 + b"ctime: 1544002383075\n"
 SPEC_V3 = bytes.fromhex(
-    "426f6f6b69654d65746164617461466f726d617456657273696f6e0933" "0a" "60"
-    "08021003180020ffffffffffffffffff01" "2801" "3232" "0a0e3139322e302e322e313a33313831"
-    "0a0e3139322e302e322e323a33313831" "0a0e3139322e302e322e333a33313831" "1000"
-    "3803" "4206666f6f626172" "4801" "50ffffffffffffffffff01" "6000"
+    "426f6f6b69654d65746164617461466f726d617456657273696f6e0933"
+    "0a"
+    "60"
+    "08021003180020ffffffffffffffffff01"
+    "2801"
+    "3232"
+    "0a0e3139322e302e322e313a33313831"
+    "0a0e3139322e302e322e323a33313831"
+    "0a0e3139322e302e322e333a33313831"
+    "1000"
+    "3803"
+    "4206666f6f626172"
+    "4801"
+    "50ffffffffffffffffff01"
+    "6000"
 )
 SPEC_BOOKIES = ("192.0.2.1:1234", "192.0.2.2:1234", "192.0.2.3:1234")
 
@@ -120,8 +130,7 @@ def test_golden_open_ledgers_carry_ctoken():
 
 
 def test_build_golden_open_ledger_from_scratch():
-    md = LedgerMetadata.new([B2], 1, 1, digest_type=DigestType.CRC32C, password=b"password",
-                            ctoken=2425778063248513967)
+    md = LedgerMetadata.new([B2], 1, 1, digest_type=DigestType.CRC32C, password=b"password", ctoken=2425778063248513967)
     assert serialize_ledger_metadata(md) == raw_ledger(1)
 
 
@@ -173,8 +182,9 @@ def test_spec_v2_example():
     assert md.digest_type is DigestType.CRC32 and md.password == b"passwd"
     assert md.ctime is None
     assert serialize_ledger_metadata(md) == SPEC_V2
-    built = LedgerMetadata.new(SPEC_BOOKIES, 2, 2, digest_type=DigestType.CRC32, password=b"passwd",
-                               format_version=2).in_recovery()
+    built = LedgerMetadata.new(
+        SPEC_BOOKIES, 2, 2, digest_type=DigestType.CRC32, password=b"passwd", format_version=2
+    ).in_recovery()
     assert serialize_ledger_metadata(built) == SPEC_V2
 
 
@@ -201,8 +211,9 @@ def test_spec_v3_example():
     assert md.ctime == -1 and md.ctoken == 0
     assert serialize_ledger_metadata(md) == SPEC_V3
     assert SPEC_V3[30] == 96 == len(SPEC_V3) - 31  # the varint32 body length
-    built = LedgerMetadata.new(("192.0.2.1:3181", "192.0.2.2:3181", "192.0.2.3:3181"), 2, 1,
-                               password=b"foobar", ctime=-1)
+    built = LedgerMetadata.new(
+        ("192.0.2.1:3181", "192.0.2.2:3181", "192.0.2.3:3181"), 2, 1, password=b"foobar", ctime=-1
+    )
     assert serialize_ledger_metadata(built) == SPEC_V3
 
 
@@ -215,8 +226,9 @@ def test_format_conversion_and_explicit_version():
 
 
 def test_custom_metadata_roundtrip_and_text_escapes():
-    md = LedgerMetadata.new([B1], custom_metadata={"app": b"pulsar", "k\u00e9y": b"\x00\x07\x08\x0b\x0c\xff'\""},
-                            format_version=2)
+    md = LedgerMetadata.new(
+        [B1], custom_metadata={"app": b"pulsar", "k\u00e9y": b"\x00\x07\x08\x0b\x0c\xff'\""}, format_version=2
+    )
     data = serialize_ledger_metadata(md)
     # protobuf-java escapes: named \a \b \v \f, octal for the rest, UTF-8 bytes of strings in octal
     assert b'customMetadata {\n  key: "app"\n  value: "pulsar"\n}\n' in data
@@ -327,8 +339,15 @@ def test_creation_time_falls_back_to_znode_ctime():
 # Validation messages
 # ---------------------------------------------------------------------------
 def make(**kw):
-    args = dict(ensemble_size=3, write_quorum=2, ack_quorum=2, state=LedgerState.OPEN, last_entry_id=-1,
-                length=0, ensembles=((0, ("a:1", "b:1", "c:1")),))
+    args = dict(
+        ensemble_size=3,
+        write_quorum=2,
+        ack_quorum=2,
+        state=LedgerState.OPEN,
+        last_entry_id=-1,
+        length=0,
+        ensembles=((0, ("a:1", "b:1", "c:1")),),
+    )
     args.update(kw)
     return LedgerMetadata(**args)
 
@@ -421,9 +440,7 @@ def test_non_closed_values_ignore_stored_last_entry_like_java():
 # ---------------------------------------------------------------------------
 # Property tests
 # ---------------------------------------------------------------------------
-bookie_ids = st.text(
-    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12
-)
+bookie_ids = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
 v1_bookie_ids = st.from_regex(r"[A-Za-z0-9.\-]{1,10}:[0-9]{1,5}", fullmatch=True)
 int64 = st.integers(-(2**63), 2**63 - 1)
 
@@ -533,5 +550,7 @@ def test_a_value_without_ctime_shows_the_znode_ctime_when_the_reader_gives_it(fo
     assert read.ctime == 1_700_000_000_123
     assert read == with_znode_ctime(parse_ledger_metadata(data), 1_700_000_000_123)
     if format_version != 1:  # format 1 stores no ctime: the znode's it is
-        stored = serialize_ledger_metadata(LedgerMetadata.new(["127.0.0.1:3181"], ctime=5, format_version=format_version))
+        stored = serialize_ledger_metadata(
+            LedgerMetadata.new(["127.0.0.1:3181"], ctime=5, format_version=format_version)
+        )
         assert parse_ledger_metadata(stored, znode_ctime=7).ctime == 5

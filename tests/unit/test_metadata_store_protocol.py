@@ -2,6 +2,7 @@
 MetadataStore protocol, manager by manager, signature by signature, so code tested
 on the fake calls exactly what it calls on ZooKeeper (the behaviour of both is
 checked alike in tests/integration/test_metadata_store_conformance.py)."""
+
 import inspect
 import typing
 
@@ -25,8 +26,7 @@ MANAGERS = {
 
 
 def methods(protocol):
-    return sorted(name for name, value in vars(protocol).items()
-                  if callable(value) and not name.startswith("_"))
+    return sorted(name for name, value in vars(protocol).items() if callable(value) and not name.startswith("_"))
 
 
 def params(fn):

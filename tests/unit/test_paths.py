@@ -1,4 +1,5 @@
 """Znode paths (wire/metadata/paths.py), with paths of a Java 4.17 cluster (tests/vectors/zk)."""
+
 from __future__ import annotations
 
 import json
@@ -64,7 +65,11 @@ def test_custom_root_and_parents():
     assert ledger_id_from_path("/bk/ledgers/00/0000/L0007", root="/bk/ledgers") == 7
     assert ledger_parent_paths(1) == ["/ledgers/00", "/ledgers/00/0000"]
     assert ledger_parent_paths(4294967301, "longhierarchical") == [
-        "/ledgers/000", "/ledgers/000/0000", "/ledgers/000/0000/0042", "/ledgers/000/0000/0042/9496"]
+        "/ledgers/000",
+        "/ledgers/000/0000",
+        "/ledgers/000/0000/0042",
+        "/ledgers/000/0000/0042/9496",
+    ]
     assert ledger_parent_paths(5, "flat") == []
 
 
@@ -98,8 +103,16 @@ def test_bad_ids_and_managers():
 
 
 def test_special_znodes_and_parent_names():
-    for name in ("available", "cookies", "LAYOUT", "INSTANCEID", "underreplication", "idgen", "idgen-long",
-                 "ID-0000000001"):
+    for name in (
+        "available",
+        "cookies",
+        "LAYOUT",
+        "INSTANCEID",
+        "underreplication",
+        "idgen",
+        "idgen-long",
+        "ID-0000000001",
+    ):
         assert is_special_znode(name)
         assert not is_ledger_parent_name(name)
     assert not is_special_znode("00")
@@ -127,7 +140,8 @@ def test_id_generation_names():
 def test_underreplication_paths():
     assert underreplication_path(1) == "/ledgers/underreplication/ledgers/0000/0000/0000/0001/urL0000000001"
     assert underreplication_path(0x0123456789ABCDEF) == (
-        "/ledgers/underreplication/ledgers/0123/4567/89ab/cdef/urL81985529216486895")
+        "/ledgers/underreplication/ledgers/0123/4567/89ab/cdef/urL81985529216486895"
+    )
     assert underreplication_lock_path(42) == "/ledgers/underreplication/locks/urL0000000042"
     assert urL_name(42) == "urL0000000042"
     assert parse_urL_name("urL0000000042") == 42
@@ -137,7 +151,8 @@ def test_underreplication_paths():
     assert paths.ledger_id_from_underreplication_path(underreplication_path(77)) == 77
     with pytest.raises(ValueError, match="do not match"):
         paths.ledger_id_from_underreplication_path(
-            "/ledgers/underreplication/ledgers/0000/0000/0000/0002/urL0000000001")
+            "/ledgers/underreplication/ledgers/0000/0000/0000/0002/urL0000000001"
+        )
     assert paths.underreplication_parent_paths(1)[0] == "/ledgers/underreplication/ledgers/0000"
     assert len(paths.underreplication_parent_paths(1)) == 4
     assert paths.underreplication_node(paths.UR_DISABLE) == "/ledgers/underreplication/disable"
@@ -162,12 +177,28 @@ def test_underreplication_roundtrip(ledger_id):
 @pytest.mark.parametrize("manager", ["hierarchical", "legacyhierarchical", "longhierarchical", "flat"])
 def test_ledger_paths_of_a_walk_are_ledger_path_of_each_id(manager):
     threshold = paths.HIERARCHICAL_LONG_THRESHOLD
-    ids = [0, 1, 9_999, 10_000, 10_001, 19_999, 5, 123_456_789, threshold - 2, threshold - 1, threshold,
-           threshold + 1, threshold + 10_000]
+    ids = [
+        0,
+        1,
+        9_999,
+        10_000,
+        10_001,
+        19_999,
+        5,
+        123_456_789,
+        threshold - 2,
+        threshold - 1,
+        threshold,
+        threshold + 1,
+        threshold + 10_000,
+    ]
     if manager == "legacyhierarchical":
         ids = [i for i in ids if i <= 9_999_999_999]
-    assert list(paths.ledger_paths(ids, manager, "/ledgers")) == [paths.ledger_path(i, manager, "/ledgers") for i in ids]
-    assert list(paths.ledger_paths(range(20_000, 20_005), manager, "/a/b")) == \
-        [paths.ledger_path(i, manager, "/a/b") for i in range(20_000, 20_005)]
+    assert list(paths.ledger_paths(ids, manager, "/ledgers")) == [
+        paths.ledger_path(i, manager, "/ledgers") for i in ids
+    ]
+    assert list(paths.ledger_paths(range(20_000, 20_005), manager, "/a/b")) == [
+        paths.ledger_path(i, manager, "/a/b") for i in range(20_000, 20_005)
+    ]
     with pytest.raises(ValueError):
         list(paths.ledger_paths([3, -1], manager, "/ledgers"))

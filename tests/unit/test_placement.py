@@ -1,4 +1,5 @@
 """Rack- and region-aware placement (wire/client/placement.py) and rack sources (wire/metadata/racks.py)."""
+
 from __future__ import annotations
 
 import json
@@ -142,8 +143,10 @@ def test_enforced_replacement_fails_rather_than_doubling_a_rack():
     p = RackAwarePlacement(racks, enforce=True)
     with pytest.raises(NotEnoughBookies, match="cannot replace c:1"):
         p.replace_bookies(["a:1", "b:1", "c:1"], ["c:1"], list(racks), write_quorum=2)
-    assert RackAwarePlacement(racks).replace_bookies(["a:1", "b:1", "c:1"], ["c:1"], list(racks),
-                                                     write_quorum=2)[2] == "d:1"
+    assert (
+        RackAwarePlacement(racks).replace_bookies(["a:1", "b:1", "c:1"], ["c:1"], list(racks), write_quorum=2)[2]
+        == "d:1"
+    )
 
 
 def test_region_aware_spreads_write_quorums_over_regions_then_racks():
@@ -174,15 +177,15 @@ def test_random_placement_accepts_and_ignores_write_quorum():
 # -- rack sources ---------------------------------------------------------------------------
 
 
-PULSAR = {"default": {"10.0.0.1:3181": {"rack": "/r1", "hostname": "bk1"},
-                      "10.0.0.2:3181": {"rack": "r2"}},
-          "other": {"bk3:3181": {"rack": "/eu/r3"}}}
+PULSAR = {
+    "default": {"10.0.0.1:3181": {"rack": "/r1", "hostname": "bk1"}, "10.0.0.2:3181": {"rack": "r2"}},
+    "other": {"bk3:3181": {"rack": "/eu/r3"}},
+}
 
 
 def test_pulsar_rack_map_parses_and_flattens():
     doc = parse_rack_map(json.dumps(PULSAR).encode())
-    assert racks_by_bookie(doc) == {"10.0.0.1:3181": "/r1", "bk1": "/r1", "10.0.0.2:3181": "/r2",
-                                    "bk3:3181": "/eu/r3"}
+    assert racks_by_bookie(doc) == {"10.0.0.1:3181": "/r1", "bk1": "/r1", "10.0.0.2:3181": "/r2", "bk3:3181": "/eu/r3"}
     assert parse_rack_map(b"") == {}
     with pytest.raises(RackMapError):
         parse_rack_map(b"[1]")
@@ -207,7 +210,7 @@ def test_rack_files_in_three_forms(tmp_path):
 def test_source_looks_up_by_id_then_host_and_asks_the_script_once(tmp_path):
     log = tmp_path / "calls"
     script = tmp_path / "topo.sh"
-    script.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\nfor h in \"$@\"; do echo /script-$h; done\n")
+    script.write_text(f'#!/bin/sh\necho "$@" >> {log}\nfor h in "$@"; do echo /script-$h; done\n')
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     src = RackSource(static={"host2": "/r2"}, script=ScriptRacks(str(script)))
     src.refresh(["host2:3181", "h3:3181", "h4:3181"])

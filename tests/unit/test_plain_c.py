@@ -8,6 +8,7 @@ whole range of ids, bytes near a request, junk -- and the choice between them
 These call the twins directly, so they hold with ``BKCTL_FASTPATHS=0`` too; the
 server's behaviour both ways is covered by test_bookie_server.py.
 """
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -38,12 +39,12 @@ def test_the_c_twins_are_in_use_exactly_when_fast_paths_are_on():
         twins = fastpath.build(enabled).plain
         in_use = enabled and _plain is not None
         assert (twins.c is _plain) == in_use and (twins.c is None) == (not in_use)
-        assert (twins.add_request is (_plain.plain_add_request if in_use else v3_fast.plain_add_request))
-        assert (twins.read_request is (_plain.plain_read_request if in_use else v3_fast.plain_read_request))
-        assert (twins.v2_add_request is (_plain.v2_add_request if in_use else v2.plain_add_request))
-        assert (twins.add_answer is (_plain.add_answer if in_use else plain.py_add_answer))
-        assert (twins.read_answer is (_plain.read_answer if in_use else plain.py_read_answer))
-        assert (twins.read_answers is (_plain.read_answers if in_use else plain.py_read_answers))
+        assert twins.add_request is (_plain.plain_add_request if in_use else v3_fast.plain_add_request)
+        assert twins.read_request is (_plain.plain_read_request if in_use else v3_fast.plain_read_request)
+        assert twins.v2_add_request is (_plain.v2_add_request if in_use else v2.plain_add_request)
+        assert twins.add_answer is (_plain.add_answer if in_use else plain.py_add_answer)
+        assert twins.read_answer is (_plain.read_answer if in_use else plain.py_read_answer)
+        assert twins.read_answers is (_plain.read_answers if in_use else plain.py_read_answers)
     assert fastpath.selected().plain.c is (_plain if fastpath.selected().enabled else None)
 
 
@@ -68,11 +69,11 @@ def test_every_captured_frame_is_taken_apart_the_same_way():
 
 @needs_c
 @settings(max_examples=400)
-@given(u64, i64, i64, st.binary(max_size=140), st.binary(max_size=300), st.booleans(), st.booleans(),
-       st.booleans())
+@given(u64, i64, i64, st.binary(max_size=140), st.binary(max_size=300), st.booleans(), st.booleans(), st.booleans())
 def test_built_adds(txn, ledger, entry, key, body, recovery, high, deferred):
-    b = v3.serialize(v3.add_request(txn, ledger, entry, key, body, recovery=recovery, high_priority=high,
-                                    deferred_sync=deferred))
+    b = v3.serialize(
+        v3.add_request(txn, ledger, entry, key, body, recovery=recovery, high_priority=high, deferred_sync=deferred)
+    )
     add, _, _ = _same(b)
     assert (add is not None) == (not deferred and len(key) < 0x80)
     assert add is None or add[6] == recovery
@@ -82,9 +83,17 @@ def test_built_adds(txn, ledger, entry, key, body, recovery, high, deferred):
 @settings(max_examples=400)
 @given(u64, i64, i64, st.booleans(), st.booleans(), st.booleans())
 def test_built_reads(txn, ledger, entry, fence, high, poll):
-    b = v3.serialize(v3.read_request(txn, ledger, entry, fence_master_key=b"k" * 20 if fence else None,
-                                     high_priority=high, previous_lac=3 if poll else None,
-                                     timeout_ms=10 if poll else None))
+    b = v3.serialize(
+        v3.read_request(
+            txn,
+            ledger,
+            entry,
+            fence_master_key=b"k" * 20 if fence else None,
+            high_priority=high,
+            previous_lac=3 if poll else None,
+            timeout_ms=10 if poll else None,
+        )
+    )
     _, read, _ = _same(b)
     assert (read is not None) == (not (fence or high or poll))
     if read is not None:
@@ -123,8 +132,9 @@ def test_varints_at_the_edge_of_64_bits():
         read = b"\x08\x05\x10\x06"
         b = b"\x0a" + bytes((len(header),)) + header + v3_fast.READ_FIELD + bytes((len(read),)) + read
         _same(b)
-    assert _plain.plain_read_request(b"\x0a\x0f\x08\x03\x10\x01\x18" + _varint((1 << 64) - 1)
-                                     + b"\xa2\x06\x04\x08\x05\x10\x06")[:2] == (5, 6)
+    assert _plain.plain_read_request(
+        b"\x0a\x0f\x08\x03\x10\x01\x18" + _varint((1 << 64) - 1) + b"\xa2\x06\x04\x08\x05\x10\x06"
+    )[:2] == (5, 6)
 
 
 @needs_c
@@ -136,12 +146,25 @@ def test_junk(b):
 
 @needs_c
 @settings(max_examples=300)
-@given(st.integers(0, 0xFF), st.integers(0, 0xFF), st.integers(0, 0xFFFF), i64, i64, st.binary(max_size=40),
-       st.integers(-2, 2))
+@given(
+    st.integers(0, 0xFF),
+    st.integers(0, 0xFF),
+    st.integers(0, 0xFFFF),
+    i64,
+    i64,
+    st.binary(max_size=40),
+    st.integers(-2, 2),
+)
 def test_v2_frames(version, op, flags, ledger, entry, tail, trim):
-    b = (bytes((version, op)) + flags.to_bytes(2, "big") + b"k" * 20 + ledger.to_bytes(8, "big", signed=True)
-         + entry.to_bytes(8, "big", signed=True) + tail)
-    b = b[:len(b) + min(trim, 0)] + b"x" * max(trim, 0)
+    b = (
+        bytes((version, op))
+        + flags.to_bytes(2, "big")
+        + b"k" * 20
+        + ledger.to_bytes(8, "big", signed=True)
+        + entry.to_bytes(8, "big", signed=True)
+        + tail
+    )
+    b = b[: len(b) + min(trim, 0)] + b"x" * max(trim, 0)
     got = _same(b)[2]
     if (version, op) == (2, 1) and len(b) >= 40:
         req = v2.decode_request(b)
@@ -157,22 +180,33 @@ def test_add_answer(txn, status, ledger, entry):
     want = plain.py_add_answer(txn, status, ledger, entry)
     assert _plain.add_answer(txn, status, ledger, entry) == want
     msg = v3.parse_response(want[4:])
-    assert (msg.header.txnId, msg.status, msg.addResponse.ledgerId, msg.addResponse.entryId) == \
-        (txn, status, ledger, entry)
+    assert (msg.header.txnId, msg.status, msg.addResponse.ledgerId, msg.addResponse.entryId) == (
+        txn,
+        status,
+        ledger,
+        entry,
+    )
 
 
 @needs_c
 @settings(max_examples=400)
 @given(u64, i64, i64, st.binary(max_size=300), i64)
 def test_read_answer(txn, ledger, entry, body, lac):
-    header_field = v3.serialize(v3.read_request(txn, ledger, entry))[:2 + 5 + len(_varint(txn))]
+    header_field = v3.serialize(v3.read_request(txn, ledger, entry))[: 2 + 5 + len(_varint(txn))]
     want = plain.py_read_answer(header_field, ledger, entry, body, lac)
     assert _plain.read_answer(header_field, ledger, entry, body, lac) == want
     msg = v3.parse_response(want[4:])
     assert int.from_bytes(want[:4], "big") == len(want) - 4
     read = msg.readResponse
-    assert (msg.header.txnId, msg.status, read.status, read.ledgerId, read.entryId, read.body, read.maxLAC) == \
-        (txn, 0, 0, ledger, entry, body, lac)
+    assert (msg.header.txnId, msg.status, read.status, read.ledgerId, read.entryId, read.body, read.maxLAC) == (
+        txn,
+        0,
+        0,
+        ledger,
+        entry,
+        body,
+        lac,
+    )
 
 
 def _read_run(txns, ledger, entries):
@@ -180,9 +214,14 @@ def _read_run(txns, ledger, entries):
     return [v3_fast.plain_read_request(v3.serialize(v3.read_request(t, ledger, e))) for t, e in zip(txns, entries)]
 
 
-read_results = st.lists(st.one_of(st.tuples(st.just(0), st.binary(max_size=200)),
-                                  st.tuples(st.sampled_from([RC.ENOENTRY, RC.ENOLEDGER, -101]), st.none())),
-                        min_size=1, max_size=40)
+read_results = st.lists(
+    st.one_of(
+        st.tuples(st.just(0), st.binary(max_size=200)),
+        st.tuples(st.sampled_from([RC.ENOENTRY, RC.ENOLEDGER, -101]), st.none()),
+    ),
+    min_size=1,
+    max_size=40,
+)
 
 
 @needs_c
@@ -196,7 +235,7 @@ def test_read_answers(results, txn0, start, lac, limit, ledger):
     # what is answered: the reads from start on while EOK and under limit, each as read_answer builds it
     i, expect = max(start, 0), []
     while i < len(run) and results[i][0] == 0 and sum(map(len, expect)) < limit:
-        expect.append(plain.py_read_answer(run[i][3][:run[i][2]], ledger, i, results[i][1], lac))
+        expect.append(plain.py_read_answer(run[i][3][: run[i][2]], ledger, i, results[i][1], lac))
         i += 1
     assert (data, nxt) == (b"".join(expect), i)
 
@@ -215,8 +254,9 @@ def test_read_answers_take_only_plain_read_tuples_and_read_results():
     with pytest.raises(ValueError):
         _plain.read_answers([run[0][:2] + (99, run[0][3])], [(0, b"x")], 0, 1, 100)
     # a failed read is not looked at as bytes: it ends the answers
-    assert _plain.read_answers(run, [(0, b"x"), (RC.ENOENTRY, None)], 0, 1, 1 << 20) == \
-        plain.py_read_answers(run, [(0, b"x"), (RC.ENOENTRY, None)], 0, 1, 1 << 20)
+    assert _plain.read_answers(run, [(0, b"x"), (RC.ENOENTRY, None)], 0, 1, 1 << 20) == plain.py_read_answers(
+        run, [(0, b"x"), (RC.ENOENTRY, None)], 0, 1, 1 << 20
+    )
 
 
 @needs_c

@@ -1,4 +1,5 @@
 """wire.process.runtime: the garbage collector settings of bookied and bkctl's client."""
+
 from __future__ import annotations
 
 import json

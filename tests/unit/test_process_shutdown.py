@@ -1,5 +1,6 @@
 """The daemons' bounded shutdown tools (bkctl.wire.process.shutdown), each in a
 child process of its own: they deal in signals and os._exit."""
+
 from __future__ import annotations
 
 import signal
@@ -66,8 +67,9 @@ _STUCK_SHUTDOWN = textwrap.dedent("""
 @pytest.mark.parametrize("step", [None, "closing the entry stores (flushing their write caches)"])
 def test_the_exit_deadline_ends_a_stuck_shutdown_with_its_code_and_says_why(step):
     # the child would wait 60 s: a run past the timeout (TimeoutExpired) is the deadline not firing
-    done = subprocess.run([sys.executable, "-c", _STUCK_SHUTDOWN, *([step] if step else [])], capture_output=True,
-                          timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-c", _STUCK_SHUTDOWN, *([step] if step else [])], capture_output=True, timeout=30
+    )
     assert done.returncode == 7
     assert b"test shutdown did not finish within 0.2 s" in done.stderr
     # the step it was stuck in, not a guess at ZooKeeper (which may be fine)

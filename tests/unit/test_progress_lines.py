@@ -1,5 +1,6 @@
 """Progress as lines for a long wait nobody watches on a terminal (cron, a pipe): said at
 the start, on a change at most every few seconds, at the end, and notes at once."""
+
 from __future__ import annotations
 
 from bkctl.app import _Lines
@@ -28,5 +29,9 @@ def test_nothing_repeats_and_without_a_total_the_description_is_the_line(capsys)
         bar.update(description="gc of b:3181: major compaction")
     with _Lines(None, "copying", clock=lambda: 0.0) as bar:
         bar.advance(3)
-    assert capsys.readouterr().err.splitlines() == ["gc of b:3181: triggered", "gc of b:3181: major compaction",
-                                                    "copying", "copying: 3"]
+    assert capsys.readouterr().err.splitlines() == [
+        "gc of b:3181: triggered",
+        "gc of b:3181: major compaction",
+        "copying",
+        "copying: 3",
+    ]

@@ -4,6 +4,7 @@ cases, what Pulsar's rules say a consumer receives: tests/vectors/pulsar/README)
 and Pulsar's rules one by one on entries built as a broker writes them
 (markers: ``Markers.java``; transactions: ``TopicTransactionBuffer``,
 ``AbstractBaseDispatcher``), with either batch splitter."""
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -23,7 +24,8 @@ SCHEMA = arrow_schema(TOPIC_COLUMNS)
 TOPIC = "persistent://public/default/t"
 BatchRows = fastpath.selected().batch_rows
 SPLITTERS = [pytest.param(PyMessageRows, id="python")] + (
-    [pytest.param(BatchRows, id="c")] if BatchRows is not PyMessageRows else [])
+    [pytest.param(BatchRows, id="c")] if BatchRows is not PyMessageRows else []
+)
 T0 = 1_795_000_000_000
 
 
@@ -41,8 +43,9 @@ def consume(entries, splitter=PyMessageRows, pending=False, scan=True):
     dec.finish()
     table = pa.Table.from_batches([record_batch(p, SCHEMA) for p in dec.take_parts()], schema=SCHEMA)
     for name in ("publish_time", "event_time", "deliver_at_time", "broker_timestamp"):
-        table = table.set_column(table.schema.get_field_index(name), name,
-                                 pc.divide(table.column(name).cast(pa.int64()), 1000))
+        table = table.set_column(
+            table.schema.get_field_index(name), name, pc.divide(table.column(name).cast(pa.int64()), 1000)
+        )
     return table.to_pylist(), dec
 
 
@@ -58,11 +61,24 @@ def in_ledger(entries, ledger_id=1000, first=0):
 def test_every_vector_case_gives_what_a_consumer_receives(case, splitter):
     rows, dec = consume(in_ledger(pe.case_entries(case)), splitter)
     want = pe.received_messages(case)
-    got = [{"entry_id": r["entry_id"], "batch_index": r["batch_index"], "payload": r["payload"], "key": r["key"],
-            "ordering_key": r["ordering_key"], "properties": dict(r["properties"]), "event_time": r["event_time"],
-            "sequence_id": r["sequence_id"], "publish_time": r["publish_time"], "producer_name": r["producer_name"],
-            "replicated_from": r["replicated_from"], "deliver_at": r["deliver_at_time"], "txn_id": r["txn_id"]}
-           for r in rows]
+    got = [
+        {
+            "entry_id": r["entry_id"],
+            "batch_index": r["batch_index"],
+            "payload": r["payload"],
+            "key": r["key"],
+            "ordering_key": r["ordering_key"],
+            "properties": dict(r["properties"]),
+            "event_time": r["event_time"],
+            "sequence_id": r["sequence_id"],
+            "publish_time": r["publish_time"],
+            "producer_name": r["producer_name"],
+            "replicated_from": r["replicated_from"],
+            "deliver_at": r["deliver_at_time"],
+            "txn_id": r["txn_id"],
+        }
+        for r in rows
+    ]
     for g, w in zip(got, want):
         if w["publish_time"] is None:  # the sent-messages cases did not record it
             g["publish_time"] = None
@@ -70,8 +86,9 @@ def test_every_vector_case_gives_what_a_consumer_receives(case, splitter):
     assert not dec.problems and not any(r["pending"] for r in rows) and not any(r["error"] for r in rows)
 
 
-@pytest.mark.parametrize("case, markers, aborted", [("t_txn_commit", {"TXN_COMMIT": 1}, 0),
-                                                    ("t_txn_abort", {"TXN_ABORT": 1}, 2)])
+@pytest.mark.parametrize(
+    "case, markers, aborted", [("t_txn_commit", {"TXN_COMMIT": 1}, 0), ("t_txn_abort", {"TXN_ABORT": 1}, 2)]
+)
 def test_the_transaction_cases_count_what_they_leave_out(case, markers, aborted):
     _rows, dec = consume(in_ledger(pe.case_entries(case)))
     assert dec.left_out == {"markers": markers, "aborted": aborted, "pending": 0, "pending_kept": 0}
@@ -89,9 +106,10 @@ def txn_message(seq, payload, txn, **fields):
 
 
 def batch(seq, payloads, **fields):
-    return pe.encode_entry(pe.metadata("prod", seq, T0 + seq, num_messages_in_batch=len(payloads), **fields),
-                           pe.batch_payload([(pb.SingleMessageMetadata(sequence_id=seq + i), p)
-                                             for i, p in enumerate(payloads)]))
+    return pe.encode_entry(
+        pe.metadata("prod", seq, T0 + seq, num_messages_in_batch=len(payloads), **fields),
+        pe.batch_payload([(pb.SingleMessageMetadata(sequence_id=seq + i), p) for i, p in enumerate(payloads)]),
+    )
 
 
 def marker(marker_type, txn=None, payload=b""):
@@ -107,17 +125,29 @@ def test_no_marker_entry_is_a_row_whatever_its_type(splitter):
     """Replicated-subscription snapshot request, response, snapshot and update
     (10-13, with their payloads), a TXN_COMMITTING (20) and a type this reader
     has no name for: none reaches a consumer, each is counted by its name."""
-    entries = [message(0, b"a"), marker(10, payload=b"\n\x04snap\x12\x07us-east"), marker(11, payload=b"\x08\x01"),
-               batch(1, [b"b", b"c"]), marker(12, payload=b"\n\x04snap"), marker(13, payload=b"\n\x03sub"),
-               marker(20, txn=(1, 9)), marker(99, payload=b"?"), message(3, b"d")]
+    entries = [
+        message(0, b"a"),
+        marker(10, payload=b"\n\x04snap\x12\x07us-east"),
+        marker(11, payload=b"\x08\x01"),
+        batch(1, [b"b", b"c"]),
+        marker(12, payload=b"\n\x04snap"),
+        marker(13, payload=b"\n\x03sub"),
+        marker(20, txn=(1, 9)),
+        marker(99, payload=b"?"),
+        message(3, b"d"),
+    ]
     for scan in (True, False):
         rows, dec = consume(in_ledger(entries), splitter, scan=scan)
         assert payloads(rows) == [b"a", b"b", b"c", b"d"]
         assert [r["entry_id"] for r in rows] == [0, 3, 3, 8]
-        assert dec.left_out["markers"] == {"REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST": 1,
-                                           "REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE": 1,
-                                           "REPLICATED_SUBSCRIPTION_SNAPSHOT": 1, "REPLICATED_SUBSCRIPTION_UPDATE": 1,
-                                           "TXN_COMMITTING": 1, "marker type 99": 1}
+        assert dec.left_out["markers"] == {
+            "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST": 1,
+            "REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE": 1,
+            "REPLICATED_SUBSCRIPTION_SNAPSHOT": 1,
+            "REPLICATED_SUBSCRIPTION_UPDATE": 1,
+            "TXN_COMMITTING": 1,
+            "marker type 99": 1,
+        }
         assert dec.messages == 4 and not dec.problems
 
 
@@ -126,16 +156,24 @@ def test_transactions_whose_markers_are_in_a_later_ledger(splitter):
     """T1 aborts and T2 commits, both markers in the topic's next ledger: T1's
     messages (one a batch) are never rows, T2's are, at their own positions."""
     t1, t2 = (1, 5), (3, 0)
-    first = [message(0, b"p0"), txn_message(1, b"t1-a", t1), txn_message(2, b"t2-a", t2),
-             batch(3, [b"t1-b", b"t1-c"], txnid_most_bits=1, txnid_least_bits=5), message(5, b"p1")]
-    second = [batch(6, [b"t2-b", b"t2-c"], txnid_most_bits=3, txnid_least_bits=0), marker(22, t1), message(8, b"p2"),
-              marker(21, t2)]
+    first = [
+        message(0, b"p0"),
+        txn_message(1, b"t1-a", t1),
+        txn_message(2, b"t2-a", t2),
+        batch(3, [b"t1-b", b"t1-c"], txnid_most_bits=1, txnid_least_bits=5),
+        message(5, b"p1"),
+    ]
+    second = [
+        batch(6, [b"t2-b", b"t2-c"], txnid_most_bits=3, txnid_least_bits=0),
+        marker(22, t1),
+        message(8, b"p2"),
+        marker(21, t2),
+    ]
     rows, dec = consume(in_ledger(first, 10) + in_ledger(second, 12), splitter)
     assert payloads(rows) == [b"p0", b"t2-a", b"p1", b"t2-b", b"t2-c", b"p2"]
     assert [r["txn_id"] for r in rows] == [None, "(3,0)", None, "(3,0)", "(3,0)", None]
     assert [(r["ledger_id"], r["entry_id"]) for r in rows] == [(10, 0), (10, 2), (10, 4), (12, 0), (12, 0), (12, 2)]
-    assert dec.left_out == {"markers": {"TXN_ABORT": 1, "TXN_COMMIT": 1}, "aborted": 3, "pending": 0,
-                            "pending_kept": 0}
+    assert dec.left_out == {"markers": {"TXN_ABORT": 1, "TXN_COMMIT": 1}, "aborted": 3, "pending": 0, "pending_kept": 0}
     assert not any(r["pending"] for r in rows)
 
 
@@ -143,8 +181,17 @@ def _open_topic():
     """T1 committed early; T2 opens at entry 2 and never ends; T3 begins after
     T2's first message and commits: Pulsar's maxReadPosition is entry 1."""
     t1, t2, t3 = (1, 0), (1, 1), (2, 0)
-    return in_ledger([txn_message(0, b"t1", t1), marker(21, t1), txn_message(2, b"t2", t2), message(3, b"p"),
-                      txn_message(4, b"t3", t3), marker(21, t3), batch(6, [b"q", b"r"])])
+    return in_ledger(
+        [
+            txn_message(0, b"t1", t1),
+            marker(21, t1),
+            txn_message(2, b"t2", t2),
+            message(3, b"p"),
+            txn_message(4, b"t3", t3),
+            marker(21, t3),
+            batch(6, [b"q", b"r"]),
+        ]
+    )
 
 
 @pytest.mark.parametrize("splitter", SPLITTERS)
@@ -167,10 +214,11 @@ def test_include_pending_exports_what_the_open_transaction_holds_back_marked(spl
 def test_replicated_from_and_deliver_at_are_every_message_of_their_entry(splitter):
     """A consumer's getReplicatedFrom() and getDeliverAtTime() are the entry's,
     for each message of a batch too."""
-    entries = [batch(0, [b"a", b"b"], replicated_from="us-east", deliver_at_time=T0 + 60_000),
-               message(2, b"c", replicated_from="eu-west",
-                       properties={"__MSG_PROP_REPL_SOURCE_POSITION": "17:4"}),
-               message(3, b"d", deliver_at_time=-5)]
+    entries = [
+        batch(0, [b"a", b"b"], replicated_from="us-east", deliver_at_time=T0 + 60_000),
+        message(2, b"c", replicated_from="eu-west", properties={"__MSG_PROP_REPL_SOURCE_POSITION": "17:4"}),
+        message(3, b"d", deliver_at_time=-5),
+    ]
     rows, _dec = consume(in_ledger(entries), splitter)
     assert [r["replicated_from"] for r in rows] == ["us-east", "us-east", "eu-west", None]
     assert [r["deliver_at_time"] for r in rows] == [T0 + 60_000, T0 + 60_000, None, -5]
@@ -185,9 +233,23 @@ def test_a_deliver_at_time_no_column_holds_is_a_corrupt_entry():
 
 def test_a_chunked_message_of_an_aborted_transaction_counts_once():
     t = (4, 4)
-    chunks = [pe.encode_entry(pe.metadata("prod", 0, T0, uuid="prod-0", chunk_id=i, num_chunks_from_msg=3,
-                                          total_chunk_msg_size=6, txnid_most_bits=4, txnid_least_bits=4), part)
-              for i, part in enumerate([b"ab", b"cd", b"ef"])]
+    chunks = [
+        pe.encode_entry(
+            pe.metadata(
+                "prod",
+                0,
+                T0,
+                uuid="prod-0",
+                chunk_id=i,
+                num_chunks_from_msg=3,
+                total_chunk_msg_size=6,
+                txnid_most_bits=4,
+                txnid_least_bits=4,
+            ),
+            part,
+        )
+        for i, part in enumerate([b"ab", b"cd", b"ef"])
+    ]
     rows, dec = consume(in_ledger([*chunks, marker(22, t), message(1, b"after")]))
     assert payloads(rows) == [b"after"] and not dec.problems
     assert dec.left_out["aborted"] == 1
@@ -206,16 +268,29 @@ def test_entry_marks_reads_the_metadata_behind_broker_entry_metadata():
 
 def test_a_task_carries_only_the_aborted_transactions_its_range_may_hold():
     scan = TransactionScan()
-    for position, data in in_ledger([txn_message(0, b"a", (1, 1)), marker(22, (1, 1)), txn_message(2, b"b", (1, 2)),
-                                     marker(22, (1, 2)), txn_message(4, b"c", (1, 3))], 5):
+    for position, data in in_ledger(
+        [
+            txn_message(0, b"a", (1, 1)),
+            marker(22, (1, 1)),
+            txn_message(2, b"b", (1, 2)),
+            marker(22, (1, 2)),
+            txn_message(4, b"c", (1, 3)),
+        ],
+        5,
+    ):
         scan.add(position, data)
     txns = scan.result()
     assert txns.aborted == {(1, 1), (1, 2)} and txns.open == {(1, 3): (5, 4)} and txns.cutoff == (5, 4)
     assert txns.for_range(5, 2, 3).aborted == {(1, 2)}
     assert txns.for_range(5, 0, 1).aborted == {(1, 1)}
     assert txns.for_range(6, 0, 9).aborted == set() and txns.for_range(6, 0, 9).cutoff == (5, 4)
-    assert txns.to_json() == {"committed": 0, "aborted": 2, "open": {"(1,3)": "5:4"}, "cutoff": "5:4",
-                              "markers": {"TXN_ABORT": 2}}
+    assert txns.to_json() == {
+        "committed": 0,
+        "aborted": 2,
+        "open": {"(1,3)": "5:4"},
+        "cutoff": "5:4",
+        "markers": {"TXN_ABORT": 2},
+    }
 
 
 class FakeReader:
@@ -227,7 +302,7 @@ class FakeReader:
 
     def entries(self, ledger_id, first, last, unconfirmed=False):
         self.reads.append((ledger_id, first, last))
-        yield list(enumerate(self.ledgers[ledger_id]))[first:last + 1]
+        yield list(enumerate(self.ledgers[ledger_id]))[first : last + 1]
 
 
 @pytest.mark.parametrize("include_pending", [False, True])
@@ -235,9 +310,10 @@ def test_tasks_learn_the_outcomes_of_transactions_decided_in_other_tasks(include
     """The export's path: one scan on the driver, then each task (here one per
     ledger, the abort marker in the second) reads its range alone."""
     t1, t2 = (1, 1), (1, 2)
-    ledgers = {3: [message(0, b"p0"), txn_message(1, b"t1", t1), txn_message(2, b"t2", t2)],
-               4: [marker(22, t1), message(3, b"p1"), marker(21, t2), txn_message(4, b"open", (9, 9)),
-                   message(5, b"p2")]}
+    ledgers = {
+        3: [message(0, b"p0"), txn_message(1, b"t1", t1), txn_message(2, b"t2", t2)],
+        4: [marker(22, t1), message(3, b"p1"), marker(21, t2), txn_message(4, b"open", (9, 9)), message(5, b"p2")],
+    }
     tasks = [TopicRange(TOPIC, -1, lid, 0, len(e) - 1, len(e) - 1) for lid, e in ledgers.items()]
     reader = FakeReader(ledgers)
     txns = scan_transactions(reader, tasks)
@@ -251,15 +327,21 @@ def test_tasks_learn_the_outcomes_of_transactions_decided_in_other_tasks(include
         counts.append(c["left_out"])
     assert [r["payload"] for r in rows] == [b"p0", b"t2", b"p1"] + ([b"open", b"p2"] if include_pending else [])
     assert [r["pending"] for r in rows] == [False, False, False] + ([True, True] if include_pending else [])
-    total = {"markers": {"TXN_ABORT": 1, "TXN_COMMIT": 1}, "aborted": 1, "pending": 0 if include_pending else 2,
-             "pending_kept": 2 if include_pending else 0}
+    total = {
+        "markers": {"TXN_ABORT": 1, "TXN_COMMIT": 1},
+        "aborted": 1,
+        "pending": 0 if include_pending else 2,
+        "pending_kept": 2 if include_pending else 0,
+    }
     from bkctl.export.topic_source import TopicSource
 
     summed = TopicSource.left_out([{"task": i, "left_out": c} for i, c in enumerate(counts)])
     assert summed == total
     line = left_out_text(summed, {TOPIC: txns[TOPIC].to_json()})
-    assert line.startswith("what a consumer would not receive: 2 marker entries (1 TXN_ABORT, 1 TXN_COMMIT); "
-                           "1 message of aborted transactions; 2 messages ")
+    assert line.startswith(
+        "what a consumer would not receive: 2 marker entries (1 TXN_ABORT, 1 TXN_COMMIT); "
+        "1 message of aborted transactions; 2 messages "
+    )
     assert f"{TOPIC} from 4:3, transaction (9,9) open" in line
     assert ("exported with pending = true" in line) == include_pending
 
@@ -284,13 +366,22 @@ def test_the_tests_markers_are_the_vectors_byte_for_byte(case, entry_id, marker_
 def test_a_base64_key_is_said_as_a_consumer_sees_it(splitter):
     """Message.hasBase64EncodedKey(): a key given as bytes is stored in base64
     with partition_key_b64_encoded set (a batch's messages each their own)."""
-    messages = [(pb.SingleMessageMetadata(partition_key="AAE=", partition_key_b64_encoded=True), b"a"),
-                (pb.SingleMessageMetadata(partition_key="plain"), b"b")]
-    entries = [pe.encode_entry(pe.metadata("prod", 0, T0, num_messages_in_batch=2), pe.batch_payload(messages)),
-               message(2, b"c", partition_key="/w==", partition_key_b64_encoded=True), message(3, b"d")]
+    messages = [
+        (pb.SingleMessageMetadata(partition_key="AAE=", partition_key_b64_encoded=True), b"a"),
+        (pb.SingleMessageMetadata(partition_key="plain"), b"b"),
+    ]
+    entries = [
+        pe.encode_entry(pe.metadata("prod", 0, T0, num_messages_in_batch=2), pe.batch_payload(messages)),
+        message(2, b"c", partition_key="/w==", partition_key_b64_encoded=True),
+        message(3, b"d"),
+    ]
     rows, _dec = consume(in_ledger(entries), splitter)
-    assert [(r["key"], r["key_base64_encoded"]) for r in rows] == [("AAE=", True), ("plain", False), ("/w==", True),
-                                                                   (None, False)]
+    assert [(r["key"], r["key_base64_encoded"]) for r in rows] == [
+        ("AAE=", True),
+        ("plain", False),
+        ("/w==", True),
+        (None, False),
+    ]
 
 
 @pytest.mark.parametrize("pending", [False, True])
@@ -298,15 +389,24 @@ def test_a_chunked_message_the_cutoff_cuts_is_held_back_whole_not_a_problem(pend
     """Its first chunk before the open transaction's first message, its last
     after: a consumer does not get it yet, so it is held back (or kept, marked
     by its last chunk, Pulsar's id for it), never an incomplete message."""
-    chunks = [pe.encode_entry(pe.metadata("prod", 0, T0, uuid="prod-0", chunk_id=i, num_chunks_from_msg=2,
-                                          total_chunk_msg_size=4), part) for i, part in enumerate([b"ab", b"cd"])]
-    entries = in_ledger([message(5, b"first"), chunks[0], txn_message(6, b"open", (8, 8)), chunks[1],
-                         message(7, b"later")])
+    chunks = [
+        pe.encode_entry(
+            pe.metadata("prod", 0, T0, uuid="prod-0", chunk_id=i, num_chunks_from_msg=2, total_chunk_msg_size=4), part
+        )
+        for i, part in enumerate([b"ab", b"cd"])
+    ]
+    entries = in_ledger(
+        [message(5, b"first"), chunks[0], txn_message(6, b"open", (8, 8)), chunks[1], message(7, b"later")]
+    )
     rows, dec = consume(entries, pending=pending)
     assert not dec.problems
     if pending:
-        assert [(r["payload"], r["pending"]) for r in rows] == [(b"first", False), (b"open", True), (b"abcd", True),
-                                                                (b"later", True)]
+        assert [(r["payload"], r["pending"]) for r in rows] == [
+            (b"first", False),
+            (b"open", True),
+            (b"abcd", True),
+            (b"later", True),
+        ]
         assert dec.left_out["pending_kept"] == 3
     else:
         assert payloads(rows) == [b"first"] and dec.left_out["pending"] == 3
@@ -324,9 +424,11 @@ def test_tasks_that_find_the_transactions_themselves_then_rerun_only_those_they_
 
     t1, t2 = (1, 1), (1, 2)
     if kind == "transactions":  # t1 aborts in ledger 4; (9,9) stays open from 5:1 on
-        ledgers = {3: [message(0, b"p0"), txn_message(1, b"t1", t1), message(2, b"p1"), txn_message(3, b"t2", t2)],
-                   4: [marker(22, t1), message(4, b"p2"), marker(21, t2), message(5, b"p3")],
-                   5: [message(6, b"p4"), txn_message(7, b"open", (9, 9)), message(8, b"p5"), message(9, b"p6")]}
+        ledgers = {
+            3: [message(0, b"p0"), txn_message(1, b"t1", t1), message(2, b"p1"), txn_message(3, b"t2", t2)],
+            4: [marker(22, t1), message(4, b"p2"), marker(21, t2), message(5, b"p3")],
+            5: [message(6, b"p4"), txn_message(7, b"open", (9, 9)), message(8, b"p5"), message(9, b"p6")],
+        }
     else:
         ledgers = {lid: [message(lid * 10 + i, b"m%d" % (lid * 10 + i)) for i in range(4)] for lid in (3, 4, 5)}
     tasks = [TopicRange(TOPIC, -1, lid, first, first + 1, 3) for lid in ledgers for first in (0, 2)]
@@ -341,8 +443,9 @@ def test_tasks_that_find_the_transactions_themselves_then_rerun_only_those_they_
     want = [r for t in scan_first for r in run(t)[0]]
     first = [run(replace(t, scan=True)) for t in tasks]
     reports = [{"task": i, **c} for i, (_, c) in enumerate(first)]
-    again, tasks, _txns = tasks_to_redo(tasks, {r["task"]: r["transactions"] for r in reports}, reports,
-                                        include_pending)
+    again, tasks, _txns = tasks_to_redo(
+        tasks, {r["task"]: r["transactions"] for r in reports}, reports, include_pending
+    )
     got = [r for i, t in enumerate(tasks) for r in (run(t)[0] if i in again else first[i][0])]
     assert got == want
     assert again == ([0, 4, 5] if kind == "transactions" else [])  # t1's range, and from the open one on
@@ -350,8 +453,15 @@ def test_tasks_that_find_the_transactions_themselves_then_rerun_only_those_they_
 
 def test_what_is_left_out_is_counted_only_inside_the_publish_time_window():
     t = (6, 6)
-    entries = in_ledger([txn_message(0, b"early aborted", t), marker(22, t), message(2, b"kept"),
-                         txn_message(3, b"late aborted", (6, 7)), marker(22, (6, 7))])
+    entries = in_ledger(
+        [
+            txn_message(0, b"early aborted", t),
+            marker(22, t),
+            message(2, b"kept"),
+            txn_message(3, b"late aborted", (6, 7)),
+            marker(22, (6, 7)),
+        ]
+    )
     s = TransactionScan()
     for position, data in entries:
         s.add(position, data)

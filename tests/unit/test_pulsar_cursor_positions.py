@@ -3,6 +3,7 @@ topic show``, ``export --subscription``): the shared vector k_cursor_unconfirmed
 (a cursor ledger left open, whose newest PositionInfo lies past the LAC readers
 see) loaded into fake bookies as its broker wrote it, and read by the real
 client code without fencing anything."""
+
 from __future__ import annotations
 
 import json
@@ -77,8 +78,11 @@ def load_case(close_cursor_ledger=False):
     client, store, pool = make_client()
     for b in B[:4]:
         pool.get(b).auto = True
-    custom = {"application": b"pulsar", "component": b"managed-ledger",
-              "pulsar/managed-ledger": doc["managed_ledger_name"].encode()}
+    custom = {
+        "application": b"pulsar",
+        "component": b"managed-ledger",
+        "pulsar/managed-ledger": doc["managed_ledger_name"].encode(),
+    }
     data = create(client, custom_metadata=custom)
     for entry in pe.case_entries(CASE):
         successResultOf(settled(data.add_entry(entry)))
@@ -97,8 +101,9 @@ def load_case(close_cursor_ledger=False):
     info.markDeleteLedgerId = ids[info.markDeleteLedgerId]
     mli = ml.ManagedLedgerInfo()
     mli.ledgerInfo.add(ledgerId=data.ledger_id, entries=10, size=sum(map(len, pe.case_entries(CASE))), timestamp=1)
-    store.pulsar.put_managed_ledger(doc["managed_ledger_name"], mli.SerializeToString(),
-                                    {SUB: info.SerializeToString()})
+    store.pulsar.put_managed_ledger(
+        doc["managed_ledger_name"], mli.SerializeToString(), {SUB: info.SerializeToString()}
+    )
     return doc, client, store, pool, data.ledger_id, writer
 
 
@@ -106,13 +111,22 @@ def test_the_newest_position_is_the_cursor_ledgers_last_entry_past_the_lac_and_n
     doc, client, store, pool, data_id, writer = load_case()
     sub = doc["subscriptions"][SUB]
     bk = SyncBK(client)
-    info = ml.ManagedCursorInfo.FromString(store.pulsar.managed_ledger(
-        "/managed-ledgers", doc["managed_ledger_name"], True).cursors[SUB])
+    info = ml.ManagedCursorInfo.FromString(
+        store.pulsar.managed_ledger("/managed-ledgers", doc["managed_ledger_name"], True).cursors[SUB]
+    )
     state, source = ops.cursor_state(info, lambda: bk)
-    assert state.mark_delete == (data_id, sub["newest_position"]["mark_delete"][1])  # 6, not the LAC's 4 or the znode's 1
+    assert state.mark_delete == (
+        data_id,
+        sub["newest_position"]["mark_delete"][1],
+    )  # 6, not the LAC's 4 or the znode's 1
     assert state.ranges == []
     assert (source.kind, source.ledger, source.entry, source.lac, source.fallback) == (
-        "beyond-lac", writer.ledger_id, 3, sub["cursor_ledger"]["lac_seen_by_readers"], None)
+        "beyond-lac",
+        writer.ledger_id,
+        3,
+        sub["cursor_ledger"]["lac_seen_by_readers"],
+        None,
+    )
     assert str(source) == f"cursor ledger {writer.ledger_id} entry 3 (beyond the LAC 2)"
     # nothing fenced, nothing closed: the broker's next mark-delete goes in
     assert not any(conn.fenced for conn in pool.conns.values())
@@ -129,7 +143,11 @@ def test_topic_show_gives_the_vectors_backlog_in_entries_messages_and_bytes():
     [cursor] = shown["partitions"][0]["cursors"]
     entries = pe.case_entries(CASE)
     unacked = [e for _, e in sub["unacked_entries"]]
-    assert (cursor["mark_delete"], cursor["position_source"], cursor["fallback"]) == (f"{data_id}:6", "beyond-lac", None)
+    assert (cursor["mark_delete"], cursor["position_source"], cursor["fallback"]) == (
+        f"{data_id}:6",
+        "beyond-lac",
+        None,
+    )
     assert (cursor["backlog_entries"], cursor["backlog_messages"]) == (sub["backlog_entries"], sub["backlog_messages"])
     assert cursor["backlog_bytes"] == sum(len(entries[e]) for e in unacked) and cursor["backlog_bytes_exact"]
     assert shown["warnings"] == []
@@ -159,8 +177,10 @@ def test_a_cursor_ledger_that_is_gone_falls_back_to_the_znode_with_a_warning_and
     [cursor] = shown["partitions"][0]["cursors"]
     assert (cursor["mark_delete"], cursor["position_source"]) == (f"{data_id}:1", "znode")
     assert cursor["fallback"] == f"cursor ledger {writer.ledger_id} is gone"
-    assert shown["warnings"] == [f"{doc['topic']} cursor {SUB}: position from its znode (cursor ledger "
-                                 f"{writer.ledger_id} is gone), which is older than the position its broker holds"]
+    assert shown["warnings"] == [
+        f"{doc['topic']} cursor {SUB}: position from its znode (cursor ledger "
+        f"{writer.ledger_id} is gone), which is older than the position its broker holds"
+    ]
     with pytest.raises(ops.CursorFallback, match="is gone"):
         ops.show_topic(store, doc["topic"], bk=lambda: bk, strict=True)
 
@@ -168,8 +188,11 @@ def test_a_cursor_ledger_that_is_gone_falls_back_to_the_znode_with_a_warning_and
 def test_a_cursor_without_a_ledger_is_read_from_its_znode_without_a_warning():
     doc, client, store, pool, data_id, writer = load_case()
     info = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=data_id, markDeleteEntryId=8)
-    store.pulsar.put_managed_ledger(doc["managed_ledger_name"], store.pulsar.managed_ledger(
-        "/managed-ledgers", doc["managed_ledger_name"], False).value, {SUB: info.SerializeToString()})
+    store.pulsar.put_managed_ledger(
+        doc["managed_ledger_name"],
+        store.pulsar.managed_ledger("/managed-ledgers", doc["managed_ledger_name"], False).value,
+        {SUB: info.SerializeToString()},
+    )
     bk = SyncBK(client)
     shown = ops.show_topic(store, doc["topic"], bk=lambda: bk)
     [cursor] = shown["partitions"][0]["cursors"]

@@ -1,5 +1,6 @@
 """Pulsar's stored entries decoded against the bytes the real client produced
 (tests/vectors/pulsar), and every way an entry can be corrupt."""
+
 import json
 import struct
 
@@ -57,8 +58,11 @@ def test_every_vector_case_gives_the_messages_the_client_sent(case):
         assert row["schema_version"] == m["schema_version"]
         assert row["error"] is None and row["encrypted"] is False
         ident = m["id"]
-        assert (row["ledger_id"], row["entry_id"], row["batch_index"]) == \
-            (ident["ledger_id"], ident["entry_id"], ident["batch_index"])
+        assert (row["ledger_id"], row["entry_id"], row["batch_index"]) == (
+            ident["ledger_id"],
+            ident["entry_id"],
+            ident["batch_index"],
+        )
         if ";" in ident["client_message_id_str"]:  # chunked: "(L,first,-1,-1);(L,last,-1,-1)"
             first, last = [p.strip("()").split(",") for p in ident["client_message_id_str"].split(";")]
             assert row["message_id"] == f"{first[0]}:{first[1]}:-1;{last[0]}:{last[1]}:-1"
@@ -68,8 +72,9 @@ def test_every_vector_case_gives_the_messages_the_client_sent(case):
 
 @pytest.mark.parametrize("case", ["a_plain", "b_batch"])
 def test_broker_entry_metadata_is_read_and_the_entry_behind_it_too(case):
-    manifest = json.loads((pe.vectors_dir() / "entries_with_broker_entry_metadata" / case / "manifest.json")
-                          .read_text())
+    manifest = json.loads(
+        (pe.vectors_dir() / "entries_with_broker_entry_metadata" / case / "manifest.json").read_text()
+    )
     _, plain = decode_case(case)
     _, rows = decode_case(case, "entries_with_broker_entry_metadata")
     assert [r["payload"] for r in rows] == [r["payload"] for r in plain]
@@ -107,16 +112,26 @@ def test_a_batch_entry_is_split_and_an_entry_with_num_messages_1_is_still_a_batc
 
 
 def test_null_value_and_null_key_flags():
-    smds = [(pb.SingleMessageMetadata(null_value=True, partition_key="k"), b""),
-            (pb.SingleMessageMetadata(null_partition_key=True), b"v")]
+    smds = [
+        (pb.SingleMessageMetadata(null_value=True, partition_key="k"), b""),
+        (pb.SingleMessageMetadata(null_partition_key=True), b"v"),
+    ]
     md = pe.metadata("p", 0, 1, num_messages_in_batch=2)
     ms = messages_of(decode_entry(pe.encode_entry(md, pe.batch_payload(smds))))
     assert [(m["payload"], m["key"], m["payload_size"]) for m in ms] == [(None, "k", None), (b"v", None, 1)]
 
 
 def test_encrypted_entries_are_flagged_and_kept_as_stored():
-    md = pe.metadata("p", 3, 5, num_messages_in_batch=4, compression=pb.LZ4, uncompressed_size=999,
-                     encryption_algo="RSA", encryption_param=b"iv")
+    md = pe.metadata(
+        "p",
+        3,
+        5,
+        num_messages_in_batch=4,
+        compression=pb.LZ4,
+        uncompressed_size=999,
+        encryption_algo="RSA",
+        encryption_param=b"iv",
+    )
     md.encryption_keys.add(key="key-a", value=b"\x01\x02")
     md.encryption_keys.add(key="key-b", value=b"\x03")
     secret = b"\x9f\x00 ciphertext that is not lz4"
@@ -128,11 +143,24 @@ def test_encrypted_entries_are_flagged_and_kept_as_stored():
     assert cols["encryption_keys"] == [["key-a", "key-b"]]
     assert cols["error"] == [None]
     # the rest of what a consumer's getEncryptionCtx() gives: enough to decrypt it later
-    assert {name: cols[name] for name in ("encryption_key_values", "encryption_algo", "encryption_param",
-                                          "encryption_compression", "encryption_uncompressed_size",
-                                          "encryption_batch_size")} == {
-        "encryption_key_values": [[b"\x01\x02", b"\x03"]], "encryption_algo": ["RSA"], "encryption_param": [b"iv"],
-        "encryption_compression": ["LZ4"], "encryption_uncompressed_size": [999], "encryption_batch_size": [4]}
+    assert {
+        name: cols[name]
+        for name in (
+            "encryption_key_values",
+            "encryption_algo",
+            "encryption_param",
+            "encryption_compression",
+            "encryption_uncompressed_size",
+            "encryption_batch_size",
+        )
+    } == {
+        "encryption_key_values": [[b"\x01\x02", b"\x03"]],
+        "encryption_algo": ["RSA"],
+        "encryption_param": [b"iv"],
+        "encryption_compression": ["LZ4"],
+        "encryption_uncompressed_size": [999],
+        "encryption_batch_size": [4],
+    }
 
 
 def corrupt_cases():
@@ -145,8 +173,9 @@ def corrupt_cases():
     unknown = struct.pack(">HI", 0x0E01, pe.crc32c(body)) + body
     md = pe.metadata("p", 0, 1, compression=pb.LZ4, uncompressed_size=16)
     wrong_size = pe.encode_entry(md, pe.compress(pb.LZ4, b"hello hello hello"))
-    short_batch = pe.encode_entry(pe.metadata("p", 0, 1, num_messages_in_batch=3),
-                                  pe.batch_payload([(pb.SingleMessageMetadata(), b"one")]))
+    short_batch = pe.encode_entry(
+        pe.metadata("p", 0, 1, num_messages_in_batch=3), pe.batch_payload([(pb.SingleMessageMetadata(), b"one")])
+    )
     no_crc = pe.encode_entry(pe.metadata("p", 0, 1), b"x")
     bad_meta = struct.pack(">I", 500) + b"\x0a\x01"  # an entry without checksum (old producers)
     raw = pe.metadata("producer", 0, 1).SerializeToString()[:6]
@@ -181,7 +210,8 @@ def test_a_corrupt_entry_is_an_error_row_or_skipped_and_always_reported(error_ro
         dec.add(7, entry_id, data)
     cols = dec.take()
     assert [str(p) for p in dec.problems] == [
-        "persistent://public/default/x ledger 7 entry 1: " + dec.problems[0].reason]
+        "persistent://public/default/x ledger 7 entry 1: " + dec.problems[0].reason
+    ]
     assert "checksum mismatch" in dec.problems[0].reason
     errors = [(e, i) for e, i in zip(cols["error"], cols["entry_id"]) if e]
     if error_rows:
@@ -208,7 +238,8 @@ def test_an_incomplete_chunk_set_is_reported():
     assert [p.entry_id for p in dec.problems] == [3, 5]
     assert [e for e in cols["error"] if e] == reasons
     assert [p for p, e in zip(cols["payload"], cols["error"]) if not e] == [
-        m["payload"] for m in pe.expected_messages("d_chunking") if len(m["payload"]) < 5000]
+        m["payload"] for m in pe.expected_messages("d_chunking") if len(m["payload"]) < 5000
+    ]
 
 
 def test_publish_time_window_and_keep():
@@ -253,7 +284,7 @@ def split_into_chunks(md, payload: bytes, parts: int, codec=pb.NONE) -> list[byt
     out = []
     for i in range(parts):
         md.chunk_id = i
-        out.append(pe.encode_entry(md, stored[i * step:(i + 1) * step]))
+        out.append(pe.encode_entry(md, stored[i * step : (i + 1) * step]))
     return out
 
 
@@ -282,8 +313,12 @@ def test_an_encrypted_chunked_message_is_joined_and_kept_as_stored():
     cols = dec.take()
     assert cols["payload"] == [secret]
     assert (cols["encrypted"], cols["encryption_keys"]) == ([True], [["k1"]])
-    assert (cols["encryption_key_values"], cols["encryption_compression"], cols["encryption_uncompressed_size"],
-            cols["encryption_batch_size"]) == ([[b"x"]], ["LZ4"], [5000], [None])
+    assert (
+        cols["encryption_key_values"],
+        cols["encryption_compression"],
+        cols["encryption_uncompressed_size"],
+        cols["encryption_batch_size"],
+    ) == ([[b"x"]], ["LZ4"], [5000], [None])
 
 
 def test_a_zlib_payload_inflates_no_further_than_its_metadata_says():

@@ -1,4 +1,5 @@
 """Pulsar's managed-ledger znode values and topic names (tests/vectors/pulsar/zk)."""
+
 import json
 import struct
 
@@ -21,15 +22,24 @@ ZK = pe.vectors_dir() / "zk"
 
 
 def ledgers(info):
-    return [(li.ledgerId, li.entries if li.HasField("entries") else None,
-             li.size if li.HasField("size") else None, li.timestamp) for li in info.ledgerInfo]
+    return [
+        (
+            li.ledgerId,
+            li.entries if li.HasField("entries") else None,
+            li.size if li.HasField("size") else None,
+            li.timestamp,
+        )
+        for li in info.ledgerInfo
+    ]
 
 
 def test_managed_ledger_info_binary_and_compressed_agree_with_their_json():
     doc = json.loads((ZK / "managed_ledger_info.json").read_text())
     plain = parse_managed_ledger_info((ZK / "managed_ledger_info.bin").read_bytes())
-    assert ledgers(plain) == [(int(li["ledgerId"]), int(li["entries"]), int(li["size"]), int(li["timestamp"]))
-                              for li in doc["value"]["ledgerInfo"]]
+    assert ledgers(plain) == [
+        (int(li["ledgerId"]), int(li["entries"]), int(li["size"]), int(li["timestamp"]))
+        for li in doc["value"]["ledgerInfo"]
+    ]
     assert not plain.HasField("terminatedPosition")
     packed = (ZK / "managed_ledger_info.zstd_compressed.bin").read_bytes()
     assert struct.unpack(">H", packed[:2])[0] == 0x4778
@@ -80,9 +90,16 @@ def test_a_newer_position_from_the_cursor_ledger_wins_and_batch_bits_count():
     assert not state.message_acked((1, 7), 0)
 
 
-@pytest.mark.parametrize("local, encoded", [
-    ("my-topic", "my-topic"), ("a b", "a+b"), ("x/y:z%", "x%2Fy%3Az%25"), ("t~é", "t%7E%C3%A9"),
-    ("a.b-c*d_e", "a.b-c*d_e")])
+@pytest.mark.parametrize(
+    "local, encoded",
+    [
+        ("my-topic", "my-topic"),
+        ("a b", "a+b"),
+        ("x/y:z%", "x%2Fy%3Az%25"),
+        ("t~é", "t%7E%C3%A9"),
+        ("a.b-c*d_e", "a.b-c*d_e"),
+    ],
+)
 def test_local_names_are_encoded_as_javas_urlencoder(local, encoded):
     assert encode_local_name(local) == encoded
     assert decode_local_name(encoded) == local
@@ -100,8 +117,9 @@ def test_topic_names():
     assert (v1.tenant, v1.namespace, v1.local, v1.is_v1) == ("prop", "us-west/ns", "a/b", True)
     assert v1.managed_ledger == "prop/us-west/ns/persistent/a%2Fb" and str(v1) == "persistent://prop/us-west/ns/a/b"
     assert TopicName.parse(v1.managed_ledger) == v1 == TopicName.from_managed_ledger(v1.managed_ledger)
-    assert TopicName.parse("persistent://prop/us-west/ns/t-partition-2").partitioned_topic == \
-        TopicName("prop", "us-west/ns", "t")
+    assert TopicName.parse("persistent://prop/us-west/ns/t-partition-2").partitioned_topic == TopicName(
+        "prop", "us-west/ns", "t"
+    )
     assert not TopicName.parse("persistent://public/default/x").is_v1
     for bad in ("public/default/a/b", "persistent://public//x", "persistent://public/default", "a/b/c/d/e/f"):
         with pytest.raises(ValueError):

@@ -5,6 +5,7 @@ random damage; it has the columns of the Python table; and it is the one in
 use when it is built and fast paths are on.  With the C one not in use
 (``BKCTL_FASTPATHS=0``, or not built) the comparisons are skipped, saying so:
 there is nothing to compare the Python twin with."""
+
 import struct
 
 import pyarrow as pa
@@ -34,9 +35,12 @@ SCHEMA = arrow_schema(TOPIC_COLUMNS)
 #: whether the C twin splits the batches here (BKCTL_FASTPATHS=0 runs this module too)
 BatchRows = fastpath.selected().batch_rows
 C_IN_USE = BatchRows is not PyMessageRows
-needs_c = pytest.mark.skipif(not C_IN_USE, reason="the C batch splitter is not in use (BKCTL_FASTPATHS=0 or "
-                                                  "bkctl.wire.pulsar._packed not built): nothing to compare the "
-                                                  "Python one with")
+needs_c = pytest.mark.skipif(
+    not C_IN_USE,
+    reason="the C batch splitter is not in use (BKCTL_FASTPATHS=0 or "
+    "bkctl.wire.pulsar._packed not built): nothing to compare the "
+    "Python one with",
+)
 
 
 def decode(entries, splitter=None, partition=-1, take_every=0, **kw):
@@ -88,7 +92,8 @@ def test_the_c_columns_are_the_python_tables_entry_and_message_columns_in_order(
     if C_COLUMNS is None:
         pytest.skip("bkctl.wire.pulsar._packed is not built: no C table to compare")
     assert [name for name, _kind, _made_by in rows.c_columns()] == [
-        c.name for c in MESSAGE_COLUMNS if c.made_by in ("entry", "message")]
+        c.name for c in MESSAGE_COLUMNS if c.made_by in ("entry", "message")
+    ]
     assert list(C_COLUMNS) == rows.c_columns()
 
 
@@ -118,8 +123,15 @@ def test_the_comparison_sees_a_difference():
 
 
 @needs_c
-@pytest.mark.parametrize("case, folder", [(case, folder) for folder in ("entries", "entries_with_broker_entry_metadata")
-                                          for case in pe.all_cases() if (pe.vectors_dir() / folder / case).is_dir()])
+@pytest.mark.parametrize(
+    "case, folder",
+    [
+        (case, folder)
+        for folder in ("entries", "entries_with_broker_entry_metadata")
+        for case in pe.all_cases()
+        if (pe.vectors_dir() / folder / case).is_dir()
+    ],
+)
 def test_the_real_clients_entries_give_the_same_rows(case, folder):
     """Every vector case, the consumer-view ones (transactions, markers,
     delayed delivery) with the topic's transactions as the export scans them."""
@@ -131,8 +143,10 @@ def test_the_real_clients_entries_give_the_same_rows(case, folder):
 
 
 def test_a_batch_goes_to_the_splitter_in_use_and_a_plain_message_to_the_python_twin():
-    batch = pe.encode_entry(pe.metadata("p", 0, 1_700_000_000_000, num_messages_in_batch=2),
-                            pe.batch_payload([(pb.SingleMessageMetadata(), b"a"), (pb.SingleMessageMetadata(), b"b")]))
+    batch = pe.encode_entry(
+        pe.metadata("p", 0, 1_700_000_000_000, num_messages_in_batch=2),
+        pe.batch_payload([(pb.SingleMessageMetadata(), b"a"), (pb.SingleMessageMetadata(), b"b")]),
+    )
     plain = pe.encode_entry(pe.metadata("p", 2, 1_700_000_000_001), b"c")
     dec = TopicDecoder("persistent://t/n/x")
     for entry_id, data in enumerate([batch, batch, plain, batch]):
@@ -175,8 +189,17 @@ def single(draw):
     return smd, draw(st.binary(max_size=40))
 
 
-def _entry(messages, codec=pb.NONE, producer="prod", schema=None, sequence=5, broker=None, unknown=b"",
-           publish=1_700_000_000_000, **fields):
+def _entry(
+    messages,
+    codec=pb.NONE,
+    producer="prod",
+    schema=None,
+    sequence=5,
+    broker=None,
+    unknown=b"",
+    publish=1_700_000_000_000,
+    **fields,
+):
     body = bytearray()
     for smd, payload in messages:
         smd.payload_size = len(payload)
@@ -193,29 +216,48 @@ def _entry(messages, codec=pb.NONE, producer="prod", schema=None, sequence=5, br
 
 @needs_c
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batches=st.lists(st.lists(single(), min_size=1, max_size=6), min_size=1, max_size=5),
-       codec=st.sampled_from([pb.NONE, pb.LZ4, pb.ZLIB, pb.ZSTD, pb.SNAPPY]),
-       producer=_text, schema=st.one_of(st.none(), st.binary(max_size=8)),
-       sequence=st.integers(0, 2**62),
-       broker=st.one_of(st.none(), st.tuples(st.one_of(st.none(), st.integers(0, 2**62 // 1000)),
-                                             st.one_of(st.none(), st.integers(0, 2**63 - 1)))),
-       unknown=st.sampled_from([b"", b"\x58\x01", b"\x62\x02ab", b"\x6d\x01\x02\x03\x04", b"\x71" + bytes(8)]),
-       partition=st.integers(-1, 50), take_every=st.integers(0, 3),
-       consumer=st.lists(st.fixed_dictionaries({}, optional={
-           "replicated_from": _text, "deliver_at_time": st.integers(-(2**63 // 1000 - 1), 2**63 // 1000 - 1),
-           "txnid_most_bits": st.integers(0, 2**64 - 1), "txnid_least_bits": st.integers(0, 2**64 - 1)}),
-           min_size=5, max_size=5),
-       cutoff=st.one_of(st.none(), st.integers(0, 5)))
-def test_random_batches_give_the_same_rows(batches, codec, producer, schema, sequence, broker, unknown, partition,
-                                            take_every, consumer, cutoff):
+@given(
+    batches=st.lists(st.lists(single(), min_size=1, max_size=6), min_size=1, max_size=5),
+    codec=st.sampled_from([pb.NONE, pb.LZ4, pb.ZLIB, pb.ZSTD, pb.SNAPPY]),
+    producer=_text,
+    schema=st.one_of(st.none(), st.binary(max_size=8)),
+    sequence=st.integers(0, 2**62),
+    broker=st.one_of(
+        st.none(),
+        st.tuples(st.one_of(st.none(), st.integers(0, 2**62 // 1000)), st.one_of(st.none(), st.integers(0, 2**63 - 1))),
+    ),
+    unknown=st.sampled_from([b"", b"\x58\x01", b"\x62\x02ab", b"\x6d\x01\x02\x03\x04", b"\x71" + bytes(8)]),
+    partition=st.integers(-1, 50),
+    take_every=st.integers(0, 3),
+    consumer=st.lists(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "replicated_from": _text,
+                "deliver_at_time": st.integers(-(2**63 // 1000 - 1), 2**63 // 1000 - 1),
+                "txnid_most_bits": st.integers(0, 2**64 - 1),
+                "txnid_least_bits": st.integers(0, 2**64 - 1),
+            },
+        ),
+        min_size=5,
+        max_size=5,
+    ),
+    cutoff=st.one_of(st.none(), st.integers(0, 5)),
+)
+def test_random_batches_give_the_same_rows(
+    batches, codec, producer, schema, sequence, broker, unknown, partition, take_every, consumer, cutoff
+):
     """Random batches, with what a consumer sees of their entries
     (replicated_from, deliver_at_time, a transaction) and, past a random
     cutoff, kept as pending behind an open transaction."""
-    entries = [_entry(b, codec, producer, schema, sequence + i, broker, unknown, 1_700_000_000_000 + i,
-                      **consumer[i]) for i, b in enumerate(batches)]
+    entries = [
+        _entry(b, codec, producer, schema, sequence + i, broker, unknown, 1_700_000_000_000 + i, **consumer[i])
+        for i, b in enumerate(batches)
+    ]
     transactions = None if cutoff is None else TopicTransactions(open={(2**64 - 1, 0): (7, cutoff)})
-    packed_parts = assert_same(entries, partition=partition, take_every=take_every, transactions=transactions,
-                               pending=True)
+    packed_parts = assert_same(
+        entries, partition=partition, take_every=take_every, transactions=transactions, pending=True
+    )
     assert packed_parts > 0
 
 
@@ -230,7 +272,7 @@ def test_damaged_batches_give_the_same_rows_and_problems(messages, data):
     md_size = struct.unpack_from(">I", entry, 6)[0]
     start = 10 + md_size  # the batch begins after the metadata
     if data.draw(st.booleans(), "cut"):
-        entry = entry[:data.draw(st.integers(start, len(entry) - 1), "length")]
+        entry = entry[: data.draw(st.integers(start, len(entry) - 1), "length")]
     for _ in range(data.draw(st.integers(1, 4), "changes")):
         if len(entry) > start:
             at = data.draw(st.integers(start, len(entry) - 1), "at")
@@ -243,8 +285,11 @@ def test_damaged_batches_give_the_same_rows_and_problems(messages, data):
 def test_a_batch_the_extension_refuses_leaves_nothing_behind():
     """A batch whose third message is cut short: the rows of its first two,
     already appended, are taken back, and the general path reports it."""
-    messages = [(pb.SingleMessageMetadata(), b"one"), (pb.SingleMessageMetadata(), b"two"),
-                (pb.SingleMessageMetadata(), b"three")]
+    messages = [
+        (pb.SingleMessageMetadata(), b"one"),
+        (pb.SingleMessageMetadata(), b"two"),
+        (pb.SingleMessageMetadata(), b"three"),
+    ]
     good = _entry([(pb.SingleMessageMetadata(), b"ok")])
     bad = _entry(messages)
     md_size = struct.unpack_from(">I", bad, 6)[0]
@@ -267,10 +312,12 @@ def test_numbers_no_column_holds_are_error_rows_not_a_crash(field):
         smd.event_time = 2**63 // 1000 + 1
     if field == "message sequence":
         smd.sequence_id = 2**63
-    entry = _entry([(smd, b"x")], sequence=2**63 if field == "sequence" else 5,
-                   publish=2**63 // 1000 + 1 if field == "publish" else 1_700_000_000_000,
-                   broker=(2**63 // 1000 + 1, None) if field == "broker time" else (None, 2**63) if field == "index"
-                   else None)
+    entry = _entry(
+        [(smd, b"x")],
+        sequence=2**63 if field == "sequence" else 5,
+        publish=2**63 // 1000 + 1 if field == "publish" else 1_700_000_000_000,
+        broker=(2**63 // 1000 + 1, None) if field == "broker time" else (None, 2**63) if field == "index" else None,
+    )
     table, problems, counts, _ = decode([entry])
     assert counts == (0, 0) and len(problems) == 1 and "out of range" in problems[0]
     assert table.column("error").to_pylist() == [problems[0].split(": ", 1)[1]]
@@ -288,8 +335,13 @@ def test_a_refused_batch_leaves_no_pending_bit_behind():
 
     md = pe.metadata("p", 0, 1_700_000_000_000, num_messages_in_batch=3)
     good = pe.batch_payload([(pb.SingleMessageMetadata(), b"one")])
-    bad = pe.batch_payload([(pb.SingleMessageMetadata(), b"one"), (pb.SingleMessageMetadata(), b"two"),
-                            (pb.SingleMessageMetadata(), b"three")])[:-2]
+    bad = pe.batch_payload(
+        [
+            (pb.SingleMessageMetadata(), b"one"),
+            (pb.SingleMessageMetadata(), b"two"),
+            (pb.SingleMessageMetadata(), b"three"),
+        ]
+    )[:-2]
     packed = PackedRows(-1)
     assert packed.add_batch(good, 1, 0, entry_values(EntryFacts(7, 0, md))) == 3
     assert packed.add_batch(bad, 3, 0, entry_values(EntryFacts(7, 1, md, pending=True))) is None

@@ -4,6 +4,7 @@ locator and schema ledgers): every locator and ``SchemaEntry`` decodes to what
 the case's manifest says, the registry reader finds versions (and names a gone
 ledger), and every message's value decodes to what the client sent (``value``)
 and to what a reader holding the newest schema sees (``reader_view``)."""
+
 from __future__ import annotations
 
 import base64
@@ -37,6 +38,7 @@ def registry_of(case: str) -> tuple[SchemaRegistry, dict]:
         if ledger_id not in c["ledgers"] or entry_id != 0:
             raise NotFound(f"no such ledger: {ledger_id}")
         return c["ledgers"][ledger_id]
+
     return SchemaRegistry.of(store, read_entry=read_entry), c
 
 
@@ -46,11 +48,16 @@ def test_locator_and_schema_entries_decode_as_the_manifest_says(case):
     manifest = c["manifest"]
     locator = S.parse_locator(c["locator"])
     want = manifest["locator"]
-    assert locator.info == (want["info"]["version"], want["info"]["ledger_id"], want["info"]["entry_id"],
-                            bytes.fromhex(want["info"]["hash_sha256_hex"]))
+    assert locator.info == (
+        want["info"]["version"],
+        want["info"]["ledger_id"],
+        want["info"]["entry_id"],
+        bytes.fromhex(want["info"]["hash_sha256_hex"]),
+    )
     assert [e.to_json() for e in locator.index] == [
-        {"version": e["version"], "ledger_id": e["ledger_id"], "entry_id": e["entry_id"],
-         "hash": e["hash_sha256_hex"]} for e in want["index"]]
+        {"version": e["version"], "ledger_id": e["ledger_id"], "entry_id": e["entry_id"], "hash": e["hash_sha256_hex"]}
+        for e in want["index"]
+    ]
     for ledger in manifest["ledgers"] + manifest.get("orphan_ledgers", []):
         lid = ledger["ledger_id_in_vectors"]
         if ledger.get("missing"):
@@ -59,12 +66,17 @@ def test_locator_and_schema_entries_decode_as_the_manifest_says(case):
         entry = S.parse_schema_entry(c["ledgers"][lid])
         info = ledger["schema_info"]
         assert entry.schema.schema_id == info["schema_id"] == S.schema_id(c["expected"]["topic"])
-        assert (entry.schema.type, entry.schema.timestamp, entry.schema.deleted, entry.schema.user) == \
-            (info["domain_type"].replace("KEYVALUE", "KEY_VALUE"), info["timestamp"], False, "")
+        assert (entry.schema.type, entry.schema.timestamp, entry.schema.deleted, entry.schema.user) == (
+            info["domain_type"].replace("KEYVALUE", "KEY_VALUE"),
+            info["timestamp"],
+            False,
+            "",
+        )
         assert entry.schema.data == base64.b64decode(info["schema_b64"])
         assert [list(p) for p in entry.schema.props] == info["props"]
         assert [(i.version, i.ledger_id, i.entry_id, i.hash.hex()) for i in entry.index] == [
-            (i["version"], i["ledger_id"], i["entry_id"], i["hash_sha256_hex"]) for i in ledger["schema_entry"]["index"]]
+            (i["version"], i["ledger_id"], i["entry_id"], i["hash_sha256_hex"]) for i in ledger["schema_entry"]["index"]
+        ]
         if "version" in ledger:  # named by the locator: its hash is the data's SHA-256
             assert locator.entry(ledger["version"]).hash == S.schema_hash(entry.schema.data)
 
@@ -82,7 +94,9 @@ def test_definitions_for_people():
 
 
 def test_schema_ids_strip_the_partition_and_a_v1_names_cluster():
-    assert S.schema_id("persistent://public/default/vec-s-partitioned-partition-1") == "public/default/vec-s-partitioned"
+    assert (
+        S.schema_id("persistent://public/default/vec-s-partitioned-partition-1") == "public/default/vec-s-partitioned"
+    )
     assert S.schema_id("persistent://t/ns/a b:c") == "t/ns/a+b%3Ac"
     # TopicName.getSchemaName(): tenant + getNamespacePortion() (the cluster left out) + encoded local name
     assert S.schema_id(TopicName.parse("persistent://legacy/cluster-a/ns/old")) == "legacy/ns/old"
@@ -216,10 +230,19 @@ def test_messages_of_a_version_whose_ledger_is_gone_are_errors_naming_it():
 
 
 def test_a_version_that_cannot_be_resolved_is_an_error_naming_both_versions():
-    old = S.StoredSchema("t/ns/x", "", "AVRO", json.dumps(
-        {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}).encode(), 1, False)
-    new = old._replace(data=json.dumps({"type": "record", "name": "R", "fields": [
-        {"name": "a", "type": "int"}, {"name": "b", "type": "string"}]}).encode())
+    old = S.StoredSchema(
+        "t/ns/x",
+        "",
+        "AVRO",
+        json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}).encode(),
+        1,
+        False,
+    )
+    new = old._replace(
+        data=json.dumps(
+            {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": "string"}]}
+        ).encode()
+    )
     view = TypedView({0: old, 1: new})
     with pytest.raises(DecodeError, match="schema version 0 cannot be read as version 1: b is not in the writer's"):
         view.decode(S.version_bytes(0), b"\x02")
@@ -235,19 +258,35 @@ def test_resolution_promotes_renames_by_alias_and_fills_defaults_in_avro_and_jso
 
     import fastavro
 
-    old = {"type": "record", "name": "R", "fields": [
-        {"name": "n", "type": "int"}, {"name": "amount", "type": "float"},
-        {"name": "s", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}}]}
-    new = {"type": "record", "name": "R", "fields": [
-        {"name": "n", "type": "long"}, {"name": "amount_d", "type": "double", "aliases": ["amount"]},
-        {"name": "s", "type": {"type": "enum", "name": "E", "symbols": ["A", "B", "C"], "default": "A"}},
-        {"name": "extra", "type": {"type": "array", "items": "string"}, "default": []}]}
+    old = {
+        "type": "record",
+        "name": "R",
+        "fields": [
+            {"name": "n", "type": "int"},
+            {"name": "amount", "type": "float"},
+            {"name": "s", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}},
+        ],
+    }
+    new = {
+        "type": "record",
+        "name": "R",
+        "fields": [
+            {"name": "n", "type": "long"},
+            {"name": "amount_d", "type": "double", "aliases": ["amount"]},
+            {"name": "s", "type": {"type": "enum", "name": "E", "symbols": ["A", "B", "C"], "default": "A"}},
+            {"name": "extra", "type": {"type": "array", "items": "string"}, "default": []},
+        ],
+    }
     want = {"n": 5, "amount_d": 1.5, "s": "B", "extra": []}
     buf = io.BytesIO()
     fastavro.schemaless_writer(buf, fastavro.parse_schema(old), {"n": 5, "amount": 1.5, "s": "B"})
     for kind, payload in (("AVRO", buf.getvalue()), ("JSON", b'{"n": 5, "amount": 1.5, "s": "B"}')):
-        view = TypedView({0: S.StoredSchema("t/ns/x", "", kind, json.dumps(old).encode(), 1, False),
-                          1: S.StoredSchema("t/ns/x", "", kind, json.dumps(new).encode(), 2, False)})
+        view = TypedView(
+            {
+                0: S.StoredSchema("t/ns/x", "", kind, json.dumps(old).encode(), 1, False),
+                1: S.StoredSchema("t/ns/x", "", kind, json.dumps(new).encode(), 2, False),
+            }
+        )
         assert view.decode(S.version_bytes(0), payload) == want, kind
 
 
@@ -262,8 +301,9 @@ def test_primitives_and_their_sizes():
     assert view("DOUBLE").decode(None, b"\x3f\xf0" + b"\0" * 6) == 1.0
     assert view("LOCAL_DATE").decode(None, (1).to_bytes(8, "big")) == dt.date(1970, 1, 2)
     timestamp = view("TIMESTAMP")  # epoch milliseconds, which Arrow takes as they are
-    assert pa.array([timestamp.decode(None, (1500).to_bytes(8, "big"))], timestamp.arrow_type).to_pylist() == \
-        [dt.datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=dt.timezone.utc)]
+    assert pa.array([timestamp.decode(None, (1500).to_bytes(8, "big"))], timestamp.arrow_type).to_pylist() == [
+        dt.datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=dt.timezone.utc)
+    ]
     with pytest.raises(DecodeError, match="INT32 is 4 bytes, not 3"):
         view("INT32").decode(None, b"abc")
     with pytest.raises(DecodeError, match="STRING is not UTF-8"):
@@ -273,16 +313,29 @@ def test_primitives_and_their_sizes():
 
 
 def test_a_separated_key_value_reads_its_key_from_the_partition_key():
-    kv = S.StoredSchema("t/ns/x", "", "KEY_VALUE", b"\0\0\0\0\0\0\0\0", 1, False, (
-        ("key.schema.type", "STRING"), ("value.schema.type", "INT32"), ("kv.encoding.type", "SEPARATED")))
+    kv = S.StoredSchema(
+        "t/ns/x",
+        "",
+        "KEY_VALUE",
+        b"\0\0\0\0\0\0\0\0",
+        1,
+        False,
+        (("key.schema.type", "STRING"), ("value.schema.type", "INT32"), ("kv.encoding.type", "SEPARATED")),
+    )
     view = TypedView({0: kv})
     assert view.separated
-    assert view.decode(S.version_bytes(0), b"\0\0\0\7", base64.b64encode(b"k1").decode(), True) == \
-        {"key": "k1", "value": 7}
+    assert view.decode(S.version_bytes(0), b"\0\0\0\7", base64.b64encode(b"k1").decode(), True) == {
+        "key": "k1",
+        "value": 7,
+    }
     assert view.decode(S.version_bytes(0), None, None, False) == {"key": None, "value": None}
     # a batch's columns at once, as the export reads them: keys from the key column, a null value kept
-    values, failures = view.decode_many([S.version_bytes(0)] * 3, [b"\0\0\0\7", None, b"\0"],
-                                        [base64.b64encode(b"k1").decode(), "plain", None], [True, False, False])
+    values, failures = view.decode_many(
+        [S.version_bytes(0)] * 3,
+        [b"\0\0\0\7", None, b"\0"],
+        [base64.b64encode(b"k1").decode(), "plain", None],
+        [True, False, False],
+    )
     assert values == [{"key": "k1", "value": 7}, {"key": "plain", "value": None}, None]
     assert list(failures) == [2] and "INT32 is 4 bytes, not 1" in failures[2]
 
@@ -301,31 +354,57 @@ def _legacy_protobuf_message():
     color.value.add(name="RED", number=0)
     color.value.add(name="BLUE", number=5)
     order = fdp.message_type.add(name="Order")
-    layout = [("id", 1, "INT32", "LABEL_OPTIONAL"), ("name", 2, "STRING", "LABEL_OPTIONAL"),
-              ("delta", 9, "SINT64", "LABEL_OPTIONAL"), ("codes", 3, "FIXED32", "LABEL_REPEATED"),
-              ("inner", 4, "MESSAGE", "LABEL_OPTIONAL"), ("color", 6, "ENUM", "LABEL_OPTIONAL"),
-              ("big", 8, "UINT64", "LABEL_OPTIONAL"), ("blob", 7, "BYTES", "LABEL_OPTIONAL")]
+    layout = [
+        ("id", 1, "INT32", "LABEL_OPTIONAL"),
+        ("name", 2, "STRING", "LABEL_OPTIONAL"),
+        ("delta", 9, "SINT64", "LABEL_OPTIONAL"),
+        ("codes", 3, "FIXED32", "LABEL_REPEATED"),
+        ("inner", 4, "MESSAGE", "LABEL_OPTIONAL"),
+        ("color", 6, "ENUM", "LABEL_OPTIONAL"),
+        ("big", 8, "UINT64", "LABEL_OPTIONAL"),
+        ("blob", 7, "BYTES", "LABEL_OPTIONAL"),
+    ]
     for name, number, kind, label in layout:
-        f = order.field.add(name=name, number=number, label=getattr(T, label),
-                            type=T.TYPE_ENUM if kind == "ENUM" else T.TYPE_MESSAGE if kind == "MESSAGE"
-                            else getattr(T, f"TYPE_{kind}"))
+        f = order.field.add(
+            name=name,
+            number=number,
+            label=getattr(T, label),
+            type=T.TYPE_ENUM if kind == "ENUM" else T.TYPE_MESSAGE if kind == "MESSAGE" else getattr(T, f"TYPE_{kind}"),
+        )
         if kind in ("ENUM", "MESSAGE"):
             f.type_name = ".shop.Color" if kind == "ENUM" else ".shop.Inner"
     order.field[0].default_value = "42"
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)
     cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
-    avro = {"type": "record", "name": "Order", "namespace": "shop.Legacy", "fields": [
-        {"name": "id", "type": "int", "default": 42}, {"name": "name", "type": "string", "default": ""},
-        {"name": "delta", "type": "long", "default": 0}, {"name": "codes", "type": {"type": "array", "items": "int"}},
-        {"name": "inner", "type": ["null", {"type": "record", "name": "Inner", "fields": [
-            {"name": "x", "type": "string", "default": ""}]}], "default": None},
-        {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "BLUE"]}, "default": "RED"},
-        {"name": "big", "type": "long", "default": 0}, {"name": "blob", "type": "bytes", "default": ""}]}
-    info = [{"number": n, "name": name, "type": kind, "label": label, "definition": None}
-            for name, n, kind, label in layout]
-    schema = S.StoredSchema("t/ns/x", "", "PROTOBUF", json.dumps(avro).encode(), 1, False,
-                            (("__PARSING_INFO__", json.dumps(info)),))
+    avro = {
+        "type": "record",
+        "name": "Order",
+        "namespace": "shop.Legacy",
+        "fields": [
+            {"name": "id", "type": "int", "default": 42},
+            {"name": "name", "type": "string", "default": ""},
+            {"name": "delta", "type": "long", "default": 0},
+            {"name": "codes", "type": {"type": "array", "items": "int"}},
+            {
+                "name": "inner",
+                "type": [
+                    "null",
+                    {"type": "record", "name": "Inner", "fields": [{"name": "x", "type": "string", "default": ""}]},
+                ],
+                "default": None,
+            },
+            {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "BLUE"]}, "default": "RED"},
+            {"name": "big", "type": "long", "default": 0},
+            {"name": "blob", "type": "bytes", "default": ""},
+        ],
+    }
+    info = [
+        {"number": n, "name": name, "type": kind, "label": label, "definition": None} for name, n, kind, label in layout
+    ]
+    schema = S.StoredSchema(
+        "t/ns/x", "", "PROTOBUF", json.dumps(avro).encode(), 1, False, (("__PARSING_INFO__", json.dumps(info)),)
+    )
     return cls, schema
 
 
@@ -339,7 +418,14 @@ def test_the_older_protobuf_schema_is_typed_by_its_parsing_info():
     getattr(msg, "inner").x = "deep"
     value = view.decode(S.version_bytes(0), msg.SerializeToString())
     assert {k: v for k, v in value.items() if k != "inner"} == {
-        "id": 42, "name": "n", "delta": -7, "codes": [1, 2**32 - 1], "color": 5, "big": 2**64 - 1, "blob": b"\0\1"}
+        "id": 42,
+        "name": "n",
+        "delta": -7,
+        "codes": [1, 2**32 - 1],
+        "color": 5,
+        "big": 2**64 - 1,
+        "blob": b"\0\1",
+    }
     # the nested message's own bytes: its field numbers are not stored
     from google.protobuf import message_factory
 
@@ -380,6 +466,7 @@ class _Ledgers:
             @staticmethod
             def read_entry(entry_id):
                 return entries[ledger_id]
+
         return Handle()
 
 
@@ -392,11 +479,11 @@ def doctor_store(case="s_schema_ledger_missing", bookies=("10.0.0.1:3181", "10.0
     store = FakeMetadataStore().start()
     base = schemas_base(f"{store.root.rsplit('/', 1)[0]}/managed-ledgers")
     store.pulsar.put_schema_locator(c["expected"]["schema_id"], c["locator"], base=base)
-    custom = {"application": b"pulsar", "component": b"schema",
-              "pulsar/schemaId": c["expected"]["schema_id"].encode()}
+    custom = {"application": b"pulsar", "component": b"schema", "pulsar/schemaId": c["expected"]["schema_id"].encode()}
     for ledger_id, data in c["ledgers"].items():
-        store.ledgers.create(LedgerMetadata.new(bookies, 2, 2, ctime=1_000, custom_metadata=custom)
-                             .closed(0, len(data)), ledger_id)
+        store.ledgers.create(
+            LedgerMetadata.new(bookies, 2, 2, ctime=1_000, custom_metadata=custom).closed(0, len(data)), ledger_id
+        )
     for b in ("10.0.0.1:3181", "10.0.0.2:3181"):
         store.registration.register(b)
     return store, c
@@ -409,7 +496,9 @@ def test_check_names_the_missing_schema_ledger_and_the_orphan():
     doc = check_schemas(store, bk=lambda: _Ledgers(c["ledgers"]), now_ms=10_000_000)
     sid = c["expected"]["schema_id"]
     assert [(f["kind"], f["schema_id"], f["version"], f["ledger_id"]) for f in doc["findings"]] == [
-        ("missing-ledger", sid, 1, 2001), ("orphan", sid, None, 2002)]
+        ("missing-ledger", sid, 1, 2001),
+        ("orphan", sid, None, 2002),
+    ]
     assert doc["findings"][0]["topic"] == "persistent://public/default/vec-s-schema-ledger-missing"
     assert doc["findings"][0]["consequence"] == FINDINGS["missing-ledger"]
     assert "its schema has a locator that does not name it" in doc["findings"][1]["detail"]
@@ -435,7 +524,11 @@ def test_check_finds_a_hash_mismatch_an_unreadable_and_an_under_replicated_ledge
     entries[2001] = b"\xff\xff"  # does not decode
     doc = check_schemas(store, bk=lambda: _Ledgers(entries), now_ms=10_000_000)
     assert sorted((f["kind"], f["version"]) for f in doc["findings"]) == [
-        ("hash-mismatch", 0), ("under-replicated", 0), ("under-replicated", 1), ("unreadable-ledger", 1)]
+        ("hash-mismatch", 0),
+        ("under-replicated", 0),
+        ("under-replicated", 1),
+        ("unreadable-ledger", 1),
+    ]
     under = [f for f in doc["findings"] if f["kind"] == "under-replicated"][0]
     assert under["detail"] == "1 of 2 copies on live bookies"
 
@@ -448,7 +541,9 @@ def test_list_and_show_read_each_version_from_its_ledger():
     [row] = list_schemas(store, bk=bk)
     assert (row["topic"], row["newest"]) == ("persistent://public/default/vec-s-avro-evolved", 1)
     assert [(v["version"], v["type"], v["ledger_id"], v["problem"]) for v in row["versions"]] == [
-        (0, "AVRO", 2000, None), (1, "AVRO", 2001, None)]
+        (0, "AVRO", 2000, None),
+        (1, "AVRO", 2001, None),
+    ]
     doc = show_schema(store, "persistent://public/default/vec-s-avro-evolved", 0, bk=bk)
     assert [f["name"] for f in doc["definition"]["fields"]] == ["id", "owner", "balance", "legacy_code"]
     assert (doc["version"], doc["newest"], doc["hash_ok"], doc["ledger_id"]) == (0, 1, True, 2000)

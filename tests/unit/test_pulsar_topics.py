@@ -3,6 +3,7 @@
 planning read): the managed ledgers and cursors a topic lists, v1 names,
 partitions counted by their managed ledgers or by partitioned-topic metadata,
 and values that do not decode named by their znode."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,8 +30,9 @@ def info(*ledgers: int, terminated: tuple[int, int] | None = None) -> bytes:
 
 
 def cursor(ledger_id: int = -1, mark: tuple[int, int] = (1, 4)) -> bytes:
-    return ml.ManagedCursorInfo(cursorsLedgerId=ledger_id, markDeleteLedgerId=mark[0],
-                                markDeleteEntryId=mark[1]).SerializeToString()
+    return ml.ManagedCursorInfo(
+        cursorsLedgerId=ledger_id, markDeleteLedgerId=mark[0], markDeleteEntryId=mark[1]
+    ).SerializeToString()
 
 
 def pulsar_ledger(store: FakeMetadataStore, ledger_id: int, ml_name: str, cursor_name: str | None = None) -> None:
@@ -52,8 +54,13 @@ def store() -> FakeMetadataStore:
     put("public/other/persistent/elsewhere", info(5, terminated=(5, 9)))
     put("legacy/east/ns/persistent/old", info(6))
     store.pulsar.put_partitioned_topic(f"{NS}/persistent/parts", b'{"partitions":3,"deleted":false}')
-    for ledger_id, name, cursor_name in ((1, "orders", None), (2, "orders", None), (9, "orders", "audit"),
-                                         (3, "parts-partition-0", None), (4, "parts-partition-2", None)):
+    for ledger_id, name, cursor_name in (
+        (1, "orders", None),
+        (2, "orders", None),
+        (9, "orders", "audit"),
+        (3, "parts-partition-0", None),
+        (4, "parts-partition-2", None),
+    ):
         pulsar_ledger(store, ledger_id, f"{NS}/persistent/{name}", cursor_name)
     pulsar_ledger(store, 6, "legacy/east/ns/persistent/old")
     pulsar_ledger(store, 77, f"{NS}/persistent/orders")  # listed nowhere: an orphan
@@ -65,10 +72,13 @@ def test_topics_are_every_managed_ledger_with_v1_names_and_filters(store):
     topics = TopicMetadataReader.of(store)
     assert topics.base == "/managed-ledgers"
     assert [str(t) for t in topics.topics()] == [
-        "persistent://legacy/east/ns/old", f"persistent://{NS}/orders", f"persistent://{NS}/parts-partition-0",
-        f"persistent://{NS}/parts-partition-2", "persistent://public/other/elsewhere"]
-    assert [t.local for t in topics.topics("public", "default")] == ["orders", "parts-partition-0",
-                                                                      "parts-partition-2"]
+        "persistent://legacy/east/ns/old",
+        f"persistent://{NS}/orders",
+        f"persistent://{NS}/parts-partition-0",
+        f"persistent://{NS}/parts-partition-2",
+        "persistent://public/other/elsewhere",
+    ]
+    assert [t.local for t in topics.topics("public", "default")] == ["orders", "parts-partition-0", "parts-partition-2"]
     assert [str(t) for t in topics.topics("legacy", "east/ns")] == ["persistent://legacy/east/ns/old"]
     assert TopicMetadataReader.of(store, "/elsewhere/managed-ledgers").topics() == []
 
@@ -114,7 +124,10 @@ def test_partitions_by_managed_ledgers_and_by_partitioned_topic_metadata(store):
     shown = ops.show_topic(store, f"persistent://{NS}/parts")
     assert (shown["partitioned"], shown["declared_partitions"]) == (True, 3)
     assert [(p["partition"], p["managed_ledger"]) for p in shown["partitions"]] == [
-        (0, f"{NS}/persistent/parts-partition-0"), (1, None), (2, f"{NS}/persistent/parts-partition-2")]
+        (0, f"{NS}/persistent/parts-partition-0"),
+        (1, None),
+        (2, f"{NS}/persistent/parts-partition-2"),
+    ]
 
 
 def test_values_that_do_not_decode_are_named_by_their_znode(store):
@@ -127,8 +140,9 @@ def test_values_that_do_not_decode_are_named_by_their_znode(store):
         topics.read(f"{NS}/broken")
     with pytest.raises(PulsarFormatError, match=f"^/managed-ledgers/{NS}/persistent/badcursor/c: "):
         topics.read(f"{NS}/badcursor")
-    with pytest.raises(PulsarFormatError, match=f"^/admin/partitioned-topics/{NS}/persistent/badmeta: "
-                                                "not partitioned-topic metadata"):
+    with pytest.raises(
+        PulsarFormatError, match=f"^/admin/partitioned-topics/{NS}/persistent/badmeta: not partitioned-topic metadata"
+    ):
         topics.declared_partitions(TopicName.parse(f"{NS}/badmeta"))
     with pytest.raises(PulsarFormatError, match="partitions is -1, not a count"):
         topics.declared_partitions(TopicName.parse(f"{NS}/negative"))
@@ -137,9 +151,16 @@ def test_values_that_do_not_decode_are_named_by_their_znode(store):
 def test_list_topics_owner_and_orphans_from_what_the_topics_list(store):
     rows = {row["topic"]: row for row in ops.list_topics(store, "public", "default")}
     assert rows[f"persistent://{NS}/orders"] == {
-        "topic": f"persistent://{NS}/orders", "managed_ledger": f"{NS}/persistent/orders", "partition": -1,
-        "ledgers": 2, "entries": 20, "size": 200, "uncounted_ledgers": [], "cursors": ["audit", "sub/1"],
-        "terminated": False}
+        "topic": f"persistent://{NS}/orders",
+        "managed_ledger": f"{NS}/persistent/orders",
+        "partition": -1,
+        "ledgers": 2,
+        "entries": 20,
+        "size": 200,
+        "uncounted_ledgers": [],
+        "cursors": ["audit", "sub/1"],
+        "terminated": False,
+    }
     assert ops.ledger_owner(store, 2)["owner"] == "topic"
     owner = ops.ledger_owner(store, 9)
     assert (owner["owner"], owner["cursor"], owner["topic"]) == ("cursor", "audit", f"persistent://{NS}/orders")

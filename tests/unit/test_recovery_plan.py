@@ -1,5 +1,6 @@
 """Planning and copying for re-replication (wire.client.rereplication), with the fake bookies
 (tests/support/fake_bookie.py) and the fake store."""
+
 from __future__ import annotations
 
 import random
@@ -27,8 +28,7 @@ A, B, C, D, E, F = (f"10.0.0.{i}:3181" for i in range(1, 7))
 
 def brute_force(first, last, ensemble, lost, qw):
     positions = {i for i, b in enumerate(ensemble) if b in lost}
-    return [e for e in range(first, last + 1)
-            if positions.intersection(write_set_indices(e, len(ensemble), qw))]
+    return [e for e in range(first, last + 1) if positions.intersection(write_set_indices(e, len(ensemble), qw))]
 
 
 # -- which entries a lost bookie held -------------------------------------------------
@@ -203,8 +203,9 @@ def test_replicate_copies_exactly_what_the_lost_bookie_held_from_survivors():
     client.pool.get(B).stored.clear()
     frag = Fragment(LEDGER, 0, 29, (A, B, C), (B,), 2)
     seen = []
-    copied = successResultOf(replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=4,
-                                                on_entry=seen.append))
+    copied = successResultOf(
+        replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=4, on_entry=seen.append)
+    )
     assert copied == 20 == len(seen)
     assert entries_on(client, D) == lost_data
     assert client.pool.get(B).reads == []  # never read from the lost bookie
@@ -290,8 +291,9 @@ def test_the_byte_rate_limit_holds_each_entry_back_before_its_adds():
         return False
 
     frag = Fragment(LEDGER, 0, 2, (A, B, C), (B,), 3)
-    d = defer.ensureDeferred(replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=8,
-                                                throttle=throttle))
+    d = defer.ensureDeferred(
+        replicate_fragment(client, frag, {B: D}, digest, master_key(b""), window=8, throttle=throttle)
+    )
     body = len(entries_on(client, A)[0])
     assert asked == [body] * 3 and adds_sent(client) == []
     gates[1]()
@@ -332,11 +334,21 @@ def test_entry_rendering_and_metadata_pairs():
     assert parse_custom_metadata(["a=b", "c=d=e", "empty="]) == {"a": b"b", "c": b"d=e", "empty": b""}
     with pytest.raises(ValueError):
         parse_custom_metadata(["novalue"])
-    assert entry_doc(1, 2, b"h\xffi", "text") == {"ledger_id": 1, "entry_id": 2, "length": 3,
-                                                   "encoding": "base64", "payload": "aP9p"}  # never mangled
+    assert entry_doc(1, 2, b"h\xffi", "text") == {
+        "ledger_id": 1,
+        "entry_id": 2,
+        "length": 3,
+        "encoding": "base64",
+        "payload": "aP9p",
+    }  # never mangled
     assert entry_doc(1, 3, "hé".encode(), "text")["payload"] == "hé"
     assert entry_doc(1, 2, b"\x00\x01", "hex")["payload"] == "0001"
-    assert entry_doc(1, 2, b"\x00\x01", "raw") == {"ledger_id": 1, "entry_id": 2, "length": 2,
-                                                   "encoding": "base64", "payload": "AAE="}
+    assert entry_doc(1, 2, b"\x00\x01", "raw") == {
+        "ledger_id": 1,
+        "entry_id": 2,
+        "length": 2,
+        "encoding": "base64",
+        "payload": "AAE=",
+    }
     assert entry_line(4, b"a\nb\\", "text") == "4\ta\\nb\\\\"
     assert entry_line(4, b"ab", "hex") == "4\t6162"

@@ -2,6 +2,7 @@
 again, the bookie lists read once), each failure with its cause and one short reason,
 the ledgers left grouped by cause, and the progress line (ledgers and bytes left, the
 rate, the ETA) on a fake clock -- and off on a pipe."""
+
 from __future__ import annotations
 
 from twisted.internet import defer
@@ -54,8 +55,11 @@ def run(client, items, **options):
 
     import random
 
-    return successResultOf(defer.ensureDeferred(R.rereplicate_ledgers(
-        client, items, [B], placement=RandomPlacement(random.Random(3)), **options)))
+    return successResultOf(
+        defer.ensureDeferred(
+            R.rereplicate_ledgers(client, items, [B], placement=RandomPlacement(random.Random(3)), **options)
+        )
+    )
 
 
 def test_a_plan_from_the_walk_reads_no_metadata_and_the_bookies_once():
@@ -106,9 +110,16 @@ def test_the_ledgers_left_are_grouped_by_cause_most_common_first():
     ]
     left = left_rows(rows)
     assert [(r["ledger_id"], r["cause"]) for r in left] == [
-        (4, R.NO_BOOKIE), (9, R.NO_BOOKIE), (6, "appeared"), (3, R.COPIES_DOWN), (5, R.OTHER)]
-    assert describe_left(left) == "2 no bookie to copy to; 1 named the bookie after the run started; " \
-                                  "1 every copy down; 1 other"
+        (4, R.NO_BOOKIE),
+        (9, R.NO_BOOKIE),
+        (6, "appeared"),
+        (3, R.COPIES_DOWN),
+        (5, R.OTHER),
+    ]
+    assert (
+        describe_left(left) == "2 no bookie to copy to; 1 named the bookie after the run started; "
+        "1 every copy down; 1 other"
+    )
     assert cause_label(R.GRACE) == "writer's grace period" and cause_label("waiting-worker") == "waiting for a worker"
 
 
@@ -122,8 +133,9 @@ def test_the_eta_line_on_a_fake_clock():
     for _ in range(10):
         now[0] += 1.0
         eta.advance(100, 100 * 1024)
-    assert eta.text() == ("24,000 of 25,000 ledgers left, 23.4 MiB of 24.4 MiB; 100 ledgers/s, 100.0 KiB/s; "
-                          "ETA 0:04:00")
+    assert eta.text() == (
+        "24,000 of 25,000 ledgers left, 23.4 MiB of 24.4 MiB; 100 ledgers/s, 100.0 KiB/s; ETA 0:04:00"
+    )
     for _ in range(60):  # faster now: the window forgets the slow start
         now[0] += 1.0
         eta.advance(200, 200 * 1024)
@@ -167,19 +179,51 @@ def test_the_streamed_document_is_the_one_emit_writes(capsys):
     from bkctl.commands.recovery import _stream_json
     from bkctl.ops.recovery import count_results, new_totals, summary
 
-    rows = [{"ledger_id": 7, "state": "CLOSED", "status": "failed", "closed_first": False, "fragments": [],
-             "entries_copied": 0, "bytes": 0, "error": "entry 0 of ledger 7: \u00e9\"", "cause": R.UNREADABLE,
-             "reason": "entry 0: no good copy"},
-            {"ledger_id": 9, "state": "OPEN", "status": "planned", "closed_first": True,
-             "fragments": [{"first_entry_id": 0, "last_entry_id": None, "lost": [B], "replacements": {B: D},
-                            "entries": None, "entries_copied": 0}],
-             "entries_copied": 0, "bytes": 0, "error": None, "cause": None, "reason": None}]
+    rows = [
+        {
+            "ledger_id": 7,
+            "state": "CLOSED",
+            "status": "failed",
+            "closed_first": False,
+            "fragments": [],
+            "entries_copied": 0,
+            "bytes": 0,
+            "error": 'entry 0 of ledger 7: \u00e9"',
+            "cause": R.UNREADABLE,
+            "reason": "entry 0: no good copy",
+        },
+        {
+            "ledger_id": 9,
+            "state": "OPEN",
+            "status": "planned",
+            "closed_first": True,
+            "fragments": [
+                {
+                    "first_entry_id": 0,
+                    "last_entry_id": None,
+                    "lost": [B],
+                    "replacements": {B: D},
+                    "entries": None,
+                    "entries_copied": 0,
+                }
+            ],
+            "entries_copied": 0,
+            "bytes": 0,
+            "error": None,
+            "cause": None,
+            "reason": None,
+        },
+    ]
     app = App()
     app.emit_json(summary([B], rows, dry_run=True, target=None, skip_open=False))
     whole = capsys.readouterr().out
     totals = new_totals()
-    _stream_json(app, {"bookies": [B], "dry_run": True}, iter(rows),
-                 lambda: {"skip_open_ledgers": False, "target": None, "totals": count_results(totals, rows)})
+    _stream_json(
+        app,
+        {"bookies": [B], "dry_run": True},
+        iter(rows),
+        lambda: {"skip_open_ledgers": False, "target": None, "totals": count_results(totals, rows)},
+    )
     assert capsys.readouterr().out == whole
 
 
@@ -193,8 +237,16 @@ def test_a_decommission_that_moved_nothing_stops_and_says_why_for_each_ledger(mo
 
     def stuck(_bk, _store, bookies, *, ledger_ids, **_options):
         passes.append(list(ledger_ids))
-        rows = [{"ledger_id": lid, "status": "failed", "error": "NotEnoughBookies: ...", "cause": R.NO_BOOKIE,
-                 "reason": "needs 1 writable bookie outside the ensemble, 0 available"} for lid in ledger_ids]
+        rows = [
+            {
+                "ledger_id": lid,
+                "status": "failed",
+                "error": "NotEnoughBookies: ...",
+                "cause": R.NO_BOOKIE,
+                "reason": "needs 1 writable bookie outside the ensemble, 0 available",
+            }
+            for lid in ledger_ids
+        ]
         return {"ledgers": rows, "totals": {"recovered": 0, "entries_copied": 0}}
 
     monkeypatch.setattr(ops, "rereplicate_bookies", stuck)

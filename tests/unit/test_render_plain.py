@@ -1,5 +1,6 @@
 """Tables piped (``| grep``, ``| wc -l``): plain aligned lines written as they are, every
 row, the control codes rich drops (carriage return, bell, backspace) dropped, however long the listing."""
+
 from __future__ import annotations
 
 import io

@@ -2,6 +2,7 @@
 (every ledger it holds and why, every failed attempt), the repair model every view
 reads (wire/autorecovery/repairstate.py), and lost bookies as the help defines them
 -- on the in-memory store and a task.Clock, no ZooKeeper."""
+
 from __future__ import annotations
 
 import json
@@ -62,12 +63,18 @@ def store():
 def _snapshot(store, worker, now_ms):
     """A Snapshot as read_snapshot reads it, with this worker's status node."""
     doc = worker.status()
-    return R.Snapshot(now_ms=now_ms, enabled=store.underreplication.is_enabled(),
-                      delay=store.underreplication.lost_bookie_recovery_delay(), auditor=None, auditor_doc=None,
-                      workers={"w1:3181": doc}, marks={m.ledger_id: m for m in store.underreplication.marks()},
-                      locks=store.underreplication.locks(),
-                      registered=set(store.registration.writable_bookies()),
-                      cookies=set(store.registration.all_bookies()))
+    return R.Snapshot(
+        now_ms=now_ms,
+        enabled=store.underreplication.is_enabled(),
+        delay=store.underreplication.lost_bookie_recovery_delay(),
+        auditor=None,
+        auditor_doc=None,
+        workers={"w1:3181": doc},
+        marks={m.ledger_id: m for m in store.underreplication.marks()},
+        locks=store.underreplication.locks(),
+        registered=set(store.registration.writable_bookies()),
+        cookies=set(store.registration.all_bookies()),
+    )
 
 
 def test_every_failed_ledger_is_held_after_a_failure_not_being_rereplicated(store, monkeypatch):
@@ -192,8 +199,12 @@ def test_a_javas_worker_lock_says_what_can_be_known():
 
 
 def test_an_unmarked_ledger_waits_for_the_delay_until_its_bookie_is_due():
-    auditor = {"auditor": "w1:3181", "lost": [{"bookie_id": "c:3181", "lost_since": NOW - 5000,
-                                               "due": NOW + 55_000, "not_waited": None, "named_by": 3}]}
+    auditor = {
+        "auditor": "w1:3181",
+        "lost": [
+            {"bookie_id": "c:3181", "lost_since": NOW - 5000, "due": NOW + 55_000, "not_waited": None, "named_by": 3}
+        ],
+    }
     snap = _snap(auditor_doc=auditor, cookies={"a:3181", "b:3181", "c:3181"})
     row = R.ledger_state(snap, 9, ["a:3181", "c:3181"])
     assert row["state"] == R.WAITING_DELAY and row["until"] == NOW + 55_000
@@ -231,8 +242,13 @@ def test_a_bookie_marked_at_once_stays_marked_at_the_next_audit(store):
     store.registration.register("d:3181")
     for _ in range(2):
         store.ledgers.create(LedgerMetadata.new(("a:3181", "b:3181", "c:3181"), 2, 2))
-    auditor = Auditor(_Client(store), AutoRecoveryConfig(lost_bookie_recovery_delay=60), clock,
-                      clock=clock.seconds, auditor_id="w1:3181")
+    auditor = Auditor(
+        _Client(store),
+        AutoRecoveryConfig(lost_bookie_recovery_delay=60),
+        clock,
+        clock=clock.seconds,
+        auditor_id="w1:3181",
+    )
     auditor.running = True
     auditor.delay = 60
     auditor.request_audit()
@@ -265,9 +281,13 @@ def test_a_decommissioned_bookie_leaves_the_lost_bookies_when_its_cookie_goes():
         store.registration.register(bookie)
         store.cookies.put(bookie, Cookie(bookie, ("/j",), ("/l",), "instance"))
     store.ledgers.create(LedgerMetadata.new(("a:3181", "b:3181"), password=b""), 1)
-    auditor = Auditor(_Client(store), AutoRecoveryConfig(auditor_periodic_check_interval=0,
-                                                         auditor_periodic_bookie_check_interval=0),
-                      reactor, clock=reactor.seconds, auditor_id="a:3181")
+    auditor = Auditor(
+        _Client(store),
+        AutoRecoveryConfig(auditor_periodic_check_interval=0, auditor_periodic_bookie_check_interval=0),
+        reactor,
+        clock=reactor.seconds,
+        auditor_id="a:3181",
+    )
     store.auditor.cast_vote("a:3181")
     auditor.start()
     reactor.run()
@@ -288,17 +308,29 @@ def test_a_decommissioned_bookie_leaves_the_lost_bookies_when_its_cookie_goes():
 
 
 def test_every_workers_attempts_on_a_ledger_are_told_in_order():
-    w1 = {"worker": "w1:3181", "attempts": {"5": [{"reason": "first", "at": NOW - 600_000, "retry_at": NOW - 300_000}]},
-          "holds": {}, "active": {}}
-    w2 = {"worker": "w2:3181", "attempts": {"5": [{"reason": "second", "at": NOW - 1000, "retry_at": NOW + 299_000}]},
-          "holds": {"5": {"why": "failed", "since": NOW - 1000, "until": NOW + 299_000}}, "active": {}}
-    snap = _snap(workers={"w1:3181": w1, "w2:3181": w2}, marks={5: UnderreplicatedMark(5, ("c:3181",), None)},
-                 locks={5: "w2:3181"})
+    w1 = {
+        "worker": "w1:3181",
+        "attempts": {"5": [{"reason": "first", "at": NOW - 600_000, "retry_at": NOW - 300_000}]},
+        "holds": {},
+        "active": {},
+    }
+    w2 = {
+        "worker": "w2:3181",
+        "attempts": {"5": [{"reason": "second", "at": NOW - 1000, "retry_at": NOW + 299_000}]},
+        "holds": {"5": {"why": "failed", "since": NOW - 1000, "until": NOW + 299_000}},
+        "active": {},
+    }
+    snap = _snap(
+        workers={"w1:3181": w1, "w2:3181": w2},
+        marks={5: UnderreplicatedMark(5, ("c:3181",), None)},
+        locks={5: "w2:3181"},
+    )
     row = R.ledger_state(snap, 5)
     assert row["state"] == R.HELD_FAILED and row["worker"] == "w2:3181" and row["until"] == NOW + 299_000
     assert [(a["worker"], a["reason"]) for a in row["attempts"]] == [("w1:3181", "first"), ("w2:3181", "second")]
-    assert R.state_text(row, NOW) == ("held after a failed attempt by w2:3181: second; retried in 299 s "
-                                      "(2 failed attempts)")
+    assert R.state_text(row, NOW) == (
+        "held after a failed attempt by w2:3181: second; retried in 299 s (2 failed attempts)"
+    )
 
 
 def test_an_unexpected_error_on_one_ledger_does_not_stop_the_worker(store, monkeypatch):

@@ -1,5 +1,6 @@
 """The ZooKeeper launcher's parts that start no ZooKeeper: where its jars are found (and the
 install hint when they are not), free ports, and whether a recorded pid is still alive."""
+
 from __future__ import annotations
 
 import os
@@ -67,16 +68,25 @@ def test_discovery_order_and_install_hint(tmp_path, monkeypatch):
 def test_pyspark_classpath_is_minimal():
     assert zkmod.pyspark_jars_dir() is not None  # pyspark comes with the test extra
     names = [Path(p).name for p in zkmod._from_pyspark()]
-    for prefix in ("zookeeper-3", "zookeeper-jute-", "slf4j-api-", "metrics-core-", "commons-io-",
-                   "commons-cli-", "snappy-java-"):
+    for prefix in (
+        "zookeeper-3",
+        "zookeeper-jute-",
+        "slf4j-api-",
+        "metrics-core-",
+        "commons-io-",
+        "commons-cli-",
+        "snappy-java-",
+    ):
         assert any(n.startswith(prefix) for n in names), prefix
     assert not any(n.startswith("spark-") for n in names)
 
 
 def test_pyspark_jars_are_located_without_importing_pyspark():
     """Finding the jars must not pay pyspark's import (the sandbox starts ZooKeeper on every `up`)."""
-    probe = ("import sys; from bkctl.sandbox import zookeeper as z; "
-             "assert z._from_pyspark(), 'no jars'; print(sorted(m for m in sys.modules if m.startswith('pyspark')))")
+    probe = (
+        "import sys; from bkctl.sandbox import zookeeper as z; "
+        "assert z._from_pyspark(), 'no jars'; print(sorted(m for m in sys.modules if m.startswith('pyspark')))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -1,4 +1,5 @@
 """wire.sdnotify: datagrams on a real AF_UNIX socket, abstract names, environment, watchdog cadence."""
+
 from __future__ import annotations
 
 import os
@@ -228,16 +229,19 @@ def test_from_environment_read_only_mapping(receiver):
     assert n.enabled
 
 
-@pytest.mark.parametrize("env, expected", [
-    ({"WATCHDOG_USEC": "4000000"}, 4_000_000),
-    ({"WATCHDOG_USEC": "4000000", "WATCHDOG_PID": "4242"}, 4_000_000),
-    ({"WATCHDOG_USEC": "4000000", "WATCHDOG_PID": "4243"}, None),
-    ({"WATCHDOG_USEC": "4000000", "WATCHDOG_PID": "garbage"}, None),
-    ({"WATCHDOG_USEC": "0"}, None),
-    ({"WATCHDOG_USEC": "-5"}, None),
-    ({"WATCHDOG_USEC": "soon"}, None),
-    ({}, None),
-])
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({"WATCHDOG_USEC": "4000000"}, 4_000_000),
+        ({"WATCHDOG_USEC": "4000000", "WATCHDOG_PID": "4242"}, 4_000_000),
+        ({"WATCHDOG_USEC": "4000000", "WATCHDOG_PID": "4243"}, None),
+        ({"WATCHDOG_USEC": "4000000", "WATCHDOG_PID": "garbage"}, None),
+        ({"WATCHDOG_USEC": "0"}, None),
+        ({"WATCHDOG_USEC": "-5"}, None),
+        ({"WATCHDOG_USEC": "soon"}, None),
+        ({}, None),
+    ],
+)
 def test_watchdog_pid_and_usec_rules(receiver, env, expected):
     env = dict(env, NOTIFY_SOCKET=receiver.name)
     n = Notifier.from_environment(env, pid=4242)

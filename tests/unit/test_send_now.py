@@ -1,6 +1,7 @@
 """send_now: a write to a TCP transport with nothing queued leaves at once, with
 no writer registered with the reactor; anything else is the transport's own
 write, in order."""
+
 from __future__ import annotations
 
 import socket

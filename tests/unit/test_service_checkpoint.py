@@ -3,6 +3,7 @@ runs (its other half filled during that flush) gets the next one as soon as that
 one has succeeded, not at the next flushInterval; the periodic timer does not queue
 checkpoints; a failed checkpoint is not retried at once; only the periodic checkpoint's
 flush is paced (no add waits for it), not one the write cache asked for."""
+
 from __future__ import annotations
 
 from twisted.internet.testing import MemoryReactorClock

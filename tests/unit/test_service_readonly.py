@@ -2,6 +2,7 @@
 (read-only over diskUsageThreshold, writable again only below diskUsageLwmThreshold),
 entry-log write errors at checkpoints, the HTTP admin switch -- each undoes only its own;
 and readOnlyModeEnabled=false, which shuts the bookie down instead."""
+
 from __future__ import annotations
 
 import re
@@ -36,9 +37,11 @@ class InlineThreadsReactor(MemoryReactorClock):
 def make_service(tmp_path, monkeypatch, settings="", *, record_changes=True, reactor=None):
     """A service with a bookie and no stores; ``reactor`` (default: one that runs its
     thread pool's work at once) is where its checkpoints run."""
-    cfg = load_config_text(f"advertisedAddress=127.0.0.1\nallowLoopback=true\n"
-                           f"journalDirectories={tmp_path / 'j'}\nledgerDirectories={tmp_path / 'l'}\n"
-                           "diskUsageThreshold=0.95\ndiskUsageWarnThreshold=0.90\n" + settings)
+    cfg = load_config_text(
+        f"advertisedAddress=127.0.0.1\nallowLoopback=true\n"
+        f"journalDirectories={tmp_path / 'j'}\nledgerDirectories={tmp_path / 'l'}\n"
+        "diskUsageThreshold=0.95\ndiskUsageWarnThreshold=0.90\n" + settings
+    )
     svc = BookieService(cfg, reactor if reactor is not None else InlineThreadsReactor())
     svc.bookie = Bookie([], [], clock=svc.reactor)
     changes = []
@@ -141,14 +144,18 @@ def test_with_read_only_mode_the_bookie_keeps_running(tmp_path, monkeypatch):
     assert svc.changes == [True] and not svc.reactor.hasStopped and svc.exit_code == 0
 
 
-@pytest.mark.parametrize("settings, usage, refused", [
-    ("readOnlyModeEnabled=false\n", 0.97, "disk usage 97.0% over diskUsageThreshold"),
-    ("readOnlyModeEnabled=false\n", 0.50, None),
-    ("", 0.97, None),
-    ("forceReadOnlyBookie=true\n", 0.50, None),
-])
+@pytest.mark.parametrize(
+    "settings, usage, refused",
+    [
+        ("readOnlyModeEnabled=false\n", 0.97, "disk usage 97.0% over diskUsageThreshold"),
+        ("readOnlyModeEnabled=false\n", 0.50, None),
+        ("", 0.97, None),
+        ("forceReadOnlyBookie=true\n", 0.50, None),
+    ],
+)
 def test_a_bookie_that_would_start_read_only_without_read_only_mode_does_not_start(
-        tmp_path, monkeypatch, settings, usage, refused):
+    tmp_path, monkeypatch, settings, usage, refused
+):
     svc = make_service(tmp_path, monkeypatch, settings)
     svc.usage["now"] = usage
     if refused:

@@ -1,4 +1,5 @@
 """BookieServiceInfo binary serde (wire/metadata/serviceinfo.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -91,8 +92,13 @@ def test_malformed():
 
 names = st.text(max_size=10)
 endpoints = st.builds(
-    Endpoint, names, st.integers(-(2**31), 2**31 - 1), names, names,
-    st.lists(names, max_size=2).map(tuple), st.lists(names, max_size=2).map(tuple),
+    Endpoint,
+    names,
+    st.integers(-(2**31), 2**31 - 1),
+    names,
+    names,
+    st.lists(names, max_size=2).map(tuple),
+    st.lists(names, max_size=2).map(tuple),
 )
 
 
@@ -131,13 +137,17 @@ def test_truncated_or_bit_flipped_golden_raises_only_codec_error(data):
 
 # -- the one host:port rule (bkctl.wire.text.split_host_port) -----------------------
 
-@pytest.mark.parametrize("address, expected", [
-    ("10.0.0.1:3181", ("10.0.0.1", 3181)),
-    ("bk-1.example.com:65535", ("bk-1.example.com", 65535)),
-    ("[::1]:3181", ("::1", 3181)),
-    # Java's BookieSocketAddress writes hostname + ":" + port, brackets or not
-    ("fe80::1:3181", ("fe80::1", 3181)),
-])
+
+@pytest.mark.parametrize(
+    "address, expected",
+    [
+        ("10.0.0.1:3181", ("10.0.0.1", 3181)),
+        ("bk-1.example.com:65535", ("bk-1.example.com", 65535)),
+        ("[::1]:3181", ("::1", 3181)),
+        # Java's BookieSocketAddress writes hostname + ":" + port, brackets or not
+        ("fe80::1:3181", ("fe80::1", 3181)),
+    ],
+)
 def test_host_port(address, expected):
     from bkctl.wire.text import join_host_port, split_host_port
 
@@ -146,12 +156,22 @@ def test_host_port(address, expected):
     assert split_host_port(join_host_port(*expected)) == expected
 
 
-@pytest.mark.parametrize("address, problem", [
-    ("host", "is not host:port"), ("host:", "is not host:port"), (":3181", "is not host:port"),
-    ("host:x", "is not host:port"), ("host:+1", "is not host:port"), ("host:\u0661", "is not host:port"),
-    ("[::1]", "is not host:port"), ("[::1]3181", "is not host:port"), ("[::1:3181", "is not host:port"),
-    ("host:0", "has a port outside 1..65535"), ("host:70000", "has a port outside 1..65535"),
-])
+@pytest.mark.parametrize(
+    "address, problem",
+    [
+        ("host", "is not host:port"),
+        ("host:", "is not host:port"),
+        (":3181", "is not host:port"),
+        ("host:x", "is not host:port"),
+        ("host:+1", "is not host:port"),
+        ("host:\u0661", "is not host:port"),
+        ("[::1]", "is not host:port"),
+        ("[::1]3181", "is not host:port"),
+        ("[::1:3181", "is not host:port"),
+        ("host:0", "has a port outside 1..65535"),
+        ("host:70000", "has a port outside 1..65535"),
+    ],
+)
 def test_host_port_refused(address, problem):
     from bkctl.wire.errors import AddressError
     from bkctl.wire.text import split_host_port

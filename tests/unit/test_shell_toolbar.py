@@ -1,4 +1,5 @@
 """The shell's toolbar says autorecovery as `autorecovery status` does, not just the switch."""
+
 from __future__ import annotations
 
 from bkctl.shell.cache import Status

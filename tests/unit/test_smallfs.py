@@ -1,6 +1,7 @@
 """The small filesystems of the full-disk and fault tests: a run killed before
 its teardown leaves its mounts behind, and the next run unmounts them -- but
 never one whose owner still runs (another worker's)."""
+
 from __future__ import annotations
 
 import os

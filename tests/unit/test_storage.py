@@ -1,4 +1,5 @@
 """bookied.storage: write cache, entry logs, LMDB index, ledger state, GC, replay, kill -9."""
+
 from __future__ import annotations
 
 import hashlib
@@ -293,8 +294,11 @@ def test_flush_failure_keeps_entries_and_retries(sdir, monkeypatch):
 
 
 def test_journal_replay_is_idempotent(sdir):
-    recs = [MasterKeyRecord(3, b"key")] + [EntryRecord(3, e, data(3, e)) for e in range(30)] + \
-        [ExplicitLacRecord(3, b"lac"), FenceRecord(3), EntryRecord(3, 5, b"recovery re-add")]
+    recs = (
+        [MasterKeyRecord(3, b"key")]
+        + [EntryRecord(3, e, data(3, e)) for e in range(30)]
+        + [ExplicitLacRecord(3, b"lac"), FenceRecord(3), EntryRecord(3, 5, b"recovery re-add")]
+    )
     s = EntryStore(sdir, write_cache_max_bytes=1000)  # forces flushes during apply
     for r in recs:
         s.apply(r)
@@ -423,7 +427,7 @@ while True:
 
 def child_payload(l: int, e: int) -> bytes:
     seed = hashlib.sha256(b"%d/%d/" % (l, e)).digest()
-    return (seed * 8)[:1 + (e * 31) % 250]
+    return (seed * 8)[: 1 + (e * 31) % 250]
 
 
 def run_and_kill(args: list[str], rng: random.Random, max_run: float) -> list[str]:
@@ -501,8 +505,8 @@ def one_by_one(s: EntryStore, ledger: int, entries: list[int]) -> list:
 
 def same_outcomes(got: list, want: list) -> bool:
     return len(got) == len(want) and all(
-        (type(g) is type(w) and str(g) == str(w)) if isinstance(w, Exception) else g == w
-        for g, w in zip(got, want))
+        (type(g) is type(w) and str(g) == str(w)) if isinstance(w, Exception) else g == w for g, w in zip(got, want)
+    )
 
 
 @pytest.fixture
@@ -527,7 +531,7 @@ def test_get_entries_reads_cache_and_logs_like_get_entry(sdir, preads):
     s.flush()
     for e in range(60, 70):
         s.put_entry(1, e, data(1, e))  # still in the write cache
-    wanted = [5, 3, 61, 200, 3, -1, 59, 0, 65, 70, 2 ** 62]
+    wanted = [5, 3, 61, 200, 3, -1, 59, 0, 65, 70, 2**62]
     want = [data(1, e) if 0 <= e < 70 else None for e in wanted]
     assert one_by_one(s, 1, wanted) == want
     preads.clear()
@@ -555,8 +559,9 @@ def test_get_entries_caps_the_span_and_the_gap_of_one_pread(sdir, preads, monkey
     preads.clear()
     ids = [0, 1, 4, 8, 9, 50]  # gaps of 2 records are read over, 3 and 40 are not
     assert s.get_entries(1, ids) == [data(1, e) for e in ids]
-    assert sorted(preads) == sorted([(5 * rec, s.location(1, 0).offset), (2 * rec, s.location(1, 8).offset),
-                                     (rec, s.location(1, 50).offset)])
+    assert sorted(preads) == sorted(
+        [(5 * rec, s.location(1, 0).offset), (2 * rec, s.location(1, 8).offset), (rec, s.location(1, 50).offset)]
+    )
     s.close()
 
 

@@ -1,6 +1,7 @@
 """bkctl.ops.ledgers.tail_ledger over fake blocking handles: long polls over
 v3 (what comes along is printed at once, an idle wait checks for a close),
 LAC polling over v2."""
+
 from types import SimpleNamespace
 
 from bkctl.ops.ledgers import tail_ledger
@@ -58,6 +59,7 @@ class FakeReader:
 def add(n, along=True):
     """The writer adds entries up to ``n`` and they are confirmed; the poll
     gets the first of them along when ``along``."""
+
     def step(r):
         first = r.lac + 1
         for i in range(first, n + 1):
@@ -65,6 +67,7 @@ def add(n, along=True):
         r.lac = n
         if along:
             r.__dict__.setdefault("along", set()).add(("along", first))
+
     return step
 
 
@@ -77,6 +80,7 @@ def close(last):
         for i in range(r.lac + 1, last + 1):
             r.entries[i] = b"e%d" % i
         r.closed_at = last
+
     return step
 
 
@@ -90,8 +94,16 @@ def test_v3_long_polls_print_what_comes_along_and_stop_once_closed():
     assert got == [(i, b"e%d" % i) for i in range(5)]
     # entry 0 came along; 1..3 were read once the LAC said so; an idle wait checked the metadata;
     # the close was noticed by the next idle wait and the rest read
-    assert r.calls == [("poll", 0), ("poll", 1), ("read", 2, 3), ("poll", 4), ("refresh",), ("poll", 4),
-                       ("refresh",), ("read", 4, 4)]
+    assert r.calls == [
+        ("poll", 0),
+        ("poll", 1),
+        ("read", 2, 3),
+        ("poll", 4),
+        ("refresh",),
+        ("poll", 4),
+        ("refresh",),
+        ("read", 4, 4),
+    ]
 
 
 def test_v2_polls_the_lac_every_interval():

@@ -1,5 +1,6 @@
 """TLS files for bookies and clients (wire/tls.py): PEM and PKCS#12, encrypted keys, reloading,
 and a real handshake between the contexts they build (in memory, Twisted's loopback)."""
+
 from __future__ import annotations
 
 import os
@@ -56,17 +57,24 @@ def test_pem_handshake_and_a_wrong_ca(certs):
 
 
 def test_mutual_tls_needs_a_client_certificate_from_the_trusted_ca(certs):
-    server = TLSFiles(cert=str(certs / "bookie.pem"), key=str(certs / "bookie.key"), ca=str(certs / "ca.pem"),
-                      require_client_cert=True).server_context()
+    server = TLSFiles(
+        cert=str(certs / "bookie.pem"),
+        key=str(certs / "bookie.key"),
+        ca=str(certs / "ca.pem"),
+        require_client_cert=True,
+    ).server_context()
     ca = str(certs / "ca.pem")
-    assert _handshake(server, TLSFiles(ca=ca, cert=str(certs / "client.pem"),
-                                       key=str(certs / "client.key")).client_context())[0]
+    assert _handshake(
+        server, TLSFiles(ca=ca, cert=str(certs / "client.pem"), key=str(certs / "client.key")).client_context()
+    )[0]
     assert not _handshake(server, TLSFiles(ca=ca).client_context())[0]
-    assert not _handshake(server, TLSFiles(ca=ca, cert=str(certs / "stranger.pem"),
-                                           key=str(certs / "stranger.key")).client_context())[0]
+    assert not _handshake(
+        server, TLSFiles(ca=ca, cert=str(certs / "stranger.pem"), key=str(certs / "stranger.key")).client_context()
+    )[0]
     with pytest.raises(TLSConfigError, match="tlsTrustStore"):
-        TLSFiles(cert=str(certs / "bookie.pem"), key=str(certs / "bookie.key"),
-                 require_client_cert=True).server_context()
+        TLSFiles(
+            cert=str(certs / "bookie.pem"), key=str(certs / "bookie.key"), require_client_cert=True
+        ).server_context()
 
 
 def test_pkcs12_store_and_encrypted_pem_key_with_password_files(certs, tmp_path):
@@ -75,17 +83,20 @@ def test_pkcs12_store_and_encrypted_pem_key_with_password_files(certs, tmp_path)
 
     chain = x509.load_pem_x509_certificates((certs / "bookie.pem").read_bytes())
     (tmp_path / "pw").write_text("s3cret\n")
-    store = pkcs12.serialize_key_and_certificates(b"bookie", key, chain[0], chain[1:] or None,
-                                                  serialization.BestAvailableEncryption(b"s3cret"))
+    store = pkcs12.serialize_key_and_certificates(
+        b"bookie", key, chain[0], chain[1:] or None, serialization.BestAvailableEncryption(b"s3cret")
+    )
     (tmp_path / "bookie.p12").write_bytes(store)
-    enc = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.BestAvailableEncryption(b"s3cret"))
+    enc = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(b"s3cret")
+    )
     (tmp_path / "enc.key").write_bytes(enc)
     client = TLSFiles(ca=str(certs / "ca.pem")).client_context()
     p12 = TLSFiles(pkcs12=str(tmp_path / "bookie.p12"), pkcs12_password_path=str(tmp_path / "pw"))
     assert _handshake(p12.server_context(), client)[0]
-    pem = TLSFiles(cert=str(certs / "bookie.pem"), key=str(tmp_path / "enc.key"),
-                   key_password_path=str(tmp_path / "pw"))
+    pem = TLSFiles(
+        cert=str(certs / "bookie.pem"), key=str(tmp_path / "enc.key"), key_password_path=str(tmp_path / "pw")
+    )
     assert _handshake(pem.server_context(), client)[0]
     with pytest.raises(TLSConfigError, match="wrong password"):
         TLSFiles(pkcs12=str(tmp_path / "bookie.p12")).server_context()

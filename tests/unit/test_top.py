@@ -1,5 +1,6 @@
 """``bkctl top`` without a terminal: metrics read from bookied's and Java's names, a snapshot's rows
 (down, lost, unreachable, Java without metrics), sorting and filtering, keys, frames."""
+
 import io
 import re
 
@@ -15,9 +16,11 @@ from tests.support.fake_store import FakeMetadataStore
 
 
 def bookied_metrics(adds: int, add_buckets: dict, fsync: dict) -> str:
-    lines = [f'bookie_requests_total{{op="add",status="EOK"}} {adds}',
-             'bookie_requests_total{op="read",status="EOK"} 7',
-             'bookie_requests_total{op="read",status="ENOENTRY"} 3']
+    lines = [
+        f'bookie_requests_total{{op="add",status="EOK"}} {adds}',
+        'bookie_requests_total{op="read",status="EOK"} 7',
+        'bookie_requests_total{op="read",status="ENOENTRY"} 3',
+    ]
     for le, n in add_buckets.items():
         lines.append(f'bookie_request_latency_seconds_bucket{{op="add",le="{le}"}} {n}')
     for le, n in fsync.items():
@@ -27,8 +30,7 @@ def bookied_metrics(adds: int, add_buckets: dict, fsync: dict) -> str:
 
 def test_bookied_rates_and_quantiles_are_between_two_scrapes():
     before = Scrape(bookied_metrics(100, {"0.001": 90, "0.01": 100, "+Inf": 100}, {"0.001": 5, "+Inf": 5}))
-    after = Scrape(bookied_metrics(300, {"0.001": 100, "0.01": 300, "+Inf": 300}, {"0.001": 5, "0.005": 9,
-                                                                                     "+Inf": 10}))
+    after = Scrape(bookied_metrics(300, {"0.001": 100, "0.01": 300, "+Inf": 300}, {"0.001": 5, "0.005": 9, "+Inf": 10}))
     assert after.naming == "bookied" and after.total("bookie_requests_total", op="read") == 10
     r = rates(before, after, 2.0)
     assert r["add_rate"] == 100.0 and r["read_rate"] == 0.0
@@ -41,11 +43,13 @@ def test_bookied_rates_and_quantiles_are_between_two_scrapes():
 
 
 def test_java_summaries_are_read_in_their_own_window():
-    text = ('bookkeeper_server_ADD_ENTRY_REQUEST{success="true",quantile="0.5"} 0.8\n'
-            'bookkeeper_server_ADD_ENTRY_REQUEST{success="true",quantile="0.99"} 4.5\n'
-            'bookkeeper_server_ADD_ENTRY_REQUEST{success="false",quantile="0.99"} 99\n'
-            'bookkeeper_server_ADD_ENTRY_REQUEST_count{success="true"} 1500\n'
-            'bookie_journal_JOURNAL_SYNC{success="true",quantile="0.99"} 2.0\n')
+    text = (
+        'bookkeeper_server_ADD_ENTRY_REQUEST{success="true",quantile="0.5"} 0.8\n'
+        'bookkeeper_server_ADD_ENTRY_REQUEST{success="true",quantile="0.99"} 4.5\n'
+        'bookkeeper_server_ADD_ENTRY_REQUEST{success="false",quantile="0.99"} 99\n'
+        'bookkeeper_server_ADD_ENTRY_REQUEST_count{success="true"} 1500\n'
+        'bookie_journal_JOURNAL_SYNC{success="true",quantile="0.99"} 2.0\n'
+    )
     before = Scrape(text.replace("1500", "1000"))
     after = Scrape(text)
     assert after.naming == "java"
@@ -58,20 +62,35 @@ def test_java_summaries_are_read_in_their_own_window():
 def reading(bookie_id, state, *, metrics=None, logs=None, answered=True, unread=None):
     if not answered:
         return BookieReading(bookie_id, state, "h:1", unread=unread or {"info": "connection refused"}, read_at=1.0)
-    return BookieReading(bookie_id, state, "h:1", info={"freeSpace": 25, "totalSpace": 100},
-                         gc={"is_in_force_gc": "false", "gcRuns": 2, "gcRunning": False} if logs is not None
-                         else {"is_in_force_gc": "false"},
-                         gc_details=[{"entryLogs": logs}] if logs is not None else [{"gcRunning": False}],
-                         metrics=metrics, unread=unread or {}, read_at=1.0)
+    return BookieReading(
+        bookie_id,
+        state,
+        "h:1",
+        info={"freeSpace": 25, "totalSpace": 100},
+        gc={"is_in_force_gc": "false", "gcRuns": 2, "gcRunning": False}
+        if logs is not None
+        else {"is_in_force_gc": "false"},
+        gc_details=[{"entryLogs": logs}] if logs is not None else [{"gcRunning": False}],
+        metrics=metrics,
+        unread=unread or {},
+        read_at=1.0,
+    )
 
 
 #: what `autorecovery status` would say: c:1 lost, two ledgers marked
-REPORT = {"enabled": True, "lost_bookie_recovery_delay": 0, "underreplicated": 2, "auditor": "a:1",
-          "lost_bookies": [{"bookie_id": "d:1"}, {"bookie_id": "gone:1"}], "auditor_waits_for": "nothing",
-          "workers": [], "ledgers": [{"ledger_id": 7, "missing_replicas": ["d:1"], "worker": "a:1",
-                                      "state": "being re-replicated"},
-                                     {"ledger_id": 8, "missing_replicas": ["d:1", "gone:1"], "worker": None,
-                                      "state": "failed: not enough bookies"}]}
+REPORT = {
+    "enabled": True,
+    "lost_bookie_recovery_delay": 0,
+    "underreplicated": 2,
+    "auditor": "a:1",
+    "lost_bookies": [{"bookie_id": "d:1"}, {"bookie_id": "gone:1"}],
+    "auditor_waits_for": "nothing",
+    "workers": [],
+    "ledgers": [
+        {"ledger_id": 7, "missing_replicas": ["d:1"], "worker": "a:1", "state": "being re-replicated"},
+        {"ledger_id": 8, "missing_replicas": ["d:1", "gone:1"], "worker": None, "state": "failed: not enough bookies"},
+    ],
+}
 
 
 @pytest.fixture
@@ -87,12 +106,18 @@ def collector(monkeypatch):
     c.answers = {}
     c.report = REPORT
     monkeypatch.setattr(autorecovery, "autorecovery_report", lambda _store, now_ms: c.report)
-    monkeypatch.setattr(top_ops, "read_bookies",
-                        lambda _store, rows, *_a, **_k: [c.answers.get(r["bookie_id"], BookieReading(
-                            r["bookie_id"], r["state"], unread={"http": "not registered (down)"}))
-                            if r["state"] != "down" else BookieReading(r["bookie_id"], "down",
-                                                                        unread={"http": "not registered (down)"})
-                            for r in rows])
+    monkeypatch.setattr(
+        top_ops,
+        "read_bookies",
+        lambda _store, rows, *_a, **_k: [
+            c.answers.get(
+                r["bookie_id"], BookieReading(r["bookie_id"], r["state"], unread={"http": "not registered (down)"})
+            )
+            if r["state"] != "down"
+            else BookieReading(r["bookie_id"], "down", unread={"http": "not registered (down)"})
+            for r in rows
+        ],
+    )
     yield c
     c.close()
 
@@ -108,8 +133,13 @@ def test_snapshot_rows_say_what_each_bookie_is(collector):
     snap = collector.snapshot()
     rows = {r["bookie_id"]: r for r in snap["bookies"]}
     # d:1 has a cookie and the auditor counts it lost; gone:1 is lost without a cookie (decommissioned)
-    assert {b: r["state"] for b, r in rows.items()} == {"a:1": "writable", "b:1": "unreachable",
-                                                        "c:1": "read-only", "d:1": "lost", "gone:1": "lost"}
+    assert {b: r["state"] for b, r in rows.items()} == {
+        "a:1": "writable",
+        "b:1": "unreachable",
+        "c:1": "read-only",
+        "d:1": "lost",
+        "gone:1": "lost",
+    }
     a, c = rows["a:1"], rows["c:1"]
     assert a["reclaimable_bytes"] == 600 and a["used_percent"] == 75.0 and a["metrics"] == "bookied"
     assert a["add_rate"] is None  # the first scrape
@@ -119,8 +149,9 @@ def test_snapshot_rows_say_what_each_bookie_is(collector):
     assert snap["autorecovery"] is REPORT and snap["cluster"]["auditor"] == "a:1"
     assert snap["cluster"]["under_replicated"] == 2
     # a second scrape: rates over the time between them
-    collector.answers["a:1"] = reading("a:1", "writable", logs=logs,
-                                       metrics=bookied_metrics(30, {"0.001": 20, "+Inf": 20}, {"+Inf": 1}))
+    collector.answers["a:1"] = reading(
+        "a:1", "writable", logs=logs, metrics=bookied_metrics(30, {"0.001": 20, "+Inf": 20}, {"+Inf": 1})
+    )
     collector.answers["a:1"].read_at = 3.0
     a = {r["bookie_id"]: r for r in collector.snapshot()["bookies"]}["a:1"]
     assert a["add_rate"] == 10.0 and a["add_p99_ms"] == 1.0
@@ -128,8 +159,9 @@ def test_snapshot_rows_say_what_each_bookie_is(collector):
     Console(file=text, width=160).print(render(snap, ViewState(), live=False))
     frame = text.getvalue()
     assert "unreachable" in frame and "HTTP admin not answering" in frame and "no metrics" in frame
-    assert "no entry-log figures (Java)" in frame and "bookies 5: 1 writable, 1 read-only, 1 unreachable, 2 lost" \
-        in frame
+    assert (
+        "no entry-log figures (Java)" in frame and "bookies 5: 1 writable, 1 read-only, 1 unreachable, 2 lost" in frame
+    )
     assert "under-replicated 2 (1 being re-replicated, 1 failed); lost: d:1, gone:1" in frame
     text = io.StringIO()
     Console(file=text, width=160).print(render(snap, ViewState(detail="d:1"), live=False))
@@ -139,9 +171,13 @@ def test_snapshot_rows_say_what_each_bookie_is(collector):
 def test_a_bookie_with_a_cookie_the_auditor_does_not_count_is_down_not_lost(collector):
     """`autorecovery status` lists every bookie with a cookie and no registration as lost (its
     help's definition); top keeps "lost" for those the auditor found named by ledgers."""
-    collector.report = dict(REPORT, lost_bookies=[
-        {"bookie_id": "d:1", "cookie": True, "seen_by_auditor": False},
-        {"bookie_id": "gone:1", "cookie": False, "seen_by_auditor": False}])
+    collector.report = dict(
+        REPORT,
+        lost_bookies=[
+            {"bookie_id": "d:1", "cookie": True, "seen_by_auditor": False},
+            {"bookie_id": "gone:1", "cookie": False, "seen_by_auditor": False},
+        ],
+    )
     rows = {r["bookie_id"]: r["state"] for r in collector.snapshot()["bookies"]}
     assert rows["d:1"] == "down" and rows["gone:1"] == "lost"
 
@@ -195,19 +231,42 @@ def test_keys_change_the_view():
 
 def one_bookie_snapshot(**row_fields) -> dict:
     """A snapshot of one busy bookie with every column filled, for the layout tests."""
-    row = {"bookie_id": "127.0.0.1:31255", "state": "writable", "rack": "/r1", "add_rate": 3581.0,
-           "add_p50_ms": 2.5, "add_p99_ms": 10.0, "read_rate": 6641.0, "read_p99_ms": 1.0,
-           "journal_sync_p99_ms": 5.0, "used_percent": 70.0, "total_bytes": 252 << 30, "reclaimable_bytes": 270 << 10,
-           "compacting": None, "gc_running": False, "last_compaction": None, "metrics": "bookied", "kind": "bookied",
-           **row_fields}
-    return {"time": 0, "cluster": {"bookies": 1, "writable": 1, "read-only": 0, "unreachable": 0, "down": 0,
-                                   "lost": 0}, "bookies": [row], "autorecovery": None, "autorecovery_error": "x"}
+    row = {
+        "bookie_id": "127.0.0.1:31255",
+        "state": "writable",
+        "rack": "/r1",
+        "add_rate": 3581.0,
+        "add_p50_ms": 2.5,
+        "add_p99_ms": 10.0,
+        "read_rate": 6641.0,
+        "read_p99_ms": 1.0,
+        "journal_sync_p99_ms": 5.0,
+        "used_percent": 70.0,
+        "total_bytes": 252 << 30,
+        "reclaimable_bytes": 270 << 10,
+        "compacting": None,
+        "gc_running": False,
+        "last_compaction": None,
+        "metrics": "bookied",
+        "kind": "bookied",
+        **row_fields,
+    }
+    return {
+        "time": 0,
+        "cluster": {"bookies": 1, "writable": 1, "read-only": 0, "unreachable": 0, "down": 0, "lost": 0},
+        "bookies": [row],
+        "autorecovery": None,
+        "autorecovery_error": "x",
+    }
 
 
 def test_a_narrow_terminal_leaves_columns_out_rather_than_cutting_the_ids():
     snap = one_bookie_snapshot()
-    for width, gone, kept in ((160, [], ["notes", "jsync p99", "rack"]), (100, ["notes", "gc", "rack"], ["disk"]),
-                              (70, ["jsync p99", "read p99", "reclaimable"], ["add/s", "disk"])):
+    for width, gone, kept in (
+        (160, [], ["notes", "jsync p99", "rack"]),
+        (100, ["notes", "gc", "rack"], ["disk"]),
+        (70, ["jsync p99", "read p99", "reclaimable"], ["add/s", "disk"]),
+    ):
         text = io.StringIO()
         Console(file=text, width=width).print(render(snap, ViewState(), live=True, width=width))
         lines = text.getvalue().splitlines()
@@ -226,10 +285,20 @@ def test_a_late_frame_and_a_silent_zookeeper_are_said_in_red(collector):
     assert "bookies read" in fresh.plain and "(0 s ago)" in fresh.plain and "zookeeper ok" in fresh.plain
     at = fresh.plain.index("bookies read")
     assert not any(span.start <= at < span.end and "red" in str(span.style) for span in fresh.spans)
-    stalled = dict(snap, zookeeper={"state": "unreachable", "since": snap["time"] - 20_000, "error": "no answer for 20 s",
-                                    "read_at": snap["time"] - 21_000, "latency_ms": None})
+    stalled = dict(
+        snap,
+        zookeeper={
+            "state": "unreachable",
+            "since": snap["time"] - 20_000,
+            "error": "no answer for 20 s",
+            "read_at": snap["time"] - 21_000,
+            "latency_ms": None,
+        },
+    )
     late = header(stalled, ViewState(interval=1.0), now_ms=snap["time"] + 30_000)
-    assert "(30 s ago)" in late.plain and "ZooKeeper unreachable since" in late.plain and "(50 s): no answer" in late.plain
+    assert (
+        "(30 s ago)" in late.plain and "ZooKeeper unreachable since" in late.plain and "(50 s): no answer" in late.plain
+    )
     assert "registrations as of" in late.plain and "(51 s old)" in late.plain
     age = late.plain.index("bookies read")
     assert any(span.start <= age < span.end and "red" in str(span.style) for span in late.spans)

@@ -1,4 +1,5 @@
 """Autorecovery znode values (wire/metadata/underreplication.py) (BookKeeper's meta/ZkLedgerUnderreplicationManager.java)."""
+
 from __future__ import annotations
 
 import pytest
@@ -85,7 +86,7 @@ def test_lost_bookie_recovery_delay():
     "parse",
     [parse_underreplicated_ledger, parse_lock_data, parse_auditor_vote],
 )
-@pytest.mark.parametrize("data", [b"replica: 5\n", b"bookieId: \"x\"\nbookieId: \"y\"\n", b"\xff", b"nonsense {"])
+@pytest.mark.parametrize("data", [b"replica: 5\n", b'bookieId: "x"\nbookieId: "y"\n', b"\xff", b"nonsense {"])
 def test_malformed_text(parse, data):
     with pytest.raises(CodecError):
         parse(data)
@@ -108,8 +109,14 @@ def test_vote_and_lock_roundtrip(value):
 @settings(max_examples=300)
 @given(st.binary(max_size=80))
 def test_random_bytes_raise_only_codec_error(data):
-    for parse in (parse_underreplicated_ledger, parse_lock_data, parse_auditor_vote, parse_underreplication_layout,
-                  parse_last_run_time, parse_lost_bookie_recovery_delay):
+    for parse in (
+        parse_underreplicated_ledger,
+        parse_lock_data,
+        parse_auditor_vote,
+        parse_underreplication_layout,
+        parse_last_run_time,
+        parse_lost_bookie_recovery_delay,
+    ):
         try:
             parse(data)
         except CodecError:
@@ -117,8 +124,10 @@ def test_random_bytes_raise_only_codec_error(data):
 
 
 @settings(max_examples=300)
-@given(st.lists(st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=12), max_size=4),
-       st.none() | st.integers(-(2**63), 2**63 - 1))
+@given(
+    st.lists(st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=12), max_size=4),
+    st.none() | st.integers(-(2**63), 2**63 - 1),
+)
 def test_a_plain_marker_reads_as_protobufs_parser_reads_it(replicas, ctime):
     """Markers as Java prints them are read without protobuf's text parser: the same answer."""
     from bkctl.wire.metadata.protobuf_text import parse_text_message
@@ -127,4 +136,5 @@ def test_a_plain_marker_reads_as_protobufs_parser_reads_it(replicas, ctime):
     data = UnderreplicatedLedger(tuple(replicas), ctime).serialize()
     pb = parse_text_message(data, formats_pb2.UnderreplicatedLedgerFormat, "marker")
     assert parse_underreplicated_ledger(data) == UnderreplicatedLedger(
-        tuple(pb.replica), pb.ctime if pb.HasField("ctime") else None)
+        tuple(pb.replica), pb.ctime if pb.HasField("ctime") else None
+    )

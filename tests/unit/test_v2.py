@@ -8,8 +8,12 @@ from bkctl.wire.errors import CodecError
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import Flag, OpCode, RC
 
-V2_OPS = {"ADD": OpCode.ADD_ENTRY, "READ": OpCode.READ_ENTRY, "BATCH_READ": OpCode.BATCH_READ_ENTRY,
-          "AUTH": OpCode.AUTH}
+V2_OPS = {
+    "ADD": OpCode.ADD_ENTRY,
+    "READ": OpCode.READ_ENTRY,
+    "BATCH_READ": OpCode.BATCH_READ_ENTRY,
+    "AUTH": OpCode.AUTH,
+}
 
 
 def v2_frames():
@@ -18,8 +22,14 @@ def v2_frames():
 
 def test_vectors_cover_every_v2_kind():
     kinds = {(f["op"], f["kind"]) for f in v2_frames()}
-    assert {("ADD", "request"), ("ADD", "response"), ("READ", "request"), ("READ", "response"),
-            ("BATCH_READ", "request"), ("BATCH_READ", "response")} <= kinds
+    assert {
+        ("ADD", "request"),
+        ("ADD", "response"),
+        ("READ", "request"),
+        ("READ", "response"),
+        ("BATCH_READ", "request"),
+        ("BATCH_READ", "response"),
+    } <= kinds
 
 
 @pytest.mark.parametrize("f", v2_frames(), ids=lambda f: f["type"])
@@ -45,8 +55,11 @@ def test_java_frames_decode_to_their_stated_fields_and_reencode(f):
 
 
 def test_fencing_reads_carry_the_master_key():
-    fencing = [v2.decode_request(f["raw"][4:]) for f in v2_frames()
-               if f["kind"] == "request" and f["op"] == "READ" and f["flags"] & Flag.DO_FENCING]
+    fencing = [
+        v2.decode_request(f["raw"][4:])
+        for f in v2_frames()
+        if f["kind"] == "request" and f["op"] == "READ" and f["flags"] & Flag.DO_FENCING
+    ]
     assert fencing
     for req in fencing:
         assert req.is_fencing and req.master_key == master_key(b"password")
@@ -56,21 +69,29 @@ def test_spec_worked_example_add():
     body = DigestManager(1, DigestType.CRC32C).package(0, -1, 5, b"hello")
     req = v2.AddRequest(2, 0, master_key(b""), body, 1, 0)
     assert frame(req.encode()).hex() == (
-        "00000041" "02010000" "850bf1071c5e3d8c24235676f8816ae0cbe2f14f"
-        "0000000000000001" "0000000000000000" "ffffffffffffffff" "0000000000000005" "e3a5f74d" "68656c6c6f")
+        "00000041"
+        "02010000"
+        "850bf1071c5e3d8c24235676f8816ae0cbe2f14f"
+        "0000000000000001"
+        "0000000000000000"
+        "ffffffffffffffff"
+        "0000000000000005"
+        "e3a5f74d"
+        "68656c6c6f"
+    )
     assert v2.decode_request(req.encode()) == req
-    assert frame(v2.add_response_for(req, RC.EOK)).hex() == \
-        "00000018" "02010000" "00000000" "0000000000000001" "0000000000000000"
+    assert frame(v2.add_response_for(req, RC.EOK)).hex() == "00000018020100000000000000000000000000010000000000000000"
 
 
 def test_spec_worked_example_reads_and_auth():
     read = v2.ReadRequest(2, 0, 1, 0)
-    assert frame(read.encode()).hex() == "00000014" "02020000" "0000000000000001" "0000000000000000"
+    assert frame(read.encode()).hex() == "000000140202000000000000000000010000000000000000"
     fence = v2.ReadRequest(2, 5, 1, -1, master_key(b""))
-    assert frame(fence.encode()).hex() == ("00000028" "02020005" "0000000000000001" "ffffffffffffffff"
-                                           "850bf1071c5e3d8c24235676f8816ae0cbe2f14f")
+    assert frame(fence.encode()).hex() == (
+        "00000028020200050000000000000001ffffffffffffffff850bf1071c5e3d8c24235676f8816ae0cbe2f14f"
+    )
     auth = v2.AuthResponse(2, bytes.fromhex("0a124175746844697361626c6564506c7567696e1200"))
-    assert frame(auth.encode()).hex() == "0000001a" "02030000" "0a124175746844697361626c6564506c7567696e1200"
+    assert frame(auth.encode()).hex() == "0000001a020300000a124175746844697361626c6564506c7567696e1200"
 
 
 def test_version_zero_header_is_the_bare_opcode():
@@ -111,23 +132,59 @@ def test_batch_response_round_trip_and_truncation():
 
 
 def test_short_payloads_are_codec_errors():
-    for payload in (b"", b"\x02\x01", b"\x02\x01\x00\x00" + b"k" * 20, b"\x02\x02\x00\x00" + b"\x00" * 8,
-                    b"\x02\x07\x00\x00" + b"\x00" * 20):
+    for payload in (
+        b"",
+        b"\x02\x01",
+        b"\x02\x01\x00\x00" + b"k" * 20,
+        b"\x02\x02\x00\x00" + b"\x00" * 8,
+        b"\x02\x07\x00\x00" + b"\x00" * 20,
+    ):
         with pytest.raises(CodecError):
             v2.decode_request(payload)
 
 
 requests = st.one_of(
-    st.builds(v2.AddRequest, st.integers(1, 2), st.integers(0, 7), st.binary(min_size=20, max_size=20),
-              st.binary(min_size=16, max_size=100), st.just(0), st.just(0)).map(
-        lambda r: r._replace(ledger_id=int.from_bytes(r.body[:8], "big", signed=True),
-                             entry_id=int.from_bytes(r.body[8:16], "big", signed=True))),
-    st.builds(v2.ReadRequest, st.just(2), st.sampled_from([0, 4]), st.integers(-2**63, 2**63 - 1),
-              st.integers(-1, 2**63 - 1), st.none()),
-    st.builds(v2.ReadRequest, st.just(2), st.sampled_from([1, 5]), st.integers(0, 2**63 - 1),
-              st.integers(-1, 2**63 - 1), st.binary(min_size=20, max_size=20)),
-    st.builds(v2.BatchReadRequest, st.just(2), st.just(0), st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1),
-              st.integers(0, 2**63 - 1), st.integers(-2**31, 2**31 - 1), st.integers(0, 2**63 - 1), st.none()),
+    st.builds(
+        v2.AddRequest,
+        st.integers(1, 2),
+        st.integers(0, 7),
+        st.binary(min_size=20, max_size=20),
+        st.binary(min_size=16, max_size=100),
+        st.just(0),
+        st.just(0),
+    ).map(
+        lambda r: r._replace(
+            ledger_id=int.from_bytes(r.body[:8], "big", signed=True),
+            entry_id=int.from_bytes(r.body[8:16], "big", signed=True),
+        )
+    ),
+    st.builds(
+        v2.ReadRequest,
+        st.just(2),
+        st.sampled_from([0, 4]),
+        st.integers(-(2**63), 2**63 - 1),
+        st.integers(-1, 2**63 - 1),
+        st.none(),
+    ),
+    st.builds(
+        v2.ReadRequest,
+        st.just(2),
+        st.sampled_from([1, 5]),
+        st.integers(0, 2**63 - 1),
+        st.integers(-1, 2**63 - 1),
+        st.binary(min_size=20, max_size=20),
+    ),
+    st.builds(
+        v2.BatchReadRequest,
+        st.just(2),
+        st.just(0),
+        st.integers(0, 2**63 - 1),
+        st.integers(0, 2**63 - 1),
+        st.integers(0, 2**63 - 1),
+        st.integers(-(2**31), 2**31 - 1),
+        st.integers(0, 2**63 - 1),
+        st.none(),
+    ),
 )
 
 

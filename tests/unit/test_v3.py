@@ -1,4 +1,5 @@
 """v3 protobuf codec: golden vectors from Java 4.17.2, builders, robustness."""
+
 import hashlib
 import struct
 
@@ -130,7 +131,11 @@ def rebuild_request(req):
     if op == OperationType.ADD_ENTRY:
         a = req.addRequest
         return v3.add_request(
-            txn, a.ledgerId, a.entryId, a.masterKey, a.body,
+            txn,
+            a.ledgerId,
+            a.entryId,
+            a.masterKey,
+            a.body,
             recovery=v3.is_recovery_add(req),
             high_priority=high,
             deferred_sync=v3.is_deferred_sync(req),
@@ -138,7 +143,9 @@ def rebuild_request(req):
     if op == OperationType.READ_ENTRY:
         r = req.readRequest
         return v3.read_request(
-            txn, r.ledgerId, r.entryId,
+            txn,
+            r.ledgerId,
+            r.entryId,
             fence_master_key=r.masterKey if v3.is_fence_read(req) else None,
             high_priority=high,
             previous_lac=r.previousLAC if r.HasField("previousLAC") else None,
@@ -170,7 +177,8 @@ def rebuild_response(req, resp):
     if op == OperationType.READ_ENTRY:
         r = resp.readResponse
         return v3.read_response(
-            req, status,
+            req,
+            status,
             body=r.body if r.HasField("body") else None,
             max_lac=r.maxLAC if r.HasField("maxLAC") else None,
             entry_id=r.entryId if r.entryId != req.readRequest.entryId else None,
@@ -179,7 +187,8 @@ def rebuild_response(req, resp):
     if op == OperationType.READ_LAC:
         r = resp.readLacResponse
         return v3.read_lac_response(
-            req, status,
+            req,
+            status,
             lac_body=r.lacBody if r.HasField("lacBody") else None,
             last_entry_body=r.lastEntryBody if r.HasField("lastEntryBody") else None,
         )
@@ -193,8 +202,7 @@ def rebuild_response(req, resp):
 def request_for(resp_frame):
     client = resp_frame["conn"].split("<-")
     for f in REQUESTS:
-        if (f["conn"].split("->") == client and f["txnId"] == resp_frame["txnId"]
-                and f["op"] == resp_frame["op"]):
+        if f["conn"].split("->") == client and f["txnId"] == resp_frame["txnId"] and f["op"] == resp_frame["op"]:
             return f
     raise AssertionError(f"no request for {fid(resp_frame)}")
 
@@ -216,9 +224,7 @@ def test_statuses_seen_in_vectors():
 
 
 MK_EMPTY = bytes.fromhex("850bf1071c5e3d8c24235676f8816ae0cbe2f14f")
-SPEC_ENTRY = bytes.fromhex(
-    "0000000000000001" "0000000000000000" "ffffffffffffffff" "0000000000000005" "e3a5f74d"
-) + b"hello"
+SPEC_ENTRY = bytes.fromhex("00000000000000010000000000000000ffffffffffffffff0000000000000005e3a5f74d") + b"hello"
 
 
 def test_spec_add_example():
@@ -247,14 +253,14 @@ def test_spec_get_bookie_info_example():
 def test_required_zero_fields_are_on_the_wire():
     # EOK (0), ledger 0, entry 0 must all be written explicitly (proto2 required).
     req = v3.add_request(0, 0, 0, MK_EMPTY, b"")
-    assert v3.serialize(v3.add_response(req, 0)) == bytes.fromhex("0a06080310021800" "1000" "aa0606080010001800")
+    assert v3.serialize(v3.add_response(req, 0)) == bytes.fromhex("0a060803100218001000aa0606080010001800")
 
 
 def test_auth_response():
     req = v3.auth_request(5, "SASL", b"hi")
     data = v3.serialize(v3.auth_response(req))
     plugin = AUTH_DISABLED_PLUGIN.encode()
-    assert data == bytes.fromhex("0a06080310051805" "1000" "b20616" "0a12") + plugin + bytes.fromhex("1200")
+    assert data == bytes.fromhex("0a060803100518051000b206160a12") + plugin + bytes.fromhex("1200")
     resp = v3.parse_response(data)
     assert resp.authResponse.authPluginName == AUTH_DISABLED_PLUGIN and resp.authResponse.payload == b""
 
@@ -264,15 +270,15 @@ def test_start_tls():
     assert v3.serialize(req) == bytes.fromhex("0a06080310091809d20600")
     assert v3.parse_request(v3.serialize(req)).HasField("startTLSRequest")
     ok = v3.serialize(v3.start_tls_response(req))
-    assert ok == bytes.fromhex("0a06080310091809" "1000" "d20600")
+    assert ok == bytes.fromhex("0a060803100918091000d20600")
     refused = v3.serialize(v3.start_tls_response(req, RC.EBADREQ))
-    assert refused == bytes.fromhex("0a06080310091809" "109403")
+    assert refused == bytes.fromhex("0a06080310091809109403")
 
 
 def test_error_response_has_no_inner_message():
     req = v3.read_request(3, 1, 2, high_priority=True)
     resp = v3.error_response(req, RC.EBADREQ)
-    assert v3.serialize(resp) == bytes.fromhex("0a06080310011803" "109403")
+    assert v3.serialize(resp) == bytes.fromhex("0a06080310011803109403")
     assert [fd.number for fd, _ in resp.ListFields()] == [1, 2]
     # Java echoes the whole request header in this reply; available on request.
     echoed = v3.error_response(req, RC.EUA, echo_header=True)
@@ -421,21 +427,38 @@ def test_v2_payloads_never_parse_as_v3():
 @st.composite
 def built_requests(draw):
     txn = draw(UINT64)
-    kind = draw(st.sampled_from(["add", "read", "fence", "longpoll", "read_lac", "write_lac",
-                                 "force", "info", "list", "auth", "tls"]))
+    kind = draw(
+        st.sampled_from(
+            ["add", "read", "fence", "longpoll", "read_lac", "write_lac", "force", "info", "list", "auth", "tls"]
+        )
+    )
     ledger = draw(LEDGER_ID)
     if kind == "add":
-        return v3.add_request(txn, ledger, draw(ENTRY_ID), draw(KEY), draw(st.binary(max_size=300)),
-                              recovery=draw(st.booleans()), high_priority=draw(st.booleans()),
-                              deferred_sync=draw(st.booleans()))
+        return v3.add_request(
+            txn,
+            ledger,
+            draw(ENTRY_ID),
+            draw(KEY),
+            draw(st.binary(max_size=300)),
+            recovery=draw(st.booleans()),
+            high_priority=draw(st.booleans()),
+            deferred_sync=draw(st.booleans()),
+        )
     if kind == "read":
         return v3.read_request(txn, ledger, draw(ENTRY_ID), high_priority=draw(st.booleans()))
     if kind == "fence":
-        return v3.read_request(txn, ledger, draw(ENTRY_ID), fence_master_key=draw(KEY),
-                               high_priority=draw(st.booleans()))
+        return v3.read_request(
+            txn, ledger, draw(ENTRY_ID), fence_master_key=draw(KEY), high_priority=draw(st.booleans())
+        )
     if kind == "longpoll":
-        return v3.read_request(txn, ledger, -1, previous_lac=draw(ENTRY_ID),
-                               timeout_ms=draw(st.integers(0, 2**40)), piggyback=draw(st.booleans()))
+        return v3.read_request(
+            txn,
+            ledger,
+            -1,
+            previous_lac=draw(ENTRY_ID),
+            timeout_ms=draw(st.integers(0, 2**40)),
+            piggyback=draw(st.booleans()),
+        )
     if kind == "read_lac":
         return v3.read_lac_request(txn, ledger)
     if kind == "write_lac":
@@ -472,22 +495,23 @@ def test_response_round_trip(req, status, data):
         resp = v3.add_response(req, status)
     elif op == OperationType.READ_ENTRY:
         resp = v3.read_response(
-            req, status,
+            req,
+            status,
             body=data.draw(st.none() | st.binary(max_size=100)),
             max_lac=data.draw(st.none() | ENTRY_ID),
             entry_id=data.draw(st.none() | ENTRY_ID),
             lac_update_ts=data.draw(st.none() | INT64),
         )
     elif op == OperationType.READ_LAC:
-        resp = v3.read_lac_response(req, status, data.draw(st.none() | st.binary(max_size=50)),
-                                    data.draw(st.none() | st.binary(max_size=50)))
+        resp = v3.read_lac_response(
+            req, status, data.draw(st.none() | st.binary(max_size=50)), data.draw(st.none() | st.binary(max_size=50))
+        )
     elif op == OperationType.WRITE_LAC:
         resp = v3.write_lac_response(req, status)
     elif op == OperationType.FORCE_LEDGER:
         resp = v3.force_ledger_response(req, status)
     elif op == OperationType.GET_BOOKIE_INFO:
-        resp = v3.get_bookie_info_response(req, status, data.draw(st.none() | INT64),
-                                           data.draw(st.none() | INT64))
+        resp = v3.get_bookie_info_response(req, status, data.draw(st.none() | INT64), data.draw(st.none() | INT64))
     elif op == OperationType.GET_LIST_OF_ENTRIES_OF_LEDGER:
         resp = v3.get_list_of_entries_response(req, status, data.draw(st.none() | st.binary(max_size=88)))
     elif op == OperationType.AUTH:
@@ -595,8 +619,7 @@ def _plain_read_answers():
         resp = v3.parse_response(payload_of(f))
         if resp.header.operation != OperationType.READ_ENTRY or resp.status != 0:
             continue
-        req = next(r for r in REQUESTS if r["flow"] == f["flow"] and r["txnId"] == f["txnId"]
-                   and r["op"] == f["op"])
+        req = next(r for r in REQUESTS if r["flow"] == f["flow"] and r["txnId"] == f["txnId"] and r["op"] == f["op"])
         request = v3.parse_request(payload_of(req))
         if v3.is_fence_read(request) or request.readRequest.HasField("previousLAC") or v3.is_high_priority(request):
             continue
@@ -616,8 +639,14 @@ def test_java_answers_to_plain_reads_are_taken_apart_by_hand():
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
-@given(UINT64, LEDGER_ID, ENTRY_ID, st.one_of(st.none(), st.binary(max_size=300)),
-       st.one_of(st.none(), INT64), st.one_of(st.none(), INT64))
+@given(
+    UINT64,
+    LEDGER_ID,
+    ENTRY_ID,
+    st.one_of(st.none(), st.binary(max_size=300)),
+    st.one_of(st.none(), INT64),
+    st.one_of(st.none(), INT64),
+)
 def test_plain_read_body_reads_what_the_parser_reads(txn, ledger_id, entry_id, body, max_lac, ts):
     req = v3.read_request(txn, ledger_id, entry_id)
     payload = v3.serialize(v3.read_response(req, RC.EOK, body, max_lac=max_lac, lac_update_ts=ts))

@@ -6,6 +6,7 @@ accepts the requests Java clients write in the layout it is meant for.
 These call the parsers directly, so they hold with ``BKCTL_FASTPATHS=0`` too;
 the server's behaviour both ways is covered by test_bookie_server.py.
 """
+
 from hypothesis import given, settings, strategies as st
 
 from bkctl.wire.codecs import v3, v3_fast
@@ -21,8 +22,7 @@ def _general_add(payload: bytes) -> tuple:
     req = v3.parse_request(payload)
     add = req.addRequest
     recovery = add.HasField("flag") and add.flag == v3.ADD_FLAG_RECOVERY_ADD
-    return (req.header.txnId, add.ledgerId, add.entryId, add.masterKey, add.body, req.header.priority > 0,
-            recovery)
+    return (req.header.txnId, add.ledgerId, add.entryId, add.masterKey, add.body, req.header.priority > 0, recovery)
 
 
 def _general_read(payload: bytes) -> tuple:
@@ -72,8 +72,12 @@ def test_the_java_requests_the_fast_parsers_are_for_are_taken():
             got = v3_fast.plain_add_request(payload)
         else:
             read = req.readRequest
-            meant = not (read.HasField("flag") or read.HasField("masterKey") or read.HasField("previousLAC")
-                         or req.header.priority)
+            meant = not (
+                read.HasField("flag")
+                or read.HasField("masterKey")
+                or read.HasField("previousLAC")
+                or req.header.priority
+            )
             got = v3_fast.plain_read_request(payload)
         assert (got is not None) == meant, (f["flow"], f["index"], req)
         taken[f["op"]] += got is not None
@@ -82,12 +86,13 @@ def test_the_java_requests_the_fast_parsers_are_for_are_taken():
 
 # -- requests made by the builders -----------------------------------------------------------
 
+
 @settings(max_examples=400)
-@given(u64, i64, i64, st.binary(max_size=140), st.binary(max_size=300), st.booleans(), st.booleans(),
-       st.booleans())
+@given(u64, i64, i64, st.binary(max_size=140), st.binary(max_size=300), st.booleans(), st.booleans(), st.booleans())
 def test_built_adds_are_read_as_the_parser_reads_them(txn, ledger, entry, key, body, recovery, high, deferred):
-    payload = v3.serialize(v3.add_request(txn, ledger, entry, key, body, recovery=recovery, high_priority=high,
-                                          deferred_sync=deferred))
+    payload = v3.serialize(
+        v3.add_request(txn, ledger, entry, key, body, recovery=recovery, high_priority=high, deferred_sync=deferred)
+    )
     got = v3_fast.plain_add_request(payload)
     if deferred or len(key) >= 128:
         assert got is None
@@ -98,9 +103,17 @@ def test_built_adds_are_read_as_the_parser_reads_them(txn, ledger, entry, key, b
 @settings(max_examples=400)
 @given(u64, i64, i64, st.booleans(), st.booleans(), st.booleans())
 def test_built_reads_are_read_as_the_parser_reads_them(txn, ledger, entry, fence, high, poll):
-    payload = v3.serialize(v3.read_request(txn, ledger, entry, fence_master_key=b"k" * 20 if fence else None,
-                                           high_priority=high, previous_lac=3 if poll else None,
-                                           timeout_ms=10 if poll else None))
+    payload = v3.serialize(
+        v3.read_request(
+            txn,
+            ledger,
+            entry,
+            fence_master_key=b"k" * 20 if fence else None,
+            high_priority=high,
+            previous_lac=3 if poll else None,
+            timeout_ms=10 if poll else None,
+        )
+    )
     got = v3_fast.plain_read_request(payload)
     if fence or high or poll:
         assert got is None
@@ -116,6 +129,7 @@ def test_a_request_context_leaves_an_add_to_the_parser():
 
 
 # -- bytes near a request, and junk ----------------------------------------------------------
+
 
 def _varint(n: int, pad: int = 0) -> bytes:
     """``n`` as a protobuf varint, up to ``pad`` bytes longer than needed (a varint has at most 10)."""
@@ -141,10 +155,21 @@ def near_adds(draw):
         header += b"\x20" + _varint(draw(st.integers(0, 3)), draw(pad))
     key = draw(st.binary(max_size=130))
     body = draw(st.binary(max_size=60))
-    add = (b"\x08" + _varint(draw(u64), draw(pad)) + b"\x10" + _varint(draw(u64), draw(pad))
-           + b"\x1a" + _varint(len(key)) + key + b"\x22" + _varint(len(body), draw(pad)) + body)
-    return often_broken(draw, b"\x0a" + _varint(len(header)) + header + v3_fast.ADD_FIELD
-                        + _varint(len(add), draw(pad)) + add)
+    add = (
+        b"\x08"
+        + _varint(draw(u64), draw(pad))
+        + b"\x10"
+        + _varint(draw(u64), draw(pad))
+        + b"\x1a"
+        + _varint(len(key))
+        + key
+        + b"\x22"
+        + _varint(len(body), draw(pad))
+        + body
+    )
+    return often_broken(
+        draw, b"\x0a" + _varint(len(header)) + header + v3_fast.ADD_FIELD + _varint(len(add), draw(pad)) + add
+    )
 
 
 def often_broken(draw, data: bytes) -> bytes:
@@ -200,11 +225,12 @@ def test_a_read_with_one_byte_changed_and_junk_are_read_the_same_or_declined(txn
 
 # -- the hand-built answer to a plain read -----------------------------------------------------
 
+
 @settings(max_examples=300)
 @given(u64, i64, i64, st.binary(max_size=300), i64)
 def test_read_answer_is_what_the_builder_writes(txn, ledger, entry, body, max_lac):
     p = v3.serialize(v3.read_request(txn, ledger, entry))
-    head = p[:2 + p[1]]
+    head = p[: 2 + p[1]]
     want = v3.serialize(v3.read_response(v3.parse_request(p), 0, body, max_lac=max_lac))
     assert v3_fast.read_answer(head, ledger, entry, body, max_lac) == want
     assert v3_fast.ReadAnswers(ledger, max_lac).framed(head, entry, body) == frame(want)

@@ -1,4 +1,5 @@
 """The hand-written varint codec against protobuf's own encoder."""
+
 import pytest
 from google.protobuf.internal.encoder import _VarintBytes
 from hypothesis import given, strategies as st

@@ -32,6 +32,7 @@ marks them under-replicated for the replication workers.
   has it audit again: the bookie is no longer lost.  Java's auditor learns
   it at its next audit.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -85,9 +86,15 @@ class Auditor:
     ``config`` an :class:`~bkctl.wire.autorecovery.config.AutoRecoveryConfig`.
     """
 
-    def __init__(self, client: BookKeeperClient, config: AutoRecoveryConfig, reactor: ThreadedClock,
-                 stats: AutoRecoveryStats | None = None, clock: Callable[[], float] = time.time,
-                 auditor_id: str | None = None):
+    def __init__(
+        self,
+        client: BookKeeperClient,
+        config: AutoRecoveryConfig,
+        reactor: ThreadedClock,
+        stats: AutoRecoveryStats | None = None,
+        clock: Callable[[], float] = time.time,
+        auditor_id: str | None = None,
+    ):
         #: the daemon's id, in the status node operators read (:mod:`.status`)
         self.auditor_id = auditor_id
         self.client = client
@@ -159,11 +166,13 @@ class Auditor:
                 hop(self._cookies_changed, set(bookies))
 
         registration, ur = self.store.registration, self.store.underreplication
-        for unwatch in (registration.watch_writable_bookies(registrations),
-                        registration.watch_readonly_bookies(registrations),
-                        registration.watch_all_bookies(cookies_changed),
-                        ur.watch_lost_bookie_recovery_delay(delay_changed),
-                        ur.watch_enabled(switch_changed)):
+        for unwatch in (
+            registration.watch_writable_bookies(registrations),
+            registration.watch_readonly_bookies(registrations),
+            registration.watch_all_bookies(cookies_changed),
+            ur.watch_lost_bookie_recovery_delay(delay_changed),
+            ur.watch_enabled(switch_changed),
+        ):
             self._unwatch.append(unwatch)
             if not self.running:  # stopped meanwhile: stop() has been through the list
                 unwatch()
@@ -172,18 +181,34 @@ class Auditor:
         self._schedule("bookie-check", self.config.auditor_periodic_bookie_check_interval, self._periodic_bookie_check)
         for name, interval, node, fn in self._timed_checks():
             if interval and interval > 0:
-                self.client.run_blocking(self._read_last_run, node).addCallback(self._schedule_check, name, interval, fn)
+                self.client.run_blocking(self._read_last_run, node).addCallback(
+                    self._schedule_check, name, interval, fn
+                )
 
     def _schedule_check(self, last_run_ms: int | None, name: str, interval: float, fn: Callable[[], None]) -> None:
         self._schedule(name, self._initial_delay(interval, last_run_ms), fn)
 
     def _timed_checks(self) -> tuple[tuple[str, float, str, Callable[[], None]], ...]:
-        return (("ledger-check", self.config.auditor_periodic_check_interval, P.UR_CHECK_ALL_LEDGERS_CTIME,
-                 self._periodic_ledger_check),
-                ("replicas-check", self.config.auditor_replicas_check_interval, P.UR_REPLICAS_CHECK_CTIME,
-                 self._periodic_replicas_check),
-                ("placement-check", self.config.auditor_placement_policy_check_interval,
-                 P.UR_PLACEMENT_POLICY_CHECK_CTIME, self._periodic_placement_check))
+        return (
+            (
+                "ledger-check",
+                self.config.auditor_periodic_check_interval,
+                P.UR_CHECK_ALL_LEDGERS_CTIME,
+                self._periodic_ledger_check,
+            ),
+            (
+                "replicas-check",
+                self.config.auditor_replicas_check_interval,
+                P.UR_REPLICAS_CHECK_CTIME,
+                self._periodic_replicas_check,
+            ),
+            (
+                "placement-check",
+                self.config.auditor_placement_policy_check_interval,
+                P.UR_PLACEMENT_POLICY_CHECK_CTIME,
+                self._periodic_placement_check,
+            ),
+        )
 
     def _initial_delay(self, interval: float, last_run_ms: int | None) -> float:
         """As Java: at once when the check never ran, else when ``interval`` has
@@ -236,8 +261,16 @@ class Auditor:
         these; it marks nothing).  Records ``B/replicascheckctime``."""
         from .checker import replica_counts
 
-        totals = {"ledgers": 0, "entries": 0, "below_write_quorum": 0, "below_ack_quorum": 0, "no_replica": 0,
-                  "ledgers_below_write_quorum": 0, "ledgers_below_ack_quorum": 0, "ledgers_without_replica": 0}
+        totals = {
+            "ledgers": 0,
+            "entries": 0,
+            "below_write_quorum": 0,
+            "below_ack_quorum": 0,
+            "no_replica": 0,
+            "ledgers_below_write_quorum": 0,
+            "ledgers_below_ack_quorum": 0,
+            "ledgers_without_replica": 0,
+        }
         async for ledger_id, md in self._each_ledger():
             if not self.running:
                 return totals
@@ -249,8 +282,12 @@ class Auditor:
                 totals["ledgers_below_write_quorum"] += 1
             if counts["below_ack_quorum"]:
                 totals["ledgers_below_ack_quorum"] += 1
-                log.warning("auditor: ledger %d has %d entries on fewer than Qa=%d bookies", ledger_id,
-                            counts["below_ack_quorum"], md.ack_quorum)
+                log.warning(
+                    "auditor: ledger %d has %d entries on fewer than Qa=%d bookies",
+                    ledger_id,
+                    counts["below_ack_quorum"],
+                    md.ack_quorum,
+                )
             if counts["no_replica"]:
                 totals["ledgers_without_replica"] += 1
                 log.error("auditor: ledger %d has %d entries with no replica at all", ledger_id, counts["no_replica"])
@@ -261,8 +298,9 @@ class Auditor:
         return totals
 
     def _periodic_placement_check(self) -> None:
-        self._schedule("placement-check", self.config.auditor_placement_policy_check_interval,
-                       self._periodic_placement_check)
+        self._schedule(
+            "placement-check", self.config.auditor_placement_policy_check_interval, self._periodic_placement_check
+        )
         d = defer.ensureDeferred(self.placement_check())
         d.addErrback(lambda f: log.error("auditor: placement check failed: %s", f.getErrorMessage()))
 
@@ -283,14 +321,22 @@ class Auditor:
             if firsts:
                 failing.append(ledger_id)
                 if len(failing) <= PLACEMENT_LOGGED:
-                    log.warning("auditor: ledger %d does not adhere to the %s placement policy (segments from "
-                                "entries %s)", ledger_id, getattr(placement, "name", "?"), ", ".join(map(str, firsts)))
+                    log.warning(
+                        "auditor: ledger %d does not adhere to the %s placement policy (segments from entries %s)",
+                        ledger_id,
+                        getattr(placement, "name", "?"),
+                        ", ".join(map(str, firsts)),
+                    )
         totals = {"ledgers": checked, "not_adhering": len(failing), "ledger_ids": failing}
         await self.client.run_blocking(self._record_run, P.UR_PLACEMENT_POLICY_CHECK_CTIME)
         if self.stats is not None:
             self.stats.last_placement_check = totals
-        log.info("auditor: placement check: %d of %d ledgers do not adhere%s", len(failing), checked,
-                 f" (the first {PLACEMENT_LOGGED} logged one by one)" if len(failing) > PLACEMENT_LOGGED else "")
+        log.info(
+            "auditor: placement check: %d of %d ledgers do not adhere%s",
+            len(failing),
+            checked,
+            f" (the first {PLACEMENT_LOGGED} logged one by one)" if len(failing) > PLACEMENT_LOGGED else "",
+        )
         return totals
 
     # -- events -------------------------------------------------------------------------
@@ -358,8 +404,11 @@ class Auditor:
             return result
 
         def failed(failure: Failure) -> None:
-            log.error("auditor: audit failed: %s; next try in %gs", failure.getErrorMessage(),
-                      self.config.audit_retry_interval)
+            log.error(
+                "auditor: audit failed: %s; next try in %gs",
+                failure.getErrorMessage(),
+                self.config.audit_retry_interval,
+            )
             self._schedule("retry", self.config.audit_retry_interval, self._audit_later)
 
         current.addErrback(failed).addBoth(done)
@@ -394,8 +443,12 @@ class Auditor:
         if not self.running:
             return
         if check_ledgers:
-            log.info("auditor: checked every ledger's replicas: %d ledgers in %.1f s, %d short of one",
-                     walked, time.monotonic() - started, len(checked))
+            log.info(
+                "auditor: checked every ledger's replicas: %d ledgers in %.1f s, %d short of one",
+                walked,
+                time.monotonic() - started,
+                len(checked),
+            )
         now = self.clock()
         lost = set(named)
         for bookie in list(self.lost_since):
@@ -439,8 +492,7 @@ class Auditor:
         self._lost_due = {b: (None if b in due else self.lost_since[b] + self.delay) for b in lost}
         if marks and self._disabled:
             self._held_back = len(marks)
-            log.info("auditor: %d ledgers need re-replication, held back while autorecovery is disabled",
-                     len(marks))
+            log.info("auditor: %d ledgers need re-replication, held back while autorecovery is disabled", len(marks))
             self._publish()
             return
         self._held_back = 0
@@ -449,8 +501,9 @@ class Auditor:
             self._marked.setdefault(bookie, self._at_once.get(bookie))
         if marks:
             await run(self._mark, dict(marks))
-            log.info("auditor: marked %d ledgers under-replicated (lost: %s)", len(marks),
-                     ", ".join(sorted(due)) or "-")
+            log.info(
+                "auditor: marked %d ledgers under-replicated (lost: %s)", len(marks), ", ".join(sorted(due)) or "-"
+            )
         if check_ledgers:
             await run(self._record_run, P.UR_CHECK_ALL_LEDGERS_CTIME)
         if self.stats is not None:
@@ -462,11 +515,23 @@ class Auditor:
         lost = []
         for bookie, since in sorted(self.lost_since.items()):
             due = self._lost_due.get(bookie)
-            lost.append({"bookie_id": bookie, "lost_since": int(since * 1000),
-                         "due": None if due is None else int(due * 1000),
-                         "not_waited": self._at_once.get(bookie), "named_by": self._named_by.get(bookie)})
-        return {"auditor": self.auditor_id, "updated": int(self.clock() * 1000), "delay": self.delay,
-                "disabled": self._disabled, "held_back": self._held_back, "lost": lost}
+            lost.append(
+                {
+                    "bookie_id": bookie,
+                    "lost_since": int(since * 1000),
+                    "due": None if due is None else int(due * 1000),
+                    "not_waited": self._at_once.get(bookie),
+                    "named_by": self._named_by.get(bookie),
+                }
+            )
+        return {
+            "auditor": self.auditor_id,
+            "updated": int(self.clock() * 1000),
+            "delay": self.delay,
+            "disabled": self._disabled,
+            "held_back": self._held_back,
+            "lost": lost,
+        }
 
     def _publish(self) -> None:
         from . import status
@@ -474,7 +539,8 @@ class Auditor:
         if not self.running:
             return
         self.client.run_blocking(status.publish, self.store, status.AUDITOR, self.status()).addErrback(
-            lambda f: log.info("auditor: could not publish its status: %s", f.getErrorMessage()))
+            lambda f: log.info("auditor: could not publish its status: %s", f.getErrorMessage())
+        )
 
     def _registered_and_switch(self) -> tuple[set[str], bool]:
         """The registered bookies and whether autorecovery is disabled (blocking)."""

@@ -6,6 +6,7 @@ not have the segment's first or last entry it should hold (Java's default,
 ``auditorLedgerVerificationPercentage=0``, reads those two).  The last segment
 of an open ledger is judged by registration only: its last entry is not known.
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection
@@ -29,17 +30,21 @@ def entries_held(md: LedgerMetadata, segment: int, position: int, last_entry_id:
     if last < first:
         return None
     size, quorum = md.ensemble_size, md.write_quorum
-    low = next((e for e in range(first, min(last, first + size - 1) + 1)
-                if position in write_set_indices(e, size, quorum)), None)
+    low = next(
+        (e for e in range(first, min(last, first + size - 1) + 1) if position in write_set_indices(e, size, quorum)),
+        None,
+    )
     if low is None:
         return None
-    high = next(e for e in range(last, max(first, last - size + 1) - 1, -1)
-                if position in write_set_indices(e, size, quorum))
+    high = next(
+        e for e in range(last, max(first, last - size + 1) - 1, -1) if position in write_set_indices(e, size, quorum)
+    )
     return low, high
 
 
-async def bookies_missing_replicas(client: BookKeeperClient, ledger_id: int, md: LedgerMetadata,
-                                   registered: Collection[str]) -> set[str]:
+async def bookies_missing_replicas(
+    client: BookKeeperClient, ledger_id: int, md: LedgerMetadata, registered: Collection[str]
+) -> set[str]:
     """Bookies of ``md`` that lack replicas they should hold (see the module doc)."""
     registered = set(registered)
     missing: set[str] = set()

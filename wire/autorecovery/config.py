@@ -3,6 +3,7 @@ it reads (:class:`AutoRecoveryConfig`, :data:`CONFIG_KEYS`) and its figures
 (:class:`AutoRecoveryStats`).  Apart from :mod:`.service`, so that the auditor and
 the worker the daemon runs can name them without importing the daemon.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping

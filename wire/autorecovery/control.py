@@ -8,6 +8,7 @@ bookied's HTTP admin API (blocking: call them off the reactor thread).
   changed, only rewritten.
 * :func:`matching_marks` -- Java's ``listunderreplicated`` filters.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
@@ -37,14 +38,17 @@ def trigger_audit(store: MetadataStore) -> tuple[str, int]:
     auditor = require_auditor(store)
     delay = store.underreplication.lost_bookie_recovery_delay()
     if delay is None:
-        raise NoAuditor(f"no auditor elected yet: {auditor} won the election but has not started "
-                        "(no lostBookieRecoveryDelay); try again shortly")
+        raise NoAuditor(
+            f"no auditor elected yet: {auditor} won the election but has not started "
+            "(no lostBookieRecoveryDelay); try again shortly"
+        )
     store.underreplication.set_lost_bookie_recovery_delay(delay)
     return auditor, delay
 
 
-def matching_marks(marks: Iterable[UnderreplicatedMark], include: Iterable[str] = (),
-                   exclude: Iterable[str] = ()) -> Iterator[UnderreplicatedMark]:
+def matching_marks(
+    marks: Iterable[UnderreplicatedMark], include: Iterable[str] = (), exclude: Iterable[str] = ()
+) -> Iterator[UnderreplicatedMark]:
     """The :class:`~bkctl.wire.metadata.store.UnderreplicatedMark` s missing a replica on
     one of ``include`` (all when empty) and on none of ``exclude``."""
     wanted, unwanted = set(include), set(exclude)

@@ -11,6 +11,7 @@ A vote lives as long as its ZooKeeper session: when the session is lost the
 auditor steps down at once (``on_demoted``), and a new vote is cast when a
 new session is established.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,8 +35,16 @@ class AuditorElection:
     ``on_elected()`` and ``on_demoted()`` are called on the reactor thread.
     """
 
-    def __init__(self, store: MetadataStore, bookie_id: str, reactor: ThreadedClock, run_blocking: RunBlocking,
-                 on_elected: Callable[[], None], on_demoted: Callable[[], None], retry_delay: float = 1.0):
+    def __init__(
+        self,
+        store: MetadataStore,
+        bookie_id: str,
+        reactor: ThreadedClock,
+        run_blocking: RunBlocking,
+        on_elected: Callable[[], None],
+        on_demoted: Callable[[], None],
+        retry_delay: float = 1.0,
+    ):
         self.store = store
         self.bookie_id = bookie_id
         self.reactor = reactor
@@ -127,8 +136,9 @@ class AuditorElection:
             return
         self._step_down()
         predecessor = votes[index - 1]
-        watching = await self._run_blocking(self.store.auditor.watch_vote_gone, predecessor,
-                                            lambda: self.reactor.callFromThread(self._check))
+        watching = await self._run_blocking(
+            self.store.auditor.watch_vote_gone, predecessor, lambda: self.reactor.callFromThread(self._check)
+        )
         if not watching:  # it went between the listing and the watch
             self._check_again = True
 
@@ -143,8 +153,7 @@ class AuditorElection:
         self.reactor.callFromThread(self._session_lost)
 
     def _session_lost(self) -> None:
-        log.warning("auditor election: ZooKeeper session of %s lost; voting again once reconnected",
-                    self.bookie_id)
+        log.warning("auditor election: ZooKeeper session of %s lost; voting again once reconnected", self.bookie_id)
         self._step_down()
         self.vote = None
         if self._running:

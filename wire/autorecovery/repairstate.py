@@ -43,6 +43,7 @@ with a Java auditor, which publishes nothing, the unregistered bookies named
 by marks stand for the latter.  A bookie whose cookie is gone and that no
 ledger names (decommissioned) is not lost.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
@@ -64,8 +65,17 @@ REREPLICATING = "re-replicating"
 HELD_FAILED = "held-failed"
 LOCKED = "locked"
 DONE = "done"
-STATES = (WAITING_DELAY, HELD_DISABLED, NOT_MARKED, WAITING_WORKER, WAITING_GRACE, REREPLICATING, HELD_FAILED,
-          LOCKED, DONE)
+STATES = (
+    WAITING_DELAY,
+    HELD_DISABLED,
+    NOT_MARKED,
+    WAITING_WORKER,
+    WAITING_GRACE,
+    REREPLICATING,
+    HELD_FAILED,
+    LOCKED,
+    DONE,
+)
 
 
 #: a report row (a lost bookie, a ledger's state): the JSON object ``bkctl autorecovery`` and
@@ -109,13 +119,18 @@ def read_snapshot(store: MetadataStore, now_ms: int, *, marks: bool = True) -> S
     if not isinstance(doc, dict) or doc.get("auditor") != auditor:
         doc = None  # a daemon that is no longer the auditor, or none of ours is
     return Snapshot(
-        now_ms=now_ms, enabled=store.underreplication.is_enabled(),
-        delay=store.underreplication.lost_bookie_recovery_delay(), auditor=auditor, auditor_doc=doc,
+        now_ms=now_ms,
+        enabled=store.underreplication.is_enabled(),
+        delay=store.underreplication.lost_bookie_recovery_delay(),
+        auditor=auditor,
+        auditor_doc=doc,
         workers=dict(daemons["workers"]),
         marks={m.ledger_id: m for m in store.underreplication.marks()} if marks else {},
-        locks=dict(store.underreplication.locks()), lock_ctimes=dict(store.underreplication.lock_ctimes()),
+        locks=dict(store.underreplication.locks()),
+        lock_ctimes=dict(store.underreplication.lock_ctimes()),
         registered=registered_bookies(store.registration),
-        cookies=set(store.registration.all_bookies()))
+        cookies=set(store.registration.all_bookies()),
+    )
 
 
 # -- lost bookies ---------------------------------------------------------------------
@@ -144,19 +159,27 @@ def lost_bookies(snap: Snapshot) -> list[Report]:
         cookie = bookie in snap.cookies
         named = d.get("named_by")
         if not cookie:
-            why = ("named by ledgers, no cookie" if bookie in audited
-                   else "named by under-replicated ledgers, no cookie")
+            why = "named by ledgers, no cookie" if bookie in audited else "named by under-replicated ledgers, no cookie"
         elif snap.auditor_doc is not None and bookie not in audited:
             why = "has a cookie, not registered; no ledger names it"
         else:
             why = "has a cookie, not registered"
         marked = bool(d.get("not_waited")) or (due is not None and due <= snap.now_ms)
-        rows.append({"bookie_id": bookie, "cookie": cookie, "named_by": named,
-                     "under_replicated": sum(1 for m in snap.marks.values() if bookie in m.replicas),
-                     "marked": marked,
-                     "lost_since": d.get("lost_since"), "due": due,
-                     "due_in": None if due is None else max(0.0, round((due - snap.now_ms) / 1000.0, 1)),
-                     "not_waited": d.get("not_waited"), "seen_by_auditor": bookie in audited, "why": why})
+        rows.append(
+            {
+                "bookie_id": bookie,
+                "cookie": cookie,
+                "named_by": named,
+                "under_replicated": sum(1 for m in snap.marks.values() if bookie in m.replicas),
+                "marked": marked,
+                "lost_since": d.get("lost_since"),
+                "due": due,
+                "due_in": None if due is None else max(0.0, round((due - snap.now_ms) / 1000.0, 1)),
+                "not_waited": d.get("not_waited"),
+                "seen_by_auditor": bookie in audited,
+                "why": why,
+            }
+        )
     return rows
 
 
@@ -166,12 +189,25 @@ def _attempts(snap: Snapshot, ledger_id: int) -> list[StatusDoc]:
     for worker_id, doc in snap.workers.items():
         for a in (doc.get("attempts") or {}).get(str(ledger_id), []):
             if isinstance(a, dict):
-                out.append({"worker": doc.get("worker") or worker_id, "reason": a.get("reason"),
-                            "cause": a.get("cause"), "at": a.get("at"), "retry_at": a.get("retry_at")})
+                out.append(
+                    {
+                        "worker": doc.get("worker") or worker_id,
+                        "reason": a.get("reason"),
+                        "cause": a.get("cause"),
+                        "at": a.get("at"),
+                        "retry_at": a.get("retry_at"),
+                    }
+                )
         failure = doc.get("last_failure")  # a daemon of before the attempts were kept
         if "attempts" not in doc and isinstance(failure, dict) and failure.get("ledger_id") == ledger_id:
-            out.append({"worker": doc.get("worker") or worker_id, "reason": failure.get("reason"),
-                        "at": failure.get("at"), "retry_at": None})
+            out.append(
+                {
+                    "worker": doc.get("worker") or worker_id,
+                    "reason": failure.get("reason"),
+                    "at": failure.get("at"),
+                    "retry_at": None,
+                }
+            )
     return sorted(out, key=lambda a: a.get("at") or 0)
 
 
@@ -179,8 +215,12 @@ def _holder(snap: Snapshot, ledger_id: int, lock: str | None) -> tuple[str | Non
     """(worker id, its status node) of our worker holding the ledger's lock."""
     key = str(ledger_id)
     for worker_id, doc in snap.workers.items():
-        if (key in (doc.get("active") or {}) or key in (doc.get("holds") or {})
-                or doc.get("current") == ledger_id or ledger_id in (doc.get("held") or [])):
+        if (
+            key in (doc.get("active") or {})
+            or key in (doc.get("holds") or {})
+            or doc.get("current") == ledger_id
+            or ledger_id in (doc.get("held") or [])
+        ):
             return doc.get("worker") or worker_id, doc
     for worker_id, doc in snap.workers.items():
         if lock is not None and lock in (worker_id, doc.get("worker")):
@@ -212,9 +252,17 @@ def ledger_state(snap: Snapshot, ledger_id: int, bookies: Iterable[str] = ()) ->
     (those its metadata names) let an unmarked ledger say what it waits for."""
     mark = snap.marks.get(ledger_id)
     lock = snap.locks.get(ledger_id)
-    row = {"ledger_id": ledger_id, "state": None, "worker": None, "lock": lock,
-           "since": None, "until": None, "attempts": _attempts(snap, ledger_id),
-           "missing_replicas": list(mark.replicas) if mark else [], "ctime": mark.ctime if mark else None}
+    row = {
+        "ledger_id": ledger_id,
+        "state": None,
+        "worker": None,
+        "lock": lock,
+        "since": None,
+        "until": None,
+        "attempts": _attempts(snap, ledger_id),
+        "missing_replicas": list(mark.replicas) if mark else [],
+        "ctime": mark.ctime if mark else None,
+    }
     if ledger_id in snap.locks:
         worker, doc = _holder(snap, ledger_id, lock)
         row["worker"] = worker
@@ -225,8 +273,11 @@ def ledger_state(snap: Snapshot, ledger_id: int, bookies: Iterable[str] = ()) ->
         elif key in (doc.get("active") or {}):
             row.update(state=REREPLICATING, since=doc["active"][key])
         elif isinstance(hold, dict):
-            row.update(state=WAITING_GRACE if hold.get("why") == "grace" else HELD_FAILED,
-                       since=hold.get("since"), until=hold.get("until"))
+            row.update(
+                state=WAITING_GRACE if hold.get("why") == "grace" else HELD_FAILED,
+                since=hold.get("since"),
+                until=hold.get("until"),
+            )
         elif "holds" not in doc and ledger_id in (doc.get("held") or []) and row["attempts"]:
             row["state"] = HELD_FAILED  # a daemon of before holds were kept
         else:  # just taken: its status node says so a moment later
@@ -255,8 +306,10 @@ def ledger_state(snap: Snapshot, ledger_id: int, bookies: Iterable[str] = ()) ->
     if snap.auditor is None:
         row["note"] = "no auditor is elected"
     elif snap.auditor_doc is None:
-        row["note"] = (f"the auditor {snap.auditor} keeps no status (Java's?): it marks it once "
-                       "lostBookieRecoveryDelay has passed since it saw the bookie go")
+        row["note"] = (
+            f"the auditor {snap.auditor} keeps no status (Java's?): it marks it once "
+            "lostBookieRecoveryDelay has passed since it saw the bookie go"
+        )
     else:
         row["note"] = f"the auditor {snap.auditor} marks it at its next audit"
     return row
@@ -266,8 +319,12 @@ def ledger_state(snap: Snapshot, ledger_id: int, bookies: Iterable[str] = ()) ->
 _ONE_BY_ONE = 50
 
 
-def ledger_states(store: MetadataStore, ledger_ids: Iterable[int], now_ms: int,
-                  bookies_of: Callable[[int], Collection[str]] | None = None) -> dict[int, Report]:
+def ledger_states(
+    store: MetadataStore,
+    ledger_ids: Iterable[int],
+    now_ms: int,
+    bookies_of: Callable[[int], Collection[str]] | None = None,
+) -> dict[int, Report]:
     """:func:`ledger_state` of each of ``ledger_ids`` (their marks only are read);
     ``bookies_of(ledger_id)`` names the bookies its metadata names."""
     ids = list(ledger_ids)
@@ -304,8 +361,10 @@ def state_text(row: Report, now_ms: int) -> str:
         text = "waiting for a worker" + (f" ({row['note']})" if row.get("note") else "")
         return text + (f"; last failed attempt by {last['worker']}: {last['reason']}{tries}" if last else "")
     if state == WAITING_GRACE:
-        return (f"open ledger: {worker} waits for its writer before fencing it "
-                f"(openLedgerRereplicationGracePeriod), {_seconds(row['until'], now_ms)} left")
+        return (
+            f"open ledger: {worker} waits for its writer before fencing it "
+            f"(openLedgerRereplicationGracePeriod), {_seconds(row['until'], now_ms)} left"
+        )
     if state == REREPLICATING:
         since = f" for {_seconds(row['since'], now_ms)}" if row.get("since") else ""
         return f"being re-replicated by {worker}{since}"
@@ -315,7 +374,9 @@ def state_text(row: Report, now_ms: int) -> str:
         return f"held after a failed attempt by {worker}{reason}{retry}{tries}"
     if state == LOCKED:
         since = f" for {_seconds(row['since'], now_ms)}" if row.get("since") else ""
-        return (f"locked{since} by a worker that keeps no status (Java's? its lock names "
-                f"{row.get('lock') or '?'}): being re-replicated, waiting for an open ledger's writer, "
-                "or held after a failure")
+        return (
+            f"locked{since} by a worker that keeps no status (Java's? its lock names "
+            f"{row.get('lock') or '?'}): being re-replicated, waiting for an open ledger's writer, "
+            "or held after a failure"
+        )
     return "done" + (f" by {worker}" if worker else "")

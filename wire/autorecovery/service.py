@@ -7,6 +7,7 @@ reactor's thread pool), so ``bookied`` can host it beside its bookie
 (``autoRecoveryDaemonEnabled=true``) and ``bkctl autorecovery run`` can run it
 alone for hosts whose bookies are Java's.
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,9 +45,17 @@ class AutoRecoveryDaemon(Service):
 
     name = "autorecovery"  # type: ignore[assignment]  # Twisted annotates Service.name as None, documents a str
 
-    def __init__(self, metadata_uri: str, bookie_id: str, config: AutoRecoveryConfig | None = None, *,
-                 reactor: Reactor | None = None, zk_timeout: float = 10.0, hostname: str | None = None,
-                 client_options: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        metadata_uri: str,
+        bookie_id: str,
+        config: AutoRecoveryConfig | None = None,
+        *,
+        reactor: Reactor | None = None,
+        zk_timeout: float = 10.0,
+        hostname: str | None = None,
+        client_options: dict[str, Any] | None = None,
+    ):
         if reactor is None:
             from twisted.internet import reactor as _reactor
 
@@ -78,15 +87,22 @@ class AutoRecoveryDaemon(Service):
         from bkctl.wire.metadata.zk import ZKMetadataStore
 
         store = self.store = ZKMetadataStore(self.metadata_uri, timeout=self.zk_timeout, store_ctime=True)
-        client = self.client = BookKeeperClient(store, self.reactor, placement=self.placement(),
-                                                **self.client_options)
+        client = self.client = BookKeeperClient(store, self.reactor, placement=self.placement(), **self.client_options)
         await client.run_blocking(store.underreplication.ensure_layout)
         self._say_which_delay(await client.run_blocking(store.underreplication.lost_bookie_recovery_delay))
-        self.worker = ReplicationWorker(client, self.config, self.reactor, self.stats, self.hostname,
-                                        worker_id=self.bookie_id, cork=client.pool.cork)
+        self.worker = ReplicationWorker(
+            client,
+            self.config,
+            self.reactor,
+            self.stats,
+            self.hostname,
+            worker_id=self.bookie_id,
+            cork=client.pool.cork,
+        )
         self.worker.start()
-        self.election = AuditorElection(store, self.bookie_id, self.reactor, client.run_blocking,
-                                        self._elected, self._demoted)
+        self.election = AuditorElection(
+            store, self.bookie_id, self.reactor, client.run_blocking, self._elected, self._demoted
+        )
         await self.election.start()
         log.info("autorecovery started for %s (voting as %s)", self.metadata_uri, self.bookie_id)
 
@@ -97,31 +113,42 @@ class AutoRecoveryDaemon(Service):
         a setting look used that is not."""
         own = int(self.config.lost_bookie_recovery_delay)
         if cluster is None:
-            log.info("lostBookieRecoveryDelay: the cluster has none; %ds (this daemon's) is written when "
-                     "it becomes the auditor", own)
+            log.info(
+                "lostBookieRecoveryDelay: the cluster has none; %ds (this daemon's) is written when "
+                "it becomes the auditor",
+                own,
+            )
         elif cluster != own:
-            log.warning("lostBookieRecoveryDelay: the cluster's %ds (ZooKeeper, %s) is used, not this daemon's "
-                        "%ds: every auditor reads the cluster's, as Java's do; `bkctl autorecovery "
-                        "lost-bookie-delay %d` changes it", cluster, "underreplication/lostBookieRecoveryDelay",
-                        own, own)
+            log.warning(
+                "lostBookieRecoveryDelay: the cluster's %ds (ZooKeeper, %s) is used, not this daemon's "
+                "%ds: every auditor reads the cluster's, as Java's do; `bkctl autorecovery "
+                "lost-bookie-delay %d` changes it",
+                cluster,
+                "underreplication/lostBookieRecoveryDelay",
+                own,
+                own,
+            )
 
     def placement(self) -> RandomPlacement:
         """The placement policy the config names, racks from the rack map znode and the script."""
         from bkctl.wire.metadata.racks import build_placement, policy_name
 
         c = self.config
-        return build_placement(policy_name(c.ensemble_placement_policy), store=self.store,
-                               script=c.network_topology_script, script_args=c.network_topology_script_args,
-                               min_racks=c.min_racks_per_write_quorum,
-                               enforce=c.enforce_min_racks_per_write_quorum)
+        return build_placement(
+            policy_name(c.ensemble_placement_policy),
+            store=self.store,
+            script=c.network_topology_script,
+            script_args=c.network_topology_script_args,
+            min_racks=c.min_racks_per_write_quorum,
+            enforce=c.enforce_min_racks_per_write_quorum,
+        )
 
     def _elected(self) -> None:
         client = self.client
         if client is None:  # (elected only after the start made it)
             return
         self.stats.elections_won += 1
-        auditor = self.auditor = Auditor(client, self.config, self.reactor, self.stats,
-                                         auditor_id=self.bookie_id)
+        auditor = self.auditor = Auditor(client, self.config, self.reactor, self.stats, auditor_id=self.bookie_id)
 
         def failed(f: Failure) -> None:
             # a daemon stopped (or demoted) while its auditor started closes what the start

@@ -15,6 +15,7 @@ of ``B``), and that vanish with the daemon's ZooKeeper session:
 
 Writes are best effort: a daemon that cannot write its status goes on.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,5 +67,5 @@ def read_daemon_status(store: MetadataStore) -> DaemonStatuses:
     for name, data in sorted(nodes.items()):
         doc = _decode(data) if name.startswith(prefix) else None
         if doc is not None:
-            workers[name[len(prefix):]] = doc
+            workers[name[len(prefix) :]] = doc
     return {"auditor": _decode(nodes.get(AUDITOR)), "workers": workers}

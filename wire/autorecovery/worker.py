@@ -44,6 +44,7 @@ marker with the version read (a marker re-marked meanwhile stays) and the lock.
   and fewer fsyncs to wait behind; a worker copies at most
   ``rereplicationEntryBatchSize`` entries a tick.
 """
+
 from __future__ import annotations
 
 import logging
@@ -99,8 +100,9 @@ class RateLimiter:
     #: seconds between the times waiting writes are let go
     TICK = 0.01
 
-    def __init__(self, rate: float, reactor: Clock, phase: float | None = None, batched: bool = False,
-                 cork: Cork | None = None):
+    def __init__(
+        self, rate: float, reactor: Clock, phase: float | None = None, batched: bool = False, cork: Cork | None = None
+    ):
         self.rate = float(rate)
         self.cork = cork
         self.batched = batched
@@ -159,9 +161,16 @@ class ReplicationWorker:
     #: characters of a failure's reason kept in the status node
     REASON_CHARS = 400
 
-    def __init__(self, client: BookKeeperClient, config: AutoRecoveryConfig, reactor: Clock,
-                 stats: AutoRecoveryStats | None = None, hostname: str | None = None,
-                 worker_id: str | None = None, cork: Cork | None = None):
+    def __init__(
+        self,
+        client: BookKeeperClient,
+        config: AutoRecoveryConfig,
+        reactor: Clock,
+        stats: AutoRecoveryStats | None = None,
+        hostname: str | None = None,
+        worker_id: str | None = None,
+        cork: Cork | None = None,
+    ):
         #: the daemon's id (its bookie id): in its status node (:mod:`.status`) and its locks
         self.worker_id = worker_id
         #: the last re-replication that failed: ledger_id, reason, at (ms), lock_kept (s)
@@ -212,12 +221,18 @@ class ReplicationWorker:
 
     def status(self) -> StatusDoc:
         """This worker as its status node keeps it (:mod:`.repairstate` reads it)."""
-        return {"worker": self.lock_holder, "host": self.hostname, "current": self.current,
-                "active": {str(lid): since for lid, since in sorted(self.active.items())},
-                "held": sorted(self.held),
-                "holds": {str(lid): dict(h) for lid, h in sorted(self.holds.items())},
-                "attempts": {str(lid): list(a) for lid, a in sorted(self.attempts.items())},
-                "done": list(self.done), "last_failure": self.last_failure, "updated": self._now_ms()}
+        return {
+            "worker": self.lock_holder,
+            "host": self.hostname,
+            "current": self.current,
+            "active": {str(lid): since for lid, since in sorted(self.active.items())},
+            "held": sorted(self.held),
+            "holds": {str(lid): dict(h) for lid, h in sorted(self.holds.items())},
+            "attempts": {str(lid): list(a) for lid, a in sorted(self.attempts.items())},
+            "done": list(self.done),
+            "last_failure": self.last_failure,
+            "updated": self._now_ms(),
+        }
 
     def _publish(self) -> None:
         """Write this worker's status node, one write at a time: writes handed to the
@@ -239,10 +254,8 @@ class ReplicationWorker:
             if self._publish_again:
                 self._publish()
 
-        d = self.client.run_blocking(status.publish, self.store, f"{status.WORKERS}/{self.worker_id}",
-                                     self.status())
-        d.addErrback(lambda f: log.info("replication worker: could not publish its status: %s",
-                                        f.getErrorMessage()))
+        d = self.client.run_blocking(status.publish, self.store, f"{status.WORKERS}/{self.worker_id}", self.status())
+        d.addErrback(lambda f: log.info("replication worker: could not publish its status: %s", f.getErrorMessage()))
         d.addBoth(written)
 
     def start(self) -> None:
@@ -293,8 +306,7 @@ class ReplicationWorker:
                     continue
                 if self._registered_at_hold:
                     self._release_on_new_bookies(await run(self._registered))
-                taken = await run(self.store.underreplication.acquire, self.lock_holder,
-                                  skip=tuple(self.held))
+                taken = await run(self.store.underreplication.acquire, self.lock_holder, skip=tuple(self.held))
             except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: wait and look again
                 log.warning("replication worker: %s", exc)
                 await self._sleep(self.config.worker_poll_interval)
@@ -333,7 +345,8 @@ class ReplicationWorker:
         if result not in ("waiting", "failed"):
             self.attempts.pop(ledger_id, None)
             self.done = (self.done + [{"ledger_id": ledger_id, "at": self._now_ms(), "result": result}])[
-                -self.DONE_KEPT:]
+                -self.DONE_KEPT :
+            ]
         return result
 
     async def _rereplicate(self, ledger_id: int, version: int) -> str:
@@ -355,10 +368,16 @@ class ReplicationWorker:
             recover_open = ledger_id in self._grace_over or self.config.open_ledger_rereplication_grace_period <= 0
             if not md.is_closed and lost.intersection(md.last_ensemble) and not recover_open:
                 now = self.reactor.seconds()
-                until = self._grace_until.setdefault(ledger_id, now + self.config.open_ledger_rereplication_grace_period)
+                until = self._grace_until.setdefault(
+                    ledger_id, now + self.config.open_ledger_rereplication_grace_period
+                )
                 grace = max(0.001, until - now)
-                log.info("ledger %d is open and its last ensemble lost %s: waiting %gs for its writer "
-                         "before fencing it", ledger_id, ", ".join(sorted(lost)), grace)
+                log.info(
+                    "ledger %d is open and its last ensemble lost %s: waiting %gs for its writer before fencing it",
+                    ledger_id,
+                    ", ".join(sorted(lost)),
+                    grace,
+                )
                 self._hold(ledger_id, "grace", grace, self._grace_expired, ledger_id, version)
                 self._registered_at_hold[ledger_id] = registered
                 self._held_version[ledger_id] = version
@@ -366,9 +385,14 @@ class ReplicationWorker:
             # a lost bookie that is up and writable only lacks copies (killed while they were on
             # their way): with no spare bookie they are written back to it
             writable = await run(self.store.registration.writable_bookies)
-            result = await rereplicate_ledger(self.client, ledger_id, sorted(lost),
-                                              window=self.config.rereplication_entry_batch_size,
-                                              throttle=self._pace, refill=set(writable) & lost)
+            result = await rereplicate_ledger(
+                self.client,
+                ledger_id,
+                sorted(lost),
+                window=self.config.rereplication_entry_batch_size,
+                throttle=self._pace,
+                refill=set(writable) & lost,
+            )
             status = result.get("status")
             if status == "deleted":
                 await run(self.store.underreplication.mark_replicated, ledger_id, version)
@@ -390,15 +414,26 @@ class ReplicationWorker:
             log.info("ledger %d was marked again while it was re-replicated; it stays marked", ledger_id)
             return "remarked"
         if lost:
-            log.info("ledger %d re-replicated (was missing on %s) in %.1fs", ledger_id,
-                     ", ".join(sorted(lost)), time.monotonic() - started)
+            log.info(
+                "ledger %d re-replicated (was missing on %s) in %.1fs",
+                ledger_id,
+                ", ".join(sorted(lost)),
+                time.monotonic() - started,
+            )
             if self.stats is not None:
                 self.stats.ledgers_rereplicated += 1
                 self._record_recovery_time(ledger_id)
         return "replicated" if lost else "clean"
 
-    def _hold(self, ledger_id: int, why: str, seconds: float, fn: Callable[..., object], *args: object,
-              since: int | None = None) -> None:
+    def _hold(
+        self,
+        ledger_id: int,
+        why: str,
+        seconds: float,
+        fn: Callable[..., object],
+        *args: object,
+        since: int | None = None,
+    ) -> None:
         """Keep the ledger's lock ``seconds`` from ``since`` (ms; default now), then call
         ``fn(*args)``.  Held at the end of an attempt, while the ledger is still
         ``active``: the status node says so once the attempt ends and the ledger
@@ -447,8 +482,12 @@ class ReplicationWorker:
             if not new:
                 continue
             why = self.holds.get(ledger_id, {}).get("why")
-            log.info("ledger %d: %s registered since it was held (%s): looking at it again now",
-                     ledger_id, ", ".join(sorted(new)), why)
+            log.info(
+                "ledger %d: %s registered since it was held (%s): looking at it again now",
+                ledger_id,
+                ", ".join(sorted(new)),
+                why,
+            )
             version = self._held_version.get(ledger_id)
             if why == "grace" and version is not None:  # (a grace period's hold keeps the mark's version)
                 self._unhold(ledger_id)
@@ -487,11 +526,12 @@ class ReplicationWorker:
         self._failures[ledger_id] = count
         grace = self.config.lock_release_of_failed_ledger_grace_period * min(2 ** (count - 1), 8)
         kept = grace if grace > 0 and self.running else 0
-        log.warning("ledger %d: re-replication failed (%s); keeping its lock %gs before letting go",
-                    ledger_id, why, grace)
+        log.warning(
+            "ledger %d: re-replication failed (%s); keeping its lock %gs before letting go", ledger_id, why, grace
+        )
         now = self._now_ms()
         self.last_failure = {"ledger_id": ledger_id, "reason": why, "at": now, "lock_kept": kept}
-        attempt = {"reason": why[:self.REASON_CHARS], "at": now, "retry_at": now + int(kept * 1000)}
+        attempt = {"reason": why[: self.REASON_CHARS], "at": now, "retry_at": now + int(kept * 1000)}
         if cause is not None:
             attempt["cause"] = cause
         self._record_attempt(ledger_id, attempt)
@@ -513,7 +553,7 @@ class ReplicationWorker:
 
     def _record_attempt(self, ledger_id: int, attempt: StatusDoc) -> None:
         attempts = self.attempts.pop(ledger_id, [])
-        self.attempts[ledger_id] = (attempts + [attempt])[-self.ATTEMPTS_PER_LEDGER:]
+        self.attempts[ledger_id] = (attempts + [attempt])[-self.ATTEMPTS_PER_LEDGER :]
         while len(self.attempts) > self.LEDGERS_WITH_ATTEMPTS:  # the ledger failed longest ago goes
             del self.attempts[next(iter(self.attempts))]
 
@@ -521,6 +561,7 @@ class ReplicationWorker:
         self._unhold(ledger_id)
         self._marked_at.pop(ledger_id, None)
         self.client.run_blocking(self.store.underreplication.release, ledger_id).addErrback(
-            lambda f: log.warning("ledger %d: could not release its lock: %s", ledger_id, f.getErrorMessage()))
+            lambda f: log.warning("ledger %d: could not release its lock: %s", ledger_id, f.getErrorMessage())
+        )
         self._publish()
         self.wake()

@@ -5,6 +5,7 @@ waits ``initial`` seconds, doubling (``factor``) up to ``maximum`` with
 every further failure; the delay starts over as soon as the bookie answers
 a request.  Inside the delay requests fail at once instead of piling up.
 """
+
 from __future__ import annotations
 
 __all__ = ["Backoff", "DEFAULT_BACKOFF_INITIAL", "DEFAULT_BACKOFF_MAX", "DEFAULT_BACKOFF_FACTOR"]
@@ -19,8 +20,12 @@ class Backoff:
 
     __slots__ = ("initial", "maximum", "factor", "failures", "retry_at", "last_error")
 
-    def __init__(self, initial: float = DEFAULT_BACKOFF_INITIAL, maximum: float = DEFAULT_BACKOFF_MAX,
-                 factor: float = DEFAULT_BACKOFF_FACTOR):
+    def __init__(
+        self,
+        initial: float = DEFAULT_BACKOFF_INITIAL,
+        maximum: float = DEFAULT_BACKOFF_MAX,
+        factor: float = DEFAULT_BACKOFF_FACTOR,
+    ):
         if not initial > 0:
             raise ValueError("backoff_initial must be positive")
         if maximum < initial or factor < 1:
@@ -35,7 +40,7 @@ class Backoff:
 
     def failed(self, why: str, now: float) -> None:
         """An attempt failed at ``now``: no new one before the next delay."""
-        delay = min(self.initial * self.factor ** self.failures, self.maximum)
+        delay = min(self.initial * self.factor**self.failures, self.maximum)
         self.failures += 1
         self.retry_at = now + delay
         self.last_error = why

@@ -8,6 +8,7 @@ fails, answers short of the first entry or cannot batch-read hands over to
 the next of the write set, and when none can, that entry is read alone
 (:class:`~.entry_reads.EntryRead`, so its error is the same).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -91,7 +92,8 @@ class BatchReads:
         for bookie in ledger.write_set(first):
             try:
                 bodies = await ledger.client.pool.get(bookie).batch_read(
-                    ledger.ledger_id, first, want, BATCH_READ_BYTES)
+                    ledger.ledger_id, first, want, BATCH_READ_BYTES
+                )
             except Exception as exc:  # noqa: BLE001 - any failure: the next replica
                 log.debug("ledger %d: batch read from %s at %d failed: %s", ledger.ledger_id, bookie, first, exc)
                 continue

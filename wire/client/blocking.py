@@ -16,6 +16,7 @@ cancelled and raises :class:`OperationTimedOut`.
 
 Do not call these methods from the reactor thread itself (crochet refuses).
 """
+
 from __future__ import annotations
 
 import queue
@@ -39,8 +40,15 @@ if TYPE_CHECKING:
     from .read_handle import ReadHandle
     from .unconfirmed_tail import Tail
 
-__all__ = ["BlockingBookKeeper", "BlockingLedger", "OperationTimedOut", "PendingCall", "ensure_reactor", "run_in_reactor",
-           "DEFAULT_TIMEOUT"]
+__all__ = [
+    "BlockingBookKeeper",
+    "BlockingLedger",
+    "OperationTimedOut",
+    "PendingCall",
+    "ensure_reactor",
+    "run_in_reactor",
+    "DEFAULT_TIMEOUT",
+]
 
 #: Seconds a blocking call may take before it is cancelled.
 DEFAULT_TIMEOUT = 120.0
@@ -60,6 +68,7 @@ def _ensure_reactor() -> ModuleType:
         with _setup_lock:
             if _crochet is None:
                 import crochet
+
                 crochet.setup()
                 _crochet = crochet
     return _crochet
@@ -71,8 +80,9 @@ def ensure_reactor() -> None:
     _ensure_reactor()
 
 
-def run_in_reactor(fn: Callable[..., object], *args: object, timeout: float | None = DEFAULT_TIMEOUT,
-                   **kwargs: object) -> Any:
+def run_in_reactor(
+    fn: Callable[..., object], *args: object, timeout: float | None = DEFAULT_TIMEOUT, **kwargs: object
+) -> Any:
     """Call ``fn(*args, **kwargs)`` in the reactor thread and wait for its
     result (a Deferred's result if it returns one).  A wait ended by Ctrl-C
     (KeyboardInterrupt in this thread) cancels the call, as a timeout does:
@@ -274,22 +284,26 @@ class BlockingLedger:
         limit = self.handle.last_entry_id if self.handle.is_closed else None  # (a closed ledger's is set)
         return self.handle.last_add_confirmed if limit is None else limit
 
-    def read(self, first: int = 0, last: int | None = None, *,
-             allow_unconfirmed: bool = False) -> list[tuple[int, bytes]]:
+    def read(
+        self, first: int = 0, last: int | None = None, *, allow_unconfirmed: bool = False
+    ) -> list[tuple[int, bytes]]:
         """``[(entry_id, payload), ...]`` for ``first..last`` (default: up to
         the LAC / last entry; an empty ledger gives [])."""
         last = self._last(last)
         if last < first:
             return []
-        result: list[tuple[int, bytes]] = self._call(self.handle.read_entries, first, last, allow_unconfirmed=allow_unconfirmed)
+        result: list[tuple[int, bytes]] = self._call(
+            self.handle.read_entries, first, last, allow_unconfirmed=allow_unconfirmed
+        )
         return result
 
     def read_entry(self, entry_id: int, *, allow_unconfirmed: bool = False) -> bytes:
         result: bytes = self._call(self.handle.read_entry, entry_id, allow_unconfirmed=allow_unconfirmed)
         return result
 
-    def read_range(self, first: int = 0, last: int | None = None, batch: int = 100, *,
-                   allow_unconfirmed: bool = False) -> Iterator[list[tuple[int, bytes]]]:
+    def read_range(
+        self, first: int = 0, last: int | None = None, batch: int = 100, *, allow_unconfirmed: bool = False
+    ) -> Iterator[list[tuple[int, bytes]]]:
         """Batches of ``[(entry_id, payload), ...]``, read ahead as the client's ``read_window`` allows."""
         last = self._last(last)
         if last < first:
@@ -364,6 +378,7 @@ class BlockingBookKeeper:
     @staticmethod
     def _make_client(metadata: str | MetadataStore, options: dict[str, Any]) -> BookKeeperClient:
         from .bookkeeper import BookKeeperClient
+
         return BookKeeperClient(metadata, **options)
 
     def __repr__(self) -> str:
@@ -377,13 +392,30 @@ class BlockingBookKeeper:
     def _call(self, fn: Callable[..., object], *args: object, **kwargs: object) -> Any:
         return run_in_reactor(fn, *args, timeout=self.timeout, **kwargs)
 
-    def create(self, ensemble_size: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
-               digest_type: DigestType | str = "CRC32C", password: bytes | str = b"",
-               custom_metadata: Mapping[str, bytes] | None = None, *,
-               ledger_id: int | None = None, max_inflight: int | None = None) -> BlockingLedger:
+    def create(
+        self,
+        ensemble_size: int = 3,
+        write_quorum: int = 2,
+        ack_quorum: int = 2,
+        digest_type: DigestType | str = "CRC32C",
+        password: bytes | str = b"",
+        custom_metadata: Mapping[str, bytes] | None = None,
+        *,
+        ledger_id: int | None = None,
+        max_inflight: int | None = None,
+    ) -> BlockingLedger:
         """Create a ledger; returns a writable :class:`BlockingLedger`."""
-        handle = self._call(self.client.create_ledger, ensemble_size, write_quorum, ack_quorum, digest_type,
-                            password, custom_metadata, ledger_id=ledger_id, max_inflight=max_inflight)
+        handle = self._call(
+            self.client.create_ledger,
+            ensemble_size,
+            write_quorum,
+            ack_quorum,
+            digest_type,
+            password,
+            custom_metadata,
+            ledger_id=ledger_id,
+            max_inflight=max_inflight,
+        )
         return BlockingLedger(self, handle)
 
     def start_read_lac(self, ledger_id: int, md: LedgerMetadata, version: int) -> PendingCall:
@@ -393,28 +425,57 @@ class BlockingBookKeeper:
         crochet = _ensure_reactor()
         return PendingCall(crochet.run_in_reactor(self.client.read_lac_of)(ledger_id, md, version), self.timeout)
 
-    def open(self, ledger_id: int, password: bytes | str | None = None, *, recovery: bool = False,
-             digest_type: DigestType | str | None = None, check_password: bool = True) -> BlockingLedger:
+    def open(
+        self,
+        ledger_id: int,
+        password: bytes | str | None = None,
+        *,
+        recovery: bool = False,
+        digest_type: DigestType | str | None = None,
+        check_password: bool = True,
+    ) -> BlockingLedger:
         """Open for reading (``recovery=True``: recover and close an open ledger first)."""
-        handle = self._call(self.client.open_ledger, ledger_id, recovery, password,
-                            digest_type=digest_type, check_password=check_password)
+        handle = self._call(
+            self.client.open_ledger,
+            ledger_id,
+            recovery,
+            password,
+            digest_type=digest_type,
+            check_password=check_password,
+        )
         return BlockingLedger(self, handle)
 
-    def recover(self, ledger_id: int, password: bytes | str | None = None, *,
-                digest_type: DigestType | str | None = None,
-                check_password: bool = True) -> BlockingLedger:
+    def recover(
+        self,
+        ledger_id: int,
+        password: bytes | str | None = None,
+        *,
+        digest_type: DigestType | str | None = None,
+        check_password: bool = True,
+    ) -> BlockingLedger:
         """Recover (fence, re-replicate the tail, close) and open for reading."""
-        return self.open(ledger_id, password, recovery=True, digest_type=digest_type,
-                         check_password=check_password)
+        return self.open(ledger_id, password, recovery=True, digest_type=digest_type, check_password=check_password)
 
-    def open_for_append(self, ledger_id: int, password: bytes | str | None = None, *,
-                        digest_type: DigestType | str | None = None,
-                        check_password: bool = True, lock_timeout: float = 0.0,
-                        max_inflight: int | None = None) -> BlockingLedger:
+    def open_for_append(
+        self,
+        ledger_id: int,
+        password: bytes | str | None = None,
+        *,
+        digest_type: DigestType | str | None = None,
+        check_password: bool = True,
+        lock_timeout: float = 0.0,
+        max_inflight: int | None = None,
+    ) -> BlockingLedger:
         """Continue writing an OPEN ledger (see ``BookKeeperClient.open_for_append``)."""
-        handle = self._call(self.client.open_for_append, ledger_id, password, digest_type=digest_type,
-                            check_password=check_password, lock_timeout=lock_timeout,
-                            max_inflight=max_inflight)
+        handle = self._call(
+            self.client.open_for_append,
+            ledger_id,
+            password,
+            digest_type=digest_type,
+            check_password=check_password,
+            lock_timeout=lock_timeout,
+            max_inflight=max_inflight,
+        )
         return BlockingLedger(self, handle)
 
     def delete(self, ledger_id: int) -> None:

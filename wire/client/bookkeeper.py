@@ -19,6 +19,7 @@ Ledger handles and their semantics are in :mod:`bkctl.wire.client.read_handle`,
 :mod:`~bkctl.wire.client.ledger_handle` and :mod:`~bkctl.wire.client.ledger_recovery`; the
 blocking facade for scripts and the CLI is :mod:`bkctl.wire.client.blocking`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -124,13 +125,26 @@ class BookKeeperClient:
     ``placement`` the ensemble placement policy.
     """
 
-    def __init__(self, metadata: str | MetadataStore, reactor: Reactor | None = None, *, protocol: str = "v3", add_timeout: float = 5.0,
-                 read_timeout: float = 5.0, max_inflight: int = 1000, max_waiting: int | None = None,
-                 read_window: int = 256, recovery_read_window: int = 16, explicit_lac_interval: float = 0.0,
-                 placement: RandomPlacement | None = None,
-                 zk_timeout: float = 10.0, pool: BookiePool | None = None,
-                 run_blocking: RunBlocking | None = None, twins: Twins | None = None,
-                 **pool_options: Any):
+    def __init__(
+        self,
+        metadata: str | MetadataStore,
+        reactor: Reactor | None = None,
+        *,
+        protocol: str = "v3",
+        add_timeout: float = 5.0,
+        read_timeout: float = 5.0,
+        max_inflight: int = 1000,
+        max_waiting: int | None = None,
+        read_window: int = 256,
+        recovery_read_window: int = 16,
+        explicit_lac_interval: float = 0.0,
+        placement: RandomPlacement | None = None,
+        zk_timeout: float = 10.0,
+        pool: BookiePool | None = None,
+        run_blocking: RunBlocking | None = None,
+        twins: Twins | None = None,
+        **pool_options: Any,
+    ):
         if reactor is None:
             from twisted.internet import reactor as _reactor
 
@@ -155,6 +169,7 @@ class BookKeeperClient:
         self.store: MetadataStore
         if isinstance(metadata, str):
             from bkctl.wire.metadata.zk import ZKMetadataStore
+
             self.store = ZKMetadataStore(metadata, timeout=zk_timeout)
             self._owns_store = True
         else:
@@ -170,8 +185,16 @@ class BookKeeperClient:
         self.closed = False
         if pool is None:
             from .pool import BookiePool
-            pool = BookiePool(reactor, self._resolve, protocol=protocol, add_timeout=add_timeout,
-                              read_timeout=read_timeout, twins=self.twins, **pool_options)
+
+            pool = BookiePool(
+                reactor,
+                self._resolve,
+                protocol=protocol,
+                add_timeout=add_timeout,
+                read_timeout=read_timeout,
+                twins=self.twins,
+                **pool_options,
+            )
         self.pool = pool
 
     def __repr__(self) -> str:
@@ -191,6 +214,7 @@ class BookKeeperClient:
 
     def run_blocking(self, fn: Callable[..., T], /, *args: object, **kwargs: object) -> defer.Deferred[T]:
         """Run a blocking (metadata store) call off the reactor thread; fires with its result."""
+
         def call() -> T:
             self._ensure_store()
             return fn(*args, **kwargs)
@@ -239,6 +263,7 @@ class BookKeeperClient:
     def bookie_lists(self) -> defer.Deferred[tuple[list[str], list[str]]]:
         """Fires with ``(writable, readonly)`` bookie ids, the placement's rack
         source re-read on the way (what every choice of bookies starts from)."""
+
         def fetch() -> tuple[list[str], list[str]]:
             writable = self.store.registration.writable_bookies()
             readonly = self.store.registration.readonly_bookies()
@@ -255,24 +280,41 @@ class BookKeeperClient:
 
     # -- ledgers -------------------------------------------------------------------
 
-    def create_ledger(self, ensemble_size: int, write_quorum: int, ack_quorum: int,
-                      digest_type: DigestType | str = DigestType.CRC32C, password: bytes | str = b"",
-                      custom_metadata: Mapping[str, bytes] | None = None, *,
-                      ledger_id: int | None = None, max_inflight: int | None = None) -> defer.Deferred[LedgerHandle]:
+    def create_ledger(
+        self,
+        ensemble_size: int,
+        write_quorum: int,
+        ack_quorum: int,
+        digest_type: DigestType | str = DigestType.CRC32C,
+        password: bytes | str = b"",
+        custom_metadata: Mapping[str, bytes] | None = None,
+        *,
+        ledger_id: int | None = None,
+        max_inflight: int | None = None,
+    ) -> defer.Deferred[LedgerHandle]:
         """Fires with a writable :class:`LedgerHandle` of a new ledger.
 
         The metadata (OPEN, one ensemble of ``ensemble_size`` random writable
         bookies) is written first.  ``ledger_id`` picks the id (fails with
         ``LedgerExists`` if taken); by default one is generated.
         """
-        return defer.ensureDeferred(self._create_ledger(
-            ensemble_size, write_quorum, ack_quorum, digest_type, password, custom_metadata,
-            ledger_id, max_inflight))
+        return defer.ensureDeferred(
+            self._create_ledger(
+                ensemble_size, write_quorum, ack_quorum, digest_type, password, custom_metadata, ledger_id, max_inflight
+            )
+        )
 
-    async def _create_ledger(self, ensemble_size: int, write_quorum: int, ack_quorum: int,
-                             digest_type: DigestType | str, password: bytes | str,
-                             custom_metadata: Mapping[str, bytes] | None, ledger_id: int | None,
-                             max_inflight: int | None) -> LedgerHandle:
+    async def _create_ledger(
+        self,
+        ensemble_size: int,
+        write_quorum: int,
+        ack_quorum: int,
+        digest_type: DigestType | str,
+        password: bytes | str,
+        custom_metadata: Mapping[str, bytes] | None,
+        ledger_id: int | None,
+        max_inflight: int | None,
+    ) -> LedgerHandle:
         self._check_open()
         if isinstance(digest_type, str):
             digest_type = DigestType.parse(digest_type)
@@ -283,27 +325,53 @@ class BookKeeperClient:
         # The quorum rules (E >= Qw >= Qa >= 1) are LedgerMetadata's; check them
         # before asking ZooKeeper for bookies.
         if isinstance(ensemble_size, int) and 0 <= ensemble_size <= _MAX_ENSEMBLE:
-            LedgerMetadata.new([f"placeholder-{i}:1" for i in range(ensemble_size)], write_quorum,
-                               ack_quorum, digest_type=digest_type, password=password,
-                               custom_metadata=custom_metadata)
+            LedgerMetadata.new(
+                [f"placeholder-{i}:1" for i in range(ensemble_size)],
+                write_quorum,
+                ack_quorum,
+                digest_type=digest_type,
+                password=password,
+                custom_metadata=custom_metadata,
+            )
         writable, readonly = await self.bookie_lists()
         ensemble = self.placement.new_ensemble(ensemble_size, writable, readonly, write_quorum=write_quorum)
-        md = LedgerMetadata.new(ensemble, write_quorum, ack_quorum, digest_type=digest_type,
-                                password=password, custom_metadata=custom_metadata,
-                                ctoken=random.getrandbits(63))
+        md = LedgerMetadata.new(
+            ensemble,
+            write_quorum,
+            ack_quorum,
+            digest_type=digest_type,
+            password=password,
+            custom_metadata=custom_metadata,
+            ctoken=random.getrandbits(63),
+        )
         created, version = await self.run_blocking(self.store.ledgers.create, md, ledger_id)
-        log.info("created ledger %d on %s (E=%d Qw=%d Qa=%d)", created, ensemble, ensemble_size,
-                 write_quorum, ack_quorum)
-        return LedgerHandle(self, created, md, version, password, digest_type,
-                            max_inflight=max_inflight or self.max_inflight, max_waiting=self.max_waiting)
+        log.info(
+            "created ledger %d on %s (E=%d Qw=%d Qa=%d)", created, ensemble, ensemble_size, write_quorum, ack_quorum
+        )
+        return LedgerHandle(
+            self,
+            created,
+            md,
+            version,
+            password,
+            digest_type,
+            max_inflight=max_inflight or self.max_inflight,
+            max_waiting=self.max_waiting,
+        )
 
     def read_metadata(self, ledger_id: int) -> defer.Deferred[tuple[LedgerMetadata, int]]:
         """Fires with ``(LedgerMetadata, version)``."""
         return self.run_blocking(self.store.ledgers.read, ledger_id)
 
-    def open_ledger(self, ledger_id: int, recovery: bool = False, password: bytes | str | None = None, *,
-                    digest_type: DigestType | str | None = None,
-                    check_password: bool = True) -> defer.Deferred[ReadHandle]:
+    def open_ledger(
+        self,
+        ledger_id: int,
+        recovery: bool = False,
+        password: bytes | str | None = None,
+        *,
+        digest_type: DigestType | str | None = None,
+        check_password: bool = True,
+    ) -> defer.Deferred[ReadHandle]:
         """Fires with a :class:`ReadHandle`.
 
         Without ``recovery`` the LAC of an open ledger is read from its bookies
@@ -317,8 +385,7 @@ class BookKeeperClient:
         ``check_password=False`` (then a wrong one shows up as digest errors
         on reads and EUA on fencing).
         """
-        return defer.ensureDeferred(self._open_ledger(ledger_id, recovery, password, digest_type,
-                                                      check_password))
+        return defer.ensureDeferred(self._open_ledger(ledger_id, recovery, password, digest_type, check_password))
 
     def read_lac_of(self, ledger_id: int, md: LedgerMetadata, version: int) -> defer.Deferred[int]:
         """Fires with the last add confirmed of a ledger whose metadata the caller has
@@ -331,8 +398,14 @@ class BookKeeperClient:
             return defer.fail()
         return handle.read_lac()
 
-    async def _open_ledger(self, ledger_id: int, recovery: bool, password: bytes | str | None,
-                           digest_type: DigestType | str | None, check_password: bool) -> ReadHandle:
+    async def _open_ledger(
+        self,
+        ledger_id: int,
+        recovery: bool,
+        password: bytes | str | None,
+        digest_type: DigestType | str | None,
+        check_password: bool,
+    ) -> ReadHandle:
         self._check_open()
         md, version = await self.run_blocking(self.store.ledgers.read, ledger_id)
         password, digest_type = ledger_credentials(ledger_id, md, password, digest_type, check=check_password)
@@ -356,9 +429,11 @@ class BookKeeperClient:
                     raise
         raise AssertionError("unreachable")
 
-    async def _recover(self, ledger_id: int, md: LedgerMetadata, version: int, password: bytes,
-                       digest_type: DigestType) -> ReadHandle:
+    async def _recover(
+        self, ledger_id: int, md: LedgerMetadata, version: int, password: bytes, digest_type: DigestType
+    ) -> ReadHandle:
         from bkctl.wire.metadata.errors import MetadataVersionConflict
+
         while md.is_open:
             marked = md.in_recovery()
             try:
@@ -368,19 +443,31 @@ class BookKeeperClient:
                 md, version = conflict.metadata, conflict.current_version
         if md.is_closed:
             return ReadHandle(self, ledger_id, md, version, password, digest_type)
-        handle = LedgerHandle(self, ledger_id, md, version, password, digest_type, recovery=True,
-                              max_inflight=self.max_inflight)
+        handle = LedgerHandle(
+            self, ledger_id, md, version, password, digest_type, recovery=True, max_inflight=self.max_inflight
+        )
         await replicate_tail(handle, fence=True)
         await handle.close()
         if not handle.metadata.is_closed:
             raise handle.error or LedgerMetadataConflict(f"ledger {ledger_id}: recovery did not close it")
-        log.info("recovered ledger %d: last entry %d, length %d", ledger_id,
-                 handle.metadata.last_entry_id, handle.metadata.length)
+        log.info(
+            "recovered ledger %d: last entry %d, length %d",
+            ledger_id,
+            handle.metadata.last_entry_id,
+            handle.metadata.length,
+        )
         return ReadHandle(self, ledger_id, handle.metadata, handle.metadata_version, password, digest_type)
 
-    def open_for_append(self, ledger_id: int, password: bytes | str | None = None, *,
-                        digest_type: DigestType | str | None = None, check_password: bool = True,
-                        lock_timeout: float = 0.0, max_inflight: int | None = None) -> defer.Deferred[LedgerHandle]:
+    def open_for_append(
+        self,
+        ledger_id: int,
+        password: bytes | str | None = None,
+        *,
+        digest_type: DigestType | str | None = None,
+        check_password: bool = True,
+        lock_timeout: float = 0.0,
+        max_inflight: int | None = None,
+    ) -> defer.Deferred[LedgerHandle]:
         """Fires with a writable :class:`LedgerHandle` continuing an OPEN ledger
         (one left open by a writer that went away).
 
@@ -393,12 +480,19 @@ class BookKeeperClient:
         recovery :class:`~bkctl.wire.client.errors.LedgerFencedError`; if the ledger
         gets fenced later, adds fail with LedgerFencedError.
         """
-        return defer.ensureDeferred(self._open_for_append(ledger_id, password, digest_type, check_password,
-                                                          lock_timeout, max_inflight))
+        return defer.ensureDeferred(
+            self._open_for_append(ledger_id, password, digest_type, check_password, lock_timeout, max_inflight)
+        )
 
-    async def _open_for_append(self, ledger_id: int, password: bytes | str | None,
-                               digest_type: DigestType | str | None, check_password: bool, lock_timeout: float,
-                               max_inflight: int | None) -> LedgerHandle:
+    async def _open_for_append(
+        self,
+        ledger_id: int,
+        password: bytes | str | None,
+        digest_type: DigestType | str | None,
+        check_password: bool,
+        lock_timeout: float,
+        max_inflight: int | None,
+    ) -> LedgerHandle:
         self._check_open()
         lock = AppendLock(self.store, ledger_id)
         await self.run_blocking(lock.acquire, lock_timeout)
@@ -407,14 +501,24 @@ class BookKeeperClient:
             md, version = await self.run_blocking(self.store.ledgers.read, ledger_id)
             password, digest_type = ledger_credentials(ledger_id, md, password, digest_type, check=check_password)
             if md.is_closed:
-                raise LedgerClosedError(f"ledger {ledger_id} is closed (last entry {md.last_entry_id}); "
-                                        "it cannot be appended to")
+                raise LedgerClosedError(
+                    f"ledger {ledger_id} is closed (last entry {md.last_entry_id}); it cannot be appended to"
+                )
             if md.is_in_recovery:
-                raise LedgerFencedError(f"ledger {ledger_id} is being recovered (metadata IN_RECOVERY); "
-                                        "it cannot be appended to")
-            handle = LedgerHandle(self, ledger_id, md, version, password, digest_type,
-                                  max_inflight=max_inflight or self.max_inflight, max_waiting=self.max_waiting,
-                                  on_close=lambda: self.run_blocking(lock.release))
+                raise LedgerFencedError(
+                    f"ledger {ledger_id} is being recovered (metadata IN_RECOVERY); it cannot be appended to"
+                )
+            handle = LedgerHandle(
+                self,
+                ledger_id,
+                md,
+                version,
+                password,
+                digest_type,
+                max_inflight=max_inflight or self.max_inflight,
+                max_waiting=self.max_waiting,
+                on_close=lambda: self.run_blocking(lock.release),
+            )
             await replicate_tail(handle, fence=False)
             if handle.state != "open":
                 raise handle.error or LedgerClosedError(f"ledger {ledger_id} is closed")
@@ -435,6 +539,7 @@ class BookKeeperClient:
 
     def _delete_ledger(self, ledger_id: int) -> None:
         from bkctl.wire.metadata.errors import NoSuchLedger
+
         if not self.store.ledgers.exists(ledger_id):
             raise NoSuchLedger(ledger_id)
         self.store.ledgers.delete(ledger_id)
@@ -450,12 +555,17 @@ class BookKeeperClient:
         self.closed = True
         d = self.pool.close()
         if self._owns_store:
+
             def close_store(_: object) -> defer.Deferred[None]:
                 if self._run_blocking is not None:
                     return self._run_blocking(self.store.close)
                 # (zope's IReactorFromThreads: see run_blocking)
-                return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(),  # type: ignore[arg-type]
-                                                 self.store.close)
+                return threads.deferToThreadPool(
+                    self.reactor,  # type: ignore[arg-type]
+                    self.reactor.getThreadPool(),
+                    self.store.close,
+                )
+
             d.addCallback(close_store)
         d.addCallback(lambda _: None)
         return d

@@ -4,6 +4,7 @@ it over the wire; the unit tests' fake bookie implements it in memory, so the
 handles run the same code paths in both (the same behavioural suite runs on
 both: tests/integration/test_bookie_channel_conformance.py).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -31,8 +32,18 @@ class BookieChannel(Protocol):
 
     bookie_id: str
 
-    def add_with_callback(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
-                          recovery: bool, high_priority: bool, on_done: AddDone, ctx: Any, slot: int) -> None:
+    def add_with_callback(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        body: bytes,
+        recovery: bool,
+        high_priority: bool,
+        on_done: AddDone,
+        ctx: Any,
+        slot: int,
+    ) -> None:
         """ADD_ENTRY of a digest-packaged ``body``, reported through ``on_done``
         (which may run before this returns, for a refused request).  The
         writer's hot path: no Deferred per copy of an entry."""
@@ -51,8 +62,9 @@ class BookieChannel(Protocol):
         ``slots`` beside it), as many as :meth:`room_for_adds` gave room for:
         the writer's hot path, one call per bookie for a burst's copies."""
 
-    def read(self, ledger_id: int, entry_id: int, *, fence_master_key: bytes | None = None,
-             high_priority: bool = False) -> defer.Deferred[Any]:
+    def read(
+        self, ledger_id: int, entry_id: int, *, fence_master_key: bytes | None = None, high_priority: bool = False
+    ) -> defer.Deferred[Any]:
         """READ_ENTRY (entry -1: the bookie's last entry; with a master key: fencing)."""
 
     def read_with_callback(self, ledger_id: int, entry_id: int, on_done: ReadDone, ctx: Any, slot: int) -> None:
@@ -69,12 +81,20 @@ class BookieChannel(Protocol):
         id, slot 0), after :meth:`takes_reads` said yes for as many: the
         reader's hot path, one call per bookie for a window's reads."""
 
-    def batch_read(self, ledger_id: int, start_entry_id: int, max_count: int, max_size: int, *,
-                   fence_master_key: bytes | None = None) -> defer.Deferred[Any]:
+    def batch_read(
+        self,
+        ledger_id: int,
+        start_entry_id: int,
+        max_count: int,
+        max_size: int,
+        *,
+        fence_master_key: bytes | None = None,
+    ) -> defer.Deferred[Any]:
         """BATCH_READ_ENTRY: consecutive stored entries from ``start_entry_id``."""
 
-    def read_long_poll(self, ledger_id: int, previous_lac: int, timeout_ms: int,
-                       piggyback: bool = True) -> defer.Deferred[Any]:
+    def read_long_poll(
+        self, ledger_id: int, previous_lac: int, timeout_ms: int, piggyback: bool = True
+    ) -> defer.Deferred[Any]:
         """Long-poll READ (v3): ``(max_lac, entry_id, body)`` once the bookie's
         LAC passes ``previous_lac`` (with entry previous_lac + 1 when
         ``piggyback`` and it has it) or after ``timeout_ms``."""

@@ -11,6 +11,7 @@ Answers are handed out a whole chunk (one ``dataReceived``) at a time, and
 the requests their callbacks issue are held (the connection's :mod:`.cork`)
 and written once per connection after the chunk.
 """
+
 from __future__ import annotations
 
 from typing import Any, Protocol as TypingProtocol
@@ -97,9 +98,15 @@ class BookieClientProtocol(Protocol):
     is decoded as usual).
     """
 
-    def __init__(self, owner: ConnectionOwner | None, *, use_v3: bool = True,
-                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, fastpaths: bool = False,
-                 cork: Cork | None = None):
+    def __init__(
+        self,
+        owner: ConnectionOwner | None,
+        *,
+        use_v3: bool = True,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        fastpaths: bool = False,
+        cork: Cork | None = None,
+    ):
         self._owner = owner
         #: held during a chunk of answers: the writes of the connections it shares (:mod:`.cork`)
         self._cork = cork if cork is not None else Cork()
@@ -170,9 +177,13 @@ class BookieClientProtocol(Protocol):
             if v3_fast:
                 if len(payload) > 2 and owner.fast_answer(self, payload):
                     continue
-            elif (v2_fast and len(payload) >= _V2_ANSWER_HEAD_SIZE and payload[0]
-                  and (payload[1] == _OPC_READ or payload[1] == _OPC_ADD)
-                  and owner.v2_answer(self, payload, payload[1])):
+            elif (
+                v2_fast
+                and len(payload) >= _V2_ANSWER_HEAD_SIZE
+                and payload[0]
+                and (payload[1] == _OPC_READ or payload[1] == _OPC_ADD)
+                and owner.v2_answer(self, payload, payload[1])
+            ):
                 continue
             try:
                 msg = decode(payload)
@@ -283,8 +294,9 @@ class BookieClientFactory(ClientFactory):
 
     protocol = BookieClientProtocol
 
-    def __init__(self, owner: ConnectionOwner, *, use_v3: bool, max_frame_size: int, fastpaths: bool,
-                 cork: Cork | None = None):
+    def __init__(
+        self, owner: ConnectionOwner, *, use_v3: bool, max_frame_size: int, fastpaths: bool, cork: Cork | None = None
+    ):
         self.owner: ConnectionOwner | None = owner
         self.cork = cork
         self.use_v3 = use_v3
@@ -303,8 +315,9 @@ class BookieClientFactory(ClientFactory):
         owner = self.owner
         if owner is None:
             return None
-        proto = self.protocol(owner, use_v3=self.use_v3, max_frame_size=self.max_frame_size,
-                              fastpaths=self.fastpaths, cork=self.cork)
+        proto = self.protocol(
+            owner, use_v3=self.use_v3, max_frame_size=self.max_frame_size, fastpaths=self.fastpaths, cork=self.cork
+        )
         proto.factory = self
         return proto
 

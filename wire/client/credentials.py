@@ -1,5 +1,6 @@
 """The password and digest type a ledger's entries are checked with (Java's
 ``BookKeeper.openLedger`` checks): the one rule every opener uses."""
+
 from __future__ import annotations
 
 from bkctl.wire.codecs.digest import DigestType
@@ -11,9 +12,14 @@ from .errors import Unauthorized
 __all__ = ["ledger_credentials"]
 
 
-def ledger_credentials(ledger_id: int, md: LedgerMetadata, password: bytes | str | None = None,
-                       digest_type: DigestType | str | int | None = None, *,
-                       check: bool = True) -> tuple[bytes, DigestType]:
+def ledger_credentials(
+    ledger_id: int,
+    md: LedgerMetadata,
+    password: bytes | str | None = None,
+    digest_type: DigestType | str | int | None = None,
+    *,
+    check: bool = True,
+) -> tuple[bytes, DigestType]:
     """``(password, digest type)`` for a ledger's entries.
 
     ``None`` takes the one stored in the metadata (admin use).  A given
@@ -29,8 +35,10 @@ def ledger_credentials(ledger_id: int, md: LedgerMetadata, password: bytes | str
     if digest_type is not None and not isinstance(digest_type, DigestType):
         digest_type = DigestType.parse(digest_type) if isinstance(digest_type, str) else DigestType(digest_type)
     if md.password is None:  # format-1 metadata stores neither
-        return (b"" if password is None else bytes(password),
-                digest_type if digest_type is not None else DigestType.CRC32)
+        return (
+            b"" if password is None else bytes(password),
+            digest_type if digest_type is not None else DigestType.CRC32,
+        )
     if password is None:
         password = md.password
     elif check and bytes(password) != md.password:

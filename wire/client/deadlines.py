@@ -8,6 +8,7 @@ of the deque as soon as they are done (answers mostly come in order); one
 answered out of order stays until the requests before it are done or the
 timer passes it.  The timer is cancelled when nothing is left.
 """
+
 from __future__ import annotations
 
 from collections import deque

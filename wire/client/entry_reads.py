@@ -8,6 +8,7 @@ write-set order; it fails only when every replica failed, with
 (no Deferred per request).  :class:`EntryRead` reads one entry,
 :class:`WindowedReads` a range, a window at a time.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -34,12 +35,13 @@ def read_error(ledger_id: int, entry_id: int, bookies: list[str], errors: list[B
     a wrong password as it is, else the last error."""
     where = f"entry {entry_id} of ledger {ledger_id}"
     if errors and all(isinstance(e, MISSING_ON_BOOKIE) for e in errors):
-        return NoSuchEntry(f"{where} is missing on every bookie of its write set "
-                           f"({', '.join(bookies)})")
+        return NoSuchEntry(f"{where} is missing on every bookie of its write set ({', '.join(bookies)})")
     digest = [e for e in errors if isinstance(e, DigestError)]
     if digest and all(isinstance(e, (DigestError,) + MISSING_ON_BOOKIE) for e in errors):
-        return DigestError(f"{where} failed digest verification on every replica that has it "
-                           f"(wrong password or digest type, or corrupt data): {describe_errors(digest)}")
+        return DigestError(
+            f"{where} failed digest verification on every replica that has it "
+            f"(wrong password or digest type, or corrupt data): {describe_errors(digest)}"
+        )
     for e in errors:
         if isinstance(e, Unauthorized):
             return e

@@ -11,6 +11,7 @@ READ, an ADD encoded once for its write set:
 :class:`~bkctl.wire.codecs.add_frames.EncodedAdd`) and mark requests whose
 EOK answers are recognized without being parsed (``req.fast``, ``req.ok``).
 """
+
 from __future__ import annotations
 
 import struct
@@ -58,9 +59,17 @@ class EntryRequests:
         self._c_read_frame = None if c is None else c.read_frame
         self._c_add_frame = None if c is None else c.add_frame
 
-    def add(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
-            recovery: bool, high_priority: bool, deferred_sync: bool,
-            txn: int | None = None) -> "Request | None":
+    def add(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        body: bytes,
+        recovery: bool,
+        high_priority: bool,
+        deferred_sync: bool,
+        txn: int | None = None,
+    ) -> "Request | None":
         """The request of an ADD (None: DEFERRED_SYNC over v2, not supported);
         v3: with ``txn``, else the next txnId.  Argument errors raise ValueError."""
         if len(master_key) != MASTER_KEY_LENGTH:
@@ -69,21 +78,39 @@ class EntryRequests:
             if txn is None:
                 txn = next(self._ids)
             if not self.fastpaths:
-                payload = v3.serialize(v3.add_request(txn, ledger_id, entry_id, master_key, body, recovery=recovery,
-                                                      high_priority=high_priority, deferred_sync=deferred_sync))
+                payload = v3.serialize(
+                    v3.add_request(
+                        txn,
+                        ledger_id,
+                        entry_id,
+                        master_key,
+                        body,
+                        recovery=recovery,
+                        high_priority=high_priority,
+                        deferred_sync=deferred_sync,
+                    )
+                )
                 ok = None
             elif recovery or high_priority or deferred_sync:
-                payload = self._encoder.add(txn, ledger_id, entry_id, master_key, body, recovery=recovery,
-                                            high_priority=high_priority, deferred_sync=deferred_sync)
+                payload = self._encoder.add(
+                    txn,
+                    ledger_id,
+                    entry_id,
+                    master_key,
+                    body,
+                    recovery=recovery,
+                    high_priority=high_priority,
+                    deferred_sync=deferred_sync,
+                )
                 ok = None
             else:
                 payload, ok = self._encoder.add_and_reply(txn, ledger_id, entry_id, master_key, body)
             req = Request(None, txn, frame(payload), answers.v3_add)
             req.op = _OP_ADD
             if ok is not None:
-                head = payload[:2 + payload[1]]
+                head = payload[: 2 + payload[1]]
                 req.fast = head
-                req.ok = ok[len(head):]
+                req.ok = ok[len(head) :]
         else:
             if deferred_sync:
                 return None
@@ -92,8 +119,12 @@ class EntryRequests:
             if len(body) < _IDS.size or _IDS.unpack_from(body) != (ledger_id, entry_id):
                 raise ValueError("a v2 ADD body must start with the same ledger and entry ids")
             flags = (_FLAG_RECOVERY_ADD if recovery else 0) | (_FLAG_HIGH_PRIORITY if high_priority else 0)
-            req = Request(None, (ledger_id, entry_id, _OPC_ADD),
-                          answers.v2_add_frame(flags, bytes(master_key), body), answers.v2_add)
+            req = Request(
+                None,
+                (ledger_id, entry_id, _OPC_ADD),
+                answers.v2_add_frame(flags, bytes(master_key), body),
+                answers.v2_add,
+            )
         req.ids = (ledger_id, entry_id)
         return req
 
@@ -129,8 +160,9 @@ class EntryRequests:
         req.ids = (add.ledger_id, add.entry_id)
         return req, data
 
-    def encoded_adds(self, adds: list[EncodedAdd], ctxs: list, slots: list[int],
-                     on_done) -> tuple[list[Request], bytes]:
+    def encoded_adds(
+        self, adds: list[EncodedAdd], ctxs: list, slots: list[int], on_done
+    ) -> tuple[list[Request], bytes]:
         """:meth:`encoded_add` of each of ``adds`` for a connection with room on
         the wire for all of them, each completing through ``on_done`` with the
         ``ctxs`` and ``slots`` beside it: the requests, and their frames joined."""
@@ -150,8 +182,9 @@ class EntryRequests:
 
     def _add_general(self, add: EncodedAdd, txn: int | None) -> Request:
         """:meth:`encoded_add` the general way (``txn``: the txnId already taken, v3)."""
-        return self.add(add.ledger_id, add.entry_id, add.master_key, add.body, add.recovery,
-                        add.high_priority, False, txn)
+        return self.add(
+            add.ledger_id, add.entry_id, add.master_key, add.body, add.recovery, add.high_priority, False, txn
+        )
 
     def plain_read(self, ledger_id: int, entry_id: int) -> tuple[Request, bytes | None]:
         """A plain READ for a connection with room on the wire: ``(req,
@@ -187,8 +220,7 @@ class EntryRequests:
             frames.append(data)
         return reqs, frames[0] if len(frames) == 1 else b"".join(frames)
 
-    def read(self, ledger_id: int, entry_id: int, fence_master_key: bytes | None,
-             high_priority: bool) -> Request:
+    def read(self, ledger_id: int, entry_id: int, fence_master_key: bytes | None, high_priority: bool) -> Request:
         """The request of a READ (with ``fence_master_key``: fencing)."""
         plain = fence_master_key is None and not high_priority
         what = None if fence_master_key is None else f"READ ledger {ledger_id} entry {entry_id} (fencing)"
@@ -197,21 +229,33 @@ class EntryRequests:
             if plain and self.fastpaths:
                 payload = self._encoder.read(txn, ledger_id, entry_id)
                 req = Request(None, txn, frame(payload), answers.v3_read)
-                req.fast = payload[:2 + payload[1]]
+                req.fast = payload[: 2 + payload[1]]
             else:
-                payload = v3.serialize(v3.read_request(
-                    txn, ledger_id, entry_id, fence_master_key=fence_master_key,
-                    high_priority=high_priority))
+                payload = v3.serialize(
+                    v3.read_request(
+                        txn, ledger_id, entry_id, fence_master_key=fence_master_key, high_priority=high_priority
+                    )
+                )
                 req = Request(what, txn, frame(payload), answers.v3_read)
             req.op = _OP_READ
         elif plain and self.fastpaths:
-            req = Request(None, (ledger_id, entry_id, _OPC_READ),
-                          answers.v2_plain_read_frame(ledger_id, entry_id), answers.v2_read)
+            req = Request(
+                None,
+                (ledger_id, entry_id, _OPC_READ),
+                answers.v2_plain_read_frame(ledger_id, entry_id),
+                answers.v2_read,
+            )
         else:
             flags = (Flag.DO_FENCING if fence_master_key is not None else 0) | (
-                Flag.HIGH_PRIORITY if high_priority else 0)
-            payload = v2.ReadRequest(V2_CURRENT_VERSION, int(flags), ledger_id, entry_id,
-                                     None if fence_master_key is None else bytes(fence_master_key)).encode()
+                Flag.HIGH_PRIORITY if high_priority else 0
+            )
+            payload = v2.ReadRequest(
+                V2_CURRENT_VERSION,
+                int(flags),
+                ledger_id,
+                entry_id,
+                None if fence_master_key is None else bytes(fence_master_key),
+            ).encode()
             req = Request(what, (ledger_id, entry_id, _OPC_READ), frame(payload), answers.v2_read)
         req.ids = (ledger_id, entry_id)
         req.verb = "READ"

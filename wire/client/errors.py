@@ -29,6 +29,7 @@ NotSupported               None                -
 
 :func:`error_for` builds the right one from a return code.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -240,16 +241,15 @@ def error_for(rc: int, bookie: str | None, what: str) -> BookieError:
     try:
         code = RC(rc)
     except ValueError:
-        return BookieError(f"{what} on bookie {bookie}: unknown return code {rc}",
-                           rc=rc, bookie=bookie)
+        return BookieError(f"{what} on bookie {bookie}: unknown return code {rc}", rc=rc, bookie=bookie)
     if code is RC.EOK:
         raise ValueError("EOK is not an error")
     cls = ERROR_CLASSES.get(code, BookieError)
-    return cls(f"{what} on bookie {bookie}: {code.name} ({_DESCRIPTIONS[code]})",
-               rc=code, bookie=bookie)
+    return cls(f"{what} on bookie {bookie}: {code.name} ({_DESCRIPTIONS[code]})", rc=code, bookie=bookie)
 
 
 # -- re-replication and administration (not bookie answers) ----------------------
+
 
 class ReplicationError(BKError):
     """A ledger (or one fragment of it) could not be re-replicated."""

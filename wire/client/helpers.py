@@ -1,4 +1,5 @@
 """Small helpers the client's operations share (no state, no imports of them)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

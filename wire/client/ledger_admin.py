@@ -5,6 +5,7 @@ Re-replication (copying a lost bookie's fragments) is :mod:`.rereplication`.
 last ensemble, the first step of ledger recovery, without touching the
 metadata.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -38,8 +39,14 @@ async def fence_ledger(client: Any, ledger_id: int, password: bytes | str | None
     ledger needs no fencing (``fenced`` False).
     """
     md, _version = await client.run_blocking(client.store.ledgers.read, ledger_id)
-    doc: dict[str, Any] = {"ledger_id": ledger_id, "state": md.state.name, "fenced": False,
-                           "bookies_fenced": [], "bookies_failed": {}, "last_add_confirmed": None}
+    doc: dict[str, Any] = {
+        "ledger_id": ledger_id,
+        "state": md.state.name,
+        "fenced": False,
+        "bookies_fenced": [],
+        "bookies_failed": {},
+        "last_add_confirmed": None,
+    }
     if md.is_closed:
         doc["last_add_confirmed"] = md.last_entry_id
         return doc
@@ -68,8 +75,7 @@ async def fence_ledger(client: Any, ledger_id: int, password: bytes | str | None
         elif isinstance(value.value, MISSING_ON_BOOKIE):
             fenced.add(index)  # fenced, holds nothing of the ledger yet
         elif isinstance(value.value, Unauthorized):
-            raise Unauthorized(f"ledger {ledger_id}: bookie {bookie} refused the fence: wrong password",
-                               bookie=bookie)
+            raise Unauthorized(f"ledger {ledger_id}: bookie {bookie} refused the fence: wrong password", bookie=bookie)
         else:
             doc["bookies_failed"][bookie] = str(value.value)
     doc["bookies_fenced"] = [ensemble[i] for i in sorted(fenced)]
@@ -77,7 +83,8 @@ async def fence_ledger(client: Any, ledger_id: int, password: bytes | str | None
     if not fenced or not QuorumSchedule.of(md).covered(fenced):
         raise LedgerRecoveryError(
             f"ledger {ledger_id}: only {len(fenced)} of {len(ensemble)} bookies were fenced, too few to stop "
-            f"every write quorum ({'; '.join(f'{b}: {e}' for b, e in doc['bookies_failed'].items())})")
+            f"every write quorum ({'; '.join(f'{b}: {e}' for b, e in doc['bookies_failed'].items())})"
+        )
     doc["fenced"] = True
     return doc
 
@@ -124,7 +131,9 @@ async def describe_bookie(client: Any, bookie_id: str) -> dict[str, Any]:
         "bookie_id": bookie_id,
         "state": state,
         "address": None if address is None else f"{address[0]}:{address[1]}",
-        "cookie": None if cookie is None else {
+        "cookie": None
+        if cookie is None
+        else {
             "bookie_host": cookie[0].bookie_id,
             "journal_dirs": list(cookie[0].journal_dirs),
             "ledger_dirs": list(cookie[0].ledger_dirs),
@@ -133,9 +142,20 @@ async def describe_bookie(client: Any, bookie_id: str) -> dict[str, Any]:
             "layout_version": cookie[0].layout_version,
             "version": cookie[1],
         },
-        "service_info": None if info is None else {
-            "endpoints": [{"id": e.id, "protocol": e.protocol, "host": e.host, "port": e.port,
-                           "auth": list(e.auth), "extensions": list(e.extensions)} for e in info.endpoints],
+        "service_info": None
+        if info is None
+        else {
+            "endpoints": [
+                {
+                    "id": e.id,
+                    "protocol": e.protocol,
+                    "host": e.host,
+                    "port": e.port,
+                    "auth": list(e.auth),
+                    "extensions": list(e.extensions),
+                }
+                for e in info.endpoints
+            ],
             "properties": info.property_map,
         },
         "disk": {"total_bytes": total, "free_bytes": free},

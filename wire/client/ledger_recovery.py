@@ -8,6 +8,7 @@ BookKeeper's LedgerRecoveryOp does: read the LAC from the last ensemble
 is declared missing by ``Qw - Qa + 1`` bookies of its write set, writing
 every entry found back to its whole write set before going on.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -67,8 +68,9 @@ class TailEntryRead:
         key = h.master_key if self.fence else None
         for bookie in self.bookies:
             try:
-                d = h.client.pool.get(bookie).read(h.ledger_id, self.entry_id, fence_master_key=key,
-                                                   high_priority=self.fence)
+                d = h.client.pool.get(bookie).read(
+                    h.ledger_id, self.entry_id, fence_master_key=key, high_priority=self.fence
+                )
             except Exception as exc:  # noqa: BLE001
                 d = defer.fail(exc)
             d.addCallbacks(self._answered, self._failed, callbackArgs=(bookie,), errbackArgs=(bookie,))
@@ -82,10 +84,13 @@ class TailEntryRead:
             self.result.callback(None)
         elif self.pending == 0:
             self.done = True
-            self.result.errback(LedgerRecoveryError(
-                f"entry {self.entry_id} of ledger {self.handle.ledger_id} could not be read from any replica "
-                f"and only {self.missing} of {len(self.bookies)} said it is missing (need {self.need_missing}): "
-                f"{describe_errors(self.errors)}"))
+            self.result.errback(
+                LedgerRecoveryError(
+                    f"entry {self.entry_id} of ledger {self.handle.ledger_id} could not be read from any replica "
+                    f"and only {self.missing} of {len(self.bookies)} said it is missing (need {self.need_missing}): "
+                    f"{describe_errors(self.errors)}"
+                )
+            )
 
     def _answered(self, body: Any, bookie: str) -> None:
         self.pending -= 1
@@ -156,5 +161,10 @@ async def replicate_tail(handle: LedgerHandle, fence: bool) -> None:
     await handle.drain()
     if found == 0 and handle.length is None:
         handle.confirm_length((await EntryRead(handle, lac).start()).length)
-    log.info("ledger %d: tail found: LAC %d, %d more entries re-replicated, last entry %d",
-             handle.ledger_id, lac, found, handle.last_add_confirmed)
+    log.info(
+        "ledger %d: tail found: LAC %d, %d more entries re-replicated, last entry %d",
+        handle.ledger_id,
+        lac,
+        found,
+        handle.last_add_confirmed,
+    )

@@ -1,6 +1,7 @@
 """Waiting for the next entry of an open ledger (Java's
 ``ReadLastConfirmedAndEntryOp``, in its parallel form): a long-poll LAC
 read with the entry piggybacked (v3)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -51,8 +52,9 @@ class LongPollRead:
             if self.done:  # answered already (a fake bookie, a refusal of every bookie...)
                 break
             try:
-                d = ledger.client.pool.get(bookie).read_long_poll(ledger.ledger_id, previous, self.timeout_ms,
-                                                                  piggyback=True)
+                d = ledger.client.pool.get(bookie).read_long_poll(
+                    ledger.ledger_id, previous, self.timeout_ms, piggyback=True
+                )
             except Exception as exc:  # noqa: BLE001 - a closed pool and such
                 d = defer.fail(exc)
             self.polls.append(d)

@@ -33,6 +33,7 @@ come from is :mod:`bkctl.wire.metadata.racks`.
 Too few candidates raise :class:`NotEnoughBookies`, whose message gives the
 counts the operator needs ("need 3 writable bookies, found 2 (1 read-only)").
 """
+
 from __future__ import annotations
 
 import random
@@ -50,8 +51,16 @@ Slots = list[tuple[str, ...] | None]
 #: per write quorum: the locations already in it (per level), and how many of its positions are empty
 WindowState = tuple[list[set[str]], int]
 
-__all__ = ["DEFAULT_RACK", "MEETS_STRICT", "FAIL", "RandomPlacement", "RackAwarePlacement",
-           "RegionAwarePlacement", "POLICIES", "segments_not_adhering"]
+__all__ = [
+    "DEFAULT_RACK",
+    "MEETS_STRICT",
+    "FAIL",
+    "RandomPlacement",
+    "RackAwarePlacement",
+    "RegionAwarePlacement",
+    "POLICIES",
+    "segments_not_adhering",
+]
 
 #: Java's NetworkTopology.DEFAULT_RACK: where a bookie no rack source names lives.
 DEFAULT_RACK = "/default-rack"
@@ -85,14 +94,22 @@ class RandomPlacement:
         """Re-read the rack source (blocking; run it off the reactor).  Nothing to read here."""
 
     @staticmethod
-    def _candidates(writable: Iterable[str], readonly: Collection[str],
-                    exclude: Collection[str]) -> tuple[list[str], int]:
+    def _candidates(
+        writable: Iterable[str], readonly: Collection[str], exclude: Collection[str]
+    ) -> tuple[list[str], int]:
         usable = _usable(writable, readonly)
         candidates = [b for b in usable if b not in exclude]
         return candidates, len(usable) - len(candidates)
 
-    def new_ensemble(self, size: int, writable: Iterable[str], readonly: Collection[str] = (),
-                     exclude: Collection[str] = (), *, write_quorum: int | None = None) -> list[str]:
+    def new_ensemble(
+        self,
+        size: int,
+        writable: Iterable[str],
+        readonly: Collection[str] = (),
+        exclude: Collection[str] = (),
+        *,
+        write_quorum: int | None = None,
+    ) -> list[str]:
         """``size`` distinct bookies drawn from ``writable`` minus ``readonly`` and ``exclude``."""
         if size < 1:
             raise ValueError(f"ensemble size must be >= 1, got {size}")
@@ -102,9 +119,16 @@ class RandomPlacement:
             raise _too_few(size, candidates, readonly, excluded)
         return self._rng.sample(candidates, size)
 
-    def replace_bookies(self, ensemble: Sequence[str], failed: Collection[str], writable: Iterable[str],
-                        readonly: Collection[str] = (), exclude: Collection[str] = (), *,
-                        write_quorum: int | None = None) -> list[str]:
+    def replace_bookies(
+        self,
+        ensemble: Sequence[str],
+        failed: Collection[str],
+        writable: Iterable[str],
+        readonly: Collection[str] = (),
+        exclude: Collection[str] = (),
+        *,
+        write_quorum: int | None = None,
+    ) -> list[str]:
         """A copy of ``ensemble`` with every member in ``failed`` replaced.
 
         Replacements are writable, not read-only, not already in the ensemble,
@@ -138,36 +162,60 @@ class PinnedPlacement(RandomPlacement):
         super().__init__(rng)
         self.bookies = tuple(bookies)
 
-    def new_ensemble(self, size: int, writable: Iterable[str], readonly: Collection[str] = (),
-                     exclude: Collection[str] = (), *, write_quorum: int | None = None) -> list[str]:
+    def new_ensemble(
+        self,
+        size: int,
+        writable: Iterable[str],
+        readonly: Collection[str] = (),
+        exclude: Collection[str] = (),
+        *,
+        write_quorum: int | None = None,
+    ) -> list[str]:
         writable = set(writable)
-        return super().new_ensemble(size, [b for b in self.bookies if b in writable], readonly, exclude,
-                                    write_quorum=write_quorum)
+        return super().new_ensemble(
+            size, [b for b in self.bookies if b in writable], readonly, exclude, write_quorum=write_quorum
+        )
 
-    def replace_bookies(self, ensemble: Sequence[str], failed: Collection[str], writable: Iterable[str],
-                        readonly: Collection[str] = (), exclude: Collection[str] = (), *,
-                        write_quorum: int | None = None) -> list[str]:
+    def replace_bookies(
+        self,
+        ensemble: Sequence[str],
+        failed: Collection[str],
+        writable: Iterable[str],
+        readonly: Collection[str] = (),
+        exclude: Collection[str] = (),
+        *,
+        write_quorum: int | None = None,
+    ) -> list[str]:
         writable = set(writable)
-        return super().replace_bookies(ensemble, failed, [b for b in self.bookies if b in writable], readonly,
-                                       exclude, write_quorum=write_quorum)
+        return super().replace_bookies(
+            ensemble, failed, [b for b in self.bookies if b in writable], readonly, exclude, write_quorum=write_quorum
+        )
 
 
 def _too_few(size: int, candidates: Sized, readonly: Iterable[str], excluded: int) -> NotEnoughBookies:
     extra = f", {excluded} excluded" if excluded else ""
     return NotEnoughBookies(
-        f"need {_plural(size, 'writable bookie')}, found {len(candidates)} "
-        f"({len(set(readonly))} read-only{extra})",
-        needed=size, available=len(candidates), readonly=len(set(readonly)), excluded=excluded)
+        f"need {_plural(size, 'writable bookie')}, found {len(candidates)} ({len(set(readonly))} read-only{extra})",
+        needed=size,
+        available=len(candidates),
+        readonly=len(set(readonly)),
+        excluded=excluded,
+    )
 
 
-def _too_few_replacements(ensemble: Sequence[str], to_replace: Sequence[int], candidates: Sized,
-                          readonly: Iterable[str], excluded: int) -> NotEnoughBookies:
+def _too_few_replacements(
+    ensemble: Sequence[str], to_replace: Sequence[int], candidates: Sized, readonly: Iterable[str], excluded: int
+) -> NotEnoughBookies:
     names = ", ".join(ensemble[i] for i in to_replace)
     return NotEnoughBookies(
         f"need {_plural(len(to_replace), 'writable bookie')} outside the ensemble to replace "
         f"{names}, found {len(candidates)} ({len(set(readonly))} read-only, "
         f"{excluded} in the ensemble or failed)",
-        needed=len(to_replace), available=len(candidates), readonly=len(set(readonly)), excluded=excluded)
+        needed=len(to_replace),
+        available=len(candidates),
+        readonly=len(set(readonly)),
+        excluded=excluded,
+    )
 
 
 def _schedule(ensemble_size: int, write_quorum: int) -> QuorumSchedule:
@@ -189,9 +237,15 @@ class RackAwarePlacement(RandomPlacement):
     #: how many leading path components name a location at each level
     _levels: tuple[int, ...] = (0,)  # 0 = the whole rack path
 
-    def __init__(self, rack_of: Callable[[str], str | None] | Mapping[str, str], *,
-                 min_racks_per_write_quorum: int = 2, enforce: bool = False,
-                 refresh: Callable[[Iterable[str]], None] | None = None, rng: random.Random | None = None):
+    def __init__(
+        self,
+        rack_of: Callable[[str], str | None] | Mapping[str, str],
+        *,
+        min_racks_per_write_quorum: int = 2,
+        enforce: bool = False,
+        refresh: Callable[[Iterable[str]], None] | None = None,
+        rng: random.Random | None = None,
+    ):
         super().__init__(rng)
         if isinstance(rack_of, Mapping):
             rack_of = rack_of.get
@@ -231,8 +285,7 @@ class RackAwarePlacement(RandomPlacement):
         return groups
 
     @staticmethod
-    def _window_state(windows: Iterable[Iterable[int]], slots: Slots, position: int,
-                      levels: int) -> list[WindowState]:
+    def _window_state(windows: Iterable[Iterable[int]], slots: Slots, position: int, levels: int) -> list[WindowState]:
         """Per write quorum of ``position``: the locations already in it (per
         level) and how many of its other positions are still empty."""
         state: list[WindowState] = []
@@ -255,18 +308,31 @@ class RackAwarePlacement(RandomPlacement):
     def _score(keys: tuple[str, ...], state: list[WindowState], mins: tuple[int, ...]) -> tuple[int, ...]:
         """Write quorums of the position a bookie at ``keys`` would leave
         short of locations, per level (smaller is better)."""
-        return tuple(sum(1 for seen, unfilled in state
-                         if len(seen[level]) + (keys[level] not in seen[level]) + unfilled < need)
-                     for level, need in enumerate(mins))
+        return tuple(
+            sum(1 for seen, unfilled in state if len(seen[level]) + (keys[level] not in seen[level]) + unfilled < need)
+            for level, need in enumerate(mins)
+        )
 
-    def _pick_group(self, groups: dict[str, list[str]], position: int, slots: Slots, write_quorum: int,
-                    avoid: str | None, prefer: str | None) -> str | None:
+    def _pick_group(
+        self,
+        groups: dict[str, list[str]],
+        position: int,
+        slots: Slots,
+        write_quorum: int,
+        avoid: str | None,
+        prefer: str | None,
+    ) -> str | None:
         """The rack to take the bookie of ``position`` from, or ``None`` (enforced and impossible)."""
         ensemble_size = len(slots)
         mins = self._mins(write_quorum)
-        state = self._window_state(_schedule(ensemble_size, write_quorum).quorums_with(position), slots, position, len(mins))
-        if prefer is not None and groups.get(prefer) and \
-                (not self.enforce or not any(self._score(self._keys(prefer), state, mins))):
+        state = self._window_state(
+            _schedule(ensemble_size, write_quorum).quorums_with(position), slots, position, len(mins)
+        )
+        if (
+            prefer is not None
+            and groups.get(prefer)
+            and (not self.enforce or not any(self._score(self._keys(prefer), state, mins)))
+        ):
             return prefer
         usage: list[dict[str, int]] = [{} for _ in mins]
         for k in slots:
@@ -281,8 +347,7 @@ class RackAwarePlacement(RandomPlacement):
             short = self._score(keys, state, mins)
             if self.enforce and any(short):
                 continue
-            key = short + tuple(usage[level].get(keys[level], 0) for level in range(len(mins))) + \
-                (rack == avoid,)
+            key = short + tuple(usage[level].get(keys[level], 0) for level in range(len(mins))) + (rack == avoid,)
             if best_key is None or key < best_key:
                 best, best_key = rack, key
         return best
@@ -293,32 +358,50 @@ class RackAwarePlacement(RandomPlacement):
         members[i], members[-1] = members[-1], members[i]
         return members.pop()
 
-    def _enforcement_error(self, what: str, groups: dict[str, list[str]], write_quorum: int,
-                           readonly: Collection[str], needed: int) -> NotEnoughBookies:
+    def _enforcement_error(
+        self, what: str, groups: dict[str, list[str]], write_quorum: int, readonly: Collection[str], needed: int
+    ) -> NotEnoughBookies:
         mins = self._mins(write_quorum)
         have = [len({self._keys(r)[level] for r, m in groups.items() if m}) for level in range(len(mins))]
         level = next((lv for lv in range(len(mins)) if have[lv] < mins[lv]), len(mins) - 1)
         word = self._level_word(level)
         available = sum(len(m) for m in groups.values())
-        where = (f"the usable bookies are in only {have[level]} {word}" if have[level] < mins[level] else
-                 f"the usable bookies' {have[level]} {word} cannot give every write quorum that spread")
+        where = (
+            f"the usable bookies are in only {have[level]} {word}"
+            if have[level] < mins[level]
+            else f"the usable bookies' {have[level]} {word} cannot give every write quorum that spread"
+        )
         return NotEnoughBookies(
             f"{what}: every write quorum of {write_quorum} bookies must span {mins[level]} {word} and {where} "
             f"(enforceMinNumRacksPerWriteQuorum is set; {len(set(readonly))} read-only, "
             f"bookies in {DEFAULT_RACK} are not used)",
-            needed=needed, available=available, readonly=len(set(readonly)))
+            needed=needed,
+            available=available,
+            readonly=len(set(readonly)),
+        )
 
-    def new_ensemble(self, size: int, writable: Iterable[str], readonly: Collection[str] = (),
-                     exclude: Collection[str] = (), *, write_quorum: int | None = None) -> list[str]:
+    def new_ensemble(
+        self,
+        size: int,
+        writable: Iterable[str],
+        readonly: Collection[str] = (),
+        exclude: Collection[str] = (),
+        *,
+        write_quorum: int | None = None,
+    ) -> list[str]:
         if size < 1:
             raise ValueError(f"ensemble size must be >= 1, got {size}")
         write_quorum = size if write_quorum is None else int(write_quorum)
         exclude = set(exclude)
         candidates, excluded = self._candidates(writable, readonly, exclude)
-        if self.enforce and len(candidates) >= size and \
-                sum(1 for b in candidates if self.rack(b) != DEFAULT_RACK) < size:
-            raise self._enforcement_error(f"cannot choose {size} bookies", self._groups(candidates),
-                                          write_quorum, readonly, size)
+        if (
+            self.enforce
+            and len(candidates) >= size
+            and sum(1 for b in candidates if self.rack(b) != DEFAULT_RACK) < size
+        ):
+            raise self._enforcement_error(
+                f"cannot choose {size} bookies", self._groups(candidates), write_quorum, readonly, size
+            )
         if len(candidates) < size:
             raise _too_few(size, candidates, readonly, excluded)
         slots: Slots = [None] * size
@@ -337,8 +420,9 @@ class RackAwarePlacement(RandomPlacement):
                     groups = self._groups(b for b in candidates if b not in taken)
                 picked = self._pick_group(groups, position, slots, write_quorum, avoid=prev, prefer=None)
                 if picked is None:
-                    raise self._enforcement_error(f"cannot place an ensemble of {size}", groups, write_quorum,
-                                                  readonly, size)
+                    raise self._enforcement_error(
+                        f"cannot place an ensemble of {size}", groups, write_quorum, readonly, size
+                    )
                 rack = picked
                 bookie = self._take(groups, rack)
             out.append(bookie)
@@ -362,9 +446,16 @@ class RackAwarePlacement(RandomPlacement):
                 return bookie
         return None
 
-    def replace_bookies(self, ensemble: Sequence[str], failed: Collection[str], writable: Iterable[str],
-                        readonly: Collection[str] = (), exclude: Collection[str] = (), *,
-                        write_quorum: int | None = None) -> list[str]:
+    def replace_bookies(
+        self,
+        ensemble: Sequence[str],
+        failed: Collection[str],
+        writable: Iterable[str],
+        readonly: Collection[str] = (),
+        exclude: Collection[str] = (),
+        *,
+        write_quorum: int | None = None,
+    ) -> list[str]:
         failed = set(failed)
         to_replace = [i for i, b in enumerate(ensemble) if b in failed]
         if not to_replace:
@@ -381,8 +472,9 @@ class RackAwarePlacement(RandomPlacement):
             lost_rack = self.rack(ensemble[i])
             rack = self._pick_group(groups, i, slots, write_quorum, avoid=None, prefer=lost_rack)
             if rack is None:
-                raise self._enforcement_error(f"cannot replace {ensemble[i]}", groups, write_quorum,
-                                              readonly, len(to_replace))
+                raise self._enforcement_error(
+                    f"cannot replace {ensemble[i]}", groups, write_quorum, readonly, len(to_replace)
+                )
             out[i] = self._take(groups, rack)
             slots[i] = self._keys(rack)
         return out
@@ -413,8 +505,7 @@ class RegionAwarePlacement(RackAwarePlacement):
 
     name = "region"
 
-    def __init__(self, rack_of: Callable[[str], str | None] | Mapping[str, str], *, min_regions: int = 2,
-                 **kw: Any):
+    def __init__(self, rack_of: Callable[[str], str | None] | Mapping[str, str], *, min_regions: int = 2, **kw: Any):
         super().__init__(rack_of, **kw)
         self.min_regions = max(1, int(min_regions))
 
@@ -432,8 +523,7 @@ def segments_not_adhering(md: LedgerMetadata, placement: RandomPlacement) -> lis
     """First entry ids of the segments of ledger metadata ``md`` whose ensemble
     does not meet ``placement`` (``bkctl ledger list --not-adhering`` and the
     auditor's placement check)."""
-    return [first for first, ensemble in md.ensembles
-            if placement.adherence(list(ensemble), md.write_quorum) == FAIL]
+    return [first for first, ensemble in md.ensembles if placement.adherence(list(ensemble), md.write_quorum) == FAIL]
 
 
 def region_of(rack: str) -> str:

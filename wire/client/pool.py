@@ -9,6 +9,7 @@ Connections are created on first use and kept; each one connects lazily,
 reconnects with backoff after a failure and bounds its own queue, so the
 pool only has to map bookie ids to connections.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -69,8 +70,13 @@ class BookiePool:
         BookieConnection("pool-option-check:1", reactor, self.resolve, **self._connection_kwargs())
 
     def _connection_kwargs(self) -> dict[str, Any]:
-        return dict(self._options, protocol=self.protocol, add_timeout=self.add_timeout,
-                    read_timeout=self.read_timeout, cork=self.cork)
+        return dict(
+            self._options,
+            protocol=self.protocol,
+            add_timeout=self.add_timeout,
+            read_timeout=self.read_timeout,
+            cork=self.cork,
+        )
 
     def get(self, bookie_id: str) -> BookieConnection:
         """The connection to ``bookie_id``, created (not yet connected) on first use."""

@@ -9,6 +9,7 @@ acknowledged once ``Qa`` of its write set stored it; and a set of answers
 left unheard (Java's coverage rule for recovery and LAC reads).  Readers,
 writers, recovery and placement all ask this one schedule.
 """
+
 from __future__ import annotations
 
 import functools

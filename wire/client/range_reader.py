@@ -1,5 +1,6 @@
 """Reading a range of entries batch by batch, with batches read ahead (an
 async iterator over a :class:`~bkctl.wire.client.read_handle.ReadHandle`'s reads)."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -29,8 +30,14 @@ class RangeReader:
     batches outstanding for the same reason. At most ``ahead + 1`` batches
     are being read or held here; the caller holds the one handed out."""
 
-    def __init__(self, read_span: Callable[[int, int], defer.Deferred[Entries]], first: int, last: int, batch: int,
-                 ahead: int = 1):
+    def __init__(
+        self,
+        read_span: Callable[[int, int], defer.Deferred[Entries]],
+        first: int,
+        last: int,
+        batch: int,
+        ahead: int = 1,
+    ):
         if ahead < 1:
             raise ValueError("ahead must be >= 1")
         self._read_span = read_span
@@ -81,5 +88,3 @@ class RangeReader:
         if entries is None:
             raise StopAsyncIteration
         return entries
-
-

@@ -24,6 +24,7 @@ Reads stop at the last add confirmed (LAC) of an open ledger or the last
 entry of a closed one, unless ``allow_unconfirmed=True``
 (:class:`EntryNotConfirmed` otherwise).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -55,8 +56,15 @@ class ReadHandle:
     """Reads one ledger.  Made by ``BookKeeperClient.open_ledger``; its read
     operations see it as a :class:`~.readable_ledger.ReadableLedger`."""
 
-    def __init__(self, client: Any, ledger_id: int, metadata: LedgerMetadata, version: int,
-                 password: bytes, digest_type: DigestType):
+    def __init__(
+        self,
+        client: Any,
+        ledger_id: int,
+        metadata: LedgerMetadata,
+        version: int,
+        password: bytes,
+        digest_type: DigestType,
+    ):
         self.client = client
         self.ledger_id = ledger_id
         #: the metadata as this handle knows it (replaced on ensemble changes and refreshes)
@@ -76,8 +84,7 @@ class ReadHandle:
         self._lac = metadata.last_entry_id if metadata.is_closed else -1
 
     def __repr__(self) -> str:
-        return (f"<{type(self).__name__} ledger {self.ledger_id} {self.metadata.state.name}"
-                f" lac={self._lac}>")
+        return f"<{type(self).__name__} ledger {self.ledger_id} {self.metadata.state.name} lac={self._lac}>"
 
     # -- state ------------------------------------------------------------------
 
@@ -144,8 +151,15 @@ class ReadHandle:
         (nothing fenced); for a closed one its last entry and length."""
         md = self.metadata
         if md.is_closed:
-            return defer.succeed(Tail(md.last_entry_id, md.last_entry_id, length=md.length,
-                                      write_quorum=md.write_quorum, ack_quorum=md.ack_quorum))
+            return defer.succeed(
+                Tail(
+                    md.last_entry_id,
+                    md.last_entry_id,
+                    length=md.length,
+                    write_quorum=md.write_quorum,
+                    ack_quorum=md.ack_quorum,
+                )
+            )
         return UnconfirmedTail(self).start()
 
     def wait_for_entry(self, entry_id: int, timeout_ms: int) -> defer.Deferred[Any]:
@@ -224,10 +238,8 @@ class ReadHandle:
             return
         limit = self.readable_limit()
         if last > limit:
-            what = (f"the last entry is {limit}" if self.metadata.is_closed
-                    else f"the last add confirmed is {limit}")
-            raise EntryNotConfirmed(
-                f"cannot read entries {first}..{last} of ledger {self.ledger_id}: {what}")
+            what = f"the last entry is {limit}" if self.metadata.is_closed else f"the last add confirmed is {limit}"
+            raise EntryNotConfirmed(f"cannot read entries {first}..{last} of ledger {self.ledger_id}: {what}")
 
     def _read_entry(self, entry_id: int) -> defer.Deferred[Any]:
         """One entry, verified (a :class:`~bkctl.wire.codecs.digest.VerifiedEntry`),
@@ -252,8 +264,7 @@ class ReadHandle:
             return defer.fail(exc)
         return self._read_span(first, last)
 
-    def read_range(self, first: int, last: int, batch: int = 100, *,
-                   allow_unconfirmed: bool = False) -> "RangeReader":
+    def read_range(self, first: int, last: int, batch: int = 100, *, allow_unconfirmed: bool = False) -> "RangeReader":
         """Stream ``first..last`` in batches of at most ``batch`` entries.
 
         The returned :class:`RangeReader` is an async iterator (``async for
@@ -277,7 +288,10 @@ class ReadHandle:
         """Fires with ``[(entry_id, payload), ...]`` for ``first..last``."""
         md = self.metadata
         # BATCH_READ_ENTRY is a speed path (bkctl.wire.fastpath): off, every entry is read alone
-        if (md.ensemble_size == md.write_quorum and getattr(self.client, "protocol", "v3") == "v2"
-                and self.twins.enabled):
+        if (
+            md.ensemble_size == md.write_quorum
+            and getattr(self.client, "protocol", "v3") == "v2"
+            and self.twins.enabled
+        ):
             return BatchReads(self, first, last).start()
         return WindowedReads(self, first, last, self._read_window).start()

@@ -1,6 +1,7 @@
 """Reading the last add confirmed of an open ledger from its last ensemble
 (Java's ``ReadLastConfirmedOp``, and over v3 ``PendingReadLacOp``'s explicit
 LAC): the read recovery fences with, and a reader's LAC refresh."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -69,10 +70,13 @@ class ReadLacQuorum:
             self.result.callback((self.lac, self.lengths))
         elif self.pending == 0:
             self.done = True
-            self.result.errback(LedgerRecoveryError(
-                f"could not read the last add confirmed of ledger {self.ledger.ledger_id}: "
-                f"{len(self.responded)} of {schedule.ensemble_size} bookies answered, but every write "
-                f"quorum needs {schedule.answers_to_rule_out} answers ({describe_errors(self.errors)})"))
+            self.result.errback(
+                LedgerRecoveryError(
+                    f"could not read the last add confirmed of ledger {self.ledger.ledger_id}: "
+                    f"{len(self.responded)} of {schedule.ensemble_size} bookies answered, but every write "
+                    f"quorum needs {schedule.answers_to_rule_out} answers ({describe_errors(self.errors)})"
+                )
+            )
 
     def _take_entry(self, body: bytes) -> None:
         entry = self.ledger.digest.verify(body, None)

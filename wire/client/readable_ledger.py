@@ -4,6 +4,7 @@ that the operations (:mod:`.entry_reads`, :mod:`.batch_reads`,
 :mod:`.read_lac_quorum`, :mod:`.long_poll_read`) depend on it and not on
 the handle's module, as Java's read ops take the ledger handle they serve.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol

@@ -14,6 +14,7 @@ wire of one connection and finds the one an answer belongs to:
 * v2 by ``(ledgerId, entryId, opcode)``, first in first out for duplicate
   keys; BATCH_READ by its requestId.
 """
+
 from __future__ import annotations
 
 import logging
@@ -52,11 +53,35 @@ class Request:
     messages) is built only when an error needs it.
     """
 
-    __slots__ = ("_what", "ids", "key", "op", "frame", "decode", "deferred", "on_done", "ctx",
-                 "slot", "deadline", "timeouts", "state", "is_batch", "conn", "ok", "fast", "verb")
+    __slots__ = (
+        "_what",
+        "ids",
+        "key",
+        "op",
+        "frame",
+        "decode",
+        "deferred",
+        "on_done",
+        "ctx",
+        "slot",
+        "deadline",
+        "timeouts",
+        "state",
+        "is_batch",
+        "conn",
+        "ok",
+        "fast",
+        "verb",
+    )
 
-    def __init__(self, what: str | None, key: Any, frame_bytes: bytes,
-                 decode: Callable[[Any], tuple[int, Any]], is_batch: bool = False):
+    def __init__(
+        self,
+        what: str | None,
+        key: Any,
+        frame_bytes: bytes,
+        decode: Callable[[Any], tuple[int, Any]],
+        is_batch: bool = False,
+    ):
         self._what = what
         self.key = key
         self.frame = frame_bytes
@@ -192,7 +217,7 @@ class RequestTable:
     def pop_fast(self, payload: bytes) -> Request | None:
         """The plain ADD or READ on the wire whose header field the v3 answer ``payload``
         starts with, taken out of the header field's table (not yet of the others)."""
-        return self.v3_fast.pop(payload[:2 + payload[1]], None)
+        return self.v3_fast.pop(payload[: 2 + payload[1]], None)
 
     def claim(self, req: Request, payload: bytes) -> Any:
         """:meth:`fast_result`; unless :data:`DECLINED`, ``req`` is then taken out of the
@@ -219,7 +244,7 @@ class RequestTable:
             payload = payloads[i]
             if len(payload) <= 2:
                 break
-            head = payload[:2 + payload[1]]
+            head = payload[: 2 + payload[1]]
             req = fast.get(head)
             if req is None:
                 break

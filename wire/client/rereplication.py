@@ -30,6 +30,7 @@ first for an open ledger whose last segment lost a bookie.
   (one ledger failing does not stop the others).  ``bkctl recover``,
   ``bkctl decommission`` and the autorecovery workers all copy through them.
 """
+
 from __future__ import annotations
 
 import logging
@@ -113,9 +114,17 @@ class FragmentCopy:
     with the number of entries copied; the first failure fails it (the
     entries still in flight are then ignored)."""
 
-    def __init__(self, client: BookKeeperClient, fragment: Fragment, replacements: dict[str, str], digest: DigestManager,
-                 key: bytes, window: int, on_entry: Callable[[int], Any] | None,
-                 throttle: Callable[..., Any] | None):
+    def __init__(
+        self,
+        client: BookKeeperClient,
+        fragment: Fragment,
+        replacements: dict[str, str],
+        digest: DigestManager,
+        key: bytes,
+        window: int,
+        on_entry: Callable[[int], Any] | None,
+        throttle: Callable[..., Any] | None,
+    ):
         self.client = client
         self.pool = client.pool
         self.ledger_id = fragment.ledger_id
@@ -168,8 +177,7 @@ class FragmentCopy:
                     copy, body = self._ready.popleft()
                     self.running += 1
                     self._send(copy, body)
-                while (not self._finished and not self._exhausted
-                       and self.reading + len(self._ready) < self.window):
+                while not self._finished and not self._exhausted and self.reading + len(self._ready) < self.window:
                     entry_id = next(self._entries, None)
                     if entry_id is None:
                         self._exhausted = True
@@ -180,8 +188,7 @@ class FragmentCopy:
                         continue
                     self.reading += 1
                     self._read(copy, 0)
-            if (self._exhausted and not self.running and not self.reading and not self._ready
-                    and not self._finished):
+            if self._exhausted and not self.running and not self.reading and not self._ready and not self._finished:
                 self._finished = True
                 self.done.callback(self.copied)
         finally:
@@ -222,12 +229,20 @@ class FragmentCopy:
         if index >= len(copy.sources):
             what = f"entry {copy.entry_id} of ledger {self.ledger_id}"
             if not copy.sources:
-                self._fail(EntryUnrecoverable(f"{what}: every bookie of its write set is lost",
-                                              entry_id=copy.entry_id, down=True))
+                self._fail(
+                    EntryUnrecoverable(
+                        f"{what}: every bookie of its write set is lost", entry_id=copy.entry_id, down=True
+                    )
+                )
             else:
-                self._fail(EntryUnrecoverable(f"{what} could not be read from any surviving replica "
-                                              f"({', '.join(copy.sources)}): {'; '.join(copy.errors[:3])}",
-                                              entry_id=copy.entry_id, down=not copy.answered))
+                self._fail(
+                    EntryUnrecoverable(
+                        f"{what} could not be read from any surviving replica "
+                        f"({', '.join(copy.sources)}): {'; '.join(copy.errors[:3])}",
+                        entry_id=copy.entry_id,
+                        down=not copy.answered,
+                    )
+                )
             return
         bookie = copy.sources[index]
         try:
@@ -243,8 +258,9 @@ class FragmentCopy:
                 self._fail(result)
                 return
             copy.answered = copy.answered or isinstance(result, MISSING_ON_BOOKIE)
-            copy.errors.append(str(result) if isinstance(result, MISSING_ON_BOOKIE + (BKError,))
-                               else f"{bookie}: {result!r}")
+            copy.errors.append(
+                str(result) if isinstance(result, MISSING_ON_BOOKIE + (BKError,)) else f"{bookie}: {result!r}"
+            )
             self._read(copy, index + 1)
             return
         body = result if type(result) is bytes else bytes(result)
@@ -279,16 +295,20 @@ class FragmentCopy:
         if self._finished:
             return
         copy.unanswered = len(copy.targets)
-        encoded = self.adds.encode(self.ledger_id, copy.entry_id, self.key, body, True, True) \
-            if self.adds is not None else None
+        encoded = (
+            self.adds.encode(self.ledger_id, copy.entry_id, self.key, body, True, True)
+            if self.adds is not None
+            else None
+        )
         for slot, bookie in enumerate(copy.targets):
             try:
                 conn = self.pool.get(bookie)
                 if encoded is not None:
                     conn.add_encoded(encoded, self._add_done, copy, slot)
                 else:
-                    conn.add_with_callback(self.ledger_id, copy.entry_id, self.key, body, True, True,
-                                           self._add_done, copy, slot)
+                    conn.add_with_callback(
+                        self.ledger_id, copy.entry_id, self.key, body, True, True, self._add_done, copy, slot
+                    )
             except Exception as exc:  # noqa: BLE001 - a closed pool
                 self._add_done(copy, slot, bookie, exc)
             if self._finished:
@@ -298,8 +318,13 @@ class FragmentCopy:
         if self._finished:
             return
         if error is not None:
-            self._fail(error if isinstance(error, BKError) else ReplicationError(
-                f"writing entry {copy.entry_id} of ledger {self.ledger_id} to its new bookie failed: {error!r}"))
+            self._fail(
+                error
+                if isinstance(error, BKError)
+                else ReplicationError(
+                    f"writing entry {copy.entry_id} of ledger {self.ledger_id} to its new bookie failed: {error!r}"
+                )
+            )
             return
         copy.unanswered -= 1
         if copy.unanswered:
@@ -311,10 +336,17 @@ class FragmentCopy:
         self._fill()
 
 
-async def replicate_fragment(client: BookKeeperClient, fragment: Fragment, replacements: dict[str, str], digest: DigestManager,
-                             key: bytes, *, window: int = 64,
-                             on_entry: Callable[[int], Any] | None = None,
-                             throttle: Callable[..., Any] | None = None) -> int:
+async def replicate_fragment(
+    client: BookKeeperClient,
+    fragment: Fragment,
+    replacements: dict[str, str],
+    digest: DigestManager,
+    key: bytes,
+    *,
+    window: int = 64,
+    on_entry: Callable[[int], Any] | None = None,
+    throttle: Callable[..., Any] | None = None,
+) -> int:
     """Copy every entry a lost bookie of ``fragment`` held to its replacement.
 
     Each entry is read from the surviving members of its write set (lost
@@ -334,9 +366,13 @@ async def replicate_fragment(client: BookKeeperClient, fragment: Fragment, repla
     return await FragmentCopy(client, fragment, replacements, digest, key, window, on_entry, throttle).start()
 
 
-async def replace_in_metadata(client: BookKeeperClient, ledger_id: int, first_entry_id: int,
-                              replacements: dict[str, str],
-                              known: tuple[LedgerMetadata, int] | None = None) -> tuple[LedgerMetadata, int]:
+async def replace_in_metadata(
+    client: BookKeeperClient,
+    ledger_id: int,
+    first_entry_id: int,
+    replacements: dict[str, str],
+    known: tuple[LedgerMetadata, int] | None = None,
+) -> tuple[LedgerMetadata, int]:
     """Swap ``old -> new`` in the segment starting at ``first_entry_id``, by
     compare-and-set (re-reading on conflict).  A lost bookie no longer in the
     segment (replaced by an earlier run or by someone else) is skipped.
@@ -356,8 +392,10 @@ async def replace_in_metadata(client: BookKeeperClient, ledger_id: int, first_en
             if old not in members or old == new:  # gone meanwhile, or refilled in place
                 continue
             if new in members:
-                raise ReplicationError(f"ledger {ledger_id}: {new} joined the segment from entry {first_entry_id} "
-                                    f"meanwhile; run the recovery again")
+                raise ReplicationError(
+                    f"ledger {ledger_id}: {new} joined the segment from entry {first_entry_id} "
+                    f"meanwhile; run the recovery again"
+                )
             new_md = new_md.replace_bookie(first_entry_id, old, new)
         if new_md is md:
             return md, version
@@ -369,9 +407,15 @@ async def replace_in_metadata(client: BookKeeperClient, ledger_id: int, first_en
     raise LedgerMetadataConflict(f"ledger {ledger_id}: metadata keeps changing")
 
 
-def _replacements(fragment: Fragment, writable: list[str], readonly: list[str], target: str | None,
-                  lost: tuple[str, ...], refill: Collection[str],
-                  placement: RandomPlacement | None) -> dict[str, str]:
+def _replacements(
+    fragment: Fragment,
+    writable: list[str],
+    readonly: list[str],
+    target: str | None,
+    lost: tuple[str, ...],
+    refill: Collection[str],
+    placement: RandomPlacement | None,
+) -> dict[str, str]:
     """:func:`choose_replacements`; when too few bookies are left outside the ensemble, the
     members of ``refill`` among the fragment's lost ones keep their place (their copies are
     written back to them) and only the others are replaced."""
@@ -386,8 +430,11 @@ def _replacements(fragment: Fragment, writable: list[str], readonly: list[str], 
         if target is not None or not in_place:
             raise
     others = tuple(b for b in fragment.lost if b not in in_place)
-    chosen = choose_replacements(replace(fragment, lost=others), writable, readonly, exclude=lost,
-                                 placement=placement) if others else {}
+    chosen = (
+        choose_replacements(replace(fragment, lost=others), writable, readonly, exclude=lost, placement=placement)
+        if others
+        else {}
+    )
     return {**{b: b for b in in_place}, **chosen}
 
 
@@ -431,8 +478,10 @@ def failure_cause(exc: BaseException) -> tuple[str, str]:
     from .errors import NotEnoughBookies
 
     if isinstance(exc, NotEnoughBookies):
-        return NO_BOOKIE, (f"needs {exc.needed} writable bookie{'s' if exc.needed != 1 else ''} outside the "
-                           f"ensemble, {exc.available} available")
+        return NO_BOOKIE, (
+            f"needs {exc.needed} writable bookie{'s' if exc.needed != 1 else ''} outside the "
+            f"ensemble, {exc.available} available"
+        )
     if isinstance(exc, TargetUnusable):
         return NO_BOOKIE, str(exc)
     if isinstance(exc, EntryUnrecoverable):
@@ -449,7 +498,7 @@ def failure_cause(exc: BaseException) -> tuple[str, str]:
 
 def _first_line(text: str, width: int = 100) -> str:
     line = text.strip().splitlines()[0] if text.strip() else text
-    return line if len(line) <= width else line[:width - 3] + "..."
+    return line if len(line) <= width else line[: width - 3] + "..."
 
 
 class CachedBookieLists:
@@ -472,14 +521,24 @@ class CachedBookieLists:
         return self._value
 
 
-async def rereplicate_ledger(client: BookKeeperClient, ledger_id: int, lost: Iterable[str], *, target: str | None = None,
-                             skip_open: bool = False, dry_run: bool = False, window: int = 64,
-                             password: bytes | str | None = None, placement: RandomPlacement | None = None,
-                             refill: Collection[str] = (),
-                             on_entry: Callable[[int], Any] | None = None,
-                             throttle: Callable[..., Any] | None = None,
-                             metadata: LedgerMetadata | None = None, version: int | None = None,
-                             bookie_lists: Callable[[], Any] | None = None) -> LedgerReport:
+async def rereplicate_ledger(
+    client: BookKeeperClient,
+    ledger_id: int,
+    lost: Iterable[str],
+    *,
+    target: str | None = None,
+    skip_open: bool = False,
+    dry_run: bool = False,
+    window: int = 64,
+    password: bytes | str | None = None,
+    placement: RandomPlacement | None = None,
+    refill: Collection[str] = (),
+    on_entry: Callable[[int], Any] | None = None,
+    throttle: Callable[..., Any] | None = None,
+    metadata: LedgerMetadata | None = None,
+    version: int | None = None,
+    bookie_lists: Callable[[], Any] | None = None,
+) -> LedgerReport:
     """Re-replicate everything the ``lost`` bookies held of one ledger.
 
     A ledger that is not closed is skipped with ``skip_open``; otherwise, if
@@ -512,9 +571,18 @@ async def rereplicate_ledger(client: BookKeeperClient, ledger_id: int, lost: Ite
 
     lost = tuple(dict.fromkeys(lost))
     lost_set = set(lost)
-    result: dict[str, Any] = {"ledger_id": ledger_id, "state": None, "status": None, "closed_first": False,
-                              "fragments": [], "entries_copied": 0, "bytes": 0, "error": None, "cause": None,
-                              "reason": None}
+    result: dict[str, Any] = {
+        "ledger_id": ledger_id,
+        "state": None,
+        "status": None,
+        "closed_first": False,
+        "fragments": [],
+        "entries_copied": 0,
+        "bytes": 0,
+        "error": None,
+        "cause": None,
+        "reason": None,
+    }
     try:
         if metadata is None:
             md, version = await client.run_blocking(client.store.ledgers.read, ledger_id)
@@ -543,21 +611,36 @@ async def rereplicate_ledger(client: BookKeeperClient, ledger_id: int, lost: Ite
         key = master_key(password_bytes)
         writable, readonly = await (bookie_lists or client.bookie_lists)()
         for fragment in fragments_to_rereplicate(ledger_id, md, lost):
-            replacements = _replacements(fragment, writable, readonly, target, lost, refill,
-                                         placement if placement is not None else client.placement)
+            replacements = _replacements(
+                fragment,
+                writable,
+                readonly,
+                target,
+                lost,
+                refill,
+                placement if placement is not None else client.placement,
+            )
             doc = _fragment_doc(fragment, replacements)
             result["fragments"].append(doc)
             if dry_run:
                 continue
-            copied = await replicate_fragment(client, fragment, replacements, digest, key, window=window,
-                                              on_entry=on_entry, throttle=throttle)
+            copied = await replicate_fragment(
+                client, fragment, replacements, digest, key, window=window, on_entry=on_entry, throttle=throttle
+            )
             known = await replace_in_metadata(client, ledger_id, fragment.first_entry_id, replacements, known)
             doc["entries_copied"] = copied
             result["entries_copied"] += copied
-            log.info("ledger %d: entries %d..%s re-replicated (%d copied): %s%s", ledger_id,
-                     fragment.first_entry_id, fragment.last_entry_id, copied, replacements,
-                     " (in place: no other bookie could take them)" if any(
-                         old == new for old, new in replacements.items()) else "")
+            log.info(
+                "ledger %d: entries %d..%s re-replicated (%d copied): %s%s",
+                ledger_id,
+                fragment.first_entry_id,
+                fragment.last_entry_id,
+                copied,
+                replacements,
+                " (in place: no other bookie could take them)"
+                if any(old == new for old, new in replacements.items())
+                else "",
+            )
         result["status"] = "planned" if dry_run else "recovered"
     except NoSuchLedger:
         result["status"] = "deleted"
@@ -570,9 +653,15 @@ async def rereplicate_ledger(client: BookKeeperClient, ledger_id: int, lost: Ite
     return result
 
 
-async def rereplicate_ledgers(client: BookKeeperClient, ledgers: Iterable[int | LedgerRead], lost: Iterable[str], *,
-                              parallel: int = 4, on_ledger: Callable[[LedgerReport], object] | None = None,
-                              **options: Any) -> list[LedgerReport]:
+async def rereplicate_ledgers(
+    client: BookKeeperClient,
+    ledgers: Iterable[int | LedgerRead],
+    lost: Iterable[str],
+    *,
+    parallel: int = 4,
+    on_ledger: Callable[[LedgerReport], object] | None = None,
+    **options: Any,
+) -> list[LedgerReport]:
     """:func:`rereplicate_ledger` for each ledger, at most ``parallel`` at a time;
     ``on_ledger(result)`` after each.  A ledger is its id, or a
     :class:`~bkctl.wire.metadata.store.LedgerRead` as a walk read it (its metadata
@@ -600,8 +689,9 @@ async def rereplicate_ledgers(client: BookKeeperClient, ledgers: Iterable[int | 
             if item.metadata is None or isinstance(item.metadata, Exception):
                 done(_unread(item))
                 continue
-            run = rereplicate_ledger(client, item.ledger_id, lost, metadata=item.metadata, version=item.version,
-                                     **options)
+            run = rereplicate_ledger(
+                client, item.ledger_id, lost, metadata=item.metadata, version=item.version, **options
+            )
         else:
             run = rereplicate_ledger(client, item, lost, **options)
         pending.append(defer.ensureDeferred(run).addCallback(done))
@@ -613,9 +703,18 @@ async def rereplicate_ledgers(client: BookKeeperClient, ledgers: Iterable[int | 
 
 def _unread(read: LedgerRead) -> LedgerReport:
     """The result of a ledger a walk found deleted, or with metadata that does not decode."""
-    result: dict[str, Any] = {"ledger_id": read.ledger_id, "state": None, "status": "deleted",
-                              "closed_first": False, "fragments": [], "entries_copied": 0, "bytes": 0,
-                              "error": None, "cause": None, "reason": None}
+    result: dict[str, Any] = {
+        "ledger_id": read.ledger_id,
+        "state": None,
+        "status": "deleted",
+        "closed_first": False,
+        "fragments": [],
+        "entries_copied": 0,
+        "bytes": 0,
+        "error": None,
+        "cause": None,
+        "reason": None,
+    }
     if isinstance(read.metadata, Exception):
         result["status"] = "failed"
         result["error"] = str(read.metadata)

@@ -6,6 +6,7 @@ the connection is ready for requests.  Any failure on the way (files that
 do not load, a bookie that does not do TLS, a refused handshake) fails the
 connection attempt with why.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -39,8 +40,16 @@ class StartTLS:
     v2 answers once START_TLS is answered.
     """
 
-    def __init__(self, files: Any, bookie_id: str, txn_ids: Iterator[int], *, v2_answers: bool,
-                 ready: Callable[["BookieClientProtocol"], Any], failed: Callable[[Failure], Any]):
+    def __init__(
+        self,
+        files: Any,
+        bookie_id: str,
+        txn_ids: Iterator[int],
+        *,
+        v2_answers: bool,
+        ready: Callable[["BookieClientProtocol"], Any],
+        failed: Callable[[Failure], Any],
+    ):
         self.files = files
         self.bookie_id = bookie_id
         self._ids = txn_ids

@@ -24,6 +24,7 @@ them.  This reads the tail as a reader that allows unconfirmed entries does
 
 Nothing here writes to a bookie or to the metadata: the writer can go on.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -150,9 +151,11 @@ class UnconfirmedTail:
             for entry_id, (holders, entry, errors) in zip(ids, answers):
                 tail.holders[entry_id] = holders
                 if holders < schedule.ack_quorum:
-                    tail.stopped = (f"entry {entry_id} is held by {holders} of its {schedule.write_quorum} "
-                                    f"bookies, fewer than the ack quorum {schedule.ack_quorum}"
-                                    + (f" ({describe_errors(errors)})" if errors else ""))
+                    tail.stopped = (
+                        f"entry {entry_id} is held by {holders} of its {schedule.write_quorum} "
+                        f"bookies, fewer than the ack quorum {schedule.ack_quorum}"
+                        + (f" ({describe_errors(errors)})" if errors else "")
+                    )
                     break
                 tail.last, tail.length, tail.newest = entry_id, entry.length, entry.payload
             first = ids[-1] + 1

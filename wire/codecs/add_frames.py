@@ -9,6 +9,7 @@ connection then only adds a header (v3) and writes.  The bytes are exactly
 ``frame(serialize(add_request(...)))`` / ``frame(v2.AddRequest(...).encode())``.
 DEFERRED_SYNC adds are not covered (they go through the request builders).
 """
+
 from __future__ import annotations
 
 from bkctl.wire import fastpath
@@ -28,11 +29,21 @@ class EncodedAdd:
     it was made of (for a connection that cannot use them and builds the
     request the general way)."""
 
-    __slots__ = ("ledger_id", "entry_id", "master_key", "body", "recovery", "high_priority",
-                 "v3_part", "v3_tail", "v2_frame")
+    __slots__ = (
+        "ledger_id",
+        "entry_id",
+        "master_key",
+        "body",
+        "recovery",
+        "high_priority",
+        "v3_part",
+        "v3_tail",
+        "v2_frame",
+    )
 
-    def __init__(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
-                 recovery: bool, high_priority: bool):
+    def __init__(
+        self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, recovery: bool, high_priority: bool
+    ):
         self.ledger_id = ledger_id
         self.entry_id = entry_id
         self.master_key = master_key
@@ -62,8 +73,15 @@ class AddEncoder:
         c = (fastpath.selected() if twins is None else twins).codec
         self._c_add_part = None if c is None else c.add_part
 
-    def encode(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
-               recovery: bool = False, high_priority: bool = False) -> EncodedAdd:
+    def encode(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        body: bytes,
+        recovery: bool = False,
+        high_priority: bool = False,
+    ) -> EncodedAdd:
         """``body`` is the digest-packaged entry (bytes); ``master_key`` 20 bytes."""
         add = EncodedAdd(ledger_id, entry_id, master_key, body, recovery, high_priority)
         if self.use_v3:

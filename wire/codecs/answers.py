@@ -12,6 +12,7 @@ Also the fixed shapes the client writes and recognizes by hand (its fast
 paths): framed v2 ADD and plain READ requests, and the head of a v2 READ
 or ADD answer.
 """
+
 from __future__ import annotations
 
 import struct
@@ -27,10 +28,23 @@ if TYPE_CHECKING:
     from . import v2
 
 __all__ = [
-    "Decoder", "LongPoll", "LacBodies", "DiskSpace",
-    "v3_add", "v3_expect", "v3_read", "v3_long_poll", "v3_read_lac", "v3_bookie_info",
-    "v3_entry_list", "v2_add", "v2_read", "v2_batch_read",
-    "v2_add_frame", "v2_plain_read_frame", "V2_ANSWER_HEAD",
+    "Decoder",
+    "LongPoll",
+    "LacBodies",
+    "DiskSpace",
+    "v3_add",
+    "v3_expect",
+    "v3_read",
+    "v3_long_poll",
+    "v3_read_lac",
+    "v3_bookie_info",
+    "v3_entry_list",
+    "v2_add",
+    "v2_read",
+    "v2_batch_read",
+    "v2_add_frame",
+    "v2_plain_read_frame",
+    "V2_ANSWER_HEAD",
 ]
 
 #: ``decoder(response) -> (rc, value)``
@@ -57,6 +71,7 @@ class DiskSpace(NamedTuple):
 
     total_disk_bytes: int | None
     free_disk_bytes: int | None
+
 
 # ------------------------------------------------------------------- v3
 
@@ -85,8 +100,10 @@ def v3_add(msg: pb.Response) -> tuple[int, None]:
 def v3_expect(field: str) -> Decoder:
     """A decoder for operations answered by ``field`` with nothing in it
     but a status (WRITE_LAC, FORCE_LEDGER)."""
+
     def decode(msg: pb.Response) -> tuple[int, None]:
         return _v3_inner(msg, field)[0], None
+
     return decode
 
 
@@ -114,8 +131,10 @@ def v3_read_lac(msg: pb.Response) -> tuple[int, LacBodies | None]:
     rc, inner = _v3_inner(msg, "readLacResponse")
     if rc:
         return rc, None
-    return 0, LacBodies(inner.lacBody if inner.HasField("lacBody") else None,
-                        inner.lastEntryBody if inner.HasField("lastEntryBody") else None)
+    return 0, LacBodies(
+        inner.lacBody if inner.HasField("lacBody") else None,
+        inner.lastEntryBody if inner.HasField("lastEntryBody") else None,
+    )
 
 
 def v3_bookie_info(msg: pb.Response) -> tuple[int, DiskSpace | None]:
@@ -123,8 +142,10 @@ def v3_bookie_info(msg: pb.Response) -> tuple[int, DiskSpace | None]:
     rc, inner = _v3_inner(msg, "getBookieInfoResponse")
     if rc:
         return rc, None
-    return 0, DiskSpace(inner.totalDiskCapacity if inner.HasField("totalDiskCapacity") else None,
-                        inner.freeDiskSpace if inner.HasField("freeDiskSpace") else None)
+    return 0, DiskSpace(
+        inner.totalDiskCapacity if inner.HasField("totalDiskCapacity") else None,
+        inner.freeDiskSpace if inner.HasField("freeDiskSpace") else None,
+    )
 
 
 def v3_entry_list(msg: pb.Response) -> tuple[int, bytes | None]:
@@ -166,8 +187,7 @@ V2_ANSWER_HEAD = struct.Struct(">iiqq")
 def v2_add_frame(flags: int, master_key: bytes, body: bytes) -> bytes:
     """``frame(v2.AddRequest(V2_CURRENT_VERSION, flags, master_key, body, ...).encode())``;
     ``body`` (bytes) is the packaged entry, which starts with its ids."""
-    return b"".join((_V2_ADD_HEAD.pack(4 + MASTER_KEY_LENGTH + len(body), _V2_ADD_HEADER | flags),
-                     master_key, body))
+    return b"".join((_V2_ADD_HEAD.pack(4 + MASTER_KEY_LENGTH + len(body), _V2_ADD_HEADER | flags), master_key, body))
 
 
 def v2_plain_read_frame(ledger_id: int, entry_id: int) -> bytes:

@@ -9,6 +9,7 @@ runs ``[s, s + sequenceSize)`` for ``s`` from ``firstSequenceStart`` to
 ``lastSequenceStart`` in steps of ``sequencePeriod`` (a single run when the
 period is 0).
 """
+
 from __future__ import annotations
 
 import struct

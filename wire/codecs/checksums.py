@@ -5,6 +5,7 @@ CPU), which a process that computes no CRC32C (``bkctl ledger list``) need not p
 Entry digests (:mod:`.digest`) and Pulsar's stored entries (``wire.pulsar.entry``)
 call :func:`crc32c` here.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -10,6 +10,7 @@ protobuf after the first failure.
 Pure logic: one :class:`ProtocolDetector` per TCP connection, fed with frame
 payloads (length prefix already stripped by :mod:`bkctl.wire.codecs.framing`).
 """
+
 from __future__ import annotations
 
 from typing import Literal, Union

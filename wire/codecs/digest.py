@@ -5,6 +5,7 @@ digest, then the payload; the digest covers the 32 header bytes followed by
 the payload.  A LAC body is ``ledgerId | lac`` and a digest over those 16
 bytes.  Bookies never look at digests; clients build and check them.
 """
+
 from __future__ import annotations
 
 import enum
@@ -86,7 +87,8 @@ class DigestManager:
         self._fastpaths = twins.enabled
         self._c = c = twins.codec
         self.c_package: Callable[[int, int, int, int, bytes], bytes | None] | None = (
-            c.crc32c_package if c is not None and self.digest_type is DigestType.CRC32C else None)
+            c.crc32c_package if c is not None and self.digest_type is DigestType.CRC32C else None
+        )
 
     def _digest(self, first: bytes, rest: bytes = b"") -> bytes:
         dt = self.digest_type
@@ -131,13 +133,16 @@ class DigestManager:
         dt = self.digest_type
         if dt is DigestType.CRC32C:  # not a secret: compared as numbers
             good = _U32.unpack_from(entry, ENTRY_HEADER_LENGTH)[0] == checksums.crc32c(
-                payload, checksums.crc32c(entry[:ENTRY_HEADER_LENGTH]))
+                payload, checksums.crc32c(entry[:ENTRY_HEADER_LENGTH])
+            )
         elif dt is DigestType.CRC32:
             good = _U64.unpack_from(entry, ENTRY_HEADER_LENGTH)[0] == zlib.crc32(
-                payload, zlib.crc32(entry[:ENTRY_HEADER_LENGTH]))
+                payload, zlib.crc32(entry[:ENTRY_HEADER_LENGTH])
+            )
         elif d:
-            good = hmac.compare_digest(self._digest(entry[:ENTRY_HEADER_LENGTH], payload),
-                                       entry[ENTRY_HEADER_LENGTH:start])
+            good = hmac.compare_digest(
+                self._digest(entry[:ENTRY_HEADER_LENGTH], payload), entry[ENTRY_HEADER_LENGTH:start]
+            )
         else:
             good = True
         if not good:
@@ -159,8 +164,12 @@ class DigestManager:
         dt = self.digest_type
         if not self._fastpaths or dt not in (DigestType.CRC32C, DigestType.CRC32):
             return self.payload
-        if self._c is not None and dt is DigestType.CRC32C and type(self.ledger_id) is int and \
-                -_I64_LIMIT <= self.ledger_id < _I64_LIMIT:
+        if (
+            self._c is not None
+            and dt is DigestType.CRC32C
+            and type(self.ledger_id) is int
+            and -_I64_LIMIT <= self.ledger_id < _I64_LIMIT
+        ):
             return self._c.Crc32cChecker(self.ledger_id, self.payload)  # type: ignore[no-any-return]
         start = ENTRY_HEADER_LENGTH + self.digest_length
         crc = checksums.crc32c_function() if dt is DigestType.CRC32C else zlib.crc32
@@ -172,8 +181,9 @@ class DigestManager:
         def check(entry: bytes, entry_id: int) -> bytes:
             if type(entry) is bytes and len(entry) >= start:
                 payload = entry[start:]
-                if (stored(entry, ENTRY_HEADER_LENGTH)[0] == crc(payload, crc(entry[:ENTRY_HEADER_LENGTH]))
-                        and ids(entry) == (ledger_id, entry_id)):
+                if stored(entry, ENTRY_HEADER_LENGTH)[0] == crc(payload, crc(entry[:ENTRY_HEADER_LENGTH])) and ids(
+                    entry
+                ) == (ledger_id, entry_id):
                     return payload
             return slow(entry, entry_id)
 
@@ -190,7 +200,7 @@ class DigestManager:
         if len(body) < 16 + d:
             raise DigestError(f"LAC body of {len(body)} bytes is too short")
         header = body[:16]
-        if d and not hmac.compare_digest(self._digest(header), body[16:16 + d]):
+        if d and not hmac.compare_digest(self._digest(header), body[16 : 16 + d]):
             raise DigestError(f"LAC digest mismatch on ledger {self.ledger_id}")
         ledger_id, lac = _LAC_HEADER.unpack(header)
         if ledger_id != self.ledger_id:

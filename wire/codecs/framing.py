@@ -4,6 +4,7 @@
 payloads.  It never buffers more than one frame: a declared length above the
 limit raises :class:`~bkctl.wire.errors.FrameTooLarge` before anything is kept.
 """
+
 from __future__ import annotations
 
 import struct
@@ -78,8 +79,9 @@ class FrameDecoder:
             (length,) = unpack(buf, pos)
             if length < 0 or length > limit:
                 self._pending, self._pending_len = [], 0
-                self._error = (FrameTooLarge(length, limit) if length > limit
-                               else CodecError(f"negative frame length {length}"))
+                self._error = (
+                    FrameTooLarge(length, limit) if length > limit else CodecError(f"negative frame length {length}")
+                )
                 if frames:  # hand over the good frames first; the next feed raises
                     return frames
                 raise self._error
@@ -87,7 +89,7 @@ class FrameDecoder:
             if stop > end:
                 need = 4 + length
                 break
-            frames.append(buf[pos + 4:stop])
+            frames.append(buf[pos + 4 : stop])
             pos = stop
         if pos < end:
             rest = buf[pos:]

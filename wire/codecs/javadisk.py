@@ -7,6 +7,7 @@ field is big-endian.  Used by ``bkctl bookie inspect`` and ``bookie check``;
 bookied's own files have their own formats (``bkctl.bookied.journal`` and
 ``storage``).
 """
+
 from __future__ import annotations
 
 import mmap
@@ -26,7 +27,8 @@ __all__ = [
     "JournalRecord",
     "LogEntry",
     "index_relpath",
-    "DbLedgerData", "parse_db_ledger_data",
+    "DbLedgerData",
+    "parse_db_ledger_data",
     "parse_db_location",
     "parse_db_location_key",
     "parse_index",
@@ -111,15 +113,15 @@ def scan_journal(buf: Buffer) -> tuple[int, Iterator[JournalRecord]]:
             if size <= 0 or size > _MAX_RECORD or p + 4 + size > len(view) or size < 16:
                 return
             ledger_id, entry_id = _II.unpack_from(view, p + 4)
-            rest = bytes(view[p + 20:p + 4 + size])
+            rest = bytes(view[p + 20 : p + 4 + size])
             if entry_id >= 0:
-                kind, data = "entry", bytes(view[p + 4:p + 4 + size])
+                kind, data = "entry", bytes(view[p + 4 : p + 4 + size])
             else:
                 kind = SPECIAL_KINDS.get(entry_id, "unknown")
                 data = rest
                 if entry_id in (MASTER_KEY, EXPLICIT_LAC) and len(rest) >= 4:
                     n = _I32.unpack_from(rest, 0)[0]
-                    data = rest[4:4 + n]
+                    data = rest[4 : 4 + n]
             yield JournalRecord(p, ledger_id, entry_id, kind, data)
             p += 4 + size
 
@@ -152,7 +154,7 @@ def scan_entry_log(buf: Buffer) -> Iterator[LogEntry]:
             return
         ledger_id, entry_id = _II.unpack_from(view, p + 4)
         if ledger_id not in _LEDGERS_MAP_IDS:
-            yield LogEntry(p + 4, ledger_id, entry_id, bytes(view[p + 4:p + 4 + size]))
+            yield LogEntry(p + 4, ledger_id, entry_id, bytes(view[p + 4 : p + 4 + size]))
         p += 4 + size
 
 
@@ -164,12 +166,12 @@ def read_entry_at(buf: Buffer, offset: int) -> bytes:
     size = _I32.unpack_from(view, offset - 4)[0]
     if size < 16 or offset + size > len(view):
         raise CodecError(f"no entry at offset {offset} (size field {size})")
-    return bytes(view[offset:offset + size])
+    return bytes(view[offset : offset + size])
 
 
 def index_relpath(ledger_id: int) -> str:
     """``xx/yy/<hex id>.idx`` below ``current/`` (no zero padding)."""
-    return f"{(ledger_id >> 8) & 0xff:x}/{ledger_id & 0xff:x}/{ledger_id:x}.idx"
+    return f"{(ledger_id >> 8) & 0xFF:x}/{ledger_id & 0xFF:x}/{ledger_id:x}.idx"
 
 
 def parse_index(buf: Buffer) -> IndexFile:
@@ -181,7 +183,7 @@ def parse_index(buf: Buffer) -> IndexFile:
     if not 0 <= key_len <= INDEX_HEADER_SIZE - 20:
         raise CodecError(f"index file master key length {key_len} is out of range")
     pos = 12
-    key = bytes(view[pos:pos + key_len])
+    key = bytes(view[pos : pos + key_len])
     pos += key_len
     state = _I32.unpack_from(view, pos)[0]
     pos += 4
@@ -189,7 +191,7 @@ def parse_index(buf: Buffer) -> IndexFile:
     if version >= 1:
         lac_len = _I32.unpack_from(view, pos)[0]
         if lac_len > 0:
-            lac = bytes(view[pos + 4:pos + 4 + lac_len])
+            lac = bytes(view[pos + 4 : pos + 4 + lac_len])
     locations = {}
     for i, p in enumerate(range(INDEX_HEADER_SIZE, len(view) - 7, 8)):
         loc = _I64.unpack_from(view, p)[0]
@@ -215,6 +217,7 @@ def parse_last_id(buf: Buffer) -> int:
 
 
 # -- DbLedgerStorage's RocksDB rows (the databases themselves are read by the caller) ----------
+
 
 @dataclass
 class DbLedgerData:
@@ -253,7 +256,7 @@ def parse_db_ledger_data(raw: bytes) -> DbLedgerData:
                 if pos + n > len(raw):
                     raise CodecError("LedgerData field runs past the value")
                 if known is not None:
-                    setattr(out, known[0], raw[pos:pos + n])
+                    setattr(out, known[0], raw[pos : pos + n])
                 pos += n
             elif wire in (1, 5):
                 pos += 8 if wire == 1 else 4

@@ -18,6 +18,7 @@ input (tests/unit/test_plain_c.py, the fuzz target ``plain_c_twins``).  The
 bookie uses these only with its own fast paths on; with them off the selector
 records :data:`PYTHON`.
 """
+
 from __future__ import annotations
 
 import threading
@@ -56,8 +57,9 @@ def py_read_answer(header_field: bytes, ledger_id: int, entry_id: int, body: byt
     return v3_fast.ReadAnswers(ledger_id, max_lac).framed(header_field, entry_id, body)
 
 
-def py_read_answers(run: list[tuple[int, int, int, bytes]], results: list[tuple[int, Any]], start: int,
-                    max_lac: int, limit: int) -> tuple[bytes, int]:
+def py_read_answers(
+    run: list[tuple[int, int, int, bytes]], results: list[tuple[int, Any]], start: int, max_lac: int, limit: int
+) -> tuple[bytes, int]:
     """The framed EOK answers, one after the other, to ``run[start]``,
     ``run[start + 1]``, ... (:data:`read_request` tuples) whose ``results[i]``
     ``(rc, body)`` is EOK (0), until one is not or their bytes reach ``limit``:
@@ -88,14 +90,19 @@ class PlainTwins(NamedTuple):
     v2_add_request: Callable[[bytes], Any]
     add_answer: Callable[[int, int, int, int], bytes]
     read_answer: Callable[[bytes, int, int, bytes, int], bytes]
-    read_answers: Callable[[list[tuple[int, int, int, bytes]], list[tuple[int, Any]], int, int, int],
-                           tuple[bytes, int]]
+    read_answers: Callable[[list[tuple[int, int, int, bytes]], list[tuple[int, Any]], int, int, int], tuple[bytes, int]]
     c: Any = None
 
 
 #: The Python twins (the reference).
-PYTHON = PlainTwins(v3_fast.plain_add_request, v3_fast.plain_read_request, v2.plain_add_request,
-                    py_add_answer, py_read_answer, py_read_answers)
+PYTHON = PlainTwins(
+    v3_fast.plain_add_request,
+    v3_fast.plain_read_request,
+    v2.plain_add_request,
+    py_add_answer,
+    py_read_answer,
+    py_read_answers,
+)
 
 
 def twins(enabled: bool) -> PlainTwins:
@@ -104,5 +111,6 @@ def twins(enabled: bool) -> PlainTwins:
     c = c_twins() if enabled else None
     if c is None:
         return PYTHON
-    return PlainTwins(c.plain_add_request, c.plain_read_request, c.v2_add_request,
-                      c.add_answer, c.read_answer, c.read_answers, c)
+    return PlainTwins(
+        c.plain_add_request, c.plain_read_request, c.v2_add_request, c.add_answer, c.read_answer, c.read_answers, c
+    )

@@ -3,6 +3,7 @@
 v2 and v3 number their status codes differently; :class:`RC` is the v2
 number and :data:`V3_STATUS` / :func:`rc_from_v3` translate.
 """
+
 from __future__ import annotations
 
 import enum

@@ -7,6 +7,7 @@ drop the connection.  Decoding raises :class:`~bkctl.wire.errors.CodecError` and
 nothing else; an opcode without a v2 layout raises :class:`UnknownOpcode`
 (the Java bookie closes the connection on those).
 """
+
 from __future__ import annotations
 
 import struct
@@ -59,6 +60,7 @@ def unpack_header(h: int) -> tuple[int, int, int]:
 
 # -- requests ---------------------------------------------------------------
 
+
 class AddRequest(NamedTuple):
     version: int
     flags: int
@@ -76,8 +78,9 @@ class AddRequest(NamedTuple):
         return bool(self.flags & Flag.HIGH_PRIORITY)
 
     def encode(self) -> bytes:
-        return b"".join((_I32.pack(pack_header(self.version, OpCode.ADD_ENTRY, self.flags)),
-                         self.master_key, self.body))
+        return b"".join(
+            (_I32.pack(pack_header(self.version, OpCode.ADD_ENTRY, self.flags)), self.master_key, self.body)
+        )
 
 
 class ReadRequest(NamedTuple):
@@ -92,8 +95,7 @@ class ReadRequest(NamedTuple):
         return bool(self.flags & Flag.DO_FENCING)
 
     def encode(self) -> bytes:
-        head = _READ.pack(pack_header(self.version, OpCode.READ_ENTRY, self.flags),
-                          self.ledger_id, self.entry_id)
+        head = _READ.pack(pack_header(self.version, OpCode.READ_ENTRY, self.flags), self.ledger_id, self.entry_id)
         if self.master_key is not None and self.is_fencing and self.version >= 2:
             return head + self.master_key
         return head
@@ -114,9 +116,14 @@ class BatchReadRequest(NamedTuple):
         return bool(self.flags & Flag.DO_FENCING)
 
     def encode(self) -> bytes:
-        head = _BATCH.pack(pack_header(self.version, OpCode.BATCH_READ_ENTRY, self.flags),
-                           self.ledger_id, self.start_entry_id, self.request_id,
-                           self.max_count, self.max_size)
+        head = _BATCH.pack(
+            pack_header(self.version, OpCode.BATCH_READ_ENTRY, self.flags),
+            self.ledger_id,
+            self.start_entry_id,
+            self.request_id,
+            self.max_count,
+            self.max_size,
+        )
         if self.master_key is not None and self.is_fencing and self.version >= 2:
             return head + self.master_key
         return head
@@ -138,21 +145,28 @@ def decode_request(payload: bytes) -> AddRequest | ReadRequest | BatchReadReques
     if op == OpCode.ADD_ENTRY:
         if n < 4 + MASTER_KEY_LENGTH + 16:
             raise CodecError(f"v2 ADD of {n} bytes is too short for a key and entry ids")
-        body = payload[4 + MASTER_KEY_LENGTH:]
+        body = payload[4 + MASTER_KEY_LENGTH :]
         ledger_id, entry_id = _ADD_IDS.unpack_from(body)
-        return AddRequest(version, flags, payload[4:4 + MASTER_KEY_LENGTH], body, ledger_id, entry_id)
+        return AddRequest(version, flags, payload[4 : 4 + MASTER_KEY_LENGTH], body, ledger_id, entry_id)
     if op == OpCode.READ_ENTRY:
         if n < _READ.size:
             raise CodecError(f"v2 READ of {n} bytes is too short")
         _, ledger_id, entry_id = _READ.unpack_from(payload)
-        return ReadRequest(version, flags, ledger_id, entry_id,
-                           _fence_key(payload, _READ.size, flags, version))
+        return ReadRequest(version, flags, ledger_id, entry_id, _fence_key(payload, _READ.size, flags, version))
     if op == OpCode.BATCH_READ_ENTRY:
         if n < _BATCH.size:
             raise CodecError(f"v2 BATCH_READ of {n} bytes is too short")
         _, ledger_id, start, request_id, max_count, max_size = _BATCH.unpack_from(payload)
-        return BatchReadRequest(version, flags, ledger_id, start, request_id, max_count, max_size,
-                                _fence_key(payload, _BATCH.size, flags, version))
+        return BatchReadRequest(
+            version,
+            flags,
+            ledger_id,
+            start,
+            request_id,
+            max_count,
+            max_size,
+            _fence_key(payload, _BATCH.size, flags, version),
+        )
     if op == OpCode.AUTH:
         return AuthRequest(version, payload[4:])
     raise UnknownOpcode(op)
@@ -173,7 +187,7 @@ def plain_add_request(payload: bytes) -> tuple[int, int, int, bytes, bytes] | No
     if header >> 16 != _V2_ADD_TOP:
         return None
     ledger_id, entry_id = _ADD_IDS.unpack_from(payload, 4 + MASTER_KEY_LENGTH)
-    return header & 0xFFFF, ledger_id, entry_id, payload[4:4 + MASTER_KEY_LENGTH], payload[4 + MASTER_KEY_LENGTH:]
+    return header & 0xFFFF, ledger_id, entry_id, payload[4 : 4 + MASTER_KEY_LENGTH], payload[4 + MASTER_KEY_LENGTH :]
 
 
 _V2_READ_TOP = pack_header(V2_CURRENT_VERSION, OpCode.READ_ENTRY) >> 16  # a v2 READ header's top 16 bits
@@ -197,11 +211,12 @@ def plain_read_request(payload: bytes) -> tuple[int, int] | None:
 def _fence_key(payload: bytes, offset: int, flags: int, version: int) -> bytes | None:
     """The master key that follows a fencing read; None when absent (the bookie answers EUA)."""
     if flags & Flag.DO_FENCING and version >= 2 and len(payload) >= offset + MASTER_KEY_LENGTH:
-        return payload[offset:offset + MASTER_KEY_LENGTH]
+        return payload[offset : offset + MASTER_KEY_LENGTH]
     return None
 
 
 # -- responses --------------------------------------------------------------
+
 
 class AddResponse(NamedTuple):
     version: int
@@ -210,8 +225,7 @@ class AddResponse(NamedTuple):
     entry_id: int
 
     def encode(self) -> bytes:
-        return _ADD_RESP.pack(pack_header(self.version, OpCode.ADD_ENTRY), self.rc,
-                              self.ledger_id, self.entry_id)
+        return _ADD_RESP.pack(pack_header(self.version, OpCode.ADD_ENTRY), self.rc, self.ledger_id, self.entry_id)
 
 
 class ReadResponse(NamedTuple):
@@ -222,8 +236,7 @@ class ReadResponse(NamedTuple):
     body: bytes = b""  # the stored entry, only with EOK
 
     def encode(self) -> bytes:
-        head = _ADD_RESP.pack(pack_header(self.version, OpCode.READ_ENTRY), self.rc,
-                              self.ledger_id, self.entry_id)
+        head = _ADD_RESP.pack(pack_header(self.version, OpCode.READ_ENTRY), self.rc, self.ledger_id, self.entry_id)
         return head + self.body if self.rc == RC.EOK else head
 
 
@@ -236,8 +249,15 @@ class BatchReadResponse(NamedTuple):
     entries: tuple[bytes, ...] = ()
 
     def encode(self) -> bytes:
-        parts = [_BATCH_RESP.pack(pack_header(self.version, OpCode.BATCH_READ_ENTRY), self.rc,
-                                  self.ledger_id, self.start_entry_id, self.request_id)]
+        parts = [
+            _BATCH_RESP.pack(
+                pack_header(self.version, OpCode.BATCH_READ_ENTRY),
+                self.rc,
+                self.ledger_id,
+                self.start_entry_id,
+                self.request_id,
+            )
+        ]
         for entry in self.entries:
             parts.append(_I32.pack(len(entry)))
             parts.append(entry)
@@ -268,7 +288,7 @@ def decode_response(payload: bytes) -> AddResponse | ReadResponse | BatchReadRes
         _, rc, ledger_id, entry_id = _ADD_RESP.unpack_from(payload)
         if op == OpCode.ADD_ENTRY:
             return AddResponse(version, rc, ledger_id, entry_id)
-        return ReadResponse(version, rc, ledger_id, entry_id, payload[_ADD_RESP.size:])
+        return ReadResponse(version, rc, ledger_id, entry_id, payload[_ADD_RESP.size :])
     if op == OpCode.BATCH_READ_ENTRY:
         if n < _BATCH_RESP.size:
             raise CodecError(f"v2 BATCH_READ response of {n} bytes is too short")
@@ -282,7 +302,7 @@ def decode_response(payload: bytes) -> AddResponse | ReadResponse | BatchReadRes
             pos += 4
             if size < 0 or pos + size > n:
                 raise CodecError(f"BATCH_READ entry of {size} bytes overruns the frame")
-            entries.append(payload[pos:pos + size])
+            entries.append(payload[pos : pos + size])
             pos += size
         return BatchReadResponse(version, rc, ledger_id, start, request_id, tuple(entries))
     if op == OpCode.AUTH:

@@ -23,6 +23,7 @@ Conventions:
   as RECOVERY_ADD. Test flags with :func:`is_fence_read`,
   :func:`is_piggyback_read`, :func:`is_recovery_add` (or ``HasField("flag")``).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -321,9 +322,7 @@ def read_lac_request(txn_id: int, ledger_id: int) -> pb.Request:
     return msg
 
 
-def write_lac_request(
-    txn_id: int, ledger_id: int, lac: int, master_key: bytes, body: bytes
-) -> pb.Request:
+def write_lac_request(txn_id: int, ledger_id: int, lac: int, master_key: bytes, body: bytes) -> pb.Request:
     """WRITE_LAC; ``body`` is the digest-packaged LAC payload."""
     msg = _new_request(_OP_WRITE_LAC, txn_id)
     w = msg.writeLacRequest
@@ -395,8 +394,6 @@ def add_response(request: pb.Request, status: int) -> pb.Response:
     add.ledgerId = src.ledgerId
     add.entryId = src.entryId
     return msg
-
-
 
 
 def read_response(
@@ -479,9 +476,7 @@ def get_bookie_info_response(
     return msg
 
 
-def get_list_of_entries_response(
-    request: pb.Request, status: int, availability: bytes | None = None
-) -> pb.Response:
+def get_list_of_entries_response(request: pb.Request, status: int, availability: bytes | None = None) -> pb.Response:
     """GET_LIST_OF_ENTRIES_OF_LEDGER reply; ``availability`` is the encoded
     entry-availability bitmap (64-byte header + groups)."""
     s = v3_status(status)

@@ -1,5 +1,6 @@
 """Protobuf base-128 varints, for the places that write or read protobuf
 fields by hand (fast paths, length prefixes) instead of through a message."""
+
 from __future__ import annotations
 
 #: The varints of 0..127, one byte each: ``ONE_BYTE[n]``.

@@ -9,6 +9,7 @@ bookie's znodes (``available/<id>``, ``cookies/<id>``), so the rule keeps
 ``/`` and blanks out.  bookied's config, the metadata store and bkctl all
 check ids here.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,8 +26,7 @@ def bookie_id_problem(value: object) -> str | None:
     if not isinstance(value, str):
         return "is not a string"
     if not _ALLOWED.fullmatch(value):
-        return ("is not a valid bookie id (allowed: letters, digits, "
-                "ASCII ':' to '_', '.' and '-')")
+        return "is not a valid bookie id (allowed: letters, digits, ASCII ':' to '_', '.' and '-')"
     if value.lower() == _RESERVED:
         return "is reserved and cannot be a bookie id"
     return None

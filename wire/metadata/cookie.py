@@ -9,6 +9,7 @@ line is the layout version:
 Journal dirs are stored joined with ``,``; ledger and index dirs as
 ``"<count>\\t<dir1>\\t<dir2>..."`` (the configured dirs, not their ``current``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence

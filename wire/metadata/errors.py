@@ -3,6 +3,7 @@
 Each subclasses one of the categories of :mod:`bkctl.wire.errors` (``NotFound``,
 ``Conflict``, ``Unreachable``), from which the CLI derives its exit codes.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -102,8 +103,7 @@ class VersionConflict(ZKStoreError, Conflict):
 
     def __init__(self, what: str, expected_version: int, current: object, current_version: int):
         super().__init__(
-            f"{what} changed concurrently: expected version {expected_version}, "
-            f"it is now at version {current_version}"
+            f"{what} changed concurrently: expected version {expected_version}, it is now at version {current_version}"
         )
         self.expected_version = expected_version
         self.current = current
@@ -113,8 +113,7 @@ class VersionConflict(ZKStoreError, Conflict):
 class MetadataVersionConflict(VersionConflict):
     """Ledger metadata CAS failure; ``current`` is the current :class:`LedgerMetadata`."""
 
-    def __init__(self, ledger_id: int, expected_version: int, current: LedgerMetadata,
-                 current_version: int):
+    def __init__(self, ledger_id: int, expected_version: int, current: LedgerMetadata, current_version: int):
         super().__init__(f"metadata of ledger {ledger_id}", expected_version, current, current_version)
         self.ledger_id = ledger_id
         self._metadata = current

@@ -10,6 +10,7 @@ LAYOUT content (no trailing newline)::
 Format 2 (what current writers use) names a factory class; format 1 names a
 manager type (``flat`` or ``hierarchical``).
 """
+
 from __future__ import annotations
 
 import re
@@ -102,8 +103,10 @@ class LedgerLayout:
         if mine == theirs:
             return True
         # a format-1 type name and its class are the same manager
-        return self.manager is not None and self.manager == other.manager and (
-            self.format_version == 1 or other.format_version == 1
+        return (
+            self.manager is not None
+            and self.manager == other.manager
+            and (self.format_version == 1 or other.format_version == 1)
         )
 
     def serialize(self, format_version: int | None = None) -> bytes:
@@ -237,19 +240,24 @@ class MetadataServiceURI:
         backend, plus, manager = m.group("scheme").lower().partition("+")
         if backend != "zk":
             raise MetadataServiceURIError(
-                uri, f"uses metadata driver {backend or m.group('scheme')!r}; only ZooKeeper (zk) is supported")
+                uri, f"uses metadata driver {backend or m.group('scheme')!r}; only ZooKeeper (zk) is supported"
+            )
         if not plus:
             manager = "null"
         if manager not in URI_MANAGERS:
             raise MetadataServiceURIError(
-                uri, f"names unknown ledger manager {manager!r} (known: {', '.join(URI_MANAGERS)})")
+                uri, f"names unknown ledger manager {manager!r} (known: {', '.join(URI_MANAGERS)})"
+            )
         if manager not in SUPPORTED_URI_MANAGERS:
             raise MetadataServiceURIError(
-                uri, f"names ledger manager {manager!r} (Java's deprecated MetaStore manager), which "
-                     f"bkctl and bookied do not support (use {', '.join(SUPPORTED_URI_MANAGERS)})")
+                uri,
+                f"names ledger manager {manager!r} (Java's deprecated MetaStore manager), which "
+                f"bkctl and bookied do not support (use {', '.join(SUPPORTED_URI_MANAGERS)})",
+            )
         if m.group("rest"):
-            raise MetadataServiceURIError(uri, f"has a query or fragment ({m.group('rest')!r}), "
-                                               "which a metadata service URI does not take")
+            raise MetadataServiceURIError(
+                uri, f"has a query or fragment ({m.group('rest')!r}), which a metadata service URI does not take"
+            )
         authority = m.group("authority")
         hosts = []
         for item in re.split(r"[;,]", authority):
@@ -264,16 +272,19 @@ class MetadataServiceURI:
         root = m.group("path")
         if not root:
             raise MetadataServiceURIError(
-                uri, f"has no ledgers root path (such as /ledgers in {_EXAMPLE}); "
-                     "Java would put the cluster at the ZooKeeper root")
+                uri,
+                f"has no ledgers root path (such as /ledgers in {_EXAMPLE}); "
+                "Java would put the cluster at the ZooKeeper root",
+            )
         problem = root_path_problem(root)
         if problem:
             raise MetadataServiceURIError(uri, f"has root path {root!r} that {problem}")
         return cls("zk", manager, ",".join(hosts), root)
 
     @classmethod
-    def for_servers(cls, servers: Iterable[str], root: str = DEFAULT_LEDGERS_ROOT,
-                    manager: str = "hierarchical") -> "MetadataServiceURI":
+    def for_servers(
+        cls, servers: Iterable[str], root: str = DEFAULT_LEDGERS_ROOT, manager: str = "hierarchical"
+    ) -> "MetadataServiceURI":
         """The URI Java derives from zkServers and zkLedgersRootPath (checked like a parsed one)."""
         return cls.parse(f"zk+{manager}://{';'.join(servers)}{root}")
 

@@ -10,6 +10,7 @@ Pure string functions, no I/O.  ``root`` is the ledgers root (default
 * ``longhierarchical``: ``<root>/xxx/xxxx/xxxx/xxxx/Lxxxx`` from the 19-digit id
 * ``hierarchical`` (default): legacy form for ids < 2^31-1, long form above.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -17,19 +18,64 @@ import re
 from typing import Iterable, Iterator
 
 __all__ = [
-    "AVAILABLE", "COOKIES", "DEFAULT_ROOT", "DISABLE_HEALTH_CHECK", "FLAT", "HIERARCHICAL",
-    "HIERARCHICAL_LONG_THRESHOLD", "IDGEN", "IDGEN_LONG", "ID_PREFIX", "HOB_PREFIX", "INSTANCEID", "LAYOUT",
-    "LEGACY_HIERARCHICAL", "LONG_HIERARCHICAL", "MANAGED_LEDGERS", "MANAGERS", "MAX_LEDGER_ID", "READONLY", "SPECIAL_ZNODES",
-    "UNDERREPLICATION", "UR_AUDITOR_ELECTION", "UR_CHECK_ALL_LEDGERS_CTIME", "UR_CHECK_CTIMES", "UR_DISABLE", "UR_LAYOUT",
-    "UR_LEDGERS", "UR_LOCKS", "UR_LOST_BOOKIE_RECOVERY_DELAY", "UR_PLACEMENT_POLICY_CHECK_CTIME",
-    "UR_REPLICAS_CHECK_CTIME", "UR_VOTE_PREFIX", "URL_PREFIX",
-    "append_lock_path", "available_path", "cookie_path", "daemon_status_path", "hob_name", "idgen_sequence",
+    "AVAILABLE",
+    "COOKIES",
+    "DEFAULT_ROOT",
+    "DISABLE_HEALTH_CHECK",
+    "FLAT",
+    "HIERARCHICAL",
+    "HIERARCHICAL_LONG_THRESHOLD",
+    "IDGEN",
+    "IDGEN_LONG",
+    "ID_PREFIX",
+    "HOB_PREFIX",
+    "INSTANCEID",
+    "LAYOUT",
+    "LEGACY_HIERARCHICAL",
+    "LONG_HIERARCHICAL",
+    "MANAGED_LEDGERS",
+    "MANAGERS",
+    "MAX_LEDGER_ID",
+    "READONLY",
+    "SPECIAL_ZNODES",
+    "UNDERREPLICATION",
+    "UR_AUDITOR_ELECTION",
+    "UR_CHECK_ALL_LEDGERS_CTIME",
+    "UR_CHECK_CTIMES",
+    "UR_DISABLE",
+    "UR_LAYOUT",
+    "UR_LEDGERS",
+    "UR_LOCKS",
+    "UR_LOST_BOOKIE_RECOVERY_DELAY",
+    "UR_PLACEMENT_POLICY_CHECK_CTIME",
+    "UR_REPLICAS_CHECK_CTIME",
+    "UR_VOTE_PREFIX",
+    "URL_PREFIX",
+    "append_lock_path",
+    "available_path",
+    "cookie_path",
+    "daemon_status_path",
+    "hob_name",
+    "idgen_sequence",
     "is_ledger_node_name",
-    "is_ledger_parent_name", "is_special_znode", "ledger_id_from_path", "ledger_id_from_underreplication_path",
-    "ledger_parent_paths", "ledger_path", "managed_ledger_path", "managed_ledgers_base", "parse_hob_name",
-    "partitioned_topic_path", "parse_urL_name", "readonly_path",
-    "underreplication_base", "underreplication_lock_path", "underreplication_node",
-    "underreplication_parent_paths", "underreplication_path", "urL_name",
+    "is_ledger_parent_name",
+    "is_special_znode",
+    "ledger_id_from_path",
+    "ledger_id_from_underreplication_path",
+    "ledger_parent_paths",
+    "ledger_path",
+    "managed_ledger_path",
+    "managed_ledgers_base",
+    "parse_hob_name",
+    "partitioned_topic_path",
+    "parse_urL_name",
+    "readonly_path",
+    "underreplication_base",
+    "underreplication_lock_path",
+    "underreplication_node",
+    "underreplication_parent_paths",
+    "underreplication_path",
+    "urL_name",
 ]
 
 DEFAULT_ROOT = "/ledgers"
@@ -188,11 +234,21 @@ def _id_from_parts(parts: list[str], manager: str) -> int:
         return int(parts[0][1:])
     legacy_ok = manager in (HIERARCHICAL, LEGACY_HIERARCHICAL)
     long_ok = manager in (HIERARCHICAL, LONG_HIERARCHICAL)
-    if (legacy_ok and n == 3 and _LEGACY_PARENT.fullmatch(parts[0]) and _DIGITS4.fullmatch(parts[1])
-            and _LEAF4.fullmatch(parts[2])):
+    if (
+        legacy_ok
+        and n == 3
+        and _LEGACY_PARENT.fullmatch(parts[0])
+        and _DIGITS4.fullmatch(parts[1])
+        and _LEAF4.fullmatch(parts[2])
+    ):
         return int(parts[0] + parts[1] + parts[2][1:])
-    if (long_ok and n == 5 and _LONG_PARENT.fullmatch(parts[0])
-            and all(_DIGITS4.fullmatch(p) for p in parts[1:4]) and _LEAF4.fullmatch(parts[4])):
+    if (
+        long_ok
+        and n == 5
+        and _LONG_PARENT.fullmatch(parts[0])
+        and all(_DIGITS4.fullmatch(p) for p in parts[1:4])
+        and _LEAF4.fullmatch(parts[4])
+    ):
         value = int("".join(parts[:4]) + parts[4][1:])
         if value > MAX_LEDGER_ID:
             raise ValueError(f"ledger id {value} is out of range")
@@ -206,7 +262,7 @@ def ledger_id_from_path(path: str, manager: str = HIERARCHICAL, root: str = DEFA
     base = _norm_root(root)
     if not path.startswith(base + "/"):
         raise ValueError(f"{path!r} is not below the ledgers root {root!r}")
-    parts = path[len(base) + 1:].split("/")
+    parts = path[len(base) + 1 :].split("/")
     return _id_from_parts(parts, manager)
 
 
@@ -259,9 +315,9 @@ def cookie_path(bookie_id: str, root: str = DEFAULT_ROOT) -> str:
 def idgen_sequence(name: str) -> int:
     """The sequence number of a sequential ``ID-0000000042`` node name (or path)."""
     leaf = name.rsplit("/", 1)[-1]
-    if not leaf.startswith(ID_PREFIX) or not leaf[len(ID_PREFIX):].isdigit() or not leaf.isascii():
+    if not leaf.startswith(ID_PREFIX) or not leaf[len(ID_PREFIX) :].isdigit() or not leaf.isascii():
         raise ValueError(f"not an id generation node: {name!r}")
-    return int(leaf[len(ID_PREFIX):])
+    return int(leaf[len(ID_PREFIX) :])
 
 
 def hob_name(high: int) -> str:
@@ -271,7 +327,7 @@ def hob_name(high: int) -> str:
 
 def parse_hob_name(name: str) -> int:
     leaf = name.rsplit("/", 1)[-1]
-    digits = leaf[len(HOB_PREFIX):]
+    digits = leaf[len(HOB_PREFIX) :]
     if not leaf.startswith(HOB_PREFIX) or not digits.isdigit() or not digits.isascii():
         raise ValueError(f"not an idgen-long HOB node: {name!r}")
     return int(digits)
@@ -316,7 +372,7 @@ def ledger_id_from_underreplication_path(path: str, root: str = DEFAULT_ROOT) ->
     prefix = f"{underreplication_base(root)}/{UR_LEDGERS}/"
     if not path.startswith(prefix):
         raise ValueError(f"{path!r} is not below {prefix}")
-    parts = path[len(prefix):].split("/")
+    parts = path[len(prefix) :].split("/")
     if len(parts) != 5 or not all(_HEX4.fullmatch(p) for p in parts[:4]):
         raise ValueError(f"not an under-replication marker path: {path!r}")
     ledger_id = parse_urL_name(parts[4])

@@ -18,6 +18,7 @@ A bookie is looked up by its id (``host:port``) first, then by its host.  A
 rack without a leading ``/`` gets one, as Pulsar does.  Bookies no source names
 are in ``/default-rack`` (:data:`bkctl.wire.client.placement.DEFAULT_RACK`).
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,21 @@ from bkctl.wire.text import split_host_port
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RACK_MAP_PATH", "DEFAULT_GROUP", "RackMapError", "RackSource", "ScriptRacks", "host_of",
-           "build_placement", "load_rack_file", "normalize_rack", "policy_name", "parse_rack_map", "racks_by_bookie", "serialize_rack_map"]
+__all__ = [
+    "RACK_MAP_PATH",
+    "DEFAULT_GROUP",
+    "RackMapError",
+    "RackSource",
+    "ScriptRacks",
+    "host_of",
+    "build_placement",
+    "load_rack_file",
+    "normalize_rack",
+    "policy_name",
+    "parse_rack_map",
+    "racks_by_bookie",
+    "serialize_rack_map",
+]
 
 #: Pulsar's rack map znode (BookieRackAffinityMapping.BOOKIE_INFO_ROOT_PATH), at the ZooKeeper root.
 RACK_MAP_PATH = "/bookies"
@@ -147,18 +161,19 @@ class ScriptRacks:
     def resolve(self, hosts: Iterable[str]) -> dict[str, str]:
         hosts = [h for h in dict.fromkeys(hosts) if h not in self._cache]
         for i in range(0, len(hosts), self.max_args):
-            batch = hosts[i:i + self.max_args]
+            batch = hosts[i : i + self.max_args]
             try:
-                done = subprocess.run([self.script, *batch], capture_output=True, text=True,
-                                      timeout=self.timeout, check=True)
+                done = subprocess.run(
+                    [self.script, *batch], capture_output=True, text=True, timeout=self.timeout, check=True
+                )
             except (OSError, subprocess.SubprocessError) as exc:
-                log.warning("topology script %s failed (%s): its hosts stay in the default rack",
-                            self.script, exc)
+                log.warning("topology script %s failed (%s): its hosts stay in the default rack", self.script, exc)
                 continue
             racks = done.stdout.split()
             if len(racks) != len(batch):
-                log.warning("topology script %s printed %d racks for %d hosts: ignored", self.script,
-                            len(racks), len(batch))
+                log.warning(
+                    "topology script %s printed %d racks for %d hosts: ignored", self.script, len(racks), len(batch)
+                )
                 continue
             for host, rack in zip(batch, racks):
                 self._cache[host] = normalize_rack(rack)
@@ -178,8 +193,13 @@ class RackSource:
     :meth:`refresh` blocks (ZooKeeper, the script): run it off the reactor.
     """
 
-    def __init__(self, *, static: Mapping[str, str] | None = None, store: MetadataStore | None = None,
-                 script: ScriptRacks | None = None):
+    def __init__(
+        self,
+        *,
+        static: Mapping[str, str] | None = None,
+        store: MetadataStore | None = None,
+        script: ScriptRacks | None = None,
+    ):
         self.static = dict(static or {})
         self.store = store
         self.script = script
@@ -214,8 +234,11 @@ class RackSource:
 
 
 #: Java's ensemblePlacementPolicy classes (short or fully qualified) -> our policy names
-JAVA_POLICIES = {"RackawareEnsemblePlacementPolicy": "rack", "RegionAwareEnsemblePlacementPolicy": "region",
-                 "DefaultEnsemblePlacementPolicy": "random"}
+JAVA_POLICIES = {
+    "RackawareEnsemblePlacementPolicy": "rack",
+    "RegionAwareEnsemblePlacementPolicy": "region",
+    "DefaultEnsemblePlacementPolicy": "random",
+}
 
 
 def policy_name(value: str) -> str:
@@ -228,9 +251,17 @@ def policy_name(value: str) -> str:
     raise ValueError(f"unsupported ensemblePlacementPolicy {value!r} (one of {', '.join(JAVA_POLICIES)})")
 
 
-def build_placement(name: str, *, store: MetadataStore | None = None, rack_file: str | None = None,
-                    script: str | None = None, script_args: int = 100, min_racks: int = 2, enforce: bool = False,
-                    min_regions: int = 2) -> RandomPlacement:
+def build_placement(
+    name: str,
+    *,
+    store: MetadataStore | None = None,
+    rack_file: str | None = None,
+    script: str | None = None,
+    script_args: int = 100,
+    min_racks: int = 2,
+    enforce: bool = False,
+    min_regions: int = 2,
+) -> RandomPlacement:
     """A placement policy by name (``random``, ``rack``, ``region``) whose racks
     come from ``rack_file``, the rack map znode of ``store`` and ``script``."""
     from ..client.placement import POLICIES, RackAwarePlacement, RandomPlacement, RegionAwarePlacement
@@ -239,10 +270,17 @@ def build_placement(name: str, *, store: MetadataStore | None = None, rack_file:
         raise ValueError(f"unknown placement policy {name!r} (one of {', '.join(POLICIES)})")
     if name == "random":
         return RandomPlacement()
-    source = RackSource(static=load_rack_file(rack_file) if rack_file else None, store=store,
-                        script=ScriptRacks(script, script_args) if script else None)
+    source = RackSource(
+        static=load_rack_file(rack_file) if rack_file else None,
+        store=store,
+        script=ScriptRacks(script, script_args) if script else None,
+    )
     if name == "region":
-        return RegionAwarePlacement(source, refresh=source.refresh, min_racks_per_write_quorum=min_racks,
-                                    enforce=enforce, min_regions=min_regions)
-    return RackAwarePlacement(source, refresh=source.refresh, min_racks_per_write_quorum=min_racks,
-                              enforce=enforce)
+        return RegionAwarePlacement(
+            source,
+            refresh=source.refresh,
+            min_racks_per_write_quorum=min_racks,
+            enforce=enforce,
+            min_regions=min_regions,
+        )
+    return RackAwarePlacement(source, refresh=source.refresh, min_racks_per_write_quorum=min_racks, enforce=enforce)

@@ -5,6 +5,7 @@ Pure codecs, no I/O.  The value is the **binary** ``BookieServiceInfoFormat``
 protobuf (BookKeeper 4.12+); an empty value is "legacy": the bookie id itself
 is the ``host:port`` to connect to.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -162,7 +163,5 @@ def parse_service_info(data: bytes) -> BookieServiceInfo:
         pb.ParseFromString(bytes(data))
     except Exception as exc:
         raise CodecError(f"malformed bookie service info: {exc}") from None
-    eps = tuple(
-        Endpoint(e.id, e.port, e.host, e.protocol, tuple(e.auth), tuple(e.extensions)) for e in pb.endpoints
-    )
+    eps = tuple(Endpoint(e.id, e.port, e.host, e.protocol, tuple(e.auth), tuple(e.extensions)) for e in pb.endpoints)
     return BookieServiceInfo(eps, tuple(pb.properties.items()))

@@ -15,6 +15,7 @@ alike.  The cluster's own metadata (bootstrap, format and nuke, INSTANCEID,
 LAYOUT: ``store.cluster``) and Pulsar's rack map (``store.racks``) are managers
 like the others.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -176,8 +177,7 @@ class LedgerManager(Protocol):
         hierarchical layouts one range per leaf znode (up to 10,000 ledgers, listed with one
         getChildren), in the flat layout one; the last range's ``end`` is the highest id."""
 
-    def read_many(self, ledger_ids: Iterable[int], *, naming: Collection[str] | None = None
-                  ) -> Iterator[LedgerRead]:
+    def read_many(self, ledger_ids: Iterable[int], *, naming: Collection[str] | None = None) -> Iterator[LedgerRead]:
         """A :class:`LedgerRead` for each of ``ledger_ids``, in order, streaming;
         ``(ledger_id, None, -1)`` for one that is missing, the
         :class:`~.errors.MetadataStoreError` :meth:`read` would raise in place
@@ -186,8 +186,9 @@ class LedgerManager(Protocol):
         ``naming``, ledgers whose stored metadata cannot name one of those bookies
         are left out undecoded (callers still check the ones that are yielded)."""
 
-    def walk(self, *, naming: Collection[str] | None = None,
-             progress: WalkProgress | None = None) -> Iterator[LedgerRead]:
+    def walk(
+        self, *, naming: Collection[str] | None = None, progress: WalkProgress | None = None
+    ) -> Iterator[LedgerRead]:
         """Every ledger, ascending: :meth:`read_many` of :meth:`ids`, the one walk every
         command over all ledgers takes; ``progress`` hears the total first, then how
         many are done."""
@@ -209,8 +210,7 @@ class LedgerIdGenerator(Protocol):
 class RegistrationManager(Protocol):
     """Bookies' registrations (Java's RegistrationManager and RegistrationClient)."""
 
-    def register(self, bookie_id: str, service_info: "bytes | BookieServiceInfo" = b"",
-                 readonly: bool = False) -> None:
+    def register(self, bookie_id: str, service_info: "bytes | BookieServiceInfo" = b"", readonly: bool = False) -> None:
         """Register the bookie (writable or read-only) for as long as the store's session lives."""
 
     def unregister(self, bookie_id: str, readonly: bool | None = None) -> None:
@@ -389,8 +389,7 @@ class PulsarMetadata(Protocol):
     and its partitioned-topic metadata.  Values come back as stored; their
     formats are :mod:`bkctl.wire.pulsar.managed_ledger`'s."""
 
-    def managed_ledger_names(self, base: str, tenant: str | None = None,
-                             namespace: str | None = None) -> list[str]:
+    def managed_ledger_names(self, base: str, tenant: str | None = None, namespace: str | None = None) -> list[str]:
         """Every managed ledger below ``base``, sorted: ``tenant/namespace/persistent/<encoded
         topic>``, and v1 ``tenant/cluster/namespace/persistent/...`` (whose namespace is
         ``cluster/namespace``); only those of ``tenant`` and ``namespace`` when given."""
@@ -399,8 +398,7 @@ class PulsarMetadata(Protocol):
         """The managed ledger ``name`` (with its cursors unless *cursors* is False);
         None when there is none.  The cursors are read pipelined."""
 
-    def managed_ledgers(self, base: str, names: Iterable[str], cursors: bool = True
-                        ) -> Iterator[StoredManagedLedger]:
+    def managed_ledgers(self, base: str, names: Iterable[str], cursors: bool = True) -> Iterator[StoredManagedLedger]:
         """:meth:`managed_ledger` of each of ``names`` in order, streaming and read in
         pipelined steps (a walk over every topic); those that are gone are left out."""
 

@@ -12,6 +12,7 @@ Binary values: ``checkallledgersctime``, ``placementpolicycheckctime`` and
 ``replicascheckctime`` hold a message with a single int64 field 1 (ms).
 ``lostBookieRecoveryDelay`` is a decimal ASCII integer (seconds).
 """
+
 from __future__ import annotations
 
 import re
@@ -156,7 +157,7 @@ def parse_last_run_time(data: bytes) -> int | None:
 # -- lostBookieRecoveryDelay ------------------------------------------------------------
 def serialize_lost_bookie_recovery_delay(seconds: int) -> bytes:
     """The delay as Java writes it; a ValueError unless it is a 32-bit integer (Java's int)."""
-    if isinstance(seconds, bool) or not isinstance(seconds, int) or not -2**31 <= seconds < 2**31:
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or not -(2**31) <= seconds < 2**31:
         raise ValueError(f"lostBookieRecoveryDelay must be a 32-bit integer, got {seconds!r}")
     return str(seconds).encode("ascii")
 

@@ -21,6 +21,7 @@ The process-wide default (:func:`set_default`, what bkctl sets from its
 options) is what a :class:`~bkctl.wire.metadata.zk.ZKMetadataStore` uses when it
 is given none.
 """
+
 from __future__ import annotations
 
 import os
@@ -68,8 +69,10 @@ class ZKSecurity:
         import json
 
         default = ZKSecurity()
-        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)
-                           if getattr(self, f.name) != getattr(default, f.name)}, sort_keys=True)
+        return json.dumps(
+            {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(default, f.name)},
+            sort_keys=True,
+        )
 
     @classmethod
     def from_json(cls, text: str) -> "ZKSecurity":
@@ -87,8 +90,9 @@ class ZKSecurity:
         if self.digest:
             parts.append(f"digest as {self.digest.split(':', 1)[0]}")
         if self.sasl_mechanism:
-            parts.append(f"SASL {self.sasl_mechanism.upper()}" + (f" as {self.sasl_username}" if self.sasl_username
-                                                                   else ""))
+            parts.append(
+                f"SASL {self.sasl_mechanism.upper()}" + (f" as {self.sasl_username}" if self.sasl_username else "")
+            )
         if self.uses_tls:
             parts.append("TLS")
         return ", ".join(parts) or "no authentication"

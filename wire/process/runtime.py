@@ -17,6 +17,7 @@ A library does not change a process's collector on its own: programs call
 :func:`settle_garbage_collector` (bookied at start, bkctl when it first needs
 the bookies); an application embedding the client may too.
 """
+
 from __future__ import annotations
 
 import gc

@@ -27,6 +27,7 @@ Typical use in the daemon::
     ...
     notifier.stopping()
 """
+
 from __future__ import annotations
 
 import logging
@@ -93,8 +94,7 @@ class Notifier:
     systemd does not expect keep-alive pings from this process.
     """
 
-    def __init__(self, address: str | None = None, watchdog_usec: int | None = None, *,
-                 send_timeout: float = 1.0):
+    def __init__(self, address: str | None = None, watchdog_usec: int | None = None, *, send_timeout: float = 1.0):
         self.address = address or None
         self._sockaddr = _socket_address(address) if address else None
         if address and self._sockaddr is None:
@@ -104,9 +104,14 @@ class Notifier:
         self._sock: socket.socket | None = None
 
     @classmethod
-    def from_environment(cls, environ: MutableMapping[str, str] | Mapping[str, str] | None = None,
-                         *, unset_environment: bool = True, pid: int | None = None,
-                         send_timeout: float = 1.0) -> Notifier:
+    def from_environment(
+        cls,
+        environ: MutableMapping[str, str] | Mapping[str, str] | None = None,
+        *,
+        unset_environment: bool = True,
+        pid: int | None = None,
+        send_timeout: float = 1.0,
+    ) -> Notifier:
         """Build a notifier from ``$NOTIFY_SOCKET``, ``$WATCHDOG_USEC`` and ``$WATCHDOG_PID``.
 
         *environ* defaults to :data:`os.environ`.  With *unset_environment*
@@ -247,8 +252,9 @@ class Notifier:
         return f"Notifier(address={self.address!r}, watchdog_usec={self.watchdog_usec!r})"
 
 
-def start_watchdog(reactor_or_clock: IReactorTime, notifier: Notifier | None = None,
-                   interval: float | None = None) -> task.LoopingCall | None:
+def start_watchdog(
+    reactor_or_clock: IReactorTime, notifier: Notifier | None = None, interval: float | None = None
+) -> task.LoopingCall | None:
     """Module-level form of :meth:`Notifier.start_watchdog`.
 
     Without *notifier* one is built with :meth:`Notifier.from_environment`

@@ -14,6 +14,7 @@ reactor whose thread pool holds such a call never finishes its shutdown
 * :func:`ignore_late_signals`, once the shutdown is done: a SIGTERM that
   arrives while the interpreter finishes must not turn exit 0 into "killed".
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,8 +34,9 @@ T = TypeVar("T")
 log = logging.getLogger("bkctl.shutdown")
 
 
-def call_with_timeout(reactor: ThreadedClock, fn: Callable[..., T], *args: object, timeout: float,
-                      what: str) -> defer.Deferred[T]:
+def call_with_timeout(
+    reactor: ThreadedClock, fn: Callable[..., T], *args: object, timeout: float, what: str
+) -> defer.Deferred[T]:
     """Run ``fn(*args)`` in a daemon thread; the Deferred fires with its result,
     its exception, or :class:`defer.TimeoutError` after ``timeout`` seconds
     (the call is then abandoned, not interrupted)."""
@@ -100,8 +102,12 @@ class ExitDeadline:
 
     def _expire(self, seconds: float, exit_code: Callable[[], int]) -> None:
         code = exit_code()
-        log.warning("%s did not finish within %g s%s; exiting now", self.what, seconds,
-                    f" (still {self.step})" if self.step else "")
+        log.warning(
+            "%s did not finish within %g s%s; exiting now",
+            self.what,
+            seconds,
+            f" (still {self.step})" if self.step else "",
+        )
         for handler in logging.getLogger().handlers:
             try:
                 handler.flush()

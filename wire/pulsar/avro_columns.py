@@ -19,6 +19,7 @@ take the general path -- as does any batch holding a payload the decoder will
 not read (``Decoder.decode`` returns its row), so that the general path's
 error rows say what is wrong.
 """
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -29,16 +30,47 @@ __all__ = ["ColumnNode", "Plan", "Unsupported", "columns_of", "plan", "wrap"]
 Plan = tuple[Any, ...]
 
 # the C twin's plan kinds and column kinds (wire/pulsar/_avrocols.c)
-(NUL, FAIL, BOOL, INT, LONG, FLOAT, DOUBLE, BYTES, STRING, FIXED, ENUM, DEC_BYTES, DEC_FIXED, RECORD, ARRAY, MAP,
- UNION) = range(17)
+(
+    NUL,
+    FAIL,
+    BOOL,
+    INT,
+    LONG,
+    FLOAT,
+    DOUBLE,
+    BYTES,
+    STRING,
+    FIXED,
+    ENUM,
+    DEC_BYTES,
+    DEC_FIXED,
+    RECORD,
+    ARRAY,
+    MAP,
+    UNION,
+) = range(17)
 C_BOOL, C_I32, C_I64, C_F32, C_F64, C_BIN, C_DEC, C_STRUCT, C_LIST, C_MAP = range(10)
 _NUMERIC = {C_I32, C_I64, C_F32, C_F64}
-_PRIMITIVE_OPS = {"boolean": BOOL, "int": INT, "long": LONG, "float": FLOAT, "double": DOUBLE, "bytes": BYTES,
-                  "string": STRING}
+_PRIMITIVE_OPS = {
+    "boolean": BOOL,
+    "int": INT,
+    "long": LONG,
+    "float": FLOAT,
+    "double": DOUBLE,
+    "bytes": BYTES,
+    "string": STRING,
+}
 #: the column kinds each writer primitive may land in (Avro's promotions, where the
 #: C twin's conversion is the one pyarrow makes of fastavro's value)
-_LANDS = {"boolean": {C_BOOL}, "int": _NUMERIC, "long": {C_I64, C_F64}, "float": {C_F32, C_F64},
-          "double": {C_F64}, "bytes": {C_BIN}, "string": {C_BIN}}
+_LANDS = {
+    "boolean": {C_BOOL},
+    "int": _NUMERIC,
+    "long": {C_I64, C_F64},
+    "float": {C_F32, C_F64},
+    "double": {C_F64},
+    "bytes": {C_BIN},
+    "string": {C_BIN},
+}
 _NAMED = ("record", "error", "enum", "fixed")
 
 
@@ -66,11 +98,22 @@ def columns_of(arrow_type: Any) -> tuple[ColumnNode, tuple[tuple[int, tuple[int,
         index = len(table)
         table.append([None, ()])
         children: tuple[ColumnNode, ...] = ()
-        flat = [kind for is_kind, kind in (
-            (pa.types.is_boolean, C_BOOL), (pa.types.is_int32, C_I32), (pa.types.is_date32, C_I32),
-            (pa.types.is_int64, C_I64), (pa.types.is_timestamp, C_I64), (pa.types.is_float32, C_F32),
-            (pa.types.is_float64, C_F64), (pa.types.is_string, C_BIN), (pa.types.is_binary, C_BIN),
-            (pa.types.is_decimal128, C_DEC)) if is_kind(t)]
+        flat = [
+            kind
+            for is_kind, kind in (
+                (pa.types.is_boolean, C_BOOL),
+                (pa.types.is_int32, C_I32),
+                (pa.types.is_date32, C_I32),
+                (pa.types.is_int64, C_I64),
+                (pa.types.is_timestamp, C_I64),
+                (pa.types.is_float32, C_F32),
+                (pa.types.is_float64, C_F64),
+                (pa.types.is_string, C_BIN),
+                (pa.types.is_binary, C_BIN),
+                (pa.types.is_decimal128, C_DEC),
+            )
+            if is_kind(t)
+        ]
         if flat:
             kind = flat[0]
         elif pa.types.is_struct(t):
@@ -245,8 +288,11 @@ def plan(writer: Any, reader: Any, root: ColumnNode, decimals: bool = True) -> P
                 raise Unsupported("enums of other names")
             symbols = set(r["symbols"])
             default = r.get("default")
-            return (ENUM, col.at, tuple(
-                s.encode() if s in symbols else (default.encode() if default else None) for s in w["symbols"]))
+            return (
+                ENUM,
+                col.at,
+                tuple(s.encode() if s in symbols else (default.encode() if default else None) for s in w["symbols"]),
+            )
         if wk == "fixed":
             if col.kind != C_BIN or w["size"] != r["size"] or not _same_name(w, r):
                 raise Unsupported("fixed of another size or name")
@@ -265,8 +311,14 @@ def plan(writer: Any, reader: Any, root: ColumnNode, decimals: bool = True) -> P
 
 
 def _promotes(w: str, r: str) -> bool:
-    return (w, r) in {("int", "long"), ("int", "float"), ("int", "double"), ("long", "double"),
-                      ("float", "double"), ("string", "bytes")}
+    return (w, r) in {
+        ("int", "long"),
+        ("int", "float"),
+        ("int", "double"),
+        ("long", "double"),
+        ("float", "double"),
+        ("string", "bytes"),
+    }
 
 
 def _default(value: Any, col: ColumnNode) -> Any:
@@ -302,15 +354,18 @@ def wrap(root: ColumnNode, columns: tuple[Any, ...]) -> Any:
         bitmap = None if validity is None else pa.py_buffer(validity)
         bufs = [bitmap] + [pa.py_buffer(b) for b in buffers]
         if node.kind == C_STRUCT:
-            return pa.Array.from_buffers(node.arrow_type, length, bufs, null_count=nulls,
-                                         children=[array(c) for c in node.children])
+            return pa.Array.from_buffers(
+                node.arrow_type, length, bufs, null_count=nulls, children=[array(c) for c in node.children]
+            )
         if node.kind == C_LIST:
-            return pa.Array.from_buffers(node.arrow_type, length, bufs, null_count=nulls,
-                                         children=[array(node.children[0])])
+            return pa.Array.from_buffers(
+                node.arrow_type, length, bufs, null_count=nulls, children=[array(node.children[0])]
+            )
         if node.kind == C_MAP:
             keys, values = (array(c) for c in node.children)
-            entries = pa.StructArray.from_arrays([keys, values], fields=[node.arrow_type.key_field,
-                                                                         node.arrow_type.item_field])
+            entries = pa.StructArray.from_arrays(
+                [keys, values], fields=[node.arrow_type.key_field, node.arrow_type.item_field]
+            )
             return pa.Array.from_buffers(node.arrow_type, length, bufs, null_count=nulls, children=[entries])
         return pa.Array.from_buffers(node.arrow_type, length, bufs, null_count=nulls)
 

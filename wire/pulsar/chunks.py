@@ -5,6 +5,7 @@ Each chunk is an entry of its own whose metadata carries the message's
 ``num_chunks_from_msg`` and ``total_chunk_msg_size``.  Chunks of different
 messages may interleave; a set that never completes is reported, not dropped.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -85,8 +86,11 @@ class ChunkAssembler:
                 self._give_up(uuid, "a new first chunk arrived before the message was complete")
             pending = self._pending[uuid] = _Pending(md, position)
         elif pending is None:
-            self.problems.append(IncompleteChunks(uuid, f"chunk {chunk_id} of {md.num_chunks_from_msg} without "
-                                                  "the chunks before it", md, [position]))
+            self.problems.append(
+                IncompleteChunks(
+                    uuid, f"chunk {chunk_id} of {md.num_chunks_from_msg} without the chunks before it", md, [position]
+                )
+            )
             return None
         elif chunk_id != len(pending.parts):
             pending.positions.append(position)
@@ -99,16 +103,34 @@ class ChunkAssembler:
         del self._pending[uuid]
         payload = b"".join(pending.parts)
         if pending.total and len(payload) != pending.total:
-            self.problems.append(IncompleteChunks(uuid, f"chunks join to {len(payload)} bytes, the metadata says "
-                                                  f"{pending.total}", pending.metadata, pending.positions))
+            self.problems.append(
+                IncompleteChunks(
+                    uuid,
+                    f"chunks join to {len(payload)} bytes, the metadata says {pending.total}",
+                    pending.metadata,
+                    pending.positions,
+                )
+            )
             return None
-        return ChunkedMessage(pending.metadata, payload, pending.positions[0], pending.positions[-1],
-                              entry.broker_timestamp, entry.broker_index)
+        return ChunkedMessage(
+            pending.metadata,
+            payload,
+            pending.positions[0],
+            pending.positions[-1],
+            entry.broker_timestamp,
+            entry.broker_index,
+        )
 
     def _give_up(self, uuid: str, reason: str) -> None:
         pending = self._pending.pop(uuid)
-        self.problems.append(IncompleteChunks(uuid, f"{reason} ({len(pending.parts)} of {pending.expected} "
-                                              "chunks)", pending.metadata, pending.positions))
+        self.problems.append(
+            IncompleteChunks(
+                uuid,
+                f"{reason} ({len(pending.parts)} of {pending.expected} chunks)",
+                pending.metadata,
+                pending.positions,
+            )
+        )
 
     def finish(self, reason: str = "the topic ends before the message's last chunk") -> list[IncompleteChunks]:
         """Report every unfinished message as incomplete; returns all problems."""

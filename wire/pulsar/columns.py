@@ -16,13 +16,24 @@ from when a batch is split (:data:`MADE_BY`):
 * ``general``: set only by the general path (encrypted, chunked and single
   messages, error rows); a split batch's rows take :data:`BATCH_DEFAULTS`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-__all__ = ["BATCH_DEFAULTS", "ENTRY_COLUMNS", "MADE_BY", "MESSAGE_COLUMNS", "Column", "EntryFacts", "entry_values",
-           "names", "txn_id", "value_column"]
+__all__ = [
+    "BATCH_DEFAULTS",
+    "ENTRY_COLUMNS",
+    "MADE_BY",
+    "MESSAGE_COLUMNS",
+    "Column",
+    "EntryFacts",
+    "entry_values",
+    "names",
+    "txn_id",
+    "value_column",
+]
 
 #: Where a row's value comes from (see the module documentation); ``schema``: the
 #: typed ``value`` a topic export with a schema adds after the message columns.
@@ -82,8 +93,12 @@ MESSAGE_COLUMNS: tuple[Column, ...] = (
     Column("key_base64_encoded", "boolean", "message"),
     Column("ordering_key", "binary", "message"),
     Column("properties", "map<string,string>", "message"),
-    Column("schema_version", "binary", "entry",
-           lambda e: e.metadata.schema_version if e.metadata.HasField("schema_version") else None),
+    Column(
+        "schema_version",
+        "binary",
+        "entry",
+        lambda e: e.metadata.schema_version if e.metadata.HasField("schema_version") else None,
+    ),
     Column("payload", "binary", "message"),
     Column("payload_size", "int", "message"),
     Column("encrypted", "boolean", "general"),
@@ -97,10 +112,18 @@ MESSAGE_COLUMNS: tuple[Column, ...] = (
     Column("encryption_batch_size", "int", "general"),
     Column("index", "long", "entry", lambda e: e.broker_index),
     Column("broker_timestamp", "timestamp", "entry", lambda e: _us(e.broker_timestamp)),
-    Column("replicated_from", "string", "entry",
-           lambda e: e.metadata.replicated_from if e.metadata.HasField("replicated_from") else None),
-    Column("deliver_at_time", "timestamp", "entry",
-           lambda e: e.metadata.deliver_at_time * 1000 if e.metadata.HasField("deliver_at_time") else None),
+    Column(
+        "replicated_from",
+        "string",
+        "entry",
+        lambda e: e.metadata.replicated_from if e.metadata.HasField("replicated_from") else None,
+    ),
+    Column(
+        "deliver_at_time",
+        "timestamp",
+        "entry",
+        lambda e: e.metadata.deliver_at_time * 1000 if e.metadata.HasField("deliver_at_time") else None,
+    ),
     Column("txn_id", "string", "entry", lambda e: txn_id(e.metadata)),
     Column("pending", "boolean", "entry", lambda e: e.pending),
     Column("error", "string", "general"),
@@ -114,9 +137,17 @@ _ENTRY_VALUES: tuple[Callable[[EntryFacts], Any], ...] = tuple(c.value for c in 
 assert len(_ENTRY_VALUES) == len(ENTRY_COLUMNS)
 
 #: The values of the ``general`` columns in the rows of a split batch.
-BATCH_DEFAULTS: dict[str, Any] = {"encrypted": False, "encryption_keys": None, "encryption_key_values": None,
-                                  "encryption_algo": None, "encryption_param": None, "encryption_compression": None,
-                                  "encryption_uncompressed_size": None, "encryption_batch_size": None, "error": None}
+BATCH_DEFAULTS: dict[str, Any] = {
+    "encrypted": False,
+    "encryption_keys": None,
+    "encryption_key_values": None,
+    "encryption_algo": None,
+    "encryption_param": None,
+    "encryption_compression": None,
+    "encryption_uncompressed_size": None,
+    "encryption_batch_size": None,
+    "error": None,
+}
 
 
 def names(columns: tuple[Column, ...] = MESSAGE_COLUMNS, made_by: tuple[str, ...] = MADE_BY) -> list[str]:

@@ -13,6 +13,7 @@ encrypted payload cannot be decompressed here: it is returned as stored.
 Every way the bytes can be wrong raises :class:`CorruptEntry`.  A batch's
 messages are split by :mod:`.rows`.
 """
+
 from __future__ import annotations
 
 import struct
@@ -23,8 +24,18 @@ from ..codecs import checksums
 from ..proto import pulsar_api_pb2 as pb
 from .errors import CorruptEntry
 
-__all__ = ["INT64_MAX", "MAGIC_BROKER_ENTRY_METADATA", "MAGIC_CRC32C", "MS_MAX", "StoredEntry", "check_range",
-           "check_text", "decode_entry", "decompress", "decompress_whole"]
+__all__ = [
+    "INT64_MAX",
+    "MAGIC_BROKER_ENTRY_METADATA",
+    "MAGIC_CRC32C",
+    "MS_MAX",
+    "StoredEntry",
+    "check_range",
+    "check_text",
+    "decode_entry",
+    "decompress",
+    "decompress_whole",
+]
 
 MAGIC_CRC32C = 0x0E01
 MAGIC_BROKER_ENTRY_METADATA = 0x0E02
@@ -44,8 +55,14 @@ class StoredEntry:
 
     __slots__ = ("broker_timestamp", "broker_index", "metadata", "payload", "checksum_verified")
 
-    def __init__(self, metadata: pb.MessageMetadata, payload: bytes, broker_timestamp: int | None = None,
-                 broker_index: int | None = None, checksum_verified: bool = True):
+    def __init__(
+        self,
+        metadata: pb.MessageMetadata,
+        payload: bytes,
+        broker_timestamp: int | None = None,
+        broker_index: int | None = None,
+        checksum_verified: bool = True,
+    ):
         self.metadata = metadata
         self.payload = payload
         self.broker_timestamp = broker_timestamp
@@ -116,8 +133,10 @@ def decompress(codec: int, data: bytes, uncompressed_size: int) -> bytes:
             name = _COMPRESSION_NAMES.get(codec, str(codec))
             raise CorruptEntry(f"{name} payload does not decompress: {exc}") from None
         if len(out) != uncompressed_size:
-            raise CorruptEntry(f"{_COMPRESSION_NAMES[codec]} payload decompresses to {len(out)} bytes, "
-                               f"the metadata says {uncompressed_size}")
+            raise CorruptEntry(
+                f"{_COMPRESSION_NAMES[codec]} payload decompresses to {len(out)} bytes, "
+                f"the metadata says {uncompressed_size}"
+            )
     return bytes(out)
 
 
@@ -135,7 +154,7 @@ def decode_entry(data: bytes | bytearray | memoryview, verify: bool = True) -> S
             raise CorruptEntry(f"broker entry metadata of {size} bytes overruns the {n}-byte entry")
         bem = pb.BrokerEntryMetadata()
         try:
-            bem.ParseFromString(data[6:6 + size])
+            bem.ParseFromString(data[6 : 6 + size])
         except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends
             raise CorruptEntry(f"broker entry metadata does not parse: {exc}") from None
         broker_timestamp = bem.broker_timestamp if bem.HasField("broker_timestamp") else None
@@ -158,7 +177,7 @@ def decode_entry(data: bytes | bytearray | memoryview, verify: bool = True) -> S
     off += 4
     if size == 0 or off + size > n:
         raise CorruptEntry(f"metadata of {size} bytes does not fit the {n - off} bytes left")
-    raw = data[off:off + size]
+    raw = data[off : off + size]
     md = pb.MessageMetadata()
     try:
         md.ParseFromString(raw)
@@ -168,18 +187,41 @@ def decode_entry(data: bytes | bytearray | memoryview, verify: bool = True) -> S
         # FindInitializationErrors: the C++ and pure-Python messages' method, not in the stubs' Message
         missing = md.FindInitializationErrors()  # type: ignore[attr-defined]
         raise CorruptEntry("message metadata lacks required fields: " + ", ".join(missing))
-    if not isinstance(md.producer_name, str) or not isinstance(md.partition_key, str) or md.properties \
-            or md.encryption_keys or not isinstance(md.replicated_from, str):
-        check_text("message metadata", md.producer_name, md.partition_key, md.replicated_from, md.properties,
-                    *(k.key for k in md.encryption_keys))
+    if (
+        not isinstance(md.producer_name, str)
+        or not isinstance(md.partition_key, str)
+        or md.properties
+        or md.encryption_keys
+        or not isinstance(md.replicated_from, str)
+    ):
+        check_text(
+            "message metadata",
+            md.producer_name,
+            md.partition_key,
+            md.replicated_from,
+            md.properties,
+            *(k.key for k in md.encryption_keys),
+        )
     # a marker (marker_type) is no message: none of its values goes in a column (a
     # transaction marker's sequence id is -1 as a uint64)
-    if not md.HasField("marker_type") and (md.publish_time > MS_MAX or md.event_time > MS_MAX or md.sequence_id > INT64_MAX \
-            or (broker_timestamp or 0) > MS_MAX or (broker_index or 0) > INT64_MAX or abs(md.deliver_at_time) > MS_MAX):
-        check_range("message metadata", publish_time=md.publish_time, event_time=md.event_time,
-                     sequence_id=md.sequence_id, broker_timestamp=broker_timestamp, index=broker_index,
-                     deliver_at_time=md.deliver_at_time)
-    payload = data[off + size:]
+    if not md.HasField("marker_type") and (
+        md.publish_time > MS_MAX
+        or md.event_time > MS_MAX
+        or md.sequence_id > INT64_MAX
+        or (broker_timestamp or 0) > MS_MAX
+        or (broker_index or 0) > INT64_MAX
+        or abs(md.deliver_at_time) > MS_MAX
+    ):
+        check_range(
+            "message metadata",
+            publish_time=md.publish_time,
+            event_time=md.event_time,
+            sequence_id=md.sequence_id,
+            broker_timestamp=broker_timestamp,
+            index=broker_index,
+            deliver_at_time=md.deliver_at_time,
+        )
+    payload = data[off + size :]
     entry = StoredEntry(md, payload, broker_timestamp, broker_index, checked)
     # a chunk holds a slice of the compressed (and maybe encrypted) message: it is
     # decompressed once whole (:func:`decompress_whole`), as Pulsar's consumer does
@@ -204,8 +246,9 @@ def check_text(where: str, *values: str | bytes | Iterable[pb.KeyValue]) -> None
 def check_range(where: str, **values: int | None) -> None:
     """Times (ms) and ids the row's int64 columns cannot hold: CorruptEntry."""
     for name, value in values.items():
-        if value is not None and abs(value) > (MS_MAX if name.endswith("time") or name.endswith("timestamp")
-                                               else INT64_MAX):
+        if value is not None and abs(value) > (
+            MS_MAX if name.endswith("time") or name.endswith("timestamp") else INT64_MAX
+        ):
             raise CorruptEntry(f"{where}: {name} {value} is out of range")
 
 

@@ -1,10 +1,19 @@
 """Errors of the Pulsar readers (one module for the package)."""
+
 from __future__ import annotations
 
 from ..errors import CodecError, NotFound
 
-__all__ = ["CorruptEntry", "DecodeError", "NoSuchSchema", "NoSuchSubscription", "NoSuchTopic", "PulsarFormatError",
-           "SchemaUnreadable", "Untyped"]
+__all__ = [
+    "CorruptEntry",
+    "DecodeError",
+    "NoSuchSchema",
+    "NoSuchSubscription",
+    "NoSuchTopic",
+    "PulsarFormatError",
+    "SchemaUnreadable",
+    "Untyped",
+]
 
 
 class PulsarFormatError(CodecError):

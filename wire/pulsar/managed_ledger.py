@@ -12,6 +12,7 @@
   its mark-delete position and each ``(lower, upper]`` individually deleted
   range.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -25,9 +26,17 @@ from google.protobuf.message import Message
 from ..proto import pulsar_ml_pb2 as ml
 from .errors import PulsarFormatError
 
-__all__ = ["CursorState", "MAGIC_MANAGED_INFO_METADATA", "TopicName", "decode_local_name",
-           "encode_local_name", "parse_cursor_info", "parse_managed_ledger_info", "parse_partitioned_topic_metadata",
-           "parse_position_info"]
+__all__ = [
+    "CursorState",
+    "MAGIC_MANAGED_INFO_METADATA",
+    "TopicName",
+    "decode_local_name",
+    "encode_local_name",
+    "parse_cursor_info",
+    "parse_managed_ledger_info",
+    "parse_partitioned_topic_metadata",
+    "parse_position_info",
+]
 
 #: Custom metadata Pulsar puts on a managed ledger's data and cursor ledgers.
 APPLICATION_KEY, APPLICATION = "application", "pulsar"
@@ -95,8 +104,9 @@ class TopicName:
         TopicName: after the domain, three parts are a v2 name and four a v1
         name, the fourth taking any further slashes."""
         value = text.strip()
-        usage = (f"{text!r} is not a topic name (want persistent://tenant/namespace/topic, "
-                 "tenant/namespace/topic or topic)")
+        usage = (
+            f"{text!r} is not a topic name (want persistent://tenant/namespace/topic, tenant/namespace/topic or topic)"
+        )
         if "://" in value:
             domain, _, value = value.partition("://")
             if domain != "persistent":
@@ -120,8 +130,10 @@ class TopicName:
         (``t/cluster/ns/persistent/x``)."""
         parts = name.split("/")
         if len(parts) not in (4, 5) or parts[-2] != "persistent" or not all(parts):
-            raise ValueError(f"{name!r} is not a managed-ledger name (tenant/namespace/persistent/topic, "
-                             "or tenant/cluster/namespace/persistent/topic)")
+            raise ValueError(
+                f"{name!r} is not a managed-ledger name (tenant/namespace/persistent/topic, "
+                "or tenant/cluster/namespace/persistent/topic)"
+            )
         return cls(parts[0], "/".join(parts[1:-2]), decode_local_name(parts[-1]))
 
     @property
@@ -157,8 +169,12 @@ _CODECS: dict[int, str] = {ml.NONE: "NONE", ml.LZ4: "LZ4", ml.ZLIB: "ZLIB", ml.Z
 M = TypeVar("M", bound=Message)
 
 
-def _parse(data: bytes, message_class: type[M],
-           header_class: type[ml.ManagedLedgerInfoMetadata] | type[ml.ManagedCursorInfoMetadata], what: str) -> M:
+def _parse(
+    data: bytes,
+    message_class: type[M],
+    header_class: type[ml.ManagedLedgerInfoMetadata] | type[ml.ManagedCursorInfoMetadata],
+    what: str,
+) -> M:
     """One znode value: compressed, binary or text, as MetaStoreImpl reads it."""
     data = bytes(data)
     if len(data) >= 6 and struct.unpack_from(">H", data)[0] == MAGIC_MANAGED_INFO_METADATA:
@@ -166,10 +182,10 @@ def _parse(data: bytes, message_class: type[M],
         if 6 + size <= len(data):
             header = header_class()
             try:
-                header.ParseFromString(data[6:6 + size])
+                header.ParseFromString(data[6 : 6 + size])
                 from .entry import decompress
 
-                inner = decompress(header.compressionType, data[6 + size:], header.uncompressedSize)
+                inner = decompress(header.compressionType, data[6 + size :], header.uncompressedSize)
                 msg = message_class()
                 msg.ParseFromString(inner)
                 if msg.IsInitialized():
@@ -237,8 +253,12 @@ class CursorState:
     ``deleteSet`` (a Java ``BitSet`` as 64-bit words) has the bits of the
     messages *not yet* acknowledged set."""
 
-    def __init__(self, mark_delete: Position, ranges: list[tuple[Position, Position]],
-                 batch_deletes: dict[Position, tuple[int, ...]] | None = None):
+    def __init__(
+        self,
+        mark_delete: Position,
+        ranges: list[tuple[Position, Position]],
+        batch_deletes: dict[Position, tuple[int, ...]] | None = None,
+    ):
         self.mark_delete = mark_delete
         self.ranges = sorted(ranges)
         self._lows = [r[0] for r in self.ranges]
@@ -254,10 +274,13 @@ class CursorState:
             mark = (position.ledgerId, position.entryId)
         else:
             mark = (info.markDeleteLedgerId, info.markDeleteEntryId)
-        ranges = [((r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId),
-                   (r.upperEndpoint.ledgerId, r.upperEndpoint.entryId)) for r in src.individualDeletedMessages]
-        deletes = {(b.position.ledgerId, b.position.entryId): tuple(b.deleteSet)
-                   for b in src.batchedEntryDeletionIndexInfo}
+        ranges = [
+            ((r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId), (r.upperEndpoint.ledgerId, r.upperEndpoint.entryId))
+            for r in src.individualDeletedMessages
+        ]
+        deletes = {
+            (b.position.ledgerId, b.position.entryId): tuple(b.deleteSet) for b in src.batchedEntryDeletionIndexInfo
+        }
         return cls(mark, ranges, deletes)
 
     def acked(self, position: Position) -> bool:
@@ -302,8 +325,10 @@ class CursorState:
         return count
 
     def to_json(self) -> dict[str, Any]:
-        return {"mark_delete": f"{self.mark_delete[0]}:{self.mark_delete[1]}",
-                "individually_deleted": [f"({lo[0]}:{lo[1]}..{hi[0]}:{hi[1]}]" for lo, hi in self.ranges]}
+        return {
+            "mark_delete": f"{self.mark_delete[0]}:{self.mark_delete[1]}",
+            "individually_deleted": [f"({lo[0]}:{lo[1]}..{hi[0]}:{hi[1]}]" for lo, hi in self.ranges],
+        }
 
 
 def codec_name(codec: int) -> str:

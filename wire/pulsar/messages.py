@@ -20,6 +20,7 @@ marker entries always; with the topic's :class:`~.transactions.TopicTransactions
 messages of aborted transactions, and those at or after the first message of a
 transaction still open -- or, with ``pending=True``, kept with ``pending`` set.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -59,12 +60,16 @@ class Problem:
         return f"{self.topic} ledger {self.ledger_id} entry {self.entry_id}: {self.reason}"
 
 
-def message_id(ledger_id: int, entry_id: int, partition: int, batch_index: int = -1,
-               first_chunk: tuple[int, int] | None = None) -> str:
+def message_id(
+    ledger_id: int, entry_id: int, partition: int, batch_index: int = -1, first_chunk: tuple[int, int] | None = None
+) -> str:
     """The id as Pulsar's Java client prints it: ``L:E:P``, ``L:E:P:B`` in a
     batch, ``first;last`` for a chunked message."""
-    text = f"{ledger_id}:{entry_id}:{partition}" if batch_index < 0 else \
-        f"{ledger_id}:{entry_id}:{partition}:{batch_index}"
+    text = (
+        f"{ledger_id}:{entry_id}:{partition}"
+        if batch_index < 0
+        else f"{ledger_id}:{entry_id}:{partition}:{batch_index}"
+    )
     if first_chunk is not None:
         return f"{first_chunk[0]}:{first_chunk[1]}:{partition};{text}"
     return text
@@ -99,10 +104,20 @@ class TopicDecoder:
     messages a consumer cannot receive yet, marked, instead of leaving them out.
     """
 
-    def __init__(self, topic: str, partition: int = -1, *, keep: Callable[[Position, int], bool] | None = None,
-                 from_ms: int | None = None, to_ms: int | None = None, error_rows: bool = True,
-                 verify: bool = True, splitter: type[BatchRowsProtocol] | None = None,
-                 transactions: TopicTransactions | None = None, pending: bool = False):
+    def __init__(
+        self,
+        topic: str,
+        partition: int = -1,
+        *,
+        keep: Callable[[Position, int], bool] | None = None,
+        from_ms: int | None = None,
+        to_ms: int | None = None,
+        error_rows: bool = True,
+        verify: bool = True,
+        splitter: type[BatchRowsProtocol] | None = None,
+        transactions: TopicTransactions | None = None,
+        pending: bool = False,
+    ):
         self.topic = topic
         self.partition = partition
         self.keep = keep
@@ -168,8 +183,15 @@ class TopicDecoder:
 
     # -- feeding ---------------------------------------------------------------
 
-    def add(self, ledger_id: int, entry_id: int, data: bytes, *, skip_continuations: bool = False,
-            only_continuations: bool = False) -> None:
+    def add(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        data: bytes,
+        *,
+        skip_continuations: bool = False,
+        only_continuations: bool = False,
+    ) -> None:
         """One entry.  ``skip_continuations``: a chunk that continues a message
         started before this reader's first entry is another reader's.
         ``only_continuations``: reading past its range, a reader takes only
@@ -177,8 +199,9 @@ class TopicDecoder:
         self.entries += 1
         try:
             entry = decode_entry(data, self.verify)
-            if only_continuations and not (entry.is_chunk and self.chunks.started(entry.metadata.uuid)
-                                           and entry.metadata.chunk_id > 0):
+            if only_continuations and not (
+                entry.is_chunk and self.chunks.started(entry.metadata.uuid) and entry.metadata.chunk_id > 0
+            ):
                 return
             pending = self._left_out(entry, (ledger_id, entry_id))
             if pending is None:
@@ -192,13 +215,17 @@ class TopicDecoder:
                     try:
                         whole.payload = decompress_whole(whole.metadata, whole.payload)
                     except CorruptEntry as exc:
-                        self._problem(ledger_id, entry_id, f"chunked message {whole.metadata.uuid}: {exc.reason}",
-                                      None, whole.metadata)
+                        self._problem(
+                            ledger_id,
+                            entry_id,
+                            f"chunked message {whole.metadata.uuid}: {exc.reason}",
+                            None,
+                            whole.metadata,
+                        )
                         return
                     self._add_chunked(whole)
                 return
-            facts = EntryFacts(ledger_id, entry_id, entry.metadata, entry.broker_index, entry.broker_timestamp,
-                               pending)
+            facts = EntryFacts(ledger_id, entry_id, entry.metadata, entry.broker_index, entry.broker_timestamp, pending)
             if self._split_in_c(entry, facts):
                 return
             messages = entry_messages(entry, f"{ledger_id}:{entry_id}:{self.partition}")
@@ -227,8 +254,9 @@ class TopicDecoder:
                 markers[name] = markers.get(name, 0) + 1
             return None
         # a chunked message counts once: at its first chunk, or where it is held back
-        counted = 0 if outside or (entry.is_chunk and md.chunk_id > 0) else \
-            md.num_messages_in_batch if entry.is_batch else 1
+        counted = (
+            0 if outside or (entry.is_chunk and md.chunk_id > 0) else md.num_messages_in_batch if entry.is_batch else 1
+        )
         if self.aborted and txn_of(md) in self.aborted:
             self.left_out["aborted"] += counted
             return None
@@ -248,8 +276,10 @@ class TopicDecoder:
         return False
 
     def _in_window(self, publish_ms: int) -> bool:
-        return not ((self.from_ms is not None and publish_ms < self.from_ms)
-                    or (self.to_ms is not None and publish_ms >= self.to_ms))
+        return not (
+            (self.from_ms is not None and publish_ms < self.from_ms)
+            or (self.to_ms is not None and publish_ms >= self.to_ms)
+        )
 
     def _split_in_c(self, entry: StoredEntry, facts: EntryFacts) -> bool:
         """The one place a batch goes to the C twin: a plain batch, kept whole
@@ -258,11 +288,17 @@ class TopicDecoder:
         twin did not split it (nothing added: the Python twin then does, and
         says what is wrong)."""
         md = entry.metadata
-        if self._batches is self._rows or not entry.is_batch or entry.encrypted or self.keep is not None \
-                or not self._in_window(md.publish_time):
+        if (
+            self._batches is self._rows
+            or not entry.is_batch
+            or entry.encrypted
+            or self.keep is not None
+            or not self._in_window(md.publish_time)
+        ):
             return False
-        added = self._to(self._batches).add_batch(entry.payload, md.num_messages_in_batch, md.sequence_id,
-                                                  entry_values(facts))
+        added = self._to(self._batches).add_batch(
+            entry.payload, md.num_messages_in_batch, md.sequence_id, entry_values(facts)
+        )
         if added is None:
             return False
         self.messages += md.num_messages_in_batch
@@ -288,28 +324,38 @@ class TopicDecoder:
         ledger_id, entry_id = whole.last
         if self.keep is not None and not self.keep(whole.last, -1):
             return
-        facts = EntryFacts(ledger_id, entry_id, md, whole.broker_index, whole.broker_timestamp,
-                           self.cutoff is not None and whole.last >= self.cutoff)
+        facts = EntryFacts(
+            ledger_id,
+            entry_id,
+            md,
+            whole.broker_index,
+            whole.broker_timestamp,
+            self.cutoff is not None and whole.last >= self.cutoff,
+        )
         ident = message_id(ledger_id, entry_id, self.partition, -1, whole.first)
-        self._add(facts, [message_values(md, whole.payload, -1, ident, md.sequence_id)],
-                  encryption_values(md))
+        self._add(facts, [message_values(md, whole.payload, -1, ident, md.sequence_id)], encryption_values(md))
 
     def _chunk_problems(self) -> None:
         problems = self.chunks.problems
         while problems:
             p = problems.pop(0)
             ledger_id, entry_id = p.positions[-1] if p.positions else (-1, -1)
-            self._problem(ledger_id, entry_id, f"incomplete chunked message {p.uuid}: {p.reason}", None,
-                          p.metadata)
+            self._problem(ledger_id, entry_id, f"incomplete chunked message {p.uuid}: {p.reason}", None, p.metadata)
 
     def _problem(self, ledger_id: int, entry_id: int, reason: str, payload: bytes | None, md: Any = None) -> None:
         self.problems.append(Problem(self.topic, ledger_id, entry_id, reason))
         if not self.error_rows:
             return
-        row = dict(ledger_id=ledger_id, entry_id=entry_id, batch_index=-1,
-                   message_id=message_id(ledger_id, entry_id, self.partition), payload=payload,
-                   payload_size=None if payload is None else len(payload), encrypted=False, error=reason)
+        row = dict(
+            ledger_id=ledger_id,
+            entry_id=entry_id,
+            batch_index=-1,
+            message_id=message_id(ledger_id, entry_id, self.partition),
+            payload=payload,
+            payload_size=None if payload is None else len(payload),
+            encrypted=False,
+            error=reason,
+        )
         if md is not None:
-            row.update(publish_time=md.publish_time * 1000, producer_name=md.producer_name,
-                       sequence_id=md.sequence_id)
+            row.update(publish_time=md.publish_time * 1000, producer_name=md.producer_name, sequence_id=md.sequence_id)
         self._to(self._rows).add_row(row)

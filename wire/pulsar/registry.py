@@ -8,6 +8,7 @@ Pulsar's empty password), as ``BookkeeperSchemaStorage`` does: find the
 version in the locator's index, open that ledger, read its entry, parse it.
 :mod:`.schema` decodes the values.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -43,8 +44,9 @@ class SchemaRegistry:
         self._entries: dict[tuple[int, int], SchemaEntry] = {}
 
     @classmethod
-    def of(cls, store: "MetadataStore", managed_ledgers: str | None = None,
-           read_entry: EntryReader | None = None) -> "SchemaRegistry":
+    def of(
+        cls, store: "MetadataStore", managed_ledgers: str | None = None, read_entry: EntryReader | None = None
+    ) -> "SchemaRegistry":
         """The registry beside ``managed_ledgers`` (default: beside the store's ledger root)."""
         return cls(store.pulsar, schemas_base(managed_ledgers or P.managed_ledgers_base(store.root)), read_entry)
 
@@ -85,8 +87,9 @@ class SchemaRegistry:
                 raise SchemaUnreadable(ledger_id, str(exc)) from None
         return self._entries[key]
 
-    def version(self, schema_id: str, version: int | None = None,
-                locator: SchemaLocator | None = None) -> tuple[int, StoredSchema]:
+    def version(
+        self, schema_id: str, version: int | None = None, locator: SchemaLocator | None = None
+    ) -> tuple[int, StoredSchema]:
         """``(version, schema)``: ``version`` of ``schema_id`` (None: the newest).
         :class:`NoSuchSchema` when the topic has no schema or no such version,
         :class:`SchemaUnreadable` when its ledger is gone or does not decode."""
@@ -96,8 +99,10 @@ class SchemaRegistry:
         want = locator.info.version if version is None else version
         entry = locator.entry(want)
         if entry is None:
-            raise NoSuchSchema(f"{schema_id} has no schema version {want} (versions "
-                               f"{', '.join(str(e.version) for e in locator.index) or 'none'})")
+            raise NoSuchSchema(
+                f"{schema_id} has no schema version {want} (versions "
+                f"{', '.join(str(e.version) for e in locator.index) or 'none'})"
+            )
         return want, self.entry(entry.ledger_id, entry.entry_id).schema
 
     def hash_matches(self, index_hash: bytes, schema: StoredSchema) -> bool:

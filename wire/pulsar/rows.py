@@ -24,6 +24,7 @@ batches:
 is a little-endian machine and fast paths are on, else the Python one; the twin
 selector records it once (``Twins.batch_rows`` of :mod:`bkctl.wire.fastpath`).
 """
+
 from __future__ import annotations
 
 import struct
@@ -35,8 +36,19 @@ from .columns import BATCH_DEFAULTS, MESSAGE_COLUMNS, EntryValues, names
 from .entry import INT64_MAX, MS_MAX, StoredEntry, check_range, check_text
 from .errors import CorruptEntry
 
-__all__ = ["BatchRowsProtocol", "C_KINDS", "MESSAGE_VALUE_COLUMNS", "PyMessageRows", "c_columns",
-           "c_splitter", "splitter", "encryption_values", "entry_messages", "message_values", "split_batch"]
+__all__ = [
+    "BatchRowsProtocol",
+    "C_KINDS",
+    "MESSAGE_VALUE_COLUMNS",
+    "PyMessageRows",
+    "c_columns",
+    "c_splitter",
+    "splitter",
+    "encryption_values",
+    "entry_messages",
+    "message_values",
+    "split_batch",
+]
 
 _U32 = struct.Struct(">I")
 #: What :func:`message_values` gives, in order: the ``message`` columns.
@@ -70,8 +82,13 @@ class BatchRowsProtocol(Protocol):
         """``(rows, columns)``: the rows appended so far; start again empty."""
 
 
-def message_values(md: pb.MessageMetadata | pb.SingleMessageMetadata, payload: bytes | None, batch_index: int,
-                   message_id: str, sequence_id: int) -> MessageValues:
+def message_values(
+    md: pb.MessageMetadata | pb.SingleMessageMetadata,
+    payload: bytes | None,
+    batch_index: int,
+    message_id: str,
+    sequence_id: int,
+) -> MessageValues:
     """A message's own values, in :data:`MESSAGE_VALUE_COLUMNS` order, from its
     metadata (a batch's ``SingleMessageMetadata`` or an entry's
     ``MessageMetadata``: the fields have the same names).  The rules, stated
@@ -85,17 +102,26 @@ def message_values(md: pb.MessageMetadata | pb.SingleMessageMetadata, payload: b
     sequence = md.sequence_id if has("sequence_id") else sequence_id
     event = md.event_time
     if event > MS_MAX or sequence > INT64_MAX:
-        check_range(f"batch message {batch_index}" if batch_index >= 0 else "message metadata",
-                    event_time=event, sequence_id=sequence)
+        check_range(
+            f"batch message {batch_index}" if batch_index >= 0 else "message metadata",
+            event_time=event,
+            sequence_id=sequence,
+        )
     if md.null_value:
         payload = None
     properties = md.properties
-    return (batch_index, message_id, event * 1000 if event else None, sequence,
-            md.partition_key if has("partition_key") and not md.null_partition_key else None,
-            md.partition_key_b64_encoded,
-            md.ordering_key if has("ordering_key") else None,
-            [(p.key, p.value) for p in properties] if properties else [],
-            payload, None if payload is None else len(payload))
+    return (
+        batch_index,
+        message_id,
+        event * 1000 if event else None,
+        sequence,
+        md.partition_key if has("partition_key") and not md.null_partition_key else None,
+        md.partition_key_b64_encoded,
+        md.ordering_key if has("ordering_key") else None,
+        [(p.key, p.value) for p in properties] if properties else [],
+        payload,
+        None if payload is None else len(payload),
+    )
 
 
 def encryption_values(md: Any) -> dict[str, Any] | None:
@@ -108,13 +134,16 @@ def encryption_values(md: Any) -> dict[str, Any] | None:
     if not keys:
         return None
     has = md.HasField
-    return {"encrypted": True, "encryption_keys": [k.key for k in keys],
-            "encryption_key_values": [k.value for k in keys],
-            "encryption_algo": md.encryption_algo if has("encryption_algo") else None,
-            "encryption_param": md.encryption_param if has("encryption_param") else None,
-            "encryption_compression": pb.CompressionType.Name(md.compression),
-            "encryption_uncompressed_size": md.uncompressed_size,
-            "encryption_batch_size": md.num_messages_in_batch if has("num_messages_in_batch") else None}
+    return {
+        "encrypted": True,
+        "encryption_keys": [k.key for k in keys],
+        "encryption_key_values": [k.value for k in keys],
+        "encryption_algo": md.encryption_algo if has("encryption_algo") else None,
+        "encryption_param": md.encryption_param if has("encryption_param") else None,
+        "encryption_compression": pb.CompressionType.Name(md.compression),
+        "encryption_uncompressed_size": md.uncompressed_size,
+        "encryption_batch_size": md.num_messages_in_batch if has("num_messages_in_batch") else None,
+    }
 
 
 def split_batch(payload: bytes, count: int, base_sequence: int, id_prefix: str) -> list[MessageValues]:
@@ -134,7 +163,7 @@ def split_batch(payload: bytes, count: int, base_sequence: int, id_prefix: str) 
         if off + size > n:
             raise CorruptEntry(f"batch message {index}: metadata of {size} bytes overruns the payload")
         try:
-            smd.ParseFromString(view[off:off + size])  # type: ignore[arg-type]  # any buffer parses: no copy
+            smd.ParseFromString(view[off : off + size])  # type: ignore[arg-type]  # any buffer parses: no copy
         except Exception as exc:  # noqa: BLE001
             raise CorruptEntry(f"batch message {index}: metadata does not parse: {exc}") from None
         off += size
@@ -145,8 +174,9 @@ def split_batch(payload: bytes, count: int, base_sequence: int, id_prefix: str) 
             raise CorruptEntry(f"batch message {index}: payload of {length} bytes overruns the batch")
         if not isinstance(smd.partition_key, str) or smd.properties:
             check_text(f"batch message {index}", smd.partition_key, smd.properties)
-        out.append(message_values(smd, payload[off:off + length], index, f"{id_prefix}:{index}",
-                                  base_sequence + index))
+        out.append(
+            message_values(smd, payload[off : off + length], index, f"{id_prefix}:{index}", base_sequence + index)
+        )
         off += length
     if off != n:
         raise CorruptEntry(f"batch of {count} messages leaves {n - off} bytes unread")
@@ -188,8 +218,9 @@ class PyMessageRows:
         messages = split_batch(batch, count, base_sequence, f"{ledger_id}:{entry_id}:{self.partition}")
         return self.add_messages(entry, messages)
 
-    def add_messages(self, entry: EntryValues, messages: list[MessageValues],
-                     encryption: dict[str, Any] | None = None) -> int:
+    def add_messages(
+        self, entry: EntryValues, messages: list[MessageValues], encryption: dict[str, Any] | None = None
+    ) -> int:
         """Rows of an entry's ``messages`` (:func:`message_values` tuples), an
         encrypted one's with its :func:`encryption_values`; their payload bytes."""
         n = len(messages)
@@ -216,8 +247,15 @@ class PyMessageRows:
 
 
 #: How the C twin stores a column of each DDL type (``_packed.c``'s kinds).
-C_KINDS = {"long": "int64", "timestamp": "int64", "int": "int32", "string": "string", "binary": "binary",
-           "boolean": "bool", "map<string,string>": "map"}
+C_KINDS = {
+    "long": "int64",
+    "timestamp": "int64",
+    "int": "int32",
+    "string": "string",
+    "binary": "binary",
+    "boolean": "bool",
+    "map<string,string>": "map",
+}
 
 
 def c_columns() -> list[tuple[str, str, str]]:

@@ -25,6 +25,7 @@
 * A soft-deleted schema is a version of type NONE with ``deleted`` set;
   versions before the newest deletion do not count.
 """
+
 from __future__ import annotations
 
 import base64
@@ -39,18 +40,54 @@ from ..proto import pulsar_schema_pb2 as pb
 from .errors import PulsarFormatError
 from .managed_ledger import COMPONENT_SCHEMA, TopicName, encode_local_name
 
-__all__ = ["COMPONENT_SCHEMA", "IndexEntry", "KeyValueSchema", "SCHEMAS", "SchemaEntry", "SchemaLocator",
-           "StoredSchema", "TYPE_NAMES", "key_value_schema", "parse_locator", "parse_schema_entry",
-           "pretty_definition", "protobuf_descriptor_text", "schema_hash", "schema_id", "split_key_value", "version_bytes", "version_of"]
+__all__ = [
+    "COMPONENT_SCHEMA",
+    "IndexEntry",
+    "KeyValueSchema",
+    "SCHEMAS",
+    "SchemaEntry",
+    "SchemaLocator",
+    "StoredSchema",
+    "TYPE_NAMES",
+    "key_value_schema",
+    "parse_locator",
+    "parse_schema_entry",
+    "pretty_definition",
+    "protobuf_descriptor_text",
+    "schema_hash",
+    "schema_id",
+    "split_key_value",
+    "version_bytes",
+    "version_of",
+]
 
 #: The folder of the locators, beside the managed ledgers (``/schemas``).
 SCHEMAS = "schemas"
 
 #: The client's ``SchemaType`` names by the number the registry stores (the client's value + 1).
-TYPE_NAMES = {1: "NONE", 2: "STRING", 3: "JSON", 4: "PROTOBUF", 5: "AVRO", 6: "BOOLEAN", 7: "INT8", 8: "INT16",
-              9: "INT32", 10: "INT64", 11: "FLOAT", 12: "DOUBLE", 13: "DATE", 14: "TIME", 15: "TIMESTAMP",
-              16: "KEY_VALUE", 17: "INSTANT", 18: "LOCAL_DATE", 19: "LOCAL_TIME", 20: "LOCAL_DATE_TIME",
-              21: "PROTOBUF_NATIVE"}
+TYPE_NAMES = {
+    1: "NONE",
+    2: "STRING",
+    3: "JSON",
+    4: "PROTOBUF",
+    5: "AVRO",
+    6: "BOOLEAN",
+    7: "INT8",
+    8: "INT16",
+    9: "INT32",
+    10: "INT64",
+    11: "FLOAT",
+    12: "DOUBLE",
+    13: "DATE",
+    14: "TIME",
+    15: "TIMESTAMP",
+    16: "KEY_VALUE",
+    17: "INSTANT",
+    18: "LOCAL_DATE",
+    19: "LOCAL_TIME",
+    20: "LOCAL_DATE_TIME",
+    21: "PROTOBUF_NATIVE",
+}
 _VERSION = struct.Struct(">q")
 _LEN = struct.Struct(">i")
 
@@ -92,8 +129,12 @@ class IndexEntry(NamedTuple):
     hash: bytes
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "ledger_id": self.ledger_id, "entry_id": self.entry_id,
-                "hash": self.hash.hex()}
+        return {
+            "version": self.version,
+            "ledger_id": self.ledger_id,
+            "entry_id": self.entry_id,
+            "hash": self.hash.hex(),
+        }
 
 
 class SchemaLocator(NamedTuple):
@@ -172,8 +213,15 @@ def parse_schema_entry(data: bytes) -> SchemaEntry:
     """A schema ledger's entry: ``SchemaEntry`` wrapping a ``SchemaInfo``."""
     entry = _parse(data, pb.SchemaEntry, "SchemaEntry")
     info = _parse(entry.schema_data, pb.SchemaInfo, "SchemaEntry.schema_data (SchemaInfo)")
-    schema = StoredSchema(info.schema_id, info.user, TYPE_NAMES.get(info.type, str(info.type)), bytes(info.schema),
-                          info.timestamp, info.deleted, tuple((p.key, p.value) for p in info.props))
+    schema = StoredSchema(
+        info.schema_id,
+        info.user,
+        TYPE_NAMES.get(info.type, str(info.type)),
+        bytes(info.schema),
+        info.timestamp,
+        info.deleted,
+        tuple((p.key, p.value) for p in info.props),
+    )
     return SchemaEntry(schema, tuple(_index_entry(e) for e in entry.index))
 
 
@@ -196,7 +244,7 @@ def split_key_value(data: bytes) -> tuple[bytes | None, bytes | None]:
             continue
         if off + n > len(data):
             raise PulsarFormatError(f"key/value data: the {side}'s {n} bytes overrun its {len(data)}")
-        out.append(data[off:off + n])
+        out.append(data[off : off + n])
         off += n
     if off != len(data):
         raise PulsarFormatError(f"key/value data leaves {len(data) - off} bytes after the value")
@@ -225,8 +273,17 @@ def key_value_schema(schema: StoredSchema) -> KeyValueSchema:
             sub = json.loads(props.get(f"{side}.schema.properties") or "{}")
         except ValueError:
             sub = {}
-        sides.append(StoredSchema(schema.schema_id, schema.user, kind, data or b"", schema.timestamp, False,
-                                  tuple(sorted((str(k), str(v)) for k, v in sub.items()))))
+        sides.append(
+            StoredSchema(
+                schema.schema_id,
+                schema.user,
+                kind,
+                data or b"",
+                schema.timestamp,
+                False,
+                tuple(sorted((str(k), str(v)) for k, v in sub.items())),
+            )
+        )
     encoding = props.get("kv.encoding.type", "INLINE").upper()
     if encoding not in ("INLINE", "SEPARATED"):
         raise PulsarFormatError(f"kv.encoding.type {encoding!r}: INLINE or SEPARATED")
@@ -240,9 +297,11 @@ def pretty_definition(schema: StoredSchema) -> Any:
     data as text (None: empty)."""
     if schema.type == "KEY_VALUE":
         kv = key_value_schema(schema)
-        return {"encoding": kv.encoding,
-                "key": {"type": kv.key.type, "definition": pretty_definition(kv.key)},
-                "value": {"type": kv.value.type, "definition": pretty_definition(kv.value)}}
+        return {
+            "encoding": kv.encoding,
+            "key": {"type": kv.key.type, "definition": pretty_definition(kv.key)},
+            "value": {"type": kv.value.type, "definition": pretty_definition(kv.value)},
+        }
     if not schema.data:
         return None
     text = schema.data.decode("utf-8", "replace")

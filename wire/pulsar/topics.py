@@ -13,6 +13,7 @@ found, partitions are found by their managed ledgers' names.
 The metadata store's :class:`~bkctl.wire.metadata.store.PulsarMetadata`
 (``store.pulsar``) reads the values; :mod:`.managed_ledger` decodes them.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -173,8 +174,11 @@ class TopicMetadataReader:
     def partitions(self, topic: TopicName) -> list[TopicName]:
         """The partitions ``<topic>-partition-N`` that have managed ledgers, by N."""
         prefix = topic.local + "-partition-"
-        found = [t for t in self.topics(topic.tenant, topic.namespace)
-                 if t.local.startswith(prefix) and t.partition >= 0 and t.partitioned_topic == topic]
+        found = [
+            t
+            for t in self.topics(topic.tenant, topic.namespace)
+            if t.local.startswith(prefix) and t.partition >= 0 and t.partitioned_topic == topic
+        ]
         return sorted(found, key=lambda t: t.partition)
 
     def suggest(self, topic: TopicName, limit: int = 3) -> list[str]:

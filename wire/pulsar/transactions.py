@@ -20,6 +20,7 @@ passed over without parsing: :func:`entry_marks`); its result,
 :class:`TopicTransactions`, is what the readers of the topic's ranges need
 (:meth:`TopicTransactions.for_range`).
 """
+
 from __future__ import annotations
 
 import struct
@@ -29,16 +30,31 @@ from typing import Any
 from ..proto import pulsar_api_pb2 as pb
 from .entry import MAGIC_BROKER_ENTRY_METADATA, MAGIC_CRC32C
 
-__all__ = ["MARKER_NAMES", "TXN_ABORT", "TXN_COMMIT", "Position", "TopicTransactions", "TransactionScan",
-           "entry_marks", "marker_name", "txn_of"]
+__all__ = [
+    "MARKER_NAMES",
+    "TXN_ABORT",
+    "TXN_COMMIT",
+    "Position",
+    "TopicTransactions",
+    "TransactionScan",
+    "entry_marks",
+    "marker_name",
+    "txn_of",
+]
 
 Position = tuple[int, int]
 Txn = tuple[int, int]
 
 #: ``MarkerType`` of Pulsar's ``PulsarMarkers.proto``.
-MARKER_NAMES = {10: "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST", 11: "REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE",
-                12: "REPLICATED_SUBSCRIPTION_SNAPSHOT", 13: "REPLICATED_SUBSCRIPTION_UPDATE",
-                20: "TXN_COMMITTING", 21: "TXN_COMMIT", 22: "TXN_ABORT"}
+MARKER_NAMES = {
+    10: "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST",
+    11: "REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE",
+    12: "REPLICATED_SUBSCRIPTION_SNAPSHOT",
+    13: "REPLICATED_SUBSCRIPTION_UPDATE",
+    20: "TXN_COMMITTING",
+    21: "TXN_COMMIT",
+    22: "TXN_ABORT",
+}
 TXN_COMMIT = 21
 TXN_ABORT = 22
 
@@ -75,7 +91,7 @@ def _metadata_bytes(data: bytes) -> bytes | None:
     size = _U32.unpack_from(data, off)[0]
     if size == 0 or off + 4 + size > n:
         return None
-    return bytes(data[off + 4:off + 4 + size])
+    return bytes(data[off + 4 : off + 4 + size])
 
 
 def entry_marks(data: bytes) -> tuple[int | None, Txn | None]:
@@ -119,8 +135,7 @@ class TopicTransactions:
         the aborted transactions that may have messages there, the open ones
         (the cutoff), no marker counts."""
         lo, hi = (ledger_id, first), (ledger_id, last)
-        ended = {t: e for t, e in self.ended.items()
-                 if e[2] and (e[0] is None or e[0] <= hi) and e[1] >= lo}
+        ended = {t: e for t, e in self.ended.items() if e[2] and (e[0] is None or e[0] <= hi) and e[1] >= lo}
         return TopicTransactions(ended, dict(self.open))
 
     @property
@@ -151,12 +166,13 @@ class TopicTransactions:
 
     def to_json(self) -> dict[str, Any]:
         cutoff = self.cutoff
-        return {"committed": sum(1 for e in self.ended.values() if not e[2]),
-                "aborted": sum(1 for e in self.ended.values() if e[2]),
-                "open": {f"({t[0]},{t[1]})": f"{p[0]}:{p[1]}" for t, p in sorted(self.open.items(),
-                                                                                 key=lambda i: i[1])},
-                "cutoff": None if cutoff is None else f"{cutoff[0]}:{cutoff[1]}",
-                "markers": dict(sorted(self.markers.items()))}
+        return {
+            "committed": sum(1 for e in self.ended.values() if not e[2]),
+            "aborted": sum(1 for e in self.ended.values() if e[2]),
+            "open": {f"({t[0]},{t[1]})": f"{p[0]}:{p[1]}" for t, p in sorted(self.open.items(), key=lambda i: i[1])},
+            "cutoff": None if cutoff is None else f"{cutoff[0]}:{cutoff[1]}",
+            "markers": dict(sorted(self.markers.items())),
+        }
 
 
 class TransactionScan:
@@ -179,5 +195,6 @@ class TransactionScan:
             self._first.setdefault(txn, position)
 
     def result(self) -> TopicTransactions:
-        return TopicTransactions(dict(self._ended), {t: p for t, p in self._first.items() if t not in self._ended},
-                                 dict(self._markers))
+        return TopicTransactions(
+            dict(self._ended), {t: p for t, p in self._first.items() if t not in self._ended}, dict(self._markers)
+        )

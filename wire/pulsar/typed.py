@@ -41,6 +41,7 @@ How each schema type is read, as the Java client's schemas write:
 The Arrow types of Avro and JSON values are :mod:`.avro_types`'s, of protobuf
 messages :mod:`.protobuf_values`'s.
 """
+
 from __future__ import annotations
 
 import base64
@@ -87,6 +88,7 @@ def _primitive(kind: str) -> _Side:
                 raise DecodeError(f"{kind} is {s.size} bytes, not {len(data)}")
             value = s.unpack(data)
             return convert(*value) if convert else value[0]
+
         return decode
 
     def text(data: bytes):
@@ -107,12 +109,16 @@ def _primitive(kind: str) -> _Side:
         "DATE": (pa.timestamp("ms", tz="UTC"), fixed(">q")),
         "TIMESTAMP": (pa.timestamp("ms", tz="UTC"), fixed(">q")),
         "TIME": (pa.int64(), fixed(">q")),
-        "INSTANT": (pa.timestamp("us", tz="UTC"),
-                    fixed(">qi", lambda s, n: _EPOCH + _dt.timedelta(seconds=s, microseconds=n // 1000))),
+        "INSTANT": (
+            pa.timestamp("us", tz="UTC"),
+            fixed(">qi", lambda s, n: _EPOCH + _dt.timedelta(seconds=s, microseconds=n // 1000)),
+        ),
         "LOCAL_DATE": (pa.date32(), fixed(">q", lambda d: _DAY0 + _dt.timedelta(days=d))),
         "LOCAL_TIME": (pa.int64(), fixed(">q")),
-        "LOCAL_DATE_TIME": (pa.timestamp("us"), fixed(">qq", lambda d, n: _EPOCH_NAIVE + _dt.timedelta(
-            days=d, microseconds=n // 1000))),
+        "LOCAL_DATE_TIME": (
+            pa.timestamp("us"),
+            fixed(">qq", lambda d, n: _EPOCH_NAIVE + _dt.timedelta(days=d, microseconds=n // 1000)),
+        ),
         "BYTES": (pa.binary(), bytes),
         "NONE": (pa.binary(), bytes),
     }
@@ -145,6 +151,7 @@ def _avro_side(schema: StoredSchema) -> _Side:
     arrow, fix = avro_arrow(defined)
 
     if schema.type == "AVRO":
+
         def decode(data: bytes, _read=schemaless_reader, _fix=fix):
             value = _read(io.BytesIO(data), parsed, None)
             return value if _fix is None else _fix(value)
@@ -158,6 +165,7 @@ def _avro_side(schema: StoredSchema) -> _Side:
                 raise DecodeError(f"not a JSON document: {exc}") from None
             value = shape(doc)
             return value if _fix is None else _fix(value)
+
     return _Side(arrow, decode, parsed, schema.type)
 
 
@@ -198,6 +206,7 @@ def _key_value_side(schema: StoredSchema) -> _Side:
         except PulsarFormatError as exc:
             raise DecodeError(str(exc)) from None
         return {"key": None if k is None else key.decode(k), "value": None if v is None else value.decode(v)}
+
     return _Side(arrow, decode, kind="KEY_VALUE")
 
 
@@ -210,8 +219,9 @@ class TypedView:
     ``unreadable``: version -> why it cannot be read (its ledger gone, ...);
     ``reader``: the version read as (None: the newest readable one)."""
 
-    def __init__(self, versions: dict[int, StoredSchema], unreadable: dict[int, str] | None = None,
-                 reader: int | None = None):
+    def __init__(
+        self, versions: dict[int, StoredSchema], unreadable: dict[int, str] | None = None, reader: int | None = None
+    ):
         self.versions = dict(sorted(versions.items()))
         self.unreadable = dict(unreadable or {})
         if reader is None:
@@ -231,8 +241,9 @@ class TypedView:
         self._native: Any = None
         main = self.versions[reader]
         if main.type in ("NONE", "BYTES") or main.deleted:
-            raise Untyped(f"schema version {reader} is {'deleted' if main.deleted else main.type}: the payload is "
-                          "the value")
+            raise Untyped(
+                f"schema version {reader} is {'deleted' if main.deleted else main.type}: the payload is the value"
+            )
         self._reader_side = self._side_of(reader)
         if main.type == "KEY_VALUE":
             self._kv = key_value_schema(main)
@@ -297,6 +308,7 @@ class TypedView:
                     doc = json.loads(data)
                     value = shape(doc)
                     return value if fix is None else fix(value)
+
                 return decode_json
             if writer.type == "KEY_VALUE":
                 return self._key_value_resolved(version)
@@ -324,6 +336,7 @@ class TypedView:
             except Exception as exc:  # noqa: BLE001 - fastavro's resolution errors
                 raise DecodeError(f"version {version} read as version {self.reader}: {exc}") from None
             return value if fix is None else fix(value)
+
         return decode
 
     def _key_value_resolved(self, version: int) -> Callable[[bytes], Any] | str:
@@ -346,6 +359,7 @@ class TypedView:
             except PulsarFormatError as exc:
                 raise DecodeError(str(exc)) from None
             return {"key": side(sides[0], k), "value": side(sides[1], v)}
+
         return decode
 
     def decode_version(self, version: int | None, payload: bytes) -> Any:
@@ -360,8 +374,9 @@ class TypedView:
         except Exception as exc:  # noqa: BLE001 - whatever the payload made a decoder raise
             raise DecodeError(f"{type(exc).__name__}: {exc}") from None
 
-    def decode(self, schema_version: bytes | None, payload: bytes | None, key: str | None = None,
-               key_b64: bool = False) -> Any:
+    def decode(
+        self, schema_version: bytes | None, payload: bytes | None, key: str | None = None, key_b64: bool = False
+    ) -> Any:
         """A message's value (None for a null value): ``schema_version`` as
         stamped (none: the reader's), the payload, and for a SEPARATED
         key/value schema the message's key (base64 when ``key_b64``)."""
@@ -386,8 +401,14 @@ class TypedView:
             inline += struct.pack(">i", -1) if part is None else struct.pack(">i", len(part)) + part
         return self.decode_version(version, bytes(inline))
 
-    def decode_many(self, versions: list, payloads: list, keys: list | None = None, key_b64: list | None = None,
-                    skip: list | None = None) -> tuple[list, dict[int, str]]:
+    def decode_many(
+        self,
+        versions: list,
+        payloads: list,
+        keys: list | None = None,
+        key_b64: list | None = None,
+        skip: list | None = None,
+    ) -> tuple[list, dict[int, str]]:
         """The values of many messages (columns of a batch: version bytes,
         payloads, keys and their base64 flags for a SEPARATED key/value
         schema; ``skip[i]`` true: not a message to decode, value None) and
@@ -499,6 +520,9 @@ class TypedView:
 
     def describe(self) -> dict[str, Any]:
         """For a manifest: the reader version, its type and the versions."""
-        return {"reader_version": self.reader, "type": self.type, "versions": sorted(self.versions),
-                "unreadable": {str(v): why for v, why in sorted(self.unreadable.items())}}
-
+        return {
+            "reader_version": self.reader,
+            "type": self.type,
+            "versions": sorted(self.versions),
+            "unreadable": {str(v): why for v, why in sorted(self.unreadable.items())},
+        }

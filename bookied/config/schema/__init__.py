@@ -11,6 +11,7 @@ Each owner's keys live in their own module (:mod:`.server`, :mod:`.journal`,
 ``Option`` type they share in :mod:`.option`; this module puts them in the
 one order ``BookieConfig``'s fields, ``--help`` and the man page follow.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -51,7 +52,8 @@ OPTIONS_BY_NAME: Mapping[str, Option] = {opt.name: opt for opt in OPTIONS}
 
 # Keys of the Java bookie that bookied accepts but does not support: each one a
 # file sets is warned about, once, as having no effect.
-IGNORED_KEYS: frozenset[str] = frozenset("""
+IGNORED_KEYS: frozenset[str] = frozenset(
+    """
     ledgerStorageClass sortedLedgerStorageEnabled entryLogFilePreallocationEnabled
     flushEntrylogBytes readBufferSizeBytes writeBufferSizeBytes entryLogPerLedgerEnabled
     numOfMemtableFlushThreads entrylogMapAccessExpiryTimeInSeconds maximumNumberOfActiveEntryLogs
@@ -100,7 +102,8 @@ IGNORED_KEYS: frozenset[str] = frozenset("""
     localConsistencyCheckOnStartup dataIntegrityChecking dataIntegrityStampMissingCookies
     allocatorPoolingPolicy allocatorPoolingConcurrency allocatorOutOfMemoryPolicy
     allocatorLeakDetectionPolicy
-""".split())
+""".split()
+)
 
 # Every spelling accepted for an override key: Java name, attribute, flag.
 _LOOKUP: dict[str, Option] = {}

@@ -3,6 +3,7 @@
 The schema's sections (one module each) list their keys as ``Option`` values; this module is what every
 key shares, apart from which keys there are.
 """
+
 from __future__ import annotations
 
 import re
@@ -227,4 +228,3 @@ def number_text(value: int | float) -> str:
         text = repr(value)
         return text[:-2] if text.endswith(".0") else text
     return str(value)
-

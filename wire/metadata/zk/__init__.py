@@ -26,6 +26,7 @@ Every manager method is synchronous (kazoo runs its own I/O thread) and
 thread-safe; expected failures surface as :mod:`bkctl.wire.metadata.errors`,
 never as raw kazoo exceptions.
 """
+
 from __future__ import annotations
 
 import time
@@ -60,11 +61,18 @@ class ZKMetadataStore(ZKSession):
     :class:`~.underreplication.ZKUnderreplicationManager`.
     """
 
-    def __init__(self, uri: str, timeout: float = 10.0, *, session_timeout: float | None = None,
-                 store_ctime: bool = False, security: ZKSecurity | None = None, wall_clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        uri: str,
+        timeout: float = 10.0,
+        *,
+        session_timeout: float | None = None,
+        store_ctime: bool = False,
+        security: ZKSecurity | None = None,
+        wall_clock: Callable[[], float] = time.time,
+    ):
         parsed = MetadataServiceURI.parse(uri)
-        super().__init__(parsed.hosts, parsed.root, timeout, session_timeout=session_timeout,
-                         security=security)
+        super().__init__(parsed.hosts, parsed.root, timeout, session_timeout=session_timeout, security=security)
         self.uri = uri
         self.registration = ZKRegistrationManager(self)
         self.underreplication = ZKUnderreplicationManager(self, store_ctime, wall_clock)

@@ -1,5 +1,6 @@
 """The auditor election below ``<root>/underreplication/auditorelection``, as Java's
 ZkLedgerAuditorManager runs it: EPHEMERAL_SEQUENTIAL votes, the lowest wins."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
@@ -19,7 +20,7 @@ __all__ = ["ZKAuditorElection"]
 
 
 def _vote_sequence(name: str) -> int | None:
-    digits = name[len(P.UR_VOTE_PREFIX):]
+    digits = name[len(P.UR_VOTE_PREFIX) :]
     return int(digits) if name.startswith(P.UR_VOTE_PREFIX) and digits.isdigit() else None
 
 
@@ -41,8 +42,9 @@ class ZKAuditorElection(Manager):
         self._underreplication.ensure_checked()
         election = self._election
         self._session.create_if_missing(election)
-        path = self._zk.create(f"{election}/{P.UR_VOTE_PREFIX}", UR.serialize_auditor_vote(bookie_id),
-                               ephemeral=True, sequence=True)
+        path = self._zk.create(
+            f"{election}/{P.UR_VOTE_PREFIX}", UR.serialize_auditor_vote(bookie_id), ephemeral=True, sequence=True
+        )
         return str(path.rsplit("/", 1)[1])
 
     @zk_call

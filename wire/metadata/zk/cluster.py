@@ -1,6 +1,7 @@
 """The cluster's own znodes: bootstrap and teardown (``initnewcluster``, ``metaformat``,
 ``nukeexistingcluster``), ``INSTANCEID`` and ``LAYOUT`` (which names the ledger manager
 every other manager lays its znodes out by)."""
+
 from __future__ import annotations
 
 import uuid
@@ -31,12 +32,12 @@ class ZKClusterManager(Manager):
     (None for a plain ``zk://``).
     """
 
-    def __init__(self, session: ZKSession, configured_manager: str | None,
-                 registration: "ZKRegistrationManager"):
+    def __init__(self, session: ZKSession, configured_manager: str | None, registration: "ZKRegistrationManager"):
         super().__init__(session)
         if configured_manager is not None and configured_manager not in P.MANAGERS:
-            raise ValueError(f"ledger manager {configured_manager!r} is not supported by this store "
-                             f"(one of {', '.join(P.MANAGERS)})")
+            raise ValueError(
+                f"ledger manager {configured_manager!r} is not supported by this store (one of {', '.join(P.MANAGERS)})"
+            )
         self.configured_manager = configured_manager
         self._registration = registration
         self._forget: list[Callable[[], None]] = []
@@ -53,8 +54,7 @@ class ZKClusterManager(Manager):
     @zk_call
     def holds_cluster(self) -> bool:
         """Whether the root holds a BookKeeper cluster (its LAYOUT or INSTANCEID)."""
-        return any(self._session.exists(self._session.path(name)) is not None
-                   for name in (P.LAYOUT, P.INSTANCEID))
+        return any(self._session.exists(self._session.path(name)) is not None for name in (P.LAYOUT, P.INSTANCEID))
 
     @zk_call
     def closest_cluster_root(self, budget: int = 500) -> str | None:
@@ -75,7 +75,8 @@ class ZKClusterManager(Manager):
         def is_cluster_root(path: str) -> bool:
             # LAYOUT alone is not enough: underreplication/ has its own LAYOUT
             return bool(s.exists(f"{path}/{P.LAYOUT}")) and bool(
-                s.exists(f"{path}/{P.INSTANCEID}") or s.exists(f"{path}/{P.AVAILABLE}"))
+                s.exists(f"{path}/{P.INSTANCEID}") or s.exists(f"{path}/{P.AVAILABLE}")
+            )
 
         ancestor = root.rstrip("/").rsplit("/", 1)[0] or "/"
         while ancestor != "/" and not s.exists(ancestor):
@@ -280,9 +281,7 @@ class ZKClusterManager(Manager):
                 self._session.require_root()
             current = self.instance_id()
             if current != instance_id:
-                raise NukeRefused(
-                    f"instance id {instance_id!r} does not match the cluster's INSTANCEID {current!r}"
-                )
+                raise NukeRefused(f"instance id {instance_id!r} does not match the cluster's INSTANCEID {current!r}")
         if not root_exists:
             return False
         writable = self._registration.writable_bookies()

@@ -1,5 +1,6 @@
 """Bookie cookies (``<root>/cookies/<id>``) with compare-and-set on their version,
 as Java's ZKRegistrationManager reads, writes and removes them."""
+
 from __future__ import annotations
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError

@@ -1,5 +1,6 @@
 """Ledger ids from ZooKeeper sequential nodes, as Java's ZkLedgerIdGenerator and
 LongZkLedgerIdGenerator hand them out (``idgen``, then the 63-bit ``idgen-long``)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -55,10 +56,9 @@ class ZKLedgerIdGenerator(Manager):
 
     def _sequential(self, parent: str) -> int:
         """Create ``parent/ID-<seq>`` (ephemeral, sequential), delete it, return seq."""
-        created = self._zk.create(f"{parent}/{P.ID_PREFIX}", b"", ephemeral=True,
-                                  sequence=True, makepath=True)
+        created = self._zk.create(f"{parent}/{P.ID_PREFIX}", b"", ephemeral=True, sequence=True, makepath=True)
         try:
-            leaf = created.rsplit("/", 1)[-1][len(P.ID_PREFIX):]
+            leaf = created.rsplit("/", 1)[-1][len(P.ID_PREFIX) :]
             seq = int(leaf)  # may be negative once the signed counter wraps
         finally:
             self._session.delete_quiet(created)

@@ -1,6 +1,7 @@
 """Ledger metadata znodes, laid out by the cluster's ledger manager (Java's
 HierarchicalLedgerManager and its flat / legacy / long siblings): create, read,
 compare-and-set on the znode version, delete, and walking every ledger id."""
+
 from __future__ import annotations
 
 import re
@@ -175,8 +176,7 @@ class ZKLedgerManager(Manager):
             data, stat = self._session.get(self.path(ledger_id))
         except NoNodeError:
             return NoSuchLedger(ledger_id)
-        return MetadataVersionConflict(ledger_id, expected_version,
-                                       self._decode(ledger_id, data, stat), stat.version)
+        return MetadataVersionConflict(ledger_id, expected_version, self._decode(ledger_id, data, stat), stat.version)
 
     @zk_call
     def update(self, ledger_id: int, md: LedgerMetadata, expected_version: int) -> int:
@@ -195,8 +195,9 @@ class ZKLedgerManager(Manager):
             except NoNodeError:
                 raise NoSuchLedger(ledger_id) from None
             if expected_version != -1 and stat.version != expected_version:
-                raise MetadataVersionConflict(ledger_id, expected_version,
-                                              self._decode(ledger_id, current, stat), stat.version)
+                raise MetadataVersionConflict(
+                    ledger_id, expected_version, self._decode(ledger_id, current, stat), stat.version
+                )
             if md.ctime == stat.ctime:
                 try:
                     stored = parse_ledger_metadata(current)
@@ -231,8 +232,7 @@ class ZKLedgerManager(Manager):
                 continue
 
     @zk_gen
-    def read_many(self, ledger_ids: Iterable[int], *, naming: Collection[str] | None = None
-                  ) -> Iterator[LedgerRead]:
+    def read_many(self, ledger_ids: Iterable[int], *, naming: Collection[str] | None = None) -> Iterator[LedgerRead]:
         """:class:`LedgerRead` ``(ledger_id, metadata, version)`` for each of ``ledger_ids``,
         in order, streaming (:meth:`ZKSession.get_many`: multiRead batches on a connection
         of its own, or pipelined gets): ``(ledger_id, None, -1)`` for a missing ledger, and
@@ -263,8 +263,9 @@ class ZKLedgerManager(Manager):
                 continue
             yield LedgerRead(ledger_id, md, stat.version)
 
-    def walk(self, *, naming: Collection[str] | None = None,
-             progress: WalkProgress | None = None) -> Iterator[LedgerRead]:
+    def walk(
+        self, *, naming: Collection[str] | None = None, progress: WalkProgress | None = None
+    ) -> Iterator[LedgerRead]:
         """Every ledger's metadata in id order, streaming (:meth:`read_many` of
         :meth:`ids`): the one walk every command over all ledgers takes.  *progress*
         hears the number of ledgers first (:meth:`count`) and then how many are done."""
@@ -295,9 +296,12 @@ class ZKLedgerManager(Manager):
         """The znodes whose children are ledger leaves (``L####``), ``depth`` levels down."""
         level = [[t] for t in tops]
         for _ in range(depth - 2):
-            level = [prefix + [name] for prefix in level
-                     for name in self._session.children_or_empty(self._session.path(*prefix))
-                     if _DIGITS4.fullmatch(name)]
+            level = [
+                prefix + [name]
+                for prefix in level
+                for name in self._session.children_or_empty(self._session.path(*prefix))
+                if _DIGITS4.fullmatch(name)
+            ]
         return [self._session.path(*prefix) for prefix in level]
 
     @zk_gen

@@ -2,6 +2,7 @@
 Pulsar's managed-ledger store (``MetaStoreImpl``) keeps, each with its cursors as
 children, and the partitioned-topic metadata of its configuration store.  Values
 are returned as stored; :mod:`bkctl.wire.pulsar` decodes them."""
+
 from __future__ import annotations
 
 import itertools
@@ -24,14 +25,14 @@ class ZKPulsarMetadata(Manager):
     """List and read managed ledgers, cursors, partitioned-topic metadata and schema locators."""
 
     @zk_call
-    def managed_ledger_names(self, base: str, tenant: str | None = None,
-                             namespace: str | None = None) -> list[str]:
+    def managed_ledger_names(self, base: str, tenant: str | None = None, namespace: str | None = None) -> list[str]:
         names: list[str] = []
         for t in [tenant] if tenant else self._sorted_children(base):
             for ns in [namespace] if namespace else self._namespaces(base, t):
                 prefix = f"{t}/{ns}/{_DOMAIN}"
-                names.extend(f"{prefix}/{encoded}"
-                             for encoded in self._sorted_children(P.managed_ledger_path(base, prefix)))
+                names.extend(
+                    f"{prefix}/{encoded}" for encoded in self._sorted_children(P.managed_ledger_path(base, prefix))
+                )
         return sorted(names)
 
     def _sorted_children(self, path: str) -> list[str]:
@@ -51,8 +52,7 @@ class ZKPulsarMetadata(Manager):
         return next(self.managed_ledgers(base, [name], cursors), None)
 
     @zk_gen
-    def managed_ledgers(self, base: str, names: Iterable[str], cursors: bool = True
-                        ) -> Iterator[StoredManagedLedger]:
+    def managed_ledgers(self, base: str, names: Iterable[str], cursors: bool = True) -> Iterator[StoredManagedLedger]:
         """:meth:`managed_ledger` of each of *names*, in order, leaving out those that are
         gone: a thousand at a time, each step (values, cursor lists, cursors) one pipelined
         read, so that ten thousand topics cost some thirty walks' requests, not 30,000
@@ -63,8 +63,9 @@ class ZKPulsarMetadata(Manager):
             paths = [P.managed_ledger_path(base, name) for name in chunk]
             values = list(s.get_many(paths))
             children = list(s.children_many(paths)) if cursors else [[] for _ in paths]
-            wanted = [(i, child) for i, kids in enumerate(children) for child in sorted(kids or ())
-                      if values[i] is not None]
+            wanted = [
+                (i, child) for i, kids in enumerate(children) for child in sorted(kids or ()) if values[i] is not None
+            ]
             found: list[dict[str, bytes]] = [{} for _ in paths]
             for (i, child), got in s.get_each([((i, c), f"{paths[i]}/{c}") for i, c in wanted]):
                 if got is not None:  # None: deleted meanwhile

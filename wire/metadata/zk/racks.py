@@ -1,5 +1,6 @@
 """Pulsar's rack map (``/bookies`` at the ZooKeeper root, outside the ledgers root),
 which rack-aware placement reads; the format is :mod:`bkctl.wire.metadata.racks`."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -38,5 +39,9 @@ class ZKRackMap(Manager):
             return int(self._zk.set(RACK_MAP_PATH, data, version=version).version)
         except (NodeExistsError, BadVersionError, NoNodeError):
             current, current_version = self.read()
-            raise VersionConflict("the rack map " + RACK_MAP_PATH, -1 if version is None else version,
-                                  current, -1 if current_version is None else current_version) from None
+            raise VersionConflict(
+                "the rack map " + RACK_MAP_PATH,
+                -1 if version is None else version,
+                current,
+                -1 if current_version is None else current_version,
+            ) from None

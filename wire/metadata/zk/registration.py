@@ -1,5 +1,6 @@
 """Bookie registration, as Java's ZKRegistrationManager (a bookie's own ephemeral
 node) and ZKRegistrationClient (the lists everyone reads) do it."""
+
 from __future__ import annotations
 
 import logging
@@ -37,8 +38,7 @@ class ZKRegistrationManager(Manager):
         return P.readonly_path(bookie_id, self._root) if readonly else P.available_path(bookie_id, self._root)
 
     @zk_call
-    def register(self, bookie_id: str, service_info: bytes | BookieServiceInfo = b"",
-                 readonly: bool = False) -> None:
+    def register(self, bookie_id: str, service_info: bytes | BookieServiceInfo = b"", readonly: bool = False) -> None:
         """Create the bookie's EPHEMERAL registration node.
 
         Read-only registration creates ``available/readonly/<id>`` (and
@@ -132,8 +132,7 @@ class ZKRegistrationManager(Manager):
 
     @zk_call
     def writable_bookies(self) -> list[str]:
-        return sorted(c for c in self._session.children_or_empty(self._session.path(P.AVAILABLE))
-                      if c != P.READONLY)
+        return sorted(c for c in self._session.children_or_empty(self._session.path(P.AVAILABLE)) if c != P.READONLY)
 
     @zk_call
     def readonly_bookies(self) -> list[str]:
@@ -142,8 +141,9 @@ class ZKRegistrationManager(Manager):
     @zk_call
     def watch_writable_bookies(self, listener: Callable[[list[str]], None]) -> Unwatch:
         """A children watch on ``available/`` (its ``readonly`` child left out)."""
-        return self._session.watch_children(self._session.path(P.AVAILABLE), listener,
-                                            keep=lambda name: name != P.READONLY)
+        return self._session.watch_children(
+            self._session.path(P.AVAILABLE), listener, keep=lambda name: name != P.READONLY
+        )
 
     @zk_call
     def watch_readonly_bookies(self, listener: Callable[[list[str]], None]) -> Unwatch:

@@ -7,6 +7,7 @@ managers when an expired session has been replaced (so registration can put
 its ephemeral nodes back).  The small znode helpers the managers share live
 here too.
 """
+
 from __future__ import annotations
 
 import functools
@@ -180,9 +181,16 @@ class ZKSession:
     *timeout* bounds the initial connection; the session timeout defaults to it.
     """
 
-    def __init__(self, hosts: str, root: str, timeout: float = 10.0, *,
-                 session_timeout: float | None = None, security: ZKSecurity | None = None,
-                 twins: Twins | None = None):
+    def __init__(
+        self,
+        hosts: str,
+        root: str,
+        timeout: float = 10.0,
+        *,
+        session_timeout: float | None = None,
+        security: ZKSecurity | None = None,
+        twins: Twins | None = None,
+    ):
         from bkctl.wire.metadata.zksecurity import get_default
 
         #: the fast paths in use (:mod:`bkctl.wire.fastpath`; None: the process's, looked up
@@ -238,8 +246,7 @@ class ZKSession:
             raise
         self._zk = zk
         self._closing = False
-        self._restore_thread = threading.Thread(target=self._restore_loop, name="zkstore-reregister",
-                                                daemon=True)
+        self._restore_thread = threading.Thread(target=self._restore_loop, name="zkstore-reregister", daemon=True)
         self._restore_thread.start()
         return self
 
@@ -356,11 +363,14 @@ class ZKSession:
 
     def auth_error(self, exc: BaseException) -> ZKAuthError:
         if isinstance(exc, NoAuthError):
-            return ZKAuthError(f"ZooKeeper at {self.hosts} denied access (NoAuth) with "
-                               f"{self.security.describe()}: wrong or missing credentials")
+            return ZKAuthError(
+                f"ZooKeeper at {self.hosts} denied access (NoAuth) with "
+                f"{self.security.describe()}: wrong or missing credentials"
+            )
         if isinstance(exc, SessionClosedRequireSaslError):
-            return ZKAuthError(f"ZooKeeper at {self.hosts} requires authentication and closed the session "
-                               f"({self.security.describe()})")
+            return ZKAuthError(
+                f"ZooKeeper at {self.hosts} requires authentication and closed the session ({self.security.describe()})"
+            )
         return ZKAuthError(f"ZooKeeper at {self.hosts} rejected the credentials ({self.security.describe()})")
 
     def unavailable(self, exc: BaseException) -> ZKStoreError:
@@ -565,10 +575,10 @@ class ZKSession:
         except (NoNodeError, BadVersionError):
             return False
 
-
     # -- watches (kazoo's recipes: set again after every event and every new session) --
-    def watch_children(self, path: str, listener: Callable[[list[str]], None],
-                       keep: Callable[[str], bool] = lambda name: True) -> Callable[[], None]:
+    def watch_children(
+        self, path: str, listener: Callable[[list[str]], None], keep: Callable[[str], bool] = lambda name: True
+    ) -> Callable[[], None]:
         """Call ``listener(sorted children that keep)`` now and whenever that list changed
         (kazoo's ChildrenWatch, from its thread) until the returned function is called."""
         stopped = threading.Event()

@@ -2,6 +2,7 @@
 ZkLedgerUnderreplicationManager keeps it: the replication switch, the lost-bookie
 recovery delay, one ``urL`` mark per under-replicated ledger and the replication
 workers' per-ledger locks.  The znode formats are :mod:`bkctl.wire.metadata.underreplication`."""
+
 from __future__ import annotations
 
 import itertools
@@ -37,8 +38,7 @@ class ZKUnderreplicationManager(Manager):
     (seconds since the epoch).
     """
 
-    def __init__(self, session: ZKSession, store_ctime: bool = False,
-                 wall_clock: Callable[[], float] = time.time):
+    def __init__(self, session: ZKSession, store_ctime: bool = False, wall_clock: Callable[[], float] = time.time):
         super().__init__(session)
         self.store_ctime = store_ctime
         self._wall_clock = wall_clock
@@ -101,8 +101,9 @@ class ZKUnderreplicationManager(Manager):
     @zk_call
     def lost_bookie_recovery_delay(self) -> int | None:
         """``B/lostBookieRecoveryDelay`` in seconds (None if the node is missing)."""
-        return self._session.get_parsed(self._node(P.UR_LOST_BOOKIE_RECOVERY_DELAY),
-                                        UR.parse_lost_bookie_recovery_delay)
+        return self._session.get_parsed(
+            self._node(P.UR_LOST_BOOKIE_RECOVERY_DELAY), UR.parse_lost_bookie_recovery_delay
+        )
 
     @zk_call
     def set_lost_bookie_recovery_delay(self, seconds: int) -> None:
@@ -122,8 +123,11 @@ class ZKUnderreplicationManager(Manager):
         """A data watch on ``B/lostBookieRecoveryDelay``: every write moves its version."""
         path = self._node(P.UR_LOST_BOOKIE_RECOVERY_DELAY)
         return self._session.watch_data(
-            path, lambda data, stat: listener(None if stat is None or data is None
-                                              else StoredValue(path, data, stat.version)))
+            path,
+            lambda data, stat: listener(
+                None if stat is None or data is None else StoredValue(path, data, stat.version)
+            ),
+        )
 
     @zk_call
     def watch_enabled(self, listener: Callable[[bool], None]) -> Unwatch:
@@ -172,8 +176,7 @@ class ZKUnderreplicationManager(Manager):
         for _ in range(100):
             ctime = int(self._wall_clock() * 1000) if self.store_ctime else None
             try:
-                self._zk.create(path, UR.UnderreplicatedLedger(tuple(missing), ctime).serialize(),
-                                makepath=True)
+                self._zk.create(path, UR.UnderreplicatedLedger(tuple(missing), ctime).serialize(), makepath=True)
                 return
             except NodeExistsError:
                 pass
