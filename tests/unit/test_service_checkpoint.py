@@ -38,10 +38,10 @@ def checkpointing_service(tmp_path, monkeypatch, *errors):
 
 def test_a_flush_asked_for_during_a_checkpoint_runs_once_that_one_is_done(tmp_path, monkeypatch):
     svc, reactor = checkpointing_service(tmp_path, monkeypatch)
-    svc._flush_needed()  # the cache is half full
+    svc.upkeep.flush_needed()  # the cache is half full
     assert len(reactor.pool.waiting) == 1
-    svc._flush_needed()  # the other half filled while that flush ran
-    svc._flush_needed()  # (asked twice: still one more checkpoint)
+    svc.upkeep.flush_needed()  # the other half filled while that flush ran
+    svc.upkeep.flush_needed()  # (asked twice: still one more checkpoint)
     assert len(reactor.pool.waiting) == 1
     reactor.pool.run_next()
     assert svc.stores[0].flushes == 1
@@ -52,16 +52,16 @@ def test_a_flush_asked_for_during_a_checkpoint_runs_once_that_one_is_done(tmp_pa
 
 def test_the_periodic_checkpoint_does_not_queue_one_behind_a_running_checkpoint(tmp_path, monkeypatch):
     svc, reactor = checkpointing_service(tmp_path, monkeypatch)
-    svc._checkpoint()
-    svc._checkpoint()  # the flushInterval timer, while the first still runs: nothing asked for more
+    svc.upkeep.checkpoint()
+    svc.upkeep.checkpoint()  # the flushInterval timer, while the first still runs: nothing asked for more
     reactor.pool.run_next()
     assert svc.stores[0].flushes == 1 and not reactor.pool.waiting
 
 
 def test_a_failed_checkpoint_is_not_retried_at_once(tmp_path, monkeypatch):
     svc, reactor = checkpointing_service(tmp_path, monkeypatch, OSError(5, "Input/output error"))
-    svc._flush_needed()
-    svc._flush_needed()
+    svc.upkeep.flush_needed()
+    svc.upkeep.flush_needed()
     reactor.pool.run_next()
     assert svc.bookie.readonly is True  # the entry log write failed
     assert not reactor.pool.waiting  # no hot loop of failing flushes: the next one comes with the timer
@@ -69,8 +69,8 @@ def test_a_failed_checkpoint_is_not_retried_at_once(tmp_path, monkeypatch):
 
 def test_the_periodic_flush_is_paced_and_one_the_write_cache_asks_for_is_not(tmp_path, monkeypatch):
     svc, reactor = checkpointing_service(tmp_path, monkeypatch)
-    svc._checkpoint()  # the flushInterval timer
+    svc.upkeep.checkpoint()  # the flushInterval timer
     reactor.pool.run_next()
-    svc._flush_needed()  # the cache is half full: adds may be about to wait for room
+    svc.upkeep.flush_needed()  # the cache is half full: adds may be about to wait for room
     reactor.pool.run_next()
     assert svc.stores[0].paced == [True, False]
