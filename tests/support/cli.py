@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import locale
 import os
 import subprocess
 import sys
@@ -62,7 +63,7 @@ def run_bkctl(env: dict, *args, stdin=None, timeout: float = 120, text: bool = F
         env=env,
         cwd=str(REPO),
         timeout=timeout,
-        input=stdin.encode() if isinstance(stdin, str) else stdin,
+        input=stdin.encode(locale.getpreferredencoding(False)) if isinstance(stdin, str) else stdin,
     )
     if done is None:
         return subprocess.run(

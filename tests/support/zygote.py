@@ -246,14 +246,12 @@ def run(
                         outputs[key.fd] += data
                     else:
                         sel.unregister(key.fd)
+                        os.close(key.fd)
         finally:
+            # each pipe end is closed once: here those still open (a timeout, an error), the
+            # others where they ended (a second close could hit a number another thread reused)
             for key in list(sel.get_map().values()):
                 os.close(key.fd)
-            for fd in outputs:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
     out, err = (bytes(v) for v in outputs.values())
     return subprocess.CompletedProcess(proc.args, proc.wait(max(1.0, deadline - time.monotonic())), out, err)
 
