@@ -135,6 +135,17 @@ def test_truncated_or_bit_flipped_golden_raises_only_codec_error(data):
     _only_codec_error(bytes(buf))
 
 
+def test_every_bit_flipped_in_the_golden_raises_only_codec_error():
+    """Every prefix with each one bit flipped, not a random few: one of them left a host that is
+    not UTF-8, which protobuf's upb backend refuses only when the field is read."""
+    sample = BookieServiceInfo.for_bookie("10.0.0.1", 3181, 8080, True, {"k": "v"}).serialize()
+    for n in range(1, len(sample) + 1):
+        for bit in range(n * 8):
+            buf = bytearray(sample[:n])
+            buf[bit // 8] ^= 1 << (bit % 8)
+            _only_codec_error(bytes(buf))
+
+
 # -- the one host:port rule (bkctl.wire.text.split_host_port) -----------------------
 
 

@@ -161,7 +161,11 @@ def parse_service_info(data: bytes) -> BookieServiceInfo:
     pb = formats_pb2.BookieServiceInfoFormat()
     try:
         pb.ParseFromString(bytes(data))
+        # protobuf's upb backend checks a string field's UTF-8 when it is read, not when parsed
+        eps = tuple(
+            Endpoint(e.id, e.port, e.host, e.protocol, tuple(e.auth), tuple(e.extensions)) for e in pb.endpoints
+        )
+        properties = tuple(pb.properties.items())
     except Exception as exc:
         raise CodecError(f"malformed bookie service info: {exc}") from None
-    eps = tuple(Endpoint(e.id, e.port, e.host, e.protocol, tuple(e.auth), tuple(e.extensions)) for e in pb.endpoints)
-    return BookieServiceInfo(eps, tuple(pb.properties.items()))
+    return BookieServiceInfo(eps, properties)
