@@ -25,7 +25,10 @@ is an error too (:meth:`~bkctl.wire.metadata.zk.ledgers.ZKLedgerManager.ranges`)
 an empty listing.
 
 The child is started at the first pass and kept between passes (one ZooKeeper session,
-no start-up cost a pass); it ends when its input does (the bookie closes it, or dies),
+no start-up cost a pass), and so is what it listed: each znode under a child watch, asked
+for again only once its watch fired (``ranges(watched=True)``,
+:class:`~bkctl.wire.metadata.zk.watched_children.WatchedChildren`), so that a pass over
+metadata that did not change costs ZooKeeper a sync, not a hundred leaves of 10,000 names; it ends when its input does (the bookie closes it, or dies),
 on SIGTERM (the bookie shutting down ends a listing under way), or, should the bookie
 be killed while it lists, when it finds itself orphaned.
 
@@ -87,12 +90,13 @@ def find_garbage(
 ) -> list[int]:
     """Which of ``local`` (the bookie's ledgers, ascending, taken before this is called)
     have no metadata in ``ledgers`` (a ledger manager): compared range by range (``ranges``:
-    its ``ranges()``, or those as the caller paces them); with ``verify`` (Java's
+    its ``ranges(watched=True)``, or those as the caller paces them: a pass lists again
+    only the leaves that changed since the last, ZooKeeper's watches say which); with ``verify`` (Java's
     ``verifyMetadataOnGC``) each one missing from the listing is read once more and kept if
     its metadata is there."""
     gone = []
     i, n = 0, len(local)
-    for rng in ledgers.ranges() if ranges is None else ranges:
+    for rng in ledgers.ranges(watched=True) if ranges is None else ranges:
         while i < n and local[i] <= rng.end:
             if local[i] not in rng.ledgers:
                 gone.append(local[i])
@@ -296,7 +300,7 @@ def main() -> int:
                     store.start()
                     started = True
                 ledgers = store.ledgers
-                gone = find_garbage(ledgers, sorted(set(ids)), settings["verify"], paced(ledgers.ranges()))
+                gone = find_garbage(ledgers, sorted(set(ids)), settings["verify"], paced(ledgers.ranges(watched=True)))
             except BKError as e:
                 out.write(json.dumps({"error": str(e) or type(e).__name__}).encode("utf-8") + b"\n")
                 out.flush()

@@ -122,3 +122,13 @@ def _call(fn, *args):
         return fn(*args)
     except BaseException as e:  # noqa: BLE001 - the test looks at it
         return e
+
+
+def test_each_pass_sees_what_changed_in_the_metadata_since_the_last(listing, metadata_uri):
+    """The child keeps what it listed between passes (watched); a ledger created or deleted
+    in a leaf it kept is seen by the very next pass."""
+    assert listing.garbage([1, 3, 5, 20000]) == [5]
+    with ZKMetadataStore(metadata_uri, timeout=20) as zk:
+        make_ledgers(zk, [5])
+        zk.ledgers.delete(3)
+    assert listing.garbage([1, 3, 5, 20000]) == [3]

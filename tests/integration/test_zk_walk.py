@@ -126,6 +126,27 @@ def test_a_zookeeper_restart_in_the_middle_of_a_walk_is_survived(own_zookeeper):
         assert sum(1 for r in store.ledgers.walk() if r.metadata is not None) == N
 
 
+def test_a_watched_walk_after_a_zookeeper_restart_lists_afresh_and_sees_what_changed(own_zookeeper):
+    """The bookie GC's watched walk (ranges(watched=True)) forgets what it kept when its
+    connection drops: a ledger created after the restart, in a leaf it had kept, is seen."""
+    uri = f"zk+hierarchical://{own_zookeeper.connect_string}/ledgers"
+    added = N + 10  # in leaf 00/0000, with ledgers 1..N+1
+    with ZKMetadataStore(uri, timeout=20) as gc:
+        before = {r.end: r.ledgers for r in gc.ledgers.ranges(watched=True)}
+        assert added not in before[9999] and len(before[9999]) == N
+        watched = gc.ledgers.watched
+        listed = watched.listed
+        own_zookeeper.restart()
+        with ZKMetadataStore(uri, timeout=20) as other:
+            other.ledgers.create(LedgerMetadata.new(list(BOOKIES[:2])), ledger_id=added)
+            try:
+                after = {r.end: r.ledgers for r in gc.ledgers.ranges(watched=True)}
+                assert after[9999] == before[9999] | {added}
+                assert watched.listed > listed  # listed again, not answered from before the drop
+            finally:
+                other.ledgers.delete(added)
+
+
 def test_a_zookeeper_that_stops_answering_fails_the_walk_with_how_far_it_got(own_zookeeper):
     scanner = ZnodeScanner(own_zookeeper.connect_string, timeout=2, batch=50, window=2)
     walk = scanner.get_many([P.ledger_path(i) for i in range(1, N + 2)])

@@ -244,10 +244,11 @@ class FakeLedgerManager(_Manager):
         return FakeLedgerLock(self._store, P.append_lock_path(ledger_id, self._store.root), holder)
 
     @_call
-    def ranges(self) -> Iterator[LedgerRange]:
+    def ranges(self, *, watched: bool = False) -> Iterator[LedgerRange]:
         """As the hierarchical layout lists them: one range per 10,000 ids that hold a ledger
         (one leaf znode each); ``ranges_listed`` counts the leaves listed, as ZooKeeper's
-        getChildren calls would."""
+        getChildren calls would.  ``watched`` changes nothing: nothing is kept, every walk
+        lists afresh (what a watched walk answers too)."""
         leaves: dict[int, set[int]] = {}
         for ledger_id in self._znodes:
             leaves.setdefault(ledger_id // 10000, set()).add(ledger_id)

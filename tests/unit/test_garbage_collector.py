@@ -445,7 +445,8 @@ def test_the_bookies_ledgers_are_taken_before_the_listing_and_verify_rereads_the
     store = LedgerIds([1, 2])
     real = zk.ledgers.ranges
 
-    def creating_meanwhile():
+    def creating_meanwhile(*, watched=False):
+        assert watched  # a pass's walk is a repeated one: ZooKeeper's watches spare it the unchanged leaves
         for rng in real():  # the range is listed, then a ledger of it is created (metadata, an entry here)
             make_ledgers(zk, [7])
             store.ids.add(7)
@@ -456,7 +457,7 @@ def test_the_bookies_ledgers_are_taken_before_the_listing_and_verify_rereads_the
     assert DeletedLedgerCollector(zk.ledgers)([store]) == 0 and store.ids == {1, 2, 7}
     # verify (Java's verifyMetadataOnGC): a ledger the listing missed is read again and kept
 
-    def missing_two():
+    def missing_two(*, watched=False):
         for rng in real():
             yield rng._replace(ledgers=rng.ledgers - {2})
 

@@ -172,10 +172,13 @@ class LedgerManager(Protocol):
     def ids(self) -> Iterator[int]:
         """Every ledger id, ascending."""
 
-    def ranges(self) -> Iterator[LedgerRange]:
+    def ranges(self, *, watched: bool = False) -> Iterator[LedgerRange]:
         """Every ledger id by ranges, ascending ``end`` (Java's getLedgerRanges): in the
         hierarchical layouts one range per leaf znode (up to 10,000 ledgers, listed with one
-        getChildren), in the flat layout one; the last range's ``end`` is the highest id."""
+        getChildren), in the flat layout one; the last range's ``end`` is the highest id.
+        ``watched``: the same answer, but a store that can keep what it listed while a
+        watch says it holds (ZooKeeper's) asks again only for what changed since: for a
+        walk repeated, as the bookie's garbage collector's."""
 
     def read_many(self, ledger_ids: Iterable[int], *, naming: Collection[str] | None = None) -> Iterator[LedgerRead]:
         """A :class:`LedgerRead` for each of ``ledger_ids``, in order, streaming;

@@ -4,9 +4,11 @@ compare-and-set on the znode version, delete, and walking every ledger id."""
 
 from __future__ import annotations
 
+import functools
 import re
+from array import array
 from collections import deque
-from typing import TYPE_CHECKING, Any, Collection, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, Protocol, TypeVar
 
 from kazoo.exceptions import BadVersionError, LockTimeout, NodeExistsError, NoNodeError, NotEmptyError
 
@@ -23,6 +25,7 @@ from bkctl.wire.metadata.errors import (
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
 from bkctl.wire.metadata.store import LedgerRange, LedgerRead, WalkProgress, stored_ctime
 from bkctl.wire.metadata.zk.session import Manager, ZKSession, zk_call, zk_gen
+from bkctl.wire.metadata.zk.watched_children import WatchedChildren
 
 if TYPE_CHECKING:
     from bkctl.wire.metadata.zk.cluster import ZKClusterManager
@@ -35,6 +38,7 @@ _DIGITS4 = re.compile(r"\d{4}")
 _PROGRESS_STEP = 1000
 #: the 4 digits of each ``L####`` line of newline-joined names
 _LEAF4_LINE = re.compile(r"^L(\d{4})$", re.MULTILINE)
+_T = TypeVar("_T")
 
 
 class ZKLedgerLock:
@@ -92,6 +96,7 @@ class ZKLedgerManager(Manager):
         super().__init__(session)
         self._cluster = cluster
         self._ids = ids
+        self._watched: WatchedChildren | None = None  # made by the first watched walk
 
     def path(self, ledger_id: int) -> str:
         return P.ledger_path(ledger_id, self._cluster.manager, self._root)
@@ -311,15 +316,21 @@ class ZKLedgerManager(Manager):
             yield from sorted(rng.ledgers)
 
     @zk_gen
-    def ranges(self) -> Iterator[LedgerRange]:
+    def ranges(self, *, watched: bool = False) -> Iterator[LedgerRange]:
         """Every ledger id by leaf znode (one getChildren each, up to 10,000 ids), ascending;
         a range's ``end`` is the last id its leaf can hold (below the long layout's threshold
         in the combined hierarchical layout).  A missing ledgers root is
         :class:`ClusterNotFound`, as Java's iterator fails, never an empty listing: the
-        bookie's garbage collector would take it for every ledger deleted."""
+        bookie's garbage collector would take it for every ledger deleted.
+
+        ``watched``: each znode's children as this store last listed them if a watch says
+        they have not changed since (:class:`~.watched_children.WatchedChildren`; settled
+        first, so the answer is what a fresh listing would give): a walk repeated, as the
+        garbage collector's, asks ZooKeeper only for what changed."""
+        listing = self._watched_listing() if watched else self._fresh_listing
         manager = self._cluster.manager
         try:
-            top = sorted(self._session.children(self._root))
+            top = listing(self._root, sorted, missing_ok=False)
         except NoNodeError:
             raise ClusterNotFound(f"no BookKeeper cluster at {self._root} on {self._session.hosts}") from None
         if manager == P.FLAT:
@@ -328,38 +339,75 @@ class ZKLedgerManager(Manager):
             return
         if manager in (P.HIERARCHICAL, P.LEGACY_HIERARCHICAL):
             legacy = [n for n in top if len(n) == 2 and P.is_ledger_parent_name(n, P.LEGACY_HIERARCHICAL)]
-            for end, ids in self._walk(legacy, depth=3):
+            for end, ids in self._walk(listing, legacy, depth=3):
                 if manager == P.HIERARCHICAL and end >= P.HIERARCHICAL_LONG_THRESHOLD:
                     ids = frozenset(i for i in ids if i < P.HIERARCHICAL_LONG_THRESHOLD)
                     end = P.HIERARCHICAL_LONG_THRESHOLD - 1
                 yield LedgerRange(end, ids)
         if manager in (P.HIERARCHICAL, P.LONG_HIERARCHICAL):
             long_tops = [n for n in top if len(n) == 3 and P.is_ledger_parent_name(n, P.LONG_HIERARCHICAL)]
-            for end, ids in self._walk(long_tops, depth=5):
+            for end, ids in self._walk(listing, long_tops, depth=5):
                 if manager == P.HIERARCHICAL and end - 9999 < P.HIERARCHICAL_LONG_THRESHOLD:
                     ids = frozenset(i for i in ids if i >= P.HIERARCHICAL_LONG_THRESHOLD)
                 yield LedgerRange(end, ids)
 
-    def _walk(self, tops: list[str], depth: int) -> Iterator[tuple[int, frozenset[int]]]:
+    @property
+    def watched(self) -> WatchedChildren | None:
+        """What watched walks keep (None before the first): its ``listed`` and ``reused``
+        counts say how many znodes were asked for and how many answered from it."""
+        return self._watched
+
+    def _fresh_listing(self, path: str, parse: Callable[[list[str]], _T], missing_ok: bool = True) -> _T:
+        session = self._session
+        return parse(session.children_or_empty(path) if missing_ok else session.children(path))
+
+    def _watched_listing(self) -> _Listing:
+        """The kept listings' reader, settled (made once per store session, on first use)."""
+        watched = self._watched
+        if watched is None:
+            watched = self._watched = WatchedChildren(self._session)
+        watched.settle()
+
+        def listing(path: str, parse: Callable[[list[str]], _T], missing_ok: bool = True) -> _T:
+            return watched.children_or_empty(path, parse) if missing_ok else watched.children(path, parse)
+
+        return listing
+
+    def _walk(self, listing: _Listing, tops: list[str], depth: int) -> Iterator[tuple[int, frozenset[int]]]:
         """Depth-first, sorted walk of ``depth``-level ledger paths below the root: per leaf
         parent, the last id it can hold and the ids it holds."""
+        session = self._session
 
         def descend(prefix: list[str]) -> Iterator[tuple[int, frozenset[int]]]:
-            level = len(prefix)
-            names = self._session.children_or_empty(self._session.path(*prefix))
-            if level == depth - 1:
-                # up to 10,000 ids a leaf parent, a million in a walk: found and summed in C
-                # (a znode name holds no newline: ZooKeeper refuses control characters)
+            path = session.path(*prefix)
+            if len(prefix) == depth - 1:
                 base = int("".join(prefix)) * 10000
-                offsets = map(int, _LEAF4_LINE.findall("\n".join(names)))
-                yield base + 9999, frozenset(map(base.__add__, offsets))
+                yield base + 9999, frozenset(listing(path, functools.partial(_leaf_ids, base)))
                 return
-            for name in sorted(names):
-                if _DIGITS4.fullmatch(name):
-                    yield from descend(prefix + [name])
+            for name in listing(path, _digit_names):
+                yield from descend(prefix + [name])
 
         for top in tops:
             yield from descend([top])
+
+
+class _Listing(Protocol):
+    """How a walk reads a znode's children: ``parse(children)``; a missing znode has none,
+    or is NoNodeError when not ``missing_ok``."""
+
+    def __call__(self, path: str, parse: Callable[[list[str]], _T], missing_ok: bool = True) -> _T: ...
+
+
+def _leaf_ids(base: int, names: list[str]) -> array[int]:
+    """A leaf parent's ledger ids (``base`` + each ``L####`` child's digits), packed: up to
+    10,000 a leaf, a million in a walk, found and summed in C (a znode name holds no
+    newline: ZooKeeper refuses control characters)."""
+    return array("q", map(base.__add__, map(int, _LEAF4_LINE.findall("\n".join(names)))))
+
+
+def _digit_names(names: list[str]) -> list[str]:
+    """An inner level's four-digit children, sorted."""
+    return sorted(name for name in names if _DIGITS4.fullmatch(name))
 
 
 def _counting(ledger_ids: Iterable[int], progress: WalkProgress) -> Iterator[int]:

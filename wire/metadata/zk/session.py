@@ -35,7 +35,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import ZnodeStat
+from kazoo.protocol.states import Callback, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
 from bkctl.wire.errors import CodecError
@@ -209,6 +209,7 @@ class ZKSession:
         self._restore_thread: threading.Thread | None = None
         self._restorers: list[Callable[[], bool]] = []
         self._lost_listeners: list[Callable[[], None]] = []
+        self._disconnect_listeners: list[Callable[[], None]] = []
         self._closing = False
         self._scanner: ZnodeScanner | None = None  # the walks' connection (walk_scanner), made on first use
         self._scanner_lock = threading.Lock()
@@ -312,18 +313,19 @@ class ZKSession:
     def on_session_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call *callback* (on kazoo's thread) whenever the session ends, expired or
         closed; returns the function that stops the calls."""
-        self._lost_listeners.append(callback)
+        return _listen(self._lost_listeners, callback)
 
-        def stop() -> None:
-            try:
-                self._lost_listeners.remove(callback)
-            except ValueError:
-                pass
-
-        return stop
+    def on_disconnect(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call *callback* (on kazoo's thread) whenever the connection drops or the session
+        ends: what was read before may have changed unseen; returns the function that stops
+        the calls."""
+        return _listen(self._disconnect_listeners, callback)
 
     def _on_state(self, state: str) -> None:
         # runs on kazoo's connection thread: never block or call ZooKeeper here
+        if state != KazooState.CONNECTED:
+            for callback in list(self._disconnect_listeners):
+                _call_listener(callback)
         if state == KazooState.LOST:
             self._session_lost = True
             for callback in list(self._lost_listeners):
@@ -522,6 +524,28 @@ class ZKSession:
         children: list[str] = self.client.retry(self.client.get_children, path)
         return children
 
+    def children_watched(self, path: str, watcher: Callable[[WatchedEvent], None]) -> list[str]:
+        """*path*'s children, leaving a one-shot watch: kazoo calls *watcher* (on its callback
+        thread) at their first change after this answer, at the znode's deletion, or with a
+        ``path`` of None when the session's watches are lost.  ZooKeeper refuses a watch on a
+        missing znode: NoNodeError, and nothing is watched."""
+        children: list[str] = self.client.retry(self.client.get_children, path, watch=watcher)
+        return children
+
+    def settle(self) -> None:
+        """Return once every watch event of a change ZooKeeper committed before this call has
+        been handed to its watcher: a sync (the server this session talks to catches up with
+        the leader, sending the events of what it applies first), then a mark behind them on
+        kazoo's callback queue, waited for."""
+        client = self.client
+        client.retry(client.sync, self.root or "/")
+        handed = threading.Event()
+        client.handler.dispatch_callback(Callback("watch", handed.set, ()))
+        if not handed.wait(self.session_timeout):
+            raise ZKUnavailable(
+                f"ZooKeeper at {self.hosts}: watch events not handed over in {self.session_timeout:g} s"
+            )
+
     def children_or_empty(self, path: str) -> list[str]:
         try:
             return self.children(path)
@@ -611,6 +635,19 @@ class ZKSession:
 
         self.client.DataWatch(path, changed)
         return stopped.set
+
+
+def _listen(listeners: list[Callable[[], None]], callback: Callable[[], None]) -> Callable[[], None]:
+    """Add *callback* to *listeners*; the function that takes it out again."""
+    listeners.append(callback)
+
+    def stop() -> None:
+        try:
+            listeners.remove(callback)
+        except ValueError:
+            pass
+
+    return stop
 
 
 def _call_listener(listener: Callable[..., None], *args: object) -> None:
