@@ -221,7 +221,7 @@ def test_release_publishes_the_lac_and_stops_the_handle_without_closing_the_ledg
     client, store, pool = make_client()
     released = []
     h = successResultOf(settled(client.create_ledger(3, 2, 2)))
-    h._on_close = lambda: released.append(True)
+    h._ending.on_close = lambda: released.append(True)
     ensemble = h.metadata.last_ensemble
     for b in ensemble:
         pool.get(b).auto = True

@@ -13,7 +13,7 @@
   set; adds also wait while a bookie of the ensemble has ``max_inflight``
   writes unanswered, so a slow (not dead) bookie is not left with an
   unbounded backlog -- nor replaced because its connection's queue filled;
-* a bookie that fails or times out is replaced: a new segment starting at
+* a bookie that fails or times out is replaced (:mod:`.ensemble_change`): a new segment starting at
   the first unacknowledged entry is written to the metadata with
   compare-and-set (:mod:`.ledger_updates`), and every outstanding entry whose write set changed is
   sent to the replacement (acknowledgements from the replaced bookie no
@@ -24,7 +24,8 @@
   :class:`LedgerClosedError`; a wrong password (EUA) fails them with
   :class:`~bkctl.wire.client.errors.Unauthorized`;
 * :meth:`LedgerHandle.close` waits for the outstanding adds, then writes
-  CLOSED with the last entry id and length by compare-and-set;
+  CLOSED with the last entry id and length by compare-and-set; :meth:`LedgerHandle.release`
+  lets go of the ledger open (:mod:`.ledger_close`);
 * with ``explicit_lac_interval`` (seconds; Java's ``explicitLacInterval``)
   a LAC the adds have not carried goes out as a WRITE_LAC (:mod:`.explicit_lac`);
 * the fast path (:mod:`bkctl.wire.fastpath`): each entry is packaged (its
@@ -36,6 +37,7 @@
   (one call, one deadline, one registration pass) as far as its connection
   has room on the wire.  Off, each copy is encoded by its connection and sent on its own.
 """
+
 from __future__ import annotations
 
 import logging
@@ -48,23 +50,21 @@ from twisted.python.failure import Failure
 
 from bkctl.wire.codecs.add_frames import AddEncoder
 from bkctl.wire.codecs.digest import DigestType
-from bkctl.wire.errors import BKError
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 
 from .channel import BookieChannel
 from .errors import (
     ClientClosed,
-    HandleReleased,
     LedgerClosedError,
     LedgerFencedError,
-    LedgerMetadataConflict,
-    NotEnoughBookies,
     TooManyRequests,
     Unauthorized,
 )
 from .explicit_lac import ExplicitLac
-from .ledger_updates import write_closed, write_ensemble_change
+from .ensemble_change import EnsembleChange
+from .ledger_close import LedgerClose
+from .ledger_updates import write_closed
 from .pending_add import PendingAdd
 from .read_handle import ReadHandle
 from .readable_ledger import StripeCursor
@@ -88,10 +88,21 @@ class LedgerHandle(ReadHandle):
     recovery adds, which fenced bookies still accept, and the close rules of a
     recoverer)."""
 
-    def __init__(self, client, ledger_id: int, metadata: LedgerMetadata, version: int,
-                 password: bytes, digest_type: DigestType, *, max_inflight: int | None = None,
-                 max_waiting: int | None = None, recovery: bool = False,
-                 on_close: Callable[[], Any] | None = None, explicit_lac_interval: float | None = None):
+    def __init__(
+        self,
+        client,
+        ledger_id: int,
+        metadata: LedgerMetadata,
+        version: int,
+        password: bytes,
+        digest_type: DigestType,
+        *,
+        max_inflight: int | None = None,
+        max_waiting: int | None = None,
+        recovery: bool = False,
+        on_close: Callable[[], Any] | None = None,
+        explicit_lac_interval: float | None = None,
+    ):
         super().__init__(client, ledger_id, metadata, version, password, digest_type)
         if max_inflight is None:
             max_inflight = getattr(client, "max_inflight", 1000)
@@ -101,7 +112,6 @@ class LedgerHandle(ReadHandle):
         self.max_waiting = int(max_waiting if max_waiting is not None else self.max_inflight)
         self._refill = max(1, self.max_inflight // 8)
         self.recovery = recovery
-        self._on_close = on_close
         self._state = _OPEN
         self._error: BaseException | None = None
         self._next_entry_id = 0
@@ -111,8 +121,6 @@ class LedgerHandle(ReadHandle):
         self._waiting: deque[tuple[bytes, defer.Deferred]] = deque()
         self._room_waiters: deque[defer.Deferred] = deque()
         self._idle_waiters: list[defer.Deferred] = []
-        self._failed: set[str] = set()  # bookies that failed for this ledger
-        self._failure_causes: dict[str, BaseException] = {}  # why each failed (named when none can replace it)
         # Writes sent to each bookie and not answered yet, completed entries included:
         # with Qa < Qw a slow bookie falls behind, and adds wait while one of the
         # ensemble is max_inflight writes behind (its backlog stays bounded).
@@ -133,12 +141,10 @@ class LedgerHandle(ReadHandle):
         self._run_held = False
         #: the write sets of the stripe the adds are in
         self._add_stripe = StripeCursor(self)
-        self._changing = False
         self._completing = False
         self._recheck = False
-        self._md_lock = defer.DeferredLock()
-        self._close_waiters: list[defer.Deferred] = []
-        self._close_outcome: Failure | bool | None = None
+        #: the metadata's writes (ensemble changes, the close) one at a time
+        md_lock = defer.DeferredLock()
         self.ensemble_changes = 0
         #: the largest payload an add takes (:attr:`max_entry_size`, read once: a frame's size is fixed)
         self._entry_limit = self.max_entry_size
@@ -147,8 +153,33 @@ class LedgerHandle(ReadHandle):
         #: fast path: encodes each entry's ADD once for its write set (None: off)
         self._adds = AddEncoder(getattr(client, "protocol", "v3"), self.twins) if self.twins.enabled else None
         #: the LAC told to the bookies outside the adds (WRITE_LAC; a recoverer never ticks)
-        self._explicit = ExplicitLac(self, getattr(client, "explicit_lac_interval", 0.0)
-                                     if explicit_lac_interval is None else explicit_lac_interval, recovery)
+        self._explicit = ExplicitLac(
+            self,
+            getattr(client, "explicit_lac_interval", 0.0) if explicit_lac_interval is None else explicit_lac_interval,
+            recovery,
+        )
+        #: replaces the bookies that fail (completions pause while it runs: ``changing``)
+        self._ensemble = EnsembleChange(
+            self,
+            md_lock,
+            before=self._complete_held,
+            changed=self._new_ensemble,
+            failed=self._fail,
+            after=self._ensemble_changed,
+        )
+        #: the bookies that failed for this ledger (the change's set: read on every copy sent)
+        self._failed = self._ensemble.failed_bookies
+        #: closes the ledger or lets go of it, then runs ``on_close``
+        self._ending = LedgerClose(
+            self,
+            md_lock,
+            self._explicit,
+            on_close,
+            stop_adding=self._stop_adding,
+            write_closed=self._write_closed,
+            closed=self._closed,
+            fail=self._fail,
+        )
 
     @property
     def max_entry_size(self) -> int:
@@ -165,8 +196,10 @@ class LedgerHandle(ReadHandle):
         return defer.succeed(self.metadata)
 
     def __repr__(self) -> str:
-        return (f"<LedgerHandle ledger {self.ledger_id} {self._state} lac={self._lac}"
-                f" next={self._next_entry_id} pending={len(self._pending)}>")
+        return (
+            f"<LedgerHandle ledger {self.ledger_id} {self._state} lac={self._lac}"
+            f" next={self._next_entry_id} pending={len(self._pending)}>"
+        )
 
     def resume_at(self, lac: int, length: int | None) -> None:
         """Continue after ``lac`` whose cumulative length is ``length``."""
@@ -182,7 +215,7 @@ class LedgerHandle(ReadHandle):
 
     def drop_on_close(self) -> None:
         """Forget what was to run when the handle closes (its opener released it already)."""
-        self._on_close = None
+        self._ending.on_close = None
 
     # -- state ------------------------------------------------------------------
 
@@ -231,13 +264,20 @@ class LedgerHandle(ReadHandle):
         if type(payload) is not bytes:
             payload = bytes(payload)
         if len(payload) > self._entry_limit:
-            return defer.fail(ValueError(f"entry of {len(payload)} bytes is larger than the "
-                                         f"{self._entry_limit} bytes a bookie frame can carry"))
+            return defer.fail(
+                ValueError(
+                    f"entry of {len(payload)} bytes is larger than the "
+                    f"{self._entry_limit} bytes a bookie frame can carry"
+                )
+            )
         if self._waiting or len(self._pending) >= self.max_inflight or self._behind:
             if len(self._waiting) >= self.max_waiting:
-                return defer.fail(TooManyRequests(
-                    f"ledger {self.ledger_id}: {len(self._pending)} adds in flight and "
-                    f"{len(self._waiting)} waiting; wait for completions (wait_writable) first"))
+                return defer.fail(
+                    TooManyRequests(
+                        f"ledger {self.ledger_id}: {len(self._pending)} adds in flight and "
+                        f"{len(self._waiting)} waiting; wait for completions (wait_writable) first"
+                    )
+                )
             d: defer.Deferred = defer.Deferred()
             self._waiting.append((payload, d))  # started with this same Deferred once there is room
             return d
@@ -247,8 +287,9 @@ class LedgerHandle(ReadHandle):
 
     def writable(self) -> bool:
         """True when an add would be sent at once."""
-        return (self._state == _OPEN and not self._waiting and len(self._pending) < self.max_inflight
-                and not self._behind)
+        return (
+            self._state == _OPEN and not self._waiting and len(self._pending) < self.max_inflight and not self._behind
+        )
 
     def wait_writable(self) -> defer.Deferred:
         """Fires once adds would be sent at once again: at once if there is
@@ -293,8 +334,9 @@ class LedgerHandle(ReadHandle):
                         it = None
                         break
                     if len(payload) > limit:
-                        raise ValueError(f"entry of {len(payload)} bytes is larger than the {limit} "
-                                         "bytes a bookie frame can carry")
+                        raise ValueError(
+                            f"entry of {len(payload)} bytes is larger than the {limit} bytes a bookie frame can carry"
+                        )
                     last = self._start_add(payload, None)
             finally:
                 if holding:
@@ -326,7 +368,7 @@ class LedgerHandle(ReadHandle):
         p = PendingAdd(entry_id, body, length)
         p.deferred = deferred
         self._pending.append(p)
-        if self._changing:
+        if self._ensemble.changing:
             return p  # sent once the ensemble changed (_resend)
         run = self._run
         if run:  # a run is being held for the burst's end: this add joins it (_held_in_run)
@@ -376,7 +418,7 @@ class LedgerHandle(ReadHandle):
     def _enqueue(self, p: PendingAdd) -> defer.Deferred:
         self._pending.append(p)
         d = p.deferred
-        if not self._changing:
+        if not self._ensemble.changing:
             self._send(p)
         return d
 
@@ -387,8 +429,9 @@ class LedgerHandle(ReadHandle):
         p.acked = 0
         p.acks = 0
         if self._adds is not None and p.encoded is None:
-            p.encoded = self._adds.encode(self.ledger_id, p.entry_id, self.master_key, p.body,
-                                          self.recovery, self.recovery)
+            p.encoded = self._adds.encode(
+                self.ledger_id, p.entry_id, self.master_key, p.body, self.recovery, self.recovery
+            )
         return bookies
 
     def _send(self, p: PendingAdd) -> None:
@@ -417,7 +460,7 @@ class LedgerHandle(ReadHandle):
         """:meth:`_send` of a burst's entries (the fast path): each bookie's
         copies go out as one run, as many as its connection has room for on
         the wire (``room_for_adds``), the rest one by one."""
-        if self._changing:
+        if self._ensemble.changing:
             return  # sent once the ensemble changed (_resend)
         copies: dict[str, tuple[list, list, list]] = {}
         for p in run:
@@ -465,8 +508,17 @@ class LedgerHandle(ReadHandle):
             if encoded is not None:
                 conn.add_encoded(encoded, self._slot_done, p, slot)
             else:
-                conn.add_with_callback(self.ledger_id, p.entry_id, self.master_key, p.body,
-                                       self.recovery, self.recovery, self._slot_done, p, slot)
+                conn.add_with_callback(
+                    self.ledger_id,
+                    p.entry_id,
+                    self.master_key,
+                    p.body,
+                    self.recovery,
+                    self.recovery,
+                    self._slot_done,
+                    p,
+                    slot,
+                )
         except Exception as exc:  # noqa: BLE001 - a closed pool or a bad argument raises
             self._slot_done(p, slot, bookie, exc)
 
@@ -525,17 +577,32 @@ class LedgerHandle(ReadHandle):
         if self.client.closed:
             self._fail(ClientClosed(f"ledger {self.ledger_id}: the BookKeeper client was closed"))
         elif isinstance(exc, LedgerFencedError):
-            self._fail(LedgerFencedError(
-                f"ledger {self.ledger_id} is fenced (another client is recovering or has recovered it); "
-                f"bookie {bookie} refused entry {p.entry_id}", bookie=bookie))
+            self._fail(
+                LedgerFencedError(
+                    f"ledger {self.ledger_id} is fenced (another client is recovering or has recovered it); "
+                    f"bookie {bookie} refused entry {p.entry_id}",
+                    bookie=bookie,
+                )
+            )
         elif isinstance(exc, Unauthorized):
             explained = self.client.explain(exc)
-            self._fail(explained if explained is not exc else Unauthorized(
-                f"ledger {self.ledger_id}: bookie {bookie} refused entry {p.entry_id}: wrong ledger "
-                f"password (master key) for a ledger it already has", bookie=bookie))
+            self._fail(
+                explained
+                if explained is not exc
+                else Unauthorized(
+                    f"ledger {self.ledger_id}: bookie {bookie} refused entry {p.entry_id}: wrong ledger "
+                    f"password (master key) for a ledger it already has",
+                    bookie=bookie,
+                )
+            )
         else:
-            log.info("ledger %d: bookie %s failed entry %d (%s); changing the ensemble",
-                     self.ledger_id, bookie, p.entry_id, exc)
+            log.info(
+                "ledger %d: bookie %s failed entry %d (%s); changing the ensemble",
+                self.ledger_id,
+                bookie,
+                p.entry_id,
+                exc,
+            )
             self._bookie_failed(bookie, exc)
 
     # -- completion ------------------------------------------------------------------
@@ -555,7 +622,8 @@ class LedgerHandle(ReadHandle):
                 qa = self.schedule.ack_quorum
                 pending = self._pending
                 explicit = self._explicit
-                while pending and not self._changing:
+                ensemble = self._ensemble
+                while pending and not ensemble.changing:
                     p = pending[0]
                     if p.acks < qa:
                         break
@@ -569,14 +637,23 @@ class LedgerHandle(ReadHandle):
                         d.callback(entry_id)
                         if self._state == _FAILED:
                             return
-                while (self._waiting and len(self._pending) < self.max_inflight and not self._behind
-                       and self._state in (_OPEN, _CLOSING)):
+                while (
+                    self._waiting
+                    and len(self._pending) < self.max_inflight
+                    and not self._behind
+                    and self._state in (_OPEN, _CLOSING)
+                ):
                     payload, d = self._waiting.popleft()
                     self._start_add(payload, d)
                 # Wake writers waiting for room only once a few slots are free,
                 # so they refill the pipeline in bursts rather than one by one.
-                while (self._room_waiters and self._state == _OPEN and not self._waiting and not self._behind
-                       and len(self._pending) <= self.max_inflight - self._refill):
+                while (
+                    self._room_waiters
+                    and self._state == _OPEN
+                    and not self._waiting
+                    and not self._behind
+                    and len(self._pending) <= self.max_inflight - self._refill
+                ):
                     self._room_waiters.popleft().callback(None)
                 if not self._pending and not self._waiting and self._idle_waiters:
                     waiters, self._idle_waiters = self._idle_waiters, []
@@ -616,62 +693,21 @@ class LedgerHandle(ReadHandle):
         for d in rooms + idle:
             d.errback(Failure(error))
 
-    # -- ensemble change -------------------------------------------------------------
+    # -- ensemble change (:class:`~.ensemble_change.EnsembleChange`) ---------------------
 
     def _bookie_failed(self, bookie: str, cause: BaseException | None = None) -> None:
         if bookie not in self.metadata.last_ensemble:
             return
-        self._failed.add(bookie)
-        if cause is not None:
-            self._failure_causes.setdefault(bookie, cause)
         self._behind.discard(bookie)  # it is being replaced: nothing to wait for
-        if not self._changing:
-            self._complete_held()
-            self._changing = True
-            d = defer.ensureDeferred(self._change_ensemble())
-            d.addErrback(lambda f: log.error("ledger %d: ensemble change bookkeeping failed: %s",
-                                             self.ledger_id, f.getTraceback()))
+        self._ensemble.bookie_failed(bookie, cause)
 
-    async def _change_ensemble(self) -> None:
-        try:
-            while self._state in (_OPEN, _CLOSING) and self._failed.intersection(self.metadata.last_ensemble):
-                await self._md_lock.acquire()
-                try:
-                    if self._state in (_OPEN, _CLOSING):
-                        await self._change_once()
-                finally:
-                    self._md_lock.release()
-        except Exception as exc:  # noqa: BLE001 - every failure fails the adds
-            if not isinstance(exc, BKError):
-                log.error("ledger %d: ensemble change failed unexpectedly", self.ledger_id, exc_info=True)
-            self._fail(exc)
-        finally:
-            self._changing = False
-        if self._state in (_OPEN, _CLOSING):
-            self._resend()
-            self._complete_ready()
-
-    async def _change_once(self) -> None:
-        md = self.metadata
-        failed_now = [b for b in md.last_ensemble if b in self._failed]
-        writable, readonly = await self.client.bookie_lists()
-        try:
-            new_ensemble = self.client.placement.replace_bookies(
-                md.last_ensemble, failed_now, writable, readonly, exclude=self._failed,
-                write_quorum=md.write_quorum)
-        except NotEnoughBookies as exc:  # why the bookies to replace failed is the news: it leads
-            causes = "; ".join(str(self._failure_causes[b]) for b in failed_now if b in self._failure_causes)
-            if not causes:
-                raise
-            raise NotEnoughBookies(f"{causes}; and no replacement: {exc}", needed=exc.needed,
-                                   available=exc.available, readonly=exc.readonly, excluded=exc.excluded) from exc
-        first = self._lac + 1
-        new_md, version = await write_ensemble_change(self.client, self.ledger_id, md, self._version, first,
-                                                      new_ensemble, self.recovery)
-        log.info("ledger %d: ensemble change at entry %d: %s -> %s", self.ledger_id, first,
-                 list(self.metadata.last_ensemble), new_ensemble)
-        self.metadata, self._version = new_md, version
+    def _new_ensemble(self, metadata: LedgerMetadata, version: int) -> None:
+        self.metadata, self._version = metadata, version
         self.ensemble_changes += 1
+
+    def _ensemble_changed(self) -> None:
+        self._resend()
+        self._complete_ready()
 
     def _resend(self) -> None:
         """After an ensemble change: send unsent entries, and re-send every
@@ -705,78 +741,26 @@ class LedgerHandle(ReadHandle):
         adds, publish the LAC (:meth:`publish_lac`), fail later adds with
         :class:`HandleReleased` and run the release hook (the append lock of
         ``open_for_append``).  The ledger stays OPEN for the next writer."""
-        return defer.ensureDeferred(self._release())
+        return self._ending.release()
 
-    async def _release(self) -> None:
-        self._explicit.stop()
-        if self._state == _OPEN:
-            try:
-                await self.drain()
-            except Exception:  # noqa: BLE001 - the adds reported it; release anyway
-                pass
-            if self._state == _OPEN:
-                try:
-                    await self.publish_lac()
-                except Exception:  # noqa: BLE001
-                    log.info("ledger %d: publishing the LAC failed", self.ledger_id, exc_info=True)
-                self._fail(HandleReleased(f"ledger {self.ledger_id}: the handle was released "
-                                          "(the ledger is still open)"))
-        on_close, self._on_close = self._on_close, None
-        if on_close is not None:
-            await defer.maybeDeferred(on_close)
-
-    # -- closing ------------------------------------------------------------------------
+    # -- closing (:class:`~.ledger_close.LedgerClose`) ------------------------------------
 
     def close(self) -> defer.Deferred:
         """Wait for the outstanding adds, then write CLOSED (last entry = the
         LAC, with its length) by compare-and-set.  Fires with None; calling it
         again gives the same outcome."""
-        if self._close_outcome is not None:
-            return defer.succeed(None) if self._close_outcome is True else defer.fail(self._close_outcome)
-        d: defer.Deferred = defer.Deferred()
-        self._close_waiters.append(d)
-        if len(self._close_waiters) == 1:
-            defer.ensureDeferred(self._close()).addBoth(self._closed_with)
-        return d
+        return self._ending.close()
 
-    def _closed_with(self, result) -> None:
-        self._close_outcome = result if isinstance(result, Failure) else True
-        waiters, self._close_waiters = self._close_waiters, []
-        for d in waiters:
-            if isinstance(result, Failure):
-                d.errback(result)
-            else:
-                d.callback(None)
+    def _stop_adding(self) -> None:
+        """A close starts: later adds fail, and so do writers waiting for room."""
+        self._state = _CLOSING
+        rooms, self._room_waiters = list(self._room_waiters), deque()
+        for d in rooms:
+            d.errback(Failure(LedgerClosedError(f"ledger {self.ledger_id} is being closed")))
 
-    async def _close(self) -> None:
-        try:
-            if self._state == _OPEN:
-                self._state = _CLOSING
-                self._explicit.stop()
-                rooms, self._room_waiters = list(self._room_waiters), deque()
-                for d in rooms:
-                    d.errback(Failure(LedgerClosedError(f"ledger {self.ledger_id} is being closed")))
-            try:
-                await self.drain()
-            except Exception:  # noqa: BLE001 - the adds got the error; decide below
-                pass
-            if self._state == _FAILED and isinstance(
-                    self._error, (LedgerFencedError, LedgerClosedError, LedgerMetadataConflict, ClientClosed)):
-                return  # another client owns the ledger now (or we cannot reach it): nothing to write
-            await self._md_lock.acquire()
-            try:
-                await self._write_closed()
-            finally:
-                self._md_lock.release()
-        finally:
-            if self._state != _FAILED:
-                self._state = _CLOSED
-            on_close, self._on_close = self._on_close, None
-            if on_close is not None:
-                try:
-                    await defer.maybeDeferred(on_close)
-                except Exception:  # noqa: BLE001
-                    log.warning("ledger %d: releasing the append lock failed", self.ledger_id, exc_info=True)
+    def _closed(self) -> None:
+        if self._state != _FAILED:
+            self._state = _CLOSED
 
     async def _write_closed(self) -> None:
         lac = self._lac
@@ -784,9 +768,8 @@ class LedgerHandle(ReadHandle):
         if length is None:
             length = (await self._read_entry(lac)).length if lac >= 0 else 0
             self._confirmed_length = length
-        md, version = await write_closed(self.client, self.ledger_id, self.metadata, self._version, lac, length,
-                                         self.recovery)
+        md, version = await write_closed(
+            self.client, self.ledger_id, self.metadata, self._version, lac, length, self.recovery
+        )
         self.metadata, self._version = md, version
         self._lac = md.last_entry_id
-
-
