@@ -21,7 +21,8 @@ reaches it only through the methods of
   operation)`` with a per-connection txnId counter. v2: by ``(ledgerId,
   entryId, opcode)``, first-in first-out for duplicate keys; BATCH_READ by
   its requestId.
-* **Timeouts** (:class:`~.deadlines.Deadlines`). On the injected clock
+* **Timeouts** (:class:`~.deadlines.Deadlines`, held by the :class:`~.outbox.Outbox`
+  with the queue: a request's way from its issue to its completion). On the injected clock
   (``IReactorTime``): writes (ADD, WRITE_LAC, FORCE_LEDGER) use
   ``add_timeout``, reads use ``read_timeout`` (a long poll adds its own
   wait), GET_BOOKIE_INFO uses ``bookie_info_timeout``. The clock starts when
@@ -55,11 +56,11 @@ Operations return Deferreds that fire with plain values or fail with the
 errors of :mod:`bkctl.wire.client.errors`. Argument errors (a master key that is
 not 20 bytes, ...) raise ValueError immediately.
 """
+
 from __future__ import annotations
 
 import itertools
 import logging
-from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -82,21 +83,20 @@ from .backoff import DEFAULT_BACKOFF_FACTOR, DEFAULT_BACKOFF_INITIAL, DEFAULT_BA
 from .channel import AddDone, ReadDone
 from .client_protocol import BookieClientFactory, BookieClientProtocol
 from .cork import Cork, Writer
-from .deadlines import INFO, POLL, READ, WRITE, Deadlines
+from .deadlines import INFO, POLL, READ, WRITE
 from .dialer import DEFAULT_CONNECT_TIMEOUT, Dialer, default_resolve
 from .entry_requests import EntryRequests, check_master_key
 from .op_requests import OpRequest, OpRequests
+from .outbox import Outbox
 from .errors import (
     BatchReadUnsupported,
     BookieError,
-    BookieTimeout,
     BookieUnavailable,
     MalformedResponse,
     NotSupported,
-    TooManyRequests,
     error_for,
 )
-from .requests import DECLINED, DONE, QUEUED, SENT, Request, RequestTable
+from .requests import DECLINED, DONE, QUEUED, Request, RequestTable
 
 if TYPE_CHECKING:
     from bkctl.wire.codecs.add_frames import EncodedAdd
@@ -171,9 +171,12 @@ class BookieConnection:
     ):
         if protocol not in ("v2", "v3"):
             raise ValueError(f"protocol must be 'v2' or 'v3', not {protocol!r}")
-        for name, value in (("add_timeout", add_timeout), ("read_timeout", read_timeout),
-                            ("bookie_info_timeout", bookie_info_timeout),
-                            ("connect_timeout", connect_timeout)):
+        for name, value in (
+            ("add_timeout", add_timeout),
+            ("read_timeout", read_timeout),
+            ("bookie_info_timeout", bookie_info_timeout),
+            ("connect_timeout", connect_timeout),
+        ):
             if not value > 0:
                 raise ValueError(f"{name} must be positive")
         if max_outstanding < 1 or max_queued < 1:
@@ -182,6 +185,7 @@ class BookieConnection:
         self._backoff = Backoff(backoff_initial, backoff_max, backoff_factor)
         if reactor is None:
             from twisted.internet import reactor as _global_reactor
+
             reactor = _global_reactor
         self.bookie_id = str(bookie_id)
         self.protocol = protocol
@@ -215,25 +219,50 @@ class BookieConnection:
         self.writer = Writer(cork if cork is not None else Cork())
         #: the connection attempts (and their START_TLS)
         self._dialer = Dialer(
-            self, self.bookie_id, reactor, self._clock, resolve if resolve is not None else default_resolve,
-            self._ids, self._backoff, use_v3=self.use_v3, tls=tls, connect_timeout=self.connect_timeout,
-            max_frame_size=max_frame_size, fastpaths=self.fastpaths, cork=self.writer.cork, ready=self._connected,
-            failed=self._attempt_failed)
+            self,
+            self.bookie_id,
+            reactor,
+            self._clock,
+            resolve if resolve is not None else default_resolve,
+            self._ids,
+            self._backoff,
+            use_v3=self.use_v3,
+            tls=tls,
+            connect_timeout=self.connect_timeout,
+            max_frame_size=max_frame_size,
+            fastpaths=self.fastpaths,
+            cork=self.writer.cork,
+            ready=self._connected,
+            failed=self._attempt_failed,
+        )
         #: builds the ADD and READ requests, and those of the other operations
         self.entries = EntryRequests(self.use_v3, twins, self._ids)
         self.ops = OpRequests(self.use_v3, self._ids)
         self._proto: BookieClientProtocol | None = None
         self._closing: BookieClientProtocol | None = None
         self._closed = False
-        self._queue: deque[Request] = deque()
         #: the requests on the wire, by what their answers carry
         self.requests = RequestTable(self.use_v3, twins.codec)
+        #: the requests from their issue to their completion: queued, on the wire, timed, failed
+        self._outbox = Outbox(
+            self.bookie_id,
+            self.requests,
+            self.writer,
+            self._clock,
+            self._link,
+            max_outstanding=max_outstanding,
+            max_queued=max_queued,
+        )
+        # the outbox's parts the hot paths use, read once
+        self._queue = self._outbox.queue
         self._sent = self.requests.sent
-        self._deadlines = Deadlines(self._clock, self._expired)
+        self._deadlines = self._outbox.deadlines
 
     def __repr__(self) -> str:
-        return (f"<BookieConnection {self.bookie_id} {self.protocol} {self.state}"
-                f" outstanding={len(self._sent)} queued={len(self._queue)}>")
+        return (
+            f"<BookieConnection {self.bookie_id} {self.protocol} {self.state}"
+            f" outstanding={len(self._sent)} queued={len(self._queue)}>"
+        )
 
     # ------------------------------------------------------------ status
 
@@ -266,9 +295,17 @@ class BookieConnection:
 
     # -------------------------------------------------------- operations
 
-    def add(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, *,
-            recovery: bool = False, high_priority: bool = False,
-            deferred_sync: bool = False) -> defer.Deferred:
+    def add(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        body: bytes,
+        *,
+        recovery: bool = False,
+        high_priority: bool = False,
+        deferred_sync: bool = False,
+    ) -> defer.Deferred:
         """ADD_ENTRY of a digest-packaged ``body``; fires with None once the
         bookie acknowledged it. ``recovery`` is accepted on a fenced ledger,
         ``deferred_sync`` (v3 only) is acknowledged before the journal fsync."""
@@ -277,8 +314,9 @@ class BookieConnection:
             return self._unsupported(f"ADD ledger {ledger_id} entry {entry_id} with DEFERRED_SYNC")
         return self._submit_request(req, WRITE, self.add_timeout)
 
-    def read(self, ledger_id: int, entry_id: int, *, fence_master_key: bytes | None = None,
-             high_priority: bool = False) -> defer.Deferred:
+    def read(
+        self, ledger_id: int, entry_id: int, *, fence_master_key: bytes | None = None, high_priority: bool = False
+    ) -> defer.Deferred:
         """READ_ENTRY; fires with the stored entry bytes. ``entry_id`` -1
         returns the entry with the highest id the bookie has. With
         ``fence_master_key`` the read fences the ledger."""
@@ -287,8 +325,18 @@ class BookieConnection:
         req = self.entries.read(ledger_id, entry_id, fence_master_key, high_priority)
         return self._submit_request(req, READ, self.read_timeout)
 
-    def add_with_callback(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes,
-                          recovery: bool, high_priority: bool, on_done: AddDone, ctx: Any, slot: int) -> None:
+    def add_with_callback(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        body: bytes,
+        recovery: bool,
+        high_priority: bool,
+        on_done: AddDone,
+        ctx: Any,
+        slot: int,
+    ) -> None:
         """:meth:`add` for the ledger layer (:class:`~bkctl.wire.client.channel.BookieChannel`),
         without a Deferred: the outcome
         is ``on_done(ctx, slot, bookie_id, error)`` with ``error`` None once
@@ -308,8 +356,17 @@ class BookieConnection:
         parsed (:meth:`EntryRequests.encoded_add`)."""
         proto = self._proto
         if proto is None or self._queue or len(self._sent) >= self.max_outstanding or self._closed:
-            self.add_with_callback(add.ledger_id, add.entry_id, add.master_key, add.body, add.recovery,
-                                   add.high_priority, on_done, ctx, slot)
+            self.add_with_callback(
+                add.ledger_id,
+                add.entry_id,
+                add.master_key,
+                add.body,
+                add.recovery,
+                add.high_priority,
+                on_done,
+                ctx,
+                slot,
+            )
             return
         req, data = self.entries.encoded_add(add)
         req.callback_to(on_done, ctx, slot)
@@ -384,19 +441,26 @@ class BookieConnection:
         self.requests.register(req)
         self.writer.write(proto, data)
 
-    def read_long_poll(self, ledger_id: int, previous_lac: int, timeout_ms: int,
-                       piggyback: bool = True) -> defer.Deferred:
+    def read_long_poll(
+        self, ledger_id: int, previous_lac: int, timeout_ms: int, piggyback: bool = True
+    ) -> defer.Deferred:
         """Long-poll READ (v3): the bookie answers once its LAC passes
         ``previous_lac`` or after ``timeout_ms``. Fires with ``(max_lac,
         entry_id, body)``; with ``piggyback`` the bookie may add entry
         previous_lac + 1, else ``entry_id`` and ``body`` are None. The local
         timeout is read_timeout plus the poll's own wait."""
         timeout = self.read_timeout + timeout_ms / 1000.0
-        return self._issue(self.ops.long_poll(ledger_id, previous_lac, timeout_ms, piggyback), timeout,
-                           (POLL, timeout))
+        return self._issue(self.ops.long_poll(ledger_id, previous_lac, timeout_ms, piggyback), timeout, (POLL, timeout))
 
-    def batch_read(self, ledger_id: int, start_entry_id: int, max_count: int, max_size: int, *,
-                   fence_master_key: bytes | None = None) -> defer.Deferred:
+    def batch_read(
+        self,
+        ledger_id: int,
+        start_entry_id: int,
+        max_count: int,
+        max_size: int,
+        *,
+        fence_master_key: bytes | None = None,
+    ) -> defer.Deferred:
         """BATCH_READ_ENTRY (v2 only, bookies 4.17+): fires with the list of
         consecutive entries from ``start_entry_id`` the bookie fitted into
         ``max_count`` (<= 0: no limit) and ``max_size`` bytes. Fails with
@@ -408,10 +472,15 @@ class BookieConnection:
         if self.use_v3:
             return self._unsupported(what)
         if self.batch_read_supported is False:
-            return defer.fail(BatchReadUnsupported(
-                f"{what}: bookie {self.bookie_id} does not support batch reads", bookie=self.bookie_id))
-        return self._issue(self.ops.batch_read(what, ledger_id, start_entry_id, max_count, max_size,
-                                               fence_master_key), self.read_timeout)
+            return defer.fail(
+                BatchReadUnsupported(
+                    f"{what}: bookie {self.bookie_id} does not support batch reads", bookie=self.bookie_id
+                )
+            )
+        return self._issue(
+            self.ops.batch_read(what, ledger_id, start_entry_id, max_count, max_size, fence_master_key),
+            self.read_timeout,
+        )
 
     def read_lac(self, ledger_id: int) -> defer.Deferred:
         """READ_LAC (v3): fires with ``(lac_body, last_entry_body)``, each
@@ -427,8 +496,9 @@ class BookieConnection:
         it for the ledger is durable."""
         return self._issue(self.ops.force_ledger(ledger_id), self.add_timeout, WRITE)
 
-    def bookie_info(self, requested: int = BOOKIE_INFO_TOTAL_DISK_CAPACITY
-                    | BOOKIE_INFO_FREE_DISK_SPACE) -> defer.Deferred:
+    def bookie_info(
+        self, requested: int = BOOKIE_INFO_TOTAL_DISK_CAPACITY | BOOKIE_INFO_FREE_DISK_SPACE
+    ) -> defer.Deferred:
         """GET_BOOKIE_INFO (v3): fires with ``(total_disk_bytes,
         free_disk_bytes)``; a field not asked for (or not sent) is None."""
         return self._issue(self.ops.bookie_info(requested), self.bookie_info_timeout, INFO)
@@ -459,8 +529,11 @@ class BookieConnection:
             proto.detach()
             self._closing = proto
             done = proto.when_lost()
-        self._fail_all(lambda r: BookieUnavailable(
-            f"{r.what}: connection to bookie {self.bookie_id} closed", bookie=self.bookie_id))
+        self._outbox.fail_all(
+            lambda r: BookieUnavailable(
+                f"{r.what}: connection to bookie {self.bookie_id} closed", bookie=self.bookie_id
+            )
+        )
         if proto is not None:
             proto.let_go(self._clock)  # bounded: a Java bookie never answers close_notify
         return done
@@ -468,9 +541,11 @@ class BookieConnection:
     # ----------------------------------------------------------- internals
 
     def _unsupported(self, what: str) -> defer.Deferred:
-        return defer.fail(NotSupported(
-            f"{what}: not available over protocol {self.protocol} (bookie {self.bookie_id})",
-            bookie=self.bookie_id))
+        return defer.fail(
+            NotSupported(
+                f"{what}: not available over protocol {self.protocol} (bookie {self.bookie_id})", bookie=self.bookie_id
+            )
+        )
 
     def _issue(self, spec: OpRequest, timeout: float, kind: Any = READ) -> defer.Deferred:
         """Send an operation's request (:mod:`.op_requests`); one its protocol cannot carry fails."""
@@ -480,119 +555,44 @@ class BookieConnection:
         req.op = spec.op
         return self._submit_request(req, kind, timeout)
 
-    def _refuse(self, req: Request, error: BookieError) -> defer.Deferred | None:
-        """A request that never goes anywhere: fail it at once."""
-        req.state = DONE
-        on_done = req.on_done
-        if on_done is None:
-            return defer.fail(error)
-        req.call_back(on_done, self.bookie_id, error)
-        return None
-
-    def _submit_request(self, req: Request, kind: Any, timeout: float,
-                        with_deferred: bool = True) -> defer.Deferred | None:
+    def _submit_request(
+        self, req: Request, kind: Any, timeout: float, with_deferred: bool = True
+    ) -> defer.Deferred | None:
+        """Issue ``req`` unless the connection is closed or backing off (:class:`~.outbox.Outbox`);
+        connect when it waits for a connection."""
         if self._closed:
-            return self._refuse(req, BookieUnavailable(
-                f"{req.what}: connection to bookie {self.bookie_id} is closed", bookie=self.bookie_id))
+            return self._outbox.refuse(
+                req,
+                BookieUnavailable(
+                    f"{req.what}: connection to bookie {self.bookie_id} is closed", bookie=self.bookie_id
+                ),
+            )
         proto = self._proto
         now = self._clock.seconds()
         idle = proto is None and not self._dialer.dialing
         if idle:
             wait = self._backoff.wait(now)
             if wait > 0:
-                return self._refuse(req, BookieUnavailable(
-                    f"{req.what}: bookie {self.bookie_id} is unavailable ({self._backoff.last_error});"
-                    f" next connection attempt in {wait:.3g}s", bookie=self.bookie_id))
-        queue = self._queue
-        direct = proto is not None and not queue and len(self._sent) < self.max_outstanding
-        if not direct and len(queue) >= self.max_queued:
-            return self._refuse(req, TooManyRequests(
-                f"{req.what}: too many requests for bookie {self.bookie_id}"
-                f" ({len(self._sent)} outstanding, {len(queue)} queued)",
-                bookie=self.bookie_id))
-        d = None
-        if with_deferred:
-            req.conn = self
-            d = req.deferred = defer.Deferred(req)  # the request is the canceller
-        self._deadlines.start(req, kind, timeout, now)  # time spent queued or connecting counts
-        if direct:
-            self.requests.register(req)
-            data, req.frame = req.frame, b""  # on the wire: do not keep the bytes
-            self.writer.write(proto, data)
-        else:
-            queue.append(req)
-            if idle:
-                self._dialer.dial()
+                return self._outbox.refuse(
+                    req,
+                    BookieUnavailable(
+                        f"{req.what}: bookie {self.bookie_id} is unavailable ({self._backoff.last_error});"
+                        f" next connection attempt in {wait:.3g}s",
+                        bookie=self.bookie_id,
+                    ),
+                )
+        d = self._outbox.submit(req, kind, timeout, now, proto, with_deferred)
+        if idle and req.state == QUEUED:
+            self._dialer.dial()
         return d
 
-    def _send(self, reqs: list[Request]) -> None:
-        frames = []
-        register = self.requests.register
-        for req in reqs:
-            register(req)
-            frames.append(req.frame)
-            req.frame = b""  # on the wire: do not keep the bytes
-        self.writer.write_frames(self._proto, frames)
-
-    def _pump(self) -> None:
-        """Send queued requests while there is room on the wire."""
-        queue = self._queue
-        if not queue or self._proto is None:
-            return
-        room = self.max_outstanding - len(self._sent)
-        batch = []
-        while room > 0 and queue:
-            batch.append(queue.popleft())
-            room -= 1
-        if batch:
-            self._send(batch)
-
-    def _forget(self, req: Request) -> None:
-        """Take a request out of the queue or the matching tables."""
-        if req.state == QUEUED:
-            try:
-                self._queue.remove(req)
-            except ValueError:
-                pass
-        elif req.state == SENT:
-            self.requests.forget(req)
-        req.state = DONE
+    def _link(self) -> BookieClientProtocol | None:
+        """The protocol the requests go to now (None: not connected)."""
+        return self._proto
 
     def cancel(self, req: Request) -> None:
         """Canceller of a request's Deferred (which then fails with CancelledError)."""
-        if req.state == DONE:
-            return
-        self._forget(req)
-        self._deadlines.retire(req)
-        req.deferred = None
-        self._pump()
-
-    def _expired(self, req: Request, timeout: float) -> None:
-        """``req`` was not answered in time (:class:`~.deadlines.Deadlines`)."""
-        where = "waiting to be sent" if req.state == QUEUED else "waiting for the answer"
-        self._forget(req)
-        self._pump()
-        self._finish(req, BookieTimeout(
-            f"{req.what}: no answer from bookie {self.bookie_id} within {timeout:g}s ({where})",
-            bookie=self.bookie_id))
-
-    def _finish(self, req: Request, result: Any) -> None:
-        """Fire a request that is already out of every table."""
-        req.state = DONE
-        if req.timeouts is not None:
-            self._deadlines.retire(req)
-        req.complete(self.bookie_id, result)
-
-    def _fail_all(self, make_error: Callable[[Request], BookieError]) -> None:
-        """Fail every queued and sent request (sent ones first, oldest first)."""
-        reqs = self.requests.clear() + list(self._queue)
-        self.writer.drop()
-        self._queue.clear()
-        self._deadlines.stop()
-        for req in reqs:
-            req.state = DONE
-        for req in reqs:
-            self._finish(req, make_error(req))
+        self._outbox.cancel(req)
 
     def _failed_attempt(self, why: str) -> None:
         """A connection attempt or connection failed: back off before the next."""
@@ -603,10 +603,10 @@ class BookieConnection:
     def _connected(self, proto: BookieClientProtocol) -> None:
         """The attempt is over: ``proto`` carries the requests (once TLS is up, with TLS)."""
         self._proto = proto
-        self._pump()
+        self._outbox.pump(proto)
 
     def _attempt_failed(self, why: str) -> None:
-        self._fail_all(lambda r: BookieUnavailable(f"{r.what}: {why}", bookie=self.bookie_id))
+        self._outbox.fail_all(lambda r: BookieUnavailable(f"{r.what}: {why}", bookie=self.bookie_id))
 
     # -- what the protocol and the factory report (client_protocol.ConnectionOwner) --
 
@@ -625,8 +625,7 @@ class BookieConnection:
             return
         req = self.requests.match(msg)
         if req is None:
-            log.debug("bookie %s: dropping a response nobody waits for (late or unknown)",
-                      self.bookie_id)
+            log.debug("bookie %s: dropping a response nobody waits for (late or unknown)", self.bookie_id)
             return
         self._backoff.failures = 0  # the bookie answers: the next failure starts a fresh backoff
         try:
@@ -634,8 +633,8 @@ class BookieConnection:
         except BaseException as exc:  # noqa: BLE001 - hand everything to the caller
             result = Failure(exc) if req.deferred is not None else exc
         if self._queue:
-            self._pump()
-        self._finish(req, result)
+            self._outbox.pump(self._proto)
+        self._outbox.finish(req, result)
 
     def _decoded(self, req: Request, msg) -> Any:
         """The result of ``req`` out of its answer, or raise its error."""
@@ -696,7 +695,7 @@ class BookieConnection:
         req = self.requests.take_v2((ledger_id, entry_id, opcode))
         if req is None:
             return False
-        self._answered(req, payload[_V2_ANSWER_HEAD.size:] if opcode == _OPC_READ else None)
+        self._answered(req, payload[_V2_ANSWER_HEAD.size :] if opcode == _OPC_READ else None)
         return True
 
     def _answered(self, req: Request, result: Any) -> bool:
@@ -709,11 +708,11 @@ class BookieConnection:
         req.state = DONE
         self._backoff.failures = 0  # the bookie answers: the next failure starts a fresh backoff
         if self._queue:
-            self._pump()
+            self._outbox.pump(self._proto)
         on_done = req.on_done
         if on_done is None or req.deferred is not None:
-            self._finish(req, result)
-        else:  # a callback request (the ledger layer's adds and reads): _finish's work, inline
+            self._outbox.finish(req, result)
+        else:  # a callback request (the ledger layer's adds and reads): Outbox.finish's work, inline
             if req.timeouts is not None:
                 self._deadlines.retire(req)
             req.call_back(on_done, self.bookie_id, result)
@@ -728,9 +727,11 @@ class BookieConnection:
         why = f"malformed response: {exc}"
         self._failed_attempt(why)
         log.warning("bookie %s sent a %s; closing the connection", self.bookie_id, why)
-        self._fail_all(lambda r: MalformedResponse(
-            f"{r.what}: bookie {self.bookie_id} sent a {why}; connection closed",
-            cause=exc, bookie=self.bookie_id))
+        self._outbox.fail_all(
+            lambda r: MalformedResponse(
+                f"{r.what}: bookie {self.bookie_id} sent a {why}; connection closed", cause=exc, bookie=self.bookie_id
+            )
+        )
         proto.abort()
 
     def connection_lost(self, proto: BookieClientProtocol, reason: Failure | None) -> None:
@@ -738,10 +739,11 @@ class BookieConnection:
             self._dialer.connection_lost(proto, reason)  # START_TLS's
             return
         self._proto = None
-        why = (self._dialer.refused_why(reason)
-               or f"connection lost: {reason.getErrorMessage() if reason is not None else 'closed'}")
-        batch_refused = (self.batch_read_supported is not True
-                         and any(r.is_batch for r in self._sent))
+        why = (
+            self._dialer.refused_why(reason)
+            or f"connection lost: {reason.getErrorMessage() if reason is not None else 'closed'}"
+        )
+        batch_refused = self.batch_read_supported is not True and any(r.is_batch for r in self._sent)
         if batch_refused:
             # An old bookie cannot decode BATCH_READ and drops the connection.
             # It is up, so no backoff: the caller falls back to single reads.
@@ -755,7 +757,8 @@ class BookieConnection:
                 return BatchReadUnsupported(
                     f"{r.what}: bookie {self.bookie_id} closed the connection on a batch read"
                     " (bookie older than 4.17?); read entries one by one",
-                    bookie=self.bookie_id)
+                    bookie=self.bookie_id,
+                )
             return BookieUnavailable(f"{r.what}: bookie {self.bookie_id} {why}", bookie=self.bookie_id)
 
-        self._fail_all(error)
+        self._outbox.fail_all(error)

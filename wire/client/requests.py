@@ -74,6 +74,9 @@ class Request:
         "verb",
     )
 
+    #: whose ``cancel(request)`` the Deferred's cancellation calls (:class:`~.outbox.Outbox`)
+    conn: Any
+
     def __init__(
         self,
         what: str | None,
