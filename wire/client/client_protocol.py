@@ -14,10 +14,10 @@ and written once per connection after the chunk.
 
 from __future__ import annotations
 
-from typing import Any, Protocol as TypingProtocol
+from typing import Any, Protocol as TypingProtocol, cast
 
 from twisted.internet import defer
-from twisted.internet.interfaces import IHandshakeListener
+from twisted.internet.interfaces import IAddress, IConnector, IHandshakeListener
 from twisted.internet.protocol import ClientFactory, Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -27,11 +27,19 @@ from bkctl.wire.codecs.answers import V2_ANSWER_HEAD
 from bkctl.wire.codecs.framing import FrameDecoder
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE, OpCode
 from bkctl.wire.errors import CodecError
-from bkctl.wire.send_now import send_now
+from bkctl.wire.clock import Clock
+from bkctl.wire.send_now import Transport, send_now
 
 from .cork import Cork
 
-__all__ = ["BookieClientProtocol", "BookieClientFactory", "ConnectionOwner", "CLOSE_GRACE"]
+__all__ = [
+    "BookieClientProtocol",
+    "BookieClientFactory",
+    "BookieTransport",
+    "ConnectionOwner",
+    "Connector",
+    "CLOSE_GRACE",
+]
 
 #: Seconds a closing connection waits for the bookie to answer our TLS
 #: close_notify (or to close) before it is aborted.  A Java bookie does
@@ -81,6 +89,25 @@ class ConnectionOwner(TypingProtocol):
         """The connection went away."""
 
 
+class BookieTransport(Transport, TypingProtocol):
+    """What :class:`BookieClientProtocol` calls on its transport (Twisted's ``ITransport`` and
+    ``ITLSTransport``, zope interfaces a type checker without its plugin cannot read); a TCP
+    connection's ``abortConnection`` and socket options are looked up, as not every transport has them."""
+
+    def loseConnection(self) -> None:  # noqa: N802 - Twisted's name
+        """Close once what was written is sent (over TLS: after a close_notify)."""
+
+    def startTLS(self, contextFactory: Any) -> None:  # noqa: N802,N803 - Twisted's names
+        """Start a TLS handshake over the connection (``ITLSTransport``)."""
+
+
+class Connector(TypingProtocol):
+    """What the dialer calls on a connection attempt's connector (Twisted's ``IConnector``)."""
+
+    def stopConnecting(self) -> None:  # noqa: N802 - Twisted's name
+        """Give up the attempt while it connects."""
+
+
 @implementer(IHandshakeListener)
 class BookieClientProtocol(Protocol):
     """Bytes to decoded answers for one TCP connection.
@@ -115,10 +142,12 @@ class BookieClientProtocol(Protocol):
         self._v3 = use_v3
         self._fastpaths = fastpaths
         self._lost = False
-        self._lost_waiters: list[defer.Deferred] = []
+        self._lost_waiters: list[defer.Deferred[None]] = []
 
     def connectionMade(self) -> None:
         transport = self.transport
+        #: the transport as this protocol uses it (Twisted types ``transport`` as zope's ``ITransport``)
+        self._wire = cast(BookieTransport, transport)
         # The Java client's defaults: clientTcpNoDelay and clientSockKeepalive on.
         for option in ("setTcpNoDelay", "setTcpKeepAlive"):
             setter = getattr(transport, option, None)
@@ -222,40 +251,40 @@ class BookieClientProtocol(Protocol):
         as the transport would join them before its send anyway (its
         ``writeSequence`` checks and counts each one in Python: a burst of
         small reads paid that per frame)."""
-        self.transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+        self._wire.write(frames[0] if len(frames) == 1 else b"".join(frames))
 
     def send_burst(self, frames: list[bytes]) -> None:
         """:meth:`send` of a burst's frames, held until its end (:mod:`.cork`):
         nothing more is coming this turn, so they are sent at once
         (:func:`~bkctl.wire.send_now.send_now`) rather than on the reactor's next."""
-        send_now(self.transport, frames[0] if len(frames) == 1 else b"".join(frames), self._fastpaths)
+        send_now(self._wire, frames[0] if len(frames) == 1 else b"".join(frames), self._fastpaths)
 
     def send_one(self, data: bytes) -> None:
         """Write one whole frame."""
-        self.transport.write(data)
+        self._wire.write(data)
 
-    def start_tls(self, context) -> None:
+    def start_tls(self, context: Any) -> None:
         """Start the TLS handshake on this connection (after START_TLS)."""
-        self.transport.startTLS(context)
+        self._wire.startTLS(context)
 
     def abort(self) -> None:
         """Drop the connection at once (no TLS close_notify, no waiting)."""
-        abort = getattr(self.transport, "abortConnection", None) or self.transport.loseConnection
+        abort = getattr(self.transport, "abortConnection", None) or self._wire.loseConnection
         abort()
 
     def detach(self) -> None:
         """Stop reporting to the owner: later bytes and the loss are ignored."""
         self._owner = None
 
-    def when_lost(self) -> defer.Deferred:
+    def when_lost(self) -> defer.Deferred[None]:
         """A Deferred that fires (with None) once the connection is lost."""
         if self._lost:
             return defer.succeed(None)
-        d = defer.Deferred()
+        d: defer.Deferred[None] = defer.Deferred()
         self._lost_waiters.append(d)
         return d
 
-    def let_go(self, clock, grace: float = CLOSE_GRACE) -> defer.Deferred:
+    def let_go(self, clock: Clock, grace: float = CLOSE_GRACE) -> defer.Deferred[None]:
         """Close, bounded whatever the peer does: ``loseConnection`` (over TLS
         it sends close_notify, then waits for the peer's), and after ``grace``
         seconds on ``clock`` ``abortConnection`` if the connection is still
@@ -263,12 +292,12 @@ class BookieClientProtocol(Protocol):
         done = self.when_lost()
         if self._lost:
             return done
-        self.transport.loseConnection()
+        self._wire.loseConnection()
         if self._lost:
             return done
         timer = clock.callLater(grace, self._abort)
 
-        def stop_timer(result):
+        def stop_timer(result: None) -> None:
             if timer.active():
                 timer.cancel()
             return result
@@ -302,16 +331,16 @@ class BookieClientFactory(ClientFactory):
         self.use_v3 = use_v3
         self.max_frame_size = max_frame_size
         self.fastpaths = fastpaths
-        self.connector = None
+        self.connector: Connector | None = None
 
     def give_up(self) -> None:
         """The owner no longer wants this attempt."""
         self.owner = None
 
-    def startedConnecting(self, connector) -> None:
-        self.connector = connector
+    def startedConnecting(self, connector: IConnector) -> None:
+        self.connector = cast(Connector, connector)  # Twisted's IConnector, which the checker cannot read
 
-    def buildProtocol(self, addr):
+    def buildProtocol(self, addr: IAddress | None) -> BookieClientProtocol | None:
         owner = self.owner
         if owner is None:
             return None
@@ -321,10 +350,10 @@ class BookieClientFactory(ClientFactory):
         proto.factory = self
         return proto
 
-    def clientConnectionFailed(self, connector, reason: Failure) -> None:
+    def clientConnectionFailed(self, connector: IConnector, reason: Failure) -> None:
         owner = self.owner
         if owner is not None:
             owner.connection_failed(self, reason)
 
-    def clientConnectionLost(self, connector, reason: Failure) -> None:
+    def clientConnectionLost(self, connector: IConnector, reason: Failure) -> None:
         pass  # reported by the protocol's connectionLost

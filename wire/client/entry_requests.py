@@ -15,7 +15,8 @@ EOK answers are recognized without being parsed (``req.fast``, ``req.ok``).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from bkctl.wire.codecs import answers, v2, v3, v3_fast
 from bkctl.wire.fastpath import Twins
@@ -23,6 +24,7 @@ from bkctl.wire.codecs.add_frames import EncodedAdd
 from bkctl.wire.codecs.framing import frame, length_prefix
 from bkctl.wire.codecs.protocol import MASTER_KEY_LENGTH, V2_CURRENT_VERSION, Flag, OpCode, OperationType
 
+from .channel import AddDone, ReadDone
 from .requests import Request
 
 __all__ = ["EntryRequests", "check_master_key"]
@@ -36,7 +38,7 @@ _FLAG_RECOVERY_ADD = int(Flag.RECOVERY_ADD)
 _FLAG_HIGH_PRIORITY = int(Flag.HIGH_PRIORITY)
 
 
-def check_master_key(master_key) -> None:
+def check_master_key(master_key: bytes) -> None:
     """ValueError unless ``master_key`` has the 20 bytes of a SHA-1."""
     if len(master_key) != MASTER_KEY_LENGTH:
         raise ValueError(f"master key must be {MASTER_KEY_LENGTH} bytes, not {len(master_key)}")
@@ -53,7 +55,8 @@ class EntryRequests:
         self.use_v3 = use_v3
         self.fastpaths = twins.enabled
         self._ids = txn_ids
-        self._encoder = v3_fast.RequestEncoder() if use_v3 else None
+        #: the reused v3 request encoder (a v2 connection has one too, never used: one type)
+        self._encoder = v3_fast.RequestEncoder()
         # the C twins of RequestEncoder.read_frame and of an ADD copy's frame (fast paths, when built)
         c = twins.codec
         self._c_read_frame = None if c is None else c.read_frame
@@ -146,8 +149,10 @@ class EntryRequests:
                 if framed is not None:
                     data, answer_head = framed
                     return _v3_add_request(txn, answer_head, add), data
-            heads = v3_fast.add_header_fields(txn, add.high_priority) if part is not None else None
-            if heads is None:  # encoded for v2, or a txnId upb has its own say about
+            if part is None:  # encoded for v2
+                return self._add_general(add, txn), None
+            heads = v3_fast.add_header_fields(txn, add.high_priority)
+            if heads is None:  # a txnId upb has its own say about
                 return self._add_general(add, txn), None
             head, answer_head = heads
             data = b"".join((length_prefix(len(head) + len(part)), head, part))
@@ -161,7 +166,7 @@ class EntryRequests:
         return req, data
 
     def encoded_adds(
-        self, adds: list[EncodedAdd], ctxs: list, slots: list[int], on_done
+        self, adds: list[EncodedAdd], ctxs: list[Any], slots: list[int], on_done: AddDone
     ) -> tuple[list[Request], bytes]:
         """:meth:`encoded_add` of each of ``adds`` for a connection with room on
         the wire for all of them, each completing through ``on_done`` with the
@@ -182,9 +187,11 @@ class EntryRequests:
 
     def _add_general(self, add: EncodedAdd, txn: int | None) -> Request:
         """:meth:`encoded_add` the general way (``txn``: the txnId already taken, v3)."""
-        return self.add(
+        req = self.add(
             add.ledger_id, add.entry_id, add.master_key, add.body, add.recovery, add.high_priority, False, txn
         )
+        assert req is not None  # only a DEFERRED_SYNC add over v2 is refused
+        return req
 
     def plain_read(self, ledger_id: int, entry_id: int) -> tuple[Request, bytes | None]:
         """A plain READ for a connection with room on the wire: ``(req,
@@ -196,7 +203,9 @@ class EntryRequests:
         reqs, data = self.plain_reads(ledger_id, (entry_id,), None)
         return reqs[0], data
 
-    def plain_reads(self, ledger_id: int, entry_ids, on_done) -> tuple[list[Request], bytes]:
+    def plain_reads(
+        self, ledger_id: int, entry_ids: Iterable[int], on_done: ReadDone | None
+    ) -> tuple[list[Request], bytes]:
         """The plain READs of ``entry_ids`` with their v3 frames encoded by
         hand (v3, fast paths on), each completing through ``on_done`` with its
         entry id as ``ctx`` and slot 0: the requests, and their frames joined."""

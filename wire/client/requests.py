@@ -76,6 +76,11 @@ class Request:
 
     #: whose ``cancel(request)`` the Deferred's cancellation calls (:class:`~.outbox.Outbox`)
     conn: Any
+    #: an ADD's or a plain READ's ``(ledger_id, entry_id)``, set by its builder (:mod:`.entry_requests`)
+    ids: tuple[int, int]
+    #: a callback request's context and copy, handed back to ``on_done`` (:meth:`callback_to`)
+    ctx: Any
+    slot: int
 
     def __init__(
         self,
@@ -90,7 +95,7 @@ class Request:
         self.frame = frame_bytes
         self.decode = decode
         self.op: int | None = None
-        self.deferred: defer.Deferred | None = None
+        self.deferred: defer.Deferred[Any] | None = None
         self.on_done: Any = None
         #: when it times out (clock seconds), and the deadline queue it is in (:mod:`.deadlines`)
         self.deadline = 0.0
@@ -110,13 +115,13 @@ class Request:
             what = self._what = f"{self.verb} ledger {ledger_id} entry {entry_id}"
         return what
 
-    def callback_to(self, on_done, ctx: Any, slot: int) -> None:
+    def callback_to(self, on_done: Callable[[Any, int, str, Any], Any], ctx: Any, slot: int) -> None:
         """Complete through ``on_done(ctx, slot, bookie_id, result)``, not a Deferred."""
         self.on_done = on_done
         self.ctx = ctx
         self.slot = slot
 
-    def __call__(self, _deferred: defer.Deferred) -> None:
+    def __call__(self, _deferred: defer.Deferred[Any]) -> None:
         """The canceller of the request's Deferred."""
         self.conn.cancel(self)
 
@@ -159,14 +164,14 @@ class RequestTable:
         #: takes an EOK READ answer apart (the C twin when built)
         self._read_body = v3_fast.plain_read_body if codec is None else codec.plain_read_body
         #: the C twin of :meth:`take_answers`' loop, or None
-        self._c_take = None if codec is None else codec.take_answers
+        self._c_take: Callable[..., int] | None = None if codec is None else codec.take_answers
         #: insertion-ordered set of the requests on the wire
         self.sent: dict[Request, None] = {}
         self.v3_pending: dict[int, Request] = {}
-        self.v3_other: dict[tuple[int, int], Request] = {}
+        self.v3_other: dict[tuple[int, int | None], Request] = {}
         #: v3 plain ADDs and READs by their header field
         self.v3_fast: dict[bytes, Request] = {}
-        self.v2_pending: dict[tuple, deque[Request]] = {}
+        self.v2_pending: dict[tuple[int, ...], deque[Request]] = {}
 
     def __len__(self) -> int:
         return len(self.sent)
@@ -209,12 +214,15 @@ class RequestTable:
         :data:`DECLINED` when it is not that, or ``req`` is no longer on the wire."""
         if req.state != SENT or self.v3_pending.get(req.key) is not req:
             return DECLINED
+        head = req.fast
+        if head is None:
+            return DECLINED
         ok = req.ok
         if ok is not None:  # an ADD: the rest of its EOK answer, byte for byte
-            if len(payload) != len(req.fast) + len(ok) or not payload.endswith(ok):
+            if len(payload) != len(head) + len(ok) or not payload.endswith(ok):
                 return DECLINED
             return None
-        result = self._read_body(payload, len(req.fast))
+        result = self._read_body(payload, len(head))
         return DECLINED if result is None else result
 
     def pop_fast(self, payload: bytes) -> Request | None:
@@ -268,7 +276,7 @@ class RequestTable:
         else:
             self.v3_other[(req.key, req.op)] = req
 
-    def match(self, msg) -> Request | None:
+    def match(self, msg: Any) -> Request | None:
         """Take out (and mark done) the request a decoded answer belongs to."""
         if self.use_v3:
             header = msg.header
@@ -285,6 +293,7 @@ class RequestTable:
             if req is not None and req.fast is not None and self.v3_fast.get(req.fast) is req:
                 del self.v3_fast[req.fast]
         else:
+            key: tuple[int, ...]
             if isinstance(msg, v2.AddResponse):
                 key = (msg.ledger_id, msg.entry_id, _OPC_ADD)
             elif isinstance(msg, v2.ReadResponse):
@@ -299,7 +308,7 @@ class RequestTable:
             req.state = DONE
         return req
 
-    def take_v2(self, key: tuple) -> Request | None:
+    def take_v2(self, key: tuple[int, ...]) -> Request | None:
         """The oldest v2 request waiting for an answer with ``key``, taken out
         of the key's queue (not of :attr:`sent`)."""
         waiting = self.v2_pending.get(key)
