@@ -52,7 +52,7 @@ import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .avro_types import as_numbers, avro_arrow, avro_incompatible, json_shaper
+from .avro_types import Fix, as_numbers, avro_arrow, avro_incompatible, json_shaper
 from .errors import DecodeError, PulsarFormatError, Untyped
 from .protobuf_values import message_reading, native_descriptor, parsing_info_descriptor
 from .schema import StoredSchema, key_value_schema, split_key_value, version_of
@@ -80,10 +80,10 @@ class _Side(NamedTuple):
 def _primitive(kind: str) -> _Side:
     import pyarrow as pa
 
-    def fixed(fmt: str, convert=None):
+    def fixed(fmt: str, convert: Callable[..., Any] | None = None) -> Callable[[bytes], Any]:
         s = struct.Struct(fmt)
 
-        def decode(data: bytes):
+        def decode(data: bytes) -> Any:
             if len(data) != s.size:
                 raise DecodeError(f"{kind} is {s.size} bytes, not {len(data)}")
             value = s.unpack(data)
@@ -91,7 +91,7 @@ def _primitive(kind: str) -> _Side:
 
         return decode
 
-    def text(data: bytes):
+    def text(data: bytes) -> str:
         try:
             return bytes(data).decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -150,23 +150,22 @@ def _avro_side(schema: StoredSchema) -> _Side:
 
     arrow, fix = avro_arrow(defined)
 
+    def decode_avro(data: bytes, _read: Callable[..., Any] = schemaless_reader, _fix: Fix | None = fix) -> Any:
+        value = _read(io.BytesIO(data), parsed, None)
+        return value if _fix is None else _fix(value)
+
+    def decode_json(data: bytes, _fix: Fix | None = fix) -> Any:
+        try:
+            doc = json.loads(data)
+        except ValueError as exc:
+            raise DecodeError(f"not a JSON document: {exc}") from None
+        value = shape(doc)
+        return value if _fix is None else _fix(value)
+
     if schema.type == "AVRO":
-
-        def decode(data: bytes, _read=schemaless_reader, _fix=fix):
-            value = _read(io.BytesIO(data), parsed, None)
-            return value if _fix is None else _fix(value)
-    else:  # JSON
-        shape = json_shaper(defined)
-
-        def decode(data: bytes, _fix=fix):
-            try:
-                doc = json.loads(data)
-            except ValueError as exc:
-                raise DecodeError(f"not a JSON document: {exc}") from None
-            value = shape(doc)
-            return value if _fix is None else _fix(value)
-
-    return _Side(arrow, decode, parsed, schema.type)
+        return _Side(arrow, decode_avro, parsed, schema.type)
+    shape = json_shaper(defined)  # JSON
+    return _Side(arrow, decode_json, parsed, schema.type)
 
 
 def _message_side(descriptor: Any, kind: str) -> _Side:
@@ -200,7 +199,7 @@ def _key_value_side(schema: StoredSchema) -> _Side:
     key, value = _side(kv.key), _side(kv.value)
     arrow = pa.struct([pa.field("key", key.arrow_type), pa.field("value", value.arrow_type)])
 
-    def decode(data: bytes):
+    def decode(data: bytes) -> dict[str, Any]:
         try:
             k, v = split_key_value(data)
         except PulsarFormatError as exc:
@@ -248,11 +247,11 @@ class TypedView:
         if main.type == "KEY_VALUE":
             self._kv = key_value_schema(main)
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {"versions": self.versions, "unreadable": self.unreadable, "reader": self.reader}
 
-    def __setstate__(self, state):
-        self.__init__(state["versions"], state["unreadable"], state["reader"])
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        TypedView.__init__(self, state["versions"], state["unreadable"], state["reader"])
 
     @property
     def arrow_type(self) -> Any:
@@ -272,7 +271,7 @@ class TypedView:
             self._sides[version] = _side(self.versions[version])
         return self._sides[version]
 
-    def _reading(self, version: int | None) -> Callable[[bytes], Any]:
+    def _reading(self, version: int | None) -> Callable[[bytes], Any] | str:
         """How a message of ``version`` is read as the reader (cached); a
         string: why it cannot be."""
         key = self.reader if version is None else version
@@ -304,7 +303,7 @@ class TypedView:
                 shape = json_shaper(self._reader_side.avro)
                 fix = avro_arrow(self._reader_side.avro)[1]
 
-                def decode_json(data: bytes):
+                def decode_json(data: bytes) -> Any:
                     doc = json.loads(data)
                     value = shape(doc)
                     return value if fix is None else fix(value)
@@ -328,7 +327,7 @@ class TypedView:
         if problem:
             return f"schema version {version} cannot be read as version {self.reader}: {problem}"
 
-        def decode(data: bytes):
+        def decode(data: bytes) -> Any:
             try:
                 value = schemaless_reader(io.BytesIO(data), writer, reader)
             except DecodeError:
@@ -341,19 +340,20 @@ class TypedView:
 
     def _key_value_resolved(self, version: int) -> Callable[[bytes], Any] | str:
         kv_w, kv_r = key_value_schema(self.versions[version]), self._kv
+        assert kv_r is not None  # the reader is KEY_VALUE too (_resolve)
         sides = []
         for w, r in ((kv_w.key, kv_r.key), (kv_w.value, kv_r.value)):
             view = TypedView({0: w, 1: r}, reader=1) if r.type not in ("NONE", "BYTES") else None
             sides.append(view)
 
-        def side(view, data):
+        def side(view: TypedView | None, data: bytes | None) -> Any:
             if data is None:
                 return None
             if view is None:
                 return data
             return view.decode_version(0, data)
 
-        def decode(data: bytes):
+        def decode(data: bytes) -> dict[str, Any]:
             try:
                 k, v = split_key_value(data)
             except PulsarFormatError as exc:
@@ -403,17 +403,17 @@ class TypedView:
 
     def decode_many(
         self,
-        versions: list,
-        payloads: list,
-        keys: list | None = None,
-        key_b64: list | None = None,
-        skip: list | None = None,
-    ) -> tuple[list, dict[int, str]]:
+        versions: list[bytes | None],
+        payloads: list[bytes | None],
+        keys: list[str | None] | None = None,
+        key_b64: list[bool] | None = None,
+        skip: list[Any] | None = None,
+    ) -> tuple[list[Any], dict[int, str]]:
         """The values of many messages (columns of a batch: version bytes,
         payloads, keys and their base64 flags for a SEPARATED key/value
         schema; ``skip[i]`` true: not a message to decode, value None) and
         ``{row: why}`` for those that do not decode (value None)."""
-        values: list = []
+        values: list[Any] = []
         failures: dict[int, str] = {}
         n = len(payloads)
         keys = keys if keys is not None else [None] * n
@@ -438,6 +438,7 @@ class TypedView:
                         reading = readings[raw] = str(exc)
                 if isinstance(reading, str):
                     raise DecodeError(reading)
+                assert payload is not None  # a null one was skipped above
                 append(reading(payload))
             except DecodeError as exc:
                 append(None)
@@ -447,7 +448,7 @@ class TypedView:
                 failures[i] = f"{type(exc).__name__}: {exc}"
         return values, failures
 
-    def arrow_values(self, versions: list, payloads: Any, skip: list | None, avrocols: Any) -> Any:
+    def arrow_values(self, versions: list[bytes | None], payloads: Any, skip: list[Any] | None, avrocols: Any) -> Any:
         """The values of a batch's messages as an Arrow array of :attr:`arrow_type`,
         decoded by the C twin (``avrocols``: ``Twins.avro_columns`` of
         :mod:`bkctl.wire.fastpath`), or None where :meth:`decode_many` must read
@@ -500,7 +501,7 @@ class TypedView:
             root, table = columns_of(self.arrow_type)
         except Unsupported:
             return False
-        plans: list = []
+        plans: list[Any] = []
         slots_by: dict[bytes | None, int] = {}
         reader = self._reader_side.avro
         for version, stored in self.versions.items():
