@@ -121,7 +121,7 @@ COMPACTION_SETTINGS = dict(
     compactionRateByEntries=250,
 )
 AUTORECOVERY_SETTINGS = dict(autoRecoveryDaemonEnabled="true", lostBookieRecoveryDelay=0)
-COMPACTING_STATES = ("minor compacting", "major compacting")
+COMPACTING_STATES = ("minor compacting", "major compacting", "nearly empty compacting")  # bookied.garbage_collector
 #: the ledgers' ack quorum (E3/Qw3/Qa2): every acknowledged entry must be readable on this many bookies
 ACK_QUORUM = 2
 CLIENT_OPTIONS = dict(add_timeout=3.0, read_timeout=3.0, timeout=90)

@@ -9,7 +9,11 @@ rolled: Java's doGcEntryLogs), then, as Java:
   since the last one (or the pass is forced), for the logs whose live fraction
   is below ``majorCompactionThreshold``, for at most
   ``majorCompactionMaxTimeMillis``;
-* otherwise **minor compaction** likewise with the minor keys.
+* otherwise **minor compaction** likewise with the minor keys;
+* otherwise, bookied's own rule, a compaction of the rolled logs whose live fraction is below
+  ``nearlyEmptyCompactionThreshold`` (and the minor threshold): a few entries moved give back
+  nearly a whole log, where Java keeps it until the next minor compaction. It restarts neither
+  interval and is counted apart (``nearlyEmptyCompactionCounter``).
 
 While a compaction runs longer than ``gcWaitTime`` (its rate limit makes a
 mostly-live log take seconds), the deleted ledgers are collected again between
@@ -55,7 +59,7 @@ from twisted.internet import defer
 
 from .errors import GcListingStopped
 from .gc_listing import find_garbage
-from .gc_policy import MAJOR, MINOR, GcPolicy, choose_compaction
+from .gc_policy import MAJOR, MINOR, NEARLY_EMPTY, GcPolicy, choose_compaction
 from .storage.compactor import CompactableStore, CompactionStopped, EntryLogCompactor, Throttle
 
 log = logging.getLogger("bookied.gc")
@@ -63,8 +67,8 @@ log = logging.getLogger("bookied.gc")
 #: what the collector is doing (``state`` in its status, ``bookie_gc_state`` in the metrics)
 IDLE = "idle"
 COLLECTING = "collecting"  # removing deleted ledgers
-COMPACTING = {MAJOR: "major compacting", MINOR: "minor compacting"}
-STATES = (IDLE, COLLECTING, COMPACTING[MINOR], COMPACTING[MAJOR])
+COMPACTING = {MAJOR: "major compacting", MINOR: "minor compacting", NEARLY_EMPTY: "nearly empty compacting"}
+STATES = (IDLE, COLLECTING, COMPACTING[MINOR], COMPACTING[MAJOR], COMPACTING[NEARLY_EMPTY])
 
 
 #: how many of the damaged records met are kept for the status (the metric counts them all)
@@ -185,7 +189,7 @@ class GarbageCollector:
         self.suspend_major = self.suspend_minor = False
         self.no_space = False  # forced by a full disk: limits lifted
         self.running: defer.Deferred | None = None
-        self.compacting: str | None = None  # MAJOR or MINOR while compaction itself runs (Java's flags)
+        self.compacting: str | None = None  # MAJOR, MINOR or NEARLY_EMPTY while compaction itself runs
         self.state = IDLE
         self._forced_now = False
         self._waiters: list[defer.Deferred] = []
@@ -195,6 +199,7 @@ class GarbageCollector:
         self.runs = 0
         self.ledgers_removed = 0
         self.major_count = self.minor_count = 0
+        self.nearly_empty_count = 0  # compactions of the nearly empty logs only (bookied's rule)
         self.entries_moved = self.bytes_moved = 0
         self.reclaimed_by_compaction = 0
         self.logs_compacted = 0
@@ -265,8 +270,9 @@ class GarbageCollector:
         self.state = COLLECTING
         if force:
             log.info("garbage collection forced%s", " (disk full: compaction limits lifted)" if lifted else "")
-        self.running = d = self._run_in_thread(lambda: self._pass(kind, lifted))
-        d.addCallbacks(self._done, self._failed, callbackArgs=(kind, force), errbackArgs=(kind, force))
+        nearly_empty = not suspend_minor
+        self.running = d = self._run_in_thread(lambda: self._pass(kind, lifted, nearly_empty))
+        d.addCallbacks(self._done, self._failed, callbackArgs=(force,), errbackArgs=(kind, force))
 
     # -- disk pressure (Java's LedgerDirsListener)
     def disk_full(self) -> None:
@@ -304,9 +310,12 @@ class GarbageCollector:
             self.trigger()
 
     # -- the pass (pool thread)
-    def _pass(self, kind: str | None, lifted: bool) -> PassResult:
+    def _pass(self, kind: str | None, lifted: bool, nearly_empty: bool = True) -> PassResult:
+        """``nearly_empty``: without a compaction of Java's, compact the nearly empty logs."""
         result = PassResult(compaction=kind)
         self._collect_deleted(result)
+        if kind is None and nearly_empty and self._nearly_empty_logs():
+            kind = result.compaction = NEARLY_EMPTY
         if kind is None:
             return result
         self.compacting, self.state = kind, COMPACTING[kind]  # plain assignments, read by the reactor thread
@@ -324,6 +333,12 @@ class GarbageCollector:
         for store in self.stores:
             store.delete_empty_logs()
 
+    def _nearly_empty_logs(self) -> bool:
+        """Whether a rolled log of the stores is below the nearly-empty threshold (after the
+        collection: a log left without a live entry is gone already)."""
+        below = self.policy.nearly_empty_below
+        return below > 0 and any(store.compaction_candidates(below) for store in self.stores)
+
     def _collect_if_due(self, result: PassResult) -> None:
         """In a compaction running longer than gcWaitTime (between two logs, or two batches
         of one): collect the deleted ledgers again."""
@@ -335,6 +350,8 @@ class GarbageCollector:
         threshold, max_ms = (
             (policy.major_threshold, policy.major_max_ms)
             if kind == MAJOR
+            else (policy.nearly_empty_below, policy.minor_max_ms)
+            if kind == NEARLY_EMPTY
             else (policy.minor_threshold, policy.minor_max_ms)
         )
         if lifted:
@@ -402,7 +419,8 @@ class GarbageCollector:
             for w in waiters:
                 w.callback(None)
 
-    def _done(self, result: PassResult, kind: str | None, force: bool) -> PassResult:
+    def _done(self, result: PassResult, force: bool) -> PassResult:
+        kind = result.compaction
         now = self._now_ms()
         self.runs += 1
         self.last_run_ms = now
@@ -414,12 +432,15 @@ class GarbageCollector:
         if result.ledgers_removed:
             log.info("garbage collection removed %d deleted ledger(s)", result.ledgers_removed)
         if kind is not None:
-            if kind == MAJOR:
-                self.major_count += 1
-                self.last_major_ms = now
+            if kind == NEARLY_EMPTY:  # restarts neither interval
+                self.nearly_empty_count += 1
             else:
-                self.minor_count += 1
-            self.last_minor_ms = now  # a major compaction also restarts the minor interval
+                if kind == MAJOR:
+                    self.major_count += 1
+                    self.last_major_ms = now
+                else:
+                    self.minor_count += 1
+                self.last_minor_ms = now  # a major compaction also restarts the minor interval
             self.entries_moved += result.entries_moved
             self.bytes_moved += result.bytes_moved
             self.reclaimed_by_compaction += result.reclaimed_by_compaction
@@ -537,6 +558,7 @@ class GarbageCollector:
             "nextGcTime": self.next_run_ms,
             "majorCompactionCounter": self.major_count,
             "minorCompactionCounter": self.minor_count,
+            "nearlyEmptyCompactionCounter": self.nearly_empty_count,
             "lastCompaction": self.last_compaction,
             "lastCompactionRun": self.last_compaction_run,
             "nextMajorCompactionTime": self.next_compaction_ms(MAJOR),
@@ -591,6 +613,7 @@ class GarbageCollector:
                 "lastMinorCompactionTime": self.last_minor_ms,
                 "majorCompactionCounter": self.major_count,
                 "minorCompactionCounter": self.minor_count,
+                "nearlyEmptyCompactionCounter": self.nearly_empty_count,
                 "state": self.state,
                 "gcRunning": self.running is not None,
                 "gcRuns": self.runs,
@@ -611,6 +634,11 @@ class GarbageCollector:
             )
         if entries == 0:
             return "no live entry left: the next garbage collection pass deletes it whole"
+        if usage < p.nearly_empty_below and not self.suspend_minor:
+            return (
+                f"nearly empty (below nearlyEmptyCompactionThreshold {p.nearly_empty_below:g}): the next "
+                "garbage collection pass takes it"
+            )
         kind = MINOR if usage < p.minor_threshold else MAJOR if usage < p.major_threshold else None
         if kind is None:
             return (
@@ -637,6 +665,11 @@ class GarbageCollector:
 
         metrics.counter("bookie_gc_major_compaction_total", "Major compactions run.", lambda: self.major_count)
         metrics.counter("bookie_gc_minor_compaction_total", "Minor compactions run.", lambda: self.minor_count)
+        metrics.counter(
+            "bookie_gc_nearly_empty_compaction_total",
+            "Compactions of the nearly empty entry logs only, at passes without a major or minor one (bookied's).",
+            lambda: self.nearly_empty_count,
+        )
         metrics.counter(
             "bookie_gc_reclaimed_space_via_compaction",
             "Bytes of entry logs deleted by compaction.",

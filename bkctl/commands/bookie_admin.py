@@ -362,6 +362,15 @@ def _print_gc(app: App, bookie_id: str, doc: dict) -> None:
         if st.get(f"{kind}CompactionSuspended"):
             text += " (suspended: disk nearly full)"
         pairs.append((f"{kind} compaction", text))
+    nearly = st.get("nearlyEmptyCompactionCounter")
+    if nearly is not None and st.get("nearlyEmptyCompactionThreshold"):
+        pairs.append(
+            (
+                "nearly empty compaction",
+                f"{plural(nearly, 'run')}, at any pass without another, of the logs below "
+                f"{st['nearlyEmptyCompactionThreshold']:g} live (bookied's)",
+            )
+        )
     last = st.get("lastCompaction")
     if last:
         pairs.append(

@@ -98,6 +98,7 @@ class BookieConfig:
     gc_wait_time: int
     minor_compaction_threshold: float
     minor_compaction_interval: int
+    nearly_empty_compaction_threshold: float
     minor_compaction_max_time_millis: int
     major_compaction_threshold: float
     major_compaction_interval: int

@@ -813,3 +813,78 @@ def test_ledger_ids_come_sorted_in_slices_and_the_stores_lists_are_merged():
     a, b = LedgerIds([1, 5, 9]), LedgerIds([2, 6])
     assert DeletedLedgerCollector(zk.ledgers)([a, b]) == 3
     assert (a.deleted, b.deleted) == ([5, 9], [6])
+
+
+# -- nearly empty logs: compacted at every pass (bookied's rule) -----------------------------------
+
+
+def nearly_empty_and_sparse(tmp_path) -> tuple[EntryStore, tuple[int, int, int]]:
+    """Two full 16 KiB logs of 72 records: ``a`` with 1 live (1.4%), ``b`` with 10 (14%: below
+    the minor threshold only); ``c`` is being written."""
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=16 * 1024)
+    for batch in (((1, 71), (2, 1)), ((3, 62), (4, 10)), ((5, 10),)):
+        for lid, n in batch:
+            for e in range(n):
+                s.put_entry(lid, e, data(lid, e))
+        s.flush()
+    s.delete_ledgers([1, 3])
+    usage = s.log_usage()
+    a, b, c = sorted(usage)
+    assert usage[a][2:] == (1, pytest.approx(1 / 72)) and usage[b][2] == 10 and 0.1 < usage[b][3] < 0.2
+    assert s.active_log_ids() == [c]
+    return s, (a, b, c)
+
+
+def test_a_pass_without_compaction_due_compacts_the_nearly_empty_logs_only(tmp_path):
+    s, (a, b, c) = nearly_empty_and_sparse(tmp_path)
+    policy = GcPolicy(gc_wait_ms=1000, minor_interval_ms=10_000, major_interval_ms=30_000)
+    gc, clock, passes = gc_on_clock(policy, [s])
+    docs = {d["logId"]: d["keptBecause"] for d in gc.details()[0]["entryLogs"] if d["logId"] != c}
+    assert docs[a] == (
+        "nearly empty (below nearlyEmptyCompactionThreshold 0.1): the next garbage collection pass takes it"
+    )
+    assert docs[b] == "below minorCompactionThreshold: the next minor compaction takes it"
+    minor_due = gc.next_compaction_ms(MINOR)
+    clock.advance(1)
+    gc()  # neither of Java's compactions is due
+    passes[-1].callback(None)
+    assert a not in s.log_ids() and not os.path.exists(s.entry_log.path(a)) and b in s.log_ids()
+    st = gc.status()
+    assert (st["nearlyEmptyCompactionCounter"], st["minorCompactionCounter"], st["majorCompactionCounter"]) == (1, 0, 0)
+    assert (st["logsCompacted"], st["entriesMoved"], st["logsDeleted"]) == (1, 1, 0)  # compacted, not deleted whole
+    assert st["lastCompactionRun"]["kind"] == "nearly empty" and st["lastCompactionRun"]["candidateLogs"] == 1
+    assert gc.next_compaction_ms(MINOR) == minor_due  # it restarts no interval
+    assert s.get_entry(2, 0) == data(2, 0)
+    clock.advance(1)
+    gc()  # nothing nearly empty left: no compaction at all
+    passes[-1].callback(None)
+    assert gc.status()["nearlyEmptyCompactionCounter"] == 1 and gc.status()["lastCompactionRun"]["timeMs"] == 1000
+    clock.advance(9)
+    gc()  # the minor interval has passed: the minor compaction takes ``b``
+    passes[-1].callback(None)
+    st = gc.status()
+    assert b not in s.log_ids() and (st["nearlyEmptyCompactionCounter"], st["minorCompactionCounter"]) == (1, 1)
+    assert all(s.get_entry(4, e) == data(4, e) for e in range(10))
+    s.close()
+
+
+def test_no_nearly_empty_compaction_while_minor_compaction_is_suspended_or_off(tmp_path):
+    assert GcPolicy(nearly_empty_threshold=0.5).nearly_empty_below == 0.2  # never above the minor threshold
+    assert GcPolicy(minor_interval_ms=0).nearly_empty_below == 0
+    assert GcPolicy(minor_threshold=0).nearly_empty_below == 0
+    assert GcPolicy(nearly_empty_threshold=0).to_status()["nearlyEmptyCompactionThreshold"] == 0
+    s, (a, _b, _c) = nearly_empty_and_sparse(tmp_path)
+    for policy, full in (
+        (GcPolicy(gc_wait_ms=1000), True),
+        (GcPolicy(gc_wait_ms=1000, nearly_empty_threshold=0), False),
+    ):
+        gc, clock, passes = gc_on_clock(policy, [s])
+        if full:
+            gc.disk_full()  # minor compaction suspended (isForceGCAllowWhenNoSpace off)
+        clock.advance(1)
+        gc()
+        passes[-1].callback(None)
+        assert a in s.log_ids() and gc.status()["nearlyEmptyCompactionCounter"] == 0
+        [why] = [d["keptBecause"] for d in gc.details()[0]["entryLogs"] if d["logId"] == a]
+        assert not why.startswith("nearly empty")
+    s.close()

@@ -195,6 +195,19 @@ OPTIONS: tuple[Option, ...] = (
         max=JAVA_LONG_MAX // 1000,
     ),
     Option(
+        "nearlyEmptyCompactionThreshold",
+        "float",
+        0.1,
+        "Entry logs whose live fraction is below this (and below minorCompactionThreshold) are "
+        "compacted at every garbage collection pass, not only at minorCompactionInterval: moving "
+        "their few live entries gives back nearly a whole log (bookied only; 0: only at the "
+        "intervals, as Java; off when minor compaction is).",
+        "gc",
+        unit="fraction",
+        min=0.0,
+        max=1.0,
+    ),
+    Option(
         "minorCompactionMaxTimeMillis",
         "int",
         -1,
