@@ -62,7 +62,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from twisted.internet import defer
 from twisted.python.failure import Failure
@@ -77,6 +77,7 @@ from bkctl.wire.codecs.protocol import (
     DEFAULT_MAX_FRAME_SIZE,
     OpCode,
 )
+from bkctl.wire.clock import Clock
 from bkctl.wire.errors import CodecError
 
 from .backoff import DEFAULT_BACKOFF_FACTOR, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, Backoff
@@ -100,6 +101,7 @@ from .requests import DECLINED, DONE, QUEUED, Request, RequestTable
 
 if TYPE_CHECKING:
     from bkctl.wire.codecs.add_frames import EncodedAdd
+    from bkctl.wire.tls import TLSFiles
 
 __all__ = [
     "BookieConnection",
@@ -148,7 +150,7 @@ class BookieConnection:
     def __init__(
         self,
         bookie_id: str,
-        reactor=None,
+        reactor: Any = None,
         resolve: Callable[[str], Any] | None = None,
         *,
         protocol: str = "v3",
@@ -162,9 +164,9 @@ class BookieConnection:
         backoff_initial: float = DEFAULT_BACKOFF_INITIAL,
         backoff_max: float = DEFAULT_BACKOFF_MAX,
         backoff_factor: float = DEFAULT_BACKOFF_FACTOR,
-        clock=None,
+        clock: Clock | None = None,
         txn_ids: Iterator[int] | None = None,
-        tls=None,
+        tls: TLSFiles | None = None,
         fastpaths: bool | None = None,
         twins: Twins | None = None,
         cork: Cork | None = None,
@@ -305,18 +307,19 @@ class BookieConnection:
         recovery: bool = False,
         high_priority: bool = False,
         deferred_sync: bool = False,
-    ) -> defer.Deferred:
+    ) -> defer.Deferred[Any]:
         """ADD_ENTRY of a digest-packaged ``body``; fires with None once the
         bookie acknowledged it. ``recovery`` is accepted on a fenced ledger,
         ``deferred_sync`` (v3 only) is acknowledged before the journal fsync."""
-        req = self.entries.add(ledger_id, entry_id, master_key, body, recovery, high_priority, deferred_sync)
-        if req is None:
+        if deferred_sync and not self.use_v3:
+            check_master_key(master_key)
             return self._unsupported(f"ADD ledger {ledger_id} entry {entry_id} with DEFERRED_SYNC")
+        req = self.entries.add(ledger_id, entry_id, master_key, body, recovery, high_priority, deferred_sync)
         return self._submit_request(req, WRITE, self.add_timeout)
 
     def read(
         self, ledger_id: int, entry_id: int, *, fence_master_key: bytes | None = None, high_priority: bool = False
-    ) -> defer.Deferred:
+    ) -> defer.Deferred[Any]:
         """READ_ENTRY; fires with the stored entry bytes. ``entry_id`` -1
         returns the entry with the highest id the bookie has. With
         ``fence_master_key`` the read fences the ledger."""
@@ -384,14 +387,16 @@ class BookieConnection:
             return 0
         return max(0, min(count, self.max_outstanding - len(self._sent)))
 
-    def add_run(self, adds: "list[EncodedAdd]", ctxs: list, slots: list[int], on_done: AddDone) -> None:
+    def add_run(self, adds: "list[EncodedAdd]", ctxs: list[Any], slots: list[int], on_done: AddDone) -> None:
         """:meth:`add_encoded` of each of ``adds``, as many as
         :meth:`room_for_adds` gave room for: their frames built, their
         deadlines started, registered and written together (a fast path)."""
         reqs, data = self.entries.encoded_adds(adds, ctxs, slots, on_done)
         self._deadlines.start_all(reqs, WRITE, self.add_timeout, self._clock.seconds())
         self.requests.register_all(reqs)
-        self.writer.write(self._proto, data)
+        proto = self._proto
+        assert proto is not None  # room_for_adds/takes_reads said it is up
+        self.writer.write(proto, data)
 
     def read_with_callback(self, ledger_id: int, entry_id: int, on_done: ReadDone, ctx: Any, slot: int) -> None:
         """A plain :meth:`read` for the ledger layer
@@ -425,14 +430,16 @@ class BookieConnection:
         under ``max_outstanding`` permitting: up, nothing queued, v3 with fast paths."""
         return self._proto is not None and not self._queue and not self._closed and self.use_v3 and self.fastpaths
 
-    def read_run(self, ledger_id: int, entry_ids, on_done: ReadDone) -> None:
+    def read_run(self, ledger_id: int, entry_ids: list[int], on_done: ReadDone) -> None:
         """:meth:`read_with_callback` of each of ``entry_ids`` (ctx: the entry
         id, slot 0) once :meth:`takes_reads` said yes for them: their frames
         encoded, registered and written together (a fast path)."""
         reqs, data = self.entries.plain_reads(ledger_id, entry_ids, on_done)
         self._deadlines.start_all(reqs, READ, self.read_timeout, self._clock.seconds())
         self.requests.register_all(reqs)
-        self.writer.write(self._proto, data)
+        proto = self._proto
+        assert proto is not None  # room_for_adds/takes_reads said it is up
+        self.writer.write(proto, data)
 
     def _send_now(self, proto: BookieClientProtocol, req: Request, data: bytes, kind: str, timeout: float) -> None:
         """A callback request with room on the wire and nothing queued: what
@@ -443,7 +450,7 @@ class BookieConnection:
 
     def read_long_poll(
         self, ledger_id: int, previous_lac: int, timeout_ms: int, piggyback: bool = True
-    ) -> defer.Deferred:
+    ) -> defer.Deferred[Any]:
         """Long-poll READ (v3): the bookie answers once its LAC passes
         ``previous_lac`` or after ``timeout_ms``. Fires with ``(max_lac,
         entry_id, body)``; with ``piggyback`` the bookie may add entry
@@ -460,7 +467,7 @@ class BookieConnection:
         max_size: int,
         *,
         fence_master_key: bytes | None = None,
-    ) -> defer.Deferred:
+    ) -> defer.Deferred[Any]:
         """BATCH_READ_ENTRY (v2 only, bookies 4.17+): fires with the list of
         consecutive entries from ``start_entry_id`` the bookie fitted into
         ``max_count`` (<= 0: no limit) and ``max_size`` bytes. Fails with
@@ -482,35 +489,35 @@ class BookieConnection:
             self.read_timeout,
         )
 
-    def read_lac(self, ledger_id: int) -> defer.Deferred:
+    def read_lac(self, ledger_id: int) -> defer.Deferred[Any]:
         """READ_LAC (v3): fires with ``(lac_body, last_entry_body)``, each
         None when the bookie has none (if it has neither: NoSuchEntry)."""
         return self._issue(self.ops.read_lac(ledger_id), self.read_timeout)
 
-    def write_lac(self, ledger_id: int, lac: int, master_key: bytes, body: bytes) -> defer.Deferred:
+    def write_lac(self, ledger_id: int, lac: int, master_key: bytes, body: bytes) -> defer.Deferred[Any]:
         """WRITE_LAC (v3) of a digest-packaged LAC ``body``; fires with None."""
         return self._issue(self.ops.write_lac(ledger_id, lac, master_key, body), self.add_timeout, WRITE)
 
-    def force_ledger(self, ledger_id: int) -> defer.Deferred:
+    def force_ledger(self, ledger_id: int) -> defer.Deferred[Any]:
         """FORCE_LEDGER (v3): fires with None once everything written before
         it for the ledger is durable."""
         return self._issue(self.ops.force_ledger(ledger_id), self.add_timeout, WRITE)
 
     def bookie_info(
         self, requested: int = BOOKIE_INFO_TOTAL_DISK_CAPACITY | BOOKIE_INFO_FREE_DISK_SPACE
-    ) -> defer.Deferred:
+    ) -> defer.Deferred[Any]:
         """GET_BOOKIE_INFO (v3): fires with ``(total_disk_bytes,
         free_disk_bytes)``; a field not asked for (or not sent) is None."""
         return self._issue(self.ops.bookie_info(requested), self.bookie_info_timeout, INFO)
 
-    def entry_availability(self, ledger_id: int) -> defer.Deferred:
+    def entry_availability(self, ledger_id: int) -> defer.Deferred[Any]:
         """GET_LIST_OF_ENTRIES_OF_LEDGER (v3): fires with the encoded
         availability of the ledger's entries on the bookie (b"" if none sent)."""
         return self._issue(self.ops.entry_availability(ledger_id), self.read_timeout)
 
     # ------------------------------------------------------------- close
 
-    def close(self) -> defer.Deferred:
+    def close(self) -> defer.Deferred[Any]:
         """Fail every pending request with BookieUnavailable, cancel their
         timers and drop the connection: a TLS close_notify is sent, and the
         transport aborted after :data:`~.client_protocol.CLOSE_GRACE` seconds
@@ -524,7 +531,7 @@ class BookieConnection:
         proto, self._proto = self._proto, None
         if proto is None:  # closed while starting TLS
             proto = in_tls
-        done: defer.Deferred = defer.succeed(None)
+        done: defer.Deferred[None] = defer.succeed(None)
         if proto is not None:
             proto.detach()
             self._closing = proto
@@ -540,24 +547,30 @@ class BookieConnection:
 
     # ----------------------------------------------------------- internals
 
-    def _unsupported(self, what: str) -> defer.Deferred:
+    def _unsupported(self, what: str) -> defer.Deferred[Any]:
         return defer.fail(
             NotSupported(
                 f"{what}: not available over protocol {self.protocol} (bookie {self.bookie_id})", bookie=self.bookie_id
             )
         )
 
-    def _issue(self, spec: OpRequest, timeout: float, kind: Any = READ) -> defer.Deferred:
+    def _issue(self, spec: OpRequest, timeout: float, kind: Any = READ) -> defer.Deferred[Any]:
         """Send an operation's request (:mod:`.op_requests`); one its protocol cannot carry fails."""
-        if spec.payload is None:
+        if spec.payload is None or spec.decode is None:
             return self._unsupported(spec.what)
         req = Request(spec.what, spec.key, frame(spec.payload), spec.decode, spec.is_batch)
         req.op = spec.op
         return self._submit_request(req, kind, timeout)
 
+    @overload
+    def _submit_request(self, req: Request, kind: Any, timeout: float) -> defer.Deferred[Any]: ...
+
+    @overload
+    def _submit_request(self, req: Request, kind: Any, timeout: float, with_deferred: Literal[False]) -> None: ...
+
     def _submit_request(
         self, req: Request, kind: Any, timeout: float, with_deferred: bool = True
-    ) -> defer.Deferred | None:
+    ) -> defer.Deferred[Any] | None:
         """Issue ``req`` unless the connection is closed or backing off (:class:`~.outbox.Outbox`);
         connect when it waits for a connection."""
         if self._closed:
@@ -619,7 +632,7 @@ class BookieConnection:
     def handshake_done(self, proto: BookieClientProtocol) -> None:
         self._dialer.handshake_done(proto)
 
-    def answer_received(self, proto: BookieClientProtocol, msg) -> None:
+    def answer_received(self, proto: BookieClientProtocol, msg: Any) -> None:
         if proto is not self._proto:
             self._dialer.answer_received(proto, msg)  # START_TLS's
             return
@@ -636,7 +649,7 @@ class BookieConnection:
             self._outbox.pump(self._proto)
         self._outbox.finish(req, result)
 
-    def _decoded(self, req: Request, msg) -> Any:
+    def _decoded(self, req: Request, msg: Any) -> Any:
         """The result of ``req`` out of its answer, or raise its error."""
         if req.is_batch:
             self.batch_read_supported = True

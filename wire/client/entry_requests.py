@@ -72,9 +72,9 @@ class EntryRequests:
         high_priority: bool,
         deferred_sync: bool,
         txn: int | None = None,
-    ) -> "Request | None":
-        """The request of an ADD (None: DEFERRED_SYNC over v2, not supported);
-        v3: with ``txn``, else the next txnId.  Argument errors raise ValueError."""
+    ) -> Request:
+        """The request of an ADD; v3: with ``txn``, else the next txnId.  Argument errors
+        raise ValueError (DEFERRED_SYNC over v2 too: the connection refuses it first)."""
         if len(master_key) != MASTER_KEY_LENGTH:
             check_master_key(master_key)
         if self.use_v3:
@@ -116,7 +116,7 @@ class EntryRequests:
                 req.ok = ok[len(head) :]
         else:
             if deferred_sync:
-                return None
+                raise ValueError("DEFERRED_SYNC is not carried over protocol v2")
             if type(body) is not bytes:
                 body = bytes(body)
             if len(body) < _IDS.size or _IDS.unpack_from(body) != (ledger_id, entry_id):
@@ -187,11 +187,9 @@ class EntryRequests:
 
     def _add_general(self, add: EncodedAdd, txn: int | None) -> Request:
         """:meth:`encoded_add` the general way (``txn``: the txnId already taken, v3)."""
-        req = self.add(
+        return self.add(
             add.ledger_id, add.entry_id, add.master_key, add.body, add.recovery, add.high_priority, False, txn
         )
-        assert req is not None  # only a DEFERRED_SYNC add over v2 is refused
-        return req
 
     def plain_read(self, ledger_id: int, entry_id: int) -> tuple[Request, bytes | None]:
         """A plain READ for a connection with room on the wire: ``(req,
