@@ -90,7 +90,7 @@ class LedgerHandle(ReadHandle):
 
     def __init__(
         self,
-        client,
+        client: Any,
         ledger_id: int,
         metadata: LedgerMetadata,
         version: int,
@@ -102,7 +102,7 @@ class LedgerHandle(ReadHandle):
         recovery: bool = False,
         on_close: Callable[[], Any] | None = None,
         explicit_lac_interval: float | None = None,
-    ):
+    ) -> None:
         super().__init__(client, ledger_id, metadata, version, password, digest_type)
         if max_inflight is None:
             max_inflight = getattr(client, "max_inflight", 1000)
@@ -118,9 +118,9 @@ class LedgerHandle(ReadHandle):
         self._length = 0  # cumulative length of the last entry handed out
         self._confirmed_length: int | None = 0  # cumulative length at the LAC
         self._pending: deque[PendingAdd] = deque()
-        self._waiting: deque[tuple[bytes, defer.Deferred]] = deque()
-        self._room_waiters: deque[defer.Deferred] = deque()
-        self._idle_waiters: list[defer.Deferred] = []
+        self._waiting: deque[tuple[bytes, defer.Deferred[int]]] = deque()
+        self._room_waiters: deque[defer.Deferred[None]] = deque()
+        self._idle_waiters: list[defer.Deferred[None]] = []
         # Writes sent to each bookie and not answered yet, completed entries included:
         # with Qa < Qw a slow bookie falls behind, and adds wait while one of the
         # ensemble is max_inflight writes behind (its backlog stays bounded).
@@ -187,11 +187,11 @@ class LedgerHandle(ReadHandle):
         frame = int(getattr(self.client, "max_frame_size", DEFAULT_MAX_FRAME_SIZE))
         return frame - _FRAME_OVERHEAD - 32 - self.digest.digest_length
 
-    def read_lac(self) -> defer.Deferred:
+    def read_lac(self) -> defer.Deferred[Any]:
         """A writer knows its LAC best: fires with it (the last entry once closed)."""
         return defer.succeed(self.metadata.last_entry_id if self.metadata.is_closed else self._lac)
 
-    def refresh_metadata(self) -> defer.Deferred:
+    def refresh_metadata(self) -> defer.Deferred[Any]:
         """A writer's metadata only changes through the writer: fires with it."""
         return defer.succeed(self.metadata)
 
@@ -256,7 +256,7 @@ class LedgerHandle(ReadHandle):
 
     # -- adding -------------------------------------------------------------------
 
-    def add_entry(self, payload: bytes) -> defer.Deferred:
+    def add_entry(self, payload: bytes) -> defer.Deferred[int]:
         """Fires with the entry id once ``Qa`` bookies stored the entry and
         every earlier entry completed."""
         if self._state != _OPEN:
@@ -278,7 +278,7 @@ class LedgerHandle(ReadHandle):
                         f"{len(self._waiting)} waiting; wait for completions (wait_writable) first"
                     )
                 )
-            d: defer.Deferred = defer.Deferred()
+            d: defer.Deferred[int] = defer.Deferred()
             self._waiting.append((payload, d))  # started with this same Deferred once there is room
             return d
         d = defer.Deferred()
@@ -291,7 +291,7 @@ class LedgerHandle(ReadHandle):
             self._state == _OPEN and not self._waiting and len(self._pending) < self.max_inflight and not self._behind
         )
 
-    def wait_writable(self) -> defer.Deferred:
+    def wait_writable(self) -> defer.Deferred[None]:
         """Fires once adds would be sent at once again: at once if there is
         room, else when ``max_inflight // 8`` slots are free (so a producer
         refills the pipeline in bursts).  Fails if the handle fails or closes."""
@@ -299,23 +299,24 @@ class LedgerHandle(ReadHandle):
             return defer.fail(self._closed_error())
         if self.writable():
             return defer.succeed(None)
-        d: defer.Deferred = defer.Deferred()
+        d: defer.Deferred[None] = defer.Deferred()
         self._room_waiters.append(d)
         return d
 
-    def add_entries(self, payloads: Iterable[bytes]) -> defer.Deferred:
+    def add_entries(self, payloads: Iterable[bytes]) -> defer.Deferred[int | None]:
         """Add every payload of an iterable, taking the next one only when
         there is room in the pipeline (memory stays bounded).  Fires with the
         last entry id (None for no payloads) once all completed; fails with
         the first error (later payloads are not taken)."""
         return defer.ensureDeferred(self._add_entries(payloads))
 
-    async def _add_entries(self, payloads: Iterable[bytes]):
+    async def _add_entries(self, payloads: Iterable[bytes]) -> int | None:
         # Entries added here get no Deferred of their own (completion is in
         # order, so watching the last one is enough; a failure fails the handle).
         limit = self.max_entry_size
         last: PendingAdd | None = None
         it = iter(payloads)
+        exhausted = False
         while True:
             if self._state != _OPEN:
                 raise self._closed_error()
@@ -331,7 +332,7 @@ class LedgerHandle(ReadHandle):
                     try:
                         payload = bytes(next(it))
                     except StopIteration:
-                        it = None
+                        exhausted = True
                         break
                     if len(payload) > limit:
                         raise ValueError(
@@ -341,19 +342,19 @@ class LedgerHandle(ReadHandle):
             finally:
                 if holding:
                     cork.release()
-            if it is None:
+            if exhausted:
                 break
         if last is None:
             return None
         if self._lac >= last.entry_id:
             return last.entry_id
         if self._state == _FAILED:
-            raise self._error
+            raise self._closed_error()  # the handle's error
         if last.deferred is None:
             last.deferred = defer.Deferred()
         return await last.deferred
 
-    def _start_add(self, payload: bytes, deferred: defer.Deferred | None) -> PendingAdd:
+    def _start_add(self, payload: bytes, deferred: defer.Deferred[int] | None) -> PendingAdd:
         """Package and send the next entry (during a burst: at its end, :meth:`_held_in_run`),
         which fires ``deferred`` once complete (None: nobody waits for this one)."""
         entry_id = self._next_entry_id
@@ -405,19 +406,16 @@ class LedgerHandle(ReadHandle):
         if run and self._state != _FAILED:
             self._send_run(run)
 
-    def add_packaged(self, entry_id: int, body: bytes, length: int) -> defer.Deferred:
+    def add_packaged(self, entry_id: int, body: bytes, length: int) -> defer.Deferred[int]:
         """Re-write an entry read back (recovery): the bytes go out unchanged."""
         if entry_id != self._next_entry_id:
             raise AssertionError(f"entry {entry_id} added out of order (next is {self._next_entry_id})")
         self._next_entry_id += 1
         self._length = length
         p = PendingAdd(entry_id, body, length)
-        p.deferred = defer.Deferred()
-        return self._enqueue(p)
-
-    def _enqueue(self, p: PendingAdd) -> defer.Deferred:
+        d: defer.Deferred[int] = defer.Deferred()
+        p.deferred = d
         self._pending.append(p)
-        d = p.deferred
         if not self._ensemble.changing:
             self._send(p)
         return d
@@ -462,7 +460,7 @@ class LedgerHandle(ReadHandle):
         the wire (``room_for_adds``), the rest one by one."""
         if self._ensemble.changing:
             return  # sent once the ensemble changed (_resend)
-        copies: dict[str, tuple[list, list, list]] = {}
+        copies: dict[str, tuple[list[Any], list[PendingAdd], list[int]]] = {}  # encoded adds, entries, slots
         for p in run:
             bookies = self._address(p)
             encoded = p.encoded
@@ -484,7 +482,7 @@ class LedgerHandle(ReadHandle):
             except Exception:  # noqa: BLE001 - _send_slot reports it, copy by copy
                 conn = None
             room = 0 if conn is None else conn.room_for_adds(len(adds))
-            if room:
+            if room and conn is not None:
                 self._count_sent(bookie, room)
                 try:
                     conn.add_run(adds[:room], pendings[:room], slots[:room], self._slot_done)
@@ -497,7 +495,7 @@ class LedgerHandle(ReadHandle):
                 self._send_slot(p, slot)
 
     def _send_slot(self, p: PendingAdd, slot: int) -> None:
-        bookie = p.bookies[slot]
+        bookie = p.bookies[slot]  # type: ignore[index]  # addressed: it has its write set
         if bookie in self._failed:
             return  # replaced by the ensemble change under way; sent then
         self._count_sent(bookie, 1)
@@ -657,18 +655,18 @@ class LedgerHandle(ReadHandle):
                     self._room_waiters.popleft().callback(None)
                 if not self._pending and not self._waiting and self._idle_waiters:
                     waiters, self._idle_waiters = self._idle_waiters, []
-                    for d in waiters:
-                        d.callback(None)
+                    for waiter in waiters:
+                        waiter.callback(None)
         finally:
             self._completing = False
 
-    def drain(self) -> defer.Deferred:
+    def drain(self) -> defer.Deferred[None]:
         """Fires once nothing is pending or waiting; fails if the handle fails."""
         if self._state == _FAILED:
             return defer.fail(self._error)
         if not self._pending and not self._waiting:
             return defer.succeed(None)
-        d: defer.Deferred = defer.Deferred()
+        d: defer.Deferred[None] = defer.Deferred()
         self._idle_waiters.append(d)
         return d
 
@@ -690,8 +688,8 @@ class LedgerHandle(ReadHandle):
                 p.deferred.errback(Failure(error))
         for _payload, d in waiting:
             d.errback(Failure(error))
-        for d in rooms + idle:
-            d.errback(Failure(error))
+        for waiter in rooms + idle:
+            waiter.errback(Failure(error))
 
     # -- ensemble change (:class:`~.ensemble_change.EnsembleChange`) ---------------------
 
@@ -729,14 +727,14 @@ class LedgerHandle(ReadHandle):
 
     # -- letting go without closing ----------------------------------------------------
 
-    def publish_lac(self) -> defer.Deferred:
+    def publish_lac(self) -> defer.Deferred[int]:
         """Send the LAC to every bookie of the last ensemble as an explicit
         LAC (WRITE_LAC, v3 connections only), so that a reader sees the last
         acknowledged entry too (normally only the next entry carries it).
         Best effort: fires with how many bookies took it."""
         return self._explicit.publish()
 
-    def release(self) -> defer.Deferred:
+    def release(self) -> defer.Deferred[None]:
         """Let go of the ledger without closing it: wait for the outstanding
         adds, publish the LAC (:meth:`publish_lac`), fail later adds with
         :class:`HandleReleased` and run the release hook (the append lock of
@@ -745,7 +743,7 @@ class LedgerHandle(ReadHandle):
 
     # -- closing (:class:`~.ledger_close.LedgerClose`) ------------------------------------
 
-    def close(self) -> defer.Deferred:
+    def close(self) -> defer.Deferred[None]:
         """Wait for the outstanding adds, then write CLOSED (last entry = the
         LAC, with its length) by compare-and-set.  Fires with None; calling it
         again gives the same outcome."""
