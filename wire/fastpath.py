@@ -5,7 +5,7 @@ already does (the server's v2/v3 ADD and v3 READ decoders, its batched
 answers to runs of pipelined v3 reads, the journal's inline commits in the
 reactor thread, the client's add-answer shortcut, its v2 batch reads, a window's
 reads sent as one run per bookie, the C twins of its per-entry codecs and of its
-answer loop in ``_fastcodec.c``, the bookie's journal and entry log records in ``_records.c``,
+answer loop in ``_fastcodec.c``, of a writer's ADD copies in ``wire/client/_addpath.c``, the bookie's journal and entry log records in ``_records.c``,
 a burst's frames sent at once by :mod:`bkctl.wire.send_now`, ...).
 
 As aiokafka picks its C or Python record classes in one place, this module
@@ -42,6 +42,8 @@ SWITCH = "BKCTL_FASTPATHS"
 LEDGERPB_API = 2
 #: what ``_avrocols``'s ``API`` must be
 AVROCOLS_API = 1
+#: what ``_addpath``'s ``API`` must be
+ADDPATH_API = 1
 
 
 def from_environment(environ: Mapping[str, str]) -> bool:
@@ -68,6 +70,9 @@ class Twins:
     codec: ModuleType | None
     #: ``_records`` (the bookie's journal and entry log records), or None: its Python path
     records: ModuleType | None = None
+    #: ``_addpath`` (a writer's fast-path ADD copies: built, registered and answered in C,
+    #: :mod:`bkctl.wire.client.requests`), or None: the Python :class:`Request` path
+    adds: ModuleType | None = None
 
     @functools.cached_property
     def plain(self) -> PlainTwins:
@@ -117,7 +122,18 @@ def build(enabled: bool) -> Twins:
     """The record for fast paths on (the C twins where built) or off (Python only)."""
     from bkctl.wire.codecs import fast
 
-    return Twins(enabled=enabled, codec=fast.load(enabled), records=fast.load_records(enabled))
+    return Twins(enabled=enabled, codec=fast.load(enabled), records=fast.load_records(enabled), adds=_addpath(enabled))
+
+
+def _addpath(enabled: bool) -> ModuleType | None:
+    """``bkctl.wire.client._addpath`` when ``enabled``, built and current; else None."""
+    if not enabled:
+        return None
+    try:
+        from bkctl.wire.client import _addpath as module  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return module if getattr(module, "API", None) == ADDPATH_API else None
 
 
 @functools.cache

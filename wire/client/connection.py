@@ -244,7 +244,7 @@ class BookieConnection:
         self._closing: BookieClientProtocol | None = None
         self._closed = False
         #: the requests on the wire, by what their answers carry
-        self.requests = RequestTable(self.use_v3, twins.codec)
+        self.requests = RequestTable(self.use_v3, twins.codec, twins.adds)
         #: the requests from their issue to their completion: queued, on the wire, timed, failed
         self._outbox = Outbox(
             self.bookie_id,
@@ -692,7 +692,15 @@ class BookieConnection:
         instead of one per answer."""
         if proto is not self._proto:
             return start
-        return self.requests.take_answers(payloads, start, self._answered)
+        i = self.requests.take_answers(payloads, start, self._answered, self._room_freed, self._queue, self.bookie_id)
+        if i > start:  # a writer's ADD copies answered in C (_addpath) leave this for the chunk's end
+            self._backoff.failures = 0
+            self._deadlines.prune()
+        return i
+
+    def _room_freed(self) -> None:
+        """An answer freed a slot on the wire: what waits in the queue goes out first."""
+        self._outbox.pump(self._proto)
 
     def v2_answer(self, proto: BookieClientProtocol, payload: bytes, opcode: int) -> bool:
         """A v2 READ_ENTRY or ADD_ENTRY answer (``opcode``; version > 0, at

@@ -80,6 +80,16 @@ class Deadlines:
         if timeouts is None:
             return
         req.timeouts = None
+        self._prune(timeouts)
+
+    def prune(self) -> None:
+        """:meth:`retire` for requests marked done without it (a writer's ADD copies
+        answered in C, ``_addpath.take_adds``, once per chunk of answers): each
+        queue's done requests dropped from its front, its timer once it is empty."""
+        for timeouts in list(self._kinds.values()):
+            self._prune(timeouts)
+
+    def _prune(self, timeouts: _Timeouts) -> None:
         queue = timeouts.queue
         while queue and queue[0].state == DONE:
             queue.popleft()

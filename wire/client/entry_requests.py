@@ -49,7 +49,7 @@ class EntryRequests:
     the fast paths when ``twins.enabled``: :mod:`bkctl.wire.fastpath`), taking
     txnIds from ``txn_ids``."""
 
-    __slots__ = ("use_v3", "fastpaths", "_ids", "_encoder", "_c_read_frame", "_c_add_frame")
+    __slots__ = ("use_v3", "fastpaths", "_ids", "_encoder", "_c_read_frame", "_c_add_frame", "_c_add_copies")
 
     def __init__(self, use_v3: bool, twins: Twins, txn_ids: Iterator[int]):
         self.use_v3 = use_v3
@@ -61,6 +61,8 @@ class EntryRequests:
         c = twins.codec
         self._c_read_frame = None if c is None else c.read_frame
         self._c_add_frame = None if c is None else c.add_frame
+        #: the C twin of :meth:`encoded_adds` for v3 (``_addpath.add_copies``: ``Twins.adds``), or None
+        self._c_add_copies = twins.adds.add_copies if twins.adds is not None and use_v3 and twins.enabled else None
 
     def add(
         self,
@@ -141,22 +143,7 @@ class EntryRequests:
         if not self.fastpaths:
             return self._add_general(add, None), None
         if self.use_v3:
-            part = add.v3_part
-            txn = next(self._ids)
-            c_add_frame = self._c_add_frame
-            if c_add_frame is not None and part is not None and not add.high_priority:
-                framed = c_add_frame(txn, part)
-                if framed is not None:
-                    data, answer_head = framed
-                    return _v3_add_request(txn, answer_head, add), data
-            if part is None:  # encoded for v2
-                return self._add_general(add, txn), None
-            heads = v3_fast.add_header_fields(txn, add.high_priority)
-            if heads is None:  # a txnId upb has its own say about
-                return self._add_general(add, txn), None
-            head, answer_head = heads
-            data = b"".join((length_prefix(len(head) + len(part)), head, part))
-            return _v3_add_request(txn, answer_head, add), data
+            return self._encoded_v3(add, next(self._ids))
         else:
             data = add.v2_frame
             if data is None:
@@ -165,12 +152,34 @@ class EntryRequests:
         req.ids = (add.ledger_id, add.entry_id)
         return req, data
 
+    def _encoded_v3(self, add: EncodedAdd, txn: int) -> tuple[Request, bytes | None]:
+        """:meth:`encoded_add` over v3 with the txnId ``txn`` (fast paths on)."""
+        part = add.v3_part
+        c_add_frame = self._c_add_frame
+        if c_add_frame is not None and part is not None and not add.high_priority:
+            framed = c_add_frame(txn, part)
+            if framed is not None:
+                data, answer_head = framed
+                return _v3_add_request(txn, answer_head, add), data
+        if part is None:  # encoded for v2
+            return self._add_general(add, txn), None
+        heads = v3_fast.add_header_fields(txn, add.high_priority)
+        if heads is None:  # a txnId upb has its own say about
+            return self._add_general(add, txn), None
+        head, answer_head = heads
+        data = b"".join((length_prefix(len(head) + len(part)), head, part))
+        return _v3_add_request(txn, answer_head, add), data
+
     def encoded_adds(
         self, adds: list[EncodedAdd], ctxs: list[Any], slots: list[int], on_done: AddDone
     ) -> tuple[list[Request], bytes]:
         """:meth:`encoded_add` of each of ``adds`` for a connection with room on
         the wire for all of them, each completing through ``on_done`` with the
-        ``ctxs`` and ``slots`` beside it: the requests, and their frames joined."""
+        ``ctxs`` and ``slots`` beside it: the requests, and their frames joined
+        (v3: in C when built, ``_addpath.add_copies``, its copies ``AddCopy``)."""
+        c_add_copies = self._c_add_copies
+        if c_add_copies is not None:
+            return c_add_copies(adds, ctxs, slots, on_done, self._ids, answers.v3_add, self._encoded_v3)  # type: ignore[no-any-return]
         encoded_add = self.encoded_add
         reqs = []
         frames = []

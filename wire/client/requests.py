@@ -149,18 +149,43 @@ class Request:
         ctx, self.ctx = self.ctx, None
         try:
             on_done(ctx, self.slot, bookie_id, result)
-        except Exception:  # noqa: BLE001 - like an error in a Deferred callback: log it
-            log.exception("bookie %s: completion of %s raised", bookie_id, self.what)
+        except Exception as exc:  # noqa: BLE001 - like an error in a Deferred callback: log it
+            callback_raised(bookie_id, self, exc)
+
+
+def callback_raised(bookie_id: str, req: Any, exc: BaseException) -> None:
+    """A callback request's ``on_done`` raised ``exc``: logged, as an error in a Deferred's
+    callback is (:meth:`Request.call_back`, and its C twin's, ``_addpath.AddCopy``)."""
+    log.error("bookie %s: completion of %s raised", bookie_id, req.what, exc_info=exc)
 
 
 class RequestTable:
     """The requests of one connection that are on the wire, by what their answers carry."""
 
-    __slots__ = ("use_v3", "sent", "v3_pending", "v3_other", "v3_fast", "v2_pending", "_read_body", "_c_take")
+    __slots__ = (
+        "use_v3",
+        "sent",
+        "v3_pending",
+        "v3_other",
+        "v3_fast",
+        "v2_pending",
+        "generation",
+        "_read_body",
+        "_c_take",
+        "_c_take_adds",
+        "_c_register",
+    )
 
-    def __init__(self, use_v3: bool, codec: Any = None):
-        """``codec``: the C twins (``Twins.codec`` of :mod:`bkctl.wire.fastpath`), or None."""
+    def __init__(self, use_v3: bool, codec: Any = None, adds: Any = None):
+        """``codec``: the C twins (``Twins.codec`` of :mod:`bkctl.wire.fastpath`), or None;
+        ``adds``: the C twin of a writer's ADD copies (``Twins.adds``), or None."""
         self.use_v3 = use_v3
+        #: moves each time the table is emptied (:meth:`clear`: the connection went away)
+        self.generation = 0
+        #: the C twins of the loops over a writer's ADD copies (:meth:`register_all`,
+        #: :meth:`take_answers`), or None
+        self._c_take_adds = None if adds is None else adds.take_adds
+        self._c_register = None if adds is None else adds.register_all
         #: takes an EOK READ answer apart (the C twin when built)
         self._read_body = v3_fast.plain_read_body if codec is None else codec.plain_read_body
         #: the C twin of :meth:`take_answers`' loop, or None
@@ -178,35 +203,41 @@ class RequestTable:
 
     def register(self, req: Request) -> None:
         """Enter a request that goes on the wire."""
-        req.state = SENT
-        self.sent[req] = None
         if self.use_v3:
-            other = self.v3_pending.setdefault(req.key, req)
-            if other is not req:
-                self._txn_taken(req, other)
-            if req.fast is not None:
-                self.v3_fast[req.fast] = req
+            self._register_v3(req)
         else:
+            req.state = SENT
+            self.sent[req] = None
             waiting = self.v2_pending.get(req.key)
             if waiting is None:
                 self.v2_pending[req.key] = deque((req,))
             else:
                 waiting.append(req)
 
+    def _register_v3(self, req: Request) -> None:
+        req.state = SENT
+        self.sent[req] = None
+        other = self.v3_pending.setdefault(req.key, req)
+        if other is not req:
+            self._txn_taken(req, other)
+        head = req.fast
+        if head is not None:
+            self.v3_fast[head] = req
+
     def register_all(self, reqs: list[Request]) -> None:
-        """:meth:`register` for v3 requests issued together."""
-        sent = self.sent
-        pending = self.v3_pending
-        fast = self.v3_fast
-        for req in reqs:
-            req.state = SENT
-            sent[req] = None
-            other = pending.setdefault(req.key, req)
-            if other is not req:
-                self._txn_taken(req, other)
-            head = req.fast
-            if head is not None:
-                fast[head] = req
+        """:meth:`register` for v3 requests issued together (a writer's ADD copies:
+        in C when built, ``_addpath.register_all``)."""
+        c_register = self._c_register
+        if c_register is None:
+            for req in reqs:
+                self._register_v3(req)
+            return
+        i, n = 0, len(reqs)
+        while i < n:
+            i = c_register(reqs, i, self.sent, self.v3_pending, self.v3_fast)
+            if i < n:  # built the general way, or its txnId taken: registered here
+                self._register_v3(reqs[i])
+                i += 1
 
     def fast_result(self, req: Request, payload: bytes) -> Any:
         """What ``payload`` says as the EOK answer of ``req``, a plain ADD or READ
@@ -238,14 +269,34 @@ class RequestTable:
             del self.v3_pending[req.key]
         return result
 
-    def take_answers(self, payloads: list[bytes], start: int, answered: Callable[[Request, Any], bool]) -> int:
+    def take_answers(
+        self,
+        payloads: list[bytes],
+        start: int,
+        answered: Callable[[Request, Any], bool],
+        pump: Callable[[], None] | None = None,
+        queue: Any = (),
+        bookie_id: str = "",
+    ) -> int:
         """The v3 answers ``payloads[start:]`` that are the EOK answers of plain ADDs and
         READs on the wire (:meth:`fast_result`), for as long as they are: each one's request
         taken out of the tables and handed to ``answered(req, result)``, which returns
         whether to go on (False: a callback closed the connection).  The index of the first
         answer not taken, left as it was for the general path (or the one after an
         ``answered`` that said stop).  One call per chunk of answers; its loop is in C when
-        built (``_fastcodec.take_answers``, handed this table's dicts)."""
+        built (``_fastcodec.take_answers``, handed this table's dicts).
+
+        With the C twin of a writer's ADD copies (``_addpath``) and ``pump`` given, the
+        answers of those copies are first taken by ``_addpath.take_adds``, which does the
+        end of ``answered`` for them itself (``pump()`` while ``queue`` holds requests, then
+        the copy's callback, reporting ``bookie_id``); their owner then retires their
+        deadlines once for the chunk."""
+        take_adds = self._c_take_adds
+        if take_adds is not None and pump is not None:
+            generation = self.generation
+            start = take_adds(payloads, start, self.v3_fast, self.v3_pending, self.sent, self, queue, pump, bookie_id)
+            if start >= len(payloads) or self.generation != generation:
+                return start
         take = self._c_take
         if take is not None:
             return take(payloads, start, self.v3_fast, self.v3_pending, answered)
@@ -342,6 +393,7 @@ class RequestTable:
     def clear(self) -> list[Request]:
         """Empty every table; the requests that were on the wire, oldest first."""
         reqs = list(self.sent)
+        self.generation += 1
         self.sent.clear()
         self.v3_pending.clear()
         self.v3_other.clear()

@@ -1,0 +1,179 @@
+"""A writer's ADD copies: the C twin (``_addpath``: copies built, registered and answered
+in C) and the Python path (``Request``s, ``RequestTable``'s loops) make the same of the
+same run of adds and the same chunk of answers -- the same bytes on the wire, the same
+outcomes in the same order, the same requests and deadlines left -- whatever the answers
+are (EOK, refusals, duplicates, bytes that do not decode) and whatever a callback does
+midway (closing the connection, raising, adding more)."""
+
+import logging
+from collections import deque
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from bkctl.wire import fastpath
+from bkctl.wire.codecs import fast
+from bkctl.wire.codecs.add_frames import AddEncoder
+from bkctl.wire.codecs.protocol import RC
+from bkctl.wire.fastpath import Twins
+from tests.support.connection import KEY, Harness, entry, v3_reply, v3_requests
+
+C = fastpath.build(True).adds
+CODEC = fast.load(True)
+MODES = ["python"] + (["c"] if C is not None else [])
+KINDS = {
+    "ok": lambda r: v3_reply(r),
+    "fenced": lambda r: v3_reply(r, RC.EFENCED),
+    "twice": lambda r: v3_reply(r) + v3_reply(r),  # the second: nobody waits
+    "garbage": lambda r: b"\x00\x00\x00\x05\x0a\x03\x08\x03\x10",  # does not decode: the connection fails
+}
+
+
+def _harness(mode: str, **kw) -> Harness:
+    return Harness(twins=Twins(enabled=True, codec=CODEC, adds=C if mode == "c" else None), **kw)
+
+
+def _encoded(entry_ids, high_priority=False):
+    encoder = AddEncoder("v3")
+    return [encoder.encode(9, e, KEY, entry(9, e, b"p%d" % e), high_priority=high_priority) for e in entry_ids]
+
+
+def _outcome(result):
+    return result if result is None else type(result).__name__
+
+
+def run(mode: str, answers, close_after, raise_at, n: int = 5):
+    h = _harness(mode, add_timeout=3.0)
+    proto, t = h.connected()
+    got = []
+
+    def on_done(ctx, slot, bookie_id, error):
+        got.append((ctx, slot, bookie_id, _outcome(error)))
+        if len(got) == close_after:
+            h.conn.close()
+        if len(got) == raise_at:
+            raise RuntimeError("a callback's bug")
+
+    adds = _encoded(range(n))
+    assert h.conn.room_for_adds(n) == n
+    h.conn.add_run(adds, [a.entry_id for a in adds], [e % 2 for e in range(n)], on_done)
+    wire = t.value()
+    reqs = v3_requests(t)
+    proto.dataReceived(b"".join(KINDS[kind](reqs[i]) for i, kind in answers))
+    tables = h.conn.requests
+    left = (
+        [(r.key, r.ids, r.state, r.what) for r in tables.sent],
+        sorted(tables.v3_pending),
+        len(tables.v3_fast),
+        h.conn.connected,
+        [d.getTime() for d in h.delayed_but_close_grace()],
+    )
+    h.reactor.advance(3.0)  # what is left times out alike
+    return wire, got, left
+
+
+@pytest.mark.skipif(C is None, reason="the C twin is not built")
+@settings(max_examples=120, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 4), st.sampled_from(sorted(KINDS))), max_size=8),
+    st.none() | st.integers(1, 4),
+    st.none() | st.integers(1, 4),
+)
+def test_the_c_twin_and_the_python_path_agree(answers, close_after, raise_at):
+    assert run("c", answers, close_after, raise_at) == run("python", answers, close_after, raise_at)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_run_of_copies_is_answered_in_order_and_leaves_nothing(mode):
+    h = _harness(mode)
+    proto, t = h.connected()
+    got = []
+    adds = _encoded(range(4))
+    h.conn.add_run(adds, list(range(4)), [0] * 4, lambda *a: got.append(a))
+    assert h.conn.outstanding == 4 and len(h.delayed_but_close_grace()) == 1
+    proto.dataReceived(b"".join(v3_reply(r) for r in v3_requests(t)))
+    assert got == [(e, 0, h.conn.bookie_id, None) for e in range(4)]
+    tables = h.conn.requests
+    assert not tables.sent and not tables.v3_pending and not tables.v3_fast
+    assert h.delayed_but_close_grace() == []  # the deadline's timer went with the last answer
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_raising_callback_is_logged_and_the_chunk_goes_on(mode, caplog):
+    h = _harness(mode)
+    proto, t = h.connected()
+    got = []
+
+    def on_done(ctx, slot, bookie_id, error):
+        got.append(ctx)
+        if ctx == 1:
+            raise ValueError("boom")
+
+    h.conn.add_run(_encoded(range(3)), [0, 1, 2], [0] * 3, on_done)
+    with caplog.at_level(logging.ERROR, logger="bkctl.wire.client.requests"):
+        proto.dataReceived(b"".join(v3_reply(r) for r in v3_requests(t)))
+    assert got == [0, 1, 2]
+    (record,) = caplog.records
+    assert "completion of ADD ledger 9 entry 1 raised" in record.getMessage() and record.exc_info[0] is ValueError
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_queued_requests_get_the_room_an_answer_frees_before_its_callback(mode):
+    """An answer frees a slot on the wire: what waits in the queue goes out before the
+    callback adds more (which then queue behind it), as the general path orders them."""
+    h = _harness(mode, max_outstanding=2)
+    proto, t = h.connected()
+    order = []
+    first = _encoded((0, 1))
+    h.conn.add_run(first, [0, 1], [0, 0], lambda ctx, *a: order.append(("done", ctx)))
+    waiting = _encoded((2,))[0]
+    h.conn.add_encoded(waiting, lambda ctx, *a: order.append(("done", ctx)), 2, 0)
+    assert h.conn.queued == 1
+    reqs = v3_requests(t)
+    proto.dataReceived(v3_reply(reqs[0]))
+    assert order == [("done", 0)] and h.conn.queued == 0
+    sent = v3_requests(t)
+    assert [r.addRequest.entryId for r in sent] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_high_priority_or_a_v2_encoding_is_built_the_general_way_in_the_run(mode):
+    """Copies the C twin does not write (high priority, an encoding for v2) come from the
+    Python builder, in their place in the run, with the same bytes as sent one by one."""
+    one, run_h = _harness(mode), _harness(mode)
+    (_p1, t1), (_p2, t2) = one.connected(), run_h.connected()
+    adds = _encoded((1,)) + _encoded((2,), high_priority=True) + [AddEncoder("v2").encode(9, 3, KEY, entry(9, 3))]
+    adds += _encoded((4,))
+    for i, add in enumerate(adds):
+        one.conn.add_encoded(add, lambda *a: None, i, 0)
+    run_h.conn.add_run(adds, list(range(4)), [0] * 4, lambda *a: None)
+    assert t1.value() == t2.value()
+    assert [r.key for r in run_h.conn.requests.sent] == [2, 3, 4, 5]
+
+
+@pytest.mark.skipif(C is None, reason="the C twin is not built")
+def test_the_c_copy_keeps_to_the_request_interface():
+    h = _harness("c")
+    h.connected()
+    h.conn.add_run(_encoded((7,)), ["ctx"], [1], lambda *a: None)
+    (req,) = h.conn.requests.sent
+    assert type(req).__name__ == "AddCopy"
+    assert (req.ids, req.what, req.verb, req.is_batch, req.deferred, req.frame) == (
+        (9, 7),
+        "ADD ledger 9 entry 7",
+        "ADD",
+        False,
+        None,
+        b"",
+    )
+    with pytest.raises(TypeError):
+        req.deferred = object()
+    got = []
+    req.complete("b", RuntimeError("x"))
+    req.callback_to(lambda *a: got.append(a), "c2", 0)
+    req.complete("b", None)
+    assert got == [("c2", 0, "b", None)]
+    with pytest.raises(TypeError):
+        C.add_copies((), [], [], None, iter(()), None, None)
+    with pytest.raises(TypeError):
+        C.take_adds([], 0, {}, {}, [], None, deque(), print, "b")
