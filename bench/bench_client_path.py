@@ -55,6 +55,7 @@ from bkctl.wire.codecs import v2  # noqa: E402
 from bkctl.wire.client.read_handle import ReadHandle  # noqa: E402
 from bkctl.wire.codecs.digest import DigestManager, DigestType  # noqa: E402
 from bkctl.wire.codecs.framing import frame  # noqa: E402
+from bkctl.wire.codecs.protocol import RC  # noqa: E402
 from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState  # noqa: E402
 
 
@@ -123,10 +124,19 @@ def _connected(bookie: str, reactor, protocol: str, cork: Cork):
     """A connection to ``bookie`` on a StringTransport, ready for requests, its
     bursts those of ``cork`` (a client's connections share their pool's)."""
     conn = BookieConnection(bookie, reactor, protocol=protocol, cork=cork)
-    conn.read_with_callback(0, 0, lambda *_a: None, None, 0)  # starts the connection; never answered
+    conn.read_with_callback(0, 0, lambda *_a: None, None, 0)  # starts the connection
     proto = reactor.tcpClients[-1][2].buildProtocol(None)
     transport = StringTransport()
     proto.makeConnection(transport)
+    # answered (no such entry): left on the wire, it would take one of the connection's
+    # max_outstanding slots that a real bench's adds have, and queue an add at every window
+    (payload,) = _frames(transport.value())
+    if protocol == "v3":
+        answer = v3.serialize(v3.read_response(v3.parse_request(payload), RC.ENOENTRY))
+    else:
+        req = v2.decode_request(payload)
+        answer = v2.ReadResponse(2, RC.ENOENTRY, req.ledger_id, req.entry_id).encode()
+    proto.dataReceived(frame(answer))
     transport.clear()
     return conn, proto, transport
 

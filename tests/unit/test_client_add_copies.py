@@ -177,3 +177,23 @@ def test_the_c_copy_keeps_to_the_request_interface():
         C.add_copies((), [], [], None, iter(()), None, None)
     with pytest.raises(TypeError):
         C.take_adds([], 0, {}, {}, [], None, deque(), print, "b")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_add_queued_behind_a_full_wire_keeps_its_encoding(mode):
+    """A copy that waits for room goes out with the bytes it would have had at once, and
+    its answer is matched as any fast-path copy's (no general request built for it)."""
+    queued, direct = _harness(mode, max_outstanding=1), _harness(mode, max_outstanding=2)
+    (p1, t1), (_p2, t2) = queued.connected(), direct.connected()
+    adds = _encoded((0, 1))
+    got = []
+    queued.conn.add_run(adds[:1], [0], [0], lambda ctx, *a: got.append(ctx))
+    queued.conn.add_encoded(adds[1], lambda ctx, *a: got.append(ctx), 1, 0)
+    assert queued.conn.queued == 1
+    direct.conn.add_run(adds, [0, 1], [0, 0], lambda *a: None)
+    (first,) = v3_requests(t1)
+    p1.dataReceived(v3_reply(first))
+    assert t1.value() == t2.value()  # the queued copy went out as the direct one did
+    second = v3_requests(t1)[1]
+    p1.dataReceived(v3_reply(second))
+    assert got == [0, 1] and not queued.conn.requests.sent and not queued.conn.requests.v3_fast

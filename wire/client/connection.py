@@ -358,21 +358,13 @@ class BookieConnection:
         header (or as they are, v2) and the answer is matched without being
         parsed (:meth:`EntryRequests.encoded_add`)."""
         proto = self._proto
-        if proto is None or self._queue or len(self._sent) >= self.max_outstanding or self._closed:
-            self.add_with_callback(
-                add.ledger_id,
-                add.entry_id,
-                add.master_key,
-                add.body,
-                add.recovery,
-                add.high_priority,
-                on_done,
-                ctx,
-                slot,
-            )
-            return
         req, data = self.entries.encoded_add(add)
         req.callback_to(on_done, ctx, slot)
+        if proto is None or self._queue or len(self._sent) >= self.max_outstanding or self._closed:
+            if data is not None:  # it waits (or is refused) with the frame it was encoded with
+                req.frame = data
+            self._submit_request(req, WRITE, self.add_timeout, False)
+            return
         if data is None:
             self._submit_request(req, WRITE, self.add_timeout, False)
         else:
