@@ -102,22 +102,11 @@ def bench(app: App, ensemble: int, write_quorum: int, ack_quorum: int, size: int
 
     if not ensemble >= write_quorum >= ack_quorum:
         raise CommandError("need ensemble >= write quorum >= ack quorum", USAGE)
-    # the bar is drawn a few times a second: advanced every 1/200th of the adds, not on each
-    # (a rich bar's advance takes a lock and a clock reading: some 5% of an add's CPU)
-    step = max(1, entries // 200)
-    added = 0
-
-    def on_add() -> None:
-        nonlocal added
-        added += 1
-        if added % step == 0:
-            bar.advance(step)
-        elif added == entries:
-            bar.advance(added % step)
-
+    # the bar is drawn a few times a second: drive_adds advances it every 1/200th of the adds,
+    # not on each (a rich bar's advance takes a lock and a clock reading: some 5% of an add's CPU)
     with app.progress(entries * 2, "bench") as bar:
         doc = run(
-            app.bk, ensemble, write_quorum, ack_quorum, size, entries, inflight, on_add=on_add, on_read=bar.advance
+            app.bk, ensemble, write_quorum, ack_quorum, size, entries, inflight, on_add=bar.advance, on_read=bar.advance
         )
 
     def human():

@@ -100,6 +100,24 @@ def test_a_bench_still_runs_to_its_count():
     assert handle.added == 10 and len(results[0]) == 10
 
 
+def test_a_bench_reports_its_progress_in_steps_of_a_200th_and_at_the_end():
+    """on_add(n) is called every 1/200th of the adds (not once per add), and the steps sum to the count."""
+    from bkctl.ops.bench import drive_adds
+
+    handle = _Handle()
+    steps: list[int] = []
+    done = drive_adds(None, handle, count=1010, payload=b"x", inflight=7, on_add=steps.append)
+    while handle.pending:
+        handle.ack_all()
+    assert done.called and handle.added == 1010
+    assert steps == [5] * 202 and sum(steps) == 1010
+    steps.clear()
+    drive_adds(None, handle, count=3, payload=b"x", inflight=2, on_add=steps.append)
+    while handle.pending:
+        handle.ack_all()
+    assert steps == [1, 1, 1]
+
+
 def test_the_daemons_logging_is_put_back_after_it():
     import logging
 
