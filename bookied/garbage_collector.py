@@ -10,8 +10,9 @@ rolled: Java's doGcEntryLogs), then, as Java:
   is below ``majorCompactionThreshold``, for at most
   ``majorCompactionMaxTimeMillis``;
 * otherwise **minor compaction** likewise with the minor keys;
-* otherwise, bookied's own rule, a compaction of the rolled logs whose live fraction is below
-  ``nearlyEmptyCompactionThreshold`` (and the minor threshold): a few entries moved give back
+* otherwise, bookied's own rule, a compaction of the rolled logs of at least half of
+  ``logSizeLimit`` whose live fraction is below ``nearlyEmptyCompactionThreshold`` (and the
+  minor threshold; :func:`nearly_empty_size`): a few entries moved give back
   nearly a whole log, where Java keeps it until the next minor compaction. It restarts neither
   interval and is counted apart (``nearlyEmptyCompactionCounter``).
 
@@ -103,6 +104,13 @@ def damaged_doc(directory: str, found) -> dict:
         "reason": rec.reason,
         "droppedEntries": [list(ids) for ids in found.dropped],
     }
+
+
+def nearly_empty_size(log_size_limit: int) -> int:
+    """The least size of a log the nearly-empty rule compacts: half of logSizeLimit. The logs a
+    compaction writes are as small as what it moved; compacting them again as their entries
+    die would move the same short-lived entries over and over for little space."""
+    return log_size_limit // 2
 
 
 class DeletedLedgerCollector:
@@ -334,10 +342,12 @@ class GarbageCollector:
             store.delete_empty_logs()
 
     def _nearly_empty_logs(self) -> bool:
-        """Whether a rolled log of the stores is below the nearly-empty threshold (after the
-        collection: a log left without a live entry is gone already)."""
+        """Whether a rolled log of the stores is nearly empty (after the collection: a log left
+        without a live entry is gone already)."""
         below = self.policy.nearly_empty_below
-        return below > 0 and any(store.compaction_candidates(below) for store in self.stores)
+        return below > 0 and any(
+            store.compaction_candidates(below, nearly_empty_size(store.log_size_limit)) for store in self.stores
+        )
 
     def _collect_if_due(self, result: PassResult) -> None:
         """In a compaction running longer than gcWaitTime (between two logs, or two batches
@@ -364,7 +374,9 @@ class GarbageCollector:
                 with EntryLogCompactor(
                     store, self.throttle, policy.max_outstanding, between=lambda: self._collect_if_due(result)
                 ) as compactor:
-                    candidates = store.compaction_candidates(threshold)
+                    candidates = store.compaction_candidates(
+                        threshold, nearly_empty_size(store.log_size_limit) if kind == NEARLY_EMPTY else 0
+                    )
                     result.candidates += len(candidates)
                     for log_id, _usage in candidates:
                         if max_ms > 0 and (time.monotonic() - started) * 1000 >= max_ms:
@@ -601,7 +613,7 @@ class GarbageCollector:
                     doc["notReclaimed"] = why
                 if usage < 1.0:
                     doc["keptBecause"] = why or self.kept_because(
-                        usage, log_id in active, store.log_size_limit, entries
+                        usage, log_id in active, store.log_size_limit, entries, size
                     )
                 logs.append(doc)
         return [
@@ -624,7 +636,9 @@ class GarbageCollector:
             }
         ]
 
-    def kept_because(self, usage: float, active: bool, log_size_limit: int, entries: int = 1) -> str:
+    def kept_because(
+        self, usage: float, active: bool, log_size_limit: int, entries: int = 1, size: int | None = None
+    ) -> str:
         """Why an entry log with dead data in it is still there."""
         p = self.policy
         if active:
@@ -634,7 +648,8 @@ class GarbageCollector:
             )
         if entries == 0:
             return "no live entry left: the next garbage collection pass deletes it whole"
-        if usage < p.nearly_empty_below and not self.suspend_minor:
+        big = size is None or size >= nearly_empty_size(log_size_limit)
+        if usage < p.nearly_empty_below and big and not self.suspend_minor:
             return (
                 f"nearly empty (below nearlyEmptyCompactionThreshold {p.nearly_empty_below:g}): the next "
                 "garbage collection pass takes it"

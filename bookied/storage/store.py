@@ -609,14 +609,15 @@ class EntryStore:
             out[lid] = (size, live, entries, min(1.0, live / max(1, size - LOG_HEADER_SIZE)))
         return out
 
-    def compaction_candidates(self, threshold: float) -> list[tuple[int, float]]:
+    def compaction_candidates(self, threshold: float, min_size: int = 0) -> list[tuple[int, float]]:
         """``(log id, live fraction)`` of the logs below ``threshold`` that are not being
-        appended to, emptiest first (Java compacts from the lowest usage up)."""
+        appended to (and hold at least ``min_size`` bytes), emptiest first (Java compacts from
+        the lowest usage up)."""
         writing = self._writing_logs()
         found = [
             (usage, lid)
-            for lid, (_s, _l, entries, usage) in self.log_usage().items()
-            if lid not in writing and (entries == 0 or usage < threshold)
+            for lid, (size, _l, entries, usage) in self.log_usage().items()
+            if lid not in writing and (entries == 0 or usage < threshold) and size >= min_size
         ]
         return [(lid, usage) for usage, lid in sorted(found)]
 

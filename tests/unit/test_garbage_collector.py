@@ -855,6 +855,11 @@ def test_a_pass_without_compaction_due_compacts_the_nearly_empty_logs_only(tmp_p
     assert st["lastCompactionRun"]["kind"] == "nearly empty" and st["lastCompactionRun"]["candidateLogs"] == 1
     assert gc.next_compaction_ms(MINOR) == minor_due  # it restarts no interval
     assert s.get_entry(2, 0) == data(2, 0)
+    # the log that compaction wrote is small: the rule leaves such logs to Java's compactions
+    [copy] = set(s.log_ids()) - {b, c}
+    assert s.log_usage()[copy][0] < 8 * 1024 and s.compaction_candidates(1.01, 8 * 1024) == [(b, s.log_usage()[b][3])]
+    assert not gc.kept_because(0.05, False, 16 * 1024, 1, size=4 * 1024).startswith("nearly empty")
+    assert gc.kept_because(0.05, False, 16 * 1024, 1, size=8 * 1024).startswith("nearly empty")
     clock.advance(1)
     gc()  # nothing nearly empty left: no compaction at all
     passes[-1].callback(None)

@@ -30,7 +30,7 @@ class OneLogStore:
     def log_usage(self):
         return {7: (1000, 468, 3, 0.5)}
 
-    def compaction_candidates(self, threshold):
+    def compaction_candidates(self, threshold, min_size=0):
         return []
 
     def open_compaction_writer(self):

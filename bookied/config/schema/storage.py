@@ -198,8 +198,9 @@ OPTIONS: tuple[Option, ...] = (
         "nearlyEmptyCompactionThreshold",
         "float",
         0.1,
-        "Entry logs whose live fraction is below this (and below minorCompactionThreshold) are "
-        "compacted at every garbage collection pass, not only at minorCompactionInterval: moving "
+        "Entry logs of at least half of logSizeLimit whose live fraction is below this (and below "
+        "minorCompactionThreshold) are compacted at every garbage collection pass, not only at "
+        "minorCompactionInterval: moving "
         "their few live entries gives back nearly a whole log (bookied only; 0: only at the "
         "intervals, as Java; off when minor compaction is).",
         "gc",
