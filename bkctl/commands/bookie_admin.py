@@ -367,8 +367,8 @@ def _print_gc(app: App, bookie_id: str, doc: dict) -> None:
         pairs.append(
             (
                 "nearly empty compaction",
-                f"{plural(nearly, 'run')}, at any pass without another, of the logs below "
-                f"{st['nearlyEmptyCompactionThreshold']:g} live (bookied's)",
+                f"{plural(nearly, 'run')}, at any pass without another, of the logs over half "
+                f"logSizeLimit below {st['nearlyEmptyCompactionThreshold']:g} live (bookied's)",
             )
         )
     last = st.get("lastCompaction")

@@ -893,3 +893,27 @@ def test_no_nearly_empty_compaction_while_minor_compaction_is_suspended_or_off(t
         [why] = [d["keptBecause"] for d in gc.details()[0]["entryLogs"] if d["logId"] == a]
         assert not why.startswith("nearly empty")
     s.close()
+
+
+def test_bookie_gc_status_shows_the_nearly_empty_compactions_when_the_rule_is_on(monkeypatch):
+    import bkctl.render
+    from bkctl.commands.bookie_admin import _print_gc
+
+    shown: list = []
+    monkeypatch.setattr(bkctl.render, "fields", lambda app, pairs: shown.extend(pairs))
+    for policy in (GcPolicy(gc_wait_ms=1000), GcPolicy(gc_wait_ms=1000, nearly_empty_threshold=0)):
+        gc, _clock, _passes = gc_on_clock(policy)
+        gc.nearly_empty_count = 3
+        shown.clear()
+        _print_gc(
+            None,
+            "b:3181",
+            {"status": gc.status(), "details": gc.details(), "triggered": False, "is_in_force_gc": False},
+        )
+        lines = dict(shown)
+        if policy.nearly_empty_below:
+            assert lines["nearly empty compaction"] == (
+                "3 runs, at any pass without another, of the logs over half logSizeLimit below 0.1 live (bookied's)"
+            )
+        else:
+            assert "nearly empty compaction" not in lines
