@@ -80,7 +80,16 @@ class Deadlines:
         if timeouts is None:
             return
         req.timeouts = None
-        self._prune(timeouts)
+        # Deadlines.prune's work for one queue, inline: this runs once per answer
+        queue = timeouts.queue
+        while queue and queue[0].state == DONE:
+            queue.popleft()
+        if not queue:
+            timer = timeouts.timer
+            if timer is not None:
+                timeouts.timer = None
+                timer.cancel()
+            self._drop_idle(timeouts)
 
     def prune(self) -> None:
         """:meth:`retire` for requests marked done without it (a writer's ADD copies

@@ -203,41 +203,39 @@ class RequestTable:
 
     def register(self, req: Request) -> None:
         """Enter a request that goes on the wire."""
+        req.state = SENT
+        self.sent[req] = None
         if self.use_v3:
-            self._register_v3(req)
+            other = self.v3_pending.setdefault(req.key, req)
+            if other is not req:
+                self._txn_taken(req, other)
+            if req.fast is not None:
+                self.v3_fast[req.fast] = req
         else:
-            req.state = SENT
-            self.sent[req] = None
             waiting = self.v2_pending.get(req.key)
             if waiting is None:
                 self.v2_pending[req.key] = deque((req,))
             else:
                 waiting.append(req)
 
-    def _register_v3(self, req: Request) -> None:
-        req.state = SENT
-        self.sent[req] = None
-        other = self.v3_pending.setdefault(req.key, req)
-        if other is not req:
-            self._txn_taken(req, other)
-        head = req.fast
-        if head is not None:
-            self.v3_fast[head] = req
-
     def register_all(self, reqs: list[Request]) -> None:
-        """:meth:`register` for v3 requests issued together (a writer's ADD copies:
-        in C when built, ``_addpath.register_all``)."""
+        """:meth:`register` for v3 requests issued together; a writer's ADD copies in C
+        when built (``_addpath.register_all``, which stops at any other request: the
+        rest are registered here)."""
         c_register = self._c_register
-        if c_register is None:
-            for req in reqs:
-                self._register_v3(req)
-            return
-        i, n = 0, len(reqs)
-        while i < n:
-            i = c_register(reqs, i, self.sent, self.v3_pending, self.v3_fast)
-            if i < n:  # built the general way, or its txnId taken: registered here
-                self._register_v3(reqs[i])
-                i += 1
+        start = 0 if c_register is None else c_register(reqs, 0, self.sent, self.v3_pending, self.v3_fast)
+        sent = self.sent
+        pending = self.v3_pending
+        fast = self.v3_fast
+        for req in reqs[start:] if start else reqs:
+            req.state = SENT
+            sent[req] = None
+            other = pending.setdefault(req.key, req)
+            if other is not req:
+                self._txn_taken(req, other)
+            head = req.fast
+            if head is not None:
+                fast[head] = req
 
     def fast_result(self, req: Request, payload: bytes) -> Any:
         """What ``payload`` says as the EOK answer of ``req``, a plain ADD or READ
