@@ -53,6 +53,14 @@ def from_environment(environ: Mapping[str, str]) -> bool:
     return parse_bool(value, SWITCH) if value.strip() else True
 
 
+class _LookUp:
+    """The type of :data:`LOOK_UP`."""
+
+
+#: a twin found on first use (:attr:`Twins.adds_given`)
+LOOK_UP = _LookUp()
+
+
 @dataclass(frozen=True)
 class Twins:
     """The implementations in use: each field one interface's C or Python twin.
@@ -70,9 +78,18 @@ class Twins:
     codec: ModuleType | None
     #: ``_records`` (the bookie's journal and entry log records), or None: its Python path
     records: ModuleType | None = None
-    #: ``_addpath`` (a writer's fast-path ADD copies: built, registered and answered in C,
-    #: :mod:`bkctl.wire.client.requests`), or None: the Python :class:`Request` path
-    adds: ModuleType | None = None
+    #: what :attr:`adds` is: :data:`LOOK_UP` (``_addpath`` if built, current and
+    #: ``enabled``, found on first use), or the module (tests: None for the Python path)
+    adds_given: ModuleType | None | _LookUp = LOOK_UP
+
+    @functools.cached_property
+    def adds(self) -> ModuleType | None:
+        """``_addpath`` (a writer's fast-path ADD copies: built, registered and answered in C,
+        :mod:`bkctl.wire.client.requests`), or None: the Python :class:`Request` path.  Looked
+        up on first use: the module imports Twisted's Failure, which a command that only
+        reads ZooKeeper never needs (tests/integration/test_cli_start_imports.py)."""
+        given = self.adds_given
+        return _addpath(self.enabled) if isinstance(given, _LookUp) else given
 
     @functools.cached_property
     def plain(self) -> PlainTwins:
@@ -122,7 +139,7 @@ def build(enabled: bool) -> Twins:
     """The record for fast paths on (the C twins where built) or off (Python only)."""
     from bkctl.wire.codecs import fast
 
-    return Twins(enabled=enabled, codec=fast.load(enabled), records=fast.load_records(enabled), adds=_addpath(enabled))
+    return Twins(enabled=enabled, codec=fast.load(enabled), records=fast.load_records(enabled))
 
 
 def _addpath(enabled: bool) -> ModuleType | None:

@@ -30,7 +30,7 @@ KINDS = {
 
 
 def _harness(mode: str, **kw) -> Harness:
-    return Harness(twins=Twins(enabled=True, codec=CODEC, adds=C if mode == "c" else None), **kw)
+    return Harness(twins=Twins(enabled=True, codec=CODEC, adds_given=C if mode == "c" else None), **kw)
 
 
 def _encoded(entry_ids, high_priority=False):
