@@ -132,3 +132,13 @@ def test_each_pass_sees_what_changed_in_the_metadata_since_the_last(listing, met
         make_ledgers(zk, [5])
         zk.ledgers.delete(3)
     assert listing.garbage([1, 3, 5, 20000]) == [3]
+
+
+def test_ledgers_sent_in_several_slices_reach_the_child_whole(listing):
+    """The bookie packs its ids a slice at a time (WRITE_SLICE), never holding the GIL long:
+    every one arrives, in any order, and the answer is exact across the slices' edges."""
+    from bkctl.bookied.gc_listing import WRITE_SLICE
+
+    local = list(range(3 * WRITE_SLICE + 7, 0, -1))  # descending: the child sorts them
+    gone = listing.garbage(local)
+    assert gone == [i for i in range(1, 3 * WRITE_SLICE + 8) if i not in (1, 3)]
