@@ -367,11 +367,7 @@ class ZKLedgerManager(Manager):
         if watched is None:
             watched = self._watched = WatchedChildren(self._session)
         watched.settle()
-
-        def listing(path: str, parse: Callable[[list[str]], _T], missing_ok: bool = True) -> _T:
-            return watched.children_or_empty(path, parse) if missing_ok else watched.children(path, parse)
-
-        return listing
+        return watched.listing
 
     def _walk(self, listing: _Listing, tops: list[str], depth: int) -> Iterator[tuple[int, frozenset[int]]]:
         """Depth-first, sorted walk of ``depth``-level ledger paths below the root: per leaf

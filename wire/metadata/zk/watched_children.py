@@ -74,10 +74,14 @@ class WatchedChildren:
                 self._kept[path] = value
         return value
 
-    def children_or_empty(self, path: str, parse: Callable[[list[str]], _T]) -> _T:
+    def listing(self, path: str, parse: Callable[[list[str]], _T], missing_ok: bool = True) -> _T:
+        """:meth:`children`, a missing znode read as one without children when ``missing_ok``
+        (how the ledger manager's walks read a level)."""
         try:
             return self.children(path, parse)
         except NoNodeError:
+            if not missing_ok:
+                raise
             return parse([])
 
     def forget(self) -> None:
