@@ -53,6 +53,10 @@ def drive_adds(client, handle, count: int, payload: bytes, inflight: int, on_add
         stopped = True
 
     done: defer.Deferred = defer.Deferred(canceller=cancelled)
+    # latencies[i]: add i's start (perf_counter) until it completes, then its latency.
+    # Adds complete in entry order (the handle's promise), so the completion under way is
+    # add ``acked_count``'s: its callback needs no arguments of its own (callbackArgs cost
+    # a tuple and Deferred's argument handling, some 2% of an add's CPU).
     latencies = [0.0] * count
     clock = time.perf_counter
     add_entry = handle.add_entry
@@ -60,16 +64,17 @@ def drive_adds(client, handle, count: int, payload: bytes, inflight: int, on_add
     def fill():
         nonlocal issued
         while not stopped and issued < count and issued - acked_count < inflight:
-            index = issued
-            issued = index + 1
-            add_entry(payload).addCallbacks(acked, failed, callbackArgs=(index, clock()))
+            latencies[issued] = clock()
+            issued += 1
+            add_entry(payload).addCallbacks(acked, failed)
 
-    def acked(_entry_id, index, started):
+    def acked(_entry_id):
         nonlocal acked_count, reported, issued
         if done.called:  # cancelled or failed: the run is over
             return
-        latencies[index] = clock() - started
-        acked_count += 1
+        index = acked_count
+        latencies[index] = clock() - latencies[index]
+        acked_count = index + 1
         if on_add is not None and (acked_count - reported == step or acked_count == count):
             on_add(acked_count - reported)
             reported = acked_count
@@ -77,9 +82,9 @@ def drive_adds(client, handle, count: int, payload: bytes, inflight: int, on_add
             done.callback(latencies)
         elif issued < count and not stopped:
             # fill()'s loop, inline: one completion makes room for one add
-            index = issued
-            issued = index + 1
-            add_entry(payload).addCallbacks(acked, failed, callbackArgs=(index, clock()))
+            latencies[issued] = clock()
+            issued += 1
+            add_entry(payload).addCallbacks(acked, failed)
             if issued - acked_count < inflight:
                 fill()
 
