@@ -70,3 +70,36 @@ def test_frames_before_a_bad_length_are_delivered_then_the_error():
     assert decoder.feed(frame(b"one") + frame(b"two") + struct.pack(">i", 101)) == [b"one", b"two"]
     with pytest.raises(FrameTooLarge):
         decoder.feed(b"")
+
+
+def _twins():
+    from bkctl.wire import fastpath
+
+    on = fastpath.build(True)
+    return [fastpath.build(False)] + ([on] if on.codec is not None else [])
+
+
+@pytest.mark.parametrize("twins", _twins(), ids=lambda t: "c" if t.codec else "python")
+@given(payloads, st.data())
+def test_each_twin_cuts_any_chunking_into_the_same_frames_and_errors(twins, items, data):
+    """The C twin (``_fastcodec.split_frames``) and the Python loop give the same frames and
+    the same errors, a bad length anywhere in a chunk included."""
+    stream = b"".join(frame(p) for p in items)
+    if data.draw(st.booleans()):
+        stream += struct.pack(">i", data.draw(st.sampled_from([-1, 301, 2**31 - 1])))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=30)))
+
+    def decode(decoder):
+        out, last = [], 0
+        try:
+            for cut in cuts + [len(stream)]:
+                out += decoder.feed(stream[last:cut])
+                last = cut
+            out += decoder.feed(b"")
+        except CodecError as exc:
+            return out, type(exc), str(exc)
+        return out, None, decoder.buffered
+
+    got = decode(FrameDecoder(max_frame_size=300, codec=twins.codec))
+    assert got == decode(FrameDecoder(max_frame_size=300))
+    assert got[0] == items

@@ -22,6 +22,7 @@ from twisted.internet.protocol import ClientFactory, Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.answers import V2_ANSWER_HEAD
 from bkctl.wire.codecs.framing import FrameDecoder
@@ -137,7 +138,7 @@ class BookieClientProtocol(Protocol):
         self._owner = owner
         #: held during a chunk of answers: the writes of the connections it shares (:mod:`.cork`)
         self._cork = cork if cork is not None else Cork()
-        self._decoder = FrameDecoder(max_frame_size)
+        self._decoder = FrameDecoder(max_frame_size, fastpath.selected().codec if fastpaths else None)
         self._decode = v3.parse_response if use_v3 else v2.decode_response
         self._v3 = use_v3
         self._fastpaths = fastpaths

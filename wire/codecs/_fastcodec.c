@@ -7,7 +7,8 @@
  * READ request, taking the body out of its EOK answer, writing the shared
  * part of an ADD and each copy's header.  In Python each is a dozen slices,
  * joins and varint calls; here each is one allocation and a pass over the
- * bytes.  The loop over a chunk of answers is here too (take_answers).  The
+ * bytes.  The loop over a chunk of answers is here too (take_answers), and
+ * the one cutting a chunk of bytes into frames (split_frames).  The
  * bookie's disk records are _records.c's.
  *
  * The Python functions are the reference (bkctl.wire.codecs.v3,
@@ -505,6 +506,54 @@ static PyObject *take_answers(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 /* ------------------------------------------------------------ the module */
 
+/* ------------------------------------------------------------ framing */
+
+PyDoc_STRVAR(split_frames_doc,
+"split_frames(buf, limit) -> (frames, pos)\n\n"
+"The loop of FrameDecoder.feed: the payloads of the whole frames at the start\n"
+"of the bytes buf (i32 BE length | payload), and the position after them.  It\n"
+"stops at a frame that is not whole, or whose length is negative or above\n"
+"limit: the caller looks at that one (and says what is wrong with it).");
+
+static PyObject *split_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bk_nargs("split_frames", nargs, 2))
+        return NULL;
+    PyObject *buf = args[0];
+    if (!PyBytes_CheckExact(buf)) {
+        PyErr_SetString(PyExc_TypeError, "split_frames wants bytes");
+        return NULL;
+    }
+    long long limit = PyLong_AsLongLong(args[1]);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(buf);
+    Py_ssize_t end = PyBytes_GET_SIZE(buf), pos = 0;
+    PyObject *frames = PyList_New(0);
+    if (frames == NULL)
+        return NULL;
+    while (end - pos >= 4) {
+        int32_t length = (int32_t)(((uint32_t)b[pos] << 24) | ((uint32_t)b[pos + 1] << 16)
+                                   | ((uint32_t)b[pos + 2] << 8) | (uint32_t)b[pos + 3]);
+        if (length < 0 || (long long)length > limit || (Py_ssize_t)length > end - pos - 4)
+            break;
+        PyObject *payload = PyBytes_FromStringAndSize((const char *)b + pos + 4, length);
+        if (payload == NULL || PyList_Append(frames, payload) < 0) {
+            Py_XDECREF(payload);
+            Py_DECREF(frames);
+            return NULL;
+        }
+        Py_DECREF(payload);
+        pos += 4 + (Py_ssize_t)length;
+    }
+    PyObject *at = PyLong_FromSsize_t(pos);
+    if (at == NULL) {
+        Py_DECREF(frames);
+        return NULL;
+    }
+    return pair(frames, at);
+}
+
 static PyMethodDef methods[] = {
     {"crc32c_package", (PyCFunction)(void (*)(void))crc32c_package, METH_FASTCALL, crc32c_package_doc},
     {"read_frame", (PyCFunction)(void (*)(void))read_frame, METH_FASTCALL, read_frame_doc},
@@ -512,6 +561,7 @@ static PyMethodDef methods[] = {
     {"add_part", (PyCFunction)(void (*)(void))add_part, METH_FASTCALL, add_part_doc},
     {"add_frame", (PyCFunction)(void (*)(void))add_frame, METH_FASTCALL, add_frame_doc},
     {"take_answers", (PyCFunction)(void (*)(void))take_answers, METH_FASTCALL, take_answers_doc},
+    {"split_frames", (PyCFunction)(void (*)(void))split_frames, METH_FASTCALL, split_frames_doc},
     {"hardware_crc32c", hardware_crc32c, METH_O, hardware_crc32c_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -542,7 +592,7 @@ PyMODINIT_FUNC PyInit__fastcodec(void)
         return NULL;
     }
     /* what wire/codecs/fast.py's C_API must be: a build older than the sources is not used */
-    if (PyModule_AddIntConstant(m, "API", 3) < 0) {
+    if (PyModule_AddIntConstant(m, "API", 4) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -27,7 +27,7 @@ __all__ = ["load", "load_records"]
 
 
 #: What the C modules' ``API`` must be (a build older than the sources is not used).
-C_API = 3
+C_API = 4
 RECORDS_API = 1
 
 

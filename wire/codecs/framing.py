@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import struct
 
+from types import ModuleType
+
 from bkctl.wire.errors import CodecError, FrameTooLarge
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 
@@ -33,14 +35,19 @@ class FrameDecoder:
     error the decoder stays broken (every later ``feed`` raises the same
     error): the stream has lost its framing and the connection should be
     closed.
+
+    Given the C twins (``codec``: ``Twins.codec`` of :mod:`bkctl.wire.fastpath`), the whole
+    frames of a chunk are cut by ``_fastcodec.split_frames``; the frame it stops at (not
+    whole, or a bad length) is this class's to look at, as every frame is without.
     """
 
-    __slots__ = ("max_frame_size", "_pending", "_pending_len", "_need", "_error")
+    __slots__ = ("max_frame_size", "_pending", "_pending_len", "_need", "_error", "_split")
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE):
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, codec: ModuleType | None = None):
         if max_frame_size <= 0:
             raise ValueError("max_frame_size must be positive")
         self.max_frame_size = max_frame_size
+        self._split = None if codec is None else codec.split_frames
         # Chunks of an incomplete frame, joined only once the frame is whole,
         # so a large frame arriving in many small chunks costs O(n), not O(n^2).
         self._pending: list[bytes] = []
@@ -69,10 +76,14 @@ class FrameDecoder:
             buf = b"".join(self._pending)
         else:
             buf = bytes(data)
-        frames: list[bytes] = []
-        pos = 0
-        end = len(buf)
         limit = self.max_frame_size
+        split = self._split
+        frames: list[bytes]
+        if split is None:
+            frames, pos = [], 0
+        else:
+            frames, pos = split(buf, limit)  # the whole frames; the loop looks at the one after
+        end = len(buf)
         unpack = _LEN.unpack_from
         need = 4
         while end - pos >= 4:
