@@ -366,8 +366,7 @@ class LedgerHandle(ReadHandle):
         body = None if c_package is None else c_package(self.ledger_id, entry_id, lac, length, payload)
         if body is None:
             body = self.digest.package(entry_id, lac, length, payload)
-        p = PendingAdd(entry_id, body, length)
-        p.deferred = deferred
+        p = PendingAdd(entry_id, body, length, deferred)
         self._pending.append(p)
         if self._ensemble.changing:
             return p  # sent once the ensemble changed (_resend)
@@ -412,9 +411,8 @@ class LedgerHandle(ReadHandle):
             raise AssertionError(f"entry {entry_id} added out of order (next is {self._next_entry_id})")
         self._next_entry_id += 1
         self._length = length
-        p = PendingAdd(entry_id, body, length)
         d: defer.Deferred[int] = defer.Deferred()
-        p.deferred = d
+        p = PendingAdd(entry_id, body, length, d)
         self._pending.append(p)
         if not self._ensemble.changing:
             self._send(p)
@@ -541,15 +539,16 @@ class LedgerHandle(ReadHandle):
         if p.bookies is None or p.bookies[slot] != bookie or p.acked & bit:
             return  # from a bookie that was replaced meanwhile, or a duplicate
         p.acked |= bit
-        p.acks += 1
-        if p.acks >= self.schedule.ack_quorum and self._pending and self._pending[0] is p:
+        acks = p.acks = p.acks + 1
+        if self._completion_held:
+            return  # completes at the end of the burst under way, with every add ready then
+        if acks >= self.schedule.ack_quorum and self._pending and self._pending[0] is p:
             # during a burst (a chunk of answers handed out) the adds it acknowledges
             # complete once, at its end, not once per answer
-            if not self._completion_held:
-                if self._cork.finish_at_release(self):
-                    self._completion_held = True
-                else:
-                    self._complete_ready()
+            if self._cork.finish_at_release(self):
+                self._completion_held = True
+            else:
+                self._complete_ready()
         # else: it completes when every earlier entry has
 
     def burst_ended(self) -> None:

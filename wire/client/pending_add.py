@@ -18,13 +18,13 @@ class PendingAdd:
 
     __slots__ = ("entry_id", "body", "length", "deferred", "bookies", "acked", "acks", "encoded")
 
-    def __init__(self, entry_id: int, body: bytes, length: int):
+    def __init__(self, entry_id: int, body: bytes, length: int, deferred: defer.Deferred[int] | None = None):
         self.entry_id = entry_id
         self.body = body
         self.length = length
         #: the fast path's ADD, encoded once for every bookie of the write set
         self.encoded: EncodedAdd | None = None
-        self.deferred: defer.Deferred[int] | None = None  # None: nobody waits for this one
+        self.deferred = deferred  # None: nobody waits for this one
         # write set, slot i = copy i; None until sent. A tuple shared with the
         # other entries of the same stripe until an ensemble change edits it.
         self.bookies: tuple[str, ...] | list[str] | None = None
