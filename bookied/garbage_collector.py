@@ -59,7 +59,7 @@ from typing import Callable
 from twisted.internet import defer
 
 from .errors import GcListingStopped
-from .gc_listing import find_garbage
+from .gc_listing import GarbageFinder
 from .gc_policy import MAJOR, MINOR, NEARLY_EMPTY, GcPolicy, choose_compaction
 from .storage.compactor import CompactableStore, CompactionStopped, EntryLogCompactor, Throttle
 
@@ -115,7 +115,7 @@ def nearly_empty_size(log_size_limit: int) -> int:
 
 class DeletedLedgerCollector:
     """Which ledgers a pass deletes from the entry stores: those whose metadata is gone, found
-    as Java's ScanAndCompareGarbageCollector finds them (:func:`~.gc_listing.find_garbage`),
+    as Java's ScanAndCompareGarbageCollector finds them (:class:`~.gc_listing.GarbageFinder`),
     so that ZooKeeper's cost grows with the ledger ranges (one getChildren per leaf znode of
     up to 10,000 ledgers), not with the ledgers.
 
@@ -136,6 +136,7 @@ class DeletedLedgerCollector:
         self.ledgers = ledgers  # the metadata store's ledger manager
         self.verify = verify
         self.listing = listing
+        self._find_garbage = GarbageFinder()  # without a listing process: in this one
         self.active = 0  # ledgers the stores held at the last pass (Java's ACTIVE_LEDGER_COUNT)
 
     def __call__(self, stores: list[CompactableStore]) -> int:
@@ -153,7 +154,7 @@ class DeletedLedgerCollector:
             held = [store.ledger_ids() for store in stores]
             local = held[0] if len(held) == 1 else list(dict.fromkeys(heapq.merge(*held)))
             self.active = len(local)
-            gone = find_garbage(self.ledgers, local, self.verify)
+            gone = self._find_garbage(self.ledgers, local, self.verify)
         for store in stores:
             mine = gone if len(stores) == 1 else [ledger_id for ledger_id in gone if store.has_ledger(ledger_id)]
             if mine:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -103,10 +104,12 @@ def stored_ctime(md: "LedgerMetadata", znode_ctime: int, stored: "LedgerMetadata
 class LedgerRange(NamedTuple):
     """A run of ledger ids as the metadata store lists them (Java's LedgerManager.LedgerRange):
     every ledger with metadata whose id is above the previous range's ``end`` and at most
-    this ``end`` is in ``ledgers``."""
+    this ``end`` is in ``ledgers`` (a frozenset, or on ZooKeeper a
+    :class:`~bkctl.wire.metadata.sorted_ids.SortedIds`: the same object each walk for as
+    long as a watched walk keeps its leaf's listing)."""
 
     end: int
-    ledgers: frozenset[int]
+    ledgers: AbstractSet[int]
 
 
 class LedgerRead(NamedTuple):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import re
-from array import array
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, Protocol, TypeVar
 
@@ -23,6 +22,7 @@ from bkctl.wire.metadata.errors import (
     ZKStoreError,
 )
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
+from bkctl.wire.metadata.sorted_ids import SortedIds
 from bkctl.wire.metadata.store import LedgerRange, LedgerRead, WalkProgress, stored_ctime
 from bkctl.wire.metadata.zk.session import Manager, ZKSession, zk_call, zk_gen
 from bkctl.wire.metadata.zk.watched_children import WatchedChildren
@@ -334,21 +334,21 @@ class ZKLedgerManager(Manager):
         except NoNodeError:
             raise ClusterNotFound(f"no BookKeeper cluster at {self._root} on {self._session.hosts}") from None
         if manager == P.FLAT:
-            ids = frozenset(int(name[1:]) for name in top if P.is_ledger_parent_name(name, P.FLAT))
+            ids = SortedIds(int(name[1:]) for name in top if P.is_ledger_parent_name(name, P.FLAT))
             yield LedgerRange(P.MAX_LEDGER_ID, ids)
             return
         if manager in (P.HIERARCHICAL, P.LEGACY_HIERARCHICAL):
             legacy = [n for n in top if len(n) == 2 and P.is_ledger_parent_name(n, P.LEGACY_HIERARCHICAL)]
             for end, ids in self._walk(listing, legacy, depth=3):
                 if manager == P.HIERARCHICAL and end >= P.HIERARCHICAL_LONG_THRESHOLD:
-                    ids = frozenset(i for i in ids if i < P.HIERARCHICAL_LONG_THRESHOLD)
+                    ids = SortedIds(i for i in ids if i < P.HIERARCHICAL_LONG_THRESHOLD)
                     end = P.HIERARCHICAL_LONG_THRESHOLD - 1
                 yield LedgerRange(end, ids)
         if manager in (P.HIERARCHICAL, P.LONG_HIERARCHICAL):
             long_tops = [n for n in top if len(n) == 3 and P.is_ledger_parent_name(n, P.LONG_HIERARCHICAL)]
             for end, ids in self._walk(listing, long_tops, depth=5):
                 if manager == P.HIERARCHICAL and end - 9999 < P.HIERARCHICAL_LONG_THRESHOLD:
-                    ids = frozenset(i for i in ids if i >= P.HIERARCHICAL_LONG_THRESHOLD)
+                    ids = SortedIds(i for i in ids if i >= P.HIERARCHICAL_LONG_THRESHOLD)
                 yield LedgerRange(end, ids)
 
     @property
@@ -369,16 +369,16 @@ class ZKLedgerManager(Manager):
         watched.settle()
         return watched.listing
 
-    def _walk(self, listing: _Listing, tops: list[str], depth: int) -> Iterator[tuple[int, frozenset[int]]]:
+    def _walk(self, listing: _Listing, tops: list[str], depth: int) -> Iterator[tuple[int, SortedIds]]:
         """Depth-first, sorted walk of ``depth``-level ledger paths below the root: per leaf
         parent, the last id it can hold and the ids it holds."""
         session = self._session
 
-        def descend(prefix: list[str]) -> Iterator[tuple[int, frozenset[int]]]:
+        def descend(prefix: list[str]) -> Iterator[tuple[int, SortedIds]]:
             path = session.path(*prefix)
             if len(prefix) == depth - 1:
                 base = int("".join(prefix)) * 10000
-                yield base + 9999, frozenset(listing(path, functools.partial(_leaf_ids, base)))
+                yield base + 9999, listing(path, functools.partial(_leaf_ids, base))
                 return
             for name in listing(path, _digit_names):
                 yield from descend(prefix + [name])
@@ -394,11 +394,11 @@ class _Listing(Protocol):
     def __call__(self, path: str, parse: Callable[[list[str]], _T], missing_ok: bool = True) -> _T: ...
 
 
-def _leaf_ids(base: int, names: list[str]) -> array[int]:
+def _leaf_ids(base: int, names: list[str]) -> SortedIds:
     """A leaf parent's ledger ids (``base`` + each ``L####`` child's digits), packed: up to
     10,000 a leaf, a million in a walk, found and summed in C (a znode name holds no
     newline: ZooKeeper refuses control characters)."""
-    return array("q", map(base.__add__, map(int, _LEAF4_LINE.findall("\n".join(names)))))
+    return SortedIds(map(base.__add__, map(int, _LEAF4_LINE.findall("\n".join(names)))))
 
 
 def _digit_names(names: list[str]) -> list[str]:

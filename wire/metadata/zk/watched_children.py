@@ -40,7 +40,7 @@ _T = TypeVar("_T")
 
 class WatchedChildren:
     """One session's kept getChildren answers, each turned by its reader's ``parse`` into
-    what the reader needs (a leaf's ledger ids as a packed array: 8 bytes a ledger, not a
+    what the reader needs (a leaf's ledger ids as a SortedIds: 8 bytes a ledger, not a
     Python string per child)."""
 
     def __init__(self, session: ZKSession):
