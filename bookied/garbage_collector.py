@@ -59,7 +59,7 @@ from typing import Callable
 from twisted.internet import defer
 
 from .errors import GcListingStopped
-from .gc_listing import GarbageFinder
+from .gc_listing import GarbageFinder, PackedIds, pack_ids
 from .gc_policy import MAJOR, MINOR, NEARLY_EMPTY, GcPolicy, choose_compaction
 from .storage.compactor import CompactableStore, CompactionStopped, EntryLogCompactor, Throttle
 
@@ -132,24 +132,29 @@ class DeletedLedgerCollector:
     without it, ``ledgers`` (a ledger manager) is listed in this process.
     """
 
-    def __init__(self, ledgers, verify: bool = False, listing: Callable[[list[int]], list[int]] | None = None):
+    def __init__(self, ledgers, verify: bool = False, listing: Callable[[PackedIds], list[int]] | None = None):
         self.ledgers = ledgers  # the metadata store's ledger manager
         self.verify = verify
         self.listing = listing
         self._find_garbage = GarbageFinder()  # without a listing process: in this one
+        self._sent: tuple[list[int], PackedIds] | None = None  # the stores' ledgers_version, and their ids
         self.active = 0  # ledgers the stores held at the last pass (Java's ACTIVE_LEDGER_COUNT)
 
     def __call__(self, stores: list[CompactableStore]) -> int:
         """In a pool thread: delete the ledgers of ``stores`` whose metadata is gone; how many.
         No step holds the GIL long (the reactor takes adds meanwhile).  With a ``listing``
-        the stores' ids go to it as they are (one C copy each: it sorts them in its own
-        process); without, each store's ids come sorted in slices and are merged in Python,
-        not sorted again in one C call."""
+        the stores' ids go to it as they are (one C copy each, packed in slices: it sorts them
+        in its own process), packed again only once a store's ledgers changed; without,
+        each store's ids come sorted in slices and are merged in Python, not sorted again in
+        one C call."""
         if self.listing is not None:
-            held = [store.ledger_ids(ordered=False) for store in stores]
-            local = held[0] if len(held) == 1 else list(itertools.chain.from_iterable(held))
-            self.active = len(local) if len(held) == 1 else len(set(local))
-            gone = self.listing(local)
+            versions = [store.ledgers_version for store in stores]  # before the ids: see ledger_ids
+            if self._sent is None or self._sent[0] != versions:
+                held = [store.ledger_ids(ordered=False) for store in stores]
+                local = held[0] if len(held) == 1 else list(itertools.chain.from_iterable(held))
+                self.active = len(local) if len(held) == 1 else len(set(local))
+                self._sent = (versions, pack_ids(local))
+            gone = self.listing(self._sent[1])
         else:
             held = [store.ledger_ids() for store in stores]
             local = held[0] if len(held) == 1 else list(dict.fromkeys(heapq.merge(*held)))

@@ -86,6 +86,7 @@ class CompactableStore(Protocol):
     directory: str
     log_size_limit: int
     deleted_whole: tuple[int, int]  # (logs, bytes) deleted with no live entry left, not by compaction
+    ledgers_version: int  # moves whenever a ledger is added or deleted
 
     def ledger_ids(self, ordered: bool = True) -> list[int]: ...
 

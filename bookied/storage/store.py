@@ -155,6 +155,9 @@ class EntryStore:
 
         self.write_cache = WriteCache(write_cache_max_bytes)
         self._ledgers: dict[int, LedgerState] = {}
+        #: moves whenever a ledger is added to or deleted from the store: the garbage collector
+        #: sends its ledger ids to the metadata listing again only then
+        self.ledgers_version = 0
         self.index = EntryLocationIndex(self.directory, index_map_size)
         try:
             next_log, self._ledgers = self.index.load()
@@ -227,6 +230,7 @@ class EntryStore:
                     led = self._ledgers.get(ledger_id)
                     if led is None:
                         led = self._ledgers[ledger_id] = LedgerState()
+                        self.ledgers_version += 1
                 cache.put(ledger_id, entry_id, data)
                 if entry_id > led.last_entry:
                     led.last_entry = entry_id
@@ -250,6 +254,7 @@ class EntryStore:
         led = self._ledgers.get(ledger_id)
         if led is None:
             led = self._ledgers[ledger_id] = LedgerState()
+            self.ledgers_version += 1
         led.dirty = True
         return led
 
@@ -288,7 +293,9 @@ class EntryStore:
 
     def ledger_ids(self, ordered: bool = True) -> list[int]:
         """Every ledger held, ascending (copied under the lock, sorted outside it in slices:
-        (:func:`~.pacing.sorted_in_slices`); with ``ordered=False`` as they come, one copy."""
+        (:func:`~.pacing.sorted_in_slices`); with ``ordered=False`` as they come, one copy.
+        Taken after reading :attr:`ledgers_version`, they are at least the ledgers of that
+        version (a change moves it under the same lock)."""
         with self._lock:
             ids = list(self._ledgers)
         return sorted_in_slices(ids) if ordered else ids
@@ -548,6 +555,7 @@ class EntryStore:
             with self._lock:
                 if self._closed:
                     raise EntryStoreClosed("entry store is closed")
+                self.ledgers_version += 1
                 for ledger_id in ledger_ids:
                     self._ledgers.pop(ledger_id, None)
                     self.write_cache.drop_ledger(ledger_id)

@@ -400,20 +400,44 @@ def test_deleted_ledger_collector_deletes_the_ledgers_whose_metadata_is_gone(tmp
     s.close()
 
 
+def test_an_entry_stores_ledgers_version_moves_when_a_ledger_comes_or_goes_not_with_its_entries(tmp_path):
+    s = EntryStore(str(tmp_path / "l"))
+    v0 = s.ledgers_version
+    s.put_entry(1, 0, data(1, 0))
+    v1 = s.ledgers_version
+    s.put_entry(1, 1, data(1, 1))
+    s.set_master_key(1, b"k")
+    s.flush()
+    assert v1 != v0 and s.ledgers_version == v1  # the ledger's entries, key and flush: the same ledgers
+    s.set_master_key(2, b"k")  # a fence or a key creates the ledger too
+    v2 = s.ledgers_version
+    s.delete_ledgers([1])
+    assert v2 != v1 and s.ledgers_version != v2 and s.ledger_ids() == [2]
+    s.close()
+
+
 class LedgerIds:
     """What the collector reads of an entry store: its ledgers (and what it deleted)."""
 
     def __init__(self, ids):
         self.ids = set(ids)
         self.deleted = []
+        self.ledgers_version = 0
+        self.taken = 0
+
+    def add(self, ledger_id):
+        self.ids.add(ledger_id)
+        self.ledgers_version += 1
 
     def ledger_ids(self, ordered=True):
+        self.taken += 1
         return sorted(self.ids) if ordered else list(self.ids)
 
     def has_ledger(self, ledger_id):
         return ledger_id in self.ids
 
     def delete_ledgers(self, ledger_ids):
+        self.ledgers_version += 1
         self.ids.difference_update(ledger_ids)
         self.deleted.extend(ledger_ids)
         return len(ledger_ids)
@@ -470,14 +494,23 @@ def test_with_a_listing_process_the_collector_hands_it_the_ids_as_they_come_and_
     a, b = LedgerIds([5, 1, 9]), LedgerIds([7, 3, 5])  # 5 in both directories
     asked = []
 
+    answer = [3, 5, 9]
+
     def listing(local):
-        asked.append(sorted(local))
-        return [3, 5, 9]
+        asked.append(sorted(local.ids()))
+        return answer
 
     collector = DeletedLedgerCollector(None, listing=listing)
     assert collector([a, b]) == 3 and collector.active == 5
     assert asked == [[1, 3, 5, 5, 7, 9]]  # the listing sorts and dedups them, in its own process
     assert sorted(a.deleted) == [5, 9] and sorted(b.deleted) == [3, 5] and a.ids == {1} and b.ids == {7}
+    # the stores changed (the deletion): taken and packed again; then unchanged: what was sent is sent again
+    answer = []
+    assert collector([a, b]) == 0 and asked[-1] == [1, 7] and (a.taken, b.taken) == (2, 2)
+    assert collector([a, b]) == 0 and asked[-1] == [1, 7] and (a.taken, b.taken) == (2, 2)
+    b.add(11)  # a ledger added to one store: both are taken again
+    assert collector([a, b]) == 0 and asked[-1] == [1, 7, 11] and (a.taken, b.taken) == (3, 3)
+    assert collector.active == 3
 
 
 def test_the_listing_works_half_its_time():
