@@ -164,13 +164,18 @@ def java_pass(http_port: int, zk_host: str, zk_port: int) -> tuple[float, int]:
 
 
 def bookied_pass(
-    http_port: int, zk_host: str, zk_port: int, body: dict | None = None, poll: float = 0.02
+    http_port: int, zk_host: str, zk_port: int, body: dict | None = None, poll: float = 0.02, force: bool = True
 ) -> tuple[dict, float, int]:
     """A forced GC pass of bookied (``body``: the PUT's), its status polled every ``poll`` s:
-    (its status after, seconds from the PUT to done, ZK requests)."""
+    (its status after, seconds from the PUT to done, ZK requests).  ``force=False``: the
+    same calls without the PUT, one poll (what the pass's polling costs the bookie alone)."""
     before = http(http_port, "GET", "/api/v1/bookie/gc")
     packets = zk_packets(zk_host, zk_port)
     t0 = time.perf_counter()
+    if not force:
+        time.sleep(poll)
+        status = http(http_port, "GET", "/api/v1/bookie/gc")
+        return status, time.perf_counter() - t0, zk_packets(zk_host, zk_port) - packets
     http(http_port, "PUT", "/api/v1/bookie/gc", body)
     while True:
         status = http(http_port, "GET", "/api/v1/bookie/gc")
