@@ -5,7 +5,8 @@ already does (the server's v2/v3 ADD and v3 READ decoders, its batched
 answers to runs of pipelined v3 reads, the journal's inline commits in the
 reactor thread, the client's add-answer shortcut, its v2 batch reads, a window's
 reads sent as one run per bookie, the C twins of its per-entry codecs and of its
-answer loop in ``_fastcodec.c``, of a writer's ADD copies in ``wire/client/_addpath.c``, the bookie's journal and entry log records in ``_records.c``,
+answer loop in ``_fastcodec.c``, of a writer's ADD copies and its acknowledgement counter in
+``wire/client/_addpath.c``, the bookie's journal and entry log records in ``_records.c``,
 a burst's frames sent at once by :mod:`bkctl.wire.send_now`, ...).
 
 As aiokafka picks its C or Python record classes in one place, this module
@@ -43,7 +44,7 @@ LEDGERPB_API = 2
 #: what ``_avrocols``'s ``API`` must be
 AVROCOLS_API = 1
 #: what ``_addpath``'s ``API`` must be
-ADDPATH_API = 1
+ADDPATH_API = 2
 
 
 def from_environment(environ: Mapping[str, str]) -> bool:
@@ -85,7 +86,8 @@ class Twins:
     @functools.cached_property
     def adds(self) -> ModuleType | None:
         """``_addpath`` (a writer's fast-path ADD copies: built, registered and answered in C,
-        :mod:`bkctl.wire.client.requests`), or None: the Python :class:`Request` path.  Looked
+        :mod:`bkctl.wire.client.requests`; its ``Acks``, :mod:`bkctl.wire.client.acks`), or None:
+        the Python :class:`Request` path and :class:`~bkctl.wire.client.acks.Acks`.  Looked
         up on first use: the module imports Twisted's Failure, which a command that only
         reads ZooKeeper never needs (tests/integration/test_cli_start_imports.py)."""
         given = self.adds_given

@@ -15,6 +15,8 @@
  *   add_copies    EntryRequests.encoded_adds: a run's copies and their frames,
  *                 written into one buffer;
  *   register_all  RequestTable.register_all's loop;
+ *   Acks          a writer's acknowledgement counter (bkctl.wire.client.acks.Acks),
+ *                 the callback take_adds calls for each copy answered;
  *   take_adds     the answer loop for the EOK answers of AddCopies: each one
  *                 matched by its header field, taken out of the tables, marked
  *                 done and its callback called, with no Python frame between
@@ -46,7 +48,7 @@
 
 static PyObject *str_v3_part, *str_v3_tail, *str_high_priority, *str_ledger_id, *str_entry_id, *str_generation,
     *str_on_done, *str_ctx, *str_slot, *str_frame, *str_value, *empty_bytes, *int_op_add, *int_state[3],
-    *failure_type, *callback_raised;
+    *failure_type, *callback_raised, *str_bookies, *str_acked, *str_acks, *str_finish_at_release;
 
 /* ------------------------------------------------------------ AddCopy */
 
@@ -669,6 +671,256 @@ static PyObject *take_adds(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return PyLong_FromSsize_t(i);
 }
 
+/* ------------------------------------------------------------ Acks */
+
+/* A writer's acknowledgement counter: the C twin of bkctl.wire.client.acks.Acks (read it for
+ * what each step means).  Called by the connections once per copy answered, from take_adds
+ * with no Python frame between the bytes and the count; the entries are read and written
+ * through their public fields (bookies, acked, acks). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *unanswered; /* dict: bookie -> writes unanswered */
+    PyObject *behind;     /* set */
+    PyObject *pending;    /* deque of the pending adds, in entry order */
+    PyObject *ack_quorum;
+    PyObject *cork;
+    PyObject *writer;
+    PyObject *answered;
+    PyObject *add_error;
+    PyObject *complete;
+    long long qa;
+    char held;
+    vectorcallfunc vectorcall;
+} Acks;
+
+static PyTypeObject AcksType;
+
+static int acks_traverse(Acks *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->unanswered);
+    Py_VISIT(self->behind);
+    Py_VISIT(self->pending);
+    Py_VISIT(self->ack_quorum);
+    Py_VISIT(self->cork);
+    Py_VISIT(self->writer);
+    Py_VISIT(self->answered);
+    Py_VISIT(self->add_error);
+    Py_VISIT(self->complete);
+    return 0;
+}
+
+static int acks_clear(Acks *self)
+{
+    Py_CLEAR(self->unanswered);
+    Py_CLEAR(self->behind);
+    Py_CLEAR(self->pending);
+    Py_CLEAR(self->ack_quorum);
+    Py_CLEAR(self->cork);
+    Py_CLEAR(self->writer);
+    Py_CLEAR(self->answered);
+    Py_CLEAR(self->add_error);
+    Py_CLEAR(self->complete);
+    return 0;
+}
+
+static void acks_dealloc(Acks *self)
+{
+    PyObject_GC_UnTrack(self);
+    acks_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* the count of one copy's answer: 0, or -1 with an exception set */
+static int acks_count(Acks *self, PyObject *p, PyObject *slot_obj, PyObject *bookie, PyObject *error)
+{
+    /* the bookie's unanswered writes, one fewer */
+    PyObject *had = PyDict_GetItemWithError(self->unanswered, bookie); /* borrowed */
+    if (had == NULL && PyErr_Occurred())
+        return -1;
+    long long n = had == NULL ? 1 : PyLong_AsLongLong(had);
+    if (n == -1 && PyErr_Occurred())
+        return -1;
+    PyObject *left = PyLong_FromLongLong(n - 1);
+    if (left == NULL)
+        return -1;
+    int rc = PyDict_SetItem(self->unanswered, bookie, left);
+    if (rc == 0 && PySet_GET_SIZE(self->behind) > 0) {
+        int in = PySet_Contains(self->behind, bookie);
+        if (in < 0) {
+            rc = -1;
+        } else if (in) {
+            PyObject *args[2] = {bookie, left};
+            PyObject *r = PyObject_Vectorcall(self->answered, args, 2, NULL);
+            rc = r == NULL ? -1 : 0;
+            Py_XDECREF(r);
+        }
+    }
+    Py_DECREF(left);
+    if (rc < 0)
+        return -1;
+    if (error != Py_None) {
+        PyObject *args[4] = {error, p, slot_obj, bookie};
+        PyObject *r = PyObject_Vectorcall(self->add_error, args, 4, NULL);
+        Py_XDECREF(r);
+        return r == NULL ? -1 : 0;
+    }
+    Py_ssize_t slot = PyLong_AsSsize_t(slot_obj);
+    if (slot == -1 && PyErr_Occurred())
+        return -1;
+    if (slot < 0 || slot > 62) {
+        PyErr_SetString(PyExc_ValueError, "Acks: a copy's slot is 0..62");
+        return -1;
+    }
+    /* from a bookie of the copy's current write set, the first time */
+    PyObject *bookies = PyObject_GetAttr(p, str_bookies);
+    if (bookies == NULL)
+        return -1;
+    if (bookies == Py_None) {
+        Py_DECREF(bookies);
+        return 0;
+    }
+    PyObject *to = PySequence_GetItem(bookies, slot);
+    Py_DECREF(bookies);
+    if (to == NULL)
+        return -1;
+    int same = to == bookie ? 1 : PyObject_RichCompareBool(to, bookie, Py_EQ);
+    Py_DECREF(to);
+    if (same <= 0)
+        return same;
+    PyObject *acked_obj = PyObject_GetAttr(p, str_acked);
+    if (acked_obj == NULL)
+        return -1;
+    long long acked = PyLong_AsLongLong(acked_obj);
+    Py_DECREF(acked_obj);
+    if (acked == -1 && PyErr_Occurred())
+        return -1;
+    long long bit = 1LL << slot;
+    if (acked & bit)
+        return 0; /* a duplicate */
+    PyObject *acks_obj = PyObject_GetAttr(p, str_acks);
+    if (acks_obj == NULL)
+        return -1;
+    long long acks = PyLong_AsLongLong(acks_obj);
+    Py_DECREF(acks_obj);
+    if (acks == -1 && PyErr_Occurred())
+        return -1;
+    acks += 1;
+    PyObject *v = PyLong_FromLongLong(acked | bit);
+    rc = v == NULL ? -1 : PyObject_SetAttr(p, str_acked, v);
+    Py_XDECREF(v);
+    if (rc < 0)
+        return -1;
+    v = PyLong_FromLongLong(acks);
+    rc = v == NULL ? -1 : PyObject_SetAttr(p, str_acks, v);
+    Py_XDECREF(v);
+    if (rc < 0)
+        return -1;
+    if (self->held || acks < self->qa)
+        return 0; /* completes at the burst's end, or when more copies are in */
+    /* the head of the pipeline: the ready adds complete, at the burst's end if one is under way */
+    Py_ssize_t waiting = PyObject_Length(self->pending);
+    if (waiting < 0)
+        return -1;
+    if (waiting == 0)
+        return 0;
+    PyObject *head = PySequence_GetItem(self->pending, 0);
+    if (head == NULL)
+        return -1;
+    Py_DECREF(head); /* only its identity is wanted */
+    if (head != p)
+        return 0;
+    PyObject *r = PyObject_CallMethodOneArg(self->cork, str_finish_at_release, self->writer);
+    if (r == NULL)
+        return -1;
+    int later = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (later < 0)
+        return -1;
+    if (later) {
+        self->held = 1;
+        return 0;
+    }
+    r = PyObject_CallNoArgs(self->complete);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+static PyObject *acks_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+        PyErr_SetString(PyExc_TypeError, "Acks takes no keyword arguments");
+        return NULL;
+    }
+    if (!bk_nargs("Acks", nargs, 4))
+        return NULL;
+    if (acks_count((Acks *)callable, args[0], args[1], args[2], args[3]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *acks_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *unanswered, *behind, *pending, *ack_quorum, *cork, *writer, *answered, *add_error, *complete;
+    static char *names[] = {"unanswered", "behind", "pending", "ack_quorum", "cork", "writer", "answered",
+                            "add_error", "complete", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OOOOOOO:Acks", names, &PyDict_Type, &unanswered,
+                                     &PySet_Type, &behind, &pending, &ack_quorum, &cork, &writer, &answered,
+                                     &add_error, &complete))
+        return NULL;
+    long long qa = PyLong_AsLongLong(ack_quorum);
+    if (qa == -1 && PyErr_Occurred())
+        return NULL;
+    Acks *self = (Acks *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+#define TAKE(f) (Py_INCREF(f), self->f = f)
+    TAKE(unanswered);
+    TAKE(behind);
+    TAKE(pending);
+    TAKE(ack_quorum);
+    TAKE(cork);
+    TAKE(writer);
+    TAKE(answered);
+    TAKE(add_error);
+    TAKE(complete);
+#undef TAKE
+    self->qa = qa;
+    self->held = 0;
+    self->vectorcall = acks_vectorcall;
+    return (PyObject *)self;
+}
+
+static PyMemberDef acks_members[] = {
+    {"unanswered", T_OBJECT, offsetof(Acks, unanswered), READONLY, NULL},
+    {"behind", T_OBJECT, offsetof(Acks, behind), READONLY, NULL},
+    {"pending", T_OBJECT, offsetof(Acks, pending), READONLY, NULL},
+    {"ack_quorum", T_OBJECT, offsetof(Acks, ack_quorum), READONLY, NULL},
+    {"cork", T_OBJECT, offsetof(Acks, cork), READONLY, NULL},
+    {"writer", T_OBJECT, offsetof(Acks, writer), READONLY, NULL},
+    {"answered", T_OBJECT, offsetof(Acks, answered), READONLY, NULL},
+    {"add_error", T_OBJECT, offsetof(Acks, add_error), READONLY, NULL},
+    {"complete", T_OBJECT, offsetof(Acks, complete), READONLY, NULL},
+    {"held", T_BOOL, offsetof(Acks, held), 0, "completions are due at the end of the burst under way"},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Acks, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject AcksType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bkctl.wire.client._addpath.Acks",
+    .tp_doc = "The C twin of bkctl.wire.client.acks.Acks: a writer's acknowledgement counter.",
+    .tp_basicsize = sizeof(Acks),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = acks_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Acks, vectorcall),
+    .tp_traverse = (traverseproc)acks_traverse,
+    .tp_clear = (inquiry)acks_clear,
+    .tp_dealloc = (destructor)acks_dealloc,
+    .tp_members = acks_members,
+};
+
 /* ------------------------------------------------------------ the module */
 
 static PyMethodDef methods[] = {
@@ -692,7 +944,9 @@ PyMODINIT_FUNC PyInit__addpath(void)
             || !INTERN(str_high_priority, "high_priority") || !INTERN(str_ledger_id, "ledger_id")
             || !INTERN(str_entry_id, "entry_id") || !INTERN(str_generation, "generation")
             || !INTERN(str_on_done, "on_done") || !INTERN(str_ctx, "ctx") || !INTERN(str_slot, "slot")
-            || !INTERN(str_frame, "frame") || !INTERN(str_value, "value"))
+            || !INTERN(str_frame, "frame") || !INTERN(str_value, "value") || !INTERN(str_bookies, "bookies")
+            || !INTERN(str_acked, "acked") || !INTERN(str_acks, "acks")
+            || !INTERN(str_finish_at_release, "finish_at_release"))
         return NULL;
     if ((empty_bytes = PyBytes_FromStringAndSize(NULL, 0)) == NULL || (int_op_add = PyLong_FromLong(OP_ADD)) == NULL)
         return NULL;
@@ -706,7 +960,7 @@ PyMODINIT_FUNC PyInit__addpath(void)
     Py_DECREF(failure);
     if (failure_type == NULL)
         return NULL;
-    if (PyType_Ready(&AddCopyType) < 0)
+    if (PyType_Ready(&AddCopyType) < 0 || PyType_Ready(&AcksType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
@@ -717,8 +971,14 @@ PyMODINIT_FUNC PyInit__addpath(void)
         Py_DECREF(m);
         return NULL;
     }
+    Py_INCREF(&AcksType);
+    if (PyModule_AddObject(m, "Acks", (PyObject *)&AcksType) < 0) {
+        Py_DECREF(&AcksType);
+        Py_DECREF(m);
+        return NULL;
+    }
     /* what bkctl.wire.fastpath's ADDPATH_API must be: a build older than the sources is not used */
-    if (PyModule_AddIntConstant(m, "API", 1) < 0) {
+    if (PyModule_AddIntConstant(m, "API", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

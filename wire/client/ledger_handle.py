@@ -53,6 +53,7 @@ from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 
+from .acks import Acks
 from .channel import BookieChannel
 from .errors import (
     ClientClosed,
@@ -129,8 +130,6 @@ class LedgerHandle(ReadHandle):
         #: the bursts of the client's connections (:mod:`.cork`): a run of adds is one, and
         #: work is put off to the end of the one under way
         self._cork = client.pool.cork
-        #: acknowledged adds wait to be completed at the end of the burst under way (cork)
-        self._completion_held = False
         #: the fast path's adds started during the burst under way, not sent yet: they go out
         #: at its end (or once a run fills the room the bookies have), each bookie's copies
         #: as one run, as add_entries sends them (:meth:`_held_in_run`)
@@ -169,6 +168,21 @@ class LedgerHandle(ReadHandle):
         )
         #: the bookies that failed for this ledger (the change's set: read on every copy sent)
         self._failed = self._ensemble.failed_bookies
+        #: counts each copy's acknowledgement; called back by the connections, once per copy
+        #: (:class:`~.acks.Acks`, or its C twin ``_addpath.Acks`` with fast paths on);
+        #: ``held``: the completions it made due at the end of the burst under way (cork)
+        c_adds = self.twins.adds
+        self._acks = (Acks if c_adds is None else c_adds.Acks)(
+            self._unanswered,
+            self._behind,
+            self._pending,
+            self.schedule.ack_quorum,
+            self._cork,
+            self,
+            self._answered,
+            self._add_error,
+            self._complete_ready,
+        )
         #: closes the ledger or lets go of it, then runs ``on_close``
         self._ending = LedgerClose(
             self,
@@ -483,10 +497,10 @@ class LedgerHandle(ReadHandle):
             if room and conn is not None:
                 self._count_sent(bookie, room)
                 try:
-                    conn.add_run(adds[:room], pendings[:room], slots[:room], self._slot_done)
+                    conn.add_run(adds[:room], pendings[:room], slots[:room], self._acks)
                 except Exception as exc:  # noqa: BLE001 - raised before any copy went out
                     for p, slot in zip(pendings[:room], slots[:room]):
-                        self._slot_done(p, slot, bookie, exc)
+                        self._acks(p, slot, bookie, exc)
             for p, slot in zip(pendings[room:], slots[room:]):  # no room on the wire: they queue
                 if self._state == _FAILED:
                     return
@@ -499,10 +513,10 @@ class LedgerHandle(ReadHandle):
         self._count_sent(bookie, 1)
         try:
             conn: BookieChannel = self.client.pool.get(bookie)
-            # The connection calls _slot_done back: no Deferred per copy.
+            # The connection calls _acks back: no Deferred per copy.
             encoded = p.encoded
             if encoded is not None:
-                conn.add_encoded(encoded, self._slot_done, p, slot)
+                conn.add_encoded(encoded, self._acks, p, slot)
             else:
                 conn.add_with_callback(
                     self.ledger_id,
@@ -511,12 +525,12 @@ class LedgerHandle(ReadHandle):
                     p.body,
                     self.recovery,
                     self.recovery,
-                    self._slot_done,
+                    self._acks,
                     p,
                     slot,
                 )
         except Exception as exc:  # noqa: BLE001 - a closed pool or a bad argument raises
-            self._slot_done(p, slot, bookie, exc)
+            self._acks(p, slot, bookie, exc)
 
     def _answered(self, bookie: str, n: int) -> None:
         """A bookie that was ``max_inflight`` writes behind has ``n`` unanswered now."""
@@ -524,32 +538,6 @@ class LedgerHandle(ReadHandle):
             self._behind.discard(bookie)
             if not self._behind:
                 self._complete_ready()  # start the adds that waited for it
-
-    def _slot_done(self, p: PendingAdd, slot: int, bookie: str, error: BaseException | None) -> None:
-        """A bookie answered copy ``slot`` of entry ``p`` (``error`` None: acknowledged)."""
-        unanswered = self._unanswered
-        n = unanswered.get(bookie, 1) - 1
-        unanswered[bookie] = n
-        if self._behind and bookie in self._behind:
-            self._answered(bookie, n)
-        if error is not None:
-            self._add_error(error, p, slot, bookie)
-            return
-        bit = 1 << slot
-        if p.bookies is None or p.bookies[slot] != bookie or p.acked & bit:
-            return  # from a bookie that was replaced meanwhile, or a duplicate
-        p.acked |= bit
-        acks = p.acks = p.acks + 1
-        if self._completion_held:
-            return  # completes at the end of the burst under way, with every add ready then
-        if acks >= self.schedule.ack_quorum and self._pending and self._pending[0] is p:
-            # during a burst (a chunk of answers handed out) the adds it acknowledges
-            # complete once, at its end, not once per answer
-            if self._cork.finish_at_release(self):
-                self._completion_held = True
-            else:
-                self._complete_ready()
-        # else: it completes when every earlier entry has
 
     def burst_ended(self) -> None:
         """The burst ended (:class:`~.cork.FinishesBursts`): send the adds it started, then complete
@@ -562,8 +550,9 @@ class LedgerHandle(ReadHandle):
         """Complete now the adds whose completion waits for the burst's end:
         before the handle fails or its ensemble changes, so that an add
         acknowledged before that completes as it would have at once."""
-        if self._completion_held:
-            self._completion_held = False
+        acks = self._acks
+        if acks.held:
+            acks.held = False
             self._complete_ready()
 
     def _add_error(self, exc: BaseException, p: PendingAdd, slot: int, bookie: str) -> None:
@@ -678,7 +667,8 @@ class LedgerHandle(ReadHandle):
         self._state = _FAILED
         self._explicit.stop()
         self._error = error
-        pending, self._pending = list(self._pending), deque()
+        pending = list(self._pending)
+        self._pending.clear()  # the deque the acks hold (_acks)
         waiting, self._waiting = list(self._waiting), deque()
         rooms, self._room_waiters = list(self._room_waiters), deque()
         idle, self._idle_waiters = self._idle_waiters, []
