@@ -15,6 +15,7 @@
  *   add_copies    EntryRequests.encoded_adds: a run's copies and their frames,
  *                 written into one buffer;
  *   register_all  RequestTable.register_all's loop;
+ *   address_run   pending_add.address_run: a run's write sets and ADDs, by bookie;
  *   Acks          a writer's acknowledgement counter (bkctl.wire.client.acks.Acks),
  *                 the callback take_adds calls for each copy answered;
  *   take_adds     the answer loop for the EOK answers of AddCopies: each one
@@ -48,7 +49,8 @@
 
 static PyObject *str_v3_part, *str_v3_tail, *str_high_priority, *str_ledger_id, *str_entry_id, *str_generation,
     *str_on_done, *str_ctx, *str_slot, *str_frame, *str_value, *empty_bytes, *int_op_add, *int_state[3],
-    *failure_type, *callback_raised, *str_bookies, *str_acked, *str_acks, *str_finish_at_release;
+    *failure_type, *callback_raised, *str_bookies, *str_acked, *str_acks, *str_finish_at_release, *str_lo, *str_hi, *str_sets,
+    *str_write_set, *str_encoded;
 
 /* ------------------------------------------------------------ AddCopy */
 
@@ -671,6 +673,134 @@ static PyObject *take_adds(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return PyLong_FromSsize_t(i);
 }
 
+/* ------------------------------------------------------------ addressing a run */
+
+/* the int attribute name of obj in *out; 0, or -1 with an error */
+static int long_attr(PyObject *obj, PyObject *name, long long *out)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* the stripe a StripeCursor keeps: lo, hi and sets (a new reference); 0, or -1 with an error */
+static int stripe_of(PyObject *cursor, long long *lo, long long *hi, PyObject **sets)
+{
+    if (long_attr(cursor, str_lo, lo) < 0 || long_attr(cursor, str_hi, hi) < 0)
+        return -1;
+    PyObject *v;
+    v = PyObject_GetAttr(cursor, str_sets);
+    if (v == NULL)
+        return -1;
+    if (!PyList_CheckExact(v)) {
+        Py_DECREF(v);
+        PyErr_SetString(PyExc_TypeError, "address_run: a cursor's sets must be a list");
+        return -1;
+    }
+    Py_XSETREF(*sets, v);
+    return 0;
+}
+
+PyDoc_STRVAR(address_run_doc,
+"address_run(run, cursor, encode) -> {bookie: (adds, entries, slots)}\n\n"
+"The C twin of bkctl.wire.client.pending_add.address_run: each entry of run\n"
+"given its write set (the StripeCursor's), no copy acknowledged, and its\n"
+"encoded ADD (encode(p) for one without), its copies grouped by bookie.");
+
+static PyObject *address_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bk_nargs("address_run", nargs, 3))
+        return NULL;
+    PyObject *run = args[0], *cursor = args[1], *encode = args[2];
+    if (!PyList_CheckExact(run)) {
+        PyErr_SetString(PyExc_TypeError, "address_run wants a list");
+        return NULL;
+    }
+    PyObject *copies = PyDict_New();
+    if (copies == NULL)
+        return NULL;
+    PyObject *sets = NULL, *zero = NULL;
+    long long lo = 0, hi = -1;
+    Py_ssize_t n = PyList_GET_SIZE(run);
+    if (n == 0)
+        return copies;
+    zero = PyLong_FromLong(0);
+    if (zero == NULL)
+        goto fail;
+    int fresh = 0; /* the cursor looked at under the ledger's metadata now */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(run); i++) {
+        PyObject *p = PyList_GET_ITEM(run, i);
+        Py_INCREF(p);
+        PyObject *bookies = NULL, *encoded = NULL, *e_obj = PyObject_GetAttr(p, str_entry_id);
+        long long e = e_obj == NULL ? -1 : PyLong_AsLongLong(e_obj);
+        int ok = e_obj != NULL && !(e == -1 && PyErr_Occurred());
+        if (ok && fresh && lo <= e && e <= hi && PyList_GET_SIZE(sets) > 0) {
+            bookies = PyList_GET_ITEM(sets, (Py_ssize_t)(e % PyList_GET_SIZE(sets)));
+            Py_INCREF(bookies);
+        } else if (ok) { /* the cursor's write_set: it checks the metadata and moves to e's stripe */
+            bookies = PyObject_CallMethodOneArg(cursor, str_write_set, e_obj);
+            ok = bookies != NULL && stripe_of(cursor, &lo, &hi, &sets) == 0;
+            fresh = 1;
+        }
+        ok = ok && PyObject_SetAttr(p, str_bookies, bookies) == 0 && PyObject_SetAttr(p, str_acked, zero) == 0
+             && PyObject_SetAttr(p, str_acks, zero) == 0;
+        if (ok) {
+            encoded = PyObject_GetAttr(p, str_encoded);
+            if (encoded == Py_None) {
+                Py_DECREF(encoded);
+                encoded = PyObject_CallOneArg(encode, p);
+            }
+            ok = encoded != NULL;
+        }
+        PyObject *seq = ok ? PySequence_Fast(bookies, "a write set must be a sequence") : NULL;
+        ok = seq != NULL;
+        for (Py_ssize_t slot = 0; ok && slot < PySequence_Fast_GET_SIZE(seq); slot++) {
+            PyObject *bookie = PySequence_Fast_GET_ITEM(seq, slot);
+            PyObject *mine = PyDict_GetItemWithError(copies, bookie); /* borrowed */
+            if (mine == NULL) {
+                if (PyErr_Occurred()) {
+                    ok = 0;
+                    break;
+                }
+                PyObject *a = PyList_New(0), *b = PyList_New(0), *c = PyList_New(0);
+                mine = a && b && c ? PyTuple_Pack(3, a, b, c) : NULL;
+                Py_XDECREF(a);
+                Py_XDECREF(b);
+                Py_XDECREF(c);
+                if (mine == NULL || PyDict_SetItem(copies, bookie, mine) < 0) {
+                    Py_XDECREF(mine);
+                    ok = 0;
+                    break;
+                }
+                Py_DECREF(mine); /* the dict keeps it */
+            }
+            PyObject *slot_obj = PyLong_FromSsize_t(slot);
+            ok = slot_obj != NULL && PyList_Append(PyTuple_GET_ITEM(mine, 0), encoded) == 0
+                 && PyList_Append(PyTuple_GET_ITEM(mine, 1), p) == 0
+                 && PyList_Append(PyTuple_GET_ITEM(mine, 2), slot_obj) == 0;
+            Py_XDECREF(slot_obj);
+        }
+        Py_XDECREF(seq);
+        Py_XDECREF(encoded);
+        Py_XDECREF(bookies);
+        Py_XDECREF(e_obj);
+        Py_DECREF(p);
+        if (!ok)
+            goto fail;
+    }
+    Py_XDECREF(sets);
+    Py_DECREF(zero);
+    return copies;
+fail:
+    Py_XDECREF(sets);
+    Py_XDECREF(zero);
+    Py_DECREF(copies);
+    return NULL;
+}
+
 /* ------------------------------------------------------------ Acks */
 
 /* A writer's acknowledgement counter: the C twin of bkctl.wire.client.acks.Acks (read it for
@@ -927,6 +1057,7 @@ static PyMethodDef methods[] = {
     {"add_copies", (PyCFunction)(void (*)(void))add_copies, METH_FASTCALL, add_copies_doc},
     {"register_all", (PyCFunction)(void (*)(void))register_all, METH_FASTCALL, register_all_doc},
     {"take_adds", (PyCFunction)(void (*)(void))take_adds, METH_FASTCALL, take_adds_doc},
+    {"address_run", (PyCFunction)(void (*)(void))address_run, METH_FASTCALL, address_run_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -946,7 +1077,9 @@ PyMODINIT_FUNC PyInit__addpath(void)
             || !INTERN(str_on_done, "on_done") || !INTERN(str_ctx, "ctx") || !INTERN(str_slot, "slot")
             || !INTERN(str_frame, "frame") || !INTERN(str_value, "value") || !INTERN(str_bookies, "bookies")
             || !INTERN(str_acked, "acked") || !INTERN(str_acks, "acks")
-            || !INTERN(str_finish_at_release, "finish_at_release"))
+            || !INTERN(str_finish_at_release, "finish_at_release") || !INTERN(str_lo, "lo")
+            || !INTERN(str_hi, "hi") || !INTERN(str_sets, "sets") || !INTERN(str_write_set, "write_set")
+            || !INTERN(str_encoded, "encoded"))
         return NULL;
     if ((empty_bytes = PyBytes_FromStringAndSize(NULL, 0)) == NULL || (int_op_add = PyLong_FromLong(OP_ADD)) == NULL)
         return NULL;
@@ -978,7 +1111,7 @@ PyMODINIT_FUNC PyInit__addpath(void)
         return NULL;
     }
     /* what bkctl.wire.fastpath's ADDPATH_API must be: a build older than the sources is not used */
-    if (PyModule_AddIntConstant(m, "API", 2) < 0) {
+    if (PyModule_AddIntConstant(m, "API", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -48,7 +48,7 @@ from typing import Any
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from bkctl.wire.codecs.add_frames import AddEncoder
+from bkctl.wire.codecs.add_frames import AddEncoder, EncodedAdd
 from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
@@ -66,7 +66,7 @@ from .explicit_lac import ExplicitLac
 from .ensemble_change import EnsembleChange
 from .ledger_close import LedgerClose
 from .ledger_updates import write_closed
-from .pending_add import PendingAdd
+from .pending_add import PendingAdd, address_run
 from .read_handle import ReadHandle
 from .readable_ledger import StripeCursor
 
@@ -168,10 +168,13 @@ class LedgerHandle(ReadHandle):
         )
         #: the bookies that failed for this ledger (the change's set: read on every copy sent)
         self._failed = self._ensemble.failed_bookies
+        c_adds = self.twins.adds
+        #: gives a run its write sets and encoded adds, grouped by bookie (:func:`~.pending_add.address_run`
+        #: or its C twin)
+        self._address_run = address_run if c_adds is None else c_adds.address_run
         #: counts each copy's acknowledgement; called back by the connections, once per copy
         #: (:class:`~.acks.Acks`, or its C twin ``_addpath.Acks`` with fast paths on);
         #: ``held``: the completions it made due at the end of the burst under way (cork)
-        c_adds = self.twins.adds
         self._acks = (Acks if c_adds is None else c_adds.Acks)(
             self._unanswered,
             self._behind,
@@ -439,10 +442,16 @@ class LedgerHandle(ReadHandle):
         p.acked = 0
         p.acks = 0
         if self._adds is not None and p.encoded is None:
-            p.encoded = self._adds.encode(
-                self.ledger_id, p.entry_id, self.master_key, p.body, self.recovery, self.recovery
-            )
+            self._encode(p)
         return bookies
+
+    def _encode(self, p: PendingAdd) -> EncodedAdd:
+        """``p``'s ADD encoded once for its whole write set (the fast path: ``_adds``)."""
+        assert self._adds is not None
+        encoded = p.encoded = self._adds.encode(
+            self.ledger_id, p.entry_id, self.master_key, p.body, self.recovery, self.recovery
+        )
+        return encoded
 
     def _send(self, p: PendingAdd) -> None:
         for slot in range(len(self._address(p))):
@@ -472,17 +481,7 @@ class LedgerHandle(ReadHandle):
         the wire (``room_for_adds``), the rest one by one."""
         if self._ensemble.changing:
             return  # sent once the ensemble changed (_resend)
-        copies: dict[str, tuple[list[Any], list[PendingAdd], list[int]]] = {}  # encoded adds, entries, slots
-        for p in run:
-            bookies = self._address(p)
-            encoded = p.encoded
-            for slot, bookie in enumerate(bookies):
-                mine = copies.get(bookie)
-                if mine is None:
-                    mine = copies[bookie] = ([], [], [])
-                mine[0].append(encoded)
-                mine[1].append(p)
-                mine[2].append(slot)
+        copies = self._address_run(run, self._add_stripe, self._encode)  # {bookie: (adds, entries, slots)}
         pool = self.client.pool
         for bookie, (adds, pendings, slots) in copies.items():
             if self._state == _FAILED:

@@ -5,11 +5,17 @@ own, apart from the handle's pipeline and ensemble."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from twisted.internet import defer
 
 from bkctl.wire.codecs.add_frames import EncodedAdd
 
-__all__ = ["PendingAdd"]
+if TYPE_CHECKING:
+    from .readable_ledger import StripeCursor
+
+__all__ = ["PendingAdd", "address_run"]
 
 
 class PendingAdd:
@@ -41,3 +47,30 @@ class PendingAdd:
             self.acked &= ~bit
             self.acks -= 1
         self.bookies[slot] = bookie
+
+
+def address_run(
+    run: list[PendingAdd], cursor: StripeCursor, encode: Callable[[PendingAdd], EncodedAdd]
+) -> dict[str, tuple[list[EncodedAdd], list[PendingAdd], list[int]]]:
+    """A run of entries given their write sets (``cursor``: the writer's
+    :class:`~.readable_ledger.StripeCursor`; no copy acknowledged yet) and each its ADD
+    (``encode(p)`` for one not encoded yet), grouped by bookie: ``{bookie: (encoded adds,
+    entries, slots)}``, in run order.  The C twin is ``_addpath.address_run`` (fast paths on,
+    :attr:`bkctl.wire.fastpath.Twins.adds`; tests/unit/test_client_acks.py checks both)."""
+    copies: dict[str, tuple[list[EncodedAdd], list[PendingAdd], list[int]]] = {}
+    write_set = cursor.write_set
+    for p in run:
+        bookies = p.bookies = write_set(p.entry_id)
+        p.acked = 0
+        p.acks = 0
+        encoded = p.encoded
+        if encoded is None:
+            encoded = encode(p)
+        for slot, bookie in enumerate(bookies):
+            mine = copies.get(bookie)
+            if mine is None:
+                mine = copies[bookie] = ([], [], [])
+            mine[0].append(encoded)
+            mine[1].append(p)
+            mine[2].append(slot)
+    return copies

@@ -1,0 +1,72 @@
+"""A run of a writer's entries addressed (write sets, encoded ADDs, copies by bookie), both twins:
+:func:`bkctl.wire.client.pending_add.address_run` and ``_addpath.address_run`` (fast paths on)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bkctl.wire import fastpath
+from bkctl.wire.client.pending_add import PendingAdd, address_run
+from bkctl.wire.client.readable_ledger import StripeCursor
+
+_C = fastpath.build(True).adds
+TWINS = [address_run] + ([_C.address_run] if _C is not None else [])
+SETS = [("a", "b"), ("b", "c"), ("c", "a")]
+
+
+class Ledger:
+    """Entries 0..9 stripe over SETS; later ones (past the stripe) go to x and y."""
+
+    def __init__(self) -> None:
+        self.metadata = object()
+        self.schedule = type("Schedule", (), {"striped_until": 9})()
+        self.asked: list[int] = []
+
+    def stripe(self, entry_id: int) -> tuple[int, int, list[tuple[str, ...]]]:
+        return 0, 9, SETS
+
+    def write_set(self, entry_id: int) -> tuple[str, ...]:
+        self.asked.append(entry_id)
+        return ("x", "y") if entry_id > 9 else SETS[entry_id % 3]
+
+
+@pytest.mark.parametrize("twin", TWINS, ids=lambda t: type(t).__name__)
+def test_a_run_across_the_end_of_its_stripe_is_addressed_and_grouped_by_bookie(twin):
+    ledger = Ledger()
+    cursor = StripeCursor(ledger)
+    run = [PendingAdd(e, b"body%d" % e, e) for e in (8, 9, 10, 11)]
+    run[1].encoded = "encoded 9"  # type: ignore[assignment]  # encoded before: kept
+    run[0].acked, run[0].acks = 0b11, 2  # re-addressed: its acknowledgements start again
+    encoded: list[int] = []
+
+    def encode(p: PendingAdd):
+        encoded.append(p.entry_id)
+        p.encoded = f"encoded {p.entry_id}"  # type: ignore[assignment]
+        return p.encoded
+
+    copies = twin(run, cursor, encode)
+    p8, p9, p10, p11 = run
+    assert copies == {
+        "c": (["encoded 8"], [p8], [0]),
+        "a": (["encoded 8", "encoded 9"], [p8, p9], [1, 0]),
+        "b": (["encoded 9"], [p9], [1]),
+        "x": (["encoded 10", "encoded 11"], [p10, p11], [0, 0]),
+        "y": (["encoded 10", "encoded 11"], [p10, p11], [1, 1]),
+    }
+    assert list(copies) == ["c", "a", "b", "x", "y"]  # in run order
+    assert encoded == [8, 10, 11]
+    assert [p.bookies for p in run] == [("c", "a"), ("a", "b"), ("x", "y"), ("x", "y")]
+    assert [(p.acked, p.acks) for p in run] == [(0, 0)] * 4
+    assert ledger.asked[-2:] == [10, 11]  # past the stripe: the ledger's own write sets
+
+
+@pytest.mark.parametrize("twin", TWINS, ids=lambda t: type(t).__name__)
+def test_an_empty_run_and_an_encoder_that_raises(twin):
+    cursor = StripeCursor(Ledger())
+    assert twin([], cursor, None) == {}
+
+    def encode(p: PendingAdd):
+        raise ValueError("cannot encode")
+
+    with pytest.raises(ValueError, match="cannot encode"):
+        twin([PendingAdd(0, b"", 0)], cursor, encode)
