@@ -197,3 +197,39 @@ def test_an_add_queued_behind_a_full_wire_keeps_its_encoding(mode):
     second = v3_requests(t1)[1]
     p1.dataReceived(v3_reply(second))
     assert got == [0, 1] and not queued.conn.requests.sent and not queued.conn.requests.v3_fast
+
+
+@pytest.mark.skipif(C is None or CODEC is None, reason="the C twins are not built")
+@pytest.mark.parametrize("recovery", [False, True])
+def test_an_entry_is_its_pending_add_and_its_encoded_add(recovery):
+    """_addpath.Entry (made by Entries) reads as PendingAdd and EncodedAdd do, and reassigns a copy as
+    PendingAdd does."""
+    from bkctl.wire.client.pending_add import PendingAdd
+
+    body = entry(9, 4, b"p")
+    d = object()
+    e = C.Entries(CODEC.add_part, 9, KEY, recovery)(4, body, 17, d)
+    p = PendingAdd(4, body, 17, d)  # type: ignore[arg-type]
+    encoded = AddEncoder("v3").encode(9, 4, KEY, body, recovery, recovery)
+    assert e.encoded is e and (e.bookies, e.acked, e.acks) == (None, 0, 0) and e.deferred is d
+    for name in ("entry_id", "body", "length", "deferred"):
+        assert getattr(e, name) == getattr(p, name)
+    for name in ("ledger_id", "entry_id", "master_key", "body", "recovery", "high_priority", "v3_part", "v3_tail"):
+        assert getattr(e, name) == getattr(encoded, name), name
+    assert e.v2_frame is None
+    for x in (e, p):
+        x.bookies = ("a", "b", "c")
+        x.acked, x.acks = 0b101, 2
+        x.reassign(2, "d")
+        x.reassign(1, "e")
+    assert (e.bookies, e.acked, e.acks) == (p.bookies, p.acked, p.acks) == (["a", "e", "d"], 0b001, 1)
+    e.deferred = None
+    assert e.deferred is None
+
+
+@pytest.mark.skipif(C is None, reason="the C twins are not built")
+def test_entries_make_none_for_what_add_part_does_not_cover():
+    """Entries gives None where add_part does (the caller then makes a PendingAdd), and passes its errors on."""
+    assert C.Entries(lambda *args: None, 9, KEY, False)(4, b"body", 17, None) is None
+    with pytest.raises(TypeError):
+        C.Entries(lambda *args: b"not parts", 9, KEY, False)(4, b"body", 17, None)

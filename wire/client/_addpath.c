@@ -15,6 +15,8 @@
  *   add_copies    EntryRequests.encoded_adds: a run's copies and their frames,
  *                 written into one buffer;
  *   register_all  RequestTable.register_all's loop;
+ *   Entry         a writer's entry on its way (pending_add.PendingAdd) that is also
+ *                 its ADD encoded once (add_frames.EncodedAdd), made by Entries;
  *   address_run   pending_add.address_run: a run's write sets and ADDs, by bookie;
  *   Acks          a writer's acknowledgement counter (bkctl.wire.client.acks.Acks),
  *                 the callback take_adds calls for each copy answered;
@@ -673,6 +675,290 @@ static PyObject *take_adds(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return PyLong_FromSsize_t(i);
 }
 
+/* ------------------------------------------------------------ Entry */
+
+/* One entry on its way to its write set: the C twin of pending_add.PendingAdd that is also the
+ * entry's ADD encoded once for it (add_frames.EncodedAdd, v3): a writer makes one object per add
+ * instead of two, and encodes nothing more when it addresses it (made by Entries). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *ledger_id;
+    PyObject *entry_id;
+    PyObject *master_key;
+    PyObject *body;
+    PyObject *length;
+    PyObject *recovery;
+    PyObject *v3_part;
+    PyObject *v3_tail;
+    PyObject *deferred;
+    PyObject *bookies;
+    PyObject *encoded; /* NULL: itself */
+    long long acked;
+    long long acks;
+} Entry;
+
+static PyTypeObject EntryType;
+
+static int entry_traverse(Entry *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->ledger_id);
+    Py_VISIT(self->entry_id);
+    Py_VISIT(self->master_key);
+    Py_VISIT(self->body);
+    Py_VISIT(self->length);
+    Py_VISIT(self->recovery);
+    Py_VISIT(self->v3_part);
+    Py_VISIT(self->v3_tail);
+    Py_VISIT(self->deferred);
+    Py_VISIT(self->bookies);
+    Py_VISIT(self->encoded);
+    return 0;
+}
+
+static int entry_clear(Entry *self)
+{
+    Py_CLEAR(self->ledger_id);
+    Py_CLEAR(self->entry_id);
+    Py_CLEAR(self->master_key);
+    Py_CLEAR(self->body);
+    Py_CLEAR(self->length);
+    Py_CLEAR(self->recovery);
+    Py_CLEAR(self->v3_part);
+    Py_CLEAR(self->v3_tail);
+    Py_CLEAR(self->deferred);
+    Py_CLEAR(self->bookies);
+    Py_CLEAR(self->encoded);
+    return 0;
+}
+
+static void entry_dealloc(Entry *self)
+{
+    PyObject_GC_UnTrack(self);
+    entry_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *entry_get_encoded(Entry *self, void *closure)
+{
+    PyObject *encoded = self->encoded != NULL ? self->encoded : (PyObject *)self;
+    Py_INCREF(encoded);
+    return encoded;
+}
+
+static int entry_set_encoded(Entry *self, PyObject *value, void *closure)
+{
+    if (value == NULL || value == (PyObject *)self) { /* itself: no reference to itself kept */
+        Py_CLEAR(self->encoded);
+        return 0;
+    }
+    Py_INCREF(value);
+    Py_XSETREF(self->encoded, value);
+    return 0;
+}
+
+static PyObject *entry_none(Entry *self, void *closure)
+{
+    Py_RETURN_NONE;
+}
+
+/* PendingAdd.reassign: copy slot goes to bookie now; its acknowledgement no longer counts */
+static PyObject *entry_reassign(Entry *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bk_nargs("reassign", nargs, 2))
+        return NULL;
+    Py_ssize_t slot = PyLong_AsSsize_t(args[0]);
+    if (slot == -1 && PyErr_Occurred())
+        return NULL;
+    if (slot < 0 || slot > 62) {
+        PyErr_SetString(PyExc_ValueError, "reassign: no such copy");
+        return NULL;
+    }
+    if (!PyList_CheckExact(self->bookies)) { /* shared with its stripe until now */
+        PyObject *copy = self->bookies == Py_None ? PyList_New(0) : PySequence_List(self->bookies);
+        if (copy == NULL)
+            return NULL;
+        Py_XSETREF(self->bookies, copy);
+    }
+    long long bit = 1LL << slot;
+    if (self->acked & bit) {
+        self->acked &= ~bit;
+        self->acks -= 1;
+    }
+    Py_INCREF(args[1]);
+    if (PyList_SetItem(self->bookies, slot, args[1]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef entry_methods[] = {
+    {"reassign", (PyCFunction)(void (*)(void))entry_reassign, METH_FASTCALL,
+     "reassign(slot, bookie): copy slot goes to bookie now, as PendingAdd.reassign."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef entry_members[] = {
+    {"ledger_id", T_OBJECT, offsetof(Entry, ledger_id), READONLY, NULL},
+    {"entry_id", T_OBJECT, offsetof(Entry, entry_id), READONLY, NULL},
+    {"master_key", T_OBJECT, offsetof(Entry, master_key), READONLY, NULL},
+    {"body", T_OBJECT, offsetof(Entry, body), READONLY, "the packaged entry"},
+    {"length", T_OBJECT, offsetof(Entry, length), READONLY, "the ledger's length with this entry"},
+    {"recovery", T_OBJECT, offsetof(Entry, recovery), READONLY, NULL},
+    {"high_priority", T_OBJECT, offsetof(Entry, recovery), READONLY, "a recovery add's: high priority"},
+    {"v3_part", T_OBJECT, offsetof(Entry, v3_part), READONLY, "the request's addRequest field"},
+    {"v3_tail", T_OBJECT, offsetof(Entry, v3_tail), READONLY, "the EOK answer after its header field"},
+    {"deferred", T_OBJECT, offsetof(Entry, deferred), 0, "fired once complete (None: nobody waits)"},
+    {"bookies", T_OBJECT, offsetof(Entry, bookies), 0, "its write set (None until sent)"},
+    {"acked", T_LONGLONG, offsetof(Entry, acked), 0, "bit i: copy i acknowledged"},
+    {"acks", T_LONGLONG, offsetof(Entry, acks), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef entry_getset[] = {
+    {"encoded", (getter)entry_get_encoded, (setter)entry_set_encoded, "its ADD encoded once: itself", NULL},
+    {"v2_frame", (getter)entry_none, NULL, "None: encoded for v3", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject EntryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bkctl.wire.client._addpath.Entry",
+    .tp_doc = "An entry on its way to its write set: PendingAdd and its EncodedAdd in one (made by Entries).",
+    .tp_basicsize = sizeof(Entry),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)entry_traverse,
+    .tp_clear = (inquiry)entry_clear,
+    .tp_dealloc = (destructor)entry_dealloc,
+    .tp_methods = entry_methods,
+    .tp_members = entry_members,
+    .tp_getset = entry_getset,
+};
+
+/* ------------------------------------------------------------ Entries */
+
+/* A writer's maker of Entries: Entries(add_part, ledger_id, master_key, recovery)(entry_id, body,
+ * length, deferred) -> Entry, encoded by add_part (_fastcodec's), or None when add_part does not
+ * cover it (the caller then makes a PendingAdd). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *add_part;
+    PyObject *ledger_id;
+    PyObject *master_key;
+    PyObject *recovery;
+    vectorcallfunc vectorcall;
+} Entries;
+
+static int entries_traverse(Entries *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->add_part);
+    Py_VISIT(self->ledger_id);
+    Py_VISIT(self->master_key);
+    Py_VISIT(self->recovery);
+    return 0;
+}
+
+static int entries_clear(Entries *self)
+{
+    Py_CLEAR(self->add_part);
+    Py_CLEAR(self->ledger_id);
+    Py_CLEAR(self->master_key);
+    Py_CLEAR(self->recovery);
+    return 0;
+}
+
+static void entries_dealloc(Entries *self)
+{
+    PyObject_GC_UnTrack(self);
+    entries_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *entries_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Entries *self = (Entries *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) || !bk_nargs("Entries", nargs, 4)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "Entries takes no keyword arguments");
+        return NULL;
+    }
+    PyObject *entry_id = args[0], *body = args[1], *length = args[2], *deferred = args[3];
+    PyObject *call[5] = {self->ledger_id, entry_id, self->master_key, body, self->recovery};
+    PyObject *parts = PyObject_Vectorcall(self->add_part, call, 5, NULL);
+    if (parts == NULL || parts == Py_None)
+        return parts;
+    if (!PyTuple_CheckExact(parts) || PyTuple_GET_SIZE(parts) != 2 || !PyBytes_CheckExact(PyTuple_GET_ITEM(parts, 0))
+            || !PyBytes_CheckExact(PyTuple_GET_ITEM(parts, 1))) {
+        Py_DECREF(parts);
+        PyErr_SetString(PyExc_TypeError, "Entries: add_part must give (part, reply)");
+        return NULL;
+    }
+    Entry *e = PyObject_GC_New(Entry, &EntryType);
+    if (e == NULL) {
+        Py_DECREF(parts);
+        return NULL;
+    }
+#define SET(field, value) (Py_INCREF(value), e->field = (value))
+    SET(ledger_id, self->ledger_id);
+    SET(entry_id, entry_id);
+    SET(master_key, self->master_key);
+    SET(body, body);
+    SET(length, length);
+    SET(recovery, self->recovery);
+    SET(v3_part, PyTuple_GET_ITEM(parts, 0));
+    SET(v3_tail, PyTuple_GET_ITEM(parts, 1));
+    SET(deferred, deferred);
+    SET(bookies, Py_None);
+#undef SET
+    Py_DECREF(parts);
+    e->encoded = NULL;
+    e->acked = 0;
+    e->acks = 0;
+    PyObject_GC_Track(e);
+    return (PyObject *)e;
+}
+
+static PyObject *entries_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *add_part, *ledger_id, *master_key, *recovery;
+    static char *names[] = {"add_part", "ledger_id", "master_key", "recovery", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO:Entries", names, &add_part, &ledger_id, &master_key,
+                                     &recovery))
+        return NULL;
+    Entries *self = (Entries *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    Py_INCREF(add_part);
+    self->add_part = add_part;
+    Py_INCREF(ledger_id);
+    self->ledger_id = ledger_id;
+    Py_INCREF(master_key);
+    self->master_key = master_key;
+    Py_INCREF(recovery);
+    self->recovery = recovery;
+    self->vectorcall = entries_vectorcall;
+    return (PyObject *)self;
+}
+
+static PyMemberDef entries_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Entries, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject EntriesType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bkctl.wire.client._addpath.Entries",
+    .tp_doc = "Entries(add_part, ledger_id, master_key, recovery)(entry_id, body, length, deferred) -> Entry or None.",
+    .tp_basicsize = sizeof(Entries),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = entries_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Entries, vectorcall),
+    .tp_traverse = (traverseproc)entries_traverse,
+    .tp_clear = (inquiry)entries_clear,
+    .tp_dealloc = (destructor)entries_dealloc,
+    .tp_members = entries_members,
+};
+
 /* ------------------------------------------------------------ addressing a run */
 
 /* the int attribute name of obj in *out; 0, or -1 with an error */
@@ -1093,7 +1379,8 @@ PyMODINIT_FUNC PyInit__addpath(void)
     Py_DECREF(failure);
     if (failure_type == NULL)
         return NULL;
-    if (PyType_Ready(&AddCopyType) < 0 || PyType_Ready(&AcksType) < 0)
+    if (PyType_Ready(&AddCopyType) < 0 || PyType_Ready(&AcksType) < 0 || PyType_Ready(&EntryType) < 0
+            || PyType_Ready(&EntriesType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
@@ -1104,14 +1391,18 @@ PyMODINIT_FUNC PyInit__addpath(void)
         Py_DECREF(m);
         return NULL;
     }
-    Py_INCREF(&AcksType);
-    if (PyModule_AddObject(m, "Acks", (PyObject *)&AcksType) < 0) {
-        Py_DECREF(&AcksType);
-        Py_DECREF(m);
-        return NULL;
+    PyTypeObject *types[3] = {&AcksType, &EntryType, &EntriesType};
+    const char *type_names[3] = {"Acks", "Entry", "Entries"};
+    for (int t = 0; t < 3; t++) {
+        Py_INCREF(types[t]);
+        if (PyModule_AddObject(m, type_names[t], (PyObject *)types[t]) < 0) {
+            Py_DECREF(types[t]);
+            Py_DECREF(m);
+            return NULL;
+        }
     }
     /* what bkctl.wire.fastpath's ADDPATH_API must be: a build older than the sources is not used */
-    if (PyModule_AddIntConstant(m, "API", 3) < 0) {
+    if (PyModule_AddIntConstant(m, "API", 4) < 0) {
         Py_DECREF(m);
         return NULL;
     }
