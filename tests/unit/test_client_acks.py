@@ -11,9 +11,12 @@ from bkctl.wire import fastpath
 from bkctl.wire.client.acks import Acks
 from bkctl.wire.client.cork import Cork
 from bkctl.wire.client.pending_add import PendingAdd
+from tests.support.entries import MAKERS, maker_id
 
 _C = fastpath.build(True).adds
 TWINS = [Acks] + ([_C.Acks] if _C is not None else [])
+BOTH = [(kind, make) for kind in TWINS for make in MAKERS]
+BOTH_IDS = [f"{kind.__module__}-{maker_id(make)}" for kind, make in BOTH]
 
 
 class Writer:
@@ -35,22 +38,22 @@ class Writer:
         self.calls.append(("complete",))
 
 
-def _setup(kind, qa=2, behind=()):
+def _setup(kind, qa=2, behind=(), make=PendingAdd):
     writer = Writer()
     cork = Cork()
     pending: deque[PendingAdd] = deque()
     unanswered = {"a": 3, "b": 3, "c": 3}
     acks = kind(unanswered, set(behind), pending, qa, cork, writer, writer.answered, writer.add_error, writer.complete)
     for e in range(3):
-        p = PendingAdd(e, b"body", 4 * (e + 1))
+        p = make(e, b"body", 4 * (e + 1))
         p.bookies = ("a", "b", "c")[e % 3 :] + ("a", "b", "c")[: e % 3]
         pending.append(p)
     return acks, writer, cork, pending, unanswered
 
 
-@pytest.mark.parametrize("kind", TWINS, ids=lambda k: k.__module__)
-def test_the_head_completes_at_its_quorum_and_a_later_entry_waits(kind):
-    acks, writer, _cork, pending, unanswered = _setup(kind)
+@pytest.mark.parametrize("kind, make", BOTH, ids=BOTH_IDS)
+def test_the_head_completes_at_its_quorum_and_a_later_entry_waits(kind, make):
+    acks, writer, _cork, pending, unanswered = _setup(kind, make=make)
     p0, p1, _p2 = pending
     acks(p1, 0, "b", None)
     acks(p1, 1, "c", None)
@@ -62,9 +65,9 @@ def test_the_head_completes_at_its_quorum_and_a_later_entry_waits(kind):
     assert unanswered == {"a": 2, "b": 1, "c": 2}
 
 
-@pytest.mark.parametrize("kind", TWINS, ids=lambda k: k.__module__)
-def test_duplicates_and_copies_from_a_replaced_bookie_do_not_count(kind):
-    acks, writer, _cork, pending, unanswered = _setup(kind)
+@pytest.mark.parametrize("kind, make", BOTH, ids=BOTH_IDS)
+def test_duplicates_and_copies_from_a_replaced_bookie_do_not_count(kind, make):
+    acks, writer, _cork, pending, unanswered = _setup(kind, make=make)
     p0 = pending[0]
     acks(p0, 0, "a", None)
     acks(p0, 0, "a", None)  # a duplicate

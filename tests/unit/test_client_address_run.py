@@ -7,10 +7,13 @@ import pytest
 
 from bkctl.wire import fastpath
 from bkctl.wire.client.pending_add import PendingAdd, address_run
+from tests.support.entries import MAKERS, maker_id
 from bkctl.wire.client.readable_ledger import StripeCursor
 
 _C = fastpath.build(True).adds
 TWINS = [address_run] + ([_C.address_run] if _C is not None else [])
+BOTH = [(twin, make) for twin in TWINS for make in MAKERS]
+BOTH_IDS = [f"{type(twin).__name__}-{maker_id(make)}" for twin, make in BOTH]
 SETS = [("a", "b"), ("b", "c"), ("c", "a")]
 
 
@@ -30,11 +33,11 @@ class Ledger:
         return ("x", "y") if entry_id > 9 else SETS[entry_id % 3]
 
 
-@pytest.mark.parametrize("twin", TWINS, ids=lambda t: type(t).__name__)
-def test_a_run_across_the_end_of_its_stripe_is_addressed_and_grouped_by_bookie(twin):
+@pytest.mark.parametrize("twin, make", BOTH, ids=BOTH_IDS)
+def test_a_run_across_the_end_of_its_stripe_is_addressed_and_grouped_by_bookie(twin, make):
     ledger = Ledger()
     cursor = StripeCursor(ledger)
-    run = [PendingAdd(e, b"body%d" % e, e) for e in (8, 9, 10, 11)]
+    run = [make(e, b"body%d" % e, e) for e in (8, 9, 10, 11)]
     run[1].encoded = "encoded 9"  # type: ignore[assignment]  # encoded before: kept
     run[0].acked, run[0].acks = 0b11, 2  # re-addressed: its acknowledgements start again
     encoded: list[int] = []
@@ -46,15 +49,20 @@ def test_a_run_across_the_end_of_its_stripe_is_addressed_and_grouped_by_bookie(t
 
     copies = twin(run, cursor, encode)
     p8, p9, p10, p11 = run
+    e8, e9, e10, e11 = (p.encoded for p in run)
+    assert e9 == "encoded 9"
     assert copies == {
-        "c": (["encoded 8"], [p8], [0]),
-        "a": (["encoded 8", "encoded 9"], [p8, p9], [1, 0]),
-        "b": (["encoded 9"], [p9], [1]),
-        "x": (["encoded 10", "encoded 11"], [p10, p11], [0, 0]),
-        "y": (["encoded 10", "encoded 11"], [p10, p11], [1, 1]),
+        "c": ([e8], [p8], [0]),
+        "a": ([e8, e9], [p8, p9], [1, 0]),
+        "b": ([e9], [p9], [1]),
+        "x": ([e10, e11], [p10, p11], [0, 0]),
+        "y": ([e10, e11], [p10, p11], [1, 1]),
     }
     assert list(copies) == ["c", "a", "b", "x", "y"]  # in run order
-    assert encoded == [8, 10, 11]
+    if make is PendingAdd:
+        assert encoded == [8, 10, 11] and e8 == "encoded 8"
+    else:  # an Entry is its own encoded ADD
+        assert encoded == [] and (e8, e10, e11) == (p8, p10, p11)
     assert [p.bookies for p in run] == [("c", "a"), ("a", "b"), ("x", "y"), ("x", "y")]
     assert [(p.acked, p.acks) for p in run] == [(0, 0)] * 4
     assert ledger.asked[-2:] == [10, 11]  # past the stripe: the ledger's own write sets

@@ -1031,9 +1031,18 @@ static PyObject *address_run(PyObject *self, PyObject *const *args, Py_ssize_t n
             ok = bookies != NULL && stripe_of(cursor, &lo, &hi, &sets) == 0;
             fresh = 1;
         }
-        ok = ok && PyObject_SetAttr(p, str_bookies, bookies) == 0 && PyObject_SetAttr(p, str_acked, zero) == 0
-             && PyObject_SetAttr(p, str_acks, zero) == 0;
-        if (ok) {
+        if (ok && Py_IS_TYPE(p, &EntryType)) { /* in place; it is its own encoded ADD unless told */
+            Entry *en = (Entry *)p;
+            Py_INCREF(bookies);
+            Py_XSETREF(en->bookies, bookies);
+            en->acked = en->acks = 0;
+            encoded = en->encoded != NULL ? en->encoded : p;
+            Py_INCREF(encoded);
+        } else {
+            ok = ok && PyObject_SetAttr(p, str_bookies, bookies) == 0 && PyObject_SetAttr(p, str_acked, zero) == 0
+                 && PyObject_SetAttr(p, str_acks, zero) == 0;
+        }
+        if (ok && encoded == NULL) {
             encoded = PyObject_GetAttr(p, str_encoded);
             if (encoded == Py_None) {
                 Py_DECREF(encoded);
@@ -1188,7 +1197,9 @@ static int acks_count(Acks *self, PyObject *p, PyObject *slot_obj, PyObject *boo
         return -1;
     }
     /* from a bookie of the copy's current write set, the first time */
-    PyObject *bookies = PyObject_GetAttr(p, str_bookies);
+    int is_entry = Py_IS_TYPE(p, &EntryType); /* an Entry's fields are read and written in place */
+    PyObject *bookies = is_entry ? (Py_INCREF(((Entry *)p)->bookies), ((Entry *)p)->bookies)
+                                 : PyObject_GetAttr(p, str_bookies);
     if (bookies == NULL)
         return -1;
     if (bookies == Py_None) {
@@ -1203,34 +1214,33 @@ static int acks_count(Acks *self, PyObject *p, PyObject *slot_obj, PyObject *boo
     Py_DECREF(to);
     if (same <= 0)
         return same;
-    PyObject *acked_obj = PyObject_GetAttr(p, str_acked);
-    if (acked_obj == NULL)
-        return -1;
-    long long acked = PyLong_AsLongLong(acked_obj);
-    Py_DECREF(acked_obj);
-    if (acked == -1 && PyErr_Occurred())
-        return -1;
-    long long bit = 1LL << slot;
-    if (acked & bit)
-        return 0; /* a duplicate */
-    PyObject *acks_obj = PyObject_GetAttr(p, str_acks);
-    if (acks_obj == NULL)
-        return -1;
-    long long acks = PyLong_AsLongLong(acks_obj);
-    Py_DECREF(acks_obj);
-    if (acks == -1 && PyErr_Occurred())
-        return -1;
-    acks += 1;
-    PyObject *v = PyLong_FromLongLong(acked | bit);
-    rc = v == NULL ? -1 : PyObject_SetAttr(p, str_acked, v);
-    Py_XDECREF(v);
-    if (rc < 0)
-        return -1;
-    v = PyLong_FromLongLong(acks);
-    rc = v == NULL ? -1 : PyObject_SetAttr(p, str_acks, v);
-    Py_XDECREF(v);
-    if (rc < 0)
-        return -1;
+    long long bit = 1LL << slot, acks;
+    if (is_entry) {
+        Entry *en = (Entry *)p;
+        if (en->acked & bit)
+            return 0; /* a duplicate */
+        en->acked |= bit;
+        acks = ++en->acks;
+    } else {
+        long long acked;
+        if (long_attr(p, str_acked, &acked) < 0)
+            return -1;
+        if (acked & bit)
+            return 0; /* a duplicate */
+        if (long_attr(p, str_acks, &acks) < 0)
+            return -1;
+        acks += 1;
+        PyObject *v = PyLong_FromLongLong(acked | bit);
+        rc = v == NULL ? -1 : PyObject_SetAttr(p, str_acked, v);
+        Py_XDECREF(v);
+        if (rc < 0)
+            return -1;
+        v = PyLong_FromLongLong(acks);
+        rc = v == NULL ? -1 : PyObject_SetAttr(p, str_acks, v);
+        Py_XDECREF(v);
+        if (rc < 0)
+            return -1;
+    }
     if (self->held || acks < self->qa)
         return 0; /* completes at the burst's end, or when more copies are in */
     /* the head of the pipeline: the ready adds complete, at the burst's end if one is under way */

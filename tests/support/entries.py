@@ -1,0 +1,26 @@
+"""The kinds of pending add a writer's handle makes, for tests of what reads them: a
+:class:`~bkctl.wire.client.pending_add.PendingAdd`, and, with the C twins built, an
+``_addpath.Entry`` (made by ``Entries``: read and written in place by the C twins)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bkctl.wire import fastpath
+from bkctl.wire.client.pending_add import PendingAdd
+
+_C = fastpath.build(True).adds
+
+
+def c_entry(entry_id: int, body: bytes, length: int) -> Any:
+    """An ``_addpath.Entry`` (its ADD's parts made up: what reads it does not look at them)."""
+    assert _C is not None
+    return _C.Entries(lambda *args: (b"part", b"tail"), 9, b"k" * 20, False)(entry_id, body, length, None)
+
+
+#: PendingAdd, and c_entry when the C twins are built
+MAKERS: list[Any] = [PendingAdd] + ([c_entry] if _C is not None else [])
+
+
+def maker_id(make: Any) -> str:
+    return "python-entries" if make is PendingAdd else "c-entries"
