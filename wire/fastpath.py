@@ -44,7 +44,7 @@ LEDGERPB_API = 2
 #: what ``_avrocols``'s ``API`` must be
 AVROCOLS_API = 1
 #: what ``_addpath``'s ``API`` must be
-ADDPATH_API = 4
+ADDPATH_API = 5
 
 
 def from_environment(environ: Mapping[str, str]) -> bool:

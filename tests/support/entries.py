@@ -13,9 +13,10 @@ _C = fastpath.build(True).adds
 
 
 def c_entry(entry_id: int, body: bytes, length: int) -> Any:
-    """An ``_addpath.Entry`` (its ADD's parts made up: what reads it does not look at them)."""
+    """An ``_addpath.Entry`` (``body`` as its packaged body, its ADD's parts made up: what reads it does not look at them)."""
     assert _C is not None
-    return _C.Entries(lambda *args: (b"part", b"tail"), 9, b"k" * 20, False)(entry_id, body, length, None)
+    made = _C.Entries(lambda *args: args[4], lambda *args: (b"part", b"tail"), 9, b"k" * 20, False)
+    return made(entry_id, -1, length, body, None)
 
 
 #: PendingAdd, and c_entry when the C twins are built

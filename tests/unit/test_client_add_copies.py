@@ -206,9 +206,9 @@ def test_an_entry_is_its_pending_add_and_its_encoded_add(recovery):
     PendingAdd does."""
     from bkctl.wire.client.pending_add import PendingAdd
 
-    body = entry(9, 4, b"p")
+    body = CODEC.crc32c_package(9, 4, 3, 17, b"p")  # entry 4 of ledger 9, LAC 3, length 17
     d = object()
-    e = C.Entries(CODEC.add_part, 9, KEY, recovery)(4, body, 17, d)
+    e = C.Entries(CODEC.crc32c_package, CODEC.add_part, 9, KEY, recovery)(4, 3, 17, b"p", d)
     p = PendingAdd(4, body, 17, d)  # type: ignore[arg-type]
     encoded = AddEncoder("v3").encode(9, 4, KEY, body, recovery, recovery)
     assert e.encoded is e and (e.bookies, e.acked, e.acks) == (None, 0, 0) and e.deferred is d
@@ -227,9 +227,12 @@ def test_an_entry_is_its_pending_add_and_its_encoded_add(recovery):
     assert e.deferred is None
 
 
-@pytest.mark.skipif(C is None, reason="the C twins are not built")
-def test_entries_make_none_for_what_add_part_does_not_cover():
-    """Entries gives None where add_part does (the caller then makes a PendingAdd), and passes its errors on."""
-    assert C.Entries(lambda *args: None, 9, KEY, False)(4, b"body", 17, None) is None
+@pytest.mark.skipif(C is None or CODEC is None, reason="the C twins are not built")
+def test_entries_make_none_for_what_package_or_add_part_does_not_cover():
+    """Entries gives None where the digest's package or add_part does (the caller then packages the
+    entry and makes a PendingAdd), and passes their errors on."""
+    packaged = lambda *args: b"body"  # noqa: E731
+    assert C.Entries(lambda *args: None, CODEC.add_part, 9, KEY, False)(4, 3, 17, b"p", None) is None
+    assert C.Entries(packaged, lambda *args: None, 9, KEY, False)(4, 3, 17, b"p", None) is None
     with pytest.raises(TypeError):
-        C.Entries(lambda *args: b"not parts", 9, KEY, False)(4, b"body", 17, None)
+        C.Entries(packaged, lambda *args: b"not parts", 9, KEY, False)(4, 3, 17, b"p", None)

@@ -835,11 +835,13 @@ static PyTypeObject EntryType = {
 
 /* ------------------------------------------------------------ Entries */
 
-/* A writer's maker of Entries: Entries(add_part, ledger_id, master_key, recovery)(entry_id, body,
- * length, deferred) -> Entry, encoded by add_part (_fastcodec's), or None when add_part does not
- * cover it (the caller then makes a PendingAdd). */
+/* A writer's maker of Entries: Entries(package, add_part, ledger_id, master_key, recovery)(entry_id,
+ * lac, length, payload, deferred) -> Entry, packaged by package (the digest's C twin,
+ * DigestManager.c_package) and encoded by add_part (_fastcodec's), or None when either does not
+ * cover it (the caller then packages it and makes a PendingAdd). */
 typedef struct {
     PyObject_HEAD
+    PyObject *package;
     PyObject *add_part;
     PyObject *ledger_id;
     PyObject *master_key;
@@ -849,6 +851,7 @@ typedef struct {
 
 static int entries_traverse(Entries *self, visitproc visit, void *arg)
 {
+    Py_VISIT(self->package);
     Py_VISIT(self->add_part);
     Py_VISIT(self->ledger_id);
     Py_VISIT(self->master_key);
@@ -858,6 +861,7 @@ static int entries_traverse(Entries *self, visitproc visit, void *arg)
 
 static int entries_clear(Entries *self)
 {
+    Py_CLEAR(self->package);
     Py_CLEAR(self->add_part);
     Py_CLEAR(self->ledger_id);
     Py_CLEAR(self->master_key);
@@ -876,25 +880,33 @@ static PyObject *entries_vectorcall(PyObject *callable, PyObject *const *args, s
 {
     Entries *self = (Entries *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) || !bk_nargs("Entries", nargs, 4)) {
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) || !bk_nargs("Entries", nargs, 5)) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError, "Entries takes no keyword arguments");
         return NULL;
     }
-    PyObject *entry_id = args[0], *body = args[1], *length = args[2], *deferred = args[3];
+    PyObject *entry_id = args[0], *length = args[2], *deferred = args[4];
+    PyObject *pack[5] = {self->ledger_id, entry_id, args[1], length, args[3]};
+    PyObject *body = PyObject_Vectorcall(self->package, pack, 5, NULL);
+    if (body == NULL || body == Py_None)
+        return body;
     PyObject *call[5] = {self->ledger_id, entry_id, self->master_key, body, self->recovery};
     PyObject *parts = PyObject_Vectorcall(self->add_part, call, 5, NULL);
-    if (parts == NULL || parts == Py_None)
+    if (parts == NULL || parts == Py_None) {
+        Py_DECREF(body);
         return parts;
+    }
     if (!PyTuple_CheckExact(parts) || PyTuple_GET_SIZE(parts) != 2 || !PyBytes_CheckExact(PyTuple_GET_ITEM(parts, 0))
             || !PyBytes_CheckExact(PyTuple_GET_ITEM(parts, 1))) {
         Py_DECREF(parts);
+        Py_DECREF(body);
         PyErr_SetString(PyExc_TypeError, "Entries: add_part must give (part, reply)");
         return NULL;
     }
     Entry *e = PyObject_GC_New(Entry, &EntryType);
     if (e == NULL) {
         Py_DECREF(parts);
+        Py_DECREF(body);
         return NULL;
     }
 #define SET(field, value) (Py_INCREF(value), e->field = (value))
@@ -910,6 +922,7 @@ static PyObject *entries_vectorcall(PyObject *callable, PyObject *const *args, s
     SET(bookies, Py_None);
 #undef SET
     Py_DECREF(parts);
+    Py_DECREF(body);
     e->encoded = NULL;
     e->acked = 0;
     e->acks = 0;
@@ -919,14 +932,16 @@ static PyObject *entries_vectorcall(PyObject *callable, PyObject *const *args, s
 
 static PyObject *entries_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *add_part, *ledger_id, *master_key, *recovery;
-    static char *names[] = {"add_part", "ledger_id", "master_key", "recovery", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO:Entries", names, &add_part, &ledger_id, &master_key,
-                                     &recovery))
+    PyObject *package, *add_part, *ledger_id, *master_key, *recovery;
+    static char *names[] = {"package", "add_part", "ledger_id", "master_key", "recovery", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOO:Entries", names, &package, &add_part, &ledger_id,
+                                     &master_key, &recovery))
         return NULL;
     Entries *self = (Entries *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
+    Py_INCREF(package);
+    self->package = package;
     Py_INCREF(add_part);
     self->add_part = add_part;
     Py_INCREF(ledger_id);
@@ -947,7 +962,8 @@ static PyMemberDef entries_members[] = {
 static PyTypeObject EntriesType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "bkctl.wire.client._addpath.Entries",
-    .tp_doc = "Entries(add_part, ledger_id, master_key, recovery)(entry_id, body, length, deferred) -> Entry or None.",
+    .tp_doc = "Entries(package, add_part, ledger_id, master_key, recovery)(entry_id, lac, length, payload, deferred)"
+              " -> Entry or None.",
     .tp_basicsize = sizeof(Entries),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_new = entries_new,
@@ -1412,7 +1428,7 @@ PyMODINIT_FUNC PyInit__addpath(void)
         }
     }
     /* what bkctl.wire.fastpath's ADDPATH_API must be: a build older than the sources is not used */
-    if (PyModule_AddIntConstant(m, "API", 4) < 0) {
+    if (PyModule_AddIntConstant(m, "API", 5) < 0) {
         Py_DECREF(m);
         return NULL;
     }

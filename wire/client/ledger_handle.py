@@ -169,11 +169,16 @@ class LedgerHandle(ReadHandle):
         #: the bookies that failed for this ledger (the change's set: read on every copy sent)
         self._failed = self._ensemble.failed_bookies
         c_adds, codec = self.twins.adds, self.twins.codec
-        #: v3 with the C twins: makes each entry's pending add, which is its own encoded ADD
-        #: (``_addpath.Entries``; None: a :class:`~.pending_add.PendingAdd`, encoded when addressed)
+        #: v3 with the C twins: packages each entry and makes its pending add, which is its own
+        #: encoded ADD (``_addpath.Entries``; None: a :class:`~.pending_add.PendingAdd`, encoded
+        #: when addressed)
         self._c_entries = (
-            c_adds.Entries(codec.add_part, ledger_id, self.master_key, recovery)
-            if c_adds is not None and codec is not None and self._adds is not None and self._adds.use_v3
+            c_adds.Entries(self._c_package, codec.add_part, ledger_id, self.master_key, recovery)
+            if c_adds is not None
+            and codec is not None
+            and self._c_package is not None
+            and self._adds is not None
+            and self._adds.use_v3
             else None
         )
         #: gives a run its write sets and encoded adds, grouped by bookie (:func:`~.pending_add.address_run`
@@ -386,11 +391,11 @@ class LedgerHandle(ReadHandle):
         lac = self._lac
         length = self._length = self._length + len(payload)
         self._explicit.piggybacked = lac
-        c_package = self._c_package
-        body = None if c_package is None else c_package(self.ledger_id, entry_id, lac, length, payload)
         c_entries = self._c_entries  # on the fast path the entry is its own encoded ADD (_addpath.Entry)
-        p = None if body is None or c_entries is None else c_entries(entry_id, body, length, deferred)
+        p = None if c_entries is None else c_entries(entry_id, lac, length, payload, deferred)
         if p is None:
+            c_package = self._c_package
+            body = None if c_package is None else c_package(self.ledger_id, entry_id, lac, length, payload)
             if body is None:
                 body = self.digest.package(entry_id, lac, length, payload)
             p = PendingAdd(entry_id, body, length, deferred)
