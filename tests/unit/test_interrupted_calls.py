@@ -100,6 +100,22 @@ def test_a_bench_still_runs_to_its_count():
     assert handle.added == 10 and len(results[0]) == 10
 
 
+def test_a_failed_add_fails_the_bench_and_no_more_adds_follow():
+    """An add's failure ends the run with that failure; the adds in flight finish, none follows."""
+    from bkctl.ops.bench import drive_adds
+
+    handle = _Handle()
+    done = drive_adds(None, handle, count=100, payload=b"x", inflight=4, on_add=None)
+    errors: list = []
+    done.addErrback(errors.append)
+    first, *rest = handle.pending
+    handle.pending = rest
+    first.errback(ValueError("bookie refused"))
+    assert len(errors) == 1 and errors[0].check(ValueError)
+    handle.ack_all()
+    assert handle.added == 4 and not handle.pending
+
+
 def test_a_bench_reports_its_progress_in_steps_of_a_200th_and_at_the_end():
     """on_add(n) is called every 1/200th of the adds (not once per add), and the steps sum to the count."""
     from bkctl.ops.bench import drive_adds
