@@ -78,3 +78,15 @@ def test_an_empty_run_and_an_encoder_that_raises(twin):
 
     with pytest.raises(ValueError, match="cannot encode"):
         twin([PendingAdd(0, b"", 0)], cursor, encode)
+
+
+@pytest.mark.parametrize("twin, make", BOTH, ids=BOTH_IDS)
+def test_an_entry_addressed_already_is_skipped(twin, make):
+    """An entry an ensemble change sent already (it has its write set) is left as it is."""
+    cursor = StripeCursor(Ledger())
+    run = [make(e, b"body", e) for e in (0, 1)]
+    run[0].bookies = ("z", "b")
+    run[0].acks = 1
+    copies = twin(run, cursor, lambda p: f"encoded {p.entry_id}")
+    assert (run[0].bookies, run[0].acks) == (("z", "b"), 1)
+    assert {bookie: entries for bookie, (_adds, entries, _slots) in copies.items()} == {"b": [run[1]], "c": [run[1]]}

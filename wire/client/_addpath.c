@@ -1009,7 +1009,7 @@ static int stripe_of(PyObject *cursor, long long *lo, long long *hi, PyObject **
 PyDoc_STRVAR(address_run_doc,
 "address_run(run, cursor, encode) -> {bookie: (adds, entries, slots)}\n\n"
 "The C twin of bkctl.wire.client.pending_add.address_run: each entry of run\n"
-"given its write set (the StripeCursor's), no copy acknowledged, and its\n"
+"not addressed yet (bookies None; the others are skipped) given its write set (the StripeCursor's), no copy acknowledged, and its\n"
 "encoded ADD (encode(p) for one without), its copies grouped by bookie.");
 
 static PyObject *address_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -1035,6 +1035,18 @@ static PyObject *address_run(PyObject *self, PyObject *const *args, Py_ssize_t n
     int fresh = 0; /* the cursor looked at under the ledger's metadata now */
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(run); i++) {
         PyObject *p = PyList_GET_ITEM(run, i);
+        int addressed;
+        if (Py_IS_TYPE(p, &EntryType)) {
+            addressed = ((Entry *)p)->bookies != Py_None;
+        } else {
+            PyObject *had = PyObject_GetAttr(p, str_bookies);
+            addressed = had == NULL ? -1 : had != Py_None;
+            Py_XDECREF(had);
+        }
+        if (addressed < 0)
+            goto fail;
+        if (addressed)
+            continue; /* addressed already (an ensemble change sent it) */
         Py_INCREF(p);
         PyObject *bookies = NULL, *encoded = NULL, *e_obj = PyObject_GetAttr(p, str_entry_id);
         long long e = e_obj == NULL ? -1 : PyLong_AsLongLong(e_obj);

@@ -433,9 +433,8 @@ class LedgerHandle(ReadHandle):
     def _send_held_run(self) -> None:
         """Send the adds :meth:`_held_in_run` held (those an ensemble change did not send already)."""
         run, self._run = self._run, []
-        run = [p for p in run if p.bookies is None]
         if run and self._state != _FAILED:
-            self._send_run(run)
+            self._send_run(run)  # address_run skips the entries an ensemble change sent already
 
     def add_packaged(self, entry_id: int, body: bytes, length: int) -> defer.Deferred[int]:
         """Re-write an entry read back (recovery): the bytes go out unchanged."""

@@ -52,7 +52,7 @@ class PendingAdd:
 def address_run(
     run: list[PendingAdd], cursor: StripeCursor, encode: Callable[[PendingAdd], EncodedAdd]
 ) -> dict[str, tuple[list[EncodedAdd], list[PendingAdd], list[int]]]:
-    """A run of entries given their write sets (``cursor``: the writer's
+    """A run of entries not addressed yet (the others are skipped) given their write sets (``cursor``: the writer's
     :class:`~.readable_ledger.StripeCursor`; no copy acknowledged yet) and each its ADD
     (``encode(p)`` for one not encoded yet), grouped by bookie: ``{bookie: (encoded adds,
     entries, slots)}``, in run order.  The C twin is ``_addpath.address_run`` (fast paths on,
@@ -60,6 +60,8 @@ def address_run(
     copies: dict[str, tuple[list[EncodedAdd], list[PendingAdd], list[int]]] = {}
     write_set = cursor.write_set
     for p in run:
+        if p.bookies is not None:
+            continue  # addressed already (an ensemble change sent it)
         bookies = p.bookies = write_set(p.entry_id)
         p.acked = 0
         p.acks = 0
