@@ -12,7 +12,8 @@ collection alone) run one after another for at least ``--busy`` seconds.  A pass
 end is seen by polling the bookie's GC status, and its ZooKeeper requests by asking
 ZooKeeper (``mntr``) before and after; the idle windows make the same calls at the same
 pace without the PUT, so that the only difference between the two is the passes
-(the calls alone moved the p99 by up to half of idle on a 2-CPU host); with
+(the calls alone moved the p99 by up to half of idle on a 2-CPU host), and before
+each idle window a half as long one makes no call at all, printed for reference; with
 ``--windows N``, idle and GC windows of a N-th of those alternate N times (on a
 machine others load, its load swings between two long windows more than the GC moves
 the p99).  Printed: the
@@ -133,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         adds.start()
         passes = []
         for _window in range(args.windows):  # idle, passes, idle, passes...: the same background load
+            adds.phase = "quiet"  # no call at all: what the status calls cost, for reference
+            time.sleep(args.idle / args.windows / 2)
+            quiet_load = load_note()
             adds.phase = "idle"
             t_idle = time.monotonic()
             while time.monotonic() - t_idle < args.idle / args.windows:
@@ -157,6 +161,12 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         idle, busy = adds.latencies.get("idle", []), adds.latencies.get("gc", [])
+        quiet = adds.latencies.get("quiet", [])
+        print(
+            f"  live adds, no calls  p50 {ms(quiet, 0.5)} ms  p99 {ms(quiet, 0.99)} ms  max {ms(quiet, 1)} ms  "
+            f"({len(quiet)} adds)  [{quiet_load}]",
+            flush=True,
+        )
         print(
             f"  live adds idle       p50 {ms(idle, 0.5)} ms  p99 {ms(idle, 0.99)} ms  max {ms(idle, 1)} ms  "
             f"({len(idle)} adds)  [{idle_load}]",
@@ -168,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         print(
-            f"  p99 during GC / idle: {pct(busy, 0.99) / pct(idle, 0.99):.2f}x; {adds.failed} adds failed", flush=True
+            f"  p99 during GC / idle: {pct(busy, 0.99) / pct(idle, 0.99):.2f}x "
+            f"(/ no calls: {pct(busy, 0.99) / pct(quiet, 0.99):.2f}x); {adds.failed} adds failed",
+            flush=True,
         )
     return 0
 
