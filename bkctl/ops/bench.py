@@ -47,6 +47,7 @@ def drive_adds(client, handle, count: int, payload: bytes, inflight: int, on_add
 
     issued = acked_count = reported = 0
     step = max(1, count // 200)
+    next_report = -1 if on_add is None else min(count, step)  # on_add(n) when acked_count gets there
     stopped = False  # cancelled or failed: no more adds (those in flight are let finish)
 
     def cancelled(_d) -> None:  # Ctrl-C
@@ -71,7 +72,7 @@ def drive_adds(client, handle, count: int, payload: bytes, inflight: int, on_add
             add_entry(payload).addBoth(acked)
 
     def acked(result):
-        nonlocal acked_count, reported, issued
+        nonlocal acked_count, reported, issued, next_report
         if done.called:  # cancelled or failed: the run is over
             return
         if isinstance(result, Failure):
@@ -80,9 +81,10 @@ def drive_adds(client, handle, count: int, payload: bytes, inflight: int, on_add
         index = acked_count
         latencies[index] = clock() - latencies[index]
         acked_count = index + 1
-        if on_add is not None and (acked_count - reported == step or acked_count == count):
+        if acked_count == next_report:  # one comparison per add (on_add None: never)
             on_add(acked_count - reported)
             reported = acked_count
+            next_report = min(count, acked_count + step)
         if acked_count == count:
             done.callback(latencies)
         elif issued < count and not stopped:
