@@ -5,8 +5,8 @@ already does (the server's v2/v3 ADD and v3 READ decoders, its batched
 answers to runs of pipelined v3 reads, the journal's inline commits in the
 reactor thread, the client's add-answer shortcut, its v2 batch reads, a window's
 reads sent as one run per bookie, the C twins of its per-entry codecs and of its
-answer loop in ``_fastcodec.c``, of a writer's ADD copies and its acknowledgement counter in
-``wire/client/_addpath.c``, the bookie's journal and entry log records in ``_records.c``,
+answer loop in ``_fastcodec.c``, of a writer's ADD copies in ``wire/client/_addpath.c`` and its
+entries and acknowledgement counter in ``_addpath_entries.c`` (one module), the bookie's journal and entry log records in ``_records.c``,
 a burst's frames sent at once by :mod:`bkctl.wire.send_now`, ...).
 
 As aiokafka picks its C or Python record classes in one place, this module
