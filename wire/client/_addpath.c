@@ -21,6 +21,9 @@
  *                 the bytes and the callback (the connection then retires
  *                 deadlines and resets its backoff once per chunk).
  *
+ * The writer's side of the same module (Entry, Entries, address_run, Acks: the
+ * callback take_adds calls for each copy answered) is _addpath_entries.c.
+ *
  * The Python code (bkctl.wire.client.requests, .entry_requests) is the
  * reference and the general path; this module is used only with fast paths
  * on (bkctl.wire.fastpath: Twins.adds).  Nothing here reads an underscored
