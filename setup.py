@@ -1,7 +1,8 @@
 """The one thing pyproject.toml cannot say: the optional C extensions.
 
 ``bkctl.wire.pulsar._packed`` is the fast path of ``bkctl export --topic``
-(a batch's messages straight into Arrow buffers); ``bkctl.wire.codecs._fastcodec``
+(a batch's messages straight into Arrow buffers; its reader of a message's
+metadata in ``_packed_single.c``); ``bkctl.wire.codecs._fastcodec``
 that of the client's per-entry codecs (CRC32C digests, plain v3 READ and ADD
 requests and READ answers, its answer loop); ``bkctl.wire.codecs._records`` the
 bookie's journal and entry log records (CRC32C of both: ``wire/codecs/_crc32c.h``);
@@ -12,7 +13,7 @@ the decoding and checking of ledger metadata (a walk over every ledger);
 ``bkctl.wire.client._addpath`` a writer's copies of its ADDs (built, registered and answered) and,
 in _addpath_entries.c, its entries, their addressing and their acknowledgements;
 ``bkctl.wire.pulsar._avrocols`` a typed topic export's AVRO values (Avro binary
-straight into Arrow buffers).  All are optional: where no C
+straight into Arrow buffers, by a plan built in ``_avrocols_plan.c``).  All are optional: where no C
 compiler is found the install goes on without them, and the export, the client
 and the bookie take their Python paths (slower, same bytes and rows).
 """
@@ -23,7 +24,8 @@ setup(
     ext_modules=[
         Extension(
             "bkctl.wire.pulsar._packed",
-            ["wire/pulsar/_packed.c"],
+            ["wire/pulsar/_packed.c", "wire/pulsar/_packed_single.c"],
+            depends=["wire/pulsar/_packed_single.h"],
             optional=True,
             extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
         ),
@@ -43,7 +45,8 @@ setup(
         ),
         Extension(
             "bkctl.wire.pulsar._avrocols",
-            ["wire/pulsar/_avrocols.c"],
+            ["wire/pulsar/_avrocols.c", "wire/pulsar/_avrocols_plan.c"],
+            depends=["wire/pulsar/_avrocols.h"],
             optional=True,
             extra_compile_args=["-std=c11", "-O3", "-Wall", "-Wextra", "-Wno-unused-parameter"],
         ),

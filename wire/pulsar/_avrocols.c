@@ -36,6 +36,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_avrocols.h"
+
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "_avrocols writes Arrow's little-endian buffers with native stores: not built on a big-endian machine"
 #endif
@@ -43,16 +45,7 @@
 /* the API version the Python side checks (bkctl.wire.fastpath) */
 #define API 1
 
-enum { OP_NUL, OP_FAIL, OP_BOOL, OP_INT, OP_LONG, OP_FLOAT, OP_DOUBLE, OP_BYTES, OP_STRING, OP_FIXED, OP_ENUM,
-       OP_DEC_BYTES, OP_DEC_FIXED, OP_RECORD, OP_ARRAY, OP_MAP, OP_UNION, OP_COUNT };
-enum { C_BOOL, C_I32, C_I64, C_F32, C_F64, C_BIN, C_DEC, C_STRUCT, C_LIST, C_MAP, C_COUNT };
-
 /* ------------------------------------------------------------ buffers */
-
-typedef struct {
-    char *data;
-    Py_ssize_t len, cap;
-} Buf;
 
 static int buf_reserve(Buf *b, Py_ssize_t extra)
 {
@@ -80,17 +73,6 @@ static inline int put(Buf *b, const void *src, Py_ssize_t n)
     return 0;
 }
 
-typedef struct Col {
-    int kind;
-    Py_ssize_t len, nulls;
-    Buf valid; /* bits, one per slot */
-    Buf data;  /* values (bits for C_BOOL), or the bytes of C_BIN */
-    Buf offs;  /* int32 offsets: C_BIN, C_LIST, C_MAP (starting with 0) */
-    Py_ssize_t bits; /* C_BOOL: values appended */
-    int nchild;
-    int *child;
-} Col;
-
 static int set_bit(Buf *b, Py_ssize_t i, int on)
 {
     if ((i & 7) == 0) {
@@ -102,32 +84,6 @@ static int set_bit(Buf *b, Py_ssize_t i, int on)
         b->data[i >> 3] |= (char)(1 << (i & 7));
     return 0;
 }
-
-typedef struct {
-    PyObject_HEAD
-    int ncols;
-    Col *cols;
-    PyObject *plans; /* the plans, kept alive: ops point into them */
-    struct Op **slots;
-    int nslots;
-} Decoder;
-
-typedef struct Op {
-    int kind, col;
-    Py_ssize_t size;
-    int precision;
-    int n;
-    struct Op *sub; /* record fields, union branches, [item], [value] */
-    int key_col;
-    /* ENUM: the reader's symbols by writer index (NULL: fail) */
-    const char **sym;
-    Py_ssize_t *symlen;
-    /* RECORD: defaults */
-    int ndef;
-    int *def_col;
-    PyObject **def_val;
-    int utf8;
-} Op;
 
 /* ------------------------------------------------------------ appending */
 
@@ -476,139 +432,6 @@ static int read_op(Decoder *d, Op *op, In *in)
         return read_op(d, &op->sub[n], in);
     }
     return 1;
-}
-
-/* ------------------------------------------------------------ building a plan */
-
-static void op_free(Op *op)
-{
-    if (op->sub) {
-        for (int i = 0; i < op->n; i++)
-            op_free(&op->sub[i]);
-        PyMem_Free(op->sub);
-    }
-    PyMem_Free(op->sym);
-    PyMem_Free(op->symlen);
-    PyMem_Free(op->def_col);
-    PyMem_Free(op->def_val);
-}
-
-static int bad_plan(const char *why)
-{
-    PyErr_Format(PyExc_ValueError, "bad Avro column plan: %s", why);
-    return -1;
-}
-
-static int op_build(Decoder *d, Op *op, PyObject *t)
-{
-    memset(op, 0, sizeof(*op));
-    int kind, col;
-    PyObject *arg;
-    if (!PyTuple_Check(t) || !PyArg_ParseTuple(t, "iiO", &kind, &col, &arg))
-        return PyErr_Occurred() ? -1 : bad_plan("a plan is (kind, column, arg)");
-    if (kind < 0 || kind >= OP_COUNT || col < -1 || col >= d->ncols)
-        return bad_plan("kind or column out of range");
-    op->kind = kind;
-    op->col = col;
-    switch (kind) {
-    case OP_STRING:
-        op->utf8 = PyObject_IsTrue(arg);
-        break;
-    case OP_FIXED:
-        op->size = PyLong_AsSsize_t(arg);
-        if (op->size < 0)
-            return PyErr_Occurred() ? -1 : bad_plan("fixed size");
-        break;
-    case OP_DEC_BYTES:
-        op->precision = (int)PyLong_AsLong(arg);
-        break;
-    case OP_DEC_FIXED:
-        if (!PyArg_ParseTuple(arg, "ni", &op->size, &op->precision))
-            return -1;
-        break;
-    case OP_ENUM: {
-        if (!PyTuple_Check(arg))
-            return bad_plan("enum symbols");
-        op->n = (int)PyTuple_GET_SIZE(arg);
-        op->sym = PyMem_Calloc(op->n + 1, sizeof(char *));
-        op->symlen = PyMem_Calloc(op->n + 1, sizeof(Py_ssize_t));
-        if (!op->sym || !op->symlen)
-            return PyErr_NoMemory(), -1;
-        for (int i = 0; i < op->n; i++) {
-            PyObject *s = PyTuple_GET_ITEM(arg, i);
-            if (s == Py_None)
-                continue;
-            if (!PyBytes_Check(s))
-                return bad_plan("enum symbol");
-            op->sym[i] = PyBytes_AS_STRING(s);
-            op->symlen[i] = PyBytes_GET_SIZE(s);
-        }
-        break;
-    }
-    case OP_RECORD: case OP_UNION: case OP_ARRAY: case OP_MAP: {
-        PyObject *subs = arg, *defs = NULL;
-        if (kind == OP_RECORD) {
-            if (!PyArg_ParseTuple(arg, "O!O!", &PyTuple_Type, &subs, &PyTuple_Type, &defs))
-                return -1;
-        } else if (kind == OP_MAP) {
-            PyObject *value;
-            if (!PyArg_ParseTuple(arg, "iO", &op->key_col, &value))
-                return -1;
-            if (op->key_col < 0 || op->key_col >= d->ncols)
-                return bad_plan("map key column");
-            subs = NULL;
-            op->n = 1;
-            op->sub = PyMem_Calloc(1, sizeof(Op));
-            if (!op->sub)
-                return PyErr_NoMemory(), -1;
-            if (op_build(d, &op->sub[0], value) < 0)
-                return -1;
-        } else if (kind == OP_ARRAY) {
-            op->n = 1;
-            op->sub = PyMem_Calloc(1, sizeof(Op));
-            if (!op->sub)
-                return PyErr_NoMemory(), -1;
-            if (op_build(d, &op->sub[0], arg) < 0)
-                return -1;
-            subs = NULL;
-        }
-        if (subs != NULL) {
-            if (!PyTuple_Check(subs))
-                return bad_plan("sub-plans");
-            op->n = (int)PyTuple_GET_SIZE(subs);
-            op->sub = PyMem_Calloc(op->n + 1, sizeof(Op));
-            if (!op->sub)
-                return PyErr_NoMemory(), -1;
-            for (int i = 0; i < op->n; i++)
-                if (op_build(d, &op->sub[i], PyTuple_GET_ITEM(subs, i)) < 0)
-                    return -1;
-        }
-        if (defs != NULL) {
-            op->ndef = (int)PyTuple_GET_SIZE(defs);
-            op->def_col = PyMem_Calloc(op->ndef + 1, sizeof(int));
-            op->def_val = PyMem_Calloc(op->ndef + 1, sizeof(PyObject *));
-            if (!op->def_col || !op->def_val)
-                return PyErr_NoMemory(), -1;
-            for (int i = 0; i < op->ndef; i++) {
-                PyObject *pair = PyTuple_GET_ITEM(defs, i), *v;
-                if (!PyArg_ParseTuple(pair, "iO", &op->def_col[i], &v))
-                    return -1;
-                if (op->def_col[i] < 0 || op->def_col[i] >= d->ncols)
-                    return bad_plan("default column");
-                int k = d->cols[op->def_col[i]].kind;
-                int fits = v == Py_None || (k == C_BOOL && PyBool_Check(v)) ||
-                           ((k == C_I32 || k == C_I64) && PyLong_Check(v)) ||
-                           ((k == C_F32 || k == C_F64) && PyFloat_Check(v)) || (k == C_BIN && PyBytes_Check(v)) ||
-                           ((k == C_LIST || k == C_MAP) && PyTuple_Check(v) && PyTuple_GET_SIZE(v) == 0);
-                if (!fits)
-                    return bad_plan("a default that does not fit its column");
-                op->def_val[i] = v; /* borrowed: the plans are kept */
-            }
-        }
-        break;
-    }
-    }
-    return 0;
 }
 
 /* ------------------------------------------------------------ the Decoder type */
