@@ -73,6 +73,7 @@ __all__ = [
     "main",
     "pack_ids",
     "paced",
+    "unpack_ids",
 ]
 
 #: the listing's CPU priority (:func:`~.child_process.lower_cpu_priority`): SCHED_IDLE, in
@@ -189,9 +190,14 @@ class PackedIds(NamedTuple):
     data: bytes
 
     def ids(self) -> array[int]:
-        out = array("q")
-        out.frombytes(self.data)
-        return out
+        return unpack_ids(self.data)
+
+
+def unpack_ids(data: bytes) -> array[int]:
+    """Native 8-byte integers (the ids either side sends) as an array."""
+    out = array("q")
+    out.frombytes(data)
+    return out
 
 
 def pack_ids(ids: Sequence[int]) -> PackedIds:
@@ -261,9 +267,7 @@ class ListingProcess:
                 if self._stopped:
                     raise GcListingStopped("the bookie is shutting down")
                 raise GcListingError(f"the metadata listing process {proc.pid} ended ({status}): nothing deleted")
-            gone = array("q")
-            gone.frombytes(raw)
-            return gone.tolist()
+            return unpack_ids(raw).tolist()
 
     def _start(self) -> subprocess.Popen:
         from .child_process import child_environment
@@ -372,9 +376,7 @@ def main() -> int:
             if raw is None:
                 return 0  # the bookie closed our input, or is gone
             if raw != request:  # the bookie's ledgers changed since the last pass: sorted again
-                ids = array("q")
-                ids.frombytes(raw)
-                request, local = raw, ascending(ids)
+                request, local = raw, ascending(unpack_ids(raw))
             try:
                 if not started:
                     store.start()

@@ -313,7 +313,7 @@ class ZKLedgerManager(Manager):
     def ids(self) -> Iterator[int]:
         """Every ledger id, ascending, walking the hierarchy one level at a time."""
         for rng in self.ranges():
-            yield from sorted(rng.ledgers)
+            yield from rng.ledgers  # a SortedIds: ascending already
 
     @zk_gen
     def ranges(self, *, watched: bool = False) -> Iterator[LedgerRange]:
