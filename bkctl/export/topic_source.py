@@ -91,12 +91,13 @@ def topic_typing(store, spec: TopicSpec, reader: LedgerReader) -> tuple[Any, dic
         if spec.schema_version is not None:
             raise NoSuchSchema(f"{spec.topic} has no schema (--schema-version {spec.schema_version})")
         return None, doc
-    versions, unreadable = {}, {}
+    versions, unreadable, failures = {}, {}, {}
     for entry in sorted(locator.index):
         try:
             versions[entry.version] = reg.version(sid, entry.version, locator)[1]
         except SchemaUnreadable as exc:
             unreadable[entry.version] = str(exc)
+            failures[entry.version] = exc
     doc.update(versions=sorted(versions), unreadable={str(v): why for v, why in unreadable.items()})
     if spec.schema_version is not None and spec.schema_version not in versions:
         if spec.schema_version in unreadable:
@@ -104,6 +105,16 @@ def topic_typing(store, spec: TopicSpec, reader: LedgerReader) -> tuple[Any, dic
         raise NoSuchSchema(
             f"{spec.topic} has no schema version {spec.schema_version} "
             f"(versions {', '.join(map(str, sorted(versions) + sorted(unreadable)))})"
+        )
+    if not versions and unreadable:
+        # the topic has a schema and none of it reads: rows without ``value`` would
+        # change a scheduled export's columns without a word, so nothing is exported
+        newest = failures[max(failures)]
+        raise SchemaUnreadable(
+            newest.ledger_id,
+            f"{newest.why}: {spec.topic}'s schema (version {max(failures)}) does not read, so its `value` "
+            "column cannot be typed; nothing exported (bring its bookies back, or --raw for rows without `value`)",
+            missing=newest.missing,
         )
     try:
         view = TypedView(versions, unreadable, spec.schema_version)

@@ -101,3 +101,49 @@ def test_the_data_source_takes_short_topic_names_and_the_strict_option():
         ReadOptions({**base, "topic": "ns/half"})
     with pytest.raises(SpecError, match="strict"):
         ReadOptions({**base, "topic": "orders", "strict": "maybe"})
+
+
+class _DownBookies:
+    """A BlockingBookKeeper whose ledgers' bookies are all down: a read fails as the real client's does."""
+
+    def open(self, ledger_id, password):
+        return self
+
+    def read_entry(self, entry_id):
+        from bkctl.wire.client.errors import BookieUnavailable
+
+        raise BookieUnavailable("127.0.0.1:3181: connection refused")
+
+
+class _Reader:
+    client = staticmethod(_DownBookies)
+
+
+def _schema_store(case: str):
+    from tests.support import pulsar_entries as pe
+    from tests.support.fake_store import FakeMetadataStore
+
+    from bkctl.wire.pulsar.registry import schemas_base
+
+    c = pe.schema_case(case)
+    store = FakeMetadataStore().start()
+    managed = f"{store.root.rsplit('/', 1)[0]}/managed-ledgers"
+    store.pulsar.put_schema_locator(c["expected"]["schema_id"], c["locator"], base=schemas_base(managed))
+    return store, c["expected"]["topic"]
+
+
+def test_a_typed_export_whose_schema_does_not_read_refuses_instead_of_dropping_value():
+    """Its only schema ledger on a bookie that is down: no rows without the
+    ``value`` column a nightly job expects, but an error naming the ledger and the way out."""
+    from bkctl.export.topic_planning import TopicSpec
+    from bkctl.export.topic_source import topic_typing
+    from bkctl.exitcodes import FAILED, exit_code_for
+    from bkctl.wire.pulsar.errors import SchemaUnreadable
+
+    store, topic = _schema_store("s_avro")
+    with pytest.raises(SchemaUnreadable, match="cannot be typed; nothing exported .*--raw") as got:
+        topic_typing(store, TopicSpec(topic), _Reader())
+    assert "connection refused" in str(got.value) and exit_code_for(got.value) == FAILED
+    # --raw is the partial result asked for: rows without `value`, said in the manifest
+    view, doc = topic_typing(store, TopicSpec(topic, raw=True), _Reader())
+    assert view is None and doc["why_not"] == "--raw"
