@@ -429,7 +429,8 @@ def decommission(
 
     The bookie must not be registered (exit 4: stop it first; one that is
     registered but does not answer was probably just killed: ZooKeeper keeps
-    its registration until its session expires, and the message says so)
+    its registration until its session expires, and the message says so;
+    --dry-run shows the plan of a running bookie too, saying it runs)
     and must be known to the cluster (a cookie or a ledger naming it; else
     exit 3).  When autorecovery is enabled and an auditor is elected, the
     autorecovery daemons copy its data, as Java's decommissionbookie lets
@@ -449,7 +450,11 @@ def decommission(
     every fragment on it is re-replicated from this process as `recover`
     does (open ledgers using it in their last segment are recovered: fenced
     and closed), then the metadata is scanned until no ledger names it (up
-    to 3 passes; no more once a pass moved none).  Only then is its cookie deleted.  --dry-run makes the
+    to 3 passes; no more once a pass moved none).  Ledgers with entries whose
+    every copy is on the bookie (or on bookies down too) are said first, plan
+    and failure alike: lost unless the bookie returns, with the way out (bring
+    it back, or delete them and decommission again); the daemons are not
+    waited for once only those are left.  Only then is its cookie deleted.  --dry-run makes the
     same checks and shows the ledgers that would move (locally: the plan of
     `recover --dry-run`); nothing changes.  --json (printed on failure too,
     before the exit 1): bookie_id, mode (autorecovery or local), passes,
@@ -457,8 +462,10 @@ def decommission(
     ledger left repair {state, text, worker, since, until, attempts, reason} -- the repair
     model of `autorecovery status` -- and error),
     entries_copied (null with the daemons), remaining_ledgers, left[]
-    (ledger_id, cause, reason: each ledger left, grouped by cause),
-    cookie_deleted, dry_run, error (null, or the failure's message).
+    (ledger_id, cause, reason: each ledger left, grouped by cause, the lost
+    ones first), lost[] (ledger_id, reason), registered (a dry run of a
+    running bookie), cookie_deleted, dry_run, error (null, or the failure's
+    message, starting with the lost ledgers).
     """
     from ..exitcodes import FAILED, CommandError
     from ..ops.recovery import decommission as run
@@ -525,8 +532,20 @@ def _show_left(app: App, doc: dict) -> None:
 
 
 def _show_decommission_plan(app: App, doc: dict) -> None:
+    from ..ops.recovery import lost_line
+
     def human():
         n = _plural(len(doc["remaining_ledgers"]), "ledger")
+        if doc["lost"]:
+            app.console.print(
+                f"warning: {lost_line([r['ledger_id'] for r in doc['lost']], doc['bookie_id'])}", markup=False
+            )
+            for r in doc["lost"]:
+                app.console.print(f"  {r['ledger_id']}: {r['reason']}", markup=False)
+        if doc["registered"]:
+            app.console.print(
+                f"note: {doc['bookie_id']} is registered (running): stop it before decommissioning it", markup=False
+            )
         if doc["mode"] == "autorecovery":
             if doc["ledgers"]:
                 stream_table(app, ["ledger", "status"], ((r["ledger_id"], r["status"]) for r in doc["ledgers"]))

@@ -373,7 +373,8 @@ def decommission(
     sleep = sleep or time.sleep
     note = on_note or (lambda _text: None)
     [bookie] = check_bookie_ids([bookie])
-    if store.registration.is_registered(bookie):
+    registered = store.registration.is_registered(bookie)
+    if registered and not dry_run:
         raise CommandError(_registered_message(store, bookie), CONFLICT)
     by_ledger: dict[int, dict] = {}
     copied: int | None = 0
@@ -405,6 +406,8 @@ def decommission(
             "entries_copied": None if use_daemons else 0,
             "remaining_ledgers": ids,
             "left": [],
+            "lost": [{"ledger_id": lid, "reason": why} for lid, why in lost_with(store, ids, bookie).items()],
+            "registered": registered,
             "cookie_deleted": False,
             "dry_run": True,
             "error": None,
@@ -418,6 +421,9 @@ def decommission(
         if on_start is not None:
             on_start(len(ids), None)  # the daemons' bytes are not seen from here: ledgers only
         auditor, _delay = trigger_audit(store)
+        lost_first = lost_with(store, ids, bookie)
+        if lost_first:
+            note(lost_line(list(lost_first), bookie))
         note(
             f"audit triggered (auditor {auditor}): waiting up to {timeout:g} s for the autorecovery daemons "
             f"to move {_plural(len(ids), 'ledger')} off {bookie}"
@@ -432,8 +438,8 @@ def decommission(
                 if on_ledger is not None:
                     on_ledger(by_ledger[lid])
             waiting = left
-            if not waiting or clock() >= deadline:
-                break
+            if not waiting or clock() >= deadline or set(waiting) <= set(lost_first):
+                break  # (no worker can copy what has no copy left: waiting longer changes nothing)
             if clock() - told >= heartbeat:
                 told = clock()
                 note(
@@ -462,7 +468,8 @@ def decommission(
         ids = ledgers_on(store, [bookie])
         if not doc["totals"]["recovered"]:
             break  # nothing moved this pass: another would fail alike (no bookie free, copies down)
-    left_now = left_rows([by_ledger.get(lid, {"ledger_id": lid}) for lid in ids])
+    lost = lost_with(store, ids, bookie)
+    left_now = left_rows([by_ledger.get(lid, {"ledger_id": lid}) for lid in ids], lost)
     result = {
         "bookie_id": bookie,
         "mode": "autorecovery" if use_daemons else "local",
@@ -471,6 +478,8 @@ def decommission(
         "entries_copied": copied,
         "remaining_ledgers": ids,
         "left": left_now,
+        "lost": [{"ledger_id": lid, "reason": why} for lid, why in lost.items()],
+        "registered": False,
         "cookie_deleted": False,
         "dry_run": False,
         "error": None,
@@ -478,8 +487,11 @@ def decommission(
     if ids:
         waited = f" after {timeout:g} s" if use_daemons else ""
         result["error"] = (
-            f"{_plural(len(ids), 'ledger')} still use bookie {bookie}{waited}; cookie kept: {describe_left(left_now)}"
+            f"{_plural(len(ids), 'ledger')} still {'uses' if len(ids) == 1 else 'use'} bookie {bookie}{waited}; "
+            f"cookie kept: {describe_left(left_now)}"
         )
+        if lost:
+            result["error"] = f"{lost_line(list(lost), bookie)}; {result['error']}"
         return result
     found_cookie = store.cookies.get(bookie)
     if found_cookie is not None:
@@ -491,6 +503,52 @@ def decommission(
         except NoSuchCookie:
             pass
     return result
+
+
+#: the cause of a ledger left whose only copy of some entries is on the leaving bookie
+LOST = "lost"
+
+
+def lost_with(store, ledger_ids: Iterable[int], bookie: str) -> dict[int, str]:
+    """Those of ``ledger_ids`` that lose data if ``bookie`` never returns: some
+    entry's every copy (its write set, segment by segment) is on ``bookie`` or
+    on bookies that are not registered.  Ledger id -> why, in one short line."""
+    from bkctl.wire.metadata.ledger import write_set_indices
+
+    live = (set(store.registration.writable_bookies()) | set(store.registration.readonly_bookies())) - {bookie}
+    out: dict[int, str] = {}
+    for lid, md, _version in store.ledgers.read_many(list(ledger_ids), naming=[bookie]):
+        if md is None or isinstance(md, Exception) or bookie not in md.bookies:
+            continue
+        for i, (first, ensemble) in enumerate(md.ensembles):
+            end = md.ensembles[i + 1][0] - 1 if i + 1 < len(md.ensembles) else None
+            if end is None and md.is_closed:
+                end = md.last_entry_id
+            stop = first + len(ensemble) - 1 if end is None else min(end, first + len(ensemble) - 1)
+            if bookie not in ensemble or stop < first:
+                continue
+            gone = [
+                e
+                for e in range(first, stop + 1)
+                if not any(str(ensemble[j]) in live for j in write_set_indices(e, len(ensemble), md.write_quorum))
+            ]
+            if gone:
+                down = sorted({str(b) for b in ensemble} - live - {bookie})
+                out[lid] = f"entries from {first} have no copy but on {bookie}" + (
+                    f" and bookies down ({', '.join(down)})" if down else ""
+                )
+                break
+    return out
+
+
+def lost_line(lost: list[int], bookie: str) -> str:
+    """The one line that says a decommission loses data, first, with the way out."""
+    shown = ", ".join(map(str, lost[:10])) + (f", ... ({len(lost) - 10} more)" if len(lost) > 10 else "")
+    return (
+        f"{_plural(len(lost), 'ledger')} LOST unless bookie {bookie} returns (no other copy: {shown}); "
+        f"bring it back, or delete {'it' if len(lost) == 1 else 'them'} (`bkctl ledger delete ID --force`) "
+        "and decommission again"
+    )
 
 
 #: what a ledger left waits for, by its repair state (:mod:`bkctl.wire.autorecovery.repairstate`),
@@ -505,6 +563,7 @@ _STATE_LABELS = {
     "locked": "locked by a worker that keeps no status",
     "done": "done, metadata not updated yet",
     "appeared": "named the bookie after the run started",
+    LOST: "lost unless the bookie returns (no other copy)",
 }
 
 
@@ -537,23 +596,27 @@ def _daemon_rows(states: dict[int, dict]) -> list[dict]:
     return rows
 
 
-def left_rows(rows: Iterable[dict]) -> list[dict]:
-    """``{ledger_id, cause, reason}`` of each ledger left, grouped by cause (the most
-    common first), ascending ids within a cause."""
+def left_rows(rows: Iterable[dict], lost: dict[int, str] | None = None) -> list[dict]:
+    """``{ledger_id, cause, reason}`` of each ledger left, grouped by cause: the
+    ``lost`` ones (ledger id -> why, :func:`lost_with`) first, then the most
+    common cause first; ascending ids within a cause."""
     from collections import Counter
 
+    lost = lost or {}
     out = []
     for r in rows:
         cause = r.get("cause")
         reason = r.get("reason")
-        if cause is None:  # no attempt says why: it failed otherwise, or came since
+        if r["ledger_id"] in lost:
+            cause, reason = LOST, lost[r["ledger_id"]]
+        elif cause is None:  # no attempt says why: it failed otherwise, or came since
             from bkctl.wire.client.rereplication import OTHER
 
             cause = OTHER if r.get("error") else "appeared"
             reason = r.get("error") or "its metadata names the bookie; run decommission again"
         out.append({"ledger_id": r["ledger_id"], "cause": cause, "reason": reason})
     counts = Counter(r["cause"] for r in out)
-    return sorted(out, key=lambda r: (-counts[r["cause"]], r["cause"], r["ledger_id"]))
+    return sorted(out, key=lambda r: (r["cause"] != LOST, -counts[r["cause"]], r["cause"], r["ledger_id"]))
 
 
 def describe_left(left: list[dict]) -> str:
@@ -562,7 +625,8 @@ def describe_left(left: list[dict]) -> str:
     from collections import Counter
 
     counts = Counter(r.get("cause") or "other" for r in left)
-    return "; ".join(f"{n} {cause_label(cause)}" for cause, n in counts.most_common())
+    ordered = sorted(counts.most_common(), key=lambda c: c[0] != LOST)
+    return "; ".join(f"{n} {cause_label(cause)}" for cause, n in ordered)
 
 
 def _registered_message(store, bookie: str) -> str:

@@ -168,7 +168,9 @@ def test_decommission(bookie_cluster, metadata_uri, zkstore, writer):
 
     running = bkctl(uri, "decommission", victim_id, "--force")
     assert "stop it" in one_line_error(running, 4)
-    assert "stop it" in one_line_error(bkctl(uri, "decommission", victim_id, "--dry-run"), 4)
+    running_plan = json.loads(ok(bkctl(uri, "--json", "decommission", victim_id, "--dry-run")))
+    assert running_plan["registered"] and sorted(r["ledger_id"] for r in running_plan["ledgers"]) == sorted(used_victim)
+    assert "is registered (running): stop it" in ok(bkctl(uri, "decommission", victim_id, "--dry-run"))
     victim.stop()  # graceful: its registration goes at once
     deadline = time.monotonic() + 30
     while zkstore.registration.is_registered(victim_id):
