@@ -133,3 +133,37 @@ def zkstore(metadata_uri):
         yield store
     finally:
         store.close()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A real S3 server (SeaweedFS, tests/support/s3_server.py) for the whole session, so once per
+    xdist worker, stopped by pid at the end (integration tests only): an
+    :class:`~tests.support.s3_server.S3Endpoint`."""
+    from bkctl.sandbox.s3 import S3Server, S3ServerError
+    from tests.support.folders import integration_only
+    from tests.support.interrupts import die_with_parent
+    from tests.support.ports import free_port
+    from tests.support.s3_server import S3Endpoint
+
+    integration_only("a real S3 server")
+    server = S3Server(tmp_path_factory.mktemp("s3"), port_chooser=free_port, preexec_fn=die_with_parent)
+    try:
+        server.start()
+    except S3ServerError as exc:
+        pytest.fail(f"integration tests need a real S3 server: {exc}", pytrace=False)
+    try:
+        yield S3Endpoint.of(server)
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server):
+    """A bucket of this test's own on :func:`s3_server` (:class:`~tests.support.s3_server.S3Bucket`),
+    emptied and deleted afterwards."""
+    bucket = s3_server.new_bucket()
+    try:
+        yield bucket
+    finally:
+        bucket.drop()

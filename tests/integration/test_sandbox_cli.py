@@ -39,8 +39,10 @@ def test_up_status_down_json(sandbox_dir):
     result = invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert set(doc) == {"uri", "zookeeper", "bookies", "failed", "retired", "dir", "autorecovery", "tls", "settings"}
-    assert doc["failed"] == []
+    assert set(doc) == {
+        "uri", "zookeeper", "bookies", "failed", "retired", "dir", "autorecovery", "tls", "settings", "s3"
+    }  # fmt: skip
+    assert doc["failed"] == [] and doc["s3"] is None
     assert doc["tls"] is None
     assert doc["bookies"] == [] and doc["dir"] == str(sandbox_dir.resolve()) and doc["autorecovery"] is False
     port, pid = doc["zookeeper"]["port"], doc["zookeeper"]["pid"]
