@@ -54,7 +54,7 @@ def load_command(name: str) -> click.Command:
     hold (import statements, not names in a table: the import graph check reads them)."""
     match name:
         case "ledger":
-            from .commands import ledger, ledger_client, ledger_metadata
+            from .commands import ledger, ledger_client, ledger_fsck, ledger_metadata
 
             for command in (
                 ledger_client.ledger_create,
@@ -65,6 +65,7 @@ def load_command(name: str) -> click.Command:
                 ledger_client.ledger_recover,
                 ledger_client.ledger_tail,
                 ledger_metadata.metadata,
+                ledger_fsck.fsck,
             ):
                 ledger.ledger.add_command(command)
             return ledger.ledger

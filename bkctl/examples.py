@@ -32,6 +32,12 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("bkctl ledger delete 100-199 --dry-run", "what would go, what Pulsar still uses"),
         ("bkctl pulsar orphans --json | bkctl ledger delete - --force", "clean up every orphan"),
     ],
+    "ledger fsck": [
+        ("bkctl ledger fsck", "every ledger against its bookies; exit 0 when clean"),
+        ("bkctl --json ledger fsck | jq -c 'select(.kind == \"data_lost\")'", "what is lost, for a script"),
+        ("bkctl ledger fsck 100-199 --all", "compare every entry's replicas"),
+        ("bkctl ledger fsck --fix mark --fix ensemble --fix unmark --dry-run", "what the repairs would write"),
+    ],
     "ledger create": [
         ("bkctl ledger create", "3/2/2, CRC32C, empty password; prints the id"),
         ("bkctl ledger create -e 5 -w 3 -a 2 --meta app=orders", "with custom metadata"),

@@ -8,6 +8,10 @@ USAGE = 2
 NOT_FOUND = 3
 CONFLICT = 4
 UNREACHABLE = 5
+#: ``ledger fsck``'s findings, by the worst one (:class:`bkctl.wire.fsck.findings.Severity`)
+FSCK_STALE_MARKS = 6
+FSCK_REPAIRABLE = 7
+FSCK_DATA_LOST = 8
 INTERRUPTED = 130
 
 DESCRIPTIONS = {
@@ -18,6 +22,9 @@ DESCRIPTIONS = {
     CONFLICT: "conflict: ledger fenced or closed, concurrent metadata change, already exists, "
     "a ledger Pulsar uses refused",
     UNREACHABLE: "ZooKeeper or the needed bookies are unreachable",
+    FSCK_STALE_MARKS: "ledger fsck: only under-replication marks out of date (a healthy or deleted ledger marked)",
+    FSCK_REPAIRABLE: "ledger fsck: copies missing, misplaced or corrupt while a good copy lives",
+    FSCK_DATA_LOST: "ledger fsck: entries with no live copy (data lost)",
     INTERRUPTED: "interrupted (Ctrl-C); a closed pipe (| head) is 0",
 }
 

@@ -353,8 +353,9 @@ def test_underreplication_marks_and_locks(sessions, store):
     assert ur.get(7).replicas == (A, B, C) and ur.lock_holder(7) is None  # the lock is released anyway
 
     taken, version = ur.acquire("w1", skip=[3])
+    assert ur.mark_version(7) == version and ur.mark_version(8) is None
     assert ur.mark_replicated(7, version) is True
-    assert ur.get(7) is None and ur.locks() == {}
+    assert ur.get(7) is None and ur.locks() == {} and ur.mark_version(7) is None
     assert ur.mark_replicated(7, version) is True  # gone already: done
 
     taken, _ = ur.acquire("w1")

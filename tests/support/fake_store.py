@@ -543,6 +543,11 @@ class FakeUnderreplicationManager(_Manager):
         return self._mark(ledger_id) if ledger_id in self._marks else None
 
     @_call
+    def mark_version(self, ledger_id: int) -> int | None:
+        node = self._marks.get(ledger_id)
+        return None if node is None else node[1]
+
+    @_call
     def marks(self) -> Iterator[UnderreplicatedMark]:
         return iter([self._mark(i) for i in sorted(self._marks)])
 

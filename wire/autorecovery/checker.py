@@ -19,7 +19,7 @@ from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
 if TYPE_CHECKING:
     from bkctl.wire.client.bookkeeper import BookKeeperClient
 
-__all__ = ["bookies_missing_replicas", "entries_held", "replica_counts"]
+__all__ = ["bookies_missing_replicas", "entries_held", "marked_copies_lacking", "replica_counts"]
 
 
 def entries_held(md: LedgerMetadata, segment: int, position: int, last_entry_id: int) -> tuple[int, int] | None:
@@ -84,6 +84,50 @@ def _has_entry(client: BookKeeperClient, bookie: str, ledger_id: int, entry_id: 
 
     answered: defer.Deferred[bool] = d.addCallbacks(lambda _body: True, lambda _failure: False)
     return answered
+
+
+async def marked_copies_lacking(
+    client: BookKeeperClient, ledger_id: int, md: LedgerMetadata, marked: Collection[str], window: int = 64
+) -> set[str]:
+    """Of the bookies a mark names (``marked``: registered, of a closed ledger), those that lack
+    an entry their write sets give them (their GET_LIST_OF_ENTRIES_OF_LEDGER answer), or hold
+    one whose digest does not verify (every such entry read): the whole check ``bkctl ledger
+    fsck`` made before marking them, which the first-and-last check above does not see."""
+    from bkctl.wire.client.credentials import ledger_credentials
+    from bkctl.wire.codecs.digest import DigestManager
+    from bkctl.wire.fsck.check import BookieRequests
+
+    lacking: set[str] = set()
+    if not md.is_closed or md.last_entry_id < 0:
+        return lacking
+    requests = BookieRequests(client.pool, window)
+    try:
+        password, digest_type = ledger_credentials(ledger_id, md)
+        digest: DigestManager | None = DigestManager(ledger_id, digest_type, password)
+    except Exception:  # noqa: BLE001 - no credentials: held entries count as good
+        digest = None
+    for bookie in sorted(set(marked).intersection(md.bookies)):
+        should = [e for e in range(md.last_entry_id + 1) if bookie in md.write_set(e)]
+        held = await requests.availability(bookie, ledger_id)
+        if held is not None and any(e not in held for e in should):
+            lacking.add(bookie)
+            continue
+        for start in range(0, len(should), window):
+            reads = [
+                (e, defer.ensureDeferred(requests.read(bookie, ledger_id, e))) for e in should[start : start + window]
+            ]
+            for entry_id, d in reads:
+                try:
+                    body = await d
+                    if body is None:
+                        raise LookupError("absent")
+                    if digest is not None:
+                        digest.verify(body, entry_id)
+                except Exception:  # noqa: BLE001 - absent, unreadable or corrupt: lacking
+                    lacking.add(bookie)
+            if bookie in lacking:
+                break
+    return lacking
 
 
 async def replica_counts(client: BookKeeperClient, ledger_id: int, md: LedgerMetadata) -> dict[str, int]:

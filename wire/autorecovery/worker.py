@@ -9,6 +9,11 @@ their fragments to other bookies with the same code ``bkctl recover`` uses
 then the metadata by compare-and-set), check again, and only then delete the
 marker with the version read (a marker re-marked meanwhile stays) and the lock.
 
+* The bookies a mark names that the first-and-last check finds whole (a mark
+  ``bkctl ledger fsck --fix mark`` wrote for entries missing in the middle, or a
+  corrupt copy) are looked at in full: their entry lists, then every entry they
+  should hold read and its digest checked (:func:`.checker.marked_copies_lacking`).
+  Java's worker trusts only its own check and would unmark such a ledger unrepaired.
 * A bookie found lacking copies that is in fact up and writable (killed while
   entries were on their way to it, back since) keeps its place and gets its
   copies written back when no bookie outside the ensemble is free to take
@@ -61,7 +66,7 @@ from bkctl.wire.clock import Clock, DelayedCall
 from bkctl.wire.client.cork import Cork
 from bkctl.wire.metadata.store import registered_bookies
 
-from .checker import bookies_missing_replicas
+from .checker import bookies_missing_replicas, marked_copies_lacking
 from .status import StatusDoc
 
 if TYPE_CHECKING:
@@ -208,6 +213,8 @@ class ReplicationWorker:
         #: every ledger being re-replicated now (the loop's, open ones fenced after their
         #: grace period) -> since when (ms)
         self.active: dict[int, int] = {}
+        #: ledger being re-replicated -> the bookies its mark names (looked at in full: :func:`.checker.marked_copies_lacking`)
+        self._mark_replicas: dict[int, tuple[str, ...]] = {}
         #: ledger id -> its mark's ctime (ms), while this worker holds its lock
         self._marked_at: dict[int, int | None] = {}
 
@@ -319,6 +326,7 @@ class ReplicationWorker:
                 await run(self.store.underreplication.release, mark.ledger_id)
                 break
             self.current = mark.ledger_id
+            self._mark_replicas[mark.ledger_id] = mark.replicas
             self.active[mark.ledger_id] = self._now_ms()
             self._marked_at[mark.ledger_id] = mark.ctime
             self._publish()
@@ -331,6 +339,7 @@ class ReplicationWorker:
                 await self._failed(mark.ledger_id, f"{type(exc).__name__}: {exc}")
             finally:
                 self.current = None
+                self._mark_replicas.pop(mark.ledger_id, None)
                 self.active.pop(mark.ledger_id, None)
                 self._publish()
                 if mark.ledger_id not in self.held:
@@ -364,6 +373,9 @@ class ReplicationWorker:
             return await self._failed(ledger_id, str(exc))
         registered = await run(self._registered)
         lost = await bookies_missing_replicas(self.client, ledger_id, md, registered)
+        named = set(self._mark_replicas.get(ledger_id, ())).intersection(registered, md.bookies) - lost
+        if named and md.is_closed:  # what the mark names and the quick check finds whole: looked at in full
+            lost |= await marked_copies_lacking(self.client, ledger_id, md, named)
         if lost:
             recover_open = ledger_id in self._grace_over or self.config.open_ledger_rereplication_grace_period <= 0
             if not md.is_closed and lost.intersection(md.last_ensemble) and not recover_open:

@@ -338,6 +338,9 @@ class UnderreplicationManager(Protocol):
     def mark_replicated(self, ledger_id: int, version: int) -> bool:
         """Remove the mark if still at *version* (False: re-marked, it stays); release the lock."""
 
+    def mark_version(self, ledger_id: int) -> int | None:
+        """The version of the ledger's mark (for :meth:`mark_replicated`); None when not marked."""
+
     def release(self, ledger_id: int) -> None:
         """Release this store's lock on the ledger."""
 

@@ -210,6 +210,16 @@ class ZKUnderreplicationManager(Manager):
             return None
         return self._decode(ledger_id, path, data)
 
+    @zk_call
+    def mark_version(self, ledger_id: int) -> int | None:
+        """The version of the ledger's mark, None when it is not marked."""
+        try:
+            _, stat = self._session.get(P.underreplication_path(ledger_id, self._root))
+        except NoNodeError:
+            return None
+        version: int = stat.version
+        return version
+
     @staticmethod
     def _decode(ledger_id: int, path: str, data: bytes) -> UnderreplicatedMark:
         try:

@@ -1,0 +1,144 @@
+"""``bkctl ledger fsck``: where the metadata and the bookies disagree (added to the ``ledger``
+group in bkctl.cli)."""
+
+from __future__ import annotations
+
+import click
+
+from ..app import App, confirm_destructive
+from ..exitcodes import FSCK_DATA_LOST, FSCK_REPAIRABLE, FSCK_STALE_MARKS, USAGE, CommandError
+from ..completers import complete_bookie_id
+from . import pass_app
+
+_EXIT_BY_SEVERITY = {1: FSCK_STALE_MARKS, 2: FSCK_REPAIRABLE, 3: FSCK_DATA_LOST}
+
+
+@click.command("fsck")
+@click.argument("ledgers", nargs=-1, metavar="[LEDGER...]")
+@click.option(
+    "--bookie", metavar="BOOKIE", shell_complete=complete_bookie_id, help="Only ledgers with a segment on this bookie."
+)
+@click.option(
+    "--sample",
+    default=8,
+    show_default=True,
+    type=click.IntRange(0, 1_000_000),
+    help="Entries per ledger read from every replica and compared, besides each segment's first and last.",
+)
+@click.option("--all", "compare_all", is_flag=True, help="Compare every entry's replicas (reads everything).")
+@click.option(
+    "--in-flight",
+    default=128,
+    show_default=True,
+    type=click.IntRange(1, 100_000),
+    help="Bookie requests in flight at most (over every ledger being checked).",
+)
+@click.option(
+    "--fix",
+    "fixes",
+    multiple=True,
+    type=click.Choice(["mark", "ensemble", "unmark"]),
+    help="Repair in the metadata as findings come (repeatable): mark marks a ledger with missing or corrupt "
+    "copies under-replicated, ensemble points a misplaced ledger's segments at the bookies holding its "
+    "entries, unmark removes a deleted ledger's mark.  Each is checked against the metadata version read.",
+)
+@click.option("--dry-run", is_flag=True, help="With --fix: say what each fix would write; write nothing.")
+@click.option("-f", "--force", is_flag=True, help="With --fix: do not ask.")
+@pass_app
+def fsck(
+    app: App,
+    ledgers: tuple[str, ...],
+    bookie: str | None,
+    sample: int,
+    compare_all: bool,
+    in_flight: int,
+    fixes: tuple[str, ...],
+    dry_run: bool,
+    force: bool,
+):
+    """Check every ledger (or LEDGER...: ids, ranges A-B, lists 1,2,5-9) against its bookies.
+
+    Each bookie of each segment's ensemble is asked which entries it holds
+    (GET_LIST_OF_ENTRIES_OF_LEDGER; a bookie that cannot answer has the
+    entries it should hold read one by one), and what it holds is compared
+    with what the write sets say it must.  Some entries (--sample, each
+    segment's first and last; --all: every one) are read from every replica
+    and compared, each copy's digest checked.  An open ledger's last segment
+    is not judged.  One finding per ledger, naming one cause:
+
+    \b
+      missing         copies missing on bookies of the ensemble
+      misplaced       entries on bookies outside the ensemble (the metadata
+                      names bookies that never held them): where they are
+      corrupt         replicas whose bytes differ (the bad one named)
+      data_lost       entries with no copy on any live bookie
+      metadata_only   no bookie holds any entry of the ledger
+      bad_metadata    its metadata does not decode
+      marked_healthy  marked under-replicated, every copy in place
+      marked_deleted  marked under-replicated, the ledger deleted
+
+    Findings stream in ledger id order (--json: one object per line with
+    ledger_id, kind, severity, message, marked, and missing, lost_entries,
+    moves, bad_replicas as they apply); a summary goes to stderr.  Exit 0
+    when nothing is found, else by the worst finding: 6 only stale marks, 7
+    repairable copies, 8 data lost.  --fix applies the guarded repairs as
+    findings come (metadata only, never an entry; asks first on a terminal,
+    refused elsewhere without --force); --dry-run says what they would write.
+    """
+    from ..ops.ledger_fsck import FsckRun, fix_all
+    from ..ops.ledgers import parse_ledger_ids
+
+    if dry_run and not fixes:
+        raise CommandError("--dry-run goes with --fix", USAGE)
+    ids: list[int] | None = None
+    ranges: list[tuple[int, int]] = []
+    if ledgers:
+        try:
+            ids, ranges = parse_ledger_ids(ledgers)
+        except ValueError as exc:
+            raise CommandError(str(exc), USAGE) from None
+    if fixes and not dry_run:
+        confirm_destructive(
+            app, f"Apply fsck's fixes ({', '.join(fixes)}) to the metadata?", force, "apply fsck's fixes"
+        )
+    with app.walk_progress("checking ledgers") as progress:
+        run = FsckRun(
+            app.bk,
+            ledger_ids=ids,
+            ranges=ranges,
+            bookie=bookie,
+            sample=sample,
+            compare_all=compare_all,
+            requests_in_flight=in_flight,
+            progress=progress,
+        )
+        for finding, outcome in fix_all(app.store, run.findings(), set(fixes), dry_run):
+            if app.json:
+                doc = finding.to_json()
+                if outcome is not None:
+                    doc["fix"] = outcome.to_json()
+                app.emit_json(doc)
+            else:
+                line = finding.text()
+                if outcome is not None:
+                    line += f" [{outcome.fix.value}: {outcome.status}: {outcome.detail}]"
+                if getattr(progress, "shown", False):
+                    progress.note(line)
+                else:
+                    click.echo(line)
+    totals = run.totals
+    if not app.quiet:
+        app.err_console.print(
+            f"checked {totals.ledgers} ledgers in {totals.seconds:.1f} s: "
+            + (
+                ", ".join(f"{n} {kind}" for kind, n in sorted(totals.by_kind.items()))
+                if totals.findings
+                else "no findings"
+            )
+            + f" ({sum(totals.bookie_requests.values())} bookie requests)",
+            markup=False,
+            highlight=False,
+        )
+    if totals.worst:
+        worst = {1: "stale marks", 2: "repairable copies", 3: "data lost"}[totals.worst]
+        raise CommandError(f"{totals.findings} ledgers with findings (worst: {worst})", _EXIT_BY_SEVERITY[totals.worst])

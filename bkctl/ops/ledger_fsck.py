@@ -1,0 +1,194 @@
+"""``bkctl ledger fsck``: every ledger (or those filtered) checked against what its bookies
+hold, one finding per ledger with a cause (:mod:`bkctl.wire.fsck`), streamed in id order.
+
+The metadata is read by the store's streaming walk in this thread; each ledger's check
+runs in the reactor (:func:`bkctl.wire.fsck.check.check_ledger`), at most ``ledgers``
+of them at once and at most ``requests`` bookie requests in flight over all of them.
+What is kept between ledgers is the window of checks under way and the
+under-replication marks (read first: as many as there are marks, not ledgers).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["FsckRun", "FsckTotals"]
+
+
+@dataclass
+class FsckTotals:
+    ledgers: int = 0
+    findings: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+    worst: int = 0
+    seconds: float = 0.0
+    bookie_requests: dict[str, int] = field(default_factory=dict)
+    metadata_reads: int = 0
+
+    def add(self, finding) -> None:
+        self.findings += 1
+        self.by_kind[finding.kind.value] = self.by_kind.get(finding.kind.value, 0) + 1
+        self.worst = max(self.worst, int(finding.severity))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ledgers": self.ledgers,
+            "findings": self.findings,
+            "by_kind": dict(sorted(self.by_kind.items())),
+            "seconds": round(self.seconds, 3),
+            "bookie_requests": dict(self.bookie_requests),
+            "metadata_reads": self.metadata_reads,
+        }
+
+
+class FsckRun:
+    """One fsck over ``bk`` (a :class:`~bkctl.wire.client.blocking.BlockingBookKeeper`) and
+    its store.  ``ledger_ids``/``ranges``: only those (None: every ledger); ``bookie``: only
+    ledgers naming it.  Iterate :meth:`findings`; :attr:`totals` is complete after."""
+
+    def __init__(
+        self,
+        bk,
+        *,
+        ledger_ids: list[int] | None = None,
+        ranges: list[tuple[int, int]] | None = None,
+        bookie: str | None = None,
+        sample: int = 8,
+        compare_all: bool = False,
+        ledgers_in_flight: int = 32,
+        requests_in_flight: int = 128,
+        progress=None,
+    ):
+        self.bk = bk
+        self.store = bk.client.store
+        self.ledger_ids = ledger_ids
+        self.ranges = ranges or []
+        self.bookie = bookie
+        self.sample = sample
+        self.compare_all = compare_all
+        self.window = max(1, ledgers_in_flight)
+        self.requests_in_flight = requests_in_flight
+        self.progress = progress
+        self.totals = FsckTotals()
+
+    # -- which ledgers ---------------------------------------------------------
+    def _filtered(self) -> bool:
+        return self.ledger_ids is not None or bool(self.ranges)
+
+    def _wanted(self, ledger_id: int) -> bool:
+        if not self._filtered():
+            return True
+        return ledger_id in (self.ledger_ids or ()) or any(a <= ledger_id <= b for a, b in self.ranges)
+
+    def _reads(self) -> Iterator:
+        ledgers = self.store.ledgers
+        naming = [self.bookie] if self.bookie else None
+        if not self._filtered():
+            if self.progress is not None:
+                self.progress.update(total=ledgers.count())
+            return ledgers.read_many(ledgers.ids(), naming=naming)
+        ids = sorted(set(self.ledger_ids or ()))
+        in_ranges = (i for i in ledgers.ids() if any(a <= i <= b for a, b in self.ranges)) if self.ranges else ()
+        merged = sorted(set(ids).union(in_ranges))
+        if self.progress is not None:
+            self.progress.update(total=len(merged))
+        return ledgers.read_many(merged, naming=naming)
+
+    # -- the run -----------------------------------------------------------------
+    def findings(self) -> Iterator:
+        """Every finding, in ledger id order (marks of deleted ledgers last)."""
+        import crochet
+
+        from bkctl.wire.client.blocking import ensure_reactor, run_in_reactor
+        from bkctl.wire.fsck.check import BookieRequests, CheckOptions
+        from bkctl.wire.fsck.findings import Finding, Kind
+        from bkctl.wire.metadata.store import registered_bookies
+
+        ensure_reactor()
+        started = time.monotonic()
+        client = self.bk.client
+        registered = frozenset(registered_bookies(self.store.registration))
+        marks = {m.ledger_id: m.replicas for m in self.store.underreplication.marks() if self._wanted(m.ledger_id)}
+        seen_marked: set[int] = set()
+        options = CheckOptions(registered, sample=self.sample, compare_all=self.compare_all)
+        requests = run_in_reactor(BookieRequests, client.pool, self.requests_in_flight)
+        check = crochet.run_in_reactor(_check_one)
+        window: deque = deque()
+
+        def settle(item) -> Iterator[Finding]:
+            ledger_id, pending = item
+            finding = pending.wait(None) if not isinstance(pending, Finding) else pending
+            self.totals.ledgers += 1
+            if self.progress is not None:
+                self.progress.advance(1)
+            marked = marks.get(ledger_id)
+            if marked is not None:
+                seen_marked.add(ledger_id)
+            if finding is None and marked is not None:
+                finding = Finding(
+                    ledger_id, Kind.MARKED_HEALTHY, "marked under-replicated, every copy in place", marked=marked
+                )
+            elif finding is not None and marked is not None:
+                finding = finding.with_marked(marked)
+            if finding is not None:
+                self.totals.add(finding)
+                yield finding
+
+        for read in self._reads():
+            self.totals.metadata_reads += 1
+            if read.metadata is None:
+                continue
+            if isinstance(read.metadata, Exception):
+                window.append(
+                    (
+                        read.ledger_id,
+                        Finding(read.ledger_id, Kind.BAD_METADATA, f"metadata does not decode: {read.metadata}"),
+                    )
+                )
+            else:
+                if self.bookie and self.bookie not in read.metadata.bookies:
+                    continue
+                window.append((read.ledger_id, check(requests, read.ledger_id, read.metadata, read.version, options)))
+            while len(window) >= self.window:
+                yield from settle(window.popleft())
+        while window:
+            yield from settle(window.popleft())
+        for ledger_id, replicas in sorted(marks.items()):
+            if ledger_id in seen_marked or (self.bookie and self.bookie not in replicas):
+                continue
+            self.totals.metadata_reads += 1
+            if not self.store.ledgers.exists(ledger_id):
+                finding = Finding(
+                    ledger_id,
+                    Kind.MARKED_DELETED,
+                    "marked under-replicated, and the ledger is deleted",
+                    marked=replicas,
+                )
+                self.totals.add(finding)
+                yield finding
+        self.totals.bookie_requests = dict(requests.sent)
+        self.totals.seconds = time.monotonic() - started
+
+
+def _check_one(requests, ledger_id: int, md, version: int, options):
+    from twisted.internet import defer
+
+    from bkctl.wire.fsck.check import check_ledger
+
+    return defer.ensureDeferred(check_ledger(requests, ledger_id, md, version, options))
+
+
+def fix_all(store, findings: Iterable, fixes: set[str], dry_run: bool) -> Iterator[tuple[Any, Any]]:
+    """``(finding, FixOutcome | None)`` for each finding: the fix applied when it is one of ``fixes``."""
+    from bkctl.wire.fsck.fixes import apply_fix, fix_for
+
+    for finding in findings:
+        fix = fix_for(finding)
+        if fix is None or fix.value not in fixes:
+            yield finding, None
+            continue
+        yield finding, apply_fix(store, finding, fix, dry_run)

@@ -1,0 +1,6 @@
+"""Ledger fsck: where the metadata and the bookies disagree (``bkctl ledger fsck``).
+
+:mod:`.findings` names what can be wrong with a ledger (one cause each, ranked),
+:mod:`.check` asks a ledger's bookies what they hold and finds that cause,
+:mod:`.fixes` writes the guarded metadata repairs.
+"""

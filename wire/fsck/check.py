@@ -1,0 +1,350 @@
+"""One ledger's fsck: ask each bookie of each segment's ensemble which entries it holds
+(GET_LIST_OF_ENTRIES_OF_LEDGER, Java's ``AvailabilityOfEntriesOfLedger``; entries
+read one by one from a bookie that cannot answer it), compare with what the write
+sets say each must hold, and name one cause (:mod:`.findings`).
+
+* Entries a registered bookie of the ensemble lacks, or that have no copy in the
+  ensemble at all, are looked for on the other registered bookies: found there, the
+  metadata names the wrong bookies (:attr:`~.findings.Kind.MISPLACED`, with where the
+  data is); found nowhere, they are lost (:attr:`~.findings.Kind.DATA_LOST`, or
+  :attr:`~.findings.Kind.METADATA_ONLY` when no bookie holds any entry of the ledger).
+  A bookie that is not registered is not asked: its entries count as missing, and the
+  other bookies are searched only for entries with no copy left.
+* With every copy in place, some entries are read from every replica and compared
+  (the first and last of each segment and ``sample`` more, or all of them), each
+  copy's digest checked with the ledger's password when the metadata has it.
+* An open ledger's last segment is not judged (its end is not known); its earlier
+  segments are.
+
+Every bookie request goes through :class:`BookieRequests`: at most ``limit`` in
+flight, counted.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import defer
+
+from .findings import BadReplica, Finding, Kind, Move, Run, runs_of
+
+if TYPE_CHECKING:
+    from bkctl.wire.client.pool import BookiePool
+    from bkctl.wire.metadata.ledger import LedgerMetadata
+
+__all__ = ["BookieRequests", "CheckOptions", "Held", "check_ledger"]
+
+
+class Held:
+    """The entries one bookie holds of a ledger, as sorted runs."""
+
+    __slots__ = ("runs", "_starts")
+
+    def __init__(self, runs: Sequence[Run]):
+        self.runs = list(runs)
+        self._starts = [first for first, _ in self.runs]
+
+    def __contains__(self, entry_id: object) -> bool:
+        if not isinstance(entry_id, int):
+            return False
+        i = bisect.bisect_right(self._starts, entry_id) - 1
+        return i >= 0 and self.runs[i][1] >= entry_id
+
+    def __bool__(self) -> bool:
+        return bool(self.runs)
+
+
+NOTHING = Held(())
+
+
+class BookieRequests:
+    """Every request fsck sends to a bookie: at most ``limit`` in flight, counted by kind
+    (``availability``, ``read``) in :attr:`sent`."""
+
+    def __init__(self, pool: BookiePool, limit: int = 64):
+        self.pool = pool
+        self.gate = defer.DeferredSemaphore(max(1, limit))
+        self.sent = {"availability": 0, "read": 0}
+
+    def _issue(self, kind: str, fn: Any, *args: Any) -> defer.Deferred[Any]:
+        def go() -> defer.Deferred[Any]:
+            self.sent[kind] += 1
+            return defer.maybeDeferred(fn, *args)
+
+        return self.gate.run(go)
+
+    async def availability(self, bookie: str, ledger_id: int) -> Held | None:
+        """What ``bookie`` holds of the ledger; None when it cannot tell (a v2-only
+        bookie, a timeout, a bad answer)."""
+        from bkctl.wire.codecs.availability import decode_availability
+        from bkctl.wire.errors import NotFound
+
+        try:
+            data = await self._issue("availability", self.pool.get(bookie).entry_availability, ledger_id)
+        except NotFound:
+            return NOTHING
+        except Exception:  # noqa: BLE001 - unanswered: the caller reads entries instead
+            return None
+        try:
+            return Held(decode_availability(data)) if data else NOTHING
+        except Exception:  # noqa: BLE001
+            return None
+
+    async def read(self, bookie: str, ledger_id: int, entry_id: int) -> bytes | None:
+        """The stored entry; None when the bookie does not have it.  Other failures raise."""
+        from bkctl.wire.errors import NotFound
+
+        try:
+            body = await self._issue("read", self.pool.get(bookie).read, ledger_id, entry_id)
+        except NotFound:
+            return None
+        return bytes(body)
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """``registered``: the bookies alive (writable or read-only); ``sample``: entries compared
+    across replicas besides each segment's first and last; ``compare_all``: every entry."""
+
+    registered: frozenset[str]
+    sample: int = 8
+    compare_all: bool = False
+
+
+@dataclass(frozen=True)
+class _Segment:
+    first: int
+    last: int
+    ensemble: tuple[str, ...]
+
+
+def _segments(md: LedgerMetadata) -> list[_Segment]:
+    out = []
+    for first, last, ensemble in md.segment_ranges():
+        if last is None:  # an open ledger's last segment: its end is not known
+            continue
+        if last >= first:
+            out.append(_Segment(first, last, tuple(ensemble)))
+    return out
+
+
+def _indices(entry_id: int, size: int, quorum: int) -> list[int]:
+    from bkctl.wire.metadata.ledger import write_set_indices
+
+    return write_set_indices(entry_id, size, quorum)
+
+
+async def _held_by(req: BookieRequests, bookie: str, ledger_id: int, wanted: Iterable[int]) -> tuple[Held, str | None]:
+    """What a registered bookie holds (its bitmap, else the ``wanted`` entries read one by
+    one); the second item says why the bitmap was not used."""
+    held = await req.availability(bookie, ledger_id)
+    if held is not None:
+        return held, None
+    got: list[int] = []
+    reads = [(e, defer.ensureDeferred(req.read(bookie, ledger_id, e))) for e in wanted]
+    for entry_id, d in reads:
+        try:
+            if await d is not None:
+                got.append(entry_id)
+        except Exception:  # noqa: BLE001 - a copy that cannot be read is not a copy
+            pass
+    return Held(runs_of(got)), "no entry list: entries read one by one"
+
+
+async def check_ledger(
+    req: BookieRequests, ledger_id: int, md: LedgerMetadata, version: int, options: CheckOptions
+) -> Finding | None:
+    """The ledger's one cause, or None when every copy is where the metadata says."""
+    segments = _segments(md)
+    if not segments:
+        return None
+    registered = options.registered
+    size, quorum = md.ensemble_size, md.write_quorum
+    # what each bookie should hold, as the write sets say
+    expected: dict[str, list[int]] = {}
+    for seg in segments:
+        for e in range(seg.first, seg.last + 1):
+            for i in _indices(e, size, quorum):
+                expected.setdefault(seg.ensemble[i], []).append(e)
+    inside = list(expected)
+    asked = [b for b in inside if b in registered]
+    answers = [defer.ensureDeferred(_held_by(req, b, ledger_id, expected[b])) for b in asked]
+    held: dict[str, Held] = {b: NOTHING for b in inside}
+    for bookie, answer in zip(asked, answers):
+        held[bookie] = (await answer)[0]
+    missing: dict[str, list[int]] = {}
+    no_copy: list[int] = []
+    for seg in segments:
+        for e in range(seg.first, seg.last + 1):
+            copies = 0
+            for i in _indices(e, size, quorum):
+                b = seg.ensemble[i]
+                if e in held[b]:
+                    copies += 1
+                else:
+                    missing.setdefault(b, []).append(e)
+            if copies == 0:
+                no_copy.append(e)
+    if not missing:
+        return await _compare(req, ledger_id, md, version, segments, options)
+    # look elsewhere when a live bookie of the ensemble lacks entries, or some have no copy left
+    outside: dict[str, Held] = {}
+    if no_copy or any(b in registered for b in missing):
+        others = sorted(registered.difference(inside))
+        found = [defer.ensureDeferred(req.availability(b, ledger_id)) for b in others]
+        for bookie, d in zip(others, found):
+            h = await d
+            if h:
+                outside[bookie] = h
+    lost = [e for e in no_copy if not any(e in h for h in outside.values())]
+    if lost and not any(held.values()) and not outside:
+        return Finding(
+            ledger_id,
+            Kind.METADATA_ONLY,
+            f"no bookie holds any of its {segments[-1].last + 1} entries",
+            lost=runs_of(lost),
+            version=version,
+        )
+    if lost:
+        return Finding(
+            ledger_id,
+            Kind.DATA_LOST,
+            f"{len(lost)} entries with no copy on any live bookie",
+            missing={b: runs_of(es) for b, es in missing.items()},
+            lost=runs_of(lost),
+            version=version,
+        )
+    moves = _moves(md, segments, missing, outside)
+    if moves:
+        return Finding(
+            ledger_id,
+            Kind.MISPLACED,
+            "entries the ensemble should hold are on bookies outside it",
+            missing={b: runs_of(es) for b, es in missing.items()},
+            moves=tuple(moves),
+            version=version,
+        )
+    unregistered = sorted(b for b in missing if b not in registered)
+    why = f"not registered: {', '.join(unregistered)}" if unregistered else "registered bookies lack entries"
+    return Finding(
+        ledger_id,
+        Kind.MISSING,
+        f"{sum(len(es) for es in missing.values())} copies missing ({why})",
+        missing={b: runs_of(es) for b, es in missing.items()},
+        version=version,
+    )
+
+
+def _moves(
+    md: LedgerMetadata, segments: list[_Segment], missing: dict[str, list[int]], outside: dict[str, Held]
+) -> list[Move]:
+    """Per segment and ensemble position whose bookie lacks entries: an outside bookie
+    that holds every entry of that position (the first such, by id)."""
+    moves: list[Move] = []
+    size, quorum = md.ensemble_size, md.write_quorum
+    for seg in segments:
+        taken: set[str] = set(seg.ensemble)
+        for position, bookie in enumerate(seg.ensemble):
+            lacking = [e for e in missing.get(bookie, ()) if seg.first <= e <= seg.last]
+            if not lacking:
+                continue
+            should = [e for e in range(seg.first, seg.last + 1) if position in _indices(e, size, quorum)]
+            for holder, h in sorted(outside.items()):
+                if holder not in taken and all(e in h for e in should):
+                    moves.append(Move(seg.first, position, bookie, holder))
+                    taken.add(holder)
+                    break
+    return moves
+
+
+def _sample(segments: list[_Segment], ledger_id: int, options: CheckOptions) -> list[int]:
+    if options.compare_all:
+        return [e for seg in segments for e in range(seg.first, seg.last + 1)]
+    chosen = {e for seg in segments for e in (seg.first, seg.last)}
+    pool = [(seg.first, seg.last) for seg in segments]
+    total = sum(b - a + 1 for a, b in pool)
+    if total > len(chosen) and options.sample > 0:
+        rng = random.Random(ledger_id)  # the same entries each run: a finding can be checked again
+        for _ in range(options.sample):
+            k = rng.randrange(total)
+            for a, b in pool:
+                if k <= b - a:
+                    chosen.add(a + k)
+                    break
+                k -= b - a + 1
+    return sorted(chosen)
+
+
+async def _compare(
+    req: BookieRequests,
+    ledger_id: int,
+    md: LedgerMetadata,
+    version: int,
+    segments: list[_Segment],
+    options: CheckOptions,
+) -> Finding | None:
+    """Read the sampled entries from every replica; differing bytes are the finding."""
+    from bkctl.wire.client.credentials import ledger_credentials
+    from bkctl.wire.codecs.digest import DigestManager
+
+    digest: DigestManager | None
+    try:
+        password, digest_type = ledger_credentials(ledger_id, md)
+        digest = DigestManager(ledger_id, digest_type, password) if md.password is not None else None
+    except Exception:  # noqa: BLE001 - no credentials: the bytes are compared, not judged
+        digest = None
+    bad: list[BadReplica] = []
+    window = 32
+    entries = _sample(segments, ledger_id, options)
+    for start in range(0, len(entries), window):
+        reads: list[tuple[int, str, defer.Deferred[Any]]] = []
+        for e in entries[start : start + window]:
+            for bookie in md.write_set(e):
+                if bookie in options.registered:
+                    reads.append((e, bookie, defer.ensureDeferred(req.read(bookie, ledger_id, e))))
+        copies: dict[int, dict[str, bytes | str]] = {}
+        for e, bookie, d in reads:
+            try:
+                body = await d
+                copies.setdefault(e, {})[bookie] = body if body is not None else "absent when read"
+            except Exception as exc:  # noqa: BLE001
+                copies.setdefault(e, {})[bookie] = f"unreadable: {exc}"
+        for e, by_bookie in copies.items():
+            bad.extend(_judge(e, by_bookie, digest))
+    if not bad:
+        return None
+    return Finding(
+        ledger_id,
+        Kind.CORRUPT,
+        f"{len(bad)} copies differ from their replicas",
+        bad=tuple(bad),
+        version=version,
+    )
+
+
+def _judge(entry_id: int, copies: dict[str, bytes | str], digest: Any) -> list[BadReplica]:
+    """The bad copies of one entry: unreadable ones, ones whose digest fails, and, when
+    no digest can judge, the ones that differ from the most common bytes."""
+    bad = [BadReplica(entry_id, b, c) for b, c in copies.items() if isinstance(c, str)]
+    bodies = {b: c for b, c in copies.items() if isinstance(c, bytes)}
+    if digest is not None:
+        for b, body in bodies.items():
+            try:
+                digest.verify(body, entry_id)
+            except Exception as exc:  # noqa: BLE001 - the digest names the bad copy
+                bad.append(BadReplica(entry_id, b, f"digest: {exc}"))
+        good = {b: body for b, body in bodies.items() if all(x.bookie != b for x in bad)}
+        if len(set(good.values())) > 1:  # both verify and still differ
+            bad.extend(BadReplica(entry_id, b, "differs from another copy that verifies") for b in sorted(good))
+        return bad
+    if len(set(bodies.values())) > 1:
+        counts: dict[bytes, int] = {}
+        for body in bodies.values():
+            counts[body] = counts.get(body, 0) + 1
+        common = max(counts, key=lambda k: counts[k])
+        bad.extend(BadReplica(entry_id, b, "differs from the other copies") for b, c in bodies.items() if c != common)
+    return bad

@@ -1,0 +1,162 @@
+"""What ``bkctl ledger fsck`` reports of a ledger: one :class:`Finding` naming one
+cause (:class:`Kind`), ranked by :class:`Severity` (the command's exit code is the
+worst one's).  Pure data, no I/O."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Finding", "Kind", "Move", "Severity", "BadReplica", "runs_of", "SEVERITY"]
+
+
+class Severity(enum.IntEnum):
+    """How bad a finding is; a run's worst is its exit status's."""
+
+    STALE_MARK = 1  # an under-replication mark that is out of date: nothing is at risk
+    REPAIRABLE = 2  # copies missing, misplaced or corrupt while a good copy lives
+    LOST = 3  # entries with no live copy anywhere
+
+
+class Kind(str, enum.Enum):
+    """The one cause fsck names for a ledger."""
+
+    #: entries a write set gives a bookie of the ensemble are not on it (a lost bookie,
+    #: or one that answers without them); another copy of each lives
+    MISSING = "missing"
+    #: entries missing on bookies of the ensemble are on bookies outside it (metadata
+    #: names bookies that never held them: apache/bookkeeper#4651)
+    MISPLACED = "misplaced"
+    #: replicas of an entry whose bytes differ (a digest that does not verify names the bad one)
+    CORRUPT = "corrupt"
+    #: the ledger has entries in its metadata and no bookie holds any of them
+    METADATA_ONLY = "metadata_only"
+    #: entries of a segment with no copy on any live bookie
+    DATA_LOST = "data_lost"
+    #: the ledger's metadata does not decode
+    BAD_METADATA = "bad_metadata"
+    #: marked under-replicated, and every copy is where it should be
+    MARKED_HEALTHY = "marked_healthy"
+    #: marked under-replicated, and the ledger has no metadata (deleted)
+    MARKED_DELETED = "marked_deleted"
+
+
+SEVERITY = {
+    Kind.MARKED_HEALTHY: Severity.STALE_MARK,
+    Kind.MARKED_DELETED: Severity.STALE_MARK,
+    Kind.MISSING: Severity.REPAIRABLE,
+    Kind.MISPLACED: Severity.REPAIRABLE,
+    Kind.CORRUPT: Severity.REPAIRABLE,
+    Kind.BAD_METADATA: Severity.REPAIRABLE,
+    Kind.METADATA_ONLY: Severity.LOST,
+    Kind.DATA_LOST: Severity.LOST,
+}
+
+
+Run = tuple[int, int]
+
+
+def runs_of(entry_ids: Iterable[int]) -> list[Run]:
+    """Sorted entry ids as inclusive ``(first, last)`` runs."""
+    runs: list[Run] = []
+    for e in sorted(set(entry_ids)):
+        if runs and e == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], e)
+        else:
+            runs.append((e, e))
+    return runs
+
+
+def _runs_text(runs: Iterable[Run]) -> str:
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+@dataclass(frozen=True)
+class Move:
+    """Ensemble position ``position`` of the segment starting at ``first_entry_id`` names
+    ``bookie``, while ``holder`` (outside that ensemble) holds the entries it should."""
+
+    first_entry_id: int
+    position: int
+    bookie: str
+    holder: str
+
+
+@dataclass(frozen=True)
+class BadReplica:
+    """An entry whose copy on ``bookie`` differs from another replica's."""
+
+    entry_id: int
+    bookie: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One ledger's cause.  ``missing``: bookie -> entry runs it lacks; ``lost``: entry
+    runs with no live copy; ``moves``: where misplaced data really is; ``bad``: corrupt
+    copies; ``marked``: the ledger's under-replication mark names these bookies (None:
+    not marked); ``version``: the metadata's znode version the check read."""
+
+    ledger_id: int
+    kind: Kind
+    message: str
+    missing: dict[str, list[Run]] = field(default_factory=dict)
+    lost: list[Run] = field(default_factory=list)
+    moves: tuple[Move, ...] = ()
+    bad: tuple[BadReplica, ...] = ()
+    marked: tuple[str, ...] | None = None
+    version: int = -1
+
+    @property
+    def severity(self) -> Severity:
+        return SEVERITY[self.kind]
+
+    def with_marked(self, marked: tuple[str, ...] | None) -> "Finding":
+        from dataclasses import replace
+
+        return replace(self, marked=marked)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "ledger_id": self.ledger_id,
+            "kind": self.kind.value,
+            "severity": self.severity.name.lower(),
+            "message": self.message,
+            "marked": self.marked is not None,
+        }
+        if self.marked is not None:
+            doc["marked_replicas"] = list(self.marked)
+        if self.missing:
+            doc["missing"] = {b: [list(r) for r in runs] for b, runs in sorted(self.missing.items())}
+        if self.lost:
+            doc["lost_entries"] = [list(r) for r in self.lost]
+        if self.moves:
+            doc["moves"] = [
+                {"first_entry_id": m.first_entry_id, "position": m.position, "bookie": m.bookie, "holder": m.holder}
+                for m in self.moves
+            ]
+        if self.bad:
+            doc["bad_replicas"] = [{"entry_id": b.entry_id, "bookie": b.bookie, "reason": b.reason} for b in self.bad]
+        if self.version >= 0:
+            doc["metadata_version"] = self.version
+        return doc
+
+    def text(self) -> str:
+        """One line for people."""
+        parts = [f"ledger {self.ledger_id}: {self.kind.value}: {self.message}"]
+        for bookie, runs in sorted(self.missing.items()):
+            parts.append(f"{bookie} lacks {_runs_text(runs)}")
+        if self.lost:
+            parts.append(f"no copy of {_runs_text(self.lost)}")
+        for m in self.moves:
+            parts.append(f"segment {m.first_entry_id} position {m.position}: {m.bookie} -> data on {m.holder}")
+        for b in self.bad[:5]:
+            parts.append(f"entry {b.entry_id} on {b.bookie}: {b.reason}")
+        if len(self.bad) > 5:
+            parts.append(f"... {len(self.bad) - 5} more bad copies")
+        if self.kind in (Kind.MISSING, Kind.CORRUPT, Kind.DATA_LOST, Kind.MISPLACED):
+            parts.append("marked under-replicated" if self.marked is not None else "not marked")
+        return "; ".join(parts)
