@@ -126,7 +126,7 @@ def test_the_ledgers_left_are_grouped_by_cause_most_common_first():
 
 
 def test_the_eta_line_on_a_fake_clock():
-    from bkctl.commands.recovery import Eta
+    from bkctl.commands.progress import Eta
 
     now = [100.0]
     eta = Eta(clock=lambda: now[0], window=30.0)
@@ -152,9 +152,9 @@ def test_the_eta_line_on_a_fake_clock():
 
 def test_the_progress_is_off_on_a_pipe(capsys):
     from bkctl.app import App
-    from bkctl.commands.recovery import _Reporter
+    from bkctl.commands.progress import LedgerProgress
 
-    reporter = _Reporter(App(), "re-replicating")
+    reporter = LedgerProgress(App(), "re-replicating")
     reporter.start(3, 300)
     for _ in range(3):
         reporter.ledger({"bytes": 100})
