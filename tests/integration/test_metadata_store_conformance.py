@@ -369,6 +369,21 @@ def test_underreplication_marks_and_locks(sessions, store):
     assert again.locks() == {} and again.count() == 1
 
 
+def test_a_replication_lock_taken_on_an_unmarked_ledger_keeps_workers_off(sessions, store):
+    ur = store.underreplication
+    assert ur.lock(9, "mover") is True and ur.lock_holder(9) == "mover"
+    assert ur.lock(9, "another") is False  # held: a second mover (or worker) stays off
+    ur.mark(9, [A])  # the auditor marks it meanwhile: no worker can take it while it is locked
+    assert ur.acquire("w1") is None
+    ur.release(9)
+    taken, _ = ur.acquire("w1")
+    assert taken.ledger_id == 9
+    ur.release(9)
+    assert ur.lock(9, "mover") is True
+    store.close()  # the lock was the session's
+    assert sessions.open().underreplication.lock(9, "mover") is True
+
+
 def test_auditor_election(sessions, store):
     assert store.auditor.votes() == [] and store.auditor.current() is None
     first = store.auditor.cast_vote(A)

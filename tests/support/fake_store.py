@@ -571,6 +571,14 @@ class FakeUnderreplicationManager(_Manager):
         return None
 
     @_call
+    def lock(self, ledger_id: int, holder: str) -> bool:
+        if ledger_id in self._locks:
+            return False
+        self._locks[ledger_id] = holder
+        self._lock_ctimes[ledger_id] = self._store.now_ms()
+        return True
+
+    @_call
     def mark_replicated(self, ledger_id: int, version: int) -> bool:
         node = self._marks.get(ledger_id)
         done = node is None or node[1] == version

@@ -335,6 +335,12 @@ class UnderreplicationManager(Protocol):
     def acquire(self, holder: str, *, skip: Iterable[int] = ()) -> tuple[UnderreplicatedMark, int] | None:
         """Lock one marked ledger nobody holds: ``(mark, version)``; None when there is none."""
 
+    def lock(self, ledger_id: int, holder: str) -> bool:
+        """Take the ledger's replication lock whether it is marked or not (False: someone
+        holds it): a replica move holds it so that no replication worker, Java's or ours,
+        copies the same ledger meanwhile, and no bookie's over-replicated-ledger collection
+        deletes the copy on its way.  It goes with this store's session; :meth:`release` it."""
+
     def mark_replicated(self, ledger_id: int, version: int) -> bool:
         """Remove the mark if still at *version* (False: re-marked, it stays); release the lock."""
 

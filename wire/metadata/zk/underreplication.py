@@ -349,6 +349,20 @@ class ZKUnderreplicationManager(Manager):
             self._listings.clear()
 
     @zk_call
+    def lock(self, ledger_id: int, holder: str) -> bool:
+        """Create ``B/locks/urL<id>`` (EPHEMERAL, naming ``holder``) for a ledger marked or
+        not: the znode Java's workers and its over-replicated-ledger collection create
+        before they touch a ledger (False: it exists, someone holds it)."""
+        self.ensure_checked()
+        try:
+            self._zk.create(
+                P.underreplication_lock_path(ledger_id, self._root), UR.serialize_lock_data(holder), ephemeral=True
+            )
+        except NodeExistsError:
+            return False
+        return True
+
+    @zk_call
     def mark_replicated(self, ledger_id: int, version: int) -> bool:
         """Delete the ledger's mark if it still has ``version`` (False: it was
         re-marked meanwhile and stays), prune its empty hex directories, and
