@@ -124,8 +124,11 @@ class FragmentCopy:
         window: int,
         on_entry: Callable[[int], Any] | None,
         throttle: Callable[..., Any] | None,
+        read_replaced: bool = False,
     ):
         self.client = client
+        #: a move, not a repair: the replicas being replaced are live and are read too
+        self.read_replaced = read_replaced
         self.pool = client.pool
         self.ledger_id = fragment.ledger_id
         self.digest = digest
@@ -212,9 +215,9 @@ class FragmentCopy:
         lost, replacements = self._lost_positions, self._replacements
         sources, targets = [], []
         for i in write_set:
-            if i not in lost:
+            if i not in lost or self.read_replaced:
                 sources.append(ensemble[i])
-            elif ensemble[i] in replacements:
+            if i in lost and ensemble[i] in replacements:
                 targets.append(replacements[ensemble[i]])
         return sources, targets
 
@@ -346,6 +349,7 @@ async def replicate_fragment(
     window: int = 64,
     on_entry: Callable[[int], Any] | None = None,
     throttle: Callable[..., Any] | None = None,
+    read_replaced: bool = False,
 ) -> int:
     """Copy every entry a lost bookie of ``fragment`` held to its replacement.
 
@@ -357,13 +361,16 @@ async def replicate_fragment(
     after each entry is copied.  ``throttle(n, add, *args)``, when given, is
     called with the bytes about to be written for each entry and must call
     ``add(*args)``, at once or when those bytes may go (a byte-rate limit:
-    :class:`~bkctl.wire.autorecovery.worker.RateLimiter`).  Returns the number of entries copied;
+    :class:`~bkctl.wire.autorecovery.worker.RateLimiter`).  ``read_replaced``: the
+    members being replaced are live (a replica moved off a bookie, not a lost one) and
+    are read from too, in write-set order.  Returns the number of entries copied;
     the first failure raises (a :class:`ReplicationError` or the bookie's
     error) and stops the copy.
     """
     if window < 1:
         raise ValueError("window must be >= 1")
-    return await FragmentCopy(client, fragment, replacements, digest, key, window, on_entry, throttle).start()
+    copy = FragmentCopy(client, fragment, replacements, digest, key, window, on_entry, throttle, read_replaced)
+    return await copy.start()
 
 
 async def replace_in_metadata(
