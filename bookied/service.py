@@ -31,6 +31,7 @@ from .config.render import render_config
 from .garbage_collector import DeletedLedgerCollector, GarbageCollector
 from .gc_policy import GcPolicy
 from .gc_listing import ListingProcess
+from .overreplicated import OverReplicatedCollector
 from .bookie import Bookie
 from bkctl.wire.errors import BKError
 
@@ -233,10 +234,12 @@ class BookieService:
         # the listing of the metadata runs in a process of its own (see gc_listing)
         self.gc_listing = ListingProcess(render_config(cfg, comments=False), verify=cfg.verify_metadata_on_gc)
         collect = DeletedLedgerCollector(self.zk.ledgers, cfg.verify_metadata_on_gc, listing=self.gc_listing.garbage)
+        self.overreplicated = OverReplicatedCollector(self.zk, self.bookie_id, cfg.gc_overreplicated_ledger_wait_time)
+        over = self.overreplicated
         self.gc = GarbageCollector(
             GcPolicy.from_config(cfg),
             self.stores,
-            collect,
+            lambda stores: collect(stores) + over(stores),
             self.reactor,
             self._in_pool,
             on_pass_done=self.upkeep.check_disks,

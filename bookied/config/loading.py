@@ -111,6 +111,7 @@ class BookieConfig:
     force_allow_compaction: bool
     is_force_gc_allow_when_no_space: bool
     verify_metadata_on_gc: bool
+    gc_overreplicated_ledger_wait_time: int
     log_size_limit: int
     metadata_service_uri: str | None
     zk_servers: tuple[str, ...] | None

@@ -59,7 +59,7 @@ IGNORED_KEYS: frozenset[str] = frozenset(
     numOfMemtableFlushThreads entrylogMapAccessExpiryTimeInSeconds maximumNumberOfActiveEntryLogs
     entryLogPerLedgerCounterLimitsMultFactor
     useTransactionalCompaction
-    gcOverreplicatedLedgerWaitTime gcOverreplicatedLedgerMaxConcurrentRequests
+    gcOverreplicatedLedgerMaxConcurrentRequests
     gcEntryLogMetadataCacheEnabled
     gcEntryLogMetadataCachePath localScrubInterval localScrubRateLimit
     numAddWorkerThreads numReadWorkerThreads numLongPollWorkerThreads numJournalCallbackThreads

@@ -326,6 +326,19 @@ OPTIONS: tuple[Option, ...] = (
         "gc",
     ),
     Option(
+        "gcOverreplicatedLedgerWaitTime",
+        "int",
+        86400000,
+        "Interval between checks for over-replicated ledgers: closed ledgers this bookie holds "
+        "whose metadata no longer names it (a replica moved off by bkctl rebalance or drain, a "
+        "move abandoned half way), deleted under their replication lock after one more read "
+        "(0: never; one pipelined read of the bookie's ledgers' metadata each time).",
+        "gc",
+        unit="ms",
+        min=0,
+        max=JAVA_LONG_MAX,
+    ),
+    Option(
         "logSizeLimit",
         "int",
         1024**3,
